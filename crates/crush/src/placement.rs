@@ -1,0 +1,213 @@
+//! Object -> PG -> OSD placement for one pool, as Ceph's OSDMap computes
+//! it: the object-name hash, `stable_mod` to a PG, the placement seed
+//! (HASHPSPOOL), the CRUSH rule, then removal of nonexistent and down OSDs.
+//!
+//! Pure functions over a compiled CRUSH map and an OSD state table; the
+//! cluster map crate feeds them. Must stay bit-exact with Ceph.
+
+use crate::compiled::CompiledMap;
+use crate::error::{CrushError, Result};
+use crate::hash::{hash32_2, stable_mod, stable_mod_mask, str_hash_rjenkins};
+use crate::map::ItemId;
+use crate::mapper::{Workspace, ITEM_NONE, MAX_NUM_REP};
+use std::fmt;
+
+/// Largest pg_num a pool may have (Ceph's own limit per pool is far lower
+/// in practice; this bounds memory in tools that walk every PG).
+pub const MAX_PG_NUM: u32 = 1 << 24;
+
+/// The placement parameters of one pool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PoolPlacement {
+    pub pool_id: u64,
+    pub pg_num: u32,
+    pub pgp_num: u32,
+    pub size: u32,
+    pub crush_rule: i32,
+    /// Mix the pool id into the placement seed (Ceph's default flag).
+    pub hashpspool: bool,
+    /// Erasure pools keep positions (holes become NONE) instead of
+    /// shifting replicas up.
+    pub erasure: bool,
+}
+
+impl PoolPlacement {
+    /// Check the parameters; every other method assumes they hold.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |m: String| Err(CrushError::Placement(m));
+        if self.pg_num == 0 || self.pg_num > MAX_PG_NUM {
+            return bad(format!("pg_num {} out of range (1..={MAX_PG_NUM})", self.pg_num));
+        }
+        if self.pgp_num == 0 || self.pgp_num > self.pg_num {
+            return bad(format!(
+                "pgp_num {} out of range (1..=pg_num {})",
+                self.pgp_num, self.pg_num
+            ));
+        }
+        if self.size == 0 || self.size as usize > MAX_NUM_REP {
+            return bad(format!("size {} out of range (1..={MAX_NUM_REP})", self.size));
+        }
+        Ok(())
+    }
+
+    /// Object name -> placement seed `ps` of its PG (in `0..pg_num`).
+    pub fn object_ps(&self, name: &[u8]) -> u32 {
+        let raw = str_hash_rjenkins(name);
+        stable_mod(raw, self.pg_num, stable_mod_mask(self.pg_num))
+    }
+
+    /// PG seed -> the CRUSH input (`pps`).
+    pub fn pps(&self, ps: u32) -> u32 {
+        let folded = stable_mod(ps, self.pgp_num, stable_mod_mask(self.pgp_num));
+        if self.hashpspool {
+            hash32_2(folded, self.pool_id as u32)
+        } else {
+            folded.wrapping_add(self.pool_id as u32)
+        }
+    }
+}
+
+/// A PG id: pool and seed, printed like Ceph (`7.4b`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PgId {
+    pub pool: u64,
+    pub ps: u32,
+}
+
+impl fmt::Display for PgId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{:x}", self.pool, self.ps)
+    }
+}
+
+/// Per-OSD state that placement depends on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OsdStates {
+    /// OSD ids `0..max_osd` can exist.
+    pub max_osd: i32,
+    pub exists: Vec<bool>,
+    pub up: Vec<bool>,
+    /// Reweight, 16.16 (0x10000 = in, 0 = out).
+    pub weight: Vec<u32>,
+}
+
+impl OsdStates {
+    /// `max_osd` OSDs, all existing, up and in (osdmaptool `--mark-up-in`).
+    pub fn all_up_in(max_osd: i32) -> OsdStates {
+        let n = max_osd.max(0) as usize;
+        OsdStates {
+            max_osd: max_osd.max(0),
+            exists: vec![true; n],
+            up: vec![true; n],
+            weight: vec![0x10000; n],
+        }
+    }
+
+    fn exists(&self, osd: ItemId) -> bool {
+        osd >= 0 && osd < self.max_osd && self.exists.get(osd as usize).copied().unwrap_or(false)
+    }
+
+    fn is_up(&self, osd: ItemId) -> bool {
+        self.exists(osd) && self.up.get(osd as usize).copied().unwrap_or(false)
+    }
+
+    /// Mark an OSD out (reweight 0); it stays up.
+    pub fn mark_out(&mut self, osd: i32) -> Result<()> {
+        match self.weight.get_mut(osd.max(0) as usize) {
+            Some(w) if osd >= 0 => {
+                *w = 0;
+                Ok(())
+            }
+            _ => Err(CrushError::Placement(format!(
+                "osd.{osd} does not exist (max_osd {})",
+                self.max_osd
+            ))),
+        }
+    }
+
+    /// Mark an OSD down.
+    pub fn mark_down(&mut self, osd: i32) -> Result<()> {
+        match self.up.get_mut(osd.max(0) as usize) {
+            Some(u) if osd >= 0 => {
+                *u = false;
+                Ok(())
+            }
+            _ => Err(CrushError::Placement(format!("osd.{osd} does not exist"))),
+        }
+    }
+}
+
+/// The raw, up and acting sets of a PG with their primaries (-1 = none).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PgMapping {
+    pub raw: Vec<ItemId>,
+    pub raw_primary: ItemId,
+    pub up: Vec<ItemId>,
+    pub up_primary: ItemId,
+    pub acting: Vec<ItemId>,
+    pub acting_primary: ItemId,
+}
+
+fn pick_primary(v: &[ItemId]) -> ItemId {
+    v.iter().copied().find(|&o| o != ITEM_NONE).unwrap_or(-1)
+}
+
+/// Map PG `ps` of `pool` to its OSD sets.
+pub fn map_pg(
+    crush: &CompiledMap,
+    pool: &PoolPlacement,
+    osds: &OsdStates,
+    ps: u32,
+    ws: &mut Workspace,
+) -> Result<PgMapping> {
+    let pps = pool.pps(ps);
+    let mut raw = Vec::with_capacity(pool.size as usize);
+    if crush.has_rule(pool.crush_rule) {
+        let args = crush.choose_args_for(pool.pool_id as i64);
+        crush.do_rule(
+            pool.crush_rule,
+            pps,
+            pool.size as usize,
+            &osds.weight,
+            args,
+            ws,
+            &mut raw,
+        )?;
+    }
+    // Remove (replicated) or blank (erasure) OSDs that do not exist.
+    if pool.erasure {
+        for o in raw.iter_mut() {
+            if *o != ITEM_NONE && !osds.exists(*o) {
+                *o = ITEM_NONE;
+            }
+        }
+    } else {
+        raw.retain(|&o| osds.exists(o));
+    }
+    let mut up = raw.clone();
+    if pool.erasure {
+        for o in up.iter_mut() {
+            if *o != ITEM_NONE && !osds.is_up(*o) {
+                *o = ITEM_NONE;
+            }
+        }
+    } else {
+        up.retain(|&o| osds.is_up(o));
+    }
+    let m = PgMapping {
+        raw_primary: pick_primary(&raw),
+        up_primary: pick_primary(&up),
+        acting_primary: pick_primary(&up),
+        acting: up.clone(),
+        raw,
+        up,
+    };
+    debug_assert!(m.up.len() <= pool.size as usize);
+    Ok(m)
+}
+
+/// Format an OSD vector as Ceph prints it: `[1,2,3]`.
+pub fn format_osds(v: &[ItemId]) -> String {
+    let parts: Vec<String> = v.iter().map(|o| o.to_string()).collect();
+    format!("[{}]", parts.join(","))
+}
