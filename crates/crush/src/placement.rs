@@ -211,3 +211,21 @@ pub fn format_osds(v: &[ItemId]) -> String {
     let parts: Vec<String> = v.iter().map(|o| o.to_string()).collect();
     format!("[{}]", parts.join(","))
 }
+
+/// osdmaptool's `--test-map-object` line: ` object 'NAME' -> 7.4b -> [a,b,c]`.
+pub fn object_line(name: &str, pg: PgId, acting: &[ItemId]) -> String {
+    format!(" object '{name}' -> {pg} -> {}", format_osds(acting))
+}
+
+/// osdmaptool's `--test-map-pgs-dump-all` line for one PG.
+pub fn pg_dump_line(pg: PgId, m: &PgMapping) -> String {
+    format!(
+        "{pg} raw ({}, p{}) up ({}, p{}) acting ({}, p{})",
+        format_osds(&m.raw),
+        m.raw_primary,
+        format_osds(&m.up),
+        m.up_primary,
+        format_osds(&m.acting),
+        m.acting_primary
+    )
+}
