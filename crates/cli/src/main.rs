@@ -1,1 +1,56 @@
-fn main() {}
+//! `loligo`: the one command users run. Today it holds the CRUSH and
+//! placement tools; the cluster commands join it as they land.
+//!
+//! Every subcommand has `--help`; bad input prints one `loligo: error: ...`
+//! line and exits with code 2. This file only parses arguments and
+//! dispatches; the work lives in the library crates.
+
+mod bench;
+mod crush_cmd;
+mod osdmap_cmd;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// Loligo: a distributed object store in the design of Ceph's RADOS.
+#[derive(Parser)]
+#[command(name = "loligo", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// CRUSH map tools (crushtool-compatible test, compile, decompile, tree, bench).
+    #[command(subcommand)]
+    Crush(crush_cmd::CrushCmd),
+    /// Placement queries in the way of osdmaptool.
+    #[command(subcommand)]
+    Osdmap(osdmap_cmd::OsdmapCmd),
+}
+
+/// A user-facing failure: printed as one line, exit code 2.
+#[derive(Debug)]
+pub struct CliError(pub String);
+
+impl<E: std::fmt::Display> From<E> for CliError {
+    fn from(e: E) -> Self {
+        CliError(e.to_string())
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let res = match cli.cmd {
+        Cmd::Crush(c) => crush_cmd::run(c),
+        Cmd::Osdmap(c) => osdmap_cmd::run(c),
+    };
+    match res {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(CliError(msg)) => {
+            eprintln!("loligo: error: {msg}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,208 @@
+//! `loligo crush ...`: test, compile, decompile, tree and bench.
+
+use crate::CliError;
+use clap::{Args, Subcommand};
+use loligo_crush::map::{CrushMap, ItemId};
+use loligo_crush::tester::{run as run_test, TestSpec};
+use loligo_crush::text;
+use loligo_crush::CompiledMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+#[derive(Subcommand)]
+pub enum CrushCmd {
+    /// Map a range of inputs like `crushtool -i MAP --test ...`.
+    ///
+    /// ARGS are crushtool's test arguments: --rule R, --num-rep N,
+    /// --min-rep N, --max-rep N, --min-x A, --max-x B, --x X,
+    /// --weight DEV W (repeatable), --pool-id P, --show-mappings,
+    /// --show-bad-mappings, --show-utilization, --show-utilization-all,
+    /// --show-statistics, and the tunable flags --set-choose-local-tries,
+    /// --set-choose-local-fallback-tries, --set-choose-total-tries,
+    /// --set-chooseleaf-descend-once, --set-chooseleaf-vary-r,
+    /// --set-chooseleaf-stable, --set-straw-calc-version,
+    /// --set-allowed-bucket-algs. `--test` itself is accepted and ignored.
+    /// Defaults as crushtool: x = 0..1023, every rule, num-rep from the
+    /// rule's min_size..max_size.
+    Test(TestArgs),
+    /// Compile a text map (crushtool -d syntax) to Loligo's JSON form.
+    Compile(ConvertArgs),
+    /// Decompile Loligo's JSON form (or a text map) to text map syntax.
+    Decompile(ConvertArgs),
+    /// Print the hierarchy like `ceph osd tree`.
+    Tree(TreeArgs),
+    /// Measure mapping throughput on a 1000-OSD straw2 map, against
+    /// crushtool when it is on PATH.
+    Bench(crate::bench::BenchArgs),
+}
+
+#[derive(Args)]
+pub struct TestArgs {
+    /// The map: text (crushtool -d syntax) or Loligo JSON.
+    #[arg(short = 'i', long = "input", value_name = "MAP")]
+    input: PathBuf,
+    /// crushtool --test arguments (see above).
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "ARGS")]
+    args: Vec<String>,
+}
+
+#[derive(Args)]
+pub struct ConvertArgs {
+    /// Input map file.
+    #[arg(short = 'i', long = "input", value_name = "FILE")]
+    input: PathBuf,
+    /// Output file (default: standard output).
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    output: Option<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct TreeArgs {
+    /// The map: text or Loligo JSON.
+    #[arg(short = 'i', long = "input", value_name = "MAP")]
+    input: PathBuf,
+    /// Include the per-class shadow trees (`host~ssd` ...).
+    #[arg(long)]
+    show_shadow: bool,
+}
+
+/// Largest map file read (bytes).
+const MAX_MAP_FILE: u64 = 64 << 20;
+
+/// Read a map file, text or JSON (detected by the first non-blank byte).
+pub fn load_map(path: &Path) -> Result<CrushMap, CliError> {
+    let meta = std::fs::metadata(path).map_err(|e| CliError(format!("{}: {e}", path.display())))?;
+    if meta.len() > MAX_MAP_FILE {
+        return Err(CliError(format!("{}: larger than {MAX_MAP_FILE} bytes", path.display())));
+    }
+    let bytes = std::fs::read(path).map_err(|e| CliError(format!("{}: {e}", path.display())))?;
+    let s = String::from_utf8(bytes).map_err(|_| CliError(format!("{}: not UTF-8 text", path.display())))?;
+    if s.trim_start().starts_with('{') {
+        serde_json::from_str(&s).map_err(|e| CliError(format!("{}: bad JSON map: {e}", path.display())))
+    } else {
+        text::parse(&s).map_err(|e| CliError(format!("{}: {e}", path.display())))
+    }
+}
+
+/// Load and validate a map.
+pub fn load_compiled(path: &Path) -> Result<CompiledMap, CliError> {
+    let map = load_map(path)?;
+    CompiledMap::compile(&map).map_err(|e| CliError(format!("{}: {e}", path.display())))
+}
+
+fn write_out(output: &Option<PathBuf>, s: &str) -> Result<(), CliError> {
+    match output {
+        Some(p) => std::fs::write(p, s).map_err(|e| CliError(format!("{}: {e}", p.display()))),
+        None => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(s.as_bytes())?;
+            Ok(())
+        }
+    }
+}
+
+pub fn run(cmd: CrushCmd) -> Result<(), CliError> {
+    match cmd {
+        CrushCmd::Test(a) => {
+            let spec = TestSpec::from_args(&a.args)?;
+            let mut map = load_map(&a.input)?;
+            for (name, v) in &spec.tunables {
+                map.tunables.set(name, *v);
+            }
+            let compiled = CompiledMap::compile(&map).map_err(|e| CliError(format!("{}: {e}", a.input.display())))?;
+            let out = run_test(&compiled, &spec)?;
+            write_out(&None, &out)
+        }
+        CrushCmd::Compile(a) => {
+            let map = load_map(&a.input)?;
+            CompiledMap::compile(&map)?;
+            let mut s = serde_json::to_string_pretty(&map)?;
+            s.push('\n');
+            write_out(&a.output, &s)
+        }
+        CrushCmd::Decompile(a) => {
+            let map = load_map(&a.input)?;
+            CompiledMap::compile(&map)?;
+            write_out(&a.output, &text::write(&map))
+        }
+        CrushCmd::Tree(a) => {
+            let compiled = load_compiled(&a.input)?;
+            write_out(&None, &tree(&compiled, a.show_shadow))
+        }
+        CrushCmd::Bench(a) => crate::bench::run(a),
+    }
+}
+
+/// One row of the tree listing.
+struct Row {
+    id: ItemId,
+    class: String,
+    weight: u32,
+    depth: usize,
+    label: String,
+}
+
+/// `ceph osd tree`-style listing: roots first, children indented, weights
+/// as the parent holds them.
+fn tree(map: &CompiledMap, show_shadow: bool) -> String {
+    let src = map.source();
+    let buckets = map.bucket_summaries();
+    let children: std::collections::BTreeSet<ItemId> =
+        buckets.iter().flat_map(|b| b.items.iter().map(|(id, _)| *id)).collect();
+    let mut rows: Vec<Row> = Vec::new();
+    // Iterative depth-first walk (bounded by the validated, acyclic map).
+    for root in buckets.iter().filter(|b| !children.contains(&b.id)) {
+        if !show_shadow && root.name.contains('~') {
+            continue;
+        }
+        let mut stack: Vec<(ItemId, u32, usize)> = vec![(root.id, root.weight, 0)];
+        while let Some((id, weight, depth)) = stack.pop() {
+            if id >= 0 {
+                let d = src.devices.iter().find(|d| d.id == id);
+                rows.push(Row {
+                    id,
+                    class: d.and_then(|d| d.class.clone()).unwrap_or_default(),
+                    weight,
+                    depth,
+                    label: d.map_or_else(|| format!("osd.{id}"), |d| d.name.clone()),
+                });
+                continue;
+            }
+            let Some(b) = buckets.iter().find(|b| b.id == id) else { continue };
+            let tname = src.type_name(b.type_id).unwrap_or("?");
+            rows.push(Row {
+                id,
+                class: String::new(),
+                weight,
+                depth,
+                label: format!("{tname} {}", b.name),
+            });
+            for &(child, w) in b.items.iter().rev() {
+                stack.push((child, w, depth + 1));
+            }
+        }
+    }
+    let mut s = format!("{:>5}  {:<5}  {:>9}  TYPE NAME\n", "ID", "CLASS", "WEIGHT");
+    for r in &rows {
+        s.push_str(&format!(
+            "{:>5}  {:<5}  {:>9.5}  {}{}\n",
+            r.id,
+            r.class,
+            f64::from(r.weight) / 65536.0,
+            "    ".repeat(r.depth),
+            r.label
+        ));
+    }
+    // Devices that no bucket holds, like Ceph's stray OSDs.
+    let placed: std::collections::BTreeSet<ItemId> = rows.iter().map(|r| r.id).collect();
+    for d in src.devices.iter().filter(|d| !placed.contains(&d.id)) {
+        s.push_str(&format!(
+            "{:>5}  {:<5}  {:>9.5}  {}\n",
+            d.id,
+            d.class.clone().unwrap_or_default(),
+            0.0,
+            d.name
+        ));
+    }
+    s
+}
