@@ -9,6 +9,7 @@
 //! relative to Ceph for a map Ceph accepts.
 
 use crate::error::{invalid, Result};
+use crate::mapper::Recip;
 use crate::map::{BucketAlg, ChooseMode, CrushMap, ItemId, Step, Tunables};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -38,6 +39,8 @@ pub(crate) struct CBucket {
     pub alg: AlgData,
     pub items: Vec<ItemId>,
     pub item_weights: Vec<u32>,
+    /// Division helpers for `item_weights` (straw2 only; empty otherwise).
+    pub recips: Vec<Recip>,
     pub weight: u32,
     /// Name, for tools (shadow buckets are `name~class`).
     pub name: String,
@@ -78,6 +81,8 @@ pub(crate) enum CStep {
 #[derive(Clone, Debug, Default)]
 pub(crate) struct CArg {
     pub weight_set: Vec<Vec<u32>>,
+    /// Division helpers, one per weight in `weight_set`.
+    pub recips: Vec<Vec<Recip>>,
     pub ids: Option<Vec<ItemId>>,
 }
 
@@ -383,9 +388,15 @@ pub(crate) fn make_bucket(
         },
         BucketAlg::Straw2 => AlgData::Straw2,
     };
+    let recips = if alg == BucketAlg::Straw2 {
+        item_weights.iter().map(|&w| Recip::new(w)).collect()
+    } else {
+        Vec::new()
+    };
     Ok(CBucket {
         id,
         type_id,
+        recips,
         alg: data,
         items,
         item_weights,
@@ -727,6 +738,11 @@ fn compile_choose_args(map: &CrushMap, cm: &CompiledMap) -> Result<BTreeMap<i64,
                 return invalid(format!("choose_args {index}: {} is not a bucket", a.bucket_id));
             };
             slots[i] = Some(CArg {
+                recips: a
+                    .weight_set
+                    .iter()
+                    .map(|ws| ws.iter().map(|&w| Recip::new(w)).collect())
+                    .collect(),
                 weight_set: a.weight_set.clone(),
                 ids: a.ids.clone(),
             });

@@ -51,7 +51,7 @@ pub fn hash32_2(a: u32, b: u32) -> u32 {
 }
 
 /// `crush_hash32_rjenkins1_3`: straw, straw2 and permutation draws.
-#[inline]
+#[inline(always)]
 pub fn hash32_3(a: u32, b: u32, c: u32) -> u32 {
     let (mut a, mut b, mut c, mut h) = (a, b, c, CRUSH_HASH_SEED ^ a ^ b ^ c);
     let (mut x, mut y) = (X0, Y0);

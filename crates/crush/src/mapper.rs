@@ -8,6 +8,7 @@
 //! never panics on a compiled map.
 
 use crate::compiled::{bucket_index, AlgData, CArg, CBucket, CStep, ChooseArgMap, CompiledMap};
+
 use crate::error::{CrushError, Result};
 use crate::hash::{hash32_2, hash32_3, hash32_4};
 use crate::ln::crush_ln;
@@ -680,33 +681,107 @@ fn straw_choose(b: &CBucket, straws: &[u32], x: u32, r: u32) -> ItemId {
     b.items[high]
 }
 
+/// Items hashed per batch in straw2: the hash loop over a batch is plain
+/// lane-wise u32 arithmetic, which the compiler vectorises.
+const STRAW2_BATCH: usize = 64;
+
 fn straw2_choose(b: &CBucket, arg: Option<&CArg>, x: u32, r: u32, position: usize) -> ItemId {
-    let weights: &[u32] = match arg {
+    let (weights, recips): (&[u32], &[Recip]) = match arg {
         Some(a) if !a.weight_set.is_empty() => {
             let p = position.min(a.weight_set.len() - 1);
-            &a.weight_set[p]
+            (&a.weight_set[p], &a.recips[p])
         }
-        _ => &b.item_weights,
+        _ => (&b.item_weights, &b.recips),
     };
     let ids: &[ItemId] = match arg.and_then(|a| a.ids.as_deref()) {
         Some(ids) => ids,
         None => &b.items,
     };
+    debug_assert!(weights.len() == ids.len() && recips.len() == ids.len());
     let mut high = 0usize;
     let mut high_draw: i64 = 0;
-    for i in 0..b.items.len() {
-        let w = weights[i];
-        let draw = if w != 0 {
-            let u = hash32_3(x, ids[i] as u32, r) & 0xffff;
-            let ln = crush_ln(u) as i64 - 0x1_0000_0000_0000;
-            ln / i64::from(w)
-        } else {
-            i64::MIN
-        };
-        if i == 0 || draw > high_draw {
-            high = i;
-            high_draw = draw;
+    let mut u = [0u32; STRAW2_BATCH];
+    for (chunk, base) in ids.chunks(STRAW2_BATCH).zip((0..).step_by(STRAW2_BATCH)) {
+        for (slot, &id) in u.iter_mut().zip(chunk) {
+            *slot = hash32_3(x, id as u32, r);
+        }
+        for j in 0..chunk.len() {
+            let i = base + j;
+            let draw = if weights[i] != 0 {
+                // ln(u) - 2^48 is in [-2^48, 0]; Ceph divides with C's
+                // truncation toward zero, i.e. -(|ln| / w).
+                let neg_ln = 0x1_0000_0000_0000 - crush_ln(u[j] & 0xffff);
+                -(recips[i].div(neg_ln) as i64)
+            } else {
+                i64::MIN
+            };
+            if i == 0 || draw > high_draw {
+                high = i;
+                high_draw = draw;
+            }
         }
     }
     b.items[high]
+}
+
+/// Exact division of numerators below 2^49 by a fixed 32-bit divisor, by
+/// multiplication (Granlund & Montgomery): with `2^(l-1) < d <= 2^l` and
+/// `m = ceil(2^(49+l) / d)`, `n / d == (n * m) >> (49 + l)` for every
+/// `n < 2^49`. Straw2 divides by the same item weights millions of times.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Recip {
+    m: u64,
+    shift: u32,
+}
+
+impl Recip {
+    const N_BITS: u32 = 49;
+
+    pub(crate) fn new(d: u32) -> Recip {
+        if d == 0 {
+            return Recip::default();
+        }
+        let l = 32 - (d - 1).leading_zeros();
+        let shift = Self::N_BITS + l;
+        let m = (1u128 << shift).div_ceil(u128::from(d));
+        debug_assert!(m < 1u128 << (Self::N_BITS + 1));
+        Recip { m: m as u64, shift }
+    }
+
+    #[inline(always)]
+    pub(crate) fn div(self, n: u64) -> u64 {
+        debug_assert!(n < 1 << Self::N_BITS);
+        ((u128::from(n) * u128::from(self.m)) >> self.shift) as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Recip;
+
+    fn check(d: u32, n: u64) {
+        assert_eq!(Recip::new(d).div(n), n / u64::from(d), "{n} / {d}");
+    }
+
+    #[test]
+    fn reciprocal_division_is_exact() {
+        let ds = [1u32, 2, 3, 7, 0x10000, 0x10001, 0xffff, 19660, 0x8000_0000, 0x8000_0001, u32::MAX];
+        let ns = [0u64, 1, 2, (1 << 48) - 1, 1 << 48, (1 << 49) - 1, 123_456_789_012_345];
+        for &d in &ds {
+            for &n in &ns {
+                check(d, n);
+            }
+        }
+        // Pseudo-random sweep (xorshift) over both operands.
+        let mut s = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..200_000 {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            let d = (s >> 32) as u32 | 1;
+            let n = s & ((1 << 49) - 1);
+            check(d, n);
+            check(d >> (s % 31), n >> (s % 40));
+        }
+    }
 }
