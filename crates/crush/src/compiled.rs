@@ -20,6 +20,30 @@ pub const MAX_BUCKETS: usize = 1 << 20;
 pub const MAX_DEVICES: i32 = 1 << 24;
 /// Deepest hierarchy accepted (Ceph's maps rarely exceed 6 levels).
 pub const MAX_DEPTH: usize = 64;
+/// Largest retry count a tunable or `set_*` step may ask for. Real maps use
+/// at most a few hundred; the bound keeps a hostile map from making one
+/// mapping spin for minutes.
+pub const MAX_TRIES: u32 = 10_000;
+/// `chooseleaf_vary_r` shifts r by `vary_r - 1`; larger values are
+/// meaningless (and undefined behaviour in Ceph's C).
+pub const MAX_VARY_R: u32 = 32;
+
+/// Largest `choose ... <count>` accepted (positive or negative).
+pub const MAX_STEP_COUNT: u32 = 256;
+
+fn check_tunables(t: &Tunables) -> Result<()> {
+    for (name, v) in t.named() {
+        let limit = match name {
+            "chooseleaf_vary_r" => MAX_VARY_R,
+            "allowed_bucket_algs" => u32::MAX,
+            _ => MAX_TRIES,
+        };
+        if v > limit {
+            return invalid(format!("tunable {name} {v} is above the supported maximum {limit}"));
+        }
+    }
+    Ok(())
+}
 
 /// Per-algorithm data derived from item weights.
 #[derive(Clone, Debug)]
@@ -117,6 +141,7 @@ pub(crate) fn bucket_index(id: ItemId) -> Option<usize> {
 impl CompiledMap {
     /// Validate `map` and derive everything the mapper needs.
     pub fn compile(map: &CrushMap) -> Result<CompiledMap> {
+        check_tunables(&map.tunables)?;
         let devices = check_devices(map)?;
         let types: BTreeSet<i32> = map.types.iter().map(|t| t.id).collect();
         let mut by_id: BTreeMap<ItemId, usize> = BTreeMap::new();
@@ -680,6 +705,12 @@ fn compile_rules(map: &CrushMap, cm: &CompiledMap) -> Result<BTreeMap<i32, Vec<C
                     count,
                     type_id,
                 } => {
+                    if count.unsigned_abs() > MAX_STEP_COUNT {
+                        return invalid(format!(
+                            "rule {}: choose count {count} is beyond +-{MAX_STEP_COUNT}",
+                            r.name
+                        ));
+                    }
                     if *type_id != 0 && !types.contains(type_id) {
                         return invalid(format!("rule {}: unknown type id {type_id}", r.name));
                     }
@@ -691,6 +722,17 @@ fn compile_rules(map: &CrushMap, cm: &CompiledMap) -> Result<BTreeMap<i32, Vec<C
                     }
                 }
                 Step::Emit => CStep::Emit,
+                Step::SetChooseleafVaryR(n) if *n > MAX_VARY_R as i32 => {
+                    return invalid(format!("rule {}: set_chooseleaf_vary_r {n} is above {MAX_VARY_R}", r.name));
+                }
+                Step::SetChooseTries(n)
+                | Step::SetChooseleafTries(n)
+                | Step::SetChooseLocalTries(n)
+                | Step::SetChooseLocalFallbackTries(n)
+                    if *n > MAX_TRIES as i32 =>
+                {
+                    return invalid(format!("rule {}: retry count {n} is above {MAX_TRIES}", r.name));
+                }
                 Step::SetChooseTries(n) => CStep::SetChooseTries(*n),
                 Step::SetChooseleafTries(n) => CStep::SetChooseleafTries(*n),
                 Step::SetChooseLocalTries(n) => CStep::SetChooseLocalTries(*n),
