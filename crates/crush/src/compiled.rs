@@ -556,10 +556,12 @@ fn build_shadow_trees(
             }
         }
     }
+    // A class named only by buckets (no device has it yet) still gets
+    // (empty) shadow trees, as in Ceph.
     for b in &map.buckets {
         for c in b.class_ids.keys() {
             if !classes.contains(&c.as_str()) {
-                return invalid(format!("bucket {}: class {c} has no devices", b.name));
+                classes.push(c.as_str());
             }
         }
     }
@@ -583,7 +585,10 @@ fn build_shadow_trees(
     let mut done: HashMap<(ItemId, usize), ItemId> = HashMap::new();
     for root in roots {
         for ci in 0..classes.len() {
-            clone_for_class(map, by_id, devices, slots, &classes, root, ci, &mut done)?;
+            // Like Ceph, a tree that cannot be cloned (a uniform bucket
+            // cannot take class-filtered items) simply has no shadow copy;
+            // a rule that takes it by class is then refused.
+            let _ = clone_for_class(map, by_id, devices, slots, &classes, root, ci, &mut done);
         }
     }
     Ok(())
@@ -626,6 +631,9 @@ fn clone_for_class(
             items.push(child);
             weights.push(w);
         }
+    }
+    if b.alg == BucketAlg::Uniform && !items.is_empty() {
+        return invalid(format!("uniform bucket {} cannot have a class shadow", b.name));
     }
     let id = match b.class_ids.get(class) {
         Some(&id) => id,
@@ -691,7 +699,7 @@ fn compile_rules(map: &CrushMap, cm: &CompiledMap) -> Result<BTreeMap<i32, Vec<C
                                 Some(id) => CStep::Take(id),
                                 None => {
                                     return invalid(format!(
-                                        "rule {}: item {item} has no class {c}",
+                                        "rule {}: take {item} has no class information for {c}",
                                         r.name
                                     ))
                                 }

@@ -19,8 +19,9 @@ pub const ITEM_NONE: ItemId = 0x7fff_ffff;
 /// Internal marker for "not decided yet" during `indep`.
 const ITEM_UNDEF: ItemId = 0x7fff_fffe;
 
-/// Most replicas one call may ask for.
-pub const MAX_NUM_REP: usize = 16;
+/// Most replicas (or EC shards) one call may ask for: room for k + m = 64
+/// erasure-code shards, above Ceph's default rule `max_size` of 20.
+pub const MAX_NUM_REP: usize = 64;
 
 /// Scratch space for `do_rule`; reuse it across calls on the same map.
 #[derive(Debug, Default)]

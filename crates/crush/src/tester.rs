@@ -260,6 +260,12 @@ pub fn run(map: &CompiledMap, spec: &TestSpec) -> Result<String> {
     let mut ws = Workspace::new(map);
     let mut out = String::new();
     let mut result = Vec::with_capacity(MAX_NUM_REP);
+    // crushtool turns statistics on for either utilization flag.
+    let statistics = spec.show_statistics || spec.show_utilization || spec.show_utilization_all;
+    if spec.show_utilization_all {
+        let hex: Vec<String> = weights.iter().map(|w| format!("{w:x}")).collect();
+        let _ = writeln!(out, "devices weights (hex): [{}]", hex.join(","));
+    }
     let num_objects = u64::from(spec.max_x - spec.min_x) + 1;
     for r in rules {
         let Some(rule) = map.source().rule(r) else { continue };
@@ -267,7 +273,7 @@ pub fn run(map: &CompiledMap, spec: &TestSpec) -> Result<String> {
             Some(v) => v,
             None => (rule.min_size.max(0) as usize, rule.max_size.max(0) as usize),
         };
-        if spec.show_statistics {
+        if statistics {
             let _ = writeln!(
                 out,
                 "rule {r} ({}), x = {}..{}, numrep = {minr}..{maxr}",
@@ -310,12 +316,7 @@ pub fn run(map: &CompiledMap, spec: &TestSpec) -> Result<String> {
                     }
                 }
             }
-            if spec.show_utilization && !spec.show_statistics {
-                for (i, p) in per.iter().enumerate() {
-                    let _ = writeln!(out, "  device {i}:\t{p}");
-                }
-            }
-            if spec.show_statistics {
+            if statistics {
                 for (size, n) in &sizes {
                     let _ = writeln!(
                         out,

@@ -206,7 +206,7 @@ fn bad_requests_are_typed_errors() {
     let mut out = Vec::new();
     assert_eq!(map.do_rule(7, 1, 3, &w, None, &mut ws, &mut out), Err(CrushError::UnknownRule(7)));
     assert!(matches!(map.do_rule(0, 1, 0, &w, None, &mut ws, &mut out), Err(CrushError::BadNumRep { .. })));
-    assert!(matches!(map.do_rule(0, 1, 17, &w, None, &mut ws, &mut out), Err(CrushError::BadNumRep { .. })));
+    assert!(matches!(map.do_rule(0, 1, 65, &w, None, &mut ws, &mut out), Err(CrushError::BadNumRep { .. })));
     // A short weight vector means the missing devices are out, not a panic.
     map.do_rule(0, 1, 3, &[], None, &mut ws, &mut out).unwrap();
     assert!(out.is_empty());
@@ -291,7 +291,7 @@ proptest! {
         case in 0usize..19,
         ops in prop::collection::vec((any::<u8>(), any::<usize>(), any::<u16>()), 1..8),
         xs in prop::collection::vec(any::<u32>(), 1..4),
-        n in 0usize..20,
+        n in 0usize..70,
     ) {
         let dirs = common::cases("crush");
         let txt = std::fs::read_to_string(dirs[case % dirs.len()].join("map.txt")).unwrap();
