@@ -50,7 +50,11 @@ pub fn bench_map_text(hosts: u32) -> String {
     s.push_str("\n# types\ntype 0 osd\ntype 1 host\ntype 10 root\n\n# buckets\n");
     let mut host_weights = Vec::new();
     for h in 0..hosts {
-        let _ = writeln!(s, "host host{h} {{\n\tid -{}\n\talg straw2\n\thash 0", h + 2);
+        let _ = writeln!(
+            s,
+            "host host{h} {{\n\tid -{}\n\talg straw2\n\thash 0",
+            h + 2
+        );
         let mut total = 0u32;
         for i in 0..per_host {
             let id = h * per_host + i;
@@ -77,7 +81,11 @@ struct CrushtoolResult {
     agrees: bool,
 }
 
-fn time_crushtool(map_txt: &str, inputs: u32, ours: &CompiledMap) -> Result<Option<CrushtoolResult>, CliError> {
+fn time_crushtool(
+    map_txt: &str,
+    inputs: u32,
+    ours: &CompiledMap,
+) -> Result<Option<CrushtoolResult>, CliError> {
     if Command::new("crushtool").arg("--help").output().is_err() {
         return Ok(None);
     }
@@ -86,13 +94,20 @@ fn time_crushtool(map_txt: &str, inputs: u32, ours: &CompiledMap) -> Result<Opti
     let txt = dir.join("map.txt");
     let bin = dir.join("map.bin");
     std::fs::write(&txt, map_txt)?;
-    let st = Command::new("crushtool").arg("-c").arg(&txt).arg("-o").arg(&bin).status()?;
+    let st = Command::new("crushtool")
+        .arg("-c")
+        .arg(&txt)
+        .arg("-o")
+        .arg(&bin)
+        .status()?;
     if !st.success() {
         return Err(CliError("crushtool could not compile the bench map".into()));
     }
     let run = |max_x: u32, show: bool| -> Result<(f64, Vec<u8>), CliError> {
         let mut c = Command::new("crushtool");
-        c.arg("-i").arg(&bin).args(["--test", "--rule", "0", "--num-rep", "3", "--min-x", "0"]);
+        c.arg("-i")
+            .arg(&bin)
+            .args(["--test", "--rule", "0", "--num-rep", "3", "--min-x", "0"]);
         c.args(["--max-x", &max_x.to_string()]);
         if show {
             c.arg("--show-mappings");
@@ -118,12 +133,18 @@ fn time_crushtool(map_txt: &str, inputs: u32, ours: &CompiledMap) -> Result<Opti
     let (total, _) = run(inputs - 1, false)?;
     let seconds = (total - startup).max(1e-9);
     let _ = std::fs::remove_dir_all(&dir);
-    Ok(Some(CrushtoolResult { seconds, rate: f64::from(inputs) / seconds, agrees }))
+    Ok(Some(CrushtoolResult {
+        seconds,
+        rate: f64::from(inputs) / seconds,
+        agrees,
+    }))
 }
 
 pub fn run(a: BenchArgs) -> Result<(), CliError> {
     if a.inputs == 0 || a.pgs == 0 || a.threads == 0 || a.hosts == 0 || a.hosts > 10_000 {
-        return Err(CliError("--inputs, --pgs, --threads and --hosts (<= 10000) must be positive".into()));
+        return Err(CliError(
+            "--inputs, --pgs, --threads and --hosts (<= 10000) must be positive".into(),
+        ));
     }
     let map_txt = bench_map_text(a.hosts);
     let compiled = CompiledMap::compile(&text::parse(&map_txt)?)?;
@@ -174,14 +195,20 @@ pub fn run(a: BenchArgs) -> Result<(), CliError> {
             .collect();
         let mut total = 0;
         for h in handles {
-            total += h.join().map_err(|_| CliError("bench thread panicked".into()))??;
+            total += h
+                .join()
+                .map_err(|_| CliError("bench thread panicked".into()))??;
         }
         Ok(total)
     });
     let mapped = mapped?;
     let pool_s = t.elapsed().as_secs_f64();
 
-    let ct = if a.no_crushtool { None } else { time_crushtool(&map_txt, a.inputs, &compiled)? };
+    let ct = if a.no_crushtool {
+        None
+    } else {
+        time_crushtool(&map_txt, a.inputs, &compiled)?
+    };
     let osd_count = a.hosts * 10;
     if a.json {
         let mut v = serde_json::json!({
@@ -205,20 +232,36 @@ pub fn run(a: BenchArgs) -> Result<(), CliError> {
         println!("{v}");
     } else {
         println!("CRUSH bench: {osd_count} OSDs ({} hosts x 10, straw2), chooseleaf firstn 0 type host, num-rep 3", a.hosts);
-        println!("  loligo    1 thread : {} mappings in {single_s:.3} s = {:.3} M mappings/s", a.inputs, single_rate / 1e6);
+        println!(
+            "  loligo    1 thread : {} mappings in {single_s:.3} s = {:.3} M mappings/s",
+            a.inputs,
+            single_rate / 1e6
+        );
         match &ct {
             Some(c) => {
                 println!("  crushtool 1 thread : {} mappings in {:.3} s = {:.3} M mappings/s (startup subtracted)", a.inputs, c.seconds, c.rate / 1e6);
-                println!("  same mappings as crushtool (first 10,000): {}", if c.agrees { "yes" } else { "NO" });
+                println!(
+                    "  same mappings as crushtool (first 10,000): {}",
+                    if c.agrees { "yes" } else { "NO" }
+                );
                 println!("  ratio loligo/crushtool: {:.2}", single_rate / c.rate);
             }
-            None => println!("  crushtool: not on PATH (apt-get install ceph-base) or --no-crushtool: no ratio"),
+            None => println!(
+                "  crushtool: not on PATH (apt-get install ceph-base) or --no-crushtool: no ratio"
+            ),
         }
-        println!("  whole pool: {} PGs on {} threads in {pool_s:.3} s = {:.3} M PGs/s", a.pgs, a.threads, f64::from(a.pgs) / pool_s / 1e6);
+        println!(
+            "  whole pool: {} PGs on {} threads in {pool_s:.3} s = {:.3} M PGs/s",
+            a.pgs,
+            a.threads,
+            f64::from(a.pgs) / pool_s / 1e6
+        );
     }
     if let Some(c) = ct {
         if !c.agrees {
-            return Err(CliError("loligo and crushtool disagree on the bench map".into()));
+            return Err(CliError(
+                "loligo and crushtool disagree on the bench map".into(),
+            ));
         }
     }
     Ok(())

@@ -42,7 +42,11 @@ pub struct TestArgs {
     #[arg(short = 'i', long = "input", value_name = "MAP")]
     input: PathBuf,
     /// crushtool --test arguments (see above).
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "ARGS")]
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "ARGS"
+    )]
     args: Vec<String>,
 }
 
@@ -73,12 +77,17 @@ const MAX_MAP_FILE: u64 = 64 << 20;
 pub fn load_map(path: &Path) -> Result<CrushMap, CliError> {
     let meta = std::fs::metadata(path).map_err(|e| CliError(format!("{}: {e}", path.display())))?;
     if meta.len() > MAX_MAP_FILE {
-        return Err(CliError(format!("{}: larger than {MAX_MAP_FILE} bytes", path.display())));
+        return Err(CliError(format!(
+            "{}: larger than {MAX_MAP_FILE} bytes",
+            path.display()
+        )));
     }
     let bytes = std::fs::read(path).map_err(|e| CliError(format!("{}: {e}", path.display())))?;
-    let s = String::from_utf8(bytes).map_err(|_| CliError(format!("{}: not UTF-8 text", path.display())))?;
+    let s = String::from_utf8(bytes)
+        .map_err(|_| CliError(format!("{}: not UTF-8 text", path.display())))?;
     if s.trim_start().starts_with('{') {
-        serde_json::from_str(&s).map_err(|e| CliError(format!("{}: bad JSON map: {e}", path.display())))
+        serde_json::from_str(&s)
+            .map_err(|e| CliError(format!("{}: bad JSON map: {e}", path.display())))
     } else {
         text::parse(&s).map_err(|e| CliError(format!("{}: {e}", path.display())))
     }
@@ -109,7 +118,8 @@ pub fn run(cmd: CrushCmd) -> Result<(), CliError> {
             for (name, v) in &spec.tunables {
                 map.tunables.set(name, *v);
             }
-            let compiled = CompiledMap::compile(&map).map_err(|e| CliError(format!("{}: {e}", a.input.display())))?;
+            let compiled = CompiledMap::compile(&map)
+                .map_err(|e| CliError(format!("{}: {e}", a.input.display())))?;
             let out = run_test(&compiled, &spec)?;
             write_out(&None, &out)
         }
@@ -147,8 +157,10 @@ struct Row {
 fn tree(map: &CompiledMap, show_shadow: bool) -> String {
     let src = map.source();
     let buckets = map.bucket_summaries();
-    let children: std::collections::BTreeSet<ItemId> =
-        buckets.iter().flat_map(|b| b.items.iter().map(|(id, _)| *id)).collect();
+    let children: std::collections::BTreeSet<ItemId> = buckets
+        .iter()
+        .flat_map(|b| b.items.iter().map(|(id, _)| *id))
+        .collect();
     let mut rows: Vec<Row> = Vec::new();
     // Iterative depth-first walk (bounded by the validated, acyclic map).
     for root in buckets.iter().filter(|b| !children.contains(&b.id)) {
@@ -168,7 +180,9 @@ fn tree(map: &CompiledMap, show_shadow: bool) -> String {
                 });
                 continue;
             }
-            let Some(b) = buckets.iter().find(|b| b.id == id) else { continue };
+            let Some(b) = buckets.iter().find(|b| b.id == id) else {
+                continue;
+            };
             let tname = src.type_name(b.type_id).unwrap_or("?");
             rows.push(Row {
                 id,

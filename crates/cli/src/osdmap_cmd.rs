@@ -68,7 +68,11 @@ struct Setup {
 fn setup(a: &PoolArgs) -> Result<Setup, CliError> {
     let crush = crate::crush_cmd::load_compiled(&a.crush)?;
     if !crush.has_rule(a.rule) {
-        return Err(CliError(format!("rule {} does not exist in {}", a.rule, a.crush.display())));
+        return Err(CliError(format!(
+            "rule {} does not exist in {}",
+            a.rule,
+            a.crush.display()
+        )));
     }
     let pool = PoolPlacement {
         pool_id: a.pool_id,
@@ -102,7 +106,10 @@ pub fn run(cmd: OsdmapCmd) -> Result<(), CliError> {
             let mut ws = Workspace::new(&s.crush);
             let ps = s.pool.object_ps(name.as_bytes());
             let m = map_pg(&s.crush, &s.pool, &s.osds, ps, &mut ws)?;
-            let pg = PgId { pool: s.pool.pool_id, ps };
+            let pg = PgId {
+                pool: s.pool.pool_id,
+                ps,
+            };
             writeln!(out, "{}", object_line(&name, pg, &m.acting))?;
         }
         OsdmapCmd::TestMapPgsDumpAll { pool } => {
@@ -110,7 +117,10 @@ pub fn run(cmd: OsdmapCmd) -> Result<(), CliError> {
             let mut ws = Workspace::new(&s.crush);
             for ps in 0..s.pool.pg_num {
                 let m = map_pg(&s.crush, &s.pool, &s.osds, ps, &mut ws)?;
-                let pg = PgId { pool: s.pool.pool_id, ps };
+                let pg = PgId {
+                    pool: s.pool.pool_id,
+                    ps,
+                };
                 writeln!(out, "{}", pg_dump_line(pg, &m))?;
             }
         }

@@ -7,24 +7,37 @@ use std::process::{Command, Output};
 fn vectors() -> PathBuf {
     let dir = std::env::var("LOLIGO_VECTORS")
         .map(PathBuf::from)
-        .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/vectors"));
+        .unwrap_or_else(|_| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/vectors")
+        });
     assert!(dir.is_dir(), "test vectors not found at {}", dir.display());
     dir
 }
 
 fn loligo(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_loligo")).args(args).output().expect("run loligo")
+    Command::new(env!("CARGO_BIN_EXE_loligo"))
+        .args(args)
+        .output()
+        .expect("run loligo")
 }
 
 fn ok_stdout(args: &[&str]) -> String {
     let o = loligo(args);
-    assert!(o.status.success(), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     String::from_utf8(o.stdout).unwrap()
 }
 
 #[test]
 fn crush_test_prints_crushtool_lines() {
-    for case in ["s06_ec_chooseleaf_indep", "s08_multi_take_emit", "s19_choose_args_compat"] {
+    for case in [
+        "s06_ec_chooseleaf_indep",
+        "s08_multi_take_emit",
+        "s19_choose_args_compat",
+    ] {
         let dir = vectors().join("crush").join(case);
         let map = dir.join("map.txt");
         let mut got = String::new();
@@ -33,7 +46,11 @@ fn crush_test_prints_crushtool_lines() {
             args.extend(line.split_whitespace());
             got.push_str(&ok_stdout(&args));
         }
-        assert_eq!(got, std::fs::read_to_string(dir.join("mappings.txt")).unwrap(), "{case}");
+        assert_eq!(
+            got,
+            std::fs::read_to_string(dir.join("mappings.txt")).unwrap(),
+            "{case}"
+        );
     }
 }
 
@@ -44,12 +61,22 @@ fn compile_decompile_round_trip() {
     std::fs::create_dir_all(&tmp).unwrap();
     let json = tmp.join("map.json");
     let map = dir.join("map.txt");
-    ok_stdout(&["crush", "compile", "-i", map.to_str().unwrap(), "-o", json.to_str().unwrap()]);
+    ok_stdout(&[
+        "crush",
+        "compile",
+        "-i",
+        map.to_str().unwrap(),
+        "-o",
+        json.to_str().unwrap(),
+    ]);
     let back = ok_stdout(&["crush", "decompile", "-i", json.to_str().unwrap()]);
     assert_eq!(back, std::fs::read_to_string(&map).unwrap());
     let tree = ok_stdout(&["crush", "tree", "-i", json.to_str().unwrap()]);
     assert!(tree.lines().next().unwrap().contains("TYPE NAME"));
-    assert!(tree.contains("root default") && tree.contains("osd.29"), "{tree}");
+    assert!(
+        tree.contains("root default") && tree.contains("osd.29"),
+        "{tree}"
+    );
     let _ = std::fs::remove_dir_all(&tmp);
 }
 
@@ -57,10 +84,26 @@ fn compile_decompile_round_trip() {
 fn osdmap_commands_match_osdmaptool() {
     let dir = vectors().join("placement/p04_pg128_pool1_out");
     let crush = dir.join("crush.txt");
-    let common = ["--crush", crush.to_str().unwrap(), "--pool-id", "1", "--pg-num", "128", "--size", "2", "--max-osd", "16", "--mark-out", "9"];
+    let common = [
+        "--crush",
+        crush.to_str().unwrap(),
+        "--pool-id",
+        "1",
+        "--pg-num",
+        "128",
+        "--size",
+        "2",
+        "--max-osd",
+        "16",
+        "--mark-out",
+        "9",
+    ];
     let mut args = vec!["osdmap", "test-map-pgs-dump-all"];
     args.extend(common);
-    assert_eq!(ok_stdout(&args), std::fs::read_to_string(dir.join("pgs.txt")).unwrap());
+    assert_eq!(
+        ok_stdout(&args),
+        std::fs::read_to_string(dir.join("pgs.txt")).unwrap()
+    );
     let objects = std::fs::read_to_string(dir.join("objects.txt")).unwrap();
     for line in objects.lines().take(20) {
         let name = line.split('\'').nth(1).unwrap();
@@ -70,7 +113,20 @@ fn osdmap_commands_match_osdmaptool() {
     }
     let dir = vectors().join("placement/p06_pg768_pgp384_pool1");
     let crush = dir.join("crush.txt");
-    let out = ok_stdout(&["osdmap", "test-map-pgs-dump-all", "--crush", crush.to_str().unwrap(), "--pool-id", "1", "--pg-num", "768", "--pgp-num", "384", "--size", "3"]);
+    let out = ok_stdout(&[
+        "osdmap",
+        "test-map-pgs-dump-all",
+        "--crush",
+        crush.to_str().unwrap(),
+        "--pool-id",
+        "1",
+        "--pg-num",
+        "768",
+        "--pgp-num",
+        "384",
+        "--size",
+        "3",
+    ]);
     assert_eq!(out, std::fs::read_to_string(dir.join("pgs.txt")).unwrap());
 }
 
@@ -81,14 +137,50 @@ fn bad_input_is_one_line_and_exit_2() {
     let garbage = std::env::temp_dir().join(format!("loligo-garbage-{}.txt", std::process::id()));
     std::fs::write(&garbage, "host h {\n\tid -1\n\titem osd.0\n").unwrap();
     let cases: Vec<Vec<&str>> = vec![
-        vec!["crush", "test", "-i", m, "--rule", "9", "--num-rep", "3", "--show-mappings"],
+        vec![
+            "crush",
+            "test",
+            "-i",
+            m,
+            "--rule",
+            "9",
+            "--num-rep",
+            "3",
+            "--show-mappings",
+        ],
         vec!["crush", "test", "-i", m, "--num-rep", "0"],
         vec!["crush", "test", "-i", m, "--num-rep", "65"],
         vec!["crush", "test", "-i", m, "--bogus"],
         vec!["crush", "test", "-i", "/nonexistent/map.txt"],
         vec!["crush", "test", "-i", garbage.to_str().unwrap()],
-        vec!["osdmap", "test-map-object", "x", "--crush", m, "--pool-id", "1", "--pg-num", "0", "--size", "3"],
-        vec!["osdmap", "test-map-object", "x", "--crush", m, "--pool-id", "1", "--pg-num", "8", "--size", "3", "--mark-out", "99"],
+        vec![
+            "osdmap",
+            "test-map-object",
+            "x",
+            "--crush",
+            m,
+            "--pool-id",
+            "1",
+            "--pg-num",
+            "0",
+            "--size",
+            "3",
+        ],
+        vec![
+            "osdmap",
+            "test-map-object",
+            "x",
+            "--crush",
+            m,
+            "--pool-id",
+            "1",
+            "--pg-num",
+            "8",
+            "--size",
+            "3",
+            "--mark-out",
+            "99",
+        ],
     ];
     for args in cases {
         let o = loligo(&args);
@@ -100,7 +192,12 @@ fn bad_input_is_one_line_and_exit_2() {
     }
     let _ = std::fs::remove_file(&garbage);
     // Every subcommand explains itself.
-    for args in [vec!["--help"], vec!["crush", "test", "--help"], vec!["osdmap", "test-map-pgs-dump-all", "--help"], vec!["crush", "bench", "--help"]] {
+    for args in [
+        vec!["--help"],
+        vec!["crush", "test", "--help"],
+        vec!["osdmap", "test-map-pgs-dump-all", "--help"],
+        vec!["crush", "bench", "--help"],
+    ] {
         let o = loligo(&args);
         assert!(o.status.success() && !o.stdout.is_empty(), "{args:?}");
     }

@@ -9,8 +9,8 @@
 //! relative to Ceph for a map Ceph accepts.
 
 use crate::error::{invalid, Result};
-use crate::mapper::Recip;
 use crate::map::{BucketAlg, ChooseMode, CrushMap, ItemId, Step, Tunables};
+use crate::mapper::Recip;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// Largest number of buckets a map may hold (Ceph's ids are 32-bit; this
@@ -39,7 +39,9 @@ fn check_tunables(t: &Tunables) -> Result<()> {
             _ => MAX_TRIES,
         };
         if v > limit {
-            return invalid(format!("tunable {name} {v} is above the supported maximum {limit}"));
+            return invalid(format!(
+                "tunable {name} {v} is above the supported maximum {limit}"
+            ));
         }
     }
     Ok(())
@@ -231,7 +233,12 @@ impl CompiledMap {
 
     /// Whether a device id is declared in the map.
     pub fn device_exists(&self, id: i32) -> bool {
-        id >= 0 && self.device_exists.get(id as usize).copied().unwrap_or(false)
+        id >= 0
+            && self
+                .device_exists
+                .get(id as usize)
+                .copied()
+                .unwrap_or(false)
     }
 
     /// Ids of all rules.
@@ -328,7 +335,9 @@ fn check_acyclic(map: &CrushMap, by_id: &BTreeMap<ItemId, usize>) -> Result<()> 
             }
             let child = items[*next].id;
             *next += 1;
-            let Some(&c) = by_id.get(&child) else { continue };
+            let Some(&c) = by_id.get(&child) else {
+                continue;
+            };
             match state[c] {
                 1 => {
                     return invalid(format!(
@@ -381,9 +390,9 @@ pub(crate) fn make_bucket(
     debug_assert_eq!(items.len(), item_weights.len());
     let mut weight: u32 = 0;
     for &w in &item_weights {
-        weight = weight
-            .checked_add(w)
-            .ok_or_else(|| crate::CrushError::Invalid(format!("bucket {name}: weight overflows")))?;
+        weight = weight.checked_add(w).ok_or_else(|| {
+            crate::CrushError::Invalid(format!("bucket {name}: weight overflows"))
+        })?;
     }
     let data = match alg {
         BucketAlg::Uniform => {
@@ -506,8 +515,7 @@ fn straw_lengths(weights: &[u32], version: u32) -> Vec<u32> {
                     break;
                 }
             }
-            let wnext = (numleft as u64
-                * u64::from(weights[reverse[i]] - weights[reverse[i - 1]]))
+            let wnext = (numleft as u64 * u64::from(weights[reverse[i]] - weights[reverse[i - 1]]))
                 as u32 as f64;
             let pbelow = wbelow / (wbelow + wnext);
             straw *= (1.0 / pbelow).powf(1.0 / numleft as f64);
@@ -526,8 +534,7 @@ fn straw_lengths(weights: &[u32], version: u32) -> Vec<u32> {
             }
             wbelow += (f64::from(weights[reverse[i - 1]]) - lastw) * numleft as f64;
             numleft -= 1;
-            let wnext = (numleft as u64
-                * u64::from(weights[reverse[i]] - weights[reverse[i - 1]]))
+            let wnext = (numleft as u64 * u64::from(weights[reverse[i]] - weights[reverse[i - 1]]))
                 as u32 as f64;
             let pbelow = wbelow / (wbelow + wnext);
             straw *= (1.0 / pbelow).powf(1.0 / numleft as f64);
@@ -633,7 +640,10 @@ fn clone_for_class(
         }
     }
     if b.alg == BucketAlg::Uniform && !items.is_empty() {
-        return invalid(format!("uniform bucket {} cannot have a class shadow", b.name));
+        return invalid(format!(
+            "uniform bucket {} cannot have a class shadow",
+            b.name
+        ));
     }
     let id = match b.class_ids.get(class) {
         Some(&id) => id,
@@ -643,7 +653,10 @@ fn clone_for_class(
                 .and_then(|i| slots.get(i))
                 .is_some_and(|s| s.is_some())
                 || by_id.contains_key(&id)
-                || map.buckets.iter().any(|x| x.class_ids.values().any(|&v| v == id))
+                || map
+                    .buckets
+                    .iter()
+                    .any(|x| x.class_ids.values().any(|&v| v == id))
             {
                 id -= 1;
             }
@@ -693,7 +706,11 @@ fn compile_rules(map: &CrushMap, cm: &CompiledMap) -> Result<BTreeMap<i32, Vec<C
                                 .copied()
                                 .or_else(|| {
                                     let name = format!("{}~{}", map.item_name(*item)?, c);
-                                    cm.buckets.iter().flatten().find(|b| b.name == name).map(|b| b.id)
+                                    cm.buckets
+                                        .iter()
+                                        .flatten()
+                                        .find(|b| b.name == name)
+                                        .map(|b| b.id)
                                 });
                             match shadow {
                                 Some(id) => CStep::Take(id),
@@ -731,7 +748,10 @@ fn compile_rules(map: &CrushMap, cm: &CompiledMap) -> Result<BTreeMap<i32, Vec<C
                 }
                 Step::Emit => CStep::Emit,
                 Step::SetChooseleafVaryR(n) if *n > MAX_VARY_R as i32 => {
-                    return invalid(format!("rule {}: set_chooseleaf_vary_r {n} is above {MAX_VARY_R}", r.name));
+                    return invalid(format!(
+                        "rule {}: set_chooseleaf_vary_r {n} is above {MAX_VARY_R}",
+                        r.name
+                    ));
                 }
                 Step::SetChooseTries(n)
                 | Step::SetChooseleafTries(n)
@@ -739,7 +759,10 @@ fn compile_rules(map: &CrushMap, cm: &CompiledMap) -> Result<BTreeMap<i32, Vec<C
                 | Step::SetChooseLocalFallbackTries(n)
                     if *n > MAX_TRIES as i32 =>
                 {
-                    return invalid(format!("rule {}: retry count {n} is above {MAX_TRIES}", r.name));
+                    return invalid(format!(
+                        "rule {}: retry count {n} is above {MAX_TRIES}",
+                        r.name
+                    ));
                 }
                 Step::SetChooseTries(n) => CStep::SetChooseTries(*n),
                 Step::SetChooseleafTries(n) => CStep::SetChooseleafTries(*n),
@@ -762,7 +785,10 @@ fn compile_choose_args(map: &CrushMap, cm: &CompiledMap) -> Result<BTreeMap<i64,
         let mut slots: Vec<Option<CArg>> = vec![None; cm.buckets.len()];
         for a in args {
             let Some(b) = cm.bucket(a.bucket_id) else {
-                return invalid(format!("choose_args {index}: unknown bucket {}", a.bucket_id));
+                return invalid(format!(
+                    "choose_args {index}: unknown bucket {}",
+                    a.bucket_id
+                ));
             };
             for (p, ws) in a.weight_set.iter().enumerate() {
                 if ws.len() != b.items.len() {
@@ -785,7 +811,10 @@ fn compile_choose_args(map: &CrushMap, cm: &CompiledMap) -> Result<BTreeMap<i64,
                 }
             }
             let Some(i) = bucket_index(a.bucket_id) else {
-                return invalid(format!("choose_args {index}: {} is not a bucket", a.bucket_id));
+                return invalid(format!(
+                    "choose_args {index}: {} is not a bucket",
+                    a.bucket_id
+                ));
             };
             slots[i] = Some(CArg {
                 recips: a

@@ -88,7 +88,10 @@ impl Tunables {
     pub fn named(&self) -> [(&'static str, u32); 8] {
         [
             ("choose_local_tries", self.choose_local_tries),
-            ("choose_local_fallback_tries", self.choose_local_fallback_tries),
+            (
+                "choose_local_fallback_tries",
+                self.choose_local_fallback_tries,
+            ),
             ("choose_total_tries", self.choose_total_tries),
             ("chooseleaf_descend_once", self.chooseleaf_descend_once),
             ("chooseleaf_vary_r", self.chooseleaf_vary_r),

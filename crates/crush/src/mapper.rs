@@ -95,6 +95,7 @@ impl CompiledMap {
     /// devices past the end count as out. `out` receives the result, which
     /// may be shorter than `num_rep` (firstn) or hold [`ITEM_NONE`] holes
     /// (indep).
+    #[allow(clippy::too_many_arguments)] // mirrors crush_do_rule; all are needed
     pub fn do_rule(
         &self,
         rule_id: i32,
@@ -106,7 +107,10 @@ impl CompiledMap {
         out: &mut Vec<ItemId>,
     ) -> Result<()> {
         out.clear();
-        let steps = self.rules.get(&rule_id).ok_or(CrushError::UnknownRule(rule_id))?;
+        let steps = self
+            .rules
+            .get(&rule_id)
+            .ok_or(CrushError::UnknownRule(rule_id))?;
         if num_rep == 0 || num_rep > MAX_NUM_REP {
             return Err(CrushError::BadNumRep {
                 got: num_rep as i64,
@@ -127,7 +131,13 @@ impl CompiledMap {
     }
 }
 
-fn run_steps(ctx: &Ctx, steps: &[CStep], result_max: usize, ws: &mut Workspace, result: &mut Vec<ItemId>) {
+fn run_steps(
+    ctx: &Ctx,
+    steps: &[CStep],
+    result_max: usize,
+    ws: &mut Workspace,
+    result: &mut Vec<ItemId>,
+) {
     let map = ctx.map;
     let t = &map.tunables;
     let mut choose_tries = t.choose_total_tries as i64 + 1;
@@ -200,7 +210,9 @@ fn run_steps(ctx: &Ctx, steps: &[CStep], result_max: usize, ws: &mut Workspace, 
                             continue;
                         }
                     }
-                    let Some(bucket) = map.bucket(wi) else { continue };
+                    let Some(bucket) = map.bucket(wi) else {
+                        continue;
+                    };
                     if firstn {
                         let recurse_tries = if choose_leaf_tries > 0 {
                             choose_leaf_tries
@@ -233,7 +245,11 @@ fn run_steps(ctx: &Ctx, steps: &[CStep], result_max: usize, ws: &mut Workspace, 
                         osize += got;
                     } else {
                         let out_size = (numrep as usize).min(result_max - osize);
-                        let recurse_tries = if choose_leaf_tries > 0 { choose_leaf_tries } else { 1 };
+                        let recurse_tries = if choose_leaf_tries > 0 {
+                            choose_leaf_tries
+                        } else {
+                            1
+                        };
                         choose_indep(
                             ctx,
                             ws,
@@ -372,7 +388,11 @@ fn choose_firstn(
                     if !collide {
                         if let Some(o2) = out2.as_deref_mut() {
                             if item < 0 {
-                                let sub_r = if p.vary_r != 0 { r >> (p.vary_r - 1) } else { 0 };
+                                let sub_r = if p.vary_r != 0 {
+                                    r >> (p.vary_r - 1)
+                                } else {
+                                    0
+                                };
                                 let sub = FirstnParams {
                                     tries: p.recurse_tries,
                                     recurse_tries: 0,
@@ -417,11 +437,10 @@ fn choose_firstn(
                 if reject || collide {
                     ftotal += 1;
                     flocal += 1;
-                    if collide && flocal <= p.local_retries {
-                        continue 'bucket;
-                    } else if p.local_fallback_retries > 0
-                        && flocal <= inb.items.len() as i64 + p.local_fallback_retries
-                    {
+                    let retry_bucket = (collide && flocal <= p.local_retries)
+                        || (p.local_fallback_retries > 0
+                            && flocal <= inb.items.len() as i64 + p.local_fallback_retries);
+                    if retry_bucket {
                         continue 'bucket;
                     } else if ftotal < p.tries {
                         retry_descent = true;
@@ -570,7 +589,14 @@ fn choose_indep(
 /// Dispatch on the bucket algorithm. `position` selects the choose_args
 /// weight vector.
 #[inline]
-fn bucket_choose(ctx: &Ctx, ws: &mut Workspace, b: &CBucket, x: u32, r: i64, position: usize) -> ItemId {
+fn bucket_choose(
+    ctx: &Ctx,
+    ws: &mut Workspace,
+    b: &CBucket,
+    x: u32,
+    r: i64,
+    position: usize,
+) -> ItemId {
     let r32 = r as u32;
     match &b.alg {
         AlgData::Uniform => perm_choose(ws, b, x, r),
@@ -666,7 +692,10 @@ fn tree_choose(b: &CBucket, node_weights: &[u32], x: u32, r: u32) -> ItemId {
     }
     // A compiled tree has exactly as many leaves as items; labels of
     // unused leaves carry weight 0 and are never chosen.
-    b.items.get((n >> 1) as usize).copied().unwrap_or(b.items[0])
+    b.items
+        .get((n >> 1) as usize)
+        .copied()
+        .unwrap_or(b.items[0])
 }
 
 fn straw_choose(b: &CBucket, straws: &[u32], x: u32, r: u32) -> ItemId {
@@ -706,12 +735,12 @@ fn straw2_choose(b: &CBucket, arg: Option<&CArg>, x: u32, r: u32, position: usiz
         for (slot, &id) in u.iter_mut().zip(chunk) {
             *slot = hash32_3(x, id as u32, r);
         }
-        for j in 0..chunk.len() {
+        for (j, &uj) in u[..chunk.len()].iter().enumerate() {
             let i = base + j;
             let draw = if weights[i] != 0 {
                 // ln(u) - 2^48 is in [-2^48, 0]; Ceph divides with C's
                 // truncation toward zero, i.e. -(|ln| / w).
-                let neg_ln = 0x1_0000_0000_0000 - crush_ln(u[j] & 0xffff);
+                let neg_ln = 0x1_0000_0000_0000 - crush_ln(uj & 0xffff);
                 -(recips[i].div(neg_ln) as i64)
             } else {
                 i64::MIN
@@ -766,8 +795,28 @@ mod tests {
 
     #[test]
     fn reciprocal_division_is_exact() {
-        let ds = [1u32, 2, 3, 7, 0x10000, 0x10001, 0xffff, 19660, 0x8000_0000, 0x8000_0001, u32::MAX];
-        let ns = [0u64, 1, 2, (1 << 48) - 1, 1 << 48, (1 << 49) - 1, 123_456_789_012_345];
+        let ds = [
+            1u32,
+            2,
+            3,
+            7,
+            0x10000,
+            0x10001,
+            0xffff,
+            19660,
+            0x8000_0000,
+            0x8000_0001,
+            u32::MAX,
+        ];
+        let ns = [
+            0u64,
+            1,
+            2,
+            (1 << 48) - 1,
+            1 << 48,
+            (1 << 49) - 1,
+            123_456_789_012_345,
+        ];
         for &d in &ds {
             for &n in &ns {
                 check(d, n);

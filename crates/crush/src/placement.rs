@@ -36,7 +36,10 @@ impl PoolPlacement {
     pub fn validate(&self) -> Result<()> {
         let bad = |m: String| Err(CrushError::Placement(m));
         if self.pg_num == 0 || self.pg_num > MAX_PG_NUM {
-            return bad(format!("pg_num {} out of range (1..={MAX_PG_NUM})", self.pg_num));
+            return bad(format!(
+                "pg_num {} out of range (1..={MAX_PG_NUM})",
+                self.pg_num
+            ));
         }
         if self.pgp_num == 0 || self.pgp_num > self.pg_num {
             return bad(format!(
@@ -45,7 +48,10 @@ impl PoolPlacement {
             ));
         }
         if self.size == 0 || self.size as usize > MAX_NUM_REP {
-            return bad(format!("size {} out of range (1..={MAX_NUM_REP})", self.size));
+            return bad(format!(
+                "size {} out of range (1..={MAX_NUM_REP})",
+                self.size
+            ));
         }
         Ok(())
     }

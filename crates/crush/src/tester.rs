@@ -40,7 +40,10 @@ pub struct TestSpec {
 /// crushtool's tunable flags and the tunable each sets.
 const TUNABLE_FLAGS: [(&str, &str); 8] = [
     ("--set-choose-local-tries", "choose_local_tries"),
-    ("--set-choose-local-fallback-tries", "choose_local_fallback_tries"),
+    (
+        "--set-choose-local-fallback-tries",
+        "choose_local_fallback_tries",
+    ),
     ("--set-choose-total-tries", "choose_total_tries"),
     ("--set-chooseleaf-descend-once", "chooseleaf_descend_once"),
     ("--set-chooseleaf-vary-r", "chooseleaf_vary_r"),
@@ -268,7 +271,9 @@ pub fn run(map: &CompiledMap, spec: &TestSpec) -> Result<String> {
     }
     let num_objects = u64::from(spec.max_x - spec.min_x) + 1;
     for r in rules {
-        let Some(rule) = map.source().rule(r) else { continue };
+        let Some(rule) = map.source().rule(r) else {
+            continue;
+        };
         let (minr, maxr) = match spec.num_rep {
             Some(v) => v,
             None => (rule.min_size.max(0) as usize, rule.max_size.max(0) as usize),

@@ -35,17 +35,26 @@ fn tokenize(text: &str) -> Vec<Tok<'_>> {
             let punct = matches!(ch, '{' | '}' | '[' | ']');
             if ch.is_whitespace() || punct {
                 if let Some(s) = start.take() {
-                    toks.push(Tok { s: &line[s..i], line: n + 1 });
+                    toks.push(Tok {
+                        s: &line[s..i],
+                        line: n + 1,
+                    });
                 }
                 if punct {
-                    toks.push(Tok { s: &line[i..i + 1], line: n + 1 });
+                    toks.push(Tok {
+                        s: &line[i..i + 1],
+                        line: n + 1,
+                    });
                 }
             } else if start.is_none() {
                 start = Some(i);
             }
         }
         if let Some(s) = start {
-            toks.push(Tok { s: &line[s..], line: n + 1 });
+            toks.push(Tok {
+                s: &line[s..],
+                line: n + 1,
+            });
         }
     }
     toks
@@ -58,7 +67,10 @@ struct Parser<'a> {
 }
 
 fn perr<T>(line: usize, msg: impl Into<String>) -> Result<T> {
-    Err(CrushError::Parse { line, msg: msg.into() })
+    Err(CrushError::Parse {
+        line,
+        msg: msg.into(),
+    })
 }
 
 impl<'a> Parser<'a> {
@@ -74,7 +86,10 @@ impl<'a> Parser<'a> {
                 self.pos += 1;
                 Ok(t.clone())
             }
-            None => perr(self.last_line, format!("unexpected end of map, expected {what}")),
+            None => perr(
+                self.last_line,
+                format!("unexpected end of map, expected {what}"),
+            ),
         }
     }
     fn expect(&mut self, word: &str) -> Result<()> {
@@ -86,8 +101,12 @@ impl<'a> Parser<'a> {
     }
     fn int<T: std::str::FromStr>(&mut self, what: &str) -> Result<T> {
         let t = self.next(what)?;
-        t.s.parse::<T>()
-            .or_else(|_| perr(t.line, format!("expected {what} (an integer), found '{}'", t.s)))
+        t.s.parse::<T>().or_else(|_| {
+            perr(
+                t.line,
+                format!("expected {what} (an integer), found '{}'", t.s),
+            )
+        })
     }
 }
 
@@ -117,7 +136,11 @@ pub fn parse(text: &str) -> Result<CrushMap> {
     }
     let toks = tokenize(text);
     let last_line = toks.last().map_or(1, |t| t.line);
-    let mut p = Parser { toks, pos: 0, last_line };
+    let mut p = Parser {
+        toks,
+        pos: 0,
+        last_line,
+    };
     let mut map = CrushMap {
         tunables: Tunables::LEGACY,
         ..CrushMap::default()
@@ -182,7 +205,10 @@ pub fn parse(text: &str) -> Result<CrushMap> {
             }
             word => {
                 let Some(&type_id) = type_ids.get(word) else {
-                    return perr(t.line, format!("unexpected '{word}' (not a keyword or a known type)"));
+                    return perr(
+                        t.line,
+                        format!("unexpected '{word}' (not a keyword or a known type)"),
+                    );
                 };
                 p.pos += 1;
                 let mut bucket = parse_bucket(&mut p, type_id, &names, &map)?;
@@ -249,13 +275,10 @@ fn parse_bucket(
             }
             "alg" => {
                 let a = p.next("bucket algorithm")?;
-                alg = Some(
-                    BucketAlg::from_name(a.s)
-                        .ok_or_else(|| CrushError::Parse {
-                            line: a.line,
-                            msg: format!("unknown bucket algorithm '{}'", a.s),
-                        })?,
-                );
+                alg = Some(BucketAlg::from_name(a.s).ok_or_else(|| CrushError::Parse {
+                    line: a.line,
+                    msg: format!("unknown bucket algorithm '{}'", a.s),
+                })?);
             }
             "hash" => {
                 let h = p.next("hash")?;
@@ -290,7 +313,10 @@ fn parse_bucket(
                     }
                 }
                 if raw.len() >= MAX_BUCKET_ITEMS {
-                    return perr(iname.line, format!("bucket has more than {MAX_BUCKET_ITEMS} items"));
+                    return perr(
+                        iname.line,
+                        format!("bucket has more than {MAX_BUCKET_ITEMS} items"),
+                    );
                 }
                 raw.push((iid, weight, pos, iname.line));
             }
@@ -306,7 +332,10 @@ fn parse_bucket(
     for &(iid, w, pos, line) in &raw {
         if let Some(pos) = pos {
             if pos >= n {
-                return perr(line, format!("item position {pos} out of range (bucket has {n} items)"));
+                return perr(
+                    line,
+                    format!("item position {pos} out of range (bucket has {n} items)"),
+                );
             }
             if slots[pos].is_some() {
                 return perr(line, format!("item position {pos} used twice"));
@@ -332,7 +361,10 @@ fn parse_bucket(
             return perr(start_line, "item positions leave a gap");
         };
         if !seen.insert(iid) {
-            return perr(start_line, format!("item {iid} appears twice in bucket {}", name.s));
+            return perr(
+                start_line,
+                format!("item {iid} appears twice in bucket {}", name.s),
+            );
         }
         let weight = match w {
             Some(w) => w,
@@ -379,9 +411,9 @@ fn parse_rule(
                 rule.rule_type = match ty.s {
                     "replicated" => 1,
                     "erasure" => 3,
-                    other => other.parse().or_else(|_| {
-                        perr(ty.line, format!("unknown rule type '{other}'"))
-                    })?,
+                    other => other
+                        .parse()
+                        .or_else(|_| perr(ty.line, format!("unknown rule type '{other}'")))?,
                 };
             }
             "min_size" => rule.min_size = p.int("min_size")?,
@@ -421,7 +453,12 @@ fn parse_step(
             let mode = match mode.s {
                 "firstn" => ChooseMode::Firstn,
                 "indep" => ChooseMode::Indep,
-                other => return perr(mode.line, format!("expected firstn or indep, found '{other}'")),
+                other => {
+                    return perr(
+                        mode.line,
+                        format!("expected firstn or indep, found '{other}'"),
+                    )
+                }
             };
             let count: i32 = p.int("replica count")?;
             p.expect("type")?;
@@ -453,7 +490,10 @@ fn parse_choose_args(p: &mut Parser) -> Result<(i64, Vec<ChooseArg>)> {
     let idx = match idx_tok.s.parse::<u64>() {
         Ok(v) => v as i64,
         Err(_) => idx_tok.s.parse::<i64>().or_else(|_| {
-            perr(idx_tok.line, format!("bad choose_args index '{}'", idx_tok.s))
+            perr(
+                idx_tok.line,
+                format!("bad choose_args index '{}'", idx_tok.s),
+            )
         })?,
     };
     p.expect("{")?;
@@ -492,9 +532,11 @@ fn parse_choose_args(p: &mut Parser) -> Result<(i64, Vec<ChooseArg>)> {
                                     if w.s == "]" {
                                         break;
                                     }
-                                    ws.push(parse_weight(w.s).ok_or_else(|| CrushError::Parse {
-                                        line: w.line,
-                                        msg: format!("bad weight '{}'", w.s),
+                                    ws.push(parse_weight(w.s).ok_or_else(|| {
+                                        CrushError::Parse {
+                                            line: w.line,
+                                            msg: format!("bad weight '{}'", w.s),
+                                        }
                                     })?);
                                     if ws.len() > MAX_BUCKET_ITEMS {
                                         return perr(w.line, "weight_set row too long");
@@ -502,7 +544,9 @@ fn parse_choose_args(p: &mut Parser) -> Result<(i64, Vec<ChooseArg>)> {
                                 }
                                 arg.weight_set.push(ws);
                             }
-                            other => return perr(t.line, format!("unexpected '{other}' in weight_set")),
+                            other => {
+                                return perr(t.line, format!("unexpected '{other}' in weight_set"))
+                            }
                         }
                     }
                 }
@@ -514,9 +558,10 @@ fn parse_choose_args(p: &mut Parser) -> Result<(i64, Vec<ChooseArg>)> {
                         if t.s == "]" {
                             break;
                         }
-                        ids.push(t.s.parse::<i32>().or_else(|_| {
-                            perr(t.line, format!("bad id '{}'", t.s))
-                        })?);
+                        ids.push(
+                            t.s.parse::<i32>()
+                                .or_else(|_| perr(t.line, format!("bad id '{}'", t.s)))?,
+                        );
                         if ids.len() > MAX_BUCKET_ITEMS {
                             return perr(t.line, "ids list too long");
                         }
@@ -601,9 +646,13 @@ pub fn write(map: &CrushMap) -> String {
 }
 
 fn item_name(map: &CrushMap, id: ItemId) -> String {
-    map.item_name(id)
-        .map(str::to_string)
-        .unwrap_or_else(|| if id >= 0 { format!("device{id}") } else { format!("bucket{}", -1 - id) })
+    map.item_name(id).map(str::to_string).unwrap_or_else(|| {
+        if id >= 0 {
+            format!("device{id}")
+        } else {
+            format!("bucket{}", -1 - id)
+        }
+    })
 }
 
 fn write_bucket(s: &mut String, map: &CrushMap, b: &Bucket) {
@@ -624,11 +673,20 @@ fn write_bucket(s: &mut String, map: &CrushMap, b: &Bucket) {
         }
     }
     let mut classes: Vec<(&String, &ItemId)> = b.class_ids.iter().collect();
-    classes.sort_by_key(|(c, _)| class_order.iter().position(|x| x == c).unwrap_or(usize::MAX));
+    classes.sort_by_key(|(c, _)| {
+        class_order
+            .iter()
+            .position(|x| x == c)
+            .unwrap_or(usize::MAX)
+    });
     for (c, id) in classes {
         let _ = writeln!(s, "\tid {id} class {c}\t\t# do not change unnecessarily");
     }
-    let _ = writeln!(s, "\t# weight {}", format_weight(b.weight().unwrap_or(u32::MAX)));
+    let _ = writeln!(
+        s,
+        "\t# weight {}",
+        format_weight(b.weight().unwrap_or(u32::MAX))
+    );
     match b.alg {
         BucketAlg::Uniform => {
             let _ = writeln!(
@@ -637,9 +695,9 @@ fn write_bucket(s: &mut String, map: &CrushMap, b: &Bucket) {
                 b.items.len()
             );
         }
-        BucketAlg::List => {
-            s.push_str("\talg list\t# add new items at the end; do not change order unnecessarily\n")
-        }
+        BucketAlg::List => s.push_str(
+            "\talg list\t# add new items at the end; do not change order unnecessarily\n",
+        ),
         BucketAlg::Tree => {
             s.push_str("\talg tree\t# do not change pos for existing items unnecessarily\n")
         }
@@ -649,7 +707,12 @@ fn write_bucket(s: &mut String, map: &CrushMap, b: &Bucket) {
     let _ = writeln!(s, "\thash {}\t# rjenkins1", b.hash);
     let with_pos = matches!(b.alg, BucketAlg::Uniform | BucketAlg::Tree);
     for (i, it) in b.items.iter().enumerate() {
-        let _ = write!(s, "\titem {} weight {}", item_name(map, it.id), format_weight(it.weight));
+        let _ = write!(
+            s,
+            "\titem {} weight {}",
+            item_name(map, it.id),
+            format_weight(it.weight)
+        );
         if with_pos {
             let _ = write!(s, " pos {i}");
         }

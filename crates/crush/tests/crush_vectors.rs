@@ -29,7 +29,8 @@ fn mappings_match_crushtool() {
         }
         let name = case.file_name().unwrap().to_string_lossy().to_string();
         if got != expected {
-            let (gl, el): (Vec<&str>, Vec<&str>) = (got.lines().collect(), expected.lines().collect());
+            let (gl, el): (Vec<&str>, Vec<&str>) =
+                (got.lines().collect(), expected.lines().collect());
             let first = gl.iter().zip(&el).position(|(a, b)| a != b);
             let bad = gl.iter().zip(&el).filter(|(a, b)| a != b).count();
             failures.push(format!(
@@ -73,9 +74,10 @@ fn text_round_trip_is_lossless() {
 fn compiled_map_matches_crushtool_dump() {
     for case in common::cases("crush") {
         let (_, map) = load(&case);
-        let dump: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(case.join("map.json")).expect("map.json"))
-                .expect("json");
+        let dump: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(case.join("map.json")).expect("map.json"),
+        )
+        .expect("json");
         let ours = map.bucket_summaries();
         let theirs = dump["buckets"].as_array().expect("buckets");
         assert_eq!(ours.len(), theirs.len(), "{}: bucket count", case.display());
@@ -86,20 +88,35 @@ fn compiled_map_matches_crushtool_dump() {
                 .find(|b| b.id == id)
                 .unwrap_or_else(|| panic!("{}: missing bucket {id}", case.display()));
             assert_eq!(ob.name, tb["name"].as_str().unwrap(), "{}", case.display());
-            assert_eq!(i64::from(ob.weight), tb["weight"].as_i64().unwrap(), "{} bucket {id}", case.display());
+            assert_eq!(
+                i64::from(ob.weight),
+                tb["weight"].as_i64().unwrap(),
+                "{} bucket {id}",
+                case.display()
+            );
             assert_eq!(ob.alg.name(), tb["alg"].as_str().unwrap());
             let titems: Vec<(i32, u32)> = tb["items"]
                 .as_array()
                 .unwrap()
                 .iter()
-                .map(|i| (i["id"].as_i64().unwrap() as i32, i["weight"].as_i64().unwrap() as u32))
+                .map(|i| {
+                    (
+                        i["id"].as_i64().unwrap() as i32,
+                        i["weight"].as_i64().unwrap() as u32,
+                    )
+                })
                 .collect();
             assert_eq!(ob.items, titems, "{} bucket {id} items", case.display());
         }
         let t = &dump["tunables"];
         let ours = map.tunables();
         for (name, v) in ours.named() {
-            assert_eq!(i64::from(v), t[name].as_i64().unwrap(), "{}: tunable {name}", case.display());
+            assert_eq!(
+                i64::from(v),
+                t[name].as_i64().unwrap(),
+                "{}: tunable {name}",
+                case.display()
+            );
         }
     }
 }

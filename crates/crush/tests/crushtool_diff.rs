@@ -25,7 +25,9 @@ impl Rng {
     }
 }
 
-const PROFILES: [&str; 6] = ["legacy", "argonaut", "bobtail", "firefly", "hammer", "jewel"];
+const PROFILES: [&str; 6] = [
+    "legacy", "argonaut", "bobtail", "firefly", "hammer", "jewel",
+];
 const ALGS: [&str; 5] = ["uniform", "list", "tree", "straw", "straw2"];
 const CLASS_SAFE_ALGS: [&str; 3] = ["list", "straw", "straw2"];
 
@@ -68,20 +70,42 @@ fn random_map(rng: &mut Rng) -> String {
     for r in 0..racks {
         let mut host_lines = Vec::new();
         for h in 0..hosts_per {
-            let alg = if classes { CLASS_SAFE_ALGS[rng.below(3) as usize] } else { ALGS[rng.below(5) as usize] };
+            let alg = if classes {
+                CLASS_SAFE_ALGS[rng.below(3) as usize]
+            } else {
+                ALGS[rng.below(5) as usize]
+            };
             let uniform_w = 1 + rng.below(3000);
-            let _ = writeln!(s, "host h{r}x{h} {{\n\tid {next_id}{}\n\talg {alg}\n\thash 0", cls(next_id));
+            let _ = writeln!(
+                s,
+                "host h{r}x{h} {{\n\tid {next_id}{}\n\talg {alg}\n\thash 0",
+                cls(next_id)
+            );
             next_id -= 3;
             for _ in 0..osds_per {
-                let w = if alg == "uniform" { uniform_w } else if rng.below(8) == 0 { 0 } else { 1 + rng.below(5000) };
+                let w = if alg == "uniform" {
+                    uniform_w
+                } else if rng.below(8) == 0 {
+                    0
+                } else {
+                    1 + rng.below(5000)
+                };
                 let _ = writeln!(s, "\titem osd.{dev} weight {}.{:03}", w / 1000, w % 1000);
                 dev += 1;
             }
             s.push_str("}\n");
             host_lines.push(format!("h{r}x{h}"));
         }
-        let alg = if classes { CLASS_SAFE_ALGS[rng.below(3) as usize] } else { ALGS[1 + rng.below(4) as usize] };
-        let _ = writeln!(s, "rack r{r} {{\n\tid {next_id}{}\n\talg {alg}\n\thash 0", cls(next_id));
+        let alg = if classes {
+            CLASS_SAFE_ALGS[rng.below(3) as usize]
+        } else {
+            ALGS[1 + rng.below(4) as usize]
+        };
+        let _ = writeln!(
+            s,
+            "rack r{r} {{\n\tid {next_id}{}\n\talg {alg}\n\thash 0",
+            cls(next_id)
+        );
         next_id -= 3;
         for h in host_lines {
             let _ = writeln!(s, "\titem {h}");
@@ -89,8 +113,16 @@ fn random_map(rng: &mut Rng) -> String {
         s.push_str("}\n");
         rack_lines.push(format!("r{r}"));
     }
-    let alg = if classes { CLASS_SAFE_ALGS[rng.below(3) as usize] } else { ALGS[1 + rng.below(4) as usize] };
-    let _ = writeln!(s, "root default {{\n\tid {next_id}{}\n\talg {alg}\n\thash 0", cls(next_id));
+    let alg = if classes {
+        CLASS_SAFE_ALGS[rng.below(3) as usize]
+    } else {
+        ALGS[1 + rng.below(4) as usize]
+    };
+    let _ = writeln!(
+        s,
+        "root default {{\n\tid {next_id}{}\n\talg {alg}\n\thash 0",
+        cls(next_id)
+    );
     for r in rack_lines {
         let _ = writeln!(s, "\titem {r}");
     }
@@ -105,8 +137,15 @@ fn random_map(rng: &mut Rng) -> String {
         "\tstep set_chooseleaf_vary_r 1\n\tstep set_chooseleaf_stable 1\n\tstep take default\n\tstep chooseleaf firstn -1 type rack\n\tstep emit\n",
     ];
     for (i, body) in shapes.iter().enumerate() {
-        let body = if !classes && body.contains("class") { &shapes[0] } else { body };
-        let _ = write!(s, "rule r{i} {{\n\tid {i}\n\ttype replicated\n\tmin_size 1\n\tmax_size 10\n{body}}}\n");
+        let body = if !classes && body.contains("class") {
+            &shapes[0]
+        } else {
+            body
+        };
+        let _ = write!(
+            s,
+            "rule r{i} {{\n\tid {i}\n\ttype replicated\n\tmin_size 1\n\tmax_size 10\n{body}}}\n"
+        );
     }
     s.push_str("\n# end crush map\n");
     s
@@ -115,7 +154,10 @@ fn random_map(rng: &mut Rng) -> String {
 #[test]
 #[ignore = "needs crushtool on PATH (apt-get install ceph-base)"]
 fn random_maps_match_crushtool() {
-    assert!(Command::new("crushtool").arg("--help").output().is_ok(), "crushtool not on PATH");
+    assert!(
+        Command::new("crushtool").arg("--help").output().is_ok(),
+        "crushtool not on PATH"
+    );
     let dir = std::env::temp_dir().join(format!("loligo-diff-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let mut rng = Rng(0x2545_f491_4f6c_dd1d);
@@ -123,20 +165,51 @@ fn random_maps_match_crushtool() {
         let txt = random_map(&mut rng);
         let (t, b) = (dir.join("m.txt"), dir.join("m.bin"));
         std::fs::write(&t, &txt).unwrap();
-        let st = Command::new("crushtool").arg("-c").arg(&t).arg("-o").arg(&b).output().unwrap();
-        assert!(st.status.success(), "crushtool rejected map {iter}: {}\n{txt}", String::from_utf8_lossy(&st.stderr));
+        let st = Command::new("crushtool")
+            .arg("-c")
+            .arg(&t)
+            .arg("-o")
+            .arg(&b)
+            .output()
+            .unwrap();
+        assert!(
+            st.status.success(),
+            "crushtool rejected map {iter}: {}\n{txt}",
+            String::from_utf8_lossy(&st.stderr)
+        );
         let map = CompiledMap::compile(&text::parse(&txt).unwrap()).unwrap();
         for rule in 0..7 {
-            let mut args: Vec<String> = vec!["--test".into(), "--show-mappings".into(), "--rule".into(), rule.to_string()];
-            args.extend(["--num-rep".into(), (1 + rng.below(6)).to_string(), "--min-x".into(), "0".into(), "--max-x".into(), "299".into()]);
+            let mut args: Vec<String> = vec![
+                "--test".into(),
+                "--show-mappings".into(),
+                "--rule".into(),
+                rule.to_string(),
+            ];
+            args.extend([
+                "--num-rep".into(),
+                (1 + rng.below(6)).to_string(),
+                "--min-x".into(),
+                "0".into(),
+                "--max-x".into(),
+                "299".into(),
+            ]);
             if rng.below(2) == 0 {
                 args.extend(["--pool-id".into(), rng.below(100).to_string()]);
             }
             for _ in 0..rng.below(4) {
                 let d = rng.below(map.max_devices() as u64);
-                args.extend(["--weight".into(), d.to_string(), ["0", "0.5", "0.3", "0.9"][rng.below(4) as usize].into()]);
+                args.extend([
+                    "--weight".into(),
+                    d.to_string(),
+                    ["0", "0.5", "0.3", "0.9"][rng.below(4) as usize].into(),
+                ]);
             }
-            let theirs = Command::new("crushtool").arg("-i").arg(&b).args(&args).output().unwrap();
+            let theirs = Command::new("crushtool")
+                .arg("-i")
+                .arg(&b)
+                .args(&args)
+                .output()
+                .unwrap();
             let ours = run(&map, &TestSpec::from_args(&args).unwrap()).unwrap();
             let theirs = String::from_utf8_lossy(&theirs.stdout).to_string();
             if ours != theirs {

@@ -10,7 +10,8 @@ use loligo_crush::{text, CompiledMap, Workspace};
 fn objects_and_pgs_match_osdmaptool() {
     for case in common::cases("placement") {
         let meta: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(case.join("case.json")).unwrap()).unwrap();
+            serde_json::from_str(&std::fs::read_to_string(case.join("case.json")).unwrap())
+                .unwrap();
         let crush_txt = std::fs::read_to_string(case.join("crush.txt")).unwrap();
         let crush = CompiledMap::compile(&text::parse(&crush_txt).unwrap()).unwrap();
         let pool = PoolPlacement {
@@ -38,7 +39,13 @@ fn objects_and_pgs_match_osdmaptool() {
         let mut got = String::new();
         for ps in 0..pool.pg_num {
             let m = map_pg(&crush, &pool, &osds, ps, &mut ws).unwrap();
-            got.push_str(&pg_dump_line(PgId { pool: pool.pool_id, ps }, &m));
+            got.push_str(&pg_dump_line(
+                PgId {
+                    pool: pool.pool_id,
+                    ps,
+                },
+                &m,
+            ));
             got.push('\n');
         }
         assert_eq!(got, expected_pgs, "{name}: pgs differ");
@@ -49,7 +56,14 @@ fn objects_and_pgs_match_osdmaptool() {
             let obj = line.split('\'').nth(1).expect("object name");
             let ps = pool.object_ps(obj.as_bytes());
             let m = map_pg(&crush, &pool, &osds, ps, &mut ws).unwrap();
-            got.push_str(&object_line(obj, PgId { pool: pool.pool_id, ps }, &m.acting));
+            got.push_str(&object_line(
+                obj,
+                PgId {
+                    pool: pool.pool_id,
+                    ps,
+                },
+                &m.acting,
+            ));
             got.push('\n');
         }
         assert_eq!(got, expected_objs, "{name}: objects differ");

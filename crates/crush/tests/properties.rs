@@ -11,7 +11,10 @@ use loligo_crush::{text, CompiledMap, CrushError, Workspace, ITEM_NONE};
 use proptest::prelude::*;
 
 fn map_of(case: &str) -> CompiledMap {
-    let p = common::vectors_dir().join("crush").join(case).join("map.txt");
+    let p = common::vectors_dir()
+        .join("crush")
+        .join(case)
+        .join("map.txt");
     let txt = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
     CompiledMap::compile(&text::parse(&txt).unwrap()).unwrap()
 }
@@ -20,7 +23,14 @@ fn all_in(map: &CompiledMap) -> Vec<u32> {
     vec![0x10000; map.max_devices() as usize]
 }
 
-fn mapping(map: &CompiledMap, rule: i32, x: u32, n: usize, w: &[u32], ws: &mut Workspace) -> Vec<i32> {
+fn mapping(
+    map: &CompiledMap,
+    rule: i32,
+    x: u32,
+    n: usize,
+    w: &[u32],
+    ws: &mut Workspace,
+) -> Vec<i32> {
     let mut out = Vec::new();
     map.do_rule(rule, x, n, w, None, ws, &mut out).unwrap();
     out
@@ -31,9 +41,18 @@ fn two_level(host_weights: &[Vec<u32>]) -> CrushMap {
     let mut map = CrushMap {
         tunables: Tunables::OPTIMAL,
         types: vec![
-            BucketType { id: 0, name: "osd".into() },
-            BucketType { id: 1, name: "host".into() },
-            BucketType { id: 2, name: "root".into() },
+            BucketType {
+                id: 0,
+                name: "osd".into(),
+            },
+            BucketType {
+                id: 1,
+                name: "host".into(),
+            },
+            BucketType {
+                id: 2,
+                name: "root".into(),
+            },
         ],
         ..CrushMap::default()
     };
@@ -42,12 +61,22 @@ fn two_level(host_weights: &[Vec<u32>]) -> CrushMap {
     for (h, ws) in host_weights.iter().enumerate() {
         let mut items = Vec::new();
         for &w in ws {
-            map.devices.push(Device { id: next, name: format!("osd.{next}"), class: None });
-            items.push(BucketItem { id: next, weight: w });
+            map.devices.push(Device {
+                id: next,
+                name: format!("osd.{next}"),
+                class: None,
+            });
+            items.push(BucketItem {
+                id: next,
+                weight: w,
+            });
             next += 1;
         }
         let id = -2 - h as i32;
-        root.push(BucketItem { id, weight: ws.iter().sum() });
+        root.push(BucketItem {
+            id,
+            weight: ws.iter().sum(),
+        });
         map.buckets.push(Bucket {
             id,
             name: format!("host{h}"),
@@ -67,7 +96,11 @@ fn two_level(host_weights: &[Vec<u32>]) -> CrushMap {
         items: root,
         class_ids: Default::default(),
     });
-    for (id, leaf, mode) in [(0, true, ChooseMode::Firstn), (1, true, ChooseMode::Indep), (2, false, ChooseMode::Firstn)] {
+    for (id, leaf, mode) in [
+        (0, true, ChooseMode::Firstn),
+        (1, true, ChooseMode::Indep),
+        (2, false, ChooseMode::Firstn),
+    ] {
         map.rules.push(Rule {
             id,
             name: format!("r{id}"),
@@ -75,8 +108,16 @@ fn two_level(host_weights: &[Vec<u32>]) -> CrushMap {
             min_size: 1,
             max_size: 10,
             steps: vec![
-                Step::Take { item: -1, class: None },
-                Step::Choose { leaf, mode, count: 0, type_id: if leaf { 1 } else { 0 } },
+                Step::Take {
+                    item: -1,
+                    class: None,
+                },
+                Step::Choose {
+                    leaf,
+                    mode,
+                    count: 0,
+                    type_id: if leaf { 1 } else { 0 },
+                },
                 Step::Emit,
             ],
         });
@@ -88,16 +129,26 @@ fn two_level(host_weights: &[Vec<u32>]) -> CrushMap {
 fn mapping_is_deterministic_and_workspace_reuse_is_invisible() {
     // Uniform buckets cache permutations in the workspace: visiting inputs
     // in a different order must not change any answer.
-    for case in ["s09_uniform_hosts", "s17_build_uniform_list_tree", "s03_straw2_racks_nonuniform"] {
+    for case in [
+        "s09_uniform_hosts",
+        "s17_build_uniform_list_tree",
+        "s03_straw2_racks_nonuniform",
+    ] {
         let map = map_of(case);
         let w = all_in(&map);
         for rule in map.rule_ids().collect::<Vec<_>>() {
             let mut ws1 = Workspace::new(&map);
-            let forward: Vec<Vec<i32>> = (0..2000).map(|x| mapping(&map, rule, x, 3, &w, &mut ws1)).collect();
+            let forward: Vec<Vec<i32>> = (0..2000)
+                .map(|x| mapping(&map, rule, x, 3, &w, &mut ws1))
+                .collect();
             let mut ws2 = Workspace::new(&map);
             for x in (0..2000u32).rev().step_by(7) {
                 let fresh = mapping(&map, rule, x, 3, &w, &mut Workspace::new(&map));
-                assert_eq!(mapping(&map, rule, x, 3, &w, &mut ws2), forward[x as usize], "{case} x {x}");
+                assert_eq!(
+                    mapping(&map, rule, x, 3, &w, &mut ws2),
+                    forward[x as usize],
+                    "{case} x {x}"
+                );
                 assert_eq!(fresh, forward[x as usize]);
             }
         }
@@ -116,7 +167,7 @@ proptest! {
         new_weight in 0u32..0x40000,
     ) {
         let k = which.index(weights.len());
-        let before = CompiledMap::compile(&two_level(&[weights.clone()])).unwrap();
+        let before = CompiledMap::compile(&two_level(std::slice::from_ref(&weights))).unwrap();
         let mut changed = weights.clone();
         changed[k] = new_weight;
         let after = CompiledMap::compile(&two_level(&[changed])).unwrap();
@@ -165,7 +216,11 @@ proptest! {
 /// and for inputs that did, an indep rule keeps the other positions.
 #[test]
 fn marking_out_keeps_other_positions() {
-    for (case, rule, n) in [("s06_ec_chooseleaf_indep", 0, 6), ("s07_ec_choose_indep_rack_host", 1, 5), ("s03_straw2_racks_nonuniform", 0, 3)] {
+    for (case, rule, n) in [
+        ("s06_ec_chooseleaf_indep", 0, 6),
+        ("s07_ec_choose_indep_rack_host", 1, 5),
+        ("s03_straw2_racks_nonuniform", 0, 3),
+    ] {
         let map = map_of(case);
         let w = all_in(&map);
         let mut ws = Workspace::new(&map);
@@ -176,13 +231,22 @@ fn marking_out_keeps_other_positions() {
             for x in 0..4000 {
                 let a = mapping(&map, rule, x, n, &w, &mut ws);
                 let b = mapping(&map, rule, x, n, &w_out, &mut ws);
-                assert!(!b.contains(&(out_dev as i32)), "{case}: out device still chosen");
+                assert!(
+                    !b.contains(&(out_dev as i32)),
+                    "{case}: out device still chosen"
+                );
                 match a.iter().position(|&o| o == out_dev as i32) {
-                    None => assert_eq!(a, b, "{case} x {x}: mapping moved without using osd.{out_dev}"),
+                    None => assert_eq!(
+                        a, b,
+                        "{case} x {x}: mapping moved without using osd.{out_dev}"
+                    ),
                     Some(q) => {
                         used += 1;
                         let indep = case != "s03_straw2_racks_nonuniform";
-                        if indep && a.len() == b.len() && (0..a.len()).all(|i| i == q || a[i] == b[i]) {
+                        if indep
+                            && a.len() == b.len()
+                            && (0..a.len()).all(|i| i == q || a[i] == b[i])
+                        {
                             kept += 1;
                         }
                     }
@@ -192,7 +256,10 @@ fn marking_out_keeps_other_positions() {
                 assert!(used > 0, "{case}: osd.{out_dev} never used");
                 // Positional stability; CRUSH allows rare exceptions when
                 // a retry collides, so require it for at least 98%.
-                assert!(kept * 100 >= used * 98, "{case} osd.{out_dev}: kept {kept} of {used}");
+                assert!(
+                    kept * 100 >= used * 98,
+                    "{case} osd.{out_dev}: kept {kept} of {used}"
+                );
             }
         }
     }
@@ -204,9 +271,18 @@ fn bad_requests_are_typed_errors() {
     let w = all_in(&map);
     let mut ws = Workspace::new(&map);
     let mut out = Vec::new();
-    assert_eq!(map.do_rule(7, 1, 3, &w, None, &mut ws, &mut out), Err(CrushError::UnknownRule(7)));
-    assert!(matches!(map.do_rule(0, 1, 0, &w, None, &mut ws, &mut out), Err(CrushError::BadNumRep { .. })));
-    assert!(matches!(map.do_rule(0, 1, 65, &w, None, &mut ws, &mut out), Err(CrushError::BadNumRep { .. })));
+    assert_eq!(
+        map.do_rule(7, 1, 3, &w, None, &mut ws, &mut out),
+        Err(CrushError::UnknownRule(7))
+    );
+    assert!(matches!(
+        map.do_rule(0, 1, 0, &w, None, &mut ws, &mut out),
+        Err(CrushError::BadNumRep { .. })
+    ));
+    assert!(matches!(
+        map.do_rule(0, 1, 65, &w, None, &mut ws, &mut out),
+        Err(CrushError::BadNumRep { .. })
+    ));
     // A short weight vector means the missing devices are out, not a panic.
     map.do_rule(0, 1, 3, &[], None, &mut ws, &mut out).unwrap();
     assert!(out.is_empty());
@@ -214,15 +290,33 @@ fn bad_requests_are_typed_errors() {
 
 #[test]
 fn bad_maps_are_typed_errors() {
-    let base = std::fs::read_to_string(common::vectors_dir().join("crush/s01_tiny_3osd_straw2/map.txt")).unwrap();
+    let base =
+        std::fs::read_to_string(common::vectors_dir().join("crush/s01_tiny_3osd_straw2/map.txt"))
+            .unwrap();
     let cases: &[(&str, &str, &str)] = &[
-        ("dangling item", "item osd.2 weight 1.000", "item osd.9 weight 1.000"),
-        ("negative weight", "item osd.1 weight 1.000", "item osd.1 weight -1.000"),
-        ("bad weight", "item osd.1 weight 1.000", "item osd.1 weight nan"),
+        (
+            "dangling item",
+            "item osd.2 weight 1.000",
+            "item osd.9 weight 1.000",
+        ),
+        (
+            "negative weight",
+            "item osd.1 weight 1.000",
+            "item osd.1 weight -1.000",
+        ),
+        (
+            "bad weight",
+            "item osd.1 weight 1.000",
+            "item osd.1 weight nan",
+        ),
         ("unknown alg", "alg straw2", "alg straw3"),
         ("unknown take", "step take default", "step take nowhere"),
         ("unknown type", "type host", "type hots"),
-        ("unknown tunable", "tunable chooseleaf_stable 1", "tunable chooseleaf_stabel 1"),
+        (
+            "unknown tunable",
+            "tunable chooseleaf_stable 1",
+            "tunable chooseleaf_stabel 1",
+        ),
         ("truncated", "# end crush map", "rule x {"),
     ];
     for (what, from, to) in cases {
@@ -234,8 +328,13 @@ fn bad_maps_are_typed_errors() {
     // A cycle can only be written in the JSON form (text requires children first).
     let mut map = text::parse(&base).unwrap();
     let root = map.buckets.iter().find(|b| b.name == "default").unwrap().id;
-    map.buckets[0].items.push(BucketItem { id: root, weight: 0x10000 });
-    assert!(matches!(CompiledMap::compile(&map), Err(CrushError::Invalid(m)) if m.contains("cycle")));
+    map.buckets[0].items.push(BucketItem {
+        id: root,
+        weight: 0x10000,
+    });
+    assert!(
+        matches!(CompiledMap::compile(&map), Err(CrushError::Invalid(m)) if m.contains("cycle"))
+    );
     // Dangling bucket reference in JSON.
     let mut map = text::parse(&base).unwrap();
     map.buckets[0].items.push(BucketItem { id: -99, weight: 1 });
@@ -253,17 +352,63 @@ fn bad_maps_are_typed_errors() {
     }
     let c = CompiledMap::compile(&map).unwrap();
     let mut out = Vec::new();
-    c.do_rule(0, 3, 3, &all_in(&c), None, &mut Workspace::new(&c), &mut out).unwrap();
+    c.do_rule(
+        0,
+        3,
+        3,
+        &all_in(&c),
+        None,
+        &mut Workspace::new(&c),
+        &mut out,
+    )
+    .unwrap();
     assert!(out.len() <= 3);
 }
 
 /// Mutations of real maps: the parser and compiler return errors or maps,
 /// and any map that compiles can be evaluated without panicking.
 fn mutate(text: &str, ops: &[(u8, usize, u16)]) -> String {
-    let mut toks: Vec<String> = text.split_inclusive(|c: char| c.is_whitespace()).map(str::to_string).collect();
-    let junk = ["{", "}", "[", "]", "-1", "0", "4294967296", "-2147483648", "item", "weight", "step", "take",
-        "choose", "indep", "firstn", "emit", "type", "id", "class", "alg", "uniform", "tree", "list", "straw",
-        "1e39", "0.000001", "#", "\n", "rule", "choose_args", "bucket_id", "weight_set", "ids", "pos", "999"];
+    let mut toks: Vec<String> = text
+        .split_inclusive(|c: char| c.is_whitespace())
+        .map(str::to_string)
+        .collect();
+    let junk = [
+        "{",
+        "}",
+        "[",
+        "]",
+        "-1",
+        "0",
+        "4294967296",
+        "-2147483648",
+        "item",
+        "weight",
+        "step",
+        "take",
+        "choose",
+        "indep",
+        "firstn",
+        "emit",
+        "type",
+        "id",
+        "class",
+        "alg",
+        "uniform",
+        "tree",
+        "list",
+        "straw",
+        "1e39",
+        "0.000001",
+        "#",
+        "\n",
+        "rule",
+        "choose_args",
+        "bucket_id",
+        "weight_set",
+        "ids",
+        "pos",
+        "999",
+    ];
     for &(op, at, v) in ops {
         if toks.is_empty() {
             break;
