@@ -604,7 +604,7 @@ pub fn write(map: &CrushMap) -> String {
         let _ = writeln!(s, "type {} {}", t.id, t.name);
     }
     s.push_str("\n# buckets\n");
-    for b in &map.buckets {
+    for b in ceph_bucket_order(map) {
         write_bucket(&mut s, map, b);
     }
     s.push_str("\n# rules\n");
@@ -643,6 +643,48 @@ pub fn write(map: &CrushMap) -> String {
     }
     s.push_str("\n# end crush map\n");
     s
+}
+
+/// The order `crushtool -d` prints buckets in: for ids -1, -2, ... each
+/// bucket after its children (post-order), each bucket once. Buckets that
+/// are part of a cycle (an invalid map) are printed last, in map order.
+fn ceph_bucket_order(map: &CrushMap) -> Vec<&Bucket> {
+    let by_id: HashMap<ItemId, &Bucket> = map.buckets.iter().map(|b| (b.id, b)).collect();
+    let mut ids: Vec<ItemId> = by_id.keys().copied().collect();
+    ids.sort_unstable_by(|a, b| b.cmp(a));
+    let mut done: BTreeSet<ItemId> = BTreeSet::new();
+    let mut out = Vec::with_capacity(map.buckets.len());
+    for start in ids {
+        // Iterative post-order walk; `entered` guards against cycles.
+        let mut stack: Vec<(ItemId, usize)> = vec![(start, 0)];
+        let mut entered: BTreeSet<ItemId> = BTreeSet::new();
+        while let Some((id, next)) = stack.pop() {
+            if done.contains(&id) {
+                continue;
+            }
+            let Some(b) = by_id.get(&id) else { continue };
+            entered.insert(id);
+            let child = b.items[next..]
+                .iter()
+                .position(|it| it.id < 0 && !done.contains(&it.id) && !entered.contains(&it.id));
+            match child {
+                Some(off) => {
+                    stack.push((id, next + off + 1));
+                    stack.push((b.items[next + off].id, 0));
+                }
+                None => {
+                    done.insert(id);
+                    out.push(*b);
+                }
+            }
+        }
+    }
+    for b in &map.buckets {
+        if !done.contains(&b.id) {
+            out.push(b);
+        }
+    }
+    out
 }
 
 fn item_name(map: &CrushMap, id: ItemId) -> String {
