@@ -40,8 +40,36 @@ impl<E: std::fmt::Display> From<E> for CliError {
     }
 }
 
+/// Parse arguments; usage errors become one `loligo: error:` line (exit 2),
+/// `--help` and `--version` print normally.
+fn parse_args() -> Result<Cli, ExitCode> {
+    match Cli::try_parse() {
+        Ok(cli) => Ok(cli),
+        Err(e) if !e.use_stderr() => {
+            let _ = e.print();
+            Err(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            let text = e.render().to_string();
+            let msg: Vec<&str> = text
+                .lines()
+                .take_while(|l| !l.starts_with("Usage:"))
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .collect();
+            let msg = msg.join(" ");
+            let msg = msg.strip_prefix("error: ").unwrap_or(&msg);
+            eprintln!("loligo: error: {msg} (see --help)");
+            Err(ExitCode::from(2))
+        }
+    }
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match parse_args() {
+        Ok(cli) => cli,
+        Err(code) => return code,
+    };
     let res = match cli.cmd {
         Cmd::Crush(c) => crush_cmd::run(c),
         Cmd::Osdmap(c) => osdmap_cmd::run(c),

@@ -334,6 +334,10 @@ impl CrushMap {
 
     /// `max_devices`: largest device id + 1 (0 without devices).
     pub fn max_devices(&self) -> i32 {
-        self.devices.iter().map(|d| d.id + 1).max().unwrap_or(0)
+        self.devices
+            .iter()
+            .map(|d| d.id.saturating_add(1))
+            .max()
+            .unwrap_or(0)
     }
 }
