@@ -415,6 +415,17 @@ const fn rh(k: u64) -> u64 {
     (1u64 << 55).div_ceil(d)
 }
 
+/// `rh` for every coarse index, computed at compile time.
+const RH_TABLE: [u64; 129] = {
+    let mut t = [0u64; 129];
+    let mut k = 0;
+    while k < 129 {
+        t[k] = rh(k as u64);
+        k += 1;
+    }
+    t
+};
+
 /// `2^44 * log2(xin + 1)` in Ceph's fixed point, for `xin <= 0xffff`.
 #[inline]
 pub fn crush_ln(xin: u32) -> u64 {
@@ -428,7 +439,7 @@ pub fn crush_ln(xin: u32) -> u64 {
         iexpon = 15 - u64::from(bits);
     }
     let k = ((x >> 8) - 128) as usize;
-    let xl64 = (u64::from(x) * rh(k as u64)) >> 48;
+    let xl64 = (u64::from(x) * RH_TABLE[k]) >> 48;
     let index2 = (xl64 & 0xff) as usize;
     let lh = LH_TABLE[k] + LL_TABLE[index2];
     (iexpon << 44) + (lh >> 4)
@@ -453,6 +464,9 @@ mod tests {
         assert_eq!(rh(1), 0x0000_fe03_f80f_e040);
         assert_eq!(rh(127), 0x0000_8080_8080_8081);
         assert_eq!(rh(128), 1 << 47);
+        for (k, &v) in RH_TABLE.iter().enumerate() {
+            assert_eq!(v, rh(k as u64));
+        }
     }
 
     #[test]
