@@ -136,53 +136,25 @@ fn bad_input_is_one_line_and_exit_2() {
     let m = map.to_str().unwrap();
     let garbage = std::env::temp_dir().join(format!("loligo-garbage-{}.txt", std::process::id()));
     std::fs::write(&garbage, "host h {\n\tid -1\n\titem osd.0\n").unwrap();
-    let cases: Vec<Vec<&str>> = vec![
-        vec![
-            "crush",
-            "test",
-            "-i",
-            m,
-            "--rule",
-            "9",
-            "--num-rep",
-            "3",
-            "--show-mappings",
-        ],
-        vec!["crush", "test", "-i", m, "--num-rep", "0"],
-        vec!["crush", "test", "-i", m, "--num-rep", "65"],
-        vec!["crush", "test", "-i", m, "--bogus"],
-        vec!["crush", "test", "-i", "/nonexistent/map.txt"],
-        vec!["crush", "test", "-i", garbage.to_str().unwrap()],
-        vec![
-            "osdmap",
-            "test-map-object",
-            "x",
-            "--crush",
-            m,
-            "--pool-id",
-            "1",
-            "--pg-num",
-            "0",
-            "--size",
-            "3",
-        ],
-        vec![
-            "osdmap",
-            "test-map-object",
-            "x",
-            "--crush",
-            m,
-            "--pool-id",
-            "1",
-            "--pg-num",
-            "8",
-            "--size",
-            "3",
-            "--mark-out",
-            "99",
-        ],
+    let g = garbage.to_str().unwrap();
+    let cases: Vec<String> = vec![
+        format!("crush test -i {m} --rule 9 --num-rep 3 --show-mappings"),
+        format!("crush test -i {m} --num-rep 0"),
+        format!("crush test -i {m} --num-rep 65"),
+        format!("crush test -i {m} --bogus"),
+        "crush test -i /nonexistent/map.txt".to_string(),
+        format!("crush test -i {g}"),
+        format!("osdmap test-map-object x --crush {m} --pool-id 1 --pg-num 0 --size 3"),
+        format!(
+            "osdmap test-map-object x --crush {m} --pool-id 1 --pg-num 8 --size 3 --mark-out 99"
+        ),
+        // Usage errors from the argument parser are one line too.
+        "crush test".to_string(),
+        "crush frobnicate".to_string(),
+        format!("osdmap test-map-object x --crush {m} --pool-id one --pg-num 8 --size 3"),
     ];
-    for args in cases {
+    for case in &cases {
+        let args: Vec<&str> = case.split_whitespace().collect();
         let o = loligo(&args);
         assert_eq!(o.status.code(), Some(2), "{args:?}");
         let err = String::from_utf8_lossy(&o.stderr);

@@ -31,6 +31,23 @@ const PROFILES: [&str; 6] = [
 const ALGS: [&str; 5] = ["uniform", "list", "tree", "straw", "straw2"];
 const CLASS_SAFE_ALGS: [&str; 3] = ["list", "straw", "straw2"];
 
+/// Algorithm for a rack or root bucket (never uniform: unequal children).
+fn inner_alg(rng: &mut Rng, classes: bool) -> &'static str {
+    if classes {
+        CLASS_SAFE_ALGS[rng.below(3) as usize]
+    } else {
+        ALGS[1 + rng.below(4) as usize]
+    }
+}
+
+/// The opening lines of a bucket, up to its items.
+fn open_bucket(s: &mut String, kind: &str, name: &str, id: i64, alg: &str, class_ids: &str) {
+    let _ = writeln!(
+        s,
+        "{kind} {name} {{\n\tid {id}{class_ids}\n\talg {alg}\n\thash 0"
+    );
+}
+
 fn random_map(rng: &mut Rng) -> String {
     let mut s = String::from("# begin crush map\n");
     // Ceph cannot build class shadow trees through uniform buckets, and
@@ -76,10 +93,13 @@ fn random_map(rng: &mut Rng) -> String {
                 ALGS[rng.below(5) as usize]
             };
             let uniform_w = 1 + rng.below(3000);
-            let _ = writeln!(
-                s,
-                "host h{r}x{h} {{\n\tid {next_id}{}\n\talg {alg}\n\thash 0",
-                cls(next_id)
+            open_bucket(
+                &mut s,
+                "host",
+                &format!("h{r}x{h}"),
+                next_id,
+                alg,
+                &cls(next_id),
             );
             next_id -= 3;
             for _ in 0..osds_per {
@@ -96,15 +116,14 @@ fn random_map(rng: &mut Rng) -> String {
             s.push_str("}\n");
             host_lines.push(format!("h{r}x{h}"));
         }
-        let alg = if classes {
-            CLASS_SAFE_ALGS[rng.below(3) as usize]
-        } else {
-            ALGS[1 + rng.below(4) as usize]
-        };
-        let _ = writeln!(
-            s,
-            "rack r{r} {{\n\tid {next_id}{}\n\talg {alg}\n\thash 0",
-            cls(next_id)
+        let alg = inner_alg(rng, classes);
+        open_bucket(
+            &mut s,
+            "rack",
+            &format!("r{r}"),
+            next_id,
+            alg,
+            &cls(next_id),
         );
         next_id -= 3;
         for h in host_lines {
@@ -113,16 +132,8 @@ fn random_map(rng: &mut Rng) -> String {
         s.push_str("}\n");
         rack_lines.push(format!("r{r}"));
     }
-    let alg = if classes {
-        CLASS_SAFE_ALGS[rng.below(3) as usize]
-    } else {
-        ALGS[1 + rng.below(4) as usize]
-    };
-    let _ = writeln!(
-        s,
-        "root default {{\n\tid {next_id}{}\n\talg {alg}\n\thash 0",
-        cls(next_id)
-    );
+    let alg = inner_alg(rng, classes);
+    open_bucket(&mut s, "root", "default", next_id, alg, &cls(next_id));
     for r in rack_lines {
         let _ = writeln!(s, "\titem {r}");
     }
