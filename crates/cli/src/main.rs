@@ -55,7 +55,11 @@ fn parse_args() -> Result<Cli, ExitCode> {
                 .lines()
                 .take_while(|l| !l.starts_with("Usage:"))
                 .map(str::trim)
-                .filter(|l| !l.is_empty())
+                .filter(|l| {
+                    !l.is_empty()
+                        && !l.starts_with("For more information")
+                        && !l.starts_with("tip:")
+                })
                 .collect();
             let msg = msg.join(" ");
             let msg = msg.strip_prefix("error: ").unwrap_or(&msg);
