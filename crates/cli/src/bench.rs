@@ -163,15 +163,7 @@ pub fn run(a: BenchArgs) -> Result<(), CliError> {
     let single_rate = f64::from(a.inputs) / single_s;
 
     // 2. Every PG of a pool, split across threads.
-    let pool = PoolPlacement {
-        pool_id: 1,
-        pg_num: a.pgs,
-        pgp_num: a.pgs,
-        size: 3,
-        crush_rule: 0,
-        hashpspool: true,
-        erasure: false,
-    };
+    let pool = PoolPlacement::replicated(1, a.pgs, 3, 0);
     pool.validate()?;
     let osds = OsdStates::all_up_in(compiled.max_devices());
     let t = Instant::now();

@@ -75,13 +75,9 @@ fn setup(a: &PoolArgs) -> Result<Setup, CliError> {
         )));
     }
     let pool = PoolPlacement {
-        pool_id: a.pool_id,
-        pg_num: a.pg_num,
         pgp_num: a.pgp_num.unwrap_or(a.pg_num),
-        size: a.size,
-        crush_rule: a.rule,
         hashpspool: !a.no_hashpspool,
-        erasure: false,
+        ..PoolPlacement::replicated(a.pool_id, a.pg_num, a.size, a.rule)
     };
     pool.validate()?;
     let max_osd = a.max_osd.unwrap_or(crush.max_devices());

@@ -55,6 +55,7 @@ pub(crate) enum AlgData {
     Tree { node_weights: Vec<u32> },
     Straw { straws: Vec<u32> },
     Straw2,
+    Linear,
 }
 
 /// A bucket ready for the mapper.
@@ -80,6 +81,7 @@ impl CBucket {
             AlgData::Tree { .. } => BucketAlg::Tree,
             AlgData::Straw { .. } => BucketAlg::Straw,
             AlgData::Straw2 => BucketAlg::Straw2,
+            AlgData::Linear => BucketAlg::Linear,
         }
     }
 }
@@ -421,6 +423,7 @@ pub(crate) fn make_bucket(
             straws: straw_lengths(&item_weights, straw_calc_version),
         },
         BucketAlg::Straw2 => AlgData::Straw2,
+        BucketAlg::Linear => AlgData::Linear,
     };
     let recips = if alg == BucketAlg::Straw2 {
         item_weights.iter().map(|&w| Recip::new(w)).collect()

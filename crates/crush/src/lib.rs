@@ -16,10 +16,7 @@
 //!            rule rep { id 0 type replicated min_size 1 max_size 10\n\
 //!              step take default step chooseleaf firstn 0 type host step emit }";
 //! let map = CompiledMap::compile(&text::parse(txt)?)?;
-//! let pool = PoolPlacement {
-//!     pool_id: 1, pg_num: 8, pgp_num: 8, size: 3, crush_rule: 0,
-//!     hashpspool: true, erasure: false,
-//! };
+//! let pool = PoolPlacement::replicated(1, 8, 3, 0);
 //! let ps = pool.object_ps(b"my-object");
 //! let pg = map_pg(&map, &pool, &OsdStates::all_up_in(3), ps, &mut Workspace::new(&map))?;
 //! // Three hosts, three replicas: every OSD holds one, the first is primary.

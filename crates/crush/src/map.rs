@@ -151,6 +151,9 @@ pub enum BucketAlg {
     Tree = 3,
     Straw = 4,
     Straw2 = 5,
+    /// Loligo extension (seed 004): modulo selection on the
+    /// balance-adjusted key. Maps using it are not Ceph-compatible.
+    Linear = 6,
 }
 
 impl BucketAlg {
@@ -162,6 +165,7 @@ impl BucketAlg {
             BucketAlg::Tree => "tree",
             BucketAlg::Straw => "straw",
             BucketAlg::Straw2 => "straw2",
+            BucketAlg::Linear => "linear",
         }
     }
 
@@ -173,6 +177,7 @@ impl BucketAlg {
             "tree" => BucketAlg::Tree,
             "straw" => BucketAlg::Straw,
             "straw2" => BucketAlg::Straw2,
+            "linear" => BucketAlg::Linear,
             _ => return None,
         })
     }

@@ -86,6 +86,24 @@ struct Ctx<'a> {
     weights: &'a [u32],
     args: Option<&'a ChooseArgMap>,
     x: u32,
+    /// Balance parameter for `linear` buckets, 16.16 fixed point.
+    balance: u32,
+}
+
+/// 1.0 in the 16.16 fixed point of [`MapOptions::balance_param`].
+pub const BALANCE_ONE: u32 = 0x10000;
+
+/// Per-call inputs beyond the rule and x.
+#[derive(Clone, Copy, Debug)]
+pub struct MapOptions<'a> {
+    /// Device reweights (0x10000 = in, 0 = out); missing devices are out.
+    pub weights: &'a [u32],
+    /// The choose_args weight set to use, if any.
+    pub choose_args: Option<&'a ChooseArgMap>,
+    /// Balance parameter of `linear` buckets (Loligo extension), 16.16
+    /// fixed point, must be >= 1.0 ([`BALANCE_ONE`]). Ignored by Ceph's
+    /// bucket algorithms.
+    pub balance_param: u32,
 }
 
 impl CompiledMap {
@@ -106,7 +124,31 @@ impl CompiledMap {
         ws: &mut Workspace,
         out: &mut Vec<ItemId>,
     ) -> Result<()> {
+        let opts = MapOptions {
+            weights,
+            choose_args,
+            balance_param: BALANCE_ONE,
+        };
+        self.do_rule_with(rule_id, x, num_rep, &opts, ws, out)
+    }
+
+    /// `do_rule` with every per-call option (see [`MapOptions`]).
+    pub fn do_rule_with(
+        &self,
+        rule_id: i32,
+        x: u32,
+        num_rep: usize,
+        opts: &MapOptions,
+        ws: &mut Workspace,
+        out: &mut Vec<ItemId>,
+    ) -> Result<()> {
         out.clear();
+        if opts.balance_param < BALANCE_ONE {
+            return Err(CrushError::Placement(format!(
+                "balance parameter {:.4} is below 1.0",
+                f64::from(opts.balance_param) / 65536.0
+            )));
+        }
         let steps = self
             .rules
             .get(&rule_id)
@@ -121,9 +163,10 @@ impl CompiledMap {
         ws.begin();
         let ctx = Ctx {
             map: self,
-            weights,
-            args: choose_args,
+            weights: opts.weights,
+            args: opts.choose_args,
             x,
+            balance: opts.balance_param,
         };
         run_steps(&ctx, steps, num_rep, ws, out);
         debug_assert!(out.len() <= num_rep);
@@ -603,6 +646,7 @@ fn bucket_choose(
         AlgData::List { sum_weights } => list_choose(b, sum_weights, x, r32),
         AlgData::Tree { node_weights } => tree_choose(b, node_weights, x, r32),
         AlgData::Straw { straws } => straw_choose(b, straws, x, r32),
+        AlgData::Linear => linear_choose(b, x, r32, ctx.balance),
         AlgData::Straw2 => {
             let arg = ctx
                 .args
@@ -664,6 +708,17 @@ fn perm_choose(ws: &mut Workspace, b: &CBucket, x: u32, r: i64) -> ItemId {
         st.n += 1;
     }
     b.items[perm[pr as usize] as usize]
+}
+
+/// Linear buckets (Loligo extension, seed 004): plain modulo selection on
+/// the balance-adjusted key, `(floor(x / balance) + r) mod size`. Item
+/// weights are ignored (like `uniform`): with a placement seed that is a
+/// permutation of a contiguous range, every residue class is (almost)
+/// equally large, so a host's PGs split evenly among its devices.
+fn linear_choose(b: &CBucket, x: u32, r: u32, balance: u32) -> ItemId {
+    let key = (u64::from(x) << 16) / u64::from(balance.max(1));
+    let idx = (key + u64::from(r)) % b.items.len() as u64;
+    b.items[idx as usize]
 }
 
 fn list_choose(b: &CBucket, sum_weights: &[u32], x: u32, r: u32) -> ItemId {

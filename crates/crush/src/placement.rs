@@ -7,9 +7,9 @@
 
 use crate::compiled::CompiledMap;
 use crate::error::{CrushError, Result};
-use crate::hash::{hash32_2, stable_mod, stable_mod_mask, str_hash_rjenkins};
+use crate::hash::{hash32_1, hash32_2, stable_mod, stable_mod_mask, str_hash_rjenkins};
 use crate::map::ItemId;
-use crate::mapper::{Workspace, ITEM_NONE, MAX_NUM_REP};
+use crate::mapper::{MapOptions, Workspace, BALANCE_ONE, ITEM_NONE, MAX_NUM_REP};
 use std::fmt;
 
 /// Largest pg_num a pool may have (Ceph's own limit per pool is far lower
@@ -29,6 +29,51 @@ pub struct PoolPlacement {
     /// Erasure pools keep positions (holes become NONE) instead of
     /// shifting replicas up.
     pub erasure: bool,
+    /// How a PG seed becomes the CRUSH input.
+    pub pps_mode: PpsMode,
+    /// Balance parameter for `linear` buckets (16.16, >= 1.0).
+    pub balance_param: u32,
+}
+
+/// How PG seeds become CRUSH inputs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PpsMode {
+    /// Ceph's: `crush_hash32_2(ps, pool)` (or `ps + pool` without HASHPSPOOL).
+    #[default]
+    Rjenkins,
+    /// Loligo extension (seed 004): a pool-seeded congruential bijection
+    /// of `[0, 2^n)`, so a pool's inputs are a permutation of a contiguous
+    /// range (what `linear` buckets need to split evenly).
+    Bijection,
+}
+
+/// A bijection of `[0, 2^bits)` seeded by the pool id: two affine
+/// congruential steps `x -> a*x + c (mod 2^bits)` (a odd) around an
+/// xor-shift, each invertible, so distinct seeds give distinct outputs.
+/// Above the low `bits` bits it places a pool-specific offset, so that two
+/// pools never share CRUSH inputs.
+pub fn pps_bijection(ps: u32, bits: u32, pool_id: u64) -> u32 {
+    debug_assert!(bits <= 32);
+    let mask: u64 = if bits >= 32 {
+        u64::from(u32::MAX)
+    } else {
+        (1u64 << bits) - 1
+    };
+    let seed = hash32_2(pool_id as u32, (pool_id >> 32) as u32);
+    let a1 = u64::from(hash32_1(seed) | 1);
+    let c1 = u64::from(hash32_1(seed ^ 0x5bd1_e995));
+    let a2 = u64::from(hash32_1(seed ^ 0x2545_f491) | 1);
+    let c2 = u64::from(hash32_1(seed ^ 0x9e37_79b9));
+    let mut x = u64::from(ps) & mask;
+    x = a1.wrapping_mul(x).wrapping_add(c1) & mask;
+    x ^= x >> (bits / 2 + 1);
+    x = a2.wrapping_mul(x).wrapping_add(c2) & mask;
+    let offset = if bits >= 32 {
+        0
+    } else {
+        u64::from(hash32_1(seed ^ 0x1b87_3593)) << bits
+    };
+    ((offset | x) & 0xffff_ffff) as u32
 }
 
 impl PoolPlacement {
@@ -62,9 +107,29 @@ impl PoolPlacement {
         stable_mod(raw, self.pg_num, stable_mod_mask(self.pg_num))
     }
 
+    /// A replicated pool with Ceph's defaults (HASHPSPOOL, rjenkins pps,
+    /// pgp_num = pg_num).
+    pub fn replicated(pool_id: u64, pg_num: u32, size: u32, crush_rule: i32) -> PoolPlacement {
+        PoolPlacement {
+            pool_id,
+            pg_num,
+            pgp_num: pg_num,
+            size,
+            crush_rule,
+            hashpspool: true,
+            erasure: false,
+            pps_mode: PpsMode::Rjenkins,
+            balance_param: BALANCE_ONE,
+        }
+    }
+
     /// PG seed -> the CRUSH input (`pps`).
     pub fn pps(&self, ps: u32) -> u32 {
-        let folded = stable_mod(ps, self.pgp_num, stable_mod_mask(self.pgp_num));
+        let mask = stable_mod_mask(self.pgp_num);
+        let folded = stable_mod(ps, self.pgp_num, mask);
+        if self.pps_mode == PpsMode::Bijection {
+            return pps_bijection(folded, mask.count_ones(), self.pool_id);
+        }
         if self.hashpspool {
             hash32_2(folded, self.pool_id as u32)
         } else {
@@ -166,16 +231,33 @@ pub fn map_pg(
     ps: u32,
     ws: &mut Workspace,
 ) -> Result<PgMapping> {
+    map_pg_with_upmap(crush, pool, osds, ps, &[], ws)
+}
+
+/// Map PG `ps`, then apply its `pg_upmap_items` (`(from, to)` pairs) as
+/// Ceph does: a pair applies when `from` is in the raw set, `to` is not,
+/// and `to` exists and is not marked out.
+pub fn map_pg_with_upmap(
+    crush: &CompiledMap,
+    pool: &PoolPlacement,
+    osds: &OsdStates,
+    ps: u32,
+    upmap_items: &[(ItemId, ItemId)],
+    ws: &mut Workspace,
+) -> Result<PgMapping> {
     let pps = pool.pps(ps);
     let mut raw = Vec::with_capacity(pool.size as usize);
     if crush.has_rule(pool.crush_rule) {
-        let args = crush.choose_args_for(pool.pool_id as i64);
-        crush.do_rule(
+        let opts = MapOptions {
+            weights: &osds.weight,
+            choose_args: crush.choose_args_for(pool.pool_id as i64),
+            balance_param: pool.balance_param,
+        };
+        crush.do_rule_with(
             pool.crush_rule,
             pps,
             pool.size as usize,
-            &osds.weight,
-            args,
+            &opts,
             ws,
             &mut raw,
         )?;
@@ -191,6 +273,14 @@ pub fn map_pg(
         raw.retain(|&o| osds.exists(o));
     }
     let mut up = raw.clone();
+    for &(from, to) in upmap_items {
+        let usable = osds.exists(to) && osds.weight.get(to as usize).is_some_and(|&w| w > 0);
+        if usable && !up.contains(&to) {
+            if let Some(slot) = up.iter_mut().find(|o| **o == from) {
+                *slot = to;
+            }
+        }
+    }
     if pool.erasure {
         for o in up.iter_mut() {
             if *o != ITEM_NONE && !osds.is_up(*o) {

@@ -745,6 +745,7 @@ fn write_bucket(s: &mut String, map: &CrushMap, b: &Bucket) {
         }
         BucketAlg::Straw => s.push_str("\talg straw\n"),
         BucketAlg::Straw2 => s.push_str("\talg straw2\n"),
+        BucketAlg::Linear => s.push_str("\talg linear\t# Loligo extension: not readable by Ceph\n"),
     }
     let _ = writeln!(s, "\thash {}\t# rjenkins1", b.hash);
     let with_pos = matches!(b.alg, BucketAlg::Uniform | BucketAlg::Tree);

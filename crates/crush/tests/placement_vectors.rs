@@ -15,13 +15,13 @@ fn objects_and_pgs_match_osdmaptool() {
         let crush_txt = std::fs::read_to_string(case.join("crush.txt")).unwrap();
         let crush = CompiledMap::compile(&text::parse(&crush_txt).unwrap()).unwrap();
         let pool = PoolPlacement {
-            pool_id: meta["pool_id"].as_u64().unwrap(),
-            pg_num: meta["pg_num"].as_u64().unwrap() as u32,
             pgp_num: meta["pgp_num"].as_u64().unwrap() as u32,
-            size: meta["size"].as_u64().unwrap() as u32,
-            crush_rule: 0,
-            hashpspool: true,
-            erasure: false,
+            ..PoolPlacement::replicated(
+                meta["pool_id"].as_u64().unwrap(),
+                meta["pg_num"].as_u64().unwrap() as u32,
+                meta["size"].as_u64().unwrap() as u32,
+                0,
+            )
         };
         pool.validate().unwrap();
         let mut osds = OsdStates::all_up_in(meta["max_osd"].as_i64().unwrap() as i32);
