@@ -34,6 +34,9 @@ pub enum CrushCmd {
     /// Measure mapping throughput on a 1000-OSD straw2 map, against
     /// crushtool when it is on PATH.
     Bench(crate::bench::BenchArgs),
+    /// PGs per OSD for one pool: plain CRUSH, pps bijection, linear
+    /// buckets with a balance parameter, upmap balancing.
+    MapPgs(crate::balance_cmd::MapPgsArgs),
 }
 
 #[derive(Args)]
@@ -140,6 +143,7 @@ pub fn run(cmd: CrushCmd) -> Result<(), CliError> {
             write_out(&None, &tree(&compiled, a.show_shadow))
         }
         CrushCmd::Bench(a) => crate::bench::run(a),
+        CrushCmd::MapPgs(a) => crate::balance_cmd::run(a),
     }
 }
 

@@ -5,6 +5,7 @@
 //! line and exits with code 2. This file only parses arguments and
 //! dispatches; the work lives in the library crates.
 
+mod balance_cmd;
 mod bench;
 mod crush_cmd;
 mod osdmap_cmd;

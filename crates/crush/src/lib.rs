@@ -27,6 +27,7 @@
 //! # Ok::<(), loligo_crush::CrushError>(())
 //! ```
 
+pub mod balance;
 pub mod compiled;
 pub mod error;
 pub mod hash;
