@@ -226,14 +226,50 @@ pub fn upmap_balance(
     max_deviation: f64,
     max_moves: usize,
 ) -> Result<UpmapPlan> {
+    upmap_balance_from(
+        crush,
+        pool,
+        osds,
+        max_deviation,
+        max_moves,
+        &UpmapItems::new(),
+    )
+}
+
+/// [`upmap_balance`] starting from existing overrides (those that still
+/// apply are kept), as a running cluster's balancer does after a change:
+/// it only adds the moves the new state needs.
+pub fn upmap_balance_from(
+    crush: &CompiledMap,
+    pool: &PoolPlacement,
+    osds: &OsdStates,
+    max_deviation: f64,
+    max_moves: usize,
+    existing: &UpmapItems,
+) -> Result<UpmapPlan> {
     if !(max_deviation >= 0.0 && max_deviation.is_finite()) {
         return Err(CrushError::Placement(
             "max deviation must be a number >= 0".into(),
         ));
     }
     let eligible = Eligible::for_rule(crush, pool.crush_rule, osds)?;
-    let mut sets = pg_up_sets(crush, pool, osds, &UpmapItems::new())?;
-    let original = sets.clone();
+    let original = pg_up_sets(crush, pool, osds, &UpmapItems::new())?;
+    let mut sets = pg_up_sets(crush, pool, osds, existing)?;
+    // Like Ceph's clean-up of stale upmaps: a PG whose overrides now land
+    // on an unusable OSD or share a failure domain goes back to CRUSH.
+    for (ps, set) in sets.iter_mut().enumerate() {
+        if !existing.contains_key(&(ps as u32)) {
+            continue;
+        }
+        let mut doms = BTreeSet::new();
+        let ok = set.iter().all(|o| match eligible.osds.get(o) {
+            Some(&(dom, _)) => doms.insert(dom),
+            None => original[ps].contains(o),
+        });
+        if !ok {
+            set.clone_from(&original[ps]);
+        }
+    }
     let mut counts: BTreeMap<ItemId, i64> = eligible.osds.keys().map(|&o| (o, 0)).collect();
     let mut pgs_on: BTreeMap<ItemId, BTreeSet<u32>> = BTreeMap::new();
     for (ps, s) in sets.iter().enumerate() {

@@ -4,7 +4,8 @@
 //! that cannot hold data.
 
 use loligo_crush::balance::{
-    adaptive_balance_param, distribution, pg_up_sets, upmap_balance, Eligible, UpmapItems,
+    adaptive_balance_param, distribution, pg_up_sets, upmap_balance, upmap_balance_from, Eligible,
+    UpmapItems,
 };
 use loligo_crush::placement::{pps_bijection, OsdStates, PoolPlacement, PpsMode};
 use loligo_crush::{text, CompiledMap};
@@ -121,6 +122,48 @@ fn upmap_reaches_max_deviation_one_on_the_seed_topology() {
         assert!(plan.items.values().all(|v| v.len() <= size as usize));
         assert!(plan.items.values().map(Vec::len).sum::<usize>() <= plan.moves);
     }
+}
+
+/// After an OSD fails, rebalancing from the old overrides keeps those that
+/// still apply, drops every one that pointed at the failed OSD, and gets
+/// back within one PG of the target.
+#[test]
+fn upmap_from_existing_overrides_after_a_failure() {
+    let map = compile(&topology(4, 10, "straw2", |_| 1000));
+    let all = OsdStates::all_up_in(40);
+    let pool = PoolPlacement::replicated(1, 1024, 3, 0);
+    let before = upmap_balance(&map, &pool, &all, 1.0, 1_000_000).unwrap();
+    let failed_osd = before
+        .items
+        .values()
+        .flatten()
+        .map(|&(_, to)| to)
+        .next()
+        .expect("the seed topology needs overrides");
+    let mut failed = all.clone();
+    failed.mark_down(failed_osd).unwrap();
+    failed.mark_out(failed_osd).unwrap();
+    let after = upmap_balance_from(&map, &pool, &failed, 1.0, 1_000_000, &before.items).unwrap();
+    let e = Eligible::for_rule(&map, 0, &failed).unwrap();
+    let sets = pg_up_sets(&map, &pool, &failed, &after.items).unwrap();
+    assert!(sets.iter().all(|s| !s.contains(&failed_osd)));
+    assert!(after
+        .items
+        .values()
+        .flatten()
+        .all(|&(_, to)| to != failed_osd));
+    let d = distribution(&sets, &e);
+    assert!(d.max_deviation <= 1.0, "{}", d.max_deviation);
+    let kept = after
+        .items
+        .iter()
+        .filter(|(ps, v)| before.items.get(ps) == Some(v))
+        .count();
+    assert!(
+        kept * 2 > before.items.len(),
+        "kept only {kept} of {}",
+        before.items.len()
+    );
 }
 
 proptest! {

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Reproduce the balanced-placement experiment (seed 004 + upmap balancer).
+# Writes results.csv, per_osd.csv, RESULTS.md and crush_balance.png into
+# experiments/crush_balance/out (or the directory given as $1).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+out=${1:-$here/out}
+cd "$here/../.."
+cargo run --release -q -p loligo-crush --example crush_balance -- "$out"
+python3 -c "import matplotlib" 2>/dev/null || python3 -m pip install -q matplotlib
+python3 "$here/plot.py" "$out"
