@@ -1,0 +1,17 @@
+//! Loligo's erasure codes: GF(2^8) region kernels, Reed-Solomon, Zigzag
+//! (seed 002: duplication, virtual nodes, optimal constructions, aligned
+//! elements, coalesced reads) and basic Pyramid LRC, all behind one trait,
+//! with recovery read plans and their costs.
+//!
+//! No I/O: callers hand in buffers and get buffers and plans back.
+
+// Matrix and element arithmetic reads best with explicit indices.
+#![allow(clippy::needless_range_loop)]
+
+pub mod code;
+pub mod error;
+pub mod gf;
+pub mod kernel;
+pub mod layout;
+pub mod linear;
+pub mod plan;
