@@ -15,3 +15,5 @@ pub mod kernel;
 pub mod layout;
 pub mod linear;
 pub mod plan;
+pub mod zigzag;
+pub mod analysis;
