@@ -1,5 +1,6 @@
-//! `loligo`: the one command users run. Today it holds the CRUSH and
-//! placement tools; the cluster commands join it as they land.
+//! `loligo`: the one command users run. Today it holds the CRUSH,
+//! placement and erasure-code tools; the cluster commands join it as they
+//! land.
 //!
 //! Every subcommand has `--help`; bad input prints one `loligo: error: ...`
 //! line and exits with code 2. This file only parses arguments and
@@ -8,6 +9,7 @@
 mod balance_cmd;
 mod bench;
 mod crush_cmd;
+mod ec_cmd;
 mod osdmap_cmd;
 
 use clap::{Parser, Subcommand};
@@ -29,6 +31,9 @@ enum Cmd {
     /// Placement queries in the way of osdmaptool.
     #[command(subcommand)]
     Osdmap(osdmap_cmd::OsdmapCmd),
+    /// Erasure codes (RS, Zigzag, LRC): recovery read plans and speed.
+    #[command(subcommand)]
+    Ec(ec_cmd::EcCmd),
 }
 
 /// A user-facing failure: printed as one line, exit code 2.
@@ -78,6 +83,7 @@ fn main() -> ExitCode {
     let res = match cli.cmd {
         Cmd::Crush(c) => crush_cmd::run(c),
         Cmd::Osdmap(c) => osdmap_cmd::run(c),
+        Cmd::Ec(c) => ec_cmd::run(c),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,

@@ -48,7 +48,7 @@ pub struct Summary {
 /// Plan every single-chunk failure of an object of `object_size` bytes.
 /// Read distances count data chunks and the first parity (for Zigzag, the
 /// row parity).
-pub fn summarize(code: &dyn ErasureCode, theoretical_ratio: f64, object_size: u64, coalesce: Coalesce) -> Result<Summary> {
+pub fn summarize(code: &dyn ErasureCode, object_size: u64, coalesce: Coalesce) -> Result<Summary> {
     let layout = code.layout(object_size)?;
     let n = layout.chunks();
     let opts = PlanOptions {
@@ -60,7 +60,11 @@ pub fn summarize(code: &dyn ErasureCode, theoretical_ratio: f64, object_size: u6
         let others: Vec<usize> = (0..n).filter(|&c| c != lost).collect();
         let plan = code.read_plan(&layout, &[lost], &others, &opts)?;
         let surviving: u64 = others.iter().map(|&c| layout.stored_len(c) as u64).sum();
-        let ratio = if surviving == 0 { 0.0 } else { plan.bytes() as f64 / surviving as f64 };
+        let ratio = if surviving == 0 {
+            0.0
+        } else {
+            plan.bytes() as f64 / surviving as f64
+        };
         failures.push(FailureCost {
             lost,
             kind: if lost < layout.k { "data" } else { "parity" },
@@ -68,7 +72,10 @@ pub fn summarize(code: &dyn ErasureCode, theoretical_ratio: f64, object_size: u6
             ratio,
         });
     }
-    let data: Vec<&FailureCost> = failures.iter().filter(|f| f.lost < layout.k && layout.stored_len(f.lost) > 0).collect();
+    let data: Vec<&FailureCost> = failures
+        .iter()
+        .filter(|f| f.lost < layout.k && layout.stored_len(f.lost) > 0)
+        .collect();
     let mean = |v: &mut dyn Iterator<Item = f64>| {
         let (s, c) = v.fold((0.0, 0usize), |(s, c), x| (s + x, c + 1));
         if c == 0 {
@@ -95,13 +102,17 @@ pub fn summarize(code: &dyn ErasureCode, theoretical_ratio: f64, object_size: u6
         element_size: layout.element_size,
         chunk_size: layout.chunk_size(),
         coalesce,
-        rebuilding_ratio: theoretical_ratio,
+        rebuilding_ratio: code.rebuilding_ratio(),
         effective_rebuilding_ratio: mean(&mut data.iter().map(|f| f.ratio)),
         effective_rebuilding_ratio_all: mean(&mut failures.iter().map(|f| f.ratio)),
         avg_read_distance,
         avg_ios: mean(&mut failures.iter().map(|f| f.plan.ios() as f64)),
         avg_bytes_read,
-        bytes_read_vs_rs: if rs_bytes > 0.0 { avg_bytes_read / rs_bytes } else { 0.0 },
+        bytes_read_vs_rs: if rs_bytes > 0.0 {
+            avg_bytes_read / rs_bytes
+        } else {
+            0.0
+        },
         failures,
     })
 }
@@ -120,7 +131,9 @@ fn summarize_plain(code: &LinearCode, object_size: u64) -> Result<f64> {
     let mut total = 0.0;
     for lost in 0..n {
         let others: Vec<usize> = (0..n).filter(|&c| c != lost).collect();
-        total += code.read_plan(&layout, &[lost], &others, &PlanOptions::default())?.bytes() as f64;
+        total += code
+            .read_plan(&layout, &[lost], &others, &PlanOptions::default())?
+            .bytes() as f64;
     }
     Ok(total / n as f64)
 }

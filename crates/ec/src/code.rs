@@ -20,6 +20,9 @@ pub trait ErasureCode: Send + Sync {
     fn rows(&self) -> usize;
     /// Element alignment in bytes.
     fn alignment(&self) -> usize;
+    /// The theoretical fraction of the surviving chunks' bytes read to
+    /// rebuild one lost data chunk, averaged over data chunks.
+    fn rebuilding_ratio(&self) -> f64;
 
     /// Chunk and element sizes for an object.
     fn layout(&self, object_size: u64) -> Result<Layout> {

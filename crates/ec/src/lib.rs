@@ -8,6 +8,7 @@
 // Matrix and element arithmetic reads best with explicit indices.
 #![allow(clippy::needless_range_loop)]
 
+pub mod analysis;
 pub mod code;
 pub mod error;
 pub mod gf;
@@ -16,4 +17,3 @@ pub mod layout;
 pub mod linear;
 pub mod plan;
 pub mod zigzag;
-pub mod analysis;

@@ -244,6 +244,16 @@ impl ErasureCode for LinearCode {
     fn alignment(&self) -> usize {
         self.alignment
     }
+    fn rebuilding_ratio(&self) -> f64 {
+        let survivors = (self.k + self.m - 1) as f64;
+        let reads: usize = (0..self.k)
+            .map(|c| match self.groups.iter().find(|g| g.contains(&c)) {
+                Some(g) => g.len() - 1,
+                None => self.k,
+            })
+            .sum();
+        reads as f64 / self.k as f64 / survivors
+    }
 
     fn encode_parity(
         &self,

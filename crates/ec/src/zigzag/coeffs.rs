@@ -87,7 +87,11 @@ fn next(s: &mut u64) -> u64 {
 
 /// The first erasure pattern (data columns, parities used) whose system is
 /// singular; with `with`, only patterns whose highest column is `with`.
-pub fn first_singular(shape: &Shape, co: &Coefficients, with: Option<usize>) -> Option<(Vec<usize>, Vec<usize>)> {
+pub fn first_singular(
+    shape: &Shape,
+    co: &Coefficients,
+    with: Option<usize>,
+) -> Option<(Vec<usize>, Vec<usize>)> {
     let mut seen: HashSet<Vec<u8>> = HashSet::new();
     for e in 1..=shape.r.min(shape.k) {
         for cols in combinations(shape.k, e) {
@@ -134,7 +138,12 @@ pub(crate) struct Block {
 
 /// Split the system for erased columns `cols` using parities `pars` into
 /// connected blocks.
-pub(crate) fn blocks(shape: &Shape, co: &Coefficients, cols: &[usize], pars: &[usize]) -> Vec<Block> {
+pub(crate) fn blocks(
+    shape: &Shape,
+    co: &Coefficients,
+    cols: &[usize],
+    pars: &[usize],
+) -> Vec<Block> {
     let m = shape.rows;
     let nv = cols.len() * m;
     let mut parent: Vec<usize> = (0..nv).collect();
@@ -191,7 +200,13 @@ pub(crate) fn blocks(shape: &Shape, co: &Coefficients, cols: &[usize], pars: &[u
     out
 }
 
-fn pattern_solvable(shape: &Shape, co: &Coefficients, cols: &[usize], pars: &[usize], seen: &mut HashSet<Vec<u8>>) -> bool {
+fn pattern_solvable(
+    shape: &Shape,
+    co: &Coefficients,
+    cols: &[usize],
+    pars: &[usize],
+    seen: &mut HashSet<Vec<u8>>,
+) -> bool {
     for b in blocks(shape, co, cols, pars) {
         if b.eqs.len() != b.vars.len() {
             return false;

@@ -13,11 +13,11 @@
 pub mod coeffs;
 pub mod shape;
 
-use crate::code::{check_decode, check_encode, check_plan, ErasureCode};
+use crate::code::{check_decode, check_encode, check_plan, padded, ErasureCode};
 use crate::error::{EcError, Result};
 use crate::gf::{self, Matrix};
 use crate::kernel::{dot_prod, Mode};
-use crate::layout::{element, Available, ChunkExtents, Elem, Layout, DEFAULT_ALIGNMENT};
+use crate::layout::{element, Available, Elem, Layout, DEFAULT_ALIGNMENT};
 use crate::plan::{build, PlanOptions, ReadPlan};
 use coeffs::{blocks, Coefficients};
 pub use shape::{Construction, Shape};
@@ -83,14 +83,6 @@ impl Zigzag {
         }
     }
 
-    /// The theoretical rebuilding ratio of a data chunk (seed §3.1.1):
-    /// 1/r + ((r-1)/r) * (s-1) / (s k' + r - 1), virtual columns counted.
-    pub fn rebuilding_ratio(&self) -> f64 {
-        let sh = &self.shape;
-        let r = sh.r as f64;
-        1.0 / r + (r - 1.0) / r * (sh.s as f64 - 1.0) / ((sh.s * sh.kp) as f64 + r - 1.0)
-    }
-
     fn chunk_elem(&self, e: Ref) -> (usize, usize) {
         match e {
             Ref::Data(c, y) => (c, self.shape.perm[y]),
@@ -115,7 +107,12 @@ impl Zigzag {
     }
 
     /// The elements an equation needs besides the unknown, by chunk.
-    fn equation_reads(&self, j: usize, y: usize, eq: Option<(usize, usize)>) -> Vec<(usize, usize)> {
+    fn equation_reads(
+        &self,
+        j: usize,
+        y: usize,
+        eq: Option<(usize, usize)>,
+    ) -> Vec<(usize, usize)> {
         let sh = &self.shape;
         let (l, t) = eq.unwrap_or((0, y));
         let mut v: Vec<(usize, usize)> = (0..sh.k)
@@ -128,7 +125,13 @@ impl Zigzag {
 
     /// Rebuild data column j from whatever equations the available
     /// elements allow (row parity first). `None` if some row has none.
-    fn decode_single(&self, layout: &Layout, av: &Available, co: &Coefficients, j: usize) -> Result<Option<Vec<u8>>> {
+    fn decode_single(
+        &self,
+        layout: &Layout,
+        av: &Available,
+        co: &Coefficients,
+        j: usize,
+    ) -> Result<Option<Vec<u8>>> {
         let sh = &self.shape;
         let es = layout.element_size;
         let mut out = vec![0u8; layout.chunk_size()];
@@ -140,7 +143,11 @@ impl Zigzag {
             }
             let mut solved = false;
             for l in 0..sh.r {
-                let t = if l == 0 || p == 0 { y } else { sh.shift(y, p, sh.r - l) };
+                let t = if l == 0 || p == 0 {
+                    y
+                } else {
+                    sh.shift(y, p, sh.r - l)
+                };
                 let Some(pe) = self.get(layout, av, Ref::Parity(l, t)) else {
                     continue;
                 };
@@ -170,7 +177,12 @@ impl Zigzag {
                     continue;
                 }
                 let refs: Vec<&[u8]> = inputs.iter().map(|c| c.as_ref()).collect();
-                dot_prod(&cs, &refs, &mut [&mut out[q * es..(q + 1) * es]], Mode::Overwrite);
+                dot_prod(
+                    &cs,
+                    &refs,
+                    &mut [&mut out[q * es..(q + 1) * es]],
+                    Mode::Overwrite,
+                );
                 solved = true;
                 break;
             }
@@ -194,7 +206,10 @@ impl Zigzag {
         let sh = &self.shape;
         let es = layout.element_size;
         let whole = |c: usize| (0..sh.rows).all(|q| element(layout, av, c, q).is_some());
-        let pars: Vec<usize> = (0..sh.r).filter(|&l| whole(sh.k + l)).take(lost.len()).collect();
+        let pars: Vec<usize> = (0..sh.r)
+            .filter(|&l| whole(sh.k + l))
+            .take(lost.len())
+            .collect();
         if pars.len() < lost.len() {
             return Err(EcError::NotDecodable(format!(
                 "{} data chunks lost but only {} whole parity chunks given",
@@ -203,9 +218,14 @@ impl Zigzag {
             )));
         }
         if let Some(c) = (0..sh.k).find(|c| !lost.contains(c) && !whole(*c)) {
-            return Err(EcError::NotDecodable(format!("data chunk {c} is needed whole")));
+            return Err(EcError::NotDecodable(format!(
+                "data chunk {c} is needed whole"
+            )));
         }
-        let mut out: BTreeMap<usize, Vec<u8>> = lost.iter().map(|&c| (c, vec![0u8; layout.chunk_size()])).collect();
+        let mut out: BTreeMap<usize, Vec<u8>> = lost
+            .iter()
+            .map(|&c| (c, vec![0u8; layout.chunk_size()]))
+            .collect();
         for b in blocks(sh, co, lost, &pars) {
             let n = b.vars.len();
             let inv = Matrix {
@@ -220,7 +240,9 @@ impl Zigzag {
             for (i, &(l, t)) in b.eqs.iter().enumerate() {
                 let mut inputs: Vec<Cow<[u8]>> = Vec::new();
                 let mut cs = Vec::new();
-                for (a, r) in std::iter::once((1u8, Ref::Parity(l, t))).chain(self.terms(co, l, t, None)) {
+                for (a, r) in
+                    std::iter::once((1u8, Ref::Parity(l, t))).chain(self.terms(co, l, t, None))
+                {
                     if let Ref::Data(c, _) = r {
                         if lost.contains(&c) {
                             continue;
@@ -255,13 +277,27 @@ impl Zigzag {
 
     /// Candidate plans for one lost data column: row parity only, and one
     /// per rebuilding class.
-    fn single_plans(&self, layout: &Layout, j: usize, usable: &dyn Fn(usize) -> bool, free: &dyn Fn(usize) -> bool, opts: &PlanOptions) -> Vec<ReadPlan> {
+    fn single_plans(
+        &self,
+        layout: &Layout,
+        j: usize,
+        usable: &dyn Fn(usize) -> bool,
+        free: &dyn Fn(usize) -> bool,
+        opts: &PlanOptions,
+    ) -> Vec<ReadPlan> {
         let sh = &self.shape;
         let rows: Vec<usize> = match &opts.rows {
-            Some(r) => r.clone().filter(|&q| q < sh.rows).map(|q| sh.inv_perm[q]).collect(),
+            Some(r) => r
+                .clone()
+                .filter(|&q| q < sh.rows)
+                .map(|q| sh.inv_perm[q])
+                .collect(),
             None => (0..sh.rows).collect(),
         };
-        let rows: Vec<usize> = rows.into_iter().filter(|&y| layout.stored_in_element(j, sh.perm[y]) > 0).collect();
+        let rows: Vec<usize> = rows
+            .into_iter()
+            .filter(|&y| layout.stored_in_element(j, sh.perm[y]) > 0)
+            .collect();
         let mut out = Vec::new();
         for cand in std::iter::once(None).chain((0..sh.r).map(Some)) {
             let mut needed: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
@@ -271,7 +307,10 @@ impl Zigzag {
                     needed.entry(c).or_default().push(q);
                 }
             }
-            if needed.keys().any(|&c| !usable(c) && layout.stored_len(c) > 0) {
+            if needed
+                .keys()
+                .any(|&c| !usable(c) && layout.stored_len(c) > 0)
+            {
                 continue;
             }
             needed.retain(|&c, _| !free(c));
@@ -313,32 +352,73 @@ impl ErasureCode for Zigzag {
     fn alignment(&self) -> usize {
         self.alignment
     }
+    /// Seed §3.1.1: 1/r + ((r-1)/r) * (s-1) / (s k' + r - 1), virtual
+    /// columns counted as nodes (as the seed's Table 5.1 does).
+    fn rebuilding_ratio(&self) -> f64 {
+        let sh = &self.shape;
+        let r = sh.r as f64;
+        1.0 / r + (r - 1.0) / r * (sh.s as f64 - 1.0) / ((sh.s * sh.kp) as f64 + r - 1.0)
+    }
 
-    fn encode_parity(&self, layout: &Layout, data: &[&[u8]], parity: &mut [&mut [u8]]) -> Result<()> {
+    fn encode_parity(
+        &self,
+        layout: &Layout,
+        data: &[&[u8]],
+        parity: &mut [&mut [u8]],
+    ) -> Result<()> {
         check_encode(self, layout, data, parity)?;
         let co = self.coefficients()?;
         let sh = &self.shape;
         let es = layout.element_size;
-        let av: Available = data.iter().enumerate().map(|(c, d)| (c, ChunkExtents::full(d))).collect();
-        for l in 0..sh.r {
+        // Each data chunk padded to the chunk size once (only the chunk
+        // holding the object's end is copied); all-padding chunks drop out.
+        let full: Vec<Option<Cow<[u8]>>> = data
+            .iter()
+            .map(|d| (!d.is_empty()).then(|| padded(layout, d)))
+            .collect();
+        // Row parity: data and row parity share the row order, so it is
+        // the XOR of whole chunks, in one pass.
+        {
+            let live: Vec<&[u8]> = full.iter().flatten().map(|c| c.as_ref()).collect();
+            dot_prod(
+                &vec![1u8; live.len()],
+                &live,
+                &mut [&mut *parity[0]],
+                Mode::Overwrite,
+            );
+        }
+        let mut inputs: Vec<&[u8]> = Vec::with_capacity(sh.k);
+        let mut cs: Vec<u8> = Vec::with_capacity(sh.k);
+        for l in 1..sh.r {
             for t in 0..sh.rows {
-                let mut inputs: Vec<Cow<[u8]>> = Vec::with_capacity(sh.k);
-                let mut cs = Vec::with_capacity(sh.k);
-                for (a, r) in self.terms(co, l, t, None) {
-                    if let Some(Elem::Bytes(b)) = self.get(layout, &av, r) {
-                        inputs.push(b);
-                        cs.push(a);
+                inputs.clear();
+                cs.clear();
+                for (c, chunk) in full.iter().enumerate() {
+                    let Some(chunk) = chunk else { continue };
+                    let q = sh.perm[sh.shift(t, sh.pos(c), l)];
+                    if layout.stored_in_element(c, q) == 0 {
+                        continue;
                     }
+                    inputs.push(&chunk[q * es..(q + 1) * es]);
+                    cs.push(co.get(sh, l, c, t));
                 }
-                let (_, q) = self.chunk_elem(Ref::Parity(l, t));
-                let refs: Vec<&[u8]> = inputs.iter().map(|c| c.as_ref()).collect();
-                dot_prod(&cs, &refs, &mut [&mut parity[l][q * es..(q + 1) * es]], Mode::Overwrite);
+                dot_prod(
+                    &cs,
+                    &inputs,
+                    &mut [&mut parity[l][t * es..(t + 1) * es]],
+                    Mode::Overwrite,
+                );
             }
         }
         Ok(())
     }
 
-    fn decode(&self, layout: &Layout, available: &Available, wanted: &[usize]) -> Result<BTreeMap<usize, Vec<u8>>> {
+    fn decode(
+        &self,
+        layout: &Layout,
+        available: &Available,
+        wanted: &[usize],
+    ) -> Result<BTreeMap<usize, Vec<u8>>> {
         let wanted = check_decode(self, layout, available, wanted)?;
         let sh = &self.shape;
         let co = self.coefficients()?;
@@ -389,7 +469,9 @@ impl ErasureCode for Zigzag {
             let data: Vec<Vec<u8>> = (0..sh.k)
                 .map(|c| match solved.get(&c) {
                     Some(b) => Ok(b.clone()),
-                    None => self.decode(layout, available, &[c]).map(|mut m| m.remove(&c).unwrap_or_default()),
+                    None => self
+                        .decode(layout, available, &[c])
+                        .map(|mut m| m.remove(&c).unwrap_or_default()),
                 })
                 .collect::<Result<_>>()?;
             let drefs: Vec<&[u8]> = data.iter().map(|d| d.as_slice()).collect();
@@ -405,24 +487,43 @@ impl ErasureCode for Zigzag {
         Ok(out)
     }
 
-    fn read_plan(&self, layout: &Layout, lost: &[usize], available: &[usize], opts: &PlanOptions) -> Result<ReadPlan> {
+    fn read_plan(
+        &self,
+        layout: &Layout,
+        lost: &[usize],
+        available: &[usize],
+        opts: &PlanOptions,
+    ) -> Result<ReadPlan> {
         let (lost, avail) = check_plan(layout, lost, available)?;
         let sh = &self.shape;
         let free = |c: usize| c < sh.k && (layout.stored_len(c) == 0 || opts.object_read);
         let usable = |c: usize| avail.contains(&c) || (c < sh.k && layout.stored_len(c) == 0);
-        let lost_data: Vec<usize> = lost.iter().copied().filter(|&c| c < sh.k && layout.stored_len(c) > 0).collect();
+        let lost_data: Vec<usize> = lost
+            .iter()
+            .copied()
+            .filter(|&c| c < sh.k && layout.stored_len(c) > 0)
+            .collect();
         if lost_data.len() == 1 && lost.len() == 1 {
             let best = self
                 .single_plans(layout, lost_data[0], &usable, &free, opts)
                 .into_iter()
-                .min_by_key(|p| (p.bytes(), p.reads.values().map(|r| r.distance).sum::<usize>(), p.ios()));
+                .min_by_key(|p| {
+                    (
+                        p.bytes(),
+                        p.reads.values().map(|r| r.distance).sum::<usize>(),
+                        p.ios(),
+                    )
+                });
             if let Some(p) = best {
                 return Ok(p);
             }
         }
         // General: all surviving data whole, plus one whole parity per
         // lost data chunk; lost parities are re-encoded from the data.
-        let pars: Vec<usize> = (sh.k..sh.k + sh.r).filter(|&c| usable(c)).take(lost_data.len()).collect();
+        let pars: Vec<usize> = (sh.k..sh.k + sh.r)
+            .filter(|&c| usable(c))
+            .take(lost_data.len())
+            .collect();
         if pars.len() < lost_data.len() {
             return Err(EcError::NotDecodable(format!(
                 "{} data chunks lost, {} parity chunks available",
@@ -434,14 +535,20 @@ impl ErasureCode for Zigzag {
         let mut needed: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
         for c in (0..sh.k).filter(|c| !lost.contains(c) && !free(*c)) {
             if !usable(c) {
-                return Err(EcError::NotDecodable(format!("data chunk {c} is neither lost nor available")));
+                return Err(EcError::NotDecodable(format!(
+                    "data chunk {c} is neither lost nor available"
+                )));
             }
             needed.insert(c, all.clone());
         }
         for c in pars {
             needed.insert(c, all.clone());
         }
-        let method = if lost_data.is_empty() { "re-encode" } else { "full decode" };
+        let method = if lost_data.is_empty() {
+            "re-encode"
+        } else {
+            "full decode"
+        };
         Ok(build(layout, method, needed, opts.coalesce))
     }
 }

@@ -61,12 +61,17 @@ impl Shape {
             return bad(format!("zigzag needs 2 <= m <= 4 parities, got {r}"));
         }
         if k < 2 || s < 1 || s > k {
-            return bad(format!("zigzag needs k >= 2 and 1 <= s <= k, got k={k} s={s}"));
+            return bad(format!(
+                "zigzag needs k >= 2 and 1 <= s <= k, got k={k} s={s}"
+            ));
         }
         let kp = k.div_ceil(s);
         let v = s * kp - k;
         if kp < 2 {
-            return bad(format!("s={s} leaves instances of one column; use s <= {}", k / 2));
+            return bad(format!(
+                "s={s} leaves instances of one column; use s <= {}",
+                k / 2
+            ));
         }
         if v >= kp {
             return bad(format!(

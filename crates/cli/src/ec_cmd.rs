@@ -1,0 +1,297 @@
+//! `loligo ec ...`: erasure-code recovery plans and encode/decode speed.
+//! Parses arguments, builds the code from `loligo-ec`, prints; no coding
+//! logic lives here.
+
+use crate::CliError;
+use clap::{Args, Subcommand, ValueEnum};
+use loligo_ec::analysis::summarize;
+use loligo_ec::code::ErasureCode;
+use loligo_ec::kernel::Backend;
+use loligo_ec::layout::{Available, ChunkExtents};
+use loligo_ec::linear::LinearCode;
+use loligo_ec::plan::{Coalesce, PlanOptions};
+use loligo_ec::zigzag::{Construction, Zigzag};
+use std::time::{Duration, Instant};
+
+#[derive(Subcommand)]
+pub enum EcCmd {
+    /// For every single lost chunk: what recovery reads (elements, bytes,
+    /// I/Os, read distance per surviving chunk), and the averages.
+    Plan(PlanArgs),
+    /// Encode and single-failure decode throughput, one thread.
+    Bench(BenchArgs),
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum Plugin {
+    /// Reed-Solomon (systematic Cauchy), 1 <= m <= k <= 32.
+    Rs,
+    /// Zigzag (seed 002), 2 <= m <= 4, duplication factor --s.
+    Zigzag,
+    /// Basic Pyramid LRC from RS(k, m) with --l local groups.
+    Lrc,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum ConstructionArg {
+    Basic,
+    Optimal,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum CoalesceArg {
+    Naive,
+    Conservative,
+    Aggressive,
+}
+
+/// The code profile shared by `plan` and `bench`.
+#[derive(Args)]
+pub struct Profile {
+    /// Code family.
+    #[arg(long)]
+    plugin: Plugin,
+    /// Data chunks.
+    #[arg(long)]
+    k: usize,
+    /// Parity chunks (for lrc: the parities of the RS code it derives from;
+    /// it stores m - 1 global and l local parities).
+    #[arg(long)]
+    m: usize,
+    /// Zigzag duplication factor (virtual columns fill up to a multiple).
+    #[arg(long, default_value_t = 1)]
+    s: usize,
+    /// LRC local groups.
+    #[arg(long, default_value_t = 2)]
+    l: usize,
+    /// Zigzag row order: basic, or optimal (known for 8, 9 and 16 rows).
+    #[arg(long, value_enum, default_value = "basic")]
+    construction: ConstructionArg,
+    /// Element alignment in bytes (the disk sector).
+    #[arg(long, default_value_t = 4096)]
+    alignment: usize,
+}
+
+impl Profile {
+    fn build(&self) -> Result<Box<dyn ErasureCode>, CliError> {
+        Ok(match self.plugin {
+            Plugin::Rs => {
+                Box::new(LinearCode::reed_solomon(self.k, self.m)?.with_alignment(self.alignment))
+            }
+            Plugin::Lrc => Box::new(
+                LinearCode::pyramid(self.k, self.m, self.l)?.with_alignment(self.alignment),
+            ),
+            Plugin::Zigzag => {
+                let c = match self.construction {
+                    ConstructionArg::Basic => Construction::Basic,
+                    ConstructionArg::Optimal => Construction::Optimal,
+                };
+                Box::new(Zigzag::new(self.k, self.m, self.s, c)?.with_alignment(self.alignment))
+            }
+        })
+    }
+}
+
+#[derive(Args)]
+pub struct PlanArgs {
+    #[command(flatten)]
+    profile: Profile,
+    /// Object size in bytes.
+    #[arg(long, default_value_t = 4 << 20)]
+    object_size: u64,
+    /// How needed elements become I/O requests.
+    #[arg(long, value_enum, default_value = "conservative")]
+    coalesce: CoalesceArg,
+    /// Print one JSON object (averages, and every failure's plan).
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+pub struct BenchArgs {
+    #[command(flatten)]
+    profile: Profile,
+    /// Object size in bytes.
+    #[arg(long, default_value_t = 4 << 20)]
+    size: u64,
+    /// Seconds to spend on each of encode and decode.
+    #[arg(long, default_value_t = 1.0)]
+    seconds: f64,
+    /// Print one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(cmd: EcCmd) -> Result<(), CliError> {
+    match cmd {
+        EcCmd::Plan(a) => plan(a),
+        EcCmd::Bench(a) => bench(a),
+    }
+}
+
+fn plan(a: PlanArgs) -> Result<(), CliError> {
+    let code = a.profile.build()?;
+    let coalesce = match a.coalesce {
+        CoalesceArg::Naive => Coalesce::Naive,
+        CoalesceArg::Conservative => Coalesce::Conservative,
+        CoalesceArg::Aggressive => Coalesce::Aggressive,
+    };
+    let s = summarize(code.as_ref(), a.object_size, coalesce)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&s)?);
+        return Ok(());
+    }
+    println!("{}", s.profile);
+    println!(
+        "object {} B: {} rows of {} B elements, chunks of {} B; {:?} reads",
+        s.object_size, s.rows, s.element_size, s.chunk_size, s.coalesce
+    );
+    println!(
+        "{:>5} {:<7} {:<16} {:>12} {:>6}  per chunk read: chunk:elements/ios/distance",
+        "lost", "kind", "method", "bytes", "ios"
+    );
+    for f in &s.failures {
+        let per: Vec<String> = f
+            .plan
+            .reads
+            .iter()
+            .map(|(c, r)| format!("{c}:{}/{}/{}", r.elements.len(), r.ios.len(), r.distance))
+            .collect();
+        println!(
+            "{:>5} {:<7} {:<16} {:>12} {:>6}  {}",
+            f.lost,
+            f.kind,
+            f.plan.method,
+            f.plan.bytes(),
+            f.plan.ios(),
+            per.join(" ")
+        );
+    }
+    println!(
+        "rebuilding ratio (theory, data chunks): {:.4}",
+        s.rebuilding_ratio
+    );
+    println!(
+        "effective rebuilding ratio: {:.4} (data chunks), {:.4} (all chunks)",
+        s.effective_rebuilding_ratio, s.effective_rebuilding_ratio_all
+    );
+    println!(
+        "average read distance (data failures): {:.3} elements",
+        s.avg_read_distance
+    );
+    println!("average I/Os per failure: {:.2}", s.avg_ios);
+    println!(
+        "average bytes read per failure: {:.0} = {:.3} x Reed-Solomon",
+        s.avg_bytes_read, s.bytes_read_vs_rs
+    );
+    Ok(())
+}
+
+/// Deterministic filler so runs are repeatable.
+fn filler(len: usize) -> Vec<u8> {
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 32) as u8
+        })
+        .collect()
+}
+
+/// Run `f` until `budget` has passed (at least twice); seconds per call.
+fn time_per_call(
+    budget: Duration,
+    mut f: impl FnMut() -> Result<(), CliError>,
+) -> Result<f64, CliError> {
+    f()?; // warm-up (and coefficient search for zigzag)
+    let start = Instant::now();
+    let mut n = 0u32;
+    while n < 2 || start.elapsed() < budget {
+        f()?;
+        n += 1;
+    }
+    Ok(start.elapsed().as_secs_f64() / f64::from(n))
+}
+
+fn bench(a: BenchArgs) -> Result<(), CliError> {
+    if !(a.seconds > 0.0 && a.seconds <= 600.0) {
+        return Err(CliError("--seconds must be in (0, 600]".into()));
+    }
+    if a.size == 0 || a.size > 1 << 30 {
+        return Err(CliError("--size must be between 1 byte and 1 GiB".into()));
+    }
+    let code = a.profile.build()?;
+    let obj = filler(a.size as usize);
+    let (layout, chunks) = code.encode(&obj)?;
+    let budget = Duration::from_secs_f64(a.seconds);
+    let data: Vec<&[u8]> = chunks[..layout.k].iter().map(|c| c.as_slice()).collect();
+    let mut parity = vec![vec![0u8; layout.chunk_size()]; layout.m];
+    let enc = time_per_call(budget, || {
+        let mut refs: Vec<&mut [u8]> = parity.iter_mut().map(|p| p.as_mut_slice()).collect();
+        code.encode_parity(&layout, &data, &mut refs)?;
+        Ok(())
+    })?;
+    // Decode: each data chunk lost in turn, rebuilt from exactly what its
+    // recovery plan reads.
+    let n = layout.chunks();
+    let lost_set: Vec<usize> = (0..layout.k)
+        .filter(|&c| layout.stored_len(c) > 0)
+        .collect();
+    let per = budget.div_f64(lost_set.len().max(1) as f64);
+    let mut dec_total = 0.0;
+    for &lost in &lost_set {
+        let others: Vec<usize> = (0..n).filter(|&c| c != lost).collect();
+        let plan = code.read_plan(&layout, &[lost], &others, &PlanOptions::default())?;
+        let avail: Available = plan
+            .reads
+            .iter()
+            .map(|(&c, r)| {
+                let ex = r
+                    .ios
+                    .iter()
+                    .map(|&(off, len)| {
+                        (off as usize, &chunks[c][off as usize..(off + len) as usize])
+                    })
+                    .collect();
+                (c, ChunkExtents { extents: ex })
+            })
+            .collect();
+        let got = code.decode(&layout, &avail, &[lost])?;
+        if got.get(&lost) != Some(&chunks[lost]) {
+            return Err(CliError(format!(
+                "decode of chunk {lost} returned wrong bytes"
+            )));
+        }
+        dec_total += time_per_call(per, || {
+            code.decode(&layout, &avail, &[lost])?;
+            Ok(())
+        })?;
+    }
+    let dec = dec_total / lost_set.len().max(1) as f64;
+    let gbps = |t: f64| a.size as f64 / t / 1e9;
+    if a.json {
+        let v = serde_json::json!({
+            "profile": code.profile(),
+            "size": a.size,
+            "backend": Backend::detect().name(),
+            "encode_gbps": gbps(enc),
+            "decode_gbps": gbps(dec),
+        });
+        println!("{v}");
+    } else {
+        println!(
+            "{} ({} kernels), object {} B",
+            code.profile(),
+            Backend::detect().name(),
+            a.size
+        );
+        println!("encode: {:.3} GB/s of object data", gbps(enc));
+        println!(
+            "decode (one data chunk lost, from its recovery plan): {:.3} GB/s of object data",
+            gbps(dec)
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,58 @@
+// Peer benchmark for `cargo bench -p loligo-ec`: Reed-Solomon encode with
+// github.com/klauspost/reedsolomon on one goroutine, so Loligo's encoder
+// is compared with the fastest open implementation in the same run.
+//
+// Usage: go run . K M SHARD_BYTES SECONDS
+// Prints one JSON object: {"encode_gbps": data bytes encoded per second / 1e9}.
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/klauspost/reedsolomon"
+)
+
+func main() {
+	if len(os.Args) != 5 {
+		fmt.Fprintln(os.Stderr, "usage: peer K M SHARD_BYTES SECONDS")
+		os.Exit(2)
+	}
+	k, _ := strconv.Atoi(os.Args[1])
+	m, _ := strconv.Atoi(os.Args[2])
+	shard, _ := strconv.Atoi(os.Args[3])
+	secs, _ := strconv.ParseFloat(os.Args[4], 64)
+	enc, err := reedsolomon.New(k, m, reedsolomon.WithMaxGoroutines(1))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	shards := make([][]byte, k+m)
+	x := uint64(0x9E3779B97F4A7C15)
+	for i := range shards {
+		shards[i] = make([]byte, shard)
+		if i < k {
+			for j := range shards[i] {
+				x ^= x << 13
+				x ^= x >> 7
+				x ^= x << 17
+				shards[i][j] = byte(x >> 32)
+			}
+		}
+	}
+	if err := enc.Encode(shards); err != nil { // warm-up
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	budget := time.Duration(secs * float64(time.Second))
+	start := time.Now()
+	n := 0
+	for n < 2 || time.Since(start) < budget {
+		_ = enc.Encode(shards)
+		n++
+	}
+	el := time.Since(start).Seconds()
+	fmt.Printf("{\"encode_gbps\": %f}\n", float64(k*shard*n)/el/1e9)
+}
