@@ -7,11 +7,11 @@ use clap::{Args, Subcommand, ValueEnum};
 use loligo_ec::analysis::summarize;
 use loligo_ec::code::ErasureCode;
 use loligo_ec::kernel::Backend;
-use loligo_ec::layout::{Available, ChunkExtents};
 use loligo_ec::linear::LinearCode;
-use loligo_ec::plan::{Coalesce, PlanOptions};
+use loligo_ec::plan::Coalesce;
+use loligo_ec::speed::measure;
 use loligo_ec::zigzag::{Construction, Zigzag};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[derive(Subcommand)]
 pub enum EcCmd {
@@ -114,7 +114,7 @@ pub struct BenchArgs {
     /// Object size in bytes.
     #[arg(long, default_value_t = 4 << 20)]
     size: u64,
-    /// Seconds to spend on each of encode and decode.
+    /// Seconds to spend on each of encode and decode (after a warm-up).
     #[arg(long, default_value_t = 1.0)]
     seconds: f64,
     /// Print one JSON object.
@@ -187,34 +187,6 @@ fn plan(a: PlanArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-/// Deterministic filler so runs are repeatable.
-fn filler(len: usize) -> Vec<u8> {
-    let mut x = 0x9E37_79B9_7F4A_7C15u64;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 32) as u8
-        })
-        .collect()
-}
-
-/// Run `f` until `budget` has passed (at least twice); seconds per call.
-fn time_per_call(
-    budget: Duration,
-    mut f: impl FnMut() -> Result<(), CliError>,
-) -> Result<f64, CliError> {
-    f()?; // warm-up (and coefficient search for zigzag)
-    let start = Instant::now();
-    let mut n = 0u32;
-    while n < 2 || start.elapsed() < budget {
-        f()?;
-        n += 1;
-    }
-    Ok(start.elapsed().as_secs_f64() / f64::from(n))
-}
-
 fn bench(a: BenchArgs) -> Result<(), CliError> {
     if !(a.seconds > 0.0 && a.seconds <= 600.0) {
         return Err(CliError("--seconds must be in (0, 600]".into()));
@@ -223,61 +195,18 @@ fn bench(a: BenchArgs) -> Result<(), CliError> {
         return Err(CliError("--size must be between 1 byte and 1 GiB".into()));
     }
     let code = a.profile.build()?;
-    let obj = filler(a.size as usize);
-    let (layout, chunks) = code.encode(&obj)?;
-    let budget = Duration::from_secs_f64(a.seconds);
-    let data: Vec<&[u8]> = chunks[..layout.k].iter().map(|c| c.as_slice()).collect();
-    let mut parity = vec![vec![0u8; layout.chunk_size()]; layout.m];
-    let enc = time_per_call(budget, || {
-        let mut refs: Vec<&mut [u8]> = parity.iter_mut().map(|p| p.as_mut_slice()).collect();
-        code.encode_parity(&layout, &data, &mut refs)?;
-        Ok(())
-    })?;
-    // Decode: each data chunk lost in turn, rebuilt from exactly what its
-    // recovery plan reads.
-    let n = layout.chunks();
-    let lost_set: Vec<usize> = (0..layout.k)
-        .filter(|&c| layout.stored_len(c) > 0)
-        .collect();
-    let per = budget.div_f64(lost_set.len().max(1) as f64);
-    let mut dec_total = 0.0;
-    for &lost in &lost_set {
-        let others: Vec<usize> = (0..n).filter(|&c| c != lost).collect();
-        let plan = code.read_plan(&layout, &[lost], &others, &PlanOptions::default())?;
-        let avail: Available = plan
-            .reads
-            .iter()
-            .map(|(&c, r)| {
-                let ex = r
-                    .ios
-                    .iter()
-                    .map(|&(off, len)| {
-                        (off as usize, &chunks[c][off as usize..(off + len) as usize])
-                    })
-                    .collect();
-                (c, ChunkExtents { extents: ex })
-            })
-            .collect();
-        let got = code.decode(&layout, &avail, &[lost])?;
-        if got.get(&lost) != Some(&chunks[lost]) {
-            return Err(CliError(format!(
-                "decode of chunk {lost} returned wrong bytes"
-            )));
-        }
-        dec_total += time_per_call(per, || {
-            code.decode(&layout, &avail, &[lost])?;
-            Ok(())
-        })?;
-    }
-    let dec = dec_total / lost_set.len().max(1) as f64;
-    let gbps = |t: f64| a.size as f64 / t / 1e9;
+    let t = measure(
+        code.as_ref(),
+        a.size as usize,
+        Duration::from_secs_f64(a.seconds),
+    )?;
     if a.json {
         let v = serde_json::json!({
             "profile": code.profile(),
             "size": a.size,
             "backend": Backend::detect().name(),
-            "encode_gbps": gbps(enc),
-            "decode_gbps": gbps(dec),
+            "encode_gbps": t.encode_gbps,
+            "decode_gbps": t.decode_gbps,
         });
         println!("{v}");
     } else {
@@ -287,10 +216,10 @@ fn bench(a: BenchArgs) -> Result<(), CliError> {
             Backend::detect().name(),
             a.size
         );
-        println!("encode: {:.3} GB/s of object data", gbps(enc));
+        println!("encode: {:.3} GB/s of object data", t.encode_gbps);
         println!(
-            "decode (one data chunk lost, from its recovery plan): {:.3} GB/s of object data",
-            gbps(dec)
+            "decode (one data chunk lost, rebuilt from what its recovery plan reads): {:.3} GB/s of object data",
+            t.decode_gbps
         );
     }
     Ok(())

@@ -16,4 +16,5 @@ pub mod kernel;
 pub mod layout;
 pub mod linear;
 pub mod plan;
+pub mod speed;
 pub mod zigzag;
