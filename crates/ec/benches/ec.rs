@@ -81,7 +81,7 @@ fn kernels(budget: Duration) {
             Ok(())
         })
         .unwrap_or(f64::NAN);
-        for b in Backend::available() {
+        for &b in Backend::available() {
             let t = time_per_call(budget, || {
                 dot_prod_with(b, &[0x53], &[&src], &mut [&mut dst], Mode::Xor);
                 Ok(())
@@ -99,44 +99,58 @@ fn kernels(budget: Duration) {
     }
 }
 
-/// RS 8+3, 1 MiB chunks: Loligo and, if Go is here, klauspost. Returns
-/// Loligo's encode GB/s.
+/// RS 8+3, 1 MiB chunks: Loligo and, if Go is here, klauspost, in three
+/// alternating rounds (the best of each is kept, so a noisy neighbour on
+/// the machine hurts neither side more). Returns Loligo's encode GB/s.
 fn vs_klauspost(budget: Duration) -> f64 {
     println!("\n## Reed-Solomon 8+3, 1 MiB chunks, encode (GB/s of data)");
     let rs = LinearCode::reed_solomon(8, 3).expect("rs 8+3 is valid");
-    let ours = measure(&rs, 8 << 20, budget)
-        .map(|t| t.encode_gbps)
-        .unwrap_or(f64::NAN);
     let peer_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/peer");
-    let peer = Command::new("go")
-        .args([
-            "run",
-            ".",
-            "8",
-            "3",
-            "1048576",
-            &format!("{}", budget.as_secs_f64().max(1.0)),
-        ])
+    let peer_bin = std::env::temp_dir().join(format!("loligo-ec-peer-{}", std::process::id()));
+    let built = Command::new("go")
+        .args(["build", "-o"])
+        .arg(&peer_bin)
+        .arg(".")
         .current_dir(&peer_dir)
         .output();
-    let theirs = match peer {
-        Ok(out) if out.status.success() => String::from_utf8_lossy(&out.stdout)
-            .split("\"encode_gbps\":")
-            .nth(1)
-            .and_then(|s| s.trim().trim_end_matches('}').trim().parse::<f64>().ok()),
+    let peer_ok = match &built {
+        Ok(out) if out.status.success() => true,
         Ok(out) => {
             println!(
-                "(klauspost peer failed: {})",
+                "(klauspost peer did not build: {})",
                 String::from_utf8_lossy(&out.stderr).trim()
             );
-            None
+            false
         }
         Err(e) => {
             println!("(klauspost peer skipped: go not runnable: {e})");
-            None
+            false
         }
     };
-    println!("| implementation | encode GB/s |");
+    let secs = format!("{}", budget.as_secs_f64().max(0.5));
+    let (mut ours, mut theirs) = (0.0f64, None::<f64>);
+    for _ in 0..3 {
+        if let Ok(t) = measure(&rs, 8 << 20, budget) {
+            ours = ours.max(t.encode_gbps);
+        }
+        if !peer_ok {
+            continue;
+        }
+        let out = Command::new(&peer_bin)
+            .args(["8", "3", "1048576", &secs])
+            .output();
+        let v = out.ok().and_then(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .split("\"encode_gbps\":")
+                .nth(1)
+                .and_then(|s| s.trim().trim_end_matches('}').trim().parse::<f64>().ok())
+        });
+        if let Some(v) = v {
+            theirs = Some(theirs.map_or(v, |t: f64| t.max(v)));
+        }
+    }
+    let _ = std::fs::remove_file(&peer_bin);
+    println!("| implementation | encode GB/s (best of 3 alternating rounds) |");
     println!("|---|---|");
     println!("| loligo ({}) | {ours:.2} |", Backend::detect().name());
     if let Some(t) = theirs {
@@ -155,6 +169,8 @@ fn table(budget: Duration, _rs83: f64) {
         println!("| code | rows | encode | decode (1 data chunk lost) | encode / RS(k,m) | decode / RS(k,m) |");
         println!("|---|---|---|---|---|---|");
         let mut last_rs: Option<((usize, usize), f64, f64)> = None;
+        let mut rs_enc: std::collections::BTreeMap<(usize, usize), f64> = Default::default();
+        let mut zz82: Vec<(usize, f64, f64)> = Vec::new();
         for &(k, r, s) in &TABLE_5_1 {
             if last_rs.map(|x| x.0) != Some((k, r)) {
                 let rs = LinearCode::reed_solomon(k, r).expect("valid rs");
@@ -166,21 +182,42 @@ fn table(budget: Duration, _rs83: f64) {
                     t.decode_gbps
                 );
                 last_rs = Some(((k, r), t.encode_gbps, t.decode_gbps));
+                rs_enc.insert((k, r), t.encode_gbps);
             }
             let Some((_, re, rd)) = last_rs else { continue };
             let z =
                 Zigzag::new(k, r, s, Construction::Basic).expect("table 5.1 profiles are valid");
             match measure(&z, size, budget) {
-                Ok(t) => println!(
-                    "| {} | {} | {:.2} | {:.2} | {:.2} | {:.2} |",
-                    z.profile(),
-                    z.rows(),
-                    t.encode_gbps,
-                    t.decode_gbps,
-                    t.encode_gbps / re,
-                    t.decode_gbps / rd
-                ),
+                Ok(t) => {
+                    if (k, r) == (8, 2) {
+                        zz82.push((s, t.encode_gbps, t.decode_gbps));
+                    }
+                    println!(
+                        "| {} | {} | {:.2} | {:.2} | {:.2} | {:.2} |",
+                        z.profile(),
+                        z.rows(),
+                        t.encode_gbps,
+                        t.decode_gbps,
+                        t.encode_gbps / re,
+                        t.decode_gbps / rd
+                    )
+                }
                 Err(e) => println!("| {} | {} | error: {e} | | | |", z.profile(), z.rows()),
+            }
+        }
+        // The target: Zigzag 8+2 encode and decode at least half
+        // of Loligo's RS encode rate (RS 8+2 and RS 8+3 both shown).
+        for (s, e, d) in zz82 {
+            for key in [(8, 2), (8, 3)] {
+                if let Some(re) = rs_enc.get(&key) {
+                    println!(
+                        "zigzag 8+2 s={s} vs RS {}+{} encode: encode {:.2}x, decode {:.2}x",
+                        key.0,
+                        key.1,
+                        e / re,
+                        d / re
+                    );
+                }
             }
         }
     }

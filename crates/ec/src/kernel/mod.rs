@@ -49,7 +49,12 @@ impl Backend {
     }
 
     /// Every backend this CPU can run, slowest first.
-    pub fn available() -> Vec<Backend> {
+    pub fn available() -> &'static [Backend] {
+        static AVAIL: OnceLock<Vec<Backend>> = OnceLock::new();
+        AVAIL.get_or_init(Backend::probe)
+    }
+
+    fn probe() -> Vec<Backend> {
         let mut v = vec![Backend::Scalar];
         #[cfg(target_arch = "x86_64")]
         {
@@ -274,7 +279,7 @@ mod tests {
             for c in coefs.iter_mut().step_by(3) { *c %= 2; }
             let mode = if xor { Mode::Xor } else { Mode::Overwrite };
             let want = run(Backend::Scalar, &coefs, &ins, &outs, mode);
-            for b in Backend::available() {
+            for &b in Backend::available() {
                 prop_assert_eq!(&run(b, &coefs, &ins, &outs, mode), &want, "backend {:?}", b);
             }
         }

@@ -22,12 +22,22 @@ const MAX_DRAWS: usize = 400;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Coefficients {
     lambda: Vec<[u8; 4]>,
+    /// `get(l, c, t)` for every l, c, t once the search is done (index
+    /// `(l * columns + c) * rows + t`); empty during the search.
+    table: Vec<u8>,
 }
 
 impl Coefficients {
     /// Coefficient of column c's element in parity l at row t.
     #[inline]
     pub fn get(&self, shape: &Shape, l: usize, c: usize, t: usize) -> u8 {
+        if !self.table.is_empty() {
+            return self.table[(l * shape.columns() + c) * shape.rows + t];
+        }
+        self.compute(shape, l, c, t)
+    }
+
+    fn compute(&self, shape: &Shape, l: usize, c: usize, t: usize) -> u8 {
         if l == 0 {
             return 1;
         }
@@ -41,6 +51,7 @@ impl Coefficients {
     pub fn search(shape: &Shape) -> Result<Coefficients> {
         let mut co = Coefficients {
             lambda: vec![[1; 4]; shape.columns()],
+            table: Vec::new(),
         };
         for c in 0..shape.k {
             let mut ok = false;
@@ -66,6 +77,15 @@ impl Coefficients {
                 )));
             }
         }
+        let mut table = Vec::with_capacity(shape.r * shape.columns() * shape.rows);
+        for l in 0..shape.r {
+            for c in 0..shape.columns() {
+                for t in 0..shape.rows {
+                    table.push(co.compute(shape, l, c, t));
+                }
+            }
+        }
+        co.table = table;
         Ok(co)
     }
 }

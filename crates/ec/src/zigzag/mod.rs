@@ -136,6 +136,8 @@ impl Zigzag {
         let es = layout.element_size;
         let mut out = vec![0u8; layout.chunk_size()];
         let p = sh.pos(j);
+        let mut inputs: Vec<Cow<[u8]>> = Vec::with_capacity(sh.k + 1);
+        let mut cs: Vec<u8> = Vec::with_capacity(sh.k + 1);
         for y in 0..sh.rows {
             let q = sh.perm[y];
             if layout.stored_in_element(j, q) == 0 {
@@ -151,20 +153,19 @@ impl Zigzag {
                 let Some(pe) = self.get(layout, av, Ref::Parity(l, t)) else {
                     continue;
                 };
-                let terms = self.terms(co, l, t, Some(j));
-                let mut inputs: Vec<Cow<[u8]>> = Vec::with_capacity(terms.len() + 1);
-                let mut cs: Vec<u8> = Vec::with_capacity(terms.len() + 1);
+                inputs.clear();
+                cs.clear();
                 let own = gf::inv(co.get(sh, l, j, t)).unwrap_or(0);
                 if let Elem::Bytes(b) = pe {
                     inputs.push(b);
                     cs.push(own);
                 }
                 let mut ok = true;
-                for (a, r) in terms {
-                    match self.get(layout, av, r) {
+                for c in (0..sh.k).filter(|&c| c != j) {
+                    match self.get(layout, av, Ref::Data(c, sh.shift(t, sh.pos(c), l))) {
                         Some(Elem::Bytes(b)) => {
                             inputs.push(b);
-                            cs.push(gf::mul(a, own));
+                            cs.push(gf::mul(co.get(sh, l, c, t), own));
                         }
                         Some(Elem::Zero) => {}
                         None => {

@@ -51,6 +51,8 @@ pub struct Shape {
     pub perm: Vec<usize>,
     /// Logical row stored at each physical position.
     pub inv_perm: Vec<usize>,
+    /// `shift(t, p, l)` for every l, p, t (index `(l * kp + p) * rows + t`).
+    shifts: Vec<u32>,
 }
 
 impl Shape {
@@ -104,7 +106,7 @@ impl Shape {
         for (y, &q) in perm.iter().enumerate() {
             inv_perm[q] = y;
         }
-        Ok(Shape {
+        let mut shape = Shape {
             k,
             r,
             s,
@@ -114,7 +116,18 @@ impl Shape {
             construction,
             perm,
             inv_perm,
-        })
+            shifts: Vec::new(),
+        };
+        let mut shifts = Vec::with_capacity(r * kp * rows);
+        for l in 0..r {
+            for p in 0..kp {
+                for t in 0..rows {
+                    shifts.push(shape.compute_shift(t, p, l) as u32);
+                }
+            }
+        }
+        shape.shifts = shifts;
+        Ok(shape)
     }
 
     /// Logical data columns (physical + virtual).
@@ -138,8 +151,13 @@ impl Shape {
         (1..self.kp).map(|p| self.digit(t, p)).sum::<usize>() % self.r
     }
 
-    /// `t + l * e_p` (p = 0: t itself).
+    /// `t + l * e_p` (p = 0: t itself), from the table.
+    #[inline]
     pub fn shift(&self, t: usize, p: usize, l: usize) -> usize {
+        self.shifts[(l % self.r * self.kp + p) * self.rows + t] as usize
+    }
+
+    fn compute_shift(&self, t: usize, p: usize, l: usize) -> usize {
         if p == 0 {
             return t;
         }
