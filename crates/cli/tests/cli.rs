@@ -152,6 +152,14 @@ fn bad_input_is_one_line_and_exit_2() {
         "crush test".to_string(),
         "crush frobnicate".to_string(),
         format!("osdmap test-map-object x --crush {m} --pool-id one --pg-num 8 --size 3"),
+        "ec plan --plugin zigzag --k 8 --m 5".to_string(),
+        "ec plan --plugin zigzag --k 8 --m 2 --s 5".to_string(),
+        "ec plan --plugin rs --k 2 --m 3".to_string(),
+        "ec plan --plugin rs --k 0 --m 1".to_string(),
+        "ec plan --plugin zigzag --k 8 --m 2 --construction optimal".to_string(),
+        "ec plan --plugin lrc --k 4 --m 2 --l 9".to_string(),
+        "ec plan --plugin raid6 --k 4 --m 2".to_string(),
+        "ec bench --plugin rs --k 4 --m 2 --size 0".to_string(),
     ];
     for case in &cases {
         let args: Vec<&str> = case.split_whitespace().collect();
@@ -169,8 +177,81 @@ fn bad_input_is_one_line_and_exit_2() {
         vec!["crush", "test", "--help"],
         vec!["osdmap", "test-map-pgs-dump-all", "--help"],
         vec!["crush", "bench", "--help"],
+        vec!["ec", "plan", "--help"],
+        vec!["ec", "bench", "--help"],
     ] {
         let o = loligo(&args);
         assert!(o.status.success() && !o.stdout.is_empty(), "{args:?}");
     }
+}
+
+/// Parse one number out of `"key": value` in a JSON object's text.
+fn json_num(json: &str, key: &str) -> f64 {
+    let v: serde_json::Value = serde_json::from_str(json).expect("valid JSON");
+    v[key]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{key} missing in {json}"))
+}
+
+#[test]
+fn ec_plan_reports_the_theory() {
+    // Zigzag (6,4): 8 rows, rebuilding ratio 1/2, Table 3.1 distances 6
+    // (basic) and 5 (optimal); object a multiple of k * rows * 4 KiB.
+    let size = (4 * 8 * 4096).to_string();
+    for (con, dist) in [("basic", 6.0), ("optimal", 5.0)] {
+        let out = ok_stdout(&[
+            "ec",
+            "plan",
+            "--plugin",
+            "zigzag",
+            "--k",
+            "4",
+            "--m",
+            "2",
+            "--construction",
+            con,
+            "--object-size",
+            &size,
+            "--json",
+        ]);
+        assert_eq!(json_num(&out, "rows"), 8.0);
+        assert!((json_num(&out, "rebuilding_ratio") - 0.5).abs() < 1e-12);
+        assert!((json_num(&out, "effective_rebuilding_ratio") - 0.5).abs() < 1e-12);
+        assert!(
+            (json_num(&out, "avg_read_distance") - dist).abs() < 1e-12,
+            "{con}"
+        );
+        assert!(json_num(&out, "avg_ios") > 0.0);
+        let vs_rs = json_num(&out, "bytes_read_vs_rs");
+        assert!(vs_rs > 0.5 && vs_rs < 1.0, "{vs_rs}");
+    }
+    // RS reads k whole chunks for every failure.
+    let out = ok_stdout(&[
+        "ec", "plan", "--plugin", "rs", "--k", "4", "--m", "2", "--json",
+    ]);
+    assert!((json_num(&out, "bytes_read_vs_rs") - 1.0).abs() < 1e-12);
+    assert!((json_num(&out, "rebuilding_ratio") - 0.8).abs() < 1e-12);
+    let text = ok_stdout(&["ec", "plan", "--plugin", "lrc", "--k", "6", "--m", "2"]);
+    assert!(text.contains("local"), "{text}");
+}
+
+#[test]
+fn ec_bench_reports_speeds() {
+    let out = ok_stdout(&[
+        "ec",
+        "bench",
+        "--plugin",
+        "zigzag",
+        "--k",
+        "4",
+        "--m",
+        "2",
+        "--size",
+        "100000",
+        "--seconds",
+        "0.02",
+        "--json",
+    ]);
+    assert!(json_num(&out, "encode_gbps") > 0.0);
+    assert!(json_num(&out, "decode_gbps") > 0.0);
 }
