@@ -122,3 +122,15 @@ fn bad_profiles_and_requests_are_typed_errors() {
         .read_plan(&layout, &[0, 1, 2], &[3, 4, 5], &PlanOptions::default())
         .is_err());
 }
+
+#[test]
+fn rs_sweep_every_small_profile() {
+    // Every (k, m) with k <= 12 and m <= min(k, 4), every erasure pattern
+    // of up to m chunks, on one odd-sized object.
+    for k in 1..=12 {
+        for m in 1..=k.min(4) {
+            let code = LinearCode::reed_solomon(k, m).unwrap().with_alignment(1);
+            round_trip_all(&code, &bytes(k * 3 + 1, (k * 16 + m) as u64), m);
+        }
+    }
+}
