@@ -229,6 +229,12 @@ impl Zigzag {
             .collect();
         for b in blocks(sh, co, lost, &pars) {
             let n = b.vars.len();
+            if b.eqs.len() != n {
+                return Err(EcError::NotDecodable(format!(
+                    "a block of the system has {} equations for {n} unknowns",
+                    b.eqs.len()
+                )));
+            }
             let inv = Matrix {
                 rows: n,
                 cols: n,
