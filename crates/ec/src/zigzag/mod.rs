@@ -401,10 +401,12 @@ impl ErasureCode for Zigzag {
                     inputs.push(&chunk[q * es..(q + 1) * es]);
                     cs.push(co.get(sh, l, c, t));
                 }
+                // Row parity rows follow the data's row order.
+                let (_, at) = self.chunk_elem(Ref::Parity(l, t));
                 dot_prod(
                     &cs,
                     &inputs,
-                    &mut [&mut parity[l][t * es..(t + 1) * es]],
+                    &mut [&mut parity[l][at * es..(at + 1) * es]],
                     Mode::Overwrite,
                 );
             }
