@@ -383,13 +383,21 @@ impl ErasureCode for Zigzag {
             .iter()
             .map(|d| (!d.is_empty()).then(|| padded(layout, d)))
             .collect();
-        // Row parity (l = 0) is computed row by row with the zigzag
-        // parities, so a data row read for one is often still in cache
-        // when a nearby zigzag row needs it.
+        // Row parity: data and row parity share the row order, so it is
+        // the XOR of whole chunks, in one pass.
+        {
+            let live: Vec<&[u8]> = full.iter().flatten().map(|c| c.as_ref()).collect();
+            dot_prod(
+                &vec![1u8; live.len()],
+                &live,
+                &mut [&mut *parity[0]],
+                Mode::Overwrite,
+            );
+        }
         let mut inputs: Vec<&[u8]> = Vec::with_capacity(sh.k);
         let mut cs: Vec<u8> = Vec::with_capacity(sh.k);
-        for t in 0..sh.rows {
-            for l in 0..sh.r {
+        for l in 1..sh.r {
+            for t in 0..sh.rows {
                 inputs.clear();
                 cs.clear();
                 for (c, chunk) in full.iter().enumerate() {
@@ -401,7 +409,6 @@ impl ErasureCode for Zigzag {
                     inputs.push(&chunk[q * es..(q + 1) * es]);
                     cs.push(co.get(sh, l, c, t));
                 }
-                // Row parity rows follow the data's row order.
                 let (_, at) = self.chunk_elem(Ref::Parity(l, t));
                 dot_prod(
                     &cs,
