@@ -1,0 +1,19 @@
+//! Loligo's local object store: the `ObjectStore` trait and transactions,
+//! `MemStore` (in memory, for tests and as a CPU ceiling), and the
+//! BlueStore-style store on a block file (in progress).
+//!
+//! A store knows nothing of PGs, pools or the network: collections and
+//! objects are names to it. It must never return data it cannot vouch for
+//! (checksums) or apply part of a transaction.
+
+pub mod error;
+pub mod mem;
+pub mod store;
+pub mod txn;
+pub mod types;
+
+pub use error::{Result, StoreError};
+pub use mem::MemStore;
+pub use store::{Commit, Completer, ObjectStore};
+pub use txn::{Op, Transaction};
+pub use types::{CollectionId, Limits, ObjectId, ObjectStat, StoreStats};

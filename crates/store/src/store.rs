@@ -1,0 +1,189 @@
+//! The `ObjectStore` trait every store implements, and `Commit`, the
+//! handle that reports when a queued transaction is durable.
+
+use crate::error::{Result, StoreError};
+use crate::txn::Transaction;
+use crate::types::{CollectionId, Limits, ObjectId, ObjectStat, StoreStats};
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::ops::Range;
+use std::pin::Pin;
+use std::sync::{Arc, Condvar, Mutex};
+use std::task::{Context, Poll, Waker};
+
+/// Every hash, as a listing range.
+pub const ALL_HASHES: Range<u64> = 0..1 << 32;
+
+/// A local object store: collections of objects with data, xattrs and an
+/// omap, changed only by atomic transactions.
+///
+/// Reads see every transaction whose [`Commit`] has completed with `Ok`.
+pub trait ObjectStore: Send + Sync {
+    /// The limits transactions are checked against.
+    fn limits(&self) -> &Limits;
+
+    /// Queue a transaction. It is applied all or nothing; the handle
+    /// completes with `Ok` once it is durable, or with the error that made
+    /// the store reject it (then nothing of it was applied).
+    fn queue_transaction(&self, t: Transaction) -> Commit;
+
+    /// Queue a transaction and wait until it is durable.
+    fn apply(&self, t: Transaction) -> Result<()> {
+        self.queue_transaction(t).wait()
+    }
+
+    /// All collections, sorted.
+    fn collections(&self) -> Result<Vec<CollectionId>>;
+    fn collection_exists(&self, c: CollectionId) -> Result<bool>;
+    fn exists(&self, c: CollectionId, o: &ObjectId) -> Result<bool>;
+    fn stat(&self, c: CollectionId, o: &ObjectId) -> Result<ObjectStat>;
+    /// Read several `(offset, length)` extents; each result is cut short at
+    /// the end of the object (empty past it).
+    fn read(&self, c: CollectionId, o: &ObjectId, extents: &[(u64, u64)]) -> Result<Vec<Vec<u8>>>;
+    fn getattr(&self, c: CollectionId, o: &ObjectId, name: &str) -> Result<Vec<u8>>;
+    fn getattrs(&self, c: CollectionId, o: &ObjectId) -> Result<BTreeMap<String, Vec<u8>>>;
+    fn omap_header(&self, c: CollectionId, o: &ObjectId) -> Result<Vec<u8>>;
+    /// The values of the given keys that exist.
+    fn omap_get(
+        &self,
+        c: CollectionId,
+        o: &ObjectId,
+        keys: &[Vec<u8>],
+    ) -> Result<BTreeMap<Vec<u8>, Vec<u8>>>;
+    /// Keys in `[start, end)` (`end: None` = to the last), in order, at most
+    /// `limit` of them.
+    fn omap_range(
+        &self,
+        c: CollectionId,
+        o: &ObjectId,
+        start: &[u8],
+        end: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>>;
+    /// Objects whose hash is in `hashes`, from `start` (inclusive) in
+    /// (hash, name) order, at most `limit`; also the next object after the
+    /// page, if any, to continue from.
+    fn list_range(
+        &self,
+        c: CollectionId,
+        hashes: Range<u64>,
+        start: Option<&ObjectId>,
+        limit: usize,
+    ) -> Result<(Vec<ObjectId>, Option<ObjectId>)>;
+    /// [`ObjectStore::list_range`] over every hash.
+    fn list(
+        &self,
+        c: CollectionId,
+        start: Option<&ObjectId>,
+        limit: usize,
+    ) -> Result<(Vec<ObjectId>, Option<ObjectId>)> {
+        self.list_range(c, ALL_HASHES, start, limit)
+    }
+    fn record(&self, c: CollectionId, key: &[u8]) -> Result<Option<Vec<u8>>>;
+    /// Records with keys >= `start`, in order, at most `limit`.
+    fn records(
+        &self,
+        c: CollectionId,
+        start: &[u8],
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>>;
+    /// Space on the device.
+    fn statfs(&self) -> Result<StoreStats>;
+}
+
+struct CommitState {
+    slot: Mutex<(Option<Result<()>>, Option<Waker>)>,
+    cv: Condvar,
+}
+
+/// Completes when a transaction is durable (or rejected). Wait on it from
+/// a thread, or `.await` it.
+pub struct Commit {
+    state: Arc<CommitState>,
+}
+
+/// The store's side of a [`Commit`]. Dropping it without completing
+/// completes the commit with [`StoreError::Closed`].
+pub struct Completer {
+    state: Option<Arc<CommitState>>,
+}
+
+impl Commit {
+    /// A commit that is already complete.
+    pub fn ready(r: Result<()>) -> Commit {
+        let (c, done) = Commit::pending();
+        done.complete(r);
+        c
+    }
+
+    /// A commit and the completer the store fires later.
+    pub fn pending() -> (Commit, Completer) {
+        let state = Arc::new(CommitState {
+            slot: Mutex::new((None, None)),
+            cv: Condvar::new(),
+        });
+        (
+            Commit {
+                state: state.clone(),
+            },
+            Completer { state: Some(state) },
+        )
+    }
+
+    /// Block until complete.
+    pub fn wait(self) -> Result<()> {
+        let mut g = self.state.slot.lock().map_err(|_| StoreError::Closed)?;
+        loop {
+            if let Some(r) = g.0.take() {
+                return r;
+            }
+            g = self.state.cv.wait(g).map_err(|_| StoreError::Closed)?;
+        }
+    }
+}
+
+impl Future for Commit {
+    type Output = Result<()>;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<()>> {
+        let Ok(mut g) = self.state.slot.lock() else {
+            return Poll::Ready(Err(StoreError::Closed));
+        };
+        match g.0.take() {
+            Some(r) => Poll::Ready(r),
+            None => {
+                g.1 = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        }
+    }
+}
+
+impl Completer {
+    /// Report the outcome.
+    pub fn complete(mut self, r: Result<()>) {
+        self.fire(r);
+    }
+
+    fn fire(&mut self, r: Result<()>) {
+        let Some(state) = self.state.take() else {
+            return;
+        };
+        let waker = match state.slot.lock() {
+            Ok(mut g) => {
+                g.0 = Some(r);
+                g.1.take()
+            }
+            Err(_) => None,
+        };
+        state.cv.notify_all();
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+}
+
+impl Drop for Completer {
+    fn drop(&mut self) {
+        self.fire(Err(StoreError::Closed));
+    }
+}

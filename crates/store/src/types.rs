@@ -1,0 +1,132 @@
+//! Names of things in the store and the limits on them.
+//!
+//! Objects are ordered by (hash, name) inside a collection: listing in that
+//! order lets an OSD split a PG by hash range and walk it for backfill and
+//! scrub. Key encodings that preserve this order live with the stores that
+//! need them.
+
+use std::fmt;
+
+/// A collection: one PG shard (or the OSD's own metadata collection).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CollectionId {
+    pub pool: u64,
+    /// The PG's placement seed.
+    pub pg: u32,
+    /// EC shard, or [`CollectionId::NO_SHARD`] for replicated pools.
+    pub shard: u8,
+}
+
+impl CollectionId {
+    /// Shard value of replicated PGs.
+    pub const NO_SHARD: u8 = u8::MAX;
+
+    /// A replicated PG's collection.
+    pub fn pg(pool: u64, pg: u32) -> CollectionId {
+        CollectionId {
+            pool,
+            pg,
+            shard: Self::NO_SHARD,
+        }
+    }
+
+    /// The OSD's metadata collection (maps, superblock).
+    pub fn meta() -> CollectionId {
+        CollectionId {
+            pool: u64::MAX,
+            pg: 0,
+            shard: Self::NO_SHARD,
+        }
+    }
+}
+
+impl fmt::Display for CollectionId {
+    /// Ceph's spelling: `1.1f_head`, `2.3s1_head`, `meta`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if *self == CollectionId::meta() {
+            return write!(f, "meta");
+        }
+        write!(f, "{}.{:x}", self.pool, self.pg)?;
+        if self.shard != Self::NO_SHARD {
+            write!(f, "s{}", self.shard)?;
+        }
+        write!(f, "_head")
+    }
+}
+
+/// An object: its placement hash and name. Ordered by hash, then name.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ObjectId {
+    pub hash: u32,
+    pub name: String,
+}
+
+impl ObjectId {
+    /// An object id from the caller's hash (an OSD uses the object's
+    /// placement hash) and name.
+    pub fn new(hash: u32, name: impl Into<String>) -> ObjectId {
+        ObjectId {
+            hash,
+            name: name.into(),
+        }
+    }
+}
+
+impl fmt::Display for ObjectId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:08x}:{}", self.hash, self.name)
+    }
+}
+
+/// Bounds on everything a transaction carries. Exceeding one is a
+/// [`crate::StoreError::TooLarge`] and applies nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest object (bytes of data).
+    pub object_size_max: u64,
+    /// Longest object name (bytes).
+    pub name_len_max: usize,
+    /// Longest xattr name (bytes).
+    pub attr_name_len_max: usize,
+    /// Largest xattr value (bytes).
+    pub attr_value_len_max: usize,
+    /// Longest omap or record key (bytes).
+    pub key_len_max: usize,
+    /// Largest omap value, omap header or record value (bytes).
+    pub value_len_max: usize,
+    /// Most operations in one transaction.
+    pub ops_per_txn_max: usize,
+}
+
+impl Default for Limits {
+    /// Ceph-like defaults: 128 MiB objects, 2 KiB names.
+    fn default() -> Limits {
+        Limits {
+            object_size_max: 128 << 20,
+            name_len_max: 2048,
+            attr_name_len_max: 256,
+            attr_value_len_max: 64 << 10,
+            key_len_max: 4096,
+            value_len_max: 16 << 20,
+            ops_per_txn_max: 1 << 16,
+        }
+    }
+}
+
+/// What `stat` returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ObjectStat {
+    /// Logical size in bytes.
+    pub size: u64,
+}
+
+/// Space on the device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StoreStats {
+    /// Bytes the store may use for data.
+    pub total: u64,
+    /// Bytes allocated to data.
+    pub used: u64,
+    /// Bytes free for data.
+    pub free: u64,
+}
