@@ -6,14 +6,17 @@
 //! objects are names to it. It must never return data it cannot vouch for
 //! (checksums) or apply part of a transaction.
 
+pub mod block;
 pub mod error;
 pub mod mem;
 pub mod store;
 pub mod txn;
 pub mod types;
 
+pub use block::{BlockConfig, BlockStore, FsckReport};
 pub use error::{Result, StoreError};
 pub use mem::MemStore;
 pub use store::{Commit, Completer, ObjectStore};
 pub use txn::{Op, Transaction};
 pub use types::{CollectionId, Limits, ObjectId, ObjectStat, StoreStats};
+pub mod kv;

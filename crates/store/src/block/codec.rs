@@ -1,0 +1,386 @@
+//! Byte encodings of the block store's metadata: KV keys (ordered so that
+//! scans follow (collection, hash, name)) and records (onodes, blobs).
+//! Decoding never panics: truncated or foreign bytes are `Corrupt`.
+
+use crate::error::{Result, StoreError};
+use crate::types::{CollectionId, ObjectId};
+
+/// Key tags: the first byte of every key.
+pub const T_SUPER: u8 = b'S';
+pub const T_COLL: u8 = b'C';
+pub const T_ONODE: u8 = b'O';
+pub const T_OMAP: u8 = b'M';
+pub const T_RECORD: u8 = b'R';
+pub const T_BLOB: u8 = b'B';
+pub const T_FREE: u8 = b'F';
+pub const T_DEFERRED: u8 = b'W';
+pub const T_IDS: u8 = b'N';
+
+/// Append-only encoder (LEB128 varints).
+#[derive(Default)]
+pub struct Enc(pub Vec<u8>);
+
+impl Enc {
+    pub fn u8(&mut self, v: u8) -> &mut Self {
+        self.0.push(v);
+        self
+    }
+    pub fn var(&mut self, mut v: u64) -> &mut Self {
+        loop {
+            let b = (v & 0x7f) as u8;
+            v >>= 7;
+            if v == 0 {
+                self.0.push(b);
+                return self;
+            }
+            self.0.push(b | 0x80);
+        }
+    }
+    pub fn bytes(&mut self, b: &[u8]) -> &mut Self {
+        self.var(b.len() as u64);
+        self.0.extend_from_slice(b);
+        self
+    }
+    pub fn u32le(&mut self, v: u32) -> &mut Self {
+        self.0.extend_from_slice(&v.to_le_bytes());
+        self
+    }
+}
+
+/// Decoder over a record; every read checks bounds.
+pub struct Dec<'a> {
+    b: &'a [u8],
+    p: usize,
+}
+
+fn corrupt(what: &str) -> StoreError {
+    StoreError::Corrupt(format!("truncated or malformed {what}"))
+}
+
+impl<'a> Dec<'a> {
+    pub fn new(b: &'a [u8]) -> Dec<'a> {
+        Dec { b, p: 0 }
+    }
+    pub fn u8(&mut self) -> Result<u8> {
+        let v = *self.b.get(self.p).ok_or_else(|| corrupt("byte"))?;
+        self.p += 1;
+        Ok(v)
+    }
+    pub fn var(&mut self) -> Result<u64> {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let b = self.u8()?;
+            v |= u64::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err(corrupt("varint"))
+    }
+    pub fn bytes(&mut self) -> Result<&'a [u8]> {
+        let n = usize::try_from(self.var()?).map_err(|_| corrupt("length"))?;
+        let end = self
+            .p
+            .checked_add(n)
+            .filter(|&e| e <= self.b.len())
+            .ok_or_else(|| corrupt("bytes"))?;
+        let s = &self.b[self.p..end];
+        self.p = end;
+        Ok(s)
+    }
+    pub fn u32le(&mut self) -> Result<u32> {
+        let end = self.p + 4;
+        let s = self.b.get(self.p..end).ok_or_else(|| corrupt("u32"))?;
+        self.p = end;
+        Ok(u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
+    }
+    pub fn done(&self) -> bool {
+        self.p == self.b.len()
+    }
+}
+
+/// `tag` + collection (13 bytes, big-endian so keys sort by collection).
+pub fn coll_prefix(tag: u8, c: CollectionId) -> Vec<u8> {
+    let mut k = Vec::with_capacity(32);
+    k.push(tag);
+    k.extend_from_slice(&c.pool.to_be_bytes());
+    k.extend_from_slice(&c.pg.to_be_bytes());
+    k.push(c.shard);
+    k
+}
+
+/// Decode the collection of a `coll_prefix` key.
+pub fn decode_coll(k: &[u8]) -> Result<CollectionId> {
+    if k.len() < 14 {
+        return Err(corrupt("collection key"));
+    }
+    let mut pool = [0u8; 8];
+    pool.copy_from_slice(&k[1..9]);
+    let mut pg = [0u8; 4];
+    pg.copy_from_slice(&k[9..13]);
+    Ok(CollectionId {
+        pool: u64::from_be_bytes(pool),
+        pg: u32::from_be_bytes(pg),
+        shard: k[13],
+    })
+}
+
+/// Append an object's (hash, name) so that byte order is (hash, name)
+/// order: the hash big-endian, the name with 0x00 escaped as 00 FF and
+/// terminated by 00 01.
+pub fn push_object(k: &mut Vec<u8>, o: &ObjectId) {
+    k.extend_from_slice(&o.hash.to_be_bytes());
+    for &b in o.name.as_bytes() {
+        k.push(b);
+        if b == 0 {
+            k.push(0xFF);
+        }
+    }
+    k.extend_from_slice(&[0, 1]);
+}
+
+/// Decode the object at `k[at..]`; returns it and the offset after it.
+pub fn decode_object(k: &[u8], at: usize) -> Result<(ObjectId, usize)> {
+    let h = k.get(at..at + 4).ok_or_else(|| corrupt("object key"))?;
+    let hash = u32::from_be_bytes([h[0], h[1], h[2], h[3]]);
+    let mut name = Vec::new();
+    let mut p = at + 4;
+    loop {
+        let b = *k.get(p).ok_or_else(|| corrupt("object name"))?;
+        if b == 0 {
+            match k.get(p + 1) {
+                Some(0xFF) => name.push(0),
+                Some(1) => break,
+                _ => return Err(corrupt("object name escape")),
+            }
+            p += 2;
+        } else {
+            name.push(b);
+            p += 1;
+        }
+    }
+    let name = String::from_utf8(name).map_err(|_| corrupt("object name utf-8"))?;
+    Ok((ObjectId { hash, name }, p + 2))
+}
+
+pub fn onode_key(c: CollectionId, o: &ObjectId) -> Vec<u8> {
+    let mut k = coll_prefix(T_ONODE, c);
+    push_object(&mut k, o);
+    k
+}
+
+pub fn omap_prefix(c: CollectionId, o: &ObjectId) -> Vec<u8> {
+    let mut k = coll_prefix(T_OMAP, c);
+    push_object(&mut k, o);
+    k
+}
+
+pub fn record_key(c: CollectionId, key: &[u8]) -> Vec<u8> {
+    let mut k = coll_prefix(T_RECORD, c);
+    k.extend_from_slice(key);
+    k
+}
+
+pub fn u64_key(tag: u8, v: u64) -> Vec<u8> {
+    let mut k = vec![tag];
+    k.extend_from_slice(&v.to_be_bytes());
+    k
+}
+
+pub fn decode_u64_key(k: &[u8]) -> Result<u64> {
+    let s = k.get(1..9).ok_or_else(|| corrupt("numeric key"))?;
+    let mut b = [0u8; 8];
+    b.copy_from_slice(s);
+    Ok(u64::from_be_bytes(b))
+}
+
+/// The smallest key greater than every key starting with `p`.
+pub fn prefix_end(p: &[u8]) -> Vec<u8> {
+    let mut e = p.to_vec();
+    while let Some(last) = e.pop() {
+        if last < 0xFF {
+            e.push(last + 1);
+            return e;
+        }
+    }
+    vec![0xFF; p.len() + 1]
+}
+
+/// A piece of an object's data: `len` bytes at logical `loff`, stored in
+/// blob `blob` at offset `boff`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Extent {
+    pub loff: u64,
+    pub len: u64,
+    pub blob: u64,
+    pub boff: u64,
+}
+
+/// Per-object metadata.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Onode {
+    pub size: u64,
+    /// Sorted by `loff`, non-overlapping; gaps are holes (zeros).
+    pub extents: Vec<Extent>,
+    pub attrs: std::collections::BTreeMap<String, Vec<u8>>,
+    pub header: Vec<u8>,
+}
+
+const ONODE_V1: u8 = 1;
+
+impl Onode {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut e = Enc::default();
+        e.u8(ONODE_V1).var(self.size).var(self.extents.len() as u64);
+        for x in &self.extents {
+            e.var(x.loff).var(x.len).var(x.blob).var(x.boff);
+        }
+        e.var(self.attrs.len() as u64);
+        for (k, v) in &self.attrs {
+            e.bytes(k.as_bytes()).bytes(v);
+        }
+        e.bytes(&self.header);
+        e.0
+    }
+
+    pub fn decode(b: &[u8]) -> Result<Onode> {
+        let mut d = Dec::new(b);
+        if d.u8()? != ONODE_V1 {
+            return Err(StoreError::Corrupt("unknown onode version".into()));
+        }
+        let size = d.var()?;
+        let n = d.var()?;
+        let mut extents = Vec::new();
+        for _ in 0..n {
+            extents.push(Extent {
+                loff: d.var()?,
+                len: d.var()?,
+                blob: d.var()?,
+                boff: d.var()?,
+            });
+        }
+        let na = d.var()?;
+        let mut attrs = std::collections::BTreeMap::new();
+        for _ in 0..na {
+            let k = String::from_utf8(d.bytes()?.to_vec()).map_err(|_| corrupt("xattr name"))?;
+            attrs.insert(k, d.bytes()?.to_vec());
+        }
+        let header = d.bytes()?.to_vec();
+        if !d.done() {
+            return Err(corrupt("onode (trailing bytes)"));
+        }
+        Ok(Onode {
+            size,
+            extents,
+            attrs,
+            header,
+        })
+    }
+}
+
+/// A contiguous allocation on the device, shared by the extents that
+/// reference it (`refs` counts those extent pieces), with one crc32c per
+/// checksum block.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Blob {
+    pub disk_off: u64,
+    pub len: u64,
+    pub refs: u64,
+    pub csums: Vec<u32>,
+}
+
+impl Blob {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut e = Enc::default();
+        e.var(self.disk_off)
+            .var(self.len)
+            .var(self.refs)
+            .var(self.csums.len() as u64);
+        for &c in &self.csums {
+            e.u32le(c);
+        }
+        e.0
+    }
+
+    pub fn decode(b: &[u8]) -> Result<Blob> {
+        let mut d = Dec::new(b);
+        let disk_off = d.var()?;
+        let len = d.var()?;
+        let refs = d.var()?;
+        let n = d.var()?;
+        let mut csums = Vec::new();
+        for _ in 0..n {
+            csums.push(d.u32le()?);
+        }
+        if !d.done() {
+            return Err(corrupt("blob (trailing bytes)"));
+        }
+        Ok(Blob {
+            disk_off,
+            len,
+            refs,
+            csums,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn object_keys_sort_like_object_ids() {
+        let ids = [
+            ObjectId::new(1, "a"),
+            ObjectId::new(1, "a\0"),
+            ObjectId::new(1, "a\0b"),
+            ObjectId::new(1, "ab"),
+            ObjectId::new(1, "b"),
+            ObjectId::new(2, ""),
+        ];
+        let c = CollectionId::pg(1, 2);
+        for w in ids.windows(2) {
+            assert!(w[0] < w[1]);
+            assert!(
+                onode_key(c, &w[0]) < onode_key(c, &w[1]),
+                "{:?} {:?}",
+                w[0],
+                w[1]
+            );
+        }
+        for id in &ids {
+            let k = onode_key(c, id);
+            assert_eq!(decode_object(&k, 14).unwrap().0, *id);
+            assert_eq!(decode_coll(&k).unwrap(), c);
+        }
+    }
+
+    #[test]
+    fn records_round_trip_and_reject_garbage() {
+        let mut o = Onode {
+            size: 12345,
+            ..Onode::default()
+        };
+        o.extents.push(Extent {
+            loff: 0,
+            len: 4096,
+            blob: 7,
+            boff: 0,
+        });
+        o.attrs.insert("x".into(), vec![1, 2]);
+        o.header = b"h".to_vec();
+        assert_eq!(Onode::decode(&o.encode()).unwrap(), o);
+        let b = Blob {
+            disk_off: 1 << 40,
+            len: 8192,
+            refs: 2,
+            csums: vec![1, 2],
+        };
+        assert_eq!(Blob::decode(&b.encode()).unwrap(), b);
+        let enc = o.encode();
+        for cut in 0..enc.len() {
+            assert!(Onode::decode(&enc[..cut]).is_err());
+        }
+        assert!(Blob::decode(&[0xff; 20]).is_err());
+    }
+}

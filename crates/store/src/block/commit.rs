@@ -1,0 +1,645 @@
+//! The committer: prepares queued transactions against an overlay of the
+//! KV, group-commits them, then writes deferred data to the device.
+
+use super::codec::*;
+use super::{ids, io, read_block, read_logical, Allocator, Job, Shared};
+use crate::error::{Result, StoreError};
+use crate::kv::{Kv, KvOp};
+use crate::txn::{Op, Transaction};
+use crate::types::{CollectionId, ObjectId};
+use std::collections::{BTreeMap, HashMap};
+use std::os::unix::fs::FileExt;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::Receiver;
+use std::sync::Arc;
+
+/// Pending KV changes: `None` deletes.
+type Overlay = BTreeMap<Vec<u8>, Option<Vec<u8>>>;
+
+pub(super) struct Committer {
+    pub(super) s: Arc<Shared>,
+    pub(super) alloc: Allocator,
+    /// Extents freed by the previous batch, released after this one.
+    pub(super) quarantine: Vec<(u64, u64)>,
+    pub(super) next_blob: u64,
+    pub(super) next_seq: u64,
+    /// Deferred records already on the device, deleted with the next batch.
+    pub(super) delete_next: Vec<Vec<u8>>,
+    pub(super) batch_max: usize,
+}
+
+/// State of one batch being prepared.
+#[derive(Default)]
+struct Batch {
+    kv: Overlay,
+    /// Deferred block contents by device offset.
+    deferred: HashMap<u64, Arc<Vec<u8>>>,
+    /// Deferred records: key -> (device offset, bytes).
+    records: Vec<(Vec<u8>, u64, Vec<u8>)>,
+    freed: Vec<(u64, u64)>,
+    wrote_data: bool,
+}
+
+impl Committer {
+    pub(super) fn run(&mut self, rx: Receiver<Job>) {
+        while let Ok(first) = rx.recv() {
+            let mut jobs = vec![first];
+            while jobs.len() < self.batch_max {
+                match rx.try_recv() {
+                    Ok(j) => jobs.push(j),
+                    Err(_) => break,
+                }
+            }
+            self.batch(jobs);
+        }
+    }
+
+    fn batch(&mut self, jobs: Vec<Job>) {
+        if self.s.failed.load(Ordering::Relaxed) {
+            for (_, c) in jobs {
+                c.complete(Err(StoreError::Io("store failed earlier; remount".into())));
+            }
+            return;
+        }
+        let mut b = Batch::default();
+        let mut done: Vec<(Completer, Result<()>)> = Vec::new();
+        for (t, c) in jobs {
+            let r = self.prepare(&t, &mut b);
+            done.push((c, r));
+        }
+        if let Err(e) = self.commit(&mut b) {
+            // The device or KV failed: nothing of this batch is known to
+            // be durable; stop accepting work.
+            self.s.failed.store(true, Ordering::Relaxed);
+            for (c, _) in done {
+                c.complete(Err(e.clone()));
+            }
+            return;
+        }
+        for (c, r) in done {
+            c.complete(r);
+        }
+    }
+
+    /// Prepare one transaction into the batch; on error nothing of it
+    /// stays (its overlay is dropped and its allocations returned).
+    fn prepare(&mut self, t: &Transaction, b: &mut Batch) -> Result<()> {
+        t.validate(&self.s.limits)?;
+        let mut cx = Ctx {
+            s: &self.s,
+            batch: b,
+            kv: Overlay::new(),
+            deferred: HashMap::new(),
+            records: Vec::new(),
+            freed: Vec::new(),
+            allocated: Vec::new(),
+            alloc: &mut self.alloc,
+            next_blob: &mut self.next_blob,
+            next_seq: &mut self.next_seq,
+            wrote_data: false,
+        };
+        let r = t.ops.iter().try_for_each(|op| cx.op(op));
+        match r {
+            Ok(()) => {
+                let Ctx {
+                    kv,
+                    deferred,
+                    records,
+                    freed,
+                    wrote_data,
+                    ..
+                } = cx;
+                b.kv.extend(kv);
+                b.deferred.extend(deferred);
+                b.records.extend(records);
+                b.freed.extend(freed);
+                b.wrote_data |= wrote_data;
+                Ok(())
+            }
+            Err(e) => {
+                for (off, len) in std::mem::take(&mut cx.allocated) {
+                    cx.alloc.release(off, len);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    fn commit(&mut self, b: &mut Batch) -> Result<()> {
+        let s = self.s.clone();
+        if b.wrote_data {
+            s.dev.sync_data().map_err(io)?;
+        }
+        let mut ops: Vec<KvOp> = std::mem::take(&mut b.kv)
+            .into_iter()
+            .map(|(k, v)| match v {
+                Some(v) => KvOp::Put(k, v),
+                None => KvOp::Delete(k),
+            })
+            .collect();
+        ops.extend(self.alloc.persist());
+        // Freed space is persisted as free now, but handed to the
+        // allocator only after the next batch (see the module invariants).
+        for &(off, len) in &b.freed {
+            let mut e = Enc::default();
+            e.var(len);
+            ops.push(KvOp::Put(u64_key(T_FREE, off), e.0));
+        }
+        for (k, off, bytes) in &b.records {
+            let mut e = Enc::default();
+            e.var(*off).bytes(bytes);
+            ops.push(KvOp::Put(k.clone(), e.0));
+        }
+        ops.extend(self.delete_next.drain(..).map(KvOp::Delete));
+        ops.push(KvOp::Put(vec![T_IDS], ids(self.next_blob, self.next_seq)));
+        {
+            let _g = s.view.write().map_err(|_| StoreError::Closed)?;
+            s.kv.commit(ops, true)?;
+            s.deferred
+                .lock()
+                .map_err(|_| StoreError::Closed)?
+                .extend(b.deferred.drain());
+        }
+        if !b.records.is_empty() {
+            for (_, off, bytes) in &b.records {
+                s.dev.write_all_at(bytes, *off).map_err(io)?;
+            }
+            s.dev.sync_data().map_err(io)?;
+            let _g = s.view.write().map_err(|_| StoreError::Closed)?;
+            s.deferred.lock().map_err(|_| StoreError::Closed)?.clear();
+            self.delete_next.extend(b.records.drain(..).map(|r| r.0));
+        }
+        for (off, len) in std::mem::replace(&mut self.quarantine, std::mem::take(&mut b.freed)) {
+            // Persisted as separate keys when freed: drop those keys and
+            // let the allocator write the merged extent.
+            self.alloc.release(off, len);
+        }
+        s.free_bytes
+            .store(self.alloc.free_bytes(), Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+use crate::store::Completer;
+
+/// One transaction being prepared: reads see the KV, then the batch, then
+/// this transaction's own changes.
+struct Ctx<'a> {
+    s: &'a Shared,
+    batch: &'a Batch,
+    kv: Overlay,
+    deferred: HashMap<u64, Arc<Vec<u8>>>,
+    records: Vec<(Vec<u8>, u64, Vec<u8>)>,
+    freed: Vec<(u64, u64)>,
+    allocated: Vec<(u64, u64)>,
+    alloc: &'a mut Allocator,
+    next_blob: &'a mut u64,
+    next_seq: &'a mut u64,
+    wrote_data: bool,
+}
+
+impl Ctx<'_> {
+    fn get(&self, k: &[u8]) -> Result<Option<Vec<u8>>> {
+        if let Some(v) = self.kv.get(k) {
+            return Ok(v.clone());
+        }
+        if let Some(v) = self.batch.kv.get(k) {
+            return Ok(v.clone());
+        }
+        self.s.kv.get(k)
+    }
+
+    fn put(&mut self, k: Vec<u8>, v: Vec<u8>) {
+        self.kv.insert(k, Some(v));
+    }
+
+    fn del(&mut self, k: Vec<u8>) {
+        self.kv.insert(k, None);
+    }
+
+    /// Every live pair with a key in `[start, end)`, merged over the layers.
+    fn scan(&self, start: &[u8], end: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let mut m: BTreeMap<Vec<u8>, Option<Vec<u8>>> = self
+            .s
+            .kv
+            .scan(start, Some(end), usize::MAX)?
+            .into_iter()
+            .map(|(k, v)| (k, Some(v)))
+            .collect();
+        for layer in [&self.batch.kv, &self.kv] {
+            for (k, v) in layer.range(start.to_vec()..end.to_vec()) {
+                m.insert(k.clone(), v.clone());
+            }
+        }
+        Ok(m.into_iter()
+            .filter_map(|(k, v)| v.map(|v| (k, v)))
+            .collect())
+    }
+
+    fn onode(&self, c: CollectionId, o: &ObjectId) -> Result<Option<Onode>> {
+        self.get(&onode_key(c, o))?
+            .map(|v| Onode::decode(&v))
+            .transpose()
+    }
+
+    fn need_coll(&self, c: CollectionId) -> Result<()> {
+        match self.get(&coll_prefix(T_COLL, c))? {
+            Some(_) => Ok(()),
+            None => Err(StoreError::NoCollection(c)),
+        }
+    }
+
+    fn blob(&self, id: u64) -> Result<Blob> {
+        let v = self
+            .get(&u64_key(T_BLOB, id))?
+            .ok_or_else(|| StoreError::Corrupt(format!("blob {id} is referenced but missing")))?;
+        Blob::decode(&v)
+    }
+
+    fn put_blob(&mut self, id: u64, b: &Blob) {
+        self.put(u64_key(T_BLOB, id), b.encode());
+    }
+
+    /// Add `delta` extent references to a blob; free it at zero.
+    fn refs(&mut self, id: u64, delta: i64) -> Result<()> {
+        if delta == 0 {
+            return Ok(());
+        }
+        let mut b = self.blob(id)?;
+        let n = b.refs as i64 + delta;
+        if n < 0 {
+            return Err(StoreError::Corrupt(format!(
+                "blob {id} reference count below zero"
+            )));
+        }
+        if n == 0 {
+            self.del(u64_key(T_BLOB, id));
+            self.freed.push((b.disk_off, b.len));
+        } else {
+            b.refs = n as u64;
+            self.put_blob(id, &b);
+        }
+        Ok(())
+    }
+
+    fn read_obj(&self, oid: &ObjectId, on: &Onode, off: u64, len: u64) -> Result<Vec<u8>> {
+        let s = self.s;
+        let mut pending: HashMap<u64, Arc<Vec<u8>>> = self.batch.deferred.clone();
+        pending.extend(self.deferred.iter().map(|(k, v)| (*k, v.clone())));
+        read_logical(s, oid, on, off, len, &mut |id| self.blob(id), &mut |d| {
+            read_block(s, &pending, d)
+        })
+    }
+
+    /// Drop `[a, b)` (block aligned) from the extent map.
+    fn punch(&mut self, on: &mut Onode, a: u64, b: u64) -> Result<()> {
+        let mut out = Vec::with_capacity(on.extents.len() + 1);
+        for x in std::mem::take(&mut on.extents) {
+            let (xs, xe) = (x.loff, x.loff + x.len);
+            if xe <= a || xs >= b {
+                out.push(x);
+                continue;
+            }
+            let mut pieces = 0i64;
+            if xs < a {
+                out.push(Extent { len: a - xs, ..x });
+                pieces += 1;
+            }
+            if xe > b {
+                out.push(Extent {
+                    loff: b,
+                    len: xe - b,
+                    blob: x.blob,
+                    boff: x.boff + (b - xs),
+                });
+                pieces += 1;
+            }
+            self.refs(x.blob, pieces - 1)?;
+        }
+        out.sort_by_key(|x| x.loff);
+        on.extents = out;
+        Ok(())
+    }
+
+    /// Write `data` at `off`, keeping whole blocks: in place through the KV
+    /// for small overwrites of unshared data, else into new space.
+    fn write(&mut self, oid: &ObjectId, on: &mut Onode, off: u64, data: &[u8]) -> Result<()> {
+        let bs = self.s.bs;
+        let end = off + data.len() as u64;
+        if data.is_empty() {
+            on.size = on.size.max(end);
+            return Ok(());
+        }
+        let a = off / bs * bs;
+        let b = end.div_ceil(bs) * bs;
+        let mut buf = self.read_obj(oid, on, a, b - a)?;
+        // Bytes past the object's end inside the block stay zero.
+        let keep = on.size.max(end);
+        if keep < b {
+            buf[(keep - a) as usize..].fill(0);
+        }
+        buf[(off - a) as usize..(end - a) as usize].copy_from_slice(data);
+        let small = b - a <= self.s.deferred_max;
+        if small {
+            if let Some(x) = on
+                .extents
+                .iter()
+                .find(|x| x.loff <= a && x.loff + x.len >= b)
+                .copied()
+            {
+                let mut blob = self.blob(x.blob)?;
+                if blob.refs == 1 {
+                    let boff = x.boff + (a - x.loff);
+                    for (i, chunk) in buf.chunks(bs as usize).enumerate() {
+                        let bi = (boff / bs) as usize + i;
+                        if let Some(c) = blob.csums.get_mut(bi) {
+                            *c = crc32c::crc32c(chunk);
+                        }
+                    }
+                    self.put_blob(x.blob, &blob);
+                    self.defer(blob.disk_off + boff, buf);
+                    on.size = on.size.max(end);
+                    return Ok(());
+                }
+            }
+        }
+        let pieces = self.alloc.alloc(b - a).ok_or(StoreError::NoSpace {
+            needed: b - a,
+            free: self.alloc.free_bytes(),
+        })?;
+        self.allocated.extend(pieces.iter().copied());
+        self.punch(on, a, b)?;
+        let mut lo = a;
+        for (doff, dlen) in pieces {
+            let part = &buf[(lo - a) as usize..(lo - a + dlen) as usize];
+            let id = *self.next_blob;
+            *self.next_blob += 1;
+            let csums = part.chunks(bs as usize).map(crc32c::crc32c).collect();
+            self.put_blob(
+                id,
+                &Blob {
+                    disk_off: doff,
+                    len: dlen,
+                    refs: 1,
+                    csums,
+                },
+            );
+            if small {
+                self.defer(doff, part.to_vec());
+            } else {
+                self.s.dev.write_all_at(part, doff).map_err(io)?;
+                self.wrote_data = true;
+            }
+            on.extents.push(Extent {
+                loff: lo,
+                len: dlen,
+                blob: id,
+                boff: 0,
+            });
+            lo += dlen;
+        }
+        on.extents.sort_by_key(|x| x.loff);
+        on.size = on.size.max(end);
+        Ok(())
+    }
+
+    fn defer(&mut self, disk_off: u64, bytes: Vec<u8>) {
+        let bs = self.s.bs as usize;
+        for (i, blk) in bytes.chunks(bs).enumerate() {
+            self.deferred
+                .insert(disk_off + (i * bs) as u64, Arc::new(blk.to_vec()));
+        }
+        let seq = *self.next_seq;
+        *self.next_seq += 1;
+        self.records
+            .push((u64_key(T_DEFERRED, seq), disk_off, bytes));
+    }
+
+    /// Zero `[off, off + len)`: whole blocks become holes, partial ones are
+    /// rewritten.
+    fn zero(&mut self, oid: &ObjectId, on: &mut Onode, off: u64, len: u64) -> Result<()> {
+        let bs = self.s.bs;
+        let end = off + len;
+        let (a, b) = (off.div_ceil(bs) * bs, end / bs * bs);
+        if a < b {
+            self.punch(on, a, b)?;
+            let head = (off, a - off);
+            let tail = (b, end - b);
+            for (o, l) in [head, tail] {
+                if l > 0 && o < on.size {
+                    let l = l.min(on.size - o);
+                    self.write(oid, on, o, &vec![0; l as usize])?;
+                }
+            }
+        } else if off < on.size {
+            let l = len.min(on.size - off);
+            self.write(oid, on, off, &vec![0; l as usize])?;
+        }
+        on.size = on.size.max(end);
+        Ok(())
+    }
+
+    fn truncate(&mut self, oid: &ObjectId, on: &mut Onode, size: u64) -> Result<()> {
+        let bs = self.s.bs;
+        if size < on.size {
+            let cut = size.div_ceil(bs) * bs;
+            self.punch(on, cut, u64::MAX)?;
+            if size < cut && size < on.size {
+                let l = cut.min(on.size) - size;
+                self.write(oid, on, size, &vec![0; l as usize])?;
+            }
+        }
+        on.size = size;
+        Ok(())
+    }
+
+    fn remove_obj(&mut self, c: CollectionId, o: &ObjectId, on: &Onode) -> Result<()> {
+        for x in &on.extents {
+            self.refs(x.blob, -1)?;
+        }
+        let p = omap_prefix(c, o);
+        for (k, _) in self.scan(&p, &prefix_end(&p))? {
+            self.del(k);
+        }
+        self.del(onode_key(c, o));
+        Ok(())
+    }
+
+    fn obj(&self, c: CollectionId, o: &ObjectId, create: bool) -> Result<Onode> {
+        self.need_coll(c)?;
+        match self.onode(c, o)? {
+            Some(on) => Ok(on),
+            None if create => Ok(Onode::default()),
+            None => Err(StoreError::NoObject {
+                coll: c,
+                oid: o.clone(),
+            }),
+        }
+    }
+
+    fn save(&mut self, c: CollectionId, o: &ObjectId, on: &Onode) {
+        self.put(onode_key(c, o), on.encode());
+    }
+
+    fn op(&mut self, op: &Op) -> Result<()> {
+        let max = self.s.limits.object_size_max;
+        match op {
+            Op::CreateCollection(c) => {
+                if self.get(&coll_prefix(T_COLL, *c))?.is_some() {
+                    return Err(StoreError::CollectionExists(*c));
+                }
+                self.put(coll_prefix(T_COLL, *c), Vec::new());
+            }
+            Op::RemoveCollection(c) => {
+                self.need_coll(*c)?;
+                let p = coll_prefix(T_ONODE, *c);
+                if !self.scan(&p, &prefix_end(&p))?.is_empty() {
+                    return Err(StoreError::CollectionNotEmpty(*c));
+                }
+                let r = coll_prefix(T_RECORD, *c);
+                for (k, _) in self.scan(&r, &prefix_end(&r))? {
+                    self.del(k);
+                }
+                self.del(coll_prefix(T_COLL, *c));
+            }
+            Op::Touch(c, o) => {
+                let on = self.obj(*c, o, true)?;
+                self.save(*c, o, &on);
+            }
+            Op::Write {
+                coll,
+                oid,
+                offset,
+                data,
+            } => {
+                let mut on = self.obj(*coll, oid, true)?;
+                self.write(oid, &mut on, *offset, data)?;
+                self.save(*coll, oid, &on);
+            }
+            Op::WriteFull { coll, oid, data } => {
+                let mut on = self.obj(*coll, oid, true)?;
+                self.punch(&mut on, 0, u64::MAX)?;
+                on.size = 0;
+                self.write(oid, &mut on, 0, data)?;
+                self.save(*coll, oid, &on);
+            }
+            Op::Zero {
+                coll,
+                oid,
+                offset,
+                len,
+            } => {
+                let mut on = self.obj(*coll, oid, true)?;
+                self.zero(oid, &mut on, *offset, *len)?;
+                self.save(*coll, oid, &on);
+            }
+            Op::Truncate { coll, oid, size } => {
+                if *size > max {
+                    return Err(StoreError::TooLarge(format!(
+                        "object of {size} bytes (limit {max})"
+                    )));
+                }
+                let mut on = self.obj(*coll, oid, true)?;
+                self.truncate(oid, &mut on, *size)?;
+                self.save(*coll, oid, &on);
+            }
+            Op::Remove(c, o) => {
+                let on = self.obj(*c, o, false)?;
+                self.remove_obj(*c, o, &on)?;
+            }
+            Op::Clone { coll, src, dst } => {
+                let on = self.obj(*coll, src, false)?;
+                if src == dst {
+                    return Ok(());
+                }
+                if let Some(old) = self.onode(*coll, dst)? {
+                    self.remove_obj(*coll, dst, &old)?;
+                }
+                for x in &on.extents {
+                    self.refs(x.blob, 1)?;
+                }
+                let (sp, dp) = (omap_prefix(*coll, src), omap_prefix(*coll, dst));
+                for (k, v) in self.scan(&sp, &prefix_end(&sp))? {
+                    let mut nk = dp.clone();
+                    nk.extend_from_slice(&k[sp.len()..]);
+                    self.put(nk, v);
+                }
+                self.save(*coll, dst, &on);
+            }
+            Op::SetAttrs { coll, oid, attrs } => {
+                let mut on = self.obj(*coll, oid, true)?;
+                for (k, v) in attrs {
+                    on.attrs.insert(k.clone(), v.clone());
+                }
+                self.save(*coll, oid, &on);
+            }
+            Op::RmAttr { coll, oid, name } => {
+                let mut on = self.obj(*coll, oid, false)?;
+                if on.attrs.remove(name).is_none() {
+                    return Err(StoreError::NoAttr {
+                        oid: oid.clone(),
+                        name: name.clone(),
+                    });
+                }
+                self.save(*coll, oid, &on);
+            }
+            Op::OmapSetKeys { coll, oid, kvs } => {
+                let on = self.obj(*coll, oid, true)?;
+                self.save(*coll, oid, &on);
+                let p = omap_prefix(*coll, oid);
+                for (k, v) in kvs {
+                    let mut key = p.clone();
+                    key.extend_from_slice(k);
+                    self.put(key, v.clone());
+                }
+            }
+            Op::OmapRmKeys { coll, oid, keys } => {
+                self.obj(*coll, oid, false)?;
+                let p = omap_prefix(*coll, oid);
+                for k in keys {
+                    let mut key = p.clone();
+                    key.extend_from_slice(k);
+                    self.del(key);
+                }
+            }
+            Op::OmapRmRange {
+                coll,
+                oid,
+                start,
+                end,
+            } => {
+                self.obj(*coll, oid, false)?;
+                let p = omap_prefix(*coll, oid);
+                let (mut s, mut e) = (p.clone(), p);
+                s.extend_from_slice(start);
+                e.extend_from_slice(end);
+                for (k, _) in self.scan(&s, &e)? {
+                    self.del(k);
+                }
+            }
+            Op::OmapClear(c, o) => {
+                let mut on = self.obj(*c, o, false)?;
+                let p = omap_prefix(*c, o);
+                for (k, _) in self.scan(&p, &prefix_end(&p))? {
+                    self.del(k);
+                }
+                on.header.clear();
+                self.save(*c, o, &on);
+            }
+            Op::OmapSetHeader { coll, oid, header } => {
+                let mut on = self.obj(*coll, oid, true)?;
+                on.header = header.clone();
+                self.save(*coll, oid, &on);
+            }
+            Op::SetRecord { coll, key, value } => {
+                self.need_coll(*coll)?;
+                self.put(record_key(*coll, key), value.clone());
+            }
+            Op::RmRecord { coll, key } => {
+                self.need_coll(*coll)?;
+                self.del(record_key(*coll, key));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,752 @@
+//! `BlockStore`: the BlueStore-style store. Object data lives on one large
+//! file used as a block device, with the store's own allocator; metadata
+//! (onodes with extent maps and xattrs, blobs with checksums, omap,
+//! records, the free-space map, deferred writes) lives in the KV store.
+//!
+//! Assumptions about the medium: `pwrite` followed by `fdatasync` makes
+//! data durable; a KV batch commits atomically and durably (see `kv`).
+//!
+//! Write path (one committer thread, group commit): transactions queued
+//! by any thread are prepared in batches. Large writes go to newly
+//! allocated space (copy-on-write) and are synced once per batch before
+//! the batch's single KV commit makes them visible: no double write.
+//! Writes of at most `deferred_max` bytes are committed in the KV as
+//! deferred records (in place when they overwrite an unshared extent) and
+//! written to the device right after the commit; a crash in between is
+//! repaired at mount by replaying the records.
+//!
+//! Invariants: space freed by a batch stays unallocatable until the next
+//! batch has committed (so a crash can never expose metadata pointing at
+//! reused space, and no deferred record can land on reused space); every
+//! block of every blob has a crc32c checked on every read; bytes past an
+//! object's size inside its last block are zero.
+
+pub mod alloc;
+pub mod codec;
+mod commit;
+
+use crate::error::{Result, StoreError};
+use crate::kv::{FjallKv, Kv, KvOp};
+use crate::store::{Commit, Completer, ObjectStore};
+use crate::txn::Transaction;
+use crate::types::{CollectionId, Limits, ObjectId, ObjectStat, StoreStats};
+use alloc::Allocator;
+use codec::*;
+use commit::Committer;
+use std::collections::{BTreeMap, HashMap};
+use std::fs::{File, OpenOptions};
+use std::ops::Range;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{self, Sender};
+use std::sync::{Arc, Mutex, RwLock};
+use std::thread::JoinHandle;
+
+/// Device file name inside the store directory.
+pub const BLOCK_FILE: &str = "block";
+/// KV directory name inside the store directory.
+pub const KV_DIR: &str = "kv";
+const MAGIC: &[u8] = b"loligo-blockstore-v1";
+
+/// How a store is laid out (fixed at mkfs) and tuned (may change at mount).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockConfig {
+    /// Bytes of the block file (mkfs only).
+    pub size: u64,
+    /// Allocation and checksum unit (mkfs only; a power of two >= 512).
+    pub block_size: u64,
+    /// Writes of at most this many bytes go through the KV (deferred).
+    pub deferred_max: u64,
+    /// Most transactions in one group commit.
+    pub batch_max: usize,
+    pub limits: Limits,
+}
+
+impl Default for BlockConfig {
+    fn default() -> BlockConfig {
+        BlockConfig {
+            size: 1 << 30,
+            block_size: 4096,
+            deferred_max: 32 << 10,
+            batch_max: 128,
+            limits: Limits::default(),
+        }
+    }
+}
+
+fn io(e: impl std::fmt::Display) -> StoreError {
+    StoreError::Io(e.to_string())
+}
+
+struct Shared {
+    kv: FjallKv,
+    dev: File,
+    size: u64,
+    bs: u64,
+    deferred_max: u64,
+    limits: Limits,
+    /// Readers hold it shared while they read metadata and data; the
+    /// committer holds it exclusively while it commits and while it moves
+    /// deferred data to the device.
+    view: RwLock<()>,
+    /// Deferred block contents committed but not yet on the device.
+    deferred: Mutex<HashMap<u64, Arc<Vec<u8>>>>,
+    free_bytes: AtomicU64,
+    csum_errors: AtomicU64,
+    failed: AtomicBool,
+}
+
+type Job = (Transaction, Completer);
+
+/// The BlueStore-style store. Dropping it stops the committer after the
+/// queued transactions.
+pub struct BlockStore {
+    shared: Arc<Shared>,
+    tx: Mutex<Option<Sender<Job>>>,
+    committer: Mutex<Option<JoinHandle<()>>>,
+    dir: PathBuf,
+}
+
+impl BlockStore {
+    /// Create a new store in `dir` (which must not hold one already).
+    pub fn mkfs(dir: &Path, cfg: &BlockConfig) -> Result<()> {
+        if !cfg.block_size.is_power_of_two() || cfg.block_size < 512 || cfg.block_size > 1 << 20 {
+            return Err(StoreError::Invalid(format!(
+                "block size {} must be a power of two in 512..=1MiB",
+                cfg.block_size
+            )));
+        }
+        if cfg.size < 16 * cfg.block_size {
+            return Err(StoreError::Invalid(format!(
+                "device of {} bytes is too small",
+                cfg.size
+            )));
+        }
+        std::fs::create_dir_all(dir).map_err(io)?;
+        let bpath = dir.join(BLOCK_FILE);
+        if bpath.exists() {
+            return Err(StoreError::Invalid(format!(
+                "{} already holds a store",
+                dir.display()
+            )));
+        }
+        let size = cfg.size / cfg.block_size * cfg.block_size;
+        let f = OpenOptions::new()
+            .create_new(true)
+            .read(true)
+            .write(true)
+            .open(&bpath)
+            .map_err(io)?;
+        f.set_len(size).map_err(io)?;
+        f.sync_all().map_err(io)?;
+        let kv = FjallKv::open(&dir.join(KV_DIR))?;
+        let mut sup = Enc::default();
+        sup.bytes(MAGIC).var(size).var(cfg.block_size);
+        let mut free = Enc::default();
+        free.var(size);
+        kv.commit(
+            vec![
+                KvOp::Put(vec![T_SUPER], sup.0),
+                KvOp::Put(u64_key(T_FREE, 0), free.0),
+                KvOp::Put(vec![T_IDS], ids(1, 1)),
+            ],
+            true,
+        )?;
+        Ok(())
+    }
+
+    /// Open the store in `dir`: replay deferred writes, start the committer.
+    pub fn mount(dir: &Path, cfg: &BlockConfig) -> Result<BlockStore> {
+        let kv = FjallKv::open(&dir.join(KV_DIR))?;
+        let sup = kv
+            .get(&[T_SUPER])?
+            .ok_or_else(|| StoreError::Corrupt(format!("no superblock in {}", dir.display())))?;
+        let mut d = Dec::new(&sup);
+        if d.bytes()? != MAGIC {
+            return Err(StoreError::Corrupt("not a loligo block store".into()));
+        }
+        let size = d.var()?;
+        let bs = d.var()?;
+        let dev = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(dir.join(BLOCK_FILE))
+            .map_err(io)?;
+        if dev.metadata().map_err(io)?.len() < size {
+            return Err(StoreError::Corrupt(
+                "block file is shorter than the superblock says".into(),
+            ));
+        }
+        let (mut next_blob, mut next_seq) = match kv.get(&[T_IDS])? {
+            Some(v) => {
+                let mut d = Dec::new(&v);
+                (d.var()?, d.var()?)
+            }
+            None => return Err(StoreError::Corrupt("no id record".into())),
+        };
+        // Replay deferred writes a crash left behind, then drop them.
+        let mut replayed = Vec::new();
+        for (k, v) in kv.scan(&[T_DEFERRED], Some(&[T_DEFERRED + 1]), usize::MAX)? {
+            let mut d = Dec::new(&v);
+            let off = d.var()?;
+            let bytes = d.bytes()?;
+            dev.write_all_at(bytes, off).map_err(io)?;
+            next_seq = next_seq.max(decode_u64_key(&k)? + 1);
+            replayed.push(KvOp::Delete(k));
+        }
+        if !replayed.is_empty() {
+            dev.sync_data().map_err(io)?;
+            kv.commit(replayed, true)?;
+        }
+        for (k, _) in kv.scan(&[T_BLOB], Some(&[T_BLOB + 1]), usize::MAX)? {
+            next_blob = next_blob.max(decode_u64_key(&k)? + 1);
+        }
+        let mut free = Vec::new();
+        for (k, v) in kv.scan(&[T_FREE], Some(&[T_FREE + 1]), usize::MAX)? {
+            free.push((decode_u64_key(&k)?, Dec::new(&v).var()?));
+        }
+        let alloc = Allocator::load(free);
+        let shared = Arc::new(Shared {
+            kv,
+            dev,
+            size,
+            bs,
+            deferred_max: cfg.deferred_max.max(bs) / bs * bs,
+            limits: cfg.limits,
+            view: RwLock::new(()),
+            deferred: Mutex::new(HashMap::new()),
+            free_bytes: AtomicU64::new(alloc.free_bytes()),
+            csum_errors: AtomicU64::new(0),
+            failed: AtomicBool::new(false),
+        });
+        let (tx, rx) = mpsc::channel::<Job>();
+        let mut c = Committer {
+            s: shared.clone(),
+            alloc,
+            quarantine: Vec::new(),
+            next_blob,
+            next_seq,
+            delete_next: Vec::new(),
+            batch_max: cfg.batch_max.max(1),
+        };
+        let handle = std::thread::Builder::new()
+            .name("loligo-store-commit".into())
+            .spawn(move || c.run(rx))
+            .map_err(io)?;
+        Ok(BlockStore {
+            shared,
+            tx: Mutex::new(Some(tx)),
+            committer: Mutex::new(Some(handle)),
+            dir: dir.to_path_buf(),
+        })
+    }
+
+    /// Blocks whose checksum did not match since mount.
+    pub fn checksum_errors(&self) -> u64 {
+        self.shared.csum_errors.load(Ordering::Relaxed)
+    }
+
+    /// The directory the store lives in.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Check the store's consistency (see [`FsckReport`]); `deep` also
+    /// reads every allocated block and checks its checksum.
+    pub fn fsck(&self, deep: bool) -> Result<FsckReport> {
+        let _g = self.shared.view.write().map_err(|_| StoreError::Closed)?;
+        fsck(&self.shared, deep)
+    }
+
+    /// The device offset of a data block of an object (for tests that
+    /// corrupt data on purpose).
+    pub fn data_location(&self, c: CollectionId, o: &ObjectId, off: u64) -> Result<Option<u64>> {
+        let s = &self.shared;
+        let Some(on) = get_onode(&s.kv, c, o)? else {
+            return Ok(None);
+        };
+        for x in &on.extents {
+            if off >= x.loff && off < x.loff + x.len {
+                let b = get_blob(&s.kv, x.blob)?;
+                return Ok(Some(b.disk_off + x.boff + (off - x.loff)));
+            }
+        }
+        Ok(None)
+    }
+
+    fn read_block(&self, disk_off: u64) -> Result<Arc<Vec<u8>>> {
+        read_block(&self.shared, &HashMap::new(), disk_off)
+    }
+}
+
+impl Drop for BlockStore {
+    fn drop(&mut self) {
+        if let Ok(mut tx) = self.tx.lock() {
+            tx.take();
+        }
+        if let Ok(mut h) = self.committer.lock() {
+            if let Some(h) = h.take() {
+                let _ = h.join();
+            }
+        }
+    }
+}
+
+fn ids(blob: u64, seq: u64) -> Vec<u8> {
+    let mut e = Enc::default();
+    e.var(blob).var(seq);
+    e.0
+}
+
+fn get_onode(kv: &dyn Kv, c: CollectionId, o: &ObjectId) -> Result<Option<Onode>> {
+    kv.get(&onode_key(c, o))?
+        .map(|v| Onode::decode(&v))
+        .transpose()
+}
+
+fn get_blob(kv: &dyn Kv, id: u64) -> Result<Blob> {
+    let v = kv
+        .get(&u64_key(T_BLOB, id))?
+        .ok_or_else(|| StoreError::Corrupt(format!("blob {id} is referenced but missing")))?;
+    Blob::decode(&v)
+}
+
+/// One device block: pending deferred data first, else the device.
+fn read_block(
+    s: &Shared,
+    pending: &HashMap<u64, Arc<Vec<u8>>>,
+    disk_off: u64,
+) -> Result<Arc<Vec<u8>>> {
+    if let Some(b) = pending.get(&disk_off) {
+        return Ok(b.clone());
+    }
+    if let Some(b) = s
+        .deferred
+        .lock()
+        .map_err(|_| StoreError::Closed)?
+        .get(&disk_off)
+    {
+        return Ok(b.clone());
+    }
+    let mut buf = vec![0u8; s.bs as usize];
+    s.dev.read_exact_at(&mut buf, disk_off).map_err(io)?;
+    Ok(Arc::new(buf))
+}
+
+/// Logical bytes `[off, off + len)` of an object (zeros for holes and
+/// past the end), checking every block's checksum.
+fn read_logical(
+    s: &Shared,
+    oid: &ObjectId,
+    on: &Onode,
+    off: u64,
+    len: u64,
+    blob: &mut dyn FnMut(u64) -> Result<Blob>,
+    block: &mut dyn FnMut(u64) -> Result<Arc<Vec<u8>>>,
+) -> Result<Vec<u8>> {
+    let mut out = vec![0u8; len as usize];
+    let end = off + len;
+    for x in &on.extents {
+        let (xs, xe) = (x.loff, x.loff + x.len);
+        if xe <= off || xs >= end {
+            continue;
+        }
+        let b = blob(x.blob)?;
+        let (s0, e0) = (xs.max(off), xe.min(end));
+        // Whole checksum blocks covering [s0, e0) within the blob.
+        let first = (x.boff + (s0 - xs)) / s.bs;
+        let last = (x.boff + (e0 - xs) - 1) / s.bs;
+        for bi in first..=last {
+            let data = block(b.disk_off + bi * s.bs)?;
+            let want = b.csums.get(bi as usize).copied();
+            if want != Some(crc32c::crc32c(&data)) {
+                s.csum_errors.fetch_add(1, Ordering::Relaxed);
+                let logical = xs + (bi * s.bs).saturating_sub(x.boff);
+                return Err(StoreError::Checksum {
+                    oid: oid.clone(),
+                    offset: logical,
+                });
+            }
+            // This block's bytes map to logical [ls, le).
+            let bstart = bi * s.bs; // within blob
+            let ls = xs as i128 + bstart as i128 - x.boff as i128;
+            let from = (s0 as i128).max(ls);
+            let to = (e0 as i128).min(ls + s.bs as i128);
+            if from >= to {
+                continue;
+            }
+            let src = (from - ls) as usize..(to - ls) as usize;
+            let dst = (from - off as i128) as usize..(to - off as i128) as usize;
+            out[dst].copy_from_slice(&data[src]);
+        }
+    }
+    Ok(out)
+}
+
+/// What `fsck` found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FsckReport {
+    pub onodes: u64,
+    pub blobs: u64,
+    pub omap_keys: u64,
+    pub used_bytes: u64,
+    pub free_bytes: u64,
+    /// Blocks whose checksum was verified (deep only).
+    pub blocks_checked: u64,
+    /// Everything wrong, one line each; empty when clean.
+    pub errors: Vec<String>,
+}
+
+fn fsck(s: &Shared, deep: bool) -> Result<FsckReport> {
+    let mut r = FsckReport::default();
+    let all = |t: u8| s.kv.scan(&[t], Some(&[t + 1]), usize::MAX);
+    let colls: Vec<CollectionId> = all(T_COLL)?
+        .iter()
+        .map(|(k, _)| decode_coll(k))
+        .collect::<Result<_>>()?;
+    let mut blobs: BTreeMap<u64, Blob> = BTreeMap::new();
+    for (k, v) in all(T_BLOB)? {
+        blobs.insert(decode_u64_key(&k)?, Blob::decode(&v)?);
+    }
+    r.blobs = blobs.len() as u64;
+    let mut refs: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut onodes: std::collections::BTreeSet<Vec<u8>> = Default::default();
+    for (k, v) in all(T_ONODE)? {
+        r.onodes += 1;
+        let c = decode_coll(&k)?;
+        let (oid, _) = decode_object(&k, 14)?;
+        if !colls.contains(&c) {
+            r.errors
+                .push(format!("object {oid} in missing collection {c}"));
+        }
+        let on = Onode::decode(&v)?;
+        let mut prev_end = 0;
+        for x in &on.extents {
+            *refs.entry(x.blob).or_default() += 1;
+            if x.loff < prev_end {
+                r.errors
+                    .push(format!("{c}/{oid}: overlapping extents at {}", x.loff));
+            }
+            prev_end = x.loff + x.len;
+            match blobs.get(&x.blob) {
+                None => r.errors.push(format!(
+                    "{c}/{oid}: extent refers to missing blob {}",
+                    x.blob
+                )),
+                Some(b) if x.boff + x.len > b.len => r
+                    .errors
+                    .push(format!("{c}/{oid}: extent past the end of blob {}", x.blob)),
+                _ => {}
+            }
+        }
+        if prev_end > on.size.div_ceil(s.bs) * s.bs {
+            r.errors
+                .push(format!("{c}/{oid}: extents past the object's size"));
+        }
+        let mut p = k.clone();
+        p[0] = T_OMAP;
+        onodes.insert(p);
+    }
+    for (k, _) in all(T_OMAP)? {
+        r.omap_keys += 1;
+        let (_, end) = decode_object(&k, 14)?;
+        if !onodes.contains(&k[..end]) {
+            r.errors.push("omap key of a missing object".to_string());
+        }
+    }
+    for (k, _) in all(T_RECORD)? {
+        let c = decode_coll(&k)?;
+        if !colls.contains(&c) {
+            r.errors.push(format!("record of missing collection {c}"));
+        }
+    }
+    // Space: blobs and free extents tile the device exactly.
+    let mut spans: Vec<(u64, u64, String)> = Vec::new();
+    for (id, b) in &blobs {
+        let n = refs.get(id).copied().unwrap_or(0);
+        if n != b.refs {
+            r.errors.push(format!(
+                "blob {id}: {} references recorded, {n} found",
+                b.refs
+            ));
+        }
+        if b.csums.len() as u64 != b.len / s.bs {
+            r.errors.push(format!(
+                "blob {id}: {} checksums for {} bytes",
+                b.csums.len(),
+                b.len
+            ));
+        }
+        r.used_bytes += b.len;
+        spans.push((b.disk_off, b.len, format!("blob {id}")));
+    }
+    for (k, v) in all(T_FREE)? {
+        let (off, len) = (decode_u64_key(&k)?, Dec::new(&v).var()?);
+        r.free_bytes += len;
+        spans.push((off, len, "free extent".to_string()));
+    }
+    spans.sort();
+    let mut at = 0;
+    for (off, len, what) in &spans {
+        if *off < at {
+            r.errors
+                .push(format!("{what} at {off} overlaps the previous allocation"));
+        } else if *off > at {
+            r.errors.push(format!(
+                "{} bytes at {at} are neither free nor used (leaked)",
+                off - at
+            ));
+        }
+        at = at.max(off + len);
+    }
+    if at != s.size {
+        r.errors
+            .push(format!("allocations end at {at}, device is {}", s.size));
+    }
+    if !all(T_DEFERRED)?.is_empty() {
+        // Fine while running; listed so an offline fsck shows pending work.
+    }
+    if deep {
+        let none = HashMap::new();
+        for (id, b) in &blobs {
+            for (i, &want) in b.csums.iter().enumerate() {
+                let data = read_block(s, &none, b.disk_off + i as u64 * s.bs)?;
+                r.blocks_checked += 1;
+                if crc32c::crc32c(&data) != want {
+                    r.errors
+                        .push(format!("blob {id} block {i}: checksum mismatch"));
+                }
+            }
+        }
+    }
+    Ok(r)
+}
+
+impl ObjectStore for BlockStore {
+    fn limits(&self) -> &Limits {
+        &self.shared.limits
+    }
+
+    fn queue_transaction(&self, t: Transaction) -> Commit {
+        let (commit, done) = Commit::pending();
+        match self.tx.lock() {
+            Ok(g) => match g.as_ref() {
+                Some(tx) => {
+                    // A send error drops the completer, which reports Closed.
+                    let _ = tx.send((t, done));
+                }
+                None => done.complete(Err(StoreError::Closed)),
+            },
+            Err(_) => done.complete(Err(StoreError::Closed)),
+        }
+        commit
+    }
+
+    fn collections(&self) -> Result<Vec<CollectionId>> {
+        let _g = self.shared.view.read().map_err(|_| StoreError::Closed)?;
+        self.shared
+            .kv
+            .scan(&[T_COLL], Some(&[T_COLL + 1]), usize::MAX)?
+            .iter()
+            .map(|(k, _)| decode_coll(k))
+            .collect()
+    }
+
+    fn collection_exists(&self, c: CollectionId) -> Result<bool> {
+        let _g = self.shared.view.read().map_err(|_| StoreError::Closed)?;
+        Ok(self.shared.kv.get(&coll_prefix(T_COLL, c))?.is_some())
+    }
+
+    fn exists(&self, c: CollectionId, o: &ObjectId) -> Result<bool> {
+        let _g = self.shared.view.read().map_err(|_| StoreError::Closed)?;
+        self.need_coll(c)?;
+        Ok(self.shared.kv.get(&onode_key(c, o))?.is_some())
+    }
+
+    fn stat(&self, c: CollectionId, o: &ObjectId) -> Result<ObjectStat> {
+        let _g = self.shared.view.read().map_err(|_| StoreError::Closed)?;
+        Ok(ObjectStat {
+            size: self.onode(c, o)?.size,
+        })
+    }
+
+    fn read(&self, c: CollectionId, o: &ObjectId, extents: &[(u64, u64)]) -> Result<Vec<Vec<u8>>> {
+        let _g = self.shared.view.read().map_err(|_| StoreError::Closed)?;
+        let on = self.onode(c, o)?;
+        let s = &self.shared;
+        extents
+            .iter()
+            .map(|&(off, len)| {
+                let st = off.min(on.size);
+                let e = off.saturating_add(len).min(on.size);
+                read_logical(
+                    s,
+                    o,
+                    &on,
+                    st,
+                    e - st,
+                    &mut |id| get_blob(&s.kv, id),
+                    &mut |d| self.read_block(d),
+                )
+            })
+            .collect()
+    }
+
+    fn getattr(&self, c: CollectionId, o: &ObjectId, name: &str) -> Result<Vec<u8>> {
+        let _g = self.shared.view.read().map_err(|_| StoreError::Closed)?;
+        self.onode(c, o)?
+            .attrs
+            .remove(name)
+            .ok_or_else(|| StoreError::NoAttr {
+                oid: o.clone(),
+                name: name.to_string(),
+            })
+    }
+
+    fn getattrs(&self, c: CollectionId, o: &ObjectId) -> Result<BTreeMap<String, Vec<u8>>> {
+        let _g = self.shared.view.read().map_err(|_| StoreError::Closed)?;
+        Ok(self.onode(c, o)?.attrs)
+    }
+
+    fn omap_header(&self, c: CollectionId, o: &ObjectId) -> Result<Vec<u8>> {
+        let _g = self.shared.view.read().map_err(|_| StoreError::Closed)?;
+        Ok(self.onode(c, o)?.header)
+    }
+
+    fn omap_get(
+        &self,
+        c: CollectionId,
+        o: &ObjectId,
+        keys: &[Vec<u8>],
+    ) -> Result<BTreeMap<Vec<u8>, Vec<u8>>> {
+        let _g = self.shared.view.read().map_err(|_| StoreError::Closed)?;
+        self.onode(c, o)?;
+        let p = omap_prefix(c, o);
+        let mut out = BTreeMap::new();
+        for k in keys {
+            let mut key = p.clone();
+            key.extend_from_slice(k);
+            if let Some(v) = self.shared.kv.get(&key)? {
+                out.insert(k.clone(), v);
+            }
+        }
+        Ok(out)
+    }
+
+    fn omap_range(
+        &self,
+        c: CollectionId,
+        o: &ObjectId,
+        start: &[u8],
+        end: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let _g = self.shared.view.read().map_err(|_| StoreError::Closed)?;
+        self.onode(c, o)?;
+        let p = omap_prefix(c, o);
+        let mut s = p.clone();
+        s.extend_from_slice(start);
+        let e = match end {
+            Some(e) => {
+                let mut k = p.clone();
+                k.extend_from_slice(e);
+                k
+            }
+            None => prefix_end(&p),
+        };
+        Ok(self
+            .shared
+            .kv
+            .scan(&s, Some(&e), limit)?
+            .into_iter()
+            .map(|(k, v)| (k[p.len()..].to_vec(), v))
+            .collect())
+    }
+
+    fn list_range(
+        &self,
+        c: CollectionId,
+        hashes: Range<u64>,
+        start: Option<&ObjectId>,
+        limit: usize,
+    ) -> Result<(Vec<ObjectId>, Option<ObjectId>)> {
+        let _g = self.shared.view.read().map_err(|_| StoreError::Closed)?;
+        self.need_coll(c)?;
+        if hashes.start > u64::from(u32::MAX) || hashes.start >= hashes.end {
+            return Ok((Vec::new(), None));
+        }
+        let lo = ObjectId::new(hashes.start as u32, "");
+        let from = match start {
+            Some(s) if *s > lo => s.clone(),
+            _ => lo,
+        };
+        let p = coll_prefix(T_ONODE, c);
+        let end = prefix_end(&p);
+        let mut k = p.clone();
+        push_object(&mut k, &from);
+        let want = limit.saturating_add(1);
+        let mut out = Vec::new();
+        for (key, _) in self.shared.kv.scan(&k, Some(&end), want)? {
+            let (oid, _) = decode_object(&key, p.len())?;
+            if u64::from(oid.hash) >= hashes.end {
+                break;
+            }
+            out.push(oid);
+        }
+        let next = if out.len() > limit { out.pop() } else { None };
+        Ok((out, next))
+    }
+
+    fn record(&self, c: CollectionId, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let _g = self.shared.view.read().map_err(|_| StoreError::Closed)?;
+        self.need_coll(c)?;
+        self.shared.kv.get(&record_key(c, key))
+    }
+
+    fn records(
+        &self,
+        c: CollectionId,
+        start: &[u8],
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let _g = self.shared.view.read().map_err(|_| StoreError::Closed)?;
+        self.need_coll(c)?;
+        let p = coll_prefix(T_RECORD, c);
+        let mut s = p.clone();
+        s.extend_from_slice(start);
+        Ok(self
+            .shared
+            .kv
+            .scan(&s, Some(&prefix_end(&p)), limit)?
+            .into_iter()
+            .map(|(k, v)| (k[p.len()..].to_vec(), v))
+            .collect())
+    }
+
+    fn statfs(&self) -> Result<StoreStats> {
+        let free = self.shared.free_bytes.load(Ordering::Relaxed);
+        Ok(StoreStats {
+            total: self.shared.size,
+            used: self.shared.size.saturating_sub(free),
+            free,
+        })
+    }
+}
+
+impl BlockStore {
+    fn need_coll(&self, c: CollectionId) -> Result<()> {
+        match self.shared.kv.get(&coll_prefix(T_COLL, c))? {
+            Some(_) => Ok(()),
+            None => Err(StoreError::NoCollection(c)),
+        }
+    }
+
+    fn onode(&self, c: CollectionId, o: &ObjectId) -> Result<Onode> {
+        self.need_coll(c)?;
+        get_onode(&self.shared.kv, c, o)?.ok_or_else(|| StoreError::NoObject {
+            coll: c,
+            oid: o.clone(),
+        })
+    }
+}

@@ -1,0 +1,100 @@
+//! The narrow key-value interface the block store keeps its metadata in,
+//! and its implementation on fjall (an LSM tree with a write-ahead
+//! journal). Another engine can be measured by implementing [`Kv`].
+//!
+//! Assumptions about the engine: a batch commits atomically (all keys or
+//! none, also across a crash); with `sync` the batch is durable when
+//! `commit` returns; reads see every committed batch.
+
+use crate::error::{Result, StoreError};
+use std::path::Path;
+
+/// One change in a batch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KvOp {
+    Put(Vec<u8>, Vec<u8>),
+    Delete(Vec<u8>),
+}
+
+/// An ordered byte-key store with atomic batches.
+pub trait Kv: Send + Sync {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>>;
+    /// Pairs with `start <= key < end` (`end: None` = no bound), in key
+    /// order, at most `limit`.
+    fn scan(
+        &self,
+        start: &[u8],
+        end: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>>;
+    /// Apply a batch atomically; durable on return when `sync`.
+    fn commit(&self, batch: Vec<KvOp>, sync: bool) -> Result<()>;
+}
+
+fn io(e: impl std::fmt::Display) -> StoreError {
+    StoreError::Io(format!("kv: {e}"))
+}
+
+/// [`Kv`] on one fjall keyspace.
+pub struct FjallKv {
+    db: fjall::Database,
+    ks: fjall::Keyspace,
+}
+
+impl FjallKv {
+    /// Open (or create) the database in `dir`.
+    pub fn open(dir: &Path) -> Result<FjallKv> {
+        let db = fjall::Database::builder(dir).open().map_err(io)?;
+        let ks = db
+            .keyspace("meta", fjall::KeyspaceCreateOptions::default)
+            .map_err(io)?;
+        Ok(FjallKv { db, ks })
+    }
+}
+
+impl Kv for FjallKv {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        Ok(self.ks.get(key).map_err(io)?.map(|v| v.to_vec()))
+    }
+
+    fn scan(
+        &self,
+        start: &[u8],
+        end: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let mut out = Vec::new();
+        if limit == 0 || end.is_some_and(|e| e <= start) {
+            return Ok(out);
+        }
+        let it = match end {
+            Some(e) => self.ks.range(start.to_vec()..e.to_vec()),
+            None => self.ks.range(start.to_vec()..),
+        };
+        for g in it {
+            let (k, v) = g.into_inner().map_err(io)?;
+            out.push((k.to_vec(), v.to_vec()));
+            if out.len() >= limit {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    fn commit(&self, batch: Vec<KvOp>, sync: bool) -> Result<()> {
+        if batch.is_empty() && !sync {
+            return Ok(());
+        }
+        let mut b = self.db.batch();
+        if sync {
+            b = b.durability(Some(fjall::PersistMode::SyncData));
+        }
+        for op in batch {
+            match op {
+                KvOp::Put(k, v) => b.insert(&self.ks, k, v),
+                KvOp::Delete(k) => b.remove(&self.ks, k),
+            }
+        }
+        b.commit().map_err(io)
+    }
+}

@@ -1,0 +1,243 @@
+//! The behavioural suite against `BlockStore`, plus what only a store on
+//! a device has: remount, corruption, a full disk, fsck, clone sharing.
+
+mod suite;
+use loligo_store::*;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A block store in a fresh directory, removed on drop.
+pub struct TempBlock {
+    pub store: Option<BlockStore>,
+    pub dir: PathBuf,
+    pub cfg: BlockConfig,
+}
+
+static N: AtomicU64 = AtomicU64::new(0);
+
+impl TempBlock {
+    pub fn new(cfg: BlockConfig) -> TempBlock {
+        let dir = std::env::temp_dir().join(format!(
+            "loligo-store-test-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        BlockStore::mkfs(&dir, &cfg).expect("mkfs");
+        let store = Some(BlockStore::mount(&dir, &cfg).expect("mount"));
+        TempBlock { store, dir, cfg }
+    }
+
+    pub fn small() -> TempBlock {
+        TempBlock::new(BlockConfig {
+            size: 64 << 20,
+            ..BlockConfig::default()
+        })
+    }
+
+    pub fn s(&self) -> &BlockStore {
+        self.store.as_ref().expect("mounted")
+    }
+
+    pub fn remount(&mut self) {
+        self.store = None;
+        self.store = Some(BlockStore::mount(&self.dir, &self.cfg).expect("remount"));
+    }
+}
+
+impl Drop for TempBlock {
+    fn drop(&mut self) {
+        self.store = None;
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl suite::AsStore for TempBlock {
+    fn as_store(&self) -> &dyn ObjectStore {
+        self.s()
+    }
+}
+
+store_suite!(TempBlock::small());
+
+fn clean(t: &TempBlock) {
+    let r = t.s().fsck(true).expect("fsck runs");
+    assert!(r.errors.is_empty(), "fsck: {:?}", r.errors);
+}
+
+#[test]
+fn survives_remount_and_fsck_is_clean() {
+    let mut t = TempBlock::small();
+    let s = t.s();
+    suite::random_against_model(s, 99, 100);
+    clean(&t);
+    let model = MemStore::new();
+    // Rebuild the model by copying everything visible.
+    let c = suite::c1();
+    let mut tx = Transaction::new();
+    tx.create_collection(c);
+    let (objs, _) = s.list(c, None, usize::MAX).unwrap();
+    for o in &objs {
+        tx.write_full(c, o, s.read(c, o, &[(0, u64::MAX)]).unwrap().remove(0));
+        tx.setattrs(c, o, s.getattrs(c, o).unwrap().into_iter().collect());
+        tx.omap_setkeys(c, o, s.omap_range(c, o, b"", None, usize::MAX).unwrap());
+        tx.omap_setheader(c, o, s.omap_header(c, o).unwrap());
+    }
+    for (k, v) in s.records(c, b"", usize::MAX).unwrap() {
+        tx.set_record(c, &k, v);
+    }
+    model.apply(tx).unwrap();
+    t.remount();
+    suite::same_state(t.s(), &model);
+    clean(&t);
+}
+
+#[test]
+fn corrupted_block_fails_only_its_object() {
+    let t = TempBlock::small();
+    let s = t.s();
+    let c = suite::c1();
+    let (a, b) = (suite::oid(1, "a"), suite::oid(2, "b"));
+    let mut tx = Transaction::new();
+    tx.create_collection(c)
+        .write_full(c, &a, vec![7u8; 256 << 10])
+        .write_full(c, &b, vec![9u8; 256 << 10]);
+    s.apply(tx).unwrap();
+    let at = s.data_location(c, &a, 100_000).unwrap().expect("allocated");
+    // Flip bytes in the device file under the store.
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(t.dir.join("block"))
+            .unwrap();
+        f.write_all_at(&[0xde, 0xad], at).unwrap();
+        f.sync_all().unwrap();
+    }
+    let s = t.s();
+    let before = s.checksum_errors();
+    match s.read(c, &a, &[(0, 256 << 10)]) {
+        Err(StoreError::Checksum { oid, offset }) => {
+            assert_eq!(oid, a);
+            assert_eq!(offset / 4096, 100_000 / 4096);
+        }
+        other => panic!("expected a checksum error, got {other:?}"),
+    }
+    assert_eq!(s.checksum_errors(), before + 1);
+    // Other ranges of the same object and other objects still read.
+    assert_eq!(s.read(c, &a, &[(0, 4096)]).unwrap()[0], vec![7u8; 4096]);
+    assert_eq!(
+        s.read(c, &b, &[(0, 256 << 10)]).unwrap()[0],
+        vec![9u8; 256 << 10]
+    );
+    let r = s.fsck(true).unwrap();
+    assert_eq!(r.errors.len(), 1, "{:?}", r.errors);
+}
+
+#[test]
+fn full_disk_is_an_error_and_the_store_stays_usable() {
+    let t = TempBlock::new(BlockConfig {
+        size: 4 << 20,
+        ..BlockConfig::default()
+    });
+    let s = t.s();
+    let c = suite::c1();
+    let mut tx = Transaction::new();
+    tx.create_collection(c)
+        .write_full(c, &suite::oid(1, "a"), vec![1u8; 3 << 20]);
+    s.apply(tx).unwrap();
+    let mut tx = Transaction::new();
+    tx.write_full(c, &suite::oid(2, "b"), vec![2u8; 2 << 20]);
+    assert!(matches!(s.apply(tx), Err(StoreError::NoSpace { .. })));
+    assert!(!s.exists(c, &suite::oid(2, "b")).unwrap());
+    clean(&t);
+    // Free space, then the same write fits (after the quarantine batch).
+    let mut tx = Transaction::new();
+    tx.remove(c, &suite::oid(1, "a"));
+    s.apply(tx).unwrap();
+    let mut tx = Transaction::new();
+    tx.touch(c, &suite::oid(3, "nudge"));
+    s.apply(tx).unwrap();
+    let mut tx = Transaction::new();
+    tx.write_full(c, &suite::oid(2, "b"), vec![2u8; 2 << 20]);
+    s.apply(tx).unwrap();
+    assert_eq!(
+        s.read(c, &suite::oid(2, "b"), &[(0, 10)]).unwrap()[0],
+        vec![2u8; 10]
+    );
+    clean(&t);
+}
+
+#[test]
+fn clone_shares_extents() {
+    let t = TempBlock::small();
+    let s = t.s();
+    let c = suite::c1();
+    let mut tx = Transaction::new();
+    tx.create_collection(c)
+        .write_full(c, &suite::oid(1, "a"), vec![1u8; 8 << 20]);
+    s.apply(tx).unwrap();
+    let used = s.statfs().unwrap().used;
+    let mut tx = Transaction::new();
+    for i in 0..5 {
+        tx.clone_object(c, &suite::oid(1, "a"), &suite::oid(2, &format!("c{i}")));
+    }
+    s.apply(tx).unwrap();
+    assert_eq!(s.statfs().unwrap().used, used, "clones cost metadata only");
+    clean(&t);
+}
+
+#[test]
+fn concurrent_writers_share_commits() {
+    let t = TempBlock::small();
+    let s = t.s();
+    let c = suite::c1();
+    let mut tx = Transaction::new();
+    tx.create_collection(c);
+    s.apply(tx).unwrap();
+    std::thread::scope(|sc| {
+        for w in 0..8u32 {
+            sc.spawn(move || {
+                for i in 0..25u32 {
+                    let mut tx = Transaction::new();
+                    tx.write(
+                        c,
+                        &suite::oid(w, &format!("w{w}")),
+                        u64::from(i) * 4096,
+                        vec![w as u8; 4096],
+                    );
+                    s.apply(tx).unwrap();
+                }
+            });
+        }
+    });
+    for w in 0..8u32 {
+        let d = s
+            .read(c, &suite::oid(w, &format!("w{w}")), &[(0, u64::MAX)])
+            .unwrap()
+            .remove(0);
+        assert_eq!(d, vec![w as u8; 25 * 4096]);
+    }
+    clean(&t);
+}
+
+#[test]
+fn mkfs_and_mount_errors() {
+    let t = TempBlock::small();
+    assert!(
+        BlockStore::mkfs(&t.dir, &t.cfg).is_err(),
+        "mkfs over an existing store"
+    );
+    let bad = BlockConfig {
+        block_size: 1000,
+        ..t.cfg
+    };
+    assert!(matches!(
+        BlockStore::mkfs(&t.dir.join("x"), &bad),
+        Err(StoreError::Invalid(_))
+    ));
+    let empty = t.dir.join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    assert!(BlockStore::mount(&empty, &t.cfg).is_err());
+}
