@@ -11,6 +11,7 @@ mod bench;
 mod crush_cmd;
 mod ec_cmd;
 mod osdmap_cmd;
+mod store_cmd;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -34,6 +35,9 @@ enum Cmd {
     /// Erasure codes (RS, Zigzag, LRC): recovery read plans and speed.
     #[command(subcommand)]
     Ec(ec_cmd::EcCmd),
+    /// The BlueStore-style object store: mkfs, fsck, crash-test workload.
+    #[command(subcommand)]
+    Store(store_cmd::StoreCmd),
 }
 
 /// A user-facing failure: printed as one line, exit code 2.
@@ -84,6 +88,7 @@ fn main() -> ExitCode {
         Cmd::Crush(c) => crush_cmd::run(c),
         Cmd::Osdmap(c) => osdmap_cmd::run(c),
         Cmd::Ec(c) => ec_cmd::run(c),
+        Cmd::Store(c) => store_cmd::run(c),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,

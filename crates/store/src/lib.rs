@@ -20,3 +20,4 @@ pub use store::{Commit, Completer, ObjectStore};
 pub use txn::{Op, Transaction};
 pub use types::{CollectionId, Limits, ObjectId, ObjectStat, StoreStats};
 pub mod kv;
+pub mod torture;
