@@ -41,7 +41,7 @@ fn rng(n: u64) -> impl FnMut() -> u64 {
 /// The data object `n % OBJECTS` holds after transaction `n`.
 pub fn expected(n: u64) -> Vec<u8> {
     let mut r = rng(n);
-    let len = if n % 5 == 0 {
+    let len = if n.is_multiple_of(5) {
         200_000 + r() % 600_000
     } else {
         1 + r() % 30_000
