@@ -19,5 +19,6 @@ pub use mem::MemStore;
 pub use store::{Commit, Completer, ObjectStore};
 pub use txn::{Op, Transaction};
 pub use types::{CollectionId, Limits, ObjectId, ObjectStat, StoreStats};
+pub mod bench;
 pub mod kv;
 pub mod torture;

@@ -2,7 +2,7 @@
 //! KV, group-commits them, then writes deferred data to the device.
 
 use super::codec::*;
-use super::{ids, io, read_block, read_logical, Allocator, Job, Shared};
+use super::{ids, io, read_block, read_logical_into, AlignedBuf, Allocator, Job, Prepared, Shared};
 use crate::error::{Result, StoreError};
 use crate::kv::{Kv, KvOp};
 use crate::txn::{Op, Transaction};
@@ -56,15 +56,15 @@ impl Committer {
 
     fn batch(&mut self, jobs: Vec<Job>) {
         if self.s.failed.load(Ordering::Relaxed) {
-            for (_, c) in jobs {
+            for (_, c, _) in jobs {
                 c.complete(Err(StoreError::Io("store failed earlier; remount".into())));
             }
             return;
         }
         let mut b = Batch::default();
         let mut done: Vec<(Completer, Result<()>)> = Vec::new();
-        for (t, c) in jobs {
-            let r = self.prepare(&t, &mut b);
+        for (t, c, pre) in jobs {
+            let r = self.prepare(&t, &pre, &mut b);
             done.push((c, r));
         }
         if let Err(e) = self.commit(&mut b) {
@@ -83,7 +83,7 @@ impl Committer {
 
     /// Prepare one transaction into the batch; on error nothing of it
     /// stays (its overlay is dropped and its allocations returned).
-    fn prepare(&mut self, t: &Transaction, b: &mut Batch) -> Result<()> {
+    fn prepare(&mut self, t: &Transaction, pre: &[Option<Prepared>], b: &mut Batch) -> Result<()> {
         t.validate(&self.s.limits)?;
         let mut cx = Ctx {
             s: &self.s,
@@ -98,7 +98,16 @@ impl Committer {
             next_seq: &mut self.next_seq,
             wrote_data: false,
         };
-        let r = t.ops.iter().try_for_each(|op| cx.op(op));
+        let r = t
+            .ops
+            .iter()
+            .enumerate()
+            .try_for_each(|(i, op)| match (op, pre.get(i)) {
+                (Op::WriteFull { coll, oid, data }, Some(Some(p))) => {
+                    cx.write_full_prepared(*coll, oid, data.len() as u64, p)
+                }
+                _ => cx.op(op),
+            });
         match r {
             Ok(()) => {
                 let Ctx {
@@ -282,13 +291,28 @@ impl Ctx<'_> {
         Ok(())
     }
 
-    fn read_obj(&self, oid: &ObjectId, on: &Onode, off: u64, len: u64) -> Result<Vec<u8>> {
+    fn read_obj(&self, oid: &ObjectId, on: &Onode, off: u64, len: u64) -> Result<AlignedBuf> {
         let s = self.s;
+        let mut buf = AlignedBuf::zeroed(len as usize);
+        if on
+            .extents
+            .iter()
+            .all(|x| x.loff + x.len <= off || x.loff >= off + len)
+        {
+            return Ok(buf);
+        }
         let mut pending: HashMap<u64, Arc<Vec<u8>>> = self.batch.deferred.clone();
         pending.extend(self.deferred.iter().map(|(k, v)| (*k, v.clone())));
-        read_logical(s, oid, on, off, len, &mut |id| self.blob(id), &mut |d| {
-            read_block(s, &pending, d)
-        })
+        read_logical_into(
+            s,
+            oid,
+            on,
+            off,
+            buf.as_mut_slice(),
+            &mut |id| self.blob(id),
+            &mut |d| read_block(s, &pending, d),
+        )?;
+        Ok(buf)
     }
 
     /// Drop `[a, b)` (block aligned) from the extent map.
@@ -332,13 +356,22 @@ impl Ctx<'_> {
         }
         let a = off / bs * bs;
         let b = end.div_ceil(bs) * bs;
-        let mut buf = self.read_obj(oid, on, a, b - a)?;
-        // Bytes past the object's end inside the block stay zero.
-        let keep = on.size.max(end);
-        if keep < b {
-            buf[(keep - a) as usize..].fill(0);
-        }
-        buf[(off - a) as usize..(end - a) as usize].copy_from_slice(data);
+        let covered = on.extents.iter().any(|x| x.loff < b && x.loff + x.len > a);
+        let abuf = if covered {
+            let mut abuf = self.read_obj(oid, on, a, b - a)?;
+            let buf = abuf.as_mut_slice();
+            // Bytes past the object's end inside the block stay zero.
+            let keep = on.size.max(end);
+            if keep < b {
+                buf[(keep - a) as usize..].fill(0);
+            }
+            buf[(off - a) as usize..(end - a) as usize].copy_from_slice(data);
+            abuf
+        } else {
+            // Nothing stored there yet: the block is zeros around the data.
+            AlignedBuf::with_content((off - a) as usize, data, (b - a) as usize)
+        };
+        let buf = abuf.as_slice();
         let small = b - a <= self.s.deferred_max;
         if small {
             if let Some(x) = on
@@ -357,7 +390,7 @@ impl Ctx<'_> {
                         }
                     }
                     self.put_blob(x.blob, &blob);
-                    self.defer(blob.disk_off + boff, buf);
+                    self.defer(blob.disk_off + boff, buf.to_vec());
                     on.size = on.size.max(end);
                     return Ok(());
                 }
@@ -387,7 +420,11 @@ impl Ctx<'_> {
             if small {
                 self.defer(doff, part.to_vec());
             } else {
-                self.s.dev.write_all_at(part, doff).map_err(io)?;
+                // Large: straight to the device, bypassing the page cache
+                // when O_DIRECT is available (offsets, lengths and the
+                // buffer are block aligned).
+                let dev = self.s.dev_direct.as_ref().unwrap_or(&self.s.dev);
+                dev.write_all_at(part, doff).map_err(io)?;
                 self.wrote_data = true;
             }
             on.extents.push(Extent {
@@ -400,6 +437,55 @@ impl Ctx<'_> {
         }
         on.extents.sort_by_key(|x| x.loff);
         on.size = on.size.max(end);
+        Ok(())
+    }
+
+    /// `write_full` of a large object whose buffer and checksums the
+    /// caller already built.
+    fn write_full_prepared(
+        &mut self,
+        c: CollectionId,
+        oid: &ObjectId,
+        len: u64,
+        p: &Prepared,
+    ) -> Result<()> {
+        let mut on = self.obj(c, oid, true)?;
+        self.punch(&mut on, 0, u64::MAX)?;
+        let total = p.buf.as_slice().len() as u64;
+        let pieces = self.alloc.alloc(total).ok_or(StoreError::NoSpace {
+            needed: total,
+            free: self.alloc.free_bytes(),
+        })?;
+        self.allocated.extend(pieces.iter().copied());
+        let bs = self.s.bs;
+        let dev = self.s.dev_direct.as_ref().unwrap_or(&self.s.dev);
+        let mut lo = 0u64;
+        for (doff, dlen) in pieces {
+            let part = &p.buf.as_slice()[lo as usize..(lo + dlen) as usize];
+            dev.write_all_at(part, doff).map_err(io)?;
+            let id = *self.next_blob;
+            *self.next_blob += 1;
+            let csums = p.csums[(lo / bs) as usize..((lo + dlen) / bs) as usize].to_vec();
+            self.put_blob(
+                id,
+                &Blob {
+                    disk_off: doff,
+                    len: dlen,
+                    refs: 1,
+                    csums,
+                },
+            );
+            on.extents.push(Extent {
+                loff: lo,
+                len: dlen,
+                blob: id,
+                boff: 0,
+            });
+            lo += dlen;
+        }
+        self.wrote_data = true;
+        on.size = len;
+        self.save(c, oid, &on);
         Ok(())
     }
 

@@ -82,6 +82,9 @@ fn io(e: impl std::fmt::Display) -> StoreError {
 struct Shared {
     kv: FjallKv,
     dev: File,
+    /// The same file opened with O_DIRECT for large copy-on-write writes
+    /// (no page-cache copy); `None` where the file system refuses it.
+    dev_direct: Option<File>,
     size: u64,
     bs: u64,
     deferred_max: u64,
@@ -97,7 +100,15 @@ struct Shared {
     failed: AtomicBool,
 }
 
-type Job = (Transaction, Completer);
+/// Work done in the caller's thread before queueing: for large
+/// `write_full` ops, the block-aligned buffer and its checksums (so the
+/// single committer thread only allocates and writes).
+pub(crate) struct Prepared {
+    pub(crate) buf: AlignedBuf,
+    pub(crate) csums: Vec<u32>,
+}
+
+type Job = (Transaction, Completer, Vec<Option<Prepared>>);
 
 /// The BlueStore-style store. Dropping it stops the committer after the
 /// queued transactions.
@@ -139,6 +150,7 @@ impl BlockStore {
             .open(&bpath)
             .map_err(io)?;
         f.set_len(size).map_err(io)?;
+        preallocate(&f, size);
         f.sync_all().map_err(io)?;
         let kv = FjallKv::open(&dir.join(KV_DIR))?;
         let mut sup = Enc::default();
@@ -173,6 +185,17 @@ impl BlockStore {
             .write(true)
             .open(dir.join(BLOCK_FILE))
             .map_err(io)?;
+        let dev_direct = if bs as usize % DIRECT_ALIGN == 0 {
+            use std::os::unix::fs::OpenOptionsExt;
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .custom_flags(libc::O_DIRECT)
+                .open(dir.join(BLOCK_FILE))
+                .ok()
+        } else {
+            None
+        };
         if dev.metadata().map_err(io)?.len() < size {
             return Err(StoreError::Corrupt(
                 "block file is shorter than the superblock says".into(),
@@ -210,6 +233,7 @@ impl BlockStore {
         let shared = Arc::new(Shared {
             kv,
             dev,
+            dev_direct,
             size,
             bs,
             deferred_max: cfg.deferred_max.max(bs) / bs * bs,
@@ -293,6 +317,20 @@ impl Drop for BlockStore {
     }
 }
 
+/// Reserve the block file's space up front so the first write to each
+/// block does not allocate (a sparse file measured 4-5x slower on first
+/// writes). Best effort: where fallocate is unsupported the file stays
+/// sparse and still works.
+fn preallocate(f: &File, size: u64) {
+    use std::os::unix::io::AsRawFd;
+    let Ok(len) = libc::off_t::try_from(size) else {
+        return;
+    };
+    // SAFETY: fallocate on a file descriptor we own, mode 0 (allocate),
+    // range inside the file; it only changes the file's allocation.
+    let _ = unsafe { libc::fallocate(f.as_raw_fd(), 0, 0, len) };
+}
+
 fn ids(blob: u64, seq: u64) -> Vec<u8> {
     let mut e = Enc::default();
     e.var(blob).var(seq);
@@ -346,6 +384,21 @@ fn read_logical(
     block: &mut dyn FnMut(u64) -> Result<Arc<Vec<u8>>>,
 ) -> Result<Vec<u8>> {
     let mut out = vec![0u8; len as usize];
+    read_logical_into(s, oid, on, off, &mut out, blob, block)?;
+    Ok(out)
+}
+
+/// [`read_logical`] into a zeroed buffer of the wanted length.
+fn read_logical_into(
+    s: &Shared,
+    oid: &ObjectId,
+    on: &Onode,
+    off: u64,
+    out: &mut [u8],
+    blob: &mut dyn FnMut(u64) -> Result<Blob>,
+    block: &mut dyn FnMut(u64) -> Result<Arc<Vec<u8>>>,
+) -> Result<()> {
+    let len = out.len() as u64;
     let end = off + len;
     for x in &on.extents {
         let (xs, xe) = (x.loff, x.loff + x.len);
@@ -381,8 +434,42 @@ fn read_logical(
             out[dst].copy_from_slice(&data[src]);
         }
     }
-    Ok(out)
+    Ok(())
 }
+
+/// A zeroed buffer whose start is aligned for O_DIRECT.
+pub(crate) struct AlignedBuf {
+    raw: Vec<u8>,
+    off: usize,
+    len: usize,
+}
+
+impl AlignedBuf {
+    pub(crate) fn zeroed(len: usize) -> AlignedBuf {
+        let raw = vec![0u8; len + DIRECT_ALIGN];
+        let off = (DIRECT_ALIGN - raw.as_ptr() as usize % DIRECT_ALIGN) % DIRECT_ALIGN;
+        AlignedBuf { raw, off, len }
+    }
+    /// `head` zeros, then `data`, then zeros up to `len`, written once
+    /// (no zero-fill of the part `data` covers).
+    pub(crate) fn with_content(head: usize, data: &[u8], len: usize) -> AlignedBuf {
+        let mut raw: Vec<u8> = Vec::with_capacity(len + DIRECT_ALIGN);
+        let off = (DIRECT_ALIGN - raw.as_ptr() as usize % DIRECT_ALIGN) % DIRECT_ALIGN;
+        raw.resize(off + head, 0);
+        raw.extend_from_slice(data);
+        raw.resize(off + len, 0);
+        AlignedBuf { raw, off, len }
+    }
+    pub(crate) fn as_slice(&self) -> &[u8] {
+        &self.raw[self.off..self.off + self.len]
+    }
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [u8] {
+        &mut self.raw[self.off..self.off + self.len]
+    }
+}
+
+/// Buffer and offset alignment O_DIRECT needs on the devices we target.
+const DIRECT_ALIGN: usize = 4096;
 
 /// What `fsck` found.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -530,11 +617,27 @@ impl ObjectStore for BlockStore {
 
     fn queue_transaction(&self, t: Transaction) -> Commit {
         let (commit, done) = Commit::pending();
+        let bs = self.shared.bs as usize;
+        let pre = t
+            .ops
+            .iter()
+            .map(|op| match op {
+                crate::txn::Op::WriteFull { data, .. }
+                    if data.len() as u64 > self.shared.deferred_max =>
+                {
+                    let len = data.len().div_ceil(bs) * bs;
+                    let buf = AlignedBuf::with_content(0, data, len);
+                    let csums = buf.as_slice().chunks(bs).map(crc32c::crc32c).collect();
+                    Some(Prepared { buf, csums })
+                }
+                _ => None,
+            })
+            .collect();
         match self.tx.lock() {
             Ok(g) => match g.as_ref() {
                 Some(tx) => {
                     // A send error drops the completer, which reports Closed.
-                    let _ = tx.send((t, done));
+                    let _ = tx.send((t, done, pre));
                 }
                 None => done.complete(Err(StoreError::Closed)),
             },
