@@ -112,7 +112,7 @@ pub fn run(s: &dyn ObjectStore, seconds: f64, disk: bool) -> Result<Results> {
         let mut t = Transaction::new();
         t.write_full(
             c,
-            &ObjectId::new(n as u32, format!("seq-{}", n % 32)),
+            &ObjectId::new((n % 32) as u32, format!("seq-{}", n % 32)),
             data.clone(),
         );
         inflight.push_back(s.queue_transaction(t));
@@ -127,6 +127,9 @@ pub fn run(s: &dyn ObjectStore, seconds: f64, disk: bool) -> Result<Results> {
         c.wait()?;
     }
     r.seq_write_mbps = (n as f64 * MIB4 as f64) / start.elapsed().as_secs_f64() / 1e6;
+    if std::env::var_os("LOLIGO_BENCH_TRACE").is_some() {
+        eprintln!("after (a): {:?}", s.statfs()?);
+    }
     // (b) 4 KiB random overwrites, 16 writers, each in its own 4 MiB object.
     let writers = 16u64;
     for w in 0..writers {
@@ -170,6 +173,9 @@ pub fn run(s: &dyn ObjectStore, seconds: f64, disk: bool) -> Result<Results> {
     })?;
     let secs = start.elapsed().as_secs_f64();
     r.rand_write_iops = ops as f64 / secs;
+    if std::env::var_os("LOLIGO_BENCH_TRACE").is_some() {
+        eprintln!("after (b): {:?}", s.statfs()?);
+    }
     if let (Some(b), Some(a)) = (before, if disk { proc_write_bytes() } else { None }) {
         r.write_amplification_4k = (a.saturating_sub(b)) as f64 / (ops * 4096) as f64;
     }

@@ -81,6 +81,9 @@ impl MemStore {
                 apply_op(&mut colls, op, &self.limits, &mut undo, &mut saved, log)
             })
             .and_then(|()| {
+                if unbounded {
+                    return Ok(());
+                }
                 let used = used_bytes(&colls);
                 if used > self.capacity {
                     Err(StoreError::NoSpace {

@@ -185,7 +185,7 @@ impl BlockStore {
             .write(true)
             .open(dir.join(BLOCK_FILE))
             .map_err(io)?;
-        let dev_direct = if bs as usize % DIRECT_ALIGN == 0 {
+        let dev_direct = if (bs as usize).is_multiple_of(DIRECT_ALIGN) {
             use std::os::unix::fs::OpenOptionsExt;
             OpenOptions::new()
                 .read(true)
