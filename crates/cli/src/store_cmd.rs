@@ -178,9 +178,16 @@ fn bench(a: BenchArgs) -> Result<(), CliError> {
     };
     BlockStore::mkfs(&sdir, &cfg)?;
     let result = (|| -> Result<_, CliError> {
-        let raw = bench::raw_direct_mbps(&a.dir, a.seconds)?;
         let s = BlockStore::mount(&sdir, &cfg)?;
-        let blk = bench::run(&s, a.seconds, true)?;
+        // (a) in three alternating rounds against the raw baseline, best
+        // of each: the VM's disk speed drifts by 1.5x between runs.
+        let (mut raw, mut seq) = (0.0f64, 0.0f64);
+        for _ in 0..3 {
+            raw = raw.max(bench::raw_direct_mbps(&a.dir, a.seconds / 3.0)?);
+            seq = seq.max(bench::seq_writes(&s, a.seconds / 3.0)?);
+        }
+        let mut blk = bench::run(&s, a.seconds, true)?;
+        blk.seq_write_mbps = seq;
         drop(s);
         let mem = bench::run(&loligo_store::MemStore::new(), a.seconds, false)?;
         Ok((raw, blk, mem))

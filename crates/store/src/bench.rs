@@ -88,22 +88,17 @@ pub fn raw_direct_mbps(dir: &Path, seconds: f64) -> Result<f64> {
     Ok(mbps)
 }
 
-fn coll() -> CollectionId {
-    CollectionId::pg(1000, 0)
-}
-
-/// Run (a)-(c) against a store. `disk`: measure write amplification.
-pub fn run(s: &dyn ObjectStore, seconds: f64, disk: bool) -> Result<Results> {
+/// Workload (a): 4 MiB `write_full`s of 32 objects for `seconds`, up to
+/// [`SEQ_WINDOW`] in flight (as an OSD has several client writes
+/// outstanding); each counts once durable. MB/s.
+pub fn seq_writes(s: &dyn ObjectStore, seconds: f64) -> Result<f64> {
     let c = coll();
     if !s.collection_exists(c)? {
         let mut t = Transaction::new();
         t.create_collection(c);
         s.apply(t)?;
     }
-    let mut r = Results::default();
     let budget = Duration::from_secs_f64(seconds);
-    // (a) sequential 4 MiB objects, up to SEQ_WINDOW in flight (as an
-    // OSD has several client writes outstanding); each counts once durable.
     let data = filler(MIB4, 1);
     let start = Instant::now();
     let mut n = 0u64;
@@ -126,10 +121,24 @@ pub fn run(s: &dyn ObjectStore, seconds: f64, disk: bool) -> Result<Results> {
     for c in inflight {
         c.wait()?;
     }
-    r.seq_write_mbps = (n as f64 * MIB4 as f64) / start.elapsed().as_secs_f64() / 1e6;
-    if std::env::var_os("LOLIGO_BENCH_TRACE").is_some() {
-        eprintln!("after (a): {:?}", s.statfs()?);
+    Ok((n as f64 * MIB4 as f64) / start.elapsed().as_secs_f64() / 1e6)
+}
+
+fn coll() -> CollectionId {
+    CollectionId::pg(1000, 0)
+}
+
+/// Run (a)-(c) against a store. `disk`: measure write amplification.
+pub fn run(s: &dyn ObjectStore, seconds: f64, disk: bool) -> Result<Results> {
+    let c = coll();
+    if !s.collection_exists(c)? {
+        let mut t = Transaction::new();
+        t.create_collection(c);
+        s.apply(t)?;
     }
+    let mut r = Results::default();
+    let budget = Duration::from_secs_f64(seconds);
+    r.seq_write_mbps = seq_writes(s, seconds)?;
     // (b) 4 KiB random overwrites, 16 writers, each in its own 4 MiB object.
     let writers = 16u64;
     for w in 0..writers {

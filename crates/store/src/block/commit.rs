@@ -63,11 +63,22 @@ impl Committer {
         }
         let mut b = Batch::default();
         let mut done: Vec<(Completer, Result<()>)> = Vec::new();
+        let t0 = std::time::Instant::now();
         for (t, c, pre) in jobs {
             let r = self.prepare(&t, &pre, &mut b);
             done.push((c, r));
         }
-        if let Err(e) = self.commit(&mut b) {
+        let t1 = t0.elapsed();
+        let res = self.commit(&mut b);
+        if std::env::var_os("LOLIGO_STORE_TRACE").is_some() {
+            eprintln!(
+                "batch {} txns: prepare {:?} commit {:?}",
+                done.len(),
+                t1,
+                t0.elapsed() - t1
+            );
+        }
+        if let Err(e) = res {
             // The device or KV failed: nothing of this batch is known to
             // be durable; stop accepting work.
             self.s.failed.store(true, Ordering::Relaxed);
