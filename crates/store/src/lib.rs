@@ -18,7 +18,7 @@ pub use error::{Result, StoreError};
 pub use mem::MemStore;
 pub use store::{Commit, Completer, ObjectStore};
 pub use txn::{Op, Transaction};
-pub use types::{CollectionId, Limits, ObjectId, ObjectStat, StoreStats};
+pub use types::{CollectionId, Compression, Limits, ObjectId, ObjectStat, StoreStats};
 pub mod bench;
 pub mod kv;
 pub mod torture;

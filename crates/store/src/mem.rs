@@ -8,7 +8,7 @@
 use crate::error::{Result, StoreError};
 use crate::store::{Commit, ObjectStore};
 use crate::txn::{Op, Transaction};
-use crate::types::{CollectionId, Limits, ObjectId, ObjectStat, StoreStats};
+use crate::types::{CollectionId, Compression, Limits, ObjectId, ObjectStat, StoreStats};
 use std::collections::{BTreeMap, HashSet};
 use std::ops::{Bound, Range};
 use std::sync::RwLock;
@@ -25,10 +25,13 @@ struct Object {
 struct Coll {
     objects: BTreeMap<ObjectId, Object>,
     records: BTreeMap<Vec<u8>, Vec<u8>>,
+    /// Recorded for parity with stores that compress; data is unchanged.
+    compression: Compression,
 }
 
 enum Undo {
     Coll(CollectionId, Option<Coll>),
+    Compression(CollectionId, Compression),
     Obj(CollectionId, ObjectId, Option<Object>),
     Rec(CollectionId, Vec<u8>, Option<Vec<u8>>),
 }
@@ -135,6 +138,11 @@ fn rollback(colls: &mut BTreeMap<CollectionId, Coll>, undo: Vec<Undo>) {
                     colls.remove(&c);
                 }
             },
+            Undo::Compression(c, prev) => {
+                if let Some(coll) = colls.get_mut(&c) {
+                    coll.compression = prev;
+                }
+            }
             Undo::Obj(c, o, prev) => {
                 if let Some(coll) = colls.get_mut(&c) {
                     match prev {
@@ -223,6 +231,12 @@ fn apply_op(
             // Objects of a removed collection may be re-created later in
             // the same transaction: forget what was saved for it.
             saved.retain(|(sc, _)| sc != c);
+        }
+        Op::SetCompression(c, algo) => {
+            let coll = colls.get_mut(c).ok_or(StoreError::NoCollection(*c))?;
+            let prev = coll.compression;
+            coll.compression = *algo;
+            undo.push(Undo::Compression(*c, prev));
         }
         Op::Touch(c, o) => {
             obj_mut(colls, *c, o, true, undo, saved, log)?;

@@ -3,7 +3,7 @@
 //! (to the committer) without borrowing the caller.
 
 use crate::error::{Result, StoreError};
-use crate::types::{CollectionId, Limits, ObjectId};
+use crate::types::{CollectionId, Compression, Limits, ObjectId};
 
 /// One operation. Ops that name an object create it if missing (touch,
 /// write, write_full, zero, truncate, setattrs, omap_setkeys,
@@ -14,6 +14,8 @@ pub enum Op {
     CreateCollection(CollectionId),
     /// Remove an empty collection (and its records).
     RemoveCollection(CollectionId),
+    /// Compress data written to the collection from now on.
+    SetCompression(CollectionId, Compression),
     Touch(CollectionId, ObjectId),
     /// Write bytes at an offset, extending the object (with zeros) as needed.
     Write {
@@ -116,6 +118,9 @@ impl Transaction {
     }
     pub fn remove_collection(&mut self, c: CollectionId) -> &mut Self {
         self.push(Op::RemoveCollection(c))
+    }
+    pub fn set_compression(&mut self, c: CollectionId, algo: Compression) -> &mut Self {
+        self.push(Op::SetCompression(c, algo))
     }
     pub fn touch(&mut self, c: CollectionId, o: &ObjectId) -> &mut Self {
         self.push(Op::Touch(c, o.clone()))
@@ -369,6 +374,7 @@ pub fn op_object(op: &Op) -> Option<&ObjectId> {
     match op {
         Op::CreateCollection(_)
         | Op::RemoveCollection(_)
+        | Op::SetCompression(..)
         | Op::SetRecord { .. }
         | Op::RmRecord { .. } => None,
         Op::Touch(_, o) | Op::Remove(_, o) | Op::OmapClear(_, o) => Some(o),

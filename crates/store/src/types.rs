@@ -130,3 +130,32 @@ pub struct StoreStats {
     /// Bytes free for data.
     pub free: u64,
 }
+
+/// Per-collection data compression. A compressed blob is kept only when
+/// it saves at least an eighth of the space; otherwise the data is stored
+/// as is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Compression {
+    #[default]
+    None,
+    /// LZ4 block format (lz4_flex).
+    Lz4,
+}
+
+impl Compression {
+    /// The byte stored on disk.
+    pub fn code(self) -> u8 {
+        match self {
+            Compression::None => 0,
+            Compression::Lz4 => 1,
+        }
+    }
+    /// From the stored byte; `None` for unknown values.
+    pub fn from_code(b: u8) -> Option<Compression> {
+        match b {
+            0 => Some(Compression::None),
+            1 => Some(Compression::Lz4),
+            _ => None,
+        }
+    }
+}

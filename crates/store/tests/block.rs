@@ -241,3 +241,86 @@ fn mkfs_and_mount_errors() {
     std::fs::create_dir_all(&empty).unwrap();
     assert!(BlockStore::mount(&empty, &t.cfg).is_err());
 }
+
+#[test]
+fn lz4_compression_saves_space_and_reads_back() {
+    let mut t = TempBlock::small();
+    let c = suite::c1();
+    let s = t.s();
+    let mut tx = Transaction::new();
+    tx.create_collection(c).set_compression(c, Compression::Lz4);
+    s.apply(tx).unwrap();
+    let text: Vec<u8> = (0..1u32 << 20)
+        .map(|i| b"loligo squid "[(i % 13) as usize])
+        .collect();
+    let noise: Vec<u8> = {
+        let mut x = 7u64;
+        (0..1 << 20)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect()
+    };
+    let used0 = s.statfs().unwrap().used;
+    let mut tx = Transaction::new();
+    tx.write_full(c, &suite::oid(1, "text"), text.clone());
+    s.apply(tx).unwrap();
+    let used1 = s.statfs().unwrap().used;
+    assert!(
+        used1 - used0 < 256 << 10,
+        "1 MiB of text took {} bytes",
+        used1 - used0
+    );
+    let mut tx = Transaction::new();
+    tx.write_full(c, &suite::oid(2, "noise"), noise.clone());
+    s.apply(tx).unwrap();
+    assert!(
+        s.statfs().unwrap().used - used1 >= 1 << 20,
+        "incompressible data is stored as is"
+    );
+    // Partial overwrite and a clone of the compressed object.
+    let mut want = text.clone();
+    want[100_000..100_010].copy_from_slice(b"0123456789");
+    let mut tx = Transaction::new();
+    tx.write(c, &suite::oid(1, "text"), 100_000, b"0123456789".to_vec())
+        .clone_object(c, &suite::oid(1, "text"), &suite::oid(3, "copy"));
+    s.apply(tx).unwrap();
+    for o in [suite::oid(1, "text"), suite::oid(3, "copy")] {
+        assert_eq!(s.read(c, &o, &[(0, u64::MAX)]).unwrap()[0], want);
+        assert_eq!(
+            s.read(c, &o, &[(99_990, 30)]).unwrap()[0],
+            want[99_990..100_020]
+        );
+    }
+    clean(&t);
+    t.remount();
+    assert_eq!(
+        t.s()
+            .read(c, &suite::oid(2, "noise"), &[(0, u64::MAX)])
+            .unwrap()[0],
+        noise
+    );
+    assert_eq!(
+        t.s()
+            .read(c, &suite::oid(1, "text"), &[(0, u64::MAX)])
+            .unwrap()[0],
+        want
+    );
+    clean(&t);
+}
+
+#[test]
+fn random_against_model_with_compression() {
+    for seed in 11..=13 {
+        let t = TempBlock::small();
+        let c = suite::c1();
+        let mut tx = Transaction::new();
+        tx.create_collection(c).set_compression(c, Compression::Lz4);
+        t.s().apply(tx).unwrap();
+        suite::random_against_model(t.s(), seed, 150);
+        clean(&t);
+    }
+}

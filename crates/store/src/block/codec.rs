@@ -284,9 +284,16 @@ impl Onode {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Blob {
     pub disk_off: u64,
+    /// Bytes allocated on the device (a multiple of the block size).
     pub len: u64,
     pub refs: u64,
     pub csums: Vec<u32>,
+    /// `Compression::code()`; 0 = stored as is.
+    pub comp: u8,
+    /// Compressed bytes at the blob's start (when compressed).
+    pub clen: u64,
+    /// Logical bytes the blob holds once decompressed (when compressed).
+    pub raw_len: u64,
 }
 
 impl Blob {
@@ -298,6 +305,10 @@ impl Blob {
             .var(self.csums.len() as u64);
         for &c in &self.csums {
             e.u32le(c);
+        }
+        e.u8(self.comp);
+        if self.comp != 0 {
+            e.var(self.clen).var(self.raw_len);
         }
         e.0
     }
@@ -312,6 +323,12 @@ impl Blob {
         for _ in 0..n {
             csums.push(d.u32le()?);
         }
+        let comp = d.u8()?;
+        let (clen, raw_len) = if comp != 0 {
+            (d.var()?, d.var()?)
+        } else {
+            (0, 0)
+        };
         if !d.done() {
             return Err(corrupt("blob (trailing bytes)"));
         }
@@ -320,6 +337,9 @@ impl Blob {
             len,
             refs,
             csums,
+            comp,
+            clen,
+            raw_len,
         })
     }
 }
@@ -375,6 +395,9 @@ mod tests {
             len: 8192,
             refs: 2,
             csums: vec![1, 2],
+            comp: 1,
+            clen: 5000,
+            raw_len: 65536,
         };
         assert_eq!(Blob::decode(&b.encode()).unwrap(), b);
         let enc = o.encode();

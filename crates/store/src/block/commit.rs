@@ -6,7 +6,7 @@ use super::{ids, io, read_block, read_logical_into, AlignedBuf, Allocator, Job, 
 use crate::error::{Result, StoreError};
 use crate::kv::{Kv, KvOp};
 use crate::txn::{Op, Transaction};
-use crate::types::{CollectionId, ObjectId};
+use crate::types::{CollectionId, Compression, ObjectId};
 use std::collections::{BTreeMap, HashMap};
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::Ordering;
@@ -114,7 +114,9 @@ impl Committer {
             .iter()
             .enumerate()
             .try_for_each(|(i, op)| match (op, pre.get(i)) {
-                (Op::WriteFull { coll, oid, data }, Some(Some(p))) => {
+                (Op::WriteFull { coll, oid, data }, Some(Some(p)))
+                    if cx.compression(*coll)? == Compression::None =>
+                {
                     cx.write_full_prepared(*coll, oid, data.len() as u64, p)
                 }
                 _ => cx.op(op),
@@ -358,7 +360,14 @@ impl Ctx<'_> {
 
     /// Write `data` at `off`, keeping whole blocks: in place through the KV
     /// for small overwrites of unshared data, else into new space.
-    fn write(&mut self, oid: &ObjectId, on: &mut Onode, off: u64, data: &[u8]) -> Result<()> {
+    fn write(
+        &mut self,
+        oid: &ObjectId,
+        on: &mut Onode,
+        off: u64,
+        data: &[u8],
+        comp: Compression,
+    ) -> Result<()> {
         let bs = self.s.bs;
         let end = off + data.len() as u64;
         if data.is_empty() {
@@ -392,7 +401,7 @@ impl Ctx<'_> {
                 .copied()
             {
                 let mut blob = self.blob(x.blob)?;
-                if blob.refs == 1 {
+                if blob.refs == 1 && blob.comp == 0 {
                     let boff = x.boff + (a - x.loff);
                     for (i, chunk) in buf.chunks(bs as usize).enumerate() {
                         let bi = (boff / bs) as usize + i;
@@ -406,6 +415,10 @@ impl Ctx<'_> {
                     return Ok(());
                 }
             }
+        }
+        if !small && comp == Compression::Lz4 && self.write_compressed(on, a, buf)? {
+            on.size = on.size.max(end);
+            return Ok(());
         }
         let pieces = self.alloc.alloc(b - a).ok_or(StoreError::NoSpace {
             needed: b - a,
@@ -426,6 +439,9 @@ impl Ctx<'_> {
                     len: dlen,
                     refs: 1,
                     csums,
+                    comp: 0,
+                    clen: 0,
+                    raw_len: 0,
                 },
             );
             if small {
@@ -484,6 +500,9 @@ impl Ctx<'_> {
                     len: dlen,
                     refs: 1,
                     csums,
+                    comp: 0,
+                    clen: 0,
+                    raw_len: 0,
                 },
             );
             on.extents.push(Extent {
@@ -498,6 +517,70 @@ impl Ctx<'_> {
         on.size = len;
         self.save(c, oid, &on);
         Ok(())
+    }
+
+    /// Store `buf` (logical `[a, a + len)`, block aligned) LZ4-compressed
+    /// in one new blob if that saves at least an eighth; `false` (nothing
+    /// done) otherwise.
+    fn write_compressed(&mut self, on: &mut Onode, a: u64, buf: &[u8]) -> Result<bool> {
+        let bs = self.s.bs;
+        let packed = lz4_flex::block::compress(buf);
+        let stored = (packed.len() as u64).div_ceil(bs) * bs;
+        if stored * 8 > buf.len() as u64 * 7 {
+            return Ok(false);
+        }
+        let Some(pieces) = self.alloc.alloc(stored) else {
+            return Ok(false);
+        };
+        if pieces.len() != 1 {
+            for (o, l) in pieces {
+                self.alloc.release(o, l);
+            }
+            return Ok(false);
+        }
+        let doff = pieces[0].0;
+        self.allocated.push((doff, stored));
+        self.punch(on, a, a + buf.len() as u64)?;
+        let out = AlignedBuf::with_content(0, &packed, stored as usize);
+        let dev = self.s.dev_direct.as_ref().unwrap_or(&self.s.dev);
+        dev.write_all_at(out.as_slice(), doff).map_err(io)?;
+        self.wrote_data = true;
+        let id = *self.next_blob;
+        *self.next_blob += 1;
+        let csums = out
+            .as_slice()
+            .chunks(bs as usize)
+            .map(crc32c::crc32c)
+            .collect();
+        self.put_blob(
+            id,
+            &Blob {
+                disk_off: doff,
+                len: stored,
+                refs: 1,
+                csums,
+                comp: Compression::Lz4.code(),
+                clen: packed.len() as u64,
+                raw_len: buf.len() as u64,
+            },
+        );
+        on.extents.push(Extent {
+            loff: a,
+            len: buf.len() as u64,
+            blob: id,
+            boff: 0,
+        });
+        on.extents.sort_by_key(|x| x.loff);
+        Ok(true)
+    }
+
+    /// The compression set on a collection.
+    fn compression(&self, c: CollectionId) -> Result<Compression> {
+        let v = self
+            .get(&coll_prefix(T_COLL, c))?
+            .ok_or(StoreError::NoCollection(c))?;
+        Compression::from_code(v.first().copied().unwrap_or(0))
+            .ok_or_else(|| StoreError::Corrupt(format!("unknown compression on {c}")))
     }
 
     fn defer(&mut self, disk_off: u64, bytes: Vec<u8>) {
@@ -525,12 +608,12 @@ impl Ctx<'_> {
             for (o, l) in [head, tail] {
                 if l > 0 && o < on.size {
                     let l = l.min(on.size - o);
-                    self.write(oid, on, o, &vec![0; l as usize])?;
+                    self.write(oid, on, o, &vec![0; l as usize], Compression::None)?;
                 }
             }
         } else if off < on.size {
             let l = len.min(on.size - off);
-            self.write(oid, on, off, &vec![0; l as usize])?;
+            self.write(oid, on, off, &vec![0; l as usize], Compression::None)?;
         }
         on.size = on.size.max(end);
         Ok(())
@@ -543,7 +626,7 @@ impl Ctx<'_> {
             self.punch(on, cut, u64::MAX)?;
             if size < cut && size < on.size {
                 let l = cut.min(on.size) - size;
-                self.write(oid, on, size, &vec![0; l as usize])?;
+                self.write(oid, on, size, &vec![0; l as usize], Compression::None)?;
             }
         }
         on.size = size;
@@ -599,6 +682,10 @@ impl Ctx<'_> {
                 }
                 self.del(coll_prefix(T_COLL, *c));
             }
+            Op::SetCompression(c, algo) => {
+                self.need_coll(*c)?;
+                self.put(coll_prefix(T_COLL, *c), vec![algo.code()]);
+            }
             Op::Touch(c, o) => {
                 let on = self.obj(*c, o, true)?;
                 self.save(*c, o, &on);
@@ -610,14 +697,16 @@ impl Ctx<'_> {
                 data,
             } => {
                 let mut on = self.obj(*coll, oid, true)?;
-                self.write(oid, &mut on, *offset, data)?;
+                let comp = self.compression(*coll)?;
+                self.write(oid, &mut on, *offset, data, comp)?;
                 self.save(*coll, oid, &on);
             }
             Op::WriteFull { coll, oid, data } => {
                 let mut on = self.obj(*coll, oid, true)?;
                 self.punch(&mut on, 0, u64::MAX)?;
                 on.size = 0;
-                self.write(oid, &mut on, 0, data)?;
+                let comp = self.compression(*coll)?;
+                self.write(oid, &mut on, 0, data, comp)?;
                 self.save(*coll, oid, &on);
             }
             Op::Zero {

@@ -407,6 +407,35 @@ fn read_logical_into(
         }
         let b = blob(x.blob)?;
         let (s0, e0) = (xs.max(off), xe.min(end));
+        if b.comp != 0 {
+            // A compressed blob is read and checked whole, then unpacked.
+            let mut packed = Vec::with_capacity(b.len as usize);
+            for bi in 0..b.len / s.bs {
+                let data = block(b.disk_off + bi * s.bs)?;
+                if b.csums.get(bi as usize).copied() != Some(crc32c::crc32c(&data)) {
+                    s.csum_errors.fetch_add(1, Ordering::Relaxed);
+                    return Err(StoreError::Checksum {
+                        oid: oid.clone(),
+                        offset: xs,
+                    });
+                }
+                packed.extend_from_slice(&data);
+            }
+            let clen =
+                usize::try_from(b.clen).map_err(|_| StoreError::Corrupt("blob length".into()))?;
+            let raw = lz4_flex::block::decompress(
+                packed.get(..clen).unwrap_or(&packed),
+                b.raw_len as usize,
+            )
+            .map_err(|e| StoreError::Corrupt(format!("blob {}: {e}", x.blob)))?;
+            let from = (x.boff + (s0 - xs)) as usize;
+            let to = (x.boff + (e0 - xs)) as usize;
+            let src = raw.get(from..to).ok_or_else(|| {
+                StoreError::Corrupt(format!("extent past blob {}'s data", x.blob))
+            })?;
+            out[(s0 - off) as usize..(e0 - off) as usize].copy_from_slice(src);
+            continue;
+        }
         // Whole checksum blocks covering [s0, e0) within the blob.
         let first = (x.boff + (s0 - xs)) / s.bs;
         let last = (x.boff + (e0 - xs) - 1) / s.bs;
@@ -521,7 +550,7 @@ fn fsck(s: &Shared, deep: bool) -> Result<FsckReport> {
                     "{c}/{oid}: extent refers to missing blob {}",
                     x.blob
                 )),
-                Some(b) if x.boff + x.len > b.len => r
+                Some(b) if x.boff + x.len > if b.comp != 0 { b.raw_len } else { b.len } => r
                     .errors
                     .push(format!("{c}/{oid}: extent past the end of blob {}", x.blob)),
                 _ => {}

@@ -15,6 +15,9 @@ pub fn oid(hash: u32, name: &str) -> ObjectId {
 }
 
 fn setup(s: &dyn ObjectStore) {
+    if s.collection_exists(c1()).expect("collection_exists") {
+        return;
+    }
     let mut t = Transaction::new();
     t.create_collection(c1());
     s.apply(t).expect("create collection");
