@@ -41,12 +41,17 @@ pub struct BenchArgs {
 pub struct MkfsArgs {
     /// Store directory (created; must not hold a store).
     dir: PathBuf,
-    /// Size of the block file in bytes.
+    /// Size of the block file in bytes (with --device: the most to use).
     #[arg(long, default_value_t = 1 << 30)]
     size: u64,
     /// Allocation and checksum block size in bytes.
     #[arg(long, default_value_t = 4096)]
     block_size: u64,
+    /// Put the data on this block device (or existing file) instead of a
+    /// new file in DIR; its contents are overwritten. --size then caps how
+    /// much of it is used.
+    #[arg(long)]
+    device: Option<PathBuf>,
 }
 
 #[derive(Args)]

@@ -324,3 +324,38 @@ fn random_against_model_with_compression() {
         clean(&t);
     }
 }
+
+#[test]
+fn store_on_a_device_path() {
+    let t = TempBlock::small();
+    let dir = t.dir.join("on-device");
+    let dev = t.dir.join("fake-device");
+    std::fs::write(&dev, vec![0xAAu8; 8 << 20]).unwrap();
+    let cfg = BlockConfig {
+        size: 64 << 20,
+        ..BlockConfig::default()
+    };
+    BlockStore::mkfs_on(&dir, &cfg, Some(&dev)).unwrap();
+    let s = BlockStore::mount(&dir, &cfg).unwrap();
+    assert_eq!(
+        s.statfs().unwrap().total,
+        8 << 20,
+        "capped by the device's size"
+    );
+    let c = suite::c1();
+    let mut tx = Transaction::new();
+    tx.create_collection(c)
+        .write_full(c, &suite::oid(1, "x"), vec![3u8; 1 << 20]);
+    s.apply(tx).unwrap();
+    assert_eq!(
+        s.read(c, &suite::oid(1, "x"), &[(0, 8)]).unwrap()[0],
+        vec![3u8; 8]
+    );
+    assert!(s.fsck(true).unwrap().errors.is_empty());
+    drop(s);
+    assert!(
+        BlockStore::mkfs_on(&dir, &cfg, Some(&dev)).is_err(),
+        "refuses to overwrite a store"
+    );
+    assert!(BlockStore::mkfs_on(&t.dir.join("d2"), &cfg, Some(&t.dir.join("missing"))).is_err());
+}

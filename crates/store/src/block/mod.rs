@@ -122,35 +122,62 @@ pub struct BlockStore {
 impl BlockStore {
     /// Create a new store in `dir` (which must not hold one already).
     pub fn mkfs(dir: &Path, cfg: &BlockConfig) -> Result<()> {
+        BlockStore::mkfs_on(dir, cfg, None)
+    }
+
+    /// [`BlockStore::mkfs`] with the data on `device` (a block device or
+    /// an existing file), linked as `DIR/block`. The store uses
+    /// `min(cfg.size, device size)` bytes of it. Its contents are
+    /// overwritten.
+    pub fn mkfs_on(dir: &Path, cfg: &BlockConfig, device: Option<&Path>) -> Result<()> {
         if !cfg.block_size.is_power_of_two() || cfg.block_size < 512 || cfg.block_size > 1 << 20 {
             return Err(StoreError::Invalid(format!(
                 "block size {} must be a power of two in 512..=1MiB",
                 cfg.block_size
             )));
         }
-        if cfg.size < 16 * cfg.block_size {
-            return Err(StoreError::Invalid(format!(
-                "device of {} bytes is too small",
-                cfg.size
-            )));
-        }
         std::fs::create_dir_all(dir).map_err(io)?;
         let bpath = dir.join(BLOCK_FILE);
-        if bpath.exists() {
+        if bpath.exists() || dir.join(KV_DIR).exists() {
             return Err(StoreError::Invalid(format!(
                 "{} already holds a store",
                 dir.display()
             )));
         }
-        let size = cfg.size / cfg.block_size * cfg.block_size;
-        let f = OpenOptions::new()
-            .create_new(true)
-            .read(true)
-            .write(true)
-            .open(&bpath)
-            .map_err(io)?;
-        f.set_len(size).map_err(io)?;
-        preallocate(&f, size);
+        let (f, avail) = match device {
+            Some(dev) => {
+                use std::io::{Seek, SeekFrom};
+                let dev = dev
+                    .canonicalize()
+                    .map_err(|e| StoreError::Invalid(format!("{}: {e}", dev.display())))?;
+                let mut f = OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .open(&dev)
+                    .map_err(io)?;
+                let len = f.seek(SeekFrom::End(0)).map_err(io)?;
+                std::os::unix::fs::symlink(&dev, &bpath).map_err(io)?;
+                (f, len)
+            }
+            None => {
+                let f = OpenOptions::new()
+                    .create_new(true)
+                    .read(true)
+                    .write(true)
+                    .open(&bpath)
+                    .map_err(io)?;
+                f.set_len(cfg.size).map_err(io)?;
+                preallocate(&f, cfg.size);
+                (f, cfg.size)
+            }
+        };
+        let size = cfg.size.min(avail) / cfg.block_size * cfg.block_size;
+        if size < 16 * cfg.block_size {
+            let _ = std::fs::remove_file(&bpath);
+            return Err(StoreError::Invalid(format!(
+                "device of {size} usable bytes is too small"
+            )));
+        }
         f.sync_all().map_err(io)?;
         let kv = FjallKv::open(&dir.join(KV_DIR))?;
         let mut sup = Enc::default();
@@ -196,7 +223,7 @@ impl BlockStore {
         } else {
             None
         };
-        if dev.metadata().map_err(io)?.len() < size {
+        if device_len(&dev)? < size {
             return Err(StoreError::Corrupt(
                 "block file is shorter than the superblock says".into(),
             ));
@@ -315,6 +342,13 @@ impl Drop for BlockStore {
             }
         }
     }
+}
+
+/// Length of a file or block device (a device's metadata says 0).
+fn device_len(f: &File) -> Result<u64> {
+    use std::io::{Seek, SeekFrom};
+    let mut f = f;
+    f.seek(SeekFrom::End(0)).map_err(io)
 }
 
 /// Reserve the block file's space up front so the first write to each
