@@ -359,3 +359,25 @@ fn store_on_a_device_path() {
     );
     assert!(BlockStore::mkfs_on(&t.dir.join("d2"), &cfg, Some(&t.dir.join("missing"))).is_err());
 }
+
+#[test]
+fn failed_transaction_returns_space_written_ahead() {
+    let t = TempBlock::small();
+    let s = t.s();
+    let c = suite::c1();
+    let mut tx = Transaction::new();
+    tx.create_collection(c);
+    s.apply(tx).unwrap();
+    let free0 = s.statfs().unwrap().free;
+    for _ in 0..3 {
+        // The large write is written ahead by this thread; the missing
+        // object makes the transaction fail after it.
+        let mut tx = Transaction::new();
+        tx.write_full(c, &suite::oid(1, "big"), vec![1u8; 4 << 20])
+            .remove(c, &suite::oid(2, "missing"));
+        assert!(matches!(s.apply(tx), Err(StoreError::NoObject { .. })));
+    }
+    assert_eq!(s.statfs().unwrap().free, free0, "reserved space came back");
+    assert!(!s.exists(c, &suite::oid(1, "big")).unwrap());
+    clean(&t);
+}

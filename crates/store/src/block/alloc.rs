@@ -1,7 +1,14 @@
-//! The block store's extent allocator: free space as (offset -> length)
-//! extents, coalesced in memory. Every change is remembered so the caller
-//! can persist exactly the changed keys in the same KV batch as the
-//! metadata that uses them.
+//! The block store's extent allocator. Two coalesced maps of free space:
+//!
+//! - `avail`: what may be handed out now;
+//! - `persisted`: what the KV's free keys say. It is a superset of
+//!   `avail`: it also holds space reserved by writers whose transaction
+//!   has not committed yet (so a crash leaves it free, not leaked) and
+//!   space freed by a batch that is not yet safe to reuse.
+//!
+//! Every offset whose persisted key may have changed is remembered, so the
+//! caller can write exactly those keys in the same KV batch as the
+//! metadata that uses the space.
 
 use super::codec::{u64_key, Enc, T_FREE};
 use crate::kv::KvOp;
@@ -9,94 +16,156 @@ use std::collections::{BTreeMap, BTreeSet};
 
 #[derive(Debug, Default)]
 pub struct Allocator {
-    free: BTreeMap<u64, u64>,
-    /// Offsets whose persisted key may differ from memory.
+    avail: BTreeMap<u64, u64>,
+    persisted: BTreeMap<u64, u64>,
+    /// Offsets whose persisted key may differ from `persisted`.
     touched: BTreeSet<u64>,
-    free_bytes: u64,
+    avail_bytes: u64,
+}
+
+/// Insert `[off, off + len)` into a coalesced map; reports the start
+/// offsets whose entries changed.
+fn insert(m: &mut BTreeMap<u64, u64>, mut off: u64, mut len: u64, touched: &mut dyn FnMut(u64)) {
+    touched(off);
+    if let Some((&p, &pl)) = m.range(..off).next_back() {
+        if p + pl == off {
+            m.remove(&p);
+            off = p;
+            len += pl;
+        }
+    }
+    if let Some(&nl) = m.get(&(off + len)) {
+        m.remove(&(off + len));
+        touched(off + len);
+        len += nl;
+    }
+    m.insert(off, len);
+    touched(off);
+}
+
+/// Remove `[off, off + len)`, which must lie inside one entry.
+fn remove(m: &mut BTreeMap<u64, u64>, off: u64, len: u64, touched: &mut dyn FnMut(u64)) -> bool {
+    let Some((&s, &l)) = m.range(..=off).next_back() else {
+        return false;
+    };
+    if off + len > s + l {
+        return false;
+    }
+    m.remove(&s);
+    touched(s);
+    if off > s {
+        m.insert(s, off - s);
+    }
+    if off + len < s + l {
+        m.insert(off + len, s + l - off - len);
+        touched(off + len);
+    }
+    true
 }
 
 impl Allocator {
-    /// From persisted extents (possibly not coalesced): every loaded key is
+    /// From persisted extents (maybe not coalesced): every loaded key is
     /// marked touched so the first persist rewrites them coalesced.
     pub fn load(extents: impl IntoIterator<Item = (u64, u64)>) -> Allocator {
         let mut a = Allocator::default();
         for (off, len) in extents {
             a.touched.insert(off);
-            a.release(off, len);
+            a.free(off, len);
+            a.make_available(off, len);
         }
         a
     }
 
+    /// Bytes that can be allocated now.
     pub fn free_bytes(&self) -> u64 {
-        self.free_bytes
+        self.avail_bytes
     }
 
-    /// Allocate `len` bytes (a multiple of the block size): one extent if
-    /// one is large enough (first fit), else several. `None` if there is
-    /// not enough free space; nothing changes then.
-    pub fn alloc(&mut self, len: u64) -> Option<Vec<(u64, u64)>> {
+    /// Take `len` bytes from the available space without changing what is
+    /// persisted (first fit; several pieces if no single extent is large
+    /// enough). `None` if there is not enough; nothing changes then.
+    pub fn reserve(&mut self, len: u64) -> Option<Vec<(u64, u64)>> {
         if len == 0 {
             return Some(Vec::new());
         }
-        if len > self.free_bytes {
+        if len > self.avail_bytes {
             return None;
         }
-        if let Some((&off, &l)) = self.free.iter().find(|(_, &l)| l >= len) {
-            self.take(off, l, len);
-            return Some(vec![(off, len)]);
-        }
         let mut out = Vec::new();
-        let mut need = len;
-        while need > 0 {
-            let (&off, &l) = self.free.iter().next_back()?;
-            let n = l.min(need);
-            self.take(off, l, n);
-            out.push((off, n));
-            need -= n;
+        if let Some((&off, _)) = self.avail.iter().find(|(_, &l)| l >= len) {
+            out.push((off, len));
+        } else {
+            let mut need = len;
+            for (&off, &l) in self.avail.iter().rev() {
+                let n = l.min(need);
+                out.push((off, n));
+                need -= n;
+                if need == 0 {
+                    break;
+                }
+            }
+        }
+        for &(off, n) in &out {
+            remove(&mut self.avail, off, n, &mut |_| {});
+            self.avail_bytes -= n;
         }
         Some(out)
     }
 
-    fn take(&mut self, off: u64, l: u64, n: u64) {
-        self.free.remove(&off);
-        self.touched.insert(off);
-        if l > n {
-            self.free.insert(off + n, l - n);
-            self.touched.insert(off + n);
+    /// Reserved space is now used by committed metadata: drop it from the
+    /// persisted free map.
+    pub fn commit_reserved(&mut self, pieces: &[(u64, u64)]) {
+        for &(off, n) in pieces {
+            let t = &mut self.touched;
+            let ok = remove(&mut self.persisted, off, n, &mut |o| {
+                t.insert(o);
+            });
+            debug_assert!(ok, "committing space that was not free");
         }
-        self.free_bytes -= n;
     }
 
-    /// Return an extent, merging it with free neighbours.
-    pub fn release(&mut self, mut off: u64, mut len: u64) {
+    /// Give back reserved space that was never committed.
+    pub fn unreserve(&mut self, pieces: &[(u64, u64)]) {
+        for &(off, n) in pieces {
+            self.make_available(off, n);
+        }
+    }
+
+    /// Reserve and commit at once.
+    pub fn alloc(&mut self, len: u64) -> Option<Vec<(u64, u64)>> {
+        let p = self.reserve(len)?;
+        self.commit_reserved(&p);
+        Some(p)
+    }
+
+    /// Space no longer referenced: free in the persisted map now, not yet
+    /// available (see [`Allocator::make_available`]).
+    pub fn free(&mut self, off: u64, len: u64) {
         if len == 0 {
             return;
         }
-        self.free_bytes += len;
-        if let Some((&p, &pl)) = self.free.range(..off).next_back() {
-            if p + pl == off {
-                self.free.remove(&p);
-                self.touched.insert(off);
-                off = p;
-                len += pl;
-            }
-        }
-        if let Some(&nl) = self.free.get(&(off + len)) {
-            self.free.remove(&(off + len));
-            self.touched.insert(off + len);
-            len += nl;
-        }
-        self.free.insert(off, len);
-        self.touched.insert(off);
+        let t = &mut self.touched;
+        insert(&mut self.persisted, off, len, &mut |o| {
+            t.insert(o);
+        });
     }
 
-    /// KV ops that make the persisted free keys equal memory for every
+    /// Freed space that is now safe to hand out.
+    pub fn make_available(&mut self, off: u64, len: u64) {
+        if len == 0 {
+            return;
+        }
+        insert(&mut self.avail, off, len, &mut |_| {});
+        self.avail_bytes += len;
+    }
+
+    /// KV ops that make the persisted free keys equal `persisted` for every
     /// touched offset.
     pub fn persist(&mut self) -> Vec<KvOp> {
         let ops = self
             .touched
             .iter()
-            .map(|&off| match self.free.get(&off) {
+            .map(|&off| match self.persisted.get(&off) {
                 Some(&len) => {
                     let mut e = Enc::default();
                     e.var(len);
@@ -114,17 +183,47 @@ impl Allocator {
 mod tests {
     use super::*;
 
+    fn persisted_after(a: &mut Allocator, keys: &mut BTreeMap<u64, u64>) {
+        for op in a.persist() {
+            match op {
+                KvOp::Put(k, v) => {
+                    keys.insert(super::super::codec::decode_u64_key(&k).unwrap(), {
+                        super::super::codec::Dec::new(&v).var().unwrap()
+                    });
+                }
+                KvOp::Delete(k) => {
+                    keys.remove(&super::super::codec::decode_u64_key(&k).unwrap());
+                }
+            }
+        }
+    }
+
     #[test]
-    fn alloc_release_coalesce() {
-        let mut a = Allocator::load([(0, 100), (100, 50), (200, 10)]);
-        assert_eq!(a.free_bytes(), 160);
-        assert_eq!(a.alloc(120), Some(vec![(0, 120)]));
-        assert_eq!(a.alloc(40), Some(vec![(200, 10), (120, 30)]));
-        assert_eq!(a.alloc(1), None);
-        a.release(120, 30);
-        a.release(0, 120);
-        assert_eq!(a.free.get(&0), Some(&150));
-        let ops = a.persist();
-        assert!(ops.contains(&KvOp::Delete(u64_key(T_FREE, 100))));
+    fn reservations_stay_persisted_free_until_committed() {
+        let mut keys = BTreeMap::from([(0u64, 100u64), (100, 50), (200, 10)]);
+        let mut a = Allocator::load(keys.clone());
+        persisted_after(&mut a, &mut keys);
+        assert_eq!(keys, BTreeMap::from([(0, 150), (200, 10)]));
+        let r = a.reserve(120).unwrap();
+        assert_eq!(r, vec![(0, 120)]);
+        assert_eq!(a.free_bytes(), 40);
+        // The committer allocates and persists meanwhile: the reservation
+        // must still read as free on disk.
+        let c = a.alloc(30).unwrap();
+        assert_eq!(c, vec![(120, 30)]);
+        persisted_after(&mut a, &mut keys);
+        assert_eq!(keys, BTreeMap::from([(0, 120), (200, 10)]));
+        a.commit_reserved(&r);
+        persisted_after(&mut a, &mut keys);
+        assert_eq!(keys, BTreeMap::from([(200, 10)]));
+        a.free(0, 120);
+        persisted_after(&mut a, &mut keys);
+        assert_eq!(keys, BTreeMap::from([(0, 120), (200, 10)]));
+        assert_eq!(a.free_bytes(), 10, "freed space is not available yet");
+        a.make_available(0, 120);
+        assert_eq!(a.free_bytes(), 130);
+        assert_eq!(a.reserve(200), None);
+        let both = a.reserve(125).unwrap();
+        assert_eq!(both, vec![(200, 10), (0, 115)]);
     }
 }

@@ -18,7 +18,6 @@ type Overlay = BTreeMap<Vec<u8>, Option<Vec<u8>>>;
 
 pub(super) struct Committer {
     pub(super) s: Arc<Shared>,
-    pub(super) alloc: Allocator,
     /// Extents freed by the previous batch, released after this one.
     pub(super) quarantine: Vec<(u64, u64)>,
     pub(super) next_blob: u64,
@@ -104,7 +103,8 @@ impl Committer {
             records: Vec::new(),
             freed: Vec::new(),
             allocated: Vec::new(),
-            alloc: &mut self.alloc,
+            consumed: Vec::new(),
+            alloc: &self.s.alloc,
             next_blob: &mut self.next_blob,
             next_seq: &mut self.next_seq,
             wrote_data: false,
@@ -114,9 +114,9 @@ impl Committer {
             .iter()
             .enumerate()
             .try_for_each(|(i, op)| match (op, pre.get(i)) {
-                (Op::WriteFull { coll, oid, data }, Some(Some(p)))
-                    if cx.compression(*coll)? == Compression::None =>
-                {
+                // Prepared data is already on the device (uncompressed even
+                // if compression was switched on meanwhile: best effort).
+                (Op::WriteFull { coll, oid, data }, Some(Some(p))) => {
                     cx.write_full_prepared(*coll, oid, data.len() as u64, p)
                 }
                 _ => cx.op(op),
@@ -139,8 +139,22 @@ impl Committer {
                 Ok(())
             }
             Err(e) => {
-                for (off, len) in std::mem::take(&mut cx.allocated) {
-                    cx.alloc.release(off, len);
+                // Undo this transaction's allocator changes: space it took
+                // is free again, space it freed is not.
+                if let Ok(mut a) = self.s.alloc.lock() {
+                    for (off, len) in std::mem::take(&mut cx.allocated) {
+                        a.free(off, len);
+                        a.make_available(off, len);
+                    }
+                    for &(off, len) in &cx.freed {
+                        a.commit_reserved(&[(off, len)]);
+                    }
+                    // Caller reservations this transaction never used.
+                    for p in pre.iter().flatten() {
+                        if !cx.consumed.contains(&p.pieces) {
+                            a.unreserve(&p.pieces);
+                        }
+                    }
                 }
                 Err(e)
             }
@@ -159,14 +173,7 @@ impl Committer {
                 None => KvOp::Delete(k),
             })
             .collect();
-        ops.extend(self.alloc.persist());
-        // Freed space is persisted as free now, but handed to the
-        // allocator only after the next batch (see the module invariants).
-        for &(off, len) in &b.freed {
-            let mut e = Enc::default();
-            e.var(len);
-            ops.push(KvOp::Put(u64_key(T_FREE, off), e.0));
-        }
+        ops.extend(s.alloc.lock().map_err(|_| StoreError::Closed)?.persist());
         for (k, off, bytes) in &b.records {
             let mut e = Enc::default();
             e.var(*off).bytes(bytes);
@@ -191,13 +198,13 @@ impl Committer {
             s.deferred.lock().map_err(|_| StoreError::Closed)?.clear();
             self.delete_next.extend(b.records.drain(..).map(|r| r.0));
         }
+        // Space freed by the previous batch is safe to reuse now (see the
+        // module invariants); this batch's waits for the next.
+        let mut a = s.alloc.lock().map_err(|_| StoreError::Closed)?;
         for (off, len) in std::mem::replace(&mut self.quarantine, std::mem::take(&mut b.freed)) {
-            // Persisted as separate keys when freed: drop those keys and
-            // let the allocator write the merged extent.
-            self.alloc.release(off, len);
+            a.make_available(off, len);
         }
-        s.free_bytes
-            .store(self.alloc.free_bytes(), Ordering::Relaxed);
+        s.free_bytes.store(a.free_bytes(), Ordering::Relaxed);
         Ok(())
     }
 }
@@ -213,8 +220,11 @@ struct Ctx<'a> {
     deferred: HashMap<u64, Arc<Vec<u8>>>,
     records: Vec<(Vec<u8>, u64, Vec<u8>)>,
     freed: Vec<(u64, u64)>,
+    /// Space this transaction committed (reserved pieces included).
     allocated: Vec<(u64, u64)>,
-    alloc: &'a mut Allocator,
+    /// Caller reservations this transaction used.
+    consumed: Vec<Vec<(u64, u64)>>,
+    alloc: &'a std::sync::Mutex<Allocator>,
     next_blob: &'a mut u64,
     next_seq: &'a mut u64,
     wrote_data: bool,
@@ -296,6 +306,7 @@ impl Ctx<'_> {
         }
         if n == 0 {
             self.del(u64_key(T_BLOB, id));
+            self.lock()?.free(b.disk_off, b.len);
             self.freed.push((b.disk_off, b.len));
         } else {
             b.refs = n as u64;
@@ -420,11 +431,7 @@ impl Ctx<'_> {
             on.size = on.size.max(end);
             return Ok(());
         }
-        let pieces = self.alloc.alloc(b - a).ok_or(StoreError::NoSpace {
-            needed: b - a,
-            free: self.alloc.free_bytes(),
-        })?;
-        self.allocated.extend(pieces.iter().copied());
+        let pieces = self.allocate(b - a)?;
         self.punch(on, a, b)?;
         let mut lo = a;
         for (doff, dlen) in pieces {
@@ -467,8 +474,8 @@ impl Ctx<'_> {
         Ok(())
     }
 
-    /// `write_full` of a large object whose buffer and checksums the
-    /// caller already built.
+    /// `write_full` of a large object whose data the caller already wrote
+    /// to space it reserved, with its checksums.
     fn write_full_prepared(
         &mut self,
         c: CollectionId,
@@ -478,18 +485,12 @@ impl Ctx<'_> {
     ) -> Result<()> {
         let mut on = self.obj(c, oid, true)?;
         self.punch(&mut on, 0, u64::MAX)?;
-        let total = p.buf.as_slice().len() as u64;
-        let pieces = self.alloc.alloc(total).ok_or(StoreError::NoSpace {
-            needed: total,
-            free: self.alloc.free_bytes(),
-        })?;
-        self.allocated.extend(pieces.iter().copied());
+        self.lock()?.commit_reserved(&p.pieces);
+        self.allocated.extend(p.pieces.iter().copied());
+        self.consumed.push(p.pieces.clone());
         let bs = self.s.bs;
-        let dev = self.s.dev_direct.as_ref().unwrap_or(&self.s.dev);
         let mut lo = 0u64;
-        for (doff, dlen) in pieces {
-            let part = &p.buf.as_slice()[lo as usize..(lo + dlen) as usize];
-            dev.write_all_at(part, doff).map_err(io)?;
+        for &(doff, dlen) in &p.pieces {
             let id = *self.next_blob;
             *self.next_blob += 1;
             let csums = p.csums[(lo / bs) as usize..((lo + dlen) / bs) as usize].to_vec();
@@ -519,6 +520,22 @@ impl Ctx<'_> {
         Ok(())
     }
 
+    fn lock(&self) -> Result<std::sync::MutexGuard<'_, Allocator>> {
+        self.alloc.lock().map_err(|_| StoreError::Closed)
+    }
+
+    /// Allocate (and commit) space for this transaction.
+    fn allocate(&mut self, len: u64) -> Result<Vec<(u64, u64)>> {
+        let mut a = self.lock()?;
+        let free = a.free_bytes();
+        let pieces = a
+            .alloc(len)
+            .ok_or(StoreError::NoSpace { needed: len, free })?;
+        drop(a);
+        self.allocated.extend(pieces.iter().copied());
+        Ok(pieces)
+    }
+
     /// Store `buf` (logical `[a, a + len)`, block aligned) LZ4-compressed
     /// in one new blob if that saves at least an eighth; `false` (nothing
     /// done) otherwise.
@@ -529,15 +546,20 @@ impl Ctx<'_> {
         if stored * 8 > buf.len() as u64 * 7 {
             return Ok(false);
         }
-        let Some(pieces) = self.alloc.alloc(stored) else {
-            return Ok(false);
-        };
-        if pieces.len() != 1 {
-            for (o, l) in pieces {
-                self.alloc.release(o, l);
+        let pieces = {
+            let mut a = self.lock()?;
+            match a.reserve(stored) {
+                Some(p) if p.len() == 1 => {
+                    a.commit_reserved(&p);
+                    p
+                }
+                Some(p) => {
+                    a.unreserve(&p);
+                    return Ok(false);
+                }
+                None => return Ok(false),
             }
-            return Ok(false);
-        }
+        };
         let doff = pieces[0].0;
         self.allocated.push((doff, stored));
         self.punch(on, a, a + buf.len() as u64)?;

@@ -98,13 +98,17 @@ struct Shared {
     free_bytes: AtomicU64,
     csum_errors: AtomicU64,
     failed: AtomicBool,
+    /// Shared by the committer and by writers that reserve space and
+    /// write large objects in their own thread before queueing.
+    alloc: Mutex<Allocator>,
 }
 
-/// Work done in the caller's thread before queueing: for large
-/// `write_full` ops, the block-aligned buffer and its checksums (so the
-/// single committer thread only allocates and writes).
+/// Work done in the caller's thread before queueing: for a large
+/// `write_full`, space reserved (still free on disk until the commit), the
+/// data written there with O_DIRECT, and its checksums. Writers thus
+/// write in parallel; the committer only commits metadata.
 pub(crate) struct Prepared {
-    pub(crate) buf: AlignedBuf,
+    pub(crate) pieces: Vec<(u64, u64)>,
     pub(crate) csums: Vec<u32>,
 }
 
@@ -270,11 +274,11 @@ impl BlockStore {
             free_bytes: AtomicU64::new(alloc.free_bytes()),
             csum_errors: AtomicU64::new(0),
             failed: AtomicBool::new(false),
+            alloc: Mutex::new(alloc),
         });
         let (tx, rx) = mpsc::channel::<Job>();
         let mut c = Committer {
             s: shared.clone(),
-            alloc,
             quarantine: Vec::new(),
             next_blob,
             next_seq,
@@ -680,22 +684,7 @@ impl ObjectStore for BlockStore {
 
     fn queue_transaction(&self, t: Transaction) -> Commit {
         let (commit, done) = Commit::pending();
-        let bs = self.shared.bs as usize;
-        let pre = t
-            .ops
-            .iter()
-            .map(|op| match op {
-                crate::txn::Op::WriteFull { data, .. }
-                    if data.len() as u64 > self.shared.deferred_max =>
-                {
-                    let len = data.len().div_ceil(bs) * bs;
-                    let buf = AlignedBuf::with_content(0, data, len);
-                    let csums = buf.as_slice().chunks(bs).map(crc32c::crc32c).collect();
-                    Some(Prepared { buf, csums })
-                }
-                _ => None,
-            })
-            .collect();
+        let pre = t.ops.iter().map(|op| self.prepare_write(op)).collect();
         match self.tx.lock() {
             Ok(g) => match g.as_ref() {
                 Some(tx) => {
@@ -901,6 +890,43 @@ impl ObjectStore for BlockStore {
 }
 
 impl BlockStore {
+    /// For a large `write_full` into an uncompressed collection: reserve
+    /// space, write the data there, compute checksums. `None` leaves the
+    /// op to the committer (small writes, compression, no space, errors).
+    fn prepare_write(&self, op: &crate::txn::Op) -> Option<Prepared> {
+        let crate::txn::Op::WriteFull { coll, data, .. } = op else {
+            return None;
+        };
+        let s = &self.shared;
+        if (data.len() as u64) <= s.deferred_max || s.failed.load(Ordering::Relaxed) {
+            return None;
+        }
+        let comp = s.kv.get(&coll_prefix(T_COLL, *coll)).ok()??;
+        if comp.first().copied().unwrap_or(0) != 0 {
+            return None;
+        }
+        let bs = s.bs as usize;
+        let len = data.len().div_ceil(bs) * bs;
+        let buf = AlignedBuf::with_content(0, data, len);
+        let csums = buf.as_slice().chunks(bs).map(crc32c::crc32c).collect();
+        let pieces = s.alloc.lock().ok()?.reserve(len as u64)?;
+        let dev = s.dev_direct.as_ref().unwrap_or(&s.dev);
+        let mut at = 0usize;
+        for &(off, n) in &pieces {
+            if dev
+                .write_all_at(&buf.as_slice()[at..at + n as usize], off)
+                .is_err()
+            {
+                if let Ok(mut a) = s.alloc.lock() {
+                    a.unreserve(&pieces);
+                }
+                return None;
+            }
+            at += n as usize;
+        }
+        Some(Prepared { pieces, csums })
+    }
+
     fn need_coll(&self, c: CollectionId) -> Result<()> {
         match self.shared.kv.get(&coll_prefix(T_COLL, c))? {
             Some(_) => Ok(()),
