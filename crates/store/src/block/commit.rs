@@ -163,8 +163,12 @@ impl Committer {
 
     fn commit(&mut self, b: &mut Batch) -> Result<()> {
         let s = self.s.clone();
+        let t_sync = std::time::Instant::now();
         if b.wrote_data {
             s.dev.sync_data().map_err(io)?;
+        }
+        if std::env::var_os("LOLIGO_STORE_TRACE").is_some() {
+            eprintln!("  data sync {:?}", t_sync.elapsed());
         }
         let mut ops: Vec<KvOp> = std::mem::take(&mut b.kv)
             .into_iter()
