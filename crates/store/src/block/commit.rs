@@ -19,11 +19,22 @@ type Overlay = BTreeMap<Vec<u8>, Option<Vec<u8>>>;
 pub(super) struct Committer {
     pub(super) s: Arc<Shared>,
     /// Extents freed by the previous batch, released after this one.
-    pub(super) quarantine: Vec<(u64, u64)>,
+    /// Freed extents with the batch that freed them; reusable once a later
+    /// batch has committed and no deferred record of their batch or
+    /// earlier is left (see `deleted_through`).
+    pub(super) quarantine: Vec<(u64, u64, u64)>,
     pub(super) next_blob: u64,
     pub(super) next_seq: u64,
     /// Deferred records already on the device, deleted with the next batch.
     pub(super) delete_next: Vec<Vec<u8>>,
+    /// Deferred records whose data is written to the device but not yet
+    /// synced, with their batch.
+    pub(super) unsynced: Vec<(u64, Vec<u8>)>,
+    /// Batches committed so far.
+    pub(super) batch_no: u64,
+    /// Every deferred record of batches `< deleted_through` is deleted
+    /// durably.
+    pub(super) deleted_through: u64,
     pub(super) batch_max: usize,
 }
 
@@ -163,12 +174,24 @@ impl Committer {
 
     fn commit(&mut self, b: &mut Batch) -> Result<()> {
         let s = self.s.clone();
-        let t_sync = std::time::Instant::now();
-        if b.wrote_data {
+        let n = self.batch_no;
+        // Deferred data written after earlier commits is synced only when
+        // it rides along a data sync anyway, when there are many records,
+        // or when freed space waits for their deletion. Until then the
+        // records stay (a crash replays them) and one device flush per
+        // batch (the KV's) suffices.
+        let flush_deferred = !self.unsynced.is_empty()
+            && (b.wrote_data
+                || self.unsynced.len() >= DEFERRED_SYNC_MAX
+                || !self.quarantine.is_empty());
+        if b.wrote_data || flush_deferred {
             s.dev.sync_data().map_err(io)?;
         }
-        if std::env::var_os("LOLIGO_STORE_TRACE").is_some() {
-            eprintln!("  data sync {:?}", t_sync.elapsed());
+        let mut synced_through = None;
+        if flush_deferred {
+            self.delete_next
+                .extend(self.unsynced.drain(..).map(|(_, k)| k));
+            synced_through = Some(n);
         }
         let mut ops: Vec<KvOp> = std::mem::take(&mut b.kv)
             .into_iter()
@@ -193,25 +216,38 @@ impl Committer {
                 .map_err(|_| StoreError::Closed)?
                 .extend(b.deferred.drain());
         }
+        if let Some(t) = synced_through {
+            self.deleted_through = t;
+        } else if self.unsynced.is_empty() {
+            self.deleted_through = n;
+        }
         if !b.records.is_empty() {
+            // Into the page cache now (readers then see it there), onto
+            // the platter with a later sync.
             for (_, off, bytes) in &b.records {
                 s.dev.write_all_at(bytes, *off).map_err(io)?;
             }
-            s.dev.sync_data().map_err(io)?;
             let _g = s.view.write().map_err(|_| StoreError::Closed)?;
             s.deferred.lock().map_err(|_| StoreError::Closed)?.clear();
-            self.delete_next.extend(b.records.drain(..).map(|r| r.0));
+            self.unsynced.extend(b.records.drain(..).map(|r| (n, r.0)));
         }
-        // Space freed by the previous batch is safe to reuse now (see the
-        // module invariants); this batch's waits for the next.
         let mut a = s.alloc.lock().map_err(|_| StoreError::Closed)?;
-        for (off, len) in std::mem::replace(&mut self.quarantine, std::mem::take(&mut b.freed)) {
+        let ready = |&(f, _, _): &(u64, u64, u64)| f < n && f < self.deleted_through;
+        for &(_, off, len) in self.quarantine.iter().filter(|q| ready(q)) {
             a.make_available(off, len);
         }
+        let dt = self.deleted_through;
+        self.quarantine.retain(|&(f, _, _)| !(f < n && f < dt));
+        self.quarantine
+            .extend(b.freed.drain(..).map(|(o, l)| (n, o, l)));
         s.free_bytes.store(a.free_bytes(), Ordering::Relaxed);
+        self.batch_no += 1;
         Ok(())
     }
 }
+
+/// Unsynced deferred records that force a sync at the next commit.
+const DEFERRED_SYNC_MAX: usize = 1024;
 
 use crate::store::Completer;
 

@@ -283,6 +283,9 @@ impl BlockStore {
             next_blob,
             next_seq,
             delete_next: Vec::new(),
+            unsynced: Vec::new(),
+            batch_no: 0,
+            deleted_through: 0,
             batch_max: cfg.batch_max.max(1),
         };
         let handle = std::thread::Builder::new()
