@@ -11,15 +11,18 @@
 //! allocated space (copy-on-write) and are synced once per batch before
 //! the batch's single KV commit makes them visible: no double write.
 //! Writes of at most `deferred_max` bytes are committed in the KV as
-//! deferred records (in place when they overwrite an unshared extent) and
-//! written to the device right after the commit; a crash in between is
-//! repaired at mount by replaying the records.
+//! deferred records (in place when they overwrite an unshared extent),
+//! written to the device after the commit and synced lazily; until their
+//! records are deleted (after a sync), a crash is repaired at mount by
+//! replaying them. Large `write_full`s are written by the writer's own
+//! thread into reserved space before they are queued.
 //!
-//! Invariants: space freed by a batch stays unallocatable until the next
-//! batch has committed (so a crash can never expose metadata pointing at
-//! reused space, and no deferred record can land on reused space); every
-//! block of every blob has a crc32c checked on every read; bytes past an
-//! object's size inside its last block are zero.
+//! Invariants: space freed by a batch stays unallocatable until a later
+//! batch has committed and every deferred record of that batch or earlier
+//! is durably deleted (so a crash can never expose metadata pointing at
+//! reused space, and no replay can land on reused space); every block of
+//! every blob has a crc32c checked on every read; bytes past an object's
+//! size inside its last block are zero.
 
 pub mod alloc;
 pub mod codec;
