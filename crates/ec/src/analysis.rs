@@ -1,6 +1,8 @@
 //! Recovery cost of a code for one object size: a read plan for every
 //! single lost chunk and the averages the seed reports (what `loligo ec
 //! plan` prints).
+//!
+//! It must never report a number it did not get from a read plan.
 
 use crate::code::ErasureCode;
 use crate::error::Result;

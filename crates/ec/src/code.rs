@@ -1,5 +1,8 @@
 //! The one trait every erasure code implements, and helpers shared by the
 //! implementations.
+//!
+//! Implementations must never return bytes for a chunk they could not
+//! rebuild: every failure is an `EcError`.
 
 use crate::error::{EcError, Result};
 use crate::layout::{check_extents, Available, Layout};

@@ -1,4 +1,6 @@
 //! The erasure-code layer's one error type.
+//!
+//! Decoders must never panic on caller input; this is what they return.
 
 use thiserror::Error;
 

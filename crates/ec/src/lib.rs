@@ -4,6 +4,8 @@
 //! with recovery read plans and their costs.
 //!
 //! No I/O: callers hand in buffers and get buffers and plans back.
+//!
+//! It must never do I/O or panic on caller input.
 
 // Matrix and element arithmetic reads best with explicit indices.
 #![allow(clippy::needless_range_loop)]

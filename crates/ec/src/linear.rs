@@ -2,6 +2,9 @@
 //! basic Pyramid LRC derived from it. One element per chunk; any chunk is a
 //! linear combination of the data chunks, so decoding is solving for the
 //! wanted rows in the span of the available ones.
+//!
+//! It must never pick a basis that does not span what is wanted (the
+//! solver checks, and decoding fails with `NotDecodable` instead).
 
 use crate::code::{check_decode, check_encode, check_plan, padded, ErasureCode};
 use crate::error::{EcError, Result};

@@ -2,6 +2,8 @@
 //! are grouped into I/O requests, and what that costs (bytes, I/Os, read
 //! distance). Codes produce the element lists; this module turns them into
 //! I/Os the same way for every code.
+//!
+//! It must never plan a read of padding (logical zeros).
 
 use crate::layout::Layout;
 use std::collections::BTreeMap;

@@ -3,6 +3,8 @@
 //! decode side rebuilds each data chunk in turn from exactly the bytes its
 //! recovery plan reads, and checks the result. Chunks live in page-aligned
 //! buffers, as an OSD's O_DIRECT buffers do.
+//!
+//! It must never time a decode whose result it has not checked.
 
 use crate::code::ErasureCode;
 use crate::error::{EcError, Result};

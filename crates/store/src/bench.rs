@@ -5,6 +5,9 @@
 //! device per user byte (from /proc/self/io); (c) 4 KiB object creates and
 //! 100-byte omap inserts per second; (d) the same against `MemStore` as
 //! the CPU ceiling.
+//!
+//! It must never run against a store holding data someone needs: the CLI
+//! creates a fresh store and removes it.
 
 use crate::error::{Result, StoreError};
 use crate::store::ObjectStore;

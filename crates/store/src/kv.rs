@@ -5,6 +5,9 @@
 //! Assumptions about the engine: a batch commits atomically (all keys or
 //! none, also across a crash); with `sync` the batch is durable when
 //! `commit` returns; reads see every committed batch.
+//!
+//! Callers must never rely on anything else (no transactions across
+//! batches, no iteration stability across commits).
 
 use crate::error::{Result, StoreError};
 use std::path::Path;

@@ -4,6 +4,8 @@
 //!
 //! Atomicity: ops mutate in place and log how to undo each first change;
 //! if an op fails, the log is replayed backwards and the error returned.
+//!
+//! It must never leave a failed transaction partly applied.
 
 use crate::error::{Result, StoreError};
 use crate::store::{Commit, ObjectStore};

@@ -1,5 +1,8 @@
 //! The `ObjectStore` trait every store implements, and `Commit`, the
 //! handle that reports when a queued transaction is durable.
+//!
+//! A store must never complete a `Commit` with `Ok` before the
+//! transaction is durable.
 
 use crate::error::{Result, StoreError};
 use crate::txn::Transaction;

@@ -6,6 +6,8 @@
 //! last one acknowledged for it (no lost commit).
 //!
 //! `loligo store torture` runs it; the crash test kills that process.
+//!
+//! The checker must never accept a state that mixes two transactions.
 
 use crate::store::ObjectStore;
 use crate::txn::Transaction;

@@ -1,6 +1,8 @@
 //! Transactions: an ordered list of operations a store applies all or
 //! nothing. Builders take owned data so a transaction can cross threads
 //! (to the committer) without borrowing the caller.
+//!
+//! Stores must never apply a transaction that fails `validate`.
 
 use crate::error::{Result, StoreError};
 use crate::types::{CollectionId, Compression, Limits, ObjectId};

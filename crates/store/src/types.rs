@@ -4,6 +4,8 @@
 //! order lets an OSD split a PG by hash range and walk it for backfill and
 //! scrub. Key encodings that preserve this order live with the stores that
 //! need them.
+//!
+//! Nothing here may panic on any value a caller can construct.
 
 use std::fmt;
 

@@ -9,6 +9,8 @@
 //! columns, with every choice of as many surviving parities) is checked by
 //! Gaussian elimination, and the column is re-drawn if any is singular.
 //! The result is deterministic for a profile.
+//!
+//! A code whose check fails must never be used: the search errors out.
 
 use super::shape::Shape;
 use crate::error::{EcError, Result};

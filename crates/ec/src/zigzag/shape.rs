@@ -11,6 +11,8 @@
 //! A lost column at position p >= 1 is rebuilt from the rows whose digit p
 //! equals some value (its rebuilding set, one of r cosets); position 0 uses
 //! the rows whose digit sum equals some value.
+//!
+//! It must never depend on coefficients (that is `coeffs.rs`).
 
 use crate::error::{EcError, Result};
 

@@ -9,6 +9,9 @@
 //! Every offset whose persisted key may have changed is remembered, so the
 //! caller can write exactly those keys in the same KV batch as the
 //! metadata that uses the space.
+//!
+//! It must never hand out space that the persisted map does not list as
+//! free, nor let `avail` hold space missing from `persisted`.
 
 use super::codec::{u64_key, Enc, T_FREE};
 use crate::kv::KvOp;

@@ -1,5 +1,8 @@
 //! The committer: prepares queued transactions against an overlay of the
 //! KV, group-commits them, then writes deferred data to the device.
+//!
+//! It must never complete a transaction before the KV batch holding it
+//! is durable, nor write into space another committed extent uses.
 
 use super::codec::*;
 use super::{ids, io, read_block, read_logical_into, AlignedBuf, Allocator, Job, Prepared, Shared};
