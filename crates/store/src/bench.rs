@@ -104,24 +104,37 @@ pub fn seq_writes(s: &dyn ObjectStore, seconds: f64) -> Result<f64> {
     let budget = Duration::from_secs_f64(seconds);
     let data = filler(MIB4, 1);
     let start = Instant::now();
-    let n: u64 = std::thread::scope(|sc| {
-        let hs: Vec<_> = (0..SEQ_WINDOW as u64)
+    let n = writers(SEQ_WINDOW as u64, start, budget, &|w, k| {
+        let i = w * 8 + k % 8;
+        let mut t = Transaction::new();
+        t.write_full(
+            c,
+            &ObjectId::new(i as u32, format!("seq-{i}")),
+            data.clone(),
+        );
+        s.apply(t)
+    })?;
+    Ok((n as f64 * MIB4 as f64) / start.elapsed().as_secs_f64() / 1e6)
+}
+
+/// Run `f(writer, i)` for i = 0, 1, ... in `writers` threads until
+/// `budget` has passed (each at least twice); total calls.
+fn writers(
+    n: u64,
+    start: Instant,
+    budget: Duration,
+    f: &(dyn Fn(u64, u64) -> Result<()> + Sync),
+) -> Result<u64> {
+    std::thread::scope(|sc| {
+        let hs: Vec<_> = (0..n)
             .map(|w| {
-                let data = &data;
                 sc.spawn(move || -> Result<u64> {
-                    let mut n = 0u64;
-                    while n < 2 || start.elapsed() < budget {
-                        let i = w * 8 + n % 8;
-                        let mut t = Transaction::new();
-                        t.write_full(
-                            c,
-                            &ObjectId::new(i as u32, format!("seq-{i}")),
-                            data.clone(),
-                        );
-                        s.apply(t)?;
-                        n += 1;
+                    let mut k = 0u64;
+                    while k < 2 || start.elapsed() < budget {
+                        f(w, k)?;
+                        k += 1;
                     }
-                    Ok(n)
+                    Ok(k)
                 })
             })
             .collect();
@@ -131,8 +144,7 @@ pub fn seq_writes(s: &dyn ObjectStore, seconds: f64) -> Result<f64> {
                     .unwrap_or_else(|_| Err(StoreError::Io("writer panicked".into())))
             })
             .sum::<Result<u64>>()
-    })?;
-    Ok((n as f64 * MIB4 as f64) / start.elapsed().as_secs_f64() / 1e6)
+    })
 }
 
 fn coll() -> CollectionId {
@@ -151,8 +163,8 @@ pub fn run(s: &dyn ObjectStore, seconds: f64, disk: bool) -> Result<Results> {
     let budget = Duration::from_secs_f64(seconds);
     r.seq_write_mbps = seq_writes(s, seconds)?;
     // (b) 4 KiB random overwrites, 16 writers, each in its own 4 MiB object.
-    let writers = 16u64;
-    for w in 0..writers {
+    let nw = 16u64;
+    for w in 0..nw {
         let mut t = Transaction::new();
         t.write_full(
             c,
@@ -163,33 +175,21 @@ pub fn run(s: &dyn ObjectStore, seconds: f64, disk: bool) -> Result<Results> {
     }
     let before = if disk { proc_write_bytes() } else { None };
     let start = Instant::now();
-    let ops: u64 = std::thread::scope(|sc| {
-        let hs: Vec<_> = (0..writers)
-            .map(|w| {
-                sc.spawn(move || -> Result<u64> {
-                    let o = ObjectId::new(w as u32, format!("rand-{w}"));
-                    let mut x = (w + 1) * 0x9E37_79B9;
-                    let mut k = 0u64;
-                    while k < 2 || start.elapsed() < budget {
-                        x ^= x << 13;
-                        x ^= x >> 7;
-                        x ^= x << 17;
-                        let off = (x % (MIB4 as u64 / 4096)) * 4096;
-                        let mut t = Transaction::new();
-                        t.write(c, &o, off, vec![x as u8; 4096]);
-                        s.apply(t)?;
-                        k += 1;
-                    }
-                    Ok(k)
-                })
-            })
-            .collect();
-        hs.into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(StoreError::Io("writer panicked".into())))
-            })
-            .sum::<Result<u64>>()
+    let ops = writers(nw, start, budget, &|w, k| {
+        // A different random 4 KiB block of the writer's object each time.
+        let mut x = (w + 1) * 0x9E37_79B9 + k * 0x2545_F491;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let off = (x % (MIB4 as u64 / 4096)) * 4096;
+        let mut t = Transaction::new();
+        t.write(
+            c,
+            &ObjectId::new(w as u32, format!("rand-{w}")),
+            off,
+            vec![x as u8; 4096],
+        );
+        s.apply(t)
     })?;
     let secs = start.elapsed().as_secs_f64();
     r.rand_write_iops = ops as f64 / secs;
@@ -203,26 +203,7 @@ pub fn run(s: &dyn ObjectStore, seconds: f64, disk: bool) -> Result<Results> {
     let small = filler(4096, 7);
     let count = |f: &(dyn Fn(u64, u64) -> Transaction + Sync)| -> Result<f64> {
         let start = Instant::now();
-        let total: u64 = std::thread::scope(|sc| {
-            let hs: Vec<_> = (0..writers)
-                .map(|w| {
-                    sc.spawn(move || -> Result<u64> {
-                        let mut k = 0u64;
-                        while k < 2 || start.elapsed() < budget {
-                            s.apply(f(w, k))?;
-                            k += 1;
-                        }
-                        Ok(k)
-                    })
-                })
-                .collect();
-            hs.into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or_else(|_| Err(StoreError::Io("writer panicked".into())))
-                })
-                .sum::<Result<u64>>()
-        })?;
+        let total = writers(nw, start, budget, &|w, k| s.apply(f(w, k)))?;
         Ok(total as f64 / start.elapsed().as_secs_f64())
     };
     r.creates_per_s = count(&|w, k| {

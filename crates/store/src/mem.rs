@@ -487,13 +487,8 @@ impl ObjectStore for MemStore {
     ) -> Result<(Vec<ObjectId>, Option<ObjectId>)> {
         let colls = self.colls.read().map_err(|_| StoreError::Closed)?;
         let coll = colls.get(&c).ok_or(StoreError::NoCollection(c))?;
-        if hashes.start > u64::from(u32::MAX) || hashes.start >= hashes.end {
+        let Some(from) = crate::store::list_from(&hashes, start) else {
             return Ok((Vec::new(), None));
-        }
-        let lo = ObjectId::new(hashes.start as u32, "");
-        let from = match start {
-            Some(s) if *s > lo => s.clone(),
-            _ => lo,
         };
         let mut it = coll
             .objects

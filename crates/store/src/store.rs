@@ -190,3 +190,16 @@ impl Drop for Completer {
         self.fire(Err(StoreError::Closed));
     }
 }
+
+/// Where a `list_range` scan starts: the later of `start` and the first
+/// possible id of `hashes`; `None` when the range is empty.
+pub fn list_from(hashes: &Range<u64>, start: Option<&ObjectId>) -> Option<ObjectId> {
+    if hashes.start > u64::from(u32::MAX) || hashes.start >= hashes.end {
+        return None;
+    }
+    let lo = ObjectId::new(hashes.start as u32, "");
+    Some(match start {
+        Some(s) if *s > lo => s.clone(),
+        _ => lo,
+    })
+}

@@ -479,21 +479,8 @@ impl Ctx<'_> {
         let mut lo = a;
         for (doff, dlen) in pieces {
             let part = &buf[(lo - a) as usize..(lo - a + dlen) as usize];
-            let id = *self.next_blob;
-            *self.next_blob += 1;
             let csums = part.chunks(bs as usize).map(crc32c::crc32c).collect();
-            self.put_blob(
-                id,
-                &Blob {
-                    disk_off: doff,
-                    len: dlen,
-                    refs: 1,
-                    csums,
-                    comp: 0,
-                    clen: 0,
-                    raw_len: 0,
-                },
-            );
+            let id = self.new_blob(doff, dlen, csums);
             if small {
                 self.defer(doff, part.to_vec());
             } else {
@@ -534,21 +521,8 @@ impl Ctx<'_> {
         let bs = self.s.bs;
         let mut lo = 0u64;
         for &(doff, dlen) in &p.pieces {
-            let id = *self.next_blob;
-            *self.next_blob += 1;
             let csums = p.csums[(lo / bs) as usize..((lo + dlen) / bs) as usize].to_vec();
-            self.put_blob(
-                id,
-                &Blob {
-                    disk_off: doff,
-                    len: dlen,
-                    refs: 1,
-                    csums,
-                    comp: 0,
-                    clen: 0,
-                    raw_len: 0,
-                },
-            );
+            let id = self.new_blob(doff, dlen, csums);
             on.extents.push(Extent {
                 loff: lo,
                 len: dlen,
@@ -561,6 +535,25 @@ impl Ctx<'_> {
         on.size = len;
         self.save(c, oid, &on);
         Ok(())
+    }
+
+    /// A new uncompressed blob with one reference; returns its id.
+    fn new_blob(&mut self, disk_off: u64, len: u64, csums: Vec<u32>) -> u64 {
+        let id = *self.next_blob;
+        *self.next_blob += 1;
+        self.put_blob(
+            id,
+            &Blob {
+                disk_off,
+                len,
+                refs: 1,
+                csums,
+                comp: 0,
+                clen: 0,
+                raw_len: 0,
+            },
+        );
+        id
     }
 
     fn lock(&self) -> Result<std::sync::MutexGuard<'_, Allocator>> {

@@ -834,13 +834,8 @@ impl ObjectStore for BlockStore {
     ) -> Result<(Vec<ObjectId>, Option<ObjectId>)> {
         let _g = self.shared.view.read().map_err(|_| StoreError::Closed)?;
         self.need_coll(c)?;
-        if hashes.start > u64::from(u32::MAX) || hashes.start >= hashes.end {
+        let Some(from) = crate::store::list_from(&hashes, start) else {
             return Ok((Vec::new(), None));
-        }
-        let lo = ObjectId::new(hashes.start as u32, "");
-        let from = match start {
-            Some(s) if *s > lo => s.clone(),
-            _ => lo,
         };
         let p = coll_prefix(T_ONODE, c);
         let end = prefix_end(&p);
