@@ -102,7 +102,9 @@ pub fn seq_writes(s: &dyn ObjectStore, seconds: f64) -> Result<f64> {
         s.apply(t)?;
     }
     let budget = Duration::from_secs_f64(seconds);
-    let data = filler(MIB4, 1);
+    // As an OSD receives object data: into an aligned buffer, shared (not
+    // copied) by every write of it.
+    let data = crate::block::aligned_bytes(&filler(MIB4, 1));
     let start = Instant::now();
     let n = writers(SEQ_WINDOW as u64, start, budget, &|w, k| {
         let i = w * 8 + k % 8;

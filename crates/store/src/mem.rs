@@ -258,7 +258,7 @@ fn apply_op(
             obj.data[*offset as usize..end].copy_from_slice(data);
         }
         Op::WriteFull { coll, oid, data } => {
-            obj_mut(colls, *coll, oid, true, undo, saved, log)?.data = data.clone();
+            obj_mut(colls, *coll, oid, true, undo, saved, log)?.data = data.to_vec();
         }
         Op::Zero {
             coll,

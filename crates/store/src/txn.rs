@@ -6,6 +6,7 @@
 
 use crate::error::{Result, StoreError};
 use crate::types::{CollectionId, Compression, Limits, ObjectId};
+use bytes::Bytes;
 
 /// One operation. Ops that name an object create it if missing (touch,
 /// write, write_full, zero, truncate, setattrs, omap_setkeys,
@@ -24,13 +25,13 @@ pub enum Op {
         coll: CollectionId,
         oid: ObjectId,
         offset: u64,
-        data: Vec<u8>,
+        data: Bytes,
     },
     /// Replace the object's data.
     WriteFull {
         coll: CollectionId,
         oid: ObjectId,
-        data: Vec<u8>,
+        data: Bytes,
     },
     /// Zero a range (extends the object if the range ends past it).
     Zero {
@@ -132,7 +133,7 @@ impl Transaction {
         c: CollectionId,
         o: &ObjectId,
         offset: u64,
-        data: impl Into<Vec<u8>>,
+        data: impl Into<Bytes>,
     ) -> &mut Self {
         self.push(Op::Write {
             coll: c,
@@ -145,7 +146,7 @@ impl Transaction {
         &mut self,
         c: CollectionId,
         o: &ObjectId,
-        data: impl Into<Vec<u8>>,
+        data: impl Into<Bytes>,
     ) -> &mut Self {
         self.push(Op::WriteFull {
             coll: c,

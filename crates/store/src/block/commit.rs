@@ -460,7 +460,7 @@ impl Ctx<'_> {
                     for (i, chunk) in buf.chunks(bs as usize).enumerate() {
                         let bi = (boff / bs) as usize + i;
                         if let Some(c) = blob.csums.get_mut(bi) {
-                            *c = crc32c::crc32c(chunk);
+                            *c = csum(chunk);
                         }
                     }
                     self.put_blob(x.blob, &blob);
@@ -479,7 +479,7 @@ impl Ctx<'_> {
         let mut lo = a;
         for (doff, dlen) in pieces {
             let part = &buf[(lo - a) as usize..(lo - a + dlen) as usize];
-            let csums = part.chunks(bs as usize).map(crc32c::crc32c).collect();
+            let csums = part.chunks(bs as usize).map(csum).collect();
             let id = self.new_blob(doff, dlen, csums);
             if small {
                 self.defer(doff, part.to_vec());
@@ -605,11 +605,7 @@ impl Ctx<'_> {
         self.wrote_data = true;
         let id = *self.next_blob;
         *self.next_blob += 1;
-        let csums = out
-            .as_slice()
-            .chunks(bs as usize)
-            .map(crc32c::crc32c)
-            .collect();
+        let csums = out.as_slice().chunks(bs as usize).map(csum).collect();
         self.put_blob(
             id,
             &Blob {

@@ -88,6 +88,8 @@ struct Shared {
     /// The same file opened with O_DIRECT for large copy-on-write writes
     /// (no page-cache copy); `None` where the file system refuses it.
     dev_direct: Option<File>,
+    /// Aligned buffers for writers' copies (see `prepare_write`).
+    buf_pool: BufPool,
     size: u64,
     bs: u64,
     deferred_max: u64,
@@ -278,6 +280,7 @@ impl BlockStore {
             csum_errors: AtomicU64::new(0),
             failed: AtomicBool::new(false),
             alloc: Mutex::new(alloc),
+            buf_pool: BufPool::default(),
         });
         let (tx, rx) = mpsc::channel::<Job>();
         let mut c = Committer {
@@ -456,7 +459,7 @@ fn read_logical_into(
             let mut packed = Vec::with_capacity(b.len as usize);
             for bi in 0..b.len / s.bs {
                 let data = block(b.disk_off + bi * s.bs)?;
-                if b.csums.get(bi as usize).copied() != Some(crc32c::crc32c(&data)) {
+                if b.csums.get(bi as usize).copied() != Some(csum(&data)) {
                     s.csum_errors.fetch_add(1, Ordering::Relaxed);
                     return Err(StoreError::Checksum {
                         oid: oid.clone(),
@@ -486,7 +489,7 @@ fn read_logical_into(
         for bi in first..=last {
             let data = block(b.disk_off + bi * s.bs)?;
             let want = b.csums.get(bi as usize).copied();
-            if want != Some(crc32c::crc32c(&data)) {
+            if want != Some(csum(&data)) {
                 s.csum_errors.fetch_add(1, Ordering::Relaxed);
                 let logical = xs + (bi * s.bs).saturating_sub(x.boff);
                 return Err(StoreError::Checksum {
@@ -536,8 +539,73 @@ impl AlignedBuf {
     pub(crate) fn as_slice(&self) -> &[u8] {
         &self.raw[self.off..self.off + self.len]
     }
+    /// Bytes this buffer can hold from its aligned start.
+    fn capacity(&self) -> usize {
+        self.raw.len() - self.off
+    }
+    /// Refill: `data`, then zeros up to `len` (at most `capacity`).
+    fn fill(&mut self, data: &[u8], len: usize) {
+        debug_assert!(data.len() <= len && len <= self.capacity());
+        let o = self.off;
+        self.raw[o..o + data.len()].copy_from_slice(data);
+        self.raw[o + data.len()..o + len].fill(0);
+        self.len = len;
+    }
     pub(crate) fn as_mut_slice(&mut self) -> &mut [u8] {
         &mut self.raw[self.off..self.off + self.len]
+    }
+}
+
+/// Aligned buffers kept for reuse by writers: a fresh multi-MiB buffer
+/// costs page faults and page pinning on every write.
+#[derive(Default)]
+pub(crate) struct BufPool(Mutex<Vec<AlignedBuf>>);
+
+impl BufPool {
+    /// Buffers kept at most, and the largest size kept (a limit on the
+    /// memory the pool can hold: 8 x 8 MiB).
+    const KEEP_MAX: usize = 8;
+    const BYTES_MAX: usize = 8 << 20;
+
+    /// An aligned buffer of `len` bytes holding `data` then zeros.
+    fn take(&self, data: &[u8], len: usize) -> AlignedBuf {
+        debug_assert!(data.len() <= len);
+        let reused = self.0.lock().ok().and_then(|mut v| {
+            let i = v.iter().position(|b| b.capacity() >= len)?;
+            Some(v.swap_remove(i))
+        });
+        match reused {
+            Some(mut b) => {
+                b.fill(data, len);
+                b
+            }
+            None => AlignedBuf::with_content(0, data, len),
+        }
+    }
+
+    fn put(&self, b: AlignedBuf) {
+        if b.capacity() > Self::BYTES_MAX {
+            return;
+        }
+        if let Ok(mut v) = self.0.lock() {
+            if v.len() < Self::KEEP_MAX {
+                v.push(b);
+            }
+        }
+    }
+}
+
+/// A copy of `data` in memory aligned for O_DIRECT. A large `write_full`
+/// whose data is such a buffer (and whole blocks long) is written to the
+/// device without another copy: callers that receive object data into
+/// their own buffers (the OSD) can allocate them this way.
+pub fn aligned_bytes(data: &[u8]) -> bytes::Bytes {
+    bytes::Bytes::from_owner(AlignedBuf::with_content(0, data, data.len()))
+}
+
+impl AsRef<[u8]> for AlignedBuf {
+    fn as_ref(&self) -> &[u8] {
+        self.as_slice()
     }
 }
 
@@ -673,7 +741,7 @@ fn fsck(s: &Shared, deep: bool) -> Result<FsckReport> {
             for (i, &want) in b.csums.iter().enumerate() {
                 let data = read_block(s, &none, b.disk_off + i as u64 * s.bs)?;
                 r.blocks_checked += 1;
-                if crc32c::crc32c(&data) != want {
+                if csum(&data) != want {
                     r.errors
                         .push(format!("blob {id} block {i}: checksum mismatch"));
                 }
@@ -908,24 +976,42 @@ impl BlockStore {
         }
         let bs = s.bs as usize;
         let len = data.len().div_ceil(bs) * bs;
-        let buf = AlignedBuf::with_content(0, data, len);
-        let csums = buf.as_slice().chunks(bs).map(crc32c::crc32c).collect();
-        let pieces = s.alloc.lock().ok()?.reserve(len as u64)?;
-        let dev = s.dev_direct.as_ref().unwrap_or(&s.dev);
-        let mut at = 0usize;
-        for &(off, n) in &pieces {
-            if dev
-                .write_all_at(&buf.as_slice()[at..at + n as usize], off)
-                .is_err()
-            {
-                if let Ok(mut a) = s.alloc.lock() {
-                    a.unreserve(&pieces);
+        // A caller's buffer that is aligned and whole blocks long (see
+        // [`aligned_bytes`]) goes to the device as it is; anything else is
+        // copied into a pooled aligned buffer.
+        let direct = len == data.len() && (data.as_ptr() as usize).is_multiple_of(DIRECT_ALIGN);
+        let pooled = if direct {
+            None
+        } else {
+            Some(s.buf_pool.take(data, len))
+        };
+        let src: &[u8] = match &pooled {
+            Some(b) => b.as_slice(),
+            None => data,
+        };
+        let csums = src.chunks(bs).map(csum).collect();
+        let written = (|| {
+            let pieces = s.alloc.lock().ok()?.reserve(len as u64)?;
+            let dev = s.dev_direct.as_ref().unwrap_or(&s.dev);
+            let mut at = 0usize;
+            for &(off, n) in &pieces {
+                if dev.write_all_at(&src[at..at + n as usize], off).is_err() {
+                    if let Ok(mut a) = s.alloc.lock() {
+                        a.unreserve(&pieces);
+                    }
+                    return None;
                 }
-                return None;
+                at += n as usize;
             }
-            at += n as usize;
+            Some(pieces)
+        })();
+        if let Some(b) = pooled {
+            s.buf_pool.put(b);
         }
-        Some(Prepared { pieces, csums })
+        Some(Prepared {
+            pieces: written?,
+            csums,
+        })
     }
 
     fn need_coll(&self, c: CollectionId) -> Result<()> {
