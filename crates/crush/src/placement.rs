@@ -36,7 +36,8 @@ pub struct PoolPlacement {
 }
 
 /// How PG seeds become CRUSH inputs.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum PpsMode {
     /// Ceph's: `crush_hash32_2(ps, pool)` (or `ps + pool` without HASHPSPOOL).
     #[default]
@@ -139,7 +140,9 @@ impl PoolPlacement {
 }
 
 /// A PG id: pool and seed, printed like Ceph (`7.4b`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub struct PgId {
     pub pool: u64,
     pub ps: u32,

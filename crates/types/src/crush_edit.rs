@@ -1,0 +1,368 @@
+//! Edits of a CRUSH map as a monitor makes them: the default map of a new
+//! cluster, adding an OSD under a host, moving and removing items,
+//! reweighting. Pure functions on `CrushMap`.
+//!
+//! They must never leave a map that does not compile: every edit keeps
+//! bucket weights equal to the sums of their children and buckets in
+//! children-first order, and the caller compiles the result before
+//! accepting it.
+
+use crate::error::{MapError, Result};
+use loligo_crush::map::{
+    Bucket, BucketAlg, BucketItem, BucketType, ChooseMode, Device, ItemId, Rule, Step, Tunables,
+};
+use loligo_crush::CrushMap;
+
+/// Name of the root every new host goes under.
+pub const DEFAULT_ROOT: &str = "default";
+/// Id of the replicated rule of a new cluster.
+pub const DEFAULT_RULE: i32 = 0;
+/// Bucket types of a new cluster, as Ceph names them.
+pub const TYPES: [&str; 4] = ["osd", "host", "rack", "root"];
+
+fn err(m: String) -> MapError {
+    MapError::Crush(m)
+}
+
+/// The map of a new cluster: types osd/host/rack/root, an empty root
+/// `default`, and rule 0 `replicated_rule` that puts each replica in a
+/// different `failure_domain` (`host`, or `osd` for a one-machine cluster).
+pub fn default_map(failure_domain: &str) -> Result<CrushMap> {
+    let type_id = TYPES
+        .iter()
+        .position(|t| *t == failure_domain)
+        .ok_or_else(|| err(format!("unknown failure domain type '{failure_domain}'")))?;
+    Ok(CrushMap {
+        tunables: Tunables::OPTIMAL,
+        devices: Vec::new(),
+        types: TYPES
+            .iter()
+            .enumerate()
+            .map(|(i, n)| BucketType {
+                id: i as i32,
+                name: n.to_string(),
+            })
+            .collect(),
+        buckets: vec![Bucket {
+            id: -1,
+            name: DEFAULT_ROOT.into(),
+            type_id: 3,
+            alg: BucketAlg::Straw2,
+            hash: 0,
+            items: Vec::new(),
+            class_ids: Default::default(),
+        }],
+        rules: vec![Rule {
+            id: DEFAULT_RULE,
+            name: "replicated_rule".into(),
+            rule_type: 1,
+            min_size: 1,
+            max_size: 10,
+            steps: vec![
+                Step::Take {
+                    item: -1,
+                    class: None,
+                },
+                Step::Choose {
+                    leaf: true,
+                    mode: ChooseMode::Firstn,
+                    count: 0,
+                    type_id: type_id as i32,
+                },
+                Step::Emit,
+            ],
+        }],
+        choose_args: Default::default(),
+    })
+}
+
+fn type_id(map: &CrushMap, name: &str) -> Result<i32> {
+    map.types
+        .iter()
+        .find(|t| t.name == name)
+        .map(|t| t.id)
+        .ok_or_else(|| err(format!("the map has no type '{name}'")))
+}
+
+fn bucket_by_name(map: &CrushMap, name: &str) -> Option<usize> {
+    map.buckets.iter().position(|b| b.name == name)
+}
+
+/// The id of the item called `name` (`osd.N` or a bucket).
+pub fn item_id(map: &CrushMap, name: &str) -> Option<ItemId> {
+    map.devices
+        .iter()
+        .find(|d| d.name == name)
+        .map(|d| d.id)
+        .or_else(|| bucket_by_name(map, name).map(|i| map.buckets[i].id))
+}
+
+fn parent_of(map: &CrushMap, id: ItemId) -> Option<usize> {
+    map.buckets
+        .iter()
+        .position(|b| b.items.iter().any(|it| it.id == id))
+}
+
+/// Put `osd.id` under bucket `host` (created under the root, or under
+/// `parent` when given, if missing) with CRUSH weight `weight` (16.16).
+/// An OSD already placed keeps its place; only its weight changes.
+pub fn add_osd(map: &mut CrushMap, id: i32, host: &str, weight: u32) -> Result<()> {
+    if id < 0 {
+        return Err(err(format!("osd id {id} is negative")));
+    }
+    let dev_name = format!("osd.{id}");
+    if host.is_empty() || host.contains(char::is_whitespace) || host == dev_name {
+        return Err(err(format!("bad host name '{host}'")));
+    }
+    if !map.devices.iter().any(|d| d.id == id) {
+        map.devices.push(Device {
+            id,
+            name: dev_name,
+            class: None,
+        });
+        map.devices.sort_by_key(|d| d.id);
+    }
+    if parent_of(map, id).is_some() {
+        return set_weight(map, id, weight);
+    }
+    let hi = match bucket_by_name(map, host) {
+        Some(i) => i,
+        None => {
+            let root = bucket_by_name(map, DEFAULT_ROOT)
+                .ok_or_else(|| err(format!("no root '{DEFAULT_ROOT}' to add host '{host}' to")))?;
+            let hid = new_bucket_id(map);
+            let b = Bucket {
+                id: hid,
+                name: host.to_string(),
+                type_id: type_id(map, "host")?,
+                alg: BucketAlg::Straw2,
+                hash: 0,
+                items: Vec::new(),
+                class_ids: Default::default(),
+            };
+            map.buckets[root]
+                .items
+                .push(BucketItem { id: hid, weight: 0 });
+            map.buckets.insert(0, b);
+            0
+        }
+    };
+    map.buckets[hi].items.push(BucketItem { id, weight });
+    fix_weights(map)
+}
+
+fn new_bucket_id(map: &CrushMap) -> ItemId {
+    let used = map
+        .buckets
+        .iter()
+        .flat_map(|b| std::iter::once(b.id).chain(b.class_ids.values().copied()))
+        .min()
+        .unwrap_or(0);
+    used.min(0) - 1
+}
+
+/// Set the CRUSH weight of a device wherever it is placed.
+pub fn set_weight(map: &mut CrushMap, id: ItemId, weight: u32) -> Result<()> {
+    let mut found = false;
+    for b in map.buckets.iter_mut() {
+        for it in b.items.iter_mut().filter(|it| it.id == id) {
+            it.weight = weight;
+            found = true;
+        }
+    }
+    if !found {
+        return Err(err(format!("item {id} is not in any bucket")));
+    }
+    fix_weights(map)
+}
+
+/// Remove a device (from every bucket and the device list) or an empty
+/// bucket.
+pub fn remove(map: &mut CrushMap, name: &str) -> Result<()> {
+    let id = item_id(map, name).ok_or_else(|| err(format!("no item '{name}'")))?;
+    if id < 0 {
+        let i = bucket_by_name(map, name).ok_or_else(|| err(format!("no bucket '{name}'")))?;
+        if !map.buckets[i].items.is_empty() {
+            return Err(err(format!("bucket '{name}' is not empty")));
+        }
+        let used = map.rules.iter().any(|r| {
+            r.steps
+                .iter()
+                .any(|s| matches!(s, Step::Take { item, .. } if *item == id))
+        });
+        if used {
+            return Err(err(format!("bucket '{name}' is used by a rule")));
+        }
+        map.buckets.remove(i);
+    } else {
+        map.devices.retain(|d| d.id != id);
+    }
+    for b in map.buckets.iter_mut() {
+        b.items.retain(|it| it.id != id);
+    }
+    fix_weights(map)
+}
+
+/// Move bucket `name` under bucket `parent`.
+pub fn move_bucket(map: &mut CrushMap, name: &str, parent: &str) -> Result<()> {
+    let i = bucket_by_name(map, name).ok_or_else(|| err(format!("no bucket '{name}'")))?;
+    let p = bucket_by_name(map, parent).ok_or_else(|| err(format!("no bucket '{parent}'")))?;
+    let (id, pid) = (map.buckets[i].id, map.buckets[p].id);
+    if id == pid || descends_from(map, pid, id) {
+        return Err(err(format!("'{parent}' is inside '{name}'")));
+    }
+    if map.buckets[p].type_id <= map.buckets[i].type_id {
+        return Err(err(format!(
+            "a '{}' cannot hold a '{}'",
+            map.type_name(map.buckets[p].type_id).unwrap_or("?"),
+            map.type_name(map.buckets[i].type_id).unwrap_or("?")
+        )));
+    }
+    for b in map.buckets.iter_mut() {
+        b.items.retain(|it| it.id != id);
+    }
+    map.buckets[p].items.push(BucketItem { id, weight: 0 });
+    fix_weights(map)
+}
+
+fn descends_from(map: &CrushMap, item: ItemId, ancestor: ItemId) -> bool {
+    let mut cur = item;
+    for _ in 0..=map.buckets.len() {
+        match parent_of(map, cur) {
+            Some(p) if map.buckets[p].id == ancestor => return true,
+            Some(p) => cur = map.buckets[p].id,
+            None => return false,
+        }
+    }
+    false
+}
+
+/// Order buckets children first and make every bucket's weight in its
+/// parent the sum of its items.
+fn fix_weights(map: &mut CrushMap) -> Result<()> {
+    let n = map.buckets.len();
+    let mut order: Vec<Bucket> = Vec::with_capacity(n);
+    let mut left: Vec<Bucket> = std::mem::take(&mut map.buckets);
+    while !left.is_empty() {
+        let before = left.len();
+        let mut i = 0;
+        while i < left.len() {
+            let ready = left[i]
+                .items
+                .iter()
+                .all(|it| it.id >= 0 || order.iter().any(|b| b.id == it.id));
+            if ready {
+                order.push(left.remove(i));
+            } else {
+                i += 1;
+            }
+        }
+        if left.len() == before {
+            map.buckets = order.into_iter().chain(left).collect();
+            return Err(err(
+                "bucket hierarchy has a cycle or a missing bucket".into()
+            ));
+        }
+    }
+    for i in 0..order.len() {
+        let (done, rest) = order.split_at_mut(i);
+        let b = &mut rest[0];
+        for it in b.items.iter_mut().filter(|it| it.id < 0) {
+            if let Some(c) = done.iter().find(|c| c.id == it.id) {
+                it.weight = c
+                    .weight()
+                    .ok_or_else(|| err(format!("bucket '{}' weight overflows", c.name)))?;
+            }
+        }
+    }
+    map.buckets = order;
+    Ok(())
+}
+
+/// `osd tree` rows: (depth, id, type name, name, CRUSH weight 16.16),
+/// roots first, children in item order; devices in no bucket last.
+pub fn tree(map: &CrushMap) -> Vec<(usize, ItemId, String, String, u32)> {
+    let mut out = Vec::new();
+    let roots: Vec<&Bucket> = map
+        .buckets
+        .iter()
+        .filter(|b| parent_of(map, b.id).is_none())
+        .collect();
+    for r in roots {
+        walk(map, r.id, r.weight().unwrap_or(0), 0, &mut out);
+    }
+    for d in &map.devices {
+        if parent_of(map, d.id).is_none() {
+            out.push((0, d.id, "osd".into(), d.name.clone(), 0));
+        }
+    }
+    out
+}
+
+fn walk(
+    map: &CrushMap,
+    id: ItemId,
+    weight: u32,
+    depth: usize,
+    out: &mut Vec<(usize, ItemId, String, String, u32)>,
+) {
+    if depth > 32 {
+        return;
+    }
+    match map.bucket(id) {
+        Some(b) => {
+            let t = map.type_name(b.type_id).unwrap_or("?").to_string();
+            out.push((depth, id, t, b.name.clone(), weight));
+            for it in &b.items {
+                walk(map, it.id, it.weight, depth + 1, out);
+            }
+        }
+        None => {
+            let name = map.item_name(id).unwrap_or("?").to_string();
+            out.push((depth, id, "osd".into(), name, weight));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use loligo_crush::CompiledMap;
+
+    #[test]
+    fn hosts_are_created_under_the_root_and_weights_sum() {
+        let mut m = default_map("host").unwrap();
+        for (id, h) in [(0, "a"), (1, "a"), (2, "b")] {
+            add_osd(&mut m, id, h, 0x10000).unwrap();
+        }
+        CompiledMap::compile(&m).unwrap();
+        let root = m.bucket(-1).unwrap();
+        assert_eq!(root.weight(), Some(0x30000));
+        let a = item_id(&m, "a").unwrap();
+        assert_eq!(m.bucket(a).unwrap().weight(), Some(0x20000));
+        set_weight(&mut m, 0, 0x8000).unwrap();
+        assert_eq!(m.bucket(-1).unwrap().weight(), Some(0x28000));
+        // Children come before parents.
+        let pos = |id| m.buckets.iter().position(|b| b.id == id).unwrap();
+        assert!(pos(a) < pos(-1));
+    }
+
+    #[test]
+    fn remove_and_move_keep_the_map_valid() {
+        let mut m = default_map("host").unwrap();
+        add_osd(&mut m, 0, "a", 0x10000).unwrap();
+        add_osd(&mut m, 1, "b", 0x10000).unwrap();
+        assert!(remove(&mut m, "a").is_err(), "non-empty bucket");
+        assert!(remove(&mut m, "default").is_err());
+        remove(&mut m, "osd.0").unwrap();
+        remove(&mut m, "a").unwrap();
+        assert_eq!(m.bucket(-1).unwrap().weight(), Some(0x10000));
+        assert!(move_bucket(&mut m, "default", "b").is_err(), "cycle/type");
+        assert!(add_osd(&mut m, -3, "b", 1).is_err());
+        assert!(add_osd(&mut m, 3, "bad host", 1).is_err());
+        CompiledMap::compile(&m).unwrap();
+        let rows = tree(&m);
+        assert_eq!(rows[0].3, "default");
+        assert_eq!(rows.len(), 3);
+    }
+}

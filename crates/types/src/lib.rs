@@ -1,0 +1,16 @@
+//! Loligo's shared vocabulary: the cluster map (`OsdMap`) that monitors
+//! keep, OSDs follow and clients place objects with; its incremental
+//! changes; CRUSH edits; the compact encoding they travel in.
+//!
+//! Pure data and functions: this crate must never do I/O.
+
+pub mod crush_edit;
+pub mod error;
+pub mod osdmap;
+
+pub use error::{MapError, Result};
+pub use loligo_crush::placement::{PgId, PgMapping};
+pub use osdmap::{
+    decode, encode, Change, EcPlugin, EcProfile, Epoch, Incremental, OsdInfo, OsdMap, Placer, Pool,
+    PoolKind,
+};

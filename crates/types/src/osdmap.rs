@@ -1,0 +1,728 @@
+//! The cluster map: OSDs, pools, EC profiles, the CRUSH map and placement
+//! overrides, at one epoch. Changes arrive as [`Incremental`]s (a list of
+//! [`Change`]s for the next epoch); monitors, OSDs and clients apply the
+//! same incrementals and so hold the same map.
+//!
+//! Invariants (checked by [`OsdMap::apply`] on a copy before anything is
+//! kept): the CRUSH map compiles; every pool's rule exists, its size and
+//! min_size fit (1 <= min_size <= size), its EC profile exists; every OSD
+//! in the map has a device in CRUSH. It must never do I/O.
+
+use crate::crush_edit;
+use crate::error::{MapError, Result};
+use loligo_crush::placement::{
+    map_pg_with_upmap, OsdStates, PgId, PgMapping, PoolPlacement, PpsMode,
+};
+use loligo_crush::{CompiledMap, CrushMap, Workspace, ITEM_NONE};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// A map epoch. Epoch 0 is "no map yet".
+pub type Epoch = u64;
+
+/// The reweight of an OSD that is in (16.16 fixed point).
+pub const WEIGHT_IN: u32 = 0x10000;
+/// Most pools a map may hold (a limit on map size).
+pub const POOLS_MAX: usize = 4096;
+/// Largest OSD id + 1 a map may hold.
+pub const OSDS_MAX: i32 = 1 << 16;
+/// Most replicas a replicated pool may have (Ceph's limit too).
+pub const REPLICAS_MAX: u32 = 10;
+/// Longest pool or profile name.
+pub const NAME_LEN_MAX: usize = 128;
+
+/// One OSD's state in the map.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OsdInfo {
+    pub id: i32,
+    /// Where it serves (`host:port`); empty before its first boot.
+    pub addr: String,
+    pub up: bool,
+    /// Reweight, 16.16: `WEIGHT_IN` when in, 0 when out.
+    pub weight: u32,
+    /// Epoch of its last boot.
+    pub up_from: Epoch,
+    /// Epoch it was last marked down (0 if never).
+    pub down_at: Epoch,
+}
+
+impl OsdInfo {
+    pub fn is_in(&self) -> bool {
+        self.weight > 0
+    }
+}
+
+/// Replicated, or erasure-coded with a named profile.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PoolKind {
+    Replicated,
+    Erasure { profile: String },
+}
+
+/// A pool.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pool {
+    pub id: u64,
+    pub name: String,
+    pub kind: PoolKind,
+    /// Replicas (or k + m shards).
+    pub size: u32,
+    /// Fewest acting members that still accept writes.
+    pub min_size: u32,
+    pub pg_num: u32,
+    pub pgp_num: u32,
+    pub crush_rule: i32,
+    /// Placement options from the balanced-placement work.
+    pub pps_mode: PpsMode,
+    pub balance_param: u32,
+    /// Largest object in bytes (writes past it are refused).
+    pub object_size_max: u64,
+    pub created: Epoch,
+}
+
+impl Pool {
+    /// The parameters CRUSH placement needs.
+    pub fn placement(&self) -> PoolPlacement {
+        PoolPlacement {
+            pool_id: self.id,
+            pg_num: self.pg_num,
+            pgp_num: self.pgp_num,
+            size: self.size,
+            crush_rule: self.crush_rule,
+            hashpspool: true,
+            erasure: matches!(self.kind, PoolKind::Erasure { .. }),
+            pps_mode: self.pps_mode,
+            balance_param: self.balance_param,
+        }
+    }
+
+    /// The PG an object name belongs to.
+    pub fn object_pg(&self, name: &[u8]) -> PgId {
+        PgId {
+            pool: self.id,
+            ps: self.placement().object_ps(name),
+        }
+    }
+}
+
+/// Default largest object: 128 MiB (Ceph's `osd_max_object_size`).
+pub const OBJECT_SIZE_MAX_DEFAULT: u64 = 128 << 20;
+
+/// Code families an EC profile can name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EcPlugin {
+    ReedSolomon,
+    Zigzag,
+    Lrc,
+}
+
+/// An erasure-code profile as stored in the map.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EcProfile {
+    pub name: String,
+    pub plugin: EcPlugin,
+    pub k: u32,
+    pub m: u32,
+    /// Zigzag duplication.
+    pub s: u32,
+    /// LRC local groups.
+    pub l: u32,
+    /// Zigzag optimal row order.
+    pub optimal: bool,
+    /// Element alignment in bytes.
+    pub alignment: u32,
+}
+
+impl EcProfile {
+    /// Build the code (this is also the profile's validation).
+    pub fn code(&self) -> Result<Box<dyn loligo_ec::code::ErasureCode>> {
+        use loligo_ec::linear::LinearCode;
+        use loligo_ec::zigzag::{Construction, Zigzag};
+        let bad = |e: loligo_ec::error::EcError| MapError::InvalidProfile(e.to_string());
+        let (k, m, a) = (self.k as usize, self.m as usize, self.alignment as usize);
+        if a == 0 || !a.is_power_of_two() || a > 1 << 20 {
+            return Err(MapError::InvalidProfile(format!(
+                "alignment {a} is not a power of two in 1..=1048576"
+            )));
+        }
+        Ok(match self.plugin {
+            EcPlugin::ReedSolomon => Box::new(
+                LinearCode::reed_solomon(k, m)
+                    .map_err(bad)?
+                    .with_alignment(a),
+            ),
+            EcPlugin::Lrc => Box::new(
+                LinearCode::pyramid(k, m, self.l as usize)
+                    .map_err(bad)?
+                    .with_alignment(a),
+            ),
+            EcPlugin::Zigzag => {
+                let c = if self.optimal {
+                    Construction::Optimal
+                } else {
+                    Construction::Basic
+                };
+                Box::new(
+                    Zigzag::new(k, m, self.s as usize, c)
+                        .map_err(bad)?
+                        .with_alignment(a),
+                )
+            }
+        })
+    }
+
+    /// Chunks per stripe (the pool size an EC pool with it needs).
+    pub fn chunks(&self) -> Result<u32> {
+        let c = self.code()?;
+        Ok((c.k() + c.m()) as u32)
+    }
+}
+
+/// One change to the map. An [`Incremental`] is a list of them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Change {
+    /// An OSD starts: created (and placed under `host` in CRUSH with
+    /// `crush_weight`) if new, marked up at `addr`.
+    OsdBoot {
+        id: i32,
+        addr: String,
+        host: String,
+        crush_weight: u32,
+    },
+    OsdDown {
+        id: i32,
+    },
+    OsdOut {
+        id: i32,
+    },
+    OsdIn {
+        id: i32,
+    },
+    /// Reweight (16.16, 0..=1.0).
+    OsdReweight {
+        id: i32,
+        weight: u32,
+    },
+    /// Forget an OSD (it must be down); removes it from CRUSH too.
+    OsdRemove {
+        id: i32,
+    },
+    CrushAddOsd {
+        id: i32,
+        host: String,
+        weight: u32,
+    },
+    CrushMove {
+        name: String,
+        parent: String,
+    },
+    CrushRemove {
+        name: String,
+    },
+    /// Replace the whole CRUSH map (as `crush set` from a file).
+    CrushSet(#[serde(with = "crush_as_json")] CrushMap),
+    /// Create a pool; its id must be `pool_max + 1`.
+    PoolCreate(Pool),
+    PoolDelete {
+        id: u64,
+    },
+    /// Replace a pool's settings (same id; the name may change).
+    PoolUpdate(Pool),
+    EcProfileSet(EcProfile),
+    EcProfileRm {
+        name: String,
+    },
+    /// Set (non-empty) or clear (empty) a PG's temporary acting set.
+    PgTemp {
+        pg: PgId,
+        osds: Vec<i32>,
+    },
+    /// Set (non-empty) or clear (empty) a PG's upmap pairs.
+    PgUpmapItems {
+        pg: PgId,
+        items: Vec<(i32, i32)>,
+    },
+}
+
+/// The changes that make epoch `epoch` from epoch `epoch - 1`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Incremental {
+    pub epoch: Epoch,
+    pub changes: Vec<Change>,
+}
+
+/// The cluster map at one epoch.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OsdMap {
+    pub fsid: String,
+    pub epoch: Epoch,
+    pub osds: BTreeMap<i32, OsdInfo>,
+    pub pools: BTreeMap<u64, Pool>,
+    /// Largest pool id ever used (ids are never reused).
+    pub pool_max: u64,
+    pub ec_profiles: BTreeMap<String, EcProfile>,
+    /// Carried as JSON inside the encoding: the CRUSH types skip absent
+    /// optional fields, which only a self-describing format can read.
+    #[serde(with = "crush_as_json")]
+    pub crush: CrushMap,
+    pub pg_temp: BTreeMap<PgId, Vec<i32>>,
+    pub pg_upmap_items: BTreeMap<PgId, Vec<(i32, i32)>>,
+}
+
+fn check_name(what: &str, n: &str) -> Result<()> {
+    let ok = !n.is_empty()
+        && n.len() <= NAME_LEN_MAX
+        && n.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+    if ok {
+        Ok(())
+    } else {
+        Err(MapError::Invalid(format!(
+            "{what} name '{n}' must be 1-{NAME_LEN_MAX} characters of A-Z a-z 0-9 - _ ."
+        )))
+    }
+}
+
+impl OsdMap {
+    /// A new cluster's map at epoch 1: no OSDs or pools, the default CRUSH
+    /// map with `failure_domain` (`host`, or `osd` on one machine).
+    pub fn new(fsid: &str, failure_domain: &str) -> Result<OsdMap> {
+        Ok(OsdMap {
+            fsid: fsid.to_string(),
+            epoch: 1,
+            osds: BTreeMap::new(),
+            pools: BTreeMap::new(),
+            pool_max: 0,
+            ec_profiles: BTreeMap::new(),
+            crush: crush_edit::default_map(failure_domain)?,
+            pg_temp: BTreeMap::new(),
+            pg_upmap_items: BTreeMap::new(),
+        })
+    }
+
+    /// A replicated pool as `pool create` makes it (the next pool id, rule
+    /// 0, Ceph's placement). Checked when the change is applied.
+    pub fn replicated_pool(&self, name: &str, pg_num: u32, size: u32, min_size: u32) -> Pool {
+        Pool {
+            id: self.pool_max + 1,
+            name: name.to_string(),
+            kind: PoolKind::Replicated,
+            size,
+            min_size,
+            pg_num,
+            pgp_num: pg_num,
+            crush_rule: crush_edit::DEFAULT_RULE,
+            pps_mode: PpsMode::Rjenkins,
+            balance_param: loligo_crush::mapper::BALANCE_ONE,
+            object_size_max: OBJECT_SIZE_MAX_DEFAULT,
+            created: self.epoch,
+        }
+    }
+
+    pub fn pool_by_name(&self, name: &str) -> Option<&Pool> {
+        self.pools.values().find(|p| p.name == name)
+    }
+
+    pub fn osd(&self, id: i32) -> Result<&OsdInfo> {
+        self.osds.get(&id).ok_or(MapError::NoSuchOsd(id))
+    }
+
+    pub fn is_up(&self, id: i32) -> bool {
+        self.osds.get(&id).is_some_and(|o| o.up)
+    }
+
+    /// OSDs (up, in) counts.
+    pub fn up_in(&self) -> (usize, usize) {
+        (
+            self.osds.values().filter(|o| o.up).count(),
+            self.osds.values().filter(|o| o.is_in()).count(),
+        )
+    }
+
+    /// Apply an incremental: checked on a copy, kept only if the result
+    /// is valid, so a refused incremental changes nothing.
+    pub fn apply(&mut self, inc: &Incremental) -> Result<()> {
+        if inc.epoch != self.epoch + 1 {
+            return Err(MapError::EpochGap {
+                have: self.epoch,
+                got: inc.epoch,
+            });
+        }
+        let mut next = self.clone();
+        next.epoch = inc.epoch;
+        for c in &inc.changes {
+            next.change(c)?;
+        }
+        next.validate()?;
+        *self = next;
+        Ok(())
+    }
+
+    fn change(&mut self, c: &Change) -> Result<()> {
+        let e = self.epoch;
+        match c {
+            Change::OsdBoot {
+                id,
+                addr,
+                host,
+                crush_weight,
+            } => {
+                if !(0..OSDS_MAX).contains(id) {
+                    return Err(MapError::Invalid(format!("osd id {id} out of range")));
+                }
+                if addr.is_empty() || addr.len() > 256 {
+                    return Err(MapError::Invalid(format!("bad address '{addr}'")));
+                }
+                let o = self.osds.entry(*id).or_insert(OsdInfo {
+                    id: *id,
+                    addr: String::new(),
+                    up: false,
+                    weight: WEIGHT_IN,
+                    up_from: e,
+                    down_at: 0,
+                });
+                o.addr = addr.clone();
+                o.up = true;
+                o.up_from = e;
+                if crush_edit::item_id(&self.crush, &format!("osd.{id}")).is_none()
+                    || !self
+                        .crush
+                        .buckets
+                        .iter()
+                        .any(|b| b.items.iter().any(|it| it.id == *id))
+                {
+                    crush_edit::add_osd(&mut self.crush, *id, host, *crush_weight)?;
+                }
+            }
+            Change::OsdDown { id } => {
+                let o = self.osds.get_mut(id).ok_or(MapError::NoSuchOsd(*id))?;
+                if o.up {
+                    o.up = false;
+                    o.down_at = e;
+                }
+            }
+            Change::OsdOut { id } => {
+                self.osds
+                    .get_mut(id)
+                    .ok_or(MapError::NoSuchOsd(*id))?
+                    .weight = 0;
+            }
+            Change::OsdIn { id } => {
+                self.osds
+                    .get_mut(id)
+                    .ok_or(MapError::NoSuchOsd(*id))?
+                    .weight = WEIGHT_IN;
+            }
+            Change::OsdReweight { id, weight } => {
+                if *weight > WEIGHT_IN {
+                    return Err(MapError::Invalid("reweight must be in 0..=1".into()));
+                }
+                self.osds
+                    .get_mut(id)
+                    .ok_or(MapError::NoSuchOsd(*id))?
+                    .weight = *weight;
+            }
+            Change::OsdRemove { id } => {
+                let o = self.osd(*id)?;
+                if o.up {
+                    return Err(MapError::Invalid(format!(
+                        "osd.{id} is up: mark it down (stop it) first"
+                    )));
+                }
+                self.osds.remove(id);
+                let name = format!("osd.{id}");
+                if crush_edit::item_id(&self.crush, &name).is_some() {
+                    crush_edit::remove(&mut self.crush, &name)?;
+                }
+            }
+            Change::CrushAddOsd { id, host, weight } => {
+                crush_edit::add_osd(&mut self.crush, *id, host, *weight)?
+            }
+            Change::CrushMove { name, parent } => {
+                crush_edit::move_bucket(&mut self.crush, name, parent)?
+            }
+            Change::CrushRemove { name } => crush_edit::remove(&mut self.crush, name)?,
+            Change::CrushSet(m) => self.crush = m.clone(),
+            Change::PoolCreate(p) => {
+                if p.id != self.pool_max + 1 {
+                    return Err(MapError::Invalid(format!(
+                        "new pool id {} is not {}",
+                        p.id,
+                        self.pool_max + 1
+                    )));
+                }
+                if self.pool_by_name(&p.name).is_some() {
+                    return Err(MapError::PoolExists(p.name.clone()));
+                }
+                if self.pools.len() >= POOLS_MAX {
+                    return Err(MapError::Invalid(format!("at most {POOLS_MAX} pools")));
+                }
+                self.pool_max = p.id;
+                let mut p = p.clone();
+                p.created = e;
+                self.pools.insert(p.id, p);
+            }
+            Change::PoolDelete { id } => {
+                self.pools
+                    .remove(id)
+                    .ok_or_else(|| MapError::NoSuchPool(id.to_string()))?;
+                self.pg_temp.retain(|pg, _| pg.pool != *id);
+                self.pg_upmap_items.retain(|pg, _| pg.pool != *id);
+            }
+            Change::PoolUpdate(p) => {
+                let old = self
+                    .pools
+                    .get(&p.id)
+                    .ok_or_else(|| MapError::NoSuchPool(p.id.to_string()))?;
+                if old.kind != p.kind {
+                    return Err(MapError::Invalid("a pool's kind cannot change".into()));
+                }
+                if p.pg_num != old.pg_num {
+                    return Err(MapError::Invalid(
+                        "changing pg_num (PG split/merge) is not supported yet".into(),
+                    ));
+                }
+                if let Some(o) = self.pool_by_name(&p.name) {
+                    if o.id != p.id {
+                        return Err(MapError::PoolExists(p.name.clone()));
+                    }
+                }
+                let created = old.created;
+                let mut p = p.clone();
+                p.created = created;
+                self.pools.insert(p.id, p);
+            }
+            Change::EcProfileSet(prof) => {
+                check_name("profile", &prof.name)?;
+                prof.code()?;
+                if let Some(pool) = self.pool_using(&prof.name) {
+                    if self.ec_profiles.get(&prof.name) != Some(prof) {
+                        return Err(MapError::ProfileInUse(prof.name.clone(), pool));
+                    }
+                }
+                self.ec_profiles.insert(prof.name.clone(), prof.clone());
+            }
+            Change::EcProfileRm { name } => {
+                if let Some(pool) = self.pool_using(name) {
+                    return Err(MapError::ProfileInUse(name.clone(), pool));
+                }
+                self.ec_profiles
+                    .remove(name)
+                    .ok_or_else(|| MapError::NoSuchProfile(name.clone()))?;
+            }
+            Change::PgTemp { pg, osds } => {
+                self.pool_of(*pg)?;
+                if osds.is_empty() {
+                    self.pg_temp.remove(pg);
+                } else {
+                    self.pg_temp.insert(*pg, osds.clone());
+                }
+            }
+            Change::PgUpmapItems { pg, items } => {
+                self.pool_of(*pg)?;
+                if items.is_empty() {
+                    self.pg_upmap_items.remove(pg);
+                } else {
+                    self.pg_upmap_items.insert(*pg, items.clone());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn pool_using(&self, profile: &str) -> Option<String> {
+        self.pools
+            .values()
+            .find(|p| matches!(&p.kind, PoolKind::Erasure { profile: n } if n == profile))
+            .map(|p| p.name.clone())
+    }
+
+    fn pool_of(&self, pg: PgId) -> Result<&Pool> {
+        let p = self
+            .pools
+            .get(&pg.pool)
+            .ok_or_else(|| MapError::NoSuchPool(pg.pool.to_string()))?;
+        if pg.ps >= p.pg_num {
+            return Err(MapError::Invalid(format!(
+                "pg {pg} past pg_num {}",
+                p.pg_num
+            )));
+        }
+        Ok(p)
+    }
+
+    /// Check every invariant of the map.
+    pub fn validate(&self) -> Result<()> {
+        let compiled = CompiledMap::compile(&self.crush)?;
+        for p in self.pools.values() {
+            check_name("pool", &p.name)?;
+            p.placement()
+                .validate()
+                .map_err(|e| MapError::Invalid(format!("pool '{}': {e}", p.name)))?;
+            if !compiled.has_rule(p.crush_rule) {
+                return Err(MapError::Invalid(format!(
+                    "pool '{}': CRUSH rule {} does not exist",
+                    p.name, p.crush_rule
+                )));
+            }
+            if !matches!(p.kind, PoolKind::Erasure { .. }) && p.size > REPLICAS_MAX {
+                return Err(MapError::Invalid(format!(
+                    "pool '{}': size {} must be in 1..={REPLICAS_MAX}",
+                    p.name, p.size
+                )));
+            }
+            if p.min_size == 0 || p.min_size > p.size {
+                return Err(MapError::Invalid(format!(
+                    "pool '{}': min_size {} must be in 1..=size {}",
+                    p.name, p.min_size, p.size
+                )));
+            }
+            if p.object_size_max == 0 {
+                return Err(MapError::Invalid(format!(
+                    "pool '{}': object_size_max must be positive",
+                    p.name
+                )));
+            }
+            if let PoolKind::Erasure { profile } = &p.kind {
+                let prof = self
+                    .ec_profiles
+                    .get(profile)
+                    .ok_or_else(|| MapError::NoSuchProfile(profile.clone()))?;
+                let n = prof.chunks()?;
+                if p.size != n {
+                    return Err(MapError::Invalid(format!(
+                        "pool '{}': size {} but profile '{profile}' has {n} chunks",
+                        p.name, p.size
+                    )));
+                }
+            }
+        }
+        for id in self.osds.keys() {
+            if !self.crush.devices.iter().any(|d| d.id == *id) {
+                return Err(MapError::Invalid(format!("osd.{id} has no CRUSH device")));
+            }
+        }
+        Ok(())
+    }
+
+    /// The OSD table placement needs.
+    pub fn osd_states(&self) -> OsdStates {
+        let max = self
+            .osds
+            .keys()
+            .next_back()
+            .map_or(0, |m| m + 1)
+            .max(self.crush.max_devices());
+        let n = max.max(0) as usize;
+        let mut s = OsdStates {
+            max_osd: max.max(0),
+            exists: vec![false; n],
+            up: vec![false; n],
+            weight: vec![0; n],
+        };
+        for o in self.osds.values() {
+            let i = o.id as usize;
+            s.exists[i] = true;
+            s.up[i] = o.up;
+            s.weight[i] = o.weight;
+        }
+        s
+    }
+
+    /// A reusable placement calculator for this epoch.
+    pub fn placer(&self) -> Result<Placer<'_>> {
+        let crush = CompiledMap::compile(&self.crush)?;
+        let ws = Workspace::new(&crush);
+        Ok(Placer {
+            map: self,
+            states: self.osd_states(),
+            crush,
+            ws,
+        })
+    }
+}
+
+/// Computes PG placements for one map epoch (the CRUSH map compiled once).
+pub struct Placer<'a> {
+    map: &'a OsdMap,
+    states: OsdStates,
+    crush: CompiledMap,
+    ws: Workspace,
+}
+
+impl Placer<'_> {
+    /// Up and acting sets of a PG: CRUSH, then upmap items, then down
+    /// OSDs removed; `pg_temp` (its up members) replaces acting when set.
+    pub fn map_pg(&mut self, pg: PgId) -> Result<PgMapping> {
+        let pool = self.map.pool_of(pg)?;
+        let upmap = self
+            .map
+            .pg_upmap_items
+            .get(&pg)
+            .map(Vec::as_slice)
+            .unwrap_or(&[]);
+        let mut m = map_pg_with_upmap(
+            &self.crush,
+            &pool.placement(),
+            &self.states,
+            pg.ps,
+            upmap,
+            &mut self.ws,
+        )?;
+        if let Some(t) = self.map.pg_temp.get(&pg) {
+            let acting: Vec<i32> = t.iter().copied().filter(|&o| self.map.is_up(o)).collect();
+            if !acting.is_empty() {
+                m.acting_primary = acting
+                    .iter()
+                    .copied()
+                    .find(|&o| o != ITEM_NONE)
+                    .unwrap_or(-1);
+                m.acting = acting;
+            }
+        }
+        Ok(m)
+    }
+}
+
+mod crush_as_json {
+    use loligo_crush::CrushMap;
+    use serde::{de::Error, Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(m: &CrushMap, s: S) -> Result<S::Ok, S::Error> {
+        let j = serde_json::to_vec(m).map_err(serde::ser::Error::custom)?;
+        s.serialize_bytes(&j)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<CrushMap, D::Error> {
+        let b: Vec<u8> = Deserialize::deserialize(d)?;
+        serde_json::from_slice(&b).map_err(D::Error::custom)
+    }
+}
+
+/// Magic and format version in front of every encoded map and incremental.
+const MAGIC: [u8; 4] = *b"LGM1";
+
+/// Encode compactly (postcard, behind a magic and version).
+pub fn encode<T: Serialize>(v: &T) -> Vec<u8> {
+    let mut out = MAGIC.to_vec();
+    // Serializing these types cannot fail (no maps with non-string keys
+    // are an issue for postcard, no I/O); an empty body would be caught
+    // by `decode` anyway.
+    out.extend(postcard::to_stdvec(v).unwrap_or_default());
+    out
+}
+
+/// Decode what [`encode`] wrote; foreign or truncated bytes are an error.
+pub fn decode<T: for<'de> Deserialize<'de>>(what: &'static str, b: &[u8]) -> Result<T> {
+    let body = b.strip_prefix(&MAGIC).ok_or_else(|| MapError::Decode {
+        what,
+        why: "bad magic or unsupported version".into(),
+    })?;
+    postcard::from_bytes(body).map_err(|e| MapError::Decode {
+        what,
+        why: e.to_string(),
+    })
+}

@@ -1,0 +1,229 @@
+//! The cluster map: incrementals applied in order give the same map on
+//! every holder, refused changes change nothing, encoding round-trips and
+//! rejects garbage, placement follows OSD state and overrides.
+
+use loligo_types::*;
+use proptest::prelude::*;
+
+fn boot(id: i32, host: &str) -> Change {
+    Change::OsdBoot {
+        id,
+        addr: format!("127.0.0.1:{}", 6800 + id),
+        host: host.into(),
+        crush_weight: 0x10000,
+    }
+}
+
+fn step(m: &mut OsdMap, changes: Vec<Change>) -> Result<Incremental> {
+    let inc = Incremental {
+        epoch: m.epoch + 1,
+        changes,
+    };
+    m.apply(&inc)?;
+    Ok(inc)
+}
+
+fn cluster(osds: i32) -> OsdMap {
+    let mut m = OsdMap::new("fsid-1", "osd").unwrap();
+    step(&mut m, (0..osds).map(|i| boot(i, "local")).collect()).unwrap();
+    let p = m.replicated_pool("rbd", 32, 3, 2);
+    step(&mut m, vec![Change::PoolCreate(p)]).unwrap();
+    m
+}
+
+#[test]
+fn boot_creates_osds_in_crush_and_pools_place_on_up_osds() {
+    let mut m = cluster(4);
+    assert_eq!(m.epoch, 3);
+    assert_eq!(m.up_in(), (4, 4));
+    let pool = m.pool_by_name("rbd").unwrap().clone();
+    let pg = pool.object_pg(b"hello");
+    assert!(pg.ps < 32);
+    let acting = m.placer().unwrap().map_pg(pg).unwrap().acting;
+    assert_eq!(acting.len(), 3);
+    let down = acting[0];
+    step(&mut m, vec![Change::OsdDown { id: down }]).unwrap();
+    let after = m.placer().unwrap().map_pg(pg).unwrap();
+    assert!(!after.acting.contains(&down));
+    assert_eq!(after.acting.len(), 2, "down but in: CRUSH still picks it");
+    step(&mut m, vec![Change::OsdOut { id: down }]).unwrap();
+    let out = m.placer().unwrap().map_pg(pg).unwrap();
+    assert_eq!(out.acting.len(), 3, "out: CRUSH picks another");
+    assert!(!out.acting.contains(&down));
+}
+
+#[test]
+fn refused_incremental_changes_nothing() {
+    let mut m = cluster(3);
+    let before = m.clone();
+    let p = m.replicated_pool("rbd", 8, 3, 2);
+    assert_eq!(
+        step(&mut m, vec![Change::PoolCreate(p)]).unwrap_err(),
+        MapError::PoolExists("rbd".into())
+    );
+    // A valid change followed by an invalid one: neither is kept.
+    let p2 = m.replicated_pool("other", 8, 3, 4);
+    let e = step(
+        &mut m,
+        vec![Change::OsdOut { id: 0 }, Change::PoolCreate(p2)],
+    )
+    .unwrap_err();
+    assert!(matches!(e, MapError::Invalid(_)), "{e}");
+    assert_eq!(m, before);
+    for bad in [
+        Change::OsdDown { id: 9 },
+        Change::PoolDelete { id: 7 },
+        Change::EcProfileRm {
+            name: "nope".into(),
+        },
+        Change::OsdRemove { id: 0 },
+        Change::PgTemp {
+            pg: PgId { pool: 1, ps: 99 },
+            osds: vec![0],
+        },
+    ] {
+        assert!(step(&mut m, vec![bad.clone()]).is_err(), "{bad:?}");
+        assert_eq!(m, before);
+    }
+    let gap = Incremental {
+        epoch: m.epoch + 2,
+        changes: vec![],
+    };
+    assert!(matches!(m.apply(&gap), Err(MapError::EpochGap { .. })));
+}
+
+#[test]
+fn bad_names_and_sizes_are_refused() {
+    let mut m = cluster(3);
+    for (name, size, min) in [
+        ("bad name", 3, 2),
+        ("", 3, 2),
+        ("x", 0, 0),
+        ("y", 3, 0),
+        ("z", 20, 2),
+    ] {
+        let p = m.replicated_pool(name, 8, size, min);
+        assert!(step(&mut m, vec![Change::PoolCreate(p)]).is_err(), "{name}");
+    }
+}
+
+#[test]
+fn ec_profiles_are_validated_and_guarded() {
+    let mut m = cluster(6);
+    let prof = EcProfile {
+        name: "zz".into(),
+        plugin: EcPlugin::Zigzag,
+        k: 4,
+        m: 2,
+        s: 1,
+        l: 0,
+        optimal: false,
+        alignment: 4096,
+    };
+    let bad = EcProfile {
+        k: 0,
+        ..prof.clone()
+    };
+    assert!(matches!(
+        step(&mut m, vec![Change::EcProfileSet(bad)]),
+        Err(MapError::InvalidProfile(_))
+    ));
+    step(&mut m, vec![Change::EcProfileSet(prof.clone())]).unwrap();
+    let mut p = m.replicated_pool("ec", 8, 5, 4);
+    p.kind = PoolKind::Erasure {
+        profile: "zz".into(),
+    };
+    assert!(
+        step(&mut m, vec![Change::PoolCreate(p.clone())]).is_err(),
+        "size 5 != 6"
+    );
+    p.size = 6;
+    step(&mut m, vec![Change::PoolCreate(p)]).unwrap();
+    assert!(matches!(
+        step(&mut m, vec![Change::EcProfileRm { name: "zz".into() }]),
+        Err(MapError::ProfileInUse(..))
+    ));
+}
+
+#[test]
+fn pg_temp_and_upmap_override_placement() {
+    let mut m = cluster(5);
+    let pg = PgId { pool: 1, ps: 3 };
+    let base = m.placer().unwrap().map_pg(pg).unwrap();
+    let spare = (0..5).find(|o| !base.up.contains(o)).unwrap();
+    step(
+        &mut m,
+        vec![Change::PgUpmapItems {
+            pg,
+            items: vec![(base.up[1], spare)],
+        }],
+    )
+    .unwrap();
+    let up = m.placer().unwrap().map_pg(pg).unwrap().up;
+    assert_eq!(up[1], spare);
+    step(
+        &mut m,
+        vec![Change::PgTemp {
+            pg,
+            osds: vec![base.up[2], base.up[0]],
+        }],
+    )
+    .unwrap();
+    let mm = m.placer().unwrap().map_pg(pg).unwrap();
+    assert_eq!(mm.acting, vec![base.up[2], base.up[0]]);
+    assert_eq!(mm.acting_primary, base.up[2]);
+    step(&mut m, vec![Change::PgTemp { pg, osds: vec![] }]).unwrap();
+    assert_eq!(m.placer().unwrap().map_pg(pg).unwrap().acting, up);
+}
+
+#[test]
+fn encoding_round_trips_and_rejects_garbage() {
+    let m = cluster(4);
+    let b = encode(&m);
+    let back: OsdMap = decode("map", &b).unwrap();
+    assert_eq!(back, m);
+    assert!(b.len() < 2048, "compact: {} bytes", b.len());
+    assert!(decode::<OsdMap>("map", &b[..b.len() / 2]).is_err());
+    assert!(decode::<OsdMap>("map", b"garbage").is_err());
+    let mut flipped = b.clone();
+    flipped[0] ^= 1;
+    assert!(decode::<OsdMap>("map", &flipped).is_err());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Any bytes decode to an error or a value, never a panic.
+    #[test]
+    fn decode_never_panics(body in proptest::collection::vec(any::<u8>(), 0..512)) {
+        let mut b = b"LGM1".to_vec();
+        b.extend(body);
+        let _ = decode::<OsdMap>("map", &b);
+        let _ = decode::<Incremental>("incremental", &b);
+    }
+
+    /// A follower that applies the encoded incrementals holds the same map
+    /// as the leader, whatever changes were refused along the way.
+    #[test]
+    fn followers_converge(ops in proptest::collection::vec((0u8..7, 0i32..6), 1..40)) {
+        let mut leader = OsdMap::new("f", "osd").unwrap();
+        let mut follower = leader.clone();
+        for (op, id) in ops {
+            let c = match op {
+                0 => boot(id, "h"),
+                1 => Change::OsdDown { id },
+                2 => Change::OsdOut { id },
+                3 => Change::OsdIn { id },
+                4 => Change::PoolCreate(leader.replicated_pool(&format!("p{id}"), 8, 2, 1)),
+                5 => Change::PoolDelete { id: id as u64 },
+                _ => Change::OsdRemove { id },
+            };
+            if let Ok(inc) = step(&mut leader, vec![c]) {
+                let wire: Incremental = decode("incremental", &encode(&inc)).unwrap();
+                follower.apply(&wire).unwrap();
+            }
+        }
+        prop_assert_eq!(&leader, &follower);
+        leader.validate().unwrap();
+    }
+}
