@@ -4,7 +4,7 @@ use thiserror::Error;
 
 /// Why a map change or a decode was refused. Every variant names what the
 /// user asked for, so the message can be shown as it is.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[derive(Debug, Clone, PartialEq, Eq, Error, serde::Serialize, serde::Deserialize)]
 pub enum MapError {
     #[error("pool '{0}' does not exist")]
     NoSuchPool(String),
@@ -25,7 +25,7 @@ pub enum MapError {
     #[error("incremental for epoch {got} does not follow epoch {have}")]
     EpochGap { have: u64, got: u64 },
     #[error("cannot decode {what}: {why}")]
-    Decode { what: &'static str, why: String },
+    Decode { what: String, why: String },
 }
 
 impl From<loligo_crush::CrushError> for MapError {

@@ -7,6 +7,7 @@
 pub mod crush_edit;
 pub mod error;
 pub mod osdmap;
+pub mod stats;
 
 pub use error::{MapError, Result};
 pub use loligo_crush::placement::{PgId, PgMapping};
@@ -14,3 +15,4 @@ pub use osdmap::{
     decode, encode, Change, EcPlugin, EcProfile, Epoch, Incremental, OsdInfo, OsdMap, Placer, Pool,
     PoolKind,
 };
+pub use stats::{OsdReport, PgStat};

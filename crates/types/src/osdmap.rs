@@ -718,11 +718,11 @@ pub fn encode<T: Serialize>(v: &T) -> Vec<u8> {
 /// Decode what [`encode`] wrote; foreign or truncated bytes are an error.
 pub fn decode<T: for<'de> Deserialize<'de>>(what: &'static str, b: &[u8]) -> Result<T> {
     let body = b.strip_prefix(&MAGIC).ok_or_else(|| MapError::Decode {
-        what,
+        what: what.into(),
         why: "bad magic or unsupported version".into(),
     })?;
     postcard::from_bytes(body).map_err(|e| MapError::Decode {
-        what,
+        what: what.into(),
         why: e.to_string(),
     })
 }

@@ -1,0 +1,189 @@
+//! Administrative commands turned into map changes (writes) or answered
+//! from the map (reads). Pure functions of the map: the service decides
+//! where they run.
+//!
+//! It must never change a map itself: it only proposes `Change`s, which
+//! the Raft state machine checks and applies.
+
+use crate::protocol::{Admin, MonError};
+use loligo_types::osdmap::{OBJECT_SIZE_MAX_DEFAULT, WEIGHT_IN};
+use loligo_types::{crush_edit, Change, EcProfile, OsdMap, PoolKind};
+use serde_json::{json, Value};
+
+/// What an admin command needs: changes to propose, or an answer now.
+pub enum Outcome {
+    Changes(Vec<Change>),
+    Answer(Value),
+}
+
+fn weight_16_16(w: f64, what: &str) -> Result<u32, MonError> {
+    if !(0.0..=65535.0).contains(&w) || w.is_nan() {
+        return Err(MonError::Invalid(format!("{what} {w} out of range")));
+    }
+    Ok((w * 65536.0).round() as u32)
+}
+
+fn pool<'a>(m: &'a OsdMap, name: &str) -> Result<&'a loligo_types::Pool, MonError> {
+    m.pool_by_name(name)
+        .ok_or_else(|| loligo_types::MapError::NoSuchPool(name.into()).into())
+}
+
+/// Decide what `cmd` needs against map `m`. `Status` is answered by the
+/// service (it needs the reports), not here.
+pub fn plan(m: &OsdMap, cmd: &Admin) -> Result<Outcome, MonError> {
+    use Outcome::*;
+    Ok(match cmd {
+        Admin::Status => return Err(MonError::Invalid("status is not a map command".into())),
+        Admin::PoolCreate {
+            name,
+            pg_num,
+            size,
+            min_size,
+            erasure_profile,
+        } => {
+            let mut p = m.replicated_pool(name, *pg_num, *size, 1);
+            match erasure_profile {
+                Some(prof) => {
+                    let ec = m
+                        .ec_profiles
+                        .get(prof)
+                        .ok_or_else(|| loligo_types::MapError::NoSuchProfile(prof.clone()))?;
+                    p.kind = PoolKind::Erasure {
+                        profile: prof.clone(),
+                    };
+                    p.size = ec.chunks()?;
+                    p.min_size = min_size.unwrap_or((ec.k + 1).min(p.size));
+                }
+                None => p.min_size = min_size.unwrap_or(size - size / 2),
+            }
+            Changes(vec![Change::PoolCreate(p)])
+        }
+        Admin::PoolDelete { name, confirm } => {
+            if confirm != name {
+                return Err(MonError::Invalid(format!(
+                    "deleting pool '{name}' destroys its data: repeat its name to confirm"
+                )));
+            }
+            Changes(vec![Change::PoolDelete {
+                id: pool(m, name)?.id,
+            }])
+        }
+        Admin::PoolLs => Answer(json!(m.pools.values().map(|p| &p.name).collect::<Vec<_>>())),
+        Admin::PoolGet { name } => Answer(json!(pool(m, name)?)),
+        Admin::PoolSet { name, key, value } => {
+            let mut p = pool(m, name)?.clone();
+            let num = || -> Result<u64, MonError> {
+                value
+                    .parse()
+                    .map_err(|_| MonError::Invalid(format!("{key}: '{value}' is not a number")))
+            };
+            match key.as_str() {
+                "size" => p.size = num()? as u32,
+                "min_size" => p.min_size = num()? as u32,
+                "pgp_num" => p.pgp_num = num()? as u32,
+                "crush_rule" => p.crush_rule = num()? as i32,
+                "object_size_max" => p.object_size_max = num()?,
+                "name" => p.name = value.clone(),
+                "pps_mode" => {
+                    p.pps_mode = serde_json::from_value(json!(value)).map_err(|_| {
+                        MonError::Invalid("pps_mode is rjenkins or bijection".into())
+                    })?
+                }
+                "pg_num" => {
+                    return Err(MonError::Invalid(
+                        "changing pg_num (PG split/merge) is not supported yet".into(),
+                    ))
+                }
+                _ => {
+                    return Err(MonError::Invalid(format!(
+                        "unknown pool setting '{key}' (size, min_size, pgp_num, crush_rule, \
+                         object_size_max, name, pps_mode)"
+                    )))
+                }
+            }
+            Changes(vec![Change::PoolUpdate(p)])
+        }
+        Admin::OsdTree => Answer(tree(m)),
+        Admin::OsdDump => Answer(json!({
+            "epoch": m.epoch,
+            "fsid": m.fsid,
+            "osds": m.osds.values().collect::<Vec<_>>(),
+            "pools": m.pools.values().collect::<Vec<_>>(),
+            "pg_temp": m.pg_temp.iter().map(|(pg, v)| json!({"pg": pg.to_string(), "osds": v})).collect::<Vec<_>>(),
+            "pg_upmap_items": m.pg_upmap_items.iter().map(|(pg, v)| json!({"pg": pg.to_string(), "items": v})).collect::<Vec<_>>(),
+        })),
+        Admin::OsdDown { ids } => Changes(ids.iter().map(|&id| Change::OsdDown { id }).collect()),
+        Admin::OsdOut { ids } => Changes(ids.iter().map(|&id| Change::OsdOut { id }).collect()),
+        Admin::OsdIn { ids } => Changes(ids.iter().map(|&id| Change::OsdIn { id }).collect()),
+        Admin::OsdReweight { id, weight } => {
+            let w = weight_16_16(*weight, "reweight")?;
+            if w > WEIGHT_IN {
+                return Err(MonError::Invalid("reweight must be in 0..=1".into()));
+            }
+            Changes(vec![Change::OsdReweight { id: *id, weight: w }])
+        }
+        Admin::OsdRm { id } => Changes(vec![Change::OsdRemove { id: *id }]),
+        Admin::CrushAdd { id, host, weight } => Changes(vec![Change::CrushAddOsd {
+            id: *id,
+            host: host.clone(),
+            weight: weight_16_16(*weight, "weight")?,
+        }]),
+        Admin::CrushMove { name, parent } => Changes(vec![Change::CrushMove {
+            name: name.clone(),
+            parent: parent.clone(),
+        }]),
+        Admin::CrushRm { name } => Changes(vec![Change::CrushRemove { name: name.clone() }]),
+        Admin::EcProfileSet {
+            name,
+            plugin,
+            k,
+            m: parity,
+            s,
+            l,
+            optimal,
+            alignment,
+        } => Changes(vec![Change::EcProfileSet(EcProfile {
+            name: name.clone(),
+            plugin: *plugin,
+            k: *k,
+            m: *parity,
+            s: *s,
+            l: *l,
+            optimal: *optimal,
+            alignment: *alignment,
+        })]),
+        Admin::EcProfileGet { name } => Answer(json!(m
+            .ec_profiles
+            .get(name)
+            .ok_or_else(|| loligo_types::MapError::NoSuchProfile(name.clone()))?)),
+        Admin::EcProfileLs => Answer(json!(m.ec_profiles.keys().collect::<Vec<_>>())),
+        Admin::EcProfileRm { name } => Changes(vec![Change::EcProfileRm { name: name.clone() }]),
+    })
+}
+
+/// `osd tree` as JSON rows (Ceph's columns).
+pub fn tree(m: &OsdMap) -> Value {
+    let rows: Vec<Value> = crush_edit::tree(&m.crush)
+        .into_iter()
+        .map(|(depth, id, ty, name, w)| {
+            let mut r = json!({
+                "depth": depth, "id": id, "type": ty, "name": name,
+                "crush_weight": w as f64 / 65536.0,
+            });
+            if id >= 0 {
+                let o = m.osds.get(&id);
+                r["status"] = json!(match o {
+                    Some(o) if o.up => "up",
+                    Some(_) => "down",
+                    None => "destroyed",
+                });
+                r["reweight"] = json!(o.map_or(0.0, |o| o.weight as f64 / 65536.0));
+            }
+            r
+        })
+        .collect();
+    json!(rows)
+}
+
+/// Default largest object (re-exported for the CLI's help text).
+pub const OBJECT_SIZE_MAX: u64 = OBJECT_SIZE_MAX_DEFAULT;

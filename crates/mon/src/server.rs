@@ -1,0 +1,660 @@
+//! The monitor daemon: a Raft member serving the `Mon` gRPC service, and
+//! while it leads, the failure detector and status keeper (failure
+//! reports, beacons, auto-out, PG stats).
+//!
+//! Only the leader proposes changes; every member serves maps from its
+//! applied state, which only ever holds committed epochs. It must never
+//! change the map except through the Raft log.
+
+use crate::admin::{self, Outcome};
+use crate::network::{Network, RAFT_MESSAGE_BYTES_MAX};
+use crate::protocol::{Admin, CallResult, MapUpdate, MonError, MonReply, MonRequest};
+use crate::raft::{MonCmd, MonRaft, MonStore, Shared};
+use loligo_proto::v1::mon_server::{Mon, MonServer};
+use loligo_proto::v1::{RaftMessage, Raw, WatchRequest};
+use loligo_types::{Change, OsdReport};
+use openraft::error::{ClientWriteError, RaftError};
+use openraft::BasicNode;
+use serde_json::json;
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::Mutex;
+use tokio_stream::Stream;
+use tonic::{Request, Response, Status};
+
+/// A monitor's settings.
+#[derive(Clone, Debug)]
+pub struct MonConfig {
+    pub id: u64,
+    /// Every initial member (this one included): id -> `host:port`.
+    pub members: BTreeMap<u64, String>,
+    pub data_dir: PathBuf,
+    /// The cluster's fsid (written into the first map).
+    pub fsid: String,
+    /// CRUSH failure domain of the first map (`host`, or `osd`).
+    pub failure_domain: String,
+    /// Distinct OSDs that must report a peer before it is marked down.
+    pub min_down_reporters: usize,
+    /// `osd_heartbeat_grace`: how long reports stay valid (x2).
+    pub heartbeat_grace: Duration,
+    /// Mark an OSD down when it has sent no report for this long.
+    pub report_timeout: Duration,
+    /// `mon_osd_down_out_interval`: mark a down OSD out after this long.
+    pub down_out_interval: Duration,
+}
+
+impl MonConfig {
+    /// Defaults for a member of `members`.
+    pub fn new(id: u64, members: BTreeMap<u64, String>, data_dir: PathBuf, fsid: &str) -> Self {
+        MonConfig {
+            id,
+            members,
+            data_dir,
+            fsid: fsid.to_string(),
+            failure_domain: "host".into(),
+            min_down_reporters: 2,
+            heartbeat_grace: Duration::from_secs(20),
+            report_timeout: Duration::from_secs(60),
+            down_out_interval: Duration::from_secs(600),
+        }
+    }
+}
+
+/// An OSD's last report with when it came, and the one before it (for
+/// rates).
+type Reported = (Instant, OsdReport, Option<(Instant, OsdReport)>);
+
+/// Leader-only soft state (rebuilt by each new leader).
+#[derive(Default)]
+struct LeaderState {
+    /// target -> reporter -> when.
+    failures: HashMap<i32, HashMap<i32, Instant>>,
+    /// osd -> (last report time, report, previous (time, report)).
+    reports: HashMap<i32, Reported>,
+    /// When this leader first saw each OSD down (for auto-out).
+    down_since: HashMap<i32, Instant>,
+    /// When this member became leader (beacon timeouts count from here).
+    since: Option<Instant>,
+}
+
+/// A running monitor.
+pub struct Monitor {
+    cfg: MonConfig,
+    raft: MonRaft,
+    shared: Arc<Shared>,
+    leader: Mutex<LeaderState>,
+    /// Serialises proposals: each is computed from the state its
+    /// predecessor left.
+    propose_lock: Mutex<()>,
+}
+
+/// Handle to stop a monitor's tasks.
+pub struct MonHandle {
+    pub mon: Arc<Monitor>,
+    pub addr: SocketAddr,
+    server: tokio::task::JoinHandle<()>,
+    ticker: tokio::task::JoinHandle<()>,
+}
+
+impl MonHandle {
+    /// Stop serving and shut Raft down (the store stays on disk).
+    pub async fn stop(self) {
+        self.ticker.abort();
+        self.server.abort();
+        let _ = self.mon.raft.shutdown().await;
+    }
+}
+
+fn raft_config() -> Result<Arc<openraft::Config>, String> {
+    let c = openraft::Config {
+        cluster_name: "loligo-mon".into(),
+        heartbeat_interval: 150,
+        election_timeout_min: 600,
+        election_timeout_max: 1200,
+        snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(500),
+        max_in_snapshot_log_to_keep: 100,
+        ..Default::default()
+    };
+    Ok(Arc::new(c.validate().map_err(|e| e.to_string())?))
+}
+
+impl Monitor {
+    /// Open the store, join Raft, serve on `listener`. The member with the
+    /// lowest id initialises a new group; the first leader writes the
+    /// first map.
+    pub async fn start(
+        cfg: MonConfig,
+        listener: tokio::net::TcpListener,
+    ) -> Result<MonHandle, String> {
+        if !cfg.members.contains_key(&cfg.id) {
+            return Err(format!("monitor {} is not among the members", cfg.id));
+        }
+        std::fs::create_dir_all(&cfg.data_dir)
+            .map_err(|e| format!("{}: {e}", cfg.data_dir.display()))?;
+        let store = MonStore::open(&cfg.data_dir)?;
+        let shared = store.shared.clone();
+        let raft = openraft::Raft::new(cfg.id, raft_config()?, Network, store.clone(), store)
+            .await
+            .map_err(|e| e.to_string())?;
+        if cfg.members.keys().next() == Some(&cfg.id)
+            && !raft.is_initialized().await.map_err(|e| e.to_string())?
+        {
+            let members: BTreeMap<u64, BasicNode> = cfg
+                .members
+                .iter()
+                .map(|(id, a)| (*id, BasicNode { addr: a.clone() }))
+                .collect();
+            raft.initialize(members).await.map_err(|e| e.to_string())?;
+        }
+        let addr = listener.local_addr().map_err(|e| e.to_string())?;
+        let mon = Arc::new(Monitor {
+            cfg,
+            raft,
+            shared,
+            leader: Mutex::new(LeaderState::default()),
+            propose_lock: Mutex::new(()),
+        });
+        let svc = MonServer::new(Service(mon.clone()))
+            .max_decoding_message_size(RAFT_MESSAGE_BYTES_MAX)
+            .max_encoding_message_size(RAFT_MESSAGE_BYTES_MAX);
+        let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+        let server = tokio::spawn(async move {
+            let r = tonic::transport::Server::builder()
+                .add_service(svc)
+                .serve_with_incoming(incoming)
+                .await;
+            if let Err(e) = r {
+                tracing::error!("monitor server stopped: {e}");
+            }
+        });
+        let m2 = mon.clone();
+        let ticker = tokio::spawn(async move {
+            let mut t = tokio::time::interval(Duration::from_millis(500));
+            loop {
+                t.tick().await;
+                m2.tick().await;
+            }
+        });
+        Ok(MonHandle {
+            mon,
+            addr,
+            server,
+            ticker,
+        })
+    }
+
+    /// Whether this member leads now.
+    pub fn is_leader(&self) -> bool {
+        self.raft.metrics().borrow().current_leader == Some(self.cfg.id)
+    }
+
+    /// The current map's epoch on this member.
+    pub fn epoch(&self) -> u64 {
+        self.shared.read().epoch()
+    }
+
+    fn leader_addr(&self) -> Option<String> {
+        let m = self.raft.metrics().borrow().clone();
+        let l = m.current_leader?;
+        m.membership_config
+            .membership()
+            .get_node(&l)
+            .map(|n| n.addr.clone())
+    }
+
+    fn not_leader(&self) -> MonError {
+        MonError::NotLeader {
+            leader: self.leader_addr(),
+        }
+    }
+
+    /// Propose a command; the epoch after it is applied.
+    async fn propose(&self, cmd: MonCmd) -> Result<u64, MonError> {
+        match tokio::time::timeout(Duration::from_secs(10), self.raft.client_write(cmd)).await {
+            Err(_) => Err(MonError::Timeout("no quorum to commit the change".into())),
+            Ok(Ok(r)) => Ok(r.data?),
+            Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f)))) => {
+                Err(MonError::NotLeader {
+                    leader: f.leader_node.map(|n| n.addr),
+                })
+            }
+            Ok(Err(e)) => Err(MonError::Unavailable(e.to_string())),
+        }
+    }
+
+    /// Compute changes from the freshest map (leader only) and propose
+    /// them.
+    async fn change_with<F>(&self, f: F) -> CallResult
+    where
+        F: FnOnce(&loligo_types::OsdMap) -> Result<Vec<Change>, MonError>,
+    {
+        let _g = self.propose_lock.lock().await;
+        if !self.is_leader() {
+            return Err(self.not_leader());
+        }
+        match tokio::time::timeout(Duration::from_secs(5), self.raft.ensure_linearizable()).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(_)) => return Err(self.not_leader()),
+            Err(_) => return Err(MonError::Timeout("no quorum".into())),
+        }
+        let changes = {
+            let st = self.shared.read();
+            let map = st.map.as_ref().ok_or(MonError::NoMap)?;
+            f(map)?
+        };
+        if changes.is_empty() {
+            return Ok(MonReply {
+                epoch: self.epoch(),
+                ..Default::default()
+            });
+        }
+        let epoch = self.propose(MonCmd::Changes(changes)).await?;
+        Ok(MonReply {
+            epoch,
+            ..Default::default()
+        })
+    }
+
+    /// Serve one request.
+    pub async fn call(&self, req: MonRequest) -> CallResult {
+        match req {
+            MonRequest::GetMap => {
+                let st = self.shared.read();
+                let map = st.map.as_ref().ok_or(MonError::NoMap)?;
+                Ok(MonReply {
+                    epoch: map.epoch,
+                    map: Some(loligo_types::encode(map)),
+                    ..Default::default()
+                })
+            }
+            MonRequest::OsdBoot {
+                id,
+                addr,
+                host,
+                crush_weight,
+            } => {
+                let r = self
+                    .change_with(|_| {
+                        Ok(vec![Change::OsdBoot {
+                            id,
+                            addr,
+                            host,
+                            crush_weight,
+                        }])
+                    })
+                    .await?;
+                let mut l = self.leader.lock().await;
+                l.failures.remove(&id);
+                l.down_since.remove(&id);
+                l.reports.remove(&id);
+                Ok(r)
+            }
+            MonRequest::OsdMarkMeDown { id } => {
+                self.change_with(|m| {
+                    Ok(if m.is_up(id) {
+                        vec![Change::OsdDown { id }]
+                    } else {
+                        vec![]
+                    })
+                })
+                .await
+            }
+            MonRequest::OsdFailure {
+                reporter, target, ..
+            } => self.failure_report(reporter, target).await,
+            MonRequest::OsdReport(r) => {
+                if !self.is_leader() {
+                    return Err(self.not_leader());
+                }
+                let mut l = self.leader.lock().await;
+                let prev = l.reports.remove(&r.osd).map(|(t, r, _)| (t, r));
+                l.reports.insert(r.osd, (Instant::now(), r, prev));
+                Ok(MonReply {
+                    epoch: self.epoch(),
+                    ..Default::default()
+                })
+            }
+            MonRequest::Admin(Admin::Status) => {
+                if !self.is_leader() {
+                    return Err(self.not_leader());
+                }
+                let value = self.status().await?;
+                Ok(MonReply {
+                    epoch: self.epoch(),
+                    value,
+                    map: None,
+                })
+            }
+            MonRequest::Admin(a) => {
+                let outcome = {
+                    let st = self.shared.read();
+                    let map = st.map.as_ref().ok_or(MonError::NoMap)?;
+                    admin::plan(map, &a)?
+                };
+                match outcome {
+                    Outcome::Answer(value) => Ok(MonReply {
+                        epoch: self.epoch(),
+                        value,
+                        map: None,
+                    }),
+                    Outcome::Changes(_) => {
+                        self.change_with(|m| match admin::plan(m, &a)? {
+                            Outcome::Changes(c) => Ok(c),
+                            Outcome::Answer(_) => Ok(vec![]),
+                        })
+                        .await
+                    }
+                }
+            }
+        }
+    }
+
+    async fn failure_report(&self, reporter: i32, target: i32) -> CallResult {
+        if !self.is_leader() {
+            return Err(self.not_leader());
+        }
+        let grace = self.cfg.heartbeat_grace * 2;
+        let mut l = self.leader.lock().await;
+        let enough = {
+            let st = self.shared.read();
+            let map = st.map.as_ref().ok_or(MonError::NoMap)?;
+            if !map.is_up(reporter) || !map.is_up(target) {
+                return Ok(MonReply {
+                    epoch: map.epoch,
+                    ..Default::default()
+                });
+            }
+            let now = Instant::now();
+            let by = l.failures.entry(target).or_default();
+            by.insert(reporter, now);
+            by.retain(|r, t| now.duration_since(*t) < grace && map.is_up(*r));
+            by.len() >= self.cfg.min_down_reporters.max(1)
+        };
+        drop(l);
+        if !enough {
+            return Ok(MonReply {
+                epoch: self.epoch(),
+                ..Default::default()
+            });
+        }
+        tracing::info!("marking osd.{target} down: failure reports");
+        let r = self
+            .change_with(|m| {
+                Ok(if m.is_up(target) {
+                    vec![Change::OsdDown { id: target }]
+                } else {
+                    vec![]
+                })
+            })
+            .await;
+        self.leader.lock().await.failures.remove(&target);
+        r
+    }
+
+    /// Leader duties, twice a second.
+    async fn tick(&self) {
+        if !self.is_leader() {
+            *self.leader.lock().await = LeaderState::default();
+            return;
+        }
+        let has_map = self.shared.read().map.is_some();
+        if !has_map {
+            let cmd = MonCmd::Init {
+                fsid: self.cfg.fsid.clone(),
+                failure_domain: self.cfg.failure_domain.clone(),
+            };
+            let _g = self.propose_lock.lock().await;
+            if let Err(e) = self.propose(cmd).await {
+                tracing::warn!("cannot write the first map yet: {e}");
+            }
+            return;
+        }
+        let now = Instant::now();
+        let (downs, outs) = {
+            let mut l = self.leader.lock().await;
+            let since = *l.since.get_or_insert(now);
+            let st = self.shared.read();
+            let Some(map) = st.map.as_ref() else { return };
+            let mut downs = Vec::new();
+            let mut outs = Vec::new();
+            for o in map.osds.values() {
+                if o.up {
+                    l.down_since.remove(&o.id);
+                    let last = l.reports.get(&o.id).map_or(since, |r| r.0.max(since));
+                    if now.duration_since(last) > self.cfg.report_timeout {
+                        downs.push(o.id);
+                    }
+                } else if o.is_in() {
+                    let t = *l.down_since.entry(o.id).or_insert(now);
+                    if now.duration_since(t) > self.cfg.down_out_interval {
+                        outs.push(o.id);
+                    }
+                }
+            }
+            (downs, outs)
+        };
+        if !downs.is_empty() || !outs.is_empty() {
+            tracing::info!("marking down (no reports) {downs:?}, out (down too long) {outs:?}");
+            let _ = self
+                .change_with(|m| {
+                    let mut c: Vec<Change> = downs
+                        .iter()
+                        .filter(|&&id| m.is_up(id))
+                        .map(|&id| Change::OsdDown { id })
+                        .collect();
+                    c.extend(
+                        outs.iter()
+                            .filter(|&&id| m.osds.get(&id).is_some_and(|o| !o.up && o.is_in()))
+                            .map(|&id| Change::OsdOut { id }),
+                    );
+                    Ok(c)
+                })
+                .await;
+        }
+    }
+
+    /// The `status` report (leader only: it holds the PG stats).
+    async fn status(&self) -> Result<serde_json::Value, MonError> {
+        let metrics = self.raft.metrics().borrow().clone();
+        let l = self.leader.lock().await;
+        let st = self.shared.read();
+        let map = st.map.as_ref().ok_or(MonError::NoMap)?;
+        let (up, inn) = map.up_in();
+        let mut by_state: BTreeMap<String, u64> = BTreeMap::new();
+        let mut total_pgs = 0u64;
+        let mut objects = 0u64;
+        let mut stats: HashMap<loligo_types::PgId, &loligo_types::PgStat> = HashMap::new();
+        for (_, r, _) in l.reports.values() {
+            if map.is_up(r.osd) {
+                for p in &r.pgs {
+                    stats.insert(p.pg, p);
+                }
+            }
+        }
+        let mut placer = map.placer()?;
+        for pool in map.pools.values() {
+            for ps in 0..pool.pg_num {
+                let pg = loligo_types::PgId { pool: pool.id, ps };
+                total_pgs += 1;
+                let primary = placer.map_pg(pg)?.acting_primary;
+                let state = match stats.get(&pg) {
+                    Some(s) if s.acting.first() == Some(&primary) => {
+                        objects += s.objects;
+                        s.state.clone()
+                    }
+                    _ if primary < 0 => "down".to_string(),
+                    _ => "unknown".to_string(),
+                };
+                *by_state.entry(state).or_default() += 1;
+            }
+        }
+        let (mut used, mut total) = (0u64, 0u64);
+        let mut io = [0f64; 4];
+        for (t, r, prev) in l.reports.values() {
+            used += r.bytes_used;
+            total += r.bytes_total;
+            if let Some((pt, p)) = prev {
+                let dt = t.duration_since(*pt).as_secs_f64();
+                if dt > 0.0 && Instant::now().duration_since(*t) < Duration::from_secs(10) {
+                    io[0] += r.read_ops.saturating_sub(p.read_ops) as f64 / dt;
+                    io[1] += r.write_ops.saturating_sub(p.write_ops) as f64 / dt;
+                    io[2] += r.read_bytes.saturating_sub(p.read_bytes) as f64 / dt;
+                    io[3] += r.write_bytes.saturating_sub(p.write_bytes) as f64 / dt;
+                }
+            }
+        }
+        let mut checks = Vec::new();
+        let mut level = 0;
+        let down = map.osds.len() - up;
+        if down > 0 {
+            checks.push(format!("{down} osds down"));
+            level = level.max(1);
+        }
+        let count = |f: &dyn Fn(&str) -> bool| -> u64 {
+            by_state.iter().filter(|(s, _)| f(s)).map(|(_, n)| n).sum()
+        };
+        let inactive = count(&|s| !s.contains("active") && s != "unknown");
+        let unknown = count(&|s| s == "unknown");
+        let degraded = count(&|s| s.contains("degraded") || s.contains("undersized"));
+        if inactive > 0 {
+            checks.push(format!(
+                "Reduced data availability: {inactive} pgs inactive"
+            ));
+            level = 2;
+        }
+        if unknown > 0 {
+            checks.push(format!(
+                "{unknown} pgs unknown (no report from their primary yet)"
+            ));
+            level = level.max(1);
+        }
+        if degraded > 0 {
+            checks.push(format!("Degraded data redundancy: {degraded} pgs degraded"));
+            level = level.max(1);
+        }
+        if map.osds.is_empty() {
+            checks.push("no OSDs".into());
+            level = level.max(1);
+        }
+        let health = ["HEALTH_OK", "HEALTH_WARN", "HEALTH_ERR"][level];
+        let members: Vec<u64> = metrics.membership_config.membership().voter_ids().collect();
+        Ok(json!({
+            "fsid": map.fsid,
+            "health": {
+                "status": health,
+                "checks": checks,
+            },
+            "monitors": {
+                "members": members,
+                "leader": metrics.current_leader,
+                "term": metrics.current_term,
+            },
+            "osdmap": {
+                "epoch": map.epoch,
+                "num_osds": map.osds.len(),
+                "num_up_osds": up,
+                "num_in_osds": inn,
+            },
+            "pools": map.pools.len(),
+            "pgs": { "total": total_pgs, "by_state": by_state },
+            "usage": { "objects": objects, "used_bytes": used, "total_bytes": total },
+            "io": {
+                "read_ops_s": io[0], "write_ops_s": io[1],
+                "read_bytes_s": io[2], "write_bytes_s": io[3],
+            },
+        }))
+    }
+}
+
+/// The gRPC face of a monitor.
+struct Service(Arc<Monitor>);
+
+fn json_reply<T: serde::Serialize>(v: &T) -> Result<Response<Raw>, Status> {
+    let body = serde_json::to_vec(v).map_err(|e| Status::internal(e.to_string()))?;
+    Ok(Response::new(Raw { body }))
+}
+
+type WatchStream = Pin<Box<dyn Stream<Item = Result<Raw, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl Mon for Service {
+    async fn raft(&self, req: Request<RaftMessage>) -> Result<Response<Raw>, Status> {
+        let m = req.into_inner();
+        let raft = &self.0.raft;
+        let bad = |e: serde_json::Error| Status::invalid_argument(format!("bad raft message: {e}"));
+        match m.kind.as_str() {
+            "append" => json_reply(
+                &raft
+                    .append_entries(serde_json::from_slice(&m.body).map_err(bad)?)
+                    .await,
+            ),
+            "vote" => json_reply(
+                &raft
+                    .vote(serde_json::from_slice(&m.body).map_err(bad)?)
+                    .await,
+            ),
+            "snapshot" => json_reply(
+                &raft
+                    .install_snapshot(serde_json::from_slice(&m.body).map_err(bad)?)
+                    .await,
+            ),
+            k => Err(Status::invalid_argument(format!(
+                "unknown raft message kind '{k}'"
+            ))),
+        }
+    }
+
+    async fn call(&self, req: Request<Raw>) -> Result<Response<Raw>, Status> {
+        let body = req.into_inner().body;
+        let r: CallResult = match serde_json::from_slice::<MonRequest>(&body) {
+            Ok(req) => self.0.call(req).await,
+            Err(e) => Err(MonError::Invalid(format!("cannot parse request: {e}"))),
+        };
+        json_reply(&r)
+    }
+
+    type WatchStream = WatchStream;
+
+    async fn watch(&self, req: Request<WatchRequest>) -> Result<Response<WatchStream>, Status> {
+        let mut have = req.into_inner().have;
+        let shared = self.0.shared.clone();
+        let mut rx = shared.epoch_tx.subscribe();
+        let (tx, out) = tokio::sync::mpsc::channel::<Result<Raw, Status>>(16);
+        tokio::spawn(async move {
+            loop {
+                let ups: Vec<MapUpdate> = shared.read().updates_since(have);
+                for u in ups {
+                    // Track the epoch the watcher will hold.
+                    match &u {
+                        MapUpdate::Full(b) => {
+                            if let Ok(m) = loligo_types::decode::<loligo_types::OsdMap>("map", b) {
+                                have = m.epoch;
+                            }
+                        }
+                        MapUpdate::Inc(b) => {
+                            if let Ok(i) =
+                                loligo_types::decode::<loligo_types::Incremental>("incremental", b)
+                            {
+                                have = i.epoch;
+                            }
+                        }
+                    }
+                    let body = serde_json::to_vec(&u).unwrap_or_default();
+                    if tx.send(Ok(Raw { body })).await.is_err() {
+                        return;
+                    }
+                }
+                if rx.changed().await.is_err() {
+                    return;
+                }
+            }
+        });
+        Ok(Response::new(Box::pin(
+            tokio_stream::wrappers::ReceiverStream::new(out),
+        )))
+    }
+}

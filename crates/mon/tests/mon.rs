@@ -1,0 +1,300 @@
+//! Monitors in-process on loopback ports: the first map, OSD boot, admin
+//! commands and their typed errors, failure reports and beacons, restart
+//! from disk, and a three-member group losing its leader.
+
+use loligo_mon::protocol::{Admin, MonError, MonRequest};
+use loligo_mon::{MonClient, MonConfig, MonHandle, Monitor};
+use loligo_types::{MapError, OsdReport};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+use tokio::net::TcpListener;
+
+struct Dir(std::path::PathBuf);
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+fn tempdir(tag: &str) -> Dir {
+    let p = std::env::temp_dir().join(format!("loligo-mon-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&p);
+    std::fs::create_dir_all(&p).unwrap();
+    Dir(p)
+}
+
+async fn listeners(n: usize) -> (Vec<TcpListener>, BTreeMap<u64, String>) {
+    let mut ls = Vec::new();
+    let mut members = BTreeMap::new();
+    for i in 0..n {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        members.insert(i as u64, l.local_addr().unwrap().to_string());
+        ls.push(l);
+    }
+    (ls, members)
+}
+
+fn cfg(id: u64, members: &BTreeMap<u64, String>, dir: &Path) -> MonConfig {
+    let mut c = MonConfig::new(
+        id,
+        members.clone(),
+        dir.join(format!("mon.{id}")),
+        "test-fsid",
+    );
+    c.failure_domain = "osd".into();
+    c
+}
+
+async fn boot(c: &mut MonClient, id: i32) -> u64 {
+    c.call(MonRequest::OsdBoot {
+        id,
+        addr: format!("127.0.0.1:{}", 7000 + id),
+        host: "local".into(),
+        crush_weight: 0x10000,
+    })
+    .await
+    .unwrap()
+    .epoch
+}
+
+fn admin(a: Admin) -> MonRequest {
+    MonRequest::Admin(a)
+}
+
+fn create(name: &str) -> MonRequest {
+    admin(Admin::PoolCreate {
+        name: name.into(),
+        pg_num: 16,
+        size: 3,
+        min_size: None,
+        erasure_profile: None,
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_monitor_serves_maps_and_commands() {
+    let d = tempdir("one");
+    let (mut ls, members) = listeners(1).await;
+    let h = Monitor::start(cfg(0, &members, &d.0), ls.remove(0))
+        .await
+        .unwrap();
+    let mut c = MonClient::new(vec![members[&0].clone()]).unwrap();
+    for i in 0..4 {
+        boot(&mut c, i).await;
+    }
+    c.call(create("rbd")).await.unwrap();
+    let m = c.get_map().await.unwrap();
+    assert_eq!(m.fsid, "test-fsid");
+    assert_eq!(m.up_in(), (4, 4));
+    let p = m.pool_by_name("rbd").unwrap();
+    assert_eq!((p.size, p.min_size, p.pg_num), (3, 2, 16));
+
+    // Typed refusals, and nothing changes.
+    let e = c.call(create("rbd")).await.unwrap_err();
+    assert_eq!(e, MonError::Map(MapError::PoolExists("rbd".into())));
+    assert!(matches!(
+        c.call(create("bad name")).await,
+        Err(MonError::Map(MapError::Invalid(_)))
+    ));
+    let e = c
+        .call(admin(Admin::PoolDelete {
+            name: "rbd".into(),
+            confirm: "no".into(),
+        }))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, MonError::Invalid(_)), "{e}");
+    assert!(matches!(
+        c.call(admin(Admin::PoolGet {
+            name: "nope".into()
+        }))
+        .await,
+        Err(MonError::Map(MapError::NoSuchPool(_)))
+    ));
+    assert!(matches!(
+        c.call(admin(Admin::OsdOut { ids: vec![42] })).await,
+        Err(MonError::Map(MapError::NoSuchOsd(42)))
+    ));
+    assert_eq!(c.get_map().await.unwrap().epoch, m.epoch);
+
+    // Out and in.
+    c.call(admin(Admin::OsdOut { ids: vec![3] })).await.unwrap();
+    assert_eq!(c.get_map().await.unwrap().up_in(), (4, 3));
+    c.call(admin(Admin::OsdIn { ids: vec![3] })).await.unwrap();
+
+    // Status: OSDs up, PGs unknown until their primaries report.
+    let s = c.call(admin(Admin::Status)).await.unwrap().value;
+    assert_eq!(s["osdmap"]["num_up_osds"], 4);
+    assert_eq!(s["pgs"]["total"], 16);
+    assert_eq!(s["health"]["status"], "HEALTH_WARN");
+
+    // The tree lists the root, the host and four OSDs.
+    let t = c.call(admin(Admin::OsdTree)).await.unwrap().value;
+    assert_eq!(t.as_array().unwrap().len(), 6);
+
+    // Garbage on the RPC port: a typed error, the monitor keeps serving.
+    let mut raw =
+        loligo_proto::v1::mon_client::MonClient::connect(format!("http://{}", members[&0]))
+            .await
+            .unwrap();
+    let r = raw
+        .call(loligo_proto::v1::Raw {
+            body: b"\x00\xffgarbage".to_vec(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let r: Result<serde_json::Value, MonError> = serde_json::from_slice(&r.body).unwrap();
+    assert!(matches!(r, Err(MonError::Invalid(_))));
+    let bad = raw
+        .raft(loligo_proto::v1::RaftMessage {
+            kind: "append".into(),
+            body: b"{".to_vec(),
+        })
+        .await;
+    assert!(bad.is_err());
+    c.get_map().await.unwrap();
+
+    // Restart from disk: the same map.
+    let epoch = c.get_map().await.unwrap().epoch;
+    h.stop().await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let l = TcpListener::bind(&members[&0]).await.unwrap();
+    let h = Monitor::start(cfg(0, &members, &d.0), l).await.unwrap();
+    let m2 = c.get_map().await.unwrap();
+    assert_eq!(m2.epoch, epoch);
+    assert!(m2.pool_by_name("rbd").is_some());
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failure_reports_and_silence_mark_osds_down_then_out() {
+    let d = tempdir("fail");
+    let (mut ls, members) = listeners(1).await;
+    let mut conf = cfg(0, &members, &d.0);
+    conf.min_down_reporters = 2;
+    conf.report_timeout = Duration::from_secs(3);
+    conf.down_out_interval = Duration::from_secs(2);
+    let h = Monitor::start(conf, ls.remove(0)).await.unwrap();
+    let mut c = MonClient::new(vec![members[&0].clone()]).unwrap();
+    for i in 0..4 {
+        boot(&mut c, i).await;
+    }
+    let report = |osd| {
+        MonRequest::OsdReport(OsdReport {
+            osd,
+            ..Default::default()
+        })
+    };
+    let fail = |reporter| MonRequest::OsdFailure {
+        reporter,
+        target: 3,
+        failed_for_ms: 25_000,
+    };
+    c.call(fail(0)).await.unwrap();
+    c.call(fail(0)).await.unwrap();
+    assert!(
+        c.get_map().await.unwrap().is_up(3),
+        "one reporter is not enough"
+    );
+    c.call(fail(1)).await.unwrap();
+    assert!(!c.get_map().await.unwrap().is_up(3));
+
+    // OSDs 0-2 keep reporting; 3 stays down and is marked out; nobody
+    // else is marked down.
+    for _ in 0..10 {
+        for o in 0..3 {
+            c.call(report(o)).await.unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let m = c.get_map().await.unwrap();
+    assert!(!m.osds[&3].is_in(), "auto-out after the interval");
+    assert_eq!(m.up_in(), (3, 3));
+
+    // Silence: OSD 2 stops reporting and is marked down.
+    for _ in 0..10 {
+        for o in 0..2 {
+            c.call(report(o)).await.unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let m = c.get_map().await.unwrap();
+    assert!(!m.is_up(2));
+    assert!(m.is_up(0) && m.is_up(1));
+
+    // A reboot marks it up again.
+    boot(&mut c, 2).await;
+    assert!(c.get_map().await.unwrap().is_up(2));
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_monitors_survive_the_loss_of_the_leader() {
+    let d = tempdir("three");
+    let (ls, members) = listeners(3).await;
+    let mut hs = Vec::new();
+    for (i, l) in ls.into_iter().enumerate() {
+        hs.push(Some(
+            Monitor::start(cfg(i as u64, &members, &d.0), l)
+                .await
+                .unwrap(),
+        ));
+    }
+    let addrs: Vec<String> = members.values().cloned().collect();
+    let mut c = MonClient::new(addrs.clone()).unwrap();
+    boot(&mut c, 0).await;
+    c.call(create("before")).await.unwrap();
+    let e1 = c.get_map().await.unwrap().epoch;
+
+    // Every member holds the committed epoch.
+    let mut all_have = false;
+    for _ in 0..50 {
+        all_have = hs.iter().flatten().all(|h: &MonHandle| h.mon.epoch() >= e1);
+        if all_have {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(all_have);
+
+    let li = hs
+        .iter()
+        .position(|h| h.as_ref().is_some_and(|h| h.mon.is_leader()))
+        .expect("a leader");
+    if let Some(h) = hs[li].take() {
+        h.stop().await;
+    }
+    // The others elect a leader and keep committing.
+    c.call(create("after")).await.unwrap();
+    let m = c.get_map().await.unwrap();
+    assert!(
+        m.pool_by_name("before").is_some(),
+        "no committed epoch lost"
+    );
+    assert!(m.pool_by_name("after").is_some());
+    assert!(m.epoch > e1);
+
+    // A watcher sees the next epoch.
+    let mut w = c.clone();
+    let target = m.epoch + 1;
+    let watcher = tokio::spawn(async move {
+        let mut seen = 0;
+        w.watch(None, |m| {
+            seen = m.epoch;
+            m.epoch < target
+        })
+        .await;
+        seen
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    c.call(create("watched")).await.unwrap();
+    let seen = tokio::time::timeout(Duration::from_secs(10), watcher)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(seen, target);
+    for h in hs.into_iter().flatten() {
+        h.stop().await;
+    }
+}

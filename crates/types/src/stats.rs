@@ -1,0 +1,35 @@
+//! What OSDs report to the monitors about their PGs and themselves, and
+//! the status summary built from it.
+
+use crate::osdmap::Epoch;
+use loligo_crush::placement::PgId;
+use serde::{Deserialize, Serialize};
+
+/// One PG as its primary sees it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PgStat {
+    pub pg: PgId,
+    /// Epoch of the map the primary reported under.
+    pub epoch: Epoch,
+    /// States joined by `+`, as Ceph prints them (`active+clean`,
+    /// `active+undersized+degraded`, `peering`, `down`).
+    pub state: String,
+    pub acting: Vec<i32>,
+    pub objects: u64,
+    pub bytes: u64,
+}
+
+/// One OSD's report: its primary PGs, usage and cumulative I/O counters.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OsdReport {
+    pub osd: i32,
+    pub epoch: Epoch,
+    pub pgs: Vec<PgStat>,
+    pub bytes_used: u64,
+    pub bytes_total: u64,
+    /// Client ops and bytes served since the OSD started.
+    pub read_ops: u64,
+    pub write_ops: u64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+}
