@@ -29,6 +29,12 @@ pub enum MonRequest {
     },
     /// An OSD that is stopping cleanly.
     OsdMarkMeDown { id: i32 },
+    /// A primary whose log is behind asks for `osds` as the PG's acting
+    /// set (empty: clear the override).
+    PgTemp {
+        pg: loligo_types::PgId,
+        osds: Vec<i32>,
+    },
     /// PG stats and counters (also the OSD's liveness beacon).
     OsdReport(OsdReport),
     /// An administrator's command.

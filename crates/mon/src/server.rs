@@ -303,6 +303,18 @@ impl Monitor {
                 })
                 .await
             }
+            MonRequest::PgTemp { pg, osds } => {
+                self.change_with(|m| {
+                    let same =
+                        m.pg_temp.get(&pg).map(Vec::as_slice).unwrap_or(&[]) == osds.as_slice();
+                    Ok(if same {
+                        vec![]
+                    } else {
+                        vec![Change::PgTemp { pg, osds }]
+                    })
+                })
+                .await
+            }
             MonRequest::OsdFailure {
                 reporter, target, ..
             } => self.failure_report(reporter, target).await,

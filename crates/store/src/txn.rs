@@ -12,7 +12,7 @@ use bytes::Bytes;
 /// write, write_full, zero, truncate, setattrs, omap_setkeys,
 /// omap_setheader, and clone's destination); the others fail the whole
 /// transaction with `NoObject` when it is missing.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Op {
     CreateCollection(CollectionId),
     /// Remove an empty collection (and its records).
@@ -103,7 +103,7 @@ pub enum Op {
 }
 
 /// An ordered list of [`Op`]s, applied atomically.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Transaction {
     pub ops: Vec<Op>,
 }

@@ -10,7 +10,9 @@
 use std::fmt;
 
 /// A collection: one PG shard (or the OSD's own metadata collection).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub struct CollectionId {
     pub pool: u64,
     /// The PG's placement seed.
@@ -57,7 +59,9 @@ impl fmt::Display for CollectionId {
 }
 
 /// An object: its placement hash and name. Ordered by hash, then name.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub struct ObjectId {
     pub hash: u32,
     pub name: String,
@@ -136,7 +140,7 @@ pub struct StoreStats {
 /// Per-collection data compression. A compressed blob is kept only when
 /// it saves at least an eighth of the space; otherwise the data is stored
 /// as is.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Compression {
     #[default]
     None,

@@ -6,6 +6,7 @@
 
 pub mod crush_edit;
 pub mod error;
+pub mod ops;
 pub mod osdmap;
 pub mod stats;
 

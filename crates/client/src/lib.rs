@@ -1,0 +1,574 @@
+//! Loligo's client library (in the way of librados): connect to the
+//! monitors, follow the cluster map, and send object ops straight to each
+//! PG's primary OSD, retrying across map changes, redirects and OSD
+//! failures until the op's deadline.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), loligo_client::ClientError> {
+//! let cluster = loligo_client::Cluster::connect(vec!["127.0.0.1:6789".into()]).await?;
+//! let pool = cluster.pool("rbd")?;
+//! pool.write_full("greeting", b"hello".to_vec()).await?;
+//! assert_eq!(pool.read("greeting", 0, 0).await?, b"hello");
+//! # Ok(()) }
+//! ```
+//!
+//! It must never return success for an op the primary did not
+//! acknowledge, nor retry an op after a definite answer.
+
+use loligo_mon::protocol::{MonError, MonReply, MonRequest};
+use loligo_mon::MonClient;
+use loligo_proto::v1::osd_client::OsdClient;
+use loligo_proto::v1::Raw;
+use loligo_types::ops::{
+    decode_msg, encode_msg, ClientOp, ClientReply, ClientRequest, Cmp, OpError, SubOp, SubResult,
+    Version,
+};
+use loligo_types::{Epoch, OsdMap, PgId};
+use serde_bytes::ByteBuf;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+use tonic::transport::Channel;
+
+/// Largest message (objects up to the pool limit, plus framing).
+const MESSAGE_BYTES_MAX: usize = 256 << 20;
+
+/// Why a client call failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ClientError {
+    #[error("{0}")]
+    Op(#[from] OpError),
+    #[error("monitor: {0}")]
+    Mon(#[from] MonError),
+    #[error("pool '{0}' does not exist")]
+    NoPool(String),
+    #[error("timed out after {0:?}: {1}")]
+    Timeout(Duration, String),
+}
+
+impl ClientError {
+    /// Whether the object was not found.
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, ClientError::Op(OpError::NotFound))
+    }
+}
+
+/// Primaries of every PG at one epoch.
+struct Table {
+    map: Arc<OsdMap>,
+    primary: HashMap<PgId, i32>,
+}
+
+impl Table {
+    fn new(map: OsdMap) -> Table {
+        let mut primary = HashMap::new();
+        if let Ok(mut p) = map.placer() {
+            for pool in map.pools.values() {
+                for ps in 0..pool.pg_num {
+                    let pg = PgId { pool: pool.id, ps };
+                    if let Ok(m) = p.map_pg(pg) {
+                        primary.insert(pg, m.acting_primary);
+                    }
+                }
+            }
+        }
+        Table {
+            map: Arc::new(map),
+            primary,
+        }
+    }
+}
+
+struct Inner {
+    mon: tokio::sync::Mutex<MonClient>,
+    table: RwLock<Arc<Table>>,
+    epoch_tx: tokio::sync::watch::Sender<Epoch>,
+    conns: Mutex<HashMap<String, OsdClient<Channel>>>,
+    op_timeout: Duration,
+    watcher: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+/// A connection to a cluster.
+#[derive(Clone)]
+pub struct Cluster(Arc<Inner>);
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Some(w) = self.watcher.get_mut().ok().and_then(|w| w.take()) {
+            w.abort();
+        }
+    }
+}
+
+impl Cluster {
+    /// Connect with the default op timeout (30 s).
+    pub async fn connect(mon_addrs: Vec<String>) -> Result<Cluster, ClientError> {
+        Self::connect_with(mon_addrs, Duration::from_secs(30)).await
+    }
+
+    /// Connect; each op gives up after `op_timeout`.
+    pub async fn connect_with(
+        mon_addrs: Vec<String>,
+        op_timeout: Duration,
+    ) -> Result<Cluster, ClientError> {
+        let mut mon = MonClient::new(mon_addrs)?;
+        let map = mon.get_map().await?;
+        let (epoch_tx, _) = tokio::sync::watch::channel(map.epoch);
+        let inner = Arc::new(Inner {
+            mon: tokio::sync::Mutex::new(mon.clone()),
+            table: RwLock::new(Arc::new(Table::new(map.clone()))),
+            epoch_tx,
+            conns: Mutex::new(HashMap::new()),
+            op_timeout,
+            watcher: Mutex::new(None),
+        });
+        let weak = Arc::downgrade(&inner);
+        let task = tokio::spawn(async move {
+            let mut mon = mon;
+            mon.watch(Some(map), |m| {
+                let Some(inner) = weak.upgrade() else {
+                    return false;
+                };
+                inner.set_map(m.clone());
+                true
+            })
+            .await;
+        });
+        if let Ok(mut w) = inner.watcher.lock() {
+            *w = Some(task);
+        }
+        Ok(Cluster(inner))
+    }
+
+    /// The newest map this client has.
+    pub fn map(&self) -> Arc<OsdMap> {
+        self.0.table().map.clone()
+    }
+
+    /// A handle on pool `name`.
+    pub fn pool(&self, name: &str) -> Result<IoCtx, ClientError> {
+        let map = self.map();
+        let p = map
+            .pool_by_name(name)
+            .ok_or_else(|| ClientError::NoPool(name.into()))?;
+        Ok(IoCtx {
+            c: self.0.clone(),
+            pool: p.id,
+            name: name.into(),
+        })
+    }
+
+    /// Send a request to the monitors (admin commands, status).
+    pub async fn mon(&self, req: MonRequest) -> Result<MonReply, ClientError> {
+        let r = self.0.mon.lock().await.call(req).await?;
+        if r.epoch > self.0.table().map.epoch {
+            self.0.refresh().await;
+        }
+        Ok(r)
+    }
+
+    /// Wait until this client has a map of at least `epoch`.
+    pub async fn wait_for_epoch(&self, epoch: Epoch) {
+        self.0
+            .wait_newer(epoch.saturating_sub(1), Duration::from_secs(10))
+            .await;
+    }
+}
+
+impl Inner {
+    fn table(&self) -> Arc<Table> {
+        self.table.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn set_map(&self, m: OsdMap) {
+        if m.epoch <= self.table().map.epoch {
+            return;
+        }
+        let e = m.epoch;
+        *self.table.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(Table::new(m));
+        self.epoch_tx.send_replace(e);
+    }
+
+    async fn refresh(&self) {
+        let r = { self.mon.lock().await.get_map().await };
+        if let Ok(m) = r {
+            self.set_map(m);
+        }
+    }
+
+    /// Wait (at most `d`) for a map newer than `epoch`.
+    async fn wait_newer(&self, epoch: Epoch, d: Duration) {
+        let mut rx = self.epoch_tx.subscribe();
+        let _ = tokio::time::timeout(d, async {
+            while *rx.borrow_and_update() <= epoch {
+                if rx.changed().await.is_err() {
+                    return;
+                }
+            }
+        })
+        .await;
+    }
+
+    async fn conn(&self, addr: &str) -> Result<OsdClient<Channel>, String> {
+        if let Some(c) = self.conns.lock().ok().and_then(|m| m.get(addr).cloned()) {
+            return Ok(c);
+        }
+        let ch = Channel::from_shared(format!("http://{addr}"))
+            .map_err(|e| e.to_string())?
+            .connect_timeout(Duration::from_secs(1))
+            .connect()
+            .await
+            .map_err(|e| e.to_string())?;
+        let c = OsdClient::new(ch)
+            .max_decoding_message_size(MESSAGE_BYTES_MAX)
+            .max_encoding_message_size(MESSAGE_BYTES_MAX);
+        if let Ok(mut m) = self.conns.lock() {
+            m.insert(addr.to_string(), c.clone());
+        }
+        Ok(c)
+    }
+
+    /// Send `req` for PG `pg` to its primary until a definite answer.
+    async fn send(&self, pg: PgId, mut req: ClientRequest) -> Result<ClientReply, ClientError> {
+        let start = tokio::time::Instant::now();
+        let mut why = String::from("no primary");
+        while start.elapsed() < self.op_timeout {
+            let t = self.table();
+            let epoch = t.map.epoch;
+            match &mut req {
+                ClientRequest::Op(op) => op.epoch = epoch,
+                ClientRequest::List { epoch: e, .. } => *e = epoch,
+            }
+            if !t.map.pools.contains_key(&pg.pool) {
+                return Err(OpError::NoPool(pg.pool).into());
+            }
+            let primary = t.primary.get(&pg).copied().unwrap_or(-1);
+            let addr = t
+                .map
+                .osds
+                .get(&primary)
+                .filter(|o| o.up)
+                .map(|o| o.addr.clone());
+            let Some(addr) = addr else {
+                why = format!("pg {pg} has no primary up");
+                self.wait_newer(epoch, Duration::from_millis(500)).await;
+                continue;
+            };
+            let mut c = match self.conn(&addr).await {
+                Ok(c) => c,
+                Err(e) => {
+                    why = format!("osd.{primary}: {e}");
+                    self.wait_newer(epoch, Duration::from_millis(300)).await;
+                    continue;
+                }
+            };
+            let reply = match c
+                .op(Raw {
+                    body: encode_msg(&req),
+                })
+                .await
+            {
+                Ok(r) => r.into_inner().body,
+                Err(s) => {
+                    why = format!("osd.{primary}: {}", s.message());
+                    if let Ok(mut m) = self.conns.lock() {
+                        m.remove(&addr);
+                    }
+                    self.wait_newer(epoch, Duration::from_millis(300)).await;
+                    continue;
+                }
+            };
+            let reply: ClientReply = decode_msg(&reply)?;
+            let (err, their) = match &reply {
+                ClientReply::Op(r) => (r.result.as_ref().err().cloned(), r.epoch),
+                ClientReply::List { result, epoch } => (result.as_ref().err().cloned(), *epoch),
+            };
+            match err {
+                Some(OpError::WrongPrimary { .. }) => {
+                    why = format!("osd.{primary} is not the primary of {pg} (epoch {their})");
+                    if their > epoch {
+                        self.refresh().await;
+                    } else {
+                        self.wait_newer(epoch, Duration::from_millis(200)).await;
+                    }
+                }
+                Some(OpError::Behind { .. }) => {
+                    why = format!("osd.{primary} has an older map");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                _ => return Ok(reply),
+            }
+        }
+        Err(ClientError::Timeout(self.op_timeout, why))
+    }
+}
+
+/// A pool handle: object operations.
+#[derive(Clone)]
+pub struct IoCtx {
+    c: Arc<Inner>,
+    pool: u64,
+    name: String,
+}
+
+fn one_data(r: Vec<SubResult>) -> Vec<u8> {
+    match r.into_iter().next() {
+        Some(SubResult::Data(d)) => d,
+        _ => Vec::new(),
+    }
+}
+
+fn bufs(kvs: Vec<(Vec<u8>, Vec<u8>)>) -> Vec<(ByteBuf, ByteBuf)> {
+    kvs.into_iter()
+        .map(|(k, v)| (ByteBuf::from(k), ByteBuf::from(v)))
+        .collect()
+}
+
+impl IoCtx {
+    pub fn pool_name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn pool_id(&self) -> u64 {
+        self.pool
+    }
+
+    /// Apply `ops` to object `name` all or nothing: the results of its
+    /// reads and the object's version after it.
+    pub async fn operate(
+        &self,
+        name: &str,
+        ops: Vec<SubOp>,
+    ) -> Result<(Vec<SubResult>, Version), ClientError> {
+        let t = self.c.table();
+        let pool = t
+            .map
+            .pools
+            .get(&self.pool)
+            .ok_or_else(|| ClientError::NoPool(self.name.clone()))?;
+        let pg = pool.object_pg(name.as_bytes());
+        let req = ClientRequest::Op(ClientOp {
+            pool: self.pool,
+            name: name.to_string(),
+            epoch: t.map.epoch,
+            ops,
+        });
+        match self.c.send(pg, req).await? {
+            ClientReply::Op(r) => Ok((r.result?, r.version)),
+            ClientReply::List { .. } => Err(OpError::Invalid("unexpected reply".into()).into()),
+        }
+    }
+
+    pub async fn write_full(&self, name: &str, data: Vec<u8>) -> Result<Version, ClientError> {
+        Ok(self.operate(name, vec![SubOp::WriteFull(data)]).await?.1)
+    }
+
+    pub async fn write(
+        &self,
+        name: &str,
+        offset: u64,
+        data: Vec<u8>,
+    ) -> Result<Version, ClientError> {
+        Ok(self
+            .operate(name, vec![SubOp::Write { offset, data }])
+            .await?
+            .1)
+    }
+
+    pub async fn append(&self, name: &str, data: Vec<u8>) -> Result<Version, ClientError> {
+        Ok(self.operate(name, vec![SubOp::Append(data)]).await?.1)
+    }
+
+    /// Read `len` bytes at `offset` (`len` 0: to the end).
+    pub async fn read(&self, name: &str, offset: u64, len: u64) -> Result<Vec<u8>, ClientError> {
+        Ok(one_data(
+            self.operate(name, vec![SubOp::Read { offset, len }])
+                .await?
+                .0,
+        ))
+    }
+
+    pub async fn remove(&self, name: &str) -> Result<(), ClientError> {
+        self.operate(name, vec![SubOp::Remove]).await.map(|_| ())
+    }
+
+    /// Size and version.
+    pub async fn stat(&self, name: &str) -> Result<(u64, Version), ClientError> {
+        match self.operate(name, vec![SubOp::Stat]).await?.0.pop() {
+            Some(SubResult::Stat { size, version }) => Ok((size, version)),
+            _ => Err(OpError::Invalid("stat returned nothing".into()).into()),
+        }
+    }
+
+    pub async fn set_xattr(
+        &self,
+        name: &str,
+        key: &str,
+        value: Vec<u8>,
+    ) -> Result<(), ClientError> {
+        self.operate(
+            name,
+            vec![SubOp::SetXattr {
+                name: key.into(),
+                value,
+            }],
+        )
+        .await
+        .map(|_| ())
+    }
+
+    pub async fn get_xattr(&self, name: &str, key: &str) -> Result<Vec<u8>, ClientError> {
+        Ok(one_data(
+            self.operate(name, vec![SubOp::GetXattr(key.into())])
+                .await?
+                .0,
+        ))
+    }
+
+    pub async fn get_xattrs(&self, name: &str) -> Result<BTreeMap<String, Vec<u8>>, ClientError> {
+        match self.operate(name, vec![SubOp::GetXattrs]).await?.0.pop() {
+            Some(SubResult::Xattrs(v)) => {
+                Ok(v.into_iter().map(|(k, v)| (k, v.into_vec())).collect())
+            }
+            _ => Ok(BTreeMap::new()),
+        }
+    }
+
+    pub async fn rm_xattr(&self, name: &str, key: &str) -> Result<(), ClientError> {
+        self.operate(name, vec![SubOp::RmXattr(key.into())])
+            .await
+            .map(|_| ())
+    }
+
+    pub async fn omap_set(
+        &self,
+        name: &str,
+        kvs: Vec<(Vec<u8>, Vec<u8>)>,
+    ) -> Result<(), ClientError> {
+        self.operate(name, vec![SubOp::OmapSet(bufs(kvs))])
+            .await
+            .map(|_| ())
+    }
+
+    /// Values of the keys that exist.
+    pub async fn omap_get(
+        &self,
+        name: &str,
+        keys: Vec<Vec<u8>>,
+    ) -> Result<BTreeMap<Vec<u8>, Vec<u8>>, ClientError> {
+        let ks = keys.into_iter().map(ByteBuf::from).collect();
+        match self
+            .operate(name, vec![SubOp::OmapGetKeys(ks)])
+            .await?
+            .0
+            .pop()
+        {
+            Some(SubResult::Omap(v)) => Ok(v
+                .into_iter()
+                .map(|(k, v)| (k.into_vec(), v.into_vec()))
+                .collect()),
+            _ => Ok(BTreeMap::new()),
+        }
+    }
+
+    /// Keys from `start` (inclusive), at most `limit`.
+    pub async fn omap_list(
+        &self,
+        name: &str,
+        start: &[u8],
+        limit: u32,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>, ClientError> {
+        let op = SubOp::OmapList {
+            start: start.to_vec(),
+            limit,
+        };
+        match self.operate(name, vec![op]).await?.0.pop() {
+            Some(SubResult::Omap(v)) => Ok(v
+                .into_iter()
+                .map(|(k, v)| (k.into_vec(), v.into_vec()))
+                .collect()),
+            _ => Ok(Vec::new()),
+        }
+    }
+
+    pub async fn omap_rm(&self, name: &str, keys: Vec<Vec<u8>>) -> Result<(), ClientError> {
+        let ks = keys.into_iter().map(ByteBuf::from).collect();
+        self.operate(name, vec![SubOp::OmapRm(ks)])
+            .await
+            .map(|_| ())
+    }
+
+    pub async fn omap_clear(&self, name: &str) -> Result<(), ClientError> {
+        self.operate(name, vec![SubOp::OmapClear]).await.map(|_| ())
+    }
+
+    /// Compare-and-set on an xattr: write `value` if the xattr `key`
+    /// currently equals `expected` (missing compares as empty).
+    pub async fn cas_xattr(
+        &self,
+        name: &str,
+        key: &str,
+        expected: Vec<u8>,
+        value: Vec<u8>,
+    ) -> Result<(), ClientError> {
+        self.operate(
+            name,
+            vec![
+                SubOp::CmpXattr {
+                    name: key.into(),
+                    cmp: Cmp::Eq,
+                    value: expected,
+                },
+                SubOp::SetXattr {
+                    name: key.into(),
+                    value,
+                },
+            ],
+        )
+        .await
+        .map(|_| ())
+    }
+
+    /// Every object name in the pool (PG by PG, each in hash order).
+    pub async fn list(&self) -> Result<Vec<String>, ClientError> {
+        let pg_num = self
+            .c
+            .table()
+            .map
+            .pools
+            .get(&self.pool)
+            .map(|p| p.pg_num)
+            .ok_or_else(|| ClientError::NoPool(self.name.clone()))?;
+        let mut out = Vec::new();
+        for ps in 0..pg_num {
+            let mut start = None;
+            loop {
+                let req = ClientRequest::List {
+                    pool: self.pool,
+                    ps,
+                    epoch: 0,
+                    start: start.clone(),
+                    limit: 1000,
+                };
+                let pg = PgId {
+                    pool: self.pool,
+                    ps,
+                };
+                match self.c.send(pg, req).await? {
+                    ClientReply::List { result, .. } => {
+                        let (names, more) = result?;
+                        start = names.last().cloned();
+                        out.extend(names);
+                        if !more || start.is_none() {
+                            break;
+                        }
+                    }
+                    ClientReply::Op(_) => {
+                        return Err(OpError::Invalid("unexpected reply".into()).into())
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+}

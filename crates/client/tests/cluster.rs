@@ -1,0 +1,372 @@
+//! An in-process cluster (one monitor, four OSDs on BlockStores, loopback
+//! ports) driven through the client library: objects from 0 B to 16 MiB,
+//! compound ops all or nothing, serialized concurrent writers, OSD
+//! failures against min_size, and bad requests.
+
+use loligo_client::{ClientError, Cluster};
+use loligo_mon::protocol::{Admin, MonRequest};
+use loligo_mon::{MonConfig, Monitor};
+use loligo_osd::{OsdConfig, OsdHandle};
+use loligo_store::{BlockConfig, BlockStore, ObjectStore};
+use loligo_types::ops::{Cmp, OpError, SubOp, SubResult};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+
+struct Dir(std::path::PathBuf);
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+struct TestCluster {
+    _dir: Dir,
+    mon_addr: String,
+    _mon: loligo_mon::MonHandle,
+    osds: Vec<Option<OsdHandle>>,
+    stores: Vec<Arc<dyn ObjectStore>>,
+    addrs: Vec<String>,
+}
+
+fn osd_cfg(id: i32, addr: &str, mon: &str) -> OsdConfig {
+    let mut c = OsdConfig::new(id, addr, vec![mon.to_string()]);
+    c.heartbeat_interval = Duration::from_millis(300);
+    c.heartbeat_grace = Duration::from_millis(1500);
+    c.op_timeout = Duration::from_secs(3);
+    c.report_interval = Duration::from_millis(500);
+    c
+}
+
+impl TestCluster {
+    async fn start(tag: &str, n: usize) -> TestCluster {
+        let dir = std::env::temp_dir().join(format!("loligo-cl-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mon_addr = l.local_addr().unwrap().to_string();
+        let members: BTreeMap<u64, String> = [(0, mon_addr.clone())].into();
+        let mut mc = MonConfig::new(0, members, dir.join("mon"), "fsid-test");
+        mc.failure_domain = "osd".into();
+        mc.min_down_reporters = 1;
+        mc.heartbeat_grace = Duration::from_millis(1500);
+        let mon = Monitor::start(mc, l).await.unwrap();
+        let mut t = TestCluster {
+            _dir: Dir(dir.clone()),
+            mon_addr,
+            _mon: mon,
+            osds: Vec::new(),
+            stores: Vec::new(),
+            addrs: Vec::new(),
+        };
+        for i in 0..n {
+            let sd = dir.join(format!("osd.{i}"));
+            let cfg = BlockConfig {
+                size: 256 << 20,
+                ..BlockConfig::default()
+            };
+            BlockStore::mkfs(&sd, &cfg).unwrap();
+            let s: Arc<dyn ObjectStore> = Arc::new(BlockStore::mount(&sd, &cfg).unwrap());
+            let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = l.local_addr().unwrap().to_string();
+            let h = loligo_osd::start(osd_cfg(i as i32, &addr, &t.mon_addr), s.clone(), l)
+                .await
+                .unwrap();
+            t.osds.push(Some(h));
+            t.stores.push(s);
+            t.addrs.push(addr);
+        }
+        t
+    }
+
+    async fn kill(&mut self, i: usize) {
+        if let Some(h) = self.osds[i].take() {
+            h.stop(false).await;
+        }
+    }
+
+    async fn revive(&mut self, i: usize) {
+        let l = TcpListener::bind(&self.addrs[i]).await.unwrap();
+        let h = loligo_osd::start(
+            osd_cfg(i as i32, &self.addrs[i], &self.mon_addr),
+            self.stores[i].clone(),
+            l,
+        )
+        .await
+        .unwrap();
+        self.osds[i] = Some(h);
+    }
+}
+
+async fn client(t: &TestCluster) -> Cluster {
+    let c = Cluster::connect_with(vec![t.mon_addr.clone()], Duration::from_secs(10))
+        .await
+        .unwrap();
+    let r = c
+        .mon(MonRequest::Admin(Admin::PoolCreate {
+            name: "rbd".into(),
+            pg_num: 16,
+            size: 3,
+            min_size: None,
+            erasure_profile: None,
+        }))
+        .await;
+    if let Ok(r) = r {
+        c.wait_for_epoch(r.epoch).await;
+    }
+    c
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+/// Until every PG of pool 1 reports active+clean (or the time is up).
+async fn wait_clean(c: &Cluster) {
+    for _ in 0..100 {
+        if let Ok(r) = c.mon(MonRequest::Admin(Admin::Status)).await {
+            let by = &r.value["pgs"]["by_state"];
+            if by["active+clean"] == 16 {
+                return;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_round_trip_and_compound_ops_are_atomic() {
+    let t = TestCluster::start("rt", 4).await;
+    let c = client(&t).await;
+    let p = c.pool("rbd").unwrap();
+    for (i, len) in [0usize, 1, 4095, 4096, 65_537, 1 << 20, 16 << 20]
+        .into_iter()
+        .enumerate()
+    {
+        let name = format!("obj-{len}");
+        let data = pattern(len, i as u8);
+        p.write_full(&name, data.clone()).await.unwrap();
+        assert_eq!(p.read(&name, 0, 0).await.unwrap(), data, "{len}");
+        assert_eq!(p.stat(&name).await.unwrap().0, len as u64);
+    }
+    // Partial writes, append, ranges.
+    p.write_full("a", b"hello".to_vec()).await.unwrap();
+    p.append("a", b" world".to_vec()).await.unwrap();
+    p.write("a", 0, b"J".to_vec()).await.unwrap();
+    assert_eq!(p.read("a", 0, 0).await.unwrap(), b"Jello world");
+    assert_eq!(p.read("a", 6, 3).await.unwrap(), b"wor");
+
+    // xattrs and omap.
+    p.set_xattr("a", "color", b"blue".to_vec()).await.unwrap();
+    assert_eq!(p.get_xattr("a", "color").await.unwrap(), b"blue");
+    assert_eq!(
+        p.get_xattrs("a").await.unwrap().len(),
+        1,
+        "the version attr is hidden"
+    );
+    p.omap_set(
+        "a",
+        (0..20u8).map(|i| (vec![b'k', i], vec![i; 100])).collect(),
+    )
+    .await
+    .unwrap();
+    let page = p.omap_list("a", &[b'k', 5], 4).await.unwrap();
+    assert_eq!(
+        page.iter().map(|(k, _)| k[1]).collect::<Vec<_>>(),
+        vec![5, 6, 7, 8]
+    );
+    p.omap_rm("a", vec![vec![b'k', 5]]).await.unwrap();
+    assert!(p
+        .omap_get("a", vec![vec![b'k', 5]])
+        .await
+        .unwrap()
+        .is_empty());
+
+    // A compound op whose assert fails applies nothing.
+    let (_, v) = p.stat("a").await.unwrap();
+    let e = p
+        .operate(
+            "a",
+            vec![
+                SubOp::WriteFull(b"clobbered".to_vec()),
+                SubOp::SetXattr {
+                    name: "color".into(),
+                    value: b"red".to_vec(),
+                },
+                SubOp::CmpXattr {
+                    name: "color".into(),
+                    cmp: Cmp::Eq,
+                    value: b"green".to_vec(),
+                },
+            ],
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e, ClientError::Op(OpError::AssertFailed { index: 2 }));
+    assert_eq!(p.read("a", 0, 0).await.unwrap(), b"Jello world");
+    assert_eq!(p.get_xattr("a", "color").await.unwrap(), b"blue");
+    assert_eq!(p.stat("a").await.unwrap().1, v, "version unchanged");
+    // Version assert: passes with the current version, then fails.
+    p.operate(
+        "a",
+        vec![SubOp::AssertVersion(v), SubOp::Append(b"!".to_vec())],
+    )
+    .await
+    .unwrap();
+    let e = p
+        .operate(
+            "a",
+            vec![SubOp::AssertVersion(v), SubOp::Append(b"?".to_vec())],
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(e, ClientError::Op(OpError::AssertFailed { .. })));
+    // Exclusive create.
+    let e = p
+        .operate("a", vec![SubOp::AssertNotExists, SubOp::Create])
+        .await
+        .unwrap_err();
+    assert_eq!(e, ClientError::Op(OpError::Exists));
+
+    // Remove, not found.
+    p.remove("obj-1").await.unwrap();
+    assert!(p.read("obj-1", 0, 0).await.unwrap_err().is_not_found());
+    assert!(p.remove("obj-1").await.unwrap_err().is_not_found());
+
+    // Listing.
+    let mut names = p.list().await.unwrap();
+    names.sort();
+    assert_eq!(names.len(), 7);
+    assert!(names.contains(&"a".to_string()));
+
+    // Bad requests get typed errors.
+    let long = "x".repeat(5000);
+    assert!(matches!(
+        p.write_full(&long, vec![1]).await,
+        Err(ClientError::Op(OpError::Invalid(_)))
+    ));
+    let e = p
+        .operate(
+            "a",
+            vec![SubOp::SetXattr {
+                name: "_v".into(),
+                value: vec![],
+            }],
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(e, ClientError::Op(OpError::Invalid(_))));
+    let e = p.write("big", 200 << 20, vec![1]).await.unwrap_err();
+    assert!(
+        matches!(e, ClientError::Op(OpError::TooLarge { .. })),
+        "{e}"
+    );
+    assert!(matches!(c.pool("nope"), Err(ClientError::NoPool(_))));
+
+    // Every replica holds the same bytes.
+    let name = "obj-65537";
+    let pool = c.map().pool_by_name("rbd").unwrap().clone();
+    let pg = pool.object_pg(name.as_bytes());
+    let acting = c.map().placer().unwrap().map_pg(pg).unwrap().acting;
+    assert_eq!(acting.len(), 3);
+    let oid =
+        loligo_store::ObjectId::new(loligo_crush::hash::str_hash_rjenkins(name.as_bytes()), name);
+    let coll = loligo_store::CollectionId::pg(pg.pool, pg.ps);
+    for o in acting {
+        let got = t.stores[o as usize]
+            .read(coll, &oid, &[(0, 1 << 20)])
+            .unwrap();
+        assert_eq!(got[0], pattern(65_537, 4), "osd.{o}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_writers_to_one_object_are_serialized() {
+    let t = TestCluster::start("conc", 3).await;
+    let c = client(&t).await;
+    let p = c.pool("rbd").unwrap();
+    p.write_full("log", Vec::new()).await.unwrap();
+    let mut hs = Vec::new();
+    for w in 0..8u8 {
+        let p = p.clone();
+        hs.push(tokio::spawn(async move {
+            let mut acked = Vec::new();
+            for i in 0..10u8 {
+                let v = p.append("log", vec![w * 16 + i]).await.unwrap();
+                acked.push((v, w * 16 + i));
+            }
+            acked
+        }));
+    }
+    let mut all = Vec::new();
+    for h in hs {
+        all.extend(h.await.unwrap());
+    }
+    all.sort();
+    let order: Vec<u8> = all.iter().map(|(_, b)| *b).collect();
+    let data = p.read("log", 0, 0).await.unwrap();
+    assert_eq!(data.len(), 80);
+    assert_eq!(data, order, "acknowledged (version) order = read order");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn losing_osds_against_min_size() {
+    let mut t = TestCluster::start("fail", 3).await;
+    let c = client(&t).await;
+    let p = c.pool("rbd").unwrap();
+    wait_clean(&c).await;
+    for i in 0..20 {
+        p.write_full(&format!("o{i}"), pattern(5000, i))
+            .await
+            .unwrap();
+    }
+    // Lose one: reads and writes continue (min_size 2 of 3).
+    t.kill(2).await;
+    for i in 0..20 {
+        assert_eq!(
+            p.read(&format!("o{i}"), 0, 0).await.unwrap(),
+            pattern(5000, i as u8)
+        );
+        p.write_full(&format!("o{i}"), pattern(5000, i as u8 + 100))
+            .await
+            .unwrap();
+    }
+    let s = c.mon(MonRequest::Admin(Admin::Status)).await.unwrap().value;
+    assert_eq!(s["osdmap"]["num_up_osds"], 2, "{s}");
+    // Lose a second: writes stop with a clear error; reads of acked data
+    // still work from the survivor.
+    t.kill(1).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let e = p.write_full("o0", b"no".to_vec()).await.unwrap_err();
+    assert!(
+        matches!(e, ClientError::Op(OpError::Unavailable { .. }))
+            || matches!(e, ClientError::Timeout(..)),
+        "{e}"
+    );
+    // The OSD that failed last returns: it missed nothing, writes resume.
+    t.revive(1).await;
+    p.write_full("o0", b"back".to_vec()).await.unwrap();
+    assert_eq!(p.read("o0", 0, 0).await.unwrap(), b"back");
+    for i in 1..20 {
+        assert_eq!(
+            p.read(&format!("o{i}"), 0, 0).await.unwrap(),
+            pattern(5000, i as u8 + 100)
+        );
+    }
+    // OSD 2 missed writes: it must not count toward min_size. Kill 1
+    // again and bring 2 back: writes stay blocked.
+    t.kill(1).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    t.revive(2).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let r = p.write_full("o5", b"stale".to_vec()).await;
+    assert!(r.is_err(), "a stale OSD must not count toward min_size");
+    // Reads of acknowledged data are still right (never served by 2).
+    assert_eq!(p.read("o0", 0, 0).await.unwrap(), b"back");
+    let s = c.mon(MonRequest::Admin(Admin::Status)).await.unwrap().value;
+    assert_ne!(s["health"]["status"], "HEALTH_OK", "{s}");
+    let _ = SubResult::None;
+}

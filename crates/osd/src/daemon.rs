@@ -1,0 +1,860 @@
+//! The OSD daemon shell: boots against the monitors, follows the map,
+//! runs one task per PG (the only writer of that PG), performs the PG
+//! state machines' effects (store commits, replication, info queries,
+//! pg_temp requests), serves clients and peers over gRPC, heartbeats the
+//! other OSDs and reports failures and PG stats.
+//!
+//! It must never decide anything a PG decides: every client op and every
+//! PG state change goes through the PG's task.
+
+use crate::msg::{PeerMsg, PeerReply};
+use crate::pg::{Effect, Input, Pg, PgInfo, INFO_KEY};
+use loligo_mon::protocol::MonRequest;
+use loligo_mon::MonClient;
+use loligo_proto::v1::osd_client::OsdClient;
+use loligo_proto::v1::osd_server::{Osd, OsdServer};
+use loligo_proto::v1::Raw;
+use loligo_store::{CollectionId, ObjectId, ObjectStore, Op, Transaction};
+use loligo_types::ops::{
+    decode_msg, encode_msg, ClientReply, ClientRequest, OpError, OpReply, Version,
+};
+use loligo_types::{Epoch, OsdMap, OsdReport, PgId, PgStat};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+use tokio::sync::{mpsc, oneshot};
+use tonic::transport::Channel;
+use tonic::{Request, Response, Status};
+
+/// Largest message on the OSD ports (objects up to the pool limit).
+pub const MESSAGE_BYTES_MAX: usize = 256 << 20;
+/// Queue depth per PG task.
+const PG_QUEUE_MAX: usize = 1024;
+
+/// An OSD's settings.
+#[derive(Clone, Debug)]
+pub struct OsdConfig {
+    pub id: i32,
+    /// The address peers and clients use (`host:port`).
+    pub addr: String,
+    pub mon_addrs: Vec<String>,
+    /// CRUSH host this OSD sits under.
+    pub host: String,
+    /// CRUSH weight (16.16).
+    pub crush_weight: u32,
+    pub heartbeat_interval: Duration,
+    /// Report a peer that has not answered for this long.
+    pub heartbeat_grace: Duration,
+    /// How long a client op may wait for its PG.
+    pub op_timeout: Duration,
+    pub report_interval: Duration,
+}
+
+impl OsdConfig {
+    pub fn new(id: i32, addr: &str, mon_addrs: Vec<String>) -> OsdConfig {
+        OsdConfig {
+            id,
+            addr: addr.to_string(),
+            mon_addrs,
+            host: "localhost".into(),
+            crush_weight: 0x10000,
+            heartbeat_interval: Duration::from_secs(1),
+            heartbeat_grace: Duration::from_secs(6),
+            op_timeout: Duration::from_secs(30),
+            report_interval: Duration::from_secs(2),
+        }
+    }
+}
+
+struct PgMsg {
+    input: Input,
+    reply: Option<oneshot::Sender<OpReply>>,
+}
+
+#[derive(Default)]
+struct Counters {
+    read_ops: AtomicU64,
+    write_ops: AtomicU64,
+    read_bytes: AtomicU64,
+    write_bytes: AtomicU64,
+}
+
+/// State shared by the OSD's tasks.
+pub struct OsdShared {
+    cfg: OsdConfig,
+    store: Arc<dyn ObjectStore>,
+    map: RwLock<Option<Arc<OsdMap>>>,
+    epoch_tx: tokio::sync::watch::Sender<Epoch>,
+    pgs: Mutex<HashMap<PgId, mpsc::Sender<PgMsg>>>,
+    /// The interval each PG is in (for refusing stale primaries).
+    intervals: Mutex<HashMap<PgId, Epoch>>,
+    /// Serialises replica writes per PG (their info must only grow).
+    /// with the newest write version queued on this replica.
+    rep_locks: Mutex<HashMap<PgId, Arc<tokio::sync::Mutex<Version>>>>,
+    stats: Mutex<HashMap<PgId, PgStat>>,
+    peers: Mutex<HashMap<String, OsdClient<Channel>>>,
+    counters: Counters,
+    start: Instant,
+    /// Set when the OSD stops: PG tasks end at their next tick.
+    stopped: std::sync::atomic::AtomicBool,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl OsdShared {
+    fn map(&self) -> Option<Arc<OsdMap>> {
+        self.map.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.start.elapsed().as_millis() as u64
+    }
+
+    async fn peer(&self, osd: i32) -> Result<OsdClient<Channel>, String> {
+        let addr = self
+            .map()
+            .and_then(|m| m.osds.get(&osd).map(|o| o.addr.clone()))
+            .ok_or_else(|| format!("osd.{osd} has no address"))?;
+        if let Some(c) = lock(&self.peers).get(&addr) {
+            return Ok(c.clone());
+        }
+        let ch = Channel::from_shared(format!("http://{addr}"))
+            .map_err(|e| e.to_string())?
+            .connect_timeout(Duration::from_secs(1))
+            .timeout(Duration::from_secs(30))
+            .connect()
+            .await
+            .map_err(|e| format!("osd.{osd} at {addr}: {e}"))?;
+        let c = OsdClient::new(ch)
+            .max_decoding_message_size(MESSAGE_BYTES_MAX)
+            .max_encoding_message_size(MESSAGE_BYTES_MAX);
+        lock(&self.peers).insert(addr, c.clone());
+        Ok(c)
+    }
+
+    async fn send_peer(&self, osd: i32, m: &PeerMsg) -> Result<PeerReply, String> {
+        let mut c = self.peer(osd).await?;
+        match c
+            .peer(Raw {
+                body: encode_msg(m),
+            })
+            .await
+        {
+            Ok(r) => decode_msg(&r.into_inner().body).map_err(|e| e.to_string()),
+            Err(s) => {
+                if let Some(addr) = self
+                    .map()
+                    .and_then(|m| m.osds.get(&osd).map(|o| o.addr.clone()))
+                {
+                    lock(&self.peers).remove(&addr);
+                }
+                Err(format!("osd.{osd}: {}", s.message()))
+            }
+        }
+    }
+
+    fn read_info(&self, pg: PgId) -> Option<PgInfo> {
+        let c = CollectionId::pg(pg.pool, pg.ps);
+        match self.store.record(c, INFO_KEY) {
+            Ok(Some(b)) => postcard::from_bytes(&b).ok(),
+            Ok(None) if self.store.collection_exists(c).unwrap_or(false) => Some(PgInfo::default()),
+            _ => None,
+        }
+    }
+
+    fn ensure_collection(&self, pg: PgId) -> Result<(), String> {
+        let c = CollectionId::pg(pg.pool, pg.ps);
+        if self.store.collection_exists(c).map_err(|e| e.to_string())? {
+            return Ok(());
+        }
+        let mut t = Transaction::new();
+        t.create_collection(c);
+        match self.store.apply(t) {
+            Ok(()) | Err(loligo_store::StoreError::CollectionExists(_)) => Ok(()),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+}
+
+/// A running OSD.
+pub struct OsdHandle {
+    pub shared: Arc<OsdShared>,
+    pub addr: SocketAddr,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl OsdHandle {
+    /// Stop serving (abruptly: like a crash, the store keeps what was
+    /// committed). `mark_down` first tells the monitors, as a clean stop.
+    pub async fn stop(self, mark_down: bool) {
+        if mark_down {
+            if let Ok(mut mc) = MonClient::new(self.shared.cfg.mon_addrs.clone()) {
+                mc.deadline = Duration::from_secs(3);
+                let _ = mc
+                    .call(MonRequest::OsdMarkMeDown {
+                        id: self.shared.cfg.id,
+                    })
+                    .await;
+            }
+        }
+        self.shared.stopped.store(true, Ordering::Relaxed);
+        for t in &self.tasks {
+            t.abort();
+        }
+        let pgs: Vec<_> = lock(&self.shared.pgs).drain().collect();
+        drop(pgs);
+    }
+
+    /// The newest map epoch this OSD has.
+    pub fn epoch(&self) -> Epoch {
+        *self.shared.epoch_tx.borrow()
+    }
+}
+
+/// Start an OSD on `listener` with `store`: serve, boot, follow the map.
+pub async fn start(
+    cfg: OsdConfig,
+    store: Arc<dyn ObjectStore>,
+    listener: tokio::net::TcpListener,
+) -> Result<OsdHandle, String> {
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let (epoch_tx, _) = tokio::sync::watch::channel(0);
+    let shared = Arc::new(OsdShared {
+        cfg,
+        store,
+        map: RwLock::new(None),
+        epoch_tx,
+        pgs: Mutex::new(HashMap::new()),
+        intervals: Mutex::new(HashMap::new()),
+        rep_locks: Mutex::new(HashMap::new()),
+        stats: Mutex::new(HashMap::new()),
+        peers: Mutex::new(HashMap::new()),
+        counters: Counters::default(),
+        start: Instant::now(),
+        stopped: std::sync::atomic::AtomicBool::new(false),
+    });
+    let mut tasks = Vec::new();
+    let svc = OsdServer::new(Service(shared.clone()))
+        .max_decoding_message_size(MESSAGE_BYTES_MAX)
+        .max_encoding_message_size(MESSAGE_BYTES_MAX);
+    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    tasks.push(tokio::spawn(async move {
+        if let Err(e) = tonic::transport::Server::builder()
+            .add_service(svc)
+            .serve_with_incoming(incoming)
+            .await
+        {
+            tracing::error!("OSD server stopped: {e}");
+        }
+    }));
+    let mut mc = MonClient::new(shared.cfg.mon_addrs.clone()).map_err(|e| e.to_string())?;
+    mc.deadline = Duration::from_secs(60);
+    mc.call(MonRequest::OsdBoot {
+        id: shared.cfg.id,
+        addr: shared.cfg.addr.clone(),
+        host: shared.cfg.host.clone(),
+        crush_weight: shared.cfg.crush_weight,
+    })
+    .await
+    .map_err(|e| format!("boot: {e}"))?;
+    let s = shared.clone();
+    let mut wc = mc.clone();
+    tasks.push(tokio::spawn(async move {
+        wc.watch(None, |m| {
+            on_map(&s, m);
+            true
+        })
+        .await;
+    }));
+    let s = shared.clone();
+    tasks.push(tokio::spawn(heartbeats(s, mc.clone())));
+    let s = shared.clone();
+    tasks.push(tokio::spawn(reports(s, mc)));
+    // Wait until the map shows this OSD up (so callers can use it).
+    let mut rx = shared.epoch_tx.subscribe();
+    let up = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            if shared.map().is_some_and(|m| {
+                m.osds
+                    .get(&shared.cfg.id)
+                    .is_some_and(|o| o.up && o.addr == shared.cfg.addr)
+            }) {
+                return;
+            }
+            if rx.changed().await.is_err() {
+                return;
+            }
+        }
+    })
+    .await;
+    if up.is_err() {
+        return Err("the map never showed this OSD up".into());
+    }
+    Ok(OsdHandle {
+        shared,
+        addr,
+        tasks,
+    })
+}
+
+/// A new map: instantiate the PGs this OSD serves and tell every PG.
+fn on_map(s: &Arc<OsdShared>, m: &OsdMap) {
+    let map = Arc::new(m.clone());
+    *s.map.write().unwrap_or_else(|p| p.into_inner()) = Some(map.clone());
+    let Ok(mut placer) = map.placer() else {
+        tracing::error!("map epoch {} does not compile", map.epoch);
+        return;
+    };
+    let me = s.cfg.id;
+    let now_ms = s.now_ms();
+    for pool in map.pools.values() {
+        for ps in 0..pool.pg_num {
+            let pg = PgId { pool: pool.id, ps };
+            let Ok(pm) = placer.map_pg(pg) else { continue };
+            let mine = pm.acting.contains(&me) || pm.up.contains(&me);
+
+            let tx = {
+                let pgs = lock(&s.pgs);
+                pgs.get(&pg).cloned()
+            };
+            let tx = match (tx, mine) {
+                (Some(tx), _) => tx,
+                (None, true) => match spawn_pg(s, pg) {
+                    Some(tx) => tx,
+                    None => continue,
+                },
+                (None, false) => continue,
+            };
+            let _ = tx.try_send(PgMsg {
+                input: Input::Map {
+                    epoch: map.epoch,
+                    acting: pm.acting.clone(),
+                    primary: pm.acting_primary,
+                    pool: pool.clone(),
+                    now_ms,
+                },
+                reply: None,
+            });
+        }
+    }
+    s.epoch_tx.send_replace(map.epoch);
+}
+
+fn spawn_pg(s: &Arc<OsdShared>, pg: PgId) -> Option<mpsc::Sender<PgMsg>> {
+    if let Err(e) = s.ensure_collection(pg) {
+        tracing::error!("pg {pg}: cannot create its collection: {e}");
+        return None;
+    }
+    let info = s.read_info(pg).unwrap_or_default();
+    let mut core = Pg::new(pg, s.cfg.id, info);
+    core.op_timeout_ms = s.cfg.op_timeout.as_millis() as u64;
+    let (tx, mut rx) = mpsc::channel::<PgMsg>(PG_QUEUE_MAX);
+    lock(&s.pgs).insert(pg, tx.clone());
+    let s = s.clone();
+    let me = tx.clone();
+    tokio::spawn(async move {
+        let mut waiters: HashMap<u64, oneshot::Sender<OpReply>> = HashMap::new();
+        let mut next_token = 1u64;
+        let mut tick = tokio::time::interval(Duration::from_millis(250));
+        loop {
+            let msg = tokio::select! {
+                m = rx.recv() => match m { Some(m) => m, None => return },
+                _ = tick.tick() => PgMsg { input: Input::Tick { now_ms: s.now_ms() }, reply: None },
+            };
+            if s.stopped.load(Ordering::Relaxed) {
+                return;
+            }
+            let mut input = msg.input;
+            if let (Some(r), Input::Op { token, .. }) = (msg.reply, &mut input) {
+                *token = next_token;
+                waiters.insert(next_token, r);
+                next_token += 1;
+            }
+            let is_map = matches!(input, Input::Map { .. });
+            let fx = core.handle(s.store.as_ref(), input);
+            if is_map {
+                lock(&s.intervals).insert(pg, core.interval());
+            }
+            perform(&s, &me, &mut core, &mut waiters, fx);
+            let mut st = lock(&s.stats);
+            match core.stat() {
+                Some(x) => {
+                    st.insert(pg, x);
+                }
+                None => {
+                    st.remove(&pg);
+                }
+            }
+        }
+    });
+    Some(tx)
+}
+
+fn perform(
+    s: &Arc<OsdShared>,
+    me: &mpsc::Sender<PgMsg>,
+    core: &mut Pg,
+    waiters: &mut HashMap<u64, oneshot::Sender<OpReply>>,
+    fx: Vec<Effect>,
+) {
+    for e in fx {
+        match e {
+            Effect::Reply { token, reply } => {
+                if let Some(w) = waiters.remove(&token) {
+                    let _ = w.send(reply);
+                }
+            }
+            Effect::Apply { tid, txn } => {
+                let commit = s.store.queue_transaction(txn);
+                let me = me.clone();
+                tokio::spawn(async move {
+                    let result = commit.await.map_err(|e| e.to_string());
+                    let _ = me
+                        .send(PgMsg {
+                            input: Input::LocalDone { tid, result },
+                            reply: None,
+                        })
+                        .await;
+                });
+            }
+            Effect::Replicate {
+                tid,
+                to,
+                interval,
+                version,
+                txn,
+            } => {
+                let s = s.clone();
+                let me = me.clone();
+                let pg = core.id;
+                tokio::spawn(async move {
+                    let msg = PeerMsg::RepOp {
+                        pg,
+                        from: s.cfg.id,
+                        interval,
+                        version,
+                        txn,
+                    };
+                    let result = replicate(&s, pg, to, interval, &msg).await;
+                    let _ = me
+                        .send(PgMsg {
+                            input: Input::RepDone {
+                                tid,
+                                from: to,
+                                result,
+                            },
+                            reply: None,
+                        })
+                        .await;
+                });
+            }
+            Effect::QueryInfo { to, interval } => {
+                let s = s.clone();
+                let me = me.clone();
+                let pg = core.id;
+                tokio::spawn(async move {
+                    let msg = PeerMsg::GetInfo {
+                        pg,
+                        from: s.cfg.id,
+                        interval,
+                    };
+                    let info = loop {
+                        match s.send_peer(to, &msg).await {
+                            Ok(PeerReply::Info(i)) => break i,
+                            Ok(_) => break None,
+                            Err(_) => {
+                                // Unreachable: keep asking while the
+                                // interval lasts (the map will mark it
+                                // down otherwise).
+                                if lock(&s.intervals).get(&pg) != Some(&interval) {
+                                    return;
+                                }
+                                tokio::time::sleep(Duration::from_millis(300)).await;
+                            }
+                        }
+                    };
+                    let _ = me
+                        .send(PgMsg {
+                            input: Input::Info {
+                                from: to,
+                                interval,
+                                info,
+                            },
+                            reply: None,
+                        })
+                        .await;
+                });
+            }
+            Effect::RequestPgTemp { osds } => {
+                let pg = core.id;
+                let mons = s.cfg.mon_addrs.clone();
+                tokio::spawn(async move {
+                    if let Ok(mut mc) = MonClient::new(mons) {
+                        let r = mc.call(MonRequest::PgTemp { pg, osds }).await;
+                        if let Err(e) = r {
+                            tracing::warn!("pg {pg}: pg_temp request failed: {e}");
+                        }
+                    }
+                });
+            }
+        }
+    }
+}
+
+/// Send a write to a replica, retrying an unreachable one while the
+/// interval lasts (the map marks a dead replica down and a new interval
+/// abandons the write).
+async fn replicate(
+    s: &OsdShared,
+    pg: PgId,
+    to: i32,
+    interval: Epoch,
+    msg: &PeerMsg,
+) -> Result<(), String> {
+    let deadline = Instant::now() + s.cfg.op_timeout * 2;
+    loop {
+        match s.send_peer(to, msg).await {
+            Ok(PeerReply::RepDone(r)) => return r,
+            Ok(PeerReply::Refused(e)) => return Err(e),
+            Ok(_) => return Err("unexpected reply".into()),
+            Err(e) => {
+                if Instant::now() > deadline
+                    || lock(&s.intervals).get(&pg).is_some_and(|&i| i != interval)
+                {
+                    return Err(e);
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    }
+}
+
+async fn heartbeats(s: Arc<OsdShared>, mut mc: MonClient) {
+    let mut last_ok: HashMap<i32, (Instant, Epoch)> = HashMap::new();
+    let mut reported: HashMap<i32, Instant> = HashMap::new();
+    let mut t = tokio::time::interval(s.cfg.heartbeat_interval);
+    loop {
+        t.tick().await;
+        let Some(map) = s.map() else { continue };
+        let peers: Vec<(i32, Epoch)> = map
+            .osds
+            .values()
+            .filter(|o| o.up && o.id != s.cfg.id)
+            .map(|o| (o.id, o.up_from))
+            .take(64)
+            .collect();
+        let now = Instant::now();
+        let mut pings = Vec::new();
+        for &(id, up_from) in &peers {
+            let e = last_ok.entry(id).or_insert((now, up_from));
+            if e.1 != up_from {
+                *e = (now, up_from);
+            }
+            let s2 = s.clone();
+            let epoch = map.epoch;
+            pings.push(tokio::spawn(async move {
+                let m = PeerMsg::Ping {
+                    from: s2.cfg.id,
+                    epoch,
+                };
+                let ok = tokio::time::timeout(Duration::from_secs(1), s2.send_peer(id, &m))
+                    .await
+                    .is_ok_and(|r| r.is_ok());
+                (id, ok)
+            }));
+        }
+        for p in pings {
+            if let Ok((id, true)) = p.await {
+                if let Some(e) = last_ok.get_mut(&id) {
+                    e.0 = Instant::now();
+                }
+            }
+        }
+        last_ok.retain(|id, _| peers.iter().any(|p| p.0 == *id));
+        for (&id, &(t0, _)) in &last_ok {
+            let silent = now.duration_since(t0);
+            let recently = reported
+                .get(&id)
+                .is_some_and(|r| now.duration_since(*r) < s.cfg.heartbeat_grace / 2);
+            if silent > s.cfg.heartbeat_grace && !recently {
+                reported.insert(id, now);
+                let _ = mc
+                    .call(MonRequest::OsdFailure {
+                        reporter: s.cfg.id,
+                        target: id,
+                        failed_for_ms: silent.as_millis() as u64,
+                    })
+                    .await;
+            }
+        }
+    }
+}
+
+async fn reports(s: Arc<OsdShared>, mut mc: MonClient) {
+    let mut t = tokio::time::interval(s.cfg.report_interval);
+    loop {
+        t.tick().await;
+        let stats = s.store.statfs().ok();
+        let r = OsdReport {
+            osd: s.cfg.id,
+            epoch: *s.epoch_tx.borrow(),
+            pgs: lock(&s.stats).values().cloned().collect(),
+            bytes_used: stats.map_or(0, |x| x.used),
+            bytes_total: stats.map_or(0, |x| x.total),
+            read_ops: s.counters.read_ops.load(Ordering::Relaxed),
+            write_ops: s.counters.write_ops.load(Ordering::Relaxed),
+            read_bytes: s.counters.read_bytes.load(Ordering::Relaxed),
+            write_bytes: s.counters.write_bytes.load(Ordering::Relaxed),
+        };
+        mc.deadline = s.cfg.report_interval;
+        let _ = mc.call(MonRequest::OsdReport(r)).await;
+    }
+}
+
+struct Service(Arc<OsdShared>);
+
+impl Service {
+    /// A stopped OSD answers nothing (connections made before the stop
+    /// outlive the listener).
+    fn alive(&self) -> Result<(), Status> {
+        if self.0.stopped.load(Ordering::Relaxed) {
+            return Err(Status::unavailable("OSD stopped"));
+        }
+        Ok(())
+    }
+
+    /// Wait (briefly) until this OSD has map `epoch`.
+    async fn catch_up(&self, epoch: Epoch) -> Epoch {
+        let mut rx = self.0.epoch_tx.subscribe();
+        let _ = tokio::time::timeout(Duration::from_secs(2), async {
+            while *rx.borrow_and_update() < epoch {
+                if rx.changed().await.is_err() {
+                    return;
+                }
+            }
+        })
+        .await;
+        let e = *self.0.epoch_tx.borrow();
+        e
+    }
+
+    async fn client(&self, req: ClientRequest) -> ClientReply {
+        match req {
+            ClientRequest::Op(op) => {
+                let epoch = self.catch_up(op.epoch).await;
+                let fail = |e: OpError| {
+                    ClientReply::Op(OpReply {
+                        result: Err(e),
+                        version: Version::default(),
+                        epoch,
+                    })
+                };
+                if op.epoch > epoch {
+                    return fail(OpError::Behind { epoch });
+                }
+                let Some(map) = self.0.map() else {
+                    return fail(OpError::Behind { epoch });
+                };
+                let Some(pool) = map.pools.get(&op.pool) else {
+                    return fail(OpError::NoPool(op.pool));
+                };
+                let pg = pool.object_pg(op.name.as_bytes());
+                let Some(tx) = lock(&self.0.pgs).get(&pg).cloned() else {
+                    return fail(OpError::WrongPrimary { epoch });
+                };
+                let writes = op.ops.iter().any(|o| o.is_write());
+                let in_bytes: u64 = op
+                    .ops
+                    .iter()
+                    .map(|o| match o {
+                        loligo_types::ops::SubOp::WriteFull(d)
+                        | loligo_types::ops::SubOp::Append(d)
+                        | loligo_types::ops::SubOp::Write { data: d, .. } => d.len() as u64,
+                        _ => 0,
+                    })
+                    .sum();
+                let (rtx, rrx) = oneshot::channel();
+                let msg = PgMsg {
+                    input: Input::Op {
+                        op,
+                        token: 0,
+                        now_ms: self.0.now_ms(),
+                    },
+                    reply: Some(rtx),
+                };
+                if tx.send(msg).await.is_err() {
+                    return fail(OpError::WrongPrimary { epoch });
+                }
+                let wait = self.0.cfg.op_timeout + Duration::from_secs(5);
+                match tokio::time::timeout(wait, rrx).await {
+                    Ok(Ok(r)) => {
+                        let c = &self.0.counters;
+                        if r.result.is_ok() {
+                            if writes {
+                                c.write_ops.fetch_add(1, Ordering::Relaxed);
+                                c.write_bytes.fetch_add(in_bytes, Ordering::Relaxed);
+                            } else {
+                                c.read_ops.fetch_add(1, Ordering::Relaxed);
+                                let out: u64 = r
+                                    .result
+                                    .as_ref()
+                                    .map(|v| {
+                                        v.iter()
+                                            .map(|x| match x {
+                                                loligo_types::ops::SubResult::Data(d) => {
+                                                    d.len() as u64
+                                                }
+                                                _ => 0,
+                                            })
+                                            .sum()
+                                    })
+                                    .unwrap_or(0);
+                                c.read_bytes.fetch_add(out, Ordering::Relaxed);
+                            }
+                        }
+                        ClientReply::Op(r)
+                    }
+                    Ok(Err(_)) => fail(OpError::WrongPrimary { epoch }),
+                    Err(_) => fail(OpError::Timeout("the PG did not answer".into())),
+                }
+            }
+            ClientRequest::List {
+                pool,
+                ps,
+                epoch,
+                start,
+                limit,
+            } => {
+                let epoch = self.catch_up(epoch).await;
+                let result = self.list(pool, ps, start, limit);
+                ClientReply::List { result, epoch }
+            }
+        }
+    }
+
+    fn list(
+        &self,
+        pool: u64,
+        ps: u32,
+        start: Option<String>,
+        limit: u32,
+    ) -> Result<(Vec<String>, bool), OpError> {
+        let map = self.0.map().ok_or(OpError::Behind { epoch: 0 })?;
+        let p = map.pools.get(&pool).ok_or(OpError::NoPool(pool))?;
+        let pg = PgId { pool, ps };
+        if ps >= p.pg_num {
+            return Err(OpError::Invalid(format!("pg {pg} past pg_num")));
+        }
+        let primary = map
+            .placer()
+            .map_err(|e| OpError::Io(e.to_string()))?
+            .map_pg(pg)
+            .map_err(|e| OpError::Io(e.to_string()))?
+            .acting_primary;
+        if primary != self.0.cfg.id {
+            return Err(OpError::WrongPrimary { epoch: map.epoch });
+        }
+        let c = CollectionId::pg(pool, ps);
+        if !self
+            .0
+            .store
+            .collection_exists(c)
+            .map_err(crate::exec::store_err)?
+        {
+            return Ok((Vec::new(), false));
+        }
+        let lim = limit.clamp(1, 10_000) as usize;
+        let from =
+            start.map(|n| ObjectId::new(loligo_crush::hash::str_hash_rjenkins(n.as_bytes()), n));
+        let (mut names, next) = self
+            .0
+            .store
+            .list(c, from.as_ref(), lim + 1)
+            .map_err(crate::exec::store_err)?;
+        if let Some(f) = &from {
+            names.retain(|o| o != f);
+        }
+        let more = names.len() > lim || next.is_some();
+        names.truncate(lim);
+        Ok((names.into_iter().map(|o| o.name).collect(), more))
+    }
+
+    async fn peer_msg(&self, m: PeerMsg) -> PeerReply {
+        match m {
+            PeerMsg::Ping { .. } => PeerReply::Pong {
+                epoch: *self.0.epoch_tx.borrow(),
+            },
+            PeerMsg::GetInfo { pg, .. } => PeerReply::Info(self.0.read_info(pg)),
+            PeerMsg::RepOp {
+                pg,
+                interval,
+                version,
+                mut txn,
+                ..
+            } => {
+                let mine = lock(&self.0.intervals).get(&pg).copied().unwrap_or(0);
+                if interval < mine {
+                    return PeerReply::Refused(format!(
+                        "pg {pg}: write from interval {interval}, this OSD is in interval {mine}"
+                    ));
+                }
+                if let Err(e) = self.0.ensure_collection(pg) {
+                    return PeerReply::RepDone(Err(e));
+                }
+                let l = lock(&self.0.rep_locks).entry(pg).or_default().clone();
+                let commit = {
+                    let mut high = l.lock().await;
+                    // Replica writes to different objects may arrive out
+                    // of order: the info record only moves forward, past
+                    // every write queued so far (committed or not).
+                    let have = self.0.read_info(pg).unwrap_or_default().last_update;
+                    let have = have.max(*high);
+                    *high = have.max(version);
+                    if version <= have {
+                        let c = CollectionId::pg(pg.pool, pg.ps);
+                        txn.ops.retain(|op| {
+                            !matches!(op, Op::SetRecord { coll, key, .. } if *coll == c && key.as_slice() == INFO_KEY)
+                        });
+                    }
+                    self.0.store.queue_transaction(txn)
+                };
+                PeerReply::RepDone(commit.await.map_err(|e| e.to_string()))
+            }
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl Osd for Service {
+    async fn op(&self, req: Request<Raw>) -> Result<Response<Raw>, Status> {
+        self.alive()?;
+        let body = req.into_inner().body;
+        let reply = match decode_msg::<ClientRequest>(&body) {
+            Ok(r) => self.client(r).await,
+            Err(e) => ClientReply::Op(OpReply {
+                result: Err(e),
+                version: Version::default(),
+                epoch: *self.0.epoch_tx.borrow(),
+            }),
+        };
+        Ok(Response::new(Raw {
+            body: encode_msg(&reply),
+        }))
+    }
+
+    async fn peer(&self, req: Request<Raw>) -> Result<Response<Raw>, Status> {
+        self.alive()?;
+        let body = req.into_inner().body;
+        let reply = match decode_msg::<PeerMsg>(&body) {
+            Ok(m) => self.peer_msg(m).await,
+            Err(e) => PeerReply::Refused(e.to_string()),
+        };
+        Ok(Response::new(Raw {
+            body: encode_msg(&reply),
+        }))
+    }
+}

@@ -1,0 +1,296 @@
+//! One client op against one object: asserts checked, reads answered from
+//! the object as it was before the op, writes turned into store ops. Pure
+//! but for reads of the store.
+//!
+//! It must never apply anything: the PG decides the version and commits
+//! the transaction it returns everywhere at once.
+
+use loligo_store::{CollectionId, ObjectId, ObjectStore, StoreError, Transaction};
+use loligo_types::ops::{OpError, SubOp, SubResult, Version, NAME_LEN_MAX, SUBOPS_MAX};
+use serde_bytes::ByteBuf;
+
+/// The xattr holding an object's version (names starting with `_` are
+/// the OSD's own).
+pub const VERSION_ATTR: &str = "_v";
+/// Largest omap listing per sub-op.
+pub const OMAP_LIST_MAX: u32 = 10_000;
+
+/// Store errors as op errors.
+pub fn store_err(e: StoreError) -> OpError {
+    match e {
+        StoreError::NoObject { .. } => OpError::NotFound,
+        StoreError::NoAttr { name, .. } => OpError::NoXattr(name),
+        StoreError::NoSpace { .. } => OpError::NoSpace,
+        StoreError::TooLarge(m) | StoreError::Invalid(m) => OpError::Invalid(m),
+        e => OpError::Io(e.to_string()),
+    }
+}
+
+/// An object's state before an op.
+#[derive(Clone, Debug, Default)]
+pub struct ObjState {
+    pub exists: bool,
+    pub size: u64,
+    pub version: Version,
+}
+
+/// Read an object's size and version.
+pub fn obj_state(s: &dyn ObjectStore, c: CollectionId, o: &ObjectId) -> Result<ObjState, OpError> {
+    if !s.exists(c, o).map_err(store_err)? {
+        return Ok(ObjState::default());
+    }
+    let size = s.stat(c, o).map_err(store_err)?.size;
+    let version = match s.getattr(c, o, VERSION_ATTR) {
+        Ok(b) => postcard::from_bytes(&b).unwrap_or_default(),
+        Err(StoreError::NoAttr { .. }) => Version::default(),
+        Err(e) => return Err(store_err(e)),
+    };
+    Ok(ObjState {
+        exists: true,
+        size,
+        version,
+    })
+}
+
+/// Check an op's shape before touching anything.
+pub fn validate(name: &str, ops: &[SubOp]) -> Result<(), OpError> {
+    if name.is_empty() || name.len() > NAME_LEN_MAX || name.contains('\0') {
+        return Err(OpError::Invalid(format!(
+            "object names are 1-{NAME_LEN_MAX} bytes without NUL"
+        )));
+    }
+    if ops.is_empty() || ops.len() > SUBOPS_MAX {
+        return Err(OpError::Invalid(format!(
+            "an op has 1-{SUBOPS_MAX} sub-ops"
+        )));
+    }
+    for op in ops {
+        if let SubOp::SetXattr { name, .. } | SubOp::RmXattr(name) = op {
+            if name.starts_with('_') || name.is_empty() {
+                return Err(OpError::Invalid(format!(
+                    "xattr name '{name}' is reserved or empty"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What an op does: store ops (empty for a pure read), results, and
+/// whether the object exists afterwards.
+pub struct Outcome {
+    pub txn: Transaction,
+    pub results: Vec<SubResult>,
+    pub exists_after: bool,
+    pub size_after: u64,
+    /// Bytes the object gained (negative: lost).
+    pub bytes_delta: i64,
+}
+
+/// Run `ops` against object `o` in `c` (state `st`), with the pool's
+/// object size limit.
+pub fn execute(
+    s: &dyn ObjectStore,
+    c: CollectionId,
+    o: &ObjectId,
+    st: &ObjState,
+    ops: &[SubOp],
+    size_max: u64,
+) -> Result<Outcome, OpError> {
+    let mut t = Transaction::new();
+    let mut results = Vec::with_capacity(ops.len());
+    let (mut exists, mut size) = (st.exists, st.size);
+    let need = |exists: bool| {
+        if exists {
+            Ok(())
+        } else {
+            Err(OpError::NotFound)
+        }
+    };
+    let fits = |end: u64| {
+        if end > size_max {
+            Err(OpError::TooLarge {
+                size: end,
+                max: size_max,
+            })
+        } else {
+            Ok(())
+        }
+    };
+    for (i, op) in ops.iter().enumerate() {
+        let index = i as u32;
+        let mut r = SubResult::None;
+        match op {
+            SubOp::AssertExists => need(st.exists)?,
+            SubOp::AssertNotExists => {
+                if st.exists {
+                    return Err(OpError::Exists);
+                }
+            }
+            SubOp::AssertVersion(v) => {
+                if !st.exists || st.version != *v {
+                    return Err(OpError::AssertFailed { index });
+                }
+            }
+            SubOp::CmpXattr { name, cmp, value } => {
+                need(st.exists)?;
+                let actual = match s.getattr(c, o, name) {
+                    Ok(v) => v,
+                    Err(StoreError::NoAttr { .. }) => Vec::new(),
+                    Err(e) => return Err(store_err(e)),
+                };
+                if !cmp.holds(&actual, value) {
+                    return Err(OpError::AssertFailed { index });
+                }
+            }
+            SubOp::CmpOmap { key, cmp, value } => {
+                need(st.exists)?;
+                let got = s
+                    .omap_get(c, o, std::slice::from_ref(key))
+                    .map_err(store_err)?;
+                let actual = got.get(key).cloned().unwrap_or_default();
+                if !cmp.holds(&actual, value) {
+                    return Err(OpError::AssertFailed { index });
+                }
+            }
+            SubOp::Create => {
+                t.touch(c, o);
+                exists = true;
+            }
+            SubOp::WriteFull(d) => {
+                fits(d.len() as u64)?;
+                t.write_full(c, o, d.clone());
+                exists = true;
+                size = d.len() as u64;
+            }
+            SubOp::Write { offset, data } => {
+                let end = offset
+                    .checked_add(data.len() as u64)
+                    .ok_or_else(|| OpError::Invalid("offset overflows".into()))?;
+                fits(end)?;
+                t.write(c, o, *offset, data.clone());
+                exists = true;
+                size = size.max(end);
+            }
+            SubOp::Append(d) => {
+                let end = size + d.len() as u64;
+                fits(end)?;
+                t.write(c, o, size, d.clone());
+                exists = true;
+                size = end;
+            }
+            SubOp::Truncate(n) => {
+                fits(*n)?;
+                t.truncate(c, o, *n);
+                exists = true;
+                size = *n;
+            }
+            SubOp::Zero { offset, len } => {
+                need(exists)?;
+                let end = offset.saturating_add(*len).min(size);
+                if end > *offset {
+                    t.zero(c, o, *offset, end - offset);
+                }
+            }
+            SubOp::Remove => {
+                need(exists)?;
+                t.remove(c, o);
+                exists = false;
+                size = 0;
+            }
+            SubOp::SetXattr { name, value } => {
+                t.setattr(c, o, name, value.clone());
+                exists = true;
+            }
+            SubOp::RmXattr(name) => {
+                need(exists)?;
+                t.rmattr(c, o, name);
+            }
+            SubOp::OmapSet(kvs) => {
+                t.omap_setkeys(
+                    c,
+                    o,
+                    kvs.iter().map(|(k, v)| (k.to_vec(), v.to_vec())).collect(),
+                );
+                exists = true;
+            }
+            SubOp::OmapRm(keys) => {
+                need(exists)?;
+                t.omap_rmkeys(c, o, keys.iter().map(|k| k.to_vec()).collect());
+            }
+            SubOp::OmapClear => {
+                need(exists)?;
+                t.omap_clear(c, o);
+            }
+            SubOp::OmapSetHeader(h) => {
+                t.omap_setheader(c, o, h.clone());
+                exists = true;
+            }
+            SubOp::Read { offset, len } => {
+                need(st.exists)?;
+                let len = if *len == 0 {
+                    st.size.saturating_sub(*offset)
+                } else {
+                    *len
+                };
+                fits(len.min(st.size))?;
+                let mut v = s.read(c, o, &[(*offset, len)]).map_err(store_err)?;
+                r = SubResult::Data(v.pop().unwrap_or_default());
+            }
+            SubOp::Stat => {
+                need(st.exists)?;
+                r = SubResult::Stat {
+                    size: st.size,
+                    version: st.version,
+                };
+            }
+            SubOp::GetXattr(name) => {
+                need(st.exists)?;
+                let v = s.getattr(c, o, name).map_err(store_err)?;
+                r = SubResult::Data(v);
+            }
+            SubOp::GetXattrs => {
+                need(st.exists)?;
+                let all = s.getattrs(c, o).map_err(store_err)?;
+                r = SubResult::Xattrs(
+                    all.into_iter()
+                        .filter(|(k, _)| !k.starts_with('_'))
+                        .map(|(k, v)| (k, ByteBuf::from(v)))
+                        .collect(),
+                );
+            }
+            SubOp::OmapGetKeys(keys) => {
+                need(st.exists)?;
+                let ks: Vec<Vec<u8>> = keys.iter().map(|k| k.to_vec()).collect();
+                let got = s.omap_get(c, o, &ks).map_err(store_err)?;
+                r = SubResult::Omap(
+                    got.into_iter()
+                        .map(|(k, v)| (ByteBuf::from(k), ByteBuf::from(v)))
+                        .collect(),
+                );
+            }
+            SubOp::OmapList { start, limit } => {
+                need(st.exists)?;
+                let lim = (*limit).clamp(1, OMAP_LIST_MAX) as usize;
+                let got = s.omap_range(c, o, start, None, lim).map_err(store_err)?;
+                r = SubResult::Omap(
+                    got.into_iter()
+                        .map(|(k, v)| (ByteBuf::from(k), ByteBuf::from(v)))
+                        .collect(),
+                );
+            }
+            SubOp::OmapGetHeader => {
+                need(st.exists)?;
+                r = SubResult::Data(s.omap_header(c, o).map_err(store_err)?);
+            }
+        }
+        results.push(r);
+    }
+    Ok(Outcome {
+        txn: t,
+        results,
+        exists_after: exists,
+        size_after: size,
+        bytes_delta: size as i64 - st.size as i64,
+    })
+}

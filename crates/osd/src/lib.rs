@@ -1,0 +1,10 @@
+//! Loligo's OSD: placement groups as sans-I/O state machines over an
+//! object store (`pg`), the op executor (`exec`), and the daemon shell
+//! that does the I/O (`daemon`).
+
+pub mod daemon;
+pub mod exec;
+pub mod msg;
+pub mod pg;
+
+pub use daemon::{start, OsdConfig, OsdHandle};

@@ -1,0 +1,692 @@
+//! One placement group as a sans-I/O state machine: inputs (map changes,
+//! client ops, commit and replication completions, peer infos, ticks) in,
+//! effects (replies, transactions to apply, messages to send) out. The
+//! daemon shell performs the effects; a simulator can drive it alone.
+//!
+//! Invariants: a write is acknowledged only when every member of the
+//! write set (the primary and the acting replicas whose log is complete)
+//! has it durable; writes need at least `min_size` complete members;
+//! writes to one object are applied in arrival order, one at a time; an
+//! acting OSD whose log is behind is left out of the write set and never
+//! counts toward `min_size` (recovery, the next layer, brings it back).
+//! It must never read the clock or do I/O other than reads of the store.
+
+use crate::exec::{self, ObjState, VERSION_ATTR};
+use loligo_store::{CollectionId, ObjectId, ObjectStore, Transaction};
+use loligo_types::ops::{ClientOp, OpError, OpReply, SubOp, Version};
+use loligo_types::{Epoch, PgId, PgStat, Pool};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+
+/// PG log entries kept (older ones are trimmed in the same transaction).
+pub const LOG_ENTRIES_MAX: u64 = 1000;
+/// Ops waiting per PG (for activation or behind a write to their object).
+pub const WAITING_MAX: usize = 4096;
+/// Record key of the PG info.
+pub const INFO_KEY: &[u8] = b"info";
+
+/// What a PG persists about itself (in the same transaction as writes).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PgInfo {
+    /// Version of the newest write this copy has.
+    pub last_update: Version,
+    /// Epoch this PG last went active.
+    pub last_epoch_started: Epoch,
+    pub objects: u64,
+    pub bytes: u64,
+}
+
+/// One PG log entry.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogEntry {
+    pub version: Version,
+    pub name: String,
+    /// The object no longer exists after this entry.
+    pub removed: bool,
+}
+
+/// Record key of the log entry for version counter `v`.
+pub fn log_key(v: u64) -> Vec<u8> {
+    let mut k = b"log/".to_vec();
+    k.extend_from_slice(&v.to_be_bytes());
+    k
+}
+
+/// Inputs to a PG.
+#[derive(Debug)]
+pub enum Input {
+    /// A map epoch: the PG's acting set and primary under it.
+    Map {
+        epoch: Epoch,
+        acting: Vec<i32>,
+        primary: i32,
+        pool: Pool,
+        now_ms: u64,
+    },
+    Op {
+        op: ClientOp,
+        token: u64,
+        now_ms: u64,
+    },
+    /// The local store made transaction `tid` durable (or failed).
+    LocalDone {
+        tid: u64,
+        result: Result<(), String>,
+    },
+    /// Replica `from` made `tid` durable (or refused / was unreachable).
+    RepDone {
+        tid: u64,
+        from: i32,
+        result: Result<(), String>,
+    },
+    /// A member's info for the interval that started at `interval`
+    /// (`None`: unreachable or no copy of the PG).
+    Info {
+        from: i32,
+        interval: Epoch,
+        info: Option<PgInfo>,
+    },
+    Tick {
+        now_ms: u64,
+    },
+}
+
+/// Effects for the shell to perform.
+#[derive(Debug)]
+pub enum Effect {
+    Reply {
+        token: u64,
+        reply: OpReply,
+    },
+    /// Queue `txn` on the local store; report `LocalDone`.
+    Apply {
+        tid: u64,
+        txn: Transaction,
+    },
+    /// Send `txn` to replica `to` (version `version`, interval
+    /// `interval`); report `RepDone`.
+    Replicate {
+        tid: u64,
+        to: i32,
+        interval: Epoch,
+        version: Version,
+        txn: Transaction,
+    },
+    /// Ask `to` for its info; report `Info`.
+    QueryInfo {
+        to: i32,
+        interval: Epoch,
+    },
+    /// Ask the monitors to make `osds` the acting set (a complete OSD
+    /// first, so that it is primary).
+    RequestPgTemp {
+        osds: Vec<i32>,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Role {
+    /// Not in the acting set.
+    Stray,
+    Replica,
+    /// Waiting for members' infos.
+    Peering {
+        want: BTreeSet<i32>,
+        infos: BTreeMap<i32, PgInfo>,
+    },
+    /// Primary with its write set (itself first).
+    Primary {
+        write_set: Vec<i32>,
+    },
+    /// This primary's log is behind: it asked for a pg_temp.
+    Behind,
+}
+
+struct Pending {
+    op: ClientOp,
+    token: u64,
+    deadline_ms: u64,
+}
+
+struct InFlight {
+    token: u64,
+    name: String,
+    waiting: BTreeSet<i32>,
+    version: Version,
+    results: Vec<loligo_types::ops::SubResult>,
+    failed: Option<String>,
+}
+
+/// The PG state machine.
+pub struct Pg {
+    pub id: PgId,
+    whoami: i32,
+    coll: CollectionId,
+    pool: Option<Pool>,
+    epoch: Epoch,
+    interval: Epoch,
+    acting: Vec<i32>,
+    primary: i32,
+    role: Role,
+    info: PgInfo,
+    next_tid: u64,
+    inflight: BTreeMap<u64, InFlight>,
+    /// Objects with a write in flight, and the ops queued behind it.
+    busy: HashMap<String, VecDeque<Pending>>,
+    /// Ops waiting for the PG to accept writes.
+    waiting: VecDeque<Pending>,
+    /// How long an op may wait (ms).
+    pub op_timeout_ms: u64,
+    now_ms: u64,
+}
+
+fn reply(
+    token: u64,
+    result: Result<Vec<loligo_types::ops::SubResult>, OpError>,
+    version: Version,
+    epoch: Epoch,
+) -> Effect {
+    Effect::Reply {
+        token,
+        reply: OpReply {
+            result,
+            version,
+            epoch,
+        },
+    }
+}
+
+impl Pg {
+    /// A PG this OSD holds a copy of (or is about to), with its info as
+    /// persisted.
+    pub fn new(id: PgId, whoami: i32, info: PgInfo) -> Pg {
+        Pg {
+            id,
+            whoami,
+            coll: CollectionId::pg(id.pool, id.ps),
+            pool: None,
+            epoch: 0,
+            interval: 0,
+            acting: Vec::new(),
+            primary: -1,
+            role: Role::Stray,
+            info,
+            next_tid: 1,
+            inflight: BTreeMap::new(),
+            busy: HashMap::new(),
+            waiting: VecDeque::new(),
+            op_timeout_ms: 30_000,
+            now_ms: 0,
+        }
+    }
+
+    pub fn collection(&self) -> CollectionId {
+        self.coll
+    }
+
+    pub fn interval(&self) -> Epoch {
+        self.interval
+    }
+
+    pub fn is_primary(&self) -> bool {
+        self.primary == self.whoami
+    }
+
+    /// Feed one input; the effects to perform, in order.
+    pub fn handle(&mut self, s: &dyn ObjectStore, input: Input) -> Vec<Effect> {
+        let mut fx = Vec::new();
+        match input {
+            Input::Map {
+                epoch,
+                acting,
+                primary,
+                pool,
+                now_ms,
+            } => {
+                self.now_ms = now_ms;
+                self.on_map(s, epoch, acting, primary, pool, &mut fx)
+            }
+            Input::Op { op, token, now_ms } => {
+                self.now_ms = now_ms;
+                let deadline_ms = now_ms + self.op_timeout_ms;
+                self.on_op(
+                    s,
+                    Pending {
+                        op,
+                        token,
+                        deadline_ms,
+                    },
+                    &mut fx,
+                )
+            }
+            Input::LocalDone { tid, result } => self.done(s, tid, self.whoami, result, &mut fx),
+            Input::RepDone { tid, from, result } => self.done(s, tid, from, result, &mut fx),
+            Input::Info {
+                from,
+                interval,
+                info,
+            } => self.on_info(s, from, interval, info, &mut fx),
+            Input::Tick { now_ms } => {
+                self.now_ms = now_ms;
+                self.expire(&mut fx);
+            }
+        }
+        fx
+    }
+
+    fn on_map(
+        &mut self,
+        s: &dyn ObjectStore,
+        epoch: Epoch,
+        acting: Vec<i32>,
+        primary: i32,
+        pool: Pool,
+        fx: &mut Vec<Effect>,
+    ) {
+        if epoch <= self.epoch {
+            return;
+        }
+        self.epoch = epoch;
+        let min_size_changed = self
+            .pool
+            .as_ref()
+            .is_some_and(|p| p.min_size != pool.min_size);
+        self.pool = Some(pool);
+        if acting == self.acting && primary == self.primary && self.interval > 0 {
+            if min_size_changed && self.is_primary() {
+                self.start_peering(s, fx);
+            }
+            return;
+        }
+        // A new interval: writes in flight are abandoned (their clients
+        // retry under the new map); queued ops are re-examined.
+        self.interval = epoch;
+        self.acting = acting;
+        self.primary = primary;
+        for (_, f) in std::mem::take(&mut self.inflight) {
+            fx.push(reply(
+                f.token,
+                Err(OpError::WrongPrimary { epoch }),
+                f.version,
+                epoch,
+            ));
+        }
+        let queued: Vec<Pending> = std::mem::take(&mut self.busy)
+            .into_values()
+            .flatten()
+            .collect();
+        self.waiting.extend(queued);
+        if self.is_primary() {
+            self.start_peering(s, fx);
+        } else {
+            self.role = if self.acting.contains(&self.whoami) {
+                Role::Replica
+            } else {
+                Role::Stray
+            };
+            for p in std::mem::take(&mut self.waiting) {
+                fx.push(reply(
+                    p.token,
+                    Err(OpError::WrongPrimary { epoch }),
+                    Version::default(),
+                    epoch,
+                ));
+            }
+        }
+    }
+
+    fn start_peering(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
+        // The info on disk is the truth (replica writes went straight to
+        // the store while this OSD was not primary).
+        if let Ok(Some(b)) = s.record(self.coll, INFO_KEY) {
+            if let Ok(i) = postcard::from_bytes::<PgInfo>(&b) {
+                self.info = i;
+            }
+        }
+        let want: BTreeSet<i32> = self
+            .acting
+            .iter()
+            .copied()
+            .filter(|&o| o != self.whoami && o >= 0)
+            .collect();
+        for &to in &want {
+            fx.push(Effect::QueryInfo {
+                to,
+                interval: self.interval,
+            });
+        }
+        self.role = Role::Peering {
+            want,
+            infos: BTreeMap::new(),
+        };
+        self.maybe_activate(s, fx);
+    }
+
+    fn on_info(
+        &mut self,
+        s: &dyn ObjectStore,
+        from: i32,
+        interval: Epoch,
+        info: Option<PgInfo>,
+        fx: &mut Vec<Effect>,
+    ) {
+        if interval != self.interval {
+            return;
+        }
+        if let Role::Peering { want, infos } = &mut self.role {
+            want.remove(&from);
+            if let Some(i) = info {
+                infos.insert(from, i);
+            }
+        }
+        self.maybe_activate(s, fx);
+    }
+
+    /// The shell creates the PG's collection before the first input, so
+    /// transactions here never need to.
+    fn maybe_activate(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
+        let Role::Peering { want, infos } = &self.role else {
+            return;
+        };
+        if !want.is_empty() {
+            return;
+        }
+        let newest = infos
+            .values()
+            .map(|i| i.last_update)
+            .chain([self.info.last_update])
+            .max()
+            .unwrap_or_default();
+        let complete: Vec<i32> = infos
+            .iter()
+            .filter(|(_, i)| i.last_update == newest)
+            .map(|(o, _)| *o)
+            .collect();
+        if self.info.last_update < newest {
+            // A member has writes this primary lacks: hand the primary
+            // role to a complete member until recovery exists.
+            let mut osds = complete.clone();
+            osds.extend(self.acting.iter().filter(|o| !complete.contains(o)));
+            fx.push(Effect::RequestPgTemp { osds });
+            self.role = Role::Behind;
+            return;
+        }
+        let mut write_set = vec![self.whoami];
+        write_set.extend(complete);
+        self.role = Role::Primary { write_set };
+        if self.can_write() {
+            self.info.last_epoch_started = self.epoch;
+            let mut t = Transaction::new();
+            t.set_record(
+                self.coll,
+                INFO_KEY,
+                postcard::to_stdvec(&self.info).unwrap_or_default(),
+            );
+            let tid = self.next_tid;
+            self.next_tid += 1;
+            fx.push(Effect::Apply { tid, txn: t });
+        }
+        let waiting: Vec<Pending> = std::mem::take(&mut self.waiting).into();
+        for p in waiting {
+            self.on_op(s, p, fx);
+        }
+    }
+
+    fn min_size(&self) -> usize {
+        self.pool
+            .as_ref()
+            .map_or(usize::MAX, |p| p.min_size as usize)
+    }
+
+    fn can_write(&self) -> bool {
+        matches!(&self.role, Role::Primary { write_set } if write_set.len() >= self.min_size())
+    }
+
+    fn on_op(&mut self, s: &dyn ObjectStore, p: Pending, fx: &mut Vec<Effect>) {
+        let epoch = self.epoch;
+        let fail = |p: &Pending, e: OpError| reply(p.token, Err(e), Version::default(), epoch);
+        if p.op.epoch > self.epoch {
+            return fx.push(fail(&p, OpError::Behind { epoch }));
+        }
+        if !self.is_primary() {
+            return fx.push(fail(&p, OpError::WrongPrimary { epoch }));
+        }
+        if let Err(e) = exec::validate(&p.op.name, &p.op.ops) {
+            return fx.push(fail(&p, e));
+        }
+        if let Some(q) = self.busy.get_mut(&p.op.name) {
+            if q.len() >= WAITING_MAX {
+                return fx.push(fail(
+                    &p,
+                    OpError::Unavailable {
+                        pg: self.id.to_string(),
+                        have: 0,
+                        need: 0,
+                    },
+                ));
+            }
+            q.push_back(p);
+            return;
+        }
+        let writes = p.op.ops.iter().any(SubOp::is_write);
+        let active = matches!(self.role, Role::Primary { .. });
+        if !active || (writes && !self.can_write()) {
+            if self.waiting.len() >= WAITING_MAX {
+                return fx.push(fail(&p, self.unavailable()));
+            }
+            self.waiting.push_back(p);
+            return;
+        }
+        self.execute(s, p, fx);
+    }
+
+    fn unavailable(&self) -> OpError {
+        let have = match &self.role {
+            Role::Primary { write_set } => write_set.len() as u32,
+            _ => 0,
+        };
+        OpError::Unavailable {
+            pg: self.id.to_string(),
+            have,
+            need: self.min_size() as u32,
+        }
+    }
+
+    fn execute(&mut self, s: &dyn ObjectStore, p: Pending, fx: &mut Vec<Effect>) {
+        let epoch = self.epoch;
+        let Some(pool) = self.pool.as_ref() else {
+            return fx.push(reply(
+                p.token,
+                Err(OpError::NoPool(self.id.pool)),
+                Version::default(),
+                epoch,
+            ));
+        };
+        let size_max = pool.object_size_max;
+        let oid = ObjectId::new(
+            loligo_crush::hash::str_hash_rjenkins(p.op.name.as_bytes()),
+            p.op.name.clone(),
+        );
+        let st = match exec::obj_state(s, self.coll, &oid) {
+            Ok(st) => st,
+            Err(e) => return fx.push(reply(p.token, Err(e), Version::default(), epoch)),
+        };
+        let out = match exec::execute(s, self.coll, &oid, &st, &p.op.ops, size_max) {
+            Ok(o) => o,
+            Err(e) => return fx.push(reply(p.token, Err(e), st.version, epoch)),
+        };
+        if out.txn.is_empty() {
+            return fx.push(reply(p.token, Ok(out.results), st.version, epoch));
+        }
+        self.write(p, oid, &st, out, fx);
+    }
+
+    fn write(
+        &mut self,
+        p: Pending,
+        oid: ObjectId,
+        st: &ObjState,
+        out: exec::Outcome,
+        fx: &mut Vec<Effect>,
+    ) {
+        let version = Version {
+            epoch: self.epoch,
+            v: self.info.last_update.v + 1,
+        };
+        let mut t = Transaction::new();
+        t.ops.extend(out.txn.ops);
+        if out.exists_after {
+            t.setattr(
+                self.coll,
+                &oid,
+                VERSION_ATTR,
+                postcard::to_stdvec(&version).unwrap_or_default(),
+            );
+        }
+        self.info.last_update = version;
+        match (st.exists, out.exists_after) {
+            (false, true) => self.info.objects += 1,
+            (true, false) => self.info.objects = self.info.objects.saturating_sub(1),
+            _ => {}
+        }
+        self.info.bytes = (self.info.bytes as i64 + out.bytes_delta).max(0) as u64;
+        let entry = LogEntry {
+            version,
+            name: p.op.name.clone(),
+            removed: !out.exists_after,
+        };
+        t.set_record(
+            self.coll,
+            &log_key(version.v),
+            postcard::to_stdvec(&entry).unwrap_or_default(),
+        );
+        if version.v > LOG_ENTRIES_MAX {
+            t.rm_record(self.coll, &log_key(version.v - LOG_ENTRIES_MAX));
+        }
+        t.set_record(
+            self.coll,
+            INFO_KEY,
+            postcard::to_stdvec(&self.info).unwrap_or_default(),
+        );
+        let Role::Primary { write_set } = &self.role else {
+            return;
+        };
+        let tid = self.next_tid;
+        self.next_tid += 1;
+        for &to in write_set.iter().filter(|&&o| o != self.whoami) {
+            fx.push(Effect::Replicate {
+                tid,
+                to,
+                interval: self.interval,
+                version,
+                txn: t.clone(),
+            });
+        }
+        fx.push(Effect::Apply { tid, txn: t });
+        self.inflight.insert(
+            tid,
+            InFlight {
+                token: p.token,
+                name: p.op.name.clone(),
+                waiting: write_set.iter().copied().collect(),
+                version,
+                results: out.results,
+                failed: None,
+            },
+        );
+        self.busy.insert(p.op.name, VecDeque::new());
+    }
+
+    fn done(
+        &mut self,
+        s: &dyn ObjectStore,
+        tid: u64,
+        from: i32,
+        result: Result<(), String>,
+        fx: &mut Vec<Effect>,
+    ) {
+        let Some(f) = self.inflight.get_mut(&tid) else {
+            return;
+        };
+        f.waiting.remove(&from);
+        if let Err(e) = result {
+            f.failed.get_or_insert(format!("osd.{from}: {e}"));
+        }
+        if !f.waiting.is_empty() {
+            return;
+        }
+        let Some(f) = self.inflight.remove(&tid) else {
+            return;
+        };
+        let result = match f.failed {
+            None => Ok(f.results),
+            Some(e) => Err(OpError::Io(e)),
+        };
+        fx.push(reply(f.token, result, f.version, self.epoch));
+        // The next op on this object, if any.
+        if let Some(mut q) = self.busy.remove(&f.name) {
+            if let Some(next) = q.pop_front() {
+                self.on_op(s, next, fx);
+                if let Some(rest) = self.busy.get_mut(&f.name) {
+                    rest.extend(q);
+                } else {
+                    for p in q {
+                        self.on_op(s, p, fx);
+                    }
+                }
+            }
+        }
+    }
+
+    fn expire(&mut self, fx: &mut Vec<Effect>) {
+        let now = self.now_ms;
+        let err = self.unavailable();
+        let epoch = self.epoch;
+        let mut keep = VecDeque::new();
+        for p in std::mem::take(&mut self.waiting) {
+            if p.deadline_ms <= now {
+                fx.push(reply(p.token, Err(err.clone()), Version::default(), epoch));
+            } else {
+                keep.push_back(p);
+            }
+        }
+        self.waiting = keep;
+        if let Role::Peering { .. } = self.role {
+            // Infos never came: members are likely down; the map will
+            // change. Nothing to do until it does.
+        }
+    }
+
+    /// Whether the PG has nothing in flight or waiting.
+    pub fn idle(&self) -> bool {
+        self.inflight.is_empty() && self.waiting.is_empty() && self.busy.is_empty()
+    }
+
+    /// The PG's state for the monitors (primaries only).
+    pub fn stat(&self) -> Option<PgStat> {
+        if !self.is_primary() {
+            return None;
+        }
+        let size = self.pool.as_ref().map_or(0, |p| p.size as usize);
+        let state = match &self.role {
+            Role::Peering { .. } => "peering".to_string(),
+            Role::Behind => "peering+wait_pg_temp".to_string(),
+            Role::Primary { write_set } if write_set.len() < self.min_size() => {
+                "undersized+degraded+peered".to_string()
+            }
+            Role::Primary { write_set } if write_set.len() < size => {
+                "active+undersized+degraded".to_string()
+            }
+            Role::Primary { .. } => "active+clean".to_string(),
+            _ => return None,
+        };
+        Some(PgStat {
+            pg: self.id,
+            epoch: self.epoch,
+            state,
+            acting: self.acting.clone(),
+            objects: self.info.objects,
+            bytes: self.info.bytes,
+        })
+    }
+}

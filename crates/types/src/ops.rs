@@ -1,0 +1,245 @@
+//! Object operations as clients send them to a PG's primary, and what
+//! comes back. An op is a list of sub-ops applied to one object all or
+//! nothing; reads in the same op see the object as it was before.
+//!
+//! Wire vocabulary only: the OSD gives it meaning. Payloads are
+//! `serde_bytes` so the binary encoding copies them whole.
+
+use crate::osdmap::Epoch;
+use serde::{Deserialize, Serialize};
+
+/// An object's version: the map epoch of the write and the PG's counter.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+pub struct Version {
+    pub epoch: Epoch,
+    pub v: u64,
+}
+
+impl std::fmt::Display for Version {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}'{}", self.epoch, self.v)
+    }
+}
+
+/// Longest object name in bytes.
+pub const NAME_LEN_MAX: usize = 2048;
+/// Most sub-ops in one op.
+pub const SUBOPS_MAX: usize = 256;
+
+/// Comparisons for asserts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Cmp {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+impl Cmp {
+    /// Whether `actual CMP expected` holds (byte-wise order).
+    pub fn holds(self, actual: &[u8], expected: &[u8]) -> bool {
+        use std::cmp::Ordering::*;
+        let o = actual.cmp(expected);
+        match self {
+            Cmp::Eq => o == Equal,
+            Cmp::Ne => o != Equal,
+            Cmp::Lt => o == Less,
+            Cmp::Le => o != Greater,
+            Cmp::Gt => o == Greater,
+            Cmp::Ge => o != Less,
+        }
+    }
+}
+
+/// One step of an op.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SubOp {
+    // --- asserts (checked before anything is applied) ---
+    AssertExists,
+    /// Fail with `Exists` if the object exists (exclusive create).
+    AssertNotExists,
+    AssertVersion(Version),
+    CmpXattr {
+        name: String,
+        cmp: Cmp,
+        #[serde(with = "serde_bytes")]
+        value: Vec<u8>,
+    },
+    /// Compare an omap value (a missing key compares as empty).
+    CmpOmap {
+        #[serde(with = "serde_bytes")]
+        key: Vec<u8>,
+        cmp: Cmp,
+        #[serde(with = "serde_bytes")]
+        value: Vec<u8>,
+    },
+    // --- writes ---
+    Create,
+    WriteFull(#[serde(with = "serde_bytes")] Vec<u8>),
+    Write {
+        offset: u64,
+        #[serde(with = "serde_bytes")]
+        data: Vec<u8>,
+    },
+    Append(#[serde(with = "serde_bytes")] Vec<u8>),
+    Truncate(u64),
+    Zero {
+        offset: u64,
+        len: u64,
+    },
+    Remove,
+    SetXattr {
+        name: String,
+        #[serde(with = "serde_bytes")]
+        value: Vec<u8>,
+    },
+    RmXattr(String),
+    OmapSet(Vec<(serde_bytes::ByteBuf, serde_bytes::ByteBuf)>),
+    OmapRm(Vec<serde_bytes::ByteBuf>),
+    OmapClear,
+    OmapSetHeader(#[serde(with = "serde_bytes")] Vec<u8>),
+    // --- reads ---
+    Read {
+        offset: u64,
+        /// 0 = to the end.
+        len: u64,
+    },
+    Stat,
+    GetXattr(String),
+    GetXattrs,
+    OmapGetKeys(Vec<serde_bytes::ByteBuf>),
+    /// Keys after `start` (exclusive when `after`), at most `limit`.
+    OmapList {
+        #[serde(with = "serde_bytes")]
+        start: Vec<u8>,
+        limit: u32,
+    },
+    OmapGetHeader,
+}
+
+impl SubOp {
+    /// Whether this sub-op changes the object.
+    pub fn is_write(&self) -> bool {
+        matches!(
+            self,
+            SubOp::Create
+                | SubOp::WriteFull(_)
+                | SubOp::Write { .. }
+                | SubOp::Append(_)
+                | SubOp::Truncate(_)
+                | SubOp::Zero { .. }
+                | SubOp::Remove
+                | SubOp::SetXattr { .. }
+                | SubOp::RmXattr(_)
+                | SubOp::OmapSet(_)
+                | SubOp::OmapRm(_)
+                | SubOp::OmapClear
+                | SubOp::OmapSetHeader(_)
+        )
+    }
+}
+
+/// A client's op on one object.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientOp {
+    pub pool: u64,
+    pub name: String,
+    /// The client's map epoch (a primary with an older map fetches the
+    /// newer one first; a client with an older map is told to refresh).
+    pub epoch: Epoch,
+    pub ops: Vec<SubOp>,
+}
+
+/// What one read sub-op returned (writes and asserts give `None`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SubResult {
+    None,
+    Data(#[serde(with = "serde_bytes")] Vec<u8>),
+    Stat { size: u64, version: Version },
+    Xattrs(Vec<(String, serde_bytes::ByteBuf)>),
+    Omap(Vec<(serde_bytes::ByteBuf, serde_bytes::ByteBuf)>),
+}
+
+/// Why an op failed. Nothing of a failed op is applied.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
+pub enum OpError {
+    #[error("object not found")]
+    NotFound,
+    #[error("object exists")]
+    Exists,
+    /// An assert (version, xattr or omap compare) failed: sub-op `index`.
+    #[error("assertion {index} failed")]
+    AssertFailed { index: u32 },
+    #[error("no attribute '{0}'")]
+    NoXattr(String),
+    #[error("pool {0} does not exist")]
+    NoPool(u64),
+    #[error("invalid request: {0}")]
+    Invalid(String),
+    #[error("object too large: {size} bytes (pool limit {max})")]
+    TooLarge { size: u64, max: u64 },
+    /// The OSD is not this PG's primary at `epoch`: refresh the map.
+    #[error("not the primary (map epoch {epoch})")]
+    WrongPrimary { epoch: Epoch },
+    /// The client's map is newer than the OSD's; retry shortly.
+    #[error("OSD map is behind (epoch {epoch})")]
+    Behind { epoch: Epoch },
+    /// Fewer than min_size up-to-date replicas: writes wait, then fail.
+    #[error("PG {pg} is inactive or below min_size ({have} of {need} replicas)")]
+    Unavailable { pg: String, have: u32, need: u32 },
+    #[error("no space left on the OSD")]
+    NoSpace,
+    #[error("timed out: {0}")]
+    Timeout(String),
+    #[error("OSD error: {0}")]
+    Io(String),
+}
+
+/// The reply to a `ClientOp`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpReply {
+    pub result: Result<Vec<SubResult>, OpError>,
+    /// The object's version after the op (writes) or as read.
+    pub version: Version,
+    pub epoch: Epoch,
+}
+
+/// Everything a client sends to an OSD's `Op` call.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ClientRequest {
+    Op(ClientOp),
+    /// List one PG's objects in (hash, name) order from `start`
+    /// (exclusive), at most `limit`.
+    List {
+        pool: u64,
+        ps: u32,
+        epoch: Epoch,
+        start: Option<String>,
+        limit: u32,
+    },
+}
+
+/// What the `Op` call answers.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ClientReply {
+    Op(OpReply),
+    /// Names, and whether the PG has more after them.
+    List {
+        result: Result<(Vec<String>, bool), OpError>,
+        epoch: Epoch,
+    },
+}
+
+/// Encode a wire message (postcard).
+pub fn encode_msg<T: Serialize>(v: &T) -> Vec<u8> {
+    postcard::to_stdvec(v).unwrap_or_default()
+}
+
+/// Decode a wire message; garbage is an `Invalid` error.
+pub fn decode_msg<T: for<'de> Deserialize<'de>>(b: &[u8]) -> Result<T, OpError> {
+    postcard::from_bytes(b).map_err(|e| OpError::Invalid(format!("cannot decode message: {e}")))
+}
