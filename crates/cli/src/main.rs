@@ -1,17 +1,24 @@
-//! `loligo`: the one command users run. Today it holds the CRUSH,
-//! placement and erasure-code tools; the cluster commands join it as they
-//! land.
+//! `loligo`: the one command users run: a local cluster (`up`, `down`),
+//! the daemons (`mon run`, `osd run`), administration (`status`, `osd`,
+//! `pool`, `ec-profile`), objects (`put`, `get`, `omap`, `xattr`,
+//! `bench`), and the offline tools (CRUSH, placement, erasure codes, the
+//! store).
 //!
 //! Every subcommand has `--help`; bad input prints one `loligo: error: ...`
 //! line and exits with code 2. This file only parses arguments and
 //! dispatches; the work lives in the library crates.
 
+mod admin_cmd;
 mod balance_cmd;
 mod bench;
+mod config;
 mod crush_cmd;
+mod daemon_cmd;
+mod data_cmd;
 mod ec_cmd;
 mod osdmap_cmd;
 mod store_cmd;
+mod up_cmd;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -20,12 +27,64 @@ use std::process::ExitCode;
 #[derive(Parser)]
 #[command(name = "loligo", version, about, long_about = None)]
 struct Cli {
+    #[command(flatten)]
+    conn: config::ConnArgs,
     #[command(subcommand)]
     cmd: Cmd,
 }
 
 #[derive(Subcommand)]
 enum Cmd {
+    /// Start a local cluster (1 monitor, N OSDs) in DIR; Ctrl-C stops it.
+    Up(up_cmd::UpArgs),
+    /// Stop a cluster started with `up --detach`.
+    Down(up_cmd::DownArgs),
+    /// Cluster health, daemons, PG states, usage and client I/O.
+    Status {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Monitor daemon.
+    #[command(subcommand)]
+    Mon(admin_cmd::MonCmd),
+    /// OSDs: tree, dump, down/out/in, reweight, rm; `osd run` starts a daemon.
+    #[command(subcommand)]
+    Osd(admin_cmd::OsdCmd),
+    /// Pools: create, ls, get, set, rm.
+    #[command(subcommand)]
+    Pool(admin_cmd::PoolCmd),
+    /// Erasure-code profiles: set, get, ls, rm.
+    #[command(subcommand, name = "ec-profile")]
+    EcProfile(admin_cmd::EcProfileCmd),
+    /// Store FILE (- for stdin) as object NAME.
+    Put {
+        name: String,
+        file: std::path::PathBuf,
+    },
+    /// Write object NAME to FILE (- for stdout).
+    Get {
+        name: String,
+        file: std::path::PathBuf,
+    },
+    /// Remove objects.
+    Rm { names: Vec<String> },
+    /// Size and version of an object.
+    Stat { name: String },
+    /// List a pool's objects.
+    Ls,
+    /// An object's omap: set, get, ls, rm, clear.
+    Omap {
+        #[command(subcommand)]
+        cmd: data_cmd::OmapCmd,
+    },
+    /// An object's xattrs: set, get, ls, rm.
+    Xattr {
+        #[command(subcommand)]
+        cmd: data_cmd::XattrCmd,
+    },
+    /// Benchmark the cluster like `rados bench`: SECONDS write|seq|rand.
+    Bench(data_cmd::BenchArgs),
     /// CRUSH map tools (crushtool-compatible test, compile, decompile, tree, bench).
     #[command(subcommand)]
     Crush(crush_cmd::CrushCmd),
@@ -84,7 +143,23 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(code) => return code,
     };
+    let conn = &cli.conn;
     let res = match cli.cmd {
+        Cmd::Up(a) => up_cmd::up(a),
+        Cmd::Down(a) => up_cmd::down(a),
+        Cmd::Status { json } => admin_cmd::status(conn, json),
+        Cmd::Mon(admin_cmd::MonCmd::Run(a)) => daemon_cmd::mon(a),
+        Cmd::Osd(c) => admin_cmd::osd(conn, c),
+        Cmd::Pool(c) => admin_cmd::pool(conn, c),
+        Cmd::EcProfile(c) => admin_cmd::ec_profile(conn, c),
+        Cmd::Put { name, file } => data_cmd::data(conn, data_cmd::DataCmd::Put { name, file }),
+        Cmd::Get { name, file } => data_cmd::data(conn, data_cmd::DataCmd::Get { name, file }),
+        Cmd::Rm { names } => data_cmd::data(conn, data_cmd::DataCmd::Rm { names }),
+        Cmd::Stat { name } => data_cmd::data(conn, data_cmd::DataCmd::Stat { name }),
+        Cmd::Ls => data_cmd::data(conn, data_cmd::DataCmd::Ls),
+        Cmd::Omap { cmd } => data_cmd::omap(conn, cmd),
+        Cmd::Xattr { cmd } => data_cmd::xattr(conn, cmd),
+        Cmd::Bench(a) => data_cmd::bench(conn, a),
         Cmd::Crush(c) => crush_cmd::run(c),
         Cmd::Osdmap(c) => osdmap_cmd::run(c),
         Cmd::Ec(c) => ec_cmd::run(c),

@@ -375,9 +375,9 @@ impl Pg {
         }
         if let Role::Peering { want, infos } = &mut self.role {
             want.remove(&from);
-            if let Some(i) = info {
-                infos.insert(from, i);
-            }
+            // No copy at all is an empty log: complete while the PG has
+            // never been written, behind once it has.
+            infos.insert(from, info.unwrap_or_default());
         }
         self.maybe_activate(s, fx);
     }

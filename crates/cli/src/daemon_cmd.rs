@@ -1,0 +1,207 @@
+//! `loligo mon` and `loligo osd`: run one daemon in the foreground until
+//! SIGINT/SIGTERM. `loligo up` starts these as child processes; on other
+//! machines an operator starts them directly (README has an example).
+//!
+//! They must never start on a data directory of another cluster (the fsid
+//! is checked) nor mkfs over an existing store.
+
+use crate::CliError;
+use clap::Args;
+use loligo_mon::{MonConfig, Monitor};
+use loligo_osd::OsdConfig;
+use loligo_store::{BlockConfig, BlockStore, ObjectStore};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Args)]
+pub struct MonArgs {
+    /// This monitor's id (0, 1, ...).
+    #[arg(long)]
+    id: u64,
+    /// Every initial monitor as ID=HOST:PORT, comma-separated (this one included).
+    #[arg(long, value_name = "ID=ADDR,...")]
+    members: String,
+    /// Where the monitor keeps its Raft log and snapshots.
+    #[arg(long)]
+    data: PathBuf,
+    /// The cluster's fsid (written into the first map).
+    #[arg(long)]
+    fsid: String,
+    /// CRUSH failure domain of a new cluster: host, or osd for one machine.
+    #[arg(long, default_value = "host")]
+    failure_domain: String,
+    /// Distinct OSDs that must report a peer before it is marked down.
+    #[arg(long, default_value_t = 2)]
+    min_down_reporters: usize,
+    /// Seconds without any report before an OSD is marked down.
+    #[arg(long, default_value_t = 60.0)]
+    report_timeout: f64,
+    /// Seconds an OSD may stay down before it is marked out.
+    #[arg(long, default_value_t = 600.0)]
+    down_out_interval: f64,
+}
+
+#[derive(Args)]
+pub struct OsdArgs {
+    /// This OSD's id.
+    #[arg(long)]
+    id: i32,
+    /// Address to listen on and advertise (HOST:PORT).
+    #[arg(long)]
+    addr: String,
+    /// Monitor address(es), comma-separated.
+    #[arg(long)]
+    mon: String,
+    /// The OSD's store directory (created with --size if missing).
+    #[arg(long)]
+    data: PathBuf,
+    /// Size of a new store's block file in bytes.
+    #[arg(long, default_value_t = 8 << 30)]
+    size: u64,
+    /// Use this device (or file) for data instead of DATA/block (mkfs only).
+    #[arg(long)]
+    device: Option<PathBuf>,
+    /// CRUSH host name (default: this machine's hostname).
+    #[arg(long)]
+    host: Option<String>,
+    /// Seconds a peer may be silent before it is reported.
+    #[arg(long, default_value_t = 6.0)]
+    heartbeat_grace: f64,
+    /// Seconds a client op may wait for its PG.
+    #[arg(long, default_value_t = 30.0)]
+    op_timeout: f64,
+}
+
+fn secs(v: f64, what: &str) -> Result<Duration, CliError> {
+    if !(v > 0.0 && v < 1e7) {
+        return Err(CliError(format!(
+            "{what} must be a positive number of seconds"
+        )));
+    }
+    Ok(Duration::from_secs_f64(v))
+}
+
+/// Log to stderr (RUST_LOG or `info`).
+pub fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new("info,openraft=warn,h2=warn,tower=warn")
+    });
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+async fn stop_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
+fn parse_members(s: &str) -> Result<BTreeMap<u64, String>, CliError> {
+    let mut m = BTreeMap::new();
+    for part in s.split(',').filter(|p| !p.trim().is_empty()) {
+        let (id, addr) = part
+            .split_once('=')
+            .ok_or_else(|| CliError(format!("--members: '{part}' is not ID=HOST:PORT")))?;
+        let id: u64 = id
+            .trim()
+            .parse()
+            .map_err(|_| CliError(format!("--members: bad id '{id}'")))?;
+        m.insert(id, addr.trim().to_string());
+    }
+    if m.is_empty() || ![1, 3, 5].contains(&m.len()) {
+        return Err(CliError("--members: give 1, 3 or 5 monitors".into()));
+    }
+    Ok(m)
+}
+
+pub fn mon(a: MonArgs) -> Result<(), CliError> {
+    init_logging();
+    let members = parse_members(&a.members)?;
+    let addr = members
+        .get(&a.id)
+        .cloned()
+        .ok_or_else(|| CliError(format!("--members has no monitor {}", a.id)))?;
+    let mut cfg = MonConfig::new(a.id, members, a.data.clone(), &a.fsid);
+    cfg.failure_domain = a.failure_domain;
+    cfg.min_down_reporters = a.min_down_reporters;
+    cfg.report_timeout = secs(a.report_timeout, "--report-timeout")?;
+    cfg.down_out_interval = secs(a.down_out_interval, "--down-out-interval")?;
+    check_fsid(&a.data, &a.fsid)?;
+    let rt = crate::config::runtime()?;
+    rt.block_on(async move {
+        let l = tokio::net::TcpListener::bind(&addr)
+            .await
+            .map_err(|e| CliError(format!("cannot listen on {addr}: {e}")))?;
+        let h = Monitor::start(cfg, l).await.map_err(CliError)?;
+        tracing::info!("mon.{} serving on {}", a.id, h.addr);
+        stop_signal().await;
+        tracing::info!("mon.{} stopping", a.id);
+        h.stop().await;
+        Ok(())
+    })
+}
+
+/// A data directory remembers the fsid it was made for.
+fn check_fsid(dir: &std::path::Path, fsid: &str) -> Result<(), CliError> {
+    std::fs::create_dir_all(dir).map_err(|e| CliError(format!("{}: {e}", dir.display())))?;
+    let f = dir.join("fsid");
+    match std::fs::read_to_string(&f) {
+        Ok(have) if have.trim() == fsid || fsid.is_empty() => Ok(()),
+        Ok(have) => Err(CliError(format!(
+            "{} belongs to cluster {} (not {fsid})",
+            dir.display(),
+            have.trim()
+        ))),
+        Err(_) => std::fs::write(&f, fsid).map_err(|e| CliError(format!("{}: {e}", f.display()))),
+    }
+}
+
+pub fn osd(a: OsdArgs) -> Result<(), CliError> {
+    init_logging();
+    let mons: Vec<String> = a.mon.split(',').map(|s| s.trim().to_string()).collect();
+    let bcfg = BlockConfig {
+        size: a.size,
+        ..BlockConfig::default()
+    };
+    if !a.data.join("kv").exists() && !a.data.join("block").exists() {
+        BlockStore::mkfs_on(&a.data, &bcfg, a.device.as_deref())?;
+    }
+    let store: Arc<dyn ObjectStore> = Arc::new(BlockStore::mount(&a.data, &bcfg)?);
+    let mut cfg = OsdConfig::new(a.id, &a.addr, mons);
+    cfg.host = a.host.unwrap_or_else(hostname);
+    cfg.heartbeat_grace = secs(a.heartbeat_grace, "--heartbeat-grace")?;
+    cfg.op_timeout = secs(a.op_timeout, "--op-timeout")?;
+    let rt = crate::config::runtime()?;
+    rt.block_on(async move {
+        let l = tokio::net::TcpListener::bind(&a.addr)
+            .await
+            .map_err(|e| CliError(format!("cannot listen on {}: {e}", a.addr)))?;
+        let h = loligo_osd::start(cfg, store, l).await.map_err(CliError)?;
+        tracing::info!("osd.{} up on {}", a.id, h.addr);
+        stop_signal().await;
+        tracing::info!("osd.{} stopping", a.id);
+        h.stop(true).await;
+        Ok(())
+    })
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "localhost".into())
+}

@@ -1,0 +1,340 @@
+//! Object commands as `rados` has them (`put NAME FILE`, `get NAME FILE`,
+//! `-` for stdin/stdout, `-p POOL`), plus `omap` and `xattr`, and
+//! `loligo bench` in the way of `rados bench`.
+//!
+//! It must never write a partial output file: `get` writes to a temporary
+//! name and renames it when the whole object arrived.
+
+use crate::config::ConnArgs;
+use crate::CliError;
+use clap::{Args, Subcommand, ValueEnum};
+use loligo_client::{Cluster, IoCtx};
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+#[derive(Subcommand)]
+pub enum DataCmd {
+    /// Store FILE (or - for stdin) as object NAME.
+    Put { name: String, file: PathBuf },
+    /// Write object NAME to FILE (or - for stdout).
+    Get { name: String, file: PathBuf },
+    /// Remove objects.
+    Rm { names: Vec<String> },
+    /// Size and version of an object.
+    Stat { name: String },
+    /// List the pool's objects.
+    Ls,
+}
+
+#[derive(Subcommand)]
+pub enum OmapCmd {
+    /// Set KEY to VALUE.
+    Set {
+        name: String,
+        key: String,
+        value: String,
+    },
+    /// Print the value of KEY.
+    Get { name: String, key: String },
+    /// List keys (and values) from START, at most LIMIT.
+    Ls {
+        name: String,
+        #[arg(long, default_value = "")]
+        start: String,
+        #[arg(long, default_value_t = 1000)]
+        limit: u32,
+    },
+    /// Remove keys.
+    Rm { name: String, keys: Vec<String> },
+    /// Remove every key.
+    Clear { name: String },
+}
+
+#[derive(Subcommand)]
+pub enum XattrCmd {
+    Set {
+        name: String,
+        key: String,
+        value: String,
+    },
+    Get {
+        name: String,
+        key: String,
+    },
+    Ls {
+        name: String,
+    },
+    Rm {
+        name: String,
+        key: String,
+    },
+}
+
+fn connect(conn: &ConnArgs) -> Result<(tokio::runtime::Runtime, IoCtx), CliError> {
+    let cfg = conn.config()?;
+    let rt = crate::config::runtime()?;
+    let pool = conn.pool.clone().unwrap_or(cfg.default_pool.clone());
+    let io = rt.block_on(async {
+        let c = Cluster::connect(cfg.mon_addrs).await?;
+        c.pool(&pool)
+    })?;
+    Ok((rt, io))
+}
+
+pub fn data(conn: &ConnArgs, c: DataCmd) -> Result<(), CliError> {
+    let (rt, io) = connect(conn)?;
+    rt.block_on(async {
+        match c {
+            DataCmd::Put { name, file } => {
+                let mut data = Vec::new();
+                if file.as_os_str() == "-" {
+                    std::io::stdin().read_to_end(&mut data)?;
+                } else {
+                    data = std::fs::read(&file)
+                        .map_err(|e| CliError(format!("{}: {e}", file.display())))?;
+                }
+                io.write_full(&name, data).await?;
+            }
+            DataCmd::Get { name, file } => {
+                let data = io.read(&name, 0, 0).await?;
+                if file.as_os_str() == "-" {
+                    std::io::stdout().write_all(&data)?;
+                } else {
+                    let tmp = file.with_extension("loligo-partial");
+                    std::fs::write(&tmp, &data)?;
+                    std::fs::rename(&tmp, &file)?;
+                }
+            }
+            DataCmd::Rm { names } => {
+                for n in names {
+                    io.remove(&n).await?;
+                }
+            }
+            DataCmd::Stat { name } => {
+                let (size, v) = io.stat(&name).await?;
+                println!("{}/{name} size {size} version {v}", io.pool_name());
+            }
+            DataCmd::Ls => {
+                for n in io.list().await? {
+                    println!("{n}");
+                }
+            }
+        }
+        Ok(())
+    })
+}
+
+pub fn omap(conn: &ConnArgs, c: OmapCmd) -> Result<(), CliError> {
+    let (rt, io) = connect(conn)?;
+    rt.block_on(async {
+        match c {
+            OmapCmd::Set { name, key, value } => {
+                io.omap_set(&name, vec![(key.into_bytes(), value.into_bytes())])
+                    .await?
+            }
+            OmapCmd::Get { name, key } => {
+                let v = io.omap_get(&name, vec![key.clone().into_bytes()]).await?;
+                let val = v
+                    .get(key.as_bytes())
+                    .ok_or_else(|| CliError(format!("no key '{key}'")))?;
+                println!("{}", String::from_utf8_lossy(val));
+            }
+            OmapCmd::Ls { name, start, limit } => {
+                for (k, v) in io.omap_list(&name, start.as_bytes(), limit).await? {
+                    println!(
+                        "{}\t{}",
+                        String::from_utf8_lossy(&k),
+                        String::from_utf8_lossy(&v)
+                    );
+                }
+            }
+            OmapCmd::Rm { name, keys } => {
+                io.omap_rm(&name, keys.into_iter().map(String::into_bytes).collect())
+                    .await?
+            }
+            OmapCmd::Clear { name } => io.omap_clear(&name).await?,
+        }
+        Ok(())
+    })
+}
+
+pub fn xattr(conn: &ConnArgs, c: XattrCmd) -> Result<(), CliError> {
+    let (rt, io) = connect(conn)?;
+    rt.block_on(async {
+        match c {
+            XattrCmd::Set { name, key, value } => {
+                io.set_xattr(&name, &key, value.into_bytes()).await?
+            }
+            XattrCmd::Get { name, key } => println!(
+                "{}",
+                String::from_utf8_lossy(&io.get_xattr(&name, &key).await?)
+            ),
+            XattrCmd::Ls { name } => {
+                for (k, v) in io.get_xattrs(&name).await? {
+                    println!("{k}\t{}", String::from_utf8_lossy(&v));
+                }
+            }
+            XattrCmd::Rm { name, key } => io.rm_xattr(&name, &key).await?,
+        }
+        Ok(())
+    })
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum BenchMode {
+    Write,
+    Seq,
+    Rand,
+}
+
+#[derive(Args)]
+pub struct BenchArgs {
+    /// Seconds to run.
+    seconds: f64,
+    #[arg(value_enum)]
+    mode: BenchMode,
+    /// Object size in bytes (write) — seq/rand read what write left.
+    #[arg(short = 'b', long = "block-size", default_value_t = 4 << 20)]
+    block_size: usize,
+    /// Operations in flight.
+    #[arg(short = 't', long = "concurrency", default_value_t = 16)]
+    concurrency: usize,
+    /// Keep the objects a write run made (for seq/rand runs after it).
+    #[arg(long)]
+    no_cleanup: bool,
+    /// Print one JSON object at the end.
+    #[arg(long)]
+    json: bool,
+}
+
+const BENCH_PREFIX: &str = "benchmark_data_";
+
+pub fn bench(conn: &ConnArgs, a: BenchArgs) -> Result<(), CliError> {
+    if !(a.seconds > 0.0 && a.seconds <= 3600.0) {
+        return Err(CliError("SECONDS must be in (0, 3600]".into()));
+    }
+    if a.concurrency == 0 || a.concurrency > 1024 || a.block_size == 0 || a.block_size > 128 << 20 {
+        return Err(CliError(
+            "-t must be in 1..=1024 and -b in 1..=128 MiB".into(),
+        ));
+    }
+    let (rt, io) = connect(conn)?;
+    rt.block_on(async move {
+        let meta = format!("{BENCH_PREFIX}meta");
+        let existing: u64 = if a.mode == BenchMode::Write {
+            0
+        } else {
+            let m = io.read(&meta, 0, 0).await.map_err(|_| {
+                CliError("no benchmark objects: run `loligo bench N write --no-cleanup` first".into())
+            })?;
+            String::from_utf8_lossy(&m).trim().parse().unwrap_or(0)
+        };
+        if a.mode != BenchMode::Write && existing == 0 {
+            return Err(CliError("no benchmark objects to read".into()));
+        }
+        let data = vec![0x5au8; a.block_size];
+        let start = Instant::now();
+        let deadline = start + Duration::from_secs_f64(a.seconds);
+        let next = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let done_bytes = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let mut workers = Vec::new();
+        for w in 0..a.concurrency {
+            let io = io.clone();
+            let next = next.clone();
+            let bytes = done_bytes.clone();
+            let data = data.clone();
+            let mode = a.mode;
+            workers.push(tokio::spawn(async move {
+                let mut lat = Vec::new();
+                let mut x = (w as u64 + 1) * 0x9E37_79B9;
+                while Instant::now() < deadline {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let t0 = Instant::now();
+                    let n = match mode {
+                        BenchMode::Write => io.write_full(&format!("{BENCH_PREFIX}{i}"), data.clone()).await.map(|_| data.len()),
+                        BenchMode::Seq => io.read(&format!("{BENCH_PREFIX}{}", i % existing), 0, 0).await.map(|d| d.len()),
+                        BenchMode::Rand => {
+                            x ^= x << 13;
+                            x ^= x >> 7;
+                            x ^= x << 17;
+                            io.read(&format!("{BENCH_PREFIX}{}", x % existing), 0, 0).await.map(|d| d.len())
+                        }
+                    };
+                    match n {
+                        Ok(n) => {
+                            lat.push(t0.elapsed().as_secs_f64());
+                            bytes.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+                        }
+                        Err(e) => return Err(CliError(format!("op {i} failed: {e}"))),
+                    }
+                }
+                Ok(lat)
+            }));
+        }
+        // Live progress, a line a second, as rados bench prints it.
+        let progress = {
+            let bytes = done_bytes.clone();
+            let next = next.clone();
+            let quiet = a.json;
+            tokio::spawn(async move {
+                if !quiet {
+                    println!("  sec   ops started   MB/s");
+                }
+                let mut last = 0u64;
+                let mut sec = 0;
+                while Instant::now() < deadline {
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    sec += 1;
+                    let b = bytes.load(std::sync::atomic::Ordering::Relaxed);
+                    if !quiet {
+                        println!("{sec:>5} {:>13} {:>6.1}", next.load(std::sync::atomic::Ordering::Relaxed), (b - last) as f64 / 1e6);
+                    }
+                    last = b;
+                }
+            })
+        };
+        let mut lat = Vec::new();
+        for w in workers {
+            lat.extend(w.await.map_err(|e| CliError(e.to_string()))??);
+        }
+        progress.abort();
+        let secs = start.elapsed().as_secs_f64();
+        let ops = lat.len();
+        lat.sort_by(|a, b| a.total_cmp(b));
+        let pct = |p: f64| lat.get(((ops as f64 * p) as usize).min(ops.saturating_sub(1))).copied().unwrap_or(0.0) * 1e3;
+        let avg = if ops > 0 { lat.iter().sum::<f64>() / ops as f64 * 1e3 } else { 0.0 };
+        let bytes = done_bytes.load(std::sync::atomic::Ordering::Relaxed);
+        let report = serde_json::json!({
+            "mode": match a.mode { BenchMode::Write => "write", BenchMode::Seq => "seq", BenchMode::Rand => "rand" },
+            "seconds": secs,
+            "block_size": a.block_size,
+            "concurrency": a.concurrency,
+            "ops": ops,
+            "ops_per_s": ops as f64 / secs,
+            "mb_per_s": bytes as f64 / secs / 1e6,
+            "latency_ms": { "avg": avg, "p50": pct(0.5), "p99": pct(0.99), "max": lat.last().copied().unwrap_or(0.0) * 1e3 },
+        });
+        if a.mode == BenchMode::Write {
+            if a.no_cleanup {
+                let written = next.load(std::sync::atomic::Ordering::Relaxed);
+                io.write_full(&meta, written.to_string().into_bytes()).await?;
+            } else {
+                for i in 0..next.load(std::sync::atomic::Ordering::Relaxed) {
+                    let _ = io.remove(&format!("{BENCH_PREFIX}{i}")).await;
+                }
+            }
+        }
+        if a.json {
+            println!("{report}");
+        } else {
+            println!("Total time run:       {secs:.2} s");
+            println!("Operations:           {ops}");
+            println!("Bandwidth (MB/s):     {:.2}", report["mb_per_s"].as_f64().unwrap_or(0.0));
+            println!("Average IOPS:         {:.0}", report["ops_per_s"].as_f64().unwrap_or(0.0));
+            println!("Average latency (ms): {avg:.3}");
+            println!("p50 / p99 / max (ms): {:.3} / {:.3} / {:.3}", pct(0.5), pct(0.99), lat.last().copied().unwrap_or(0.0) * 1e3);
+        }
+        Ok(())
+    })
+}

@@ -1,0 +1,375 @@
+//! `loligo up` and `loligo down`: a whole local cluster (one monitor, N
+//! OSDs, each its own process with a BlockStore) under one directory,
+//! with a config file every other command finds, a pid file and a log per
+//! daemon. Starting `up` again on the same directory brings the same
+//! cluster back with its data.
+//!
+//! It must never start a second copy of a running cluster, nor stop
+//! processes it did not start (pids are checked against the daemons'
+//! command lines).
+
+use crate::config::{Config, CONF_NAME, DEFAULT_DATA_DIR, DEFAULT_POOL};
+use crate::CliError;
+use clap::Args;
+use loligo_mon::protocol::{Admin, MonError, MonRequest};
+use loligo_mon::MonClient;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+#[derive(Args)]
+pub struct UpArgs {
+    /// Number of OSDs (first start only; later starts keep the cluster's).
+    #[arg(long, default_value_t = 4)]
+    osds: u32,
+    /// Directory holding the cluster's data, config, logs and pid files.
+    #[arg(long, default_value = DEFAULT_DATA_DIR)]
+    data_dir: PathBuf,
+    /// Start in the background and return (stop with `loligo down`).
+    #[arg(long)]
+    detach: bool,
+    /// Block-file size of each OSD's store in bytes (first start only).
+    #[arg(long, default_value_t = 8 << 30)]
+    osd_size: u64,
+    /// PGs of the default pool (first start only).
+    #[arg(long, default_value_t = 32)]
+    pg_num: u32,
+}
+
+#[derive(Args)]
+pub struct DownArgs {
+    /// The cluster's directory.
+    #[arg(long, default_value = DEFAULT_DATA_DIR)]
+    data_dir: PathBuf,
+}
+
+/// What `up` remembers about a cluster between starts.
+#[derive(Serialize, Deserialize)]
+struct State {
+    fsid: String,
+    mon_addr: String,
+    osd_addrs: Vec<String>,
+    osd_size: u64,
+}
+
+const STATE_NAME: &str = "cluster.toml";
+
+fn free_port() -> Result<u16, CliError> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok(l.local_addr()?.port())
+}
+
+fn new_fsid() -> String {
+    let mut b = [0u8; 16];
+    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
+        use std::io::Read;
+        let _ = f.read_exact(&mut b);
+    }
+    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
+}
+
+fn load_state(dir: &Path) -> Result<Option<State>, CliError> {
+    let p = dir.join(STATE_NAME);
+    match std::fs::read_to_string(&p) {
+        Ok(t) => Ok(Some(
+            toml::from_str(&t).map_err(|e| CliError(format!("{}: {e}", p.display())))?,
+        )),
+        Err(_) => Ok(None),
+    }
+}
+
+fn pid_path(dir: &Path, name: &str) -> PathBuf {
+    dir.join(format!("{name}.pid"))
+}
+
+/// The pid in `name`'s pid file if that process is alive and is a loligo
+/// daemon of this directory.
+fn running(dir: &Path, name: &str) -> Option<i32> {
+    let pid: i32 = std::fs::read_to_string(pid_path(dir, name))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+    let data = dir.join(name);
+    (cmd.contains("loligo") && cmd.contains(&*data.to_string_lossy())).then_some(pid)
+}
+
+fn spawn(dir: &Path, name: &str, args: &[String], detach: bool) -> Result<Child, CliError> {
+    let exe = std::env::current_exe()?;
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join(format!("{name}.log")))?;
+    let mut cmd = Command::new(exe);
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log);
+    if detach {
+        use std::os::unix::process::CommandExt;
+        cmd.process_group(0);
+    }
+    let child = cmd.spawn()?;
+    std::fs::write(pid_path(dir, name), child.id().to_string())?;
+    Ok(child)
+}
+
+fn signal(pid: i32, sig: nix::sys::signal::Signal) {
+    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), sig);
+}
+
+fn alive(pid: i32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| s.split(") ").nth(1).is_some_and(|r| r.starts_with('Z')))
+            .unwrap_or(true)
+}
+
+/// Stop the daemons named (OSDs first), politely then firmly.
+fn stop_all(dir: &Path, names: &[String]) -> usize {
+    let mut stopped = 0;
+    for group in [
+        names
+            .iter()
+            .filter(|n| n.starts_with("osd"))
+            .collect::<Vec<_>>(),
+        names.iter().filter(|n| n.starts_with("mon")).collect(),
+    ] {
+        let pids: Vec<(String, i32)> = group
+            .iter()
+            .filter_map(|n| running(dir, n).map(|p| (n.to_string(), p)))
+            .collect();
+        for (_, p) in &pids {
+            signal(*p, nix::sys::signal::Signal::SIGTERM);
+        }
+        let t0 = Instant::now();
+        while pids.iter().any(|(_, p)| alive(*p)) && t0.elapsed() < Duration::from_secs(15) {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        for (n, p) in &pids {
+            if alive(*p) {
+                signal(*p, nix::sys::signal::Signal::SIGKILL);
+            }
+            let _ = std::fs::remove_file(pid_path(dir, n));
+            stopped += 1;
+        }
+    }
+    stopped
+}
+
+fn names(st: &State) -> Vec<String> {
+    let mut v = vec!["mon.0".to_string()];
+    v.extend((0..st.osd_addrs.len()).map(|i| format!("osd.{i}")));
+    v
+}
+
+pub fn up(a: UpArgs) -> Result<(), CliError> {
+    if a.osds == 0 || a.osds > 64 {
+        return Err(CliError("--osds must be in 1..=64".into()));
+    }
+    std::fs::create_dir_all(&a.data_dir)?;
+    let dir = std::fs::canonicalize(&a.data_dir)?;
+    let first = load_state(&dir)?.is_none();
+    let st = match load_state(&dir)? {
+        Some(s) => s,
+        None => {
+            let s = State {
+                fsid: new_fsid(),
+                mon_addr: format!("127.0.0.1:{}", free_port()?),
+                osd_addrs: (0..a.osds)
+                    .map(|_| free_port().map(|p| format!("127.0.0.1:{p}")))
+                    .collect::<Result<_, _>>()?,
+                osd_size: a.osd_size,
+            };
+            std::fs::write(
+                dir.join(STATE_NAME),
+                toml::to_string(&s).map_err(|e| CliError(e.to_string()))?,
+            )?;
+            s
+        }
+    };
+    let all = names(&st);
+    let live: Vec<&String> = all.iter().filter(|n| running(&dir, n).is_some()).collect();
+    if !live.is_empty() {
+        return Err(CliError(format!(
+            "the cluster in {} is already running ({} daemons); stop it with `loligo down --data-dir {}`",
+            dir.display(),
+            live.len(),
+            a.data_dir.display()
+        )));
+    }
+    let conf = Config {
+        fsid: st.fsid.clone(),
+        mon_addrs: vec![st.mon_addr.clone()],
+        default_pool: DEFAULT_POOL.into(),
+    };
+    let conf_path = dir.join(CONF_NAME);
+    conf.save(&conf_path)?;
+    let n = st.osd_addrs.len();
+    let mut children = Vec::new();
+    let reporters = if n >= 3 { 2 } else { 1 };
+    children.push(spawn(
+        &dir,
+        "mon.0",
+        &[
+            "mon".into(),
+            "run".into(),
+            "--id".into(),
+            "0".into(),
+            "--members".into(),
+            format!("0={}", st.mon_addr),
+            "--data".into(),
+            dir.join("mon.0").to_string_lossy().into_owned(),
+            "--fsid".into(),
+            st.fsid.clone(),
+            "--failure-domain".into(),
+            "osd".into(),
+            "--min-down-reporters".into(),
+            reporters.to_string(),
+            "--report-timeout".into(),
+            "30".into(),
+        ],
+        a.detach,
+    )?);
+    let rt = crate::config::runtime()?;
+    let started = rt.block_on(async {
+        let mut mc = MonClient::new(vec![st.mon_addr.clone()])?;
+        mc.deadline = Duration::from_secs(30);
+        mc.get_map().await?;
+        Ok::<_, MonError>(())
+    });
+    if let Err(e) = started {
+        stop_all(&dir, &all);
+        return Err(CliError(format!(
+            "the monitor did not start ({e}); see {}",
+            dir.join("mon.0.log").display()
+        )));
+    }
+    for (i, addr) in st.osd_addrs.iter().enumerate() {
+        let name = format!("osd.{i}");
+        children.push(spawn(
+            &dir,
+            &name,
+            &[
+                "osd".into(),
+                "run".into(),
+                "--id".into(),
+                i.to_string(),
+                "--addr".into(),
+                addr.clone(),
+                "--mon".into(),
+                st.mon_addr.clone(),
+                "--data".into(),
+                dir.join(&name).to_string_lossy().into_owned(),
+                "--size".into(),
+                st.osd_size.to_string(),
+                "--host".into(),
+                "localhost".into(),
+            ],
+            a.detach,
+        )?);
+    }
+    let ready = rt.block_on(async {
+        let mut mc = MonClient::new(vec![st.mon_addr.clone()])?;
+        let t0 = Instant::now();
+        loop {
+            let m = mc.get_map().await?;
+            if m.up_in().0 == n {
+                break;
+            }
+            if t0.elapsed() > Duration::from_secs(60) {
+                return Err(MonError::Timeout(format!(
+                    "{} of {n} OSDs up after 60 s",
+                    m.up_in().0
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        if first || mc.get_map().await?.pool_by_name(DEFAULT_POOL).is_none() {
+            let size = (n as u32).min(3);
+            mc.call(MonRequest::Admin(Admin::PoolCreate {
+                name: DEFAULT_POOL.into(),
+                pg_num: a.pg_num,
+                size,
+                min_size: None,
+                erasure_profile: None,
+            }))
+            .await?;
+        }
+        Ok::<_, MonError>(())
+    });
+    if let Err(e) = ready {
+        stop_all(&dir, &all);
+        return Err(CliError(format!(
+            "the cluster did not come up: {e} (logs in {})",
+            dir.display()
+        )));
+    }
+    let here = std::env::current_dir().ok();
+    let conf_hint = if here.as_deref().map(|h| h.join(DEFAULT_DATA_DIR)) == Some(dir.clone()) {
+        String::new()
+    } else {
+        format!(" -c {}", conf_path.display())
+    };
+    println!(
+        "Loligo cluster {} is up: 1 monitor ({}), {n} OSDs, data in {}",
+        st.fsid,
+        st.mon_addr,
+        dir.display()
+    );
+    println!("  loligo{conf_hint} status");
+    println!("  loligo{conf_hint} put NAME FILE        (pool '{DEFAULT_POOL}' unless -p POOL)");
+    println!("  loligo{conf_hint} get NAME FILE");
+    println!("  loligo{conf_hint} bench 10 write");
+    if a.detach {
+        println!(
+            "Running in the background; stop it with: loligo down --data-dir {}",
+            a.data_dir.display()
+        );
+        return Ok(());
+    }
+    println!("Press Ctrl-C to stop it.");
+    rt.block_on(async {
+        use tokio::signal::unix::{signal as sig, SignalKind};
+        let mut term = sig(SignalKind::terminate()).ok();
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending::<()>().await } } => {}
+        }
+    });
+    eprintln!("stopping...");
+    stop_all(&dir, &all);
+    for mut c in children {
+        let _ = c.wait();
+    }
+    eprintln!(
+        "stopped; `loligo up --data-dir {}` brings it back",
+        a.data_dir.display()
+    );
+    Ok(())
+}
+
+pub fn down(a: DownArgs) -> Result<(), CliError> {
+    let dir = std::fs::canonicalize(&a.data_dir)
+        .map_err(|e| CliError(format!("{}: {e}", a.data_dir.display())))?;
+    let st =
+        load_state(&dir)?.ok_or_else(|| CliError(format!("{} holds no cluster", dir.display())))?;
+    let n = stop_all(&dir, &names(&st));
+    if n == 0 {
+        println!("nothing was running in {}", dir.display());
+    } else {
+        println!("stopped {n} daemons");
+    }
+    Ok(())
+}
