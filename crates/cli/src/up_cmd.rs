@@ -307,6 +307,19 @@ pub fn up(a: UpArgs) -> Result<(), CliError> {
             }))
             .await?;
         }
+        // Until every PG is active (or 30 s): commands work right away.
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(30) {
+            let s = mc.call(MonRequest::Admin(Admin::Status)).await?.value;
+            let by = s["pgs"]["by_state"]
+                .as_object()
+                .cloned()
+                .unwrap_or_default();
+            if !by.is_empty() && by.keys().all(|k| k.starts_with("active")) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
         Ok::<_, MonError>(())
     });
     if let Err(e) = ready {

@@ -8,7 +8,7 @@
 //! PG state change goes through the PG's task.
 
 use crate::msg::{PeerMsg, PeerReply};
-use crate::pg::{Effect, Input, Pg, PgInfo, INFO_KEY};
+use crate::pg::{Effect, Input, Pg, PgInfo, RepError, INFO_KEY};
 use loligo_mon::protocol::MonRequest;
 use loligo_mon::MonClient;
 use loligo_proto::v1::osd_client::OsdClient;
@@ -99,6 +99,8 @@ pub struct OsdShared {
     start: Instant,
     /// Set when the OSD stops: PG tasks end at their next tick.
     stopped: std::sync::atomic::AtomicBool,
+    /// A re-boot after being wrongly marked down is under way.
+    rebooting: std::sync::atomic::AtomicBool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -236,12 +238,23 @@ pub async fn start(
         counters: Counters::default(),
         start: Instant::now(),
         stopped: std::sync::atomic::AtomicBool::new(false),
+        rebooting: std::sync::atomic::AtomicBool::new(false),
     });
     let mut tasks = Vec::new();
     let svc = OsdServer::new(Service(shared.clone()))
         .max_decoding_message_size(MESSAGE_BYTES_MAX)
         .max_encoding_message_size(MESSAGE_BYTES_MAX);
-    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    // Small request/reply messages: without TCP_NODELAY, Nagle's
+    // algorithm and delayed ACKs add ~40 ms to each.
+    let incoming = tokio_stream::StreamExt::map(
+        tokio_stream::wrappers::TcpListenerStream::new(listener),
+        |s| {
+            if let Ok(s) = &s {
+                let _ = s.set_nodelay(true);
+            }
+            s
+        },
+    );
     tasks.push(tokio::spawn(async move {
         if let Err(e) = tonic::transport::Server::builder()
             .add_service(svc)
@@ -302,7 +315,30 @@ pub async fn start(
 }
 
 /// A new map: instantiate the PGs this OSD serves and tell every PG.
+/// A map that shows this (running) OSD down makes it boot again.
 fn on_map(s: &Arc<OsdShared>, m: &OsdMap) {
+    let me_down = m.osds.get(&s.cfg.id).is_some_and(|o| !o.up);
+    if me_down && !s.stopped.load(Ordering::Relaxed) && !s.rebooting.swap(true, Ordering::Relaxed) {
+        tracing::warn!(
+            "map epoch {} wrongly marks osd.{} down: booting again",
+            m.epoch,
+            s.cfg.id
+        );
+        let s2 = s.clone();
+        tokio::spawn(async move {
+            if let Ok(mut mc) = MonClient::new(s2.cfg.mon_addrs.clone()) {
+                let _ = mc
+                    .call(MonRequest::OsdBoot {
+                        id: s2.cfg.id,
+                        addr: s2.cfg.addr.clone(),
+                        host: s2.cfg.host.clone(),
+                        crush_weight: s2.cfg.crush_weight,
+                    })
+                    .await;
+            }
+            s2.rebooting.store(false, Ordering::Relaxed);
+        });
+    }
     let map = Arc::new(m.clone());
     *s.map.write().unwrap_or_else(|p| p.into_inner()) = Some(map.clone());
     let Ok(mut placer) = map.placer() else {
@@ -491,6 +527,9 @@ fn perform(
             }
             Effect::RequestPgTemp { osds } => {
                 let pg = core.id;
+                tracing::info!(
+                    "pg {pg}: this primary's log is behind; asking for pg_temp {osds:?}"
+                );
                 let mons = s.cfg.mon_addrs.clone();
                 tokio::spawn(async move {
                     if let Ok(mut mc) = MonClient::new(mons) {
@@ -514,18 +553,19 @@ async fn replicate(
     to: i32,
     interval: Epoch,
     msg: &PeerMsg,
-) -> Result<(), String> {
+) -> Result<(), RepError> {
     let deadline = Instant::now() + s.cfg.op_timeout * 2;
     loop {
         match s.send_peer(to, msg).await {
-            Ok(PeerReply::RepDone(r)) => return r,
-            Ok(PeerReply::Refused(e)) => return Err(e),
-            Ok(_) => return Err("unexpected reply".into()),
+            Ok(PeerReply::RepDone(r)) => return r.map_err(RepError::Failed),
+            Ok(PeerReply::Refused(e)) => return Err(RepError::Stale(e)),
+            Ok(_) => return Err(RepError::Failed("unexpected reply".into())),
             Err(e) => {
-                if Instant::now() > deadline
-                    || lock(&s.intervals).get(&pg).is_some_and(|&i| i != interval)
-                {
-                    return Err(e);
+                if lock(&s.intervals).get(&pg).is_some_and(|&i| i != interval) {
+                    return Err(RepError::Stale(e));
+                }
+                if Instant::now() > deadline {
+                    return Err(RepError::Failed(e));
                 }
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
@@ -561,7 +601,8 @@ async fn heartbeats(s: Arc<OsdShared>, mut mc: MonClient) {
                     from: s2.cfg.id,
                     epoch,
                 };
-                let ok = tokio::time::timeout(Duration::from_secs(1), s2.send_peer(id, &m))
+                let wait = (s2.cfg.heartbeat_grace / 3).max(Duration::from_millis(200));
+                let ok = tokio::time::timeout(wait, s2.send_peer(id, &m))
                     .await
                     .is_ok_and(|r| r.is_ok());
                 (id, ok)
@@ -851,7 +892,7 @@ impl Osd for Service {
         let body = req.into_inner().body;
         let reply = match decode_msg::<PeerMsg>(&body) {
             Ok(m) => self.peer_msg(m).await,
-            Err(e) => PeerReply::Refused(e.to_string()),
+            Err(e) => PeerReply::RepDone(Err(e.to_string())),
         };
         Ok(Response::new(Raw {
             body: encode_msg(&reply),

@@ -52,6 +52,16 @@ pub fn log_key(v: u64) -> Vec<u8> {
     k
 }
 
+/// Why a replica did not take a write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RepError {
+    /// It is in a newer interval: this primary's map is old; the client
+    /// retries under the new map.
+    Stale(String),
+    /// It failed to apply the write or could not be reached.
+    Failed(String),
+}
+
 /// Inputs to a PG.
 #[derive(Debug)]
 pub enum Input {
@@ -77,7 +87,7 @@ pub enum Input {
     RepDone {
         tid: u64,
         from: i32,
-        result: Result<(), String>,
+        result: Result<(), RepError>,
     },
     /// A member's info for the interval that started at `interval`
     /// (`None`: unreachable or no copy of the PG).
@@ -154,7 +164,7 @@ struct InFlight {
     waiting: BTreeSet<i32>,
     version: Version,
     results: Vec<loligo_types::ops::SubResult>,
-    failed: Option<String>,
+    failed: Option<RepError>,
 }
 
 /// The PG state machine.
@@ -259,7 +269,13 @@ impl Pg {
                     &mut fx,
                 )
             }
-            Input::LocalDone { tid, result } => self.done(s, tid, self.whoami, result, &mut fx),
+            Input::LocalDone { tid, result } => self.done(
+                s,
+                tid,
+                self.whoami,
+                result.map_err(RepError::Failed),
+                &mut fx,
+            ),
             Input::RepDone { tid, from, result } => self.done(s, tid, from, result, &mut fx),
             Input::Info {
                 from,
@@ -338,9 +354,14 @@ impl Pg {
     fn start_peering(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
         // The info on disk is the truth (replica writes went straight to
         // the store while this OSD was not primary).
+        // the store while this OSD was not primary). Memory may be ahead
+        // by writes still in flight here: keep the newer, so that no
+        // version is ever handed out twice.
         if let Ok(Some(b)) = s.record(self.coll, INFO_KEY) {
             if let Ok(i) = postcard::from_bytes::<PgInfo>(&b) {
-                self.info = i;
+                if i.last_update > self.info.last_update {
+                    self.info = i;
+                }
             }
         }
         let want: BTreeSet<i32> = self
@@ -602,7 +623,7 @@ impl Pg {
         s: &dyn ObjectStore,
         tid: u64,
         from: i32,
-        result: Result<(), String>,
+        result: Result<(), RepError>,
         fx: &mut Vec<Effect>,
     ) {
         let Some(f) = self.inflight.get_mut(&tid) else {
@@ -610,7 +631,14 @@ impl Pg {
         };
         f.waiting.remove(&from);
         if let Err(e) = result {
-            f.failed.get_or_insert(format!("osd.{from}: {e}"));
+            let e = match e {
+                RepError::Stale(m) => RepError::Stale(format!("osd.{from}: {m}")),
+                RepError::Failed(m) => RepError::Failed(format!("osd.{from}: {m}")),
+            };
+            // A stale-interval refusal decides the answer (retryable).
+            if f.failed.is_none() || matches!(e, RepError::Stale(_)) {
+                f.failed = Some(e);
+            }
         }
         if !f.waiting.is_empty() {
             return;
@@ -620,7 +648,8 @@ impl Pg {
         };
         let result = match f.failed {
             None => Ok(f.results),
-            Some(e) => Err(OpError::Io(e)),
+            Some(RepError::Stale(_)) => Err(OpError::WrongPrimary { epoch: self.epoch }),
+            Some(RepError::Failed(e)) => Err(OpError::Io(e)),
         };
         fx.push(reply(f.token, result, f.version, self.epoch));
         // The next op on this object, if any.
