@@ -266,6 +266,49 @@ async fn objects_round_trip_and_compound_ops_are_atomic() {
     );
     assert!(matches!(c.pool("nope"), Err(ClientError::NoPool(_))));
 
+    // Garbage, unknown pools and epochs from the future on the OSD port:
+    // typed errors, and the OSD keeps serving.
+    let mut raw =
+        loligo_proto::v1::osd_client::OsdClient::connect(format!("http://{}", t.addrs[0]))
+            .await
+            .unwrap();
+    let send = |body: Vec<u8>| {
+        let mut raw = raw.clone();
+        async move {
+            let r = raw
+                .op(loligo_proto::v1::Raw { body })
+                .await
+                .unwrap()
+                .into_inner()
+                .body;
+            match loligo_types::ops::decode_msg::<loligo_types::ops::ClientReply>(&r).unwrap() {
+                loligo_types::ops::ClientReply::Op(r) => r.result.unwrap_err(),
+                other => panic!("{other:?}"),
+            }
+        }
+    };
+    assert!(matches!(
+        send(b"\xff\x00garbage".to_vec()).await,
+        OpError::Invalid(_)
+    ));
+    let op = |pool, epoch| {
+        loligo_types::ops::encode_msg(&loligo_types::ops::ClientRequest::Op(
+            loligo_types::ops::ClientOp {
+                pool,
+                name: "a".into(),
+                epoch,
+                ops: vec![SubOp::Stat],
+            },
+        ))
+    };
+    assert_eq!(send(op(99, 1)).await, OpError::NoPool(99));
+    assert!(matches!(
+        send(op(1, 1_000_000)).await,
+        OpError::Behind { .. }
+    ));
+    let _ = raw.peer(loligo_proto::v1::Raw { body: vec![7; 100] }).await;
+    assert_eq!(p.read("a", 0, 5).await.unwrap(), b"Jello");
+
     // Every replica holds the same bytes.
     let name = "obj-65537";
     let pool = c.map().pool_by_name("rbd").unwrap().clone();
