@@ -38,6 +38,21 @@ pub enum OsdCmd {
     Reweight { id: i32, weight: f64 },
     /// Remove a down OSD from the map and CRUSH.
     Rm { id: i32 },
+    /// Edit the cluster's CRUSH map: add, move, rm, tree.
+    #[command(subcommand)]
+    Crush(CrushLiveCmd),
+}
+
+#[derive(Subcommand)]
+pub enum CrushLiveCmd {
+    /// Place osd.ID under HOST (created under the root if missing) with WEIGHT.
+    Add { id: i32, host: String, weight: f64 },
+    /// Move bucket NAME under bucket PARENT.
+    Move { name: String, parent: String },
+    /// Remove a device or an empty bucket.
+    Rm { name: String },
+    /// The hierarchy (same as `osd tree`).
+    Tree(JsonFlag),
 }
 
 #[derive(Subcommand)]
@@ -256,6 +271,16 @@ pub fn osd(conn: &ConnArgs, c: OsdCmd) -> Result<(), CliError> {
             changed(&call(conn, req(Admin::OsdReweight { id, weight }))?)
         }
         OsdCmd::Rm { id } => changed(&call(conn, req(Admin::OsdRm { id }))?),
+        OsdCmd::Crush(c) => match c {
+            CrushLiveCmd::Add { id, host, weight } => {
+                changed(&call(conn, req(Admin::CrushAdd { id, host, weight }))?)
+            }
+            CrushLiveCmd::Move { name, parent } => {
+                changed(&call(conn, req(Admin::CrushMove { name, parent }))?)
+            }
+            CrushLiveCmd::Rm { name } => changed(&call(conn, req(Admin::CrushRm { name }))?),
+            CrushLiveCmd::Tree(j) => return osd(conn, OsdCmd::Tree(j)),
+        },
     }
     Ok(())
 }

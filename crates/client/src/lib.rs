@@ -101,6 +101,28 @@ impl Drop for Inner {
 }
 
 impl Cluster {
+    /// Connect to the monitors a config file names (the `mon_addrs` key
+    /// of the TOML file `loligo up` writes).
+    pub async fn connect_conf(path: &std::path::Path) -> Result<Cluster, ClientError> {
+        let bad =
+            |m: String| ClientError::Mon(MonError::Invalid(format!("{}: {m}", path.display())));
+        let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
+        let v: toml::Value = toml::from_str(&text).map_err(|e| bad(e.to_string()))?;
+        let addrs: Vec<String> = v
+            .get("mon_addrs")
+            .and_then(|a| a.as_array())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if addrs.is_empty() {
+            return Err(bad("no mon_addrs".into()));
+        }
+        Self::connect(addrs).await
+    }
+
     /// Connect with the default op timeout (30 s).
     pub async fn connect(mon_addrs: Vec<String>) -> Result<Cluster, ClientError> {
         Self::connect_with(mon_addrs, Duration::from_secs(30)).await

@@ -1,7 +1,9 @@
 //! Loligo's OSD: placement groups as sans-I/O state machines over an
-//! object store (`pg`), the op executor (`exec`), and the daemon shell
-//! that does the I/O (`daemon`).
+//! object store (`pg`), the data layout of a pool type behind the
+//! `Backend` trait (`backend`: replicated today), the op executor
+//! (`exec`), and the daemon shell that does the I/O (`daemon`).
 
+pub mod backend;
 pub mod daemon;
 pub mod exec;
 pub mod msg;

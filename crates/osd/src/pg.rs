@@ -11,6 +11,7 @@
 //! counts toward `min_size` (recovery, the next layer, brings it back).
 //! It must never read the clock or do I/O other than reads of the store.
 
+use crate::backend::{Backend, Replicated, WritePlan};
 use crate::exec::{self, ObjState, VERSION_ATTR};
 use loligo_store::{CollectionId, ObjectId, ObjectStore, Transaction};
 use loligo_types::ops::{ClientOp, OpError, OpReply, SubOp, Version};
@@ -187,6 +188,8 @@ pub struct Pg {
     waiting: VecDeque<Pending>,
     /// How long an op may wait (ms).
     pub op_timeout_ms: u64,
+    /// The pool type's data layout.
+    backend: Box<dyn Backend>,
     now_ms: u64,
 }
 
@@ -227,6 +230,7 @@ impl Pg {
             waiting: VecDeque::new(),
             op_timeout_ms: 30_000,
             now_ms: 0,
+            backend: Box::new(Replicated),
         }
     }
 
@@ -528,13 +532,12 @@ impl Pg {
             loligo_crush::hash::str_hash_rjenkins(p.op.name.as_bytes()),
             p.op.name.clone(),
         );
-        let st = match exec::obj_state(s, self.coll, &oid) {
-            Ok(st) => st,
+        let (st, out) = match self
+            .backend
+            .execute(s, self.coll, &oid, &p.op.ops, size_max)
+        {
+            Ok(x) => x,
             Err(e) => return fx.push(reply(p.token, Err(e), Version::default(), epoch)),
-        };
-        let out = match exec::execute(s, self.coll, &oid, &st, &p.op.ops, size_max) {
-            Ok(o) => o,
-            Err(e) => return fx.push(reply(p.token, Err(e), st.version, epoch)),
         };
         if out.txn.is_empty() {
             return fx.push(reply(p.token, Ok(out.results), st.version, epoch));
@@ -594,16 +597,14 @@ impl Pg {
         };
         let tid = self.next_tid;
         self.next_tid += 1;
-        for &to in write_set.iter().filter(|&&o| o != self.whoami) {
-            fx.push(Effect::Replicate {
-                tid,
-                to,
-                interval: self.interval,
-                version,
-                txn: t.clone(),
-            });
-        }
-        fx.push(Effect::Apply { tid, txn: t });
+        fx.extend(self.backend.distribute(WritePlan {
+            tid,
+            interval: self.interval,
+            version,
+            txn: t,
+            write_set,
+            me: self.whoami,
+        }));
         self.inflight.insert(
             tid,
             InFlight {
