@@ -1,0 +1,289 @@
+//! The PG state machine alone, driven input by input over a MemStore:
+//! peering builds the write set from members' infos, a write is
+//! acknowledged only after every write-set member has it durable, ops wait
+//! below min_size and time out, a primary whose log is behind asks for a
+//! pg_temp, and a new interval abandons writes in flight.
+
+use loligo_osd::pg::{Effect, Input, Pg, PgInfo, RepError};
+use loligo_store::{CollectionId, MemStore, ObjectStore, Transaction};
+use loligo_types::ops::{ClientOp, OpError, SubOp, Version};
+use loligo_types::{OsdMap, PgId, Pool};
+
+const PG: PgId = PgId { pool: 1, ps: 0 };
+
+fn pool(min_size: u32) -> Pool {
+    OsdMap::new("f", "osd")
+        .unwrap()
+        .replicated_pool("p", 8, 3, min_size)
+}
+
+fn setup() -> (MemStore, Pg) {
+    let s = MemStore::new();
+    let mut t = Transaction::new();
+    t.create_collection(CollectionId::pg(1, 0));
+    s.apply(t).unwrap();
+    (s, Pg::new(PG, 0, PgInfo::default()))
+}
+
+fn map(epoch: u64, acting: Vec<i32>, min_size: u32) -> Input {
+    Input::Map {
+        epoch,
+        primary: acting[0],
+        acting,
+        pool: pool(min_size),
+        now_ms: 0,
+    }
+}
+
+fn write(token: u64, name: &str, data: &[u8], now_ms: u64) -> Input {
+    Input::Op {
+        op: ClientOp {
+            pool: 1,
+            name: name.into(),
+            epoch: 1,
+            ops: vec![SubOp::WriteFull(data.to_vec())],
+        },
+        token,
+        now_ms,
+    }
+}
+
+fn info(v: u64) -> PgInfo {
+    PgInfo {
+        last_update: Version { epoch: 1, v },
+        ..Default::default()
+    }
+}
+
+/// Perform `Apply` effects on the store; return the rest.
+fn apply(s: &MemStore, fx: Vec<Effect>) -> (Vec<u64>, Vec<Effect>) {
+    let mut applied = Vec::new();
+    let mut rest = Vec::new();
+    for e in fx {
+        match e {
+            Effect::Apply { tid, txn } => {
+                s.apply(txn).unwrap();
+                applied.push(tid);
+            }
+            e => rest.push(e),
+        }
+    }
+    (applied, rest)
+}
+
+#[test]
+fn write_waits_for_every_member_of_the_write_set() {
+    let (s, mut pg) = setup();
+    let fx = pg.handle(&s, map(1, vec![0, 1, 2], 2));
+    let queried: Vec<i32> = fx
+        .iter()
+        .filter_map(|e| match e {
+            Effect::QueryInfo { to, .. } => Some(*to),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(queried, vec![1, 2]);
+    // An op before peering finishes waits.
+    assert!(pg.handle(&s, write(1, "a", b"x", 0)).is_empty());
+    pg.handle(
+        &s,
+        Input::Info {
+            from: 1,
+            interval: 1,
+            info: Some(PgInfo::default()),
+        },
+    );
+    let fx = pg.handle(
+        &s,
+        Input::Info {
+            from: 2,
+            interval: 1,
+            info: None,
+        },
+    );
+    // Activation record, then the queued write: replicated to 1 and 2.
+    let (applied, rest) = apply(&s, fx);
+    assert_eq!(applied.len(), 2);
+    let reps: Vec<(u64, i32)> = rest
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Replicate { tid, to, .. } => Some((*tid, *to)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(reps.iter().map(|r| r.1).collect::<Vec<_>>(), vec![1, 2]);
+    let tid = reps[0].0;
+    assert!(!rest.iter().any(|e| matches!(e, Effect::Reply { .. })));
+    // Local commit and one replica: still no reply.
+    assert!(pg
+        .handle(
+            &s,
+            Input::LocalDone {
+                tid,
+                result: Ok(())
+            }
+        )
+        .is_empty());
+    assert!(pg
+        .handle(
+            &s,
+            Input::RepDone {
+                tid,
+                from: 1,
+                result: Ok(())
+            }
+        )
+        .is_empty());
+    let fx = pg.handle(
+        &s,
+        Input::RepDone {
+            tid,
+            from: 2,
+            result: Ok(()),
+        },
+    );
+    match &fx[..] {
+        [Effect::Reply { token: 1, reply }] => {
+            assert!(reply.result.is_ok());
+            assert_eq!(reply.version, Version { epoch: 1, v: 1 });
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(pg.idle());
+    let st = pg.stat().unwrap();
+    assert_eq!(st.state, "active+clean");
+    assert_eq!(st.objects, 1);
+}
+
+#[test]
+fn stale_members_are_left_out_and_min_size_blocks_writes() {
+    let (s, mut pg) = setup();
+    // Write something so this primary's log is ahead of member 2's.
+    let mut t = Transaction::new();
+    t.set_record(CollectionId::pg(1, 0), b"info", postcard_info(&info(5)));
+    s.apply(t).unwrap();
+    pg.handle(&s, map(1, vec![0, 1, 2], 3));
+    pg.handle(
+        &s,
+        Input::Info {
+            from: 1,
+            interval: 1,
+            info: Some(info(5)),
+        },
+    );
+    let fx = pg.handle(
+        &s,
+        Input::Info {
+            from: 2,
+            interval: 1,
+            info: Some(info(3)),
+        },
+    );
+    assert!(!fx.iter().any(|e| matches!(e, Effect::RequestPgTemp { .. })));
+    assert_eq!(
+        pg.stat().unwrap().state,
+        "undersized+degraded+peered",
+        "2 of min_size 3"
+    );
+    // Writes wait, then time out with a typed error.
+    assert!(pg.handle(&s, write(7, "a", b"x", 1000)).is_empty());
+    assert!(pg.handle(&s, Input::Tick { now_ms: 2000 }).is_empty());
+    let fx = pg.handle(
+        &s,
+        Input::Tick {
+            now_ms: 1000 + pg.op_timeout_ms,
+        },
+    );
+    match &fx[..] {
+        [Effect::Reply { token: 7, reply }] => assert!(matches!(
+            reply.result,
+            Err(OpError::Unavailable {
+                have: 2,
+                need: 3,
+                ..
+            })
+        )),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_primary_that_is_behind_asks_for_pg_temp() {
+    let (s, mut pg) = setup();
+    pg.handle(&s, map(1, vec![0, 1, 2], 2));
+    pg.handle(
+        &s,
+        Input::Info {
+            from: 1,
+            interval: 1,
+            info: Some(info(9)),
+        },
+    );
+    let fx = pg.handle(
+        &s,
+        Input::Info {
+            from: 2,
+            interval: 1,
+            info: Some(info(9)),
+        },
+    );
+    match &fx[..] {
+        [Effect::RequestPgTemp { osds }] => assert_eq!(osds, &vec![1, 2, 0]),
+        other => panic!("{other:?}"),
+    }
+    // Ops wait rather than being served from a stale copy.
+    assert!(pg.handle(&s, write(1, "a", b"x", 0)).is_empty());
+}
+
+#[test]
+fn a_new_interval_abandons_writes_in_flight_and_refusals_are_retryable() {
+    let (s, mut pg) = setup();
+    pg.handle(&s, map(1, vec![0, 1], 1));
+    let fx = pg.handle(
+        &s,
+        Input::Info {
+            from: 1,
+            interval: 1,
+            info: None,
+        },
+    );
+    apply(&s, fx);
+    let (_, rest) = apply(&s, pg.handle(&s, write(1, "a", b"x", 0)));
+    let tid = match &rest[..] {
+        [Effect::Replicate { tid, .. }] => *tid,
+        other => panic!("{other:?}"),
+    };
+    // A replica in a newer interval refuses: the client must retry.
+    pg.handle(
+        &s,
+        Input::LocalDone {
+            tid,
+            result: Ok(()),
+        },
+    );
+    let fx = pg.handle(
+        &s,
+        Input::RepDone {
+            tid,
+            from: 1,
+            result: Err(RepError::Stale("newer interval".into())),
+        },
+    );
+    match &fx[..] {
+        [Effect::Reply { reply, .. }] => {
+            assert!(matches!(reply.result, Err(OpError::WrongPrimary { .. })))
+        }
+        other => panic!("{other:?}"),
+    }
+    // A write in flight when the acting set changes is answered at once.
+    let (_, rest) = apply(&s, pg.handle(&s, write(2, "b", b"y", 0)));
+    assert_eq!(rest.len(), 1);
+    let fx = pg.handle(&s, map(2, vec![1, 0], 1));
+    assert!(fx.iter().any(|e| matches!(e, Effect::Reply { token: 2, reply } if matches!(reply.result, Err(OpError::WrongPrimary { .. })))));
+    assert!(!pg.is_primary());
+}
+
+fn postcard_info(i: &PgInfo) -> Vec<u8> {
+    // The PG's own encoding of its info record.
+    loligo_types::ops::encode_msg(i)
+}
