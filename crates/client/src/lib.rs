@@ -86,6 +86,9 @@ struct Inner {
     conns: Mutex<HashMap<String, OsdClient<Channel>>>,
     op_timeout: Duration,
     watcher: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// This client's random id and op counter (request ids).
+    client_id: u64,
+    next_tid: std::sync::atomic::AtomicU64,
 }
 
 /// A connection to a cluster.
@@ -143,6 +146,8 @@ impl Cluster {
             conns: Mutex::new(HashMap::new()),
             op_timeout,
             watcher: Mutex::new(None),
+            client_id: random_id(),
+            next_tid: std::sync::atomic::AtomicU64::new(1),
         });
         let weak = Arc::downgrade(&inner);
         let task = tokio::spawn(async move {
@@ -325,6 +330,21 @@ impl Inner {
     }
 }
 
+/// A random client id (from the OS, else time and pid).
+fn random_id() -> u64 {
+    let mut b = [0u8; 8];
+    let ok = std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut b))
+        .is_ok();
+    if ok {
+        return u64::from_le_bytes(b);
+    }
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    t ^ (u64::from(std::process::id()) << 32)
+}
+
 /// A pool handle: object operations.
 #[derive(Clone)]
 pub struct IoCtx {
@@ -369,11 +389,19 @@ impl IoCtx {
             .get(&self.pool)
             .ok_or_else(|| ClientError::NoPool(self.name.clone()))?;
         let pg = pool.object_pg(name.as_bytes());
+        let tid = self
+            .c
+            .next_tid
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let req = ClientRequest::Op(ClientOp {
             pool: self.pool,
             name: name.to_string(),
             epoch: t.map.epoch,
             ops,
+            reqid: Some(loligo_types::ops::ReqId {
+                client: self.c.client_id,
+                tid,
+            }),
         });
         match self.c.send(pg, req).await? {
             ClientReply::Op(r) => Ok((r.result?, r.version)),

@@ -14,7 +14,7 @@
 use crate::backend::{Backend, Replicated, WritePlan};
 use crate::exec::{self, ObjState, VERSION_ATTR};
 use loligo_store::{CollectionId, ObjectId, ObjectStore, Transaction};
-use loligo_types::ops::{ClientOp, OpError, OpReply, SubOp, Version};
+use loligo_types::ops::{ClientOp, OpError, OpReply, ReqId, SubOp, SubResult, Version};
 use loligo_types::{Epoch, PgId, PgStat, Pool};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
@@ -44,6 +44,8 @@ pub struct LogEntry {
     pub name: String,
     /// The object no longer exists after this entry.
     pub removed: bool,
+    /// The client request that made it (for answering retries).
+    pub reqid: Option<ReqId>,
 }
 
 /// Record key of the log entry for version counter `v`.
@@ -190,6 +192,10 @@ pub struct Pg {
     pub op_timeout_ms: u64,
     /// The pool type's data layout.
     backend: Box<dyn Backend>,
+    /// Request ids of the writes in the PG log, with their versions
+    /// (oldest first in `recent_order`; at most `LOG_ENTRIES_MAX`).
+    recent: HashMap<ReqId, Version>,
+    recent_order: VecDeque<ReqId>,
     now_ms: u64,
 }
 
@@ -231,6 +237,8 @@ impl Pg {
             op_timeout_ms: 30_000,
             now_ms: 0,
             backend: Box::new(Replicated),
+            recent: HashMap::new(),
+            recent_order: VecDeque::new(),
         }
     }
 
@@ -368,6 +376,7 @@ impl Pg {
                 }
             }
         }
+        self.load_recent(s);
         let want: BTreeSet<i32> = self
             .acting
             .iter()
@@ -405,6 +414,37 @@ impl Pg {
             infos.insert(from, info.unwrap_or_default());
         }
         self.maybe_activate(s, fx);
+    }
+
+    /// Rebuild the request-id index from the PG log on disk (a new
+    /// primary answers retries of writes its predecessor applied).
+    fn load_recent(&mut self, s: &dyn ObjectStore) {
+        self.recent.clear();
+        self.recent_order.clear();
+        let Ok(rows) = s.records(self.coll, b"log/", LOG_ENTRIES_MAX as usize) else {
+            return;
+        };
+        for (k, v) in rows {
+            if !k.starts_with(b"log/") {
+                break;
+            }
+            if let Ok(e) = postcard::from_bytes::<LogEntry>(&v) {
+                if let Some(r) = e.reqid {
+                    self.remember(r, e.version);
+                }
+            }
+        }
+    }
+
+    fn remember(&mut self, r: ReqId, v: Version) {
+        if self.recent.insert(r, v).is_none() {
+            self.recent_order.push_back(r);
+        }
+        while self.recent_order.len() > LOG_ENTRIES_MAX as usize {
+            if let Some(old) = self.recent_order.pop_front() {
+                self.recent.remove(&old);
+            }
+        }
     }
 
     /// The shell creates the PG's collection before the first input, so
@@ -532,6 +572,15 @@ impl Pg {
             loligo_crush::hash::str_hash_rjenkins(p.op.name.as_bytes()),
             p.op.name.clone(),
         );
+        let writes = p.op.ops.iter().any(SubOp::is_write);
+        if let Some(v) = p.op.reqid.and_then(|r| self.recent.get(&r).copied()) {
+            if writes {
+                // A retry of a write already in the log: answer, do not
+                // apply it again.
+                let results = vec![SubResult::None; p.op.ops.len()];
+                return fx.push(reply(p.token, Ok(results), v, epoch));
+            }
+        }
         let (st, out) = match self
             .backend
             .execute(s, self.coll, &oid, &p.op.ops, size_max)
@@ -578,7 +627,11 @@ impl Pg {
             version,
             name: p.op.name.clone(),
             removed: !out.exists_after,
+            reqid: p.op.reqid,
         };
+        if let Some(r) = p.op.reqid {
+            self.remember(r, version);
+        }
         t.set_record(
             self.coll,
             &log_key(version.v),

@@ -42,6 +42,10 @@ fn write(token: u64, name: &str, data: &[u8], now_ms: u64) -> Input {
             name: name.into(),
             epoch: 1,
             ops: vec![SubOp::WriteFull(data.to_vec())],
+            reqid: Some(loligo_types::ops::ReqId {
+                client: 9,
+                tid: token,
+            }),
         },
         token,
         now_ms,
@@ -286,4 +290,52 @@ fn a_new_interval_abandons_writes_in_flight_and_refusals_are_retryable() {
 fn postcard_info(i: &PgInfo) -> Vec<u8> {
     // The PG's own encoding of its info record.
     loligo_types::ops::encode_msg(i)
+}
+
+#[test]
+fn a_retried_write_is_answered_from_the_log_not_applied_twice() {
+    let (s, mut pg) = setup();
+    pg.handle(&s, map(1, vec![0], 1));
+    let append = |token| Input::Op {
+        op: ClientOp {
+            pool: 1,
+            name: "log".into(),
+            epoch: 1,
+            ops: vec![SubOp::Append(b"x".to_vec())],
+            reqid: Some(loligo_types::ops::ReqId { client: 5, tid: 1 }),
+        },
+        token,
+        now_ms: 0,
+    };
+    let (applied, _) = apply(&s, pg.handle(&s, append(1)));
+    let tid = applied[0];
+    pg.handle(
+        &s,
+        Input::LocalDone {
+            tid,
+            result: Ok(()),
+        },
+    );
+    // The same request again (its reply was lost): same version, no second append.
+    let fx = pg.handle(&s, append(2));
+    match &fx[..] {
+        [Effect::Reply { token: 2, reply }] => {
+            assert!(reply.result.is_ok());
+            assert_eq!(reply.version, Version { epoch: 1, v: 1 });
+        }
+        other => panic!("{other:?}"),
+    }
+    // A new primary (new interval, same store) still knows it.
+    let mut pg2 = Pg::new(PG, 0, PgInfo::default());
+    pg2.handle(&s, map(2, vec![0], 1));
+    let fx = pg2.handle(&s, append(3));
+    assert!(
+        matches!(&fx[..], [Effect::Reply { token: 3, .. }]),
+        "{fx:?}"
+    );
+    let oid = loligo_store::ObjectId::new(loligo_crush::hash::str_hash_rjenkins(b"log"), "log");
+    assert_eq!(
+        s.read(CollectionId::pg(1, 0), &oid, &[(0, 10)]).unwrap()[0],
+        b"x"
+    );
 }

@@ -152,6 +152,16 @@ pub struct ClientOp {
     /// newer one first; a client with an older map is told to refresh).
     pub epoch: Epoch,
     pub ops: Vec<SubOp>,
+    /// Identifies the op across the client's retries, so that a write
+    /// whose reply was lost is not applied twice (the PG log keeps it).
+    pub reqid: Option<ReqId>,
+}
+
+/// A client's request id: the client's random id and its op counter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ReqId {
+    pub client: u64,
+    pub tid: u64,
 }
 
 /// What one read sub-op returned (writes and asserts give `None`).
