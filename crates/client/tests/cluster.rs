@@ -298,6 +298,7 @@ async fn objects_round_trip_and_compound_ops_are_atomic() {
                 name: "a".into(),
                 epoch,
                 ops: vec![SubOp::Stat],
+                reqid: None,
             },
         ))
     };
