@@ -138,7 +138,28 @@ fn parse_args() -> Result<Cli, ExitCode> {
     }
 }
 
+/// `loligo ... | head` closes our stdout early: end quietly, with the
+/// status a process killed by SIGPIPE would have, instead of a panic
+/// message (Rust ignores SIGPIPE, so the write fails and `println!`
+/// panics).
+fn quiet_broken_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if msg.contains("Broken pipe") {
+            std::process::exit(141);
+        }
+        default(info);
+    }));
+}
+
 fn main() -> ExitCode {
+    quiet_broken_pipe();
     let cli = match parse_args() {
         Ok(cli) => cli,
         Err(code) => return code,
