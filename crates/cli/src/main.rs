@@ -188,6 +188,7 @@ fn main() -> ExitCode {
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,
+        Err(CliError(msg)) if msg.contains("Broken pipe") => ExitCode::from(141),
         Err(CliError(msg)) => {
             eprintln!("loligo: error: {msg}");
             ExitCode::from(2)
