@@ -35,6 +35,12 @@ pub enum MonRequest {
         pg: loligo_types::PgId,
         osds: Vec<i32>,
     },
+    /// Primaries about to accept writes record each PG's write set (see
+    /// `PgRw`); the reply's value lists the PGs whose record now holds
+    /// (stale intervals are left out).
+    PgRw {
+        items: Vec<(loligo_types::PgId, loligo_types::PgRw)>,
+    },
     /// PG stats and counters (also the OSD's liveness beacon).
     OsdReport(OsdReport),
     /// An administrator's command.

@@ -26,6 +26,9 @@ use tokio::sync::Mutex;
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 
+/// Write sets one `PgRw` request may record (an OSD batches its PGs).
+pub const PG_RW_BATCH_MAX: usize = 4096;
+
 /// A monitor's settings.
 #[derive(Clone, Debug)]
 pub struct MonConfig {
@@ -324,6 +327,34 @@ impl Monitor {
                     })
                 })
                 .await
+            }
+            MonRequest::PgRw { items } => {
+                if items.len() > PG_RW_BATCH_MAX {
+                    return Err(MonError::Invalid(format!(
+                        "{} write sets in one request (at most {PG_RW_BATCH_MAX})",
+                        items.len()
+                    )));
+                }
+                let mut held = Vec::new();
+                let mut r = self
+                    .change_with(|m| {
+                        let mut changes = Vec::new();
+                        for (pg, rw) in items {
+                            if m.pool_of(pg).is_err() {
+                                continue;
+                            }
+                            match m.pg_rw.get(&pg) {
+                                Some(old) if old.interval > rw.interval => continue,
+                                Some(old) if *old == rw => {}
+                                _ => changes.push(Change::PgRw { pg, rw }),
+                            }
+                            held.push(pg);
+                        }
+                        Ok(changes)
+                    })
+                    .await?;
+                r.value = serde_json::to_value(&held).unwrap_or_default();
+                Ok(r)
             }
             MonRequest::OsdFailure {
                 reporter, target, ..

@@ -18,7 +18,7 @@ use loligo_store::{CollectionId, ObjectId, ObjectStore, Op, Transaction};
 use loligo_types::ops::{
     decode_msg, encode_msg, ClientReply, ClientRequest, OpError, OpReply, Version,
 };
-use loligo_types::{Epoch, OsdMap, OsdReport, PgId, PgStat};
+use loligo_types::{Epoch, OsdMap, OsdReport, PgId, PgRw, PgStat};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -32,6 +32,8 @@ use tonic::{Request, Response, Status};
 pub const MESSAGE_BYTES_MAX: usize = 256 << 20;
 /// Queue depth per PG task.
 const PG_QUEUE_MAX: usize = 1024;
+/// PG write sets recorded per monitor request.
+const PG_RW_BATCH: usize = 1024;
 
 /// An OSD's settings.
 #[derive(Clone, Debug)]
@@ -101,6 +103,10 @@ pub struct OsdShared {
     stopped: std::sync::atomic::AtomicBool,
     /// A re-boot after being wrongly marked down is under way.
     rebooting: std::sync::atomic::AtomicBool,
+    /// Write sets PGs want recorded, one per PG (the newest ask wins),
+    /// sent to the monitors in batches by `record_rw`.
+    rw_asks: Mutex<HashMap<PgId, (PgRw, mpsc::Sender<PgMsg>)>>,
+    rw_wake: tokio::sync::Notify,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -239,6 +245,8 @@ pub async fn start(
         start: Instant::now(),
         stopped: std::sync::atomic::AtomicBool::new(false),
         rebooting: std::sync::atomic::AtomicBool::new(false),
+        rw_asks: Mutex::new(HashMap::new()),
+        rw_wake: tokio::sync::Notify::new(),
     });
     let mut tasks = Vec::new();
     let svc = OsdServer::new(Service(shared.clone()))
@@ -285,6 +293,8 @@ pub async fn start(
     }));
     let s = shared.clone();
     tasks.push(tokio::spawn(heartbeats(s, mc.clone())));
+    let s = shared.clone();
+    tasks.push(tokio::spawn(record_rw(s, mc.clone())));
     let s = shared.clone();
     tasks.push(tokio::spawn(reports(s, mc)));
     // Wait until the map shows this OSD up (so callers can use it).
@@ -365,12 +375,20 @@ fn on_map(s: &Arc<OsdShared>, m: &OsdMap) {
                 },
                 (None, false) => continue,
             };
+            let rw = map.pg_rw.get(&pg).cloned();
+            let rw_up = rw
+                .iter()
+                .flat_map(|r| r.osds.iter().copied())
+                .filter(|&o| map.is_up(o))
+                .collect();
             let _ = tx.try_send(PgMsg {
                 input: Input::Map {
                     epoch: map.epoch,
                     acting: pm.acting.clone(),
                     primary: pm.acting_primary,
                     pool: pool.clone(),
+                    rw,
+                    rw_up,
                     now_ms,
                 },
                 reply: None,
@@ -506,7 +524,9 @@ fn perform(
                                 // Unreachable: keep asking while the
                                 // interval lasts (the map will mark it
                                 // down otherwise).
-                                if lock(&s.intervals).get(&pg) != Some(&interval) {
+                                if lock(&s.intervals).get(&pg) != Some(&interval)
+                                    || s.map().is_some_and(|m| !m.is_up(to))
+                                {
                                     return;
                                 }
                                 tokio::time::sleep(Duration::from_millis(300)).await;
@@ -525,6 +545,10 @@ fn perform(
                         .await;
                 });
             }
+            Effect::RecordRw { interval, osds } => {
+                lock(&s.rw_asks).insert(core.id, (PgRw { interval, osds }, me.clone()));
+                s.rw_wake.notify_one();
+            }
             Effect::RequestPgTemp { osds } => {
                 let pg = core.id;
                 tracing::info!(
@@ -539,6 +563,57 @@ fn perform(
                         }
                     }
                 });
+            }
+        }
+    }
+}
+
+/// Record the write sets PGs ask for, in batches: one monitor commit
+/// covers every PG that changed interval together (an OSD failure moves
+/// many at once). A PG whose record holds is told so; a refused (stale)
+/// one has moved to a newer interval and asks again there.
+async fn record_rw(s: Arc<OsdShared>, mut mc: MonClient) {
+    loop {
+        s.rw_wake.notified().await;
+        loop {
+            let batch: Vec<(PgId, (PgRw, mpsc::Sender<PgMsg>))> = {
+                let mut asks = lock(&s.rw_asks);
+                let keys: Vec<PgId> = asks.keys().copied().take(PG_RW_BATCH).collect();
+                keys.into_iter()
+                    .filter_map(|k| asks.remove(&k).map(|v| (k, v)))
+                    .collect()
+            };
+            if batch.is_empty() || s.stopped.load(Ordering::Relaxed) {
+                break;
+            }
+            let items = batch.iter().map(|(pg, (rw, _))| (*pg, rw.clone())).collect();
+            match mc.call(MonRequest::PgRw { items }).await {
+                Ok(r) => {
+                    let held: Vec<PgId> = serde_json::from_value(r.value).unwrap_or_default();
+                    for (pg, (rw, tx)) in batch {
+                        if held.contains(&pg) {
+                            let _ = tx
+                                .send(PgMsg {
+                                    input: Input::RwRecorded {
+                                        interval: rw.interval,
+                                    },
+                                    reply: None,
+                                })
+                                .await;
+                        }
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!("recording PG write sets failed (retrying): {e}");
+                    {
+                        // Put them back unless a newer ask replaced them.
+                        let mut asks = lock(&s.rw_asks);
+                        for (pg, v) in batch {
+                            asks.entry(pg).or_insert(v);
+                        }
+                    }
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
             }
         }
     }

@@ -9,13 +9,17 @@
 //! writes to one object are applied in arrival order, one at a time; an
 //! acting OSD whose log is behind is left out of the write set and never
 //! counts toward `min_size` (recovery, the next layer, brings it back).
+//! Before the first write of an interval the monitors record its write
+//! set (`PgRw`); a primary serves nothing (reads included) until it has
+//! heard from a member of the recorded write set, so a copy that missed
+//! writes never answers for the PG.
 //! It must never read the clock or do I/O other than reads of the store.
 
 use crate::backend::{Backend, Replicated, WritePlan};
 use crate::exec::{self, ObjState, VERSION_ATTR};
 use loligo_store::{CollectionId, ObjectId, ObjectStore, Transaction};
 use loligo_types::ops::{ClientOp, OpError, OpReply, ReqId, SubOp, SubResult, Version};
-use loligo_types::{Epoch, PgId, PgStat, Pool};
+use loligo_types::{Epoch, PgId, PgRw, PgStat, Pool};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
@@ -74,7 +78,16 @@ pub enum Input {
         acting: Vec<i32>,
         primary: i32,
         pool: Pool,
+        /// The PG's recorded write set in this map, if any.
+        rw: Option<PgRw>,
+        /// The members of `rw` that are up in this map.
+        rw_up: Vec<i32>,
         now_ms: u64,
+    },
+    /// The monitors hold the write set this primary asked to record for
+    /// `interval`.
+    RwRecorded {
+        interval: Epoch,
     },
     Op {
         op: ClientOp,
@@ -135,6 +148,12 @@ pub enum Effect {
     RequestPgTemp {
         osds: Vec<i32>,
     },
+    /// Ask the monitors to record `osds` as the write set of `interval`;
+    /// report `RwRecorded` once they hold it.
+    RecordRw {
+        interval: Epoch,
+        osds: Vec<i32>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -142,10 +161,14 @@ enum Role {
     /// Not in the acting set.
     Stray,
     Replica,
-    /// Waiting for members' infos.
+    /// Waiting for members' infos (`None`: the member has no copy).
     Peering {
         want: BTreeSet<i32>,
-        infos: BTreeMap<i32, PgInfo>,
+        infos: BTreeMap<i32, Option<PgInfo>>,
+    },
+    /// Peered; serves reads while the monitors record the write set.
+    WaitRw {
+        write_set: Vec<i32>,
     },
     /// Primary with its write set (itself first).
     Primary {
@@ -153,6 +176,11 @@ enum Role {
     },
     /// This primary's log is behind: it asked for a pg_temp.
     Behind,
+    /// No member of the recorded write set `osds` can be heard from:
+    /// nothing is served until one returns.
+    Down {
+        osds: Vec<i32>,
+    },
 }
 
 struct Pending {
@@ -197,6 +225,9 @@ pub struct Pg {
     recent: HashMap<ReqId, Version>,
     recent_order: VecDeque<ReqId>,
     now_ms: u64,
+    /// The recorded write set and its members that are up, as of `epoch`.
+    rw: Option<PgRw>,
+    rw_up: Vec<i32>,
 }
 
 fn reply(
@@ -239,6 +270,8 @@ impl Pg {
             backend: Box::new(Replicated),
             recent: HashMap::new(),
             recent_order: VecDeque::new(),
+            rw: None,
+            rw_up: Vec::new(),
         }
     }
 
@@ -263,11 +296,19 @@ impl Pg {
                 acting,
                 primary,
                 pool,
+                rw,
+                rw_up,
                 now_ms,
             } => {
                 self.now_ms = now_ms;
-                self.on_map(s, epoch, acting, primary, pool, &mut fx)
+                if epoch > self.epoch {
+                    let rw_changed = rw != self.rw || rw_up != self.rw_up;
+                    self.rw = rw;
+                    self.rw_up = rw_up;
+                    self.on_map(s, epoch, acting, primary, pool, rw_changed, &mut fx)
+                }
             }
+            Input::RwRecorded { interval } => self.on_rw_recorded(s, interval, &mut fx),
             Input::Op { op, token, now_ms } => {
                 self.now_ms = now_ms;
                 let deadline_ms = now_ms + self.op_timeout_ms;
@@ -302,6 +343,7 @@ impl Pg {
         fx
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn on_map(
         &mut self,
         s: &dyn ObjectStore,
@@ -309,11 +351,9 @@ impl Pg {
         acting: Vec<i32>,
         primary: i32,
         pool: Pool,
+        rw_changed: bool,
         fx: &mut Vec<Effect>,
     ) {
-        if epoch <= self.epoch {
-            return;
-        }
         self.epoch = epoch;
         let min_size_changed = self
             .pool
@@ -321,8 +361,17 @@ impl Pg {
             .is_some_and(|p| p.min_size != pool.min_size);
         self.pool = Some(pool);
         if acting == self.acting && primary == self.primary && self.interval > 0 {
-            if min_size_changed && self.is_primary() {
+            // Same interval: peer again if min_size moved (the write set
+            // may now allow writes) or if the recorded write set's
+            // members came or went while this primary waits for them.
+            let waiting_for_rw = matches!(self.role, Role::Peering { .. } | Role::Down { .. });
+            if self.is_primary() && (min_size_changed || (rw_changed && waiting_for_rw)) {
                 self.start_peering(s, fx);
+            } else if let (Role::WaitRw { write_set }, Some(rw)) = (&self.role, &self.rw) {
+                // The record arrived with the map before the reply did.
+                if rw.interval == self.interval && rw.osds == *write_set {
+                    self.on_rw_recorded(s, self.interval, fx);
+                }
             }
             return;
         }
@@ -377,9 +426,12 @@ impl Pg {
             }
         }
         self.load_recent(s);
+        // The acting members, and the recorded write set's members that
+        // are up (one of them has every acknowledged write).
         let want: BTreeSet<i32> = self
             .acting
             .iter()
+            .chain(&self.rw_up)
             .copied()
             .filter(|&o| o != self.whoami && o >= 0)
             .collect();
@@ -408,12 +460,28 @@ impl Pg {
             return;
         }
         if let Role::Peering { want, infos } = &mut self.role {
-            want.remove(&from);
-            // No copy at all is an empty log: complete while the PG has
-            // never been written, behind once it has.
-            infos.insert(from, info.unwrap_or_default());
+            if want.remove(&from) {
+                infos.insert(from, info);
+            }
         }
         self.maybe_activate(s, fx);
+    }
+
+    fn on_rw_recorded(&mut self, s: &dyn ObjectStore, interval: Epoch, fx: &mut Vec<Effect>) {
+        if interval != self.interval {
+            return;
+        }
+        let Role::WaitRw { write_set } = &self.role else {
+            return;
+        };
+        self.rw = Some(PgRw {
+            interval,
+            osds: write_set.clone(),
+        });
+        self.role = Role::Primary {
+            write_set: write_set.clone(),
+        };
+        self.activate(s, fx);
     }
 
     /// Rebuild the request-id index from the PG log on disk (a new
@@ -456,6 +524,26 @@ impl Pg {
         if !want.is_empty() {
             return;
         }
+        // Every acknowledged write is on each member of the recorded
+        // write set: without one of them, any answer could be stale.
+        if let Some(rw) = &self.rw {
+            let heard = rw
+                .osds
+                .iter()
+                .any(|o| *o == self.whoami || infos.get(o).is_some_and(Option::is_some));
+            if !heard {
+                self.role = Role::Down {
+                    osds: rw.osds.clone(),
+                };
+                return;
+            }
+        }
+        // No copy at all is an empty log: complete while the PG has never
+        // been written, behind once it has.
+        let infos: BTreeMap<i32, PgInfo> = infos
+            .iter()
+            .map(|(o, i)| (*o, i.unwrap_or_default()))
+            .collect();
         let newest = infos
             .values()
             .map(|i| i.last_update)
@@ -470,15 +558,44 @@ impl Pg {
         if self.info.last_update < newest {
             // A member has writes this primary lacks: hand the primary
             // role to a complete member until recovery exists.
+            let size = self.pool.as_ref().map_or(1, |p| p.size as usize).max(1);
             let mut osds = complete.clone();
             osds.extend(self.acting.iter().filter(|o| !complete.contains(o)));
+            // `complete` is not empty: someone has `newest`.
+            osds.truncate(size);
             fx.push(Effect::RequestPgTemp { osds });
             self.role = Role::Behind;
             return;
         }
         let mut write_set = vec![self.whoami];
-        write_set.extend(complete);
-        self.role = Role::Primary { write_set };
+        write_set.extend(complete.iter().filter(|o| self.acting.contains(o)));
+        if write_set.len() < self.min_size() {
+            // Reads only: nothing to record.
+            self.role = Role::Primary { write_set };
+            return self.activate(s, fx);
+        }
+        let recorded = self
+            .rw
+            .as_ref()
+            .is_some_and(|r| r.interval == self.interval && r.osds == write_set);
+        if recorded {
+            self.role = Role::Primary { write_set };
+            return self.activate(s, fx);
+        }
+        fx.push(Effect::RecordRw {
+            interval: self.interval,
+            osds: write_set.clone(),
+        });
+        self.role = Role::WaitRw { write_set };
+        // Reads may go ahead; writes wait for the record.
+        let waiting: Vec<Pending> = std::mem::take(&mut self.waiting).into();
+        for p in waiting {
+            self.on_op(s, p, fx);
+        }
+    }
+
+    /// Serve as primary: persist the activation, run what waited.
+    fn activate(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
         if self.can_write() {
             self.info.last_epoch_started = self.epoch;
             let mut t = Transaction::new();
@@ -534,7 +651,7 @@ impl Pg {
             return;
         }
         let writes = p.op.ops.iter().any(SubOp::is_write);
-        let active = matches!(self.role, Role::Primary { .. });
+        let active = matches!(self.role, Role::Primary { .. } | Role::WaitRw { .. });
         if !active || (writes && !self.can_write()) {
             if self.waiting.len() >= WAITING_MAX {
                 return fx.push(fail(&p, self.unavailable()));
@@ -547,7 +664,13 @@ impl Pg {
 
     fn unavailable(&self) -> OpError {
         let have = match &self.role {
-            Role::Primary { write_set } => write_set.len() as u32,
+            Role::Primary { write_set } | Role::WaitRw { write_set } => write_set.len() as u32,
+            Role::Down { osds } => {
+                return OpError::Down {
+                    pg: self.id.to_string(),
+                    osds: osds.clone(),
+                }
+            }
             _ => 0,
         };
         OpError::Unavailable {
@@ -754,6 +877,8 @@ impl Pg {
         let state = match &self.role {
             Role::Peering { .. } => "peering".to_string(),
             Role::Behind => "peering+wait_pg_temp".to_string(),
+            Role::Down { .. } => "down".to_string(),
+            Role::WaitRw { .. } => "activating".to_string(),
             Role::Primary { write_set } if write_set.len() < self.min_size() => {
                 "undersized+degraded+peered".to_string()
             }

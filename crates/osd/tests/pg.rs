@@ -2,12 +2,14 @@
 //! peering builds the write set from members' infos, a write is
 //! acknowledged only after every write-set member has it durable, ops wait
 //! below min_size and time out, a primary whose log is behind asks for a
-//! pg_temp, and a new interval abandons writes in flight.
+//! pg_temp, a new interval abandons writes in flight, writes wait for the
+//! monitors to record the write set, and a copy that cannot reach any
+//! member of the recorded write set serves nothing.
 
 use loligo_osd::pg::{Effect, Input, Pg, PgInfo, RepError};
 use loligo_store::{CollectionId, MemStore, ObjectStore, Transaction};
 use loligo_types::ops::{ClientOp, OpError, SubOp, Version};
-use loligo_types::{OsdMap, PgId, Pool};
+use loligo_types::{Epoch, OsdMap, PgId, PgRw, Pool};
 
 const PG: PgId = PgId { pool: 1, ps: 0 };
 
@@ -26,12 +28,55 @@ fn setup() -> (MemStore, Pg) {
 }
 
 fn map(epoch: u64, acting: Vec<i32>, min_size: u32) -> Input {
+    map_rw(epoch, acting, min_size, None, vec![])
+}
+
+fn map_rw(
+    epoch: u64,
+    acting: Vec<i32>,
+    min_size: u32,
+    rw: Option<PgRw>,
+    rw_up: Vec<i32>,
+) -> Input {
     Input::Map {
         epoch,
         primary: acting[0],
         acting,
         pool: pool(min_size),
+        rw,
+        rw_up,
         now_ms: 0,
+    }
+}
+
+/// Feed `input`; answer every write-set record it asks for as the
+/// monitors would (tests of the record itself call `handle`).
+fn run(pg: &mut Pg, s: &MemStore, input: Input) -> Vec<Effect> {
+    let mut fx = pg.handle(s, input);
+    let asks: Vec<Epoch> = fx
+        .iter()
+        .filter_map(|e| match e {
+            Effect::RecordRw { interval, .. } => Some(*interval),
+            _ => None,
+        })
+        .collect();
+    for interval in asks {
+        fx.extend(pg.handle(s, Input::RwRecorded { interval }));
+    }
+    fx
+}
+
+fn read(token: u64, name: &str, now_ms: u64) -> Input {
+    Input::Op {
+        op: ClientOp {
+            pool: 1,
+            name: name.into(),
+            epoch: 1,
+            ops: vec![SubOp::Read { offset: 0, len: 0 }],
+            reqid: None,
+        },
+        token,
+        now_ms,
     }
 }
 
@@ -78,7 +123,7 @@ fn apply(s: &MemStore, fx: Vec<Effect>) -> (Vec<u64>, Vec<Effect>) {
 #[test]
 fn write_waits_for_every_member_of_the_write_set() {
     let (s, mut pg) = setup();
-    let fx = pg.handle(&s, map(1, vec![0, 1, 2], 2));
+    let fx = run(&mut pg, &s, map(1, vec![0, 1, 2], 2));
     let queried: Vec<i32> = fx
         .iter()
         .filter_map(|e| match e {
@@ -88,17 +133,15 @@ fn write_waits_for_every_member_of_the_write_set() {
         .collect();
     assert_eq!(queried, vec![1, 2]);
     // An op before peering finishes waits.
-    assert!(pg.handle(&s, write(1, "a", b"x", 0)).is_empty());
-    pg.handle(
-        &s,
+    assert!(run(&mut pg, &s, write(1, "a", b"x", 0)).is_empty());
+    run(&mut pg, &s,
         Input::Info {
             from: 1,
             interval: 1,
             info: Some(PgInfo::default()),
         },
     );
-    let fx = pg.handle(
-        &s,
+    let fx = run(&mut pg, &s,
         Input::Info {
             from: 2,
             interval: 1,
@@ -119,18 +162,14 @@ fn write_waits_for_every_member_of_the_write_set() {
     let tid = reps[0].0;
     assert!(!rest.iter().any(|e| matches!(e, Effect::Reply { .. })));
     // Local commit and one replica: still no reply.
-    assert!(pg
-        .handle(
-            &s,
+    assert!(run(&mut pg, &s,
             Input::LocalDone {
                 tid,
                 result: Ok(())
             }
         )
         .is_empty());
-    assert!(pg
-        .handle(
-            &s,
+    assert!(run(&mut pg, &s,
             Input::RepDone {
                 tid,
                 from: 1,
@@ -138,8 +177,7 @@ fn write_waits_for_every_member_of_the_write_set() {
             }
         )
         .is_empty());
-    let fx = pg.handle(
-        &s,
+    let fx = run(&mut pg, &s,
         Input::RepDone {
             tid,
             from: 2,
@@ -166,17 +204,15 @@ fn stale_members_are_left_out_and_min_size_blocks_writes() {
     let mut t = Transaction::new();
     t.set_record(CollectionId::pg(1, 0), b"info", postcard_info(&info(5)));
     s.apply(t).unwrap();
-    pg.handle(&s, map(1, vec![0, 1, 2], 3));
-    pg.handle(
-        &s,
+    run(&mut pg, &s, map(1, vec![0, 1, 2], 3));
+    run(&mut pg, &s,
         Input::Info {
             from: 1,
             interval: 1,
             info: Some(info(5)),
         },
     );
-    let fx = pg.handle(
-        &s,
+    let fx = run(&mut pg, &s,
         Input::Info {
             from: 2,
             interval: 1,
@@ -190,14 +226,10 @@ fn stale_members_are_left_out_and_min_size_blocks_writes() {
         "2 of min_size 3"
     );
     // Writes wait, then time out with a typed error.
-    assert!(pg.handle(&s, write(7, "a", b"x", 1000)).is_empty());
-    assert!(pg.handle(&s, Input::Tick { now_ms: 2000 }).is_empty());
-    let fx = pg.handle(
-        &s,
-        Input::Tick {
-            now_ms: 1000 + pg.op_timeout_ms,
-        },
-    );
+    assert!(run(&mut pg, &s, write(7, "a", b"x", 1000)).is_empty());
+    assert!(run(&mut pg, &s, Input::Tick { now_ms: 2000 }).is_empty());
+    let now_ms = 1000 + pg.op_timeout_ms;
+    let fx = run(&mut pg, &s, Input::Tick { now_ms });
     match &fx[..] {
         [Effect::Reply { token: 7, reply }] => assert!(matches!(
             reply.result,
@@ -214,17 +246,15 @@ fn stale_members_are_left_out_and_min_size_blocks_writes() {
 #[test]
 fn a_primary_that_is_behind_asks_for_pg_temp() {
     let (s, mut pg) = setup();
-    pg.handle(&s, map(1, vec![0, 1, 2], 2));
-    pg.handle(
-        &s,
+    run(&mut pg, &s, map(1, vec![0, 1, 2], 2));
+    run(&mut pg, &s,
         Input::Info {
             from: 1,
             interval: 1,
             info: Some(info(9)),
         },
     );
-    let fx = pg.handle(
-        &s,
+    let fx = run(&mut pg, &s,
         Input::Info {
             from: 2,
             interval: 1,
@@ -236,15 +266,14 @@ fn a_primary_that_is_behind_asks_for_pg_temp() {
         other => panic!("{other:?}"),
     }
     // Ops wait rather than being served from a stale copy.
-    assert!(pg.handle(&s, write(1, "a", b"x", 0)).is_empty());
+    assert!(run(&mut pg, &s, write(1, "a", b"x", 0)).is_empty());
 }
 
 #[test]
 fn a_new_interval_abandons_writes_in_flight_and_refusals_are_retryable() {
     let (s, mut pg) = setup();
-    pg.handle(&s, map(1, vec![0, 1], 1));
-    let fx = pg.handle(
-        &s,
+    run(&mut pg, &s, map(1, vec![0, 1], 1));
+    let fx = run(&mut pg, &s,
         Input::Info {
             from: 1,
             interval: 1,
@@ -252,21 +281,19 @@ fn a_new_interval_abandons_writes_in_flight_and_refusals_are_retryable() {
         },
     );
     apply(&s, fx);
-    let (_, rest) = apply(&s, pg.handle(&s, write(1, "a", b"x", 0)));
+    let (_, rest) = apply(&s, run(&mut pg, &s, write(1, "a", b"x", 0)));
     let tid = match &rest[..] {
         [Effect::Replicate { tid, .. }] => *tid,
         other => panic!("{other:?}"),
     };
     // A replica in a newer interval refuses: the client must retry.
-    pg.handle(
-        &s,
+    run(&mut pg, &s,
         Input::LocalDone {
             tid,
             result: Ok(()),
         },
     );
-    let fx = pg.handle(
-        &s,
+    let fx = run(&mut pg, &s,
         Input::RepDone {
             tid,
             from: 1,
@@ -280,9 +307,9 @@ fn a_new_interval_abandons_writes_in_flight_and_refusals_are_retryable() {
         other => panic!("{other:?}"),
     }
     // A write in flight when the acting set changes is answered at once.
-    let (_, rest) = apply(&s, pg.handle(&s, write(2, "b", b"y", 0)));
+    let (_, rest) = apply(&s, run(&mut pg, &s, write(2, "b", b"y", 0)));
     assert_eq!(rest.len(), 1);
-    let fx = pg.handle(&s, map(2, vec![1, 0], 1));
+    let fx = run(&mut pg, &s, map(2, vec![1, 0], 1));
     assert!(fx.iter().any(|e| matches!(e, Effect::Reply { token: 2, reply } if matches!(reply.result, Err(OpError::WrongPrimary { .. })))));
     assert!(!pg.is_primary());
 }
@@ -295,7 +322,7 @@ fn postcard_info(i: &PgInfo) -> Vec<u8> {
 #[test]
 fn a_retried_write_is_answered_from_the_log_not_applied_twice() {
     let (s, mut pg) = setup();
-    pg.handle(&s, map(1, vec![0], 1));
+    run(&mut pg, &s, map(1, vec![0], 1));
     let append = |token| Input::Op {
         op: ClientOp {
             pool: 1,
@@ -307,17 +334,16 @@ fn a_retried_write_is_answered_from_the_log_not_applied_twice() {
         token,
         now_ms: 0,
     };
-    let (applied, _) = apply(&s, pg.handle(&s, append(1)));
+    let (applied, _) = apply(&s, run(&mut pg, &s, append(1)));
     let tid = applied[0];
-    pg.handle(
-        &s,
+    run(&mut pg, &s,
         Input::LocalDone {
             tid,
             result: Ok(()),
         },
     );
     // The same request again (its reply was lost): same version, no second append.
-    let fx = pg.handle(&s, append(2));
+    let fx = run(&mut pg, &s, append(2));
     match &fx[..] {
         [Effect::Reply { token: 2, reply }] => {
             assert!(reply.result.is_ok());
@@ -327,8 +353,8 @@ fn a_retried_write_is_answered_from_the_log_not_applied_twice() {
     }
     // A new primary (new interval, same store) still knows it.
     let mut pg2 = Pg::new(PG, 0, PgInfo::default());
-    pg2.handle(&s, map(2, vec![0], 1));
-    let fx = pg2.handle(&s, append(3));
+    run(&mut pg2, &s, map(2, vec![0], 1));
+    let fx = run(&mut pg2, &s, append(3));
     assert!(
         matches!(&fx[..], [Effect::Reply { token: 3, .. }]),
         "{fx:?}"
@@ -338,4 +364,142 @@ fn a_retried_write_is_answered_from_the_log_not_applied_twice() {
         s.read(CollectionId::pg(1, 0), &oid, &[(0, 10)]).unwrap()[0],
         b"x"
     );
+}
+
+#[test]
+fn writes_wait_until_the_monitors_record_the_write_set() {
+    let (s, mut pg) = setup();
+    pg.handle(&s, map(1, vec![0, 1, 2], 2));
+    pg.handle(
+        &s,
+        Input::Info {
+            from: 1,
+            interval: 1,
+            info: None,
+        },
+    );
+    let fx = pg.handle(
+        &s,
+        Input::Info {
+            from: 2,
+            interval: 1,
+            info: None,
+        },
+    );
+    match &fx[..] {
+        [Effect::RecordRw { interval: 1, osds }] => assert_eq!(osds, &vec![0, 1, 2]),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(pg.stat().unwrap().state, "activating");
+    // A write waits; a read is served (this primary is complete).
+    assert!(pg.handle(&s, write(1, "a", b"x", 0)).is_empty());
+    let fx = pg.handle(&s, read(2, "a", 0));
+    assert!(
+        matches!(&fx[..], [Effect::Reply { token: 2, reply }] if reply.result == Err(OpError::NotFound)),
+        "{fx:?}"
+    );
+    // A record for another interval changes nothing.
+    assert!(pg
+        .handle(&s, Input::RwRecorded { interval: 7 })
+        .is_empty());
+    let fx = pg.handle(&s, Input::RwRecorded { interval: 1 });
+    let reps = fx
+        .iter()
+        .filter(|e| matches!(e, Effect::Replicate { .. }))
+        .count();
+    assert_eq!(reps, 2, "{fx:?}");
+    assert_eq!(pg.stat().unwrap().state, "active+clean");
+}
+
+#[test]
+fn the_record_arriving_with_the_map_also_activates() {
+    let (s, mut pg) = setup();
+    pg.handle(&s, map(1, vec![0], 1));
+    assert_eq!(pg.stat().unwrap().state, "activating");
+    let rw = PgRw {
+        interval: 1,
+        osds: vec![0],
+    };
+    pg.handle(&s, map_rw(2, vec![0], 1, Some(rw), vec![0]));
+    assert_eq!(pg.stat().unwrap().state, "active+undersized+degraded");
+}
+
+#[test]
+fn a_copy_that_missed_writes_serves_nothing_while_the_write_set_is_down() {
+    // osd.2 was down while osds 0 and 1 took writes; now it is alone.
+    let s = MemStore::new();
+    let mut t = Transaction::new();
+    t.create_collection(CollectionId::pg(1, 0));
+    t.set_record(CollectionId::pg(1, 0), b"info", postcard_info(&info(3)));
+    s.apply(t).unwrap();
+    let mut pg = Pg::new(PG, 2, info(3));
+    let rw = PgRw {
+        interval: 4,
+        osds: vec![0, 1],
+    };
+    let fx = pg.handle(&s, map_rw(5, vec![2], 2, Some(rw.clone()), vec![]));
+    assert!(fx.is_empty(), "{fx:?}");
+    assert_eq!(pg.stat().unwrap().state, "down");
+    // Reads wait too, then fail naming the OSDs that are needed.
+    assert!(pg.handle(&s, read(1, "a", 0)).is_empty());
+    let timeout_ms = pg.op_timeout_ms;
+    let fx = pg.handle(&s, Input::Tick { now_ms: timeout_ms });
+    match &fx[..] {
+        [Effect::Reply { token: 1, reply }] => assert_eq!(
+            reply.result,
+            Err(OpError::Down {
+                pg: PG.to_string(),
+                osds: vec![0, 1]
+            })
+        ),
+        other => panic!("{other:?}"),
+    }
+    // osd.1 comes back up (not in the acting set): it is asked, and its
+    // newer log makes this copy hand the PG over.
+    let fx = pg.handle(&s, map_rw(6, vec![2], 2, Some(rw), vec![1]));
+    assert!(
+        matches!(&fx[..], [Effect::QueryInfo { to: 1, interval: 5 }]),
+        "{fx:?}"
+    );
+    let fx = pg.handle(
+        &s,
+        Input::Info {
+            from: 1,
+            interval: 5,
+            info: Some(info(8)),
+        },
+    );
+    match &fx[..] {
+        [Effect::RequestPgTemp { osds }] => assert_eq!(osds, &vec![1, 2]),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_write_set_member_without_a_copy_does_not_count() {
+    let (s, mut pg) = setup();
+    let rw = PgRw {
+        interval: 3,
+        osds: vec![1],
+    };
+    pg.handle(&s, map_rw(4, vec![0, 2], 1, Some(rw), vec![1]));
+    pg.handle(
+        &s,
+        Input::Info {
+            from: 2,
+            interval: 4,
+            info: Some(PgInfo::default()),
+        },
+    );
+    // osd.1 answers but has no copy (a replaced disk): still down.
+    let fx = pg.handle(
+        &s,
+        Input::Info {
+            from: 1,
+            interval: 4,
+            info: None,
+        },
+    );
+    assert!(fx.is_empty(), "{fx:?}");
+    assert_eq!(pg.stat().unwrap().state, "down");
 }

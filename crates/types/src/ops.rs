@@ -207,6 +207,10 @@ pub enum OpError {
     Timeout(String),
     #[error("OSD error: {0}")]
     Io(String),
+    /// None of the OSDs that hold the PG's latest writes is up: it serves
+    /// nothing until one returns (ops wait, then fail with this).
+    #[error("PG {pg} is down: its latest writes are on osd {osds:?}, none of them up")]
+    Down { pg: String, osds: Vec<i32> },
 }
 
 /// The reply to a `ClientOp`.

@@ -245,6 +245,21 @@ pub enum Change {
         pg: PgId,
         items: Vec<(i32, i32)>,
     },
+    /// Record the write set of a PG interval about to accept writes (an
+    /// older interval than the one recorded is refused).
+    PgRw { pg: PgId, rw: PgRw },
+}
+
+/// The write set of the newest interval in which a PG may have accepted
+/// writes. Its primary records it before the first write of the interval,
+/// so every acknowledged write is on each of `osds`: a later primary must
+/// hear from at least one of them before it serves anything.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PgRw {
+    /// First epoch of the interval.
+    pub interval: Epoch,
+    /// The write set (primary first).
+    pub osds: Vec<i32>,
 }
 
 /// The changes that make epoch `epoch` from epoch `epoch - 1`.
@@ -270,6 +285,8 @@ pub struct OsdMap {
     pub crush: CrushMap,
     pub pg_temp: BTreeMap<PgId, Vec<i32>>,
     pub pg_upmap_items: BTreeMap<PgId, Vec<(i32, i32)>>,
+    /// Per PG, the newest interval that may have accepted writes.
+    pub pg_rw: BTreeMap<PgId, PgRw>,
 }
 
 fn check_name(what: &str, n: &str) -> Result<()> {
@@ -299,6 +316,7 @@ impl OsdMap {
             ec_profiles: BTreeMap::new(),
             crush: crush_edit::default_map(failure_domain)?,
             pg_temp: BTreeMap::new(),
+            pg_rw: BTreeMap::new(),
             pg_upmap_items: BTreeMap::new(),
         })
     }
@@ -470,6 +488,7 @@ impl OsdMap {
                     .remove(id)
                     .ok_or_else(|| MapError::NoSuchPool(id.to_string()))?;
                 self.pg_temp.retain(|pg, _| pg.pool != *id);
+                self.pg_rw.retain(|pg, _| pg.pool != *id);
                 self.pg_upmap_items.retain(|pg, _| pg.pool != *id);
             }
             Change::PoolUpdate(p) => {
@@ -529,6 +548,21 @@ impl OsdMap {
                     self.pg_upmap_items.insert(*pg, items.clone());
                 }
             }
+            Change::PgRw { pg, rw } => {
+                self.pool_of(*pg)?;
+                if rw.osds.is_empty() {
+                    return Err(MapError::Invalid(format!("pg {pg}: empty write set")));
+                }
+                if let Some(old) = self.pg_rw.get(pg) {
+                    if old.interval > rw.interval {
+                        return Err(MapError::Invalid(format!(
+                            "pg {pg}: write set of interval {} is older than the recorded {}",
+                            rw.interval, old.interval
+                        )));
+                    }
+                }
+                self.pg_rw.insert(*pg, rw.clone());
+            }
         }
         Ok(())
     }
@@ -540,7 +574,8 @@ impl OsdMap {
             .map(|p| p.name.clone())
     }
 
-    fn pool_of(&self, pg: PgId) -> Result<&Pool> {
+    /// The pool of `pg`, if the pool exists and `pg` is within its pg_num.
+    pub fn pool_of(&self, pg: PgId) -> Result<&Pool> {
         let p = self
             .pools
             .get(&pg.pool)
@@ -703,7 +738,7 @@ mod crush_as_json {
 }
 
 /// Magic and format version in front of every encoded map and incremental.
-const MAGIC: [u8; 4] = *b"LGM1";
+const MAGIC: [u8; 4] = *b"LGM2";
 
 /// Encode compactly (postcard, behind a magic and version).
 pub fn encode<T: Serialize>(v: &T) -> Vec<u8> {

@@ -177,6 +177,32 @@ fn pg_temp_and_upmap_override_placement() {
 }
 
 #[test]
+fn pg_write_sets_only_move_forward_and_go_with_their_pool() {
+    let mut m = cluster(5);
+    let pg = PgId { pool: 1, ps: 2 };
+    let rw = |interval, osds: Vec<i32>| Change::PgRw {
+        pg,
+        rw: PgRw { interval, osds },
+    };
+    step(&mut m, vec![rw(5, vec![0, 1])]).unwrap();
+    step(&mut m, vec![rw(5, vec![0, 1, 2])]).unwrap();
+    assert_eq!(m.pg_rw[&pg].osds, vec![0, 1, 2]);
+    assert!(matches!(
+        step(&mut m, vec![rw(4, vec![3])]),
+        Err(MapError::Invalid(_))
+    ));
+    assert!(matches!(
+        step(&mut m, vec![rw(9, vec![])]),
+        Err(MapError::Invalid(_))
+    ));
+    assert_eq!(m.pg_rw[&pg].interval, 5);
+    let back: OsdMap = decode("map", &encode(&m)).unwrap();
+    assert_eq!(back.pg_rw, m.pg_rw);
+    step(&mut m, vec![Change::PoolDelete { id: 1 }]).unwrap();
+    assert!(m.pg_rw.is_empty());
+}
+
+#[test]
 fn encoding_round_trips_and_rejects_garbage() {
     let m = cluster(4);
     let b = encode(&m);
@@ -196,7 +222,7 @@ proptest! {
     /// Any bytes decode to an error or a value, never a panic.
     #[test]
     fn decode_never_panics(body in proptest::collection::vec(any::<u8>(), 0..512)) {
-        let mut b = b"LGM1".to_vec();
+        let mut b = b"LGM2".to_vec();
         b.extend(body);
         let _ = decode::<OsdMap>("map", &b);
         let _ = decode::<Incremental>("incremental", &b);
