@@ -1,7 +1,8 @@
 //! An in-process cluster (one monitor, four OSDs on BlockStores, loopback
 //! ports) driven through the client library: objects from 0 B to 16 MiB,
 //! compound ops all or nothing, serialized concurrent writers, OSD
-//! failures against min_size, and bad requests.
+//! failures against min_size (a copy that missed writes never answers),
+//! and bad requests.
 
 use loligo_client::{ClientError, Cluster};
 use loligo_mon::protocol::{Admin, MonRequest};
@@ -412,5 +413,35 @@ async fn losing_osds_against_min_size() {
     assert_eq!(p.read("o0", 0, 0).await.unwrap(), b"back");
     let s = c.mon(MonRequest::Admin(Admin::Status)).await.unwrap().value;
     assert_ne!(s["health"]["status"], "HEALTH_OK", "{s}");
+    // Now the only up-to-date OSD fails too: the stale one is alone and
+    // must serve nothing, reads included (they fail, typed).
+    t.kill(0).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    for name in ["o0", "o7"] {
+        match p.read(name, 0, 0).await {
+            Err(ClientError::Op(OpError::Down { osds, .. })) => {
+                assert!(osds.contains(&0), "{osds:?}")
+            }
+            Err(ClientError::Timeout(..)) => {}
+            other => panic!(
+                "a stale copy answered for {name}: {:?}",
+                other.map(|d| d.len())
+            ),
+        }
+    }
+    let s = c.mon(MonRequest::Admin(Admin::Status)).await.unwrap().value;
+    assert!(
+        s["pgs"]["by_state"]["down"].as_u64().unwrap_or(0) > 0,
+        "{s}"
+    );
+    // It returns: everything acknowledged reads back.
+    t.revive(0).await;
+    assert_eq!(p.read("o0", 0, 0).await.unwrap(), b"back");
+    for i in 1..20 {
+        assert_eq!(
+            p.read(&format!("o{i}"), 0, 0).await.unwrap(),
+            pattern(5000, i as u8 + 100)
+        );
+    }
     let _ = SubResult::None;
 }

@@ -573,9 +573,15 @@ impl Monitor {
         let inactive = count(&|s| !s.contains("active") && s != "unknown");
         let unknown = count(&|s| s == "unknown");
         let degraded = count(&|s| s.contains("degraded") || s.contains("undersized"));
+        let pgs_down = count(&|s| s.split('+').any(|p| p == "down"));
         if inactive > 0 {
+            let also = if pgs_down > 0 {
+                format!(", {pgs_down} pgs down (wait for their OSDs to return)")
+            } else {
+                String::new()
+            };
             checks.push(format!(
-                "Reduced data availability: {inactive} pgs inactive"
+                "Reduced data availability: {inactive} pgs inactive{also}"
             ));
             level = 2;
         }

@@ -586,7 +586,10 @@ async fn record_rw(s: Arc<OsdShared>, mut mc: MonClient) {
             if batch.is_empty() || s.stopped.load(Ordering::Relaxed) {
                 break;
             }
-            let items = batch.iter().map(|(pg, (rw, _))| (*pg, rw.clone())).collect();
+            let items = batch
+                .iter()
+                .map(|(pg, (rw, _))| (*pg, rw.clone()))
+                .collect();
             match mc.call(MonRequest::PgRw { items }).await {
                 Ok(r) => {
                     let held: Vec<PgId> = serde_json::from_value(r.value).unwrap_or_default();

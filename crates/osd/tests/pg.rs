@@ -31,13 +31,7 @@ fn map(epoch: u64, acting: Vec<i32>, min_size: u32) -> Input {
     map_rw(epoch, acting, min_size, None, vec![])
 }
 
-fn map_rw(
-    epoch: u64,
-    acting: Vec<i32>,
-    min_size: u32,
-    rw: Option<PgRw>,
-    rw_up: Vec<i32>,
-) -> Input {
+fn map_rw(epoch: u64, acting: Vec<i32>, min_size: u32, rw: Option<PgRw>, rw_up: Vec<i32>) -> Input {
     Input::Map {
         epoch,
         primary: acting[0],
@@ -134,14 +128,18 @@ fn write_waits_for_every_member_of_the_write_set() {
     assert_eq!(queried, vec![1, 2]);
     // An op before peering finishes waits.
     assert!(run(&mut pg, &s, write(1, "a", b"x", 0)).is_empty());
-    run(&mut pg, &s,
+    run(
+        &mut pg,
+        &s,
         Input::Info {
             from: 1,
             interval: 1,
             info: Some(PgInfo::default()),
         },
     );
-    let fx = run(&mut pg, &s,
+    let fx = run(
+        &mut pg,
+        &s,
         Input::Info {
             from: 2,
             interval: 1,
@@ -162,22 +160,28 @@ fn write_waits_for_every_member_of_the_write_set() {
     let tid = reps[0].0;
     assert!(!rest.iter().any(|e| matches!(e, Effect::Reply { .. })));
     // Local commit and one replica: still no reply.
-    assert!(run(&mut pg, &s,
-            Input::LocalDone {
-                tid,
-                result: Ok(())
-            }
-        )
-        .is_empty());
-    assert!(run(&mut pg, &s,
-            Input::RepDone {
-                tid,
-                from: 1,
-                result: Ok(())
-            }
-        )
-        .is_empty());
-    let fx = run(&mut pg, &s,
+    assert!(run(
+        &mut pg,
+        &s,
+        Input::LocalDone {
+            tid,
+            result: Ok(())
+        }
+    )
+    .is_empty());
+    assert!(run(
+        &mut pg,
+        &s,
+        Input::RepDone {
+            tid,
+            from: 1,
+            result: Ok(())
+        }
+    )
+    .is_empty());
+    let fx = run(
+        &mut pg,
+        &s,
         Input::RepDone {
             tid,
             from: 2,
@@ -205,14 +209,18 @@ fn stale_members_are_left_out_and_min_size_blocks_writes() {
     t.set_record(CollectionId::pg(1, 0), b"info", postcard_info(&info(5)));
     s.apply(t).unwrap();
     run(&mut pg, &s, map(1, vec![0, 1, 2], 3));
-    run(&mut pg, &s,
+    run(
+        &mut pg,
+        &s,
         Input::Info {
             from: 1,
             interval: 1,
             info: Some(info(5)),
         },
     );
-    let fx = run(&mut pg, &s,
+    let fx = run(
+        &mut pg,
+        &s,
         Input::Info {
             from: 2,
             interval: 1,
@@ -247,14 +255,18 @@ fn stale_members_are_left_out_and_min_size_blocks_writes() {
 fn a_primary_that_is_behind_asks_for_pg_temp() {
     let (s, mut pg) = setup();
     run(&mut pg, &s, map(1, vec![0, 1, 2], 2));
-    run(&mut pg, &s,
+    run(
+        &mut pg,
+        &s,
         Input::Info {
             from: 1,
             interval: 1,
             info: Some(info(9)),
         },
     );
-    let fx = run(&mut pg, &s,
+    let fx = run(
+        &mut pg,
+        &s,
         Input::Info {
             from: 2,
             interval: 1,
@@ -273,7 +285,9 @@ fn a_primary_that_is_behind_asks_for_pg_temp() {
 fn a_new_interval_abandons_writes_in_flight_and_refusals_are_retryable() {
     let (s, mut pg) = setup();
     run(&mut pg, &s, map(1, vec![0, 1], 1));
-    let fx = run(&mut pg, &s,
+    let fx = run(
+        &mut pg,
+        &s,
         Input::Info {
             from: 1,
             interval: 1,
@@ -287,13 +301,17 @@ fn a_new_interval_abandons_writes_in_flight_and_refusals_are_retryable() {
         other => panic!("{other:?}"),
     };
     // A replica in a newer interval refuses: the client must retry.
-    run(&mut pg, &s,
+    run(
+        &mut pg,
+        &s,
         Input::LocalDone {
             tid,
             result: Ok(()),
         },
     );
-    let fx = run(&mut pg, &s,
+    let fx = run(
+        &mut pg,
+        &s,
         Input::RepDone {
             tid,
             from: 1,
@@ -336,7 +354,9 @@ fn a_retried_write_is_answered_from_the_log_not_applied_twice() {
     };
     let (applied, _) = apply(&s, run(&mut pg, &s, append(1)));
     let tid = applied[0];
-    run(&mut pg, &s,
+    run(
+        &mut pg,
+        &s,
         Input::LocalDone {
             tid,
             result: Ok(()),
@@ -399,9 +419,7 @@ fn writes_wait_until_the_monitors_record_the_write_set() {
         "{fx:?}"
     );
     // A record for another interval changes nothing.
-    assert!(pg
-        .handle(&s, Input::RwRecorded { interval: 7 })
-        .is_empty());
+    assert!(pg.handle(&s, Input::RwRecorded { interval: 7 }).is_empty());
     let fx = pg.handle(&s, Input::RwRecorded { interval: 1 });
     let reps = fx
         .iter()

@@ -247,7 +247,10 @@ pub enum Change {
     },
     /// Record the write set of a PG interval about to accept writes (an
     /// older interval than the one recorded is refused).
-    PgRw { pg: PgId, rw: PgRw },
+    PgRw {
+        pg: PgId,
+        rw: PgRw,
+    },
 }
 
 /// The write set of the newest interval in which a PG may have accepted
