@@ -29,9 +29,11 @@ pub struct UpArgs {
     /// Start in the background and return (stop with `loligo down`).
     #[arg(long)]
     detach: bool,
-    /// Block-file size of each OSD's store in bytes (first start only).
-    #[arg(long, default_value_t = 8 << 30)]
-    osd_size: u64,
+    /// Block-file size of each OSD's store in bytes (first start only;
+    /// default: 8 GiB, less if the disk has not room for all OSDs, at
+    /// least 1 GiB).
+    #[arg(long)]
+    osd_size: Option<u64>,
     /// PGs of the default pool (first start only).
     #[arg(long, default_value_t = 32)]
     pg_num: u32,
@@ -190,7 +192,7 @@ pub fn up(a: UpArgs) -> Result<(), CliError> {
                 osd_addrs: (0..a.osds)
                     .map(|_| free_port().map(|p| format!("127.0.0.1:{p}")))
                     .collect::<Result<_, _>>()?,
-                osd_size: a.osd_size,
+                osd_size: osd_size(&dir, a.osds, a.osd_size)?,
             };
             std::fs::write(
                 dir.join(STATE_NAME),
@@ -385,4 +387,28 @@ pub fn down(a: DownArgs) -> Result<(), CliError> {
         println!("stopped {n} daemons");
     }
     Ok(())
+}
+
+/// The block-file size for each of `osds` new OSDs in `dir`: `asked`, or
+/// 8 GiB shrunk to half the free space shared out (at least 1 GiB). The
+/// block files are allocated in full, so refuse what the disk cannot hold.
+fn osd_size(dir: &Path, osds: u32, asked: Option<u64>) -> Result<u64, CliError> {
+    const GIB: u64 = 1 << 30;
+    let free = loligo_store::free_bytes(dir)?;
+    let n = u64::from(osds.max(1));
+    let size =
+        asked.unwrap_or_else(|| (free / 2 / n).clamp(GIB, 8 * GIB) / (256 << 20) * (256 << 20));
+    // Each store also keeps a KV beside its block file.
+    let needed = n * (size + (512 << 20));
+    if needed > free {
+        return Err(CliError(format!(
+            "{osds} OSDs of {:.1} GiB need {:.1} GiB on {}, which has {:.1} GiB free: \
+             use --osd-size (bytes) or fewer --osds",
+            size as f64 / GIB as f64,
+            needed as f64 / GIB as f64,
+            dir.display(),
+            free as f64 / GIB as f64
+        )));
+    }
+    Ok(size)
 }

@@ -255,3 +255,30 @@ fn ec_bench_reports_speeds() {
     assert!(json_num(&out, "encode_gbps") > 0.0);
     assert!(json_num(&out, "decode_gbps") > 0.0);
 }
+
+#[test]
+fn up_refuses_block_files_the_disk_cannot_hold() {
+    let dir = std::env::temp_dir().join(format!("loligo-up-full-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let d = dir.to_str().unwrap();
+    // 1 PB per OSD: no test machine has it.
+    let o = loligo(&[
+        "up",
+        "--detach",
+        "--data-dir",
+        d,
+        "--osd-size",
+        "1000000000000000",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("GiB free") && err.contains("--osd-size"),
+        "{err}"
+    );
+    let left: Vec<_> = std::fs::read_dir(&dir)
+        .map(|r| r.filter_map(|e| e.ok()).map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "nothing started or written: {left:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

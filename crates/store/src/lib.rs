@@ -13,7 +13,7 @@ pub mod store;
 pub mod txn;
 pub mod types;
 
-pub use block::{aligned_bytes, BlockConfig, BlockStore, FsckReport};
+pub use block::{aligned_bytes, free_bytes, BlockConfig, BlockStore, FsckReport};
 pub use error::{Result, StoreError};
 pub use mem::MemStore;
 pub use store::{Commit, Completer, ObjectStore};

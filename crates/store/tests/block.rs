@@ -381,3 +381,23 @@ fn failed_transaction_returns_space_written_ahead() {
     assert!(!s.exists(c, &suite::oid(1, "big")).unwrap());
     clean(&t);
 }
+
+#[test]
+fn mkfs_refuses_a_block_file_larger_than_the_free_space() {
+    let dir = std::env::temp_dir().join(format!("loligo-store-full-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let free = free_bytes(&dir).unwrap();
+    let cfg = BlockConfig {
+        size: free + (1 << 30),
+        ..BlockConfig::default()
+    };
+    match BlockStore::mkfs(&dir, &cfg) {
+        Err(StoreError::NoSpace { needed, free: f }) => {
+            assert!(needed > f, "{needed} {f}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(!dir.join("block").exists(), "no half-made block file");
+    let _ = std::fs::remove_dir_all(&dir);
+}

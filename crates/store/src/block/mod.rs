@@ -169,14 +169,27 @@ impl BlockStore {
                 (f, len)
             }
             None => {
+                // Refuse up front rather than fill the disk halfway.
+                let free = free_bytes(dir).map_err(io)?;
+                let needed = cfg.size + MKFS_KV_RESERVE_BYTES;
+                if free < needed {
+                    return Err(StoreError::NoSpace { needed, free });
+                }
                 let f = OpenOptions::new()
                     .create_new(true)
                     .read(true)
                     .write(true)
                     .open(&bpath)
                     .map_err(io)?;
-                f.set_len(cfg.size).map_err(io)?;
-                preallocate(&f, cfg.size);
+                let allocated = f
+                    .set_len(cfg.size)
+                    .map_err(io)
+                    .and_then(|()| preallocate(&f, cfg.size));
+                if let Err(e) = allocated {
+                    drop(f);
+                    let _ = std::fs::remove_file(&bpath);
+                    return Err(e);
+                }
                 (f, cfg.size)
             }
         };
@@ -368,14 +381,37 @@ fn device_len(f: &File) -> Result<u64> {
 /// block does not allocate (a sparse file measured 4-5x slower on first
 /// writes). Best effort: where fallocate is unsupported the file stays
 /// sparse and still works.
-fn preallocate(f: &File, size: u64) {
+/// Space `mkfs` wants free beside the block file (the KV store's start).
+const MKFS_KV_RESERVE_BYTES: u64 = 256 << 20;
+
+/// Bytes an unprivileged writer may still use on the file system of `path`.
+pub fn free_bytes(path: &Path) -> std::io::Result<u64> {
+    let st = nix::sys::statvfs::statvfs(path).map_err(std::io::Error::from)?;
+    Ok(u64::from(st.blocks_available()).saturating_mul(u64::from(st.fragment_size())))
+}
+
+/// Reserve the block file's space so that later writes cannot fail for
+/// lack of it. A file system without fallocate keeps the file sparse; a
+/// full one is an error.
+fn preallocate(f: &File, size: u64) -> Result<()> {
     use std::os::unix::io::AsRawFd;
     let Ok(len) = libc::off_t::try_from(size) else {
-        return;
+        return Ok(());
     };
     // SAFETY: fallocate on a file descriptor we own, mode 0 (allocate),
     // range inside the file; it only changes the file's allocation.
-    let _ = unsafe { libc::fallocate(f.as_raw_fd(), 0, 0, len) };
+    let r = unsafe { libc::fallocate(f.as_raw_fd(), 0, 0, len) };
+    if r == 0 {
+        return Ok(());
+    }
+    let e = std::io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::ENOSPC) | Some(libc::EDQUOT) => Err(StoreError::NoSpace {
+            needed: size,
+            free: 0,
+        }),
+        _ => Ok(()),
+    }
 }
 
 fn ids(blob: u64, seq: u64) -> Vec<u8> {
