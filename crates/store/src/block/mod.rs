@@ -387,7 +387,7 @@ const MKFS_KV_RESERVE_BYTES: u64 = 256 << 20;
 /// Bytes an unprivileged writer may still use on the file system of `path`.
 pub fn free_bytes(path: &Path) -> std::io::Result<u64> {
     let st = nix::sys::statvfs::statvfs(path).map_err(std::io::Error::from)?;
-    Ok(u64::from(st.blocks_available()).saturating_mul(u64::from(st.fragment_size())))
+    Ok(st.blocks_available().saturating_mul(st.fragment_size()))
 }
 
 /// Reserve the block file's space so that later writes cannot fail for
