@@ -147,7 +147,10 @@ fn print_json(v: &Value) {
 }
 
 fn changed(r: &MonReply) {
-    println!("done (map epoch {})", r.epoch);
+    match r.value.get("message").and_then(Value::as_str) {
+        Some(m) => println!("{m}"),
+        None => println!("done (map epoch {})", r.epoch),
+    }
 }
 
 pub fn status(conn: &ConnArgs, json: bool) -> Result<(), CliError> {
@@ -305,7 +308,10 @@ pub fn pool(conn: &ConnArgs, c: PoolCmd) -> Result<(), CliError> {
                     erasure_profile: erasure,
                 }),
             )?;
-            println!("pool '{name}' created (map epoch {})", r.epoch);
+            match r.value.get("message").and_then(Value::as_str) {
+                Some(m) => println!("{m}"),
+                None => println!("pool '{name}' created (map epoch {})", r.epoch),
+            }
         }
         PoolCmd::Ls(j) => {
             let v = call(conn, req(Admin::PoolLs))?.value;

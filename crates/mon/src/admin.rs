@@ -56,6 +56,24 @@ pub fn plan(m: &OsdMap, cmd: &Admin) -> Result<Outcome, MonError> {
                 }
                 None => p.min_size = min_size.unwrap_or(size - size / 2),
             }
+            // Creating what exists is done already (as Ceph answers it):
+            // a retry after a lost reply must not fail. Other settings
+            // under the same name are a conflict.
+            if let Some(old) = m.pool_by_name(name) {
+                let same = old.kind == p.kind
+                    && old.size == p.size
+                    && old.min_size == p.min_size
+                    && old.pg_num == p.pg_num;
+                if !same {
+                    return Err(MonError::Invalid(format!(
+                        "pool '{name}' already exists with other settings (size {}, min_size {}, pg_num {})",
+                        old.size, old.min_size, old.pg_num
+                    )));
+                }
+                return Ok(Answer(
+                    json!({ "message": format!("pool '{name}' already exists") }),
+                ));
+            }
             Changes(vec![Change::PoolCreate(p)])
         }
         Admin::PoolDelete { name, confirm } => {
@@ -64,9 +82,13 @@ pub fn plan(m: &OsdMap, cmd: &Admin) -> Result<Outcome, MonError> {
                     "deleting pool '{name}' destroys its data: repeat its name to confirm"
                 )));
             }
-            Changes(vec![Change::PoolDelete {
-                id: pool(m, name)?.id,
-            }])
+            // Gone already is done (a retry after a lost reply).
+            let Some(p) = m.pool_by_name(name) else {
+                return Ok(Answer(
+                    json!({ "message": format!("pool '{name}' does not exist") }),
+                ));
+            };
+            Changes(vec![Change::PoolDelete { id: p.id }])
         }
         Admin::PoolLs => Answer(json!(m.pools.values().map(|p| &p.name).collect::<Vec<_>>())),
         Admin::PoolGet { name } => Answer(json!(pool(m, name)?)),
