@@ -9,16 +9,15 @@
 //! through the store it is handed.
 
 use crate::exec::{self, ObjState, Outcome};
-use crate::pg::Effect;
+use crate::pg::{Effect, RepCtx};
 use loligo_store::{CollectionId, ObjectId, ObjectStore, Transaction};
-use loligo_types::ops::{OpError, SubOp, Version};
-use loligo_types::Epoch;
+use loligo_types::ops::{OpError, SubOp};
 
 /// One write, decided by the PG, to be distributed by the backend.
 pub struct WritePlan<'a> {
     pub tid: u64,
-    pub interval: Epoch,
-    pub version: Version,
+    /// Where the write stands in the PG's history (sent to replicas).
+    pub ctx: RepCtx,
     pub txn: Transaction,
     /// Members that must make it durable; `me` is among them.
     pub write_set: &'a [i32],
@@ -70,8 +69,7 @@ impl Backend for Replicated {
             .map(|&to| Effect::Replicate {
                 tid: w.tid,
                 to,
-                interval: w.interval,
-                version: w.version,
+                ctx: w.ctx.clone(),
                 txn: w.txn.clone(),
             })
             .collect();

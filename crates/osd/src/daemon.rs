@@ -8,13 +8,16 @@
 //! PG state change goes through the PG's task.
 
 use crate::msg::{PeerMsg, PeerReply};
-use crate::pg::{Effect, Input, Pg, PgInfo, RepError, INFO_KEY};
+use crate::pg::{
+    replica_accepts, replica_step, replica_txn, stored_info, Effect, Input, Pg, PgInfo, PgView,
+    RepCtx, RepError, ReplicaStep, INFO_KEY,
+};
 use loligo_mon::protocol::MonRequest;
 use loligo_mon::MonClient;
 use loligo_proto::v1::osd_client::OsdClient;
 use loligo_proto::v1::osd_server::{Osd, OsdServer};
 use loligo_proto::v1::Raw;
-use loligo_store::{CollectionId, ObjectId, ObjectStore, Op, Transaction};
+use loligo_store::{CollectionId, ObjectId, ObjectStore, Transaction};
 use loligo_types::ops::{
     decode_msg, encode_msg, ClientReply, ClientRequest, OpError, OpReply, Version,
 };
@@ -91,10 +94,10 @@ pub struct OsdShared {
     epoch_tx: tokio::sync::watch::Sender<Epoch>,
     pgs: Mutex<HashMap<PgId, mpsc::Sender<PgMsg>>>,
     /// The interval each PG is in (for refusing stale primaries).
-    intervals: Mutex<HashMap<PgId, Epoch>>,
+    views: Mutex<HashMap<PgId, PgView>>,
     /// Serialises replica writes per PG (their info must only grow).
     /// with the newest write version queued on this replica.
-    rep_locks: Mutex<HashMap<PgId, Arc<tokio::sync::Mutex<Version>>>>,
+    rep_locks: Mutex<HashMap<PgId, Arc<RepLane>>>,
     stats: Mutex<HashMap<PgId, PgStat>>,
     peers: Mutex<HashMap<String, OsdClient<Channel>>>,
     counters: Counters,
@@ -107,6 +110,14 @@ pub struct OsdShared {
     /// sent to the monitors in batches by `record_rw`.
     rw_asks: Mutex<HashMap<PgId, (PgRw, mpsc::Sender<PgMsg>)>>,
     rw_wake: tokio::sync::Notify,
+}
+
+/// A PG's replica writes on this OSD: the newest version queued, and a
+/// signal for writes waiting for their predecessor.
+#[derive(Default)]
+struct RepLane {
+    high: tokio::sync::Mutex<Version>,
+    moved: tokio::sync::Notify,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -237,7 +248,7 @@ pub async fn start(
         map: RwLock::new(None),
         epoch_tx,
         pgs: Mutex::new(HashMap::new()),
-        intervals: Mutex::new(HashMap::new()),
+        views: Mutex::new(HashMap::new()),
         rep_locks: Mutex::new(HashMap::new()),
         stats: Mutex::new(HashMap::new()),
         peers: Mutex::new(HashMap::new()),
@@ -431,7 +442,7 @@ fn spawn_pg(s: &Arc<OsdShared>, pg: PgId) -> Option<mpsc::Sender<PgMsg>> {
             let is_map = matches!(input, Input::Map { .. });
             let fx = core.handle(s.store.as_ref(), input);
             if is_map {
-                lock(&s.intervals).insert(pg, core.interval());
+                lock(&s.views).insert(pg, core.view());
             }
             perform(&s, &me, &mut core, &mut waiters, fx);
             let mut st = lock(&s.stats);
@@ -475,22 +486,16 @@ fn perform(
                         .await;
                 });
             }
-            Effect::Replicate {
-                tid,
-                to,
-                interval,
-                version,
-                txn,
-            } => {
+            Effect::Replicate { tid, to, ctx, txn } => {
                 let s = s.clone();
                 let me = me.clone();
                 let pg = core.id;
                 tokio::spawn(async move {
+                    let interval = ctx.interval;
                     let msg = PeerMsg::RepOp {
                         pg,
                         from: s.cfg.id,
-                        interval,
-                        version,
+                        ctx,
                         txn,
                     };
                     let result = replicate(&s, pg, to, interval, &msg).await;
@@ -524,7 +529,7 @@ fn perform(
                                 // Unreachable: keep asking while the
                                 // interval lasts (the map will mark it
                                 // down otherwise).
-                                if lock(&s.intervals).get(&pg) != Some(&interval)
+                                if lock(&s.views).get(&pg).map(|v| v.interval) != Some(interval)
                                     || s.map().is_some_and(|m| !m.is_up(to))
                                 {
                                     return;
@@ -639,7 +644,10 @@ async fn replicate(
             Ok(PeerReply::Refused(e)) => return Err(RepError::Stale(e)),
             Ok(_) => return Err(RepError::Failed("unexpected reply".into())),
             Err(e) => {
-                if lock(&s.intervals).get(&pg).is_some_and(|&i| i != interval) {
+                if lock(&s.views)
+                    .get(&pg)
+                    .is_some_and(|v| v.interval != interval)
+                {
                     return Err(RepError::Stale(e));
                 }
                 if Instant::now() > deadline {
@@ -908,40 +916,66 @@ impl Service {
                 epoch: *self.0.epoch_tx.borrow(),
             },
             PeerMsg::GetInfo { pg, .. } => PeerReply::Info(self.0.read_info(pg)),
-            PeerMsg::RepOp {
-                pg,
-                interval,
-                version,
-                mut txn,
-                ..
-            } => {
-                let mine = lock(&self.0.intervals).get(&pg).copied().unwrap_or(0);
-                if interval < mine {
+            PeerMsg::RepOp { pg, from, ctx, txn } => {
+                let view = lock(&self.0.views).get(&pg).cloned().unwrap_or_default();
+                if !replica_accepts(&view, from, &ctx) {
                     return PeerReply::Refused(format!(
-                        "pg {pg}: write from interval {interval}, this OSD is in interval {mine}"
+                        "pg {pg}: write from osd.{from} at epoch {}, this OSD is at epoch {} with acting {:?}",
+                        ctx.epoch, view.epoch, view.acting
                     ));
                 }
                 if let Err(e) = self.0.ensure_collection(pg) {
                     return PeerReply::RepDone(Err(e));
                 }
-                let l = lock(&self.0.rep_locks).entry(pg).or_default().clone();
-                let commit = {
-                    let mut high = l.lock().await;
-                    // Replica writes to different objects may arrive out
-                    // of order: the info record only moves forward, past
-                    // every write queued so far (committed or not).
-                    let have = self.0.read_info(pg).unwrap_or_default().last_update;
-                    let have = have.max(*high);
-                    *high = have.max(version);
-                    if version <= have {
-                        let c = CollectionId::pg(pg.pool, pg.ps);
-                        txn.ops.retain(|op| {
-                            !matches!(op, Op::SetRecord { coll, key, .. } if *coll == c && key.as_slice() == INFO_KEY)
-                        });
+                PeerReply::RepDone(self.replica_write(pg, ctx, txn).await)
+            }
+        }
+    }
+}
+
+impl Service {
+    /// Apply a primary's write in the primary's order, waiting a bounded
+    /// time for an earlier one still on its way.
+    async fn replica_write(&self, pg: PgId, ctx: RepCtx, txn: Transaction) -> Result<(), String> {
+        let s = &self.0;
+        let c = CollectionId::pg(pg.pool, pg.ps);
+        let lane = lock(&s.rep_locks).entry(pg).or_default().clone();
+        let deadline = tokio::time::Instant::now() + s.cfg.op_timeout;
+        let mut txn = Some(txn);
+        loop {
+            let moved = lane.moved.notified();
+            tokio::pin!(moved);
+            moved.as_mut().enable();
+            let commit = {
+                let mut high = lane.high.lock().await;
+                let stored = stored_info(s.store.as_ref(), c).unwrap_or_default();
+                let have = stored.last_update.max(*high);
+                match replica_step(s.store.as_ref(), c, have, &ctx) {
+                    ReplicaStep::Apply => {
+                        let t = txn.take().unwrap_or_default();
+                        let t = replica_txn(s.store.as_ref(), c, ctx.version, t, &mut high);
+                        Some(s.store.queue_transaction(t))
                     }
-                    self.0.store.queue_transaction(txn)
-                };
-                PeerReply::RepDone(commit.await.map_err(|e| e.to_string()))
+                    // Durable once everything queued before it is.
+                    ReplicaStep::Duplicate => Some(s.store.queue_transaction(Transaction::new())),
+                    ReplicaStep::Refuse => {
+                        return Err(format!(
+                            "pg {pg}: this replica's log ends at {have:?}, the write follows {:?}",
+                            ctx.prev
+                        ))
+                    }
+                    ReplicaStep::Wait => None,
+                }
+            };
+            if let Some(commit) = commit {
+                lane.moved.notify_waiters();
+                return commit.await.map_err(|e| e.to_string());
+            }
+            if tokio::time::timeout_at(deadline, moved).await.is_err() {
+                return Err(format!(
+                    "pg {pg}: write {:?} waited for {:?}, which never came",
+                    ctx.version, ctx.prev
+                ));
             }
         }
     }

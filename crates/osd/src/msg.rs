@@ -4,7 +4,6 @@
 
 use crate::pg::PgInfo;
 use loligo_store::Transaction;
-use loligo_types::ops::Version;
 use loligo_types::{Epoch, PgId};
 use serde::{Deserialize, Serialize};
 
@@ -16,9 +15,7 @@ pub enum PeerMsg {
     RepOp {
         pg: PgId,
         from: i32,
-        /// The interval (epoch it started) the primary writes in.
-        interval: Epoch,
-        version: Version,
+        ctx: crate::pg::RepCtx,
         txn: Transaction,
     },
     /// Primary -> member: your info for `pg`.

@@ -59,6 +59,114 @@ pub fn log_key(v: u64) -> Vec<u8> {
     k
 }
 
+/// What a replica needs to know about a write besides its transaction.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RepCtx {
+    /// The interval (as the primary counts it) the write belongs to.
+    pub interval: Epoch,
+    /// The primary's map epoch and the PG's acting set in it.
+    pub epoch: Epoch,
+    pub acting: Vec<i32>,
+    /// The PG's last version before this write: replicas apply writes in
+    /// this order, so equal `last_update`s mean equal logs.
+    pub prev: Version,
+    pub version: Version,
+}
+
+/// A PG's place in the map as its OSD last processed it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PgView {
+    pub epoch: Epoch,
+    pub interval: Epoch,
+    pub acting: Vec<i32>,
+    pub primary: i32,
+    /// Interval of the write set on record (0: none).
+    pub rw_interval: Epoch,
+}
+
+/// Whether a replica whose PG is at `view` takes a write that `primary`
+/// sent under `ctx`. A replica with an older map takes it (the primary
+/// knows more); one with a newer map only if the PG kept the same acting
+/// set and primary and nobody recorded a write set since the primary's
+/// epoch (so no other primary can have written in between). Comparing
+/// intervals alone would not do: two OSDs that saw different subsets of
+/// the epochs count an interval from different epochs.
+pub fn replica_accepts(view: &PgView, primary: i32, ctx: &RepCtx) -> bool {
+    view.epoch <= ctx.epoch
+        || (view.acting == ctx.acting && view.primary == primary && view.rw_interval <= ctx.epoch)
+}
+
+/// What a replica does with a write, given `have`, the newest version it
+/// holds or has queued.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReplicaStep {
+    /// It follows `have`: apply it.
+    Apply,
+    /// Already applied (a resend).
+    Duplicate,
+    /// An earlier write is still on its way: wait for it.
+    Wait,
+    /// This replica's log went another way: refuse.
+    Refuse,
+}
+
+/// Replica writes apply in the primary's order (see `RepCtx::prev`).
+pub fn replica_step(
+    s: &dyn ObjectStore,
+    coll: CollectionId,
+    have: Version,
+    ctx: &RepCtx,
+) -> ReplicaStep {
+    if have == ctx.prev {
+        return ReplicaStep::Apply;
+    }
+    if have < ctx.prev {
+        return ReplicaStep::Wait;
+    }
+    let logged = s
+        .record(coll, &log_key(ctx.version.v))
+        .ok()
+        .flatten()
+        .and_then(|b| postcard::from_bytes::<LogEntry>(&b).ok());
+    match logged {
+        Some(e) if e.version == ctx.version => ReplicaStep::Duplicate,
+        _ => ReplicaStep::Refuse,
+    }
+}
+
+/// The info record a store holds for `coll` (`None`: no record).
+pub fn stored_info(s: &dyn ObjectStore, coll: CollectionId) -> Option<PgInfo> {
+    match s.record(coll, INFO_KEY) {
+        Ok(Some(b)) => postcard::from_bytes(&b).ok(),
+        _ => None,
+    }
+}
+
+/// What a replica applies of the primary's write `version`: the
+/// transaction as sent, minus its info record when this replica already
+/// has or has queued a newer version (replica writes to different objects
+/// may arrive out of order; the info record only moves forward). `high`
+/// is the newest version queued here, kept by the caller per PG.
+pub fn replica_txn(
+    s: &dyn ObjectStore,
+    coll: CollectionId,
+    version: Version,
+    mut txn: Transaction,
+    high: &mut Version,
+) -> Transaction {
+    let have = stored_info(s, coll)
+        .unwrap_or_default()
+        .last_update
+        .max(*high);
+    *high = have.max(version);
+    if version <= have {
+        txn.ops.retain(|op| {
+            !matches!(op, loligo_store::Op::SetRecord { coll: c, key, .. } if *c == coll && key.as_slice() == INFO_KEY)
+        });
+    }
+    txn
+}
+
 /// Why a replica did not take a write.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RepError {
@@ -129,13 +237,11 @@ pub enum Effect {
         tid: u64,
         txn: Transaction,
     },
-    /// Send `txn` to replica `to` (version `version`, interval
-    /// `interval`); report `RepDone`.
+    /// Send `txn` to replica `to`; report `RepDone`.
     Replicate {
         tid: u64,
         to: i32,
-        interval: Epoch,
-        version: Version,
+        ctx: RepCtx,
         txn: Transaction,
     },
     /// Ask `to` for its info; report `Info`.
@@ -191,6 +297,7 @@ struct Pending {
 
 struct InFlight {
     token: u64,
+    reqid: Option<ReqId>,
     name: String,
     waiting: BTreeSet<i32>,
     version: Version,
@@ -220,9 +327,10 @@ pub struct Pg {
     pub op_timeout_ms: u64,
     /// The pool type's data layout.
     backend: Box<dyn Backend>,
-    /// Request ids of the writes in the PG log, with their versions
-    /// (oldest first in `recent_order`; at most `LOG_ENTRIES_MAX`).
-    recent: HashMap<ReqId, Version>,
+    /// Request ids of the writes in the PG log, with their versions and
+    /// whether the whole write set has them (oldest first in
+    /// `recent_order`; at most `LOG_ENTRIES_MAX`).
+    recent: HashMap<ReqId, (Version, bool)>,
     recent_order: VecDeque<ReqId>,
     now_ms: u64,
     /// The recorded write set and its members that are up, as of `epoch`.
@@ -281,6 +389,17 @@ impl Pg {
 
     pub fn interval(&self) -> Epoch {
         self.interval
+    }
+
+    /// Where this PG stands in the map (for checking replica writes).
+    pub fn view(&self) -> PgView {
+        PgView {
+            epoch: self.epoch,
+            interval: self.interval,
+            acting: self.acting.clone(),
+            primary: self.primary,
+            rw_interval: self.rw.as_ref().map_or(0, |r| r.interval),
+        }
     }
 
     pub fn is_primary(&self) -> bool {
@@ -414,15 +533,12 @@ impl Pg {
 
     fn start_peering(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
         // The info on disk is the truth (replica writes went straight to
-        // the store while this OSD was not primary).
         // the store while this OSD was not primary). Memory may be ahead
         // by writes still in flight here: keep the newer, so that no
         // version is ever handed out twice.
-        if let Ok(Some(b)) = s.record(self.coll, INFO_KEY) {
-            if let Ok(i) = postcard::from_bytes::<PgInfo>(&b) {
-                if i.last_update > self.info.last_update {
-                    self.info = i;
-                }
+        if let Some(i) = stored_info(s, self.coll) {
+            if i.last_update > self.info.last_update {
+                self.info = i;
             }
         }
         self.load_recent(s);
@@ -498,14 +614,16 @@ impl Pg {
             }
             if let Ok(e) = postcard::from_bytes::<LogEntry>(&v) {
                 if let Some(r) = e.reqid {
-                    self.remember(r, e.version);
+                    // Peering made every write-set member's log equal to
+                    // this one: what it holds is committed.
+                    self.remember(r, e.version, true);
                 }
             }
         }
     }
 
-    fn remember(&mut self, r: ReqId, v: Version) {
-        if self.recent.insert(r, v).is_none() {
+    fn remember(&mut self, r: ReqId, v: Version, committed: bool) {
+        if self.recent.insert(r, (v, committed)).is_none() {
             self.recent_order.push_back(r);
         }
         while self.recent_order.len() > LOG_ENTRIES_MAX as usize {
@@ -696,12 +814,17 @@ impl Pg {
             p.op.name.clone(),
         );
         let writes = p.op.ops.iter().any(SubOp::is_write);
-        if let Some(v) = p.op.reqid.and_then(|r| self.recent.get(&r).copied()) {
+        if let Some((v, committed)) = p.op.reqid.and_then(|r| self.recent.get(&r).copied()) {
             if writes {
                 // A retry of a write already in the log: answer, do not
-                // apply it again.
-                let results = vec![SubResult::None; p.op.ops.len()];
-                return fx.push(reply(p.token, Ok(results), v, epoch));
+                // apply it again. One that failed on a replica is in no
+                // agreed log yet: the client retries after peering.
+                let result = if committed {
+                    Ok(vec![SubResult::None; p.op.ops.len()])
+                } else {
+                    Err(OpError::WrongPrimary { epoch })
+                };
+                return fx.push(reply(p.token, result, v, epoch));
             }
         }
         let (st, out) = match self
@@ -725,9 +848,10 @@ impl Pg {
         out: exec::Outcome,
         fx: &mut Vec<Effect>,
     ) {
+        let prev = self.info.last_update;
         let version = Version {
             epoch: self.epoch,
-            v: self.info.last_update.v + 1,
+            v: prev.v + 1,
         };
         let mut t = Transaction::new();
         t.ops.extend(out.txn.ops);
@@ -753,7 +877,7 @@ impl Pg {
             reqid: p.op.reqid,
         };
         if let Some(r) = p.op.reqid {
-            self.remember(r, version);
+            self.remember(r, version, false);
         }
         t.set_record(
             self.coll,
@@ -775,8 +899,13 @@ impl Pg {
         self.next_tid += 1;
         fx.extend(self.backend.distribute(WritePlan {
             tid,
-            interval: self.interval,
-            version,
+            ctx: RepCtx {
+                interval: self.interval,
+                epoch: self.epoch,
+                acting: self.acting.clone(),
+                prev,
+                version,
+            },
             txn: t,
             write_set,
             me: self.whoami,
@@ -785,6 +914,7 @@ impl Pg {
             tid,
             InFlight {
                 token: p.token,
+                reqid: p.op.reqid,
                 name: p.op.name.clone(),
                 waiting: write_set.iter().copied().collect(),
                 version,
@@ -824,7 +954,12 @@ impl Pg {
             return;
         };
         let result = match f.failed {
-            None => Ok(f.results),
+            None => {
+                if let Some(r) = f.reqid.and_then(|r| self.recent.get_mut(&r)) {
+                    r.1 = true;
+                }
+                Ok(f.results)
+            }
             Some(RepError::Stale(_)) => Err(OpError::WrongPrimary { epoch: self.epoch }),
             Some(RepError::Failed(e)) => Err(OpError::Io(e)),
         };
