@@ -10,7 +10,7 @@
 use crate::msg::{PeerMsg, PeerReply};
 use crate::pg::{
     replica_accepts, replica_step, replica_txn, stored_info, Effect, Input, Pg, PgInfo, PgView,
-    RepCtx, RepError, ReplicaStep, INFO_KEY,
+    RepCtx, RepError, ReplicaStep, INFO_KEY, PEER_RETRY_MS,
 };
 use loligo_mon::protocol::MonRequest;
 use loligo_mon::MonClient;
@@ -521,16 +521,18 @@ fn perform(
                         from: s.cfg.id,
                         interval,
                     };
+                    let give_up = Instant::now() + Duration::from_millis(PEER_RETRY_MS);
                     let info = loop {
                         match s.send_peer(to, &msg).await {
                             Ok(PeerReply::Info(i)) => break i,
                             Ok(_) => break None,
                             Err(_) => {
-                                // Unreachable: keep asking while the
-                                // interval lasts (the map will mark it
-                                // down otherwise).
+                                // Unreachable: keep asking a while (the
+                                // PG asks again later, and the map marks
+                                // a dead member down).
                                 if lock(&s.views).get(&pg).map(|v| v.interval) != Some(interval)
                                     || s.map().is_some_and(|m| !m.is_up(to))
+                                    || Instant::now() > give_up
                                 {
                                     return;
                                 }

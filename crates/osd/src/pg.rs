@@ -27,6 +27,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 pub const LOG_ENTRIES_MAX: u64 = 1000;
 /// Ops waiting per PG (for activation or behind a write to their object).
 pub const WAITING_MAX: usize = 4096;
+/// How long peering waits for an info before asking again (ms).
+pub const PEER_RETRY_MS: u64 = 3_000;
 /// Record key of the PG info.
 pub const INFO_KEY: &[u8] = b"info";
 
@@ -336,6 +338,8 @@ pub struct Pg {
     /// The recorded write set and its members that are up, as of `epoch`.
     rw: Option<PgRw>,
     rw_up: Vec<i32>,
+    /// When peering last asked members for their infos.
+    peer_asked_ms: u64,
 }
 
 fn reply(
@@ -380,6 +384,7 @@ impl Pg {
             recent_order: VecDeque::new(),
             rw: None,
             rw_up: Vec::new(),
+            peer_asked_ms: 0,
         }
     }
 
@@ -561,6 +566,7 @@ impl Pg {
             want,
             infos: BTreeMap::new(),
         };
+        self.peer_asked_ms = self.now_ms;
         self.maybe_activate(s, fx);
     }
 
@@ -992,9 +998,18 @@ impl Pg {
             }
         }
         self.waiting = keep;
-        if let Role::Peering { .. } = self.role {
-            // Infos never came: members are likely down; the map will
-            // change. Nothing to do until it does.
+        if let Role::Peering { want, .. } = &self.role {
+            // Infos that never came: ask again (a query can be lost with
+            // a member that restarted between two maps this OSD saw).
+            if now >= self.peer_asked_ms + PEER_RETRY_MS {
+                for &to in want {
+                    fx.push(Effect::QueryInfo {
+                        to,
+                        interval: self.interval,
+                    });
+                }
+                self.peer_asked_ms = now;
+            }
         }
     }
 
