@@ -668,10 +668,17 @@ impl Pg {
             .iter()
             .map(|(o, i)| (*o, i.unwrap_or_default()))
             .collect();
+        // The authoritative log is the longest among the recorded write
+        // set's members: their logs are prefixes of one history. A copy
+        // outside it that reaches further holds writes from a branch that
+        // was never acknowledged, however new their epoch looks.
+        let mine = (self.whoami, self.info);
+        let authority = |o: &i32| self.rw.as_ref().is_none_or(|r| r.osds.contains(o));
         let newest = infos
-            .values()
-            .map(|i| i.last_update)
-            .chain([self.info.last_update])
+            .iter()
+            .chain([(&mine.0, &mine.1)])
+            .filter(|(o, _)| authority(o))
+            .map(|(_, i)| i.last_update)
             .max()
             .unwrap_or_default();
         let complete: Vec<i32> = infos
@@ -679,9 +686,10 @@ impl Pg {
             .filter(|(_, i)| i.last_update == newest)
             .map(|(o, _)| *o)
             .collect();
-        if self.info.last_update < newest {
-            // A member has writes this primary lacks: hand the primary
-            // role to a complete member until recovery exists.
+        if self.info.last_update != newest {
+            // A member has writes this primary lacks (or this primary's
+            // log went another way): hand the primary role to a complete
+            // member until recovery exists.
             let size = self.pool.as_ref().map_or(1, |p| p.size as usize).max(1);
             let mut osds = complete.clone();
             osds.extend(self.acting.iter().filter(|o| !complete.contains(o)));

@@ -521,3 +521,48 @@ fn a_write_set_member_without_a_copy_does_not_count() {
     assert!(fx.is_empty(), "{fx:?}");
     assert_eq!(pg.stat().unwrap().state, "down");
 }
+
+#[test]
+fn a_newer_looking_log_outside_the_write_set_does_not_win() {
+    // osd.0 holds (9, 6) from a primary whose write was never
+    // acknowledged; the recorded write set [1, 2] holds (6, 6), which was.
+    let s = MemStore::new();
+    let mut t = Transaction::new();
+    t.create_collection(CollectionId::pg(1, 0));
+    let divergent = PgInfo {
+        last_update: Version { epoch: 9, v: 6 },
+        ..Default::default()
+    };
+    t.set_record(CollectionId::pg(1, 0), b"info", postcard_info(&divergent));
+    s.apply(t).unwrap();
+    let mut pg = Pg::new(PG, 0, divergent);
+    let rw = PgRw {
+        interval: 10,
+        osds: vec![1, 2],
+    };
+    pg.handle(&s, map_rw(11, vec![0, 1, 2], 2, Some(rw), vec![1, 2]));
+    let acked = PgInfo {
+        last_update: Version { epoch: 6, v: 6 },
+        ..Default::default()
+    };
+    pg.handle(
+        &s,
+        Input::Info {
+            from: 1,
+            interval: 11,
+            info: Some(acked),
+        },
+    );
+    let fx = pg.handle(
+        &s,
+        Input::Info {
+            from: 2,
+            interval: 11,
+            info: Some(acked),
+        },
+    );
+    match &fx[..] {
+        [Effect::RequestPgTemp { osds }] => assert_eq!(osds, &vec![1, 2, 0]),
+        other => panic!("the divergent copy must not lead: {other:?}"),
+    }
+}
