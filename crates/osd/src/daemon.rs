@@ -22,7 +22,7 @@ use loligo_types::ops::{
     decode_msg, encode_msg, ClientReply, ClientRequest, OpError, OpReply, Version,
 };
 use loligo_types::{Epoch, OsdMap, OsdReport, PgId, PgRw, PgStat};
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -661,6 +661,33 @@ async fn replicate(
     }
 }
 
+/// OSDs pinged at most, each heartbeat round.
+const HEARTBEAT_PEERS_MAX: usize = 256;
+
+/// Whom an OSD pings: the up OSDs it shares a PG with, and its next two up
+/// neighbours by id (so that an OSD without PGs is watched too), at most
+/// `HEARTBEAT_PEERS_MAX`; with each its `up_from` epoch.
+fn heartbeat_peers(map: &OsdMap, me: i32, sharing: &BTreeSet<i32>) -> Vec<(i32, Epoch)> {
+    let up: Vec<(i32, Epoch)> = map
+        .osds
+        .values()
+        .filter(|o| o.up && o.id != me)
+        .map(|o| (o.id, o.up_from))
+        .collect();
+    let after = up.iter().position(|&(id, _)| id > me).unwrap_or(0);
+    let neighbours: BTreeSet<i32> = up
+        .iter()
+        .cycle()
+        .skip(after)
+        .take(2.min(up.len()))
+        .map(|&(id, _)| id)
+        .collect();
+    up.into_iter()
+        .filter(|(id, _)| sharing.contains(id) || neighbours.contains(id))
+        .take(HEARTBEAT_PEERS_MAX)
+        .collect()
+}
+
 async fn heartbeats(s: Arc<OsdShared>, mut mc: MonClient) {
     let mut last_ok: HashMap<i32, (Instant, Epoch)> = HashMap::new();
     let mut reported: HashMap<i32, Instant> = HashMap::new();
@@ -668,13 +695,11 @@ async fn heartbeats(s: Arc<OsdShared>, mut mc: MonClient) {
     loop {
         t.tick().await;
         let Some(map) = s.map() else { continue };
-        let peers: Vec<(i32, Epoch)> = map
-            .osds
+        let sharing: BTreeSet<i32> = lock(&s.views)
             .values()
-            .filter(|o| o.up && o.id != s.cfg.id)
-            .map(|o| (o.id, o.up_from))
-            .take(64)
+            .flat_map(|v| v.acting.iter().copied())
             .collect();
+        let peers = heartbeat_peers(&map, s.cfg.id, &sharing);
         let now = Instant::now();
         let mut pings = Vec::new();
         for &(id, up_from) in &peers {
@@ -1011,5 +1036,39 @@ impl Osd for Service {
         Ok(Response::new(Raw {
             body: encode_msg(&reply),
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use loligo_types::Change;
+
+    fn map(n: i32) -> OsdMap {
+        let mut m = OsdMap::new("f", "osd").unwrap_or_else(|e| panic!("{e}"));
+        let changes = (0..n)
+            .map(|id| Change::OsdBoot {
+                id,
+                addr: format!("127.0.0.1:{}", 7000 + id),
+                host: "h".into(),
+                crush_weight: 0x10000,
+            })
+            .collect();
+        m.apply(&loligo_types::Incremental { epoch: 2, changes })
+            .unwrap_or_else(|e| panic!("{e}"));
+        m
+    }
+
+    #[test]
+    fn heartbeats_go_to_pg_peers_and_two_neighbours() {
+        let m = map(100);
+        let ids = |v: Vec<(i32, Epoch)>| v.into_iter().map(|p| p.0).collect::<Vec<_>>();
+        // No PGs: the two next OSDs by id, wrapping around.
+        assert_eq!(ids(heartbeat_peers(&m, 98, &BTreeSet::new())), vec![0, 99]);
+        // PG peers too (itself and unknown ids ignored), not all 99 others.
+        let sharing: BTreeSet<i32> = [5, 40, 41, 500].into();
+        assert_eq!(ids(heartbeat_peers(&m, 40, &sharing)), vec![5, 41, 42]);
+        // Alone: nobody.
+        assert!(heartbeat_peers(&map(1), 0, &BTreeSet::new()).is_empty());
     }
 }
