@@ -38,6 +38,14 @@ pub enum OsdCmd {
     Reweight { id: i32, weight: f64 },
     /// Remove a down OSD from the map and CRUSH.
     Rm { id: i32 },
+    /// Declare a down OSD's data lost, so that PGs waiting for it (state
+    /// `down`) go on with what the other OSDs hold. Writes only it held are
+    /// gone.
+    Lost {
+        id: i32,
+        #[arg(long = "yes-i-really-mean-it")]
+        confirm: bool,
+    },
     /// Edit the cluster's CRUSH map: add, move, rm, tree.
     #[command(subcommand)]
     Crush(CrushLiveCmd),
@@ -274,6 +282,7 @@ pub fn osd(conn: &ConnArgs, c: OsdCmd) -> Result<(), CliError> {
             changed(&call(conn, req(Admin::OsdReweight { id, weight }))?)
         }
         OsdCmd::Rm { id } => changed(&call(conn, req(Admin::OsdRm { id }))?),
+        OsdCmd::Lost { id, confirm } => changed(&call(conn, req(Admin::OsdLost { id, confirm }))?),
         OsdCmd::Crush(c) => match c {
             CrushLiveCmd::Add { id, host, weight } => {
                 changed(&call(conn, req(Admin::CrushAdd { id, host, weight }))?)

@@ -146,6 +146,15 @@ pub fn plan(m: &OsdMap, cmd: &Admin) -> Result<Outcome, MonError> {
             Changes(vec![Change::OsdReweight { id: *id, weight: w }])
         }
         Admin::OsdRm { id } => Changes(vec![Change::OsdRemove { id: *id }]),
+        Admin::OsdLost { id, confirm } => {
+            if !confirm {
+                return Err(MonError::Invalid(format!(
+                    "declaring osd.{id} lost gives up the writes only it holds: \
+                     add --yes-i-really-mean-it"
+                )));
+            }
+            Changes(vec![Change::OsdLost { id: *id }])
+        }
         Admin::CrushAdd { id, host, weight } => Changes(vec![Change::CrushAddOsd {
             id: *id,
             host: host.clone(),

@@ -92,6 +92,11 @@ pub enum Admin {
     OsdRm {
         id: i32,
     },
+    /// Declare a down OSD's data lost (needs `confirm`).
+    OsdLost {
+        id: i32,
+        confirm: bool,
+    },
     CrushAdd {
         id: i32,
         host: String,

@@ -118,6 +118,29 @@ async fn one_monitor_serves_maps_and_commands() {
         .await
         .unwrap();
     assert_eq!(r.value["message"], "pool 'gone' does not exist");
+    // Declaring an OSD lost needs the confirmation, and it must be down.
+    let e = c
+        .call(admin(Admin::OsdLost {
+            id: 1,
+            confirm: false,
+        }))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, MonError::Invalid(ref m) if m.contains("yes-i-really-mean-it")),
+        "{e}"
+    );
+    let e = c
+        .call(admin(Admin::OsdLost {
+            id: 1,
+            confirm: true,
+        }))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, MonError::Map(MapError::Invalid(ref m)) if m.contains("is up")),
+        "{e}"
+    );
 
     // Typed refusals, and nothing changes.
     assert!(matches!(

@@ -566,3 +566,22 @@ fn a_newer_looking_log_outside_the_write_set_does_not_win() {
         other => panic!("the divergent copy must not lead: {other:?}"),
     }
 }
+
+#[test]
+fn a_down_pg_goes_on_once_its_write_set_is_declared_lost() {
+    let (s, mut pg) = setup();
+    let rw = PgRw {
+        interval: 3,
+        osds: vec![1],
+    };
+    pg.handle(&s, map_rw(4, vec![0], 1, Some(rw), vec![]));
+    assert_eq!(pg.stat().unwrap().state, "down");
+    assert!(pg.handle(&s, read(1, "a", 0)).is_empty());
+    // `osd lost 1`: the record is gone; the PG serves what it has.
+    let fx = run(&mut pg, &s, map_rw(5, vec![0], 1, None, vec![]));
+    assert!(
+        fx.iter().any(|e| matches!(e, Effect::Reply { token: 1, reply } if reply.result == Err(OpError::NotFound))),
+        "{fx:?}"
+    );
+    assert_ne!(pg.stat().unwrap().state, "down");
+}

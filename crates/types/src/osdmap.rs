@@ -251,6 +251,12 @@ pub enum Change {
         pg: PgId,
         rw: PgRw,
     },
+    /// Declare a down (or removed) OSD's data gone: PGs stop waiting for
+    /// it. A PG whose recorded write set was only lost OSDs serves what the
+    /// others have, and acknowledged writes it lacked are lost.
+    OsdLost {
+        id: i32,
+    },
 }
 
 /// The write set of the newest interval in which a PG may have accepted
@@ -550,6 +556,17 @@ impl OsdMap {
                 } else {
                     self.pg_upmap_items.insert(*pg, items.clone());
                 }
+            }
+            Change::OsdLost { id } => {
+                if self.osds.get(id).is_some_and(|o| o.up) {
+                    return Err(MapError::Invalid(format!(
+                        "osd.{id} is up: only a down OSD can be declared lost"
+                    )));
+                }
+                for rw in self.pg_rw.values_mut() {
+                    rw.osds.retain(|o| o != id);
+                }
+                self.pg_rw.retain(|_, rw| !rw.osds.is_empty());
             }
             Change::PgRw { pg, rw } => {
                 self.pool_of(*pg)?;

@@ -198,6 +198,28 @@ fn pg_write_sets_only_move_forward_and_go_with_their_pool() {
     assert_eq!(m.pg_rw[&pg].interval, 5);
     let back: OsdMap = decode("map", &encode(&m)).unwrap();
     assert_eq!(back.pg_rw, m.pg_rw);
+    // Declaring an OSD lost: refused while it is up; once down, records
+    // stop naming it and a record of only lost OSDs goes away.
+    let other = PgId { pool: 1, ps: 3 };
+    step(
+        &mut m,
+        vec![Change::PgRw {
+            pg: other,
+            rw: PgRw {
+                interval: 6,
+                osds: vec![2],
+            },
+        }],
+    )
+    .unwrap();
+    assert!(matches!(
+        step(&mut m, vec![Change::OsdLost { id: 2 }]),
+        Err(MapError::Invalid(_))
+    ));
+    step(&mut m, vec![Change::OsdDown { id: 2 }]).unwrap();
+    step(&mut m, vec![Change::OsdLost { id: 2 }]).unwrap();
+    assert_eq!(m.pg_rw[&pg].osds, vec![0, 1]);
+    assert!(!m.pg_rw.contains_key(&other));
     step(&mut m, vec![Change::PoolDelete { id: 1 }]).unwrap();
     assert!(m.pg_rw.is_empty());
 }
