@@ -36,19 +36,15 @@ pub struct ObjState {
 
 /// Read an object's size and version.
 pub fn obj_state(s: &dyn ObjectStore, c: CollectionId, o: &ObjectId) -> Result<ObjState, OpError> {
-    if !s.exists(c, o).map_err(store_err)? {
+    let Some((st, v)) = s.stat_attr(c, o, VERSION_ATTR).map_err(store_err)? else {
         return Ok(ObjState::default());
-    }
-    let size = s.stat(c, o).map_err(store_err)?.size;
-    let version = match s.getattr(c, o, VERSION_ATTR) {
-        Ok(b) => postcard::from_bytes(&b).unwrap_or_default(),
-        Err(StoreError::NoAttr { .. }) => Version::default(),
-        Err(e) => return Err(store_err(e)),
     };
     Ok(ObjState {
         exists: true,
-        size,
-        version,
+        size: st.size,
+        version: v
+            .and_then(|b| postcard::from_bytes(&b).ok())
+            .unwrap_or_default(),
     })
 }
 

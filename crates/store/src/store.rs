@@ -45,6 +45,25 @@ pub trait ObjectStore: Send + Sync {
     fn read(&self, c: CollectionId, o: &ObjectId, extents: &[(u64, u64)]) -> Result<Vec<Vec<u8>>>;
     fn getattr(&self, c: CollectionId, o: &ObjectId, name: &str) -> Result<Vec<u8>>;
     fn getattrs(&self, c: CollectionId, o: &ObjectId) -> Result<BTreeMap<String, Vec<u8>>>;
+    /// An object's size and one attribute (`None`: no object; no such
+    /// attribute: `Some((stat, None))`). Stores override it to look the
+    /// object up once.
+    fn stat_attr(
+        &self,
+        c: CollectionId,
+        o: &ObjectId,
+        name: &str,
+    ) -> Result<Option<(ObjectStat, Option<Vec<u8>>)>> {
+        if !self.exists(c, o)? {
+            return Ok(None);
+        }
+        let st = self.stat(c, o)?;
+        match self.getattr(c, o, name) {
+            Ok(v) => Ok(Some((st, Some(v)))),
+            Err(StoreError::NoAttr { .. }) => Ok(Some((st, None))),
+            Err(e) => Err(e),
+        }
+    }
     fn omap_header(&self, c: CollectionId, o: &ObjectId) -> Result<Vec<u8>>;
     /// The values of the given keys that exist.
     fn omap_get(

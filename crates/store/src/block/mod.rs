@@ -825,8 +825,27 @@ impl ObjectStore for BlockStore {
 
     fn exists(&self, c: CollectionId, o: &ObjectId) -> Result<bool> {
         let _g = self.shared.view.read().map_err(|_| StoreError::Closed)?;
+        if self.shared.kv.get(&onode_key(c, o))?.is_some() {
+            return Ok(true);
+        }
         self.need_coll(c)?;
-        Ok(self.shared.kv.get(&onode_key(c, o))?.is_some())
+        Ok(false)
+    }
+
+    fn stat_attr(
+        &self,
+        c: CollectionId,
+        o: &ObjectId,
+        name: &str,
+    ) -> Result<Option<(ObjectStat, Option<Vec<u8>>)>> {
+        let _g = self.shared.view.read().map_err(|_| StoreError::Closed)?;
+        match get_onode(&self.shared.kv, c, o)? {
+            Some(mut on) => Ok(Some((ObjectStat { size: on.size }, on.attrs.remove(name)))),
+            None => {
+                self.need_coll(c)?;
+                Ok(None)
+            }
+        }
     }
 
     fn stat(&self, c: CollectionId, o: &ObjectId) -> Result<ObjectStat> {
@@ -1057,9 +1076,14 @@ impl BlockStore {
         }
     }
 
+    /// An object's onode. Its collection is checked only when there is
+    /// none (an object keeps its collection from being removed).
     fn onode(&self, c: CollectionId, o: &ObjectId) -> Result<Onode> {
+        if let Some(on) = get_onode(&self.shared.kv, c, o)? {
+            return Ok(on);
+        }
         self.need_coll(c)?;
-        get_onode(&self.shared.kv, c, o)?.ok_or_else(|| StoreError::NoObject {
+        Err(StoreError::NoObject {
             coll: c,
             oid: o.clone(),
         })

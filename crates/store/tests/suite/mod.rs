@@ -127,6 +127,21 @@ pub fn xattrs(s: &dyn ObjectStore) {
     let mut t = Transaction::new();
     t.rmattr(c1(), &o, "a");
     assert!(matches!(s.apply(t), Err(StoreError::NoAttr { .. })));
+    // Size and one attribute at once.
+    let (st, b) = s.stat_attr(c1(), &o, "b").unwrap().unwrap();
+    assert_eq!((st.size, b), (0, Some(b"2".to_vec())));
+    let (_, a) = s.stat_attr(c1(), &o, "a").unwrap().unwrap();
+    assert_eq!(a, None);
+    assert!(s.stat_attr(c1(), &oid(3, "nope"), "a").unwrap().is_none());
+    let missing = CollectionId::pg(77, 7);
+    assert!(matches!(
+        s.stat_attr(missing, &o, "a"),
+        Err(StoreError::NoCollection(_))
+    ));
+    assert!(matches!(
+        s.stat(missing, &o),
+        Err(StoreError::NoCollection(_))
+    ));
 }
 
 pub fn omap(s: &dyn ObjectStore) {
