@@ -440,11 +440,21 @@ fn spawn_pg(s: &Arc<OsdShared>, pg: PgId) -> Option<mpsc::Sender<PgMsg>> {
                 next_token += 1;
             }
             let is_map = matches!(input, Input::Map { .. });
+            // Stats for the monitors are refreshed on every input but the
+            // per-op ones (ticks come every 250 ms): building them for
+            // each op cost a few allocations on the read path.
+            let per_op = matches!(
+                input,
+                Input::Op { .. } | Input::LocalDone { .. } | Input::RepDone { .. }
+            );
             let fx = core.handle(s.store.as_ref(), input);
             if is_map {
                 lock(&s.views).insert(pg, core.view());
             }
             perform(&s, &me, &mut core, &mut waiters, fx);
+            if per_op {
+                continue;
+            }
             let mut st = lock(&s.stats);
             match core.stat() {
                 Some(x) => {
