@@ -689,32 +689,28 @@ impl Sim {
                     floor: self.acked[obj],
                 }
             };
-            let key = self.next_client_tid;
-            self.next_client_tid += 1;
-            self.pending.insert(
-                key,
-                Pending {
-                    kind,
-                    reqid: ReqId {
-                        client: 1,
-                        tid: key,
-                    },
-                    sent_ms: 0,
-                    req: 0,
+            self.submit(kind);
+        }
+        self.resend_late();
+    }
+
+    /// A new client op with its own request id, sent now.
+    fn submit(&mut self, kind: Kind) {
+        let key = self.next_client_tid;
+        self.next_client_tid += 1;
+        self.pending.insert(
+            key,
+            Pending {
+                kind,
+                reqid: ReqId {
+                    client: 1,
+                    tid: key,
                 },
-            );
-            self.send_op(key);
-        }
-        // Resend what waited too long (a lost reply, a dead primary).
-        let late: Vec<u64> = self
-            .pending
-            .iter()
-            .filter(|(_, p)| self.now_ms >= p.sent_ms + CLIENT_RESEND_MS)
-            .map(|(k, _)| *k)
-            .collect();
-        for k in late {
-            self.send_op(k);
-        }
+                sent_ms: 0,
+                req: 0,
+            },
+        );
+        self.send_op(key);
     }
 
     fn faults(&mut self) {
@@ -783,41 +779,13 @@ impl Sim {
                 self.start(o);
             }
         }
-        // Finish outstanding ops.
-        for _ in 0..4_000 {
-            if self.pending.is_empty() {
-                break;
-            }
-            self.client_step_resend_only();
-            self.step();
-        }
+        // Finish outstanding ops, then read everything.
+        self.drain(4_000);
         for obj in 0..OBJECTS {
-            let key = self.next_client_tid;
-            self.next_client_tid += 1;
-            self.pending.insert(
-                key,
-                Pending {
-                    kind: Kind::Read {
-                        obj,
-                        floor: self.acked[obj],
-                    },
-                    reqid: ReqId {
-                        client: 1,
-                        tid: key,
-                    },
-                    sent_ms: 0,
-                    req: 0,
-                },
-            );
-            self.send_op(key);
+            let floor = self.acked[obj];
+            self.submit(Kind::Read { obj, floor });
         }
-        for _ in 0..4_000 {
-            if self.pending.is_empty() {
-                break;
-            }
-            self.client_step_resend_only();
-            self.step();
-        }
+        self.drain(4_000);
         let left: Vec<Kind> = self.pending.values().map(|p| p.kind).collect();
         assert!(
             left.iter().all(|k| matches!(k, Kind::Write { .. })),
@@ -826,7 +794,19 @@ impl Sim {
         );
     }
 
-    fn client_step_resend_only(&mut self) {
+    /// Run until nothing is pending (at most `steps`), sending nothing new.
+    fn drain(&mut self, steps: usize) {
+        for _ in 0..steps {
+            if self.pending.is_empty() {
+                break;
+            }
+            self.resend_late();
+            self.step();
+        }
+    }
+
+    /// Resend what waited too long (a lost reply, a dead primary).
+    fn resend_late(&mut self) {
         let late: Vec<u64> = self
             .pending
             .iter()
