@@ -5,7 +5,9 @@
 //! is durable, nor write into space another committed extent uses.
 
 use super::codec::*;
-use super::{ids, io, read_block, read_logical_into, AlignedBuf, Allocator, Job, Prepared, Shared};
+use super::{
+    ids, io, read_blocks, read_logical_into, AlignedBuf, Allocator, Job, Prepared, Shared,
+};
 use crate::error::{Result, StoreError};
 use crate::kv::{Kv, KvOp};
 use crate::txn::{Op, Transaction};
@@ -377,7 +379,7 @@ impl Ctx<'_> {
             off,
             buf.as_mut_slice(),
             &mut |id| self.blob(id),
-            &mut |d| read_block(s, &pending, d),
+            &mut |d, n| read_blocks(s, &pending, d, n),
         )?;
         Ok(buf)
     }

@@ -352,8 +352,8 @@ impl BlockStore {
         Ok(None)
     }
 
-    fn read_block(&self, disk_off: u64) -> Result<Arc<Vec<u8>>> {
-        read_block(&self.shared, &HashMap::new(), disk_off)
+    fn read_blocks(&self, disk_off: u64, n: u64) -> Result<Vec<u8>> {
+        read_blocks(&self.shared, &HashMap::new(), disk_off, n)
     }
 }
 
@@ -433,26 +433,33 @@ fn get_blob(kv: &dyn Kv, id: u64) -> Result<Blob> {
     Blob::decode(&v)
 }
 
-/// One device block: pending deferred data first, else the device.
-fn read_block(
+/// `n` consecutive device blocks from `disk_off` in one read, with pending
+/// deferred data laid over the blocks that have some.
+fn read_blocks(
     s: &Shared,
     pending: &HashMap<u64, Arc<Vec<u8>>>,
     disk_off: u64,
-) -> Result<Arc<Vec<u8>>> {
-    if let Some(b) = pending.get(&disk_off) {
-        return Ok(b.clone());
-    }
-    if let Some(b) = s
-        .deferred
-        .lock()
-        .map_err(|_| StoreError::Closed)?
-        .get(&disk_off)
-    {
-        return Ok(b.clone());
-    }
-    let mut buf = vec![0u8; s.bs as usize];
+    n: u64,
+) -> Result<Vec<u8>> {
+    let bs = s.bs as usize;
+    let len = usize::try_from(n)
+        .ok()
+        .and_then(|n| n.checked_mul(bs))
+        .ok_or_else(|| StoreError::Corrupt(format!("read of {n} blocks")))?;
+    let mut buf = vec![0u8; len];
     s.dev.read_exact_at(&mut buf, disk_off).map_err(io)?;
-    Ok(Arc::new(buf))
+    let deferred = s.deferred.lock().map_err(|_| StoreError::Closed)?;
+    if pending.is_empty() && deferred.is_empty() {
+        return Ok(buf);
+    }
+    for (i, chunk) in buf.chunks_exact_mut(bs).enumerate() {
+        let at = disk_off + (i * bs) as u64;
+        if let Some(b) = pending.get(&at).or_else(|| deferred.get(&at)) {
+            let m = b.len().min(bs);
+            chunk[..m].copy_from_slice(&b[..m]);
+        }
+    }
+    Ok(buf)
 }
 
 /// Logical bytes `[off, off + len)` of an object (zeros for holes and
@@ -464,10 +471,10 @@ fn read_logical(
     off: u64,
     len: u64,
     blob: &mut dyn FnMut(u64) -> Result<Blob>,
-    block: &mut dyn FnMut(u64) -> Result<Arc<Vec<u8>>>,
+    blocks: &mut dyn FnMut(u64, u64) -> Result<Vec<u8>>,
 ) -> Result<Vec<u8>> {
     let mut out = vec![0u8; len as usize];
-    read_logical_into(s, oid, on, off, &mut out, blob, block)?;
+    read_logical_into(s, oid, on, off, &mut out, blob, blocks)?;
     Ok(out)
 }
 
@@ -479,7 +486,7 @@ fn read_logical_into(
     off: u64,
     out: &mut [u8],
     blob: &mut dyn FnMut(u64) -> Result<Blob>,
-    block: &mut dyn FnMut(u64) -> Result<Arc<Vec<u8>>>,
+    blocks: &mut dyn FnMut(u64, u64) -> Result<Vec<u8>>,
 ) -> Result<()> {
     let len = out.len() as u64;
     let end = off + len;
@@ -492,17 +499,15 @@ fn read_logical_into(
         let (s0, e0) = (xs.max(off), xe.min(end));
         if b.comp != 0 {
             // A compressed blob is read and checked whole, then unpacked.
-            let mut packed = Vec::with_capacity(b.len as usize);
-            for bi in 0..b.len / s.bs {
-                let data = block(b.disk_off + bi * s.bs)?;
-                if b.csums.get(bi as usize).copied() != Some(csum(&data)) {
+            let packed = blocks(b.disk_off, b.len / s.bs)?;
+            for (bi, data) in packed.chunks_exact(s.bs as usize).enumerate() {
+                if b.csums.get(bi).copied() != Some(csum(data)) {
                     s.csum_errors.fetch_add(1, Ordering::Relaxed);
                     return Err(StoreError::Checksum {
                         oid: oid.clone(),
                         offset: xs,
                     });
                 }
-                packed.extend_from_slice(&data);
             }
             let clen =
                 usize::try_from(b.clen).map_err(|_| StoreError::Corrupt("blob length".into()))?;
@@ -522,10 +527,10 @@ fn read_logical_into(
         // Whole checksum blocks covering [s0, e0) within the blob.
         let first = (x.boff + (s0 - xs)) / s.bs;
         let last = (x.boff + (e0 - xs) - 1) / s.bs;
-        for bi in first..=last {
-            let data = block(b.disk_off + bi * s.bs)?;
+        let run = blocks(b.disk_off + first * s.bs, last - first + 1)?;
+        for (bi, data) in (first..=last).zip(run.chunks_exact(s.bs as usize)) {
             let want = b.csums.get(bi as usize).copied();
-            if want != Some(csum(&data)) {
+            if want != Some(csum(data)) {
                 s.csum_errors.fetch_add(1, Ordering::Relaxed);
                 let logical = xs + (bi * s.bs).saturating_sub(x.boff);
                 return Err(StoreError::Checksum {
@@ -775,7 +780,7 @@ fn fsck(s: &Shared, deep: bool) -> Result<FsckReport> {
         let none = HashMap::new();
         for (id, b) in &blobs {
             for (i, &want) in b.csums.iter().enumerate() {
-                let data = read_block(s, &none, b.disk_off + i as u64 * s.bs)?;
+                let data = read_blocks(s, &none, b.disk_off + i as u64 * s.bs, 1)?;
                 r.blocks_checked += 1;
                 if csum(&data) != want {
                     r.errors
@@ -871,7 +876,7 @@ impl ObjectStore for BlockStore {
                     st,
                     e - st,
                     &mut |id| get_blob(&s.kv, id),
-                    &mut |d| self.read_block(d),
+                    &mut |d, n| self.read_blocks(d, n),
                 )
             })
             .collect()
