@@ -9,8 +9,8 @@
 
 use crate::msg::{PeerMsg, PeerReply};
 use crate::pg::{
-    replica_accepts, replica_step, replica_txn, stored_info, Effect, Input, Pg, PgInfo, PgView,
-    RepCtx, RepError, ReplicaStep, INFO_KEY, PEER_RETRY_MS,
+    replica_accepts, replica_step, stored_info, Effect, Input, Pg, PgInfo, PgView, RepCtx,
+    RepError, ReplicaStep, INFO_KEY, PEER_RETRY_MS,
 };
 use loligo_mon::protocol::MonRequest;
 use loligo_mon::MonClient;
@@ -989,9 +989,8 @@ impl Service {
                 let have = stored.last_update.max(*high);
                 match replica_step(s.store.as_ref(), c, have, &ctx) {
                     ReplicaStep::Apply => {
-                        let t = txn.take().unwrap_or_default();
-                        let t = replica_txn(s.store.as_ref(), c, ctx.version, t, &mut high);
-                        Some(s.store.queue_transaction(t))
+                        *high = ctx.version;
+                        Some(s.store.queue_transaction(txn.take().unwrap_or_default()))
                     }
                     // Durable once everything queued before it is.
                     ReplicaStep::Duplicate => Some(s.store.queue_transaction(Transaction::new())),

@@ -102,7 +102,8 @@ pub fn replica_accepts(view: &PgView, primary: i32, ctx: &RepCtx) -> bool {
 /// holds or has queued.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReplicaStep {
-    /// It follows `have`: apply it.
+    /// It follows `have`: apply it as sent (its version is newer than
+    /// anything here, so its info record moves this replica's forward).
     Apply,
     /// Already applied (a resend).
     Duplicate,
@@ -142,31 +143,6 @@ pub fn stored_info(s: &dyn ObjectStore, coll: CollectionId) -> Option<PgInfo> {
         Ok(Some(b)) => postcard::from_bytes(&b).ok(),
         _ => None,
     }
-}
-
-/// What a replica applies of the primary's write `version`: the
-/// transaction as sent, minus its info record when this replica already
-/// has or has queued a newer version (replica writes to different objects
-/// may arrive out of order; the info record only moves forward). `high`
-/// is the newest version queued here, kept by the caller per PG.
-pub fn replica_txn(
-    s: &dyn ObjectStore,
-    coll: CollectionId,
-    version: Version,
-    mut txn: Transaction,
-    high: &mut Version,
-) -> Transaction {
-    let have = stored_info(s, coll)
-        .unwrap_or_default()
-        .last_update
-        .max(*high);
-    *high = have.max(version);
-    if version <= have {
-        txn.ops.retain(|op| {
-            !matches!(op, loligo_store::Op::SetRecord { coll: c, key, .. } if *c == coll && key.as_slice() == INFO_KEY)
-        });
-    }
-    txn
 }
 
 /// Why a replica did not take a write.
@@ -720,6 +696,11 @@ impl Pg {
         });
         self.role = Role::WaitRw { write_set };
         // Reads may go ahead; writes wait for the record.
+        self.rerun_waiting(s, fx);
+    }
+
+    /// Offer every waiting op again (after a change of role).
+    fn rerun_waiting(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
         let waiting: Vec<Pending> = std::mem::take(&mut self.waiting).into();
         for p in waiting {
             self.on_op(s, p, fx);
@@ -740,10 +721,7 @@ impl Pg {
             self.next_tid += 1;
             fx.push(Effect::Apply { tid, txn: t });
         }
-        let waiting: Vec<Pending> = std::mem::take(&mut self.waiting).into();
-        for p in waiting {
-            self.on_op(s, p, fx);
-        }
+        self.rerun_waiting(s, fx);
     }
 
     fn min_size(&self) -> usize {

@@ -11,8 +11,8 @@
 //! `LOLIGO_SIM_SEED=N cargo test -p loligo-osd --test sim`.
 
 use loligo_osd::pg::{
-    replica_accepts, replica_step, replica_txn, stored_info, Effect, Input, Pg, PgInfo, RepCtx,
-    RepError, ReplicaStep,
+    replica_accepts, replica_step, stored_info, Effect, Input, Pg, PgInfo, RepCtx, RepError,
+    ReplicaStep,
 };
 use loligo_store::{CollectionId, MemStore, ObjectStore, Transaction};
 use loligo_types::ops::{ClientOp, OpError, OpReply, ReqId, SubOp, SubResult, Version};
@@ -437,10 +437,9 @@ impl Sim {
                     } else {
                         match replica_step(&r.store, coll(), have, &ctx) {
                             ReplicaStep::Apply => {
-                                let t =
-                                    replica_txn(&r.store, coll(), ctx.version, txn, &mut r.high);
+                                r.high = ctx.version;
                                 r.store
-                                    .apply(t)
+                                    .apply(txn)
                                     .map_err(|e| RepError::Failed(e.to_string()))
                             }
                             ReplicaStep::Duplicate => Ok(()),
