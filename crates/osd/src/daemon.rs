@@ -9,8 +9,8 @@
 
 use crate::msg::{PeerMsg, PeerReply};
 use crate::pg::{
-    replica_accepts, replica_step, stored_info, Effect, Input, Pg, PgInfo, PgView, RepCtx,
-    RepError, ReplicaStep, INFO_KEY, PEER_RETRY_MS,
+    replica_accepts, replica_step, Effect, Input, Pg, PgInfo, PgView, RepCtx, RepError,
+    ReplicaStep, INFO_KEY, PEER_RETRY_MS,
 };
 use loligo_mon::protocol::MonRequest;
 use loligo_mon::MonClient;
@@ -985,16 +985,13 @@ impl Service {
             moved.as_mut().enable();
             let commit = {
                 let mut high = lane.high.lock().await;
-                let stored = stored_info(s.store.as_ref(), c).unwrap_or_default();
-                let have = stored.last_update.max(*high);
-                match replica_step(s.store.as_ref(), c, have, &ctx) {
+                match replica_step(s.store.as_ref(), c, &mut high, &ctx) {
                     ReplicaStep::Apply => {
-                        *high = ctx.version;
                         Some(s.store.queue_transaction(txn.take().unwrap_or_default()))
                     }
                     // Durable once everything queued before it is.
                     ReplicaStep::Duplicate => Some(s.store.queue_transaction(Transaction::new())),
-                    ReplicaStep::Refuse => {
+                    ReplicaStep::Refuse { have } => {
                         return Err(format!(
                             "pg {pg}: this replica's log ends at {have:?}, the write follows {:?}",
                             ctx.prev

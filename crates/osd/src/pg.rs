@@ -109,18 +109,25 @@ pub enum ReplicaStep {
     Duplicate,
     /// An earlier write is still on its way: wait for it.
     Wait,
-    /// This replica's log went another way: refuse.
-    Refuse,
+    /// This replica's log went another way (it ends at `have`): refuse.
+    Refuse { have: Version },
 }
 
 /// Replica writes apply in the primary's order (see `RepCtx::prev`).
+/// `high` is the newest version queued on this replica (kept by the caller
+/// per PG, under a lock); on `Apply` it becomes this write's.
 pub fn replica_step(
     s: &dyn ObjectStore,
     coll: CollectionId,
-    have: Version,
+    high: &mut Version,
     ctx: &RepCtx,
 ) -> ReplicaStep {
+    let have = stored_info(s, coll)
+        .unwrap_or_default()
+        .last_update
+        .max(*high);
     if have == ctx.prev {
+        *high = ctx.version;
         return ReplicaStep::Apply;
     }
     if have < ctx.prev {
@@ -133,7 +140,7 @@ pub fn replica_step(
         .and_then(|b| postcard::from_bytes::<LogEntry>(&b).ok());
     match logged {
         Some(e) if e.version == ctx.version => ReplicaStep::Duplicate,
-        _ => ReplicaStep::Refuse,
+        _ => ReplicaStep::Refuse { have },
     }
 }
 
@@ -298,7 +305,7 @@ pub struct Pg {
     next_tid: u64,
     inflight: BTreeMap<u64, InFlight>,
     /// Objects with a write in flight, and the ops queued behind it.
-    busy: HashMap<String, VecDeque<Pending>>,
+    busy: BTreeMap<String, VecDeque<Pending>>,
     /// Ops waiting for the PG to accept writes.
     waiting: VecDeque<Pending>,
     /// How long an op may wait (ms).
@@ -351,7 +358,7 @@ impl Pg {
             info,
             next_tid: 1,
             inflight: BTreeMap::new(),
-            busy: HashMap::new(),
+            busy: BTreeMap::new(),
             waiting: VecDeque::new(),
             op_timeout_ms: 30_000,
             now_ms: 0,

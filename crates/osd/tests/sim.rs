@@ -428,22 +428,18 @@ impl Sim {
                 } else {
                     let r = &mut self.osds[to];
                     let view = r.pg.as_ref().map(|p| p.view()).unwrap_or_default();
-                    let have = stored_info(&r.store, coll())
-                        .unwrap_or_default()
-                        .last_update
-                        .max(r.high);
                     if !replica_accepts(&view, from as i32, &ctx) {
                         Err(RepError::Stale("newer map".into()))
                     } else {
-                        match replica_step(&r.store, coll(), have, &ctx) {
-                            ReplicaStep::Apply => {
-                                r.high = ctx.version;
-                                r.store
-                                    .apply(txn)
-                                    .map_err(|e| RepError::Failed(e.to_string()))
-                            }
+                        match replica_step(&r.store, coll(), &mut r.high, &ctx) {
+                            ReplicaStep::Apply => r
+                                .store
+                                .apply(txn)
+                                .map_err(|e| RepError::Failed(e.to_string())),
                             ReplicaStep::Duplicate => Ok(()),
-                            ReplicaStep::Refuse => Err(RepError::Failed("log diverged".into())),
+                            ReplicaStep::Refuse { .. } => {
+                                Err(RepError::Failed("log diverged".into()))
+                            }
                             ReplicaStep::Wait => {
                                 let first = first_ms.unwrap_or(now_ms);
                                 if now_ms < first + 2_000 {
