@@ -3,7 +3,7 @@
 # machine, one right after the other: rados-bench-style write / seq / rand
 # with 4 KiB and 4 MiB objects, 16 in flight, a size-3 replicated pool of
 # 64 PGs on 4 OSDs.
-#   bash benches/cluster/compare.sh            # both (Ceph if ../shared/ceph and `ceph` exist)
+#   bash benches/cluster/compare.sh            # both (Ceph if `ceph` is installed: apt-get install -y ceph)
 #   SKIP_CEPH=1 bash benches/cluster/compare.sh
 #   LOLIGO_FIRST=1 bash benches/cluster/compare.sh   # the other order
 # Env: SECS (default 10) per phase.
@@ -12,18 +12,17 @@ HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 SECS="${SECS:-10}"
 OUT="${OUT:-$(mktemp -d /tmp/loligo-compare.XXXXXX)}"
-CEPH_DIR="$ROOT/../shared/ceph"
+LAB="$ROOT/benches/ceph/lab.sh"
 
 cargo build --release -p loligo-cli --manifest-path "$ROOT/Cargo.toml" >&2
 B="$ROOT/target/release/loligo"
 
 run_ceph() {
-  if [ -z "${SKIP_CEPH:-}" ] && [ -x "$(command -v ceph || true)" ] && [ -f "$CEPH_DIR/cluster.sh" ]; then
+  if [ -z "${SKIP_CEPH:-}" ] && command -v ceph-osd >/dev/null; then
     echo "== Ceph: 4 OSDs, rep3 pool of 64 PGs, ${SECS}s per phase" >&2
-    bash "$CEPH_DIR/cluster.sh" up 4 >&2
-    bash "$CEPH_DIR/cluster.sh" wait-clean >&2
-    BENCH_POOLS=rep3 BENCH_SECS="$SECS" BENCH_OUT="$OUT/ceph" bash "$CEPH_DIR/bench.sh" >&2 || true
-    bash "$CEPH_DIR/cluster.sh" down >&2
+    bash "$LAB" up 4 >&2
+    bash "$LAB" bench "$SECS" "$OUT/ceph" >&2 || true
+    bash "$LAB" down >&2
   fi
 }
 

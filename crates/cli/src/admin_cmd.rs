@@ -30,7 +30,9 @@ pub enum OsdCmd {
     Dump,
     /// Mark OSDs down (they re-assert themselves if alive).
     Down { ids: Vec<i32> },
-    /// Mark OSDs out (their data moves elsewhere).
+    /// Mark OSDs out: CRUSH maps their PGs to other OSDs. The data is not
+    /// copied there yet (no recovery or backfill): the new members stay
+    /// degraded.
     Out { ids: Vec<i32> },
     /// Mark OSDs in.
     In { ids: Vec<i32> },
@@ -77,8 +79,9 @@ pub enum PoolCmd {
         /// Fewest replicas that accept writes (default size - size/2).
         #[arg(long)]
         min_size: Option<u32>,
-        /// Make it erasure-coded with this profile.
-        #[arg(long)]
+        /// Make it erasure-coded with this profile. Not supported yet: the
+        /// monitors refuse it until the OSDs store erasure-coded chunks.
+        #[arg(long, value_name = "PROFILE")]
         erasure: Option<String>,
     },
     /// List pools.
@@ -86,6 +89,8 @@ pub enum PoolCmd {
     /// Show a pool's settings (JSON).
     Get { name: String },
     /// Change a setting: size, min_size, pgp_num, crush_rule, object_size_max, name, pps_mode.
+    /// Settings that remap PGs (size, pgp_num, crush_rule, pps_mode) move no data yet: new
+    /// members stay degraded until recovery exists.
     Set {
         name: String,
         key: String,

@@ -54,7 +54,7 @@ enum Cmd {
     /// Pools: create, ls, get, set, rm.
     #[command(subcommand)]
     Pool(admin_cmd::PoolCmd),
-    /// Erasure-code profiles: set, get, ls, rm.
+    /// Erasure-code profiles: set, get, ls, rm (kept in the map; no pool can use one yet).
     #[command(subcommand, name = "ec-profile")]
     EcProfile(admin_cmd::EcProfileCmd),
     /// Store FILE (- for stdin) as object NAME.

@@ -1,5 +1,5 @@
 //! The `loligo` binary end to end: crushtool- and osdmaptool-identical
-//! output on the shared vectors, and one-line errors with exit code 2.
+//! output on Ceph's vectors (testdata/ceph), and one-line errors with exit code 2.
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -7,9 +7,7 @@ use std::process::{Command, Output};
 fn vectors() -> PathBuf {
     let dir = std::env::var("LOLIGO_VECTORS")
         .map(PathBuf::from)
-        .unwrap_or_else(|_| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/vectors")
-        });
+        .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/ceph"));
     assert!(dir.is_dir(), "test vectors not found at {}", dir.display());
     dir
 }

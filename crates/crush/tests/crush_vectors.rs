@@ -1,4 +1,4 @@
-//! Every case under `shared/vectors/crush` must reproduce crushtool's
+//! Every case under `testdata/ceph/crush` must reproduce crushtool's
 //! output byte for byte, and every map must round-trip through the text
 //! format unchanged.
 

@@ -1,4 +1,4 @@
-//! Every case under `shared/vectors/placement` must reproduce osdmaptool's
+//! Every case under `testdata/ceph/placement` must reproduce osdmaptool's
 //! object and PG lines byte for byte.
 
 mod common;

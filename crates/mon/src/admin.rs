@@ -7,7 +7,7 @@
 
 use crate::protocol::{Admin, MonError};
 use loligo_types::osdmap::{OBJECT_SIZE_MAX_DEFAULT, WEIGHT_IN};
-use loligo_types::{crush_edit, Change, EcProfile, OsdMap, PoolKind};
+use loligo_types::{crush_edit, Change, EcProfile, OsdMap};
 use serde_json::{json, Value};
 
 /// What an admin command needs: changes to propose, or an answer now.
@@ -41,21 +41,21 @@ pub fn plan(m: &OsdMap, cmd: &Admin) -> Result<Outcome, MonError> {
             min_size,
             erasure_profile,
         } => {
-            let mut p = m.replicated_pool(name, *pg_num, *size, 1);
-            match erasure_profile {
-                Some(prof) => {
-                    let ec = m
-                        .ec_profiles
-                        .get(prof)
-                        .ok_or_else(|| loligo_types::MapError::NoSuchProfile(prof.clone()))?;
-                    p.kind = PoolKind::Erasure {
-                        profile: prof.clone(),
-                    };
-                    p.size = ec.chunks()?;
-                    p.min_size = min_size.unwrap_or((ec.k + 1).min(p.size));
-                }
-                None => p.min_size = min_size.unwrap_or(size - size / 2),
+            if let Some(prof) = erasure_profile {
+                // The profile is checked first so a typo gets its own error.
+                let ec = m
+                    .ec_profiles
+                    .get(prof)
+                    .ok_or_else(|| loligo_types::MapError::NoSuchProfile(prof.clone()))?;
+                ec.chunks()?;
+                // The OSDs would store full copies on k+m OSDs: refuse
+                // rather than pretend.
+                return Err(MonError::Unsupported(
+                    "erasure-coded pools (OSDs do not store EC chunks yet; profiles can be kept with ec-profile set)".into(),
+                ));
             }
+            let mut p = m.replicated_pool(name, *pg_num, *size, 1);
+            p.min_size = min_size.unwrap_or(size - size / 2);
             // Creating what exists is done already (as Ceph answers it):
             // a retry after a lost reply must not fail. Other settings
             // under the same name are a conflict.
@@ -219,3 +219,45 @@ pub fn tree(m: &OsdMap) -> Value {
 
 /// Default largest object (re-exported for the CLI's help text).
 pub const OBJECT_SIZE_MAX: u64 = OBJECT_SIZE_MAX_DEFAULT;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use loligo_types::EcPlugin;
+
+    fn create(erasure: Option<&str>) -> Admin {
+        Admin::PoolCreate {
+            name: "p".into(),
+            pg_num: 8,
+            size: 3,
+            min_size: None,
+            erasure_profile: erasure.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn erasure_pools_are_refused_until_osds_store_chunks() {
+        let mut m = OsdMap::new("f", "osd").unwrap();
+        let prof = EcProfile {
+            name: "zz".into(),
+            plugin: EcPlugin::Zigzag,
+            k: 4,
+            m: 2,
+            s: 1,
+            l: 0,
+            optimal: false,
+            alignment: 4096,
+        };
+        m.ec_profiles.insert("zz".into(), prof);
+        let e = plan(&m, &create(Some("zz"))).err().unwrap();
+        assert!(matches!(e, MonError::Unsupported(_)), "{e}");
+        assert!(e
+            .to_string()
+            .starts_with("not supported yet: erasure-coded pools"));
+        // A typo names the profile, not the missing feature.
+        let e = plan(&m, &create(Some("nope"))).err().unwrap();
+        assert!(e.to_string().contains("'nope' does not exist"), "{e}");
+        // Replicated pools are unaffected.
+        assert!(matches!(plan(&m, &create(None)), Ok(Outcome::Changes(_))));
+    }
+}

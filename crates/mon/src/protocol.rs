@@ -157,6 +157,9 @@ pub enum MonError {
     Unavailable(String),
     #[error("timed out: {0}")]
     Timeout(String),
+    /// A feature this build does not have yet: refused rather than faked.
+    #[error("not supported yet: {0}")]
+    Unsupported(String),
 }
 
 /// The JSON body of `Call` replies.

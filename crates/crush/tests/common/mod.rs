@@ -2,14 +2,14 @@
 
 use std::path::PathBuf;
 
-/// `../shared/vectors` relative to the repository root, or `LOLIGO_VECTORS`.
+/// `testdata/ceph` in the repository, or `LOLIGO_VECTORS`.
 /// Panics (fails the test loudly) when the folder is missing.
 pub fn vectors_dir() -> PathBuf {
     if let Ok(p) = std::env::var("LOLIGO_VECTORS") {
         return PathBuf::from(p);
     }
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let dir = root.join("../shared/vectors");
+    let dir = root.join("testdata/ceph");
     assert!(
         dir.is_dir(),
         "test vectors not found at {} (set LOLIGO_VECTORS to their folder)",
