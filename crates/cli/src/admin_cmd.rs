@@ -8,8 +8,8 @@
 use crate::config::ConnArgs;
 use crate::CliError;
 use clap::{Args, Subcommand, ValueEnum};
-use loligo_mon::protocol::{Admin, MonReply, MonRequest};
-use loligo_mon::MonClient;
+use loligo_monc::protocol::{Admin, MonReply, MonRequest};
+use loligo_monc::MonClient;
 use loligo_types::EcPlugin;
 use serde_json::Value;
 

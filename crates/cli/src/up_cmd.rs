@@ -11,8 +11,8 @@
 use crate::config::{Config, CONF_NAME, DEFAULT_DATA_DIR, DEFAULT_POOL};
 use crate::CliError;
 use clap::Args;
-use loligo_mon::protocol::{Admin, MonError, MonRequest};
-use loligo_mon::MonClient;
+use loligo_monc::protocol::{Admin, MonError, MonRequest};
+use loligo_monc::MonClient;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -15,8 +15,9 @@
 //! It must never return success for an op the primary did not
 //! acknowledge, nor retry an op after a definite answer.
 
-use loligo_mon::protocol::{MonError, MonReply, MonRequest};
-use loligo_mon::MonClient;
+use loligo_monc::protocol::{MonError, MonReply, MonRequest};
+use loligo_monc::MonClient;
+use loligo_proto::net::Channels;
 use loligo_proto::v1::osd_client::OsdClient;
 use loligo_proto::v1::Raw;
 use loligo_types::ops::{
@@ -30,8 +31,8 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 use tonic::transport::Channel;
 
-/// Largest message (objects up to the pool limit, plus framing).
-const MESSAGE_BYTES_MAX: usize = 256 << 20;
+/// How long dialling an OSD may take.
+const OSD_CONNECT_TIMEOUT_MS: u64 = 1_000;
 
 /// Why a client call failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -83,7 +84,8 @@ struct Inner {
     mon: tokio::sync::Mutex<MonClient>,
     table: RwLock<Arc<Table>>,
     epoch_tx: tokio::sync::watch::Sender<Epoch>,
-    conns: Mutex<HashMap<String, OsdClient<Channel>>>,
+    /// Connections to OSDs.
+    conns: Channels,
     op_timeout: Duration,
     watcher: Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// This client's random id and op counter (request ids).
@@ -143,7 +145,7 @@ impl Cluster {
             mon: tokio::sync::Mutex::new(mon.clone()),
             table: RwLock::new(Arc::new(Table::new(map.clone()))),
             epoch_tx,
-            conns: Mutex::new(HashMap::new()),
+            conns: Channels::new(Duration::from_millis(OSD_CONNECT_TIMEOUT_MS), None),
             op_timeout,
             watcher: Mutex::new(None),
             client_id: random_id(),
@@ -237,22 +239,7 @@ impl Inner {
     }
 
     async fn conn(&self, addr: &str) -> Result<OsdClient<Channel>, String> {
-        if let Some(c) = self.conns.lock().ok().and_then(|m| m.get(addr).cloned()) {
-            return Ok(c);
-        }
-        let ch = Channel::from_shared(format!("http://{addr}"))
-            .map_err(|e| e.to_string())?
-            .connect_timeout(Duration::from_secs(1))
-            .connect()
-            .await
-            .map_err(|e| e.to_string())?;
-        let c = OsdClient::new(ch)
-            .max_decoding_message_size(MESSAGE_BYTES_MAX)
-            .max_encoding_message_size(MESSAGE_BYTES_MAX);
-        if let Ok(mut m) = self.conns.lock() {
-            m.insert(addr.to_string(), c.clone());
-        }
-        Ok(c)
+        self.conns.osd(addr).await
     }
 
     /// Send `req` for PG `pg` to its primary until a definite answer.
@@ -298,9 +285,7 @@ impl Inner {
                 Ok(r) => r.into_inner().body,
                 Err(s) => {
                     why = format!("osd.{primary}: {}", s.message());
-                    if let Ok(mut m) = self.conns.lock() {
-                        m.remove(&addr);
-                    }
+                    self.conns.forget(&addr);
                     self.wait_newer(epoch, Duration::from_millis(300)).await;
                     continue;
                 }

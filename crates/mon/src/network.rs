@@ -5,7 +5,8 @@
 //! It must never interpret the messages: openraft does.
 
 use crate::raft::TypeConfig;
-use loligo_proto::v1::{mon_client::MonClient, RaftMessage};
+use loligo_proto::net::Channels;
+use loligo_proto::v1::RaftMessage;
 use openraft::error::{
     InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
 };
@@ -16,20 +17,35 @@ use openraft::raft::{
 };
 use openraft::BasicNode;
 use serde::{de::DeserializeOwned, Serialize};
-use tonic::transport::Channel;
+use std::sync::Arc;
+use std::time::Duration;
 
-/// Largest Raft message (a snapshot chunk or a batch of entries).
-pub const RAFT_MESSAGE_BYTES_MAX: usize = 64 << 20;
+/// How long dialling a peer monitor may take.
+const CONNECT_TIMEOUT_MS: u64 = 1_000;
 
-/// Makes a connection per peer monitor.
-#[derive(Clone, Default)]
-pub struct Network;
+/// Makes a client per peer monitor; all share one connection cache.
+#[derive(Clone)]
+pub struct Network {
+    channels: Arc<Channels>,
+}
 
-/// A connection to one peer monitor (connected lazily, re-made on error).
+impl Default for Network {
+    fn default() -> Network {
+        Network {
+            channels: Arc::new(Channels::new(
+                Duration::from_millis(CONNECT_TIMEOUT_MS),
+                None,
+            )),
+        }
+    }
+}
+
+/// A client of one peer monitor (its connection is made lazily and
+/// re-made after an error).
 pub struct Peer {
     target: u64,
     addr: String,
-    client: Option<MonClient<Channel>>,
+    channels: Arc<Channels>,
 }
 
 impl RaftNetworkFactory<TypeConfig> for Network {
@@ -39,7 +55,7 @@ impl RaftNetworkFactory<TypeConfig> for Network {
         Peer {
             target,
             addr: node.addr.clone(),
-            client: None,
+            channels: self.channels.clone(),
         }
     }
 }
@@ -53,42 +69,32 @@ impl Peer {
         &mut self,
         kind: &str,
         req: &Req,
-        timeout: std::time::Duration,
+        timeout: Duration,
     ) -> Result<Resp, RPCError<u64, BasicNode, RaftError<u64, E>>>
     where
         E: std::error::Error + DeserializeOwned,
     {
         let body = serde_json::to_vec(req).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
-        if self.client.is_none() {
-            let ch = Channel::from_shared(format!("http://{}", self.addr))
-                .map_err(|e| RPCError::Network(NetworkError::new(&e)))?
-                .connect_timeout(timeout)
-                .timeout(timeout)
-                .connect()
-                .await
-                .map_err(|e| RPCError::Unreachable(Unreachable::new(&e)))?;
-            self.client = Some(
-                MonClient::new(ch)
-                    .max_decoding_message_size(RAFT_MESSAGE_BYTES_MAX)
-                    .max_encoding_message_size(RAFT_MESSAGE_BYTES_MAX),
-            );
-        }
-        let Some(c) = self.client.as_mut() else {
-            return Err(RPCError::Network(NetworkError::new(&Msg(
-                "no client".into()
-            ))));
+        let mut c = self
+            .channels
+            .mon(&self.addr)
+            .await
+            .map_err(|e| RPCError::Unreachable(Unreachable::new(&Msg(e))))?;
+        let msg = RaftMessage {
+            kind: kind.into(),
+            body,
         };
-        let reply = c
-            .raft(RaftMessage {
-                kind: kind.into(),
-                body,
-            })
-            .await;
-        let raw = match reply {
-            Ok(r) => r.into_inner().body,
-            Err(s) => {
-                self.client = None;
+        let raw = match tokio::time::timeout(timeout, c.raft(msg)).await {
+            Ok(Ok(r)) => r.into_inner().body,
+            Ok(Err(s)) => {
+                self.channels.forget(&self.addr);
                 return Err(RPCError::Unreachable(Unreachable::new(&s)));
+            }
+            Err(_) => {
+                return Err(RPCError::Unreachable(Unreachable::new(&Msg(format!(
+                    "{}: no answer in {timeout:?}",
+                    self.addr
+                )))))
             }
         };
         let r: Result<Resp, RaftError<u64, E>> =

@@ -7,9 +7,10 @@
 //! change the map except through the Raft log.
 
 use crate::admin::{self, Outcome};
-use crate::network::{Network, RAFT_MESSAGE_BYTES_MAX};
+use crate::network::Network;
 use crate::protocol::{Admin, CallResult, MapUpdate, MonError, MonReply, MonRequest};
 use crate::raft::{MonCmd, MonRaft, MonStore, Shared};
+use loligo_proto::net::MESSAGE_BYTES_MAX;
 use loligo_proto::v1::mon_server::{Mon, MonServer};
 use loligo_proto::v1::{RaftMessage, Raw, WatchRequest};
 use loligo_types::{Change, OsdReport};
@@ -140,9 +141,15 @@ impl Monitor {
             .map_err(|e| format!("{}: {e}", cfg.data_dir.display()))?;
         let store = MonStore::open(&cfg.data_dir)?;
         let shared = store.shared.clone();
-        let raft = openraft::Raft::new(cfg.id, raft_config()?, Network, store.clone(), store)
-            .await
-            .map_err(|e| e.to_string())?;
+        let raft = openraft::Raft::new(
+            cfg.id,
+            raft_config()?,
+            Network::default(),
+            store.clone(),
+            store,
+        )
+        .await
+        .map_err(|e| e.to_string())?;
         if cfg.members.keys().next() == Some(&cfg.id)
             && !raft.is_initialized().await.map_err(|e| e.to_string())?
         {
@@ -162,8 +169,8 @@ impl Monitor {
             propose_lock: Mutex::new(()),
         });
         let svc = MonServer::new(Service(mon.clone()))
-            .max_decoding_message_size(RAFT_MESSAGE_BYTES_MAX)
-            .max_encoding_message_size(RAFT_MESSAGE_BYTES_MAX);
+            .max_decoding_message_size(MESSAGE_BYTES_MAX)
+            .max_encoding_message_size(MESSAGE_BYTES_MAX);
         // Small request/reply messages: without TCP_NODELAY, Nagle's
         // algorithm and delayed ACKs add ~40 ms to each.
         let incoming = tokio_stream::StreamExt::map(

@@ -12,9 +12,9 @@ use crate::pg::{
     replica_accepts, replica_step, Effect, Input, Pg, PgInfo, PgView, RepCtx, RepError,
     ReplicaStep, INFO_KEY, PEER_RETRY_MS,
 };
-use loligo_mon::protocol::MonRequest;
-use loligo_mon::MonClient;
-use loligo_proto::v1::osd_client::OsdClient;
+use loligo_monc::protocol::MonRequest;
+use loligo_monc::MonClient;
+use loligo_proto::net::{Channels, MESSAGE_BYTES_MAX};
 use loligo_proto::v1::osd_server::{Osd, OsdServer};
 use loligo_proto::v1::Raw;
 use loligo_store::{CollectionId, ObjectId, ObjectStore, Transaction};
@@ -28,11 +28,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
-use tonic::transport::Channel;
 use tonic::{Request, Response, Status};
 
-/// Largest message on the OSD ports (objects up to the pool limit).
-pub const MESSAGE_BYTES_MAX: usize = 256 << 20;
+/// How long dialling a peer OSD may take.
+const PEER_CONNECT_TIMEOUT_MS: u64 = 1_000;
+/// How long one request to a peer OSD may take.
+const PEER_REQUEST_TIMEOUT_MS: u64 = 30_000;
 /// Queue depth per PG task.
 const PG_QUEUE_MAX: usize = 1024;
 /// PG write sets recorded per monitor request.
@@ -99,7 +100,8 @@ pub struct OsdShared {
     /// with the newest write version queued on this replica.
     rep_locks: Mutex<HashMap<PgId, Arc<RepLane>>>,
     stats: Mutex<HashMap<PgId, PgStat>>,
-    peers: Mutex<HashMap<String, OsdClient<Channel>>>,
+    /// Connections to peer OSDs.
+    peers: Channels,
     counters: Counters,
     start: Instant,
     /// Set when the OSD stops: PG tasks end at their next tick.
@@ -133,30 +135,19 @@ impl OsdShared {
         self.start.elapsed().as_millis() as u64
     }
 
-    async fn peer(&self, osd: i32) -> Result<OsdClient<Channel>, String> {
-        let addr = self
-            .map()
+    fn peer_addr(&self, osd: i32) -> Result<String, String> {
+        self.map()
             .and_then(|m| m.osds.get(&osd).map(|o| o.addr.clone()))
-            .ok_or_else(|| format!("osd.{osd} has no address"))?;
-        if let Some(c) = lock(&self.peers).get(&addr) {
-            return Ok(c.clone());
-        }
-        let ch = Channel::from_shared(format!("http://{addr}"))
-            .map_err(|e| e.to_string())?
-            .connect_timeout(Duration::from_secs(1))
-            .timeout(Duration::from_secs(30))
-            .connect()
-            .await
-            .map_err(|e| format!("osd.{osd} at {addr}: {e}"))?;
-        let c = OsdClient::new(ch)
-            .max_decoding_message_size(MESSAGE_BYTES_MAX)
-            .max_encoding_message_size(MESSAGE_BYTES_MAX);
-        lock(&self.peers).insert(addr, c.clone());
-        Ok(c)
+            .ok_or_else(|| format!("osd.{osd} has no address"))
     }
 
     async fn send_peer(&self, osd: i32, m: &PeerMsg) -> Result<PeerReply, String> {
-        let mut c = self.peer(osd).await?;
+        let addr = self.peer_addr(osd)?;
+        let mut c = self
+            .peers
+            .osd(&addr)
+            .await
+            .map_err(|e| format!("osd.{osd}: {e}"))?;
         match c
             .peer(Raw {
                 body: encode_msg(m),
@@ -165,12 +156,7 @@ impl OsdShared {
         {
             Ok(r) => decode_msg(&r.into_inner().body).map_err(|e| e.to_string()),
             Err(s) => {
-                if let Some(addr) = self
-                    .map()
-                    .and_then(|m| m.osds.get(&osd).map(|o| o.addr.clone()))
-                {
-                    lock(&self.peers).remove(&addr);
-                }
+                self.peers.forget(&addr);
                 Err(format!("osd.{osd}: {}", s.message()))
             }
         }
@@ -251,7 +237,10 @@ pub async fn start(
         views: Mutex::new(HashMap::new()),
         rep_locks: Mutex::new(HashMap::new()),
         stats: Mutex::new(HashMap::new()),
-        peers: Mutex::new(HashMap::new()),
+        peers: Channels::new(
+            Duration::from_millis(PEER_CONNECT_TIMEOUT_MS),
+            Some(Duration::from_millis(PEER_REQUEST_TIMEOUT_MS)),
+        ),
         counters: Counters::default(),
         start: Instant::now(),
         stopped: std::sync::atomic::AtomicBool::new(false),

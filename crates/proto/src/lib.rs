@@ -1,9 +1,12 @@
 //! Loligo's gRPC services, generated from `proto/loligo.proto` at build
-//! time. Generated code only: no logic belongs here.
+//! time, and the transport settings every endpoint shares (`net`: the
+//! message size limit and the connection cache). No protocol logic
+//! belongs here: message bodies are the callers' own encodings.
 
-#![allow(clippy::all, missing_docs)]
+pub mod net;
 
 /// Version 1 of the wire protocol.
+#[allow(clippy::all, missing_docs)]
 pub mod v1 {
     tonic::include_proto!("loligo.v1");
 }

@@ -5,8 +5,8 @@
 //! and bad requests.
 
 use loligo_client::{ClientError, Cluster};
-use loligo_mon::protocol::{Admin, MonRequest};
 use loligo_mon::{MonConfig, Monitor};
+use loligo_monc::protocol::{Admin, MonRequest};
 use loligo_osd::{OsdConfig, OsdHandle};
 use loligo_store::{BlockConfig, BlockStore, ObjectStore};
 use loligo_types::ops::{Cmp, OpError, SubOp, SubResult};

@@ -8,15 +8,19 @@
 //! deadline.
 
 use crate::protocol::{CallResult, MapUpdate, MonError, MonReply, MonRequest};
+use loligo_proto::net::Channels;
 use loligo_proto::v1::{mon_client, Raw, WatchRequest};
 use loligo_types::{decode, Incremental, OsdMap};
+use std::sync::Arc;
 use std::time::Duration;
-use tonic::transport::Channel;
+use tonic::transport::{Channel, Endpoint};
 
-/// Largest reply accepted (maps of big clusters).
-const REPLY_BYTES_MAX: usize = 64 << 20;
+/// How long dialling a monitor may take.
+const CONNECT_TIMEOUT_MS: u64 = 2_000;
+/// How long one request to one monitor may take.
+const REQUEST_TIMEOUT_MS: u64 = 15_000;
 
-/// A connection to the monitors.
+/// A connection to the monitors (clones share the connections).
 #[derive(Clone)]
 pub struct MonClient {
     addrs: Vec<String>,
@@ -24,17 +28,7 @@ pub struct MonClient {
     preferred: usize,
     /// How long one call may keep retrying.
     pub deadline: Duration,
-}
-
-async fn connect(addr: &str) -> Result<mon_client::MonClient<Channel>, MonError> {
-    let ch = Channel::from_shared(format!("http://{addr}"))
-        .map_err(|e| MonError::Invalid(format!("bad monitor address '{addr}': {e}")))?
-        .connect_timeout(Duration::from_secs(2))
-        .timeout(Duration::from_secs(15))
-        .connect()
-        .await
-        .map_err(|e| MonError::Unavailable(format!("{addr}: {e}")))?;
-    Ok(mon_client::MonClient::new(ch).max_decoding_message_size(REPLY_BYTES_MAX))
+    channels: Arc<Channels>,
 }
 
 impl MonClient {
@@ -43,20 +37,32 @@ impl MonClient {
         if addrs.is_empty() {
             return Err(MonError::Invalid("no monitor addresses".into()));
         }
+        for a in &addrs {
+            Endpoint::from_shared(format!("http://{a}"))
+                .map_err(|e| MonError::Invalid(format!("bad monitor address '{a}': {e}")))?;
+        }
         Ok(MonClient {
             addrs,
             preferred: 0,
             deadline: Duration::from_secs(30),
+            channels: Arc::new(Channels::new(
+                Duration::from_millis(CONNECT_TIMEOUT_MS),
+                Some(Duration::from_millis(REQUEST_TIMEOUT_MS)),
+            )),
         })
     }
 
+    async fn connect(&self, addr: &str) -> Result<mon_client::MonClient<Channel>, MonError> {
+        self.channels.mon(addr).await.map_err(MonError::Unavailable)
+    }
+
     async fn call_one(&self, addr: &str, req: &MonRequest) -> CallResult {
-        let mut c = connect(addr).await?;
+        let mut c = self.connect(addr).await?;
         let body = serde_json::to_vec(req).map_err(|e| MonError::Invalid(e.to_string()))?;
-        let r = c
-            .call(Raw { body })
-            .await
-            .map_err(|s| MonError::Unavailable(format!("{addr}: {}", s.message())))?;
+        let r = c.call(Raw { body }).await.map_err(|s| {
+            self.channels.forget(addr);
+            MonError::Unavailable(format!("{addr}: {}", s.message()))
+        })?;
         let body = r.into_inner().body;
         serde_json::from_slice::<CallResult>(&body).map_err(|e| {
             let shown = String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned();
@@ -127,12 +133,13 @@ impl MonClient {
         loop {
             let addr = self.addrs[i % self.addrs.len()].clone();
             i += 1;
-            let Ok(mut c) = connect(&addr).await else {
+            let Ok(mut c) = self.connect(&addr).await else {
                 tokio::time::sleep(Duration::from_millis(200)).await;
                 continue;
             };
             let have = map.as_ref().map_or(0, |m| m.epoch);
             let Ok(stream) = c.watch(WatchRequest { have }).await else {
+                self.channels.forget(&addr);
                 tokio::time::sleep(Duration::from_millis(200)).await;
                 continue;
             };

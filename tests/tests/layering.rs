@@ -1,0 +1,73 @@
+//! The crate graph obeys the layering in ARCHITECTURE.md: checked on
+//! Cargo.lock (which lists normal and dev dependencies alike, so the check
+//! is if anything stricter than `cargo tree`).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+/// package name -> names of its dependencies, from the workspace's lock file.
+fn lock_graph() -> BTreeMap<String, Vec<String>> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.lock");
+    let text = std::fs::read_to_string(path).expect("read Cargo.lock");
+    let lock: toml::Value = toml::from_str(&text).expect("parse Cargo.lock");
+    let mut g = BTreeMap::new();
+    for p in lock["package"].as_array().expect("packages") {
+        let name = p["name"].as_str().expect("name").to_string();
+        let deps = p
+            .get("dependencies")
+            .and_then(|d| d.as_array())
+            .into_iter()
+            .flatten()
+            // "name", or "name version" when several versions are locked.
+            .filter_map(|d| d.as_str()?.split(' ').next().map(str::to_string))
+            .collect::<Vec<_>>();
+        g.entry(name).or_insert_with(Vec::new).extend(deps);
+    }
+    g
+}
+
+fn reachable(g: &BTreeMap<String, Vec<String>>, from: &str) -> BTreeSet<String> {
+    let mut seen = BTreeSet::new();
+    let mut todo = vec![from.to_string()];
+    while let Some(n) = todo.pop() {
+        for d in g.get(&n).into_iter().flatten() {
+            if seen.insert(d.clone()) {
+                todo.push(d.clone());
+            }
+        }
+    }
+    seen
+}
+
+#[test]
+fn crates_link_only_the_layers_below_them() {
+    let g = lock_graph();
+    let never: &[(&str, &[&str])] = &[
+        // An embedded client builds no Raft server, monitor, OSD or store.
+        (
+            "loligo-client",
+            &[
+                "openraft",
+                "fjall",
+                "loligo-mon",
+                "loligo-osd",
+                "loligo-store",
+            ],
+        ),
+        ("loligo-monc", &["openraft", "fjall", "loligo-mon"]),
+        ("loligo-osd", &["openraft", "loligo-mon"]),
+        // The pure libraries do no I/O and need no runtime.
+        ("loligo-crush", &["tokio", "tonic", "fjall"]),
+        ("loligo-ec", &["tokio", "tonic", "fjall"]),
+        ("loligo-types", &["tokio", "tonic", "fjall"]),
+        ("loligo-store", &["tokio", "tonic", "loligo-types"]),
+    ];
+    for (krate, banned) in never {
+        assert!(g.contains_key(*krate), "{krate} is not in Cargo.lock");
+        let r = reachable(&g, krate);
+        for b in *banned {
+            assert!(!r.contains(*b), "{krate} depends on {b}");
+        }
+    }
+    // The check sees real edges: the monitor does link Raft.
+    assert!(reachable(&g, "loligo-mon").contains("openraft"));
+}
