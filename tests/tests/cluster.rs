@@ -9,21 +9,15 @@ use loligo_mon::{MonConfig, Monitor};
 use loligo_monc::protocol::{Admin, MonRequest};
 use loligo_osd::{OsdConfig, OsdHandle};
 use loligo_store::{BlockConfig, BlockStore, ObjectStore};
+use loligo_testkit::TempDir;
 use loligo_types::ops::{Cmp, OpError, SubOp, SubResult};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
 
-struct Dir(std::path::PathBuf);
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 struct TestCluster {
-    _dir: Dir,
+    _dir: TempDir,
     mon_addr: String,
     _mon: loligo_mon::MonHandle,
     osds: Vec<Option<OsdHandle>>,
@@ -42,9 +36,8 @@ fn osd_cfg(id: i32, addr: &str, mon: &str) -> OsdConfig {
 
 impl TestCluster {
     async fn start(tag: &str, n: usize) -> TestCluster {
-        let dir = std::env::temp_dir().join(format!("loligo-cl-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let tmp = TempDir::new(&format!("cl-{tag}")).unwrap();
+        let dir = tmp.path().to_path_buf();
         let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let mon_addr = l.local_addr().unwrap().to_string();
         let members: BTreeMap<u64, String> = [(0, mon_addr.clone())].into();
@@ -54,7 +47,7 @@ impl TestCluster {
         mc.heartbeat_grace = Duration::from_millis(1500);
         let mon = Monitor::start(mc, l).await.unwrap();
         let mut t = TestCluster {
-            _dir: Dir(dir.clone()),
+            _dir: tmp,
             mon_addr,
             _mon: mon,
             osds: Vec::new(),

@@ -247,7 +247,7 @@ pub fn bench(conn: &ConnArgs, a: BenchArgs) -> Result<(), CliError> {
             let mode = a.mode;
             workers.push(tokio::spawn(async move {
                 let mut lat = Vec::new();
-                let mut x = (w as u64 + 1) * 0x9E37_79B9;
+                let mut rng = loligo_testkit::Rng::new(w as u64);
                 while Instant::now() < deadline {
                     let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     let t0 = Instant::now();
@@ -255,10 +255,8 @@ pub fn bench(conn: &ConnArgs, a: BenchArgs) -> Result<(), CliError> {
                         BenchMode::Write => io.write_full(&format!("{BENCH_PREFIX}{i}"), data.clone()).await.map(|_| data.len()),
                         BenchMode::Seq => io.read(&format!("{BENCH_PREFIX}{}", i % existing), 0, 0).await.map(|d| d.len()),
                         BenchMode::Rand => {
-                            x ^= x << 13;
-                            x ^= x >> 7;
-                            x ^= x << 17;
-                            io.read(&format!("{BENCH_PREFIX}{}", x % existing), 0, 0).await.map(|d| d.len())
+                            let i = rng.below(existing as u64);
+                            io.read(&format!("{BENCH_PREFIX}{i}"), 0, 0).await.map(|d| d.len())
                         }
                     };
                     match n {

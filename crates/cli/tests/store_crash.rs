@@ -26,13 +26,10 @@ fn kill_9_at_random_moments_loses_nothing_acknowledged() {
     BlockStore::mkfs(&dir, &cfg).expect("mkfs");
     let mut acked: BTreeMap<u64, u64> = BTreeMap::new();
     let mut next = 0u64;
-    let mut x = 0x2545_F491_4F6C_DD1Du64;
+    let mut rng = loligo_testkit::Rng::new(0);
     let mut total_acked = 0u64;
     for cycle in 0..cycles {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        let run_ms = 5 + x % 150;
+        let run_ms = 5 + rng.below(150);
         let mut child = Command::new(env!("CARGO_BIN_EXE_loligo"))
             .args(["store", "torture"])
             .arg(&dir)

@@ -12,18 +12,7 @@ use loligo_crush::{text, CompiledMap};
 use std::fmt::Write as _;
 use std::process::Command;
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+use loligo_testkit::Rng;
 
 const PROFILES: [&str; 6] = [
     "legacy", "argonaut", "bobtail", "firefly", "hammer", "jewel",
@@ -171,7 +160,7 @@ fn random_maps_match_crushtool() {
     );
     let dir = std::env::temp_dir().join(format!("loligo-diff-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let mut rng = Rng::new(0);
     for iter in 0..150 {
         let txt = random_map(&mut rng);
         let (t, b) = (dir.join("m.txt"), dir.join("m.bin"));

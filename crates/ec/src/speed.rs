@@ -21,15 +21,7 @@ pub struct Throughput {
 
 /// Deterministic pseudo-random bytes, so runs are repeatable.
 pub fn filler(len: usize) -> Vec<u8> {
-    let mut x = 0x9E37_79B9_7F4A_7C15u64;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 32) as u8
-        })
-        .collect()
+    loligo_testkit::Rng::new(0).bytes(len)
 }
 
 /// Run `f` once to warm up, then until `budget` has passed (at least

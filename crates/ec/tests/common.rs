@@ -7,15 +7,7 @@ use loligo_ec::plan::PlanOptions;
 
 /// Deterministic pseudo-random bytes.
 pub fn bytes(len: usize, seed: u64) -> Vec<u8> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s >> 24) as u8
-        })
-        .collect()
+    loligo_testkit::Rng::new(seed).bytes(len)
 }
 
 /// Every subset of `0..n` with at most `max` members (the empty one too),

@@ -316,3 +316,38 @@ fn invalid_profiles_are_typed_errors() {
         }
     }
 }
+
+/// FNV-1a, to pin bytes in a test without storing them.
+fn fnv(chunks: &[Vec<u8>]) -> u64 {
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    for b in chunks.iter().flatten() {
+        h = (h ^ *b as u64).wrapping_mul(0x100_0000_01b3);
+    }
+    h
+}
+
+/// The coefficients found by the search are part of the stored format
+/// (parity written today must decode tomorrow): the parity of a fixed
+/// object must never change, whatever happens to the search's code.
+#[test]
+fn parity_bytes_never_change() {
+    let obj: Vec<u8> = (0..200_000u32).map(|i| (i * 31 + i / 7) as u8).collect();
+    let mut got = Vec::new();
+    for (k, r, s, c) in [
+        (4, 2, 1, Construction::Basic),
+        (8, 3, 2, Construction::Basic),
+        (10, 4, 5, Construction::Optimal),
+    ] {
+        let z = Zigzag::new(k, r, s, c).unwrap().with_alignment(512);
+        let (_, chunks) = z.encode(&obj).unwrap();
+        got.push(fnv(&chunks[k..]));
+    }
+    assert_eq!(
+        got,
+        [
+            0x5dc0_8a92_37ad_c342,
+            0x4a47_9187_5dce_f205,
+            0x6005_e0fc_2634_392f
+        ]
+    );
+}

@@ -4,23 +4,15 @@
 
 use loligo_mon::protocol::{Admin, MonError, MonRequest};
 use loligo_mon::{MonClient, MonConfig, MonHandle, Monitor};
+use loligo_testkit::TempDir;
 use loligo_types::{MapError, OsdReport};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 use tokio::net::TcpListener;
 
-struct Dir(std::path::PathBuf);
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-fn tempdir(tag: &str) -> Dir {
-    let p = std::env::temp_dir().join(format!("loligo-mon-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&p);
-    std::fs::create_dir_all(&p).unwrap();
-    Dir(p)
+fn tempdir(tag: &str) -> TempDir {
+    TempDir::new(&format!("mon-{tag}")).unwrap()
 }
 
 async fn listeners(n: usize) -> (Vec<TcpListener>, BTreeMap<u64, String>) {
@@ -75,7 +67,7 @@ fn create(name: &str) -> MonRequest {
 async fn one_monitor_serves_maps_and_commands() {
     let d = tempdir("one");
     let (mut ls, members) = listeners(1).await;
-    let h = Monitor::start(cfg(0, &members, &d.0), ls.remove(0))
+    let h = Monitor::start(cfg(0, &members, d.path()), ls.remove(0))
         .await
         .unwrap();
     let mut c = MonClient::new(vec![members[&0].clone()]).unwrap();
@@ -211,7 +203,7 @@ async fn one_monitor_serves_maps_and_commands() {
     h.stop().await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     let l = TcpListener::bind(&members[&0]).await.unwrap();
-    let h = Monitor::start(cfg(0, &members, &d.0), l).await.unwrap();
+    let h = Monitor::start(cfg(0, &members, d.path()), l).await.unwrap();
     let m2 = c.get_map().await.unwrap();
     assert_eq!(m2.epoch, epoch);
     assert!(m2.pool_by_name("rbd").is_some());
@@ -222,7 +214,7 @@ async fn one_monitor_serves_maps_and_commands() {
 async fn failure_reports_and_silence_mark_osds_down_then_out() {
     let d = tempdir("fail");
     let (mut ls, members) = listeners(1).await;
-    let mut conf = cfg(0, &members, &d.0);
+    let mut conf = cfg(0, &members, d.path());
     conf.min_down_reporters = 2;
     conf.report_timeout = Duration::from_secs(3);
     conf.down_out_interval = Duration::from_secs(2);
@@ -287,7 +279,7 @@ async fn three_monitors_survive_the_loss_of_the_leader() {
     let mut hs = Vec::new();
     for (i, l) in ls.into_iter().enumerate() {
         hs.push(Some(
-            Monitor::start(cfg(i as u64, &members, &d.0), l)
+            Monitor::start(cfg(i as u64, &members, d.path()), l)
                 .await
                 .unwrap(),
         ));

@@ -25,22 +25,7 @@ const PG: PgId = PgId { pool: 1, ps: 0 };
 const STEP_MS: u64 = 5;
 const CLIENT_RESEND_MS: u64 = 3_000;
 
-/// xorshift64*: deterministic, no dependency.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    fn chance(&mut self, per_mille: u64) -> bool {
-        self.next() % 1000 < per_mille
-    }
-}
+use loligo_testkit::Rng;
 
 fn coll() -> CollectionId {
     CollectionId::pg(PG.pool, PG.ps)
@@ -242,7 +227,7 @@ impl Sim {
             });
         }
         let mut s = Sim {
-            rng: Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1),
+            rng: Rng::new(seed),
             now_ms: 0,
             osds,
             mon: Mon {
@@ -271,7 +256,7 @@ impl Sim {
     }
 
     fn send(&mut self, ev: Ev) {
-        let delay = 1 + self.rng.below(20) as u64;
+        let delay = 1 + self.rng.index(20) as u64;
         self.queue.push((self.now_ms + delay * STEP_MS, ev));
     }
 
@@ -307,7 +292,7 @@ impl Sim {
         let gen = self.osds[o].gen;
         // Commits in flight: a prefix of them made it to disk.
         let n = self.osds[o].unsynced.len();
-        let kept = if n == 0 { 0 } else { self.rng.below(n + 1) };
+        let kept = if n == 0 { 0 } else { self.rng.index(n + 1) };
         let unsynced = std::mem::take(&mut self.osds[o].unsynced);
         for (_, txn) in unsynced.into_iter().take(kept) {
             self.osds[o].store.apply(txn).unwrap();
@@ -672,7 +657,7 @@ impl Sim {
     fn client_step(&mut self) {
         // New ops: a write to an idle object, or a read.
         if self.pending.len() < 6 && self.rng.chance(300) {
-            let obj = self.rng.below(OBJECTS);
+            let obj = self.rng.index(OBJECTS);
             let kind = if !self.writing[obj] && self.rng.chance(600) {
                 let value = self.next_value[obj];
                 self.next_value[obj] += 1;
@@ -711,12 +696,12 @@ impl Sim {
     fn faults(&mut self) {
         let running: Vec<usize> = (0..OSDS).filter(|&o| self.osds[o].running()).collect();
         if running.len() > 1 && self.rng.chance(4) {
-            let o = running[self.rng.below(running.len())];
+            let o = running[self.rng.index(running.len())];
             self.crash(o);
         }
         let stopped: Vec<usize> = (0..OSDS).filter(|&o| !self.osds[o].running()).collect();
         if !stopped.is_empty() && self.rng.chance(6) {
-            let o = stopped[self.rng.below(stopped.len())];
+            let o = stopped[self.rng.index(stopped.len())];
             // Start again only once the monitors marked it down (as a
             // real OSD's boot would).
             if !self.mon.up[o] {
@@ -739,7 +724,7 @@ impl Sim {
             if due.is_empty() {
                 break;
             }
-            let i = due[self.rng.below(due.len())];
+            let i = due[self.rng.index(due.len())];
             let (_, ev) = self.queue.swap_remove(i);
             self.deliver(ev);
         }

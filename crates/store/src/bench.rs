@@ -50,15 +50,7 @@ pub fn proc_write_bytes() -> Option<u64> {
 }
 
 fn filler(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+    loligo_testkit::Rng::new(seed).bytes(len)
 }
 
 /// The baseline for (a): 4 MiB writes with O_DIRECT, each followed by
@@ -179,10 +171,7 @@ pub fn run(s: &dyn ObjectStore, seconds: f64, disk: bool) -> Result<Results> {
     let start = Instant::now();
     let ops = writers(nw, start, budget, &|w, k| {
         // A different random 4 KiB block of the writer's object each time.
-        let mut x = (w + 1) * 0x9E37_79B9 + k * 0x2545_F491;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
+        let x = loligo_testkit::Rng::new(((w as u64) << 32) ^ k as u64).next_u64();
         let off = (x % (MIB4 as u64 / 4096)) * 4096;
         let mut t = Transaction::new();
         t.write(

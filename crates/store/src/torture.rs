@@ -31,13 +31,8 @@ pub fn clone_of(i: u64) -> ObjectId {
 }
 
 fn rng(n: u64) -> impl FnMut() -> u64 {
-    let mut x = n.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    }
+    let mut r = loligo_testkit::Rng::new(n);
+    move || r.next_u64()
 }
 
 /// The data object `n % OBJECTS` holds after transaction `n`.

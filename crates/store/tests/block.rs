@@ -253,17 +253,7 @@ fn lz4_compression_saves_space_and_reads_back() {
     let text: Vec<u8> = (0..1u32 << 20)
         .map(|i| b"loligo squid "[(i % 13) as usize])
         .collect();
-    let noise: Vec<u8> = {
-        let mut x = 7u64;
-        (0..1 << 20)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect()
-    };
+    let noise: Vec<u8> = loligo_testkit::Rng::new(7).bytes(1 << 20);
     let used0 = s.statfs().unwrap().used;
     let mut tx = Transaction::new();
     tx.write_full(c, &suite::oid(1, "text"), text.clone());

@@ -270,8 +270,8 @@ mod tests {
             n_in in 1usize..30, n_out in 1usize..7, len in 0usize..700,
             seed in any::<u64>(), xor in any::<bool>(),
         ) {
-            let mut s = seed | 1;
-            let mut next = || { s ^= s << 13; s ^= s >> 7; s ^= s << 17; s as u8 };
+            let mut rng = loligo_testkit::Rng::new(seed);
+            let mut next = || rng.next_u64() as u8;
             let ins: Vec<Vec<u8>> = (0..n_in).map(|_| (0..len).map(|_| next()).collect()).collect();
             let outs: Vec<Vec<u8>> = (0..n_out).map(|_| (0..len).map(|_| next()).collect()).collect();
             let mut coefs: Vec<u8> = (0..n_in * n_out).map(|_| next()).collect();

@@ -15,6 +15,7 @@
 use super::shape::Shape;
 use crate::error::{EcError, Result};
 use crate::gf::{EXP, LOG};
+use loligo_testkit::Rng;
 use std::collections::HashSet;
 
 /// Draws tried per column before giving up.
@@ -58,10 +59,10 @@ impl Coefficients {
         for c in 0..shape.k {
             let mut ok = false;
             for draw in 0..MAX_DRAWS {
-                let mut rng = seed(shape, c, draw);
+                let mut rng = Rng::from_state(seed(shape, c, draw));
                 for d in 0..4 {
                     co.lambda[c][d] = loop {
-                        let x = next(&mut rng) as u8;
+                        let x = (rng.next_u64() >> 32) as u8;
                         if x != 0 {
                             break x;
                         }
@@ -98,13 +99,6 @@ fn seed(shape: &Shape, c: usize, draw: usize) -> u64 {
         x = (x ^ v as u64).wrapping_mul(0x100_0000_01B3).rotate_left(29);
     }
     x | 1
-}
-
-fn next(s: &mut u64) -> u64 {
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    *s >> 32
 }
 
 /// The first erasure pattern (data columns, parities used) whose system is

@@ -366,13 +366,8 @@ pub fn random_against_model(s: &dyn ObjectStore, seed: u64, txns: usize) {
     setup(s);
     setup(&model);
     setup(&replay);
-    let mut x = seed | 1;
-    let mut rnd = move |n: u64| {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x % n.max(1)
-    };
+    let mut rng = loligo_testkit::Rng::new(seed);
+    let mut rnd = move |n: u64| rng.below(n.max(1));
     let names: Vec<ObjectId> = (0..6u64)
         .map(|i| oid((i * 0x3000_0000) as u32, &format!("o{i}")))
         .collect();
