@@ -171,7 +171,7 @@ pub fn run(s: &dyn ObjectStore, seconds: f64, disk: bool) -> Result<Results> {
     let start = Instant::now();
     let ops = writers(nw, start, budget, &|w, k| {
         // A different random 4 KiB block of the writer's object each time.
-        let x = loligo_testkit::Rng::new(((w as u64) << 32) ^ k as u64).next_u64();
+        let x = loligo_testkit::Rng::new((w << 32) ^ k).next_u64();
         let off = (x % (MIB4 as u64 / 4096)) * 4096;
         let mut t = Transaction::new();
         t.write(
