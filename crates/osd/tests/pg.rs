@@ -585,3 +585,242 @@ fn a_down_pg_goes_on_once_its_write_set_is_declared_lost() {
     );
     assert_ne!(pg.stat().unwrap().state, "down");
 }
+
+/// A primary (osd.0, acting [0, 1, 2]) that has peered with empty
+/// members makes `n` writes to distinct objects; what it sent to osd.1.
+fn primary_writes(n: u64) -> Vec<(loligo_osd::pg::RepCtx, Transaction)> {
+    let (s, mut pg) = setup();
+    run(&mut pg, &s, map(1, vec![0, 1, 2], 2));
+    for from in [1, 2] {
+        let info = Some(PgInfo::default());
+        run(
+            &mut pg,
+            &s,
+            Input::Info {
+                from,
+                interval: 1,
+                info,
+            },
+        );
+    }
+    let mut sent = Vec::new();
+    for i in 0..n {
+        let (_, rest) = apply(
+            &s,
+            run(&mut pg, &s, write(10 + i, &format!("o{i}"), b"v", 0)),
+        );
+        sent.extend(rest.into_iter().filter_map(|e| match e {
+            Effect::Replicate {
+                to: 1, ctx, txn, ..
+            } => Some((ctx, txn)),
+            _ => None,
+        }));
+    }
+    assert_eq!(sent.len() as u64, n);
+    sent
+}
+
+/// osd.1's copy of the PG, under the same map as the primary.
+fn replica() -> (MemStore, Pg) {
+    let s = MemStore::new();
+    let mut t = Transaction::new();
+    t.create_collection(CollectionId::pg(1, 0));
+    s.apply(t).unwrap();
+    let mut pg = Pg::new(PG, 1, PgInfo::default());
+    assert!(pg.handle(&s, map(1, vec![0, 1, 2], 2)).is_empty());
+    (s, pg)
+}
+
+fn rep_op(token: u64, w: &(loligo_osd::pg::RepCtx, Transaction), now_ms: u64) -> Input {
+    Input::RepOp {
+        from: 0,
+        ctx: w.0.clone(),
+        txn: w.1.clone(),
+        token,
+        now_ms,
+    }
+}
+
+fn rep_replies(fx: &[Effect]) -> Vec<(u64, Result<(), RepError>)> {
+    fx.iter()
+        .filter_map(|e| match e {
+            Effect::RepReply { token, result } => Some((*token, result.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_replica_applies_writes_in_the_primary_order_and_answers_once_durable() {
+    let w = primary_writes(3);
+    let (s, mut pg) = replica();
+    // The second write arrives first: it waits for the first.
+    assert!(pg.handle(&s, rep_op(2, &w[1], 0)).is_empty());
+    // The first one comes: both are queued on the store, in order.
+    let fx = pg.handle(&s, rep_op(1, &w[0], 10));
+    let tids: Vec<u64> = fx
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Apply { tid, .. } => Some(*tid),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(tids.len(), 2, "{fx:?}");
+    assert!(rep_replies(&fx).is_empty(), "no answer before durable");
+    let (_, rest) = apply(&s, fx);
+    assert!(rest.is_empty());
+    // Durable: each answered with its own token.
+    let fx = pg.handle(
+        &s,
+        Input::LocalDone {
+            tid: tids[0],
+            result: Ok(()),
+        },
+    );
+    assert_eq!(rep_replies(&fx), vec![(1, Ok(()))]);
+    let fx = pg.handle(
+        &s,
+        Input::LocalDone {
+            tid: tids[1],
+            result: Ok(()),
+        },
+    );
+    assert_eq!(rep_replies(&fx), vec![(2, Ok(()))]);
+    // A resend of a write already here is answered, not applied twice.
+    let fx = pg.handle(&s, rep_op(3, &w[0], 20));
+    match &fx[..] {
+        [Effect::Apply { tid, txn }] => {
+            assert!(txn.is_empty());
+            let fx = pg.handle(
+                &s,
+                Input::LocalDone {
+                    tid: *tid,
+                    result: Ok(()),
+                },
+            );
+            assert_eq!(rep_replies(&fx), vec![(3, Ok(()))]);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(pg.idle());
+    assert_eq!(
+        loligo_osd::pg::stored_info(&s, CollectionId::pg(1, 0))
+            .unwrap()
+            .last_update,
+        Version { epoch: 1, v: 2 }
+    );
+}
+
+#[test]
+fn a_write_whose_predecessor_never_comes_is_refused_after_the_op_timeout() {
+    let w = primary_writes(2);
+    let (s, mut pg) = replica();
+    pg.op_timeout_ms = 1_000;
+    assert!(pg.handle(&s, rep_op(7, &w[1], 0)).is_empty());
+    assert!(rep_replies(&pg.handle(&s, Input::Tick { now_ms: 999 })).is_empty());
+    let fx = pg.handle(&s, Input::Tick { now_ms: 1_000 });
+    match &rep_replies(&fx)[..] {
+        [(7, Err(RepError::Failed(m)))] => assert!(m.contains("never came"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(pg.idle());
+}
+
+#[test]
+fn a_replica_refuses_a_primary_its_map_left_behind_and_foreign_collections() {
+    let w = primary_writes(1);
+    let (s, mut pg) = replica();
+    // Epoch 2 moved the PG to another acting set, and a write set was
+    // recorded since: the old primary's write is stale.
+    let rw = PgRw {
+        interval: 2,
+        osds: vec![1, 2],
+    };
+    pg.handle(&s, map_rw(2, vec![1, 2], 2, Some(rw), vec![1, 2]));
+    let fx = pg.handle(&s, rep_op(1, &w[0], 0));
+    assert!(
+        matches!(&rep_replies(&fx)[..], [(1, Err(RepError::Stale(_)))]),
+        "{fx:?}"
+    );
+    // A transaction that reaches into another PG's collection is refused
+    // whatever the map says.
+    let (s, mut pg) = replica();
+    let mut bad = w[0].clone();
+    bad.1
+        .touch(CollectionId::pg(1, 5), &loligo_store::ObjectId::new(1, "x"));
+    let fx = pg.handle(&s, rep_op(2, &bad, 0));
+    match &rep_replies(&fx)[..] {
+        [(2, Err(RepError::Failed(m)))] => assert!(m.contains("touches"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(s
+        .list(CollectionId::pg(1, 0), None, 10)
+        .unwrap()
+        .0
+        .is_empty());
+}
+
+fn list_reply(fx: &[Effect]) -> Option<&loligo_osd::pg::ListResult> {
+    fx.iter().find_map(|e| match e {
+        Effect::ListReply { result, .. } => Some(result),
+        _ => None,
+    })
+}
+
+#[test]
+fn listings_go_through_the_pg_and_respect_down() {
+    let list = |token, now_ms| Input::List {
+        start: None,
+        limit: 100,
+        token,
+        now_ms,
+    };
+    // A replica refuses: ask the primary.
+    let (s, mut pg) = replica();
+    let fx = pg.handle(&s, list(1, 0));
+    assert!(matches!(
+        list_reply(&fx),
+        Some(Err(OpError::WrongPrimary { .. }))
+    ));
+    // A primary lists once active.
+    let (s, mut pg) = setup();
+    run(&mut pg, &s, map(1, vec![0, 1, 2], 2));
+    assert!(
+        run(&mut pg, &s, list(2, 0)).is_empty(),
+        "waits while peering"
+    );
+    run(
+        &mut pg,
+        &s,
+        Input::Info {
+            from: 1,
+            interval: 1,
+            info: Some(PgInfo::default()),
+        },
+    );
+    let fx = run(
+        &mut pg,
+        &s,
+        Input::Info {
+            from: 2,
+            interval: 1,
+            info: Some(PgInfo::default()),
+        },
+    );
+    assert!(matches!(list_reply(&fx), Some(Ok((names, false))) if names.is_empty()));
+    // A copy whose write set on record is unreachable lists nothing: it
+    // waits, then fails with `Down`.
+    let (s, mut pg) = setup();
+    pg.op_timeout_ms = 500;
+    let rw = PgRw {
+        interval: 1,
+        osds: vec![1, 2],
+    };
+    run(&mut pg, &s, map_rw(2, vec![0], 1, Some(rw), vec![]));
+    assert!(run(&mut pg, &s, list(3, 0)).is_empty());
+    let fx = run(&mut pg, &s, Input::Tick { now_ms: 500 });
+    assert!(
+        matches!(list_reply(&fx), Some(Err(OpError::Down { .. }))),
+        "{fx:?}"
+    );
+}

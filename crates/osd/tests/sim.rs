@@ -10,12 +10,9 @@
 //! its newest acknowledged value. A failing seed replays exactly:
 //! `LOLIGO_SIM_SEED=N cargo test -p loligo-osd --test sim`.
 
-use loligo_osd::pg::{
-    replica_accepts, replica_step, stored_info, Effect, Input, Pg, PgInfo, RepCtx, RepError,
-    ReplicaStep,
-};
+use loligo_osd::pg::{stored_info, Effect, Input, Pg, PgInfo, RepCtx, RepError};
 use loligo_store::{CollectionId, MemStore, ObjectStore, Transaction};
-use loligo_types::ops::{ClientOp, OpError, OpReply, ReqId, SubOp, SubResult, Version};
+use loligo_types::ops::{ClientOp, OpError, OpReply, ReqId, SubOp, SubResult};
 use loligo_types::{Epoch, OsdMap, PgId, PgRw, Pool};
 use std::collections::BTreeMap;
 
@@ -36,8 +33,6 @@ struct Osd {
     pg: Option<Pg>,
     /// Incremented at every start: messages to an older process are lost.
     gen: u64,
-    /// The replica path's newest queued version (the daemon's per-PG lock).
-    high: Version,
     /// Local transactions queued and not yet durable, in queue order (a
     /// store commits in that order; a crash keeps a prefix).
     unsynced: std::collections::VecDeque<(u64, Transaction)>,
@@ -69,9 +64,6 @@ enum Ev {
         tid: u64,
         ctx: RepCtx,
         txn: Transaction,
-        /// When it was first delivered (a replica waits a bounded time
-        /// for the write before it).
-        first_ms: Option<u64>,
     },
     RepDone {
         to: usize,
@@ -171,6 +163,18 @@ struct Pending {
     req: u64,
 }
 
+/// A replica write a replica's PG holds: who sent it, and the message
+/// itself (sent again if the replica crashes before answering, as the
+/// daemon's shell re-sends a write whose call failed).
+struct RepPending {
+    to: usize,
+    from: usize,
+    gen: u64,
+    tid: u64,
+    ctx: RepCtx,
+    txn: Transaction,
+}
+
 struct Sim {
     rng: Rng,
     now_ms: u64,
@@ -187,6 +191,9 @@ struct Sim {
     reqs: BTreeMap<u64, u64>,
     next_req: u64,
     next_client_tid: u64,
+    /// Replica writes handed to a replica's PG and not yet answered.
+    rep_tokens: BTreeMap<u64, RepPending>,
+    next_rep_token: u64,
     stats: Stats,
     /// Print every delivery (LOLIGO_SIM_TRACE=1).
     trace: bool,
@@ -222,7 +229,6 @@ impl Sim {
                 store,
                 pg: None,
                 gen: 0,
-                high: Version::default(),
                 unsynced: Default::default(),
             });
         }
@@ -246,6 +252,8 @@ impl Sim {
             reqs: BTreeMap::new(),
             next_req: 1,
             next_client_tid: 1,
+            rep_tokens: BTreeMap::new(),
+            next_rep_token: 1,
             stats: Stats::default(),
             trace: std::env::var("LOLIGO_SIM_TRACE").is_ok(),
         };
@@ -278,7 +286,6 @@ impl Sim {
     fn start(&mut self, o: usize) {
         let osd = &mut self.osds[o];
         osd.gen += 1;
-        osd.high = Version::default();
         let info = stored_info(&osd.store, coll()).unwrap_or_default();
         let mut pg = Pg::new(PG, o as i32, info);
         pg.op_timeout_ms = 2_000;
@@ -298,6 +305,26 @@ impl Sim {
             self.osds[o].store.apply(txn).unwrap();
         }
         self.osds[o].pg = None;
+        // Replica writes it held unanswered: their senders' calls fail and
+        // the senders send them again.
+        let lost: Vec<u64> = self
+            .rep_tokens
+            .iter()
+            .filter(|(_, p)| p.to == o)
+            .map(|(t, _)| *t)
+            .collect();
+        for t in lost {
+            if let Some(p) = self.rep_tokens.remove(&t) {
+                self.send(Ev::RepOp {
+                    to: p.to,
+                    from: p.from,
+                    gen: p.gen,
+                    tid: p.tid,
+                    ctx: p.ctx,
+                    txn: p.txn,
+                });
+            }
+        }
         // The monitors notice after a grace period.
         self.send(Ev::MarkDown { osd: o, gen });
     }
@@ -321,8 +348,22 @@ impl Sim {
                     tid,
                     ctx,
                     txn,
-                    first_ms: None,
                 },
+                // The answer to a replica write this OSD took: back to
+                // the primary that sent it.
+                Effect::RepReply { token, result } => {
+                    let Some(p) = self.rep_tokens.remove(&token) else {
+                        continue;
+                    };
+                    Ev::RepDone {
+                        to: p.from,
+                        gen: p.gen,
+                        tid: p.tid,
+                        from: o as i32,
+                        result,
+                    }
+                }
+                Effect::ListReply { .. } => continue,
                 Effect::QueryInfo { to, interval } => Ev::Query {
                     from: o,
                     gen,
@@ -405,52 +446,44 @@ impl Sim {
                 tid,
                 ctx,
                 txn,
-                first_ms,
             } => {
+                if !self.osds[to].running() {
+                    let result = Err(RepError::Failed("unreachable".into()));
+                    self.send(Ev::RepDone {
+                        to: from,
+                        gen,
+                        tid,
+                        from: to as i32,
+                        result,
+                    });
+                    return;
+                }
+                // The replica's PG decides, as in the daemon; its answer
+                // comes back as a `RepReply` effect.
+                let token = self.next_rep_token;
+                self.next_rep_token += 1;
+                self.rep_tokens.insert(
+                    token,
+                    RepPending {
+                        to,
+                        from,
+                        gen,
+                        tid,
+                        ctx: ctx.clone(),
+                        txn: txn.clone(),
+                    },
+                );
                 let now_ms = self.now_ms;
-                let result = if !self.osds[to].running() {
-                    Err(RepError::Failed("unreachable".into()))
-                } else {
-                    let r = &mut self.osds[to];
-                    let view = r.pg.as_ref().map(|p| p.view()).unwrap_or_default();
-                    if !replica_accepts(&view, from as i32, &ctx) {
-                        Err(RepError::Stale("newer map".into()))
-                    } else {
-                        match replica_step(&r.store, coll(), &mut r.high, &ctx) {
-                            ReplicaStep::Apply => r
-                                .store
-                                .apply(txn)
-                                .map_err(|e| RepError::Failed(e.to_string())),
-                            ReplicaStep::Duplicate => Ok(()),
-                            ReplicaStep::Refuse { .. } => {
-                                Err(RepError::Failed("log diverged".into()))
-                            }
-                            ReplicaStep::Wait => {
-                                let first = first_ms.unwrap_or(now_ms);
-                                if now_ms < first + 2_000 {
-                                    self.send(Ev::RepOp {
-                                        to,
-                                        from,
-                                        gen,
-                                        tid,
-                                        ctx,
-                                        txn,
-                                        first_ms: Some(first),
-                                    });
-                                    return;
-                                }
-                                Err(RepError::Failed("predecessor never came".into()))
-                            }
-                        }
-                    }
-                };
-                self.send(Ev::RepDone {
-                    to: from,
-                    gen,
-                    tid,
-                    from: to as i32,
-                    result,
-                });
+                self.feed(
+                    to,
+                    Input::RepOp {
+                        from: from as i32,
+                        ctx,
+                        txn,
+                        token,
+                        now_ms,
+                    },
+                );
             }
             Ev::RepDone {
                 to,

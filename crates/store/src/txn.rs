@@ -102,6 +102,33 @@ pub enum Op {
     },
 }
 
+impl Op {
+    /// The collection the op works on.
+    pub fn collection(&self) -> CollectionId {
+        match self {
+            Op::CreateCollection(c)
+            | Op::RemoveCollection(c)
+            | Op::SetCompression(c, _)
+            | Op::Touch(c, _)
+            | Op::Remove(c, _)
+            | Op::OmapClear(c, _) => *c,
+            Op::Write { coll, .. }
+            | Op::WriteFull { coll, .. }
+            | Op::Zero { coll, .. }
+            | Op::Truncate { coll, .. }
+            | Op::Clone { coll, .. }
+            | Op::SetAttrs { coll, .. }
+            | Op::RmAttr { coll, .. }
+            | Op::OmapSetKeys { coll, .. }
+            | Op::OmapRmKeys { coll, .. }
+            | Op::OmapRmRange { coll, .. }
+            | Op::OmapSetHeader { coll, .. }
+            | Op::SetRecord { coll, .. }
+            | Op::RmRecord { coll, .. } => *coll,
+        }
+    }
+}
+
 /// An ordered list of [`Op`]s, applied atomically.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Transaction {

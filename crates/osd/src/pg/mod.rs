@@ -15,6 +15,10 @@
 //! writes never answers for the PG.
 //! It must never read the clock or do I/O other than reads of the store.
 
+mod replica;
+
+pub use replica::{replica_accepts, replica_step, ReplicaStep};
+
 use crate::backend::{Backend, Replicated, WritePlan};
 use crate::exec::{self, ObjState, VERSION_ATTR};
 use loligo_store::{CollectionId, ObjectId, ObjectStore, Transaction};
@@ -86,64 +90,6 @@ pub struct PgView {
     pub rw_interval: Epoch,
 }
 
-/// Whether a replica whose PG is at `view` takes a write that `primary`
-/// sent under `ctx`. A replica with an older map takes it (the primary
-/// knows more); one with a newer map only if the PG kept the same acting
-/// set and primary and nobody recorded a write set since the primary's
-/// epoch (so no other primary can have written in between). Comparing
-/// intervals alone would not do: two OSDs that saw different subsets of
-/// the epochs count an interval from different epochs.
-pub fn replica_accepts(view: &PgView, primary: i32, ctx: &RepCtx) -> bool {
-    view.epoch <= ctx.epoch
-        || (view.acting == ctx.acting && view.primary == primary && view.rw_interval <= ctx.epoch)
-}
-
-/// What a replica does with a write, given `have`, the newest version it
-/// holds or has queued.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ReplicaStep {
-    /// It follows `have`: apply it as sent (its version is newer than
-    /// anything here, so its info record moves this replica's forward).
-    Apply,
-    /// Already applied (a resend).
-    Duplicate,
-    /// An earlier write is still on its way: wait for it.
-    Wait,
-    /// This replica's log went another way (it ends at `have`): refuse.
-    Refuse { have: Version },
-}
-
-/// Replica writes apply in the primary's order (see `RepCtx::prev`).
-/// `high` is the newest version queued on this replica (kept by the caller
-/// per PG, under a lock); on `Apply` it becomes this write's.
-pub fn replica_step(
-    s: &dyn ObjectStore,
-    coll: CollectionId,
-    high: &mut Version,
-    ctx: &RepCtx,
-) -> ReplicaStep {
-    let have = stored_info(s, coll)
-        .unwrap_or_default()
-        .last_update
-        .max(*high);
-    if have == ctx.prev {
-        *high = ctx.version;
-        return ReplicaStep::Apply;
-    }
-    if have < ctx.prev {
-        return ReplicaStep::Wait;
-    }
-    let logged = s
-        .record(coll, &log_key(ctx.version.v))
-        .ok()
-        .flatten()
-        .and_then(|b| postcard::from_bytes::<LogEntry>(&b).ok());
-    match logged {
-        Some(e) if e.version == ctx.version => ReplicaStep::Duplicate,
-        _ => ReplicaStep::Refuse { have },
-    }
-}
-
 /// The info record a store holds for `coll` (`None`: no record).
 pub fn stored_info(s: &dyn ObjectStore, coll: CollectionId) -> Option<PgInfo> {
     match s.record(coll, INFO_KEY) {
@@ -205,10 +151,30 @@ pub enum Input {
         interval: Epoch,
         info: Option<PgInfo>,
     },
+    /// A write from primary `from` to this OSD's copy; answered with
+    /// `RepReply` once durable here (or refused).
+    RepOp {
+        from: i32,
+        ctx: RepCtx,
+        txn: Transaction,
+        token: u64,
+        now_ms: u64,
+    },
+    /// List the PG's objects after `start` (exclusive), at most `limit`;
+    /// answered with `ListReply`.
+    List {
+        start: Option<String>,
+        limit: u32,
+        token: u64,
+        now_ms: u64,
+    },
     Tick {
         now_ms: u64,
     },
 }
+
+/// Names listed, and whether the PG has more after them.
+pub type ListResult = Result<(Vec<String>, bool), OpError>;
 
 /// Effects for the shell to perform.
 #[derive(Debug)]
@@ -216,6 +182,16 @@ pub enum Effect {
     Reply {
         token: u64,
         reply: OpReply,
+    },
+    /// The answer to a replica write (`RepOp`).
+    RepReply {
+        token: u64,
+        result: Result<(), RepError>,
+    },
+    /// The answer to a `List`.
+    ListReply {
+        token: u64,
+        result: ListResult,
     },
     /// Queue `txn` on the local store; report `LocalDone`.
     Apply {
@@ -280,6 +256,17 @@ struct Pending {
     deadline_ms: u64,
 }
 
+/// A listing waiting for the PG to serve.
+struct PendingList {
+    start: Option<String>,
+    limit: u32,
+    token: u64,
+    deadline_ms: u64,
+}
+
+/// Most names one listing returns.
+pub const LIST_NAMES_MAX: u32 = 10_000;
+
 struct InFlight {
     token: u64,
     reqid: Option<ReqId>,
@@ -323,6 +310,10 @@ pub struct Pg {
     rw_up: Vec<i32>,
     /// When peering last asked members for their infos.
     peer_asked_ms: u64,
+    /// Writes from a primary to this copy.
+    rep: replica::Lane,
+    /// Listings waiting for the PG to serve.
+    lists: VecDeque<PendingList>,
 }
 
 fn reply(
@@ -368,6 +359,8 @@ impl Pg {
             rw: None,
             rw_up: Vec::new(),
             peer_asked_ms: 0,
+            rep: replica::Lane::default(),
+            lists: VecDeque::new(),
         }
     }
 
@@ -429,13 +422,54 @@ impl Pg {
                     &mut fx,
                 )
             }
-            Input::LocalDone { tid, result } => self.done(
-                s,
-                tid,
-                self.whoami,
-                result.map_err(RepError::Failed),
-                &mut fx,
-            ),
+            Input::LocalDone { tid, result } => {
+                if let Some(token) = self.rep.committing.remove(&tid) {
+                    fx.push(Effect::RepReply {
+                        token,
+                        result: result.map_err(RepError::Failed),
+                    });
+                } else {
+                    self.done(
+                        s,
+                        tid,
+                        self.whoami,
+                        result.map_err(RepError::Failed),
+                        &mut fx,
+                    )
+                }
+            }
+            Input::RepOp {
+                from,
+                ctx,
+                txn,
+                token,
+                now_ms,
+            } => {
+                self.now_ms = now_ms;
+                let w = replica::RepWrite {
+                    from,
+                    ctx,
+                    txn,
+                    token,
+                    deadline_ms: now_ms + self.op_timeout_ms,
+                };
+                self.on_rep_op(s, w, &mut fx)
+            }
+            Input::List {
+                start,
+                limit,
+                token,
+                now_ms,
+            } => {
+                self.now_ms = now_ms;
+                let l = PendingList {
+                    start,
+                    limit,
+                    token,
+                    deadline_ms: now_ms + self.op_timeout_ms,
+                };
+                self.on_list(s, l, &mut fx)
+            }
             Input::RepDone { tid, from, result } => self.done(s, tid, from, result, &mut fx),
             Input::Info {
                 from,
@@ -445,6 +479,7 @@ impl Pg {
             Input::Tick { now_ms } => {
                 self.now_ms = now_ms;
                 self.expire(&mut fx);
+                self.expire_rep(&mut fx);
             }
         }
         fx
@@ -516,7 +551,11 @@ impl Pg {
                     epoch,
                 ));
             }
+            self.rerun_lists(s, fx);
         }
+        // Writes from the old primary that wait here are judged again
+        // under this map.
+        self.rerun_rep_waiting(s, fx);
     }
 
     fn start_peering(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
@@ -712,6 +751,125 @@ impl Pg {
         for p in waiting {
             self.on_op(s, p, fx);
         }
+        self.rerun_lists(s, fx);
+    }
+
+    fn rerun_lists(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
+        for l in std::mem::take(&mut self.lists) {
+            self.on_list(s, l, fx);
+        }
+    }
+
+    /// A listing: served by an active primary (like a read), waits while
+    /// the PG peers, refused by anyone else.
+    fn on_list(&mut self, s: &dyn ObjectStore, l: PendingList, fx: &mut Vec<Effect>) {
+        let token = l.token;
+        if !self.is_primary() {
+            let result = Err(OpError::WrongPrimary { epoch: self.epoch });
+            return fx.push(Effect::ListReply { token, result });
+        }
+        if !matches!(self.role, Role::Primary { .. } | Role::WaitRw { .. }) {
+            if self.lists.len() >= WAITING_MAX {
+                let result = Err(self.unavailable());
+                return fx.push(Effect::ListReply { token, result });
+            }
+            return self.lists.push_back(l);
+        }
+        let result = list(s, self.coll, l.start, l.limit);
+        fx.push(Effect::ListReply { token, result });
+    }
+
+    /// A write from a primary to this copy: refused if it comes from a
+    /// primary this PG's map has left behind, applied in the primary's
+    /// order, held a bounded time while an earlier one is on its way.
+    fn on_rep_op(&mut self, s: &dyn ObjectStore, w: replica::RepWrite, fx: &mut Vec<Effect>) {
+        let token = w.token;
+        let fail = |e: RepError| Effect::RepReply {
+            token,
+            result: Err(e),
+        };
+        if !replica_accepts(&self.view(), w.from, &w.ctx) {
+            return fx.push(fail(RepError::Stale(format!(
+                "pg {}: write from osd.{} at epoch {}, this OSD is at epoch {} with acting {:?}",
+                self.id, w.from, w.ctx.epoch, self.epoch, self.acting
+            ))));
+        }
+        if let Some(e) = replica::check_txn(self.coll, &w.txn) {
+            return fx.push(fail(RepError::Failed(format!("pg {}: {e}", self.id))));
+        }
+        // What this copy holds or has queued, as a primary or a replica.
+        self.rep.high = self.rep.high.max(self.info.last_update);
+        match replica_step(s, self.coll, &mut self.rep.high, &w.ctx) {
+            ReplicaStep::Apply => {
+                if let Some(info) = replica::info_in(self.coll, &w.txn) {
+                    self.info = info;
+                }
+                let tid = self.take_tid();
+                self.rep.committing.insert(tid, token);
+                fx.push(Effect::Apply { tid, txn: w.txn });
+                // Its successors may be waiting for it.
+                self.rerun_rep_waiting(s, fx);
+            }
+            ReplicaStep::Duplicate => {
+                // Durable once everything queued before it is.
+                let tid = self.take_tid();
+                self.rep.committing.insert(tid, token);
+                fx.push(Effect::Apply {
+                    tid,
+                    txn: Transaction::new(),
+                });
+            }
+            ReplicaStep::Refuse { have } => fx.push(fail(RepError::Failed(format!(
+                "pg {}: this replica's log ends at {have:?}, the write follows {:?}",
+                self.id, w.ctx.prev
+            )))),
+            ReplicaStep::Wait if self.rep.waiting.len() >= WAITING_MAX => fx.push(fail(
+                RepError::Failed(format!("pg {}: too many writes out of order", self.id)),
+            )),
+            ReplicaStep::Wait => self.rep.waiting.push(w),
+        }
+    }
+
+    fn rerun_rep_waiting(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
+        for w in std::mem::take(&mut self.rep.waiting) {
+            self.on_rep_op(s, w, fx);
+        }
+    }
+
+    /// Replica writes whose predecessor never came, and listings that
+    /// waited too long, are refused.
+    fn expire_rep(&mut self, fx: &mut Vec<Effect>) {
+        let now = self.now_ms;
+        let (late, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.rep.waiting)
+            .into_iter()
+            .partition(|w| w.deadline_ms <= now);
+        self.rep.waiting = keep;
+        for w in late {
+            fx.push(Effect::RepReply {
+                token: w.token,
+                result: Err(RepError::Failed(format!(
+                    "pg {}: write {:?} waited for {:?}, which never came",
+                    self.id, w.ctx.version, w.ctx.prev
+                ))),
+            });
+        }
+        let err = self.unavailable();
+        let (late, keep): (VecDeque<_>, VecDeque<_>) = std::mem::take(&mut self.lists)
+            .into_iter()
+            .partition(|l| l.deadline_ms <= now);
+        self.lists = keep;
+        for l in late {
+            fx.push(Effect::ListReply {
+                token: l.token,
+                result: Err(err.clone()),
+            });
+        }
+    }
+
+    fn take_tid(&mut self) -> u64 {
+        let tid = self.next_tid;
+        self.next_tid += 1;
+        tid
     }
 
     /// Serve as primary: persist the activation, run what waited.
@@ -1008,7 +1166,12 @@ impl Pg {
 
     /// Whether the PG has nothing in flight or waiting.
     pub fn idle(&self) -> bool {
-        self.inflight.is_empty() && self.waiting.is_empty() && self.busy.is_empty()
+        self.inflight.is_empty()
+            && self.waiting.is_empty()
+            && self.busy.is_empty()
+            && self.rep.waiting.is_empty()
+            && self.rep.committing.is_empty()
+            && self.lists.is_empty()
     }
 
     /// The PG's state for the monitors (primaries only).
@@ -1040,4 +1203,19 @@ impl Pg {
             bytes: self.info.bytes,
         })
     }
+}
+
+/// One page of a PG's objects in (hash, name) order after `start`.
+fn list(s: &dyn ObjectStore, coll: CollectionId, start: Option<String>, limit: u32) -> ListResult {
+    let lim = limit.clamp(1, LIST_NAMES_MAX) as usize;
+    let from = start.map(|n| ObjectId::new(loligo_crush::hash::str_hash_rjenkins(n.as_bytes()), n));
+    let (mut names, next) = s
+        .list(coll, from.as_ref(), lim + 1)
+        .map_err(exec::store_err)?;
+    if let Some(f) = &from {
+        names.retain(|o| o != f);
+    }
+    let more = names.len() > lim || next.is_some();
+    names.truncate(lim);
+    Ok((names.into_iter().map(|o| o.name).collect(), more))
 }

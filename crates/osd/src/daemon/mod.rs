@@ -1,0 +1,367 @@
+//! The OSD daemon shell: boots against the monitors, follows the map,
+//! runs one task per PG (the only writer of that PG), performs the PG
+//! state machines' effects, serves clients and peers over gRPC, heartbeats
+//! the other OSDs and reports to the monitors. One file per seam:
+//!
+//! - `mod.rs` — settings, shared state, start and stop, map arrival
+//! - `mailbox.rs` — a PG task's queue (maps are never dropped)
+//! - `pg_task.rs` — the PG task: feed inputs, perform effects
+//! - `service.rs` — the gRPC service: client ops, listings, peer messages
+//! - `peers.rs` — messages to other OSDs (replica writes, info queries)
+//! - `heartbeat.rs` — whom to ping, and failure reports
+//! - `monitor.rs` — write-set records, pg_temp requests, reports, re-boot
+//!
+//! It must never decide anything a PG decides: every client op, replica
+//! write, listing and PG state change goes through the PG's task.
+
+mod heartbeat;
+mod mailbox;
+mod monitor;
+mod peers;
+mod pg_task;
+mod service;
+
+use crate::pg::{Input, PgInfo, PgView, INFO_KEY};
+use loligo_monc::protocol::MonRequest;
+use loligo_monc::MonClient;
+use loligo_proto::net::{Channels, MESSAGE_BYTES_MAX};
+use loligo_proto::v1::osd_server::OsdServer;
+use loligo_store::{CollectionId, ObjectStore, Transaction};
+use loligo_types::{Epoch, OsdMap, PgId, PgMapping, PgRw, PgStat, Pool};
+use mailbox::Mailbox;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+pub use mailbox::PG_REQUESTS_MAX;
+
+/// How long dialling a peer OSD may take.
+const PEER_CONNECT_TIMEOUT_MS: u64 = 1_000;
+/// How long one request to a peer OSD may take.
+const PEER_REQUEST_TIMEOUT_MS: u64 = 30_000;
+/// How long booting may wait for the monitors.
+const BOOT_TIMEOUT_MS: u64 = 60_000;
+/// How long `start` waits for a map that shows this OSD up.
+const UP_WAIT_MS: u64 = 30_000;
+
+/// An OSD's settings.
+#[derive(Clone, Debug)]
+pub struct OsdConfig {
+    pub id: i32,
+    /// The address peers and clients use (`host:port`).
+    pub addr: String,
+    pub mon_addrs: Vec<String>,
+    /// CRUSH host this OSD sits under.
+    pub host: String,
+    /// CRUSH weight (16.16).
+    pub crush_weight: u32,
+    pub heartbeat_interval: Duration,
+    /// Report a peer that has not answered for this long.
+    pub heartbeat_grace: Duration,
+    /// How long a client op (or a replica write waiting for its
+    /// predecessor) may wait in its PG.
+    pub op_timeout: Duration,
+    pub report_interval: Duration,
+}
+
+impl OsdConfig {
+    pub fn new(id: i32, addr: &str, mon_addrs: Vec<String>) -> OsdConfig {
+        OsdConfig {
+            id,
+            addr: addr.to_string(),
+            mon_addrs,
+            host: "localhost".into(),
+            crush_weight: 0x10000,
+            heartbeat_interval: Duration::from_secs(1),
+            heartbeat_grace: Duration::from_secs(6),
+            op_timeout: Duration::from_secs(30),
+            report_interval: Duration::from_secs(2),
+        }
+    }
+
+    fn boot_request(&self) -> MonRequest {
+        MonRequest::OsdBoot {
+            id: self.id,
+            addr: self.addr.clone(),
+            host: self.host.clone(),
+            crush_weight: self.crush_weight,
+        }
+    }
+}
+
+/// Client I/O served, for the monitors' status.
+#[derive(Default)]
+struct Counters {
+    read_ops: AtomicU64,
+    write_ops: AtomicU64,
+    read_bytes: AtomicU64,
+    write_bytes: AtomicU64,
+}
+
+/// State shared by the OSD's tasks.
+pub struct OsdShared {
+    cfg: OsdConfig,
+    store: Arc<dyn ObjectStore>,
+    map: RwLock<Option<Arc<OsdMap>>>,
+    epoch_tx: tokio::sync::watch::Sender<Epoch>,
+    /// The PG tasks' mailboxes.
+    pgs: Mutex<HashMap<PgId, Mailbox>>,
+    /// Where each PG stands in the map, as its task last saw it (for the
+    /// peer and heartbeat tasks).
+    views: Mutex<HashMap<PgId, PgView>>,
+    stats: Mutex<HashMap<PgId, PgStat>>,
+    /// Connections to peer OSDs.
+    peers: Channels,
+    counters: Counters,
+    start: Instant,
+    /// Set when the OSD stops: PG tasks end at their next input.
+    stopped: AtomicBool,
+    /// A re-boot after being wrongly marked down is under way.
+    rebooting: AtomicBool,
+    /// Write sets PGs want recorded, one per PG (the newest ask wins),
+    /// sent to the monitors in batches.
+    rw_asks: Mutex<HashMap<PgId, (PgRw, Mailbox)>>,
+    rw_wake: tokio::sync::Notify,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl OsdShared {
+    fn map(&self) -> Option<Arc<OsdMap>> {
+        self.map.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.start.elapsed().as_millis() as u64
+    }
+
+    fn epoch(&self) -> Epoch {
+        *self.epoch_tx.borrow()
+    }
+
+    fn read_info(&self, pg: PgId) -> Option<PgInfo> {
+        let c = CollectionId::pg(pg.pool, pg.ps);
+        match self.store.record(c, INFO_KEY) {
+            Ok(Some(b)) => postcard::from_bytes(&b).ok(),
+            Ok(None) if self.store.collection_exists(c).unwrap_or(false) => Some(PgInfo::default()),
+            _ => None,
+        }
+    }
+
+    fn ensure_collection(&self, pg: PgId) -> Result<(), String> {
+        let c = CollectionId::pg(pg.pool, pg.ps);
+        if self.store.collection_exists(c).map_err(|e| e.to_string())? {
+            return Ok(());
+        }
+        let mut t = Transaction::new();
+        t.create_collection(c);
+        match self.store.apply(t) {
+            Ok(()) | Err(loligo_store::StoreError::CollectionExists(_)) => Ok(()),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// The mailbox of PG `pg`'s task; with `spawn`, the task is started
+    /// (under the current map) if this OSD has none.
+    fn pg(self: &Arc<Self>, pg: PgId, spawn: bool) -> Option<Mailbox> {
+        if let Some(m) = lock(&self.pgs).get(&pg) {
+            return Some(m.clone());
+        }
+        if !spawn {
+            return None;
+        }
+        let mb = pg_task::spawn(self, pg)?;
+        // Its first input: where the PG stands in the current map.
+        if let Some(map) = self.map() {
+            let pm = map.placer().and_then(|mut p| p.map_pg(pg));
+            if let (Some(pool), Ok(pm)) = (map.pools.get(&pg.pool), pm) {
+                mb.control(map_input(&map, pool, pg, &pm, self.now_ms()));
+            }
+        }
+        Some(mb)
+    }
+}
+
+/// A running OSD.
+pub struct OsdHandle {
+    pub shared: Arc<OsdShared>,
+    pub addr: SocketAddr,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl OsdHandle {
+    /// Stop serving (abruptly: like a crash, the store keeps what was
+    /// committed). `mark_down` first tells the monitors, as a clean stop.
+    pub async fn stop(self, mark_down: bool) {
+        if mark_down {
+            monitor::mark_me_down(&self.shared).await;
+        }
+        self.shared.stopped.store(true, Ordering::Relaxed);
+        for t in &self.tasks {
+            t.abort();
+        }
+        let pgs: Vec<_> = lock(&self.shared.pgs).drain().collect();
+        drop(pgs);
+    }
+
+    /// The newest map epoch this OSD has.
+    pub fn epoch(&self) -> Epoch {
+        self.shared.epoch()
+    }
+}
+
+/// Start an OSD on `listener` with `store`: serve, boot, follow the map.
+pub async fn start(
+    cfg: OsdConfig,
+    store: Arc<dyn ObjectStore>,
+    listener: tokio::net::TcpListener,
+) -> Result<OsdHandle, String> {
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let (epoch_tx, _) = tokio::sync::watch::channel(0);
+    let shared = Arc::new(OsdShared {
+        cfg,
+        store,
+        map: RwLock::new(None),
+        epoch_tx,
+        pgs: Mutex::new(HashMap::new()),
+        views: Mutex::new(HashMap::new()),
+        stats: Mutex::new(HashMap::new()),
+        peers: Channels::new(
+            Duration::from_millis(PEER_CONNECT_TIMEOUT_MS),
+            Some(Duration::from_millis(PEER_REQUEST_TIMEOUT_MS)),
+        ),
+        counters: Counters::default(),
+        start: Instant::now(),
+        stopped: AtomicBool::new(false),
+        rebooting: AtomicBool::new(false),
+        rw_asks: Mutex::new(HashMap::new()),
+        rw_wake: tokio::sync::Notify::new(),
+    });
+    let mut tasks = Vec::new();
+    let svc = OsdServer::new(service::Service(shared.clone()))
+        .max_decoding_message_size(MESSAGE_BYTES_MAX)
+        .max_encoding_message_size(MESSAGE_BYTES_MAX);
+    // Small request/reply messages: without TCP_NODELAY, Nagle's
+    // algorithm and delayed ACKs add ~40 ms to each.
+    let incoming = tokio_stream::StreamExt::map(
+        tokio_stream::wrappers::TcpListenerStream::new(listener),
+        |s| {
+            if let Ok(s) = &s {
+                let _ = s.set_nodelay(true);
+            }
+            s
+        },
+    );
+    tasks.push(tokio::spawn(async move {
+        if let Err(e) = tonic::transport::Server::builder()
+            .add_service(svc)
+            .serve_with_incoming(incoming)
+            .await
+        {
+            tracing::error!("OSD server stopped: {e}");
+        }
+    }));
+    let mut mc = MonClient::new(shared.cfg.mon_addrs.clone()).map_err(|e| e.to_string())?;
+    mc.deadline = Duration::from_millis(BOOT_TIMEOUT_MS);
+    mc.call(shared.cfg.boot_request())
+        .await
+        .map_err(|e| format!("boot: {e}"))?;
+    let s = shared.clone();
+    let mut wc = mc.clone();
+    tasks.push(tokio::spawn(async move {
+        wc.watch(None, |m| {
+            on_map(&s, m);
+            true
+        })
+        .await;
+    }));
+    tasks.push(tokio::spawn(heartbeat::run(shared.clone(), mc.clone())));
+    tasks.push(tokio::spawn(monitor::record_write_sets(
+        shared.clone(),
+        mc.clone(),
+    )));
+    tasks.push(tokio::spawn(monitor::reports(shared.clone(), mc)));
+    // Wait until the map shows this OSD up (so callers can use it).
+    let mut rx = shared.epoch_tx.subscribe();
+    let up = tokio::time::timeout(Duration::from_millis(UP_WAIT_MS), async {
+        loop {
+            if shared.map().is_some_and(|m| {
+                m.osds
+                    .get(&shared.cfg.id)
+                    .is_some_and(|o| o.up && o.addr == shared.cfg.addr)
+            }) {
+                return;
+            }
+            if rx.changed().await.is_err() {
+                return;
+            }
+        }
+    })
+    .await;
+    if up.is_err() {
+        return Err("the map never showed this OSD up".into());
+    }
+    Ok(OsdHandle {
+        shared,
+        addr,
+        tasks,
+    })
+}
+
+/// PG `pg`'s place in `map` (`pm`), as its task's input.
+fn map_input(map: &OsdMap, pool: &Pool, pg: PgId, pm: &PgMapping, now_ms: u64) -> Input {
+    let rw = map.pg_rw.get(&pg).cloned();
+    let rw_up = rw
+        .iter()
+        .flat_map(|r| r.osds.iter().copied())
+        .filter(|&o| map.is_up(o))
+        .collect();
+    Input::Map {
+        epoch: map.epoch,
+        acting: pm.acting.clone(),
+        primary: pm.acting_primary,
+        pool: pool.clone(),
+        rw,
+        rw_up,
+        now_ms,
+    }
+}
+
+/// A new map: start the PGs this OSD now serves and tell every PG (no map
+/// is ever dropped: a PG's control queue has no bound). A map that shows
+/// this running OSD down makes it boot again.
+fn on_map(s: &Arc<OsdShared>, m: &OsdMap) {
+    let me = s.cfg.id;
+    if m.osds.get(&me).is_some_and(|o| !o.up) {
+        monitor::reboot_if_marked_down(s, m.epoch);
+    }
+    let map = Arc::new(m.clone());
+    *s.map.write().unwrap_or_else(|p| p.into_inner()) = Some(map.clone());
+    let Ok(mut placer) = map.placer() else {
+        tracing::error!("map epoch {} does not compile", map.epoch);
+        return;
+    };
+    let now_ms = s.now_ms();
+    for pool in map.pools.values() {
+        for ps in 0..pool.pg_num {
+            let pg = PgId { pool: pool.id, ps };
+            let Ok(pm) = placer.map_pg(pg) else { continue };
+            let mine = pm.acting.contains(&me) || pm.up.contains(&me);
+            let existing = lock(&s.pgs).get(&pg).cloned();
+            let mb = match (existing, mine) {
+                (Some(mb), _) => mb,
+                (None, true) => match pg_task::spawn(s, pg) {
+                    Some(mb) => mb,
+                    None => continue,
+                },
+                (None, false) => continue,
+            };
+            mb.control(map_input(&map, pool, pg, &pm, now_ms));
+        }
+    }
+    s.epoch_tx.send_replace(map.epoch);
+}

@@ -1,0 +1,147 @@
+//! What an OSD tells the monitors besides booting: the write sets its PGs
+//! ask to record (batched: an OSD failure moves many PGs at once), pg_temp
+//! requests, periodic reports (PG stats, usage, I/O counters; also the
+//! liveness beacon), a clean stop, and booting again when a map wrongly
+//! marks this running OSD down.
+//!
+//! It must never change a PG: a recorded write set goes back to the PG's
+//! control lane, and the PG decides.
+
+use super::mailbox::Mailbox;
+use super::{lock, OsdShared};
+use crate::pg::Input;
+use loligo_monc::protocol::MonRequest;
+use loligo_monc::MonClient;
+use loligo_types::{Epoch, OsdReport, PgId, PgRw};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// PG write sets recorded per monitor request.
+const WRITE_SETS_PER_REQUEST_MAX: usize = 1024;
+/// Pause before asking again after the monitors could not record.
+const RECORD_RETRY_MS: u64 = 500;
+/// How long a clean stop waits to tell the monitors.
+const MARK_DOWN_WAIT_MS: u64 = 3_000;
+
+/// A PG asks for its write set to be recorded (the newest ask per PG wins).
+pub(super) fn ask_record(s: &OsdShared, pg: PgId, interval: Epoch, osds: Vec<i32>, me: Mailbox) {
+    lock(&s.rw_asks).insert(pg, (PgRw { interval, osds }, me));
+    s.rw_wake.notify_one();
+}
+
+/// Record the write sets PGs ask for, in batches: one monitor commit
+/// covers every PG that changed interval together. A PG whose record holds
+/// is told so; a refused (stale) one has moved to a newer interval and
+/// asks again there.
+pub(super) async fn record_write_sets(s: Arc<OsdShared>, mut mc: MonClient) {
+    loop {
+        s.rw_wake.notified().await;
+        loop {
+            let batch: Vec<(PgId, (PgRw, Mailbox))> = {
+                let mut asks = lock(&s.rw_asks);
+                let keys: Vec<PgId> = asks
+                    .keys()
+                    .copied()
+                    .take(WRITE_SETS_PER_REQUEST_MAX)
+                    .collect();
+                keys.into_iter()
+                    .filter_map(|k| asks.remove(&k).map(|v| (k, v)))
+                    .collect()
+            };
+            if batch.is_empty() || s.stopped.load(Ordering::Relaxed) {
+                break;
+            }
+            let items = batch
+                .iter()
+                .map(|(pg, (rw, _))| (*pg, rw.clone()))
+                .collect();
+            match mc.call(MonRequest::PgRw { items }).await {
+                Ok(r) => {
+                    let held: Vec<PgId> = serde_json::from_value(r.value).unwrap_or_default();
+                    for (pg, (rw, mb)) in batch {
+                        if held.contains(&pg) {
+                            mb.control(Input::RwRecorded {
+                                interval: rw.interval,
+                            });
+                        }
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!("recording PG write sets failed (retrying): {e}");
+                    {
+                        // Put them back unless a newer ask replaced them.
+                        let mut asks = lock(&s.rw_asks);
+                        for (pg, v) in batch {
+                            asks.entry(pg).or_insert(v);
+                        }
+                    }
+                    tokio::time::sleep(Duration::from_millis(RECORD_RETRY_MS)).await;
+                }
+            }
+        }
+    }
+}
+
+/// Ask the monitors to make `osds` PG `pg`'s acting set.
+pub(super) fn request_pg_temp(s: &OsdShared, pg: PgId, osds: Vec<i32>) {
+    tracing::info!("pg {pg}: this primary's log is behind; asking for pg_temp {osds:?}");
+    let mons = s.cfg.mon_addrs.clone();
+    tokio::spawn(async move {
+        if let Ok(mut mc) = MonClient::new(mons) {
+            if let Err(e) = mc.call(MonRequest::PgTemp { pg, osds }).await {
+                tracing::warn!("pg {pg}: pg_temp request failed: {e}");
+            }
+        }
+    });
+}
+
+/// Report PG stats, usage and I/O counters every report interval.
+pub(super) async fn reports(s: Arc<OsdShared>, mut mc: MonClient) {
+    let mut t = tokio::time::interval(s.cfg.report_interval);
+    loop {
+        t.tick().await;
+        let stats = s.store.statfs().ok();
+        let c = &s.counters;
+        let r = OsdReport {
+            osd: s.cfg.id,
+            epoch: s.epoch(),
+            pgs: lock(&s.stats).values().cloned().collect(),
+            bytes_used: stats.map_or(0, |x| x.used),
+            bytes_total: stats.map_or(0, |x| x.total),
+            read_ops: c.read_ops.load(Ordering::Relaxed),
+            write_ops: c.write_ops.load(Ordering::Relaxed),
+            read_bytes: c.read_bytes.load(Ordering::Relaxed),
+            write_bytes: c.write_bytes.load(Ordering::Relaxed),
+        };
+        mc.deadline = s.cfg.report_interval;
+        let _ = mc.call(MonRequest::OsdReport(r)).await;
+    }
+}
+
+/// Tell the monitors this OSD is stopping (a clean stop).
+pub(super) async fn mark_me_down(s: &OsdShared) {
+    if let Ok(mut mc) = MonClient::new(s.cfg.mon_addrs.clone()) {
+        mc.deadline = Duration::from_millis(MARK_DOWN_WAIT_MS);
+        let _ = mc.call(MonRequest::OsdMarkMeDown { id: s.cfg.id }).await;
+    }
+}
+
+/// Map `epoch` shows this OSD down while it runs: boot again (once at a
+/// time).
+pub(super) fn reboot_if_marked_down(s: &Arc<OsdShared>, epoch: Epoch) {
+    if s.stopped.load(Ordering::Relaxed) || s.rebooting.swap(true, Ordering::Relaxed) {
+        return;
+    }
+    tracing::warn!(
+        "map epoch {epoch} wrongly marks osd.{} down: booting again",
+        s.cfg.id
+    );
+    let s = s.clone();
+    tokio::spawn(async move {
+        if let Ok(mut mc) = MonClient::new(s.cfg.mon_addrs.clone()) {
+            let _ = mc.call(s.cfg.boot_request()).await;
+        }
+        s.rebooting.store(false, Ordering::Relaxed);
+    });
+}

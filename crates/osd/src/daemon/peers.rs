@@ -1,0 +1,131 @@
+//! Messages to other OSDs on a PG's behalf: replica writes and peering's
+//! info queries, each retried while it can still matter, with the outcome
+//! fed back into the PG's control lane.
+//!
+//! It must never judge an answer: the PG state machine does.
+
+use super::mailbox::Mailbox;
+use super::{lock, OsdShared};
+use crate::msg::{PeerMsg, PeerReply};
+use crate::pg::{Input, RepCtx, RepError, PEER_RETRY_MS};
+use loligo_proto::v1::Raw;
+use loligo_store::Transaction;
+use loligo_types::ops::{decode_msg, encode_msg};
+use loligo_types::{Epoch, PgId};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Pause between attempts to reach an unreachable peer.
+const PEER_RESEND_MS: u64 = 200;
+
+impl OsdShared {
+    fn peer_addr(&self, osd: i32) -> Result<String, String> {
+        self.map()
+            .and_then(|m| m.osds.get(&osd).map(|o| o.addr.clone()))
+            .ok_or_else(|| format!("osd.{osd} has no address"))
+    }
+
+    /// One message to OSD `osd`, one answer (or why there is none).
+    pub(super) async fn send_peer(&self, osd: i32, m: &PeerMsg) -> Result<PeerReply, String> {
+        let addr = self.peer_addr(osd)?;
+        let mut c = self
+            .peers
+            .osd(&addr)
+            .await
+            .map_err(|e| format!("osd.{osd}: {e}"))?;
+        match c
+            .peer(Raw {
+                body: encode_msg(m),
+            })
+            .await
+        {
+            Ok(r) => decode_msg(&r.into_inner().body).map_err(|e| e.to_string()),
+            Err(s) => {
+                self.peers.forget(&addr);
+                Err(format!("osd.{osd}: {}", s.message()))
+            }
+        }
+    }
+
+    /// Whether PG `pg` is still in the interval that started at `interval`.
+    fn in_interval(&self, pg: PgId, interval: Epoch) -> bool {
+        lock(&self.views)
+            .get(&pg)
+            .is_none_or(|v| v.interval == interval)
+    }
+}
+
+/// Send a write to replica `to`, retrying an unreachable one while the
+/// interval lasts (the map marks a dead replica down and a new interval
+/// abandons the write); report `RepDone`.
+pub(super) async fn replicate(
+    s: Arc<OsdShared>,
+    me: Mailbox,
+    pg: PgId,
+    tid: u64,
+    to: i32,
+    ctx: RepCtx,
+    txn: Transaction,
+) {
+    let interval = ctx.interval;
+    let msg = PeerMsg::RepOp {
+        pg,
+        from: s.cfg.id,
+        ctx,
+        txn,
+    };
+    let deadline = Instant::now() + s.cfg.op_timeout * 2;
+    let result = loop {
+        match s.send_peer(to, &msg).await {
+            Ok(PeerReply::RepDone(r)) => break r.map_err(RepError::Failed),
+            Ok(PeerReply::Refused(e)) => break Err(RepError::Stale(e)),
+            Ok(_) => break Err(RepError::Failed("unexpected reply".into())),
+            Err(e) => {
+                if !s.in_interval(pg, interval) {
+                    break Err(RepError::Stale(e));
+                }
+                if Instant::now() > deadline {
+                    break Err(RepError::Failed(e));
+                }
+                tokio::time::sleep(Duration::from_millis(PEER_RESEND_MS)).await;
+            }
+        }
+    };
+    me.control(Input::RepDone {
+        tid,
+        from: to,
+        result,
+    });
+}
+
+/// Ask `to` for its info on `pg` for peering; keep asking an unreachable
+/// member a while (the PG asks again later, and the map marks a dead
+/// member down); report `Info`.
+pub(super) async fn query_info(s: Arc<OsdShared>, me: Mailbox, pg: PgId, to: i32, interval: Epoch) {
+    let msg = PeerMsg::GetInfo {
+        pg,
+        from: s.cfg.id,
+        interval,
+    };
+    let give_up = Instant::now() + Duration::from_millis(PEER_RETRY_MS);
+    let info = loop {
+        match s.send_peer(to, &msg).await {
+            Ok(PeerReply::Info(i)) => break i,
+            Ok(_) => break None,
+            Err(_) => {
+                if !s.in_interval(pg, interval)
+                    || s.map().is_some_and(|m| !m.is_up(to))
+                    || Instant::now() > give_up
+                {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(PEER_RESEND_MS)).await;
+            }
+        }
+    };
+    me.control(Input::Info {
+        from: to,
+        interval,
+        info,
+    });
+}

@@ -1,0 +1,155 @@
+//! A PG's task: the only code that feeds the PG state machine. It takes
+//! inputs from the PG's mailbox and a periodic tick, hands them to
+//! `Pg::handle`, and performs the effects: answers to waiters, store
+//! commits, replica writes and info queries (through `peers`), write-set
+//! records and pg_temp requests (through `monitor`).
+//!
+//! It must never decide what a PG decides: it only performs effects.
+
+use super::mailbox::{self, Inbox, Mailbox, PgMsg, Waiter, PG_REQUESTS_MAX};
+use super::{lock, monitor, peers, OsdShared};
+use crate::pg::{Effect, Input, Pg};
+use loligo_types::PgId;
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How often a PG ticks (op deadlines, peering retries).
+const PG_TICK_MS: u64 = 250;
+
+/// Start PG `pg`'s task (its collection is created first); `None` if the
+/// store cannot hold it.
+pub(super) fn spawn(s: &Arc<OsdShared>, pg: PgId) -> Option<Mailbox> {
+    if let Err(e) = s.ensure_collection(pg) {
+        tracing::error!("pg {pg}: cannot create its collection: {e}");
+        return None;
+    }
+    let info = s.read_info(pg).unwrap_or_default();
+    let mut core = Pg::new(pg, s.cfg.id, info);
+    core.op_timeout_ms = s.cfg.op_timeout.as_millis() as u64;
+    let (mb, inbox) = mailbox::mailbox(PG_REQUESTS_MAX);
+    {
+        let mut pgs = lock(&s.pgs);
+        // Two callers may race to start it: the first one wins.
+        if let Some(m) = pgs.get(&pg) {
+            return Some(m.clone());
+        }
+        pgs.insert(pg, mb.clone());
+    }
+    tokio::spawn(run(s.clone(), mb.clone(), inbox, core));
+    Some(mb)
+}
+
+async fn run(s: Arc<OsdShared>, me: Mailbox, mut inbox: Inbox, mut core: Pg) {
+    let pg = core.id;
+    let mut waiters: HashMap<u64, Waiter> = HashMap::new();
+    let mut next_token = 1u64;
+    let mut tick = tokio::time::interval(Duration::from_millis(PG_TICK_MS));
+    loop {
+        let msg = tokio::select! {
+            m = inbox.recv() => match m { Some(m) => m, None => return },
+            _ = tick.tick() => PgMsg { input: Input::Tick { now_ms: s.now_ms() }, reply: None },
+        };
+        if s.stopped.load(Ordering::Relaxed) {
+            return;
+        }
+        let mut input = msg.input;
+        if let Some(w) = msg.reply {
+            let token = next_token;
+            next_token += 1;
+            match &mut input {
+                Input::Op { token: t, .. }
+                | Input::RepOp { token: t, .. }
+                | Input::List { token: t, .. } => *t = token,
+                _ => {}
+            }
+            waiters.insert(token, w);
+        }
+        let is_map = matches!(input, Input::Map { .. });
+        // Stats for the monitors are refreshed on every input but the
+        // per-op ones (ticks come every PG_TICK_MS): building them for
+        // each op cost a few allocations on the read path.
+        let per_op = matches!(
+            input,
+            Input::Op { .. }
+                | Input::LocalDone { .. }
+                | Input::RepDone { .. }
+                | Input::RepOp { .. }
+                | Input::List { .. }
+        );
+        let fx = core.handle(s.store.as_ref(), input);
+        if is_map {
+            lock(&s.views).insert(pg, core.view());
+        }
+        perform(&s, &me, pg, &mut waiters, fx);
+        if per_op {
+            continue;
+        }
+        let mut st = lock(&s.stats);
+        match core.stat() {
+            Some(x) => st.insert(pg, x),
+            None => st.remove(&pg),
+        };
+    }
+}
+
+fn answer(waiters: &mut HashMap<u64, Waiter>, token: u64, f: impl FnOnce(Waiter)) {
+    if let Some(w) = waiters.remove(&token) {
+        f(w);
+    }
+}
+
+fn perform(
+    s: &Arc<OsdShared>,
+    me: &Mailbox,
+    pg: PgId,
+    waiters: &mut HashMap<u64, Waiter>,
+    fx: Vec<Effect>,
+) {
+    for e in fx {
+        match e {
+            Effect::Reply { token, reply } => answer(waiters, token, |w| {
+                if let Waiter::Op(w) = w {
+                    let _ = w.send(reply);
+                }
+            }),
+            Effect::RepReply { token, result } => answer(waiters, token, |w| {
+                if let Waiter::Rep(w) = w {
+                    let _ = w.send(result);
+                }
+            }),
+            Effect::ListReply { token, result } => answer(waiters, token, |w| {
+                if let Waiter::List(w) = w {
+                    let _ = w.send(result);
+                }
+            }),
+            Effect::Apply { tid, txn } => {
+                let commit = s.store.queue_transaction(txn);
+                let me = me.clone();
+                tokio::spawn(async move {
+                    let result = commit.await.map_err(|e| e.to_string());
+                    me.control(Input::LocalDone { tid, result });
+                });
+            }
+            Effect::Replicate { tid, to, ctx, txn } => {
+                tokio::spawn(peers::replicate(
+                    s.clone(),
+                    me.clone(),
+                    pg,
+                    tid,
+                    to,
+                    ctx,
+                    txn,
+                ));
+            }
+            Effect::QueryInfo { to, interval } => {
+                tokio::spawn(peers::query_info(s.clone(), me.clone(), pg, to, interval));
+            }
+            Effect::RecordRw { interval, osds } => {
+                monitor::ask_record(s, pg, interval, osds, me.clone());
+            }
+            Effect::RequestPgTemp { osds } => monitor::request_pg_temp(s, pg, osds),
+        }
+    }
+}

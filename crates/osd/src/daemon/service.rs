@@ -1,0 +1,267 @@
+//! The OSD's gRPC service: client ops and listings (`Osd.Op`) and messages
+//! from other OSDs (`Osd.Peer`). Each request is decoded, checked against
+//! this OSD's map, and handed to its PG's task; the answer comes back
+//! through a waiter.
+//!
+//! It must never touch a PG's objects or records itself (the one
+//! exception is answering a peering query for a PG this OSD has no task
+//! for, from the info on disk).
+
+use super::mailbox::{PgMsg, Waiter};
+use super::OsdShared;
+use crate::msg::{PeerMsg, PeerReply};
+use crate::pg::{Input, RepError};
+use loligo_proto::v1::osd_server::Osd;
+use loligo_proto::v1::Raw;
+use loligo_types::ops::{
+    decode_msg, encode_msg, ClientOp, ClientReply, ClientRequest, OpError, OpReply, SubOp,
+    SubResult, Version,
+};
+use loligo_types::{Epoch, PgId, PoolKind};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::oneshot;
+use tonic::{Request, Response, Status};
+
+/// How long a request waits for this OSD to catch up with the sender's map.
+const CATCH_UP_WAIT_MS: u64 = 2_000;
+/// How long past the op timeout a waiter waits for its PG's answer.
+const ANSWER_SLACK_MS: u64 = 5_000;
+
+pub(super) struct Service(pub Arc<OsdShared>);
+
+/// Why a PG task gave no answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AskError {
+    /// This OSD has no task for the PG (it is not a member).
+    NotServed,
+    /// The task ended (the OSD is stopping).
+    Stopped,
+    /// The task did not answer in time.
+    NoAnswer,
+}
+
+impl AskError {
+    /// The client's view: a timeout, or "ask the primary again".
+    fn op_error(self, epoch: Epoch) -> OpError {
+        match self {
+            AskError::NoAnswer => OpError::Timeout("the PG did not answer".into()),
+            AskError::NotServed | AskError::Stopped => OpError::WrongPrimary { epoch },
+        }
+    }
+}
+
+impl Service {
+    /// A stopped OSD answers nothing (connections made before the stop
+    /// outlive the listener).
+    fn alive(&self) -> Result<(), Status> {
+        if self.0.stopped.load(Ordering::Relaxed) {
+            return Err(Status::unavailable("OSD stopped"));
+        }
+        Ok(())
+    }
+
+    /// Wait (briefly) until this OSD has map `epoch`.
+    async fn catch_up(&self, epoch: Epoch) -> Epoch {
+        let mut rx = self.0.epoch_tx.subscribe();
+        let _ = tokio::time::timeout(Duration::from_millis(CATCH_UP_WAIT_MS), async {
+            while *rx.borrow_and_update() < epoch {
+                if rx.changed().await.is_err() {
+                    return;
+                }
+            }
+        })
+        .await;
+        self.0.epoch()
+    }
+
+    /// Hand `input` to PG `pg`'s task and wait for the answer on `rx`.
+    async fn ask<T>(
+        &self,
+        pg: PgId,
+        spawn: bool,
+        input: Input,
+        waiter: Waiter,
+        rx: oneshot::Receiver<T>,
+    ) -> Result<T, AskError> {
+        let mb = self.0.pg(pg, spawn).ok_or(AskError::NotServed)?;
+        let msg = PgMsg {
+            input,
+            reply: Some(waiter),
+        };
+        if !mb.request(msg).await {
+            return Err(AskError::Stopped);
+        }
+        let wait = self.0.cfg.op_timeout + Duration::from_millis(ANSWER_SLACK_MS);
+        match tokio::time::timeout(wait, rx).await {
+            Ok(Ok(r)) => Ok(r),
+            Ok(Err(_)) => Err(AskError::Stopped),
+            Err(_) => Err(AskError::NoAnswer),
+        }
+    }
+
+    async fn client(&self, req: ClientRequest) -> ClientReply {
+        match req {
+            ClientRequest::Op(op) => ClientReply::Op(self.op(op).await),
+            ClientRequest::List {
+                pool,
+                ps,
+                epoch,
+                start,
+                limit,
+            } => {
+                let epoch = self.catch_up(epoch).await;
+                let result = self.list(pool, ps, epoch, start, limit).await;
+                ClientReply::List { result, epoch }
+            }
+        }
+    }
+
+    async fn op(&self, op: ClientOp) -> OpReply {
+        let epoch = self.catch_up(op.epoch).await;
+        let fail = |e: OpError| OpReply {
+            result: Err(e),
+            version: Version::default(),
+            epoch,
+        };
+        if op.epoch > epoch {
+            return fail(OpError::Behind { epoch });
+        }
+        let Some(map) = self.0.map() else {
+            return fail(OpError::Behind { epoch });
+        };
+        let Some(pool) = map.pools.get(&op.pool) else {
+            return fail(OpError::NoPool(op.pool));
+        };
+        if matches!(pool.kind, PoolKind::Erasure { .. }) {
+            return fail(OpError::Invalid(format!(
+                "pool '{}' is erasure-coded: not served yet",
+                pool.name
+            )));
+        }
+        let pg = pool.object_pg(op.name.as_bytes());
+        let writes = op.ops.iter().any(SubOp::is_write);
+        let in_bytes: u64 = op.ops.iter().map(payload_len).sum();
+        let (tx, rx) = oneshot::channel();
+        let input = Input::Op {
+            op,
+            token: 0,
+            now_ms: self.0.now_ms(),
+        };
+        let r = match self.ask(pg, false, input, Waiter::Op(tx), rx).await {
+            Ok(r) => r,
+            Err(e) => return fail(e.op_error(epoch)),
+        };
+        if r.result.is_ok() {
+            let c = &self.0.counters;
+            if writes {
+                c.write_ops.fetch_add(1, Ordering::Relaxed);
+                c.write_bytes.fetch_add(in_bytes, Ordering::Relaxed);
+            } else {
+                c.read_ops.fetch_add(1, Ordering::Relaxed);
+                let out: u64 = r.result.iter().flatten().map(result_len).sum();
+                c.read_bytes.fetch_add(out, Ordering::Relaxed);
+            }
+        }
+        r
+    }
+
+    /// One page of PG `pool.ps`'s objects, from its primary's PG task
+    /// (which refuses while the PG is down, like any read).
+    async fn list(
+        &self,
+        pool: u64,
+        ps: u32,
+        epoch: Epoch,
+        start: Option<String>,
+        limit: u32,
+    ) -> Result<(Vec<String>, bool), OpError> {
+        let map = self.0.map().ok_or(OpError::Behind { epoch })?;
+        let p = map.pools.get(&pool).ok_or(OpError::NoPool(pool))?;
+        let pg = PgId { pool, ps };
+        if ps >= p.pg_num {
+            return Err(OpError::Invalid(format!("pg {pg} past pg_num")));
+        }
+        let (tx, rx) = oneshot::channel();
+        let input = Input::List {
+            start,
+            limit,
+            token: 0,
+            now_ms: self.0.now_ms(),
+        };
+        self.ask(pg, false, input, Waiter::List(tx), rx)
+            .await
+            .unwrap_or_else(|e| Err(e.op_error(map.epoch)))
+    }
+
+    async fn peer_msg(&self, m: PeerMsg) -> PeerReply {
+        match m {
+            PeerMsg::Ping { .. } => PeerReply::Pong {
+                epoch: self.0.epoch(),
+            },
+            PeerMsg::GetInfo { pg, .. } => PeerReply::Info(self.0.read_info(pg)),
+            PeerMsg::RepOp { pg, from, ctx, txn } => {
+                let (tx, rx) = oneshot::channel();
+                let input = Input::RepOp {
+                    from,
+                    ctx,
+                    txn,
+                    token: 0,
+                    now_ms: self.0.now_ms(),
+                };
+                match self.ask(pg, true, input, Waiter::Rep(tx), rx).await {
+                    Ok(Ok(())) => PeerReply::RepDone(Ok(())),
+                    Ok(Err(RepError::Stale(e))) => PeerReply::Refused(e),
+                    Ok(Err(RepError::Failed(e))) => PeerReply::RepDone(Err(e)),
+                    Err(e) => PeerReply::RepDone(Err(format!("pg {pg}: {e:?}"))),
+                }
+            }
+        }
+    }
+}
+
+fn payload_len(o: &SubOp) -> u64 {
+    match o {
+        SubOp::WriteFull(d) | SubOp::Append(d) | SubOp::Write { data: d, .. } => d.len() as u64,
+        _ => 0,
+    }
+}
+
+fn result_len(r: &SubResult) -> u64 {
+    match r {
+        SubResult::Data(d) => d.len() as u64,
+        _ => 0,
+    }
+}
+
+#[tonic::async_trait]
+impl Osd for Service {
+    async fn op(&self, req: Request<Raw>) -> Result<Response<Raw>, Status> {
+        self.alive()?;
+        let body = req.into_inner().body;
+        let reply = match decode_msg::<ClientRequest>(&body) {
+            Ok(r) => self.client(r).await,
+            Err(e) => ClientReply::Op(OpReply {
+                result: Err(e),
+                version: Version::default(),
+                epoch: self.0.epoch(),
+            }),
+        };
+        Ok(Response::new(Raw {
+            body: encode_msg(&reply),
+        }))
+    }
+
+    async fn peer(&self, req: Request<Raw>) -> Result<Response<Raw>, Status> {
+        self.alive()?;
+        let body = req.into_inner().body;
+        let reply = match decode_msg::<PeerMsg>(&body) {
+            Ok(m) => self.peer_msg(m).await,
+            Err(e) => PeerReply::RepDone(Err(e.to_string())),
+        };
+        Ok(Response::new(Raw {
+            body: encode_msg(&reply),
+        }))
+    }
+}

@@ -1,0 +1,124 @@
+//! The replica side of a PG's writes, part of the PG state machine (the
+//! daemon and the simulator run this same code): whether a write from a
+//! primary is taken at all (`replica_accepts`), in which order
+//! (`replica_step`: the primary's order, so equal `last_update`s mean
+//! equal logs), and how long a write waits for its predecessor (the PG's
+//! op timeout) before it is refused.
+//!
+//! It must never apply a write out of the primary's order, nor one that
+//! touches another collection than the PG's.
+
+use super::{log_key, stored_info, LogEntry, PgInfo, PgView, RepCtx, INFO_KEY};
+use loligo_store::{CollectionId, ObjectStore, Op, Transaction};
+use loligo_types::ops::Version;
+use std::collections::HashMap;
+
+/// Whether a replica whose PG is at `view` takes a write that `primary`
+/// sent under `ctx`. A replica with an older map takes it (the primary
+/// knows more); one with a newer map only if the PG kept the same acting
+/// set and primary and nobody recorded a write set since the primary's
+/// epoch (so no other primary can have written in between). Comparing
+/// intervals alone would not do: two OSDs that saw different subsets of
+/// the epochs count an interval from different epochs.
+pub fn replica_accepts(view: &PgView, primary: i32, ctx: &RepCtx) -> bool {
+    view.epoch <= ctx.epoch
+        || (view.acting == ctx.acting && view.primary == primary && view.rw_interval <= ctx.epoch)
+}
+
+/// What a replica does with a write, given `have`, the newest version it
+/// holds or has queued.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReplicaStep {
+    /// It follows `have`: apply it as sent (its version is newer than
+    /// anything here, so its info record moves this replica's forward).
+    Apply,
+    /// Already applied (a resend).
+    Duplicate,
+    /// An earlier write is still on its way: wait for it.
+    Wait,
+    /// This replica's log went another way (it ends at `have`): refuse.
+    Refuse { have: Version },
+}
+
+/// Replica writes apply in the primary's order (see `RepCtx::prev`).
+/// `high` is the newest version queued on this replica (kept by the caller
+/// per PG, under a lock); on `Apply` it becomes this write's.
+pub fn replica_step(
+    s: &dyn ObjectStore,
+    coll: CollectionId,
+    high: &mut Version,
+    ctx: &RepCtx,
+) -> ReplicaStep {
+    let have = stored_info(s, coll)
+        .unwrap_or_default()
+        .last_update
+        .max(*high);
+    if have == ctx.prev {
+        *high = ctx.version;
+        return ReplicaStep::Apply;
+    }
+    if have < ctx.prev {
+        return ReplicaStep::Wait;
+    }
+    let logged = s
+        .record(coll, &log_key(ctx.version.v))
+        .ok()
+        .flatten()
+        .and_then(|b| postcard::from_bytes::<LogEntry>(&b).ok());
+    match logged {
+        Some(e) if e.version == ctx.version => ReplicaStep::Duplicate,
+        _ => ReplicaStep::Refuse { have },
+    }
+}
+
+/// A write from a primary, as the replica's PG holds it until it is
+/// queued on the store or refused.
+#[derive(Debug)]
+pub(super) struct RepWrite {
+    pub from: i32,
+    pub ctx: RepCtx,
+    pub txn: Transaction,
+    /// The shell's handle for the reply.
+    pub token: u64,
+    pub deadline_ms: u64,
+}
+
+/// A replica PG's writes in progress.
+#[derive(Debug, Default)]
+pub(super) struct Lane {
+    /// The newest version queued on this replica's store.
+    pub high: Version,
+    /// Writes waiting for an earlier one still on its way.
+    pub waiting: Vec<RepWrite>,
+    /// Store transactions of replica writes not yet durable: tid -> token.
+    pub committing: HashMap<u64, u64>,
+}
+
+/// Why a replica's transaction cannot be applied as sent (`None`: fine):
+/// every op must work on the PG's own collection and objects, never create
+/// or remove a collection.
+pub(super) fn check_txn(coll: CollectionId, txn: &Transaction) -> Option<String> {
+    txn.ops.iter().find_map(|op| match op {
+        Op::CreateCollection(_) | Op::RemoveCollection(_) | Op::SetCompression(..) => {
+            Some("a replica write may not change collections".to_string())
+        }
+        op if op.collection() != coll => Some(format!(
+            "a replica write for collection {coll:?} touches {:?}",
+            op.collection()
+        )),
+        _ => None,
+    })
+}
+
+/// The PG info a write's transaction records (the primary writes it with
+/// every entry), so a replica's PG knows its info without reading it back.
+pub(super) fn info_in(coll: CollectionId, txn: &Transaction) -> Option<PgInfo> {
+    txn.ops.iter().rev().find_map(|op| match op {
+        Op::SetRecord {
+            coll: c,
+            key,
+            value,
+        } if *c == coll && key == INFO_KEY => postcard::from_bytes(value).ok(),
+        _ => None,
+    })
+}
