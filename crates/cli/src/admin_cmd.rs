@@ -8,7 +8,7 @@
 use crate::config::ConnArgs;
 use crate::CliError;
 use clap::{Args, Subcommand, ValueEnum};
-use loligo_monc::protocol::{Admin, MonReply, MonRequest};
+use loligo_monc::protocol::{Admin, MonReply, MonRequest, StatusReport};
 use loligo_monc::MonClient;
 use loligo_types::EcPlugin;
 use serde_json::Value;
@@ -172,74 +172,79 @@ pub fn status(conn: &ConnArgs, json: bool) -> Result<(), CliError> {
         print_json(&v);
         return Ok(());
     }
-    let g = |p: &str| v.pointer(p).cloned().unwrap_or(Value::Null);
-    println!("  cluster:");
-    println!("    id:     {}", g("/fsid").as_str().unwrap_or("?"));
-    println!(
-        "    health: {}",
-        g("/health/status").as_str().unwrap_or("?")
-    );
-    if let Some(checks) = g("/health/checks").as_array() {
-        for c in checks {
-            println!("            {}", c.as_str().unwrap_or(""));
-        }
+    let s: StatusReport = serde_json::from_value(v)
+        .map_err(|e| CliError(format!("the monitor's status report does not parse: {e}")))?;
+    print!("{}", status_text(&s));
+    Ok(())
+}
+
+/// `status` for people, in the shape of `ceph -s`.
+fn status_text(s: &StatusReport) -> String {
+    use std::fmt::Write as _;
+    let mut o = String::new();
+    let health = serde_json::to_value(s.health.status)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default();
+    let _ = writeln!(o, "  cluster:");
+    let _ = writeln!(o, "    id:     {}", s.fsid);
+    let _ = writeln!(o, "    health: {health}");
+    for c in &s.health.checks {
+        let _ = writeln!(o, "            {c}");
     }
-    println!();
-    println!("  services:");
-    let members = g("/monitors/members");
-    println!(
-        "    mon: {} daemons, leader {}, members {}",
-        members.as_array().map_or(0, |a| a.len()),
-        g("/monitors/leader"),
-        members
+    let _ = writeln!(o, "\n  services:");
+    let leader = s
+        .monitors
+        .leader
+        .map_or("none".to_string(), |l| l.to_string());
+    let _ = writeln!(
+        o,
+        "    mon: {} daemons, leader {leader}, members {:?}",
+        s.monitors.members.len(),
+        s.monitors.members
     );
-    println!(
+    let m = &s.osdmap;
+    let _ = writeln!(
+        o,
         "    osd: {} osds: {} up, {} in (map epoch {})",
-        g("/osdmap/num_osds"),
-        g("/osdmap/num_up_osds"),
-        g("/osdmap/num_in_osds"),
-        g("/osdmap/epoch")
+        m.num_osds, m.num_up_osds, m.num_in_osds, m.epoch
     );
-    println!();
-    println!("  data:");
-    println!(
-        "    pools:   {} pools, {} pgs",
-        g("/pools"),
-        g("/pgs/total")
-    );
-    println!("    objects: {}", g("/usage/objects"));
-    let gib = |p: &str| g(p).as_f64().unwrap_or(0.0) / (1u64 << 30) as f64;
-    println!(
+    let _ = writeln!(o, "\n  data:");
+    let _ = writeln!(o, "    pools:   {} pools, {} pgs", s.pools, s.pgs.total);
+    let _ = writeln!(o, "    objects: {}", s.usage.objects);
+    let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+    let u = &s.usage;
+    let _ = writeln!(
+        o,
         "    usage:   {:.2} GiB used, {:.2} GiB / {:.2} GiB avail",
-        gib("/usage/used_bytes"),
-        gib("/usage/total_bytes") - gib("/usage/used_bytes"),
-        gib("/usage/total_bytes")
+        gib(u.used_bytes),
+        gib(u.total_bytes.saturating_sub(u.used_bytes)),
+        gib(u.total_bytes)
     );
-    if let Some(by) = g("/pgs/by_state").as_object() {
-        let mut first = true;
-        for (state, n) in by {
-            let label = if first {
-                "    pgs:     "
-            } else {
-                "             "
-            };
-            first = false;
-            println!("{label}{n} {state}");
-        }
+    // Most PGs first, as `ceph -s` lists them.
+    let mut states: Vec<_> = s.pgs.by_state.iter().collect();
+    states.sort_by(|a, b| b.1.cmp(a.1).then(a.0.to_string().cmp(&b.0.to_string())));
+    for (i, (state, n)) in states.into_iter().enumerate() {
+        let label = if i == 0 {
+            "    pgs:     "
+        } else {
+            "             "
+        };
+        let _ = writeln!(o, "{label}{n} {state}");
     }
-    let f = |p: &str| g(p).as_f64().unwrap_or(0.0);
-    if f("/io/write_ops_s") + f("/io/read_ops_s") > 0.0 {
-        println!();
-        println!("  io:");
-        println!(
+    let io = &s.io;
+    if io.write_ops_s + io.read_ops_s > 0.0 {
+        let _ = writeln!(o, "\n  io:");
+        let _ = writeln!(
+            o,
             "    client: {:.1} MiB/s rd, {:.1} MiB/s wr, {:.0} op/s rd, {:.0} op/s wr",
-            f("/io/read_bytes_s") / 1048576.0,
-            f("/io/write_bytes_s") / 1048576.0,
-            f("/io/read_ops_s"),
-            f("/io/write_ops_s")
+            io.read_bytes_s / 1048576.0,
+            io.write_bytes_s / 1048576.0,
+            io.read_ops_s,
+            io.write_ops_s
         );
     }
-    Ok(())
+    o
 }
 
 pub fn osd(conn: &ConnArgs, c: OsdCmd) -> Result<(), CliError> {
@@ -393,4 +398,63 @@ pub fn ec_profile(conn: &ConnArgs, c: EcProfileCmd) -> Result<(), CliError> {
 pub enum MonCmd {
     /// Run a monitor daemon in the foreground.
     Run(crate::daemon_cmd::MonArgs),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use loligo_monc::protocol::{
+        ClientIo, Health, HealthStatus, MonStatus, OsdMapStatus, PgSummary, Usage,
+    };
+    use loligo_types::PgState;
+
+    #[test]
+    fn status_prints_like_ceph_s() {
+        let mut by_state = std::collections::BTreeMap::new();
+        by_state.insert(PgState::ACTIVE | PgState::CLEAN, 60);
+        by_state.insert(PgState::DOWN, 4);
+        let s = StatusReport {
+            fsid: "abc".into(),
+            health: Health {
+                status: HealthStatus::Err,
+                checks: vec!["Reduced data availability: 4 pgs inactive".into()],
+            },
+            monitors: MonStatus {
+                members: vec![0, 1, 2],
+                leader: Some(1),
+                term: 3,
+            },
+            osdmap: OsdMapStatus {
+                epoch: 40,
+                num_osds: 4,
+                num_up_osds: 3,
+                num_in_osds: 4,
+            },
+            pools: 1,
+            pgs: PgSummary {
+                total: 64,
+                by_state,
+            },
+            usage: Usage {
+                objects: 12,
+                used_bytes: 1 << 30,
+                total_bytes: 4 << 30,
+            },
+            io: ClientIo::default(),
+        };
+        let t = status_text(&s);
+        assert!(t.contains("    health: HEALTH_ERR\n"), "{t}");
+        assert!(
+            t.contains("mon: 3 daemons, leader 1, members [0, 1, 2]"),
+            "{t}"
+        );
+        assert!(t.contains("osd: 4 osds: 3 up, 4 in (map epoch 40)"), "{t}");
+        assert!(
+            t.contains("1.00 GiB used, 3.00 GiB / 4.00 GiB avail"),
+            "{t}"
+        );
+        let pgs = t.find("pgs:     60 active+clean\n").expect(&t);
+        assert!(t[pgs..].contains("             4 down\n"), "{t}");
+        assert!(!t.contains("io:"), "no I/O, no io section");
+    }
 }

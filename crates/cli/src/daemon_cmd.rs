@@ -189,7 +189,7 @@ pub fn osd(a: OsdArgs) -> Result<(), CliError> {
         let l = tokio::net::TcpListener::bind(&a.addr)
             .await
             .map_err(|e| CliError(format!("cannot listen on {}: {e}", a.addr)))?;
-        let h = loligo_osd::start(cfg, store, l).await.map_err(CliError)?;
+        let h = loligo_osd::start(cfg, store, l).await?;
         tracing::info!("osd.{} up on {}", a.id, h.addr);
         stop_signal().await;
         tracing::info!("osd.{} stopping", a.id);

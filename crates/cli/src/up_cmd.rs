@@ -11,7 +11,7 @@
 use crate::config::{Config, CONF_NAME, DEFAULT_DATA_DIR, DEFAULT_POOL};
 use crate::CliError;
 use clap::Args;
-use loligo_monc::protocol::{Admin, MonError, MonRequest};
+use loligo_monc::protocol::{Admin, MonError, MonRequest, StatusReport};
 use loligo_monc::MonClient;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -312,12 +312,11 @@ pub fn up(a: UpArgs) -> Result<(), CliError> {
         // Until every PG is active (or 30 s): commands work right away.
         let t0 = Instant::now();
         while t0.elapsed() < Duration::from_secs(30) {
-            let s = mc.call(MonRequest::Admin(Admin::Status)).await?.value;
-            let by = s["pgs"]["by_state"]
-                .as_object()
-                .cloned()
-                .unwrap_or_default();
-            if !by.is_empty() && by.keys().all(|k| k.starts_with("active")) {
+            let v = mc.call(MonRequest::Admin(Admin::Status)).await?.value;
+            let s: StatusReport = serde_json::from_value(v)
+                .map_err(|e| MonError::Invalid(format!("status report: {e}")))?;
+            let by = &s.pgs.by_state;
+            if !by.is_empty() && by.keys().all(|k| k.is_active()) {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(250)).await;

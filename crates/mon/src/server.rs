@@ -7,17 +7,19 @@
 //! change the map except through the Raft log.
 
 use crate::admin::{self, Outcome};
+use crate::leader::{LeaderState, Timeouts};
 use crate::network::Network;
-use crate::protocol::{Admin, CallResult, MapUpdate, MonError, MonReply, MonRequest};
+use crate::protocol::{
+    Admin, CallResult, MapUpdate, MonError, MonReply, MonRequest, MonStatus, StatusReport,
+};
 use crate::raft::{MonCmd, MonRaft, MonStore, Shared};
 use loligo_proto::net::MESSAGE_BYTES_MAX;
 use loligo_proto::v1::mon_server::{Mon, MonServer};
 use loligo_proto::v1::{RaftMessage, Raw, WatchRequest};
-use loligo_types::{Change, OsdReport};
+use loligo_types::Change;
 use openraft::error::{ClientWriteError, RaftError};
 use openraft::BasicNode;
-use serde_json::json;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::pin::Pin;
@@ -26,6 +28,9 @@ use std::time::{Duration, Instant};
 use tokio::sync::Mutex;
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
+
+/// How recent an OSD's report must be to count toward client I/O rates.
+const IO_WINDOW_MS: u64 = 10_000;
 
 /// Write sets one `PgRw` request may record (an OSD batches its PGs).
 pub const PG_RW_BATCH_MAX: usize = 4096;
@@ -66,23 +71,6 @@ impl MonConfig {
             down_out_interval: Duration::from_secs(600),
         }
     }
-}
-
-/// An OSD's last report with when it came, and the one before it (for
-/// rates).
-type Reported = (Instant, OsdReport, Option<(Instant, OsdReport)>);
-
-/// Leader-only soft state (rebuilt by each new leader).
-#[derive(Default)]
-struct LeaderState {
-    /// target -> reporter -> when.
-    failures: HashMap<i32, HashMap<i32, Instant>>,
-    /// osd -> (last report time, report, previous (time, report)).
-    reports: HashMap<i32, Reported>,
-    /// When this leader first saw each OSD down (for auto-out).
-    down_since: HashMap<i32, Instant>,
-    /// When this member became leader (beacon timeouts count from here).
-    since: Option<Instant>,
 }
 
 /// A running monitor.
@@ -307,10 +295,7 @@ impl Monitor {
                         }])
                     })
                     .await?;
-                let mut l = self.leader.lock().await;
-                l.failures.remove(&id);
-                l.down_since.remove(&id);
-                l.reports.remove(&id);
+                self.leader.lock().await.on_boot(id);
                 Ok(r)
             }
             MonRequest::OsdMarkMeDown { id } => {
@@ -370,9 +355,7 @@ impl Monitor {
                 if !self.is_leader() {
                     return Err(self.not_leader());
                 }
-                let mut l = self.leader.lock().await;
-                let prev = l.reports.remove(&r.osd).map(|(t, r, _)| (t, r));
-                l.reports.insert(r.osd, (Instant::now(), r, prev));
+                self.leader.lock().await.on_report(r, Instant::now());
                 Ok(MonReply {
                     epoch: self.epoch(),
                     ..Default::default()
@@ -382,7 +365,9 @@ impl Monitor {
                 if !self.is_leader() {
                     return Err(self.not_leader());
                 }
-                let value = self.status().await?;
+                let report = self.status().await?;
+                let value = serde_json::to_value(&report)
+                    .map_err(|e| MonError::Unavailable(format!("status: {e}")))?;
                 Ok(MonReply {
                     epoch: self.epoch(),
                     value,
@@ -417,42 +402,37 @@ impl Monitor {
         if !self.is_leader() {
             return Err(self.not_leader());
         }
-        let grace = self.cfg.heartbeat_grace * 2;
-        let mut l = self.leader.lock().await;
-        let enough = {
+        let changes = {
+            let mut l = self.leader.lock().await;
             let st = self.shared.read();
             let map = st.map.as_ref().ok_or(MonError::NoMap)?;
-            if !map.is_up(reporter) || !map.is_up(target) {
-                return Ok(MonReply {
-                    epoch: map.epoch,
-                    ..Default::default()
-                });
-            }
-            let now = Instant::now();
-            let by = l.failures.entry(target).or_default();
-            by.insert(reporter, now);
-            by.retain(|r, t| now.duration_since(*t) < grace && map.is_up(*r));
-            by.len() >= self.cfg.min_down_reporters.max(1)
+            l.on_failure(map, reporter, target, Instant::now(), &self.timeouts())
         };
-        drop(l);
-        if !enough {
+        if changes.is_empty() {
             return Ok(MonReply {
                 epoch: self.epoch(),
                 ..Default::default()
             });
         }
         tracing::info!("marking osd.{target} down: failure reports");
-        let r = self
-            .change_with(|m| {
-                Ok(if m.is_up(target) {
-                    vec![Change::OsdDown { id: target }]
-                } else {
-                    vec![]
-                })
-            })
-            .await;
-        self.leader.lock().await.failures.remove(&target);
-        r
+        // Proposed against the freshest map: only what still applies.
+        self.change_with(|m| {
+            Ok(changes
+                .into_iter()
+                .filter(|c| still_applies(m, c))
+                .collect())
+        })
+        .await
+    }
+
+    fn timeouts(&self) -> Timeouts {
+        Timeouts {
+            min_down_reporters: self.cfg.min_down_reporters,
+            report_valid: self.cfg.heartbeat_grace * 2,
+            report_timeout: self.cfg.report_timeout,
+            down_out_interval: self.cfg.down_out_interval,
+            io_window: Duration::from_millis(IO_WINDOW_MS),
+        }
     }
 
     /// Leader duties, twice a second.
@@ -473,166 +453,47 @@ impl Monitor {
             }
             return;
         }
-        let now = Instant::now();
-        let (downs, outs) = {
+        let changes = {
             let mut l = self.leader.lock().await;
-            let since = *l.since.get_or_insert(now);
             let st = self.shared.read();
             let Some(map) = st.map.as_ref() else { return };
-            let mut downs = Vec::new();
-            let mut outs = Vec::new();
-            for o in map.osds.values() {
-                if o.up {
-                    l.down_since.remove(&o.id);
-                    let last = l.reports.get(&o.id).map_or(since, |r| r.0.max(since));
-                    if now.duration_since(last) > self.cfg.report_timeout {
-                        downs.push(o.id);
-                    }
-                } else if o.is_in() {
-                    let t = *l.down_since.entry(o.id).or_insert(now);
-                    if now.duration_since(t) > self.cfg.down_out_interval {
-                        outs.push(o.id);
-                    }
-                }
-            }
-            (downs, outs)
+            l.tick(map, Instant::now(), &self.timeouts())
         };
-        if !downs.is_empty() || !outs.is_empty() {
-            tracing::info!("marking down (no reports) {downs:?}, out (down too long) {outs:?}");
+        if !changes.is_empty() {
+            tracing::info!("no reports or down too long: {changes:?}");
             let _ = self
                 .change_with(|m| {
-                    let mut c: Vec<Change> = downs
-                        .iter()
-                        .filter(|&&id| m.is_up(id))
-                        .map(|&id| Change::OsdDown { id })
-                        .collect();
-                    c.extend(
-                        outs.iter()
-                            .filter(|&&id| m.osds.get(&id).is_some_and(|o| !o.up && o.is_in()))
-                            .map(|&id| Change::OsdOut { id }),
-                    );
-                    Ok(c)
+                    Ok(changes
+                        .into_iter()
+                        .filter(|c| still_applies(m, c))
+                        .collect())
                 })
                 .await;
         }
     }
 
     /// The `status` report (leader only: it holds the PG stats).
-    async fn status(&self) -> Result<serde_json::Value, MonError> {
+    async fn status(&self) -> Result<StatusReport, MonError> {
         let metrics = self.raft.metrics().borrow().clone();
+        let monitors = MonStatus {
+            members: metrics.membership_config.membership().voter_ids().collect(),
+            leader: metrics.current_leader,
+            term: metrics.current_term,
+        };
         let l = self.leader.lock().await;
         let st = self.shared.read();
         let map = st.map.as_ref().ok_or(MonError::NoMap)?;
-        let (up, inn) = map.up_in();
-        let mut by_state: BTreeMap<String, u64> = BTreeMap::new();
-        let mut total_pgs = 0u64;
-        let mut objects = 0u64;
-        let mut stats: HashMap<loligo_types::PgId, &loligo_types::PgStat> = HashMap::new();
-        for (_, r, _) in l.reports.values() {
-            if map.is_up(r.osd) {
-                for p in &r.pgs {
-                    stats.insert(p.pg, p);
-                }
-            }
-        }
-        let mut placer = map.placer()?;
-        for pool in map.pools.values() {
-            for ps in 0..pool.pg_num {
-                let pg = loligo_types::PgId { pool: pool.id, ps };
-                total_pgs += 1;
-                let primary = placer.map_pg(pg)?.acting_primary;
-                let state = match stats.get(&pg) {
-                    Some(s) if s.acting.first() == Some(&primary) => {
-                        objects += s.objects;
-                        s.state.clone()
-                    }
-                    _ if primary < 0 => "down".to_string(),
-                    _ => "unknown".to_string(),
-                };
-                *by_state.entry(state).or_default() += 1;
-            }
-        }
-        let (mut used, mut total) = (0u64, 0u64);
-        let mut io = [0f64; 4];
-        for (t, r, prev) in l.reports.values() {
-            used += r.bytes_used;
-            total += r.bytes_total;
-            if let Some((pt, p)) = prev {
-                let dt = t.duration_since(*pt).as_secs_f64();
-                if dt > 0.0 && Instant::now().duration_since(*t) < Duration::from_secs(10) {
-                    io[0] += r.read_ops.saturating_sub(p.read_ops) as f64 / dt;
-                    io[1] += r.write_ops.saturating_sub(p.write_ops) as f64 / dt;
-                    io[2] += r.read_bytes.saturating_sub(p.read_bytes) as f64 / dt;
-                    io[3] += r.write_bytes.saturating_sub(p.write_bytes) as f64 / dt;
-                }
-            }
-        }
-        let mut checks = Vec::new();
-        let mut level = 0;
-        let down = map.osds.len() - up;
-        if down > 0 {
-            checks.push(format!("{down} osds down"));
-            level = level.max(1);
-        }
-        let count = |f: &dyn Fn(&str) -> bool| -> u64 {
-            by_state.iter().filter(|(s, _)| f(s)).map(|(_, n)| n).sum()
-        };
-        let inactive = count(&|s| !s.contains("active") && s != "unknown");
-        let unknown = count(&|s| s == "unknown");
-        let degraded = count(&|s| s.contains("degraded") || s.contains("undersized"));
-        let pgs_down = count(&|s| s.split('+').any(|p| p == "down"));
-        if inactive > 0 {
-            let also = if pgs_down > 0 {
-                format!(", {pgs_down} pgs down (wait for their OSDs to return)")
-            } else {
-                String::new()
-            };
-            checks.push(format!(
-                "Reduced data availability: {inactive} pgs inactive{also}"
-            ));
-            level = 2;
-        }
-        if unknown > 0 {
-            checks.push(format!(
-                "{unknown} pgs unknown (no report from their primary yet)"
-            ));
-            level = level.max(1);
-        }
-        if degraded > 0 {
-            checks.push(format!("Degraded data redundancy: {degraded} pgs degraded"));
-            level = level.max(1);
-        }
-        if map.osds.is_empty() {
-            checks.push("no OSDs".into());
-            level = level.max(1);
-        }
-        let health = ["HEALTH_OK", "HEALTH_WARN", "HEALTH_ERR"][level];
-        let members: Vec<u64> = metrics.membership_config.membership().voter_ids().collect();
-        Ok(json!({
-            "fsid": map.fsid,
-            "health": {
-                "status": health,
-                "checks": checks,
-            },
-            "monitors": {
-                "members": members,
-                "leader": metrics.current_leader,
-                "term": metrics.current_term,
-            },
-            "osdmap": {
-                "epoch": map.epoch,
-                "num_osds": map.osds.len(),
-                "num_up_osds": up,
-                "num_in_osds": inn,
-            },
-            "pools": map.pools.len(),
-            "pgs": { "total": total_pgs, "by_state": by_state },
-            "usage": { "objects": objects, "used_bytes": used, "total_bytes": total },
-            "io": {
-                "read_ops_s": io[0], "write_ops_s": io[1],
-                "read_bytes_s": io[2], "write_bytes_s": io[3],
-            },
-        }))
+        Ok(l.status(map, monitors, Instant::now(), &self.timeouts())?)
+    }
+}
+
+/// Whether a change decided on an older map still changes the current one
+/// (an OSD marked down or out twice is no change).
+fn still_applies(m: &loligo_types::OsdMap, c: &Change) -> bool {
+    match c {
+        Change::OsdDown { id } => m.is_up(*id),
+        Change::OsdOut { id } => m.osds.get(id).is_some_and(|o| !o.up && o.is_in()),
+        _ => true,
     }
 }
 

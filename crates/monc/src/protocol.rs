@@ -4,8 +4,9 @@
 //!
 //! This module must never hold logic: it is the wire vocabulary only.
 
-use loligo_types::{EcPlugin, Epoch, MapError, OsdReport};
+use loligo_types::{EcPlugin, Epoch, MapError, OsdReport, PgState};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// Everything a monitor serves through `Call`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -175,9 +176,122 @@ pub enum MapUpdate {
     Inc(Vec<u8>),
 }
 
+/// What `status` answers (`loligo status`, like `ceph -s`); its JSON is
+/// what `loligo status --json` prints.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StatusReport {
+    pub fsid: String,
+    pub health: Health,
+    pub monitors: MonStatus,
+    pub osdmap: OsdMapStatus,
+    /// Number of pools.
+    pub pools: usize,
+    pub pgs: PgSummary,
+    pub usage: Usage,
+    pub io: ClientIo,
+}
+
+/// The cluster's health, Ceph's three levels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum HealthStatus {
+    #[serde(rename = "HEALTH_OK")]
+    Ok,
+    #[serde(rename = "HEALTH_WARN")]
+    Warn,
+    #[serde(rename = "HEALTH_ERR")]
+    Err,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Health {
+    pub status: HealthStatus,
+    /// One line per problem.
+    pub checks: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MonStatus {
+    pub members: Vec<u64>,
+    pub leader: Option<u64>,
+    pub term: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OsdMapStatus {
+    pub epoch: Epoch,
+    pub num_osds: usize,
+    pub num_up_osds: usize,
+    pub num_in_osds: usize,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PgSummary {
+    pub total: u64,
+    /// PGs per state (`unknown`: no report from the primary yet).
+    pub by_state: BTreeMap<PgState, u64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Usage {
+    pub objects: u64,
+    pub used_bytes: u64,
+    pub total_bytes: u64,
+}
+
+/// Client I/O per second, over the OSDs' last two reports.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ClientIo {
+    pub read_ops_s: f64,
+    pub write_ops_s: f64,
+    pub read_bytes_s: f64,
+    pub write_bytes_s: f64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn status_json_keeps_cephs_names() {
+        let mut by_state = BTreeMap::new();
+        by_state.insert(PgState::ACTIVE | PgState::CLEAN, 60);
+        by_state.insert(PgState::UNKNOWN, 4);
+        let r = StatusReport {
+            fsid: "f".into(),
+            health: Health {
+                status: HealthStatus::Warn,
+                checks: vec!["4 pgs unknown".into()],
+            },
+            monitors: MonStatus {
+                members: vec![0],
+                leader: Some(0),
+                term: 1,
+            },
+            osdmap: OsdMapStatus {
+                epoch: 9,
+                num_osds: 4,
+                num_up_osds: 4,
+                num_in_osds: 4,
+            },
+            pools: 1,
+            pgs: PgSummary {
+                total: 64,
+                by_state,
+            },
+            usage: Usage {
+                objects: 0,
+                used_bytes: 0,
+                total_bytes: 1,
+            },
+            io: ClientIo::default(),
+        };
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["health"]["status"], "HEALTH_WARN");
+        assert_eq!(v["pgs"]["by_state"]["active+clean"], 60);
+        assert_eq!(v["pgs"]["by_state"]["unknown"], 4);
+        let back: StatusReport = serde_json::from_value(v).unwrap();
+        assert_eq!(back, r);
+    }
 
     #[test]
     fn replies_round_trip_through_json() {

@@ -5,8 +5,10 @@
 
 pub mod backend;
 pub mod daemon;
+pub mod error;
 pub mod exec;
 pub mod msg;
 pub mod pg;
 
 pub use daemon::{start, OsdConfig, OsdHandle};
+pub use error::OsdError;

@@ -197,7 +197,7 @@ fn write_waits_for_every_member_of_the_write_set() {
     }
     assert!(pg.idle());
     let st = pg.stat().unwrap();
-    assert_eq!(st.state, "active+clean");
+    assert_eq!(st.state.to_string(), "active+clean");
     assert_eq!(st.objects, 1);
 }
 
@@ -229,7 +229,7 @@ fn stale_members_are_left_out_and_min_size_blocks_writes() {
     );
     assert!(!fx.iter().any(|e| matches!(e, Effect::RequestPgTemp { .. })));
     assert_eq!(
-        pg.stat().unwrap().state,
+        pg.stat().unwrap().state.to_string(),
         "undersized+degraded+peered",
         "2 of min_size 3"
     );
@@ -410,7 +410,7 @@ fn writes_wait_until_the_monitors_record_the_write_set() {
         [Effect::RecordRw { interval: 1, osds }] => assert_eq!(osds, &vec![0, 1, 2]),
         other => panic!("{other:?}"),
     }
-    assert_eq!(pg.stat().unwrap().state, "activating");
+    assert_eq!(pg.stat().unwrap().state.to_string(), "activating");
     // A write waits; a read is served (this primary is complete).
     assert!(pg.handle(&s, write(1, "a", b"x", 0)).is_empty());
     let fx = pg.handle(&s, read(2, "a", 0));
@@ -426,20 +426,23 @@ fn writes_wait_until_the_monitors_record_the_write_set() {
         .filter(|e| matches!(e, Effect::Replicate { .. }))
         .count();
     assert_eq!(reps, 2, "{fx:?}");
-    assert_eq!(pg.stat().unwrap().state, "active+clean");
+    assert_eq!(pg.stat().unwrap().state.to_string(), "active+clean");
 }
 
 #[test]
 fn the_record_arriving_with_the_map_also_activates() {
     let (s, mut pg) = setup();
     pg.handle(&s, map(1, vec![0], 1));
-    assert_eq!(pg.stat().unwrap().state, "activating");
+    assert_eq!(pg.stat().unwrap().state.to_string(), "activating");
     let rw = PgRw {
         interval: 1,
         osds: vec![0],
     };
     pg.handle(&s, map_rw(2, vec![0], 1, Some(rw), vec![0]));
-    assert_eq!(pg.stat().unwrap().state, "active+undersized+degraded");
+    assert_eq!(
+        pg.stat().unwrap().state.to_string(),
+        "active+undersized+degraded"
+    );
 }
 
 #[test]
@@ -457,7 +460,7 @@ fn a_copy_that_missed_writes_serves_nothing_while_the_write_set_is_down() {
     };
     let fx = pg.handle(&s, map_rw(5, vec![2], 2, Some(rw.clone()), vec![]));
     assert!(fx.is_empty(), "{fx:?}");
-    assert_eq!(pg.stat().unwrap().state, "down");
+    assert_eq!(pg.stat().unwrap().state.to_string(), "down");
     // Reads wait too, then fail naming the OSDs that are needed.
     assert!(pg.handle(&s, read(1, "a", 0)).is_empty());
     let timeout_ms = pg.op_timeout_ms;
@@ -519,7 +522,7 @@ fn a_write_set_member_without_a_copy_does_not_count() {
         },
     );
     assert!(fx.is_empty(), "{fx:?}");
-    assert_eq!(pg.stat().unwrap().state, "down");
+    assert_eq!(pg.stat().unwrap().state.to_string(), "down");
 }
 
 #[test]
@@ -575,7 +578,7 @@ fn a_down_pg_goes_on_once_its_write_set_is_declared_lost() {
         osds: vec![1],
     };
     pg.handle(&s, map_rw(4, vec![0], 1, Some(rw), vec![]));
-    assert_eq!(pg.stat().unwrap().state, "down");
+    assert_eq!(pg.stat().unwrap().state.to_string(), "down");
     assert!(pg.handle(&s, read(1, "a", 0)).is_empty());
     // `osd lost 1`: the record is gone; the PG serves what it has.
     let fx = run(&mut pg, &s, map_rw(5, vec![0], 1, None, vec![]));
@@ -583,7 +586,7 @@ fn a_down_pg_goes_on_once_its_write_set_is_declared_lost() {
         fx.iter().any(|e| matches!(e, Effect::Reply { token: 1, reply } if reply.result == Err(OpError::NotFound))),
         "{fx:?}"
     );
-    assert_ne!(pg.stat().unwrap().state, "down");
+    assert_ne!(pg.stat().unwrap().state.to_string(), "down");
 }
 
 /// A primary (osd.0, acting [0, 1, 2]) that has peered with empty

@@ -8,6 +8,7 @@ pub mod crush_edit;
 pub mod error;
 pub mod ops;
 pub mod osdmap;
+pub mod pg_state;
 pub mod stats;
 
 pub use error::{MapError, Result};
@@ -16,4 +17,5 @@ pub use osdmap::{
     decode, encode, Change, EcPlugin, EcProfile, Epoch, Incremental, OsdInfo, OsdMap, PgRw, Placer,
     Pool, PoolKind,
 };
+pub use pg_state::PgState;
 pub use stats::{OsdReport, PgStat};

@@ -2,6 +2,7 @@
 //! the status summary built from it.
 
 use crate::osdmap::Epoch;
+use crate::pg_state::PgState;
 use loligo_crush::placement::PgId;
 use serde::{Deserialize, Serialize};
 
@@ -11,9 +12,7 @@ pub struct PgStat {
     pub pg: PgId,
     /// Epoch of the map the primary reported under.
     pub epoch: Epoch,
-    /// States joined by `+`, as Ceph prints them (`active+clean`,
-    /// `active+undersized+degraded`, `peering`, `down`).
-    pub state: String,
+    pub state: PgState,
     pub acting: Vec<i32>,
     pub objects: u64,
     pub bytes: u64,

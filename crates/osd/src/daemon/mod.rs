@@ -21,6 +21,7 @@ mod peers;
 mod pg_task;
 mod service;
 
+use crate::error::OsdError;
 use crate::pg::{Input, PgInfo, PgView, INFO_KEY};
 use loligo_monc::protocol::MonRequest;
 use loligo_monc::MonClient;
@@ -152,16 +153,16 @@ impl OsdShared {
         }
     }
 
-    fn ensure_collection(&self, pg: PgId) -> Result<(), String> {
+    fn ensure_collection(&self, pg: PgId) -> Result<(), OsdError> {
         let c = CollectionId::pg(pg.pool, pg.ps);
-        if self.store.collection_exists(c).map_err(|e| e.to_string())? {
+        if self.store.collection_exists(c)? {
             return Ok(());
         }
         let mut t = Transaction::new();
         t.create_collection(c);
         match self.store.apply(t) {
             Ok(()) | Err(loligo_store::StoreError::CollectionExists(_)) => Ok(()),
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -219,8 +220,10 @@ pub async fn start(
     cfg: OsdConfig,
     store: Arc<dyn ObjectStore>,
     listener: tokio::net::TcpListener,
-) -> Result<OsdHandle, String> {
-    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+) -> Result<OsdHandle, OsdError> {
+    let addr = listener
+        .local_addr()
+        .map_err(|e| OsdError::Listener(e.to_string()))?;
     let (epoch_tx, _) = tokio::sync::watch::channel(0);
     let shared = Arc::new(OsdShared {
         cfg,
@@ -265,11 +268,9 @@ pub async fn start(
             tracing::error!("OSD server stopped: {e}");
         }
     }));
-    let mut mc = MonClient::new(shared.cfg.mon_addrs.clone()).map_err(|e| e.to_string())?;
+    let mut mc = MonClient::new(shared.cfg.mon_addrs.clone())?;
     mc.deadline = Duration::from_millis(BOOT_TIMEOUT_MS);
-    mc.call(shared.cfg.boot_request())
-        .await
-        .map_err(|e| format!("boot: {e}"))?;
+    mc.call(shared.cfg.boot_request()).await?;
     let s = shared.clone();
     let mut wc = mc.clone();
     tasks.push(tokio::spawn(async move {
@@ -303,7 +304,7 @@ pub async fn start(
     })
     .await;
     if up.is_err() {
-        return Err("the map never showed this OSD up".into());
+        return Err(OsdError::NeverUp);
     }
     Ok(OsdHandle {
         shared,

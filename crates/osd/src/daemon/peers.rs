@@ -6,6 +6,7 @@
 
 use super::mailbox::Mailbox;
 use super::{lock, OsdShared};
+use crate::error::OsdError;
 use crate::msg::{PeerMsg, PeerReply};
 use crate::pg::{Input, RepCtx, RepError, PEER_RETRY_MS};
 use loligo_proto::v1::Raw;
@@ -19,30 +20,30 @@ use std::time::{Duration, Instant};
 const PEER_RESEND_MS: u64 = 200;
 
 impl OsdShared {
-    fn peer_addr(&self, osd: i32) -> Result<String, String> {
+    fn peer_addr(&self, osd: i32) -> Result<String, OsdError> {
         self.map()
             .and_then(|m| m.osds.get(&osd).map(|o| o.addr.clone()))
-            .ok_or_else(|| format!("osd.{osd} has no address"))
+            .ok_or(OsdError::NoAddress(osd))
     }
 
     /// One message to OSD `osd`, one answer (or why there is none).
-    pub(super) async fn send_peer(&self, osd: i32, m: &PeerMsg) -> Result<PeerReply, String> {
+    pub(super) async fn send_peer(&self, osd: i32, m: &PeerMsg) -> Result<PeerReply, OsdError> {
         let addr = self.peer_addr(osd)?;
-        let mut c = self
-            .peers
-            .osd(&addr)
-            .await
-            .map_err(|e| format!("osd.{osd}: {e}"))?;
+        let unreachable = |why: String| OsdError::Unreachable { osd, why };
+        let mut c = self.peers.osd(&addr).await.map_err(unreachable)?;
         match c
             .peer(Raw {
                 body: encode_msg(m),
             })
             .await
         {
-            Ok(r) => decode_msg(&r.into_inner().body).map_err(|e| e.to_string()),
+            Ok(r) => decode_msg(&r.into_inner().body).map_err(|e| OsdError::BadReply {
+                osd,
+                why: e.to_string(),
+            }),
             Err(s) => {
                 self.peers.forget(&addr);
-                Err(format!("osd.{osd}: {}", s.message()))
+                Err(unreachable(s.message().to_string()))
             }
         }
     }
@@ -82,10 +83,10 @@ pub(super) async fn replicate(
             Ok(_) => break Err(RepError::Failed("unexpected reply".into())),
             Err(e) => {
                 if !s.in_interval(pg, interval) {
-                    break Err(RepError::Stale(e));
+                    break Err(RepError::Stale(e.to_string()));
                 }
                 if Instant::now() > deadline {
-                    break Err(RepError::Failed(e));
+                    break Err(RepError::Failed(e.to_string()));
                 }
                 tokio::time::sleep(Duration::from_millis(PEER_RESEND_MS)).await;
             }

@@ -128,7 +128,7 @@ fn perform(
                 let commit = s.store.queue_transaction(txn);
                 let me = me.clone();
                 tokio::spawn(async move {
-                    let result = commit.await.map_err(|e| e.to_string());
+                    let result = commit.await;
                     me.control(Input::LocalDone { tid, result });
                 });
             }

@@ -21,9 +21,9 @@ pub use replica::{replica_accepts, replica_step, ReplicaStep};
 
 use crate::backend::{Backend, Replicated, WritePlan};
 use crate::exec::{self, ObjState, VERSION_ATTR};
-use loligo_store::{CollectionId, ObjectId, ObjectStore, Transaction};
+use loligo_store::{CollectionId, ObjectId, ObjectStore, StoreError, Transaction};
 use loligo_types::ops::{ClientOp, OpError, OpReply, ReqId, SubOp, SubResult, Version};
-use loligo_types::{Epoch, PgId, PgRw, PgStat, Pool};
+use loligo_types::{Epoch, PgId, PgRw, PgStat, PgState, Pool};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
@@ -136,7 +136,7 @@ pub enum Input {
     /// The local store made transaction `tid` durable (or failed).
     LocalDone {
         tid: u64,
-        result: Result<(), String>,
+        result: Result<(), StoreError>,
     },
     /// Replica `from` made `tid` durable (or refused / was unreachable).
     RepDone {
@@ -423,19 +423,11 @@ impl Pg {
                 )
             }
             Input::LocalDone { tid, result } => {
+                let result = result.map_err(|e| RepError::Failed(e.to_string()));
                 if let Some(token) = self.rep.committing.remove(&tid) {
-                    fx.push(Effect::RepReply {
-                        token,
-                        result: result.map_err(RepError::Failed),
-                    });
+                    fx.push(Effect::RepReply { token, result });
                 } else {
-                    self.done(
-                        s,
-                        tid,
-                        self.whoami,
-                        result.map_err(RepError::Failed),
-                        &mut fx,
-                    )
+                    self.done(s, tid, self.whoami, result, &mut fx)
                 }
             }
             Input::RepOp {
@@ -1181,17 +1173,17 @@ impl Pg {
         }
         let size = self.pool.as_ref().map_or(0, |p| p.size as usize);
         let state = match &self.role {
-            Role::Peering { .. } => "peering".to_string(),
-            Role::Behind => "peering+wait_pg_temp".to_string(),
-            Role::Down { .. } => "down".to_string(),
-            Role::WaitRw { .. } => "activating".to_string(),
+            Role::Peering { .. } => PgState::PEERING,
+            Role::Behind => PgState::PEERING | PgState::WAIT_PG_TEMP,
+            Role::Down { .. } => PgState::DOWN,
+            Role::WaitRw { .. } => PgState::ACTIVATING,
             Role::Primary { write_set } if write_set.len() < self.min_size() => {
-                "undersized+degraded+peered".to_string()
+                PgState::UNDERSIZED | PgState::DEGRADED | PgState::PEERED
             }
             Role::Primary { write_set } if write_set.len() < size => {
-                "active+undersized+degraded".to_string()
+                PgState::ACTIVE | PgState::UNDERSIZED | PgState::DEGRADED
             }
-            Role::Primary { .. } => "active+clean".to_string(),
+            Role::Primary { .. } => PgState::ACTIVE | PgState::CLEAN,
             _ => return None,
         };
         Some(PgStat {

@@ -1,0 +1,377 @@
+//! The leader's decisions, as pure functions of (map, leader state, time):
+//! failure reports, beacon timeouts and auto-out (`tick`), and the status
+//! report. The service feeds them and proposes the changes they return;
+//! tests drive them without a network or a clock.
+//!
+//! It must never change the map or read the clock: it returns `Change`s
+//! and takes `now` as an argument.
+
+use loligo_monc::protocol::{
+    ClientIo, Health, HealthStatus, MonStatus, OsdMapStatus, PgSummary, StatusReport, Usage,
+};
+use loligo_types::{Change, MapError, OsdMap, OsdReport, PgId, PgStat, PgState};
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant};
+
+/// The failure detector's settings (from `MonConfig`).
+#[derive(Clone, Copy, Debug)]
+pub struct Timeouts {
+    /// Distinct OSDs that must report a peer before it is marked down.
+    pub min_down_reporters: usize,
+    /// How long a failure report stays valid.
+    pub report_valid: Duration,
+    /// Mark an OSD down when it has sent no report for this long.
+    pub report_timeout: Duration,
+    /// Mark a down OSD out after this long.
+    pub down_out_interval: Duration,
+    /// How long ago a report may be to count toward client I/O rates.
+    pub io_window: Duration,
+}
+
+/// An OSD's last report with when it came, and the one before it.
+#[derive(Clone, Debug)]
+pub struct Reported {
+    pub at: Instant,
+    pub report: OsdReport,
+    pub prev: Option<(Instant, OsdReport)>,
+}
+
+/// Leader-only soft state, rebuilt by each new leader.
+#[derive(Default, Debug)]
+pub struct LeaderState {
+    /// target -> reporter -> when.
+    failures: HashMap<i32, HashMap<i32, Instant>>,
+    reports: HashMap<i32, Reported>,
+    /// When this leader first saw each OSD down (for auto-out).
+    down_since: HashMap<i32, Instant>,
+    /// When this member became leader (beacon timeouts count from here).
+    since: Option<Instant>,
+}
+
+impl LeaderState {
+    /// OSD `id` booted: its old reports and failure reports are void.
+    pub fn on_boot(&mut self, id: i32) {
+        self.failures.remove(&id);
+        self.down_since.remove(&id);
+        self.reports.remove(&id);
+    }
+
+    /// An OSD's periodic report (also its beacon).
+    pub fn on_report(&mut self, r: OsdReport, now: Instant) {
+        let prev = self.reports.remove(&r.osd).map(|x| (x.at, x.report));
+        self.reports.insert(
+            r.osd,
+            Reported {
+                at: now,
+                report: r,
+                prev,
+            },
+        );
+    }
+
+    /// `reporter` cannot reach `target`: the changes to make (marking it
+    /// down once enough distinct, up reporters agree within the validity).
+    pub fn on_failure(
+        &mut self,
+        map: &OsdMap,
+        reporter: i32,
+        target: i32,
+        now: Instant,
+        t: &Timeouts,
+    ) -> Vec<Change> {
+        if !map.is_up(reporter) || !map.is_up(target) {
+            return vec![];
+        }
+        let by = self.failures.entry(target).or_default();
+        by.insert(reporter, now);
+        by.retain(|r, at| now.duration_since(*at) < t.report_valid && map.is_up(*r));
+        if by.len() < t.min_down_reporters.max(1) {
+            return vec![];
+        }
+        self.failures.remove(&target);
+        vec![Change::OsdDown { id: target }]
+    }
+
+    /// Periodic duties: up OSDs silent for longer than the report timeout
+    /// go down; OSDs down for longer than the down-out interval go out.
+    pub fn tick(&mut self, map: &OsdMap, now: Instant, t: &Timeouts) -> Vec<Change> {
+        let since = *self.since.get_or_insert(now);
+        let mut changes = Vec::new();
+        for o in map.osds.values() {
+            if o.up {
+                self.down_since.remove(&o.id);
+                let last = self.reports.get(&o.id).map_or(since, |r| r.at.max(since));
+                if now.duration_since(last) > t.report_timeout {
+                    changes.push(Change::OsdDown { id: o.id });
+                }
+            } else if o.is_in() {
+                let at = *self.down_since.entry(o.id).or_insert(now);
+                if now.duration_since(at) > t.down_out_interval {
+                    changes.push(Change::OsdOut { id: o.id });
+                }
+            }
+        }
+        changes
+    }
+
+    /// The status report under `map`: PG states from the up primaries'
+    /// reports, usage, client I/O, and the health checks they imply.
+    pub fn status(
+        &self,
+        map: &OsdMap,
+        monitors: MonStatus,
+        now: Instant,
+        t: &Timeouts,
+    ) -> Result<StatusReport, MapError> {
+        let (up, inn) = map.up_in();
+        let stats: HashMap<PgId, &PgStat> = self
+            .reports
+            .values()
+            .filter(|r| map.is_up(r.report.osd))
+            .flat_map(|r| r.report.pgs.iter().map(|p| (p.pg, p)))
+            .collect();
+        let mut by_state: BTreeMap<PgState, u64> = BTreeMap::new();
+        let (mut total, mut objects) = (0u64, 0u64);
+        let mut placer = map.placer()?;
+        for pool in map.pools.values() {
+            for ps in 0..pool.pg_num {
+                let pg = PgId { pool: pool.id, ps };
+                total += 1;
+                let primary = placer.map_pg(pg)?.acting_primary;
+                let state = match stats.get(&pg) {
+                    // Only the current primary's report counts.
+                    Some(s) if s.acting.first() == Some(&primary) => {
+                        objects += s.objects;
+                        s.state
+                    }
+                    _ if primary < 0 => PgState::DOWN,
+                    _ => PgState::UNKNOWN,
+                };
+                *by_state.entry(state).or_default() += 1;
+            }
+        }
+        let (mut used, mut capacity) = (0u64, 0u64);
+        let mut io = ClientIo::default();
+        for r in self.reports.values() {
+            used += r.report.bytes_used;
+            capacity += r.report.bytes_total;
+            let Some((pt, p)) = &r.prev else { continue };
+            let dt = r.at.duration_since(*pt).as_secs_f64();
+            if dt > 0.0 && now.duration_since(r.at) < t.io_window {
+                let rate = |a: u64, b: u64| a.saturating_sub(b) as f64 / dt;
+                io.read_ops_s += rate(r.report.read_ops, p.read_ops);
+                io.write_ops_s += rate(r.report.write_ops, p.write_ops);
+                io.read_bytes_s += rate(r.report.read_bytes, p.read_bytes);
+                io.write_bytes_s += rate(r.report.write_bytes, p.write_bytes);
+            }
+        }
+        let health = health(map, up, &by_state);
+        Ok(StatusReport {
+            fsid: map.fsid.clone(),
+            health,
+            monitors,
+            osdmap: OsdMapStatus {
+                epoch: map.epoch,
+                num_osds: map.osds.len(),
+                num_up_osds: up,
+                num_in_osds: inn,
+            },
+            pools: map.pools.len(),
+            pgs: PgSummary { total, by_state },
+            usage: Usage {
+                objects,
+                used_bytes: used,
+                total_bytes: capacity,
+            },
+            io,
+        })
+    }
+}
+
+/// Health checks from OSD and PG states, worst level first found.
+fn health(map: &OsdMap, up: usize, by_state: &BTreeMap<PgState, u64>) -> Health {
+    let count = |f: &dyn Fn(PgState) -> bool| -> u64 {
+        by_state
+            .iter()
+            .filter(|(s, _)| f(**s))
+            .map(|(_, n)| n)
+            .sum()
+    };
+    let inactive = count(&|s| !s.is_active() && !s.is_unknown());
+    let unknown = count(&|s| s.is_unknown());
+    let degraded = count(&|s| s.is_degraded());
+    let down = count(&|s| s.contains(PgState::DOWN));
+    let mut checks = Vec::new();
+    let mut level = HealthStatus::Ok;
+    let osds_down = map.osds.len() - up;
+    if osds_down > 0 {
+        checks.push(format!("{osds_down} osds down"));
+        level = level.max(HealthStatus::Warn);
+    }
+    if inactive > 0 {
+        let also = if down > 0 {
+            format!(", {down} pgs down (wait for their OSDs to return)")
+        } else {
+            String::new()
+        };
+        checks.push(format!(
+            "Reduced data availability: {inactive} pgs inactive{also}"
+        ));
+        level = HealthStatus::Err;
+    }
+    if unknown > 0 {
+        checks.push(format!(
+            "{unknown} pgs unknown (no report from their primary yet)"
+        ));
+        level = level.max(HealthStatus::Warn);
+    }
+    if degraded > 0 {
+        checks.push(format!("Degraded data redundancy: {degraded} pgs degraded"));
+        level = level.max(HealthStatus::Warn);
+    }
+    if map.osds.is_empty() {
+        checks.push("no OSDs".into());
+        level = level.max(HealthStatus::Warn);
+    }
+    Health {
+        status: level,
+        checks,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use loligo_types::Incremental;
+
+    const T: Timeouts = Timeouts {
+        min_down_reporters: 2,
+        report_valid: Duration::from_secs(40),
+        report_timeout: Duration::from_secs(60),
+        down_out_interval: Duration::from_secs(600),
+        io_window: Duration::from_secs(10),
+    };
+
+    /// Four OSDs up, one pool of 8 PGs, size 3.
+    fn map() -> OsdMap {
+        let mut m = OsdMap::new("f", "osd").unwrap();
+        let mut changes: Vec<Change> = (0..4)
+            .map(|id| Change::OsdBoot {
+                id,
+                addr: format!("h:{id}"),
+                host: "h".into(),
+                crush_weight: 0x10000,
+            })
+            .collect();
+        changes.push(Change::PoolCreate(m.replicated_pool("p", 8, 3, 2)));
+        m.apply(&Incremental { epoch: 2, changes }).unwrap();
+        m
+    }
+
+    fn mons() -> MonStatus {
+        MonStatus {
+            members: vec![0],
+            leader: Some(0),
+            term: 1,
+        }
+    }
+
+    #[test]
+    fn an_osd_goes_down_on_enough_distinct_fresh_reports() {
+        let m = map();
+        let mut l = LeaderState::default();
+        let t0 = Instant::now();
+        assert!(l.on_failure(&m, 0, 3, t0, &T).is_empty(), "one reporter");
+        assert!(l.on_failure(&m, 0, 3, t0, &T).is_empty(), "the same again");
+        // A report past its validity does not count.
+        let late = t0 + T.report_valid + Duration::from_secs(1);
+        assert!(l.on_failure(&m, 1, 3, late, &T).is_empty());
+        let c = l.on_failure(&m, 2, 3, late, &T);
+        assert_eq!(c, vec![Change::OsdDown { id: 3 }]);
+        // Reports about or from a down OSD are ignored.
+        let mut m2 = m.clone();
+        m2.apply(&Incremental {
+            epoch: 3,
+            changes: vec![Change::OsdDown { id: 1 }],
+        })
+        .unwrap();
+        assert!(l.on_failure(&m2, 1, 0, late, &T).is_empty());
+        assert!(l.on_failure(&m2, 0, 1, late, &T).is_empty());
+    }
+
+    #[test]
+    fn silent_osds_go_down_and_long_down_ones_go_out() {
+        let mut m = map();
+        let mut l = LeaderState::default();
+        let t0 = Instant::now();
+        assert!(l.tick(&m, t0, &T).is_empty());
+        let beacon = |osd| OsdReport {
+            osd,
+            ..Default::default()
+        };
+        let t1 = t0 + T.report_timeout + Duration::from_secs(1);
+        for osd in 0..3 {
+            l.on_report(beacon(osd), t1);
+        }
+        assert_eq!(l.tick(&m, t1, &T), vec![Change::OsdDown { id: 3 }]);
+        m.apply(&Incremental {
+            epoch: 3,
+            changes: vec![Change::OsdDown { id: 3 }],
+        })
+        .unwrap();
+        assert!(l.tick(&m, t1, &T).is_empty(), "down, not out yet");
+        let t2 = t1 + T.down_out_interval + Duration::from_secs(1);
+        for osd in 0..3 {
+            l.on_report(beacon(osd), t2);
+        }
+        assert_eq!(l.tick(&m, t2, &T), vec![Change::OsdOut { id: 3 }]);
+        // Booting again forgets the down time.
+        l.on_boot(3);
+        assert!(!l.down_since.contains_key(&3));
+    }
+
+    #[test]
+    fn status_counts_primary_reports_and_sets_health() {
+        let m = map();
+        let mut l = LeaderState::default();
+        let t0 = Instant::now();
+        let s = l.status(&m, mons(), t0, &T).unwrap();
+        assert_eq!(s.pgs.total, 8);
+        assert_eq!(s.pgs.by_state[&PgState::UNKNOWN], 8);
+        assert_eq!(s.health.status, HealthStatus::Warn);
+        // Every primary reports its PGs: one degraded, the rest clean.
+        let mut placer = m.placer().unwrap();
+        let mut reports: BTreeMap<i32, OsdReport> = BTreeMap::new();
+        for ps in 0..8 {
+            let pg = PgId { pool: 1, ps };
+            let pm = placer.map_pg(pg).unwrap();
+            let state = if ps == 0 {
+                PgState::ACTIVE | PgState::UNDERSIZED | PgState::DEGRADED
+            } else {
+                PgState::ACTIVE | PgState::CLEAN
+            };
+            let r = reports.entry(pm.acting_primary).or_default();
+            r.osd = pm.acting_primary;
+            r.pgs.push(PgStat {
+                pg,
+                epoch: m.epoch,
+                state,
+                acting: pm.acting.clone(),
+                objects: 10,
+                bytes: 0,
+            });
+        }
+        for (_, r) in reports {
+            l.on_report(r, t0);
+        }
+        let s = l.status(&m, mons(), t0, &T).unwrap();
+        assert_eq!(s.pgs.by_state[&(PgState::ACTIVE | PgState::CLEAN)], 7);
+        assert_eq!(s.usage.objects, 80);
+        assert_eq!(s.health.status, HealthStatus::Warn);
+        assert!(
+            s.health.checks[0].contains("1 pgs degraded"),
+            "{:?}",
+            s.health
+        );
+    }
+}
