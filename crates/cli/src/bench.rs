@@ -128,7 +128,7 @@ fn time_crushtool(
         show_mappings: true,
         ..TestSpec::default()
     };
-    let agrees = shown == run_test(ours, &spec)?.into_bytes();
+    let agrees = shown == run_test(ours, &spec)?.stdout.into_bytes();
     let (startup, _) = run(0, false)?;
     let (total, _) = run(inputs - 1, false)?;
     let seconds = (total - startup).max(1e-9);

@@ -17,13 +17,14 @@ pub enum CrushCmd {
     /// --min-rep N, --max-rep N, --min-x A, --max-x B, --x X,
     /// --weight DEV W (repeatable), --pool-id P, --show-mappings,
     /// --show-bad-mappings, --show-utilization, --show-utilization-all,
-    /// --show-statistics, and the tunable flags --set-choose-local-tries,
+    /// --show-statistics, --show-choose-tries, and the tunable flags --set-choose-local-tries,
     /// --set-choose-local-fallback-tries, --set-choose-total-tries,
     /// --set-chooseleaf-descend-once, --set-chooseleaf-vary-r,
     /// --set-chooseleaf-stable, --set-straw-calc-version,
     /// --set-allowed-bucket-algs. `--test` itself is accepted and ignored.
-    /// Defaults as crushtool: x = 0..1023, every rule, num-rep from the
-    /// rule's min_size..max_size.
+    /// Defaults as crushtool: x = 0..1023 (also when only one of --min-x
+    /// and --max-x is given), every rule, num-rep from the rule's
+    /// min_size..max_size.
     Test(TestArgs),
     /// Compile a text map (crushtool -d syntax) to Loligo's JSON form.
     Compile(ConvertArgs),
@@ -124,7 +125,8 @@ pub fn run(cmd: CrushCmd) -> Result<(), CliError> {
             let compiled = CompiledMap::compile(&map)
                 .map_err(|e| CliError(format!("{}: {e}", a.input.display())))?;
             let out = run_test(&compiled, &spec)?;
-            write_out(&None, &out)
+            eprint!("{}", out.stderr);
+            write_out(&None, &out.stdout)
         }
         CrushCmd::Compile(a) => {
             let map = load_map(&a.input)?;

@@ -34,6 +34,9 @@ pub struct Workspace {
     a: Vec<ItemId>,
     b: Vec<ItemId>,
     c: Vec<ItemId>,
+    /// Histogram of retries per choice, when profiling (`crushtool
+    /// --show-choose-tries`): entry n counts choices that took n retries.
+    choose_tries: Option<Vec<u32>>,
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -65,6 +68,27 @@ impl Workspace {
         self.perm = vec![0; off];
         self.perm_state = vec![PermState::default(); map.buckets.len()];
         self.generation = 0;
+    }
+
+    /// Count retries per choice from now on, in a histogram of `size`
+    /// entries (crushtool sizes it by the map's `choose_total_tries`;
+    /// choices that took more retries are not counted).
+    pub fn start_choose_profile(&mut self, size: usize) {
+        self.choose_tries = Some(vec![0; size]);
+    }
+
+    /// The retry histogram since `start_choose_profile`.
+    pub fn choose_profile(&self) -> Option<&[u32]> {
+        self.choose_tries.as_deref()
+    }
+
+    #[inline]
+    fn note_tries(&mut self, ftotal: i64) {
+        if let Some(h) = &mut self.choose_tries {
+            if let Some(n) = usize::try_from(ftotal).ok().and_then(|i| h.get_mut(i)) {
+                *n += 1;
+            }
+        }
     }
 
     /// Start a new `do_rule` call: forget every cached permutation.
@@ -504,6 +528,7 @@ fn choose_firstn(
         out[outpos] = item;
         outpos += 1;
         count -= 1;
+        ws.note_tries(ftotal);
     }
     outpos
 }
@@ -617,6 +642,7 @@ fn choose_indep(
         }
         ftotal += 1;
     }
+    ws.note_tries(ftotal);
     for rep in outpos..endpos {
         if out[rep] == ITEM_UNDEF {
             out[rep] = ITEM_NONE;

@@ -32,6 +32,8 @@ pub struct TestSpec {
     pub show_utilization: bool,
     pub show_utilization_all: bool,
     pub show_statistics: bool,
+    /// Print the histogram of retries per choice (`--show-choose-tries`).
+    pub show_choose_tries: bool,
     /// Tunable overrides (`--set-choose-total-tries 50` ...), applied to
     /// the map before the test.
     pub tunables: Vec<(String, u32)>,
@@ -62,6 +64,8 @@ impl TestSpec {
         };
         let mut min_rep: Option<usize> = None;
         let mut max_rep: Option<usize> = None;
+        let mut min_x: Option<u32> = None;
+        let mut max_x: Option<u32> = None;
         let mut it = args.iter().map(|s| s.as_ref());
         fn val<'a, T: std::str::FromStr>(
             it: &mut impl Iterator<Item = &'a str>,
@@ -81,6 +85,7 @@ impl TestSpec {
                 "--show-utilization" => spec.show_utilization = true,
                 "--show-utilization-all" => spec.show_utilization_all = true,
                 "--show-statistics" => spec.show_statistics = true,
+                "--show-choose-tries" => spec.show_choose_tries = true,
                 "--rule" | "--ruleset" => spec.rule = Some(val(&mut it, a)?),
                 "--num-rep" | "--num_rep" => {
                     let n: usize = val(&mut it, a)?;
@@ -89,12 +94,12 @@ impl TestSpec {
                 }
                 "--min-rep" | "--min_rep" => min_rep = Some(val(&mut it, a)?),
                 "--max-rep" | "--max_rep" => max_rep = Some(val(&mut it, a)?),
-                "--min-x" | "--min_x" => spec.min_x = val(&mut it, a)?,
-                "--max-x" | "--max_x" => spec.max_x = val(&mut it, a)?,
+                "--min-x" | "--min_x" => min_x = Some(val(&mut it, a)?),
+                "--max-x" | "--max_x" => max_x = Some(val(&mut it, a)?),
                 "--x" => {
                     let x: u32 = val(&mut it, a)?;
-                    spec.min_x = x;
-                    spec.max_x = x;
+                    min_x = Some(x);
+                    max_x = Some(x);
                 }
                 "--pool-id" | "--pool_id" => {
                     let p: i64 = val(&mut it, a)?;
@@ -115,6 +120,12 @@ impl TestSpec {
                     None => return Err(bad(format!("unknown test argument '{other}'"))),
                 },
             }
+        }
+        // As crushtool: the range counts only when both ends are given;
+        // otherwise it is 0..1023.
+        if let (Some(lo), Some(hi)) = (min_x, max_x) {
+            spec.min_x = lo;
+            spec.max_x = hi;
         }
         spec.num_rep = match (min_rep, max_rep) {
             (None, None) => None,
@@ -203,8 +214,7 @@ fn max_affected_by_rule(map: &CompiledMap, rule: i32) -> i64 {
             *m = rr;
         }
     }
-    let max_buckets = map.buckets.len() as i64;
-    let mut max_aff = max_buckets.max(i64::from(map.max_devices()));
+    let mut max_aff = ceph_max_buckets(map).max(i64::from(map.max_devices()));
     for t in &affected {
         let m = max_of_type.get(t).copied().unwrap_or(0);
         if m > 0 && m < max_aff {
@@ -212,6 +222,32 @@ fn max_affected_by_rule(map: &CompiledMap, rule: i32) -> i64 {
         }
     }
     max_aff
+}
+
+/// The size of Ceph's bucket array for this map: its builder grows the
+/// array from 8 entries by doubling until the lowest bucket id fits, so
+/// that is what crushtool's "expected" counts see, not the bucket count.
+fn ceph_max_buckets(map: &CompiledMap) -> i64 {
+    let Some(highest) = map
+        .bucket_summaries()
+        .iter()
+        .map(|b| -1 - i64::from(b.id))
+        .max()
+    else {
+        return 0;
+    };
+    let mut size = 8i64;
+    while size <= highest {
+        size *= 2;
+    }
+    size
+}
+
+/// What a test prints: crushtool writes some lines to standard error.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TestOutput {
+    pub stdout: String,
+    pub stderr: String,
 }
 
 /// Format a float like C++ `ostream << float` (6 significant digits, %g).
@@ -242,7 +278,7 @@ fn trim_zeros(s: &str) -> &str {
 }
 
 /// Run the test and return crushtool's output.
-pub fn run(map: &CompiledMap, spec: &TestSpec) -> Result<String> {
+pub fn run(map: &CompiledMap, spec: &TestSpec) -> Result<TestOutput> {
     if spec.min_x > spec.max_x {
         return Err(CrushError::Placement(format!(
             "min-x {} is greater than max-x {}",
@@ -250,6 +286,7 @@ pub fn run(map: &CompiledMap, spec: &TestSpec) -> Result<String> {
         )));
     }
     let weights = weight_vector(map, &spec.weights)?;
+    // Every rule id up to the largest (crushtool says "dne" for gaps).
     let rules: Vec<i32> = match spec.rule {
         Some(r) => {
             if !map.has_rule(r) {
@@ -257,21 +294,28 @@ pub fn run(map: &CompiledMap, spec: &TestSpec) -> Result<String> {
             }
             vec![r]
         }
-        None => map.rule_ids().collect(),
+        None => (0..=map.rule_ids().max().unwrap_or(-1)).collect(),
     };
     let args = map.choose_args_for(0);
     let mut ws = Workspace::new(map);
     let mut out = String::new();
+    let mut err = String::new();
     let mut result = Vec::with_capacity(MAX_NUM_REP);
+    if spec.show_choose_tries {
+        ws.start_choose_profile(map.source().tunables.choose_total_tries as usize);
+    }
     // crushtool turns statistics on for either utilization flag.
     let statistics = spec.show_statistics || spec.show_utilization || spec.show_utilization_all;
     if spec.show_utilization_all {
         let hex: Vec<String> = weights.iter().map(|w| format!("{w:x}")).collect();
-        let _ = writeln!(out, "devices weights (hex): [{}]", hex.join(","));
+        let _ = writeln!(err, "devices weights (hex): [{}]", hex.join(","));
     }
     let num_objects = u64::from(spec.max_x - spec.min_x) + 1;
     for r in rules {
         let Some(rule) = map.source().rule(r) else {
+            if statistics {
+                let _ = writeln!(out, "rule {r} dne");
+            }
             continue;
         };
         let (minr, maxr) = match spec.num_rep {
@@ -349,7 +393,15 @@ pub fn run(map: &CompiledMap, spec: &TestSpec) -> Result<String> {
             }
         }
     }
-    Ok(out)
+    if let Some(h) = ws.choose_profile() {
+        for (i, n) in h.iter().enumerate() {
+            let _ = writeln!(out, "{i:>2}: {n:>9}");
+        }
+    }
+    Ok(TestOutput {
+        stdout: out,
+        stderr: err,
+    })
 }
 
 #[cfg(test)]
@@ -375,5 +427,73 @@ mod tests {
         assert_eq!(format_g(341.33334), "341.333");
         assert_eq!(format_g(1_234_567.0), "1.23457e+06");
         assert_eq!(format_g(0.0), "0");
+    }
+
+    /// Three hosts of one device each; rules 0 and 2 (no rule 1).
+    fn gap_map() -> CompiledMap {
+        let mut t = String::from("tunable choose_total_tries 50\n");
+        for d in 0..3 {
+            t += &format!("device {d} osd.{d}\n");
+        }
+        t += "type 0 osd\ntype 1 host\ntype 2 root\n";
+        for h in 0..3 {
+            t += &format!(
+                "host h{h} {{\n id -{}\n alg straw2\n hash 0\n item osd.{h} weight 1.000\n}}\n",
+                h + 1
+            );
+        }
+        t += "root default {\n id -4\n alg straw2\n hash 0\n item h0\n item h1\n item h2\n}\n";
+        for (id, step) in [
+            (0, "chooseleaf firstn 0 type host"),
+            (2, "choose firstn 0 type osd"),
+        ] {
+            t += &format!(
+                "rule r{id} {{\n id {id}\n type replicated\n min_size 1\n max_size 10\n step take default\n step {step}\n step emit\n}}\n"
+            );
+        }
+        CompiledMap::compile(&crate::text::parse(&t).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn one_end_of_the_x_range_is_ignored_as_crushtool_does() {
+        let s = TestSpec::from_args(&["--max-x", "5"]).unwrap();
+        assert_eq!((s.min_x, s.max_x), (0, 1023));
+        let s = TestSpec::from_args(&["--min-x", "3"]).unwrap();
+        assert_eq!((s.min_x, s.max_x), (0, 1023));
+        let s = TestSpec::from_args(&["--min-x", "3", "--max-x", "5"]).unwrap();
+        assert_eq!((s.min_x, s.max_x), (3, 5));
+        let s = TestSpec::from_args(&["--x", "7"]).unwrap();
+        assert_eq!((s.min_x, s.max_x), (7, 7));
+    }
+
+    #[test]
+    fn gaps_in_rule_ids_weights_on_stderr_and_choose_tries() {
+        let map = gap_map();
+        let args = ["--show-utilization-all", "--num-rep", "5", "--x", "1"];
+        let out = run(&map, &TestSpec::from_args(&args).unwrap()).unwrap();
+        assert!(
+            out.stdout.contains("\nrule 1 dne\nrule 2 (r2)"),
+            "{}",
+            out.stdout
+        );
+        assert_eq!(out.stderr, "devices weights (hex): [10000,10000,10000]\n");
+        // Rule 2 chooses 5 of 3 devices; crushtool's expectation caps the
+        // replicas at its bucket array size (8), not at the devices.
+        assert!(
+            out.stdout.contains("stored : 1\t expected : 1.66667"),
+            "{}",
+            out.stdout
+        );
+        let args = ["--show-choose-tries", "--rule", "0", "--num-rep", "3"];
+        let out = run(&map, &TestSpec::from_args(&args).unwrap()).unwrap();
+        let lines: Vec<&str> = out.stdout.lines().collect();
+        assert_eq!(lines.len(), 50, "one line per possible retry count");
+        assert!(lines[0].starts_with(" 0: "), "{}", lines[0]);
+        let counted: u64 = lines
+            .iter()
+            .map(|l| l.split(':').nth(1).unwrap().trim().parse::<u64>().unwrap())
+            .sum();
+        // Each of 1024 inputs places 3 hosts, each with a leaf inside.
+        assert_eq!(counted, 1024 * 3 * 2);
     }
 }

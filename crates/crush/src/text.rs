@@ -354,18 +354,13 @@ fn parse_bucket(
             }
         }
     }
+    // An item may appear twice: crushtool compiles such a bucket and maps
+    // with it (each entry is a separate candidate), so Loligo does too.
     let mut items = Vec::with_capacity(n);
-    let mut seen = BTreeSet::new();
     for s in slots {
         let Some((iid, w)) = s else {
             return perr(start_line, "item positions leave a gap");
         };
-        if !seen.insert(iid) {
-            return perr(
-                start_line,
-                format!("item {iid} appears twice in bucket {}", name.s),
-            );
-        }
         let weight = match w {
             Some(w) => w,
             None if iid >= 0 => 0x10000,

@@ -25,7 +25,7 @@ fn mappings_match_crushtool() {
         for line in args.lines().filter(|l| !l.trim().is_empty()) {
             let words: Vec<&str> = line.split_whitespace().collect();
             let spec = TestSpec::from_args(&words).expect("args parse");
-            got.push_str(&run(&map, &spec).expect("run"));
+            got.push_str(&run(&map, &spec).expect("run").stdout);
         }
         let name = case.file_name().unwrap().to_string_lossy().to_string();
         if got != expected {

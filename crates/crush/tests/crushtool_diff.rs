@@ -100,6 +100,15 @@ fn random_map(rng: &mut Rng) -> String {
                     1 + rng.below(5000)
                 };
                 let _ = writeln!(s, "\titem osd.{dev} weight {}.{:03}", w / 1000, w % 1000);
+                // Now and then the same device twice (crushtool accepts it).
+                if rng.below(10) == 0 {
+                    let w2 = if alg == "uniform" {
+                        w
+                    } else {
+                        1 + rng.below(5000)
+                    };
+                    let _ = writeln!(s, "\titem osd.{dev} weight {}.{:03}", w2 / 1000, w2 % 1000);
+                }
                 dev += 1;
             }
             s.push_str("}\n");
@@ -115,8 +124,12 @@ fn random_map(rng: &mut Rng) -> String {
             &cls(next_id),
         );
         next_id -= 3;
-        for h in host_lines {
+        for h in &host_lines {
             let _ = writeln!(s, "\titem {h}");
+        }
+        // Now and then a host twice.
+        if rng.below(8) == 0 {
+            let _ = writeln!(s, "\titem {}", host_lines[0]);
         }
         s.push_str("}\n");
         rack_lines.push(format!("r{r}"));
@@ -136,7 +149,10 @@ fn random_map(rng: &mut Rng) -> String {
         "\tstep take default class ssd\n\tstep chooseleaf firstn 0 type host\n\tstep emit\n",
         "\tstep set_chooseleaf_vary_r 1\n\tstep set_chooseleaf_stable 1\n\tstep take default\n\tstep chooseleaf firstn -1 type rack\n\tstep emit\n",
     ];
+    // Rule ids leave gaps now and then (crushtool reports them as "dne").
+    let gap = rng.below(3) as usize;
     for (i, body) in shapes.iter().enumerate() {
+        let id = if i == 0 { 0 } else { i + gap };
         let body = if !classes && body.contains("class") {
             &shapes[0]
         } else {
@@ -144,7 +160,7 @@ fn random_map(rng: &mut Rng) -> String {
         };
         let _ = write!(
             s,
-            "rule r{i} {{\n\tid {i}\n\ttype replicated\n\tmin_size 1\n\tmax_size 10\n{body}}}\n"
+            "rule r{i} {{\n\tid {id}\n\ttype replicated\n\tmin_size 1\n\tmax_size 10\n{body}}}\n"
         );
     }
     s.push_str("\n# end crush map\n");
@@ -178,21 +194,36 @@ fn random_maps_match_crushtool() {
             String::from_utf8_lossy(&st.stderr)
         );
         let map = CompiledMap::compile(&text::parse(&txt).unwrap()).unwrap();
-        for rule in 0..7 {
-            let mut args: Vec<String> = vec![
-                "--test".into(),
-                "--show-mappings".into(),
-                "--rule".into(),
-                rule.to_string(),
+        let rule_ids: Vec<i32> = map.rule_ids().collect();
+        for round in 0..8 {
+            // Seven rounds of one rule each, then one of every rule.
+            let mut args: Vec<String> = vec!["--test".into()];
+            if let Some(r) = rule_ids.get(round) {
+                args.extend(["--rule".into(), r.to_string()]);
+            }
+            const OUTPUTS: [&str; 6] = [
+                "--show-mappings",
+                "--show-bad-mappings",
+                "--show-statistics",
+                "--show-utilization",
+                "--show-utilization-all",
+                "--show-choose-tries",
             ];
-            args.extend([
-                "--num-rep".into(),
-                (1 + rng.below(6)).to_string(),
-                "--min-x".into(),
-                "0".into(),
-                "--max-x".into(),
-                "299".into(),
-            ]);
+            args.push(
+                OUTPUTS[if rng.below(2) == 0 {
+                    0
+                } else {
+                    rng.below(6) as usize
+                }]
+                .into(),
+            );
+            args.extend(["--num-rep".into(), (1 + rng.below(6)).to_string()]);
+            // Only one end of the x range: crushtool then maps 0..1023.
+            match rng.below(6) {
+                0 => args.extend(["--max-x".into(), "299".into()]),
+                1 => args.extend(["--min-x".into(), "5".into()]),
+                _ => args.extend(["--min-x".into(), "0".into(), "--max-x".into(), "299".into()]),
+            }
             if rng.below(2) == 0 {
                 args.extend(["--pool-id".into(), rng.below(100).to_string()]);
             }
@@ -211,8 +242,17 @@ fn random_maps_match_crushtool() {
                 .output()
                 .unwrap();
             let ours = run(&map, &TestSpec::from_args(&args).unwrap()).unwrap();
-            let theirs = String::from_utf8_lossy(&theirs.stdout).to_string();
+            let theirs = loligo_crush::tester::TestOutput {
+                stdout: String::from_utf8_lossy(&theirs.stdout).to_string(),
+                stderr: String::from_utf8_lossy(&theirs.stderr).to_string(),
+            };
             if ours != theirs {
+                let rule = args.get(2).cloned().unwrap_or_default();
+                let (ours, theirs) = if ours.stdout != theirs.stdout {
+                    (ours.stdout, theirs.stdout)
+                } else {
+                    (ours.stderr, theirs.stderr)
+                };
                 let keep = std::env::temp_dir().join("loligo-diff-failed-map.txt");
                 let _ = std::fs::write(&keep, &txt);
                 let first = ours.lines().zip(theirs.lines()).find(|(a, b)| a != b);
