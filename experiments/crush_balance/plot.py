@@ -1,4 +1,4 @@
-"""Plot the balanced-placement experiment: PGs per OSD on the seed's
+"""Plot the balanced-placement experiment: PGs per OSD on the proposal's
 topology for each method, and the rms deviation per method/topology.
 Reads per_osd.csv and results.csv from the directory given as argument."""
 import csv
@@ -23,7 +23,7 @@ for ax, size in zip(axes[:2], ["2", "3"]):
     for m in methods:
         pts = sorted(per[("seed-4x10", size, m)])
         ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=3, label=m)
-    ax.set_title(f"seed topology (4 hosts x 10 OSDs), 2048 PGs, size {size}")
+    ax.set_title(f"proposal topology (4 hosts x 10 OSDs), 2048 PGs, size {size}")
     ax.set_xlabel("OSD")
     ax.set_ylabel("PGs")
     ax.legend(fontsize=8)

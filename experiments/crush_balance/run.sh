@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Reproduce the balanced-placement experiment (seed 004 + upmap balancer).
+# Reproduce the balanced-placement experiment (the linear-bucket CRUSH proposal + upmap balancer).
 # Writes results.csv, per_osd.csv, RESULTS.md and crush_balance.png into
 # experiments/crush_balance/out (or the directory given as $1).
 set -euo pipefail

@@ -34,10 +34,10 @@ pub enum CrushCmd {
     Tree(TreeArgs),
     /// Measure mapping throughput on a 1000-OSD straw2 map, against
     /// crushtool when it is on PATH.
-    Bench(crate::bench::BenchArgs),
+    Bench(crate::crush_bench::BenchArgs),
     /// PGs per OSD for one pool: plain CRUSH, pps bijection, linear
     /// buckets with a balance parameter, upmap balancing.
-    MapPgs(crate::balance_cmd::MapPgsArgs),
+    MapPgs(crate::map_pgs_cmd::MapPgsArgs),
 }
 
 #[derive(Args)]
@@ -144,8 +144,8 @@ pub fn run(cmd: CrushCmd) -> Result<(), CliError> {
             let compiled = load_compiled(&a.input)?;
             write_out(&None, &tree(&compiled, a.show_shadow))
         }
-        CrushCmd::Bench(a) => crate::bench::run(a),
-        CrushCmd::MapPgs(a) => crate::balance_cmd::run(a),
+        CrushCmd::Bench(a) => crate::crush_bench::run(a),
+        CrushCmd::MapPgs(a) => crate::map_pgs_cmd::run(a),
     }
 }
 

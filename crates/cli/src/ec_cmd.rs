@@ -26,7 +26,7 @@ pub enum EcCmd {
 pub enum Plugin {
     /// Reed-Solomon (systematic Cauchy), 1 <= m <= k <= 32.
     Rs,
-    /// Zigzag (seed 002), 2 <= m <= 4, duplication factor --s.
+    /// Zigzag (Tamo, Wang, Bruck), 2 <= m <= 4, duplication factor --s.
     Zigzag,
     /// Basic Pyramid LRC from RS(k, m) with --l local groups.
     Lrc,

@@ -9,13 +9,13 @@
 //! dispatches; the work lives in the library crates.
 
 mod admin_cmd;
-mod balance_cmd;
-mod bench;
 mod config;
+mod crush_bench;
 mod crush_cmd;
 mod daemon_cmd;
 mod data_cmd;
 mod ec_cmd;
+mod map_pgs_cmd;
 mod osdmap_cmd;
 mod store_cmd;
 mod up_cmd;

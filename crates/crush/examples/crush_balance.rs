@@ -1,9 +1,9 @@
-//! The balanced-placement experiment (seed 004 and the upmap balancer).
+//! The balanced-placement experiment (the ceph-devel proposal of an optimized CRUSH with a "linear" bucket, and the upmap balancer).
 //! Run through `experiments/crush_balance/run.sh`; writes `results.csv`,
 //! `per_osd.csv` and `RESULTS.md` into the directory given as argument.
 //!
 //! For each topology, pool size and method it measures the stdev and max
-//! deviation of PGs per OSD, the data each OSD would hold for the seed's
+//! deviation of PGs per OSD, the data each OSD would hold for the proposal's
 //! object counts, and the replicas moved when one OSD fails and when one
 //! host is added.
 
@@ -199,7 +199,7 @@ fn main() {
             pg_num: 4096,
         },
     ];
-    // Seed 004's workloads: 100M x 128 KiB with 2 replicas, 1M x 10 MiB with 3.
+    // The proposal's workloads: 100M x 128 KiB with 2 replicas, 1M x 10 MiB with 3.
     let workloads = [
         (2u32, 100_000_000u64, 128u64 << 10),
         (3, 1_000_000, 10 << 20),
@@ -212,7 +212,7 @@ fn main() {
     ];
     let mut csv = String::from("topology,size,method,stdev,rms_deviation,max_deviation,min,max,balance_param,upmap_moves,data_max_over_mean,data_stdev_pct,fail_moved,fail_minimum,add_moved,add_minimum\n");
     let mut per_osd_csv = String::from("topology,size,method,osd,pgs\n");
-    let mut md = String::from("# Balanced placement: results\n\nProduced by `experiments/crush_balance/run.sh` (see README.md there). Stdev is the population standard deviation of PGs per OSD (meaningful when weights are equal); rms and max deviation compare each OSD with its weighted target, so they also judge mixed-weight clusters. Data columns use the seed's workloads (size 2: 100M x 128 KiB; size 3: 1M x 10 MiB), objects hashed to PGs by name. Movement counts replicas placed on a different OSD; the minimum is what any method must move (the failed OSD's replicas; the new host's fair share).\n\n| topology | size | method | stdev | rms dev | max dev | min | max | balance param | upmap moves | fullest OSD / mean (data/weight) | data/weight stdev % | moved on 1 OSD failure (min) | moved on host add (min) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    let mut md = String::from("# Balanced placement: results\n\nProduced by `experiments/crush_balance/run.sh` (see README.md there). Stdev is the population standard deviation of PGs per OSD (meaningful when weights are equal); rms and max deviation compare each OSD with its weighted target, so they also judge mixed-weight clusters. Data columns use the linear-bucket proposal's workloads (size 2: 100M x 128 KiB; size 3: 1M x 10 MiB), objects hashed to PGs by name. Movement counts replicas placed on a different OSD; the minimum is what any method must move (the failed OSD's replicas; the new host's fair share).\n\n| topology | size | method | stdev | rms dev | max dev | min | max | balance param | upmap moves | fullest OSD / mean (data/weight) | data/weight stdev % | moved on 1 OSD failure (min) | moved on host add (min) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for topo in &topologies {
         let n_osd: usize = topo.hosts.iter().map(Vec::len).sum();
         for &(size, objects, obj_size) in &workloads {

@@ -1,5 +1,5 @@
 //! Balancing a pool's PGs across OSDs: distribution statistics, the
-//! adaptive balance-parameter search for `linear` buckets (seed 004), and an
+//! adaptive balance-parameter search for `linear` buckets (after the ceph-devel proposal of an optimized CRUSH with a "linear" bucket), and an
 //! upmap balancer that computes `pg_upmap_items` overrides.
 //!
 //! Pure functions of (CRUSH map, pool, OSD states). The upmap balancer must
@@ -175,7 +175,7 @@ pub fn distribution(sets: &[Vec<ItemId>], eligible: &Eligible) -> Distribution {
 }
 
 /// Search the `linear` balance parameter that minimises the stdev of PGs
-/// per OSD for this pool (seed 004 §2.3): tries `1 + k/64` for
+/// per OSD for this pool (the proposal's §2.3): tries `1 + k/64` for
 /// `k in 0..trials` and keeps the best (ties: the smallest parameter).
 /// Returns `(parameter, stdev)`.
 pub fn adaptive_balance_param(

@@ -151,7 +151,7 @@ pub enum BucketAlg {
     Tree = 3,
     Straw = 4,
     Straw2 = 5,
-    /// Loligo extension (seed 004): modulo selection on the
+    /// Loligo extension (after the ceph-devel proposal of an optimized CRUSH with a "linear" bucket): modulo selection on the
     /// balance-adjusted key. Maps using it are not Ceph-compatible.
     Linear = 6,
 }

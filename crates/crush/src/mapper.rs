@@ -736,7 +736,7 @@ fn perm_choose(ws: &mut Workspace, b: &CBucket, x: u32, r: i64) -> ItemId {
     b.items[perm[pr as usize] as usize]
 }
 
-/// Linear buckets (Loligo extension, seed 004): plain modulo selection on
+/// Linear buckets (Loligo extension, after the ceph-devel proposal of an optimized CRUSH with a "linear" bucket): plain modulo selection on
 /// the balance-adjusted key, `(floor(x / balance) + r) mod size`. Item
 /// weights are ignored (like `uniform`): with a placement seed that is a
 /// permutation of a contiguous range, every residue class is (almost)

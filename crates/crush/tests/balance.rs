@@ -1,5 +1,5 @@
-//! Balanced placement (seed 004 and the upmap balancer): the pps bijection
-//! is a bijection, linear + adaptive meets the seed's numbers on the seed's
+//! Balanced placement (the ceph-devel proposal of an optimized CRUSH with a "linear" bucket, and the upmap balancer): the pps bijection
+//! is a bijection, linear + adaptive meets the proposal's numbers on its
 //! topology, and upmap overrides never break failure domains or use OSDs
 //! that cannot hold data.
 
@@ -139,7 +139,7 @@ fn upmap_from_existing_overrides_after_a_failure() {
         .flatten()
         .map(|&(_, to)| to)
         .next()
-        .expect("the seed topology needs overrides");
+        .expect("the proposal's topology needs overrides");
     let mut failed = all.clone();
     failed.mark_down(failed_osd).unwrap();
     failed.mark_out(failed_osd).unwrap();

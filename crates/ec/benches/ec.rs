@@ -7,7 +7,7 @@
 //!    klauspost/reedsolomon (Go, one goroutine) when `go` is installed; the
 //!    peer is built from `benches/peer` (fetched by the Go module proxy).
 //! 3. RS and Zigzag encode / single-failure decode for every configuration
-//!    of the seed's Table 5.1, with 4 MiB and 64 MiB objects.
+//!    of Liram's Table 5.1 (Zigzag thesis), with 4 MiB and 64 MiB objects.
 //!
 //! `LOLIGO_BENCH_SECONDS` sets the time per measurement (default 0.2).
 

@@ -1,5 +1,5 @@
 //! Recovery cost of a code for one object size: a read plan for every
-//! single lost chunk and the averages the seed reports (what `loligo ec
+//! single lost chunk and the averages Liram's Zigzag thesis reports (what `loligo ec
 //! plan` prints).
 //!
 //! It must never report a number it did not get from a read plan.
@@ -36,7 +36,7 @@ pub struct Summary {
     /// Same, over every chunk failure (parity re-encoding included).
     pub effective_rebuilding_ratio_all: f64,
     /// Mean read distance (elements) over data-chunk failures, in the data
-    /// and row-parity chunks read (zigzag parities excluded, as in the seed).
+    /// and row-parity chunks read (zigzag parities excluded, as in the thesis).
     pub avg_read_distance: f64,
     /// Mean I/O requests per failure, every chunk failure counted.
     pub avg_ios: f64,

@@ -1,5 +1,5 @@
 //! Loligo's erasure codes: GF(2^8) region kernels, Reed-Solomon, Zigzag
-//! (seed 002: duplication, virtual nodes, optimal constructions, aligned
+//! (Liram, "Evaluating Zigzag Code in a Distributed Storage System" (MSc thesis, Technion, 2017): duplication, virtual nodes, optimal constructions, aligned
 //! elements, coalesced reads) and basic Pyramid LRC, all behind one trait,
 //! with recovery read plans and their costs.
 //!

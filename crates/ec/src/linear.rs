@@ -87,7 +87,7 @@ impl LinearCode {
         })
     }
 
-    /// Basic Pyramid code (seed 002 §2.4) from RS(k, m): the first parity
+    /// Basic Pyramid code (Liram §2.4) from RS(k, m): the first parity
     /// (the XOR of all data) is split into `l` local parities, one per
     /// group of consecutive data chunks; the other `m - 1` stay global.
     /// Chunks: data `0..k`, local parities `k..k+l`, global ones after.

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 
 /// How needed elements of one chunk are grouped into I/O requests
-/// (seed 002 §3.2.4).
+/// (Liram §3.2.4).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Coalesce {

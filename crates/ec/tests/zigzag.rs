@@ -10,7 +10,7 @@ use loligo_ec::error::EcError;
 use loligo_ec::plan::{Coalesce, PlanOptions};
 use loligo_ec::zigzag::{Construction, Zigzag};
 
-/// Every (k, r, s) of the seed's Table 5.1.
+/// Every (k, r, s) of Liram's Table 5.1.
 const TABLE_5_1: [(usize, usize, usize); 22] = [
     (6, 2, 1),
     (6, 2, 2),
@@ -173,7 +173,7 @@ fn duplicated_codes_read_what_the_seeds_formula_says() {
             );
             assert!(sum.effective_rebuilding_ratio < z.rebuilding_ratio() + 0.08);
         }
-        // The seed's Table 5.1 rebuilding ratio, to its two decimals.
+        // Liram's Table 5.1 rebuilding ratio, to its two decimals.
         let table = [
             0.5, 0.57, 0.64, 0.33, 0.42, 0.5, 0.5, 0.55, 0.6, 0.4, 0.45, 0.53, 0.32, 0.37, 0.45,
             0.39, 0.42, 0.47, 0.56, 0.34, 0.39, 0.48,
@@ -188,8 +188,8 @@ fn duplicated_codes_read_what_the_seeds_formula_says() {
 
 #[test]
 fn table_3_1_read_distances() {
-    // (k', r): basic and optimal average read distance per the seed; for
-    // 16 rows Loligo's optimal order reaches 5.0 (the seed's: 5.67).
+    // (k', r): basic and optimal average read distance per Liram's thesis; for
+    // 16 rows Loligo's optimal order reaches 5.0 (the thesis's: 5.67).
     for (k, r, basic, optimal) in [(4, 2, 6.0, 5.0), (3, 3, 5.0, 11.0 / 3.0), (3, 4, 9.0, 5.0)] {
         for (con, want) in [
             (Construction::Basic, basic),

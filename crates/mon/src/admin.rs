@@ -133,7 +133,7 @@ pub fn plan(m: &OsdMap, cmd: &Admin) -> Result<Outcome, MonError> {
             "pools": m.pools.values().collect::<Vec<_>>(),
             "pg_temp": m.pg_temp.iter().map(|(pg, v)| json!({"pg": pg.to_string(), "osds": v})).collect::<Vec<_>>(),
             "pg_upmap_items": m.pg_upmap_items.iter().map(|(pg, v)| json!({"pg": pg.to_string(), "items": v})).collect::<Vec<_>>(),
-            "pg_write_sets": m.pg_rw.iter().map(|(pg, r)| json!({"pg": pg.to_string(), "interval": r.interval, "osds": r.osds})).collect::<Vec<_>>(),
+            "pg_write_sets": m.write_sets.iter().map(|(pg, r)| json!({"pg": pg.to_string(), "interval": r.interval, "osds": r.osds})).collect::<Vec<_>>(),
         })),
         Admin::OsdDown { ids } => Changes(ids.iter().map(|&id| Change::OsdDown { id }).collect()),
         Admin::OsdOut { ids } => Changes(ids.iter().map(|&id| Change::OsdOut { id }).collect()),

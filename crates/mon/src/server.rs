@@ -11,6 +11,7 @@ use crate::leader::{LeaderState, Timeouts};
 use crate::network::Network;
 use crate::protocol::{
     Admin, CallResult, MapUpdate, MonError, MonReply, MonRequest, MonStatus, StatusReport,
+    WRITE_SETS_PER_REQUEST_MAX,
 };
 use crate::raft::{MonCmd, MonRaft, MonStore, Shared};
 use loligo_proto::net::MESSAGE_BYTES_MAX;
@@ -31,9 +32,6 @@ use tonic::{Request, Response, Status};
 
 /// How recent an OSD's report must be to count toward client I/O rates.
 const IO_WINDOW_MS: u64 = 10_000;
-
-/// Write sets one `PgRw` request may record (an OSD batches its PGs).
-pub const PG_RW_BATCH_MAX: usize = 4096;
 
 /// A monitor's settings.
 #[derive(Clone, Debug)]
@@ -320,10 +318,10 @@ impl Monitor {
                 })
                 .await
             }
-            MonRequest::PgRw { items } => {
-                if items.len() > PG_RW_BATCH_MAX {
+            MonRequest::RecordWriteSets { items } => {
+                if items.len() > WRITE_SETS_PER_REQUEST_MAX {
                     return Err(MonError::Invalid(format!(
-                        "{} write sets in one request (at most {PG_RW_BATCH_MAX})",
+                        "{} write sets in one request (at most {WRITE_SETS_PER_REQUEST_MAX})",
                         items.len()
                     )));
                 }
@@ -331,14 +329,14 @@ impl Monitor {
                 let mut r = self
                     .change_with(|m| {
                         let mut changes = Vec::new();
-                        for (pg, rw) in items {
+                        for (pg, record) in items {
                             if m.pool_of(pg).is_err() {
                                 continue;
                             }
-                            match m.pg_rw.get(&pg) {
-                                Some(old) if old.interval > rw.interval => continue,
-                                Some(old) if *old == rw => {}
-                                _ => changes.push(Change::PgRw { pg, rw }),
+                            match m.write_sets.get(&pg) {
+                                Some(old) if old.interval > record.interval => continue,
+                                Some(old) if *old == record => {}
+                                _ => changes.push(Change::RecordWriteSet { pg, record }),
                             }
                             held.push(pg);
                         }

@@ -8,6 +8,10 @@ use loligo_types::{EcPlugin, Epoch, MapError, OsdReport, PgState};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+/// Most write sets one `RecordWriteSets` request may carry (an OSD batches
+/// the PGs that changed interval together; the monitors refuse more).
+pub const WRITE_SETS_PER_REQUEST_MAX: usize = 4096;
+
 /// Everything a monitor serves through `Call`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -37,10 +41,10 @@ pub enum MonRequest {
         osds: Vec<i32>,
     },
     /// Primaries about to accept writes record each PG's write set (see
-    /// `PgRw`); the reply's value lists the PGs whose record now holds
+    /// `WriteSetRecord`); the reply's value lists the PGs whose record now holds
     /// (stale intervals are left out).
-    PgRw {
-        items: Vec<(loligo_types::PgId, loligo_types::PgRw)>,
+    RecordWriteSets {
+        items: Vec<(loligo_types::PgId, loligo_types::WriteSetRecord)>,
     },
     /// PG stats and counters (also the OSD's liveness beacon).
     OsdReport(OsdReport),

@@ -9,7 +9,7 @@
 use loligo_osd::pg::{Effect, Input, Pg, PgInfo, RepError};
 use loligo_store::{CollectionId, MemStore, ObjectStore, Transaction};
 use loligo_types::ops::{ClientOp, OpError, SubOp, Version};
-use loligo_types::{Epoch, OsdMap, PgId, PgRw, Pool};
+use loligo_types::{Epoch, OsdMap, PgId, Pool, WriteSetRecord};
 
 const PG: PgId = PgId { pool: 1, ps: 0 };
 
@@ -28,17 +28,23 @@ fn setup() -> (MemStore, Pg) {
 }
 
 fn map(epoch: u64, acting: Vec<i32>, min_size: u32) -> Input {
-    map_rw(epoch, acting, min_size, None, vec![])
+    map_record(epoch, acting, min_size, None, vec![])
 }
 
-fn map_rw(epoch: u64, acting: Vec<i32>, min_size: u32, rw: Option<PgRw>, rw_up: Vec<i32>) -> Input {
+fn map_record(
+    epoch: u64,
+    acting: Vec<i32>,
+    min_size: u32,
+    record: Option<WriteSetRecord>,
+    record_up: Vec<i32>,
+) -> Input {
     Input::Map {
         epoch,
         primary: acting[0],
         acting,
         pool: pool(min_size),
-        rw,
-        rw_up,
+        record,
+        record_up,
         now_ms: 0,
     }
 }
@@ -50,12 +56,12 @@ fn run(pg: &mut Pg, s: &MemStore, input: Input) -> Vec<Effect> {
     let asks: Vec<Epoch> = fx
         .iter()
         .filter_map(|e| match e {
-            Effect::RecordRw { interval, .. } => Some(*interval),
+            Effect::RecordWriteSet { interval, .. } => Some(*interval),
             _ => None,
         })
         .collect();
     for interval in asks {
-        fx.extend(pg.handle(s, Input::RwRecorded { interval }));
+        fx.extend(pg.handle(s, Input::WriteSetRecorded { interval }));
     }
     fx
 }
@@ -407,7 +413,7 @@ fn writes_wait_until_the_monitors_record_the_write_set() {
         },
     );
     match &fx[..] {
-        [Effect::RecordRw { interval: 1, osds }] => assert_eq!(osds, &vec![0, 1, 2]),
+        [Effect::RecordWriteSet { interval: 1, osds }] => assert_eq!(osds, &vec![0, 1, 2]),
         other => panic!("{other:?}"),
     }
     assert_eq!(pg.stat().unwrap().state.to_string(), "activating");
@@ -419,8 +425,10 @@ fn writes_wait_until_the_monitors_record_the_write_set() {
         "{fx:?}"
     );
     // A record for another interval changes nothing.
-    assert!(pg.handle(&s, Input::RwRecorded { interval: 7 }).is_empty());
-    let fx = pg.handle(&s, Input::RwRecorded { interval: 1 });
+    assert!(pg
+        .handle(&s, Input::WriteSetRecorded { interval: 7 })
+        .is_empty());
+    let fx = pg.handle(&s, Input::WriteSetRecorded { interval: 1 });
     let reps = fx
         .iter()
         .filter(|e| matches!(e, Effect::Replicate { .. }))
@@ -434,11 +442,11 @@ fn the_record_arriving_with_the_map_also_activates() {
     let (s, mut pg) = setup();
     pg.handle(&s, map(1, vec![0], 1));
     assert_eq!(pg.stat().unwrap().state.to_string(), "activating");
-    let rw = PgRw {
+    let record = WriteSetRecord {
         interval: 1,
         osds: vec![0],
     };
-    pg.handle(&s, map_rw(2, vec![0], 1, Some(rw), vec![0]));
+    pg.handle(&s, map_record(2, vec![0], 1, Some(record), vec![0]));
     assert_eq!(
         pg.stat().unwrap().state.to_string(),
         "active+undersized+degraded"
@@ -454,11 +462,11 @@ fn a_copy_that_missed_writes_serves_nothing_while_the_write_set_is_down() {
     t.set_record(CollectionId::pg(1, 0), b"info", postcard_info(&info(3)));
     s.apply(t).unwrap();
     let mut pg = Pg::new(PG, 2, info(3));
-    let rw = PgRw {
+    let record = WriteSetRecord {
         interval: 4,
         osds: vec![0, 1],
     };
-    let fx = pg.handle(&s, map_rw(5, vec![2], 2, Some(rw.clone()), vec![]));
+    let fx = pg.handle(&s, map_record(5, vec![2], 2, Some(record.clone()), vec![]));
     assert!(fx.is_empty(), "{fx:?}");
     assert_eq!(pg.stat().unwrap().state.to_string(), "down");
     // Reads wait too, then fail naming the OSDs that are needed.
@@ -477,7 +485,7 @@ fn a_copy_that_missed_writes_serves_nothing_while_the_write_set_is_down() {
     }
     // osd.1 comes back up (not in the acting set): it is asked, and its
     // newer log makes this copy hand the PG over.
-    let fx = pg.handle(&s, map_rw(6, vec![2], 2, Some(rw), vec![1]));
+    let fx = pg.handle(&s, map_record(6, vec![2], 2, Some(record), vec![1]));
     assert!(
         matches!(&fx[..], [Effect::QueryInfo { to: 1, interval: 5 }]),
         "{fx:?}"
@@ -499,11 +507,11 @@ fn a_copy_that_missed_writes_serves_nothing_while_the_write_set_is_down() {
 #[test]
 fn a_write_set_member_without_a_copy_does_not_count() {
     let (s, mut pg) = setup();
-    let rw = PgRw {
+    let record = WriteSetRecord {
         interval: 3,
         osds: vec![1],
     };
-    pg.handle(&s, map_rw(4, vec![0, 2], 1, Some(rw), vec![1]));
+    pg.handle(&s, map_record(4, vec![0, 2], 1, Some(record), vec![1]));
     pg.handle(
         &s,
         Input::Info {
@@ -539,11 +547,14 @@ fn a_newer_looking_log_outside_the_write_set_does_not_win() {
     t.set_record(CollectionId::pg(1, 0), b"info", postcard_info(&divergent));
     s.apply(t).unwrap();
     let mut pg = Pg::new(PG, 0, divergent);
-    let rw = PgRw {
+    let record = WriteSetRecord {
         interval: 10,
         osds: vec![1, 2],
     };
-    pg.handle(&s, map_rw(11, vec![0, 1, 2], 2, Some(rw), vec![1, 2]));
+    pg.handle(
+        &s,
+        map_record(11, vec![0, 1, 2], 2, Some(record), vec![1, 2]),
+    );
     let acked = PgInfo {
         last_update: Version { epoch: 6, v: 6 },
         ..Default::default()
@@ -573,15 +584,15 @@ fn a_newer_looking_log_outside_the_write_set_does_not_win() {
 #[test]
 fn a_down_pg_goes_on_once_its_write_set_is_declared_lost() {
     let (s, mut pg) = setup();
-    let rw = PgRw {
+    let record = WriteSetRecord {
         interval: 3,
         osds: vec![1],
     };
-    pg.handle(&s, map_rw(4, vec![0], 1, Some(rw), vec![]));
+    pg.handle(&s, map_record(4, vec![0], 1, Some(record), vec![]));
     assert_eq!(pg.stat().unwrap().state.to_string(), "down");
     assert!(pg.handle(&s, read(1, "a", 0)).is_empty());
     // `osd lost 1`: the record is gone; the PG serves what it has.
-    let fx = run(&mut pg, &s, map_rw(5, vec![0], 1, None, vec![]));
+    let fx = run(&mut pg, &s, map_record(5, vec![0], 1, None, vec![]));
     assert!(
         fx.iter().any(|e| matches!(e, Effect::Reply { token: 1, reply } if reply.result == Err(OpError::NotFound))),
         "{fx:?}"
@@ -735,11 +746,11 @@ fn a_replica_refuses_a_primary_its_map_left_behind_and_foreign_collections() {
     let (s, mut pg) = replica();
     // Epoch 2 moved the PG to another acting set, and a write set was
     // recorded since: the old primary's write is stale.
-    let rw = PgRw {
+    let record = WriteSetRecord {
         interval: 2,
         osds: vec![1, 2],
     };
-    pg.handle(&s, map_rw(2, vec![1, 2], 2, Some(rw), vec![1, 2]));
+    pg.handle(&s, map_record(2, vec![1, 2], 2, Some(record), vec![1, 2]));
     let fx = pg.handle(&s, rep_op(1, &w[0], 0));
     assert!(
         matches!(&rep_replies(&fx)[..], [(1, Err(RepError::Stale(_)))]),
@@ -815,11 +826,11 @@ fn listings_go_through_the_pg_and_respect_down() {
     // waits, then fails with `Down`.
     let (s, mut pg) = setup();
     pg.op_timeout_ms = 500;
-    let rw = PgRw {
+    let record = WriteSetRecord {
         interval: 1,
         osds: vec![1, 2],
     };
-    run(&mut pg, &s, map_rw(2, vec![0], 1, Some(rw), vec![]));
+    run(&mut pg, &s, map_record(2, vec![0], 1, Some(record), vec![]));
     assert!(run(&mut pg, &s, list(3, 0)).is_empty());
     let fx = run(&mut pg, &s, Input::Tick { now_ms: 500 });
     assert!(

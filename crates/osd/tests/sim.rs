@@ -13,7 +13,7 @@
 use loligo_osd::pg::{stored_info, Effect, Input, Pg, PgInfo, RepCtx, RepError};
 use loligo_store::{CollectionId, MemStore, ObjectStore, Transaction};
 use loligo_types::ops::{ClientOp, OpError, OpReply, ReqId, SubOp, SubResult};
-use loligo_types::{Epoch, OsdMap, PgId, PgRw, Pool};
+use loligo_types::{Epoch, OsdMap, PgId, Pool, WriteSetRecord};
 use std::collections::BTreeMap;
 
 const OSDS: usize = 4;
@@ -88,7 +88,7 @@ enum Ev {
     Record {
         from: usize,
         gen: u64,
-        rw: PgRw,
+        record: WriteSetRecord,
     },
     Recorded {
         to: usize,
@@ -115,14 +115,14 @@ enum Ev {
 
 /// One epoch of the map as the PG sees it: acting set, write-set
 /// record, which OSDs are up.
-type MapAt = (Vec<i32>, Option<PgRw>, [bool; OSDS]);
+type MapAt = (Vec<i32>, Option<WriteSetRecord>, [bool; OSDS]);
 
 /// The monitor: the map as this test needs it.
 struct Mon {
     epoch: Epoch,
     up: [bool; OSDS],
     pg_temp: Option<Vec<i32>>,
-    rw: Option<PgRw>,
+    record: Option<WriteSetRecord>,
     /// Maps by epoch.
     maps: BTreeMap<Epoch, MapAt>,
     pool: Pool,
@@ -145,7 +145,7 @@ impl Mon {
     fn bump(&mut self) {
         self.epoch += 1;
         self.maps
-            .insert(self.epoch, (self.acting(), self.rw.clone(), self.up));
+            .insert(self.epoch, (self.acting(), self.record.clone(), self.up));
     }
 }
 
@@ -240,7 +240,7 @@ impl Sim {
                 epoch: 0,
                 up: [false; OSDS],
                 pg_temp: None,
-                rw: None,
+                record: None,
                 maps: BTreeMap::new(),
                 pool,
             },
@@ -371,10 +371,10 @@ impl Sim {
                     interval,
                 },
                 Effect::RequestPgTemp { osds } => Ev::PgTemp { osds },
-                Effect::RecordRw { interval, osds } => Ev::Record {
+                Effect::RecordWriteSet { interval, osds } => Ev::Record {
                     from: o,
                     gen,
-                    rw: PgRw { interval, osds },
+                    record: WriteSetRecord { interval, osds },
                 },
             };
             self.send(ev);
@@ -400,8 +400,8 @@ impl Sim {
                 if !self.alive(osd, gen) {
                     return;
                 }
-                let (acting, rw, up) = self.mon.maps[&input_epoch].clone();
-                let rw_up = rw
+                let (acting, record, up) = self.mon.maps[&input_epoch].clone();
+                let record_up = record
                     .iter()
                     .flat_map(|r| r.osds.iter().copied())
                     .filter(|&o| up[o as usize])
@@ -411,8 +411,8 @@ impl Sim {
                     primary: acting.first().copied().unwrap_or(-1),
                     acting,
                     pool: self.mon.pool.clone(),
-                    rw,
-                    rw_up,
+                    record,
+                    record_up,
                     now_ms: self.now_ms,
                 };
                 self.feed(osd, input);
@@ -544,12 +544,12 @@ impl Sim {
                     );
                 }
             }
-            Ev::Record { from, gen, rw } => {
-                let held = match &self.mon.rw {
-                    Some(old) if old.interval > rw.interval => false,
-                    Some(old) if *old == rw => true,
+            Ev::Record { from, gen, record } => {
+                let held = match &self.mon.record {
+                    Some(old) if old.interval > record.interval => false,
+                    Some(old) if *old == record => true,
                     _ => {
-                        self.mon.rw = Some(rw.clone());
+                        self.mon.record = Some(record.clone());
                         self.publish();
                         true
                     }
@@ -558,13 +558,13 @@ impl Sim {
                     self.send(Ev::Recorded {
                         to: from,
                         gen,
-                        interval: rw.interval,
+                        interval: record.interval,
                     });
                 }
             }
             Ev::Recorded { to, gen, interval } => {
                 if self.alive(to, gen) {
-                    self.feed(to, Input::RwRecorded { interval });
+                    self.feed(to, Input::WriteSetRecorded { interval });
                 }
             }
             Ev::PgTemp { osds } => {

@@ -10,9 +10,9 @@
 //! creates a fresh store and removes it.
 
 use crate::error::{Result, StoreError};
+use crate::names::{CollectionId, ObjectId};
 use crate::store::ObjectStore;
 use crate::txn::Transaction;
-use crate::types::{CollectionId, ObjectId};
 use std::fs::OpenOptions;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;

@@ -1,7 +1,7 @@
 //! The store's one error type. Every failure a caller can cause or meet
 //! (missing object, full disk, corrupt block) is a variant, never a panic.
 
-use crate::types::{CollectionId, ObjectId};
+use crate::names::{CollectionId, ObjectId};
 use thiserror::Error;
 
 /// What went wrong in the store.

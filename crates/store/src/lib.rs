@@ -1,6 +1,6 @@
 //! Loligo's local object store: the `ObjectStore` trait and transactions,
 //! `MemStore` (in memory, for tests and as a CPU ceiling), and the
-//! BlueStore-style store on a block file (in progress).
+//! BlueStore-style store on a block file and an embedded KV (`block`).
 //!
 //! A store knows nothing of PGs, pools or the network: collections and
 //! objects are names to it. It must never return data it cannot vouch for
@@ -9,16 +9,16 @@
 pub mod block;
 pub mod error;
 pub mod mem;
+pub mod names;
 pub mod store;
 pub mod txn;
-pub mod types;
 
 pub use block::{aligned_bytes, free_bytes, BlockConfig, BlockStore, FsckReport};
 pub use error::{Result, StoreError};
 pub use mem::MemStore;
+pub use names::{CollectionId, Compression, Limits, ObjectId, ObjectStat, StoreStats};
 pub use store::{Commit, Completer, ObjectStore};
 pub use txn::{Op, Transaction};
-pub use types::{CollectionId, Compression, Limits, ObjectId, ObjectStat, StoreStats};
 pub mod bench;
 pub mod kv;
 pub mod torture;

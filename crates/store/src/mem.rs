@@ -8,9 +8,9 @@
 //! It must never leave a failed transaction partly applied.
 
 use crate::error::{Result, StoreError};
+use crate::names::{CollectionId, Compression, Limits, ObjectId, ObjectStat, StoreStats};
 use crate::store::{Commit, ObjectStore};
 use crate::txn::{Op, Transaction};
-use crate::types::{CollectionId, Compression, Limits, ObjectId, ObjectStat, StoreStats};
 use std::collections::{BTreeMap, HashSet};
 use std::ops::{Bound, Range};
 use std::sync::RwLock;

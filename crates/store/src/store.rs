@@ -5,8 +5,8 @@
 //! transaction is durable.
 
 use crate::error::{Result, StoreError};
+use crate::names::{CollectionId, Limits, ObjectId, ObjectStat, StoreStats};
 use crate::txn::Transaction;
-use crate::types::{CollectionId, Limits, ObjectId, ObjectStat, StoreStats};
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::ops::Range;

@@ -9,9 +9,9 @@
 //!
 //! The checker must never accept a state that mixes two transactions.
 
+use crate::names::{CollectionId, ObjectId};
 use crate::store::ObjectStore;
 use crate::txn::Transaction;
-use crate::types::{CollectionId, ObjectId};
 use std::collections::BTreeMap;
 
 /// Objects the workload cycles through.

@@ -5,7 +5,7 @@
 //! Stores must never apply a transaction that fails `validate`.
 
 use crate::error::{Result, StoreError};
-use crate::types::{CollectionId, Compression, Limits, ObjectId};
+use crate::names::{CollectionId, Compression, Limits, ObjectId};
 use bytes::Bytes;
 
 /// One operation. Ops that name an object create it if missing (touch,

@@ -14,8 +14,8 @@ pub mod stats;
 pub use error::{MapError, Result};
 pub use loligo_crush::placement::{PgId, PgMapping};
 pub use osdmap::{
-    decode, encode, Change, EcPlugin, EcProfile, Epoch, Incremental, OsdInfo, OsdMap, PgRw, Placer,
-    Pool, PoolKind,
+    decode, encode, Change, EcPlugin, EcProfile, Epoch, Incremental, OsdInfo, OsdMap, Placer, Pool,
+    PoolKind, WriteSetRecord,
 };
 pub use pg_state::PgState;
 pub use stats::{OsdReport, PgStat};

@@ -247,9 +247,9 @@ pub enum Change {
     },
     /// Record the write set of a PG interval about to accept writes (an
     /// older interval than the one recorded is refused).
-    PgRw {
+    RecordWriteSet {
         pg: PgId,
-        rw: PgRw,
+        record: WriteSetRecord,
     },
     /// Declare a down (or removed) OSD's data gone: PGs stop waiting for
     /// it. A PG whose recorded write set was only lost OSDs serves what the
@@ -264,7 +264,7 @@ pub enum Change {
 /// so every acknowledged write is on each of `osds`: a later primary must
 /// hear from at least one of them before it serves anything.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PgRw {
+pub struct WriteSetRecord {
     /// First epoch of the interval.
     pub interval: Epoch,
     /// The write set (primary first).
@@ -295,7 +295,7 @@ pub struct OsdMap {
     pub pg_temp: BTreeMap<PgId, Vec<i32>>,
     pub pg_upmap_items: BTreeMap<PgId, Vec<(i32, i32)>>,
     /// Per PG, the newest interval that may have accepted writes.
-    pub pg_rw: BTreeMap<PgId, PgRw>,
+    pub write_sets: BTreeMap<PgId, WriteSetRecord>,
 }
 
 fn check_name(what: &str, n: &str) -> Result<()> {
@@ -325,7 +325,7 @@ impl OsdMap {
             ec_profiles: BTreeMap::new(),
             crush: crush_edit::default_map(failure_domain)?,
             pg_temp: BTreeMap::new(),
-            pg_rw: BTreeMap::new(),
+            write_sets: BTreeMap::new(),
             pg_upmap_items: BTreeMap::new(),
         })
     }
@@ -497,7 +497,7 @@ impl OsdMap {
                     .remove(id)
                     .ok_or_else(|| MapError::NoSuchPool(id.to_string()))?;
                 self.pg_temp.retain(|pg, _| pg.pool != *id);
-                self.pg_rw.retain(|pg, _| pg.pool != *id);
+                self.write_sets.retain(|pg, _| pg.pool != *id);
                 self.pg_upmap_items.retain(|pg, _| pg.pool != *id);
             }
             Change::PoolUpdate(p) => {
@@ -563,25 +563,25 @@ impl OsdMap {
                         "osd.{id} is up: only a down OSD can be declared lost"
                     )));
                 }
-                for rw in self.pg_rw.values_mut() {
-                    rw.osds.retain(|o| o != id);
+                for record in self.write_sets.values_mut() {
+                    record.osds.retain(|o| o != id);
                 }
-                self.pg_rw.retain(|_, rw| !rw.osds.is_empty());
+                self.write_sets.retain(|_, record| !record.osds.is_empty());
             }
-            Change::PgRw { pg, rw } => {
+            Change::RecordWriteSet { pg, record } => {
                 self.pool_of(*pg)?;
-                if rw.osds.is_empty() {
+                if record.osds.is_empty() {
                     return Err(MapError::Invalid(format!("pg {pg}: empty write set")));
                 }
-                if let Some(old) = self.pg_rw.get(pg) {
-                    if old.interval > rw.interval {
+                if let Some(old) = self.write_sets.get(pg) {
+                    if old.interval > record.interval {
                         return Err(MapError::Invalid(format!(
                             "pg {pg}: write set of interval {} is older than the recorded {}",
-                            rw.interval, old.interval
+                            record.interval, old.interval
                         )));
                     }
                 }
-                self.pg_rw.insert(*pg, rw.clone());
+                self.write_sets.insert(*pg, record.clone());
             }
         }
         Ok(())

@@ -180,13 +180,13 @@ fn pg_temp_and_upmap_override_placement() {
 fn pg_write_sets_only_move_forward_and_go_with_their_pool() {
     let mut m = cluster(5);
     let pg = PgId { pool: 1, ps: 2 };
-    let rw = |interval, osds: Vec<i32>| Change::PgRw {
+    let rw = |interval, osds: Vec<i32>| Change::RecordWriteSet {
         pg,
-        rw: PgRw { interval, osds },
+        record: WriteSetRecord { interval, osds },
     };
     step(&mut m, vec![rw(5, vec![0, 1])]).unwrap();
     step(&mut m, vec![rw(5, vec![0, 1, 2])]).unwrap();
-    assert_eq!(m.pg_rw[&pg].osds, vec![0, 1, 2]);
+    assert_eq!(m.write_sets[&pg].osds, vec![0, 1, 2]);
     assert!(matches!(
         step(&mut m, vec![rw(4, vec![3])]),
         Err(MapError::Invalid(_))
@@ -195,17 +195,17 @@ fn pg_write_sets_only_move_forward_and_go_with_their_pool() {
         step(&mut m, vec![rw(9, vec![])]),
         Err(MapError::Invalid(_))
     ));
-    assert_eq!(m.pg_rw[&pg].interval, 5);
+    assert_eq!(m.write_sets[&pg].interval, 5);
     let back: OsdMap = decode("map", &encode(&m)).unwrap();
-    assert_eq!(back.pg_rw, m.pg_rw);
+    assert_eq!(back.write_sets, m.write_sets);
     // Declaring an OSD lost: refused while it is up; once down, records
     // stop naming it and a record of only lost OSDs goes away.
     let other = PgId { pool: 1, ps: 3 };
     step(
         &mut m,
-        vec![Change::PgRw {
+        vec![Change::RecordWriteSet {
             pg: other,
-            rw: PgRw {
+            record: WriteSetRecord {
                 interval: 6,
                 osds: vec![2],
             },
@@ -218,10 +218,10 @@ fn pg_write_sets_only_move_forward_and_go_with_their_pool() {
     ));
     step(&mut m, vec![Change::OsdDown { id: 2 }]).unwrap();
     step(&mut m, vec![Change::OsdLost { id: 2 }]).unwrap();
-    assert_eq!(m.pg_rw[&pg].osds, vec![0, 1]);
-    assert!(!m.pg_rw.contains_key(&other));
+    assert_eq!(m.write_sets[&pg].osds, vec![0, 1]);
+    assert!(!m.write_sets.contains_key(&other));
     step(&mut m, vec![Change::PoolDelete { id: 1 }]).unwrap();
-    assert!(m.pg_rw.is_empty());
+    assert!(m.write_sets.is_empty());
 }
 
 #[test]

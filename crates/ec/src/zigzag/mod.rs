@@ -1,5 +1,5 @@
-//! Zigzag codes (seed 002): MDS array codes whose single lost data chunk
-//! is rebuilt from 1/r of every surviving chunk, with the seed's practical
+//! Zigzag codes (Tamo, Wang, Bruck; as evaluated in Liram, "Evaluating Zigzag Code in a Distributed Storage System" (MSc thesis, Technion, 2017)): MDS array codes whose single lost data chunk
+//! is rebuilt from 1/r of every surviving chunk, with the thesis's practical
 //! optimizations: code duplication (factor s), virtual columns (so any k
 //! works), optimal row orders, the shortest rebuilding set per failure,
 //! 4 KiB-aligned elements whose padding is never stored or read, recovery
@@ -359,8 +359,8 @@ impl ErasureCode for Zigzag {
     fn alignment(&self) -> usize {
         self.alignment
     }
-    /// Seed §3.1.1: 1/r + ((r-1)/r) * (s-1) / (s k' + r - 1), virtual
-    /// columns counted as nodes (as the seed's Table 5.1 does).
+    /// Liram §3.1.1: 1/r + ((r-1)/r) * (s-1) / (s k' + r - 1), virtual
+    /// columns counted as nodes (as Liram's Table 5.1 does).
     fn rebuilding_ratio(&self) -> f64 {
         let sh = &self.shape;
         let r = sh.r as f64;

@@ -1,4 +1,4 @@
-//! The combinatorial shape of a Zigzag code (seed 002 ch. 2-3; Tamo, Wang
+//! The combinatorial shape of a Zigzag code (Liram's Zigzag thesis ch. 2-3; Tamo, Wang
 //! and Bruck's construction): rows, zigzag permutations, rebuilding sets,
 //! duplication, virtual nodes and row orders. Pure arithmetic, no field.
 //!
@@ -21,7 +21,7 @@ pub const MAX_ROWS: usize = 1024;
 /// Most data columns, virtual ones included.
 pub const MAX_COLUMNS: usize = 32;
 
-/// Row order of the data and row-parity chunks (seed 002 §3.2.2).
+/// Row order of the data and row-parity chunks (Liram §3.2.2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Construction {
     /// Rows stored in their natural order.
@@ -198,7 +198,7 @@ impl Shape {
     }
 
     /// Average over the k' positions of the best (over classes) span of a
-    /// rebuilding set in physical positions: the seed's average read
+    /// rebuilding set in physical positions: Liram's average read
     /// distance of one code instance (Table 3.1).
     pub fn average_distance(&self) -> f64 {
         let total: usize = (0..self.kp).map(|p| self.best_span(p).1).sum();
@@ -223,9 +223,9 @@ impl Shape {
 
 /// Row orders with the shortest average read distance: `perm[row]` is the
 /// physical position of logical row `row`. Found offline by exhaustive
-/// search for 8 and 9 rows (5 and 3.67, the seed's Table 3.1) and by
+/// search for 8 and 9 rows (5 and 3.67, Liram's Table 3.1) and by
 /// simulated annealing for 16 rows, where it reaches 5.0, shorter than the
-/// seed's 5.67 (the seed's search space is not described; two of the three
+/// Liram's 5.67 (the thesis's search space is not described; two of the three
 /// positions already reach the minimum possible span of 4).
 fn optimal_order(r: usize, kp: usize) -> Option<Vec<usize>> {
     let order: &[usize] = match (r, kp) {

@@ -106,8 +106,8 @@ mod tests {
             pool: loligo_types::OsdMap::new("f", "osd")
                 .unwrap()
                 .replicated_pool("p", 8, 3, 2),
-            rw: None,
-            rw_up: vec![],
+            record: None,
+            record_up: vec![],
             now_ms: 0,
         }
     }

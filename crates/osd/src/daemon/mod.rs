@@ -28,7 +28,7 @@ use loligo_monc::MonClient;
 use loligo_proto::net::{Channels, MESSAGE_BYTES_MAX};
 use loligo_proto::v1::osd_server::OsdServer;
 use loligo_store::{CollectionId, ObjectStore, Transaction};
-use loligo_types::{Epoch, OsdMap, PgId, PgMapping, PgRw, PgStat, Pool};
+use loligo_types::{Epoch, OsdMap, PgId, PgMapping, PgStat, Pool, WriteSetRecord};
 use mailbox::Mailbox;
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -123,8 +123,8 @@ pub struct OsdShared {
     rebooting: AtomicBool,
     /// Write sets PGs want recorded, one per PG (the newest ask wins),
     /// sent to the monitors in batches.
-    rw_asks: Mutex<HashMap<PgId, (PgRw, Mailbox)>>,
-    rw_wake: tokio::sync::Notify,
+    record_asks: Mutex<HashMap<PgId, (WriteSetRecord, Mailbox)>>,
+    record_wake: tokio::sync::Notify,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -241,8 +241,8 @@ pub async fn start(
         start: Instant::now(),
         stopped: AtomicBool::new(false),
         rebooting: AtomicBool::new(false),
-        rw_asks: Mutex::new(HashMap::new()),
-        rw_wake: tokio::sync::Notify::new(),
+        record_asks: Mutex::new(HashMap::new()),
+        record_wake: tokio::sync::Notify::new(),
     });
     let mut tasks = Vec::new();
     let svc = OsdServer::new(service::Service(shared.clone()))
@@ -315,8 +315,8 @@ pub async fn start(
 
 /// PG `pg`'s place in `map` (`pm`), as its task's input.
 fn map_input(map: &OsdMap, pool: &Pool, pg: PgId, pm: &PgMapping, now_ms: u64) -> Input {
-    let rw = map.pg_rw.get(&pg).cloned();
-    let rw_up = rw
+    let record = map.write_sets.get(&pg).cloned();
+    let record_up = record
         .iter()
         .flat_map(|r| r.osds.iter().copied())
         .filter(|&o| map.is_up(o))
@@ -326,8 +326,8 @@ fn map_input(map: &OsdMap, pool: &Pool, pg: PgId, pm: &PgMapping, now_ms: u64) -
         acting: pm.acting.clone(),
         primary: pm.acting_primary,
         pool: pool.clone(),
-        rw,
-        rw_up,
+        record,
+        record_up,
         now_ms,
     }
 }

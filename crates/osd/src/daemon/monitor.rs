@@ -10,15 +10,13 @@
 use super::mailbox::Mailbox;
 use super::{lock, OsdShared};
 use crate::pg::Input;
-use loligo_monc::protocol::MonRequest;
+use loligo_monc::protocol::{MonRequest, WRITE_SETS_PER_REQUEST_MAX};
 use loligo_monc::MonClient;
-use loligo_types::{Epoch, OsdReport, PgId, PgRw};
+use loligo_types::{Epoch, OsdReport, PgId, WriteSetRecord};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// PG write sets recorded per monitor request.
-const WRITE_SETS_PER_REQUEST_MAX: usize = 1024;
 /// Pause before asking again after the monitors could not record.
 const RECORD_RETRY_MS: u64 = 500;
 /// How long a clean stop waits to tell the monitors.
@@ -26,8 +24,8 @@ const MARK_DOWN_WAIT_MS: u64 = 3_000;
 
 /// A PG asks for its write set to be recorded (the newest ask per PG wins).
 pub(super) fn ask_record(s: &OsdShared, pg: PgId, interval: Epoch, osds: Vec<i32>, me: Mailbox) {
-    lock(&s.rw_asks).insert(pg, (PgRw { interval, osds }, me));
-    s.rw_wake.notify_one();
+    lock(&s.record_asks).insert(pg, (WriteSetRecord { interval, osds }, me));
+    s.record_wake.notify_one();
 }
 
 /// Record the write sets PGs ask for, in batches: one monitor commit
@@ -36,10 +34,10 @@ pub(super) fn ask_record(s: &OsdShared, pg: PgId, interval: Epoch, osds: Vec<i32
 /// asks again there.
 pub(super) async fn record_write_sets(s: Arc<OsdShared>, mut mc: MonClient) {
     loop {
-        s.rw_wake.notified().await;
+        s.record_wake.notified().await;
         loop {
-            let batch: Vec<(PgId, (PgRw, Mailbox))> = {
-                let mut asks = lock(&s.rw_asks);
+            let batch: Vec<(PgId, (WriteSetRecord, Mailbox))> = {
+                let mut asks = lock(&s.record_asks);
                 let keys: Vec<PgId> = asks
                     .keys()
                     .copied()
@@ -54,15 +52,15 @@ pub(super) async fn record_write_sets(s: Arc<OsdShared>, mut mc: MonClient) {
             }
             let items = batch
                 .iter()
-                .map(|(pg, (rw, _))| (*pg, rw.clone()))
+                .map(|(pg, (record, _))| (*pg, record.clone()))
                 .collect();
-            match mc.call(MonRequest::PgRw { items }).await {
+            match mc.call(MonRequest::RecordWriteSets { items }).await {
                 Ok(r) => {
                     let held: Vec<PgId> = serde_json::from_value(r.value).unwrap_or_default();
-                    for (pg, (rw, mb)) in batch {
+                    for (pg, (record, mb)) in batch {
                         if held.contains(&pg) {
-                            mb.control(Input::RwRecorded {
-                                interval: rw.interval,
+                            mb.control(Input::WriteSetRecorded {
+                                interval: record.interval,
                             });
                         }
                     }
@@ -71,7 +69,7 @@ pub(super) async fn record_write_sets(s: Arc<OsdShared>, mut mc: MonClient) {
                     tracing::warn!("recording PG write sets failed (retrying): {e}");
                     {
                         // Put them back unless a newer ask replaced them.
-                        let mut asks = lock(&s.rw_asks);
+                        let mut asks = lock(&s.record_asks);
                         for (pg, v) in batch {
                             asks.entry(pg).or_insert(v);
                         }

@@ -146,7 +146,7 @@ fn perform(
             Effect::QueryInfo { to, interval } => {
                 tokio::spawn(peers::query_info(s.clone(), me.clone(), pg, to, interval));
             }
-            Effect::RecordRw { interval, osds } => {
+            Effect::RecordWriteSet { interval, osds } => {
                 monitor::ask_record(s, pg, interval, osds, me.clone());
             }
             Effect::RequestPgTemp { osds } => monitor::request_pg_temp(s, pg, osds),

@@ -10,7 +10,7 @@
 //! acting OSD whose log is behind is left out of the write set and never
 //! counts toward `min_size` (recovery, the next layer, brings it back).
 //! Before the first write of an interval the monitors record its write
-//! set (`PgRw`); a primary serves nothing (reads included) until it has
+//! set (`WriteSetRecord`); a primary serves nothing (reads included) until it has
 //! heard from a member of the recorded write set, so a copy that missed
 //! writes never answers for the PG.
 //! It must never read the clock or do I/O other than reads of the store.
@@ -23,7 +23,7 @@ use crate::backend::{Backend, Replicated, WritePlan};
 use crate::exec::{self, ObjState, VERSION_ATTR};
 use loligo_store::{CollectionId, ObjectId, ObjectStore, StoreError, Transaction};
 use loligo_types::ops::{ClientOp, OpError, OpReply, ReqId, SubOp, SubResult, Version};
-use loligo_types::{Epoch, PgId, PgRw, PgStat, PgState, Pool};
+use loligo_types::{Epoch, PgId, PgStat, PgState, Pool, WriteSetRecord};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
@@ -87,7 +87,7 @@ pub struct PgView {
     pub acting: Vec<i32>,
     pub primary: i32,
     /// Interval of the write set on record (0: none).
-    pub rw_interval: Epoch,
+    pub record_interval: Epoch,
 }
 
 /// The info record a store holds for `coll` (`None`: no record).
@@ -118,14 +118,14 @@ pub enum Input {
         primary: i32,
         pool: Pool,
         /// The PG's recorded write set in this map, if any.
-        rw: Option<PgRw>,
-        /// The members of `rw` that are up in this map.
-        rw_up: Vec<i32>,
+        record: Option<WriteSetRecord>,
+        /// The members of `record` that are up in this map.
+        record_up: Vec<i32>,
         now_ms: u64,
     },
     /// The monitors hold the write set this primary asked to record for
     /// `interval`.
-    RwRecorded {
+    WriteSetRecorded {
         interval: Epoch,
     },
     Op {
@@ -216,8 +216,8 @@ pub enum Effect {
         osds: Vec<i32>,
     },
     /// Ask the monitors to record `osds` as the write set of `interval`;
-    /// report `RwRecorded` once they hold it.
-    RecordRw {
+    /// report `WriteSetRecorded` once they hold it.
+    RecordWriteSet {
         interval: Epoch,
         osds: Vec<i32>,
     },
@@ -234,7 +234,7 @@ enum Role {
         infos: BTreeMap<i32, Option<PgInfo>>,
     },
     /// Peered; serves reads while the monitors record the write set.
-    WaitRw {
+    Activating {
         write_set: Vec<i32>,
     },
     /// Primary with its write set (itself first).
@@ -306,8 +306,8 @@ pub struct Pg {
     recent_order: VecDeque<ReqId>,
     now_ms: u64,
     /// The recorded write set and its members that are up, as of `epoch`.
-    rw: Option<PgRw>,
-    rw_up: Vec<i32>,
+    record: Option<WriteSetRecord>,
+    record_up: Vec<i32>,
     /// When peering last asked members for their infos.
     peer_asked_ms: u64,
     /// Writes from a primary to this copy.
@@ -356,8 +356,8 @@ impl Pg {
             backend: Box::new(Replicated),
             recent: HashMap::new(),
             recent_order: VecDeque::new(),
-            rw: None,
-            rw_up: Vec::new(),
+            record: None,
+            record_up: Vec::new(),
             peer_asked_ms: 0,
             rep: replica::Lane::default(),
             lists: VecDeque::new(),
@@ -379,7 +379,7 @@ impl Pg {
             interval: self.interval,
             acting: self.acting.clone(),
             primary: self.primary,
-            rw_interval: self.rw.as_ref().map_or(0, |r| r.interval),
+            record_interval: self.record.as_ref().map_or(0, |r| r.interval),
         }
     }
 
@@ -396,19 +396,19 @@ impl Pg {
                 acting,
                 primary,
                 pool,
-                rw,
-                rw_up,
+                record,
+                record_up,
                 now_ms,
             } => {
                 self.now_ms = now_ms;
                 if epoch > self.epoch {
-                    let rw_changed = rw != self.rw || rw_up != self.rw_up;
-                    self.rw = rw;
-                    self.rw_up = rw_up;
-                    self.on_map(s, epoch, acting, primary, pool, rw_changed, &mut fx)
+                    let record_changed = record != self.record || record_up != self.record_up;
+                    self.record = record;
+                    self.record_up = record_up;
+                    self.on_map(s, epoch, acting, primary, pool, record_changed, &mut fx)
                 }
             }
-            Input::RwRecorded { interval } => self.on_rw_recorded(s, interval, &mut fx),
+            Input::WriteSetRecorded { interval } => self.on_rw_recorded(s, interval, &mut fx),
             Input::Op { op, token, now_ms } => {
                 self.now_ms = now_ms;
                 let deadline_ms = now_ms + self.op_timeout_ms;
@@ -485,7 +485,7 @@ impl Pg {
         acting: Vec<i32>,
         primary: i32,
         pool: Pool,
-        rw_changed: bool,
+        record_changed: bool,
         fx: &mut Vec<Effect>,
     ) {
         self.epoch = epoch;
@@ -499,11 +499,13 @@ impl Pg {
             // may now allow writes) or if the recorded write set's
             // members came or went while this primary waits for them.
             let waiting_for_rw = matches!(self.role, Role::Peering { .. } | Role::Down { .. });
-            if self.is_primary() && (min_size_changed || (rw_changed && waiting_for_rw)) {
+            if self.is_primary() && (min_size_changed || (record_changed && waiting_for_rw)) {
                 self.start_peering(s, fx);
-            } else if let (Role::WaitRw { write_set }, Some(rw)) = (&self.role, &self.rw) {
+            } else if let (Role::Activating { write_set }, Some(record)) =
+                (&self.role, &self.record)
+            {
                 // The record arrived with the map before the reply did.
-                if rw.interval == self.interval && rw.osds == *write_set {
+                if record.interval == self.interval && record.osds == *write_set {
                     self.on_rw_recorded(s, self.interval, fx);
                 }
             }
@@ -566,7 +568,7 @@ impl Pg {
         let want: BTreeSet<i32> = self
             .acting
             .iter()
-            .chain(&self.rw_up)
+            .chain(&self.record_up)
             .copied()
             .filter(|&o| o != self.whoami && o >= 0)
             .collect();
@@ -607,10 +609,10 @@ impl Pg {
         if interval != self.interval {
             return;
         }
-        let Role::WaitRw { write_set } = &self.role else {
+        let Role::Activating { write_set } = &self.role else {
             return;
         };
-        self.rw = Some(PgRw {
+        self.record = Some(WriteSetRecord {
             interval,
             osds: write_set.clone(),
         });
@@ -664,14 +666,14 @@ impl Pg {
         }
         // Every acknowledged write is on each member of the recorded
         // write set: without one of them, any answer could be stale.
-        if let Some(rw) = &self.rw {
-            let heard = rw
+        if let Some(record) = &self.record {
+            let heard = record
                 .osds
                 .iter()
                 .any(|o| *o == self.whoami || infos.get(o).is_some_and(Option::is_some));
             if !heard {
                 self.role = Role::Down {
-                    osds: rw.osds.clone(),
+                    osds: record.osds.clone(),
                 };
                 return;
             }
@@ -687,7 +689,7 @@ impl Pg {
         // outside it that reaches further holds writes from a branch that
         // was never acknowledged, however new their epoch looks.
         let mine = (self.whoami, self.info);
-        let authority = |o: &i32| self.rw.as_ref().is_none_or(|r| r.osds.contains(o));
+        let authority = |o: &i32| self.record.as_ref().is_none_or(|r| r.osds.contains(o));
         let newest = infos
             .iter()
             .chain([(&mine.0, &mine.1)])
@@ -721,18 +723,18 @@ impl Pg {
             return self.activate(s, fx);
         }
         let recorded = self
-            .rw
+            .record
             .as_ref()
             .is_some_and(|r| r.interval == self.interval && r.osds == write_set);
         if recorded {
             self.role = Role::Primary { write_set };
             return self.activate(s, fx);
         }
-        fx.push(Effect::RecordRw {
+        fx.push(Effect::RecordWriteSet {
             interval: self.interval,
             osds: write_set.clone(),
         });
-        self.role = Role::WaitRw { write_set };
+        self.role = Role::Activating { write_set };
         // Reads may go ahead; writes wait for the record.
         self.rerun_waiting(s, fx);
     }
@@ -760,7 +762,7 @@ impl Pg {
             let result = Err(OpError::WrongPrimary { epoch: self.epoch });
             return fx.push(Effect::ListReply { token, result });
         }
-        if !matches!(self.role, Role::Primary { .. } | Role::WaitRw { .. }) {
+        if !matches!(self.role, Role::Primary { .. } | Role::Activating { .. }) {
             if self.lists.len() >= WAITING_MAX {
                 let result = Err(self.unavailable());
                 return fx.push(Effect::ListReply { token, result });
@@ -918,7 +920,7 @@ impl Pg {
             return;
         }
         let writes = p.op.ops.iter().any(SubOp::is_write);
-        let active = matches!(self.role, Role::Primary { .. } | Role::WaitRw { .. });
+        let active = matches!(self.role, Role::Primary { .. } | Role::Activating { .. });
         if !active || (writes && !self.can_write()) {
             if self.waiting.len() >= WAITING_MAX {
                 return fx.push(fail(&p, self.unavailable()));
@@ -931,7 +933,7 @@ impl Pg {
 
     fn unavailable(&self) -> OpError {
         let have = match &self.role {
-            Role::Primary { write_set } | Role::WaitRw { write_set } => write_set.len() as u32,
+            Role::Primary { write_set } | Role::Activating { write_set } => write_set.len() as u32,
             Role::Down { osds } => {
                 return OpError::Down {
                     pg: self.id.to_string(),
@@ -1176,7 +1178,7 @@ impl Pg {
             Role::Peering { .. } => PgState::PEERING,
             Role::Behind => PgState::PEERING | PgState::WAIT_PG_TEMP,
             Role::Down { .. } => PgState::DOWN,
-            Role::WaitRw { .. } => PgState::ACTIVATING,
+            Role::Activating { .. } => PgState::ACTIVATING,
             Role::Primary { write_set } if write_set.len() < self.min_size() => {
                 PgState::UNDERSIZED | PgState::DEGRADED | PgState::PEERED
             }

@@ -22,7 +22,9 @@ use std::collections::HashMap;
 /// the epochs count an interval from different epochs.
 pub fn replica_accepts(view: &PgView, primary: i32, ctx: &RepCtx) -> bool {
     view.epoch <= ctx.epoch
-        || (view.acting == ctx.acting && view.primary == primary && view.rw_interval <= ctx.epoch)
+        || (view.acting == ctx.acting
+            && view.primary == primary
+            && view.record_interval <= ctx.epoch)
 }
 
 /// What a replica does with a write, given `have`, the newest version it

@@ -3,7 +3,7 @@
 //! Decoding never panics: truncated or foreign bytes are `Corrupt`.
 
 use crate::error::{Result, StoreError};
-use crate::types::{CollectionId, ObjectId};
+use crate::names::{CollectionId, ObjectId};
 
 /// Key tags: the first byte of every key.
 pub const T_SUPER: u8 = b'S';

@@ -10,8 +10,8 @@ use super::{
 };
 use crate::error::{Result, StoreError};
 use crate::kv::{Kv, KvOp};
+use crate::names::{CollectionId, Compression, ObjectId};
 use crate::txn::{Op, Transaction};
-use crate::types::{CollectionId, Compression, ObjectId};
 use std::collections::{BTreeMap, HashMap};
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::Ordering;
@@ -23,7 +23,6 @@ type Overlay = BTreeMap<Vec<u8>, Option<Vec<u8>>>;
 
 pub(super) struct Committer {
     pub(super) s: Arc<Shared>,
-    /// Extents freed by the previous batch, released after this one.
     /// Freed extents with the batch that freed them; reusable once a later
     /// batch has committed and no deferred record of their batch or
     /// earlier is left (see `deleted_through`).

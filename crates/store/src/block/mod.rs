@@ -30,9 +30,9 @@ mod commit;
 
 use crate::error::{Result, StoreError};
 use crate::kv::{FjallKv, Kv, KvOp};
+use crate::names::{CollectionId, Limits, ObjectId, ObjectStat, StoreStats};
 use crate::store::{Commit, Completer, ObjectStore};
 use crate::txn::Transaction;
-use crate::types::{CollectionId, Limits, ObjectId, ObjectStat, StoreStats};
 use alloc::Allocator;
 use codec::*;
 use commit::Committer;
