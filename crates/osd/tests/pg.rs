@@ -212,7 +212,7 @@ fn stale_members_are_left_out_and_min_size_blocks_writes() {
     let (s, mut pg) = setup();
     // Write something so this primary's log is ahead of member 2's.
     let mut t = Transaction::new();
-    t.set_record(CollectionId::pg(1, 0), b"info", postcard_info(&info(5)));
+    t.set_record(CollectionId::pg(1, 0), b"info", stored(&info(5)));
     s.apply(t).unwrap();
     run(&mut pg, &s, map(1, vec![0, 1, 2], 3));
     run(
@@ -338,9 +338,8 @@ fn a_new_interval_abandons_writes_in_flight_and_refusals_are_retryable() {
     assert!(!pg.is_primary());
 }
 
-fn postcard_info(i: &PgInfo) -> Vec<u8> {
-    // The PG's own encoding of its info record.
-    loligo_types::ops::encode_msg(i)
+fn stored(i: &PgInfo) -> Vec<u8> {
+    loligo_osd::pg::record::encode_info(i)
 }
 
 #[test]
@@ -459,7 +458,7 @@ fn a_copy_that_missed_writes_serves_nothing_while_the_write_set_is_down() {
     let s = MemStore::new();
     let mut t = Transaction::new();
     t.create_collection(CollectionId::pg(1, 0));
-    t.set_record(CollectionId::pg(1, 0), b"info", postcard_info(&info(3)));
+    t.set_record(CollectionId::pg(1, 0), b"info", stored(&info(3)));
     s.apply(t).unwrap();
     let mut pg = Pg::new(PG, 2, info(3));
     let record = WriteSetRecord {
@@ -544,7 +543,7 @@ fn a_newer_looking_log_outside_the_write_set_does_not_win() {
         last_update: Version { epoch: 9, v: 6 },
         ..Default::default()
     };
-    t.set_record(CollectionId::pg(1, 0), b"info", postcard_info(&divergent));
+    t.set_record(CollectionId::pg(1, 0), b"info", stored(&divergent));
     s.apply(t).unwrap();
     let mut pg = Pg::new(PG, 0, divergent);
     let record = WriteSetRecord {

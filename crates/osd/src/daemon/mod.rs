@@ -147,7 +147,15 @@ impl OsdShared {
     fn read_info(&self, pg: PgId) -> Option<PgInfo> {
         let c = CollectionId::pg(pg.pool, pg.ps);
         match self.store.record(c, INFO_KEY) {
-            Ok(Some(b)) => postcard::from_bytes(&b).ok(),
+            Ok(Some(b)) => match crate::pg::record::decode_info(&b) {
+                Ok(i) => Some(i),
+                Err(e) => {
+                    // Answered as "no copy here": peering relies on the
+                    // PG's other members.
+                    tracing::error!("pg {pg}: {e}");
+                    None
+                }
+            },
             Ok(None) if self.store.collection_exists(c).unwrap_or(false) => Some(PgInfo::default()),
             _ => None,
         }

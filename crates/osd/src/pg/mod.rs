@@ -15,6 +15,7 @@
 //! writes never answers for the PG.
 //! It must never read the clock or do I/O other than reads of the store.
 
+pub mod record;
 mod replica;
 
 pub use replica::{replica_accepts, replica_step, ReplicaStep};
@@ -90,10 +91,12 @@ pub struct PgView {
     pub record_interval: Epoch,
 }
 
-/// The info record a store holds for `coll` (`None`: no record).
+/// The info record a store holds for `coll` (`None`: no record, or one
+/// that cannot be read: the caller then treats the copy as empty, and
+/// peering takes the PG's writes from its other members).
 pub fn stored_info(s: &dyn ObjectStore, coll: CollectionId) -> Option<PgInfo> {
     match s.record(coll, INFO_KEY) {
-        Ok(Some(b)) => postcard::from_bytes(&b).ok(),
+        Ok(Some(b)) => record::decode_info(&b).ok(),
         _ => None,
     }
 }
@@ -634,7 +637,7 @@ impl Pg {
             if !k.starts_with(b"log/") {
                 break;
             }
-            if let Ok(e) = postcard::from_bytes::<LogEntry>(&v) {
+            if let Ok(e) = record::decode_log(&v) {
                 if let Some(r) = e.reqid {
                     // Peering made every write-set member's log equal to
                     // this one: what it holds is committed.
@@ -871,11 +874,7 @@ impl Pg {
         if self.can_write() {
             self.info.last_epoch_started = self.epoch;
             let mut t = Transaction::new();
-            t.set_record(
-                self.coll,
-                INFO_KEY,
-                postcard::to_stdvec(&self.info).unwrap_or_default(),
-            );
+            t.set_record(self.coll, INFO_KEY, record::encode_info(&self.info));
             let tid = self.next_tid;
             self.next_tid += 1;
             fx.push(Effect::Apply { tid, txn: t });
@@ -1030,19 +1029,11 @@ impl Pg {
         if let Some(r) = p.op.reqid {
             self.remember(r, version, false);
         }
-        t.set_record(
-            self.coll,
-            &log_key(version.v),
-            postcard::to_stdvec(&entry).unwrap_or_default(),
-        );
+        t.set_record(self.coll, &log_key(version.v), record::encode_log(&entry));
         if version.v > LOG_ENTRIES_MAX {
             t.rm_record(self.coll, &log_key(version.v - LOG_ENTRIES_MAX));
         }
-        t.set_record(
-            self.coll,
-            INFO_KEY,
-            postcard::to_stdvec(&self.info).unwrap_or_default(),
-        );
+        t.set_record(self.coll, INFO_KEY, record::encode_info(&self.info));
         let Role::Primary { write_set } = &self.role else {
             return;
         };

@@ -8,7 +8,7 @@
 //! It must never apply a write out of the primary's order, nor one that
 //! touches another collection than the PG's.
 
-use super::{log_key, stored_info, LogEntry, PgInfo, PgView, RepCtx, INFO_KEY};
+use super::{log_key, stored_info, PgInfo, PgView, RepCtx, INFO_KEY};
 use loligo_store::{CollectionId, ObjectStore, Op, Transaction};
 use loligo_types::ops::Version;
 use std::collections::HashMap;
@@ -66,7 +66,7 @@ pub fn replica_step(
         .record(coll, &log_key(ctx.version.v))
         .ok()
         .flatten()
-        .and_then(|b| postcard::from_bytes::<LogEntry>(&b).ok());
+        .and_then(|b| super::record::decode_log(&b).ok());
     match logged {
         Some(e) if e.version == ctx.version => ReplicaStep::Duplicate,
         _ => ReplicaStep::Refuse { have },
@@ -120,7 +120,7 @@ pub(super) fn info_in(coll: CollectionId, txn: &Transaction) -> Option<PgInfo> {
             coll: c,
             key,
             value,
-        } if *c == coll && key == INFO_KEY => postcard::from_bytes(value).ok(),
+        } if *c == coll && key == INFO_KEY => super::record::decode_info(value).ok(),
         _ => None,
     })
 }
