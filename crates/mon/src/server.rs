@@ -157,17 +157,7 @@ impl Monitor {
         let svc = MonServer::new(Service(mon.clone()))
             .max_decoding_message_size(MESSAGE_BYTES_MAX)
             .max_encoding_message_size(MESSAGE_BYTES_MAX);
-        // Small request/reply messages: without TCP_NODELAY, Nagle's
-        // algorithm and delayed ACKs add ~40 ms to each.
-        let incoming = tokio_stream::StreamExt::map(
-            tokio_stream::wrappers::TcpListenerStream::new(listener),
-            |s| {
-                if let Ok(s) = &s {
-                    let _ = s.set_nodelay(true);
-                }
-                s
-            },
-        );
+        let incoming = loligo_proto::net::incoming(listener);
         let server = tokio::spawn(async move {
             let r = tonic::transport::Server::builder()
                 .add_service(svc)

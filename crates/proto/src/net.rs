@@ -19,6 +19,23 @@ use crate::v1::osd_client::OsdClient;
 /// snapshot chunk.
 pub const MESSAGE_BYTES_MAX: usize = 256 << 20;
 
+/// The connections a server accepts on `listener`, with TCP_NODELAY set:
+/// Loligo's messages are small request/reply pairs, and Nagle's algorithm
+/// with delayed ACKs adds ~40 ms to each.
+pub fn incoming(
+    listener: tokio::net::TcpListener,
+) -> impl tokio_stream::Stream<Item = std::io::Result<tokio::net::TcpStream>> {
+    tokio_stream::StreamExt::map(
+        tokio_stream::wrappers::TcpListenerStream::new(listener),
+        |s| {
+            if let Ok(s) = &s {
+                let _ = s.set_nodelay(true);
+            }
+            s
+        },
+    )
+}
+
 /// Connections by `host:port`, made on first use and forgotten when a call
 /// on them fails (the next use dials again).
 pub struct Channels {
