@@ -18,11 +18,12 @@ pub enum PeerMsg {
         ctx: crate::pg::RepCtx,
         txn: Transaction,
     },
-    /// Primary -> member: your info for `pg`.
+    /// Primary -> member: your info for `pg`, once your map has `epoch`.
     GetInfo {
         pg: PgId,
         from: i32,
         interval: Epoch,
+        epoch: Epoch,
     },
 }
 

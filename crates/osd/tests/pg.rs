@@ -486,7 +486,14 @@ fn a_copy_that_missed_writes_serves_nothing_while_the_write_set_is_down() {
     // newer log makes this copy hand the PG over.
     let fx = pg.handle(&s, map_record(6, vec![2], 2, Some(record), vec![1]));
     assert!(
-        matches!(&fx[..], [Effect::QueryInfo { to: 1, interval: 5 }]),
+        matches!(
+            &fx[..],
+            [Effect::QueryInfo {
+                to: 1,
+                interval: 5,
+                ..
+            }]
+        ),
         "{fx:?}"
     );
     let fx = pg.handle(
@@ -836,4 +843,76 @@ fn listings_go_through_the_pg_and_respect_down() {
         matches!(list_reply(&fx), Some(Err(OpError::Down { .. }))),
         "{fx:?}"
     );
+}
+
+fn info_replies(fx: &[Effect]) -> Vec<(u64, Result<Option<PgInfo>, String>)> {
+    fx.iter()
+        .filter_map(|e| match e {
+            Effect::InfoReply { token, result } => Some((*token, result.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_peering_query_is_answered_only_under_the_queried_epoch() {
+    let w = primary_writes(1);
+    let (s, mut pg) = replica();
+    pg.op_timeout_ms = 1_000;
+    // The write is taken (queued, not yet durable) under epoch 1.
+    let fx = pg.handle(&s, rep_op(1, &w[0], 0));
+    let tid = match &fx[..] {
+        [Effect::Apply { tid, .. }] => *tid,
+        other => panic!("{other:?}"),
+    };
+    // A new primary (osd.2) peering at epoch 2 asks: no answer under
+    // epoch 1.
+    let q = |token, now_ms| Input::Query {
+        from: 2,
+        epoch: 2,
+        token,
+        now_ms,
+    };
+    assert!(info_replies(&pg.handle(&s, q(5, 10))).is_empty());
+    // Epoch 2 arrives: the answer includes the write taken but not yet
+    // durable here.
+    let fx = pg.handle(&s, map(2, vec![2, 1], 1));
+    match &info_replies(&fx)[..] {
+        [(5, Ok(Some(i)))] => assert_eq!(i.last_update, w[0].0.version),
+        other => panic!("{other:?}"),
+    }
+    // The old primary's write becomes durable after the interval ended:
+    // it is refused, not acknowledged to the old primary.
+    let fx = pg.handle(
+        &s,
+        Input::LocalDone {
+            tid,
+            result: Ok(()),
+        },
+    );
+    assert!(
+        matches!(&rep_replies(&fx)[..], [(1, Err(RepError::Stale(_)))]),
+        "{fx:?}"
+    );
+    // And any later write from it is refused outright.
+    let fx = pg.handle(&s, rep_op(2, &w[0], 20));
+    assert!(
+        matches!(&rep_replies(&fx)[..], [(2, Err(RepError::Stale(_)))]),
+        "{fx:?}"
+    );
+    // A query for an epoch this copy never gets is answered with an error
+    // after the op timeout (the primary asks again).
+    assert!(info_replies(&pg.handle(
+        &s,
+        Input::Query {
+            from: 2,
+            epoch: 9,
+            token: 6,
+            now_ms: 100
+        }
+    ))
+    .is_empty());
+    let fx = pg.handle(&s, Input::Tick { now_ms: 1_100 });
+    assert!(matches!(&info_replies(&fx)[..], [(6, Err(_))]), "{fx:?}");
+    assert!(pg.idle());
 }

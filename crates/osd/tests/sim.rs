@@ -21,6 +21,10 @@ const OBJECTS: usize = 4;
 const PG: PgId = PgId { pool: 1, ps: 0 };
 const STEP_MS: u64 = 5;
 const CLIENT_RESEND_MS: u64 = 3_000;
+/// Chance (per mille) that one OSD's copy of a new map comes late, and how
+/// late at least (steps).
+const MAP_LATE_PER_MILLE: u64 = 60;
+const MAP_LATE_STEPS_MIN: u64 = 40;
 
 use loligo_testkit::Rng;
 
@@ -77,6 +81,7 @@ enum Ev {
         gen: u64,
         to: usize,
         interval: Epoch,
+        epoch: Epoch,
     },
     Info {
         to: usize,
@@ -175,6 +180,15 @@ struct RepPending {
     txn: Transaction,
 }
 
+/// A peering query a member's PG holds.
+struct QueryPending {
+    to: usize,
+    from: usize,
+    gen: u64,
+    interval: Epoch,
+    epoch: Epoch,
+}
+
 struct Sim {
     rng: Rng,
     now_ms: u64,
@@ -193,6 +207,8 @@ struct Sim {
     next_client_tid: u64,
     /// Replica writes handed to a replica's PG and not yet answered.
     rep_tokens: BTreeMap<u64, RepPending>,
+    /// Peering queries handed to a member's PG and not yet answered.
+    query_tokens: BTreeMap<u64, QueryPending>,
     next_rep_token: u64,
     stats: Stats,
     /// Print every delivery (LOLIGO_SIM_TRACE=1).
@@ -253,6 +269,7 @@ impl Sim {
             next_req: 1,
             next_client_tid: 1,
             rep_tokens: BTreeMap::new(),
+            query_tokens: BTreeMap::new(),
             next_rep_token: 1,
             stats: Stats::default(),
             trace: std::env::var("LOLIGO_SIM_TRACE").is_ok(),
@@ -274,11 +291,20 @@ impl Sim {
             if self.osds[o].running() {
                 let gen = self.osds[o].gen;
                 let input_epoch = self.mon.epoch;
-                self.send(Ev::Map {
+                let ev = Ev::Map {
                     osd: o,
                     gen,
                     input_epoch,
-                });
+                };
+                // Now and then one OSD hears of a map much later than the
+                // others (a slow link to the monitors): an old primary then
+                // goes on serving while a new one peers.
+                if self.rng.chance(MAP_LATE_PER_MILLE) {
+                    let steps = MAP_LATE_STEPS_MIN + self.rng.below(MAP_LATE_STEPS_MIN * 4);
+                    self.queue.push((self.now_ms + steps * STEP_MS, ev));
+                } else {
+                    self.send(ev);
+                }
             }
         }
     }
@@ -325,6 +351,24 @@ impl Sim {
                 });
             }
         }
+        // Queries it held: the asking primaries ask again.
+        let lost: Vec<u64> = self
+            .query_tokens
+            .iter()
+            .filter(|(_, q)| q.to == o)
+            .map(|(t, _)| *t)
+            .collect();
+        for t in lost {
+            if let Some(q) = self.query_tokens.remove(&t) {
+                self.send(Ev::Query {
+                    from: q.from,
+                    gen: q.gen,
+                    to: q.to,
+                    interval: q.interval,
+                    epoch: q.epoch,
+                });
+            }
+        }
         // The monitors notice after a grace period.
         self.send(Ev::MarkDown { osd: o, gen });
     }
@@ -364,12 +408,41 @@ impl Sim {
                     }
                 }
                 Effect::ListReply { .. } => continue,
-                Effect::QueryInfo { to, interval } => Ev::Query {
+                Effect::QueryInfo {
+                    to,
+                    interval,
+                    epoch,
+                } => Ev::Query {
                     from: o,
                     gen,
                     to: to as usize,
                     interval,
+                    epoch,
                 },
+                // The answer to a peering query this OSD's PG held: back
+                // to the primary that asked (or asked again, as the
+                // daemon's shell does, if it could not be answered).
+                Effect::InfoReply { token, result } => {
+                    let Some(q) = self.query_tokens.remove(&token) else {
+                        continue;
+                    };
+                    match result {
+                        Ok(info) => Ev::Info {
+                            to: q.from,
+                            gen: q.gen,
+                            from: o as i32,
+                            interval: q.interval,
+                            info,
+                        },
+                        Err(_) => Ev::Query {
+                            from: q.from,
+                            gen: q.gen,
+                            to: q.to,
+                            interval: q.interval,
+                            epoch: q.epoch,
+                        },
+                    }
+                }
                 Effect::RequestPgTemp { osds } => Ev::PgTemp { osds },
                 Effect::RecordWriteSet { interval, osds } => Ev::Record {
                     from: o,
@@ -501,6 +574,7 @@ impl Sim {
                 gen,
                 to,
                 interval,
+                epoch,
             } => {
                 if !self.alive(from, gen) {
                     return;
@@ -513,18 +587,35 @@ impl Sim {
                             gen,
                             to,
                             interval,
+                            epoch,
                         });
                     }
                     return;
                 }
-                let info = Some(stored_info(&self.osds[to].store, coll()).unwrap_or_default());
-                self.send(Ev::Info {
-                    to: from,
-                    gen,
-                    from: to as i32,
-                    interval,
-                    info,
-                });
+                // The member's PG answers, as in the daemon (once its map
+                // has the query's epoch).
+                let token = self.next_rep_token;
+                self.next_rep_token += 1;
+                self.query_tokens.insert(
+                    token,
+                    QueryPending {
+                        to,
+                        from,
+                        gen,
+                        interval,
+                        epoch,
+                    },
+                );
+                let now_ms = self.now_ms;
+                self.feed(
+                    to,
+                    Input::Query {
+                        from: from as i32,
+                        epoch,
+                        token,
+                        now_ms,
+                    },
+                );
             }
             Ev::Info {
                 to,

@@ -9,7 +9,7 @@
 //!
 //! It must never drop a control input while the PG task lives.
 
-use crate::pg::{Input, ListResult, RepError};
+use crate::pg::{Input, ListResult, PgInfo, RepError};
 use loligo_types::ops::OpReply;
 use tokio::sync::{mpsc, oneshot};
 
@@ -21,6 +21,7 @@ pub(crate) enum Waiter {
     Op(oneshot::Sender<OpReply>),
     Rep(oneshot::Sender<Result<(), RepError>>),
     List(oneshot::Sender<ListResult>),
+    Info(oneshot::Sender<Result<Option<PgInfo>, String>>),
 }
 
 /// One input for a PG task, with where its answer goes (requests only).

@@ -102,18 +102,28 @@ pub(super) async fn replicate(
 /// Ask `to` for its info on `pg` for peering; keep asking an unreachable
 /// member a while (the PG asks again later, and the map marks a dead
 /// member down); report `Info`.
-pub(super) async fn query_info(s: Arc<OsdShared>, me: Mailbox, pg: PgId, to: i32, interval: Epoch) {
+pub(super) async fn query_info(
+    s: Arc<OsdShared>,
+    me: Mailbox,
+    pg: PgId,
+    to: i32,
+    interval: Epoch,
+    epoch: Epoch,
+) {
     let msg = PeerMsg::GetInfo {
         pg,
         from: s.cfg.id,
         interval,
+        epoch,
     };
     let give_up = Instant::now() + Duration::from_millis(PEER_RETRY_MS);
     let info = loop {
         match s.send_peer(to, &msg).await {
             Ok(PeerReply::Info(i)) => break i,
-            Ok(_) => break None,
-            Err(_) => {
+            Ok(PeerReply::Pong { .. } | PeerReply::RepDone(_)) => break None,
+            // Not answerable yet (its map is behind): ask again, as for
+            // an unreachable member.
+            Ok(PeerReply::Refused(_)) | Err(_) => {
                 if !s.in_interval(pg, interval)
                     || s.map().is_some_and(|m| !m.is_up(to))
                     || Instant::now() > give_up

@@ -61,7 +61,8 @@ async fn run(s: Arc<OsdShared>, me: Mailbox, mut inbox: Inbox, mut core: Pg) {
             match &mut input {
                 Input::Op { token: t, .. }
                 | Input::RepOp { token: t, .. }
-                | Input::List { token: t, .. } => *t = token,
+                | Input::List { token: t, .. }
+                | Input::Query { token: t, .. } => *t = token,
                 _ => {}
             }
             waiters.insert(token, w);
@@ -77,6 +78,7 @@ async fn run(s: Arc<OsdShared>, me: Mailbox, mut inbox: Inbox, mut core: Pg) {
                 | Input::RepDone { .. }
                 | Input::RepOp { .. }
                 | Input::List { .. }
+                | Input::Query { .. }
         );
         let fx = core.handle(s.store.as_ref(), input);
         if is_map {
@@ -124,6 +126,11 @@ fn perform(
                     let _ = w.send(result);
                 }
             }),
+            Effect::InfoReply { token, result } => answer(waiters, token, |w| {
+                if let Waiter::Info(w) = w {
+                    let _ = w.send(result);
+                }
+            }),
             Effect::Apply { tid, txn } => {
                 let commit = s.store.queue_transaction(txn);
                 let me = me.clone();
@@ -143,8 +150,13 @@ fn perform(
                     txn,
                 ));
             }
-            Effect::QueryInfo { to, interval } => {
-                tokio::spawn(peers::query_info(s.clone(), me.clone(), pg, to, interval));
+            Effect::QueryInfo {
+                to,
+                interval,
+                epoch,
+            } => {
+                let q = peers::query_info(s.clone(), me.clone(), pg, to, interval, epoch);
+                tokio::spawn(q);
             }
             Effect::RecordWriteSet { interval, osds } => {
                 monitor::ask_record(s, pg, interval, osds, me.clone());

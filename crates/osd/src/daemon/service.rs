@@ -200,7 +200,9 @@ impl Service {
             PeerMsg::Ping { .. } => PeerReply::Pong {
                 epoch: self.0.epoch(),
             },
-            PeerMsg::GetInfo { pg, .. } => PeerReply::Info(self.0.read_info(pg)),
+            PeerMsg::GetInfo {
+                pg, from, epoch, ..
+            } => self.get_info(pg, from, epoch).await,
             PeerMsg::RepOp { pg, from, ctx, txn } => {
                 let (tx, rx) = oneshot::channel();
                 let input = Input::RepOp {
@@ -217,6 +219,31 @@ impl Service {
                     Err(e) => PeerReply::RepDone(Err(format!("pg {pg}: {e:?}"))),
                 }
             }
+        }
+    }
+}
+
+impl Service {
+    /// A peering query: answered by the PG's task once this OSD's copy has
+    /// the querying primary's map (the fence against older primaries); no
+    /// collection here means no copy.
+    async fn get_info(&self, pg: PgId, from: i32, epoch: Epoch) -> PeerReply {
+        let has_copy = self.0.read_info(pg).is_some();
+        if !has_copy {
+            return PeerReply::Info(None);
+        }
+        self.catch_up(epoch).await;
+        let (tx, rx) = oneshot::channel();
+        let input = Input::Query {
+            from,
+            epoch,
+            token: 0,
+            now_ms: self.0.now_ms(),
+        };
+        match self.ask(pg, true, input, Waiter::Info(tx), rx).await {
+            Ok(Ok(info)) => PeerReply::Info(info),
+            Ok(Err(e)) => PeerReply::Refused(e),
+            Err(e) => PeerReply::Refused(format!("pg {pg}: {e:?}")),
         }
     }
 }

@@ -171,6 +171,17 @@ pub enum Input {
         token: u64,
         now_ms: u64,
     },
+    /// A primary peering the interval that started at `interval` (its map
+    /// at `epoch`) asks for this copy's info. It is answered only once
+    /// this PG has that map: from then on this copy refuses (and never
+    /// acknowledges) writes from any earlier interval, so nothing the new
+    /// primary was told can grow behind its back.
+    Query {
+        from: i32,
+        epoch: Epoch,
+        token: u64,
+        now_ms: u64,
+    },
     Tick {
         now_ms: u64,
     },
@@ -208,10 +219,19 @@ pub enum Effect {
         ctx: RepCtx,
         txn: Transaction,
     },
-    /// Ask `to` for its info; report `Info`.
+    /// Ask `to` for its info (it answers once its map reaches `epoch`);
+    /// report `Info`.
     QueryInfo {
         to: i32,
         interval: Epoch,
+        epoch: Epoch,
+    },
+    /// The answer to a peering query (`Query`): this copy's info (`None`:
+    /// no copy), or why there is none (its map did not reach the query's
+    /// epoch in time).
+    InfoReply {
+        token: u64,
+        result: Result<Option<PgInfo>, String>,
     },
     /// Ask the monitors to make `osds` the acting set (a complete OSD
     /// first, so that it is primary).
@@ -270,6 +290,13 @@ struct PendingList {
 /// Most names one listing returns.
 pub const LIST_NAMES_MAX: u32 = 10_000;
 
+/// A peering query waiting for this PG's map to reach its epoch.
+struct PendingQuery {
+    epoch: Epoch,
+    token: u64,
+    deadline_ms: u64,
+}
+
 struct InFlight {
     token: u64,
     reqid: Option<ReqId>,
@@ -317,6 +344,8 @@ pub struct Pg {
     rep: replica::Lane,
     /// Listings waiting for the PG to serve.
     lists: VecDeque<PendingList>,
+    /// Peering queries waiting for a newer map.
+    queries: Vec<PendingQuery>,
 }
 
 fn reply(
@@ -364,6 +393,7 @@ impl Pg {
             peer_asked_ms: 0,
             rep: replica::Lane::default(),
             lists: VecDeque::new(),
+            queries: Vec::new(),
         }
     }
 
@@ -408,7 +438,9 @@ impl Pg {
                     let record_changed = record != self.record || record_up != self.record_up;
                     self.record = record;
                     self.record_up = record_up;
-                    self.on_map(s, epoch, acting, primary, pool, record_changed, &mut fx)
+                    self.on_map(s, epoch, acting, primary, pool, record_changed, &mut fx);
+                    // Queries that waited for this map can be answered.
+                    self.rerun_queries(&mut fx);
                 }
             }
             Input::WriteSetRecorded { interval } => self.on_rw_recorded(s, interval, &mut fx),
@@ -427,7 +459,15 @@ impl Pg {
             }
             Input::LocalDone { tid, result } => {
                 let result = result.map_err(|e| RepError::Failed(e.to_string()));
-                if let Some(token) = self.rep.committing.remove(&tid) {
+                if let Some((token, interval)) = self.rep.committing.remove(&tid) {
+                    let result = if interval == self.interval {
+                        result
+                    } else {
+                        Err(RepError::Stale(format!(
+                            "pg {}: interval {interval} ended (now {}) before the write was durable",
+                            self.id, self.interval
+                        )))
+                    };
                     fx.push(Effect::RepReply { token, result });
                 } else {
                     self.done(s, tid, self.whoami, result, &mut fx)
@@ -471,6 +511,20 @@ impl Pg {
                 interval,
                 info,
             } => self.on_info(s, from, interval, info, &mut fx),
+            Input::Query {
+                epoch,
+                token,
+                now_ms,
+                ..
+            } => {
+                self.now_ms = now_ms;
+                let q = PendingQuery {
+                    epoch,
+                    token,
+                    deadline_ms: now_ms + self.op_timeout_ms,
+                };
+                self.on_query(q, &mut fx)
+            }
             Input::Tick { now_ms } => {
                 self.now_ms = now_ms;
                 self.expire(&mut fx);
@@ -579,6 +633,7 @@ impl Pg {
             fx.push(Effect::QueryInfo {
                 to,
                 interval: self.interval,
+                epoch: self.epoch,
             });
         }
         self.role = Role::Peering {
@@ -802,7 +857,7 @@ impl Pg {
                     self.info = info;
                 }
                 let tid = self.take_tid();
-                self.rep.committing.insert(tid, token);
+                self.rep.committing.insert(tid, (token, self.interval));
                 fx.push(Effect::Apply { tid, txn: w.txn });
                 // Its successors may be waiting for it.
                 self.rerun_rep_waiting(s, fx);
@@ -810,7 +865,7 @@ impl Pg {
             ReplicaStep::Duplicate => {
                 // Durable once everything queued before it is.
                 let tid = self.take_tid();
-                self.rep.committing.insert(tid, token);
+                self.rep.committing.insert(tid, (token, self.interval));
                 fx.push(Effect::Apply {
                     tid,
                     txn: Transaction::new(),
@@ -824,6 +879,26 @@ impl Pg {
                 RepError::Failed(format!("pg {}: too many writes out of order", self.id)),
             )),
             ReplicaStep::Wait => self.rep.waiting.push(w),
+        }
+    }
+
+    /// A peering query: answered with this copy's info once this PG's map
+    /// has reached the query's epoch (writes it accepted count, durable or
+    /// not: any that were not durable yet will not be acknowledged to
+    /// their old primary).
+    fn on_query(&mut self, q: PendingQuery, fx: &mut Vec<Effect>) {
+        if self.epoch < q.epoch {
+            return self.queries.push(q);
+        }
+        fx.push(Effect::InfoReply {
+            token: q.token,
+            result: Ok(Some(self.info)),
+        });
+    }
+
+    fn rerun_queries(&mut self, fx: &mut Vec<Effect>) {
+        for q in std::mem::take(&mut self.queries) {
+            self.on_query(q, fx);
         }
     }
 
@@ -848,6 +923,20 @@ impl Pg {
                     "pg {}: write {:?} waited for {:?}, which never came",
                     self.id, w.ctx.version, w.ctx.prev
                 ))),
+            });
+        }
+        let epoch = self.epoch;
+        let (late, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.queries)
+            .into_iter()
+            .partition(|q| q.deadline_ms <= now);
+        self.queries = keep;
+        for q in late {
+            fx.push(Effect::InfoReply {
+                token: q.token,
+                result: Err(format!(
+                    "pg {}: this OSD's map is at epoch {epoch}, the query needs {}",
+                    self.id, q.epoch
+                )),
             });
         }
         let err = self.unavailable();
@@ -1142,6 +1231,7 @@ impl Pg {
                     fx.push(Effect::QueryInfo {
                         to,
                         interval: self.interval,
+                        epoch: self.epoch,
                     });
                 }
                 self.peer_asked_ms = now;
@@ -1157,6 +1247,7 @@ impl Pg {
             && self.rep.waiting.is_empty()
             && self.rep.committing.is_empty()
             && self.lists.is_empty()
+            && self.queries.is_empty()
     }
 
     /// The PG's state for the monitors (primaries only).

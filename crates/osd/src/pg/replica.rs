@@ -92,8 +92,12 @@ pub(super) struct Lane {
     pub high: Version,
     /// Writes waiting for an earlier one still on its way.
     pub waiting: Vec<RepWrite>,
-    /// Store transactions of replica writes not yet durable: tid -> token.
-    pub committing: HashMap<u64, u64>,
+    /// Store transactions of replica writes not yet durable: tid -> (token,
+    /// the interval this copy was in when it took the write). A write
+    /// whose interval has ended by the time it is durable is answered
+    /// `Stale`, never acknowledged: this copy has told a newer primary
+    /// where its log stands, and an old primary must not count on it.
+    pub committing: HashMap<u64, (u64, u64)>,
 }
 
 /// Why a replica's transaction cannot be applied as sent (`None`: fine):
