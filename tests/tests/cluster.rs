@@ -118,17 +118,20 @@ fn pattern(len: usize, seed: u8) -> Vec<u8> {
         .collect()
 }
 
-/// Until every PG of pool 1 reports active+clean (or the time is up).
+/// Until every PG of pool 1 reports active+clean; fails the test, with
+/// the last status, when that takes longer than 20 s.
 async fn wait_clean(c: &Cluster) {
+    let mut last = serde_json::Value::Null;
     for _ in 0..100 {
         if let Ok(r) = c.mon(MonRequest::Admin(Admin::Status)).await {
-            let by = &r.value["pgs"]["by_state"];
-            if by["active+clean"] == 16 {
+            if r.value["pgs"]["by_state"]["active+clean"] == 16 {
                 return;
             }
+            last = r.value;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    panic!("PGs not active+clean after 20 s: {last}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -378,10 +381,11 @@ async fn losing_osds_against_min_size() {
     // still work from the survivor.
     t.kill(1).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
+    // The PG holds the write for its op timeout (3 s), then refuses it;
+    // the client waits longer (10 s), so this is the PG's answer, typed.
     let e = p.write_full("o0", b"no".to_vec()).await.unwrap_err();
     assert!(
-        matches!(e, ClientError::Op(OpError::Unavailable { .. }))
-            || matches!(e, ClientError::Timeout(..)),
+        matches!(e, ClientError::Op(OpError::Unavailable { .. })),
         "{e}"
     );
     // The OSD that failed last returns: it missed nothing, writes resume.
@@ -415,7 +419,6 @@ async fn losing_osds_against_min_size() {
             Err(ClientError::Op(OpError::Down { osds, .. })) => {
                 assert!(osds.contains(&0), "{osds:?}")
             }
-            Err(ClientError::Timeout(..)) => {}
             other => panic!(
                 "a stale copy answered for {name}: {:?}",
                 other.map(|d| d.len())
