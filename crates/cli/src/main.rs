@@ -39,6 +39,12 @@ enum Cmd {
     Up(up_cmd::UpArgs),
     /// Stop a cluster started with `up --detach`.
     Down(up_cmd::DownArgs),
+    /// Start one daemon (`osd.N`, `mon.0`) of a cluster `up` made, e.g.
+    /// after `stop` or a crash.
+    Start(up_cmd::DaemonArgs),
+    /// Stop one daemon of a cluster `up` made (`--kill`: SIGKILL, like a
+    /// crash).
+    Stop(up_cmd::DaemonArgs),
     /// Cluster health, daemons, PG states, usage and client I/O.
     Status {
         /// Print JSON.
@@ -168,6 +174,8 @@ fn main() -> ExitCode {
     let res = match cli.cmd {
         Cmd::Up(a) => up_cmd::up(a),
         Cmd::Down(a) => up_cmd::down(a),
+        Cmd::Start(a) => up_cmd::start(a),
+        Cmd::Stop(a) => up_cmd::stop(a),
         Cmd::Status { json } => admin_cmd::status(conn, json),
         Cmd::Mon(admin_cmd::MonCmd::Run(a)) => daemon_cmd::mon(a),
         Cmd::Osd(c) => admin_cmd::osd(conn, c),

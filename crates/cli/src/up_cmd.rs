@@ -170,6 +170,58 @@ fn stop_all(dir: &Path, names: &[String]) -> usize {
     stopped
 }
 
+/// The command line of daemon `name` (`mon.0`, `osd.N`) of the cluster.
+fn daemon_args(st: &State, dir: &Path, name: &str) -> Result<Vec<String>, CliError> {
+    let data = dir.join(name).to_string_lossy().into_owned();
+    if name == "mon.0" {
+        let reporters = if st.osd_addrs.len() >= 3 { 2 } else { 1 };
+        return Ok(vec![
+            "mon".into(),
+            "run".into(),
+            "--id".into(),
+            "0".into(),
+            "--members".into(),
+            format!("0={}", st.mon_addr),
+            "--data".into(),
+            data,
+            "--fsid".into(),
+            st.fsid.clone(),
+            "--failure-domain".into(),
+            "osd".into(),
+            "--min-down-reporters".into(),
+            reporters.to_string(),
+            "--report-timeout".into(),
+            "30".into(),
+        ]);
+    }
+    let addr = name
+        .strip_prefix("osd.")
+        .and_then(|i| i.parse::<usize>().ok())
+        .and_then(|i| st.osd_addrs.get(i).map(|a| (i, a)));
+    let Some((i, addr)) = addr else {
+        return Err(CliError(format!(
+            "no daemon '{name}' in this cluster (mon.0, osd.0 .. osd.{})",
+            st.osd_addrs.len().saturating_sub(1)
+        )));
+    };
+    Ok(vec![
+        "osd".into(),
+        "run".into(),
+        "--id".into(),
+        i.to_string(),
+        "--addr".into(),
+        addr.clone(),
+        "--mon".into(),
+        st.mon_addr.clone(),
+        "--data".into(),
+        data,
+        "--size".into(),
+        st.osd_size.to_string(),
+        "--host".into(),
+        "localhost".into(),
+    ])
+}
+
 fn names(st: &State) -> Vec<String> {
     let mut v = vec!["mon.0".to_string()];
     v.extend((0..st.osd_addrs.len()).map(|i| format!("osd.{i}")));
@@ -220,28 +272,10 @@ pub fn up(a: UpArgs) -> Result<(), CliError> {
     conf.save(&conf_path)?;
     let n = st.osd_addrs.len();
     let mut children = Vec::new();
-    let reporters = if n >= 3 { 2 } else { 1 };
     children.push(spawn(
         &dir,
         "mon.0",
-        &[
-            "mon".into(),
-            "run".into(),
-            "--id".into(),
-            "0".into(),
-            "--members".into(),
-            format!("0={}", st.mon_addr),
-            "--data".into(),
-            dir.join("mon.0").to_string_lossy().into_owned(),
-            "--fsid".into(),
-            st.fsid.clone(),
-            "--failure-domain".into(),
-            "osd".into(),
-            "--min-down-reporters".into(),
-            reporters.to_string(),
-            "--report-timeout".into(),
-            "30".into(),
-        ],
+        &daemon_args(&st, &dir, "mon.0")?,
         a.detach,
     )?);
     let rt = crate::config::runtime()?;
@@ -258,27 +292,12 @@ pub fn up(a: UpArgs) -> Result<(), CliError> {
             dir.join("mon.0.log").display()
         )));
     }
-    for (i, addr) in st.osd_addrs.iter().enumerate() {
+    for i in 0..n {
         let name = format!("osd.{i}");
         children.push(spawn(
             &dir,
             &name,
-            &[
-                "osd".into(),
-                "run".into(),
-                "--id".into(),
-                i.to_string(),
-                "--addr".into(),
-                addr.clone(),
-                "--mon".into(),
-                st.mon_addr.clone(),
-                "--data".into(),
-                dir.join(&name).to_string_lossy().into_owned(),
-                "--size".into(),
-                st.osd_size.to_string(),
-                "--host".into(),
-                "localhost".into(),
-            ],
+            &daemon_args(&st, &dir, &name)?,
             a.detach,
         )?);
     }
@@ -385,6 +404,74 @@ pub fn down(a: DownArgs) -> Result<(), CliError> {
     } else {
         println!("stopped {n} daemons");
     }
+    Ok(())
+}
+
+/// `loligo start` / `loligo stop`: one daemon of a cluster `up` made.
+#[derive(Args)]
+pub struct DaemonArgs {
+    /// The daemon: `mon.0` or `osd.N`.
+    name: String,
+    /// The cluster's directory.
+    #[arg(long, default_value = DEFAULT_DATA_DIR)]
+    data_dir: PathBuf,
+    /// (stop) Kill it at once with SIGKILL, like a crash, instead of a
+    /// clean stop that first tells the monitors.
+    #[arg(long)]
+    kill: bool,
+}
+
+fn cluster_of(a: &DaemonArgs) -> Result<(PathBuf, State), CliError> {
+    let dir = std::fs::canonicalize(&a.data_dir)
+        .map_err(|e| CliError(format!("{}: {e}", a.data_dir.display())))?;
+    let st =
+        load_state(&dir)?.ok_or_else(|| CliError(format!("{} holds no cluster", dir.display())))?;
+    daemon_args(&st, &dir, &a.name)?;
+    Ok((dir, st))
+}
+
+/// Start one daemon of a cluster in the background (after `stop`, or a
+/// crash).
+pub fn start(a: DaemonArgs) -> Result<(), CliError> {
+    if a.kill {
+        return Err(CliError("--kill is for stop".into()));
+    }
+    let (dir, st) = cluster_of(&a)?;
+    if let Some(pid) = running(&dir, &a.name) {
+        return Err(CliError(format!(
+            "{} is already running (pid {pid})",
+            a.name
+        )));
+    }
+    let child = spawn(&dir, &a.name, &daemon_args(&st, &dir, &a.name)?, true)?;
+    println!(
+        "started {} (pid {}); log in {}",
+        a.name,
+        child.id(),
+        dir.join(format!("{}.log", a.name)).display()
+    );
+    Ok(())
+}
+
+/// Stop one daemon: cleanly (it tells the monitors first), or with
+/// `--kill` at once, as a crash would.
+pub fn stop(a: DaemonArgs) -> Result<(), CliError> {
+    let (dir, _) = cluster_of(&a)?;
+    let Some(pid) = running(&dir, &a.name) else {
+        println!("{} is not running", a.name);
+        return Ok(());
+    };
+    if a.kill {
+        signal(pid, nix::sys::signal::Signal::SIGKILL);
+        let t0 = Instant::now();
+        while alive(pid) && t0.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = std::fs::remove_file(pid_path(&dir, &a.name));
+    } else {
+        stop_all(&dir, std::slice::from_ref(&a.name));
+    }
+    println!("stopped {}", a.name);
     Ok(())
 }
 
