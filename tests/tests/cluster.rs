@@ -23,6 +23,15 @@ struct TestCluster {
     osds: Vec<Option<OsdHandle>>,
     stores: Vec<Arc<dyn ObjectStore>>,
     addrs: Vec<String>,
+    /// Each OSD's store folder (a revived OSD mounts it again).
+    dirs: Vec<std::path::PathBuf>,
+}
+
+fn store_cfg() -> BlockConfig {
+    BlockConfig {
+        size: 256 << 20,
+        ..BlockConfig::default()
+    }
 }
 
 fn osd_cfg(id: i32, addr: &str, mon: &str) -> OsdConfig {
@@ -53,15 +62,12 @@ impl TestCluster {
             osds: Vec::new(),
             stores: Vec::new(),
             addrs: Vec::new(),
+            dirs: Vec::new(),
         };
         for i in 0..n {
             let sd = dir.join(format!("osd.{i}"));
-            let cfg = BlockConfig {
-                size: 256 << 20,
-                ..BlockConfig::default()
-            };
-            BlockStore::mkfs(&sd, &cfg).unwrap();
-            let s: Arc<dyn ObjectStore> = Arc::new(BlockStore::mount(&sd, &cfg).unwrap());
+            BlockStore::mkfs(&sd, &store_cfg()).unwrap();
+            let s: Arc<dyn ObjectStore> = Arc::new(BlockStore::mount(&sd, &store_cfg()).unwrap());
             let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
             let addr = l.local_addr().unwrap().to_string();
             let h = loligo_osd::start(osd_cfg(i as i32, &addr, &t.mon_addr), s.clone(), l)
@@ -70,25 +76,37 @@ impl TestCluster {
             t.osds.push(Some(h));
             t.stores.push(s);
             t.addrs.push(addr);
+            t.dirs.push(sd);
         }
         t
     }
 
+    /// Stop OSD `i` as a crash would, and close its store: a revived OSD
+    /// mounts it again from disk.
     async fn kill(&mut self, i: usize) {
         if let Some(h) = self.osds[i].take() {
             h.stop(false).await;
         }
+        let t0 = std::time::Instant::now();
+        while Arc::strong_count(&self.stores[i]) > 1 {
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "osd.{i}'s store is still in use 10 s after it stopped"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        // Unmount (the stand-in holds nothing of it).
+        self.stores[i] = Arc::new(loligo_store::MemStore::new());
     }
 
     async fn revive(&mut self, i: usize) {
+        let s: Arc<dyn ObjectStore> =
+            Arc::new(BlockStore::mount(&self.dirs[i], &store_cfg()).unwrap());
+        self.stores[i] = s.clone();
         let l = TcpListener::bind(&self.addrs[i]).await.unwrap();
-        let h = loligo_osd::start(
-            osd_cfg(i as i32, &self.addrs[i], &self.mon_addr),
-            self.stores[i].clone(),
-            l,
-        )
-        .await
-        .unwrap();
+        let h = loligo_osd::start(osd_cfg(i as i32, &self.addrs[i], &self.mon_addr), s, l)
+            .await
+            .unwrap();
         self.osds[i] = Some(h);
     }
 }

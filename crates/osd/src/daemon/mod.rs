@@ -44,6 +44,8 @@ const PEER_CONNECT_TIMEOUT_MS: u64 = 1_000;
 const PEER_REQUEST_TIMEOUT_MS: u64 = 30_000;
 /// How long booting may wait for the monitors.
 const BOOT_TIMEOUT_MS: u64 = 60_000;
+/// How long `stop` waits for the gRPC server to close its connections.
+const STOP_WAIT_MS: u64 = 2_000;
 /// How long `start` waits for a map that shows this OSD up.
 const UP_WAIT_MS: u64 = 30_000;
 
@@ -121,6 +123,8 @@ pub struct OsdShared {
     stopped: AtomicBool,
     /// A re-boot after being wrongly marked down is under way.
     rebooting: AtomicBool,
+    /// Wakes the gRPC server to stop.
+    shutdown: tokio::sync::Notify,
     /// Write sets PGs want recorded, one per PG (the newest ask wins),
     /// sent to the monitors in batches.
     record_asks: Mutex<HashMap<PgId, (WriteSetRecord, Mailbox)>>,
@@ -200,6 +204,8 @@ pub struct OsdHandle {
     pub shared: Arc<OsdShared>,
     pub addr: SocketAddr,
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// The gRPC server, stopped through `OsdShared::shutdown`.
+    server: tokio::task::JoinHandle<()>,
 }
 
 impl OsdHandle {
@@ -215,6 +221,17 @@ impl OsdHandle {
         }
         let pgs: Vec<_> = lock(&self.shared.pgs).drain().collect();
         drop(pgs);
+        // The server closes its connections; requests still running end
+        // at once (a stopped OSD answers nothing), or are cut after a
+        // bound.
+        self.shared.shutdown.notify_one();
+        let mut server = self.server;
+        if tokio::time::timeout(Duration::from_millis(STOP_WAIT_MS), &mut server)
+            .await
+            .is_err()
+        {
+            server.abort();
+        }
     }
 
     /// The newest map epoch this OSD has.
@@ -249,6 +266,7 @@ pub async fn start(
         start: Instant::now(),
         stopped: AtomicBool::new(false),
         rebooting: AtomicBool::new(false),
+        shutdown: tokio::sync::Notify::new(),
         record_asks: Mutex::new(HashMap::new()),
         record_wake: tokio::sync::Notify::new(),
     });
@@ -257,15 +275,17 @@ pub async fn start(
         .max_decoding_message_size(MESSAGE_BYTES_MAX)
         .max_encoding_message_size(MESSAGE_BYTES_MAX);
     let incoming = loligo_proto::net::incoming(listener);
-    tasks.push(tokio::spawn(async move {
+    let s = shared.clone();
+    let server = tokio::spawn(async move {
+        let stopped = async move { s.shutdown.notified().await };
         if let Err(e) = tonic::transport::Server::builder()
             .add_service(svc)
-            .serve_with_incoming(incoming)
+            .serve_with_incoming_shutdown(incoming, stopped)
             .await
         {
             tracing::error!("OSD server stopped: {e}");
         }
-    }));
+    });
     let mut mc = MonClient::new(shared.cfg.mon_addrs.clone())?;
     mc.deadline = Duration::from_millis(BOOT_TIMEOUT_MS);
     mc.call(shared.cfg.boot_request()).await?;
@@ -308,6 +328,7 @@ pub async fn start(
         shared,
         addr,
         tasks,
+        server,
     })
 }
 

@@ -13,6 +13,7 @@ use loligo_proto::v1::Raw;
 use loligo_store::Transaction;
 use loligo_types::ops::{decode_msg, encode_msg};
 use loligo_types::{Epoch, PgId};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -82,7 +83,7 @@ pub(super) async fn replicate(
             Ok(PeerReply::Refused(e)) => break Err(RepError::Stale(e)),
             Ok(_) => break Err(RepError::Failed("unexpected reply".into())),
             Err(e) => {
-                if !s.in_interval(pg, interval) {
+                if !s.in_interval(pg, interval) || s.stopped.load(Ordering::Relaxed) {
                     break Err(RepError::Stale(e.to_string()));
                 }
                 if Instant::now() > deadline {
@@ -125,6 +126,7 @@ pub(super) async fn query_info(
             // an unreachable member.
             Ok(PeerReply::Refused(_)) | Err(_) => {
                 if !s.in_interval(pg, interval)
+                    || s.stopped.load(Ordering::Relaxed)
                     || s.map().is_some_and(|m| !m.is_up(to))
                     || Instant::now() > give_up
                 {
