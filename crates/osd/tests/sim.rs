@@ -1,13 +1,17 @@
 //! A seeded simulation of one PG on four OSDs: the real `Pg` state
-//! machines and replica path over MemStores, a monitor model (failure
-//! marking after a delay, pg_temp, write-set records), a client writing and
-//! reading a few objects, and faults: OSD crashes (a commit in flight is
-//! kept or lost at random), restarts, message delays and reordering.
+//! machines (primary, replica and peering-query paths, the same code the
+//! daemon runs) over MemStores, a monitor model (failure marking after a
+//! delay, pg_temp, write-set records), a client writing and reading a few
+//! objects with compound ops (data, xattr and omap together), and faults:
+//! OSD crashes (commits in flight, replica writes included, are kept or
+//! lost at random), restarts, message delays and reordering, and maps
+//! reaching one OSD late (an old primary goes on while a new one peers).
 //!
 //! Checked: a read never returns less than the newest value acknowledged
 //! before the read was sent (no acknowledged write is lost, no stale copy
-//! answers), and once every OSD is back, every object reads back at least
-//! its newest acknowledged value. A failing seed replays exactly:
+//! answers), never a value not yet written, never a torn compound write;
+//! and once every OSD is back, every object reads back at least its newest
+//! acknowledged value. A failing seed replays exactly:
 //! `LOLIGO_SIM_SEED=N cargo test -p loligo-osd --test sim`.
 
 use loligo_osd::pg::{stored_info, Effect, Input, Pg, PgInfo, RepCtx, RepError};
@@ -705,11 +709,19 @@ impl Sim {
             }
             (Ok(r), Kind::Read { obj, floor }) => {
                 self.pending.remove(&key);
-                let got = match r.first() {
-                    Some(SubResult::Data(d)) => value_of(d),
-                    _ => 0,
+                let (data, xattr, omap) = match &r[..] {
+                    [SubResult::Data(d), SubResult::Data(x), SubResult::Omap(o)] => (
+                        value_of(d),
+                        value_of(x),
+                        o.first().map_or(0, |(_, v)| value_of(v)),
+                    ),
+                    other => panic!("object {obj}: unexpected read result {other:?}"),
                 };
-                self.check_read(obj, floor, got);
+                assert!(
+                    data == xattr && xattr == omap,
+                    "object {obj}: torn compound write: data {data}, xattr {xattr}, omap {omap}"
+                );
+                self.check_read(obj, floor, data);
             }
             (Err(OpError::NotFound), Kind::Read { obj, floor }) => {
                 self.pending.remove(&key);
@@ -751,11 +763,30 @@ impl Sim {
             return;
         };
         let p = &self.pending[&key];
+        // A write is one compound op: the value as the data, as an xattr
+        // and as an omap entry; a read gets all three back, and they must
+        // agree (an op is applied whole or not at all, on every copy).
         let (obj, ops) = match p.kind {
             Kind::Write { obj, value } => {
-                (obj, vec![SubOp::WriteFull(value.to_le_bytes().to_vec())])
+                let v = value.to_le_bytes().to_vec();
+                let ops = vec![
+                    SubOp::WriteFull(v.clone()),
+                    SubOp::SetXattr {
+                        name: "v".into(),
+                        value: v.clone(),
+                    },
+                    SubOp::OmapSet(vec![(b"v".to_vec().into(), v.into())]),
+                ];
+                (obj, ops)
             }
-            Kind::Read { obj, .. } => (obj, vec![SubOp::Read { offset: 0, len: 0 }]),
+            Kind::Read { obj, .. } => (
+                obj,
+                vec![
+                    SubOp::Read { offset: 0, len: 0 },
+                    SubOp::GetXattr("v".into()),
+                    SubOp::OmapGetKeys(vec![b"v".to_vec().into()]),
+                ],
+            ),
         };
         let op = ClientOp {
             pool: PG.pool,
