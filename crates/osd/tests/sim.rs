@@ -5,7 +5,8 @@
 //! objects with compound ops (data, xattr and omap together), and faults:
 //! OSD crashes (commits in flight, replica writes included, are kept or
 //! lost at random), restarts, message delays and reordering, and maps
-//! reaching one OSD late (an old primary goes on while a new one peers).
+//! reaching one OSD late (an old primary goes on while a new one peers),
+//! and clients on older maps sending to old primaries.
 //!
 //! Checked: a read never returns less than the newest value acknowledged
 //! before the read was sent (no acknowledged write is lost, no stale copy
@@ -29,6 +30,8 @@ const CLIENT_RESEND_MS: u64 = 3_000;
 /// late at least (steps).
 const MAP_LATE_PER_MILLE: u64 = 60;
 const MAP_LATE_STEPS_MIN: u64 = 40;
+/// Chance (per mille) that an op is sent under an older map.
+const STALE_CLIENT_PER_MILLE: u64 = 100;
 
 use loligo_testkit::Rng;
 
@@ -758,7 +761,16 @@ impl Sim {
     }
 
     fn send_op(&mut self, key: u64) {
-        let acting = self.mon.acting();
+        // Now and then the client is on an older map: it sends to that
+        // map's primary, with that epoch.
+        let mut epoch = self.mon.epoch;
+        if self.rng.chance(STALE_CLIENT_PER_MILLE) {
+            epoch = epoch.saturating_sub(1 + self.rng.below(3)).max(1);
+        }
+        let acting = match self.mon.maps.get(&epoch) {
+            Some((acting, _, _)) => acting.clone(),
+            None => self.mon.acting(),
+        };
         let Some(&primary) = acting.first() else {
             return;
         };
@@ -791,7 +803,7 @@ impl Sim {
         let op = ClientOp {
             pool: PG.pool,
             name: format!("o{obj}"),
-            epoch: self.mon.epoch,
+            epoch,
             ops,
             reqid: Some(p.reqid),
         };
