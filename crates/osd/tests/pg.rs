@@ -606,16 +606,15 @@ fn a_down_pg_goes_on_once_its_write_set_is_declared_lost() {
     assert_ne!(pg.stat().unwrap().state.to_string(), "down");
 }
 
-/// A primary (osd.0, acting [0, 1, 2]) that has peered with empty
-/// members makes `n` writes to distinct objects; what it sent to osd.1.
-fn primary_writes(n: u64) -> Vec<(loligo_osd::pg::RepCtx, Transaction)> {
-    let (s, mut pg) = setup();
-    run(&mut pg, &s, map(1, vec![0, 1, 2], 2));
+/// osd.1 and osd.2 answer interval 1's peering with empty copies; the
+/// effects of the last answer (activation and what waited).
+fn peer_with_empty_members(pg: &mut Pg, s: &MemStore) -> Vec<Effect> {
+    let mut fx = Vec::new();
     for from in [1, 2] {
         let info = Some(PgInfo::default());
-        run(
-            &mut pg,
-            &s,
+        fx = run(
+            pg,
+            s,
             Input::Info {
                 from,
                 interval: 1,
@@ -623,6 +622,15 @@ fn primary_writes(n: u64) -> Vec<(loligo_osd::pg::RepCtx, Transaction)> {
             },
         );
     }
+    fx
+}
+
+/// A primary (osd.0, acting [0, 1, 2]) that has peered with empty
+/// members makes `n` writes to distinct objects; what it sent to osd.1.
+fn primary_writes(n: u64) -> Vec<(loligo_osd::pg::RepCtx, Transaction)> {
+    let (s, mut pg) = setup();
+    run(&mut pg, &s, map(1, vec![0, 1, 2], 2));
+    peer_with_empty_members(&mut pg, &s);
     let mut sent = Vec::new();
     for i in 0..n {
         let (_, rest) = apply(
@@ -809,24 +817,7 @@ fn listings_go_through_the_pg_and_respect_down() {
         run(&mut pg, &s, list(2, 0)).is_empty(),
         "waits while peering"
     );
-    run(
-        &mut pg,
-        &s,
-        Input::Info {
-            from: 1,
-            interval: 1,
-            info: Some(PgInfo::default()),
-        },
-    );
-    let fx = run(
-        &mut pg,
-        &s,
-        Input::Info {
-            from: 2,
-            interval: 1,
-            info: Some(PgInfo::default()),
-        },
-    );
+    let fx = peer_with_empty_members(&mut pg, &s);
     assert!(matches!(list_reply(&fx), Some(Ok((names, false))) if names.is_empty()));
     // A copy whose write set on record is unreachable lists nothing: it
     // waits, then fails with `Down`.

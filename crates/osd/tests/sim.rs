@@ -229,6 +229,12 @@ struct Stats {
     crashes: u64,
 }
 
+/// Remove and return (in token order) the entries `held` selects.
+fn take_held<T>(m: &mut BTreeMap<u64, T>, held: impl Fn(&T) -> bool) -> Vec<T> {
+    let tokens: Vec<u64> = m.iter().filter(|(_, v)| held(v)).map(|(t, _)| *t).collect();
+    tokens.into_iter().filter_map(|t| m.remove(&t)).collect()
+}
+
 fn value_of(data: &[u8]) -> u64 {
     let mut b = [0u8; 8];
     if data.len() == 8 {
@@ -338,43 +344,26 @@ impl Sim {
             self.osds[o].store.apply(txn).unwrap();
         }
         self.osds[o].pg = None;
-        // Replica writes it held unanswered: their senders' calls fail and
-        // the senders send them again.
-        let lost: Vec<u64> = self
-            .rep_tokens
-            .iter()
-            .filter(|(_, p)| p.to == o)
-            .map(|(t, _)| *t)
-            .collect();
-        for t in lost {
-            if let Some(p) = self.rep_tokens.remove(&t) {
-                self.send(Ev::RepOp {
-                    to: p.to,
-                    from: p.from,
-                    gen: p.gen,
-                    tid: p.tid,
-                    ctx: p.ctx,
-                    txn: p.txn,
-                });
-            }
+        // Replica writes and peering queries it held unanswered: the
+        // senders' calls fail and they send them again.
+        for p in take_held(&mut self.rep_tokens, |p| p.to == o) {
+            self.send(Ev::RepOp {
+                to: p.to,
+                from: p.from,
+                gen: p.gen,
+                tid: p.tid,
+                ctx: p.ctx,
+                txn: p.txn,
+            });
         }
-        // Queries it held: the asking primaries ask again.
-        let lost: Vec<u64> = self
-            .query_tokens
-            .iter()
-            .filter(|(_, q)| q.to == o)
-            .map(|(t, _)| *t)
-            .collect();
-        for t in lost {
-            if let Some(q) = self.query_tokens.remove(&t) {
-                self.send(Ev::Query {
-                    from: q.from,
-                    gen: q.gen,
-                    to: q.to,
-                    interval: q.interval,
-                    epoch: q.epoch,
-                });
-            }
+        for q in take_held(&mut self.query_tokens, |q| q.to == o) {
+            self.send(Ev::Query {
+                from: q.from,
+                gen: q.gen,
+                to: q.to,
+                interval: q.interval,
+                epoch: q.epoch,
+            });
         }
         // The monitors notice after a grace period.
         self.send(Ev::MarkDown { osd: o, gen });

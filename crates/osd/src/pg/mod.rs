@@ -528,7 +528,6 @@ impl Pg {
             Input::Tick { now_ms } => {
                 self.now_ms = now_ms;
                 self.expire(&mut fx);
-                self.expire_rep(&mut fx);
             }
         }
         fx
@@ -908,50 +907,6 @@ impl Pg {
         }
     }
 
-    /// Replica writes whose predecessor never came, and listings that
-    /// waited too long, are refused.
-    fn expire_rep(&mut self, fx: &mut Vec<Effect>) {
-        let now = self.now_ms;
-        let (late, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.rep.waiting)
-            .into_iter()
-            .partition(|w| w.deadline_ms <= now);
-        self.rep.waiting = keep;
-        for w in late {
-            fx.push(Effect::RepReply {
-                token: w.token,
-                result: Err(RepError::Failed(format!(
-                    "pg {}: write {:?} waited for {:?}, which never came",
-                    self.id, w.ctx.version, w.ctx.prev
-                ))),
-            });
-        }
-        let epoch = self.epoch;
-        let (late, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.queries)
-            .into_iter()
-            .partition(|q| q.deadline_ms <= now);
-        self.queries = keep;
-        for q in late {
-            fx.push(Effect::InfoReply {
-                token: q.token,
-                result: Err(format!(
-                    "pg {}: this OSD's map is at epoch {epoch}, the query needs {}",
-                    self.id, q.epoch
-                )),
-            });
-        }
-        let err = self.unavailable();
-        let (late, keep): (VecDeque<_>, VecDeque<_>) = std::mem::take(&mut self.lists)
-            .into_iter()
-            .partition(|l| l.deadline_ms <= now);
-        self.lists = keep;
-        for l in late {
-            fx.push(Effect::ListReply {
-                token: l.token,
-                result: Err(err.clone()),
-            });
-        }
-    }
-
     fn take_tid(&mut self) -> u64 {
         let tid = self.next_tid;
         self.next_tid += 1;
@@ -964,8 +919,7 @@ impl Pg {
             self.info.last_epoch_started = self.epoch;
             let mut t = Transaction::new();
             t.set_record(self.coll, INFO_KEY, record::encode_info(&self.info));
-            let tid = self.next_tid;
-            self.next_tid += 1;
+            let tid = self.take_tid();
             fx.push(Effect::Apply { tid, txn: t });
         }
         self.rerun_waiting(s, fx);
@@ -1126,6 +1080,7 @@ impl Pg {
         let Role::Primary { write_set } = &self.role else {
             return;
         };
+        // Not `take_tid`: `write_set` borrows the role.
         let tid = self.next_tid;
         self.next_tid += 1;
         fx.extend(self.backend.distribute(WritePlan {
@@ -1210,19 +1165,16 @@ impl Pg {
         }
     }
 
+    /// Everything that waited past its deadline is answered: ops and
+    /// listings with why the PG cannot serve, replica writes whose
+    /// predecessor never came, queries this PG's map never caught up with.
     fn expire(&mut self, fx: &mut Vec<Effect>) {
         let now = self.now_ms;
         let err = self.unavailable();
         let epoch = self.epoch;
-        let mut keep = VecDeque::new();
-        for p in std::mem::take(&mut self.waiting) {
-            if p.deadline_ms <= now {
-                fx.push(reply(p.token, Err(err.clone()), Version::default(), epoch));
-            } else {
-                keep.push_back(p);
-            }
+        for p in take_expired(&mut self.waiting, now, |p| p.deadline_ms) {
+            fx.push(reply(p.token, Err(err.clone()), Version::default(), epoch));
         }
-        self.waiting = keep;
         if let Role::Peering { want, .. } = &self.role {
             // Infos that never came: ask again (a query can be lost with
             // a member that restarted between two maps this OSD saw).
@@ -1236,6 +1188,31 @@ impl Pg {
                 }
                 self.peer_asked_ms = now;
             }
+        }
+
+        for w in take_expired(&mut self.rep.waiting, now, |w| w.deadline_ms) {
+            fx.push(Effect::RepReply {
+                token: w.token,
+                result: Err(RepError::Failed(format!(
+                    "pg {}: write {:?} waited for {:?}, which never came",
+                    self.id, w.ctx.version, w.ctx.prev
+                ))),
+            });
+        }
+        for q in take_expired(&mut self.queries, now, |q| q.deadline_ms) {
+            fx.push(Effect::InfoReply {
+                token: q.token,
+                result: Err(format!(
+                    "pg {}: this OSD's map is at epoch {epoch}, the query needs {}",
+                    self.id, q.epoch
+                )),
+            });
+        }
+        for l in take_expired(&mut self.lists, now, |l| l.deadline_ms) {
+            fx.push(Effect::ListReply {
+                token: l.token,
+                result: Err(err.clone()),
+            });
         }
     }
 
@@ -1279,6 +1256,24 @@ impl Pg {
             bytes: self.info.bytes,
         })
     }
+}
+
+/// Remove from `items` (in order) and return those whose deadline is due.
+fn take_expired<C, T>(items: &mut C, now_ms: u64, deadline_ms: impl Fn(&T) -> u64) -> Vec<T>
+where
+    C: Default + IntoIterator<Item = T> + Extend<T>,
+{
+    let mut late = Vec::new();
+    let mut keep = C::default();
+    for x in std::mem::take(items) {
+        if deadline_ms(&x) <= now_ms {
+            late.push(x);
+        } else {
+            keep.extend([x]);
+        }
+    }
+    *items = keep;
+    late
 }
 
 /// One page of a PG's objects in (hash, name) order after `start`.
