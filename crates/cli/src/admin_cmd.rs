@@ -212,6 +212,14 @@ fn status_text(s: &StatusReport) -> String {
     let _ = writeln!(o, "\n  data:");
     let _ = writeln!(o, "    pools:   {} pools, {} pgs", s.pools, s.pgs.total);
     let _ = writeln!(o, "    objects: {}", s.usage.objects);
+    if s.usage.degraded_objects > 0 {
+        // As `ceph -s` says it: copies missing out of all copies.
+        let _ = writeln!(
+            o,
+            "    degraded: {} object copies missing (recovery pending)",
+            s.usage.degraded_objects
+        );
+    }
     let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
     let u = &s.usage;
     let _ = writeln!(
@@ -437,6 +445,7 @@ mod tests {
             },
             usage: Usage {
                 objects: 12,
+                degraded_objects: 3,
                 used_bytes: 1 << 30,
                 total_bytes: 4 << 30,
             },
@@ -449,6 +458,7 @@ mod tests {
             "{t}"
         );
         assert!(t.contains("osd: 4 osds: 3 up, 4 in (map epoch 40)"), "{t}");
+        assert!(t.contains("degraded: 3 object copies missing"), "{t}");
         assert!(
             t.contains("1.00 GiB used, 3.00 GiB / 4.00 GiB avail"),
             "{t}"

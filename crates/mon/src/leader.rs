@@ -131,7 +131,7 @@ impl LeaderState {
             .flat_map(|r| r.report.pgs.iter().map(|p| (p.pg, p)))
             .collect();
         let mut by_state: BTreeMap<PgState, u64> = BTreeMap::new();
-        let (mut total, mut objects) = (0u64, 0u64);
+        let (mut total, mut objects, mut degraded) = (0u64, 0u64, 0u64);
         let mut placer = map.placer()?;
         for pool in map.pools.values() {
             for ps in 0..pool.pg_num {
@@ -142,6 +142,7 @@ impl LeaderState {
                     // Only the current primary's report counts.
                     Some(s) if s.acting.first() == Some(&primary) => {
                         objects += s.objects;
+                        degraded += s.degraded;
                         s.state
                     }
                     _ if primary < 0 => PgState::DOWN,
@@ -180,6 +181,7 @@ impl LeaderState {
             pgs: PgSummary { total, by_state },
             usage: Usage {
                 objects,
+                degraded_objects: degraded,
                 used_bytes: used,
                 total_bytes: capacity,
             },
@@ -359,6 +361,7 @@ mod tests {
                 acting: pm.acting.clone(),
                 objects: 10,
                 bytes: 0,
+                degraded: 0,
             });
         }
         for (_, r) in reports {

@@ -238,6 +238,8 @@ pub struct PgSummary {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Usage {
     pub objects: u64,
+    /// Object copies that members of their PGs lack (recovery pending).
+    pub degraded_objects: u64,
     pub used_bytes: u64,
     pub total_bytes: u64,
 }
@@ -284,6 +286,7 @@ mod tests {
             },
             usage: Usage {
                 objects: 0,
+                degraded_objects: 0,
                 used_bytes: 0,
                 total_bytes: 1,
             },

@@ -2,7 +2,7 @@
 //!
 //! Vocabulary only: it must never hold logic.
 
-use crate::pg::PgInfo;
+use crate::pg::{AuthLog, LogAnswer, PeerInfo, Push};
 use loligo_store::Transaction;
 use loligo_types::{Epoch, PgId};
 use serde::{Deserialize, Serialize};
@@ -25,12 +25,30 @@ pub enum PeerMsg {
         interval: Epoch,
         epoch: Epoch,
     },
+    /// Primary -> recovering member: merge the authoritative log.
+    Log {
+        pg: PgId,
+        from: i32,
+        ctx: crate::pg::RepCtx,
+        log: AuthLog,
+    },
+    /// Primary -> recovering member: an object you lack, whole.
+    Push {
+        pg: PgId,
+        from: i32,
+        ctx: crate::pg::RepCtx,
+        push: Push,
+    },
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum PeerReply {
-    Pong { epoch: Epoch },
+    Pong {
+        epoch: Epoch,
+    },
     RepDone(Result<(), String>),
-    Info(Option<PgInfo>),
+    Info(Option<PeerInfo>),
+    /// The answer to `Log`.
+    Merged(LogAnswer),
     Refused(String),
 }

@@ -6,7 +6,7 @@
 //! monitors to record the write set, and a copy that cannot reach any
 //! member of the recorded write set serves nothing.
 
-use loligo_osd::pg::{Effect, Input, Pg, PgInfo, RepError};
+use loligo_osd::pg::{Effect, Input, PeerInfo, Pg, PgInfo, RepError};
 use loligo_store::{CollectionId, MemStore, ObjectStore, Transaction};
 use loligo_types::ops::{ClientOp, OpError, SubOp, Version};
 use loligo_types::{Epoch, OsdMap, PgId, Pool, WriteSetRecord};
@@ -41,7 +41,9 @@ fn map_record(
     Input::Map {
         epoch,
         primary: acting[0],
+        up: acting.clone(),
         acting,
+        acting_up_from: 0,
         pool: pool(min_size),
         record,
         record_up,
@@ -140,7 +142,7 @@ fn write_waits_for_every_member_of_the_write_set() {
         Input::Info {
             from: 1,
             interval: 1,
-            info: Some(PgInfo::default()),
+            info: Some(PgInfo::default().into()),
         },
     );
     let fx = run(
@@ -221,7 +223,7 @@ fn stale_members_are_left_out_and_min_size_blocks_writes() {
         Input::Info {
             from: 1,
             interval: 1,
-            info: Some(info(5)),
+            info: Some(info(5).into()),
         },
     );
     let fx = run(
@@ -230,7 +232,7 @@ fn stale_members_are_left_out_and_min_size_blocks_writes() {
         Input::Info {
             from: 2,
             interval: 1,
-            info: Some(info(3)),
+            info: Some(info(3).into()),
         },
     );
     assert!(!fx.iter().any(|e| matches!(e, Effect::RequestPgTemp { .. })));
@@ -267,7 +269,7 @@ fn a_primary_that_is_behind_asks_for_pg_temp() {
         Input::Info {
             from: 1,
             interval: 1,
-            info: Some(info(9)),
+            info: Some(info(9).into()),
         },
     );
     let fx = run(
@@ -276,7 +278,7 @@ fn a_primary_that_is_behind_asks_for_pg_temp() {
         Input::Info {
             from: 2,
             interval: 1,
-            info: Some(info(9)),
+            info: Some(info(9).into()),
         },
     );
     match &fx[..] {
@@ -501,7 +503,7 @@ fn a_copy_that_missed_writes_serves_nothing_while_the_write_set_is_down() {
         Input::Info {
             from: 1,
             interval: 5,
-            info: Some(info(8)),
+            info: Some(info(8).into()),
         },
     );
     match &fx[..] {
@@ -523,7 +525,7 @@ fn a_write_set_member_without_a_copy_does_not_count() {
         Input::Info {
             from: 2,
             interval: 4,
-            info: Some(PgInfo::default()),
+            info: Some(PgInfo::default().into()),
         },
     );
     // osd.1 answers but has no copy (a replaced disk): still down.
@@ -570,7 +572,7 @@ fn a_newer_looking_log_outside_the_write_set_does_not_win() {
         Input::Info {
             from: 1,
             interval: 11,
-            info: Some(acked),
+            info: Some(acked.into()),
         },
     );
     let fx = pg.handle(
@@ -578,7 +580,7 @@ fn a_newer_looking_log_outside_the_write_set_does_not_win() {
         Input::Info {
             from: 2,
             interval: 11,
-            info: Some(acked),
+            info: Some(acked.into()),
         },
     );
     match &fx[..] {
@@ -611,7 +613,7 @@ fn a_down_pg_goes_on_once_its_write_set_is_declared_lost() {
 fn peer_with_empty_members(pg: &mut Pg, s: &MemStore) -> Vec<Effect> {
     let mut fx = Vec::new();
     for from in [1, 2] {
-        let info = Some(PgInfo::default());
+        let info = Some(PgInfo::default().into());
         fx = run(
             pg,
             s,
@@ -836,7 +838,7 @@ fn listings_go_through_the_pg_and_respect_down() {
     );
 }
 
-fn info_replies(fx: &[Effect]) -> Vec<(u64, Result<Option<PgInfo>, String>)> {
+fn info_replies(fx: &[Effect]) -> Vec<(u64, Result<Option<PeerInfo>, String>)> {
     fx.iter()
         .filter_map(|e| match e {
             Effect::InfoReply { token, result } => Some((*token, result.clone())),
@@ -869,7 +871,7 @@ fn a_peering_query_is_answered_only_under_the_queried_epoch() {
     // durable here.
     let fx = pg.handle(&s, map(2, vec![2, 1], 1));
     match &info_replies(&fx)[..] {
-        [(5, Ok(Some(i)))] => assert_eq!(i.last_update, w[0].0.version),
+        [(5, Ok(Some(i)))] => assert_eq!(i.info.last_update, w[0].0.version),
         other => panic!("{other:?}"),
     }
     // The old primary's write becomes durable after the interval ended:

@@ -15,9 +15,11 @@
 //! acknowledged value. A failing seed replays exactly:
 //! `LOLIGO_SIM_SEED=N cargo test -p loligo-osd --test sim`.
 
-use loligo_osd::pg::{stored_info, Effect, Input, Pg, PgInfo, RepCtx, RepError};
+use loligo_osd::pg::{
+    stored_info, AuthLog, Effect, Input, LogAnswer, PeerInfo, Pg, Push, RepCtx, RepError,
+};
 use loligo_store::{CollectionId, MemStore, ObjectStore, Transaction};
-use loligo_types::ops::{ClientOp, OpError, OpReply, ReqId, SubOp, SubResult};
+use loligo_types::ops::{ClientOp, OpError, OpReply, ReqId, SubOp, SubResult, Version};
 use loligo_types::{Epoch, OsdMap, PgId, Pool, WriteSetRecord};
 use std::collections::BTreeMap;
 
@@ -95,7 +97,37 @@ enum Ev {
         gen: u64,
         from: i32,
         interval: Epoch,
-        info: Option<PgInfo>,
+        info: Option<PeerInfo>,
+    },
+    Log {
+        to: usize,
+        from: usize,
+        gen: u64,
+        tid: u64,
+        ctx: RepCtx,
+        log: AuthLog,
+    },
+    LogDone {
+        to: usize,
+        gen: u64,
+        tid: u64,
+        from: i32,
+        result: Result<LogAnswer, RepError>,
+    },
+    Push {
+        to: usize,
+        from: usize,
+        gen: u64,
+        tid: u64,
+        ctx: RepCtx,
+        push: Push,
+    },
+    PushDone {
+        to: usize,
+        gen: u64,
+        tid: u64,
+        from: i32,
+        result: Result<(), RepError>,
     },
     Record {
         from: usize,
@@ -126,13 +158,20 @@ enum Ev {
 }
 
 /// One epoch of the map as the PG sees it: acting set, write-set
-/// record, which OSDs are up.
-type MapAt = (Vec<i32>, Option<WriteSetRecord>, [bool; OSDS]);
+/// record, which OSDs are up, CRUSH's set, each OSD's last boot epoch.
+type MapAt = (
+    Vec<i32>,
+    Option<WriteSetRecord>,
+    [bool; OSDS],
+    Vec<i32>,
+    [Epoch; OSDS],
+);
 
 /// The monitor: the map as this test needs it.
 struct Mon {
     epoch: Epoch,
     up: [bool; OSDS],
+    up_from: [Epoch; OSDS],
     pg_temp: Option<Vec<i32>>,
     record: Option<WriteSetRecord>,
     /// Maps by epoch.
@@ -148,6 +187,11 @@ impl Mon {
                 return a;
             }
         }
+        self.crush_up()
+    }
+
+    /// CRUSH's set: the first `size` OSDs that are up.
+    fn crush_up(&self) -> Vec<i32> {
         (0..OSDS as i32)
             .filter(|&o| self.up[o as usize])
             .take(self.pool.size as usize)
@@ -156,8 +200,14 @@ impl Mon {
 
     fn bump(&mut self) {
         self.epoch += 1;
-        self.maps
-            .insert(self.epoch, (self.acting(), self.record.clone(), self.up));
+        let at = (
+            self.acting(),
+            self.record.clone(),
+            self.up,
+            self.crush_up(),
+            self.up_from,
+        );
+        self.maps.insert(self.epoch, at);
     }
 }
 
@@ -185,6 +235,22 @@ struct RepPending {
     tid: u64,
     ctx: RepCtx,
     txn: Transaction,
+}
+
+/// A log or push a member's PG holds (sent again if it crashes).
+struct RecPending {
+    to: usize,
+    from: usize,
+    gen: u64,
+    tid: u64,
+    ctx: RepCtx,
+    what: RecMsg,
+}
+
+#[derive(Clone)]
+enum RecMsg {
+    Log(AuthLog),
+    Push(Push),
 }
 
 /// A peering query a member's PG holds.
@@ -216,6 +282,8 @@ struct Sim {
     rep_tokens: BTreeMap<u64, RepPending>,
     /// Peering queries handed to a member's PG and not yet answered.
     query_tokens: BTreeMap<u64, QueryPending>,
+    /// Logs and pushes handed to a member's PG and not yet answered.
+    rec_tokens: BTreeMap<u64, RecPending>,
     next_rep_token: u64,
     stats: Stats,
     /// Print every delivery (LOLIGO_SIM_TRACE=1).
@@ -227,6 +295,7 @@ struct Stats {
     acked_writes: u64,
     good_reads: u64,
     crashes: u64,
+    clean_checks: u64,
 }
 
 /// Remove and return (in token order) the entries `held` selects.
@@ -268,6 +337,7 @@ impl Sim {
             mon: Mon {
                 epoch: 0,
                 up: [false; OSDS],
+                up_from: [0; OSDS],
                 pg_temp: None,
                 record: None,
                 maps: BTreeMap::new(),
@@ -283,6 +353,7 @@ impl Sim {
             next_client_tid: 1,
             rep_tokens: BTreeMap::new(),
             query_tokens: BTreeMap::new(),
+            rec_tokens: BTreeMap::new(),
             next_rep_token: 1,
             stats: Stats::default(),
             trace: std::env::var("LOLIGO_SIM_TRACE").is_ok(),
@@ -328,8 +399,12 @@ impl Sim {
         let info = stored_info(&osd.store, coll()).unwrap_or_default();
         let mut pg = Pg::new(PG, o as i32, info);
         pg.op_timeout_ms = 2_000;
+        // Long enough that every copy's log overlaps (backfill is not
+        // simulated yet).
+        pg.log_entries_max = 100_000;
         osd.pg = Some(pg);
         self.mon.up[o] = true;
+        self.mon.up_from[o] = self.mon.epoch + 1;
         self.publish();
     }
 
@@ -355,6 +430,10 @@ impl Sim {
                 ctx: p.ctx,
                 txn: p.txn,
             });
+        }
+        for r in take_held(&mut self.rec_tokens, |r| r.to == o) {
+            let ev = rec_event(r);
+            self.send(ev);
         }
         for q in take_held(&mut self.query_tokens, |q| q.to == o) {
             self.send(Ev::Query {
@@ -392,17 +471,54 @@ impl Sim {
                 // The answer to a replica write this OSD took: back to
                 // the primary that sent it.
                 Effect::RepReply { token, result } => {
-                    let Some(p) = self.rep_tokens.remove(&token) else {
+                    if let Some(r) = self.rec_tokens.remove(&token) {
+                        Ev::PushDone {
+                            to: r.from,
+                            gen: r.gen,
+                            tid: r.tid,
+                            from: o as i32,
+                            result,
+                        }
+                    } else if let Some(p) = self.rep_tokens.remove(&token) {
+                        Ev::RepDone {
+                            to: p.from,
+                            gen: p.gen,
+                            tid: p.tid,
+                            from: o as i32,
+                            result,
+                        }
+                    } else {
+                        continue;
+                    }
+                }
+                Effect::LogReply { token, result } => {
+                    let Some(r) = self.rec_tokens.remove(&token) else {
                         continue;
                     };
-                    Ev::RepDone {
-                        to: p.from,
-                        gen: p.gen,
-                        tid: p.tid,
+                    Ev::LogDone {
+                        to: r.from,
+                        gen: r.gen,
+                        tid: r.tid,
                         from: o as i32,
                         result,
                     }
                 }
+                Effect::SendLog { tid, to, ctx, log } => Ev::Log {
+                    to: to as usize,
+                    from: o,
+                    gen,
+                    tid,
+                    ctx,
+                    log,
+                },
+                Effect::Push { tid, to, ctx, push } => Ev::Push {
+                    to: to as usize,
+                    from: o,
+                    gen,
+                    tid,
+                    ctx,
+                    push,
+                },
                 Effect::ListReply { .. } => continue,
                 Effect::QueryInfo {
                     to,
@@ -469,7 +585,12 @@ impl Sim {
                 if !self.alive(osd, gen) {
                     return;
                 }
-                let (acting, record, up) = self.mon.maps[&input_epoch].clone();
+                let (acting, record, up, crush_up, up_from) = self.mon.maps[&input_epoch].clone();
+                let acting_up_from = acting
+                    .iter()
+                    .map(|&o| up_from[o as usize])
+                    .max()
+                    .unwrap_or(0);
                 let record_up = record
                     .iter()
                     .flat_map(|r| r.osds.iter().copied())
@@ -477,6 +598,8 @@ impl Sim {
                     .collect();
                 let input = Input::Map {
                     epoch: input_epoch,
+                    up: crush_up,
+                    acting_up_from,
                     primary: acting.first().copied().unwrap_or(-1),
                     acting,
                     pool: self.mon.pool.clone(),
@@ -655,9 +778,48 @@ impl Sim {
                 }
             }
             Ev::PgTemp { osds } => {
-                if self.mon.pg_temp.as_ref() != Some(&osds) {
-                    self.mon.pg_temp = Some(osds);
+                let osds = Some(osds).filter(|o| !o.is_empty());
+                if self.mon.pg_temp != osds {
+                    self.mon.pg_temp = osds;
                     self.publish();
+                }
+            }
+            Ev::Log {
+                to,
+                from,
+                gen,
+                tid,
+                ctx,
+                log,
+            } => self.deliver_rec(to, from, gen, tid, ctx, RecMsg::Log(log)),
+            Ev::Push {
+                to,
+                from,
+                gen,
+                tid,
+                ctx,
+                push,
+            } => self.deliver_rec(to, from, gen, tid, ctx, RecMsg::Push(push)),
+            Ev::LogDone {
+                to,
+                gen,
+                tid,
+                from,
+                result,
+            } => {
+                if self.alive(to, gen) {
+                    self.feed(to, Input::LogDone { tid, from, result });
+                }
+            }
+            Ev::PushDone {
+                to,
+                gen,
+                tid,
+                from,
+                result,
+            } => {
+                if self.alive(to, gen) {
+                    self.feed(to, Input::PushDone { tid, from, result });
                 }
             }
             Ev::MarkDown { osd, gen } => {
@@ -682,6 +844,71 @@ impl Sim {
             }
             Ev::Reply { req, reply } => self.on_reply(req, reply),
         }
+    }
+
+    /// A log or push reaches member `to` (its PG answers, as in the
+    /// daemon; an unreachable member fails the sender's call).
+    fn deliver_rec(
+        &mut self,
+        to: usize,
+        from: usize,
+        gen: u64,
+        tid: u64,
+        ctx: RepCtx,
+        what: RecMsg,
+    ) {
+        if !self.osds[to].running() {
+            let e = || RepError::Failed("unreachable".into());
+            let ev = match what {
+                RecMsg::Log(_) => Ev::LogDone {
+                    to: from,
+                    gen,
+                    tid,
+                    from: to as i32,
+                    result: Err(e()),
+                },
+                RecMsg::Push(_) => Ev::PushDone {
+                    to: from,
+                    gen,
+                    tid,
+                    from: to as i32,
+                    result: Err(e()),
+                },
+            };
+            return self.send(ev);
+        }
+        let token = self.next_rep_token;
+        self.next_rep_token += 1;
+        self.rec_tokens.insert(
+            token,
+            RecPending {
+                to,
+                from,
+                gen,
+                tid,
+                ctx: ctx.clone(),
+                what: what.clone(),
+            },
+        );
+        let now_ms = self.now_ms;
+        let from = from as i32;
+        let input = match what {
+            RecMsg::Log(log) => Input::Log {
+                from,
+                ctx,
+                log,
+                token,
+                now_ms,
+            },
+            RecMsg::Push(push) => Input::Push {
+                from,
+                ctx,
+                push,
+                token,
+                now_ms,
+            },
+        };
+        self.feed(to, input);
     }
 
     fn on_reply(&mut self, req: u64, reply: OpReply) {
@@ -757,7 +984,7 @@ impl Sim {
             epoch = epoch.saturating_sub(1 + self.rng.below(3)).max(1);
         }
         let acting = match self.mon.maps.get(&epoch) {
-            Some((acting, _, _)) => acting.clone(),
+            Some((acting, ..)) => acting.clone(),
             None => self.mon.acting(),
         };
         let Some(&primary) = acting.first() else {
@@ -930,6 +1157,69 @@ impl Sim {
         );
     }
 
+    /// After healing, with no client ops: the PG goes active+clean with
+    /// CRUSH's set in charge within a bound, and every member then holds
+    /// the same objects (data, xattrs, omap), the same log, the same head,
+    /// and no missing record.
+    fn check_clean(&mut self) {
+        let mut clean = false;
+        for _ in 0..CLEAN_STEPS {
+            if self.is_clean() {
+                clean = true;
+                break;
+            }
+            self.step();
+        }
+        let acting = self.mon.acting();
+        let state = self.osds[acting[0] as usize]
+            .pg
+            .as_ref()
+            .and_then(|pg| pg.stat())
+            .map(|st| st.state.to_string());
+        assert!(
+            clean,
+            "not clean {CLEAN_STEPS} steps after healing: primary osd.{} in state {state:?}, acting {acting:?}, pg_temp {:?}",
+            acting[0], self.mon.pg_temp
+        );
+        let snap = |o: i32| copy_of(&self.osds[o as usize].store);
+        let first = snap(acting[0]);
+        assert!(first.missing.is_empty(), "{first:?}");
+        for &o in &acting[1..] {
+            let other = snap(o);
+            assert_eq!(
+                first.head, other.head,
+                "osd.{o}'s head differs from the primary's"
+            );
+            assert_eq!(first.missing, other.missing, "osd.{o} still lacks objects");
+            assert_eq!(first.objects, other.objects, "osd.{o}'s objects differ");
+            // Every entry the primary keeps, the member keeps alike.
+            for (v, e) in &first.log {
+                assert_eq!(
+                    Some(e),
+                    other.log.get(v),
+                    "osd.{o}'s log entry {v:?} differs"
+                );
+            }
+        }
+        self.stats.clean_checks += 1;
+    }
+
+    /// CRUSH's set in charge and its primary's PG clean, on the newest
+    /// map, with nothing in flight.
+    fn is_clean(&self) -> bool {
+        let acting = self.mon.acting();
+        if acting != self.mon.crush_up() || !self.queue.is_empty() {
+            return false;
+        }
+        let Some(pg) = acting
+            .first()
+            .and_then(|&p| self.osds[p as usize].pg.as_ref())
+        else {
+            return false;
+        };
+        pg.view().epoch == self.mon.epoch && pg.is_clean()
+    }
+
     /// Run until nothing is pending (at most `steps`), sending nothing new.
     fn drain(&mut self, steps: usize) {
         for _ in 0..steps {
@@ -955,10 +1245,85 @@ impl Sim {
     }
 }
 
+/// The message that sends a held log or push again.
+fn rec_event(r: RecPending) -> Ev {
+    match r.what {
+        RecMsg::Log(log) => Ev::Log {
+            to: r.to,
+            from: r.from,
+            gen: r.gen,
+            tid: r.tid,
+            ctx: r.ctx,
+            log,
+        },
+        RecMsg::Push(push) => Ev::Push {
+            to: r.to,
+            from: r.from,
+            gen: r.gen,
+            tid: r.tid,
+            ctx: r.ctx,
+            push,
+        },
+    }
+}
+
+/// Steps the PG may take to go clean once every OSD is back.
+const CLEAN_STEPS: usize = 8_000;
+
+/// One object: name, data, xattrs, omap.
+type ObjectState = (
+    String,
+    Vec<u8>,
+    Vec<(String, Vec<u8>)>,
+    Vec<(Vec<u8>, Vec<u8>)>,
+);
+
+/// What a member's copy holds, for comparing copies.
+#[derive(Debug, PartialEq)]
+struct Copy {
+    head: Version,
+    objects: Vec<ObjectState>,
+    log: BTreeMap<Vec<u8>, Vec<u8>>,
+    missing: Vec<Vec<u8>>,
+}
+
+fn copy_of(s: &MemStore) -> Copy {
+    let c = coll();
+    let (names, _) = s.list(c, None, 10_000).unwrap();
+    let objects = names
+        .into_iter()
+        .map(|o| {
+            let size = s.stat(c, &o).unwrap().size;
+            let data = s.read(c, &o, &[(0, size)]).unwrap().pop().unwrap();
+            let attrs = s.getattrs(c, &o).unwrap().into_iter().collect();
+            let omap = s.omap_range(c, &o, &[], None, 10_000).unwrap();
+            (o.name, data, attrs, omap)
+        })
+        .collect();
+    let rows = s.records(c, b"", 1_000_000).unwrap();
+    let log = rows
+        .iter()
+        .filter(|(k, _)| k.starts_with(b"log/"))
+        .cloned()
+        .collect();
+    let missing = rows
+        .iter()
+        .filter(|(k, _)| k.starts_with(b"missing/"))
+        .map(|(k, _)| k.clone())
+        .collect();
+    Copy {
+        head: stored_info(s, c).unwrap_or_default().last_update,
+        objects,
+        log,
+        missing,
+    }
+}
+
 fn run_seed(seed: u64) -> Stats {
     let mut s = Sim::new(seed);
     s.run(6_000);
     s.heal_and_check();
+    s.check_clean();
     s.stats
 }
 
@@ -983,6 +1348,7 @@ fn acknowledged_writes_survive_crashes_and_stale_copies_never_answer() {
         total.acked_writes += st.acked_writes;
         total.good_reads += st.good_reads;
         total.crashes += st.crashes;
+        total.clean_checks += st.clean_checks;
     }
     eprintln!("{seeds} seeds: {total:?}");
     // The runs did something: writes were acknowledged and OSDs crashed.

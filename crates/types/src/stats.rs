@@ -16,6 +16,8 @@ pub struct PgStat {
     pub acting: Vec<i32>,
     pub objects: u64,
     pub bytes: u64,
+    /// Object copies the PG's members lack (recovery pending).
+    pub degraded: u64,
 }
 
 /// One OSD's report: its primary PGs, usage and cumulative I/O counters.

@@ -9,7 +9,7 @@
 //!
 //! It must never drop a control input while the PG task lives.
 
-use crate::pg::{Input, ListResult, PgInfo, RepError};
+use crate::pg::{Input, ListResult, LogAnswer, PeerInfo, RepError};
 use loligo_types::ops::OpReply;
 use tokio::sync::{mpsc, oneshot};
 
@@ -21,7 +21,8 @@ pub(crate) enum Waiter {
     Op(oneshot::Sender<OpReply>),
     Rep(oneshot::Sender<Result<(), RepError>>),
     List(oneshot::Sender<ListResult>),
-    Info(oneshot::Sender<Result<Option<PgInfo>, String>>),
+    Info(oneshot::Sender<Result<Option<PeerInfo>, String>>),
+    Log(oneshot::Sender<Result<LogAnswer, RepError>>),
 }
 
 /// One input for a PG task, with where its answer goes (requests only).
@@ -102,7 +103,9 @@ mod tests {
     fn map(epoch: u64) -> Input {
         Input::Map {
             epoch,
+            up: vec![0, 1, 2],
             acting: vec![0, 1, 2],
+            acting_up_from: 0,
             primary: 0,
             pool: loligo_types::OsdMap::new("f", "osd")
                 .unwrap()

@@ -342,7 +342,14 @@ fn map_input(map: &OsdMap, pool: &Pool, pg: PgId, pm: &PgMapping, now_ms: u64) -
         .collect();
     Input::Map {
         epoch: map.epoch,
+        up: pm.up.clone(),
         acting: pm.acting.clone(),
+        acting_up_from: pm
+            .acting
+            .iter()
+            .filter_map(|o| map.osds.get(o).map(|i| i.up_from))
+            .max()
+            .unwrap_or(0),
         primary: pm.acting_primary,
         pool: pool.clone(),
         record,

@@ -1,6 +1,6 @@
-//! Messages to other OSDs on a PG's behalf: replica writes and peering's
-//! info queries, each retried while it can still matter, with the outcome
-//! fed back into the PG's control lane.
+//! Messages to other OSDs on a PG's behalf: replica writes, peering's
+//! info queries, and recovery's logs and pushes, each retried while it can
+//! still matter, with the outcome fed back into the PG's control lane.
 //!
 //! It must never judge an answer: the PG state machine does.
 
@@ -8,7 +8,7 @@ use super::mailbox::Mailbox;
 use super::{lock, OsdShared};
 use crate::error::OsdError;
 use crate::msg::{PeerMsg, PeerReply};
-use crate::pg::{Input, RepCtx, RepError, PEER_RETRY_MS};
+use crate::pg::{AuthLog, Input, Push, RepCtx, RepError, PEER_RETRY_MS};
 use loligo_proto::v1::Raw;
 use loligo_store::Transaction;
 use loligo_types::ops::{decode_msg, encode_msg};
@@ -57,9 +57,43 @@ impl OsdShared {
     }
 }
 
-/// Send a write to replica `to`, retrying an unreachable one while the
-/// interval lasts (the map marks a dead replica down and a new interval
-/// abandons the write); report `RepDone`.
+/// Send `msg` to `to` on PG `pg`'s behalf, retrying an unreachable member
+/// while the interval lasts (the map marks a dead member down and a new
+/// interval abandons the message); a refusal is `Stale`.
+async fn call(
+    s: &OsdShared,
+    pg: PgId,
+    interval: Epoch,
+    to: i32,
+    msg: &PeerMsg,
+) -> Result<PeerReply, RepError> {
+    let deadline = Instant::now() + s.cfg.op_timeout * 2;
+    loop {
+        match s.send_peer(to, msg).await {
+            Ok(PeerReply::Refused(e)) => return Err(RepError::Stale(e)),
+            Ok(r) => return Ok(r),
+            Err(e) => {
+                if !s.in_interval(pg, interval) || s.stopped.load(Ordering::Relaxed) {
+                    return Err(RepError::Stale(e.to_string()));
+                }
+                if Instant::now() > deadline {
+                    return Err(RepError::Failed(e.to_string()));
+                }
+                tokio::time::sleep(Duration::from_millis(PEER_RESEND_MS)).await;
+            }
+        }
+    }
+}
+
+/// A member's answer to a write or a push.
+fn done_of(r: Result<PeerReply, RepError>) -> Result<(), RepError> {
+    match r? {
+        PeerReply::RepDone(r) => r.map_err(RepError::Failed),
+        _ => Err(RepError::Failed("unexpected reply".into())),
+    }
+}
+
+/// Send a write to replica `to`; report `RepDone`.
 pub(super) async fn replicate(
     s: Arc<OsdShared>,
     me: Mailbox,
@@ -76,24 +110,63 @@ pub(super) async fn replicate(
         ctx,
         txn,
     };
-    let deadline = Instant::now() + s.cfg.op_timeout * 2;
-    let result = loop {
-        match s.send_peer(to, &msg).await {
-            Ok(PeerReply::RepDone(r)) => break r.map_err(RepError::Failed),
-            Ok(PeerReply::Refused(e)) => break Err(RepError::Stale(e)),
-            Ok(_) => break Err(RepError::Failed("unexpected reply".into())),
-            Err(e) => {
-                if !s.in_interval(pg, interval) || s.stopped.load(Ordering::Relaxed) {
-                    break Err(RepError::Stale(e.to_string()));
-                }
-                if Instant::now() > deadline {
-                    break Err(RepError::Failed(e.to_string()));
-                }
-                tokio::time::sleep(Duration::from_millis(PEER_RESEND_MS)).await;
-            }
-        }
-    };
+    let result = done_of(call(&s, pg, interval, to, &msg).await);
     me.control(Input::RepDone {
+        tid,
+        from: to,
+        result,
+    });
+}
+
+/// Send the authoritative log to recovering member `to`; report `LogDone`.
+pub(super) async fn send_log(
+    s: Arc<OsdShared>,
+    me: Mailbox,
+    pg: PgId,
+    tid: u64,
+    to: i32,
+    ctx: RepCtx,
+    log: AuthLog,
+) {
+    let interval = ctx.interval;
+    let msg = PeerMsg::Log {
+        pg,
+        from: s.cfg.id,
+        ctx,
+        log,
+    };
+    let result = match call(&s, pg, interval, to, &msg).await {
+        Ok(PeerReply::Merged(a)) => Ok(a),
+        Ok(PeerReply::RepDone(Err(e))) => Err(RepError::Failed(e)),
+        Ok(_) => Err(RepError::Failed("unexpected reply".into())),
+        Err(e) => Err(e),
+    };
+    me.control(Input::LogDone {
+        tid,
+        from: to,
+        result,
+    });
+}
+
+/// Send an object to recovering member `to`; report `PushDone`.
+pub(super) async fn push(
+    s: Arc<OsdShared>,
+    me: Mailbox,
+    pg: PgId,
+    tid: u64,
+    to: i32,
+    ctx: RepCtx,
+    push: Push,
+) {
+    let interval = ctx.interval;
+    let msg = PeerMsg::Push {
+        pg,
+        from: s.cfg.id,
+        ctx,
+        push,
+    };
+    let result = done_of(call(&s, pg, interval, to, &msg).await);
+    me.control(Input::PushDone {
         tid,
         from: to,
         result,
@@ -121,7 +194,9 @@ pub(super) async fn query_info(
     let info = loop {
         match s.send_peer(to, &msg).await {
             Ok(PeerReply::Info(i)) => break i,
-            Ok(PeerReply::Pong { .. } | PeerReply::RepDone(_)) => break None,
+            Ok(PeerReply::Pong { .. } | PeerReply::RepDone(_) | PeerReply::Merged(_)) => {
+                break None
+            }
             // Not answerable yet (its map is behind): ask again, as for
             // an unreachable member.
             Ok(PeerReply::Refused(_)) | Err(_) => {

@@ -62,6 +62,8 @@ async fn run(s: Arc<OsdShared>, me: Mailbox, mut inbox: Inbox, mut core: Pg) {
                 Input::Op { token: t, .. }
                 | Input::RepOp { token: t, .. }
                 | Input::List { token: t, .. }
+                | Input::Log { token: t, .. }
+                | Input::Push { token: t, .. }
                 | Input::Query { token: t, .. } => *t = token,
                 _ => {}
             }
@@ -79,6 +81,8 @@ async fn run(s: Arc<OsdShared>, me: Mailbox, mut inbox: Inbox, mut core: Pg) {
                 | Input::RepOp { .. }
                 | Input::List { .. }
                 | Input::Query { .. }
+                | Input::Push { .. }
+                | Input::PushDone { .. }
         );
         let fx = core.handle(s.store.as_ref(), input);
         if is_map {
@@ -157,6 +161,25 @@ fn perform(
             } => {
                 let q = peers::query_info(s.clone(), me.clone(), pg, to, interval, epoch);
                 tokio::spawn(q);
+            }
+            Effect::LogReply { token, result } => answer(waiters, token, |w| {
+                if let Waiter::Log(w) = w {
+                    let _ = w.send(result);
+                }
+            }),
+            Effect::SendLog { tid, to, ctx, log } => {
+                tokio::spawn(peers::send_log(
+                    s.clone(),
+                    me.clone(),
+                    pg,
+                    tid,
+                    to,
+                    ctx,
+                    log,
+                ));
+            }
+            Effect::Push { tid, to, ctx, push } => {
+                tokio::spawn(peers::push(s.clone(), me.clone(), pg, tid, to, ctx, push));
             }
             Effect::RecordWriteSet { interval, osds } => {
                 monitor::ask_record(s, pg, interval, osds, me.clone());

@@ -203,6 +203,38 @@ impl Service {
             PeerMsg::GetInfo {
                 pg, from, epoch, ..
             } => self.get_info(pg, from, epoch).await,
+            PeerMsg::Log { pg, from, ctx, log } => {
+                let (tx, rx) = oneshot::channel();
+                let input = Input::Log {
+                    from,
+                    ctx,
+                    log,
+                    token: 0,
+                    now_ms: self.0.now_ms(),
+                };
+                match self.ask(pg, true, input, Waiter::Log(tx), rx).await {
+                    Ok(Ok(a)) => PeerReply::Merged(a),
+                    Ok(Err(RepError::Stale(e))) => PeerReply::Refused(e),
+                    Ok(Err(RepError::Failed(e))) => PeerReply::RepDone(Err(e)),
+                    Err(e) => PeerReply::RepDone(Err(format!("pg {pg}: {e:?}"))),
+                }
+            }
+            PeerMsg::Push {
+                pg,
+                from,
+                ctx,
+                push,
+            } => {
+                let (tx, rx) = oneshot::channel();
+                let input = Input::Push {
+                    from,
+                    ctx,
+                    push,
+                    token: 0,
+                    now_ms: self.0.now_ms(),
+                };
+                self.rep_answer(pg, input, tx, rx).await
+            }
             PeerMsg::RepOp { pg, from, ctx, txn } => {
                 let (tx, rx) = oneshot::channel();
                 let input = Input::RepOp {
@@ -212,13 +244,25 @@ impl Service {
                     token: 0,
                     now_ms: self.0.now_ms(),
                 };
-                match self.ask(pg, true, input, Waiter::Rep(tx), rx).await {
-                    Ok(Ok(())) => PeerReply::RepDone(Ok(())),
-                    Ok(Err(RepError::Stale(e))) => PeerReply::Refused(e),
-                    Ok(Err(RepError::Failed(e))) => PeerReply::RepDone(Err(e)),
-                    Err(e) => PeerReply::RepDone(Err(format!("pg {pg}: {e:?}"))),
-                }
+                self.rep_answer(pg, input, tx, rx).await
             }
+        }
+    }
+
+    /// Hand a primary's write or push to the PG's task (started if this
+    /// OSD has none yet) and turn its answer into a reply.
+    async fn rep_answer(
+        &self,
+        pg: PgId,
+        input: Input,
+        tx: oneshot::Sender<Result<(), RepError>>,
+        rx: oneshot::Receiver<Result<(), RepError>>,
+    ) -> PeerReply {
+        match self.ask(pg, true, input, Waiter::Rep(tx), rx).await {
+            Ok(Ok(())) => PeerReply::RepDone(Ok(())),
+            Ok(Err(RepError::Stale(e))) => PeerReply::Refused(e),
+            Ok(Err(RepError::Failed(e))) => PeerReply::RepDone(Err(e)),
+            Err(e) => PeerReply::RepDone(Err(format!("pg {pg}: {e:?}"))),
         }
     }
 }

@@ -16,9 +16,12 @@
 //! It must never read the clock or do I/O other than reads of the store.
 
 pub mod record;
+pub mod recovery;
 mod replica;
 
+pub use recovery::{AuthLog, Push};
 pub use replica::{replica_accepts, replica_step, ReplicaStep};
+use replica::{Commit, CommitKind};
 
 use crate::backend::{Backend, Replicated, WritePlan};
 use crate::exec::{self, ObjState, VERSION_ATTR};
@@ -28,7 +31,8 @@ use loligo_types::{Epoch, PgId, PgStat, PgState, Pool, WriteSetRecord};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
-/// PG log entries kept (older ones are trimmed in the same transaction).
+/// PG log entries kept by default (older ones are trimmed in the same
+/// transaction as each write; `Pg::log_entries_max` sets it per PG).
 pub const LOG_ENTRIES_MAX: u64 = 1000;
 /// Ops waiting per PG (for activation or behind a write to their object).
 pub const WAITING_MAX: usize = 4096;
@@ -46,6 +50,31 @@ pub struct PgInfo {
     pub last_epoch_started: Epoch,
     pub objects: u64,
     pub bytes: u64,
+}
+
+/// A member's answer to a peering query: its info and how many objects
+/// its copy lacks (a copy whose head is the authority's may still be
+/// recovering them).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerInfo {
+    pub info: PgInfo,
+    pub missing: u64,
+}
+
+impl From<PgInfo> for PeerInfo {
+    /// A complete copy's info (nothing missing).
+    fn from(info: PgInfo) -> PeerInfo {
+        PeerInfo { info, missing: 0 }
+    }
+}
+
+/// A member's answer to the authoritative log.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum LogAnswer {
+    /// Merged: the objects its copy lacks now, with the versions needed.
+    Missing(Vec<(String, Version)>),
+    /// The logs do not overlap: the copy needs a backfill.
+    NoOverlap,
 }
 
 /// One PG log entry.
@@ -101,6 +130,15 @@ pub fn stored_info(s: &dyn ObjectStore, coll: CollectionId) -> Option<PgInfo> {
     }
 }
 
+/// The parts of a map that decide whether a PG's interval changed.
+struct MapView {
+    epoch: Epoch,
+    acting: Vec<i32>,
+    primary: i32,
+    /// An acting member booted after the current interval began.
+    restarted: bool,
+}
+
 /// Why a replica did not take a write.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RepError {
@@ -117,7 +155,14 @@ pub enum Input {
     /// A map epoch: the PG's acting set and primary under it.
     Map {
         epoch: Epoch,
+        /// CRUSH's set for the PG (`acting` differs while a pg_temp holds).
+        up: Vec<i32>,
         acting: Vec<i32>,
+        /// The newest boot epoch among the acting members: a member that
+        /// booted after the interval began restarted inside it, so the
+        /// interval has changed even if this OSD never saw the maps
+        /// where it was down.
+        acting_up_from: Epoch,
         primary: i32,
         pool: Pool,
         /// The PG's recorded write set in this map, if any.
@@ -152,7 +197,37 @@ pub enum Input {
     Info {
         from: i32,
         interval: Epoch,
-        info: Option<PgInfo>,
+        info: Option<PeerInfo>,
+    },
+    /// The authoritative log from primary `from`: merge it into this copy
+    /// (answered with `LogReply` once durable).
+    Log {
+        from: i32,
+        ctx: RepCtx,
+        log: AuthLog,
+        token: u64,
+        now_ms: u64,
+    },
+    /// An object this copy lacks, whole, from primary `from` (answered
+    /// with `RepReply` once durable).
+    Push {
+        from: i32,
+        ctx: RepCtx,
+        push: Push,
+        token: u64,
+        now_ms: u64,
+    },
+    /// Member `from`'s answer to the log sent as `tid`.
+    LogDone {
+        tid: u64,
+        from: i32,
+        result: Result<LogAnswer, RepError>,
+    },
+    /// Member `from` made the push sent as `tid` durable (or not).
+    PushDone {
+        tid: u64,
+        from: i32,
+        result: Result<(), RepError>,
     },
     /// A write from primary `from` to this OSD's copy; answered with
     /// `RepReply` once durable here (or refused).
@@ -231,7 +306,26 @@ pub enum Effect {
     /// epoch in time).
     InfoReply {
         token: u64,
-        result: Result<Option<PgInfo>, String>,
+        result: Result<Option<PeerInfo>, String>,
+    },
+    /// Send the authoritative log to member `to`; report `LogDone`.
+    SendLog {
+        tid: u64,
+        to: i32,
+        ctx: RepCtx,
+        log: AuthLog,
+    },
+    /// Send an object to member `to`; report `PushDone`.
+    Push {
+        tid: u64,
+        to: i32,
+        ctx: RepCtx,
+        push: Push,
+    },
+    /// The answer to a `Log`.
+    LogReply {
+        token: u64,
+        result: Result<LogAnswer, RepError>,
     },
     /// Ask the monitors to make `osds` the acting set (a complete OSD
     /// first, so that it is primary).
@@ -254,13 +348,17 @@ enum Role {
     /// Waiting for members' infos (`None`: the member has no copy).
     Peering {
         want: BTreeSet<i32>,
-        infos: BTreeMap<i32, Option<PgInfo>>,
+        infos: BTreeMap<i32, Option<PeerInfo>>,
     },
-    /// Peered; serves reads while the monitors record the write set.
+    /// Peered; serves reads while the monitors record the write set and
+    /// recovering members merge the authoritative log.
     Activating {
         write_set: Vec<i32>,
+        recorded: bool,
     },
-    /// Primary with its write set (itself first).
+    /// Primary with its write set (itself first): the members that take
+    /// every write, recovering ones included (the record lists only the
+    /// complete ones).
     Primary {
         write_set: Vec<i32>,
     },
@@ -296,6 +394,39 @@ struct PendingQuery {
     token: u64,
     deadline_ms: u64,
 }
+
+/// A primary's recovery of its members in one interval.
+#[derive(Default)]
+struct Recovery {
+    /// Members the authoritative log goes to, with the tid of the send in
+    /// flight (0: to be sent, at `log_retry_ms`).
+    merging: BTreeMap<i32, u64>,
+    log_retry_ms: u64,
+    /// Per member, the objects its copy lacks (and the versions needed).
+    missing: BTreeMap<i32, BTreeMap<String, Version>>,
+    /// Pushes in flight: tid -> (object, members yet to answer).
+    pushing: BTreeMap<u64, (String, BTreeSet<i32>)>,
+    /// Objects whose push failed, and when to try again.
+    retry: BTreeMap<String, u64>,
+    /// Objects copied so far (for progress and stats).
+    pushed: u64,
+    /// The pg_temp this interval last asked the monitors for.
+    temp_asked: Option<Vec<i32>>,
+}
+
+impl Recovery {
+    fn lacks(&self, name: &str) -> bool {
+        self.missing.values().any(|m| m.contains_key(name))
+    }
+
+    /// Objects some member lacks, counted once per member.
+    fn degraded(&self) -> u64 {
+        self.missing.values().map(|m| m.len() as u64).sum()
+    }
+}
+
+/// Pushes in flight per PG.
+pub const RECOVERY_PUSHES_MAX: usize = 4;
 
 struct InFlight {
     token: u64,
@@ -346,6 +477,30 @@ pub struct Pg {
     lists: VecDeque<PendingList>,
     /// Peering queries waiting for a newer map.
     queries: Vec<PendingQuery>,
+    /// CRUSH's set for the PG in the current map.
+    up: Vec<i32>,
+    /// Objects this copy lacks (loaded from its `missing/` records on the
+    /// first input).
+    missing: BTreeMap<String, Version>,
+    missing_loaded: bool,
+    /// This OSD's own transactions as primary not yet durable, with the
+    /// interval that queued them.
+    applying: BTreeMap<u64, Epoch>,
+    /// As primary: the members being recovered.
+    rec: Recovery,
+    /// Authoritative logs waiting for this copy's map or commits.
+    held_logs: Vec<HeldLog>,
+    /// PG log entries kept.
+    pub log_entries_max: u64,
+}
+
+/// An authoritative log a member holds until it can merge it.
+struct HeldLog {
+    from: i32,
+    ctx: RepCtx,
+    log: AuthLog,
+    token: u64,
+    deadline_ms: u64,
 }
 
 fn reply(
@@ -394,6 +549,13 @@ impl Pg {
             rep: replica::Lane::default(),
             lists: VecDeque::new(),
             queries: Vec::new(),
+            up: Vec::new(),
+            missing: BTreeMap::new(),
+            missing_loaded: false,
+            applying: BTreeMap::new(),
+            rec: Recovery::default(),
+            held_logs: Vec::new(),
+            log_entries_max: LOG_ENTRIES_MAX,
         }
     }
 
@@ -423,10 +585,15 @@ impl Pg {
     /// Feed one input; the effects to perform, in order.
     pub fn handle(&mut self, s: &dyn ObjectStore, input: Input) -> Vec<Effect> {
         let mut fx = Vec::new();
+        if !self.missing_loaded {
+            self.load_missing(s);
+        }
         match input {
             Input::Map {
                 epoch,
+                up,
                 acting,
+                acting_up_from,
                 primary,
                 pool,
                 record,
@@ -438,9 +605,19 @@ impl Pg {
                     let record_changed = record != self.record || record_up != self.record_up;
                     self.record = record;
                     self.record_up = record_up;
-                    self.on_map(s, epoch, acting, primary, pool, record_changed, &mut fx);
-                    // Queries that waited for this map can be answered.
+                    self.up = up;
+                    let restarted = acting_up_from > self.interval;
+                    let m = MapView {
+                        epoch,
+                        acting,
+                        primary,
+                        restarted,
+                    };
+                    self.on_map(s, m, pool, record_changed, &mut fx);
+                    // Queries and logs that waited for this map can be
+                    // answered.
                     self.rerun_queries(&mut fx);
+                    self.rerun_held_logs(s, &mut fx);
                 }
             }
             Input::WriteSetRecorded { interval } => self.on_rw_recorded(s, interval, &mut fx),
@@ -459,19 +636,13 @@ impl Pg {
             }
             Input::LocalDone { tid, result } => {
                 let result = result.map_err(|e| RepError::Failed(e.to_string()));
-                if let Some((token, interval)) = self.rep.committing.remove(&tid) {
-                    let result = if interval == self.interval {
-                        result
-                    } else {
-                        Err(RepError::Stale(format!(
-                            "pg {}: interval {interval} ended (now {}) before the write was durable",
-                            self.id, self.interval
-                        )))
-                    };
-                    fx.push(Effect::RepReply { token, result });
+                if let Some(c) = self.rep.committing.remove(&tid) {
+                    self.on_member_commit(s, c, result, &mut fx);
                 } else {
+                    self.applying.remove(&tid);
                     self.done(s, tid, self.whoami, result, &mut fx)
                 }
+                self.on_settled(s, &mut fx);
             }
             Input::RepOp {
                 from,
@@ -525,46 +696,83 @@ impl Pg {
                 };
                 self.on_query(q, &mut fx)
             }
+            Input::Log {
+                from,
+                ctx,
+                log,
+                token,
+                now_ms,
+            } => {
+                self.now_ms = now_ms;
+                let h = HeldLog {
+                    from,
+                    ctx,
+                    log,
+                    token,
+                    deadline_ms: now_ms + self.op_timeout_ms,
+                };
+                self.on_log(s, h, &mut fx);
+            }
+            Input::Push {
+                from,
+                ctx,
+                push,
+                token,
+                now_ms,
+            } => {
+                self.now_ms = now_ms;
+                self.on_push(s, from, ctx, push, token, &mut fx);
+            }
+            Input::LogDone { tid, from, result } => self.on_log_done(s, tid, from, result, &mut fx),
+            Input::PushDone { tid, from, result } => {
+                self.on_push_done(s, tid, from, result, &mut fx)
+            }
             Input::Tick { now_ms } => {
                 self.now_ms = now_ms;
                 self.expire(&mut fx);
+                self.retry_recovery(s, &mut fx);
             }
         }
         fx
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn on_map(
         &mut self,
         s: &dyn ObjectStore,
-        epoch: Epoch,
-        acting: Vec<i32>,
-        primary: i32,
+        m: MapView,
         pool: Pool,
         record_changed: bool,
         fx: &mut Vec<Effect>,
     ) {
+        let MapView {
+            epoch,
+            acting,
+            primary,
+            restarted,
+        } = m;
         self.epoch = epoch;
         let min_size_changed = self
             .pool
             .as_ref()
             .is_some_and(|p| p.min_size != pool.min_size);
         self.pool = Some(pool);
-        if acting == self.acting && primary == self.primary && self.interval > 0 {
+        if acting == self.acting && primary == self.primary && self.interval > 0 && !restarted {
             // Same interval: peer again if min_size moved (the write set
             // may now allow writes) or if the recorded write set's
             // members came or went while this primary waits for them.
             let waiting_for_rw = matches!(self.role, Role::Peering { .. } | Role::Down { .. });
             if self.is_primary() && (min_size_changed || (record_changed && waiting_for_rw)) {
                 self.start_peering(s, fx);
-            } else if let (Role::Activating { write_set }, Some(record)) =
+            } else if let (Role::Activating { write_set, .. }, Some(record)) =
                 (&self.role, &self.record)
             {
                 // The record arrived with the map before the reply did.
-                if record.interval == self.interval && record.osds == *write_set {
+                if record.interval == self.interval && record.osds == self.complete_of(write_set) {
                     self.on_rw_recorded(s, self.interval, fx);
                 }
             }
+            // CRUSH's set may have moved under the pg_temp.
+            self.maybe_clear_temp(fx);
             return;
         }
         // A new interval: writes in flight are abandoned (their clients
@@ -572,6 +780,7 @@ impl Pg {
         self.interval = epoch;
         self.acting = acting;
         self.primary = primary;
+        self.rec = Recovery::default();
         for (_, f) in std::mem::take(&mut self.inflight) {
             fx.push(reply(
                 f.token,
@@ -648,7 +857,7 @@ impl Pg {
         s: &dyn ObjectStore,
         from: i32,
         interval: Epoch,
-        info: Option<PgInfo>,
+        info: Option<PeerInfo>,
         fx: &mut Vec<Effect>,
     ) {
         if interval != self.interval {
@@ -666,17 +875,112 @@ impl Pg {
         if interval != self.interval {
             return;
         }
-        let Role::Activating { write_set } = &self.role else {
-            return;
+        let write_set = match &mut self.role {
+            Role::Activating {
+                write_set,
+                recorded,
+            } => {
+                *recorded = true;
+                write_set.clone()
+            }
+            Role::Primary { write_set } => write_set.clone(),
+            _ => return,
         };
         self.record = Some(WriteSetRecord {
             interval,
-            osds: write_set.clone(),
+            osds: self.complete_of(&write_set),
         });
+        self.maybe_go_active(s, fx);
+    }
+
+    /// The members of `write_set` whose copy is complete (this primary
+    /// first): the ones a record may name.
+    fn complete_of(&self, write_set: &[i32]) -> Vec<i32> {
+        write_set
+            .iter()
+            .copied()
+            .filter(|o| !self.rec.merging.contains_key(o) && !self.rec.missing.contains_key(o))
+            .collect()
+    }
+
+    /// Activating -> primary once the write set is on record and every
+    /// recovering member has merged the log (so its missing set is known
+    /// before any write reaches it).
+    fn maybe_go_active(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
+        let Role::Activating {
+            write_set,
+            recorded,
+        } = &self.role
+        else {
+            return;
+        };
+        if !*recorded || !self.rec.merging.is_empty() {
+            return;
+        }
         self.role = Role::Primary {
             write_set: write_set.clone(),
         };
         self.activate(s, fx);
+        self.recover_some(s, fx);
+        self.rerecord(fx);
+        self.maybe_clear_temp(fx);
+    }
+
+    /// Ask the monitors to record the complete members again once more of
+    /// them are (a member finished recovery).
+    fn rerecord(&mut self, fx: &mut Vec<Effect>) {
+        let Role::Primary { write_set } = &self.role else {
+            return;
+        };
+        if write_set.len() < self.min_size() {
+            return;
+        }
+        let osds = self.complete_of(write_set);
+        let held = self
+            .record
+            .as_ref()
+            .is_some_and(|r| r.interval == self.interval && r.osds == osds);
+        if !held {
+            fx.push(Effect::RecordWriteSet {
+                interval: self.interval,
+                osds,
+            });
+        }
+    }
+
+    /// While a pg_temp holds: first bring CRUSH's members into the acting
+    /// set (so recovery reaches them), then drop the pg_temp once they are
+    /// all complete here: CRUSH's primary then takes over with nothing
+    /// left to recover.
+    fn maybe_clear_temp(&mut self, fx: &mut Vec<Effect>) {
+        let Role::Primary { write_set } = &self.role else {
+            return;
+        };
+        if self.up.is_empty() || self.up == self.acting {
+            return;
+        }
+        let absent: Vec<i32> = self
+            .up
+            .iter()
+            .copied()
+            .filter(|o| !self.acting.contains(o))
+            .collect();
+        let osds = if !absent.is_empty() {
+            let mut osds = self.acting.clone();
+            osds.extend(absent);
+            osds
+        } else if self.rec.merging.is_empty()
+            && self.rec.missing.is_empty()
+            && self.up.iter().all(|o| write_set.contains(o))
+        {
+            Vec::new()
+        } else {
+            return;
+        };
+        if self.rec.temp_asked.as_ref() != Some(&osds) {
+            self.rec.temp_asked = Some(osds.clone());
+            fx.push(Effect::RequestPgTemp { osds });
+        }
     }
 
     /// Rebuild the request-id index from the PG log on disk (a new
@@ -684,7 +988,7 @@ impl Pg {
     fn load_recent(&mut self, s: &dyn ObjectStore) {
         self.recent.clear();
         self.recent_order.clear();
-        let Ok(rows) = s.records(self.coll, b"log/", LOG_ENTRIES_MAX as usize) else {
+        let Ok(rows) = s.records(self.coll, b"log/", self.log_entries_max as usize) else {
             return;
         };
         for (k, v) in rows {
@@ -705,7 +1009,7 @@ impl Pg {
         if self.recent.insert(r, (v, committed)).is_none() {
             self.recent_order.push_back(r);
         }
-        while self.recent_order.len() > LOG_ENTRIES_MAX as usize {
+        while self.recent_order.len() > self.log_entries_max as usize {
             if let Some(old) = self.recent_order.pop_front() {
                 self.recent.remove(&old);
             }
@@ -737,7 +1041,7 @@ impl Pg {
         }
         // No copy at all is an empty log: complete while the PG has never
         // been written, behind once it has.
-        let infos: BTreeMap<i32, PgInfo> = infos
+        let infos: BTreeMap<i32, PeerInfo> = infos
             .iter()
             .map(|(o, i)| (*o, i.unwrap_or_default()))
             .collect();
@@ -745,55 +1049,370 @@ impl Pg {
         // set's members: their logs are prefixes of one history. A copy
         // outside it that reaches further holds writes from a branch that
         // was never acknowledged, however new their epoch looks.
-        let mine = (self.whoami, self.info);
+        let mine = PeerInfo {
+            info: self.info,
+            missing: self.missing.len() as u64,
+        };
         let authority = |o: &i32| self.record.as_ref().is_none_or(|r| r.osds.contains(o));
         let newest = infos
             .iter()
-            .chain([(&mine.0, &mine.1)])
+            .chain([(&self.whoami, &mine)])
             .filter(|(o, _)| authority(o))
-            .map(|(_, i)| i.last_update)
+            .map(|(_, i)| i.info.last_update)
             .max()
             .unwrap_or_default();
+        let is_complete = |i: &PeerInfo| i.info.last_update == newest && i.missing == 0;
         let complete: Vec<i32> = infos
             .iter()
-            .filter(|(_, i)| i.last_update == newest)
+            .filter(|(_, i)| is_complete(i))
             .map(|(o, _)| *o)
             .collect();
-        if self.info.last_update != newest {
-            // A member has writes this primary lacks (or this primary's
-            // log went another way): hand the primary role to a complete
-            // member until recovery exists.
+        if !is_complete(&mine) {
+            if complete.is_empty() {
+                // Nobody holds every object at the authoritative head (the
+                // copies that did are away): wait for one to return.
+                let osds = self
+                    .record
+                    .as_ref()
+                    .map_or_else(Vec::new, |r| r.osds.clone());
+                self.role = Role::Down { osds };
+                return;
+            }
+            // A member has writes or objects this primary lacks (or this
+            // primary's log went another way): hand the primary role to a
+            // complete member, which recovers this copy.
             let size = self.pool.as_ref().map_or(1, |p| p.size as usize).max(1);
             let mut osds = complete.clone();
             osds.extend(self.acting.iter().filter(|o| !complete.contains(o)));
-            // `complete` is not empty: someone has `newest`.
             osds.truncate(size);
             fx.push(Effect::RequestPgTemp { osds });
             self.role = Role::Behind;
             return;
         }
+        // Members the log can bring up to date: their head lies past this
+        // log's tail (an older one needs a backfill, not there yet).
+        let tail = self.log_tail(s);
+        let recoverable: Vec<i32> = self
+            .acting
+            .iter()
+            .copied()
+            .filter(|&o| o != self.whoami && o >= 0)
+            .filter(|o| {
+                infos
+                    .get(o)
+                    .is_some_and(|i| !is_complete(i) && (tail == 0 || i.info.last_update.v > tail))
+            })
+            .collect();
         let mut write_set = vec![self.whoami];
         write_set.extend(complete.iter().filter(|o| self.acting.contains(o)));
-        if write_set.len() < self.min_size() {
-            // Reads only: nothing to record.
-            self.role = Role::Primary { write_set };
-            return self.activate(s, fx);
+        write_set.extend(&recoverable);
+        self.rec = Recovery::default();
+        for &o in &recoverable {
+            self.rec.merging.insert(o, 0);
         }
-        let recorded = self
-            .record
-            .as_ref()
-            .is_some_and(|r| r.interval == self.interval && r.osds == write_set);
-        if recorded {
-            self.role = Role::Primary { write_set };
-            return self.activate(s, fx);
+        let osds = self.complete_of(&write_set);
+        let recorded = write_set.len() < self.min_size()
+            || self
+                .record
+                .as_ref()
+                .is_some_and(|r| r.interval == self.interval && r.osds == osds);
+        if !recorded {
+            fx.push(Effect::RecordWriteSet {
+                interval: self.interval,
+                osds,
+            });
         }
-        fx.push(Effect::RecordWriteSet {
-            interval: self.interval,
-            osds: write_set.clone(),
+        self.role = Role::Activating {
+            write_set,
+            recorded,
+        };
+        self.send_logs(s, fx);
+        self.maybe_go_active(s, fx);
+        if matches!(self.role, Role::Activating { .. }) {
+            // Reads may go ahead; writes wait.
+            self.rerun_waiting(s, fx);
+        }
+    }
+
+    /// The version counter just below the oldest entry of this copy's log
+    /// (0: the log holds the whole history).
+    fn log_tail(&self, s: &dyn ObjectStore) -> u64 {
+        let first = s.records(self.coll, b"log/", 1).ok().and_then(|rows| {
+            let (k, _) = rows.into_iter().next()?;
+            let b: [u8; 8] = k.strip_prefix(b"log/")?.try_into().ok()?;
+            Some(u64::from_be_bytes(b))
         });
-        self.role = Role::Activating { write_set };
-        // Reads may go ahead; writes wait for the record.
-        self.rerun_waiting(s, fx);
+        first.map_or(self.info.last_update.v, |v| v.saturating_sub(1))
+    }
+
+    /// Whether every transaction this copy queued before the current
+    /// interval is durable (reads of the store then show all it holds).
+    fn settled(&self) -> bool {
+        self.rep.committing.is_empty() && self.applying.values().all(|&i| i == self.interval)
+    }
+
+    /// Where this primary's history stands, for its members' checks.
+    fn rep_ctx(&self) -> RepCtx {
+        RepCtx {
+            interval: self.interval,
+            epoch: self.epoch,
+            acting: self.acting.clone(),
+            prev: self.info.last_update,
+            version: self.info.last_update,
+        }
+    }
+
+    fn load_missing(&mut self, s: &dyn ObjectStore) {
+        self.missing_loaded = true;
+        match recovery::load_missing(s, self.coll) {
+            Ok(m) => self.missing = m,
+            // Unreadable records: the copy cannot vouch for any object.
+            Err(e) => {
+                self.missing = BTreeMap::new();
+                self.info.last_update = Version::default();
+                tracing_error(self.id, &e);
+            }
+        }
+    }
+
+    /// Send the authoritative log to the members waiting for it, once this
+    /// copy's own commits have settled (the log is read from the store).
+    fn send_logs(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
+        let due: Vec<i32> = self
+            .rec
+            .merging
+            .iter()
+            .filter(|(_, t)| **t == 0)
+            .map(|(o, _)| *o)
+            .collect();
+        if due.is_empty() || !self.settled() || self.now_ms < self.rec.log_retry_ms {
+            return;
+        }
+        let tail = self.log_tail(s);
+        let max = (self.log_entries_max as usize).saturating_add(64);
+        let Ok(entries) = recovery::read_log(s, self.coll, tail, max) else {
+            self.rec.log_retry_ms = self.now_ms + PEER_RETRY_MS;
+            return;
+        };
+        let head = entries.last().map_or(Version::default(), |e| e.version);
+        if head != self.info.last_update && !(entries.is_empty() && tail == self.info.last_update.v)
+        {
+            // The store does not show the whole log yet.
+            self.rec.log_retry_ms = self.now_ms + PEER_RETRY_MS;
+            return;
+        }
+        let log = AuthLog {
+            info: self.info,
+            entries,
+        };
+        let ctx = self.rep_ctx();
+        for to in due {
+            let tid = self.take_tid();
+            self.rec.merging.insert(to, tid);
+            fx.push(Effect::SendLog {
+                tid,
+                to,
+                ctx: ctx.clone(),
+                log: log.clone(),
+            });
+        }
+    }
+
+    fn on_log_done(
+        &mut self,
+        s: &dyn ObjectStore,
+        tid: u64,
+        from: i32,
+        result: Result<LogAnswer, RepError>,
+        fx: &mut Vec<Effect>,
+    ) {
+        if self.rec.merging.get(&from) != Some(&tid) {
+            return;
+        }
+        match result {
+            Ok(LogAnswer::Missing(list)) => {
+                self.rec.merging.remove(&from);
+                if !list.is_empty() {
+                    self.rec.missing.insert(from, list.into_iter().collect());
+                }
+            }
+            Ok(LogAnswer::NoOverlap) => {
+                // Backfill's job: out of the write set for this interval.
+                self.rec.merging.remove(&from);
+                if let Role::Activating { write_set, .. } | Role::Primary { write_set } =
+                    &mut self.role
+                {
+                    write_set.retain(|o| *o != from);
+                }
+            }
+            Err(_) => {
+                self.rec.merging.insert(from, 0);
+                self.rec.log_retry_ms = self.now_ms + PEER_RETRY_MS;
+            }
+        }
+        self.maybe_go_active(s, fx);
+        self.rerecord(fx);
+        self.maybe_clear_temp(fx);
+    }
+
+    /// Start pushes until `RECOVERY_PUSHES_MAX` are in flight.
+    fn recover_some(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
+        if !matches!(self.role, Role::Primary { .. }) || !self.settled() {
+            return;
+        }
+        let now = self.now_ms;
+        let mut names: BTreeSet<&String> = BTreeSet::new();
+        for m in self.rec.missing.values() {
+            names.extend(m.keys());
+        }
+        let todo: Vec<String> = names
+            .into_iter()
+            .filter(|n| !self.busy.contains_key(*n))
+            .filter(|n| self.rec.retry.get(*n).is_none_or(|at| *at <= now))
+            .take(RECOVERY_PUSHES_MAX.saturating_sub(self.rec.pushing.len()))
+            .cloned()
+            .collect();
+        for name in todo {
+            self.push_now(s, name, fx);
+        }
+    }
+
+    /// Push object `name` to every member that lacks it, holding client
+    /// ops on it until they all have it (unless a write or push of it is
+    /// already in flight).
+    fn push_now(&mut self, s: &dyn ObjectStore, name: String, fx: &mut Vec<Effect>) {
+        if self.inflight.values().any(|f| f.name == name)
+            || self.rec.pushing.values().any(|(n, _)| *n == name)
+        {
+            return;
+        }
+        let targets: BTreeSet<i32> = self
+            .rec
+            .missing
+            .iter()
+            .filter(|(_, m)| m.contains_key(&name))
+            .map(|(o, _)| *o)
+            .collect();
+        if targets.is_empty() {
+            return;
+        }
+        let push = match recovery::read_copy(s, self.coll, &name) {
+            Ok(p) => p,
+            Err(e) => {
+                tracing_error(self.id, &format!("cannot read {name} to recover it: {e}"));
+                self.rec.retry.insert(name, self.now_ms + PEER_RETRY_MS);
+                return;
+            }
+        };
+        let tid = self.take_tid();
+        let ctx = self.rep_ctx();
+        for &to in &targets {
+            fx.push(Effect::Push {
+                tid,
+                to,
+                ctx: ctx.clone(),
+                push: push.clone(),
+            });
+        }
+        self.rec.retry.remove(&name);
+        self.busy.entry(name.clone()).or_default();
+        self.rec.pushing.insert(tid, (name, targets));
+    }
+
+    fn on_push_done(
+        &mut self,
+        s: &dyn ObjectStore,
+        tid: u64,
+        from: i32,
+        result: Result<(), RepError>,
+        fx: &mut Vec<Effect>,
+    ) {
+        let Some((name, waiting)) = self.rec.pushing.get_mut(&tid) else {
+            return;
+        };
+        if !waiting.remove(&from) {
+            return;
+        }
+        let name = name.clone();
+        let left = waiting.len();
+        match result {
+            Ok(()) => {
+                self.rec.pushed += 1;
+                if let Some(m) = self.rec.missing.get_mut(&from) {
+                    m.remove(&name);
+                    if m.is_empty() {
+                        self.rec.missing.remove(&from);
+                    }
+                }
+            }
+            Err(_) => {
+                self.rec
+                    .retry
+                    .insert(name.clone(), self.now_ms + PEER_RETRY_MS);
+            }
+        }
+        if left == 0 {
+            self.rec.pushing.remove(&tid);
+            let queued = self.busy.get(&name).is_some_and(|q| !q.is_empty());
+            if !self.rec.retry.contains_key(&name) || !queued {
+                // Ops on it go on (one still lacking it starts a push).
+                self.release(s, &name, fx);
+            }
+        }
+        self.rerecord(fx);
+        self.recover_some(s, fx);
+        self.maybe_clear_temp(fx);
+    }
+
+    /// Logs and pushes whose retry time has come.
+    fn retry_recovery(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
+        if !self.is_primary() {
+            return;
+        }
+        self.send_logs(s, fx);
+        let now = self.now_ms;
+        let due: Vec<String> = self
+            .rec
+            .retry
+            .iter()
+            .filter(|(n, at)| **at <= now && self.busy.contains_key(*n))
+            .map(|(n, _)| n.clone())
+            .collect();
+        if matches!(self.role, Role::Primary { .. }) && self.settled() {
+            for name in due {
+                self.push_now(s, name, fx);
+            }
+        }
+        self.recover_some(s, fx);
+    }
+
+    /// After a commit: what waited for this copy's commits to settle.
+    fn on_settled(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
+        if !self.settled() {
+            return;
+        }
+        self.rerun_held_logs(s, fx);
+        if self.is_primary() {
+            self.send_logs(s, fx);
+            self.recover_some(s, fx);
+        }
+    }
+
+    /// Run the next op queued on object `name`, if any.
+    fn release(&mut self, s: &dyn ObjectStore, name: &str, fx: &mut Vec<Effect>) {
+        let Some(mut q) = self.busy.remove(name) else {
+            return;
+        };
+        if let Some(next) = q.pop_front() {
+            self.on_op(s, next, fx);
+            if let Some(rest) = self.busy.get_mut(name) {
+                rest.extend(q);
+            } else {
+                for p in q {
+                    self.on_op(s, p, fx);
+                }
+            }
+        }
     }
 
     /// Offer every waiting op again (after a change of role).
@@ -848,6 +1467,16 @@ impl Pg {
         if let Some(e) = replica::check_txn(self.coll, &w.txn) {
             return fx.push(fail(RepError::Failed(format!("pg {}: {e}", self.id))));
         }
+        if self.rep.merging() {
+            // It follows the log being merged.
+            if self.rep.waiting.len() >= WAITING_MAX {
+                return fx.push(fail(RepError::Failed(format!(
+                    "pg {}: too many writes out of order",
+                    self.id
+                ))));
+            }
+            return self.rep.waiting.push(w);
+        }
         // What this copy holds or has queued, as a primary or a replica.
         self.rep.high = self.rep.high.max(self.info.last_update);
         match replica_step(s, self.coll, &mut self.rep.high, &w.ctx) {
@@ -856,7 +1485,9 @@ impl Pg {
                     self.info = info;
                 }
                 let tid = self.take_tid();
-                self.rep.committing.insert(tid, (token, self.interval));
+                self.rep
+                    .committing
+                    .insert(tid, self.commit(token, CommitKind::Write));
                 fx.push(Effect::Apply { tid, txn: w.txn });
                 // Its successors may be waiting for it.
                 self.rerun_rep_waiting(s, fx);
@@ -864,7 +1495,9 @@ impl Pg {
             ReplicaStep::Duplicate => {
                 // Durable once everything queued before it is.
                 let tid = self.take_tid();
-                self.rep.committing.insert(tid, (token, self.interval));
+                self.rep
+                    .committing
+                    .insert(tid, self.commit(token, CommitKind::Write));
                 fx.push(Effect::Apply {
                     tid,
                     txn: Transaction::new(),
@@ -881,6 +1514,172 @@ impl Pg {
         }
     }
 
+    fn commit(&self, token: u64, kind: CommitKind) -> Commit {
+        Commit {
+            token,
+            interval: self.interval,
+            kind,
+        }
+    }
+
+    /// A primary's transaction is durable here (or failed): answer it.
+    fn on_member_commit(
+        &mut self,
+        s: &dyn ObjectStore,
+        c: Commit,
+        result: Result<(), RepError>,
+        fx: &mut Vec<Effect>,
+    ) {
+        let stored = result.is_ok();
+        let result = if c.interval == self.interval {
+            result
+        } else {
+            Err(RepError::Stale(format!(
+                "pg {}: interval {} ended (now {}) before the transaction was durable",
+                self.id, c.interval, self.interval
+            )))
+        };
+        match c.kind {
+            CommitKind::Write => fx.push(Effect::RepReply {
+                token: c.token,
+                result,
+            }),
+            CommitKind::Push(name) => {
+                if stored {
+                    self.missing.remove(&name);
+                }
+                fx.push(Effect::RepReply {
+                    token: c.token,
+                    result,
+                });
+            }
+            CommitKind::Log => {
+                if !stored {
+                    // The store refused the merge: believe the disk again.
+                    self.rep.merged = None;
+                    self.info = stored_info(s, self.coll).unwrap_or_default();
+                    self.rep.high = self.info.last_update;
+                    self.load_missing(s);
+                }
+                let result = result.map(|()| LogAnswer::Missing(self.missing_list()));
+                fx.push(Effect::LogReply {
+                    token: c.token,
+                    result,
+                });
+                self.rerun_rep_waiting(s, fx);
+            }
+        }
+    }
+
+    fn missing_list(&self) -> Vec<(String, Version)> {
+        self.missing.iter().map(|(k, v)| (k.clone(), *v)).collect()
+    }
+
+    /// The authoritative log from a primary: merged into this copy once
+    /// this copy has the primary's map (the same fence as a peering query)
+    /// and its earlier transactions are durable (the merge reads its log).
+    fn on_log(&mut self, s: &dyn ObjectStore, h: HeldLog, fx: &mut Vec<Effect>) {
+        let token = h.token;
+        let fail = |e: RepError| Effect::LogReply {
+            token,
+            result: Err(e),
+        };
+        if !replica_accepts(&self.view(), h.from, &h.ctx) {
+            return fx.push(fail(RepError::Stale(format!(
+                "pg {}: log from osd.{} at epoch {}, this OSD is at epoch {} with acting {:?}",
+                self.id, h.from, h.ctx.epoch, self.epoch, self.acting
+            ))));
+        }
+        let head = h.log.info.last_update;
+        if self.rep.merged == Some((h.ctx.interval, h.from, head)) && !self.rep.merging() {
+            return fx.push(Effect::LogReply {
+                token,
+                result: Ok(LogAnswer::Missing(self.missing_list())),
+            });
+        }
+        if self.epoch < h.ctx.epoch || !self.settled() || !self.applying.is_empty() {
+            if self.held_logs.len() >= WAITING_MAX {
+                return fx.push(fail(RepError::Failed(format!(
+                    "pg {}: too many logs waiting",
+                    self.id
+                ))));
+            }
+            return self.held_logs.push(h);
+        }
+        let mine = stored_info(s, self.coll).unwrap_or_default().last_update;
+        match recovery::merge(s, self.coll, mine, &self.missing, &h.log) {
+            Err(e) => fx.push(fail(RepError::Failed(format!("pg {}: {e}", self.id)))),
+            Ok(recovery::Merge::NoOverlap) => fx.push(Effect::LogReply {
+                token,
+                result: Ok(LogAnswer::NoOverlap),
+            }),
+            Ok(recovery::Merge::Merged { txn, missing, info }) => {
+                self.missing = missing;
+                self.info = info;
+                self.rep.high = head;
+                self.rep.merged = Some((h.ctx.interval, h.from, head));
+                let tid = self.take_tid();
+                self.rep
+                    .committing
+                    .insert(tid, self.commit(token, CommitKind::Log));
+                fx.push(Effect::Apply { tid, txn });
+            }
+        }
+    }
+
+    fn rerun_held_logs(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
+        for h in std::mem::take(&mut self.held_logs) {
+            self.on_log(s, h, fx);
+        }
+    }
+
+    /// An object this copy lacks, whole, from the primary.
+    fn on_push(
+        &mut self,
+        s: &dyn ObjectStore,
+        from: i32,
+        ctx: RepCtx,
+        push: Push,
+        token: u64,
+        fx: &mut Vec<Effect>,
+    ) {
+        let fail = |e: RepError| Effect::RepReply {
+            token,
+            result: Err(e),
+        };
+        if !replica_accepts(&self.view(), from, &ctx) {
+            return fx.push(fail(RepError::Stale(format!(
+                "pg {}: push from osd.{} at epoch {}, this OSD is at epoch {}",
+                self.id, from, ctx.epoch, self.epoch
+            ))));
+        }
+        if self.epoch < ctx.epoch {
+            return fx.push(fail(RepError::Failed(format!(
+                "pg {}: this OSD's map is at epoch {}, the push needs {}",
+                self.id, self.epoch, ctx.epoch
+            ))));
+        }
+        if !self.missing.contains_key(&push.name) {
+            // Already here (a resend, or recovered by an earlier push).
+            return fx.push(Effect::RepReply {
+                token,
+                result: Ok(()),
+            });
+        }
+        if let Err(e) = exec::validate(&push.name, &[SubOp::Stat]) {
+            return fx.push(fail(RepError::Failed(format!("pg {}: {e}", self.id))));
+        }
+        match recovery::push_txn(s, self.coll, &push) {
+            Ok(txn) => {
+                let tid = self.take_tid();
+                let c = self.commit(token, CommitKind::Push(push.name));
+                self.rep.committing.insert(tid, c);
+                fx.push(Effect::Apply { tid, txn });
+            }
+            Err(e) => fx.push(fail(RepError::Failed(format!("pg {}: {e}", self.id)))),
+        }
+    }
+
     /// A peering query: answered with this copy's info once this PG's map
     /// has reached the query's epoch (writes it accepted count, durable or
     /// not: any that were not durable yet will not be acknowledged to
@@ -891,7 +1690,10 @@ impl Pg {
         }
         fx.push(Effect::InfoReply {
             token: q.token,
-            result: Ok(Some(self.info)),
+            result: Ok(Some(PeerInfo {
+                info: self.info,
+                missing: self.missing.len() as u64,
+            })),
         });
     }
 
@@ -920,6 +1722,7 @@ impl Pg {
             let mut t = Transaction::new();
             t.set_record(self.coll, INFO_KEY, record::encode_info(&self.info));
             let tid = self.take_tid();
+            self.applying.insert(tid, self.interval);
             fx.push(Effect::Apply { tid, txn: t });
         }
         self.rerun_waiting(s, fx);
@@ -962,6 +1765,20 @@ impl Pg {
             return;
         }
         let writes = p.op.ops.iter().any(SubOp::is_write);
+        if matches!(self.role, Role::Primary { .. }) && self.rec.lacks(&p.op.name) {
+            // A member lacks this object: recover it first (the op waits
+            // behind the push; ops on other objects go on).
+            let name = p.op.name.clone();
+            if self.settled() {
+                self.push_now(s, name.clone(), fx);
+            }
+            let q = self.busy.entry(name).or_default();
+            if q.len() >= WAITING_MAX {
+                return fx.push(fail(&p, self.unavailable()));
+            }
+            q.push_back(p);
+            return;
+        }
         let active = matches!(self.role, Role::Primary { .. } | Role::Activating { .. });
         if !active || (writes && !self.can_write()) {
             if self.waiting.len() >= WAITING_MAX {
@@ -975,7 +1792,9 @@ impl Pg {
 
     fn unavailable(&self) -> OpError {
         let have = match &self.role {
-            Role::Primary { write_set } | Role::Activating { write_set } => write_set.len() as u32,
+            Role::Primary { write_set } | Role::Activating { write_set, .. } => {
+                write_set.len() as u32
+            }
             Role::Down { osds } => {
                 return OpError::Down {
                     pg: self.id.to_string(),
@@ -1073,8 +1892,8 @@ impl Pg {
             self.remember(r, version, false);
         }
         t.set_record(self.coll, &log_key(version.v), record::encode_log(&entry));
-        if version.v > LOG_ENTRIES_MAX {
-            t.rm_record(self.coll, &log_key(version.v - LOG_ENTRIES_MAX));
+        if version.v > self.log_entries_max {
+            t.rm_record(self.coll, &log_key(version.v - self.log_entries_max));
         }
         t.set_record(self.coll, INFO_KEY, record::encode_info(&self.info));
         let Role::Primary { write_set } = &self.role else {
@@ -1083,6 +1902,7 @@ impl Pg {
         // Not `take_tid`: `write_set` borrows the role.
         let tid = self.next_tid;
         self.next_tid += 1;
+        self.applying.insert(tid, self.interval);
         fx.extend(self.backend.distribute(WritePlan {
             tid,
             ctx: RepCtx {
@@ -1151,18 +1971,7 @@ impl Pg {
         };
         fx.push(reply(f.token, result, f.version, self.epoch));
         // The next op on this object, if any.
-        if let Some(mut q) = self.busy.remove(&f.name) {
-            if let Some(next) = q.pop_front() {
-                self.on_op(s, next, fx);
-                if let Some(rest) = self.busy.get_mut(&f.name) {
-                    rest.extend(q);
-                } else {
-                    for p in q {
-                        self.on_op(s, p, fx);
-                    }
-                }
-            }
-        }
+        self.release(s, &f.name, fx);
     }
 
     /// Everything that waited past its deadline is answered: ops and
@@ -1208,6 +2017,15 @@ impl Pg {
                 )),
             });
         }
+        for h in take_expired(&mut self.held_logs, now, |h| h.deadline_ms) {
+            fx.push(Effect::LogReply {
+                token: h.token,
+                result: Err(RepError::Failed(format!(
+                    "pg {}: the log from osd.{} waited for this copy's map or commits",
+                    self.id, h.from
+                ))),
+            });
+        }
         for l in take_expired(&mut self.lists, now, |l| l.deadline_ms) {
             fx.push(Effect::ListReply {
                 token: l.token,
@@ -1225,6 +2043,15 @@ impl Pg {
             && self.rep.committing.is_empty()
             && self.lists.is_empty()
             && self.queries.is_empty()
+            && self.held_logs.is_empty()
+            && self.rec.pushing.is_empty()
+    }
+
+    /// Whether this primary's PG is active with every member complete and
+    /// CRUSH's set in charge.
+    pub fn is_clean(&self) -> bool {
+        self.stat()
+            .is_some_and(|st| st.state.contains(PgState::CLEAN))
     }
 
     /// The PG's state for the monitors (primaries only).
@@ -1238,13 +2065,31 @@ impl Pg {
             Role::Behind => PgState::PEERING | PgState::WAIT_PG_TEMP,
             Role::Down { .. } => PgState::DOWN,
             Role::Activating { .. } => PgState::ACTIVATING,
-            Role::Primary { write_set } if write_set.len() < self.min_size() => {
-                PgState::UNDERSIZED | PgState::DEGRADED | PgState::PEERED
+            Role::Primary { write_set } => {
+                let mut st = if write_set.len() < self.min_size() {
+                    PgState::PEERED
+                } else {
+                    PgState::ACTIVE
+                };
+                if write_set.len() < size {
+                    st |= PgState::UNDERSIZED | PgState::DEGRADED;
+                }
+                if !self.rec.missing.is_empty() {
+                    st |= PgState::DEGRADED;
+                    st |= if self.rec.pushing.is_empty() {
+                        PgState::RECOVERY_WAIT
+                    } else {
+                        PgState::RECOVERING
+                    };
+                }
+                if !self.up.is_empty() && self.up != self.acting {
+                    st |= PgState::REMAPPED;
+                }
+                if st == PgState::ACTIVE {
+                    st |= PgState::CLEAN;
+                }
+                st
             }
-            Role::Primary { write_set } if write_set.len() < size => {
-                PgState::ACTIVE | PgState::UNDERSIZED | PgState::DEGRADED
-            }
-            Role::Primary { .. } => PgState::ACTIVE | PgState::CLEAN,
             _ => return None,
         };
         Some(PgStat {
@@ -1254,6 +2099,7 @@ impl Pg {
             acting: self.acting.clone(),
             objects: self.info.objects,
             bytes: self.info.bytes,
+            degraded: self.rec.degraded(),
         })
     }
 }
@@ -1289,4 +2135,8 @@ fn list(s: &dyn ObjectStore, coll: CollectionId, start: Option<String>, limit: u
     let more = names.len() > lim || next.is_some();
     names.truncate(lim);
     Ok((names.into_iter().map(|o| o.name).collect(), more))
+}
+
+fn tracing_error(pg: PgId, msg: &str) {
+    tracing::error!("pg {pg}: {msg}");
 }

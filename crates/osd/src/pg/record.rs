@@ -1,7 +1,8 @@
 //! The stored form of a PG's own records (kept in its collection beside
 //! the objects, written in the same transaction as each write): the PG
-//! info under `info` and one log entry per version under `log/` + the
-//! version counter (8 bytes, big-endian, so they list in order). Each
+//! info under `info`, one log entry per version under `log/` + the
+//! version counter (8 bytes, big-endian, so they list in order), and one
+//! record per object the copy lacks under `missing/` + the object name. Each
 //! value starts with a 4-byte marker naming its kind and format version,
 //! then the postcard encoding of the record; `docs/format.md` has the
 //! layouts.
@@ -10,11 +11,15 @@
 //! guessed at: a later format adds a new marker (and reads the old one).
 
 use super::{LogEntry, PgInfo};
+use loligo_types::ops::Version;
 
 /// Marker of a PG info record, format 1.
 pub const INFO_V1: &[u8; 4] = b"LPI1";
 /// Marker of a PG log entry, format 1.
 pub const LOG_V1: &[u8; 4] = b"LPL1";
+
+/// Marker of a missing-object record (the version a copy needs), format 1.
+pub const MISSING_V1: &[u8; 4] = b"LPM1";
 
 /// A PG record that cannot be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -70,10 +75,19 @@ pub fn decode_log(b: &[u8]) -> Result<LogEntry, RecordError> {
     decode("PG log", LOG_V1, b)
 }
 
+/// The stored bytes of a missing record.
+pub fn encode_missing(need: &Version) -> Vec<u8> {
+    encode(MISSING_V1, need)
+}
+
+/// A missing record from its stored bytes.
+pub fn decode_missing(b: &[u8]) -> Result<Version, RecordError> {
+    decode("missing object", MISSING_V1, b)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use loligo_types::ops::Version;
 
     #[test]
     fn records_round_trip_and_unknown_formats_are_refused() {
@@ -112,5 +126,13 @@ mod tests {
         };
         assert_eq!(decode_log(&encode_log(&e)), Ok(e));
         assert!(decode_log(&b).is_err(), "an info is not a log entry");
+        let need = Version { epoch: 3, v: 9 };
+        let m = encode_missing(&need);
+        assert_eq!(&m[..4], b"LPM1");
+        assert_eq!(decode_missing(&m), Ok(need));
+        assert!(
+            decode_missing(&b).is_err(),
+            "an info is not a missing record"
+        );
     }
 }

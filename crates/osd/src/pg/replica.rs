@@ -92,12 +92,42 @@ pub(super) struct Lane {
     pub high: Version,
     /// Writes waiting for an earlier one still on its way.
     pub waiting: Vec<RepWrite>,
-    /// Store transactions of replica writes not yet durable: tid -> (token,
-    /// the interval this copy was in when it took the write). A write
+    /// Store transactions from a primary not yet durable, by tid. A write
     /// whose interval has ended by the time it is durable is answered
     /// `Stale`, never acknowledged: this copy has told a newer primary
     /// where its log stands, and an old primary must not count on it.
-    pub committing: HashMap<u64, (u64, u64)>,
+    pub committing: HashMap<u64, Commit>,
+    /// The last authoritative log merged: (interval, primary, head), so a
+    /// resent one is answered without merging again.
+    pub merged: Option<(u64, i32, Version)>,
+}
+
+/// A primary's transaction this copy queued, and whom to answer.
+#[derive(Debug)]
+pub(super) struct Commit {
+    pub token: u64,
+    /// The interval this copy was in when it took it.
+    pub interval: u64,
+    pub kind: CommitKind,
+}
+
+#[derive(Debug)]
+pub(super) enum CommitKind {
+    Write,
+    /// A recovered object (its missing record goes with it).
+    Push(String),
+    /// The merge of an authoritative log.
+    Log,
+}
+
+impl Lane {
+    /// Whether a log merge is on its way to the store (writes wait for
+    /// it: they follow the merged head).
+    pub fn merging(&self) -> bool {
+        self.committing
+            .values()
+            .any(|c| matches!(c.kind, CommitKind::Log))
+    }
 }
 
 /// Why a replica's transaction cannot be applied as sent (`None`: fine):

@@ -1,0 +1,302 @@
+//! Log-based recovery, the pure parts: how a member merges the
+//! authoritative log into its own (divergent entries rolled back by
+//! marking their objects missing, the authority's newer entries adopted
+//! with their objects missing), how the primary copies one object whole
+//! (data, xattrs with the version, omap), and how a member applies that
+//! copy. The PG state machine decides when; these functions only read the
+//! store and build transactions.
+//!
+//! Persisted state: one `missing/` + name record per object a copy lacks
+//! (value: the version it needs; the zero version means "whatever the
+//! primary holds", for objects only a divergent entry touched). A merge
+//! writes the new log, the info and every missing record in one
+//! transaction; each pushed object clears its record in the transaction
+//! that writes it. A crash mid-recovery therefore resumes from the
+//! records, and a copy's log never claims an object it does not hold
+//! without a missing record saying so.
+//!
+//! It must never build a transaction that leaves a log entry whose
+//! object is neither present at that version nor marked missing.
+
+use super::record::{self, RecordError};
+use super::{log_key, LogEntry, PgInfo, INFO_KEY};
+use crate::exec::VERSION_ATTR;
+use loligo_store::{CollectionId, ObjectId, ObjectStore, StoreError, Transaction};
+use loligo_types::ops::Version;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Record key prefix of the missing set.
+pub const MISSING_PREFIX: &[u8] = b"missing/";
+/// Omap entries read per page when copying an object.
+const OMAP_PAGE: usize = 4096;
+
+/// Record key of object `name`'s missing record.
+pub fn missing_key(name: &str) -> Vec<u8> {
+    let mut k = MISSING_PREFIX.to_vec();
+    k.extend_from_slice(name.as_bytes());
+    k
+}
+
+/// The authoritative log as the primary sends it to a member: its info
+/// (`last_update` is the head) and its entries, oldest first, contiguous
+/// in the version counter and ending at the head.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuthLog {
+    pub info: PgInfo,
+    pub entries: Vec<LogEntry>,
+}
+
+impl AuthLog {
+    /// The version counter just before the oldest entry (entries at or
+    /// below it were trimmed; 0 when the log holds the whole history).
+    pub fn tail(&self) -> u64 {
+        self.entries
+            .first()
+            .map_or(self.info.last_update.v, |e| e.version.v - 1)
+    }
+}
+
+/// One object's whole state.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObjectCopy {
+    #[serde(with = "serde_bytes")]
+    pub data: Vec<u8>,
+    /// Every xattr, the OSD's own (the version) included.
+    pub attrs: Vec<(String, Vec<u8>)>,
+    pub omap_header: Vec<u8>,
+    pub omap: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+/// An object as the primary pushes it to a member missing it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Push {
+    pub name: String,
+    /// The object's version on the primary (zero: it does not exist).
+    pub version: Version,
+    /// `None`: the object does not exist (the member removes its copy).
+    pub copy: Option<ObjectCopy>,
+}
+
+/// A member's view of a merge.
+#[derive(Debug)]
+pub enum Merge {
+    /// The transaction that makes this copy's log the authority's, and
+    /// the copy's missing set and info after it.
+    Merged {
+        txn: Transaction,
+        missing: BTreeMap<String, Version>,
+        info: PgInfo,
+    },
+    /// The logs do not overlap (the authority trimmed past this copy's
+    /// head, or they part below its tail): only backfill can help.
+    NoOverlap,
+}
+
+/// A PG's object id for `name`.
+pub fn oid(name: &str) -> ObjectId {
+    ObjectId::new(
+        loligo_crush::hash::str_hash_rjenkins(name.as_bytes()),
+        name.to_string(),
+    )
+}
+
+/// The log entry this copy holds at version counter `v`.
+fn entry_at(s: &dyn ObjectStore, coll: CollectionId, v: u64) -> Result<Option<LogEntry>, String> {
+    match s.record(coll, &log_key(v)) {
+        Ok(Some(b)) => record::decode_log(&b).map(Some).map_err(|e| e.to_string()),
+        Ok(None) => Ok(None),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// The missing set a copy persisted.
+pub fn load_missing(
+    s: &dyn ObjectStore,
+    coll: CollectionId,
+) -> Result<BTreeMap<String, Version>, String> {
+    let mut out = BTreeMap::new();
+    let mut start = MISSING_PREFIX.to_vec();
+    loop {
+        let rows = s.records(coll, &start, 1024).map_err(|e| e.to_string())?;
+        let n = rows.len();
+        for (k, v) in rows {
+            let Some(name) = k.strip_prefix(MISSING_PREFIX) else {
+                return Ok(out);
+            };
+            let name = String::from_utf8(name.to_vec())
+                .map_err(|_| "a missing record's name is not UTF-8".to_string())?;
+            let need = record::decode_missing(&v).map_err(|e: RecordError| e.to_string())?;
+            out.insert(name, need);
+            start = k;
+            start.push(0);
+        }
+        if n < 1024 {
+            return Ok(out);
+        }
+    }
+}
+
+/// Merge `auth` into this copy (head `mine`, missing set `missing`).
+///
+/// The common point is the newest version counter at which both logs hold
+/// the same entry (a version names one write, and a copy only takes a
+/// write on top of its predecessor, so equal entries mean equal logs up to
+/// there). Entries of this copy past it are divergent: their objects are
+/// marked missing (the primary will push its state, or the object's
+/// absence). Entries of the authority past it are adopted, their objects
+/// marked missing at the entry's version.
+pub fn merge(
+    s: &dyn ObjectStore,
+    coll: CollectionId,
+    mine: Version,
+    missing: &BTreeMap<String, Version>,
+    auth: &AuthLog,
+) -> Result<Merge, String> {
+    let head = auth.info.last_update;
+    let tail = auth.tail();
+    let by_v: BTreeMap<u64, &LogEntry> = auth.entries.iter().map(|e| (e.version.v, e)).collect();
+    // The common point: walk down from the lower head.
+    let mut common = None;
+    let mut v = mine.v.min(head.v);
+    while v > tail {
+        let theirs = by_v.get(&v).map(|e| e.version);
+        let ours = entry_at(s, coll, v)?.map(|e| e.version);
+        if ours.is_some() && ours == theirs {
+            common = Some(v);
+            break;
+        }
+        v -= 1;
+    }
+    let common = match common {
+        Some(c) => c,
+        // Below the authority's tail nothing can be compared: only a copy
+        // with no history at all, against a log that was never trimmed,
+        // starts from zero.
+        None if tail == 0 && (mine.v == 0 || entry_at(s, coll, 1)?.is_some()) => 0,
+        None => return Ok(Merge::NoOverlap),
+    };
+    let mut missing = missing.clone();
+    let mut t = Transaction::new();
+    // Divergent entries: gone from the log, their objects to be fetched.
+    for v in common + 1..=mine.v {
+        if let Some(e) = entry_at(s, coll, v)? {
+            missing.entry(e.name).or_default();
+        }
+        t.rm_record(coll, &log_key(v));
+    }
+    // The authority's newer entries.
+    for e in auth.entries.iter().filter(|e| e.version.v > common) {
+        missing.insert(e.name.clone(), e.version);
+        t.set_record(coll, &log_key(e.version.v), record::encode_log(e));
+    }
+    for (name, need) in &missing {
+        t.set_record(coll, &missing_key(name), record::encode_missing(need));
+    }
+    let info = PgInfo {
+        last_update: head,
+        ..auth.info
+    };
+    t.set_record(coll, INFO_KEY, record::encode_info(&info));
+    Ok(Merge::Merged {
+        txn: t,
+        missing,
+        info,
+    })
+}
+
+/// Read object `name` whole (`None`: it does not exist), with its version.
+pub fn read_copy(s: &dyn ObjectStore, coll: CollectionId, name: &str) -> Result<Push, StoreError> {
+    let o = oid(name);
+    if !s.exists(coll, &o)? {
+        return Ok(Push {
+            name: name.to_string(),
+            version: Version::default(),
+            copy: None,
+        });
+    }
+    let size = s.stat(coll, &o)?.size;
+    let data = s.read(coll, &o, &[(0, size)])?.pop().unwrap_or_default();
+    let attrs: Vec<(String, Vec<u8>)> = s.getattrs(coll, &o)?.into_iter().collect();
+    let version = attrs
+        .iter()
+        .find(|(k, _)| k == VERSION_ATTR)
+        .and_then(|(_, v)| postcard::from_bytes(v).ok())
+        .unwrap_or_default();
+    let omap_header = s.omap_header(coll, &o)?;
+    let mut omap = Vec::new();
+    let mut start = Vec::new();
+    loop {
+        let page = s.omap_range(coll, &o, &start, None, OMAP_PAGE)?;
+        let n = page.len();
+        if let Some((k, _)) = page.last() {
+            start = k.clone();
+            start.push(0);
+        }
+        omap.extend(page);
+        if n < OMAP_PAGE {
+            break;
+        }
+    }
+    Ok(Push {
+        name: name.to_string(),
+        version,
+        copy: Some(ObjectCopy {
+            data,
+            attrs,
+            omap_header,
+            omap,
+        }),
+    })
+}
+
+/// The transaction that replaces this copy's object with the pushed one
+/// (or removes it) and clears its missing record.
+pub fn push_txn(
+    s: &dyn ObjectStore,
+    coll: CollectionId,
+    p: &Push,
+) -> Result<Transaction, StoreError> {
+    let o = oid(&p.name);
+    let mut t = Transaction::new();
+    if s.exists(coll, &o)? {
+        t.remove(coll, &o);
+    }
+    if let Some(c) = &p.copy {
+        t.touch(coll, &o);
+        if !c.data.is_empty() {
+            t.write_full(coll, &o, c.data.clone());
+        }
+        if !c.attrs.is_empty() {
+            t.setattrs(coll, &o, c.attrs.clone());
+        }
+        if !c.omap_header.is_empty() {
+            t.omap_setheader(coll, &o, c.omap_header.clone());
+        }
+        if !c.omap.is_empty() {
+            t.omap_setkeys(coll, &o, c.omap.clone());
+        }
+    }
+    t.rm_record(coll, &missing_key(&p.name));
+    Ok(t)
+}
+
+/// The primary's log entries after `after` (exclusive), oldest first.
+pub fn read_log(
+    s: &dyn ObjectStore,
+    coll: CollectionId,
+    after: u64,
+    max: usize,
+) -> Result<Vec<LogEntry>, String> {
+    let rows = s
+        .records(coll, &log_key(after + 1), max)
+        .map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    for (k, v) in rows {
+        if !k.starts_with(b"log/") {
+            break;
+        }
+        out.push(record::decode_log(&v).map_err(|e| e.to_string())?);
+    }
+    Ok(out)
+}
