@@ -440,6 +440,7 @@ async fn losing_osds_against_min_size() {
         );
     }
     wait_clean(&c).await;
+    assert_copies_agree(&t, &c, 20);
     // osd.2 really holds the data now: alone again, it serves it.
     t.kill(0).await;
     t.kill(1).await;
@@ -452,4 +453,114 @@ async fn losing_osds_against_min_size() {
         );
     }
     let _ = SubResult::None;
+}
+
+/// Until every PG of pool 1 reports active+clean, no pg_temp is left and
+/// `placed` holds for the current map; fails the test after 30 s. Reports
+/// made before the map change may still say clean: give them time first.
+async fn wait_settled(c: &Cluster, placed: impl Fn() -> bool) {
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut last = serde_json::Value::Null;
+    for _ in 0..150 {
+        let st = c.mon(MonRequest::Admin(Admin::Status)).await.unwrap().value;
+        let d = c
+            .mon(MonRequest::Admin(Admin::OsdDump))
+            .await
+            .unwrap()
+            .value;
+        let clean = st["pgs"]["by_state"]["active+clean"] == 16;
+        let no_temp = d["pg_temp"].as_array().is_some_and(|a| a.is_empty());
+        if clean && no_temp && placed() {
+            return;
+        }
+        last = serde_json::json!({"status": st["pgs"], "pg_temp": d["pg_temp"]});
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!("not settled after 30 s: {last}");
+}
+
+/// Every PG's acting members hold the same objects (names and data) in
+/// their stores, and together all `n` objects written.
+fn assert_copies_agree(t: &TestCluster, c: &Cluster, n: usize) {
+    let m = c.map();
+    let mut placer = m.placer().unwrap();
+    let mut total = 0;
+    for ps in 0..16u32 {
+        let pm = placer.map_pg(loligo_types::PgId { pool: 1, ps }).unwrap();
+        let coll = loligo_store::CollectionId::pg(1, ps);
+        let copy = |osd: i32| {
+            let s = &t.stores[osd as usize];
+            let (names, _) = s.list(coll, None, 10_000).unwrap();
+            names
+                .into_iter()
+                .map(|o| {
+                    let data = s.read(coll, &o, &[(0, 1 << 20)]).unwrap();
+                    (o.name, data)
+                })
+                .collect::<Vec<_>>()
+        };
+        let first = copy(pm.acting[0]);
+        for &o in &pm.acting[1..] {
+            assert_eq!(
+                first,
+                copy(o),
+                "pg 1.{ps}: osd.{o} differs from the primary"
+            );
+        }
+        total += first.len();
+    }
+    assert_eq!(total, n);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn osd_out_and_in_move_data_and_end_clean() {
+    let t = TestCluster::start("outin", 4).await;
+    let c = client(&t).await;
+    let p = c.pool("rbd").unwrap();
+    wait_clean(&c).await;
+    for i in 0..24 {
+        p.write_full(&format!("o{i}"), pattern(3000, i))
+            .await
+            .unwrap();
+    }
+    let holds = |osd: i32| {
+        let m = c.map();
+        let mut placer = m.placer().unwrap();
+        (0..16u32).any(|ps| {
+            let pm = placer.map_pg(loligo_types::PgId { pool: 1, ps }).unwrap();
+            pm.acting.contains(&osd)
+        })
+    };
+    assert!(holds(3), "osd.3 serves some PG before it is marked out");
+    let r = c
+        .mon(MonRequest::Admin(Admin::OsdOut { ids: vec![3] }))
+        .await
+        .unwrap();
+    c.wait_for_epoch(r.epoch).await;
+    // Its PGs move to the other three, which receive the objects.
+    wait_settled(&c, || !holds(3)).await;
+    assert_copies_agree(&t, &c, 24);
+    for i in 0..24 {
+        assert_eq!(
+            p.read(&format!("o{i}"), 0, 0).await.unwrap(),
+            pattern(3000, i as u8)
+        );
+        p.write_full(&format!("o{i}"), pattern(3000, i as u8 + 50))
+            .await
+            .unwrap();
+    }
+    // Back in: its PGs return to it, with the writes made meanwhile.
+    let r = c
+        .mon(MonRequest::Admin(Admin::OsdIn { ids: vec![3] }))
+        .await
+        .unwrap();
+    c.wait_for_epoch(r.epoch).await;
+    wait_settled(&c, || holds(3)).await;
+    assert_copies_agree(&t, &c, 24);
+    for i in 0..24 {
+        assert_eq!(
+            p.read(&format!("o{i}"), 0, 0).await.unwrap(),
+            pattern(3000, i as u8 + 50)
+        );
+    }
 }

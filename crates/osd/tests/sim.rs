@@ -1181,6 +1181,15 @@ impl Sim {
             "not clean {CLEAN_STEPS} steps after healing: primary osd.{} in state {state:?}, acting {acting:?}, pg_temp {:?}",
             acting[0], self.mon.pg_temp
         );
+        // Every member is on record: any one of them alone can serve.
+        let mut recorded = self.mon.record.as_ref().map_or(vec![], |r| r.osds.clone());
+        recorded.sort_unstable();
+        let mut members = acting.clone();
+        members.sort_unstable();
+        assert_eq!(
+            recorded, members,
+            "clean, but the record is not the acting set"
+        );
         let snap = |o: i32| copy_of(&self.osds[o as usize].store);
         let first = snap(acting[0]);
         assert!(first.missing.is_empty(), "{first:?}");

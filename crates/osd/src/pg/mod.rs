@@ -410,6 +410,8 @@ struct Recovery {
     retry: BTreeMap<String, u64>,
     /// Objects copied so far (for progress and stats).
     pushed: u64,
+    /// The write set this interval last asked the monitors to record.
+    record_asked: Option<Vec<i32>>,
     /// The pg_temp this interval last asked the monitors for.
     temp_asked: Option<Vec<i32>>,
 }
@@ -771,8 +773,17 @@ impl Pg {
                     self.on_rw_recorded(s, self.interval, fx);
                 }
             }
-            // CRUSH's set may have moved under the pg_temp.
+            // CRUSH's set may have moved under the pg_temp, and the map
+            // shows what the monitors really hold (an ask may have lost a
+            // race with an older one: ask again).
             self.maybe_clear_temp(fx);
+            let shown = self.record.as_ref().map(|r| (r.interval, &r.osds));
+            if shown.is_some_and(|(i, o)| {
+                i == self.interval && Some(o) != self.rec.record_asked.as_ref()
+            }) {
+                self.rec.record_asked = None;
+            }
+            self.rerecord(fx);
             return;
         }
         // A new interval: writes in flight are abandoned (their clients
@@ -886,11 +897,16 @@ impl Pg {
             Role::Primary { write_set } => write_set.clone(),
             _ => return,
         };
-        self.record = Some(WriteSetRecord {
-            interval,
-            osds: self.complete_of(&write_set),
-        });
+        // What was asked, not what is complete now: a member may have
+        // completed since, and then needs its own record.
+        let osds = self
+            .rec
+            .record_asked
+            .clone()
+            .unwrap_or_else(|| self.complete_of(&write_set));
+        self.record = Some(WriteSetRecord { interval, osds });
         self.maybe_go_active(s, fx);
+        self.rerecord(fx);
     }
 
     /// The members of `write_set` whose copy is complete (this primary
@@ -940,7 +956,8 @@ impl Pg {
             .record
             .as_ref()
             .is_some_and(|r| r.interval == self.interval && r.osds == osds);
-        if !held {
+        if !held && self.rec.record_asked.as_ref() != Some(&osds) {
+            self.rec.record_asked = Some(osds.clone());
             fx.push(Effect::RecordWriteSet {
                 interval: self.interval,
                 osds,
@@ -1117,6 +1134,7 @@ impl Pg {
                 .as_ref()
                 .is_some_and(|r| r.interval == self.interval && r.osds == osds);
         if !recorded {
+            self.rec.record_asked = Some(osds.clone());
             fx.push(Effect::RecordWriteSet {
                 interval: self.interval,
                 osds,
