@@ -1,18 +1,24 @@
 //! A seeded simulation of one PG on four OSDs: the real `Pg` state
-//! machines (primary, replica and peering-query paths, the same code the
-//! daemon runs) over MemStores, a monitor model (failure marking after a
+//! machines (primary, replica, peering-query and recovery paths, the same
+//! code the daemon runs) over MemStores, a monitor model (failure marking after a
 //! delay, pg_temp, write-set records), a client writing and reading a few
 //! objects with compound ops (data, xattr and omap together), and faults:
 //! OSD crashes (commits in flight, replica writes included, are kept or
 //! lost at random), restarts, message delays and reordering, and maps
 //! reaching one OSD late (an old primary goes on while a new one peers),
-//! and clients on older maps sending to old primaries.
+//! and clients on older maps sending to old primaries. Writes come in
+//! three shapes with one outcome (full write; truncate + append; partial
+//! write + truncate, each with omap removals before the set).
 //!
 //! Checked: a read never returns less than the newest value acknowledged
 //! before the read was sent (no acknowledged write is lost, no stale copy
 //! answers), never a value not yet written, never a torn compound write;
-//! and once every OSD is back, every object reads back at least its newest
-//! acknowledged value. A failing seed replays exactly:
+//! once every OSD is back, every object reads back at least its newest
+//! acknowledged value; and then the PG goes active+clean by itself (log
+//! recovery: divergent entries rolled back, missing objects pushed,
+//! pg_temp dropped), every member on record, every member's copy equal
+//! (objects, data, xattrs, omap, log, head, no missing record). A failing
+//! seed replays exactly:
 //! `LOLIGO_SIM_SEED=N cargo test -p loligo-osd --test sim`.
 
 use loligo_osd::pg::{
@@ -997,14 +1003,37 @@ impl Sim {
         let (obj, ops) = match p.kind {
             Kind::Write { obj, value } => {
                 let v = value.to_le_bytes().to_vec();
-                let ops = vec![
-                    SubOp::WriteFull(v.clone()),
-                    SubOp::SetXattr {
-                        name: "v".into(),
-                        value: v.clone(),
-                    },
-                    SubOp::OmapSet(vec![(b"v".to_vec().into(), v.into())]),
-                ];
+                let xattr = SubOp::SetXattr {
+                    name: "v".into(),
+                    value: v.clone(),
+                };
+                let omap = SubOp::OmapSet(vec![(b"v".to_vec().into(), v.clone().into())]);
+                // Three shapes with one outcome (the value as data, xattr
+                // and omap entry): a full write; truncate + append with the
+                // omap cleared first; a partial write cut to size with the
+                // key removed first. The last two need the object to exist.
+                let shape = if self.acked[obj] > 0 {
+                    self.rng.index(3)
+                } else {
+                    0
+                };
+                let ops = match shape {
+                    0 => vec![SubOp::WriteFull(v), xattr, omap],
+                    1 => vec![
+                        SubOp::Truncate(0),
+                        SubOp::Append(v),
+                        xattr,
+                        SubOp::OmapClear,
+                        omap,
+                    ],
+                    _ => vec![
+                        SubOp::Write { offset: 0, data: v },
+                        SubOp::Truncate(8),
+                        xattr,
+                        SubOp::OmapRm(vec![b"v".to_vec().into()]),
+                        omap,
+                    ],
+                };
                 (obj, ops)
             }
             Kind::Read { obj, .. } => (
