@@ -30,11 +30,11 @@ pub enum OsdCmd {
     Dump,
     /// Mark OSDs down (they re-assert themselves if alive).
     Down { ids: Vec<i32> },
-    /// Mark OSDs out: CRUSH maps their PGs to other OSDs. The data is not
-    /// copied there yet (no recovery or backfill): the new members stay
-    /// degraded.
+    /// Mark OSDs out: CRUSH maps their PGs to other OSDs, which recover
+    /// the objects from the PG log (PGs whose log no longer covers their
+    /// history need a backfill, not built yet: they stay degraded).
     Out { ids: Vec<i32> },
-    /// Mark OSDs in.
+    /// Mark OSDs in: their PGs move back (recovered the same way).
     In { ids: Vec<i32> },
     /// Set an OSD's reweight (0..1).
     Reweight { id: i32, weight: f64 },
@@ -89,8 +89,8 @@ pub enum PoolCmd {
     /// Show a pool's settings (JSON).
     Get { name: String },
     /// Change a setting: size, min_size, pgp_num, crush_rule, object_size_max, name, pps_mode.
-    /// Settings that remap PGs (size, pgp_num, crush_rule, pps_mode) move no data yet: new
-    /// members stay degraded until recovery exists.
+    /// Settings that remap PGs (size, pgp_num, crush_rule, pps_mode) move data by log-based
+    /// recovery; PGs whose log no longer covers their history stay degraded (no backfill yet).
     Set {
         name: String,
         key: String,
