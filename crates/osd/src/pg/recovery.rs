@@ -300,3 +300,142 @@ pub fn read_log(
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use loligo_store::MemStore;
+
+    fn v(epoch: u64, v: u64) -> Version {
+        Version { epoch, v }
+    }
+
+    fn entry(version: Version, name: &str) -> LogEntry {
+        LogEntry {
+            version,
+            name: name.into(),
+            removed: false,
+            reqid: None,
+        }
+    }
+
+    /// A copy whose log holds `entries`, with an object per entry.
+    fn copy_with(entries: &[LogEntry]) -> (MemStore, CollectionId) {
+        let s = MemStore::new();
+        let c = CollectionId::pg(1, 0);
+        let mut t = Transaction::new();
+        t.create_collection(c);
+        for e in entries {
+            t.write_full(c, &oid(&e.name), e.version.v.to_le_bytes().to_vec());
+            t.set_record(c, &log_key(e.version.v), record::encode_log(e));
+        }
+        s.apply(t).unwrap();
+        (s, c)
+    }
+
+    #[test]
+    fn divergent_entries_are_rolled_back_and_newer_ones_adopted() {
+        let mine = [
+            entry(v(1, 1), "a"),
+            entry(v(1, 2), "b"),
+            entry(v(1, 3), "c"),
+        ];
+        let (s, c) = copy_with(&mine);
+        let auth = AuthLog {
+            info: PgInfo {
+                last_update: v(2, 3),
+                ..PgInfo::default()
+            },
+            entries: vec![
+                entry(v(1, 1), "a"),
+                entry(v(2, 2), "d"),
+                entry(v(2, 3), "b"),
+            ],
+        };
+        let Merge::Merged { txn, missing, info } =
+            merge(&s, c, v(1, 3), &BTreeMap::new(), &auth).unwrap()
+        else {
+            panic!("the logs overlap at 1'1");
+        };
+        // b and d at the authority's versions; c (only in a divergent
+        // entry) at whatever the primary holds.
+        let want: BTreeMap<String, Version> = [
+            ("b".to_string(), v(2, 3)),
+            ("c".to_string(), Version::default()),
+            ("d".to_string(), v(2, 2)),
+        ]
+        .into();
+        assert_eq!(missing, want);
+        assert_eq!(info.last_update, v(2, 3));
+        s.apply(txn).unwrap();
+        // The log is now the authority's, and the missing set persisted.
+        assert_eq!(read_log(&s, c, 0, 100).unwrap(), auth.entries);
+        assert_eq!(load_missing(&s, c).unwrap(), want);
+        // A push of c's absence removes the divergent object and its record.
+        let p = Push {
+            name: "c".into(),
+            version: Version::default(),
+            copy: None,
+        };
+        s.apply(push_txn(&s, c, &p).unwrap()).unwrap();
+        assert!(!s.exists(c, &oid("c")).unwrap());
+        assert!(!load_missing(&s, c).unwrap().contains_key("c"));
+    }
+
+    #[test]
+    fn a_copy_behind_the_authoritys_tail_needs_a_backfill() {
+        let (s, c) = copy_with(&[entry(v(1, 1), "a"), entry(v(1, 2), "b")]);
+        // The authority kept only entries 5..6.
+        let auth = AuthLog {
+            info: PgInfo {
+                last_update: v(3, 6),
+                ..PgInfo::default()
+            },
+            entries: vec![entry(v(3, 5), "x"), entry(v(3, 6), "y")],
+        };
+        assert!(matches!(
+            merge(&s, c, v(1, 2), &BTreeMap::new(), &auth),
+            Ok(Merge::NoOverlap)
+        ));
+        // An empty copy against a log that was never trimmed starts from 0.
+        let (s2, c2) = copy_with(&[]);
+        let full = AuthLog {
+            info: PgInfo {
+                last_update: v(1, 2),
+                ..PgInfo::default()
+            },
+            entries: vec![entry(v(1, 1), "a"), entry(v(1, 2), "b")],
+        };
+        let Ok(Merge::Merged { missing, .. }) =
+            merge(&s2, c2, Version::default(), &BTreeMap::new(), &full)
+        else {
+            panic!("an empty copy merges a whole log");
+        };
+        assert_eq!(missing.len(), 2);
+    }
+
+    #[test]
+    fn a_pushed_copy_replaces_the_object_whole() {
+        let (s, c) = copy_with(&[entry(v(1, 1), "a")]);
+        let mut t = Transaction::new();
+        t.omap_setkeys(c, &oid("a"), vec![(b"old".to_vec(), b"x".to_vec())]);
+        t.set_record(c, &missing_key("a"), record::encode_missing(&v(2, 2)));
+        s.apply(t).unwrap();
+        let (src, sc) = copy_with(&[entry(v(2, 2), "a")]);
+        let mut t = Transaction::new();
+        t.setattr(
+            sc,
+            &oid("a"),
+            VERSION_ATTR,
+            postcard::to_stdvec(&v(2, 2)).unwrap(),
+        );
+        t.omap_setkeys(sc, &oid("a"), vec![(b"new".to_vec(), b"y".to_vec())]);
+        t.omap_setheader(sc, &oid("a"), b"h".to_vec());
+        src.apply(t).unwrap();
+        let p = read_copy(&src, sc, "a").unwrap();
+        assert_eq!(p.version, v(2, 2));
+        s.apply(push_txn(&s, c, &p).unwrap()).unwrap();
+        assert_eq!(read_copy(&s, c, "a").unwrap(), p, "same data, xattrs, omap");
+        assert!(load_missing(&s, c).unwrap().is_empty());
+    }
+}
