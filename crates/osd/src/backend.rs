@@ -10,7 +10,7 @@
 
 use crate::exec::{self, ObjState, Outcome};
 use crate::pg::{Effect, RepCtx};
-use loligo_store::{CollectionId, ObjectId, ObjectStore, Transaction};
+use loligo_store::{CollectionId, ObjectId, ObjectStore, Op, Transaction};
 use loligo_types::ops::{OpError, SubOp};
 
 /// One write, decided by the PG, to be distributed by the backend.
@@ -21,6 +21,9 @@ pub struct WritePlan<'a> {
     pub txn: Transaction,
     /// Members that must make it durable; `me` is among them.
     pub write_set: &'a [i32],
+    /// Members of the write set that take only the PG's records (log
+    /// entry, info): backfill targets whose cursor is before the object.
+    pub log_only: &'a [i32],
     pub me: i32,
 }
 
@@ -70,7 +73,11 @@ impl Backend for Replicated {
                 tid: w.tid,
                 to,
                 ctx: w.ctx.clone(),
-                txn: w.txn.clone(),
+                txn: if w.log_only.contains(&to) {
+                    records_only(&w.txn)
+                } else {
+                    w.txn.clone()
+                },
             })
             .collect();
         fx.push(Effect::Apply {
@@ -79,4 +86,17 @@ impl Backend for Replicated {
         });
         fx
     }
+}
+
+/// The part of a write's transaction that is the PG's own records (log
+/// entry, trimmed entries, info), without the object ops.
+fn records_only(t: &Transaction) -> Transaction {
+    let mut out = Transaction::new();
+    out.ops.extend(
+        t.ops
+            .iter()
+            .filter(|op| matches!(op, Op::SetRecord { .. } | Op::RmRecord { .. }))
+            .cloned(),
+    );
+    out
 }

@@ -2,7 +2,7 @@
 //!
 //! Vocabulary only: it must never hold logic.
 
-use crate::pg::{AuthLog, LogAnswer, PeerInfo, Push};
+use crate::pg::{AuthLog, Chunk, Cursor, LogAnswer, PeerInfo, Push, Scan};
 use loligo_store::Transaction;
 use loligo_types::{Epoch, PgId};
 use serde::{Deserialize, Serialize};
@@ -39,6 +39,22 @@ pub enum PeerMsg {
         ctx: crate::pg::RepCtx,
         push: Push,
     },
+    /// Primary -> backfill target: your objects in (after, upto].
+    Scan {
+        pg: PgId,
+        from: i32,
+        ctx: crate::pg::RepCtx,
+        after: Cursor,
+        upto: Cursor,
+        limit: u32,
+    },
+    /// Primary -> backfill target: the next chunk.
+    Chunk {
+        pg: PgId,
+        from: i32,
+        ctx: crate::pg::RepCtx,
+        chunk: Chunk,
+    },
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -50,5 +66,7 @@ pub enum PeerReply {
     Info(Option<PeerInfo>),
     /// The answer to `Log`.
     Merged(LogAnswer),
+    /// The answer to `Scan`.
+    Scanned(Scan),
     Refused(String),
 }

@@ -6,10 +6,10 @@
 //! monitors to record the write set, and a copy that cannot reach any
 //! member of the recorded write set serves nothing.
 
-use loligo_osd::pg::{Effect, Input, PeerInfo, Pg, PgInfo, RepError};
+use loligo_osd::pg::{Cursor, Effect, Input, LogAnswer, PeerInfo, Pg, PgInfo, RepError};
 use loligo_store::{CollectionId, MemStore, ObjectStore, Transaction};
 use loligo_types::ops::{ClientOp, OpError, SubOp, Version};
-use loligo_types::{Epoch, OsdMap, PgId, Pool, WriteSetRecord};
+use loligo_types::{Epoch, OsdMap, PgId, PgState, Pool, WriteSetRecord};
 
 const PG: PgId = PgId { pool: 1, ps: 0 };
 
@@ -210,9 +210,10 @@ fn write_waits_for_every_member_of_the_write_set() {
 }
 
 #[test]
-fn stale_members_are_left_out_and_min_size_blocks_writes() {
+fn members_that_need_a_backfill_do_not_count_toward_min_size() {
     let (s, mut pg) = setup();
-    // Write something so this primary's log is ahead of member 2's.
+    // Write something so this primary's log is ahead of member 2's (and
+    // holds no entries: member 2's head is below its tail).
     let mut t = Transaction::new();
     t.set_record(CollectionId::pg(1, 0), b"info", stored(&info(5)));
     s.apply(t).unwrap();
@@ -236,11 +237,47 @@ fn stale_members_are_left_out_and_min_size_blocks_writes() {
         },
     );
     assert!(!fx.iter().any(|e| matches!(e, Effect::RequestPgTemp { .. })));
-    assert_eq!(
-        pg.stat().unwrap().state.to_string(),
-        "undersized+degraded+peered",
-        "2 of min_size 3"
+    // The stale member gets the authoritative log; its answer says the
+    // logs do not overlap, so it is backfilled from the start.
+    let tid = fx
+        .iter()
+        .find_map(|e| match e {
+            Effect::SendLog { tid, to: 2, .. } => Some(*tid),
+            _ => None,
+        })
+        .expect("the log goes to member 2");
+    let mut fx = run(
+        &mut pg,
+        &s,
+        Input::LogDone {
+            tid,
+            from: 2,
+            result: Ok(LogAnswer {
+                missing: vec![],
+                backfill: Some(Cursor::Start),
+            }),
+        },
     );
+    fx.extend(run(&mut pg, &s, Input::WriteSetRecorded { interval: 1 }));
+    assert!(
+        fx.iter().any(|e| matches!(
+            e,
+            Effect::SendScan {
+                to: 2,
+                after: Cursor::Start,
+                ..
+            }
+        )),
+        "{fx:?}"
+    );
+    let st = pg.stat().unwrap();
+    assert!(
+        st.state.contains(PgState::PEERED),
+        "2 of min_size 3: {}",
+        st.state
+    );
+    assert!(st.state.contains(PgState::BACKFILLING), "{}", st.state);
+    assert!(st.state.contains(PgState::DEGRADED), "{}", st.state);
     // Writes wait, then time out with a typed error.
     assert!(run(&mut pg, &s, write(7, "a", b"x", 1000)).is_empty());
     assert!(run(&mut pg, &s, Input::Tick { now_ms: 2000 }).is_empty());

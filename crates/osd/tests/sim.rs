@@ -16,13 +16,17 @@
 //! once every OSD is back, every object reads back at least its newest
 //! acknowledged value; and then the PG goes active+clean by itself (log
 //! recovery: divergent entries rolled back, missing objects pushed,
-//! pg_temp dropped), every member on record, every member's copy equal
-//! (objects, data, xattrs, omap, log, head, no missing record). A failing
+//! pg_temp dropped; in half the seeds the PG log is a few entries long,
+//! so copies that were away are backfilled, a chunk of one to three
+//! objects at a time, while writes go on), every member on record, every
+//! member's copy equal (objects, data, xattrs, omap, log, head, no
+//! missing record, no backfill cursor). A failing
 //! seed replays exactly:
 //! `LOLIGO_SIM_SEED=N cargo test -p loligo-osd --test sim`.
 
 use loligo_osd::pg::{
-    stored_info, AuthLog, Effect, Input, LogAnswer, PeerInfo, Pg, Push, RepCtx, RepError,
+    stored_info, AuthLog, Chunk, Cursor, Effect, Input, LogAnswer, PeerInfo, Pg, Push, RepCtx,
+    RepError, Scan,
 };
 use loligo_store::{CollectionId, MemStore, ObjectStore, Transaction};
 use loligo_types::ops::{ClientOp, OpError, OpReply, ReqId, SubOp, SubResult, Version};
@@ -30,7 +34,7 @@ use loligo_types::{Epoch, OsdMap, PgId, Pool, WriteSetRecord};
 use std::collections::BTreeMap;
 
 const OSDS: usize = 4;
-const OBJECTS: usize = 4;
+const OBJECTS: usize = 6;
 const PG: PgId = PgId { pool: 1, ps: 0 };
 const STEP_MS: u64 = 5;
 const CLIENT_RESEND_MS: u64 = 3_000;
@@ -105,35 +109,22 @@ enum Ev {
         interval: Epoch,
         info: Option<PeerInfo>,
     },
-    Log {
+    /// A recovery message (log, push, scan, chunk) to member `to`.
+    Rec {
         to: usize,
         from: usize,
         gen: u64,
         tid: u64,
         ctx: RepCtx,
-        log: AuthLog,
+        what: RecMsg,
     },
-    LogDone {
+    /// Its answer, back to the primary `to`.
+    RecDone {
         to: usize,
         gen: u64,
         tid: u64,
         from: i32,
-        result: Result<LogAnswer, RepError>,
-    },
-    Push {
-        to: usize,
-        from: usize,
-        gen: u64,
-        tid: u64,
-        ctx: RepCtx,
-        push: Push,
-    },
-    PushDone {
-        to: usize,
-        gen: u64,
-        tid: u64,
-        from: i32,
-        result: Result<(), RepError>,
+        answer: RecAnswer,
     },
     Record {
         from: usize,
@@ -253,10 +244,37 @@ struct RecPending {
     what: RecMsg,
 }
 
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 enum RecMsg {
     Log(AuthLog),
     Push(Push),
+    Scan {
+        after: Cursor,
+        upto: Cursor,
+        limit: u32,
+    },
+    Chunk(Chunk),
+}
+
+#[derive(Debug)]
+enum RecAnswer {
+    Log(Result<LogAnswer, RepError>),
+    Push(Result<(), RepError>),
+    Scan(Result<Scan, RepError>),
+    Chunk(Result<(), RepError>),
+}
+
+impl RecMsg {
+    /// The answer of a member that could not be reached.
+    fn unreachable(&self) -> RecAnswer {
+        let e = RepError::Failed("unreachable".into());
+        match self {
+            RecMsg::Log(_) => RecAnswer::Log(Err(e)),
+            RecMsg::Push(_) => RecAnswer::Push(Err(e)),
+            RecMsg::Scan { .. } => RecAnswer::Scan(Err(e)),
+            RecMsg::Chunk(_) => RecAnswer::Chunk(Err(e)),
+        }
+    }
 }
 
 /// A peering query a member's PG holds.
@@ -294,6 +312,10 @@ struct Sim {
     stats: Stats,
     /// Print every delivery (LOLIGO_SIM_TRACE=1).
     trace: bool,
+    /// PG log length (short in half the seeds, so copies that were away
+    /// long need a backfill) and objects per backfill chunk.
+    log_max: u64,
+    chunk_objects: usize,
 }
 
 #[derive(Default, Debug)]
@@ -302,6 +324,8 @@ struct Stats {
     good_reads: u64,
     crashes: u64,
     clean_checks: u64,
+    /// Backfill chunks applied.
+    chunks: u64,
 }
 
 /// Remove and return (in token order) the entries `held` selects.
@@ -336,8 +360,17 @@ impl Sim {
                 unsynced: Default::default(),
             });
         }
+        let mut rng = Rng::new(seed);
+        let log_max = if rng.chance(500) {
+            2 + rng.below(20)
+        } else {
+            100_000
+        };
+        let chunk_objects = 1 + rng.index(3);
         let mut s = Sim {
-            rng: Rng::new(seed),
+            log_max,
+            chunk_objects,
+            rng,
             now_ms: 0,
             osds,
             mon: Mon {
@@ -405,9 +438,8 @@ impl Sim {
         let info = stored_info(&osd.store, coll()).unwrap_or_default();
         let mut pg = Pg::new(PG, o as i32, info);
         pg.op_timeout_ms = 2_000;
-        // Long enough that every copy's log overlaps (backfill is not
-        // simulated yet).
-        pg.log_entries_max = 100_000;
+        pg.log_entries_max = self.log_max;
+        pg.backfill_chunk_objects = self.chunk_objects;
         osd.pg = Some(pg);
         self.mon.up[o] = true;
         self.mon.up_from[o] = self.mon.epoch + 1;
@@ -478,12 +510,16 @@ impl Sim {
                 // the primary that sent it.
                 Effect::RepReply { token, result } => {
                     if let Some(r) = self.rec_tokens.remove(&token) {
-                        Ev::PushDone {
+                        let answer = match r.what {
+                            RecMsg::Chunk(_) => RecAnswer::Chunk(result),
+                            _ => RecAnswer::Push(result),
+                        };
+                        Ev::RecDone {
                             to: r.from,
                             gen: r.gen,
                             tid: r.tid,
                             from: o as i32,
-                            result,
+                            answer,
                         }
                     } else if let Some(p) = self.rep_tokens.remove(&token) {
                         Ev::RepDone {
@@ -501,29 +537,69 @@ impl Sim {
                     let Some(r) = self.rec_tokens.remove(&token) else {
                         continue;
                     };
-                    Ev::LogDone {
+                    Ev::RecDone {
                         to: r.from,
                         gen: r.gen,
                         tid: r.tid,
                         from: o as i32,
-                        result,
+                        answer: RecAnswer::Log(result),
                     }
                 }
-                Effect::SendLog { tid, to, ctx, log } => Ev::Log {
+                Effect::ScanReply { token, result } => {
+                    let Some(r) = self.rec_tokens.remove(&token) else {
+                        continue;
+                    };
+                    Ev::RecDone {
+                        to: r.from,
+                        gen: r.gen,
+                        tid: r.tid,
+                        from: o as i32,
+                        answer: RecAnswer::Scan(result),
+                    }
+                }
+                Effect::SendLog { tid, to, ctx, log } => Ev::Rec {
                     to: to as usize,
                     from: o,
                     gen,
                     tid,
                     ctx,
-                    log,
+                    what: RecMsg::Log(log),
                 },
-                Effect::Push { tid, to, ctx, push } => Ev::Push {
+                Effect::Push { tid, to, ctx, push } => Ev::Rec {
                     to: to as usize,
                     from: o,
                     gen,
                     tid,
                     ctx,
-                    push,
+                    what: RecMsg::Push(push),
+                },
+                Effect::SendScan {
+                    tid,
+                    to,
+                    ctx,
+                    after,
+                    upto,
+                    limit,
+                } => Ev::Rec {
+                    to: to as usize,
+                    from: o,
+                    gen,
+                    tid,
+                    ctx,
+                    what: RecMsg::Scan { after, upto, limit },
+                },
+                Effect::SendChunk {
+                    tid,
+                    to,
+                    ctx,
+                    chunk,
+                } => Ev::Rec {
+                    to: to as usize,
+                    from: o,
+                    gen,
+                    tid,
+                    ctx,
+                    what: RecMsg::Chunk(chunk),
                 },
                 Effect::ListReply { .. } => continue,
                 Effect::QueryInfo {
@@ -579,7 +655,7 @@ impl Sim {
     fn deliver(&mut self, ev: Ev) {
         if self.trace {
             let mut line = format!("{:>6}ms {ev:?}", self.now_ms);
-            line.truncate(300);
+            line.truncate(1000);
             eprintln!("{line}");
         }
         match ev {
@@ -790,42 +866,34 @@ impl Sim {
                     self.publish();
                 }
             }
-            Ev::Log {
+            Ev::Rec {
                 to,
                 from,
                 gen,
                 tid,
                 ctx,
-                log,
-            } => self.deliver_rec(to, from, gen, tid, ctx, RecMsg::Log(log)),
-            Ev::Push {
-                to,
-                from,
-                gen,
-                tid,
-                ctx,
-                push,
-            } => self.deliver_rec(to, from, gen, tid, ctx, RecMsg::Push(push)),
-            Ev::LogDone {
-                to,
-                gen,
-                tid,
-                from,
-                result,
+                what,
             } => {
-                if self.alive(to, gen) {
-                    self.feed(to, Input::LogDone { tid, from, result });
+                if matches!(what, RecMsg::Chunk(_)) {
+                    self.stats.chunks += 1;
                 }
+                self.deliver_rec(to, from, gen, tid, ctx, what)
             }
-            Ev::PushDone {
+            Ev::RecDone {
                 to,
                 gen,
                 tid,
                 from,
-                result,
+                answer,
             } => {
                 if self.alive(to, gen) {
-                    self.feed(to, Input::PushDone { tid, from, result });
+                    let input = match answer {
+                        RecAnswer::Log(result) => Input::LogDone { tid, from, result },
+                        RecAnswer::Push(result) => Input::PushDone { tid, from, result },
+                        RecAnswer::Scan(result) => Input::ScanDone { tid, from, result },
+                        RecAnswer::Chunk(result) => Input::ChunkDone { tid, from, result },
+                    };
+                    self.feed(to, input);
                 }
             }
             Ev::MarkDown { osd, gen } => {
@@ -864,24 +932,14 @@ impl Sim {
         what: RecMsg,
     ) {
         if !self.osds[to].running() {
-            let e = || RepError::Failed("unreachable".into());
-            let ev = match what {
-                RecMsg::Log(_) => Ev::LogDone {
-                    to: from,
-                    gen,
-                    tid,
-                    from: to as i32,
-                    result: Err(e()),
-                },
-                RecMsg::Push(_) => Ev::PushDone {
-                    to: from,
-                    gen,
-                    tid,
-                    from: to as i32,
-                    result: Err(e()),
-                },
-            };
-            return self.send(ev);
+            let answer = what.unreachable();
+            return self.send(Ev::RecDone {
+                to: from,
+                gen,
+                tid,
+                from: to as i32,
+                answer,
+            });
         }
         let token = self.next_rep_token;
         self.next_rep_token += 1;
@@ -910,6 +968,22 @@ impl Sim {
                 from,
                 ctx,
                 push,
+                token,
+                now_ms,
+            },
+            RecMsg::Scan { after, upto, limit } => Input::Scan {
+                from,
+                ctx,
+                after,
+                upto,
+                limit,
+                token,
+                now_ms,
+            },
+            RecMsg::Chunk(chunk) => Input::Chunk {
+                from,
+                ctx,
+                chunk,
                 token,
                 now_ms,
             },
@@ -1230,14 +1304,8 @@ impl Sim {
             );
             assert_eq!(first.missing, other.missing, "osd.{o} still lacks objects");
             assert_eq!(first.objects, other.objects, "osd.{o}'s objects differ");
-            // Every entry the primary keeps, the member keeps alike.
-            for (v, e) in &first.log {
-                assert_eq!(
-                    Some(e),
-                    other.log.get(v),
-                    "osd.{o}'s log entry {v:?} differs"
-                );
-            }
+            // The logs agree entry for entry.
+            assert_eq!(first.log, other.log, "osd.{o}'s log differs");
         }
         self.stats.clean_checks += 1;
     }
@@ -1283,25 +1351,15 @@ impl Sim {
     }
 }
 
-/// The message that sends a held log or push again.
+/// The message that sends a held recovery message again.
 fn rec_event(r: RecPending) -> Ev {
-    match r.what {
-        RecMsg::Log(log) => Ev::Log {
-            to: r.to,
-            from: r.from,
-            gen: r.gen,
-            tid: r.tid,
-            ctx: r.ctx,
-            log,
-        },
-        RecMsg::Push(push) => Ev::Push {
-            to: r.to,
-            from: r.from,
-            gen: r.gen,
-            tid: r.tid,
-            ctx: r.ctx,
-            push,
-        },
+    Ev::Rec {
+        to: r.to,
+        from: r.from,
+        gen: r.gen,
+        tid: r.tid,
+        ctx: r.ctx,
+        what: r.what,
     }
 }
 
@@ -1346,7 +1404,7 @@ fn copy_of(s: &MemStore) -> Copy {
         .collect();
     let missing = rows
         .iter()
-        .filter(|(k, _)| k.starts_with(b"missing/"))
+        .filter(|(k, _)| k.starts_with(b"missing/") || k == b"backfill")
         .map(|(k, _)| k.clone())
         .collect();
     Copy {
@@ -1387,10 +1445,13 @@ fn acknowledged_writes_survive_crashes_and_stale_copies_never_answer() {
         total.good_reads += st.good_reads;
         total.crashes += st.crashes;
         total.clean_checks += st.clean_checks;
+        total.chunks += st.chunks;
     }
     eprintln!("{seeds} seeds: {total:?}");
     // The runs did something: writes were acknowledged and OSDs crashed.
     assert!(total.acked_writes > seeds * 10, "{total:?}");
     assert!(total.crashes > seeds, "{total:?}");
     assert!(total.good_reads > seeds * 10, "{total:?}");
+    // Copies were backfilled (short logs in about half the seeds).
+    assert!(total.chunks > seeds, "{total:?}");
 }

@@ -9,7 +9,7 @@
 //!
 //! It must never drop a control input while the PG task lives.
 
-use crate::pg::{Input, ListResult, LogAnswer, PeerInfo, RepError};
+use crate::pg::{Input, ListResult, LogAnswer, PeerInfo, RepError, Scan};
 use loligo_types::ops::OpReply;
 use tokio::sync::{mpsc, oneshot};
 
@@ -23,6 +23,7 @@ pub(crate) enum Waiter {
     List(oneshot::Sender<ListResult>),
     Info(oneshot::Sender<Result<Option<PeerInfo>, String>>),
     Log(oneshot::Sender<Result<LogAnswer, RepError>>),
+    Scan(oneshot::Sender<Result<Scan, RepError>>),
 }
 
 /// One input for a PG task, with where its answer goes (requests only).

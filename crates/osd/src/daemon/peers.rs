@@ -8,9 +8,8 @@ use super::mailbox::Mailbox;
 use super::{lock, OsdShared};
 use crate::error::OsdError;
 use crate::msg::{PeerMsg, PeerReply};
-use crate::pg::{AuthLog, Input, Push, RepCtx, RepError, PEER_RETRY_MS};
+use crate::pg::{AuthLog, Input, RepCtx, RepError, PEER_RETRY_MS};
 use loligo_proto::v1::Raw;
-use loligo_store::Transaction;
 use loligo_types::ops::{decode_msg, encode_msg};
 use loligo_types::{Epoch, PgId};
 use std::sync::atomic::Ordering;
@@ -93,29 +92,19 @@ fn done_of(r: Result<PeerReply, RepError>) -> Result<(), RepError> {
     }
 }
 
-/// Send a write to replica `to`; report `RepDone`.
-pub(super) async fn replicate(
+/// Send a message that is answered with an acknowledgement (a replica
+/// write, a push, a backfill chunk) to `to`; report it with `done`.
+pub(super) async fn send_acked(
     s: Arc<OsdShared>,
     me: Mailbox,
     pg: PgId,
-    tid: u64,
+    interval: Epoch,
     to: i32,
-    ctx: RepCtx,
-    txn: Transaction,
+    msg: PeerMsg,
+    done: impl FnOnce(Result<(), RepError>) -> Input,
 ) {
-    let interval = ctx.interval;
-    let msg = PeerMsg::RepOp {
-        pg,
-        from: s.cfg.id,
-        ctx,
-        txn,
-    };
     let result = done_of(call(&s, pg, interval, to, &msg).await);
-    me.control(Input::RepDone {
-        tid,
-        from: to,
-        result,
-    });
+    me.control(done(result));
 }
 
 /// Send the authoritative log to recovering member `to`; report `LogDone`.
@@ -148,25 +137,27 @@ pub(super) async fn send_log(
     });
 }
 
-/// Send an object to recovering member `to`; report `PushDone`.
-pub(super) async fn push(
+/// Ask backfill target `to` for its objects in a range; report
+/// `ScanDone`.
+pub(super) async fn scan(
     s: Arc<OsdShared>,
     me: Mailbox,
     pg: PgId,
     tid: u64,
     to: i32,
-    ctx: RepCtx,
-    push: Push,
+    msg: PeerMsg,
 ) {
-    let interval = ctx.interval;
-    let msg = PeerMsg::Push {
-        pg,
-        from: s.cfg.id,
-        ctx,
-        push,
+    let interval = match &msg {
+        PeerMsg::Scan { ctx, .. } => ctx.interval,
+        _ => 0,
     };
-    let result = done_of(call(&s, pg, interval, to, &msg).await);
-    me.control(Input::PushDone {
+    let result = match call(&s, pg, interval, to, &msg).await {
+        Ok(PeerReply::Scanned(sc)) => Ok(sc),
+        Ok(PeerReply::RepDone(Err(e))) => Err(RepError::Failed(e)),
+        Ok(_) => Err(RepError::Failed("unexpected reply".into())),
+        Err(e) => Err(e),
+    };
+    me.control(Input::ScanDone {
         tid,
         from: to,
         result,
@@ -194,9 +185,12 @@ pub(super) async fn query_info(
     let info = loop {
         match s.send_peer(to, &msg).await {
             Ok(PeerReply::Info(i)) => break i,
-            Ok(PeerReply::Pong { .. } | PeerReply::RepDone(_) | PeerReply::Merged(_)) => {
-                break None
-            }
+            Ok(
+                PeerReply::Pong { .. }
+                | PeerReply::RepDone(_)
+                | PeerReply::Merged(_)
+                | PeerReply::Scanned(_),
+            ) => break None,
             // Not answerable yet (its map is behind): ask again, as for
             // an unreachable member.
             Ok(PeerReply::Refused(_)) | Err(_) => {

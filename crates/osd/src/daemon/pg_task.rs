@@ -8,6 +8,7 @@
 
 use super::mailbox::{self, Inbox, Mailbox, PgMsg, Waiter, PG_REQUESTS_MAX};
 use super::{lock, monitor, peers, OsdShared};
+use crate::msg::PeerMsg;
 use crate::pg::{Effect, Input, Pg};
 use loligo_types::PgId;
 use std::collections::HashMap;
@@ -64,6 +65,8 @@ async fn run(s: Arc<OsdShared>, me: Mailbox, mut inbox: Inbox, mut core: Pg) {
                 | Input::List { token: t, .. }
                 | Input::Log { token: t, .. }
                 | Input::Push { token: t, .. }
+                | Input::Scan { token: t, .. }
+                | Input::Chunk { token: t, .. }
                 | Input::Query { token: t, .. } => *t = token,
                 _ => {}
             }
@@ -144,14 +147,23 @@ fn perform(
                 });
             }
             Effect::Replicate { tid, to, ctx, txn } => {
-                tokio::spawn(peers::replicate(
-                    s.clone(),
-                    me.clone(),
-                    pg,
+                let interval = ctx.interval;
+                let from = s.cfg.id;
+                let msg = PeerMsg::RepOp { pg, from, ctx, txn };
+                let done = move |result| Input::RepDone {
                     tid,
+                    from: to,
+                    result,
+                };
+                let me = me.clone();
+                tokio::spawn(peers::send_acked(
+                    s.clone(),
+                    me,
+                    pg,
+                    interval,
                     to,
-                    ctx,
-                    txn,
+                    msg,
+                    done,
                 ));
             }
             Effect::QueryInfo {
@@ -179,8 +191,83 @@ fn perform(
                 ));
             }
             Effect::Push { tid, to, ctx, push } => {
-                tokio::spawn(peers::push(s.clone(), me.clone(), pg, tid, to, ctx, push));
+                let interval = ctx.interval;
+                let from = s.cfg.id;
+                let msg = PeerMsg::Push {
+                    pg,
+                    from,
+                    ctx,
+                    push,
+                };
+                let done = move |result| Input::PushDone {
+                    tid,
+                    from: to,
+                    result,
+                };
+                let me = me.clone();
+                tokio::spawn(peers::send_acked(
+                    s.clone(),
+                    me,
+                    pg,
+                    interval,
+                    to,
+                    msg,
+                    done,
+                ));
             }
+            Effect::SendChunk {
+                tid,
+                to,
+                ctx,
+                chunk,
+            } => {
+                let interval = ctx.interval;
+                let from = s.cfg.id;
+                let msg = PeerMsg::Chunk {
+                    pg,
+                    from,
+                    ctx,
+                    chunk,
+                };
+                let done = move |result| Input::ChunkDone {
+                    tid,
+                    from: to,
+                    result,
+                };
+                let me = me.clone();
+                tokio::spawn(peers::send_acked(
+                    s.clone(),
+                    me,
+                    pg,
+                    interval,
+                    to,
+                    msg,
+                    done,
+                ));
+            }
+            Effect::SendScan {
+                tid,
+                to,
+                ctx,
+                after,
+                upto,
+                limit,
+            } => {
+                let msg = PeerMsg::Scan {
+                    pg,
+                    from: s.cfg.id,
+                    ctx,
+                    after,
+                    upto,
+                    limit,
+                };
+                tokio::spawn(peers::scan(s.clone(), me.clone(), pg, tid, to, msg));
+            }
+            Effect::ScanReply { token, result } => answer(waiters, token, |w| {
+                if let Waiter::Scan(w) = w {
+                    let _ = w.send(result);
+                }
+            }),
             Effect::RecordWriteSet { interval, osds } => {
                 monitor::ask_record(s, pg, interval, osds, me.clone());
             }

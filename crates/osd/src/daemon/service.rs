@@ -235,6 +235,47 @@ impl Service {
                 };
                 self.rep_answer(pg, input, tx, rx).await
             }
+            PeerMsg::Chunk {
+                pg,
+                from,
+                ctx,
+                chunk,
+            } => {
+                let (tx, rx) = oneshot::channel();
+                let input = Input::Chunk {
+                    from,
+                    ctx,
+                    chunk,
+                    token: 0,
+                    now_ms: self.0.now_ms(),
+                };
+                self.rep_answer(pg, input, tx, rx).await
+            }
+            PeerMsg::Scan {
+                pg,
+                from,
+                ctx,
+                after,
+                upto,
+                limit,
+            } => {
+                let (tx, rx) = oneshot::channel();
+                let input = Input::Scan {
+                    from,
+                    ctx,
+                    after,
+                    upto,
+                    limit,
+                    token: 0,
+                    now_ms: self.0.now_ms(),
+                };
+                match self.ask(pg, true, input, Waiter::Scan(tx), rx).await {
+                    Ok(Ok(sc)) => PeerReply::Scanned(sc),
+                    Ok(Err(RepError::Stale(e))) => PeerReply::Refused(e),
+                    Ok(Err(RepError::Failed(e))) => PeerReply::RepDone(Err(e)),
+                    Err(e) => PeerReply::RepDone(Err(format!("pg {pg}: {e:?}"))),
+                }
+            }
             PeerMsg::RepOp { pg, from, ctx, txn } => {
                 let (tx, rx) = oneshot::channel();
                 let input = Input::RepOp {

@@ -15,10 +15,12 @@
 //! writes never answers for the PG.
 //! It must never read the clock or do I/O other than reads of the store.
 
+pub mod backfill;
 pub mod record;
 pub mod recovery;
 mod replica;
 
+pub use backfill::{Chunk, Cursor, Scan};
 pub use recovery::{AuthLog, Push};
 pub use replica::{replica_accepts, replica_step, ReplicaStep};
 use replica::{Commit, CommitKind};
@@ -52,29 +54,35 @@ pub struct PgInfo {
     pub bytes: u64,
 }
 
-/// A member's answer to a peering query: its info and how many objects
-/// its copy lacks (a copy whose head is the authority's may still be
-/// recovering them).
+/// A member's answer to a peering query: its info, how many objects its
+/// copy lacks, and whether it is backfilling (a copy whose head is the
+/// authority's may still be recovering objects or be mid-backfill).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PeerInfo {
     pub info: PgInfo,
     pub missing: u64,
+    pub backfill: bool,
 }
 
 impl From<PgInfo> for PeerInfo {
     /// A complete copy's info (nothing missing).
     fn from(info: PgInfo) -> PeerInfo {
-        PeerInfo { info, missing: 0 }
+        PeerInfo {
+            info,
+            missing: 0,
+            backfill: false,
+        }
     }
 }
 
-/// A member's answer to the authoritative log.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum LogAnswer {
-    /// Merged: the objects its copy lacks now, with the versions needed.
-    Missing(Vec<(String, Version)>),
-    /// The logs do not overlap: the copy needs a backfill.
-    NoOverlap,
+/// A member's answer to the authoritative log, once merged: the objects
+/// its copy lacks now (with the versions needed), and, when its log did
+/// not overlap the authority's (or it was already backfilling), the
+/// backfill cursor it resumes from.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogAnswer {
+    pub missing: Vec<(String, Version)>,
+    pub backfill: Option<Cursor>,
 }
 
 /// One PG log entry.
@@ -229,6 +237,38 @@ pub enum Input {
         from: i32,
         result: Result<(), RepError>,
     },
+    /// A backfilling copy's objects after `after` up to `upto`, at most
+    /// `limit`, for primary `from` (answered with `ScanReply`).
+    Scan {
+        from: i32,
+        ctx: RepCtx,
+        after: Cursor,
+        upto: Cursor,
+        limit: u32,
+        token: u64,
+        now_ms: u64,
+    },
+    /// A chunk of backfill from primary `from` (answered with `RepReply`
+    /// once durable).
+    Chunk {
+        from: i32,
+        ctx: RepCtx,
+        chunk: Chunk,
+        token: u64,
+        now_ms: u64,
+    },
+    /// Member `from`'s answer to the scan sent as `tid`.
+    ScanDone {
+        tid: u64,
+        from: i32,
+        result: Result<Scan, RepError>,
+    },
+    /// Member `from` made the chunk sent as `tid` durable (or not).
+    ChunkDone {
+        tid: u64,
+        from: i32,
+        result: Result<(), RepError>,
+    },
     /// A write from primary `from` to this OSD's copy; answered with
     /// `RepReply` once durable here (or refused).
     RepOp {
@@ -327,6 +367,28 @@ pub enum Effect {
         token: u64,
         result: Result<LogAnswer, RepError>,
     },
+    /// Ask backfill target `to` for its objects in (after, upto]; report
+    /// `ScanDone`.
+    SendScan {
+        tid: u64,
+        to: i32,
+        ctx: RepCtx,
+        after: Cursor,
+        upto: Cursor,
+        limit: u32,
+    },
+    /// The answer to a `Scan`.
+    ScanReply {
+        token: u64,
+        result: Result<Scan, RepError>,
+    },
+    /// Send a chunk of backfill to `to`; report `ChunkDone`.
+    SendChunk {
+        tid: u64,
+        to: i32,
+        ctx: RepCtx,
+        chunk: Chunk,
+    },
     /// Ask the monitors to make `osds` the acting set (a complete OSD
     /// first, so that it is primary).
     RequestPgTemp {
@@ -414,6 +476,31 @@ struct Recovery {
     record_asked: Option<Vec<i32>>,
     /// The pg_temp this interval last asked the monitors for.
     temp_asked: Option<Vec<i32>>,
+    /// Members being backfilled.
+    backfill: BTreeMap<i32, Backfill>,
+    /// Writes waiting for a backfill chunk that covers their object.
+    bf_blocked: Vec<Pending>,
+}
+
+/// A primary's backfill of one member.
+struct Backfill {
+    /// The member's cursor as it last made it durable.
+    done: Cursor,
+    step: BfStep,
+    /// When to start again after a failure.
+    retry_ms: u64,
+}
+
+enum BfStep {
+    /// Next: scan the member after `done`.
+    Idle,
+    /// The member's listing after `done` is on its way.
+    Scanning { tid: u64 },
+    /// The member's listing is here; the chunk is built once no write
+    /// to its range is in flight.
+    Scanned { theirs: Scan },
+    /// The chunk to `end` is on its way; writes to (done, end] wait.
+    Copying { tid: u64, end: Cursor },
 }
 
 impl Recovery {
@@ -421,9 +508,25 @@ impl Recovery {
         self.missing.values().any(|m| m.contains_key(name))
     }
 
-    /// Objects some member lacks, counted once per member.
-    fn degraded(&self) -> u64 {
-        self.missing.values().map(|m| m.len() as u64).sum()
+    /// Objects some member lacks, counted once per member (a backfill
+    /// target's share estimated from its cursor's place in the hash
+    /// space).
+    fn degraded(&self, objects: u64) -> u64 {
+        let bf: f64 = self
+            .backfill
+            .values()
+            .map(|b| (objects as f64 * b.done.left()).ceil())
+            .sum();
+        self.missing.values().map(|m| m.len() as u64).sum::<u64>() + bf as u64
+    }
+
+    /// Whether a write to `o` must wait: a backfill chunk covering it is
+    /// on its way.
+    fn blocks(&self, o: &ObjectId) -> bool {
+        self.backfill.values().any(|b| match &b.step {
+            BfStep::Copying { end, .. } => !b.done.covers(o) && end.covers(o),
+            _ => false,
+        })
     }
 }
 
@@ -494,6 +597,11 @@ pub struct Pg {
     held_logs: Vec<HeldLog>,
     /// PG log entries kept.
     pub log_entries_max: u64,
+    /// As a backfill target: the persisted cursor (`None`: not
+    /// backfilling).
+    backfill: Option<Cursor>,
+    /// Objects per backfill scan and chunk.
+    pub backfill_chunk_objects: usize,
 }
 
 /// An authoritative log a member holds until it can merge it.
@@ -558,6 +666,8 @@ impl Pg {
             rec: Recovery::default(),
             held_logs: Vec::new(),
             log_entries_max: LOG_ENTRIES_MAX,
+            backfill: None,
+            backfill_chunk_objects: backfill::CHUNK_OBJECTS,
         }
     }
 
@@ -728,6 +838,35 @@ impl Pg {
             Input::LogDone { tid, from, result } => self.on_log_done(s, tid, from, result, &mut fx),
             Input::PushDone { tid, from, result } => {
                 self.on_push_done(s, tid, from, result, &mut fx)
+            }
+            Input::Scan {
+                from,
+                ctx,
+                after,
+                upto,
+                limit,
+                token,
+                now_ms,
+            } => {
+                self.now_ms = now_ms;
+                let result = self.on_scan(s, from, &ctx, &after, &upto, limit);
+                fx.push(Effect::ScanReply { token, result });
+            }
+            Input::Chunk {
+                from,
+                ctx,
+                chunk,
+                token,
+                now_ms,
+            } => {
+                self.now_ms = now_ms;
+                self.on_chunk(s, from, &ctx, chunk, token, &mut fx);
+            }
+            Input::ScanDone { tid, from, result } => {
+                self.on_scan_done(s, tid, from, result, &mut fx)
+            }
+            Input::ChunkDone { tid, from, result } => {
+                self.on_chunk_done(s, tid, from, result, &mut fx)
             }
             Input::Tick { now_ms } => {
                 self.now_ms = now_ms;
@@ -915,7 +1054,11 @@ impl Pg {
         write_set
             .iter()
             .copied()
-            .filter(|o| !self.rec.merging.contains_key(o) && !self.rec.missing.contains_key(o))
+            .filter(|o| {
+                !self.rec.merging.contains_key(o)
+                    && !self.rec.missing.contains_key(o)
+                    && !self.rec.backfill.contains_key(o)
+            })
             .collect()
     }
 
@@ -938,6 +1081,7 @@ impl Pg {
         };
         self.activate(s, fx);
         self.recover_some(s, fx);
+        self.backfill_some(s, fx);
         self.rerecord(fx);
         self.maybe_clear_temp(fx);
     }
@@ -948,7 +1092,7 @@ impl Pg {
         let Role::Primary { write_set } = &self.role else {
             return;
         };
-        if write_set.len() < self.min_size() {
+        if self.serving(write_set) < self.min_size() {
             return;
         }
         let osds = self.complete_of(write_set);
@@ -988,6 +1132,7 @@ impl Pg {
             osds
         } else if self.rec.merging.is_empty()
             && self.rec.missing.is_empty()
+            && self.rec.backfill.is_empty()
             && self.up.iter().all(|o| write_set.contains(o))
         {
             Vec::new()
@@ -1069,6 +1214,7 @@ impl Pg {
         let mine = PeerInfo {
             info: self.info,
             missing: self.missing.len() as u64,
+            backfill: self.backfill.is_some(),
         };
         let authority = |o: &i32| self.record.as_ref().is_none_or(|r| r.osds.contains(o));
         let newest = infos
@@ -1078,7 +1224,8 @@ impl Pg {
             .map(|(_, i)| i.info.last_update)
             .max()
             .unwrap_or_default();
-        let is_complete = |i: &PeerInfo| i.info.last_update == newest && i.missing == 0;
+        let is_complete =
+            |i: &PeerInfo| i.info.last_update == newest && i.missing == 0 && !i.backfill;
         let complete: Vec<i32> = infos
             .iter()
             .filter(|(_, i)| is_complete(i))
@@ -1106,19 +1253,15 @@ impl Pg {
             self.role = Role::Behind;
             return;
         }
-        // Members the log can bring up to date: their head lies past this
-        // log's tail (an older one needs a backfill, not there yet).
-        let tail = self.log_tail(s);
+        // Every other member gets the authoritative log: one whose log
+        // overlaps it merges and recovers the objects it lacks; one whose
+        // log does not (or that is mid-backfill) is backfilled.
         let recoverable: Vec<i32> = self
             .acting
             .iter()
             .copied()
             .filter(|&o| o != self.whoami && o >= 0)
-            .filter(|o| {
-                infos
-                    .get(o)
-                    .is_some_and(|i| !is_complete(i) && (tail == 0 || i.info.last_update.v > tail))
-            })
+            .filter(|o| infos.get(o).is_some_and(|i| !is_complete(i)))
             .collect();
         let mut write_set = vec![self.whoami];
         write_set.extend(complete.iter().filter(|o| self.acting.contains(o)));
@@ -1128,6 +1271,8 @@ impl Pg {
             self.rec.merging.insert(o, 0);
         }
         let osds = self.complete_of(&write_set);
+        // Backfill targets are found only once their logs are answered:
+        // until then every recovering member might count.
         let recorded = write_set.len() < self.min_size()
             || self
                 .record
@@ -1180,13 +1325,20 @@ impl Pg {
         }
     }
 
+    /// This copy's missing set and backfill cursor, as persisted.
     fn load_missing(&mut self, s: &dyn ObjectStore) {
         self.missing_loaded = true;
-        match recovery::load_missing(s, self.coll) {
-            Ok(m) => self.missing = m,
+        let loaded = recovery::load_missing(s, self.coll)
+            .and_then(|m| Ok((m, backfill::load_cursor(s, self.coll)?)));
+        match loaded {
+            Ok((m, c)) => {
+                self.missing = m;
+                self.backfill = c;
+            }
             // Unreadable records: the copy cannot vouch for any object.
             Err(e) => {
                 self.missing = BTreeMap::new();
+                self.backfill = Some(Cursor::Start);
                 self.info.last_update = Version::default();
                 tracing_error(self.id, &e);
             }
@@ -1206,12 +1358,22 @@ impl Pg {
         if due.is_empty() || !self.settled() || self.now_ms < self.rec.log_retry_ms {
             return;
         }
-        let tail = self.log_tail(s);
         let max = (self.log_entries_max as usize).saturating_add(64);
-        let Ok(entries) = recovery::read_log(s, self.coll, tail, max) else {
+        let tail = self
+            .log_tail(s)
+            .max(self.info.last_update.v.saturating_sub(max as u64));
+        let Ok(mut entries) = recovery::read_log(s, self.coll, tail, max) else {
             self.rec.log_retry_ms = self.now_ms + PEER_RETRY_MS;
             return;
         };
+        // The log is the run of entries that ends at the head (an entry
+        // older than a gap is not part of it).
+        let run = entries
+            .windows(2)
+            .rposition(|w| w[1].version.v != w[0].version.v + 1)
+            .map_or(0, |i| i + 1);
+        entries.drain(..run);
+        let tail = entries.first().map_or(tail, |e| e.version.v - 1);
         let head = entries.last().map_or(Version::default(), |e| e.version);
         if head != self.info.last_update && !(entries.is_empty() && tail == self.info.last_update.v)
         {
@@ -1248,19 +1410,23 @@ impl Pg {
             return;
         }
         match result {
-            Ok(LogAnswer::Missing(list)) => {
+            Ok(a) => {
                 self.rec.merging.remove(&from);
-                if !list.is_empty() {
-                    self.rec.missing.insert(from, list.into_iter().collect());
+                if !a.missing.is_empty() {
+                    self.rec
+                        .missing
+                        .insert(from, a.missing.into_iter().collect());
                 }
-            }
-            Ok(LogAnswer::NoOverlap) => {
-                // Backfill's job: out of the write set for this interval.
-                self.rec.merging.remove(&from);
-                if let Role::Activating { write_set, .. } | Role::Primary { write_set } =
-                    &mut self.role
-                {
-                    write_set.retain(|o| *o != from);
+                if let Some(done) = a.backfill {
+                    tracing::info!("pg {}: backfilling osd.{from} from {done}", self.id);
+                    self.rec.backfill.insert(
+                        from,
+                        Backfill {
+                            done,
+                            step: BfStep::Idle,
+                            retry_ms: 0,
+                        },
+                    );
                 }
             }
             Err(_) => {
@@ -1269,8 +1435,256 @@ impl Pg {
             }
         }
         self.maybe_go_active(s, fx);
+        self.backfill_some(s, fx);
         self.rerecord(fx);
         self.maybe_clear_temp(fx);
+    }
+
+    /// Members of `write_set` that count toward `min_size`: all but
+    /// backfill targets (their copies are not whole yet).
+    fn serving(&self, write_set: &[i32]) -> usize {
+        write_set
+            .iter()
+            .filter(|o| !self.rec.backfill.contains_key(o))
+            .count()
+    }
+
+    /// Move every backfill along: scan a member that waits, build the
+    /// chunk for a member whose scan is here (once no write to its range
+    /// is in flight).
+    fn backfill_some(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
+        if !matches!(self.role, Role::Primary { .. }) || !self.settled() {
+            return;
+        }
+        let targets: Vec<i32> = self.rec.backfill.keys().copied().collect();
+        for to in targets {
+            let Some(b) = self.rec.backfill.get(&to) else {
+                continue;
+            };
+            let limit = self.backfill_chunk_objects.max(1);
+            match &b.step {
+                BfStep::Idle if self.now_ms >= b.retry_ms => {
+                    // This copy's next objects bound the range to scan.
+                    let upto = match backfill::scan(s, self.coll, &b.done, &Cursor::End, limit) {
+                        Ok(sc) => sc.end,
+                        Err(e) => {
+                            tracing_error(self.id, &format!("backfill scan: {e}"));
+                            self.bf_retry(to);
+                            continue;
+                        }
+                    };
+                    let after = b.done.clone();
+                    let tid = self.take_tid();
+                    fx.push(Effect::SendScan {
+                        tid,
+                        to,
+                        ctx: self.rep_ctx(),
+                        after,
+                        upto,
+                        limit: limit as u32,
+                    });
+                    if let Some(b) = self.rec.backfill.get_mut(&to) {
+                        b.step = BfStep::Scanning { tid };
+                    }
+                }
+                BfStep::Scanned { theirs } => {
+                    let busy = self.inflight.values().any(|f| {
+                        let o = recovery::oid(&f.name);
+                        !b.done.covers(&o) && theirs.end.covers(&o)
+                    });
+                    if busy {
+                        continue;
+                    }
+                    let chunk = match backfill::plan_chunk(
+                        s,
+                        self.coll,
+                        &b.done,
+                        theirs,
+                        limit,
+                        backfill::CHUNK_BYTES,
+                    ) {
+                        Ok(c) => c,
+                        Err(e) => {
+                            tracing_error(self.id, &format!("backfill read: {e}"));
+                            self.bf_retry(to);
+                            continue;
+                        }
+                    };
+                    let tid = self.take_tid();
+                    let end = chunk.end.clone();
+                    self.rec.pushed += chunk.pushes.len() as u64;
+                    fx.push(Effect::SendChunk {
+                        tid,
+                        to,
+                        ctx: self.rep_ctx(),
+                        chunk,
+                    });
+                    if let Some(b) = self.rec.backfill.get_mut(&to) {
+                        b.step = BfStep::Copying { tid, end };
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn bf_retry(&mut self, to: i32) {
+        if let Some(b) = self.rec.backfill.get_mut(&to) {
+            b.step = BfStep::Idle;
+            b.retry_ms = self.now_ms + PEER_RETRY_MS;
+        }
+    }
+
+    fn on_scan_done(
+        &mut self,
+        s: &dyn ObjectStore,
+        tid: u64,
+        from: i32,
+        result: Result<Scan, RepError>,
+        fx: &mut Vec<Effect>,
+    ) {
+        let Some(b) = self.rec.backfill.get_mut(&from) else {
+            return;
+        };
+        if !matches!(b.step, BfStep::Scanning { tid: t } if t == tid) {
+            return;
+        }
+        match result {
+            Ok(theirs) if theirs.end > b.done => b.step = BfStep::Scanned { theirs },
+            Ok(_) => {
+                tracing_error(self.id, &format!("osd.{from}'s backfill scan went nowhere"));
+                self.bf_retry(from);
+            }
+            Err(_) => self.bf_retry(from),
+        }
+        self.backfill_some(s, fx);
+    }
+
+    fn on_chunk_done(
+        &mut self,
+        s: &dyn ObjectStore,
+        tid: u64,
+        from: i32,
+        result: Result<(), RepError>,
+        fx: &mut Vec<Effect>,
+    ) {
+        let Some(b) = self.rec.backfill.get_mut(&from) else {
+            return;
+        };
+        let end = match &b.step {
+            BfStep::Copying { tid: t, end } if *t == tid => end.clone(),
+            _ => return,
+        };
+        match result {
+            Ok(()) if end == Cursor::End => {
+                tracing::info!("pg {}: osd.{from} backfilled", self.id);
+                self.rec.backfill.remove(&from);
+            }
+            Ok(()) => {
+                b.done = end;
+                b.step = BfStep::Idle;
+            }
+            Err(_) => self.bf_retry(from),
+        }
+        // Writes that waited for the chunk go on.
+        for p in std::mem::take(&mut self.rec.bf_blocked) {
+            self.on_op(s, p, fx);
+        }
+        self.backfill_some(s, fx);
+        self.rerecord(fx);
+        self.maybe_clear_temp(fx);
+    }
+
+    /// A primary's scan of this backfilling copy: its objects after
+    /// `after` up to `upto`, with their versions.
+    fn on_scan(
+        &mut self,
+        s: &dyn ObjectStore,
+        from: i32,
+        ctx: &RepCtx,
+        after: &Cursor,
+        upto: &Cursor,
+        limit: u32,
+    ) -> Result<Scan, RepError> {
+        if !replica_accepts(&self.view(), from, ctx) {
+            return Err(RepError::Stale(format!(
+                "pg {}: scan from osd.{} at epoch {}, this OSD is at epoch {}",
+                self.id, from, ctx.epoch, self.epoch
+            )));
+        }
+        if self.epoch < ctx.epoch || self.backfill.as_ref() != Some(after) {
+            return Err(RepError::Failed(format!(
+                "pg {}: scan after {after} at epoch {}, this copy's backfill is at {:?} (epoch {})",
+                self.id, ctx.epoch, self.backfill, self.epoch
+            )));
+        }
+        backfill::scan(s, self.coll, after, upto, limit as usize)
+            .map_err(|e| RepError::Failed(format!("pg {}: {e}", self.id)))
+    }
+
+    /// A chunk of backfill: applied if it starts at this copy's cursor
+    /// (one already applied is answered once durable).
+    fn on_chunk(
+        &mut self,
+        s: &dyn ObjectStore,
+        from: i32,
+        ctx: &RepCtx,
+        chunk: Chunk,
+        token: u64,
+        fx: &mut Vec<Effect>,
+    ) {
+        let fail = |e: RepError| Effect::RepReply {
+            token,
+            result: Err(e),
+        };
+        if !replica_accepts(&self.view(), from, ctx) {
+            return fx.push(fail(RepError::Stale(format!(
+                "pg {}: backfill from osd.{} at epoch {}, this OSD is at epoch {}",
+                self.id, from, ctx.epoch, self.epoch
+            ))));
+        }
+        let applied = match &self.backfill {
+            None => chunk.end == Cursor::End,
+            Some(c) => *c >= chunk.end,
+        };
+        if applied {
+            // A resend: durable once everything queued before it is.
+            let tid = self.take_tid();
+            let c = self.commit(token, CommitKind::Write);
+            self.rep.committing.insert(tid, c);
+            return fx.push(Effect::Apply {
+                tid,
+                txn: Transaction::new(),
+            });
+        }
+        if self.epoch < ctx.epoch || self.backfill.as_ref() != Some(&chunk.after) {
+            return fx.push(fail(RepError::Failed(format!(
+                "pg {}: backfill chunk after {} at epoch {}, this copy's cursor is {:?} (epoch {})",
+                self.id, chunk.after, ctx.epoch, self.backfill, self.epoch
+            ))));
+        }
+        for p in &chunk.pushes {
+            let o = recovery::oid(&p.name);
+            if let Err(e) = exec::validate(&p.name, &[SubOp::Stat]) {
+                return fx.push(fail(RepError::Failed(format!("pg {}: {e}", self.id))));
+            }
+            if chunk.after.covers(&o) || !chunk.end.covers(&o) {
+                return fx.push(fail(RepError::Failed(format!(
+                    "pg {}: backfill chunk ({}, {}] carries {}",
+                    self.id, chunk.after, chunk.end, p.name
+                ))));
+            }
+        }
+        match backfill::chunk_txn(s, self.coll, &chunk) {
+            Ok(txn) => {
+                self.backfill = (chunk.end != Cursor::End).then_some(chunk.end);
+                let tid = self.take_tid();
+                let c = self.commit(token, CommitKind::Chunk);
+                self.rep.committing.insert(tid, c);
+                fx.push(Effect::Apply { tid, txn });
+            }
+            Err(e) => fx.push(fail(RepError::Failed(format!("pg {}: {e}", self.id)))),
+        }
     }
 
     /// Start pushes until `RECOVERY_PUSHES_MAX` are in flight.
@@ -1402,6 +1816,7 @@ impl Pg {
             }
         }
         self.recover_some(s, fx);
+        self.backfill_some(s, fx);
     }
 
     /// After a commit: what waited for this copy's commits to settle.
@@ -1413,6 +1828,7 @@ impl Pg {
         if self.is_primary() {
             self.send_logs(s, fx);
             self.recover_some(s, fx);
+            self.backfill_some(s, fx);
         }
     }
 
@@ -1571,6 +1987,15 @@ impl Pg {
                     result,
                 });
             }
+            CommitKind::Chunk => {
+                if !stored {
+                    self.load_missing(s);
+                }
+                fx.push(Effect::RepReply {
+                    token: c.token,
+                    result,
+                });
+            }
             CommitKind::Log => {
                 if !stored {
                     // The store refused the merge: believe the disk again.
@@ -1579,7 +2004,7 @@ impl Pg {
                     self.rep.high = self.info.last_update;
                     self.load_missing(s);
                 }
-                let result = result.map(|()| LogAnswer::Missing(self.missing_list()));
+                let result = result.map(|()| self.log_answer());
                 fx.push(Effect::LogReply {
                     token: c.token,
                     result,
@@ -1589,8 +2014,12 @@ impl Pg {
         }
     }
 
-    fn missing_list(&self) -> Vec<(String, Version)> {
-        self.missing.iter().map(|(k, v)| (k.clone(), *v)).collect()
+    /// What this copy lacks after a merge.
+    fn log_answer(&self) -> LogAnswer {
+        LogAnswer {
+            missing: self.missing.iter().map(|(k, v)| (k.clone(), *v)).collect(),
+            backfill: self.backfill.clone(),
+        }
     }
 
     /// The authoritative log from a primary: merged into this copy once
@@ -1612,7 +2041,7 @@ impl Pg {
         if self.rep.merged == Some((h.ctx.interval, h.from, head)) && !self.rep.merging() {
             return fx.push(Effect::LogReply {
                 token,
-                result: Ok(LogAnswer::Missing(self.missing_list())),
+                result: Ok(self.log_answer()),
             });
         }
         if self.epoch < h.ctx.epoch || !self.settled() || !self.applying.is_empty() {
@@ -1625,12 +2054,34 @@ impl Pg {
             return self.held_logs.push(h);
         }
         let mine = stored_info(s, self.coll).unwrap_or_default().last_update;
-        match recovery::merge(s, self.coll, mine, &self.missing, &h.log) {
+        let merged = recovery::merge(
+            s,
+            self.coll,
+            mine,
+            &self.missing,
+            self.backfill.as_ref(),
+            &h.log,
+        );
+        match merged {
             Err(e) => fx.push(fail(RepError::Failed(format!("pg {}: {e}", self.id)))),
-            Ok(recovery::Merge::NoOverlap) => fx.push(Effect::LogReply {
-                token,
-                result: Ok(LogAnswer::NoOverlap),
-            }),
+            Ok(recovery::Merge::NoOverlap) => match backfill::restart(s, self.coll, &h.log) {
+                // The logs share nothing: this copy starts a backfill
+                // (its log becomes the authority's, its objects are
+                // compared one chunk at a time).
+                Ok((txn, info)) => {
+                    self.missing.clear();
+                    self.backfill = Some(Cursor::Start);
+                    self.info = info;
+                    self.rep.high = head;
+                    self.rep.merged = Some((h.ctx.interval, h.from, head));
+                    let tid = self.take_tid();
+                    self.rep
+                        .committing
+                        .insert(tid, self.commit(token, CommitKind::Log));
+                    fx.push(Effect::Apply { tid, txn });
+                }
+                Err(e) => fx.push(fail(RepError::Failed(format!("pg {}: {e}", self.id)))),
+            },
             Ok(recovery::Merge::Merged { txn, missing, info }) => {
                 self.missing = missing;
                 self.info = info;
@@ -1711,6 +2162,7 @@ impl Pg {
             result: Ok(Some(PeerInfo {
                 info: self.info,
                 missing: self.missing.len() as u64,
+                backfill: self.backfill.is_some(),
             })),
         });
     }
@@ -1753,7 +2205,7 @@ impl Pg {
     }
 
     fn can_write(&self) -> bool {
-        matches!(&self.role, Role::Primary { write_set } if write_set.len() >= self.min_size())
+        matches!(&self.role, Role::Primary { write_set } if self.serving(write_set) >= self.min_size())
     }
 
     fn on_op(&mut self, s: &dyn ObjectStore, p: Pending, fx: &mut Vec<Effect>) {
@@ -1783,6 +2235,15 @@ impl Pg {
             return;
         }
         let writes = p.op.ops.iter().any(SubOp::is_write);
+        if writes && self.rec.blocks(&recovery::oid(&p.op.name)) {
+            // A backfill chunk covering this object is on its way: the
+            // write follows it (so the target gets it whole).
+            if self.rec.bf_blocked.len() >= WAITING_MAX {
+                return fx.push(fail(&p, self.unavailable()));
+            }
+            self.rec.bf_blocked.push(p);
+            return;
+        }
         if matches!(self.role, Role::Primary { .. }) && self.rec.lacks(&p.op.name) {
             // A member lacks this object: recover it first (the op waits
             // behind the push; ops on other objects go on).
@@ -1811,7 +2272,7 @@ impl Pg {
     fn unavailable(&self) -> OpError {
         let have = match &self.role {
             Role::Primary { write_set } | Role::Activating { write_set, .. } => {
-                write_set.len() as u32
+                self.serving(write_set) as u32
             }
             Role::Down { osds } => {
                 return OpError::Down {
@@ -1917,6 +2378,15 @@ impl Pg {
         let Role::Primary { write_set } = &self.role else {
             return;
         };
+        // Backfill targets whose cursor has not reached the object take
+        // the log entry only (the chunk that passes it copies it whole).
+        let log_only: Vec<i32> = self
+            .rec
+            .backfill
+            .iter()
+            .filter(|(_, b)| !b.done.covers(&oid))
+            .map(|(o, _)| *o)
+            .collect();
         // Not `take_tid`: `write_set` borrows the role.
         let tid = self.next_tid;
         self.next_tid += 1;
@@ -1932,6 +2402,7 @@ impl Pg {
             },
             txn: t,
             write_set,
+            log_only: &log_only,
             me: self.whoami,
         }));
         self.inflight.insert(
@@ -1990,6 +2461,15 @@ impl Pg {
         fx.push(reply(f.token, result, f.version, self.epoch));
         // The next op on this object, if any.
         self.release(s, &f.name, fx);
+        // A backfill chunk may have waited for this write.
+        if self
+            .rec
+            .backfill
+            .values()
+            .any(|b| matches!(b.step, BfStep::Scanned { .. }))
+        {
+            self.backfill_some(s, fx);
+        }
     }
 
     /// Everything that waited past its deadline is answered: ops and
@@ -2063,6 +2543,7 @@ impl Pg {
             && self.queries.is_empty()
             && self.held_logs.is_empty()
             && self.rec.pushing.is_empty()
+            && self.rec.bf_blocked.is_empty()
     }
 
     /// Whether this primary's PG is active with every member complete and
@@ -2084,13 +2565,28 @@ impl Pg {
             Role::Down { .. } => PgState::DOWN,
             Role::Activating { .. } => PgState::ACTIVATING,
             Role::Primary { write_set } => {
-                let mut st = if write_set.len() < self.min_size() {
+                let mut st = if self.serving(write_set) < self.min_size() {
                     PgState::PEERED
                 } else {
                     PgState::ACTIVE
                 };
                 if write_set.len() < size {
                     st |= PgState::UNDERSIZED | PgState::DEGRADED;
+                }
+                if !self.rec.backfill.is_empty() {
+                    let copying = self
+                        .rec
+                        .backfill
+                        .values()
+                        .any(|b| !matches!(b.step, BfStep::Idle));
+                    st |= if copying {
+                        PgState::BACKFILLING
+                    } else {
+                        PgState::BACKFILL_WAIT
+                    };
+                    if self.complete_of(write_set).len() < size {
+                        st |= PgState::DEGRADED;
+                    }
                 }
                 if !self.rec.missing.is_empty() {
                     st |= PgState::DEGRADED;
@@ -2117,7 +2613,7 @@ impl Pg {
             acting: self.acting.clone(),
             objects: self.info.objects,
             bytes: self.info.bytes,
-            degraded: self.rec.degraded(),
+            degraded: self.rec.degraded(self.info.objects),
         })
     }
 }

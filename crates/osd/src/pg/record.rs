@@ -2,7 +2,8 @@
 //! the objects, written in the same transaction as each write): the PG
 //! info under `info`, one log entry per version under `log/` + the
 //! version counter (8 bytes, big-endian, so they list in order), and one
-//! record per object the copy lacks under `missing/` + the object name. Each
+//! record per object the copy lacks under `missing/` + the object name, and
+//! a backfilling copy's cursor under `backfill`. Each
 //! value starts with a 4-byte marker naming its kind and format version,
 //! then the postcard encoding of the record; `docs/format.md` has the
 //! layouts.
@@ -10,6 +11,7 @@
 //! A record in an unknown format is refused with `RecordError`, never
 //! guessed at: a later format adds a new marker (and reads the old one).
 
+use super::backfill::Cursor;
 use super::{LogEntry, PgInfo};
 use loligo_types::ops::Version;
 
@@ -20,6 +22,9 @@ pub const LOG_V1: &[u8; 4] = b"LPL1";
 
 /// Marker of a missing-object record (the version a copy needs), format 1.
 pub const MISSING_V1: &[u8; 4] = b"LPM1";
+
+/// Marker of a backfill cursor record, format 1.
+pub const BACKFILL_V1: &[u8; 4] = b"LPB1";
 
 /// A PG record that cannot be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -85,6 +90,16 @@ pub fn decode_missing(b: &[u8]) -> Result<Version, RecordError> {
     decode("missing object", MISSING_V1, b)
 }
 
+/// The stored bytes of a backfill cursor.
+pub fn encode_cursor(c: &Cursor) -> Vec<u8> {
+    encode(BACKFILL_V1, c)
+}
+
+/// A backfill cursor from its stored bytes.
+pub fn decode_cursor(b: &[u8]) -> Result<Cursor, RecordError> {
+    decode("backfill cursor", BACKFILL_V1, b)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -133,6 +148,14 @@ mod tests {
         assert!(
             decode_missing(&b).is_err(),
             "an info is not a missing record"
+        );
+        let c = Cursor::At(loligo_store::ObjectId::new(0xdead_beef, "o"));
+        let cb = encode_cursor(&c);
+        assert_eq!(&cb[..4], b"LPB1");
+        assert_eq!(decode_cursor(&cb), Ok(c));
+        assert!(
+            decode_cursor(&m).is_err(),
+            "a missing record is not a cursor"
         );
     }
 }

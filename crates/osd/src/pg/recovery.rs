@@ -137,7 +137,9 @@ pub fn load_missing(
     }
 }
 
-/// Merge `auth` into this copy (head `mine`, missing set `missing`).
+/// Merge `auth` into this copy (head `mine`, missing set `missing`,
+/// backfill cursor `backfill` if it is backfilling: objects past the
+/// cursor are backfill's to copy, never marked missing).
 ///
 /// The common point is the newest version counter at which both logs hold
 /// the same entry (a version names one write, and a copy only takes a
@@ -151,10 +153,26 @@ pub fn merge(
     coll: CollectionId,
     mine: Version,
     missing: &BTreeMap<String, Version>,
+    backfill: Option<&super::Cursor>,
     auth: &AuthLog,
 ) -> Result<Merge, String> {
+    let ours = |name: &str| backfill.is_none_or(|c| c.covers(&oid(name)));
     let head = auth.info.last_update;
     let tail = auth.tail();
+    let contiguous = auth
+        .entries
+        .iter()
+        .enumerate()
+        .all(|(i, e)| e.version.v == tail + 1 + i as u64);
+    let ends_at_head = auth
+        .entries
+        .last()
+        .map_or(tail == head.v, |e| e.version == head);
+    if !contiguous || !ends_at_head {
+        return Err(format!(
+            "the authoritative log is not contiguous up to its head {head:?}"
+        ));
+    }
     let by_v: BTreeMap<u64, &LogEntry> = auth.entries.iter().map(|e| (e.version.v, e)).collect();
     // The common point: walk down from the lower head.
     let mut common = None;
@@ -181,14 +199,23 @@ pub fn merge(
     // Divergent entries: gone from the log, their objects to be fetched.
     for v in common + 1..=mine.v {
         if let Some(e) = entry_at(s, coll, v)? {
-            missing.entry(e.name).or_default();
+            if ours(&e.name) {
+                missing.entry(e.name).or_default();
+            }
         }
         t.rm_record(coll, &log_key(v));
     }
     // The authority's newer entries.
     for e in auth.entries.iter().filter(|e| e.version.v > common) {
-        missing.insert(e.name.clone(), e.version);
+        if ours(&e.name) {
+            missing.insert(e.name.clone(), e.version);
+        }
         t.set_record(coll, &log_key(e.version.v), record::encode_log(e));
+    }
+    // Entries the authority trimmed go here too: the logs then agree
+    // entry for entry.
+    for k in log_keys_below(s, coll, tail + 1)? {
+        t.rm_record(coll, &k);
     }
     for (name, need) in &missing {
         t.set_record(coll, &missing_key(name), record::encode_missing(need));
@@ -203,6 +230,28 @@ pub fn merge(
         missing,
         info,
     })
+}
+
+/// The keys of this copy's log entries below version counter `v`.
+fn log_keys_below(s: &dyn ObjectStore, coll: CollectionId, v: u64) -> Result<Vec<Vec<u8>>, String> {
+    let end = log_key(v);
+    let mut out = Vec::new();
+    let mut start = b"log/".to_vec();
+    loop {
+        let rows = s.records(coll, &start, 1024).map_err(|e| e.to_string())?;
+        let n = rows.len();
+        for (k, _) in rows {
+            if !k.starts_with(b"log/") || k >= end {
+                return Ok(out);
+            }
+            start = k.clone();
+            start.push(0);
+            out.push(k);
+        }
+        if n < 1024 {
+            return Ok(out);
+        }
+    }
 }
 
 /// Read object `name` whole (`None`: it does not exist), with its version.
@@ -353,7 +402,7 @@ mod tests {
             ],
         };
         let Merge::Merged { txn, missing, info } =
-            merge(&s, c, v(1, 3), &BTreeMap::new(), &auth).unwrap()
+            merge(&s, c, v(1, 3), &BTreeMap::new(), None, &auth).unwrap()
         else {
             panic!("the logs overlap at 1'1");
         };
@@ -394,7 +443,7 @@ mod tests {
             entries: vec![entry(v(3, 5), "x"), entry(v(3, 6), "y")],
         };
         assert!(matches!(
-            merge(&s, c, v(1, 2), &BTreeMap::new(), &auth),
+            merge(&s, c, v(1, 2), &BTreeMap::new(), None, &auth),
             Ok(Merge::NoOverlap)
         ));
         // An empty copy against a log that was never trimmed starts from 0.
@@ -407,7 +456,7 @@ mod tests {
             entries: vec![entry(v(1, 1), "a"), entry(v(1, 2), "b")],
         };
         let Ok(Merge::Merged { missing, .. }) =
-            merge(&s2, c2, Version::default(), &BTreeMap::new(), &full)
+            merge(&s2, c2, Version::default(), &BTreeMap::new(), None, &full)
         else {
             panic!("an empty copy merges a whole log");
         };

@@ -116,8 +116,10 @@ pub(super) enum CommitKind {
     Write,
     /// A recovered object (its missing record goes with it).
     Push(String),
-    /// The merge of an authoritative log.
+    /// The merge of an authoritative log (or the start of a backfill).
     Log,
+    /// A chunk of backfill (its cursor goes with it).
+    Chunk,
 }
 
 impl Lane {

@@ -1,0 +1,495 @@
+//! Backfill, the pure parts: how a copy whose log does not overlap the
+//! authority's is brought back by scanning both copies in the store's
+//! (hash, name) order and copying what differs, one bounded chunk at a
+//! time. The PG state machine decides when; these functions only read the
+//! store and build transactions.
+//!
+//! A backfilling copy keeps a persisted cursor (`backfill` record, see
+//! `docs/format.md`): every object at or before it is exactly the
+//! primary's; objects after it are whatever the copy held before and are
+//! never trusted. The copy's log and head are the authority's from the
+//! start (so the writes it takes meanwhile chain as usual); writes to
+//! objects after the cursor reach it as log entries only. A chunk — the
+//! objects to replace or remove in (cursor, end] and the new cursor — is
+//! one transaction, so a crash resumes at the last chunk applied.
+//!
+//! It must never move a cursor past an object it did not make equal to
+//! the primary's, nor trust an object beyond the cursor.
+
+use super::record;
+use super::recovery::{self, Push, MISSING_PREFIX};
+use super::{log_key, AuthLog, PgInfo, INFO_KEY};
+use crate::exec::VERSION_ATTR;
+use loligo_store::{CollectionId, ObjectId, ObjectStore, StoreError, Transaction};
+use loligo_types::ops::Version;
+use serde::{Deserialize, Serialize};
+
+/// Record key of a backfilling copy's cursor (absent: not backfilling).
+pub const BACKFILL_KEY: &[u8] = b"backfill";
+/// Objects one scan returns by default.
+pub const CHUNK_OBJECTS: usize = 64;
+/// Bytes of object data one chunk carries at most (an object larger
+/// than this goes alone).
+pub const CHUNK_BYTES: u64 = 8 << 20;
+/// Store listing page while scanning.
+const LIST_PAGE: usize = 256;
+
+/// How far a backfill has come, in the store's (hash, name) order.
+/// Variants are ordered: `Start` < every `At` < `End`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Cursor {
+    /// Nothing copied yet.
+    #[default]
+    Start,
+    /// Every object up to and including this one is copied.
+    At(ObjectId),
+    /// Done: the copy is complete.
+    End,
+}
+
+impl Cursor {
+    /// Whether object `o` lies at or before the cursor (copied).
+    pub fn covers(&self, o: &ObjectId) -> bool {
+        match self {
+            Cursor::Start => false,
+            Cursor::At(c) => o <= c,
+            Cursor::End => true,
+        }
+    }
+
+    /// The share of the hash space still to copy (for progress).
+    pub fn left(&self) -> f64 {
+        match self {
+            Cursor::Start => 1.0,
+            Cursor::At(c) => 1.0 - (f64::from(c.hash) + 1.0) / 4_294_967_296.0,
+            Cursor::End => 0.0,
+        }
+    }
+}
+
+impl std::fmt::Display for Cursor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Cursor::Start => write!(f, "start"),
+            Cursor::At(o) => write!(f, "{o}"),
+            Cursor::End => write!(f, "end"),
+        }
+    }
+}
+
+/// One copy's objects in (after, end], in order, with their versions.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Scan {
+    pub objects: Vec<(ObjectId, Version)>,
+    /// Where the scan stopped: `upto`, or earlier if it hit its limit.
+    pub end: Cursor,
+}
+
+/// A chunk of backfill as the primary sends it: every object in
+/// (after, end] that differs on the target, whole (or its absence), and
+/// the cursor after it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Chunk {
+    pub after: Cursor,
+    pub end: Cursor,
+    pub pushes: Vec<Push>,
+}
+
+/// The version an object carries (zero for one without the attribute).
+fn version_of(
+    s: &dyn ObjectStore,
+    coll: CollectionId,
+    o: &ObjectId,
+) -> Result<Version, StoreError> {
+    Ok(s.stat_attr(coll, o, VERSION_ATTR)?
+        .and_then(|(_, v)| v)
+        .and_then(|b| postcard::from_bytes(&b).ok())
+        .unwrap_or_default())
+}
+
+/// This copy's objects after `after` up to `upto` (inclusive), at most
+/// `limit` (the scan then ends at the last one returned).
+pub fn scan(
+    s: &dyn ObjectStore,
+    coll: CollectionId,
+    after: &Cursor,
+    upto: &Cursor,
+    limit: usize,
+) -> Result<Scan, StoreError> {
+    let limit = limit.max(1);
+    let mut objects: Vec<(ObjectId, Version)> = Vec::new();
+    let mut start = match after {
+        Cursor::Start => None,
+        Cursor::At(o) => Some(o.clone()),
+        Cursor::End => {
+            return Ok(Scan {
+                objects,
+                end: Cursor::End,
+            })
+        }
+    };
+    loop {
+        let (page, next) = s.list(coll, start.as_ref(), LIST_PAGE)?;
+        for o in page {
+            if after.covers(&o) {
+                continue;
+            }
+            if !upto.covers(&o) {
+                return Ok(Scan {
+                    objects,
+                    end: upto.clone(),
+                });
+            }
+            if objects.len() == limit {
+                let end = objects
+                    .last()
+                    .map_or(Cursor::Start, |(o, _)| Cursor::At(o.clone()));
+                return Ok(Scan { objects, end });
+            }
+            let v = version_of(s, coll, &o)?;
+            objects.push((o, v));
+        }
+        match next {
+            Some(n) => start = Some(n),
+            None => {
+                return Ok(Scan {
+                    objects,
+                    end: upto.clone(),
+                })
+            }
+        }
+    }
+}
+
+/// The primary's chunk for a target whose objects in (after, theirs.end]
+/// are `theirs`: what differs, read whole from this copy. The chunk may
+/// end before `theirs.end` (this copy has more objects there than a scan
+/// returns, or the bytes reach `bytes_max`).
+pub fn plan_chunk(
+    s: &dyn ObjectStore,
+    coll: CollectionId,
+    after: &Cursor,
+    theirs: &Scan,
+    limit: usize,
+    bytes_max: u64,
+) -> Result<Chunk, StoreError> {
+    let mine = scan(s, coll, after, &theirs.end, limit.saturating_mul(2))?;
+    let mut end = mine.end.clone();
+    let mut a = mine.objects.iter().peekable();
+    let mut b = theirs
+        .objects
+        .iter()
+        .filter(|(o, _)| end.covers(o))
+        .peekable();
+    let mut pushes = Vec::new();
+    let mut bytes = 0u64;
+    loop {
+        let (name, id) = match (a.peek(), b.peek()) {
+            (None, None) => break,
+            (Some((x, xv)), Some((y, yv))) if x == y => {
+                let same = xv == yv;
+                let id = x.clone();
+                a.next();
+                b.next();
+                if same {
+                    continue;
+                }
+                (Some(id.name.clone()), id)
+            }
+            (Some((x, _)), Some((y, _))) if y < x => {
+                let id = y.clone();
+                b.next();
+                (None, id)
+            }
+            (Some((x, _)), _) => {
+                let id = x.clone();
+                a.next();
+                (Some(id.name.clone()), id)
+            }
+            (None, Some((y, _))) => {
+                let id = y.clone();
+                b.next();
+                (None, id)
+            }
+        };
+        let p = match name {
+            Some(n) => recovery::read_copy(s, coll, &n)?,
+            // Only the target has it: it goes.
+            None => Push {
+                name: id.name.clone(),
+                version: Version::default(),
+                copy: None,
+            },
+        };
+        bytes += p.copy.as_ref().map_or(0, |c| {
+            c.data.len() as u64
+                + c.omap
+                    .iter()
+                    .map(|(k, v)| (k.len() + v.len()) as u64)
+                    .sum::<u64>()
+        });
+        pushes.push(p);
+        if bytes >= bytes_max {
+            end = Cursor::At(id);
+            break;
+        }
+    }
+    Ok(Chunk {
+        after: after.clone(),
+        end,
+        pushes,
+    })
+}
+
+/// The transaction a target applies for `chunk`: each object replaced
+/// (or removed) and the cursor moved to the chunk's end (the record goes
+/// once the end is reached).
+pub fn chunk_txn(
+    s: &dyn ObjectStore,
+    coll: CollectionId,
+    chunk: &Chunk,
+) -> Result<Transaction, StoreError> {
+    let mut t = Transaction::new();
+    for p in &chunk.pushes {
+        t.ops.extend(recovery::push_txn(s, coll, p)?.ops);
+    }
+    if chunk.end == Cursor::End {
+        t.rm_record(coll, BACKFILL_KEY);
+    } else {
+        t.set_record(coll, BACKFILL_KEY, record::encode_cursor(&chunk.end));
+    }
+    Ok(t)
+}
+
+/// The transaction that starts a backfill of this copy from zero: its log
+/// becomes the authority's (so writes chain on it), its missing set goes
+/// (backfill covers every object), its cursor is `Start`. Objects stay:
+/// the scans compare them by version and copy only what differs.
+pub fn restart(
+    s: &dyn ObjectStore,
+    coll: CollectionId,
+    auth: &AuthLog,
+) -> Result<(Transaction, PgInfo), String> {
+    let mut t = Transaction::new();
+    for prefix in [b"log/".as_slice(), MISSING_PREFIX] {
+        let mut start = prefix.to_vec();
+        loop {
+            let rows = s.records(coll, &start, 1024).map_err(|e| e.to_string())?;
+            let n = rows.len();
+            let mut ended = false;
+            for (k, _) in rows {
+                if !k.starts_with(prefix) {
+                    ended = true;
+                    break;
+                }
+                t.rm_record(coll, &k);
+                start = k;
+                start.push(0);
+            }
+            if ended || n < 1024 {
+                break;
+            }
+        }
+    }
+    for e in &auth.entries {
+        t.set_record(coll, &log_key(e.version.v), record::encode_log(e));
+    }
+    let info = auth.info;
+    t.set_record(coll, INFO_KEY, record::encode_info(&info));
+    t.set_record(coll, BACKFILL_KEY, record::encode_cursor(&Cursor::Start));
+    Ok((t, info))
+}
+
+/// The cursor a copy persisted (`None`: not backfilling).
+pub fn load_cursor(s: &dyn ObjectStore, coll: CollectionId) -> Result<Option<Cursor>, String> {
+    match s.record(coll, BACKFILL_KEY) {
+        Ok(Some(b)) => record::decode_cursor(&b)
+            .map(Some)
+            .map_err(|e| e.to_string()),
+        Ok(None) => Ok(None),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pg::{LogEntry, PgInfo};
+    use loligo_store::MemStore;
+
+    fn coll() -> CollectionId {
+        CollectionId::pg(1, 0)
+    }
+
+    fn store() -> MemStore {
+        let s = MemStore::new();
+        let mut t = Transaction::new();
+        t.create_collection(coll());
+        s.apply(t).unwrap();
+        s
+    }
+
+    fn put(s: &MemStore, name: &str, v: u64, data: &[u8]) {
+        let o = recovery::oid(name);
+        let mut t = Transaction::new();
+        t.write_full(coll(), &o, data.to_vec());
+        let ver = Version { epoch: 1, v };
+        t.setattrs(
+            coll(),
+            &o,
+            vec![(VERSION_ATTR.to_string(), postcard::to_stdvec(&ver).unwrap())],
+        );
+        s.apply(t).unwrap();
+    }
+
+    fn names(s: &MemStore) -> Vec<(String, Vec<u8>)> {
+        let (ids, _) = s.list(coll(), None, 1000).unwrap();
+        ids.into_iter()
+            .map(|o| {
+                let size = s.stat(coll(), &o).unwrap().size;
+                let d = s.read(coll(), &o, &[(0, size)]).unwrap().pop().unwrap();
+                (o.name, d)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn cursor_order_and_cover() {
+        let a = ObjectId::new(5, "a");
+        let b = ObjectId::new(9, "b");
+        assert!(Cursor::Start < Cursor::At(a.clone()));
+        assert!(Cursor::At(a.clone()) < Cursor::At(b.clone()));
+        assert!(Cursor::At(b.clone()) < Cursor::End);
+        assert!(!Cursor::Start.covers(&a));
+        assert!(Cursor::At(b.clone()).covers(&a));
+        assert!(!Cursor::At(a.clone()).covers(&b));
+        assert!(Cursor::End.covers(&b));
+        assert_eq!(Cursor::Start.left(), 1.0);
+        assert_eq!(Cursor::End.left(), 0.0);
+    }
+
+    #[test]
+    fn scans_stop_at_the_limit_and_at_upto() {
+        let s = store();
+        for i in 0..10 {
+            put(&s, &format!("o{i}"), i + 1, b"x");
+        }
+        let all = scan(&s, coll(), &Cursor::Start, &Cursor::End, 100).unwrap();
+        assert_eq!(all.objects.len(), 10);
+        assert_eq!(all.end, Cursor::End);
+        let first = scan(&s, coll(), &Cursor::Start, &Cursor::End, 4).unwrap();
+        assert_eq!(first.objects.len(), 4);
+        assert_eq!(first.end, Cursor::At(first.objects[3].0.clone()));
+        assert_eq!(first.objects[..], all.objects[..4]);
+        // The next scan starts after the end, and `upto` bounds it.
+        let upto = Cursor::At(all.objects[6].0.clone());
+        let next = scan(&s, coll(), &first.end, &upto, 4).unwrap();
+        assert_eq!(next.objects[..], all.objects[4..7]);
+        assert_eq!(next.end, upto);
+    }
+
+    /// A chunk makes the target equal to the primary over its range:
+    /// differing objects replaced, extra ones removed, equal ones left.
+    #[test]
+    fn chunks_copy_what_differs_and_remove_what_the_primary_lacks() {
+        let p = store();
+        let t = store();
+        for i in 0..12u64 {
+            put(&p, &format!("o{i}"), 10 + i, format!("new{i}").as_bytes());
+        }
+        // The target: some equal, some older, some absent, some extra.
+        for i in 0..12u64 {
+            match i % 3 {
+                0 => put(&t, &format!("o{i}"), 10 + i, format!("new{i}").as_bytes()),
+                1 => put(&t, &format!("o{i}"), 1, b"old"),
+                _ => {}
+            }
+        }
+        put(&t, "extra", 3, b"gone");
+        let mut cur = Cursor::Start;
+        let mut sent = 0;
+        let mut rounds = 0;
+        while cur != Cursor::End {
+            let theirs = scan(&t, coll(), &cur, &Cursor::End, 5).unwrap();
+            let upto = scan(&p, coll(), &cur, &Cursor::End, 5).unwrap().end;
+            let theirs = Scan {
+                objects: theirs
+                    .objects
+                    .into_iter()
+                    .filter(|(o, _)| upto.covers(o))
+                    .collect(),
+                end: upto.min(theirs.end),
+            };
+            let c = plan_chunk(&p, coll(), &cur, &theirs, 5, CHUNK_BYTES).unwrap();
+            sent += c.pushes.len();
+            t.apply(chunk_txn(&t, coll(), &c).unwrap()).unwrap();
+            assert!(c.end > cur, "a chunk always moves the cursor");
+            cur = c.end;
+            let stored = load_cursor(&t, coll()).unwrap();
+            assert_eq!(stored, (cur != Cursor::End).then(|| cur.clone()));
+            rounds += 1;
+        }
+        assert!(rounds >= 3, "{rounds}");
+        assert_eq!(names(&t), names(&p));
+        // 4 equal objects were not sent; 8 differ, 1 extra.
+        assert_eq!(sent, 9);
+    }
+
+    #[test]
+    fn a_byte_bound_cuts_a_chunk_after_the_object_that_reaches_it() {
+        let p = store();
+        let t = store();
+        for i in 0..6u64 {
+            put(&p, &format!("o{i}"), i + 1, &[7u8; 1000]);
+        }
+        let theirs = scan(&t, coll(), &Cursor::Start, &Cursor::End, 100).unwrap();
+        let c = plan_chunk(&p, coll(), &Cursor::Start, &theirs, 100, 2500).unwrap();
+        assert_eq!(c.pushes.len(), 3);
+        assert_eq!(c.end, Cursor::At(recovery::oid(&c.pushes[2].name)));
+    }
+
+    #[test]
+    fn a_restart_adopts_the_log_drops_missing_records_and_keeps_objects() {
+        let s = store();
+        put(&s, "kept", 1, b"k");
+        let mut t = Transaction::new();
+        for v in 1..=3u64 {
+            let e = LogEntry {
+                version: Version { epoch: 1, v },
+                name: "kept".into(),
+                removed: false,
+                reqid: None,
+            };
+            t.set_record(coll(), &log_key(v), record::encode_log(&e));
+        }
+        t.set_record(
+            coll(),
+            &recovery::missing_key("x"),
+            record::encode_missing(&Version::default()),
+        );
+        s.apply(t).unwrap();
+        let head = Version { epoch: 4, v: 90 };
+        let auth = AuthLog {
+            info: PgInfo {
+                last_update: head,
+                ..PgInfo::default()
+            },
+            entries: vec![LogEntry {
+                version: head,
+                name: "y".into(),
+                removed: false,
+                reqid: None,
+            }],
+        };
+        let (txn, info) = restart(&s, coll(), &auth).unwrap();
+        s.apply(txn).unwrap();
+        assert_eq!(info.last_update, head);
+        assert_eq!(load_cursor(&s, coll()).unwrap(), Some(Cursor::Start));
+        let rows = s.records(coll(), b"", 100).unwrap();
+        let keys: Vec<Vec<u8>> = rows.into_iter().map(|(k, _)| k).collect();
+        assert!(keys.contains(&log_key(90)));
+        assert!(!keys.contains(&log_key(1)));
+        assert!(!keys.iter().any(|k| k.starts_with(MISSING_PREFIX)));
+        assert_eq!(names(&s).len(), 1);
+    }
+}
