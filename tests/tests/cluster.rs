@@ -25,6 +25,8 @@ struct TestCluster {
     addrs: Vec<String>,
     /// Each OSD's store folder (a revived OSD mounts it again).
     dirs: Vec<std::path::PathBuf>,
+    /// PG log entries each OSD keeps.
+    log_entries: u64,
 }
 
 fn store_cfg() -> BlockConfig {
@@ -34,8 +36,10 @@ fn store_cfg() -> BlockConfig {
     }
 }
 
-fn osd_cfg(id: i32, addr: &str, mon: &str) -> OsdConfig {
+fn osd_cfg(id: i32, addr: &str, mon: &str, log_entries: u64) -> OsdConfig {
     let mut c = OsdConfig::new(id, addr, vec![mon.to_string()]);
+    c.pg_log_entries = log_entries;
+    c.backfill_chunk_objects = 2;
     c.heartbeat_interval = Duration::from_millis(300);
     c.heartbeat_grace = Duration::from_millis(1500);
     c.op_timeout = Duration::from_secs(3);
@@ -45,6 +49,12 @@ fn osd_cfg(id: i32, addr: &str, mon: &str) -> OsdConfig {
 
 impl TestCluster {
     async fn start(tag: &str, n: usize) -> TestCluster {
+        TestCluster::start_with(tag, n, loligo_osd::pg::LOG_ENTRIES_MAX).await
+    }
+
+    /// A cluster whose OSDs keep `log_entries` PG log entries (a short
+    /// log makes copies that were away backfill).
+    async fn start_with(tag: &str, n: usize, log_entries: u64) -> TestCluster {
         let tmp = TempDir::new(&format!("cl-{tag}")).unwrap();
         let dir = tmp.path().to_path_buf();
         let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -63,6 +73,7 @@ impl TestCluster {
             stores: Vec::new(),
             addrs: Vec::new(),
             dirs: Vec::new(),
+            log_entries,
         };
         for i in 0..n {
             let sd = dir.join(format!("osd.{i}"));
@@ -70,9 +81,8 @@ impl TestCluster {
             let s: Arc<dyn ObjectStore> = Arc::new(BlockStore::mount(&sd, &store_cfg()).unwrap());
             let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
             let addr = l.local_addr().unwrap().to_string();
-            let h = loligo_osd::start(osd_cfg(i as i32, &addr, &t.mon_addr), s.clone(), l)
-                .await
-                .unwrap();
+            let cfg = osd_cfg(i as i32, &addr, &t.mon_addr, log_entries);
+            let h = loligo_osd::start(cfg, s.clone(), l).await.unwrap();
             t.osds.push(Some(h));
             t.stores.push(s);
             t.addrs.push(addr);
@@ -104,9 +114,8 @@ impl TestCluster {
             Arc::new(BlockStore::mount(&self.dirs[i], &store_cfg()).unwrap());
         self.stores[i] = s.clone();
         let l = TcpListener::bind(&self.addrs[i]).await.unwrap();
-        let h = loligo_osd::start(osd_cfg(i as i32, &self.addrs[i], &self.mon_addr), s, l)
-            .await
-            .unwrap();
+        let cfg = osd_cfg(i as i32, &self.addrs[i], &self.mon_addr, self.log_entries);
+        let h = loligo_osd::start(cfg, s, l).await.unwrap();
         self.osds[i] = Some(h);
     }
 }
@@ -514,7 +523,9 @@ fn assert_copies_agree(t: &TestCluster, c: &Cluster, n: usize) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn osd_out_and_in_move_data_and_end_clean() {
-    let t = TestCluster::start("outin", 4).await;
+    // Two log entries per PG: an OSD new to a PG, or back after the
+    // overwrites, is backfilled (most PGs) or recovered from the log.
+    let t = TestCluster::start_with("outin", 4, 2).await;
     let c = client(&t).await;
     let p = c.pool("rbd").unwrap();
     wait_clean(&c).await;
@@ -563,4 +574,62 @@ async fn osd_out_and_in_move_data_and_end_clean() {
             pattern(3000, i as u8 + 50)
         );
     }
+}
+
+/// An OSD that missed more writes than the PG log keeps is backfilled:
+/// after it returns, its copies equal the primary's — overwritten objects
+/// replaced, removed ones gone, new ones there — and alone it serves them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_past_the_log_is_backfilled() {
+    let mut t = TestCluster::start_with("backfill", 3, 2).await;
+    let c = client(&t).await;
+    let p = c.pool("rbd").unwrap();
+    wait_clean(&c).await;
+    for i in 0..40 {
+        p.write_full(&format!("o{i}"), pattern(2000, i))
+            .await
+            .unwrap();
+    }
+    t.kill(2).await;
+    // Three rounds of overwrites (more than the log's two entries in
+    // every PG), a few removals and new objects.
+    for round in 1..=3u8 {
+        for i in 0..40u8 {
+            p.write_full(&format!("o{i}"), pattern(2000, i.wrapping_add(round * 60)))
+                .await
+                .unwrap();
+        }
+    }
+    for i in 0..10 {
+        p.remove(&format!("o{i}")).await.unwrap();
+    }
+    for i in 40..50u8 {
+        p.write_full(&format!("o{i}"), pattern(3000, i))
+            .await
+            .unwrap();
+    }
+    t.revive(2).await;
+    wait_clean(&c).await;
+    assert_copies_agree(&t, &c, 40);
+    // osd.2 alone serves every object (its copy is whole).
+    t.kill(0).await;
+    t.kill(1).await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    for i in 10..40u8 {
+        assert_eq!(
+            p.read(&format!("o{i}"), 0, 0).await.unwrap(),
+            pattern(2000, i.wrapping_add(180)),
+            "o{i} from the backfilled copy"
+        );
+    }
+    for i in 40..50u8 {
+        assert_eq!(
+            p.read(&format!("o{i}"), 0, 0).await.unwrap(),
+            pattern(3000, i)
+        );
+    }
+    assert!(matches!(
+        p.read("o3", 0, 0).await,
+        Err(ClientError::Op(OpError::NotFound))
+    ));
 }

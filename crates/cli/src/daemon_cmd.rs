@@ -72,6 +72,13 @@ pub struct OsdArgs {
     /// Seconds a client op may wait for its PG.
     #[arg(long, default_value_t = 30.0)]
     op_timeout: f64,
+    /// PG log entries kept per PG (a copy that missed more writes than
+    /// this is backfilled: its objects are scanned and compared).
+    #[arg(long, default_value_t = loligo_osd::pg::LOG_ENTRIES_MAX)]
+    pg_log_entries: u64,
+    /// Objects per backfill scan and chunk.
+    #[arg(long, default_value_t = loligo_osd::pg::backfill::CHUNK_OBJECTS)]
+    backfill_chunk: usize,
 }
 
 fn secs(v: f64, what: &str) -> Result<Duration, CliError> {
@@ -184,6 +191,13 @@ pub fn osd(a: OsdArgs) -> Result<(), CliError> {
     cfg.host = a.host.unwrap_or_else(hostname);
     cfg.heartbeat_grace = secs(a.heartbeat_grace, "--heartbeat-grace")?;
     cfg.op_timeout = secs(a.op_timeout, "--op-timeout")?;
+    if a.pg_log_entries == 0 || a.backfill_chunk == 0 {
+        return Err(CliError(
+            "--pg-log-entries and --backfill-chunk must be at least 1".into(),
+        ));
+    }
+    cfg.pg_log_entries = a.pg_log_entries;
+    cfg.backfill_chunk_objects = a.backfill_chunk;
     let rt = crate::config::runtime()?;
     rt.block_on(async move {
         let l = tokio::net::TcpListener::bind(&a.addr)

@@ -67,6 +67,11 @@ pub struct OsdConfig {
     /// predecessor) may wait in its PG.
     pub op_timeout: Duration,
     pub report_interval: Duration,
+    /// PG log entries each PG keeps: a copy that missed more writes than
+    /// this is backfilled instead of recovered from the log.
+    pub pg_log_entries: u64,
+    /// Objects per backfill scan and chunk.
+    pub backfill_chunk_objects: usize,
 }
 
 impl OsdConfig {
@@ -81,6 +86,8 @@ impl OsdConfig {
             heartbeat_grace: Duration::from_secs(6),
             op_timeout: Duration::from_secs(30),
             report_interval: Duration::from_secs(2),
+            pg_log_entries: crate::pg::LOG_ENTRIES_MAX,
+            backfill_chunk_objects: crate::pg::backfill::CHUNK_OBJECTS,
         }
     }
 

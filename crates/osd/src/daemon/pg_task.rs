@@ -29,6 +29,8 @@ pub(super) fn spawn(s: &Arc<OsdShared>, pg: PgId) -> Option<Mailbox> {
     let info = s.read_info(pg).unwrap_or_default();
     let mut core = Pg::new(pg, s.cfg.id, info);
     core.op_timeout_ms = s.cfg.op_timeout.as_millis() as u64;
+    core.log_entries_max = s.cfg.pg_log_entries.max(1);
+    core.backfill_chunk_objects = s.cfg.backfill_chunk_objects.max(1);
     let (mb, inbox) = mailbox::mailbox(PG_REQUESTS_MAX);
     {
         let mut pgs = lock(&s.pgs);

@@ -205,9 +205,11 @@ pub fn merge(
         }
         t.rm_record(coll, &log_key(v));
     }
-    // The authority's newer entries.
-    for e in auth.entries.iter().filter(|e| e.version.v > common) {
-        if ours(&e.name) {
+    // The authority's entries: the newer ones with their objects to
+    // fetch, the older ones rewritten as they are (this copy may have
+    // trimmed some of them when it took a divergent entry).
+    for e in &auth.entries {
+        if e.version.v > common && ours(&e.name) {
             missing.insert(e.name.clone(), e.version);
         }
         t.set_record(coll, &log_key(e.version.v), record::encode_log(e));
