@@ -30,9 +30,9 @@ pub enum OsdCmd {
     Dump,
     /// Mark OSDs down (they re-assert themselves if alive).
     Down { ids: Vec<i32> },
-    /// Mark OSDs out: CRUSH maps their PGs to other OSDs, which recover
-    /// the objects from the PG log (PGs whose log no longer covers their
-    /// history need a backfill, not built yet: they stay degraded).
+    /// Mark OSDs out: CRUSH maps their PGs to other OSDs, which receive
+    /// the objects (from the PG log when it covers what they missed,
+    /// otherwise by backfill); the old OSDs serve until they are done.
     Out { ids: Vec<i32> },
     /// Mark OSDs in: their PGs move back (recovered the same way).
     In { ids: Vec<i32> },
@@ -90,7 +90,7 @@ pub enum PoolCmd {
     Get { name: String },
     /// Change a setting: size, min_size, pgp_num, crush_rule, object_size_max, name, pps_mode.
     /// Settings that remap PGs (size, pgp_num, crush_rule, pps_mode) move data by log-based
-    /// recovery; PGs whose log no longer covers their history stay degraded (no backfill yet).
+    /// recovery or backfill.
     Set {
         name: String,
         key: String,

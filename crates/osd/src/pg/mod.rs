@@ -595,6 +595,8 @@ pub struct Pg {
     rec: Recovery,
     /// Authoritative logs waiting for this copy's map or commits.
     held_logs: Vec<HeldLog>,
+    /// Pushes and chunks waiting for this copy's log to catch up.
+    held_copies: Vec<HeldCopy>,
     /// PG log entries kept.
     pub log_entries_max: u64,
     /// As a backfill target: the persisted cursor (`None`: not
@@ -602,6 +604,21 @@ pub struct Pg {
     backfill: Option<Cursor>,
     /// Objects per backfill scan and chunk.
     pub backfill_chunk_objects: usize,
+}
+
+/// A push or backfill chunk a member holds until its log has every
+/// write the primary had when it read the objects.
+struct HeldCopy {
+    from: i32,
+    ctx: RepCtx,
+    what: CopyMsg,
+    token: u64,
+    deadline_ms: u64,
+}
+
+enum CopyMsg {
+    Push(Push),
+    Chunk(Chunk),
 }
 
 /// An authoritative log a member holds until it can merge it.
@@ -665,6 +682,7 @@ impl Pg {
             applying: BTreeMap::new(),
             rec: Recovery::default(),
             held_logs: Vec::new(),
+            held_copies: Vec::new(),
             log_entries_max: LOG_ENTRIES_MAX,
             backfill: None,
             backfill_chunk_objects: backfill::CHUNK_OBJECTS,
@@ -962,9 +980,10 @@ impl Pg {
             }
             self.rerun_lists(s, fx);
         }
-        // Writes from the old primary that wait here are judged again
-        // under this map.
+        // Writes and copies from the old primary that wait here are judged
+        // again under this map.
         self.rerun_rep_waiting(s, fx);
+        self.rerun_held_copies(s, fx);
     }
 
     fn start_peering(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
@@ -1657,6 +1676,10 @@ impl Pg {
                 txn: Transaction::new(),
             });
         }
+        if self.epoch >= ctx.epoch && self.behind(ctx) {
+            let what = CopyMsg::Chunk(chunk);
+            return self.hold_copy(from, ctx.clone(), what, token, fx);
+        }
         if self.epoch < ctx.epoch || self.backfill.as_ref() != Some(&chunk.after) {
             return fx.push(fail(RepError::Failed(format!(
                 "pg {}: backfill chunk after {} at epoch {}, this copy's cursor is {:?} (epoch {})",
@@ -1923,8 +1946,10 @@ impl Pg {
                     .committing
                     .insert(tid, self.commit(token, CommitKind::Write));
                 fx.push(Effect::Apply { tid, txn: w.txn });
-                // Its successors may be waiting for it.
+                // Its successors may be waiting for it, and copies read
+                // after it.
                 self.rerun_rep_waiting(s, fx);
+                self.rerun_held_copies(s, fx);
             }
             ReplicaStep::Duplicate => {
                 // Durable once everything queued before it is.
@@ -2102,6 +2127,50 @@ impl Pg {
         }
     }
 
+    /// Whether this copy's log lacks writes the primary had when it read
+    /// the objects it sends under `ctx`: an object copied ahead of its
+    /// log entry could hold a write that a later merge cannot see (and so
+    /// never roll back). The copy waits for those writes first.
+    fn behind(&self, ctx: &RepCtx) -> bool {
+        self.rep.high.max(self.info.last_update) < ctx.version
+    }
+
+    fn hold_copy(
+        &mut self,
+        from: i32,
+        ctx: RepCtx,
+        what: CopyMsg,
+        token: u64,
+        fx: &mut Vec<Effect>,
+    ) {
+        if self.held_copies.len() >= WAITING_MAX {
+            return fx.push(Effect::RepReply {
+                token,
+                result: Err(RepError::Failed(format!(
+                    "pg {}: too many copies waiting",
+                    self.id
+                ))),
+            });
+        }
+        self.held_copies.push(HeldCopy {
+            from,
+            ctx,
+            what,
+            token,
+            deadline_ms: self.now_ms + self.op_timeout_ms,
+        });
+    }
+
+    /// Pushes and chunks that waited for this copy's log: offered again.
+    fn rerun_held_copies(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
+        for h in std::mem::take(&mut self.held_copies) {
+            match h.what {
+                CopyMsg::Push(p) => self.on_push(s, h.from, h.ctx, p, h.token, fx),
+                CopyMsg::Chunk(c) => self.on_chunk(s, h.from, &h.ctx, c, h.token, fx),
+            }
+        }
+    }
+
     /// An object this copy lacks, whole, from the primary.
     fn on_push(
         &mut self,
@@ -2127,6 +2196,10 @@ impl Pg {
                 "pg {}: this OSD's map is at epoch {}, the push needs {}",
                 self.id, self.epoch, ctx.epoch
             ))));
+        }
+        if self.behind(&ctx) {
+            let what = CopyMsg::Push(push);
+            return self.hold_copy(from, ctx, what, token, fx);
         }
         if !self.missing.contains_key(&push.name) {
             // Already here (a resend, or recovered by an earlier push).
@@ -2515,6 +2588,15 @@ impl Pg {
                 )),
             });
         }
+        for h in take_expired(&mut self.held_copies, now, |h| h.deadline_ms) {
+            fx.push(Effect::RepReply {
+                token: h.token,
+                result: Err(RepError::Failed(format!(
+                    "pg {}: a copy from osd.{} follows writes up to {:?} that never came",
+                    self.id, h.from, h.ctx.version
+                ))),
+            });
+        }
         for h in take_expired(&mut self.held_logs, now, |h| h.deadline_ms) {
             fx.push(Effect::LogReply {
                 token: h.token,
@@ -2542,6 +2624,7 @@ impl Pg {
             && self.lists.is_empty()
             && self.queries.is_empty()
             && self.held_logs.is_empty()
+            && self.held_copies.is_empty()
             && self.rec.pushing.is_empty()
             && self.rec.bf_blocked.is_empty()
     }
