@@ -499,8 +499,12 @@ enum BfStep {
     /// The member's listing is here; the chunk is built once no write
     /// to its range is in flight.
     Scanned { theirs: Scan },
-    /// The chunk to `end` is on its way; writes to (done, end] wait.
-    Copying { tid: u64, end: Cursor },
+    /// The chunk is on its way (`tid` 0: to be sent again at
+    /// `retry_ms`); writes to (done, chunk.end] wait. A chunk whose answer
+    /// was lost may have been applied: until the member answers, its
+    /// cursor may be anywhere up to `chunk.end`, so only that same chunk
+    /// is ever sent again (a member that has it answers at once).
+    Copying { tid: u64, chunk: Chunk },
 }
 
 impl Recovery {
@@ -524,7 +528,7 @@ impl Recovery {
     /// on its way.
     fn blocks(&self, o: &ObjectId) -> bool {
         self.backfill.values().any(|b| match &b.step {
-            BfStep::Copying { end, .. } => !b.done.covers(o) && end.covers(o),
+            BfStep::Copying { chunk, .. } => !b.done.covers(o) && chunk.end.covers(o),
             _ => false,
         })
     }
@@ -1529,21 +1533,28 @@ impl Pg {
                             continue;
                         }
                     };
-                    let tid = self.take_tid();
-                    let end = chunk.end.clone();
                     self.rec.pushed += chunk.pushes.len() as u64;
-                    fx.push(Effect::SendChunk {
-                        tid,
-                        to,
-                        ctx: self.rep_ctx(),
-                        chunk,
-                    });
-                    if let Some(b) = self.rec.backfill.get_mut(&to) {
-                        b.step = BfStep::Copying { tid, end };
-                    }
+                    self.send_chunk(to, chunk, fx);
+                }
+                BfStep::Copying { tid: 0, chunk } if self.now_ms >= b.retry_ms => {
+                    let chunk = chunk.clone();
+                    self.send_chunk(to, chunk, fx);
                 }
                 _ => {}
             }
+        }
+    }
+
+    fn send_chunk(&mut self, to: i32, chunk: Chunk, fx: &mut Vec<Effect>) {
+        let tid = self.take_tid();
+        fx.push(Effect::SendChunk {
+            tid,
+            to,
+            ctx: self.rep_ctx(),
+            chunk: chunk.clone(),
+        });
+        if let Some(b) = self.rec.backfill.get_mut(&to) {
+            b.step = BfStep::Copying { tid, chunk };
         }
     }
 
@@ -1590,20 +1601,25 @@ impl Pg {
         let Some(b) = self.rec.backfill.get_mut(&from) else {
             return;
         };
-        let end = match &b.step {
-            BfStep::Copying { tid: t, end } if *t == tid => end.clone(),
+        let end = match &mut b.step {
+            BfStep::Copying { tid: t, chunk } if *t == tid => {
+                if result.is_err() {
+                    // Sent again, the same chunk, after a pause; writes to
+                    // its range keep waiting.
+                    *t = 0;
+                    b.retry_ms = self.now_ms + PEER_RETRY_MS;
+                    return;
+                }
+                chunk.end.clone()
+            }
             _ => return,
         };
-        match result {
-            Ok(()) if end == Cursor::End => {
-                tracing::info!("pg {}: osd.{from} backfilled", self.id);
-                self.rec.backfill.remove(&from);
-            }
-            Ok(()) => {
-                b.done = end;
-                b.step = BfStep::Idle;
-            }
-            Err(_) => self.bf_retry(from),
+        if end == Cursor::End {
+            tracing::info!("pg {}: osd.{from} backfilled", self.id);
+            self.rec.backfill.remove(&from);
+        } else {
+            b.done = end;
+            b.step = BfStep::Idle;
         }
         // Writes that waited for the chunk go on.
         for p in std::mem::take(&mut self.rec.bf_blocked) {
