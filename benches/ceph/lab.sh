@@ -6,6 +6,7 @@
 #                        files (default 4); waits for every PG to be clean
 #   lab.sh down          stops what `up` started and removes the lab folder
 #   lab.sh wait-clean    waits for all OSDs up+in and all PGs active+clean
+#   lab.sh stop-osd ID   stops one OSD (SIGTERM); start-osd ID starts it again
 #   lab.sh bench SECS OUT   rados bench write/seq/rand with 4 KiB and 4 MiB
 #                        objects, 16 in flight, on a size-3 pool of 64 PGs;
 #                        writes OUT/table.md
@@ -191,9 +192,11 @@ case "${1:-}" in
 up) up "${2:-4}" ;;
 down) down ;;
 wait-clean) wait_clean "${2:-600}" ;;
+stop-osd) stop "osd.${2:?osd id}" ;;
+start-osd) ceph-osd -i "${2:?osd id}" ;;
 bench) bench "${2:?seconds}" "${3:?output folder}" ;;
 *)
-    echo "usage: $0 up [N] | down | wait-clean [SECS] | bench SECS OUT" >&2
+    echo "usage: $0 up [N] | down | wait-clean [SECS] | stop-osd ID | start-osd ID | bench SECS OUT" >&2
     exit 2
     ;;
 esac

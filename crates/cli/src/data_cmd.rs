@@ -206,9 +206,39 @@ pub struct BenchArgs {
     /// Print one JSON object at the end.
     #[arg(long)]
     json: bool,
+    /// Write: stop after objects 0..N (each written once), even before
+    /// SECONDS; with --sample-pct, only a sample of them.
+    #[arg(long)]
+    max_objects: Option<u64>,
+    /// Write: overwrite this percentage of objects 0..--max-objects,
+    /// picked with --seed (for recovery experiments).
+    #[arg(long, requires = "max_objects")]
+    sample_pct: Option<f64>,
+    /// Seed of --sample-pct's pick.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
 }
 
 const BENCH_PREFIX: &str = "benchmark_data_";
+
+/// The object numbers a write run writes: 0..max (every one, or a seeded
+/// sample of `pct` percent of them), or unbounded (`None`).
+fn bench_names(max: Option<u64>, pct: Option<f64>, seed: u64) -> Option<Vec<u64>> {
+    let max = max?;
+    let mut all: Vec<u64> = (0..max).collect();
+    if let Some(p) = pct {
+        let mut rng = loligo_testkit::Rng::new(seed);
+        // Fisher-Yates, then the first pct% in order.
+        for i in (1..all.len()).rev() {
+            let j = rng.below(i as u64 + 1) as usize;
+            all.swap(i, j);
+        }
+        let n = ((max as f64) * p / 100.0).round() as usize;
+        all.truncate(n.min(all.len()));
+        all.sort_unstable();
+    }
+    Some(all)
+}
 
 pub fn bench(conn: &ConnArgs, a: BenchArgs) -> Result<(), CliError> {
     if !(a.seconds > 0.0 && a.seconds <= 3600.0) {
@@ -219,6 +249,13 @@ pub fn bench(conn: &ConnArgs, a: BenchArgs) -> Result<(), CliError> {
             "-t must be in 1..=1024 and -b in 1..=128 MiB".into(),
         ));
     }
+    if a.sample_pct.is_some_and(|p| !(0.0..=100.0).contains(&p)) {
+        return Err(CliError("--sample-pct must be in 0..=100".into()));
+    }
+    if a.mode != BenchMode::Write && a.max_objects.is_some() {
+        return Err(CliError("--max-objects is for write runs".into()));
+    }
+    let names = std::sync::Arc::new(bench_names(a.max_objects, a.sample_pct, a.seed));
     let (rt, io) = connect(conn)?;
     rt.block_on(async move {
         let meta = format!("{BENCH_PREFIX}meta");
@@ -245,11 +282,19 @@ pub fn bench(conn: &ConnArgs, a: BenchArgs) -> Result<(), CliError> {
             let bytes = done_bytes.clone();
             let data = data.clone();
             let mode = a.mode;
+            let names = names.clone();
             workers.push(tokio::spawn(async move {
                 let mut lat = Vec::new();
                 let mut rng = loligo_testkit::Rng::new(w as u64);
                 while Instant::now() < deadline {
-                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let i = match names.as_ref() {
+                        None => k,
+                        Some(list) => match list.get(k as usize) {
+                            Some(&i) => i,
+                            None => break,
+                        },
+                    };
                     let t0 = Instant::now();
                     let n = match mode {
                         BenchMode::Write => io.write_full(&format!("{BENCH_PREFIX}{i}"), data.clone()).await.map(|_| data.len()),
@@ -314,11 +359,17 @@ pub fn bench(conn: &ConnArgs, a: BenchArgs) -> Result<(), CliError> {
             "latency_ms": { "avg": avg, "p50": pct(0.5), "p99": pct(0.99), "max": lat.last().copied().unwrap_or(0.0) * 1e3 },
         });
         if a.mode == BenchMode::Write {
+            let started = next.load(std::sync::atomic::Ordering::Relaxed);
+            // The object numbers this run wrote (objects 0..written exist).
+            let written = match (names.as_ref(), a.max_objects) {
+                (None, _) => started,
+                (Some(_), Some(max)) => max,
+                (Some(list), None) => list.len() as u64,
+            };
             if a.no_cleanup {
-                let written = next.load(std::sync::atomic::Ordering::Relaxed);
                 io.write_full(&meta, written.to_string().into_bytes()).await?;
             } else {
-                for i in 0..next.load(std::sync::atomic::Ordering::Relaxed) {
+                for i in 0..written {
                     let _ = io.remove(&format!("{BENCH_PREFIX}{i}")).await;
                 }
             }

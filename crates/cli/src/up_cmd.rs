@@ -37,6 +37,11 @@ pub struct UpArgs {
     /// PGs of the default pool (first start only).
     #[arg(long, default_value_t = 32)]
     pg_num: u32,
+    /// PG log entries each OSD keeps (first start only; default 1,000).
+    /// A short log makes an OSD that was away backfill instead of
+    /// recovering from the log.
+    #[arg(long)]
+    pg_log_entries: Option<u64>,
 }
 
 #[derive(Args)]
@@ -53,6 +58,9 @@ struct State {
     mon_addr: String,
     osd_addrs: Vec<String>,
     osd_size: u64,
+    /// `osd run --pg-log-entries` for every OSD (unset: the default).
+    #[serde(default)]
+    pg_log_entries: Option<u64>,
 }
 
 const STATE_NAME: &str = "cluster.toml";
@@ -204,7 +212,10 @@ fn daemon_args(st: &State, dir: &Path, name: &str) -> Result<Vec<String>, CliErr
             st.osd_addrs.len().saturating_sub(1)
         )));
     };
-    Ok(vec![
+    if a_pg_log_entries_invalid(st) {
+        return Err(CliError("--pg-log-entries must be at least 1".into()));
+    }
+    let mut args: Vec<String> = vec![
         "osd".into(),
         "run".into(),
         "--id".into(),
@@ -219,7 +230,15 @@ fn daemon_args(st: &State, dir: &Path, name: &str) -> Result<Vec<String>, CliErr
         st.osd_size.to_string(),
         "--host".into(),
         "localhost".into(),
-    ])
+    ];
+    if let Some(n) = st.pg_log_entries {
+        args.extend(["--pg-log-entries".into(), n.to_string()]);
+    }
+    Ok(args)
+}
+
+fn a_pg_log_entries_invalid(st: &State) -> bool {
+    st.pg_log_entries == Some(0)
 }
 
 fn names(st: &State) -> Vec<String> {
@@ -245,6 +264,7 @@ pub fn up(a: UpArgs) -> Result<(), CliError> {
                     .map(|_| free_port().map(|p| format!("127.0.0.1:{p}")))
                     .collect::<Result<_, _>>()?,
                 osd_size: osd_size(&dir, a.osds, a.osd_size)?,
+                pg_log_entries: a.pg_log_entries,
             };
             std::fs::write(
                 dir.join(STATE_NAME),
