@@ -1437,8 +1437,13 @@ fn acknowledged_writes_survive_crashes_and_stale_copies_never_answer() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(500);
+    // LOLIGO_SIM_FIRST=K runs seeds K..K+N (to spread a long run).
+    let first: u64 = std::env::var("LOLIGO_SIM_FIRST")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
     let mut total = Stats::default();
-    for seed in 0..seeds {
+    for seed in first..first + seeds {
         let st = std::panic::catch_unwind(|| run_seed(seed))
             .unwrap_or_else(|_| panic!("seed {seed} failed: LOLIGO_SIM_SEED={seed} replays it"));
         total.acked_writes += st.acked_writes;

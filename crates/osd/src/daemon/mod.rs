@@ -122,6 +122,8 @@ pub struct OsdShared {
     /// peer and heartbeat tasks).
     views: Mutex<HashMap<PgId, PgView>>,
     stats: Mutex<HashMap<PgId, PgStat>>,
+    /// A PG's state changed: report now rather than at the next interval.
+    stats_changed: tokio::sync::Notify,
     /// Connections to peer OSDs.
     peers: Channels,
     counters: Counters,
@@ -265,6 +267,7 @@ pub async fn start(
         pgs: Mutex::new(HashMap::new()),
         views: Mutex::new(HashMap::new()),
         stats: Mutex::new(HashMap::new()),
+        stats_changed: tokio::sync::Notify::new(),
         peers: Channels::new(
             Duration::from_millis(PEER_CONNECT_TIMEOUT_MS),
             Some(Duration::from_millis(PEER_REQUEST_TIMEOUT_MS)),

@@ -98,7 +98,14 @@ pub(super) fn request_pg_temp(s: &OsdShared, pg: PgId, osds: Vec<i32>) {
 pub(super) async fn reports(s: Arc<OsdShared>, mut mc: MonClient) {
     let mut t = tokio::time::interval(s.cfg.report_interval);
     loop {
-        t.tick().await;
+        tokio::select! {
+            _ = t.tick() => {}
+            _ = s.stats_changed.notified() => {
+                // Let a burst of changes (a map touching many PGs) settle
+                // into one report.
+                tokio::time::sleep(Duration::from_millis(REPORT_BATCH_MS)).await;
+            }
+        }
         let stats = s.store.statfs().ok();
         let c = &s.counters;
         let r = OsdReport {
@@ -116,6 +123,10 @@ pub(super) async fn reports(s: Arc<OsdShared>, mut mc: MonClient) {
         let _ = mc.call(MonRequest::OsdReport(r)).await;
     }
 }
+
+/// How long a report waits after a PG's state changed, to take in the
+/// changes that follow it.
+const REPORT_BATCH_MS: u64 = 50;
 
 /// Tell the monitors this OSD is stopping (a clean stop).
 pub(super) async fn mark_me_down(s: &OsdShared) {

@@ -98,10 +98,16 @@ async fn run(s: Arc<OsdShared>, me: Mailbox, mut inbox: Inbox, mut core: Pg) {
             continue;
         }
         let mut st = lock(&s.stats);
-        match core.stat() {
-            Some(x) => st.insert(pg, x),
-            None => st.remove(&pg),
+        let old = match core.stat() {
+            Some(x) => {
+                let state = x.state;
+                st.insert(pg, x).map(|o| o.state) != Some(state)
+            }
+            None => st.remove(&pg).is_some(),
         };
+        if old {
+            s.stats_changed.notify_one();
+        }
     }
 }
 

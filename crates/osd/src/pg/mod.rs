@@ -536,6 +536,9 @@ impl Recovery {
 
 /// Pushes in flight per PG.
 pub const RECOVERY_PUSHES_MAX: usize = 4;
+/// How long a failed push, scan or backfill chunk waits before it is
+/// tried again (ms).
+pub const RECOVERY_RETRY_MS: u64 = 1_000;
 
 struct InFlight {
     token: u64,
@@ -748,10 +751,11 @@ impl Pg {
                         restarted,
                     };
                     self.on_map(s, m, pool, record_changed, &mut fx);
-                    // Queries and logs that waited for this map can be
-                    // answered.
+                    // Queries, logs and copies that waited for this map
+                    // can be answered.
                     self.rerun_queries(&mut fx);
                     self.rerun_held_logs(s, &mut fx);
+                    self.rerun_held_copies(s, &mut fx);
                 }
             }
             Input::WriteSetRecorded { interval } => self.on_rw_recorded(s, interval, &mut fx),
@@ -984,10 +988,9 @@ impl Pg {
             }
             self.rerun_lists(s, fx);
         }
-        // Writes and copies from the old primary that wait here are judged
-        // again under this map.
+        // Writes from the old primary that wait here are judged again
+        // under this map.
         self.rerun_rep_waiting(s, fx);
-        self.rerun_held_copies(s, fx);
     }
 
     fn start_peering(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
@@ -1454,7 +1457,7 @@ impl Pg {
             }
             Err(_) => {
                 self.rec.merging.insert(from, 0);
-                self.rec.log_retry_ms = self.now_ms + PEER_RETRY_MS;
+                self.rec.log_retry_ms = self.now_ms + RECOVERY_RETRY_MS;
             }
         }
         self.maybe_go_active(s, fx);
@@ -1561,7 +1564,7 @@ impl Pg {
     fn bf_retry(&mut self, to: i32) {
         if let Some(b) = self.rec.backfill.get_mut(&to) {
             b.step = BfStep::Idle;
-            b.retry_ms = self.now_ms + PEER_RETRY_MS;
+            b.retry_ms = self.now_ms + RECOVERY_RETRY_MS;
         }
     }
 
@@ -1607,7 +1610,7 @@ impl Pg {
                     // Sent again, the same chunk, after a pause; writes to
                     // its range keep waiting.
                     *t = 0;
-                    b.retry_ms = self.now_ms + PEER_RETRY_MS;
+                    b.retry_ms = self.now_ms + RECOVERY_RETRY_MS;
                     return;
                 }
                 chunk.end.clone()
@@ -1692,7 +1695,7 @@ impl Pg {
                 txn: Transaction::new(),
             });
         }
-        if self.epoch >= ctx.epoch && self.behind(ctx) {
+        if self.epoch < ctx.epoch || self.behind(ctx) {
             let what = CopyMsg::Chunk(chunk);
             return self.hold_copy(from, ctx.clone(), what, token, fx);
         }
@@ -1771,7 +1774,7 @@ impl Pg {
             Ok(p) => p,
             Err(e) => {
                 tracing_error(self.id, &format!("cannot read {name} to recover it: {e}"));
-                self.rec.retry.insert(name, self.now_ms + PEER_RETRY_MS);
+                self.rec.retry.insert(name, self.now_ms + RECOVERY_RETRY_MS);
                 return;
             }
         };
@@ -1819,7 +1822,7 @@ impl Pg {
             Err(_) => {
                 self.rec
                     .retry
-                    .insert(name.clone(), self.now_ms + PEER_RETRY_MS);
+                    .insert(name.clone(), self.now_ms + RECOVERY_RETRY_MS);
             }
         }
         if left == 0 {
@@ -2146,7 +2149,8 @@ impl Pg {
     /// Whether this copy's log lacks writes the primary had when it read
     /// the objects it sends under `ctx`: an object copied ahead of its
     /// log entry could hold a write that a later merge cannot see (and so
-    /// never roll back). The copy waits for those writes first.
+    /// never roll back). The copy waits for those writes first (and for
+    /// the primary's map: `hold_copy` is also used for that).
     fn behind(&self, ctx: &RepCtx) -> bool {
         self.rep.high.max(self.info.last_update) < ctx.version
     }
@@ -2207,13 +2211,7 @@ impl Pg {
                 self.id, from, ctx.epoch, self.epoch
             ))));
         }
-        if self.epoch < ctx.epoch {
-            return fx.push(fail(RepError::Failed(format!(
-                "pg {}: this OSD's map is at epoch {}, the push needs {}",
-                self.id, self.epoch, ctx.epoch
-            ))));
-        }
-        if self.behind(&ctx) {
+        if self.epoch < ctx.epoch || self.behind(&ctx) {
             let what = CopyMsg::Push(push);
             return self.hold_copy(from, ctx, what, token, fx);
         }
