@@ -1,0 +1,250 @@
+//! Thrash a local cluster of real processes: while four clients write and
+//! read counters in objects (each client owns its objects and checks every
+//! answer against a model), OSDs are killed with SIGKILL and started again
+//! and marked out and in, one at a time. The model: a read returns at
+//! least the newest value acknowledged before it was sent and never a
+//! value that was not written. Afterwards every PG must be active+clean
+//! within a bound and every object must read back its newest acknowledged
+//! value (none lost, none stale).
+//!
+//! `LOLIGO_THRASH_SECS` (default 30) sets how long the thrashing lasts;
+//! `LOLIGO_THRASH_LOG` (default 16) the PG log length, short so that
+//! restarted OSDs are both log-recovered and backfilled.
+
+use loligo_client::{ClientError, Cluster};
+use loligo_testkit::Rng;
+use loligo_types::ops::OpError;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const OSDS: usize = 4;
+const CLIENTS: usize = 4;
+const OBJECTS_PER_CLIENT: usize = 6;
+
+fn loligo(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_loligo"))
+        .args(args)
+        .env("LOLIGO_CONF", dir.join("loligo.conf"))
+        .output()
+        .expect("run loligo")
+}
+
+fn ok(dir: &Path, args: &[&str]) -> String {
+    let o = loligo(dir, args);
+    assert!(
+        o.status.success(),
+        "loligo {args:?}: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+struct Down(PathBuf);
+impl Drop for Down {
+    fn drop(&mut self) {
+        let d = self.0.to_string_lossy().into_owned();
+        let _ = loligo(&self.0, &["down", "--data-dir", &d]);
+        let _ = std::fs::remove_dir_all(self.0.parent().unwrap_or(&self.0));
+    }
+}
+
+fn env_or(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// What one client knows of one object.
+#[derive(Clone, Copy, Default)]
+struct Model {
+    /// Newest value acknowledged.
+    acked: u64,
+    /// Newest value ever sent (acknowledged or not).
+    sent: u64,
+}
+
+#[derive(Default)]
+struct Tally {
+    writes_acked: u64,
+    writes_failed: u64,
+    reads_checked: u64,
+    reads_failed: u64,
+}
+
+fn value(data: &[u8]) -> Option<u64> {
+    Some(u64::from_le_bytes(data.try_into().ok()?))
+}
+
+async fn client_loop(
+    io: loligo_client::IoCtx,
+    me: usize,
+    until: Instant,
+    models: Arc<Mutex<Vec<Model>>>,
+    tally: Arc<Mutex<Tally>>,
+) {
+    let mut rng = Rng::new(me as u64 + 1);
+    while Instant::now() < until {
+        let k = rng.index(OBJECTS_PER_CLIENT);
+        let name = format!("c{me}-o{k}");
+        let m = models.lock().unwrap()[k];
+        if rng.chance(500) {
+            let v = m.sent + 1;
+            models.lock().unwrap()[k].sent = v;
+            match io.write_full(&name, v.to_le_bytes().to_vec()).await {
+                Ok(_) => {
+                    models.lock().unwrap()[k].acked = v;
+                    tally.lock().unwrap().writes_acked += 1;
+                }
+                Err(_) => tally.lock().unwrap().writes_failed += 1,
+            }
+        } else {
+            let got = match io.read(&name, 0, 0).await {
+                Ok(d) => value(&d).unwrap_or_else(|| panic!("{name}: torn value {d:?}")),
+                Err(ClientError::Op(OpError::NotFound)) => 0,
+                Err(_) => {
+                    tally.lock().unwrap().reads_failed += 1;
+                    continue;
+                }
+            };
+            let now = models.lock().unwrap()[k];
+            assert!(
+                got >= m.acked,
+                "{name}: read {got}, but {} was acknowledged before the read",
+                m.acked
+            );
+            assert!(got <= now.sent, "{name}: read {got}, never written");
+            tally.lock().unwrap().reads_checked += 1;
+        }
+    }
+}
+
+fn all_clean(dir: &Path) -> Option<String> {
+    let o = loligo(dir, &["status", "--json"]);
+    let s: serde_json::Value = serde_json::from_slice(&o.stdout).ok()?;
+    let clean = s["pgs"]["by_state"]["active+clean"].as_u64().unwrap_or(0);
+    let ok = clean == s["pgs"]["total"].as_u64()?
+        && s["osdmap"]["num_up_osds"] == s["osdmap"]["num_osds"]
+        && s["osdmap"]["num_in_osds"] == s["osdmap"]["num_osds"];
+    (!ok).then(|| s["pgs"].to_string())
+}
+
+#[test]
+fn kill_9_and_out_in_under_load_lose_nothing_and_end_clean() {
+    let secs = env_or("LOLIGO_THRASH_SECS", 30);
+    let log = env_or("LOLIGO_THRASH_LOG", 16).to_string();
+    let root = std::env::temp_dir().join(format!("loligo-thrash-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(&root).unwrap();
+    let dir = root.join("c");
+    let d = dir.to_string_lossy().into_owned();
+    let _guard = Down(dir.clone());
+    ok(
+        &dir,
+        &[
+            "up",
+            "--detach",
+            "--osds",
+            &OSDS.to_string(),
+            "--osd-size",
+            "536870912",
+            "--pg-num",
+            "16",
+            "--pg-log-entries",
+            &log,
+            "--data-dir",
+            &d,
+        ],
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let tally = Arc::new(Mutex::new(Tally::default()));
+    let all_models: Vec<Arc<Mutex<Vec<Model>>>> = (0..CLIENTS)
+        .map(|_| Arc::new(Mutex::new(vec![Model::default(); OBJECTS_PER_CLIENT])))
+        .collect();
+    let until = Instant::now() + Duration::from_secs(secs);
+    let c = rt
+        .block_on(Cluster::connect_conf(&dir.join("loligo.conf")))
+        .unwrap();
+    let io = c.pool("default").unwrap();
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|me| {
+            rt.spawn(client_loop(
+                io.clone(),
+                me,
+                until,
+                all_models[me].clone(),
+                tally.clone(),
+            ))
+        })
+        .collect();
+    // The thrasher: one OSD at a time killed (SIGKILL) and started again,
+    // or marked out and back in.
+    let mut rng = Rng::new(99);
+    let mut events = Vec::new();
+    while Instant::now() + Duration::from_secs(6) < until {
+        let osd = rng.index(OSDS).to_string();
+        std::thread::sleep(Duration::from_millis(1000 + rng.below(2000)));
+        if rng.chance(300) {
+            ok(&dir, &["osd", "out", &osd]);
+            std::thread::sleep(Duration::from_millis(2000 + rng.below(2000)));
+            ok(&dir, &["osd", "in", &osd]);
+            events.push(format!("out/in osd.{osd}"));
+        } else {
+            let name = format!("osd.{osd}");
+            ok(&dir, &["stop", "--kill", &name, "--data-dir", &d]);
+            std::thread::sleep(Duration::from_millis(1000 + rng.below(3000)));
+            ok(&dir, &["start", &name, "--data-dir", &d]);
+            events.push(format!("kill -9/start {name}"));
+        }
+    }
+    for h in clients {
+        rt.block_on(h).unwrap();
+    }
+    // Healing: every PG active+clean within a bound, with no manual step.
+    let t0 = Instant::now();
+    let mut last = all_clean(&dir);
+    while let Some(state) = &last {
+        assert!(
+            t0.elapsed() < Duration::from_secs(90),
+            "not clean 90 s after thrashing ({events:?}): {state}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+        last = all_clean(&dir);
+    }
+    // Nothing acknowledged lost, nothing stale.
+    for (me, models) in all_models.iter().enumerate() {
+        for (k, m) in models.lock().unwrap().iter().enumerate() {
+            let name = format!("c{me}-o{k}");
+            let got = match rt.block_on(io.read(&name, 0, 0)) {
+                Ok(d) => value(&d).unwrap(),
+                Err(ClientError::Op(OpError::NotFound)) => 0,
+                Err(e) => panic!("{name} unreadable after healing: {e}"),
+            };
+            assert!(
+                got >= m.acked && got <= m.sent,
+                "{name}: {got} after healing, acknowledged {}, sent {}",
+                m.acked,
+                m.sent
+            );
+        }
+    }
+    let t = tally.lock().unwrap();
+    eprintln!(
+        "thrash {secs}s: {events:?}; writes acked {}, failed {}; reads checked {}, failed {}; clean {:.1}s after",
+        t.writes_acked,
+        t.writes_failed,
+        t.reads_checked,
+        t.reads_failed,
+        t0.elapsed().as_secs_f64()
+    );
+    assert!(t.writes_acked > 50, "the load did little");
+    assert!(t.reads_checked > 50, "the load did little");
+    assert!(events.len() >= 3, "{events:?}");
+}
