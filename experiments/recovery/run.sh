@@ -27,6 +27,8 @@ if [ "${1:-}" = "--quick" ]; then
     PCTS="1 10"
 fi
 MODES="${MODES:-log backfill}"
+# The Python with Ceph's `rados` binding (Debian's python3-rados).
+CEPH_PY="${CEPH_PY:-/usr/bin/python3}"
 VICTIM=1
 mkdir -p "$OUT"
 CSV="$OUT/results.csv"
@@ -101,7 +103,7 @@ run_ceph_all() {
     bash "$lab" up 4 >&2
     for mode in $MODES; do
         for pct in $PCTS; do
-            python3 "$HERE/ceph_side.py" --mode "$mode" --pct "$pct" --objects "$OBJECTS" \
+            "$CEPH_PY" "$HERE/ceph_side.py" --mode "$mode" --pct "$pct" --objects "$OBJECTS" \
                 --victim "$VICTIM" --lab "$lab" >>"$CSV"
         done
     done
@@ -114,7 +116,7 @@ for mode in $MODES; do
         run_loligo "$mode" "$pct"
     done
 done
-if [ -z "${SKIP_CEPH:-}" ] && command -v ceph-osd >/dev/null && python3 -c "import rados" 2>/dev/null; then
+if [ -z "${SKIP_CEPH:-}" ] && command -v ceph-osd >/dev/null && "$CEPH_PY" -c "import rados" 2>/dev/null; then
     run_ceph_all
 else
     say "Ceph not run (SKIP_CEPH set, or ceph / python3-rados not installed)"

@@ -166,7 +166,10 @@ fn changed(r: &MonReply) {
     }
 }
 
-pub fn status(conn: &ConnArgs, json: bool) -> Result<(), CliError> {
+pub fn status(conn: &ConnArgs, json: bool, watch: bool) -> Result<(), CliError> {
+    if watch {
+        return status_watch(conn, json);
+    }
     let v = call(conn, MonRequest::Admin(Admin::Status))?.value;
     if json {
         print_json(&v);
@@ -176,6 +179,78 @@ pub fn status(conn: &ConnArgs, json: bool) -> Result<(), CliError> {
         .map_err(|e| CliError(format!("the monitor's status report does not parse: {e}")))?;
     print!("{}", status_text(&s));
     Ok(())
+}
+
+/// `status --watch`: one line a second until interrupted.
+fn status_watch(conn: &ConnArgs, json: bool) -> Result<(), CliError> {
+    let mut most_degraded = 0u64;
+    loop {
+        let v = call(conn, MonRequest::Admin(Admin::Status))?.value;
+        if json {
+            println!("{v}");
+        } else {
+            let s: StatusReport = serde_json::from_value(v).map_err(|e| {
+                CliError(format!("the monitor's status report does not parse: {e}"))
+            })?;
+            most_degraded = most_degraded.max(s.usage.degraded_objects);
+            println!("{}", watch_line(&s, most_degraded, &clock()));
+        }
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    }
+}
+
+/// The wall clock as HH:MM:SS (UTC).
+fn clock() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    format!(
+        "{:02}:{:02}:{:02}",
+        secs / 3600 % 24,
+        secs / 60 % 60,
+        secs % 60
+    )
+}
+
+/// One `status --watch` line: PG states, degraded objects with a
+/// progress bar against the most seen in this watch, recovery and client
+/// rates.
+fn watch_line(s: &StatusReport, most_degraded: u64, at: &str) -> String {
+    let mut states: Vec<_> = s.pgs.by_state.iter().collect();
+    states.sort_by(|a, b| b.1.cmp(a.1).then(a.0.to_string().cmp(&b.0.to_string())));
+    let pgs: Vec<String> = states.iter().map(|(st, n)| format!("{n} {st}")).collect();
+    let health = serde_json::to_value(s.health.status)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default();
+    let mut line = format!("{at}  {health}; {} pgs: {}", s.pgs.total, pgs.join(", "));
+    let d = s.usage.degraded_objects;
+    if most_degraded > 0 {
+        let done = most_degraded.saturating_sub(d) as f64 / most_degraded as f64;
+        let filled = (done * 20.0).round() as usize;
+        line += &format!(
+            "; degraded {d} [{}{}] {:.0}%",
+            "#".repeat(filled),
+            ".".repeat(20 - filled.min(20)),
+            done * 100.0
+        );
+    }
+    let r = &s.recovery;
+    if r.objects_s > 0.0 {
+        line += &format!(
+            "; recovery {:.1} MiB/s, {:.0} objects/s",
+            r.bytes_s / 1048576.0,
+            r.objects_s
+        );
+    }
+    let io = &s.io;
+    if io.read_ops_s + io.write_ops_s > 0.0 {
+        line += &format!(
+            "; client {:.0} op/s rd, {:.0} op/s wr",
+            io.read_ops_s, io.write_ops_s
+        );
+    }
+    line
 }
 
 /// `status` for people, in the shape of `ceph -s`.
@@ -241,8 +316,20 @@ fn status_text(s: &StatusReport) -> String {
         let _ = writeln!(o, "{label}{n} {state}");
     }
     let io = &s.io;
-    if io.write_ops_s + io.read_ops_s > 0.0 {
+    let r = &s.recovery;
+    if io.write_ops_s + io.read_ops_s > 0.0 || r.objects_s > 0.0 {
         let _ = writeln!(o, "\n  io:");
+    }
+    if r.objects_s > 0.0 {
+        // As `ceph -s` says it.
+        let _ = writeln!(
+            o,
+            "    recovery: {:.1} MiB/s, {:.0} objects/s",
+            r.bytes_s / 1048576.0,
+            r.objects_s
+        );
+    }
+    if io.write_ops_s + io.read_ops_s > 0.0 {
         let _ = writeln!(
             o,
             "    client: {:.1} MiB/s rd, {:.1} MiB/s wr, {:.0} op/s rd, {:.0} op/s wr",
@@ -412,7 +499,7 @@ pub enum MonCmd {
 mod tests {
     use super::*;
     use loligo_monc::protocol::{
-        ClientIo, Health, HealthStatus, MonStatus, OsdMapStatus, PgSummary, Usage,
+        ClientIo, Health, HealthStatus, MonStatus, OsdMapStatus, PgSummary, RecoveryIo, Usage,
     };
     use loligo_types::PgState;
 
@@ -450,6 +537,7 @@ mod tests {
                 total_bytes: 4 << 30,
             },
             io: ClientIo::default(),
+            recovery: RecoveryIo::default(),
         };
         let t = status_text(&s);
         assert!(t.contains("    health: HEALTH_ERR\n"), "{t}");
@@ -466,5 +554,24 @@ mod tests {
         let pgs = t.find("pgs:     60 active+clean\n").expect(&t);
         assert!(t[pgs..].contains("             4 down\n"), "{t}");
         assert!(!t.contains("io:"), "no I/O, no io section");
+        // Recovery traffic shows as `ceph -s` shows it, and in the watch
+        // line with a progress bar against the most degraded seen.
+        let mut s = s;
+        s.recovery = RecoveryIo {
+            objects_s: 310.0,
+            bytes_s: 2.5 * 1048576.0,
+        };
+        let t = status_text(&s);
+        assert!(
+            t.contains("    recovery: 2.5 MiB/s, 310 objects/s\n"),
+            "{t}"
+        );
+        let w = watch_line(&s, 12, "10:00:00");
+        assert!(
+            w.starts_with("10:00:00  HEALTH_ERR; 64 pgs: 60 active+clean, 4 down"),
+            "{w}"
+        );
+        assert!(w.contains("degraded 3 [###############.....] 75%"), "{w}");
+        assert!(w.contains("recovery 2.5 MiB/s, 310 objects/s"), "{w}");
     }
 }

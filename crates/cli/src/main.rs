@@ -45,11 +45,15 @@ enum Cmd {
     /// Stop one daemon of a cluster `up` made (`--kill`: SIGKILL, like a
     /// crash).
     Stop(up_cmd::DaemonArgs),
-    /// Cluster health, daemons, PG states, usage and client I/O.
+    /// Cluster health, daemons, PG states, usage, client and recovery I/O.
     Status {
         /// Print JSON.
         #[arg(long)]
         json: bool,
+        /// Print one line a second (PG states, degraded objects with a
+        /// progress bar, recovery and client rates) until Ctrl-C.
+        #[arg(short = 'w', long)]
+        watch: bool,
     },
     /// Monitor daemon.
     #[command(subcommand)]
@@ -176,7 +180,7 @@ fn main() -> ExitCode {
         Cmd::Down(a) => up_cmd::down(a),
         Cmd::Start(a) => up_cmd::start(a),
         Cmd::Stop(a) => up_cmd::stop(a),
-        Cmd::Status { json } => admin_cmd::status(conn, json),
+        Cmd::Status { json, watch } => admin_cmd::status(conn, json, watch),
         Cmd::Mon(admin_cmd::MonCmd::Run(a)) => daemon_cmd::mon(a),
         Cmd::Osd(c) => admin_cmd::osd(conn, c),
         Cmd::Pool(c) => admin_cmd::pool(conn, c),

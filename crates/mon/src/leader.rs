@@ -7,7 +7,8 @@
 //! and takes `now` as an argument.
 
 use loligo_monc::protocol::{
-    ClientIo, Health, HealthStatus, MonStatus, OsdMapStatus, PgSummary, StatusReport, Usage,
+    ClientIo, Health, HealthStatus, MonStatus, OsdMapStatus, PgSummary, RecoveryIo, StatusReport,
+    Usage,
 };
 use loligo_types::{Change, MapError, OsdMap, OsdReport, PgId, PgStat, PgState};
 use std::collections::{BTreeMap, HashMap};
@@ -153,6 +154,7 @@ impl LeaderState {
         }
         let (mut used, mut capacity) = (0u64, 0u64);
         let mut io = ClientIo::default();
+        let mut recovery = RecoveryIo::default();
         for r in self.reports.values() {
             used += r.report.bytes_used;
             capacity += r.report.bytes_total;
@@ -164,6 +166,8 @@ impl LeaderState {
                 io.write_ops_s += rate(r.report.write_ops, p.write_ops);
                 io.read_bytes_s += rate(r.report.read_bytes, p.read_bytes);
                 io.write_bytes_s += rate(r.report.write_bytes, p.write_bytes);
+                recovery.objects_s += rate(r.report.recovery_objects, p.recovery_objects);
+                recovery.bytes_s += rate(r.report.recovery_bytes, p.recovery_bytes);
             }
         }
         let health = health(map, up, &by_state);
@@ -186,6 +190,7 @@ impl LeaderState {
                 total_bytes: capacity,
             },
             io,
+            recovery,
         })
     }
 }

@@ -193,6 +193,16 @@ pub struct StatusReport {
     pub pgs: PgSummary,
     pub usage: Usage,
     pub io: ClientIo,
+    /// Recovery and backfill traffic, over the OSDs' last two reports.
+    #[serde(default)]
+    pub recovery: RecoveryIo,
+}
+
+/// Objects and bytes copied per second by recovery and backfill.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RecoveryIo {
+    pub objects_s: f64,
+    pub bytes_s: f64,
 }
 
 /// The cluster's health, Ceph's three levels.
@@ -291,13 +301,25 @@ mod tests {
                 total_bytes: 1,
             },
             io: ClientIo::default(),
+            recovery: RecoveryIo {
+                objects_s: 3.0,
+                bytes_s: 12288.0,
+            },
         };
         let v = serde_json::to_value(&r).unwrap();
         assert_eq!(v["health"]["status"], "HEALTH_WARN");
         assert_eq!(v["pgs"]["by_state"]["active+clean"], 60);
         assert_eq!(v["pgs"]["by_state"]["unknown"], 4);
-        let back: StatusReport = serde_json::from_value(v).unwrap();
+        assert_eq!(v["recovery"]["objects_s"], 3.0);
+        let back: StatusReport = serde_json::from_value(v.clone()).unwrap();
         assert_eq!(back, r);
+        // A report from a monitor without recovery rates still reads.
+        let mut old = v;
+        if let Some(o) = old.as_object_mut() {
+            o.remove("recovery");
+        }
+        let back: StatusReport = serde_json::from_value(old).unwrap();
+        assert_eq!(back.recovery, RecoveryIo::default());
     }
 
     #[test]

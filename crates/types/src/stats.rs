@@ -33,4 +33,10 @@ pub struct OsdReport {
     pub write_ops: u64,
     pub read_bytes: u64,
     pub write_bytes: u64,
+    /// Objects and bytes this OSD sent to recover or backfill other
+    /// copies since it started.
+    #[serde(default)]
+    pub recovery_objects: u64,
+    #[serde(default)]
+    pub recovery_bytes: u64,
 }

@@ -108,6 +108,9 @@ struct Counters {
     write_ops: AtomicU64,
     read_bytes: AtomicU64,
     write_bytes: AtomicU64,
+    /// Sent to other copies by recovery and backfill.
+    recovery_objects: AtomicU64,
+    recovery_bytes: AtomicU64,
 }
 
 /// State shared by the OSD's tasks.

@@ -118,6 +118,8 @@ pub(super) async fn reports(s: Arc<OsdShared>, mut mc: MonClient) {
             write_ops: c.write_ops.load(Ordering::Relaxed),
             read_bytes: c.read_bytes.load(Ordering::Relaxed),
             write_bytes: c.write_bytes.load(Ordering::Relaxed),
+            recovery_objects: c.recovery_objects.load(Ordering::Relaxed),
+            recovery_bytes: c.recovery_bytes.load(Ordering::Relaxed),
         };
         mc.deadline = s.cfg.report_interval;
         let _ = mc.call(MonRequest::OsdReport(r)).await;

@@ -111,6 +111,26 @@ async fn run(s: Arc<OsdShared>, me: Mailbox, mut inbox: Inbox, mut core: Pg) {
     }
 }
 
+/// Objects and bytes sent to other copies, for the monitors' recovery
+/// rate.
+fn count_recovery(s: &OsdShared, pushes: &[crate::pg::Push]) {
+    let bytes: u64 = pushes
+        .iter()
+        .filter_map(|p| p.copy.as_ref())
+        .map(|c| {
+            c.data.len() as u64
+                + c.omap
+                    .iter()
+                    .map(|(k, v)| (k.len() + v.len()) as u64)
+                    .sum::<u64>()
+        })
+        .sum();
+    let c = &s.counters;
+    c.recovery_objects
+        .fetch_add(pushes.len() as u64, Ordering::Relaxed);
+    c.recovery_bytes.fetch_add(bytes, Ordering::Relaxed);
+}
+
 fn answer(waiters: &mut HashMap<u64, Waiter>, token: u64, f: impl FnOnce(Waiter)) {
     if let Some(w) = waiters.remove(&token) {
         f(w);
@@ -199,6 +219,7 @@ fn perform(
                 ));
             }
             Effect::Push { tid, to, ctx, push } => {
+                count_recovery(s, std::slice::from_ref(&push));
                 let interval = ctx.interval;
                 let from = s.cfg.id;
                 let msg = PeerMsg::Push {
@@ -229,6 +250,7 @@ fn perform(
                 ctx,
                 chunk,
             } => {
+                count_recovery(s, &chunk.pushes);
                 let interval = ctx.interval;
                 let from = s.cfg.id;
                 let msg = PeerMsg::Chunk {

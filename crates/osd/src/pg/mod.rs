@@ -2671,11 +2671,12 @@ impl Pg {
                     st |= PgState::UNDERSIZED | PgState::DEGRADED;
                 }
                 if !self.rec.backfill.is_empty() {
+                    // Waiting: every target's next step waits out a retry.
                     let copying = self
                         .rec
                         .backfill
                         .values()
-                        .any(|b| !matches!(b.step, BfStep::Idle));
+                        .any(|b| b.retry_ms <= self.now_ms);
                     st |= if copying {
                         PgState::BACKFILLING
                     } else {
