@@ -4,7 +4,10 @@
 //! delay, pg_temp, write-set records), a client writing and reading a few
 //! objects with compound ops (data, xattr and omap together), and faults:
 //! OSD crashes (commits in flight, replica writes included, are kept or
-//! lost at random), restarts, message delays and reordering, and maps
+//! lost at random), restarts, message delays and reordering, recovery
+//! messages between OSDs lost (0.3% of logs, pushes, scans, chunks, peering
+//! answers and their replies; a lost reply means the receiver acted but
+//! the sender's call failed), and maps
 //! reaching one OSD late (an old primary goes on while a new one peers),
 //! and clients on older maps sending to old primaries. Writes come in
 //! three shapes with one outcome (full write; truncate + append; partial
@@ -404,6 +407,14 @@ impl Sim {
     }
 
     fn send(&mut self, ev: Ev) {
+        let ev = if self.rng.chance(LOSS_PER_MILLE) {
+            match lost(ev) {
+                Some(ev) => ev,
+                None => return,
+            }
+        } else {
+            ev
+        };
         let delay = 1 + self.rng.index(20) as u64;
         self.queue.push((self.now_ms + delay * STEP_MS, ev));
     }
@@ -1361,6 +1372,56 @@ fn rec_event(r: RecPending) -> Ev {
         ctx: r.ctx,
         what: r.what,
     }
+}
+
+/// Chance (per mille) that a message between OSDs is lost: the sender's
+/// call then fails (a lost reply: the receiver did act on it).
+const LOSS_PER_MILLE: u64 = 3;
+
+/// What the sender of `ev` sees when `ev` is lost (`None`: nothing, the
+/// sender asks again on its own).
+fn lost(ev: Ev) -> Option<Ev> {
+    let e = || RepError::Failed("lost".into());
+    Some(match ev {
+        // Not yet: a replica write that fails leaves the member behind
+        // for the rest of the interval (see the issue note).
+        ev @ (Ev::RepOp { .. } | Ev::RepDone { .. }) => ev,
+        Ev::Rec {
+            to,
+            from,
+            gen,
+            tid,
+            what,
+            ..
+        } => Ev::RecDone {
+            to: from,
+            gen,
+            tid,
+            from: to as i32,
+            answer: what.unreachable(),
+        },
+        Ev::RecDone {
+            to,
+            gen,
+            tid,
+            from,
+            answer,
+        } => Ev::RecDone {
+            to,
+            gen,
+            tid,
+            from,
+            answer: match answer {
+                RecAnswer::Log(_) => RecAnswer::Log(Err(e())),
+                RecAnswer::Push(_) => RecAnswer::Push(Err(e())),
+                RecAnswer::Scan(_) => RecAnswer::Scan(Err(e())),
+                RecAnswer::Chunk(_) => RecAnswer::Chunk(Err(e())),
+            },
+        },
+        // A lost peering answer: the primary asks again after a while.
+        Ev::Info { .. } => return None,
+        other => other,
+    })
 }
 
 /// Steps the PG may take to go clean once every OSD is back.
