@@ -1681,7 +1681,11 @@ impl Pg {
                 self.id, from, ctx.epoch, self.epoch
             ))));
         }
-        let applied = match &self.backfill {
+        // The cursor with the chunks queued here counted (the durable one,
+        // `self.backfill`, moves only once a chunk is on disk: until then
+        // this copy does not claim the chunk's objects).
+        let cursor = self.queued_cursor();
+        let applied = match &cursor {
             None => chunk.end == Cursor::End,
             Some(c) => *c >= chunk.end,
         };
@@ -1699,10 +1703,10 @@ impl Pg {
             let what = CopyMsg::Chunk(chunk);
             return self.hold_copy(from, ctx.clone(), what, token, fx);
         }
-        if self.epoch < ctx.epoch || self.backfill.as_ref() != Some(&chunk.after) {
+        if cursor.as_ref() != Some(&chunk.after) {
             return fx.push(fail(RepError::Failed(format!(
                 "pg {}: backfill chunk after {} at epoch {}, this copy's cursor is {:?} (epoch {})",
-                self.id, chunk.after, ctx.epoch, self.backfill, self.epoch
+                self.id, chunk.after, ctx.epoch, cursor, self.epoch
             ))));
         }
         for p in &chunk.pushes {
@@ -1719,9 +1723,9 @@ impl Pg {
         }
         match backfill::chunk_txn(s, self.coll, &chunk) {
             Ok(txn) => {
-                self.backfill = (chunk.end != Cursor::End).then_some(chunk.end);
+                let next = (chunk.end != Cursor::End).then_some(chunk.end);
                 let tid = self.take_tid();
-                let c = self.commit(token, CommitKind::Chunk);
+                let c = self.commit(token, CommitKind::Chunk(next));
                 self.rep.committing.insert(tid, c);
                 fx.push(Effect::Apply { tid, txn });
             }
@@ -2031,8 +2035,10 @@ impl Pg {
                     result,
                 });
             }
-            CommitKind::Chunk => {
-                if !stored {
+            CommitKind::Chunk(next) => {
+                if stored {
+                    self.backfill = next;
+                } else {
                     self.load_missing(s);
                 }
                 fx.push(Effect::RepReply {
@@ -2144,6 +2150,24 @@ impl Pg {
         for h in std::mem::take(&mut self.held_logs) {
             self.on_log(s, h, fx);
         }
+    }
+
+    /// This copy's backfill cursor once the chunks queued here are durable.
+    fn queued_cursor(&self) -> Option<Cursor> {
+        self.rep
+            .committing
+            .values()
+            .filter_map(|c| match &c.kind {
+                CommitKind::Chunk(next) => Some(next.clone()),
+                _ => None,
+            })
+            .max_by(|a, b| match (a, b) {
+                (None, None) => std::cmp::Ordering::Equal,
+                (None, Some(_)) => std::cmp::Ordering::Greater,
+                (Some(_), None) => std::cmp::Ordering::Less,
+                (Some(x), Some(y)) => x.cmp(y),
+            })
+            .unwrap_or_else(|| self.backfill.clone())
     }
 
     /// Whether this copy's log lacks writes the primary had when it read

@@ -118,8 +118,8 @@ pub(super) enum CommitKind {
     Push(String),
     /// The merge of an authoritative log (or the start of a backfill).
     Log,
-    /// A chunk of backfill (its cursor goes with it).
-    Chunk,
+    /// A chunk of backfill, with the cursor after it (`None`: done).
+    Chunk(Option<super::Cursor>),
 }
 
 impl Lane {
