@@ -212,9 +212,6 @@ fn daemon_args(st: &State, dir: &Path, name: &str) -> Result<Vec<String>, CliErr
             st.osd_addrs.len().saturating_sub(1)
         )));
     };
-    if a_pg_log_entries_invalid(st) {
-        return Err(CliError("--pg-log-entries must be at least 1".into()));
-    }
     let mut args: Vec<String> = vec![
         "osd".into(),
         "run".into(),
@@ -237,10 +234,6 @@ fn daemon_args(st: &State, dir: &Path, name: &str) -> Result<Vec<String>, CliErr
     Ok(args)
 }
 
-fn a_pg_log_entries_invalid(st: &State) -> bool {
-    st.pg_log_entries == Some(0)
-}
-
 fn names(st: &State) -> Vec<String> {
     let mut v = vec!["mon.0".to_string()];
     v.extend((0..st.osd_addrs.len()).map(|i| format!("osd.{i}")));
@@ -250,6 +243,9 @@ fn names(st: &State) -> Vec<String> {
 pub fn up(a: UpArgs) -> Result<(), CliError> {
     if a.osds == 0 || a.osds > 64 {
         return Err(CliError("--osds must be in 1..=64".into()));
+    }
+    if a.pg_log_entries == Some(0) {
+        return Err(CliError("--pg-log-entries must be at least 1".into()));
     }
     std::fs::create_dir_all(&a.data_dir)?;
     let dir = std::fs::canonicalize(&a.data_dir)?;

@@ -117,13 +117,7 @@ fn count_recovery(s: &OsdShared, pushes: &[crate::pg::Push]) {
     let bytes: u64 = pushes
         .iter()
         .filter_map(|p| p.copy.as_ref())
-        .map(|c| {
-            c.data.len() as u64
-                + c.omap
-                    .iter()
-                    .map(|(k, v)| (k.len() + v.len()) as u64)
-                    .sum::<u64>()
-        })
+        .map(crate::pg::recovery::ObjectCopy::payload_len)
         .sum();
     let c = &s.counters;
     c.recovery_objects
@@ -183,10 +177,9 @@ fn perform(
                     from: to,
                     result,
                 };
-                let me = me.clone();
                 tokio::spawn(peers::send_acked(
                     s.clone(),
-                    me,
+                    me.clone(),
                     pg,
                     interval,
                     to,
@@ -233,10 +226,9 @@ fn perform(
                     from: to,
                     result,
                 };
-                let me = me.clone();
                 tokio::spawn(peers::send_acked(
                     s.clone(),
-                    me,
+                    me.clone(),
                     pg,
                     interval,
                     to,
@@ -264,10 +256,9 @@ fn perform(
                     from: to,
                     result,
                 };
-                let me = me.clone();
                 tokio::spawn(peers::send_acked(
                     s.clone(),
-                    me,
+                    me.clone(),
                     pg,
                     interval,
                     to,

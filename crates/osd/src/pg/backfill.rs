@@ -17,7 +17,7 @@
 //! the primary's, nor trust an object beyond the cursor.
 
 use super::record;
-use super::recovery::{self, Push, MISSING_PREFIX};
+use super::recovery::{self, ObjectCopy, Push, MISSING_PREFIX};
 use super::{log_key, AuthLog, PgInfo, INFO_KEY};
 use crate::exec::VERSION_ATTR;
 use loligo_store::{CollectionId, ObjectId, ObjectStore, StoreError, Transaction};
@@ -221,13 +221,7 @@ pub fn plan_chunk(
                 copy: None,
             },
         };
-        bytes += p.copy.as_ref().map_or(0, |c| {
-            c.data.len() as u64
-                + c.omap
-                    .iter()
-                    .map(|(k, v)| (k.len() + v.len()) as u64)
-                    .sum::<u64>()
-        });
+        bytes += p.copy.as_ref().map_or(0, ObjectCopy::payload_len);
         pushes.push(p);
         if bytes >= bytes_max {
             end = Cursor::At(id);
@@ -272,23 +266,8 @@ pub fn restart(
 ) -> Result<(Transaction, PgInfo), String> {
     let mut t = Transaction::new();
     for prefix in [b"log/".as_slice(), MISSING_PREFIX] {
-        let mut start = prefix.to_vec();
-        loop {
-            let rows = s.records(coll, &start, 1024).map_err(|e| e.to_string())?;
-            let n = rows.len();
-            let mut ended = false;
-            for (k, _) in rows {
-                if !k.starts_with(prefix) {
-                    ended = true;
-                    break;
-                }
-                t.rm_record(coll, &k);
-                start = k;
-                start.push(0);
-            }
-            if ended || n < 1024 {
-                break;
-            }
+        for k in recovery::record_keys(s, coll, prefix, None)? {
+            t.rm_record(coll, &k);
         }
     }
     for e in &auth.entries {

@@ -2158,16 +2158,15 @@ impl Pg {
             .committing
             .values()
             .filter_map(|c| match &c.kind {
-                CommitKind::Chunk(next) => Some(next.clone()),
+                // `None` (done) is the end of the order.
+                CommitKind::Chunk(next) => Some(next.clone().unwrap_or(Cursor::End)),
                 _ => None,
             })
-            .max_by(|a, b| match (a, b) {
-                (None, None) => std::cmp::Ordering::Equal,
-                (None, Some(_)) => std::cmp::Ordering::Greater,
-                (Some(_), None) => std::cmp::Ordering::Less,
-                (Some(x), Some(y)) => x.cmp(y),
-            })
-            .unwrap_or_else(|| self.backfill.clone())
+            .max()
+            .map_or_else(
+                || self.backfill.clone(),
+                |c| (c != Cursor::End).then_some(c),
+            )
     }
 
     /// Whether this copy's log lacks writes the primary had when it read

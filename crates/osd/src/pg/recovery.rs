@@ -68,6 +68,18 @@ pub struct ObjectCopy {
     pub omap: Vec<(Vec<u8>, Vec<u8>)>,
 }
 
+impl ObjectCopy {
+    /// Bytes of data and omap entries (what a push mostly carries).
+    pub fn payload_len(&self) -> u64 {
+        self.data.len() as u64
+            + self
+                .omap
+                .iter()
+                .map(|(k, v)| (k.len() + v.len()) as u64)
+                .sum::<u64>()
+    }
+}
+
 /// An object as the primary pushes it to a member missing it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Push {
@@ -216,7 +228,7 @@ pub fn merge(
     }
     // Entries the authority trimmed go here too: the logs then agree
     // entry for entry.
-    for k in log_keys_below(s, coll, tail + 1)? {
+    for k in record_keys(s, coll, b"log/", Some(&log_key(tail + 1)))? {
         t.rm_record(coll, &k);
     }
     for (name, need) in &missing {
@@ -234,16 +246,21 @@ pub fn merge(
     })
 }
 
-/// The keys of this copy's log entries below version counter `v`.
-fn log_keys_below(s: &dyn ObjectStore, coll: CollectionId, v: u64) -> Result<Vec<Vec<u8>>, String> {
-    let end = log_key(v);
+/// The keys of this copy's records that start with `prefix`, in order,
+/// stopping before `end` if given.
+pub fn record_keys(
+    s: &dyn ObjectStore,
+    coll: CollectionId,
+    prefix: &[u8],
+    end: Option<&[u8]>,
+) -> Result<Vec<Vec<u8>>, String> {
     let mut out = Vec::new();
-    let mut start = b"log/".to_vec();
+    let mut start = prefix.to_vec();
     loop {
         let rows = s.records(coll, &start, 1024).map_err(|e| e.to_string())?;
         let n = rows.len();
         for (k, _) in rows {
-            if !k.starts_with(b"log/") || k >= end {
+            if !k.starts_with(prefix) || end.is_some_and(|e| k.as_slice() >= e) {
                 return Ok(out);
             }
             start = k.clone();
