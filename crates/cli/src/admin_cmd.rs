@@ -183,7 +183,7 @@ pub fn status(conn: &ConnArgs, json: bool, watch: bool) -> Result<(), CliError> 
 
 /// `status --watch`: one line a second until interrupted.
 fn status_watch(conn: &ConnArgs, json: bool) -> Result<(), CliError> {
-    let mut most_degraded = 0u64;
+    let mut most_left = 0u64;
     loop {
         let v = call(conn, MonRequest::Admin(Admin::Status))?.value;
         if json {
@@ -192,8 +192,9 @@ fn status_watch(conn: &ConnArgs, json: bool) -> Result<(), CliError> {
             let s: StatusReport = serde_json::from_value(v).map_err(|e| {
                 CliError(format!("the monitor's status report does not parse: {e}"))
             })?;
-            most_degraded = most_degraded.max(s.usage.degraded_objects);
-            println!("{}", watch_line(&s, most_degraded, &clock()));
+            let u = &s.usage;
+            most_left = most_left.max(u.degraded_objects + u.misplaced_objects);
+            println!("{}", watch_line(&s, most_left, &clock()));
         }
         std::thread::sleep(std::time::Duration::from_secs(1));
     }
@@ -212,10 +213,10 @@ fn clock() -> String {
     )
 }
 
-/// One `status --watch` line: PG states, degraded objects with a
-/// progress bar against the most seen in this watch, recovery and client
-/// rates.
-fn watch_line(s: &StatusReport, most_degraded: u64, at: &str) -> String {
+/// One `status --watch` line: PG states, degraded and misplaced object
+/// copies with a progress bar against the most seen in this watch
+/// (`most_left`), recovery and client rates.
+fn watch_line(s: &StatusReport, most_left: u64, at: &str) -> String {
     let mut states: Vec<_> = s.pgs.by_state.iter().collect();
     states.sort_by(|a, b| b.1.cmp(a.1).then(a.0.to_string().cmp(&b.0.to_string())));
     let pgs: Vec<String> = states.iter().map(|(st, n)| format!("{n} {st}")).collect();
@@ -224,12 +225,12 @@ fn watch_line(s: &StatusReport, most_degraded: u64, at: &str) -> String {
         .and_then(|v| v.as_str().map(str::to_string))
         .unwrap_or_default();
     let mut line = format!("{at}  {health}; {} pgs: {}", s.pgs.total, pgs.join(", "));
-    let d = s.usage.degraded_objects;
-    if most_degraded > 0 {
-        let done = most_degraded.saturating_sub(d) as f64 / most_degraded as f64;
+    let (d, m) = (s.usage.degraded_objects, s.usage.misplaced_objects);
+    if most_left > 0 {
+        let done = most_left.saturating_sub(d + m) as f64 / most_left as f64;
         let filled = (done * 20.0).round() as usize;
         line += &format!(
-            "; degraded {d} [{}{}] {:.0}%",
+            "; degraded {d}, misplaced {m} [{}{}] {:.0}%",
             "#".repeat(filled),
             ".".repeat(20 - filled.min(20)),
             done * 100.0
@@ -293,6 +294,13 @@ fn status_text(s: &StatusReport) -> String {
             o,
             "    degraded: {} object copies missing (recovery pending)",
             s.usage.degraded_objects
+        );
+    }
+    if s.usage.misplaced_objects > 0 {
+        let _ = writeln!(
+            o,
+            "    misplaced: {} object copies to move (backfill pending)",
+            s.usage.misplaced_objects
         );
     }
     let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
@@ -533,6 +541,7 @@ mod tests {
             usage: Usage {
                 objects: 12,
                 degraded_objects: 3,
+                misplaced_objects: 2,
                 used_bytes: 1 << 30,
                 total_bytes: 4 << 30,
             },
@@ -547,6 +556,7 @@ mod tests {
         );
         assert!(t.contains("osd: 4 osds: 3 up, 4 in (map epoch 40)"), "{t}");
         assert!(t.contains("degraded: 3 object copies missing"), "{t}");
+        assert!(t.contains("misplaced: 2 object copies to move"), "{t}");
         assert!(
             t.contains("1.00 GiB used, 3.00 GiB / 4.00 GiB avail"),
             "{t}"
@@ -566,12 +576,15 @@ mod tests {
             t.contains("    recovery: 2.5 MiB/s, 310 objects/s\n"),
             "{t}"
         );
-        let w = watch_line(&s, 12, "10:00:00");
+        let w = watch_line(&s, 20, "10:00:00");
         assert!(
             w.starts_with("10:00:00  HEALTH_ERR; 64 pgs: 60 active+clean, 4 down"),
             "{w}"
         );
-        assert!(w.contains("degraded 3 [###############.....] 75%"), "{w}");
+        assert!(
+            w.contains("degraded 3, misplaced 2 [###############.....] 75%"),
+            "{w}"
+        );
         assert!(w.contains("recovery 2.5 MiB/s, 310 objects/s"), "{w}");
     }
 }

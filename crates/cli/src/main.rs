@@ -50,8 +50,9 @@ enum Cmd {
         /// Print JSON.
         #[arg(long)]
         json: bool,
-        /// Print one line a second (PG states, degraded objects with a
-        /// progress bar, recovery and client rates) until Ctrl-C.
+        /// Print one line a second (PG states, degraded and misplaced
+        /// object copies with a progress bar, recovery and client rates)
+        /// until Ctrl-C.
         #[arg(short = 'w', long)]
         watch: bool,
     },

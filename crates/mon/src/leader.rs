@@ -132,7 +132,7 @@ impl LeaderState {
             .flat_map(|r| r.report.pgs.iter().map(|p| (p.pg, p)))
             .collect();
         let mut by_state: BTreeMap<PgState, u64> = BTreeMap::new();
-        let (mut total, mut objects, mut degraded) = (0u64, 0u64, 0u64);
+        let (mut total, mut objects, mut degraded, mut misplaced) = (0u64, 0u64, 0u64, 0u64);
         let mut placer = map.placer()?;
         for pool in map.pools.values() {
             for ps in 0..pool.pg_num {
@@ -144,6 +144,7 @@ impl LeaderState {
                     Some(s) if s.acting.first() == Some(&primary) => {
                         objects += s.objects;
                         degraded += s.degraded;
+                        misplaced += s.misplaced;
                         s.state
                     }
                     _ if primary < 0 => PgState::DOWN,
@@ -186,6 +187,7 @@ impl LeaderState {
             usage: Usage {
                 objects,
                 degraded_objects: degraded,
+                misplaced_objects: misplaced,
                 used_bytes: used,
                 total_bytes: capacity,
             },
@@ -367,6 +369,7 @@ mod tests {
                 objects: 10,
                 bytes: 0,
                 degraded: 0,
+                misplaced: 0,
             });
         }
         for (_, r) in reports {

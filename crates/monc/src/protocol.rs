@@ -248,8 +248,12 @@ pub struct PgSummary {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Usage {
     pub objects: u64,
-    /// Object copies that members of their PGs lack (recovery pending).
+    /// Object copies short of their pools' size (recovery pending).
     pub degraded_objects: u64,
+    /// Object copies still to be moved to where CRUSH wants them, with
+    /// enough copies elsewhere meanwhile (backfill pending).
+    #[serde(default)]
+    pub misplaced_objects: u64,
     pub used_bytes: u64,
     pub total_bytes: u64,
 }
@@ -297,6 +301,7 @@ mod tests {
             usage: Usage {
                 objects: 0,
                 degraded_objects: 0,
+                misplaced_objects: 0,
                 used_bytes: 0,
                 total_bytes: 1,
             },

@@ -667,7 +667,13 @@ fn peer_with_empty_members(pg: &mut Pg, s: &MemStore) -> Vec<Effect> {
 /// A primary (osd.0, acting [0, 1, 2]) that has peered with empty
 /// members makes `n` writes to distinct objects; what it sent to osd.1.
 fn primary_writes(n: u64) -> Vec<(loligo_osd::pg::RepCtx, Transaction)> {
+    primary_writes_logging(n, 1_000)
+}
+
+/// `primary_writes` from a primary that keeps `log` entries.
+fn primary_writes_logging(n: u64, log: u64) -> Vec<(loligo_osd::pg::RepCtx, Transaction)> {
     let (s, mut pg) = setup();
+    pg.log_entries_max = log;
     run(&mut pg, &s, map(1, vec![0, 1, 2], 2));
     peer_with_empty_members(&mut pg, &s);
     let mut sent = Vec::new();
@@ -776,6 +782,106 @@ fn a_replica_applies_writes_in_the_primary_order_and_answers_once_durable() {
             .last_update,
         Version { epoch: 1, v: 2 }
     );
+}
+
+#[test]
+fn a_resend_of_a_write_the_replica_has_trimmed_is_a_duplicate() {
+    // The primary keeps two log entries: by the fourth write the first
+    // one's entry is gone from the replica's log.
+    let w = primary_writes_logging(4, 2);
+    let (s, mut pg) = replica();
+    for (i, x) in w.iter().enumerate() {
+        let (_, rest) = apply(&s, pg.handle(&s, rep_op(i as u64 + 1, x, 0)));
+        assert!(rest.is_empty());
+    }
+    for tid in 0..20 {
+        pg.handle(
+            &s,
+            Input::LocalDone {
+                tid,
+                result: Ok(()),
+            },
+        );
+    }
+    assert!(s
+        .record(CollectionId::pg(1, 0), &loligo_osd::pg::log_key(1))
+        .unwrap()
+        .is_none());
+    // Its answer was lost: the primary sends it again.
+    let fx = pg.handle(&s, rep_op(9, &w[0], 10));
+    match &fx[..] {
+        [Effect::Apply { tid, txn }] => {
+            assert!(txn.is_empty(), "applied twice: {txn:?}");
+            let fx = pg.handle(
+                &s,
+                Input::LocalDone {
+                    tid: *tid,
+                    result: Ok(()),
+                },
+            );
+            assert_eq!(rep_replies(&fx), vec![(9, Ok(()))]);
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_failed_replica_write_is_sent_again_until_it_is_durable() {
+    let (s, mut pg) = setup();
+    run(&mut pg, &s, map(1, vec![0, 1, 2], 2));
+    peer_with_empty_members(&mut pg, &s);
+    let (_, rest) = apply(&s, run(&mut pg, &s, write(5, "a", b"x", 0)));
+    let sent: Vec<(u64, i32, Transaction)> = rest
+        .into_iter()
+        .filter_map(|e| match e {
+            Effect::Replicate { tid, to, txn, .. } => Some((tid, to, txn)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(sent.len(), 2);
+    let tid = sent[0].0;
+    let done = |from: i32, result: Result<(), RepError>| Input::RepDone { tid, from, result };
+    assert!(run(
+        &mut pg,
+        &s,
+        Input::LocalDone {
+            tid,
+            result: Ok(())
+        }
+    )
+    .is_empty());
+    assert!(run(&mut pg, &s, done(2, Ok(()))).is_empty());
+    // osd.1's answer was lost: no reply to the client, and the write is
+    // not given up on (the interval goes on).
+    let lost = || Err(RepError::Failed("lost".into()));
+    assert!(run(&mut pg, &s, done(1, lost())).is_empty());
+    assert!(run(&mut pg, &s, Input::Tick { now_ms: 100 }).is_empty());
+    // After the retry delay the same write goes to osd.1 again, once.
+    let again = |fx: Vec<Effect>| -> Vec<(u64, i32, Transaction)> {
+        fx.into_iter()
+            .filter_map(|e| match e {
+                Effect::Replicate { tid, to, txn, .. } => Some((tid, to, txn)),
+                _ => None,
+            })
+            .collect()
+    };
+    let resent = again(run(&mut pg, &s, Input::Tick { now_ms: 300 }));
+    assert_eq!(resent.len(), 1);
+    assert_eq!((resent[0].0, resent[0].1), (tid, 1));
+    assert_eq!(resent[0].2.ops.len(), sent[0].2.ops.len());
+    assert!(again(run(&mut pg, &s, Input::Tick { now_ms: 400 })).is_empty());
+    // It failed again: sent again after the delay.
+    assert!(run(&mut pg, &s, done(1, lost())).is_empty());
+    assert_eq!(
+        again(run(&mut pg, &s, Input::Tick { now_ms: 700 })).len(),
+        1
+    );
+    // Durable at last: the client is answered.
+    match &run(&mut pg, &s, done(1, Ok(())))[..] {
+        [Effect::Reply { token: 5, reply }] => assert!(reply.result.is_ok()),
+        other => panic!("{other:?}"),
+    }
+    assert!(pg.idle());
 }
 
 #[test]
@@ -945,4 +1051,19 @@ fn a_peering_query_is_answered_only_under_the_queried_epoch() {
     let fx = pg.handle(&s, Input::Tick { now_ms: 1_100 });
     assert!(matches!(&info_replies(&fx)[..], [(6, Err(_))]), "{fx:?}");
     assert!(pg.idle());
+}
+
+#[test]
+fn lacking_copies_are_misplaced_while_enough_others_remain() {
+    use loligo_osd::pg::copies_short;
+    // A member of a full-size set lacks 4 copies: degraded.
+    assert_eq!(copies_short(10, 3, 3, 4), (4, 0));
+    // A pg_temp kept the old three while CRUSH's new member fills: what
+    // it lacks is only misplaced.
+    assert_eq!(copies_short(10, 3, 4, 10), (0, 10));
+    // ... unless an old member lacks some too.
+    assert_eq!(copies_short(10, 3, 4, 15), (5, 10));
+    // An undersized set: the copies it cannot hold are degraded.
+    assert_eq!(copies_short(10, 3, 2, 0), (10, 0));
+    assert_eq!(copies_short(0, 3, 1, 0), (0, 0));
 }

@@ -1383,9 +1383,24 @@ const LOSS_PER_MILLE: u64 = 3;
 fn lost(ev: Ev) -> Option<Ev> {
     let e = || RepError::Failed("lost".into());
     Some(match ev {
-        // Not yet: a replica write that fails leaves the member behind
-        // for the rest of the interval (see the issue note).
-        ev @ (Ev::RepOp { .. } | Ev::RepDone { .. }) => ev,
+        Ev::RepOp {
+            to, from, gen, tid, ..
+        } => Ev::RepDone {
+            to: from,
+            gen,
+            tid,
+            from: to as i32,
+            result: Err(e()),
+        },
+        Ev::RepDone {
+            to, gen, tid, from, ..
+        } => Ev::RepDone {
+            to,
+            gen,
+            tid,
+            from,
+            result: Err(e()),
+        },
         Ev::Rec {
             to,
             from,

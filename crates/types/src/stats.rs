@@ -16,8 +16,13 @@ pub struct PgStat {
     pub acting: Vec<i32>,
     pub objects: u64,
     pub bytes: u64,
-    /// Object copies the PG's members lack (recovery pending).
+    /// Object copies short of the pool's size: lacked by members, or
+    /// absent because the acting set is undersized (recovery pending).
     pub degraded: u64,
+    /// Object copies that members lack while enough other members hold
+    /// them (data moving to where CRUSH wants it).
+    #[serde(default)]
+    pub misplaced: u64,
 }
 
 /// One OSD's report: its primary PGs, usage and cumulative I/O counters.

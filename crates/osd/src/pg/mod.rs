@@ -515,7 +515,7 @@ impl Recovery {
     /// Objects some member lacks, counted once per member (a backfill
     /// target's share estimated from its cursor's place in the hash
     /// space).
-    fn degraded(&self, objects: u64) -> u64 {
+    fn lacking(&self, objects: u64) -> u64 {
         let bf: f64 = self
             .backfill
             .values()
@@ -540,6 +540,14 @@ pub const RECOVERY_PUSHES_MAX: usize = 4;
 /// tried again (ms).
 pub const RECOVERY_RETRY_MS: u64 = 1_000;
 
+/// How long a replica write whose message or answer failed waits before it
+/// is sent again (ms).
+pub const REP_RETRY_MS: u64 = 250;
+
+/// Failed sends of one replica write to one member after which each
+/// further failure is logged as a warning.
+const REP_TRIES_WARN: u32 = 8;
+
 struct InFlight {
     token: u64,
     reqid: Option<ReqId>,
@@ -548,6 +556,11 @@ struct InFlight {
     version: Version,
     results: Vec<loligo_types::ops::SubResult>,
     failed: Option<RepError>,
+    /// What was sent, to resend to a member whose answer failed.
+    ctx: RepCtx,
+    sent: BTreeMap<i32, Transaction>,
+    /// Members to send to again, with when (ms) and how many sends failed.
+    resend: BTreeMap<i32, (u64, u32)>,
 }
 
 /// The PG state machine.
@@ -896,6 +909,7 @@ impl Pg {
             }
             Input::Tick { now_ms } => {
                 self.now_ms = now_ms;
+                self.resend_writes(&mut fx);
                 self.expire(&mut fx);
                 self.retry_recovery(s, &mut fx);
             }
@@ -1326,12 +1340,8 @@ impl Pg {
     /// The version counter just below the oldest entry of this copy's log
     /// (0: the log holds the whole history).
     fn log_tail(&self, s: &dyn ObjectStore) -> u64 {
-        let first = s.records(self.coll, b"log/", 1).ok().and_then(|rows| {
-            let (k, _) = rows.into_iter().next()?;
-            let b: [u8; 8] = k.strip_prefix(b"log/")?.try_into().ok()?;
-            Some(u64::from_be_bytes(b))
-        });
-        first.map_or(self.info.last_update.v, |v| v.saturating_sub(1))
+        replica::oldest_logged(s, self.coll)
+            .map_or(self.info.last_update.v, |v| v.saturating_sub(1))
     }
 
     /// Whether every transaction this copy queued before the current
@@ -2501,20 +2511,30 @@ impl Pg {
         let tid = self.next_tid;
         self.next_tid += 1;
         self.applying.insert(tid, self.interval);
+        let ctx = RepCtx {
+            interval: self.interval,
+            epoch: self.epoch,
+            acting: self.acting.clone(),
+            prev,
+            version,
+        };
+        let first = fx.len();
         fx.extend(self.backend.distribute(WritePlan {
             tid,
-            ctx: RepCtx {
-                interval: self.interval,
-                epoch: self.epoch,
-                acting: self.acting.clone(),
-                prev,
-                version,
-            },
+            ctx: ctx.clone(),
             txn: t,
             write_set,
             log_only: &log_only,
             me: self.whoami,
         }));
+        // Data is shared (`Bytes`): keeping the sends costs no copy.
+        let sent = fx[first..]
+            .iter()
+            .filter_map(|e| match e {
+                Effect::Replicate { to, txn, .. } => Some((*to, txn.clone())),
+                _ => None,
+            })
+            .collect();
         self.inflight.insert(
             tid,
             InFlight {
@@ -2525,6 +2545,9 @@ impl Pg {
                 version,
                 results: out.results,
                 failed: None,
+                ctx,
+                sent,
+                resend: BTreeMap::new(),
             },
         );
         self.busy.insert(p.op.name, VecDeque::new());
@@ -2541,6 +2564,24 @@ impl Pg {
         let Some(f) = self.inflight.get_mut(&tid) else {
             return;
         };
+        if let (Err(RepError::Failed(why)), true) = (&result, f.sent.contains_key(&from)) {
+            // The message or its answer was lost, or the member could not
+            // take it yet: the interval goes on, so the write must reach
+            // every member of the write set. Send it again (a member
+            // applies writes in order and answers a resend of one it
+            // holds as a duplicate) until it is durable there or a new
+            // map ends the interval.
+            let tries = f.resend.get(&from).map_or(0, |r| r.1) + 1;
+            if tries >= REP_TRIES_WARN {
+                tracing::warn!(
+                    pg = %self.id,
+                    "write {:?} to osd.{from} failed {tries} times ({why}); sending again",
+                    f.version
+                );
+            }
+            f.resend.insert(from, (self.now_ms + REP_RETRY_MS, tries));
+            return;
+        }
         f.waiting.remove(&from);
         if let Err(e) = result {
             let e = match e {
@@ -2579,6 +2620,28 @@ impl Pg {
             .any(|b| matches!(b.step, BfStep::Scanned { .. }))
         {
             self.backfill_some(s, fx);
+        }
+    }
+
+    /// Replica writes whose resend is due go out again.
+    fn resend_writes(&mut self, fx: &mut Vec<Effect>) {
+        let now = self.now_ms;
+        for (&tid, f) in &mut self.inflight {
+            for (&to, (at, _)) in &mut f.resend {
+                let Some(txn) = f.sent.get(&to) else {
+                    continue;
+                };
+                if *at <= now && *at != u64::MAX {
+                    // Sent: the next failure schedules it again.
+                    *at = u64::MAX;
+                    fx.push(Effect::Replicate {
+                        tid,
+                        to,
+                        ctx: f.ctx.clone(),
+                        txn: txn.clone(),
+                    });
+                }
+            }
         }
     }
 
@@ -2727,6 +2790,16 @@ impl Pg {
             }
             _ => return None,
         };
+        // Only an active set's copies are counted (peering knows none yet).
+        let (degraded, misplaced) = match &self.role {
+            Role::Primary { write_set } | Role::Activating { write_set, .. } => copies_short(
+                self.info.objects,
+                size,
+                write_set.len(),
+                self.rec.lacking(self.info.objects),
+            ),
+            _ => (0, 0),
+        };
         Some(PgStat {
             pg: self.id,
             epoch: self.epoch,
@@ -2734,9 +2807,24 @@ impl Pg {
             acting: self.acting.clone(),
             objects: self.info.objects,
             bytes: self.info.bytes,
-            degraded: self.rec.degraded(self.info.objects),
+            degraded,
+            misplaced,
         })
     }
+}
+
+/// A PG's object copies that are degraded and misplaced, as `ceph -s`
+/// counts them: `objects` objects kept `size` times by `members` members
+/// that lack `lacking` copies in all. Copies the acting set is too small to
+/// hold are degraded. A lacking copy is misplaced while the other members
+/// still hold `size` copies of the object: with `members - size` extra
+/// members, up to that many lacking copies per object can be (exactly so
+/// when each object lacks the same number, as on a backfill target);
+/// the rest are degraded.
+pub fn copies_short(objects: u64, size: usize, members: usize, lacking: u64) -> (u64, u64) {
+    let absent = objects * size.saturating_sub(members) as u64;
+    let misplaced = lacking.min(objects * members.saturating_sub(size) as u64);
+    (absent + lacking - misplaced, misplaced)
 }
 
 /// Remove from `items` (in order) and return those whose deadline is due.

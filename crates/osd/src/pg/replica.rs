@@ -69,8 +69,26 @@ pub fn replica_step(
         .and_then(|b| super::record::decode_log(&b).ok());
     match logged {
         Some(e) if e.version == ctx.version => ReplicaStep::Duplicate,
+        // A resend of a write this copy applied and has trimmed since: it
+        // is past it in the same primary's order (versions name one write
+        // each, and a member of a primary's write set takes only that
+        // primary's writes, in order, after merging its log).
+        None if have >= ctx.version
+            && oldest_logged(s, coll).is_some_and(|v| ctx.version.v < v) =>
+        {
+            ReplicaStep::Duplicate
+        }
         _ => ReplicaStep::Refuse { have },
     }
+}
+
+/// The version counter of the oldest entry in a copy's log (`None`: the
+/// log is empty or cannot be read).
+pub(super) fn oldest_logged(s: &dyn ObjectStore, coll: CollectionId) -> Option<u64> {
+    let rows = s.records(coll, b"log/", 1).ok()?;
+    let (k, _) = rows.into_iter().next()?;
+    let b: [u8; 8] = k.strip_prefix(b"log/")?.try_into().ok()?;
+    Some(u64::from_be_bytes(b))
 }
 
 /// A write from a primary, as the replica's PG holds it until it is
