@@ -79,6 +79,14 @@ pub struct OsdArgs {
     /// Objects per backfill scan and chunk.
     #[arg(long, default_value_t = loligo_osd::pg::backfill::CHUNK_OBJECTS)]
     backfill_chunk: usize,
+    /// Primary PGs of this OSD that recover or backfill at once, the most
+    /// degraded first (an op waiting for an object is always served).
+    #[arg(long, default_value_t = loligo_osd::daemon::RECOVERY_MAX_ACTIVE)]
+    recovery_max_active: usize,
+    /// Milliseconds a PG pauses after each recovery push or backfill
+    /// chunk (gives client I/O more of the disk; 0: no pause).
+    #[arg(long, default_value_t = 0)]
+    recovery_sleep_ms: u64,
 }
 
 fn secs(v: f64, what: &str) -> Result<Duration, CliError> {
@@ -191,11 +199,19 @@ pub fn osd(a: OsdArgs) -> Result<(), CliError> {
     cfg.host = a.host.unwrap_or_else(hostname);
     cfg.heartbeat_grace = secs(a.heartbeat_grace, "--heartbeat-grace")?;
     cfg.op_timeout = secs(a.op_timeout, "--op-timeout")?;
-    if a.pg_log_entries == 0 || a.backfill_chunk == 0 {
+    if a.pg_log_entries == 0 || a.backfill_chunk == 0 || a.recovery_max_active == 0 {
         return Err(CliError(
-            "--pg-log-entries and --backfill-chunk must be at least 1".into(),
+            "--pg-log-entries, --backfill-chunk and --recovery-max-active must be at least 1"
+                .into(),
         ));
     }
+    if a.recovery_sleep_ms > 60_000 {
+        return Err(CliError(
+            "--recovery-sleep-ms must be at most 60000 (a minute)".into(),
+        ));
+    }
+    cfg.recovery_max_active = a.recovery_max_active;
+    cfg.recovery_sleep = Duration::from_millis(a.recovery_sleep_ms);
     cfg.pg_log_entries = a.pg_log_entries;
     cfg.backfill_chunk_objects = a.backfill_chunk;
     let rt = crate::config::runtime()?;

@@ -9,7 +9,7 @@
 use loligo_osd::pg::{Cursor, Effect, Input, LogAnswer, PeerInfo, Pg, PgInfo, RepError};
 use loligo_store::{CollectionId, MemStore, ObjectStore, Transaction};
 use loligo_types::ops::{ClientOp, OpError, SubOp, Version};
-use loligo_types::{Epoch, OsdMap, PgId, PgState, Pool, WriteSetRecord};
+use loligo_types::{OsdMap, PgId, PgState, Pool, WriteSetRecord};
 
 const PG: PgId = PgId { pool: 1, ps: 0 };
 
@@ -52,18 +52,23 @@ fn map_record(
 }
 
 /// Feed `input`; answer every write-set record it asks for as the
-/// monitors would (tests of the record itself call `handle`).
+/// monitors would, and grant every recovery slot it asks for as an OSD
+/// with slots free would (tests of those call `handle`).
 fn run(pg: &mut Pg, s: &MemStore, input: Input) -> Vec<Effect> {
     let mut fx = pg.handle(s, input);
-    let asks: Vec<Epoch> = fx
-        .iter()
-        .filter_map(|e| match e {
-            Effect::RecordWriteSet { interval, .. } => Some(*interval),
-            _ => None,
-        })
-        .collect();
-    for interval in asks {
-        fx.extend(pg.handle(s, Input::WriteSetRecorded { interval }));
+    let mut i = 0;
+    while i < fx.len() {
+        let next = match fx[i] {
+            Effect::RecordWriteSet { interval, .. } => Input::WriteSetRecorded { interval },
+            Effect::Reserve { ask, .. } => Input::Reserved { ask },
+            _ => {
+                i += 1;
+                continue;
+            }
+        };
+        let more = pg.handle(s, next);
+        fx.extend(more);
+        i += 1;
     }
     fx
 }
@@ -294,6 +299,116 @@ fn members_that_need_a_backfill_do_not_count_toward_min_size() {
         )),
         other => panic!("{other:?}"),
     }
+}
+
+#[test]
+fn backfill_waits_for_a_recovery_slot_and_gives_it_back_when_done() {
+    let (s, mut pg) = setup();
+    let mut t = Transaction::new();
+    t.set_record(CollectionId::pg(1, 0), b"info", stored(&info(5)));
+    s.apply(t).unwrap();
+    run(&mut pg, &s, map(1, vec![0, 1, 2], 2));
+    run(
+        &mut pg,
+        &s,
+        Input::Info {
+            from: 1,
+            interval: 1,
+            info: Some(info(5).into()),
+        },
+    );
+    let fx = run(
+        &mut pg,
+        &s,
+        Input::Info {
+            from: 2,
+            interval: 1,
+            info: Some(info(3).into()),
+        },
+    );
+    let tid = fx
+        .iter()
+        .find_map(|e| match e {
+            Effect::SendLog { tid, to: 2, .. } => Some(*tid),
+            _ => None,
+        })
+        .expect("the log goes to member 2");
+    // Member 2 needs a backfill: the PG asks its OSD for a slot and
+    // copies nothing until it has one.
+    let fx = pg.handle(
+        &s,
+        Input::LogDone {
+            tid,
+            from: 2,
+            result: Ok(LogAnswer {
+                missing: vec![],
+                backfill: Some(Cursor::Start),
+            }),
+        },
+    );
+    let (ask, priority) = fx
+        .iter()
+        .find_map(|e| match e {
+            Effect::Reserve { ask, priority } => Some((*ask, *priority)),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no slot asked for: {fx:?}"));
+    // The write set still holds two full copies of a size-3 pool: one
+    // short, which outranks a PG whose copies are only misplaced.
+    assert!(priority >= 1 << 40, "{priority}");
+    assert!(!fx.iter().any(|e| matches!(e, Effect::SendScan { .. })));
+    let st = pg.stat().unwrap();
+    assert!(st.state.contains(PgState::BACKFILL_WAIT), "{}", st.state);
+    // A grant of some other ask is given back, not used.
+    let fx = pg.handle(&s, Input::Reserved { ask: ask + 100 });
+    assert!(
+        matches!(&fx[..], [Effect::Release { ask: a }] if *a == ask + 100),
+        "{fx:?}"
+    );
+    // Granted: the backfill starts.
+    let fx = pg.handle(&s, Input::Reserved { ask });
+    let scan = fx
+        .iter()
+        .find_map(|e| match e {
+            Effect::SendScan { tid, to: 2, .. } => Some(*tid),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no scan once granted: {fx:?}"));
+    assert!(pg.stat().unwrap().state.contains(PgState::BACKFILLING));
+    // The member holds nothing; the primary nothing either: one chunk to
+    // the end, and once it is durable the slot goes back.
+    let fx = pg.handle(
+        &s,
+        Input::ScanDone {
+            tid: scan,
+            from: 2,
+            result: Ok(loligo_osd::pg::Scan {
+                objects: vec![],
+                end: Cursor::End,
+            }),
+        },
+    );
+    let chunk = fx
+        .iter()
+        .find_map(|e| match e {
+            Effect::SendChunk { tid, to: 2, .. } => Some(*tid),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no chunk: {fx:?}"));
+    assert!(!fx.iter().any(|e| matches!(e, Effect::Release { .. })));
+    let fx = pg.handle(
+        &s,
+        Input::ChunkDone {
+            tid: chunk,
+            from: 2,
+            result: Ok(()),
+        },
+    );
+    assert!(
+        fx.iter()
+            .any(|e| matches!(e, Effect::Release { ask: a } if *a == ask)),
+        "{fx:?}"
+    );
 }
 
 #[test]

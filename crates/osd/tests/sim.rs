@@ -34,7 +34,7 @@ use loligo_osd::pg::{
 use loligo_store::{CollectionId, MemStore, ObjectStore, Transaction};
 use loligo_types::ops::{ClientOp, OpError, OpReply, ReqId, SubOp, SubResult, Version};
 use loligo_types::{Epoch, OsdMap, PgId, Pool, WriteSetRecord};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 const OSDS: usize = 4;
 const OBJECTS: usize = 6;
@@ -62,6 +62,9 @@ struct Osd {
     /// Local transactions queued and not yet durable, in queue order (a
     /// store commits in that order; a crash keeps a prefix).
     unsynced: std::collections::VecDeque<(u64, Transaction)>,
+    /// Recovery-slot asks its PG made and has not given back (granted
+    /// or not): a PG that is clean holds none.
+    asks: BTreeSet<u64>,
 }
 
 impl Osd {
@@ -141,6 +144,14 @@ enum Ev {
     },
     PgTemp {
         osds: Vec<i32>,
+    },
+    /// The OSD grants its PG's ask for a recovery slot (the daemon's
+    /// grants come from another task, so they too arrive late, possibly
+    /// after the ask was given up).
+    Grant {
+        osd: usize,
+        gen: u64,
+        ask: u64,
     },
     MarkDown {
         osd: usize,
@@ -361,6 +372,7 @@ impl Sim {
                 pg: None,
                 gen: 0,
                 unsynced: Default::default(),
+                asks: BTreeSet::new(),
             });
         }
         let mut rng = Rng::new(seed);
@@ -468,6 +480,7 @@ impl Sim {
             self.osds[o].store.apply(txn).unwrap();
         }
         self.osds[o].pg = None;
+        self.osds[o].asks.clear();
         // Replica writes and peering queries it held unanswered: the
         // senders' calls fail and they send them again.
         for p in take_held(&mut self.rep_tokens, |p| p.to == o) {
@@ -649,6 +662,14 @@ impl Sim {
                     }
                 }
                 Effect::RequestPgTemp { osds } => Ev::PgTemp { osds },
+                Effect::Reserve { ask, .. } => {
+                    self.osds[o].asks.insert(ask);
+                    Ev::Grant { osd: o, gen, ask }
+                }
+                Effect::Release { ask } => {
+                    self.osds[o].asks.remove(&ask);
+                    continue;
+                }
                 Effect::RecordWriteSet { interval, osds } => Ev::Record {
                     from: o,
                     gen,
@@ -868,6 +889,11 @@ impl Sim {
             Ev::Recorded { to, gen, interval } => {
                 if self.alive(to, gen) {
                     self.feed(to, Input::WriteSetRecorded { interval });
+                }
+            }
+            Ev::Grant { osd, gen, ask } => {
+                if self.alive(osd, gen) {
+                    self.feed(osd, Input::Reserved { ask });
                 }
             }
             Ev::PgTemp { osds } => {
@@ -1317,6 +1343,13 @@ impl Sim {
             assert_eq!(first.objects, other.objects, "osd.{o}'s objects differ");
             // The logs agree entry for entry.
             assert_eq!(first.log, other.log, "osd.{o}'s log differs");
+        }
+        for (o, osd) in self.osds.iter().enumerate() {
+            assert!(
+                osd.asks.is_empty(),
+                "clean, but osd.{o}'s PG holds recovery-slot asks {:?}",
+                osd.asks
+            );
         }
         self.stats.clean_checks += 1;
     }

@@ -10,6 +10,7 @@
 //! - `peers.rs` — messages to other OSDs (replica writes, info queries)
 //! - `heartbeat.rs` — whom to ping, and failure reports
 //! - `monitor.rs` — write-set records, pg_temp requests, reports, re-boot
+//! - `reserve.rs` — the recovery slots the OSD's primary PGs share
 //!
 //! It must never decide anything a PG decides: every client op, replica
 //! write, listing and PG state change goes through the PG's task.
@@ -19,6 +20,7 @@ mod mailbox;
 mod monitor;
 mod peers;
 mod pg_task;
+mod reserve;
 mod service;
 
 use crate::error::OsdError;
@@ -72,7 +74,15 @@ pub struct OsdConfig {
     pub pg_log_entries: u64,
     /// Objects per backfill scan and chunk.
     pub backfill_chunk_objects: usize,
+    /// Primary PGs that recover or backfill at once (pushes a client op
+    /// waits for do not count).
+    pub recovery_max_active: usize,
+    /// Pause after each push or backfill chunk of a PG before its next.
+    pub recovery_sleep: Duration,
 }
+
+/// Default `OsdConfig::recovery_max_active`.
+pub const RECOVERY_MAX_ACTIVE: usize = 4;
 
 impl OsdConfig {
     pub fn new(id: i32, addr: &str, mon_addrs: Vec<String>) -> OsdConfig {
@@ -88,6 +98,8 @@ impl OsdConfig {
             report_interval: Duration::from_secs(2),
             pg_log_entries: crate::pg::LOG_ENTRIES_MAX,
             backfill_chunk_objects: crate::pg::backfill::CHUNK_OBJECTS,
+            recovery_max_active: RECOVERY_MAX_ACTIVE,
+            recovery_sleep: Duration::ZERO,
         }
     }
 
@@ -141,6 +153,8 @@ pub struct OsdShared {
     /// sent to the monitors in batches.
     record_asks: Mutex<HashMap<PgId, (WriteSetRecord, Mailbox)>>,
     record_wake: tokio::sync::Notify,
+    /// The recovery slots.
+    reserver: Mutex<reserve::Reserver>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -262,6 +276,7 @@ pub async fn start(
         .local_addr()
         .map_err(|e| OsdError::Listener(e.to_string()))?;
     let (epoch_tx, _) = tokio::sync::watch::channel(0);
+    let reserver = Mutex::new(reserve::Reserver::new(cfg.recovery_max_active));
     let shared = Arc::new(OsdShared {
         cfg,
         store,
@@ -282,6 +297,7 @@ pub async fn start(
         shutdown: tokio::sync::Notify::new(),
         record_asks: Mutex::new(HashMap::new()),
         record_wake: tokio::sync::Notify::new(),
+        reserver,
     });
     let mut tasks = Vec::new();
     let svc = OsdServer::new(service::Service(shared.clone()))

@@ -31,6 +31,7 @@ pub(super) fn spawn(s: &Arc<OsdShared>, pg: PgId) -> Option<Mailbox> {
     core.op_timeout_ms = s.cfg.op_timeout.as_millis() as u64;
     core.log_entries_max = s.cfg.pg_log_entries.max(1);
     core.backfill_chunk_objects = s.cfg.backfill_chunk_objects.max(1);
+    core.recovery_sleep_ms = s.cfg.recovery_sleep.as_millis() as u64;
     let (mb, inbox) = mailbox::mailbox(PG_REQUESTS_MAX);
     {
         let mut pgs = lock(&s.pgs);
@@ -131,6 +132,17 @@ fn answer(waiters: &mut HashMap<u64, Waiter>, token: u64, f: impl FnOnce(Waiter)
     }
 }
 
+/// Tell the PGs whose asks were granted; a PG whose task has ended
+/// gives its slot back at once.
+fn grant(s: &Arc<OsdShared>, mut granted: Vec<(PgId, u64)>) {
+    while let Some((pg, ask)) = granted.pop() {
+        let mb = lock(&s.pgs).get(&pg).cloned();
+        if !mb.is_some_and(|m| m.control(Input::Reserved { ask })) {
+            granted.extend(lock(&s.reserver).release((pg, ask)));
+        }
+    }
+}
+
 fn perform(
     s: &Arc<OsdShared>,
     me: &Mailbox,
@@ -160,6 +172,14 @@ fn perform(
                     let _ = w.send(result);
                 }
             }),
+            Effect::Reserve { ask, priority } => {
+                let granted = lock(&s.reserver).ask((pg, ask), priority);
+                grant(s, granted);
+            }
+            Effect::Release { ask } => {
+                let granted = lock(&s.reserver).release((pg, ask));
+                grant(s, granted);
+            }
             Effect::Apply { tid, txn } => {
                 let commit = s.store.queue_transaction(txn);
                 let me = me.clone();

@@ -300,6 +300,10 @@ pub enum Input {
     Tick {
         now_ms: u64,
     },
+    /// The OSD granted this PG's ask `ask` for a recovery slot.
+    Reserved {
+        ask: u64,
+    },
 }
 
 /// Names listed, and whether the PG has more after them.
@@ -400,6 +404,16 @@ pub enum Effect {
         interval: Epoch,
         osds: Vec<i32>,
     },
+    /// Ask the OSD for one of its recovery slots (higher `priority` first;
+    /// among equals, first asked first); report `Reserved { ask }`.
+    Reserve {
+        ask: u64,
+        priority: u64,
+    },
+    /// Give back the slot of `ask`, or withdraw `ask` if not granted yet.
+    Release {
+        ask: u64,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -480,6 +494,20 @@ struct Recovery {
     backfill: BTreeMap<i32, Backfill>,
     /// Writes waiting for a backfill chunk that covers their object.
     bf_blocked: Vec<Pending>,
+    /// This PG's recovery slot on its OSD.
+    slot: Slot,
+    /// No push or chunk starts before this (the recovery sleep).
+    next_copy_ms: u64,
+}
+
+/// A primary's hold on one of its OSD's recovery slots: pushes and
+/// backfill chunks that no client op waits for run only while it is held.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Slot {
+    #[default]
+    None,
+    Asked(u64),
+    Held(u64),
 }
 
 /// A primary's backfill of one member.
@@ -624,6 +652,11 @@ pub struct Pg {
     backfill: Option<Cursor>,
     /// Objects per backfill scan and chunk.
     pub backfill_chunk_objects: usize,
+    /// Pause after each push or backfill chunk before the next (ms;
+    /// pushes a client op waits for are not delayed).
+    pub recovery_sleep_ms: u64,
+    /// The number of the next recovery-slot ask.
+    next_ask: u64,
 }
 
 /// A push or backfill chunk a member holds until its log has every
@@ -706,6 +739,8 @@ impl Pg {
             log_entries_max: LOG_ENTRIES_MAX,
             backfill: None,
             backfill_chunk_objects: backfill::CHUNK_OBJECTS,
+            recovery_sleep_ms: 0,
+            next_ask: 1,
         }
     }
 
@@ -913,8 +948,74 @@ impl Pg {
                 self.expire(&mut fx);
                 self.retry_recovery(s, &mut fx);
             }
+            Input::Reserved { ask } => {
+                if self.rec.slot == Slot::Asked(ask) {
+                    self.rec.slot = Slot::Held(ask);
+                    self.recover_some(s, &mut fx);
+                    self.backfill_some(s, &mut fx);
+                } else if self.rec.slot != Slot::Held(ask) {
+                    // Granted after this PG gave the ask up.
+                    fx.push(Effect::Release { ask });
+                }
+            }
+        }
+        // A slot is held only while there is recovery to do.
+        if let Slot::Asked(ask) | Slot::Held(ask) = self.rec.slot {
+            if !self.wants_slot() {
+                self.rec.slot = Slot::None;
+                fx.push(Effect::Release { ask });
+            }
         }
         fx
+    }
+
+    /// Whether this primary has members to recover or backfill.
+    fn wants_slot(&self) -> bool {
+        matches!(self.role, Role::Primary { .. } | Role::Activating { .. })
+            && (!self.rec.missing.is_empty() || !self.rec.backfill.is_empty())
+    }
+
+    /// Whether pushes and chunks no client op waits for may start now:
+    /// this PG holds one of its OSD's recovery slots (asked for here when
+    /// it has none) and the recovery sleep since the last one is over.
+    fn may_copy(&mut self, fx: &mut Vec<Effect>) -> bool {
+        match self.rec.slot {
+            Slot::Held(_) => self.now_ms >= self.rec.next_copy_ms,
+            Slot::Asked(_) => false,
+            Slot::None => {
+                let ask = self.next_ask;
+                self.next_ask += 1;
+                self.rec.slot = Slot::Asked(ask);
+                fx.push(Effect::Reserve {
+                    ask,
+                    priority: self.recovery_priority(),
+                });
+                false
+            }
+        }
+    }
+
+    /// The most degraded PGs recover first: by the full copies the write
+    /// set is short of the pool's size (0: only misplaced copies), then by
+    /// degraded object copies.
+    fn recovery_priority(&self) -> u64 {
+        let (Role::Primary { write_set } | Role::Activating { write_set, .. }) = &self.role else {
+            return 0;
+        };
+        let size = self.pool.as_ref().map_or(0, |p| p.size as usize);
+        let short = size.saturating_sub(self.complete_of(write_set).len()) as u64;
+        let objects = self.info.objects;
+        let (degraded, _) = copies_short(objects, size, write_set.len(), self.rec.lacking(objects));
+        (short << 40) | degraded.min((1 << 40) - 1)
+    }
+
+    /// A new recovery (new interval or peering): the old one's slot is
+    /// given back.
+    fn reset_recovery(&mut self, fx: &mut Vec<Effect>) {
+        if let Slot::Asked(ask) | Slot::Held(ask) = self.rec.slot {
+            fx.push(Effect::Release { ask });
+        }
+        self.rec = Recovery::default();
     }
 
     fn on_map(
@@ -970,7 +1071,7 @@ impl Pg {
         self.interval = epoch;
         self.acting = acting;
         self.primary = primary;
-        self.rec = Recovery::default();
+        self.reset_recovery(fx);
         for (_, f) in std::mem::take(&mut self.inflight) {
             fx.push(reply(
                 f.token,
@@ -1306,7 +1407,7 @@ impl Pg {
         let mut write_set = vec![self.whoami];
         write_set.extend(complete.iter().filter(|o| self.acting.contains(o)));
         write_set.extend(&recoverable);
-        self.rec = Recovery::default();
+        self.reset_recovery(fx);
         for &o in &recoverable {
             self.rec.merging.insert(o, 0);
         }
@@ -1489,7 +1590,20 @@ impl Pg {
     /// chunk for a member whose scan is here (once no write to its range
     /// is in flight).
     fn backfill_some(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
-        if !matches!(self.role, Role::Primary { .. }) || !self.settled() {
+        if !matches!(self.role, Role::Primary { .. })
+            || !self.settled()
+            || self.rec.backfill.is_empty()
+        {
+            return;
+        }
+        // A chunk sent again holds writes to its range: not slept on.
+        let resend = self
+            .rec
+            .backfill
+            .values()
+            .any(|b| matches!(b.step, BfStep::Copying { tid: 0, .. }));
+        let held = matches!(self.rec.slot, Slot::Held(_));
+        if !(self.may_copy(fx) || (resend && held)) {
             return;
         }
         let targets: Vec<i32> = self.rec.backfill.keys().copied().collect();
@@ -1627,6 +1741,7 @@ impl Pg {
             }
             _ => return,
         };
+        self.rec.next_copy_ms = self.now_ms + self.recovery_sleep_ms;
         if end == Cursor::End {
             tracing::info!("pg {}: osd.{from} backfilled", self.id);
             self.rec.backfill.remove(&from);
@@ -1745,7 +1860,11 @@ impl Pg {
 
     /// Start pushes until `RECOVERY_PUSHES_MAX` are in flight.
     fn recover_some(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
-        if !matches!(self.role, Role::Primary { .. }) || !self.settled() {
+        if !matches!(self.role, Role::Primary { .. })
+            || !self.settled()
+            || self.rec.missing.is_empty()
+            || !self.may_copy(fx)
+        {
             return;
         }
         let now = self.now_ms;
@@ -1823,6 +1942,7 @@ impl Pg {
         }
         let name = name.clone();
         let left = waiting.len();
+        self.rec.next_copy_ms = self.now_ms + self.recovery_sleep_ms;
         match result {
             Ok(()) => {
                 self.rec.pushed += 1;
@@ -2758,11 +2878,12 @@ impl Pg {
                 }
                 if !self.rec.backfill.is_empty() {
                     // Waiting: every target's next step waits out a retry.
-                    let copying = self
-                        .rec
-                        .backfill
-                        .values()
-                        .any(|b| b.retry_ms <= self.now_ms);
+                    let copying = matches!(self.rec.slot, Slot::Held(_))
+                        && self
+                            .rec
+                            .backfill
+                            .values()
+                            .any(|b| b.retry_ms <= self.now_ms);
                     st |= if copying {
                         PgState::BACKFILLING
                     } else {
