@@ -521,6 +521,34 @@ fn assert_copies_agree(t: &TestCluster, c: &Cluster, n: usize) {
     assert_eq!(total, n);
 }
 
+/// Copies left on OSDs that no longer hold their PG are removed once it is
+/// clean: in time every one of the `n` objects is on exactly `size` OSDs.
+async fn wait_strays_removed(t: &TestCluster, n: usize, size: usize) {
+    let count = || -> usize {
+        t.stores
+            .iter()
+            .map(|s| {
+                (0..16u32)
+                    .map(|ps| {
+                        let coll = loligo_store::CollectionId::pg(1, ps);
+                        s.list(coll, None, 10_000)
+                            .map_or(0, |(names, _)| names.len())
+                    })
+                    .sum::<usize>()
+            })
+            .sum()
+    };
+    let mut have = 0;
+    for _ in 0..150 {
+        have = count();
+        if have == n * size {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!("{have} object copies on the OSDs 30 s after clean, want {n} x {size}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn osd_out_and_in_move_data_and_end_clean() {
     // Two log entries per PG: an OSD new to a PG, or back after the
@@ -551,6 +579,8 @@ async fn osd_out_and_in_move_data_and_end_clean() {
     // Its PGs move to the other three, which receive the objects.
     wait_settled(&c, || !holds(3)).await;
     assert_copies_agree(&t, &c, 24);
+    // osd.3's old copies go.
+    wait_strays_removed(&t, 24, 3).await;
     for i in 0..24 {
         assert_eq!(
             p.read(&format!("o{i}"), 0, 0).await.unwrap(),
@@ -568,6 +598,7 @@ async fn osd_out_and_in_move_data_and_end_clean() {
     c.wait_for_epoch(r.epoch).await;
     wait_settled(&c, || holds(3)).await;
     assert_copies_agree(&t, &c, 24);
+    wait_strays_removed(&t, 24, 3).await;
     for i in 0..24 {
         assert_eq!(
             p.read(&format!("o{i}"), 0, 0).await.unwrap(),

@@ -55,6 +55,9 @@ pub enum PeerMsg {
         ctx: crate::pg::RepCtx,
         chunk: Chunk,
     },
+    /// Stray copy -> primary: is `pg` clean without me (my map is at
+    /// `epoch`)?
+    StrayCheck { pg: PgId, from: i32, epoch: Epoch },
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -68,5 +71,8 @@ pub enum PeerReply {
     Merged(LogAnswer),
     /// The answer to `Scan`.
     Scanned(Scan),
+    /// The answer to `StrayCheck`: the epoch at which the PG is clean
+    /// without the asker (`None`: it is not, or not known here).
+    Clean(Option<Epoch>),
     Refused(String),
 }

@@ -1182,3 +1182,85 @@ fn lacking_copies_are_misplaced_while_enough_others_remain() {
     assert_eq!(copies_short(10, 3, 2, 0), (10, 0));
     assert_eq!(copies_short(0, 3, 1, 0), (0, 0));
 }
+
+#[test]
+fn a_stray_copy_goes_once_the_primary_says_the_pg_is_clean_without_it() {
+    let w = primary_writes(3);
+    let (s, mut pg) = replica();
+    for (i, x) in w.iter().enumerate() {
+        apply(&s, pg.handle(&s, rep_op(i as u64 + 1, x, 0)));
+    }
+    for tid in 0..10 {
+        pg.handle(
+            &s,
+            Input::LocalDone {
+                tid,
+                result: Ok(()),
+            },
+        );
+    }
+    let coll = CollectionId::pg(1, 0);
+    assert_eq!(s.list(coll, None, 100).unwrap().0.len(), 3);
+    // Epoch 2 moves the PG off osd.1: a stray that asks now and then.
+    pg.handle(&s, map(2, vec![0, 2, 3], 2));
+    let asks = |fx: &[Effect]| {
+        fx.iter()
+            .filter(|e| matches!(e, Effect::AskClean { to: 0, epoch: 2 }))
+            .count()
+    };
+    assert_eq!(asks(&pg.handle(&s, Input::Tick { now_ms: 2_500 })), 1);
+    assert_eq!(asks(&pg.handle(&s, Input::Tick { now_ms: 3_000 })), 0);
+    // Not clean, an older map, or not the primary: nothing goes.
+    let answer = |from, clean| Input::StrayAnswer { from, clean };
+    assert!(pg.handle(&s, answer(0, None)).is_empty());
+    assert!(pg.handle(&s, answer(0, Some(1))).is_empty());
+    assert!(pg.handle(&s, answer(2, Some(2))).is_empty());
+    // Clean at epoch 2: records and objects go in the first batch.
+    let fx = pg.handle(&s, answer(0, Some(2)));
+    let tid = match &fx[..] {
+        [Effect::Apply { tid, .. }] => *tid,
+        other => panic!("{other:?}"),
+    };
+    apply(&s, fx);
+    assert!(pg
+        .handle(
+            &s,
+            Input::LocalDone {
+                tid,
+                result: Ok(())
+            }
+        )
+        .is_empty());
+    assert!(s.list(coll, None, 100).unwrap().0.is_empty());
+    assert!(s.records(coll, b"", 100).unwrap().is_empty());
+    // Nothing left to ask about.
+    assert_eq!(asks(&pg.handle(&s, Input::Tick { now_ms: 10_000 })), 0);
+    assert!(pg.idle());
+}
+
+#[test]
+fn a_primary_says_clean_only_when_it_is_and_not_to_its_members() {
+    let (s, mut pg) = setup();
+    run(&mut pg, &s, map(1, vec![0, 1, 2], 2));
+    peer_with_empty_members(&mut pg, &s);
+    assert!(pg.is_clean());
+    let check = |pg: &mut Pg, from, epoch| match &pg.handle(
+        &s,
+        Input::StrayCheck {
+            from,
+            epoch,
+            token: 9,
+        },
+    )[..]
+    {
+        [Effect::CleanReply { token: 9, clean }] => *clean,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(check(&mut pg, 3, 1), Some(1));
+    // A member, or a copy with a newer map than this primary's: no.
+    assert_eq!(check(&mut pg, 1, 1), None);
+    assert_eq!(check(&mut pg, 3, 2), None);
+    // Not clean (a member is down): no.
+    run(&mut pg, &s, map(2, vec![0, 1], 2));
+    assert_eq!(check(&mut pg, 3, 2), None);
+}

@@ -145,6 +145,19 @@ enum Ev {
     PgTemp {
         osds: Vec<i32>,
     },
+    /// A stray copy asks the primary whether the PG is clean without it.
+    StrayAsk {
+        from: usize,
+        gen: u64,
+        to: usize,
+        epoch: Epoch,
+    },
+    StrayAnswer {
+        to: usize,
+        gen: u64,
+        from: i32,
+        clean: Option<Epoch>,
+    },
     /// The OSD grants its PG's ask for a recovery slot (the daemon's
     /// grants come from another task, so they too arrive late, possibly
     /// after the ask was given up).
@@ -320,6 +333,8 @@ struct Sim {
     rep_tokens: BTreeMap<u64, RepPending>,
     /// Peering queries handed to a member's PG and not yet answered.
     query_tokens: BTreeMap<u64, QueryPending>,
+    /// Stray checks handed to a primary's PG: token -> (asker, its gen).
+    stray_tokens: BTreeMap<u64, (usize, u64)>,
     /// Logs and pushes handed to a member's PG and not yet answered.
     rec_tokens: BTreeMap<u64, RecPending>,
     next_rep_token: u64,
@@ -407,6 +422,7 @@ impl Sim {
             next_client_tid: 1,
             rep_tokens: BTreeMap::new(),
             query_tokens: BTreeMap::new(),
+            stray_tokens: BTreeMap::new(),
             rec_tokens: BTreeMap::new(),
             next_rep_token: 1,
             stats: Stats::default(),
@@ -662,6 +678,23 @@ impl Sim {
                     }
                 }
                 Effect::RequestPgTemp { osds } => Ev::PgTemp { osds },
+                Effect::AskClean { to, epoch } => Ev::StrayAsk {
+                    from: o,
+                    gen,
+                    to: to as usize,
+                    epoch,
+                },
+                Effect::CleanReply { token, clean } => {
+                    let Some((to, gen)) = self.stray_tokens.remove(&token) else {
+                        continue;
+                    };
+                    Ev::StrayAnswer {
+                        to,
+                        gen,
+                        from: o as i32,
+                        clean,
+                    }
+                }
                 Effect::Reserve { ask, .. } => {
                     self.osds[o].asks.insert(ask);
                     Ev::Grant { osd: o, gen, ask }
@@ -889,6 +922,34 @@ impl Sim {
             Ev::Recorded { to, gen, interval } => {
                 if self.alive(to, gen) {
                     self.feed(to, Input::WriteSetRecorded { interval });
+                }
+            }
+            Ev::StrayAsk {
+                from,
+                gen,
+                to,
+                epoch,
+            } => {
+                let token = self.next_rep_token;
+                self.next_rep_token += 1;
+                self.stray_tokens.insert(token, (from, gen));
+                self.feed(
+                    to,
+                    Input::StrayCheck {
+                        from: from as i32,
+                        epoch,
+                        token,
+                    },
+                );
+            }
+            Ev::StrayAnswer {
+                to,
+                gen,
+                from,
+                clean,
+            } => {
+                if self.alive(to, gen) {
+                    self.feed(to, Input::StrayAnswer { from, clean });
                 }
             }
             Ev::Grant { osd, gen, ask } => {
@@ -1344,6 +1405,26 @@ impl Sim {
             // The logs agree entry for entry.
             assert_eq!(first.log, other.log, "osd.{o}'s log differs");
         }
+        // Copies outside the acting set go once the PG is clean without
+        // them (the primary says so when they ask, every couple of
+        // seconds).
+        let stray = |sim: &Sim, o: usize| {
+            let c = copy_of(&sim.osds[o].store);
+            !acting.contains(&(o as i32))
+                && (c.head > Version::default()
+                    || !c.objects.is_empty()
+                    || !c.log.is_empty()
+                    || !c.missing.is_empty())
+        };
+        for _ in 0..STRAY_STEPS {
+            if !(0..OSDS).any(|o| stray(self, o)) {
+                break;
+            }
+            self.step();
+        }
+        for o in 0..OSDS {
+            assert!(!stray(self, o), "osd.{o} still holds a stray copy");
+        }
         for (o, osd) in self.osds.iter().enumerate() {
             assert!(
                 osd.asks.is_empty(),
@@ -1466,14 +1547,18 @@ fn lost(ev: Ev) -> Option<Ev> {
                 RecAnswer::Chunk(_) => RecAnswer::Chunk(Err(e())),
             },
         },
-        // A lost peering answer: the primary asks again after a while.
-        Ev::Info { .. } => return None,
+        // A lost peering answer: the primary asks again after a while;
+        // so does a stray copy.
+        Ev::Info { .. } | Ev::StrayAsk { .. } | Ev::StrayAnswer { .. } => return None,
         other => other,
     })
 }
 
 /// Steps the PG may take to go clean once every OSD is back.
 const CLEAN_STEPS: usize = 8_000;
+
+/// Steps a clean PG's stray copies may take to be removed.
+const STRAY_STEPS: usize = 4_000;
 
 /// One object: name, data, xattrs, omap.
 type ObjectState = (

@@ -11,6 +11,7 @@
 
 use crate::pg::{Input, ListResult, LogAnswer, PeerInfo, RepError, Scan};
 use loligo_types::ops::OpReply;
+use loligo_types::Epoch;
 use tokio::sync::{mpsc, oneshot};
 
 /// Requests queued per PG before senders wait.
@@ -24,6 +25,7 @@ pub(crate) enum Waiter {
     Info(oneshot::Sender<Result<Option<PeerInfo>, String>>),
     Log(oneshot::Sender<Result<LogAnswer, RepError>>),
     Scan(oneshot::Sender<Result<Scan, RepError>>),
+    Clean(oneshot::Sender<Option<Epoch>>),
 }
 
 /// One input for a PG task, with where its answer goes (requests only).

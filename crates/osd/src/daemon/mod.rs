@@ -155,6 +155,9 @@ pub struct OsdShared {
     record_wake: tokio::sync::Notify,
     /// The recovery slots.
     reserver: Mutex<reserve::Reserver>,
+    /// Copies on disk of PGs the first map did not give this OSD were
+    /// started (as strays, so they are removed once their PGs are clean).
+    strays_started: AtomicBool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -298,6 +301,7 @@ pub async fn start(
         record_asks: Mutex::new(HashMap::new()),
         record_wake: tokio::sync::Notify::new(),
         reserver,
+        strays_started: AtomicBool::new(false),
     });
     let mut tasks = Vec::new();
     let svc = OsdServer::new(service::Service(shared.clone()))
@@ -402,11 +406,27 @@ fn on_map(s: &Arc<OsdShared>, m: &OsdMap) {
         return;
     };
     let now_ms = s.now_ms();
+    // Once: every PG copy this OSD holds gets its task, mapped here or not.
+    let on_disk: std::collections::HashSet<PgId> = if s.strays_started.swap(true, Ordering::Relaxed)
+    {
+        Default::default()
+    } else {
+        s.store
+            .collections()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|c| c.shard == CollectionId::NO_SHARD && c != &CollectionId::meta())
+            .map(|c| PgId {
+                pool: c.pool,
+                ps: c.pg,
+            })
+            .collect()
+    };
     for pool in map.pools.values() {
         for ps in 0..pool.pg_num {
             let pg = PgId { pool: pool.id, ps };
             let Ok(pm) = placer.map_pg(pg) else { continue };
-            let mine = pm.acting.contains(&me) || pm.up.contains(&me);
+            let mine = pm.acting.contains(&me) || pm.up.contains(&me) || on_disk.contains(&pg);
             let existing = lock(&s.pgs).get(&pg).cloned();
             let mb = match (existing, mine) {
                 (Some(mb), _) => mb,

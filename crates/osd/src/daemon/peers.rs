@@ -164,6 +164,21 @@ pub(super) async fn scan(
     });
 }
 
+/// Ask primary `to` whether `pg` is clean without this stray copy (one
+/// try: the PG asks again later); report `StrayAnswer`.
+pub(super) async fn ask_clean(s: Arc<OsdShared>, me: Mailbox, pg: PgId, to: i32, epoch: Epoch) {
+    let msg = PeerMsg::StrayCheck {
+        pg,
+        from: s.cfg.id,
+        epoch,
+    };
+    let clean = match s.send_peer(to, &msg).await {
+        Ok(PeerReply::Clean(c)) => c,
+        _ => None,
+    };
+    me.control(Input::StrayAnswer { from: to, clean });
+}
+
 /// Ask `to` for its info on `pg` for peering; keep asking an unreachable
 /// member a while (the PG asks again later, and the map marks a dead
 /// member down); report `Info`.
@@ -189,7 +204,8 @@ pub(super) async fn query_info(
                 PeerReply::Pong { .. }
                 | PeerReply::RepDone(_)
                 | PeerReply::Merged(_)
-                | PeerReply::Scanned(_),
+                | PeerReply::Scanned(_)
+                | PeerReply::Clean(_),
             ) => break None,
             // Not answerable yet (its map is behind): ask again, as for
             // an unreachable member.

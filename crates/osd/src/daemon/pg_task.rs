@@ -70,6 +70,7 @@ async fn run(s: Arc<OsdShared>, me: Mailbox, mut inbox: Inbox, mut core: Pg) {
                 | Input::Push { token: t, .. }
                 | Input::Scan { token: t, .. }
                 | Input::Chunk { token: t, .. }
+                | Input::StrayCheck { token: t, .. }
                 | Input::Query { token: t, .. } => *t = token,
                 _ => {}
             }
@@ -170,6 +171,14 @@ fn perform(
             Effect::InfoReply { token, result } => answer(waiters, token, |w| {
                 if let Waiter::Info(w) = w {
                     let _ = w.send(result);
+                }
+            }),
+            Effect::AskClean { to, epoch } => {
+                tokio::spawn(peers::ask_clean(s.clone(), me.clone(), pg, to, epoch));
+            }
+            Effect::CleanReply { token, clean } => answer(waiters, token, |w| {
+                if let Waiter::Clean(w) = w {
+                    let _ = w.send(clean);
                 }
             }),
             Effect::Reserve { ask, priority } => {

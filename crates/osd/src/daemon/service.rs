@@ -276,6 +276,17 @@ impl Service {
                     Err(e) => PeerReply::RepDone(Err(format!("pg {pg}: {e:?}"))),
                 }
             }
+            PeerMsg::StrayCheck { pg, from, epoch } => {
+                let (tx, rx) = oneshot::channel();
+                let input = Input::StrayCheck {
+                    from,
+                    epoch,
+                    token: 0,
+                };
+                // Not served here (no task): not known to be clean.
+                let clean = self.ask(pg, false, input, Waiter::Clean(tx), rx).await;
+                PeerReply::Clean(clean.ok().flatten())
+            }
             PeerMsg::RepOp { pg, from, ctx, txn } => {
                 let (tx, rx) = oneshot::channel();
                 let input = Input::RepOp {

@@ -304,6 +304,20 @@ pub enum Input {
     Reserved {
         ask: u64,
     },
+    /// A copy outside the acting set asks this primary whether the PG is
+    /// clean without it (answered with `CleanReply`).
+    StrayCheck {
+        from: i32,
+        epoch: Epoch,
+        token: u64,
+    },
+    /// The primary's answer to this stray copy's `AskClean`: the epoch at
+    /// which it found the PG clean without this copy (`None`: not clean,
+    /// not known, or unreachable).
+    StrayAnswer {
+        from: i32,
+        clean: Option<Epoch>,
+    },
 }
 
 /// Names listed, and whether the PG has more after them.
@@ -413,6 +427,17 @@ pub enum Effect {
     /// Give back the slot of `ask`, or withdraw `ask` if not granted yet.
     Release {
         ask: u64,
+    },
+    /// Ask primary `to` whether the PG is clean without this copy (sent
+    /// with this copy's map epoch); report `StrayAnswer`.
+    AskClean {
+        to: i32,
+        epoch: Epoch,
+    },
+    /// The answer to a `StrayCheck`.
+    CleanReply {
+        token: u64,
+        clean: Option<Epoch>,
     },
 }
 
@@ -657,7 +682,19 @@ pub struct Pg {
     pub recovery_sleep_ms: u64,
     /// The number of the next recovery-slot ask.
     next_ask: u64,
+    /// As a stray copy: when the primary was last asked whether the PG is
+    /// clean without it.
+    stray_asked_ms: u64,
+    /// As a stray copy: the removal transaction in flight.
+    removing: Option<u64>,
 }
+
+/// How often a copy outside the acting set asks the primary whether it
+/// may go (ms).
+pub const STRAY_CHECK_MS: u64 = 2_000;
+
+/// Objects (or records) one removal transaction of a stray copy deletes.
+pub const REMOVE_BATCH: usize = 256;
 
 /// A push or backfill chunk a member holds until its log has every
 /// write the primary had when it read the objects.
@@ -741,6 +778,8 @@ impl Pg {
             backfill_chunk_objects: backfill::CHUNK_OBJECTS,
             recovery_sleep_ms: 0,
             next_ask: 1,
+            stray_asked_ms: 0,
+            removing: None,
         }
     }
 
@@ -822,7 +861,14 @@ impl Pg {
             }
             Input::LocalDone { tid, result } => {
                 let result = result.map_err(|e| RepError::Failed(e.to_string()));
-                if let Some(c) = self.rep.committing.remove(&tid) {
+                if self.removing == Some(tid) {
+                    self.applying.remove(&tid);
+                    self.removing = None;
+                    match result {
+                        Ok(()) => self.remove_some(s, &mut fx),
+                        Err(e) => tracing_error(self.id, &format!("removing a stray copy: {e:?}")),
+                    }
+                } else if let Some(c) = self.rep.committing.remove(&tid) {
                     self.on_member_commit(s, c, result, &mut fx);
                 } else {
                     self.applying.remove(&tid);
@@ -944,9 +990,21 @@ impl Pg {
             }
             Input::Tick { now_ms } => {
                 self.now_ms = now_ms;
+                self.check_stray(s, &mut fx);
                 self.resend_writes(&mut fx);
                 self.expire(&mut fx);
                 self.retry_recovery(s, &mut fx);
+            }
+            Input::StrayCheck { from, epoch, token } => {
+                let clean = self.clean_without(from, epoch);
+                fx.push(Effect::CleanReply { token, clean });
+            }
+            Input::StrayAnswer { from, clean } => {
+                // Only the current primary's word, under a map no older
+                // than this copy's, counts.
+                if from == self.primary && clean.is_some_and(|e| e >= self.epoch) {
+                    self.remove_some(s, &mut fx);
+                }
             }
             Input::Reserved { ask } => {
                 if self.rec.slot == Slot::Asked(ask) {
@@ -967,6 +1025,84 @@ impl Pg {
             }
         }
         fx
+    }
+
+    /// As primary: the epoch at which the PG is clean without `osd` (not
+    /// acting, not in CRUSH's set, not on record), if it is and this map
+    /// is at least `epoch`.
+    fn clean_without(&self, osd: i32, epoch: Epoch) -> Option<Epoch> {
+        let named = self.acting.contains(&osd)
+            || self.up.contains(&osd)
+            || self.record.as_ref().is_some_and(|r| r.osds.contains(&osd));
+        (self.is_clean() && !named && self.epoch >= epoch).then_some(self.epoch)
+    }
+
+    /// As a copy outside the acting set that still holds something: ask
+    /// the primary now and then whether it may go.
+    fn check_stray(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
+        if self.role != Role::Stray
+            || self.primary < 0
+            || self.removing.is_some()
+            || self.now_ms < self.stray_asked_ms + STRAY_CHECK_MS
+        {
+            return;
+        }
+        let holds = self.info.last_update > Version::default()
+            || !self.missing.is_empty()
+            || self.backfill.is_some()
+            || s.records(self.coll, b"", 1).is_ok_and(|r| !r.is_empty())
+            || s.list(self.coll, None, 1).is_ok_and(|(l, _)| !l.is_empty());
+        if holds {
+            self.stray_asked_ms = self.now_ms;
+            fx.push(Effect::AskClean {
+                to: self.primary,
+                epoch: self.epoch,
+            });
+        }
+    }
+
+    /// As a stray copy the PG no longer needs: delete the next batch. The
+    /// first batch takes every record (info, log, missing, cursor) with
+    /// it, so a copy cut short by a crash or a new map is an empty copy
+    /// (peering backfills it) that may hold leftover objects (backfill
+    /// compares and removes them). The collection itself stays, empty.
+    fn remove_some(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
+        if self.role != Role::Stray || self.removing.is_some() || !self.settled() {
+            return;
+        }
+        let mut t = Transaction::new();
+        let records = match s.records(self.coll, b"", usize::MAX) {
+            Ok(r) => r,
+            Err(e) => return tracing_error(self.id, &format!("listing a stray copy: {e}")),
+        };
+        if !records.is_empty() {
+            tracing::info!(
+                "pg {}: removing this copy (the PG is clean without it)",
+                self.id
+            );
+        }
+        for (k, _) in records {
+            t.rm_record(self.coll, &k);
+        }
+        let objects = match s.list(self.coll, None, REMOVE_BATCH) {
+            Ok((objects, _)) => objects,
+            Err(e) => return tracing_error(self.id, &format!("listing a stray copy: {e}")),
+        };
+        for o in &objects {
+            t.remove(self.coll, o);
+        }
+        if t.is_empty() {
+            return;
+        }
+        self.info = PgInfo::default();
+        self.missing.clear();
+        self.backfill = None;
+        self.rep.high = Version::default();
+        self.rep.merged = None;
+        let tid = self.take_tid();
+        self.applying.insert(tid, self.interval);
+        self.removing = Some(tid);
+        fx.push(Effect::Apply { tid, txn: t });
     }
 
     /// Whether this primary has members to recover or backfill.
