@@ -664,3 +664,58 @@ async fn a_copy_past_the_log_is_backfilled() {
         Err(ClientError::Op(OpError::NotFound))
     ));
 }
+
+/// A store transaction that fails (here: the device is full) stops its
+/// OSD, as a crash would (a copy that lost a transaction its PG counts must
+/// not serve): the PGs go on without it, nothing acknowledged is lost, and
+/// every PG ends clean on the other OSDs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_osd_whose_store_fails_a_commit_stops_and_the_cluster_goes_on() {
+    let t = TestCluster::start("full", 4).await;
+    // osd.4 on a 1 MiB device: it fills up long before the others.
+    let small: Arc<dyn ObjectStore> = Arc::new(loligo_store::MemStore::with_limits(
+        loligo_store::Limits::default(),
+        1 << 20,
+    ));
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    let h = loligo_osd::start(osd_cfg(4, &addr, &t.mon_addr, 1000), small, l)
+        .await
+        .unwrap();
+    let c = client(&t).await;
+    let p = c.pool("rbd").unwrap();
+    wait_clean(&c).await;
+    let mut written = 0u8;
+    let why = loop {
+        assert!(written < 100, "osd.4 never filled up");
+        p.write_full(&format!("o{written}"), pattern(64 << 10, written))
+            .await
+            .unwrap();
+        written += 1;
+        if let Ok(why) = tokio::time::timeout(Duration::from_millis(1), h.failed()).await {
+            break why;
+        }
+    };
+    assert!(why.contains("store transaction failed"), "{why}");
+    // Its supervisor (the CLI) stops it, marked down; its PGs go on
+    // undersized, and once it is marked out they heal on the others.
+    h.stop(true).await;
+    let r = c
+        .mon(MonRequest::Admin(Admin::OsdOut { ids: vec![4] }))
+        .await
+        .unwrap();
+    c.wait_for_epoch(r.epoch).await;
+    for i in written..written + 10 {
+        p.write_full(&format!("o{i}"), pattern(64 << 10, i))
+            .await
+            .unwrap();
+    }
+    wait_clean(&c).await;
+    for i in 0..written + 10 {
+        assert_eq!(
+            p.read(&format!("o{i}"), 0, 0).await.unwrap(),
+            pattern(64 << 10, i),
+            "o{i}"
+        );
+    }
+}

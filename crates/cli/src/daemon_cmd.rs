@@ -221,10 +221,20 @@ pub fn osd(a: OsdArgs) -> Result<(), CliError> {
             .map_err(|e| CliError(format!("cannot listen on {}: {e}", a.addr)))?;
         let h = loligo_osd::start(cfg, store, l).await?;
         tracing::info!("osd.{} up on {}", a.id, h.addr);
-        stop_signal().await;
-        tracing::info!("osd.{} stopping", a.id);
-        h.stop(true).await;
-        Ok(())
+        tokio::select! {
+            _ = stop_signal() => {
+                tracing::info!("osd.{} stopping", a.id);
+                h.stop(true).await;
+                Ok(())
+            }
+            why = h.failed() => {
+                h.stop(true).await;
+                Err(CliError(format!(
+                    "osd.{} stopped: {why} (restart it once the device is fixed; it resumes from what was committed)",
+                    a.id
+                )))
+            }
+        }
     })
 }
 

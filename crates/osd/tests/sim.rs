@@ -345,6 +345,8 @@ struct Sim {
     /// long need a backfill) and objects per backfill chunk.
     log_max: u64,
     chunk_objects: usize,
+    /// Faults stopped: every OSD is started and stays up.
+    healing: bool,
 }
 
 #[derive(Default, Debug)]
@@ -355,6 +357,8 @@ struct Stats {
     clean_checks: u64,
     /// Backfill chunks applied.
     chunks: u64,
+    /// Store transactions that failed (their OSD stopped).
+    store_failures: u64,
 }
 
 /// Remove and return (in token order) the entries `held` selects.
@@ -400,6 +404,7 @@ impl Sim {
         let mut s = Sim {
             log_max,
             chunk_objects,
+            healing: false,
             rng,
             now_ms: 0,
             osds,
@@ -758,6 +763,23 @@ impl Sim {
             }
             Ev::LocalDone { osd, gen, tid } => {
                 if !self.alive(osd, gen) {
+                    return;
+                }
+                let running = (0..OSDS).filter(|&o| self.osds[o].running()).count();
+                if !self.healing && running > 1 && self.rng.chance(1) {
+                    // The store fails this transaction (an I/O error, a
+                    // full device): the OSD stops itself, as the daemon
+                    // does, with exactly what was committed before it.
+                    let o = &mut self.osds[osd];
+                    while let Some((t, txn)) = o.unsynced.pop_front() {
+                        if t == tid {
+                            break;
+                        }
+                        o.store.apply(txn).unwrap();
+                    }
+                    o.unsynced.clear();
+                    self.stats.store_failures += 1;
+                    self.crash(osd);
                     return;
                 }
                 // Durable with everything queued before it.
@@ -1331,6 +1353,7 @@ impl Sim {
     /// Every OSD back, nothing new: every object reads at least its
     /// newest acknowledged value.
     fn heal_and_check(&mut self) {
+        self.healing = true;
         for o in 0..OSDS {
             if !self.osds[o].running() {
                 // Let the monitors mark it down first.
@@ -1645,6 +1668,7 @@ fn acknowledged_writes_survive_crashes_and_stale_copies_never_answer() {
         total.crashes += st.crashes;
         total.clean_checks += st.clean_checks;
         total.chunks += st.chunks;
+        total.store_failures += st.store_failures;
     }
     eprintln!("{seeds} seeds: {total:?}");
     // The runs did something: writes were acknowledged and OSDs crashed.
@@ -1653,4 +1677,6 @@ fn acknowledged_writes_survive_crashes_and_stale_copies_never_answer() {
     assert!(total.good_reads > seeds * 10, "{total:?}");
     // Copies were backfilled (short logs in about half the seeds).
     assert!(total.chunks > seeds, "{total:?}");
+    // Store transactions failed (and their OSDs stopped).
+    assert!(total.store_failures > 0, "{total:?}");
 }

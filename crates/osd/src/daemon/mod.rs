@@ -158,6 +158,10 @@ pub struct OsdShared {
     /// Copies on disk of PGs the first map did not give this OSD were
     /// started (as strays, so they are removed once their PGs are clean).
     strays_started: AtomicBool,
+    /// Why the OSD stopped itself (a store transaction failed), once it
+    /// has; `failed` wakes `OsdHandle::failed`.
+    failure: Mutex<Option<String>>,
+    failed: tokio::sync::Notify,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -167,6 +171,14 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl OsdShared {
     fn map(&self) -> Option<Arc<OsdMap>> {
         self.map.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Stop serving at once: a store transaction failed.
+    fn fail(&self, why: String) {
+        tracing::error!("osd.{}: {why}; stopping", self.cfg.id);
+        self.stopped.store(true, Ordering::Relaxed);
+        lock(&self.failure).get_or_insert(why);
+        self.failed.notify_waiters();
     }
 
     fn now_ms(&self) -> u64 {
@@ -238,6 +250,22 @@ pub struct OsdHandle {
 }
 
 impl OsdHandle {
+    /// Resolves once the OSD has stopped itself, with why: a store
+    /// transaction failed (I/O error, no space), so this copy may lack a
+    /// write its PG's state already counts. Like a crash, and like Ceph's
+    /// OSDs, it then answers nothing more; the caller should `stop` it
+    /// (marking it down) and exit. Restarted, it reopens the store from
+    /// what was committed and peers again.
+    pub async fn failed(&self) -> String {
+        loop {
+            let wait = self.shared.failed.notified();
+            if let Some(why) = lock(&self.shared.failure).clone() {
+                return why;
+            }
+            wait.await;
+        }
+    }
+
     /// Stop serving (abruptly: like a crash, the store keeps what was
     /// committed). `mark_down` first tells the monitors, as a clean stop.
     pub async fn stop(self, mark_down: bool) {
@@ -302,6 +330,8 @@ pub async fn start(
         record_wake: tokio::sync::Notify::new(),
         reserver,
         strays_started: AtomicBool::new(false),
+        failure: Mutex::new(None),
+        failed: tokio::sync::Notify::new(),
     });
     let mut tasks = Vec::new();
     let svc = OsdServer::new(service::Service(shared.clone()))

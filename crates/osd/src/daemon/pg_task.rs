@@ -192,8 +192,16 @@ fn perform(
             Effect::Apply { tid, txn } => {
                 let commit = s.store.queue_transaction(txn);
                 let me = me.clone();
+                let s = s.clone();
                 tokio::spawn(async move {
                     let result = commit.await;
+                    if let Err(e) = &result {
+                        // Fail-stop: the PG already counts this
+                        // transaction (its versions, its log); a copy
+                        // that lost it must not go on serving.
+                        s.fail(format!("pg {pg}: a store transaction failed: {e}"));
+                        return;
+                    }
                     me.control(Input::LocalDone { tid, result });
                 });
             }
