@@ -55,6 +55,19 @@ pub enum PeerMsg {
         ctx: crate::pg::RepCtx,
         chunk: Chunk,
     },
+    /// Primary that is behind -> complete member: your log.
+    GetLog {
+        pg: PgId,
+        from: i32,
+        ctx: crate::pg::RepCtx,
+    },
+    /// Primary that is behind -> complete member: your copy of `name`.
+    Pull {
+        pg: PgId,
+        from: i32,
+        ctx: crate::pg::RepCtx,
+        name: String,
+    },
     /// Stray copy -> primary: is `pg` clean without me (my map is at
     /// `epoch`)?
     StrayCheck { pg: PgId, from: i32, epoch: Epoch },
@@ -71,6 +84,10 @@ pub enum PeerReply {
     Merged(LogAnswer),
     /// The answer to `Scan`.
     Scanned(Scan),
+    /// The answer to `GetLog`.
+    OwnLog(AuthLog),
+    /// The answer to `Pull`.
+    Pulled(Push),
     /// The answer to `StrayCheck`: the epoch at which the PG is clean
     /// without the asker (`None`: it is not, or not known here).
     Clean(Option<Epoch>),

@@ -281,6 +281,10 @@ enum RecMsg {
         limit: u32,
     },
     Chunk(Chunk),
+    /// A primary that is behind asks a complete member for its log, or
+    /// for an object.
+    GetLog,
+    Pull(String),
 }
 
 #[derive(Debug)]
@@ -289,6 +293,8 @@ enum RecAnswer {
     Push(Result<(), RepError>),
     Scan(Result<Scan, RepError>),
     Chunk(Result<(), RepError>),
+    OwnLog(Result<AuthLog, RepError>),
+    Pulled(Result<Push, RepError>),
 }
 
 impl RecMsg {
@@ -300,6 +306,8 @@ impl RecMsg {
             RecMsg::Push(_) => RecAnswer::Push(Err(e)),
             RecMsg::Scan { .. } => RecAnswer::Scan(Err(e)),
             RecMsg::Chunk(_) => RecAnswer::Chunk(Err(e)),
+            RecMsg::GetLog => RecAnswer::OwnLog(Err(e)),
+            RecMsg::Pull(_) => RecAnswer::Pulled(Err(e)),
         }
     }
 }
@@ -359,6 +367,8 @@ struct Stats {
     chunks: u64,
     /// Store transactions that failed (their OSD stopped).
     store_failures: u64,
+    /// Objects a primary that was behind pulled.
+    pulls: u64,
 }
 
 /// Remove and return (in token order) the entries `held` selects.
@@ -590,6 +600,46 @@ impl Sim {
                         answer: RecAnswer::Log(result),
                     }
                 }
+                Effect::OwnLogReply { token, result } => {
+                    let Some(r) = self.rec_tokens.remove(&token) else {
+                        continue;
+                    };
+                    Ev::RecDone {
+                        to: r.from,
+                        gen: r.gen,
+                        tid: r.tid,
+                        from: o as i32,
+                        answer: RecAnswer::OwnLog(result),
+                    }
+                }
+                Effect::PullReply { token, result } => {
+                    let Some(r) = self.rec_tokens.remove(&token) else {
+                        continue;
+                    };
+                    Ev::RecDone {
+                        to: r.from,
+                        gen: r.gen,
+                        tid: r.tid,
+                        from: o as i32,
+                        answer: RecAnswer::Pulled(result),
+                    }
+                }
+                Effect::FetchLog { tid, to, ctx } => Ev::Rec {
+                    to: to as usize,
+                    from: o,
+                    gen,
+                    tid,
+                    ctx,
+                    what: RecMsg::GetLog,
+                },
+                Effect::Pull { tid, to, ctx, name } => Ev::Rec {
+                    to: to as usize,
+                    from: o,
+                    gen,
+                    tid,
+                    ctx,
+                    what: RecMsg::Pull(name),
+                },
                 Effect::ScanReply { token, result } => {
                     let Some(r) = self.rec_tokens.remove(&token) else {
                         continue;
@@ -1012,6 +1062,11 @@ impl Sim {
                         RecAnswer::Push(result) => Input::PushDone { tid, from, result },
                         RecAnswer::Scan(result) => Input::ScanDone { tid, from, result },
                         RecAnswer::Chunk(result) => Input::ChunkDone { tid, from, result },
+                        RecAnswer::OwnLog(result) => Input::GetLogDone { tid, from, result },
+                        RecAnswer::Pulled(result) => {
+                            self.stats.pulls += u64::from(result.is_ok());
+                            Input::PullDone { tid, from, result }
+                        }
                     };
                     self.feed(to, input);
                 }
@@ -1097,6 +1152,19 @@ impl Sim {
                 after,
                 upto,
                 limit,
+                token,
+                now_ms,
+            },
+            RecMsg::GetLog => Input::GetLog {
+                from,
+                ctx,
+                token,
+                now_ms,
+            },
+            RecMsg::Pull(name) => Input::Pull {
+                from,
+                ctx,
+                name,
                 token,
                 now_ms,
             },
@@ -1568,6 +1636,8 @@ fn lost(ev: Ev) -> Option<Ev> {
                 RecAnswer::Push(_) => RecAnswer::Push(Err(e())),
                 RecAnswer::Scan(_) => RecAnswer::Scan(Err(e())),
                 RecAnswer::Chunk(_) => RecAnswer::Chunk(Err(e())),
+                RecAnswer::OwnLog(_) => RecAnswer::OwnLog(Err(e())),
+                RecAnswer::Pulled(_) => RecAnswer::Pulled(Err(e())),
             },
         },
         // A lost peering answer: the primary asks again after a while;
@@ -1669,6 +1739,7 @@ fn acknowledged_writes_survive_crashes_and_stale_copies_never_answer() {
         total.clean_checks += st.clean_checks;
         total.chunks += st.chunks;
         total.store_failures += st.store_failures;
+        total.pulls += st.pulls;
     }
     eprintln!("{seeds} seeds: {total:?}");
     // The runs did something: writes were acknowledged and OSDs crashed.
@@ -1679,4 +1750,6 @@ fn acknowledged_writes_survive_crashes_and_stale_copies_never_answer() {
     assert!(total.chunks > seeds, "{total:?}");
     // Store transactions failed (and their OSDs stopped).
     assert!(total.store_failures > 0, "{total:?}");
+    // Primaries that were behind pulled objects.
+    assert!(total.pulls > 0, "{total:?}");
 }

@@ -9,7 +9,7 @@
 //!
 //! It must never drop a control input while the PG task lives.
 
-use crate::pg::{Input, ListResult, LogAnswer, PeerInfo, RepError, Scan};
+use crate::pg::{AuthLog, Input, ListResult, LogAnswer, PeerInfo, Push, RepError, Scan};
 use loligo_types::ops::OpReply;
 use loligo_types::Epoch;
 use tokio::sync::{mpsc, oneshot};
@@ -26,6 +26,8 @@ pub(crate) enum Waiter {
     Log(oneshot::Sender<Result<LogAnswer, RepError>>),
     Scan(oneshot::Sender<Result<Scan, RepError>>),
     Clean(oneshot::Sender<Option<Epoch>>),
+    OwnLog(oneshot::Sender<Result<AuthLog, RepError>>),
+    Pulled(oneshot::Sender<Result<Push, RepError>>),
 }
 
 /// One input for a PG task, with where its answer goes (requests only).

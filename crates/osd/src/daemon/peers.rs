@@ -164,6 +164,29 @@ pub(super) async fn scan(
     });
 }
 
+/// Ask complete member `to` for what `msg` (a `GetLog` or `Pull`) names,
+/// taken from its reply by `take`; report `done(result)`.
+pub(super) async fn fetch<T>(
+    s: Arc<OsdShared>,
+    me: Mailbox,
+    pg: PgId,
+    to: i32,
+    msg: PeerMsg,
+    take: fn(PeerReply) -> Option<T>,
+    done: impl FnOnce(Result<T, RepError>) -> Input,
+) {
+    let interval = match &msg {
+        PeerMsg::GetLog { ctx, .. } | PeerMsg::Pull { ctx, .. } => ctx.interval,
+        _ => 0,
+    };
+    let result = match call(&s, pg, interval, to, &msg).await {
+        Ok(PeerReply::RepDone(Err(e))) => Err(RepError::Failed(e)),
+        Ok(r) => take(r).ok_or_else(|| RepError::Failed("unexpected reply".into())),
+        Err(e) => Err(e),
+    };
+    me.control(done(result));
+}
+
 /// Ask primary `to` whether `pg` is clean without this stray copy (one
 /// try: the PG asks again later); report `StrayAnswer`.
 pub(super) async fn ask_clean(s: Arc<OsdShared>, me: Mailbox, pg: PgId, to: i32, epoch: Epoch) {
@@ -205,6 +228,8 @@ pub(super) async fn query_info(
                 | PeerReply::RepDone(_)
                 | PeerReply::Merged(_)
                 | PeerReply::Scanned(_)
+                | PeerReply::OwnLog(_)
+                | PeerReply::Pulled(_)
                 | PeerReply::Clean(_),
             ) => break None,
             // Not answerable yet (its map is behind): ask again, as for

@@ -8,7 +8,7 @@
 
 use super::mailbox::{self, Inbox, Mailbox, PgMsg, Waiter, PG_REQUESTS_MAX};
 use super::{lock, monitor, peers, OsdShared};
-use crate::msg::PeerMsg;
+use crate::msg::{PeerMsg, PeerReply};
 use crate::pg::{Effect, Input, Pg};
 use loligo_types::PgId;
 use std::collections::HashMap;
@@ -71,6 +71,8 @@ async fn run(s: Arc<OsdShared>, me: Mailbox, mut inbox: Inbox, mut core: Pg) {
                 | Input::Scan { token: t, .. }
                 | Input::Chunk { token: t, .. }
                 | Input::StrayCheck { token: t, .. }
+                | Input::GetLog { token: t, .. }
+                | Input::Pull { token: t, .. }
                 | Input::Query { token: t, .. } => *t = token,
                 _ => {}
             }
@@ -170,6 +172,51 @@ fn perform(
             }),
             Effect::InfoReply { token, result } => answer(waiters, token, |w| {
                 if let Waiter::Info(w) = w {
+                    let _ = w.send(result);
+                }
+            }),
+            Effect::FetchLog { tid, to, ctx } => {
+                let msg = PeerMsg::GetLog {
+                    pg,
+                    from: s.cfg.id,
+                    ctx,
+                };
+                let take = |r| match r {
+                    PeerReply::OwnLog(l) => Some(l),
+                    _ => None,
+                };
+                let done = move |result| Input::GetLogDone {
+                    tid,
+                    from: to,
+                    result,
+                };
+                tokio::spawn(peers::fetch(s.clone(), me.clone(), pg, to, msg, take, done));
+            }
+            Effect::Pull { tid, to, ctx, name } => {
+                let msg = PeerMsg::Pull {
+                    pg,
+                    from: s.cfg.id,
+                    ctx,
+                    name,
+                };
+                let take = |r| match r {
+                    PeerReply::Pulled(p) => Some(p),
+                    _ => None,
+                };
+                let done = move |result| Input::PullDone {
+                    tid,
+                    from: to,
+                    result,
+                };
+                tokio::spawn(peers::fetch(s.clone(), me.clone(), pg, to, msg, take, done));
+            }
+            Effect::OwnLogReply { token, result } => answer(waiters, token, |w| {
+                if let Waiter::OwnLog(w) = w {
+                    let _ = w.send(result);
+                }
+            }),
+            Effect::PullReply { token, result } => answer(waiters, token, |w| {
+                if let Waiter::Pulled(w) = w {
                     let _ = w.send(result);
                 }
             }),

@@ -276,6 +276,42 @@ impl Service {
                     Err(e) => PeerReply::RepDone(Err(format!("pg {pg}: {e:?}"))),
                 }
             }
+            PeerMsg::GetLog { pg, from, ctx } => {
+                let (tx, rx) = oneshot::channel();
+                let input = Input::GetLog {
+                    from,
+                    ctx,
+                    token: 0,
+                    now_ms: self.0.now_ms(),
+                };
+                match self.ask(pg, true, input, Waiter::OwnLog(tx), rx).await {
+                    Ok(Ok(log)) => PeerReply::OwnLog(log),
+                    Ok(Err(RepError::Stale(e))) => PeerReply::Refused(e),
+                    Ok(Err(RepError::Failed(e))) => PeerReply::RepDone(Err(e)),
+                    Err(e) => PeerReply::RepDone(Err(format!("pg {pg}: {e:?}"))),
+                }
+            }
+            PeerMsg::Pull {
+                pg,
+                from,
+                ctx,
+                name,
+            } => {
+                let (tx, rx) = oneshot::channel();
+                let input = Input::Pull {
+                    from,
+                    ctx,
+                    name,
+                    token: 0,
+                    now_ms: self.0.now_ms(),
+                };
+                match self.ask(pg, true, input, Waiter::Pulled(tx), rx).await {
+                    Ok(Ok(p)) => PeerReply::Pulled(p),
+                    Ok(Err(RepError::Stale(e))) => PeerReply::Refused(e),
+                    Ok(Err(RepError::Failed(e))) => PeerReply::RepDone(Err(e)),
+                    Err(e) => PeerReply::RepDone(Err(format!("pg {pg}: {e:?}"))),
+                }
+            }
             PeerMsg::StrayCheck { pg, from, epoch } => {
                 let (tx, rx) = oneshot::channel();
                 let input = Input::StrayCheck {

@@ -304,6 +304,35 @@ pub enum Input {
     Reserved {
         ask: u64,
     },
+    /// A primary that is behind asks this complete member for its log
+    /// (answered with `OwnLogReply`).
+    GetLog {
+        from: i32,
+        ctx: RepCtx,
+        token: u64,
+        now_ms: u64,
+    },
+    /// Member `from`'s log, asked for as `tid` (or why not).
+    GetLogDone {
+        tid: u64,
+        from: i32,
+        result: Result<AuthLog, RepError>,
+    },
+    /// A primary that is behind asks this complete member for an object
+    /// (answered with `PullReply`).
+    Pull {
+        from: i32,
+        ctx: RepCtx,
+        name: String,
+        token: u64,
+        now_ms: u64,
+    },
+    /// Member `from`'s copy of the object pulled as `tid` (or why not).
+    PullDone {
+        tid: u64,
+        from: i32,
+        result: Result<Push, RepError>,
+    },
     /// A copy outside the acting set asks this primary whether the PG is
     /// clean without it (answered with `CleanReply`).
     StrayCheck {
@@ -428,6 +457,29 @@ pub enum Effect {
     Release {
         ask: u64,
     },
+    /// Ask complete member `to` for its log; report `GetLogDone`.
+    FetchLog {
+        tid: u64,
+        to: i32,
+        ctx: RepCtx,
+    },
+    /// The answer to a `GetLog`.
+    OwnLogReply {
+        token: u64,
+        result: Result<AuthLog, RepError>,
+    },
+    /// Ask complete member `to` for object `name`; report `PullDone`.
+    Pull {
+        tid: u64,
+        to: i32,
+        ctx: RepCtx,
+        name: String,
+    },
+    /// The answer to a `Pull`.
+    PullReply {
+        token: u64,
+        result: Result<Push, RepError>,
+    },
     /// Ask primary `to` whether the PG is clean without this copy (sent
     /// with this copy's map epoch); report `StrayAnswer`.
     AskClean {
@@ -462,6 +514,16 @@ enum Role {
     /// complete ones).
     Primary {
         write_set: Vec<i32>,
+    },
+    /// This primary's log is behind a complete member's (`from`) but
+    /// overlaps it: it merges that log (`log_tid` in flight; 0 once
+    /// merged) and pulls the objects it lacks (`pulls` in flight), then
+    /// activates with the infos peering gathered.
+    Pulling {
+        from: i32,
+        infos: BTreeMap<i32, Option<PeerInfo>>,
+        log_tid: u64,
+        pulls: BTreeMap<u64, String>,
     },
     /// This primary's log is behind: it asked for a pg_temp.
     Behind,
@@ -995,6 +1057,33 @@ impl Pg {
                 self.expire(&mut fx);
                 self.retry_recovery(s, &mut fx);
             }
+            Input::GetLog {
+                from,
+                ctx,
+                token,
+                now_ms,
+            } => {
+                self.now_ms = now_ms;
+                let result = self.on_get_log(s, from, &ctx);
+                fx.push(Effect::OwnLogReply { token, result });
+            }
+            Input::GetLogDone { tid, from, result } => {
+                self.on_get_log_done(s, tid, from, result, &mut fx)
+            }
+            Input::Pull {
+                from,
+                ctx,
+                name,
+                token,
+                now_ms,
+            } => {
+                self.now_ms = now_ms;
+                let result = self.on_pull(s, from, &ctx, &name);
+                fx.push(Effect::PullReply { token, result });
+            }
+            Input::PullDone { tid, from, result } => {
+                self.on_pull_done(s, tid, from, result, &mut fx)
+            }
             Input::StrayCheck { from, epoch, token } => {
                 let clean = self.clean_without(from, epoch);
                 fx.push(Effect::CleanReply { token, clean });
@@ -1480,6 +1569,7 @@ impl Pg {
         }
         // No copy at all is an empty log: complete while the PG has never
         // been written, behind once it has.
+        let asked = infos.clone();
         let infos: BTreeMap<i32, PeerInfo> = infos
             .iter()
             .map(|(o, i)| (*o, i.unwrap_or_default()))
@@ -1520,14 +1610,25 @@ impl Pg {
                 return;
             }
             // A member has writes or objects this primary lacks (or this
-            // primary's log went another way): hand the primary role to a
-            // complete member, which recovers this copy.
-            let size = self.pool.as_ref().map_or(1, |p| p.size as usize).max(1);
-            let mut osds = complete.clone();
-            osds.extend(self.acting.iter().filter(|o| !complete.contains(o)));
-            osds.truncate(size);
-            fx.push(Effect::RequestPgTemp { osds });
-            self.role = Role::Behind;
+            // primary's log went another way): take that member's log and
+            // pull what it lacks, unless it is mid-backfill (then, or if
+            // the logs turn out not to overlap, it hands over).
+            if mine.backfill {
+                return self.hand_over(complete, fx);
+            }
+            let from = complete[0];
+            let log_tid = self.take_tid();
+            fx.push(Effect::FetchLog {
+                tid: log_tid,
+                to: from,
+                ctx: self.rep_ctx(),
+            });
+            self.role = Role::Pulling {
+                from,
+                infos: asked,
+                log_tid,
+                pulls: BTreeMap::new(),
+            };
             return;
         }
         // Every other member gets the authoritative log: one whose log
@@ -1572,6 +1673,257 @@ impl Pg {
             // Reads may go ahead; writes wait.
             self.rerun_waiting(s, fx);
         }
+    }
+
+    /// Hand the primary role to a complete member (it recovers this copy):
+    /// ask for a pg_temp that puts `complete` first.
+    fn hand_over(&mut self, complete: Vec<i32>, fx: &mut Vec<Effect>) {
+        let size = self.pool.as_ref().map_or(1, |p| p.size as usize).max(1);
+        let mut osds = complete.clone();
+        osds.extend(self.acting.iter().filter(|o| !complete.contains(o)));
+        osds.truncate(size);
+        fx.push(Effect::RequestPgTemp { osds });
+        self.role = Role::Behind;
+    }
+
+    /// Pulling: a pull or the log failed, or the logs do not overlap.
+    fn pull_failed(&mut self, why: &str, fx: &mut Vec<Effect>) {
+        if let Role::Pulling { from, .. } = &self.role {
+            tracing::info!(
+                "pg {}: pulling from osd.{from}: {why}; handing over",
+                self.id
+            );
+            let from = *from;
+            self.hand_over(vec![from], fx);
+        }
+    }
+
+    /// Pulling: the complete member's log is here; merge it into this copy
+    /// (as a member would), then pull what this copy lacks.
+    fn on_get_log_done(
+        &mut self,
+        s: &dyn ObjectStore,
+        tid: u64,
+        from: i32,
+        result: Result<AuthLog, RepError>,
+        fx: &mut Vec<Effect>,
+    ) {
+        if !matches!(&self.role, Role::Pulling { from: f, log_tid, .. } if *f == from && *log_tid == tid)
+        {
+            return;
+        }
+        let auth = match result {
+            Ok(a) => a,
+            Err(e) => return self.pull_failed(&format!("{e:?}"), fx),
+        };
+        if !self.settled() {
+            return self.pull_failed("this copy's commits are not durable yet", fx);
+        }
+        let mine = stored_info(s, self.coll).unwrap_or_default().last_update;
+        let merged = recovery::merge(
+            s,
+            self.coll,
+            mine,
+            &self.missing,
+            self.backfill.as_ref(),
+            &auth,
+        );
+        match merged {
+            Ok(recovery::Merge::Merged { txn, missing, info }) => {
+                self.missing = missing;
+                self.info = info;
+                let t = self.take_tid();
+                self.applying.insert(t, self.interval);
+                fx.push(Effect::Apply { tid: t, txn });
+                if let Role::Pulling { log_tid, .. } = &mut self.role {
+                    *log_tid = 0;
+                }
+                self.pull_some(s, fx);
+            }
+            Ok(recovery::Merge::NoOverlap) => self.pull_failed("the logs do not overlap", fx),
+            Err(e) => self.pull_failed(&e.to_string(), fx),
+        }
+    }
+
+    /// Pulling: ask for the next objects this copy lacks; once it lacks
+    /// none and all is durable, activate as peering would have.
+    fn pull_some(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
+        let Role::Pulling {
+            from,
+            log_tid: 0,
+            pulls,
+            ..
+        } = &self.role
+        else {
+            return;
+        };
+        let (from, busy) = (*from, pulls.len());
+        if self.missing.is_empty() {
+            // Every pulled object must be in the store (reads follow).
+            if busy == 0 && self.applying.is_empty() && self.settled() {
+                if let Role::Pulling { infos, .. } = std::mem::replace(&mut self.role, Role::Stray)
+                {
+                    tracing::info!("pg {}: pulled what it lacked from osd.{from}", self.id);
+                    // The merge may have rolled back writes this copy had
+                    // logged: retries of those must not be answered as
+                    // done (sim seed 11).
+                    self.load_recent(s);
+                    self.role = Role::Peering {
+                        want: BTreeSet::new(),
+                        infos,
+                    };
+                    self.maybe_activate(s, fx);
+                }
+            }
+            return;
+        }
+        let todo: Vec<String> = self
+            .missing
+            .keys()
+            .filter(|n| !pulls.values().any(|p| p == *n))
+            .take(RECOVERY_PUSHES_MAX.saturating_sub(busy))
+            .cloned()
+            .collect();
+        let ctx = self.rep_ctx();
+        for name in todo {
+            let tid = self.take_tid();
+            fx.push(Effect::Pull {
+                tid,
+                to: from,
+                ctx: ctx.clone(),
+                name: name.clone(),
+            });
+            if let Role::Pulling { pulls, .. } = &mut self.role {
+                pulls.insert(tid, name);
+            }
+        }
+    }
+
+    fn on_pull_done(
+        &mut self,
+        s: &dyn ObjectStore,
+        tid: u64,
+        from: i32,
+        result: Result<Push, RepError>,
+        fx: &mut Vec<Effect>,
+    ) {
+        let Role::Pulling { from: f, pulls, .. } = &mut self.role else {
+            return;
+        };
+        if *f != from {
+            return;
+        }
+        let Some(name) = pulls.remove(&tid) else {
+            return;
+        };
+        let push = match result {
+            Ok(p) => p,
+            Err(e) => return self.pull_failed(&format!("{e:?}"), fx),
+        };
+        let need = self.missing.get(&name).copied().unwrap_or_default();
+        if push.name != name || push.version < need {
+            return self.pull_failed(
+                &format!("osd.{from} holds {name} at {:?}", push.version),
+                fx,
+            );
+        }
+        match recovery::push_txn(s, self.coll, &push) {
+            Ok(txn) => {
+                self.missing.remove(&name);
+                self.rec.pushed += 1;
+                let t = self.take_tid();
+                self.applying.insert(t, self.interval);
+                fx.push(Effect::Apply { tid: t, txn });
+                self.pull_some(s, fx);
+            }
+            Err(e) => self.pull_failed(&e.to_string(), fx),
+        }
+    }
+
+    /// As a complete member: this copy's log for a primary that is behind
+    /// (once this copy has the primary's map and its commits are durable).
+    fn on_get_log(
+        &self,
+        s: &dyn ObjectStore,
+        from: i32,
+        ctx: &RepCtx,
+    ) -> Result<AuthLog, RepError> {
+        if !replica_accepts(&self.view(), from, ctx) {
+            return Err(RepError::Stale(format!(
+                "pg {}: log asked by osd.{from} at epoch {}, this OSD is at epoch {}",
+                self.id, ctx.epoch, self.epoch
+            )));
+        }
+        if self.epoch < ctx.epoch
+            || !self.settled()
+            || !self.missing.is_empty()
+            || self.backfill.is_some()
+        {
+            return Err(RepError::Failed(format!(
+                "pg {}: this copy is not complete and settled under epoch {}",
+                self.id, ctx.epoch
+            )));
+        }
+        self.own_log(s).ok_or_else(|| {
+            RepError::Failed(format!(
+                "pg {}: the store does not show the whole log",
+                self.id
+            ))
+        })
+    }
+
+    /// As a complete member: an object for a primary that is behind.
+    fn on_pull(
+        &self,
+        s: &dyn ObjectStore,
+        from: i32,
+        ctx: &RepCtx,
+        name: &str,
+    ) -> Result<Push, RepError> {
+        if !replica_accepts(&self.view(), from, ctx) {
+            return Err(RepError::Stale(format!(
+                "pg {}: pull from osd.{from} at epoch {}, this OSD is at epoch {}",
+                self.id, ctx.epoch, self.epoch
+            )));
+        }
+        if self.missing.contains_key(name) || self.backfill.is_some() {
+            return Err(RepError::Failed(format!(
+                "pg {}: this copy lacks {name}",
+                self.id
+            )));
+        }
+        if let Err(e) = exec::validate(name, &[SubOp::Stat]) {
+            return Err(RepError::Failed(format!("pg {}: {e}", self.id)));
+        }
+        recovery::read_copy(s, self.coll, name)
+            .map_err(|e| RepError::Failed(format!("pg {}: {e}", self.id)))
+    }
+
+    /// This copy's log as an authority sends it: the run of entries that
+    /// ends at its head (`None`: the store does not show it all yet).
+    fn own_log(&self, s: &dyn ObjectStore) -> Option<AuthLog> {
+        let max = (self.log_entries_max as usize).saturating_add(64);
+        let tail = self
+            .log_tail(s)
+            .max(self.info.last_update.v.saturating_sub(max as u64));
+        let mut entries = recovery::read_log(s, self.coll, tail, max).ok()?;
+        // The log is the run of entries that ends at the head (an entry
+        // older than a gap is not part of it).
+        let run = entries
+            .windows(2)
+            .rposition(|w| w[1].version.v != w[0].version.v + 1)
+            .map_or(0, |i| i + 1);
+        entries.drain(..run);
+        let tail = entries.first().map_or(tail, |e| e.version.v - 1);
+        let head = entries.last().map_or(Version::default(), |e| e.version);
+        if head != self.info.last_update && !(entries.is_empty() && tail == self.info.last_update.v)
+        {
+            return None;
+        }
+        Some(AuthLog {
+            info: self.info,
+            entries,
+        })
     }
 
     /// The version counter just below the oldest entry of this copy's log
@@ -1631,32 +1983,10 @@ impl Pg {
         if due.is_empty() || !self.settled() || self.now_ms < self.rec.log_retry_ms {
             return;
         }
-        let max = (self.log_entries_max as usize).saturating_add(64);
-        let tail = self
-            .log_tail(s)
-            .max(self.info.last_update.v.saturating_sub(max as u64));
-        let Ok(mut entries) = recovery::read_log(s, self.coll, tail, max) else {
-            self.rec.log_retry_ms = self.now_ms + PEER_RETRY_MS;
-            return;
-        };
-        // The log is the run of entries that ends at the head (an entry
-        // older than a gap is not part of it).
-        let run = entries
-            .windows(2)
-            .rposition(|w| w[1].version.v != w[0].version.v + 1)
-            .map_or(0, |i| i + 1);
-        entries.drain(..run);
-        let tail = entries.first().map_or(tail, |e| e.version.v - 1);
-        let head = entries.last().map_or(Version::default(), |e| e.version);
-        if head != self.info.last_update && !(entries.is_empty() && tail == self.info.last_update.v)
-        {
+        let Some(log) = self.own_log(s) else {
             // The store does not show the whole log yet.
             self.rec.log_retry_ms = self.now_ms + PEER_RETRY_MS;
             return;
-        }
-        let log = AuthLog {
-            info: self.info,
-            entries,
         };
         let ctx = self.rep_ctx();
         for to in due {
@@ -2138,6 +2468,7 @@ impl Pg {
         }
         self.rerun_held_logs(s, fx);
         if self.is_primary() {
+            self.pull_some(s, fx);
             self.send_logs(s, fx);
             self.recover_some(s, fx);
             self.backfill_some(s, fx);
@@ -3001,6 +3332,7 @@ impl Pg {
         let state = match &self.role {
             Role::Peering { .. } => PgState::PEERING,
             Role::Behind => PgState::PEERING | PgState::WAIT_PG_TEMP,
+            Role::Pulling { .. } => PgState::PEERING | PgState::RECOVERING,
             Role::Down { .. } => PgState::DOWN,
             Role::Activating { .. } => PgState::ACTIVATING,
             Role::Primary { write_set } => {
