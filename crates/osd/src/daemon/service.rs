@@ -212,12 +212,11 @@ impl Service {
                     token: 0,
                     now_ms: self.0.now_ms(),
                 };
-                match self.ask(pg, true, input, Waiter::Log(tx), rx).await {
-                    Ok(Ok(a)) => PeerReply::Merged(a),
-                    Ok(Err(RepError::Stale(e))) => PeerReply::Refused(e),
-                    Ok(Err(RepError::Failed(e))) => PeerReply::RepDone(Err(e)),
-                    Err(e) => PeerReply::RepDone(Err(format!("pg {pg}: {e:?}"))),
-                }
+                member_reply(
+                    pg,
+                    self.ask(pg, true, input, Waiter::Log(tx), rx).await,
+                    PeerReply::Merged,
+                )
             }
             PeerMsg::Push {
                 pg,
@@ -269,12 +268,11 @@ impl Service {
                     token: 0,
                     now_ms: self.0.now_ms(),
                 };
-                match self.ask(pg, true, input, Waiter::Scan(tx), rx).await {
-                    Ok(Ok(sc)) => PeerReply::Scanned(sc),
-                    Ok(Err(RepError::Stale(e))) => PeerReply::Refused(e),
-                    Ok(Err(RepError::Failed(e))) => PeerReply::RepDone(Err(e)),
-                    Err(e) => PeerReply::RepDone(Err(format!("pg {pg}: {e:?}"))),
-                }
+                member_reply(
+                    pg,
+                    self.ask(pg, true, input, Waiter::Scan(tx), rx).await,
+                    PeerReply::Scanned,
+                )
             }
             PeerMsg::GetLog { pg, from, ctx } => {
                 let (tx, rx) = oneshot::channel();
@@ -284,12 +282,11 @@ impl Service {
                     token: 0,
                     now_ms: self.0.now_ms(),
                 };
-                match self.ask(pg, true, input, Waiter::OwnLog(tx), rx).await {
-                    Ok(Ok(log)) => PeerReply::OwnLog(log),
-                    Ok(Err(RepError::Stale(e))) => PeerReply::Refused(e),
-                    Ok(Err(RepError::Failed(e))) => PeerReply::RepDone(Err(e)),
-                    Err(e) => PeerReply::RepDone(Err(format!("pg {pg}: {e:?}"))),
-                }
+                member_reply(
+                    pg,
+                    self.ask(pg, true, input, Waiter::OwnLog(tx), rx).await,
+                    PeerReply::OwnLog,
+                )
             }
             PeerMsg::Pull {
                 pg,
@@ -305,12 +302,11 @@ impl Service {
                     token: 0,
                     now_ms: self.0.now_ms(),
                 };
-                match self.ask(pg, true, input, Waiter::Pulled(tx), rx).await {
-                    Ok(Ok(p)) => PeerReply::Pulled(p),
-                    Ok(Err(RepError::Stale(e))) => PeerReply::Refused(e),
-                    Ok(Err(RepError::Failed(e))) => PeerReply::RepDone(Err(e)),
-                    Err(e) => PeerReply::RepDone(Err(format!("pg {pg}: {e:?}"))),
-                }
+                member_reply(
+                    pg,
+                    self.ask(pg, true, input, Waiter::Pulled(tx), rx).await,
+                    PeerReply::Pulled,
+                )
             }
             PeerMsg::StrayCheck { pg, from, epoch } => {
                 let (tx, rx) = oneshot::channel();
@@ -346,12 +342,24 @@ impl Service {
         tx: oneshot::Sender<Result<(), RepError>>,
         rx: oneshot::Receiver<Result<(), RepError>>,
     ) -> PeerReply {
-        match self.ask(pg, true, input, Waiter::Rep(tx), rx).await {
-            Ok(Ok(())) => PeerReply::RepDone(Ok(())),
-            Ok(Err(RepError::Stale(e))) => PeerReply::Refused(e),
-            Ok(Err(RepError::Failed(e))) => PeerReply::RepDone(Err(e)),
-            Err(e) => PeerReply::RepDone(Err(format!("pg {pg}: {e:?}"))),
-        }
+        let r = self.ask(pg, true, input, Waiter::Rep(tx), rx).await;
+        member_reply(pg, r, |()| PeerReply::RepDone(Ok(())))
+    }
+}
+
+/// A member PG's answer to a primary as a peer reply: `ok` wraps a value;
+/// a stale-interval refusal is `Refused` (the primary's interval is over);
+/// any other failure, or no answer, is a failed `RepDone`.
+fn member_reply<T>(
+    pg: PgId,
+    r: Result<Result<T, RepError>, AskError>,
+    ok: impl FnOnce(T) -> PeerReply,
+) -> PeerReply {
+    match r {
+        Ok(Ok(v)) => ok(v),
+        Ok(Err(RepError::Stale(e))) => PeerReply::Refused(e),
+        Ok(Err(RepError::Failed(e))) => PeerReply::RepDone(Err(e)),
+        Err(e) => PeerReply::RepDone(Err(format!("pg {pg}: {e:?}"))),
     }
 }
 
