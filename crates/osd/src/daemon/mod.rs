@@ -173,12 +173,17 @@ impl OsdShared {
         self.map.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    /// Stop serving at once: a store transaction failed.
-    fn fail(&self, why: String) {
+    /// Stop serving at once (a store transaction failed) and tell the
+    /// monitors (peers would report it anyway: it answers nothing).
+    fn fail(self: &Arc<Self>, why: String) {
         tracing::error!("osd.{}: {why}; stopping", self.cfg.id);
-        self.stopped.store(true, Ordering::Relaxed);
+        if self.stopped.swap(true, Ordering::Relaxed) {
+            return;
+        }
         lock(&self.failure).get_or_insert(why);
         self.failed.notify_waiters();
+        let s = self.clone();
+        tokio::spawn(async move { monitor::mark_me_down(&s).await });
     }
 
     fn now_ms(&self) -> u64 {
