@@ -411,6 +411,23 @@ fn backfill_waits_for_a_recovery_slot_and_gives_it_back_when_done() {
     );
 }
 
+/// A primary that is behind first asks complete member `from` for its
+/// log (`fx`); the member refuses: the effects of handing over.
+fn pull_refused(pg: &mut Pg, s: &MemStore, fx: Vec<Effect>, from: i32) -> Vec<Effect> {
+    let tid = match &fx[..] {
+        [Effect::FetchLog { tid, to, .. }] if *to == from => *tid,
+        other => panic!("no log asked of osd.{from}: {other:?}"),
+    };
+    pg.handle(
+        s,
+        Input::GetLogDone {
+            tid,
+            from,
+            result: Err(RepError::Failed("refused".into())),
+        },
+    )
+}
+
 #[test]
 fn a_primary_that_is_behind_asks_for_pg_temp() {
     let (s, mut pg) = setup();
@@ -433,7 +450,7 @@ fn a_primary_that_is_behind_asks_for_pg_temp() {
             info: Some(info(9).into()),
         },
     );
-    match &fx[..] {
+    match &pull_refused(&mut pg, &s, fx, 1)[..] {
         [Effect::RequestPgTemp { osds }] => assert_eq!(osds, &vec![1, 2, 0]),
         other => panic!("{other:?}"),
     }
@@ -658,7 +675,7 @@ fn a_copy_that_missed_writes_serves_nothing_while_the_write_set_is_down() {
             info: Some(info(8).into()),
         },
     );
-    match &fx[..] {
+    match &pull_refused(&mut pg, &s, fx, 1)[..] {
         [Effect::RequestPgTemp { osds }] => assert_eq!(osds, &vec![1, 2]),
         other => panic!("{other:?}"),
     }
@@ -735,7 +752,7 @@ fn a_newer_looking_log_outside_the_write_set_does_not_win() {
             info: Some(acked.into()),
         },
     );
-    match &fx[..] {
+    match &pull_refused(&mut pg, &s, fx, 1)[..] {
         [Effect::RequestPgTemp { osds }] => assert_eq!(osds, &vec![1, 2, 0]),
         other => panic!("the divergent copy must not lead: {other:?}"),
     }

@@ -521,6 +521,8 @@ enum Role {
     /// activates with the infos peering gathered.
     Pulling {
         from: i32,
+        /// The complete members (`from` first): a hand-over puts them first.
+        complete: Vec<i32>,
         infos: BTreeMap<i32, Option<PeerInfo>>,
         log_tid: u64,
         pulls: BTreeMap<u64, String>,
@@ -1625,6 +1627,7 @@ impl Pg {
             });
             self.role = Role::Pulling {
                 from,
+                complete,
                 infos: asked,
                 log_tid,
                 pulls: BTreeMap::new(),
@@ -1688,13 +1691,13 @@ impl Pg {
 
     /// Pulling: a pull or the log failed, or the logs do not overlap.
     fn pull_failed(&mut self, why: &str, fx: &mut Vec<Effect>) {
-        if let Role::Pulling { from, .. } = &self.role {
+        if let Role::Pulling { from, complete, .. } = &self.role {
             tracing::info!(
                 "pg {}: pulling from osd.{from}: {why}; handing over",
                 self.id
             );
-            let from = *from;
-            self.hand_over(vec![from], fx);
+            let complete = complete.clone();
+            self.hand_over(complete, fx);
         }
     }
 
