@@ -1735,6 +1735,11 @@ impl Pg {
             Ok(recovery::Merge::Merged { txn, missing, info }) => {
                 self.missing = missing;
                 self.info = info;
+                // Writes it held past the authority's head were rolled
+                // back: as a replica later, its log ends here (sim seed
+                // 1561: a stale mark refused every write of the next
+                // primary).
+                self.rep.high = info.last_update;
                 let t = self.take_tid();
                 self.applying.insert(t, self.interval);
                 fx.push(Effect::Apply { tid: t, txn });
