@@ -8,7 +8,7 @@ use loligo_client::{ClientError, Cluster};
 use loligo_mon::{MonConfig, Monitor};
 use loligo_monc::protocol::{Admin, MonRequest};
 use loligo_osd::{OsdConfig, OsdHandle};
-use loligo_store::{BlockConfig, BlockStore, ObjectStore};
+use loligo_store::{BlockConfig, BlockStore, FaultyStore, Limits, MemStore, ObjectStore};
 use loligo_testkit::TempDir;
 use loligo_types::ops::{Cmp, OpError, SubOp, SubResult};
 use std::collections::BTreeMap;
@@ -665,29 +665,27 @@ async fn a_copy_past_the_log_is_backfilled() {
     ));
 }
 
-/// A store transaction that fails (here: the device is full) stops its
-/// OSD, as a crash would (a copy that lost a transaction its PG counts must
-/// not serve): the PGs go on without it, nothing acknowledged is lost, and
+/// A store transaction that fails (an I/O error) stops its OSD, as a
+/// crash would (a copy that lost a transaction its PG counts must not
+/// serve): the PGs go on without it, nothing acknowledged is lost, and
 /// every PG ends clean on the other OSDs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_osd_whose_store_fails_a_commit_stops_and_the_cluster_goes_on() {
-    let t = TestCluster::start("full", 4).await;
-    // osd.4 on a 1 MiB device: it fills up long before the others.
-    let small: Arc<dyn ObjectStore> = Arc::new(loligo_store::MemStore::with_limits(
-        loligo_store::Limits::default(),
-        1 << 20,
-    ));
+    let t = TestCluster::start("failstop", 4).await;
+    let faulty = Arc::new(FaultyStore::new(MemStore::new()));
     let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = l.local_addr().unwrap().to_string();
-    let h = loligo_osd::start(osd_cfg(4, &addr, &t.mon_addr, 1000), small, l)
+    let h = loligo_osd::start(osd_cfg(4, &addr, &t.mon_addr, 1000), faulty.clone(), l)
         .await
         .unwrap();
     let c = client(&t).await;
     let p = c.pool("rbd").unwrap();
     wait_clean(&c).await;
+    // osd.4's third transaction from now fails.
+    faulty.fail_commit_in(3);
     let mut written = 0u8;
     let why = loop {
-        assert!(written < 100, "osd.4 never filled up");
+        assert!(written < 100, "osd.4 never failed");
         p.write_full(&format!("o{written}"), pattern(64 << 10, written))
             .await
             .unwrap();
@@ -696,6 +694,7 @@ async fn an_osd_whose_store_fails_a_commit_stops_and_the_cluster_goes_on() {
             break why;
         }
     };
+    assert_eq!(faulty.commit_faults(), 1);
     assert!(why.contains("store transaction failed"), "{why}");
     // Its supervisor (the CLI) stops it, marked down; its PGs go on
     // undersized, and once it is marked out they heal on the others.
@@ -717,5 +716,96 @@ async fn an_osd_whose_store_fails_a_commit_stops_and_the_cluster_goes_on() {
             pattern(64 << 10, i),
             "o{i}"
         );
+    }
+}
+
+/// An OSD whose device fills up is not stopped by it: before it is full
+/// (95% used) the monitors mark it full in the map, and its PGs' writes
+/// that take space are refused with a clear error while deletes go on;
+/// once space is freed, writes are taken again. Nothing written is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_osd_refuses_writes_without_stopping_and_deletes_free_it() {
+    let t = TestCluster::start("full", 4).await;
+    // osd.4 on a 4 MiB device: it fills up long before the others.
+    const CAP: u64 = 4 << 20;
+    let small = Arc::new(MemStore::with_limits(Limits::default(), CAP));
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    let h = loligo_osd::start(osd_cfg(4, &addr, &t.mon_addr, 1000), small.clone(), l)
+        .await
+        .unwrap();
+    let c = client(&t).await;
+    let p = c.pool("rbd").unwrap();
+    wait_clean(&c).await;
+    let used = || small.statfs().unwrap().used;
+    let not_failed = |h: &OsdHandle| {
+        assert!(
+            h.failed_now().is_none(),
+            "osd.4 stopped: {:?}",
+            h.failed_now()
+        )
+    };
+    // Fast to 80%, then small writes until one is refused.
+    let mut names: Vec<(String, Vec<u8>)> = Vec::new();
+    let mut i = 0u32;
+    while used() < CAP * 8 / 10 {
+        let (n, d) = (format!("big{i}"), pattern(64 << 10, i as u8));
+        p.write_full(&n, d.clone()).await.unwrap();
+        names.push((n, d));
+        i += 1;
+        assert!(i < 1000, "osd.4 does not fill");
+    }
+    let refused = loop {
+        let (n, d) = (format!("small{i}"), pattern(4 << 10, i as u8));
+        match p.write_full(&n, d.clone()).await {
+            Ok(_) => names.push((n, d)),
+            Err(ClientError::Op(e @ OpError::Full { .. })) => break e,
+            Err(e) => panic!("write {n}: {e}"),
+        }
+        not_failed(&h);
+        i += 1;
+        assert!(i < 5000, "no write was refused");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(refused, OpError::Full { osd: 4 });
+    assert!(refused.to_string().contains("osd.4 is full"), "{refused}");
+    assert!(used() <= CAP, "the device overflowed");
+    not_failed(&h);
+    // The map and health say so.
+    let mut health = serde_json::Value::Null;
+    for _ in 0..50 {
+        health = c.mon(MonRequest::Admin(Admin::Status)).await.unwrap().value["health"].clone();
+        if health.to_string().contains("1 full osd(s) (osd.4)") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(health["status"], "HEALTH_ERR", "{health}");
+    assert!(
+        health.to_string().contains("1 full osd(s) (osd.4)"),
+        "{health}"
+    );
+    // Deletes go on; once osd.4 has room again, writes are taken.
+    while used() > CAP * 7 / 10 {
+        let (n, _) = names.remove(0);
+        p.remove(&n).await.unwrap();
+    }
+    let mut again = false;
+    for _ in 0..100 {
+        match p.write_full("after", pattern(4 << 10, 7)).await {
+            Ok(_) => {
+                again = true;
+                break;
+            }
+            Err(ClientError::Op(OpError::Full { .. })) => {
+                tokio::time::sleep(Duration::from_millis(100)).await
+            }
+            Err(e) => panic!("write after deletes: {e}"),
+        }
+    }
+    assert!(again, "writes still refused 10 s after space was freed");
+    not_failed(&h);
+    for (n, d) in &names {
+        assert_eq!(&p.read(n, 0, 0).await.unwrap(), d, "{n}");
     }
 }

@@ -10,7 +10,9 @@ use loligo_monc::protocol::{
     ClientIo, Health, HealthStatus, MonStatus, OsdMapStatus, PgSummary, RecoveryIo, StatusReport,
     Usage,
 };
-use loligo_types::{Change, MapError, OsdMap, OsdReport, PgId, PgStat, PgState};
+use loligo_types::{
+    Change, Fullness, MapError, OsdMap, OsdReport, PgId, PgStat, PgState, FULL_RATIO,
+};
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
@@ -104,6 +106,13 @@ impl LeaderState {
                 let last = self.reports.get(&o.id).map_or(since, |r| r.at.max(since));
                 if now.duration_since(last) > t.report_timeout {
                     changes.push(Change::OsdDown { id: o.id });
+                } else if let Some(r) = self.reports.get(&o.id) {
+                    // A device that crossed a fullness threshold: the map
+                    // says so, and primaries refuse writes to full ones.
+                    let fullness = Fullness::of(r.report.bytes_used, r.report.bytes_total);
+                    if fullness != o.fullness {
+                        changes.push(Change::OsdFullness { id: o.id, fullness });
+                    }
                 }
             } else if o.is_in() {
                 let at = *self.down_since.entry(o.id).or_insert(now);
@@ -142,9 +151,9 @@ impl LeaderState {
                 let state = match stats.get(&pg) {
                     // Only the current primary's report counts.
                     Some(s) if s.acting.first() == Some(&primary) => {
-                        objects += s.objects;
-                        degraded += s.degraded;
-                        misplaced += s.misplaced;
+                        objects = objects.saturating_add(s.objects);
+                        degraded = degraded.saturating_add(s.degraded);
+                        misplaced = misplaced.saturating_add(s.misplaced);
                         s.state
                     }
                     _ if primary < 0 => PgState::DOWN,
@@ -157,8 +166,10 @@ impl LeaderState {
         let mut io = ClientIo::default();
         let mut recovery = RecoveryIo::default();
         for r in self.reports.values() {
-            used += r.report.bytes_used;
-            capacity += r.report.bytes_total;
+            // Reported numbers are the OSDs' word: an unbounded device
+            // says u64::MAX (saturate, never overflow).
+            used = used.saturating_add(r.report.bytes_used);
+            capacity = capacity.saturating_add(r.report.bytes_total);
             let Some((pt, p)) = &r.prev else { continue };
             let dt = r.at.duration_since(*pt).as_secs_f64();
             if dt > 0.0 && now.duration_since(r.at) < t.io_window {
@@ -236,6 +247,39 @@ fn health(map: &OsdMap, up: usize, by_state: &BTreeMap<PgState, u64>) -> Health 
     }
     if degraded > 0 {
         checks.push(format!("Degraded data redundancy: {degraded} pgs degraded"));
+        level = level.max(HealthStatus::Warn);
+    }
+    let full = |f: Fullness| -> Vec<String> {
+        map.osds
+            .values()
+            .filter(|o| o.fullness == f)
+            .map(|o| format!("osd.{}", o.id))
+            .collect()
+    };
+    let (n, bf, f) = (
+        full(Fullness::NearFull),
+        full(Fullness::BackfillFull),
+        full(Fullness::Full),
+    );
+    if !f.is_empty() {
+        checks.push(format!(
+            "{} full osd(s) ({}): writes to their PGs are refused; delete data or add OSDs",
+            f.len(),
+            f.join(", ")
+        ));
+        level = HealthStatus::Err;
+    }
+    if !bf.is_empty() {
+        checks.push(format!(
+            "{} backfillfull osd(s) ({}): writes will be refused at {:.0}% used",
+            bf.len(),
+            bf.join(", "),
+            FULL_RATIO * 100.0
+        ));
+        level = level.max(HealthStatus::Warn);
+    }
+    if !n.is_empty() {
+        checks.push(format!("{} nearfull osd(s) ({})", n.len(), n.join(", ")));
         level = level.max(HealthStatus::Warn);
     }
     if map.osds.is_empty() {
@@ -337,6 +381,65 @@ mod tests {
         // Booting again forgets the down time.
         l.on_boot(3);
         assert!(!l.down_since.contains_key(&3));
+    }
+
+    #[test]
+    fn a_device_crossing_a_fullness_threshold_changes_the_map_and_health() {
+        let mut m = map();
+        let mut l = LeaderState::default();
+        let t0 = Instant::now();
+        let used = |osd, used| OsdReport {
+            osd,
+            bytes_used: used,
+            bytes_total: 1000,
+            ..Default::default()
+        };
+        for osd in 0..4 {
+            l.on_report(used(osd, 100), t0);
+        }
+        assert!(l.tick(&m, t0, &T).is_empty(), "nobody near full");
+        l.on_report(used(1, 870), t0);
+        l.on_report(used(2, 950), t0);
+        l.on_report(used(3, 900), t0);
+        let c = l.tick(&m, t0, &T);
+        assert_eq!(
+            c,
+            vec![
+                Change::OsdFullness {
+                    id: 1,
+                    fullness: Fullness::NearFull
+                },
+                Change::OsdFullness {
+                    id: 2,
+                    fullness: Fullness::Full
+                },
+                Change::OsdFullness {
+                    id: 3,
+                    fullness: Fullness::BackfillFull
+                },
+            ]
+        );
+        m.apply(&Incremental {
+            epoch: 3,
+            changes: c,
+        })
+        .unwrap();
+        assert!(l.tick(&m, t0, &T).is_empty(), "already in the map");
+        let h = l.status(&m, mons(), t0, &T).unwrap().health;
+        assert_eq!(h.status, HealthStatus::Err);
+        let all = h.checks.join("\n");
+        assert!(all.contains("1 full osd(s) (osd.2)"), "{all}");
+        assert!(all.contains("1 backfillfull osd(s) (osd.3)"), "{all}");
+        assert!(all.contains("1 nearfull osd(s) (osd.1)"), "{all}");
+        // Space freed: back to ok.
+        l.on_report(used(2, 10), t0);
+        assert_eq!(
+            l.tick(&m, t0, &T),
+            vec![Change::OsdFullness {
+                id: 2,
+                fullness: Fullness::Ok
+            }]
+        );
     }
 
     #[test]

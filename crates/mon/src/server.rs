@@ -448,7 +448,7 @@ impl Monitor {
             l.tick(map, Instant::now(), &self.timeouts())
         };
         if !changes.is_empty() {
-            tracing::info!("no reports or down too long: {changes:?}");
+            tracing::info!("from reports and their absence: {changes:?}");
             let _ = self
                 .change_with(|m| {
                     Ok(changes
@@ -481,6 +481,10 @@ fn still_applies(m: &loligo_types::OsdMap, c: &Change) -> bool {
     match c {
         Change::OsdDown { id } => m.is_up(*id),
         Change::OsdOut { id } => m.osds.get(id).is_some_and(|o| !o.up && o.is_in()),
+        Change::OsdFullness { id, fullness } => m
+            .osds
+            .get(id)
+            .is_some_and(|o| o.up && o.fullness != *fullness),
         _ => true,
     }
 }

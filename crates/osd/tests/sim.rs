@@ -1,44 +1,53 @@
-//! A seeded simulation of one PG on four OSDs: the real `Pg` state
-//! machines (primary, replica, peering-query and recovery paths, the same
-//! code the daemon runs) over MemStores, a monitor model (failure marking after a
-//! delay, pg_temp, write-set records), a client writing and reading a few
-//! objects with compound ops (data, xattr and omap together), and faults:
-//! OSD crashes (commits in flight, replica writes included, are kept or
-//! lost at random), restarts, message delays and reordering, recovery
-//! messages between OSDs lost (0.3% of logs, pushes, scans, chunks, peering
-//! answers and their replies; a lost reply means the receiver acted but
-//! the sender's call failed), and maps
-//! reaching one OSD late (an old primary goes on while a new one peers),
-//! and clients on older maps sending to old primaries. Writes come in
-//! three shapes with one outcome (full write; truncate + append; partial
-//! write + truncate, each with omap removals before the set).
+//! A seeded simulation of three PGs on four OSDs (each PG's CRUSH set
+//! starts at another OSD, so an OSD is primary of one PG and replica or
+//! stray of others): the real `Pg` state machines (primary, replica,
+//! peering-query and recovery paths, the same code the daemon runs) over
+//! one store per OSD, with the OSD's commit queue and recovery slots (the
+//! daemon's own `Reserver`, one or two slots) shared by its PGs; a
+//! monitor model (failure marking after a delay, pg_temp, write-set
+//! records), a client writing and reading a few objects with compound ops
+//! (data, xattr and omap together), and faults: OSD crashes (commits in
+//! flight, replica writes included, are kept or lost at random),
+//! restarts, object reads that fail with EIO (a bad sector: client reads,
+//! reads for a write, for a push, a pull or a backfill chunk), store
+//! commits that fail (an I/O error or a full device: the OSD stops
+//! itself), message delays and reordering, recovery messages between OSDs
+//! lost (0.3% of logs, pushes, scans, chunks, peering answers and their
+//! replies; a lost reply means the receiver acted but the sender's call
+//! failed), maps reaching one OSD late (an old primary goes on while a new
+//! one peers), and clients on older maps sending to old primaries. Writes
+//! come in three shapes with one outcome (full write; truncate + append;
+//! partial write + truncate, each with omap removals before the set).
 //!
 //! Checked: a read never returns less than the newest value acknowledged
 //! before the read was sent (no acknowledged write is lost, no stale copy
 //! answers), never a value not yet written, never a torn compound write;
 //! once every OSD is back, every object reads back at least its newest
-//! acknowledged value; and then the PG goes active+clean by itself (log
+//! acknowledged value; and then every PG goes active+clean by itself (log
 //! recovery: divergent entries rolled back, missing objects pushed,
 //! pg_temp dropped; in half the seeds the PG log is a few entries long,
 //! so copies that were away are backfilled, a chunk of one to three
 //! objects at a time, while writes go on), every member on record, every
 //! member's copy equal (objects, data, xattrs, omap, log, head, no
-//! missing record, no backfill cursor). A failing
+//! missing record, no backfill cursor), stray copies removed, and no
+//! recovery slot held or asked for. A failing
 //! seed replays exactly:
 //! `LOLIGO_SIM_SEED=N cargo test -p loligo-osd --test sim`.
 
+use loligo_osd::daemon::reserve::Reserver;
 use loligo_osd::pg::{
     stored_info, AuthLog, Chunk, Cursor, Effect, Input, LogAnswer, PeerInfo, Pg, Push, RepCtx,
     RepError, Scan,
 };
-use loligo_store::{CollectionId, MemStore, ObjectStore, Transaction};
+use loligo_store::{CollectionId, FaultyStore, MemStore, ObjectStore, Transaction};
 use loligo_types::ops::{ClientOp, OpError, OpReply, ReqId, SubOp, SubResult, Version};
 use loligo_types::{Epoch, OsdMap, PgId, Pool, WriteSetRecord};
 use std::collections::{BTreeMap, BTreeSet};
 
 const OSDS: usize = 4;
-const OBJECTS: usize = 6;
-const PG: PgId = PgId { pool: 1, ps: 0 };
+const PGS: usize = 3;
+const OBJECTS: usize = 9;
+const POOL: u64 = 1;
 const STEP_MS: u64 = 5;
 const CLIENT_RESEND_MS: u64 = 3_000;
 /// Chance (per mille) that one OSD's copy of a new map comes late, and how
@@ -50,26 +59,47 @@ const STALE_CLIENT_PER_MILLE: u64 = 100;
 
 use loligo_testkit::Rng;
 
-fn coll() -> CollectionId {
-    CollectionId::pg(PG.pool, PG.ps)
+fn pg_id(p: usize) -> PgId {
+    PgId {
+        pool: POOL,
+        ps: p as u32,
+    }
 }
 
+fn coll(p: usize) -> CollectionId {
+    CollectionId::pg(POOL, p as u32)
+}
+
+/// The PG an object lives in.
+fn pg_of(obj: usize) -> usize {
+    obj % PGS
+}
+
+/// Chance (per mille) that an input's handling meets a read error.
+const EIO_PER_MILLE: u64 = 10;
+
 struct Osd {
-    store: MemStore,
-    pg: Option<Pg>,
+    /// Its device: object reads fail when the simulation says so (a bad
+    /// sector answers EIO).
+    store: FaultyStore<MemStore>,
+    /// Its PGs by PG number while it runs (none while stopped).
+    pgs: Vec<Pg>,
     /// Incremented at every start: messages to an older process are lost.
     gen: u64,
-    /// Local transactions queued and not yet durable, in queue order (a
-    /// store commits in that order; a crash keeps a prefix).
-    unsynced: std::collections::VecDeque<(u64, Transaction)>,
-    /// Recovery-slot asks its PG made and has not given back (granted
-    /// or not): a PG that is clean holds none.
-    asks: BTreeSet<u64>,
+    /// Local transactions queued and not yet durable, in queue order, as
+    /// (PG, tid, transaction): a store commits in that order, all PGs
+    /// together; a crash keeps a prefix.
+    unsynced: std::collections::VecDeque<(usize, u64, Transaction)>,
+    /// Recovery-slot asks its PGs made and have not given back (granted
+    /// or not), as (PG, ask): clean PGs hold none.
+    asks: BTreeSet<(usize, u64)>,
+    /// Its recovery slots, shared by its PGs (the daemon's reserver).
+    slots: Reserver,
 }
 
 impl Osd {
     fn running(&self) -> bool {
-        self.pg.is_some()
+        !self.pgs.is_empty()
     }
 }
 
@@ -82,11 +112,13 @@ enum Ev {
         input_epoch: Epoch,
     },
     LocalDone {
+        pg: usize,
         osd: usize,
         gen: u64,
         tid: u64,
     },
     RepOp {
+        pg: usize,
         to: usize,
         from: usize,
         gen: u64,
@@ -95,6 +127,7 @@ enum Ev {
         txn: Transaction,
     },
     RepDone {
+        pg: usize,
         to: usize,
         gen: u64,
         tid: u64,
@@ -102,6 +135,7 @@ enum Ev {
         result: Result<(), RepError>,
     },
     Query {
+        pg: usize,
         from: usize,
         gen: u64,
         to: usize,
@@ -109,6 +143,7 @@ enum Ev {
         epoch: Epoch,
     },
     Info {
+        pg: usize,
         to: usize,
         gen: u64,
         from: i32,
@@ -117,6 +152,7 @@ enum Ev {
     },
     /// A recovery message (log, push, scan, chunk) to member `to`.
     Rec {
+        pg: usize,
         to: usize,
         from: usize,
         gen: u64,
@@ -126,6 +162,7 @@ enum Ev {
     },
     /// Its answer, back to the primary `to`.
     RecDone {
+        pg: usize,
         to: usize,
         gen: u64,
         tid: u64,
@@ -133,26 +170,31 @@ enum Ev {
         answer: RecAnswer,
     },
     Record {
+        pg: usize,
         from: usize,
         gen: u64,
         record: WriteSetRecord,
     },
     Recorded {
+        pg: usize,
         to: usize,
         gen: u64,
         interval: Epoch,
     },
     PgTemp {
+        pg: usize,
         osds: Vec<i32>,
     },
     /// A stray copy asks the primary whether the PG is clean without it.
     StrayAsk {
+        pg: usize,
         from: usize,
         gen: u64,
         to: usize,
         epoch: Epoch,
     },
     StrayAnswer {
+        pg: usize,
         to: usize,
         gen: u64,
         from: i32,
@@ -162,6 +204,7 @@ enum Ev {
     /// grants come from another task, so they too arrive late, possibly
     /// after the ask was given up).
     Grant {
+        pg: usize,
         osd: usize,
         gen: u64,
         ask: u64,
@@ -171,6 +214,7 @@ enum Ev {
         gen: u64,
     },
     Op {
+        pg: usize,
         to: usize,
         req: u64,
         op: ClientOp,
@@ -181,56 +225,62 @@ enum Ev {
     },
 }
 
-/// One epoch of the map as the PG sees it: acting set, write-set
-/// record, which OSDs are up, CRUSH's set, each OSD's last boot epoch.
-type MapAt = (
-    Vec<i32>,
-    Option<WriteSetRecord>,
-    [bool; OSDS],
-    Vec<i32>,
-    [Epoch; OSDS],
-);
+/// One epoch of the map as the PGs see it.
+#[derive(Clone)]
+struct MapAt {
+    /// Per PG: acting set, write-set record, CRUSH's set.
+    acting: Vec<Vec<i32>>,
+    record: Vec<Option<WriteSetRecord>>,
+    crush: Vec<Vec<i32>>,
+    /// Which OSDs are up, and each one's last boot epoch.
+    up: [bool; OSDS],
+    up_from: [Epoch; OSDS],
+}
 
 /// The monitor: the map as this test needs it.
 struct Mon {
     epoch: Epoch,
     up: [bool; OSDS],
     up_from: [Epoch; OSDS],
-    pg_temp: Option<Vec<i32>>,
-    record: Option<WriteSetRecord>,
+    /// Per PG.
+    pg_temp: Vec<Option<Vec<i32>>>,
+    record: Vec<Option<WriteSetRecord>>,
     /// Maps by epoch.
     maps: BTreeMap<Epoch, MapAt>,
     pool: Pool,
 }
 
 impl Mon {
-    fn acting(&self) -> Vec<i32> {
-        if let Some(t) = &self.pg_temp {
+    fn acting(&self, p: usize) -> Vec<i32> {
+        if let Some(t) = &self.pg_temp[p] {
             let a: Vec<i32> = t.iter().copied().filter(|&o| self.up[o as usize]).collect();
             if !a.is_empty() {
                 return a;
             }
         }
-        self.crush_up()
+        self.crush_up(p)
     }
 
-    /// CRUSH's set: the first `size` OSDs that are up.
-    fn crush_up(&self) -> Vec<i32> {
-        (0..OSDS as i32)
-            .filter(|&o| self.up[o as usize])
+    /// CRUSH's set for PG `p`: the first `size` OSDs that are up, counting
+    /// from OSD `p`.
+    fn crush_up(&self, p: usize) -> Vec<i32> {
+        (0..OSDS)
+            .map(|i| (i + p) % OSDS)
+            .filter(|&o| self.up[o])
+            .map(|o| o as i32)
             .take(self.pool.size as usize)
             .collect()
     }
 
     fn bump(&mut self) {
         self.epoch += 1;
-        let at = (
-            self.acting(),
-            self.record.clone(),
-            self.up,
-            self.crush_up(),
-            self.up_from,
-        );
+        let at = MapAt {
+            acting: (0..PGS).map(|p| self.acting(p)).collect(),
+            record: self.record.clone(),
+            crush: (0..PGS).map(|p| self.crush_up(p)).collect(),
+            up: self.up,
+            up_from: self.up_from,
+        };
         self.maps.insert(self.epoch, at);
     }
 }
@@ -253,6 +303,7 @@ struct Pending {
 /// itself (sent again if the replica crashes before answering, as the
 /// daemon's shell re-sends a write whose call failed).
 struct RepPending {
+    pg: usize,
     to: usize,
     from: usize,
     gen: u64,
@@ -263,6 +314,7 @@ struct RepPending {
 
 /// A log or push a member's PG holds (sent again if it crashes).
 struct RecPending {
+    pg: usize,
     to: usize,
     from: usize,
     gen: u64,
@@ -314,6 +366,7 @@ impl RecMsg {
 
 /// A peering query a member's PG holds.
 struct QueryPending {
+    pg: usize,
     to: usize,
     from: usize,
     gen: u64,
@@ -343,6 +396,8 @@ struct Sim {
     query_tokens: BTreeMap<u64, QueryPending>,
     /// Stray checks handed to a primary's PG: token -> (asker, its gen).
     stray_tokens: BTreeMap<u64, (usize, u64)>,
+    /// Recovery slots per OSD (one or two).
+    slots: usize,
     /// Logs and pushes handed to a member's PG and not yet answered.
     rec_tokens: BTreeMap<u64, RecPending>,
     next_rep_token: u64,
@@ -369,6 +424,8 @@ struct Stats {
     store_failures: u64,
     /// Objects a primary that was behind pulled.
     pulls: u64,
+    /// Object reads that failed with EIO.
+    read_errors: u64,
 }
 
 /// Remove and return (in token order) the entries `held` selects.
@@ -389,21 +446,8 @@ impl Sim {
     fn new(seed: u64) -> Sim {
         let pool = OsdMap::new("sim", "osd")
             .unwrap()
-            .replicated_pool("p", 1, 3, 2);
-        let mut osds = Vec::new();
-        for _ in 0..OSDS {
-            let store = MemStore::new();
-            let mut t = Transaction::new();
-            t.create_collection(coll());
-            store.apply(t).unwrap();
-            osds.push(Osd {
-                store,
-                pg: None,
-                gen: 0,
-                unsynced: Default::default(),
-                asks: BTreeSet::new(),
-            });
-        }
+            .replicated_pool("p", PGS as u32, 3, 2);
+        assert_eq!(pool.id, POOL);
         let mut rng = Rng::new(seed);
         let log_max = if rng.chance(500) {
             2 + rng.below(20)
@@ -411,7 +455,26 @@ impl Sim {
             100_000
         };
         let chunk_objects = 1 + rng.index(3);
+        let slots = 1 + rng.index(2);
+        let mut osds = Vec::new();
+        for _ in 0..OSDS {
+            let mem = MemStore::new();
+            let mut t = Transaction::new();
+            for p in 0..PGS {
+                t.create_collection(coll(p));
+            }
+            mem.apply(t).unwrap();
+            osds.push(Osd {
+                store: FaultyStore::new(mem),
+                pgs: Vec::new(),
+                gen: 0,
+                unsynced: Default::default(),
+                asks: BTreeSet::new(),
+                slots: Reserver::new(slots),
+            });
+        }
         let mut s = Sim {
+            slots,
             log_max,
             chunk_objects,
             healing: false,
@@ -422,8 +485,8 @@ impl Sim {
                 epoch: 0,
                 up: [false; OSDS],
                 up_from: [0; OSDS],
-                pg_temp: None,
-                record: None,
+                pg_temp: vec![None; PGS],
+                record: vec![None; PGS],
                 maps: BTreeMap::new(),
                 pool,
             },
@@ -489,12 +552,14 @@ impl Sim {
     fn start(&mut self, o: usize) {
         let osd = &mut self.osds[o];
         osd.gen += 1;
-        let info = stored_info(&osd.store, coll()).unwrap_or_default();
-        let mut pg = Pg::new(PG, o as i32, info);
-        pg.op_timeout_ms = 2_000;
-        pg.log_entries_max = self.log_max;
-        pg.backfill_chunk_objects = self.chunk_objects;
-        osd.pg = Some(pg);
+        for p in 0..PGS {
+            let info = stored_info(osd.store.inner(), coll(p)).unwrap_or_default();
+            let mut pg = Pg::new(pg_id(p), o as i32, info);
+            pg.op_timeout_ms = 2_000;
+            pg.log_entries_max = self.log_max;
+            pg.backfill_chunk_objects = self.chunk_objects;
+            osd.pgs.push(pg);
+        }
         self.mon.up[o] = true;
         self.mon.up_from[o] = self.mon.epoch + 1;
         self.publish();
@@ -507,15 +572,17 @@ impl Sim {
         let n = self.osds[o].unsynced.len();
         let kept = if n == 0 { 0 } else { self.rng.index(n + 1) };
         let unsynced = std::mem::take(&mut self.osds[o].unsynced);
-        for (_, txn) in unsynced.into_iter().take(kept) {
-            self.osds[o].store.apply(txn).unwrap();
+        for (_, _, txn) in unsynced.into_iter().take(kept) {
+            self.osds[o].store.inner().apply(txn).unwrap();
         }
-        self.osds[o].pg = None;
+        self.osds[o].pgs.clear();
         self.osds[o].asks.clear();
+        self.osds[o].slots = Reserver::new(self.slots);
         // Replica writes and peering queries it held unanswered: the
         // senders' calls fail and they send them again.
         for p in take_held(&mut self.rep_tokens, |p| p.to == o) {
             self.send(Ev::RepOp {
+                pg: p.pg,
                 to: p.to,
                 from: p.from,
                 gen: p.gen,
@@ -530,6 +597,7 @@ impl Sim {
         }
         for q in take_held(&mut self.query_tokens, |q| q.to == o) {
             self.send(Ev::Query {
+                pg: q.pg,
                 from: q.from,
                 gen: q.gen,
                 to: q.to,
@@ -541,19 +609,40 @@ impl Sim {
         self.send(Ev::MarkDown { osd: o, gen });
     }
 
-    fn feed(&mut self, o: usize, input: Input) {
+    /// Hand `input` to OSD `o`'s PG `p` and send what it says.
+    fn feed(&mut self, o: usize, p: usize, input: Input) {
         let gen = self.osds[o].gen;
+        // Now and then one of the object reads this input makes fails.
+        let eio = !self.healing && self.rng.chance(EIO_PER_MILLE);
         let osd = &mut self.osds[o];
-        let Some(pg) = osd.pg.as_mut() else { return };
+        let Some(pg) = osd.pgs.get_mut(p) else { return };
+        if eio {
+            osd.store.fail_read_in(1 + self.rng.below(3));
+        }
         let fx = pg.handle(&osd.store, input);
+        osd.store.fail_read_in(0);
         for e in fx {
             let ev = match e {
-                Effect::Reply { token, reply } => Ev::Reply { req: token, reply },
+                Effect::Reply { token, reply } => {
+                    if self.trace {
+                        eprintln!(
+                            "{:>6}ms   osd.{o} pg {p} answers req {token}: {:?} {:?}",
+                            self.now_ms, reply.result, reply.version
+                        );
+                    }
+                    Ev::Reply { req: token, reply }
+                }
                 Effect::Apply { tid, txn } => {
-                    self.osds[o].unsynced.push_back((tid, txn));
-                    Ev::LocalDone { osd: o, gen, tid }
+                    self.osds[o].unsynced.push_back((p, tid, txn));
+                    Ev::LocalDone {
+                        pg: p,
+                        osd: o,
+                        gen,
+                        tid,
+                    }
                 }
                 Effect::Replicate { tid, to, ctx, txn } => Ev::RepOp {
+                    pg: p,
                     to: to as usize,
                     from: o,
                     gen,
@@ -569,18 +658,13 @@ impl Sim {
                             RecMsg::Chunk(_) => RecAnswer::Chunk(result),
                             _ => RecAnswer::Push(result),
                         };
-                        Ev::RecDone {
-                            to: r.from,
-                            gen: r.gen,
-                            tid: r.tid,
-                            from: o as i32,
-                            answer,
-                        }
-                    } else if let Some(p) = self.rep_tokens.remove(&token) {
+                        rec_done(o, r, answer)
+                    } else if let Some(q) = self.rep_tokens.remove(&token) {
                         Ev::RepDone {
-                            to: p.from,
-                            gen: p.gen,
-                            tid: p.tid,
+                            pg: q.pg,
+                            to: q.from,
+                            gen: q.gen,
+                            tid: q.tid,
                             from: o as i32,
                             result,
                         }
@@ -592,82 +676,36 @@ impl Sim {
                     let Some(r) = self.rec_tokens.remove(&token) else {
                         continue;
                     };
-                    Ev::RecDone {
-                        to: r.from,
-                        gen: r.gen,
-                        tid: r.tid,
-                        from: o as i32,
-                        answer: RecAnswer::Log(result),
-                    }
+                    rec_done(o, r, RecAnswer::Log(result))
                 }
                 Effect::OwnLogReply { token, result } => {
                     let Some(r) = self.rec_tokens.remove(&token) else {
                         continue;
                     };
-                    Ev::RecDone {
-                        to: r.from,
-                        gen: r.gen,
-                        tid: r.tid,
-                        from: o as i32,
-                        answer: RecAnswer::OwnLog(result),
-                    }
+                    rec_done(o, r, RecAnswer::OwnLog(result))
                 }
                 Effect::PullReply { token, result } => {
                     let Some(r) = self.rec_tokens.remove(&token) else {
                         continue;
                     };
-                    Ev::RecDone {
-                        to: r.from,
-                        gen: r.gen,
-                        tid: r.tid,
-                        from: o as i32,
-                        answer: RecAnswer::Pulled(result),
-                    }
+                    rec_done(o, r, RecAnswer::Pulled(result))
                 }
-                Effect::FetchLog { tid, to, ctx } => Ev::Rec {
-                    to: to as usize,
-                    from: o,
-                    gen,
-                    tid,
-                    ctx,
-                    what: RecMsg::GetLog,
-                },
-                Effect::Pull { tid, to, ctx, name } => Ev::Rec {
-                    to: to as usize,
-                    from: o,
-                    gen,
-                    tid,
-                    ctx,
-                    what: RecMsg::Pull(name),
-                },
                 Effect::ScanReply { token, result } => {
                     let Some(r) = self.rec_tokens.remove(&token) else {
                         continue;
                     };
-                    Ev::RecDone {
-                        to: r.from,
-                        gen: r.gen,
-                        tid: r.tid,
-                        from: o as i32,
-                        answer: RecAnswer::Scan(result),
-                    }
+                    rec_done(o, r, RecAnswer::Scan(result))
                 }
-                Effect::SendLog { tid, to, ctx, log } => Ev::Rec {
-                    to: to as usize,
-                    from: o,
-                    gen,
-                    tid,
-                    ctx,
-                    what: RecMsg::Log(log),
-                },
-                Effect::Push { tid, to, ctx, push } => Ev::Rec {
-                    to: to as usize,
-                    from: o,
-                    gen,
-                    tid,
-                    ctx,
-                    what: RecMsg::Push(push),
-                },
+                Effect::FetchLog { tid, to, ctx } => rec(p, o, gen, to, tid, ctx, RecMsg::GetLog),
+                Effect::Pull { tid, to, ctx, name } => {
+                    rec(p, o, gen, to, tid, ctx, RecMsg::Pull(name))
+                }
+                Effect::SendLog { tid, to, ctx, log } => {
+                    rec(p, o, gen, to, tid, ctx, RecMsg::Log(log))
+                }
+                Effect::Push { tid, to, ctx, push } => {
+                    rec(p, o, gen, to, tid, ctx, RecMsg::Push(push))
+                }
                 Effect::SendScan {
                     tid,
                     to,
@@ -675,33 +713,20 @@ impl Sim {
                     after,
                     upto,
                     limit,
-                } => Ev::Rec {
-                    to: to as usize,
-                    from: o,
-                    gen,
-                    tid,
-                    ctx,
-                    what: RecMsg::Scan { after, upto, limit },
-                },
+                } => rec(p, o, gen, to, tid, ctx, RecMsg::Scan { after, upto, limit }),
                 Effect::SendChunk {
                     tid,
                     to,
                     ctx,
                     chunk,
-                } => Ev::Rec {
-                    to: to as usize,
-                    from: o,
-                    gen,
-                    tid,
-                    ctx,
-                    what: RecMsg::Chunk(chunk),
-                },
+                } => rec(p, o, gen, to, tid, ctx, RecMsg::Chunk(chunk)),
                 Effect::ListReply { .. } => continue,
                 Effect::QueryInfo {
                     to,
                     interval,
                     epoch,
                 } => Ev::Query {
+                    pg: p,
                     from: o,
                     gen,
                     to: to as usize,
@@ -717,6 +742,7 @@ impl Sim {
                     };
                     match result {
                         Ok(info) => Ev::Info {
+                            pg: q.pg,
                             to: q.from,
                             gen: q.gen,
                             from: o as i32,
@@ -724,6 +750,7 @@ impl Sim {
                             info,
                         },
                         Err(_) => Ev::Query {
+                            pg: q.pg,
                             from: q.from,
                             gen: q.gen,
                             to: q.to,
@@ -732,8 +759,9 @@ impl Sim {
                         },
                     }
                 }
-                Effect::RequestPgTemp { osds } => Ev::PgTemp { osds },
+                Effect::RequestPgTemp { osds } => Ev::PgTemp { pg: p, osds },
                 Effect::AskClean { to, epoch } => Ev::StrayAsk {
+                    pg: p,
                     from: o,
                     gen,
                     to: to as usize,
@@ -744,27 +772,48 @@ impl Sim {
                         continue;
                     };
                     Ev::StrayAnswer {
+                        pg: p,
                         to,
                         gen,
                         from: o as i32,
                         clean,
                     }
                 }
-                Effect::Reserve { ask, .. } => {
-                    self.osds[o].asks.insert(ask);
-                    Ev::Grant { osd: o, gen, ask }
+                // The OSD's reserver decides; its grants reach the PGs
+                // later (the daemon's come from another task).
+                Effect::Reserve { ask, priority } => {
+                    self.osds[o].asks.insert((p, ask));
+                    let granted = self.osds[o].slots.ask((pg_id(p), ask), priority);
+                    self.grant(o, granted);
+                    continue;
                 }
                 Effect::Release { ask } => {
-                    self.osds[o].asks.remove(&ask);
+                    self.osds[o].asks.remove(&(p, ask));
+                    let granted = self.osds[o].slots.release((pg_id(p), ask));
+                    self.grant(o, granted);
                     continue;
                 }
                 Effect::RecordWriteSet { interval, osds } => Ev::Record {
+                    pg: p,
                     from: o,
                     gen,
                     record: WriteSetRecord { interval, osds },
                 },
             };
             self.send(ev);
+        }
+    }
+
+    /// Tell OSD `o`'s PGs of the slots its reserver granted them.
+    fn grant(&mut self, o: usize, granted: Vec<(PgId, u64)>) {
+        let gen = self.osds[o].gen;
+        for (pg, ask) in granted {
+            self.send(Ev::Grant {
+                pg: pg.ps as usize,
+                osd: o,
+                gen,
+                ask,
+            });
         }
     }
 
@@ -787,31 +836,35 @@ impl Sim {
                 if !self.alive(osd, gen) {
                     return;
                 }
-                let (acting, record, up, crush_up, up_from) = self.mon.maps[&input_epoch].clone();
-                let acting_up_from = acting
-                    .iter()
-                    .map(|&o| up_from[o as usize])
-                    .max()
-                    .unwrap_or(0);
-                let record_up = record
-                    .iter()
-                    .flat_map(|r| r.osds.iter().copied())
-                    .filter(|&o| up[o as usize])
-                    .collect();
-                let input = Input::Map {
-                    epoch: input_epoch,
-                    up: crush_up,
-                    acting_up_from,
-                    primary: acting.first().copied().unwrap_or(-1),
-                    acting,
-                    pool: self.mon.pool.clone(),
-                    record,
-                    record_up,
-                    now_ms: self.now_ms,
-                };
-                self.feed(osd, input);
+                let at = self.mon.maps[&input_epoch].clone();
+                for p in 0..PGS {
+                    let acting = at.acting[p].clone();
+                    let acting_up_from = acting
+                        .iter()
+                        .map(|&o| at.up_from[o as usize])
+                        .max()
+                        .unwrap_or(0);
+                    let record = at.record[p].clone();
+                    let record_up = record
+                        .iter()
+                        .flat_map(|r| r.osds.iter().copied())
+                        .filter(|&o| at.up[o as usize])
+                        .collect();
+                    let input = Input::Map {
+                        epoch: input_epoch,
+                        up: at.crush[p].clone(),
+                        acting_up_from,
+                        primary: acting.first().copied().unwrap_or(-1),
+                        acting,
+                        pool: self.mon.pool.clone(),
+                        record,
+                        record_up,
+                        now_ms: self.now_ms,
+                    };
+                    self.feed(osd, p, input);
+                }
             }
-            Ev::LocalDone { osd, gen, tid } => {
+            Ev::LocalDone { pg, osd, gen, tid } => {
                 if !self.alive(osd, gen) {
                     return;
                 }
@@ -821,11 +874,11 @@ impl Sim {
                     // full device): the OSD stops itself, as the daemon
                     // does, with exactly what was committed before it.
                     let o = &mut self.osds[osd];
-                    while let Some((t, txn)) = o.unsynced.pop_front() {
-                        if t == tid {
+                    while let Some((p, t, txn)) = o.unsynced.pop_front() {
+                        if (p, t) == (pg, tid) {
                             break;
                         }
-                        o.store.apply(txn).unwrap();
+                        o.store.inner().apply(txn).unwrap();
                     }
                     o.unsynced.clear();
                     self.stats.store_failures += 1;
@@ -834,16 +887,17 @@ impl Sim {
                 }
                 // Durable with everything queued before it.
                 let o = &mut self.osds[osd];
-                if o.unsynced.iter().any(|(t, _)| *t == tid) {
-                    while let Some((t, txn)) = o.unsynced.pop_front() {
-                        o.store.apply(txn).unwrap();
-                        if t == tid {
+                if o.unsynced.iter().any(|(p, t, _)| (*p, *t) == (pg, tid)) {
+                    while let Some((p, t, txn)) = o.unsynced.pop_front() {
+                        o.store.inner().apply(txn).unwrap();
+                        if (p, t) == (pg, tid) {
                             break;
                         }
                     }
                 }
                 self.feed(
                     osd,
+                    pg,
                     Input::LocalDone {
                         tid,
                         result: Ok(()),
@@ -851,6 +905,7 @@ impl Sim {
                 );
             }
             Ev::RepOp {
+                pg,
                 to,
                 from,
                 gen,
@@ -861,6 +916,7 @@ impl Sim {
                 if !self.osds[to].running() {
                     let result = Err(RepError::Failed("unreachable".into()));
                     self.send(Ev::RepDone {
+                        pg,
                         to: from,
                         gen,
                         tid,
@@ -876,6 +932,7 @@ impl Sim {
                 self.rep_tokens.insert(
                     token,
                     RepPending {
+                        pg,
                         to,
                         from,
                         gen,
@@ -887,6 +944,7 @@ impl Sim {
                 let now_ms = self.now_ms;
                 self.feed(
                     to,
+                    pg,
                     Input::RepOp {
                         from: from as i32,
                         ctx,
@@ -897,6 +955,7 @@ impl Sim {
                 );
             }
             Ev::RepDone {
+                pg,
                 to,
                 gen,
                 tid,
@@ -904,10 +963,11 @@ impl Sim {
                 result,
             } => {
                 if self.alive(to, gen) {
-                    self.feed(to, Input::RepDone { tid, from, result });
+                    self.feed(to, pg, Input::RepDone { tid, from, result });
                 }
             }
             Ev::Query {
+                pg,
                 from,
                 gen,
                 to,
@@ -921,6 +981,7 @@ impl Sim {
                     // The daemon keeps asking while the map shows it up.
                     if self.mon.up[to] {
                         self.send(Ev::Query {
+                            pg,
                             from,
                             gen,
                             to,
@@ -937,6 +998,7 @@ impl Sim {
                 self.query_tokens.insert(
                     token,
                     QueryPending {
+                        pg,
                         to,
                         from,
                         gen,
@@ -947,6 +1009,7 @@ impl Sim {
                 let now_ms = self.now_ms;
                 self.feed(
                     to,
+                    pg,
                     Input::Query {
                         from: from as i32,
                         epoch,
@@ -956,6 +1019,7 @@ impl Sim {
                 );
             }
             Ev::Info {
+                pg,
                 to,
                 gen,
                 from,
@@ -965,6 +1029,7 @@ impl Sim {
                 if self.alive(to, gen) {
                     self.feed(
                         to,
+                        pg,
                         Input::Info {
                             from,
                             interval,
@@ -973,30 +1038,42 @@ impl Sim {
                     );
                 }
             }
-            Ev::Record { from, gen, record } => {
-                let held = match &self.mon.record {
+            Ev::Record {
+                pg,
+                from,
+                gen,
+                record,
+            } => {
+                let held = match &self.mon.record[pg] {
                     Some(old) if old.interval > record.interval => false,
                     Some(old) if *old == record => true,
                     _ => {
-                        self.mon.record = Some(record.clone());
+                        self.mon.record[pg] = Some(record.clone());
                         self.publish();
                         true
                     }
                 };
                 if held {
                     self.send(Ev::Recorded {
+                        pg,
                         to: from,
                         gen,
                         interval: record.interval,
                     });
                 }
             }
-            Ev::Recorded { to, gen, interval } => {
+            Ev::Recorded {
+                pg,
+                to,
+                gen,
+                interval,
+            } => {
                 if self.alive(to, gen) {
-                    self.feed(to, Input::WriteSetRecorded { interval });
+                    self.feed(to, pg, Input::WriteSetRecorded { interval });
                 }
             }
             Ev::StrayAsk {
+                pg,
                 from,
                 gen,
                 to,
@@ -1007,6 +1084,7 @@ impl Sim {
                 self.stray_tokens.insert(token, (from, gen));
                 self.feed(
                     to,
+                    pg,
                     Input::StrayCheck {
                         from: from as i32,
                         epoch,
@@ -1015,28 +1093,30 @@ impl Sim {
                 );
             }
             Ev::StrayAnswer {
+                pg,
                 to,
                 gen,
                 from,
                 clean,
             } => {
                 if self.alive(to, gen) {
-                    self.feed(to, Input::StrayAnswer { from, clean });
+                    self.feed(to, pg, Input::StrayAnswer { from, clean });
                 }
             }
-            Ev::Grant { osd, gen, ask } => {
+            Ev::Grant { pg, osd, gen, ask } => {
                 if self.alive(osd, gen) {
-                    self.feed(osd, Input::Reserved { ask });
+                    self.feed(osd, pg, Input::Reserved { ask });
                 }
             }
-            Ev::PgTemp { osds } => {
+            Ev::PgTemp { pg, osds } => {
                 let osds = Some(osds).filter(|o| !o.is_empty());
-                if self.mon.pg_temp != osds {
-                    self.mon.pg_temp = osds;
+                if self.mon.pg_temp[pg] != osds {
+                    self.mon.pg_temp[pg] = osds;
                     self.publish();
                 }
             }
             Ev::Rec {
+                pg,
                 to,
                 from,
                 gen,
@@ -1047,9 +1127,18 @@ impl Sim {
                 if matches!(what, RecMsg::Chunk(_)) {
                     self.stats.chunks += 1;
                 }
-                self.deliver_rec(to, from, gen, tid, ctx, what)
+                self.deliver_rec(RecPending {
+                    pg,
+                    to,
+                    from,
+                    gen,
+                    tid,
+                    ctx,
+                    what,
+                })
             }
             Ev::RecDone {
+                pg,
                 to,
                 gen,
                 tid,
@@ -1068,7 +1157,7 @@ impl Sim {
                             Input::PullDone { tid, from, result }
                         }
                     };
-                    self.feed(to, input);
+                    self.feed(to, pg, input);
                 }
             }
             Ev::MarkDown { osd, gen } => {
@@ -1078,11 +1167,12 @@ impl Sim {
                     self.publish();
                 }
             }
-            Ev::Op { to, req, op } => {
+            Ev::Op { pg, to, req, op } => {
                 if self.osds[to].running() {
                     let now_ms = self.now_ms;
                     self.feed(
                         to,
+                        pg,
                         Input::Op {
                             op,
                             token: req,
@@ -1095,42 +1185,20 @@ impl Sim {
         }
     }
 
-    /// A log or push reaches member `to` (its PG answers, as in the
-    /// daemon; an unreachable member fails the sender's call).
-    fn deliver_rec(
-        &mut self,
-        to: usize,
-        from: usize,
-        gen: u64,
-        tid: u64,
-        ctx: RepCtx,
-        what: RecMsg,
-    ) {
-        if !self.osds[to].running() {
-            let answer = what.unreachable();
-            return self.send(Ev::RecDone {
-                to: from,
-                gen,
-                tid,
-                from: to as i32,
-                answer,
-            });
+    /// A recovery message reaches member `r.to` (its PG answers, as in
+    /// the daemon; an unreachable member fails the sender's call).
+    fn deliver_rec(&mut self, r: RecPending) {
+        if !self.osds[r.to].running() {
+            let answer = r.what.unreachable();
+            let to = r.to;
+            return self.send(rec_done(to, r, answer));
         }
         let token = self.next_rep_token;
         self.next_rep_token += 1;
-        self.rec_tokens.insert(
-            token,
-            RecPending {
-                to,
-                from,
-                gen,
-                tid,
-                ctx: ctx.clone(),
-                what: what.clone(),
-            },
-        );
+        let (to, pg, ctx, what) = (r.to, r.pg, r.ctx.clone(), r.what.clone());
+        let from = r.from as i32;
+        self.rec_tokens.insert(token, r);
         let now_ms = self.now_ms;
-        let from = from as i32;
         let input = match what {
             RecMsg::Log(log) => Input::Log {
                 from,
@@ -1176,7 +1244,7 @@ impl Sim {
                 now_ms,
             },
         };
-        self.feed(to, input);
+        self.feed(to, pg, input);
     }
 
     fn on_reply(&mut self, req: u64, reply: OpReply) {
@@ -1251,9 +1319,12 @@ impl Sim {
         if self.rng.chance(STALE_CLIENT_PER_MILLE) {
             epoch = epoch.saturating_sub(1 + self.rng.below(3)).max(1);
         }
+        let pg = pg_of(match self.pending[&key].kind {
+            Kind::Write { obj, .. } | Kind::Read { obj, .. } => obj,
+        });
         let acting = match self.mon.maps.get(&epoch) {
-            Some((acting, ..)) => acting.clone(),
-            None => self.mon.acting(),
+            Some(at) => at.acting[pg].clone(),
+            None => self.mon.acting(pg),
         };
         let Some(&primary) = acting.first() else {
             return;
@@ -1308,7 +1379,7 @@ impl Sim {
             ),
         };
         let op = ClientOp {
-            pool: PG.pool,
+            pool: POOL,
             name: format!("o{obj}"),
             epoch,
             ops,
@@ -1322,6 +1393,7 @@ impl Sim {
             p.sent_ms = self.now_ms;
         }
         self.send(Ev::Op {
+            pg,
             to: primary as usize,
             req,
             op,
@@ -1405,7 +1477,9 @@ impl Sim {
         if self.now_ms.is_multiple_of(250) {
             let now_ms = self.now_ms;
             for o in 0..OSDS {
-                self.feed(o, Input::Tick { now_ms });
+                for p in 0..PGS {
+                    self.feed(o, p, Input::Tick { now_ms });
+                }
             }
         }
     }
@@ -1444,98 +1518,117 @@ impl Sim {
         let left: Vec<Kind> = self.pending.values().map(|p| p.kind).collect();
         assert!(
             left.iter().all(|k| matches!(k, Kind::Write { .. })),
-            "reads still unanswered with every OSD up: {left:?} (map {:?})",
-            self.mon.maps.last_key_value()
+            "reads still unanswered with every OSD up: {left:?} (acting sets {:?})",
+            (0..PGS).map(|p| self.mon.acting(p)).collect::<Vec<_>>()
         );
     }
 
-    /// After healing, with no client ops: the PG goes active+clean with
+    /// After healing, with no client ops: every PG goes active+clean with
     /// CRUSH's set in charge within a bound, and every member then holds
     /// the same objects (data, xattrs, omap), the same log, the same head,
     /// and no missing record.
     fn check_clean(&mut self) {
         let mut clean = false;
         for _ in 0..CLEAN_STEPS {
-            if self.is_clean() {
+            if (0..PGS).all(|p| self.is_clean(p)) {
                 clean = true;
                 break;
             }
             self.step();
         }
-        let acting = self.mon.acting();
-        let state = self.osds[acting[0] as usize]
-            .pg
-            .as_ref()
-            .and_then(|pg| pg.stat())
-            .map(|st| st.state.to_string());
-        assert!(
-            clean,
-            "not clean {CLEAN_STEPS} steps after healing: primary osd.{} in state {state:?}, acting {acting:?}, pg_temp {:?}",
-            acting[0], self.mon.pg_temp
-        );
-        // Every member is on record: any one of them alone can serve.
-        let mut recorded = self.mon.record.as_ref().map_or(vec![], |r| r.osds.clone());
-        recorded.sort_unstable();
-        let mut members = acting.clone();
-        members.sort_unstable();
-        assert_eq!(
-            recorded, members,
-            "clean, but the record is not the acting set"
-        );
-        let snap = |o: i32| copy_of(&self.osds[o as usize].store);
-        let first = snap(acting[0]);
-        assert!(first.missing.is_empty(), "{first:?}");
-        for &o in &acting[1..] {
-            let other = snap(o);
-            assert_eq!(
-                first.head, other.head,
-                "osd.{o}'s head differs from the primary's"
+        for p in 0..PGS {
+            let acting = self.mon.acting(p);
+            let state = self.osds[acting[0] as usize]
+                .pgs
+                .get(p)
+                .and_then(|pg| pg.stat())
+                .map(|st| st.state.to_string());
+            assert!(
+                clean,
+                "not clean {CLEAN_STEPS} steps after healing: pg {p}'s primary osd.{} in state {state:?}, acting {acting:?}, pg_temp {:?}",
+                acting[0], self.mon.pg_temp[p]
             );
-            assert_eq!(first.missing, other.missing, "osd.{o} still lacks objects");
-            assert_eq!(first.objects, other.objects, "osd.{o}'s objects differ");
-            // The logs agree entry for entry.
-            assert_eq!(first.log, other.log, "osd.{o}'s log differs");
+            // Every member is on record: any one of them alone can serve.
+            let mut recorded = self.mon.record[p]
+                .as_ref()
+                .map_or(vec![], |r| r.osds.clone());
+            recorded.sort_unstable();
+            let mut members = acting.clone();
+            members.sort_unstable();
+            assert_eq!(
+                recorded, members,
+                "pg {p} clean, but the record is not the acting set"
+            );
+            let snap = |o: i32| copy_of(self.osds[o as usize].store.inner(), coll(p));
+            let first = snap(acting[0]);
+            assert!(first.missing.is_empty(), "pg {p}: {first:?}");
+            for &o in &acting[1..] {
+                let other = snap(o);
+                assert_eq!(
+                    first.head, other.head,
+                    "pg {p}: osd.{o}'s head differs from the primary's"
+                );
+                assert_eq!(
+                    first.missing, other.missing,
+                    "pg {p}: osd.{o} still lacks objects"
+                );
+                assert_eq!(
+                    first.objects, other.objects,
+                    "pg {p}: osd.{o}'s objects differ"
+                );
+                // The logs agree entry for entry.
+                assert_eq!(first.log, other.log, "pg {p}: osd.{o}'s log differs");
+            }
         }
         // Copies outside the acting set go once the PG is clean without
         // them (the primary says so when they ask, every couple of
         // seconds).
-        let stray = |sim: &Sim, o: usize| {
-            let c = copy_of(&sim.osds[o].store);
-            !acting.contains(&(o as i32))
+        let stray = |sim: &Sim, o: usize, p: usize| {
+            let c = copy_of(sim.osds[o].store.inner(), coll(p));
+            !sim.mon.acting(p).contains(&(o as i32))
                 && (c.head > Version::default()
                     || !c.objects.is_empty()
                     || !c.log.is_empty()
                     || !c.missing.is_empty())
         };
+        let any_stray = |sim: &Sim| (0..OSDS).any(|o| (0..PGS).any(|p| stray(sim, o, p)));
         for _ in 0..STRAY_STEPS {
-            if !(0..OSDS).any(|o| stray(self, o)) {
+            if !any_stray(self) {
                 break;
             }
             self.step();
         }
         for o in 0..OSDS {
-            assert!(!stray(self, o), "osd.{o} still holds a stray copy");
+            for p in 0..PGS {
+                assert!(
+                    !stray(self, o, p),
+                    "osd.{o} still holds a stray copy of pg {p}"
+                );
+            }
         }
         for (o, osd) in self.osds.iter().enumerate() {
             assert!(
-                osd.asks.is_empty(),
-                "clean, but osd.{o}'s PG holds recovery-slot asks {:?}",
-                osd.asks
+                osd.asks.is_empty() && osd.slots.held() == 0 && osd.slots.waiting() == 0,
+                "clean, but osd.{o}'s PGs hold recovery-slot asks {:?} ({} slots held, {} asks waiting)",
+                osd.asks,
+                osd.slots.held(),
+                osd.slots.waiting()
             );
         }
         self.stats.clean_checks += 1;
+        self.stats.read_errors = self.osds.iter().map(|o| o.store.read_faults()).sum();
     }
 
-    /// CRUSH's set in charge and its primary's PG clean, on the newest
-    /// map, with nothing in flight.
-    fn is_clean(&self) -> bool {
-        let acting = self.mon.acting();
-        if acting != self.mon.crush_up() || !self.queue.is_empty() {
+    /// CRUSH's set in charge of PG `p` and its primary's PG clean, on the
+    /// newest map, with nothing in flight.
+    fn is_clean(&self, p: usize) -> bool {
+        let acting = self.mon.acting(p);
+        if acting != self.mon.crush_up(p) || !self.queue.is_empty() {
             return false;
         }
         let Some(pg) = acting
             .first()
-            .and_then(|&p| self.osds[p as usize].pg.as_ref())
+            .and_then(|&o| self.osds[o as usize].pgs.get(p))
         else {
             return false;
         };
@@ -1567,9 +1660,35 @@ impl Sim {
     }
 }
 
+/// A recovery message from OSD `from`'s PG `pg` to member `to`.
+fn rec(pg: usize, from: usize, gen: u64, to: i32, tid: u64, ctx: RepCtx, what: RecMsg) -> Ev {
+    Ev::Rec {
+        pg,
+        to: to as usize,
+        from,
+        gen,
+        tid,
+        ctx,
+        what,
+    }
+}
+
+/// Member `o`'s answer to the recovery message `r`, back to its sender.
+fn rec_done(o: usize, r: RecPending, answer: RecAnswer) -> Ev {
+    Ev::RecDone {
+        pg: r.pg,
+        to: r.from,
+        gen: r.gen,
+        tid: r.tid,
+        from: o as i32,
+        answer,
+    }
+}
+
 /// The message that sends a held recovery message again.
 fn rec_event(r: RecPending) -> Ev {
     Ev::Rec {
+        pg: r.pg,
         to: r.to,
         from: r.from,
         gen: r.gen,
@@ -1589,8 +1708,14 @@ fn lost(ev: Ev) -> Option<Ev> {
     let e = || RepError::Failed("lost".into());
     Some(match ev {
         Ev::RepOp {
-            to, from, gen, tid, ..
+            pg,
+            to,
+            from,
+            gen,
+            tid,
+            ..
         } => Ev::RepDone {
+            pg,
             to: from,
             gen,
             tid,
@@ -1598,8 +1723,14 @@ fn lost(ev: Ev) -> Option<Ev> {
             result: Err(e()),
         },
         Ev::RepDone {
-            to, gen, tid, from, ..
+            pg,
+            to,
+            gen,
+            tid,
+            from,
+            ..
         } => Ev::RepDone {
+            pg,
             to,
             gen,
             tid,
@@ -1607,6 +1738,7 @@ fn lost(ev: Ev) -> Option<Ev> {
             result: Err(e()),
         },
         Ev::Rec {
+            pg,
             to,
             from,
             gen,
@@ -1614,6 +1746,7 @@ fn lost(ev: Ev) -> Option<Ev> {
             what,
             ..
         } => Ev::RecDone {
+            pg,
             to: from,
             gen,
             tid,
@@ -1621,12 +1754,14 @@ fn lost(ev: Ev) -> Option<Ev> {
             answer: what.unreachable(),
         },
         Ev::RecDone {
+            pg,
             to,
             gen,
             tid,
             from,
             answer,
         } => Ev::RecDone {
+            pg,
             to,
             gen,
             tid,
@@ -1670,8 +1805,7 @@ struct Copy {
     missing: Vec<Vec<u8>>,
 }
 
-fn copy_of(s: &MemStore) -> Copy {
-    let c = coll();
+fn copy_of(s: &MemStore, c: CollectionId) -> Copy {
     let (names, _) = s.list(c, None, 10_000).unwrap();
     let objects = names
         .into_iter()
@@ -1740,6 +1874,7 @@ fn acknowledged_writes_survive_crashes_and_stale_copies_never_answer() {
         total.chunks += st.chunks;
         total.store_failures += st.store_failures;
         total.pulls += st.pulls;
+        total.read_errors += st.read_errors;
     }
     eprintln!("{seeds} seeds: {total:?}");
     // The runs did something: writes were acknowledged and OSDs crashed.
@@ -1752,4 +1887,6 @@ fn acknowledged_writes_survive_crashes_and_stale_copies_never_answer() {
     assert!(total.store_failures > 0, "{total:?}");
     // Primaries that were behind pulled objects.
     assert!(total.pulls > 0, "{total:?}");
+    // Object reads failed.
+    assert!(total.read_errors > seeds, "{total:?}");
 }

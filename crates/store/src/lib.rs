@@ -8,6 +8,7 @@
 
 pub mod block;
 pub mod error;
+pub mod faulty;
 pub mod mem;
 pub mod names;
 pub mod store;
@@ -15,6 +16,7 @@ pub mod txn;
 
 pub use block::{aligned_bytes, free_bytes, BlockConfig, BlockStore, FsckReport};
 pub use error::{Result, StoreError};
+pub use faulty::FaultyStore;
 pub use mem::MemStore;
 pub use names::{CollectionId, Compression, Limits, ObjectId, ObjectStat, StoreStats};
 pub use store::{Commit, Completer, ObjectStore};

@@ -141,6 +141,21 @@ impl SubOp {
                 | SubOp::OmapSetHeader(_)
         )
     }
+
+    /// Whether this sub-op can take more space (refused while an OSD of
+    /// the PG is full; a truncate or removal only frees it).
+    pub fn takes_space(&self) -> bool {
+        matches!(
+            self,
+            SubOp::Create
+                | SubOp::WriteFull(_)
+                | SubOp::Write { .. }
+                | SubOp::Append(_)
+                | SubOp::SetXattr { .. }
+                | SubOp::OmapSet(_)
+                | SubOp::OmapSetHeader(_)
+        )
+    }
 }
 
 /// A client's op on one object.
@@ -211,6 +226,11 @@ pub enum OpError {
     /// nothing until one returns (ops wait, then fail with this).
     #[error("PG {pg} is down: its latest writes are on osd {osds:?}, none of them up")]
     Down { pg: String, osds: Vec<i32> },
+    /// An OSD holding the PG is full: writes that could take space are
+    /// refused (deletes, truncates and removals still go) until space is
+    /// freed or OSDs are added.
+    #[error("osd.{osd} is full: writes that take space are refused until data is deleted or OSDs are added")]
+    Full { osd: i32 },
 }
 
 /// The reply to a `ClientOp`.

@@ -44,11 +44,65 @@ pub struct OsdInfo {
     pub up_from: Epoch,
     /// Epoch it was last marked down (0 if never).
     pub down_at: Epoch,
+    /// How full its device was in its last report the monitors acted on.
+    #[serde(default)]
+    pub fullness: Fullness,
 }
 
 impl OsdInfo {
     pub fn is_in(&self) -> bool {
         self.weight > 0
+    }
+}
+
+/// Share of a device in use at which an OSD is near full (a warning).
+pub const NEARFULL_RATIO: f64 = 0.85;
+/// ... at which no PG is backfilled onto it.
+pub const BACKFILLFULL_RATIO: f64 = 0.90;
+/// ... at which client writes to its PGs are refused (deletes still go),
+/// so that recovery and the PG log keep room and no device fills up.
+pub const FULL_RATIO: f64 = 0.95;
+
+/// How full an OSD's device is (Ceph's nearfull, backfillfull and full
+/// states), from its reports; ordered from least to most full.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Fullness {
+    #[default]
+    Ok,
+    NearFull,
+    BackfillFull,
+    Full,
+}
+
+impl Fullness {
+    /// The state of a device with `used` of `total` bytes in use (a
+    /// device of unknown size counts as not full).
+    pub fn of(used: u64, total: u64) -> Fullness {
+        if total == 0 {
+            return Fullness::Ok;
+        }
+        let r = used as f64 / total as f64;
+        if r >= FULL_RATIO {
+            Fullness::Full
+        } else if r >= BACKFILLFULL_RATIO {
+            Fullness::BackfillFull
+        } else if r >= NEARFULL_RATIO {
+            Fullness::NearFull
+        } else {
+            Fullness::Ok
+        }
+    }
+}
+
+impl std::fmt::Display for Fullness {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Fullness::Ok => "ok",
+            Fullness::NearFull => "nearfull",
+            Fullness::BackfillFull => "backfillfull",
+            Fullness::Full => "full",
+        })
     }
 }
 
@@ -205,6 +259,11 @@ pub enum Change {
     OsdReweight {
         id: i32,
         weight: u32,
+    },
+    /// The monitors saw an OSD's device cross a fullness threshold.
+    OsdFullness {
+        id: i32,
+        fullness: Fullness,
     },
     /// Forget an OSD (it must be down); removes it from CRUSH too.
     OsdRemove {
@@ -410,6 +469,7 @@ impl OsdMap {
                     weight: WEIGHT_IN,
                     up_from: e,
                     down_at: 0,
+                    fullness: Fullness::Ok,
                 });
                 o.addr = addr.clone();
                 o.up = true;
@@ -451,6 +511,12 @@ impl OsdMap {
                     .get_mut(id)
                     .ok_or(MapError::NoSuchOsd(*id))?
                     .weight = *weight;
+            }
+            Change::OsdFullness { id, fullness } => {
+                self.osds
+                    .get_mut(id)
+                    .ok_or(MapError::NoSuchOsd(*id))?
+                    .fullness = *fullness;
             }
             Change::OsdRemove { id } => {
                 let o = self.osd(*id)?;

@@ -20,7 +20,7 @@ mod mailbox;
 mod monitor;
 mod peers;
 mod pg_task;
-mod reserve;
+pub mod reserve;
 mod service;
 
 use crate::error::OsdError;
@@ -30,9 +30,9 @@ use loligo_monc::MonClient;
 use loligo_proto::net::{Channels, MESSAGE_BYTES_MAX};
 use loligo_proto::v1::osd_server::OsdServer;
 use loligo_store::{CollectionId, ObjectStore, Transaction};
-use loligo_types::{Epoch, OsdMap, PgId, PgMapping, PgStat, Pool, WriteSetRecord};
+use loligo_types::{Epoch, Fullness, OsdMap, PgId, PgMapping, PgStat, Pool, WriteSetRecord};
 use mailbox::Mailbox;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -50,6 +50,8 @@ const BOOT_TIMEOUT_MS: u64 = 60_000;
 const STOP_WAIT_MS: u64 = 2_000;
 /// How long `start` waits for a map that shows this OSD up.
 const UP_WAIT_MS: u64 = 30_000;
+/// How often, at most, a write looks at how full this OSD's device is.
+const FULL_CHECK_MS: u64 = 100;
 
 /// An OSD's settings.
 #[derive(Clone, Debug)]
@@ -162,6 +164,14 @@ pub struct OsdShared {
     /// has; `failed` wakes `OsdHandle::failed`.
     failure: Mutex<Option<String>>,
     failed: tokio::sync::Notify,
+    /// OSDs the current map shows full.
+    full: Mutex<BTreeSet<i32>>,
+    /// This OSD's device was full at its last look (at most every
+    /// `FULL_CHECK_MS` while writes come): its PGs refuse writes at once,
+    /// before the map says so.
+    self_full: AtomicBool,
+    /// When it last looked (ms since start; `u64::MAX`: never).
+    full_checked_ms: AtomicU64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -169,6 +179,50 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl OsdShared {
+    /// Whether this OSD's own device is full, looking again if the last
+    /// look is older than `FULL_CHECK_MS`; a change is reported to the
+    /// monitors at once.
+    fn device_full(&self) -> bool {
+        let now = self.now_ms();
+        let last = self.full_checked_ms.load(Ordering::Relaxed);
+        if last != u64::MAX && now.saturating_sub(last) < FULL_CHECK_MS {
+            return self.self_full.load(Ordering::Relaxed);
+        }
+        self.full_checked_ms.store(now, Ordering::Relaxed);
+        let full = self
+            .store
+            .statfs()
+            .is_ok_and(|x| Fullness::of(x.used, x.total) == Fullness::Full);
+        if full != self.self_full.swap(full, Ordering::Relaxed) {
+            if full {
+                tracing::error!("this OSD's device is full: writes to its PGs are refused");
+            } else {
+                tracing::info!("this OSD's device is no longer full");
+            }
+            self.stats_changed.notify_one();
+        }
+        full
+    }
+
+    /// A member of `pg` that is full, if this OSD is its primary: this
+    /// OSD itself by its own last look at its device, or a member of the
+    /// acting set the map shows full (`None` also when this OSD does not
+    /// serve `pg`: its PG task answers that).
+    fn full_member(&self, pg: PgId) -> Option<i32> {
+        let me = self.cfg.id;
+        let self_full = self.device_full();
+        let full = lock(&self.full);
+        if !self_full && full.is_empty() {
+            return None;
+        }
+        let views = lock(&self.views);
+        let v = views.get(&pg).filter(|v| v.primary == me)?;
+        if self_full {
+            return Some(me);
+        }
+        v.acting.iter().copied().find(|o| full.contains(o))
+    }
+
     fn map(&self) -> Option<Arc<OsdMap>> {
         self.map.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
@@ -255,6 +309,11 @@ pub struct OsdHandle {
 }
 
 impl OsdHandle {
+    /// Why the OSD stopped itself, if it has.
+    pub fn failed_now(&self) -> Option<String> {
+        lock(&self.shared.failure).clone()
+    }
+
     /// Resolves once the OSD has stopped itself, with why: a store
     /// transaction failed (I/O error, no space), so this copy may lack a
     /// write its PG's state already counts. Like a crash, and like Ceph's
@@ -337,6 +396,9 @@ pub async fn start(
         strays_started: AtomicBool::new(false),
         failure: Mutex::new(None),
         failed: tokio::sync::Notify::new(),
+        full: Mutex::new(BTreeSet::new()),
+        self_full: AtomicBool::new(false),
+        full_checked_ms: AtomicU64::new(u64::MAX),
     });
     let mut tasks = Vec::new();
     let svc = OsdServer::new(service::Service(shared.clone()))
@@ -436,6 +498,12 @@ fn on_map(s: &Arc<OsdShared>, m: &OsdMap) {
     }
     let map = Arc::new(m.clone());
     *s.map.write().unwrap_or_else(|p| p.into_inner()) = Some(map.clone());
+    *lock(&s.full) = map
+        .osds
+        .values()
+        .filter(|o| o.fullness == Fullness::Full)
+        .map(|o| o.id)
+        .collect();
     let Ok(mut placer) = map.placer() else {
         tracing::error!("map epoch {} does not compile", map.epoch);
         return;

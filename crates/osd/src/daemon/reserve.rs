@@ -55,13 +55,11 @@ impl Reserver {
     }
 
     /// PGs holding a slot.
-    #[cfg(test)]
     pub fn held(&self) -> usize {
         self.held.len()
     }
 
     /// Asks waiting for a slot.
-    #[cfg(test)]
     pub fn waiting(&self) -> usize {
         self.waiting.len()
     }

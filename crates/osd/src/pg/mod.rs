@@ -126,6 +126,8 @@ pub struct PgView {
     pub primary: i32,
     /// Interval of the write set on record (0: none).
     pub record_interval: Epoch,
+    /// The latest boot epoch among the acting set's OSDs.
+    pub acting_up_from: Epoch,
 }
 
 /// The info record a store holds for `coll` (`None`: no record, or one
@@ -721,6 +723,8 @@ pub struct Pg {
     queries: Vec<PendingQuery>,
     /// CRUSH's set for the PG in the current map.
     up: Vec<i32>,
+    /// The latest boot epoch among the acting set's OSDs in that map.
+    acting_up_from: Epoch,
     /// Objects this copy lacks (loaded from its `missing/` records on the
     /// first input).
     missing: BTreeMap<String, Version>,
@@ -831,6 +835,7 @@ impl Pg {
             lists: VecDeque::new(),
             queries: Vec::new(),
             up: Vec::new(),
+            acting_up_from: 0,
             missing: BTreeMap::new(),
             missing_loaded: false,
             applying: BTreeMap::new(),
@@ -863,6 +868,7 @@ impl Pg {
             acting: self.acting.clone(),
             primary: self.primary,
             record_interval: self.record.as_ref().map_or(0, |r| r.interval),
+            acting_up_from: self.acting_up_from,
         }
     }
 
@@ -895,6 +901,7 @@ impl Pg {
                     self.record_up = record_up;
                     self.up = up;
                     let restarted = acting_up_from > self.interval;
+                    self.acting_up_from = acting_up_from;
                     let m = MapView {
                         epoch,
                         acting,
@@ -1553,6 +1560,13 @@ impl Pg {
             return;
         };
         if !want.is_empty() {
+            return;
+        }
+        // Its own transactions from an earlier interval must be durable
+        // first: reads follow at once, and the store must show all this
+        // copy claims (sim seed 12577: an object pulled in the interval
+        // before was read at its older version).
+        if !self.settled() {
             return;
         }
         // Every acknowledged write is on each member of the recorded
@@ -2476,6 +2490,7 @@ impl Pg {
         }
         self.rerun_held_logs(s, fx);
         if self.is_primary() {
+            self.maybe_activate(s, fx);
             self.pull_some(s, fx);
             self.send_logs(s, fx);
             self.recover_some(s, fx);

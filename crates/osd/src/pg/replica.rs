@@ -16,14 +16,18 @@ use std::collections::HashMap;
 /// Whether a replica whose PG is at `view` takes a write that `primary`
 /// sent under `ctx`. A replica with an older map takes it (the primary
 /// knows more); one with a newer map only if the PG kept the same acting
-/// set and primary and nobody recorded a write set since the primary's
-/// epoch (so no other primary can have written in between). Comparing
-/// intervals alone would not do: two OSDs that saw different subsets of
-/// the epochs count an interval from different epochs.
+/// set and primary, no member of it booted since the write's interval
+/// began (a restarted primary starts a new interval with the same set:
+/// sim seed 18887 had a dead primary's last write taken after its new
+/// incarnation had peered), and nobody recorded a write set since the
+/// primary's epoch (so no other primary can have written in between).
+/// Comparing intervals alone would not do: two OSDs that saw different
+/// subsets of the epochs count an interval from different epochs.
 pub fn replica_accepts(view: &PgView, primary: i32, ctx: &RepCtx) -> bool {
     view.epoch <= ctx.epoch
         || (view.acting == ctx.acting
             && view.primary == primary
+            && view.acting_up_from <= ctx.interval
             && view.record_interval <= ctx.epoch)
 }
 
@@ -177,4 +181,46 @@ pub(super) fn info_in(coll: CollectionId, txn: &Transaction) -> Option<PgInfo> {
         } if *c == coll && key == INFO_KEY => super::record::decode_info(value).ok(),
         _ => None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use loligo_types::Epoch;
+
+    fn ctx(interval: Epoch, epoch: Epoch) -> RepCtx {
+        RepCtx {
+            interval,
+            epoch,
+            acting: vec![2, 3, 0],
+            prev: Version::default(),
+            version: Version::default(),
+        }
+    }
+
+    fn view(epoch: Epoch, acting_up_from: Epoch, record_interval: Epoch) -> PgView {
+        PgView {
+            epoch,
+            interval: epoch,
+            acting: vec![2, 3, 0],
+            primary: 2,
+            record_interval,
+            acting_up_from,
+        }
+    }
+
+    #[test]
+    fn a_write_from_an_ended_interval_is_refused_even_with_the_same_acting_set() {
+        // The replica's map is older or the same: it takes the write.
+        assert!(replica_accepts(&view(176, 150, 170), 2, &ctx(170, 176)));
+        // Newer, nothing changed for the PG: still the same interval.
+        assert!(replica_accepts(&view(180, 150, 170), 2, &ctx(170, 176)));
+        // The primary restarted at epoch 177 (same set, same primary):
+        // its earlier incarnation's write belongs to an interval that is
+        // over.
+        assert!(!replica_accepts(&view(180, 177, 170), 2, &ctx(170, 176)));
+        // Another primary, or a write set recorded since: refused.
+        assert!(!replica_accepts(&view(180, 150, 170), 3, &ctx(170, 176)));
+        assert!(!replica_accepts(&view(180, 150, 178), 2, &ctx(170, 176)));
+    }
 }

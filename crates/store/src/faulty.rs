@@ -1,0 +1,203 @@
+//! `FaultyStore`: a store wrapper that makes chosen operations fail, for
+//! tests of what runs above a store (an OSD's fail-stop, its answer to a
+//! read error). It counts object reads and queued transactions down to
+//! the one that fails with an I/O error; everything else goes to the
+//! store it wraps unchanged.
+//!
+//! It must never change what the wrapped store holds: a failed
+//! transaction applies nothing, a failed read returns nothing.
+
+use crate::error::{Result, StoreError};
+use crate::names::{CollectionId, Limits, ObjectId, ObjectStat, StoreStats};
+use crate::store::{Commit, ObjectStore};
+use crate::txn::Transaction;
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A store whose `n`th object read or transaction from a given point
+/// fails.
+pub struct FaultyStore<S> {
+    inner: S,
+    read_in: AtomicU64,
+    commit_in: AtomicU64,
+    read_faults: AtomicU64,
+    commit_faults: AtomicU64,
+}
+
+impl<S: ObjectStore> FaultyStore<S> {
+    /// `inner`, with no fault armed.
+    pub fn new(inner: S) -> FaultyStore<S> {
+        FaultyStore {
+            inner,
+            read_in: AtomicU64::new(0),
+            commit_in: AtomicU64::new(0),
+            read_faults: AtomicU64::new(0),
+            commit_faults: AtomicU64::new(0),
+        }
+    }
+
+    /// The wrapped store (reads and writes through it see no faults).
+    pub fn inner(&self) -> &S {
+        &self.inner
+    }
+
+    /// Make the `n`th object read (data, xattr or omap) from now fail
+    /// with an I/O error; 0 disarms.
+    pub fn fail_read_in(&self, n: u64) {
+        self.read_in.store(n, Ordering::Relaxed);
+    }
+
+    /// Make the `n`th transaction queued from now fail with an I/O error
+    /// (applying nothing); 0 disarms.
+    pub fn fail_commit_in(&self, n: u64) {
+        self.commit_in.store(n, Ordering::Relaxed);
+    }
+
+    /// Reads that failed so far.
+    pub fn read_faults(&self) -> u64 {
+        self.read_faults.load(Ordering::Relaxed)
+    }
+
+    /// Transactions that failed so far.
+    pub fn commit_faults(&self) -> u64 {
+        self.commit_faults.load(Ordering::Relaxed)
+    }
+
+    fn read_trips(&self) -> Result<()> {
+        if trips(&self.read_in) {
+            self.read_faults.fetch_add(1, Ordering::Relaxed);
+            return Err(StoreError::Io("injected read error".into()));
+        }
+        Ok(())
+    }
+}
+
+/// Count `left` down; true for the call that takes it from 1 to 0.
+fn trips(left: &AtomicU64) -> bool {
+    left.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+        .is_ok_and(|n| n == 1)
+}
+
+impl<S: ObjectStore> ObjectStore for FaultyStore<S> {
+    fn limits(&self) -> &Limits {
+        self.inner.limits()
+    }
+    fn queue_transaction(&self, t: Transaction) -> Commit {
+        if trips(&self.commit_in) {
+            self.commit_faults.fetch_add(1, Ordering::Relaxed);
+            return Commit::ready(Err(StoreError::Io("injected commit error".into())));
+        }
+        self.inner.queue_transaction(t)
+    }
+    fn collections(&self) -> Result<Vec<CollectionId>> {
+        self.inner.collections()
+    }
+    fn collection_exists(&self, c: CollectionId) -> Result<bool> {
+        self.inner.collection_exists(c)
+    }
+    fn exists(&self, c: CollectionId, o: &ObjectId) -> Result<bool> {
+        self.inner.exists(c, o)
+    }
+    fn stat(&self, c: CollectionId, o: &ObjectId) -> Result<ObjectStat> {
+        self.inner.stat(c, o)
+    }
+    fn read(&self, c: CollectionId, o: &ObjectId, extents: &[(u64, u64)]) -> Result<Vec<Vec<u8>>> {
+        self.read_trips()?;
+        self.inner.read(c, o, extents)
+    }
+    fn getattr(&self, c: CollectionId, o: &ObjectId, name: &str) -> Result<Vec<u8>> {
+        self.read_trips()?;
+        self.inner.getattr(c, o, name)
+    }
+    fn getattrs(&self, c: CollectionId, o: &ObjectId) -> Result<BTreeMap<String, Vec<u8>>> {
+        self.read_trips()?;
+        self.inner.getattrs(c, o)
+    }
+    fn stat_attr(
+        &self,
+        c: CollectionId,
+        o: &ObjectId,
+        name: &str,
+    ) -> Result<Option<(ObjectStat, Option<Vec<u8>>)>> {
+        self.read_trips()?;
+        self.inner.stat_attr(c, o, name)
+    }
+    fn omap_header(&self, c: CollectionId, o: &ObjectId) -> Result<Vec<u8>> {
+        self.read_trips()?;
+        self.inner.omap_header(c, o)
+    }
+    fn omap_get(
+        &self,
+        c: CollectionId,
+        o: &ObjectId,
+        keys: &[Vec<u8>],
+    ) -> Result<BTreeMap<Vec<u8>, Vec<u8>>> {
+        self.read_trips()?;
+        self.inner.omap_get(c, o, keys)
+    }
+    fn omap_range(
+        &self,
+        c: CollectionId,
+        o: &ObjectId,
+        start: &[u8],
+        end: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.read_trips()?;
+        self.inner.omap_range(c, o, start, end, limit)
+    }
+    fn list_range(
+        &self,
+        c: CollectionId,
+        hashes: Range<u64>,
+        start: Option<&ObjectId>,
+        limit: usize,
+    ) -> Result<(Vec<ObjectId>, Option<ObjectId>)> {
+        self.inner.list_range(c, hashes, start, limit)
+    }
+    fn record(&self, c: CollectionId, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.inner.record(c, key)
+    }
+    fn records(
+        &self,
+        c: CollectionId,
+        start: &[u8],
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.inner.records(c, start, limit)
+    }
+    fn statfs(&self) -> Result<StoreStats> {
+        self.inner.statfs()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::MemStore;
+
+    #[test]
+    fn the_nth_read_and_the_nth_commit_fail_and_nothing_else_changes() {
+        let s = FaultyStore::new(MemStore::new());
+        let c = CollectionId::pg(1, 0);
+        let o = ObjectId::new(7, "a");
+        let mut t = Transaction::new();
+        t.create_collection(c);
+        t.write_full(c, &o, b"one".to_vec());
+        s.apply(t).unwrap();
+        s.fail_read_in(2);
+        assert_eq!(s.read(c, &o, &[(0, 3)]).unwrap(), vec![b"one".to_vec()]);
+        assert!(matches!(s.read(c, &o, &[(0, 3)]), Err(StoreError::Io(_))));
+        assert_eq!(s.read(c, &o, &[(0, 3)]).unwrap(), vec![b"one".to_vec()]);
+        assert_eq!(s.read_faults(), 1);
+        s.fail_commit_in(1);
+        let mut t = Transaction::new();
+        t.write_full(c, &o, b"two".to_vec());
+        assert!(matches!(s.apply(t.clone()), Err(StoreError::Io(_))));
+        assert_eq!(s.read(c, &o, &[(0, 3)]).unwrap(), vec![b"one".to_vec()]);
+        s.apply(t).unwrap();
+        assert_eq!(s.read(c, &o, &[(0, 3)]).unwrap(), vec![b"two".to_vec()]);
+        assert_eq!(s.commit_faults(), 1);
+    }
+}
