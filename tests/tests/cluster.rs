@@ -44,6 +44,10 @@ fn osd_cfg(id: i32, addr: &str, mon: &str, log_entries: u64) -> OsdConfig {
     c.heartbeat_grace = Duration::from_millis(1500);
     c.op_timeout = Duration::from_secs(3);
     c.report_interval = Duration::from_millis(500);
+    // One incoming recovery copy at a time: every test that heals also
+    // shows that copies waiting for their turn (or refused and retried)
+    // still get through.
+    c.recovery_max_incoming = 1;
     c
 }
 

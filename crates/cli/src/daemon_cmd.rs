@@ -87,6 +87,11 @@ pub struct OsdArgs {
     /// chunk (gives client I/O more of the disk; 0: no pause).
     #[arg(long, default_value_t = 0)]
     recovery_sleep_ms: u64,
+    /// Recovery pushes and backfill chunks from other OSDs this OSD takes
+    /// at once (more wait their turn), so one that many PGs copy onto is
+    /// not swamped.
+    #[arg(long, default_value_t = loligo_osd::daemon::RECOVERY_MAX_INCOMING)]
+    recovery_max_incoming: usize,
 }
 
 fn secs(v: f64, what: &str) -> Result<Duration, CliError> {
@@ -199,9 +204,13 @@ pub fn osd(a: OsdArgs) -> Result<(), CliError> {
     cfg.host = a.host.unwrap_or_else(hostname);
     cfg.heartbeat_grace = secs(a.heartbeat_grace, "--heartbeat-grace")?;
     cfg.op_timeout = secs(a.op_timeout, "--op-timeout")?;
-    if a.pg_log_entries == 0 || a.backfill_chunk == 0 || a.recovery_max_active == 0 {
+    if a.pg_log_entries == 0
+        || a.backfill_chunk == 0
+        || a.recovery_max_active == 0
+        || a.recovery_max_incoming == 0
+    {
         return Err(CliError(
-            "--pg-log-entries, --backfill-chunk and --recovery-max-active must be at least 1"
+            "--pg-log-entries, --backfill-chunk, --recovery-max-active and --recovery-max-incoming must be at least 1"
                 .into(),
         ));
     }
@@ -212,6 +221,7 @@ pub fn osd(a: OsdArgs) -> Result<(), CliError> {
     }
     cfg.recovery_max_active = a.recovery_max_active;
     cfg.recovery_sleep = Duration::from_millis(a.recovery_sleep_ms);
+    cfg.recovery_max_incoming = a.recovery_max_incoming;
     cfg.pg_log_entries = a.pg_log_entries;
     cfg.backfill_chunk_objects = a.backfill_chunk;
     let rt = crate::config::runtime()?;

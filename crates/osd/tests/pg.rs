@@ -47,6 +47,7 @@ fn map_record(
         pool: pool(min_size),
         record,
         record_up,
+        toofull: vec![],
         now_ms: 0,
     }
 }
@@ -301,16 +302,17 @@ fn members_that_need_a_backfill_do_not_count_toward_min_size() {
     }
 }
 
-#[test]
-fn backfill_waits_for_a_recovery_slot_and_gives_it_back_when_done() {
-    let (s, mut pg) = setup();
+/// Peer PG 1.0 (head 5) with member 1 complete and member 2 at 3, and
+/// member 2 answer that it needs a backfill (`first` is the first map,
+/// e.g. one that shows member 2 too full): the effects of that answer.
+fn backfill_member_2(s: &MemStore, pg: &mut Pg, first: Input) -> Vec<Effect> {
     let mut t = Transaction::new();
     t.set_record(CollectionId::pg(1, 0), b"info", stored(&info(5)));
     s.apply(t).unwrap();
-    run(&mut pg, &s, map(1, vec![0, 1, 2], 2));
+    run(pg, s, first);
     run(
-        &mut pg,
-        &s,
+        pg,
+        s,
         Input::Info {
             from: 1,
             interval: 1,
@@ -318,8 +320,8 @@ fn backfill_waits_for_a_recovery_slot_and_gives_it_back_when_done() {
         },
     );
     let fx = run(
-        &mut pg,
-        &s,
+        pg,
+        s,
         Input::Info {
             from: 2,
             interval: 1,
@@ -333,10 +335,8 @@ fn backfill_waits_for_a_recovery_slot_and_gives_it_back_when_done() {
             _ => None,
         })
         .expect("the log goes to member 2");
-    // Member 2 needs a backfill: the PG asks its OSD for a slot and
-    // copies nothing until it has one.
-    let fx = pg.handle(
-        &s,
+    pg.handle(
+        s,
         Input::LogDone {
             tid,
             from: 2,
@@ -345,7 +345,15 @@ fn backfill_waits_for_a_recovery_slot_and_gives_it_back_when_done() {
                 backfill: Some(Cursor::Start),
             }),
         },
-    );
+    )
+}
+
+#[test]
+fn backfill_waits_for_a_recovery_slot_and_gives_it_back_when_done() {
+    let (s, mut pg) = setup();
+    // Member 2 needs a backfill: the PG asks its OSD for a slot and
+    // copies nothing until it has one.
+    let fx = backfill_member_2(&s, &mut pg, map(1, vec![0, 1, 2], 2));
     let (ask, priority) = fx
         .iter()
         .find_map(|e| match e {
@@ -409,6 +417,66 @@ fn backfill_waits_for_a_recovery_slot_and_gives_it_back_when_done() {
             .any(|e| matches!(e, Effect::Release { ask: a } if *a == ask)),
         "{fx:?}"
     );
+}
+
+/// Map `epoch` of PG 1.0 on OSDs 0, 1, 2 with `toofull` too full to
+/// backfill onto.
+fn map_toofull(epoch: u64, toofull: Vec<i32>) -> Input {
+    Input::Map {
+        epoch,
+        primary: 0,
+        up: vec![0, 1, 2],
+        acting: vec![0, 1, 2],
+        acting_up_from: 0,
+        pool: pool(2),
+        record: None,
+        record_up: vec![],
+        toofull,
+        now_ms: 0,
+    }
+}
+
+#[test]
+fn a_backfill_onto_a_too_full_member_waits_for_room_without_a_slot() {
+    let (s, mut pg) = setup();
+    let fx = backfill_member_2(&s, &mut pg, map_toofull(1, vec![2]));
+    // Member 2 is too full: nothing is copied, and no recovery slot is
+    // held for it (other PGs may use it).
+    assert!(
+        !fx.iter()
+            .any(|e| matches!(e, Effect::Reserve { .. } | Effect::SendScan { .. })),
+        "{fx:?}"
+    );
+    let fx = pg.handle(&s, Input::Tick { now_ms: 10_000 });
+    assert!(
+        !fx.iter()
+            .any(|e| matches!(e, Effect::Reserve { .. } | Effect::SendScan { .. })),
+        "{fx:?}"
+    );
+    let st = pg.stat().unwrap().state;
+    assert!(st.contains(PgState::BACKFILL_TOOFULL), "{st}");
+    assert!(!st.contains(PgState::BACKFILLING), "{st}");
+    assert!(!st.contains(PgState::BACKFILL_WAIT), "{st}");
+    assert!(!pg.is_clean());
+    // Room again (same interval): the backfill asks for a slot and, once
+    // granted, starts.
+    run(&mut pg, &s, map_toofull(2, vec![]));
+    let fx = pg.handle(&s, Input::Tick { now_ms: 20_000 });
+    let ask = fx
+        .iter()
+        .find_map(|e| match e {
+            Effect::Reserve { ask, .. } => Some(*ask),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no slot asked for: {fx:?}"));
+    let fx = pg.handle(&s, Input::Reserved { ask });
+    assert!(
+        fx.iter()
+            .any(|e| matches!(e, Effect::SendScan { to: 2, .. })),
+        "{fx:?}"
+    );
+    let st = pg.stat().unwrap().state;
+    assert!(!st.contains(PgState::BACKFILL_TOOFULL), "{st}");
 }
 
 /// A primary that is behind first asks complete member `from` for its

@@ -75,6 +75,9 @@ fn pg_of(obj: usize) -> usize {
     obj % PGS
 }
 
+/// Chance (per mille) per step that a device's backfillfull mark flips.
+const TOOFULL_PER_MILLE: u64 = 2;
+
 /// Chance (per mille) that an input's handling meets a read error.
 const EIO_PER_MILLE: u64 = 10;
 
@@ -235,6 +238,8 @@ struct MapAt {
     /// Which OSDs are up, and each one's last boot epoch.
     up: [bool; OSDS],
     up_from: [Epoch; OSDS],
+    /// Which devices are too full to backfill onto.
+    toofull: [bool; OSDS],
 }
 
 /// The monitor: the map as this test needs it.
@@ -242,6 +247,7 @@ struct Mon {
     epoch: Epoch,
     up: [bool; OSDS],
     up_from: [Epoch; OSDS],
+    toofull: [bool; OSDS],
     /// Per PG.
     pg_temp: Vec<Option<Vec<i32>>>,
     record: Vec<Option<WriteSetRecord>>,
@@ -280,6 +286,7 @@ impl Mon {
             crush: (0..PGS).map(|p| self.crush_up(p)).collect(),
             up: self.up,
             up_from: self.up_from,
+            toofull: self.toofull,
         };
         self.maps.insert(self.epoch, at);
     }
@@ -426,6 +433,8 @@ struct Stats {
     pulls: u64,
     /// Object reads that failed with EIO.
     read_errors: u64,
+    /// Devices marked too full to backfill onto, or no longer.
+    toofull_flips: u64,
 }
 
 /// Remove and return (in token order) the entries `held` selects.
@@ -485,6 +494,7 @@ impl Sim {
                 epoch: 0,
                 up: [false; OSDS],
                 up_from: [0; OSDS],
+                toofull: [false; OSDS],
                 pg_temp: vec![None; PGS],
                 record: vec![None; PGS],
                 maps: BTreeMap::new(),
@@ -859,6 +869,12 @@ impl Sim {
                         pool: self.mon.pool.clone(),
                         record,
                         record_up,
+                        toofull: at.crush[p]
+                            .iter()
+                            .chain(&at.acting[p])
+                            .copied()
+                            .filter(|&o| at.toofull[o as usize])
+                            .collect(),
                         now_ms: self.now_ms,
                     };
                     self.feed(osd, p, input);
@@ -1445,6 +1461,14 @@ impl Sim {
             let o = running[self.rng.index(running.len())];
             self.crash(o);
         }
+        // Now and then a device fills past the backfill threshold, or
+        // has room again (the monitors' map says so).
+        if self.rng.chance(TOOFULL_PER_MILLE) {
+            let o = self.rng.index(OSDS);
+            self.mon.toofull[o] = !self.mon.toofull[o];
+            self.stats.toofull_flips += 1;
+            self.publish();
+        }
         let stopped: Vec<usize> = (0..OSDS).filter(|&o| !self.osds[o].running()).collect();
         if !stopped.is_empty() && self.rng.chance(6) {
             let o = stopped[self.rng.index(stopped.len())];
@@ -1496,6 +1520,10 @@ impl Sim {
     /// newest acknowledged value.
     fn heal_and_check(&mut self) {
         self.healing = true;
+        if self.mon.toofull != [false; OSDS] {
+            self.mon.toofull = [false; OSDS];
+            self.publish();
+        }
         for o in 0..OSDS {
             if !self.osds[o].running() {
                 // Let the monitors mark it down first.
@@ -1875,6 +1903,7 @@ fn acknowledged_writes_survive_crashes_and_stale_copies_never_answer() {
         total.store_failures += st.store_failures;
         total.pulls += st.pulls;
         total.read_errors += st.read_errors;
+        total.toofull_flips += st.toofull_flips;
     }
     eprintln!("{seeds} seeds: {total:?}");
     // The runs did something: writes were acknowledged and OSDs crashed.

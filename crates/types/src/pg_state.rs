@@ -53,10 +53,13 @@ impl PgState {
     /// Loligo's own: this primary's log is behind and it has asked the
     /// monitors for a pg_temp that makes an up-to-date member primary.
     pub const WAIT_PG_TEMP: PgState = PgState(1 << 21);
+    /// A backfill target is too full to take more (backfillfull or full):
+    /// its backfill waits until it has room.
+    pub const BACKFILL_TOOFULL: PgState = PgState(1 << 22);
 
     /// Every flag with its name, in the order Ceph prints them
     /// (`pg_state_string`), Loligo's own last.
-    const NAMES: [(PgState, &'static str); 22] = [
+    const NAMES: [(PgState, &'static str); 23] = [
         (PgState::STALE, "stale"),
         (PgState::CREATING, "creating"),
         (PgState::ACTIVE, "active"),
@@ -75,6 +78,7 @@ impl PgState {
         (PgState::REPAIR, "repair"),
         (PgState::BACKFILL_WAIT, "backfill_wait"),
         (PgState::BACKFILLING, "backfilling"),
+        (PgState::BACKFILL_TOOFULL, "backfill_toofull"),
         (PgState::INCOMPLETE, "incomplete"),
         (PgState::PEERED, "peered"),
         (PgState::WAIT, "wait"),

@@ -117,6 +117,7 @@ mod tests {
                 .replicated_pool("p", 8, 3, 2),
             record: None,
             record_up: vec![],
+            toofull: vec![],
             now_ms: 0,
         }
     }

@@ -81,10 +81,22 @@ pub struct OsdConfig {
     pub recovery_max_active: usize,
     /// Pause after each push or backfill chunk of a PG before its next.
     pub recovery_sleep: Duration,
+    /// Pushes and backfill chunks from other OSDs' primaries this OSD
+    /// takes at once; more wait (up to `INCOMING_WAIT_MS`, then the
+    /// sender retries later), so a new or returning OSD that many PGs
+    /// copy onto is not swamped (Ceph's remote reservations bound the
+    /// same thing).
+    pub recovery_max_incoming: usize,
 }
 
 /// Default `OsdConfig::recovery_max_active`.
 pub const RECOVERY_MAX_ACTIVE: usize = 4;
+/// Default `OsdConfig::recovery_max_incoming`: as many as one primary
+/// OSD sends at most (its active PGs' pushes).
+pub const RECOVERY_MAX_INCOMING: usize = RECOVERY_MAX_ACTIVE * crate::pg::RECOVERY_PUSHES_MAX;
+/// How long an incoming push or chunk waits for its turn before it is
+/// refused (its sender retries).
+const INCOMING_WAIT_MS: u64 = 5_000;
 
 impl OsdConfig {
     pub fn new(id: i32, addr: &str, mon_addrs: Vec<String>) -> OsdConfig {
@@ -102,6 +114,7 @@ impl OsdConfig {
             backfill_chunk_objects: crate::pg::backfill::CHUNK_OBJECTS,
             recovery_max_active: RECOVERY_MAX_ACTIVE,
             recovery_sleep: Duration::ZERO,
+            recovery_max_incoming: RECOVERY_MAX_INCOMING,
         }
     }
 
@@ -164,6 +177,8 @@ pub struct OsdShared {
     /// has; `failed` wakes `OsdHandle::failed`.
     failure: Mutex<Option<String>>,
     failed: tokio::sync::Notify,
+    /// Turns for incoming pushes and backfill chunks.
+    incoming: tokio::sync::Semaphore,
     /// OSDs the current map shows full.
     full: Mutex<BTreeSet<i32>>,
     /// This OSD's device was full at its last look (at most every
@@ -238,6 +253,16 @@ impl OsdShared {
         self.failed.notify_waiters();
         let s = self.clone();
         tokio::spawn(async move { monitor::mark_me_down(&s).await });
+    }
+
+    /// A turn for an incoming push or backfill chunk (`None`: none came
+    /// free in time; the sender retries later).
+    async fn incoming_turn(&self) -> Option<tokio::sync::SemaphorePermit<'_>> {
+        let wait = Duration::from_millis(INCOMING_WAIT_MS);
+        match tokio::time::timeout(wait, self.incoming.acquire()).await {
+            Ok(Ok(p)) => Some(p),
+            _ => None,
+        }
     }
 
     fn now_ms(&self) -> u64 {
@@ -372,6 +397,7 @@ pub async fn start(
         .map_err(|e| OsdError::Listener(e.to_string()))?;
     let (epoch_tx, _) = tokio::sync::watch::channel(0);
     let reserver = Mutex::new(reserve::Reserver::new(cfg.recovery_max_active));
+    let incoming = tokio::sync::Semaphore::new(cfg.recovery_max_incoming.max(1));
     let shared = Arc::new(OsdShared {
         cfg,
         store,
@@ -396,6 +422,7 @@ pub async fn start(
         strays_started: AtomicBool::new(false),
         failure: Mutex::new(None),
         failed: tokio::sync::Notify::new(),
+        incoming,
         full: Mutex::new(BTreeSet::new()),
         self_full: AtomicBool::new(false),
         full_checked_ms: AtomicU64::new(u64::MAX),
@@ -484,6 +511,17 @@ fn map_input(map: &OsdMap, pool: &Pool, pg: PgId, pm: &PgMapping, now_ms: u64) -
         pool: pool.clone(),
         record,
         record_up,
+        toofull: pm
+            .up
+            .iter()
+            .chain(&pm.acting)
+            .copied()
+            .filter(|o| {
+                map.osds
+                    .get(o)
+                    .is_some_and(|i| i.fullness >= Fullness::BackfillFull)
+            })
+            .collect(),
         now_ms,
     }
 }

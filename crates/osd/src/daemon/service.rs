@@ -229,6 +229,9 @@ impl Service {
                 ctx,
                 push,
             } => {
+                let Some(_turn) = self.0.incoming_turn().await else {
+                    return busy(pg);
+                };
                 let (tx, rx) = oneshot::channel();
                 let input = Input::Push {
                     from,
@@ -245,6 +248,9 @@ impl Service {
                 ctx,
                 chunk,
             } => {
+                let Some(_turn) = self.0.incoming_turn().await else {
+                    return busy(pg);
+                };
                 let (tx, rx) = oneshot::channel();
                 let input = Input::Chunk {
                     from,
@@ -350,6 +356,14 @@ impl Service {
         let r = self.ask(pg, true, input, Waiter::Rep(tx), rx).await;
         member_reply(pg, r, |()| PeerReply::RepDone(Ok(())))
     }
+}
+
+/// The answer to a push or chunk that found no free turn: a failure the
+/// sender retries.
+fn busy(pg: PgId) -> PeerReply {
+    PeerReply::RepDone(Err(format!(
+        "pg {pg}: this OSD is taking as many recovery copies as it may; try again"
+    )))
 }
 
 /// A member PG's answer to a primary as a peer reply: `ok` wraps a value;

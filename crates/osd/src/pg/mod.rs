@@ -179,6 +179,9 @@ pub enum Input {
         record: Option<WriteSetRecord>,
         /// The members of `record` that are up in this map.
         record_up: Vec<i32>,
+        /// OSDs of `up` and `acting` whose devices are backfillfull or
+        /// full: nothing is backfilled onto them.
+        toofull: Vec<i32>,
         now_ms: u64,
     },
     /// The monitors hold the write set this primary asked to record for
@@ -725,6 +728,8 @@ pub struct Pg {
     up: Vec<i32>,
     /// The latest boot epoch among the acting set's OSDs in that map.
     acting_up_from: Epoch,
+    /// Members too full to backfill onto, in that map.
+    toofull: Vec<i32>,
     /// Objects this copy lacks (loaded from its `missing/` records on the
     /// first input).
     missing: BTreeMap<String, Version>,
@@ -836,6 +841,7 @@ impl Pg {
             queries: Vec::new(),
             up: Vec::new(),
             acting_up_from: 0,
+            toofull: Vec::new(),
             missing: BTreeMap::new(),
             missing_loaded: false,
             applying: BTreeMap::new(),
@@ -892,10 +898,12 @@ impl Pg {
                 pool,
                 record,
                 record_up,
+                toofull,
                 now_ms,
             } => {
                 self.now_ms = now_ms;
                 if epoch > self.epoch {
+                    self.toofull = toofull;
                     let record_changed = record != self.record || record_up != self.record_up;
                     self.record = record;
                     self.record_up = record_up;
@@ -1206,7 +1214,23 @@ impl Pg {
     /// Whether this primary has members to recover or backfill.
     fn wants_slot(&self) -> bool {
         matches!(self.role, Role::Primary { .. } | Role::Activating { .. })
-            && (!self.rec.missing.is_empty() || !self.rec.backfill.is_empty())
+            && (!self.rec.missing.is_empty()
+                || self
+                    .rec
+                    .backfill
+                    .keys()
+                    .any(|&to| !self.backfill_toofull(to)))
+    }
+
+    /// Whether backfill target `to` waits for room: its device is too
+    /// full and no chunk of it is under way (one under way is finished).
+    fn backfill_toofull(&self, to: i32) -> bool {
+        self.toofull.contains(&to)
+            && self
+                .rec
+                .backfill
+                .get(&to)
+                .is_some_and(|b| matches!(b.step, BfStep::Idle))
     }
 
     /// Whether pushes and chunks no client op waits for may start now:
@@ -2080,7 +2104,11 @@ impl Pg {
     fn backfill_some(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
         if !matches!(self.role, Role::Primary { .. })
             || !self.settled()
-            || self.rec.backfill.is_empty()
+            || self
+                .rec
+                .backfill
+                .keys()
+                .all(|&to| self.backfill_toofull(to))
         {
             return;
         }
@@ -2101,7 +2129,7 @@ impl Pg {
             };
             let limit = self.backfill_chunk_objects.max(1);
             match &b.step {
-                BfStep::Idle if self.now_ms >= b.retry_ms => {
+                BfStep::Idle if self.now_ms >= b.retry_ms && !self.toofull.contains(&to) => {
                     // This copy's next objects bound the range to scan.
                     let upto = match backfill::scan(s, self.coll, &b.done, &Cursor::End, limit) {
                         Ok(sc) => sc.end,
@@ -3368,18 +3396,22 @@ impl Pg {
                     st |= PgState::UNDERSIZED | PgState::DEGRADED;
                 }
                 if !self.rec.backfill.is_empty() {
+                    let toofull = |to: &i32| self.backfill_toofull(*to);
+                    if self.rec.backfill.keys().any(toofull) {
+                        st |= PgState::BACKFILL_TOOFULL;
+                    }
                     // Waiting: every target's next step waits out a retry.
                     let copying = matches!(self.rec.slot, Slot::Held(_))
                         && self
                             .rec
                             .backfill
-                            .values()
-                            .any(|b| b.retry_ms <= self.now_ms);
-                    st |= if copying {
-                        PgState::BACKFILLING
-                    } else {
-                        PgState::BACKFILL_WAIT
-                    };
+                            .iter()
+                            .any(|(to, b)| !toofull(to) && b.retry_ms <= self.now_ms);
+                    if copying {
+                        st |= PgState::BACKFILLING;
+                    } else if !self.rec.backfill.keys().all(toofull) {
+                        st |= PgState::BACKFILL_WAIT;
+                    }
                     if self.complete_of(write_set).len() < size {
                         st |= PgState::DEGRADED;
                     }
