@@ -153,16 +153,8 @@ enum Ev {
         interval: Epoch,
         info: Option<PeerInfo>,
     },
-    /// A recovery message (log, push, scan, chunk) to member `to`.
-    Rec {
-        pg: usize,
-        to: usize,
-        from: usize,
-        gen: u64,
-        tid: u64,
-        ctx: RepCtx,
-        what: RecMsg,
-    },
+    /// A recovery message (log, push, scan, chunk ...) to a member.
+    Rec(RecPending),
     /// Its answer, back to the primary `to`.
     RecDone {
         pg: usize,
@@ -319,7 +311,9 @@ struct RepPending {
     txn: Transaction,
 }
 
-/// A log or push a member's PG holds (sent again if it crashes).
+/// A recovery message on its way to member `to`, or held by its PG
+/// (sent again if it crashes).
+#[derive(Debug)]
 struct RecPending {
     pg: usize,
     to: usize,
@@ -602,8 +596,7 @@ impl Sim {
             });
         }
         for r in take_held(&mut self.rec_tokens, |r| r.to == o) {
-            let ev = rec_event(r);
-            self.send(ev);
+            self.send(Ev::Rec(r));
         }
         for q in take_held(&mut self.query_tokens, |q| q.to == o) {
             self.send(Ev::Query {
@@ -1131,27 +1124,11 @@ impl Sim {
                     self.publish();
                 }
             }
-            Ev::Rec {
-                pg,
-                to,
-                from,
-                gen,
-                tid,
-                ctx,
-                what,
-            } => {
-                if matches!(what, RecMsg::Chunk(_)) {
+            Ev::Rec(r) => {
+                if matches!(r.what, RecMsg::Chunk(_)) {
                     self.stats.chunks += 1;
                 }
-                self.deliver_rec(RecPending {
-                    pg,
-                    to,
-                    from,
-                    gen,
-                    tid,
-                    ctx,
-                    what,
-                })
+                self.deliver_rec(r)
             }
             Ev::RecDone {
                 pg,
@@ -1690,7 +1667,7 @@ impl Sim {
 
 /// A recovery message from OSD `from`'s PG `pg` to member `to`.
 fn rec(pg: usize, from: usize, gen: u64, to: i32, tid: u64, ctx: RepCtx, what: RecMsg) -> Ev {
-    Ev::Rec {
+    Ev::Rec(RecPending {
         pg,
         to: to as usize,
         from,
@@ -1698,7 +1675,7 @@ fn rec(pg: usize, from: usize, gen: u64, to: i32, tid: u64, ctx: RepCtx, what: R
         tid,
         ctx,
         what,
-    }
+    })
 }
 
 /// Member `o`'s answer to the recovery message `r`, back to its sender.
@@ -1710,19 +1687,6 @@ fn rec_done(o: usize, r: RecPending, answer: RecAnswer) -> Ev {
         tid: r.tid,
         from: o as i32,
         answer,
-    }
-}
-
-/// The message that sends a held recovery message again.
-fn rec_event(r: RecPending) -> Ev {
-    Ev::Rec {
-        pg: r.pg,
-        to: r.to,
-        from: r.from,
-        gen: r.gen,
-        tid: r.tid,
-        ctx: r.ctx,
-        what: r.what,
     }
 }
 
@@ -1765,22 +1729,10 @@ fn lost(ev: Ev) -> Option<Ev> {
             from,
             result: Err(e()),
         },
-        Ev::Rec {
-            pg,
-            to,
-            from,
-            gen,
-            tid,
-            what,
-            ..
-        } => Ev::RecDone {
-            pg,
-            to: from,
-            gen,
-            tid,
-            from: to as i32,
-            answer: what.unreachable(),
-        },
+        Ev::Rec(r) => {
+            let (to, answer) = (r.to, r.what.unreachable());
+            rec_done(to, r, answer)
+        }
         Ev::RecDone {
             pg,
             to,
