@@ -1894,12 +1894,7 @@ impl Pg {
         from: i32,
         ctx: &RepCtx,
     ) -> Result<AuthLog, RepError> {
-        if !replica_accepts(&self.view(), from, ctx) {
-            return Err(RepError::Stale(format!(
-                "pg {}: log asked by osd.{from} at epoch {}, this OSD is at epoch {}",
-                self.id, ctx.epoch, self.epoch
-            )));
-        }
+        self.fence(from, ctx, "log asked by")?;
         if self.epoch < ctx.epoch
             || !self.settled()
             || !self.missing.is_empty()
@@ -1926,12 +1921,7 @@ impl Pg {
         ctx: &RepCtx,
         name: &str,
     ) -> Result<Push, RepError> {
-        if !replica_accepts(&self.view(), from, ctx) {
-            return Err(RepError::Stale(format!(
-                "pg {}: pull from osd.{from} at epoch {}, this OSD is at epoch {}",
-                self.id, ctx.epoch, self.epoch
-            )));
-        }
+        self.fence(from, ctx, "pull from")?;
         if self.missing.contains_key(name) || self.backfill.is_some() {
             return Err(RepError::Failed(format!(
                 "pg {}: this copy lacks {name}",
@@ -1986,6 +1976,19 @@ impl Pg {
     }
 
     /// Where this primary's history stands, for its members' checks.
+    /// The fence every message from a primary passes (see
+    /// `replica_accepts`): `what` (e.g. "push from") names the message
+    /// in the refusal.
+    fn fence(&self, from: i32, ctx: &RepCtx, what: &str) -> Result<(), RepError> {
+        if replica_accepts(&self.view(), from, ctx) {
+            return Ok(());
+        }
+        Err(RepError::Stale(format!(
+            "pg {}: {what} osd.{from} at epoch {}, this OSD is at epoch {} with acting {:?}",
+            self.id, ctx.epoch, self.epoch, self.acting
+        )))
+    }
+
     fn rep_ctx(&self) -> RepCtx {
         RepCtx {
             interval: self.interval,
@@ -2285,12 +2288,7 @@ impl Pg {
         upto: &Cursor,
         limit: u32,
     ) -> Result<Scan, RepError> {
-        if !replica_accepts(&self.view(), from, ctx) {
-            return Err(RepError::Stale(format!(
-                "pg {}: scan from osd.{} at epoch {}, this OSD is at epoch {}",
-                self.id, from, ctx.epoch, self.epoch
-            )));
-        }
+        self.fence(from, ctx, "scan from")?;
         if self.epoch < ctx.epoch || self.backfill.as_ref() != Some(after) {
             return Err(RepError::Failed(format!(
                 "pg {}: scan after {after} at epoch {}, this copy's backfill is at {:?} (epoch {})",
@@ -2316,11 +2314,8 @@ impl Pg {
             token,
             result: Err(e),
         };
-        if !replica_accepts(&self.view(), from, ctx) {
-            return fx.push(fail(RepError::Stale(format!(
-                "pg {}: backfill from osd.{} at epoch {}, this OSD is at epoch {}",
-                self.id, from, ctx.epoch, self.epoch
-            ))));
+        if let Err(e) = self.fence(from, ctx, "backfill from") {
+            return fx.push(fail(e));
         }
         // The cursor with the chunks queued here counted (the durable one,
         // `self.backfill`, moves only once a chunk is on disk: until then
@@ -2586,11 +2581,8 @@ impl Pg {
             token,
             result: Err(e),
         };
-        if !replica_accepts(&self.view(), w.from, &w.ctx) {
-            return fx.push(fail(RepError::Stale(format!(
-                "pg {}: write from osd.{} at epoch {}, this OSD is at epoch {} with acting {:?}",
-                self.id, w.from, w.ctx.epoch, self.epoch, self.acting
-            ))));
+        if let Err(e) = self.fence(w.from, &w.ctx, "write from") {
+            return fx.push(fail(e));
         }
         if let Some(e) = replica::check_txn(self.coll, &w.txn) {
             return fx.push(fail(RepError::Failed(format!("pg {}: {e}", self.id))));
@@ -2729,11 +2721,8 @@ impl Pg {
             token,
             result: Err(e),
         };
-        if !replica_accepts(&self.view(), h.from, &h.ctx) {
-            return fx.push(fail(RepError::Stale(format!(
-                "pg {}: log from osd.{} at epoch {}, this OSD is at epoch {} with acting {:?}",
-                self.id, h.from, h.ctx.epoch, self.epoch, self.acting
-            ))));
+        if let Err(e) = self.fence(h.from, &h.ctx, "log from") {
+            return fx.push(fail(e));
         }
         let head = h.log.info.last_update;
         if self.rep.merged == Some((h.ctx.interval, h.from, head)) && !self.rep.merging() {
@@ -2876,11 +2865,8 @@ impl Pg {
             token,
             result: Err(e),
         };
-        if !replica_accepts(&self.view(), from, &ctx) {
-            return fx.push(fail(RepError::Stale(format!(
-                "pg {}: push from osd.{} at epoch {}, this OSD is at epoch {}",
-                self.id, from, ctx.epoch, self.epoch
-            ))));
+        if let Err(e) = self.fence(from, &ctx, "push from") {
+            return fx.push(fail(e));
         }
         if self.epoch < ctx.epoch || self.behind(&ctx) {
             let what = CopyMsg::Push(push);
