@@ -622,8 +622,17 @@ impl Sim {
         if eio {
             osd.store.fail_read_in(1 + self.rng.below(3));
         }
+        let before = self
+            .trace
+            .then(|| format!("{:?}", pg.stat().map(|s| s.state)));
         let fx = pg.handle(&osd.store, input);
         osd.store.fail_read_in(0);
+        if let Some(before) = before {
+            let after = format!("{:?}", pg.stat().map(|s| s.state));
+            if after != before {
+                eprintln!("{:>6}ms   osd.{o} pg {p}: {before} -> {after}", self.now_ms);
+            }
+        }
         for e in fx {
             let ev = match e {
                 Effect::Reply { token, reply } => {

@@ -730,6 +730,8 @@ pub struct Pg {
     acting_up_from: Epoch,
     /// Members too full to backfill onto, in that map.
     toofull: Vec<i32>,
+    /// This peering took the store's info and log (see `sync_with_store`).
+    synced: bool,
     /// Objects this copy lacks (loaded from its `missing/` records on the
     /// first input).
     missing: BTreeMap<String, Version>,
@@ -842,6 +844,7 @@ impl Pg {
             up: Vec::new(),
             acting_up_from: 0,
             toofull: Vec::new(),
+            synced: false,
             missing: BTreeMap::new(),
             missing_loaded: false,
             applying: BTreeMap::new(),
@@ -1367,16 +1370,7 @@ impl Pg {
     }
 
     fn start_peering(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
-        // The info on disk is the truth (replica writes went straight to
-        // the store while this OSD was not primary). Memory may be ahead
-        // by writes still in flight here: keep the newer, so that no
-        // version is ever handed out twice.
-        if let Some(i) = stored_info(s, self.coll) {
-            if i.last_update > self.info.last_update {
-                self.info = i;
-            }
-        }
-        self.load_recent(s);
+        self.synced = false;
         // The acting members, and the recorded write set's members that
         // are up (one of them has every acknowledged write).
         let want: BTreeSet<i32> = self
@@ -1399,6 +1393,28 @@ impl Pg {
         };
         self.peer_asked_ms = self.now_ms;
         self.maybe_activate(s, fx);
+    }
+
+    /// Once per peering, with this copy's own transactions durable: take
+    /// the info on disk if it is ahead (replica writes went straight to
+    /// the store while this OSD was not primary; memory may also be ahead
+    /// by writes in flight here: the newer is kept, so that no version is
+    /// ever handed out twice), and index the log's request ids. Not
+    /// before they are durable: a merge that rolled writes back is in
+    /// memory first, and the store would bring them back (sim seed 48606:
+    /// a rolled-back write came back as the PG's head, one no other copy
+    /// had, and the PG stayed down).
+    fn sync_with_store(&mut self, s: &dyn ObjectStore) {
+        if self.synced {
+            return;
+        }
+        self.synced = true;
+        if let Some(i) = stored_info(s, self.coll) {
+            if i.last_update > self.info.last_update {
+                self.info = i;
+            }
+        }
+        self.load_recent(s);
     }
 
     fn on_info(
@@ -1580,10 +1596,7 @@ impl Pg {
     /// The shell creates the PG's collection before the first input, so
     /// transactions here never need to.
     fn maybe_activate(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
-        let Role::Peering { want, infos } = &self.role else {
-            return;
-        };
-        if !want.is_empty() {
+        if !matches!(&self.role, Role::Peering { want, .. } if want.is_empty()) {
             return;
         }
         // Its own transactions from an earlier interval must be durable
@@ -1593,6 +1606,10 @@ impl Pg {
         if !self.settled() {
             return;
         }
+        self.sync_with_store(s);
+        let Role::Peering { infos, .. } = &self.role else {
+            return;
+        };
         // Every acknowledged write is on each member of the recorded
         // write set: without one of them, any answer could be stale.
         if let Some(record) = &self.record {
