@@ -1986,6 +1986,12 @@ impl Pg {
             .map_or(self.info.last_update.v, |v| v.saturating_sub(1))
     }
 
+    /// Whether every transaction this copy queued, in any interval, is
+    /// durable.
+    fn settled_all(&self) -> bool {
+        self.rep.committing.is_empty() && self.applying.is_empty()
+    }
+
     /// Whether every transaction this copy queued before the current
     /// interval is durable (reads of the store then show all it holds).
     fn settled(&self) -> bool {
@@ -2525,6 +2531,9 @@ impl Pg {
 
     /// After a commit: what waited for this copy's commits to settle.
     fn on_settled(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
+        if self.settled_all() {
+            self.rerun_queries(fx);
+        }
         if !self.settled() {
             return;
         }
@@ -2915,7 +2924,13 @@ impl Pg {
     /// not: any that were not durable yet will not be acknowledged to
     /// their old primary).
     fn on_query(&mut self, q: PendingQuery, fx: &mut Vec<Effect>) {
-        if self.epoch < q.epoch {
+        // Under the querier's map, and with every transaction this copy
+        // queued durable: the answer must not claim a write a crash can
+        // still take away (sim seed 52875: a replica answered with a write
+        // it had applied but not made durable, crashed and lost it; the
+        // new primary counted it complete, answered a retry of that write
+        // as done, and the acknowledged write was lost).
+        if self.epoch < q.epoch || !self.settled_all() {
             return self.queries.push(q);
         }
         fx.push(Effect::InfoReply {
