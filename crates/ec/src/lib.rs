@@ -19,4 +19,5 @@ pub mod layout;
 pub mod linear;
 pub mod plan;
 pub mod speed;
+pub mod stripe;
 pub mod zigzag;
