@@ -134,6 +134,12 @@ pub enum EcProfileCmd {
         /// Element alignment in bytes.
         #[arg(long, default_value_t = 4096)]
         alignment: u32,
+        /// Chunk bytes per full stripe (Ceph's stripe_unit): a multiple of
+        /// the code's rows x alignment. Default: 4 KiB for rs and lrc,
+        /// about 1 MiB for zigzag (elements big enough for efficient
+        /// element-level recovery reads).
+        #[arg(long, default_value_t = 0, hide_default_value = true)]
+        stripe_unit: u32,
     },
     Get {
         name: String,
@@ -468,6 +474,7 @@ pub fn ec_profile(conn: &ConnArgs, c: EcProfileCmd) -> Result<(), CliError> {
             l,
             optimal,
             alignment,
+            stripe_unit,
         } => {
             let plugin = match plugin {
                 PluginArg::Rs => EcPlugin::ReedSolomon,
@@ -485,6 +492,7 @@ pub fn ec_profile(conn: &ConnArgs, c: EcProfileCmd) -> Result<(), CliError> {
                     l,
                     optimal,
                     alignment,
+                    stripe_unit,
                 }),
             )?)
         }

@@ -174,6 +174,7 @@ pub fn plan(m: &OsdMap, cmd: &Admin) -> Result<Outcome, MonError> {
             l,
             optimal,
             alignment,
+            stripe_unit,
         } => Changes(vec![Change::EcProfileSet(EcProfile {
             name: name.clone(),
             plugin: *plugin,
@@ -183,6 +184,7 @@ pub fn plan(m: &OsdMap, cmd: &Admin) -> Result<Outcome, MonError> {
             l: *l,
             optimal: *optimal,
             alignment: *alignment,
+            stripe_unit: *stripe_unit,
         })]),
         Admin::EcProfileGet { name } => Answer(json!(m
             .ec_profiles
@@ -247,6 +249,7 @@ mod tests {
             l: 0,
             optimal: false,
             alignment: 4096,
+            stripe_unit: 0,
         };
         m.ec_profiles.insert("zz".into(), prof);
         let e = plan(&m, &create(Some("zz"))).err().unwrap();

@@ -123,6 +123,8 @@ pub enum Admin {
         l: u32,
         optimal: bool,
         alignment: u32,
+        /// Chunk bytes per full stripe; 0 = the code's default.
+        stripe_unit: u32,
     },
     EcProfileGet {
         name: String,

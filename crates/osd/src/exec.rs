@@ -72,6 +72,48 @@ pub fn validate(name: &str, ops: &[SubOp]) -> Result<(), OpError> {
     Ok(())
 }
 
+/// Which xattrs an op has set or removed so far (so a removal knows
+/// whether the name exists without the store seeing the op's own steps).
+#[derive(Default)]
+pub struct XattrsSeen {
+    names: std::collections::BTreeMap<String, bool>,
+    /// The object was removed earlier in the op: stored xattrs are gone.
+    cleared: bool,
+}
+
+impl XattrsSeen {
+    /// Whether xattr `name` exists at this step of the op.
+    pub fn present(
+        &self,
+        s: &dyn ObjectStore,
+        c: CollectionId,
+        o: &ObjectId,
+        existed: bool,
+        name: &str,
+    ) -> Result<bool, OpError> {
+        if let Some(&p) = self.names.get(name) {
+            return Ok(p);
+        }
+        if self.cleared || !existed {
+            return Ok(false);
+        }
+        match s.getattr(c, o, name) {
+            Ok(_) => Ok(true),
+            Err(StoreError::NoAttr { .. }) => Ok(false),
+            Err(e) => Err(store_err(e)),
+        }
+    }
+    /// Record a set (`true`) or removal.
+    pub fn set(&mut self, name: &str, present: bool) {
+        self.names.insert(name.to_string(), present);
+    }
+    /// Record the object's removal.
+    pub fn clear(&mut self) {
+        self.names.clear();
+        self.cleared = true;
+    }
+}
+
 /// What an op does: store ops (empty for a pure read), results, and
 /// whether the object exists afterwards.
 pub struct Outcome {
@@ -96,6 +138,7 @@ pub fn execute(
     let mut t = Transaction::new();
     let mut results = Vec::with_capacity(ops.len());
     let (mut exists, mut size) = (st.exists, st.size);
+    let mut xattrs = XattrsSeen::default();
     let need = |exists: bool| {
         if exists {
             Ok(())
@@ -191,15 +234,23 @@ pub fn execute(
             SubOp::Remove => {
                 need(exists)?;
                 t.remove(c, o);
+                xattrs.clear();
                 exists = false;
                 size = 0;
             }
             SubOp::SetXattr { name, value } => {
                 t.setattr(c, o, name, value.clone());
+                xattrs.set(name, true);
                 exists = true;
             }
             SubOp::RmXattr(name) => {
                 need(exists)?;
+                // A missing xattr is the client's error, not a failed
+                // transaction (which would stop the OSD).
+                if !xattrs.present(s, c, o, st.exists, name)? {
+                    return Err(OpError::NoXattr(name.clone()));
+                }
+                xattrs.set(name, false);
                 t.rmattr(c, o, name);
             }
             SubOp::OmapSet(kvs) => {

@@ -5,6 +5,7 @@
 
 pub mod backend;
 pub mod daemon;
+pub mod ec;
 pub mod error;
 pub mod exec;
 pub mod msg;

@@ -231,6 +231,9 @@ pub enum OpError {
     /// freed or OSDs are added.
     #[error("osd.{osd} is full: writes that take space are refused until data is deleted or OSDs are added")]
     Full { osd: i32 },
+    /// The pool type cannot do this (e.g. omap on an erasure-coded pool).
+    #[error("not supported: {0}")]
+    NotSupported(String),
 }
 
 /// The reply to a `ClientOp`.

@@ -187,6 +187,9 @@ pub struct EcProfile {
     pub optimal: bool,
     /// Element alignment in bytes.
     pub alignment: u32,
+    /// Chunk bytes per full stripe (Ceph's `stripe_unit`); 0 = the code's
+    /// default (4 KiB for RS and LRC, about 1 MiB for Zigzag).
+    pub stripe_unit: u32,
 }
 
 impl EcProfile {
@@ -225,6 +228,18 @@ impl EcProfile {
                 )
             }
         })
+    }
+
+    /// How objects are striped into shards with this profile (this also
+    /// validates the stripe unit).
+    pub fn striper(&self) -> Result<loligo_ec::stripe::Striper> {
+        use loligo_ec::stripe::Striper;
+        let code: std::sync::Arc<dyn loligo_ec::code::ErasureCode> = self.code()?.into();
+        let unit = match self.stripe_unit {
+            0 => Striper::default_unit(&*code),
+            u => u as u64,
+        };
+        Striper::new(code, unit).map_err(|e| MapError::InvalidProfile(e.to_string()))
     }
 
     /// Chunks per stripe (the pool size an EC pool with it needs).
@@ -591,7 +606,7 @@ impl OsdMap {
             }
             Change::EcProfileSet(prof) => {
                 check_name("profile", &prof.name)?;
-                prof.code()?;
+                prof.striper()?;
                 if let Some(pool) = self.pool_using(&prof.name) {
                     if self.ec_profiles.get(&prof.name) != Some(prof) {
                         return Err(MapError::ProfileInUse(prof.name.clone(), pool));

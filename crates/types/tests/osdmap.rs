@@ -119,6 +119,7 @@ fn ec_profiles_are_validated_and_guarded() {
         l: 0,
         optimal: false,
         alignment: 4096,
+        stripe_unit: 0,
     };
     let bad = EcProfile {
         k: 0,
@@ -126,6 +127,15 @@ fn ec_profiles_are_validated_and_guarded() {
     };
     assert!(matches!(
         step(&mut m, vec![Change::EcProfileSet(bad)]),
+        Err(MapError::InvalidProfile(_))
+    ));
+    // A stripe unit that does not hold whole elements is refused.
+    let odd = EcProfile {
+        stripe_unit: 4096 * 8 + 1,
+        ..prof.clone()
+    };
+    assert!(matches!(
+        step(&mut m, vec![Change::EcProfileSet(odd)]),
         Err(MapError::InvalidProfile(_))
     ));
     step(&mut m, vec![Change::EcProfileSet(prof.clone())]).unwrap();

@@ -1,0 +1,576 @@
+//! The erasure-coded data path's pure core: a client op on an EC pool's
+//! object, run against the object as the shards hold it.
+//!
+//! An op runs in two steps. [`plan`] checks the op against the object's
+//! state and xattrs (kept whole on every shard, so the primary's own
+//! shard answers) and names the object bytes it needs: the bytes its
+//! reads return and the old bytes a partial write keeps in the stripes it
+//! re-encodes. The caller fetches those from the shards (degraded or not;
+//! `loligo_ec::stripe` plans that), then [`finish`] computes the read
+//! results and one transaction per shard.
+//!
+//! Each shard holds its chunk of every stripe under the object's own
+//! name, with the object's logical size in the `_s` xattr and the user's
+//! xattrs. A write that changes an existing object first clones it to a
+//! *rollback* object on every shard (the store shares the unchanged
+//! extents), and a write that creates one removes any old rollback
+//! object: so a write that reached only some shards when its primary
+//! died can be undone on those shards, and no stripe ever decodes to a
+//! mix of old and new.
+//!
+//! It must never do I/O beyond reading the primary's own shard (state and
+//! xattrs), and never produce a shard transaction that differs between
+//! shards except in chunk bytes.
+
+use crate::exec::{store_err, ObjState, XattrsSeen, VERSION_ATTR};
+use loligo_ec::stripe::{Rmw, Striper};
+use loligo_store::{CollectionId, ObjectId, ObjectStore, StoreError, Transaction};
+use loligo_types::ops::{OpError, SubOp, SubResult, Version};
+use serde_bytes::ByteBuf;
+use std::collections::BTreeMap;
+use std::ops::Range;
+
+/// The xattr holding an EC object's logical size on every shard.
+pub const SIZE_ATTR: &str = "_s";
+
+/// The rollback object of `o` on a shard: same hash (so it stays in the
+/// PG and next to its object), a name no client can use (NUL).
+pub fn rollback_oid(o: &ObjectId) -> ObjectId {
+    ObjectId::new(o.hash, format!("{}\0rb", o.name))
+}
+
+/// Whether a stored name is the OSD's own (rollback objects): listings,
+/// scans and counts skip them.
+pub fn is_internal(name: &str) -> bool {
+    name.contains('\0')
+}
+
+/// An EC object's state from a shard: exists, logical size, version.
+pub fn obj_state(s: &dyn ObjectStore, c: CollectionId, o: &ObjectId) -> Result<ObjState, OpError> {
+    let attrs = match s.getattrs(c, o) {
+        Ok(a) => a,
+        Err(StoreError::NoObject { .. }) => return Ok(ObjState::default()),
+        Err(e) => return Err(store_err(e)),
+    };
+    let Some(v) = attrs.get(VERSION_ATTR) else {
+        return Ok(ObjState::default());
+    };
+    let corrupt = |what: &str| {
+        OpError::Io(format!(
+            "object '{}': corrupt {what} attribute on its shard",
+            o.name
+        ))
+    };
+    let version: Version = postcard::from_bytes(v).map_err(|_| corrupt("version"))?;
+    let size: u64 = match attrs.get(SIZE_ATTR) {
+        Some(b) => postcard::from_bytes(b).map_err(|_| corrupt("size"))?,
+        None => return Err(corrupt("size")),
+    };
+    Ok(ObjState {
+        exists: true,
+        size,
+        version,
+    })
+}
+
+/// What an op needs before it can run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Plan {
+    /// Object bytes (of the object as it is) to fetch, sorted, disjoint.
+    pub fetch: Vec<Range<u64>>,
+    /// Stripes the op re-encodes (none for pure reads and xattr changes).
+    pub rmw: Rmw,
+    /// Whether the op changes anything.
+    pub writes: bool,
+    /// Whether the op changes object bytes or size.
+    pub data: bool,
+    /// Old bytes at or past this offset do not survive the op (truncated
+    /// or removed on the way).
+    pub keep: u64,
+    pub exists_after: bool,
+    pub size_after: u64,
+}
+
+/// Check `ops` against the object (state `st`, xattrs from the primary's
+/// shard) and name the bytes they need. Omap ops are refused: EC shards
+/// keep no omap (as in Ceph).
+pub fn plan(
+    striper: &Striper,
+    s: &dyn ObjectStore,
+    c: CollectionId,
+    o: &ObjectId,
+    st: &ObjState,
+    ops: &[SubOp],
+    size_max: u64,
+) -> Result<Plan, OpError> {
+    let need = |exists: bool| {
+        if exists {
+            Ok(())
+        } else {
+            Err(OpError::NotFound)
+        }
+    };
+    let fits = |end: u64| {
+        if end > size_max {
+            Err(OpError::TooLarge {
+                size: end,
+                max: size_max,
+            })
+        } else {
+            Ok(())
+        }
+    };
+    let (mut exists, mut size) = (st.exists, st.size);
+    // Old bytes survive below `keep` unless a write covers them.
+    let mut keep = st.size;
+    let mut written: Vec<Range<u64>> = Vec::new();
+    let mut reads: Vec<Range<u64>> = Vec::new();
+    let mut xattrs = XattrsSeen::default();
+    let (mut writes, mut data) = (false, false);
+    for (i, op) in ops.iter().enumerate() {
+        let index = i as u32;
+        // A zero past the end changes nothing (as on replicated pools).
+        writes |= op.is_write() && !matches!(op, SubOp::Zero { .. });
+        match op {
+            SubOp::AssertExists => need(st.exists)?,
+            SubOp::AssertNotExists => {
+                if st.exists {
+                    return Err(OpError::Exists);
+                }
+            }
+            SubOp::AssertVersion(v) => {
+                if !st.exists || st.version != *v {
+                    return Err(OpError::AssertFailed { index });
+                }
+            }
+            SubOp::CmpXattr { name, cmp, value } => {
+                need(st.exists)?;
+                let actual = match s.getattr(c, o, name) {
+                    Ok(v) => v,
+                    Err(StoreError::NoAttr { .. }) => Vec::new(),
+                    Err(e) => return Err(store_err(e)),
+                };
+                if !cmp.holds(&actual, value) {
+                    return Err(OpError::AssertFailed { index });
+                }
+            }
+            SubOp::CmpOmap { .. }
+            | SubOp::OmapSet(_)
+            | SubOp::OmapRm(_)
+            | SubOp::OmapClear
+            | SubOp::OmapSetHeader(_)
+            | SubOp::OmapGetKeys(_)
+            | SubOp::OmapList { .. }
+            | SubOp::OmapGetHeader => {
+                return Err(OpError::NotSupported(
+                    "omap on an erasure-coded pool (use a replicated pool for omap data)".into(),
+                ))
+            }
+            SubOp::Create => exists = true,
+            SubOp::WriteFull(d) => {
+                fits(d.len() as u64)?;
+                keep = 0;
+                size = d.len() as u64;
+                written.push(0..size);
+                exists = true;
+                data = true;
+            }
+            SubOp::Write { offset, data: d } => {
+                let end = offset
+                    .checked_add(d.len() as u64)
+                    .ok_or_else(|| OpError::Invalid("offset overflows".into()))?;
+                fits(end)?;
+                written.push(*offset..end);
+                size = size.max(end);
+                exists = true;
+                data = true;
+            }
+            SubOp::Append(d) => {
+                let end = size + d.len() as u64;
+                fits(end)?;
+                written.push(size..end);
+                size = end;
+                exists = true;
+                data = true;
+            }
+            SubOp::Truncate(n) => {
+                fits(*n)?;
+                keep = keep.min(*n);
+                size = *n;
+                exists = true;
+                data = true;
+            }
+            SubOp::Zero { offset, len } => {
+                need(exists)?;
+                let end = offset.saturating_add(*len).min(size);
+                if end > *offset {
+                    written.push(*offset..end);
+                    data = true;
+                    writes = true;
+                }
+            }
+            SubOp::Remove => {
+                need(exists)?;
+                xattrs.clear();
+                exists = false;
+                keep = 0;
+                size = 0;
+                data = true;
+            }
+            SubOp::SetXattr { name, .. } => {
+                xattrs.set(name, true);
+                exists = true;
+            }
+            SubOp::RmXattr(name) => {
+                need(exists)?;
+                if !xattrs.present(s, c, o, st.exists, name)? {
+                    return Err(OpError::NoXattr(name.clone()));
+                }
+                xattrs.set(name, false);
+            }
+            SubOp::Read { offset, len } => {
+                need(st.exists)?;
+                let r = read_range(st.size, *offset, *len);
+                fits(r.end - r.start)?;
+                reads.push(r);
+            }
+            SubOp::Stat | SubOp::GetXattr(_) | SubOp::GetXattrs => need(st.exists)?,
+        }
+    }
+    let size_after = if exists { size } else { 0 };
+    let old = if st.exists { st.size } else { 0 };
+    // Stripes whose old bytes a truncation dropped are re-encoded too
+    // (they are zeros now where nothing was written).
+    let mut touched = written.clone();
+    if keep < old {
+        touched.push(keep..size_after.max(keep));
+    }
+    let rmw = if data && exists {
+        striper
+            .rmw(old, size_after, &touched)
+            .map_err(|e| OpError::Invalid(e.to_string()))?
+    } else {
+        striper
+            .rmw(0, 0, &[])
+            .map_err(|e| OpError::Invalid(e.to_string()))?
+    };
+    // Old bytes a re-encoded stripe keeps: below `keep`, not overwritten.
+    let mut fetch = reads;
+    for run in &rmw.runs {
+        let r = run.read.start..run.read.end.min(keep);
+        fetch.extend(subtract(r, &written));
+    }
+    Ok(Plan {
+        fetch: merge(fetch),
+        rmw,
+        writes,
+        data,
+        keep,
+        exists_after: exists,
+        size_after,
+    })
+}
+
+/// What an op does on an EC pool: one transaction per shard (index =
+/// shard), the results, and how the object changes.
+pub struct Outcome {
+    pub shards: Vec<Transaction>,
+    pub results: Vec<SubResult>,
+    pub exists_after: bool,
+    pub size_after: u64,
+    pub bytes_delta: i64,
+}
+
+/// Old object bytes fetched for a [`Plan`]: each range of `plan.fetch`
+/// by its start.
+pub type OldBytes = BTreeMap<u64, Vec<u8>>;
+
+/// Run `ops` with the bytes `plan` asked for. The shard transactions do
+/// not set the version (`_v`): the PG adds it with its records.
+#[allow(clippy::too_many_arguments)]
+pub fn finish(
+    striper: &Striper,
+    s: &dyn ObjectStore,
+    c: CollectionId,
+    o: &ObjectId,
+    st: &ObjState,
+    ops: &[SubOp],
+    plan: &Plan,
+    old: &OldBytes,
+) -> Result<Outcome, OpError> {
+    let get = |r: Range<u64>| -> Result<&[u8], OpError> {
+        lookup(old, r.clone()).ok_or_else(|| {
+            OpError::Io(format!(
+                "object '{}': bytes {}..{} were not fetched",
+                o.name, r.start, r.end
+            ))
+        })
+    };
+    // Results, from the object as it was.
+    let mut results = Vec::with_capacity(ops.len());
+    for op in ops {
+        results.push(match op {
+            SubOp::Read { offset, len } => {
+                SubResult::Data(get(read_range(st.size, *offset, *len))?.to_vec())
+            }
+            SubOp::Stat => SubResult::Stat {
+                size: st.size,
+                version: st.version,
+            },
+            SubOp::GetXattr(name) => SubResult::Data(s.getattr(c, o, name).map_err(store_err)?),
+            SubOp::GetXattrs => SubResult::Xattrs(
+                s.getattrs(c, o)
+                    .map_err(store_err)?
+                    .into_iter()
+                    .filter(|(k, _)| !k.starts_with('_'))
+                    .map(|(k, v)| (k, ByteBuf::from(v)))
+                    .collect(),
+            ),
+            _ => SubResult::None,
+        });
+    }
+    let n = striper.shards();
+    let mut shards: Vec<Transaction> = vec![Transaction::new(); n];
+    if !plan.writes {
+        return Ok(Outcome {
+            shards,
+            results,
+            exists_after: st.exists,
+            size_after: st.size,
+            bytes_delta: 0,
+        });
+    }
+    // Keep what the object was, so a write that reaches only some
+    // shards can be rolled back there.
+    let rb = rollback_oid(o);
+    for t in &mut shards {
+        if st.exists {
+            t.clone_object(c, o, &rb);
+        } else {
+            t.touch(c, &rb).remove(c, &rb);
+        }
+    }
+    if !plan.exists_after {
+        for t in &mut shards {
+            if st.exists {
+                t.remove(c, o);
+            }
+        }
+        return Ok(Outcome {
+            shards,
+            results,
+            exists_after: false,
+            size_after: 0,
+            bytes_delta: -(st.size as i64),
+        });
+    }
+    // The new bytes of every re-encoded stripe run: old bytes kept, then
+    // the op's data changes replayed in order, clipped to the run.
+    let err = |e: loligo_ec::error::EcError| OpError::Io(e.to_string());
+    let removed = st.exists && ops.iter().any(|op| matches!(op, SubOp::Remove));
+    if removed {
+        // Removed and made again in one op: nothing of the old object
+        // (data or xattrs) survives.
+        for t in &mut shards {
+            t.remove(c, o);
+        }
+    }
+    let mut recreated = !st.exists || removed;
+    for run in &plan.rmw.runs {
+        let base = run.bytes.start;
+        let mut fresh = vec![0u8; (run.bytes.end - base) as usize];
+        for (at, bytes) in pieces(old, run.read.start..run.read.end.min(plan.keep)) {
+            let s0 = (at - base) as usize;
+            fresh[s0..s0 + bytes.len()].copy_from_slice(bytes);
+        }
+        let mut size = st.size;
+        for op in ops {
+            match op {
+                SubOp::WriteFull(d) => {
+                    fresh.fill(0);
+                    put(&mut fresh, base, 0, d);
+                    size = d.len() as u64;
+                }
+                SubOp::Write { offset, data } => {
+                    put(&mut fresh, base, *offset, data);
+                    size = size.max(offset + data.len() as u64);
+                }
+                SubOp::Append(d) => {
+                    put(&mut fresh, base, size, d);
+                    size += d.len() as u64;
+                }
+                SubOp::Truncate(n) => {
+                    clear(&mut fresh, base, *n..u64::MAX);
+                    size = *n;
+                }
+                SubOp::Zero { offset, len } => {
+                    clear(
+                        &mut fresh,
+                        base,
+                        *offset..offset.saturating_add(*len).min(size),
+                    );
+                }
+                SubOp::Remove => {
+                    fresh.fill(0);
+                    size = 0;
+                }
+                _ => {}
+            }
+        }
+        let enc = striper
+            .encode_range(plan.size_after, run.stripes.start, &fresh)
+            .map_err(err)?;
+        let whole = run.stripes.start == 0 && run.bytes.end == plan.size_after;
+        for (i, bytes) in enc.into_iter().enumerate() {
+            if whole {
+                shards[i].write_full(c, o, bytes);
+            } else if !bytes.is_empty() {
+                shards[i].write(c, o, run.stripes.start * striper.unit(), bytes);
+            }
+        }
+        recreated &= !whole;
+    }
+    let size_attr =
+        postcard::to_stdvec(&plan.size_after).map_err(|e| OpError::Io(e.to_string()))?;
+    for (i, t) in shards.iter_mut().enumerate() {
+        if recreated {
+            t.touch(c, o);
+        }
+        if plan.data {
+            let len = striper.shard_len(plan.size_after, i).map_err(err)?;
+            t.truncate(c, o, len);
+        }
+        // The user's xattr changes in order; with a removal in the op only
+        // those after it count (the shard object was removed above).
+        let from = if removed {
+            ops.iter()
+                .rposition(|op| matches!(op, SubOp::Remove))
+                .map_or(0, |i| i + 1)
+        } else {
+            0
+        };
+        let mut attrs: Vec<(String, Vec<u8>)> = Vec::new();
+        for op in &ops[from..] {
+            match op {
+                SubOp::SetXattr { name, value } => attrs.push((name.clone(), value.clone())),
+                SubOp::RmXattr(name) => {
+                    flush(t, c, o, &mut attrs);
+                    t.rmattr(c, o, name);
+                }
+                _ => {}
+            }
+        }
+        attrs.push((SIZE_ATTR.to_string(), size_attr.clone()));
+        flush(t, c, o, &mut attrs);
+    }
+    Ok(Outcome {
+        shards,
+        results,
+        exists_after: true,
+        size_after: plan.size_after,
+        bytes_delta: plan.size_after as i64 - if st.exists { st.size as i64 } else { 0 },
+    })
+}
+
+/// Set the xattrs gathered so far.
+fn flush(t: &mut Transaction, c: CollectionId, o: &ObjectId, attrs: &mut Vec<(String, Vec<u8>)>) {
+    if !attrs.is_empty() {
+        t.setattrs(c, o, std::mem::take(attrs));
+    }
+}
+
+/// The bytes a `Read { offset, len }` returns from an object of `size`.
+fn read_range(size: u64, offset: u64, len: u64) -> Range<u64> {
+    let start = offset.min(size);
+    let end = if len == 0 {
+        size
+    } else {
+        offset.saturating_add(len).min(size)
+    };
+    start..end.max(start)
+}
+
+/// Copy `data`, written at object offset `at`, into `buf` (object bytes
+/// from `base`), clipped.
+fn put(buf: &mut [u8], base: u64, at: u64, data: &[u8]) {
+    let end = at + data.len() as u64;
+    let (s, e) = (at.max(base), end.min(base + buf.len() as u64));
+    if s < e {
+        buf[(s - base) as usize..(e - base) as usize]
+            .copy_from_slice(&data[(s - at) as usize..(e - at) as usize]);
+    }
+}
+
+/// `r` minus the union of `cut`.
+fn subtract(r: Range<u64>, cut: &[Range<u64>]) -> Vec<Range<u64>> {
+    let mut out = vec![r];
+    for c in cut {
+        out = out
+            .into_iter()
+            .flat_map(|x| {
+                let mut v = Vec::new();
+                if c.end <= x.start || c.start >= x.end || c.start >= c.end {
+                    v.push(x);
+                } else {
+                    if x.start < c.start {
+                        v.push(x.start..c.start);
+                    }
+                    if c.end < x.end {
+                        v.push(c.end..x.end);
+                    }
+                }
+                v
+            })
+            .collect();
+    }
+    out.retain(|x| x.start < x.end);
+    out
+}
+
+/// Sorted, disjoint, touching ranges joined.
+fn merge(mut v: Vec<Range<u64>>) -> Vec<Range<u64>> {
+    v.retain(|r| r.start < r.end);
+    v.sort_by_key(|r| r.start);
+    let mut out: Vec<Range<u64>> = Vec::with_capacity(v.len());
+    for r in v {
+        match out.last_mut() {
+            Some(l) if r.start <= l.end => l.end = l.end.max(r.end),
+            _ => out.push(r),
+        }
+    }
+    out
+}
+
+/// The bytes `r` if one fetched range holds them (empty ranges always).
+fn lookup(old: &OldBytes, r: Range<u64>) -> Option<&[u8]> {
+    if r.start >= r.end {
+        return Some(&[]);
+    }
+    let (&at, b) = old.range(..=r.start).next_back()?;
+    b.get((r.start - at) as usize..(r.end - at) as usize)
+}
+
+/// The fetched pieces that fall inside `r`, with their object offsets.
+fn pieces(old: &OldBytes, r: Range<u64>) -> Vec<(u64, &[u8])> {
+    let mut out = Vec::new();
+    for (&at, b) in old {
+        let end = at + b.len() as u64;
+        let (s, e) = (at.max(r.start), end.min(r.end));
+        if s < e {
+            out.push((s, &b[(s - at) as usize..(e - at) as usize]));
+        }
+    }
+    out
+}
+
+/// Zero object bytes `r` within `buf` (object bytes from `base`).
+fn clear(buf: &mut [u8], base: u64, r: Range<u64>) {
+    let len = buf.len() as u64;
+    let (s, e) = (
+        r.start.saturating_sub(base).min(len),
+        r.end.saturating_sub(base).min(len),
+    );
+    if s < e {
+        buf[s as usize..e as usize].fill(0);
+    }
+}
