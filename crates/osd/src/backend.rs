@@ -2,8 +2,8 @@
 //! decides *what* to write (the transaction, its version, who must have
 //! it); a backend decides *how* each member gets its part and how an
 //! object is read. Replicated pools give every member the whole
-//! transaction; the erasure-coded backend (next) will encode stripes and
-//! give member i shard i.
+//! transaction; the erasure-coded backend gives member i the ops of shard
+//! i (encoded by `ec.rs` after `pg/erasure.rs` gathered what they need).
 //!
 //! A backend must never do I/O itself: it returns effects, and reads only
 //! through the store it is handed.
@@ -25,6 +25,10 @@ pub struct WritePlan<'a> {
     /// entry, info): backfill targets whose cursor is before the object.
     pub log_only: &'a [i32],
     pub me: i32,
+    /// On an erasure-coded pool, the object ops of shard i (for the
+    /// member at position i of `ctx.acting`); `txn` then holds only what
+    /// every shard takes (the version attribute and the PG's records).
+    pub shards: Option<Vec<Transaction>>,
 }
 
 /// The data layout of a pool type.
@@ -83,6 +87,62 @@ impl Backend for Replicated {
         fx.push(Effect::Apply {
             tid: w.tid,
             txn: w.txn,
+        });
+        fx
+    }
+}
+
+/// Erasure-coded pools: the member at position i of the acting set
+/// stores shard i. Reads gather shards (`pg/erasure.rs`); this backend
+/// only distributes writes.
+#[derive(Default)]
+pub struct Erasure;
+
+impl Backend for Erasure {
+    fn execute(
+        &self,
+        _s: &dyn ObjectStore,
+        _c: CollectionId,
+        o: &ObjectId,
+        _ops: &[SubOp],
+        _size_max: u64,
+    ) -> Result<(ObjState, Outcome), OpError> {
+        Err(OpError::Io(format!(
+            "object '{}': erasure-coded ops gather shards; they do not run locally",
+            o.name
+        )))
+    }
+
+    fn distribute(&self, w: WritePlan<'_>) -> Vec<Effect> {
+        debug_assert!(w.write_set.contains(&w.me));
+        let for_member = |to: i32| -> Transaction {
+            if w.log_only.contains(&to) {
+                return records_only(&w.txn);
+            }
+            let mut t = w
+                .ctx
+                .acting
+                .iter()
+                .position(|&o| o == to)
+                .and_then(|i| w.shards.as_ref().and_then(|s| s.get(i)).cloned())
+                .unwrap_or_default();
+            t.ops.extend(w.txn.ops.iter().cloned());
+            t
+        };
+        let mut fx: Vec<Effect> = w
+            .write_set
+            .iter()
+            .filter(|&&o| o != w.me)
+            .map(|&to| Effect::Replicate {
+                tid: w.tid,
+                to,
+                ctx: w.ctx.clone(),
+                txn: for_member(to),
+            })
+            .collect();
+        fx.push(Effect::Apply {
+            tid: w.tid,
+            txn: for_member(w.me),
         });
         fx
     }

@@ -68,6 +68,16 @@ pub enum PeerMsg {
         ctx: crate::pg::RepCtx,
         name: String,
     },
+    /// EC primary -> member: extents of your shard of `name`, which must
+    /// be at `version`.
+    ReadShard {
+        pg: PgId,
+        from: i32,
+        epoch: Epoch,
+        name: String,
+        extents: Vec<(u64, u64)>,
+        version: loligo_types::ops::Version,
+    },
     /// Stray copy -> primary: is `pg` clean without me (my map is at
     /// `epoch`)?
     StrayCheck { pg: PgId, from: i32, epoch: Epoch },
@@ -88,6 +98,8 @@ pub enum PeerReply {
     OwnLog(AuthLog),
     /// The answer to `Pull`.
     Pulled(Push),
+    /// The answer to `ReadShard`: each extent's bytes.
+    ShardData(Vec<serde_bytes::ByteBuf>),
     /// The answer to `StrayCheck`: the epoch at which the PG is clean
     /// without the asker (`None`: it is not, or not known here).
     Clean(Option<Epoch>),

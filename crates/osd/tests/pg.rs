@@ -48,6 +48,7 @@ fn map_record(
         record,
         record_up,
         toofull: vec![],
+        striper: None,
         now_ms: 0,
     }
 }
@@ -432,6 +433,7 @@ fn map_toofull(epoch: u64, toofull: Vec<i32>) -> Input {
         record: None,
         record_up: vec![],
         toofull,
+        striper: None,
         now_ms: 0,
     }
 }

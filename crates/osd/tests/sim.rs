@@ -644,6 +644,9 @@ impl Sim {
                     }
                     Ev::Reply { req: token, reply }
                 }
+                Effect::ReadShard { .. } | Effect::ShardReadReply { .. } => {
+                    panic!("the simulator's pool is replicated: no shard reads")
+                }
                 Effect::Apply { tid, txn } => {
                     self.osds[o].unsynced.push_back((p, tid, txn));
                     Ev::LocalDone {
@@ -877,6 +880,7 @@ impl Sim {
                             .copied()
                             .filter(|&o| at.toofull[o as usize])
                             .collect(),
+                        striper: None,
                         now_ms: self.now_ms,
                     };
                     self.feed(osd, p, input);

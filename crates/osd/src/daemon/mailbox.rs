@@ -28,6 +28,7 @@ pub(crate) enum Waiter {
     Clean(oneshot::Sender<Option<Epoch>>),
     OwnLog(oneshot::Sender<Result<AuthLog, RepError>>),
     Pulled(oneshot::Sender<Result<Push, RepError>>),
+    ShardData(oneshot::Sender<Result<Vec<Vec<u8>>, RepError>>),
 }
 
 /// One input for a PG task, with where its answer goes (requests only).
@@ -118,6 +119,7 @@ mod tests {
             record: None,
             record_up: vec![],
             toofull: vec![],
+            striper: None,
             now_ms: 0,
         }
     }

@@ -522,6 +522,9 @@ fn map_input(map: &OsdMap, pool: &Pool, pg: PgId, pm: &PgMapping, now_ms: u64) -
                     .is_some_and(|i| i.fullness >= Fullness::BackfillFull)
             })
             .collect(),
+        // Erasure-coded pools are refused by the service until their
+        // PGs recover shards; their PGs get no striper yet.
+        striper: None,
         now_ms,
     }
 }

@@ -230,6 +230,7 @@ pub(super) async fn query_info(
                 | PeerReply::Scanned(_)
                 | PeerReply::OwnLog(_)
                 | PeerReply::Pulled(_)
+                | PeerReply::ShardData(_)
                 | PeerReply::Clean(_),
             ) => break None,
             // Not answerable yet (its map is behind): ask again, as for

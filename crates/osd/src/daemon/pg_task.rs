@@ -73,6 +73,7 @@ async fn run(s: Arc<OsdShared>, me: Mailbox, mut inbox: Inbox, mut core: Pg) {
                 | Input::StrayCheck { token: t, .. }
                 | Input::GetLog { token: t, .. }
                 | Input::Pull { token: t, .. }
+                | Input::ShardRead { token: t, .. }
                 | Input::Query { token: t, .. } => *t = token,
                 _ => {}
             }
@@ -210,6 +211,38 @@ fn perform(
                 };
                 tokio::spawn(peers::fetch(s.clone(), me.clone(), pg, to, msg, take, done));
             }
+            Effect::ReadShard {
+                tid,
+                to,
+                epoch,
+                name,
+                extents,
+                version,
+            } => {
+                let msg = PeerMsg::ReadShard {
+                    pg,
+                    from: s.cfg.id,
+                    epoch,
+                    name,
+                    extents,
+                    version,
+                };
+                let take = |r| match r {
+                    PeerReply::ShardData(d) => Some(d.into_iter().map(|b| b.into_vec()).collect()),
+                    _ => None,
+                };
+                let done = move |result| Input::ShardReadDone {
+                    tid,
+                    from: to,
+                    result,
+                };
+                tokio::spawn(peers::fetch(s.clone(), me.clone(), pg, to, msg, take, done));
+            }
+            Effect::ShardReadReply { token, result } => answer(waiters, token, |w| {
+                if let Waiter::ShardData(w) = w {
+                    let _ = w.send(result);
+                }
+            }),
             Effect::OwnLogReply { token, result } => answer(waiters, token, |w| {
                 if let Waiter::OwnLog(w) = w {
                     let _ = w.send(result);

@@ -319,6 +319,33 @@ impl Service {
                     PeerReply::Pulled,
                 )
             }
+            PeerMsg::ReadShard {
+                pg,
+                from,
+                epoch,
+                name,
+                extents,
+                version,
+            } => {
+                let (tx, rx) = oneshot::channel();
+                let input = Input::ShardRead {
+                    from,
+                    epoch,
+                    name,
+                    extents,
+                    version,
+                    token: 0,
+                };
+                member_reply(
+                    pg,
+                    self.ask(pg, true, input, Waiter::ShardData(tx), rx).await,
+                    |d: Vec<Vec<u8>>| {
+                        PeerReply::ShardData(
+                            d.into_iter().map(serde_bytes::ByteBuf::from).collect(),
+                        )
+                    },
+                )
+            }
             PeerMsg::StrayCheck { pg, from, epoch } => {
                 let (tx, rx) = oneshot::channel();
                 let input = Input::StrayCheck {

@@ -16,6 +16,7 @@
 //! It must never read the clock or do I/O other than reads of the store.
 
 pub mod backfill;
+mod erasure;
 pub mod record;
 pub mod recovery;
 mod replica;
@@ -25,13 +26,15 @@ pub use recovery::{AuthLog, Push};
 pub use replica::{replica_accepts, replica_step, ReplicaStep};
 use replica::{Commit, CommitKind};
 
-use crate::backend::{Backend, Replicated, WritePlan};
+use crate::backend::{Backend, Erasure, Replicated, WritePlan};
 use crate::exec::{self, ObjState, VERSION_ATTR};
+use loligo_ec::stripe::Striper;
 use loligo_store::{CollectionId, ObjectId, ObjectStore, StoreError, Transaction};
 use loligo_types::ops::{ClientOp, OpError, OpReply, ReqId, SubOp, SubResult, Version};
 use loligo_types::{Epoch, PgId, PgStat, PgState, Pool, WriteSetRecord};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::Arc;
 
 /// PG log entries kept by default (older ones are trimmed in the same
 /// transaction as each write; `Pg::log_entries_max` sets it per PG).
@@ -182,6 +185,9 @@ pub enum Input {
         /// OSDs of `up` and `acting` whose devices are backfillfull or
         /// full: nothing is backfilled onto them.
         toofull: Vec<i32>,
+        /// For an erasure-coded pool: how its profile stripes objects
+        /// into shards (shard i on the i-th OSD of `acting`).
+        striper: Option<Arc<Striper>>,
         now_ms: u64,
     },
     /// The monitors hold the write set this primary asked to record for
@@ -261,6 +267,24 @@ pub enum Input {
         chunk: Chunk,
         token: u64,
         now_ms: u64,
+    },
+    /// A primary of an erasure-coded PG asks for extents of this copy's
+    /// shard of `name`, which must be at `version` (answered with
+    /// `ShardReadReply`).
+    ShardRead {
+        from: i32,
+        epoch: Epoch,
+        name: String,
+        extents: Vec<(u64, u64)>,
+        version: Version,
+        token: u64,
+    },
+    /// Member `from`'s answer to the shard read sent as `tid`: the bytes
+    /// of each extent asked for.
+    ShardReadDone {
+        tid: u64,
+        from: i32,
+        result: Result<Vec<Vec<u8>>, RepError>,
     },
     /// Member `from`'s answer to the scan sent as `tid`.
     ScanDone {
@@ -428,6 +452,21 @@ pub enum Effect {
         after: Cursor,
         upto: Cursor,
         limit: u32,
+    },
+    /// Ask member `to` for extents of its shard of `name` at `version`;
+    /// report `ShardReadDone`.
+    ReadShard {
+        tid: u64,
+        to: i32,
+        epoch: Epoch,
+        name: String,
+        extents: Vec<(u64, u64)>,
+        version: Version,
+    },
+    /// The answer to a `ShardRead`.
+    ShardReadReply {
+        token: u64,
+        result: Result<Vec<Vec<u8>>, RepError>,
     },
     /// The answer to a `Scan`.
     ScanReply {
@@ -707,6 +746,10 @@ pub struct Pg {
     pub op_timeout_ms: u64,
     /// The pool type's data layout.
     backend: Box<dyn Backend>,
+    /// For an erasure-coded pool: its striping.
+    ec: Option<Arc<Striper>>,
+    /// Client ops of an erasure-coded pool waiting for shard reads.
+    gathers: BTreeMap<u64, erasure::Gather>,
     /// Request ids of the writes in the PG log, with their versions and
     /// whether the whole write set has them (oldest first in
     /// `recent_order`; at most `LOG_ENTRIES_MAX`).
@@ -833,6 +876,8 @@ impl Pg {
             op_timeout_ms: 30_000,
             now_ms: 0,
             backend: Box::new(Replicated),
+            ec: None,
+            gathers: BTreeMap::new(),
             recent: HashMap::new(),
             recent_order: VecDeque::new(),
             record: None,
@@ -902,10 +947,32 @@ impl Pg {
                 record,
                 record_up,
                 toofull,
+                striper,
                 now_ms,
             } => {
                 self.now_ms = now_ms;
                 if epoch > self.epoch {
+                    // An erasure-coded PG's sets keep their holes (a
+                    // missing shard) as -1, so positions stay shards and
+                    // every `o >= 0` filter skips them.
+                    let hole = |v: Vec<i32>| -> Vec<i32> {
+                        v.into_iter()
+                            .map(|o| {
+                                if o < 0 || o == loligo_crush::ITEM_NONE {
+                                    -1
+                                } else {
+                                    o
+                                }
+                            })
+                            .collect()
+                    };
+                    let (up, acting) = (hole(up), hole(acting));
+                    if let Some(st) = striper {
+                        if self.ec.is_none() {
+                            self.backend = Box::new(Erasure);
+                        }
+                        self.ec = Some(st);
+                    }
                     self.toofull = toofull;
                     let record_changed = record != self.record || record_up != self.record_up;
                     self.record = record;
@@ -1075,6 +1142,7 @@ impl Pg {
                 self.check_stray(s, &mut fx);
                 self.resend_writes(&mut fx);
                 self.expire(&mut fx);
+                self.expire_gathers(s, &mut fx);
                 self.retry_recovery(s, &mut fx);
             }
             Input::GetLog {
@@ -1107,6 +1175,17 @@ impl Pg {
             Input::StrayCheck { from, epoch, token } => {
                 let clean = self.clean_without(from, epoch);
                 fx.push(Effect::CleanReply { token, clean });
+            }
+            Input::ShardRead {
+                from: _,
+                epoch: _,
+                name,
+                extents,
+                version,
+                token,
+            } => self.on_shard_read(s, &name, &extents, version, token, &mut fx),
+            Input::ShardReadDone { tid, from, result } => {
+                self.on_shard_read_done(s, tid, from, result, &mut fx)
             }
             Input::StrayAnswer { from, clean } => {
                 // Only the current primary's word, under a map no older
@@ -1333,6 +1412,7 @@ impl Pg {
         self.acting = acting;
         self.primary = primary;
         self.reset_recovery(fx);
+        self.abandon_gathers(epoch, fx);
         for (_, f) in std::mem::take(&mut self.inflight) {
             fx.push(reply(
                 f.token,
@@ -3094,6 +3174,9 @@ impl Pg {
                 return fx.push(reply(p.token, result, v, epoch));
             }
         }
+        if self.ec.is_some() {
+            return self.ec_execute(s, p, oid, fx);
+        }
         let (st, out) = match self
             .backend
             .execute(s, self.coll, &oid, &p.op.ops, size_max)
@@ -3104,15 +3187,19 @@ impl Pg {
         if out.txn.is_empty() {
             return fx.push(reply(p.token, Ok(out.results), st.version, epoch));
         }
-        self.write(p, oid, &st, out, fx);
+        self.write(p, oid, &st, out, None, fx);
     }
 
+    /// Log and distribute a write: `out.txn` for every member, or, on
+    /// an erasure-coded pool, `shards[i]` for the member holding shard i
+    /// (either way with the version attribute and the PG's records).
     fn write(
         &mut self,
         p: Pending,
         oid: ObjectId,
         st: &ObjState,
         out: exec::Outcome,
+        shards: Option<Vec<Transaction>>,
         fx: &mut Vec<Effect>,
     ) {
         let prev = self.info.last_update;
@@ -3182,6 +3269,7 @@ impl Pg {
             write_set,
             log_only: &log_only,
             me: self.whoami,
+            shards,
         }));
         // Data is shared (`Bytes`): keeping the sends costs no copy.
         let sent = fx[first..]
@@ -3373,6 +3461,7 @@ impl Pg {
     /// Whether the PG has nothing in flight or waiting.
     pub fn idle(&self) -> bool {
         self.inflight.is_empty()
+            && self.gathers.is_empty()
             && self.waiting.is_empty()
             && self.busy.is_empty()
             && self.rep.waiting.is_empty()
@@ -3510,16 +3599,33 @@ where
 /// One page of a PG's objects in (hash, name) order after `start`.
 fn list(s: &dyn ObjectStore, coll: CollectionId, start: Option<String>, limit: u32) -> ListResult {
     let lim = limit.clamp(1, LIST_NAMES_MAX) as usize;
-    let from = start.map(|n| ObjectId::new(loligo_crush::hash::str_hash_rjenkins(n.as_bytes()), n));
-    let (mut names, next) = s
-        .list(coll, from.as_ref(), lim + 1)
-        .map_err(exec::store_err)?;
-    if let Some(f) = &from {
-        names.retain(|o| o != f);
+    let mut from =
+        start.map(|n| ObjectId::new(loligo_crush::hash::str_hash_rjenkins(n.as_bytes()), n));
+    let mut out: Vec<String> = Vec::new();
+    // The OSD's own objects (EC rollback copies) are skipped, so a batch
+    // may have to be topped up from the store.
+    loop {
+        let (mut names, next) = s
+            .list(coll, from.as_ref(), lim + 1)
+            .map_err(exec::store_err)?;
+        if let Some(f) = &from {
+            names.retain(|o| o != f);
+        }
+        let raw_more = names.len() > lim || next.is_some();
+        let last = names.last().cloned();
+        for o in names {
+            if out.len() == lim {
+                return Ok((out, true));
+            }
+            if !crate::ec::is_internal(&o.name) {
+                out.push(o.name);
+            }
+        }
+        match last {
+            Some(l) if raw_more => from = Some(l),
+            _ => return Ok((out, false)),
+        }
     }
-    let more = names.len() > lim || next.is_some();
-    names.truncate(lim);
-    Ok((names.into_iter().map(|o| o.name).collect(), more))
 }
 
 fn tracing_error(pg: PgId, msg: &str) {
