@@ -23,19 +23,44 @@ use loligo_types::ops::{OpError, Version};
 use loligo_types::Epoch;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// A client op waiting for shard bytes.
+/// Shard reads in flight for one object: for a client op, or to rebuild
+/// the shards that recovering members lack.
 pub(super) struct Gather {
-    pub(super) pending: Pending,
+    what: Purpose,
     oid: ObjectId,
     st: ObjState,
-    plan: Plan,
     /// Shards left out after a failed read.
     bad: BTreeSet<usize>,
-    /// One read plan per range of `plan.fetch`.
-    reads: Vec<stripe::ReadPlan>,
+    /// The extents asked of each shard, in the order asked.
+    sent: ShardReads,
     fetched: Fetched<Vec<u8>>,
     /// Shards whose answer is awaited, with their OSDs.
     waiting: BTreeMap<usize, i32>,
+}
+
+enum Purpose {
+    /// A client op: one read plan per range of `plan.fetch`.
+    Op {
+        pending: Pending,
+        plan: Plan,
+        reads: Vec<stripe::ReadPlan>,
+    },
+    /// A push: rebuild the shards of `targets` (recovering members).
+    Rebuild {
+        targets: BTreeSet<i32>,
+        plan: Option<stripe::RebuildPlan>,
+        attrs: Vec<(String, Vec<u8>)>,
+    },
+}
+
+impl Gather {
+    /// The client op this gather is for, if any.
+    fn pending(&self) -> Option<&Pending> {
+        match &self.what {
+            Purpose::Op { pending, .. } => Some(pending),
+            Purpose::Rebuild { .. } => None,
+        }
+    }
 }
 
 impl Pg {
@@ -87,12 +112,15 @@ impl Pg {
         };
         let name = p.op.name.clone();
         let g = Gather {
-            pending: p,
+            what: Purpose::Op {
+                pending: p,
+                plan,
+                reads: Vec::new(),
+            },
             oid,
             st,
-            plan,
             bad: BTreeSet::new(),
-            reads: Vec::new(),
+            sent: ShardReads::new(),
             fetched: Fetched::new(),
             waiting: BTreeMap::new(),
         };
@@ -113,28 +141,53 @@ impl Pg {
             .into_iter()
             .filter(|c| !g.bad.contains(c))
             .collect();
-        let mut reads = Vec::new();
         let mut want = ShardReads::new();
-        for r in &g.plan.fetch {
-            match striper.plan_read(g.st.size, r.clone(), &avail, Coalesce::Conservative) {
-                Ok(rp) => {
+        let size = g.st.size;
+        let lost: Vec<usize> = match &g.what {
+            Purpose::Rebuild { targets, .. } => {
+                targets.iter().filter_map(|&o| self.shard_of(o)).collect()
+            }
+            Purpose::Op { .. } => Vec::new(),
+        };
+        let planned: Result<(), String> = match &mut g.what {
+            Purpose::Op { plan, reads, .. } => {
+                reads.clear();
+                plan.fetch.iter().try_for_each(|r| {
+                    let rp = striper
+                        .plan_read(size, r.clone(), &avail, Coalesce::Conservative)
+                        .map_err(|e| e.to_string())?;
                     for (&c, exts) in &rp.reads {
                         want.entry(c).or_default().extend(exts.iter().copied());
                     }
                     reads.push(rp);
-                }
-                Err(e) => {
-                    tracing::warn!(pg = %self.id, "object '{}': shards {avail:?} cannot be decoded: {e}", g.oid.name);
-                    let err = OpError::Unavailable {
-                        pg: self.id.to_string(),
-                        have: avail.len() as u32,
-                        need: striper.k() as u32,
-                    };
-                    return self.gather_failed(s, g, err, fx);
-                }
+                    Ok(())
+                })
             }
+            Purpose::Rebuild { plan, .. } => {
+                let from: Vec<usize> = avail
+                    .iter()
+                    .copied()
+                    .filter(|c| !lost.contains(c))
+                    .collect();
+                striper
+                    .plan_rebuild(size, &lost, &from, Coalesce::Conservative)
+                    .map(|rp| {
+                        want = rp.reads.clone();
+                        *plan = Some(rp);
+                    })
+                    .map_err(|e| e.to_string())
+            }
+        };
+        if let Err(e) = planned {
+            tracing::warn!(pg = %self.id, "object '{}': shards {avail:?} cannot be decoded: {e}", g.oid.name);
+            let err = OpError::Unavailable {
+                pg: self.id.to_string(),
+                have: avail.len() as u32,
+                need: striper.k() as u32,
+            };
+            return self.gather_failed(s, g, err, fx);
         }
-        g.reads = reads;
+        g.sent = want.clone();
         g.fetched.clear();
         g.waiting.clear();
         let tid = self.take_tid();
@@ -166,8 +219,15 @@ impl Pg {
                 });
             }
         }
+        if let Purpose::Rebuild { targets, .. } = &g.what {
+            // Counted as a push in flight from now on (the pushes go out
+            // under this tid once the shards are rebuilt).
+            self.rec
+                .pushing
+                .insert(tid, (g.oid.name.clone(), targets.clone()));
+        }
         if g.waiting.is_empty() {
-            self.gather_done(s, g, fx);
+            self.gather_done(s, tid, g, fx);
         } else {
             self.gathers.insert(tid, g);
         }
@@ -189,25 +249,12 @@ impl Pg {
             return;
         };
         g.waiting.remove(&c);
+        let exts = g.sent.get(&c).cloned().unwrap_or_default();
         let got = result.and_then(|bufs| {
-            let exts: Vec<u64> = g
-                .reads
-                .iter()
-                .flat_map(|r| r.reads.get(&c))
-                .flatten()
-                .map(|e| e.0)
-                .collect();
-            let lens: Vec<u64> = g
-                .reads
-                .iter()
-                .flat_map(|r| r.reads.get(&c))
-                .flatten()
-                .map(|e| e.1)
-                .collect();
             let ok = bufs.len() == exts.len()
-                && bufs.iter().zip(&lens).all(|(b, &l)| b.len() as u64 == l);
+                && bufs.iter().zip(&exts).all(|(b, e)| b.len() as u64 == e.1);
             if ok {
-                Ok(exts.into_iter().zip(bufs).collect::<Vec<_>>())
+                Ok(exts.iter().map(|e| e.0).zip(bufs).collect::<Vec<_>>())
             } else {
                 Err(RepError::Failed(
                     "a shard read came back with the wrong extents".into(),
@@ -229,41 +276,64 @@ impl Pg {
         let Some(g) = self.gathers.remove(&tid) else {
             return;
         };
-        if g.bad
-            .iter()
-            .any(|c| g.reads.iter().any(|r| r.reads.contains_key(c)))
-        {
+        if g.bad.iter().any(|c| g.sent.contains_key(c)) {
             // Some read failed: plan again around the bad shards.
+            self.rec.pushing.remove(&tid);
             return self.gather(s, g, fx);
         }
-        self.gather_done(s, g, fx);
+        self.gather_done(s, tid, g, fx);
     }
 
-    /// Everything is here: decode, run the op, write or answer.
-    fn gather_done(&mut self, s: &dyn ObjectStore, g: Gather, fx: &mut Vec<Effect>) {
+    /// Everything is here: decode, then run the op (write or answer) or
+    /// push the rebuilt shards (under the gather's `tid`).
+    fn gather_done(&mut self, s: &dyn ObjectStore, tid: u64, g: Gather, fx: &mut Vec<Effect>) {
         let Some(striper) = self.ec.clone() else {
             return;
         };
         let epoch = self.epoch;
+        let Gather {
+            what,
+            oid,
+            st,
+            fetched,
+            ..
+        } = g;
+        let (p, plan, reads) = match what {
+            Purpose::Op {
+                pending,
+                plan,
+                reads,
+            } => (pending, plan, reads),
+            Purpose::Rebuild {
+                targets,
+                plan,
+                attrs,
+            } => {
+                let rebuilt = plan
+                    .as_ref()
+                    .ok_or_else(|| "no rebuild plan".to_string())
+                    .and_then(|rp| {
+                        striper
+                            .decode_rebuild(rp, &fetched)
+                            .map_err(|e| e.to_string())
+                    });
+                return self.push_rebuilt(tid, &oid, st.version, targets, attrs, rebuilt, fx);
+            }
+        };
         let mut old = OldBytes::new();
-        for rp in &g.reads {
-            match striper.decode_read(rp, &g.fetched) {
+        for rp in &reads {
+            match striper.decode_read(rp, &fetched) {
                 Ok(b) => {
                     old.insert(rp.range.start, b);
                 }
                 Err(e) => {
-                    let err = OpError::Io(format!("object '{}': {e}", g.oid.name));
-                    return self.gather_failed(s, g, err, fx);
+                    let name = p.op.name.clone();
+                    let err = OpError::Io(format!("object '{name}': {e}"));
+                    fx.push(reply(p.token, Err(err), Version::default(), epoch));
+                    return self.release(s, &name, fx);
                 }
             }
         }
-        let Gather {
-            pending: p,
-            oid,
-            st,
-            plan,
-            ..
-        } = g;
         let out = match ec::finish(&striper, s, self.coll, &oid, &st, &p.op.ops, &plan, &old) {
             Ok(o) => o,
             Err(e) => {
@@ -298,26 +368,151 @@ impl Pg {
     }
 
     fn gather_failed(&mut self, s: &dyn ObjectStore, g: Gather, e: OpError, fx: &mut Vec<Effect>) {
-        let name = g.pending.op.name.clone();
-        fx.push(reply(
-            g.pending.token,
-            Err(e),
-            Version::default(),
-            self.epoch,
-        ));
-        self.release(s, &name, fx);
+        let name = g.oid.name.clone();
+        match g.what {
+            Purpose::Op { pending, .. } => {
+                fx.push(reply(pending.token, Err(e), Version::default(), self.epoch));
+                self.release(s, &name, fx);
+            }
+            Purpose::Rebuild { .. } => {
+                // Tried again later; ops on the object keep waiting.
+                tracing::warn!(pg = %self.id, "cannot rebuild '{name}' to recover it: {e}");
+                self.rec
+                    .retry
+                    .insert(name, self.now_ms + super::RECOVERY_RETRY_MS);
+            }
+        }
+    }
+
+    /// Push each target its rebuilt shard (or retry later).
+    #[allow(clippy::too_many_arguments)]
+    fn push_rebuilt(
+        &mut self,
+        tid: u64,
+        oid: &ObjectId,
+        version: Version,
+        targets: BTreeSet<i32>,
+        attrs: Vec<(String, Vec<u8>)>,
+        rebuilt: Result<BTreeMap<usize, Vec<u8>>, String>,
+        fx: &mut Vec<Effect>,
+    ) {
+        let shards = match rebuilt {
+            Ok(x) => x,
+            Err(e) => {
+                self.rec.pushing.remove(&tid);
+                tracing::warn!(pg = %self.id, "cannot rebuild '{}': {e}", oid.name);
+                self.rec
+                    .retry
+                    .insert(oid.name.clone(), self.now_ms + super::RECOVERY_RETRY_MS);
+                return;
+            }
+        };
+        let ctx = self.rep_ctx();
+        for &to in &targets {
+            let data = self
+                .shard_of(to)
+                .and_then(|c| shards.get(&c))
+                .cloned()
+                .unwrap_or_default();
+            fx.push(Effect::Push {
+                tid,
+                to,
+                ctx: ctx.clone(),
+                push: super::Push {
+                    name: oid.name.clone(),
+                    version,
+                    copy: Some(super::recovery::ObjectCopy {
+                        data,
+                        attrs: attrs.clone(),
+                        omap_header: Vec::new(),
+                        omap: Vec::new(),
+                    }),
+                },
+            });
+        }
+    }
+
+    /// Recover `name` on the members that lack it: rebuild their shards
+    /// from the others, then push them (`pushing[tid]` from the start, so
+    /// the throttles count it and ops on the object wait for it).
+    pub(super) fn ec_push(
+        &mut self,
+        s: &dyn ObjectStore,
+        name: String,
+        targets: BTreeSet<i32>,
+        fx: &mut Vec<Effect>,
+    ) {
+        let oid = super::recovery::oid(&name);
+        let read = ec::obj_state(s, self.coll, &oid).and_then(|st| {
+            let attrs = if st.exists {
+                s.getattrs(self.coll, &oid)
+                    .map_err(crate::exec::store_err)?
+                    .into_iter()
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            Ok((st, attrs))
+        });
+        let (st, attrs): (ObjState, Vec<(String, Vec<u8>)>) = match read {
+            Ok(x) => x,
+            Err(e) => {
+                tracing::warn!(pg = %self.id, "cannot read '{name}' to recover it: {e}");
+                self.rec
+                    .retry
+                    .insert(name, self.now_ms + super::RECOVERY_RETRY_MS);
+                return;
+            }
+        };
+        self.rec.retry.remove(&name);
+        self.busy.entry(name.clone()).or_default();
+        if !st.exists {
+            // Gone: every target removes its copy.
+            let tid = self.take_tid();
+            let ctx = self.rep_ctx();
+            for &to in &targets {
+                fx.push(Effect::Push {
+                    tid,
+                    to,
+                    ctx: ctx.clone(),
+                    push: super::Push {
+                        name: name.clone(),
+                        version: Version::default(),
+                        copy: None,
+                    },
+                });
+            }
+            self.rec.pushing.insert(tid, (name, targets));
+            return;
+        }
+        let g = Gather {
+            what: Purpose::Rebuild {
+                targets,
+                plan: None,
+                attrs,
+            },
+            oid,
+            st,
+            bad: BTreeSet::new(),
+            sent: ShardReads::new(),
+            fetched: Fetched::new(),
+            waiting: BTreeMap::new(),
+        };
+        self.gather(s, g, fx);
     }
 
     /// A new interval: gathers in flight are answered "wrong primary"
     /// (their clients retry under the new map).
     pub(super) fn abandon_gathers(&mut self, epoch: Epoch, fx: &mut Vec<Effect>) {
         for (_, g) in std::mem::take(&mut self.gathers) {
-            fx.push(reply(
-                g.pending.token,
-                Err(OpError::WrongPrimary { epoch }),
-                Version::default(),
-                epoch,
-            ));
+            if let Some(p) = g.pending() {
+                fx.push(reply(
+                    p.token,
+                    Err(OpError::WrongPrimary { epoch }),
+                    Version::default(),
+                    epoch,
+                ));
+            }
         }
     }
 
@@ -327,7 +522,7 @@ impl Pg {
         let late: Vec<u64> = self
             .gathers
             .iter()
-            .filter(|(_, g)| g.pending.deadline_ms <= now)
+            .filter(|(_, g)| g.pending().is_some_and(|p| p.deadline_ms <= now))
             .map(|(&t, _)| t)
             .collect();
         for tid in late {

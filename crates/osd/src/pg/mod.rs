@@ -2517,6 +2517,10 @@ impl Pg {
         if targets.is_empty() {
             return;
         }
+        if self.ec.is_some() {
+            // Each target lacks its own shard: rebuild, then push.
+            return self.ec_push(s, name, targets, fx);
+        }
         let push = match recovery::read_copy(s, self.coll, &name) {
             Ok(p) => p,
             Err(e) => {

@@ -330,6 +330,11 @@ pub fn push_txn(
     if s.exists(coll, &o)? {
         t.remove(coll, &o);
     }
+    // An EC shard's rollback copy belongs to writes this copy missed.
+    let rb = crate::ec::rollback_oid(&o);
+    if s.exists(coll, &rb)? {
+        t.remove(coll, &rb);
+    }
     if let Some(c) = &p.copy {
         t.touch(coll, &o);
         if !c.data.is_empty() {
