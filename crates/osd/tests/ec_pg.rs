@@ -71,6 +71,16 @@ enum Await {
         member: i32,
         tid: u64,
     },
+    GetLog {
+        primary: usize,
+        member: i32,
+        tid: u64,
+    },
+    Pull {
+        primary: usize,
+        member: i32,
+        tid: u64,
+    },
 }
 
 struct Cluster {
@@ -88,6 +98,11 @@ struct Cluster {
     down: Vec<usize>,
     /// Shard bytes pushed by recovery.
     pushed_bytes: u64,
+    /// Replica writes to these OSDs are lost (the write stays in flight).
+    drop_to: Vec<i32>,
+    /// OSDs down in the last map published, and each OSD's boot epoch.
+    was_down: Vec<usize>,
+    up_from: Vec<u64>,
 }
 
 impl Cluster {
@@ -116,6 +131,9 @@ impl Cluster {
             replies: BTreeMap::new(),
             down: Vec::new(),
             pushed_bytes: 0,
+            drop_to: Vec::new(),
+            was_down: Vec::new(),
+            up_from: vec![1; N],
         };
         c.publish();
         c
@@ -124,6 +142,45 @@ impl Cluster {
     /// A new map epoch with the current acting set (holes for down OSDs).
     fn publish(&mut self) {
         self.epoch += 1;
+        // An OSD that comes back restarted: its PG starts from its store
+        // (what it had in memory died with it), and it booted now.
+        for o in std::mem::take(&mut self.was_down) {
+            if !self.down.contains(&o) {
+                let info = loligo_osd::pg::stored_info(&self.stores[o], CollectionId::pg(1, 0))
+                    .unwrap_or_default();
+                self.pgs[o] = Pg::new(PG, o as i32, info);
+                self.up_from[o] = self.epoch;
+            }
+        }
+        self.was_down = self.down.clone();
+        // Whatever was on its way to or from a down OSD is lost.
+        let down = self.down.clone();
+        self.awaits.retain(|_, a| {
+            let (p, m) = match a {
+                Await::Rep {
+                    primary, member, ..
+                }
+                | Await::Log {
+                    primary, member, ..
+                }
+                | Await::Shard {
+                    primary, member, ..
+                }
+                | Await::Push {
+                    primary, member, ..
+                }
+                | Await::GetLog {
+                    primary, member, ..
+                }
+                | Await::Pull {
+                    primary, member, ..
+                } => (*primary, *member),
+                Await::Info {
+                    primary, member, ..
+                } => (*primary, *member),
+            };
+            !down.contains(&p) && !down.contains(&(m as usize))
+        });
         let acting: Vec<i32> = self
             .acting
             .iter()
@@ -151,7 +208,12 @@ impl Cluster {
                     epoch: self.epoch,
                     up: acting.clone(),
                     acting: acting.clone(),
-                    acting_up_from: 0,
+                    acting_up_from: acting
+                        .iter()
+                        .filter(|&&a| a != loligo_crush::ITEM_NONE)
+                        .map(|&a| self.up_from[a as usize])
+                        .max()
+                        .unwrap_or(0),
                     primary,
                     pool: pool(self.min_size),
                     record: None,
@@ -198,6 +260,66 @@ impl Cluster {
                         result: Ok(()),
                     },
                 ));
+            }
+            Effect::Replicate { to, .. } if self.drop_to.contains(&to) => {}
+            Effect::FetchLog { tid, to, ctx } => {
+                let token = self.token(Await::GetLog {
+                    primary: o,
+                    member: to,
+                    tid,
+                });
+                let input = Input::GetLog {
+                    from: me,
+                    ctx,
+                    token,
+                    now_ms: 0,
+                };
+                self.queue.push_back((to as usize, input));
+            }
+            Effect::OwnLogReply { token, result } => {
+                if let Some(Await::GetLog {
+                    primary,
+                    member,
+                    tid,
+                }) = self.awaits.remove(&token)
+                {
+                    let input = Input::GetLogDone {
+                        tid,
+                        from: member,
+                        result,
+                    };
+                    self.queue.push_back((primary, input));
+                }
+            }
+            Effect::Pull { tid, to, ctx, name } => {
+                let token = self.token(Await::Pull {
+                    primary: o,
+                    member: to,
+                    tid,
+                });
+                let input = Input::Pull {
+                    from: me,
+                    ctx,
+                    name,
+                    token,
+                    now_ms: 0,
+                };
+                self.queue.push_back((to as usize, input));
+            }
+            Effect::PullReply { token, result } => {
+                if let Some(Await::Pull {
+                    primary,
+                    member,
+                    tid,
+                }) = self.awaits.remove(&token)
+                {
+                    let input = Input::PullDone {
+                        tid,
+                        from: member,
+                        result,
+                    };
+                    self.queue.push_back((primary, input));
+                }
             }
             Effect::Replicate { tid, to, ctx, txn } => {
                 let token = self.token(Await::Rep {
@@ -398,6 +520,42 @@ impl Cluster {
             .result
     }
 
+    /// Send an op and run the network; `None` while it is unanswered.
+    fn op_maybe(&mut self, name: &str, ops: Vec<SubOp>) -> Option<Result<Vec<SubResult>, OpError>> {
+        self.next_token += 1;
+        let token = self.next_token;
+        let input = Input::Op {
+            op: ClientOp {
+                pool: 1,
+                name: name.into(),
+                epoch: self.epoch,
+                ops,
+                reqid: Some(loligo_types::ops::ReqId {
+                    client: 1,
+                    tid: token,
+                }),
+            },
+            token,
+            now_ms: 0,
+        };
+        let p = self.primary();
+        self.queue.push_back((p, input));
+        self.run();
+        self.replies.remove(&token).map(|r| r.result)
+    }
+
+    /// Every shard of `name` on every OSD equals a fresh encode of `data`.
+    fn assert_shards(&self, name: &str, data: &[u8], why: &str) {
+        let oid = ObjectId::new(loligo_crush::hash::str_hash_rjenkins(name.as_bytes()), name);
+        let shards = self.striper.encode(data).unwrap();
+        for (i, s) in self.stores.iter().enumerate() {
+            let got = s
+                .read(CollectionId::pg(1, 0), &oid, &[(0, shards[i].len() as u64)])
+                .unwrap();
+            assert!(got[0] == shards[i], "{why}: shard {i} of {name} differs");
+        }
+    }
+
     fn read(&mut self, name: &str, offset: u64, len: u64) -> Result<Vec<u8>, OpError> {
         match self.op(name, vec![SubOp::Read { offset, len }])?.pop() {
             Some(SubResult::Data(d)) => Ok(d),
@@ -527,16 +685,22 @@ fn reads_decode_around_missing_shards_and_writes_go_on_with_min_size() {
         want[50_000..53_000].copy_from_slice(&more);
         assert_eq!(c.read("a", 0, 0).unwrap(), want);
         // The primary's shard down too: three shards missing are one
-        // more than the code can lose; the read is refused with a clear
-        // error, never answered with wrong bytes.
+        // more than the code can lose. The PG is down (fewer than k
+        // shards can say what the newest version is): ops wait, then fail
+        // with a clear error, never with wrong bytes.
         c.down = vec![0, 1, 4];
         c.publish();
-        match c.read("a", 0, 0) {
-            Err(OpError::Unavailable {
-                have: 3, need: 4, ..
-            }) => {}
-            r => panic!("{plugin:?}: three shards missing answered {r:?}"),
-        }
+        assert!(c
+            .op_maybe("a", vec![SubOp::Read { offset: 0, len: 0 }])
+            .is_none());
+        let p = c.primary();
+        c.queue.push_back((p, Input::Tick { now_ms: 10_000_000 }));
+        c.run();
+        let answers: Vec<&OpReply> = c.replies.values().collect();
+        assert!(
+            matches!(answers.as_slice(), [r] if matches!(r.result, Err(OpError::Down { .. }))),
+            "{plugin:?}: three shards missing answered {answers:?}"
+        );
     }
 }
 
@@ -603,6 +767,81 @@ fn a_returning_osd_gets_its_shards_rebuilt_from_the_others() {
         c.publish();
         for (name, data) in &model {
             assert_eq!(&c.read(name, 0, 0).unwrap(), data, "{plugin:?} {name}");
+        }
+    }
+}
+
+/// A primary dies with a partial overwrite on only some shards. With
+/// fewer than k shards holding it, the write was never acknowledged and is
+/// rolled back on those shards from their rollback copies (for 4+2 with 3
+/// shards holding it, neither version could be rebuilt from the shards
+/// alone); with k or more it rolls forward. Either way every shard ends at
+/// one version, and no read ever sees a mix.
+#[test]
+fn a_torn_write_rolls_back_below_k_shards_and_forward_from_k() {
+    for plugin in [EcPlugin::ReedSolomon, EcPlugin::Zigzag] {
+        for holders in 1..=5usize {
+            let mut c = Cluster::new(plugin, 5);
+            let mut rng = Rng::new(21 + holders as u64);
+            let old = rng.bytes(40_000);
+            c.op("x", vec![SubOp::WriteFull(old.clone())]).unwrap();
+            // The overwrite reaches the primary (osd.0) and replicas
+            // 1..holders only.
+            let patch = rng.bytes(5_000);
+            c.drop_to = (holders as i32..N as i32).collect();
+            let answered = c.op_maybe(
+                "x",
+                vec![SubOp::Write {
+                    offset: 10_000,
+                    data: patch.clone(),
+                }],
+            );
+            assert!(
+                answered.is_none(),
+                "a write some shards lack is not acknowledged"
+            );
+            c.drop_to.clear();
+            // The primary dies; the others peer.
+            c.down = vec![0];
+            c.publish();
+            let mut new = old.clone();
+            new[10_000..15_000].copy_from_slice(&patch);
+            // The primary (a holder) is down: the write rolls forward only
+            // if k of the shards left hold it.
+            let forward = holders - 1 >= 4;
+            let want = if forward { &new } else { &old };
+            let why = format!("{plugin:?} with {holders} shards holding the write");
+            let r = c.op_maybe("x", vec![SubOp::Read { offset: 0, len: 0 }]);
+            let Some(Ok(r)) = r else {
+                panic!(
+                    "{why}: the read after peering answered {r:?}; roles: {:?}",
+                    c.pgs
+                        .iter()
+                        .map(|p| p.stat().map(|s| s.state))
+                        .collect::<Vec<_>>()
+                );
+            };
+            assert!(
+                r == vec![SubResult::Data(want.clone())],
+                "{why}: the read shows neither version it may (forward: {forward})"
+            );
+            // It returns and is brought to the same version.
+            c.down.clear();
+            c.publish();
+            c.assert_shards("x", want, &why);
+            // Writes go on.
+            let r = c.op_maybe("x", vec![SubOp::Append(b"more".to_vec())]);
+            assert!(
+                matches!(r, Some(Ok(_))),
+                "{why}: a write after the return answered {r:?}; states: {:?}",
+                c.pgs
+                    .iter()
+                    .map(|p| p.stat().map(|s| s.state))
+                    .collect::<Vec<_>>()
+            );
+            let mut after = want.clone();
+            after.extend_from_slice(b"more");
+            c.assert_shards("x", &after, &why);
         }
     }
 }

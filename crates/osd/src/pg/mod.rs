@@ -1721,13 +1721,32 @@ impl Pg {
             backfill: self.backfill.is_some(),
         };
         let authority = |o: &i32| self.record.as_ref().is_none_or(|r| r.osds.contains(o));
-        let newest = infos
+        let mut heads: Vec<Version> = infos
             .iter()
             .chain([(&self.whoami, &mine)])
             .filter(|(o, _)| authority(o))
             .map(|(_, i)| i.info.last_update)
-            .max()
-            .unwrap_or_default();
+            .collect();
+        heads.sort_unstable_by(|a, b| b.cmp(a));
+        let newest = match &self.ec {
+            None => heads.first().copied().unwrap_or_default(),
+            // Erasure-coded: a write is readable only from k shards, so the
+            // head is the newest version k of them hold. An acknowledged
+            // write is on every member of the record, so it is among them;
+            // newer entries reached fewer than k shards, were never
+            // acknowledged, and are rolled back where they landed.
+            Some(st) => match heads.get(st.k() - 1) {
+                Some(v) => *v,
+                None => {
+                    let osds = self.record.as_ref().map_or_else(
+                        || self.acting.iter().copied().filter(|&o| o >= 0).collect(),
+                        |r| r.osds.clone(),
+                    );
+                    self.role = Role::Down { osds };
+                    return;
+                }
+            },
+        };
         let is_complete =
             |i: &PeerInfo| i.info.last_update == newest && i.missing == 0 && !i.backfill;
         let complete: Vec<i32> = infos
@@ -1865,6 +1884,7 @@ impl Pg {
             &self.missing,
             self.backfill.as_ref(),
             &auth,
+            self.ec.is_some(),
         );
         match merged {
             Ok(recovery::Merge::Merged { txn, missing, info }) => {
@@ -2858,6 +2878,7 @@ impl Pg {
             &self.missing,
             self.backfill.as_ref(),
             &h.log,
+            self.ec.is_some(),
         );
         match merged {
             Err(e) => fx.push(fail(RepError::Failed(format!("pg {}: {e}", self.id)))),

@@ -167,6 +167,7 @@ pub fn merge(
     missing: &BTreeMap<String, Version>,
     backfill: Option<&super::Cursor>,
     auth: &AuthLog,
+    ec: bool,
 ) -> Result<Merge, String> {
     let ours = |name: &str| backfill.is_none_or(|c| c.covers(&oid(name)));
     let head = auth.info.last_update;
@@ -211,7 +212,10 @@ pub fn merge(
     // Divergent entries: gone from the log, their objects to be fetched.
     for v in common + 1..=mine.v {
         if let Some(e) = entry_at(s, coll, v)? {
-            if ours(&e.name) {
+            // An EC shard undoes the entry itself from its rollback copy
+            // (the shards that have the entry may be too few to rebuild
+            // the object at either version).
+            if ours(&e.name) && !(ec && roll_back(s, coll, &e, &mut t)?) {
                 missing.entry(e.name).or_default();
             }
         }
@@ -244,6 +248,47 @@ pub fn merge(
         missing,
         info,
     })
+}
+
+/// Undo divergent entry `e` on an EC shard from the rollback copy its
+/// write made (every EC write first clones the object to it, or clears it
+/// when the write creates the object), if the shard holds the object as
+/// `e` left it. Whether it did.
+fn roll_back(
+    s: &dyn ObjectStore,
+    coll: CollectionId,
+    e: &LogEntry,
+    t: &mut Transaction,
+) -> Result<bool, String> {
+    let o = oid(&e.name);
+    let rb = crate::ec::rollback_oid(&o);
+    let err = |x: StoreError| x.to_string();
+    let cur: Option<Version> = match s.getattr(coll, &o, VERSION_ATTR) {
+        Ok(b) => {
+            Some(postcard::from_bytes(&b).map_err(|_| format!("{}: corrupt version", e.name))?)
+        }
+        Err(StoreError::NoObject { .. }) => None,
+        Err(x) => return Err(err(x)),
+    };
+    let applied = if e.removed {
+        cur.is_none()
+    } else {
+        cur == Some(e.version)
+    };
+    if !applied {
+        return Ok(false);
+    }
+    if s.exists(coll, &rb).map_err(err)? {
+        t.clone_object(coll, &rb, &o);
+        t.remove(coll, &rb);
+    } else if e.removed {
+        // Nothing to bring back.
+        return Ok(false);
+    } else {
+        // The entry created the object.
+        t.remove(coll, &o);
+    }
+    Ok(true)
 }
 
 /// The keys of this copy's records that start with `prefix`, in order,
@@ -426,7 +471,7 @@ mod tests {
             ],
         };
         let Merge::Merged { txn, missing, info } =
-            merge(&s, c, v(1, 3), &BTreeMap::new(), None, &auth).unwrap()
+            merge(&s, c, v(1, 3), &BTreeMap::new(), None, &auth, false).unwrap()
         else {
             panic!("the logs overlap at 1'1");
         };
@@ -467,7 +512,7 @@ mod tests {
             entries: vec![entry(v(3, 5), "x"), entry(v(3, 6), "y")],
         };
         assert!(matches!(
-            merge(&s, c, v(1, 2), &BTreeMap::new(), None, &auth),
+            merge(&s, c, v(1, 2), &BTreeMap::new(), None, &auth, false),
             Ok(Merge::NoOverlap)
         ));
         // An empty copy against a log that was never trimmed starts from 0.
@@ -479,9 +524,15 @@ mod tests {
             },
             entries: vec![entry(v(1, 1), "a"), entry(v(1, 2), "b")],
         };
-        let Ok(Merge::Merged { missing, .. }) =
-            merge(&s2, c2, Version::default(), &BTreeMap::new(), None, &full)
-        else {
+        let Ok(Merge::Merged { missing, .. }) = merge(
+            &s2,
+            c2,
+            Version::default(),
+            &BTreeMap::new(),
+            None,
+            &full,
+            false,
+        ) else {
             panic!("an empty copy merges a whole log");
         };
         assert_eq!(missing.len(), 2);
