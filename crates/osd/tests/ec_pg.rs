@@ -808,7 +808,7 @@ fn a_torn_write_rolls_back_below_k_shards_and_forward_from_k() {
             new[10_000..15_000].copy_from_slice(&patch);
             // The primary (a holder) is down: the write rolls forward only
             // if k of the shards left hold it.
-            let forward = holders - 1 >= 4;
+            let forward = holders > 4;
             let want = if forward { &new } else { &old };
             let why = format!("{plugin:?} with {holders} shards holding the write");
             let r = c.op_maybe("x", vec![SubOp::Read { offset: 0, len: 0 }]);
