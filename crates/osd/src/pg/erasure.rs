@@ -45,8 +45,10 @@ enum Purpose {
         plan: Plan,
         reads: Vec<stripe::ReadPlan>,
     },
-    /// A push: rebuild the shards of `targets` (recovering members).
+    /// A push: rebuild the shards of `targets` (recovering members), or
+    /// with `pull`, this primary's own shard.
     Rebuild {
+        pull: bool,
         targets: BTreeSet<i32>,
         plan: Option<stripe::RebuildPlan>,
         attrs: Vec<(String, Vec<u8>)>,
@@ -74,6 +76,8 @@ impl Pg {
     fn sources(&self, oid: &ObjectId) -> Vec<usize> {
         let ws: &[i32] = match &self.role {
             Role::Primary { write_set } | Role::Activating { write_set, .. } => write_set,
+            // A primary rebuilding its own shards reads the complete ones.
+            Role::Pulling { complete, .. } => complete,
             _ => &[],
         };
         ws.iter()
@@ -219,12 +223,24 @@ impl Pg {
                 });
             }
         }
-        if let Purpose::Rebuild { targets, .. } = &g.what {
-            // Counted as a push in flight from now on (the pushes go out
-            // under this tid once the shards are rebuilt).
-            self.rec
-                .pushing
-                .insert(tid, (g.oid.name.clone(), targets.clone()));
+        match &g.what {
+            Purpose::Rebuild {
+                pull: false,
+                targets,
+                ..
+            } => {
+                // Counted as a push in flight from now on (the pushes go
+                // out under this tid once the shards are rebuilt).
+                self.rec
+                    .pushing
+                    .insert(tid, (g.oid.name.clone(), targets.clone()));
+            }
+            Purpose::Rebuild { pull: true, .. } => {
+                if let Role::Pulling { pulls, .. } = &mut self.role {
+                    pulls.insert(tid, g.oid.name.clone());
+                }
+            }
+            Purpose::Op { .. } => {}
         }
         if g.waiting.is_empty() {
             self.gather_done(s, tid, g, fx);
@@ -279,6 +295,9 @@ impl Pg {
         if g.bad.iter().any(|c| g.sent.contains_key(c)) {
             // Some read failed: plan again around the bad shards.
             self.rec.pushing.remove(&tid);
+            if let Role::Pulling { pulls, .. } = &mut self.role {
+                pulls.remove(&tid);
+            }
             return self.gather(s, g, fx);
         }
         self.gather_done(s, tid, g, fx);
@@ -305,6 +324,7 @@ impl Pg {
                 reads,
             } => (pending, plan, reads),
             Purpose::Rebuild {
+                pull,
                 targets,
                 plan,
                 attrs,
@@ -317,6 +337,9 @@ impl Pg {
                             .decode_rebuild(rp, &fetched)
                             .map_err(|e| e.to_string())
                     });
+                if pull {
+                    return self.pulled_rebuilt(s, tid, &oid, st.version, attrs, rebuilt, fx);
+                }
                 return self.push_rebuilt(tid, &oid, st.version, targets, attrs, rebuilt, fx);
             }
         };
@@ -374,7 +397,10 @@ impl Pg {
                 fx.push(reply(pending.token, Err(e), Version::default(), self.epoch));
                 self.release(s, &name, fx);
             }
-            Purpose::Rebuild { .. } => {
+            Purpose::Rebuild { pull: true, .. } => {
+                self.pull_failed(&format!("cannot rebuild '{name}': {e}"), fx);
+            }
+            Purpose::Rebuild { pull: false, .. } => {
                 // Tried again later; ops on the object keep waiting.
                 tracing::warn!(pg = %self.id, "cannot rebuild '{name}' to recover it: {e}");
                 self.rec
@@ -432,6 +458,86 @@ impl Pg {
         }
     }
 
+    /// Pulling: a complete member's copy of `name` (its own shard, with
+    /// the object's xattrs, version and size) is here. A removal applies as
+    /// it is; otherwise this primary's shard is rebuilt from the complete
+    /// members' shards.
+    pub(super) fn ec_pulled(
+        &mut self,
+        s: &dyn ObjectStore,
+        push: super::Push,
+        fx: &mut Vec<Effect>,
+    ) {
+        let Some(copy) = push.copy else {
+            return self.apply_pulled(s, push, fx);
+        };
+        let size = copy
+            .attrs
+            .iter()
+            .find(|(k, _)| k == ec::SIZE_ATTR)
+            .and_then(|(_, v)| postcard::from_bytes::<u64>(v).ok());
+        let Some(size) = size else {
+            return self.pull_failed(&format!("'{}' has no size on its shard", push.name), fx);
+        };
+        let mut targets = BTreeSet::new();
+        targets.insert(self.whoami);
+        let g = Gather {
+            what: Purpose::Rebuild {
+                pull: true,
+                targets,
+                plan: None,
+                attrs: copy.attrs,
+            },
+            oid: super::recovery::oid(&push.name),
+            st: ObjState {
+                exists: true,
+                size,
+                version: push.version,
+            },
+            bad: BTreeSet::new(),
+            sent: ShardReads::new(),
+            fetched: Fetched::new(),
+            waiting: BTreeMap::new(),
+        };
+        self.gather(s, g, fx);
+    }
+
+    /// This primary's own shard rebuilt: apply it as a pulled copy.
+    #[allow(clippy::too_many_arguments)]
+    fn pulled_rebuilt(
+        &mut self,
+        s: &dyn ObjectStore,
+        tid: u64,
+        oid: &ObjectId,
+        version: Version,
+        attrs: Vec<(String, Vec<u8>)>,
+        rebuilt: Result<BTreeMap<usize, Vec<u8>>, String>,
+        fx: &mut Vec<Effect>,
+    ) {
+        if let Role::Pulling { pulls, .. } = &mut self.role {
+            pulls.remove(&tid);
+        }
+        let mine = self.shard_of(self.whoami);
+        let data = match rebuilt.map(|mut m| mine.and_then(|c| m.remove(&c))) {
+            Ok(Some(d)) => d,
+            Ok(None) => {
+                return self.pull_failed(&format!("no shard of '{}' for this OSD", oid.name), fx)
+            }
+            Err(e) => return self.pull_failed(&format!("cannot rebuild '{}': {e}", oid.name), fx),
+        };
+        let push = super::Push {
+            name: oid.name.clone(),
+            version,
+            copy: Some(super::recovery::ObjectCopy {
+                data,
+                attrs,
+                omap_header: Vec::new(),
+                omap: Vec::new(),
+            }),
+        };
+        self.apply_pulled(s, push, fx);
+    }
+
     /// Recover `name` on the members that lack it: rebuild their shards
     /// from the others, then push them (`pushing[tid]` from the start, so
     /// the throttles count it and ops on the object wait for it).
@@ -487,6 +593,7 @@ impl Pg {
         }
         let g = Gather {
             what: Purpose::Rebuild {
+                pull: false,
                 targets,
                 plan: None,
                 attrs,

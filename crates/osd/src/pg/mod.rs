@@ -631,6 +631,8 @@ struct Recovery {
     slot: Slot,
     /// No push or chunk starts before this (the recovery sleep).
     next_copy_ms: u64,
+    /// An erasure-coded primary that is behind peers again at this time.
+    peer_again_ms: u64,
 }
 
 /// A primary's hold on one of its OSD's recovery slots: pushes and
@@ -1143,6 +1145,12 @@ impl Pg {
                 self.resend_writes(&mut fx);
                 self.expire(&mut fx);
                 self.expire_gathers(s, &mut fx);
+                if self.ec.is_some()
+                    && self.role == Role::Behind
+                    && now_ms >= self.rec.peer_again_ms
+                {
+                    self.start_peering(s, &mut fx);
+                }
                 self.retry_recovery(s, &mut fx);
             }
             Input::GetLog {
@@ -1835,6 +1843,9 @@ impl Pg {
     /// Hand the primary role to a complete member (it recovers this copy):
     /// ask for a pg_temp that puts `complete` first.
     fn hand_over(&mut self, complete: Vec<i32>, fx: &mut Vec<Effect>) {
+        if self.ec.is_some() {
+            return self.ec_behind("this copy needs a backfill");
+        }
         let size = self.pool.as_ref().map_or(1, |p| p.size as usize).max(1);
         let mut osds = complete.clone();
         osds.extend(self.acting.iter().filter(|o| !complete.contains(o)));
@@ -1843,8 +1854,21 @@ impl Pg {
         self.role = Role::Behind;
     }
 
+    /// An erasure-coded primary that cannot catch up by pulling: a pg_temp
+    /// cannot put another member first (positions are shards), so it
+    /// peers again after a while. One that needs a backfill stays behind
+    /// (not supported yet for erasure-coded pools).
+    fn ec_behind(&mut self, why: &str) {
+        tracing::warn!(pg = %self.id, "erasure-coded primary is behind: {why}; peering again shortly");
+        self.role = Role::Behind;
+        self.rec.peer_again_ms = self.now_ms + RECOVERY_RETRY_MS;
+    }
+
     /// Pulling: a pull or the log failed, or the logs do not overlap.
     fn pull_failed(&mut self, why: &str, fx: &mut Vec<Effect>) {
+        if self.ec.is_some() {
+            return self.ec_behind(why);
+        }
         if let Role::Pulling { from, complete, .. } = &self.role {
             tracing::info!(
                 "pg {}: pulling from osd.{from}: {why}; handing over",
@@ -1984,12 +2008,30 @@ impl Pg {
             Err(e) => return self.pull_failed(&format!("{e:?}"), fx),
         };
         let need = self.missing.get(&name).copied().unwrap_or_default();
-        if push.name != name || push.version < need {
+        // An object the log removes comes back absent (version zero).
+        let removed = push.copy.is_none()
+            && need.v > 0
+            && recovery::entry_at(s, self.coll, need.v)
+                .ok()
+                .flatten()
+                .is_some_and(|e| e.removed && e.version == need && e.name == name);
+        if push.name != name || (push.version < need && !removed) {
             return self.pull_failed(
                 &format!("osd.{from} holds {name} at {:?}", push.version),
                 fx,
             );
         }
+        if self.ec.is_some() {
+            // The member sent its own shard: this primary's is rebuilt.
+            return self.ec_pulled(s, push, fx);
+        }
+        self.apply_pulled(s, push, fx);
+    }
+
+    /// Pulling: apply a copy of an object this primary lacked, then pull
+    /// more.
+    fn apply_pulled(&mut self, s: &dyn ObjectStore, push: Push, fx: &mut Vec<Effect>) {
+        let name = push.name.clone();
         match recovery::push_txn(s, self.coll, &push) {
             Ok(txn) => {
                 self.missing.remove(&name);

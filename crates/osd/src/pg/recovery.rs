@@ -114,7 +114,11 @@ pub fn oid(name: &str) -> ObjectId {
 }
 
 /// The log entry this copy holds at version counter `v`.
-fn entry_at(s: &dyn ObjectStore, coll: CollectionId, v: u64) -> Result<Option<LogEntry>, String> {
+pub(super) fn entry_at(
+    s: &dyn ObjectStore,
+    coll: CollectionId,
+    v: u64,
+) -> Result<Option<LogEntry>, String> {
     match s.record(coll, &log_key(v)) {
         Ok(Some(b)) => record::decode_log(&b).map(Some).map_err(|e| e.to_string()),
         Ok(None) => Ok(None),
