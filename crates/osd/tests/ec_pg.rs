@@ -18,6 +18,8 @@ use std::sync::Arc;
 
 const PG: PgId = PgId { pool: 1, ps: 0 };
 const N: usize = 6;
+/// OSDs in the cluster: the PG's six and a spare to backfill onto.
+const OSDS: usize = 7;
 
 fn profile(plugin: EcPlugin) -> EcProfile {
     EcProfile {
@@ -76,6 +78,16 @@ enum Await {
         member: i32,
         tid: u64,
     },
+    Scan {
+        primary: usize,
+        member: i32,
+        tid: u64,
+    },
+    Chunk {
+        primary: usize,
+        member: i32,
+        tid: u64,
+    },
     Pull {
         primary: usize,
         member: i32,
@@ -96,8 +108,9 @@ struct Cluster {
     replies: BTreeMap<u64, OpReply>,
     /// OSDs that are down: nothing reaches them.
     down: Vec<usize>,
-    /// Shard bytes pushed by recovery.
+    /// Shard bytes pushed by recovery, and backfill chunks sent.
     pushed_bytes: u64,
+    chunks: u64,
     /// Replica writes to these OSDs are lost (the write stays in flight).
     drop_to: Vec<i32>,
     /// OSDs down in the last map published, and each OSD's boot epoch.
@@ -110,7 +123,7 @@ impl Cluster {
         let striper = Arc::new(profile(plugin).striper().unwrap());
         let mut stores = Vec::new();
         let mut pgs = Vec::new();
-        for o in 0..N {
+        for o in 0..OSDS {
             let s = MemStore::new();
             let mut t = Transaction::new();
             t.create_collection(CollectionId::pg(1, 0));
@@ -131,9 +144,10 @@ impl Cluster {
             replies: BTreeMap::new(),
             down: Vec::new(),
             pushed_bytes: 0,
+            chunks: 0,
             drop_to: Vec::new(),
             was_down: Vec::new(),
-            up_from: vec![1; N],
+            up_from: vec![1; OSDS],
         };
         c.publish();
         c
@@ -172,6 +186,12 @@ impl Cluster {
                 | Await::GetLog {
                     primary, member, ..
                 }
+                | Await::Scan {
+                    primary, member, ..
+                }
+                | Await::Chunk {
+                    primary, member, ..
+                }
                 | Await::Pull {
                     primary, member, ..
                 } => (*primary, *member),
@@ -184,9 +204,8 @@ impl Cluster {
         let acting: Vec<i32> = self
             .acting
             .iter()
-            .enumerate()
-            .map(|(i, &o)| {
-                if self.down.contains(&i) {
+            .map(|&o| {
+                if self.down.contains(&(o as usize)) {
                     loligo_crush::ITEM_NONE
                 } else {
                     o
@@ -198,7 +217,7 @@ impl Cluster {
             .copied()
             .find(|&o| o != loligo_crush::ITEM_NONE)
             .unwrap_or(-1);
-        for o in 0..N {
+        for o in 0..OSDS {
             if self.down.contains(&o) {
                 continue;
             }
@@ -262,6 +281,71 @@ impl Cluster {
                 ));
             }
             Effect::Replicate { to, .. } if self.drop_to.contains(&to) => {}
+            Effect::SendScan {
+                tid,
+                to,
+                ctx,
+                after,
+                upto,
+                limit,
+            } => {
+                let token = self.token(Await::Scan {
+                    primary: o,
+                    member: to,
+                    tid,
+                });
+                let input = Input::Scan {
+                    from: me,
+                    ctx,
+                    after,
+                    upto,
+                    limit,
+                    token,
+                    now_ms: 0,
+                };
+                self.queue.push_back((to as usize, input));
+            }
+            Effect::ScanReply { token, result } => {
+                if let Some(Await::Scan {
+                    primary,
+                    member,
+                    tid,
+                }) = self.awaits.remove(&token)
+                {
+                    let input = Input::ScanDone {
+                        tid,
+                        from: member,
+                        result,
+                    };
+                    self.queue.push_back((primary, input));
+                }
+            }
+            Effect::SendChunk {
+                tid,
+                to,
+                ctx,
+                chunk,
+            } => {
+                self.chunks += 1;
+                self.pushed_bytes += chunk
+                    .pushes
+                    .iter()
+                    .map(|p| p.copy.as_ref().map_or(0, |c| c.data.len() as u64))
+                    .sum::<u64>();
+                let token = self.token(Await::Chunk {
+                    primary: o,
+                    member: to,
+                    tid,
+                });
+                let input = Input::Chunk {
+                    from: me,
+                    ctx,
+                    chunk,
+                    token,
+                    now_ms: 0,
+                };
+                self.queue.push_back((to as usize, input));
+            }
             Effect::FetchLog { tid, to, ctx } => {
                 let token = self.token(Await::GetLog {
                     primary: o,
@@ -433,6 +517,18 @@ impl Cluster {
                     };
                     self.queue.push_back((primary, input));
                 }
+                Some(Await::Chunk {
+                    primary,
+                    member,
+                    tid,
+                }) => {
+                    let input = Input::ChunkDone {
+                        tid,
+                        from: member,
+                        result,
+                    };
+                    self.queue.push_back((primary, input));
+                }
                 _ => {}
             },
             Effect::InfoReply { token, result } => {
@@ -491,7 +587,11 @@ impl Cluster {
     }
 
     fn primary(&self) -> usize {
-        (0..N).find(|o| !self.down.contains(o)).unwrap()
+        self.acting
+            .iter()
+            .map(|&o| o as usize)
+            .find(|o| !self.down.contains(o))
+            .unwrap()
     }
 
     fn op(&mut self, name: &str, ops: Vec<SubOp>) -> Result<Vec<SubResult>, OpError> {
@@ -548,7 +648,8 @@ impl Cluster {
     fn assert_shards(&self, name: &str, data: &[u8], why: &str) {
         let oid = ObjectId::new(loligo_crush::hash::str_hash_rjenkins(name.as_bytes()), name);
         let shards = self.striper.encode(data).unwrap();
-        for (i, s) in self.stores.iter().enumerate() {
+        for (i, &o) in self.acting.iter().enumerate() {
+            let s = &self.stores[o as usize];
             let got = s
                 .read(CollectionId::pg(1, 0), &oid, &[(0, shards[i].len() as u64)])
                 .unwrap();
@@ -623,7 +724,7 @@ fn writes_are_split_into_shards_and_reads_decode_them() {
                 loligo_crush::hash::str_hash_rjenkins(name.as_bytes()),
                 name.clone(),
             );
-            for (i, s) in c.stores.iter().enumerate() {
+            for (i, s) in c.stores.iter().take(N).enumerate() {
                 let st = s.stat(CollectionId::pg(1, 0), &oid).unwrap();
                 assert_eq!(
                     st.size,
@@ -892,6 +993,67 @@ fn a_returning_primary_rebuilds_its_own_shards() {
         for (name, data) in &model {
             let got = c.read(name, 0, 0).unwrap();
             assert!(&got == data, "{why}: {name} read back wrong");
+        }
+    }
+}
+
+/// An OSD is replaced by an empty one (the PG log is too short for a
+/// log-based recovery): the new member is backfilled chunk by chunk, each
+/// object's shard for its position rebuilt from the others, and then
+/// serves with two other shards down. Objects overwritten and removed
+/// before it came are right too.
+#[test]
+fn a_new_member_is_backfilled_with_its_rebuilt_shards() {
+    for plugin in [EcPlugin::ReedSolomon, EcPlugin::Zigzag] {
+        let mut c = Cluster::new(plugin, 5);
+        for pg in &mut c.pgs {
+            pg.log_entries_max = 3;
+            pg.backfill_chunk_objects = 3;
+        }
+        let mut rng = Rng::new(41);
+        let mut model: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+        for i in 0..10 {
+            let d = rng.bytes(9_000 + 17 * i);
+            c.op(&format!("b{i}"), vec![SubOp::WriteFull(d.clone())])
+                .unwrap();
+            model.insert(format!("b{i}"), d);
+        }
+        c.op("b3", vec![SubOp::Remove]).unwrap();
+        model.remove("b3");
+        // osd.2 leaves; the spare osd.6 takes its position (shard 2).
+        c.acting[2] = 6;
+        c.down = vec![2];
+        c.pushed_bytes = 0;
+        c.publish();
+        assert!(
+            c.pushed_bytes > 0 && c.chunks >= 3,
+            "{plugin:?}: nothing was backfilled ({} chunks)",
+            c.chunks
+        );
+        let coll = CollectionId::pg(1, 0);
+        for (name, data) in &model {
+            let oid = ObjectId::new(
+                loligo_crush::hash::str_hash_rjenkins(name.as_bytes()),
+                name.clone(),
+            );
+            let shards = c.striper.encode(data).unwrap();
+            let got = c.stores[6]
+                .read(coll, &oid, &[(0, shards[2].len() as u64)])
+                .unwrap();
+            assert!(got[0] == shards[2], "{plugin:?}: osd.6's shard of {name}");
+        }
+        let gone = ObjectId::new(loligo_crush::hash::str_hash_rjenkins(b"b3"), "b3");
+        assert!(!c.stores[6].exists(coll, &gone).unwrap());
+        let p = c.primary();
+        assert!(
+            c.pgs[p].is_clean(),
+            "{plugin:?}: the PG is clean after the backfill"
+        );
+        c.down = vec![2, 0, 5];
+        c.publish();
+        for (name, data) in &model {
+            let got = c.read(name, 0, 0).unwrap();
+            assert!(&got == data, "{plugin:?}: {name} read back wrong");
         }
     }
 }

@@ -131,7 +131,8 @@ pub fn scan(
     loop {
         let (page, next) = s.list(coll, start.as_ref(), LIST_PAGE)?;
         for o in page {
-            if after.covers(&o) {
+            // EC rollback copies are the OSD's own, never backfilled.
+            if after.covers(&o) || crate::ec::is_internal(&o.name) {
                 continue;
             }
             if !upto.covers(&o) {

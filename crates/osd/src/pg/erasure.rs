@@ -45,6 +45,12 @@ enum Purpose {
         plan: Plan,
         reads: Vec<stripe::ReadPlan>,
     },
+    /// A backfill chunk for `to`: rebuild its shard of this object (the
+    /// chunk's push `index`).
+    Chunk {
+        to: i32,
+        plan: Option<stripe::RebuildPlan>,
+    },
     /// A push: rebuild the shards of `targets` (recovering members), or
     /// with `pull`, this primary's own shard.
     Rebuild {
@@ -60,7 +66,7 @@ impl Gather {
     fn pending(&self) -> Option<&Pending> {
         match &self.what {
             Purpose::Op { pending, .. } => Some(pending),
-            Purpose::Rebuild { .. } => None,
+            Purpose::Rebuild { .. } | Purpose::Chunk { .. } => None,
         }
     }
 }
@@ -151,6 +157,7 @@ impl Pg {
             Purpose::Rebuild { targets, .. } => {
                 targets.iter().filter_map(|&o| self.shard_of(o)).collect()
             }
+            Purpose::Chunk { to, .. } => self.shard_of(*to).into_iter().collect(),
             Purpose::Op { .. } => Vec::new(),
         };
         let planned: Result<(), String> = match &mut g.what {
@@ -167,7 +174,7 @@ impl Pg {
                     Ok(())
                 })
             }
-            Purpose::Rebuild { plan, .. } => {
+            Purpose::Rebuild { plan, .. } | Purpose::Chunk { plan, .. } => {
                 let from: Vec<usize> = avail
                     .iter()
                     .copied()
@@ -240,7 +247,7 @@ impl Pg {
                     pulls.insert(tid, g.oid.name.clone());
                 }
             }
-            Purpose::Op { .. } => {}
+            Purpose::Op { .. } | Purpose::Chunk { .. } => {}
         }
         if g.waiting.is_empty() {
             self.gather_done(s, tid, g, fx);
@@ -323,6 +330,22 @@ impl Pg {
                 plan,
                 reads,
             } => (pending, plan, reads),
+            Purpose::Chunk { to, plan } => {
+                let rebuilt = plan
+                    .as_ref()
+                    .ok_or_else(|| "no rebuild plan".to_string())
+                    .and_then(|rp| {
+                        striper
+                            .decode_rebuild(rp, &fetched)
+                            .map_err(|e| e.to_string())
+                    })
+                    .and_then(|mut m| {
+                        self.shard_of(to)
+                            .and_then(|c| m.remove(&c))
+                            .ok_or_else(|| format!("no shard for osd.{to}"))
+                    });
+                return self.chunk_rebuilt(to, &oid.name, st.version, rebuilt, fx);
+            }
             Purpose::Rebuild {
                 pull,
                 targets,
@@ -400,6 +423,9 @@ impl Pg {
             Purpose::Rebuild { pull: true, .. } => {
                 self.pull_failed(&format!("cannot rebuild '{name}': {e}"), fx);
             }
+            Purpose::Chunk { to, .. } => {
+                self.chunk_rebuilt(to, &name, g.st.version, Err(e.to_string()), fx);
+            }
             Purpose::Rebuild { pull: false, .. } => {
                 // Tried again later; ops on the object keep waiting.
                 tracing::warn!(pg = %self.id, "cannot rebuild '{name}' to recover it: {e}");
@@ -407,6 +433,106 @@ impl Pg {
                     .retry
                     .insert(name, self.now_ms + super::RECOVERY_RETRY_MS);
             }
+        }
+    }
+
+    /// Whether an op gathering shards for a write to an object that
+    /// `in_range` names is under way (a backfill chunk waits for it, as
+    /// for a write in flight).
+    pub(super) fn ec_writes_gathering(&self, in_range: impl Fn(&str) -> bool) -> bool {
+        self.gathers.values().any(|g| match &g.what {
+            Purpose::Op { plan, .. } => plan.writes && in_range(&g.oid.name),
+            _ => false,
+        })
+    }
+
+    /// Backfill: `chunk` for `to` holds this copy's shards; rebuild the
+    /// target's shard of each object in it, then send it. Writes to the
+    /// chunk's range wait meanwhile (`BfStep::Rebuilding`).
+    pub(super) fn ec_rebuild_chunk(
+        &mut self,
+        s: &dyn ObjectStore,
+        to: i32,
+        chunk: super::Chunk,
+        fx: &mut Vec<Effect>,
+    ) {
+        let mut starts: Vec<Gather> = Vec::new();
+        for p in &chunk.pushes {
+            let Some(copy) = &p.copy else {
+                continue;
+            };
+            let size = copy
+                .attrs
+                .iter()
+                .find(|(k, _)| k == ec::SIZE_ATTR)
+                .and_then(|(_, v)| postcard::from_bytes::<u64>(v).ok());
+            let Some(size) = size else {
+                tracing::warn!(pg = %self.id, "backfill: '{}' has no size on this shard", p.name);
+                return self.bf_retry(to);
+            };
+            starts.push(Gather {
+                what: Purpose::Chunk { to, plan: None },
+                oid: super::recovery::oid(&p.name),
+                st: ObjState {
+                    exists: true,
+                    size,
+                    version: p.version,
+                },
+                bad: BTreeSet::new(),
+                sent: ShardReads::new(),
+                fetched: Fetched::new(),
+                waiting: BTreeMap::new(),
+            });
+        }
+        let waiting: BTreeSet<String> = starts.iter().map(|g| g.oid.name.clone()).collect();
+        if waiting.is_empty() {
+            return self.send_chunk(to, chunk, fx);
+        }
+        if let Some(b) = self.rec.backfill.get_mut(&to) {
+            b.step = super::BfStep::Rebuilding { chunk, waiting };
+        }
+        for g in starts {
+            self.gather(s, g, fx);
+        }
+    }
+
+    /// One object of a backfill chunk rebuilt for `to` (or not: the chunk
+    /// is dropped and the backfill retried).
+    fn chunk_rebuilt(
+        &mut self,
+        to: i32,
+        name: &str,
+        version: Version,
+        shard: Result<Vec<u8>, String>,
+        fx: &mut Vec<Effect>,
+    ) {
+        let Some(b) = self.rec.backfill.get_mut(&to) else {
+            return;
+        };
+        let super::BfStep::Rebuilding { chunk, waiting } = &mut b.step else {
+            return;
+        };
+        if !waiting.remove(name) {
+            return;
+        }
+        let data = match shard {
+            Ok(d) => d,
+            Err(e) => {
+                tracing::warn!(pg = %self.id, "backfill of osd.{to}: cannot rebuild '{name}': {e}");
+                return self.bf_retry(to);
+            }
+        };
+        if let Some(c) = chunk
+            .pushes
+            .iter_mut()
+            .find(|p| p.name == name && p.version == version)
+            .and_then(|p| p.copy.as_mut())
+        {
+            c.data = data;
+        }
+        if waiting.is_empty() {
+            let chunk = chunk.clone();
+            self.send_chunk(to, chunk, fx);
         }
     }
 

@@ -662,6 +662,13 @@ enum BfStep {
     /// The member's listing is here; the chunk is built once no write
     /// to its range is in flight.
     Scanned { theirs: Scan },
+    /// Erasure-coded: the chunk is built, and the target's shards of
+    /// the objects named in `waiting` are being rebuilt (writes to the
+    /// range wait, as for a chunk on its way).
+    Rebuilding {
+        chunk: Chunk,
+        waiting: BTreeSet<String>,
+    },
     /// The chunk is on its way (`tid` 0: to be sent again at
     /// `retry_ms`); writes to (done, chunk.end] wait. A chunk whose answer
     /// was lost may have been applied: until the member answers, its
@@ -691,7 +698,9 @@ impl Recovery {
     /// on its way.
     fn blocks(&self, o: &ObjectId) -> bool {
         self.backfill.values().any(|b| match &b.step {
-            BfStep::Copying { chunk, .. } => !b.done.covers(o) && chunk.end.covers(o),
+            BfStep::Copying { chunk, .. } | BfStep::Rebuilding { chunk, .. } => {
+                !b.done.covers(o) && chunk.end.covers(o)
+            }
             _ => false,
         })
     }
@@ -2322,10 +2331,12 @@ impl Pg {
                     }
                 }
                 BfStep::Scanned { theirs } => {
-                    let busy = self.inflight.values().any(|f| {
-                        let o = recovery::oid(&f.name);
+                    let in_range = |name: &str| {
+                        let o = recovery::oid(name);
                         !b.done.covers(&o) && theirs.end.covers(&o)
-                    });
+                    };
+                    let busy = self.inflight.values().any(|f| in_range(&f.name))
+                        || self.ec_writes_gathering(in_range);
                     if busy {
                         continue;
                     }
@@ -2345,6 +2356,12 @@ impl Pg {
                         }
                     };
                     self.rec.pushed += chunk.pushes.len() as u64;
+                    if self.ec.is_some() {
+                        // The chunk carries this copy's shards: the
+                        // target's are rebuilt first.
+                        self.ec_rebuild_chunk(s, to, chunk, fx);
+                        continue;
+                    }
                     self.send_chunk(to, chunk, fx);
                 }
                 BfStep::Copying { tid: 0, chunk } if self.now_ms >= b.retry_ms => {
@@ -2356,7 +2373,7 @@ impl Pg {
         }
     }
 
-    fn send_chunk(&mut self, to: i32, chunk: Chunk, fx: &mut Vec<Effect>) {
+    pub(super) fn send_chunk(&mut self, to: i32, chunk: Chunk, fx: &mut Vec<Effect>) {
         let tid = self.take_tid();
         fx.push(Effect::SendChunk {
             tid,
@@ -2369,7 +2386,7 @@ impl Pg {
         }
     }
 
-    fn bf_retry(&mut self, to: i32) {
+    pub(super) fn bf_retry(&mut self, to: i32) {
         if let Some(b) = self.rec.backfill.get_mut(&to) {
             b.step = BfStep::Idle;
             b.retry_ms = self.now_ms + RECOVERY_RETRY_MS;
