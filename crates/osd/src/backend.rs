@@ -119,14 +119,17 @@ impl Backend for Erasure {
             if w.log_only.contains(&to) {
                 return records_only(&w.txn);
             }
-            let mut t = w
-                .ctx
-                .acting
-                .iter()
-                .position(|&o| o == to)
+            let pos = w.ctx.acting.iter().position(|&o| o == to);
+            let mut t = pos
                 .and_then(|i| w.shards.as_ref().and_then(|s| s.get(i)).cloned())
                 .unwrap_or_default();
             t.ops.extend(w.txn.ops.iter().cloned());
+            // Every write names the shard the member holds (a copy whose
+            // OSD later moves to another position knows it must be
+            // backfilled).
+            if let (Some(i), Some(c)) = (pos, w.txn.ops.first().map(Op::collection)) {
+                t.set_record(c, crate::pg::SHARD_KEY, vec![i as u8]);
+            }
             t
         };
         let mut fx: Vec<Effect> = w

@@ -32,6 +32,31 @@ use std::ops::Range;
 
 /// The xattr holding an EC object's logical size on every shard.
 pub const SIZE_ATTR: &str = "_s";
+/// The xattr naming which shard (chunk position) a shard object holds: a
+/// copy that moved to another position must never pass off its old
+/// shard's bytes as its new one's (scans and shard reads check it).
+pub const SHARD_ATTR: &str = "_i";
+
+/// `attrs` with the shard attribute set to `shard`.
+pub fn with_shard(mut attrs: Vec<(String, Vec<u8>)>, shard: usize) -> Vec<(String, Vec<u8>)> {
+    attrs.retain(|(k, _)| k != SHARD_ATTR);
+    attrs.push((SHARD_ATTR.to_string(), vec![shard as u8]));
+    attrs
+}
+
+/// Whether the shard object `o` holds shard `shard`.
+pub fn holds_shard(
+    s: &dyn ObjectStore,
+    c: CollectionId,
+    o: &ObjectId,
+    shard: usize,
+) -> Result<bool, StoreError> {
+    match s.getattr(c, o, SHARD_ATTR) {
+        Ok(v) => Ok(v == [shard as u8]),
+        Err(StoreError::NoAttr { .. }) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
 
 /// The rollback object of `o` on a shard: same hash (so it stays in the
 /// PG and next to its object), a name no client can use (NUL).
@@ -461,6 +486,7 @@ pub fn finish(
             }
         }
         attrs.push((SIZE_ATTR.to_string(), size_attr.clone()));
+        attrs.push((SHARD_ATTR.to_string(), vec![i as u8]));
         flush(t, c, o, &mut attrs);
     }
     Ok(Outcome {

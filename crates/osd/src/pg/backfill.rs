@@ -109,12 +109,17 @@ fn version_of(
 
 /// This copy's objects after `after` up to `upto` (inclusive), at most
 /// `limit` (the scan then ends at the last one returned).
+///
+/// On an erasure-coded copy (`shard` given), an object holding another
+/// shard than this copy's counts as version zero: it differs from every
+/// real copy, so backfill replaces it.
 pub fn scan(
     s: &dyn ObjectStore,
     coll: CollectionId,
     after: &Cursor,
     upto: &Cursor,
     limit: usize,
+    shard: Option<usize>,
 ) -> Result<Scan, StoreError> {
     let limit = limit.max(1);
     let mut objects: Vec<(ObjectId, Version)> = Vec::new();
@@ -147,7 +152,10 @@ pub fn scan(
                     .map_or(Cursor::Start, |(o, _)| Cursor::At(o.clone()));
                 return Ok(Scan { objects, end });
             }
-            let v = version_of(s, coll, &o)?;
+            let v = match shard {
+                Some(i) if !crate::ec::holds_shard(s, coll, &o, i)? => Version::default(),
+                _ => version_of(s, coll, &o)?,
+            };
             objects.push((o, v));
         }
         match next {
@@ -174,7 +182,7 @@ pub fn plan_chunk(
     limit: usize,
     bytes_max: u64,
 ) -> Result<Chunk, StoreError> {
-    let mine = scan(s, coll, after, &theirs.end, limit.saturating_mul(2))?;
+    let mine = scan(s, coll, after, &theirs.end, limit.saturating_mul(2), None)?;
     let mut end = mine.end.clone();
     let mut a = mine.objects.iter().peekable();
     let mut b = theirs
@@ -354,16 +362,16 @@ mod tests {
         for i in 0..10 {
             put(&s, &format!("o{i}"), i + 1, b"x");
         }
-        let all = scan(&s, coll(), &Cursor::Start, &Cursor::End, 100).unwrap();
+        let all = scan(&s, coll(), &Cursor::Start, &Cursor::End, 100, None).unwrap();
         assert_eq!(all.objects.len(), 10);
         assert_eq!(all.end, Cursor::End);
-        let first = scan(&s, coll(), &Cursor::Start, &Cursor::End, 4).unwrap();
+        let first = scan(&s, coll(), &Cursor::Start, &Cursor::End, 4, None).unwrap();
         assert_eq!(first.objects.len(), 4);
         assert_eq!(first.end, Cursor::At(first.objects[3].0.clone()));
         assert_eq!(first.objects[..], all.objects[..4]);
         // The next scan starts after the end, and `upto` bounds it.
         let upto = Cursor::At(all.objects[6].0.clone());
-        let next = scan(&s, coll(), &first.end, &upto, 4).unwrap();
+        let next = scan(&s, coll(), &first.end, &upto, 4, None).unwrap();
         assert_eq!(next.objects[..], all.objects[4..7]);
         assert_eq!(next.end, upto);
     }
@@ -390,8 +398,8 @@ mod tests {
         let mut sent = 0;
         let mut rounds = 0;
         while cur != Cursor::End {
-            let theirs = scan(&t, coll(), &cur, &Cursor::End, 5).unwrap();
-            let upto = scan(&p, coll(), &cur, &Cursor::End, 5).unwrap().end;
+            let theirs = scan(&t, coll(), &cur, &Cursor::End, 5, None).unwrap();
+            let upto = scan(&p, coll(), &cur, &Cursor::End, 5, None).unwrap().end;
             let theirs = Scan {
                 objects: theirs
                     .objects
@@ -422,7 +430,7 @@ mod tests {
         for i in 0..6u64 {
             put(&p, &format!("o{i}"), i + 1, &[7u8; 1000]);
         }
-        let theirs = scan(&t, coll(), &Cursor::Start, &Cursor::End, 100).unwrap();
+        let theirs = scan(&t, coll(), &Cursor::Start, &Cursor::End, 100, None).unwrap();
         let c = plan_chunk(&p, coll(), &Cursor::Start, &theirs, 100, 2500).unwrap();
         assert_eq!(c.pushes.len(), 3);
         assert_eq!(c.end, Cursor::At(recovery::oid(&c.pushes[2].name)));

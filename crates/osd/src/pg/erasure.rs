@@ -23,6 +23,9 @@ use loligo_types::ops::{OpError, Version};
 use loligo_types::Epoch;
 use std::collections::{BTreeMap, BTreeSet};
 
+/// Record key of the shard an EC copy holds.
+pub const SHARD_KEY: &[u8] = b"shard";
+
 /// Shard reads in flight for one object: for a client op, or to rebuild
 /// the shards that recovering members lack.
 pub(super) struct Gather {
@@ -72,6 +75,41 @@ impl Gather {
 }
 
 impl Pg {
+    /// Whether this EC copy holds another shard than its position now
+    /// (its `shard` record names another; a copy with no record holds
+    /// none unless it has objects).
+    pub(super) fn shard_moved(&self, s: &dyn ObjectStore) -> Result<bool, String> {
+        self.moved_from(s, self.shard_of(self.whoami))
+    }
+
+    /// Whether this copy holds another shard than its position in
+    /// `acting` (a store error counts as moved).
+    pub(super) fn shard_moved_at(&self, s: &dyn ObjectStore, acting: &[i32]) -> bool {
+        let pos = acting.iter().position(|&o| o == self.whoami);
+        self.moved_from(s, pos).unwrap_or(true)
+    }
+
+    fn moved_from(&self, s: &dyn ObjectStore, pos: Option<usize>) -> Result<bool, String> {
+        if self.ec.is_none() || pos.is_none() {
+            return Ok(false);
+        }
+        match s.record(self.coll, SHARD_KEY).map_err(|e| e.to_string())? {
+            Some(b) => Ok(b.first().map(|&x| x as usize) != pos),
+            None => {
+                let (objs, _) = s.list(self.coll, None, 1).map_err(|e| e.to_string())?;
+                Ok(!objs.is_empty())
+            }
+        }
+    }
+
+    /// Record this copy's shard (its position) in `t` (EC pools only).
+    pub(super) fn mark_shard(&mut self, t: &mut loligo_store::Transaction) {
+        if let (Some(_), Some(pos)) = (&self.ec, self.shard_of(self.whoami)) {
+            t.set_record(self.coll, SHARD_KEY, vec![pos as u8]);
+            self.moved = false;
+        }
+    }
+
     /// The shard index of `osd` in this interval's acting set.
     pub(super) fn shard_of(&self, osd: i32) -> Option<usize> {
         self.acting.iter().position(|&o| o == osd)
@@ -207,7 +245,7 @@ impl Pg {
                 continue;
             };
             if osd == self.whoami {
-                match read_shard(s, self.coll, &g.oid, g.st.version, &exts) {
+                match read_shard(s, self.coll, &g.oid, Some(c), g.st.version, &exts) {
                     Ok(b) => {
                         g.fetched
                             .insert(c, exts.iter().map(|e| e.0).zip(b).collect());
@@ -506,6 +544,7 @@ impl Pg {
         shard: Result<Vec<u8>, String>,
         fx: &mut Vec<Effect>,
     ) {
+        let pos = self.shard_of(to);
         let Some(b) = self.rec.backfill.get_mut(&to) else {
             return;
         };
@@ -529,6 +568,9 @@ impl Pg {
             .and_then(|p| p.copy.as_mut())
         {
             c.data = data;
+            if let Some(i) = pos {
+                c.attrs = ec::with_shard(std::mem::take(&mut c.attrs), i);
+            }
         }
         if waiting.is_empty() {
             let chunk = chunk.clone();
@@ -561,11 +603,10 @@ impl Pg {
         };
         let ctx = self.rep_ctx();
         for &to in &targets {
-            let data = self
-                .shard_of(to)
-                .and_then(|c| shards.get(&c))
-                .cloned()
-                .unwrap_or_default();
+            let Some(c) = self.shard_of(to) else {
+                continue;
+            };
+            let data = shards.get(&c).cloned().unwrap_or_default();
             fx.push(Effect::Push {
                 tid,
                 to,
@@ -575,7 +616,7 @@ impl Pg {
                     version,
                     copy: Some(super::recovery::ObjectCopy {
                         data,
-                        attrs: attrs.clone(),
+                        attrs: ec::with_shard(attrs.clone(), c),
                         omap_header: Vec::new(),
                         omap: Vec::new(),
                     }),
@@ -656,7 +697,7 @@ impl Pg {
             version,
             copy: Some(super::recovery::ObjectCopy {
                 data,
-                attrs,
+                attrs: mine.map_or(attrs.clone(), |c| ec::with_shard(attrs, c)),
                 omap_header: Vec::new(),
                 omap: Vec::new(),
             }),
@@ -781,7 +822,8 @@ impl Pg {
             Err(RepError::Failed(format!("this copy lacks '{name}'")))
         } else {
             let oid = super::recovery::oid(name);
-            read_shard(s, self.coll, &oid, version, extents).map_err(RepError::Failed)
+            let shard = self.shard_of(self.whoami);
+            read_shard(s, self.coll, &oid, shard, version, extents).map_err(RepError::Failed)
         };
         fx.push(Effect::ShardReadReply { token, result });
     }
@@ -792,9 +834,16 @@ fn read_shard(
     s: &dyn ObjectStore,
     c: loligo_store::CollectionId,
     o: &ObjectId,
+    shard: Option<usize>,
     version: Version,
     extents: &[(u64, u64)],
 ) -> Result<Vec<Vec<u8>>, String> {
+    let Some(shard) = shard else {
+        return Err("this OSD holds no shard of the PG".into());
+    };
+    if !ec::holds_shard(s, c, o, shard).map_err(|e| e.to_string())? {
+        return Err(format!("this copy of '{}' is not shard {shard}", o.name));
+    }
     let v = s.getattr(c, o, VERSION_ATTR).map_err(|e| e.to_string())?;
     let have: Version =
         postcard::from_bytes(&v).map_err(|_| "corrupt version attribute".to_string())?;

@@ -22,6 +22,7 @@ pub mod recovery;
 mod replica;
 
 pub use backfill::{Chunk, Cursor, Scan};
+pub use erasure::SHARD_KEY;
 pub use recovery::{AuthLog, Push};
 pub use replica::{replica_accepts, replica_step, ReplicaStep};
 use replica::{Commit, CommitKind};
@@ -761,6 +762,9 @@ pub struct Pg {
     ec: Option<Arc<Striper>>,
     /// Client ops of an erasure-coded pool waiting for shard reads.
     gathers: BTreeMap<u64, erasure::Gather>,
+    /// Erasure-coded: this copy holds another shard than its position in
+    /// the current map (it must be backfilled before it counts).
+    moved: bool,
     /// Request ids of the writes in the PG log, with their versions and
     /// whether the whole write set has them (oldest first in
     /// `recent_order`; at most `LOG_ENTRIES_MAX`).
@@ -889,6 +893,7 @@ impl Pg {
             backend: Box::new(Replicated),
             ec: None,
             gathers: BTreeMap::new(),
+            moved: false,
             recent: HashMap::new(),
             recent_order: VecDeque::new(),
             record: None,
@@ -997,6 +1002,9 @@ impl Pg {
                         primary,
                         restarted,
                     };
+                    // Whether this copy's shard is its position's, before
+                    // peering asks (a store error counts as moved: safe).
+                    self.moved = self.shard_moved_at(s, &m.acting);
                     self.on_map(s, m, pool, record_changed, &mut fx);
                     // Queries, logs and copies that waited for this map
                     // can be answered.
@@ -1735,7 +1743,7 @@ impl Pg {
         let mine = PeerInfo {
             info: self.info,
             missing: self.missing.len() as u64,
-            backfill: self.backfill.is_some(),
+            backfill: self.backfill.is_some() || self.moved,
         };
         let authority = |o: &i32| self.record.as_ref().is_none_or(|r| r.osds.contains(o));
         let mut heads: Vec<Version> = infos
@@ -2308,14 +2316,15 @@ impl Pg {
             match &b.step {
                 BfStep::Idle if self.now_ms >= b.retry_ms && !self.toofull.contains(&to) => {
                     // This copy's next objects bound the range to scan.
-                    let upto = match backfill::scan(s, self.coll, &b.done, &Cursor::End, limit) {
-                        Ok(sc) => sc.end,
-                        Err(e) => {
-                            tracing_error(self.id, &format!("backfill scan: {e}"));
-                            self.bf_retry(to);
-                            continue;
-                        }
-                    };
+                    let upto =
+                        match backfill::scan(s, self.coll, &b.done, &Cursor::End, limit, None) {
+                            Ok(sc) => sc.end,
+                            Err(e) => {
+                                tracing_error(self.id, &format!("backfill scan: {e}"));
+                                self.bf_retry(to);
+                                continue;
+                            }
+                        };
                     let after = b.done.clone();
                     let tid = self.take_tid();
                     fx.push(Effect::SendScan {
@@ -2477,7 +2486,8 @@ impl Pg {
                 self.id, ctx.epoch, self.backfill, self.epoch
             )));
         }
-        backfill::scan(s, self.coll, after, upto, limit as usize)
+        let shard = self.ec.as_ref().and_then(|_| self.shard_of(self.whoami));
+        backfill::scan(s, self.coll, after, upto, limit as usize, shard)
             .map_err(|e| RepError::Failed(format!("pg {}: {e}", self.id)))
     }
 
@@ -2930,22 +2940,34 @@ impl Pg {
             return self.held_logs.push(h);
         }
         let mine = stored_info(s, self.coll).unwrap_or_default().last_update;
-        let merged = recovery::merge(
-            s,
-            self.coll,
-            mine,
-            &self.missing,
-            self.backfill.as_ref(),
-            &h.log,
-            self.ec.is_some(),
-        );
+        // An EC copy that held another shard before (its OSD moved to
+        // another position) cannot merge: its objects are another shard's.
+        // It is backfilled, and its scans show those objects as differing.
+        let moved = match self.shard_moved(s) {
+            Ok(m) => m,
+            Err(e) => return fx.push(fail(RepError::Failed(format!("pg {}: {e}", self.id)))),
+        };
+        let merged = if moved {
+            Ok(recovery::Merge::NoOverlap)
+        } else {
+            recovery::merge(
+                s,
+                self.coll,
+                mine,
+                &self.missing,
+                self.backfill.as_ref(),
+                &h.log,
+                self.ec.is_some(),
+            )
+        };
         match merged {
             Err(e) => fx.push(fail(RepError::Failed(format!("pg {}: {e}", self.id)))),
             Ok(recovery::Merge::NoOverlap) => match backfill::restart(s, self.coll, &h.log) {
                 // The logs share nothing: this copy starts a backfill
                 // (its log becomes the authority's, its objects are
                 // compared one chunk at a time).
-                Ok((txn, info)) => {
+                Ok((mut txn, info)) => {
+                    self.mark_shard(&mut txn);
                     self.missing.clear();
                     self.backfill = Some(Cursor::Start);
                     self.info = info;
@@ -2959,7 +2981,12 @@ impl Pg {
                 }
                 Err(e) => fx.push(fail(RepError::Failed(format!("pg {}: {e}", self.id)))),
             },
-            Ok(recovery::Merge::Merged { txn, missing, info }) => {
+            Ok(recovery::Merge::Merged {
+                mut txn,
+                missing,
+                info,
+            }) => {
+                self.mark_shard(&mut txn);
                 self.missing = missing;
                 self.info = info;
                 self.rep.high = head;
@@ -3102,7 +3129,7 @@ impl Pg {
             result: Ok(Some(PeerInfo {
                 info: self.info,
                 missing: self.missing.len() as u64,
-                backfill: self.backfill.is_some(),
+                backfill: self.backfill.is_some() || self.moved,
             })),
         });
     }
@@ -3131,6 +3158,7 @@ impl Pg {
             self.info.last_epoch_started = self.epoch;
             let mut t = Transaction::new();
             t.set_record(self.coll, INFO_KEY, record::encode_info(&self.info));
+            self.mark_shard(&mut t);
             let tid = self.take_tid();
             self.applying.insert(tid, self.interval);
             fx.push(Effect::Apply { tid, txn: t });
