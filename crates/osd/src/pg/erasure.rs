@@ -118,13 +118,21 @@ impl Pg {
     /// Shards a gather may read `name` from: members of the write set
     /// that do not lack it and are not backfill targets short of it.
     fn sources(&self, oid: &ObjectId) -> Vec<usize> {
-        let ws: &[i32] = match &self.role {
-            Role::Primary { write_set } | Role::Activating { write_set, .. } => write_set,
-            // A primary rebuilding its own shards reads the complete ones.
-            Role::Pulling { complete, .. } => complete,
-            _ => &[],
+        let members: Vec<i32> = match &self.role {
+            Role::Primary { write_set } | Role::Activating { write_set, .. } => write_set.clone(),
+            // A primary rebuilding its own shards may read any other
+            // member's: shard reads are version-checked, and one at
+            // another version is read around.
+            Role::Pulling { .. } => self
+                .acting
+                .iter()
+                .copied()
+                .filter(|&o| o >= 0 && o != self.whoami)
+                .collect(),
+            _ => Vec::new(),
         };
-        ws.iter()
+        members
+            .into_iter()
             .filter(|o| {
                 !self
                     .rec
@@ -133,7 +141,7 @@ impl Pg {
                     .is_some_and(|m| m.contains_key(&oid.name))
             })
             .filter(|o| self.rec.backfill.get(o).is_none_or(|b| b.done.covers(oid)))
-            .filter_map(|&o| self.shard_of(o))
+            .filter_map(|o| self.shard_of(o))
             .collect()
     }
 
@@ -829,7 +837,10 @@ impl Pg {
     }
 }
 
-/// Read extents of a shard object that must be at `version`.
+/// Read extents of this copy's shard `shard` of `o` at `version`: the
+/// object itself, or its rollback copy when that holds the version (a
+/// copy with a write the PG will roll back still has the version before
+/// it there, and a primary catching up may need exactly that).
 fn read_shard(
     s: &dyn ObjectStore,
     c: loligo_store::CollectionId,
@@ -841,14 +852,29 @@ fn read_shard(
     let Some(shard) = shard else {
         return Err("this OSD holds no shard of the PG".into());
     };
-    if !ec::holds_shard(s, c, o, shard).map_err(|e| e.to_string())? {
-        return Err(format!("this copy of '{}' is not shard {shard}", o.name));
+    let at = |x: &ObjectId| -> Result<Option<Version>, String> {
+        if !ec::holds_shard(s, c, x, shard).map_err(|e| e.to_string())? {
+            return Ok(None);
+        }
+        let v = s.getattr(c, x, VERSION_ATTR).map_err(|e| e.to_string())?;
+        postcard::from_bytes(&v)
+            .map(Some)
+            .map_err(|_| "corrupt version attribute".to_string())
+    };
+    let have = match at(o) {
+        Ok(v) => v,
+        Err(e) if s.exists(c, o).map_err(|e| e.to_string())? => return Err(e),
+        Err(_) => None,
+    };
+    if have == Some(version) {
+        return s.read(c, o, extents).map_err(|e| e.to_string());
     }
-    let v = s.getattr(c, o, VERSION_ATTR).map_err(|e| e.to_string())?;
-    let have: Version =
-        postcard::from_bytes(&v).map_err(|_| "corrupt version attribute".to_string())?;
-    if have != version {
-        return Err(format!("shard at version {have}, the read wants {version}"));
+    let rb = ec::rollback_oid(o);
+    if s.exists(c, &rb).map_err(|e| e.to_string())? && at(&rb)? == Some(version) {
+        return s.read(c, &rb, extents).map_err(|e| e.to_string());
     }
-    s.read(c, o, extents).map_err(|e| e.to_string())
+    Err(format!(
+        "shard {shard} of '{}' is at {have:?}, the read wants {version}",
+        o.name
+    ))
 }

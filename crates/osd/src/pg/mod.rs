@@ -1575,9 +1575,16 @@ impl Pg {
             .iter()
             .copied()
             .filter(|o| {
+                // Erasure-coded: every member whose log is the primary's
+                // (recovering and backfilling ones too) is on record. A
+                // new primary takes the head k of them hold, so the record
+                // must name at least k of the members that took each
+                // write, or a PG whose only complete copy is its primary
+                // could never peer again (sim seed 0 of the EC run).
                 !self.rec.merging.contains_key(o)
-                    && !self.rec.missing.contains_key(o)
-                    && !self.rec.backfill.contains_key(o)
+                    && (self.ec.is_some()
+                        || (!self.rec.missing.contains_key(o)
+                            && !self.rec.backfill.contains_key(o)))
             })
             .collect()
     }
@@ -1838,7 +1845,13 @@ impl Pg {
                 .record
                 .as_ref()
                 .is_some_and(|r| r.interval == self.interval && r.osds == osds);
-        if !recorded {
+        // Erasure-coded: the record waits until every member has merged
+        // the log (a new primary takes the head k members of the record
+        // hold, so a member whose log is not yet the authority's must not
+        // be on it, and a record of fewer members than k could never be
+        // peered from again).
+        let wait_merges = self.ec.is_some() && !self.rec.merging.is_empty();
+        if !recorded && !wait_merges {
             self.rec.record_asked = Some(osds.clone());
             fx.push(Effect::RecordWriteSet {
                 interval: self.interval,
@@ -1928,7 +1941,12 @@ impl Pg {
             self.ec.is_some(),
         );
         match merged {
-            Ok(recovery::Merge::Merged { txn, missing, info }) => {
+            Ok(recovery::Merge::Merged {
+                mut txn,
+                missing,
+                info,
+            }) => {
+                self.mark_shard(&mut txn);
                 self.missing = missing;
                 self.info = info;
                 // Writes it held past the authority's head were rolled
@@ -2268,10 +2286,32 @@ impl Pg {
                 self.rec.log_retry_ms = self.now_ms + RECOVERY_RETRY_MS;
             }
         }
+        self.ec_record_merged(fx);
         self.maybe_go_active(s, fx);
         self.backfill_some(s, fx);
         self.rerecord(fx);
         self.maybe_clear_temp(fx);
+    }
+
+    /// Erasure-coded, activating: once every member has merged the log,
+    /// ask for the record activation deferred.
+    fn ec_record_merged(&mut self, fx: &mut Vec<Effect>) {
+        let Role::Activating {
+            write_set,
+            recorded: false,
+        } = &self.role
+        else {
+            return;
+        };
+        if self.ec.is_none() || !self.rec.merging.is_empty() || self.rec.record_asked.is_some() {
+            return;
+        }
+        let osds = self.complete_of(write_set);
+        self.rec.record_asked = Some(osds.clone());
+        fx.push(Effect::RecordWriteSet {
+            interval: self.interval,
+            osds,
+        });
     }
 
     /// Members of `write_set` that count toward `min_size`: all but
