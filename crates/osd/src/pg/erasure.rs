@@ -809,7 +809,10 @@ impl Pg {
             .collect();
         for tid in late {
             if let Some(g) = self.gathers.remove(&tid) {
-                let e = OpError::Timeout(format!("shard reads of '{}'", g.oid.name));
+                // As for any op that waited past its deadline: the PG
+                // could not serve it (the client retries).
+                tracing::warn!(pg = %self.id, "shard reads of '{}' took too long", g.oid.name);
+                let e = self.unavailable();
                 self.gather_failed(s, g, e, fx);
             }
         }
