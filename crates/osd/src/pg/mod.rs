@@ -634,6 +634,8 @@ struct Recovery {
     next_copy_ms: u64,
     /// An erasure-coded primary that is behind peers again at this time.
     peer_again_ms: u64,
+    /// Erasure-coded pulling: per object, the members asked so far.
+    pull_tries: BTreeMap<String, usize>,
 }
 
 /// A primary's hold on one of its OSD's recovery slots: pushes and
@@ -1787,6 +1789,20 @@ impl Pg {
             .map(|(o, _)| *o)
             .collect();
         if !is_complete(&mine) {
+            // Erasure-coded: a member whose log reaches the head is enough
+            // to take the log from, objects it lacks or not (each object
+            // is rebuilt from whichever shards hold it; EC sim seed 575:
+            // the only member at the head was itself recovering, and the
+            // PG stayed down with every OSD up).
+            let complete: Vec<i32> = if self.ec.is_some() {
+                infos
+                    .iter()
+                    .filter(|(_, i)| i.info.last_update == newest && !i.backfill)
+                    .map(|(o, _)| *o)
+                    .collect()
+            } else {
+                complete.clone()
+            };
             if complete.is_empty() {
                 // Nobody holds every object at the authoritative head (the
                 // copies that did are away): wait for one to return.
@@ -1909,6 +1925,36 @@ impl Pg {
         }
     }
 
+    /// Erasure-coded pulling: ask the next member for `name` (its copy
+    /// gives the object's xattrs and size; the data is rebuilt from the
+    /// shards). Whether there was one left to ask.
+    fn ec_pull_next(&mut self, name: &str, fx: &mut Vec<Effect>) -> bool {
+        let candidates: Vec<i32> = self
+            .acting
+            .iter()
+            .copied()
+            .filter(|&o| o >= 0 && o != self.whoami)
+            .collect();
+        let tries = self.rec.pull_tries.entry(name.to_string()).or_insert(0);
+        *tries += 1;
+        let Some(&to) = candidates.get(*tries - 1) else {
+            self.rec.pull_tries.remove(name);
+            return false;
+        };
+        let tid = self.take_tid();
+        let ctx = self.rep_ctx();
+        fx.push(Effect::Pull {
+            tid,
+            to,
+            ctx,
+            name: name.to_string(),
+        });
+        if let Role::Pulling { pulls, .. } = &mut self.role {
+            pulls.insert(tid, name.to_string());
+        }
+        true
+    }
+
     /// Pulling: the complete member's log is here; merge it into this copy
     /// (as a member would), then pull what this copy lacks.
     fn on_get_log_done(
@@ -2029,10 +2075,12 @@ impl Pg {
         result: Result<Push, RepError>,
         fx: &mut Vec<Effect>,
     ) {
+        let ec = self.ec.is_some();
         let Role::Pulling { from: f, pulls, .. } = &mut self.role else {
             return;
         };
-        if *f != from {
+        // Erasure-coded pulls may go to any member (see `ec_pull_next`).
+        if *f != from && !ec {
             return;
         }
         let Some(name) = pulls.remove(&tid) else {
@@ -2040,7 +2088,12 @@ impl Pg {
         };
         let push = match result {
             Ok(p) => p,
-            Err(e) => return self.pull_failed(&format!("{e:?}"), fx),
+            Err(e) => {
+                if ec && self.ec_pull_next(&name, fx) {
+                    return;
+                }
+                return self.pull_failed(&format!("{e:?}"), fx);
+            }
         };
         let need = self.missing.get(&name).copied().unwrap_or_default();
         // An object the log removes comes back absent (version zero).
@@ -2051,6 +2104,9 @@ impl Pg {
                 .flatten()
                 .is_some_and(|e| e.removed && e.version == need && e.name == name);
         if push.name != name || (push.version < need && !removed) {
+            if ec && push.name == name && self.ec_pull_next(&name, fx) {
+                return;
+            }
             return self.pull_failed(
                 &format!("osd.{from} holds {name} at {:?}", push.version),
                 fx,
@@ -2091,7 +2147,7 @@ impl Pg {
         self.fence(from, ctx, "log asked by")?;
         if self.epoch < ctx.epoch
             || !self.settled()
-            || !self.missing.is_empty()
+            || (!self.missing.is_empty() && self.ec.is_none())
             || self.backfill.is_some()
         {
             return Err(RepError::Failed(format!(
