@@ -170,6 +170,9 @@ impl<S: ObjectStore> ObjectStore for FaultyStore<S> {
     fn statfs(&self) -> Result<StoreStats> {
         self.inner.statfs()
     }
+    fn device_reads(&self) -> (u64, u64) {
+        self.inner.device_reads()
+    }
 }
 
 #[cfg(test)]

@@ -111,6 +111,12 @@ pub trait ObjectStore: Send + Sync {
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>>;
     /// Space on the device.
     fn statfs(&self) -> Result<StoreStats>;
+    /// Bytes and read requests the store has read from its device since
+    /// it was opened (what recovery experiments hold to a read plan's
+    /// theory; a store with no device reads nothing).
+    fn device_reads(&self) -> (u64, u64) {
+        (0, 0)
+    }
 }
 
 struct CommitState {

@@ -170,6 +170,29 @@ fn full_disk_is_an_error_and_the_store_stays_usable() {
 }
 
 #[test]
+fn device_reads_count_exactly_the_blocks_a_read_needs() {
+    let t = TempBlock::small();
+    let s = t.s();
+    let c = suite::c1();
+    let o = suite::oid(1, "a");
+    let mut tx = Transaction::new();
+    tx.create_collection(c)
+        .write_full(c, &o, vec![7u8; 1 << 20]);
+    s.apply(tx).unwrap();
+    let (b0, n0) = s.device_reads();
+    // Two aligned runs of elements: exactly their bytes, one request each.
+    let got = s.read(c, &o, &[(4096, 8192), (65536, 4096)]).unwrap();
+    assert_eq!(got.iter().map(Vec::len).sum::<usize>(), 12288);
+    let (b1, n1) = s.device_reads();
+    assert_eq!((b1 - b0, n1 - n0), (12288, 2));
+    // An unaligned read costs its whole checksum block.
+    s.read(c, &o, &[(100, 10)]).unwrap();
+    let (b2, _) = s.device_reads();
+    assert_eq!(b2 - b1, 4096);
+    clean(&t);
+}
+
+#[test]
 fn clone_shares_extents() {
     let t = TempBlock::small();
     let s = t.s();

@@ -102,6 +102,9 @@ struct Shared {
     deferred: Mutex<HashMap<u64, Arc<Vec<u8>>>>,
     free_bytes: AtomicU64,
     csum_errors: AtomicU64,
+    /// Bytes and requests read from the device.
+    read_bytes: AtomicU64,
+    read_ops: AtomicU64,
     failed: AtomicBool,
     /// Shared by the committer and by writers that reserve space and
     /// write large objects in their own thread before queueing.
@@ -291,6 +294,8 @@ impl BlockStore {
             deferred: Mutex::new(HashMap::new()),
             free_bytes: AtomicU64::new(alloc.free_bytes()),
             csum_errors: AtomicU64::new(0),
+            read_bytes: AtomicU64::new(0),
+            read_ops: AtomicU64::new(0),
             failed: AtomicBool::new(false),
             alloc: Mutex::new(alloc),
             buf_pool: BufPool::default(),
@@ -448,6 +453,8 @@ fn read_blocks(
         .ok_or_else(|| StoreError::Corrupt(format!("read of {n} blocks")))?;
     let mut buf = vec![0u8; len];
     s.dev.read_exact_at(&mut buf, disk_off).map_err(io)?;
+    s.read_bytes.fetch_add(len as u64, Ordering::Relaxed);
+    s.read_ops.fetch_add(1, Ordering::Relaxed);
     let deferred = s.deferred.lock().map_err(|_| StoreError::Closed)?;
     if pending.is_empty() && deferred.is_empty() {
         return Ok(buf);
@@ -1006,6 +1013,13 @@ impl ObjectStore for BlockStore {
             .into_iter()
             .map(|(k, v)| (k[p.len()..].to_vec(), v))
             .collect())
+    }
+
+    fn device_reads(&self) -> (u64, u64) {
+        (
+            self.shared.read_bytes.load(Ordering::Relaxed),
+            self.shared.read_ops.load(Ordering::Relaxed),
+        )
     }
 
     fn statfs(&self) -> Result<StoreStats> {
