@@ -376,13 +376,15 @@ pub fn push_txn(
 ) -> Result<Transaction, StoreError> {
     let o = oid(&p.name);
     let mut t = Transaction::new();
-    if s.exists(coll, &o)? {
-        t.remove(coll, &o);
-    }
-    // An EC shard's rollback copy belongs to writes this copy missed.
+    // The push replaces whatever the copy holds when it applies, which
+    // may differ from what the store shows now (a merge queued before it
+    // can roll the object back from its rollback copy: EC sim seed 5036):
+    // touched, then removed, whatever is there. An EC shard's rollback
+    // copy goes too (it belongs to writes this copy missed).
     let rb = crate::ec::rollback_oid(&o);
+    t.touch(coll, &o).remove(coll, &o);
     if s.exists(coll, &rb)? {
-        t.remove(coll, &rb);
+        t.touch(coll, &rb).remove(coll, &rb);
     }
     if let Some(c) = &p.copy {
         t.touch(coll, &o);
