@@ -22,7 +22,7 @@
 //! xattrs), and never produce a shard transaction that differs between
 //! shards except in chunk bytes.
 
-use crate::exec::{store_err, ObjState, XattrsSeen, VERSION_ATTR};
+use crate::exec::{check_assert, store_err, ObjState, XattrsSeen, VERSION_ATTR};
 use loligo_ec::stripe::{Rmw, Striper};
 use loligo_store::{CollectionId, ObjectId, ObjectStore, StoreError, Transaction};
 use loligo_types::ops::{OpError, SubOp, SubResult, Version};
@@ -157,27 +157,11 @@ pub fn plan(
         // A zero past the end changes nothing (as on replicated pools).
         writes |= op.is_write() && !matches!(op, SubOp::Zero { .. });
         match op {
-            SubOp::AssertExists => need(st.exists)?,
-            SubOp::AssertNotExists => {
-                if st.exists {
-                    return Err(OpError::Exists);
-                }
-            }
-            SubOp::AssertVersion(v) => {
-                if !st.exists || st.version != *v {
-                    return Err(OpError::AssertFailed { index });
-                }
-            }
-            SubOp::CmpXattr { name, cmp, value } => {
-                need(st.exists)?;
-                let actual = match s.getattr(c, o, name) {
-                    Ok(v) => v,
-                    Err(StoreError::NoAttr { .. }) => Vec::new(),
-                    Err(e) => return Err(store_err(e)),
-                };
-                if !cmp.holds(&actual, value) {
-                    return Err(OpError::AssertFailed { index });
-                }
+            SubOp::AssertExists
+            | SubOp::AssertNotExists
+            | SubOp::AssertVersion(_)
+            | SubOp::CmpXattr { .. } => {
+                check_assert(s, c, o, st, op, index)?;
             }
             SubOp::CmpOmap { .. }
             | SubOp::OmapSet(_)

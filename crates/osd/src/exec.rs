@@ -114,6 +114,44 @@ impl XattrsSeen {
     }
 }
 
+/// Check sub-op `op` (at `index`) if it is one of the object-level
+/// asserts replicated and erasure-coded pools share (exists, not exists,
+/// version, xattr compare) against the object's state before the op.
+/// `Ok(false)`: not such an assert.
+pub fn check_assert(
+    s: &dyn ObjectStore,
+    c: CollectionId,
+    o: &ObjectId,
+    st: &ObjState,
+    op: &SubOp,
+    index: u32,
+) -> Result<bool, OpError> {
+    match op {
+        SubOp::AssertExists if !st.exists => Err(OpError::NotFound),
+        SubOp::AssertNotExists if st.exists => Err(OpError::Exists),
+        SubOp::AssertVersion(v) if !st.exists || st.version != *v => {
+            Err(OpError::AssertFailed { index })
+        }
+        SubOp::AssertExists | SubOp::AssertNotExists | SubOp::AssertVersion(_) => Ok(true),
+        SubOp::CmpXattr { name, cmp, value } => {
+            if !st.exists {
+                return Err(OpError::NotFound);
+            }
+            let actual = match s.getattr(c, o, name) {
+                Ok(v) => v,
+                Err(StoreError::NoAttr { .. }) => Vec::new(),
+                Err(e) => return Err(store_err(e)),
+            };
+            if cmp.holds(&actual, value) {
+                Ok(true)
+            } else {
+                Err(OpError::AssertFailed { index })
+            }
+        }
+        _ => Ok(false),
+    }
+}
+
 /// What an op does: store ops (empty for a pure read), results, and
 /// whether the object exists afterwards.
 pub struct Outcome {
@@ -160,27 +198,11 @@ pub fn execute(
         let index = i as u32;
         let mut r = SubResult::None;
         match op {
-            SubOp::AssertExists => need(st.exists)?,
-            SubOp::AssertNotExists => {
-                if st.exists {
-                    return Err(OpError::Exists);
-                }
-            }
-            SubOp::AssertVersion(v) => {
-                if !st.exists || st.version != *v {
-                    return Err(OpError::AssertFailed { index });
-                }
-            }
-            SubOp::CmpXattr { name, cmp, value } => {
-                need(st.exists)?;
-                let actual = match s.getattr(c, o, name) {
-                    Ok(v) => v,
-                    Err(StoreError::NoAttr { .. }) => Vec::new(),
-                    Err(e) => return Err(store_err(e)),
-                };
-                if !cmp.holds(&actual, value) {
-                    return Err(OpError::AssertFailed { index });
-                }
+            SubOp::AssertExists
+            | SubOp::AssertNotExists
+            | SubOp::AssertVersion(_)
+            | SubOp::CmpXattr { .. } => {
+                check_assert(s, c, o, st, op, index)?;
             }
             SubOp::CmpOmap { key, cmp, value } => {
                 need(st.exists)?;

@@ -65,6 +65,18 @@ enum Purpose {
 }
 
 impl Gather {
+    fn new(what: Purpose, oid: ObjectId, st: ObjState) -> Gather {
+        Gather {
+            what,
+            oid,
+            st,
+            bad: BTreeSet::new(),
+            sent: ShardReads::new(),
+            fetched: Fetched::new(),
+            waiting: BTreeMap::new(),
+        }
+    }
+
     /// The client op this gather is for, if any.
     fn pending(&self) -> Option<&Pending> {
         match &self.what {
@@ -167,19 +179,15 @@ impl Pg {
             Err(e) => return fx.push(reply(p.token, Err(e), Version::default(), epoch)),
         };
         let name = p.op.name.clone();
-        let g = Gather {
-            what: Purpose::Op {
+        let g = Gather::new(
+            Purpose::Op {
                 pending: p,
                 plan,
                 reads: Vec::new(),
             },
             oid,
             st,
-            bad: BTreeSet::new(),
-            sent: ShardReads::new(),
-            fetched: Fetched::new(),
-            waiting: BTreeMap::new(),
-        };
+        );
         // Other ops on the object wait behind this one.
         self.busy.entry(name).or_default();
         self.gather(s, g, fx);
@@ -516,19 +524,15 @@ impl Pg {
                 tracing::warn!(pg = %self.id, "backfill: '{}' has no size on this shard", p.name);
                 return self.bf_retry(to);
             };
-            starts.push(Gather {
-                what: Purpose::Chunk { to, plan: None },
-                oid: super::recovery::oid(&p.name),
-                st: ObjState {
+            starts.push(Gather::new(
+                Purpose::Chunk { to, plan: None },
+                super::recovery::oid(&p.name),
+                ObjState {
                     exists: true,
                     size,
                     version: p.version,
                 },
-                bad: BTreeSet::new(),
-                sent: ShardReads::new(),
-                fetched: Fetched::new(),
-                waiting: BTreeMap::new(),
-            });
+            ));
         }
         let waiting: BTreeSet<String> = starts.iter().map(|g| g.oid.name.clone()).collect();
         if waiting.is_empty() {
@@ -656,24 +660,20 @@ impl Pg {
         };
         let mut targets = BTreeSet::new();
         targets.insert(self.whoami);
-        let g = Gather {
-            what: Purpose::Rebuild {
+        let g = Gather::new(
+            Purpose::Rebuild {
                 pull: true,
                 targets,
                 plan: None,
                 attrs: copy.attrs,
             },
-            oid: super::recovery::oid(&push.name),
-            st: ObjState {
+            super::recovery::oid(&push.name),
+            ObjState {
                 exists: true,
                 size,
                 version: push.version,
             },
-            bad: BTreeSet::new(),
-            sent: ShardReads::new(),
-            fetched: Fetched::new(),
-            waiting: BTreeMap::new(),
-        };
+        );
         self.gather(s, g, fx);
     }
 
@@ -766,8 +766,8 @@ impl Pg {
             self.rec.pushing.insert(tid, (name, targets));
             return;
         }
-        let g = Gather {
-            what: Purpose::Rebuild {
+        let g = Gather::new(
+            Purpose::Rebuild {
                 pull: false,
                 targets,
                 plan: None,
@@ -775,11 +775,7 @@ impl Pg {
             },
             oid,
             st,
-            bad: BTreeSet::new(),
-            sent: ShardReads::new(),
-            fetched: Fetched::new(),
-            waiting: BTreeMap::new(),
-        };
+        );
         self.gather(s, g, fx);
     }
 
