@@ -1568,6 +1568,10 @@ impl Pg {
         self.record = Some(WriteSetRecord { interval, osds });
         self.maybe_go_active(s, fx);
         self.rerecord(fx);
+        if self.ec.is_some() {
+            // Writes that waited for a record of k complete members.
+            self.rerun_waiting(s, fx);
+        }
     }
 
     /// The members of `write_set` whose copy is complete (this primary
@@ -1577,16 +1581,9 @@ impl Pg {
             .iter()
             .copied()
             .filter(|o| {
-                // Erasure-coded: every member whose log is the primary's
-                // (recovering and backfilling ones too) is on record. A
-                // new primary takes the head k of them hold, so the record
-                // must name at least k of the members that took each
-                // write, or a PG whose only complete copy is its primary
-                // could never peer again (sim seed 0 of the EC run).
                 !self.rec.merging.contains_key(o)
-                    && (self.ec.is_some()
-                        || (!self.rec.missing.contains_key(o)
-                            && !self.rec.backfill.contains_key(o)))
+                    && !self.rec.missing.contains_key(o)
+                    && !self.rec.backfill.contains_key(o)
             })
             .collect()
     }
@@ -1625,6 +1622,9 @@ impl Pg {
             return;
         }
         let osds = self.complete_of(write_set);
+        if self.ec.as_ref().is_some_and(|st| osds.len() < st.k()) {
+            return;
+        }
         let held = self
             .record
             .as_ref()
@@ -1856,18 +1856,19 @@ impl Pg {
         let osds = self.complete_of(&write_set);
         // Backfill targets are found only once their logs are answered:
         // until then every recovering member might count.
+        // Erasure-coded: a record of fewer than k complete members could
+        // never be peered from (a new primary takes the head k record
+        // members hold) and would not hold every object's shards; such a
+        // PG goes active without one, recovers, and records (and takes
+        // writes) once k members are complete (EC sim seeds 0 and 5517).
+        let too_few = self.ec.as_ref().is_some_and(|st| osds.len() < st.k());
         let recorded = write_set.len() < self.min_size()
+            || too_few
             || self
                 .record
                 .as_ref()
                 .is_some_and(|r| r.interval == self.interval && r.osds == osds);
-        // Erasure-coded: the record waits until every member has merged
-        // the log (a new primary takes the head k members of the record
-        // hold, so a member whose log is not yet the authority's must not
-        // be on it, and a record of fewer members than k could never be
-        // peered from again).
-        let wait_merges = self.ec.is_some() && !self.rec.merging.is_empty();
-        if !recorded && !wait_merges {
+        if !recorded {
             self.rec.record_asked = Some(osds.clone());
             fx.push(Effect::RecordWriteSet {
                 interval: self.interval,
@@ -2342,32 +2343,10 @@ impl Pg {
                 self.rec.log_retry_ms = self.now_ms + RECOVERY_RETRY_MS;
             }
         }
-        self.ec_record_merged(fx);
         self.maybe_go_active(s, fx);
         self.backfill_some(s, fx);
         self.rerecord(fx);
         self.maybe_clear_temp(fx);
-    }
-
-    /// Erasure-coded, activating: once every member has merged the log,
-    /// ask for the record activation deferred.
-    fn ec_record_merged(&mut self, fx: &mut Vec<Effect>) {
-        let Role::Activating {
-            write_set,
-            recorded: false,
-        } = &self.role
-        else {
-            return;
-        };
-        if self.ec.is_none() || !self.rec.merging.is_empty() || self.rec.record_asked.is_some() {
-            return;
-        }
-        let osds = self.complete_of(write_set);
-        self.rec.record_asked = Some(osds.clone());
-        fx.push(Effect::RecordWriteSet {
-            interval: self.interval,
-            osds,
-        });
     }
 
     /// Members of `write_set` that count toward `min_size`: all but
@@ -3269,7 +3248,17 @@ impl Pg {
     }
 
     fn can_write(&self) -> bool {
-        matches!(&self.role, Role::Primary { write_set } if self.serving(write_set) >= self.min_size())
+        let Role::Primary { write_set } = &self.role else {
+            return false;
+        };
+        // Erasure-coded: only under a record of this interval naming at
+        // least k complete members (see `maybe_activate`).
+        let recorded = self.ec.as_ref().is_none_or(|st| {
+            self.record
+                .as_ref()
+                .is_some_and(|r| r.interval == self.interval && r.osds.len() >= st.k())
+        });
+        recorded && self.serving(write_set) >= self.min_size()
     }
 
     fn on_op(&mut self, s: &dyn ObjectStore, p: Pending, fx: &mut Vec<Effect>) {
