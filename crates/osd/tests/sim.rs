@@ -514,19 +514,26 @@ impl Sim {
             .unwrap()
             .replicated_pool("p", PGS as u32, 3, 2);
         assert_eq!(pool.id, POOL);
-        // Reed-Solomon 2+1, min_size 2 (= k: a write set of two shards
-        // takes writes, so losing one of them leaves the PG down until it
-        // returns, the hardest case).
+        // Even seeds: Reed-Solomon 2+1 on three of the four OSDs; odd
+        // seeds: Zigzag 2+2 (element-level rebuilds) on all four. min_size
+        // 2 (= k: a write set of two shards takes writes, so losing one of
+        // them leaves the PG down until it returns, the hardest case).
         let striper = ec.then(|| {
-            pool.kind = PoolKind::Erasure {
-                profile: "rs21".into(),
+            let (name, plugin, m) = if seed % 2 == 0 {
+                ("rs21", EcPlugin::ReedSolomon, 1)
+            } else {
+                ("zz22", EcPlugin::Zigzag, 2)
             };
+            pool.kind = PoolKind::Erasure {
+                profile: name.into(),
+            };
+            pool.size = 2 + m;
             Arc::new(
                 EcProfile {
-                    name: "rs21".into(),
-                    plugin: EcPlugin::ReedSolomon,
+                    name: name.into(),
+                    plugin,
                     k: 2,
-                    m: 1,
+                    m,
                     s: 1,
                     l: 0,
                     optimal: false,
@@ -2114,12 +2121,14 @@ fn acknowledged_writes_survive_crashes_and_stale_copies_never_answer() {
     assert!(total.read_errors > seeds, "{total:?}");
 }
 
-/// The same simulation on an erasure-coded pool (Reed-Solomon 2+1, a
-/// down OSD leaving a hole or replaced by the spare): reads gather and
-/// decode shards, writes reach each member as its shard, recovery and
-/// backfill rebuild shards, torn writes roll back or forward. Checked as
-/// above, and after healing every object's shards are exactly its
-/// encoding, each marked with its position.
+/// The same simulation on an erasure-coded pool (Reed-Solomon 2+1 on even
+/// seeds, Zigzag 2+2 on odd ones; a down OSD leaves a hole; long logs):
+/// reads gather and decode shards, writes reach each member as its shard,
+/// recovery and pulls rebuild shards by the code's plan, torn writes roll
+/// back or forward. Checked as above, and after healing every object's
+/// shards are exactly its encoding, each marked with its position. (A
+/// spare taking a down OSD's position, and short logs, wait for EC
+/// primaries that can hand over: see `Mon::ec_spare`.)
 /// `LOLIGO_SIM_EC_SEED=N` replays one seed; `LOLIGO_SIM_EC_SEEDS` runs more.
 #[test]
 fn ec_acknowledged_writes_survive_crashes_and_shards_stay_consistent() {
