@@ -519,7 +519,7 @@ impl Sim {
         // 2 (= k: a write set of two shards takes writes, so losing one of
         // them leaves the PG down until it returns, the hardest case).
         let striper = ec.then(|| {
-            let (name, plugin, m) = if seed % 2 == 0 {
+            let (name, plugin, m) = if seed.is_multiple_of(2) {
                 ("rs21", EcPlugin::ReedSolomon, 1)
             } else {
                 ("zz22", EcPlugin::Zigzag, 2)
