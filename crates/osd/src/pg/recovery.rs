@@ -254,10 +254,14 @@ pub fn merge(
     })
 }
 
-/// Undo divergent entry `e` on an EC shard from the rollback copy its
-/// write made (every EC write first clones the object to it, or clears it
-/// when the write creates the object), if the shard holds the object as
-/// `e` left it. Whether it did.
+/// Undo divergent entry `e` on an EC shard, if the shard holds the object
+/// as `e` left it and the log says what it was before: absent (then the
+/// object goes), or at a version its rollback copy holds (every EC write
+/// first clones the object there). Whether it did; otherwise the object
+/// is marked missing and recovered. The log decides, never the rollback
+/// copy's absence alone: a pushed or pulled object has none (EC sim seed
+/// 1827: a pulled object was taken for one its divergent entry created,
+/// and removed).
 fn roll_back(
     s: &dyn ObjectStore,
     coll: CollectionId,
@@ -267,13 +271,16 @@ fn roll_back(
     let o = oid(&e.name);
     let rb = crate::ec::rollback_oid(&o);
     let err = |x: StoreError| x.to_string();
-    let cur: Option<Version> = match s.getattr(coll, &o, VERSION_ATTR) {
-        Ok(b) => {
-            Some(postcard::from_bytes(&b).map_err(|_| format!("{}: corrupt version", e.name))?)
+    let version_of = |x: &ObjectId| -> Result<Option<Version>, String> {
+        match s.getattr(coll, x, VERSION_ATTR) {
+            Ok(b) => postcard::from_bytes(&b)
+                .map(Some)
+                .map_err(|_| format!("{}: corrupt version", e.name)),
+            Err(StoreError::NoObject { .. }) | Err(StoreError::NoAttr { .. }) => Ok(None),
+            Err(x) => Err(err(x)),
         }
-        Err(StoreError::NoObject { .. }) => None,
-        Err(x) => return Err(err(x)),
     };
+    let cur = version_of(&o)?;
     let applied = if e.removed {
         cur.is_none()
     } else {
@@ -282,17 +289,41 @@ fn roll_back(
     if !applied {
         return Ok(false);
     }
-    if s.exists(coll, &rb).map_err(err)? {
-        t.clone_object(coll, &rb, &o);
-        t.remove(coll, &rb);
-    } else if e.removed {
-        // Nothing to bring back.
-        return Ok(false);
-    } else {
-        // The entry created the object.
-        t.remove(coll, &o);
+    // The object's state before `e`, from this copy's log below it (the
+    // entries below the common point are the authority's too).
+    let mut before: Option<Option<Version>> = None;
+    let mut v = e.version.v;
+    while v > 1 {
+        v -= 1;
+        match entry_at(s, coll, v)? {
+            Some(p) if p.name == e.name => {
+                before = Some((!p.removed).then_some(p.version));
+                break;
+            }
+            Some(_) => {}
+            // The log was trimmed here: unknown.
+            None => break,
+        }
     }
-    Ok(true)
+    if before.is_none() && v <= 1 && entry_at(s, coll, 1)?.is_some_and(|p| p.name != e.name) {
+        // The whole history is here and never named the object.
+        before = Some(None);
+    }
+    match before {
+        Some(Some(pv)) if s.exists(coll, &rb).map_err(err)? && version_of(&rb)? == Some(pv) => {
+            t.clone_object(coll, &rb, &o);
+            t.remove(coll, &rb);
+            Ok(true)
+        }
+        Some(None) if !e.removed => {
+            t.remove(coll, &o);
+            if s.exists(coll, &rb).map_err(err)? {
+                t.touch(coll, &rb).remove(coll, &rb);
+            }
+            Ok(true)
+        }
+        _ => Ok(false),
+    }
 }
 
 /// The keys of this copy's records that start with `prefix`, in order,
