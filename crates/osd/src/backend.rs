@@ -68,22 +68,13 @@ impl Backend for Replicated {
     }
 
     fn distribute(&self, w: WritePlan<'_>) -> Vec<Effect> {
-        debug_assert!(w.write_set.contains(&w.me));
-        let mut fx: Vec<Effect> = w
-            .write_set
-            .iter()
-            .filter(|&&o| o != w.me)
-            .map(|&to| Effect::Replicate {
-                tid: w.tid,
-                to,
-                ctx: w.ctx.clone(),
-                txn: if w.log_only.contains(&to) {
-                    records_only(&w.txn)
-                } else {
-                    w.txn.clone()
-                },
-            })
-            .collect();
+        let mut fx = fan_out(&w, |to| {
+            if w.log_only.contains(&to) {
+                records_only(&w.txn)
+            } else {
+                w.txn.clone()
+            }
+        });
         fx.push(Effect::Apply {
             tid: w.tid,
             txn: w.txn,
@@ -114,7 +105,6 @@ impl Backend for Erasure {
     }
 
     fn distribute(&self, w: WritePlan<'_>) -> Vec<Effect> {
-        debug_assert!(w.write_set.contains(&w.me));
         let for_member = |to: i32| -> Transaction {
             if w.log_only.contains(&to) {
                 return records_only(&w.txn);
@@ -132,23 +122,29 @@ impl Backend for Erasure {
             }
             t
         };
-        let mut fx: Vec<Effect> = w
-            .write_set
-            .iter()
-            .filter(|&&o| o != w.me)
-            .map(|&to| Effect::Replicate {
-                tid: w.tid,
-                to,
-                ctx: w.ctx.clone(),
-                txn: for_member(to),
-            })
-            .collect();
+        let mut fx = fan_out(&w, for_member);
         fx.push(Effect::Apply {
             tid: w.tid,
             txn: for_member(w.me),
         });
         fx
     }
+}
+
+/// A `Replicate` of `w` to every other member of its write set, each with
+/// the transaction `txn_for` gives it (the caller adds its own `Apply`).
+fn fan_out(w: &WritePlan<'_>, txn_for: impl Fn(i32) -> Transaction) -> Vec<Effect> {
+    debug_assert!(w.write_set.contains(&w.me));
+    w.write_set
+        .iter()
+        .filter(|&&o| o != w.me)
+        .map(|&to| Effect::Replicate {
+            tid: w.tid,
+            to,
+            ctx: w.ctx.clone(),
+            txn: txn_for(to),
+        })
+        .collect()
 }
 
 /// The part of a write's transaction that is the PG's own records (log

@@ -22,7 +22,7 @@
 //! xattrs), and never produce a shard transaction that differs between
 //! shards except in chunk bytes.
 
-use crate::exec::{check_assert, store_err, ObjState, XattrsSeen, VERSION_ATTR};
+use crate::exec::{check_assert, fits, need, store_err, ObjState, XattrsSeen, VERSION_ATTR};
 use loligo_ec::stripe::{Rmw, Striper};
 use loligo_store::{CollectionId, ObjectId, ObjectStore, StoreError, Transaction};
 use loligo_types::ops::{OpError, SubOp, SubResult, Version};
@@ -128,23 +128,7 @@ pub fn plan(
     ops: &[SubOp],
     size_max: u64,
 ) -> Result<Plan, OpError> {
-    let need = |exists: bool| {
-        if exists {
-            Ok(())
-        } else {
-            Err(OpError::NotFound)
-        }
-    };
-    let fits = |end: u64| {
-        if end > size_max {
-            Err(OpError::TooLarge {
-                size: end,
-                max: size_max,
-            })
-        } else {
-            Ok(())
-        }
-    };
+    let fits = |end: u64| fits(end, size_max);
     let (mut exists, mut size) = (st.exists, st.size);
     // Old bytes survive below `keep` unless a write covers them.
     let mut keep = st.size;

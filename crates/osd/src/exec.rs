@@ -114,6 +114,27 @@ impl XattrsSeen {
     }
 }
 
+/// `NotFound` unless the object exists.
+pub fn need(exists: bool) -> Result<(), OpError> {
+    if exists {
+        Ok(())
+    } else {
+        Err(OpError::NotFound)
+    }
+}
+
+/// `TooLarge` if an object would end past the pool's limit.
+pub fn fits(end: u64, size_max: u64) -> Result<(), OpError> {
+    if end > size_max {
+        Err(OpError::TooLarge {
+            size: end,
+            max: size_max,
+        })
+    } else {
+        Ok(())
+    }
+}
+
 /// Check sub-op `op` (at `index`) if it is one of the object-level
 /// asserts replicated and erasure-coded pools share (exists, not exists,
 /// version, xattr compare) against the object's state before the op.
@@ -177,23 +198,7 @@ pub fn execute(
     let mut results = Vec::with_capacity(ops.len());
     let (mut exists, mut size) = (st.exists, st.size);
     let mut xattrs = XattrsSeen::default();
-    let need = |exists: bool| {
-        if exists {
-            Ok(())
-        } else {
-            Err(OpError::NotFound)
-        }
-    };
-    let fits = |end: u64| {
-        if end > size_max {
-            Err(OpError::TooLarge {
-                size: end,
-                max: size_max,
-            })
-        } else {
-            Ok(())
-        }
-    };
+    let fits = |end: u64| fits(end, size_max);
     for (i, op) in ops.iter().enumerate() {
         let index = i as u32;
         let mut r = SubResult::None;
