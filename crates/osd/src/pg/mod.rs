@@ -2109,7 +2109,10 @@ impl Pg {
                 return;
             }
             return self.pull_failed(
-                &format!("osd.{from} holds {name} at {:?}", push.version),
+                &format!(
+                    "osd.{from} holds {name} at {:?}, need {need:?}",
+                    push.version
+                ),
                 fx,
             );
         }

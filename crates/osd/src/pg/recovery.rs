@@ -213,6 +213,12 @@ pub fn merge(
     };
     let mut missing = missing.clone();
     let mut t = Transaction::new();
+    // The newest version the authority's log gives each object it names.
+    let newest: BTreeMap<&str, Version> = auth
+        .entries
+        .iter()
+        .map(|e| (e.name.as_str(), e.version))
+        .collect();
     // Divergent entries: gone from the log, their objects to be fetched.
     for v in common + 1..=mine.v {
         if let Some(e) = entry_at(s, coll, v)? {
@@ -220,7 +226,12 @@ pub fn merge(
             // (the shards that have the entry may be too few to rebuild
             // the object at either version).
             if ours(&e.name) && !(ec && roll_back(s, coll, &e, &mut t)?) {
-                missing.entry(e.name).or_default();
+                // Needed as the authority has it: a version this copy
+                // was missing it at may be the divergent one (EC sim seed
+                // 6615: every pull was refused as older than a version
+                // no member would ever hold).
+                let need = newest.get(e.name.as_str()).copied().unwrap_or_default();
+                missing.insert(e.name, need);
             }
         }
         t.rm_record(coll, &log_key(v));
