@@ -308,6 +308,17 @@ impl Monitor {
                 })
                 .await
             }
+            MonRequest::PrimaryTemp { pg, osd } => {
+                self.change_with(|m| {
+                    let same = m.primary_temp.get(&pg).copied() == osd;
+                    Ok(if same {
+                        vec![]
+                    } else {
+                        vec![Change::PrimaryTemp { pg, osd }]
+                    })
+                })
+                .await
+            }
             MonRequest::RecordWriteSets { items } => {
                 if items.len() > WRITE_SETS_PER_REQUEST_MAX {
                     return Err(MonError::Invalid(format!(

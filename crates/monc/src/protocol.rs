@@ -40,6 +40,13 @@ pub enum MonRequest {
         pg: loligo_types::PgId,
         osds: Vec<i32>,
     },
+    /// An erasure-coded primary whose copy needs a backfill asks for
+    /// `osd` (a complete member) as the PG's primary meanwhile (`None`:
+    /// clear it).
+    PrimaryTemp {
+        pg: loligo_types::PgId,
+        osd: Option<i32>,
+    },
     /// Primaries about to accept writes record each PG's write set (see
     /// `WriteSetRecord`); the reply's value lists the PGs whose record now holds
     /// (stale intervals are left out).

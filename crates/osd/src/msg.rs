@@ -77,10 +77,17 @@ pub enum PeerMsg {
         name: String,
         extents: Vec<(u64, u64)>,
         version: loligo_types::ops::Version,
+        shard: usize,
     },
     /// Stray copy -> primary: is `pg` clean without me (my map is at
     /// `epoch`)?
-    StrayCheck { pg: PgId, from: i32, epoch: Epoch },
+    /// `shard`: the EC shard the stray's copy holds (a recovery source).
+    StrayCheck {
+        pg: PgId,
+        from: i32,
+        epoch: Epoch,
+        shard: Option<u8>,
+    },
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

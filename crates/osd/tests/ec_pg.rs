@@ -239,6 +239,7 @@ impl Cluster {
                     record_up: vec![],
                     toofull: vec![],
                     striper: Some(self.striper.clone()),
+                    primary_temp: None,
                     now_ms: 0,
                 },
             ));
@@ -460,6 +461,7 @@ impl Cluster {
                 name,
                 extents,
                 version,
+                shard,
             } => {
                 let token = self.token(Await::Shard {
                     primary: o,
@@ -472,6 +474,7 @@ impl Cluster {
                     name,
                     extents,
                     version,
+                    shard,
                     token,
                 };
                 self.queue.push_back((to as usize, input));

@@ -49,6 +49,7 @@ fn map_record(
         record_up,
         toofull: vec![],
         striper: None,
+        primary_temp: None,
         now_ms: 0,
     }
 }
@@ -434,6 +435,7 @@ fn map_toofull(epoch: u64, toofull: Vec<i32>) -> Input {
         record_up: vec![],
         toofull,
         striper: None,
+        primary_temp: None,
         now_ms: 0,
     }
 }
@@ -1295,7 +1297,16 @@ fn a_stray_copy_goes_once_the_primary_says_the_pg_is_clean_without_it() {
     pg.handle(&s, map(2, vec![0, 2, 3], 2));
     let asks = |fx: &[Effect]| {
         fx.iter()
-            .filter(|e| matches!(e, Effect::AskClean { to: 0, epoch: 2 }))
+            .filter(|e| {
+                matches!(
+                    e,
+                    Effect::AskClean {
+                        to: 0,
+                        epoch: 2,
+                        ..
+                    }
+                )
+            })
             .count()
     };
     assert_eq!(asks(&pg.handle(&s, Input::Tick { now_ms: 2_500 })), 1);
@@ -1339,6 +1350,7 @@ fn a_primary_says_clean_only_when_it_is_and_not_to_its_members() {
         Input::StrayCheck {
             from,
             epoch,
+            shard: None,
             token: 9,
         },
     )[..]

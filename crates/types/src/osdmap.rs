@@ -314,6 +314,11 @@ pub enum Change {
         pg: PgId,
         osds: Vec<i32>,
     },
+    /// Set (`Some`) or clear a PG's temporary primary.
+    PrimaryTemp {
+        pg: PgId,
+        osd: Option<i32>,
+    },
     /// Set (non-empty) or clear (empty) a PG's upmap pairs.
     PgUpmapItems {
         pg: PgId,
@@ -367,6 +372,11 @@ pub struct OsdMap {
     #[serde(with = "crush_as_json")]
     pub crush: CrushMap,
     pub pg_temp: BTreeMap<PgId, Vec<i32>>,
+    /// Per PG, a temporary primary among its acting set (erasure-coded
+    /// PGs: positions are shards, so a pg_temp cannot put a complete
+    /// member first; Ceph's primary_temp).
+    #[serde(default)]
+    pub primary_temp: BTreeMap<PgId, i32>,
     pub pg_upmap_items: BTreeMap<PgId, Vec<(i32, i32)>>,
     /// Per PG, the newest interval that may have accepted writes.
     pub write_sets: BTreeMap<PgId, WriteSetRecord>,
@@ -399,6 +409,7 @@ impl OsdMap {
             ec_profiles: BTreeMap::new(),
             crush: crush_edit::default_map(failure_domain)?,
             pg_temp: BTreeMap::new(),
+            primary_temp: BTreeMap::new(),
             write_sets: BTreeMap::new(),
             pg_upmap_items: BTreeMap::new(),
         })
@@ -578,6 +589,7 @@ impl OsdMap {
                     .remove(id)
                     .ok_or_else(|| MapError::NoSuchPool(id.to_string()))?;
                 self.pg_temp.retain(|pg, _| pg.pool != *id);
+                self.primary_temp.retain(|pg, _| pg.pool != *id);
                 self.write_sets.retain(|pg, _| pg.pool != *id);
                 self.pg_upmap_items.retain(|pg, _| pg.pool != *id);
             }
@@ -628,6 +640,18 @@ impl OsdMap {
                     self.pg_temp.remove(pg);
                 } else {
                     self.pg_temp.insert(*pg, osds.clone());
+                }
+            }
+            Change::PrimaryTemp { pg, osd } => {
+                self.pool_of(*pg)?;
+                match osd {
+                    None => {
+                        self.primary_temp.remove(pg);
+                    }
+                    Some(o) if self.osds.contains_key(o) => {
+                        self.primary_temp.insert(*pg, *o);
+                    }
+                    Some(o) => return Err(MapError::Invalid(format!("osd.{o} does not exist"))),
                 }
             }
             Change::PgUpmapItems { pg, items } => {
@@ -817,6 +841,11 @@ impl Placer<'_> {
                     .find(|&o| o != ITEM_NONE)
                     .unwrap_or(-1);
                 m.acting = acting;
+            }
+        }
+        if let Some(&p) = self.map.primary_temp.get(&pg) {
+            if m.acting.contains(&p) && self.map.is_up(p) {
+                m.acting_primary = p;
             }
         }
         Ok(m)

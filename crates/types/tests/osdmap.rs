@@ -187,6 +187,48 @@ fn pg_temp_and_upmap_override_placement() {
 }
 
 #[test]
+fn primary_temp_moves_the_primary_only_while_it_is_an_up_member() {
+    let mut m = cluster(5);
+    let pg = PgId { pool: 1, ps: 4 };
+    let base = m.placer().unwrap().map_pg(pg).unwrap();
+    let second = base.acting[1];
+    step(
+        &mut m,
+        vec![Change::PrimaryTemp {
+            pg,
+            osd: Some(second),
+        }],
+    )
+    .unwrap();
+    let mm = m.placer().unwrap().map_pg(pg).unwrap();
+    // Positions stay (erasure-coded shards); only the primary moves.
+    assert_eq!(mm.acting, base.acting);
+    assert_eq!(mm.acting_primary, second);
+    // Down, it is not the primary (the map still holds it).
+    step(&mut m, vec![Change::OsdDown { id: second }]).unwrap();
+    let down = m.placer().unwrap().map_pg(pg).unwrap();
+    assert_ne!(down.acting_primary, second);
+    assert_eq!(m.primary_temp.get(&pg), Some(&second));
+    // An OSD that does not exist is refused; clearing restores CRUSH's.
+    let before = m.clone();
+    assert!(step(&mut m, vec![Change::PrimaryTemp { pg, osd: Some(99) }]).is_err());
+    assert_eq!(m.primary_temp, before.primary_temp);
+    step(&mut m, vec![Change::PrimaryTemp { pg, osd: None }]).unwrap();
+    assert!(m.primary_temp.is_empty());
+    // A deleted pool takes its entries with it.
+    step(
+        &mut m,
+        vec![Change::PrimaryTemp {
+            pg,
+            osd: Some(base.acting[0]),
+        }],
+    )
+    .unwrap();
+    step(&mut m, vec![Change::PoolDelete { id: 1 }]).unwrap();
+    assert!(m.primary_temp.is_empty());
+}
+
+#[test]
 fn pg_write_sets_only_move_forward_and_go_with_their_pool() {
     let mut m = cluster(5);
     let pg = PgId { pool: 1, ps: 2 };

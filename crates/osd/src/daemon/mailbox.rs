@@ -120,6 +120,7 @@ mod tests {
             record_up: vec![],
             toofull: vec![],
             striper: None,
+            primary_temp: None,
             now_ms: 0,
         }
     }

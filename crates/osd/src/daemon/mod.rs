@@ -525,6 +525,7 @@ fn map_input(map: &OsdMap, pool: &Pool, pg: PgId, pm: &PgMapping, now_ms: u64) -
         // Erasure-coded pools are refused by the service until their
         // PGs recover shards; their PGs get no striper yet.
         striper: None,
+        primary_temp: map.primary_temp.get(&pg).copied(),
         now_ms,
     }
 }

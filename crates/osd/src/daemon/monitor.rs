@@ -94,6 +94,20 @@ pub(super) fn request_pg_temp(s: &OsdShared, pg: PgId, osds: Vec<i32>) {
     });
 }
 
+/// Ask the monitors to make `osd` PG `pg`'s primary for now (`None`:
+/// clear it).
+pub(super) fn request_primary_temp(s: &OsdShared, pg: PgId, osd: Option<i32>) {
+    tracing::info!("pg {pg}: asking for primary_temp {osd:?}");
+    let mons = s.cfg.mon_addrs.clone();
+    tokio::spawn(async move {
+        if let Ok(mut mc) = MonClient::new(mons) {
+            if let Err(e) = mc.call(MonRequest::PrimaryTemp { pg, osd }).await {
+                tracing::warn!("pg {pg}: primary_temp request failed: {e}");
+            }
+        }
+    });
+}
+
 /// Report PG stats, usage and I/O counters every report interval.
 pub(super) async fn reports(s: Arc<OsdShared>, mut mc: MonClient) {
     let mut t = tokio::time::interval(s.cfg.report_interval);

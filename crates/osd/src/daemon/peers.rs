@@ -189,11 +189,19 @@ pub(super) async fn fetch<T>(
 
 /// Ask primary `to` whether `pg` is clean without this stray copy (one
 /// try: the PG asks again later); report `StrayAnswer`.
-pub(super) async fn ask_clean(s: Arc<OsdShared>, me: Mailbox, pg: PgId, to: i32, epoch: Epoch) {
+pub(super) async fn ask_clean(
+    s: Arc<OsdShared>,
+    me: Mailbox,
+    pg: PgId,
+    to: i32,
+    epoch: Epoch,
+    shard: Option<u8>,
+) {
     let msg = PeerMsg::StrayCheck {
         pg,
         from: s.cfg.id,
         epoch,
+        shard,
     };
     let clean = match s.send_peer(to, &msg).await {
         Ok(PeerReply::Clean(c)) => c,

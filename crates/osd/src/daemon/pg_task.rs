@@ -218,6 +218,7 @@ fn perform(
                 name,
                 extents,
                 version,
+                shard,
             } => {
                 let msg = PeerMsg::ReadShard {
                     pg,
@@ -226,6 +227,7 @@ fn perform(
                     name,
                     extents,
                     version,
+                    shard,
                 };
                 let take = |r| match r {
                     PeerReply::ShardData(d) => Some(d.into_iter().map(|b| b.into_vec()).collect()),
@@ -253,8 +255,15 @@ fn perform(
                     let _ = w.send(result);
                 }
             }),
-            Effect::AskClean { to, epoch } => {
-                tokio::spawn(peers::ask_clean(s.clone(), me.clone(), pg, to, epoch));
+            Effect::AskClean { to, epoch, shard } => {
+                tokio::spawn(peers::ask_clean(
+                    s.clone(),
+                    me.clone(),
+                    pg,
+                    to,
+                    epoch,
+                    shard,
+                ));
             }
             Effect::CleanReply { token, clean } => answer(waiters, token, |w| {
                 if let Waiter::Clean(w) = w {
@@ -410,6 +419,7 @@ fn perform(
                 monitor::ask_record(s, pg, interval, osds, me.clone());
             }
             Effect::RequestPgTemp { osds } => monitor::request_pg_temp(s, pg, osds),
+            Effect::RequestPrimaryTemp { osd } => monitor::request_primary_temp(s, pg, osd),
         }
     }
 }

@@ -326,6 +326,7 @@ impl Service {
                 name,
                 extents,
                 version,
+                shard,
             } => {
                 let (tx, rx) = oneshot::channel();
                 let input = Input::ShardRead {
@@ -334,6 +335,7 @@ impl Service {
                     name,
                     extents,
                     version,
+                    shard,
                     token: 0,
                 };
                 member_reply(
@@ -346,11 +348,17 @@ impl Service {
                     },
                 )
             }
-            PeerMsg::StrayCheck { pg, from, epoch } => {
+            PeerMsg::StrayCheck {
+                pg,
+                from,
+                epoch,
+                shard,
+            } => {
                 let (tx, rx) = oneshot::channel();
                 let input = Input::StrayCheck {
                     from,
                     epoch,
+                    shard,
                     token: 0,
                 };
                 // Not served here (no task): not known to be clean.

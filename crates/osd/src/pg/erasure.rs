@@ -39,6 +39,17 @@ pub(super) struct Gather {
     fetched: Fetched<Vec<u8>>,
     /// Shards whose answer is awaited, with their OSDs.
     waiting: BTreeMap<usize, i32>,
+    /// Where each shard is read from (members, or stray copies).
+    osd_of: BTreeMap<usize, i32>,
+    /// Lost shards a stray copy holds whole: read, not rebuilt.
+    copy: Vec<usize>,
+    /// (stray OSD, shard) pairs that did not hold what was asked.
+    bad_strays: BTreeSet<(i32, usize)>,
+    /// Shards read from strays or moved members rather than their
+    /// position's member (a failed read there rules out the pair only).
+    from_others: BTreeSet<usize>,
+    /// A read of this round failed: plan again.
+    failed: bool,
 }
 
 enum Purpose {
@@ -74,6 +85,11 @@ impl Gather {
             sent: ShardReads::new(),
             fetched: Fetched::new(),
             waiting: BTreeMap::new(),
+            osd_of: BTreeMap::new(),
+            copy: Vec::new(),
+            bad_strays: BTreeSet::new(),
+            from_others: BTreeSet::new(),
+            failed: false,
         }
     }
 
@@ -127,9 +143,10 @@ impl Pg {
         self.acting.iter().position(|&o| o == osd)
     }
 
-    /// Shards a gather may read `name` from: members of the write set
-    /// that do not lack it and are not backfill targets short of it.
-    fn sources(&self, oid: &ObjectId) -> Vec<usize> {
+    /// The shards a gather may read `name` from, with the OSD to read
+    /// each from: members of the write set that do not lack it and are
+    /// not backfill targets short of it.
+    fn source_osds(&self, oid: &ObjectId) -> BTreeMap<usize, i32> {
         let members: Vec<i32> = match &self.role {
             Role::Primary { write_set } | Role::Activating { write_set, .. } => write_set.clone(),
             // A primary rebuilding its own shards may read any other
@@ -153,7 +170,7 @@ impl Pg {
                     .is_some_and(|m| m.contains_key(&oid.name))
             })
             .filter(|o| self.rec.backfill.get(o).is_none_or(|b| b.done.covers(oid)))
-            .filter_map(|o| self.shard_of(o))
+            .filter_map(|o| self.shard_of(o).map(|c| (c, o)))
             .collect()
     }
 
@@ -200,20 +217,66 @@ impl Pg {
             return;
         };
         let epoch = self.epoch;
-        let avail: Vec<usize> = self
-            .sources(&g.oid)
-            .into_iter()
-            .filter(|c| !g.bad.contains(c))
-            .collect();
+        let mut osd_of = self.source_osds(&g.oid);
+        osd_of.retain(|c, _| !g.bad.contains(c));
         let mut want = ShardReads::new();
         let size = g.st.size;
-        let lost: Vec<usize> = match &g.what {
+        let mut lost: Vec<usize> = match &g.what {
             Purpose::Rebuild { targets, .. } => {
                 targets.iter().filter_map(|&o| self.shard_of(o)).collect()
             }
             Purpose::Chunk { to, .. } => self.shard_of(*to).into_iter().collect(),
             Purpose::Op { .. } => Vec::new(),
         };
+        // A rebuild may also read stray copies: a shard no member has, or
+        // a lost shard itself (then copied, not rebuilt).
+        g.copy.clear();
+        g.from_others.clear();
+        if !matches!(g.what, Purpose::Op { .. }) {
+            // A stray's objects may hold another shard than its record
+            // says (its OSD moved between positions): try its recorded
+            // shard first, then any shard no member covers, lost ones
+            // first; the stray checks the shard each object holds.
+            // Backfill targets too: a member that moved position still
+            // holds its old shard until the backfill overwrites it (EC sim
+            // seed 9: the only other shard of an object was on the target).
+            let others: Vec<(i32, Option<usize>)> = self
+                .rec
+                .strays
+                .iter()
+                .map(|(&o, &c)| (o, Some(c)))
+                .chain(
+                    self.rec
+                        .backfill
+                        .keys()
+                        .filter(|o| !self.rec.strays.contains_key(o))
+                        .map(|&o| (o, None)),
+                )
+                .collect();
+            for (osd, rec_shard) in others {
+                let order = rec_shard
+                    .into_iter()
+                    .chain(lost.iter().copied())
+                    .chain(0..striper.shards());
+                // A backfill target lacks its own position's shard.
+                let own = rec_shard.is_none().then(|| self.shard_of(osd)).flatten();
+                let pick = order.into_iter().find(|c| {
+                    *c < striper.shards()
+                        && Some(*c) != own
+                        && !osd_of.contains_key(c)
+                        && !g.bad_strays.contains(&(osd, *c))
+                });
+                if let Some(c) = pick {
+                    osd_of.insert(c, osd);
+                    g.from_others.insert(c);
+                    if lost.contains(&c) {
+                        g.copy.push(c);
+                    }
+                }
+            }
+            lost.retain(|c| !g.copy.contains(c));
+        }
+        let avail: Vec<usize> = osd_of.keys().copied().collect();
         let planned: Result<(), String> = match &mut g.what {
             Purpose::Op { plan, reads, .. } => {
                 reads.clear();
@@ -234,11 +297,19 @@ impl Pg {
                     .copied()
                     .filter(|c| !lost.contains(c))
                     .collect();
+                let copy = g.copy.clone();
                 striper
                     .plan_rebuild(size, &lost, &from, Coalesce::Conservative)
-                    .map(|rp| {
+                    .and_then(|rp| {
                         want = rp.reads.clone();
+                        for &c in &copy {
+                            let len = striper.shard_len(size, c)?;
+                            if len > 0 {
+                                want.insert(c, vec![(0, len)]);
+                            }
+                        }
                         *plan = Some(rp);
+                        Ok(())
                     })
                     .map_err(|e| e.to_string())
             }
@@ -255,9 +326,11 @@ impl Pg {
         g.sent = want.clone();
         g.fetched.clear();
         g.waiting.clear();
+        g.failed = false;
+        g.osd_of = osd_of;
         let tid = self.take_tid();
         for (c, exts) in want {
-            let Some(&osd) = self.acting.get(c) else {
+            let Some(&osd) = g.osd_of.get(&c) else {
                 continue;
             };
             if osd == self.whoami {
@@ -281,6 +354,7 @@ impl Pg {
                     name: g.oid.name.clone(),
                     extents: exts,
                     version: g.st.version,
+                    shard: c,
                 });
             }
         }
@@ -344,7 +418,12 @@ impl Pg {
             }
             Err(e) => {
                 tracing::warn!(pg = %self.id, "shard {c} on osd.{from}: {e:?}; reading around it");
-                g.bad.insert(c);
+                g.failed = true;
+                if g.from_others.contains(&c) {
+                    g.bad_strays.insert((from, c));
+                } else {
+                    g.bad.insert(c);
+                }
             }
         }
         if !g.waiting.is_empty() {
@@ -353,7 +432,7 @@ impl Pg {
         let Some(g) = self.gathers.remove(&tid) else {
             return;
         };
-        if g.bad.iter().any(|c| g.sent.contains_key(c)) {
+        if g.failed {
             // Some read failed: plan again around the bad shards.
             self.rec.pushing.remove(&tid);
             if let Role::Pulling { pulls, .. } = &mut self.role {
@@ -376,8 +455,20 @@ impl Pg {
             oid,
             st,
             fetched,
+            copy,
             ..
         } = g;
+        // Lost shards a stray held whole: as read.
+        let with_copies = |mut m: BTreeMap<usize, Vec<u8>>| {
+            for c in &copy {
+                let bytes: Vec<u8> = fetched
+                    .get(c)
+                    .map(|v| v.iter().flat_map(|(_, b)| b.iter().copied()).collect())
+                    .unwrap_or_default();
+                m.insert(*c, bytes);
+            }
+            m
+        };
         let (p, plan, reads) = match what {
             Purpose::Op {
                 pending,
@@ -393,6 +484,7 @@ impl Pg {
                             .decode_rebuild(rp, &fetched)
                             .map_err(|e| e.to_string())
                     })
+                    .map(with_copies)
                     .and_then(|mut m| {
                         self.shard_of(to)
                             .and_then(|c| m.remove(&c))
@@ -413,7 +505,8 @@ impl Pg {
                         striper
                             .decode_rebuild(rp, &fetched)
                             .map_err(|e| e.to_string())
-                    });
+                    })
+                    .map(with_copies);
                 if pull {
                     return self.pulled_rebuilt(s, tid, &oid, st.version, attrs, rebuilt, fx);
                 }
@@ -689,8 +782,16 @@ impl Pg {
         rebuilt: Result<BTreeMap<usize, Vec<u8>>, String>,
         fx: &mut Vec<Effect>,
     ) {
-        if let Role::Pulling { pulls, .. } = &mut self.role {
-            pulls.remove(&tid);
+        // Only for the pulling this gather served: once the primary peers
+        // again, a late rebuild must not land in the store behind the new
+        // peering's back (EC sim seed 1328: it activated, and a read found
+        // the shard before the rebuilt one was durable).
+        let ours = match &mut self.role {
+            Role::Pulling { pulls, .. } => pulls.remove(&tid).is_some(),
+            _ => false,
+        };
+        if !ours {
+            return;
         }
         let mine = self.shard_of(self.whoami);
         let data = match rebuilt.map(|mut m| mine.and_then(|c| m.remove(&c))) {
@@ -814,14 +915,16 @@ impl Pg {
         }
     }
 
-    /// As a member: read extents of this copy's shard of `name`, which
-    /// must be at `version`.
+    /// As a member (or a stray copy): read extents of this copy's shard
+    /// `shard` of `name`, which must be at `version`.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn on_shard_read(
         &mut self,
         s: &dyn ObjectStore,
         name: &str,
         extents: &[(u64, u64)],
         version: Version,
+        shard: usize,
         token: u64,
         fx: &mut Vec<Effect>,
     ) {
@@ -829,8 +932,7 @@ impl Pg {
             Err(RepError::Failed(format!("this copy lacks '{name}'")))
         } else {
             let oid = super::recovery::oid(name);
-            let shard = self.shard_of(self.whoami);
-            read_shard(s, self.coll, &oid, shard, version, extents).map_err(RepError::Failed)
+            read_shard(s, self.coll, &oid, Some(shard), version, extents).map_err(RepError::Failed)
         };
         fx.push(Effect::ShardReadReply { token, result });
     }

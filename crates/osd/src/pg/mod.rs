@@ -189,6 +189,8 @@ pub enum Input {
         /// For an erasure-coded pool: how its profile stripes objects
         /// into shards (shard i on the i-th OSD of `acting`).
         striper: Option<Arc<Striper>>,
+        /// The PG's primary_temp in this map, in effect or not.
+        primary_temp: Option<i32>,
         now_ms: u64,
     },
     /// The monitors hold the write set this primary asked to record for
@@ -278,6 +280,7 @@ pub enum Input {
         name: String,
         extents: Vec<(u64, u64)>,
         version: Version,
+        shard: usize,
         token: u64,
     },
     /// Member `from`'s answer to the shard read sent as `tid`: the bytes
@@ -368,6 +371,9 @@ pub enum Input {
     StrayCheck {
         from: i32,
         epoch: Epoch,
+        /// The EC shard the stray's copy holds: the primary may read it
+        /// to recover objects no member has enough shards of.
+        shard: Option<u8>,
         token: u64,
     },
     /// The primary's answer to this stray copy's `AskClean`: the epoch at
@@ -463,6 +469,7 @@ pub enum Effect {
         name: String,
         extents: Vec<(u64, u64)>,
         version: Version,
+        shard: usize,
     },
     /// The answer to a `ShardRead`.
     ShardReadReply {
@@ -485,6 +492,11 @@ pub enum Effect {
     /// first, so that it is primary).
     RequestPgTemp {
         osds: Vec<i32>,
+    },
+    /// Erasure-coded: ask the monitors to make `osd` the PG's primary for
+    /// now (`None`: CRUSH's primary again).
+    RequestPrimaryTemp {
+        osd: Option<i32>,
     },
     /// Ask the monitors to record `osds` as the write set of `interval`;
     /// report `WriteSetRecorded` once they hold it.
@@ -530,6 +542,7 @@ pub enum Effect {
     AskClean {
         to: i32,
         epoch: Epoch,
+        shard: Option<u8>,
     },
     /// The answer to a `StrayCheck`.
     CleanReply {
@@ -636,6 +649,11 @@ struct Recovery {
     peer_again_ms: u64,
     /// Erasure-coded pulling: per object, the members asked so far.
     pull_tries: BTreeMap<String, usize>,
+    /// This interval asked to clear the primary_temp.
+    primary_temp_cleared: bool,
+    /// Erasure-coded: stray copies that asked, with the shard each holds
+    /// (recovery may read them).
+    strays: BTreeMap<i32, usize>,
 }
 
 /// A primary's hold on one of its OSD's recovery slots: pushes and
@@ -767,6 +785,8 @@ pub struct Pg {
     /// Erasure-coded: this copy holds another shard than its position in
     /// the current map (it must be backfilled before it counts).
     moved: bool,
+    /// The PG's primary_temp in the current map.
+    primary_temp: Option<i32>,
     /// Request ids of the writes in the PG log, with their versions and
     /// whether the whole write set has them (oldest first in
     /// `recent_order`; at most `LOG_ENTRIES_MAX`).
@@ -896,6 +916,7 @@ impl Pg {
             ec: None,
             gathers: BTreeMap::new(),
             moved: false,
+            primary_temp: None,
             recent: HashMap::new(),
             recent_order: VecDeque::new(),
             record: None,
@@ -966,8 +987,10 @@ impl Pg {
                 record_up,
                 toofull,
                 striper,
+                primary_temp,
                 now_ms,
             } => {
+                self.primary_temp = primary_temp;
                 self.now_ms = now_ms;
                 if epoch > self.epoch {
                     // An erasure-coded PG's sets keep their holes (a
@@ -1199,7 +1222,15 @@ impl Pg {
             Input::PullDone { tid, from, result } => {
                 self.on_pull_done(s, tid, from, result, &mut fx)
             }
-            Input::StrayCheck { from, epoch, token } => {
+            Input::StrayCheck {
+                from,
+                epoch,
+                shard,
+                token,
+            } => {
+                if let (Some(i), Some(_), true) = (shard, &self.ec, self.is_primary()) {
+                    self.rec.strays.insert(from, i as usize);
+                }
                 let clean = self.clean_without(from, epoch);
                 fx.push(Effect::CleanReply { token, clean });
             }
@@ -1209,8 +1240,9 @@ impl Pg {
                 name,
                 extents,
                 version,
+                shard,
                 token,
-            } => self.on_shard_read(s, &name, &extents, version, token, &mut fx),
+            } => self.on_shard_read(s, &name, &extents, version, shard, token, &mut fx),
             Input::ShardReadDone { tid, from, result } => {
                 self.on_shard_read_done(s, tid, from, result, &mut fx)
             }
@@ -1269,9 +1301,15 @@ impl Pg {
             || s.list(self.coll, None, 1).is_ok_and(|(l, _)| !l.is_empty());
         if holds {
             self.stray_asked_ms = self.now_ms;
+            let shard = self
+                .ec
+                .as_ref()
+                .and_then(|_| s.record(self.coll, SHARD_KEY).ok().flatten())
+                .and_then(|b| b.first().copied());
             fx.push(Effect::AskClean {
                 to: self.primary,
                 epoch: self.epoch,
+                shard,
             });
         }
     }
@@ -1409,7 +1447,13 @@ impl Pg {
             // Same interval: peer again if min_size moved (the write set
             // may now allow writes) or if the recorded write set's
             // members came or went while this primary waits for them.
-            let waiting_for_rw = matches!(self.role, Role::Peering { .. } | Role::Down { .. });
+            // (A pulling primary too: it would peer against the old
+            // record's members once done, and wait for ones it never
+            // asked; EC sim seed 44.)
+            let waiting_for_rw = matches!(
+                self.role,
+                Role::Peering { .. } | Role::Down { .. } | Role::Pulling { .. }
+            );
             if self.is_primary() && (min_size_changed || (record_changed && waiting_for_rw)) {
                 self.start_peering(s, fx);
             } else if let (Role::Activating { write_set, .. }, Some(record)) =
@@ -1646,6 +1690,24 @@ impl Pg {
         let Role::Primary { write_set } = &self.role else {
             return;
         };
+        if self.ec.is_some() {
+            // Erasure-coded: a primary_temp goes once CRUSH's primary holds
+            // every object (no pg_temp is ever asked for).
+            let crush = self.crush_primary();
+            let done = self.rec.merging.is_empty()
+                && self.rec.missing.is_empty()
+                && self.rec.backfill.is_empty()
+                && crush.is_some_and(|c| write_set.contains(&c));
+            // One in effect goes once CRUSH's primary is complete; one not
+            // in effect (its OSD left the set) goes at once.
+            let stale = self.primary_temp.is_some() && crush == Some(self.whoami);
+            let in_effect = crush.is_some_and(|c| c != self.whoami);
+            if ((in_effect && done) || stale) && !self.rec.primary_temp_cleared {
+                self.rec.primary_temp_cleared = true;
+                fx.push(Effect::RequestPrimaryTemp { osd: None });
+            }
+            return;
+        }
         if self.up.is_empty() || self.up == self.acting {
             return;
         }
@@ -1672,6 +1734,11 @@ impl Pg {
             self.rec.temp_asked = Some(osds.clone());
             fx.push(Effect::RequestPgTemp { osds });
         }
+    }
+
+    /// CRUSH's primary: the first OSD of the up set (holes skipped).
+    fn crush_primary(&self) -> Option<i32> {
+        self.up.iter().copied().find(|&o| o >= 0)
     }
 
     /// Rebuild the request-id index from the PG log on disk (a new
@@ -1891,7 +1958,12 @@ impl Pg {
     /// ask for a pg_temp that puts `complete` first.
     fn hand_over(&mut self, complete: Vec<i32>, fx: &mut Vec<Effect>) {
         if self.ec.is_some() {
-            return self.ec_behind("this copy needs a backfill");
+            // Positions are shards: a complete member becomes primary in
+            // place (primary_temp), and recovers or backfills this copy.
+            if let Some(&osd) = complete.first() {
+                fx.push(Effect::RequestPrimaryTemp { osd: Some(osd) });
+            }
+            return self.ec_behind("handing over with a primary_temp");
         }
         let size = self.pool.as_ref().map_or(1, |p| p.size as usize).max(1);
         let mut osds = complete.clone();
@@ -1913,9 +1985,6 @@ impl Pg {
 
     /// Pulling: a pull or the log failed, or the logs do not overlap.
     fn pull_failed(&mut self, why: &str, fx: &mut Vec<Effect>) {
-        if self.ec.is_some() {
-            return self.ec_behind(why);
-        }
         if let Role::Pulling { from, complete, .. } = &self.role {
             tracing::info!(
                 "pg {}: pulling from osd.{from}: {why}; handing over",
@@ -2104,7 +2173,19 @@ impl Pg {
                 .ok()
                 .flatten()
                 .is_some_and(|e| e.removed && e.version == need && e.name == name);
-        if push.name != name || (push.version < need && !removed) {
+        // Erasure-coded: the shards are gathered at the pushed version, so
+        // it must be the one the log needs (a member's newer one may be a
+        // divergent write it has yet to roll back: EC sim seed 39).
+        let wrong = if ec && !removed {
+            if need.v > 0 {
+                push.version != need
+            } else {
+                push.version.v > self.info.last_update.v
+            }
+        } else {
+            push.version < need && !removed
+        };
+        if push.name != name || wrong {
             if ec && push.name == name && self.ec_pull_next(&name, fx) {
                 return;
             }
@@ -2790,6 +2871,7 @@ impl Pg {
         }
         self.rerun_held_logs(s, fx);
         if self.is_primary() {
+            // (It waits for this interval's transactions too.)
             self.maybe_activate(s, fx);
             self.pull_some(s, fx);
             self.send_logs(s, fx);
@@ -3731,7 +3813,9 @@ impl Pg {
                         PgState::RECOVERING
                     };
                 }
-                if !self.up.is_empty() && self.up != self.acting {
+                let temp_primary =
+                    self.ec.is_some() && self.crush_primary().is_some_and(|c| c != self.whoami);
+                if (!self.up.is_empty() && self.up != self.acting) || temp_primary {
                     st |= PgState::REMAPPED;
                 }
                 if st == PgState::ACTIVE {

@@ -250,6 +250,14 @@ pub fn merge(
     for k in record_keys(s, coll, b"log/", Some(&log_key(tail + 1)))? {
         t.rm_record(coll, &k);
     }
+    // No object is needed past the authority's head: a need from a write
+    // this copy took and then lost to the rollback of its entry is stale
+    // (EC sim seed 39: every pull of it was refused, forever).
+    for (name, need) in missing.iter_mut() {
+        if need.v > head.v {
+            *need = newest.get(name.as_str()).copied().unwrap_or_default();
+        }
+    }
     for (name, need) in &missing {
         t.set_record(coll, &missing_key(name), record::encode_missing(need));
     }
