@@ -252,17 +252,29 @@ impl Pg {
                         .filter(|o| !self.rec.strays.contains_key(o))
                         .map(|&o| (o, None)),
                 )
+                // And members that list the object missing: their shard
+                // may be at the version wanted all the same (reads are
+                // version-checked).
+                .chain(
+                    self.rec
+                        .missing
+                        .iter()
+                        .filter(|(o, m)| {
+                            m.contains_key(&g.oid.name) && !self.rec.strays.contains_key(o)
+                        })
+                        .map(|(&o, _)| (o, self.shard_of(o))),
+                )
                 .collect();
             for (osd, rec_shard) in others {
                 let order = rec_shard
                     .into_iter()
                     .chain(lost.iter().copied())
                     .chain(0..striper.shards());
-                // A backfill target lacks its own position's shard.
-                let own = rec_shard.is_none().then(|| self.shard_of(osd)).flatten();
+                // (A backfill target's own position comes first when it
+                // is lost: a target behind the log's tail may still hold
+                // it at the version wanted; EC sim seed 38.)
                 let pick = order.into_iter().find(|c| {
                     *c < striper.shards()
-                        && Some(*c) != own
                         && !osd_of.contains_key(c)
                         && !g.bad_strays.contains(&(osd, *c))
                 });
@@ -928,12 +940,12 @@ impl Pg {
         token: u64,
         fx: &mut Vec<Effect>,
     ) {
-        let result = if self.missing.contains_key(name) {
-            Err(RepError::Failed(format!("this copy lacks '{name}'")))
-        } else {
-            let oid = super::recovery::oid(name);
-            read_shard(s, self.coll, &oid, Some(shard), version, extents).map_err(RepError::Failed)
-        };
+        // Version- and shard-checked: a copy that lists the object missing
+        // may hold the version wanted all the same (EC sim seed 38: the
+        // only other shard of an object was on such a copy).
+        let oid = super::recovery::oid(name);
+        let result =
+            read_shard(s, self.coll, &oid, Some(shard), version, extents).map_err(RepError::Failed);
         fx.push(Effect::ShardReadReply { token, result });
     }
 }

@@ -1861,16 +1861,29 @@ impl Pg {
             // is rebuilt from whichever shards hold it; EC sim seed 575:
             // the only member at the head was itself recovering, and the
             // PG stayed down with every OSD up).
+            // After them, acting members whose logs reach past the head:
+            // never a source of the log, but a primary_temp may go to one
+            // (as primary it rolls its extra entries back; EC sim seed
+            // 4212: the only member at the head was a stray).
             let complete: Vec<i32> = if self.ec.is_some() {
-                infos
+                let at_head = infos
                     .iter()
                     .filter(|(_, i)| i.info.last_update == newest && !i.backfill)
-                    .map(|(o, _)| *o)
-                    .collect()
+                    .map(|(o, _)| *o);
+                let past_head = infos
+                    .iter()
+                    .filter(|(o, i)| {
+                        i.info.last_update > newest && !i.backfill && self.acting.contains(o)
+                    })
+                    .map(|(o, _)| *o);
+                at_head.chain(past_head).collect()
             } else {
                 complete.clone()
             };
-            if complete.is_empty() {
+            if complete
+                .first()
+                .is_none_or(|o| infos.get(o).is_none_or(|i| i.info.last_update != newest))
+            {
                 // Nobody holds every object at the authoritative head (the
                 // copies that did are away): wait for one to return.
                 let osds = self
@@ -1960,7 +1973,10 @@ impl Pg {
         if self.ec.is_some() {
             // Positions are shards: a complete member becomes primary in
             // place (primary_temp), and recovers or backfills this copy.
-            if let Some(&osd) = complete.first() {
+            // It must be in the acting set (EC sim seed 2668: the first
+            // complete copy was a stray's, the map ignored it, and the PG
+            // asked again forever).
+            if let Some(&osd) = complete.iter().find(|o| self.acting.contains(o)) {
                 fx.push(Effect::RequestPrimaryTemp { osd: Some(osd) });
             }
             return self.ec_behind("handing over with a primary_temp");
@@ -2078,6 +2094,15 @@ impl Pg {
                 }
                 self.pull_some(s, fx);
             }
+            Ok(recovery::Merge::NoOverlap) if self.ec.is_some() => {
+                // Erasure-coded: this copy needs a backfill, which another
+                // primary must do.
+                let complete = match &self.role {
+                    Role::Pulling { complete, .. } => complete.clone(),
+                    _ => Vec::new(),
+                };
+                self.hand_over(complete, fx)
+            }
             Ok(recovery::Merge::NoOverlap) => self.pull_failed("the logs do not overlap", fx),
             Err(e) => self.pull_failed(&e.to_string(), fx),
         }
@@ -2176,11 +2201,23 @@ impl Pg {
         // Erasure-coded: the shards are gathered at the pushed version, so
         // it must be the one the log needs (a member's newer one may be a
         // divergent write it has yet to roll back: EC sim seed 39).
+        // With the version unknown (the log was trimmed), only a member
+        // whose log reaches the head answers for it (one that lacks the
+        // object refuses the pull): EC sim seed 3906 took a new, empty
+        // member's absence, and removed an acknowledged object.
+        let at_head = |o: i32| match &self.role {
+            Role::Pulling { infos, .. } => infos
+                .get(&o)
+                .copied()
+                .flatten()
+                .is_some_and(|i| !i.backfill && i.info.last_update == self.info.last_update),
+            _ => false,
+        };
         let wrong = if ec && !removed {
             if need.v > 0 {
                 push.version != need
             } else {
-                push.version.v > self.info.last_update.v
+                !at_head(from) || push.version.v > self.info.last_update.v
             }
         } else {
             push.version < need && !removed

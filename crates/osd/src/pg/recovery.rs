@@ -201,6 +201,18 @@ pub fn merge(
             common = Some(v);
             break;
         }
+        // This copy trimmed its entry at `v`, but its next one was written
+        // in the same epoch as the authority's at `v`: one primary wrote
+        // both, the second on top of the first (EC sim seed 4830: a copy
+        // whose log began just past the head could not merge, and the PG
+        // waited for a backfill no member could do).
+        if ours.is_none() && v < mine.v {
+            let next = entry_at(s, coll, v + 1)?.map(|e| e.version.epoch);
+            if next.is_some() && next == theirs.map(|t| t.epoch) {
+                common = Some(v);
+                break;
+            }
+        }
         v -= 1;
     }
     let common = match common {
@@ -505,6 +517,39 @@ mod tests {
         }
         s.apply(t).unwrap();
         (s, c)
+    }
+
+    #[test]
+    fn a_log_trimmed_to_just_past_the_head_merges_by_the_epoch_of_its_next_entry() {
+        // This copy kept entries 4 and 5 (epoch 7); the authority's head
+        // is 3, written in epoch 7 too: one primary wrote 3, then 4 on it.
+        let mine = [entry(v(7, 4), "x"), entry(v(7, 5), "y")];
+        let (s, c) = copy_with(&mine);
+        let auth = |head_epoch| AuthLog {
+            info: PgInfo {
+                last_update: v(head_epoch, 3),
+                ..PgInfo::default()
+            },
+            entries: vec![entry(v(6, 2), "a"), entry(v(head_epoch, 3), "b")],
+        };
+        let Merge::Merged { missing, info, .. } =
+            merge(&s, c, v(7, 5), &BTreeMap::new(), None, &auth(7), false).unwrap()
+        else {
+            panic!("the logs meet at 7'3");
+        };
+        // Its own two entries are divergent; nothing of the authority's
+        // is newer than the common point.
+        assert_eq!(info.last_update, v(7, 3));
+        assert_eq!(
+            missing.keys().cloned().collect::<Vec<_>>(),
+            vec!["x".to_string(), "y".to_string()]
+        );
+        // Written in another epoch, the authority's 3 may be another
+        // write than the one this copy's 4 followed: no overlap.
+        assert!(matches!(
+            merge(&s, c, v(7, 5), &BTreeMap::new(), None, &auth(6), false).unwrap(),
+            Merge::NoOverlap
+        ));
     }
 
     #[test]
