@@ -73,14 +73,16 @@ pub enum PoolCmd {
         /// Number of PGs.
         #[arg(long, default_value_t = 32)]
         pg_num: u32,
-        /// Replicas.
-        #[arg(long, default_value_t = 3)]
-        size: u32,
-        /// Fewest replicas that accept writes (default size - size/2).
+        /// Replicas (default 3; an erasure-coded pool has k+m shards).
+        #[arg(long)]
+        size: Option<u32>,
+        /// Fewest replicas (or shards) that accept writes (default
+        /// size - size/2; erasure-coded: k+1, at least k).
         #[arg(long)]
         min_size: Option<u32>,
-        /// Make it erasure-coded with this profile. Not supported yet: the
-        /// monitors refuse it until the OSDs store erasure-coded chunks.
+        /// Make it erasure-coded with this profile (see `ec-profile`):
+        /// each object is striped into k data and m coding shards, one
+        /// per OSD, by an indep CRUSH rule. Omap is refused on such pools.
         #[arg(long, value_name = "PROFILE")]
         erasure: Option<String>,
     },
@@ -426,12 +428,18 @@ pub fn pool(conn: &ConnArgs, c: PoolCmd) -> Result<(), CliError> {
             min_size,
             erasure,
         } => {
+            if erasure.is_some() && size.is_some() {
+                return Err(CliError(
+                    "--size does not apply to an erasure-coded pool: its profile's k+m sets it"
+                        .into(),
+                ));
+            }
             let r = call(
                 conn,
                 req(Admin::PoolCreate {
                     name: name.clone(),
                     pg_num,
-                    size,
+                    size: size.unwrap_or(3),
                     min_size,
                     erasure_profile: erasure,
                 }),

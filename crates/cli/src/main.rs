@@ -65,7 +65,7 @@ enum Cmd {
     /// Pools: create, ls, get, set, rm.
     #[command(subcommand)]
     Pool(admin_cmd::PoolCmd),
-    /// Erasure-code profiles: set, get, ls, rm (kept in the map; no pool can use one yet).
+    /// Erasure-code profiles: set, get, ls, rm (a pool made with `pool create --erasure PROFILE` uses one).
     #[command(subcommand, name = "ec-profile")]
     EcProfile(admin_cmd::EcProfileCmd),
     /// Store FILE (- for stdin) as object NAME.

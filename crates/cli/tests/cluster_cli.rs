@@ -1,5 +1,5 @@
 //! A local cluster of processes through the CLI: `up --detach`, put/get,
-//! status, typed errors, EC pools refused, one OSD killed and started
+//! status, typed errors, one OSD killed and started
 //! again, garbage on an OSD port, `down`, and `up` again
 //! on the same directory keeping the data.
 
@@ -85,32 +85,6 @@ fn local_cluster_round_trip_restart_and_errors() {
     assert_eq!(e.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&e.stderr).contains("not found"));
     assert!(!root.join("m").exists(), "no partial output file");
-    // Erasure-coded pools are refused, not faked as replicated ones; the
-    // profile itself is kept.
-    ok(
-        &dir,
-        &[
-            "ec-profile",
-            "set",
-            "zz",
-            "--plugin",
-            "zigzag",
-            "--k",
-            "4",
-            "--m",
-            "2",
-        ],
-    );
-    let e = loligo(&dir, &["pool", "create", "ecp", "--erasure", "zz"]);
-    assert_eq!(e.status.code(), Some(2));
-    let msg = String::from_utf8_lossy(&e.stderr);
-    assert!(
-        msg.contains("not supported yet: erasure-coded pools"),
-        "{msg}"
-    );
-    assert_eq!(msg.lines().count(), 1, "{msg}");
-    assert!(!ok(&dir, &["pool", "ls"]).lines().any(|l| l == "ecp"));
-
     // Garbage on an OSD's port crashes nothing.
     let st: toml::Value =
         toml::from_str(&std::fs::read_to_string(dir.join("cluster.toml")).unwrap()).unwrap();

@@ -7,7 +7,7 @@
 
 use crate::protocol::{Admin, MonError};
 use loligo_types::osdmap::{OBJECT_SIZE_MAX_DEFAULT, WEIGHT_IN};
-use loligo_types::{crush_edit, Change, EcProfile, OsdMap};
+use loligo_types::{crush_edit, Change, EcProfile, OsdMap, PoolKind};
 use serde_json::{json, Value};
 
 /// What an admin command needs: changes to propose, or an answer now.
@@ -47,12 +47,42 @@ pub fn plan(m: &OsdMap, cmd: &Admin) -> Result<Outcome, MonError> {
                     .ec_profiles
                     .get(prof)
                     .ok_or_else(|| loligo_types::MapError::NoSuchProfile(prof.clone()))?;
-                ec.chunks()?;
-                // The OSDs would store full copies on k+m OSDs: refuse
-                // rather than pretend.
-                return Err(MonError::Unsupported(
-                    "erasure-coded pools (OSDs do not store EC chunks yet; profiles can be kept with ec-profile set)".into(),
-                ));
+                let n = ec.chunks()?;
+                ec.striper()?;
+                let k = ec.k;
+                // Shards are positions: k + m of them, placed by an
+                // `indep` rule; writes need k + 1 shards by default (as
+                // Ceph: one more than a read needs), never fewer than k.
+                let min_size = min_size.unwrap_or((k + 1).min(n));
+                if min_size < k || min_size > n {
+                    return Err(MonError::Invalid(format!(
+                        "min_size {min_size} must be in {k}..={n} for profile '{prof}' (k={k}, m={})",
+                        n - k
+                    )));
+                }
+                let mut crush = m.crush.clone();
+                let (rule, added) = crush_edit::ensure_erasure_rule(&mut crush)?;
+                let mut p = m.replicated_pool(name, *pg_num, n, min_size);
+                p.kind = PoolKind::Erasure {
+                    profile: prof.clone(),
+                };
+                p.crush_rule = rule;
+                if let Some(old) = m.pool_by_name(name) {
+                    if old.kind == p.kind && old.pg_num == p.pg_num {
+                        return Ok(Answer(
+                            json!({ "message": format!("pool '{name}' already exists") }),
+                        ));
+                    }
+                    return Err(MonError::Invalid(format!(
+                        "pool '{name}' already exists with other settings"
+                    )));
+                }
+                let mut changes = Vec::new();
+                if added {
+                    changes.push(Change::CrushSet(crush));
+                }
+                changes.push(Change::PoolCreate(p));
+                return Ok(Changes(changes));
             }
             let mut p = m.replicated_pool(name, *pg_num, *size, 1);
             p.min_size = min_size.unwrap_or(size - size / 2);
@@ -238,7 +268,7 @@ mod tests {
     }
 
     #[test]
-    fn erasure_pools_are_refused_until_osds_store_chunks() {
+    fn erasure_pools_get_k_plus_m_shards_an_indep_rule_and_min_size_k_plus_1() {
         let mut m = OsdMap::new("f", "osd").unwrap();
         let prof = EcProfile {
             name: "zz".into(),
@@ -252,11 +282,48 @@ mod tests {
             stripe_unit: 0,
         };
         m.ec_profiles.insert("zz".into(), prof);
-        let e = plan(&m, &create(Some("zz"))).err().unwrap();
-        assert!(matches!(e, MonError::Unsupported(_)), "{e}");
-        assert!(e
-            .to_string()
-            .starts_with("not supported yet: erasure-coded pools"));
+        let Ok(Outcome::Changes(ch)) = plan(&m, &create(Some("zz"))) else {
+            panic!("an EC pool is created");
+        };
+        // The rule is added with the pool, and the result is a valid map.
+        assert!(matches!(&ch[0], Change::CrushSet(_)), "{ch:?}");
+        let Change::PoolCreate(p) = &ch[1] else {
+            panic!("{ch:?}");
+        };
+        assert_eq!((p.size, p.min_size), (6, 5));
+        assert_eq!(
+            p.kind,
+            PoolKind::Erasure {
+                profile: "zz".into()
+            }
+        );
+        let inc = loligo_types::Incremental {
+            epoch: m.epoch + 1,
+            changes: ch.clone(),
+        };
+        let mut m2 = m.clone();
+        m2.apply(&inc).unwrap();
+        // A second EC pool reuses the rule.
+        let mut two = create(Some("zz"));
+        if let Admin::PoolCreate { name, .. } = &mut two {
+            *name = "q".into();
+        }
+        let Ok(Outcome::Changes(ch2)) = plan(&m2, &two) else {
+            panic!("a second EC pool");
+        };
+        assert!(matches!(&ch2[..], [Change::PoolCreate(q)] if q.crush_rule == p.crush_rule));
+        // Creating it again is done already; min_size below k is refused.
+        assert!(matches!(
+            plan(&m2, &create(Some("zz"))),
+            Ok(Outcome::Answer(_))
+        ));
+        let mut low = create(Some("zz"));
+        if let Admin::PoolCreate { min_size, name, .. } = &mut low {
+            *min_size = Some(3);
+            *name = "r".into();
+        }
+        let e = plan(&m2, &low).err().unwrap();
+        assert!(e.to_string().contains("min_size 3 must be in 4..=6"), "{e}");
         // A typo names the profile, not the missing feature.
         let e = plan(&m, &create(Some("nope"))).err().unwrap();
         assert!(e.to_string().contains("'nope' does not exist"), "{e}");

@@ -76,6 +76,57 @@ pub fn default_map(failure_domain: &str) -> Result<CrushMap> {
     })
 }
 
+/// Name of the rule erasure-coded pools are placed by.
+pub const ERASURE_RULE: &str = "erasure_rule";
+
+/// The id of the rule erasure-coded pools use, added if the map has none:
+/// `indep` placement (a down OSD leaves its position empty, it does not
+/// shift the others, as shards are positions) from the default root,
+/// across the same failure domain as the replicated rule, with Ceph's
+/// retry counts for EC rules. Returns whether the map changed.
+pub fn ensure_erasure_rule(map: &mut CrushMap) -> Result<(i32, bool)> {
+    if let Some(r) = map.rules.iter().find(|r| r.name == ERASURE_RULE) {
+        return Ok((r.id, false));
+    }
+    let domain = map
+        .rules
+        .iter()
+        .find(|r| r.id == DEFAULT_RULE)
+        .and_then(|r| {
+            r.steps.iter().find_map(|s| match s {
+                Step::Choose { type_id, .. } => Some(*type_id),
+                _ => None,
+            })
+        })
+        .unwrap_or(0);
+    let root = item_id(map, DEFAULT_ROOT)
+        .ok_or_else(|| err(format!("no root bucket '{DEFAULT_ROOT}'")))?;
+    let id = map.rules.iter().map(|r| r.id).max().map_or(0, |m| m + 1);
+    map.rules.push(Rule {
+        id,
+        name: ERASURE_RULE.into(),
+        rule_type: 3,
+        min_size: 1,
+        max_size: 32,
+        steps: vec![
+            Step::SetChooseleafTries(5),
+            Step::SetChooseTries(100),
+            Step::Take {
+                item: root,
+                class: None,
+            },
+            Step::Choose {
+                leaf: true,
+                mode: ChooseMode::Indep,
+                count: 0,
+                type_id: domain,
+            },
+            Step::Emit,
+        ],
+    });
+    Ok((id, true))
+}
+
 fn type_id(map: &CrushMap, name: &str) -> Result<i32> {
     map.types
         .iter()

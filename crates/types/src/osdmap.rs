@@ -758,6 +758,32 @@ impl OsdMap {
                         p.name, p.size
                     )));
                 }
+                if p.min_size < prof.k {
+                    return Err(MapError::Invalid(format!(
+                        "pool '{}': min_size {} is below k={} of profile '{profile}' (a write on fewer shards could not be read back)",
+                        p.name, p.min_size, prof.k
+                    )));
+                }
+                // Shards are positions: a `firstn` rule would shift them
+                // when an OSD goes down.
+                let indep = self.crush.rules.iter().any(|r| {
+                    r.id == p.crush_rule
+                        && r.steps.iter().any(|s| {
+                            matches!(
+                                s,
+                                loligo_crush::map::Step::Choose {
+                                    mode: loligo_crush::map::ChooseMode::Indep,
+                                    ..
+                                }
+                            )
+                        })
+                });
+                if !indep {
+                    return Err(MapError::Invalid(format!(
+                        "pool '{}': erasure-coded pools need an indep CRUSH rule; rule {} is not",
+                        p.name, p.crush_rule
+                    )));
+                }
             }
         }
         for id in self.osds.keys() {

@@ -148,6 +148,22 @@ fn ec_profiles_are_validated_and_guarded() {
         "size 5 != 6"
     );
     p.size = 6;
+    // Shards are positions: the replicated (firstn) rule is refused.
+    let e = step(&mut m, vec![Change::PoolCreate(p.clone())]).unwrap_err();
+    assert!(e.to_string().contains("indep"), "{e}");
+    let mut crush = m.crush.clone();
+    let (rule, added) = crush_edit::ensure_erasure_rule(&mut crush).unwrap();
+    assert!(added);
+    assert_eq!(
+        crush_edit::ensure_erasure_rule(&mut crush).unwrap(),
+        (rule, false)
+    );
+    step(&mut m, vec![Change::CrushSet(crush)]).unwrap();
+    p.crush_rule = rule;
+    // Fewer than k shards to write on is refused.
+    p.min_size = 3;
+    assert!(step(&mut m, vec![Change::PoolCreate(p.clone())]).is_err());
+    p.min_size = 5;
     step(&mut m, vec![Change::PoolCreate(p)]).unwrap();
     assert!(matches!(
         step(&mut m, vec![Change::EcProfileRm { name: "zz".into() }]),

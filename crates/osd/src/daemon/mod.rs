@@ -25,12 +25,15 @@ mod service;
 
 use crate::error::OsdError;
 use crate::pg::{Input, PgInfo, PgView, INFO_KEY};
+use loligo_ec::stripe::Striper;
 use loligo_monc::protocol::MonRequest;
 use loligo_monc::MonClient;
 use loligo_proto::net::{Channels, MESSAGE_BYTES_MAX};
 use loligo_proto::v1::osd_server::OsdServer;
 use loligo_store::{CollectionId, ObjectStore, Transaction};
-use loligo_types::{Epoch, Fullness, OsdMap, PgId, PgMapping, PgStat, Pool, WriteSetRecord};
+use loligo_types::{
+    EcProfile, Epoch, Fullness, OsdMap, PgId, PgMapping, PgStat, Pool, PoolKind, WriteSetRecord,
+};
 use mailbox::Mailbox;
 use std::collections::{BTreeSet, HashMap};
 use std::net::SocketAddr;
@@ -187,6 +190,9 @@ pub struct OsdShared {
     self_full: AtomicBool,
     /// When it last looked (ms since start; `u64::MAX`: never).
     full_checked_ms: AtomicU64,
+    /// Erasure-coded pools' striping, built once per profile (and again
+    /// if the profile named changes).
+    stripers: Mutex<HashMap<String, (EcProfile, Arc<Striper>)>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -194,6 +200,50 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl OsdShared {
+    /// How PGs of `pool` stripe objects into shards: `Ok(None)` for a
+    /// replicated pool; an error for an EC pool whose profile cannot be
+    /// built (its PGs are not served rather than served as replicated).
+    fn striper(&self, map: &OsdMap, pool: &Pool) -> Result<Option<Arc<Striper>>, String> {
+        let PoolKind::Erasure { profile } = &pool.kind else {
+            return Ok(None);
+        };
+        let prof = map
+            .ec_profiles
+            .get(profile)
+            .ok_or_else(|| format!("pool '{}': no profile '{profile}'", pool.name))?;
+        let mut cache = lock(&self.stripers);
+        if let Some((p, st)) = cache.get(profile) {
+            if p == prof {
+                return Ok(Some(st.clone()));
+            }
+        }
+        let st = Arc::new(
+            prof.striper()
+                .map_err(|e| format!("pool '{}': {e}", pool.name))?,
+        );
+        cache.insert(profile.clone(), (prof.clone(), st.clone()));
+        Ok(Some(st))
+    }
+
+    /// PG `pg`'s place in `map`, as its task's input (`None`: the pool's
+    /// profile cannot be built; logged).
+    fn map_input(
+        &self,
+        map: &OsdMap,
+        pool: &Pool,
+        pg: PgId,
+        pm: &PgMapping,
+        now_ms: u64,
+    ) -> Option<Input> {
+        match self.striper(map, pool) {
+            Ok(st) => Some(map_input(map, pool, pg, pm, st, now_ms)),
+            Err(e) => {
+                tracing::error!("pg {pg} not served: {e}");
+                None
+            }
+        }
+    }
+
     /// Whether this OSD's own device is full, looking again if the last
     /// look is older than `FULL_CHECK_MS`; a change is reported to the
     /// monitors at once.
@@ -317,7 +367,9 @@ impl OsdShared {
         if let Some(map) = self.map() {
             let pm = map.placer().and_then(|mut p| p.map_pg(pg));
             if let (Some(pool), Ok(pm)) = (map.pools.get(&pg.pool), pm) {
-                mb.control(map_input(&map, pool, pg, &pm, self.now_ms()));
+                if let Some(input) = self.map_input(&map, pool, pg, &pm, self.now_ms()) {
+                    mb.control(input);
+                }
             }
         }
         Some(mb)
@@ -426,6 +478,7 @@ pub async fn start(
         full: Mutex::new(BTreeSet::new()),
         self_full: AtomicBool::new(false),
         full_checked_ms: AtomicU64::new(u64::MAX),
+        stripers: Mutex::new(HashMap::new()),
     });
     let mut tasks = Vec::new();
     let svc = OsdServer::new(service::Service(shared.clone()))
@@ -490,7 +543,14 @@ pub async fn start(
 }
 
 /// PG `pg`'s place in `map` (`pm`), as its task's input.
-fn map_input(map: &OsdMap, pool: &Pool, pg: PgId, pm: &PgMapping, now_ms: u64) -> Input {
+fn map_input(
+    map: &OsdMap,
+    pool: &Pool,
+    pg: PgId,
+    pm: &PgMapping,
+    striper: Option<Arc<Striper>>,
+    now_ms: u64,
+) -> Input {
     let record = map.write_sets.get(&pg).cloned();
     let record_up = record
         .iter()
@@ -522,9 +582,7 @@ fn map_input(map: &OsdMap, pool: &Pool, pg: PgId, pm: &PgMapping, now_ms: u64) -
                     .is_some_and(|i| i.fullness >= Fullness::BackfillFull)
             })
             .collect(),
-        // Erasure-coded pools are refused by the service until their
-        // PGs recover shards; their PGs get no striper yet.
-        striper: None,
+        striper,
         primary_temp: map.primary_temp.get(&pg).copied(),
         now_ms,
     }
@@ -581,7 +639,9 @@ fn on_map(s: &Arc<OsdShared>, m: &OsdMap) {
                 },
                 (None, false) => continue,
             };
-            mb.control(map_input(&map, pool, pg, &pm, now_ms));
+            if let Some(input) = s.map_input(&map, pool, pg, &pm, now_ms) {
+                mb.control(input);
+            }
         }
     }
     s.epoch_tx.send_replace(map.epoch);

@@ -17,7 +17,7 @@ use loligo_types::ops::{
     decode_msg, encode_msg, ClientOp, ClientReply, ClientRequest, OpError, OpReply, SubOp,
     SubResult, Version,
 };
-use loligo_types::{Epoch, PgId, PoolKind};
+use loligo_types::{Epoch, PgId};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -134,12 +134,6 @@ impl Service {
         let Some(pool) = map.pools.get(&op.pool) else {
             return fail(OpError::NoPool(op.pool));
         };
-        if matches!(pool.kind, PoolKind::Erasure { .. }) {
-            return fail(OpError::Invalid(format!(
-                "pool '{}' is erasure-coded: not served yet",
-                pool.name
-            )));
-        }
         let pg = pool.object_pg(op.name.as_bytes());
         if op.ops.iter().any(SubOp::takes_space) {
             if let Some(osd) = self.0.full_member(pg) {
