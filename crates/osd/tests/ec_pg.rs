@@ -755,6 +755,41 @@ fn writes_are_split_into_shards_and_reads_decode_them() {
         // rollback copies.
         c.op("obj2", vec![SubOp::Remove]).unwrap();
         assert_eq!(c.read("obj2", 0, 0), Err(OpError::NotFound));
+        // Rollback copies of writes every member has go with the next
+        // write: the pool stores the profile's overhead, not twice it.
+        let rb = |name: &str| {
+            let oid = ObjectId::new(
+                loligo_crush::hash::str_hash_rjenkins(name.as_bytes()),
+                name.to_string(),
+            );
+            ec::rollback_oid(&oid)
+        };
+        let coll = CollectionId::pg(1, 0);
+        let holding = |c: &Cluster, name: &str| {
+            c.stores
+                .iter()
+                .take(N)
+                .filter(|s| s.exists(coll, &rb(name)).unwrap())
+                .count()
+        };
+        // The removal's copies wait for the next write; the others went
+        // with the writes after theirs.
+        assert_eq!(
+            holding(&c, "obj2"),
+            N,
+            "{plugin:?}: kept until the next write"
+        );
+        assert_eq!(holding(&c, "obj0"), 0, "{plugin:?}");
+        c.op("other", vec![SubOp::WriteFull(b"x".to_vec())])
+            .unwrap();
+        for name in ["obj0", "obj1", "obj2", "obj3"] {
+            assert_eq!(holding(&c, name), 0, "{plugin:?}: {name}'s copies remain");
+        }
+        // The newest write's own copies stay (it may still be rolled
+        // back until every member has it).
+        assert_eq!(holding(&c, "other"), 0, "a new object has none");
+        c.op("other", vec![SubOp::Append(b"y".to_vec())]).unwrap();
+        assert_eq!(holding(&c, "other"), N);
     }
 }
 

@@ -40,6 +40,9 @@ use std::sync::Arc;
 /// PG log entries kept by default (older ones are trimmed in the same
 /// transaction as each write; `Pg::log_entries_max` sets it per PG).
 pub const LOG_ENTRIES_MAX: u64 = 1000;
+
+/// Erasure-coded: most objects whose rollback copies one write removes.
+const RB_TRIMS_PER_WRITE: usize = 32;
 /// Ops waiting per PG (for activation or behind a write to their object).
 pub const WAITING_MAX: usize = 4096;
 /// How long peering waits for an info before asking again (ms).
@@ -785,6 +788,12 @@ pub struct Pg {
     /// Erasure-coded: this copy holds another shard than its position in
     /// the current map (it must be backfilled before it counts).
     moved: bool,
+    /// Erasure-coded primary: objects whose newest write of this interval
+    /// left rollback copies on the shards, with that write's version and
+    /// whether the whole write set has it (then the copies are no longer
+    /// needed: peering never rolls it back, and the next write removes
+    /// them).
+    rb_live: BTreeMap<String, (Version, bool)>,
     /// The PG's primary_temp in the current map.
     primary_temp: Option<i32>,
     /// Request ids of the writes in the PG log, with their versions and
@@ -916,6 +925,7 @@ impl Pg {
             ec: None,
             gathers: BTreeMap::new(),
             moved: false,
+            rb_live: BTreeMap::new(),
             primary_temp: None,
             recent: HashMap::new(),
             recent_order: VecDeque::new(),
@@ -1484,6 +1494,9 @@ impl Pg {
         self.primary = primary;
         self.reset_recovery(fx);
         self.abandon_gathers(epoch, fx);
+        // (Copies of writes of earlier intervals stay until their objects
+        // are written again.)
+        self.rb_live.clear();
         for (_, f) in std::mem::take(&mut self.inflight) {
             fx.push(reply(
                 f.token,
@@ -3560,6 +3573,27 @@ impl Pg {
         let Role::Primary { write_set } = &self.role else {
             return;
         };
+        let mut shards = shards;
+        if let Some(shards) = &mut shards {
+            // Erasure-coded: rollback copies of writes every member has
+            // go with this write (each object's newest write only; a
+            // member without one removes nothing).
+            let done: Vec<String> = self
+                .rb_live
+                .iter()
+                .filter(|(n, (_, acked))| *acked && **n != p.op.name)
+                .map(|(n, _)| n.clone())
+                .take(RB_TRIMS_PER_WRITE)
+                .collect();
+            for n in &done {
+                let rb = crate::ec::rollback_oid(&recovery::oid(n));
+                for t in shards.iter_mut() {
+                    t.touch(self.coll, &rb).remove(self.coll, &rb);
+                }
+                self.rb_live.remove(n);
+            }
+            self.rb_live.insert(p.op.name.clone(), (version, false));
+        }
         // Backfill targets whose cursor has not reached the object take
         // the log entry only (the chunk that passes it copies it whole).
         let log_only: Vec<i32> = self
@@ -3666,6 +3700,11 @@ impl Pg {
             None => {
                 if let Some(r) = f.reqid.and_then(|r| self.recent.get_mut(&r)) {
                     r.1 = true;
+                }
+                if let Some(live) = self.rb_live.get_mut(&f.name) {
+                    if live.0 == f.version {
+                        live.1 = true;
+                    }
                 }
                 Ok(f.results)
             }
