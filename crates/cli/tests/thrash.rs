@@ -1,6 +1,8 @@
-//! Thrash a local cluster of real processes: while four clients write and
-//! read counters in objects (each client owns its objects and checks every
-//! answer against a model), OSDs are killed with SIGKILL and started again
+//! Thrash a local cluster of real processes: while clients write and read
+//! counters in objects (each client owns its objects and checks every
+//! answer against a model; four on a replicated pool, two on a
+//! Reed-Solomon 2+1 pool with min_size 2, two on a Zigzag 2+2 pool), OSDs
+//! are killed with SIGKILL and started again
 //! and marked out and in, one at a time. The model: a read returns at
 //! least the newest value acknowledged before it was sent and never a
 //! value that was not written. Afterwards every PG must be active+clean
@@ -20,7 +22,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const OSDS: usize = 4;
-const CLIENTS: usize = 4;
+/// Clients per pool: the replicated `default`, then the EC pools.
+const POOLS: [(&str, usize); 3] = [("default", 4), ("ecrs", 2), ("eczz", 2)];
 const OBJECTS_PER_CLIENT: usize = 6;
 
 fn loligo(dir: &Path, args: &[&str]) -> Output {
@@ -75,6 +78,10 @@ struct Tally {
     reads_failed: u64,
 }
 
+fn obj_name(client: usize, k: usize) -> String {
+    format!("c{client}-o{k}")
+}
+
 fn value(data: &[u8]) -> Option<u64> {
     Some(u64::from_le_bytes(data.try_into().ok()?))
 }
@@ -89,7 +96,7 @@ async fn client_loop(
     let mut rng = Rng::new(me as u64 + 1);
     while Instant::now() < until {
         let k = rng.index(OBJECTS_PER_CLIENT);
-        let name = format!("c{me}-o{k}");
+        let name = obj_name(me, k);
         let m = models.lock().unwrap()[k];
         if rng.chance(500) {
             let v = m.sent + 1;
@@ -159,22 +166,87 @@ fn kill_9_and_out_in_under_load_lose_nothing_and_end_clean() {
             &d,
         ],
     );
+    // EC pools: RS 2+1 on four OSDs has a spare for a down OSD's position
+    // (min_size k, so writes go on with a position empty); Zigzag 2+2
+    // has none (a down OSD leaves a hole).
+    ok(
+        &dir,
+        &[
+            "ec-profile",
+            "set",
+            "rs21",
+            "--plugin",
+            "rs",
+            "--k",
+            "2",
+            "--m",
+            "1",
+        ],
+    );
+    ok(
+        &dir,
+        &[
+            "ec-profile",
+            "set",
+            "zz22",
+            "--plugin",
+            "zigzag",
+            "--k",
+            "2",
+            "--m",
+            "2",
+        ],
+    );
+    ok(
+        &dir,
+        &[
+            "pool",
+            "create",
+            "ecrs",
+            "--pg-num",
+            "8",
+            "--erasure",
+            "rs21",
+            "--min-size",
+            "2",
+        ],
+    );
+    ok(
+        &dir,
+        &[
+            "pool",
+            "create",
+            "eczz",
+            "--pg-num",
+            "8",
+            "--erasure",
+            "zz22",
+        ],
+    );
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
     let tally = Arc::new(Mutex::new(Tally::default()));
-    let all_models: Vec<Arc<Mutex<Vec<Model>>>> = (0..CLIENTS)
-        .map(|_| Arc::new(Mutex::new(vec![Model::default(); OBJECTS_PER_CLIENT])))
-        .collect();
-    let until = Instant::now() + Duration::from_secs(secs);
     let c = rt
         .block_on(Cluster::connect_conf(&dir.join("loligo.conf")))
         .unwrap();
-    let io = c.pool("default").unwrap();
-    let clients: Vec<_> = (0..CLIENTS)
-        .map(|me| {
+    // Each client: its pool's handle and its model.
+    let ios: Vec<loligo_client::IoCtx> = POOLS
+        .iter()
+        .flat_map(|&(pool, n)| std::iter::repeat_n(pool, n))
+        .map(|pool| c.pool(pool).unwrap())
+        .collect();
+    let all_models: Vec<Arc<Mutex<Vec<Model>>>> = ios
+        .iter()
+        .map(|_| Arc::new(Mutex::new(vec![Model::default(); OBJECTS_PER_CLIENT])))
+        .collect();
+    let until = Instant::now() + Duration::from_secs(secs);
+    let clients: Vec<_> = ios
+        .iter()
+        .enumerate()
+        .map(|(me, io)| {
             rt.spawn(client_loop(
                 io.clone(),
                 me,
@@ -221,8 +293,8 @@ fn kill_9_and_out_in_under_load_lose_nothing_and_end_clean() {
     // Nothing acknowledged lost, nothing stale.
     for (me, models) in all_models.iter().enumerate() {
         for (k, m) in models.lock().unwrap().iter().enumerate() {
-            let name = format!("c{me}-o{k}");
-            let got = match rt.block_on(io.read(&name, 0, 0)) {
+            let name = obj_name(me, k);
+            let got = match rt.block_on(ios[me].read(&name, 0, 0)) {
                 Ok(d) => value(&d).unwrap(),
                 Err(ClientError::Op(OpError::NotFound)) => 0,
                 Err(e) => panic!("{name} unreadable after healing: {e}"),
@@ -245,6 +317,16 @@ fn kill_9_and_out_in_under_load_lose_nothing_and_end_clean() {
         t0.elapsed().as_secs_f64()
     );
     assert!(t.writes_acked > 50, "the load did little");
+    // Every pool took writes.
+    let mut first = 0;
+    for &(pool, n) in &POOLS {
+        let acked: u64 = all_models[first..first + n]
+            .iter()
+            .map(|m| m.lock().unwrap().iter().map(|x| x.acked).sum::<u64>())
+            .sum();
+        assert!(acked > 5, "pool {pool}: {acked} writes acknowledged");
+        first += n;
+    }
     assert!(t.reads_checked > 50, "the load did little");
     assert!(events.len() >= 3, "{events:?}");
 }
