@@ -563,6 +563,7 @@ mod tests {
             },
             io: ClientIo::default(),
             recovery: RecoveryIo::default(),
+            osd_counters: Vec::new(),
         };
         let t = status_text(&s);
         assert!(t.contains("    health: HEALTH_ERR\n"), "{t}");

@@ -7,8 +7,8 @@
 //! and takes `now` as an argument.
 
 use loligo_monc::protocol::{
-    ClientIo, Health, HealthStatus, MonStatus, OsdMapStatus, PgSummary, RecoveryIo, StatusReport,
-    Usage,
+    ClientIo, Health, HealthStatus, MonStatus, OsdCounters, OsdMapStatus, PgSummary, RecoveryIo,
+    StatusReport, Usage,
 };
 use loligo_types::{
     Change, Fullness, MapError, OsdMap, OsdReport, PgId, PgStat, PgState, FULL_RATIO,
@@ -182,6 +182,26 @@ impl LeaderState {
                 recovery.bytes_s += rate(r.report.recovery_bytes, p.recovery_bytes);
             }
         }
+        let mut osd_counters: Vec<OsdCounters> = self
+            .reports
+            .values()
+            .filter(|r| map.is_up(r.report.osd))
+            .map(|r| {
+                let x = &r.report;
+                OsdCounters {
+                    osd: x.osd,
+                    device_read_bytes: x.device_read_bytes,
+                    device_reads: x.device_reads,
+                    recovery_objects: x.recovery_objects,
+                    recovery_bytes: x.recovery_bytes,
+                    rebuilt_shards: x.rebuilt_shards,
+                    rebuild_theory_bytes: x.rebuild_theory_bytes,
+                    rebuild_fetched_bytes: x.rebuild_fetched_bytes,
+                    shard_bytes_sent: x.shard_bytes_sent,
+                }
+            })
+            .collect();
+        osd_counters.sort_by_key(|c| c.osd);
         let health = health(map, up, &by_state);
         Ok(StatusReport {
             fsid: map.fsid.clone(),
@@ -204,6 +224,7 @@ impl LeaderState {
             },
             io,
             recovery,
+            osd_counters,
         })
     }
 }

@@ -205,6 +205,24 @@ pub struct StatusReport {
     /// Recovery and backfill traffic, over the OSDs' last two reports.
     #[serde(default)]
     pub recovery: RecoveryIo,
+    /// Each up OSD's counters since it started, from its last report
+    /// (what recovery experiments hold to the theory).
+    #[serde(default)]
+    pub osd_counters: Vec<OsdCounters>,
+}
+
+/// One OSD's cumulative I/O counters (see `OsdReport`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OsdCounters {
+    pub osd: i32,
+    pub device_read_bytes: u64,
+    pub device_reads: u64,
+    pub recovery_objects: u64,
+    pub recovery_bytes: u64,
+    pub rebuilt_shards: u64,
+    pub rebuild_theory_bytes: u64,
+    pub rebuild_fetched_bytes: u64,
+    pub shard_bytes_sent: u64,
 }
 
 /// Objects and bytes copied per second by recovery and backfill.
@@ -319,12 +337,18 @@ mod tests {
                 objects_s: 3.0,
                 bytes_s: 12288.0,
             },
+            osd_counters: vec![OsdCounters {
+                osd: 2,
+                device_read_bytes: 4096,
+                ..OsdCounters::default()
+            }],
         };
         let v = serde_json::to_value(&r).unwrap();
         assert_eq!(v["health"]["status"], "HEALTH_WARN");
         assert_eq!(v["pgs"]["by_state"]["active+clean"], 60);
         assert_eq!(v["pgs"]["by_state"]["unknown"], 4);
         assert_eq!(v["recovery"]["objects_s"], 3.0);
+        assert_eq!(v["osd_counters"][0]["device_read_bytes"], 4096);
         let back: StatusReport = serde_json::from_value(v.clone()).unwrap();
         assert_eq!(back, r);
         // A report from a monitor without recovery rates still reads.

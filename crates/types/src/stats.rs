@@ -44,4 +44,21 @@ pub struct OsdReport {
     pub recovery_objects: u64,
     #[serde(default)]
     pub recovery_bytes: u64,
+    /// Bytes and read requests this OSD's store read from its device
+    /// since it started (page cache and readahead cannot hide a read).
+    #[serde(default)]
+    pub device_read_bytes: u64,
+    #[serde(default)]
+    pub device_reads: u64,
+    /// Erasure-coded rebuilds this OSD led as primary: shards rebuilt,
+    /// the bytes the code's plans read in theory, and the bytes fetched.
+    #[serde(default)]
+    pub rebuilt_shards: u64,
+    #[serde(default)]
+    pub rebuild_theory_bytes: u64,
+    #[serde(default)]
+    pub rebuild_fetched_bytes: u64,
+    /// Shard bytes this OSD sent in answer to other OSDs' shard reads.
+    #[serde(default)]
+    pub shard_bytes_sent: u64,
 }

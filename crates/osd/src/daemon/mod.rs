@@ -141,6 +141,11 @@ struct Counters {
     /// Sent to other copies by recovery and backfill.
     recovery_objects: AtomicU64,
     recovery_bytes: AtomicU64,
+    /// Erasure-coded rebuilds led here (see `OsdReport`).
+    rebuilt_shards: AtomicU64,
+    rebuild_theory_bytes: AtomicU64,
+    rebuild_fetched_bytes: AtomicU64,
+    shard_bytes_sent: AtomicU64,
 }
 
 /// State shared by the OSD's tasks.

@@ -134,6 +134,12 @@ pub(super) async fn reports(s: Arc<OsdShared>, mut mc: MonClient) {
             write_bytes: c.write_bytes.load(Ordering::Relaxed),
             recovery_objects: c.recovery_objects.load(Ordering::Relaxed),
             recovery_bytes: c.recovery_bytes.load(Ordering::Relaxed),
+            device_read_bytes: s.store.device_reads().0,
+            device_reads: s.store.device_reads().1,
+            rebuilt_shards: c.rebuilt_shards.load(Ordering::Relaxed),
+            rebuild_theory_bytes: c.rebuild_theory_bytes.load(Ordering::Relaxed),
+            rebuild_fetched_bytes: c.rebuild_fetched_bytes.load(Ordering::Relaxed),
+            shard_bytes_sent: c.shard_bytes_sent.load(Ordering::Relaxed),
         };
         mc.deadline = s.cfg.report_interval;
         let _ = mc.call(MonRequest::OsdReport(r)).await;

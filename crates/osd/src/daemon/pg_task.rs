@@ -95,6 +95,14 @@ async fn run(s: Arc<OsdShared>, me: Mailbox, mut inbox: Inbox, mut core: Pg) {
                 | Input::PushDone { .. }
         );
         let fx = core.handle(s.store.as_ref(), input);
+        let (shards, theory, fetched) = core.take_rebuilt();
+        if shards > 0 {
+            let c = &s.counters;
+            c.rebuilt_shards.fetch_add(shards, Ordering::Relaxed);
+            c.rebuild_theory_bytes.fetch_add(theory, Ordering::Relaxed);
+            c.rebuild_fetched_bytes
+                .fetch_add(fetched, Ordering::Relaxed);
+        }
         if is_map {
             lock(&s.views).insert(pg, core.view());
         }

@@ -336,6 +336,11 @@ impl Service {
                     pg,
                     self.ask(pg, true, input, Waiter::ShardData(tx), rx).await,
                     |d: Vec<Vec<u8>>| {
+                        let n: usize = d.iter().map(Vec::len).sum();
+                        self.0
+                            .counters
+                            .shard_bytes_sent
+                            .fetch_add(n as u64, Ordering::Relaxed);
                         PeerReply::ShardData(
                             d.into_iter().map(serde_bytes::ByteBuf::from).collect(),
                         )

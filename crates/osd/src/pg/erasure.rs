@@ -481,6 +481,21 @@ impl Pg {
             }
             m
         };
+        // A rebuild's tally: shards, the plan's theory, bytes fetched.
+        let fetched_bytes: u64 = fetched
+            .values()
+            .flat_map(|v| v.iter().map(|(_, b)| b.len() as u64))
+            .sum();
+        let tally = |rp: &Option<loligo_ec::stripe::RebuildPlan>| {
+            rp.as_ref().map_or((0, 0, 0), |rp| {
+                (rp.lost.len() as u64, rp.theory, fetched_bytes)
+            })
+        };
+        let count = |pg: &mut Self, t: (u64, u64, u64)| {
+            pg.rebuilt.0 += t.0;
+            pg.rebuilt.1 += t.1;
+            pg.rebuilt.2 += t.2;
+        };
         let (p, plan, reads) = match what {
             Purpose::Op {
                 pending,
@@ -502,6 +517,9 @@ impl Pg {
                             .and_then(|c| m.remove(&c))
                             .ok_or_else(|| format!("no shard for osd.{to}"))
                     });
+                if rebuilt.is_ok() {
+                    count(self, tally(&plan));
+                }
                 return self.chunk_rebuilt(to, &oid.name, st.version, rebuilt, fx);
             }
             Purpose::Rebuild {
@@ -519,6 +537,9 @@ impl Pg {
                             .map_err(|e| e.to_string())
                     })
                     .map(with_copies);
+                if rebuilt.is_ok() {
+                    count(self, tally(&plan));
+                }
                 if pull {
                     return self.pulled_rebuilt(s, tid, &oid, st.version, attrs, rebuilt, fx);
                 }

@@ -794,6 +794,9 @@ pub struct Pg {
     /// needed: peering never rolls it back, and the next write removes
     /// them).
     rb_live: BTreeMap<String, (Version, bool)>,
+    /// Erasure-coded rebuilds finished since the shell last took them:
+    /// shards rebuilt, the plans' theory bytes, the bytes fetched.
+    rebuilt: (u64, u64, u64),
     /// The PG's primary_temp in the current map.
     primary_temp: Option<i32>,
     /// Request ids of the writes in the PG log, with their versions and
@@ -926,6 +929,7 @@ impl Pg {
             gathers: BTreeMap::new(),
             moved: false,
             rb_live: BTreeMap::new(),
+            rebuilt: (0, 0, 0),
             primary_temp: None,
             recent: HashMap::new(),
             recent_order: VecDeque::new(),
@@ -3817,6 +3821,12 @@ impl Pg {
     }
 
     /// Whether the PG has nothing in flight or waiting.
+    /// Erasure-coded rebuilds finished since the last call: (shards
+    /// rebuilt, bytes the code's plans read in theory, bytes fetched).
+    pub fn take_rebuilt(&mut self) -> (u64, u64, u64) {
+        std::mem::take(&mut self.rebuilt)
+    }
+
     pub fn idle(&self) -> bool {
         self.inflight.is_empty()
             && self.gathers.is_empty()
