@@ -190,6 +190,7 @@ impl LeaderState {
                 let x = &r.report;
                 OsdCounters {
                     osd: x.osd,
+                    bytes_used: x.bytes_used,
                     device_read_bytes: x.device_read_bytes,
                     device_reads: x.device_reads,
                     recovery_objects: x.recovery_objects,

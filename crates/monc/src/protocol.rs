@@ -215,6 +215,8 @@ pub struct StatusReport {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OsdCounters {
     pub osd: i32,
+    /// Bytes the OSD's store holds.
+    pub bytes_used: u64,
     pub device_read_bytes: u64,
     pub device_reads: u64,
     pub recovery_objects: u64,

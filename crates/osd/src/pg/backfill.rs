@@ -173,7 +173,9 @@ pub fn scan(
 /// The primary's chunk for a target whose objects in (after, theirs.end]
 /// are `theirs`: what differs, read whole from this copy. The chunk may
 /// end before `theirs.end` (this copy has more objects there than a scan
-/// returns, or the bytes reach `bytes_max`).
+/// returns, or the bytes reach `bytes_max`). Without `data`, objects'
+/// bytes are not read (an erasure-coded primary rebuilds them for the
+/// target), but count toward `bytes_max` at their size here.
 pub fn plan_chunk(
     s: &dyn ObjectStore,
     coll: CollectionId,
@@ -181,6 +183,7 @@ pub fn plan_chunk(
     theirs: &Scan,
     limit: usize,
     bytes_max: u64,
+    data: bool,
 ) -> Result<Chunk, StoreError> {
     let mine = scan(s, coll, after, &theirs.end, limit.saturating_mul(2), None)?;
     let mut end = mine.end.clone();
@@ -222,6 +225,13 @@ pub fn plan_chunk(
             }
         };
         let p = match name {
+            Some(n) if !data => {
+                let p = recovery::read_copy_with(s, coll, &n, false)?;
+                if p.copy.is_some() {
+                    bytes += s.stat(coll, &recovery::oid(&n))?.size;
+                }
+                p
+            }
             Some(n) => recovery::read_copy(s, coll, &n)?,
             // Only the target has it: it goes.
             None => Push {
@@ -408,7 +418,7 @@ mod tests {
                     .collect(),
                 end: upto.min(theirs.end),
             };
-            let c = plan_chunk(&p, coll(), &cur, &theirs, 5, CHUNK_BYTES).unwrap();
+            let c = plan_chunk(&p, coll(), &cur, &theirs, 5, CHUNK_BYTES, true).unwrap();
             sent += c.pushes.len();
             t.apply(chunk_txn(&t, coll(), &c).unwrap()).unwrap();
             assert!(c.end > cur, "a chunk always moves the cursor");
@@ -431,7 +441,7 @@ mod tests {
             put(&p, &format!("o{i}"), i + 1, &[7u8; 1000]);
         }
         let theirs = scan(&t, coll(), &Cursor::Start, &Cursor::End, 100, None).unwrap();
-        let c = plan_chunk(&p, coll(), &Cursor::Start, &theirs, 100, 2500).unwrap();
+        let c = plan_chunk(&p, coll(), &Cursor::Start, &theirs, 100, 2500, true).unwrap();
         assert_eq!(c.pushes.len(), 3);
         assert_eq!(c.end, Cursor::At(recovery::oid(&c.pushes[2].name)));
     }

@@ -244,6 +244,8 @@ impl Pg {
                 .rec
                 .strays
                 .iter()
+                // (A stray that is a member again reads as one.)
+                .filter(|(o, _)| !self.acting.contains(o))
                 .map(|(&o, &c)| (o, Some(c)))
                 .chain(
                     self.rec
@@ -486,9 +488,20 @@ impl Pg {
             .values()
             .flat_map(|v| v.iter().map(|(_, b)| b.len() as u64))
             .sum();
+        // A lost shard copied whole from a stray or moved copy is read
+        // once: its bytes are its theory.
+        let copied_bytes: u64 = copy
+            .iter()
+            .filter_map(|c| fetched.get(c))
+            .flat_map(|v| v.iter().map(|(_, b)| b.len() as u64))
+            .sum();
         let tally = |rp: &Option<loligo_ec::stripe::RebuildPlan>| {
             rp.as_ref().map_or((0, 0, 0), |rp| {
-                (rp.lost.len() as u64, rp.theory, fetched_bytes)
+                (
+                    (rp.lost.len() + copy.len()) as u64,
+                    rp.theory + copied_bytes,
+                    fetched_bytes,
+                )
             })
         };
         let count = |pg: &mut Self, t: (u64, u64, u64)| {

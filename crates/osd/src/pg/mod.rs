@@ -2320,7 +2320,9 @@ impl Pg {
         if let Err(e) = exec::validate(name, &[SubOp::Stat]) {
             return Err(RepError::Failed(format!("pg {}: {e}", self.id)));
         }
-        recovery::read_copy(s, self.coll, name)
+        // Erasure-coded: the puller rebuilds its shard from the shards;
+        // this copy's bytes would be read for nothing.
+        recovery::read_copy_with(s, self.coll, name, self.ec.is_none())
             .map_err(|e| RepError::Failed(format!("pg {}: {e}", self.id)))
     }
 
@@ -2465,7 +2467,11 @@ impl Pg {
                         .insert(from, a.missing.into_iter().collect());
                 }
                 if let Some(done) = a.backfill {
-                    tracing::info!("pg {}: backfilling osd.{from} from {done}", self.id);
+                    tracing::info!(
+                        "pg {}: backfilling osd.{from} from {done} (acting {:?})",
+                        self.id,
+                        self.acting
+                    );
                     self.rec.backfill.insert(
                         from,
                         Backfill {
@@ -2569,6 +2575,7 @@ impl Pg {
                         theirs,
                         limit,
                         backfill::CHUNK_BYTES,
+                        self.ec.is_none(),
                     ) {
                         Ok(c) => c,
                         Err(e) => {

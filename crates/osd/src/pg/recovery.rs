@@ -386,6 +386,19 @@ pub fn record_keys(
 
 /// Read object `name` whole (`None`: it does not exist), with its version.
 pub fn read_copy(s: &dyn ObjectStore, coll: CollectionId, name: &str) -> Result<Push, StoreError> {
+    read_copy_with(s, coll, name, true)
+}
+
+/// As `read_copy`; without `data`, the copy's bytes are left empty (an
+/// erasure-coded backfill rebuilds them for the target by the code's
+/// plan: reading this shard whole too would be a read the plan does not
+/// make).
+pub fn read_copy_with(
+    s: &dyn ObjectStore,
+    coll: CollectionId,
+    name: &str,
+    data: bool,
+) -> Result<Push, StoreError> {
     let o = oid(name);
     if !s.exists(coll, &o)? {
         return Ok(Push {
@@ -394,8 +407,12 @@ pub fn read_copy(s: &dyn ObjectStore, coll: CollectionId, name: &str) -> Result<
             copy: None,
         });
     }
-    let size = s.stat(coll, &o)?.size;
-    let data = s.read(coll, &o, &[(0, size)])?.pop().unwrap_or_default();
+    let data = if data {
+        let size = s.stat(coll, &o)?.size;
+        s.read(coll, &o, &[(0, size)])?.pop().unwrap_or_default()
+    } else {
+        Vec::new()
+    };
     let attrs: Vec<(String, Vec<u8>)> = s.getattrs(coll, &o)?.into_iter().collect();
     let version = attrs
         .iter()

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Erasure-coded recovery, Reed-Solomon against Zigzag, on a local cluster
+# of k + r + 1 OSD processes: one member of an EC pool's PG is killed and
+# marked out, the spare is backfilled with each shard rebuilt by the
+# code's plan, and the OSDs' stores count every byte they read from their
+# devices. See run.py for the steps.
+#
+#   bash experiments/ec_recovery/run.sh          # k=8 r=2/3/4, k=10 r=3/4; 4/16/64 MiB objects
+#   bash experiments/ec_recovery/run.sh --quick  # k=8 r=2 s=2, 16 MiB objects (a few minutes)
+#
+# Writes out/results.csv, out/plans.json, out/summary.json, out/*.png and
+# out/RESULTS.md.
+set -euo pipefail
+HERE="$(cd "$(dirname "$0")" && pwd)"
+ROOT="$(cd "$HERE/../.." && pwd)"
+cargo build --release -p loligo-cli --manifest-path "$ROOT/Cargo.toml" >&2
+python3 -c "import matplotlib" 2>/dev/null || python3 -m pip install -q matplotlib >&2 || true
+exec python3 "$HERE/run.py" "$@"
