@@ -122,14 +122,14 @@ KEYS = ["device_read_bytes", "device_reads", "rebuilt_shards", "rebuild_theory_b
         "rebuild_fetched_bytes", "shard_bytes_sent", "recovery_bytes"]
 
 
-def one(plugin, k, r, s, obj_mib, total_mib):
+def one(plugin, k, r, s, obj_mib, total_mib, kind):
     n = k + r + 1
     objects = max(1, total_mib // obj_mib)
     tmp = tempfile.mkdtemp(prefix="loligo-ecrec.")
     data = os.path.join(tmp, "c")
     conf = os.path.join(data, "loligo.conf")
     try:
-        run("up", "--detach", "--osds", str(n), "--pg-num", "1", "--osd-size", str(512 << 20),
+        run("up", "--detach", "--osds", str(n), "--pg-num", "1", "--osd-size", str(256 << 20),
             "--data-dir", data)
         wait(conf, "all up", all_clean, 120)
         prof = ["ec-profile", "set", "p", "--plugin", plugin, "--k", str(k), "--m", str(r)]
@@ -146,8 +146,11 @@ def one(plugin, k, r, s, obj_mib, total_mib):
         wait(conf, "clean after writes", all_clean, 120)
         before = settle(conf, KEYS)
         c0 = counters(before)
-        members = [o for o, c in c0.items() if c["bytes_used"] > (obj_mib << 20) * objects // (4 * k)]
-        victim = max(members)
+        # The failed OSD holds a data shard (position 1: not the primary)
+        # or the first parity shard (position k) of every object.
+        where = json.loads(run("osd", "map", "ec", "obj0", "--json", conf=conf))
+        position = 1 if kind == "data" else k
+        victim = where["acting"][position]
         dropped = drop_caches()
         p0 = proc_read_bytes(data, n)
         run("stop", "osd.%d" % victim, "--kill", "--data-dir", data)
@@ -170,7 +173,8 @@ def one(plugin, k, r, s, obj_mib, total_mib):
 
         row = {
             "plugin": plugin, "k": k, "r": r, "s": s if plugin == "zigzag" else 0,
-            "object_mib": obj_mib, "objects": objects, "victim": victim,
+            "object_mib": obj_mib, "objects": objects, "victim": victim, "lost": kind,
+            "position": position,
             "recovery_s": round(secs, 3),
             "rebuilt_shards": d["rebuilt_shards"],
             "theory_bytes": d["rebuild_theory_bytes"],
@@ -181,8 +185,8 @@ def one(plugin, k, r, s, obj_mib, total_mib):
             "proc_read_bytes": sum(p1.get(o, 0) - p0.get(o, 0) for o in p1 if o != victim),
             "caches_dropped": int(dropped),
         }
-        say("%s k=%d r=%d s=%d %d MiB x %d: %.1fs, read %.1f MiB (theory %.1f), sent %.1f MiB" % (
-            plugin, k, r, row["s"], obj_mib, objects, secs, row["device_read_bytes"] / 2**20,
+        say("%s k=%d r=%d s=%d %d MiB x %d, %s shard lost: %.1fs, read %.1f MiB (theory %.1f), sent %.1f MiB" % (
+            plugin, k, r, row["s"], obj_mib, objects, kind, secs, row["device_read_bytes"] / 2**20,
             row["theory_bytes"] / 2**20, row["net_bytes"] / 2**20))
         return row
     finally:
@@ -230,15 +234,28 @@ def main():
     configs = QUICK if a.quick else FULL
     sizes = [16] if a.quick else [4, 16, 64]
     total = 64 if a.quick else 256
-    rows = []
+    path = os.path.join(a.out, "results.csv")
+    if os.path.exists(path):
+        os.remove(path)
     for k, r, s in configs:
         for mib in sizes:
-            for plugin in ([ONLY] if ONLY else ["rs", "zigzag"]):
-                rows.append(one(plugin, k, r, s, mib, total))
-    with open(os.path.join(a.out, "results.csv"), "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+            for kind in ["data", "parity"]:
+                for plugin in ([ONLY] if ONLY else ["rs", "zigzag"]):
+                    # A cluster that does not come up (14 OSD processes
+                    # on 2 cores) gets one more try.
+                    try:
+                        row = one(plugin, k, r, s, mib, total, kind)
+                    except RuntimeError as e:
+                        say("retrying once: %s" % str(e).splitlines()[0][:300])
+                        row = one(plugin, k, r, s, mib, total, kind)
+                    # Each row as it comes: a long run that stops keeps
+                    # what it measured.
+                    new = not os.path.exists(path)
+                    with open(path, "a", newline="") as f:
+                        w = csv.DictWriter(f, fieldnames=list(row))
+                        if new:
+                            w.writeheader()
+                        w.writerow(row)
     plans = offline(sizes, configs)
     with open(os.path.join(a.out, "plans.json"), "w") as f:
         json.dump(plans, f, indent=1)

@@ -28,6 +28,15 @@ pub enum OsdCmd {
     Tree(JsonFlag),
     /// The OSD map (OSDs, pools, overrides) as JSON.
     Dump,
+    /// Where object NAME of POOL lives: its PG, CRUSH's (up) set and the
+    /// acting set with their primaries (an erasure-coded pool's position
+    /// i holds shard i; -1 is an empty position).
+    Map {
+        pool: String,
+        name: String,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
     /// Mark OSDs down (they re-assert themselves if alive).
     Down { ids: Vec<i32> },
     /// Mark OSDs out: CRUSH maps their PGs to other OSDs, which receive
@@ -396,6 +405,24 @@ pub fn osd(conn: &ConnArgs, c: OsdCmd) -> Result<(), CliError> {
             }
         }
         OsdCmd::Dump => print_json(&call(conn, req(Admin::OsdDump))?.value),
+        OsdCmd::Map { pool, name, json } => {
+            let v = call(conn, req(Admin::OsdMapObject { pool, name }))?.value;
+            if json.json {
+                print_json(&v);
+            } else {
+                let s = |k: &str| v[k].to_string();
+                println!(
+                    "osdmap pool '{}' object '{}' -> pg {} -> up ({}, p{}) acting ({}, p{})",
+                    v["pool"].as_str().unwrap_or_default(),
+                    v["object"].as_str().unwrap_or_default(),
+                    v["pgid"].as_str().unwrap_or_default(),
+                    s("up"),
+                    s("up_primary"),
+                    s("acting"),
+                    s("acting_primary")
+                );
+            }
+        }
         OsdCmd::Down { ids } => changed(&call(conn, req(Admin::OsdDown { ids }))?),
         OsdCmd::Out { ids } => changed(&call(conn, req(Admin::OsdOut { ids }))?),
         OsdCmd::In { ids } => changed(&call(conn, req(Admin::OsdIn { ids }))?),

@@ -159,6 +159,15 @@ fn ec_pools_serve_with_m_osds_down_and_heal() {
         "{p}"
     );
     wait_clean(&dir, Duration::from_secs(60));
+    // Where an object's shards live: four positions, the primary first.
+    let m: serde_json::Value =
+        serde_json::from_str(&ok(&dir, &["osd", "map", "eczz", "small", "--json"])).unwrap();
+    let acting = m["acting"].as_array().unwrap();
+    assert_eq!(acting.len(), 4, "{m}");
+    assert_eq!(m["acting_primary"], acting[0], "{m}");
+    assert!(ok(&dir, &["osd", "map", "eczz", "small"]).contains("-> pg 3."));
+    let e = loligo(&dir, &["osd", "map", "nope", "small"]);
+    assert_eq!(e.status.code(), Some(2));
 
     // Objects of one stripe, of many (RS: 8 KiB stripes), and of several
     // Zigzag stripes (about 2 MiB each), with an odd tail.

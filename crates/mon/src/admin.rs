@@ -156,12 +156,27 @@ pub fn plan(m: &OsdMap, cmd: &Admin) -> Result<Outcome, MonError> {
             Changes(vec![Change::PoolUpdate(p)])
         }
         Admin::OsdTree => Answer(tree(m)),
+        Admin::OsdMapObject { pool: p, name } => {
+            let p = pool(m, p)?;
+            let pg = p.object_pg(name.as_bytes());
+            let pm = m.placer()?.map_pg(pg)?;
+            Answer(json!({
+                "pool": p.name,
+                "object": name,
+                "pgid": pg.to_string(),
+                "up": pm.up,
+                "up_primary": pm.up_primary,
+                "acting": pm.acting,
+                "acting_primary": pm.acting_primary,
+            }))
+        }
         Admin::OsdDump => Answer(json!({
             "epoch": m.epoch,
             "fsid": m.fsid,
             "osds": m.osds.values().collect::<Vec<_>>(),
             "pools": m.pools.values().collect::<Vec<_>>(),
             "pg_temp": m.pg_temp.iter().map(|(pg, v)| json!({"pg": pg.to_string(), "osds": v})).collect::<Vec<_>>(),
+            "primary_temp": m.primary_temp.iter().map(|(pg, o)| json!({"pg": pg.to_string(), "osd": o})).collect::<Vec<_>>(),
             "pg_upmap_items": m.pg_upmap_items.iter().map(|(pg, v)| json!({"pg": pg.to_string(), "items": v})).collect::<Vec<_>>(),
             "pg_write_sets": m.write_sets.iter().map(|(pg, r)| json!({"pg": pg.to_string(), "interval": r.interval, "osds": r.osds})).collect::<Vec<_>>(),
         })),

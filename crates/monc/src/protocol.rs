@@ -88,6 +88,12 @@ pub enum Admin {
     },
     OsdTree,
     OsdDump,
+    /// Where an object lives: its PG, CRUSH's set and the acting set
+    /// (Ceph's `osd map POOL OBJECT`).
+    OsdMapObject {
+        pool: String,
+        name: String,
+    },
     OsdDown {
         ids: Vec<i32>,
     },
