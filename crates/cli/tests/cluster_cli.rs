@@ -3,38 +3,10 @@
 //! again, garbage on an OSD port, `down`, and `up` again
 //! on the same directory keeping the data.
 
+mod common;
+
+use common::{loligo, ok, Cluster};
 use std::io::Write;
-use std::path::Path;
-use std::process::{Command, Output};
-
-fn loligo(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_loligo"))
-        .args(args)
-        .env("LOLIGO_CONF", dir.join("loligo.conf"))
-        .current_dir(dir.parent().unwrap_or(dir))
-        .output()
-        .expect("run loligo")
-}
-
-fn ok(dir: &Path, args: &[&str]) -> String {
-    let o = loligo(dir, args);
-    assert!(
-        o.status.success(),
-        "loligo {args:?}: {}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-struct Cluster(std::path::PathBuf);
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        let d = self.0.to_string_lossy().into_owned();
-        let _ = loligo(&self.0, &["down", "--data-dir", &d]);
-        let _ = std::fs::remove_dir_all(self.0.parent().unwrap_or(&self.0));
-    }
-}
 
 #[test]
 fn local_cluster_round_trip_restart_and_errors() {

@@ -5,50 +5,11 @@
 //! bytes; the OSDs started again, every PG returns to active+clean and
 //! the objects read the same; writes after recovery land.
 
+mod common;
+
+use common::{ec_profiles, loligo, not_clean, ok, Cluster};
 use std::path::Path;
-use std::process::{Command, Output};
 use std::time::{Duration, Instant};
-
-fn loligo(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_loligo"))
-        .args(args)
-        .env("LOLIGO_CONF", dir.join("loligo.conf"))
-        .current_dir(dir.parent().unwrap_or(dir))
-        .output()
-        .expect("run loligo")
-}
-
-fn ok(dir: &Path, args: &[&str]) -> String {
-    let o = loligo(dir, args);
-    assert!(
-        o.status.success(),
-        "loligo {args:?}: {}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-struct Cluster(std::path::PathBuf);
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        let d = self.0.to_string_lossy().into_owned();
-        let _ = loligo(&self.0, &["down", "--data-dir", &d]);
-        let _ = std::fs::remove_dir_all(self.0.parent().unwrap_or(&self.0));
-    }
-}
-
-/// Why the cluster is not all up, in and active+clean (`None`: it is).
-fn not_clean(dir: &Path) -> Option<String> {
-    let o = loligo(dir, &["status", "--json"]);
-    let Ok(s) = serde_json::from_slice::<serde_json::Value>(&o.stdout) else {
-        return Some(String::from_utf8_lossy(&o.stderr).into_owned());
-    };
-    let clean = s["pgs"]["by_state"]["active+clean"].as_u64().unwrap_or(0);
-    let all = clean == s["pgs"]["total"].as_u64().unwrap_or(u64::MAX)
-        && s["osdmap"]["num_up_osds"] == s["osdmap"]["num_osds"];
-    (!all).then(|| s["pgs"].to_string())
-}
 
 fn wait_clean(dir: &Path, within: Duration) {
     let t0 = Instant::now();
@@ -94,34 +55,7 @@ fn ec_pools_serve_with_m_osds_down_and_heal() {
             &d,
         ],
     );
-    ok(
-        &dir,
-        &[
-            "ec-profile",
-            "set",
-            "rs21",
-            "--plugin",
-            "rs",
-            "--k",
-            "2",
-            "--m",
-            "1",
-        ],
-    );
-    ok(
-        &dir,
-        &[
-            "ec-profile",
-            "set",
-            "zz22",
-            "--plugin",
-            "zigzag",
-            "--k",
-            "2",
-            "--m",
-            "2",
-        ],
-    );
+    ec_profiles(&dir);
     // --size is the profile's business.
     let e = loligo(
         &dir,

@@ -13,11 +13,12 @@
 //! `LOLIGO_THRASH_LOG` (default 16) the PG log length, short so that
 //! restarted OSDs are both log-recovered and backfilled.
 
-use loligo_client::{ClientError, Cluster};
+mod common;
+
+use common::{ec_profiles, not_clean, ok};
+use loligo_client::ClientError;
 use loligo_testkit::Rng;
 use loligo_types::ops::OpError;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -25,34 +26,6 @@ const OSDS: usize = 4;
 /// Clients per pool: the replicated `default`, then the EC pools.
 const POOLS: [(&str, usize); 3] = [("default", 4), ("ecrs", 2), ("eczz", 2)];
 const OBJECTS_PER_CLIENT: usize = 6;
-
-fn loligo(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_loligo"))
-        .args(args)
-        .env("LOLIGO_CONF", dir.join("loligo.conf"))
-        .output()
-        .expect("run loligo")
-}
-
-fn ok(dir: &Path, args: &[&str]) -> String {
-    let o = loligo(dir, args);
-    assert!(
-        o.status.success(),
-        "loligo {args:?}: {}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-struct Down(PathBuf);
-impl Drop for Down {
-    fn drop(&mut self) {
-        let d = self.0.to_string_lossy().into_owned();
-        let _ = loligo(&self.0, &["down", "--data-dir", &d]);
-        let _ = std::fs::remove_dir_all(self.0.parent().unwrap_or(&self.0));
-    }
-}
 
 fn env_or(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -129,16 +102,6 @@ async fn client_loop(
     }
 }
 
-fn all_clean(dir: &Path) -> Option<String> {
-    let o = loligo(dir, &["status", "--json"]);
-    let s: serde_json::Value = serde_json::from_slice(&o.stdout).ok()?;
-    let clean = s["pgs"]["by_state"]["active+clean"].as_u64().unwrap_or(0);
-    let ok = clean == s["pgs"]["total"].as_u64()?
-        && s["osdmap"]["num_up_osds"] == s["osdmap"]["num_osds"]
-        && s["osdmap"]["num_in_osds"] == s["osdmap"]["num_osds"];
-    (!ok).then(|| s["pgs"].to_string())
-}
-
 #[test]
 fn kill_9_and_out_in_under_load_lose_nothing_and_end_clean() {
     let secs = env_or("LOLIGO_THRASH_SECS", 30);
@@ -148,7 +111,7 @@ fn kill_9_and_out_in_under_load_lose_nothing_and_end_clean() {
     std::fs::create_dir_all(&root).unwrap();
     let dir = root.join("c");
     let d = dir.to_string_lossy().into_owned();
-    let _guard = Down(dir.clone());
+    let _guard = common::Cluster(dir.clone());
     ok(
         &dir,
         &[
@@ -169,34 +132,7 @@ fn kill_9_and_out_in_under_load_lose_nothing_and_end_clean() {
     // EC pools: RS 2+1 on four OSDs has a spare for a down OSD's position
     // (min_size k, so writes go on with a position empty); Zigzag 2+2
     // has none (a down OSD leaves a hole).
-    ok(
-        &dir,
-        &[
-            "ec-profile",
-            "set",
-            "rs21",
-            "--plugin",
-            "rs",
-            "--k",
-            "2",
-            "--m",
-            "1",
-        ],
-    );
-    ok(
-        &dir,
-        &[
-            "ec-profile",
-            "set",
-            "zz22",
-            "--plugin",
-            "zigzag",
-            "--k",
-            "2",
-            "--m",
-            "2",
-        ],
-    );
+    ec_profiles(&dir);
     ok(
         &dir,
         &[
@@ -230,7 +166,9 @@ fn kill_9_and_out_in_under_load_lose_nothing_and_end_clean() {
         .unwrap();
     let tally = Arc::new(Mutex::new(Tally::default()));
     let c = rt
-        .block_on(Cluster::connect_conf(&dir.join("loligo.conf")))
+        .block_on(loligo_client::Cluster::connect_conf(
+            &dir.join("loligo.conf"),
+        ))
         .unwrap();
     // Each client: its pool's handle and its model.
     let ios: Vec<loligo_client::IoCtx> = POOLS
@@ -281,14 +219,14 @@ fn kill_9_and_out_in_under_load_lose_nothing_and_end_clean() {
     }
     // Healing: every PG active+clean within a bound, with no manual step.
     let t0 = Instant::now();
-    let mut last = all_clean(&dir);
+    let mut last = not_clean(&dir);
     while let Some(state) = &last {
         assert!(
             t0.elapsed() < Duration::from_secs(90),
             "not clean 90 s after thrashing ({events:?}): {state}"
         );
         std::thread::sleep(Duration::from_millis(500));
-        last = all_clean(&dir);
+        last = not_clean(&dir);
     }
     // Nothing acknowledged lost, nothing stale.
     for (me, models) in all_models.iter().enumerate() {

@@ -84,25 +84,25 @@ pub(super) async fn record_write_sets(s: Arc<OsdShared>, mut mc: MonClient) {
 /// Ask the monitors to make `osds` PG `pg`'s acting set.
 pub(super) fn request_pg_temp(s: &OsdShared, pg: PgId, osds: Vec<i32>) {
     tracing::info!("pg {pg}: this primary's log is behind; asking for pg_temp {osds:?}");
-    let mons = s.cfg.mon_addrs.clone();
-    tokio::spawn(async move {
-        if let Ok(mut mc) = MonClient::new(mons) {
-            if let Err(e) = mc.call(MonRequest::PgTemp { pg, osds }).await {
-                tracing::warn!("pg {pg}: pg_temp request failed: {e}");
-            }
-        }
-    });
+    send_once(s, pg, "pg_temp", MonRequest::PgTemp { pg, osds });
 }
 
 /// Ask the monitors to make `osd` PG `pg`'s primary for now (`None`:
 /// clear it).
 pub(super) fn request_primary_temp(s: &OsdShared, pg: PgId, osd: Option<i32>) {
     tracing::info!("pg {pg}: asking for primary_temp {osd:?}");
+    send_once(s, pg, "primary_temp", MonRequest::PrimaryTemp { pg, osd });
+}
+
+/// Send PG `pg`'s request `req` (named `what` in the log) to the
+/// monitors once, in the background (the PG asks again if it still needs
+/// it).
+fn send_once(s: &OsdShared, pg: PgId, what: &'static str, req: MonRequest) {
     let mons = s.cfg.mon_addrs.clone();
     tokio::spawn(async move {
         if let Ok(mut mc) = MonClient::new(mons) {
-            if let Err(e) = mc.call(MonRequest::PrimaryTemp { pg, osd }).await {
-                tracing::warn!("pg {pg}: primary_temp request failed: {e}");
+            if let Err(e) = mc.call(req).await {
+                tracing::warn!("pg {pg}: {what} request failed: {e}");
             }
         }
     });
@@ -121,6 +121,7 @@ pub(super) async fn reports(s: Arc<OsdShared>, mut mc: MonClient) {
             }
         }
         let stats = s.store.statfs().ok();
+        let (device_read_bytes, device_reads) = s.store.device_reads();
         let c = &s.counters;
         let r = OsdReport {
             osd: s.cfg.id,
@@ -134,8 +135,8 @@ pub(super) async fn reports(s: Arc<OsdShared>, mut mc: MonClient) {
             write_bytes: c.write_bytes.load(Ordering::Relaxed),
             recovery_objects: c.recovery_objects.load(Ordering::Relaxed),
             recovery_bytes: c.recovery_bytes.load(Ordering::Relaxed),
-            device_read_bytes: s.store.device_reads().0,
-            device_reads: s.store.device_reads().1,
+            device_read_bytes,
+            device_reads,
             rebuilt_shards: c.rebuilt_shards.load(Ordering::Relaxed),
             rebuild_theory_bytes: c.rebuild_theory_bytes.load(Ordering::Relaxed),
             rebuild_fetched_bytes: c.rebuild_fetched_bytes.load(Ordering::Relaxed),

@@ -2006,10 +2006,9 @@ impl Pg {
         self.role = Role::Behind;
     }
 
-    /// An erasure-coded primary that cannot catch up by pulling: a pg_temp
-    /// cannot put another member first (positions are shards), so it
-    /// peers again after a while. One that needs a backfill stays behind
-    /// (not supported yet for erasure-coded pools).
+    /// An erasure-coded primary that cannot catch up now (a pull failed,
+    /// or no acting member can take a primary_temp): it peers again after
+    /// a while.
     fn ec_behind(&mut self, why: &str) {
         tracing::warn!(pg = %self.id, "erasure-coded primary is behind: {why}; peering again shortly");
         self.role = Role::Behind;
@@ -3542,7 +3541,7 @@ impl Pg {
         oid: ObjectId,
         st: &ObjState,
         out: exec::Outcome,
-        shards: Option<Vec<Transaction>>,
+        mut shards: Option<Vec<Transaction>>,
         fx: &mut Vec<Effect>,
     ) {
         let prev = self.info.last_update;
@@ -3584,7 +3583,6 @@ impl Pg {
         let Role::Primary { write_set } = &self.role else {
             return;
         };
-        let mut shards = shards;
         if let Some(shards) = &mut shards {
             // Erasure-coded: rollback copies of writes every member has
             // go with this write (each object's newest write only; a

@@ -1,0 +1,76 @@
+//! What the tests that drive a local cluster through the CLI share: run
+//! `loligo` against a cluster directory, a guard that takes the cluster
+//! down, the EC profiles they use, and the "all clean" check.
+//!
+//! (Each test binary uses a part of it.)
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// Run `loligo ARGS` against the cluster in `dir`.
+pub fn loligo(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_loligo"))
+        .args(args)
+        .env("LOLIGO_CONF", dir.join("loligo.conf"))
+        .current_dir(dir.parent().unwrap_or(dir))
+        .output()
+        .expect("run loligo")
+}
+
+/// As `loligo`, which must succeed; its standard output.
+pub fn ok(dir: &Path, args: &[&str]) -> String {
+    let o = loligo(dir, args);
+    assert!(
+        o.status.success(),
+        "loligo {args:?}: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Takes the cluster in its directory down, and removes the directory's
+/// parent, when dropped.
+pub struct Cluster(pub PathBuf);
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let d = self.0.to_string_lossy().into_owned();
+        let _ = loligo(&self.0, &["down", "--data-dir", &d]);
+        let _ = std::fs::remove_dir_all(self.0.parent().unwrap_or(&self.0));
+    }
+}
+
+/// Profiles `rs21` (Reed-Solomon 2+1) and `zz22` (Zigzag 2+2).
+pub fn ec_profiles(dir: &Path) {
+    for (name, plugin, m) in [("rs21", "rs", "1"), ("zz22", "zigzag", "2")] {
+        ok(
+            dir,
+            &[
+                "ec-profile",
+                "set",
+                name,
+                "--plugin",
+                plugin,
+                "--k",
+                "2",
+                "--m",
+                m,
+            ],
+        );
+    }
+}
+
+/// Why the cluster is not all up, in and active+clean (`None`: it is).
+pub fn not_clean(dir: &Path) -> Option<String> {
+    let o = loligo(dir, &["status", "--json"]);
+    let Ok(s) = serde_json::from_slice::<serde_json::Value>(&o.stdout) else {
+        return Some(String::from_utf8_lossy(&o.stderr).into_owned());
+    };
+    let clean = s["pgs"]["by_state"]["active+clean"].as_u64().unwrap_or(0);
+    let all = Some(clean) == s["pgs"]["total"].as_u64()
+        && s["osdmap"]["num_up_osds"] == s["osdmap"]["num_osds"]
+        && s["osdmap"]["num_in_osds"] == s["osdmap"]["num_osds"];
+    (!all).then(|| s["pgs"].to_string())
+}
