@@ -295,6 +295,24 @@ impl Mon {
 
     fn acting(&self, p: usize) -> Vec<i32> {
         if self.ec {
+            // A pg_temp keeps positions: a member that is not up is a hole.
+            if let Some(t) = &self.pg_temp[p] {
+                let a: Vec<i32> = t
+                    .iter()
+                    .map(|&o| {
+                        if o >= 0 && o != loligo_crush::ITEM_NONE && self.up[o as usize] {
+                            o
+                        } else {
+                            loligo_crush::ITEM_NONE
+                        }
+                    })
+                    .collect();
+                if a.len() == self.pool.size as usize
+                    && a.iter().any(|&o| o != loligo_crush::ITEM_NONE)
+                {
+                    return a;
+                }
+            }
             return self.crush_up(p);
         }
         if let Some(t) = &self.pg_temp[p] {
@@ -515,6 +533,8 @@ struct Stats {
     shard_reads: u64,
     /// EC primaries handed over by primary_temp.
     primary_temps: u64,
+    /// pg_temps asked for (erasure-coded: a stray put back at its shard).
+    pg_temps: u64,
 }
 
 /// Remove and return (in token order) the entries `held` selects.
@@ -1290,6 +1310,7 @@ impl Sim {
             Ev::PgTemp { pg, osds } => {
                 let osds = Some(osds).filter(|o| !o.is_empty());
                 if self.mon.pg_temp[pg] != osds {
+                    self.stats.pg_temps += u64::from(osds.is_some());
                     self.mon.pg_temp[pg] = osds;
                     self.publish();
                 }
@@ -2169,7 +2190,8 @@ fn acknowledged_writes_survive_crashes_and_stale_copies_never_answer() {
 /// recovery and pulls rebuild shards by the code's plan (reading stray
 /// and moved copies' shards when members lack them), torn writes roll
 /// back or forward, a primary whose copy needs a backfill hands over by
-/// primary_temp. Checked as above, and after healing every object's
+/// primary_temp (and, when only a stray is complete, first asks for a
+/// pg_temp that puts the stray back at its shard's position). Checked as above, and after healing every object's
 /// shards are exactly its encoding, each marked with its position.
 /// `LOLIGO_SIM_EC_SEED=N` replays one seed; `LOLIGO_SIM_EC_SEEDS` runs more.
 #[test]
@@ -2202,6 +2224,7 @@ fn ec_acknowledged_writes_survive_crashes_and_shards_stay_consistent() {
         total.shard_reads += st.shard_reads;
         total.read_errors += st.read_errors;
         total.primary_temps += st.primary_temps;
+        total.pg_temps += st.pg_temps;
     }
     eprintln!("{seeds} ec seeds: {total:?}");
     assert!(total.acked_writes > seeds * 5, "{total:?}");

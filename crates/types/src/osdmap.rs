@@ -635,9 +635,30 @@ impl OsdMap {
                     .ok_or_else(|| MapError::NoSuchProfile(name.clone()))?;
             }
             Change::PgTemp { pg, osds } => {
-                self.pool_of(*pg)?;
+                let pool = self.pool_of(*pg)?;
                 if osds.is_empty() {
                     self.pg_temp.remove(pg);
+                } else if matches!(pool.kind, PoolKind::Erasure { .. }) {
+                    // Positions are shards: one entry per shard, a hole
+                    // (-1 or CRUSH's none) where no OSD serves it.
+                    if osds.len() != pool.size as usize {
+                        return Err(MapError::Invalid(format!(
+                            "pg {pg}: an erasure-coded pg_temp names {} shards, not {}",
+                            osds.len(),
+                            pool.size
+                        )));
+                    }
+                    let osds: Vec<i32> = osds
+                        .iter()
+                        .map(|&o| if o < 0 { ITEM_NONE } else { o })
+                        .collect();
+                    if let Some(o) = osds
+                        .iter()
+                        .find(|&&o| o != ITEM_NONE && !self.osds.contains_key(&o))
+                    {
+                        return Err(MapError::Invalid(format!("osd.{o} does not exist")));
+                    }
+                    self.pg_temp.insert(*pg, osds);
                 } else {
                     self.pg_temp.insert(*pg, osds.clone());
                 }
@@ -859,8 +880,16 @@ impl Placer<'_> {
             &mut self.ws,
         )?;
         if let Some(t) = self.map.pg_temp.get(&pg) {
-            let acting: Vec<i32> = t.iter().copied().filter(|&o| self.map.is_up(o)).collect();
-            if !acting.is_empty() {
+            // Erasure-coded: positions are shards, so an OSD that is not up
+            // leaves a hole rather than shifting the shards after it.
+            let acting: Vec<i32> = if pool.placement().erasure {
+                t.iter()
+                    .map(|&o| if self.map.is_up(o) { o } else { ITEM_NONE })
+                    .collect()
+            } else {
+                t.iter().copied().filter(|&o| self.map.is_up(o)).collect()
+            };
+            if acting.iter().any(|&o| o != ITEM_NONE) {
                 m.acting_primary = acting
                     .iter()
                     .copied()

@@ -2,6 +2,7 @@
 //! every holder, refused changes change nothing, encoding round-trips and
 //! rejects garbage, placement follows OSD state and overrides.
 
+use loligo_crush::ITEM_NONE;
 use loligo_types::*;
 use proptest::prelude::*;
 
@@ -342,4 +343,67 @@ proptest! {
         prop_assert_eq!(&leader, &follower);
         leader.validate().unwrap();
     }
+}
+
+/// An erasure-coded pg_temp keeps positions: it names one OSD (or a hole)
+/// per shard, and an OSD that goes down leaves a hole, never a shift.
+#[test]
+fn erasure_coded_pg_temp_keeps_shard_positions() {
+    let mut m = cluster(7);
+    let prof = EcProfile {
+        name: "rs".into(),
+        plugin: EcPlugin::ReedSolomon,
+        k: 2,
+        m: 1,
+        s: 1,
+        l: 0,
+        optimal: false,
+        alignment: 4096,
+        stripe_unit: 0,
+    };
+    step(&mut m, vec![Change::EcProfileSet(prof)]).unwrap();
+    let mut crush = m.crush.clone();
+    let (rule, _) = crush_edit::ensure_erasure_rule(&mut crush).unwrap();
+    step(&mut m, vec![Change::CrushSet(crush)]).unwrap();
+    let mut p = m.replicated_pool("ec", 8, 3, 3);
+    p.kind = PoolKind::Erasure {
+        profile: "rs".into(),
+    };
+    p.crush_rule = rule;
+    step(&mut m, vec![Change::PoolCreate(p)]).unwrap();
+    let pool = m.pool_by_name("ec").unwrap().id;
+    let pg = PgId { pool, ps: 1 };
+    let base = m.placer().unwrap().map_pg(pg).unwrap();
+    let stray = (0..7).find(|o| !base.up.contains(o)).unwrap();
+    // A pg_temp must name every shard.
+    let before = m.clone();
+    let short = vec![base.up[0], stray];
+    assert!(step(&mut m, vec![Change::PgTemp { pg, osds: short }]).is_err());
+    assert!(step(
+        &mut m,
+        vec![Change::PgTemp {
+            pg,
+            osds: vec![base.up[0], 99, -1]
+        }]
+    )
+    .is_err());
+    assert_eq!(m.pg_temp, before.pg_temp);
+    // The stray goes back to shard 1; -1 is stored as CRUSH's none.
+    let osds = vec![base.up[0], stray, -1];
+    step(&mut m, vec![Change::PgTemp { pg, osds }]).unwrap();
+    assert_eq!(m.pg_temp[&pg], vec![base.up[0], stray, ITEM_NONE]);
+    let mm = m.placer().unwrap().map_pg(pg).unwrap();
+    assert_eq!(mm.acting, vec![base.up[0], stray, ITEM_NONE]);
+    assert_eq!(mm.up, base.up, "CRUSH's set is unchanged");
+    assert_eq!(mm.acting_primary, base.up[0]);
+    // The first goes down: a hole at its shard, the stray stays at 1.
+    step(&mut m, vec![Change::OsdDown { id: base.up[0] }]).unwrap();
+    let down = m.placer().unwrap().map_pg(pg).unwrap();
+    assert_eq!(down.acting, vec![ITEM_NONE, stray, ITEM_NONE]);
+    assert_eq!(down.acting_primary, stray);
+    step(&mut m, vec![Change::PgTemp { pg, osds: vec![] }]).unwrap();
+    assert_eq!(
+        m.placer().unwrap().map_pg(pg).unwrap().acting,
+        m.placer().unwrap().map_pg(pg).unwrap().up
+    );
 }

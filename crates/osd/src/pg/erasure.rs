@@ -266,6 +266,14 @@ impl Pg {
                         })
                         .map(|(&o, _)| (o, self.shard_of(o))),
                 )
+                // And a pulling primary's own copy: it lists the object
+                // missing, but its shard may be at the version wanted
+                // (EC sim seed 12764: the write's only other shard was
+                // empty, and the PG handed over forever).
+                .chain(
+                    matches!(self.role, Role::Pulling { .. })
+                        .then(|| (self.whoami, self.shard_of(self.whoami))),
+                )
                 .collect();
             for (osd, rec_shard) in others {
                 let order = rec_shard
@@ -355,7 +363,11 @@ impl Pg {
                     }
                     Err(why) => {
                         tracing::warn!(pg = %self.id, "own shard {c} of '{}': {why}", g.oid.name);
-                        g.bad.insert(c);
+                        if g.from_others.contains(&c) {
+                            g.bad_strays.insert((self.whoami, c));
+                        } else {
+                            g.bad.insert(c);
+                        }
                         return self.gather(s, g, fx);
                     }
                 }

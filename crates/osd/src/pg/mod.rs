@@ -1723,6 +1723,25 @@ impl Pg {
                 self.rec.primary_temp_cleared = true;
                 fx.push(Effect::RequestPrimaryTemp { osd: None });
             }
+            // A pg_temp (a stray put back at its shard's position) goes
+            // once every acting member is complete and CRUSH's set keeps
+            // enough of them to peer from: CRUSH's primary then recovers
+            // the members the pg_temp left out.
+            let k = self.ec.as_ref().map_or(1, |st| st.k());
+            let kept = self
+                .up
+                .iter()
+                .zip(&self.acting)
+                .filter(|(u, a)| **u >= 0 && u == a)
+                .count();
+            let temp = self.acting != self.up;
+            let settled = self.rec.merging.is_empty()
+                && self.rec.missing.is_empty()
+                && self.rec.backfill.is_empty();
+            if temp && settled && kept >= k && self.rec.temp_asked.as_ref() != Some(&Vec::new()) {
+                self.rec.temp_asked = Some(Vec::new());
+                fx.push(Effect::RequestPgTemp { osds: Vec::new() });
+            }
             return;
         }
         if self.up.is_empty() || self.up == self.acting {
@@ -1995,8 +2014,31 @@ impl Pg {
             // asked again forever).
             if let Some(&osd) = complete.iter().find(|o| self.acting.contains(o)) {
                 fx.push(Effect::RequestPrimaryTemp { osd: Some(osd) });
+                return self.ec_behind("handing over with a primary_temp");
             }
-            return self.ec_behind("handing over with a primary_temp");
+            // None is: a stray that holds a shard at the head goes back to
+            // that shard's position for now (a pg_temp that keeps the
+            // other positions, as Ceph's choose_acting does), and takes
+            // the primary_temp in the next interval (EC sim seed 4942: the
+            // only complete copy was a stray, and the PG waited forever).
+            let spot = complete.iter().find_map(|o| {
+                let shard = *self.rec.strays.get(o)?;
+                let now = *self.acting.get(shard)?;
+                (now < 0 || !complete.contains(&now)).then_some((shard, *o))
+            });
+            if let Some((shard, osd)) = spot {
+                let mut osds: Vec<i32> = self
+                    .acting
+                    .iter()
+                    .map(|&o| if o < 0 { loligo_crush::ITEM_NONE } else { o })
+                    .collect();
+                osds[shard] = osd;
+                if self.rec.temp_asked.as_ref() != Some(&osds) {
+                    self.rec.temp_asked = Some(osds.clone());
+                    fx.push(Effect::RequestPgTemp { osds });
+                }
+            }
+            return self.ec_behind("no acting member is complete; asking for a pg_temp");
         }
         let size = self.pool.as_ref().map_or(1, |p| p.size as usize).max(1);
         let mut osds = complete.clone();

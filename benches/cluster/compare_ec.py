@@ -1,0 +1,405 @@
+#!/usr/bin/env python3
+"""Erasure-coded pools, Loligo against Ceph 16.2 on the same machine, one
+right after the other.
+
+Each system gets a cluster of 7 OSDs (the 7th is marked out for the
+benchmarks, so a 4+2 pool runs on 6 OSDs; it is put back in for recovery,
+so a failed OSD's shards have somewhere to go):
+
+  bench     per pool (Ceph: jerasure 4+2 and isa 4+2; Loligo: RS 4+2 and
+            Zigzag 4+2), 32 PGs: `rados bench`-style write, seq and rand
+            with 4 MiB objects, 16 in flight, SECS seconds each.
+  recovery  per pool: TOTAL_MIB of 4 MiB objects written, one OSD killed,
+            marked down and out; seconds from `osd out` until every PG is
+            active+clean again, and the bytes the OSD processes read from
+            the block layer meanwhile (/proc/PID/io read_bytes).
+
+Writes OUT/results.json and OUT/RESULTS.md (tables and Loligo/Ceph ratios).
+Usage: compare_ec.py [--secs 10] [--total-mib 1024] [--out DIR]
+                     [--skip-ceph] [--skip-loligo] [--skip-bench]
+                     [--skip-recovery]
+Ceph comes from Debian's packages (apt-get install -y ceph); without
+`ceph-osd` its side is skipped and said so.
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+B = os.path.join(ROOT, "target", "release", "loligo")
+LAB = os.path.join(ROOT, "benches", "ceph", "lab.sh")
+OSDS = 7
+SPARE = 6
+PGS = 32
+OBJ = 4 << 20
+
+
+def say(*a):
+    print("[compare_ec %s]" % time.strftime("%H:%M:%S"), *a, file=sys.stderr, flush=True)
+
+
+def sh(cmd, check=True, env=None, timeout=600):
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+    if check and p.returncode != 0:
+        raise RuntimeError("%s: %s%s" % (" ".join(cmd), p.stdout[-2000:], p.stderr[-2000:]))
+    return p.stdout
+
+
+def wait(what, cond, limit, every=0.5):
+    t0 = time.time()
+    while True:
+        try:
+            if cond():
+                return time.time() - t0
+        except (RuntimeError, ValueError, KeyError, subprocess.TimeoutExpired):
+            pass
+        if time.time() - t0 > limit:
+            raise RuntimeError("%s not reached in %ss" % (what, limit))
+        time.sleep(every)
+
+
+def proc_read_bytes(pids):
+    total = 0
+    for pid in pids:
+        try:
+            for line in open("/proc/%d/io" % pid):
+                if line.startswith("read_bytes:"):
+                    total += int(line.split()[1])
+        except OSError:
+            pass
+    return total
+
+
+def drop_caches():
+    subprocess.run(["sync"], check=False)
+    try:
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+    except OSError:
+        pass
+
+
+class Ceph:
+    name = "ceph"
+
+    def __init__(self, out):
+        self.data = tempfile.mkdtemp(prefix="loligo-cephlab.")
+        self.env = dict(os.environ, CEPHLAB_DATA=os.path.join(self.data, "lab"),
+                        CEPH_CONF=os.path.join(self.data, "lab", "ceph.conf"))
+        self.out = out
+
+    def lab(self, *a, timeout=900):
+        return sh(["bash", LAB] + list(a), env=self.env, timeout=timeout)
+
+    def ceph(self, *a, check=True):
+        return sh(["ceph"] + list(a), env=self.env, check=check, timeout=120)
+
+    def up(self):
+        self.lab("up", str(OSDS))
+
+    def down(self):
+        try:
+            self.lab("down")
+        finally:
+            shutil.rmtree(self.data, ignore_errors=True)
+
+    def status(self):
+        return json.loads(self.ceph("status", "-f", "json"))
+
+    def clean(self, up):
+        s = self.status()
+        o, p = s["osdmap"], s["pgmap"]
+        n = sum(x["count"] for x in p.get("pgs_by_state", []) if x["state_name"] == "active+clean")
+        return o["num_up_osds"] == up and p.get("num_pgs", 0) > 0 and n == p["num_pgs"]
+
+    def osd_out(self, i):
+        self.ceph("osd", "out", str(i))
+
+    def osd_in(self, i):
+        self.ceph("osd", "in", str(i))
+
+    def pools(self):
+        return [("jerasure", "plugin=jerasure technique=reed_sol_van"),
+                ("isa", "plugin=isa technique=reed_sol_van")]
+
+    def make_pool(self, name, spec):
+        self.ceph("osd", "erasure-code-profile", "set", name, "k=4", "m=2",
+                  "crush-failure-domain=osd", *spec.split(), "--force")
+        self.ceph("osd", "pool", "create", name, str(PGS), str(PGS), "erasure", name)
+        self.ceph("osd", "pool", "set", name, "pg_autoscale_mode", "off", check=False)
+        self.ceph("osd", "pool", "application", "enable", name, "rados", check=False)
+
+    def rm_pool(self, name):
+        self.ceph("osd", "pool", "rm", name, name, "--yes-i-really-really-mean-it", check=False)
+
+    def bench(self, pool, secs, mode):
+        args = ["rados", "-p", pool, "bench", str(secs), mode, "-t", "16", "--run-name", "b"]
+        if mode == "write":
+            args += ["-b", str(OBJ), "--no-cleanup"]
+        text = sh(args, env=self.env, timeout=secs * 10 + 120)
+        with open(os.path.join(self.out, "ceph_%s_%s.log" % (pool, mode)), "w") as f:
+            f.write(text)
+        v = {}
+        for line in text.splitlines():
+            if ":" in line:
+                k, _, x = line.partition(":")
+                v[k.strip()] = x.strip()
+        mib = float(v["Bandwidth (MB/sec)"])  # rados bench prints MiB/s
+        return {"ops_per_s": float(v["Average IOPS"]), "mb_per_s": mib * 1.048576,
+                "avg_ms": float(v["Average Latency(s)"]) * 1000}
+
+    def put_all(self, pool, blob, n):
+        for i in range(n):
+            sh(["rados", "-p", pool, "put", "obj%d" % i, blob], env=self.env)
+
+    def victim(self, pool):
+        m = json.loads(self.ceph("osd", "map", pool, "obj0", "-f", "json"))
+        return m["acting"][1]
+
+    def pids(self):
+        run = os.path.join(self.env["CEPHLAB_DATA"], "run")
+        out = []
+        for i in range(OSDS):
+            try:
+                out.append(int(open(os.path.join(run, "osd.%d.pid" % i)).read()))
+            except (OSError, ValueError):
+                pass
+        return out
+
+    def kill(self, i):
+        self.lab("stop-osd", str(i))
+        self.ceph("osd", "down", str(i), check=False)
+
+    def restart(self, i):
+        self.lab("start-osd", str(i))
+
+
+class Loligo:
+    name = "loligo"
+
+    def __init__(self, out):
+        self.tmp = tempfile.mkdtemp(prefix="loligo-compare-ec.")
+        self.data = os.path.join(self.tmp, "c")
+        self.conf = os.path.join(self.data, "loligo.conf")
+        self.out = out
+
+    def cli(self, *a, check=True, timeout=600):
+        return sh([B, "-c", self.conf] + list(a), check=check, timeout=timeout)
+
+    def up(self):
+        sh([B, "up", "--detach", "--osds", str(OSDS), "--pg-num", "8", "--data-dir", self.data])
+        wait("all up", lambda: self.clean(OSDS), 180)
+
+    def down(self):
+        try:
+            sh([B, "down", "--data-dir", self.data], check=False)
+        finally:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def status(self):
+        return json.loads(self.cli("status", "--json"))
+
+    def clean(self, up):
+        s = self.status()
+        pgs, o = s["pgs"], s["osdmap"]
+        return o["num_up_osds"] == up and pgs["by_state"].get("active+clean", 0) == pgs["total"]
+
+    def osd_out(self, i):
+        self.cli("osd", "out", str(i))
+
+    def osd_in(self, i):
+        self.cli("osd", "in", str(i))
+
+    def pools(self):
+        return [("rs", ["--plugin", "rs"]), ("zigzag", ["--plugin", "zigzag", "--s", "1"])]
+
+    def make_pool(self, name, spec):
+        self.cli("ec-profile", "set", name, "--k", "4", "--m", "2", *spec)
+        self.cli("pool", "create", name, "--pg-num", str(PGS), "--erasure", name)
+
+    def rm_pool(self, name):
+        self.cli("pool", "rm", name, name, check=False)
+
+    def bench(self, pool, secs, mode):
+        args = ["-p", pool, "bench", str(secs), mode, "-t", "16", "--json"]
+        if mode == "write":
+            args += ["-b", str(OBJ), "--no-cleanup"]
+        d = json.loads(self.cli(*args, timeout=secs * 10 + 120))
+        with open(os.path.join(self.out, "loligo_%s_%s.json" % (pool, mode)), "w") as f:
+            json.dump(d, f)
+        return {"ops_per_s": d["ops_per_s"], "mb_per_s": d["mb_per_s"],
+                "avg_ms": d["latency_ms"]["avg"], "p99_ms": d["latency_ms"]["p99"]}
+
+    def put_all(self, pool, blob, n):
+        for i in range(n):
+            self.cli("-p", pool, "put", "obj%d" % i, blob)
+
+    def victim(self, pool):
+        return json.loads(self.cli("osd", "map", pool, "obj0", "--json"))["acting"][1]
+
+    def pids(self):
+        out = []
+        for i in range(OSDS):
+            try:
+                out.append(int(open(os.path.join(self.data, "osd.%d.pid" % i)).read()))
+            except (OSError, ValueError):
+                pass
+        return out
+
+    def kill(self, i):
+        sh([B, "stop", "osd.%d" % i, "--kill", "--data-dir", self.data])
+        self.cli("osd", "down", str(i), check=False)
+
+    def restart(self, i):
+        sh([B, "start", "osd.%d" % i, "--data-dir", self.data])
+
+
+def run_system(sysm, a, rows):
+    say("%s: starting %d OSDs" % (sysm.name, OSDS))
+    sysm.up()
+    try:
+        if not a.skip_bench:
+            sysm.osd_out(SPARE)
+            wait("clean with osd.%d out" % SPARE, lambda: sysm.clean(OSDS), 300, 1)
+            for pool, spec in sysm.pools():
+                sysm.make_pool(pool, spec)
+                wait("pool %s clean" % pool, lambda: sysm.clean(OSDS), 300, 1)
+                for mode in ["write", "seq", "rand"]:
+                    r = sysm.bench(pool, a.secs, mode)
+                    say("%s %s %s: %.1f MB/s, %.1f ms avg" % (sysm.name, pool, mode,
+                                                            r["mb_per_s"], r["avg_ms"]))
+                    rows.append(dict(system=sysm.name, pool=pool, phase="bench", mode=mode, **r))
+                sysm.rm_pool(pool)
+            sysm.osd_in(SPARE)
+        if not a.skip_recovery:
+            blob = os.path.join(a.out, "blob.tmp")
+            with open(blob, "wb") as f:
+                f.write(os.urandom(OBJ))
+            n = max(1, a.total_mib // 4)
+            for pool, spec in sysm.pools():
+                sysm.make_pool(pool, spec)
+                wait("pool %s clean" % pool, lambda: sysm.clean(OSDS), 300, 1)
+                sysm.put_all(pool, blob, n)
+                wait("clean after writes", lambda: sysm.clean(OSDS), 300, 1)
+                victim = sysm.victim(pool)
+                drop_caches()
+                pids = sysm.pids()
+                sysm.kill(victim)
+                wait("osd.%d down" % victim,
+                     lambda: sysm.status()["osdmap"]["num_up_osds"] == OSDS - 1, 120)
+                r0 = proc_read_bytes(pids)
+                t0 = time.time()
+                sysm.osd_out(victim)
+                # A status from before the out may still say clean: wait
+                # for it to say otherwise first (briefly), then for clean.
+                try:
+                    wait("recovery start", lambda: not sysm.clean(OSDS - 1), 10, 0.2)
+                except RuntimeError:
+                    pass
+                wait("clean after out", lambda: sysm.clean(OSDS - 1), 3600, 0.5)
+                secs = time.time() - t0
+                rd = proc_read_bytes(pids) - r0
+                say("%s %s: recovered osd.%d's shards of %d MiB in %.1fs, read %.1f MiB" % (
+                    sysm.name, pool, victim, n * 4, secs, rd / 2**20))
+                rows.append(dict(system=sysm.name, pool=pool, phase="recovery", mib=n * 4,
+                                 victim=victim, recovery_s=round(secs, 2), proc_read_bytes=rd))
+                # The next pool starts from a whole cluster again.
+                sysm.rm_pool(pool)
+                sysm.restart(victim)
+                sysm.osd_in(victim)
+                wait("whole again", lambda: sysm.clean(OSDS), 600, 1)
+            os.remove(blob)
+    finally:
+        sysm.down()
+
+
+def report(rows, a):
+    by = {(r["system"], r["pool"], r.get("mode", r["phase"])): r for r in rows}
+    lines = ["# Erasure-coded 4+2: Loligo against Ceph, same sitting", "",
+             "7 OSDs on one machine; the benchmarks run with the 7th out (a 4+2 pool on 6 OSDs),",
+             "32 PGs per pool, 4 MiB objects, 16 in flight, %ds per phase." % a.secs, "",
+             "| system | pool | mode | MB/s | ops/s | avg ms |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        if r["phase"] == "bench":
+            lines.append("| %s | %s | %s | %.1f | %.1f | %.1f |" % (
+                r["system"], r["pool"], r["mode"], r["mb_per_s"], r["ops_per_s"], r["avg_ms"]))
+    ratios = {}
+    for lp in ["rs", "zigzag"]:
+        for mode in ["write", "seq", "rand"]:
+            lo = by.get(("loligo", lp, mode))
+            for cp in ["jerasure", "isa"]:
+                ce = by.get(("ceph", cp, mode))
+                if lo and ce and ce["mb_per_s"] > 0:
+                    ratios["%s/%s %s" % (lp, cp, mode)] = round(lo["mb_per_s"] / ce["mb_per_s"], 2)
+    if ratios:
+        lines += ["", "Throughput ratios, Loligo / Ceph:", "",
+                  "| Loligo pool / Ceph pool, mode | ratio |", "|---|---|"]
+        lines += ["| %s | %.2fx |" % (k, v) for k, v in ratios.items()]
+    rec = [r for r in rows if r["phase"] == "recovery"]
+    if rec:
+        lines += ["", "Recovery of one OSD's shards (%d MiB of 4 MiB objects written; seconds from"
+                  " `osd out` to all PGs active+clean; bytes the OSD processes read from the"
+                  " block layer meanwhile):" % rec[0]["mib"], "",
+                  "| system | pool | seconds | MiB read |", "|---|---|---|---|"]
+        for r in rec:
+            lines.append("| %s | %s | %.1f | %.1f |" % (r["system"], r["pool"], r["recovery_s"],
+                                                        r["proc_read_bytes"] / 2**20))
+        t = {(r["system"], r["pool"]): r["recovery_s"] for r in rec}
+        for lp in ["rs", "zigzag"]:
+            for cp in ["jerasure", "isa"]:
+                if ("loligo", lp) in t and ("ceph", cp) in t and t[("ceph", cp)] > 0:
+                    ratios["recovery time %s/%s" % (lp, cp)] = round(
+                        t[("loligo", lp)] / t[("ceph", cp)], 2)
+        if ("loligo", "rs") in t and ("loligo", "zigzag") in t and t[("loligo", "rs")] > 0:
+            ratios["recovery time zigzag/rs"] = round(t[("loligo", "zigzag")] / t[("loligo", "rs")], 2)
+        lines += [""] + ["- %s: %.2fx" % (k, v) for k, v in ratios.items() if k.startswith("recovery")]
+    with open(os.path.join(a.out, "results.json"), "w") as f:
+        json.dump({"rows": rows, "ratios": ratios}, f, indent=1)
+    with open(os.path.join(a.out, "RESULTS.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--secs", type=int, default=10)
+    ap.add_argument("--total-mib", type=int, default=1024)
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--skip-ceph", action="store_true")
+    ap.add_argument("--skip-loligo", action="store_true")
+    ap.add_argument("--skip-bench", action="store_true")
+    ap.add_argument("--skip-recovery", action="store_true")
+    ap.add_argument("--loligo-first", action="store_true")
+    a = ap.parse_args()
+    a.out = a.out or tempfile.mkdtemp(prefix="loligo-compare-ec-out.")
+    os.makedirs(a.out, exist_ok=True)
+    systems = []
+    if not a.skip_ceph:
+        if shutil.which("ceph-osd"):
+            systems.append(Ceph(a.out))
+        else:
+            say("no ceph-osd here (apt-get install -y ceph): Ceph's side is skipped")
+    if not a.skip_loligo:
+        sh(["cargo", "build", "--release", "-p", "loligo-cli", "--manifest-path",
+            os.path.join(ROOT, "Cargo.toml")], timeout=3600)
+        systems.append(Loligo(a.out))
+    if a.loligo_first:
+        systems.reverse()
+    rows = []
+    for i, s in enumerate(systems):
+        if i:
+            subprocess.run(["sync"], check=False)
+            time.sleep(5)
+        run_system(s, a, rows)
+    report(rows, a)
+    say("results in %s" % a.out)
+
+
+if __name__ == "__main__":
+    main()
