@@ -158,6 +158,11 @@ class Ceph:
         for i in range(n):
             sh(["rados", "-p", pool, "put", "obj%d" % i, blob], env=self.env)
 
+    def used(self, pool):
+        """Raw bytes the pool takes on the OSDs (`ceph df`)."""
+        d = json.loads(self.ceph("df", "-f", "json"))
+        return next(p["stats"]["bytes_used"] for p in d["pools"] if p["name"] == pool)
+
     def victim(self, pool):
         m = json.loads(self.ceph("osd", "map", pool, "obj0", "-f", "json"))
         return m["acting"][1]
@@ -240,6 +245,11 @@ class Loligo:
         for i in range(n):
             self.cli("-p", pool, "put", "obj%d" % i, blob)
 
+    def used(self, pool):
+        """Bytes the OSDs' stores have allocated (all pools: measure a
+        difference)."""
+        return sum(c["bytes_used"] for c in self.status().get("osd_counters", []))
+
     def victim(self, pool):
         return json.loads(self.cli("osd", "map", pool, "obj0", "--json"))["acting"][1]
 
@@ -285,8 +295,12 @@ def run_system(sysm, a, rows):
             for pool, spec in sysm.pools():
                 sysm.make_pool(pool, spec)
                 wait("pool %s clean" % pool, lambda: sysm.clean(OSDS), 300, 1)
+                time.sleep(3)  # usage is reported periodically
+                u0 = sysm.used(pool) if sysm.name == "loligo" else 0
                 sysm.put_all(pool, blob, n)
                 wait("clean after writes", lambda: sysm.clean(OSDS), 300, 1)
+                time.sleep(3)
+                overhead = (sysm.used(pool) - u0) / (n * OBJ)
                 victim = sysm.victim(pool)
                 drop_caches()
                 pids = sysm.pids()
@@ -308,7 +322,8 @@ def run_system(sysm, a, rows):
                 say("%s %s: recovered osd.%d's shards of %d MiB in %.1fs, read %.1f MiB" % (
                     sysm.name, pool, victim, n * 4, secs, rd / 2**20))
                 rows.append(dict(system=sysm.name, pool=pool, phase="recovery", mib=n * 4,
-                                 victim=victim, recovery_s=round(secs, 2), proc_read_bytes=rd))
+                                 victim=victim, recovery_s=round(secs, 2), proc_read_bytes=rd,
+                                 stored_per_byte=round(overhead, 3)))
                 # The next pool starts from a whole cluster again.
                 sysm.rm_pool(pool)
                 sysm.restart(victim)
@@ -346,10 +361,12 @@ def report(rows, a):
         lines += ["", "Recovery of one OSD's shards (%d MiB of 4 MiB objects written; seconds from"
                   " `osd out` to all PGs active+clean; bytes the OSD processes read from the"
                   " block layer meanwhile):" % rec[0]["mib"], "",
-                  "| system | pool | seconds | MiB read |", "|---|---|---|---|"]
+                  "| system | pool | seconds | MiB read | raw bytes stored per byte written |",
+                  "|---|---|---|---|---|"]
         for r in rec:
-            lines.append("| %s | %s | %.1f | %.1f |" % (r["system"], r["pool"], r["recovery_s"],
-                                                        r["proc_read_bytes"] / 2**20))
+            lines.append("| %s | %s | %.1f | %.1f | %.3f |" % (
+                r["system"], r["pool"], r["recovery_s"], r["proc_read_bytes"] / 2**20,
+                r["stored_per_byte"]))
         t = {(r["system"], r["pool"]): r["recovery_s"] for r in rec}
         for lp in ["rs", "zigzag"]:
             for cp in ["jerasure", "isa"]:

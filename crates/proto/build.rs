@@ -4,6 +4,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let file = root.join("loligo.proto");
     println!("cargo:rerun-if-changed={}", file.display());
     let fds = protox::compile([&file], [&root])?;
-    tonic_prost_build::configure().compile_fds(fds)?;
+    // Bodies as `Bytes`: a decoded message shares the receive buffer
+    // instead of copying a payload of up to megabytes into a new Vec.
+    tonic_prost_build::configure().bytes(".").compile_fds(fds)?;
     Ok(())
 }

@@ -278,7 +278,7 @@ impl Inner {
             };
             let reply = match c
                 .op(Raw {
-                    body: encode_msg(&req),
+                    body: encode_msg(&req).into(),
                 })
                 .await
             {

@@ -353,7 +353,10 @@ impl Striper {
         plan: &ReadPlan,
         fetched: &Fetched<B>,
     ) -> Result<Vec<u8>> {
-        let mut out = vec![0u8; (plan.range.end - plan.range.start) as usize];
+        // The parts come in logical order and tile the range, so the
+        // output is appended to, never zero-filled first.
+        let want = (plan.range.end - plan.range.start) as usize;
+        let mut out: Vec<u8> = Vec::with_capacity(want);
         for sr in &plan.stripes {
             let layout = self.layout(plan.size, sr.stripe)?;
             let s0 = sr.stripe * self.width();
@@ -372,21 +375,28 @@ impl Striper {
                 if part.start >= part.end {
                     continue;
                 }
-                let dst = &mut out[(part.start - plan.range.start) as usize
-                    ..(part.end - plan.range.start) as usize];
+                let at = (part.start - plan.range.start) as usize;
+                let len = (part.end - part.start) as usize;
                 let in_chunk = (part.start - c0) as usize..(part.end - c0) as usize;
-                if let Some(chunk) = decoded.get(&c) {
-                    let src = chunk
+                let src = match decoded.get(&c) {
+                    Some(chunk) => chunk
                         .get(in_chunk.clone())
-                        .ok_or_else(|| short(c, in_chunk.end))?;
-                    dst.copy_from_slice(src);
+                        .ok_or_else(|| short(c, in_chunk.end))?,
+                    None => find(fetched, c, base + in_chunk.start as u64, len)
+                        .ok_or_else(|| missing(c, base + in_chunk.start as u64, len))?,
+                };
+                if at == out.len() {
+                    out.extend_from_slice(src);
                 } else {
-                    let src = find(fetched, c, base + in_chunk.start as u64, dst.len())
-                        .ok_or_else(|| missing(c, base + in_chunk.start as u64, dst.len()))?;
-                    dst.copy_from_slice(src);
+                    // (Not expected: the parts tile the range in order.)
+                    if out.len() < at + len {
+                        out.resize(at + len, 0);
+                    }
+                    out[at..at + len].copy_from_slice(src);
                 }
             }
         }
+        out.resize(want, 0);
         Ok(out)
     }
 

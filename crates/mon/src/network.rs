@@ -82,7 +82,7 @@ impl Peer {
             .map_err(|e| RPCError::Unreachable(Unreachable::new(&Msg(e))))?;
         let msg = RaftMessage {
             kind: kind.into(),
-            body,
+            body: body.into(),
         };
         let raw = match tokio::time::timeout(timeout, c.raft(msg)).await {
             Ok(Ok(r)) => r.into_inner().body,

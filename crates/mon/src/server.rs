@@ -159,7 +159,7 @@ impl Monitor {
             .max_encoding_message_size(MESSAGE_BYTES_MAX);
         let incoming = loligo_proto::net::incoming(listener);
         let server = tokio::spawn(async move {
-            let r = tonic::transport::Server::builder()
+            let r = loligo_proto::net::server()
                 .add_service(svc)
                 .serve_with_incoming(incoming)
                 .await;
@@ -505,7 +505,7 @@ struct Service(Arc<Monitor>);
 
 fn json_reply<T: serde::Serialize>(v: &T) -> Result<Response<Raw>, Status> {
     let body = serde_json::to_vec(v).map_err(|e| Status::internal(e.to_string()))?;
-    Ok(Response::new(Raw { body }))
+    Ok(Response::new(Raw { body: body.into() }))
 }
 
 type WatchStream = Pin<Box<dyn Stream<Item = Result<Raw, Status>> + Send>>;
@@ -574,7 +574,7 @@ impl Mon for Service {
                         }
                     }
                     let body = serde_json::to_vec(&u).unwrap_or_default();
-                    if tx.send(Ok(Raw { body })).await.is_err() {
+                    if tx.send(Ok(Raw { body: body.into() })).await.is_err() {
                         return;
                     }
                 }

@@ -59,7 +59,7 @@ impl MonClient {
     async fn call_one(&self, addr: &str, req: &MonRequest) -> CallResult {
         let mut c = self.connect(addr).await?;
         let body = serde_json::to_vec(req).map_err(|e| MonError::Invalid(e.to_string()))?;
-        let r = c.call(Raw { body }).await.map_err(|s| {
+        let r = c.call(Raw { body: body.into() }).await.map_err(|s| {
             self.channels.forget(addr);
             MonError::Unavailable(format!("{addr}: {}", s.message()))
         })?;

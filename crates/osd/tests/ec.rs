@@ -190,7 +190,7 @@ fn ec_ops_match_the_replicated_model_with_shards_lost() {
             let got =
                 ec::plan(&sh.st, &sh.stores[primary], sh.c, &o, &est, &ops, MAX).and_then(|p| {
                     let old = sh.fetch(&o, est.size, &p.fetch, &lost);
-                    ec::finish(&sh.st, &sh.stores[primary], sh.c, &o, &est, &ops, &p, &old)
+                    ec::finish(&sh.st, &sh.stores[primary], sh.c, &o, &est, &ops, &p, old)
                 });
             let (want, got) = match (want, got) {
                 (Ok(w), Ok(g)) => (w, g),
@@ -373,7 +373,7 @@ fn a_full_write_needs_no_old_bytes_and_a_small_one_reads_one_stripe() {
                 MAX
             )
             .unwrap(),
-            &OldBytes::new()
+            OldBytes::new()
         ),
         Err(OpError::Io(_))
     ));

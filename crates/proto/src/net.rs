@@ -19,6 +19,27 @@ use crate::v1::osd_client::OsdClient;
 /// snapshot chunk.
 pub const MESSAGE_BYTES_MAX: usize = 256 << 20;
 
+/// HTTP/2 flow-control windows and frame size, both ways. hyper's
+/// defaults (a 1 MiB connection window on a server, 16 KiB frames) make a
+/// 4 MiB object wait for several window updates and cut it into 256
+/// frames, and one connection carries every op between two processes:
+/// with 16 ops of 4 MiB in flight, the connection window throttled all
+/// of them.
+pub const STREAM_WINDOW: u32 = 8 << 20;
+/// See [`STREAM_WINDOW`].
+pub const CONNECTION_WINDOW: u32 = 64 << 20;
+/// See [`STREAM_WINDOW`].
+pub const FRAME_MAX: u32 = 1 << 20;
+
+/// A server builder with Loligo's transport settings.
+pub fn server() -> tonic::transport::Server {
+    tonic::transport::Server::builder()
+        .initial_stream_window_size(STREAM_WINDOW)
+        .initial_connection_window_size(CONNECTION_WINDOW)
+        .max_frame_size(FRAME_MAX)
+        .tcp_nodelay(true)
+}
+
 /// The connections a server accepts on `listener`, with TCP_NODELAY set:
 /// Loligo's messages are small request/reply pairs, and Nagle's algorithm
 /// with delayed ACKs adds ~40 ms to each.
@@ -69,6 +90,9 @@ impl Channels {
         let mut ep = Endpoint::from_shared(format!("http://{addr}"))
             .map_err(|e| format!("bad address '{addr}': {e}"))?
             .connect_timeout(self.connect_timeout)
+            .initial_stream_window_size(STREAM_WINDOW)
+            .initial_connection_window_size(CONNECTION_WINDOW)
+            .max_frame_size(FRAME_MAX)
             .tcp_nodelay(true);
         if let Some(t) = self.request_timeout {
             ep = ep.timeout(t);

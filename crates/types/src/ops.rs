@@ -271,9 +271,12 @@ pub enum ClientReply {
     },
 }
 
-/// Encode a wire message (postcard).
+/// Encode a wire message (postcard), into a buffer sized once: a message
+/// carrying megabytes of data would otherwise be copied at each doubling.
 pub fn encode_msg<T: Serialize>(v: &T) -> Vec<u8> {
-    postcard::to_stdvec(v).unwrap_or_default()
+    let size = postcard::serialize_with_flavor(v, postcard::ser_flavors::Size::default())
+        .unwrap_or_default();
+    postcard::to_io(v, Vec::with_capacity(size)).unwrap_or_default()
 }
 
 /// Decode a wire message; garbage is an `Invalid` error.

@@ -493,7 +493,7 @@ pub async fn start(
     let s = shared.clone();
     let server = tokio::spawn(async move {
         let stopped = async move { s.shutdown.notified().await };
-        if let Err(e) = tonic::transport::Server::builder()
+        if let Err(e) = loligo_proto::net::server()
             .add_service(svc)
             .serve_with_incoming_shutdown(incoming, stopped)
             .await

@@ -33,7 +33,7 @@ impl OsdShared {
         let mut c = self.peers.osd(&addr).await.map_err(unreachable)?;
         match c
             .peer(Raw {
-                body: encode_msg(m),
+                body: encode_msg(m).into(),
             })
             .await
         {

@@ -469,7 +469,7 @@ impl Osd for Service {
             }),
         };
         Ok(Response::new(Raw {
-            body: encode_msg(&reply),
+            body: encode_msg(&reply).into(),
         }))
     }
 
@@ -481,7 +481,7 @@ impl Osd for Service {
             Err(e) => PeerReply::RepDone(Err(e.to_string())),
         };
         Ok(Response::new(Raw {
-            body: encode_msg(&reply),
+            body: encode_msg(&reply).into(),
         }))
     }
 }

@@ -585,7 +585,7 @@ impl Pg {
                 }
             }
         }
-        let out = match ec::finish(&striper, s, self.coll, &oid, &st, &p.op.ops, &plan, &old) {
+        let out = match ec::finish(&striper, s, self.coll, &oid, &st, &p.op.ops, &plan, old) {
             Ok(o) => o,
             Err(e) => {
                 let name = p.op.name.clone();
