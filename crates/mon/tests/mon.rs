@@ -182,7 +182,7 @@ async fn one_monitor_serves_maps_and_commands() {
             .unwrap();
     let r = raw
         .call(loligo_proto::v1::Raw {
-            body: b"\x00\xffgarbage".to_vec(),
+            body: b"\x00\xffgarbage".to_vec().into(),
         })
         .await
         .unwrap()
@@ -192,7 +192,7 @@ async fn one_monitor_serves_maps_and_commands() {
     let bad = raw
         .raft(loligo_proto::v1::RaftMessage {
             kind: "append".into(),
-            body: b"{".to_vec(),
+            body: b"{".to_vec().into(),
         })
         .await;
     assert!(bad.is_err());
