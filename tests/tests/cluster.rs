@@ -304,7 +304,7 @@ async fn objects_round_trip_and_compound_ops_are_atomic() {
         let mut raw = raw.clone();
         async move {
             let r = raw
-                .op(loligo_proto::v1::Raw { body })
+                .op(loligo_proto::v1::Raw { body: body.into() })
                 .await
                 .unwrap()
                 .into_inner()
@@ -335,7 +335,11 @@ async fn objects_round_trip_and_compound_ops_are_atomic() {
         send(op(1, 1_000_000)).await,
         OpError::Behind { .. }
     ));
-    let _ = raw.peer(loligo_proto::v1::Raw { body: vec![7; 100] }).await;
+    let _ = raw
+        .peer(loligo_proto::v1::Raw {
+            body: vec![7; 100].into(),
+        })
+        .await;
     assert_eq!(p.read("a", 0, 5).await.unwrap(), b"Jello");
 
     // Every replica holds the same bytes.
