@@ -40,6 +40,10 @@ B = os.path.join(ROOT, "target", "release", "loligo")
 FULL = [(8, 2, 2), (8, 3, 3), (8, 4, 3), (10, 3, 4), (10, 4, 4)]
 QUICK = [(8, 2, 2)]
 ONLY = os.environ.get("ECREC_ONLY")
+# --scale: a pool of 32 PGs, 16 MiB objects, SCALE_MIB in all.
+SCALE = [(4, 2, 1), (8, 2, 2)]
+SCALE_MIB = 2048
+SCALE_REPEATS = 4
 
 
 def say(*a):
@@ -195,6 +199,89 @@ def one(plugin, k, r, s, obj_mib, total_mib, kind):
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+def scale_one(plugin, k, r, s, pgs, obj_mib, total_mib):
+    """One failure in a pool of many PGs: the failed OSD holds data
+    shards in some PGs and parity shards in others (about k : r), and
+    every PG it was in backfills at once. Seconds from `osd out` to all
+    PGs active+clean, with the stores' device reads beside the plans'
+    theory."""
+    n = k + r + 1
+    objects = max(1, total_mib // obj_mib)
+    tmp = tempfile.mkdtemp(prefix="loligo-ecscale.")
+    data = os.path.join(tmp, "c")
+    conf = os.path.join(data, "loligo.conf")
+    try:
+        run("up", "--detach", "--osds", str(n), "--pg-num", "1",
+            "--osd-size", str(max(1 << 30, 3 * total_mib * (1 << 20) // n)), "--data-dir", data)
+        wait(conf, "all up", all_clean, 120)
+        prof = ["ec-profile", "set", "p", "--plugin", plugin, "--k", str(k), "--m", str(r)]
+        if plugin == "zigzag":
+            prof += ["--s", str(s)]
+        run(*prof, conf=conf)
+        run("pool", "create", "ec", "--pg-num", str(pgs), "--erasure", "p", conf=conf)
+        wait(conf, "pool clean", all_clean, 120)
+        blob = os.path.join(tmp, "blob")
+        with open(blob, "wb") as f:
+            f.write(os.urandom(obj_mib << 20))
+        for i in range(objects):
+            run("-p", "ec", "put", "obj%d" % i, blob, conf=conf)
+        wait(conf, "clean after writes", all_clean, 300)
+        c0 = counters(settle(conf, KEYS))
+        victim = json.loads(run("osd", "map", "ec", "obj0", "--json", conf=conf))["acting"][1]
+        drop_caches()
+        run("stop", "osd.%d" % victim, "--kill", "--data-dir", data)
+        run("osd", "down", str(victim), conf=conf, check=False)
+        wait(conf, "victim down", lambda x: x["osdmap"]["num_up_osds"] == n - 1, 60)
+        t0 = time.time()
+        run("osd", "out", str(victim), conf=conf)
+        # A status from before the out may still say clean.
+        try:
+            wait(conf, "recovery start", lambda x: not all_clean(x, up=n - 1), 10)
+        except RuntimeError:
+            pass
+        wait(conf, "clean after out", lambda x: all_clean(x, up=n - 1), 1800)
+        secs = time.time() - t0
+        c1 = counters(settle(conf, KEYS))
+        d = {key: sum(c1[o][key] - c0.get(o, {}).get(key, 0) for o in c1) for key in KEYS}
+        row = {"plugin": plugin, "k": k, "r": r, "s": s if plugin == "zigzag" else 0, "pgs": pgs,
+               "object_mib": obj_mib, "objects": objects, "recovery_s": round(secs, 3),
+               "rebuilt_shards": d["rebuilt_shards"], "theory_bytes": d["rebuild_theory_bytes"],
+               "device_read_bytes": d["device_read_bytes"],
+               "net_bytes": d["shard_bytes_sent"] + d["recovery_bytes"]}
+        say("scale %s k=%d r=%d, %d PGs, %d x %d MiB: %.2fs, %d shards, read %.1f MiB (theory %.1f)" % (
+            plugin, k, r, pgs, objects, obj_mib, secs, row["rebuilt_shards"],
+            row["device_read_bytes"] / 2**20, row["theory_bytes"] / 2**20))
+        return row
+    finally:
+        run("down", "--data-dir", data, check=False)
+        if not os.environ.get("ECREC_KEEP"):
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def scale(out):
+    """`--scale`: RS against Zigzag with many PGs and more data, each
+    pair in the same sitting, repeated (the order alternates)."""
+    path = os.path.join(out, "scale.csv")
+    if os.path.exists(path):
+        os.remove(path)
+    for k, r, s in SCALE:
+        for rep in range(SCALE_REPEATS):
+            order = ["rs", "zigzag"] if rep % 2 == 0 else ["zigzag", "rs"]
+            for plugin in order:
+                try:
+                    row = scale_one(plugin, k, r, s, 32, 16, SCALE_MIB)
+                except RuntimeError as e:
+                    say("retrying once: %s" % str(e).splitlines()[0][:300])
+                    row = scale_one(plugin, k, r, s, 32, 16, SCALE_MIB)
+                row["repeat"] = rep
+                new = not os.path.exists(path)
+                with open(path, "a", newline="") as f:
+                    w = csv.DictWriter(f, fieldnames=list(row))
+                    if new:
+                        w.writeheader()
+                    w.writerow(row)
+
+
 def plan(args):
     """`loligo ec plan --json` averages for one code."""
     return json.loads(run("ec", "plan", "--json", *args))
@@ -229,8 +316,14 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out", default=os.path.join(HERE, "out"))
+    ap.add_argument("--scale", action="store_true",
+                    help="only the many-PG runs (out/scale.csv), then summarize")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
+    if a.scale:
+        scale(a.out)
+        subprocess.run([sys.executable, os.path.join(HERE, "summarize.py"), a.out], check=True)
+        return
     configs = QUICK if a.quick else FULL
     sizes = [16] if a.quick else [4, 16, 64]
     total = 64 if a.quick else 256

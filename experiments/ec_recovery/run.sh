@@ -7,6 +7,9 @@
 #
 #   bash experiments/ec_recovery/run.sh          # k=8 r=2/3/4, k=10 r=3/4; 4/16/64 MiB objects
 #   bash experiments/ec_recovery/run.sh --quick  # k=8 r=2 s=2, 16 MiB objects (a few minutes)
+#   bash experiments/ec_recovery/run.sh --scale  # a pool of 32 PGs, 2 GiB of 16 MiB objects,
+#                                                # k=4 r=2 and k=8 r=2, RS and Zigzag four times each
+#                                                # (out/scale.csv; about 15 minutes)
 #
 # Writes out/results.csv, out/plans.json, out/summary.json, out/*.png and
 # out/RESULTS.md.
