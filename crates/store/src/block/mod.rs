@@ -492,7 +492,7 @@ fn read_logical(
     {
         let b = blob(x.blob)?;
         let start = x.boff + (off - x.loff);
-        if b.comp == 0 && start % s.bs == 0 {
+        if b.comp == 0 && start.is_multiple_of(s.bs) {
             let first = start / s.bs;
             let last = (start + len - 1) / s.bs;
             let mut run = blocks(b.disk_off + first * s.bs, last - first + 1)?;
