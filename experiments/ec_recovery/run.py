@@ -126,28 +126,60 @@ KEYS = ["device_read_bytes", "device_reads", "rebuilt_shards", "rebuild_theory_b
         "rebuild_fetched_bytes", "shard_bytes_sent", "recovery_bytes"]
 
 
-def one(plugin, k, r, s, obj_mib, total_mib, kind):
-    n = k + r + 1
-    objects = max(1, total_mib // obj_mib)
+def start(plugin, k, r, s, n, pgs, obj_mib, objects, osd_size):
+    """A fresh cluster of n OSDs with an EC pool `ec` of `pgs` PGs holding
+    `objects` objects of `obj_mib` MiB. Returns (tmp, data dir, conf)."""
     tmp = tempfile.mkdtemp(prefix="loligo-ecrec.")
     data = os.path.join(tmp, "c")
     conf = os.path.join(data, "loligo.conf")
     try:
-        run("up", "--detach", "--osds", str(n), "--pg-num", "1", "--osd-size", str(256 << 20),
-            "--data-dir", data)
-        wait(conf, "all up", all_clean, 120)
-        prof = ["ec-profile", "set", "p", "--plugin", plugin, "--k", str(k), "--m", str(r)]
-        if plugin == "zigzag":
-            prof += ["--s", str(s)]
-        run(*prof, conf=conf)
-        run("pool", "create", "ec", "--pg-num", "1", "--erasure", "p", conf=conf)
-        wait(conf, "pool clean", all_clean, 120)
-        blob = os.path.join(tmp, "blob")
-        with open(blob, "wb") as f:
-            f.write(os.urandom(obj_mib << 20))
-        for i in range(objects):
-            run("-p", "ec", "put", "obj%d" % i, blob, conf=conf)
-        wait(conf, "clean after writes", all_clean, 120)
+        fill(plugin, k, r, s, pgs, obj_mib, objects, osd_size, n, tmp, data, conf)
+    except BaseException:
+        stop(data, tmp)
+        raise
+    return tmp, data, conf
+
+
+def fill(plugin, k, r, s, pgs, obj_mib, objects, osd_size, n, tmp, data, conf):
+    run("up", "--detach", "--osds", str(n), "--pg-num", "1", "--osd-size", str(osd_size),
+        "--data-dir", data)
+    wait(conf, "all up", all_clean, 120)
+    prof = ["ec-profile", "set", "p", "--plugin", plugin, "--k", str(k), "--m", str(r)]
+    if plugin == "zigzag":
+        prof += ["--s", str(s)]
+    run(*prof, conf=conf)
+    run("pool", "create", "ec", "--pg-num", str(pgs), "--erasure", "p", conf=conf)
+    wait(conf, "pool clean", all_clean, 120)
+    blob = os.path.join(tmp, "blob")
+    with open(blob, "wb") as f:
+        f.write(os.urandom(obj_mib << 20))
+    for i in range(objects):
+        run("-p", "ec", "put", "obj%d" % i, blob, conf=conf)
+    wait(conf, "clean after writes", all_clean, 300)
+
+
+def fail(conf, data, victim, n):
+    """Kill `victim` like a crash, mark it down, wait until the map says
+    so, and mark it out: the time from here is the recovery time."""
+    run("stop", "osd.%d" % victim, "--kill", "--data-dir", data)
+    run("osd", "down", str(victim), conf=conf, check=False)
+    wait(conf, "victim down", lambda x: x["osdmap"]["num_up_osds"] == n - 1, 60)
+    t0 = time.time()
+    run("osd", "out", str(victim), conf=conf)
+    return t0
+
+
+def stop(data, tmp):
+    run("down", "--data-dir", data, check=False)
+    if not os.environ.get("ECREC_KEEP"):
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def one(plugin, k, r, s, obj_mib, total_mib, kind):
+    n = k + r + 1
+    objects = max(1, total_mib // obj_mib)
+    tmp, data, conf = start(plugin, k, r, s, n, 1, obj_mib, objects, 256 << 20)
+    try:
         before = settle(conf, KEYS)
         c0 = counters(before)
         # The failed OSD holds a data shard (position 1: not the primary)
@@ -157,11 +189,7 @@ def one(plugin, k, r, s, obj_mib, total_mib, kind):
         victim = where["acting"][position]
         dropped = drop_caches()
         p0 = proc_read_bytes(data, n)
-        run("stop", "osd.%d" % victim, "--kill", "--data-dir", data)
-        run("osd", "down", str(victim), conf=conf, check=False)
-        wait(conf, "victim down", lambda x: x["osdmap"]["num_up_osds"] == n - 1, 60)
-        t0 = time.time()
-        run("osd", "out", str(victim), conf=conf)
+        t0 = fail(conf, data, victim, n)
         # Done once every object's lost shard is rebuilt and every PG is
         # clean again (a status from before the out may still say clean).
         def done(x):
@@ -194,9 +222,7 @@ def one(plugin, k, r, s, obj_mib, total_mib, kind):
             row["theory_bytes"] / 2**20, row["net_bytes"] / 2**20))
         return row
     finally:
-        run("down", "--data-dir", data, check=False)
-        if not os.environ.get("ECREC_KEEP"):
-            shutil.rmtree(tmp, ignore_errors=True)
+        stop(data, tmp)
 
 
 def scale_one(plugin, k, r, s, pgs, obj_mib, total_mib):
@@ -207,33 +233,13 @@ def scale_one(plugin, k, r, s, pgs, obj_mib, total_mib):
     theory."""
     n = k + r + 1
     objects = max(1, total_mib // obj_mib)
-    tmp = tempfile.mkdtemp(prefix="loligo-ecscale.")
-    data = os.path.join(tmp, "c")
-    conf = os.path.join(data, "loligo.conf")
+    osd_size = max(1 << 30, 3 * total_mib * (1 << 20) // n)
+    tmp, data, conf = start(plugin, k, r, s, n, pgs, obj_mib, objects, osd_size)
     try:
-        run("up", "--detach", "--osds", str(n), "--pg-num", "1",
-            "--osd-size", str(max(1 << 30, 3 * total_mib * (1 << 20) // n)), "--data-dir", data)
-        wait(conf, "all up", all_clean, 120)
-        prof = ["ec-profile", "set", "p", "--plugin", plugin, "--k", str(k), "--m", str(r)]
-        if plugin == "zigzag":
-            prof += ["--s", str(s)]
-        run(*prof, conf=conf)
-        run("pool", "create", "ec", "--pg-num", str(pgs), "--erasure", "p", conf=conf)
-        wait(conf, "pool clean", all_clean, 120)
-        blob = os.path.join(tmp, "blob")
-        with open(blob, "wb") as f:
-            f.write(os.urandom(obj_mib << 20))
-        for i in range(objects):
-            run("-p", "ec", "put", "obj%d" % i, blob, conf=conf)
-        wait(conf, "clean after writes", all_clean, 300)
         c0 = counters(settle(conf, KEYS))
         victim = json.loads(run("osd", "map", "ec", "obj0", "--json", conf=conf))["acting"][1]
         drop_caches()
-        run("stop", "osd.%d" % victim, "--kill", "--data-dir", data)
-        run("osd", "down", str(victim), conf=conf, check=False)
-        wait(conf, "victim down", lambda x: x["osdmap"]["num_up_osds"] == n - 1, 60)
-        t0 = time.time()
-        run("osd", "out", str(victim), conf=conf)
+        t0 = fail(conf, data, victim, n)
         # A status from before the out may still say clean.
         try:
             wait(conf, "recovery start", lambda x: not all_clean(x, up=n - 1), 10)
@@ -253,9 +259,7 @@ def scale_one(plugin, k, r, s, pgs, obj_mib, total_mib):
             row["device_read_bytes"] / 2**20, row["theory_bytes"] / 2**20))
         return row
     finally:
-        run("down", "--data-dir", data, check=False)
-        if not os.environ.get("ECREC_KEEP"):
-            shutil.rmtree(tmp, ignore_errors=True)
+        stop(data, tmp)
 
 
 def scale(out):
