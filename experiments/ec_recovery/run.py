@@ -272,18 +272,29 @@ def scale(out):
         for rep in range(SCALE_REPEATS):
             order = ["rs", "zigzag"] if rep % 2 == 0 else ["zigzag", "rs"]
             for plugin in order:
-                try:
-                    row = scale_one(plugin, k, r, s, 32, 16, SCALE_MIB)
-                except RuntimeError as e:
-                    say("retrying once: %s" % str(e).splitlines()[0][:300])
-                    row = scale_one(plugin, k, r, s, 32, 16, SCALE_MIB)
+                row = retried(scale_one, plugin, k, r, s, 32, 16, SCALE_MIB)
                 row["repeat"] = rep
-                new = not os.path.exists(path)
-                with open(path, "a", newline="") as f:
-                    w = csv.DictWriter(f, fieldnames=list(row))
-                    if new:
-                        w.writeheader()
-                    w.writerow(row)
+                append_row(path, row)
+
+
+def retried(case, *args):
+    """Run one case; a cluster that does not come up (up to 15 OSD
+    processes on 2 cores) gets one more try."""
+    try:
+        return case(*args)
+    except RuntimeError as e:
+        say("retrying once: %s" % str(e).splitlines()[0][:300])
+        return case(*args)
+
+
+def append_row(path, row):
+    """Each row as it comes: a long run that stops keeps what it measured."""
+    new = not os.path.exists(path)
+    with open(path, "a", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(row))
+        if new:
+            w.writeheader()
+        w.writerow(row)
 
 
 def plan(args):
@@ -338,21 +349,7 @@ def main():
         for mib in sizes:
             for kind in ["data", "parity"]:
                 for plugin in ([ONLY] if ONLY else ["rs", "zigzag"]):
-                    # A cluster that does not come up (14 OSD processes
-                    # on 2 cores) gets one more try.
-                    try:
-                        row = one(plugin, k, r, s, mib, total, kind)
-                    except RuntimeError as e:
-                        say("retrying once: %s" % str(e).splitlines()[0][:300])
-                        row = one(plugin, k, r, s, mib, total, kind)
-                    # Each row as it comes: a long run that stops keeps
-                    # what it measured.
-                    new = not os.path.exists(path)
-                    with open(path, "a", newline="") as f:
-                        w = csv.DictWriter(f, fieldnames=list(row))
-                        if new:
-                            w.writeheader()
-                        w.writerow(row)
+                    append_row(path, retried(one, plugin, k, r, s, mib, total, kind))
     plans = offline(sizes, configs)
     with open(os.path.join(a.out, "plans.json"), "w") as f:
         json.dump(plans, f, indent=1)

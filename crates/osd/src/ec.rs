@@ -293,22 +293,17 @@ pub fn finish(
 ) -> Result<Outcome, OpError> {
     // A lone read in an op that writes nothing takes its decoded bytes
     // as they are (megabytes not copied again).
-    let reads = ops
-        .iter()
-        .filter(|op| matches!(op, SubOp::Read { .. }))
-        .count();
+    let mut reads = ops.iter().filter_map(|op| match op {
+        SubOp::Read { offset, len } => Some(read_range(st.size, *offset, *len)),
+        _ => None,
+    });
     let mut moved = None;
-    if !plan.writes && reads == 1 {
-        if let Some(SubOp::Read { offset, len }) =
-            ops.iter().find(|op| matches!(op, SubOp::Read { .. }))
+    if let (false, Some(r), None) = (plan.writes, reads.next(), reads.next()) {
+        if old
+            .get(&r.start)
+            .is_some_and(|b| b.len() as u64 == r.end - r.start)
         {
-            let r = read_range(st.size, *offset, *len);
-            if old
-                .get(&r.start)
-                .is_some_and(|b| b.len() as u64 == r.end - r.start)
-            {
-                moved = old.remove(&r.start);
-            }
+            moved = old.remove(&r.start);
         }
     }
     let old = &old;

@@ -871,9 +871,10 @@ impl Placer<'_> {
             .get(&pg)
             .map(Vec::as_slice)
             .unwrap_or(&[]);
+        let placement = pool.placement();
         let mut m = map_pg_with_upmap(
             &self.crush,
-            &pool.placement(),
+            &placement,
             &self.states,
             pg.ps,
             upmap,
@@ -882,7 +883,7 @@ impl Placer<'_> {
         if let Some(t) = self.map.pg_temp.get(&pg) {
             // Erasure-coded: positions are shards, so an OSD that is not up
             // leaves a hole rather than shifting the shards after it.
-            let acting: Vec<i32> = if pool.placement().erasure {
+            let acting: Vec<i32> = if placement.erasure {
                 t.iter()
                     .map(|&o| if self.map.is_up(o) { o } else { ITEM_NONE })
                     .collect()

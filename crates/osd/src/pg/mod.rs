@@ -1711,10 +1711,10 @@ impl Pg {
             // Erasure-coded: a primary_temp goes once CRUSH's primary holds
             // every object (no pg_temp is ever asked for).
             let crush = self.crush_primary();
-            let done = self.rec.merging.is_empty()
+            let settled = self.rec.merging.is_empty()
                 && self.rec.missing.is_empty()
-                && self.rec.backfill.is_empty()
-                && crush.is_some_and(|c| write_set.contains(&c));
+                && self.rec.backfill.is_empty();
+            let done = settled && crush.is_some_and(|c| write_set.contains(&c));
             // One in effect goes once CRUSH's primary is complete; one not
             // in effect (its OSD left the set) goes at once.
             let stale = self.primary_temp.is_some() && crush == Some(self.whoami);
@@ -1735,9 +1735,6 @@ impl Pg {
                 .filter(|(u, a)| **u >= 0 && u == a)
                 .count();
             let temp = self.acting != self.up;
-            let settled = self.rec.merging.is_empty()
-                && self.rec.missing.is_empty()
-                && self.rec.backfill.is_empty();
             if temp && settled && kept >= k && self.rec.temp_asked.as_ref() != Some(&Vec::new()) {
                 self.rec.temp_asked = Some(Vec::new());
                 fx.push(Effect::RequestPgTemp { osds: Vec::new() });
