@@ -184,8 +184,8 @@ async fn objects_round_trip_and_compound_ops_are_atomic() {
     p.write_full("a", b"hello".to_vec()).await.unwrap();
     p.append("a", b" world".to_vec()).await.unwrap();
     p.write("a", 0, b"J".to_vec()).await.unwrap();
-    assert_eq!(p.read("a", 0, 0).await.unwrap(), b"Jello world");
-    assert_eq!(p.read("a", 6, 3).await.unwrap(), b"wor");
+    assert_eq!(p.read("a", 0, 0).await.unwrap(), &b"Jello world"[..]);
+    assert_eq!(p.read("a", 6, 3).await.unwrap(), &b"wor"[..]);
 
     // xattrs and omap.
     p.set_xattr("a", "color", b"blue".to_vec()).await.unwrap();
@@ -219,7 +219,7 @@ async fn objects_round_trip_and_compound_ops_are_atomic() {
         .operate(
             "a",
             vec![
-                SubOp::WriteFull(b"clobbered".to_vec()),
+                SubOp::WriteFull(b"clobbered".to_vec().into()),
                 SubOp::SetXattr {
                     name: "color".into(),
                     value: b"red".to_vec(),
@@ -234,20 +234,20 @@ async fn objects_round_trip_and_compound_ops_are_atomic() {
         .await
         .unwrap_err();
     assert_eq!(e, ClientError::Op(OpError::AssertFailed { index: 2 }));
-    assert_eq!(p.read("a", 0, 0).await.unwrap(), b"Jello world");
+    assert_eq!(p.read("a", 0, 0).await.unwrap(), &b"Jello world"[..]);
     assert_eq!(p.get_xattr("a", "color").await.unwrap(), b"blue");
     assert_eq!(p.stat("a").await.unwrap().1, v, "version unchanged");
     // Version assert: passes with the current version, then fails.
     p.operate(
         "a",
-        vec![SubOp::AssertVersion(v), SubOp::Append(b"!".to_vec())],
+        vec![SubOp::AssertVersion(v), SubOp::Append(b"!".to_vec().into())],
     )
     .await
     .unwrap();
     let e = p
         .operate(
             "a",
-            vec![SubOp::AssertVersion(v), SubOp::Append(b"?".to_vec())],
+            vec![SubOp::AssertVersion(v), SubOp::Append(b"?".to_vec().into())],
         )
         .await
         .unwrap_err();
@@ -300,11 +300,14 @@ async fn objects_round_trip_and_compound_ops_are_atomic() {
         loligo_proto::v1::osd_client::OsdClient::connect(format!("http://{}", t.addrs[0]))
             .await
             .unwrap();
-    let send = |body: Vec<u8>| {
+    let send_bulk = |body: Vec<u8>, bulk: Vec<bytes::Bytes>| {
         let mut raw = raw.clone();
         async move {
             let r = raw
-                .op(loligo_proto::v1::Raw { body: body.into() })
+                .op(loligo_proto::v1::Raw {
+                    body: body.into(),
+                    bulk,
+                })
                 .await
                 .unwrap()
                 .into_inner()
@@ -315,6 +318,7 @@ async fn objects_round_trip_and_compound_ops_are_atomic() {
             }
         }
     };
+    let send = |body: Vec<u8>| send_bulk(body, Vec::new());
     assert!(matches!(
         send(b"\xff\x00garbage".to_vec()).await,
         OpError::Invalid(_)
@@ -331,6 +335,25 @@ async fn objects_round_trip_and_compound_ops_are_atomic() {
         ))
     };
     assert_eq!(send(op(99, 1)).await, OpError::NoPool(99));
+    // A write whose payload travels beside the body: without it, with a
+    // wrong length or with one too many, it is refused, never applied.
+    let (body, bulk) = loligo_types::ops::encode_wire(&loligo_types::ops::ClientRequest::Op(
+        loligo_types::ops::ClientOp {
+            pool: 1,
+            name: "a".into(),
+            epoch: 1,
+            ops: vec![SubOp::WriteFull(bytes::Bytes::from_static(b"torn"))],
+            reqid: None,
+        },
+    ));
+    assert_eq!(bulk.len(), 1);
+    let short = vec![bytes::Bytes::from_static(b"to")];
+    let mut extra = bulk.clone();
+    extra.push(bytes::Bytes::from_static(b"x"));
+    for bad in [Vec::new(), short, extra] {
+        let e = send_bulk(body.clone(), bad).await;
+        assert!(matches!(e, OpError::Invalid(_)), "{e:?}");
+    }
     assert!(matches!(
         send(op(1, 1_000_000)).await,
         OpError::Behind { .. }
@@ -338,9 +361,10 @@ async fn objects_round_trip_and_compound_ops_are_atomic() {
     let _ = raw
         .peer(loligo_proto::v1::Raw {
             body: vec![7; 100].into(),
+            bulk: vec![vec![1; 10].into()],
         })
         .await;
-    assert_eq!(p.read("a", 0, 5).await.unwrap(), b"Jello");
+    assert_eq!(p.read("a", 0, 5).await.unwrap(), &b"Jello"[..]);
 
     // Every replica holds the same bytes.
     let name = "obj-65537";

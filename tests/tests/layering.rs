@@ -60,6 +60,11 @@ fn crates_link_only_the_layers_below_them() {
         ("loligo-ec", &["tokio", "tonic", "fjall"]),
         ("loligo-types", &["tokio", "tonic", "fjall"]),
         ("loligo-store", &["tokio", "tonic", "loligo-types"]),
+        // The wire's payload helper sits under the store and the types.
+        (
+            "loligo-bulk",
+            &["tokio", "tonic", "loligo-store", "loligo-types"],
+        ),
     ];
     for (krate, banned) in never {
         assert!(g.contains_key(*krate), "{krate} is not in Cargo.lock");

@@ -270,7 +270,9 @@ pub fn bench(conn: &ConnArgs, a: BenchArgs) -> Result<(), CliError> {
         if a.mode != BenchMode::Write && existing == 0 {
             return Err(CliError("no benchmark objects to read".into()));
         }
-        let data = vec![0x5au8; a.block_size];
+        // One buffer shared by every op (as `rados bench` does): a write
+        // takes a reference, not a copy.
+        let data = bytes::Bytes::from(vec![0x5au8; a.block_size]);
         let start = Instant::now();
         let deadline = start + Duration::from_secs_f64(a.seconds);
         let next = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));

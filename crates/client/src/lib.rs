@@ -8,20 +8,21 @@
 //! let cluster = loligo_client::Cluster::connect(vec!["127.0.0.1:6789".into()]).await?;
 //! let pool = cluster.pool("rbd")?;
 //! pool.write_full("greeting", b"hello".to_vec()).await?;
-//! assert_eq!(pool.read("greeting", 0, 0).await?, b"hello");
+//! assert_eq!(pool.read("greeting", 0, 0).await?, &b"hello"[..]);
 //! # Ok(()) }
 //! ```
 //!
 //! It must never return success for an op the primary did not
 //! acknowledge, nor retry an op after a definite answer.
 
+use bytes::Bytes;
 use loligo_monc::protocol::{MonError, MonReply, MonRequest};
 use loligo_monc::MonClient;
 use loligo_proto::net::Channels;
 use loligo_proto::v1::osd_client::OsdClient;
 use loligo_proto::v1::Raw;
 use loligo_types::ops::{
-    decode_msg, encode_msg, ClientOp, ClientReply, ClientRequest, Cmp, OpError, SubOp, SubResult,
+    decode_wire, encode_wire, ClientOp, ClientReply, ClientRequest, Cmp, OpError, SubOp, SubResult,
     Version,
 };
 use loligo_types::{Epoch, OsdMap, PgId};
@@ -276,13 +277,15 @@ impl Inner {
                     continue;
                 }
             };
+            let (body, bulk) = encode_wire(&req);
             let reply = match c
                 .op(Raw {
-                    body: encode_msg(&req).into(),
+                    body: body.into(),
+                    bulk,
                 })
                 .await
             {
-                Ok(r) => r.into_inner().body,
+                Ok(r) => r.into_inner(),
                 Err(s) => {
                     why = format!("osd.{primary}: {}", s.message());
                     self.conns.forget(&addr);
@@ -290,7 +293,7 @@ impl Inner {
                     continue;
                 }
             };
-            let reply: ClientReply = decode_msg(&reply)?;
+            let reply: ClientReply = decode_wire(&reply.body, reply.bulk)?;
             let (err, their) = match &reply {
                 ClientReply::Op(r) => (r.result.as_ref().err().cloned(), r.epoch),
                 ClientReply::List { result, epoch } => (result.as_ref().err().cloned(), *epoch),
@@ -338,10 +341,10 @@ pub struct IoCtx {
     name: String,
 }
 
-fn one_data(r: Vec<SubResult>) -> Vec<u8> {
+fn one_data(r: Vec<SubResult>) -> Bytes {
     match r.into_iter().next() {
         Some(SubResult::Data(d)) => d,
-        _ => Vec::new(),
+        _ => Bytes::new(),
     }
 }
 
@@ -394,28 +397,42 @@ impl IoCtx {
         }
     }
 
-    pub async fn write_full(&self, name: &str, data: Vec<u8>) -> Result<Version, ClientError> {
-        Ok(self.operate(name, vec![SubOp::WriteFull(data)]).await?.1)
+    /// Replace the object's data. `data` is taken by reference count
+    /// (a `Bytes`) or moved (a `Vec`): the client never copies it.
+    pub async fn write_full(
+        &self,
+        name: &str,
+        data: impl Into<Bytes>,
+    ) -> Result<Version, ClientError> {
+        Ok(self
+            .operate(name, vec![SubOp::WriteFull(data.into())])
+            .await?
+            .1)
     }
 
     pub async fn write(
         &self,
         name: &str,
         offset: u64,
-        data: Vec<u8>,
+        data: impl Into<Bytes>,
     ) -> Result<Version, ClientError> {
+        let data = data.into();
         Ok(self
             .operate(name, vec![SubOp::Write { offset, data }])
             .await?
             .1)
     }
 
-    pub async fn append(&self, name: &str, data: Vec<u8>) -> Result<Version, ClientError> {
-        Ok(self.operate(name, vec![SubOp::Append(data)]).await?.1)
+    pub async fn append(&self, name: &str, data: impl Into<Bytes>) -> Result<Version, ClientError> {
+        Ok(self
+            .operate(name, vec![SubOp::Append(data.into())])
+            .await?
+            .1)
     }
 
-    /// Read `len` bytes at `offset` (`len` 0: to the end).
-    pub async fn read(&self, name: &str, offset: u64, len: u64) -> Result<Vec<u8>, ClientError> {
+    /// Read `len` bytes at `offset` (`len` 0: to the end). The bytes are
+    /// the receive buffer's own, not a copy.
+    pub async fn read(&self, name: &str, offset: u64, len: u64) -> Result<Bytes, ClientError> {
         Ok(one_data(
             self.operate(name, vec![SubOp::Read { offset, len }])
                 .await?
@@ -457,7 +474,8 @@ impl IoCtx {
             self.operate(name, vec![SubOp::GetXattr(key.into())])
                 .await?
                 .0,
-        ))
+        )
+        .into())
     }
 
     pub async fn get_xattrs(&self, name: &str) -> Result<BTreeMap<String, Vec<u8>>, ClientError> {

@@ -233,8 +233,17 @@ impl Striper {
                 data.len()
             )));
         }
-        let mut out: Vec<Vec<u8>> = vec![Vec::new(); self.shards()];
-        let (k, m) = (self.k(), self.code.m());
+        let k = self.k();
+        // Every shard gets at most one full stripe's chunk per stripe: sized
+        // once, so a megabyte shard is not copied at each doubling.
+        let stripes = (data.len() as u64).div_ceil(self.width()) as usize;
+        let cap = match data.is_empty() {
+            true => 0,
+            false => self.layout(size, first)?.chunk_size() * stripes,
+        };
+        let mut out: Vec<Vec<u8>> = (0..self.shards())
+            .map(|_| Vec::with_capacity(cap))
+            .collect();
         let mut j = first;
         let mut at = 0usize;
         while (at as u64) < data.len() as u64 {
@@ -242,18 +251,20 @@ impl Striper {
             let len = layout.object_size as usize;
             let stripe = &data[at..at + len];
             let parts = layout.split(stripe);
-            let mut parity = vec![vec![0u8; layout.chunk_size()]; m];
-            {
-                let mut refs: Vec<&mut [u8]> =
-                    parity.iter_mut().map(|p| p.as_mut_slice()).collect();
-                self.code.encode_parity(&layout, &parts, &mut refs)?;
-            }
             for (c, p) in parts.iter().enumerate() {
                 out[c].extend_from_slice(p);
             }
-            for (i, p) in parity.iter().enumerate() {
-                out[k + i].extend_from_slice(p);
-            }
+            // Parity is encoded in place, at the end of its shard.
+            let cs = layout.chunk_size();
+            let mut refs: Vec<&mut [u8]> = out[k..]
+                .iter_mut()
+                .map(|o| {
+                    let from = o.len();
+                    o.resize(from + cs, 0);
+                    &mut o[from..]
+                })
+                .collect();
+            self.code.encode_parity(&layout, &parts, &mut refs)?;
             at += len;
             j += 1;
         }

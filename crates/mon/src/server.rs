@@ -505,7 +505,10 @@ struct Service(Arc<Monitor>);
 
 fn json_reply<T: serde::Serialize>(v: &T) -> Result<Response<Raw>, Status> {
     let body = serde_json::to_vec(v).map_err(|e| Status::internal(e.to_string()))?;
-    Ok(Response::new(Raw { body: body.into() }))
+    Ok(Response::new(Raw {
+        body: body.into(),
+        bulk: Vec::new(),
+    }))
 }
 
 type WatchStream = Pin<Box<dyn Stream<Item = Result<Raw, Status>> + Send>>;
@@ -574,7 +577,14 @@ impl Mon for Service {
                         }
                     }
                     let body = serde_json::to_vec(&u).unwrap_or_default();
-                    if tx.send(Ok(Raw { body: body.into() })).await.is_err() {
+                    if tx
+                        .send(Ok(Raw {
+                            body: body.into(),
+                            bulk: Vec::new(),
+                        }))
+                        .await
+                        .is_err()
+                    {
                         return;
                     }
                 }

@@ -183,6 +183,7 @@ async fn one_monitor_serves_maps_and_commands() {
     let r = raw
         .call(loligo_proto::v1::Raw {
             body: b"\x00\xffgarbage".to_vec().into(),
+            bulk: Vec::new(),
         })
         .await
         .unwrap()

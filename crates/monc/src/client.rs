@@ -59,10 +59,16 @@ impl MonClient {
     async fn call_one(&self, addr: &str, req: &MonRequest) -> CallResult {
         let mut c = self.connect(addr).await?;
         let body = serde_json::to_vec(req).map_err(|e| MonError::Invalid(e.to_string()))?;
-        let r = c.call(Raw { body: body.into() }).await.map_err(|s| {
-            self.channels.forget(addr);
-            MonError::Unavailable(format!("{addr}: {}", s.message()))
-        })?;
+        let r = c
+            .call(Raw {
+                body: body.into(),
+                bulk: Vec::new(),
+            })
+            .await
+            .map_err(|s| {
+                self.channels.forget(addr);
+                MonError::Unavailable(format!("{addr}: {}", s.message()))
+            })?;
         let body = r.into_inner().body;
         serde_json::from_slice::<CallResult>(&body).map_err(|e| {
             let shown = String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned();

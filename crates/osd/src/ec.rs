@@ -23,6 +23,7 @@
 //! shards except in chunk bytes.
 
 use crate::exec::{check_assert, fits, need, store_err, ObjState, XattrsSeen, VERSION_ATTR};
+use bytes::Bytes;
 use loligo_ec::stripe::{Rmw, Striper};
 use loligo_store::{CollectionId, ObjectId, ObjectStore, StoreError, Transaction};
 use loligo_types::ops::{OpError, SubOp, SubResult, Version};
@@ -320,14 +321,16 @@ pub fn finish(
     for op in ops {
         results.push(match op {
             SubOp::Read { offset, len } => match moved.take() {
-                Some(b) => SubResult::Data(b),
-                None => SubResult::Data(get(read_range(st.size, *offset, *len))?.to_vec()),
+                Some(b) => SubResult::Data(b.into()),
+                None => SubResult::Data(get(read_range(st.size, *offset, *len))?.to_vec().into()),
             },
             SubOp::Stat => SubResult::Stat {
                 size: st.size,
                 version: st.version,
             },
-            SubOp::GetXattr(name) => SubResult::Data(s.getattr(c, o, name).map_err(store_err)?),
+            SubOp::GetXattr(name) => {
+                SubResult::Data(s.getattr(c, o, name).map_err(store_err)?.into())
+            }
             SubOp::GetXattrs => SubResult::Xattrs(
                 s.getattrs(c, o)
                     .map_err(store_err)?
@@ -386,8 +389,37 @@ pub fn finish(
         }
     }
     let mut recreated = !st.exists || removed;
+    // An op whose only data change is one full write encodes the client's
+    // bytes as they are, without assembling a copy of them first.
+    let changes_data = |op: &&SubOp| {
+        matches!(
+            op,
+            SubOp::WriteFull(_)
+                | SubOp::Write { .. }
+                | SubOp::Append(_)
+                | SubOp::Truncate(_)
+                | SubOp::Zero { .. }
+                | SubOp::Remove
+        )
+    };
+    let whole_write = match ops.iter().filter(changes_data).collect::<Vec<_>>()[..] {
+        [SubOp::WriteFull(d)] => Some(d),
+        _ => None,
+    };
     for run in &plan.rmw.runs {
         let base = run.bytes.start;
+        let whole_run =
+            |d: &&Bytes| run.bytes == (0..d.len() as u64) && plan.size_after == d.len() as u64;
+        if let Some(d) = whole_write.filter(whole_run) {
+            let enc = striper
+                .encode_range(plan.size_after, run.stripes.start, d)
+                .map_err(err)?;
+            for (i, bytes) in enc.into_iter().enumerate() {
+                shards[i].write_full(c, o, bytes);
+            }
+            recreated = false;
+            continue;
+        }
         let mut fresh = vec![0u8; (run.bytes.end - base) as usize];
         for (at, bytes) in pieces(old, run.read.start..run.read.end.min(plan.keep)) {
             let s0 = (at - base) as usize;

@@ -309,7 +309,7 @@ pub fn execute(
                 };
                 fits(len.min(st.size))?;
                 let mut v = s.read(c, o, &[(*offset, len)]).map_err(store_err)?;
-                r = SubResult::Data(v.pop().unwrap_or_default());
+                r = SubResult::Data(v.pop().unwrap_or_default().into());
             }
             SubOp::Stat => {
                 need(st.exists)?;
@@ -321,7 +321,7 @@ pub fn execute(
             SubOp::GetXattr(name) => {
                 need(st.exists)?;
                 let v = s.getattr(c, o, name).map_err(store_err)?;
-                r = SubResult::Data(v);
+                r = SubResult::Data(v.into());
             }
             SubOp::GetXattrs => {
                 need(st.exists)?;
@@ -355,7 +355,7 @@ pub fn execute(
             }
             SubOp::OmapGetHeader => {
                 need(st.exists)?;
-                r = SubResult::Data(s.omap_header(c, o).map_err(store_err)?);
+                r = SubResult::Data(s.omap_header(c, o).map_err(store_err)?.into());
             }
         }
         results.push(r);

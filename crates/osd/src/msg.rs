@@ -106,7 +106,7 @@ pub enum PeerReply {
     /// The answer to `Pull`.
     Pulled(Push),
     /// The answer to `ReadShard`: each extent's bytes.
-    ShardData(Vec<serde_bytes::ByteBuf>),
+    ShardData(Vec<loligo_bulk::Bulk>),
     /// The answer to `StrayCheck`: the epoch at which the PG is clean
     /// without the asker (`None`: it is not, or not known here).
     Clean(Option<Epoch>),

@@ -105,18 +105,18 @@ fn random_ops(rng: &mut Rng, w: u64, step: u64) -> Vec<SubOp> {
         .map(|_| match rng.below(14) {
             0 => {
                 let len = rng.below(3 * w);
-                SubOp::WriteFull(data(rng, len))
+                SubOp::WriteFull(data(rng, len).into())
             }
             1 | 2 => {
                 let len = 1 + rng.below(w + 7);
                 SubOp::Write {
                     offset: rng.below(3 * w),
-                    data: data(rng, len),
+                    data: data(rng, len).into(),
                 }
             }
             3 | 4 => {
                 let len = 1 + rng.below(w / 2 + 3);
-                SubOp::Append(data(rng, len))
+                SubOp::Append(data(rng, len).into())
             }
             5 => SubOp::Truncate(rng.below(3 * w)),
             6 => SubOp::Zero {
@@ -321,7 +321,7 @@ fn a_full_write_needs_no_old_bytes_and_a_small_one_reads_one_stripe() {
         sh.c,
         &o,
         &st,
-        &[SubOp::WriteFull(vec![1; 100])],
+        &[SubOp::WriteFull(vec![1; 100].into())],
         MAX,
     )
     .unwrap();
@@ -334,7 +334,7 @@ fn a_full_write_needs_no_old_bytes_and_a_small_one_reads_one_stripe() {
         &st,
         &[SubOp::Write {
             offset: 3 * w + 5,
-            data: vec![1; 10],
+            data: vec![1; 10].into(),
         }],
         MAX,
     )
@@ -349,7 +349,7 @@ fn a_full_write_needs_no_old_bytes_and_a_small_one_reads_one_stripe() {
         &st,
         &[SubOp::Write {
             offset: 2 * w,
-            data: vec![1; w as usize],
+            data: vec![1; w as usize].into(),
         }],
         MAX,
     )

@@ -662,7 +662,7 @@ impl Cluster {
 
     fn read(&mut self, name: &str, offset: u64, len: u64) -> Result<Vec<u8>, OpError> {
         match self.op(name, vec![SubOp::Read { offset, len }])?.pop() {
-            Some(SubResult::Data(d)) => Ok(d),
+            Some(SubResult::Data(d)) => Ok(d.to_vec()),
             r => panic!("a read answered {r:?}"),
         }
     }
@@ -679,7 +679,8 @@ fn writes_are_split_into_shards_and_reads_decode_them() {
             let name = format!("obj{}", i % 4);
             let len = rng.below(3 * w.min(64 << 10)) as usize;
             let data = rng.bytes(len);
-            c.op(&name, vec![SubOp::WriteFull(data.clone())]).unwrap();
+            c.op(&name, vec![SubOp::WriteFull(data.clone().into())])
+                .unwrap();
             model.insert(name, data);
         }
         // Partial overwrites and appends: read-modify-write of stripes.
@@ -694,9 +695,9 @@ fn writes_are_split_into_shards_and_reads_decode_them() {
                 vec![
                     SubOp::Write {
                         offset: off,
-                        data: data.clone(),
+                        data: data.clone().into(),
                     },
-                    SubOp::Append(b"tail".to_vec()),
+                    SubOp::Append(b"tail".to_vec().into()),
                 ],
             )
             .unwrap();
@@ -746,7 +747,7 @@ fn writes_are_split_into_shards_and_reads_decode_them() {
             }
         }
         let x = c.op("obj1", vec![SubOp::GetXattr("color".into())]).unwrap();
-        assert_eq!(x, vec![SubResult::Data(b"blue".to_vec())]);
+        assert_eq!(x, vec![SubResult::Data(b"blue".to_vec().into())]);
         // Omap is refused, and nothing changes.
         let e = c.op("obj1", vec![SubOp::OmapSet(vec![])]).unwrap_err();
         assert!(matches!(e, OpError::NotSupported(_)), "{e}");
@@ -780,7 +781,7 @@ fn writes_are_split_into_shards_and_reads_decode_them() {
             "{plugin:?}: kept until the next write"
         );
         assert_eq!(holding(&c, "obj0"), 0, "{plugin:?}");
-        c.op("other", vec![SubOp::WriteFull(b"x".to_vec())])
+        c.op("other", vec![SubOp::WriteFull(b"x".to_vec().into())])
             .unwrap();
         for name in ["obj0", "obj1", "obj2", "obj3"] {
             assert_eq!(holding(&c, name), 0, "{plugin:?}: {name}'s copies remain");
@@ -788,7 +789,8 @@ fn writes_are_split_into_shards_and_reads_decode_them() {
         // The newest write's own copies stay (it may still be rolled
         // back until every member has it).
         assert_eq!(holding(&c, "other"), 0, "a new object has none");
-        c.op("other", vec![SubOp::Append(b"y".to_vec())]).unwrap();
+        c.op("other", vec![SubOp::Append(b"y".to_vec().into())])
+            .unwrap();
         assert_eq!(holding(&c, "other"), N);
     }
 }
@@ -800,7 +802,8 @@ fn reads_decode_around_missing_shards_and_writes_go_on_with_min_size() {
         let mut c = Cluster::new(plugin, 4);
         let mut rng = Rng::new(8);
         let data = rng.bytes(200_000);
-        c.op("a", vec![SubOp::WriteFull(data.clone())]).unwrap();
+        c.op("a", vec![SubOp::WriteFull(data.clone().into())])
+            .unwrap();
         // Data shard 1 and parity shard 4 go down: a new interval.
         c.down = vec![1, 4];
         c.publish();
@@ -816,7 +819,7 @@ fn reads_decode_around_missing_shards_and_writes_go_on_with_min_size() {
             "a",
             vec![SubOp::Write {
                 offset: 50_000,
-                data: more.clone(),
+                data: more.clone().into(),
             }],
         )
         .unwrap();
@@ -851,7 +854,7 @@ fn a_returning_osd_gets_its_shards_rebuilt_from_the_others() {
         let mut model: BTreeMap<String, Vec<u8>> = BTreeMap::new();
         for i in 0..4 {
             let d = rng.bytes(30_000 + 7 * i);
-            c.op(&format!("o{i}"), vec![SubOp::WriteFull(d.clone())])
+            c.op(&format!("o{i}"), vec![SubOp::WriteFull(d.clone().into())])
                 .unwrap();
             model.insert(format!("o{i}"), d);
         }
@@ -861,7 +864,7 @@ fn a_returning_osd_gets_its_shards_rebuilt_from_the_others() {
         c.publish();
         for i in 4..7 {
             let d = rng.bytes(20_000 + i);
-            c.op(&format!("o{i}"), vec![SubOp::WriteFull(d.clone())])
+            c.op(&format!("o{i}"), vec![SubOp::WriteFull(d.clone().into())])
                 .unwrap();
             model.insert(format!("o{i}"), d);
         }
@@ -870,7 +873,7 @@ fn a_returning_osd_gets_its_shards_rebuilt_from_the_others() {
             "o1",
             vec![SubOp::Write {
                 offset: 12_345,
-                data: patch.clone(),
+                data: patch.clone().into(),
             }],
         )
         .unwrap();
@@ -923,7 +926,8 @@ fn a_torn_write_rolls_back_below_k_shards_and_forward_from_k() {
             let mut c = Cluster::new(plugin, 5);
             let mut rng = Rng::new(21 + holders as u64);
             let old = rng.bytes(40_000);
-            c.op("x", vec![SubOp::WriteFull(old.clone())]).unwrap();
+            c.op("x", vec![SubOp::WriteFull(old.clone().into())])
+                .unwrap();
             // The overwrite reaches the primary (osd.0) and replicas
             // 1..holders only.
             let patch = rng.bytes(5_000);
@@ -932,7 +936,7 @@ fn a_torn_write_rolls_back_below_k_shards_and_forward_from_k() {
                 "x",
                 vec![SubOp::Write {
                     offset: 10_000,
-                    data: patch.clone(),
+                    data: patch.clone().into(),
                 }],
             );
             assert!(
@@ -961,7 +965,7 @@ fn a_torn_write_rolls_back_below_k_shards_and_forward_from_k() {
                 );
             };
             assert!(
-                r == vec![SubResult::Data(want.clone())],
+                r == vec![SubResult::Data(want.clone().into())],
                 "{why}: the read shows neither version it may (forward: {forward})"
             );
             // It returns and is brought to the same version.
@@ -969,7 +973,7 @@ fn a_torn_write_rolls_back_below_k_shards_and_forward_from_k() {
             c.publish();
             c.assert_shards("x", want, &why);
             // Writes go on.
-            let r = c.op_maybe("x", vec![SubOp::Append(b"more".to_vec())]);
+            let r = c.op_maybe("x", vec![SubOp::Append(b"more".to_vec().into())]);
             assert!(
                 matches!(r, Some(Ok(_))),
                 "{why}: a write after the return answered {r:?}; states: {:?}",
@@ -997,7 +1001,7 @@ fn a_returning_primary_rebuilds_its_own_shards() {
         let mut model: BTreeMap<String, Vec<u8>> = BTreeMap::new();
         for i in 0..3 {
             let d = rng.bytes(25_000 + i);
-            c.op(&format!("p{i}"), vec![SubOp::WriteFull(d.clone())])
+            c.op(&format!("p{i}"), vec![SubOp::WriteFull(d.clone().into())])
                 .unwrap();
             model.insert(format!("p{i}"), d);
         }
@@ -1005,7 +1009,7 @@ fn a_returning_primary_rebuilds_its_own_shards() {
         c.publish();
         for i in 2..5 {
             let d = rng.bytes(33_000 + i);
-            c.op(&format!("p{i}"), vec![SubOp::WriteFull(d.clone())])
+            c.op(&format!("p{i}"), vec![SubOp::WriteFull(d.clone().into())])
                 .unwrap();
             model.insert(format!("p{i}"), d);
         }
@@ -1052,7 +1056,7 @@ fn a_new_member_is_backfilled_with_its_rebuilt_shards() {
         let mut model: BTreeMap<String, Vec<u8>> = BTreeMap::new();
         for i in 0..10 {
             let d = rng.bytes(9_000 + 17 * i);
-            c.op(&format!("b{i}"), vec![SubOp::WriteFull(d.clone())])
+            c.op(&format!("b{i}"), vec![SubOp::WriteFull(d.clone().into())])
                 .unwrap();
             model.insert(format!("b{i}"), d);
         }
@@ -1108,7 +1112,7 @@ fn osds_that_change_position_are_backfilled_not_trusted() {
         let mut model: BTreeMap<String, Vec<u8>> = BTreeMap::new();
         for i in 0..6 {
             let d = rng.bytes(12_000 + 5 * i);
-            c.op(&format!("s{i}"), vec![SubOp::WriteFull(d.clone())])
+            c.op(&format!("s{i}"), vec![SubOp::WriteFull(d.clone().into())])
                 .unwrap();
             model.insert(format!("s{i}"), d);
         }

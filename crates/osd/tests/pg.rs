@@ -96,7 +96,7 @@ fn write(token: u64, name: &str, data: &[u8], now_ms: u64) -> Input {
             pool: 1,
             name: name.into(),
             epoch: 1,
-            ops: vec![SubOp::WriteFull(data.to_vec())],
+            ops: vec![SubOp::WriteFull(data.to_vec().into())],
             reqid: Some(loligo_types::ops::ReqId {
                 client: 9,
                 tid: token,
@@ -594,7 +594,7 @@ fn a_retried_write_is_answered_from_the_log_not_applied_twice() {
             pool: 1,
             name: "log".into(),
             epoch: 1,
-            ops: vec![SubOp::Append(b"x".to_vec())],
+            ops: vec![SubOp::Append(b"x".to_vec().into())],
             reqid: Some(loligo_types::ops::ReqId { client: 5, tid: 1 }),
         },
         token,

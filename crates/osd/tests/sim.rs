@@ -444,7 +444,7 @@ enum RecAnswer {
     Chunk(Result<(), RepError>),
     OwnLog(Result<AuthLog, RepError>),
     Pulled(Result<Push, RepError>),
-    Shard(Result<Vec<Vec<u8>>, RepError>),
+    Shard(Result<Vec<bytes::Bytes>, RepError>),
 }
 
 impl RecMsg {
@@ -1560,23 +1560,29 @@ impl Sim {
                 let ec = self.ec.is_some();
                 let ops = match shape {
                     // No omap on EC pools: data and xattr only.
-                    0 if ec => vec![SubOp::WriteFull(v), xattr],
-                    1 if ec => vec![SubOp::Truncate(0), SubOp::Append(v), xattr],
+                    0 if ec => vec![SubOp::WriteFull(v.into()), xattr],
+                    1 if ec => vec![SubOp::Truncate(0), SubOp::Append(v.into()), xattr],
                     _ if ec => vec![
-                        SubOp::Write { offset: 0, data: v },
+                        SubOp::Write {
+                            offset: 0,
+                            data: v.into(),
+                        },
                         SubOp::Truncate(8),
                         xattr,
                     ],
-                    0 => vec![SubOp::WriteFull(v), xattr, omap],
+                    0 => vec![SubOp::WriteFull(v.into()), xattr, omap],
                     1 => vec![
                         SubOp::Truncate(0),
-                        SubOp::Append(v),
+                        SubOp::Append(v.into()),
                         xattr,
                         SubOp::OmapClear,
                         omap,
                     ],
                     _ => vec![
-                        SubOp::Write { offset: 0, data: v },
+                        SubOp::Write {
+                            offset: 0,
+                            data: v.into(),
+                        },
                         SubOp::Truncate(8),
                         xattr,
                         SubOp::OmapRm(vec![b"v".to_vec().into()]),

@@ -25,12 +25,14 @@ pub enum Op {
         coll: CollectionId,
         oid: ObjectId,
         offset: u64,
+        #[serde(with = "loligo_bulk::serde")]
         data: Bytes,
     },
     /// Replace the object's data.
     WriteFull {
         coll: CollectionId,
         oid: ObjectId,
+        #[serde(with = "loligo_bulk::serde")]
         data: Bytes,
     },
     /// Zero a range (extends the object if the range ends past it).

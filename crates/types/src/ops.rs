@@ -2,10 +2,12 @@
 //! comes back. An op is a list of sub-ops applied to one object all or
 //! nothing; reads in the same op see the object as it was before.
 //!
-//! Wire vocabulary only: the OSD gives it meaning. Payloads are
-//! `serde_bytes` so the binary encoding copies them whole.
+//! Wire vocabulary only: the OSD gives it meaning. Data payloads are
+//! `Bytes` that travel beside the message body on the wire
+//! ([`encode_wire`], loligo-bulk); small byte fields are `serde_bytes`.
 
 use crate::osdmap::Epoch;
+use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 /// An object's version: the map epoch of the write and the PG's counter.
@@ -79,13 +81,13 @@ pub enum SubOp {
     },
     // --- writes ---
     Create,
-    WriteFull(#[serde(with = "serde_bytes")] Vec<u8>),
+    WriteFull(#[serde(with = "loligo_bulk::serde")] Bytes),
     Write {
         offset: u64,
-        #[serde(with = "serde_bytes")]
-        data: Vec<u8>,
+        #[serde(with = "loligo_bulk::serde")]
+        data: Bytes,
     },
-    Append(#[serde(with = "serde_bytes")] Vec<u8>),
+    Append(#[serde(with = "loligo_bulk::serde")] Bytes),
     Truncate(u64),
     Zero {
         offset: u64,
@@ -183,7 +185,7 @@ pub struct ReqId {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum SubResult {
     None,
-    Data(#[serde(with = "serde_bytes")] Vec<u8>),
+    Data(#[serde(with = "loligo_bulk::serde")] Bytes),
     Stat { size: u64, version: Version },
     Xattrs(Vec<(String, serde_bytes::ByteBuf)>),
     Omap(Vec<(serde_bytes::ByteBuf, serde_bytes::ByteBuf)>),
@@ -282,4 +284,21 @@ pub fn encode_msg<T: Serialize>(v: &T) -> Vec<u8> {
 /// Decode a wire message; garbage is an `Invalid` error.
 pub fn decode_msg<T: for<'de> Deserialize<'de>>(b: &[u8]) -> Result<T, OpError> {
     postcard::from_bytes(b).map_err(|e| OpError::Invalid(format!("cannot decode message: {e}")))
+}
+
+/// Encode a message for the wire: the body (postcard), and the data
+/// payloads it names, to send beside it uncopied (loligo-bulk).
+pub fn encode_wire<T: Serialize>(v: &T) -> (Vec<u8>, Vec<Bytes>) {
+    loligo_bulk::collect(|| postcard::to_stdvec(v).unwrap_or_default())
+}
+
+/// Decode what [`encode_wire`] produced; the payloads become the
+/// message's data without a copy. Garbage, or payloads that do not match
+/// the body, is an `Invalid` error.
+pub fn decode_wire<T: for<'de> Deserialize<'de>>(
+    body: &[u8],
+    bulk: Vec<Bytes>,
+) -> Result<T, OpError> {
+    loligo_bulk::supply(bulk, || postcard::from_bytes(body))
+        .map_err(|e| OpError::Invalid(format!("cannot decode message: {e}")))
 }

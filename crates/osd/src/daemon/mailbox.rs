@@ -28,7 +28,7 @@ pub(crate) enum Waiter {
     Clean(oneshot::Sender<Option<Epoch>>),
     OwnLog(oneshot::Sender<Result<AuthLog, RepError>>),
     Pulled(oneshot::Sender<Result<Push, RepError>>),
-    ShardData(oneshot::Sender<Result<Vec<Vec<u8>>, RepError>>),
+    ShardData(oneshot::Sender<Result<Vec<bytes::Bytes>, RepError>>),
 }
 
 /// One input for a PG task, with where its answer goes (requests only).

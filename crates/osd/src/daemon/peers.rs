@@ -10,7 +10,7 @@ use crate::error::OsdError;
 use crate::msg::{PeerMsg, PeerReply};
 use crate::pg::{AuthLog, Input, RepCtx, RepError, PEER_RETRY_MS};
 use loligo_proto::v1::Raw;
-use loligo_types::ops::{decode_msg, encode_msg};
+use loligo_types::ops::{decode_wire, encode_wire};
 use loligo_types::{Epoch, PgId};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -31,16 +31,21 @@ impl OsdShared {
         let addr = self.peer_addr(osd)?;
         let unreachable = |why: String| OsdError::Unreachable { osd, why };
         let mut c = self.peers.osd(&addr).await.map_err(unreachable)?;
+        let (body, bulk) = encode_wire(m);
         match c
             .peer(Raw {
-                body: encode_msg(m).into(),
+                body: body.into(),
+                bulk,
             })
             .await
         {
-            Ok(r) => decode_msg(&r.into_inner().body).map_err(|e| OsdError::BadReply {
-                osd,
-                why: e.to_string(),
-            }),
+            Ok(r) => {
+                let r = r.into_inner();
+                decode_wire(&r.body, r.bulk).map_err(|e| OsdError::BadReply {
+                    osd,
+                    why: e.to_string(),
+                })
+            }
             Err(s) => {
                 self.peers.forget(&addr);
                 Err(unreachable(s.message().to_string()))

@@ -238,7 +238,7 @@ fn perform(
                     shard,
                 };
                 let take = |r| match r {
-                    PeerReply::ShardData(d) => Some(d.into_iter().map(|b| b.into_vec()).collect()),
+                    PeerReply::ShardData(d) => Some(d.into_iter().map(|b| b.0).collect()),
                     _ => None,
                 };
                 let done = move |result| Input::ShardReadDone {

@@ -14,7 +14,7 @@ use crate::pg::{Input, RepError};
 use loligo_proto::v1::osd_server::Osd;
 use loligo_proto::v1::Raw;
 use loligo_types::ops::{
-    decode_msg, encode_msg, ClientOp, ClientReply, ClientRequest, OpError, OpReply, SubOp,
+    decode_wire, encode_wire, ClientOp, ClientReply, ClientRequest, OpError, OpReply, SubOp,
     SubResult, Version,
 };
 use loligo_types::{Epoch, PgId};
@@ -335,15 +335,13 @@ impl Service {
                 member_reply(
                     pg,
                     self.ask(pg, true, input, Waiter::ShardData(tx), rx).await,
-                    |d: Vec<Vec<u8>>| {
-                        let n: usize = d.iter().map(Vec::len).sum();
+                    |d: Vec<bytes::Bytes>| {
+                        let n: usize = d.iter().map(|b| b.len()).sum();
                         self.0
                             .counters
                             .shard_bytes_sent
                             .fetch_add(n as u64, Ordering::Relaxed);
-                        PeerReply::ShardData(
-                            d.into_iter().map(serde_bytes::ByteBuf::from).collect(),
-                        )
+                        PeerReply::ShardData(d.into_iter().map(loligo_bulk::Bulk).collect())
                     },
                 )
             }
@@ -459,8 +457,8 @@ fn result_len(r: &SubResult) -> u64 {
 impl Osd for Service {
     async fn op(&self, req: Request<Raw>) -> Result<Response<Raw>, Status> {
         self.alive()?;
-        let body = req.into_inner().body;
-        let reply = match decode_msg::<ClientRequest>(&body) {
+        let req = req.into_inner();
+        let reply = match decode_wire::<ClientRequest>(&req.body, req.bulk) {
             Ok(r) => self.client(r).await,
             Err(e) => ClientReply::Op(OpReply {
                 result: Err(e),
@@ -468,20 +466,24 @@ impl Osd for Service {
                 epoch: self.0.epoch(),
             }),
         };
+        let (body, bulk) = encode_wire(&reply);
         Ok(Response::new(Raw {
-            body: encode_msg(&reply).into(),
+            body: body.into(),
+            bulk,
         }))
     }
 
     async fn peer(&self, req: Request<Raw>) -> Result<Response<Raw>, Status> {
         self.alive()?;
-        let body = req.into_inner().body;
-        let reply = match decode_msg::<PeerMsg>(&body) {
+        let req = req.into_inner();
+        let reply = match decode_wire::<PeerMsg>(&req.body, req.bulk) {
             Ok(m) => self.peer_msg(m).await,
             Err(e) => PeerReply::RepDone(Err(e.to_string())),
         };
+        let (body, bulk) = encode_wire(&reply);
         Ok(Response::new(Raw {
-            body: encode_msg(&reply).into(),
+            body: body.into(),
+            bulk,
         }))
     }
 }

@@ -16,6 +16,7 @@
 use super::{reply, Effect, Pending, Pg, RepError, Role};
 use crate::ec::{self, OldBytes, Plan};
 use crate::exec::{ObjState, VERSION_ATTR};
+use bytes::Bytes;
 use loligo_ec::plan::Coalesce;
 use loligo_ec::stripe::{self, Fetched, ShardReads};
 use loligo_store::{ObjectId, ObjectStore};
@@ -36,7 +37,7 @@ pub(super) struct Gather {
     bad: BTreeSet<usize>,
     /// The extents asked of each shard, in the order asked.
     sent: ShardReads,
-    fetched: Fetched<Vec<u8>>,
+    fetched: Fetched<Bytes>,
     /// Shards whose answer is awaited, with their OSDs.
     waiting: BTreeMap<usize, i32>,
     /// Where each shard is read from (members, or stray copies).
@@ -358,6 +359,7 @@ impl Pg {
             if osd == self.whoami {
                 match read_shard(s, self.coll, &g.oid, Some(c), g.st.version, &exts) {
                     Ok(b) => {
+                        let b = b.into_iter().map(Bytes::from);
                         g.fetched
                             .insert(c, exts.iter().map(|e| e.0).zip(b).collect());
                     }
@@ -416,7 +418,7 @@ impl Pg {
         s: &dyn ObjectStore,
         tid: u64,
         from: i32,
-        result: Result<Vec<Vec<u8>>, RepError>,
+        result: Result<Vec<Bytes>, RepError>,
         fx: &mut Vec<Effect>,
     ) {
         let Some(g) = self.gathers.get_mut(&tid) else {
@@ -730,7 +732,7 @@ impl Pg {
             .find(|p| p.name == name && p.version == version)
             .and_then(|p| p.copy.as_mut())
         {
-            c.data = data;
+            c.data = data.into();
             if let Some(i) = pos {
                 c.attrs = ec::with_shard(std::mem::take(&mut c.attrs), i);
             }
@@ -778,7 +780,7 @@ impl Pg {
                     name: oid.name.clone(),
                     version,
                     copy: Some(super::recovery::ObjectCopy {
-                        data,
+                        data: data.into(),
                         attrs: ec::with_shard(attrs.clone(), c),
                         omap_header: Vec::new(),
                         omap: Vec::new(),
@@ -863,7 +865,7 @@ impl Pg {
             name: oid.name.clone(),
             version,
             copy: Some(super::recovery::ObjectCopy {
-                data,
+                data: data.into(),
                 attrs: mine.map_or(attrs.clone(), |c| ec::with_shard(attrs, c)),
                 omap_header: Vec::new(),
                 omap: Vec::new(),
@@ -990,8 +992,9 @@ impl Pg {
         // may hold the version wanted all the same (EC sim seed 38: the
         // only other shard of an object was on such a copy).
         let oid = super::recovery::oid(name);
-        let result =
-            read_shard(s, self.coll, &oid, Some(shard), version, extents).map_err(RepError::Failed);
+        let result = read_shard(s, self.coll, &oid, Some(shard), version, extents)
+            .map(|v| v.into_iter().map(Bytes::from).collect())
+            .map_err(RepError::Failed);
         fx.push(Effect::ShardReadReply { token, result });
     }
 }

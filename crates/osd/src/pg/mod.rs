@@ -22,6 +22,7 @@ pub mod recovery;
 mod replica;
 
 pub use backfill::{Chunk, Cursor, Scan};
+use bytes::Bytes;
 pub use erasure::SHARD_KEY;
 pub use recovery::{AuthLog, Push};
 pub use replica::{replica_accepts, replica_step, ReplicaStep};
@@ -291,7 +292,7 @@ pub enum Input {
     ShardReadDone {
         tid: u64,
         from: i32,
-        result: Result<Vec<Vec<u8>>, RepError>,
+        result: Result<Vec<Bytes>, RepError>,
     },
     /// Member `from`'s answer to the scan sent as `tid`.
     ScanDone {
@@ -477,7 +478,7 @@ pub enum Effect {
     /// The answer to a `ShardRead`.
     ShardReadReply {
         token: u64,
-        result: Result<Vec<Vec<u8>>, RepError>,
+        result: Result<Vec<Bytes>, RepError>,
     },
     /// The answer to a `Scan`.
     ScanReply {

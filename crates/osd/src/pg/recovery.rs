@@ -60,8 +60,8 @@ impl AuthLog {
 /// One object's whole state.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ObjectCopy {
-    #[serde(with = "serde_bytes")]
-    pub data: Vec<u8>,
+    #[serde(with = "loligo_bulk::serde")]
+    pub data: bytes::Bytes,
     /// Every xattr, the OSD's own (the version) included.
     pub attrs: Vec<(String, Vec<u8>)>,
     pub omap_header: Vec<u8>,
@@ -438,7 +438,7 @@ pub fn read_copy_with(
         name: name.to_string(),
         version,
         copy: Some(ObjectCopy {
-            data,
+            data: data.into(),
             attrs,
             omap_header,
             omap,
