@@ -14,6 +14,12 @@ so a failed OSD's shards have somewhere to go):
             active+clean again, and the bytes the OSD processes read from
             the block layer meanwhile (/proc/PID/io read_bytes).
 
+  raw disk  before each system: STREAMS parallel O_DIRECT streams writing,
+            then reading, 4 MiB blocks in the same file system (`dd`), so
+            the write and read bandwidths are set against what the disk
+            gives in the same sitting; each write phase also records the
+            bytes the block device wrote (/proc/diskstats).
+
 Writes OUT/results.json and OUT/RESULTS.md (tables and Loligo/Ceph ratios).
 Usage: compare_ec.py [--secs 10] [--total-mib 1024] [--out DIR]
                      [--skip-ceph] [--skip-loligo] [--skip-bench]
@@ -74,6 +80,50 @@ def proc_read_bytes(pids):
         except OSError:
             pass
     return total
+
+
+def disk_of(path):
+    """The /proc/diskstats name of the device holding `path` (its whole
+    disk when it is a partition), or None."""
+    try:
+        st = os.stat(path)
+        dev = os.path.realpath("/sys/dev/block/%d:%d" % (os.major(st.st_dev), os.minor(st.st_dev)))
+        if os.path.exists(os.path.join(dev, "partition")):
+            dev = os.path.dirname(dev)
+        return os.path.basename(dev)
+    except OSError:
+        return None
+
+
+def disk_written(disk):
+    """Bytes the block device `disk` has written since boot."""
+    for line in open("/proc/diskstats"):
+        f = line.split()
+        if len(f) > 9 and f[2] == disk:
+            return int(f[9]) * 512
+    return 0
+
+
+STREAMS = 6
+
+
+def raw_disk(dirpath, mib=512):
+    """Parallel O_DIRECT write then read bandwidth (MB/s) of STREAMS
+    streams of `mib` MiB each in `dirpath`'s file system."""
+    files = [os.path.join(dirpath, "raw%d.tmp" % i) for i in range(STREAMS)]
+    out = {}
+    for phase, args in (("write", lambda f: ["if=/dev/zero", "of=" + f, "oflag=direct"]),
+                        ("read", lambda f: ["if=" + f, "of=/dev/null", "iflag=direct"])):
+        t0 = time.time()
+        ps = [subprocess.Popen(["dd", "bs=4M", "count=%d" % (mib // 4)] + args(f),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+              for f in files]
+        for p in ps:
+            p.wait()
+        out[phase + "_mb_per_s"] = round(STREAMS * mib * 2**20 / (time.time() - t0) / 1e6, 1)
+    for f in files:
+        os.remove(f)
+    return out
 
 
 def drop_caches():
@@ -198,7 +248,10 @@ class Loligo:
         return sh([B, "-c", self.conf] + list(a), check=check, timeout=timeout)
 
     def up(self):
-        sh([B, "up", "--detach", "--osds", str(OSDS), "--pg-num", "8", "--data-dir", self.data])
+        # 4 GiB per OSD: a removed pool's space comes back in the
+        # background, and the next pool's writes must not find OSDs full.
+        sh([B, "up", "--detach", "--osds", str(OSDS), "--pg-num", "8", "--osd-size",
+            str(4 << 30), "--data-dir", self.data])
         wait("all up", lambda: self.clean(OSDS), 180)
 
     def down(self):
@@ -276,6 +329,12 @@ class Loligo:
 
 
 def run_system(sysm, a, rows):
+    if not a.skip_bench:
+        scratch = tempfile.mkdtemp(prefix="loligo-raw.")
+        raw = raw_disk(scratch)
+        os.rmdir(scratch)
+        say("%s sitting: raw disk %s" % (sysm.name, raw))
+        rows.append(dict(system=sysm.name, pool="-", phase="raw", **raw))
     say("%s: starting %d OSDs" % (sysm.name, OSDS))
     sysm.up()
     try:
@@ -286,7 +345,12 @@ def run_system(sysm, a, rows):
                 sysm.make_pool(pool, spec)
                 wait("pool %s clean" % pool, lambda: sysm.clean(OSDS), 300, 1)
                 for mode in ["write", "seq", "rand"]:
+                    w0 = disk_written(a.disk) if a.disk else 0
                     r = sysm.bench(pool, a.secs, mode)
+                    if mode == "write" and a.disk and r["mb_per_s"] > 0:
+                        dev = disk_written(a.disk) - w0
+                        r["device_bytes_per_byte"] = round(
+                            dev / (r["mb_per_s"] * 1e6 * a.secs), 2)
                     say("%s %s %s: %.1f MB/s, %.1f ms avg" % (sysm.name, pool, mode,
                                                             r["mb_per_s"], r["avg_ms"]))
                     rows.append(dict(system=sysm.name, pool=pool, phase="bench", mode=mode, **r))
@@ -354,6 +418,22 @@ def report(rows, a):
         if r["phase"] == "bench":
             lines.append("| %s | %s | %s | %.1f | %.1f | %.1f |" % (
                 r["system"], r["pool"], r["mode"], r["mb_per_s"], r["ops_per_s"], r["avg_ms"]))
+    raw = [r for r in rows if r["phase"] == "raw"]
+    if raw:
+        lines += ["", "The disk in the same sitting (%d parallel O_DIRECT streams of 4 MiB"
+                  " blocks, measured just before each system's run), and each system's"
+                  " 4 MiB EC writes as a fraction of raw write bandwidth / 1.5 (a 4+2"
+                  " pool writes 1.5 bytes per byte) and its device bytes per byte"
+                  " written:" % STREAMS, "",
+                  "| system | raw write MB/s | raw read MB/s | pool | write / (raw / 1.5) |"
+                  " device bytes per byte |", "|---|---|---|---|---|---|"]
+        for rr in raw:
+            for r in rows:
+                if r["phase"] == "bench" and r["system"] == rr["system"] and r["mode"] == "write":
+                    lines.append("| %s | %.0f | %.0f | %s | %.2f | %s |" % (
+                        r["system"], rr["write_mb_per_s"], rr["read_mb_per_s"], r["pool"],
+                        r["mb_per_s"] / (rr["write_mb_per_s"] / 1.5),
+                        r.get("device_bytes_per_byte", "-")))
     ratios = {}
     for lp in ["rs", "zigzag"]:
         for mode in ["write", "seq", "rand"]:
@@ -407,6 +487,8 @@ def main():
     a = ap.parse_args()
     a.out = a.out or tempfile.mkdtemp(prefix="loligo-compare-ec-out.")
     os.makedirs(a.out, exist_ok=True)
+    # Both systems keep their data under the temporary directory.
+    a.disk = disk_of(tempfile.gettempdir())
     systems = []
     if not a.skip_ceph:
         if shutil.which("ceph-osd"):
