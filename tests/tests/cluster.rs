@@ -366,6 +366,57 @@ async fn objects_round_trip_and_compound_ops_are_atomic() {
         .await;
     assert_eq!(p.read("a", 0, 5).await.unwrap(), &b"Jello"[..]);
 
+    // The same on the direct data path: a body with the wrong payloads is
+    // a typed refusal; a frame over the size limit or a bad call kind
+    // closes that connection only.
+    use loligo_proto::direct;
+    let dc = direct::Conns::new(Duration::from_secs(2));
+    let (body, bulk) = loligo_types::ops::encode_wire(&loligo_types::ops::ClientRequest::Op(
+        loligo_types::ops::ClientOp {
+            pool: 1,
+            name: "a".into(),
+            epoch: 1,
+            ops: vec![SubOp::WriteFull(bytes::Bytes::from_static(b"torn"))],
+            reqid: None,
+        },
+    ));
+    for bad in [Vec::new(), vec![bytes::Bytes::from_static(b"to")], {
+        let mut b = bulk.clone();
+        b.push(bytes::Bytes::from_static(b"x"));
+        b
+    }] {
+        let msg = direct::Message {
+            body: body.clone().into(),
+            bulk: bad,
+        };
+        let r = dc
+            .call(&t.addrs[0], direct::Call::Op, msg, Duration::from_secs(10))
+            .await
+            .unwrap();
+        let reply: loligo_types::ops::ClientReply =
+            loligo_types::ops::decode_wire(&r.body, r.bulk).unwrap();
+        match reply {
+            loligo_types::ops::ClientReply::Op(r) => {
+                assert!(matches!(r.result, Err(OpError::Invalid(_))), "{r:?}")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut s = tokio::net::TcpStream::connect(&t.addrs[0]).await.unwrap();
+        s.write_all(&direct::MAGIC).await.unwrap();
+        // id, call 1, flags, one payload, empty body, payload of 4 GiB - 1.
+        let mut h = vec![0u8; 8];
+        h.extend_from_slice(&[1, 0, 1, 0, 0, 0, 0, 0]);
+        h.extend_from_slice(&u32::MAX.to_le_bytes());
+        s.write_all(&h).await.unwrap();
+        let mut got = Vec::new();
+        let _ = s.read_to_end(&mut got).await;
+        assert!(got.is_empty());
+    }
+    assert_eq!(p.read("a", 0, 5).await.unwrap(), &b"Jello"[..]);
+
     // Every replica holds the same bytes.
     let name = "obj-65537";
     let pool = c.map().pool_by_name("rbd").unwrap().clone();

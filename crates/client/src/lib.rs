@@ -85,8 +85,9 @@ struct Inner {
     mon: tokio::sync::Mutex<MonClient>,
     table: RwLock<Arc<Table>>,
     epoch_tx: tokio::sync::watch::Sender<Epoch>,
-    /// Connections to OSDs.
+    /// Connections to OSDs: gRPC, and the direct data path.
     conns: Channels,
+    direct: loligo_proto::direct::Conns,
     op_timeout: Duration,
     watcher: Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// This client's random id and op counter (request ids).
@@ -147,6 +148,7 @@ impl Cluster {
             table: RwLock::new(Arc::new(Table::new(map.clone()))),
             epoch_tx,
             conns: Channels::new(Duration::from_millis(OSD_CONNECT_TIMEOUT_MS), None),
+            direct: loligo_proto::direct::Conns::new(Duration::from_millis(OSD_CONNECT_TIMEOUT_MS)),
             op_timeout,
             watcher: Mutex::new(None),
             client_id: random_id(),
@@ -239,8 +241,47 @@ impl Inner {
         .await;
     }
 
-    async fn conn(&self, addr: &str) -> Result<OsdClient<Channel>, String> {
-        self.conns.osd(addr).await
+    /// One `Op` call to the OSD at `addr`: on the direct data path (or
+    /// gRPC when `LOLIGO_TRANSPORT=grpc`), answered within `timeout`. An
+    /// error means no answer (the connection is dropped and redialled).
+    async fn call_osd(
+        &self,
+        addr: &str,
+        body: Vec<u8>,
+        bulk: Vec<Bytes>,
+        timeout: Duration,
+    ) -> Result<(Bytes, Vec<Bytes>), String> {
+        if loligo_proto::direct::enabled() {
+            let msg = loligo_proto::direct::Message {
+                body: body.into(),
+                bulk,
+            };
+            let r = self
+                .direct
+                .call(addr, loligo_proto::direct::Call::Op, msg, timeout)
+                .await?;
+            return Ok((r.body, r.bulk));
+        }
+        let call = async {
+            let mut c: OsdClient<Channel> = self.conns.osd(addr).await?;
+            c.op(Raw {
+                body: body.into(),
+                bulk,
+            })
+            .await
+            .map(|r| {
+                let r = r.into_inner();
+                (r.body, r.bulk)
+            })
+            .map_err(|s| s.message().to_string())
+        };
+        let r = tokio::time::timeout(timeout, call)
+            .await
+            .unwrap_or_else(|_| Err(format!("no answer in {timeout:?}")));
+        if r.is_err() {
+            self.conns.forget(addr);
+        }
+        r
     }
 
     /// Send `req` for PG `pg` to its primary until a definite answer.
@@ -269,31 +310,17 @@ impl Inner {
                 self.wait_newer(epoch, Duration::from_millis(500)).await;
                 continue;
             };
-            let mut c = match self.conn(&addr).await {
-                Ok(c) => c,
+            let (body, bulk) = encode_wire(&req);
+            let left = self.op_timeout.saturating_sub(start.elapsed());
+            let reply = match self.call_osd(&addr, body, bulk, left).await {
+                Ok(r) => r,
                 Err(e) => {
                     why = format!("osd.{primary}: {e}");
                     self.wait_newer(epoch, Duration::from_millis(300)).await;
                     continue;
                 }
             };
-            let (body, bulk) = encode_wire(&req);
-            let reply = match c
-                .op(Raw {
-                    body: body.into(),
-                    bulk,
-                })
-                .await
-            {
-                Ok(r) => r.into_inner(),
-                Err(s) => {
-                    why = format!("osd.{primary}: {}", s.message());
-                    self.conns.forget(&addr);
-                    self.wait_newer(epoch, Duration::from_millis(300)).await;
-                    continue;
-                }
-            };
-            let reply: ClientReply = decode_wire(&reply.body, reply.bulk)?;
+            let reply: ClientReply = decode_wire(&reply.0, reply.1)?;
             let (err, their) = match &reply {
                 ClientReply::Op(r) => (r.result.as_ref().err().cloned(), r.epoch),
                 ClientReply::List { result, epoch } => (result.as_ref().err().cloned(), *epoch),

@@ -1,8 +1,10 @@
 //! Loligo's gRPC services, generated from `proto/loligo.proto` at build
-//! time, and the transport settings every endpoint shares (`net`: the
-//! message size limit and the connection cache). No protocol logic
+//! time, the transport settings every endpoint shares (`net`: the
+//! message size limit and the connection cache), and the direct data path
+//! for OSD calls beside gRPC (`direct`). No protocol logic
 //! belongs here: message bodies are the callers' own encodings.
 
+pub mod direct;
 pub mod net;
 
 /// Version 1 of the wire protocol.

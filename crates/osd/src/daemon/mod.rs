@@ -164,6 +164,8 @@ pub struct OsdShared {
     stats_changed: tokio::sync::Notify,
     /// Connections to peer OSDs.
     peers: Channels,
+    /// Direct data-path connections to peers (`loligo_proto::direct`).
+    direct: loligo_proto::direct::Conns,
     counters: Counters,
     start: Instant,
     /// Set when the OSD stops: PG tasks end at their next input.
@@ -381,6 +383,66 @@ impl OsdShared {
     }
 }
 
+/// Serve the OSD's port until `shutdown`: each connection is routed by
+/// its first bytes to the direct data path (`loligo_proto::direct`) or to
+/// gRPC. On shutdown the listener closes, gRPC stops, and direct
+/// connections are cut.
+async fn serve(
+    shared: Arc<OsdShared>,
+    listener: tokio::net::TcpListener,
+    service: Arc<service::Service>,
+    svc: OsdServer<service::Service>,
+) {
+    use loligo_proto::direct;
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let (grpc_tx, grpc_rx) =
+        tokio::sync::mpsc::channel::<std::io::Result<tokio::net::TcpStream>>(64);
+    let grpc = tokio::spawn(async move {
+        let incoming = tokio_stream::wrappers::ReceiverStream::new(grpc_rx);
+        if let Err(e) = loligo_proto::net::server()
+            .add_service(svc)
+            .serve_with_incoming_shutdown(incoming, async {
+                let _ = stop_rx.await;
+            })
+            .await
+        {
+            tracing::error!("OSD gRPC server stopped: {e}");
+        }
+    });
+    let mut conns = tokio::task::JoinSet::new();
+    loop {
+        tokio::select! {
+            _ = shared.shutdown.notified() => break,
+            a = listener.accept() => match a {
+                Ok((s, _)) => {
+                    // Small request/reply pairs: no Nagle delays.
+                    let _ = s.set_nodelay(true);
+                    let (svc, tx) = (service.clone(), grpc_tx.clone());
+                    conns.spawn(async move {
+                        match direct::sniff(s).await {
+                            Ok(direct::Route::Direct(s)) => direct::serve(svc, s).await,
+                            Ok(direct::Route::Other(s)) => {
+                                let _ = tx.send(Ok(s)).await;
+                            }
+                            Err(_) => {}
+                        }
+                    });
+                }
+                Err(e) => {
+                    // Out of descriptors and the like: pause, go on.
+                    tracing::warn!("accept: {e}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            },
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+        }
+    }
+    drop(listener);
+    let _ = stop_tx.send(());
+    conns.abort_all();
+    let _ = grpc.await;
+}
+
 /// A running OSD.
 pub struct OsdHandle {
     pub shared: Arc<OsdShared>,
@@ -464,6 +526,7 @@ pub async fn start(
         views: Mutex::new(HashMap::new()),
         stats: Mutex::new(HashMap::new()),
         stats_changed: tokio::sync::Notify::new(),
+        direct: loligo_proto::direct::Conns::new(Duration::from_millis(PEER_CONNECT_TIMEOUT_MS)),
         peers: Channels::new(
             Duration::from_millis(PEER_CONNECT_TIMEOUT_MS),
             Some(Duration::from_millis(PEER_REQUEST_TIMEOUT_MS)),
@@ -486,21 +549,11 @@ pub async fn start(
         stripers: Mutex::new(HashMap::new()),
     });
     let mut tasks = Vec::new();
-    let svc = OsdServer::new(service::Service(shared.clone()))
+    let service = Arc::new(service::Service(shared.clone()));
+    let svc = OsdServer::from_arc(service.clone())
         .max_decoding_message_size(MESSAGE_BYTES_MAX)
         .max_encoding_message_size(MESSAGE_BYTES_MAX);
-    let incoming = loligo_proto::net::incoming(listener);
-    let s = shared.clone();
-    let server = tokio::spawn(async move {
-        let stopped = async move { s.shutdown.notified().await };
-        if let Err(e) = loligo_proto::net::server()
-            .add_service(svc)
-            .serve_with_incoming_shutdown(incoming, stopped)
-            .await
-        {
-            tracing::error!("OSD server stopped: {e}");
-        }
-    });
+    let server = tokio::spawn(serve(shared.clone(), listener, service, svc));
     let mut mc = MonClient::new(shared.cfg.mon_addrs.clone())?;
     mc.deadline = Duration::from_millis(BOOT_TIMEOUT_MS);
     mc.call(shared.cfg.boot_request()).await?;

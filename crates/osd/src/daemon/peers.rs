@@ -30,27 +30,42 @@ impl OsdShared {
     pub(super) async fn send_peer(&self, osd: i32, m: &PeerMsg) -> Result<PeerReply, OsdError> {
         let addr = self.peer_addr(osd)?;
         let unreachable = |why: String| OsdError::Unreachable { osd, why };
-        let mut c = self.peers.osd(&addr).await.map_err(unreachable)?;
         let (body, bulk) = encode_wire(m);
-        match c
-            .peer(Raw {
+        let (body, bulk) = if loligo_proto::direct::enabled() {
+            let msg = loligo_proto::direct::Message {
                 body: body.into(),
                 bulk,
-            })
-            .await
-        {
-            Ok(r) => {
-                let r = r.into_inner();
-                decode_wire(&r.body, r.bulk).map_err(|e| OsdError::BadReply {
-                    osd,
-                    why: e.to_string(),
+            };
+            let timeout = Duration::from_millis(super::PEER_REQUEST_TIMEOUT_MS);
+            let r = self
+                .direct
+                .call(&addr, loligo_proto::direct::Call::Peer, msg, timeout)
+                .await
+                .map_err(unreachable)?;
+            (r.body, r.bulk)
+        } else {
+            let mut c = self.peers.osd(&addr).await.map_err(unreachable)?;
+            match c
+                .peer(Raw {
+                    body: body.into(),
+                    bulk,
                 })
+                .await
+            {
+                Ok(r) => {
+                    let r = r.into_inner();
+                    (r.body, r.bulk)
+                }
+                Err(s) => {
+                    self.peers.forget(&addr);
+                    return Err(unreachable(s.message().to_string()));
+                }
             }
-            Err(s) => {
-                self.peers.forget(&addr);
-                Err(unreachable(s.message().to_string()))
-            }
-        }
+        };
+        decode_wire(&body, bulk).map_err(|e| OsdError::BadReply {
+            osd,
+            why: e.to_string(),
+        })
     }
 
     /// Whether PG `pg` is still in the interval that started at `interval`.

@@ -1,5 +1,6 @@
-//! The OSD's gRPC service: client ops and listings (`Osd.Op`) and messages
-//! from other OSDs (`Osd.Peer`). Each request is decoded, checked against
+//! The OSD's service: client ops and listings (`Osd.Op`) and messages
+//! from other OSDs (`Osd.Peer`), on gRPC and on the direct data path
+//! (`loligo_proto::direct`), which share one implementation. Each request is decoded, checked against
 //! this OSD's map, and handed to its PG's task; the answer comes back
 //! through a waiter.
 //!
@@ -11,6 +12,7 @@ use super::mailbox::{PgMsg, Waiter};
 use super::OsdShared;
 use crate::msg::{PeerMsg, PeerReply};
 use crate::pg::{Input, RepError};
+use loligo_proto::direct;
 use loligo_proto::v1::osd_server::Osd;
 use loligo_proto::v1::Raw;
 use loligo_types::ops::{
@@ -18,6 +20,8 @@ use loligo_types::ops::{
     SubResult, Version,
 };
 use loligo_types::{Epoch, PgId};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -453,12 +457,10 @@ fn result_len(r: &SubResult) -> u64 {
     }
 }
 
-#[tonic::async_trait]
-impl Osd for Service {
-    async fn op(&self, req: Request<Raw>) -> Result<Response<Raw>, Status> {
-        self.alive()?;
-        let req = req.into_inner();
-        let reply = match decode_wire::<ClientRequest>(&req.body, req.bulk) {
+impl Service {
+    /// A client's `Op` call, bytes in and out (gRPC and the direct path).
+    async fn op_call(&self, body: &[u8], bulk: Vec<bytes::Bytes>) -> (Vec<u8>, Vec<bytes::Bytes>) {
+        let reply = match decode_wire::<ClientRequest>(body, bulk) {
             Ok(r) => self.client(r).await,
             Err(e) => ClientReply::Op(OpReply {
                 result: Err(e),
@@ -466,7 +468,29 @@ impl Osd for Service {
                 epoch: self.0.epoch(),
             }),
         };
-        let (body, bulk) = encode_wire(&reply);
+        encode_wire(&reply)
+    }
+
+    /// Another OSD's `Peer` call, bytes in and out.
+    async fn peer_call(
+        &self,
+        body: &[u8],
+        bulk: Vec<bytes::Bytes>,
+    ) -> (Vec<u8>, Vec<bytes::Bytes>) {
+        let reply = match decode_wire::<PeerMsg>(body, bulk) {
+            Ok(m) => self.peer_msg(m).await,
+            Err(e) => PeerReply::RepDone(Err(e.to_string())),
+        };
+        encode_wire(&reply)
+    }
+}
+
+#[tonic::async_trait]
+impl Osd for Service {
+    async fn op(&self, req: Request<Raw>) -> Result<Response<Raw>, Status> {
+        self.alive()?;
+        let req = req.into_inner();
+        let (body, bulk) = self.op_call(&req.body, req.bulk).await;
         Ok(Response::new(Raw {
             body: body.into(),
             bulk,
@@ -476,14 +500,33 @@ impl Osd for Service {
     async fn peer(&self, req: Request<Raw>) -> Result<Response<Raw>, Status> {
         self.alive()?;
         let req = req.into_inner();
-        let reply = match decode_wire::<PeerMsg>(&req.body, req.bulk) {
-            Ok(m) => self.peer_msg(m).await,
-            Err(e) => PeerReply::RepDone(Err(e.to_string())),
-        };
-        let (body, bulk) = encode_wire(&reply);
+        let (body, bulk) = self.peer_call(&req.body, req.bulk).await;
         Ok(Response::new(Raw {
             body: body.into(),
             bulk,
         }))
+    }
+}
+
+impl direct::Handler for Service {
+    fn call(
+        self: Arc<Self>,
+        call: direct::Call,
+        msg: direct::Message,
+    ) -> Pin<Box<dyn Future<Output = Option<direct::Message>> + Send + 'static>> {
+        Box::pin(async move {
+            // A stopped OSD answers nothing, as on gRPC.
+            self.alive().ok()?;
+            let (body, bulk) = match call {
+                direct::Call::Op => self.op_call(&msg.body, msg.bulk).await,
+                direct::Call::Peer => self.peer_call(&msg.body, msg.bulk).await,
+            };
+            // Stopped while the call ran: no answer either.
+            self.alive().ok()?;
+            Some(direct::Message {
+                body: body.into(),
+                bulk,
+            })
+        })
     }
 }

@@ -1,0 +1,612 @@
+//! The direct data path: an OSD's `Op` and `Peer` calls as length-prefixed
+//! frames on a plain TCP connection, beside gRPC on the same port.
+//!
+//! gRPC copies every payload byte three times in user space on each hop
+//! (into the protobuf encoding buffer, into tonic's frame-assembly buffer,
+//! and again when that buffer grows to the message's size); a profile of
+//! 4 MiB reads put a fifth of all CPU time there. Here a sender writes the
+//! header and body, then each bulk payload straight from its `Bytes`; a
+//! receiver reads the whole frame into one buffer sized from the header
+//! and hands out the body and payloads as slices of it. The kernel's
+//! socket copies are the only ones left.
+//!
+//! A connection opens with [`MAGIC`]; an OSD's listener peeks at the first
+//! bytes of each connection and routes it here or to gRPC (whose clients
+//! open with the HTTP/2 preface), so the map keeps one address per OSD.
+//! Frames, both ways, little-endian:
+//!
+//! ```text
+//! id u64 | kind u8 | flags u8 | nbulk u16 | body_len u32 | nbulk x len u32 | body | bulk...
+//! ```
+//!
+//! A reply carries its request's id and kind. Requests on one connection
+//! run concurrently (at most [`IN_FLIGHT_MAX`]) and replies come back in
+//! any order.
+//!
+//! This module must never interpret bodies (callers decode their own),
+//! and must never let a peer make it allocate more than
+//! [`MESSAGE_BYTES_MAX`] for one frame: a header that announces more, or
+//! more than [`BULK_MAX`] payloads, closes the connection.
+
+use crate::net::MESSAGE_BYTES_MAX;
+use bytes::{Buf, Bytes, BytesMut};
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot, Semaphore};
+
+/// What a direct connection starts with (never the start of the HTTP/2
+/// preface, `PRI * HTTP/2.0`).
+pub const MAGIC: [u8; 8] = *b"LOLIGO\x01\n";
+/// Most bulk payloads in one frame.
+pub const BULK_MAX: usize = 4096;
+/// Most requests one connection runs at once; more wait (back-pressure on
+/// the sender, not a refusal).
+pub const IN_FLIGHT_MAX: usize = 256;
+/// How long a new connection may take to say which protocol it speaks.
+pub const SNIFF_TIMEOUT: Duration = Duration::from_secs(10);
+
+const HEADER_LEN: usize = 16;
+
+/// The call a frame is part of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Call {
+    /// A client's op (the `Osd.Op` gRPC call's body and bulk).
+    Op,
+    /// An OSD-to-OSD message (`Osd.Peer`).
+    Peer,
+}
+
+impl Call {
+    fn code(self) -> u8 {
+        match self {
+            Call::Op => 1,
+            Call::Peer => 2,
+        }
+    }
+
+    fn from_code(c: u8) -> Option<Call> {
+        match c {
+            1 => Some(Call::Op),
+            2 => Some(Call::Peer),
+            _ => None,
+        }
+    }
+}
+
+/// One frame: a request or its reply.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Message {
+    pub body: Bytes,
+    pub bulk: Vec<Bytes>,
+}
+
+struct Frame {
+    id: u64,
+    call: Call,
+    msg: Message,
+}
+
+/// The header and body of `f` in one buffer (its payloads follow it on
+/// the wire, written from their own buffers).
+fn head(f: &Frame) -> Result<Vec<u8>, String> {
+    let total = f.msg.body.len() + f.msg.bulk.iter().map(Bytes::len).sum::<usize>();
+    if f.msg.bulk.len() > BULK_MAX || total > MESSAGE_BYTES_MAX {
+        return Err(format!(
+            "message of {total} bytes in {} payloads is over the limit ({MESSAGE_BYTES_MAX} bytes, {BULK_MAX} payloads)",
+            f.msg.bulk.len()
+        ));
+    }
+    let mut h = Vec::with_capacity(HEADER_LEN + 4 * f.msg.bulk.len() + f.msg.body.len());
+    h.extend_from_slice(&f.id.to_le_bytes());
+    h.push(f.call.code());
+    h.push(0);
+    h.extend_from_slice(&(f.msg.bulk.len() as u16).to_le_bytes());
+    h.extend_from_slice(&(f.msg.body.len() as u32).to_le_bytes());
+    for b in &f.msg.bulk {
+        h.extend_from_slice(&(b.len() as u32).to_le_bytes());
+    }
+    h.extend_from_slice(&f.msg.body);
+    Ok(h)
+}
+
+async fn write_frame(w: &mut OwnedWriteHalf, f: &Frame) -> std::io::Result<()> {
+    let h = head(f).map_err(std::io::Error::other)?;
+    w.write_all(&h).await?;
+    for b in &f.msg.bulk {
+        w.write_all(b).await?;
+    }
+    Ok(())
+}
+
+/// Read one frame; `Ok(None)` at a clean end of the stream.
+async fn read_frame(r: &mut BufReader<OwnedReadHalf>) -> std::io::Result<Option<Frame>> {
+    let bad = |why: String| std::io::Error::new(std::io::ErrorKind::InvalidData, why);
+    let mut h = [0u8; HEADER_LEN];
+    match r.read_exact(&mut h).await {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e),
+    }
+    let mut hb = &h[..];
+    let id = hb.get_u64_le();
+    let call = Call::from_code(hb.get_u8()).ok_or_else(|| bad(format!("unknown call {}", h[8])))?;
+    let _flags = hb.get_u8();
+    let nbulk = hb.get_u16_le() as usize;
+    let body_len = hb.get_u32_le() as usize;
+    if nbulk > BULK_MAX {
+        return Err(bad(format!("{nbulk} payloads (most {BULK_MAX})")));
+    }
+    let mut lens = vec![0u8; 4 * nbulk];
+    r.read_exact(&mut lens).await?;
+    let lens: Vec<usize> = lens
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]) as usize)
+        .collect();
+    let total = lens.iter().fold(body_len, |a, &l| a.saturating_add(l));
+    if total > MESSAGE_BYTES_MAX {
+        return Err(bad(format!(
+            "frame of {total} bytes (most {MESSAGE_BYTES_MAX})"
+        )));
+    }
+    // One buffer for body and payloads, filled without zeroing first.
+    let mut buf = BytesMut::with_capacity(total);
+    while buf.len() < total {
+        let want = total - buf.len();
+        let n = (&mut *r).take(want as u64).read_buf(&mut buf).await?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+    }
+    let mut all = buf.freeze();
+    let body = all.split_to(body_len);
+    let bulk = lens.iter().map(|&l| all.split_to(l)).collect();
+    Ok(Some(Frame {
+        id,
+        call,
+        msg: Message { body, bulk },
+    }))
+}
+
+/// What serves direct calls (an OSD's service).
+pub trait Handler: Send + Sync + 'static {
+    /// Answer one call (errors are the handler's to encode in the reply),
+    /// or `None` to answer nothing and close the connection (a stopped
+    /// server: its callers see the connection fail, as after a crash).
+    fn call(
+        self: Arc<Self>,
+        call: Call,
+        msg: Message,
+    ) -> Pin<Box<dyn Future<Output = Option<Message>> + Send + 'static>>;
+}
+
+/// Serve direct calls on `stream`, whose [`MAGIC`] has been read, until
+/// the peer closes it or sends garbage.
+pub async fn serve<H: Handler>(handler: Arc<H>, stream: TcpStream) {
+    let (r, mut w) = stream.into_split();
+    let mut r = BufReader::with_capacity(64 << 10, r);
+    // `None` from a handler closes the connection.
+    let (tx, mut rx) = mpsc::channel::<Option<Frame>>(IN_FLIGHT_MAX);
+    let writer = tokio::spawn(async move {
+        while let Some(Some(f)) = rx.recv().await {
+            // A peer that stopped reading: the connection is over, and
+            // the peer sees its calls fail.
+            if write_frame(&mut w, &f).await.is_err() {
+                return;
+            }
+        }
+        let _ = w.shutdown().await;
+    });
+    let turns = Arc::new(Semaphore::new(IN_FLIGHT_MAX));
+    loop {
+        let f = match read_frame(&mut r).await {
+            Ok(Some(f)) => f,
+            // Closed, or garbage: either way the connection is over (the
+            // peer's calls on it fail and it dials again).
+            Ok(None) | Err(_) => break,
+        };
+        let Ok(turn) = turns.clone().acquire_owned().await else {
+            break;
+        };
+        let h = handler.clone();
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            let reply = h.call(f.call, f.msg).await.map(|msg| Frame {
+                id: f.id,
+                call: f.call,
+                msg,
+            });
+            let _ = tx.send(reply).await;
+            drop(turn);
+        });
+    }
+    drop(tx);
+    // Replies still being computed are sent before the writer ends.
+    let _ = writer.await;
+}
+
+/// How a listener routes an accepted connection.
+pub enum Route {
+    /// A direct connection, its [`MAGIC`] consumed: give it to [`serve`].
+    Direct(TcpStream),
+    /// Anything else (gRPC), untouched.
+    Other(TcpStream),
+}
+
+/// Look at the first bytes of `s` without consuming them unless they are
+/// [`MAGIC`]. A connection that says nothing for [`SNIFF_TIMEOUT`], or
+/// closes first, is an error (drop it).
+pub async fn sniff(mut s: TcpStream) -> std::io::Result<Route> {
+    let mut b = [0u8; MAGIC.len()];
+    let peeked = tokio::time::timeout(SNIFF_TIMEOUT, async {
+        loop {
+            let n = s.peek(&mut b).await?;
+            if n == 0 {
+                return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof));
+            }
+            // Either enough to decide, or already not a prefix of MAGIC.
+            if n == b.len() || b[..n] != MAGIC[..n] {
+                return Ok(n);
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    })
+    .await
+    .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))??;
+    if peeked == MAGIC.len() && b == MAGIC {
+        s.read_exact(&mut b).await?;
+        Ok(Route::Direct(s))
+    } else {
+        Ok(Route::Other(s))
+    }
+}
+
+/// Whether callers use the direct path for OSD calls: yes, unless the
+/// environment says `LOLIGO_TRANSPORT=grpc` (for side-by-side measurements
+/// of the two; OSDs serve both either way).
+pub fn enabled() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("LOLIGO_TRANSPORT").map_or(true, |v| v != "grpc"))
+}
+
+type Waiter = oneshot::Sender<Message>;
+
+/// One client connection: a writer task fed by a queue (so a caller that
+/// gives up mid-send cannot leave half a frame on the wire) and a reader
+/// task that hands each reply to its waiter.
+struct Conn {
+    tx: mpsc::Sender<Frame>,
+    waiting: Arc<Mutex<HashMap<u64, Waiter>>>,
+    next: AtomicU64,
+    dead: Arc<AtomicBool>,
+}
+
+impl Conn {
+    async fn dial(addr: &str, timeout: Duration) -> Result<Conn, String> {
+        let mut s = tokio::time::timeout(timeout, TcpStream::connect(addr))
+            .await
+            .map_err(|_| format!("{addr}: connect timed out"))?
+            .map_err(|e| format!("{addr}: {e}"))?;
+        let _ = s.set_nodelay(true);
+        s.write_all(&MAGIC)
+            .await
+            .map_err(|e| format!("{addr}: {e}"))?;
+        let (r, mut w) = s.into_split();
+        let (tx, mut rx) = mpsc::channel::<Frame>(IN_FLIGHT_MAX);
+        let waiting: Arc<Mutex<HashMap<u64, Waiter>>> = Arc::default();
+        let dead = Arc::new(AtomicBool::new(false));
+        let d = dead.clone();
+        tokio::spawn(async move {
+            while let Some(f) = rx.recv().await {
+                if write_frame(&mut w, &f).await.is_err() {
+                    d.store(true, Ordering::Relaxed);
+                    return;
+                }
+            }
+        });
+        let (wt, d) = (waiting.clone(), dead.clone());
+        tokio::spawn(async move {
+            let mut r = BufReader::with_capacity(64 << 10, r);
+            while let Ok(Some(f)) = read_frame(&mut r).await {
+                let w = wt.lock().unwrap_or_else(|p| p.into_inner()).remove(&f.id);
+                if let Some(w) = w {
+                    let _ = w.send(f.msg);
+                }
+            }
+            // The connection is gone: every waiter learns it now (its
+            // sender is dropped), and the next call dials again.
+            d.store(true, Ordering::Relaxed);
+            wt.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        });
+        Ok(Conn {
+            tx,
+            waiting,
+            next: AtomicU64::new(1),
+            dead,
+        })
+    }
+
+    async fn call(&self, call: Call, msg: Message) -> Result<Message, String> {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        self.waiting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id, tx);
+        // Whatever happens to this call, its entry goes with it.
+        struct Forget<'a>(&'a Mutex<HashMap<u64, Waiter>>, u64);
+        impl Drop for Forget<'_> {
+            fn drop(&mut self) {
+                self.0
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&self.1);
+            }
+        }
+        let _forget = Forget(&self.waiting, id);
+        if self.dead.load(Ordering::Relaxed) {
+            return Err("connection closed".into());
+        }
+        self.tx
+            .send(Frame { id, call, msg })
+            .await
+            .map_err(|_| "connection closed".to_string())?;
+        rx.await.map_err(|_| "connection closed".to_string())
+    }
+}
+
+/// Direct connections by `host:port`, dialled on first use and dropped
+/// when they fail.
+pub struct Conns {
+    conns: Mutex<HashMap<String, Arc<Conn>>>,
+    connect_timeout: Duration,
+}
+
+impl Conns {
+    pub fn new(connect_timeout: Duration) -> Conns {
+        Conns {
+            conns: Mutex::new(HashMap::new()),
+            connect_timeout,
+        }
+    }
+
+    fn conns(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Conn>>> {
+        self.conns.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    async fn conn(&self, addr: &str) -> Result<Arc<Conn>, String> {
+        if let Some(c) = self.conns().get(addr) {
+            if !c.dead.load(Ordering::Relaxed) {
+                return Ok(c.clone());
+            }
+        }
+        let c = Arc::new(Conn::dial(addr, self.connect_timeout).await?);
+        let mut m = self.conns();
+        // Two tasks may dial at once: keep a live one.
+        let kept = m
+            .entry(addr.to_string())
+            .and_modify(|old| {
+                if old.dead.load(Ordering::Relaxed) {
+                    *old = c.clone();
+                }
+            })
+            .or_insert(c);
+        Ok(kept.clone())
+    }
+
+    /// One call to `addr`, answered within `timeout`. An error means no
+    /// answer came (the call may or may not have run).
+    pub async fn call(
+        &self,
+        addr: &str,
+        call: Call,
+        msg: Message,
+        timeout: Duration,
+    ) -> Result<Message, String> {
+        let r = tokio::time::timeout(timeout, async {
+            let c = self.conn(addr).await?;
+            c.call(call, msg).await
+        })
+        .await
+        .unwrap_or_else(|_| Err(format!("{addr}: no answer in {timeout:?}")));
+        if r.is_err() {
+            self.forget(addr);
+        }
+        r
+    }
+
+    /// Drop the connection to `addr`.
+    pub fn forget(&self, addr: &str) {
+        self.conns().remove(addr);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Echoes the body and payloads, reversed, after `delay_ms` taken from
+    /// the first body byte (so replies come back out of order).
+    struct Echo;
+
+    impl Handler for Echo {
+        fn call(
+            self: Arc<Self>,
+            call: Call,
+            msg: Message,
+        ) -> Pin<Box<dyn Future<Output = Option<Message>> + Send + 'static>> {
+            Box::pin(async move {
+                let delay = msg.body.first().copied().unwrap_or(0);
+                if delay == 255 {
+                    return None;
+                }
+                tokio::time::sleep(Duration::from_millis(delay as u64)).await;
+                let mut body = msg.body.to_vec();
+                body.push(call.code());
+                let mut bulk = msg.bulk;
+                bulk.reverse();
+                Some(Message {
+                    body: body.into(),
+                    bulk,
+                })
+            })
+        }
+    }
+
+    async fn listener() -> (String, tokio::task::JoinHandle<()>) {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        let h = tokio::spawn(async move {
+            let echo = Arc::new(Echo);
+            while let Ok((s, _)) = l.accept().await {
+                let echo = echo.clone();
+                tokio::spawn(async move {
+                    match sniff(s).await {
+                        Ok(Route::Direct(s)) => serve(echo, s).await,
+                        Ok(Route::Other(mut s)) => {
+                            // What gRPC would read: the preface, intact.
+                            let mut pre = [0u8; 24];
+                            let _ = s.read_exact(&mut pre).await;
+                            let _ = s.write_all(&pre).await;
+                            let _ = s.write_all(b" not direct").await;
+                        }
+                        Err(_) => {}
+                    }
+                });
+            }
+        });
+        (addr, h)
+    }
+
+    #[tokio::test]
+    async fn calls_run_concurrently_and_replies_find_their_callers() {
+        let (addr, _h) = listener().await;
+        let c = Arc::new(Conns::new(Duration::from_secs(2)));
+        let mut calls = Vec::new();
+        for i in 0..20u8 {
+            let (c, addr) = (c.clone(), addr.clone());
+            calls.push(tokio::spawn(async move {
+                // Later calls answer sooner.
+                let body = Bytes::from(vec![40 - 2 * i, i]);
+                let big = Bytes::from(vec![i; 1 << 20]);
+                let msg = Message {
+                    body,
+                    bulk: vec![big.clone(), Bytes::new(), Bytes::from_static(b"x")],
+                };
+                let call = if i % 2 == 0 { Call::Op } else { Call::Peer };
+                let r = c
+                    .call(&addr, call, msg, Duration::from_secs(5))
+                    .await
+                    .unwrap();
+                assert_eq!(&r.body[..], &[40 - 2 * i, i, call.code()][..]);
+                assert_eq!(r.bulk, vec![Bytes::from_static(b"x"), Bytes::new(), big]);
+            }));
+        }
+        for t in calls {
+            t.await.unwrap();
+        }
+        assert_eq!(c.conns().len(), 1);
+        // A handler that answers nothing closes the connection: the call
+        // fails at once (no waiting for the timeout) and the next dials.
+        let t0 = std::time::Instant::now();
+        let silent = Message {
+            body: Bytes::from_static(&[255]),
+            bulk: Vec::new(),
+        };
+        let r = c
+            .call(&addr, Call::Op, silent, Duration::from_secs(5))
+            .await;
+        assert_eq!(r, Err("connection closed".to_string()));
+        assert!(t0.elapsed() < Duration::from_secs(2));
+        let again = Message {
+            body: Bytes::from_static(&[0]),
+            bulk: Vec::new(),
+        };
+        assert!(c
+            .call(&addr, Call::Op, again, Duration::from_secs(5))
+            .await
+            .is_ok());
+    }
+
+    #[tokio::test]
+    async fn other_protocols_pass_through_untouched() {
+        let (addr, _h) = listener().await;
+        let mut s = TcpStream::connect(&addr).await.unwrap();
+        let preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+        s.write_all(preface).await.unwrap();
+        let mut got = Vec::new();
+        s.read_to_end(&mut got).await.unwrap();
+        assert_eq!(got, [&preface[..], b" not direct"].concat());
+    }
+
+    #[tokio::test]
+    async fn oversized_or_garbage_frames_close_the_connection() {
+        let (addr, _h) = listener().await;
+        // A header announcing more than the limit: closed, nothing allocated.
+        let mut s = TcpStream::connect(&addr).await.unwrap();
+        s.write_all(&MAGIC).await.unwrap();
+        let mut h = Vec::new();
+        h.extend_from_slice(&7u64.to_le_bytes());
+        h.extend_from_slice(&[1, 0]);
+        h.extend_from_slice(&1u16.to_le_bytes());
+        h.extend_from_slice(&16u32.to_le_bytes());
+        h.extend_from_slice(&u32::MAX.to_le_bytes());
+        s.write_all(&h).await.unwrap();
+        let mut got = Vec::new();
+        s.read_to_end(&mut got).await.unwrap();
+        assert!(got.is_empty());
+        // An unknown call kind: closed too.
+        let mut s = TcpStream::connect(&addr).await.unwrap();
+        s.write_all(&MAGIC).await.unwrap();
+        s.write_all(&[0u8, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0])
+            .await
+            .unwrap();
+        let mut got = Vec::new();
+        s.read_to_end(&mut got).await.unwrap();
+        assert!(got.is_empty());
+        // A sender refuses to build a frame over the limit.
+        let f = Frame {
+            id: 1,
+            call: Call::Op,
+            msg: Message {
+                body: Bytes::new(),
+                bulk: vec![Bytes::new(); BULK_MAX + 1],
+            },
+        };
+        assert!(head(&f).is_err());
+    }
+
+    #[tokio::test]
+    async fn a_dead_server_is_an_error_and_the_next_call_dials_again() {
+        let c = Conns::new(Duration::from_millis(300));
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        drop(l);
+        let msg = Message::default();
+        assert!(c
+            .call(&addr, Call::Op, msg.clone(), Duration::from_secs(1))
+            .await
+            .is_err());
+        assert!(c.conns().is_empty());
+        // A server that accepts and never answers: the call times out.
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        let _keep = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((s, _)) = l.accept().await {
+                held.push(s);
+            }
+        });
+        let r = c
+            .call(&addr, Call::Op, msg, Duration::from_millis(200))
+            .await;
+        assert!(r.unwrap_err().contains("no answer"));
+        assert!(c.conns().is_empty());
+    }
+}
