@@ -71,15 +71,23 @@ def wait(what, cond, limit, every=0.5):
 
 
 def proc_read_bytes(pids):
-    total = 0
+    """read_bytes of each live process in `pids`, by pid."""
+    out = {}
     for pid in pids:
         try:
             for line in open("/proc/%d/io" % pid):
                 if line.startswith("read_bytes:"):
-                    total += int(line.split()[1])
+                    out[pid] = int(line.split()[1])
         except OSError:
             pass
-    return total
+    return out
+
+
+def read_since(before, after):
+    """Bytes read between two `proc_read_bytes` readings, over the
+    processes in both (a killed OSD still being reaped at the first
+    reading would otherwise count negative)."""
+    return sum(after[p] - before[p] for p in before if p in after)
 
 
 def disk_of(path):
@@ -388,7 +396,7 @@ def run_system(sysm, a, rows):
                     pass
                 wait("clean after out", lambda: sysm.clean(OSDS - 1), 3600, 0.5)
                 secs = time.time() - t0
-                rd = proc_read_bytes(pids) - r0
+                rd = read_since(r0, proc_read_bytes(pids))
                 dev = rd  # Ceph reads with O_DIRECT: the block layer's count
                 if sysm.name == "loligo":
                     time.sleep(3)  # counters are reported periodically

@@ -347,10 +347,10 @@ async fn objects_round_trip_and_compound_ops_are_atomic() {
         },
     ));
     assert_eq!(bulk.len(), 1);
-    let short = vec![bytes::Bytes::from_static(b"to")];
     let mut extra = bulk.clone();
     extra.push(bytes::Bytes::from_static(b"x"));
-    for bad in [Vec::new(), short, extra] {
+    let wrong_bulks = [Vec::new(), vec![bytes::Bytes::from_static(b"to")], extra];
+    for bad in wrong_bulks.clone() {
         let e = send_bulk(body.clone(), bad).await;
         assert!(matches!(e, OpError::Invalid(_)), "{e:?}");
     }
@@ -371,20 +371,7 @@ async fn objects_round_trip_and_compound_ops_are_atomic() {
     // closes that connection only.
     use loligo_proto::direct;
     let dc = direct::Conns::new(Duration::from_secs(2));
-    let (body, bulk) = loligo_types::ops::encode_wire(&loligo_types::ops::ClientRequest::Op(
-        loligo_types::ops::ClientOp {
-            pool: 1,
-            name: "a".into(),
-            epoch: 1,
-            ops: vec![SubOp::WriteFull(bytes::Bytes::from_static(b"torn"))],
-            reqid: None,
-        },
-    ));
-    for bad in [Vec::new(), vec![bytes::Bytes::from_static(b"to")], {
-        let mut b = bulk.clone();
-        b.push(bytes::Bytes::from_static(b"x"));
-        b
-    }] {
+    for bad in wrong_bulks {
         let msg = direct::Message {
             body: body.clone().into(),
             bulk: bad,
