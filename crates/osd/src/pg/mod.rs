@@ -17,6 +17,7 @@
 
 pub mod backfill;
 mod erasure;
+pub mod merkle;
 pub mod record;
 pub mod recovery;
 mod replica;

@@ -1,0 +1,440 @@
+//! A PG's Merkle tree over its objects, for backfill that skips what
+//! already matches (after "Merkle-tree backfill" for Ceph): leaf `i` of
+//! `2^d` covers the objects whose 32-bit placement hash starts with the
+//! `d` bits `i` (a store lists objects in hash order, so a leaf is one
+//! contiguous key range), and holds the XOR of a 64-bit digest of each
+//! object's name and version. A write changes one leaf in O(1)
+//! (`leaf ^= old ^ new`, with 0 for "absent"), then the `d` nodes above
+//! it. Inner nodes are a hash of their two children, kept in one array
+//! in heap order (root at 1, leaves at `n..2n`): 16 bytes per leaf in all.
+//!
+//! Pure: no I/O. The digests are specified (xxh3, little-endian inputs),
+//! because trees built by different OSDs, builds and versions are
+//! compared with each other. It must never change a digest's definition
+//! without a format version: persisted leaves would silently disagree.
+
+use loligo_types::ops::Version;
+use std::ops::Range;
+use xxhash_rust::xxh3::xxh3_64_with_seed;
+
+/// Fewest leaves a tree may have.
+pub const LEAVES_MIN: u32 = 1 << 10;
+/// Most leaves a tree may have.
+pub const LEAVES_MAX: u32 = 1 << 16;
+/// Leaves per PG unless configured otherwise.
+pub const LEAVES_DEFAULT: u32 = 1 << 14;
+
+/// Seeds keep the object digest and the inner-node hash apart.
+const SEED_OBJECT: u64 = 0x6c6f_6c69_676f_4f42; // "loligoOB"
+const SEED_NODE: u64 = 0x6c6f_6c69_676f_4e44; // "loligoND"
+
+/// What one object contributes to its leaf: never 0 (0 is "absent").
+pub fn object_digest(name: &str, version: Version) -> u64 {
+    let mut b = Vec::with_capacity(name.len() + 16);
+    b.extend_from_slice(&version.epoch.to_le_bytes());
+    b.extend_from_slice(&version.v.to_le_bytes());
+    b.extend_from_slice(name.as_bytes());
+    match xxh3_64_with_seed(&b, SEED_OBJECT) {
+        0 => 1,
+        h => h,
+    }
+}
+
+/// An inner node from its children; two empty children make an empty
+/// node, so an empty tree is all zeros.
+fn node(l: u64, r: u64) -> u64 {
+    if l == 0 && r == 0 {
+        return 0;
+    }
+    let mut b = [0u8; 16];
+    b[..8].copy_from_slice(&l.to_le_bytes());
+    b[8..].copy_from_slice(&r.to_le_bytes());
+    match xxh3_64_with_seed(&b, SEED_NODE) {
+        0 => 1,
+        h => h,
+    }
+}
+
+/// Why a tree cannot be made.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MerkleError {
+    #[error("{0} leaves: a tree has a power of two between {LEAVES_MIN} and {LEAVES_MAX}")]
+    Leaves(usize),
+}
+
+/// A PG's tree.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tree {
+    /// log2 of the leaf count.
+    depth: u32,
+    /// Heap order: `nodes[1]` is the root, `nodes[n..2n]` the leaves;
+    /// `nodes[0]` is unused.
+    nodes: Vec<u64>,
+}
+
+impl Tree {
+    /// An empty tree of `leaves` leaves.
+    pub fn new(leaves: u32) -> Result<Tree, MerkleError> {
+        let n = leaves as usize;
+        if !(LEAVES_MIN..=LEAVES_MAX).contains(&leaves) || !leaves.is_power_of_two() {
+            return Err(MerkleError::Leaves(n));
+        }
+        Ok(Tree {
+            depth: leaves.trailing_zeros(),
+            nodes: vec![0; 2 * n],
+        })
+    }
+
+    /// The tree whose leaves are `leaves` (as persisted), inner nodes
+    /// computed.
+    pub fn from_leaves(leaves: &[u64]) -> Result<Tree, MerkleError> {
+        let n = u32::try_from(leaves.len()).map_err(|_| MerkleError::Leaves(leaves.len()))?;
+        let mut t = Tree::new(n)?;
+        t.nodes[leaves.len()..].copy_from_slice(leaves);
+        for i in (1..leaves.len()).rev() {
+            t.nodes[i] = node(t.nodes[2 * i], t.nodes[2 * i + 1]);
+        }
+        Ok(t)
+    }
+
+    pub fn leaf_count(&self) -> u32 {
+        1 << self.depth
+    }
+
+    /// Levels below the root (the leaves are level `depth`).
+    pub fn depth(&self) -> u32 {
+        self.depth
+    }
+
+    pub fn root(&self) -> u64 {
+        self.nodes[1]
+    }
+
+    pub fn leaves(&self) -> &[u64] {
+        &self.nodes[self.nodes.len() / 2..]
+    }
+
+    /// The leaf an object of placement hash `hash` falls in.
+    pub fn leaf_of(&self, hash: u32) -> u32 {
+        hash >> (32 - self.depth)
+    }
+
+    /// The placement hashes leaf `i` covers.
+    pub fn hashes_of(&self, i: u32) -> std::ops::RangeInclusive<u32> {
+        let shift = 32 - self.depth;
+        (i << shift)..=((i << shift) | (u32::MAX >> self.depth))
+    }
+
+    /// An object of placement hash `hash` changed from digest `old` to
+    /// `new` (0: absent): its leaf and the nodes above it follow. Returns
+    /// the leaf's index and new value (what a transaction persists).
+    pub fn update(&mut self, hash: u32, old: u64, new: u64) -> (u32, u64) {
+        let i = self.leaf_of(hash);
+        let at = self.leaf_count() as usize + i as usize;
+        let v = self.nodes[at] ^ old ^ new;
+        self.set_at(at, v);
+        (i, v)
+    }
+
+    /// Set leaf `i` (e.g. from a persisted record); out of range is
+    /// ignored.
+    pub fn set_leaf(&mut self, i: u32, v: u64) {
+        if i < self.leaf_count() {
+            self.set_at(self.leaf_count() as usize + i as usize, v);
+        }
+    }
+
+    fn set_at(&mut self, mut at: usize, v: u64) {
+        self.nodes[at] = v;
+        while at > 1 {
+            at /= 2;
+            self.nodes[at] = node(self.nodes[2 * at], self.nodes[2 * at + 1]);
+        }
+    }
+
+    /// Nodes `idx` of `level` (0: the root; `depth`: the leaves); an index
+    /// past the level is 0.
+    pub fn nodes_at(&self, level: u32, idx: &[u32]) -> Vec<u64> {
+        let base = 1usize << level.min(self.depth);
+        idx.iter()
+            .map(|&i| {
+                if (i as usize) < base {
+                    self.nodes[base + i as usize]
+                } else {
+                    0
+                }
+            })
+            .collect()
+    }
+
+    /// The leaf ranges where `self` and `other` (same shape) differ,
+    /// merged where they touch. Trees of different shapes differ
+    /// everywhere.
+    pub fn diff(&self, other: &Tree) -> Vec<Range<u32>> {
+        if self.depth != other.depth {
+            return std::iter::once(0..self.leaf_count().max(other.leaf_count())).collect();
+        }
+        let mut d = Descent::new(self.depth, self.root(), other.root());
+        while let Some((level, idx)) = d.wants() {
+            let theirs = other.nodes_at(level, &idx);
+            d.step(&self.nodes_at(level, &idx), &theirs);
+        }
+        d.ranges()
+    }
+}
+
+/// Finding where two trees differ when one of them is remote: level by
+/// level, asking only for the children of nodes that differ. Each step
+/// is one round trip; a caller that finds the answers too large may ask
+/// for the whole leaf array instead ([`exchange_cost`]).
+#[derive(Clone, Debug)]
+pub struct Descent {
+    depth: u32,
+    /// The level whose nodes `pending` are to be compared next.
+    level: u32,
+    pending: Vec<u32>,
+    /// Differing leaves found, in order.
+    leaves: Vec<u32>,
+}
+
+impl Descent {
+    /// Start from the two roots.
+    pub fn new(depth: u32, mine: u64, theirs: u64) -> Descent {
+        let pending = if mine == theirs { vec![] } else { vec![0, 1] };
+        Descent {
+            depth,
+            level: 1,
+            pending,
+            leaves: Vec::new(),
+        }
+    }
+
+    /// The nodes to fetch next, at a level: `None` once done.
+    pub fn wants(&self) -> Option<(u32, Vec<u32>)> {
+        (!self.pending.is_empty()).then(|| (self.level, self.pending.clone()))
+    }
+
+    /// Both sides' values of the nodes `wants` named, in its order.
+    pub fn step(&mut self, mine: &[u64], theirs: &[u64]) {
+        let differ: Vec<u32> = self
+            .pending
+            .iter()
+            .zip(mine.iter().zip(theirs))
+            .filter(|(_, (a, b))| a != b)
+            .map(|(&i, _)| i)
+            .collect();
+        if self.level >= self.depth {
+            self.leaves.extend(differ);
+            self.pending.clear();
+        } else {
+            self.pending = differ.iter().flat_map(|&i| [2 * i, 2 * i + 1]).collect();
+            self.level += 1;
+        }
+    }
+
+    /// The differing leaves, as ranges merged where they touch.
+    pub fn ranges(&self) -> Vec<Range<u32>> {
+        let mut out: Vec<Range<u32>> = Vec::new();
+        for &i in &self.leaves {
+            match out.last_mut() {
+                Some(r) if r.end == i => r.end = i + 1,
+                _ => out.push(i..i + 1),
+            }
+        }
+        out
+    }
+}
+
+/// Bytes a descent costs when `differing` of `leaves` leaves differ, at
+/// most (8 bytes per node both ways, two nodes per differing parent per
+/// level), against sending the whole leaf array (8 bytes per leaf): a
+/// caller picks the cheaper.
+pub fn exchange_cost(leaves: u32, differing: u32) -> (u64, u64) {
+    let depth = u64::from(leaves.max(1).trailing_zeros());
+    let descent = 16 * 2 * u64::from(differing.max(1)) * depth;
+    (descent, 8 * u64::from(leaves))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use loligo_testkit::Rng;
+    use std::collections::BTreeMap;
+
+    fn v(e: u64, n: u64) -> Version {
+        Version { epoch: e, v: n }
+    }
+
+    /// Objects: name -> (hash, version).
+    type Objs = BTreeMap<String, (u32, Version)>;
+
+    fn objects(rng: &mut Rng, n: usize) -> Objs {
+        (0..n)
+            .map(|i| {
+                let h = rng.next_u64() as u32;
+                (format!("o{i}"), (h, v(1, rng.below(1000) + 1)))
+            })
+            .collect()
+    }
+
+    fn build(leaves: u32, objs: &Objs) -> Tree {
+        let mut t = Tree::new(leaves).unwrap();
+        for (name, (h, ver)) in objs {
+            t.update(*h, 0, object_digest(name, *ver));
+        }
+        t
+    }
+
+    /// The leaves whose object sets differ, computed directly.
+    fn truth(t: &Tree, a: &Objs, b: &Objs) -> Vec<u32> {
+        let mut out = std::collections::BTreeSet::new();
+        for (name, x) in a {
+            if b.get(name) != Some(x) {
+                out.insert(t.leaf_of(x.0));
+            }
+        }
+        for (name, x) in b {
+            if a.get(name) != Some(x) {
+                out.insert(t.leaf_of(x.0));
+            }
+        }
+        out.into_iter().collect()
+    }
+
+    #[test]
+    fn shapes_are_checked() {
+        assert!(Tree::new(1000).is_err());
+        assert!(Tree::new(512).is_err());
+        assert!(Tree::new(1 << 17).is_err());
+        assert!(Tree::from_leaves(&[0; 3000]).is_err());
+        let t = Tree::new(LEAVES_DEFAULT).unwrap();
+        assert_eq!((t.leaf_count(), t.depth(), t.root()), (16_384, 14, 0));
+        // 16 bytes per leaf.
+        assert_eq!(t.nodes.len() * 8, 16 * 16_384);
+        // Leaves tile the hash space in order.
+        assert_eq!(t.hashes_of(0), 0..=(u32::MAX >> 14));
+        assert_eq!(*t.hashes_of(16_383).end(), u32::MAX);
+        assert_eq!(t.leaf_of(u32::MAX), 16_383);
+        // Trees of different shapes differ everywhere.
+        let small = Tree::new(1024).unwrap();
+        let ranges: Vec<Range<u32>> = t.diff(&small);
+        assert_eq!(ranges.len(), 1);
+        assert_eq!(ranges[0], 0..16_384);
+    }
+
+    #[test]
+    fn incremental_updates_equal_a_rebuild_in_any_order() {
+        let mut rng = Rng::new(7);
+        let objs = objects(&mut rng, 5000);
+        let t = build(1024, &objs);
+        // Reverse order, and through persisted leaves.
+        let mut r = Tree::new(1024).unwrap();
+        for (name, (h, ver)) in objs.iter().rev() {
+            r.update(*h, 0, object_digest(name, *ver));
+        }
+        assert_eq!(t, r);
+        assert_eq!(Tree::from_leaves(t.leaves()).unwrap(), t);
+        // A new version, then a delete, then the write undone: the same
+        // tree as a rebuild of each state.
+        let (name, (h, old)) = objs.iter().next().map(|(n, x)| (n.clone(), *x)).unwrap();
+        let mut m = t.clone();
+        m.update(h, object_digest(&name, old), object_digest(&name, v(2, 5)));
+        let mut o2 = objs.clone();
+        o2.insert(name.clone(), (h, v(2, 5)));
+        assert_eq!(m, build(1024, &o2));
+        m.update(h, object_digest(&name, v(2, 5)), 0);
+        o2.remove(&name);
+        assert_eq!(m, build(1024, &o2));
+        m.update(h, 0, object_digest(&name, old));
+        assert_eq!(m, t);
+        // Everything removed: empty again.
+        for (name, (h, ver)) in &objs {
+            m.update(*h, object_digest(name, *ver), 0);
+        }
+        assert_eq!(m, Tree::new(1024).unwrap());
+    }
+
+    #[test]
+    fn diff_finds_exactly_the_leaves_that_differ() {
+        let mut rng = Rng::new(11);
+        for (n, stale_pct) in [(2000, 1), (5000, 5), (5000, 20), (300, 50)] {
+            let a = objects(&mut rng, n);
+            let mut b = a.clone();
+            // Stale: older versions, missing objects, extra objects.
+            for (i, (name, x)) in a.iter().enumerate() {
+                if rng.below(100) < stale_pct {
+                    match i % 3 {
+                        0 => {
+                            b.insert(name.clone(), (x.0, v(0, 1)));
+                        }
+                        1 => {
+                            b.remove(name);
+                        }
+                        _ => {
+                            b.insert(format!("{name}-new"), (rng.next_u64() as u32, v(3, 3)));
+                        }
+                    }
+                }
+            }
+            for leaves in [1024, 4096] {
+                let (ta, tb) = (build(leaves, &a), build(leaves, &b));
+                let want = truth(&ta, &a, &b);
+                let got: Vec<u32> = ta.diff(&tb).into_iter().flatten().collect();
+                assert_eq!(got, want, "n={n} stale={stale_pct}% leaves={leaves}");
+                // Symmetric, and nothing against itself.
+                assert_eq!(tb.diff(&ta), ta.diff(&tb));
+                assert!(ta.diff(&ta.clone()).is_empty());
+            }
+        }
+    }
+
+    #[test]
+    fn descent_over_the_wire_asks_only_below_differences() {
+        let mut rng = Rng::new(3);
+        let a = objects(&mut rng, 4000);
+        let mut b = a.clone();
+        let changed: Vec<String> = a.keys().take(3).cloned().collect();
+        for name in &changed {
+            let h = a[name].0;
+            b.insert(name.clone(), (h, v(9, 9)));
+        }
+        let (ta, tb) = (build(4096, &a), build(4096, &b));
+        let mut d = Descent::new(ta.depth(), ta.root(), tb.root());
+        let mut asked = 0;
+        let mut trips = 0;
+        while let Some((level, idx)) = d.wants() {
+            asked += idx.len();
+            trips += 1;
+            d.step(&ta.nodes_at(level, &idx), &tb.nodes_at(level, &idx));
+        }
+        assert_eq!(trips, 12);
+        // At most two children of at most three differing nodes per level.
+        assert!(asked <= 6 * 12, "{asked}");
+        let got: Vec<u32> = d.ranges().into_iter().flatten().collect();
+        assert_eq!(got, truth(&ta, &a, &b));
+        // The cost estimate bounds what was asked (8 bytes each way).
+        let (descent, array) = exchange_cost(4096, 3);
+        assert!((asked as u64) * 16 <= descent);
+        assert_eq!(array, 8 * 4096);
+        // Equal roots: nothing to ask.
+        assert!(Descent::new(12, 5, 5).wants().is_none());
+    }
+
+    #[test]
+    fn digests_are_pinned() {
+        // Persisted leaves and other OSDs' trees rely on these values.
+        assert_eq!(object_digest("a", v(1, 1)), object_digest("a", v(1, 1)));
+        assert_ne!(object_digest("a", v(1, 1)), object_digest("a", v(1, 2)));
+        assert_ne!(object_digest("a", v(1, 1)), object_digest("b", v(1, 1)));
+        let pinned = object_digest("obj", v(3, 42));
+        let t = Tree::from_leaves(&[pinned; 1024]).unwrap();
+        assert_eq!(
+            (pinned, t.root()),
+            (PINNED_DIGEST, PINNED_ROOT),
+            "the digest definition changed: persisted trees would disagree"
+        );
+    }
+
+    const PINNED_DIGEST: u64 = 402_880_601_762_628_643;
+    const PINNED_ROOT: u64 = 81_079_188_295_942_386;
+}
