@@ -97,6 +97,14 @@ impl Tree {
         Ok(t)
     }
 
+    /// An empty tree of the same shape.
+    pub fn emptied(&self) -> Tree {
+        Tree {
+            depth: self.depth,
+            nodes: vec![0; self.nodes.len()],
+        }
+    }
+
     pub fn leaf_count(&self) -> u32 {
         1 << self.depth
     }
