@@ -129,7 +129,9 @@ fn put<S: Serializer>(b: &Bytes, s: S) -> Result<S::Ok, S::Error> {
 fn take<'de, D: Deserializer<'de>>(d: D) -> Result<Bytes, D::Error> {
     let supplying = MODE.with(|m| matches!(&*m.borrow(), Some(Mode::Supply(_))));
     if !supplying {
-        return Ok(Bytes::from(serde_bytes_buf(d)?));
+        return Ok(Bytes::from(
+            serde_bytes::ByteBuf::deserialize(d)?.into_vec(),
+        ));
     }
     let len = u64::deserialize(d)?;
     let next = MODE.with(|m| match &mut *m.borrow_mut() {
@@ -146,31 +148,6 @@ fn take<'de, D: Deserializer<'de>>(d: D) -> Result<Bytes, D::Error> {
             "message names a bulk payload it was not sent with",
         )),
     }
-}
-
-/// Bytes inline, accepting what `serialize_bytes` or a sequence wrote.
-fn serde_bytes_buf<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
-    struct V;
-    impl<'de> ::serde::de::Visitor<'de> for V {
-        type Value = Vec<u8>;
-        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("bytes")
-        }
-        fn visit_bytes<E: ::serde::de::Error>(self, v: &[u8]) -> Result<Vec<u8>, E> {
-            Ok(v.to_vec())
-        }
-        fn visit_byte_buf<E: ::serde::de::Error>(self, v: Vec<u8>) -> Result<Vec<u8>, E> {
-            Ok(v)
-        }
-        fn visit_seq<A: ::serde::de::SeqAccess<'de>>(self, mut a: A) -> Result<Vec<u8>, A::Error> {
-            let mut v = Vec::with_capacity(a.size_hint().unwrap_or(0).min(1 << 16));
-            while let Some(x) = a.next_element::<u8>()? {
-                v.push(x);
-            }
-            Ok(v)
-        }
-    }
-    d.deserialize_byte_buf(V)
 }
 
 /// `#[serde(with = "loligo_bulk::serde")]` for a `Bytes` field.

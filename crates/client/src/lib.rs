@@ -19,8 +19,6 @@ use bytes::Bytes;
 use loligo_monc::protocol::{MonError, MonReply, MonRequest};
 use loligo_monc::MonClient;
 use loligo_proto::net::Channels;
-use loligo_proto::v1::osd_client::OsdClient;
-use loligo_proto::v1::Raw;
 use loligo_types::ops::{
     decode_wire, encode_wire, ClientOp, ClientReply, ClientRequest, Cmp, OpError, SubOp, SubResult,
     Version,
@@ -30,7 +28,6 @@ use serde_bytes::ByteBuf;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
-use tonic::transport::Channel;
 
 /// How long dialling an OSD may take.
 const OSD_CONNECT_TIMEOUT_MS: u64 = 1_000;
@@ -241,49 +238,6 @@ impl Inner {
         .await;
     }
 
-    /// One `Op` call to the OSD at `addr`: on the direct data path (or
-    /// gRPC when `LOLIGO_TRANSPORT=grpc`), answered within `timeout`. An
-    /// error means no answer (the connection is dropped and redialled).
-    async fn call_osd(
-        &self,
-        addr: &str,
-        body: Vec<u8>,
-        bulk: Vec<Bytes>,
-        timeout: Duration,
-    ) -> Result<(Bytes, Vec<Bytes>), String> {
-        if loligo_proto::direct::enabled() {
-            let msg = loligo_proto::direct::Message {
-                body: body.into(),
-                bulk,
-            };
-            let r = self
-                .direct
-                .call(addr, loligo_proto::direct::Call::Op, msg, timeout)
-                .await?;
-            return Ok((r.body, r.bulk));
-        }
-        let call = async {
-            let mut c: OsdClient<Channel> = self.conns.osd(addr).await?;
-            c.op(Raw {
-                body: body.into(),
-                bulk,
-            })
-            .await
-            .map(|r| {
-                let r = r.into_inner();
-                (r.body, r.bulk)
-            })
-            .map_err(|s| s.message().to_string())
-        };
-        let r = tokio::time::timeout(timeout, call)
-            .await
-            .unwrap_or_else(|_| Err(format!("no answer in {timeout:?}")));
-        if r.is_err() {
-            self.conns.forget(addr);
-        }
-        r
-    }
-
     /// Send `req` for PG `pg` to its primary until a definite answer.
     async fn send(&self, pg: PgId, mut req: ClientRequest) -> Result<ClientReply, ClientError> {
         let start = tokio::time::Instant::now();
@@ -312,7 +266,14 @@ impl Inner {
             };
             let (body, bulk) = encode_wire(&req);
             let left = self.op_timeout.saturating_sub(start.elapsed());
-            let reply = match self.call_osd(&addr, body, bulk, left).await {
+            let msg = loligo_proto::direct::Message {
+                body: body.into(),
+                bulk,
+            };
+            let call = loligo_proto::direct::Call::Op;
+            let sent =
+                loligo_proto::direct::osd_call(&self.direct, &self.conns, &addr, call, msg, left);
+            let reply = match sent.await {
                 Ok(r) => r,
                 Err(e) => {
                     why = format!("osd.{primary}: {e}");
@@ -320,7 +281,7 @@ impl Inner {
                     continue;
                 }
             };
-            let reply: ClientReply = decode_wire(&reply.0, reply.1)?;
+            let reply: ClientReply = decode_wire(&reply.body, reply.bulk)?;
             let (err, their) = match &reply {
                 ClientReply::Op(r) => (r.result.as_ref().err().cloned(), r.epoch),
                 ClientReply::List { result, epoch } => (result.as_ref().err().cloned(), *epoch),

@@ -391,7 +391,7 @@ pub fn finish(
     let mut recreated = !st.exists || removed;
     // An op whose only data change is one full write encodes the client's
     // bytes as they are, without assembling a copy of them first.
-    let changes_data = |op: &&SubOp| {
+    let mut data_ops = ops.iter().filter(|op| {
         matches!(
             op,
             SubOp::WriteFull(_)
@@ -401,64 +401,18 @@ pub fn finish(
                 | SubOp::Zero { .. }
                 | SubOp::Remove
         )
-    };
-    let whole_write = match ops.iter().filter(changes_data).collect::<Vec<_>>()[..] {
-        [SubOp::WriteFull(d)] => Some(d),
+    });
+    let whole_write = match (data_ops.next(), data_ops.next()) {
+        (Some(SubOp::WriteFull(d)), None) => Some(d),
         _ => None,
     };
     for run in &plan.rmw.runs {
-        let base = run.bytes.start;
         let whole_run =
             |d: &&Bytes| run.bytes == (0..d.len() as u64) && plan.size_after == d.len() as u64;
-        if let Some(d) = whole_write.filter(whole_run) {
-            let enc = striper
-                .encode_range(plan.size_after, run.stripes.start, d)
-                .map_err(err)?;
-            for (i, bytes) in enc.into_iter().enumerate() {
-                shards[i].write_full(c, o, bytes);
-            }
-            recreated = false;
-            continue;
-        }
-        let mut fresh = vec![0u8; (run.bytes.end - base) as usize];
-        for (at, bytes) in pieces(old, run.read.start..run.read.end.min(plan.keep)) {
-            let s0 = (at - base) as usize;
-            fresh[s0..s0 + bytes.len()].copy_from_slice(bytes);
-        }
-        let mut size = st.size;
-        for op in ops {
-            match op {
-                SubOp::WriteFull(d) => {
-                    fresh.fill(0);
-                    put(&mut fresh, base, 0, d);
-                    size = d.len() as u64;
-                }
-                SubOp::Write { offset, data } => {
-                    put(&mut fresh, base, *offset, data);
-                    size = size.max(offset + data.len() as u64);
-                }
-                SubOp::Append(d) => {
-                    put(&mut fresh, base, size, d);
-                    size += d.len() as u64;
-                }
-                SubOp::Truncate(n) => {
-                    clear(&mut fresh, base, *n..u64::MAX);
-                    size = *n;
-                }
-                SubOp::Zero { offset, len } => {
-                    clear(
-                        &mut fresh,
-                        base,
-                        *offset..offset.saturating_add(*len).min(size),
-                    );
-                }
-                SubOp::Remove => {
-                    fresh.fill(0);
-                    size = 0;
-                }
-                _ => {}
-            }
-        }
+        let fresh: std::borrow::Cow<[u8]> = match whole_write.filter(whole_run) {
+            Some(d) => std::borrow::Cow::Borrowed(d),
+            None => std::borrow::Cow::Owned(replay(old, run, plan.keep, st.size, ops)),
+        };
         let enc = striper
             .encode_range(plan.size_after, run.stripes.start, &fresh)
             .map_err(err)?;
@@ -535,6 +489,58 @@ fn read_range(size: u64, offset: u64, len: u64) -> Range<u64> {
 
 /// Copy `data`, written at object offset `at`, into `buf` (object bytes
 /// from `base`), clipped.
+/// The new bytes of stripe run `run`: the old bytes kept (up to `keep`),
+/// then the op's data changes replayed in order, clipped to the run.
+fn replay(
+    old: &OldBytes,
+    run: &loligo_ec::stripe::StripeRun,
+    keep: u64,
+    size: u64,
+    ops: &[SubOp],
+) -> Vec<u8> {
+    let base = run.bytes.start;
+    let mut fresh = vec![0u8; (run.bytes.end - base) as usize];
+    for (at, bytes) in pieces(old, run.read.start..run.read.end.min(keep)) {
+        let s0 = (at - base) as usize;
+        fresh[s0..s0 + bytes.len()].copy_from_slice(bytes);
+    }
+    let mut size = size;
+    for op in ops {
+        match op {
+            SubOp::WriteFull(d) => {
+                fresh.fill(0);
+                put(&mut fresh, base, 0, d);
+                size = d.len() as u64;
+            }
+            SubOp::Write { offset, data } => {
+                put(&mut fresh, base, *offset, data);
+                size = size.max(offset + data.len() as u64);
+            }
+            SubOp::Append(d) => {
+                put(&mut fresh, base, size, d);
+                size += d.len() as u64;
+            }
+            SubOp::Truncate(n) => {
+                clear(&mut fresh, base, *n..u64::MAX);
+                size = *n;
+            }
+            SubOp::Zero { offset, len } => {
+                clear(
+                    &mut fresh,
+                    base,
+                    *offset..offset.saturating_add(*len).min(size),
+                );
+            }
+            SubOp::Remove => {
+                fresh.fill(0);
+                size = 0;
+            }
+            _ => {}
+        }
+    }
+    fresh
+}
+
 fn put(buf: &mut [u8], base: u64, at: u64, data: &[u8]) {
     let end = at + data.len() as u64;
     let (s, e) = (at.max(base), end.min(base + buf.len() as u64));

@@ -275,6 +275,48 @@ pub fn enabled() -> bool {
     *ON.get_or_init(|| std::env::var("LOLIGO_TRANSPORT").map_or(true, |v| v != "grpc"))
 }
 
+/// One OSD call (`Op` or `Peer`) to `addr` on the path this process uses
+/// ([`enabled`]): the direct path through `direct`, else gRPC through
+/// `grpc`. Answered within `timeout`; an error means no answer came, and
+/// the connection is dropped so the next call dials again.
+pub async fn osd_call(
+    direct: &Conns,
+    grpc: &crate::net::Channels,
+    addr: &str,
+    call: Call,
+    msg: Message,
+    timeout: Duration,
+) -> Result<Message, String> {
+    if enabled() {
+        return direct.call(addr, call, msg, timeout).await;
+    }
+    let req = crate::v1::Raw {
+        body: msg.body,
+        bulk: msg.bulk,
+    };
+    let r = tokio::time::timeout(timeout, async {
+        let mut c = grpc.osd(addr).await?;
+        let r = match call {
+            Call::Op => c.op(req).await,
+            Call::Peer => c.peer(req).await,
+        };
+        r.map(|r| {
+            let r = r.into_inner();
+            Message {
+                body: r.body,
+                bulk: r.bulk,
+            }
+        })
+        .map_err(|s| s.message().to_string())
+    })
+    .await
+    .unwrap_or_else(|_| Err(format!("{addr}: no answer in {timeout:?}")));
+    if r.is_err() {
+        grpc.forget(addr);
+    }
+    r
+}
+
 type Waiter = oneshot::Sender<Message>;
 
 /// One client connection: a writer task fed by a queue (so a caller that

@@ -9,7 +9,6 @@ use super::{lock, OsdShared};
 use crate::error::OsdError;
 use crate::msg::{PeerMsg, PeerReply};
 use crate::pg::{AuthLog, Input, RepCtx, RepError, PEER_RETRY_MS};
-use loligo_proto::v1::Raw;
 use loligo_types::ops::{decode_wire, encode_wire};
 use loligo_types::{Epoch, PgId};
 use std::sync::atomic::Ordering;
@@ -31,38 +30,22 @@ impl OsdShared {
         let addr = self.peer_addr(osd)?;
         let unreachable = |why: String| OsdError::Unreachable { osd, why };
         let (body, bulk) = encode_wire(m);
-        let (body, bulk) = if loligo_proto::direct::enabled() {
-            let msg = loligo_proto::direct::Message {
-                body: body.into(),
-                bulk,
-            };
-            let timeout = Duration::from_millis(super::PEER_REQUEST_TIMEOUT_MS);
-            let r = self
-                .direct
-                .call(&addr, loligo_proto::direct::Call::Peer, msg, timeout)
-                .await
-                .map_err(unreachable)?;
-            (r.body, r.bulk)
-        } else {
-            let mut c = self.peers.osd(&addr).await.map_err(unreachable)?;
-            match c
-                .peer(Raw {
-                    body: body.into(),
-                    bulk,
-                })
-                .await
-            {
-                Ok(r) => {
-                    let r = r.into_inner();
-                    (r.body, r.bulk)
-                }
-                Err(s) => {
-                    self.peers.forget(&addr);
-                    return Err(unreachable(s.message().to_string()));
-                }
-            }
+        let msg = loligo_proto::direct::Message {
+            body: body.into(),
+            bulk,
         };
-        decode_wire(&body, bulk).map_err(|e| OsdError::BadReply {
+        let timeout = Duration::from_millis(super::PEER_REQUEST_TIMEOUT_MS);
+        let r = loligo_proto::direct::osd_call(
+            &self.direct,
+            &self.peers,
+            &addr,
+            loligo_proto::direct::Call::Peer,
+            msg,
+            timeout,
+        )
+        .await
+        .map_err(unreachable)?;
+        decode_wire(&r.body, r.bulk).map_err(|e| OsdError::BadReply {
             osd,
             why: e.to_string(),
         })
