@@ -92,6 +92,12 @@ pub struct OsdArgs {
     /// not swamped.
     #[arg(long, default_value_t = loligo_osd::daemon::RECOVERY_MAX_INCOMING)]
     recovery_max_incoming: usize,
+    /// Leaves of each replicated PG's Merkle tree (a power of two from
+    /// 1024 to 65536; 16 bytes of memory each): backfill compares trees
+    /// and scans only where they differ. 0: no trees (backfill scans
+    /// every object). Changing it rebuilds each PG's tree at start.
+    #[arg(long, default_value_t = loligo_osd::pg::merkle::LEAVES_DEFAULT)]
+    merkle_leaves: u32,
 }
 
 fn secs(v: f64, what: &str) -> Result<Duration, CliError> {
@@ -224,6 +230,11 @@ pub fn osd(a: OsdArgs) -> Result<(), CliError> {
     cfg.recovery_max_incoming = a.recovery_max_incoming;
     cfg.pg_log_entries = a.pg_log_entries;
     cfg.backfill_chunk_objects = a.backfill_chunk;
+    if a.merkle_leaves != 0 {
+        loligo_osd::pg::merkle::Tree::new(a.merkle_leaves)
+            .map_err(|e| CliError(format!("--merkle-leaves: {e} (or 0 for none)")))?;
+    }
+    cfg.merkle_leaves = a.merkle_leaves;
     let rt = crate::config::runtime()?;
     rt.block_on(async move {
         let l = tokio::net::TcpListener::bind(&a.addr)

@@ -19,6 +19,8 @@ pub struct WritePlan<'a> {
     /// Where the write stands in the PG's history (sent to replicas).
     pub ctx: RepCtx,
     pub txn: Transaction,
+    /// Ops only this OSD's own copy takes (its Merkle tree's leaf).
+    pub own: Transaction,
     /// Members that must make it durable; `me` is among them.
     pub write_set: &'a [i32],
     /// Members of the write set that take only the PG's records (log
@@ -75,10 +77,9 @@ impl Backend for Replicated {
                 w.txn.clone()
             }
         });
-        fx.push(Effect::Apply {
-            tid: w.tid,
-            txn: w.txn,
-        });
+        let mut txn = w.txn;
+        txn.ops.extend(w.own.ops);
+        fx.push(Effect::Apply { tid: w.tid, txn });
         fx
     }
 }
@@ -123,10 +124,9 @@ impl Backend for Erasure {
             t
         };
         let mut fx = fan_out(&w, for_member);
-        fx.push(Effect::Apply {
-            tid: w.tid,
-            txn: for_member(w.me),
-        });
+        let mut txn = for_member(w.me);
+        txn.ops.extend(w.own.ops.iter().cloned());
+        fx.push(Effect::Apply { tid: w.tid, txn });
         fx
     }
 }

@@ -38,8 +38,8 @@ use loligo_ec::plan::Coalesce;
 use loligo_ec::stripe::{Fetched, Striper};
 use loligo_osd::daemon::reserve::Reserver;
 use loligo_osd::pg::{
-    stored_info, AuthLog, Chunk, Cursor, Effect, Input, LogAnswer, PeerInfo, Pg, Push, RepCtx,
-    RepError, Scan,
+    backfill::rebuild_tree, merkle, stored_info, tree::Kept, AuthLog, Chunk, Cursor, Effect, Input,
+    LogAnswer, PeerInfo, Pg, Push, RepCtx, RepError, Scan,
 };
 use loligo_store::{CollectionId, FaultyStore, MemStore, ObjectStore, Transaction};
 use loligo_types::ops::{ClientOp, OpError, OpReply, ReqId, SubOp, SubResult, Version};
@@ -535,6 +535,8 @@ struct Stats {
     primary_temps: u64,
     /// pg_temps asked for (erasure-coded: a stray put back at its shard).
     pg_temps: u64,
+    /// Copies whose Merkle tree was checked against a rebuild.
+    trees_checked: u64,
 }
 
 /// Remove and return (in token order) the entries `held` selects.
@@ -694,6 +696,7 @@ impl Sim {
     }
 
     fn start(&mut self, o: usize) {
+        let ec = self.ec.is_some();
         let osd = &mut self.osds[o];
         osd.gen += 1;
         for p in 0..PGS {
@@ -702,6 +705,8 @@ impl Sim {
             pg.op_timeout_ms = 2_000;
             pg.log_entries_max = self.log_max;
             pg.backfill_chunk_objects = self.chunk_objects;
+            // The smallest trees: a PG's few objects share leaves.
+            pg.merkle_leaves = if ec { 0 } else { merkle::LEAVES_MIN };
             osd.pgs.push(pg);
         }
         self.mon.up[o] = true;
@@ -799,6 +804,7 @@ impl Sim {
                         acting: Vec::new(),
                         prev: Version::default(),
                         version,
+                        change: None,
                     };
                     let what = RecMsg::ReadShard {
                         epoch,
@@ -1852,6 +1858,9 @@ impl Sim {
                 );
             }
         }
+        if self.ec.is_none() {
+            self.check_trees();
+        }
         for (o, osd) in self.osds.iter().enumerate() {
             assert!(
                 osd.asks.is_empty() && osd.slots.held() == 0 && osd.slots.waiting() == 0,
@@ -1863,6 +1872,44 @@ impl Sim {
         }
         self.stats.clean_checks += 1;
         self.stats.read_errors = self.osds.iter().map(|o| o.store.read_faults()).sum();
+    }
+
+    /// Every copy's Merkle tree, as kept in memory and as persisted, is
+    /// the one a rebuild from its objects computes; the members of a PG
+    /// agree on the root.
+    fn check_trees(&mut self) {
+        for p in 0..PGS {
+            let mut roots = BTreeMap::new();
+            for (o, osd) in self.osds.iter().enumerate() {
+                let Some(pg) = osd.pgs.get(p) else { continue };
+                let kept = pg.tree().expect("a replicated copy keeps a tree");
+                let s = osd.store.inner();
+                let rebuilt = rebuild_tree(s, coll(p), kept, None).unwrap();
+                assert!(
+                    kept == &rebuilt,
+                    "pg {p}: osd.{o}'s kept tree differs from a rebuild (leaves {:?})",
+                    kept.diff(&rebuilt)
+                );
+                let (loaded, fix) = Kept::load(s, coll(p), kept.leaf_count()).unwrap();
+                assert!(fix.is_none(), "pg {p}: osd.{o}'s tree needed a rebuild");
+                assert!(
+                    loaded.tree() == &rebuilt,
+                    "pg {p}: osd.{o}'s persisted tree differs from a rebuild (leaves {:?})",
+                    loaded.tree().diff(&rebuilt)
+                );
+                if self.mon.acting(p).contains(&(o as i32)) {
+                    roots.insert(o, kept.root());
+                } else {
+                    assert_eq!(kept.root(), 0, "pg {p}: osd.{o}'s removed copy has a tree");
+                }
+            }
+            let distinct: BTreeSet<u64> = roots.values().copied().collect();
+            assert!(
+                distinct.len() <= 1,
+                "pg {p}: members' roots differ: {roots:?}"
+            );
+            self.stats.trees_checked += roots.len() as u64;
+        }
     }
 
     /// CRUSH's set in charge of PG `p` and its primary's PG clean, on the
@@ -2172,6 +2219,7 @@ fn acknowledged_writes_survive_crashes_and_stale_copies_never_answer() {
         total.pulls += st.pulls;
         total.read_errors += st.read_errors;
         total.toofull_flips += st.toofull_flips;
+        total.trees_checked += st.trees_checked;
     }
     eprintln!("{seeds} seeds: {total:?}");
     // The runs did something: writes were acknowledged and OSDs crashed.
@@ -2186,6 +2234,8 @@ fn acknowledged_writes_survive_crashes_and_stale_copies_never_answer() {
     assert!(total.pulls > 0, "{total:?}");
     // Object reads failed.
     assert!(total.read_errors > seeds, "{total:?}");
+    // Trees were checked (every member of every PG after each healing).
+    assert!(total.trees_checked > seeds, "{total:?}");
 }
 
 /// The same simulation on an erasure-coded pool (Reed-Solomon 2+1 on even

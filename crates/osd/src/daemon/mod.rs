@@ -90,6 +90,10 @@ pub struct OsdConfig {
     /// copy onto is not swamped (Ceph's remote reservations bound the
     /// same thing).
     pub recovery_max_incoming: usize,
+    /// Leaves of each replicated PG's Merkle tree (a power of two,
+    /// 1,024-65,536; 0: no trees, backfill scans every object). A copy
+    /// whose persisted tree has another shape rebuilds it at start.
+    pub merkle_leaves: u32,
 }
 
 /// Default `OsdConfig::recovery_max_active`.
@@ -118,6 +122,7 @@ impl OsdConfig {
             recovery_max_active: RECOVERY_MAX_ACTIVE,
             recovery_sleep: Duration::ZERO,
             recovery_max_incoming: RECOVERY_MAX_INCOMING,
+            merkle_leaves: crate::pg::merkle::LEAVES_DEFAULT,
         }
     }
 

@@ -32,6 +32,17 @@ pub(super) fn spawn(s: &Arc<OsdShared>, pg: PgId) -> Option<Mailbox> {
     core.log_entries_max = s.cfg.pg_log_entries.max(1);
     core.backfill_chunk_objects = s.cfg.backfill_chunk_objects.max(1);
     core.recovery_sleep_ms = s.cfg.recovery_sleep.as_millis() as u64;
+    // Erasure-coded pools keep no trees.
+    let ec = s.map().and_then(|m| {
+        m.pools
+            .get(&pg.pool)
+            .map(|p| matches!(p.kind, loligo_types::PoolKind::Erasure { .. }))
+    });
+    core.merkle_leaves = if ec == Some(true) {
+        0
+    } else {
+        s.cfg.merkle_leaves
+    };
     let (mb, inbox) = mailbox::mailbox(PG_REQUESTS_MAX);
     {
         let mut pgs = lock(&s.pgs);

@@ -21,6 +21,7 @@ pub mod merkle;
 pub mod record;
 pub mod recovery;
 mod replica;
+pub mod tree;
 
 pub use backfill::{Chunk, Cursor, Scan};
 use bytes::Bytes;
@@ -124,6 +125,10 @@ pub struct RepCtx {
     /// this order, so equal `last_update`s mean equal logs.
     pub prev: Version,
     pub version: Version,
+    /// On a replicated pool's client write: the object it changes, for the
+    /// replica's Merkle tree (a member that takes only the PG's records
+    /// ignores it).
+    pub change: Option<tree::ObjChange>,
 }
 
 /// A PG's place in the map as its OSD last processed it.
@@ -856,6 +861,18 @@ pub struct Pg {
     stray_asked_ms: u64,
     /// As a stray copy: the removal transaction in flight.
     removing: Option<u64>,
+    /// Leaves of this copy's Merkle tree (0: no tree; erasure-coded pools
+    /// keep none).
+    pub merkle_leaves: u32,
+    tree: TreeState,
+}
+
+/// Whether a copy keeps a Merkle tree.
+enum TreeState {
+    /// Loaded (or rebuilt) on the first input.
+    Unloaded,
+    Off,
+    Kept(tree::Kept),
 }
 
 /// How often a copy outside the acting set asks the primary whether it
@@ -958,7 +975,121 @@ impl Pg {
             next_ask: 1,
             stray_asked_ms: 0,
             removing: None,
+            merkle_leaves: merkle::LEAVES_DEFAULT,
+            tree: TreeState::Unloaded,
         }
+    }
+
+    /// This copy's Merkle tree as its queued transactions leave it
+    /// (`None`: it keeps none).
+    pub fn tree(&self) -> Option<&merkle::Tree> {
+        match &self.tree {
+            TreeState::Kept(k) => Some(k.tree()),
+            _ => None,
+        }
+    }
+
+    /// Load this copy's tree, or rebuild it (then the rebuild is queued
+    /// first of all this copy's transactions).
+    fn load_tree(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
+        if self.merkle_leaves == 0 || self.ec.is_some() {
+            return self.drop_tree(s, fx);
+        }
+        match tree::Kept::load(s, self.coll, self.merkle_leaves) {
+            Ok((k, t)) => {
+                self.tree = TreeState::Kept(k);
+                if let Some(txn) = t {
+                    tracing::info!("pg {}: Merkle tree rebuilt from the objects", self.id);
+                    let tid = self.take_tid();
+                    self.applying.insert(tid, self.interval);
+                    fx.push(Effect::Apply { tid, txn });
+                }
+            }
+            Err(e) => {
+                // Without a tree this copy is backfilled by full scans.
+                tracing_error(self.id, &format!("Merkle tree: {e}"));
+                self.tree = TreeState::Off;
+            }
+        }
+    }
+
+    /// Pushes (or a backfill chunk's objects) replace their objects in
+    /// `t`: the kept tree follows.
+    fn push_tree_changes(
+        &mut self,
+        s: &dyn ObjectStore,
+        pushes: &[Push],
+        tid: u64,
+        t: &mut Transaction,
+    ) -> Result<(), StoreError> {
+        let changes: Vec<(ObjectId, tree::ObjVersion)> = pushes
+            .iter()
+            .map(|p| {
+                (
+                    recovery::oid(&p.name),
+                    p.copy.is_some().then_some(p.version),
+                )
+            })
+            .collect();
+        self.tree_changes(s, &changes, tid, t)
+    }
+
+    /// Keep no tree: one persisted before goes (nothing would keep it
+    /// right, and a later start would trust it).
+    fn drop_tree(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
+        self.tree = TreeState::Off;
+        let mut keys = match recovery::record_keys(s, self.coll, tree::LEAF_PREFIX, None) {
+            Ok(k) => k,
+            Err(e) => return tracing_error(self.id, &format!("Merkle tree records: {e}")),
+        };
+        if s.record(self.coll, tree::TREE_KEY)
+            .is_ok_and(|r| r.is_some())
+        {
+            keys.push(tree::TREE_KEY.to_vec());
+        }
+        if keys.is_empty() {
+            return;
+        }
+        let mut txn = Transaction::new();
+        for k in &keys {
+            txn.rm_record(self.coll, k);
+        }
+        let tid = self.take_tid();
+        self.applying.insert(tid, self.interval);
+        fx.push(Effect::Apply { tid, txn });
+    }
+
+    /// The kept tree, if any.
+    fn kept(&mut self) -> Option<&mut tree::Kept> {
+        match &mut self.tree {
+            TreeState::Kept(k) => Some(k),
+            _ => None,
+        }
+    }
+
+    /// Objects go to new states in `t` (queued as `tid`): the kept tree
+    /// follows, the changed leaves in `t`. Every state before is read
+    /// first, so a read error changes nothing (and `t` must then not be
+    /// queued).
+    fn tree_changes(
+        &mut self,
+        s: &dyn ObjectStore,
+        changes: &[(ObjectId, tree::ObjVersion)],
+        tid: u64,
+        t: &mut Transaction,
+    ) -> Result<(), StoreError> {
+        let coll = self.coll;
+        let Some(k) = self.kept() else {
+            return Ok(());
+        };
+        let before = changes
+            .iter()
+            .map(|(o, _)| k.before(s, coll, o))
+            .collect::<Result<Vec<_>, _>>()?;
+        for ((o, new), b) in changes.iter().zip(before) {
+            k.change_from(coll, o, b, *new, tid, t);
+        }
+        Ok(())
     }
 
     pub fn collection(&self) -> CollectionId {
@@ -990,6 +1121,9 @@ impl Pg {
         let mut fx = Vec::new();
         if !self.missing_loaded {
             self.load_missing(s);
+        }
+        if matches!(self.tree, TreeState::Unloaded) {
+            self.load_tree(s, &mut fx);
         }
         match input {
             Input::Map {
@@ -1029,6 +1163,11 @@ impl Pg {
                             self.backend = Box::new(Erasure);
                         }
                         self.ec = Some(st);
+                        // Erasure-coded copies keep no tree (every shard
+                        // has the same name and version).
+                        if !matches!(self.tree, TreeState::Off) {
+                            self.drop_tree(s, &mut fx);
+                        }
                     }
                     self.toofull = toofull;
                     let record_changed = record != self.record || record_up != self.record_up;
@@ -1069,6 +1208,9 @@ impl Pg {
                 )
             }
             Input::LocalDone { tid, result } => {
+                if let Some(k) = self.kept() {
+                    k.durable(tid);
+                }
                 let result = result.map_err(|e| RepError::Failed(e.to_string()));
                 if self.removing == Some(tid) {
                     self.applying.remove(&tid);
@@ -1344,21 +1486,43 @@ impl Pg {
             Ok(r) => r,
             Err(e) => return tracing_error(self.id, &format!("listing a stray copy: {e}")),
         };
-        if !records.is_empty() {
+        let (objects, last) = match s.list(self.coll, None, REMOVE_BATCH) {
+            Ok((objects, next)) => (objects, next.is_none()),
+            Err(e) => return tracing_error(self.id, &format!("listing a stray copy: {e}")),
+        };
+        // The tree's records stay while objects do (it follows each
+        // removal down to empty), then go with the last batch.
+        let records: Vec<Vec<u8>> = records
+            .into_iter()
+            .map(|(k, _)| k)
+            .filter(|k| last || !k.starts_with(tree::TREE_KEY))
+            .collect();
+        if !records.is_empty() && records.iter().any(|k| !k.starts_with(tree::TREE_KEY)) {
             tracing::info!(
                 "pg {}: removing this copy (the PG is clean without it)",
                 self.id
             );
         }
-        for (k, _) in records {
-            t.rm_record(self.coll, &k);
+        for k in &records {
+            t.rm_record(self.coll, k);
         }
-        let objects = match s.list(self.coll, None, REMOVE_BATCH) {
-            Ok((objects, _)) => objects,
-            Err(e) => return tracing_error(self.id, &format!("listing a stray copy: {e}")),
-        };
+
+        let tid = self.take_tid();
         for o in &objects {
             t.remove(self.coll, o);
+        }
+        let gone: Vec<(ObjectId, tree::ObjVersion)> = objects
+            .iter()
+            .filter(|o| !crate::ec::is_internal(&o.name))
+            .map(|o| (o.clone(), None))
+            .collect();
+        if let Err(e) = self.tree_changes(s, &gone, tid, &mut t) {
+            return tracing_error(self.id, &format!("removing a stray copy: {e}"));
+        }
+        if last {
+            if let Some(k) = self.kept() {
+                k.unshape();
+            }
         }
         if t.is_empty() {
             return;
@@ -1368,9 +1532,9 @@ impl Pg {
         self.backfill = None;
         self.rep.high = Version::default();
         self.rep.merged = None;
-        let tid = self.take_tid();
         self.applying.insert(tid, self.interval);
         self.removing = Some(tid);
+
         fx.push(Effect::Apply { tid, txn: t });
     }
 
@@ -2302,11 +2466,15 @@ impl Pg {
     /// more.
     fn apply_pulled(&mut self, s: &dyn ObjectStore, push: Push, fx: &mut Vec<Effect>) {
         let name = push.name.clone();
-        match recovery::push_txn(s, self.coll, &push) {
+        let t = self.take_tid();
+        let txn = recovery::push_txn(s, self.coll, &push).and_then(|mut txn| {
+            self.push_tree_changes(s, std::slice::from_ref(&push), t, &mut txn)?;
+            Ok(txn)
+        });
+        match txn {
             Ok(txn) => {
                 self.missing.remove(&name);
                 self.rec.pushed += 1;
-                let t = self.take_tid();
                 self.applying.insert(t, self.interval);
                 fx.push(Effect::Apply { tid: t, txn });
                 self.pull_some(s, fx);
@@ -2433,6 +2601,7 @@ impl Pg {
             acting: self.acting.clone(),
             prev: self.info.last_update,
             version: self.info.last_update,
+            change: None,
         }
     }
 
@@ -2809,10 +2978,14 @@ impl Pg {
                 ))));
             }
         }
-        match backfill::chunk_txn(s, self.coll, &chunk) {
+        let tid = self.take_tid();
+        let txn = backfill::chunk_txn(s, self.coll, &chunk).and_then(|mut txn| {
+            self.push_tree_changes(s, &chunk.pushes, tid, &mut txn)?;
+            Ok(txn)
+        });
+        match txn {
             Ok(txn) => {
                 let next = (chunk.end != Cursor::End).then_some(chunk.end);
-                let tid = self.take_tid();
                 let c = self.commit(token, CommitKind::Chunk(next));
                 self.rep.committing.insert(tid, c);
                 fx.push(Effect::Apply { tid, txn });
@@ -3065,10 +3238,24 @@ impl Pg {
                     self.info = info;
                 }
                 let tid = self.take_tid();
+                let mut txn = w.txn;
+                let coll = self.coll;
+                if let (Some(c), Some(k)) = (&w.ctx.change, self.kept()) {
+                    // Only a member that takes the object's ops (not just
+                    // the PG's records) changes its leaf.
+                    let o = recovery::oid(&c.name);
+                    if txn
+                        .ops
+                        .iter()
+                        .any(|op| loligo_store::txn::op_object(op) == Some(&o))
+                    {
+                        k.change_from(coll, &o, c.old, c.new, tid, &mut txn);
+                    }
+                }
                 self.rep
                     .committing
                     .insert(tid, self.commit(token, CommitKind::Write));
-                fx.push(Effect::Apply { tid, txn: w.txn });
+                fx.push(Effect::Apply { tid, txn });
                 // Its successors may be waiting for it, and copies read
                 // after it.
                 self.rerun_rep_waiting(s, fx);
@@ -3360,9 +3547,13 @@ impl Pg {
         if let Err(e) = exec::validate(&push.name, &[SubOp::Stat]) {
             return fx.push(fail(RepError::Failed(format!("pg {}: {e}", self.id))));
         }
-        match recovery::push_txn(s, self.coll, &push) {
+        let tid = self.take_tid();
+        let txn = recovery::push_txn(s, self.coll, &push).and_then(|mut txn| {
+            self.push_tree_changes(s, std::slice::from_ref(&push), tid, &mut txn)?;
+            Ok(txn)
+        });
+        match txn {
             Ok(txn) => {
-                let tid = self.take_tid();
                 let c = self.commit(token, CommitKind::Push(push.name));
                 self.rep.committing.insert(tid, c);
                 fx.push(Effect::Apply { tid, txn });
@@ -3657,18 +3848,35 @@ impl Pg {
         let tid = self.next_tid;
         self.next_tid += 1;
         self.applying.insert(tid, self.interval);
+        // The Merkle tree: this copy's leaf goes in its own transaction
+        // only; each replica changes its own leaf from the same change.
+        let mut own = Transaction::new();
+        let change = match &mut self.tree {
+            TreeState::Kept(k) => {
+                let c = tree::ObjChange {
+                    name: p.op.name.clone(),
+                    old: st.exists.then_some(st.version),
+                    new: out.exists_after.then_some(version),
+                };
+                k.change_from(self.coll, &oid, c.old, c.new, tid, &mut own);
+                Some(c)
+            }
+            _ => None,
+        };
         let ctx = RepCtx {
             interval: self.interval,
             epoch: self.epoch,
             acting: self.acting.clone(),
             prev,
             version,
+            change,
         };
         let first = fx.len();
         fx.extend(self.backend.distribute(WritePlan {
             tid,
             ctx: ctx.clone(),
             txn: t,
+            own,
             write_set,
             log_only: &log_only,
             me: self.whoami,

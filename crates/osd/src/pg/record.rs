@@ -26,6 +26,9 @@ pub const MISSING_V1: &[u8; 4] = b"LPM1";
 /// Marker of a backfill cursor record, format 1.
 pub const BACKFILL_V1: &[u8; 4] = b"LPB1";
 
+/// Marker of a Merkle tree shape record (its leaf count), format 1.
+pub const TREE_V1: &[u8; 4] = b"LPT1";
+
 /// A PG record that cannot be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RecordError {
@@ -100,6 +103,16 @@ pub fn decode_cursor(b: &[u8]) -> Result<Cursor, RecordError> {
     decode("backfill cursor", BACKFILL_V1, b)
 }
 
+/// The stored bytes of a Merkle tree's shape (its leaf count).
+pub fn encode_tree(leaves: u32) -> Vec<u8> {
+    encode(TREE_V1, &leaves)
+}
+
+/// A Merkle tree's shape from its stored bytes.
+pub fn decode_tree(b: &[u8]) -> Result<u32, RecordError> {
+    decode("Merkle tree shape", TREE_V1, b)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -157,5 +170,9 @@ mod tests {
             decode_cursor(&m).is_err(),
             "a missing record is not a cursor"
         );
+        let tb = encode_tree(16_384);
+        assert_eq!(&tb[..4], b"LPT1");
+        assert_eq!(decode_tree(&tb), Ok(16_384));
+        assert!(decode_tree(&cb).is_err(), "a cursor is not a tree shape");
     }
 }

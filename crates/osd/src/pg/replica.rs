@@ -195,6 +195,7 @@ mod tests {
             acting: vec![2, 3, 0],
             prev: Version::default(),
             version: Version::default(),
+            change: None,
         }
     }
 
