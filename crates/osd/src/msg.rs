@@ -47,6 +47,7 @@ pub enum PeerMsg {
         after: Cursor,
         upto: Cursor,
         limit: u32,
+        filter: crate::pg::Filter,
     },
     /// Primary -> backfill target: the next chunk.
     Chunk {

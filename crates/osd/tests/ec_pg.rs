@@ -289,6 +289,7 @@ impl Cluster {
                 after,
                 upto,
                 limit,
+                filter,
             } => {
                 let token = self.token(Await::Scan {
                     primary: o,
@@ -301,6 +302,7 @@ impl Cluster {
                     after,
                     upto,
                     limit,
+                    filter,
                     token,
                     now_ms: 0,
                 };

@@ -385,6 +385,31 @@ fn backfill_waits_for_a_recovery_slot_and_gives_it_back_when_done() {
         })
         .unwrap_or_else(|| panic!("no scan once granted: {fx:?}"));
     assert!(pg.stat().unwrap().state.contains(PgState::BACKFILLING));
+    // First the trees; a member that keeps none is scanned whole.
+    let fx = pg.handle(
+        &s,
+        Input::ScanDone {
+            tid: scan,
+            from: 2,
+            result: Ok(loligo_osd::pg::Scan {
+                objects: vec![],
+                end: Cursor::Start,
+                nodes: None,
+            }),
+        },
+    );
+    let scan = fx
+        .iter()
+        .find_map(|e| match e {
+            Effect::SendScan {
+                tid,
+                to: 2,
+                filter: loligo_osd::pg::Filter::All,
+                ..
+            } => Some(*tid),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no full scan without a tree: {fx:?}"));
     // The member holds nothing; the primary nothing either: one chunk to
     // the end, and once it is durable the slot goes back.
     let fx = pg.handle(
@@ -395,6 +420,7 @@ fn backfill_waits_for_a_recovery_slot_and_gives_it_back_when_done() {
             result: Ok(loligo_osd::pg::Scan {
                 objects: vec![],
                 end: Cursor::End,
+                nodes: None,
             }),
         },
     );

@@ -38,8 +38,8 @@ use loligo_ec::plan::Coalesce;
 use loligo_ec::stripe::{Fetched, Striper};
 use loligo_osd::daemon::reserve::Reserver;
 use loligo_osd::pg::{
-    backfill::rebuild_tree, merkle, stored_info, tree::Kept, AuthLog, Chunk, Cursor, Effect, Input,
-    LogAnswer, PeerInfo, Pg, Push, RepCtx, RepError, Scan,
+    backfill::rebuild_tree, merkle, stored_info, tree::Kept, AuthLog, Chunk, Cursor, Effect,
+    Filter, Input, LogAnswer, PeerInfo, Pg, Push, RepCtx, RepError, Scan,
 };
 use loligo_store::{CollectionId, FaultyStore, MemStore, ObjectStore, Transaction};
 use loligo_types::ops::{ClientOp, OpError, OpReply, ReqId, SubOp, SubResult, Version};
@@ -60,6 +60,8 @@ const MAP_LATE_PER_MILLE: u64 = 60;
 const MAP_LATE_STEPS_MIN: u64 = 40;
 /// Chance (per mille) that an op is sent under an older map.
 const STALE_CLIENT_PER_MILLE: u64 = 100;
+/// Chance (per mille) that a write to an object that exists removes it.
+const REMOVE_PER_MILLE: u64 = 150;
 
 use loligo_testkit::Rng;
 
@@ -374,8 +376,17 @@ impl Mon {
 
 #[derive(Clone, Copy, Debug)]
 enum Kind {
-    Write { obj: usize, value: u64 },
-    Read { obj: usize, floor: u64 },
+    /// Write `value`, or (`remove`) remove the object: a remove takes a
+    /// value too, so every acknowledged state is ordered.
+    Write {
+        obj: usize,
+        value: u64,
+        remove: bool,
+    },
+    Read {
+        obj: usize,
+        floor: u64,
+    },
 }
 
 struct Pending {
@@ -420,6 +431,7 @@ enum RecMsg {
         after: Cursor,
         upto: Cursor,
         limit: u32,
+        filter: Filter,
     },
     Chunk(Chunk),
     /// A primary that is behind asks a complete member for its log, or
@@ -484,6 +496,10 @@ struct Sim {
     next_value: [u64; OBJECTS],
     acked: [u64; OBJECTS],
     writing: [bool; OBJECTS],
+    /// Per object, the values that were removes, and whether it exists
+    /// after its last acknowledged write.
+    removes: Vec<BTreeSet<u64>>,
+    exists: [bool; OBJECTS],
     pending: BTreeMap<u64, Pending>,
     /// req token -> pending key.
     reqs: BTreeMap<u64, u64>,
@@ -537,6 +553,8 @@ struct Stats {
     pg_temps: u64,
     /// Copies whose Merkle tree was checked against a rebuild.
     trees_checked: u64,
+    /// Removes acknowledged.
+    removes: u64,
 }
 
 /// Remove and return (in token order) the entries `held` selects.
@@ -639,6 +657,8 @@ impl Sim {
             next_value: [1; OBJECTS],
             acked: [0; OBJECTS],
             writing: [false; OBJECTS],
+            removes: vec![BTreeSet::new(); OBJECTS],
+            exists: [false; OBJECTS],
             pending: BTreeMap::new(),
             reqs: BTreeMap::new(),
             next_req: 1,
@@ -902,7 +922,16 @@ impl Sim {
                     after,
                     upto,
                     limit,
-                } => rec(p, o, gen, to, tid, ctx, RecMsg::Scan { after, upto, limit }),
+                    filter,
+                } => {
+                    let what = RecMsg::Scan {
+                        after,
+                        upto,
+                        limit,
+                        filter,
+                    };
+                    rec(p, o, gen, to, tid, ctx, what)
+                }
                 Effect::SendChunk {
                     tid,
                     to,
@@ -1408,12 +1437,18 @@ impl Sim {
                 token,
                 now_ms,
             },
-            RecMsg::Scan { after, upto, limit } => Input::Scan {
+            RecMsg::Scan {
+                after,
+                upto,
+                limit,
+                filter,
+            } => Input::Scan {
                 from,
                 ctx,
                 after,
                 upto,
                 limit,
+                filter,
                 token,
                 now_ms,
             },
@@ -1465,11 +1500,24 @@ impl Sim {
         };
         let kind = p.kind;
         match (&reply.result, kind) {
-            (Ok(_), Kind::Write { obj, value }) => {
+            // A remove applied before whose answer was lost and whose
+            // request id is no longer in the log runs again: absent is
+            // what it wanted.
+            (Ok(_), Kind::Write { obj, value, remove })
+            | (
+                Err(OpError::NotFound),
+                Kind::Write {
+                    obj,
+                    value,
+                    remove: remove @ true,
+                },
+            ) => {
                 self.pending.remove(&key);
                 self.writing[obj] = false;
                 self.acked[obj] = self.acked[obj].max(value);
+                self.exists[obj] = !remove;
                 self.stats.acked_writes += 1;
+                self.stats.removes += u64::from(remove);
             }
             (Ok(r), Kind::Read { obj, floor }) => {
                 self.pending.remove(&key);
@@ -1493,7 +1541,13 @@ impl Sim {
             }
             (Err(OpError::NotFound), Kind::Read { obj, floor }) => {
                 self.pending.remove(&key);
-                self.check_read(obj, floor, 0);
+                // Absent: never written as far as the reader knows, or
+                // removed by a write at or after the newest it knew of.
+                assert!(
+                    floor == 0 || self.removes[obj].range(floor..).next().is_some(),
+                    "object {obj}: not found, but {floor} was acknowledged before the read was sent"
+                );
+                self.stats.good_reads += 1;
             }
             (Err(e), _) => {
                 let retryable = matches!(
@@ -1514,6 +1568,10 @@ impl Sim {
     }
 
     fn check_read(&mut self, obj: usize, floor: u64, got: u64) {
+        assert!(
+            !self.removes[obj].contains(&got),
+            "object {obj}: read {got}, which was a remove"
+        );
         assert!(
             got >= floor,
             "object {obj}: read {got}, but {floor} was acknowledged before the read was sent"
@@ -1547,7 +1605,10 @@ impl Sim {
         // and as an omap entry; a read gets all three back, and they must
         // agree (an op is applied whole or not at all, on every copy).
         let (obj, ops) = match p.kind {
-            Kind::Write { obj, value } => {
+            Kind::Write {
+                obj, remove: true, ..
+            } => (obj, vec![SubOp::Remove]),
+            Kind::Write { obj, value, .. } => {
                 let v = value.to_le_bytes().to_vec();
                 let xattr = SubOp::SetXattr {
                     name: "v".into(),
@@ -1558,7 +1619,7 @@ impl Sim {
                 // and omap entry): a full write; truncate + append with the
                 // omap cleared first; a partial write cut to size with the
                 // key removed first. The last two need the object to exist.
-                let shape = if self.acked[obj] > 0 {
+                let shape = if self.exists[obj] {
                     self.rng.index(3)
                 } else {
                     0
@@ -1638,7 +1699,11 @@ impl Sim {
                 let value = self.next_value[obj];
                 self.next_value[obj] += 1;
                 self.writing[obj] = true;
-                Kind::Write { obj, value }
+                let remove = self.exists[obj] && self.rng.chance(REMOVE_PER_MILLE);
+                if remove {
+                    self.removes[obj].insert(value);
+                }
+                Kind::Write { obj, value, remove }
             } else {
                 Kind::Read {
                     obj,
@@ -2220,6 +2285,7 @@ fn acknowledged_writes_survive_crashes_and_stale_copies_never_answer() {
         total.read_errors += st.read_errors;
         total.toofull_flips += st.toofull_flips;
         total.trees_checked += st.trees_checked;
+        total.removes += st.removes;
     }
     eprintln!("{seeds} seeds: {total:?}");
     // The runs did something: writes were acknowledged and OSDs crashed.
@@ -2236,6 +2302,8 @@ fn acknowledged_writes_survive_crashes_and_stale_copies_never_answer() {
     assert!(total.read_errors > seeds, "{total:?}");
     // Trees were checked (every member of every PG after each healing).
     assert!(total.trees_checked > seeds, "{total:?}");
+    // Objects were removed (and read as absent).
+    assert!(total.removes > seeds, "{total:?}");
 }
 
 /// The same simulation on an erasure-coded pool (Reed-Solomon 2+1 on even
@@ -2278,6 +2346,7 @@ fn ec_acknowledged_writes_survive_crashes_and_shards_stay_consistent() {
         total.crashes += st.crashes;
         total.chunks += st.chunks;
         total.shard_reads += st.shard_reads;
+        total.removes += st.removes;
         total.read_errors += st.read_errors;
         total.primary_temps += st.primary_temps;
         total.pg_temps += st.pg_temps;
@@ -2287,6 +2356,7 @@ fn ec_acknowledged_writes_survive_crashes_and_shards_stay_consistent() {
     assert!(total.good_reads > seeds * 5, "{total:?}");
     assert!(total.crashes > seeds, "{total:?}");
     assert!(total.shard_reads > seeds * 10, "{total:?}");
+    assert!(total.removes > seeds, "{total:?}");
     // Copies were backfilled, and primaries handed over while theirs was.
     assert!(total.chunks > seeds, "{total:?}");
     assert!(total.primary_temps > seeds / 10, "{total:?}");

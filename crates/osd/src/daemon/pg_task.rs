@@ -418,6 +418,7 @@ fn perform(
                 after,
                 upto,
                 limit,
+                filter,
             } => {
                 let msg = PeerMsg::Scan {
                     pg,
@@ -426,6 +427,7 @@ fn perform(
                     after,
                     upto,
                     limit,
+                    filter,
                 };
                 tokio::spawn(peers::scan(s.clone(), me.clone(), pg, tid, to, msg));
             }

@@ -266,6 +266,7 @@ impl Service {
                 after,
                 upto,
                 limit,
+                filter,
             } => {
                 let (tx, rx) = oneshot::channel();
                 let input = Input::Scan {
@@ -274,6 +275,7 @@ impl Service {
                     after,
                     upto,
                     limit,
+                    filter,
                     token: 0,
                     now_ms: self.0.now_ms(),
                 };

@@ -20,9 +20,11 @@ use super::record;
 use super::recovery::{self, ObjectCopy, Push, MISSING_PREFIX};
 use super::{log_key, AuthLog, PgInfo, INFO_KEY};
 use crate::exec::VERSION_ATTR;
+use loligo_store::store::ALL_HASHES;
 use loligo_store::{CollectionId, ObjectId, ObjectStore, StoreError, Transaction};
 use loligo_types::ops::Version;
 use serde::{Deserialize, Serialize};
+use std::ops::Range;
 
 /// Record key of a backfilling copy's cursor (absent: not backfilling).
 pub const BACKFILL_KEY: &[u8] = b"backfill";
@@ -83,6 +85,8 @@ pub struct Scan {
     pub objects: Vec<(ObjectId, Version)>,
     /// Where the scan stopped: `upto`, or earlier if it hit its limit.
     pub end: Cursor,
+    /// The tree nodes a `Filter::Nodes` asked for.
+    pub nodes: Option<Vec<u64>>,
 }
 
 /// A chunk of backfill as the primary sends it: every object in
@@ -107,6 +111,66 @@ fn version_of(
         .unwrap_or_default())
 }
 
+/// What a backfill scan covers.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Filter {
+    /// Every object.
+    #[default]
+    All,
+    /// Only the objects in these leaves of a tree of `leaves` leaves
+    /// (where the primary's tree and the target's differ).
+    Leaves {
+        leaves: u32,
+        ranges: Vec<std::ops::Range<u32>>,
+    },
+    /// No objects: the target's Merkle tree nodes `idx` of `level` (none
+    /// named: the whole level), answered in [`Scan::nodes`] (`None` when
+    /// the target keeps no tree of `leaves` leaves).
+    Nodes {
+        leaves: u32,
+        level: u32,
+        idx: Vec<u32>,
+    },
+}
+
+/// Most nodes one `Filter::Nodes` asks for (the leaves of the largest
+/// tree).
+pub const NODES_MAX: usize = super::merkle::LEAVES_MAX as usize;
+/// Most leaf ranges one `Filter::Leaves` carries.
+pub const RANGES_MAX: usize = super::merkle::LEAVES_MAX as usize / 2;
+
+impl Filter {
+    /// The placement hashes it covers, as sorted, disjoint listing
+    /// ranges; `None` for a malformed filter (a shape that is no tree,
+    /// ranges out of it, out of order or too many).
+    pub fn hashes(&self) -> Option<Vec<Range<u64>>> {
+        match self {
+            Filter::All => Some(vec![ALL_HASHES]),
+            Filter::Nodes { .. } => Some(Vec::new()),
+            Filter::Leaves { leaves, ranges } => {
+                let t = super::merkle::Tree::new(*leaves).ok()?;
+                if ranges.len() > RANGES_MAX {
+                    return None;
+                }
+                let mut out: Vec<Range<u64>> = Vec::with_capacity(ranges.len());
+                for r in ranges {
+                    if r.start >= r.end || r.end > *leaves {
+                        return None;
+                    }
+                    let lo = u64::from(*t.hashes_of(r.start).start());
+                    let hi = u64::from(*t.hashes_of(r.end - 1).end()) + 1;
+                    match out.last_mut() {
+                        Some(last) if last.end > lo => return None,
+                        Some(last) if last.end == lo => last.end = hi,
+                        _ => out.push(lo..hi),
+                    }
+                }
+                Some(out)
+            }
+        }
+    }
+}
+
 /// This copy's objects after `after` up to `upto` (inclusive), at most
 /// `limit` (the scan then ends at the last one returned).
 ///
@@ -121,53 +185,72 @@ pub fn scan(
     limit: usize,
     shard: Option<usize>,
 ) -> Result<Scan, StoreError> {
+    scan_in(s, coll, after, upto, limit, shard, &[ALL_HASHES])
+}
+
+/// As [`scan`], only over objects whose placement hash is in `hashes`
+/// (sorted, disjoint): the store seeks past the rest.
+pub fn scan_in(
+    s: &dyn ObjectStore,
+    coll: CollectionId,
+    after: &Cursor,
+    upto: &Cursor,
+    limit: usize,
+    shard: Option<usize>,
+    hashes: &[Range<u64>],
+) -> Result<Scan, StoreError> {
     let limit = limit.max(1);
     let mut objects: Vec<(ObjectId, Version)> = Vec::new();
-    let mut start = match after {
-        Cursor::Start => None,
-        Cursor::At(o) => Some(o.clone()),
-        Cursor::End => {
-            return Ok(Scan {
-                objects,
-                end: Cursor::End,
-            })
-        }
+    let done = |objects: Vec<(ObjectId, Version)>, end: Cursor| Scan {
+        objects,
+        end,
+        nodes: None,
     };
-    loop {
-        let (page, next) = s.list(coll, start.as_ref(), LIST_PAGE)?;
-        for o in page {
-            // EC rollback copies are the OSD's own, never backfilled.
-            if after.covers(&o) || crate::ec::is_internal(&o.name) {
-                continue;
-            }
-            if !upto.covers(&o) {
-                return Ok(Scan {
-                    objects,
-                    end: upto.clone(),
-                });
-            }
-            if objects.len() == limit {
-                let end = objects
-                    .last()
-                    .map_or(Cursor::Start, |(o, _)| Cursor::At(o.clone()));
-                return Ok(Scan { objects, end });
-            }
-            let v = match shard {
-                Some(i) if !crate::ec::holds_shard(s, coll, &o, i)? => Version::default(),
-                _ => version_of(s, coll, &o)?,
-            };
-            objects.push((o, v));
+    let after_hash = match after {
+        Cursor::Start => None,
+        Cursor::At(o) => Some(u64::from(o.hash)),
+        Cursor::End => return Ok(done(objects, Cursor::End)),
+    };
+    for r in hashes {
+        if after_hash.is_some_and(|h| r.end <= h) {
+            continue;
         }
-        match next {
-            Some(n) => start = Some(n),
-            None => {
-                return Ok(Scan {
-                    objects,
-                    end: upto.clone(),
-                })
+        if matches!(upto, Cursor::At(u) if r.start > u64::from(u.hash)) {
+            break;
+        }
+        let mut start = match after {
+            Cursor::At(o) if r.contains(&u64::from(o.hash)) => Some(o.clone()),
+            _ => None,
+        };
+        loop {
+            let (page, next) = s.list_range(coll, r.clone(), start.as_ref(), LIST_PAGE)?;
+            for o in page {
+                // EC rollback copies are the OSD's own, never backfilled.
+                if after.covers(&o) || crate::ec::is_internal(&o.name) {
+                    continue;
+                }
+                if !upto.covers(&o) {
+                    return Ok(done(objects, upto.clone()));
+                }
+                if objects.len() == limit {
+                    let end = objects
+                        .last()
+                        .map_or(Cursor::Start, |(o, _)| Cursor::At(o.clone()));
+                    return Ok(done(objects, end));
+                }
+                let v = match shard {
+                    Some(i) if !crate::ec::holds_shard(s, coll, &o, i)? => Version::default(),
+                    _ => version_of(s, coll, &o)?,
+                };
+                objects.push((o, v));
+            }
+            match next {
+                Some(n) => start = Some(n),
+                None => break,
             }
         }
     }
+    Ok(done(objects, upto.clone()))
 }
 
 /// The primary's chunk for a target whose objects in (after, theirs.end]
@@ -176,6 +259,7 @@ pub fn scan(
 /// returns, or the bytes reach `bytes_max`). Without `data`, objects'
 /// bytes are not read (an erasure-coded primary rebuilds them for the
 /// target), but count toward `bytes_max` at their size here.
+#[allow(clippy::too_many_arguments)]
 pub fn plan_chunk(
     s: &dyn ObjectStore,
     coll: CollectionId,
@@ -184,8 +268,17 @@ pub fn plan_chunk(
     limit: usize,
     bytes_max: u64,
     data: bool,
+    hashes: &[Range<u64>],
 ) -> Result<Chunk, StoreError> {
-    let mine = scan(s, coll, after, &theirs.end, limit.saturating_mul(2), None)?;
+    let mine = scan_in(
+        s,
+        coll,
+        after,
+        &theirs.end,
+        limit.saturating_mul(2),
+        None,
+        hashes,
+    )?;
     let mut end = mine.end.clone();
     let mut a = mine.objects.iter().peekable();
     let mut b = theirs
@@ -486,8 +579,19 @@ mod tests {
                     .filter(|(o, _)| upto.covers(o))
                     .collect(),
                 end: upto.min(theirs.end),
+                nodes: None,
             };
-            let c = plan_chunk(&p, coll(), &cur, &theirs, 5, CHUNK_BYTES, true).unwrap();
+            let c = plan_chunk(
+                &p,
+                coll(),
+                &cur,
+                &theirs,
+                5,
+                CHUNK_BYTES,
+                true,
+                &[ALL_HASHES],
+            )
+            .unwrap();
             sent += c.pushes.len();
             t.apply(chunk_txn(&t, coll(), &c).unwrap()).unwrap();
             assert!(c.end > cur, "a chunk always moves the cursor");
@@ -510,7 +614,17 @@ mod tests {
             put(&p, &format!("o{i}"), i + 1, &[7u8; 1000]);
         }
         let theirs = scan(&t, coll(), &Cursor::Start, &Cursor::End, 100, None).unwrap();
-        let c = plan_chunk(&p, coll(), &Cursor::Start, &theirs, 100, 2500, true).unwrap();
+        let c = plan_chunk(
+            &p,
+            coll(),
+            &Cursor::Start,
+            &theirs,
+            100,
+            2500,
+            true,
+            &[ALL_HASHES],
+        )
+        .unwrap();
         assert_eq!(c.pushes.len(), 3);
         assert_eq!(c.end, Cursor::At(recovery::oid(&c.pushes[2].name)));
     }

@@ -127,6 +127,13 @@ impl Tree {
         hash >> (32 - self.depth)
     }
 
+    /// The leaf `hash` falls in, in a tree of `leaves` leaves (a power of
+    /// two).
+    pub fn leaf_of_hash(leaves: u32, hash: u32) -> u32 {
+        hash.checked_shr(32 - leaves.max(1).trailing_zeros())
+            .unwrap_or(0)
+    }
+
     /// The placement hashes leaf `i` covers.
     pub fn hashes_of(&self, i: u32) -> std::ops::RangeInclusive<u32> {
         let shift = 32 - self.depth;

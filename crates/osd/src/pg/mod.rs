@@ -23,7 +23,7 @@ pub mod recovery;
 mod replica;
 pub mod tree;
 
-pub use backfill::{Chunk, Cursor, Scan};
+pub use backfill::{Chunk, Cursor, Filter, Scan};
 use bytes::Bytes;
 pub use erasure::SHARD_KEY;
 pub use recovery::{AuthLog, Push};
@@ -269,6 +269,7 @@ pub enum Input {
         after: Cursor,
         upto: Cursor,
         limit: u32,
+        filter: Filter,
         token: u64,
         now_ms: u64,
     },
@@ -469,6 +470,7 @@ pub enum Effect {
         after: Cursor,
         upto: Cursor,
         limit: u32,
+        filter: Filter,
     },
     /// Ask member `to` for extents of its shard of `name` at `version`;
     /// report `ShardReadDone`.
@@ -683,13 +685,74 @@ struct Backfill {
     step: BfStep,
     /// When to start again after a failure.
     retry_ms: u64,
+    /// Which leaves of this primary's tree the backfill must scan.
+    leaves: Leaves,
+}
+
+/// What a backfill scans, from comparing the primary's Merkle tree with
+/// the target's.
+enum Leaves {
+    /// Not compared yet. `dirty`: leaves of writes that reached the
+    /// target as log entries only meanwhile (its objects there fell
+    /// behind the primary's, whatever the comparison finds).
+    Unknown { dirty: BTreeSet<u32> },
+    /// Every object (a side keeps no tree, or not of the same shape).
+    All,
+    /// Only these leaves: where the trees differed, and where writes
+    /// went as log entries only since.
+    Some(BTreeSet<u32>),
+}
+
+impl Leaves {
+    /// A write to an object of leaf `i` reached the target as its log
+    /// entry only; whether the leaf is new to the set to scan.
+    fn dirty(&mut self, i: u32) -> bool {
+        match self {
+            Leaves::Unknown { dirty } => {
+                dirty.insert(i);
+                false
+            }
+            Leaves::Some(set) => set.insert(i),
+            Leaves::All => false,
+        }
+    }
+
+    /// The scan filter for leaves after the one `after` lies in.
+    fn filter(&self, leaves: u32, after: &Cursor) -> Filter {
+        let Leaves::Some(set) = self else {
+            return Filter::All;
+        };
+        let first = match after {
+            Cursor::At(o) => merkle::Tree::leaf_of_hash(leaves, o.hash),
+            _ => 0,
+        };
+        let mut ranges: Vec<std::ops::Range<u32>> = Vec::new();
+        for &i in set.range(first..) {
+            match ranges.last_mut() {
+                Some(r) if r.end == i => r.end = i + 1,
+                _ => ranges.push(i..i + 1),
+            }
+        }
+        if ranges.len() > backfill::RANGES_MAX {
+            return Filter::All;
+        }
+        Filter::Leaves { leaves, ranges }
+    }
 }
 
 enum BfStep {
     /// Next: scan the member after `done`.
     Idle,
-    /// The member's listing after `done` is on its way.
-    Scanning { tid: u64 },
+    /// The member's listing after `done` up to `upto` is on its way.
+    Scanning { tid: u64, upto: Cursor },
+    /// The member's Merkle tree nodes are on their way: its root first
+    /// (`descent` none yet), then level by level where the trees differ,
+    /// or its whole leaf level at once when that costs less (`whole`).
+    Comparing {
+        tid: u64,
+        descent: Option<merkle::Descent>,
+        whole: bool,
+    },
     /// The member's listing is here; the chunk is built once no write
     /// to its range is in flight.
     Scanned { theirs: Scan },
@@ -1316,11 +1379,12 @@ impl Pg {
                 after,
                 upto,
                 limit,
+                filter,
                 token,
                 now_ms,
             } => {
                 self.now_ms = now_ms;
-                let result = self.on_scan(s, from, &ctx, &after, &upto, limit);
+                let result = self.on_scan(s, from, &ctx, &after, &upto, limit, &filter);
                 fx.push(Effect::ScanReply { token, result });
             }
             Input::Chunk {
@@ -2687,6 +2751,9 @@ impl Pg {
                             done,
                             step: BfStep::Idle,
                             retry_ms: 0,
+                            leaves: Leaves::Unknown {
+                                dirty: BTreeSet::new(),
+                            },
                         },
                     );
                 }
@@ -2736,35 +2803,68 @@ impl Pg {
             return;
         }
         let targets: Vec<i32> = self.rec.backfill.keys().copied().collect();
+        let kept = self.tree().is_some();
         for to in targets {
+            if let Some(b) = self.rec.backfill.get_mut(&to) {
+                if !kept && matches!(b.leaves, Leaves::Unknown { .. }) {
+                    // No tree here: every object.
+                    b.leaves = Leaves::All;
+                }
+            }
             let Some(b) = self.rec.backfill.get(&to) else {
                 continue;
             };
             let limit = self.backfill_chunk_objects.max(1);
             match &b.step {
+                BfStep::Idle
+                    if self.now_ms >= b.retry_ms
+                        && !self.toofull.contains(&to)
+                        && matches!(b.leaves, Leaves::Unknown { .. }) =>
+                {
+                    // First the trees: the target's root.
+                    let Some(leaves) = self.tree().map(merkle::Tree::leaf_count) else {
+                        continue;
+                    };
+                    let filter = Filter::Nodes {
+                        leaves,
+                        level: 0,
+                        idx: vec![0],
+                    };
+                    let tid = self.send_scan(to, Cursor::End, filter, fx);
+                    if let Some(b) = self.rec.backfill.get_mut(&to) {
+                        b.step = BfStep::Comparing {
+                            tid,
+                            descent: None,
+                            whole: false,
+                        };
+                    }
+                }
                 BfStep::Idle if self.now_ms >= b.retry_ms && !self.toofull.contains(&to) => {
                     // This copy's next objects bound the range to scan.
-                    let upto =
-                        match backfill::scan(s, self.coll, &b.done, &Cursor::End, limit, None) {
-                            Ok(sc) => sc.end,
-                            Err(e) => {
-                                tracing_error(self.id, &format!("backfill scan: {e}"));
-                                self.bf_retry(to);
-                                continue;
-                            }
-                        };
-                    let after = b.done.clone();
-                    let tid = self.take_tid();
-                    fx.push(Effect::SendScan {
-                        tid,
-                        to,
-                        ctx: self.rep_ctx(),
-                        after,
-                        upto,
-                        limit: limit as u32,
-                    });
+                    let leaves = self.tree().map_or(0, merkle::Tree::leaf_count);
+                    let filter = b.leaves.filter(leaves, &b.done);
+                    let Some(hashes) = filter.hashes() else {
+                        continue;
+                    };
+                    let upto = match backfill::scan_in(
+                        s,
+                        self.coll,
+                        &b.done,
+                        &Cursor::End,
+                        limit,
+                        None,
+                        &hashes,
+                    ) {
+                        Ok(sc) => sc.end,
+                        Err(e) => {
+                            tracing_error(self.id, &format!("backfill scan: {e}"));
+                            self.bf_retry(to);
+                            continue;
+                        }
+                    };
+                    let tid = self.send_scan(to, upto.clone(), filter, fx);
                     if let Some(b) = self.rec.backfill.get_mut(&to) {
-                        b.step = BfStep::Scanning { tid };
+                        b.step = BfStep::Scanning { tid, upto };
                     }
                 }
                 BfStep::Scanned { theirs } => {
@@ -2777,6 +2877,12 @@ impl Pg {
                     if busy {
                         continue;
                     }
+                    // The leaves as the scan had them: a write that adds one
+                    // in the scanned range starts the scan again.
+                    let leaves = self.tree().map_or(0, merkle::Tree::leaf_count);
+                    let Some(hashes) = b.leaves.filter(leaves, &b.done).hashes() else {
+                        continue;
+                    };
                     let chunk = match backfill::plan_chunk(
                         s,
                         self.coll,
@@ -2785,6 +2891,7 @@ impl Pg {
                         limit,
                         backfill::CHUNK_BYTES,
                         self.ec.is_none(),
+                        &hashes,
                     ) {
                         Ok(c) => c,
                         Err(e) => {
@@ -2807,6 +2914,131 @@ impl Pg {
                     self.send_chunk(to, chunk, fx);
                 }
                 _ => {}
+            }
+        }
+    }
+
+    /// Ask backfill target `to` for its objects after its cursor up to
+    /// `upto` that `filter` covers (or its tree's nodes); the tid.
+    fn send_scan(&mut self, to: i32, upto: Cursor, filter: Filter, fx: &mut Vec<Effect>) -> u64 {
+        let tid = self.take_tid();
+        let after = self
+            .rec
+            .backfill
+            .get(&to)
+            .map_or(Cursor::Start, |b| b.done.clone());
+        fx.push(Effect::SendScan {
+            tid,
+            to,
+            ctx: self.rep_ctx(),
+            after,
+            upto,
+            limit: self.backfill_chunk_objects.max(1) as u32,
+            filter,
+        });
+        tid
+    }
+
+    /// The target's tree nodes answered: the next step of the comparison,
+    /// or the leaves to scan once it is done.
+    fn on_nodes(&mut self, to: i32, theirs: Option<Vec<u64>>, fx: &mut Vec<Effect>) {
+        let Some(mine) = self.tree().cloned() else {
+            if let Some(b) = self.rec.backfill.get_mut(&to) {
+                b.leaves = Leaves::All;
+                b.step = BfStep::Idle;
+            }
+            return;
+        };
+        let Some(b) = self.rec.backfill.get_mut(&to) else {
+            return;
+        };
+        let BfStep::Comparing { descent, whole, .. } = &mut b.step else {
+            return;
+        };
+        let Some(theirs) = theirs else {
+            // The target keeps no tree of this shape: every object.
+            tracing::info!(
+                "pg {}: osd.{to} keeps no comparable Merkle tree; scanning all",
+                self.id
+            );
+            b.leaves = Leaves::All;
+            b.step = BfStep::Idle;
+            return;
+        };
+        let differing: Option<BTreeSet<u32>> = match (descent.as_mut(), *whole) {
+            (_, true) if theirs.len() == mine.leaf_count() as usize => Some(
+                mine.leaves()
+                    .iter()
+                    .zip(&theirs)
+                    .enumerate()
+                    .filter(|(_, (a, b))| a != b)
+                    .map(|(i, _)| i as u32)
+                    .collect(),
+            ),
+            (None, false) if theirs.len() == 1 => {
+                let d = merkle::Descent::new(mine.depth(), mine.root(), theirs[0]);
+                *descent = Some(d);
+                None
+            }
+            (Some(d), false) => match d.wants() {
+                Some((level, idx)) if idx.len() == theirs.len() => {
+                    d.step(&mine.nodes_at(level, &idx), &theirs);
+                    None
+                }
+                _ => Some((0..mine.leaf_count()).collect()),
+            },
+            // An answer of the wrong size: compare nothing, scan all.
+            _ => Some((0..mine.leaf_count()).collect()),
+        };
+        let next = match (differing, descent.as_ref()) {
+            (Some(set), _) => Err(set),
+            (None, Some(d)) => match d.wants() {
+                None => Err(d.ranges().into_iter().flatten().collect()),
+                Some((level, idx)) => {
+                    // Level by level while that costs less than the whole
+                    // leaf level at once.
+                    let left = mine.depth() - level + 1;
+                    let (per_level, all) =
+                        merkle::exchange_cost(mine.leaf_count(), idx.len() as u32);
+                    if per_level / u64::from(mine.depth().max(1)) * u64::from(left) > all {
+                        Ok((mine.depth(), Vec::new(), true))
+                    } else {
+                        Ok((level, idx, false))
+                    }
+                }
+            },
+            (None, None) => Err((0..mine.leaf_count()).collect()),
+        };
+        match next {
+            Err(mut set) => {
+                if let Leaves::Unknown { dirty } = &mut b.leaves {
+                    set.append(dirty);
+                }
+                tracing::info!(
+                    "pg {}: osd.{to}'s Merkle tree differs in {} of {} leaves",
+                    self.id,
+                    set.len(),
+                    mine.leaf_count()
+                );
+                b.leaves = Leaves::Some(set);
+                b.step = BfStep::Idle;
+            }
+            Ok((level, idx, whole)) => {
+                let filter = Filter::Nodes {
+                    leaves: mine.leaf_count(),
+                    level,
+                    idx,
+                };
+                let tid = self.send_scan(to, Cursor::End, filter, fx);
+                if let Some(b) = self.rec.backfill.get_mut(&to) {
+                    if let BfStep::Comparing {
+                        tid: t, whole: w, ..
+                    } = &mut b.step
+                    {
+                        *t = tid;
+                        *w = whole;
+                    }
+                }
             }
         }
     }
@@ -2842,7 +3074,14 @@ impl Pg {
         let Some(b) = self.rec.backfill.get_mut(&from) else {
             return;
         };
-        if !matches!(b.step, BfStep::Scanning { tid: t } if t == tid) {
+        if matches!(b.step, BfStep::Comparing { tid: t, .. } if t == tid) {
+            match result {
+                Ok(sc) => self.on_nodes(from, sc.nodes, fx),
+                Err(_) => self.bf_retry(from),
+            }
+            return self.backfill_some(s, fx);
+        }
+        if !matches!(b.step, BfStep::Scanning { tid: t, .. } if t == tid) {
             return;
         }
         match result {
@@ -2899,6 +3138,7 @@ impl Pg {
 
     /// A primary's scan of this backfilling copy: its objects after
     /// `after` up to `upto`, with their versions.
+    #[allow(clippy::too_many_arguments)] // the scan request's fields
     fn on_scan(
         &mut self,
         s: &dyn ObjectStore,
@@ -2907,6 +3147,7 @@ impl Pg {
         after: &Cursor,
         upto: &Cursor,
         limit: u32,
+        filter: &Filter,
     ) -> Result<Scan, RepError> {
         self.fence(from, ctx, "scan from")?;
         if self.epoch < ctx.epoch || self.backfill.as_ref() != Some(after) {
@@ -2915,8 +3156,38 @@ impl Pg {
                 self.id, ctx.epoch, self.backfill, self.epoch
             )));
         }
+        if let Filter::Nodes { leaves, level, idx } = filter {
+            if idx.len() > backfill::NODES_MAX {
+                return Err(RepError::Failed(format!(
+                    "pg {}: {} tree nodes asked for at once",
+                    self.id,
+                    idx.len()
+                )));
+            }
+            let nodes = self
+                .tree()
+                .filter(|t| t.leaf_count() == *leaves && *level <= t.depth())
+                .map(|t| {
+                    if idx.is_empty() {
+                        t.nodes_at(*level, &(0..1u32 << level).collect::<Vec<_>>())
+                    } else {
+                        t.nodes_at(*level, idx)
+                    }
+                });
+            return Ok(Scan {
+                objects: Vec::new(),
+                end: after.clone(),
+                nodes,
+            });
+        }
+        let Some(hashes) = filter.hashes() else {
+            return Err(RepError::Failed(format!(
+                "pg {}: a malformed backfill scan filter",
+                self.id
+            )));
+        };
         let shard = self.ec.as_ref().and_then(|_| self.shard_of(self.whoami));
-        backfill::scan(s, self.coll, after, upto, limit as usize, shard)
+        backfill::scan_in(s, self.coll, after, upto, limit as usize, shard, &hashes)
             .map_err(|e| RepError::Failed(format!("pg {}: {e}", self.id)))
     }
 
@@ -3844,6 +4115,26 @@ impl Pg {
             .filter(|(_, b)| !b.done.covers(&oid))
             .map(|(o, _)| *o)
             .collect();
+        // Their objects there now differ from this copy's: the leaf is
+        // scanned whatever the trees said (and a scan of a range that
+        // left it out is made again).
+        if let Some(leaf) = self.tree().map(|t| t.leaf_of(oid.hash)) {
+            for to in &log_only {
+                let Some(b) = self.rec.backfill.get_mut(to) else {
+                    continue;
+                };
+                if b.leaves.dirty(leaf) {
+                    let scanned = match &b.step {
+                        BfStep::Scanning { upto, .. } => upto.covers(&oid),
+                        BfStep::Scanned { theirs } => theirs.end.covers(&oid),
+                        _ => false,
+                    };
+                    if scanned {
+                        b.step = BfStep::Idle;
+                    }
+                }
+            }
+        }
         // Not `take_tid`: `write_set` borrows the role.
         let tid = self.next_tid;
         self.next_tid += 1;
