@@ -12,7 +12,9 @@ pub enum StoreCmd {
     /// Create a store: a block file of --size bytes and its KV in DIR.
     Mkfs(MkfsArgs),
     /// Check a store's metadata (allocator vs extents, reference counts,
-    /// orphans); --deep also reads every block and checks its checksum.
+    /// orphans) and each PG copy's Merkle tree against its objects; --deep
+    /// also reads every block and checks its checksum. The OSD must be
+    /// stopped.
     Fsck(FsckArgs),
     /// Apply a deterministic crash-test workload and print one line per
     /// durable commit ("committed N") until killed or --count is reached.
@@ -112,11 +114,20 @@ pub fn run(cmd: StoreCmd) -> Result<(), CliError> {
             for e in &r.errors {
                 println!("error: {e}");
             }
-            if r.errors.is_empty() {
+            let trees = loligo_osd::pg::tree::check(&s)?;
+            println!(
+                "{} PG Merkle trees checked against their objects",
+                trees.checked
+            );
+            for e in &trees.errors {
+                println!("error: {e}");
+            }
+            let n = r.errors.len() + trees.errors.len();
+            if n == 0 {
                 println!("fsck: clean");
                 Ok(())
             } else {
-                Err(CliError(format!("fsck found {} errors", r.errors.len())))
+                Err(CliError(format!("fsck found {n} errors")))
             }
         }
         StoreCmd::Bench(a) => bench(a),

@@ -42,6 +42,11 @@ pub struct UpArgs {
     /// recovering from the log.
     #[arg(long)]
     pg_log_entries: Option<u64>,
+    /// Leaves of each replicated PG's Merkle tree on every OSD (first
+    /// start only; default 16,384; 0: no trees, backfill scans every
+    /// object).
+    #[arg(long)]
+    merkle_leaves: Option<u32>,
 }
 
 #[derive(Args)]
@@ -61,11 +66,40 @@ struct State {
     /// `osd run --pg-log-entries` for every OSD (unset: the default).
     #[serde(default)]
     pg_log_entries: Option<u64>,
+    /// `osd run --merkle-leaves` for every OSD (unset: the default).
+    #[serde(default)]
+    merkle_leaves: Option<u32>,
 }
 
 const STATE_NAME: &str = "cluster.toml";
 
+/// A port free now, below the kernel's ephemeral range: the daemons bind
+/// it later, and a port from the ephemeral range may by then be the local
+/// end of some outgoing connection (a cluster's OSD failed to start with
+/// "address already in use" that way).
 fn free_port() -> Result<u16, CliError> {
+    let lo = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    if lo > 12_000 {
+        let mut seed = [0u8; 8];
+        if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
+            use std::io::Read;
+            let _ = f.read_exact(&mut seed);
+        }
+        let mut x = u64::from_le_bytes(seed) | 1;
+        for _ in 0..64 {
+            // xorshift: a different port each try.
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let port = 10_000 + (x % u64::from(lo - 10_000)) as u16;
+            if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+                return Ok(port);
+            }
+        }
+    }
     let l = std::net::TcpListener::bind("127.0.0.1:0")?;
     Ok(l.local_addr()?.port())
 }
@@ -231,6 +265,9 @@ fn daemon_args(st: &State, dir: &Path, name: &str) -> Result<Vec<String>, CliErr
     if let Some(n) = st.pg_log_entries {
         args.extend(["--pg-log-entries".into(), n.to_string()]);
     }
+    if let Some(n) = st.merkle_leaves {
+        args.extend(["--merkle-leaves".into(), n.to_string()]);
+    }
     Ok(args)
 }
 
@@ -247,6 +284,10 @@ pub fn up(a: UpArgs) -> Result<(), CliError> {
     if a.pg_log_entries == Some(0) {
         return Err(CliError("--pg-log-entries must be at least 1".into()));
     }
+    if let Some(n) = a.merkle_leaves.filter(|&n| n != 0) {
+        loligo_osd::pg::merkle::Tree::new(n)
+            .map_err(|e| CliError(format!("--merkle-leaves: {e} (or 0 for none)")))?;
+    }
     std::fs::create_dir_all(&a.data_dir)?;
     let dir = std::fs::canonicalize(&a.data_dir)?;
     let first = load_state(&dir)?.is_none();
@@ -261,6 +302,7 @@ pub fn up(a: UpArgs) -> Result<(), CliError> {
                     .collect::<Result<_, _>>()?,
                 osd_size: osd_size(&dir, a.osds, a.osd_size)?,
                 pg_log_entries: a.pg_log_entries,
+                merkle_leaves: a.merkle_leaves,
             };
             std::fs::write(
                 dir.join(STATE_NAME),

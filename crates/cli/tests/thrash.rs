@@ -267,4 +267,23 @@ fn kill_9_and_out_in_under_load_lose_nothing_and_end_clean() {
     }
     assert!(t.reads_checked > 50, "the load did little");
     assert!(events.len() >= 3, "{events:?}");
+    // Every copy's Merkle tree is the one its objects make (the OSDs
+    // stopped first: the check reads their stores).
+    drop(t);
+    for i in 0..OSDS {
+        ok(&dir, &["stop", &format!("osd.{i}"), "--data-dir", &d]);
+    }
+    let mut trees = 0;
+    for i in 0..OSDS {
+        let store = dir.join(format!("osd.{i}"));
+        let out = ok(&dir, &["store", "fsck", &store.to_string_lossy()]);
+        trees += out
+            .lines()
+            .find_map(|l| l.strip_suffix(" PG Merkle trees checked against their objects"))
+            .and_then(|n| n.parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("osd.{i}: no tree check in {out}"));
+    }
+    // 24 objects in the replicated pool's 16 PGs: about 12 PGs hold
+    // some, three copies each.
+    assert!(trees >= 24, "{trees} trees checked");
 }

@@ -687,6 +687,20 @@ struct Backfill {
     retry_ms: u64,
     /// Which leaves of this primary's tree the backfill must scan.
     leaves: Leaves,
+    /// What it cost so far (logged when it ends).
+    cost: BfCost,
+}
+
+/// What one backfill cost.
+#[derive(Default)]
+struct BfCost {
+    /// Tree nodes the target sent.
+    nodes: u64,
+    /// Objects the target's scans listed.
+    listed: u64,
+    /// Objects copied or removed.
+    copied: u64,
+    chunks: u64,
 }
 
 /// What a backfill scans, from comparing the primary's Merkle tree with
@@ -746,12 +760,11 @@ enum BfStep {
     /// The member's listing after `done` up to `upto` is on its way.
     Scanning { tid: u64, upto: Cursor },
     /// The member's Merkle tree nodes are on their way: its root first
-    /// (`descent` none yet), then level by level where the trees differ,
-    /// or its whole leaf level at once when that costs less (`whole`).
+    /// (`descent` none yet), then the descendants of the nodes that
+    /// differ, a few levels down per step.
     Comparing {
         tid: u64,
         descent: Option<merkle::Descent>,
-        whole: bool,
     },
     /// The member's listing is here; the chunk is built once no write
     /// to its range is in flight.
@@ -2754,6 +2767,7 @@ impl Pg {
                             leaves: Leaves::Unknown {
                                 dirty: BTreeSet::new(),
                             },
+                            cost: BfCost::default(),
                         },
                     );
                 }
@@ -2832,11 +2846,7 @@ impl Pg {
                     };
                     let tid = self.send_scan(to, Cursor::End, filter, fx);
                     if let Some(b) = self.rec.backfill.get_mut(&to) {
-                        b.step = BfStep::Comparing {
-                            tid,
-                            descent: None,
-                            whole: false,
-                        };
+                        b.step = BfStep::Comparing { tid, descent: None };
                     }
                 }
                 BfStep::Idle if self.now_ms >= b.retry_ms && !self.toofull.contains(&to) => {
@@ -2901,6 +2911,10 @@ impl Pg {
                         }
                     };
                     self.rec.pushed += chunk.pushes.len() as u64;
+                    if let Some(b) = self.rec.backfill.get_mut(&to) {
+                        b.cost.copied += chunk.pushes.len() as u64;
+                        b.cost.chunks += 1;
+                    }
                     if self.ec.is_some() {
                         // The chunk carries this copy's shards: the
                         // target's are rebuilt first.
@@ -2952,9 +2966,10 @@ impl Pg {
         let Some(b) = self.rec.backfill.get_mut(&to) else {
             return;
         };
-        let BfStep::Comparing { descent, whole, .. } = &mut b.step else {
+        let BfStep::Comparing { descent, .. } = &mut b.step else {
             return;
         };
+        b.cost.nodes += theirs.as_ref().map_or(0, |n| n.len() as u64);
         let Some(theirs) = theirs else {
             // The target keeps no tree of this shape: every object.
             tracing::info!(
@@ -2965,49 +2980,27 @@ impl Pg {
             b.step = BfStep::Idle;
             return;
         };
-        let differing: Option<BTreeSet<u32>> = match (descent.as_mut(), *whole) {
-            (_, true) if theirs.len() == mine.leaf_count() as usize => Some(
-                mine.leaves()
-                    .iter()
-                    .zip(&theirs)
-                    .enumerate()
-                    .filter(|(_, (a, b))| a != b)
-                    .map(|(i, _)| i as u32)
-                    .collect(),
-            ),
-            (None, false) if theirs.len() == 1 => {
-                let d = merkle::Descent::new(mine.depth(), mine.root(), theirs[0]);
-                *descent = Some(d);
-                None
+        let ok = match descent.as_mut() {
+            None if theirs.len() == 1 => {
+                *descent = Some(merkle::Descent::new(mine.depth(), mine.root(), theirs[0]));
+                true
             }
-            (Some(d), false) => match d.wants() {
+            Some(d) => match d.wants() {
                 Some((level, idx)) if idx.len() == theirs.len() => {
                     d.step(&mine.nodes_at(level, &idx), &theirs);
-                    None
+                    true
                 }
-                _ => Some((0..mine.leaf_count()).collect()),
+                _ => false,
+            },
+            None => false,
+        };
+        let next = match descent.as_ref().filter(|_| ok) {
+            Some(d) => match d.wants() {
+                None => Err(d.ranges().into_iter().flatten().collect()),
+                Some((level, idx)) => Ok((level, idx)),
             },
             // An answer of the wrong size: compare nothing, scan all.
-            _ => Some((0..mine.leaf_count()).collect()),
-        };
-        let next = match (differing, descent.as_ref()) {
-            (Some(set), _) => Err(set),
-            (None, Some(d)) => match d.wants() {
-                None => Err(d.ranges().into_iter().flatten().collect()),
-                Some((level, idx)) => {
-                    // Level by level while that costs less than the whole
-                    // leaf level at once.
-                    let left = mine.depth() - level + 1;
-                    let (per_level, all) =
-                        merkle::exchange_cost(mine.leaf_count(), idx.len() as u32);
-                    if per_level / u64::from(mine.depth().max(1)) * u64::from(left) > all {
-                        Ok((mine.depth(), Vec::new(), true))
-                    } else {
-                        Ok((level, idx, false))
-                    }
-                }
-            },
-            (None, None) => Err((0..mine.leaf_count()).collect()),
+            None => Err((0..mine.leaf_count()).collect::<BTreeSet<u32>>()),
         };
         match next {
             Err(mut set) => {
@@ -3023,7 +3016,7 @@ impl Pg {
                 b.leaves = Leaves::Some(set);
                 b.step = BfStep::Idle;
             }
-            Ok((level, idx, whole)) => {
+            Ok((level, idx)) => {
                 let filter = Filter::Nodes {
                     leaves: mine.leaf_count(),
                     level,
@@ -3031,12 +3024,8 @@ impl Pg {
                 };
                 let tid = self.send_scan(to, Cursor::End, filter, fx);
                 if let Some(b) = self.rec.backfill.get_mut(&to) {
-                    if let BfStep::Comparing {
-                        tid: t, whole: w, ..
-                    } = &mut b.step
-                    {
+                    if let BfStep::Comparing { tid: t, .. } = &mut b.step {
                         *t = tid;
-                        *w = whole;
                     }
                 }
             }
@@ -3085,7 +3074,10 @@ impl Pg {
             return;
         }
         match result {
-            Ok(theirs) if theirs.end > b.done => b.step = BfStep::Scanned { theirs },
+            Ok(theirs) if theirs.end > b.done => {
+                b.cost.listed += theirs.objects.len() as u64;
+                b.step = BfStep::Scanned { theirs };
+            }
             Ok(_) => {
                 tracing_error(self.id, &format!("osd.{from}'s backfill scan went nowhere"));
                 self.bf_retry(from);
@@ -3121,7 +3113,19 @@ impl Pg {
         };
         self.rec.next_copy_ms = self.now_ms + self.recovery_sleep_ms;
         if end == Cursor::End {
-            tracing::info!("pg {}: osd.{from} backfilled", self.id);
+            let c = &b.cost;
+            let how = match &b.leaves {
+                Leaves::Some(set) => format!("{} differing Merkle leaves", set.len()),
+                _ => "a full scan".to_string(),
+            };
+            tracing::info!(
+                "pg {}: osd.{from} backfilled by {how}: {} tree nodes exchanged, {} of its objects listed, {} copied or removed in {} chunks",
+                self.id,
+                c.nodes,
+                c.listed,
+                c.copied,
+                c.chunks
+            );
             self.rec.backfill.remove(&from);
         } else {
             b.done = end;

@@ -1009,7 +1009,16 @@ impl ObjectStore for BlockStore {
             return Ok((Vec::new(), None));
         };
         let p = coll_prefix(T_ONODE, c);
-        let end = prefix_end(&p);
+        // The scan ends where the hash range does (keys start with the
+        // hash, big-endian): a small range reads only its own objects.
+        let end = match u32::try_from(hashes.end) {
+            Ok(h) => {
+                let mut e = p.clone();
+                e.extend_from_slice(&h.to_be_bytes());
+                e
+            }
+            Err(_) => prefix_end(&p),
+        };
         let mut k = p.clone();
         push_object(&mut k, &from);
         let want = limit.saturating_add(1);

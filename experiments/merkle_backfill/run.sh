@@ -1,0 +1,193 @@
+#!/usr/bin/env bash
+# Merkle-tree backfill against full-scan backfill, on a local cluster, in
+# one sitting ("Merkle-tree backfill" for Ceph reports its backfill 10-400%
+# faster; this reproduces its evaluation on Loligo). For each case:
+#   1. a fresh 3-OSD cluster, the default size-3 pool (min_size 2) with one
+#      PG (so every object is in it), a two-entry PG log (an OSD that was
+#      away is always backfilled), --merkle-leaves L (0: no trees, the
+#      full-scan baseline)
+#   2. N objects of 1 KiB written (32 in flight): write ops/s
+#   3. osd.2 stopped and marked down; P% of the objects overwritten
+#   4. osd.2 started: its backfill's time, tree nodes exchanged, objects
+#      its scans listed and objects copied, from the primary's log line;
+#      seconds from the start command until the PG is clean
+# Then the write overhead of keeping trees: 4 KiB writes, 32 in flight,
+# trees on and off, alternated on fresh clusters of 32 PGs: ops/s and the
+# OSDs' CPU time per write.
+# Writes out/results.csv, out/writes.csv, out/summary.json, PNGs and
+# out/RESULTS.md.
+#
+#   bash experiments/merkle_backfill/run.sh          # N 5K 10K 20K 50K, P 1 5 10 20, L 1K 4K 16K 64K (hours)
+#   bash experiments/merkle_backfill/run.sh --quick  # N 20K, P 1 5 10 20, L 16K (under 10 minutes)
+set -euo pipefail
+HERE="$(cd "$(dirname "$0")" && pwd)"
+ROOT="$(cd "$HERE/../.." && pwd)"
+OUT="${OUT:-$HERE/out}"
+OBJECTS_LIST="${OBJECTS_LIST:-5000 10000 20000 50000}"
+PCTS="${PCTS:-1 5 10 20}"
+LEAVES_LIST="${LEAVES_LIST:-1024 4096 16384 65536}"
+WRITE_SECS=10
+WRITE_ROUNDS=5
+if [ "${1:-}" = "--quick" ]; then
+    OBJECTS_LIST=20000
+    LEAVES_LIST=16384
+    WRITE_ROUNDS=3
+fi
+VICTIM=2
+mkdir -p "$OUT"
+CSV="$OUT/results.csv"
+WCSV="$OUT/writes.csv"
+echo "objects,pct,leaves,load_ops_s,osd_rss_kib,backfill_ms,how,differing_leaves,nodes,listed,copied,chunks,clean_s" >"$CSV"
+echo "round,leaves,ops_s,osd_cpu_us_per_op" >"$WCSV"
+
+say() { echo "[merkle $(date +%H:%M:%S)] $*" >&2; }
+
+cargo build --release -p loligo-cli --manifest-path "$ROOT/Cargo.toml" >&2
+B="$ROOT/target/release/loligo"
+
+now() { date +%s.%N; }
+since() { python3 -c "print(round($(now) - $1, 2))"; }
+
+# Wait until `cond` (python over the status JSON: `clean`, `pgs`, `o`)
+# holds; fail after $2 seconds.
+lol_wait() {
+    local conf="$1" limit="$2" cond="$3" t0
+    t0=$(now)
+    while true; do
+        if "$B" -c "$conf" status --json 2>/dev/null | python3 -c "
+import json, sys
+s = json.load(sys.stdin)
+pgs = s['pgs']
+clean = pgs['by_state'].get('active+clean', 0)
+o = s['osdmap']
+sys.exit(0 if ($cond) else 1)"; then
+            return 0
+        fi
+        if python3 -c "import sys; sys.exit(0 if $(now) - $t0 > $limit else 1)"; then
+            say "condition not reached in ${limit}s: $cond"
+            "$B" -c "$conf" status >&2 || true
+            return 1
+        fi
+        sleep 0.2
+    done
+}
+ALL_CLEAN="clean == pgs['total'] and o['num_up_osds'] == o['num_osds']"
+
+# The OSD processes' resident memory, summed (KiB).
+osd_rss() {
+    local dir="$1" total=0 pid
+    for f in "$dir"/c/osd.*.pid; do
+        pid=$(cat "$f")
+        total=$((total + $(awk '/VmRSS/ {print $2}' "/proc/$pid/status" 2>/dev/null || echo 0)))
+    done
+    echo "$total"
+}
+
+cluster_up() {
+    local dir="$1" leaves="$2"
+    "$B" up --detach --osds 3 --pg-num 1 --osd-size $((1 << 30)) --pg-log-entries 2 \
+        --merkle-leaves "$leaves" --data-dir "$dir/c" >&2
+    lol_wait "$dir/c/loligo.conf" 120 "$ALL_CLEAN"
+}
+
+run_case() {
+    local objects="$1" pct="$2" leaves="$3" dir conf t0 clean line
+    dir=$(mktemp -d /tmp/loligo-merkle.XXXXXX)
+    conf="$dir/c/loligo.conf"
+    cluster_up "$dir" "$leaves"
+    "$B" -c "$conf" bench 600 write -b 1024 -t 32 --max-objects "$objects" --no-cleanup --json >"$dir/load.json"
+    lol_wait "$conf" 120 "$ALL_CLEAN"
+    local rss load
+    rss=$(osd_rss "$dir")
+    load=$(python3 -c "import json; print(round(json.load(open('$dir/load.json'))['ops_per_s'], 1))")
+    "$B" stop "osd.$VICTIM" --data-dir "$dir/c" >&2
+    "$B" -c "$conf" osd down "$VICTIM" >&2 || true
+    lol_wait "$conf" 60 "o['num_up_osds'] == o['num_osds'] - 1"
+    if [ "$pct" != 0 ]; then
+        "$B" -c "$conf" bench 600 write -b 1024 -t 32 --max-objects "$objects" --sample-pct "$pct" \
+            --seed 7 --no-cleanup --json >"$dir/overwrite.json"
+    fi
+    t0=$(now)
+    "$B" start "osd.$VICTIM" --data-dir "$dir/c" >&2
+    lol_wait "$conf" 600 "$ALL_CLEAN"
+    clean=$(since "$t0")
+    # The primary's two lines: the backfill's start (the target's log
+    # merged) and its end; their timestamps give its time.
+    line=$(python3 - "$dir/c" "$VICTIM" <<'PY'
+import datetime, glob, re, sys
+d, victim = sys.argv[1], sys.argv[2]
+def ts(l):
+    return datetime.datetime.strptime(l.split()[0].rstrip("Z")[:26], "%Y-%m-%dT%H:%M:%S.%f")
+for f in glob.glob(d + "/osd.*.log"):
+    lines = [re.sub(r"\x1b\[[0-9;]*m", "", l) for l in open(f, errors="replace")]
+    ends = [i for i, l in enumerate(lines) if "osd.%s backfilled by" % victim in l]
+    if not ends:
+        continue
+    e = ends[-1]
+    starts = [i for i in range(e) if "backfilling osd.%s from" % victim in lines[i]]
+    if starts:
+        ms = (ts(lines[e]) - ts(lines[starts[-1]])).total_seconds() * 1000
+        print("%.1f %s" % (ms, lines[e].strip()))
+PY
+)
+    "$B" down --data-dir "$dir/c" >&2 || true
+    rm -rf "$dir"
+    python3 - "$line" "$objects" "$pct" "$leaves" "$load" "$rss" "$clean" >>"$CSV" <<'PY'
+import re, sys
+line, objects, pct, leaves, load, rss, clean = sys.argv[1:]
+m = re.search(r"^([0-9.]+) .*backfilled by (?:(\d+) differing Merkle leaves|a full scan): "
+              r"(\d+) tree nodes exchanged, (\d+) of its objects listed, (\d+) copied or removed in (\d+) chunks", line)
+if not m:
+    sys.exit("no backfill line for osd.2: %r" % line)
+ms, diff, nodes, listed, copied, chunks = m.groups()
+how = "merkle" if diff is not None else "full"
+print(",".join([objects, pct, leaves, load, rss, ms, how, diff or "", nodes, listed, copied, chunks, clean]))
+PY
+    say "N=$objects P=$pct% L=$leaves: $(tail -1 "$CSV")"
+}
+
+for objects in $OBJECTS_LIST; do
+    for pct in $PCTS; do
+        run_case "$objects" "$pct" 0
+        for leaves in $LEAVES_LIST; do
+            run_case "$objects" "$pct" "$leaves"
+        done
+    done
+done
+
+# The OSD processes' CPU time, summed (clock ticks).
+osd_ticks() {
+    local dir="$1" total=0 pid
+    for f in "$dir"/c/osd.*.pid; do
+        pid=$(cat "$f")
+        total=$((total + $(awk '{print $14 + $15}' "/proc/$pid/stat" 2>/dev/null || echo 0)))
+    done
+    echo "$total"
+}
+
+# Write overhead: trees on (16,384 leaves) and off, alternated, on
+# clusters of 32 PGs.
+for round in $(seq 1 "$WRITE_ROUNDS"); do
+    for leaves in 16384 0; do
+        dir=$(mktemp -d /tmp/loligo-merkle.XXXXXX)
+        "$B" up --detach --osds 3 --pg-num 32 --osd-size $((1 << 30)) \
+            --merkle-leaves "$leaves" --data-dir "$dir/c" >&2
+        lol_wait "$dir/c/loligo.conf" 120 "$ALL_CLEAN"
+        t0=$(osd_ticks "$dir")
+        "$B" -c "$dir/c/loligo.conf" bench "$WRITE_SECS" write -b 4096 -t 32 --no-cleanup --json >"$dir/w.json"
+        t1=$(osd_ticks "$dir")
+        line=$(python3 -c "
+import json, os
+w = json.load(open('$dir/w.json'))
+hz = os.sysconf('SC_CLK_TCK')
+ops = w['ops']
+print('%.1f,%.1f' % (w['ops_per_s'], ($t1 - $t0) / hz * 1e6 / max(ops, 1)))")
+        echo "$round,$leaves,$line" >>"$WCSV"
+        say "4 KiB writes, leaves $leaves, round $round: ops/s, OSD CPU us per op: $line"
+        "$B" down --data-dir "$dir/c" >&2 || true
+        rm -rf "$dir"
+    done
+done
+
+python3 -c "import matplotlib" 2>/dev/null || python3 -m pip install -q matplotlib >&2 || true
+python3 "$HERE/summarize.py" "$OUT"
