@@ -168,7 +168,11 @@ osd_ticks() {
 # Write overhead: trees on (16,384 leaves) and off, alternated, on
 # clusters of 32 PGs.
 for round in $(seq 1 "$WRITE_ROUNDS"); do
-    for leaves in 16384 0; do
+    # ABBA order: whichever runs first after a teardown is not always the
+    # same one.
+    order="16384 0"
+    [ $((round % 2)) = 0 ] && order="0 16384"
+    for leaves in $order; do
         dir=$(mktemp -d /tmp/loligo-merkle.XXXXXX)
         "$B" up --detach --osds 3 --pg-num 32 --osd-size $((1 << 30)) \
             --merkle-leaves "$leaves" --data-dir "$dir/c" >&2

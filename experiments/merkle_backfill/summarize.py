@@ -119,7 +119,7 @@ def main():
     if overhead:
         L += ["", "## Write overhead of keeping trees", "",
               "4 KiB writes, 32 in flight, on fresh 3-OSD clusters of 32 PGs alternated (trees on, "
-              "off, on, off, ...): %s ops/s with trees, %s without: median %.3fx (%.1f%% overhead; "
+              "off, off, on, on, off, ...): %s ops/s with trees, %s without: median %.3fx (%.1f%% overhead; "
               "target < 3%%). OSD CPU per write (user + system, all 3 OSDs): %s us with trees, %s "
               "without: %+.1f%%. (The paper's Table 1 measures its tree maintenance on 1 KiB "
               "writes.)" % (
