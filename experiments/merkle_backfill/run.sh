@@ -45,33 +45,8 @@ say() { echo "[merkle $(date +%H:%M:%S)] $*" >&2; }
 cargo build --release -p loligo-cli --manifest-path "$ROOT/Cargo.toml" >&2
 B="$ROOT/target/release/loligo"
 
-now() { date +%s.%N; }
-since() { python3 -c "print(round($(now) - $1, 2))"; }
-
-# Wait until `cond` (python over the status JSON: `clean`, `pgs`, `o`)
-# holds; fail after $2 seconds.
-lol_wait() {
-    local conf="$1" limit="$2" cond="$3" t0
-    t0=$(now)
-    while true; do
-        if "$B" -c "$conf" status --json 2>/dev/null | python3 -c "
-import json, sys
-s = json.load(sys.stdin)
-pgs = s['pgs']
-clean = pgs['by_state'].get('active+clean', 0)
-o = s['osdmap']
-sys.exit(0 if ($cond) else 1)"; then
-            return 0
-        fi
-        if python3 -c "import sys; sys.exit(0 if $(now) - $t0 > $limit else 1)"; then
-            say "condition not reached in ${limit}s: $cond"
-            "$B" -c "$conf" status >&2 || true
-            return 1
-        fi
-        sleep 0.2
-    done
-}
-ALL_CLEAN="clean == pgs['total'] and o['num_up_osds'] == o['num_osds']"
+# now, since, lol_wait, ALL_CLEAN.
+. "$ROOT/experiments/lib.sh"
 
 # The OSD processes' resident memory, summed (KiB).
 osd_rss() {
@@ -87,7 +62,7 @@ cluster_up() {
     local dir="$1" leaves="$2"
     "$B" up --detach --osds 3 --pg-num 1 --osd-size $((1 << 30)) --pg-log-entries 2 \
         --merkle-leaves "$leaves" --data-dir "$dir/c" >&2
-    lol_wait "$dir/c/loligo.conf" 120 "$ALL_CLEAN"
+    lol_wait "$dir/c/loligo.conf" 120 "$ALL_CLEAN" >/dev/null
 }
 
 run_case() {
@@ -96,20 +71,20 @@ run_case() {
     conf="$dir/c/loligo.conf"
     cluster_up "$dir" "$leaves"
     "$B" -c "$conf" bench 600 write -b 1024 -t 32 --max-objects "$objects" --no-cleanup --json >"$dir/load.json"
-    lol_wait "$conf" 120 "$ALL_CLEAN"
+    lol_wait "$conf" 120 "$ALL_CLEAN" >/dev/null
     local rss load
     rss=$(osd_rss "$dir")
     load=$(python3 -c "import json; print(round(json.load(open('$dir/load.json'))['ops_per_s'], 1))")
     "$B" stop "osd.$VICTIM" --data-dir "$dir/c" >&2
     "$B" -c "$conf" osd down "$VICTIM" >&2 || true
-    lol_wait "$conf" 60 "o['num_up_osds'] == o['num_osds'] - 1"
+    lol_wait "$conf" 60 "o['num_up_osds'] == o['num_osds'] - 1" >/dev/null
     if [ "$pct" != 0 ]; then
         "$B" -c "$conf" bench 600 write -b 1024 -t 32 --max-objects "$objects" --sample-pct "$pct" \
             --seed 7 --no-cleanup --json >"$dir/overwrite.json"
     fi
     t0=$(now)
     "$B" start "osd.$VICTIM" --data-dir "$dir/c" >&2
-    lol_wait "$conf" 600 "$ALL_CLEAN"
+    lol_wait "$conf" 600 "$ALL_CLEAN" >/dev/null
     clean=$(since "$t0")
     # The primary's two lines: the backfill's start (the target's log
     # merged) and its end; their timestamps give its time.
@@ -176,7 +151,7 @@ for round in $(seq 1 "$WRITE_ROUNDS"); do
         dir=$(mktemp -d /tmp/loligo-merkle.XXXXXX)
         "$B" up --detach --osds 3 --pg-num 32 --osd-size $((1 << 30)) \
             --merkle-leaves "$leaves" --data-dir "$dir/c" >&2
-        lol_wait "$dir/c/loligo.conf" 120 "$ALL_CLEAN"
+        lol_wait "$dir/c/loligo.conf" 120 "$ALL_CLEAN" >/dev/null
         t0=$(osd_ticks "$dir")
         "$B" -c "$dir/c/loligo.conf" bench "$WRITE_SECS" write -b 4096 -t 32 --no-cleanup --json >"$dir/w.json"
         t1=$(osd_ticks "$dir")

@@ -39,36 +39,8 @@ say() { echo "[recovery $(date +%H:%M:%S)] $*" >&2; }
 cargo build --release -p loligo-cli --manifest-path "$ROOT/Cargo.toml" >&2
 B="$ROOT/target/release/loligo"
 
-# Seconds since the epoch, with fractions; seconds since $1.
-now() { date +%s.%N; }
-since() { python3 -c "print(round($(now) - $1, 2))"; }
-
-# Loligo: wait until `cond` (a python expression over the status JSON `s`)
-# holds; print the seconds it took; fail after $2 seconds.
-lol_wait() {
-    local conf="$1" limit="$2" cond="$3" t0
-    t0=$(now)
-    while true; do
-        if "$B" -c "$conf" status --json 2>/dev/null | python3 -c "
-import json, sys
-s = json.load(sys.stdin)
-pgs = s['pgs']
-clean = pgs['by_state'].get('active+clean', 0)
-o = s['osdmap']
-sys.exit(0 if ($cond) else 1)"; then
-            since "$t0"
-            return 0
-        fi
-        if python3 -c "import sys; sys.exit(0 if $(now) - $t0 > $limit else 1)"; then
-            say "Loligo: condition not reached in ${limit}s: $cond"
-            "$B" -c "$conf" status >&2 || true
-            return 1
-        fi
-        sleep 0.2
-    done
-}
-
-ALL_CLEAN="clean == pgs['total'] and o['num_up_osds'] == o['num_osds']"
+# now, since, lol_wait, ALL_CLEAN.
+. "$ROOT/experiments/lib.sh"
 
 run_loligo() {
     local mode="$1" pct="$2" dir conf extra=() up clean

@@ -259,11 +259,6 @@ impl Descent {
         self.level = level;
     }
 
-    /// Whether the differing leaves are known.
-    pub fn done(&self) -> bool {
-        self.wants().is_none()
-    }
-
     /// The differing leaves (once done), as ranges merged where they
     /// touch.
     pub fn ranges(&self) -> Vec<Range<u32>> {
