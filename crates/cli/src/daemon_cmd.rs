@@ -98,6 +98,11 @@ pub struct OsdArgs {
     /// every object). Changing it rebuilds each PG's tree at start.
     #[arg(long, default_value_t = loligo_osd::pg::merkle::LEAVES_DEFAULT)]
     merkle_leaves: u32,
+    /// Seconds between a clean primary's comparisons of its members'
+    /// Merkle roots with its own (a difference shows the PG
+    /// `inconsistent`; 0: never).
+    #[arg(long, default_value_t = loligo_osd::pg::SCRUB_INTERVAL_MS as f64 / 1000.0)]
+    scrub_interval: f64,
 }
 
 fn secs(v: f64, what: &str) -> Result<Duration, CliError> {
@@ -235,6 +240,11 @@ pub fn osd(a: OsdArgs) -> Result<(), CliError> {
             .map_err(|e| CliError(format!("--merkle-leaves: {e} (or 0 for none)")))?;
     }
     cfg.merkle_leaves = a.merkle_leaves;
+    cfg.scrub_interval = if a.scrub_interval == 0.0 {
+        Duration::ZERO
+    } else {
+        secs(a.scrub_interval, "--scrub-interval")?
+    };
     let rt = crate::config::runtime()?;
     rt.block_on(async move {
         let l = tokio::net::TcpListener::bind(&a.addr)

@@ -1615,3 +1615,126 @@ fn a_backfill_compares_merkle_trees_and_copies_only_where_they_differ() {
     // o3, o7 and stale, and o150: the target listed a few objects, not 200.
     assert!(listed <= 8, "the target listed {listed} objects");
 }
+
+/// The scrub asks of a clean PG's members, tid by member.
+fn scrub_asks(fx: &[Effect]) -> Vec<(i32, u64)> {
+    fx.iter()
+        .filter_map(|e| match e {
+            Effect::SendScan {
+                tid,
+                to,
+                filter: loligo_osd::pg::Filter::Nodes { level: 0, .. },
+                ..
+            } => Some((*to, *tid)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn root_answer(tid: u64, from: i32, root: u64) -> Input {
+    Input::ScanDone {
+        tid,
+        from,
+        result: Ok(loligo_osd::pg::Scan {
+            objects: vec![],
+            end: Cursor::Start,
+            nodes: Some(vec![root]),
+        }),
+    }
+}
+
+/// A clean primary compares its members' Merkle roots with its own on a
+/// schedule: a different root shows the PG inconsistent (until an equal
+/// one), and an answer a write overtook is not compared.
+#[test]
+fn a_clean_primary_compares_merkle_roots_and_flags_a_difference() {
+    let (s, mut pg) = setup();
+    pg.scrub_interval_ms = 1_000;
+    run(&mut pg, &s, map(1, vec![0, 1, 2], 2));
+    run(
+        &mut pg,
+        &s,
+        Input::Info {
+            from: 1,
+            interval: 1,
+            info: Some(PgInfo::default().into()),
+        },
+    );
+    let fx = run(
+        &mut pg,
+        &s,
+        Input::Info {
+            from: 2,
+            interval: 1,
+            info: Some(PgInfo::default().into()),
+        },
+    );
+    let put = |pg: &mut Pg, token: u64, now_ms: u64| {
+        let (applied, rest) = apply(&s, run(pg, &s, write(token, "a", b"x", now_ms)));
+        for tid in applied {
+            run(
+                pg,
+                &s,
+                Input::LocalDone {
+                    tid,
+                    result: Ok(()),
+                },
+            );
+        }
+        for e in rest {
+            if let Effect::Replicate { tid, to, .. } = e {
+                run(
+                    pg,
+                    &s,
+                    Input::RepDone {
+                        tid,
+                        from: to,
+                        result: Ok(()),
+                    },
+                );
+            }
+        }
+    };
+    let (applied, _) = apply(&s, fx);
+    for tid in applied {
+        run(
+            &mut pg,
+            &s,
+            Input::LocalDone {
+                tid,
+                result: Ok(()),
+            },
+        );
+    }
+    put(&mut pg, 1, 0);
+    assert!(pg.is_clean());
+    let mine = pg.tree().expect("a tree").root();
+    assert_ne!(mine, 0);
+    // Not before the interval; then both members are asked.
+    assert!(scrub_asks(&run(&mut pg, &s, Input::Tick { now_ms: 500 })).is_empty());
+    let asks = scrub_asks(&run(&mut pg, &s, Input::Tick { now_ms: 1_500 }));
+    assert_eq!(asks.iter().map(|a| a.0).collect::<Vec<_>>(), vec![1, 2]);
+    run(&mut pg, &s, root_answer(asks[0].1, 1, mine));
+    run(&mut pg, &s, root_answer(asks[1].1, 2, mine ^ 1));
+    assert_eq!(pg.scrubs(), (2, 1));
+    let st = pg.stat().unwrap().state;
+    assert!(st.contains(PgState::INCONSISTENT), "{st}");
+    assert!(st.contains(PgState::CLEAN), "{st}");
+    // A write between the question and the answer: not compared.
+    let asks = scrub_asks(&run(&mut pg, &s, Input::Tick { now_ms: 2_600 }));
+    assert_eq!(asks.len(), 2);
+    put(&mut pg, 2, 2_700);
+    run(&mut pg, &s, root_answer(asks[1].1, 2, 12345));
+    assert_eq!(pg.scrubs(), (2, 1));
+    run(&mut pg, &s, root_answer(asks[0].1, 1, 0));
+    assert_eq!(pg.scrubs(), (2, 1));
+    // The next round, with equal roots, clears the mark.
+    let asks = scrub_asks(&run(&mut pg, &s, Input::Tick { now_ms: 3_700 }));
+    assert_eq!(asks.len(), 2);
+    let mine = pg.tree().unwrap().root();
+    for (to, tid) in asks {
+        run(&mut pg, &s, root_answer(tid, to, mine));
+    }
+    assert_eq!(pg.scrubs(), (4, 1));
+    assert!(!pg.stat().unwrap().state.contains(PgState::INCONSISTENT));
+}

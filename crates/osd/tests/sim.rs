@@ -555,6 +555,8 @@ struct Stats {
     trees_checked: u64,
     /// Removes acknowledged.
     removes: u64,
+    /// Merkle root comparisons a primary made with a member.
+    scrubs: u64,
 }
 
 /// Remove and return (in token order) the entries `held` selects.
@@ -727,6 +729,8 @@ impl Sim {
             pg.backfill_chunk_objects = self.chunk_objects;
             // The smallest trees: a PG's few objects share leaves.
             pg.merkle_leaves = if ec { 0 } else { merkle::LEAVES_MIN };
+            // Roots compared often: a false difference fails the run.
+            pg.scrub_interval_ms = 1_000;
             osd.pgs.push(pg);
         }
         self.mon.up[o] = true;
@@ -744,6 +748,7 @@ impl Sim {
         for (_, _, txn) in unsynced.into_iter().take(kept) {
             self.osds[o].store.inner().apply(txn).unwrap();
         }
+        self.take_scrubs(o);
         self.osds[o].pgs.clear();
         self.osds[o].asks.clear();
         self.osds[o].slots = Reserver::new(self.slots);
@@ -1924,7 +1929,14 @@ impl Sim {
             }
         }
         if self.ec.is_none() {
+            // A few scrub intervals on the clean cluster.
+            for _ in 0..(3_000 / STEP_MS) {
+                self.step();
+            }
             self.check_trees();
+            for o in 0..OSDS {
+                self.take_scrubs(o);
+            }
         }
         for (o, osd) in self.osds.iter().enumerate() {
             assert!(
@@ -1937,6 +1949,20 @@ impl Sim {
         }
         self.stats.clean_checks += 1;
         self.stats.read_errors = self.osds.iter().map(|o| o.store.read_faults()).sum();
+    }
+
+    /// The root comparisons OSD `o`'s PGs made (counted once: the
+    /// counters go with the PGs); none may have found a difference, since
+    /// every tree is right and a comparison is made only between writes.
+    fn take_scrubs(&mut self, o: usize) {
+        for (p, pg) in self.osds[o].pgs.iter().enumerate() {
+            let (compared, differed) = pg.scrubs();
+            assert_eq!(
+                differed, 0,
+                "pg {p}: osd.{o} found a member's Merkle root different from its own"
+            );
+            self.stats.scrubs += compared;
+        }
     }
 
     /// Every copy's Merkle tree, as kept in memory and as persisted, is
@@ -2286,6 +2312,7 @@ fn acknowledged_writes_survive_crashes_and_stale_copies_never_answer() {
         total.toofull_flips += st.toofull_flips;
         total.trees_checked += st.trees_checked;
         total.removes += st.removes;
+        total.scrubs += st.scrubs;
     }
     eprintln!("{seeds} seeds: {total:?}");
     // The runs did something: writes were acknowledged and OSDs crashed.
@@ -2300,8 +2327,10 @@ fn acknowledged_writes_survive_crashes_and_stale_copies_never_answer() {
     assert!(total.pulls > 0, "{total:?}");
     // Object reads failed.
     assert!(total.read_errors > seeds, "{total:?}");
-    // Trees were checked (every member of every PG after each healing).
+    // Trees were checked (every member of every PG after each healing),
+    // and primaries compared roots with their members.
     assert!(total.trees_checked > seeds, "{total:?}");
+    assert!(total.scrubs > seeds, "{total:?}");
     // Objects were removed (and read as absent).
     assert!(total.removes > seeds, "{total:?}");
 }

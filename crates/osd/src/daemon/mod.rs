@@ -94,6 +94,9 @@ pub struct OsdConfig {
     /// 1,024-65,536; 0: no trees, backfill scans every object). A copy
     /// whose persisted tree has another shape rebuilds it at start.
     pub merkle_leaves: u32,
+    /// How often a clean primary compares its members' Merkle roots with
+    /// its own (zero: never); a difference shows the PG `inconsistent`.
+    pub scrub_interval: Duration,
 }
 
 /// Default `OsdConfig::recovery_max_active`.
@@ -123,6 +126,7 @@ impl OsdConfig {
             recovery_sleep: Duration::ZERO,
             recovery_max_incoming: RECOVERY_MAX_INCOMING,
             merkle_leaves: crate::pg::merkle::LEAVES_DEFAULT,
+            scrub_interval: Duration::from_millis(crate::pg::SCRUB_INTERVAL_MS),
         }
     }
 

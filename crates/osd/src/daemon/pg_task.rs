@@ -38,6 +38,7 @@ pub(super) fn spawn(s: &Arc<OsdShared>, pg: PgId) -> Option<Mailbox> {
             .get(&pg.pool)
             .map(|p| matches!(p.kind, loligo_types::PoolKind::Erasure { .. }))
     });
+    core.scrub_interval_ms = s.cfg.scrub_interval.as_millis() as u64;
     core.merkle_leaves = if ec == Some(true) {
         0
     } else {

@@ -941,6 +941,29 @@ pub struct Pg {
     /// keep none).
     pub merkle_leaves: u32,
     tree: TreeState,
+    /// How often a clean primary compares its members' Merkle roots with
+    /// its own (ms; 0: never).
+    pub scrub_interval_ms: u64,
+    scrub: Scrub,
+}
+
+/// Default `Pg::scrub_interval_ms`: a root comparison is one small
+/// message per member.
+pub const SCRUB_INTERVAL_MS: u64 = 60_000;
+
+/// A primary's comparisons of its members' Merkle roots with its own.
+#[derive(Default)]
+struct Scrub {
+    /// When the next comparison starts.
+    next_ms: u64,
+    /// Members asked for their root: the tid, and this copy's head then
+    /// (a write since makes the answer incomparable).
+    asked: BTreeMap<i32, (u64, Version)>,
+    /// Members whose root differed at the last comparison.
+    differ: BTreeSet<i32>,
+    /// Comparisons made, and how many differed.
+    compared: u64,
+    differed: u64,
 }
 
 /// Whether a copy keeps a Merkle tree.
@@ -1053,7 +1076,96 @@ impl Pg {
             removing: None,
             merkle_leaves: merkle::LEAVES_DEFAULT,
             tree: TreeState::Unloaded,
+            scrub_interval_ms: SCRUB_INTERVAL_MS,
+            scrub: Scrub::default(),
         }
+    }
+
+    /// Root comparisons made with members, and how many found a
+    /// different root.
+    pub fn scrubs(&self) -> (u64, u64) {
+        (self.scrub.compared, self.scrub.differed)
+    }
+
+    /// A clean primary with nothing in flight asks each member for its
+    /// Merkle root, every `scrub_interval_ms`.
+    fn scrub_some(&mut self, fx: &mut Vec<Effect>) {
+        let Some(leaves) = self.tree().map(merkle::Tree::leaf_count) else {
+            return;
+        };
+        if !self.scrub.asked.is_empty() && self.now_ms >= self.scrub.next_ms {
+            // Answers a whole interval late will not come.
+            self.scrub.asked.clear();
+        }
+        if self.scrub_interval_ms == 0
+            || self.now_ms < self.scrub.next_ms
+            || !self.scrub.asked.is_empty()
+            || !self.inflight.is_empty()
+            || !self.is_clean()
+        {
+            return;
+        }
+        self.scrub.next_ms = self.now_ms + self.scrub_interval_ms;
+        let members: Vec<i32> = self
+            .acting
+            .iter()
+            .copied()
+            .filter(|&o| o >= 0 && o != self.whoami)
+            .collect();
+        for to in members {
+            let tid = self.take_tid();
+            fx.push(Effect::SendScan {
+                tid,
+                to,
+                ctx: self.rep_ctx(),
+                after: Cursor::Start,
+                upto: Cursor::End,
+                limit: 1,
+                filter: Filter::Nodes {
+                    leaves,
+                    level: 0,
+                    idx: vec![0],
+                },
+            });
+            self.scrub.asked.insert(to, (tid, self.info.last_update));
+        }
+    }
+
+    /// A member's root answered a scrub's question (`false`: `tid` was
+    /// not one).
+    fn on_scrub_answer(&mut self, tid: u64, from: i32, result: &Result<Scan, RepError>) -> bool {
+        let Some(&(t, head)) = self.scrub.asked.get(&from) else {
+            return false;
+        };
+        if t != tid {
+            return false;
+        }
+        self.scrub.asked.remove(&from);
+        let theirs = match result {
+            Ok(Scan { nodes: Some(n), .. }) if n.len() == 1 => n[0],
+            // No tree of this shape there, or no answer: nothing learned.
+            _ => return true,
+        };
+        // Comparable only if no write came between: every write before
+        // the question had reached the member (none was in flight).
+        if self.info.last_update != head || !self.inflight.is_empty() {
+            return true;
+        }
+        let Some(mine) = self.tree().map(merkle::Tree::root) else {
+            return true;
+        };
+        self.scrub.compared += 1;
+        if mine == theirs {
+            self.scrub.differ.remove(&from);
+        } else {
+            self.scrub.differed += 1;
+            tracing::error!(
+                "pg {}: scrub: osd.{from}'s Merkle root {theirs:x} differs from the primary's {mine:x} at {head:?}",
+                self.id
+            );
+            self.scrub.differ.insert(from);
+        }
+        true
     }
 
     /// This copy's Merkle tree as its queued transactions leave it
@@ -1429,6 +1541,7 @@ impl Pg {
                     self.start_peering(s, &mut fx);
                 }
                 self.retry_recovery(s, &mut fx);
+                self.scrub_some(&mut fx);
             }
             Input::GetLog {
                 from,
@@ -1741,6 +1854,10 @@ impl Pg {
         self.primary = primary;
         self.reset_recovery(fx);
         self.abandon_gathers(epoch, fx);
+        // Roots are compared again once the new interval is clean.
+        self.scrub.asked.clear();
+        self.scrub.differ.clear();
+        self.scrub.next_ms = self.now_ms + self.scrub_interval_ms;
         // (Copies of writes of earlier intervals stay until their objects
         // are written again.)
         self.rb_live.clear();
@@ -3060,6 +3177,9 @@ impl Pg {
         result: Result<Scan, RepError>,
         fx: &mut Vec<Effect>,
     ) {
+        if self.on_scrub_answer(tid, from, &result) {
+            return;
+        }
         let Some(b) = self.rec.backfill.get_mut(&from) else {
             return;
         };
@@ -3154,7 +3274,9 @@ impl Pg {
         filter: &Filter,
     ) -> Result<Scan, RepError> {
         self.fence(from, ctx, "scan from")?;
-        if self.epoch < ctx.epoch || self.backfill.as_ref() != Some(after) {
+        // A tree question needs no backfill (a scrub asks members too).
+        let tree_only = matches!(filter, Filter::Nodes { .. });
+        if self.epoch < ctx.epoch || (!tree_only && self.backfill.as_ref() != Some(after)) {
             return Err(RepError::Failed(format!(
                 "pg {}: scan after {after} at epoch {}, this copy's backfill is at {:?} (epoch {})",
                 self.id, ctx.epoch, self.backfill, self.epoch
@@ -4455,6 +4577,9 @@ impl Pg {
                 }
                 if st == PgState::ACTIVE {
                     st |= PgState::CLEAN;
+                }
+                if !self.scrub.differ.is_empty() {
+                    st |= PgState::INCONSISTENT;
                 }
                 st
             }
