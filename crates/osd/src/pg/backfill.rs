@@ -427,16 +427,18 @@ pub fn rebuild_tree(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::pg::{LogEntry, PgInfo};
     use loligo_store::MemStore;
 
-    fn coll() -> CollectionId {
+    /// The collection the PG-level unit tests use.
+    pub(in crate::pg) fn coll() -> CollectionId {
         CollectionId::pg(1, 0)
     }
 
-    fn store() -> MemStore {
+    /// A store holding that collection, empty.
+    pub(in crate::pg) fn store() -> MemStore {
         let s = MemStore::new();
         let mut t = Transaction::new();
         t.create_collection(coll());

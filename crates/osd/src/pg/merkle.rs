@@ -265,15 +265,20 @@ impl Descent {
         if self.level < self.depth {
             return Vec::new();
         }
-        let mut out: Vec<Range<u32>> = Vec::new();
-        for &i in &self.differ {
-            match out.last_mut() {
-                Some(r) if r.end == i => r.end = i + 1,
-                _ => out.push(i..i + 1),
-            }
-        }
-        out
+        leaf_ranges(self.differ.iter().copied())
     }
+}
+
+/// Leaf indexes, ascending, as ranges merged where they touch.
+pub fn leaf_ranges(leaves: impl IntoIterator<Item = u32>) -> Vec<Range<u32>> {
+    let mut out: Vec<Range<u32>> = Vec::new();
+    for i in leaves {
+        match out.last_mut() {
+            Some(r) if r.end == i => r.end = i + 1,
+            _ => out.push(i..i + 1),
+        }
+    }
+    out
 }
 
 #[cfg(test)]

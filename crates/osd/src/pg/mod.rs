@@ -740,13 +740,7 @@ impl Leaves {
             Cursor::At(o) => merkle::Tree::leaf_of_hash(leaves, o.hash),
             _ => 0,
         };
-        let mut ranges: Vec<std::ops::Range<u32>> = Vec::new();
-        for &i in set.range(first..) {
-            match ranges.last_mut() {
-                Some(r) if r.end == i => r.end = i + 1,
-                _ => ranges.push(i..i + 1),
-            }
-        }
+        let ranges = merkle::leaf_ranges(set.range(first..).copied());
         if ranges.len() > backfill::RANGES_MAX {
             return Filter::All;
         }
@@ -1247,15 +1241,11 @@ impl Pg {
     /// right, and a later start would trust it).
     fn drop_tree(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
         self.tree = TreeState::Off;
-        let mut keys = match recovery::record_keys(s, self.coll, tree::LEAF_PREFIX, None) {
+        // `merkle` and `merkle/...`: the shape and the leaves.
+        let keys = match recovery::record_keys(s, self.coll, tree::TREE_KEY, None) {
             Ok(k) => k,
             Err(e) => return tracing_error(self.id, &format!("Merkle tree records: {e}")),
         };
-        if s.record(self.coll, tree::TREE_KEY)
-            .is_ok_and(|r| r.is_some())
-        {
-            keys.push(tree::TREE_KEY.to_vec());
-        }
         if keys.is_empty() {
             return;
         }
@@ -1708,7 +1698,7 @@ impl Pg {
             .map(|(k, _)| k)
             .filter(|k| last || !k.starts_with(tree::TREE_KEY))
             .collect();
-        if !records.is_empty() && records.iter().any(|k| !k.starts_with(tree::TREE_KEY)) {
+        if records.iter().any(|k| !k.starts_with(tree::TREE_KEY)) {
             tracing::info!(
                 "pg {}: removing this copy (the PG is clean without it)",
                 self.id
@@ -1717,7 +1707,6 @@ impl Pg {
         for k in &records {
             t.rm_record(self.coll, k);
         }
-
         let tid = self.take_tid();
         for o in &objects {
             t.remove(self.coll, o);
@@ -1745,7 +1734,6 @@ impl Pg {
         self.rep.merged = None;
         self.applying.insert(tid, self.interval);
         self.removing = Some(tid);
-
         fx.push(Effect::Apply { tid, txn: t });
     }
 
@@ -2956,10 +2944,11 @@ impl Pg {
             return;
         }
         let targets: Vec<i32> = self.rec.backfill.keys().copied().collect();
-        let kept = self.tree().is_some();
+        // This copy's tree's leaf count (`None`: no tree).
+        let tree_leaves = self.tree().map(merkle::Tree::leaf_count);
         for to in targets {
             if let Some(b) = self.rec.backfill.get_mut(&to) {
-                if !kept && matches!(b.leaves, Leaves::Unknown { .. }) {
+                if tree_leaves.is_none() && matches!(b.leaves, Leaves::Unknown { .. }) {
                     // No tree here: every object.
                     b.leaves = Leaves::All;
                 }
@@ -2975,7 +2964,7 @@ impl Pg {
                         && matches!(b.leaves, Leaves::Unknown { .. }) =>
                 {
                     // First the trees: the target's root.
-                    let Some(leaves) = self.tree().map(merkle::Tree::leaf_count) else {
+                    let Some(leaves) = tree_leaves else {
                         continue;
                     };
                     let filter = Filter::Nodes {
@@ -2990,8 +2979,7 @@ impl Pg {
                 }
                 BfStep::Idle if self.now_ms >= b.retry_ms && !self.toofull.contains(&to) => {
                     // This copy's next objects bound the range to scan.
-                    let leaves = self.tree().map_or(0, merkle::Tree::leaf_count);
-                    let filter = b.leaves.filter(leaves, &b.done);
+                    let filter = b.leaves.filter(tree_leaves.unwrap_or(0), &b.done);
                     let Some(hashes) = filter.hashes() else {
                         continue;
                     };
@@ -3028,8 +3016,8 @@ impl Pg {
                     }
                     // The leaves as the scan had them: a write that adds one
                     // in the scanned range starts the scan again.
-                    let leaves = self.tree().map_or(0, merkle::Tree::leaf_count);
-                    let Some(hashes) = b.leaves.filter(leaves, &b.done).hashes() else {
+                    let filter = b.leaves.filter(tree_leaves.unwrap_or(0), &b.done);
+                    let Some(hashes) = filter.hashes() else {
                         continue;
                     };
                     let chunk = match backfill::plan_chunk(
@@ -3095,16 +3083,15 @@ impl Pg {
     /// The target's tree nodes answered: the next step of the comparison,
     /// or the leaves to scan once it is done.
     fn on_nodes(&mut self, to: i32, theirs: Option<Vec<u64>>, fx: &mut Vec<Effect>) {
-        let Some(mine) = self.tree().cloned() else {
-            if let Some(b) = self.rec.backfill.get_mut(&to) {
-                b.leaves = Leaves::All;
-                b.step = BfStep::Idle;
-            }
-            return;
-        };
         let Some(b) = self.rec.backfill.get_mut(&to) else {
             return;
         };
+        let TreeState::Kept(kept) = &self.tree else {
+            b.leaves = Leaves::All;
+            b.step = BfStep::Idle;
+            return;
+        };
+        let mine = kept.tree();
         let BfStep::Comparing { descent, .. } = &mut b.step else {
             return;
         };

@@ -132,25 +132,13 @@ pub fn load_missing(
     coll: CollectionId,
 ) -> Result<BTreeMap<String, Version>, String> {
     let mut out = BTreeMap::new();
-    let mut start = MISSING_PREFIX.to_vec();
-    loop {
-        let rows = s.records(coll, &start, 1024).map_err(|e| e.to_string())?;
-        let n = rows.len();
-        for (k, v) in rows {
-            let Some(name) = k.strip_prefix(MISSING_PREFIX) else {
-                return Ok(out);
-            };
-            let name = String::from_utf8(name.to_vec())
-                .map_err(|_| "a missing record's name is not UTF-8".to_string())?;
-            let need = record::decode_missing(&v).map_err(|e: RecordError| e.to_string())?;
-            out.insert(name, need);
-            start = k;
-            start.push(0);
-        }
-        if n < 1024 {
-            return Ok(out);
-        }
+    for (k, v) in records_with(s, coll, MISSING_PREFIX, None)? {
+        let name = String::from_utf8(k[MISSING_PREFIX.len()..].to_vec())
+            .map_err(|_| "a missing record's name is not UTF-8".to_string())?;
+        let need = record::decode_missing(&v).map_err(|e: RecordError| e.to_string())?;
+        out.insert(name, need);
     }
+    Ok(out)
 }
 
 /// Merge `auth` into this copy (head `mine`, missing set `missing`,
@@ -365,18 +353,35 @@ pub fn record_keys(
     prefix: &[u8],
     end: Option<&[u8]>,
 ) -> Result<Vec<Vec<u8>>, String> {
+    Ok(records_with(s, coll, prefix, end)?
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect())
+}
+
+/// Records as (key, value) pairs.
+pub type Records = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// This copy's records whose keys start with `prefix`, with their values,
+/// in order, stopping before `end` if given.
+pub fn records_with(
+    s: &dyn ObjectStore,
+    coll: CollectionId,
+    prefix: &[u8],
+    end: Option<&[u8]>,
+) -> Result<Records, String> {
     let mut out = Vec::new();
     let mut start = prefix.to_vec();
     loop {
         let rows = s.records(coll, &start, 1024).map_err(|e| e.to_string())?;
         let n = rows.len();
-        for (k, _) in rows {
+        for (k, v) in rows {
             if !k.starts_with(prefix) || end.is_some_and(|e| k.as_slice() >= e) {
                 return Ok(out);
             }
             start = k.clone();
             start.push(0);
-            out.push(k);
+            out.push((k, v));
         }
         if n < 1024 {
             return Ok(out);

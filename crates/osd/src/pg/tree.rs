@@ -92,7 +92,7 @@ impl Kept {
         if !s.collection_exists(coll).map_err(|e| e.to_string())? {
             return Ok((Kept::new(empty, false), None));
         }
-        let old_leaves = super::recovery::record_keys(s, coll, LEAF_PREFIX, None)?;
+        let old_leaves = super::recovery::records_with(s, coll, LEAF_PREFIX, None)?;
         let shape = match s.record(coll, TREE_KEY).map_err(|e| e.to_string())? {
             Some(b) => match record::decode_tree(&b) {
                 Ok(n) => Some(n),
@@ -104,7 +104,7 @@ impl Kept {
             None => None,
         };
         if shape == Some(leaves) {
-            match read_leaves(s, coll, leaves, &old_leaves) {
+            match read_leaves(leaves, &old_leaves) {
                 Ok(tree) => return Ok((Kept::new(tree, true), None)),
                 Err(e) => tracing::warn!("{coll}: {e}; rebuilding the Merkle tree"),
             }
@@ -117,7 +117,7 @@ impl Kept {
             return Ok((Kept::new(tree, false), None));
         }
         let mut t = Transaction::new();
-        for k in &old_leaves {
+        for (k, _) in &old_leaves {
             t.rm_record(coll, k);
         }
         t.set_record(coll, TREE_KEY, record::encode_tree(leaves));
@@ -228,9 +228,9 @@ pub fn check(s: &dyn ObjectStore) -> Result<TreeCheck, StoreError> {
                 continue;
             }
         };
-        let keys = super::recovery::record_keys(s, c, LEAF_PREFIX, None)
+        let rows = super::recovery::records_with(s, c, LEAF_PREFIX, None)
             .map_err(|e| StoreError::Corrupt(format!("{c}: {e}")))?;
-        let kept = match read_leaves(s, c, leaves, &keys) {
+        let kept = match read_leaves(leaves, &rows) {
             Ok(t) => t,
             Err(e) => {
                 out.errors.push(format!("{c}: {e}"));
@@ -248,24 +248,15 @@ pub fn check(s: &dyn ObjectStore) -> Result<TreeCheck, StoreError> {
     Ok(out)
 }
 
-/// The persisted leaves (keys `keys`) of a tree of `leaves` leaves.
-fn read_leaves(
-    s: &dyn ObjectStore,
-    coll: CollectionId,
-    leaves: u32,
-    keys: &[Vec<u8>],
-) -> Result<Tree, String> {
+/// A tree of `leaves` leaves from its persisted leaf records.
+fn read_leaves(leaves: u32, rows: &[(Vec<u8>, Vec<u8>)]) -> Result<Tree, String> {
     let mut v = vec![0u64; leaves as usize];
-    for k in keys {
+    for (k, b) in rows {
         let i = leaf_index(k)?;
-        let b = s
-            .record(coll, k)
-            .map_err(|e| e.to_string())?
-            .ok_or_else(|| "a Merkle leaf record vanished while loading".to_string())?;
         let slot = v
             .get_mut(i as usize)
             .ok_or_else(|| format!("Merkle leaf record {i} is past the tree's {leaves}"))?;
-        *slot = decode_leaf(&b)?;
+        *slot = decode_leaf(b)?;
     }
     Tree::from_leaves(&v).map_err(|e| e.to_string())
 }
@@ -287,20 +278,9 @@ fn decode_leaf(b: &[u8]) -> Result<u64, String> {
 mod tests {
     use super::*;
     use crate::pg::backfill::rebuild_tree;
+    use crate::pg::backfill::tests::{coll, store};
     use crate::pg::recovery;
     use loligo_store::MemStore;
-
-    fn coll() -> CollectionId {
-        CollectionId::pg(1, 0)
-    }
-
-    fn store() -> MemStore {
-        let s = MemStore::new();
-        let mut t = Transaction::new();
-        t.create_collection(coll());
-        s.apply(t).unwrap();
-        s
-    }
 
     fn ver(v: u64) -> Version {
         Version { epoch: 1, v }
