@@ -1738,3 +1738,182 @@ fn a_clean_primary_compares_merkle_roots_and_flags_a_difference() {
     assert_eq!(pg.scrubs(), (4, 1));
     assert!(!pg.stat().unwrap().state.contains(PgState::INCONSISTENT));
 }
+
+/// A primary keeps two backfill chunks on their way and has the target
+/// list the range after them meanwhile; a write to the second chunk's
+/// range waits. When the first chunk's answer is lost (the target had
+/// applied both), the same chunks go again, in order, one at a time, and
+/// the backfill still completes with the target equal to the primary.
+#[test]
+fn a_backfill_keeps_two_chunks_on_their_way_and_resends_them_in_order() {
+    use loligo_osd::pg::{backfill, Chunk, Filter};
+    let (s, mut pg) = setup();
+    pg.backfill_chunk_objects = 16;
+    let c = CollectionId::pg(1, 0);
+    let target = MemStore::new();
+    let mut t = Transaction::new();
+    t.create_collection(c);
+    target.apply(t).unwrap();
+    for i in 0..200u64 {
+        put_obj(&s, &format!("o{i}"), 1 + i % 5);
+    }
+    let (tids, _) = apply(&s, pg.handle(&s, Input::Tick { now_ms: 0 }));
+    for tid in tids {
+        pg.handle(
+            &s,
+            Input::LocalDone {
+                tid,
+                result: Ok(()),
+            },
+        );
+    }
+    let fx = backfill_member_2(&s, &mut pg, map(1, vec![0, 1, 2], 2));
+    let ask = fx
+        .iter()
+        .find_map(|e| match e {
+            Effect::Reserve { ask, .. } => Some(*ask),
+            _ => None,
+        })
+        .expect("a slot is asked for");
+    let mut queue: std::collections::VecDeque<Effect> =
+        run(&mut pg, &s, Input::Reserved { ask }).into();
+    // The target's chunks as it applies them: each once, in order.
+    let mut cursor = Cursor::Start;
+    let mut apply_chunk = |ch: &Chunk| {
+        if ch.end > cursor {
+            assert_eq!(ch.after, cursor, "a chunk applied out of order");
+            target
+                .apply(backfill::chunk_txn(&target, c, ch).unwrap())
+                .unwrap();
+            cursor = ch.end.clone();
+        }
+    };
+    let mut flying: Vec<(u64, Chunk)> = Vec::new();
+    let (mut most, mut scans_while_two, mut lost, mut rounds) = (0, 0, false, 0);
+    loop {
+        rounds += 1;
+        assert!(rounds < 1_000, "the backfill never ends");
+        // Scans are answered at once (from what the target has applied:
+        // the chunks on their way end before the range asked for).
+        while let Some(e) = queue.pop_front() {
+            match e {
+                Effect::SendScan {
+                    tid,
+                    to: 2,
+                    after,
+                    upto,
+                    limit,
+                    filter,
+                    ..
+                } => {
+                    if flying.len() == 2 {
+                        scans_while_two += 1;
+                    }
+                    let result = match &filter {
+                        Filter::Nodes { .. } => loligo_osd::pg::Scan {
+                            objects: vec![],
+                            end: after,
+                            nodes: None,
+                        },
+                        f => {
+                            for (_, ch) in &flying {
+                                assert!(ch.end <= after, "a scan inside a chunk on its way");
+                            }
+                            backfill::scan_in(
+                                &target,
+                                c,
+                                &after,
+                                &upto,
+                                limit as usize,
+                                None,
+                                &f.hashes().unwrap(),
+                            )
+                            .unwrap()
+                        }
+                    };
+                    queue.extend(run(
+                        &mut pg,
+                        &s,
+                        Input::ScanDone {
+                            tid,
+                            from: 2,
+                            result: Ok(result),
+                        },
+                    ));
+                }
+                Effect::SendChunk {
+                    tid, to: 2, chunk, ..
+                } => {
+                    if let Some((_, last)) = flying.last() {
+                        assert_eq!(chunk.after, last.end, "chunks on their way overlap");
+                    }
+                    flying.push((tid, chunk));
+                }
+                _ => {}
+            }
+        }
+        if flying.is_empty() {
+            break;
+        }
+        assert!(flying.len() <= 2, "{} chunks on their way", flying.len());
+        most = most.max(flying.len());
+        if !lost && flying.len() == 2 {
+            lost = true;
+            let (first, second) = (flying[0].clone(), flying[1].clone());
+            apply_chunk(&first.1);
+            apply_chunk(&second.1);
+            // A write to the second chunk's range waits for it.
+            let name = second.1.pushes[0].name.clone();
+            let fx = run(&mut pg, &s, write(77, &name, b"new", 0));
+            assert!(
+                !fx.iter()
+                    .any(|e| matches!(e, Effect::Apply { .. } | Effect::Replicate { .. })),
+                "a write to a chunk's range went ahead: {fx:?}"
+            );
+            let lost_answer = Input::ChunkDone {
+                tid: first.0,
+                from: 2,
+                result: Err(RepError::Failed("lost".into())),
+            };
+            let fx = run(&mut pg, &s, lost_answer);
+            assert!(!fx.iter().any(|e| matches!(e, Effect::SendChunk { .. })));
+            // The second's answer comes after: it too is sent again.
+            let late = Input::ChunkDone {
+                tid: second.0,
+                from: 2,
+                result: Ok(()),
+            };
+            assert!(run(&mut pg, &s, late).is_empty());
+            flying.clear();
+            // After the pause: the first chunk again, alone.
+            let fx = run(&mut pg, &s, Input::Tick { now_ms: 5_000 });
+            let again: Vec<&Chunk> = fx
+                .iter()
+                .filter_map(|e| match e {
+                    Effect::SendChunk { chunk, .. } => Some(chunk),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(again, vec![&first.1], "not the first chunk alone");
+            queue.extend(fx);
+            continue;
+        }
+        // The target answers the oldest (one it has is answered at once).
+        let (tid, ch) = flying.remove(0);
+        apply_chunk(&ch);
+        queue.extend(run(
+            &mut pg,
+            &s,
+            Input::ChunkDone {
+                tid,
+                from: 2,
+                result: Ok(()),
+            },
+        ));
+    }
+    assert!(lost, "never two chunks on their way");
+    assert_eq!(most, 2);
+    assert!(scans_while_two > 0, "no scan ahead of two chunks");
+    assert_eq!(cursor, Cursor::End);
+    assert_eq!(objects_of(&target), objects_of(&s), "the target differs");
+}

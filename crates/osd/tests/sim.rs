@@ -537,6 +537,11 @@ struct Stats {
     clean_checks: u64,
     /// Backfill chunks applied.
     chunks: u64,
+    /// Inputs after which a primary had two chunks on their way.
+    pipelined: u64,
+    /// Most chunks and scans a copy held at once for overtaking the chunk
+    /// before them.
+    overtaken: u64,
     /// Store transactions that failed (their OSD stopped).
     store_failures: u64,
     /// Objects a primary that was behind pulled.
@@ -797,6 +802,9 @@ impl Sim {
             .then(|| format!("{:?}", pg.stat().map(|s| s.state)));
         let fx = pg.handle(&osd.store, input);
         osd.store.fail_read_in(0);
+        let (flying, held) = pg.chunk_pipeline();
+        self.stats.pipelined += u64::from(flying >= 2);
+        self.stats.overtaken = self.stats.overtaken.max(held as u64);
         if let Some(before) = before {
             let after = format!("{:?}", pg.stat().map(|s| s.state));
             if after != before {
@@ -2313,14 +2321,18 @@ fn acknowledged_writes_survive_crashes_and_stale_copies_never_answer() {
         total.trees_checked += st.trees_checked;
         total.removes += st.removes;
         total.scrubs += st.scrubs;
+        total.pipelined += st.pipelined;
+        total.overtaken = total.overtaken.max(st.overtaken);
     }
     eprintln!("{seeds} seeds: {total:?}");
     // The runs did something: writes were acknowledged and OSDs crashed.
     assert!(total.acked_writes > seeds * 10, "{total:?}");
     assert!(total.crashes > seeds, "{total:?}");
     assert!(total.good_reads > seeds * 10, "{total:?}");
-    // Copies were backfilled (short logs in about half the seeds).
+    // Copies were backfilled (short logs in about half the seeds), with
+    // two chunks on their way at once.
     assert!(total.chunks > seeds, "{total:?}");
+    assert!(total.pipelined > seeds / 10, "{total:?}");
     // Store transactions failed (and their OSDs stopped).
     assert!(total.store_failures > 0, "{total:?}");
     // Primaries that were behind pulled objects.

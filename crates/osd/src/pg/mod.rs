@@ -770,13 +770,44 @@ enum BfStep {
         chunk: Chunk,
         waiting: BTreeSet<String>,
     },
-    /// The chunk is on its way (`tid` 0: to be sent again at
-    /// `retry_ms`); writes to (done, chunk.end] wait. A chunk whose answer
+    /// Chunks on their way, oldest first (at most `CHUNKS_IN_FLIGHT`):
+    /// the first starts at `done`, each next one where the one before
+    /// ends. Writes to (done, last chunk's end] wait. A chunk whose answer
     /// was lost may have been applied: until the member answers, its
-    /// cursor may be anywhere up to `chunk.end`, so only that same chunk
-    /// is ever sent again (a member that has it answers at once).
-    Copying { tid: u64, chunk: Chunk },
+    /// cursor may be anywhere up to the last chunk's end, so only those
+    /// same chunks are ever sent again, in order (a member that has one
+    /// answers at once). `ahead`: the scan of what follows the last
+    /// chunk, made meanwhile (a pipeline: the member lists the next range
+    /// while it commits the chunks before it).
+    Copying { flights: Vec<Flight>, ahead: Ahead },
 }
+
+/// A backfill chunk on its way (`tid` 0: to be sent again at `retry_ms`
+/// once every chunk before it is answered).
+struct Flight {
+    tid: u64,
+    chunk: Chunk,
+}
+
+/// The scan of the range after a backfill's last chunk on its way.
+#[derive(Default)]
+enum Ahead {
+    /// None yet (or the last chunk ends the backfill).
+    #[default]
+    None,
+    /// Asked; the member's listing up to `upto` is on its way.
+    Scanning { tid: u64, upto: Cursor },
+    /// The member's listing is here.
+    Scanned { theirs: Scan },
+    /// The member refused (it may not have queued the chunk before it
+    /// yet): asked again once a chunk is answered.
+    Refused,
+}
+
+/// Backfill chunks a primary keeps on their way to one target (a
+/// replicated pool's; an erasure-coded primary rebuilds each chunk's
+/// shards first and sends one at a time).
+pub const CHUNKS_IN_FLIGHT: usize = 2;
 
 impl Recovery {
     fn lacks(&self, name: &str) -> bool {
@@ -799,8 +830,9 @@ impl Recovery {
     /// on its way.
     fn blocks(&self, o: &ObjectId) -> bool {
         self.backfill.values().any(|b| match &b.step {
-            BfStep::Copying { chunk, .. } | BfStep::Rebuilding { chunk, .. } => {
-                !b.done.covers(o) && chunk.end.covers(o)
+            BfStep::Rebuilding { chunk, .. } => !b.done.covers(o) && chunk.end.covers(o),
+            BfStep::Copying { flights, .. } => {
+                !b.done.covers(o) && flights.last().is_some_and(|f| f.chunk.end.covers(o))
             }
             _ => false,
         })
@@ -919,6 +951,9 @@ pub struct Pg {
     /// As a backfill target: the persisted cursor (`None`: not
     /// backfilling).
     backfill: Option<Cursor>,
+    /// The interval in which this copy took its backfill's last chunk.
+    backfilled_in: Option<Epoch>,
+    held_scans: Vec<HeldScan>,
     /// Objects per backfill scan and chunk.
     pub backfill_chunk_objects: usize,
     /// Pause after each push or backfill chunk before the next (ms;
@@ -948,6 +983,19 @@ pub struct Pg {
 /// Default `Pg::scrub_interval_ms`: a root comparison is one small
 /// message per member.
 pub const SCRUB_INTERVAL_MS: u64 = 60_000;
+
+/// A backfill scan that overtook the chunk before it (the primary lists
+/// ahead while its chunks commit): answered once that chunk is queued.
+struct HeldScan {
+    from: i32,
+    ctx: RepCtx,
+    after: Cursor,
+    upto: Cursor,
+    limit: u32,
+    filter: Filter,
+    token: u64,
+    deadline_ms: u64,
+}
 
 /// A primary's comparisons of its members' Merkle roots with its own.
 #[derive(Default)]
@@ -1065,6 +1113,8 @@ impl Pg {
             rec: Recovery::default(),
             held_logs: Vec::new(),
             held_copies: Vec::new(),
+            backfilled_in: None,
+            held_scans: Vec::new(),
             log_entries_max: LOG_ENTRIES_MAX,
             backfill: None,
             backfill_chunk_objects: backfill::CHUNK_OBJECTS,
@@ -1100,6 +1150,28 @@ impl Pg {
     /// different root.
     pub fn scrubs(&self) -> (u64, u64) {
         (self.scrub.compared, self.scrub.differed)
+    }
+
+    /// Backfill chunks on their way from this primary (all targets), and
+    /// chunks and scans this copy holds because they overtook the chunk
+    /// before them (the simulator's coverage counters).
+    pub fn chunk_pipeline(&self) -> (usize, usize) {
+        let flying = self
+            .rec
+            .backfill
+            .values()
+            .map(|b| match &b.step {
+                BfStep::Copying { flights, .. } => flights.len(),
+                _ => 0,
+            })
+            .sum();
+        let held = self
+            .held_copies
+            .iter()
+            .filter(|h| matches!(h.what, CopyMsg::Chunk(_)))
+            .count()
+            + self.held_scans.len();
+        (flying, held)
     }
 
     /// A clean primary with nothing in flight asks each member for its
@@ -1520,8 +1592,24 @@ impl Pg {
                 now_ms,
             } => {
                 self.now_ms = now_ms;
-                let result = self.on_scan(s, from, &ctx, &after, &upto, limit, &filter);
-                fx.push(Effect::ScanReply { token, result });
+                let overtook = !matches!(filter, Filter::Nodes { .. })
+                    && self.fence(from, &ctx, "scan from").is_ok()
+                    && matches!(self.queued_cursor(), Some(c) if c < after);
+                if overtook && self.held_scans.len() < WAITING_MAX {
+                    self.held_scans.push(HeldScan {
+                        from,
+                        ctx,
+                        after,
+                        upto,
+                        limit,
+                        filter,
+                        token,
+                        deadline_ms: now_ms + self.op_timeout_ms,
+                    });
+                } else {
+                    let result = self.on_scan(s, from, &ctx, &after, &upto, limit, &filter);
+                    fx.push(Effect::ScanReply { token, result });
+                }
             }
             Input::Chunk {
                 from,
@@ -2934,11 +3022,9 @@ impl Pg {
             return;
         }
         // A chunk sent again holds writes to its range: not slept on.
-        let resend = self
-            .rec
-            .backfill
-            .values()
-            .any(|b| matches!(b.step, BfStep::Copying { tid: 0, .. }));
+        let resend = self.rec.backfill.values().any(|b| {
+            matches!(&b.step, BfStep::Copying { flights, .. } if flights.first().is_some_and(|f| f.tid == 0))
+        });
         let held = matches!(self.rec.slot, Slot::Held(_));
         if !(self.may_copy(fx) || (resend && held)) {
             return;
@@ -2978,70 +3064,32 @@ impl Pg {
                     }
                 }
                 BfStep::Idle if self.now_ms >= b.retry_ms && !self.toofull.contains(&to) => {
-                    // This copy's next objects bound the range to scan.
-                    let filter = b.leaves.filter(tree_leaves.unwrap_or(0), &b.done);
-                    let Some(hashes) = filter.hashes() else {
-                        continue;
-                    };
-                    let upto = match backfill::scan_in(
-                        s,
-                        self.coll,
-                        &b.done,
-                        &Cursor::End,
-                        limit,
-                        None,
-                        &hashes,
-                    ) {
-                        Ok(sc) => sc.end,
+                    let after = b.done.clone();
+                    match self.bf_scan(s, to, &after, tree_leaves, limit, fx) {
+                        Ok(Some((tid, upto))) => {
+                            if let Some(b) = self.rec.backfill.get_mut(&to) {
+                                b.step = BfStep::Scanning { tid, upto };
+                            }
+                        }
+                        Ok(None) => {}
                         Err(e) => {
                             tracing_error(self.id, &format!("backfill scan: {e}"));
                             self.bf_retry(to);
-                            continue;
                         }
-                    };
-                    let tid = self.send_scan(to, upto.clone(), filter, fx);
-                    if let Some(b) = self.rec.backfill.get_mut(&to) {
-                        b.step = BfStep::Scanning { tid, upto };
                     }
                 }
                 BfStep::Scanned { theirs } => {
-                    let in_range = |name: &str| {
-                        let o = recovery::oid(name);
-                        !b.done.covers(&o) && theirs.end.covers(&o)
-                    };
-                    let busy = self.inflight.values().any(|f| in_range(&f.name))
-                        || self.ec_writes_gathering(in_range);
-                    if busy {
-                        continue;
-                    }
-                    // The leaves as the scan had them: a write that adds one
-                    // in the scanned range starts the scan again.
-                    let filter = b.leaves.filter(tree_leaves.unwrap_or(0), &b.done);
-                    let Some(hashes) = filter.hashes() else {
-                        continue;
-                    };
-                    let chunk = match backfill::plan_chunk(
-                        s,
-                        self.coll,
-                        &b.done,
-                        theirs,
-                        limit,
-                        backfill::CHUNK_BYTES,
-                        self.ec.is_none(),
-                        &hashes,
-                    ) {
-                        Ok(c) => c,
+                    let after = b.done.clone();
+                    let theirs = theirs.clone();
+                    let chunk = match self.bf_plan(s, to, &after, &theirs, tree_leaves, limit) {
+                        Ok(Some(c)) => c,
+                        Ok(None) => continue,
                         Err(e) => {
                             tracing_error(self.id, &format!("backfill read: {e}"));
                             self.bf_retry(to);
                             continue;
                         }
                     };
-                    self.rec.pushed += chunk.pushes.len() as u64;
-                    if let Some(b) = self.rec.backfill.get_mut(&to) {
-                        b.cost.copied += chunk.pushes.len() as u64;
-                        b.cost.chunks += 1;
-                    }
                     if self.ec.is_some() {
                         // The chunk carries this copy's shards: the
                         // target's are rebuilt first.
@@ -3049,12 +3097,182 @@ impl Pg {
                         continue;
                     }
                     self.send_chunk(to, chunk, fx);
+                    self.backfill_ahead(s, to, tree_leaves, fx);
                 }
-                BfStep::Copying { tid: 0, chunk } if self.now_ms >= b.retry_ms => {
-                    let chunk = chunk.clone();
-                    self.send_chunk(to, chunk, fx);
+                BfStep::Copying { flights, .. } if flights.first().is_some_and(|f| f.tid == 0) => {
+                    if self.now_ms < b.retry_ms {
+                        continue;
+                    }
+                    // The first chunk not answered goes again (the ones
+                    // after it wait for its answer).
+                    let chunk = flights[0].chunk.clone();
+                    let tid = self.emit_chunk(to, chunk, fx);
+                    if let Some(Backfill {
+                        step: BfStep::Copying { flights, .. },
+                        ..
+                    }) = self.rec.backfill.get_mut(&to)
+                    {
+                        flights[0].tid = tid;
+                    }
                 }
+                BfStep::Copying { .. } => self.backfill_ahead(s, to, tree_leaves, fx),
                 _ => {}
+            }
+        }
+    }
+
+    /// Ask target `to` for its objects after `after` up to where this
+    /// copy's next `limit` objects (of the leaves to scan) end; the tid
+    /// and that end (`None`: a malformed leaf set, nothing asked).
+    fn bf_scan(
+        &mut self,
+        s: &dyn ObjectStore,
+        to: i32,
+        after: &Cursor,
+        tree_leaves: Option<u32>,
+        limit: usize,
+        fx: &mut Vec<Effect>,
+    ) -> Result<Option<(u64, Cursor)>, StoreError> {
+        let Some(b) = self.rec.backfill.get(&to) else {
+            return Ok(None);
+        };
+        let filter = b.leaves.filter(tree_leaves.unwrap_or(0), after);
+        let Some(hashes) = filter.hashes() else {
+            return Ok(None);
+        };
+        let upto = backfill::scan_in(s, self.coll, after, &Cursor::End, limit, None, &hashes)?.end;
+        let tid = self.send_scan_from(to, after.clone(), upto.clone(), filter, fx);
+        Ok(Some((tid, upto)))
+    }
+
+    /// The chunk for target `to` after `after`, from its listing
+    /// `theirs` (`None`: a write to the range is in flight; planned once
+    /// it is done). Counts the chunk in the backfill's cost.
+    fn bf_plan(
+        &mut self,
+        s: &dyn ObjectStore,
+        to: i32,
+        after: &Cursor,
+        theirs: &Scan,
+        tree_leaves: Option<u32>,
+        limit: usize,
+    ) -> Result<Option<Chunk>, StoreError> {
+        let in_range = |name: &str| {
+            let o = recovery::oid(name);
+            !after.covers(&o) && theirs.end.covers(&o)
+        };
+        let busy =
+            self.inflight.values().any(|f| in_range(&f.name)) || self.ec_writes_gathering(in_range);
+        let Some(b) = self.rec.backfill.get(&to) else {
+            return Ok(None);
+        };
+        if busy {
+            return Ok(None);
+        }
+        // The leaves as the scan had them: a write that adds one in the
+        // scanned range starts the scan again.
+        let filter = b.leaves.filter(tree_leaves.unwrap_or(0), after);
+        let Some(hashes) = filter.hashes() else {
+            return Ok(None);
+        };
+        let chunk = backfill::plan_chunk(
+            s,
+            self.coll,
+            after,
+            theirs,
+            limit,
+            backfill::CHUNK_BYTES,
+            self.ec.is_none(),
+            &hashes,
+        )?;
+        self.rec.pushed += chunk.pushes.len() as u64;
+        if let Some(b) = self.rec.backfill.get_mut(&to) {
+            b.cost.copied += chunk.pushes.len() as u64;
+            b.cost.chunks += 1;
+        }
+        Ok(Some(chunk))
+    }
+
+    /// The pipeline of a replicated backfill whose chunks are on their
+    /// way: the target lists the range after the last one meanwhile, and
+    /// once listed its chunk goes too (up to `CHUNKS_IN_FLIGHT`).
+    fn backfill_ahead(
+        &mut self,
+        s: &dyn ObjectStore,
+        to: i32,
+        tree_leaves: Option<u32>,
+        fx: &mut Vec<Effect>,
+    ) {
+        if self.ec.is_some() {
+            return;
+        }
+        let limit = self.backfill_chunk_objects.max(1);
+        // At most one chunk planned per call, then one scan asked.
+        for _ in 0..2 {
+            let Some(Backfill {
+                step: BfStep::Copying { flights, ahead },
+                ..
+            }) = self.rec.backfill.get(&to)
+            else {
+                return;
+            };
+            if flights.iter().any(|f| f.tid == 0) {
+                return;
+            }
+            let Some(after) = flights.last().map(|f| f.chunk.end.clone()) else {
+                return;
+            };
+            if after == Cursor::End {
+                return;
+            }
+            match ahead {
+                Ahead::None => {
+                    let asked = self.bf_scan(s, to, &after, tree_leaves, limit, fx);
+                    if let Some(Backfill {
+                        step: BfStep::Copying { ahead, .. },
+                        ..
+                    }) = self.rec.backfill.get_mut(&to)
+                    {
+                        match asked {
+                            Ok(Some((tid, upto))) => *ahead = Ahead::Scanning { tid, upto },
+                            Ok(None) => {}
+                            Err(e) => {
+                                tracing_error(self.id, &format!("backfill scan: {e}"));
+                                *ahead = Ahead::Refused;
+                            }
+                        }
+                    }
+                    return;
+                }
+                Ahead::Scanned { theirs } if flights.len() < CHUNKS_IN_FLIGHT => {
+                    let theirs = theirs.clone();
+                    let planned = self.bf_plan(s, to, &after, &theirs, tree_leaves, limit);
+                    let chunk = match planned {
+                        Ok(Some(c)) => c,
+                        Ok(None) => return,
+                        Err(e) => {
+                            tracing_error(self.id, &format!("backfill read: {e}"));
+                            if let Some(Backfill {
+                                step: BfStep::Copying { ahead, .. },
+                                ..
+                            }) = self.rec.backfill.get_mut(&to)
+                            {
+                                *ahead = Ahead::Refused;
+                            }
+                            return;
+                        }
+                    };
+                    let tid = self.emit_chunk(to, chunk.clone(), fx);
+                    if let Some(Backfill {
+                        step: BfStep::Copying { flights, ahead },
+                        ..
+                    }) = self.rec.backfill.get_mut(&to)
+                    {
+                        flights.push(Flight { tid, chunk });
+                        *ahead = Ahead::None;
+                    }
+                }
+                _ => return,
             }
         }
     }
@@ -3062,12 +3280,24 @@ impl Pg {
     /// Ask backfill target `to` for its objects after its cursor up to
     /// `upto` that `filter` covers (or its tree's nodes); the tid.
     fn send_scan(&mut self, to: i32, upto: Cursor, filter: Filter, fx: &mut Vec<Effect>) -> u64 {
-        let tid = self.take_tid();
         let after = self
             .rec
             .backfill
             .get(&to)
             .map_or(Cursor::Start, |b| b.done.clone());
+        self.send_scan_from(to, after, upto, filter, fx)
+    }
+
+    /// As `send_scan`, after `after` (the end of the chunks on their way).
+    fn send_scan_from(
+        &mut self,
+        to: i32,
+        after: Cursor,
+        upto: Cursor,
+        filter: Filter,
+        fx: &mut Vec<Effect>,
+    ) -> u64 {
+        let tid = self.take_tid();
         fx.push(Effect::SendScan {
             tid,
             to,
@@ -3158,17 +3388,27 @@ impl Pg {
         }
     }
 
+    /// Send `chunk`, the first on its way to `to`.
     pub(super) fn send_chunk(&mut self, to: i32, chunk: Chunk, fx: &mut Vec<Effect>) {
+        let tid = self.emit_chunk(to, chunk.clone(), fx);
+        if let Some(b) = self.rec.backfill.get_mut(&to) {
+            b.step = BfStep::Copying {
+                flights: vec![Flight { tid, chunk }],
+                ahead: Ahead::None,
+            };
+        }
+    }
+
+    /// The effect that sends `chunk` to `to`; its tid.
+    fn emit_chunk(&mut self, to: i32, chunk: Chunk, fx: &mut Vec<Effect>) -> u64 {
         let tid = self.take_tid();
         fx.push(Effect::SendChunk {
             tid,
             to,
             ctx: self.rep_ctx(),
-            chunk: chunk.clone(),
+            chunk,
         });
-        if let Some(b) = self.rec.backfill.get_mut(&to) {
-            b.step = BfStep::Copying { tid, chunk };
-        }
+        tid
     }
 
     pub(super) fn bf_retry(&mut self, to: i32) {
@@ -3199,6 +3439,21 @@ impl Pg {
             }
             return self.backfill_some(s, fx);
         }
+        if let BfStep::Copying { flights, ahead } = &mut b.step {
+            // The scan of the range after the chunks on their way.
+            if !matches!(ahead, Ahead::Scanning { tid: t, .. } if *t == tid) {
+                return;
+            }
+            let after = flights.last().map(|f| f.chunk.end.clone());
+            *ahead = match result {
+                Ok(theirs) if after.is_some_and(|a| theirs.end > a) => {
+                    b.cost.listed += theirs.objects.len() as u64;
+                    Ahead::Scanned { theirs }
+                }
+                _ => Ahead::Refused,
+            };
+            return self.backfill_some(s, fx);
+        }
         if !matches!(b.step, BfStep::Scanning { tid: t, .. } if t == tid) {
             return;
         }
@@ -3227,18 +3482,39 @@ impl Pg {
         let Some(b) = self.rec.backfill.get_mut(&from) else {
             return;
         };
-        let end = match &mut b.step {
-            BfStep::Copying { tid: t, chunk } if *t == tid => {
-                if result.is_err() {
-                    // Sent again, the same chunk, after a pause; writes to
-                    // its range keep waiting.
-                    *t = 0;
-                    b.retry_ms = self.now_ms + RECOVERY_RETRY_MS;
-                    return;
-                }
-                chunk.end.clone()
+        let BfStep::Copying { flights, ahead } = &mut b.step else {
+            return;
+        };
+        let Some(i) = flights.iter().position(|f| f.tid != 0 && f.tid == tid) else {
+            return;
+        };
+        if result.is_err() {
+            // Sent again, the same chunks in order, after a pause; writes
+            // to their range keep waiting. (A chunk after this one may
+            // have been applied: the target answers it at once then.)
+            for f in &mut flights[i..] {
+                f.tid = 0;
             }
-            _ => return,
+            *ahead = Ahead::None;
+            b.retry_ms = self.now_ms + RECOVERY_RETRY_MS;
+            return;
+        }
+        // The target applies chunks in order (each one starts where the
+        // one before it ends): this one answered, those before it are
+        // durable too.
+        let end = flights[i].chunk.end.clone();
+        flights.drain(..=i);
+        let next = if flights.is_empty() {
+            match std::mem::take(ahead) {
+                Ahead::Scanning { tid, upto } => Some(BfStep::Scanning { tid, upto }),
+                Ahead::Scanned { theirs } => Some(BfStep::Scanned { theirs }),
+                Ahead::None | Ahead::Refused => Some(BfStep::Idle),
+            }
+        } else {
+            if matches!(ahead, Ahead::Refused) {
+                *ahead = Ahead::None;
+            }
+            None
         };
         self.rec.next_copy_ms = self.now_ms + self.recovery_sleep_ms;
         if end == Cursor::End {
@@ -3258,7 +3534,9 @@ impl Pg {
             self.rec.backfill.remove(&from);
         } else {
             b.done = end;
-            b.step = BfStep::Idle;
+            if let Some(step) = next {
+                b.step = step;
+            }
         }
         // Writes that waited for the chunk go on.
         for p in std::mem::take(&mut self.rec.bf_blocked) {
@@ -3285,7 +3563,12 @@ impl Pg {
         self.fence(from, ctx, "scan from")?;
         // A tree question needs no backfill (a scrub asks members too).
         let tree_only = matches!(filter, Filter::Nodes { .. });
-        if self.epoch < ctx.epoch || (!tree_only && self.backfill.as_ref() != Some(after)) {
+        // The cursor durable or queued (the primary lists the range
+        // after the chunks it has sent while they commit).
+        let at = |c: Option<Cursor>| c.as_ref() == Some(after);
+        if self.epoch < ctx.epoch
+            || (!tree_only && !at(self.backfill.clone()) && !at(self.queued_cursor()))
+        {
             return Err(RepError::Failed(format!(
                 "pg {}: scan after {after} at epoch {}, this copy's backfill is at {:?} (epoch {})",
                 self.id, ctx.epoch, self.backfill, self.epoch
@@ -3348,8 +3631,10 @@ impl Pg {
         // `self.backfill`, moves only once a chunk is on disk: until then
         // this copy does not claim the chunk's objects).
         let cursor = self.queued_cursor();
+        // A copy whose backfill ended in this interval has every chunk
+        // (several may have been on their way when an answer was lost).
         let applied = match &cursor {
-            None => chunk.end == Cursor::End,
+            None => chunk.end == Cursor::End || self.backfilled_in == Some(self.interval),
             Some(c) => *c >= chunk.end,
         };
         if applied {
@@ -3363,6 +3648,12 @@ impl Pg {
             });
         }
         if self.epoch < ctx.epoch || self.behind(ctx) {
+            let what = CopyMsg::Chunk(chunk);
+            return self.hold_copy(from, ctx.clone(), what, token, fx);
+        }
+        if matches!(&cursor, Some(c) if *c < chunk.after) {
+            // It overtook the chunk before it (several are on their way):
+            // it waits for that one.
             let what = CopyMsg::Chunk(chunk);
             return self.hold_copy(from, ctx.clone(), what, token, fx);
         }
@@ -3392,9 +3683,31 @@ impl Pg {
         match txn {
             Ok(txn) => {
                 let next = (chunk.end != Cursor::End).then_some(chunk.end);
+                if next.is_none() {
+                    self.backfilled_in = Some(self.interval);
+                }
+                let c_end = next.clone();
                 let c = self.commit(token, CommitKind::Chunk(next));
                 self.rep.committing.insert(tid, c);
                 fx.push(Effect::Apply { tid, txn });
+                // A chunk or a scan that overtook this one goes on.
+                if self.held_copies.iter().any(
+                    |h| matches!(&h.what, CopyMsg::Chunk(c) if Some(&c.after) == c_end.as_ref()),
+                ) {
+                    self.rerun_held_copies(s, fx);
+                }
+                for h in std::mem::take(&mut self.held_scans) {
+                    if Some(&h.after) == c_end.as_ref() {
+                        let result =
+                            self.on_scan(s, h.from, &h.ctx, &h.after, &h.upto, h.limit, &h.filter);
+                        fx.push(Effect::ScanReply {
+                            token: h.token,
+                            result,
+                        });
+                    } else {
+                        self.held_scans.push(h);
+                    }
+                }
             }
             Err(e) => fx.push(fail(RepError::Failed(format!("pg {}: {e}", self.id)))),
         }
@@ -3730,8 +4043,16 @@ impl Pg {
             }
             CommitKind::Chunk(next) => {
                 if stored {
-                    self.backfill = next;
-                } else {
+                    // Chunks are durable in the order they were queued,
+                    // but their answers from the store may come in any
+                    // order (several can be on their way): the cursor only
+                    // moves forward.
+                    self.backfill = match (self.backfill.take(), next) {
+                        (Some(c), Some(n)) => Some(c.max(n)),
+                        // Done (by this chunk or one after it).
+                        (_, None) | (None, _) => None,
+                    };
+                } else if !stored {
                     self.load_missing(s);
                 }
                 fx.push(Effect::RepReply {
@@ -3862,7 +4183,11 @@ impl Pg {
 
     /// This copy's backfill cursor once the chunks queued here are durable.
     fn queued_cursor(&self) -> Option<Cursor> {
-        self.rep
+        // Not backfilling, or done (a chunk after the ones still
+        // committing may have reached the end first): `None`.
+        let durable = self.backfill.clone()?;
+        let c = self
+            .rep
             .committing
             .values()
             .filter_map(|c| match &c.kind {
@@ -3870,11 +4195,8 @@ impl Pg {
                 CommitKind::Chunk(next) => Some(next.clone().unwrap_or(Cursor::End)),
                 _ => None,
             })
-            .max()
-            .map_or_else(
-                || self.backfill.clone(),
-                |c| (c != Cursor::End).then_some(c),
-            )
+            .fold(durable, Cursor::max);
+        (c != Cursor::End).then_some(c)
     }
 
     /// Whether this copy's log lacks writes the primary had when it read
@@ -4259,13 +4581,24 @@ impl Pg {
                     continue;
                 };
                 if b.leaves.dirty(leaf) {
-                    let scanned = match &b.step {
-                        BfStep::Scanning { upto, .. } => upto.covers(&oid),
-                        BfStep::Scanned { theirs } => theirs.end.covers(&oid),
-                        _ => false,
-                    };
-                    if scanned {
-                        b.step = BfStep::Idle;
+                    match &mut b.step {
+                        BfStep::Scanning { upto, .. } if upto.covers(&oid) => {
+                            b.step = BfStep::Idle;
+                        }
+                        BfStep::Scanned { theirs } if theirs.end.covers(&oid) => {
+                            b.step = BfStep::Idle;
+                        }
+                        BfStep::Copying { ahead, .. } => {
+                            let scanned = match ahead {
+                                Ahead::Scanning { upto, .. } => upto.covers(&oid),
+                                Ahead::Scanned { theirs } => theirs.end.covers(&oid),
+                                _ => false,
+                            };
+                            if scanned {
+                                *ahead = Ahead::None;
+                            }
+                        }
+                        _ => {}
                     }
                 }
             }
@@ -4412,12 +4745,16 @@ impl Pg {
         // The next op on this object, if any.
         self.release(s, &f.name, fx);
         // A backfill chunk may have waited for this write.
-        if self
-            .rec
-            .backfill
-            .values()
-            .any(|b| matches!(b.step, BfStep::Scanned { .. }))
-        {
+        if self.rec.backfill.values().any(|b| {
+            matches!(
+                b.step,
+                BfStep::Scanned { .. }
+                    | BfStep::Copying {
+                        ahead: Ahead::Scanned { .. },
+                        ..
+                    }
+            )
+        }) {
             self.backfill_some(s, fx);
         }
     }
@@ -4496,6 +4833,15 @@ impl Pg {
                 ))),
             });
         }
+        for h in take_expired(&mut self.held_scans, now, |h| h.deadline_ms) {
+            fx.push(Effect::ScanReply {
+                token: h.token,
+                result: Err(RepError::Failed(format!(
+                    "pg {}: a backfill scan from osd.{} after {} came before the chunk it follows",
+                    self.id, h.from, h.after
+                ))),
+            });
+        }
         for h in take_expired(&mut self.held_logs, now, |h| h.deadline_ms) {
             fx.push(Effect::LogReply {
                 token: h.token,
@@ -4531,6 +4877,7 @@ impl Pg {
             && self.queries.is_empty()
             && self.held_logs.is_empty()
             && self.held_copies.is_empty()
+            && self.held_scans.is_empty()
             && self.rec.pushing.is_empty()
             && self.rec.bf_blocked.is_empty()
     }
