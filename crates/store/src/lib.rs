@@ -18,7 +18,7 @@ pub use block::{aligned_bytes, free_bytes, BlockConfig, BlockStore, FsckReport};
 pub use error::{Result, StoreError};
 pub use faulty::FaultyStore;
 pub use mem::MemStore;
-pub use names::{CollectionId, Compression, Limits, ObjectId, ObjectStat, StoreStats};
+pub use names::{CollectionId, Compression, Limits, ObjectId, ObjectStat, StoreStats, WholeObject};
 pub use store::{Commit, Completer, ObjectStore};
 pub use txn::{Op, Transaction};
 pub mod bench;

@@ -126,6 +126,18 @@ pub struct ObjectStat {
     pub size: u64,
 }
 
+/// An object read whole but for its omap (what a copy of it to another
+/// store needs first).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WholeObject {
+    /// Logical size in bytes.
+    pub size: u64,
+    /// Its data (empty when not asked for).
+    pub data: Vec<u8>,
+    pub attrs: std::collections::BTreeMap<String, Vec<u8>>,
+    pub omap_header: Vec<u8>,
+}
+
 /// Space on the device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StoreStats {

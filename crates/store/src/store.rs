@@ -5,7 +5,7 @@
 //! transaction is durable.
 
 use crate::error::{Result, StoreError};
-use crate::names::{CollectionId, Limits, ObjectId, ObjectStat, StoreStats};
+use crate::names::{CollectionId, Limits, ObjectId, ObjectStat, StoreStats, WholeObject};
 use crate::txn::Transaction;
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -65,6 +65,25 @@ pub trait ObjectStore: Send + Sync {
         }
     }
     fn omap_header(&self, c: CollectionId, o: &ObjectId) -> Result<Vec<u8>>;
+    /// An object's size, data (if `data`), attributes and omap header
+    /// (`None`: no object). Stores override it to look the object up once.
+    fn read_whole(&self, c: CollectionId, o: &ObjectId, data: bool) -> Result<Option<WholeObject>> {
+        if !self.exists(c, o)? {
+            return Ok(None);
+        }
+        let size = self.stat(c, o)?.size;
+        let data = if data {
+            self.read(c, o, &[(0, size)])?.pop().unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        Ok(Some(WholeObject {
+            size,
+            data,
+            attrs: self.getattrs(c, o)?,
+            omap_header: self.omap_header(c, o)?,
+        }))
+    }
     /// The values of the given keys that exist.
     fn omap_get(
         &self,
@@ -92,6 +111,26 @@ pub trait ObjectStore: Send + Sync {
         start: Option<&ObjectId>,
         limit: usize,
     ) -> Result<(Vec<ObjectId>, Option<ObjectId>)>;
+    /// As [`ObjectStore::list_range`], with each object's attribute
+    /// `name` (`None`: no such attribute). Stores override it to read each
+    /// object's metadata once, in the listing.
+    #[allow(clippy::type_complexity)] // the listing's page and its next
+    fn list_range_attr(
+        &self,
+        c: CollectionId,
+        hashes: Range<u64>,
+        start: Option<&ObjectId>,
+        limit: usize,
+        name: &str,
+    ) -> Result<(Vec<(ObjectId, Option<Vec<u8>>)>, Option<ObjectId>)> {
+        let (ids, next) = self.list_range(c, hashes, start, limit)?;
+        let mut out = Vec::with_capacity(ids.len());
+        for o in ids {
+            let a = self.stat_attr(c, &o, name)?.and_then(|(_, v)| v);
+            out.push((o, a));
+        }
+        Ok((out, next))
+    }
     /// [`ObjectStore::list_range`] over every hash.
     fn list(
         &self,

@@ -211,7 +211,15 @@ pub fn scan_in(
         Cursor::At(o) => Some(u64::from(o.hash)),
         Cursor::End => return Ok(done(objects, Cursor::End)),
     };
-    for r in hashes {
+    // Ranges a few leaves apart are listed as one (skipping the objects
+    // between): a store listing costs more to start than a few objects.
+    let spans = spans(hashes);
+    let wanted = |h: u32| {
+        let h = u64::from(h);
+        let i = hashes.partition_point(|r| r.end <= h);
+        hashes.get(i).is_some_and(|r| r.contains(&h))
+    };
+    for r in &spans {
         if after_hash.is_some_and(|h| r.end <= h) {
             continue;
         }
@@ -223,10 +231,13 @@ pub fn scan_in(
             _ => None,
         };
         loop {
-            let (page, next) = s.list_range(coll, r.clone(), start.as_ref(), LIST_PAGE)?;
-            for o in page {
+            // Replicated copies: versions from the listing itself.
+            let attr = if shard.is_none() { VERSION_ATTR } else { "" };
+            let (page, next) =
+                s.list_range_attr(coll, r.clone(), start.as_ref(), LIST_PAGE, attr)?;
+            for (o, listed) in page {
                 // EC rollback copies are the OSD's own, never backfilled.
-                if after.covers(&o) || crate::ec::is_internal(&o.name) {
+                if after.covers(&o) || !wanted(o.hash) || crate::ec::is_internal(&o.name) {
                     continue;
                 }
                 if !upto.covers(&o) {
@@ -240,7 +251,10 @@ pub fn scan_in(
                 }
                 let v = match shard {
                     Some(i) if !crate::ec::holds_shard(s, coll, &o, i)? => Version::default(),
-                    _ => version_of(s, coll, &o)?,
+                    Some(_) => version_of(s, coll, &o)?,
+                    None => listed
+                        .and_then(|b| postcard::from_bytes(&b).ok())
+                        .unwrap_or_default(),
                 };
                 objects.push((o, v));
             }
@@ -251,6 +265,21 @@ pub fn scan_in(
         }
     }
     Ok(done(objects, upto.clone()))
+}
+
+/// Placement hashes apart by at most this many are listed in one go.
+const SPAN_GAP: u64 = 1 << 20;
+
+/// `hashes` (sorted, disjoint) with gaps of at most `SPAN_GAP` closed.
+fn spans(hashes: &[Range<u64>]) -> Vec<Range<u64>> {
+    let mut out: Vec<Range<u64>> = Vec::with_capacity(hashes.len());
+    for r in hashes {
+        match out.last_mut() {
+            Some(last) if r.start.saturating_sub(last.end) <= SPAN_GAP => last.end = r.end,
+            _ => out.push(r.clone()),
+        }
+    }
+    out
 }
 
 /// The primary's chunk for a target whose objects in (after, theirs.end]
@@ -674,5 +703,67 @@ pub(super) mod tests {
         assert!(!keys.contains(&log_key(1)));
         assert!(!keys.iter().any(|k| k.starts_with(MISSING_PREFIX)));
         assert_eq!(names(&s).len(), 1);
+    }
+
+    /// Ranges a little apart are listed in one go: the objects between
+    /// them are left out, and limits and `upto` hold as for separate
+    /// listings.
+    #[test]
+    fn nearby_ranges_list_as_one_and_leave_out_what_lies_between() {
+        let s = store();
+        let mut all = Vec::new();
+        // Objects every 4,096 hashes over the first 16 Mi hashes, and a
+        // few far away.
+        for i in 0..4096u32 {
+            let h = i * 4096;
+            all.push(ObjectId::new(h, format!("n{i}")));
+        }
+        for i in 0..8u32 {
+            all.push(ObjectId::new(0x8000_0000 + i, format!("f{i}")));
+        }
+        let mut t = Transaction::new();
+        for (i, o) in all.iter().enumerate() {
+            t.touch(coll(), o).setattr(
+                coll(),
+                o,
+                VERSION_ATTR,
+                postcard::to_stdvec(&Version {
+                    epoch: 1,
+                    v: i as u64 + 1,
+                })
+                .unwrap(),
+            );
+        }
+        s.apply(t).unwrap();
+        // Ranges 64 Ki hashes wide with gaps of 192 Ki (closed into one
+        // listing), and one far range.
+        let mut hashes: Vec<Range<u64>> =
+            (0..64u64).map(|i| i << 18..(i << 18) + (1 << 16)).collect();
+        hashes.push(0x8000_0002..0x8000_0005);
+        assert!(spans(&hashes).len() < hashes.len() / 10);
+        let inside = |o: &ObjectId| hashes.iter().any(|r| r.contains(&u64::from(o.hash)));
+        let want: Vec<&ObjectId> = all.iter().filter(|o| inside(o)).collect();
+        // Page by page, 37 at a time: exactly the wanted objects, in order.
+        let mut got: Vec<ObjectId> = Vec::new();
+        let mut after = Cursor::Start;
+        loop {
+            let sc = scan_in(&s, coll(), &after, &Cursor::End, 37, None, &hashes).unwrap();
+            assert!(sc.objects.len() <= 37);
+            for (o, v) in &sc.objects {
+                assert_eq!(*v, version_of(&s, coll(), o).unwrap());
+            }
+            got.extend(sc.objects.into_iter().map(|(o, _)| o));
+            if sc.end == Cursor::End {
+                break;
+            }
+            after = sc.end;
+        }
+        assert_eq!(got.iter().collect::<Vec<_>>(), want);
+        // Up to an object between two ranges: the scan ends there.
+        let upto = Cursor::At(ObjectId::new(3 << 18 | 1 << 17, "n"));
+        let sc = scan_in(&s, coll(), &Cursor::Start, &upto, 1000, None, &hashes).unwrap();
+        assert_eq!(sc.end, upto);
+        assert!(sc.objects.iter().all(|(o, _)| inside(o) && upto.covers(o)));
+        assert_eq!(sc.objects.len(), 4 * 16);
     }
 }

@@ -731,16 +731,24 @@ impl Leaves {
         }
     }
 
-    /// The scan filter for leaves after the one `after` lies in.
-    fn filter(&self, leaves: u32, after: &Cursor) -> Filter {
+    /// The scan filter for the leaves from the one `after` lies in to
+    /// the one `upto` lies in.
+    fn filter(&self, leaves: u32, after: &Cursor, upto: &Cursor) -> Filter {
         let Leaves::Some(set) = self else {
             return Filter::All;
         };
-        let first = match after {
+        let leaf = |c: &Cursor, or: u32| match c {
             Cursor::At(o) => merkle::Tree::leaf_of_hash(leaves, o.hash),
-            _ => 0,
+            _ => or,
         };
-        let ranges = merkle::leaf_ranges(set.range(first..).copied());
+        let (first, last) = (leaf(after, 0), leaf(upto, u32::MAX));
+        if first > last {
+            return Filter::Leaves {
+                leaves,
+                ranges: Vec::new(),
+            };
+        }
+        let ranges = merkle::leaf_ranges(set.range(first..=last).copied());
         if ranges.len() > backfill::RANGES_MAX {
             return Filter::All;
         }
@@ -3136,11 +3144,13 @@ impl Pg {
         let Some(b) = self.rec.backfill.get(&to) else {
             return Ok(None);
         };
-        let filter = b.leaves.filter(tree_leaves.unwrap_or(0), after);
-        let Some(hashes) = filter.hashes() else {
+        let leaves = tree_leaves.unwrap_or(0);
+        let Some(hashes) = b.leaves.filter(leaves, after, &Cursor::End).hashes() else {
             return Ok(None);
         };
         let upto = backfill::scan_in(s, self.coll, after, &Cursor::End, limit, None, &hashes)?.end;
+        // The target lists (after, upto]: only the leaves there.
+        let filter = b.leaves.filter(leaves, after, &upto);
         let tid = self.send_scan_from(to, after.clone(), upto.clone(), filter, fx);
         Ok(Some((tid, upto)))
     }
@@ -3171,7 +3181,9 @@ impl Pg {
         }
         // The leaves as the scan had them: a write that adds one in the
         // scanned range starts the scan again.
-        let filter = b.leaves.filter(tree_leaves.unwrap_or(0), after);
+        let filter = b
+            .leaves
+            .filter(tree_leaves.unwrap_or(0), after, &theirs.end);
         let Some(hashes) = filter.hashes() else {
             return Ok(None);
         };

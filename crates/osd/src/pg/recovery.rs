@@ -405,26 +405,21 @@ pub fn read_copy_with(
     data: bool,
 ) -> Result<Push, StoreError> {
     let o = oid(name);
-    if !s.exists(coll, &o)? {
+    let Some(whole) = s.read_whole(coll, &o, data)? else {
         return Ok(Push {
             name: name.to_string(),
             version: Version::default(),
             copy: None,
         });
-    }
-    let data = if data {
-        let size = s.stat(coll, &o)?.size;
-        s.read(coll, &o, &[(0, size)])?.pop().unwrap_or_default()
-    } else {
-        Vec::new()
     };
-    let attrs: Vec<(String, Vec<u8>)> = s.getattrs(coll, &o)?.into_iter().collect();
+    let data = whole.data;
+    let attrs: Vec<(String, Vec<u8>)> = whole.attrs.into_iter().collect();
     let version = attrs
         .iter()
         .find(|(k, _)| k == VERSION_ATTR)
         .and_then(|(_, v)| postcard::from_bytes(v).ok())
         .unwrap_or_default();
-    let omap_header = s.omap_header(coll, &o)?;
+    let omap_header = whole.omap_header;
     let mut omap = Vec::new();
     let mut start = Vec::new();
     loop {

@@ -123,6 +123,7 @@ impl Committer {
             next_blob: &mut self.next_blob,
             next_seq: &mut self.next_seq,
             wrote_data: false,
+            known_coll: std::cell::Cell::new(None),
         };
         let r = t
             .ops
@@ -181,13 +182,17 @@ impl Committer {
         let n = self.batch_no;
         // Deferred data written after earlier commits is synced only when
         // it rides along a data sync anyway, when there are many records,
-        // or when freed space waits for their deletion. Until then the
-        // records stay (a crash replays them) and one device flush per
+        // or when much freed space waits for their deletion (space freed
+        // while a deferred record of its batch or an earlier one lives is
+        // not reused: a crash would replay the record into it). Until then
+        // the records stay (a crash replays them) and one device flush per
         // batch (the KV's) suffices.
+        let quarantined: u64 = self.quarantine.iter().map(|q| q.2).sum();
+        let free = s.free_bytes.load(Ordering::Relaxed);
         let flush_deferred = !self.unsynced.is_empty()
             && (b.wrote_data
                 || self.unsynced.len() >= DEFERRED_SYNC_MAX
-                || !self.quarantine.is_empty());
+                || (!self.quarantine.is_empty() && quarantined >= QUARANTINE_MAX.min(free / 8)));
         if b.wrote_data || flush_deferred {
             s.dev.sync_data().map_err(io)?;
         }
@@ -252,6 +257,9 @@ impl Committer {
 
 /// Unsynced deferred records that force a sync at the next commit.
 const DEFERRED_SYNC_MAX: usize = 1024;
+/// Freed bytes waiting for deferred records' deletion that force a sync
+/// at the next commit (or an eighth of the free space, if less).
+const QUARANTINE_MAX: u64 = 64 << 20;
 
 use crate::store::Completer;
 
@@ -272,6 +280,9 @@ struct Ctx<'a> {
     next_blob: &'a mut u64,
     next_seq: &'a mut u64,
     wrote_data: bool,
+    /// A collection this transaction found to exist (until an op creates
+    /// or removes one).
+    known_coll: std::cell::Cell<Option<CollectionId>>,
 }
 
 impl Ctx<'_> {
@@ -319,8 +330,15 @@ impl Ctx<'_> {
     }
 
     fn need_coll(&self, c: CollectionId) -> Result<()> {
+        // Most transactions touch one collection, op after op.
+        if self.known_coll.get() == Some(c) {
+            return Ok(());
+        }
         match self.get(&coll_prefix(T_COLL, c))? {
-            Some(_) => Ok(()),
+            Some(_) => {
+                self.known_coll.set(Some(c));
+                Ok(())
+            }
             None => Err(StoreError::NoCollection(c)),
         }
     }
@@ -718,6 +736,9 @@ impl Ctx<'_> {
 
     fn op(&mut self, op: &Op) -> Result<()> {
         let max = self.s.limits.object_size_max;
+        if matches!(op, Op::CreateCollection(_) | Op::RemoveCollection(_)) {
+            self.known_coll.set(None);
+        }
         match op {
             Op::CreateCollection(c) => {
                 if self.get(&coll_prefix(T_COLL, *c))?.is_some() {
@@ -736,6 +757,7 @@ impl Ctx<'_> {
                     self.del(k);
                 }
                 self.del(coll_prefix(T_COLL, *c));
+                self.known_coll.set(None);
             }
             Op::SetCompression(c, algo) => {
                 self.need_coll(*c)?;

@@ -30,7 +30,7 @@ mod commit;
 
 use crate::error::{Result, StoreError};
 use crate::kv::{FjallKv, Kv, KvOp};
-use crate::names::{CollectionId, Limits, ObjectId, ObjectStat, StoreStats};
+use crate::names::{CollectionId, Limits, ObjectId, ObjectStat, StoreStats, WholeObject};
 use crate::store::{Commit, Completer, ObjectStore};
 use crate::txn::Transaction;
 use alloc::Allocator;
@@ -132,6 +132,57 @@ pub struct BlockStore {
 }
 
 impl BlockStore {
+    /// Objects whose hash is in `hashes` from `start`, at most `limit`,
+    /// each with its attribute `attr` if one is named (read from the
+    /// listed metadata itself), and the next object after the page.
+    #[allow(clippy::type_complexity)] // the listing's page and its next
+    fn list_onodes(
+        &self,
+        c: CollectionId,
+        hashes: Range<u64>,
+        start: Option<&ObjectId>,
+        limit: usize,
+        attr: Option<&str>,
+    ) -> Result<(Vec<(ObjectId, Option<Vec<u8>>)>, Option<ObjectId>)> {
+        let _g = self.shared.view.read().map_err(|_| StoreError::Closed)?;
+        self.need_coll(c)?;
+        let Some(from) = crate::store::list_from(&hashes, start) else {
+            return Ok((Vec::new(), None));
+        };
+        let p = coll_prefix(T_ONODE, c);
+        // The scan ends where the hash range does (keys start with the
+        // hash, big-endian): a small range reads only its own objects.
+        let end = match u32::try_from(hashes.end) {
+            Ok(h) => {
+                let mut e = p.clone();
+                e.extend_from_slice(&h.to_be_bytes());
+                e
+            }
+            Err(_) => prefix_end(&p),
+        };
+        let mut k = p.clone();
+        push_object(&mut k, &from);
+        let want = limit.saturating_add(1);
+        let mut out = Vec::new();
+        for (key, value) in self.shared.kv.scan(&k, Some(&end), want)? {
+            let (oid, _) = decode_object(&key, p.len())?;
+            if u64::from(oid.hash) >= hashes.end {
+                break;
+            }
+            let a = match attr {
+                Some(name) => Onode::decode(&value)?.attrs.remove(name),
+                None => None,
+            };
+            out.push((oid, a));
+        }
+        let next = if out.len() > limit {
+            out.pop().map(|(o, _)| o)
+        } else {
+            None
+        };
+        Ok((out, next))
+    }
+
     /// Create a new store in `dir` (which must not hold one already).
     pub fn mkfs(dir: &Path, cfg: &BlockConfig) -> Result<()> {
         BlockStore::mkfs_on(dir, cfg, None)
@@ -941,6 +992,34 @@ impl ObjectStore for BlockStore {
         Ok(self.onode(c, o)?.attrs)
     }
 
+    fn read_whole(&self, c: CollectionId, o: &ObjectId, data: bool) -> Result<Option<WholeObject>> {
+        let _g = self.shared.view.read().map_err(|_| StoreError::Closed)?;
+        let Some(on) = get_onode(&self.shared.kv, c, o)? else {
+            self.need_coll(c)?;
+            return Ok(None);
+        };
+        let s = &self.shared;
+        let bytes = if data {
+            read_logical(
+                s,
+                o,
+                &on,
+                0,
+                on.size,
+                &mut |id| get_blob(&s.kv, id),
+                &mut |d, n| self.read_blocks(d, n),
+            )?
+        } else {
+            Vec::new()
+        };
+        Ok(Some(WholeObject {
+            size: on.size,
+            data: bytes,
+            attrs: on.attrs,
+            omap_header: on.header,
+        }))
+    }
+
     fn omap_header(&self, c: CollectionId, o: &ObjectId) -> Result<Vec<u8>> {
         let _g = self.shared.view.read().map_err(|_| StoreError::Closed)?;
         Ok(self.onode(c, o)?.header)
@@ -1003,35 +1082,19 @@ impl ObjectStore for BlockStore {
         start: Option<&ObjectId>,
         limit: usize,
     ) -> Result<(Vec<ObjectId>, Option<ObjectId>)> {
-        let _g = self.shared.view.read().map_err(|_| StoreError::Closed)?;
-        self.need_coll(c)?;
-        let Some(from) = crate::store::list_from(&hashes, start) else {
-            return Ok((Vec::new(), None));
-        };
-        let p = coll_prefix(T_ONODE, c);
-        // The scan ends where the hash range does (keys start with the
-        // hash, big-endian): a small range reads only its own objects.
-        let end = match u32::try_from(hashes.end) {
-            Ok(h) => {
-                let mut e = p.clone();
-                e.extend_from_slice(&h.to_be_bytes());
-                e
-            }
-            Err(_) => prefix_end(&p),
-        };
-        let mut k = p.clone();
-        push_object(&mut k, &from);
-        let want = limit.saturating_add(1);
-        let mut out = Vec::new();
-        for (key, _) in self.shared.kv.scan(&k, Some(&end), want)? {
-            let (oid, _) = decode_object(&key, p.len())?;
-            if u64::from(oid.hash) >= hashes.end {
-                break;
-            }
-            out.push(oid);
-        }
-        let next = if out.len() > limit { out.pop() } else { None };
-        Ok((out, next))
+        let (page, next) = self.list_onodes(c, hashes, start, limit, None)?;
+        Ok((page.into_iter().map(|(o, _)| o).collect(), next))
+    }
+
+    fn list_range_attr(
+        &self,
+        c: CollectionId,
+        hashes: Range<u64>,
+        start: Option<&ObjectId>,
+        limit: usize,
+        name: &str,
+    ) -> Result<(Vec<(ObjectId, Option<Vec<u8>>)>, Option<ObjectId>)> {
+        self.list_onodes(c, hashes, start, limit, Some(name))
     }
 
     fn record(&self, c: CollectionId, key: &[u8]) -> Result<Option<Vec<u8>>> {

@@ -144,6 +144,27 @@ pub fn xattrs(s: &dyn ObjectStore) {
     ));
 }
 
+/// `read_whole` gives what the single calls give, data or not.
+pub fn whole(s: &dyn ObjectStore) {
+    setup(s);
+    let o = oid(3, "w");
+    assert_eq!(s.read_whole(c1(), &o, true).unwrap(), None);
+    let mut t = Transaction::new();
+    t.write(c1(), &o, 10, b"data".to_vec())
+        .setattr(c1(), &o, "a", b"1".to_vec())
+        .omap_setheader(c1(), &o, b"hdr".to_vec());
+    s.apply(t).unwrap();
+    let w = s.read_whole(c1(), &o, true).unwrap().unwrap();
+    assert_eq!(w.size, 14);
+    assert_eq!(w.data, s.read(c1(), &o, &[(0, 14)]).unwrap()[0]);
+    assert_eq!(&w.data[10..], b"data");
+    assert_eq!(w.attrs, s.getattrs(c1(), &o).unwrap());
+    assert_eq!(w.omap_header, b"hdr".to_vec());
+    let w = s.read_whole(c1(), &o, false).unwrap().unwrap();
+    assert!(w.data.is_empty());
+    assert_eq!(w.size, 14);
+}
+
 pub fn omap(s: &dyn ObjectStore) {
     setup(s);
     let o = oid(3, "m");
@@ -306,6 +327,27 @@ pub fn listing_order(s: &dyn ObjectStore) {
     assert_eq!(r, vec![oid(5, "m"), oid(9, "a"), oid(9, "b")]);
     let (r, _) = s.list_range(c1(), 0xffff_ffff..1 << 32, None, 100).unwrap();
     assert_eq!(r, vec![oid(0xffff_ffff, "last")]);
+    // With an attribute: pages as `list_range` gives them, each object's
+    // value (or none).
+    let mut t = Transaction::new();
+    t.setattr(c1(), &oid(9, "a"), "v", b"9a".to_vec()).setattr(
+        c1(),
+        &oid(5, "m"),
+        "w",
+        b"other".to_vec(),
+    );
+    s.apply(t).unwrap();
+    let (r, next) = s.list_range_attr(c1(), 5..10, None, 2, "v").unwrap();
+    assert_eq!(
+        r,
+        vec![(oid(5, "m"), None), (oid(9, "a"), Some(b"9a".to_vec()))]
+    );
+    assert_eq!(next, Some(oid(9, "b")));
+    let (r, next) = s
+        .list_range_attr(c1(), 5..10, next.as_ref(), 2, "v")
+        .unwrap();
+    assert_eq!(r, vec![(oid(9, "b"), None)]);
+    assert_eq!(next, None);
 }
 
 pub fn collections(s: &dyn ObjectStore) {
@@ -329,6 +371,19 @@ pub fn collections(s: &dyn ObjectStore) {
         .remove_collection(c1());
     s.apply(t).unwrap();
     assert!(s.collections().unwrap().is_empty());
+    // An op after its collection's removal, in the same transaction,
+    // fails it whole.
+    setup(s);
+    let mut t = Transaction::new();
+    t.touch(c1(), &oid(1, "x"))
+        .remove(c1(), &oid(1, "x"))
+        .remove_collection(c1())
+        .touch(c1(), &oid(2, "y"));
+    assert!(matches!(s.apply(t), Err(StoreError::NoCollection(_))));
+    assert_eq!(s.collections().unwrap(), vec![c1()]);
+    let mut t = Transaction::new();
+    t.remove_collection(c1());
+    s.apply(t).unwrap();
     // Re-created collections start empty (records included).
     setup(s);
     assert_eq!(s.record(c1(), b"log").unwrap(), None);
@@ -480,6 +535,10 @@ macro_rules! store_suite {
         #[test]
         fn omap() {
             suite::omap(suite::AsStore::as_store(&$make));
+        }
+        #[test]
+        fn whole() {
+            suite::whole(suite::AsStore::as_store(&$make));
         }
         #[test]
         fn clone_independence() {
