@@ -12,7 +12,9 @@
 //! the batch's single KV commit makes them visible: no double write.
 //! Writes of at most `deferred_max` bytes are committed in the KV as
 //! deferred records (in place when they overwrite an unshared extent),
-//! written to the device after the commit and synced lazily; until their
+//! written to the device after the commit and synced lazily (with a
+//! batch's large writes, at 1,024 records, or once much freed space
+//! waits for their deletion); until their
 //! records are deleted (after a sync), a crash is repaired at mount by
 //! replaying them. Large `write_full`s are written by the writer's own
 //! thread into reserved space before they are queued.
