@@ -1590,7 +1590,7 @@ fn a_backfill_compares_merkle_trees_and_copies_only_where_they_differ() {
             Effect::SendChunk {
                 tid, to: 2, chunk, ..
             } => {
-                let txn = backfill::chunk_txn(&target, c, &chunk).unwrap();
+                let txn = backfill::chunk_txn(&target, c, &chunk, false).unwrap();
                 target.apply(txn).unwrap();
                 run(
                     &mut pg,
@@ -1783,7 +1783,7 @@ fn a_backfill_keeps_two_chunks_on_their_way_and_resends_them_in_order() {
         if ch.end > cursor {
             assert_eq!(ch.after, cursor, "a chunk applied out of order");
             target
-                .apply(backfill::chunk_txn(&target, c, ch).unwrap())
+                .apply(backfill::chunk_txn(&target, c, ch, false).unwrap())
                 .unwrap();
             cursor = ch.end.clone();
         }

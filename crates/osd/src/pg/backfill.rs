@@ -378,15 +378,16 @@ pub fn plan_chunk(
 
 /// The transaction a target applies for `chunk`: each object replaced
 /// (or removed) and the cursor moved to the chunk's end (the record goes
-/// once the end is reached).
+/// once the end is reached). `ec` as for [`recovery::push_txn`].
 pub fn chunk_txn(
     s: &dyn ObjectStore,
     coll: CollectionId,
     chunk: &Chunk,
+    ec: bool,
 ) -> Result<Transaction, StoreError> {
     let mut t = Transaction::new();
     for p in &chunk.pushes {
-        t.ops.extend(recovery::push_txn(s, coll, p)?.ops);
+        t.ops.extend(recovery::push_txn(s, coll, p, ec)?.ops);
     }
     if chunk.end == Cursor::End {
         t.rm_record(coll, BACKFILL_KEY);
@@ -624,7 +625,7 @@ pub(super) mod tests {
             )
             .unwrap();
             sent += c.pushes.len();
-            t.apply(chunk_txn(&t, coll(), &c).unwrap()).unwrap();
+            t.apply(chunk_txn(&t, coll(), &c, false).unwrap()).unwrap();
             assert!(c.end > cur, "a chunk always moves the cursor");
             cur = c.end;
             let stored = load_cursor(&t, coll()).unwrap();

@@ -2767,7 +2767,7 @@ impl Pg {
     fn apply_pulled(&mut self, s: &dyn ObjectStore, push: Push, fx: &mut Vec<Effect>) {
         let name = push.name.clone();
         let t = self.take_tid();
-        let txn = recovery::push_txn(s, self.coll, &push).and_then(|mut txn| {
+        let txn = recovery::push_txn(s, self.coll, &push, self.ec.is_some()).and_then(|mut txn| {
             self.push_tree_changes(s, std::slice::from_ref(&push), t, &mut txn)?;
             Ok(txn)
         });
@@ -3688,10 +3688,11 @@ impl Pg {
             }
         }
         let tid = self.take_tid();
-        let txn = backfill::chunk_txn(s, self.coll, &chunk).and_then(|mut txn| {
-            self.push_tree_changes(s, &chunk.pushes, tid, &mut txn)?;
-            Ok(txn)
-        });
+        let txn =
+            backfill::chunk_txn(s, self.coll, &chunk, self.ec.is_some()).and_then(|mut txn| {
+                self.push_tree_changes(s, &chunk.pushes, tid, &mut txn)?;
+                Ok(txn)
+            });
         match txn {
             Ok(txn) => {
                 let next = (chunk.end != Cursor::End).then_some(chunk.end);
@@ -4288,7 +4289,7 @@ impl Pg {
             return fx.push(fail(RepError::Failed(format!("pg {}: {e}", self.id))));
         }
         let tid = self.take_tid();
-        let txn = recovery::push_txn(s, self.coll, &push).and_then(|mut txn| {
+        let txn = recovery::push_txn(s, self.coll, &push, self.ec.is_some()).and_then(|mut txn| {
             self.push_tree_changes(s, std::slice::from_ref(&push), tid, &mut txn)?;
             Ok(txn)
         });

@@ -447,11 +447,13 @@ pub fn read_copy_with(
 }
 
 /// The transaction that replaces this copy's object with the pushed one
-/// (or removes it) and clears its missing record.
+/// (or removes it) and clears its missing record. `ec`: the copy is an
+/// erasure-coded shard, which may hold a rollback copy of the object.
 pub fn push_txn(
     s: &dyn ObjectStore,
     coll: CollectionId,
     p: &Push,
+    ec: bool,
 ) -> Result<Transaction, StoreError> {
     let o = oid(&p.name);
     let mut t = Transaction::new();
@@ -462,7 +464,7 @@ pub fn push_txn(
     // copy goes too (it belongs to writes this copy missed).
     let rb = crate::ec::rollback_oid(&o);
     t.touch(coll, &o).remove(coll, &o);
-    if s.exists(coll, &rb)? {
+    if ec && s.exists(coll, &rb)? {
         t.touch(coll, &rb).remove(coll, &rb);
     }
     if let Some(c) = &p.copy {
@@ -613,7 +615,7 @@ mod tests {
             version: Version::default(),
             copy: None,
         };
-        s.apply(push_txn(&s, c, &p).unwrap()).unwrap();
+        s.apply(push_txn(&s, c, &p, true).unwrap()).unwrap();
         assert!(!s.exists(c, &oid("c")).unwrap());
         assert!(!load_missing(&s, c).unwrap().contains_key("c"));
     }
@@ -676,7 +678,7 @@ mod tests {
         src.apply(t).unwrap();
         let p = read_copy(&src, sc, "a").unwrap();
         assert_eq!(p.version, v(2, 2));
-        s.apply(push_txn(&s, c, &p).unwrap()).unwrap();
+        s.apply(push_txn(&s, c, &p, true).unwrap()).unwrap();
         assert_eq!(read_copy(&s, c, "a").unwrap(), p, "same data, xattrs, omap");
         assert!(load_missing(&s, c).unwrap().is_empty());
     }
