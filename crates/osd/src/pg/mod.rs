@@ -3500,7 +3500,12 @@ impl Pg {
         let Some(i) = flights.iter().position(|f| f.tid != 0 && f.tid == tid) else {
             return;
         };
-        if result.is_err() {
+        if let Err(e) = &result {
+            tracing::warn!(
+                "pg {}: backfill chunk to osd.{from} failed ({e:?}); sending it again in {} ms",
+                self.id,
+                RECOVERY_RETRY_MS
+            );
             // Sent again, the same chunks in order, after a pause; writes
             // to their range keep waiting. (A chunk after this one may
             // have been applied: the target answers it at once then.)
