@@ -788,7 +788,31 @@ impl Sim {
     }
 
     /// Hand `input` to OSD `o`'s PG `p` and send what it says.
+    /// Feed `input` to OSD `o`'s PG `p`; then, once every transaction of
+    /// that OSD is durable, its kept Merkle tree must be the one a rebuild
+    /// from its objects computes (not only after healing: after every
+    /// input, so a wrong leaf is caught where it is made).
     fn feed(&mut self, o: usize, p: usize, input: Input) {
+        let what = self.trace.then(|| format!("{input:?}"));
+        self.feed_one(o, p, input);
+        let osd = &self.osds[o];
+        if !osd.unsynced.is_empty() {
+            return;
+        }
+        let Some(kept) = osd.pgs.get(p).and_then(|pg| pg.tree()) else {
+            return;
+        };
+        let rebuilt = rebuild_tree(osd.store.inner(), coll(p), kept, None).unwrap();
+        assert!(
+            kept == &rebuilt,
+            "{}ms osd.{o} pg {p}: the kept tree differs from a rebuild after {:?} (leaves {:?})",
+            self.now_ms,
+            what,
+            kept.diff(&rebuilt)
+        );
+    }
+
+    fn feed_one(&mut self, o: usize, p: usize, input: Input) {
         let gen = self.osds[o].gen;
         // Now and then one of the object reads this input makes fails.
         let eio = !self.healing && self.rng.chance(EIO_PER_MILLE);
