@@ -1421,6 +1421,32 @@ fn objects_of(s: &MemStore) -> Vec<(String, Vec<u8>)> {
         .collect()
 }
 
+/// The primary's tree rebuilt from objects it held before trees (at its
+/// first input, persisted), then member 2 backfilled with a recovery slot
+/// granted: the effects that start the backfill.
+fn tree_backfill_of_member_2(s: &MemStore, pg: &mut Pg) -> std::collections::VecDeque<Effect> {
+    let (tids, _) = apply(s, pg.handle(s, Input::Tick { now_ms: 0 }));
+    assert_eq!(tids.len(), 1, "no tree rebuilt");
+    for tid in tids {
+        pg.handle(
+            s,
+            Input::LocalDone {
+                tid,
+                result: Ok(()),
+            },
+        );
+    }
+    let fx = backfill_member_2(s, pg, map(1, vec![0, 1, 2], 2));
+    let ask = fx
+        .iter()
+        .find_map(|e| match e {
+            Effect::Reserve { ask, .. } => Some(*ask),
+            _ => None,
+        })
+        .expect("a slot is asked for");
+    run(pg, s, Input::Reserved { ask }).into()
+}
+
 /// Member 2 holds most of the primary's 200 objects already: the
 /// primary compares Merkle trees with it, and its scans list only the
 /// objects in differing leaves; a remove of an object whose leaf matched,
@@ -1447,29 +1473,7 @@ fn a_backfill_compares_merkle_trees_and_copies_only_where_they_differ() {
     }
     // Only the target has it.
     put_obj(&target, "stale", 2);
-    // Objects from before trees: the primary's is rebuilt at its first
-    // input, and persisted.
-    let (tids, _) = apply(&s, pg.handle(&s, Input::Tick { now_ms: 0 }));
-    assert_eq!(tids.len(), 1, "no tree rebuilt");
-    for tid in tids {
-        pg.handle(
-            &s,
-            Input::LocalDone {
-                tid,
-                result: Ok(()),
-            },
-        );
-    }
-    let fx = backfill_member_2(&s, &mut pg, map(1, vec![0, 1, 2], 2));
-    let ask = fx
-        .iter()
-        .find_map(|e| match e {
-            Effect::Reserve { ask, .. } => Some(*ask),
-            _ => None,
-        })
-        .expect("a slot is asked for");
-    let mut queue: std::collections::VecDeque<Effect> =
-        run(&mut pg, &s, Input::Reserved { ask }).into();
+    let mut queue = tree_backfill_of_member_2(&s, &mut pg);
     let (mut node_asks, mut listed, mut removed, mut rounds) = (0, 0, false, 0);
     while let Some(e) = queue.pop_front() {
         rounds += 1;
@@ -1757,26 +1761,7 @@ fn a_backfill_keeps_two_chunks_on_their_way_and_resends_them_in_order() {
     for i in 0..200u64 {
         put_obj(&s, &format!("o{i}"), 1 + i % 5);
     }
-    let (tids, _) = apply(&s, pg.handle(&s, Input::Tick { now_ms: 0 }));
-    for tid in tids {
-        pg.handle(
-            &s,
-            Input::LocalDone {
-                tid,
-                result: Ok(()),
-            },
-        );
-    }
-    let fx = backfill_member_2(&s, &mut pg, map(1, vec![0, 1, 2], 2));
-    let ask = fx
-        .iter()
-        .find_map(|e| match e {
-            Effect::Reserve { ask, .. } => Some(*ask),
-            _ => None,
-        })
-        .expect("a slot is asked for");
-    let mut queue: std::collections::VecDeque<Effect> =
-        run(&mut pg, &s, Input::Reserved { ask }).into();
+    let mut queue = tree_backfill_of_member_2(&s, &mut pg);
     // The target's chunks as it applies them: each once, in order.
     let mut cursor = Cursor::Start;
     let mut apply_chunk = |ch: &Chunk| {
