@@ -19,6 +19,9 @@ pub enum KvOp {
     Delete(Vec<u8>),
 }
 
+/// What [`Kv::visit`] hands each pair to: `Ok(false)` stops the scan.
+pub type Visitor<'a> = dyn FnMut(&[u8], &[u8]) -> Result<bool> + 'a;
+
 /// An ordered byte-key store with atomic batches.
 pub trait Kv: Send + Sync {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>>;
@@ -30,6 +33,10 @@ pub trait Kv: Send + Sync {
         end: Option<&[u8]>,
         limit: usize,
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>>;
+    /// Pairs with `start <= key < end` in key order, each handed to
+    /// `visit` without a copy, until it returns `Ok(false)` or an error.
+    /// For listings that skip most of what they pass.
+    fn visit(&self, start: &[u8], end: &[u8], visit: &mut Visitor<'_>) -> Result<()>;
     /// Apply a batch atomically; durable on return when `sync`.
     fn commit(&self, batch: Vec<KvOp>, sync: bool) -> Result<()>;
 }
@@ -82,6 +89,19 @@ impl Kv for FjallKv {
             }
         }
         Ok(out)
+    }
+
+    fn visit(&self, start: &[u8], end: &[u8], visit: &mut Visitor<'_>) -> Result<()> {
+        if end <= start {
+            return Ok(());
+        }
+        for g in self.ks.range(start.to_vec()..end.to_vec()) {
+            let (k, v) = g.into_inner().map_err(io)?;
+            if !visit(&k, &v)? {
+                break;
+            }
+        }
+        Ok(())
     }
 
     fn commit(&self, batch: Vec<KvOp>, sync: bool) -> Result<()> {

@@ -111,19 +111,39 @@ pub trait ObjectStore: Send + Sync {
         start: Option<&ObjectId>,
         limit: usize,
     ) -> Result<(Vec<ObjectId>, Option<ObjectId>)>;
-    /// As [`ObjectStore::list_range`], with each object's attribute
+    /// As [`ObjectStore::list_range`] over the objects whose hash is in
+    /// any of `hashes` (sorted, disjoint), with each object's attribute
     /// `name` (`None`: no such attribute). Stores override it to read each
-    /// object's metadata once, in the listing.
+    /// object's metadata once, in the listing, and to pass over the
+    /// objects between the ranges in one iteration.
     #[allow(clippy::type_complexity)] // the listing's page and its next
-    fn list_range_attr(
+    fn list_ranges_attr(
         &self,
         c: CollectionId,
-        hashes: Range<u64>,
+        hashes: &[Range<u64>],
         start: Option<&ObjectId>,
         limit: usize,
         name: &str,
     ) -> Result<(Vec<(ObjectId, Option<Vec<u8>>)>, Option<ObjectId>)> {
-        let (ids, next) = self.list_range(c, hashes, start, limit)?;
+        // Up to one object more than asked: it is the next page's start.
+        let want = limit.saturating_add(1);
+        let mut ids: Vec<ObjectId> = Vec::new();
+        for r in hashes {
+            if start.is_some_and(|s| r.end <= u64::from(s.hash)) {
+                continue;
+            }
+            let from = start.filter(|s| r.contains(&u64::from(s.hash)));
+            let (page, next) = self.list_range(c, r.clone(), from, want - ids.len())?;
+            ids.extend(page);
+            if let Some(n) = next {
+                ids.push(n);
+            }
+            if ids.len() >= want {
+                break;
+            }
+        }
+        ids.truncate(want);
+        let next = if ids.len() > limit { ids.pop() } else { None };
         let mut out = Vec::with_capacity(ids.len());
         for o in ids {
             let a = self.stat_attr(c, &o, name)?.and_then(|(_, v)| v);

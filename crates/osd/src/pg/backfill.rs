@@ -28,8 +28,11 @@ use std::ops::Range;
 
 /// Record key of a backfilling copy's cursor (absent: not backfilling).
 pub const BACKFILL_KEY: &[u8] = b"backfill";
-/// Objects one scan returns by default.
-pub const CHUNK_OBJECTS: usize = 64;
+/// Objects one scan returns by default (and so at most the objects of one
+/// chunk). Each chunk is one transaction on the target and one round
+/// trip: at 64, a 20,000-object full-scan backfill took 313 of them and
+/// 1.5-2x longer than at 256. Ceph's `osd_backfill_scan_max` is 512.
+pub const CHUNK_OBJECTS: usize = 256;
 /// Bytes of object data one chunk carries at most (an object larger
 /// than this goes alone).
 pub const CHUNK_BYTES: u64 = 8 << 20;
@@ -211,33 +214,34 @@ pub fn scan_in(
         Cursor::At(o) => Some(u64::from(o.hash)),
         Cursor::End => return Ok(done(objects, Cursor::End)),
     };
-    // Ranges a few leaves apart are listed as one (skipping the objects
-    // between): a store listing costs more to start than a few objects.
-    let spans = spans(hashes);
-    let wanted = |h: u32| {
-        let h = u64::from(h);
-        let i = hashes.partition_point(|r| r.end <= h);
-        hashes.get(i).is_some_and(|r| r.contains(&h))
-    };
-    for r in &spans {
-        if after_hash.is_some_and(|h| r.end <= h) {
+    // Ranges a few leaves apart are listed in one store iteration, which
+    // passes over the objects between them: starting a listing costs more
+    // than passing over a few objects.
+    for group in spans(hashes) {
+        let (Some(first), Some(last)) = (group.first(), group.last()) else {
+            continue;
+        };
+        if after_hash.is_some_and(|h| last.end <= h) {
             continue;
         }
-        if matches!(upto, Cursor::At(u) if r.start > u64::from(u.hash)) {
+        if matches!(upto, Cursor::At(u) if first.start > u64::from(u.hash)) {
             break;
         }
         let mut start = match after {
-            Cursor::At(o) if r.contains(&u64::from(o.hash)) => Some(o.clone()),
+            Cursor::At(o) if (first.start..last.end).contains(&u64::from(o.hash)) => {
+                Some(o.clone())
+            }
             _ => None,
         };
         loop {
             // Replicated copies: versions from the listing itself.
             let attr = if shard.is_none() { VERSION_ATTR } else { "" };
-            let (page, next) =
-                s.list_range_attr(coll, r.clone(), start.as_ref(), LIST_PAGE, attr)?;
+            // One more than the scan still takes: it ends the scan.
+            let page = LIST_PAGE.min(limit - objects.len() + 1);
+            let (page, next) = s.list_ranges_attr(coll, group, start.as_ref(), page, attr)?;
             for (o, listed) in page {
                 // EC rollback copies are the OSD's own, never backfilled.
-                if after.covers(&o) || !wanted(o.hash) || crate::ec::is_internal(&o.name) {
+                if after.covers(&o) || crate::ec::is_internal(&o.name) {
                     continue;
                 }
                 if !upto.covers(&o) {
@@ -270,16 +274,10 @@ pub fn scan_in(
 /// Placement hashes apart by at most this many are listed in one go.
 const SPAN_GAP: u64 = 1 << 20;
 
-/// `hashes` (sorted, disjoint) with gaps of at most `SPAN_GAP` closed.
-fn spans(hashes: &[Range<u64>]) -> Vec<Range<u64>> {
-    let mut out: Vec<Range<u64>> = Vec::with_capacity(hashes.len());
-    for r in hashes {
-        match out.last_mut() {
-            Some(last) if r.start.saturating_sub(last.end) <= SPAN_GAP => last.end = r.end,
-            _ => out.push(r.clone()),
-        }
-    }
-    out
+/// `hashes` (sorted, disjoint) in groups listed together: consecutive
+/// ranges at most `SPAN_GAP` apart.
+fn spans(hashes: &[Range<u64>]) -> impl Iterator<Item = &[Range<u64>]> {
+    hashes.chunk_by(|a, b| b.start.saturating_sub(a.end) <= SPAN_GAP)
 }
 
 /// The primary's chunk for a target whose objects in (after, theirs.end]
@@ -741,7 +739,7 @@ pub(super) mod tests {
         let mut hashes: Vec<Range<u64>> =
             (0..64u64).map(|i| i << 18..(i << 18) + (1 << 16)).collect();
         hashes.push(0x8000_0002..0x8000_0005);
-        assert!(spans(&hashes).len() < hashes.len() / 10);
+        assert!(spans(&hashes).count() < hashes.len() / 10);
         let inside = |o: &ObjectId| hashes.iter().any(|r| r.contains(&u64::from(o.hash)));
         let want: Vec<&ObjectId> = all.iter().filter(|o| inside(o)).collect();
         // Page by page, 37 at a time: exactly the wanted objects, in order.

@@ -211,9 +211,7 @@ impl Committer {
             .collect();
         ops.extend(s.alloc.lock().map_err(|_| StoreError::Closed)?.persist());
         for (k, off, bytes) in &b.records {
-            let mut e = Enc::default();
-            e.var(*off).bytes(bytes);
-            ops.push(KvOp::Put(k.clone(), e.0));
+            ops.push(KvOp::Put(k.clone(), encode_deferred(*off, bytes)));
         }
         ops.extend(self.delete_next.drain(..).map(KvOp::Delete));
         ops.push(KvOp::Put(vec![T_IDS], ids(self.next_blob, self.next_seq)));
@@ -710,9 +708,11 @@ impl Ctx<'_> {
         for x in &on.extents {
             self.refs(x.blob, -1)?;
         }
-        let p = omap_prefix(c, o);
-        for (k, _) in self.scan(&p, &prefix_end(&p))? {
-            self.del(k);
+        if on.omap {
+            let p = omap_prefix(c, o);
+            for (k, _) in self.scan(&p, &prefix_end(&p))? {
+                self.del(k);
+            }
         }
         self.del(onode_key(c, o));
         Ok(())
@@ -821,11 +821,13 @@ impl Ctx<'_> {
                 for x in &on.extents {
                     self.refs(x.blob, 1)?;
                 }
-                let (sp, dp) = (omap_prefix(*coll, src), omap_prefix(*coll, dst));
-                for (k, v) in self.scan(&sp, &prefix_end(&sp))? {
-                    let mut nk = dp.clone();
-                    nk.extend_from_slice(&k[sp.len()..]);
-                    self.put(nk, v);
+                if on.omap {
+                    let (sp, dp) = (omap_prefix(*coll, src), omap_prefix(*coll, dst));
+                    for (k, v) in self.scan(&sp, &prefix_end(&sp))? {
+                        let mut nk = dp.clone();
+                        nk.extend_from_slice(&k[sp.len()..]);
+                        self.put(nk, v);
+                    }
                 }
                 self.save(*coll, dst, &on);
             }
@@ -847,7 +849,8 @@ impl Ctx<'_> {
                 self.save(*coll, oid, &on);
             }
             Op::OmapSetKeys { coll, oid, kvs } => {
-                let on = self.obj(*coll, oid, true)?;
+                let mut on = self.obj(*coll, oid, true)?;
+                on.omap |= !kvs.is_empty();
                 self.save(*coll, oid, &on);
                 let p = omap_prefix(*coll, oid);
                 for (k, v) in kvs {
@@ -882,11 +885,14 @@ impl Ctx<'_> {
             }
             Op::OmapClear(c, o) => {
                 let mut on = self.obj(*c, o, false)?;
-                let p = omap_prefix(*c, o);
-                for (k, _) in self.scan(&p, &prefix_end(&p))? {
-                    self.del(k);
+                if on.omap {
+                    let p = omap_prefix(*c, o);
+                    for (k, _) in self.scan(&p, &prefix_end(&p))? {
+                        self.del(k);
+                    }
                 }
                 on.header.clear();
+                on.omap = false;
                 self.save(*c, o, &on);
             }
             Op::OmapSetHeader { coll, oid, header } => {

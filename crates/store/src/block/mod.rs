@@ -134,27 +134,39 @@ pub struct BlockStore {
 }
 
 impl BlockStore {
-    /// Objects whose hash is in `hashes` from `start`, at most `limit`,
-    /// each with its attribute `attr` if one is named (read from the
-    /// listed metadata itself), and the next object after the page.
+    /// Objects whose hash is in one of `hashes` (sorted, disjoint) from
+    /// `start`, at most `limit`, each with its attribute `attr` if one is
+    /// named (read from the listed metadata itself), and the next object
+    /// after the page. One key-value iteration covers all the ranges:
+    /// objects between them are passed over by their key's hash bytes,
+    /// without decoding or copying them.
     #[allow(clippy::type_complexity)] // the listing's page and its next
     fn list_onodes(
         &self,
         c: CollectionId,
-        hashes: Range<u64>,
+        hashes: &[Range<u64>],
         start: Option<&ObjectId>,
         limit: usize,
         attr: Option<&str>,
     ) -> Result<(Vec<(ObjectId, Option<Vec<u8>>)>, Option<ObjectId>)> {
         let _g = self.shared.view.read().map_err(|_| StoreError::Closed)?;
         self.need_coll(c)?;
-        let Some(from) = crate::store::list_from(&hashes, start) else {
+        let after = start.map(|s| u64::from(s.hash));
+        let ranges: Vec<&Range<u64>> = hashes
+            .iter()
+            .filter(|r| r.start < r.end && r.start <= u64::from(u32::MAX))
+            .filter(|r| after.is_none_or(|h| r.end > h))
+            .collect();
+        let (Some(first), Some(last)) = (ranges.first(), ranges.last()) else {
+            return Ok((Vec::new(), None));
+        };
+        let Some(from) = crate::store::list_from(first, start) else {
             return Ok((Vec::new(), None));
         };
         let p = coll_prefix(T_ONODE, c);
-        // The scan ends where the hash range does (keys start with the
+        // The scan ends where the last range does (keys start with the
         // hash, big-endian): a small range reads only its own objects.
-        let end = match u32::try_from(hashes.end) {
+        let end = match u32::try_from(last.end) {
             Ok(h) => {
                 let mut e = p.clone();
                 e.extend_from_slice(&h.to_be_bytes());
@@ -166,17 +178,30 @@ impl BlockStore {
         push_object(&mut k, &from);
         let want = limit.saturating_add(1);
         let mut out = Vec::new();
-        for (key, value) in self.shared.kv.scan(&k, Some(&end), want)? {
-            let (oid, _) = decode_object(&key, p.len())?;
-            if u64::from(oid.hash) >= hashes.end {
-                break;
+        let mut at = 0;
+        self.shared.kv.visit(&k, &end, &mut |key, value| {
+            let h = key
+                .get(p.len()..p.len() + 4)
+                .and_then(|b| <[u8; 4]>::try_from(b).ok())
+                .map(|b| u64::from(u32::from_be_bytes(b)))
+                .ok_or_else(|| StoreError::Corrupt("onode key without a hash".into()))?;
+            while ranges.get(at).is_some_and(|r| r.end <= h) {
+                at += 1;
             }
+            let Some(r) = ranges.get(at) else {
+                return Ok(false);
+            };
+            if h < r.start {
+                return Ok(true);
+            }
+            let (oid, _) = decode_object(key, p.len())?;
             let a = match attr {
-                Some(name) => Onode::decode(&value)?.attrs.remove(name),
+                Some(name) => Onode::decode(value)?.attrs.remove(name),
                 None => None,
             };
             out.push((oid, a));
-        }
+            Ok(out.len() < want)
+        })?;
         let next = if out.len() > limit {
             out.pop().map(|(o, _)| o)
         } else {
@@ -316,10 +341,8 @@ impl BlockStore {
         // Replay deferred writes a crash left behind, then drop them.
         let mut replayed = Vec::new();
         for (k, v) in kv.scan(&[T_DEFERRED], Some(&[T_DEFERRED + 1]), usize::MAX)? {
-            let mut d = Dec::new(&v);
-            let off = d.var()?;
-            let bytes = d.bytes()?;
-            dev.write_all_at(bytes, off).map_err(io)?;
+            let (off, bytes) = decode_deferred(&v)?;
+            dev.write_all_at(&bytes, off).map_err(io)?;
             next_seq = next_seq.max(decode_u64_key(&k)? + 1);
             replayed.push(KvOp::Delete(k));
         }
@@ -776,7 +799,7 @@ fn fsck(s: &Shared, deep: bool) -> Result<FsckReport> {
     }
     r.blobs = blobs.len() as u64;
     let mut refs: BTreeMap<u64, u64> = BTreeMap::new();
-    let mut onodes: std::collections::BTreeSet<Vec<u8>> = Default::default();
+    let mut onodes: BTreeMap<Vec<u8>, bool> = BTreeMap::new();
     for (k, v) in all(T_ONODE)? {
         r.onodes += 1;
         let c = decode_coll(&k)?;
@@ -811,13 +834,17 @@ fn fsck(s: &Shared, deep: bool) -> Result<FsckReport> {
         }
         let mut p = k.clone();
         p[0] = T_OMAP;
-        onodes.insert(p);
+        onodes.insert(p, on.omap);
     }
     for (k, _) in all(T_OMAP)? {
         r.omap_keys += 1;
         let (_, end) = decode_object(&k, 14)?;
-        if !onodes.contains(&k[..end]) {
-            r.errors.push("omap key of a missing object".to_string());
+        match onodes.get(&k[..end]) {
+            None => r.errors.push("omap key of a missing object".to_string()),
+            Some(false) => r
+                .errors
+                .push("omap key of an object whose onode says it has none".to_string()),
+            Some(true) => {}
         }
     }
     for (k, _) in all(T_RECORD)? {
@@ -1056,7 +1083,9 @@ impl ObjectStore for BlockStore {
         limit: usize,
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         let _g = self.shared.view.read().map_err(|_| StoreError::Closed)?;
-        self.onode(c, o)?;
+        if !self.onode(c, o)?.omap {
+            return Ok(Vec::new());
+        }
         let p = omap_prefix(c, o);
         let mut s = p.clone();
         s.extend_from_slice(start);
@@ -1084,14 +1113,14 @@ impl ObjectStore for BlockStore {
         start: Option<&ObjectId>,
         limit: usize,
     ) -> Result<(Vec<ObjectId>, Option<ObjectId>)> {
-        let (page, next) = self.list_onodes(c, hashes, start, limit, None)?;
+        let (page, next) = self.list_onodes(c, &[hashes], start, limit, None)?;
         Ok((page.into_iter().map(|(o, _)| o).collect(), next))
     }
 
-    fn list_range_attr(
+    fn list_ranges_attr(
         &self,
         c: CollectionId,
-        hashes: Range<u64>,
+        hashes: &[Range<u64>],
         start: Option<&ObjectId>,
         limit: usize,
         name: &str,

@@ -205,6 +205,30 @@ pub fn omap(s: &dyn ObjectStore) {
     s.apply(t).unwrap();
     assert!(s.omap_range(c1(), &o, b"", None, 100).unwrap().is_empty());
     assert!(s.omap_header(c1(), &o).unwrap().is_empty());
+    // Keys set again after a clear are found again.
+    let mut t = Transaction::new();
+    t.omap_setkeys(c1(), &o, vec![kv("f", "6")]);
+    s.apply(t).unwrap();
+    assert_eq!(
+        s.omap_range(c1(), &o, b"", None, 100).unwrap(),
+        vec![kv("f", "6")]
+    );
+    // A clone of an object without keys over one with keys, and a
+    // removed object made again, carry none of the old keys.
+    let plain = oid(3, "plain");
+    let mut t = Transaction::new();
+    t.write_full(c1(), &plain, b"x".to_vec())
+        .clone_object(c1(), &plain, &o);
+    s.apply(t).unwrap();
+    assert!(s.omap_range(c1(), &o, b"", None, 100).unwrap().is_empty());
+    let mut t = Transaction::new();
+    t.omap_setkeys(c1(), &o, vec![kv("g", "7")]);
+    s.apply(t).unwrap();
+    let mut t = Transaction::new();
+    t.remove(c1(), &o).write_full(c1(), &o, b"y".to_vec());
+    s.apply(t).unwrap();
+    assert!(s.omap_range(c1(), &o, b"", None, 100).unwrap().is_empty());
+    assert!(s.omap_get(c1(), &o, &[b"g".to_vec()]).unwrap().is_empty());
 }
 
 pub fn clone_independence(s: &dyn ObjectStore) {
@@ -337,17 +361,58 @@ pub fn listing_order(s: &dyn ObjectStore) {
         b"other".to_vec(),
     );
     s.apply(t).unwrap();
-    let (r, next) = s.list_range_attr(c1(), 5..10, None, 2, "v").unwrap();
+    let five_to_ten = std::slice::from_ref(&(5..10));
+    let (r, next) = s.list_ranges_attr(c1(), five_to_ten, None, 2, "v").unwrap();
     assert_eq!(
         r,
         vec![(oid(5, "m"), None), (oid(9, "a"), Some(b"9a".to_vec()))]
     );
     assert_eq!(next, Some(oid(9, "b")));
     let (r, next) = s
-        .list_range_attr(c1(), 5..10, next.as_ref(), 2, "v")
+        .list_ranges_attr(c1(), five_to_ten, next.as_ref(), 2, "v")
         .unwrap();
     assert_eq!(r, vec![(oid(9, "b"), None)]);
     assert_eq!(next, None);
+    // Several ranges: only their objects, pages continuing across the
+    // gaps between them, `next` never an object outside them.
+    let ranges = [0..2, 6..9, 9..10, 0xffff_ffff..1 << 32];
+    let want = vec![
+        oid(0, "first"),
+        oid(1, "z"),
+        oid(9, "a"),
+        oid(9, "b"),
+        oid(0xffff_ffff, "last"),
+    ];
+    for page in 1..=6 {
+        let mut got = Vec::new();
+        let mut cursor: Option<ObjectId> = None;
+        loop {
+            let (r, next) = s
+                .list_ranges_attr(c1(), &ranges, cursor.as_ref(), page, "v")
+                .unwrap();
+            assert!(r.len() <= page);
+            got.extend(r.into_iter().map(|(o, _)| o));
+            if let Some(n) = &next {
+                assert!(want.contains(n), "next {n} is outside the ranges");
+            }
+            match next {
+                Some(n) => cursor = Some(n),
+                None => break,
+            }
+        }
+        assert_eq!(got, want, "pages of {page}");
+    }
+    let (r, next) = s
+        .list_ranges_attr(c1(), &[2..5, 6..9], None, 10, "v")
+        .unwrap();
+    assert!(r.is_empty() && next.is_none());
+    let (r, _) = s
+        .list_ranges_attr(c1(), &[0..3, 4..10], Some(&oid(9, "a")), 10, "v")
+        .unwrap();
+    assert_eq!(
+        r,
+        vec![(oid(9, "a"), Some(b"9a".to_vec())), (oid(9, "b"), None)]
+    );
 }
 
 pub fn collections(s: &dyn ObjectStore) {
