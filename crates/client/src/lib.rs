@@ -543,6 +543,31 @@ impl IoCtx {
         self.operate(name, vec![SubOp::OmapClear]).await.map(|_| ())
     }
 
+    /// Run object class method `class.method` on object `name` with
+    /// `input`: the method's output. A method that refuses fails with
+    /// `OpError::MethodRefused` and changes nothing; one the OSDs do not
+    /// have, with `OpError::NoMethod`. To run a method together with other
+    /// sub-ops (asserts, writes), put a `SubOp::Exec` in [`IoCtx::operate`].
+    pub async fn exec(
+        &self,
+        name: &str,
+        class: &str,
+        method: &str,
+        input: Vec<u8>,
+    ) -> Result<Vec<u8>, ClientError> {
+        let op = SubOp::Exec {
+            class: class.to_string(),
+            method: method.to_string(),
+            input,
+        };
+        match self.operate(name, vec![op]).await?.0.pop() {
+            Some(SubResult::Data(v)) => Ok(v.to_vec()),
+            _ => Err(
+                OpError::Invalid("an object class method answered without output".into()).into(),
+            ),
+        }
+    }
+
     /// Compare-and-set on an xattr: write `value` if the xattr `key`
     /// currently equals `expected` (missing compares as empty).
     pub async fn cas_xattr(

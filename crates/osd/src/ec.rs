@@ -140,7 +140,7 @@ pub fn plan(
     for (i, op) in ops.iter().enumerate() {
         let index = i as u32;
         // A zero past the end changes nothing (as on replicated pools).
-        writes |= op.is_write() && !matches!(op, SubOp::Zero { .. });
+        writes |= crate::exec::writes(op) && !matches!(op, SubOp::Zero { .. });
         match op {
             SubOp::AssertExists
             | SubOp::AssertNotExists
@@ -158,6 +158,11 @@ pub fn plan(
             | SubOp::OmapGetHeader => {
                 return Err(OpError::NotSupported(
                     "omap on an erasure-coded pool (use a replicated pool for omap data)".into(),
+                ))
+            }
+            SubOp::Exec { .. } => {
+                return Err(OpError::NotSupported(
+                    "object class methods on an erasure-coded pool (use a replicated pool)".into(),
                 ))
             }
             SubOp::Create => exists = true,

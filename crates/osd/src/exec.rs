@@ -5,8 +5,11 @@
 //! It must never apply anything: the PG decides the version and commits
 //! the transaction it returns everywhere at once.
 
+use crate::cls;
 use loligo_store::{CollectionId, ObjectId, ObjectStore, StoreError, Transaction};
-use loligo_types::ops::{OpError, SubOp, SubResult, Version, NAME_LEN_MAX, SUBOPS_MAX};
+use loligo_types::ops::{
+    OpError, SubOp, SubResult, Version, CLASS_NAME_MAX, NAME_LEN_MAX, SUBOPS_MAX,
+};
 use serde_bytes::ByteBuf;
 
 /// The xattr holding an object's version (names starting with `_` are
@@ -61,6 +64,18 @@ pub fn validate(name: &str, ops: &[SubOp]) -> Result<(), OpError> {
         )));
     }
     for op in ops {
+        if let SubOp::Exec { class, method, .. } = op {
+            let ok = |n: &str| {
+                !n.is_empty()
+                    && n.len() <= CLASS_NAME_MAX
+                    && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+            };
+            if !ok(class) || !ok(method) {
+                return Err(OpError::Invalid(format!(
+                    "object class and method names are 1-{CLASS_NAME_MAX} letters, digits or '_'"
+                )));
+            }
+        }
         if let SubOp::SetXattr { name, .. } | SubOp::RmXattr(name) = op {
             if name.starts_with('_') || name.is_empty() {
                 return Err(OpError::Invalid(format!(
@@ -112,6 +127,21 @@ impl XattrsSeen {
         self.names.clear();
         self.cleared = true;
     }
+}
+
+/// Whether sub-op `op` changes the object: [`SubOp::is_write`], or an
+/// `Exec` of a method that writes.
+pub fn writes(op: &SubOp) -> bool {
+    match op {
+        SubOp::Exec { class, method, .. } => cls::lookup(class, method).is_some_and(|m| m.writes),
+        op => op.is_write(),
+    }
+}
+
+/// Whether sub-op `op` can take more space: [`SubOp::takes_space`], or an
+/// `Exec` of a method that writes.
+pub fn takes_space(op: &SubOp) -> bool {
+    writes(op) && (op.takes_space() || matches!(op, SubOp::Exec { .. }))
 }
 
 /// `NotFound` unless the object exists.
@@ -356,6 +386,26 @@ pub fn execute(
             SubOp::OmapGetHeader => {
                 need(st.exists)?;
                 r = SubResult::Data(s.omap_header(c, o).map_err(store_err)?.into());
+            }
+            SubOp::Exec {
+                class,
+                method,
+                input,
+            } => {
+                let m = cls::lookup(class, method)
+                    .ok_or_else(|| OpError::NoMethod(format!("{class}.{method}")))?;
+                let mut cx = cls::Ctx::new(s, c, o, st, exists, m.writes);
+                let out = cls::call(m, &mut cx, input).map_err(|e| match e {
+                    cls::ClsError::Refused { code, message } => OpError::MethodRefused {
+                        index,
+                        code,
+                        message,
+                    },
+                    cls::ClsError::Op(e) => e,
+                })?;
+                exists = cx.exists;
+                t.ops.extend(cx.txn.ops);
+                r = SubResult::Data(out.into());
             }
         }
         results.push(r);

@@ -4,6 +4,7 @@
 //! (`exec`), and the daemon shell that does the I/O (`daemon`).
 
 pub mod backend;
+pub mod cls;
 pub mod daemon;
 pub mod ec;
 pub mod error;

@@ -1902,3 +1902,132 @@ fn a_backfill_keeps_two_chunks_on_their_way_and_resends_them_in_order() {
     assert_eq!(cursor, Cursor::End);
     assert_eq!(objects_of(&target), objects_of(&s), "the target differs");
 }
+
+fn op(token: u64, name: &str, ops: Vec<SubOp>) -> Input {
+    Input::Op {
+        op: ClientOp {
+            pool: 1,
+            name: name.into(),
+            epoch: 1,
+            ops,
+            reqid: Some(loligo_types::ops::ReqId {
+                client: 9,
+                tid: token,
+            }),
+        },
+        token,
+        now_ms: 0,
+    }
+}
+
+#[test]
+fn an_object_class_method_that_writes_is_replicated_and_one_that_reads_is_not() {
+    let (s, mut pg) = setup();
+    run(&mut pg, &s, map(1, vec![0, 1, 2], 2));
+    run(
+        &mut pg,
+        &s,
+        Input::Info {
+            from: 1,
+            interval: 1,
+            info: Some(PgInfo::default().into()),
+        },
+    );
+    let fx = run(
+        &mut pg,
+        &s,
+        Input::Info {
+            from: 2,
+            interval: 1,
+            info: Some(PgInfo::default().into()),
+        },
+    );
+    apply(&s, fx);
+    let kv: Vec<(Vec<u8>, Vec<u8>)> = vec![(b"k".to_vec(), b"v".to_vec())];
+    let insert = SubOp::Exec {
+        class: "omap".into(),
+        method: "insert_new".into(),
+        input: postcard::to_stdvec(&kv).unwrap(),
+    };
+    // The writing method: applied here and sent to both replicas, with
+    // the method's omap key in the replicated transaction.
+    let (applied, rest) = apply(&s, run(&mut pg, &s, op(1, "o", vec![insert.clone()])));
+    assert_eq!(applied.len(), 1);
+    let mut tid = None;
+    for e in &rest {
+        if let Effect::Replicate { tid: t, txn, .. } = e {
+            tid = Some(*t);
+            assert!(
+                format!("{txn:?}").contains("OmapSetKeys"),
+                "the replica gets the method's writes: {txn:?}"
+            );
+        }
+    }
+    let tid = tid.expect("replicated");
+    run(
+        &mut pg,
+        &s,
+        Input::LocalDone {
+            tid,
+            result: Ok(()),
+        },
+    );
+    run(
+        &mut pg,
+        &s,
+        Input::RepDone {
+            tid,
+            from: 1,
+            result: Ok(()),
+        },
+    );
+    let fx = run(
+        &mut pg,
+        &s,
+        Input::RepDone {
+            tid,
+            from: 2,
+            result: Ok(()),
+        },
+    );
+    assert!(
+        matches!(&fx[..], [Effect::Reply { token: 1, reply }] if reply.result.is_ok()),
+        "{fx:?}"
+    );
+    // The same again: refused by the method, nothing sent anywhere.
+    let fx = run(&mut pg, &s, op(2, "o", vec![insert]));
+    match &fx[..] {
+        [Effect::Reply { token: 2, reply }] => assert!(
+            matches!(
+                reply.result,
+                Err(OpError::MethodRefused {
+                    index: 0,
+                    code: 1,
+                    ..
+                })
+            ),
+            "{reply:?}"
+        ),
+        other => panic!("{other:?}"),
+    }
+    // A reading method is answered at once, on the read path.
+    let count = SubOp::Exec {
+        class: "omap".into(),
+        method: "count".into(),
+        input: postcard::to_stdvec(&(Vec::<u8>::new(), None::<Vec<u8>>, 0u64)).unwrap(),
+    };
+    let fx = run(&mut pg, &s, op(3, "o", vec![count]));
+    match &fx[..] {
+        [Effect::Reply { token: 3, reply }] => match &reply.result {
+            Ok(r) => assert_eq!(
+                r,
+                &vec![loligo_types::ops::SubResult::Data(
+                    postcard::to_stdvec(&1u64).unwrap().into()
+                )]
+            ),
+            Err(e) => panic!("{e:?}"),
+        },
+        other => panic!("{other:?}"),
+    }
+    assert!(pg.idle());
+}

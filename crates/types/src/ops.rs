@@ -121,10 +121,24 @@ pub enum SubOp {
         limit: u32,
     },
     OmapGetHeader,
+    /// Run object class method `class.method` on the object with `input`
+    /// (its output comes back as `SubResult::Data`). The OSD's registry
+    /// says whether the method writes; its writes commit with the op's
+    /// other sub-ops, and a method that refuses fails the whole op.
+    Exec {
+        class: String,
+        method: String,
+        #[serde(with = "serde_bytes")]
+        input: Vec<u8>,
+    },
 }
 
+/// Longest object class or method name.
+pub const CLASS_NAME_MAX: usize = 64;
+
 impl SubOp {
-    /// Whether this sub-op changes the object.
+    /// Whether this sub-op changes the object. An `Exec` is not counted
+    /// here: whether it writes is its method's, which only the OSD knows.
     pub fn is_write(&self) -> bool {
         matches!(
             self,
@@ -236,6 +250,17 @@ pub enum OpError {
     /// The pool type cannot do this (e.g. omap on an erasure-coded pool).
     #[error("not supported: {0}")]
     NotSupported(String),
+    /// The OSD has no object class method of this name (`class.method`).
+    #[error("no object class method {0}")]
+    NoMethod(String),
+    /// The object class method of sub-op `index` refused the op (one of
+    /// its checks failed; `code` is the method's): nothing was applied.
+    #[error("object class method of sub-op {index} refused (code {code}): {message}")]
+    MethodRefused {
+        index: u32,
+        code: u32,
+        message: String,
+    },
 }
 
 /// The reply to a `ClientOp`.

@@ -139,12 +139,12 @@ impl Service {
             return fail(OpError::NoPool(op.pool));
         };
         let pg = pool.object_pg(op.name.as_bytes());
-        if op.ops.iter().any(SubOp::takes_space) {
+        if op.ops.iter().any(crate::exec::takes_space) {
             if let Some(osd) = self.0.full_member(pg) {
                 return fail(OpError::Full { osd });
             }
         }
-        let writes = op.ops.iter().any(SubOp::is_write);
+        let writes = op.ops.iter().any(crate::exec::writes);
         let in_bytes: u64 = op.ops.iter().map(payload_len).sum();
         let (tx, rx) = oneshot::channel();
         let input = Input::Op {

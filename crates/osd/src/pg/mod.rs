@@ -4410,7 +4410,7 @@ impl Pg {
             q.push_back(p);
             return;
         }
-        let writes = p.op.ops.iter().any(SubOp::is_write);
+        let writes = p.op.ops.iter().any(crate::exec::writes);
         if writes && self.rec.blocks(&recovery::oid(&p.op.name)) {
             // A backfill chunk covering this object is on its way: the
             // write follows it (so the target gets it whole).
@@ -4480,7 +4480,7 @@ impl Pg {
             loligo_crush::hash::str_hash_rjenkins(p.op.name.as_bytes()),
             p.op.name.clone(),
         );
-        let writes = p.op.ops.iter().any(SubOp::is_write);
+        let writes = p.op.ops.iter().any(crate::exec::writes);
         if let Some((v, committed)) = p.op.reqid.and_then(|r| self.recent.get(&r).copied()) {
             if writes {
                 // A retry of a write already in the log: answer, do not

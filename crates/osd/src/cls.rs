@@ -1,0 +1,609 @@
+//! Object classes: named methods the OSD runs inside a client op, on the
+//! op's object, atomically with the op's other sub-ops (Ceph's `cls`).
+//! A client sends `SubOp::Exec { class, method, input }`; the method reads
+//! the object, may refuse (then nothing of the op is applied), and adds its
+//! writes to the op's transaction, which the PG commits on every copy like
+//! any other write.
+//!
+//! A method must never apply anything itself, never touch another object,
+//! and never run unbounded: every read and write it makes is charged to a
+//! per-call budget ([`BUDGET`]), its output is capped ([`OUTPUT_MAX`]), and a
+//! method that overruns either fails the op. A method's reads see the
+//! object as it was before the op (as every read sub-op does), not the
+//! writes of earlier sub-ops or of its own.
+//!
+//! Methods are plain Rust functions in a static table ([`METHODS`]): the
+//! registry is fixed at build time, so every OSD of a version runs the same
+//! code for a name.
+
+use crate::exec::{need, store_err, ObjState, VERSION_ATTR};
+use loligo_store::{CollectionId, ObjectId, ObjectStore, Transaction};
+use loligo_types::ops::{OpError, Version};
+use serde::{Deserialize, Serialize};
+
+/// Cost units one call may spend: one per store call, one per omap entry
+/// or xattr read or written, one per 4 KiB of data.
+pub const BUDGET: u64 = 1 << 20;
+/// Largest output of one call, in bytes.
+pub const OUTPUT_MAX: usize = 4 << 20;
+
+/// Why a method failed.
+#[derive(Debug)]
+pub enum ClsError {
+    /// The method's own check failed (an assertion): `code` is the
+    /// method's, documented with it.
+    Refused { code: u32, message: String },
+    /// An op-level error (object missing, bad input, store error...).
+    Op(OpError),
+}
+
+impl From<OpError> for ClsError {
+    fn from(e: OpError) -> Self {
+        ClsError::Op(e)
+    }
+}
+
+/// A method's result.
+pub type ClsResult = Result<Vec<u8>, ClsError>;
+
+/// Omap entries, in key order.
+pub type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// One method of the registry.
+pub struct Method {
+    pub class: &'static str,
+    pub name: &'static str,
+    /// Whether it may write (a method that does not is served on the
+    /// read path and refused if it tries).
+    pub writes: bool,
+    pub run: fn(&mut Ctx<'_>, &[u8]) -> ClsResult,
+}
+
+/// Every method an OSD offers.
+pub static METHODS: &[Method] = &[
+    Method {
+        class: "omap",
+        name: "count",
+        writes: false,
+        run: omap_count,
+    },
+    Method {
+        class: "omap",
+        name: "range",
+        writes: false,
+        run: omap_range,
+    },
+    Method {
+        class: "omap",
+        name: "insert_new",
+        writes: true,
+        run: omap_insert_new,
+    },
+    Method {
+        class: "omap",
+        name: "rm_present",
+        writes: true,
+        run: omap_rm_present,
+    },
+];
+
+/// The method `class.name`, if the registry has it.
+pub fn lookup(class: &str, name: &str) -> Option<&'static Method> {
+    METHODS.iter().find(|m| m.class == class && m.name == name)
+}
+
+/// What a method may see and do: its object before the op, the budget
+/// left, and the writes it has made.
+pub struct Ctx<'a> {
+    s: &'a dyn ObjectStore,
+    c: CollectionId,
+    o: &'a ObjectId,
+    st: &'a ObjState,
+    may_write: bool,
+    budget: u64,
+    /// The method's writes, in order.
+    pub(crate) txn: Transaction,
+    /// Whether the object exists after the method's writes.
+    pub(crate) exists: bool,
+}
+
+impl<'a> Ctx<'a> {
+    /// A context for one call on object `o` (state `st`) whose earlier
+    /// sub-ops leave it existing or not (`exists`).
+    pub fn new(
+        s: &'a dyn ObjectStore,
+        c: CollectionId,
+        o: &'a ObjectId,
+        st: &'a ObjState,
+        exists: bool,
+        may_write: bool,
+    ) -> Ctx<'a> {
+        Ctx {
+            s,
+            c,
+            o,
+            st,
+            may_write,
+            budget: BUDGET,
+            txn: Transaction::new(),
+            exists,
+        }
+    }
+
+    fn charge(&mut self, units: u64) -> Result<(), ClsError> {
+        self.budget = self.budget.checked_sub(units).ok_or_else(|| {
+            ClsError::Op(OpError::Invalid(format!(
+                "object class method used more than its budget of {BUDGET} units"
+            )))
+        })?;
+        Ok(())
+    }
+
+    fn writing(&mut self, units: u64) -> Result<(), ClsError> {
+        if !self.may_write {
+            return Err(ClsError::Op(OpError::Invalid(
+                "a read-only object class method tried to write".into(),
+            )));
+        }
+        self.charge(units)
+    }
+
+    /// Whether the object existed before the op.
+    pub fn existed(&self) -> bool {
+        self.st.exists
+    }
+
+    /// The object's size and version before the op (`NotFound` if it
+    /// did not exist).
+    pub fn stat(&mut self) -> Result<(u64, Version), ClsError> {
+        self.charge(1)?;
+        need(self.st.exists)?;
+        Ok((self.st.size, self.st.version))
+    }
+
+    /// `len` bytes at `offset` (0: to the end) of the object before the op.
+    pub fn read(&mut self, offset: u64, len: u64) -> Result<Vec<u8>, ClsError> {
+        need(self.st.exists)?;
+        let len = if len == 0 {
+            self.st.size.saturating_sub(offset)
+        } else {
+            len
+        };
+        self.charge(1 + len / 4096)?;
+        let mut v = self
+            .s
+            .read(self.c, self.o, &[(offset, len)])
+            .map_err(store_err)?;
+        Ok(v.pop().unwrap_or_default())
+    }
+
+    /// Xattr `name` (not one of the OSD's own, which start with `_`).
+    pub fn getxattr(&mut self, name: &str) -> Result<Option<Vec<u8>>, ClsError> {
+        self.charge(1)?;
+        need(self.st.exists)?;
+        if name.starts_with('_') {
+            return Err(OpError::Invalid(format!("xattr '{name}' is the OSD's own")).into());
+        }
+        match self.s.getattr(self.c, self.o, name) {
+            Ok(v) => Ok(Some(v)),
+            Err(loligo_store::StoreError::NoAttr { .. }) => Ok(None),
+            Err(e) => Err(store_err(e).into()),
+        }
+    }
+
+    /// The values of those of `keys` the omap has.
+    pub fn omap_get(
+        &mut self,
+        keys: &[Vec<u8>],
+    ) -> Result<std::collections::BTreeMap<Vec<u8>, Vec<u8>>, ClsError> {
+        self.charge(1 + keys.len() as u64)?;
+        if !self.st.exists {
+            return Ok(Default::default());
+        }
+        Ok(self.s.omap_get(self.c, self.o, keys).map_err(store_err)?)
+    }
+
+    /// Omap entries with `start <= key < end` (`end: None`: no bound), at
+    /// most `limit`, in key order.
+    pub fn omap_range(
+        &mut self,
+        start: &[u8],
+        end: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Entries, ClsError> {
+        // Charged for what it may return, before reading it.
+        self.charge(1 + limit as u64)?;
+        if !self.st.exists {
+            return Ok(Vec::new());
+        }
+        Ok(self
+            .s
+            .omap_range(self.c, self.o, start, end, limit)
+            .map_err(store_err)?)
+    }
+
+    /// Set omap entries (creating the object if it does not exist).
+    pub fn omap_set(&mut self, kvs: Vec<(Vec<u8>, Vec<u8>)>) -> Result<(), ClsError> {
+        self.writing(1 + kvs.len() as u64)?;
+        self.txn.omap_setkeys(self.c, self.o, kvs);
+        self.exists = true;
+        Ok(())
+    }
+
+    /// Remove omap entries (absent ones are ignored).
+    pub fn omap_rm(&mut self, keys: Vec<Vec<u8>>) -> Result<(), ClsError> {
+        self.writing(1 + keys.len() as u64)?;
+        need(self.exists)?;
+        self.txn.omap_rmkeys(self.c, self.o, keys);
+        Ok(())
+    }
+
+    /// Set a user xattr (not one starting with `_`).
+    pub fn setxattr(&mut self, name: &str, value: Vec<u8>) -> Result<(), ClsError> {
+        self.writing(1)?;
+        if name.is_empty() || name.starts_with('_') || name == VERSION_ATTR {
+            return Err(
+                OpError::Invalid(format!("xattr name '{name}' is reserved or empty")).into(),
+            );
+        }
+        self.txn.setattr(self.c, self.o, name, value);
+        self.exists = true;
+        Ok(())
+    }
+}
+
+/// Run method `m` with `input` in `cx`: its output, bounded.
+pub fn call(m: &Method, cx: &mut Ctx<'_>, input: &[u8]) -> ClsResult {
+    let out = (m.run)(cx, input)?;
+    if out.len() > OUTPUT_MAX {
+        return Err(ClsError::Op(OpError::Invalid(format!(
+            "{}.{} returned {} bytes (at most {OUTPUT_MAX})",
+            m.class,
+            m.name,
+            out.len()
+        ))));
+    }
+    Ok(out)
+}
+
+fn decode<'de, T: Deserialize<'de>>(input: &'de [u8]) -> Result<T, ClsError> {
+    postcard::from_bytes(input)
+        .map_err(|e| ClsError::Op(OpError::Invalid(format!("method input: {e}"))))
+}
+
+fn encode<T: Serialize>(v: &T) -> ClsResult {
+    postcard::to_stdvec(v).map_err(|e| ClsError::Op(OpError::Io(format!("method output: {e}"))))
+}
+
+/// Input of `omap.count` and `omap.range`: keys in `[start, end)`
+/// (`end: None`: no bound), at most `limit` of them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyRange {
+    pub start: Vec<u8>,
+    pub end: Option<Vec<u8>>,
+    pub limit: u64,
+}
+
+/// Omap page the generic methods read at a time.
+const PAGE: usize = 1024;
+
+/// `omap.count`: the number of omap keys in a [`KeyRange`] (`limit` 0:
+/// no limit but the budget), as a postcard `u64`. An object that does not
+/// exist has none.
+fn omap_count(cx: &mut Ctx<'_>, input: &[u8]) -> ClsResult {
+    let r: KeyRange = decode(input)?;
+    let limit = if r.limit == 0 { u64::MAX } else { r.limit };
+    let mut n = 0u64;
+    let mut start = r.start;
+    while n < limit {
+        let want = PAGE.min((limit - n).try_into().unwrap_or(PAGE));
+        let page = cx.omap_range(&start, r.end.as_deref(), want)?;
+        n += page.len() as u64;
+        match page.last() {
+            Some((k, _)) if page.len() == want => {
+                start = k.clone();
+                start.push(0);
+            }
+            _ => break,
+        }
+    }
+    encode(&n)
+}
+
+/// `omap.range`: the omap entries in a [`KeyRange`] (`limit` at most
+/// 10,000; 0 means 10,000) as a postcard `Vec<(key, value)>`.
+fn omap_range(cx: &mut Ctx<'_>, input: &[u8]) -> ClsResult {
+    let r: KeyRange = decode(input)?;
+    let limit = match r.limit {
+        0 => 10_000,
+        n => n.min(10_000) as usize,
+    };
+    let page = cx.omap_range(&r.start, r.end.as_deref(), limit)?;
+    encode(&page)
+}
+
+/// `omap.insert_new`: set the given entries (postcard `Vec<(key,
+/// value)>`) only if none of the keys exists; refused with code 1 (and
+/// nothing set) otherwise. Output: empty.
+fn omap_insert_new(cx: &mut Ctx<'_>, input: &[u8]) -> ClsResult {
+    let kvs: Vec<(Vec<u8>, Vec<u8>)> = decode(input)?;
+    let keys: Vec<Vec<u8>> = kvs.iter().map(|(k, _)| k.clone()).collect();
+    let have = cx.omap_get(&keys)?;
+    if let Some(k) = have.keys().next() {
+        return Err(ClsError::Refused {
+            code: 1,
+            message: format!("key {} exists", String::from_utf8_lossy(k)),
+        });
+    }
+    cx.omap_set(kvs)?;
+    Ok(Vec::new())
+}
+
+/// `omap.rm_present`: remove the given keys (postcard `Vec<key>`) only if
+/// all of them exist; refused with code 1 (and nothing removed)
+/// otherwise. Output: empty.
+fn omap_rm_present(cx: &mut Ctx<'_>, input: &[u8]) -> ClsResult {
+    let keys: Vec<Vec<u8>> = decode(input)?;
+    let have = cx.omap_get(&keys)?;
+    if let Some(k) = keys.iter().find(|k| !have.contains_key(*k)) {
+        return Err(ClsError::Refused {
+            code: 1,
+            message: format!("key {} is absent", String::from_utf8_lossy(k)),
+        });
+    }
+    cx.omap_rm(keys)?;
+    Ok(Vec::new())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exec::{execute, obj_state, validate};
+    use loligo_store::MemStore;
+    use loligo_types::ops::SubOp;
+
+    fn coll() -> CollectionId {
+        CollectionId::pg(1, 0)
+    }
+
+    fn store() -> MemStore {
+        let s = MemStore::new();
+        let mut t = Transaction::new();
+        t.create_collection(coll());
+        s.apply(t).unwrap();
+        s
+    }
+
+    fn exec(class: &str, method: &str, input: Vec<u8>) -> SubOp {
+        SubOp::Exec {
+            class: class.into(),
+            method: method.into(),
+            input,
+        }
+    }
+
+    fn kvs(pairs: &[(&str, &str)]) -> Vec<(Vec<u8>, Vec<u8>)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
+            .collect()
+    }
+
+    /// Run `ops` on object `name` and apply what they write.
+    fn run(s: &MemStore, name: &str, ops: &[SubOp]) -> Result<Vec<Vec<u8>>, OpError> {
+        validate(name, ops)?;
+        let o = ObjectId::new(7, name);
+        let st = obj_state(s, coll(), &o)?;
+        let out = execute(s, coll(), &o, &st, ops, 1 << 20)?;
+        s.apply(out.txn).unwrap();
+        Ok(out
+            .results
+            .into_iter()
+            .map(|r| match r {
+                loligo_types::ops::SubResult::Data(d) => d.to_vec(),
+                _ => Vec::new(),
+            })
+            .collect())
+    }
+
+    fn omap(s: &MemStore, name: &str) -> Vec<(Vec<u8>, Vec<u8>)> {
+        s.omap_range(coll(), &ObjectId::new(7, name), b"", None, 1000)
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn a_refused_method_applies_nothing_of_the_op() {
+        let s = store();
+        let put = |pairs: &[(&str, &str)]| {
+            exec(
+                "omap",
+                "insert_new",
+                postcard::to_stdvec(&kvs(pairs)).unwrap(),
+            )
+        };
+        // Absent keys: set, the object made.
+        run(&s, "o", &[put(&[("a", "1"), ("b", "2")])]).unwrap();
+        assert_eq!(omap(&s, "o"), kvs(&[("a", "1"), ("b", "2")]));
+        // One key present: refused with the method's code, and neither
+        // the method's other key nor the op's earlier sub-op is applied.
+        let e = run(
+            &s,
+            "o",
+            &[
+                SubOp::OmapSet(vec![(b"z".to_vec().into(), b"9".to_vec().into())]),
+                put(&[("c", "3"), ("a", "x")]),
+            ],
+        )
+        .unwrap_err();
+        assert!(
+            matches!(&e, OpError::MethodRefused { index: 1, code: 1, message } if message.contains("key a exists")),
+            "{e:?}"
+        );
+        assert_eq!(omap(&s, "o"), kvs(&[("a", "1"), ("b", "2")]));
+        // With the op's other sub-ops: all of it goes.
+        run(
+            &s,
+            "o",
+            &[
+                SubOp::AssertExists,
+                put(&[("c", "3")]),
+                SubOp::OmapSet(vec![(b"d".to_vec().into(), b"4".to_vec().into())]),
+            ],
+        )
+        .unwrap();
+        assert_eq!(
+            omap(&s, "o"),
+            kvs(&[("a", "1"), ("b", "2"), ("c", "3"), ("d", "4")])
+        );
+        // rm_present: all keys there, or nothing removed.
+        let rm = |keys: &[&str]| {
+            let k: Vec<Vec<u8>> = keys.iter().map(|k| k.as_bytes().to_vec()).collect();
+            exec("omap", "rm_present", postcard::to_stdvec(&k).unwrap())
+        };
+        let e = run(&s, "o", &[rm(&["a", "nope"])]).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                OpError::MethodRefused {
+                    index: 0,
+                    code: 1,
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        assert_eq!(omap(&s, "o").len(), 4);
+        run(&s, "o", &[rm(&["a", "d"])]).unwrap();
+        assert_eq!(omap(&s, "o"), kvs(&[("b", "2"), ("c", "3")]));
+        // On an object that does not exist its keys are absent: refused.
+        assert!(matches!(
+            run(&s, "none", &[rm(&["a"])]),
+            Err(OpError::MethodRefused { code: 1, .. })
+        ));
+    }
+
+    #[test]
+    fn reading_methods_count_and_list_a_key_range() {
+        let s = store();
+        let many: Vec<(Vec<u8>, Vec<u8>)> = (0..2500u32)
+            .map(|i| (format!("k{i:05}").into_bytes(), i.to_le_bytes().to_vec()))
+            .collect();
+        let mut t = Transaction::new();
+        t.omap_setkeys(coll(), &ObjectId::new(7, "o"), many.clone());
+        s.apply(t).unwrap();
+        let range = |start: &str, end: Option<&str>, limit: u64| {
+            postcard::to_stdvec(&KeyRange {
+                start: start.as_bytes().to_vec(),
+                end: end.map(|e| e.as_bytes().to_vec()),
+                limit,
+            })
+            .unwrap()
+        };
+        let count = |input: Vec<u8>| -> u64 {
+            let out = run(&s, "o", &[exec("omap", "count", input)]).unwrap();
+            postcard::from_bytes(&out[0]).unwrap()
+        };
+        assert_eq!(count(range("", None, 0)), 2500);
+        assert_eq!(count(range("k01000", Some("k02024"), 0)), 1024);
+        assert_eq!(count(range("", None, 1500)), 1500);
+        assert_eq!(count(range("x", None, 0)), 0);
+        let out = run(
+            &s,
+            "o",
+            &[exec("omap", "range", range("k00010", Some("k00013"), 0))],
+        )
+        .unwrap();
+        let got: Vec<(Vec<u8>, Vec<u8>)> = postcard::from_bytes(&out[0]).unwrap();
+        assert_eq!(got, many[10..13].to_vec());
+        // Missing object: no keys (count), not an error.
+        let out = run(&s, "none", &[exec("omap", "count", range("", None, 0))]).unwrap();
+        assert_eq!(postcard::from_bytes::<u64>(&out[0]).unwrap(), 0);
+        // A read-only method is not a write; a writing one is.
+        assert!(!crate::exec::writes(&exec("omap", "count", Vec::new())));
+        assert!(crate::exec::writes(&exec("omap", "insert_new", Vec::new())));
+        assert!(crate::exec::takes_space(&exec(
+            "omap",
+            "insert_new",
+            Vec::new()
+        )));
+        assert!(!crate::exec::writes(&exec("omap", "nope", Vec::new())));
+    }
+
+    #[test]
+    fn bad_calls_are_typed_errors() {
+        let s = store();
+        assert_eq!(
+            run(&s, "o", &[exec("omap", "nope", Vec::new())]),
+            Err(OpError::NoMethod("omap.nope".into()))
+        );
+        for (class, method) in [
+            ("", "count"),
+            ("omap", ""),
+            ("om ap", "count"),
+            ("omap", &"x".repeat(65)),
+        ] {
+            assert!(
+                matches!(
+                    run(&s, "o", &[exec(class, method, Vec::new())]),
+                    Err(OpError::Invalid(_))
+                ),
+                "{class}.{method}"
+            );
+        }
+        // Garbage input: Invalid, nothing applied.
+        let e = run(&s, "o", &[exec("omap", "insert_new", vec![0xff; 9])]).unwrap_err();
+        assert!(matches!(e, OpError::Invalid(m) if m.contains("method input")));
+        assert!(!s.exists(coll(), &ObjectId::new(7, "o")).unwrap());
+    }
+
+    #[test]
+    fn a_method_is_bounded_in_reads_writes_and_output() {
+        let s = store();
+        let o = ObjectId::new(7, "o");
+        let mut t = Transaction::new();
+        t.omap_setkeys(
+            coll(),
+            &o,
+            (0..3000u32)
+                .map(|i| (i.to_be_bytes().to_vec(), Vec::new()))
+                .collect(),
+        );
+        s.apply(t).unwrap();
+        let st = obj_state(&s, coll(), &o).unwrap();
+        // Counting 3,000 keys in pages of 1,024 costs more than a budget
+        // of 2,000 units: the call fails instead of running on.
+        let mut cx = Ctx::new(&s, coll(), &o, &st, true, false);
+        cx.budget = 2000;
+        let e = call(
+            lookup("omap", "count").unwrap(),
+            &mut cx,
+            &postcard::to_stdvec(&KeyRange::default()).unwrap(),
+        )
+        .unwrap_err();
+        assert!(matches!(e, ClsError::Op(OpError::Invalid(m)) if m.contains("budget")));
+        // A read-only method cannot write.
+        let mut cx = Ctx::new(&s, coll(), &o, &st, true, false);
+        assert!(cx.omap_set(kvs(&[("a", "b")])).is_err());
+        assert!(cx.setxattr("x", Vec::new()).is_err());
+        assert!(cx.txn.ops.is_empty());
+        // Nor touch the OSD's own xattrs, even when it may write.
+        let mut cx = Ctx::new(&s, coll(), &o, &st, true, true);
+        assert!(cx.setxattr(VERSION_ATTR, Vec::new()).is_err());
+        assert!(cx.getxattr(VERSION_ATTR).is_err());
+        // Output past the cap fails the call.
+        fn huge(_: &mut Ctx<'_>, _: &[u8]) -> ClsResult {
+            Ok(vec![0; OUTPUT_MAX + 1])
+        }
+        let m = Method {
+            class: "t",
+            name: "huge",
+            writes: false,
+            run: huge,
+        };
+        let mut cx = Ctx::new(&s, coll(), &o, &st, true, false);
+        assert!(matches!(
+            call(&m, &mut cx, &[]),
+            Err(ClsError::Op(OpError::Invalid(_)))
+        ));
+    }
+}
