@@ -18,6 +18,10 @@
 
 use crate::exec::{need, store_err, ObjState, VERSION_ATTR};
 use loligo_store::{CollectionId, ObjectId, ObjectStore, Transaction};
+use loligo_types::cls::{
+    Expect, KeyRange, KvNodeStat, KvWrite, KV_COUNT_XATTR, KV_EXPECT, KV_FULL, KV_UNDER,
+    KV_UNWRITABLE, KV_UNWRITABLE_XATTR,
+};
 use loligo_types::ops::{OpError, Version};
 use serde::{Deserialize, Serialize};
 
@@ -84,6 +88,18 @@ pub static METHODS: &[Method] = &[
         name: "rm_present",
         writes: true,
         run: omap_rm_present,
+    },
+    Method {
+        class: "kv",
+        name: "write",
+        writes: true,
+        run: kv_write,
+    },
+    Method {
+        class: "kv",
+        name: "stat",
+        writes: false,
+        run: kv_stat,
     },
 ];
 
@@ -275,15 +291,6 @@ fn encode<T: Serialize>(v: &T) -> ClsResult {
     postcard::to_stdvec(v).map_err(|e| ClsError::Op(OpError::Io(format!("method output: {e}"))))
 }
 
-/// Input of `omap.count` and `omap.range`: keys in `[start, end)`
-/// (`end: None`: no bound), at most `limit` of them.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct KeyRange {
-    pub start: Vec<u8>,
-    pub end: Option<Vec<u8>>,
-    pub limit: u64,
-}
-
 /// Omap page the generic methods read at a time.
 const PAGE: usize = 1024;
 
@@ -353,6 +360,120 @@ fn omap_rm_present(cx: &mut Ctx<'_>, input: &[u8]) -> ClsResult {
     }
     cx.omap_rm(keys)?;
     Ok(Vec::new())
+}
+
+fn refused(code: u32, message: String) -> ClsError {
+    ClsError::Refused { code, message }
+}
+
+/// A key-value node's entry count and unwritable mark (`NotFound` if the
+/// node does not exist; `Invalid` if the object is not a node).
+fn kv_node(cx: &mut Ctx<'_>) -> Result<KvNodeStat, ClsError> {
+    need(cx.existed())?;
+    let entries = match cx.getxattr(KV_COUNT_XATTR)? {
+        Some(b) => u64::from_le_bytes(b.as_slice().try_into().map_err(|_| {
+            ClsError::Op(OpError::Invalid(
+                "a key-value node's count is corrupt".into(),
+            ))
+        })?),
+        None => {
+            return Err(ClsError::Op(OpError::Invalid(
+                "the object is not a key-value node (no entry count)".into(),
+            )))
+        }
+    };
+    let unwritable = cx
+        .getxattr(KV_UNWRITABLE_XATTR)?
+        .is_some_and(|v| !v.is_empty());
+    Ok(KvNodeStat {
+        entries,
+        unwritable,
+    })
+}
+
+/// `kv.stat`: a key-value node's [`KvNodeStat`].
+fn kv_stat(cx: &mut Ctx<'_>, _input: &[u8]) -> ClsResult {
+    encode(&kv_node(cx)?)
+}
+
+/// `kv.write`: a [`KvWrite`] on a key-value node, keeping its entry count;
+/// refusal codes `KV_*`. Output: the node's [`KvNodeStat`] after it.
+fn kv_write(cx: &mut Ctx<'_>, input: &[u8]) -> ClsResult {
+    let w: KvWrite = decode(input)?;
+    let node = kv_node(cx)?;
+    if node.unwritable {
+        return Err(refused(
+            KV_UNWRITABLE,
+            "the node is being replaced (split or rebalance)".into(),
+        ));
+    }
+    // The last change of a key wins; expectations hold against the node
+    // before the write.
+    let mut last: std::collections::BTreeMap<&[u8], &Option<Vec<u8>>> = Default::default();
+    for c in &w.changes {
+        last.insert(&c.key, &c.value);
+    }
+    let keys: Vec<Vec<u8>> = last.keys().map(|k| k.to_vec()).collect();
+    let have = cx.omap_get(&keys)?;
+    for c in &w.changes {
+        let present = have.contains_key(&c.key);
+        let ok = match c.expect {
+            Expect::Any => true,
+            Expect::Absent => !present,
+            Expect::Present => present,
+        };
+        if !ok {
+            return Err(refused(
+                KV_EXPECT,
+                format!(
+                    "key {} is {}",
+                    String::from_utf8_lossy(&c.key),
+                    if present { "present" } else { "absent" }
+                ),
+            ));
+        }
+    }
+    let (mut sets, mut rms) = (Vec::new(), Vec::new());
+    let mut entries = node.entries;
+    for (k, v) in &last {
+        let present = have.contains_key(*k);
+        match v {
+            Some(v) => {
+                entries += u64::from(!present);
+                sets.push((k.to_vec(), v.clone()));
+            }
+            None if present => {
+                entries = entries.saturating_sub(1);
+                rms.push(k.to_vec());
+            }
+            None => {}
+        }
+    }
+    if entries > node.entries && entries > w.max {
+        return Err(refused(
+            KV_FULL,
+            format!("the node would hold {entries} entries (at most {})", w.max),
+        ));
+    }
+    if entries < node.entries && entries < w.min {
+        return Err(refused(
+            KV_UNDER,
+            format!("the node would hold {entries} entries (at least {})", w.min),
+        ));
+    }
+    if !rms.is_empty() {
+        cx.omap_rm(rms)?;
+    }
+    if !sets.is_empty() {
+        cx.omap_set(sets)?;
+    }
+    if entries != node.entries {
+        cx.setxattr(KV_COUNT_XATTR, entries.to_le_bytes().to_vec())?;
+    }
+    encode(&KvNodeStat {
+        entries,
+        unwritable: false,
+    })
 }
 
 #[cfg(test)]
@@ -605,5 +726,156 @@ mod tests {
             call(&m, &mut cx, &[]),
             Err(ClsError::Op(OpError::Invalid(_)))
         ));
+    }
+
+    fn kv_write(changes: Vec<(&str, Option<&str>, Expect)>, max: u64, min: u64) -> SubOp {
+        let w = KvWrite {
+            changes: changes
+                .into_iter()
+                .map(|(k, v, expect)| loligo_types::cls::KvChange {
+                    key: k.as_bytes().to_vec(),
+                    value: v.map(|v| v.as_bytes().to_vec()),
+                    expect,
+                })
+                .collect(),
+            max,
+            min,
+        };
+        exec("kv", "write", postcard::to_stdvec(&w).unwrap())
+    }
+
+    fn refusal(r: Result<Vec<Vec<u8>>, OpError>) -> u32 {
+        match r {
+            Err(OpError::MethodRefused { code, .. }) => code,
+            other => panic!("not refused: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn kv_nodes_keep_their_count_bounds_and_expectations() {
+        use Expect::*;
+        let s = store();
+        // A missing node: NotFound (it was replaced: re-read the index).
+        assert_eq!(
+            run(&s, "n", &[kv_write(vec![("a", Some("1"), Any)], 4, 0)]),
+            Err(OpError::NotFound)
+        );
+        // An object without a count is not a node.
+        run(&s, "plain", &[SubOp::Create]).unwrap();
+        assert!(matches!(
+            run(&s, "plain", &[kv_write(vec![("a", Some("1"), Any)], 4, 0)]),
+            Err(OpError::Invalid(_))
+        ));
+        // An empty node, then batched inserts (the last change of a key wins).
+        run(
+            &s,
+            "n",
+            &[SubOp::SetXattr {
+                name: KV_COUNT_XATTR.into(),
+                value: 0u64.to_le_bytes().to_vec(),
+            }],
+        )
+        .unwrap();
+        let out = run(
+            &s,
+            "n",
+            &[kv_write(
+                vec![
+                    ("a", Some("1"), Absent),
+                    ("b", Some("x"), Absent),
+                    ("b", Some("2"), Any),
+                    ("c", Some("3"), Any),
+                ],
+                4,
+                0,
+            )],
+        )
+        .unwrap();
+        let st: KvNodeStat = postcard::from_bytes(&out[0]).unwrap();
+        assert_eq!(
+            st,
+            KvNodeStat {
+                entries: 3,
+                unwritable: false
+            }
+        );
+        assert_eq!(omap(&s, "n"), kvs(&[("a", "1"), ("b", "2"), ("c", "3")]));
+        // Past max: refused, nothing changed; an update at max is fine.
+        assert_eq!(
+            refusal(run(
+                &s,
+                "n",
+                &[kv_write(
+                    vec![("d", Some("4"), Any), ("e", Some("5"), Any)],
+                    4,
+                    0
+                )]
+            )),
+            KV_FULL
+        );
+        run(&s, "n", &[kv_write(vec![("d", Some("4"), Any)], 4, 0)]).unwrap();
+        run(&s, "n", &[kv_write(vec![("a", Some("10"), Present)], 4, 0)]).unwrap();
+        // Expectations: insert of a present key, update of an absent one.
+        assert_eq!(
+            refusal(run(
+                &s,
+                "n",
+                &[kv_write(vec![("a", Some("x"), Absent)], 9, 0)]
+            )),
+            KV_EXPECT
+        );
+        assert_eq!(
+            refusal(run(&s, "n", &[kv_write(vec![("zz", None, Present)], 9, 0)])),
+            KV_EXPECT
+        );
+        // Below min: refused; a removal of an absent key changes nothing.
+        assert_eq!(
+            refusal(run(
+                &s,
+                "n",
+                &[kv_write(vec![("a", None, Any), ("b", None, Any)], 9, 3)]
+            )),
+            KV_UNDER
+        );
+        run(
+            &s,
+            "n",
+            &[kv_write(
+                vec![("a", None, Present), ("nope", None, Any)],
+                9,
+                3,
+            )],
+        )
+        .unwrap();
+        assert_eq!(omap(&s, "n"), kvs(&[("b", "2"), ("c", "3"), ("d", "4")]));
+        // The count stays the omap's size.
+        let out = run(&s, "n", &[exec("kv", "stat", Vec::new())]).unwrap();
+        let st: KvNodeStat = postcard::from_bytes(&out[0]).unwrap();
+        assert_eq!(st.entries, omap(&s, "n").len() as u64);
+        // Unwritable: every write refused, before anything else.
+        run(
+            &s,
+            "n",
+            &[SubOp::SetXattr {
+                name: KV_UNWRITABLE_XATTR.into(),
+                value: b"1".to_vec(),
+            }],
+        )
+        .unwrap();
+        assert_eq!(
+            refusal(run(
+                &s,
+                "n",
+                &[kv_write(vec![("a", Some("x"), Absent)], 9, 0)]
+            )),
+            KV_UNWRITABLE
+        );
+        let out = run(&s, "n", &[exec("kv", "stat", Vec::new())]).unwrap();
+        assert!(
+            postcard::from_bytes::<KvNodeStat>(&out[0])
+                .unwrap()
+                .unwritable
+        );
+        assert_eq!(omap(&s, "n").len(), 3);
     }
 }
