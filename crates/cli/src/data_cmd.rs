@@ -71,7 +71,7 @@ pub enum XattrCmd {
     },
 }
 
-fn connect(conn: &ConnArgs) -> Result<(tokio::runtime::Runtime, IoCtx), CliError> {
+pub fn connect(conn: &ConnArgs) -> Result<(tokio::runtime::Runtime, IoCtx), CliError> {
     let cfg = conn.config()?;
     let rt = crate::config::runtime()?;
     let pool = conn.pool.clone().unwrap_or(cfg.default_pool.clone());

@@ -1,7 +1,7 @@
 //! `loligo`: the one command users run: a local cluster (`up`, `down`),
 //! the daemons (`mon run`, `osd run`), administration (`status`, `osd`,
 //! `pool`, `ec-profile`), objects (`put`, `get`, `omap`, `xattr`,
-//! `bench`), and the offline tools (CRUSH, placement, erasure codes, the
+//! `bench`), the key-value store (`kv`), and the offline tools (CRUSH, placement, erasure codes, the
 //! store).
 //!
 //! Every subcommand has `--help`; bad input prints one `loligo: error: ...`
@@ -15,6 +15,7 @@ mod crush_cmd;
 mod daemon_cmd;
 mod data_cmd;
 mod ec_cmd;
+mod kv_cmd;
 mod map_pgs_cmd;
 mod osdmap_cmd;
 mod store_cmd;
@@ -94,6 +95,10 @@ enum Cmd {
         #[command(subcommand)]
         cmd: data_cmd::XattrCmd,
     },
+    /// A key-value store on object maps in the pool: create, put, get, rm,
+    /// scan, stats.
+    #[command(subcommand)]
+    Kv(kv_cmd::KvCmd),
     /// Benchmark the cluster like `rados bench`: SECONDS write|seq|rand.
     Bench(data_cmd::BenchArgs),
     /// CRUSH map tools (crushtool-compatible test, compile, decompile, tree, bench).
@@ -193,6 +198,7 @@ fn main() -> ExitCode {
         Cmd::Ls => data_cmd::data(conn, data_cmd::DataCmd::Ls),
         Cmd::Omap { cmd } => data_cmd::omap(conn, cmd),
         Cmd::Xattr { cmd } => data_cmd::xattr(conn, cmd),
+        Cmd::Kv(c) => kv_cmd::run(conn, c),
         Cmd::Bench(a) => data_cmd::bench(conn, a),
         Cmd::Crush(c) => crush_cmd::run(c),
         Cmd::Osdmap(c) => osdmap_cmd::run(c),

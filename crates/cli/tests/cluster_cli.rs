@@ -1,5 +1,5 @@
 //! A local cluster of processes through the CLI: `up --detach`, put/get,
-//! status, typed errors, one OSD killed and started
+//! status, the key-value store, typed errors, one OSD killed and started
 //! again, garbage on an OSD port, `down`, and `up` again
 //! on the same directory keeping the data.
 
@@ -57,6 +57,33 @@ fn local_cluster_round_trip_restart_and_errors() {
     assert_eq!(e.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&e.stderr).contains("not found"));
     assert!(!root.join("m").exists(), "no partial output file");
+    // The key-value store on object maps.
+    ok(&dir, &["kv", "create", "s", "--k", "4"]);
+    let e = loligo(&dir, &["kv", "create", "s"]);
+    assert_eq!(e.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&e.stderr).contains("exists already"));
+    for (k, v) in [("b", "2"), ("a", "1"), ("c", "3")] {
+        ok(&dir, &["kv", "put", "s", k, v]);
+    }
+    assert_eq!(ok(&dir, &["kv", "get", "s", "a"]), "1");
+    let e = loligo(&dir, &["kv", "get", "s", "zz"]);
+    assert_eq!(e.status.code(), Some(1), "a missing key is exit 1");
+    assert!(String::from_utf8_lossy(&e.stderr).contains("no key 'zz'"));
+    ok(&dir, &["kv", "rm", "s", "b"]);
+    assert_eq!(loligo(&dir, &["kv", "rm", "s", "b"]).status.code(), Some(1));
+    assert_eq!(ok(&dir, &["kv", "scan", "s"]), "a\t1\nc\t3\n");
+    assert_eq!(ok(&dir, &["kv", "scan", "s", "--start", "b"]), "c\t3\n");
+    let st: serde_json::Value =
+        serde_json::from_str(&ok(&dir, &["kv", "stats", "s", "--json"])).unwrap();
+    assert_eq!(
+        (st["entries"].as_u64(), st["nodes"].as_u64()),
+        (Some(2), Some(1)),
+        "{st}"
+    );
+    let e = loligo(&dir, &["kv", "get", "nostore", "a"]);
+    assert_eq!(e.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&e.stderr).contains("no key-value store 'nostore'"));
+
     // Garbage on an OSD's port crashes nothing.
     let st: toml::Value =
         toml::from_str(&std::fs::read_to_string(dir.join("cluster.toml")).unwrap()).unwrap();

@@ -1,0 +1,144 @@
+//! `loligo kv`: the key-value store on object maps (`loligo-kv`) in the
+//! pool given by `-p`: create a store, put, get, remove, scan, stats.
+//!
+//! Only parses arguments and prints; the store's logic lives in
+//! `loligo-kv`. A missing key is exit code 1 with a message, as `grep`
+//! does for no match; errors are exit code 2.
+
+use crate::config::ConnArgs;
+use crate::CliError;
+use clap::Subcommand;
+use loligo_kv::KvStore;
+use std::io::{Read, Write};
+
+#[derive(Subcommand)]
+pub enum KvCmd {
+    /// Create store STORE: an index object and one node.
+    Create {
+        store: String,
+        /// Nodes hold K..=2K entries (the paper's best: 800).
+        #[arg(long, default_value_t = 800)]
+        k: u64,
+    },
+    /// Set KEY to VALUE (`-`: read the value from stdin).
+    Put {
+        store: String,
+        key: String,
+        value: String,
+    },
+    /// Print KEY's value to stdout (exit 1 if the key has none).
+    Get { store: String, key: String },
+    /// Remove KEY (exit 1 if the key has none).
+    Rm { store: String, key: String },
+    /// Print `KEY<TAB>VALUE` lines in key order (bytes that are not UTF-8
+    /// print as U+FFFD).
+    Scan {
+        store: String,
+        /// First key (inclusive).
+        #[arg(long, default_value = "")]
+        start: String,
+        /// Last key (exclusive); none: to the end.
+        #[arg(long)]
+        end: Option<String>,
+        /// At most this many entries.
+        #[arg(long, default_value_t = 1_000_000)]
+        limit: usize,
+    },
+    /// Nodes, entries and depth.
+    Stats {
+        store: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// A missing key: message, exit code 1.
+fn missing(key: &str) -> ! {
+    eprintln!("loligo: no key '{key}'");
+    std::process::exit(1)
+}
+
+pub fn run(conn: &ConnArgs, c: KvCmd) -> Result<(), CliError> {
+    let (rt, io) = crate::data_cmd::connect(conn)?;
+    rt.block_on(async {
+        match c {
+            KvCmd::Create { store, k } => {
+                KvStore::create(io, &store, k).await?;
+            }
+            KvCmd::Put { store, key, value } => {
+                let value = if value == "-" {
+                    let mut v = Vec::new();
+                    std::io::stdin().read_to_end(&mut v)?;
+                    v
+                } else {
+                    value.into_bytes()
+                };
+                KvStore::open(io, &store)
+                    .await?
+                    .put(key.as_bytes(), &value)
+                    .await?;
+            }
+            KvCmd::Get { store, key } => {
+                match KvStore::open(io, &store).await?.get(key.as_bytes()).await? {
+                    Some(v) => std::io::stdout().write_all(&v)?,
+                    None => missing(&key),
+                }
+            }
+            KvCmd::Rm { store, key } => {
+                if !KvStore::open(io, &store)
+                    .await?
+                    .remove(key.as_bytes())
+                    .await?
+                {
+                    missing(&key);
+                }
+            }
+            KvCmd::Scan {
+                store,
+                start,
+                end,
+                limit,
+            } => {
+                let kv = KvStore::open(io, &store).await?;
+                let rows = kv
+                    .scan(start.as_bytes(), end.as_deref().map(str::as_bytes), limit)
+                    .await?;
+                let mut out = std::io::stdout().lock();
+                for (k, v) in rows {
+                    writeln!(
+                        out,
+                        "{}\t{}",
+                        String::from_utf8_lossy(&k),
+                        String::from_utf8_lossy(&v)
+                    )?;
+                }
+            }
+            KvCmd::Stats { store, json } => {
+                let kv = KvStore::open(io, &store).await?;
+                let s = kv.stats().await?;
+                if json {
+                    println!(
+                        "{}",
+                        serde_json::json!({
+                            "store": store,
+                            "k": kv.k(),
+                            "nodes": s.nodes,
+                            "entries": s.entries,
+                            "depth": s.depth,
+                        })
+                    );
+                } else {
+                    println!(
+                        "store {store}: {} entries in {} nodes (k {}), depth {}",
+                        s.entries,
+                        s.nodes,
+                        kv.k(),
+                        s.depth
+                    );
+                }
+            }
+        }
+        Ok(())
+    })
+}
