@@ -313,33 +313,38 @@ impl<O: Objects> KvStore<O> {
     pub async fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         check_key(key)?;
         self.on_node(key, |_, entry| async move {
-            let r = self
-                .objs
-                .operate(
-                    &entry.node,
-                    vec![
-                        exec("kv", "stat", &()),
-                        SubOp::OmapGetKeys(vec![ByteBuf::from(key.to_vec())]),
-                    ],
-                )
-                .await;
-            let mut r = match r {
-                Ok(r) => r.into_iter(),
-                Err(KvError::Op(OpError::NotFound)) => return Ok(None),
-                Err(e) => return Err(e),
-            };
-            let st: KvNodeStat = decode(&data(r.next())?, "node stat")?;
-            if st.unwritable {
-                return Ok(None);
-            }
-            match r.next() {
+            let read = SubOp::OmapGetKeys(vec![ByteBuf::from(key.to_vec())]);
+            match self.read_node(&entry.node, read).await? {
+                None => Ok(None),
                 Some(SubResult::Omap(v)) => {
                     Ok(Some(v.into_iter().next().map(|(_, v)| v.into_vec())))
                 }
-                other => Err(KvError::Corrupt(format!("node read: {other:?}"))),
+                Some(other) => Err(KvError::Corrupt(format!("node read: {other:?}"))),
             }
         })
         .await
+    }
+
+    /// Read sub-op `read` on `node` with the node's stat in the same op:
+    /// its result, or `None` if the node is gone or marked unwritable
+    /// (being replaced: the caller re-reads the index).
+    async fn read_node(&self, node: &str, read: SubOp) -> Result<Option<SubResult>> {
+        let r = self
+            .objs
+            .operate(node, vec![exec("kv", "stat", &()), read])
+            .await;
+        let mut r = match r {
+            Ok(r) => r.into_iter(),
+            Err(KvError::Op(OpError::NotFound)) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let st: KvNodeStat = decode(&data(r.next())?, "node stat")?;
+        if st.unwritable {
+            return Ok(None);
+        }
+        Ok(Some(r.next().ok_or_else(|| {
+            KvError::Corrupt("a node read answered without its result".into())
+        })?))
     }
 
     /// One change to `key`'s node: `Ok(true)` applied, `Ok(false)` its
@@ -432,23 +437,11 @@ impl<O: Objects> KvStore<O> {
                         limit: want,
                     };
                     async move {
-                        let r = self
-                            .objs
-                            .operate(
-                                &entry.node,
-                                vec![exec("kv", "stat", &()), exec("omap", "range", &range)],
-                            )
-                            .await;
-                        let mut r = match r {
-                            Ok(r) => r.into_iter(),
-                            Err(KvError::Op(OpError::NotFound)) => return Ok(None),
-                            Err(e) => return Err(e),
-                        };
-                        let st: KvNodeStat = decode(&data(r.next())?, "node stat")?;
-                        if st.unwritable {
+                        let read = exec("omap", "range", &range);
+                        let Some(r) = self.read_node(&entry.node, read).await? else {
                             return Ok(None);
-                        }
-                        let page: Vec<(Vec<u8>, Vec<u8>)> = decode(&data(r.next())?, "node range")?;
+                        };
+                        let page: Vec<(Vec<u8>, Vec<u8>)> = decode(&data(Some(r))?, "node range")?;
                         Ok(Some((high, page)))
                     }
                 })

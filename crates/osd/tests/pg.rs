@@ -1655,24 +1655,7 @@ fn a_clean_primary_compares_merkle_roots_and_flags_a_difference() {
     let (s, mut pg) = setup();
     pg.scrub_interval_ms = 1_000;
     run(&mut pg, &s, map(1, vec![0, 1, 2], 2));
-    run(
-        &mut pg,
-        &s,
-        Input::Info {
-            from: 1,
-            interval: 1,
-            info: Some(PgInfo::default().into()),
-        },
-    );
-    let fx = run(
-        &mut pg,
-        &s,
-        Input::Info {
-            from: 2,
-            interval: 1,
-            info: Some(PgInfo::default().into()),
-        },
-    );
+    let fx = peer_with_empty_members(&mut pg, &s);
     let put = |pg: &mut Pg, token: u64, now_ms: u64| {
         let (applied, rest) = apply(&s, run(pg, &s, write(token, "a", b"x", now_ms)));
         for tid in applied {
@@ -1903,6 +1886,25 @@ fn a_backfill_keeps_two_chunks_on_their_way_and_resends_them_in_order() {
     assert_eq!(objects_of(&target), objects_of(&s), "the target differs");
 }
 
+/// Write `tid` is durable here and on osd.1 and osd.2: the effects of the
+/// last answer.
+fn commit_everywhere(pg: &mut Pg, s: &MemStore, tid: u64) -> Vec<Effect> {
+    let done = |result| Input::LocalDone { tid, result };
+    let mut fx = run(pg, s, done(Ok(())));
+    for from in [1, 2] {
+        fx = run(
+            pg,
+            s,
+            Input::RepDone {
+                tid,
+                from,
+                result: Ok(()),
+            },
+        );
+    }
+    fx
+}
+
 fn op(token: u64, name: &str, ops: Vec<SubOp>) -> Input {
     Input::Op {
         op: ClientOp {
@@ -1924,24 +1926,7 @@ fn op(token: u64, name: &str, ops: Vec<SubOp>) -> Input {
 fn an_object_class_method_that_writes_is_replicated_and_one_that_reads_is_not() {
     let (s, mut pg) = setup();
     run(&mut pg, &s, map(1, vec![0, 1, 2], 2));
-    run(
-        &mut pg,
-        &s,
-        Input::Info {
-            from: 1,
-            interval: 1,
-            info: Some(PgInfo::default().into()),
-        },
-    );
-    let fx = run(
-        &mut pg,
-        &s,
-        Input::Info {
-            from: 2,
-            interval: 1,
-            info: Some(PgInfo::default().into()),
-        },
-    );
+    let fx = peer_with_empty_members(&mut pg, &s);
     apply(&s, fx);
     let kv: Vec<(Vec<u8>, Vec<u8>)> = vec![(b"k".to_vec(), b"v".to_vec())];
     let insert = SubOp::Exec {
@@ -1964,32 +1949,7 @@ fn an_object_class_method_that_writes_is_replicated_and_one_that_reads_is_not() 
         }
     }
     let tid = tid.expect("replicated");
-    run(
-        &mut pg,
-        &s,
-        Input::LocalDone {
-            tid,
-            result: Ok(()),
-        },
-    );
-    run(
-        &mut pg,
-        &s,
-        Input::RepDone {
-            tid,
-            from: 1,
-            result: Ok(()),
-        },
-    );
-    let fx = run(
-        &mut pg,
-        &s,
-        Input::RepDone {
-            tid,
-            from: 2,
-            result: Ok(()),
-        },
-    );
+    let fx = commit_everywhere(&mut pg, &s, tid);
     assert!(
         matches!(&fx[..], [Effect::Reply { token: 1, reply }] if reply.result.is_ok()),
         "{fx:?}"
