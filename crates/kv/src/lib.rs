@@ -23,6 +23,7 @@
 //! anything but object ops and the OSDs' object class methods.
 
 pub mod index;
+pub mod plan;
 
 use index::{IndexEntry, FORMAT, FORMAT_XATTR, K_XATTR};
 use loligo_types::cls::{
