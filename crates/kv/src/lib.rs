@@ -150,6 +150,15 @@ fn check_key(key: &[u8]) -> Result<()> {
     Ok(())
 }
 
+fn check_value(value: &[u8]) -> Result<()> {
+    if value.len() > VALUE_MAX {
+        return Err(KvError::Invalid(format!(
+            "values are at most {VALUE_MAX} bytes"
+        )));
+    }
+    Ok(())
+}
+
 impl<O: Objects> KvStore<O> {
     fn index(&self) -> String {
         format!("{}.index", self.name)
@@ -348,14 +357,19 @@ impl<O: Objects> KvStore<O> {
         })?))
     }
 
-    /// One change to `key`'s node: `Ok(true)` applied, `Ok(false)` its
-    /// expectation failed.
-    async fn write(&self, change: KvChange) -> Result<bool> {
-        let key = change.key.clone();
+    /// The first changes of `changes` (sorted by key, at least one) that
+    /// go to one node, applied there in one op: `(true, n)` the first `n`
+    /// applied, `(false, n)` refused for an expectation (none applied).
+    async fn write_batch(&self, changes: &[KvChange]) -> Result<(bool, usize)> {
+        let Some(first) = changes.first() else {
+            return Ok((true, 0));
+        };
         let max = 2 * self.k;
-        self.on_node(&key, |_, entry| {
+        self.on_node(&first.key, |high, entry| {
+            // Keys from the first up to the node's bound all route to it.
+            let n = changes.partition_point(|c| high.as_ref().is_none_or(|h| c.key <= *h));
             let w = KvWrite {
-                changes: vec![change.clone()],
+                changes: changes[..n].to_vec(),
                 max,
                 // Rebalancing is not built yet: nodes may shrink below k.
                 min: 0,
@@ -366,11 +380,11 @@ impl<O: Objects> KvStore<O> {
                     .operate(&entry.node, vec![exec("kv", "write", &w)])
                     .await
                 {
-                    Ok(_) => Ok(Some(true)),
+                    Ok(_) => Ok(Some((true, n))),
                     Err(KvError::Op(OpError::NotFound)) => Ok(None),
                     Err(KvError::Op(OpError::MethodRefused { code, message, .. })) => match code {
                         KV_UNWRITABLE => Ok(None),
-                        KV_EXPECT => Ok(Some(false)),
+                        KV_EXPECT => Ok(Some((false, n))),
                         KV_FULL => Err(KvError::NotSupported(format!(
                             "node {} is full ({message}); splitting nodes is not built yet",
                             entry.node
@@ -389,14 +403,40 @@ impl<O: Objects> KvStore<O> {
         .await
     }
 
+    /// One change: `Ok(true)` applied, `Ok(false)` its expectation failed.
+    async fn write(&self, change: KvChange) -> Result<bool> {
+        Ok(self.write_batch(&[change]).await?.0)
+    }
+
+    /// Set every key of `entries` (the last value of a key repeated wins).
+    /// The keys that share a node are written in one op, all or none;
+    /// keys of different nodes are not atomic together.
+    pub async fn put_many(&self, entries: Vec<(Vec<u8>, Vec<u8>)>) -> Result<()> {
+        for (k, v) in &entries {
+            check_key(k)?;
+            check_value(v)?;
+        }
+        let last: std::collections::BTreeMap<Vec<u8>, Vec<u8>> = entries.into_iter().collect();
+        let changes: Vec<KvChange> = last
+            .into_iter()
+            .map(|(key, value)| KvChange {
+                key,
+                value: Some(value),
+                expect: Expect::Any,
+            })
+            .collect();
+        let mut at = 0;
+        while at < changes.len() {
+            let (_, n) = self.write_batch(&changes[at..]).await?;
+            at += n.max(1);
+        }
+        Ok(())
+    }
+
     /// Set `key` to `value`.
     pub async fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
         check_key(key)?;
-        if value.len() > VALUE_MAX {
-            return Err(KvError::Invalid(format!(
-                "values are at most {VALUE_MAX} bytes"
-            )));
-        }
+        check_value(value)?;
         self.write(KvChange {
             key: key.to_vec(),
             value: Some(value.to_vec()),

@@ -82,6 +82,17 @@ async fn random_ops_match_a_model() {
                     model.insert(key, v);
                 }
                 2 => assert_eq!(kv.remove(&key).await.unwrap(), model.remove(&key).is_some()),
+                3 if rng.below(2) == 0 => {
+                    // A batch, keys repeated: the last value wins.
+                    let batch: Vec<(Vec<u8>, Vec<u8>)> = (0..1 + rng.below(8))
+                        .map(|j| {
+                            let k = format!("key{:03}", rng.below(90)).into_bytes();
+                            (k, format!("b{seed}.{i}.{j}").into_bytes())
+                        })
+                        .collect();
+                    kv.put_many(batch.clone()).await.unwrap();
+                    model.extend(batch);
+                }
                 _ => {
                     let a = format!("key{:03}", rng.below(100)).into_bytes();
                     let b = format!("key{:03}", rng.below(100)).into_bytes();
@@ -148,4 +159,92 @@ async fn refusals_are_clear_and_change_nothing() {
     assert_eq!(again.get(b"a").await.unwrap(), Some(b"2".to_vec()));
     assert!(!kv.remove(b"zz").await.unwrap());
     assert_eq!(kv.stats().await.unwrap().entries, 4);
+}
+
+/// A store of three nodes (bounds "f", "m" and the last), made by hand
+/// until splits make them: keys route to their node, scans and batches
+/// cross node bounds.
+#[tokio::test]
+async fn keys_route_to_their_nodes_and_scans_cross_them() {
+    use loligo_kv::index::{index_key, IndexEntry};
+    use loligo_types::cls::KV_COUNT_XATTR;
+    use serde_bytes::ByteBuf;
+    let objs = MemObjects::new();
+    KvStore::create(&objs, "m", 50).await.unwrap();
+    for (node, high) in [("m.node.a", "f"), ("m.node.b", "m")] {
+        objs.operate(
+            node,
+            vec![SubOp::SetXattr {
+                name: KV_COUNT_XATTR.into(),
+                value: 0u64.to_le_bytes().to_vec(),
+            }],
+        )
+        .await
+        .unwrap();
+        let e = IndexEntry {
+            node: node.into(),
+            intent: None,
+        };
+        objs.operate(
+            "m.index",
+            vec![SubOp::OmapSet(vec![(
+                ByteBuf::from(index_key(Some(high.as_bytes()))),
+                ByteBuf::from(e.encode()),
+            )])],
+        )
+        .await
+        .unwrap();
+    }
+    let kv = KvStore::open(&objs, "m").await.unwrap();
+    let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+    let mut rng = Rng(77);
+    let key = |rng: &mut Rng| {
+        let c = b'a' + rng.below(26) as u8;
+        vec![c, b'0' + rng.below(3) as u8]
+    };
+    for i in 0..600 {
+        match rng.below(4) {
+            0 => {
+                let batch: Vec<(Vec<u8>, Vec<u8>)> = (0..1 + rng.below(12))
+                    .map(|j| (key(&mut rng), format!("{i}.{j}").into_bytes()))
+                    .collect();
+                kv.put_many(batch.clone()).await.unwrap();
+                model.extend(batch);
+            }
+            1 => {
+                let k = key(&mut rng);
+                assert_eq!(kv.remove(&k).await.unwrap(), model.remove(&k).is_some());
+            }
+            2 => {
+                let k = key(&mut rng);
+                assert_eq!(kv.get(&k).await.unwrap(), model.get(&k).cloned());
+            }
+            _ => {
+                let (a, b) = (key(&mut rng), key(&mut rng));
+                let limit = 1 + rng.below(40) as usize;
+                let want: Vec<(Vec<u8>, Vec<u8>)> = model
+                    .range(a.clone()..)
+                    .take_while(|(k, _)| k.as_slice() < b.as_slice())
+                    .take(limit)
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                assert_eq!(kv.scan(&a, Some(&b), limit).await.unwrap(), want, "op {i}");
+            }
+        }
+    }
+    // Each node holds exactly the keys of its range.
+    let st = kv.stats().await.unwrap();
+    assert_eq!((st.nodes, st.entries), (3, model.len() as u64));
+    let s = objs.s.lock().unwrap();
+    for (node, lo, hi) in [("m.node.a", &b""[..], &b"f"[..]), ("m.node.b", b"f", b"m")] {
+        for (k, _) in s
+            .omap_range(coll(), &ObjectId::new(7, node), b"", None, 1000)
+            .unwrap()
+        {
+            assert!(
+                k.as_slice() > lo && k.as_slice() <= hi,
+                "{node} holds {k:?}"
+            );
+        }
+    }
 }
