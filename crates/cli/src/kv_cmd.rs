@@ -1,5 +1,5 @@
 //! `loligo kv`: the key-value store on object maps (`loligo-kv`) in the
-//! pool given by `-p`: create a store, put, get, remove, scan, stats.
+//! pool given by `-p`: create a store, put, get, remove, scan, check, stats.
 //!
 //! Only parses arguments and prints; the store's logic lives in
 //! `loligo-kv`. A missing key is exit code 1 with a message, as `grep`
@@ -44,6 +44,10 @@ pub enum KvCmd {
         #[arg(long, default_value_t = 1_000_000)]
         limit: usize,
     },
+    /// Check the tree's invariants (nodes exist and are writable, counts,
+    /// key ranges, no intents left); exit 2 if any is broken. Run it while
+    /// no one writes to the store.
+    Check { store: String },
     /// Nodes, entries and depth.
     Stats {
         store: String,
@@ -112,6 +116,25 @@ pub fn run(conn: &ConnArgs, c: KvCmd) -> Result<(), CliError> {
                         String::from_utf8_lossy(&k),
                         String::from_utf8_lossy(&v)
                     )?;
+                }
+            }
+            KvCmd::Check { store } => {
+                let c = KvStore::open(io, &store).await?.check().await?;
+                for p in &c.problems {
+                    println!("{p}");
+                }
+                println!(
+                    "store {store}: {} nodes, {} entries, {} nodes below k; {} problems",
+                    c.nodes,
+                    c.entries,
+                    c.underfull,
+                    c.problems.len()
+                );
+                if !c.problems.is_empty() {
+                    return Err(CliError(format!(
+                        "store {store} has {} problems",
+                        c.problems.len()
+                    )));
                 }
             }
             KvCmd::Stats { store, json } => {

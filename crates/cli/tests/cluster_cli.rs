@@ -80,6 +80,9 @@ fn local_cluster_round_trip_restart_and_errors() {
         (Some(2), Some(1)),
         "{st}"
     );
+    assert!(
+        ok(&dir, &["kv", "check", "s"]).contains("1 nodes, 2 entries, 0 nodes below k; 0 problems")
+    );
     let e = loligo(&dir, &["kv", "get", "nostore", "a"]);
     assert_eq!(e.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&e.stderr).contains("no key-value store 'nostore'"));

@@ -507,12 +507,9 @@ impl<O: Objects> KvStore<O> {
         Ok(out)
     }
 
-    /// Nodes and entries (reads every node's count).
-    pub async fn stats(&self) -> Result<Stats> {
-        let mut st = Stats {
-            depth: 2,
-            ..Stats::default()
-        };
+    /// Every index entry in key order: each node's bound and entry.
+    async fn index_entries(&self) -> Result<Vec<(Option<Vec<u8>>, IndexEntry)>> {
+        let mut out = Vec::new();
         let mut start = Vec::new();
         loop {
             let r = self
@@ -529,25 +526,137 @@ impl<O: Objects> KvStore<O> {
                 Some(SubResult::Omap(v)) => v,
                 other => return Err(KvError::Corrupt(format!("index listing: {other:?}"))),
             };
-            for (_, v) in &page {
-                let e = IndexEntry::decode(v)?;
-                let r = self
-                    .objs
-                    .operate(&e.node, vec![exec("kv", "stat", &())])
-                    .await?;
-                let n: KvNodeStat = decode(&data(r.into_iter().next())?, "node stat")?;
-                st.nodes += 1;
-                st.entries += n.entries;
+            for (k, v) in &page {
+                out.push((index::decode_index_key(k)?, IndexEntry::decode(v)?));
             }
             match page.last() {
                 Some((k, _)) if page.len() == 1000 => {
                     start = k.to_vec();
                     start.push(0);
                 }
-                _ => return Ok(st),
+                _ => return Ok(out),
             }
         }
     }
+
+    /// Nodes and entries (reads every node's count).
+    pub async fn stats(&self) -> Result<Stats> {
+        let mut st = Stats {
+            depth: 2,
+            ..Stats::default()
+        };
+        for (_, e) in self.index_entries().await? {
+            let r = self
+                .objs
+                .operate(&e.node, vec![exec("kv", "stat", &())])
+                .await?;
+            let n: KvNodeStat = decode(&data(r.into_iter().next())?, "node stat")?;
+            st.nodes += 1;
+            st.entries += n.entries;
+        }
+        Ok(st)
+    }
+
+    /// Check the tree's invariants while no one writes to the store: every
+    /// index entry's node exists, is writable and has no intent on it, its
+    /// count equals its entries, it holds at most `2k`, and all its keys lie
+    /// above the previous node's bound and at most its own; the last entry
+    /// is the unbounded node. Nodes below `k` (other than an only node) are
+    /// counted apart: rebalancing is not built yet, so removals leave them.
+    pub async fn check(&self) -> Result<Check> {
+        let mut c = Check::default();
+        let entries = self.index_entries().await?;
+        if entries.last().is_none_or(|(high, _)| high.is_some()) {
+            c.problems
+                .push("the index has no last (unbounded) node".into());
+        }
+        let only = entries.len() == 1;
+        let mut prev: Option<Vec<u8>> = None;
+        for (high, e) in &entries {
+            c.nodes += 1;
+            if e.intent.is_some() {
+                c.problems
+                    .push(format!("node {}: an intent is still on its entry", e.node));
+            }
+            let mut keys: u64 = 0;
+            let mut from = Vec::new();
+            let stat = loop {
+                let range = KeyRange {
+                    start: from.clone(),
+                    end: None,
+                    limit: 10_000,
+                };
+                let r = self
+                    .objs
+                    .operate(
+                        &e.node,
+                        vec![exec("kv", "stat", &()), exec("omap", "range", &range)],
+                    )
+                    .await;
+                let mut r = match r {
+                    Ok(r) => r.into_iter(),
+                    Err(KvError::Op(OpError::NotFound)) => break None,
+                    Err(e) => return Err(e),
+                };
+                let st: KvNodeStat = decode(&data(r.next())?, "node stat")?;
+                let page: Vec<(Vec<u8>, Vec<u8>)> = decode(&data(r.next())?, "node range")?;
+                for (k, _) in &page {
+                    let above = prev.as_ref().is_none_or(|p| k > p);
+                    let within = high.as_ref().is_none_or(|h| k <= h);
+                    if !above || !within {
+                        c.problems.push(format!(
+                            "node {}: key {} is outside its range",
+                            e.node,
+                            String::from_utf8_lossy(k)
+                        ));
+                    }
+                }
+                keys += page.len() as u64;
+                match page.last() {
+                    Some((k, _)) if page.len() == 10_000 => {
+                        from = k.clone();
+                        from.push(0);
+                    }
+                    _ => break Some(st),
+                }
+            };
+            let Some(st) = stat else {
+                c.problems.push(format!("node {} is missing", e.node));
+                continue;
+            };
+            if st.unwritable {
+                c.problems
+                    .push(format!("node {} is marked unwritable", e.node));
+            }
+            if st.entries != keys {
+                c.problems.push(format!(
+                    "node {}: its count says {} entries, it holds {keys}",
+                    e.node, st.entries
+                ));
+            }
+            if keys > 2 * self.k {
+                c.problems
+                    .push(format!("node {}: {keys} entries, more than 2k", e.node));
+            }
+            if !only && keys < self.k {
+                c.underfull += 1;
+            }
+            c.entries += keys;
+            prev.clone_from(high);
+        }
+        Ok(c)
+    }
+}
+
+/// What [`KvStore::check`] found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Check {
+    pub nodes: u64,
+    pub entries: u64,
+    /// Nodes below `k` entries (not the only node).
+    pub underfull: u64,
+    /// Broken invariants: empty for a sound store.
+    pub problems: Vec<String>,
 }
 
 impl<O: Objects> Objects for &O {

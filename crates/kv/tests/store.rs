@@ -114,6 +114,12 @@ async fn random_ops_match_a_model() {
         }
         let st = kv.stats().await.unwrap();
         assert_eq!((st.nodes, st.entries, st.depth), (1, model.len() as u64, 2));
+        let c = kv.check().await.unwrap();
+        assert!(c.problems.is_empty(), "{:?}", c.problems);
+        assert_eq!(
+            (c.nodes, c.entries, c.underfull),
+            (1, model.len() as u64, 0)
+        );
         assert_eq!(kv.scan(b"", None, 1000).await.unwrap().len(), model.len());
     }
 }
@@ -235,16 +241,41 @@ async fn keys_route_to_their_nodes_and_scans_cross_them() {
     // Each node holds exactly the keys of its range.
     let st = kv.stats().await.unwrap();
     assert_eq!((st.nodes, st.entries), (3, model.len() as u64));
-    let s = objs.s.lock().unwrap();
-    for (node, lo, hi) in [("m.node.a", &b""[..], &b"f"[..]), ("m.node.b", b"f", b"m")] {
-        for (k, _) in s
-            .omap_range(coll(), &ObjectId::new(7, node), b"", None, 1000)
-            .unwrap()
-        {
-            assert!(
-                k.as_slice() > lo && k.as_slice() <= hi,
-                "{node} holds {k:?}"
-            );
+    {
+        let s = objs.s.lock().unwrap();
+        for (node, lo, hi) in [("m.node.a", &b""[..], &b"f"[..]), ("m.node.b", b"f", b"m")] {
+            for (k, _) in s
+                .omap_range(coll(), &ObjectId::new(7, node), b"", None, 1000)
+                .unwrap()
+            {
+                assert!(
+                    k.as_slice() > lo && k.as_slice() <= hi,
+                    "{node} holds {k:?}"
+                );
+            }
         }
     }
+    let c = kv.check().await.unwrap();
+    assert!(c.problems.is_empty(), "{:?}", c.problems);
+    assert_eq!(c.entries, model.len() as u64);
+    // The check finds what is broken: a key outside its node's range (and
+    // so a count that is off), and a node the index names that is gone.
+    objs.operate(
+        "m.node.a",
+        vec![SubOp::OmapSet(vec![(
+            ByteBuf::from(b"zz".to_vec()),
+            ByteBuf::from(b"x".to_vec()),
+        )])],
+    )
+    .await
+    .unwrap();
+    objs.operate("m.node.b", vec![SubOp::Remove]).await.unwrap();
+    let c = kv.check().await.unwrap();
+    let all = c.problems.join("; ");
+    assert!(
+        all.contains("m.node.a: key zz is outside its range"),
+        "{all}"
+    );
+    assert!(all.contains("m.node.a: its count says"), "{all}");
+    assert!(all.contains("node m.node.b is missing"), "{all}");
 }
