@@ -16,7 +16,7 @@
 //! registry is fixed at build time, so every OSD of a version runs the same
 //! code for a name.
 
-use crate::exec::{need, store_err, ObjState, VERSION_ATTR};
+use crate::exec::{need, store_err, user_xattr, ObjState};
 use loligo_store::{CollectionId, ObjectId, ObjectStore, Transaction};
 use loligo_types::cls::{
     Expect, KeyRange, KvNodeStat, KvWrite, KV_COUNT_XATTR, KV_EXPECT, KV_FULL, KV_UNDER,
@@ -257,11 +257,7 @@ impl<'a> Ctx<'a> {
     /// Set a user xattr (not one starting with `_`).
     pub fn setxattr(&mut self, name: &str, value: Vec<u8>) -> Result<(), ClsError> {
         self.writing(1)?;
-        if name.is_empty() || name.starts_with('_') || name == VERSION_ATTR {
-            return Err(
-                OpError::Invalid(format!("xattr name '{name}' is reserved or empty")).into(),
-            );
-        }
+        user_xattr(name)?;
         self.txn.setattr(self.c, self.o, name, value);
         self.exists = true;
         Ok(())
@@ -337,10 +333,10 @@ fn omap_insert_new(cx: &mut Ctx<'_>, input: &[u8]) -> ClsResult {
     let keys: Vec<Vec<u8>> = kvs.iter().map(|(k, _)| k.clone()).collect();
     let have = cx.omap_get(&keys)?;
     if let Some(k) = have.keys().next() {
-        return Err(ClsError::Refused {
-            code: 1,
-            message: format!("key {} exists", String::from_utf8_lossy(k)),
-        });
+        return Err(refused(
+            1,
+            format!("key {} exists", String::from_utf8_lossy(k)),
+        ));
     }
     cx.omap_set(kvs)?;
     Ok(Vec::new())
@@ -353,10 +349,10 @@ fn omap_rm_present(cx: &mut Ctx<'_>, input: &[u8]) -> ClsResult {
     let keys: Vec<Vec<u8>> = decode(input)?;
     let have = cx.omap_get(&keys)?;
     if let Some(k) = keys.iter().find(|k| !have.contains_key(*k)) {
-        return Err(ClsError::Refused {
-            code: 1,
-            message: format!("key {} is absent", String::from_utf8_lossy(k)),
-        });
+        return Err(refused(
+            1,
+            format!("key {} is absent", String::from_utf8_lossy(k)),
+        ));
     }
     cx.omap_rm(keys)?;
     Ok(Vec::new())
@@ -479,7 +475,7 @@ fn kv_write(cx: &mut Ctx<'_>, input: &[u8]) -> ClsResult {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::exec::{execute, obj_state, validate};
+    use crate::exec::{execute, obj_state, validate, VERSION_ATTR};
     use loligo_store::MemStore;
     use loligo_types::ops::SubOp;
 

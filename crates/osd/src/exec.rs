@@ -77,12 +77,19 @@ pub fn validate(name: &str, ops: &[SubOp]) -> Result<(), OpError> {
             }
         }
         if let SubOp::SetXattr { name, .. } | SubOp::RmXattr(name) = op {
-            if name.starts_with('_') || name.is_empty() {
-                return Err(OpError::Invalid(format!(
-                    "xattr name '{name}' is reserved or empty"
-                )));
-            }
+            user_xattr(name)?;
         }
+    }
+    Ok(())
+}
+
+/// `Invalid` unless `name` is a client's xattr name: not empty, not one
+/// of the OSD's own (they start with `_`).
+pub fn user_xattr(name: &str) -> Result<(), OpError> {
+    if name.starts_with('_') || name.is_empty() {
+        return Err(OpError::Invalid(format!(
+            "xattr name '{name}' is reserved or empty"
+        )));
     }
     Ok(())
 }

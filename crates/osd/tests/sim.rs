@@ -787,7 +787,6 @@ impl Sim {
         self.send(Ev::MarkDown { osd: o, gen });
     }
 
-    /// Hand `input` to OSD `o`'s PG `p` and send what it says.
     /// Feed `input` to OSD `o`'s PG `p`; then, once every transaction of
     /// that OSD is durable, its kept Merkle tree must be the one a rebuild
     /// from its objects computes (not only after healing: after every
@@ -812,6 +811,7 @@ impl Sim {
         );
     }
 
+    /// Hand `input` to OSD `o`'s PG `p` and send what it says.
     fn feed_one(&mut self, o: usize, p: usize, input: Input) {
         let gen = self.osds[o].gen;
         // Now and then one of the object reads this input makes fails.

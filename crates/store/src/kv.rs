@@ -32,11 +32,22 @@ pub trait Kv: Send + Sync {
         start: &[u8],
         end: Option<&[u8]>,
         limit: usize,
-    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>>;
-    /// Pairs with `start <= key < end` in key order, each handed to
-    /// `visit` without a copy, until it returns `Ok(false)` or an error.
-    /// For listings that skip most of what they pass.
-    fn visit(&self, start: &[u8], end: &[u8], visit: &mut Visitor<'_>) -> Result<()>;
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let mut out = Vec::new();
+        if limit == 0 {
+            return Ok(out);
+        }
+        self.visit(start, end, &mut |k, v| {
+            out.push((k.to_vec(), v.to_vec()));
+            Ok(out.len() < limit)
+        })?;
+        Ok(out)
+    }
+    /// Pairs with `start <= key < end` (`end: None` = no bound) in key
+    /// order, each handed to `visit` without a copy, until it returns
+    /// `Ok(false)` or an error. For listings that skip most of what they
+    /// pass.
+    fn visit(&self, start: &[u8], end: Option<&[u8]>, visit: &mut Visitor<'_>) -> Result<()>;
     /// Apply a batch atomically; durable on return when `sync`.
     fn commit(&self, batch: Vec<KvOp>, sync: bool) -> Result<()>;
 }
@@ -67,35 +78,15 @@ impl Kv for FjallKv {
         Ok(self.ks.get(key).map_err(io)?.map(|v| v.to_vec()))
     }
 
-    fn scan(
-        &self,
-        start: &[u8],
-        end: Option<&[u8]>,
-        limit: usize,
-    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        let mut out = Vec::new();
-        if limit == 0 || end.is_some_and(|e| e <= start) {
-            return Ok(out);
+    fn visit(&self, start: &[u8], end: Option<&[u8]>, visit: &mut Visitor<'_>) -> Result<()> {
+        if end.is_some_and(|e| e <= start) {
+            return Ok(());
         }
         let it = match end {
             Some(e) => self.ks.range(start.to_vec()..e.to_vec()),
             None => self.ks.range(start.to_vec()..),
         };
         for g in it {
-            let (k, v) = g.into_inner().map_err(io)?;
-            out.push((k.to_vec(), v.to_vec()));
-            if out.len() >= limit {
-                break;
-            }
-        }
-        Ok(out)
-    }
-
-    fn visit(&self, start: &[u8], end: &[u8], visit: &mut Visitor<'_>) -> Result<()> {
-        if end <= start {
-            return Ok(());
-        }
-        for g in self.ks.range(start.to_vec()..end.to_vec()) {
             let (k, v) = g.into_inner().map_err(io)?;
             if !visit(&k, &v)? {
                 break;

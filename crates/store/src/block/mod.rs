@@ -179,7 +179,7 @@ impl BlockStore {
         let want = limit.saturating_add(1);
         let mut out = Vec::new();
         let mut at = 0;
-        self.shared.kv.visit(&k, &end, &mut |key, value| {
+        self.shared.kv.visit(&k, Some(&end), &mut |key, value| {
             let h = key
                 .get(p.len()..p.len() + 4)
                 .and_then(|b| <[u8; 4]>::try_from(b).ok())
