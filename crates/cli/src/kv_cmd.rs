@@ -45,9 +45,20 @@ pub enum KvCmd {
         limit: usize,
     },
     /// Check the tree's invariants (nodes exist and are writable, counts,
-    /// key ranges, no intents left); exit 2 if any is broken. Run it while
-    /// no one writes to the store.
+    /// key ranges, k..=2k entries per node, no intents or tombs left);
+    /// exit 2 if any is broken. Run it while no one writes to the store.
     Check { store: String },
+    /// Repair what clients that died left behind: roll back splits and
+    /// rebalances older than the timeout, delete the nodes finished ones
+    /// replaced, clear stale unwritable marks. Safe while others use the
+    /// store.
+    Clean {
+        store: String,
+        /// Roll back only what is older than this (ms); every client of
+        /// the store should use the same.
+        #[arg(long, default_value_t = loligo_kv::DEFAULT_TIMEOUT_MS)]
+        timeout_ms: u64,
+    },
     /// Nodes, entries and depth.
     Stats {
         store: String,
@@ -124,10 +135,9 @@ pub fn run(conn: &ConnArgs, c: KvCmd) -> Result<(), CliError> {
                     println!("{p}");
                 }
                 println!(
-                    "store {store}: {} nodes, {} entries, {} nodes below k; {} problems",
+                    "store {store}: {} nodes, {} entries; {} problems",
                     c.nodes,
                     c.entries,
-                    c.underfull,
                     c.problems.len()
                 );
                 if !c.problems.is_empty() {
@@ -136,6 +146,14 @@ pub fn run(conn: &ConnArgs, c: KvCmd) -> Result<(), CliError> {
                         c.problems.len()
                     )));
                 }
+            }
+            KvCmd::Clean { store, timeout_ms } => {
+                let kv = KvStore::open(io, &store).await?.with_timeout(timeout_ms);
+                let d = kv.clean().await?;
+                println!(
+                    "store {store}: {} rolled back, {} tombs finished, {} marks cleared",
+                    d.rolled_back, d.tombs, d.marks
+                );
             }
             KvCmd::Stats { store, json } => {
                 let kv = KvStore::open(io, &store).await?;

@@ -58,7 +58,7 @@ fn local_cluster_round_trip_restart_and_errors() {
     assert!(String::from_utf8_lossy(&e.stderr).contains("not found"));
     assert!(!root.join("m").exists(), "no partial output file");
     // The key-value store on object maps.
-    ok(&dir, &["kv", "create", "s", "--k", "4"]);
+    ok(&dir, &["kv", "create", "s", "--k", "2"]);
     let e = loligo(&dir, &["kv", "create", "s"]);
     assert_eq!(e.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&e.stderr).contains("exists already"));
@@ -73,16 +73,22 @@ fn local_cluster_round_trip_restart_and_errors() {
     assert_eq!(loligo(&dir, &["kv", "rm", "s", "b"]).status.code(), Some(1));
     assert_eq!(ok(&dir, &["kv", "scan", "s"]), "a\t1\nc\t3\n");
     assert_eq!(ok(&dir, &["kv", "scan", "s", "--start", "b"]), "c\t3\n");
+    // k = 2: nodes hold 2-4 entries, so ten more keys split nodes.
+    for k in ["d", "e", "f", "g", "h", "i", "j", "k", "l", "m"] {
+        ok(&dir, &["kv", "put", "s", k, k]);
+    }
+    ok(&dir, &["kv", "rm", "s", "m"]);
+    assert_eq!(
+        ok(&dir, &["kv", "scan", "s", "--start", "f", "--end", "i"]),
+        "f\tf\ng\tg\nh\th\n"
+    );
     let st: serde_json::Value =
         serde_json::from_str(&ok(&dir, &["kv", "stats", "s", "--json"])).unwrap();
-    assert_eq!(
-        (st["entries"].as_u64(), st["nodes"].as_u64()),
-        (Some(2), Some(1)),
-        "{st}"
-    );
-    assert!(
-        ok(&dir, &["kv", "check", "s"]).contains("1 nodes, 2 entries, 0 nodes below k; 0 problems")
-    );
+    assert_eq!(st["entries"].as_u64(), Some(11), "{st}");
+    assert!(st["nodes"].as_u64().unwrap() >= 3, "{st}");
+    let check = ok(&dir, &["kv", "check", "s"]);
+    assert!(check.contains("11 entries; 0 problems"), "{check}");
+    assert!(ok(&dir, &["kv", "clean", "s"]).contains("0 rolled back"));
     let e = loligo(&dir, &["kv", "get", "nostore", "a"]);
     assert_eq!(e.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&e.stderr).contains("no key-value store 'nostore'"));

@@ -9,31 +9,35 @@
 //!
 //! Reads are linearizable: a node is marked unwritable before anything
 //! replaces it, so a read that finds its node writable (checked in the
-//! same op as the read) read the current copy of its keys; one that does
-//! not re-reads the index.
+//! same op as the read) read the current copy of its keys; one that finds
+//! it unwritable then checks that the index still names the node (no
+//! replacement committed), else re-reads.
 //!
-//! State of this crate: stores of one or more nodes serve get, put,
-//! remove and scan; splitting a full node and rebalancing an underfull
-//! one (the multi-step protocols with intents in the index, rolled
-//! forward or back by any client after a timeout) are not built yet, so a
-//! put into a full node is refused with [`KvError::NotSupported`] rather
-//! than pretending.
+//! A write that would take a node past `2k` entries splits it, and one
+//! that would take it below `k` rebalances it with a neighbour; either way
+//! the write itself is applied to the new nodes and commits with them
+//! (see `reshape`). A node's range is fixed when it is made and checked
+//! by the OSD on every write, so a stale cached index can never put a key
+//! into the wrong node.
 //!
 //! This crate is a client of `loligo-client` only: it must never rely on
 //! anything but object ops and the OSDs' object class methods.
 
 pub mod index;
 pub mod plan;
+mod reshape;
+pub use reshape::Cleaned;
 
 use index::{IndexEntry, FORMAT, FORMAT_XATTR, K_XATTR};
 use loligo_types::cls::{
-    Expect, KeyRange, KvChange, KvNodeStat, KvWrite, KV_COUNT_XATTR, KV_EXPECT, KV_FULL, KV_UNDER,
-    KV_UNWRITABLE,
+    Expect, KeyRange, KvChange, KvNodeStat, KvWrite, NodeRange, RangePage, KV_COUNT_XATTR,
+    KV_EXPECT, KV_FULL, KV_RANGE, KV_RANGE_XATTR, KV_UNDER, KV_UNWRITABLE,
 };
 use loligo_types::ops::{OpError, SubOp, SubResult};
 use serde_bytes::ByteBuf;
+use std::collections::BTreeMap;
 use std::future::Future;
-use std::time::Duration;
+use std::sync::Mutex;
 
 /// Longest key, in bytes.
 pub const KEY_MAX: usize = 1024;
@@ -41,10 +45,14 @@ pub const KEY_MAX: usize = 1024;
 pub const VALUE_MAX: usize = 1 << 20;
 /// Smallest and largest `k`.
 pub const K_RANGE: std::ops::RangeInclusive<u64> = 2..=100_000;
-/// How often an op is retried after finding its node replaced.
-const RETRIES: u32 = 100;
-/// Wait before a retry (doubling up to 64x).
+/// How long a split or rebalance may take before any client may roll it
+/// back (milliseconds), unless set with [`KvStore::with_timeout`].
+pub const DEFAULT_TIMEOUT_MS: u64 = 10_000;
+/// First wait before retrying an op that met a node being replaced
+/// (doubling up to 64x).
 const RETRY_MS: u64 = 2;
+/// Index entries one cache refresh reads.
+const WINDOW: u32 = 16;
 
 /// Why a key-value call failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -55,12 +63,12 @@ pub enum KvError {
     Exists(String),
     #[error("invalid: {0}")]
     Invalid(String),
-    #[error("not supported yet: {0}")]
+    #[error("not supported: {0}")]
     NotSupported(String),
     #[error("the store's objects are corrupt: {0}")]
     Corrupt(String),
-    #[error("gave up after {0} retries: the node kept being replaced")]
-    Busy(u32),
+    #[error("gave up after {0} ms: the node stayed busy (being replaced)")]
+    Busy(u64),
     #[error("{0}")]
     Op(OpError),
     #[error("client: {0}")]
@@ -78,7 +86,8 @@ impl From<loligo_client::ClientError> for KvError {
 
 pub type Result<T> = std::result::Result<T, KvError>;
 
-/// What the store needs of a pool: atomic ops on named objects.
+/// What the store needs of a pool: atomic ops on named objects, a clock
+/// and a way to wait (both replaceable so tests run on simulated time).
 pub trait Objects: Send + Sync {
     /// Apply `ops` to object `name` all or nothing; the results of its
     /// reads.
@@ -87,11 +96,42 @@ pub trait Objects: Send + Sync {
         name: &str,
         ops: Vec<SubOp>,
     ) -> impl Future<Output = Result<Vec<SubResult>>> + Send;
+
+    /// Milliseconds since the Unix epoch: intents are stamped with it and
+    /// rolled back when older than the timeout by this clock.
+    fn now_ms(&self) -> u64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64)
+    }
+
+    /// Wait `ms` milliseconds.
+    fn pause(&self, ms: u64) -> impl Future<Output = ()> + Send {
+        tokio::time::sleep(std::time::Duration::from_millis(ms))
+    }
 }
 
 impl Objects for loligo_client::IoCtx {
     async fn operate(&self, name: &str, ops: Vec<SubOp>) -> Result<Vec<SubResult>> {
         Ok(loligo_client::IoCtx::operate(self, name, ops).await?.0)
+    }
+}
+
+impl<O: Objects> Objects for &O {
+    fn operate(
+        &self,
+        name: &str,
+        ops: Vec<SubOp>,
+    ) -> impl Future<Output = Result<Vec<SubResult>>> + Send {
+        (**self).operate(name, ops)
+    }
+
+    fn now_ms(&self) -> u64 {
+        (**self).now_ms()
+    }
+
+    fn pause(&self, ms: u64) -> impl Future<Output = ()> + Send {
+        (**self).pause(ms)
     }
 }
 
@@ -109,6 +149,30 @@ pub struct KvStore<O: Objects> {
     objs: O,
     name: String,
     k: u64,
+    timeout_ms: u64,
+    /// Index entries this client has read, by index key: a hint only. A
+    /// node's range never changes and the OSD checks it on every write, so
+    /// a stale entry costs a retry, never a misplaced key.
+    cache: Mutex<BTreeMap<Vec<u8>, IndexEntry>>,
+}
+
+/// What one try of an op on a node came to.
+enum Attempt<T> {
+    Done(T),
+    /// The node is gone or does not hold the key: re-read the index.
+    Stale,
+    /// The node is being replaced: help or wait, then retry.
+    Busy,
+}
+
+impl<T> Attempt<T> {
+    fn map<U>(self, f: impl FnOnce(T) -> U) -> Attempt<U> {
+        match self {
+            Attempt::Done(t) => Attempt::Done(f(t)),
+            Attempt::Stale => Attempt::Stale,
+            Attempt::Busy => Attempt::Busy,
+        }
+    }
 }
 
 fn exec<T: serde::Serialize>(class: &str, method: &str, input: &T) -> SubOp {
@@ -131,8 +195,17 @@ fn decode<T: serde::de::DeserializeOwned>(b: &[u8], what: &str) -> Result<T> {
     postcard::from_bytes(b).map_err(|e| KvError::Corrupt(format!("{what}: {e}")))
 }
 
-/// A name for a new node: unique across clients without coordination.
-fn node_name(store: &str) -> String {
+fn omap(r: Option<SubResult>) -> Result<Vec<(ByteBuf, ByteBuf)>> {
+    match r {
+        Some(SubResult::Omap(v)) => Ok(v),
+        other => Err(KvError::Corrupt(format!(
+            "expected omap entries, got {other:?}"
+        ))),
+    }
+}
+
+/// A name unique across clients without coordination (nodes, tokens).
+fn unique(store: &str, kind: &str) -> String {
     use std::sync::atomic::{AtomicU64, Ordering};
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let nanos = std::time::SystemTime::now()
@@ -140,7 +213,7 @@ fn node_name(store: &str) -> String {
         .map_or(0, |d| d.as_nanos() as u64);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     let mix = nanos ^ (u64::from(std::process::id()) << 40) ^ n.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    format!("{store}.node.{mix:016x}.{n}")
+    format!("{store}.{kind}.{mix:016x}.{n}")
 }
 
 fn check_key(key: &[u8]) -> Result<()> {
@@ -159,9 +232,71 @@ fn check_value(value: &[u8]) -> Result<()> {
     Ok(())
 }
 
+/// The ops that make a new node object with `range` and `entries` (which
+/// must all be in it), in ops of a few MiB each: the first creates it.
+fn node_ops(range: &NodeRange, entries: &[(Vec<u8>, Vec<u8>)]) -> Vec<Vec<SubOp>> {
+    const OP_BYTES: usize = 4 << 20;
+    let mut chunks: Vec<Vec<(ByteBuf, ByteBuf)>> = vec![Vec::new()];
+    let mut bytes = 0;
+    for (k, v) in entries {
+        if bytes > 0 && bytes + k.len() + v.len() > OP_BYTES {
+            chunks.push(Vec::new());
+            bytes = 0;
+        }
+        bytes += k.len() + v.len();
+        if let Some(c) = chunks.last_mut() {
+            c.push((ByteBuf::from(k.clone()), ByteBuf::from(v.clone())));
+        }
+    }
+    chunks
+        .into_iter()
+        .enumerate()
+        .map(|(i, chunk)| {
+            let mut ops = if i == 0 {
+                vec![
+                    SubOp::AssertNotExists,
+                    SubOp::SetXattr {
+                        name: KV_COUNT_XATTR.into(),
+                        value: (entries.len() as u64).to_le_bytes().to_vec(),
+                    },
+                    SubOp::SetXattr {
+                        name: KV_RANGE_XATTR.into(),
+                        value: postcard::to_stdvec(range).unwrap_or_default(),
+                    },
+                ]
+            } else {
+                vec![SubOp::AssertExists]
+            };
+            if !chunk.is_empty() {
+                ops.push(SubOp::OmapSet(chunk));
+            }
+            ops
+        })
+        .collect()
+}
+
 impl<O: Objects> KvStore<O> {
     fn index(&self) -> String {
         format!("{}.index", self.name)
+    }
+
+    fn new(objs: O, name: &str, k: u64) -> KvStore<O> {
+        KvStore {
+            objs,
+            name: name.to_string(),
+            k,
+            timeout_ms: DEFAULT_TIMEOUT_MS,
+            cache: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// How old (milliseconds, by [`Objects::now_ms`]) another client's
+    /// split or rebalance must be before this client rolls it back. Every
+    /// client of a store should use the same; their clocks should agree
+    /// to well within it.
+    pub fn with_timeout(mut self, ms: u64) -> Self {
+        self.timeout_ms = ms.max(1);
+        self
     }
 
     /// Create store `name` with nodes of `k..=2k` entries: its index and
@@ -179,24 +314,11 @@ impl<O: Objects> KvStore<O> {
                 "store names are 1-200 bytes without NUL".into(),
             ));
         }
-        let s = KvStore {
-            objs,
-            name: name.to_string(),
-            k,
-        };
-        let node = node_name(name);
-        s.objs
-            .operate(
-                &node,
-                vec![
-                    SubOp::AssertNotExists,
-                    SubOp::SetXattr {
-                        name: KV_COUNT_XATTR.into(),
-                        value: 0u64.to_le_bytes().to_vec(),
-                    },
-                ],
-            )
-            .await?;
+        let s = KvStore::new(objs, name, k);
+        let node = unique(name, "node");
+        for ops in node_ops(&NodeRange::default(), &[]) {
+            s.objs.operate(&node, ops).await?;
+        }
         let entry = IndexEntry { node, intent: None };
         let made = s
             .objs
@@ -263,11 +385,10 @@ impl<O: Objects> KvStore<O> {
                 .try_into()
                 .map_err(|_| KvError::Corrupt("the store's k".into()))?,
         );
-        Ok(KvStore {
-            objs,
-            name: name.to_string(),
-            k,
-        })
+        if !K_RANGE.contains(&k) {
+            return Err(KvError::Corrupt(format!("the store's k is {k}")));
+        }
+        Ok(KvStore::new(objs, name, k))
     }
 
     /// Nodes hold `k..=2k` entries.
@@ -275,15 +396,22 @@ impl<O: Objects> KvStore<O> {
         self.k
     }
 
-    /// The index entry of the node that holds `key`, and its upper bound.
-    async fn locate(&self, key: &[u8]) -> Result<(Option<Vec<u8>>, IndexEntry)> {
+    fn cache(&self) -> std::sync::MutexGuard<'_, BTreeMap<Vec<u8>, IndexEntry>> {
+        // The cache is a hint: a panic elsewhere leaves it usable.
+        self.cache
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Index entries from `start` (an index key), at most `limit`.
+    async fn list_index(&self, start: &[u8], limit: u32) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         let r = self
             .objs
             .operate(
                 &self.index(),
                 vec![SubOp::OmapList {
-                    start: index::lookup_start(key),
-                    limit: 1,
+                    start: start.to_vec(),
+                    limit,
                 }],
             )
             .await
@@ -291,112 +419,192 @@ impl<O: Objects> KvStore<O> {
                 KvError::Op(OpError::NotFound) => KvError::NoStore(self.name.clone()),
                 e => e,
             })?;
-        match r.into_iter().next() {
-            Some(SubResult::Omap(v)) => match v.into_iter().next() {
-                Some((k, v)) => Ok((index::decode_index_key(&k)?, IndexEntry::decode(&v)?)),
-                None => Err(KvError::Corrupt("the index has no last node".into())),
-            },
-            other => Err(KvError::Corrupt(format!("index listing: {other:?}"))),
+        Ok(omap(r.into_iter().next())?
+            .into_iter()
+            .map(|(k, v)| (k.into_vec(), v.into_vec()))
+            .collect())
+    }
+
+    /// The index entry of the node that holds `key`: from the cache, or
+    /// (`fresh`, or nothing cached) from the index, refreshing the cache's
+    /// window from there.
+    async fn locate(&self, key: &[u8], fresh: bool) -> Result<(Vec<u8>, IndexEntry)> {
+        let start = index::lookup_start(key);
+        if !fresh {
+            if let Some((k, e)) = self.cache().range(start.clone()..).next() {
+                return Ok((k.clone(), e.clone()));
+            }
         }
+        let page = self.list_index(&start, WINDOW).await?;
+        let mut got = Vec::with_capacity(page.len());
+        for (k, v) in &page {
+            index::decode_index_key(k)?;
+            got.push((k.clone(), IndexEntry::decode(v)?));
+        }
+        let Some(first) = got.first().cloned() else {
+            return Err(KvError::Corrupt("the index has no last node".into()));
+        };
+        let mut cache = self.cache();
+        // What the index has between `start` and the page's end replaces
+        // what the cache had there.
+        let stale: Vec<Vec<u8>> = match got.last() {
+            Some((last, _)) if page.len() == WINDOW as usize => cache
+                .range(start..=last.clone())
+                .map(|(k, _)| k.clone())
+                .collect(),
+            _ => cache.range(start..).map(|(k, _)| k.clone()).collect(),
+        };
+        for k in stale {
+            cache.remove(&k);
+        }
+        cache.extend(got);
+        Ok(first)
     }
 
     /// Run `attempt` on the node that holds `key` until it finds the node
-    /// current: `Ok(None)` from `attempt` means the node was being
-    /// replaced (retry after a pause, from the index).
+    /// current, helping or waiting out a split or rebalance that holds it
+    /// (rolled back once older than the timeout).
     async fn on_node<T, F, Fut>(&self, key: &[u8], mut attempt: F) -> Result<T>
     where
-        F: FnMut(Option<Vec<u8>>, IndexEntry) -> Fut,
-        Fut: Future<Output = Result<Option<T>>>,
+        F: FnMut(Vec<u8>, IndexEntry) -> Fut,
+        Fut: Future<Output = Result<Attempt<T>>>,
     {
-        for i in 0..RETRIES {
-            let (high, entry) = self.locate(key).await?;
-            if let Some(t) = attempt(high, entry).await? {
-                return Ok(t);
-            }
-            let ms = RETRY_MS << i.min(6);
-            tokio::time::sleep(Duration::from_millis(ms)).await;
-        }
-        Err(KvError::Busy(RETRIES))
-    }
-
-    /// `key`'s value, if it has one.
-    pub async fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        check_key(key)?;
-        self.on_node(key, |_, entry| async move {
-            let read = SubOp::OmapGetKeys(vec![ByteBuf::from(key.to_vec())]);
-            match self.read_node(&entry.node, read).await? {
-                None => Ok(None),
-                Some(SubResult::Omap(v)) => {
-                    Ok(Some(v.into_iter().next().map(|(_, v)| v.into_vec())))
+        let begun = self.objs.now_ms();
+        let give_up = 3 * self.timeout_ms + 1000;
+        let mut fresh = false;
+        let mut waits = 0u32;
+        loop {
+            let (ik, entry) = self.locate(key, fresh).await?;
+            match attempt(ik.clone(), entry.clone()).await? {
+                Attempt::Done(t) => return Ok(t),
+                // A cached entry: read the index and try again at once.
+                Attempt::Stale if !fresh => {
+                    fresh = true;
+                    continue;
                 }
-                Some(other) => Err(KvError::Corrupt(format!("node read: {other:?}"))),
+                Attempt::Stale => {}
+                Attempt::Busy => {
+                    self.unblock(&ik, &entry.node).await?;
+                }
             }
-        })
-        .await
+            fresh = true;
+            let waited = self.objs.now_ms().saturating_sub(begun);
+            if waited > give_up {
+                return Err(KvError::Busy(waited));
+            }
+            self.objs.pause(RETRY_MS << waits.min(6)).await;
+            waits += 1;
+        }
     }
 
-    /// Read sub-op `read` on `node` with the node's stat in the same op:
-    /// its result, or `None` if the node is gone or marked unwritable
-    /// (being replaced: the caller re-reads the index).
-    async fn read_node(&self, node: &str, read: SubOp) -> Result<Option<SubResult>> {
+    /// Whether the index entry at `ik` still names `node`.
+    async fn names(&self, ik: &[u8], node: &str) -> Result<bool> {
+        let r = self
+            .objs
+            .operate(
+                &self.index(),
+                vec![SubOp::OmapGetKeys(vec![ByteBuf::from(ik.to_vec())])],
+            )
+            .await?;
+        Ok(match omap(r.into_iter().next())?.into_iter().next() {
+            Some((_, v)) => IndexEntry::decode(&v)?.node == node,
+            None => false,
+        })
+    }
+
+    /// Read sub-op `read` for keys from `key` on the node of index entry
+    /// (`ik`, `node`), with the node's stat in the same op: the stat and
+    /// the read's result if the node holds `key` and is current (writable,
+    /// or unwritable but still named by the index: nothing has replaced
+    /// it yet, so its frozen keys are the current ones).
+    async fn read_node(
+        &self,
+        ik: &[u8],
+        node: &str,
+        key: &[u8],
+        read: SubOp,
+    ) -> Result<Attempt<(KvNodeStat, SubResult)>> {
         let r = self
             .objs
             .operate(node, vec![exec("kv", "stat", &()), read])
             .await;
         let mut r = match r {
             Ok(r) => r.into_iter(),
-            Err(KvError::Op(OpError::NotFound)) => return Ok(None),
+            Err(KvError::Op(OpError::NotFound)) => return Ok(Attempt::Stale),
             Err(e) => return Err(e),
         };
         let st: KvNodeStat = decode(&data(r.next())?, "node stat")?;
-        if st.unwritable {
-            return Ok(None);
+        if !st.range.holds(key) {
+            return Ok(Attempt::Stale);
         }
-        Ok(Some(r.next().ok_or_else(|| {
-            KvError::Corrupt("a node read answered without its result".into())
-        })?))
+        let res = r
+            .next()
+            .ok_or_else(|| KvError::Corrupt("a node read answered without its result".into()))?;
+        if st.unwritable && !self.names(ik, node).await? {
+            return Ok(Attempt::Stale);
+        }
+        Ok(Attempt::Done((st, res)))
+    }
+
+    /// `key`'s value, if it has one.
+    pub async fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        check_key(key)?;
+        self.on_node(key, |ik, entry| async move {
+            let read = SubOp::OmapGetKeys(vec![ByteBuf::from(key.to_vec())]);
+            Ok(match self.read_node(&ik, &entry.node, key, read).await? {
+                Attempt::Done((_, r)) => {
+                    Attempt::Done(omap(Some(r))?.into_iter().next().map(|(_, v)| v.into_vec()))
+                }
+                other => other.map(|_| None),
+            })
+        })
+        .await
     }
 
     /// The first changes of `changes` (sorted by key, at least one) that
-    /// go to one node, applied there in one op: `(true, n)` the first `n`
-    /// applied, `(false, n)` refused for an expectation (none applied).
+    /// go to one node, applied there in one op (or with the split or
+    /// rebalance they need): `(true, n)` the first `n` applied, `(false,
+    /// n)` refused for an expectation (none applied).
     async fn write_batch(&self, changes: &[KvChange]) -> Result<(bool, usize)> {
         let Some(first) = changes.first() else {
             return Ok((true, 0));
         };
-        let max = 2 * self.k;
-        self.on_node(&first.key, |high, entry| {
-            // Keys from the first up to the node's bound all route to it.
-            let n = changes.partition_point(|c| high.as_ref().is_none_or(|h| c.key <= *h));
+        self.on_node(&first.key, |ik, entry| {
+            // Keys from the first up to the node's bound all route to it
+            // (the OSD refuses the batch if the cached bound is stale).
+            let n = match index::decode_index_key(&ik) {
+                Ok(high) => changes.partition_point(|c| high.as_ref().is_none_or(|h| c.key <= *h)),
+                Err(_) => 1,
+            };
             let w = KvWrite {
                 changes: changes[..n].to_vec(),
-                max,
-                // Rebalancing is not built yet: nodes may shrink below k.
-                min: 0,
+                max: 2 * self.k,
+                min: self.k,
             };
             async move {
-                match self
+                let refusal = match self
                     .objs
                     .operate(&entry.node, vec![exec("kv", "write", &w)])
                     .await
                 {
-                    Ok(_) => Ok(Some((true, n))),
-                    Err(KvError::Op(OpError::NotFound)) => Ok(None),
-                    Err(KvError::Op(OpError::MethodRefused { code, message, .. })) => match code {
-                        KV_UNWRITABLE => Ok(None),
-                        KV_EXPECT => Ok(Some((false, n))),
-                        KV_FULL => Err(KvError::NotSupported(format!(
-                            "node {} is full ({message}); splitting nodes is not built yet",
-                            entry.node
-                        ))),
-                        KV_UNDER => Err(KvError::Corrupt(format!(
-                            "a node refused a write below its minimum with none asked: {message}"
-                        ))),
-                        _ => Err(KvError::Corrupt(format!(
-                            "unknown refusal {code}: {message}"
-                        ))),
-                    },
-                    Err(e) => Err(e),
+                    Ok(_) => return Ok(Attempt::Done((true, n))),
+                    Err(KvError::Op(OpError::NotFound)) => return Ok(Attempt::Stale),
+                    Err(KvError::Op(OpError::MethodRefused { code, message, .. })) => {
+                        (code, message)
+                    }
+                    Err(e) => return Err(e),
+                };
+                match refusal {
+                    (KV_UNWRITABLE, _) => Ok(Attempt::Busy),
+                    (KV_RANGE, _) => Ok(Attempt::Stale),
+                    (KV_EXPECT, _) => Ok(Attempt::Done((false, n))),
+                    (KV_FULL | KV_UNDER, _) => Ok(self
+                        .reshape(&ik, &entry, &w.changes)
+                        .await?
+                        .map(|applied| (applied, n))),
+                    (code, message) => Err(KvError::Corrupt(format!(
+                        "unknown refusal {code}: {message}"
+                    ))),
                 }
             }
         })
@@ -416,7 +624,7 @@ impl<O: Objects> KvStore<O> {
             check_key(k)?;
             check_value(v)?;
         }
-        let last: std::collections::BTreeMap<Vec<u8>, Vec<u8>> = entries.into_iter().collect();
+        let last: BTreeMap<Vec<u8>, Vec<u8>> = entries.into_iter().collect();
         let changes: Vec<KvChange> = last
             .into_iter()
             .map(|(key, value)| KvChange {
@@ -446,6 +654,18 @@ impl<O: Objects> KvStore<O> {
         .map(|_| ())
     }
 
+    /// Set `key` to `value` only if it has no value: whether it was set.
+    pub async fn insert(&self, key: &[u8], value: &[u8]) -> Result<bool> {
+        check_key(key)?;
+        check_value(value)?;
+        self.write(KvChange {
+            key: key.to_vec(),
+            value: Some(value.to_vec()),
+            expect: Expect::Absent,
+        })
+        .await
+    }
+
     /// Remove `key`: whether it was there.
     pub async fn remove(&self, key: &[u8]) -> Result<bool> {
         check_key(key)?;
@@ -458,7 +678,8 @@ impl<O: Objects> KvStore<O> {
     }
 
     /// Entries with `start <= key < end` (`end: None`: to the last), in key
-    /// order, at most `limit`.
+    /// order, at most `limit`. Each node's part is read atomically; the
+    /// scan as a whole is not a snapshot of the store.
     pub async fn scan(
         &self,
         start: &[u8],
@@ -471,67 +692,65 @@ impl<O: Objects> KvStore<O> {
             let want = (limit - out.len()).min(10_000) as u64;
             let from_now = from.clone();
             let (high, page) = self
-                .on_node(&from_now, |high, entry| {
+                .on_node(&from_now, |ik, entry| {
                     let range = KeyRange {
                         start: from_now.clone(),
                         end: end.map(<[u8]>::to_vec),
                         limit: want,
                     };
+                    let from_now = &from_now;
                     async move {
                         let read = exec("omap", "range", &range);
-                        let Some(r) = self.read_node(&entry.node, read).await? else {
-                            return Ok(None);
-                        };
-                        let page: Vec<(Vec<u8>, Vec<u8>)> = decode(&data(Some(r))?, "node range")?;
-                        Ok(Some((high, page)))
+                        Ok(
+                            match self.read_node(&ik, &entry.node, from_now, read).await? {
+                                Attempt::Done((st, r)) => {
+                                    let page: RangePage = decode(&data(Some(r))?, "node range")?;
+                                    Attempt::Done((st.range.high, page))
+                                }
+                                Attempt::Stale => Attempt::Stale,
+                                Attempt::Busy => Attempt::Busy,
+                            },
+                        )
                     }
                 })
                 .await?;
-            let full = page.len() as u64 == want;
-            let last = page.last().map(|(k, _)| k.clone());
-            out.extend(page);
-            from = match (full, last, high) {
+            let last = page.entries.last().map(|(k, _)| k.clone());
+            out.extend(page.entries);
+            from = match (page.more, last, high) {
                 // More in this node: after its last key returned.
                 (true, Some(mut k), _) => {
                     k.push(0);
                     k
                 }
                 // This node is done: the next one starts after its bound.
-                (_, _, Some(mut h)) => {
+                (false, _, Some(mut h)) => {
                     h.push(0);
                     h
                 }
-                (_, _, None) => break,
+                (false, _, None) => break,
+                (true, None, _) => {
+                    return Err(KvError::Corrupt(
+                        "a node said it had more entries and returned none".into(),
+                    ))
+                }
             };
         }
         Ok(out)
     }
 
-    /// Every index entry in key order: each node's bound and entry.
-    async fn index_entries(&self) -> Result<Vec<(Option<Vec<u8>>, IndexEntry)>> {
+    /// Every node entry of the index in key order: index key and entry.
+    async fn index_entries(&self) -> Result<Vec<(Vec<u8>, IndexEntry)>> {
         let mut out = Vec::new();
-        let mut start = Vec::new();
+        let mut start = index::NODES_START.to_vec();
         loop {
-            let r = self
-                .objs
-                .operate(
-                    &self.index(),
-                    vec![SubOp::OmapList {
-                        start: start.clone(),
-                        limit: 1000,
-                    }],
-                )
-                .await?;
-            let page = match r.into_iter().next() {
-                Some(SubResult::Omap(v)) => v,
-                other => return Err(KvError::Corrupt(format!("index listing: {other:?}"))),
-            };
+            let page = self.list_index(&start, 1000).await?;
             for (k, v) in &page {
-                out.push((index::decode_index_key(k)?, IndexEntry::decode(v)?));
+                index::decode_index_key(k)?;
+                out.push((k.clone(), IndexEntry::decode(v)?));
             }
             match page.last() {
                 Some((k, _)) if page.len() == 1000 => {
-                    start = k.to_vec();
+                    start = k.clone();
                     start.push(0);
                 }
                 _ => return Ok(out),
@@ -557,73 +776,103 @@ impl<O: Objects> KvStore<O> {
         Ok(st)
     }
 
+    /// All entries of `node` and its stat, read page by page (`None`: the
+    /// node is gone). Consistent only while the node cannot change: marked
+    /// unwritable, or no one writing.
+    async fn read_all(&self, node: &str) -> Result<Option<(KvNodeStat, plan::Entries)>> {
+        let mut entries = Vec::new();
+        let mut from = Vec::new();
+        loop {
+            let range = KeyRange {
+                start: from.clone(),
+                end: None,
+                limit: 10_000,
+            };
+            let r = self
+                .objs
+                .operate(
+                    node,
+                    vec![exec("kv", "stat", &()), exec("omap", "range", &range)],
+                )
+                .await;
+            let mut r = match r {
+                Ok(r) => r.into_iter(),
+                Err(KvError::Op(OpError::NotFound)) => return Ok(None),
+                Err(e) => return Err(e),
+            };
+            let st: KvNodeStat = decode(&data(r.next())?, "node stat")?;
+            let page: RangePage = decode(&data(r.next())?, "node range")?;
+            if let Some((k, _)) = page.entries.last() {
+                from = k.clone();
+                from.push(0);
+            }
+            let more = page.more && !page.entries.is_empty();
+            entries.extend(page.entries);
+            if !more {
+                return Ok(Some((st, entries)));
+            }
+        }
+    }
+
     /// Check the tree's invariants while no one writes to the store: every
     /// index entry's node exists, is writable and has no intent on it, its
-    /// count equals its entries, it holds at most `2k`, and all its keys lie
-    /// above the previous node's bound and at most its own; the last entry
-    /// is the unbounded node. Nodes below `k` (other than an only node) are
-    /// counted apart: rebalancing is not built yet, so removals leave them.
+    /// range is the one the index gives it, its count equals its entries,
+    /// all its keys lie in its range, it holds at most `2k` and (unless it
+    /// is the only node) at least `k`; the last entry is the unbounded
+    /// node; no tombs are left.
     pub async fn check(&self) -> Result<Check> {
         let mut c = Check::default();
         let entries = self.index_entries().await?;
-        if entries.last().is_none_or(|(high, _)| high.is_some()) {
+        if entries
+            .last()
+            .is_none_or(|(ik, _)| *ik != index::index_key(None))
+        {
             c.problems
                 .push("the index has no last (unbounded) node".into());
         }
+        let tombs = self.list_index(b"", 1000).await?;
+        let tombs = tombs
+            .iter()
+            .filter(|(k, _)| k.as_slice() < index::TOMBS_END)
+            .count();
+        if tombs > 0 {
+            c.problems.push(format!(
+                "{tombs} tomb(s) of replaced nodes are left to delete"
+            ));
+        }
         let only = entries.len() == 1;
         let mut prev: Option<Vec<u8>> = None;
-        for (high, e) in &entries {
+        for (ik, e) in &entries {
             c.nodes += 1;
+            let high = index::decode_index_key(ik)?;
             if e.intent.is_some() {
                 c.problems
                     .push(format!("node {}: an intent is still on its entry", e.node));
             }
-            let mut keys: u64 = 0;
-            let mut from = Vec::new();
-            let stat = loop {
-                let range = KeyRange {
-                    start: from.clone(),
-                    end: None,
-                    limit: 10_000,
-                };
-                let r = self
-                    .objs
-                    .operate(
-                        &e.node,
-                        vec![exec("kv", "stat", &()), exec("omap", "range", &range)],
-                    )
-                    .await;
-                let mut r = match r {
-                    Ok(r) => r.into_iter(),
-                    Err(KvError::Op(OpError::NotFound)) => break None,
-                    Err(e) => return Err(e),
-                };
-                let st: KvNodeStat = decode(&data(r.next())?, "node stat")?;
-                let page: Vec<(Vec<u8>, Vec<u8>)> = decode(&data(r.next())?, "node range")?;
-                for (k, _) in &page {
-                    let above = prev.as_ref().is_none_or(|p| k > p);
-                    let within = high.as_ref().is_none_or(|h| k <= h);
-                    if !above || !within {
-                        c.problems.push(format!(
-                            "node {}: key {} is outside its range",
-                            e.node,
-                            String::from_utf8_lossy(k)
-                        ));
-                    }
-                }
-                keys += page.len() as u64;
-                match page.last() {
-                    Some((k, _)) if page.len() == 10_000 => {
-                        from = k.clone();
-                        from.push(0);
-                    }
-                    _ => break Some(st),
-                }
-            };
-            let Some(st) = stat else {
+            let Some((st, kvs)) = self.read_all(&e.node).await? else {
                 c.problems.push(format!("node {} is missing", e.node));
                 continue;
             };
+            let want = NodeRange {
+                low: prev.clone(),
+                high: high.clone(),
+            };
+            if st.range != want {
+                c.problems.push(format!(
+                    "node {}: its range {:?} is not the index's {:?}",
+                    e.node, st.range, want
+                ));
+            }
+            for (k, _) in &kvs {
+                if !want.holds(k) {
+                    c.problems.push(format!(
+                        "node {}: key {} is outside its range",
+                        e.node,
+                        String::from_utf8_lossy(k)
+                    ));
+                }
+            }
+            let keys = kvs.len() as u64;
             if st.unwritable {
                 c.problems
                     .push(format!("node {} is marked unwritable", e.node));
@@ -639,10 +888,11 @@ impl<O: Objects> KvStore<O> {
                     .push(format!("node {}: {keys} entries, more than 2k", e.node));
             }
             if !only && keys < self.k {
-                c.underfull += 1;
+                c.problems
+                    .push(format!("node {}: {keys} entries, fewer than k", e.node));
             }
             c.entries += keys;
-            prev.clone_from(high);
+            prev = high;
         }
         Ok(c)
     }
@@ -653,18 +903,6 @@ impl<O: Objects> KvStore<O> {
 pub struct Check {
     pub nodes: u64,
     pub entries: u64,
-    /// Nodes below `k` entries (not the only node).
-    pub underfull: u64,
     /// Broken invariants: empty for a sound store.
     pub problems: Vec<String>,
-}
-
-impl<O: Objects> Objects for &O {
-    fn operate(
-        &self,
-        name: &str,
-        ops: Vec<SubOp>,
-    ) -> impl Future<Output = Result<Vec<SubResult>>> + Send {
-        (**self).operate(name, ops)
-    }
 }

@@ -1,53 +1,55 @@
 //! What a split or rebalance turns nodes into: pure planning over the
-//! entries read from the nodes it replaces. Nothing here does I/O; the
-//! protocols that carry a plan out (intent in the index, unwritable marks,
-//! new nodes, the index swap, cleanup) use it.
+//! entries of the nodes it replaces, with the write that needed it already
+//! applied. Nothing here does I/O; the protocol that carries a plan out
+//! (intent in the index, unwritable marks, new nodes, the index swap,
+//! cleanup) lives in `reshape`.
+
+use loligo_types::cls::NodeRange;
 
 /// Entries of a node, in key order.
 pub type Entries = Vec<(Vec<u8>, Vec<u8>)>;
 
-/// One node of a plan: its entries and its upper bound (`None`: the last
-/// node, no bound).
+/// One node of a plan: its entries and its range.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NewNode {
     pub entries: Entries,
-    pub high: Option<Vec<u8>>,
+    pub range: NodeRange,
 }
 
-/// A full node (`entries`, bound `high`) as two nodes of half its entries
-/// each (the first gets the extra one of an odd count). The first node's
-/// bound is its last key, so every key up to it (including keys between
-/// the halves that are not there yet) routes to it.
-pub fn split(entries: Entries, high: Option<Vec<u8>>) -> Option<[NewNode; 2]> {
-    if entries.len() < 2 {
-        return None;
+/// `entries` (all in `range`, sorted) laid out as the fewest nodes of at
+/// most `2k` entries each, shared evenly (the first nodes get one more of
+/// an uneven share). Each node but the last is bounded by its last key, so
+/// every key between two nodes' entries (not there yet) routes to the
+/// earlier one; the first keeps `range`'s low bound, the last its high.
+///
+/// With two or more nodes each holds more than `k` entries' worth:
+/// `n > 2k(m-1)` entries over `m` nodes gives each at least `k`.
+pub fn layout(entries: Entries, range: NodeRange, k: u64) -> Vec<NewNode> {
+    let max = (2 * k).max(1) as usize;
+    let n = entries.len();
+    let m = n.div_ceil(max).max(1);
+    let (base, extra) = (n / m, n % m);
+    let mut out = Vec::with_capacity(m);
+    let mut low = range.low;
+    let mut rest = entries.into_iter();
+    for i in 0..m {
+        let take = base + usize::from(i < extra);
+        let mine: Entries = rest.by_ref().take(take).collect();
+        let high = if i + 1 == m {
+            range.high.clone()
+        } else {
+            mine.last().map(|(k, _)| k.clone())
+        };
+        out.push(NewNode {
+            entries: mine,
+            range: NodeRange {
+                low: low.take(),
+                high: high.clone(),
+            },
+        });
+        low = high;
     }
-    let mut low = entries;
-    let up = low.split_off(low.len().div_ceil(2));
-    let low_high = low.last().map(|(k, _)| k.clone());
-    Some([
-        NewNode {
-            entries: low,
-            high: low_high,
-        },
-        NewNode { entries: up, high },
-    ])
-}
-
-/// Two neighbouring nodes (`a` before `b`, `b`'s bound `high`) after a
-/// removal left one of them at `k` entries: one node if their entries
-/// fit in `2k`, else two with the entries shared evenly (each then holds
-/// more than `k`).
-pub fn rebalance(a: Entries, b: Entries, high: Option<Vec<u8>>, k: usize) -> Vec<NewNode> {
-    let mut all = a;
-    all.extend(b);
-    if all.len() <= 2 * k {
-        return vec![NewNode { entries: all, high }];
-    }
-    match split(all, high) {
-        Some(two) => two.into(),
-        None => Vec::new(),
-    }
+    out
 }
 
 #[cfg(test)]
@@ -59,48 +61,50 @@ mod tests {
             .collect()
     }
 
-    /// Every key of `nodes` is `<=` its node's bound and `>` the previous
-    /// node's, and together they hold `want` in order.
-    fn covers(nodes: &[NewNode], want: &Entries, high: &Option<Vec<u8>>) {
+    /// Every key of `nodes` is in its node's range, neighbouring ranges
+    /// meet, together they cover `range` and hold `want` in order.
+    fn covers(nodes: &[NewNode], want: &Entries, range: &NodeRange) {
         let all: Entries = nodes.iter().flat_map(|n| n.entries.clone()).collect();
         assert_eq!(&all, want);
-        let mut prev: Option<Vec<u8>> = None;
+        assert_eq!(nodes[0].range.low, range.low);
+        assert_eq!(nodes.last().unwrap().range.high, range.high);
+        for w in nodes.windows(2) {
+            assert_eq!(w[0].range.high, w[1].range.low);
+            assert!(w[0].range.high.is_some());
+        }
         for n in nodes {
             for (k, _) in &n.entries {
-                assert!(n.high.as_ref().is_none_or(|h| k <= h));
-                assert!(prev.as_ref().is_none_or(|p| k > p));
+                assert!(n.range.holds(k), "{k:?} outside {:?}", n.range);
             }
-            prev = n.high.clone();
         }
-        assert_eq!(&nodes.last().unwrap().high, high);
     }
 
     #[test]
-    fn a_split_halves_a_node_and_keeps_its_bound() {
-        for n in [2u32, 3, 8, 9, 1600, 1601] {
-            let e = entries(0..n);
-            for high in [None, Some(b"zzz".to_vec())] {
-                let two = split(e.clone(), high.clone()).unwrap();
-                covers(&two, &e, &high);
-                let (a, b) = (two[0].entries.len(), two[1].entries.len());
-                assert_eq!(a, b + (n as usize % 2));
+    fn a_layout_shares_entries_evenly_within_bounds() {
+        let ranges = [
+            NodeRange::default(),
+            NodeRange {
+                low: Some(b"k".to_vec()),
+                high: Some(b"zzz".to_vec()),
+            },
+        ];
+        for k in [1u64, 2, 4, 800] {
+            for n in [0u32, 1, 2, 7, 8, 9, 17, 1600, 1601, 4000] {
+                let e = entries(0..n);
+                for range in &ranges {
+                    let nodes = layout(e.clone(), range.clone(), k);
+                    covers(&nodes, &e, range);
+                    let m = nodes.len() as u64;
+                    assert_eq!(m, (u64::from(n)).div_ceil(2 * k).max(1));
+                    let sizes: Vec<u64> = nodes.iter().map(|x| x.entries.len() as u64).collect();
+                    assert!(sizes.iter().all(|&s| s <= 2 * k), "{sizes:?}");
+                    if m > 1 {
+                        assert!(sizes.iter().all(|&s| s >= k), "k {k}: {sizes:?}");
+                    }
+                    let (lo, hi) = (sizes.iter().min(), sizes.iter().max());
+                    assert!(hi.unwrap() - lo.unwrap() <= 1, "{sizes:?}");
+                }
             }
         }
-        assert!(split(entries(0..1), None).is_none());
-    }
-
-    #[test]
-    fn a_rebalance_merges_what_fits_and_else_shares_evenly() {
-        let k = 4;
-        // 4 + 3 fit in 2k = 8: one node, the second node's bound.
-        let nodes = rebalance(entries(0..4), entries(4..7), None, k);
-        assert_eq!(nodes.len(), 1);
-        covers(&nodes, &entries(0..7), &None);
-        // 4 + 8 do not: two nodes of 6, each above k.
-        let high = Some(b"k9999".to_vec());
-        let nodes = rebalance(entries(0..4), entries(4..12), high.clone(), k);
-        assert_eq!(nodes.len(), 2);
-        assert!(nodes.iter().all(|n| n.entries.len() > k));
-        covers(&nodes, &entries(0..12), &high);
     }
 }

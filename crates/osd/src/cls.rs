@@ -19,8 +19,8 @@
 use crate::exec::{need, store_err, user_xattr, ObjState};
 use loligo_store::{CollectionId, ObjectId, ObjectStore, Transaction};
 use loligo_types::cls::{
-    Expect, KeyRange, KvNodeStat, KvWrite, KV_COUNT_XATTR, KV_EXPECT, KV_FULL, KV_UNDER,
-    KV_UNWRITABLE, KV_UNWRITABLE_XATTR,
+    Expect, KeyRange, KvNodeStat, KvWrite, NodeRange, RangePage, KV_COUNT_XATTR, KV_EXPECT,
+    KV_FULL, KV_RANGE, KV_RANGE_XATTR, KV_UNDER, KV_UNWRITABLE, KV_UNWRITABLE_XATTR,
 };
 use loligo_types::ops::{OpError, Version};
 use serde::{Deserialize, Serialize};
@@ -313,16 +313,44 @@ fn omap_count(cx: &mut Ctx<'_>, input: &[u8]) -> ClsResult {
     encode(&n)
 }
 
+/// Bytes of keys and values one `omap.range` page returns at most (one
+/// entry more if its first entry alone is larger).
+const RANGE_BYTES: usize = 2 << 20;
+
 /// `omap.range`: the omap entries in a [`KeyRange`] (`limit` at most
-/// 10,000; 0 means 10,000) as a postcard `Vec<(key, value)>`.
+/// 10,000; 0 means 10,000), at most [`RANGE_BYTES`] of them, as a postcard
+/// [`RangePage`].
 fn omap_range(cx: &mut Ctx<'_>, input: &[u8]) -> ClsResult {
     let r: KeyRange = decode(input)?;
     let limit = match r.limit {
         0 => 10_000,
         n => n.min(10_000) as usize,
     };
-    let page = cx.omap_range(&r.start, r.end.as_deref(), limit)?;
-    encode(&page)
+    let mut out = RangePage::default();
+    let mut bytes = 0usize;
+    let mut start = r.start;
+    loop {
+        // One more than wanted, to tell whether the range goes on.
+        let want = PAGE.min(limit - out.entries.len() + 1);
+        let page = cx.omap_range(&start, r.end.as_deref(), want)?;
+        let full = page.len() == want;
+        if let Some((k, _)) = page.last() {
+            start = k.clone();
+            start.push(0);
+        }
+        for (k, v) in page {
+            if out.entries.len() == limit || (bytes > 0 && bytes + k.len() + v.len() > RANGE_BYTES)
+            {
+                out.more = true;
+                return encode(&out);
+            }
+            bytes += k.len() + v.len();
+            out.entries.push((k, v));
+        }
+        if !full {
+            return encode(&out);
+        }
+    }
 }
 
 /// `omap.insert_new`: set the given entries (postcard `Vec<(key,
@@ -362,21 +390,26 @@ fn refused(code: u32, message: String) -> ClsError {
     ClsError::Refused { code, message }
 }
 
-/// A key-value node's entry count and unwritable mark (`NotFound` if the
-/// node does not exist; `Invalid` if the object is not a node).
+/// A key-value node's entry count, unwritable mark and range (`NotFound`
+/// if the node does not exist; `Invalid` if the object is not a node).
 fn kv_node(cx: &mut Ctx<'_>) -> Result<KvNodeStat, ClsError> {
     need(cx.existed())?;
+    let not_node = |what: &str| {
+        ClsError::Op(OpError::Invalid(format!(
+            "the object is not a key-value node ({what})"
+        )))
+    };
     let entries = match cx.getxattr(KV_COUNT_XATTR)? {
-        Some(b) => u64::from_le_bytes(b.as_slice().try_into().map_err(|_| {
-            ClsError::Op(OpError::Invalid(
-                "a key-value node's count is corrupt".into(),
-            ))
-        })?),
-        None => {
-            return Err(ClsError::Op(OpError::Invalid(
-                "the object is not a key-value node (no entry count)".into(),
-            )))
-        }
+        Some(b) => u64::from_le_bytes(
+            b.as_slice()
+                .try_into()
+                .map_err(|_| not_node("its count is corrupt"))?,
+        ),
+        None => return Err(not_node("no entry count")),
+    };
+    let range: NodeRange = match cx.getxattr(KV_RANGE_XATTR)? {
+        Some(b) => postcard::from_bytes(&b).map_err(|_| not_node("its range is corrupt"))?,
+        None => return Err(not_node("no range")),
     };
     let unwritable = cx
         .getxattr(KV_UNWRITABLE_XATTR)?
@@ -384,6 +417,7 @@ fn kv_node(cx: &mut Ctx<'_>) -> Result<KvNodeStat, ClsError> {
     Ok(KvNodeStat {
         entries,
         unwritable,
+        range,
     })
 }
 
@@ -401,6 +435,15 @@ fn kv_write(cx: &mut Ctx<'_>, input: &[u8]) -> ClsResult {
         return Err(refused(
             KV_UNWRITABLE,
             "the node is being replaced (split or rebalance)".into(),
+        ));
+    }
+    if let Some(c) = w.changes.iter().find(|c| !node.range.holds(&c.key)) {
+        return Err(refused(
+            KV_RANGE,
+            format!(
+                "key {} is outside the node's range",
+                String::from_utf8_lossy(&c.key)
+            ),
         ));
     }
     // The last change of a key wins; expectations hold against the node
@@ -451,7 +494,9 @@ fn kv_write(cx: &mut Ctx<'_>, input: &[u8]) -> ClsResult {
             format!("the node would hold {entries} entries (at most {})", w.max),
         ));
     }
-    if entries < node.entries && entries < w.min {
+    // A store's only node (its range is every key) has no minimum.
+    let only = node.range.low.is_none() && node.range.high.is_none();
+    if entries < node.entries && entries < w.min && !only {
         return Err(refused(
             KV_UNDER,
             format!("the node would hold {entries} entries (at least {})", w.min),
@@ -469,6 +514,7 @@ fn kv_write(cx: &mut Ctx<'_>, input: &[u8]) -> ClsResult {
     encode(&KvNodeStat {
         entries,
         unwritable: false,
+        range: node.range,
     })
 }
 
@@ -630,8 +676,42 @@ mod tests {
             &[exec("omap", "range", range("k00010", Some("k00013"), 0))],
         )
         .unwrap();
-        let got: Vec<(Vec<u8>, Vec<u8>)> = postcard::from_bytes(&out[0]).unwrap();
-        assert_eq!(got, many[10..13].to_vec());
+        let got: RangePage = postcard::from_bytes(&out[0]).unwrap();
+        assert_eq!(got.entries, many[10..13].to_vec());
+        assert!(!got.more);
+        // Pages stop at their limit and say there is more; the last page
+        // of a range says there is none.
+        let page = |start: &str, limit: u64| -> RangePage {
+            let out = run(&s, "o", &[exec("omap", "range", range(start, None, limit))]).unwrap();
+            postcard::from_bytes(&out[0]).unwrap()
+        };
+        let p = page("", 1024);
+        assert_eq!((p.entries.len(), p.more), (1024, true));
+        let p = page("k01500", 1000);
+        assert_eq!((p.entries.len(), p.more), (1000, false));
+        assert_eq!(p.entries, many[1500..].to_vec());
+        let p = page("k02499", 0);
+        assert_eq!((p.entries.len(), p.more), (1, false));
+        // Big values: a page stops at its byte bound, and a single entry
+        // larger than the bound still comes back alone.
+        let big = vec![7u8; RANGE_BYTES / 3];
+        let mut t = Transaction::new();
+        let bigs: Vec<(Vec<u8>, Vec<u8>)> =
+            (0..5u8).map(|i| (vec![b'b', i], big.clone())).collect();
+        t.omap_setkeys(coll(), &ObjectId::new(7, "big"), bigs.clone());
+        t.omap_setkeys(
+            coll(),
+            &ObjectId::new(7, "huge"),
+            vec![(b"h".to_vec(), vec![1u8; RANGE_BYTES + 10])],
+        );
+        s.apply(t).unwrap();
+        let out = run(&s, "big", &[exec("omap", "range", range("", None, 0))]).unwrap();
+        let p: RangePage = postcard::from_bytes(&out[0]).unwrap();
+        assert_eq!(p.entries, bigs[..2].to_vec());
+        assert!(p.more);
+        let out = run(&s, "huge", &[exec("omap", "range", range("", None, 0))]).unwrap();
+        let p: RangePage = postcard::from_bytes(&out[0]).unwrap();
+        assert_eq!((p.entries.len(), p.more), (1, false));
         // Missing object: no keys (count), not an error.
         let out = run(&s, "none", &[exec("omap", "count", range("", None, 0))]).unwrap();
         assert_eq!(postcard::from_bytes::<u64>(&out[0]).unwrap(), 0);
@@ -762,13 +842,28 @@ mod tests {
             run(&s, "plain", &[kv_write(vec![("a", Some("1"), Any)], 4, 0)]),
             Err(OpError::Invalid(_))
         ));
-        // An empty node, then batched inserts (the last change of a key wins).
+        // A node needs its range too.
+        let count = SubOp::SetXattr {
+            name: KV_COUNT_XATTR.into(),
+            value: 0u64.to_le_bytes().to_vec(),
+        };
+        run(&s, "n", &[count]).unwrap();
+        assert!(matches!(
+            run(&s, "n", &[kv_write(vec![("a", Some("1"), Any)], 4, 0)]),
+            Err(OpError::Invalid(_))
+        ));
+        // An empty node for keys in ("", "m"], then batched inserts (the
+        // last change of a key wins).
+        let range = NodeRange {
+            low: Some(Vec::new()),
+            high: Some(b"m".to_vec()),
+        };
         run(
             &s,
             "n",
             &[SubOp::SetXattr {
-                name: KV_COUNT_XATTR.into(),
-                value: 0u64.to_le_bytes().to_vec(),
+                name: KV_RANGE_XATTR.into(),
+                value: postcard::to_stdvec(&range).unwrap(),
             }],
         )
         .unwrap();
@@ -792,9 +887,26 @@ mod tests {
             st,
             KvNodeStat {
                 entries: 3,
-                unwritable: false
+                unwritable: false,
+                range: range.clone(),
             }
         );
+        // Keys outside the node's range are refused, the whole batch.
+        for key in ["mm", "z", ""] {
+            assert_eq!(
+                refusal(run(
+                    &s,
+                    "n",
+                    &[kv_write(
+                        vec![("b", Some("9"), Any), (key, Some("1"), Any)],
+                        9,
+                        0
+                    )]
+                )),
+                KV_RANGE,
+                "{key:?}"
+            );
+        }
         assert_eq!(omap(&s, "n"), kvs(&[("a", "1"), ("b", "2"), ("c", "3")]));
         // Past max: refused, nothing changed; an update at max is fine.
         assert_eq!(
@@ -821,7 +933,7 @@ mod tests {
             KV_EXPECT
         );
         assert_eq!(
-            refusal(run(&s, "n", &[kv_write(vec![("zz", None, Present)], 9, 0)])),
+            refusal(run(&s, "n", &[kv_write(vec![("c0", None, Present)], 9, 0)])),
             KV_EXPECT
         );
         // Below min: refused; a removal of an absent key changes nothing.
@@ -837,7 +949,7 @@ mod tests {
             &s,
             "n",
             &[kv_write(
-                vec![("a", None, Present), ("nope", None, Any)],
+                vec![("a", None, Present), ("aa", None, Any)],
                 9,
                 3,
             )],

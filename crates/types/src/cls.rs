@@ -15,10 +15,39 @@ pub struct KeyRange {
     pub limit: u64,
 }
 
+/// Output of `omap.range`: entries in key order, and whether the range
+/// has more than these (the page stopped at its limit or at the method's
+/// output bound).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RangePage {
+    pub entries: Vec<(Vec<u8>, Vec<u8>)>,
+    pub more: bool,
+}
+
+/// The keys a key-value node holds: those above `low` (exclusive; `None`:
+/// no lower bound) and at most `high` (inclusive; `None`: no upper bound).
+/// Set when the node is made and never changed: a node's range changes
+/// only by replacing the node.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeRange {
+    pub low: Option<Vec<u8>>,
+    pub high: Option<Vec<u8>>,
+}
+
+impl NodeRange {
+    /// Whether `key` belongs to the node.
+    pub fn holds(&self, key: &[u8]) -> bool {
+        self.low.as_deref().is_none_or(|l| key > l) && self.high.as_deref().is_none_or(|h| key <= h)
+    }
+}
+
+/// Xattr of a key-value node holding its [`NodeRange`] (postcard).
+pub const KV_RANGE_XATTR: &str = "kv.range";
 /// Xattr of a key-value node holding its entry count (u64, little-endian).
 pub const KV_COUNT_XATTR: &str = "kv.n";
 /// Xattr that marks a key-value node unwritable (a split or rebalance is
-/// replacing it): present and non-empty means set.
+/// replacing it): present and non-empty means set; its value is the
+/// token of the replacement that set it.
 pub const KV_UNWRITABLE_XATTR: &str = "kv.unwritable";
 
 /// `kv.write` refusal: the node is marked unwritable. Re-read the index
@@ -33,6 +62,10 @@ pub const KV_UNDER: u32 = 3;
 /// `kv.write` refusal: a change's expectation on its key failed (the
 /// message names the key).
 pub const KV_EXPECT: u32 = 4;
+
+/// `kv.write` refusal: a change's key is outside the node's range (the
+/// client's view of the index is stale: re-read it).
+pub const KV_RANGE: u32 = 5;
 
 /// What a change expects of its key before it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -59,8 +92,9 @@ pub struct KvChange {
 /// none. Refused (nothing changed) if the node is unwritable, a change's
 /// expectation fails, or the node would end with more than `max` or fewer
 /// than `min` entries (a node that would not change size is never refused
-/// for its size). The node must exist (`NotFound` otherwise: it was
-/// replaced; re-read the index).
+/// for its size; a node whose range is every key, a store's only node, has
+/// no minimum), or a key is outside the node's range. The node must
+/// exist (`NotFound` otherwise: it was replaced; re-read the index).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KvWrite {
     pub changes: Vec<KvChange>,
@@ -69,9 +103,10 @@ pub struct KvWrite {
 }
 
 /// Output of `kv.write` and `kv.stat`: the node's entries (after the
-/// write) and whether it is marked unwritable.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// write), whether it is marked unwritable, and its range.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KvNodeStat {
     pub entries: u64,
     pub unwritable: bool,
+    pub range: NodeRange,
 }

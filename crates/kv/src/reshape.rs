@@ -1,0 +1,546 @@
+//! Splits and rebalances: replacing one node, or two neighbours, by the
+//! nodes [`crate::plan::layout`] makes of their entries with the write that
+//! needed it applied. Any client may roll back a replacement older than
+//! the timeout, finish the deletion of the nodes a committed one replaced,
+//! and clear a mark whose replacement is gone.
+//!
+//! The protocol, for replacement `T` of nodes `N...` (after "A scalable,
+//! consistent key-value store on RADOS", with the commit point and the
+//! write made one index op):
+//!
+//! 1. **Intent**: one index op compares each `N`'s entry with the one the
+//!    client read (no intent) and sets `T` on them: the entries are locked.
+//! 2. **Mark**: each `N` gets `kv.unwritable = T` if it has no mark. From
+//!    here `N`'s keys are frozen: writes are refused, reads still served.
+//! 3. **Read** the frozen nodes, check the write's expectations, apply it
+//!    and lay the entries out as new nodes (named in `T`), then **create**
+//!    them, unseen by anyone.
+//! 4. **Swap** (the commit point): one index op compares each entry with
+//!    `T` on it, removes or replaces them with the new nodes' entries, and
+//!    adds a tomb naming the `N`s. The write is applied when this commits.
+//! 5. **Delete** the `N`s, then the tomb.
+//!
+//! Rules that keep this safe under client death, slow clients and
+//! rollbacks, each relied on below:
+//! - A mark is only ever removed by the token that set it, and only when
+//!   its replacement can no longer commit: its intent was taken off the
+//!   index (rolled back), or the index entry names the node with another or
+//!   no intent (the mark's intent is gone). A node out of the index keeps
+//!   its mark until deleted: writers with a stale view are refused.
+//! - Marks are read before index entries, and intents are set before
+//!   marks, so a mark whose intent is still on the index is never taken
+//!   for an orphan.
+//! - A rollback takes the intent off the index first (compare-and-set on
+//!   the exact entry), so a slow owner's swap fails; only then does it
+//!   unmark and delete the new nodes.
+//!
+//! A rollback by another client leaves a tomb naming the nodes the
+//! replacement may create, swept a timeout later, for an owner that
+//! stalled and creates one after the rollback. Only an owner that stalls
+//! longer than that between its age check (it gives up a replacement half
+//! the timeout old before each node it creates) and the create can leave
+//! a node behind, unnamed and never visible to readers.
+
+use crate::index::{self, IndexEntry, Intent, Tomb};
+use crate::{data, decode, exec, omap, plan, unique, Attempt, KvError, KvStore, Objects, Result};
+use loligo_types::cls::{Expect, KvChange, KvNodeStat, NodeRange, KV_UNWRITABLE_XATTR};
+use loligo_types::ops::{Cmp, OpError, SubOp};
+use serde_bytes::ByteBuf;
+use std::collections::BTreeMap;
+
+/// How many old tombs a client finishes after each of its replacements.
+const SWEEP: u32 = 4;
+
+fn bb(v: &[u8]) -> ByteBuf {
+    ByteBuf::from(v.to_vec())
+}
+
+/// Whether an op failed on one of its comparisons (someone else changed
+/// what it compared).
+fn lost_race(e: &KvError) -> bool {
+    matches!(e, KvError::Op(OpError::AssertFailed { .. }))
+}
+
+/// What [`KvStore::clean`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Cleaned {
+    /// Replacements older than the timeout rolled back.
+    pub rolled_back: u64,
+    /// Tombs finished: replaced nodes deleted.
+    pub tombs: u64,
+    /// Marks cleared whose replacement was gone.
+    pub marks: u64,
+}
+
+impl<O: Objects> KvStore<O> {
+    /// Replace the node of index entry (`ik`, `entry`), which refused
+    /// `changes` for its size, applying them: `Done(applied)`, or `Busy`
+    /// / `Stale` to retry from the index.
+    pub(crate) async fn reshape(
+        &self,
+        ik: &[u8],
+        entry: &IndexEntry,
+        changes: &[KvChange],
+    ) -> Result<Attempt<bool>> {
+        if entry.intent.is_some() {
+            return Ok(Attempt::Busy);
+        }
+        let Some(st) = self.stat(&entry.node).await? else {
+            return Ok(Attempt::Stale);
+        };
+        // After the changes, will the node be too small? Then take a
+        // neighbour too. (Sizes are rechecked on the frozen nodes.)
+        let mut nodes = vec![(ik.to_vec(), entry.clone())];
+        let grows = changes.iter().filter(|c| c.value.is_some()).count() as u64;
+        if st.entries + grows <= 2 * self.k {
+            let Some(nb) = self.neighbour(ik).await? else {
+                // The only node has no minimum: the refusal was for a
+                // range that has changed since.
+                return Ok(Attempt::Stale);
+            };
+            if nb.1.intent.is_some() {
+                self.unblock(&nb.0, &nb.1.node).await?;
+                return Ok(Attempt::Busy);
+            }
+            if nb.0.as_slice() < ik {
+                nodes.insert(0, nb);
+            } else {
+                nodes.push(nb);
+            }
+        }
+        let now = self.objs.now_ms();
+        let token = unique(&self.name, "x");
+        let most = (2 * self.k * nodes.len() as u64 + changes.len() as u64).div_ceil(2 * self.k);
+        let intent = Intent {
+            token: token.clone(),
+            started_ms: now,
+            replaces: nodes
+                .iter()
+                .map(|(k, e)| (k.clone(), e.node.clone()))
+                .collect(),
+            creates: (0..most).map(|i| format!("{token}.{i}")).collect(),
+        };
+        let lock = intent.entries();
+        // 1. Intent.
+        let mut ops = Vec::new();
+        for (k, _, without) in &lock {
+            ops.push(SubOp::CmpOmap {
+                key: k.clone(),
+                cmp: Cmp::Eq,
+                value: without.clone(),
+            });
+        }
+        ops.push(SubOp::OmapSet(
+            lock.iter().map(|(k, with, _)| (bb(k), bb(with))).collect(),
+        ));
+        match self.objs.operate(&self.index(), ops).await {
+            Ok(_) => {}
+            Err(e) if lost_race(&e) => return Ok(Attempt::Stale),
+            Err(e) => return Err(e),
+        }
+        match self.replace(&intent, changes).await {
+            Ok(Some(r)) => Ok(r),
+            Ok(None) => {
+                self.abandon(&intent).await?;
+                Ok(Attempt::Busy)
+            }
+            Err(e) => {
+                // Best effort: a failed abandon is rolled back by others
+                // after the timeout.
+                let _ = self.abandon(&intent).await;
+                Err(e)
+            }
+        }
+    }
+
+    /// Steps 2-5 of replacement `intent`, whose entries are locked:
+    /// `None` if it must be abandoned (the caller rolls it back).
+    async fn replace(
+        &self,
+        intent: &Intent,
+        changes: &[KvChange],
+    ) -> Result<Option<Attempt<bool>>> {
+        let token = intent.token.as_bytes().to_vec();
+        // 2. Mark.
+        for (_, node) in &intent.replaces {
+            let mark = vec![
+                SubOp::CmpXattr {
+                    name: KV_UNWRITABLE_XATTR.into(),
+                    cmp: Cmp::Eq,
+                    value: Vec::new(),
+                },
+                SubOp::SetXattr {
+                    name: KV_UNWRITABLE_XATTR.into(),
+                    value: token.clone(),
+                },
+            ];
+            match self.objs.operate(node, mark).await {
+                Ok(_) => {}
+                Err(e) if lost_race(&e) || e == KvError::Op(OpError::NotFound) => return Ok(None),
+                Err(e) => return Err(e),
+            }
+        }
+        // 3. Read the frozen nodes; check and apply the write.
+        let mut all: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+        let mut range = NodeRange::default();
+        for (i, (_, node)) in intent.replaces.iter().enumerate() {
+            let Some((st, kvs)) = self.read_all(node).await? else {
+                return Ok(None);
+            };
+            if i == 0 {
+                range.low = st.range.low;
+            }
+            range.high = st.range.high;
+            all.extend(kvs);
+        }
+        for c in changes {
+            let present = all.contains_key(&c.key);
+            let ok = match c.expect {
+                Expect::Any => true,
+                Expect::Absent => !present,
+                Expect::Present => present,
+            };
+            if !ok || !range.holds(&c.key) {
+                // Nothing changes: the replacement is not needed now.
+                self.abandon(intent).await?;
+                return Ok(Some(if ok {
+                    Attempt::Stale
+                } else {
+                    Attempt::Done(false)
+                }));
+            }
+        }
+        for c in changes {
+            match &c.value {
+                Some(v) => all.insert(c.key.clone(), v.clone()),
+                None => all.remove(&c.key),
+            };
+        }
+        // One node left below k (its size changed since the refusal):
+        // retry the write as it now stands.
+        let only = range.low.is_none() && range.high.is_none();
+        if intent.replaces.len() == 1 && (all.len() as u64) < self.k && !only {
+            return Ok(None);
+        }
+        let new = plan::layout(all.into_iter().collect(), range, self.k);
+        if new.len() > intent.creates.len() {
+            return Err(KvError::Corrupt(format!(
+                "a replacement planned {} nodes for {} names",
+                new.len(),
+                intent.creates.len()
+            )));
+        }
+        for (n, name) in new.iter().zip(&intent.creates) {
+            // Too slow already: someone may roll this back at any moment.
+            if self.objs.now_ms().saturating_sub(intent.started_ms) > self.timeout_ms / 2 {
+                return Ok(None);
+            }
+            for ops in crate::node_ops(&n.range, &n.entries) {
+                self.objs.operate(name, ops).await?;
+            }
+        }
+        // 4. Swap.
+        let lock = intent.entries();
+        let mut ops = Vec::new();
+        for (k, with, _) in &lock {
+            ops.push(SubOp::CmpOmap {
+                key: k.clone(),
+                cmp: Cmp::Eq,
+                value: with.clone(),
+            });
+        }
+        let placed: Vec<(Vec<u8>, IndexEntry)> = new
+            .iter()
+            .zip(&intent.creates)
+            .map(|(n, name)| {
+                (
+                    index::index_key(n.range.high.as_deref()),
+                    IndexEntry {
+                        node: name.clone(),
+                        intent: None,
+                    },
+                )
+            })
+            .collect();
+        let gone: Vec<ByteBuf> = lock
+            .iter()
+            .filter(|(k, _, _)| placed.iter().all(|(p, _)| p != k))
+            .map(|(k, _, _)| bb(k))
+            .collect();
+        if !gone.is_empty() {
+            ops.push(SubOp::OmapRm(gone));
+        }
+        let tomb = Tomb {
+            started_ms: intent.started_ms,
+            nodes: intent.replaces.iter().map(|(_, n)| n.clone()).collect(),
+        };
+        let mut set: Vec<(ByteBuf, ByteBuf)> = placed
+            .iter()
+            .map(|(k, e)| (bb(k), bb(&e.encode())))
+            .collect();
+        set.push((bb(&index::tomb_key(&intent.token)), bb(&tomb.encode())));
+        ops.push(SubOp::OmapSet(set));
+        match self.objs.operate(&self.index(), ops).await {
+            Ok(_) => {}
+            // Rolled back by another client: the caller cleans up.
+            Err(e) if lost_race(&e) => return Ok(None),
+            Err(e) => return Err(e),
+        }
+        {
+            let mut cache = self.cache();
+            for (k, _, _) in &lock {
+                cache.remove(k);
+            }
+            cache.extend(placed);
+        }
+        // 5. Delete the replaced nodes, then the tomb; then help with old
+        // tombs of clients that died.
+        self.finish_tomb(&intent.token, &tomb).await?;
+        self.sweep_tombs(SWEEP).await?;
+        Ok(Some(Attempt::Done(true)))
+    }
+
+    /// Roll back this client's own replacement `intent` (not committed):
+    /// take it off the index, unmark its nodes, delete what it created.
+    async fn abandon(&self, intent: &Intent) -> Result<()> {
+        match self.take_off(intent, None).await {
+            // Taken off by someone else: it cannot commit either way.
+            Ok(_) => {}
+            Err(e) if lost_race(&e) => {}
+            Err(e) => return Err(e),
+        }
+        self.undo(intent).await
+    }
+
+    /// Take `intent` off the index entries that carry it (all or none),
+    /// with a tomb for the nodes it may create if `tomb_ms` is given: a
+    /// slow owner that creates one after the rollback has it deleted when
+    /// the tomb is swept, a timeout later.
+    async fn take_off(&self, intent: &Intent, tomb_ms: Option<u64>) -> Result<()> {
+        let lock = intent.entries();
+        let mut ops: Vec<SubOp> = lock
+            .iter()
+            .map(|(k, with, _)| SubOp::CmpOmap {
+                key: k.clone(),
+                cmp: Cmp::Eq,
+                value: with.clone(),
+            })
+            .collect();
+        let mut set: Vec<(ByteBuf, ByteBuf)> = lock
+            .iter()
+            .map(|(k, _, without)| (bb(k), bb(without)))
+            .collect();
+        if let Some(ms) = tomb_ms {
+            let tomb = Tomb {
+                started_ms: ms,
+                nodes: intent.creates.clone(),
+            };
+            set.push((bb(&index::tomb_key(&intent.token)), bb(&tomb.encode())));
+        }
+        ops.push(SubOp::OmapSet(set));
+        self.objs.operate(&self.index(), ops).await.map(|_| ())
+    }
+
+    /// After `intent` is off the index: clear its marks, delete the nodes
+    /// it may have created.
+    async fn undo(&self, intent: &Intent) -> Result<()> {
+        for (_, node) in &intent.replaces {
+            self.clear_mark(node, intent.token.as_bytes()).await?;
+        }
+        for name in &intent.creates {
+            match self.objs.operate(name, vec![SubOp::Remove]).await {
+                Ok(_) | Err(KvError::Op(OpError::NotFound)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Roll back another client's replacement `intent`, older than the
+    /// timeout. If it committed meanwhile, or someone else rolled it
+    /// back, nothing is done here.
+    async fn roll_back(&self, intent: &Intent) -> Result<bool> {
+        match self.take_off(intent, Some(self.objs.now_ms())).await {
+            Ok(()) => {
+                self.undo(intent).await?;
+                Ok(true)
+            }
+            Err(e) if lost_race(&e) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Remove `node`'s unwritable mark if it is `token`: whether it was.
+    async fn clear_mark(&self, node: &str, token: &[u8]) -> Result<bool> {
+        let ops = vec![
+            SubOp::CmpXattr {
+                name: KV_UNWRITABLE_XATTR.into(),
+                cmp: Cmp::Eq,
+                value: token.to_vec(),
+            },
+            SubOp::RmXattr(KV_UNWRITABLE_XATTR.into()),
+        ];
+        match self.objs.operate(node, ops).await {
+            Ok(_) => Ok(true),
+            Err(e) if lost_race(&e) => Ok(false),
+            Err(KvError::Op(OpError::NotFound | OpError::NoXattr(_))) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// `node`'s stat (`None`: it is gone).
+    pub(crate) async fn stat(&self, node: &str) -> Result<Option<KvNodeStat>> {
+        match self.objs.operate(node, vec![exec("kv", "stat", &())]).await {
+            Ok(r) => Ok(Some(decode(&data(r.into_iter().next())?, "node stat")?)),
+            Err(KvError::Op(OpError::NotFound)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Help the replacement that holds node `node` (index key `ik`) along:
+    /// roll it back if older than the timeout, clear a mark whose
+    /// replacement is gone. Returns what it did.
+    pub(crate) async fn unblock(&self, ik: &[u8], node: &str) -> Result<Cleaned> {
+        let mut done = Cleaned::default();
+        // The mark first, then the entry (see the module's rules).
+        let mark = match self
+            .objs
+            .operate(node, vec![SubOp::GetXattr(KV_UNWRITABLE_XATTR.into())])
+            .await
+        {
+            Ok(r) => data(r.into_iter().next())?,
+            Err(KvError::Op(OpError::NoXattr(_))) => Vec::new(),
+            Err(KvError::Op(OpError::NotFound)) => return Ok(done),
+            Err(e) => return Err(e),
+        };
+        let r = self
+            .objs
+            .operate(&self.index(), vec![SubOp::OmapGetKeys(vec![bb(ik)])])
+            .await?;
+        let Some((_, v)) = omap(r.into_iter().next())?.into_iter().next() else {
+            return Ok(done);
+        };
+        let e = IndexEntry::decode(&v)?;
+        if e.node != node {
+            return Ok(done);
+        }
+        let mut intent_token: Option<&[u8]> = None;
+        if let Some(i) = &e.intent {
+            if self.objs.now_ms().saturating_sub(i.started_ms) > self.timeout_ms {
+                // A rollback that loses its race found the replacement
+                // committed (or rolled back by another): then the mark
+                // must stay (a replaced node keeps it until deleted).
+                if self.roll_back(i).await? {
+                    done.rolled_back += 1;
+                }
+                return Ok(done);
+            } else {
+                intent_token = Some(i.token.as_bytes());
+            }
+        }
+        if !mark.is_empty()
+            && intent_token != Some(mark.as_slice())
+            && self.clear_mark(node, &mark).await?
+        {
+            done.marks += 1;
+        }
+        Ok(done)
+    }
+
+    /// Delete the nodes of tomb `token`, then the tomb.
+    async fn finish_tomb(&self, token: &str, tomb: &Tomb) -> Result<()> {
+        for node in &tomb.nodes {
+            match self.objs.operate(node, vec![SubOp::Remove]).await {
+                Ok(_) | Err(KvError::Op(OpError::NotFound)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        self.objs
+            .operate(
+                &self.index(),
+                vec![SubOp::OmapRm(vec![bb(&index::tomb_key(token))])],
+            )
+            .await
+            .map(|_| ())
+    }
+
+    /// Finish up to `limit` tombs older than the timeout (left by clients
+    /// that died after their swap): how many.
+    async fn sweep_tombs(&self, limit: u32) -> Result<u64> {
+        let now = self.objs.now_ms();
+        let mut n = 0;
+        for (k, v) in self.list_index(b"", limit).await? {
+            if k.as_slice() >= index::TOMBS_END {
+                break;
+            }
+            let tomb = Tomb::decode(&v)?;
+            if now.saturating_sub(tomb.started_ms) > self.timeout_ms {
+                let token = String::from_utf8_lossy(&k[1..]).into_owned();
+                self.finish_tomb(&token, &tomb).await?;
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    /// The entry next to node `ik` (after it; before it for the last
+    /// node), or `None` if `ik` is the only node.
+    async fn neighbour(&self, ik: &[u8]) -> Result<Option<(Vec<u8>, IndexEntry)>> {
+        if ik != index::index_key(None) {
+            let mut after = ik.to_vec();
+            after.push(0);
+            let page = self.list_index(&after, 1).await?;
+            return match page.into_iter().next() {
+                Some((k, v)) => Ok(Some((k, IndexEntry::decode(&v)?))),
+                None => Err(KvError::Corrupt("the index has no last node".into())),
+            };
+        }
+        // The node before the last: the cache's guess, checked by listing
+        // from it (nothing may lie between), else a walk of the index.
+        let guess = self
+            .cache()
+            .range(index::NODES_START.to_vec()..ik.to_vec())
+            .next_back()
+            .map(|(k, _)| k.clone());
+        if let Some(g) = guess {
+            let page = self.list_index(&g, 2).await?;
+            if let [(a, av), (b, _)] = page.as_slice() {
+                if *a == g && b.as_slice() == ik {
+                    return Ok(Some((g, IndexEntry::decode(av)?)));
+                }
+            }
+        }
+        let all = self.index_entries().await?;
+        *self.cache() = all.iter().cloned().collect();
+        Ok(match all.as_slice() {
+            [.., before, (last, _)] if last.as_slice() == ik => Some(before.clone()),
+            _ => None,
+        })
+    }
+
+    /// Repair what dead or stalled clients left: roll back replacements
+    /// older than the timeout, finish their tombs, clear marks whose
+    /// replacement is gone. Safe while others use the store.
+    pub async fn clean(&self) -> Result<Cleaned> {
+        let mut done = Cleaned::default();
+        loop {
+            let n = self.sweep_tombs(1000).await?;
+            done.tombs += n;
+            if n < 1000 {
+                break;
+            }
+        }
+        for (ik, e) in self.index_entries().await? {
+            let marked = match self.stat(&e.node).await? {
+                Some(st) => st.unwritable,
+                None => false,
+            };
+            if marked || e.intent.is_some() {
+                let d = self.unblock(&ik, &e.node).await?;
+                done.rolled_back += d.rolled_back;
+                done.marks += d.marks;
+            }
+        }
+        Ok(done)
+    }
+}
