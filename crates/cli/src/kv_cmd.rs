@@ -8,7 +8,7 @@
 use crate::config::ConnArgs;
 use crate::CliError;
 use clap::Subcommand;
-use loligo_kv::KvStore;
+use loligo_kv::{bench, KvStore};
 use std::io::{Read, Write};
 
 #[derive(Subcommand)]
@@ -58,6 +58,47 @@ pub enum KvCmd {
         /// the store should use the same.
         #[arg(long, default_value_t = loligo_kv::DEFAULT_TIMEOUT_MS)]
         timeout_ms: u64,
+    },
+    /// The workload of "A scalable, consistent key-value store on RADOS":
+    /// CLIENTS clients (each its own index cache) with IN_FLIGHT ops each
+    /// do a mix of reads, inserts, removes and updates of random keys for
+    /// SECONDS, after PREFILL keys are written. Creates store STORE first
+    /// and removes it after (unless --keep); --baseline runs the same ops
+    /// on one object per key instead (the cost of the tree).
+    Bench {
+        #[arg(default_value = "kvbench")]
+        store: String,
+        #[arg(long, default_value_t = 5)]
+        clients: usize,
+        #[arg(long, default_value_t = 1)]
+        in_flight: usize,
+        #[arg(long, default_value_t = 10.0)]
+        seconds: f64,
+        /// Weights of read,insert,remove,update.
+        #[arg(long, default_value = "25,25,25,25")]
+        mix: String,
+        /// Bytes per value.
+        #[arg(long, default_value_t = 1024)]
+        entry_size: usize,
+        /// Nodes hold K..=2K entries.
+        #[arg(long, default_value_t = 800)]
+        k: u64,
+        #[arg(long, default_value_t = 5000)]
+        prefill: u64,
+        /// One object per key (omap) instead of the tree.
+        #[arg(long)]
+        baseline: bool,
+        /// Write the tree's nodes with plain ops (read, then compare and
+        /// write: two round trips) instead of the `kv.write` object class
+        /// method (one), to measure what the method saves.
+        #[arg(long, conflicts_with = "baseline")]
+        plain_writes: bool,
+        /// Leave the store (or the baseline's objects) in place.
+        #[arg(long)]
+        keep: bool,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Nodes, entries and depth.
     Stats {
@@ -145,6 +186,90 @@ pub fn run(conn: &ConnArgs, c: KvCmd) -> Result<(), CliError> {
                         "store {store} has {} problems",
                         c.problems.len()
                     )));
+                }
+            }
+            KvCmd::Bench {
+                store,
+                clients,
+                in_flight,
+                seconds,
+                mix,
+                entry_size,
+                k,
+                prefill,
+                baseline,
+                plain_writes,
+                keep,
+                json,
+            } => {
+                let parts: Vec<u32> = mix
+                    .split(',')
+                    .map(|p| p.trim().parse::<u32>())
+                    .collect::<Result<_, _>>()
+                    .map_err(|_| CliError(format!("--mix {mix}: four whole numbers, a,b,c,d")))?;
+                let mix: [u32; 4] = parts
+                    .try_into()
+                    .map_err(|_| CliError(format!("--mix {mix}: four whole numbers, a,b,c,d")))?;
+                if !(seconds > 0.0 && seconds.is_finite()) {
+                    return Err(CliError("--seconds must be above 0".into()));
+                }
+                let o = bench::BenchOpts {
+                    clients,
+                    in_flight,
+                    seconds,
+                    mix,
+                    entry_size,
+                    prefill,
+                    baseline,
+                    plain_writes,
+                };
+                if !baseline {
+                    KvStore::create(io.clone(), &store, k).await?;
+                }
+                let r = bench::run(io.clone(), &store, &o).await;
+                if !keep {
+                    if baseline {
+                        let upto = r.as_ref().map_or(prefill, |r| r.keys_made);
+                        bench::cleanup_baseline(&io, &store, upto).await?;
+                    } else {
+                        KvStore::open(io.clone(), &store).await?.destroy().await?;
+                    }
+                }
+                let r = r?;
+                if json {
+                    println!(
+                        "{}",
+                        serde_json::json!({
+                            "baseline": baseline,
+                            "plain_writes": plain_writes,
+                            "clients": clients,
+                            "in_flight": in_flight,
+                            "entry_size": entry_size,
+                            "k": k,
+                            "prefill": prefill,
+                            "mix": mix,
+                            "report": r,
+                        })
+                    );
+                } else {
+                    println!(
+                        "{} {} ops in {:.1} s: {:.0} ops/s (prefill of {prefill} keys {:.1} s)",
+                        if baseline {
+                            "baseline (object per key):"
+                        } else {
+                            "tree:"
+                        },
+                        r.ops,
+                        r.seconds,
+                        r.ops_per_s,
+                        r.prefill_seconds
+                    );
+                    for (name, s) in bench::KINDS.iter().zip(&r.kinds) {
+                        println!(
+                            "  {name:<6} {:>8} ops  p50 {:>8.3} ms  p99 {:>8.3} ms",
+                            s.ops, s.p50_ms, s.p99_ms
+                        );
+                    }
                 }
             }
             KvCmd::Clean { store, timeout_ms } => {

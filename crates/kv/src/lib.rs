@@ -23,6 +23,7 @@
 //! This crate is a client of `loligo-client` only: it must never rely on
 //! anything but object ops and the OSDs' object class methods.
 
+pub mod bench;
 pub mod index;
 pub mod plan;
 mod reshape;
@@ -154,6 +155,10 @@ pub struct KvStore<O: Objects> {
     /// node's range never changes and the OSD checks it on every write, so
     /// a stale entry costs a retry, never a misplaced key.
     cache: Mutex<BTreeMap<Vec<u8>, IndexEntry>>,
+    /// Write nodes with plain ops (a read, then a compare-and-write)
+    /// instead of the `kv.write` method: only to measure what the method
+    /// saves.
+    plain_writes: bool,
 }
 
 /// What one try of an op on a node came to.
@@ -287,6 +292,7 @@ impl<O: Objects> KvStore<O> {
             k,
             timeout_ms: DEFAULT_TIMEOUT_MS,
             cache: Mutex::new(BTreeMap::new()),
+            plain_writes: false,
         }
     }
 
@@ -296,6 +302,15 @@ impl<O: Objects> KvStore<O> {
     /// to well within it.
     pub fn with_timeout(mut self, ms: u64) -> Self {
         self.timeout_ms = ms.max(1);
+        self
+    }
+
+    /// Write nodes with plain object ops instead of the `kv.write` object
+    /// class method: two round trips per write (read the node's count and
+    /// the keys, then write guarded by compares) instead of one. Correct,
+    /// but only there to measure what the method saves.
+    pub fn with_plain_writes(mut self, on: bool) -> Self {
+        self.plain_writes = on;
         self
     }
 
@@ -582,11 +597,15 @@ impl<O: Objects> KvStore<O> {
                 min: self.k,
             };
             async move {
-                let refusal = match self
-                    .objs
-                    .operate(&entry.node, vec![exec("kv", "write", &w)])
-                    .await
-                {
+                let sent = match self.plain_writes {
+                    true => self.plain_write(&entry.node, &w).await,
+                    false => self
+                        .objs
+                        .operate(&entry.node, vec![exec("kv", "write", &w)])
+                        .await
+                        .map(|_| ()),
+                };
+                let refusal = match sent {
                     Ok(_) => return Ok(Attempt::Done((true, n))),
                     Err(KvError::Op(OpError::NotFound)) => return Ok(Attempt::Stale),
                     Err(KvError::Op(OpError::MethodRefused { code, message, .. })) => {
@@ -609,6 +628,122 @@ impl<O: Objects> KvStore<O> {
             }
         })
         .await
+    }
+
+    /// What `kv.write` does, done by the client with plain ops: read the
+    /// node's xattrs and the keys, decide, then write guarded by compares
+    /// of what it read (the mark, the count, each key's value). Errors as
+    /// the method's refusals; a lost race is `NotFound` (re-read).
+    async fn plain_write(&self, node: &str, w: &KvWrite) -> Result<()> {
+        use loligo_types::ops::Cmp;
+        let refuse = |code: u32, message: &str| {
+            Err(KvError::Op(OpError::MethodRefused {
+                index: 0,
+                code,
+                message: message.into(),
+            }))
+        };
+        let keys: Vec<ByteBuf> = w
+            .changes
+            .iter()
+            .map(|c| ByteBuf::from(c.key.clone()))
+            .collect();
+        let r = self
+            .objs
+            .operate(node, vec![SubOp::GetXattrs, SubOp::OmapGetKeys(keys)])
+            .await?;
+        let mut r = r.into_iter();
+        let xattrs = match r.next() {
+            Some(SubResult::Xattrs(x)) => x,
+            other => return Err(KvError::Corrupt(format!("node xattrs: {other:?}"))),
+        };
+        let have: BTreeMap<Vec<u8>, Vec<u8>> = omap(r.next())?
+            .into_iter()
+            .map(|(k, v)| (k.into_vec(), v.into_vec()))
+            .collect();
+        let get = |n: &str| xattrs.iter().find(|(k, _)| k == n).map(|(_, v)| v.to_vec());
+        let count_raw = get(KV_COUNT_XATTR).unwrap_or_default();
+        let count = u64::from_le_bytes(
+            count_raw
+                .as_slice()
+                .try_into()
+                .map_err(|_| KvError::Corrupt(format!("node {node}: its count")))?,
+        );
+        let range: NodeRange = decode(&get(KV_RANGE_XATTR).unwrap_or_default(), "node range")?;
+        if get(loligo_types::cls::KV_UNWRITABLE_XATTR).is_some_and(|v| !v.is_empty()) {
+            return refuse(KV_UNWRITABLE, "marked");
+        }
+        if w.changes.iter().any(|c| !range.holds(&c.key)) {
+            return refuse(KV_RANGE, "outside");
+        }
+        let mut entries = count;
+        let mut last: BTreeMap<&[u8], &Option<Vec<u8>>> = BTreeMap::new();
+        for c in &w.changes {
+            let present = have.contains_key(&c.key);
+            let ok = match c.expect {
+                Expect::Any => true,
+                Expect::Absent => !present,
+                Expect::Present => present,
+            };
+            if !ok {
+                return refuse(KV_EXPECT, "expectation");
+            }
+            last.insert(&c.key, &c.value);
+        }
+        let mut ops = vec![
+            SubOp::CmpXattr {
+                name: loligo_types::cls::KV_UNWRITABLE_XATTR.into(),
+                cmp: Cmp::Eq,
+                value: Vec::new(),
+            },
+            SubOp::CmpXattr {
+                name: KV_COUNT_XATTR.into(),
+                cmp: Cmp::Eq,
+                value: count_raw,
+            },
+        ];
+        let (mut sets, mut rms) = (Vec::new(), Vec::new());
+        for (k, v) in &last {
+            let present = have.contains_key(*k);
+            ops.push(SubOp::CmpOmap {
+                key: k.to_vec(),
+                cmp: Cmp::Eq,
+                value: have.get(*k).cloned().unwrap_or_default(),
+            });
+            match v {
+                Some(v) => {
+                    entries += u64::from(!present);
+                    sets.push((ByteBuf::from(k.to_vec()), ByteBuf::from(v.clone())));
+                }
+                None if present => {
+                    entries -= 1;
+                    rms.push(ByteBuf::from(k.to_vec()));
+                }
+                None => {}
+            }
+        }
+        let only = range.low.is_none() && range.high.is_none();
+        if entries > count && entries > w.max {
+            return refuse(KV_FULL, "full");
+        }
+        if entries < count && entries < w.min && !only {
+            return refuse(KV_UNDER, "under");
+        }
+        if !rms.is_empty() {
+            ops.push(SubOp::OmapRm(rms));
+        }
+        if !sets.is_empty() {
+            ops.push(SubOp::OmapSet(sets));
+        }
+        ops.push(SubOp::SetXattr {
+            name: KV_COUNT_XATTR.into(),
+            value: entries.to_le_bytes().to_vec(),
+        });
+        match self.objs.operate(node, ops).await {
+            Ok(_) => Ok(()),
+            Err(KvError::Op(OpError::AssertFailed { .. })) => Err(KvError::Op(OpError::NotFound)),
+            Err(e) => Err(e),
+        }
     }
 
     /// One change: `Ok(true)` applied, `Ok(false)` its expectation failed.
@@ -756,6 +891,47 @@ impl<O: Objects> KvStore<O> {
                 _ => return Ok(out),
             }
         }
+    }
+
+    /// Remove the store: every node, the nodes tombs and intents name, and
+    /// the index (last, so a destroy cut short can be run again). No one
+    /// may use the store meanwhile.
+    pub async fn destroy(self) -> Result<()> {
+        let mut doomed: Vec<String> = Vec::new();
+        for (_, e) in self.index_entries().await? {
+            if let Some(i) = &e.intent {
+                doomed.extend(i.creates.iter().cloned());
+            }
+            doomed.push(e.node);
+        }
+        loop {
+            let page = self.list_index(b"", 1000).await?;
+            let tombs: Vec<_> = page
+                .into_iter()
+                .take_while(|(k, _)| k.as_slice() < index::TOMBS_END)
+                .collect();
+            for (_, v) in &tombs {
+                doomed.extend(index::Tomb::decode(v)?.nodes);
+            }
+            if tombs.len() < 1000 {
+                break;
+            }
+            // Tombs are only read here: drop them to page on.
+            let keys = tombs.into_iter().map(|(k, _)| ByteBuf::from(k)).collect();
+            self.objs
+                .operate(&self.index(), vec![SubOp::OmapRm(keys)])
+                .await?;
+        }
+        for node in doomed {
+            match self.objs.operate(&node, vec![SubOp::Remove]).await {
+                Ok(_) | Err(KvError::Op(OpError::NotFound)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        self.objs
+            .operate(&self.index(), vec![SubOp::Remove])
+            .await
+            .map(|_| ())
     }
 
     /// Nodes and entries (reads every node's count).

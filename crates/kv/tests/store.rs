@@ -234,7 +234,11 @@ async fn random_ops_match_a_model_through_splits_and_rebalances() {
     for seed in 1..=20u64 {
         let objs = MemObjects::new();
         let k = 2 + seed % 4;
-        let kv = KvStore::create(&objs, "t", k).await.unwrap();
+        // Odd seeds write nodes with plain ops instead of `kv.write`.
+        let kv = KvStore::create(&objs, "t", k)
+            .await
+            .unwrap()
+            .with_plain_writes(seed % 2 == 1);
         let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
         let mut rng = Rng::new(seed);
         let mut most_nodes = 0;
@@ -501,7 +505,8 @@ async fn concurrent_clients_with_deaths_stay_linearizable() {
                         };
                         let mortal = Mortal::new(objs, left, rng.below(2) == 0);
                         let kv = match KvStore::open(&mortal, "c").await {
-                            Ok(kv) => kv.with_timeout(TIMEOUT),
+                            // Some clients write with plain ops.
+                            Ok(kv) => kv.with_timeout(TIMEOUT).with_plain_writes(w == 3),
                             Err(e) if killed(&Err::<(), _>(e.clone())) => continue,
                             Err(e) => panic!("{e}"),
                         };

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# The key-value store on object maps under the workload of "A scalable,
+# consistent key-value store on RADOS" (4 OSDs, 2 replicas, 5 clients, 25%
+# each of reads, inserts, removes and updates), on a local cluster in one
+# sitting, with a baseline measured beside it: the same ops on one object
+# per key (no tree).
+#   1. a fresh 4-OSD cluster and a pool `kv` of 64 PGs, size 2
+#   2. the seed's workload at 64 KiB and 1 KiB entries, k = 800: tree,
+#      baseline (mode 1) and tree with nodes written by plain ops instead of
+#      the kv.write object class method (mode 2: what the method saves),
+#      1 op in flight per client (the seed's) and 8 (throughput)
+#   3. throughput vs k (1 KiB entries) and vs entry size (k = 800)
+# Each case creates its store, writes its prefill keys, runs the timed mix
+# and removes the store (`loligo kv bench`).
+# Writes out/results.csv, out/summary.json, PNGs and out/RESULTS.md.
+#
+#   bash experiments/kv/run.sh          # 20 s per case, k 100..1600, entries 1 KiB..256 KiB
+#   bash experiments/kv/run.sh --quick  # 5 s per case, fewer points (under 10 minutes)
+set -euo pipefail
+HERE="$(cd "$(dirname "$0")" && pwd)"
+ROOT="$(cd "$HERE/../.." && pwd)"
+OUT="${OUT:-$HERE/out}"
+SECS=20
+KS="100 200 400 800 1600"
+SIZES="1024 4096 16384 65536 262144"
+if [ "${1:-}" = "--quick" ]; then
+    SECS=5
+    KS="100 400 1600"
+    SIZES="1024 16384 262144"
+fi
+mkdir -p "$OUT"
+CSV="$OUT/results.csv"
+echo "case,mode,clients,in_flight,k,entry_size,prefill,ops_per_s,read_p50,read_p99,insert_p50,insert_p99,remove_p50,remove_p99,update_p50,update_p99" >"$CSV"
+
+say() { echo "[kv $(date +%H:%M:%S)] $*" >&2; }
+
+cargo build --release -p loligo-cli --manifest-path "$ROOT/Cargo.toml" >&2
+B="$ROOT/target/release/loligo"
+. "$ROOT/experiments/lib.sh"
+
+DIR=$(mktemp -d /tmp/loligo-kv.XXXXXX)
+CONF="$DIR/c/loligo.conf"
+cleanup() { "$B" down --data-dir "$DIR/c" >/dev/null 2>&1 || true; rm -rf "$DIR"; }
+trap cleanup EXIT
+"$B" up --detach --osds 4 --osd-size $((4 << 30)) --data-dir "$DIR/c" >&2
+lol_wait "$CONF" 120 "$ALL_CLEAN" >/dev/null
+"$B" -c "$CONF" pool create kv --pg-num 64 --size 2 >&2
+lol_wait "$CONF" 120 "$ALL_CLEAN" >/dev/null
+
+# Keys written before the timed run: 4,000, at most 256 MiB of values.
+prefill() { local p=$(((256 << 20) / $1)); [ "$p" -gt 4000 ] && p=4000; echo "$p"; }
+
+run() {
+    local case="$1" base="$2" inflight="$3" k="$4" size="$5" p extra=()
+    p=$(prefill "$size")
+    [ "$base" = 1 ] && extra=(--baseline)
+    [ "$base" = 2 ] && extra=(--plain-writes)
+    say "$case: baseline=$base in_flight=$inflight k=$k entry=$size prefill=$p"
+    "$B" -c "$CONF" -p kv kv bench "kvb" --clients 5 --in-flight "$inflight" --seconds "$SECS" \
+        --k "$k" --entry-size "$size" --prefill "$p" --json "${extra[@]}" >"$DIR/r.json"
+    "$PY" - "$DIR/r.json" "$case" "$base" "$inflight" "$k" "$size" "$p" >>"$CSV" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))["report"]
+row = sys.argv[2:8] + [round(r["ops_per_s"], 1)]
+for k in r["kinds"]:
+    row += [round(k["p50_ms"], 3), round(k["p99_ms"], 3)]
+print(",".join(str(x) for x in row))
+PY
+    tail -1 "$CSV" >&2
+}
+
+for size in 65536 1024; do
+    for inflight in 1 8; do
+        for base in 0 1 2; do
+            run seed "$base" "$inflight" 800 "$size"
+        done
+    done
+done
+for k in $KS; do run k 0 8 "$k" 1024; done
+for size in $SIZES; do run size 0 8 800 "$size"; done
+
+python3 -c "import matplotlib" 2>/dev/null || python3 -m pip install -q matplotlib >&2 || true
+python3 "$HERE/summarize.py" "$OUT"
+say "wrote $OUT/RESULTS.md"
