@@ -490,7 +490,8 @@ impl<O: Objects> KvStore<O> {
         let mut waits = 0u32;
         loop {
             let (ik, entry) = self.locate(key, fresh).await?;
-            match attempt(ik.clone(), entry.clone()).await? {
+            let a = attempt(ik.clone(), entry.clone()).await?;
+            match a {
                 Attempt::Done(t) => return Ok(t),
                 // A cached entry: read the index and try again at once.
                 Attempt::Stale if !fresh => {

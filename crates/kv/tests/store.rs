@@ -484,17 +484,23 @@ async fn concurrent_clients_with_deaths_stay_linearizable() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(12);
-    let (mut kills, mut made, mut unmarked, mut reads) = (0, 0, 0, 0);
-    for seed in 1..=seeds {
+    // LOLIGO_KV_SEED replays one seed.
+    let only: Option<u64> = std::env::var("LOLIGO_KV_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok());
+    let seeds = if only.is_some() { 1 } else { seeds };
+    let (mut kills, mut made, mut unmarked, mut reads, mut gave_up) = (0, 0, 0, 0, 0);
+    for seed in only.map_or(1..=seeds, |s| s..=s) {
         let objs = MemObjects::shuffled(seed);
         let k = 2 + seed % 3;
         KvStore::create(&objs, "c", k).await.unwrap();
         let tick = AtomicU64::new(0);
         let deaths = AtomicU64::new(0);
+        let busy = AtomicU64::new(0);
         let events: Mutex<Vec<Event>> = Mutex::new(Vec::new());
         let workers: Vec<_> = (0..4u64)
             .map(|w| {
-                let (objs, tick, events, deaths) = (&objs, &tick, &events, &deaths);
+                let (objs, tick, events, deaths, busy) = (&objs, &tick, &events, &deaths, &busy);
                 async move {
                     let mut rng = Rng::new(seed * 100 + w);
                     let mut ops = 0;
@@ -534,6 +540,12 @@ async fn concurrent_clients_with_deaths_stay_linearizable() {
                                     Err(e) => (true, Some(value.clone()), Err(e)),
                                 },
                             };
+                            // Gave up waiting on a node whose replacement
+                            // kept dying: nothing of the op was applied.
+                            if let Err(KvError::Busy(_)) = &r {
+                                busy.fetch_add(1, Ordering::Relaxed);
+                                continue;
+                            }
                             let dead = killed(&r);
                             if let Err(e) = &r {
                                 assert!(dead, "seed {seed} worker {w}: {e}");
@@ -580,15 +592,21 @@ async fn concurrent_clients_with_deaths_stay_linearizable() {
         }
         linearizable_reads(&events);
         kills += deaths.load(Ordering::Relaxed);
+        gave_up += busy.load(Ordering::Relaxed);
         made += objs.made.load(Ordering::Relaxed);
         unmarked += objs.unmarked.load(Ordering::Relaxed);
         reads += events.iter().filter(|e| !e.write).count();
     }
     eprintln!(
         "{seeds} seeds: {kills} clients killed, {made} nodes made by splits and \
-         rebalances, {unmarked} marks removed, {reads} reads checked"
+         rebalances, {unmarked} marks removed, {reads} reads checked, {gave_up} ops \
+         gave up waiting"
     );
-    assert!(kills > seeds && made > 10 * seeds && unmarked > 0 && reads > 50 * seeds as usize);
+    // Giving up takes a chain of dying clients on one node: rare.
+    assert!(gave_up * 200 <= seeds * 320, "{gave_up} ops gave up");
+    if only.is_none() {
+        assert!(kills > seeds && made > 10 * seeds && unmarked > 0 && reads > 50 * seeds as usize);
+    }
 }
 
 #[tokio::test]
