@@ -47,8 +47,9 @@ lol_wait "$CONF" 120 "$ALL_CLEAN" >/dev/null
 "$B" -c "$CONF" pool create kv --pg-num 64 --size 2 >&2
 lol_wait "$CONF" 120 "$ALL_CLEAN" >/dev/null
 
-# Keys written before the timed run: 4,000, at most 256 MiB of values.
-prefill() { local p=$(((256 << 20) / $1)); [ "$p" -gt 4000 ] && p=4000; echo "$p"; }
+# Keys written before the timed run: 40,000, at most 512 MiB of values
+# (a store of a few nodes serializes its writers on them: see RESULTS.md).
+prefill() { local p=$(((512 << 20) / $1)); [ "$p" -gt 40000 ] && p=40000; echo "$p"; }
 
 run() {
     local case="$1" base="$2" inflight="$3" k="$4" size="$5" p extra=()
@@ -61,7 +62,8 @@ run() {
     "$PY" - "$DIR/r.json" "$case" "$base" "$inflight" "$k" "$size" "$p" >>"$CSV" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))["report"]
-row = sys.argv[2:8] + [round(r["ops_per_s"], 1)]
+case, mode, inflight, k, size, prefill = sys.argv[2:8]
+row = [case, mode, 5, inflight, k, size, prefill, round(r["ops_per_s"], 1)]
 for k in r["kinds"]:
     row += [round(k["p50_ms"], 3), round(k["p99_ms"], 3)]
 print(",".join(str(x) for x in row))

@@ -478,16 +478,20 @@ impl<O: Objects> KvStore<O> {
 
     /// Run `attempt` on the node that holds `key` until it finds the node
     /// current, helping or waiting out a split or rebalance that holds it
-    /// (rolled back once older than the timeout).
+    /// (rolled back once older than the timeout). Gives up ([`KvError::Busy`])
+    /// after three timeouts without progress.
     async fn on_node<T, F, Fut>(&self, key: &[u8], mut attempt: F) -> Result<T>
     where
         F: FnMut(Vec<u8>, IndexEntry) -> Fut,
         Fut: Future<Output = Result<Attempt<T>>>,
     {
-        let begun = self.objs.now_ms();
+        let mut begun = self.objs.now_ms();
         let give_up = 3 * self.timeout_ms + 1000;
         let mut fresh = false;
         let mut waits = 0u32;
+        // The live replacement last seen holding the node: its owner
+        // renewing it restarts the wait (a big node takes long to split).
+        let mut holder: Option<(String, u64)> = None;
         loop {
             let (ik, entry) = self.locate(key, fresh).await?;
             let a = attempt(ik.clone(), entry.clone()).await?;
@@ -500,7 +504,15 @@ impl<O: Objects> KvStore<O> {
                 }
                 Attempt::Stale => {}
                 Attempt::Busy => {
-                    self.unblock(&ik, &entry.node).await?;
+                    let (_, live) = self.unblock(&ik, &entry.node).await?;
+                    if let (Some((t, at)), Some((t0, at0))) = (&live, &holder) {
+                        if t == t0 && at > at0 {
+                            begun = self.objs.now_ms();
+                        }
+                    }
+                    if live.is_some() {
+                        holder = live;
+                    }
                 }
             }
             fresh = true;

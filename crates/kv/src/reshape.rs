@@ -34,12 +34,16 @@
 //!   the exact entry), so a slow owner's swap fails; only then does it
 //!   unmark and delete the new nodes.
 //!
-//! A rollback by another client leaves a tomb naming the nodes the
-//! replacement may create, swept a timeout later, for an owner that
-//! stalled and creates one after the rollback. Only an owner that stalls
-//! longer than that between its age check (it gives up a replacement half
-//! the timeout old before each node it creates) and the create can leave
-//! a node behind, unnamed and never visible to readers.
+//! The owner renews its intent's stamp (a compare-and-set on the entries)
+//! whenever a quarter of the timeout has passed, before each read of a
+//! node and each op that creates one, so a replacement of big nodes is not
+//! rolled back while its owner works; a failed renewal means it was, and
+//! the owner abandons it. A rollback by another client leaves a tomb
+//! naming the nodes the replacement may create, swept a timeout later, for
+//! an owner that stalled after its last renewal and creates one after the
+//! rollback. Only an owner that stalls longer than that between a renewal
+//! and its next op can leave a node behind, unnamed and never visible to
+//! readers.
 
 use crate::index::{self, IndexEntry, Intent, Tomb};
 use crate::{data, decode, exec, omap, plan, unique, Attempt, KvError, KvStore, Objects, Result};
@@ -138,7 +142,8 @@ impl<O: Objects> KvStore<O> {
             Err(e) if lost_race(&e) => return Ok(Attempt::Stale),
             Err(e) => return Err(e),
         }
-        match self.replace(&intent, changes).await {
+        let mut intent = intent;
+        match self.replace(&mut intent, changes).await {
             Ok(Some(r)) => Ok(r),
             Ok(None) => {
                 self.abandon(&intent).await?;
@@ -157,7 +162,7 @@ impl<O: Objects> KvStore<O> {
     /// `None` if it must be abandoned (the caller rolls it back).
     async fn replace(
         &self,
-        intent: &Intent,
+        intent: &mut Intent,
         changes: &[KvChange],
     ) -> Result<Option<Attempt<bool>>> {
         let token = intent.token.as_bytes().to_vec();
@@ -183,8 +188,12 @@ impl<O: Objects> KvStore<O> {
         // 3. Read the frozen nodes; check and apply the write.
         let mut all: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
         let mut range = NodeRange::default();
-        for (i, (_, node)) in intent.replaces.iter().enumerate() {
-            let Some((st, kvs)) = self.read_all(node).await? else {
+        for i in 0..intent.replaces.len() {
+            if !self.renew(intent).await? {
+                return Ok(None);
+            }
+            let node = intent.replaces[i].1.clone();
+            let Some((st, kvs)) = self.read_all(&node).await? else {
                 return Ok(None);
             };
             if i == 0 {
@@ -230,14 +239,17 @@ impl<O: Objects> KvStore<O> {
                 intent.creates.len()
             )));
         }
-        for (n, name) in new.iter().zip(&intent.creates) {
-            // Too slow already: someone may roll this back at any moment.
-            if self.objs.now_ms().saturating_sub(intent.started_ms) > self.timeout_ms / 2 {
-                return Ok(None);
-            }
+        let names = intent.creates.clone();
+        for (n, name) in new.iter().zip(&names) {
             for ops in crate::node_ops(&n.range, &n.entries) {
+                if !self.renew(intent).await? {
+                    return Ok(None);
+                }
                 self.objs.operate(name, ops).await?;
             }
+        }
+        if !self.renew(intent).await? {
+            return Ok(None);
         }
         // 4. Swap.
         let lock = intent.entries();
@@ -298,6 +310,39 @@ impl<O: Objects> KvStore<O> {
         self.finish_tomb(&intent.token, &tomb).await?;
         self.sweep_tombs(SWEEP).await?;
         Ok(Some(Attempt::Done(true)))
+    }
+
+    /// Keep replacement `intent` from being rolled back as too old while
+    /// its owner is working on it: once a quarter of the timeout has
+    /// passed, stamp it anew (compared with the entries as last stamped).
+    /// `false` if it was rolled back meanwhile: then it must be abandoned.
+    async fn renew(&self, intent: &mut Intent) -> Result<bool> {
+        let now = self.objs.now_ms();
+        if now.saturating_sub(intent.started_ms) <= self.timeout_ms / 4 {
+            return Ok(true);
+        }
+        let mut next = intent.clone();
+        next.started_ms = now;
+        let (old, new) = (intent.entries(), next.entries());
+        let mut ops: Vec<SubOp> = old
+            .iter()
+            .map(|(k, with, _)| SubOp::CmpOmap {
+                key: k.clone(),
+                cmp: Cmp::Eq,
+                value: with.clone(),
+            })
+            .collect();
+        ops.push(SubOp::OmapSet(
+            new.iter().map(|(k, with, _)| (bb(k), bb(with))).collect(),
+        ));
+        match self.objs.operate(&self.index(), ops).await {
+            Ok(_) => {
+                *intent = next;
+                Ok(true)
+            }
+            Err(e) if lost_race(&e) => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 
     /// Roll back this client's own replacement `intent` (not committed):
@@ -399,8 +444,25 @@ impl<O: Objects> KvStore<O> {
 
     /// Help the replacement that holds node `node` (index key `ik`) along:
     /// roll it back if older than the timeout, clear a mark whose
-    /// replacement is gone. Returns what it did.
-    pub(crate) async fn unblock(&self, ik: &[u8], node: &str) -> Result<Cleaned> {
+    /// replacement is gone. Returns what it did, and the token and stamp
+    /// of a live replacement it left alone (its owner renewing the stamp is
+    /// progress a waiter may keep waiting on).
+    pub(crate) async fn unblock(
+        &self,
+        ik: &[u8],
+        node: &str,
+    ) -> Result<(Cleaned, Option<(String, u64)>)> {
+        let mut live = None;
+        let done = self.unblock_inner(ik, node, &mut live).await?;
+        Ok((done, live))
+    }
+
+    async fn unblock_inner(
+        &self,
+        ik: &[u8],
+        node: &str,
+        live: &mut Option<(String, u64)>,
+    ) -> Result<Cleaned> {
         let mut done = Cleaned::default();
         // The mark first, then the entry (see the module's rules).
         let mark = match self
@@ -436,6 +498,7 @@ impl<O: Objects> KvStore<O> {
                 return Ok(done);
             } else {
                 intent_token = Some(i.token.as_bytes());
+                *live = Some((i.token.clone(), i.started_ms));
             }
         }
         if !mark.is_empty()
@@ -536,7 +599,7 @@ impl<O: Objects> KvStore<O> {
                 None => false,
             };
             if marked || e.intent.is_some() {
-                let d = self.unblock(&ik, &e.node).await?;
+                let (d, _) = self.unblock(&ik, &e.node).await?;
                 done.rolled_back += d.rolled_back;
                 done.marks += d.marks;
             }

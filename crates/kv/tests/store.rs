@@ -163,6 +163,76 @@ impl Objects for Mortal<'_> {
     }
 }
 
+/// A slow client: each of its ops takes `ms` of the clock.
+struct Slow<'a> {
+    objs: &'a MemObjects,
+    ms: u64,
+}
+
+impl Objects for Slow<'_> {
+    async fn operate(&self, name: &str, ops: Vec<SubOp>) -> loligo_kv::Result<Vec<SubResult>> {
+        self.objs.advance(self.ms);
+        self.objs.operate(name, ops).await
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.objs.now_ms()
+    }
+
+    async fn pause(&self, ms: u64) {
+        self.objs.pause(ms).await
+    }
+}
+
+/// A client whose splits take longer than the timeout (each op a quarter
+/// of it) keeps them alive by renewing its intents, while another client
+/// cleans the store all along, rolling back any intent it finds older than
+/// the timeout: it finds none, and every op of the slow client succeeds.
+#[tokio::test]
+async fn a_slow_replacement_is_renewed_not_rolled_back() {
+    const TIMEOUT: u64 = 900;
+    let objs = MemObjects::shuffled(9);
+    KvStore::create(&objs, "r", 2).await.unwrap();
+    let slow = Slow {
+        objs: &objs,
+        ms: TIMEOUT / 4,
+    };
+    let a = KvStore::open(&slow, "r")
+        .await
+        .unwrap()
+        .with_timeout(TIMEOUT);
+    let cleaner = KvStore::open(&objs, "r")
+        .await
+        .unwrap()
+        .with_timeout(TIMEOUT);
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let (a, cleaner, done, o) = (&a, &cleaner, &done, &objs);
+    let writes = async move {
+        for i in 0..40u32 {
+            let key = format!("k{:02}", (i * 7) % 30);
+            a.put(key.as_bytes(), b"a")
+                .await
+                .unwrap_or_else(|e| panic!("op {i}: {e}"));
+        }
+        done.store(true, Ordering::Relaxed);
+        0
+    };
+    let cleans = async move {
+        let mut rolled_back = 0;
+        while !done.load(Ordering::Relaxed) {
+            rolled_back += cleaner.clean().await.unwrap().rolled_back;
+            o.pause(5).await;
+        }
+        rolled_back
+    };
+    let writes: Pin<Box<dyn Future<Output = u64>>> = Box::pin(writes);
+    let cleans: Pin<Box<dyn Future<Output = u64>>> = Box::pin(cleans);
+    let r = join_all(vec![writes, cleans]).await;
+    assert_eq!(r[1], 0, "the cleaner rolled back live replacements");
+    assert!(objs.made.load(Ordering::Relaxed) >= 10);
+    sound(cleaner, &objs, "r", TIMEOUT).await;
+}
+
 fn killed<T: std::fmt::Debug>(r: &loligo_kv::Result<T>) -> bool {
     matches!(r, Err(KvError::Client(m)) if m == KILLED)
 }
