@@ -966,12 +966,22 @@ impl<O: Objects> KvStore<O> {
     }
 
     /// All entries of `node` and its stat, read page by page (`None`: the
-    /// node is gone). Consistent only while the node cannot change: marked
+    /// node is gone, or `renewing`'s replacement was rolled back). Consistent only while the node cannot change: marked
     /// unwritable, or no one writing.
-    async fn read_all(&self, node: &str) -> Result<Option<(KvNodeStat, plan::Entries)>> {
+    async fn read_all(
+        &self,
+        node: &str,
+        mut renewing: Option<&mut index::Intent>,
+    ) -> Result<Option<(KvNodeStat, plan::Entries)>> {
         let mut entries = Vec::new();
         let mut from = Vec::new();
         loop {
+            // A big node takes many pages: keep its replacement alive.
+            if let Some(i) = renewing.as_deref_mut() {
+                if !self.renew(i).await? {
+                    return Ok(None);
+                }
+            }
             let range = KeyRange {
                 start: from.clone(),
                 end: None,
@@ -1038,7 +1048,7 @@ impl<O: Objects> KvStore<O> {
                 c.problems
                     .push(format!("node {}: an intent is still on its entry", e.node));
             }
-            let Some((st, kvs)) = self.read_all(&e.node).await? else {
+            let Some((st, kvs)) = self.read_all(&e.node, None).await? else {
                 c.problems.push(format!("node {} is missing", e.node));
                 continue;
             };

@@ -189,11 +189,8 @@ impl<O: Objects> KvStore<O> {
         let mut all: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
         let mut range = NodeRange::default();
         for i in 0..intent.replaces.len() {
-            if !self.renew(intent).await? {
-                return Ok(None);
-            }
             let node = intent.replaces[i].1.clone();
-            let Some((st, kvs)) = self.read_all(&node).await? else {
+            let Some((st, kvs)) = self.read_all(&node, Some(&mut *intent)).await? else {
                 return Ok(None);
             };
             if i == 0 {
@@ -316,7 +313,7 @@ impl<O: Objects> KvStore<O> {
     /// its owner is working on it: once a quarter of the timeout has
     /// passed, stamp it anew (compared with the entries as last stamped).
     /// `false` if it was rolled back meanwhile: then it must be abandoned.
-    async fn renew(&self, intent: &mut Intent) -> Result<bool> {
+    pub(crate) async fn renew(&self, intent: &mut Intent) -> Result<bool> {
         let now = self.objs.now_ms();
         if now.saturating_sub(intent.started_ms) <= self.timeout_ms / 4 {
             return Ok(true);
