@@ -424,6 +424,7 @@ async fn a_client_killed_at_any_step_leaves_a_sound_store() {
         objs.clock.load(Ordering::Relaxed) - before
     };
     assert!(total > 150, "{total} ops");
+    eprintln!("killing the client at each of its {total} ops, its last applied or not");
     for n in 1..=total {
         for applies in [false, true] {
             let objs = MemObjects::new();
