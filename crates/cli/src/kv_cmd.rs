@@ -19,6 +19,10 @@ pub enum KvCmd {
         /// Nodes hold K..=2K entries (the paper's best: 800).
         #[arg(long, default_value_t = 800)]
         k: u64,
+        /// Largest value in bytes (at most 1 MiB): bounds a node's size,
+        /// and so what a split copies.
+        #[arg(long, default_value_t = loligo_kv::VALUE_MAX)]
+        value_max: usize,
     },
     /// Set KEY to VALUE (`-`: read the value from stdin).
     Put {
@@ -119,8 +123,12 @@ pub fn run(conn: &ConnArgs, c: KvCmd) -> Result<(), CliError> {
     let (rt, io) = crate::data_cmd::connect(conn)?;
     rt.block_on(async {
         match c {
-            KvCmd::Create { store, k } => {
-                KvStore::create(io, &store, k).await?;
+            KvCmd::Create {
+                store,
+                k,
+                value_max,
+            } => {
+                KvStore::create_with(io, &store, k, value_max).await?;
             }
             KvCmd::Put { store, key, value } => {
                 let value = if value == "-" {
@@ -289,6 +297,7 @@ pub fn run(conn: &ConnArgs, c: KvCmd) -> Result<(), CliError> {
                         serde_json::json!({
                             "store": store,
                             "k": kv.k(),
+                            "value_max": kv.value_max(),
                             "nodes": s.nodes,
                             "entries": s.entries,
                             "depth": s.depth,

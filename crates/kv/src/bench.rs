@@ -158,7 +158,7 @@ where
             "clients, ops in flight and the mix's total must be above 0".into(),
         ));
     }
-    crate::check_value(&vec![0; o.entry_size])?;
+    crate::check_value(&vec![0; o.entry_size], crate::VALUE_MAX)?;
     let value: Arc<Vec<u8>> = Arc::new((0..o.entry_size).map(|i| (i * 31 + 7) as u8).collect());
     let mut targets = Vec::new();
     for _ in 0..o.clients {

@@ -22,6 +22,9 @@ const LAST: u8 = b'2';
 /// Index xattr holding the store's `k` (u64, little-endian): nodes hold
 /// `k..=2k` entries, except a store's only node.
 pub const K_XATTR: &str = "kv.k";
+/// Index xattr holding the largest value the store takes (u64,
+/// little-endian; absent: [`crate::VALUE_MAX`]).
+pub const VALUE_MAX_XATTR: &str = "kv.value_max";
 /// Index xattr holding the layout version.
 pub const FORMAT_XATTR: &str = "kv.format";
 /// This layout's version.

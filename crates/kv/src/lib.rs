@@ -29,7 +29,7 @@ pub mod plan;
 mod reshape;
 pub use reshape::Cleaned;
 
-use index::{IndexEntry, FORMAT, FORMAT_XATTR, K_XATTR};
+use index::{IndexEntry, FORMAT, FORMAT_XATTR, K_XATTR, VALUE_MAX_XATTR};
 use loligo_types::cls::{
     Expect, KeyRange, KvChange, KvNodeStat, KvWrite, NodeRange, RangePage, KV_COUNT_XATTR,
     KV_EXPECT, KV_FULL, KV_RANGE, KV_RANGE_XATTR, KV_UNDER, KV_UNWRITABLE,
@@ -42,7 +42,8 @@ use std::sync::Mutex;
 
 /// Longest key, in bytes.
 pub const KEY_MAX: usize = 1024;
-/// Largest value, in bytes.
+/// Largest value, in bytes, unless a store is made with a smaller bound
+/// ([`KvStore::create_with`]).
 pub const VALUE_MAX: usize = 1 << 20;
 /// Smallest and largest `k`.
 pub const K_RANGE: std::ops::RangeInclusive<u64> = 2..=100_000;
@@ -150,6 +151,8 @@ pub struct KvStore<O: Objects> {
     objs: O,
     name: String,
     k: u64,
+    /// Largest value this store takes.
+    value_max: usize,
     timeout_ms: u64,
     /// Index entries this client has read, by index key: a hint only. A
     /// node's range never changes and the OSD checks it on every write, so
@@ -228,10 +231,10 @@ fn check_key(key: &[u8]) -> Result<()> {
     Ok(())
 }
 
-fn check_value(value: &[u8]) -> Result<()> {
-    if value.len() > VALUE_MAX {
+fn check_value(value: &[u8], max: usize) -> Result<()> {
+    if value.len() > max {
         return Err(KvError::Invalid(format!(
-            "values are at most {VALUE_MAX} bytes"
+            "values in this store are at most {max} bytes"
         )));
     }
     Ok(())
@@ -285,11 +288,12 @@ impl<O: Objects> KvStore<O> {
         format!("{}.index", self.name)
     }
 
-    fn new(objs: O, name: &str, k: u64) -> KvStore<O> {
+    fn new(objs: O, name: &str, k: u64, value_max: usize) -> KvStore<O> {
         KvStore {
             objs,
             name: name.to_string(),
             k,
+            value_max,
             timeout_ms: DEFAULT_TIMEOUT_MS,
             cache: Mutex::new(BTreeMap::new()),
             plain_writes: false,
@@ -317,6 +321,18 @@ impl<O: Objects> KvStore<O> {
     /// Create store `name` with nodes of `k..=2k` entries: its index and
     /// one empty node.
     pub async fn create(objs: O, name: &str, k: u64) -> Result<KvStore<O>> {
+        Self::create_with(objs, name, k, VALUE_MAX).await
+    }
+
+    /// As [`KvStore::create`], with values of at most `value_max` bytes
+    /// (1..=[`VALUE_MAX`]): a node then holds at most `2k * value_max`
+    /// bytes of values, which bounds what a split copies.
+    pub async fn create_with(objs: O, name: &str, k: u64, value_max: usize) -> Result<KvStore<O>> {
+        if value_max == 0 || value_max > VALUE_MAX {
+            return Err(KvError::Invalid(format!(
+                "the value size bound must be in 1..={VALUE_MAX}"
+            )));
+        }
         if !K_RANGE.contains(&k) {
             return Err(KvError::Invalid(format!(
                 "k must be in {}..={}",
@@ -329,7 +345,7 @@ impl<O: Objects> KvStore<O> {
                 "store names are 1-200 bytes without NUL".into(),
             ));
         }
-        let s = KvStore::new(objs, name, k);
+        let s = KvStore::new(objs, name, k, value_max);
         let node = unique(name, "node");
         for ops in node_ops(&NodeRange::default(), &[]) {
             s.objs.operate(&node, ops).await?;
@@ -348,6 +364,10 @@ impl<O: Objects> KvStore<O> {
                     SubOp::SetXattr {
                         name: FORMAT_XATTR.into(),
                         value: FORMAT.to_vec(),
+                    },
+                    SubOp::SetXattr {
+                        name: VALUE_MAX_XATTR.into(),
+                        value: (value_max as u64).to_le_bytes().to_vec(),
                     },
                     SubOp::OmapSet(vec![(
                         ByteBuf::from(index::index_key(None)),
@@ -372,38 +392,48 @@ impl<O: Objects> KvStore<O> {
     /// Open store `name`.
     pub async fn open(objs: O, name: &str) -> Result<KvStore<O>> {
         let index = format!("{name}.index");
-        let r = objs
-            .operate(
-                &index,
-                vec![
-                    SubOp::GetXattr(K_XATTR.into()),
-                    SubOp::GetXattr(FORMAT_XATTR.into()),
-                ],
-            )
-            .await;
-        let mut r = match r {
-            Ok(r) => r.into_iter(),
-            Err(KvError::Op(OpError::NotFound | OpError::NoXattr(_))) => {
-                return Err(KvError::NoStore(name.into()))
-            }
+        let r = objs.operate(&index, vec![SubOp::GetXattrs]).await;
+        let xattrs = match r.map(|r| r.into_iter().next()) {
+            Ok(Some(SubResult::Xattrs(x))) => x,
+            Ok(other) => return Err(KvError::Corrupt(format!("index xattrs: {other:?}"))),
+            Err(KvError::Op(OpError::NotFound)) => return Err(KvError::NoStore(name.into())),
             Err(e) => return Err(e),
         };
-        let k = data(r.next())?;
-        if data(r.next())? != FORMAT {
+        let get = |n: &str| xattrs.iter().find(|(k, _)| k == n).map(|(_, v)| v.to_vec());
+        let num = |n: &str| -> Result<Option<u64>> {
+            get(n)
+                .map(|v| {
+                    v.as_slice()
+                        .try_into()
+                        .map(u64::from_le_bytes)
+                        .map_err(|_| KvError::Corrupt(format!("the store's {n}")))
+                })
+                .transpose()
+        };
+        let (Some(k), Some(format)) = (num(K_XATTR)?, get(FORMAT_XATTR)) else {
+            return Err(KvError::NoStore(name.into()));
+        };
+        if format != FORMAT {
             return Err(KvError::NotSupported(format!(
                 "store '{name}' has another layout than version {}",
                 String::from_utf8_lossy(FORMAT)
             )));
         }
-        let k = u64::from_le_bytes(
-            k.as_slice()
-                .try_into()
-                .map_err(|_| KvError::Corrupt("the store's k".into()))?,
-        );
         if !K_RANGE.contains(&k) {
             return Err(KvError::Corrupt(format!("the store's k is {k}")));
         }
-        Ok(KvStore::new(objs, name, k))
+        let value_max = num(VALUE_MAX_XATTR)?.unwrap_or(VALUE_MAX as u64);
+        if value_max == 0 || value_max > VALUE_MAX as u64 {
+            return Err(KvError::Corrupt(format!(
+                "the store's value size bound is {value_max}"
+            )));
+        }
+        Ok(KvStore::new(objs, name, k, value_max as usize))
+    }
+
+    /// Largest value this store takes, in bytes.
+    pub fn value_max(&self) -> usize {
+        self.value_max
     }
 
     /// Nodes hold `k..=2k` entries.
@@ -770,7 +800,7 @@ impl<O: Objects> KvStore<O> {
     pub async fn put_many(&self, entries: Vec<(Vec<u8>, Vec<u8>)>) -> Result<()> {
         for (k, v) in &entries {
             check_key(k)?;
-            check_value(v)?;
+            check_value(v, self.value_max)?;
         }
         let last: BTreeMap<Vec<u8>, Vec<u8>> = entries.into_iter().collect();
         let changes: Vec<KvChange> = last
@@ -792,7 +822,7 @@ impl<O: Objects> KvStore<O> {
     /// Set `key` to `value`.
     pub async fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
         check_key(key)?;
-        check_value(value)?;
+        check_value(value, self.value_max)?;
         self.write(KvChange {
             key: key.to_vec(),
             value: Some(value.to_vec()),
@@ -805,7 +835,7 @@ impl<O: Objects> KvStore<O> {
     /// Set `key` to `value` only if it has no value: whether it was set.
     pub async fn insert(&self, key: &[u8], value: &[u8]) -> Result<bool> {
         check_key(key)?;
-        check_value(value)?;
+        check_value(value, self.value_max)?;
         self.write(KvChange {
             key: key.to_vec(),
             value: Some(value.to_vec()),

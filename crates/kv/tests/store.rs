@@ -712,6 +712,34 @@ async fn refusals_are_clear_and_change_nothing() {
     ));
     assert!(!kv.remove(b"zz").await.unwrap());
     assert_eq!(kv.stats().await.unwrap().entries, 0);
+    // A store with a smaller value bound keeps it across opens.
+    assert!(matches!(
+        KvStore::create_with(&objs, "v", 2, 0).await,
+        Err(KvError::Invalid(_))
+    ));
+    assert!(matches!(
+        KvStore::create_with(&objs, "v", 2, loligo_kv::VALUE_MAX + 1).await,
+        Err(KvError::Invalid(_))
+    ));
+    KvStore::create_with(&objs, "v", 2, 10).await.unwrap();
+    let v = KvStore::open(&objs, "v").await.unwrap();
+    assert_eq!(v.value_max(), 10);
+    v.put(b"a", &[1; 10]).await.unwrap();
+    assert!(matches!(
+        v.put(b"b", &[1; 11]).await,
+        Err(KvError::Invalid(_))
+    ));
+    assert!(matches!(
+        v.put_many(vec![(b"c".to_vec(), vec![1]), (b"d".to_vec(), vec![1; 11])])
+            .await,
+        Err(KvError::Invalid(_))
+    ));
+    assert_eq!(
+        v.scan(b"", None, 10).await.unwrap().len(),
+        1,
+        "nothing of a refused batch"
+    );
+    assert_eq!(again.value_max(), loligo_kv::VALUE_MAX);
 }
 
 /// Keys land in the node whose range holds them, a client with a stale
