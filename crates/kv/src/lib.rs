@@ -723,11 +723,7 @@ impl<O: Objects> KvStore<O> {
         let mut last: BTreeMap<&[u8], &Option<Vec<u8>>> = BTreeMap::new();
         for c in &w.changes {
             let present = have.contains_key(&c.key);
-            let ok = match c.expect {
-                Expect::Any => true,
-                Expect::Absent => !present,
-                Expect::Present => present,
-            };
+            let ok = c.expect.holds(present);
             if !ok {
                 return refuse(KV_EXPECT, "expectation");
             }

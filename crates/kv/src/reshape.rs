@@ -47,7 +47,7 @@
 
 use crate::index::{self, IndexEntry, Intent, Tomb};
 use crate::{data, decode, exec, omap, plan, unique, Attempt, KvError, KvStore, Objects, Result};
-use loligo_types::cls::{Expect, KvChange, KvNodeStat, NodeRange, KV_UNWRITABLE_XATTR};
+use loligo_types::cls::{KvChange, KvNodeStat, NodeRange, KV_UNWRITABLE_XATTR};
 use loligo_types::ops::{Cmp, OpError, SubOp};
 use serde_bytes::ByteBuf;
 use std::collections::BTreeMap;
@@ -57,6 +57,18 @@ const SWEEP: u32 = 4;
 
 fn bb(v: &[u8]) -> ByteBuf {
     ByteBuf::from(v.to_vec())
+}
+
+/// Compares of each intent entry (key, with, without) against its
+/// encoding with the intent (`with`) or without it.
+fn guard(lock: &[(Vec<u8>, Vec<u8>, Vec<u8>)], with: bool) -> Vec<SubOp> {
+    lock.iter()
+        .map(|(k, w, wo)| SubOp::CmpOmap {
+            key: k.clone(),
+            cmp: Cmp::Eq,
+            value: if with { w.clone() } else { wo.clone() },
+        })
+        .collect()
 }
 
 /// Whether an op failed on one of its comparisons (someone else changed
@@ -126,14 +138,7 @@ impl<O: Objects> KvStore<O> {
         };
         let lock = intent.entries();
         // 1. Intent.
-        let mut ops = Vec::new();
-        for (k, _, without) in &lock {
-            ops.push(SubOp::CmpOmap {
-                key: k.clone(),
-                cmp: Cmp::Eq,
-                value: without.clone(),
-            });
-        }
+        let mut ops = guard(&lock, false);
         ops.push(SubOp::OmapSet(
             lock.iter().map(|(k, with, _)| (bb(k), bb(with))).collect(),
         ));
@@ -201,11 +206,7 @@ impl<O: Objects> KvStore<O> {
         }
         for c in changes {
             let present = all.contains_key(&c.key);
-            let ok = match c.expect {
-                Expect::Any => true,
-                Expect::Absent => !present,
-                Expect::Present => present,
-            };
+            let ok = c.expect.holds(present);
             if !ok || !range.holds(&c.key) {
                 // Nothing changes: the replacement is not needed now.
                 self.abandon(intent).await?;
@@ -250,14 +251,7 @@ impl<O: Objects> KvStore<O> {
         }
         // 4. Swap.
         let lock = intent.entries();
-        let mut ops = Vec::new();
-        for (k, with, _) in &lock {
-            ops.push(SubOp::CmpOmap {
-                key: k.clone(),
-                cmp: Cmp::Eq,
-                value: with.clone(),
-            });
-        }
+        let mut ops = guard(&lock, true);
         let placed: Vec<(Vec<u8>, IndexEntry)> = new
             .iter()
             .zip(&intent.creates)
@@ -321,14 +315,7 @@ impl<O: Objects> KvStore<O> {
         let mut next = intent.clone();
         next.started_ms = now;
         let (old, new) = (intent.entries(), next.entries());
-        let mut ops: Vec<SubOp> = old
-            .iter()
-            .map(|(k, with, _)| SubOp::CmpOmap {
-                key: k.clone(),
-                cmp: Cmp::Eq,
-                value: with.clone(),
-            })
-            .collect();
+        let mut ops = guard(&old, true);
         ops.push(SubOp::OmapSet(
             new.iter().map(|(k, with, _)| (bb(k), bb(with))).collect(),
         ));
@@ -360,14 +347,7 @@ impl<O: Objects> KvStore<O> {
     /// the tomb is swept, a timeout later.
     async fn take_off(&self, intent: &Intent, tomb_ms: Option<u64>) -> Result<()> {
         let lock = intent.entries();
-        let mut ops: Vec<SubOp> = lock
-            .iter()
-            .map(|(k, with, _)| SubOp::CmpOmap {
-                key: k.clone(),
-                cmp: Cmp::Eq,
-                value: with.clone(),
-            })
-            .collect();
+        let mut ops = guard(&lock, true);
         let mut set: Vec<(ByteBuf, ByteBuf)> = lock
             .iter()
             .map(|(k, _, without)| (bb(k), bb(without)))

@@ -19,8 +19,8 @@
 use crate::exec::{need, store_err, user_xattr, ObjState};
 use loligo_store::{CollectionId, ObjectId, ObjectStore, Transaction};
 use loligo_types::cls::{
-    Expect, KeyRange, KvNodeStat, KvWrite, NodeRange, RangePage, KV_COUNT_XATTR, KV_EXPECT,
-    KV_FULL, KV_RANGE, KV_RANGE_XATTR, KV_UNDER, KV_UNWRITABLE, KV_UNWRITABLE_XATTR,
+    KeyRange, KvNodeStat, KvWrite, NodeRange, RangePage, KV_COUNT_XATTR, KV_EXPECT, KV_FULL,
+    KV_RANGE, KV_RANGE_XATTR, KV_UNDER, KV_UNWRITABLE, KV_UNWRITABLE_XATTR,
 };
 use loligo_types::ops::{OpError, Version};
 use serde::{Deserialize, Serialize};
@@ -456,11 +456,7 @@ fn kv_write(cx: &mut Ctx<'_>, input: &[u8]) -> ClsResult {
     let have = cx.omap_get(&keys)?;
     for c in &w.changes {
         let present = have.contains_key(&c.key);
-        let ok = match c.expect {
-            Expect::Any => true,
-            Expect::Absent => !present,
-            Expect::Present => present,
-        };
+        let ok = c.expect.holds(present);
         if !ok {
             return Err(refused(
                 KV_EXPECT,
@@ -804,7 +800,11 @@ mod tests {
         ));
     }
 
-    fn kv_write(changes: Vec<(&str, Option<&str>, Expect)>, max: u64, min: u64) -> SubOp {
+    fn kv_write(
+        changes: Vec<(&str, Option<&str>, loligo_types::cls::Expect)>,
+        max: u64,
+        min: u64,
+    ) -> SubOp {
         let w = KvWrite {
             changes: changes
                 .into_iter()
@@ -829,7 +829,7 @@ mod tests {
 
     #[test]
     fn kv_nodes_keep_their_count_bounds_and_expectations() {
-        use Expect::*;
+        use loligo_types::cls::Expect::*;
         let s = store();
         // A missing node: NotFound (it was replaced: re-read the index).
         assert_eq!(

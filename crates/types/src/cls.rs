@@ -79,6 +79,17 @@ pub enum Expect {
     Present,
 }
 
+impl Expect {
+    /// Whether the expectation holds for a key that is `present` or not.
+    pub fn holds(self, present: bool) -> bool {
+        match self {
+            Expect::Any => true,
+            Expect::Absent => !present,
+            Expect::Present => present,
+        }
+    }
+}
+
 /// One key's change in a `kv.write`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KvChange {
