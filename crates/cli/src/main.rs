@@ -96,7 +96,7 @@ enum Cmd {
         cmd: data_cmd::XattrCmd,
     },
     /// A key-value store on object maps in the pool: create, put, get, rm,
-    /// scan, stats.
+    /// scan, check, clean, bench, stats.
     #[command(subcommand)]
     Kv(kv_cmd::KvCmd),
     /// Benchmark the cluster like `rados bench`: SECONDS write|seq|rand.
