@@ -660,8 +660,8 @@ impl<O: Objects> KvStore<O> {
                     (KV_UNWRITABLE, _) => Ok(Attempt::Busy),
                     (KV_RANGE, _) => Ok(Attempt::Stale),
                     (KV_EXPECT, _) => Ok(Attempt::Done((false, n))),
-                    (KV_FULL | KV_UNDER, _) => Ok(self
-                        .reshape(&ik, &entry, &w.changes)
+                    (code @ (KV_FULL | KV_UNDER), _) => Ok(self
+                        .reshape(&ik, &entry, &w.changes, code == KV_UNDER)
                         .await?
                         .map(|applied| (applied, n))),
                     (code, message) => Err(KvError::Corrupt(format!(
@@ -679,18 +679,7 @@ impl<O: Objects> KvStore<O> {
     /// the method's refusals; a lost race is `NotFound` (re-read).
     async fn plain_write(&self, node: &str, w: &KvWrite) -> Result<()> {
         use loligo_types::ops::Cmp;
-        let refuse = |code: u32, message: &str| {
-            Err(KvError::Op(OpError::MethodRefused {
-                index: 0,
-                code,
-                message: message.into(),
-            }))
-        };
-        let keys: Vec<ByteBuf> = w
-            .changes
-            .iter()
-            .map(|c| ByteBuf::from(c.key.clone()))
-            .collect();
+        let keys: Vec<ByteBuf> = w.keys().into_iter().map(ByteBuf::from).collect();
         let r = self
             .objs
             .operate(node, vec![SubOp::GetXattrs, SubOp::OmapGetKeys(keys)])
@@ -713,22 +702,19 @@ impl<O: Objects> KvStore<O> {
                 .map_err(|_| KvError::Corrupt(format!("node {node}: its count")))?,
         );
         let range: NodeRange = decode(&get(KV_RANGE_XATTR).unwrap_or_default(), "node range")?;
-        if get(loligo_types::cls::KV_UNWRITABLE_XATTR).is_some_and(|v| !v.is_empty()) {
-            return refuse(KV_UNWRITABLE, "marked");
-        }
-        if w.changes.iter().any(|c| !range.holds(&c.key)) {
-            return refuse(KV_RANGE, "outside");
-        }
-        let mut entries = count;
-        let mut last: BTreeMap<&[u8], &Option<Vec<u8>>> = BTreeMap::new();
-        for c in &w.changes {
-            let present = have.contains_key(&c.key);
-            let ok = c.expect.holds(present);
-            if !ok {
-                return refuse(KV_EXPECT, "expectation");
-            }
-            last.insert(&c.key, &c.value);
-        }
+        let node_stat = KvNodeStat {
+            entries: count,
+            unwritable: get(loligo_types::cls::KV_UNWRITABLE_XATTR).is_some_and(|v| !v.is_empty()),
+            range,
+        };
+        let plan = w.plan(&node_stat, &have).map_err(|(code, message)| {
+            KvError::Op(OpError::MethodRefused {
+                index: 0,
+                code,
+                message,
+            })
+        })?;
+        // Guarded by what was read: no mark, the count, each key's value.
         let mut ops = vec![
             SubOp::CmpXattr {
                 name: loligo_types::cls::KV_UNWRITABLE_XATTR.into(),
@@ -741,33 +727,21 @@ impl<O: Objects> KvStore<O> {
                 value: count_raw,
             },
         ];
-        let (mut sets, mut rms) = (Vec::new(), Vec::new());
-        for (k, v) in &last {
-            let present = have.contains_key(*k);
+        for k in w.keys() {
+            let value = have.get(&k).cloned().unwrap_or_default();
             ops.push(SubOp::CmpOmap {
-                key: k.to_vec(),
+                key: k,
                 cmp: Cmp::Eq,
-                value: have.get(*k).cloned().unwrap_or_default(),
+                value,
             });
-            match v {
-                Some(v) => {
-                    entries += u64::from(!present);
-                    sets.push((ByteBuf::from(k.to_vec()), ByteBuf::from(v.clone())));
-                }
-                None if present => {
-                    entries -= 1;
-                    rms.push(ByteBuf::from(k.to_vec()));
-                }
-                None => {}
-            }
         }
-        let only = range.low.is_none() && range.high.is_none();
-        if entries > count && entries > w.max {
-            return refuse(KV_FULL, "full");
-        }
-        if entries < count && entries < w.min && !only {
-            return refuse(KV_UNDER, "under");
-        }
+        let entries = plan.entries;
+        let rms: Vec<ByteBuf> = plan.rms.into_iter().map(ByteBuf::from).collect();
+        let sets: Vec<(ByteBuf, ByteBuf)> = plan
+            .sets
+            .into_iter()
+            .map(|(k, v)| (ByteBuf::from(k), ByteBuf::from(v)))
+            .collect();
         if !rms.is_empty() {
             ops.push(SubOp::OmapRm(rms));
         }

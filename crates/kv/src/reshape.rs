@@ -90,25 +90,23 @@ pub struct Cleaned {
 
 impl<O: Objects> KvStore<O> {
     /// Replace the node of index entry (`ik`, `entry`), which refused
-    /// `changes` for its size, applying them: `Done(applied)`, or `Busy`
-    /// / `Stale` to retry from the index.
+    /// `changes` for its size (too small after them if `under`, else too
+    /// big), applying them: `Done(applied)`, or `Busy` / `Stale` to retry
+    /// from the index.
     pub(crate) async fn reshape(
         &self,
         ik: &[u8],
         entry: &IndexEntry,
         changes: &[KvChange],
+        under: bool,
     ) -> Result<Attempt<bool>> {
         if entry.intent.is_some() {
             return Ok(Attempt::Busy);
         }
-        let Some(st) = self.stat(&entry.node).await? else {
-            return Ok(Attempt::Stale);
-        };
-        // After the changes, will the node be too small? Then take a
-        // neighbour too. (Sizes are rechecked on the frozen nodes.)
+        // Too small: take a neighbour too. (Sizes are rechecked on the
+        // frozen nodes.)
         let mut nodes = vec![(ik.to_vec(), entry.clone())];
-        let grows = changes.iter().filter(|c| c.value.is_some()).count() as u64;
-        if st.entries + grows <= 2 * self.k {
+        if under {
             let Some(nb) = self.neighbour(ik).await? else {
                 // The only node has no minimum: the refusal was for a
                 // range that has changed since.

@@ -19,8 +19,8 @@
 use crate::exec::{need, store_err, user_xattr, ObjState};
 use loligo_store::{CollectionId, ObjectId, ObjectStore, Transaction};
 use loligo_types::cls::{
-    KeyRange, KvNodeStat, KvWrite, NodeRange, RangePage, KV_COUNT_XATTR, KV_EXPECT, KV_FULL,
-    KV_RANGE, KV_RANGE_XATTR, KV_UNDER, KV_UNWRITABLE, KV_UNWRITABLE_XATTR,
+    KeyRange, KvNodeStat, KvWrite, NodeRange, RangePage, WritePlan, KV_COUNT_XATTR, KV_RANGE_XATTR,
+    KV_UNWRITABLE_XATTR,
 };
 use loligo_types::ops::{OpError, Version};
 use serde::{Deserialize, Serialize};
@@ -431,73 +431,10 @@ fn kv_stat(cx: &mut Ctx<'_>, _input: &[u8]) -> ClsResult {
 fn kv_write(cx: &mut Ctx<'_>, input: &[u8]) -> ClsResult {
     let w: KvWrite = decode(input)?;
     let node = kv_node(cx)?;
-    if node.unwritable {
-        return Err(refused(
-            KV_UNWRITABLE,
-            "the node is being replaced (split or rebalance)".into(),
-        ));
-    }
-    if let Some(c) = w.changes.iter().find(|c| !node.range.holds(&c.key)) {
-        return Err(refused(
-            KV_RANGE,
-            format!(
-                "key {} is outside the node's range",
-                String::from_utf8_lossy(&c.key)
-            ),
-        ));
-    }
-    // The last change of a key wins; expectations hold against the node
-    // before the write.
-    let mut last: std::collections::BTreeMap<&[u8], &Option<Vec<u8>>> = Default::default();
-    for c in &w.changes {
-        last.insert(&c.key, &c.value);
-    }
-    let keys: Vec<Vec<u8>> = last.keys().map(|k| k.to_vec()).collect();
-    let have = cx.omap_get(&keys)?;
-    for c in &w.changes {
-        let present = have.contains_key(&c.key);
-        let ok = c.expect.holds(present);
-        if !ok {
-            return Err(refused(
-                KV_EXPECT,
-                format!(
-                    "key {} is {}",
-                    String::from_utf8_lossy(&c.key),
-                    if present { "present" } else { "absent" }
-                ),
-            ));
-        }
-    }
-    let (mut sets, mut rms) = (Vec::new(), Vec::new());
-    let mut entries = node.entries;
-    for (k, v) in &last {
-        let present = have.contains_key(*k);
-        match v {
-            Some(v) => {
-                entries += u64::from(!present);
-                sets.push((k.to_vec(), v.clone()));
-            }
-            None if present => {
-                entries = entries.saturating_sub(1);
-                rms.push(k.to_vec());
-            }
-            None => {}
-        }
-    }
-    if entries > node.entries && entries > w.max {
-        return Err(refused(
-            KV_FULL,
-            format!("the node would hold {entries} entries (at most {})", w.max),
-        ));
-    }
-    // A store's only node (its range is every key) has no minimum.
-    let only = node.range.low.is_none() && node.range.high.is_none();
-    if entries < node.entries && entries < w.min && !only {
-        return Err(refused(
-            KV_UNDER,
-            format!("the node would hold {entries} entries (at least {})", w.min),
-        ));
-    }
+    let have = cx.omap_get(&w.keys())?;
+    let WritePlan { sets, rms, entries } = w
+        .plan(&node, &have)
+        .map_err(|(code, message)| refused(code, message))?;
     if !rms.is_empty() {
         cx.omap_rm(rms)?;
     }
@@ -519,6 +456,7 @@ mod tests {
     use super::*;
     use crate::exec::{execute, obj_state, validate, VERSION_ATTR};
     use loligo_store::MemStore;
+    use loligo_types::cls::{KV_EXPECT, KV_FULL, KV_RANGE, KV_UNDER, KV_UNWRITABLE};
     use loligo_types::ops::SubOp;
 
     fn coll() -> CollectionId {

@@ -113,6 +113,105 @@ pub struct KvWrite {
     pub min: u64,
 }
 
+/// What a [`KvWrite`] does to a node: the entries to set and remove, and
+/// the node's entry count after it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WritePlan {
+    pub sets: Vec<(Vec<u8>, Vec<u8>)>,
+    pub rms: Vec<Vec<u8>>,
+    pub entries: u64,
+}
+
+impl KvWrite {
+    /// The distinct keys the write touches.
+    pub fn keys(&self) -> Vec<Vec<u8>> {
+        let keys: std::collections::BTreeSet<&[u8]> =
+            self.changes.iter().map(|c| c.key.as_slice()).collect();
+        keys.into_iter().map(<[u8]>::to_vec).collect()
+    }
+
+    /// The write's effect on `node`, whose present values of the write's
+    /// keys are `have`; or its refusal (a `KV_*` code and a message). The
+    /// last change of a key wins; expectations hold against the node
+    /// before the write. The one rule for the OSD's `kv.write` and for a
+    /// client writing a node with plain ops.
+    pub fn plan(
+        &self,
+        node: &KvNodeStat,
+        have: &std::collections::BTreeMap<Vec<u8>, Vec<u8>>,
+    ) -> Result<WritePlan, (u32, String)> {
+        if node.unwritable {
+            return Err((
+                KV_UNWRITABLE,
+                "the node is being replaced (split or rebalance)".into(),
+            ));
+        }
+        if let Some(c) = self.changes.iter().find(|c| !node.range.holds(&c.key)) {
+            return Err((
+                KV_RANGE,
+                format!(
+                    "key {} is outside the node's range",
+                    String::from_utf8_lossy(&c.key)
+                ),
+            ));
+        }
+        let mut last: std::collections::BTreeMap<&[u8], &Option<Vec<u8>>> = Default::default();
+        for c in &self.changes {
+            let present = have.contains_key(&c.key);
+            if !c.expect.holds(present) {
+                return Err((
+                    KV_EXPECT,
+                    format!(
+                        "key {} is {}",
+                        String::from_utf8_lossy(&c.key),
+                        if present { "present" } else { "absent" }
+                    ),
+                ));
+            }
+            last.insert(&c.key, &c.value);
+        }
+        let mut p = WritePlan {
+            entries: node.entries,
+            ..WritePlan::default()
+        };
+        for (k, v) in last {
+            let present = have.contains_key(k);
+            match v {
+                Some(v) => {
+                    p.entries += u64::from(!present);
+                    p.sets.push((k.to_vec(), v.clone()));
+                }
+                None if present => {
+                    p.entries = p.entries.saturating_sub(1);
+                    p.rms.push(k.to_vec());
+                }
+                None => {}
+            }
+        }
+        if p.entries > node.entries && p.entries > self.max {
+            return Err((
+                KV_FULL,
+                format!(
+                    "the node would hold {} entries (at most {})",
+                    p.entries, self.max
+                ),
+            ));
+        }
+        // A store's only node (its range is every key) has no minimum.
+        let only = node.range.low.is_none() && node.range.high.is_none();
+        if p.entries < node.entries && p.entries < self.min && !only {
+            return Err((
+                KV_UNDER,
+                format!(
+                    "the node would hold {} entries (at least {})",
+                    p.entries, self.min
+                ),
+            ));
+        }
+        Ok(p)
+    }
+}
+
 /// Output of `kv.write` and `kv.stat`: the node's entries (after the
 /// write), whether it is marked unwritable, and its range.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
