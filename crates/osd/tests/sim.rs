@@ -2193,7 +2193,9 @@ type ObjectState = (
 struct Copy {
     head: Version,
     objects: Vec<ObjectState>,
-    log: BTreeMap<Vec<u8>, Vec<u8>>,
+    /// The log's entries (each copy's Merkle leaf stamps left out: they
+    /// are its own).
+    log: BTreeMap<Vec<u8>, loligo_osd::pg::LogEntry>,
     missing: Vec<Vec<u8>>,
 }
 
@@ -2226,7 +2228,7 @@ fn copy_of(s: &MemStore, c: CollectionId, ec: bool) -> Copy {
     let log = rows
         .iter()
         .filter(|(k, _)| k.starts_with(b"log/"))
-        .cloned()
+        .map(|(k, v)| (k.clone(), loligo_osd::pg::record::decode_log(v).unwrap()))
         .collect();
     let missing = rows
         .iter()

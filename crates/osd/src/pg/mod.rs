@@ -1338,6 +1338,16 @@ impl Pg {
         fx.push(Effect::Apply { tid, txn });
     }
 
+    /// `t` (the newest transaction built) rewrites this copy's log outside
+    /// a write: the kept tree's pages go with it where the log held the
+    /// only copy of a leaf.
+    fn guard_log(&mut self, t: &mut Transaction) {
+        let coll = self.coll;
+        if let Some(k) = self.kept() {
+            k.guard(coll, t);
+        }
+    }
+
     /// The kept tree, if any.
     fn kept(&mut self) -> Option<&mut tree::Kept> {
         match &mut self.tree {
@@ -1361,13 +1371,11 @@ impl Pg {
         let Some(k) = self.kept() else {
             return Ok(());
         };
-        let before = changes
+        let changes = changes
             .iter()
-            .map(|(o, _)| k.before(s, coll, o))
-            .collect::<Result<Vec<_>, _>>()?;
-        for ((o, new), b) in changes.iter().zip(before) {
-            k.change_from(coll, o, b, *new, tid, t);
-        }
+            .map(|(o, new)| Ok((o.clone(), k.before(s, coll, o)?, *new)))
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        k.change_many(coll, &changes, tid, t);
         Ok(())
     }
 
@@ -1789,12 +1797,11 @@ impl Pg {
         };
         // The tree's records stay while objects do (it follows each
         // removal down to empty), then go with the last batch.
-        let records: Vec<Vec<u8>> = records
+        let (tree_records, records): (Vec<Vec<u8>>, Vec<Vec<u8>>) = records
             .into_iter()
             .map(|(k, _)| k)
-            .filter(|k| last || !k.starts_with(tree::TREE_KEY))
-            .collect();
-        if records.iter().any(|k| !k.starts_with(tree::TREE_KEY)) {
+            .partition(|k| k.starts_with(tree::TREE_KEY));
+        if !records.is_empty() {
             tracing::info!(
                 "pg {}: removing this copy (the PG is clean without it)",
                 self.id
@@ -1815,7 +1822,17 @@ impl Pg {
         if let Err(e) = self.tree_changes(s, &gone, tid, &mut t) {
             return tracing_error(self.id, &format!("removing a stray copy: {e}"));
         }
+        // The log goes: leaves only it held go to the pages.
+        self.guard_log(&mut t);
         if last {
+            // Pages this batch wrote and the ones on disk go, after them.
+            t.ops.retain(|op| {
+                !matches!(op, loligo_store::txn::Op::SetRecord { key, .. }
+                    if key.starts_with(tree::TREE_KEY))
+            });
+            for k in &tree_records {
+                t.rm_record(self.coll, k);
+            }
             if let Some(k) = self.kept() {
                 k.unshape();
             }
@@ -2600,6 +2617,7 @@ impl Pg {
                 info,
             }) => {
                 self.mark_shard(&mut txn);
+                self.guard_log(&mut txn);
                 self.missing = missing;
                 self.info = info;
                 // Writes it held past the authority's head were rolled
@@ -3977,16 +3995,24 @@ impl Pg {
                 let tid = self.take_tid();
                 let mut txn = w.txn;
                 let coll = self.coll;
-                if let (Some(c), Some(k)) = (&w.ctx.change, self.kept()) {
+                let version = w.ctx.version.v;
+                if let Some(k) = self.kept() {
                     // Only a member that takes the object's ops (not just
-                    // the PG's records) changes its leaf.
-                    let o = recovery::oid(&c.name);
-                    if txn
-                        .ops
-                        .iter()
-                        .any(|op| loligo_store::txn::op_object(op) == Some(&o))
-                    {
-                        k.change_from(coll, &o, c.old, c.new, tid, &mut txn);
+                    // the PG's records) changes its leaf; any member's
+                    // trim may need its pages.
+                    let changed = w.ctx.change.as_ref().and_then(|c| {
+                        let o = recovery::oid(&c.name);
+                        txn.ops
+                            .iter()
+                            .any(|op| loligo_store::txn::op_object(op) == Some(&o))
+                            .then_some((o, c))
+                    });
+                    match changed {
+                        Some((o, c)) => {
+                            let own = k.change_logged(coll, &o, c.old, c.new, tid, version, &txn);
+                            txn.ops.extend(own.ops);
+                        }
+                        None => k.guard(coll, &mut txn),
                     }
                 }
                 self.rep
@@ -4161,6 +4187,7 @@ impl Pg {
                 // compared one chunk at a time).
                 Ok((mut txn, info)) => {
                     self.mark_shard(&mut txn);
+                    self.guard_log(&mut txn);
                     self.missing.clear();
                     self.backfill = Some(Cursor::Start);
                     self.info = info;
@@ -4180,6 +4207,7 @@ impl Pg {
                 info,
             }) => {
                 self.mark_shard(&mut txn);
+                self.guard_log(&mut txn);
                 self.missing = missing;
                 self.info = info;
                 self.rep.high = head;
@@ -4625,8 +4653,9 @@ impl Pg {
         let tid = self.next_tid;
         self.next_tid += 1;
         self.applying.insert(tid, self.interval);
-        // The Merkle tree: this copy's leaf goes in its own transaction
-        // only; each replica changes its own leaf from the same change.
+        // The Merkle tree: this copy's leaf stamp (its log entry again,
+        // stamped) goes in its own transaction only; each replica stamps
+        // its own leaf from the same change.
         let mut own = Transaction::new();
         let change = match &mut self.tree {
             TreeState::Kept(k) => {
@@ -4635,7 +4664,7 @@ impl Pg {
                     old: st.exists.then_some(st.version),
                     new: out.exists_after.then_some(version),
                 };
-                k.change_from(self.coll, &oid, c.old, c.new, tid, &mut own);
+                own = k.change_logged(self.coll, &oid, c.old, c.new, tid, version.v, &t);
                 Some(c)
             }
             _ => None,

@@ -3,7 +3,9 @@
 //! info under `info`, one log entry per version under `log/` + the
 //! version counter (8 bytes, big-endian, so they list in order), and one
 //! record per object the copy lacks under `missing/` + the object name, and
-//! a backfilling copy's cursor under `backfill`. Each
+//! a backfilling copy's cursor under `backfill`, and the Merkle tree's
+//! shape and pages (`merkle`, `merkle.page/`; a log entry may carry the
+//! tree's leaf stamp, see `tree`). Each
 //! value starts with a 4-byte marker naming its kind and format version,
 //! then the postcard encoding of the record; `docs/format.md` has the
 //! layouts.
@@ -19,6 +21,9 @@ use loligo_types::ops::Version;
 pub const INFO_V1: &[u8; 4] = b"LPI1";
 /// Marker of a PG log entry, format 1.
 pub const LOG_V1: &[u8; 4] = b"LPL1";
+/// Marker of a PG log entry followed by the leaf stamp of this copy's
+/// Merkle tree ([`LeafStamp`]), format 2.
+pub const LOG_V2: &[u8; 4] = b"LPL2";
 
 /// Marker of a missing-object record (the version a copy needs), format 1.
 pub const MISSING_V1: &[u8; 4] = b"LPM1";
@@ -26,8 +31,25 @@ pub const MISSING_V1: &[u8; 4] = b"LPM1";
 /// Marker of a backfill cursor record, format 1.
 pub const BACKFILL_V1: &[u8; 4] = b"LPB1";
 
-/// Marker of a Merkle tree shape record (its leaf count), format 1.
+/// Marker of a Merkle tree shape record (its leaf count), format 1: the
+/// first layout, one record per leaf (read only to be replaced).
 pub const TREE_V1: &[u8; 4] = b"LPT1";
+/// Marker of a Merkle tree shape record (leaf count, leaves per page),
+/// format 2: the leaves kept in pages and log stamps.
+pub const TREE_V2: &[u8; 4] = b"LPT2";
+/// Marker of a Merkle tree page record, format 1.
+pub const PAGE_V1: &[u8; 4] = b"LPP1";
+
+/// What a write did to its copy's Merkle tree, carried in the log entry
+/// the write persists anyway (no record of its own): leaf `leaf` holds
+/// `value` after it, and it is the copy's `seq`th change (a page record
+/// written after it says so by an `as_of` past `seq`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LeafStamp {
+    pub seq: u64,
+    pub leaf: u32,
+    pub value: u64,
+}
 
 /// A PG record that cannot be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -78,9 +100,39 @@ pub fn encode_log(e: &LogEntry) -> Vec<u8> {
     encode(LOG_V1, e)
 }
 
-/// A PG log entry from its stored bytes.
+/// A PG log entry from its stored bytes (a stamp is passed over).
 pub fn decode_log(b: &[u8]) -> Result<LogEntry, RecordError> {
-    decode("PG log", LOG_V1, b)
+    decode_log_stamped(b).map(|(e, _)| e)
+}
+
+/// A PG log entry and its leaf stamp, if it has one, from its stored bytes.
+pub fn decode_log_stamped(b: &[u8]) -> Result<(LogEntry, Option<LeafStamp>), RecordError> {
+    const WHAT: &str = "PG log";
+    let Some(body) = b.strip_prefix(LOG_V2.as_slice()) else {
+        return decode(WHAT, LOG_V1, b).map(|e| (e, None));
+    };
+    let damaged = |e: postcard::Error| RecordError::Damaged {
+        what: WHAT,
+        why: e.to_string(),
+    };
+    let (entry, rest) = postcard::take_from_bytes::<LogEntry>(body).map_err(damaged)?;
+    let stamp = postcard::from_bytes::<LeafStamp>(rest).map_err(damaged)?;
+    Ok((entry, Some(stamp)))
+}
+
+/// The stored bytes of log entry `b` (either format) with stamp `s`
+/// instead of any it had.
+pub fn stamp_log(b: &[u8], s: &LeafStamp) -> Result<Vec<u8>, RecordError> {
+    let entry = match b.strip_prefix(LOG_V1.as_slice()) {
+        // The common case, a write's fresh entry: no decoding.
+        Some(body) => body.to_vec(),
+        None => postcard::to_stdvec(&decode_log(b)?).unwrap_or_default(),
+    };
+    let mut out = Vec::with_capacity(4 + entry.len() + 24);
+    out.extend_from_slice(LOG_V2);
+    out.extend(entry);
+    out.extend(postcard::to_stdvec(s).unwrap_or_default());
+    Ok(out)
 }
 
 /// The stored bytes of a missing record.
@@ -103,14 +155,55 @@ pub fn decode_cursor(b: &[u8]) -> Result<Cursor, RecordError> {
     decode("backfill cursor", BACKFILL_V1, b)
 }
 
-/// The stored bytes of a Merkle tree's shape (its leaf count).
-pub fn encode_tree(leaves: u32) -> Vec<u8> {
-    encode(TREE_V1, &leaves)
+/// The stored bytes of a Merkle tree's shape: its leaf count and leaves
+/// per page.
+pub fn encode_tree(leaves: u32, page_leaves: u32) -> Vec<u8> {
+    encode(TREE_V2, &(leaves, page_leaves))
 }
 
-/// A Merkle tree's shape from its stored bytes.
-pub fn decode_tree(b: &[u8]) -> Result<u32, RecordError> {
-    decode("Merkle tree shape", TREE_V1, b)
+/// A Merkle tree's shape from its stored bytes: the leaf count, and the
+/// leaves per page (`None`: the first layout, a record per leaf).
+pub fn decode_tree(b: &[u8]) -> Result<(u32, Option<u32>), RecordError> {
+    const WHAT: &str = "Merkle tree shape";
+    if b.starts_with(TREE_V1) {
+        return decode::<u32>(WHAT, TREE_V1, b).map(|n| (n, None));
+    }
+    decode::<(u32, u32)>(WHAT, TREE_V2, b).map(|(n, p)| (n, Some(p)))
+}
+
+/// The stored bytes of a Merkle tree page: the stamps before `as_of`
+/// are in it, then its leaves (8 bytes each, big-endian).
+pub fn encode_page(as_of: u64, leaves: &[u64]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(12 + 8 * leaves.len());
+    out.extend_from_slice(PAGE_V1);
+    out.extend_from_slice(&as_of.to_be_bytes());
+    for v in leaves {
+        out.extend_from_slice(&v.to_be_bytes());
+    }
+    out
+}
+
+/// A Merkle tree page of `n` leaves from its stored bytes: its `as_of`
+/// and leaves.
+pub fn decode_page(b: &[u8], n: u32) -> Result<(u64, Vec<u64>), RecordError> {
+    const WHAT: &str = "Merkle tree page";
+    let Some(body) = b.strip_prefix(PAGE_V1.as_slice()) else {
+        return Err(RecordError::UnknownFormat {
+            what: WHAT,
+            found: b.iter().take(4).copied().collect(),
+        });
+    };
+    if body.len() != 8 + 8 * n as usize {
+        return Err(RecordError::Damaged {
+            what: WHAT,
+            why: format!("{} bytes for {n} leaves", b.len()),
+        });
+    }
+    let mut words = body
+        .chunks_exact(8)
+        .map(|c| u64::from_be_bytes(c.try_into().unwrap_or_default()));
+    let as_of = words.next().unwrap_or_default();
+    Ok((as_of, words.collect()))
 }
 
 #[cfg(test)]
@@ -152,7 +245,7 @@ mod tests {
             removed: false,
             reqid: None,
         };
-        assert_eq!(decode_log(&encode_log(&e)), Ok(e));
+        assert_eq!(decode_log(&encode_log(&e)), Ok(e.clone()));
         assert!(decode_log(&b).is_err(), "an info is not a log entry");
         let need = Version { epoch: 3, v: 9 };
         let m = encode_missing(&need);
@@ -170,9 +263,43 @@ mod tests {
             decode_cursor(&m).is_err(),
             "a missing record is not a cursor"
         );
-        let tb = encode_tree(16_384);
-        assert_eq!(&tb[..4], b"LPT1");
-        assert_eq!(decode_tree(&tb), Ok(16_384));
+        let tb = encode_tree(16_384, 64);
+        assert_eq!(&tb[..4], b"LPT2");
+        assert_eq!(decode_tree(&tb), Ok((16_384, Some(64))));
         assert!(decode_tree(&cb).is_err(), "a cursor is not a tree shape");
+        // The first layout's shape is still read (to be replaced).
+        assert_eq!(decode_tree(&encode(TREE_V1, &1024u32)), Ok((1024, None)));
+        // A stamped log entry reads as the entry, and its stamp back.
+        let st = LeafStamp {
+            seq: 9,
+            leaf: 4095,
+            value: u64::MAX - 3,
+        };
+        let stamped = stamp_log(&encode_log(&e), &st).unwrap();
+        assert_eq!(&stamped[..4], b"LPL2");
+        assert_eq!(decode_log(&stamped), Ok(e.clone()));
+        assert_eq!(decode_log_stamped(&stamped), Ok((e.clone(), Some(st))));
+        assert_eq!(decode_log_stamped(&encode_log(&e)), Ok((e.clone(), None)));
+        // Stamped again: the new stamp replaces the old.
+        let st2 = LeafStamp { seq: 10, ..st };
+        let again = stamp_log(&stamped, &st2).unwrap();
+        assert_eq!(decode_log_stamped(&again), Ok((e.clone(), Some(st2))));
+        // A stamp cut short is damage, not a missing stamp.
+        assert!(matches!(
+            decode_log_stamped(&stamped[..stamped.len() - 1]),
+            Err(RecordError::Damaged { .. })
+        ));
+        assert!(stamp_log(&b, &st).is_err(), "an info is not a log entry");
+        // Pages: as_of and leaves back; a wrong length is damage.
+        let pb = encode_page(77, &[1, 0, u64::MAX]);
+        assert_eq!(decode_page(&pb, 3), Ok((77, vec![1, 0, u64::MAX])));
+        assert!(matches!(
+            decode_page(&pb, 4),
+            Err(RecordError::Damaged { .. })
+        ));
+        assert!(matches!(
+            decode_page(&tb, 3),
+            Err(RecordError::UnknownFormat { .. })
+        ));
     }
 }
