@@ -73,13 +73,20 @@ def main():
     if on and off:
         ops = lambda ws: [float(w["ops_s"]) for w in ws]
         cpu = lambda ws: [float(w["osd_cpu_us_per_op"]) for w in ws]
-        ratio = statistics.median(ops(on)) / statistics.median(ops(off))
-        cpu_ratio = statistics.median(cpu(on)) / statistics.median(cpu(off))
-        overhead = {"ops_s_trees": ops(on), "ops_s_no_trees": ops(off),
+        # Within each round (both clusters loaded at the same time).
+        pairs = [(a, b) for a in on for b in off if a["round"] == b["round"]]
+        ratio = statistics.median(float(a["ops_s"]) / float(b["ops_s"]) for a, b in pairs)
+        cpu_ratio = statistics.median(
+            float(a["osd_cpu_us_per_op"]) / float(b["osd_cpu_us_per_op"]) for a, b in pairs)
+        overhead = {"ops_s_trees": ops(on), "ops_s_no_trees": ops(off), "rounds": len(pairs),
                     "ratio": round(ratio, 3), "overhead_pct": round(100 * (1 - ratio), 1),
                     "osd_cpu_us_per_op_trees": cpu(on), "osd_cpu_us_per_op_no_trees": cpu(off),
                     "cpu_overhead_pct": round(100 * (cpu_ratio - 1), 1),
-                    "target_overhead_pct": 3.0, "meets_target": (1 - ratio) < 0.03}
+                    # Side by side the two clusters share the cores, so
+                    # equal ops/s alone does not show equal cost: the
+                    # target is held to the OSDs' CPU per write too.
+                    "target_overhead_pct": 3.0,
+                    "meets_target": (1 - ratio) < 0.03 and (cpu_ratio - 1) < 0.03}
     rss_on = [int(r["osd_rss_kib"]) for r in rows if r["leaves"] == str(DEFAULT_LEAVES)]
     rss_off = [int(r["osd_rss_kib"]) for r in rows if r["leaves"] == "0"]
     memory = {"bytes_per_leaf": 16,
@@ -118,17 +125,20 @@ def main():
             c["differing_leaves"], c["predicted_leaves"]))
     if overhead:
         L += ["", "## Write overhead of keeping trees", "",
-              "4 KiB writes, 32 in flight, on fresh 3-OSD clusters of 32 PGs alternated (trees on, "
-              "off, off, on, on, off, ...): %s ops/s with trees, %s without: median %.3fx (%.1f%% overhead; "
+              "4 KiB writes, 32 in flight, on two 3-OSD clusters of 32 PGs up at once, trees on "
+              "and off, both loaded at the same time (8-second runs; %d rounds): %s ops/s "
+              "with trees, %s without: median of the rounds' ratios %.3fx (%.1f%% overhead; "
               "target < 3%%). OSD CPU per write (user + system, all 3 OSDs): %s us with trees, %s "
-              "without: %+.1f%%. (The paper's Table 1 measures its tree maintenance on 1 KiB "
-              "writes.)" % (
+              "without: median ratio %+.1f%%. Target (< 3%% on both): %s. (The paper's Table 1 "
+              "measures its tree maintenance on 1 KiB writes.)" % (
+                  overhead["rounds"],
                   ", ".join("%.0f" % x for x in overhead["ops_s_trees"]),
                   ", ".join("%.0f" % x for x in overhead["ops_s_no_trees"]),
                   overhead["ratio"], overhead["overhead_pct"],
                   ", ".join("%.0f" % x for x in overhead["osd_cpu_us_per_op_trees"]),
                   ", ".join("%.0f" % x for x in overhead["osd_cpu_us_per_op_no_trees"]),
-                  overhead["cpu_overhead_pct"])]
+                  overhead["cpu_overhead_pct"],
+                  "met" if overhead["meets_target"] else "MISSED")]
     L += ["", "## Memory", "",
           "A tree is 16 bytes per leaf: %s KiB per PG for 1,024 / 4,096 / 16,384 / 65,536 leaves "
           "(the paper: about 100 MB per OSD). Resident memory of the 3 OSDs after the load: %s KiB "
