@@ -4,9 +4,10 @@
 //! `d` bits `i` (a store lists objects in hash order, so a leaf is one
 //! contiguous key range), and holds the XOR of a 64-bit digest of each
 //! object's name and version. A write changes one leaf in O(1)
-//! (`leaf ^= old ^ new`, with 0 for "absent"), then the `d` nodes above
-//! it. Inner nodes are a hash of their two children, kept in one array
-//! in heap order (root at 1, leaves at `n..2n`): 16 bytes per leaf in all.
+//! (`leaf ^= old ^ new`, with 0 for "absent"); the `d` nodes above it
+//! follow when next read. Inner nodes are a hash of their two children,
+//! kept in one array in heap order (root at 1, leaves at `n..2n`): 16
+//! bytes per leaf in all.
 //!
 //! Pure: no I/O. The digests are specified (xxh3, little-endian inputs),
 //! because trees built by different OSDs, builds and versions are
@@ -14,6 +15,7 @@
 //! without a format version: persisted leaves would silently disagree.
 
 use loligo_types::ops::Version;
+use std::cell::RefCell;
 use std::ops::Range;
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
@@ -30,11 +32,20 @@ const SEED_NODE: u64 = 0x6c6f_6c69_676f_4e44; // "loligoND"
 
 /// What one object contributes to its leaf: never 0 (0 is "absent").
 pub fn object_digest(name: &str, version: Version) -> u64 {
-    let mut b = Vec::with_capacity(name.len() + 16);
-    b.extend_from_slice(&version.epoch.to_le_bytes());
-    b.extend_from_slice(&version.v.to_le_bytes());
-    b.extend_from_slice(name.as_bytes());
-    match xxh3_64_with_seed(&b, SEED_OBJECT) {
+    // On the stack for the usual names (a write digests twice).
+    let mut stack = [0u8; 256];
+    let mut heap = Vec::new();
+    let len = name.len() + 16;
+    let b: &mut [u8] = if len <= stack.len() {
+        &mut stack[..len]
+    } else {
+        heap.resize(len, 0);
+        &mut heap
+    };
+    b[..8].copy_from_slice(&version.epoch.to_le_bytes());
+    b[8..16].copy_from_slice(&version.v.to_le_bytes());
+    b[16..].copy_from_slice(name.as_bytes());
+    match xxh3_64_with_seed(b, SEED_OBJECT) {
         0 => 1,
         h => h,
     }
@@ -63,14 +74,41 @@ pub enum MerkleError {
 }
 
 /// A PG's tree.
-#[derive(Clone, Debug, PartialEq, Eq)]
+///
+/// The leaves are always current; the inner nodes are computed when read
+/// (a root, a level for an exchange), from the leaves changed since: a
+/// write touches one leaf, not the `d` nodes above it (only scrubs and
+/// backfill exchanges read inner nodes).
+#[derive(Clone, Debug)]
 pub struct Tree {
     /// log2 of the leaf count.
     depth: u32,
-    /// Heap order: `nodes[1]` is the root, `nodes[n..2n]` the leaves;
-    /// `nodes[0]` is unused.
-    nodes: Vec<u64>,
+    leaves: Vec<u64>,
+    inner: RefCell<Inner>,
 }
+
+/// The inner nodes and what is owed to them.
+#[derive(Clone, Debug)]
+struct Inner {
+    /// Heap order: `nodes[1]` is the root, `nodes[j]`'s children are
+    /// `2j` and `2j + 1`, where `n + i` names leaf `i`; `nodes[0]` is
+    /// unused.
+    nodes: Vec<u64>,
+    /// Leaves changed since the nodes were computed (at most 1/32 of
+    /// them: 2 KiB at 16,384 leaves, the one cost past 16 bytes a leaf).
+    stale: Vec<u32>,
+    /// Too many changed: every node is computed again.
+    all_stale: bool,
+}
+
+impl PartialEq for Tree {
+    /// Inner nodes follow from the leaves.
+    fn eq(&self, other: &Tree) -> bool {
+        self.depth == other.depth && self.leaves == other.leaves
+    }
+}
+
+impl Eq for Tree {}
 
 impl Tree {
     /// An empty tree of `leaves` leaves.
@@ -81,28 +119,27 @@ impl Tree {
         }
         Ok(Tree {
             depth: leaves.trailing_zeros(),
-            nodes: vec![0; 2 * n],
+            leaves: vec![0; n],
+            inner: RefCell::new(Inner {
+                nodes: vec![0; n],
+                stale: Vec::new(),
+                all_stale: false,
+            }),
         })
     }
 
-    /// The tree whose leaves are `leaves` (as persisted), inner nodes
-    /// computed.
+    /// The tree whose leaves are `leaves` (as persisted).
     pub fn from_leaves(leaves: &[u64]) -> Result<Tree, MerkleError> {
         let n = u32::try_from(leaves.len()).map_err(|_| MerkleError::Leaves(leaves.len()))?;
         let mut t = Tree::new(n)?;
-        t.nodes[leaves.len()..].copy_from_slice(leaves);
-        for i in (1..leaves.len()).rev() {
-            t.nodes[i] = node(t.nodes[2 * i], t.nodes[2 * i + 1]);
-        }
+        t.leaves.copy_from_slice(leaves);
+        t.inner.get_mut().all_stale = true;
         Ok(t)
     }
 
     /// An empty tree of the same shape.
     pub fn emptied(&self) -> Tree {
-        Tree {
-            depth: self.depth,
-            nodes: vec![0; self.nodes.len()],
-        }
+        Tree::new(self.leaf_count()).unwrap_or_else(|_| self.clone())
     }
 
     pub fn leaf_count(&self) -> u32 {
@@ -115,11 +152,11 @@ impl Tree {
     }
 
     pub fn root(&self) -> u64 {
-        self.nodes[1]
+        self.fresh(|nodes| nodes[1])
     }
 
     pub fn leaves(&self) -> &[u64] {
-        &self.nodes[self.nodes.len() / 2..]
+        &self.leaves
     }
 
     /// The leaf an object of placement hash `hash` falls in.
@@ -141,45 +178,91 @@ impl Tree {
     }
 
     /// An object of placement hash `hash` changed from digest `old` to
-    /// `new` (0: absent): its leaf and the nodes above it follow. Returns
-    /// the leaf's index and new value (what a transaction persists).
+    /// `new` (0: absent): its leaf follows (the nodes above it when next
+    /// read). Returns the leaf's index and new value.
     pub fn update(&mut self, hash: u32, old: u64, new: u64) -> (u32, u64) {
         let i = self.leaf_of(hash);
-        let at = self.leaf_count() as usize + i as usize;
-        let v = self.nodes[at] ^ old ^ new;
-        self.set_at(at, v);
+        let v = self.leaves[i as usize] ^ old ^ new;
+        self.set_leaf(i, v);
         (i, v)
     }
 
     /// Set leaf `i` (e.g. from a persisted record); out of range is
     /// ignored.
     pub fn set_leaf(&mut self, i: u32, v: u64) {
-        if i < self.leaf_count() {
-            self.set_at(self.leaf_count() as usize + i as usize, v);
+        let Some(slot) = self.leaves.get_mut(i as usize) else {
+            return;
+        };
+        if *slot == v {
+            return;
+        }
+        *slot = v;
+        let n = self.leaves.len();
+        let inner = self.inner.get_mut();
+        if !inner.all_stale {
+            inner.stale.push(i);
+            if inner.stale.len() > n / 32 {
+                inner.all_stale = true;
+                inner.stale = Vec::new();
+            }
         }
     }
 
-    fn set_at(&mut self, mut at: usize, v: u64) {
-        self.nodes[at] = v;
-        while at > 1 {
-            at /= 2;
-            self.nodes[at] = node(self.nodes[2 * at], self.nodes[2 * at + 1]);
+    /// `f` over the inner nodes, computed first where leaves changed.
+    fn fresh<T>(&self, f: impl FnOnce(&[u64]) -> T) -> T {
+        let mut inner = self.inner.borrow_mut();
+        let n = self.leaves.len();
+        let leaves = &self.leaves;
+        let Inner {
+            nodes,
+            stale,
+            all_stale,
+        } = &mut *inner;
+        let child = |nodes: &[u64], j: usize| if j >= n { leaves[j - n] } else { nodes[j] };
+        if *all_stale {
+            for j in (1..n).rev() {
+                nodes[j] = node(child(nodes, 2 * j), child(nodes, 2 * j + 1));
+            }
+            *all_stale = false;
+            stale.clear();
+        } else if !stale.is_empty() {
+            // Level by level up: each changed node's parent, once.
+            let mut level: Vec<usize> = stale.iter().map(|&i| (n + i as usize) / 2).collect();
+            stale.clear();
+            while !level.is_empty() {
+                level.sort_unstable();
+                level.dedup();
+                for &j in &level {
+                    nodes[j] = node(child(nodes, 2 * j), child(nodes, 2 * j + 1));
+                }
+                level = level
+                    .into_iter()
+                    .filter(|&j| j > 1)
+                    .map(|j| j / 2)
+                    .collect();
+            }
         }
+        f(nodes)
     }
 
     /// Nodes `idx` of `level` (0: the root; `depth`: the leaves); an index
     /// past the level is 0.
     pub fn nodes_at(&self, level: u32, idx: &[u32]) -> Vec<u64> {
-        let base = 1usize << level.min(self.depth);
-        idx.iter()
-            .map(|&i| {
-                if (i as usize) < base {
-                    self.nodes[base + i as usize]
-                } else {
-                    0
-                }
-            })
-            .collect()
+        let level = level.min(self.depth);
+        let base = 1usize << level;
+        let pick = |nodes: &[u64]| {
+            idx.iter()
+                .map(|&i| match (i as usize) < base {
+                    true if level == self.depth => self.leaves[i as usize],
+                    true => nodes[base + i as usize],
+                    false => 0,
+                })
+                .collect()
+        };
+        if level == self.depth {
+            return pick(&[]);
+        }
+        self.fresh(pick)
     }
 
     /// The leaf ranges where `self` and `other` (same shape) differ,
@@ -336,7 +419,10 @@ mod tests {
         let t = Tree::new(LEAVES_DEFAULT).unwrap();
         assert_eq!((t.leaf_count(), t.depth(), t.root()), (16_384, 14, 0));
         // 16 bytes per leaf.
-        assert_eq!(t.nodes.len() * 8, 16 * 16_384);
+        assert_eq!(
+            (t.leaves.len() + t.inner.borrow().nodes.len()) * 8,
+            16 * 16_384
+        );
         // Leaves tile the hash space in order.
         assert_eq!(t.hashes_of(0), 0..=(u32::MAX >> 14));
         assert_eq!(*t.hashes_of(16_383).end(), u32::MAX);
@@ -378,6 +464,60 @@ mod tests {
             m.update(*h, object_digest(name, *ver), 0);
         }
         assert_eq!(m, Tree::new(1024).unwrap());
+    }
+
+    /// Every inner node of `t`, level by level, as read.
+    fn all_nodes(t: &Tree) -> Vec<Vec<u64>> {
+        (0..=t.depth())
+            .map(|l| t.nodes_at(l, &(0..1u32 << l).collect::<Vec<_>>()))
+            .collect()
+    }
+
+    /// The same nodes computed eagerly from the leaves, by definition.
+    fn nodes_by_definition(t: &Tree) -> Vec<Vec<u64>> {
+        let mut levels = vec![t.leaves().to_vec()];
+        while levels[0].len() > 1 {
+            let up = levels[0].chunks(2).map(|c| node(c[0], c[1])).collect();
+            levels.insert(0, up);
+        }
+        levels
+    }
+
+    #[test]
+    fn inner_nodes_read_between_any_updates_are_the_defined_ones() {
+        let mut rng = Rng::new(11);
+        let mut t = Tree::new(1024).unwrap();
+        let mut live: Vec<(u32, u64)> = Vec::new();
+        for step in 0..3000 {
+            // Mostly few changes between reads (the partial path), now
+            // and then many (past the all-stale bound).
+            let burst = if step % 500 == 0 {
+                300
+            } else {
+                1 + rng.below(4) as usize
+            };
+            for _ in 0..burst {
+                if !live.is_empty() && rng.below(3) == 0 {
+                    let (h, d) = live.swap_remove(rng.below(live.len() as u64) as usize);
+                    t.update(h, d, 0);
+                } else {
+                    let (h, d) = (rng.next_u64() as u32, rng.next_u64() | 1);
+                    t.update(h, 0, d);
+                    live.push((h, d));
+                }
+            }
+            if rng.below(4) == 0 {
+                assert_eq!(all_nodes(&t), nodes_by_definition(&t), "step {step}");
+            }
+        }
+        assert_eq!(all_nodes(&t), nodes_by_definition(&t));
+        // A tree from persisted leaves reads the same nodes.
+        let p = Tree::from_leaves(t.leaves()).unwrap();
+        assert_eq!(all_nodes(&p), all_nodes(&t));
+        for (h, d) in live {
+            t.update(h, d, 0);
+        }
+        assert_eq!(t.root(), 0, "an empty tree is all zeros");
     }
 
     #[test]

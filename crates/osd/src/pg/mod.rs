@@ -1025,7 +1025,7 @@ enum TreeState {
     /// Loaded (or rebuilt) on the first input.
     Unloaded,
     Off,
-    Kept(tree::Kept),
+    Kept(Box<tree::Kept>),
 }
 
 /// How often a copy outside the acting set asks the primary whether it
@@ -1280,7 +1280,7 @@ impl Pg {
         }
         match tree::Kept::load(s, self.coll, self.merkle_leaves) {
             Ok((k, t)) => {
-                self.tree = TreeState::Kept(k);
+                self.tree = TreeState::Kept(Box::new(k));
                 if let Some(txn) = t {
                     tracing::info!("pg {}: Merkle tree rebuilt from the objects", self.id);
                     let tid = self.take_tid();
