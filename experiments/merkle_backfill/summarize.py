@@ -126,7 +126,8 @@ def main():
     if overhead:
         L += ["", "## Write overhead of keeping trees", "",
               "4 KiB writes, 32 in flight, on two 3-OSD clusters of 32 PGs up at once, trees on "
-              "and off, both loaded at the same time (8-second runs; %d rounds): %s ops/s "
+              "and off, both loaded at the same time (8-second runs; %d rounds, half of them on a "
+              "second pair made in the other order): %s ops/s "
               "with trees, %s without: median of the rounds' ratios %.3fx (%.1f%% overhead; "
               "target < 3%%). OSD CPU per write (user + system, all 3 OSDs): %s us with trees, %s "
               "without: median ratio %+.1f%%. Target (< 3%% on both): %s. (The paper's Table 1 "
