@@ -116,14 +116,67 @@ fn read_stamps(s: &dyn ObjectStore, coll: CollectionId) -> Result<Vec<(u64, Leaf
     Ok(out)
 }
 
+/// The log counters holding stamps no page covers, kept as the range
+/// spanning them: a superset, so a rewrite inside it may flush early,
+/// never late (a set cost a B-tree insert per write).
+#[derive(Clone, Copy, Debug, Default)]
+struct Span(Option<(u64, u64)>);
+
+impl Span {
+    fn add(&mut self, v: u64) {
+        self.0 = Some(self.0.map_or((v, v), |(lo, hi)| (lo.min(v), hi.max(v))));
+    }
+
+    fn contains(&self, v: u64) -> bool {
+        self.0.is_some_and(|(lo, hi)| (lo..=hi).contains(&v))
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_none()
+    }
+}
+
+/// Pages, as bits.
+#[derive(Clone, Debug, Default)]
+struct PageSet(Vec<u64>);
+
+impl PageSet {
+    fn insert(&mut self, p: u32) {
+        let (w, b) = (p as usize / 64, p % 64);
+        if self.0.len() <= w {
+            self.0.resize(w + 1, 0);
+        }
+        self.0[w] |= 1 << b;
+    }
+
+    fn remove(&mut self, p: u32) {
+        if let Some(w) = self.0.get_mut(p as usize / 64) {
+            *w &= !(1 << (p % 64));
+        }
+    }
+
+    /// The pages in the set, ascending; the set is left empty.
+    fn take(&mut self) -> Vec<u32> {
+        let mut out = Vec::new();
+        for (i, w) in self.0.iter_mut().enumerate() {
+            while *w != 0 {
+                let b = w.trailing_zeros();
+                out.push(i as u32 * 64 + b);
+                *w &= *w - 1;
+            }
+        }
+        out
+    }
+}
+
 /// A persisted tree: its leaves from the pages and the stamps no page
 /// covers.
 struct Persisted {
     tree: Tree,
     /// The largest `as_of` of a page (0: none).
     as_of: u64,
-    dirty: BTreeSet<u32>,
-    stamped: BTreeSet<u64>,
+    dirty: PageSet,
+    stamped: Span,
 }
 
 /// The tree of `leaves` leaves, `pl` per page, persisted in page records
@@ -155,8 +208,8 @@ fn read_persisted(
         v[at..at + pl as usize].copy_from_slice(&vals);
     }
     let mut newest: HashMap<u32, u64> = HashMap::new();
-    let mut dirty = BTreeSet::new();
-    let mut stamped = BTreeSet::new();
+    let mut dirty = PageSet::default();
+    let mut stamped = Span::default();
     for (n, st) in stamps {
         if st.leaf >= leaves {
             return Err(format!(
@@ -170,7 +223,7 @@ fn read_persisted(
             continue;
         }
         dirty.insert(page);
-        stamped.insert(*n);
+        stamped.add(*n);
         if newest.get(&st.leaf).is_none_or(|&q| q < st.seq) {
             newest.insert(st.leaf, st.seq);
             v[st.leaf as usize] = st.value;
@@ -198,9 +251,9 @@ pub struct Kept {
     /// `as_of` of a page written now.
     seq: u64,
     /// Pages whose record lags the tree (their newer leaves are stamps).
-    dirty: BTreeSet<u32>,
+    dirty: PageSet,
     /// Counters of the log entries holding stamps no page covers.
-    stamped: BTreeSet<u64>,
+    stamped: Span,
 }
 
 impl Kept {
@@ -284,8 +337,8 @@ impl Kept {
             shaped,
             page_leaves,
             seq,
-            dirty: BTreeSet::new(),
-            stamped: BTreeSet::new(),
+            dirty: PageSet::default(),
+            stamped: Span::default(),
         }
     }
 
@@ -334,7 +387,7 @@ impl Kept {
         let at = (p * self.page_leaves) as usize;
         let leaves = &self.tree.leaves()[at..at + self.page_leaves as usize];
         t.set_record(coll, &page_key(p), record::encode_page(self.seq, leaves));
-        self.dirty.remove(&p);
+        self.dirty.remove(p);
     }
 
     /// Objects go to new states (`(object, state before, state after)`)
@@ -401,7 +454,7 @@ impl Kept {
                     self.seq += 1;
                     out.set_record(coll, &key, b);
                     self.dirty.insert(leaf / self.page_leaves);
-                    self.stamped.insert(log_v);
+                    self.stamped.add(log_v);
                 }
                 // No entry to carry the stamp (never so on the write
                 // path): the page itself.
@@ -429,7 +482,7 @@ impl Kept {
         !self.stamped.is_empty()
             && t.ops.iter().any(|op| match op {
                 Op::SetRecord { coll: c, key, .. } | Op::RmRecord { coll: c, key } => {
-                    *c == coll && log_counter(key).is_some_and(|v| self.stamped.contains(&v))
+                    *c == coll && log_counter(key).is_some_and(|v| self.stamped.contains(v))
                 }
                 _ => false,
             })
@@ -439,10 +492,10 @@ impl Kept {
     /// any more.
     fn flush(&mut self, coll: CollectionId, t: &mut Transaction) {
         self.shape_into(coll, t);
-        for p in std::mem::take(&mut self.dirty) {
+        for p in self.dirty.take() {
             self.write_page(coll, p, t);
         }
-        self.stamped.clear();
+        self.stamped = Span::default();
     }
 
     /// Object `o`'s state before the next change: what a queued
@@ -464,8 +517,8 @@ impl Kept {
     /// transaction this follows): the next change writes the shape again.
     pub fn unshape(&mut self) {
         self.shaped = false;
-        self.dirty.clear();
-        self.stamped.clear();
+        self.dirty = PageSet::default();
+        self.stamped = Span::default();
     }
 
     /// Transaction `tid` is durable: the store now shows what it did.
