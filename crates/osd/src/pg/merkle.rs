@@ -117,15 +117,21 @@ impl Tree {
         if !(LEAVES_MIN..=LEAVES_MAX).contains(&leaves) || !leaves.is_power_of_two() {
             return Err(MerkleError::Leaves(n));
         }
-        Ok(Tree {
-            depth: leaves.trailing_zeros(),
+        Ok(Tree::zeroed(leaves.trailing_zeros()))
+    }
+
+    /// An all-zero tree of `2^depth` leaves.
+    fn zeroed(depth: u32) -> Tree {
+        let n = 1usize << depth;
+        Tree {
+            depth,
             leaves: vec![0; n],
             inner: RefCell::new(Inner {
                 nodes: vec![0; n],
                 stale: Vec::new(),
                 all_stale: false,
             }),
-        })
+        }
     }
 
     /// The tree whose leaves are `leaves` (as persisted).
@@ -139,7 +145,7 @@ impl Tree {
 
     /// An empty tree of the same shape.
     pub fn emptied(&self) -> Tree {
-        Tree::new(self.leaf_count()).unwrap_or_else(|_| self.clone())
+        Tree::zeroed(self.depth)
     }
 
     pub fn leaf_count(&self) -> u32 {

@@ -113,6 +113,12 @@ pub fn log_key(v: u64) -> Vec<u8> {
     k
 }
 
+/// The version counter a log record key names (`None`: not a log key).
+pub fn log_counter(k: &[u8]) -> Option<u64> {
+    let b: [u8; 8] = k.strip_prefix(b"log/")?.try_into().ok()?;
+    Some(u64::from_be_bytes(b))
+}
+
 /// What a replica needs to know about a write besides its transaction.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RepCtx {

@@ -91,8 +91,7 @@ pub fn replica_step(
 pub(super) fn oldest_logged(s: &dyn ObjectStore, coll: CollectionId) -> Option<u64> {
     let rows = s.records(coll, b"log/", 1).ok()?;
     let (k, _) = rows.into_iter().next()?;
-    let b: [u8; 8] = k.strip_prefix(b"log/")?.try_into().ok()?;
-    Some(u64::from_be_bytes(b))
+    super::log_counter(&k)
 }
 
 /// A write from a primary, as the replica's PG holds it until it is

@@ -32,7 +32,7 @@
 
 use super::merkle::{object_digest, Tree};
 use super::record::{self, LeafStamp};
-use super::{log_key, recovery};
+use super::{log_counter, log_key, recovery};
 use crate::exec::VERSION_ATTR;
 use loligo_store::txn::Op;
 use loligo_store::{CollectionId, ObjectId, ObjectStore, StoreError, Transaction};
@@ -95,12 +95,6 @@ pub fn stored_version(
         v.and_then(|b| postcard::from_bytes(&b).ok())
             .unwrap_or_default()
     }))
-}
-
-/// The version counter a log record key names.
-fn log_counter(k: &[u8]) -> Option<u64> {
-    let b: [u8; 8] = k.strip_prefix(b"log/")?.try_into().ok()?;
-    Some(u64::from_be_bytes(b))
 }
 
 /// The stamps in a copy's log: (entry counter, stamp). `Err` names a log
