@@ -26,21 +26,27 @@ fn onode() -> impl Strategy<Value = Onode> {
         ),
         proptest::collection::vec(any::<u8>(), 0..16),
         any::<bool>(),
+        // A small object's data kept inline (then no extents).
+        proptest::option::of(proptest::collection::vec(any::<u8>(), 0..64)),
     )
-        .prop_map(|(size, ext, attrs, header, omap)| Onode {
-            size,
-            extents: ext
-                .into_iter()
-                .map(|(loff, len, blob, boff)| Extent {
-                    loff,
-                    len,
-                    blob,
-                    boff,
-                })
-                .collect(),
+        .prop_map(|(size, ext, attrs, header, omap, inline)| Onode {
+            size: inline.as_ref().map_or(size, |d| d.len() as u64),
+            extents: match inline {
+                Some(_) => Vec::new(),
+                None => ext
+                    .into_iter()
+                    .map(|(loff, len, blob, boff)| Extent {
+                        loff,
+                        len,
+                        blob,
+                        boff,
+                    })
+                    .collect(),
+            },
             attrs,
             header,
             omap,
+            inline,
         })
 }
 

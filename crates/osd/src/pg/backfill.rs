@@ -143,6 +143,19 @@ pub const NODES_MAX: usize = super::merkle::LEAVES_MAX as usize;
 pub const RANGES_MAX: usize = super::merkle::LEAVES_MAX as usize / 2;
 
 impl Filter {
+    /// A short description for logs: its kind and size.
+    pub fn describe(&self) -> String {
+        match self {
+            Filter::All => "all objects".to_string(),
+            Filter::Leaves { leaves, ranges } => {
+                format!("{} leaf ranges of {leaves}", ranges.len())
+            }
+            Filter::Nodes { level, idx, .. } => {
+                format!("{} tree nodes of level {level}", idx.len())
+            }
+        }
+    }
+
     /// The placement hashes it covers, as sorted, disjoint listing
     /// ranges; `None` for a malformed filter (a shape that is no tree,
     /// ranges out of it, out of order or too many).

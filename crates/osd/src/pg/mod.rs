@@ -1723,6 +1723,7 @@ impl Pg {
                 }
             }
             Input::Reserved { ask } => {
+                tracing::debug!("pg {}: recovery slot {ask} granted", self.id);
                 if self.rec.slot == Slot::Asked(ask) {
                     self.rec.slot = Slot::Held(ask);
                     self.recover_some(s, &mut fx);
@@ -3334,6 +3335,11 @@ impl Pg {
         fx: &mut Vec<Effect>,
     ) -> u64 {
         let tid = self.take_tid();
+        tracing::debug!(
+            "pg {}: scan osd.{to} tid {tid} ({after}, {upto}] {}",
+            self.id,
+            filter.describe()
+        );
         fx.push(Effect::SendScan {
             tid,
             to,
@@ -3438,6 +3444,13 @@ impl Pg {
     /// The effect that sends `chunk` to `to`; its tid.
     fn emit_chunk(&mut self, to: i32, chunk: Chunk, fx: &mut Vec<Effect>) -> u64 {
         let tid = self.take_tid();
+        tracing::debug!(
+            "pg {}: chunk to osd.{to} tid {tid} ({}, {}]: {} pushes",
+            self.id,
+            chunk.after,
+            chunk.end,
+            chunk.pushes.len()
+        );
         fx.push(Effect::SendChunk {
             tid,
             to,
@@ -3465,6 +3478,12 @@ impl Pg {
         if self.on_scrub_answer(tid, from, &result) {
             return;
         }
+        tracing::debug!(
+            "pg {}: scan answer from osd.{from} tid {tid}: {:?} objects, {:?} nodes",
+            self.id,
+            result.as_ref().map(|sc| sc.objects.len()),
+            result.as_ref().map(|sc| sc.nodes.as_ref().map(Vec::len))
+        );
         let Some(b) = self.rec.backfill.get_mut(&from) else {
             return;
         };
@@ -3515,6 +3534,10 @@ impl Pg {
         result: Result<(), RepError>,
         fx: &mut Vec<Effect>,
     ) {
+        tracing::debug!(
+            "pg {}: chunk answer from osd.{from} tid {tid}: {result:?}",
+            self.id
+        );
         let Some(b) = self.rec.backfill.get_mut(&from) else {
             return;
         };

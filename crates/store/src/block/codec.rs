@@ -264,17 +264,28 @@ pub struct Onode {
     /// replacement). Sticky: set by the first key, cleared only when the
     /// omap is cleared or the object removed.
     pub omap: bool,
+    /// A small object's data kept in the onode itself (no blob, no
+    /// device write): exactly `size` bytes, and then `extents` is empty.
+    pub inline: Option<Vec<u8>>,
 }
 
 /// Version 1 onodes (no omap flag) decode as `omap: true`.
 const ONODE_V1: u8 = 1;
 /// Version 2 adds the omap flag.
 const ONODE_V2: u8 = 2;
+/// Version 3 adds inline data (written only for an onode that has it,
+/// so a store without inline objects stays readable by version 2).
+const ONODE_V3: u8 = 3;
 
 impl Onode {
     pub fn encode(&self) -> Vec<u8> {
         let mut e = Enc::default();
-        e.u8(ONODE_V2).var(self.size).var(self.extents.len() as u64);
+        let version = if self.inline.is_some() {
+            ONODE_V3
+        } else {
+            ONODE_V2
+        };
+        e.u8(version).var(self.size).var(self.extents.len() as u64);
         for x in &self.extents {
             e.var(x.loff).var(x.len).var(x.blob).var(x.boff);
         }
@@ -284,13 +295,16 @@ impl Onode {
         }
         e.bytes(&self.header);
         e.u8(u8::from(self.omap));
+        if let Some(d) = &self.inline {
+            e.bytes(d).u32le(csum(d));
+        }
         e.0
     }
 
     pub fn decode(b: &[u8]) -> Result<Onode> {
         let mut d = Dec::new(b);
         let version = d.u8()?;
-        if version != ONODE_V1 && version != ONODE_V2 {
+        if !(ONODE_V1..=ONODE_V3).contains(&version) {
             return Err(StoreError::Corrupt("unknown onode version".into()));
         }
         let size = d.var()?;
@@ -319,6 +333,18 @@ impl Onode {
                 _ => return Err(corrupt("onode omap flag")),
             },
         };
+        let inline = if version == ONODE_V3 {
+            let data = d.bytes()?;
+            if d.u32le()? != csum(data) {
+                return Err(corrupt("onode inline data checksum"));
+            }
+            if data.len() as u64 != size || !extents.is_empty() {
+                return Err(corrupt("onode inline data beside extents or not its size"));
+            }
+            Some(data.to_vec())
+        } else {
+            None
+        };
         if !d.done() {
             return Err(corrupt("onode (trailing bytes)"));
         }
@@ -328,6 +354,7 @@ impl Onode {
             attrs,
             header,
             omap,
+            inline,
         })
     }
 }

@@ -158,12 +158,15 @@ impl Committer {
                 // Undo this transaction's allocator changes: space it took
                 // is free again, space it freed is not.
                 if let Ok(mut a) = self.s.alloc.lock() {
+                    // Freed first: space this transaction both took and
+                    // freed (a write, then a remove) is then free again
+                    // once, not handed out while the free map lacks it.
+                    for &(off, len) in &cx.freed {
+                        a.commit_reserved(&[(off, len)]);
+                    }
                     for (off, len) in std::mem::take(&mut cx.allocated) {
                         a.free(off, len);
                         a.make_available(off, len);
-                    }
-                    for &(off, len) in &cx.freed {
-                        a.commit_reserved(&[(off, len)]);
                     }
                     // Caller reservations this transaction never used.
                     for p in pre.iter().flatten() {
@@ -378,10 +381,11 @@ impl Ctx<'_> {
     fn read_obj(&self, oid: &ObjectId, on: &Onode, off: u64, len: u64) -> Result<AlignedBuf> {
         let s = self.s;
         let mut buf = AlignedBuf::zeroed(len as usize);
-        if on
-            .extents
-            .iter()
-            .all(|x| x.loff + x.len <= off || x.loff >= off + len)
+        if on.inline.is_none()
+            && on
+                .extents
+                .iter()
+                .all(|x| x.loff + x.len <= off || x.loff >= off + len)
         {
             return Ok(buf);
         }
@@ -532,6 +536,7 @@ impl Ctx<'_> {
     ) -> Result<()> {
         let mut on = self.obj(c, oid, true)?;
         self.punch(&mut on, 0, u64::MAX)?;
+        on.inline = None;
         self.lock()?.commit_reserved(&p.pieces);
         self.allocated.extend(p.pieces.iter().copied());
         self.consumed.push(p.pieces.clone());
@@ -704,6 +709,33 @@ impl Ctx<'_> {
         Ok(())
     }
 
+    /// Whether `on` can hold its data inline once it is `new_size` bytes,
+    /// making it inline if it was only holes. `false`: its data goes to
+    /// blocks (see [`Ctx::spill`]).
+    fn inline_for(&self, on: &mut Onode, new_size: u64) -> bool {
+        if new_size > self.s.inline_max {
+            return false;
+        }
+        if on.inline.is_none() {
+            if !on.extents.is_empty() {
+                return false;
+            }
+            // Holes only (or nothing yet): as inline zeros.
+            on.inline = Some(vec![0; on.size as usize]);
+        }
+        true
+    }
+
+    /// Move an inline object's data to blocks (it grows past the inline
+    /// limit, or the limit went down).
+    fn spill(&mut self, oid: &ObjectId, on: &mut Onode, comp: Compression) -> Result<()> {
+        if let Some(d) = on.inline.take() {
+            on.size = 0;
+            self.write(oid, on, 0, &d, comp)?;
+        }
+        Ok(())
+    }
+
     fn remove_obj(&mut self, c: CollectionId, o: &ObjectId, on: &Onode) -> Result<()> {
         for x in &on.extents {
             self.refs(x.blob, -1)?;
@@ -774,16 +806,35 @@ impl Ctx<'_> {
                 data,
             } => {
                 let mut on = self.obj(*coll, oid, true)?;
-                let comp = self.compression(*coll)?;
-                self.write(oid, &mut on, *offset, data, comp)?;
+                let end = offset.saturating_add(data.len() as u64);
+                let grown = on.size.max(end);
+                if self.inline_for(&mut on, grown) {
+                    let (o, e) = (*offset as usize, end as usize);
+                    let d = on.inline.get_or_insert_with(Vec::new);
+                    if d.len() < e {
+                        d.resize(e, 0);
+                    }
+                    d[o..e].copy_from_slice(data);
+                    on.size = d.len() as u64;
+                } else {
+                    let comp = self.compression(*coll)?;
+                    self.spill(oid, &mut on, comp)?;
+                    self.write(oid, &mut on, *offset, data, comp)?;
+                }
                 self.save(*coll, oid, &on);
             }
             Op::WriteFull { coll, oid, data } => {
                 let mut on = self.obj(*coll, oid, true)?;
                 self.punch(&mut on, 0, u64::MAX)?;
                 on.size = 0;
-                let comp = self.compression(*coll)?;
-                self.write(oid, &mut on, 0, data, comp)?;
+                on.inline = None;
+                if data.len() as u64 <= self.s.inline_max {
+                    on.inline = Some(data.to_vec());
+                    on.size = data.len() as u64;
+                } else {
+                    let comp = self.compression(*coll)?;
+                    self.write(oid, &mut on, 0, data, comp)?;
+                }
                 self.save(*coll, oid, &on);
             }
             Op::Zero {
@@ -793,7 +844,23 @@ impl Ctx<'_> {
                 len,
             } => {
                 let mut on = self.obj(*coll, oid, true)?;
-                self.zero(oid, &mut on, *offset, *len)?;
+                let end = offset.saturating_add(*len);
+                let grown = on.size.max(end);
+                if self.inline_for(&mut on, grown) {
+                    let d = on.inline.get_or_insert_with(Vec::new);
+                    // Zeros inside the data; past it, the data grows by them.
+                    let keep = (*offset as usize).min(d.len());
+                    let tail = (end as usize).min(d.len());
+                    d[keep..tail].fill(0);
+                    if d.len() < end as usize {
+                        d.resize(end as usize, 0);
+                    }
+                    on.size = d.len() as u64;
+                } else {
+                    let comp = self.compression(*coll)?;
+                    self.spill(oid, &mut on, comp)?;
+                    self.zero(oid, &mut on, *offset, *len)?;
+                }
                 self.save(*coll, oid, &on);
             }
             Op::Truncate { coll, oid, size } => {
@@ -803,7 +870,15 @@ impl Ctx<'_> {
                     )));
                 }
                 let mut on = self.obj(*coll, oid, true)?;
-                self.truncate(oid, &mut on, *size)?;
+                if self.inline_for(&mut on, *size) {
+                    let d = on.inline.get_or_insert_with(Vec::new);
+                    d.resize(*size as usize, 0);
+                    on.size = *size;
+                } else {
+                    let comp = self.compression(*coll)?;
+                    self.spill(oid, &mut on, comp)?;
+                    self.truncate(oid, &mut on, *size)?;
+                }
                 self.save(*coll, oid, &on);
             }
             Op::Remove(c, o) => {

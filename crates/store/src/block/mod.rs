@@ -2,6 +2,9 @@
 //! file used as a block device, with the store's own allocator; metadata
 //! (onodes with extent maps and xattrs, blobs with checksums, omap,
 //! records, the free-space map, deferred writes) lives in the KV store.
+//! Objects of at most `inline_max` bytes keep their data inside their
+//! onode instead (with its own crc32c): a small object's write is one
+//! KV put, with no allocation, blob, deferred record or device write.
 //!
 //! Assumptions about the medium: `pwrite` followed by `fdatasync` makes
 //! data durable; a KV batch commits atomically and durably (see `kv`).
@@ -48,6 +51,10 @@ use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 
+/// The largest `inline_max` honoured: an onode is read whole for every
+/// stat and attribute, so its data stays small.
+pub const INLINE_MAX_LIMIT: u64 = 16 << 10;
+
 /// Device file name inside the store directory.
 pub const BLOCK_FILE: &str = "block";
 /// KV directory name inside the store directory.
@@ -63,6 +70,10 @@ pub struct BlockConfig {
     pub block_size: u64,
     /// Writes of at most this many bytes go through the KV (deferred).
     pub deferred_max: u64,
+    /// Objects of at most this many bytes keep their data inside their
+    /// onode: no blob, no allocation, no device write (0: never). May
+    /// change at mount; at most [`INLINE_MAX_LIMIT`].
+    pub inline_max: u64,
     /// Most transactions in one group commit.
     pub batch_max: usize,
     pub limits: Limits,
@@ -74,6 +85,7 @@ impl Default for BlockConfig {
             size: 1 << 30,
             block_size: 4096,
             deferred_max: 32 << 10,
+            inline_max: 4096,
             batch_max: 128,
             limits: Limits::default(),
         }
@@ -95,6 +107,7 @@ struct Shared {
     size: u64,
     bs: u64,
     deferred_max: u64,
+    inline_max: u64,
     limits: Limits,
     /// Readers hold it shared while they read metadata and data; the
     /// committer holds it exclusively while it commits and while it moves
@@ -365,6 +378,7 @@ impl BlockStore {
             size,
             bs,
             deferred_max: cfg.deferred_max.max(bs) / bs * bs,
+            inline_max: cfg.inline_max.min(INLINE_MAX_LIMIT),
             limits: cfg.limits,
             view: RwLock::new(()),
             deferred: Mutex::new(HashMap::new()),
@@ -605,6 +619,13 @@ fn check_run(
     Ok(())
 }
 
+/// Inline data `d` from `off` into `out` (zeros past its end).
+fn copy_inline(d: &[u8], off: u64, out: &mut [u8]) {
+    let start = usize::try_from(off).unwrap_or(usize::MAX).min(d.len());
+    let n = (d.len() - start).min(out.len());
+    out[..n].copy_from_slice(&d[start..start + n]);
+}
+
 /// [`read_logical`] into a zeroed buffer of the wanted length.
 fn read_logical_into(
     s: &Shared,
@@ -615,6 +636,10 @@ fn read_logical_into(
     blob: &mut dyn FnMut(u64) -> Result<Blob>,
     blocks: &mut dyn FnMut(u64, u64) -> Result<Vec<u8>>,
 ) -> Result<()> {
+    if let Some(d) = &on.inline {
+        copy_inline(d, off, out);
+        return Ok(());
+    }
     let len = out.len() as u64;
     let end = off + len;
     for x in &on.extents {
