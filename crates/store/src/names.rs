@@ -136,6 +136,9 @@ pub struct WholeObject {
     pub data: Vec<u8>,
     pub attrs: std::collections::BTreeMap<String, Vec<u8>>,
     pub omap_header: Vec<u8>,
+    /// Whether it may have omap keys (`false`: it has none, and a caller
+    /// copying it need not list them).
+    pub omap: bool,
 }
 
 /// Space on the device.

@@ -82,6 +82,7 @@ pub trait ObjectStore: Send + Sync {
             data,
             attrs: self.getattrs(c, o)?,
             omap_header: self.omap_header(c, o)?,
+            omap: true,
         }))
     }
     /// The values of the given keys that exist.

@@ -541,3 +541,19 @@ fn random_against_model_without_inline_objects() {
         clean(&t);
     }
 }
+
+#[test]
+fn read_whole_says_whether_an_object_may_have_omap_keys() {
+    let t = TempBlock::small();
+    let s = t.s();
+    let c = suite::c1();
+    let (plain, keyed) = (suite::oid(1, "plain"), suite::oid(2, "keyed"));
+    let mut tx = Transaction::new();
+    tx.create_collection(c)
+        .write_full(c, &plain, vec![1u8; 10])
+        .write_full(c, &keyed, vec![2u8; 10])
+        .omap_setkeys(c, &keyed, vec![(b"k".to_vec(), b"v".to_vec())]);
+    s.apply(tx).unwrap();
+    assert!(!s.read_whole(c, &plain, true).unwrap().unwrap().omap);
+    assert!(s.read_whole(c, &keyed, true).unwrap().unwrap().omap);
+}

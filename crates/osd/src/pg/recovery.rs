@@ -422,16 +422,19 @@ pub fn read_copy_with(
     let omap_header = whole.omap_header;
     let mut omap = Vec::new();
     let mut start = Vec::new();
-    loop {
-        let page = s.omap_range(coll, &o, &start, None, OMAP_PAGE)?;
-        let n = page.len();
-        if let Some((k, _)) = page.last() {
-            start = k.clone();
-            start.push(0);
-        }
-        omap.extend(page);
-        if n < OMAP_PAGE {
-            break;
+    // (An object the store knows has no omap keys is not looked up again.)
+    if whole.omap {
+        loop {
+            let page = s.omap_range(coll, &o, &start, None, OMAP_PAGE)?;
+            let n = page.len();
+            if let Some((k, _)) = page.last() {
+                start = k.clone();
+                start.push(0);
+            }
+            omap.extend(page);
+            if n < OMAP_PAGE {
+                break;
+            }
         }
     }
     Ok(Push {

@@ -279,7 +279,12 @@ const ONODE_V3: u8 = 3;
 
 impl Onode {
     pub fn encode(&self) -> Vec<u8> {
-        let mut e = Enc::default();
+        // Sized once: an inline object's data would otherwise grow it.
+        let attrs: usize = self.attrs.iter().map(|(k, v)| k.len() + v.len() + 4).sum();
+        let inline = self.inline.as_ref().map_or(0, |d| d.len() + 10);
+        let mut e = Enc(Vec::with_capacity(
+            24 + self.extents.len() * 24 + attrs + self.header.len() + inline,
+        ));
         let version = if self.inline.is_some() {
             ONODE_V3
         } else {

@@ -114,6 +114,7 @@ impl Committer {
             s: &self.s,
             batch: b,
             kv: Overlay::new(),
+            onodes: HashMap::new(),
             deferred: HashMap::new(),
             records: Vec::new(),
             freed: Vec::new(),
@@ -139,6 +140,7 @@ impl Committer {
             });
         match r {
             Ok(()) => {
+                cx.flush_onodes();
                 let Ctx {
                     kv,
                     deferred,
@@ -270,6 +272,9 @@ struct Ctx<'a> {
     s: &'a Shared,
     batch: &'a Batch,
     kv: Overlay,
+    /// Onodes this transaction changed (`None`: removed), decoded: an
+    /// object's ops read and change it here, and it is encoded once.
+    onodes: HashMap<Vec<u8>, Option<Onode>>,
     deferred: HashMap<u64, Arc<Vec<u8>>>,
     records: Vec<(Vec<u8>, u64, Vec<u8>)>,
     freed: Vec<(u64, u64)>,
@@ -325,9 +330,11 @@ impl Ctx<'_> {
     }
 
     fn onode(&self, c: CollectionId, o: &ObjectId) -> Result<Option<Onode>> {
-        self.get(&onode_key(c, o))?
-            .map(|v| Onode::decode(&v))
-            .transpose()
+        let k = onode_key(c, o);
+        if let Some(on) = self.onodes.get(&k) {
+            return Ok(on.clone());
+        }
+        self.get(&k)?.map(|v| Onode::decode(&v)).transpose()
     }
 
     fn need_coll(&self, c: CollectionId) -> Result<()> {
@@ -555,7 +562,7 @@ impl Ctx<'_> {
         }
         self.wrote_data = true;
         on.size = len;
-        self.save(c, oid, &on);
+        self.save(c, oid, on);
         Ok(())
     }
 
@@ -746,7 +753,7 @@ impl Ctx<'_> {
                 self.del(k);
             }
         }
-        self.del(onode_key(c, o));
+        self.onodes.insert(onode_key(c, o), None);
         Ok(())
     }
 
@@ -762,8 +769,17 @@ impl Ctx<'_> {
         }
     }
 
-    fn save(&mut self, c: CollectionId, o: &ObjectId, on: &Onode) {
-        self.put(onode_key(c, o), on.encode());
+    /// Keep `on` as the object's onode (encoded once, when the
+    /// transaction's ops are done: see [`Ctx::flush_onodes`]).
+    fn save(&mut self, c: CollectionId, o: &ObjectId, on: Onode) {
+        self.onodes.insert(onode_key(c, o), Some(on));
+    }
+
+    /// Write the onodes this transaction changed into its overlay.
+    fn flush_onodes(&mut self) {
+        for (k, on) in std::mem::take(&mut self.onodes) {
+            self.kv.insert(k, on.map(|on| on.encode()));
+        }
     }
 
     fn op(&mut self, op: &Op) -> Result<()> {
@@ -780,6 +796,9 @@ impl Ctx<'_> {
             }
             Op::RemoveCollection(c) => {
                 self.need_coll(*c)?;
+                // The scan reads the overlay: this transaction's onodes
+                // go there first.
+                self.flush_onodes();
                 let p = coll_prefix(T_ONODE, *c);
                 if !self.scan(&p, &prefix_end(&p))?.is_empty() {
                     return Err(StoreError::CollectionNotEmpty(*c));
@@ -797,7 +816,7 @@ impl Ctx<'_> {
             }
             Op::Touch(c, o) => {
                 let on = self.obj(*c, o, true)?;
-                self.save(*c, o, &on);
+                self.save(*c, o, on);
             }
             Op::Write {
                 coll,
@@ -821,7 +840,7 @@ impl Ctx<'_> {
                     self.spill(oid, &mut on, comp)?;
                     self.write(oid, &mut on, *offset, data, comp)?;
                 }
-                self.save(*coll, oid, &on);
+                self.save(*coll, oid, on);
             }
             Op::WriteFull { coll, oid, data } => {
                 let mut on = self.obj(*coll, oid, true)?;
@@ -835,7 +854,7 @@ impl Ctx<'_> {
                     let comp = self.compression(*coll)?;
                     self.write(oid, &mut on, 0, data, comp)?;
                 }
-                self.save(*coll, oid, &on);
+                self.save(*coll, oid, on);
             }
             Op::Zero {
                 coll,
@@ -861,7 +880,7 @@ impl Ctx<'_> {
                     self.spill(oid, &mut on, comp)?;
                     self.zero(oid, &mut on, *offset, *len)?;
                 }
-                self.save(*coll, oid, &on);
+                self.save(*coll, oid, on);
             }
             Op::Truncate { coll, oid, size } => {
                 if *size > max {
@@ -879,7 +898,7 @@ impl Ctx<'_> {
                     self.spill(oid, &mut on, comp)?;
                     self.truncate(oid, &mut on, *size)?;
                 }
-                self.save(*coll, oid, &on);
+                self.save(*coll, oid, on);
             }
             Op::Remove(c, o) => {
                 let on = self.obj(*c, o, false)?;
@@ -904,14 +923,14 @@ impl Ctx<'_> {
                         self.put(nk, v);
                     }
                 }
-                self.save(*coll, dst, &on);
+                self.save(*coll, dst, on);
             }
             Op::SetAttrs { coll, oid, attrs } => {
                 let mut on = self.obj(*coll, oid, true)?;
                 for (k, v) in attrs {
                     on.attrs.insert(k.clone(), v.clone());
                 }
-                self.save(*coll, oid, &on);
+                self.save(*coll, oid, on);
             }
             Op::RmAttr { coll, oid, name } => {
                 let mut on = self.obj(*coll, oid, false)?;
@@ -921,12 +940,12 @@ impl Ctx<'_> {
                         name: name.clone(),
                     });
                 }
-                self.save(*coll, oid, &on);
+                self.save(*coll, oid, on);
             }
             Op::OmapSetKeys { coll, oid, kvs } => {
                 let mut on = self.obj(*coll, oid, true)?;
                 on.omap |= !kvs.is_empty();
-                self.save(*coll, oid, &on);
+                self.save(*coll, oid, on);
                 let p = omap_prefix(*coll, oid);
                 for (k, v) in kvs {
                     let mut key = p.clone();
@@ -968,12 +987,12 @@ impl Ctx<'_> {
                 }
                 on.header.clear();
                 on.omap = false;
-                self.save(*c, o, &on);
+                self.save(*c, o, on);
             }
             Op::OmapSetHeader { coll, oid, header } => {
                 let mut on = self.obj(*coll, oid, true)?;
                 on.header = header.clone();
-                self.save(*coll, oid, &on);
+                self.save(*coll, oid, on);
             }
             Op::SetRecord { coll, key, value } => {
                 self.need_coll(*coll)?;

@@ -1071,6 +1071,7 @@ impl ObjectStore for BlockStore {
             data: bytes,
             attrs: on.attrs,
             omap_header: on.header,
+            omap: on.omap,
         }))
     }
 
