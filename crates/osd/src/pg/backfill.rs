@@ -299,6 +299,11 @@ fn spans(hashes: &[Range<u64>]) -> impl Iterator<Item = &[Range<u64>]> {
 /// returns, or the bytes reach `bytes_max`). Without `data`, objects'
 /// bytes are not read (an erasure-coded primary rebuilds them for the
 /// target), but count toward `bytes_max` at their size here.
+///
+/// `listed`: this copy's objects in (after, upto] for an `upto` at or
+/// after `theirs.end`, as a [`scan_in`] over the same `hashes` returned
+/// them with a limit of at most `limit`, if the store has not changed
+/// since (the scan that found `upto`); else they are listed here.
 #[allow(clippy::too_many_arguments)]
 pub fn plan_chunk(
     s: &dyn ObjectStore,
@@ -309,16 +314,28 @@ pub fn plan_chunk(
     bytes_max: u64,
     data: bool,
     hashes: &[Range<u64>],
+    listed: Option<&[(ObjectId, Version)]>,
 ) -> Result<Chunk, StoreError> {
-    let mine = scan_in(
-        s,
-        coll,
-        after,
-        &theirs.end,
-        limit.saturating_mul(2),
-        None,
-        hashes,
-    )?;
+    let mine = match listed {
+        Some(objects) if objects.len() <= limit => Scan {
+            objects: objects
+                .iter()
+                .filter(|(o, _)| theirs.end.covers(o))
+                .cloned()
+                .collect(),
+            end: theirs.end.clone(),
+            nodes: None,
+        },
+        _ => scan_in(
+            s,
+            coll,
+            after,
+            &theirs.end,
+            limit.saturating_mul(2),
+            None,
+            hashes,
+        )?,
+    };
     let mut end = mine.end.clone();
     let mut a = mine.objects.iter().peekable();
     let mut b = theirs
@@ -614,7 +631,8 @@ pub(super) mod tests {
         let mut rounds = 0;
         while cur != Cursor::End {
             let theirs = scan(&t, coll(), &cur, &Cursor::End, 5, None).unwrap();
-            let upto = scan(&p, coll(), &cur, &Cursor::End, 5, None).unwrap().end;
+            let mine = scan(&p, coll(), &cur, &Cursor::End, 5, None).unwrap();
+            let upto = mine.end.clone();
             let theirs = Scan {
                 objects: theirs
                     .objects
@@ -633,8 +651,23 @@ pub(super) mod tests {
                 CHUNK_BYTES,
                 true,
                 &[ALL_HASHES],
+                None,
             )
             .unwrap();
+            // Planned from the listing that found `upto`: the same chunk.
+            let reused = plan_chunk(
+                &p,
+                coll(),
+                &cur,
+                &theirs,
+                5,
+                CHUNK_BYTES,
+                true,
+                &[ALL_HASHES],
+                Some(&mine.objects),
+            )
+            .unwrap();
+            assert_eq!(reused, c);
             sent += c.pushes.len();
             t.apply(chunk_txn(&t, coll(), &c, false).unwrap()).unwrap();
             assert!(c.end > cur, "a chunk always moves the cursor");
@@ -666,6 +699,7 @@ pub(super) mod tests {
             2500,
             true,
             &[ALL_HASHES],
+            None,
         )
         .unwrap();
         assert_eq!(c.pushes.len(), 3);

@@ -765,8 +765,13 @@ impl Leaves {
 enum BfStep {
     /// Next: scan the member after `done`.
     Idle,
-    /// The member's listing after `done` up to `upto` is on its way.
-    Scanning { tid: u64, upto: Cursor },
+    /// The member's listing after `done` up to `upto` is on its way
+    /// (`mine`: this copy's, made to find `upto`).
+    Scanning {
+        tid: u64,
+        upto: Cursor,
+        mine: Option<Listed>,
+    },
     /// The member's Merkle tree nodes are on their way: its root first
     /// (`descent` none yet), then the descendants of the nodes that
     /// differ, a few levels down per step.
@@ -776,7 +781,7 @@ enum BfStep {
     },
     /// The member's listing is here; the chunk is built once no write
     /// to its range is in flight.
-    Scanned { theirs: Scan },
+    Scanned { theirs: Scan, mine: Option<Listed> },
     /// Erasure-coded: the chunk is built, and the target's shards of
     /// the objects named in `waiting` are being rebuilt (writes to the
     /// range wait, as for a chunk on its way).
@@ -796,6 +801,15 @@ enum BfStep {
     Copying { flights: Vec<Flight>, ahead: Ahead },
 }
 
+/// This copy's objects in a backfill scan's range (after, upto], listed
+/// to find `upto`, as of store generation `gen` (see `Pg::store_gen`):
+/// the chunk's plan uses them instead of listing again if nothing was
+/// applied since.
+struct Listed {
+    gen: u64,
+    objects: Vec<(ObjectId, Version)>,
+}
+
 /// A backfill chunk on its way (`tid` 0: to be sent again at `retry_ms`
 /// once every chunk before it is answered).
 struct Flight {
@@ -810,9 +824,13 @@ enum Ahead {
     #[default]
     None,
     /// Asked; the member's listing up to `upto` is on its way.
-    Scanning { tid: u64, upto: Cursor },
+    Scanning {
+        tid: u64,
+        upto: Cursor,
+        mine: Option<Listed>,
+    },
     /// The member's listing is here.
-    Scanned { theirs: Scan },
+    Scanned { theirs: Scan, mine: Option<Listed> },
     /// The member refused (it may not have queued the chunk before it
     /// yet): asked again once a chunk is answered.
     Refused,
@@ -895,6 +913,10 @@ pub struct Pg {
     role: Role,
     info: PgInfo,
     next_tid: u64,
+    /// Bumped whenever this PG queues a store transaction and whenever
+    /// one completes: a listing of its objects made at one value is
+    /// still the store's while the value stays.
+    store_gen: u64,
     inflight: BTreeMap<u64, InFlight>,
     /// Objects with a write in flight, and the ops queued behind it.
     busy: BTreeMap<String, VecDeque<Pending>>,
@@ -1097,6 +1119,7 @@ impl Pg {
             role: Role::Stray,
             info,
             next_tid: 1,
+            store_gen: 0,
             inflight: BTreeMap::new(),
             busy: BTreeMap::new(),
             waiting: VecDeque::new(),
@@ -1412,6 +1435,9 @@ impl Pg {
     /// Feed one input; the effects to perform, in order.
     pub fn handle(&mut self, s: &dyn ObjectStore, input: Input) -> Vec<Effect> {
         let mut fx = Vec::new();
+        if matches!(input, Input::LocalDone { .. }) {
+            self.store_gen += 1;
+        }
         if !self.missing_loaded {
             self.load_missing(s);
         }
@@ -1740,6 +1766,9 @@ impl Pg {
                 self.rec.slot = Slot::None;
                 fx.push(Effect::Release { ask });
             }
+        }
+        if fx.iter().any(|e| matches!(e, Effect::Apply { .. })) {
+            self.store_gen += 1;
         }
         fx
     }
@@ -3099,9 +3128,9 @@ impl Pg {
                 BfStep::Idle if self.now_ms >= b.retry_ms && !self.toofull.contains(&to) => {
                     let after = b.done.clone();
                     match self.bf_scan(s, to, &after, tree_leaves, limit, fx) {
-                        Ok(Some((tid, upto))) => {
+                        Ok(Some((tid, upto, mine))) => {
                             if let Some(b) = self.rec.backfill.get_mut(&to) {
-                                b.step = BfStep::Scanning { tid, upto };
+                                b.step = BfStep::Scanning { tid, upto, mine };
                             }
                         }
                         Ok(None) => {}
@@ -3111,10 +3140,13 @@ impl Pg {
                         }
                     }
                 }
-                BfStep::Scanned { theirs } => {
+                BfStep::Scanned { theirs, mine } => {
                     let after = b.done.clone();
                     let theirs = theirs.clone();
-                    let chunk = match self.bf_plan(s, to, &after, &theirs, tree_leaves, limit) {
+                    let mine = self.still_listed(mine.as_ref());
+                    let planned =
+                        self.bf_plan(s, to, &after, &theirs, mine.as_deref(), tree_leaves);
+                    let chunk = match planned {
                         Ok(Some(c)) => c,
                         Ok(None) => continue,
                         Err(e) => {
@@ -3156,7 +3188,8 @@ impl Pg {
 
     /// Ask target `to` for its objects after `after` up to where this
     /// copy's next `limit` objects (of the leaves to scan) end; the tid
-    /// and that end (`None`: a malformed leaf set, nothing asked).
+    /// and that end, with this copy's objects there (`None`: a malformed
+    /// leaf set, nothing asked).
     fn bf_scan(
         &mut self,
         s: &dyn ObjectStore,
@@ -3165,7 +3198,7 @@ impl Pg {
         tree_leaves: Option<u32>,
         limit: usize,
         fx: &mut Vec<Effect>,
-    ) -> Result<Option<(u64, Cursor)>, StoreError> {
+    ) -> Result<Option<(u64, Cursor, Option<Listed>)>, StoreError> {
         let Some(b) = self.rec.backfill.get(&to) else {
             return Ok(None);
         };
@@ -3173,11 +3206,23 @@ impl Pg {
         let Some(hashes) = b.leaves.filter(leaves, after, &Cursor::End).hashes() else {
             return Ok(None);
         };
-        let upto = backfill::scan_in(s, self.coll, after, &Cursor::End, limit, None, &hashes)?.end;
+        let mine = backfill::scan_in(s, self.coll, after, &Cursor::End, limit, None, &hashes)?;
+        let upto = mine.end;
         // The target lists (after, upto]: only the leaves there.
         let filter = b.leaves.filter(leaves, after, &upto);
         let tid = self.send_scan_from(to, after.clone(), upto.clone(), filter, fx);
-        Ok(Some((tid, upto)))
+        let mine = Listed {
+            gen: self.store_gen,
+            objects: mine.objects,
+        };
+        Ok(Some((tid, upto, Some(mine))))
+    }
+
+    /// A listing of this copy's objects if it is still what the store
+    /// holds (nothing applied since it was made).
+    fn still_listed(&self, mine: Option<&Listed>) -> Option<Vec<(ObjectId, Version)>> {
+        mine.filter(|m| m.gen == self.store_gen)
+            .map(|m| m.objects.clone())
     }
 
     /// The chunk for target `to` after `after`, from its listing
@@ -3189,9 +3234,10 @@ impl Pg {
         to: i32,
         after: &Cursor,
         theirs: &Scan,
+        mine: Option<&[(ObjectId, Version)]>,
         tree_leaves: Option<u32>,
-        limit: usize,
     ) -> Result<Option<Chunk>, StoreError> {
+        let limit = self.backfill_chunk_objects.max(1);
         let in_range = |name: &str| {
             let o = recovery::oid(name);
             !after.covers(&o) && theirs.end.covers(&o)
@@ -3221,6 +3267,7 @@ impl Pg {
             backfill::CHUNK_BYTES,
             self.ec.is_none(),
             &hashes,
+            mine,
         )?;
         self.rec.pushed += chunk.pushes.len() as u64;
         if let Some(b) = self.rec.backfill.get_mut(&to) {
@@ -3271,7 +3318,9 @@ impl Pg {
                     }) = self.rec.backfill.get_mut(&to)
                     {
                         match asked {
-                            Ok(Some((tid, upto))) => *ahead = Ahead::Scanning { tid, upto },
+                            Ok(Some((tid, upto, mine))) => {
+                                *ahead = Ahead::Scanning { tid, upto, mine }
+                            }
                             Ok(None) => {}
                             Err(e) => {
                                 tracing_error(self.id, &format!("backfill scan: {e}"));
@@ -3281,9 +3330,11 @@ impl Pg {
                     }
                     return;
                 }
-                Ahead::Scanned { theirs } if flights.len() < CHUNKS_IN_FLIGHT => {
+                Ahead::Scanned { theirs, mine } if flights.len() < CHUNKS_IN_FLIGHT => {
                     let theirs = theirs.clone();
-                    let planned = self.bf_plan(s, to, &after, &theirs, tree_leaves, limit);
+                    let mine = self.still_listed(mine.as_ref());
+                    let planned =
+                        self.bf_plan(s, to, &after, &theirs, mine.as_deref(), tree_leaves);
                     let chunk = match planned {
                         Ok(Some(c)) => c,
                         Ok(None) => return,
@@ -3496,26 +3547,34 @@ impl Pg {
         }
         if let BfStep::Copying { flights, ahead } = &mut b.step {
             // The scan of the range after the chunks on their way.
-            if !matches!(ahead, Ahead::Scanning { tid: t, .. } if *t == tid) {
+            let Ahead::Scanning { tid: t, mine, .. } = ahead else {
+                return;
+            };
+            if *t != tid {
                 return;
             }
+            let mine = mine.take();
             let after = flights.last().map(|f| f.chunk.end.clone());
             *ahead = match result {
                 Ok(theirs) if after.is_some_and(|a| theirs.end > a) => {
                     b.cost.listed += theirs.objects.len() as u64;
-                    Ahead::Scanned { theirs }
+                    Ahead::Scanned { theirs, mine }
                 }
                 _ => Ahead::Refused,
             };
             return self.backfill_some(s, fx);
         }
-        if !matches!(b.step, BfStep::Scanning { tid: t, .. } if t == tid) {
+        let BfStep::Scanning { tid: t, mine, .. } = &mut b.step else {
+            return;
+        };
+        if *t != tid {
             return;
         }
+        let mine = mine.take();
         match result {
             Ok(theirs) if theirs.end > b.done => {
                 b.cost.listed += theirs.objects.len() as u64;
-                b.step = BfStep::Scanned { theirs };
+                b.step = BfStep::Scanned { theirs, mine };
             }
             Ok(_) => {
                 tracing_error(self.id, &format!("osd.{from}'s backfill scan went nowhere"));
@@ -3570,8 +3629,8 @@ impl Pg {
         flights.drain(..=i);
         let next = if flights.is_empty() {
             match std::mem::take(ahead) {
-                Ahead::Scanning { tid, upto } => Some(BfStep::Scanning { tid, upto }),
-                Ahead::Scanned { theirs } => Some(BfStep::Scanned { theirs }),
+                Ahead::Scanning { tid, upto, mine } => Some(BfStep::Scanning { tid, upto, mine }),
+                Ahead::Scanned { theirs, mine } => Some(BfStep::Scanned { theirs, mine }),
                 Ahead::None | Ahead::Refused => Some(BfStep::Idle),
             }
         } else {
@@ -4660,13 +4719,13 @@ impl Pg {
                         BfStep::Scanning { upto, .. } if upto.covers(&oid) => {
                             b.step = BfStep::Idle;
                         }
-                        BfStep::Scanned { theirs } if theirs.end.covers(&oid) => {
+                        BfStep::Scanned { theirs, .. } if theirs.end.covers(&oid) => {
                             b.step = BfStep::Idle;
                         }
                         BfStep::Copying { ahead, .. } => {
                             let scanned = match ahead {
                                 Ahead::Scanning { upto, .. } => upto.covers(&oid),
-                                Ahead::Scanned { theirs } => theirs.end.covers(&oid),
+                                Ahead::Scanned { theirs, .. } => theirs.end.covers(&oid),
                                 _ => false,
                             };
                             if scanned {
