@@ -11,6 +11,9 @@
 #   4. osd.2 started: its backfill's time, tree nodes exchanged, objects
 #      its scans listed and objects copied, from the primary's log line;
 #      seconds from the start command until the PG is clean
+#   Steps 3-4 run REPS times on the same cluster (another sample of
+#   objects each time); the summary takes each case's median (one
+#   backfill varies by 20-40% with the disk's sync latency).
 # Then the write overhead of keeping trees: 4 KiB writes, 32 in flight,
 # on two clusters of 32 PGs (trees on, off) loaded at the same time:
 # ops/s and the OSDs' CPU time per write, compared within each round.
@@ -19,6 +22,9 @@
 #
 #   bash experiments/merkle_backfill/run.sh          # N 5K 10K 20K 50K, P 1 5 10 20, L 1K 4K 16K 64K (hours)
 #   bash experiments/merkle_backfill/run.sh --quick  # N 20K, P 1 5 10 20, L 16K (under 10 minutes)
+# Environment: OUT (output folder), OBJECTS_LIST, PCTS, LEAVES_LIST (not
+# with --quick; PCTS with it too), REPS (backfills per case, 3), WRITE_ROUNDS (0: skip the
+# write-overhead part).
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
@@ -27,17 +33,18 @@ OBJECTS_LIST="${OBJECTS_LIST:-5000 10000 20000 50000}"
 PCTS="${PCTS:-1 5 10 20}"
 LEAVES_LIST="${LEAVES_LIST:-1024 4096 16384 65536}"
 WRITE_SECS=8
-WRITE_ROUNDS=12
+REPS="${REPS:-3}"
 if [ "${1:-}" = "--quick" ]; then
     OBJECTS_LIST=20000
     LEAVES_LIST=16384
-    WRITE_ROUNDS=8
+    WRITE_ROUNDS="${WRITE_ROUNDS:-8}"
 fi
+WRITE_ROUNDS="${WRITE_ROUNDS:-12}"
 VICTIM=2
 mkdir -p "$OUT"
 CSV="$OUT/results.csv"
 WCSV="$OUT/writes.csv"
-echo "objects,pct,leaves,load_ops_s,osd_rss_kib,backfill_ms,how,differing_leaves,nodes,listed,copied,chunks,clean_s" >"$CSV"
+echo "objects,pct,leaves,rep,load_ops_s,osd_rss_kib,backfill_ms,how,differing_leaves,nodes,listed,copied,chunks,clean_s" >"$CSV"
 echo "round,leaves,ops_s,osd_cpu_us_per_op" >"$WCSV"
 
 say() { echo "[merkle $(date +%H:%M:%S)] $*" >&2; }
@@ -75,20 +82,22 @@ run_case() {
     local rss load
     rss=$(osd_rss "$dir")
     load=$(python3 -c "import json; print(round(json.load(open('$dir/load.json'))['ops_per_s'], 1))")
-    "$B" stop "osd.$VICTIM" --data-dir "$dir/c" >&2
-    "$B" -c "$conf" osd down "$VICTIM" >&2 || true
-    lol_wait "$conf" 60 "o['num_up_osds'] == o['num_osds'] - 1" >/dev/null
-    if [ "$pct" != 0 ]; then
-        "$B" -c "$conf" bench 600 write -b 1024 -t 32 --max-objects "$objects" --sample-pct "$pct" \
-            --seed 7 --no-cleanup --json >"$dir/overwrite.json"
-    fi
-    t0=$(now)
-    "$B" start "osd.$VICTIM" --data-dir "$dir/c" >&2
-    lol_wait "$conf" 600 "$ALL_CLEAN" >/dev/null
-    clean=$(since "$t0")
-    # The primary's two lines: the backfill's start (the target's log
-    # merged) and its end; their timestamps give its time.
-    line=$(python3 - "$dir/c" "$VICTIM" <<'PY'
+    local r
+    for r in $(seq 1 "$REPS"); do
+        "$B" stop "osd.$VICTIM" --data-dir "$dir/c" >&2
+        "$B" -c "$conf" osd down "$VICTIM" >&2 || true
+        lol_wait "$conf" 60 "o['num_up_osds'] == o['num_osds'] - 1" >/dev/null
+        if [ "$pct" != 0 ]; then
+            "$B" -c "$conf" bench 600 write -b 1024 -t 32 --max-objects "$objects" --sample-pct "$pct" \
+                --seed $((7 + r)) --no-cleanup --json >"$dir/overwrite.json"
+        fi
+        t0=$(now)
+        "$B" start "osd.$VICTIM" --data-dir "$dir/c" >&2
+        lol_wait "$conf" 600 "$ALL_CLEAN" >/dev/null
+        clean=$(since "$t0")
+        # The primary's two lines: the backfill's start (the target's log
+        # merged) and its end; their timestamps give its time.
+        line=$(python3 - "$dir/c" "$VICTIM" <<'PY'
 import datetime, glob, re, sys
 d, victim = sys.argv[1], sys.argv[2]
 def ts(l):
@@ -105,20 +114,21 @@ for f in glob.glob(d + "/osd.*.log"):
         print("%.1f %s" % (ms, lines[e].strip()))
 PY
 )
-    "$B" down --data-dir "$dir/c" >&2 || true
-    rm -rf "$dir"
-    python3 - "$line" "$objects" "$pct" "$leaves" "$load" "$rss" "$clean" >>"$CSV" <<'PY'
+        python3 - "$line" "$objects" "$pct" "$leaves" "$r" "$load" "$rss" "$clean" >>"$CSV" <<'PY'
 import re, sys
-line, objects, pct, leaves, load, rss, clean = sys.argv[1:]
+line, objects, pct, leaves, r, load, rss, clean = sys.argv[1:]
 m = re.search(r"^([0-9.]+) .*backfilled by (?:(\d+) differing Merkle leaves|a full scan): "
               r"(\d+) tree nodes exchanged, (\d+) of its objects listed, (\d+) copied or removed in (\d+) chunks", line)
 if not m:
     sys.exit("no backfill line for osd.2: %r" % line)
 ms, diff, nodes, listed, copied, chunks = m.groups()
 how = "merkle" if diff is not None else "full"
-print(",".join([objects, pct, leaves, load, rss, ms, how, diff or "", nodes, listed, copied, chunks, clean]))
+print(",".join([objects, pct, leaves, r, load, rss, ms, how, diff or "", nodes, listed, copied, chunks, clean]))
 PY
-    say "N=$objects P=$pct% L=$leaves: $(tail -1 "$CSV")"
+        say "N=$objects P=$pct% L=$leaves rep $r: $(tail -1 "$CSV")"
+    done
+    "$B" down --data-dir "$dir/c" >&2 || true
+    rm -rf "$dir"
 }
 
 for objects in $OBJECTS_LIST; do
@@ -150,7 +160,9 @@ osd_ticks() {
 # order, each round loading them in its own order.
 half=$(( (WRITE_ROUNDS + 1) / 2 ))
 round=0
-for pair in "16384 0" "0 16384"; do
+pairs=("16384 0" "0 16384")
+[ "$WRITE_ROUNDS" = 0 ] && pairs=()
+for pair in "${pairs[@]}"; do
     declare -A WDIR
     for leaves in $pair; do
         WDIR[$leaves]=$(mktemp -d /tmp/loligo-merkle.XXXXXX)
