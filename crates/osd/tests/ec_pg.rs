@@ -161,6 +161,7 @@ impl Cluster {
         for o in std::mem::take(&mut self.was_down) {
             if !self.down.contains(&o) {
                 let info = loligo_osd::pg::stored_info(&self.stores[o], CollectionId::pg(1, 0))
+                    .expect("info records read")
                     .unwrap_or_default();
                 self.pgs[o] = Pg::new(PG, o as i32, info);
                 self.up_from[o] = self.epoch;

@@ -1009,6 +1009,7 @@ fn a_replica_applies_writes_in_the_primary_order_and_answers_once_durable() {
     assert_eq!(
         loligo_osd::pg::stored_info(&s, CollectionId::pg(1, 0))
             .unwrap()
+            .unwrap()
             .last_update,
         Version { epoch: 1, v: 2 }
     );
@@ -1990,4 +1991,61 @@ fn an_object_class_method_that_writes_is_replicated_and_one_that_reads_is_not() 
         other => panic!("{other:?}"),
     }
     assert!(pg.idle());
+}
+
+#[test]
+fn a_copy_whose_info_record_is_damaged_starts_over_as_a_backfill_target() {
+    let s = MemStore::new();
+    let c = CollectionId::pg(1, 0);
+    let mut t = Transaction::new();
+    t.create_collection(c);
+    // Its log and objects say 7 writes; its info record is damaged.
+    let good = stored(&info(7));
+    let mut bad = good.clone();
+    let last = bad.len() - 1;
+    bad[last] ^= 0xff;
+    bad.push(0x80);
+    t.set_record(c, b"info", bad);
+    s.apply(t).unwrap();
+    let found = loligo_osd::pg::repair_info(&s, c).unwrap();
+    assert!(found.is_some(), "the damage is reported");
+    // It claims no write now, and is a backfill target from the start.
+    assert_eq!(
+        loligo_osd::pg::stored_info(&s, c),
+        Ok(Some(PgInfo::default()))
+    );
+    assert_eq!(
+        loligo_osd::pg::backfill::load_cursor(&s, c),
+        Ok(Some(Cursor::Start))
+    );
+    // Repaired once: a second look finds nothing wrong.
+    assert!(loligo_osd::pg::repair_info(&s, c).unwrap().is_none());
+    // Peering hears it is backfilling (never a source of the log).
+    let mut pg = Pg::new(PG, 1, PgInfo::default());
+    pg.handle(&s, map(1, vec![0, 1, 2], 2));
+    let fx = pg.handle(
+        &s,
+        Input::Query {
+            from: 0,
+            epoch: 1,
+            token: 9,
+            now_ms: 0,
+        },
+    );
+    match &info_replies(&fx)[..] {
+        [(9, Ok(Some(i)))] => {
+            assert!(i.backfill, "{i:?}");
+            assert_eq!(i.info.last_update, Version::default());
+        }
+        other => panic!("{other:?}"),
+    }
+    // A readable record is left alone.
+    let s = MemStore::new();
+    let mut t = Transaction::new();
+    t.create_collection(c);
+    t.set_record(c, b"info", good);
+    s.apply(t).unwrap();
+    assert!(loligo_osd::pg::repair_info(&s, c).unwrap().is_none());
+    assert_eq!(loligo_osd::pg::stored_info(&s, c), Ok(Some(info(7))));
+    assert_eq!(loligo_osd::pg::backfill::load_cursor(&s, c), Ok(None));
 }

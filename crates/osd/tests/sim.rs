@@ -727,7 +727,9 @@ impl Sim {
         let osd = &mut self.osds[o];
         osd.gen += 1;
         for p in 0..PGS {
-            let info = stored_info(osd.store.inner(), coll(p)).unwrap_or_default();
+            let info = stored_info(osd.store.inner(), coll(p))
+                .expect("info records read")
+                .unwrap_or_default();
             let mut pg = Pg::new(pg_id(p), o as i32, info);
             pg.op_timeout_ms = 2_000;
             pg.log_entries_max = self.log_max;
@@ -2236,7 +2238,10 @@ fn copy_of(s: &MemStore, c: CollectionId, ec: bool) -> Copy {
         .map(|(k, _)| k.clone())
         .collect();
     Copy {
-        head: stored_info(s, c).unwrap_or_default().last_update,
+        head: stored_info(s, c)
+            .expect("info records read")
+            .unwrap_or_default()
+            .last_update,
         objects,
         log,
         missing,

@@ -26,6 +26,18 @@ pub(super) fn spawn(s: &Arc<OsdShared>, pg: PgId) -> Option<Mailbox> {
         tracing::error!("pg {pg}: cannot create its collection: {e}");
         return None;
     }
+    let coll = loligo_store::CollectionId::pg(pg.pool, pg.ps);
+    match crate::pg::repair_info(&*s.store, coll) {
+        Ok(None) => {}
+        Ok(Some(e)) => tracing::error!(
+            "pg {pg}: {e}: this copy starts over as a backfill target (its objects stay; \
+             the primary copies every object that differs)"
+        ),
+        Err(e) => {
+            tracing::error!("pg {pg}: cannot read or repair its info record: {e}");
+            return None;
+        }
+    }
     let info = s.read_info(pg).unwrap_or_default();
     let mut core = Pg::new(pg, s.cfg.id, info);
     core.op_timeout_ms = s.cfg.op_timeout.as_millis() as u64;

@@ -153,11 +153,41 @@ pub struct PgView {
 /// The info record a store holds for `coll` (`None`: no record, or one
 /// that cannot be read: the caller then treats the copy as empty, and
 /// peering takes the PG's writes from its other members).
-pub fn stored_info(s: &dyn ObjectStore, coll: CollectionId) -> Option<PgInfo> {
+pub fn stored_info(s: &dyn ObjectStore, coll: CollectionId) -> Result<Option<PgInfo>, String> {
     match s.record(coll, INFO_KEY) {
-        Ok(Some(b)) => record::decode_info(&b).ok(),
-        _ => None,
+        Ok(Some(b)) => record::decode_info(&b).map(Some).map_err(|e| e.to_string()),
+        Ok(None) => Ok(None),
+        Err(e) => Err(e.to_string()),
     }
+}
+
+/// A copy whose info record cannot be read starts over as a backfill
+/// target: its info goes back to none (it claims no write) and its
+/// backfill cursor to the start, so peering never takes it as a source
+/// of the log and the primary copies every object that differs (its
+/// objects stay, compared by version). Without this, the damaged info
+/// read as none while the copy's log and objects went on: a copy that
+/// claims less than it holds, whose next writes would reuse versions.
+/// Returns what was wrong (`None`: the record reads, or there is none).
+pub fn repair_info(
+    s: &dyn ObjectStore,
+    coll: CollectionId,
+) -> Result<Option<record::RecordError>, StoreError> {
+    let Some(b) = s.record(coll, INFO_KEY)? else {
+        return Ok(None);
+    };
+    let Err(e) = record::decode_info(&b) else {
+        return Ok(None);
+    };
+    let mut t = Transaction::new();
+    t.set_record(coll, INFO_KEY, record::encode_info(&PgInfo::default()));
+    t.set_record(
+        coll,
+        backfill::BACKFILL_KEY,
+        record::encode_cursor(&Cursor::Start),
+    );
+    s.apply(t)?;
+    Ok(Some(e))
 }
 
 /// The parts of a map that decide whether a PG's interval changed.
@@ -2096,7 +2126,7 @@ impl Pg {
             return;
         }
         self.synced = true;
-        if let Some(i) = stored_info(s, self.coll) {
+        if let Ok(Some(i)) = stored_info(s, self.coll) {
             if i.last_update > self.info.last_update {
                 self.info = i;
             }
@@ -2636,7 +2666,10 @@ impl Pg {
         if !self.settled() {
             return self.pull_failed("this copy's commits are not durable yet", fx);
         }
-        let mine = stored_info(s, self.coll).unwrap_or_default().last_update;
+        let mine = match stored_info(s, self.coll) {
+            Ok(i) => i.unwrap_or_default().last_update,
+            Err(e) => return self.pull_failed(&format!("this copy's info: {e}"), fx),
+        };
         let merged = recovery::merge(
             s,
             self.coll,
@@ -4196,7 +4229,12 @@ impl Pg {
                 if !stored {
                     // The store refused the merge: believe the disk again.
                     self.rep.merged = None;
-                    self.info = stored_info(s, self.coll).unwrap_or_default();
+                    match stored_info(s, self.coll) {
+                        Ok(i) => self.info = i.unwrap_or_default(),
+                        // Kept as it is in memory; the PG task repairs
+                        // the record when it starts.
+                        Err(e) => tracing_error(self.id, &format!("info record: {e}")),
+                    }
                     self.rep.high = self.info.last_update;
                     self.load_missing(s);
                 }
@@ -4246,7 +4284,15 @@ impl Pg {
             }
             return self.held_logs.push(h);
         }
-        let mine = stored_info(s, self.coll).unwrap_or_default().last_update;
+        let mine = match stored_info(s, self.coll) {
+            Ok(i) => i.unwrap_or_default().last_update,
+            Err(e) => {
+                return fx.push(fail(RepError::Failed(format!(
+                    "pg {}: this copy's info: {e}",
+                    self.id
+                ))))
+            }
+        };
         // An EC copy that held another shard before (its OSD moved to
         // another position) cannot merge: its objects are another shard's.
         // It is backfilled, and its scans show those objects as differing.

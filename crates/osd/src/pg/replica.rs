@@ -55,10 +55,14 @@ pub fn replica_step(
     high: &mut Version,
     ctx: &RepCtx,
 ) -> ReplicaStep {
-    let have = stored_info(s, coll)
-        .unwrap_or_default()
-        .last_update
-        .max(*high);
+    // A record that cannot be read counts as nothing stored: `high` (what
+    // this copy holds or has queued, from its info at start) decides. The
+    // PG task repairs a damaged record when it starts.
+    let stored = stored_info(s, coll)
+        .ok()
+        .flatten()
+        .map_or(Version::default(), |i| i.last_update);
+    let have = stored.max(*high);
     if have == ctx.prev {
         *high = ctx.version;
         return ReplicaStep::Apply;
