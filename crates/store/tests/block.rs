@@ -498,6 +498,17 @@ fn small_objects_live_in_their_onode_and_move_to_blocks_as_they_grow() {
     assert_eq!(blobs(&t), 0);
     assert_eq!(read(&t), vec![4u8; 64]);
 
+    // A sparse object of any size truncated to a small one: inline, and
+    // only as many zeros as it keeps are ever made.
+    let sparse = suite::oid(3, "sparse");
+    let mut tx = Transaction::new();
+    tx.truncate(c, &sparse, 100 << 20).truncate(c, &sparse, 10);
+    t.s().apply(tx).unwrap();
+    assert_eq!(
+        t.s().read(c, &sparse, &[(0, u64::MAX)]).unwrap()[0],
+        vec![0u8; 10]
+    );
+
     // A clone carries the data; both survive a remount.
     let copy = suite::oid(2, "copy");
     let mut tx = Transaction::new();

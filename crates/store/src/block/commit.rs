@@ -727,8 +727,10 @@ impl Ctx<'_> {
             if !on.extents.is_empty() {
                 return false;
             }
-            // Holes only (or nothing yet): as inline zeros.
-            on.inline = Some(vec![0; on.size as usize]);
+            // Holes only (or nothing yet): as inline zeros, at most as
+            // many as the result keeps (a sparse object of any size may
+            // be truncated to a small one).
+            on.inline = Some(vec![0; on.size.min(new_size) as usize]);
         }
         true
     }
