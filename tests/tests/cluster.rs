@@ -735,6 +735,62 @@ async fn a_copy_past_the_log_is_backfilled() {
     ));
 }
 
+/// An OSD whose PG info records were damaged while it was down (every PG
+/// it holds) starts each copy over as a backfill target: the cluster ends
+/// clean with every copy equal, and that OSD alone then serves every
+/// object. (Read as a default, the damaged info made a copy that claimed
+/// no writes while holding them.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_osd_with_damaged_pg_info_records_is_backfilled_whole() {
+    let mut t = TestCluster::start_with("badinfo", 3, 2).await;
+    let c = client(&t).await;
+    let p = c.pool("rbd").unwrap();
+    wait_clean(&c).await;
+    for i in 0..30u8 {
+        p.write_full(&format!("o{i}"), pattern(1500, i))
+            .await
+            .unwrap();
+    }
+    t.kill(2).await;
+    {
+        let s = BlockStore::mount(&t.dirs[2], &store_cfg()).unwrap();
+        let mut tx = loligo_store::Transaction::new();
+        let mut damaged = 0;
+        for coll in s.collections().unwrap() {
+            if s.record(coll, b"info").unwrap().is_some() {
+                tx.set_record(coll, b"info", b"LPI1\xff\xff\xff".to_vec());
+                damaged += 1;
+            }
+        }
+        assert!(damaged > 0, "osd.2 holds PG copies");
+        s.apply(tx).unwrap();
+    }
+    // A few more writes while it is away (some PGs move on, some not).
+    for i in 0..10u8 {
+        p.write_full(&format!("o{i}"), pattern(1500, i.wrapping_add(90)))
+            .await
+            .unwrap();
+    }
+    t.revive(2).await;
+    wait_clean(&c).await;
+    assert_copies_agree(&t, &c, 30);
+    t.kill(0).await;
+    t.kill(1).await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    for i in 0..30u8 {
+        let want = if i < 10 {
+            pattern(1500, i.wrapping_add(90))
+        } else {
+            pattern(1500, i)
+        };
+        assert_eq!(
+            p.read(&format!("o{i}"), 0, 0).await.unwrap(),
+            want,
+            "o{i} from the repaired copy"
+        );
+    }
+}
+
 /// A store transaction that fails (an I/O error) stops its OSD, as a
 /// crash would (a copy that lost a transaction its PG counts must not
 /// serve): the PGs go on without it, nothing acknowledged is lost, and
