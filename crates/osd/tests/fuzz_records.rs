@@ -15,6 +15,7 @@ use loligo_osd::pg::merkle::{Tree, LEAVES_MAX, LEAVES_MIN};
 use loligo_osd::pg::record::{self, LeafStamp};
 use loligo_osd::pg::{LogEntry, PgInfo};
 use loligo_store::ObjectId;
+use loligo_testkit::{damage, Damage};
 use loligo_types::ops::{ReqId, Version};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
@@ -82,15 +83,6 @@ fn cursor() -> impl Strategy<Value = Cursor> {
     ]
 }
 
-/// Damage to an encoding.
-#[derive(Clone, Debug)]
-enum Damage {
-    Flip(usize, u8),
-    Cut(usize),
-    Insert(usize, u8),
-    Repeat(usize, usize),
-}
-
 fn damages() -> impl Strategy<Value = Vec<Damage>> {
     let i = 0usize..4096;
     let one = prop_oneof![
@@ -100,28 +92,6 @@ fn damages() -> impl Strategy<Value = Vec<Damage>> {
         (i, 1usize..8).prop_map(|(a, b)| Damage::Repeat(a, b)),
     ];
     proptest::collection::vec(one, 1..4)
-}
-
-fn apply(mut b: Vec<u8>, ds: &[Damage]) -> Vec<u8> {
-    for d in ds {
-        let n = b.len().max(1);
-        match *d {
-            Damage::Flip(i, x) => {
-                if !b.is_empty() {
-                    b[i % n] ^= x;
-                }
-            }
-            Damage::Cut(i) => b.truncate(i % n),
-            Damage::Insert(i, x) => b.insert(i % (b.len() + 1), x),
-            Damage::Repeat(i, len) => {
-                let at = i % n;
-                let end = (at + len).min(b.len());
-                let piece = b.get(at..end).map(<[u8]>::to_vec).unwrap_or_default();
-                b.splice(at..at, piece);
-            }
-        }
-    }
-    b
 }
 
 fn runner() -> TestRunner {
@@ -142,7 +112,7 @@ fn info_records() {
         .run(&(info(), damages()), |(i, ds)| {
             let b = record::encode_info(&i);
             prop_assert_eq!(record::decode_info(&b), Ok(i));
-            let _ = record::decode_info(&apply(b, &ds));
+            let _ = record::decode_info(&damage(b, &ds));
             Ok(())
         })
         .unwrap();
@@ -162,7 +132,7 @@ fn log_records_with_and_without_a_stamp() {
             );
             // The entry reads the same through the plain decoder.
             prop_assert_eq!(record::decode_log(&stamped), Ok(e));
-            for damaged in [apply(b, &ds), apply(stamped, &ds)] {
+            for damaged in [damage(b, &ds), damage(stamped, &ds)] {
                 let _ = record::decode_log(&damaged);
                 let _ = record::decode_log_stamped(&damaged);
                 let _ = record::stamp_log(&damaged, &s);
@@ -180,8 +150,8 @@ fn missing_and_cursor_records() {
             prop_assert_eq!(record::decode_missing(&m), Ok(v));
             let b = record::encode_cursor(&c);
             prop_assert_eq!(record::decode_cursor(&b), Ok(c));
-            let _ = record::decode_missing(&apply(m, &ds));
-            let _ = record::decode_cursor(&apply(b, &ds));
+            let _ = record::decode_missing(&damage(m, &ds));
+            let _ = record::decode_cursor(&damage(b, &ds));
             Ok(())
         })
         .unwrap();
@@ -208,7 +178,7 @@ fn tree_shapes_and_pages() {
                 prop_assert_eq!(record::decode_tree(&b), Ok((n, Some(per_page))));
                 // Whatever shape a damaged record decodes to, the tree
                 // takes only a power of two in its range.
-                if let Ok((m, _)) = record::decode_tree(&apply(b, &ds)) {
+                if let Ok((m, _)) = record::decode_tree(&damage(b, &ds)) {
                     let ok = Tree::new(m).is_ok();
                     prop_assert_eq!(
                         ok,
@@ -222,7 +192,7 @@ fn tree_shapes_and_pages() {
                 // or read at its own length: never past its bytes.
                 let _ = record::decode_page(&p, count + 1);
                 let _ = record::decode_page(&p, u32::MAX);
-                let damaged = apply(p, &ds);
+                let damaged = damage(p, &ds);
                 if let Ok((_, got)) = record::decode_page(&damaged, count) {
                     prop_assert_eq!(got.len(), count as usize);
                 }

@@ -12,6 +12,7 @@ use loligo_store::block::codec::{
     decode_coll, decode_deferred, decode_object, encode_deferred, onode_key, Blob, Extent, Onode,
 };
 use loligo_store::{CollectionId, ObjectId};
+use loligo_testkit::{damage, Damage};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 
@@ -70,16 +71,7 @@ fn blob() -> impl Strategy<Value = Blob> {
         )
 }
 
-/// Damage to an encoding.
-#[derive(Clone, Debug)]
-enum Damage {
-    Flip(usize, u8),
-    Cut(usize),
-    Insert(usize, u8),
-    Repeat(usize, usize),
-}
-
-fn damage() -> impl Strategy<Value = Damage> {
+fn one_damage() -> impl Strategy<Value = Damage> {
     let i = 0usize..4096;
     prop_oneof![
         (i.clone(), 1u8..=255).prop_map(|(a, b)| Damage::Flip(a, b)),
@@ -90,29 +82,7 @@ fn damage() -> impl Strategy<Value = Damage> {
 }
 
 fn damages() -> impl Strategy<Value = Vec<Damage>> {
-    proptest::collection::vec(damage(), 1..4)
-}
-
-fn apply(mut b: Vec<u8>, ds: &[Damage]) -> Vec<u8> {
-    for d in ds {
-        let n = b.len().max(1);
-        match *d {
-            Damage::Flip(i, x) => {
-                if !b.is_empty() {
-                    b[i % n] ^= x;
-                }
-            }
-            Damage::Cut(i) => b.truncate(i % n),
-            Damage::Insert(i, x) => b.insert(i % (b.len() + 1), x),
-            Damage::Repeat(i, len) => {
-                let at = i % n;
-                let end = (at + len).min(b.len());
-                let piece = b.get(at..end).map(<[u8]>::to_vec).unwrap_or_default();
-                b.splice(at..at, piece);
-            }
-        }
-    }
-    b
+    proptest::collection::vec(one_damage(), 1..4)
 }
 
 fn cases() -> u32 {
@@ -136,7 +106,7 @@ fn damaged_onodes_and_blobs_decode_or_are_typed_errors() {
         .run(&(onode(), damages()), |(o, ds)| {
             let e = o.encode();
             prop_assert_eq!(Onode::decode(&e).unwrap(), o.clone());
-            let _ = Onode::decode(&apply(e, &ds));
+            let _ = Onode::decode(&damage(e, &ds));
             Ok(())
         })
         .unwrap();
@@ -144,7 +114,7 @@ fn damaged_onodes_and_blobs_decode_or_are_typed_errors() {
         .run(&(blob(), damages()), |(b, ds)| {
             let e = b.encode();
             prop_assert_eq!(Blob::decode(&e).unwrap(), b.clone());
-            let _ = Blob::decode(&apply(e, &ds));
+            let _ = Blob::decode(&damage(e, &ds));
             Ok(())
         })
         .unwrap();
@@ -157,7 +127,7 @@ fn damaged_deferred_records_and_keys_decode_or_are_typed_errors() {
         .run(&(rec, damages()), |((off, bytes), ds)| {
             let e = encode_deferred(off, &bytes);
             prop_assert_eq!(decode_deferred(&e).unwrap(), (off, bytes.clone()));
-            if let Ok((_, b)) = decode_deferred(&apply(e, &ds)) {
+            if let Ok((_, b)) = decode_deferred(&damage(e, &ds)) {
                 // A length field cannot make replay write unbounded bytes.
                 prop_assert!(b.len() as u64 <= 1 << 32);
             }
@@ -178,7 +148,7 @@ fn damaged_deferred_records_and_keys_decode_or_are_typed_errors() {
                 let k = onode_key(c, &o);
                 prop_assert_eq!(decode_coll(&k).unwrap(), c);
                 prop_assert_eq!(decode_object(&k, 14).unwrap().0, o);
-                let bad = apply(k, &ds);
+                let bad = damage(k, &ds);
                 let _ = decode_coll(&bad);
                 for at in [0, 13, 14, 15, bad.len(), bad.len() + 3] {
                     let _ = decode_object(&bad, at);

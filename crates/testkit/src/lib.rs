@@ -150,3 +150,38 @@ mod tests {
         assert!(!p.exists());
     }
 }
+
+/// Damage done to an encoded record by the fuzz tests: a byte flipped
+/// (XOR with a non-zero value), the bytes cut at a point, a byte inserted,
+/// or a short run repeated in place. Positions wrap around the record's
+/// length, so any value fits any record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Damage {
+    Flip(usize, u8),
+    Cut(usize),
+    Insert(usize, u8),
+    Repeat(usize, usize),
+}
+
+/// `b` with every damage of `ds` done to it, in order.
+pub fn damage(mut b: Vec<u8>, ds: &[Damage]) -> Vec<u8> {
+    for d in ds {
+        let n = b.len().max(1);
+        match *d {
+            Damage::Flip(i, x) => {
+                if !b.is_empty() {
+                    b[i % n] ^= x;
+                }
+            }
+            Damage::Cut(i) => b.truncate(i % n),
+            Damage::Insert(i, x) => b.insert(i % (b.len() + 1), x),
+            Damage::Repeat(i, len) => {
+                let at = i % n;
+                let end = (at + len).min(b.len());
+                let piece = b.get(at..end).map(<[u8]>::to_vec).unwrap_or_default();
+                b.splice(at..at, piece);
+            }
+        }
+    }
+    b
+}

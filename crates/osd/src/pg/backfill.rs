@@ -642,32 +642,23 @@ pub(super) mod tests {
                 end: upto.min(theirs.end),
                 nodes: None,
             };
-            let c = plan_chunk(
-                &p,
-                coll(),
-                &cur,
-                &theirs,
-                5,
-                CHUNK_BYTES,
-                true,
-                &[ALL_HASHES],
-                None,
-            )
-            .unwrap();
+            let plan = |listed| {
+                plan_chunk(
+                    &p,
+                    coll(),
+                    &cur,
+                    &theirs,
+                    5,
+                    CHUNK_BYTES,
+                    true,
+                    &[ALL_HASHES],
+                    listed,
+                )
+                .unwrap()
+            };
+            let c = plan(None);
             // Planned from the listing that found `upto`: the same chunk.
-            let reused = plan_chunk(
-                &p,
-                coll(),
-                &cur,
-                &theirs,
-                5,
-                CHUNK_BYTES,
-                true,
-                &[ALL_HASHES],
-                Some(&mine.objects),
-            )
-            .unwrap();
-            assert_eq!(reused, c);
+            assert_eq!(plan(Some(&mine.objects)), c);
             sent += c.pushes.len();
             t.apply(chunk_txn(&t, coll(), &c, false).unwrap()).unwrap();
             assert!(c.end > cur, "a chunk always moves the cursor");
