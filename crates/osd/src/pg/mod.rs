@@ -150,9 +150,9 @@ pub struct PgView {
     pub acting_up_from: Epoch,
 }
 
-/// The info record a store holds for `coll` (`None`: no record, or one
-/// that cannot be read: the caller then treats the copy as empty, and
-/// peering takes the PG's writes from its other members).
+/// The info record a store holds for `coll` (`None`: no record; an
+/// error: the record or the store cannot be read, never read as a
+/// default; see [`repair_info`]).
 pub fn stored_info(s: &dyn ObjectStore, coll: CollectionId) -> Result<Option<PgInfo>, String> {
     match s.record(coll, INFO_KEY) {
         Ok(Some(b)) => record::decode_info(&b).map(Some).map_err(|e| e.to_string()),

@@ -868,14 +868,12 @@ impl Ctx<'_> {
                 let end = offset.saturating_add(*len);
                 let grown = on.size.max(end);
                 if self.inline_for(&mut on, grown) {
+                    let (o, e) = (*offset as usize, end as usize);
                     let d = on.inline.get_or_insert_with(Vec::new);
-                    // Zeros inside the data; past it, the data grows by them.
-                    let keep = (*offset as usize).min(d.len());
-                    let tail = (end as usize).min(d.len());
-                    d[keep..tail].fill(0);
-                    if d.len() < end as usize {
-                        d.resize(end as usize, 0);
+                    if d.len() < e {
+                        d.resize(e, 0);
                     }
+                    d[o..e].fill(0);
                     on.size = d.len() as u64;
                 } else {
                     let comp = self.compression(*coll)?;
