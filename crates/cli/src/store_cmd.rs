@@ -17,7 +17,9 @@ pub enum StoreCmd {
     /// stopped.
     Fsck(FsckArgs),
     /// Apply a deterministic crash-test workload and print one line per
-    /// durable commit ("committed N") until killed or --count is reached.
+    /// durable commit ("committed N") or unsynced one applied ("applied
+    /// N": durable once its thread, N mod --threads, commits a later one)
+    /// until killed or --count is reached.
     Torture(TortureArgs),
     /// Measure a fresh store in DIR (created, then removed) against raw
     /// O_DIRECT writes and MemStore, in one run.
@@ -146,9 +148,9 @@ pub fn run(cmd: StoreCmd) -> Result<(), CliError> {
                         sc.spawn(move || -> Result<(), CliError> {
                             let mut n = a.start + t;
                             while end.is_none_or(|e| n < e) {
-                                s_apply(s, n)?;
+                                let what = s_apply(s, n)?;
                                 if let Ok(mut o) = out.lock() {
-                                    writeln!(o, "committed {n}")
+                                    writeln!(o, "{what} {n}")
                                         .map_err(|e| CliError(e.to_string()))?;
                                     o.flush().map_err(|e| CliError(e.to_string()))?;
                                 }
@@ -169,10 +171,17 @@ pub fn run(cmd: StoreCmd) -> Result<(), CliError> {
     }
 }
 
-fn s_apply(s: &BlockStore, n: u64) -> Result<(), CliError> {
+/// Run transaction `n`: "committed" once durable, "applied" once visible
+/// (an unsynced one).
+fn s_apply(s: &BlockStore, n: u64) -> Result<&'static str, CliError> {
     use loligo_store::ObjectStore;
-    s.apply(torture::txn(n))?;
-    Ok(())
+    if torture::unsynced(n) {
+        s.queue_unsynced(torture::txn(n)).wait()?;
+        Ok("applied")
+    } else {
+        s.apply(torture::txn(n))?;
+        Ok("committed")
+    }
 }
 
 fn bench(a: BenchArgs) -> Result<(), CliError> {

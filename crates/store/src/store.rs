@@ -2,7 +2,9 @@
 //! handle that reports when a queued transaction is durable.
 //!
 //! A store must never complete a `Commit` with `Ok` before the
-//! transaction is durable.
+//! transaction is durable (for [`ObjectStore::queue_unsynced`]: before it
+//! is applied), nor make a transaction durable without every transaction
+//! queued before it.
 
 use crate::error::{Result, StoreError};
 use crate::names::{CollectionId, Limits, ObjectId, ObjectStat, StoreStats, WholeObject};
@@ -29,6 +31,17 @@ pub trait ObjectStore: Send + Sync {
     /// completes with `Ok` once it is durable, or with the error that made
     /// the store reject it (then nothing of it was applied).
     fn queue_transaction(&self, t: Transaction) -> Commit;
+
+    /// Queue a transaction that need not be durable yet: the handle
+    /// completes with `Ok` once it is applied (reads see it). It becomes
+    /// durable once a transaction queued after it through
+    /// [`ObjectStore::queue_transaction`] completes: a store commits in
+    /// queue order, so a crash keeps a prefix of what was queued, and an
+    /// unsynced transaction is never durable without every one queued
+    /// before it. Stores without a cheaper path make it durable at once.
+    fn queue_unsynced(&self, t: Transaction) -> Commit {
+        self.queue_transaction(t)
+    }
 
     /// Queue a transaction and wait until it is durable.
     fn apply(&self, t: Transaction) -> Result<()> {

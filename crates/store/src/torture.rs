@@ -5,6 +5,10 @@
 //! `n` everywhere (no half-applied transaction) and no `n` older than the
 //! last one acknowledged for it (no lost commit).
 //!
+//! Some transactions are queued unsynced (see [`unsynced`]): a crash may
+//! lose those after the last synced one, never an earlier one, and never
+//! leave space they freed reused under an older state.
+//!
 //! `loligo store torture` runs it; the crash test kills that process.
 //!
 //! The checker must never accept a state that mixes two transactions.
@@ -35,11 +39,23 @@ fn rng(n: u64) -> impl FnMut() -> u64 {
     move || r.next_u64()
 }
 
+/// Whether transaction `n` is queued unsynced (`queue_unsynced`): four
+/// in every eight, so that each of up to four writer threads (thread
+/// `n % threads`) alternates, and small enough (but for every fifth, a
+/// large one) to live inline, so that their batches really skip the
+/// sync. Such a transaction is durable once one queued after it by the
+/// same thread is.
+pub fn unsynced(n: u64) -> bool {
+    (n / 4) % 2 == 1
+}
+
 /// The data object `n % OBJECTS` holds after transaction `n`.
 pub fn expected(n: u64) -> Vec<u8> {
     let mut r = rng(n);
     let len = if n.is_multiple_of(5) {
         200_000 + r() % 600_000
+    } else if unsynced(n) {
+        1 + r() % 4_000
     } else {
         1 + r() % 30_000
     } as usize;
@@ -86,8 +102,9 @@ fn num(b: &[u8]) -> Option<u64> {
     Some(u64::from_le_bytes(b.try_into().ok()?))
 }
 
-/// Check the store after a crash. `acked[o]` is the last `n` reported
-/// durable for object `o`. Returns the next `n` to run (one past the
+/// Check the store after a crash. `acked[o]` is the last `n` known
+/// durable for object `o` (reported committed, or applied unsynced and
+/// followed by a committed one). Returns the next `n` to run (one past the
 /// newest transaction visible), or what is wrong.
 pub fn verify(s: &dyn ObjectStore, acked: &BTreeMap<u64, u64>) -> Result<u64, String> {
     let c = coll();

@@ -568,3 +568,55 @@ fn read_whole_says_whether_an_object_may_have_omap_keys() {
     assert!(!s.read_whole(c, &plain, true).unwrap().unwrap().omap);
     assert!(s.read_whole(c, &keyed, true).unwrap().unwrap().omap);
 }
+
+#[test]
+fn space_freed_by_an_unsynced_transaction_waits_for_a_synced_one() {
+    // An unsynced transaction can be lost in a crash; until a synced one
+    // follows it, the space it freed must not be handed out (a large
+    // write there, on the device before its own commit, would overwrite
+    // data that the lost transaction's predecessor still points at).
+    let mut t = TempBlock::small();
+    let c = suite::c1();
+    let (big, other) = (suite::oid(1, "big"), suite::oid(2, "other"));
+    let mut tx = Transaction::new();
+    tx.create_collection(c)
+        .write_full(c, &big, vec![5u8; 1 << 20]);
+    t.s().apply(tx).unwrap();
+    let touch = |s: &BlockStore, v: u8, sync: bool| {
+        let mut tx = Transaction::new();
+        tx.setattr(c, &other, "v", vec![v]);
+        let done = if sync {
+            s.queue_transaction(tx)
+        } else {
+            s.queue_unsynced(tx)
+        };
+        done.wait().unwrap();
+    };
+    // Settle: nothing left in quarantine.
+    for v in 0..3 {
+        touch(t.s(), v, true);
+    }
+    let free = || t.s().statfs().unwrap().free;
+    let before = free();
+    let mut tx = Transaction::new();
+    tx.write_full(c, &big, b"small now".to_vec());
+    t.s().queue_unsynced(tx).wait().unwrap();
+    assert_eq!(t.s().read(c, &big, &[(0, 100)]).unwrap()[0], b"small now");
+    for v in 0..3 {
+        touch(t.s(), v, false);
+        assert_eq!(
+            free(),
+            before,
+            "space freed by an unsynced batch was reused"
+        );
+    }
+    // A synced batch makes the freeing durable and releases the space.
+    touch(t.s(), 9, true);
+    assert_eq!(free(), before + (1 << 20));
+    // Unsynced transactions are durable once the store closes.
+    touch(t.s(), 11, false);
+    t.remount();
+    assert_eq!(t.s().getattr(c, &other, "v").unwrap(), vec![11]);
+    assert_eq!(t.s().read(c, &big, &[(0, 100)]).unwrap()[0], b"small now");
+    clean(&t);
+}

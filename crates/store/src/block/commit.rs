@@ -24,8 +24,9 @@ type Overlay = BTreeMap<Vec<u8>, Option<Vec<u8>>>;
 pub(super) struct Committer {
     pub(super) s: Arc<Shared>,
     /// Freed extents with the batch that freed them; reusable once a later
-    /// batch has committed and no deferred record of their batch or
-    /// earlier is left (see `deleted_through`).
+    /// batch has committed, their batch is durable (see `durable`) and no
+    /// deferred record of their batch or earlier is left (see
+    /// `deleted_through`).
     pub(super) quarantine: Vec<(u64, u64, u64)>,
     pub(super) next_blob: u64,
     pub(super) next_seq: u64,
@@ -36,6 +37,9 @@ pub(super) struct Committer {
     pub(super) unsynced: Vec<(u64, Vec<u8>)>,
     /// Batches committed so far.
     pub(super) batch_no: u64,
+    /// Every batch numbered below it is durable (a batch committed
+    /// without the KV's sync is not, until a synced one follows it).
+    pub(super) durable: u64,
     /// Every deferred record of batches `< deleted_through` is deleted
     /// durably.
     pub(super) deleted_through: u64,
@@ -66,24 +70,33 @@ impl Committer {
             }
             self.batch(jobs);
         }
+        // Closed: what was committed unsynced is made durable.
+        if self.durable < self.batch_no && !self.s.failed.load(Ordering::Relaxed) {
+            let ids = KvOp::Put(vec![T_IDS], ids(self.next_blob, self.next_seq));
+            if self.s.kv.commit(vec![ids], true).is_ok() {
+                self.durable = self.batch_no;
+            }
+        }
     }
 
     fn batch(&mut self, jobs: Vec<Job>) {
         if self.s.failed.load(Ordering::Relaxed) {
-            for (_, c, _) in jobs {
-                c.complete(Err(StoreError::Io("store failed earlier; remount".into())));
+            for j in jobs {
+                j.done
+                    .complete(Err(StoreError::Io("store failed earlier; remount".into())));
             }
             return;
         }
         let mut b = Batch::default();
         let mut done: Vec<(Completer, Result<()>)> = Vec::new();
         let t0 = std::time::Instant::now();
-        for (t, c, pre) in jobs {
-            let r = self.prepare(&t, &pre, &mut b);
-            done.push((c, r));
+        let sync = jobs.iter().any(|j| j.sync);
+        for j in jobs {
+            let r = self.prepare(&j.txn, &j.pre, &mut b);
+            done.push((j.done, r));
         }
         let t1 = t0.elapsed();
-        let res = self.commit(&mut b);
+        let res = self.commit(&mut b, sync);
         if std::env::var_os("LOLIGO_STORE_TRACE").is_some() {
             eprintln!(
                 "batch {} txns: prepare {:?} commit {:?}",
@@ -182,7 +195,9 @@ impl Committer {
         }
     }
 
-    fn commit(&mut self, b: &mut Batch) -> Result<()> {
+    /// Commit the batch; without `sync` (every job unsynced) the KV's sync
+    /// is skipped if nothing else needs it.
+    fn commit(&mut self, b: &mut Batch, sync: bool) -> Result<()> {
         let s = self.s.clone();
         let n = self.batch_no;
         // Deferred data written after earlier commits is synced only when
@@ -194,10 +209,15 @@ impl Committer {
         // batch (the KV's) suffices.
         let quarantined: u64 = self.quarantine.iter().map(|q| q.2).sum();
         let free = s.free_bytes.load(Ordering::Relaxed);
+        let pressure = !self.quarantine.is_empty() && quarantined >= QUARANTINE_MAX.min(free / 8);
         let flush_deferred = !self.unsynced.is_empty()
-            && (b.wrote_data
-                || self.unsynced.len() >= DEFERRED_SYNC_MAX
-                || (!self.quarantine.is_empty() && quarantined >= QUARANTINE_MAX.min(free / 8)));
+            && (b.wrote_data || self.unsynced.len() >= DEFERRED_SYNC_MAX || pressure);
+        // Data on the device (new extents, deferred records written in
+        // place after the commit) must never outlive a lost commit of the
+        // metadata it replaces: a batch that put any there is synced. So
+        // is one under quarantine pressure (freed space waits for the
+        // batch that freed it to be durable).
+        let sync = sync || b.wrote_data || flush_deferred || !b.records.is_empty() || pressure;
         if b.wrote_data || flush_deferred {
             s.dev.sync_data().map_err(io)?;
         }
@@ -222,11 +242,14 @@ impl Committer {
         ops.push(KvOp::Put(vec![T_IDS], ids(self.next_blob, self.next_seq)));
         {
             let _g = s.view.write().map_err(|_| StoreError::Closed)?;
-            s.kv.commit(ops, true)?;
+            s.kv.commit(ops, sync)?;
             s.deferred
                 .lock()
                 .map_err(|_| StoreError::Closed)?
                 .extend(b.deferred.drain());
+        }
+        if sync {
+            self.durable = n + 1;
         }
         if let Some(t) = synced_through {
             self.deleted_through = t;
@@ -244,12 +267,12 @@ impl Committer {
             self.unsynced.extend(b.records.drain(..).map(|r| (n, r.0)));
         }
         let mut a = s.alloc.lock().map_err(|_| StoreError::Closed)?;
-        let ready = |&(f, _, _): &(u64, u64, u64)| f < n && f < self.deleted_through;
+        let (dt, durable) = (self.deleted_through, self.durable);
+        let ready = |&(f, _, _): &(u64, u64, u64)| f < n && f < dt && f < durable;
         for &(_, off, len) in self.quarantine.iter().filter(|q| ready(q)) {
             a.make_available(off, len);
         }
-        let dt = self.deleted_through;
-        self.quarantine.retain(|&(f, _, _)| !(f < n && f < dt));
+        self.quarantine.retain(|q| !ready(q));
         self.quarantine
             .extend(b.freed.drain(..).map(|(o, l)| (n, o, l)));
         s.free_bytes.store(a.free_bytes(), Ordering::Relaxed);

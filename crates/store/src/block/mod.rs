@@ -22,9 +22,14 @@
 //! replaying them. Large `write_full`s are written by the writer's own
 //! thread into reserved space before they are queued.
 //!
+//! A transaction queued unsynced (`queue_unsynced`) completes once its
+//! batch is committed without the KV's sync, if that batch put nothing on
+//! the device and no deferred record in the KV; the next synced batch
+//! makes it durable (the KV's journal keeps batches in order).
+//!
 //! Invariants: space freed by a batch stays unallocatable until a later
-//! batch has committed and every deferred record of that batch or earlier
-//! is durably deleted (so a crash can never expose metadata pointing at
+//! batch has committed, the freeing batch is durable, and every deferred
+//! record of that batch or earlier is durably deleted (so a crash can never expose metadata pointing at
 //! reused space, and no replay can land on reused space); every block of
 //! every blob has a crc32c checked on every read; bytes past an object's
 //! size inside its last block are zero.
@@ -135,7 +140,14 @@ pub(crate) struct Prepared {
     pub(crate) csums: Vec<u32>,
 }
 
-type Job = (Transaction, Completer, Vec<Option<Prepared>>);
+/// A queued transaction: its completer, the space its large writes were
+/// written to ahead of it, and whether it must be durable when complete.
+struct Job {
+    txn: Transaction,
+    done: Completer,
+    pre: Vec<Option<Prepared>>,
+    sync: bool,
+}
 
 /// The BlueStore-style store. Dropping it stops the committer after the
 /// queued transactions.
@@ -399,6 +411,7 @@ impl BlockStore {
             delete_next: Vec::new(),
             unsynced: Vec::new(),
             batch_no: 0,
+            durable: 0,
             deleted_through: 0,
             batch_max: cfg.batch_max.max(1),
         };
@@ -449,6 +462,28 @@ impl BlockStore {
 
     fn read_blocks(&self, disk_off: u64, n: u64) -> Result<Vec<u8>> {
         read_blocks(&self.shared, &HashMap::new(), disk_off, n)
+    }
+
+    fn queue(&self, txn: Transaction, sync: bool) -> Commit {
+        let (commit, done) = Commit::pending();
+        let pre = txn.ops.iter().map(|op| self.prepare_write(op)).collect();
+        let job = Job {
+            txn,
+            done,
+            pre,
+            sync,
+        };
+        match self.tx.lock() {
+            Ok(g) => match g.as_ref() {
+                Some(tx) => {
+                    // A send error drops the completer, which reports Closed.
+                    let _ = tx.send(job);
+                }
+                None => job.done.complete(Err(StoreError::Closed)),
+            },
+            Err(_) => job.done.complete(Err(StoreError::Closed)),
+        }
+        commit
     }
 }
 
@@ -946,19 +981,15 @@ impl ObjectStore for BlockStore {
     }
 
     fn queue_transaction(&self, t: Transaction) -> Commit {
-        let (commit, done) = Commit::pending();
-        let pre = t.ops.iter().map(|op| self.prepare_write(op)).collect();
-        match self.tx.lock() {
-            Ok(g) => match g.as_ref() {
-                Some(tx) => {
-                    // A send error drops the completer, which reports Closed.
-                    let _ = tx.send((t, done, pre));
-                }
-                None => done.complete(Err(StoreError::Closed)),
-            },
-            Err(_) => done.complete(Err(StoreError::Closed)),
-        }
-        commit
+        self.queue(t, true)
+    }
+
+    /// A batch of unsynced transactions skips the KV's sync when it
+    /// wrote nothing to the device and left no deferred record (a batch
+    /// that did is synced as usual: its data must not outlive a lost
+    /// commit of the metadata it replaces).
+    fn queue_unsynced(&self, t: Transaction) -> Commit {
+        self.queue(t, false)
     }
 
     fn collections(&self) -> Result<Vec<CollectionId>> {

@@ -527,7 +527,13 @@ pub fn random_against_model(s: &dyn ObjectStore, seed: u64, txns: usize) {
                 _ => t.set_record(c1(), &[byte % 16], vec![byte]),
             };
         }
-        let a = s.apply(t.clone()).map_err(|e| std::mem::discriminant(&e));
+        // Unsynced or not, a transaction reads back the same once applied.
+        let done = if rnd(3) == 0 {
+            s.queue_unsynced(t.clone())
+        } else {
+            s.queue_transaction(t.clone())
+        };
+        let a = done.wait().map_err(|e| std::mem::discriminant(&e));
         let b = model
             .apply(t.clone())
             .map_err(|e| std::mem::discriminant(&e));
