@@ -79,7 +79,11 @@ impl Backend for Replicated {
         });
         let mut txn = w.txn;
         txn.ops.extend(w.own.ops);
-        fx.push(Effect::Apply { tid: w.tid, txn });
+        fx.push(Effect::Apply {
+            tid: w.tid,
+            txn,
+            sync: true,
+        });
         fx
     }
 }
@@ -126,7 +130,11 @@ impl Backend for Erasure {
         let mut fx = fan_out(&w, for_member);
         let mut txn = for_member(w.me);
         txn.ops.extend(w.own.ops.iter().cloned());
-        fx.push(Effect::Apply { tid: w.tid, txn });
+        fx.push(Effect::Apply {
+            tid: w.tid,
+            txn,
+            sync: true,
+        });
         fx
     }
 }

@@ -272,7 +272,7 @@ impl Cluster {
             Effect::Reply { token, reply } => {
                 self.replies.insert(token, reply);
             }
-            Effect::Apply { tid, txn } => {
+            Effect::Apply { tid, txn, .. } => {
                 self.stores[o].apply(txn).unwrap();
                 self.queue.push_back((
                     o,

@@ -120,7 +120,7 @@ fn apply(s: &MemStore, fx: Vec<Effect>) -> (Vec<u64>, Vec<Effect>) {
     let mut rest = Vec::new();
     for e in fx {
         match e {
-            Effect::Apply { tid, txn } => {
+            Effect::Apply { tid, txn, .. } => {
                 s.apply(txn).unwrap();
                 applied.push(tid);
             }
@@ -992,7 +992,7 @@ fn a_replica_applies_writes_in_the_primary_order_and_answers_once_durable() {
     // A resend of a write already here is answered, not applied twice.
     let fx = pg.handle(&s, rep_op(3, &w[0], 20));
     match &fx[..] {
-        [Effect::Apply { tid, txn }] => {
+        [Effect::Apply { tid, txn, .. }] => {
             assert!(txn.is_empty());
             let fx = pg.handle(
                 &s,
@@ -1041,7 +1041,7 @@ fn a_resend_of_a_write_the_replica_has_trimmed_is_a_duplicate() {
     // Its answer was lost: the primary sends it again.
     let fx = pg.handle(&s, rep_op(9, &w[0], 10));
     match &fx[..] {
-        [Effect::Apply { tid, txn }] => {
+        [Effect::Apply { tid, txn, .. }] => {
             assert!(txn.is_empty(), "applied twice: {txn:?}");
             let fx = pg.handle(
                 &s,

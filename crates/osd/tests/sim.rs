@@ -7,7 +7,9 @@
 //! monitor model (failure marking after a delay, pg_temp, write-set
 //! records), a client writing and reading a few objects with compound ops
 //! (data, xattr and omap together), and faults: OSD crashes (commits in
-//! flight, replica writes included, are kept or lost at random),
+//! flight, replica writes included, and backfill chunks applied but not
+//! yet synced are kept or lost at random, a prefix of them in queue
+//! order; an OSD holding unsynced chunks crashes more often),
 //! restarts, object reads that fail with EIO (a bad sector: client reads,
 //! reads for a write, for a push, a pull or a backfill chunk), store
 //! commits that fail (an I/O error or a full device: the OSD stops
@@ -84,6 +86,10 @@ fn pg_of(obj: usize) -> usize {
 /// Chance (per mille) per step that a device's backfillfull mark flips.
 const TOOFULL_PER_MILLE: u64 = 2;
 
+/// Chance (per mille), at each step, that an OSD holding unsynced
+/// backfill chunks crashes.
+const VOLATILE_CRASH_PER_MILLE: u64 = 100;
+
 /// Chance (per mille) that an input's handling meets a read error.
 const EIO_PER_MILLE: u64 = 10;
 
@@ -95,10 +101,16 @@ struct Osd {
     pgs: Vec<Pg>,
     /// Incremented at every start: messages to an older process are lost.
     gen: u64,
-    /// Local transactions queued and not yet durable, in queue order, as
-    /// (PG, tid, transaction): a store commits in that order, all PGs
-    /// together; a crash keeps a prefix.
-    unsynced: std::collections::VecDeque<(usize, u64, Transaction)>,
+    /// Local transactions queued and not yet committed, in queue order,
+    /// as (PG, tid, transaction, synced): a store commits in that order,
+    /// all PGs together; a crash keeps a prefix.
+    unsynced: std::collections::VecDeque<(usize, u64, Transaction, bool)>,
+    /// Transactions committed unsynced (visible in the store, not yet
+    /// durable: a backfill chunk), in order; a crash keeps a prefix of
+    /// them (and of `unsynced` only if it keeps them all).
+    volatile: Vec<Transaction>,
+    /// The store as it was before `volatile` (what a crash goes back to).
+    base: Option<MemStore>,
     /// Recovery-slot asks its PGs made and have not given back (granted
     /// or not), as (PG, ask): clean PGs hold none.
     asks: BTreeSet<(usize, u64)>,
@@ -109,6 +121,24 @@ struct Osd {
 impl Osd {
     fn running(&self) -> bool {
         !self.pgs.is_empty()
+    }
+
+    /// The store commits `txn`: durable with everything before it if
+    /// `sync`, else only visible.
+    fn commit(&mut self, txn: Transaction, sync: bool) {
+        let s = self.store.inner();
+        if sync {
+            self.volatile.clear();
+            self.base = None;
+        } else {
+            if self.base.is_none() {
+                self.base = Some(s.snapshot().unwrap());
+            }
+            self.volatile.push(txn.clone());
+        }
+        if let Err(e) = s.apply(txn.clone()) {
+            panic!("{e}: {txn:?}");
+        }
     }
 }
 
@@ -537,6 +567,9 @@ struct Stats {
     clean_checks: u64,
     /// Backfill chunks applied.
     chunks: u64,
+    /// Transactions committed unsynced (backfill chunks) that a crash
+    /// lost.
+    chunks_lost: u64,
     /// Inputs after which a primary had two chunks on their way.
     pipelined: u64,
     /// Most chunks and scans a copy held at once for overtaking the chunk
@@ -635,6 +668,8 @@ impl Sim {
                 pgs: Vec::new(),
                 gen: 0,
                 unsynced: Default::default(),
+                volatile: Vec::new(),
+                base: None,
                 asks: BTreeSet::new(),
                 slots: Reserver::new(slots),
             });
@@ -748,12 +783,32 @@ impl Sim {
     fn crash(&mut self, o: usize) {
         self.stats.crashes += 1;
         let gen = self.osds[o].gen;
-        // Commits in flight: a prefix of them made it to disk.
-        let n = self.osds[o].unsynced.len();
-        let kept = if n == 0 { 0 } else { self.rng.index(n + 1) };
-        let unsynced = std::mem::take(&mut self.osds[o].unsynced);
-        for (_, _, txn) in unsynced.into_iter().take(kept) {
-            self.osds[o].store.inner().apply(txn).unwrap();
+        // Commits in flight and unsynced ones: a prefix of them made it
+        // to disk.
+        let osd = &mut self.osds[o];
+        let (v, n) = (osd.volatile.len(), osd.unsynced.len());
+        let kept = if v + n == 0 {
+            0
+        } else {
+            self.rng.index(v + n + 1)
+        };
+        if self.trace {
+            println!("  osd.{o} crashes: {v} volatile, {n} queued, {kept} kept");
+        }
+        let volatile = std::mem::take(&mut osd.volatile);
+        let unsynced = std::mem::take(&mut osd.unsynced);
+        let base = osd.base.take();
+        if kept < v {
+            self.stats.chunks_lost += (v - kept) as u64;
+            let s = osd.store.inner();
+            s.restore(base.as_ref().unwrap()).unwrap();
+            for txn in volatile.into_iter().take(kept) {
+                s.apply(txn).unwrap();
+            }
+        } else {
+            for (_, _, txn, _) in unsynced.into_iter().take(kept - v) {
+                osd.store.inner().apply(txn).unwrap();
+            }
         }
         self.take_scrubs(o);
         self.osds[o].pgs.clear();
@@ -880,8 +935,8 @@ impl Sim {
                     };
                     rec_done(o, r, RecAnswer::Shard(result))
                 }
-                Effect::Apply { tid, txn } => {
-                    self.osds[o].unsynced.push_back((p, tid, txn));
+                Effect::Apply { tid, txn, sync } => {
+                    self.osds[o].unsynced.push_back((p, tid, txn, sync));
                     Ev::LocalDone {
                         pg: p,
                         osd: o,
@@ -1138,11 +1193,11 @@ impl Sim {
                     // full device): the OSD stops itself, as the daemon
                     // does, with exactly what was committed before it.
                     let o = &mut self.osds[osd];
-                    while let Some((p, t, txn)) = o.unsynced.pop_front() {
+                    while let Some((p, t, txn, sync)) = o.unsynced.pop_front() {
                         if (p, t) == (pg, tid) {
                             break;
                         }
-                        o.store.inner().apply(txn).unwrap();
+                        o.commit(txn, sync);
                     }
                     o.unsynced.clear();
                     self.stats.store_failures += 1;
@@ -1151,9 +1206,9 @@ impl Sim {
                 }
                 // Durable with everything queued before it.
                 let o = &mut self.osds[osd];
-                if o.unsynced.iter().any(|(p, t, _)| (*p, *t) == (pg, tid)) {
-                    while let Some((p, t, txn)) = o.unsynced.pop_front() {
-                        o.store.inner().apply(txn).unwrap();
+                if o.unsynced.iter().any(|(p, t, _, _)| (*p, *t) == (pg, tid)) {
+                    while let Some((p, t, txn, sync)) = o.unsynced.pop_front() {
+                        o.commit(txn, sync);
                         if (p, t) == (pg, tid) {
                             break;
                         }
@@ -1779,6 +1834,15 @@ impl Sim {
             let o = running[self.rng.index(running.len())];
             self.crash(o);
         }
+        // An OSD holding backfill chunks applied but not yet durable
+        // crashes more often (the window lasts until its next synced
+        // commit, which another PG's write soon brings).
+        let holding = running.iter().find(|&&o| !self.osds[o].volatile.is_empty());
+        if let Some(&o) = holding.filter(|_| running.len() > 1) {
+            if self.rng.chance(VOLATILE_CRASH_PER_MILLE) {
+                self.crash(o);
+            }
+        }
         // Now and then a device fills past the backfill threshold, or
         // has room again (the monitors' map says so).
         if self.rng.chance(TOOFULL_PER_MILLE) {
@@ -2345,6 +2409,7 @@ fn acknowledged_writes_survive_crashes_and_stale_copies_never_answer() {
         total.crashes += st.crashes;
         total.clean_checks += st.clean_checks;
         total.chunks += st.chunks;
+        total.chunks_lost += st.chunks_lost;
         total.store_failures += st.store_failures;
         total.pulls += st.pulls;
         total.read_errors += st.read_errors;
@@ -2363,6 +2428,7 @@ fn acknowledged_writes_survive_crashes_and_stale_copies_never_answer() {
     // Copies were backfilled (short logs in about half the seeds), with
     // two chunks on their way at once.
     assert!(total.chunks > seeds, "{total:?}");
+    assert!(total.chunks_lost > 0, "{total:?}");
     assert!(total.pipelined > seeds / 10, "{total:?}");
     // Store transactions failed (and their OSDs stopped).
     assert!(total.store_failures > 0, "{total:?}");
@@ -2417,6 +2483,7 @@ fn ec_acknowledged_writes_survive_crashes_and_shards_stay_consistent() {
         total.good_reads += st.good_reads;
         total.crashes += st.crashes;
         total.chunks += st.chunks;
+        total.chunks_lost += st.chunks_lost;
         total.shard_reads += st.shard_reads;
         total.removes += st.removes;
         total.read_errors += st.read_errors;

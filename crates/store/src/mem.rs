@@ -66,6 +66,24 @@ impl MemStore {
         }
     }
 
+    /// A copy of everything the store holds (for simulations that model
+    /// transactions lost in a crash: see [`MemStore::restore`]).
+    pub fn snapshot(&self) -> Result<MemStore> {
+        let colls = self.colls.read().map_err(|_| StoreError::Closed)?.clone();
+        Ok(MemStore {
+            colls: RwLock::new(colls),
+            limits: self.limits,
+            capacity: self.capacity,
+        })
+    }
+
+    /// Make the store hold exactly what `from` holds.
+    pub fn restore(&self, from: &MemStore) -> Result<()> {
+        let colls = from.colls.read().map_err(|_| StoreError::Closed)?.clone();
+        *self.colls.write().map_err(|_| StoreError::Closed)? = colls;
+        Ok(())
+    }
+
     fn apply_txn(&self, t: &Transaction) -> Result<()> {
         t.validate(&self.limits)?;
         let mut colls = self.colls.write().map_err(|_| StoreError::Closed)?;

@@ -310,8 +310,12 @@ fn perform(
                 let granted = lock(&s.reserver).release((pg, ask));
                 grant(s, granted);
             }
-            Effect::Apply { tid, txn } => {
-                let commit = s.store.queue_transaction(txn);
+            Effect::Apply { tid, txn, sync } => {
+                let commit = if sync {
+                    s.store.queue_transaction(txn)
+                } else {
+                    s.store.queue_unsynced(txn)
+                };
                 let me = me.clone();
                 let s = s.clone();
                 tokio::spawn(async move {

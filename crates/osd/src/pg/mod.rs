@@ -452,10 +452,14 @@ pub enum Effect {
         token: u64,
         result: ListResult,
     },
-    /// Queue `txn` on the local store; report `LocalDone`.
+    /// Queue `txn` on the local store; report `LocalDone` once it is
+    /// durable, or (`sync: false`) once it is applied: it is durable then
+    /// once a transaction queued after it with `sync` is (the store
+    /// commits in queue order, and a crash keeps a prefix).
     Apply {
         tid: u64,
         txn: Transaction,
+        sync: bool,
     },
     /// Send `txn` to replica `to`; report `RepDone`.
     Replicate {
@@ -1344,7 +1348,11 @@ impl Pg {
                     tracing::info!("pg {}: Merkle tree rebuilt from the objects", self.id);
                     let tid = self.take_tid();
                     self.applying.insert(tid, self.interval);
-                    fx.push(Effect::Apply { tid, txn });
+                    fx.push(Effect::Apply {
+                        tid,
+                        txn,
+                        sync: true,
+                    });
                 }
             }
             Err(e) => {
@@ -1394,7 +1402,11 @@ impl Pg {
         }
         let tid = self.take_tid();
         self.applying.insert(tid, self.interval);
-        fx.push(Effect::Apply { tid, txn });
+        fx.push(Effect::Apply {
+            tid,
+            txn,
+            sync: true,
+        });
     }
 
     /// `t` (the newest transaction built) rewrites this copy's log outside
@@ -1913,7 +1925,11 @@ impl Pg {
         self.rep.merged = None;
         self.applying.insert(tid, self.interval);
         self.removing = Some(tid);
-        fx.push(Effect::Apply { tid, txn: t });
+        fx.push(Effect::Apply {
+            tid,
+            txn: t,
+            sync: true,
+        });
     }
 
     /// Whether this primary has members to recover or backfill.
@@ -2696,7 +2712,11 @@ impl Pg {
                 self.rep.high = info.last_update;
                 let t = self.take_tid();
                 self.applying.insert(t, self.interval);
-                fx.push(Effect::Apply { tid: t, txn });
+                fx.push(Effect::Apply {
+                    tid: t,
+                    txn,
+                    sync: true,
+                });
                 if let Role::Pulling { log_tid, .. } = &mut self.role {
                     *log_tid = 0;
                 }
@@ -2863,7 +2883,11 @@ impl Pg {
                 self.missing.remove(&name);
                 self.rec.pushed += 1;
                 self.applying.insert(t, self.interval);
-                fx.push(Effect::Apply { tid: t, txn });
+                fx.push(Effect::Apply {
+                    tid: t,
+                    txn,
+                    sync: true,
+                });
                 self.pull_some(s, fx);
             }
             Err(e) => self.pull_failed(&e.to_string(), fx),
@@ -3783,9 +3807,9 @@ impl Pg {
         if let Err(e) = self.fence(from, ctx, "backfill from") {
             return fx.push(fail(e));
         }
-        // The cursor with the chunks queued here counted (the durable one,
-        // `self.backfill`, moves only once a chunk is on disk: until then
-        // this copy does not claim the chunk's objects).
+        // The cursor with the chunks queued here counted (`self.backfill`
+        // moves only once a chunk is applied: until then this copy does
+        // not claim the chunk's objects).
         let cursor = self.queued_cursor();
         // A copy whose backfill ended in this interval has every chunk
         // (several may have been on their way when an answer was lost).
@@ -3801,6 +3825,7 @@ impl Pg {
             return fx.push(Effect::Apply {
                 tid,
                 txn: Transaction::new(),
+                sync: true,
             });
         }
         if self.epoch < ctx.epoch || self.behind(ctx) {
@@ -3846,7 +3871,17 @@ impl Pg {
                 let c_end = next.clone();
                 let c = self.commit(token, CommitKind::Chunk(next));
                 self.rep.committing.insert(tid, c);
-                fx.push(Effect::Apply { tid, txn });
+                // Answered once applied, not synced: the chunk that ends
+                // the backfill (and any write after this one) is synced,
+                // and the store makes every transaction queued before a
+                // synced one durable with it. A crash before that loses a
+                // suffix of chunks, each with the cursor it moved: the
+                // copy resumes from the last one kept.
+                fx.push(Effect::Apply {
+                    tid,
+                    txn,
+                    sync: c_end.is_none(),
+                });
                 // A chunk or a scan that overtook this one goes on.
                 if self.held_copies.iter().any(
                     |h| matches!(&h.what, CopyMsg::Chunk(c) if Some(&c.after) == c_end.as_ref()),
@@ -4139,7 +4174,11 @@ impl Pg {
                 self.rep
                     .committing
                     .insert(tid, self.commit(token, CommitKind::Write));
-                fx.push(Effect::Apply { tid, txn });
+                fx.push(Effect::Apply {
+                    tid,
+                    txn,
+                    sync: true,
+                });
                 // Its successors may be waiting for it, and copies read
                 // after it.
                 self.rerun_rep_waiting(s, fx);
@@ -4154,6 +4193,7 @@ impl Pg {
                 fx.push(Effect::Apply {
                     tid,
                     txn: Transaction::new(),
+                    sync: true,
                 });
             }
             ReplicaStep::Refuse { have } => fx.push(fail(RepError::Failed(format!(
@@ -4331,7 +4371,11 @@ impl Pg {
                     self.rep
                         .committing
                         .insert(tid, self.commit(token, CommitKind::Log));
-                    fx.push(Effect::Apply { tid, txn });
+                    fx.push(Effect::Apply {
+                        tid,
+                        txn,
+                        sync: true,
+                    });
                 }
                 Err(e) => fx.push(fail(RepError::Failed(format!("pg {}: {e}", self.id)))),
             },
@@ -4350,7 +4394,11 @@ impl Pg {
                 self.rep
                     .committing
                     .insert(tid, self.commit(token, CommitKind::Log));
-                fx.push(Effect::Apply { tid, txn });
+                fx.push(Effect::Apply {
+                    tid,
+                    txn,
+                    sync: true,
+                });
             }
         }
     }
@@ -4464,7 +4512,11 @@ impl Pg {
             Ok(txn) => {
                 let c = self.commit(token, CommitKind::Push(push.name));
                 self.rep.committing.insert(tid, c);
-                fx.push(Effect::Apply { tid, txn });
+                fx.push(Effect::Apply {
+                    tid,
+                    txn,
+                    sync: true,
+                });
             }
             Err(e) => fx.push(fail(RepError::Failed(format!("pg {}: {e}", self.id)))),
         }
@@ -4521,7 +4573,11 @@ impl Pg {
             self.mark_shard(&mut t);
             let tid = self.take_tid();
             self.applying.insert(tid, self.interval);
-            fx.push(Effect::Apply { tid, txn: t });
+            fx.push(Effect::Apply {
+                tid,
+                txn: t,
+                sync: true,
+            });
         }
         self.rerun_waiting(s, fx);
     }
