@@ -4,7 +4,10 @@
 //!
 //! Assumptions about the engine: a batch commits atomically (all keys or
 //! none, also across a crash); with `sync` the batch is durable when
-//! `commit` returns; reads see every committed batch.
+//! `commit` returns, and so is every batch committed before it (a crash
+//! keeps a prefix of the batches: fjall appends them to one journal, which
+//! it syncs before sealing it for a new one); reads see every committed
+//! batch.
 //!
 //! Callers must never rely on anything else (no transactions across
 //! batches, no iteration stability across commits).

@@ -7,7 +7,8 @@
 //! KV put, with no allocation, blob, deferred record or device write.
 //!
 //! Assumptions about the medium: `pwrite` followed by `fdatasync` makes
-//! data durable; a KV batch commits atomically and durably (see `kv`).
+//! data durable; a KV batch commits atomically, durably if synced, and
+//! a synced batch makes every earlier one durable too (see `kv`).
 //!
 //! Write path (one committer thread, group commit): transactions queued
 //! by any thread are prepared in batches. Large writes go to newly
