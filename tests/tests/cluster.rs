@@ -735,13 +735,13 @@ async fn a_copy_past_the_log_is_backfilled() {
     ));
 }
 
-/// An OSD whose PG info records were damaged while it was down (every PG
-/// it holds) starts each copy over as a backfill target: the cluster ends
-/// clean with every copy equal, and that OSD alone then serves every
-/// object. (Read as a default, the damaged info made a copy that claimed
-/// no writes while holding them.)
+/// An OSD whose PG records were damaged while it was down (every PG it
+/// holds: the info record, or the newest log entry) starts each copy over
+/// as a backfill target: the cluster ends clean with every copy equal,
+/// and that OSD alone then serves every object. (Read as a default, the
+/// damaged info made a copy that claimed no writes while holding them.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_osd_with_damaged_pg_info_records_is_backfilled_whole() {
+async fn an_osd_with_damaged_pg_info_and_log_records_is_backfilled_whole() {
     let mut t = TestCluster::start_with("badinfo", 3, 2).await;
     let c = client(&t).await;
     let p = c.pool("rbd").unwrap();
@@ -755,14 +755,32 @@ async fn an_osd_with_damaged_pg_info_records_is_backfilled_whole() {
     {
         let s = BlockStore::mount(&t.dirs[2], &store_cfg()).unwrap();
         let mut tx = loligo_store::Transaction::new();
-        let mut damaged = 0;
-        for coll in s.collections().unwrap() {
-            if s.record(coll, b"info").unwrap().is_some() {
-                tx.set_record(coll, b"info", b"LPI1\xff\xff\xff".to_vec());
-                damaged += 1;
+        let (mut damaged, mut logs) = (0, 0);
+        for (i, coll) in s.collections().unwrap().into_iter().enumerate() {
+            if s.record(coll, b"info").unwrap().is_none() {
+                continue;
+            }
+            damaged += 1;
+            // Every other copy: its newest log entry cut short instead.
+            let rows = s.records(coll, b"log/", 10_000).unwrap();
+            let newest = rows
+                .into_iter()
+                .filter(|(k, _)| k.starts_with(b"log/"))
+                .last();
+            match newest.filter(|_| i % 2 == 1) {
+                Some((k, v)) => {
+                    tx.set_record(coll, &k, v[..v.len() / 2].to_vec());
+                    logs += 1;
+                }
+                None => {
+                    tx.set_record(coll, b"info", b"LPI1\xff\xff\xff".to_vec());
+                }
             }
         }
-        assert!(damaged > 0, "osd.2 holds PG copies");
+        assert!(
+            damaged > logs && logs > 0,
+            "osd.2 holds PG copies with logs"
+        );
         s.apply(tx).unwrap();
     }
     // A few more writes while it is away (some PGs move on, some not).

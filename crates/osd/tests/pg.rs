@@ -2007,7 +2007,7 @@ fn a_copy_whose_info_record_is_damaged_starts_over_as_a_backfill_target() {
     bad.push(0x80);
     t.set_record(c, b"info", bad);
     s.apply(t).unwrap();
-    let found = loligo_osd::pg::repair_info(&s, c).unwrap();
+    let found = loligo_osd::pg::repair_records(&s, c).unwrap();
     assert!(found.is_some(), "the damage is reported");
     // It claims no write now, and is a backfill target from the start.
     assert_eq!(
@@ -2019,7 +2019,7 @@ fn a_copy_whose_info_record_is_damaged_starts_over_as_a_backfill_target() {
         Ok(Some(Cursor::Start))
     );
     // Repaired once: a second look finds nothing wrong.
-    assert!(loligo_osd::pg::repair_info(&s, c).unwrap().is_none());
+    assert!(loligo_osd::pg::repair_records(&s, c).unwrap().is_none());
     // Peering hears it is backfilling (never a source of the log).
     let mut pg = Pg::new(PG, 1, PgInfo::default());
     pg.handle(&s, map(1, vec![0, 1, 2], 2));
@@ -2045,7 +2045,79 @@ fn a_copy_whose_info_record_is_damaged_starts_over_as_a_backfill_target() {
     t.create_collection(c);
     t.set_record(c, b"info", good);
     s.apply(t).unwrap();
-    assert!(loligo_osd::pg::repair_info(&s, c).unwrap().is_none());
+    assert!(loligo_osd::pg::repair_records(&s, c).unwrap().is_none());
     assert_eq!(loligo_osd::pg::stored_info(&s, c), Ok(Some(info(7))));
     assert_eq!(loligo_osd::pg::backfill::load_cursor(&s, c), Ok(None));
+}
+
+#[test]
+fn a_copy_with_a_damaged_log_entry_starts_over_as_a_backfill_target() {
+    use loligo_osd::pg::{log_key, record, LogEntry};
+    let s = MemStore::new();
+    let c = CollectionId::pg(1, 0);
+    let mut t = Transaction::new();
+    t.create_collection(c);
+    // Info, log and a kept tree say 7 writes; log entry 5 is damaged.
+    t.set_record(c, b"info", stored(&info(7)));
+    for v in 1..=7u64 {
+        let e = LogEntry {
+            version: Version { epoch: 1, v },
+            name: format!("o{v}"),
+            removed: false,
+            reqid: None,
+        };
+        let mut b = record::encode_log(&e);
+        if v == 5 {
+            b.truncate(b.len() - 3);
+        }
+        t.set_record(c, &log_key(v), b);
+    }
+    t.set_record(c, loligo_osd::pg::tree::TREE_KEY, b"LPT2whatever".to_vec());
+    s.apply(t).unwrap();
+    let found = loligo_osd::pg::repair_records(&s, c).unwrap();
+    assert!(
+        found.as_deref().is_some_and(|d| d.contains("PG log")),
+        "the damage is reported: {found:?}"
+    );
+    // It claims no write, is a backfill target from the start, keeps no
+    // log entry and no tree (rebuilt from its objects at start).
+    assert_eq!(
+        loligo_osd::pg::stored_info(&s, c),
+        Ok(Some(PgInfo::default()))
+    );
+    assert_eq!(
+        loligo_osd::pg::backfill::load_cursor(&s, c),
+        Ok(Some(Cursor::Start))
+    );
+    assert_eq!(s.records(c, b"log/", 100).unwrap().len(), 0);
+    assert_eq!(s.record(c, loligo_osd::pg::tree::TREE_KEY).unwrap(), None);
+    assert!(loligo_osd::pg::repair_records(&s, c).unwrap().is_none());
+    // A malformed log key is damage too.
+    let mut t = Transaction::new();
+    t.set_record(c, b"info", stored(&info(1)));
+    t.set_record(c, b"log/short", b"x".to_vec());
+    s.apply(t).unwrap();
+    let found = loligo_osd::pg::repair_records(&s, c).unwrap();
+    assert!(
+        found.as_deref().is_some_and(|d| d.contains("malformed")),
+        "{found:?}"
+    );
+    // Many readable entries (more than a page of the scan) are left alone.
+    let s = MemStore::new();
+    let mut t = Transaction::new();
+    t.create_collection(c)
+        .set_record(c, b"info", stored(&info(3000)));
+    for v in 1..=3000u64 {
+        let e = LogEntry {
+            version: Version { epoch: 1, v },
+            name: "o".into(),
+            removed: false,
+            reqid: None,
+        };
+        t.set_record(c, &log_key(v), record::encode_log(&e));
+    }
+    s.apply(t).unwrap();
+    assert!(loligo_osd::pg::repair_records(&s, c).unwrap().is_none());
+    assert_eq!(loligo_osd::pg::stored_info(&s, c), Ok(Some(info(3000))));
+    assert_eq!(s.records(c, b"log/", 5000).unwrap().len(), 3000);
 }

@@ -27,14 +27,14 @@ pub(super) fn spawn(s: &Arc<OsdShared>, pg: PgId) -> Option<Mailbox> {
         return None;
     }
     let coll = loligo_store::CollectionId::pg(pg.pool, pg.ps);
-    match crate::pg::repair_info(&*s.store, coll) {
+    match crate::pg::repair_records(&*s.store, coll) {
         Ok(None) => {}
         Ok(Some(e)) => tracing::error!(
             "pg {pg}: {e}: this copy starts over as a backfill target (its objects stay; \
              the primary copies every object that differs)"
         ),
         Err(e) => {
-            tracing::error!("pg {pg}: cannot read or repair its info record: {e}");
+            tracing::error!("pg {pg}: cannot read or repair its info and log records: {e}");
             return None;
         }
     }

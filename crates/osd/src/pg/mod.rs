@@ -152,7 +152,7 @@ pub struct PgView {
 
 /// The info record a store holds for `coll` (`None`: no record; an
 /// error: the record or the store cannot be read, never read as a
-/// default; see [`repair_info`]).
+/// default; see [`repair_records`]).
 pub fn stored_info(s: &dyn ObjectStore, coll: CollectionId) -> Result<Option<PgInfo>, String> {
     match s.record(coll, INFO_KEY) {
         Ok(Some(b)) => record::decode_info(&b).map(Some).map_err(|e| e.to_string()),
@@ -161,22 +161,53 @@ pub fn stored_info(s: &dyn ObjectStore, coll: CollectionId) -> Result<Option<PgI
     }
 }
 
-/// A copy whose info record cannot be read starts over as a backfill
-/// target: its info goes back to none (it claims no write) and its
-/// backfill cursor to the start, so peering never takes it as a source
-/// of the log and the primary copies every object that differs (its
-/// objects stay, compared by version). Without this, the damaged info
-/// read as none while the copy's log and objects went on: a copy that
-/// claims less than it holds, whose next writes would reuse versions.
-/// Returns what was wrong (`None`: the record reads, or there is none).
-pub fn repair_info(
+/// A copy whose info record or any log entry cannot be read starts over
+/// as a backfill target: its info goes back to none (it claims no write),
+/// its backfill cursor to the start, its log entries go (the backfill
+/// gives it the primary's), and its Merkle tree is rebuilt from its
+/// objects (log entries carry the tree's newest leaves). Peering then never
+/// takes it as a source of the log and the primary copies every object
+/// that differs (its objects stay, compared by version). Without this, a
+/// damaged info read as none while the copy's log and objects went on (a
+/// copy that claims less than it holds, whose next writes would reuse
+/// versions), and a damaged log entry was skipped when the copy looked
+/// for duplicate requests. Returns what was wrong (`None`: every record
+/// reads, or there is none).
+pub fn repair_records(
     s: &dyn ObjectStore,
     coll: CollectionId,
-) -> Result<Option<record::RecordError>, StoreError> {
-    let Some(b) = s.record(coll, INFO_KEY)? else {
-        return Ok(None);
-    };
-    let Err(e) = record::decode_info(&b) else {
+) -> Result<Option<String>, StoreError> {
+    let mut damage = None;
+    if let Some(b) = s.record(coll, INFO_KEY)? {
+        if let Err(e) = record::decode_info(&b) {
+            damage = Some(e.to_string());
+        }
+    }
+    let mut logs = Vec::new();
+    let mut from = b"log/".to_vec();
+    'pages: loop {
+        let rows = s.records(coll, &from, REPAIR_PAGE)?;
+        let full = rows.len() == REPAIR_PAGE;
+        for (k, v) in rows {
+            if !k.starts_with(b"log/") {
+                break 'pages;
+            }
+            if damage.is_none() {
+                if k.len() != log_key(0).len() {
+                    damage = Some(format!("log record key {k:?} is malformed"));
+                } else if let Err(e) = record::decode_log(&v) {
+                    damage = Some(format!("{e} (key {k:?})"));
+                }
+            }
+            from = k.clone();
+            from.push(0);
+            logs.push(k);
+        }
+        if !full {
+            break;
+        }
+    }
+    let Some(d) = damage else {
         return Ok(None);
     };
     let mut t = Transaction::new();
@@ -186,9 +217,16 @@ pub fn repair_info(
         backfill::BACKFILL_KEY,
         record::encode_cursor(&Cursor::Start),
     );
+    for k in logs {
+        t.rm_record(coll, &k);
+    }
+    t.rm_record(coll, tree::TREE_KEY);
     s.apply(t)?;
-    Ok(Some(e))
+    Ok(Some(d))
 }
+
+/// Records [`repair_records`] reads at once.
+const REPAIR_PAGE: usize = 1024;
 
 /// The parts of a map that decide whether a PG's interval changed.
 struct MapView {
