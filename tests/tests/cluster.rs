@@ -763,10 +763,7 @@ async fn an_osd_with_damaged_pg_info_and_log_records_is_backfilled_whole() {
             damaged += 1;
             // Every other copy: its newest log entry cut short instead.
             let rows = s.records(coll, b"log/", 10_000).unwrap();
-            let newest = rows
-                .into_iter()
-                .filter(|(k, _)| k.starts_with(b"log/"))
-                .last();
+            let newest = rows.into_iter().rfind(|(k, _)| k.starts_with(b"log/"));
             match newest.filter(|_| i % 2 == 1) {
                 Some((k, v)) => {
                     tx.set_record(coll, &k, v[..v.len() / 2].to_vec());
