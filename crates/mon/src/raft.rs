@@ -144,7 +144,7 @@ fn to_body(s: &MonState) -> Vec<u8> {
 fn from_body(b: &[u8]) -> Result<(Option<OsdMap>, VecDeque<Incremental>), String> {
     let body: SnapBody = serde_json::from_slice(b).map_err(|e| e.to_string())?;
     let map = match body.map {
-        Some(m) => Some(decode::<OsdMap>("map", &m).map_err(|e| e.to_string())?),
+        Some(m) => Some(loligo_types::decode_map(&m).map_err(|e| e.to_string())?),
         None => None,
     };
     let incs = body

@@ -128,7 +128,7 @@ impl MonClient {
         let b = r
             .map
             .ok_or_else(|| MonError::Unavailable("reply without a map".into()))?;
-        Ok(decode("map", &b)?)
+        Ok(loligo_types::decode_map(&b)?)
     }
 
     /// Follow the map: calls `f` with each new map, from epoch `have`
@@ -155,7 +155,15 @@ impl MonClient {
                     break;
                 };
                 let next = match (u, map.take()) {
-                    (MapUpdate::Full(b), old) => decode::<OsdMap>("map", &b).ok().or(old),
+                    // A map that does not decode or check out is passed
+                    // over (the old one stays).
+                    (MapUpdate::Full(b), old) => match loligo_types::decode_map(&b) {
+                        Ok(m) => Some(m),
+                        Err(e) => {
+                            tracing::warn!("a map from {addr} is refused: {e}");
+                            old
+                        }
+                    },
                     (MapUpdate::Inc(b), Some(mut m)) => {
                         if let Ok(inc) = decode::<Incremental>("incremental", &b) {
                             if inc.epoch == m.epoch + 1 && m.apply(&inc).is_err() {

@@ -15,8 +15,8 @@ pub mod stats;
 pub use error::{MapError, Result};
 pub use loligo_crush::placement::{PgId, PgMapping};
 pub use osdmap::{
-    decode, encode, Change, EcPlugin, EcProfile, Epoch, Fullness, Incremental, OsdInfo, OsdMap,
-    Placer, Pool, PoolKind, WriteSetRecord, BACKFILLFULL_RATIO, FULL_RATIO, NEARFULL_RATIO,
+    decode, decode_map, encode, Change, EcPlugin, EcProfile, Epoch, Fullness, Incremental, OsdInfo,
+    OsdMap, Placer, Pool, PoolKind, WriteSetRecord, BACKFILLFULL_RATIO, FULL_RATIO, NEARFULL_RATIO,
 };
 pub use pg_state::PgState;
 pub use stats::{OsdReport, PgStat};

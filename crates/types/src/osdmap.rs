@@ -13,7 +13,7 @@ use crate::error::{MapError, Result};
 use loligo_crush::placement::{
     map_pg_with_upmap, OsdStates, PgId, PgMapping, PoolPlacement, PpsMode,
 };
-use loligo_crush::{CompiledMap, CrushMap, Workspace, ITEM_NONE};
+use loligo_crush::{CompiledMap, CrushMap, Workspace, ITEM_NONE, MAX_NUM_REP};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -735,8 +735,60 @@ impl OsdMap {
         Ok(p)
     }
 
-    /// Check every invariant of the map.
+    /// Check every invariant of the map. A map decoded from the wire or
+    /// a snapshot is used only after this: every id it holds is then in
+    /// range and every table agrees with its keys.
     pub fn validate(&self) -> Result<()> {
+        let bad = |m: String| Err(MapError::Invalid(m));
+        // Before compiling: placement tables are sized by the largest id.
+        if self.crush.max_devices() > OSDS_MAX {
+            return bad(format!("a CRUSH device id is {OSDS_MAX} or more"));
+        }
+        for (&id, o) in &self.osds {
+            if o.id != id || !(0..OSDS_MAX).contains(&id) {
+                return bad(format!("osd entry {id} (id {}) out of range", o.id));
+            }
+        }
+        if self.pools.len() > POOLS_MAX {
+            return bad(format!("{} pools, at most {POOLS_MAX}", self.pools.len()));
+        }
+        for (&id, p) in &self.pools {
+            if p.id != id || id > self.pool_max {
+                return bad(format!(
+                    "pool entry {id} (id {}) past pool_max {}",
+                    p.id, self.pool_max
+                ));
+            }
+        }
+        let osd_ok = |o: i32| (0..OSDS_MAX).contains(&o) || o == ITEM_NONE;
+        for (pg, v) in &self.pg_temp {
+            // A replicated pg_temp may name more than `size` members
+            // (the acting set plus up members it lacks).
+            self.pool_of(*pg)?;
+            if v.is_empty() || v.len() > MAX_NUM_REP || !v.iter().all(|&o| osd_ok(o)) {
+                return bad(format!("pg_temp of {pg}: {v:?}"));
+            }
+        }
+        for (pg, &o) in &self.primary_temp {
+            self.pool_of(*pg)?;
+            if !(0..OSDS_MAX).contains(&o) {
+                return bad(format!("primary_temp of {pg}: osd {o}"));
+            }
+        }
+        for (pg, v) in &self.pg_upmap_items {
+            self.pool_of(*pg)?;
+            let ok =
+                |&(a, b): &(i32, i32)| (0..OSDS_MAX).contains(&a) && (0..OSDS_MAX).contains(&b);
+            if v.len() > MAX_NUM_REP || !v.iter().all(ok) {
+                return bad(format!("pg_upmap_items of {pg}: {v:?}"));
+            }
+        }
+        for (pg, r) in &self.write_sets {
+            self.pool_of(*pg)?;
+            if r.osds.len() > MAX_NUM_REP || !r.osds.iter().all(|&o| osd_ok(o)) {
+                return bad(format!("write set of {pg}: {:?}", r.osds));
+            }
+        }
         let compiled = CompiledMap::compile(&self.crush)?;
         for p in self.pools.values() {
             check_name("pool", &p.name)?;
@@ -934,6 +986,15 @@ pub fn encode<T: Serialize>(v: &T) -> Vec<u8> {
     // by `decode` anyway.
     out.extend(postcard::to_stdvec(v).unwrap_or_default());
     out
+}
+
+/// Decode a full map and check it ([`OsdMap::validate`]): what every
+/// receiver of a map from the wire or a snapshot uses, so that a
+/// malformed map is an error, never an index out of range later.
+pub fn decode_map(b: &[u8]) -> Result<OsdMap> {
+    let m: OsdMap = decode("map", b)?;
+    m.validate()?;
+    Ok(m)
 }
 
 /// Decode what [`encode`] wrote; foreign or truncated bytes are an error.
