@@ -12,8 +12,10 @@
 #      its scans listed and objects copied, from the primary's log line;
 #      seconds from the start command until the PG is clean
 #   Steps 3-4 run REPS times on the same cluster (another sample of
-#   objects each time); the summary takes each case's median (one
-#   backfill varies by 20-40% with the disk's sync latency).
+#   objects each time, the same in every mode); the full-scan cluster and
+#   the Merkle ones are up at once and take turns, so drift falls on all
+#   alike; the summary takes each case's median (one backfill varies by
+#   20-40% with the disk's sync latency).
 # Then the write overhead of keeping trees: 4 KiB writes, 32 in flight,
 # on two clusters of 32 PGs (trees on, off) loaded at the same time:
 # ops/s and the OSDs' CPU time per write, compared within each round.
@@ -72,32 +74,39 @@ cluster_up() {
     lol_wait "$dir/c/loligo.conf" 120 "$ALL_CLEAN" >/dev/null
 }
 
-run_case() {
-    local objects="$1" pct="$2" leaves="$3" dir conf t0 clean line
+# A case's cluster: up, loaded with N objects; its folder on stdout (the
+# load's ops/s and the OSDs' memory in files there).
+case_up() {
+    local objects="$1" leaves="$2" dir conf
     dir=$(mktemp -d /tmp/loligo-merkle.XXXXXX)
     conf="$dir/c/loligo.conf"
     cluster_up "$dir" "$leaves"
     "$B" -c "$conf" bench 600 write -b 1024 -t 32 --max-objects "$objects" --no-cleanup --json >"$dir/load.json"
     lol_wait "$conf" 120 "$ALL_CLEAN" >/dev/null
-    local rss load
-    rss=$(osd_rss "$dir")
-    load=$(python3 -c "import json; print(round(json.load(open('$dir/load.json'))['ops_per_s'], 1))")
-    local r
-    for r in $(seq 1 "$REPS"); do
-        "$B" stop "osd.$VICTIM" --data-dir "$dir/c" >&2
-        "$B" -c "$conf" osd down "$VICTIM" >&2 || true
-        lol_wait "$conf" 60 "o['num_up_osds'] == o['num_osds'] - 1" >/dev/null
-        if [ "$pct" != 0 ]; then
-            "$B" -c "$conf" bench 600 write -b 1024 -t 32 --max-objects "$objects" --sample-pct "$pct" \
-                --seed $((7 + r)) --no-cleanup --json >"$dir/overwrite.json"
-        fi
-        t0=$(now)
-        "$B" start "osd.$VICTIM" --data-dir "$dir/c" >&2
-        lol_wait "$conf" 600 "$ALL_CLEAN" >/dev/null
-        clean=$(since "$t0")
-        # The primary's two lines: the backfill's start (the target's log
-        # merged) and its end; their timestamps give its time.
-        line=$(python3 - "$dir/c" "$VICTIM" <<'PY'
+    osd_rss "$dir" >"$dir/rss"
+    python3 -c "import json; print(round(json.load(open('$dir/load.json'))['ops_per_s'], 1))" >"$dir/load"
+    echo "$dir"
+}
+
+# One backfill on a case's cluster (rep r): osd.2 away while P% of the
+# objects are overwritten (the same sample in every mode), then back.
+case_rep() {
+    local dir="$1" objects="$2" pct="$3" leaves="$4" r="$5" conf t0 clean line
+    conf="$dir/c/loligo.conf"
+    "$B" stop "osd.$VICTIM" --data-dir "$dir/c" >&2
+    "$B" -c "$conf" osd down "$VICTIM" >&2 || true
+    lol_wait "$conf" 60 "o['num_up_osds'] == o['num_osds'] - 1" >/dev/null
+    if [ "$pct" != 0 ]; then
+        "$B" -c "$conf" bench 600 write -b 1024 -t 32 --max-objects "$objects" --sample-pct "$pct" \
+            --seed $((7 + r)) --no-cleanup --json >"$dir/overwrite.json"
+    fi
+    t0=$(now)
+    "$B" start "osd.$VICTIM" --data-dir "$dir/c" >&2
+    lol_wait "$conf" 600 "$ALL_CLEAN" >/dev/null
+    clean=$(since "$t0")
+    # The primary's two lines: the backfill's start (the target's log
+    # merged) and its end; their timestamps give its time.
+    line=$(python3 - "$dir/c" "$VICTIM" <<'PY'
 import datetime, glob, re, sys
 d, victim = sys.argv[1], sys.argv[2]
 def ts(l):
@@ -114,7 +123,7 @@ for f in glob.glob(d + "/osd.*.log"):
         print("%.1f %s" % (ms, lines[e].strip()))
 PY
 )
-        python3 - "$line" "$objects" "$pct" "$leaves" "$r" "$load" "$rss" "$clean" >>"$CSV" <<'PY'
+    python3 - "$line" "$objects" "$pct" "$leaves" "$r" "$(cat "$dir/load")" "$(cat "$dir/rss")" "$clean" >>"$CSV" <<'PY'
 import re, sys
 line, objects, pct, leaves, r, load, rss, clean = sys.argv[1:]
 m = re.search(r"^([0-9.]+) .*backfilled by (?:(\d+) differing Merkle leaves|a full scan): "
@@ -125,18 +134,32 @@ ms, diff, nodes, listed, copied, chunks = m.groups()
 how = "merkle" if diff is not None else "full"
 print(",".join([objects, pct, leaves, r, load, rss, ms, how, diff or "", nodes, listed, copied, chunks, clean]))
 PY
-        say "N=$objects P=$pct% L=$leaves rep $r: $(tail -1 "$CSV")"
-    done
-    "$B" down --data-dir "$dir/c" >&2 || true
-    rm -rf "$dir"
+    say "N=$objects P=$pct% L=$leaves rep $r: $(tail -1 "$CSV")"
 }
 
+# Each (N, P): the full-scan cluster and one per leaf count up at once,
+# their backfills taking turns (rep r starts with another mode each time),
+# so the disk's drift between minutes falls on every mode alike (one mode
+# after the other, whole sittings of copies differed by 2x in speed).
 for objects in $OBJECTS_LIST; do
     for pct in $PCTS; do
-        run_case "$objects" "$pct" 0
-        for leaves in $LEAVES_LIST; do
-            run_case "$objects" "$pct" "$leaves"
+        modes=(0 $LEAVES_LIST)
+        declare -A CDIR
+        for leaves in "${modes[@]}"; do
+            CDIR[$leaves]=$(case_up "$objects" "$leaves")
         done
+        n=${#modes[@]}
+        for r in $(seq 1 "$REPS"); do
+            for k in $(seq 0 $((n - 1))); do
+                leaves=${modes[$(( (k + r - 1) % n ))]}
+                case_rep "${CDIR[$leaves]}" "$objects" "$pct" "$leaves" "$r"
+            done
+        done
+        for leaves in "${modes[@]}"; do
+            "$B" down --data-dir "${CDIR[$leaves]}/c" >&2 || true
+            rm -rf "${CDIR[$leaves]}"
+        done
+        unset CDIR
     done
 done
 

@@ -153,7 +153,9 @@ def main():
          "started. Backfill time is the primary's, from the target's log merge to its last "
          "chunk; `clean s` is from the start command to the PG clean (boot included). "
          "Trees: 16 bytes per leaf. Each case is the median of %d backfills on one cluster "
-         "(another sample of objects each time)." % summary["reps"], "",
+         "(another sample of objects each time, the same in each mode); the full-scan and "
+         "Merkle clusters of a case are up at once and take turns, so the disk's drift "
+         "falls on both alike." % summary["reps"], "",
          "## Backfill time, Merkle / full scan (default 16,384 leaves)", "",
          "| stale | objects | Merkle s | full scan s | ratio | target | paper's ratio | floor | Merkle ms, each run | full ms, each run |",
          "|---|---|---|---|---|---|---|---|---|---|"]
