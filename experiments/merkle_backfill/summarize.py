@@ -174,9 +174,9 @@ def main():
               "reach against this full scan. Fitting the full scans' times to the objects they "
               "copied gives %.1f us per object copied and %.2f us per object listed (this sitting); "
               "a backfill that lists nothing still copies, so its ratio is at least "
-              "P x copy / (P x copy + list). Copying is bound by the target's synced commits (a "
-              "traced run: about 100 ms of commits, journal write and fdatasync, per 4,000 copied "
-              "objects, by full scan or Merkle alike), listing by the key-value store's iteration. A target below the floor "
+              "P x copy / (P x copy + list). A copy is the primary's read and the target's "
+              "commit (answered once applied; only the last chunk is synced), by full scan or "
+              "Merkle alike; listing is the key-value store's iteration. A target below the floor "
               "needs a cheaper copy or a dearer full scan, not a better tree." % (
                   v["copy_us_per_object"], v["full_list_us_per_object"])]
     L += ["", "## Every case", "",
