@@ -65,6 +65,7 @@ impl TestCluster {
         let mon_addr = l.local_addr().unwrap().to_string();
         let members: BTreeMap<u64, String> = [(0, mon_addr.clone())].into();
         let mut mc = MonConfig::new(0, members, dir.join("mon"), "fsid-test");
+        mc.create = true;
         mc.failure_domain = "osd".into();
         mc.min_down_reporters = 1;
         mc.heartbeat_grace = Duration::from_millis(1500);

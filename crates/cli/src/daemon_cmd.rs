@@ -41,6 +41,11 @@ pub struct MonArgs {
     /// Seconds an OSD may stay down before it is marked out.
     #[arg(long, default_value_t = 600.0)]
     down_out_interval: f64,
+    /// Make this monitor's store (its first start; refused if the store
+    /// exists). Without it a missing store is refused: a monitor whose
+    /// store was wiped must not rejoin under its old id.
+    #[arg(long)]
+    mkfs: bool,
 }
 
 #[derive(Args)]
@@ -170,6 +175,7 @@ pub fn mon(a: MonArgs) -> Result<(), CliError> {
     cfg.min_down_reporters = a.min_down_reporters;
     cfg.report_timeout = secs(a.report_timeout, "--report-timeout")?;
     cfg.down_out_interval = secs(a.down_out_interval, "--down-out-interval")?;
+    cfg.create = a.mkfs;
     check_fsid(&a.data, &a.fsid)?;
     let rt = crate::config::runtime()?;
     rt.block_on(async move {

@@ -330,12 +330,12 @@ pub fn up(a: UpArgs) -> Result<(), CliError> {
     conf.save(&conf_path)?;
     let n = st.osd_addrs.len();
     let mut children = Vec::new();
-    children.push(spawn(
-        &dir,
-        "mon.0",
-        &daemon_args(&st, &dir, "mon.0")?,
-        a.detach,
-    )?);
+    // The monitor's first start makes its store; restarts never do.
+    let mut mon_args = daemon_args(&st, &dir, "mon.0")?;
+    if first {
+        mon_args.push("--mkfs".into());
+    }
+    children.push(spawn(&dir, "mon.0", &mon_args, a.detach)?);
     let rt = crate::config::runtime()?;
     let started = rt.block_on(async {
         let mut mc = MonClient::new(vec![st.mon_addr.clone()])?;

@@ -177,6 +177,9 @@ const K_VOTE: &[u8] = b"m/vote";
 const K_COMMITTED: &[u8] = b"m/committed";
 const K_PURGED: &[u8] = b"m/purged";
 const K_SNAP: &[u8] = b"m/snapshot";
+/// Written when a monitor's store is made (`--mkfs`): a store without it
+/// (and without any Raft state) is a new or a wiped one.
+const K_CREATED: &[u8] = b"m/created";
 
 fn log_key(i: u64) -> Vec<u8> {
     let mut k = b"l/".to_vec();
@@ -221,6 +224,29 @@ impl MonStore {
                 epoch_tx,
             }),
         })
+    }
+
+    /// Whether this store was made before: its creation mark, or (a store
+    /// from before the mark existed) any Raft state.
+    pub fn made(&self) -> Result<bool, String> {
+        let e = |e: loligo_store::StoreError| e.to_string();
+        if self.kv.get(K_CREATED).map_err(e)?.is_some() {
+            return Ok(true);
+        }
+        let raft_state = self.kv.get(K_VOTE).map_err(e)?.is_some()
+            || self.kv.get(K_SNAP).map_err(e)?.is_some()
+            || !self.kv.scan(b"l/", Some(b"l0"), 1).map_err(e)?.is_empty();
+        if raft_state {
+            self.mark_made()?;
+        }
+        Ok(raft_state)
+    }
+
+    /// Mark the store as made (durably).
+    pub fn mark_made(&self) -> Result<(), String> {
+        self.kv
+            .commit(vec![KvOp::Put(K_CREATED.to_vec(), b"1".to_vec())], true)
+            .map_err(|e| e.to_string())
     }
 
     fn get_json<T: for<'de> Deserialize<'de>>(&self, k: &[u8]) -> Result<Option<T>, SErr> {

@@ -52,6 +52,12 @@ pub struct MonConfig {
     pub report_timeout: Duration,
     /// `mon_osd_down_out_interval`: mark a down OSD out after this long.
     pub down_out_interval: Duration,
+    /// Make a new monitor store (`--mkfs`): refused if the store was made
+    /// before. Without it an unmade store is refused: a member whose store
+    /// was wiped has lost its Raft vote and log and must not rejoin under
+    /// its old id (it could vote twice in a term, or ack entries it no
+    /// longer holds).
+    pub create: bool,
 }
 
 impl MonConfig {
@@ -67,6 +73,7 @@ impl MonConfig {
             heartbeat_grace: Duration::from_secs(20),
             report_timeout: Duration::from_secs(60),
             down_out_interval: Duration::from_secs(600),
+            create: false,
         }
     }
 }
@@ -126,6 +133,29 @@ impl Monitor {
         std::fs::create_dir_all(&cfg.data_dir)
             .map_err(|e| format!("{}: {e}", cfg.data_dir.display()))?;
         let store = MonStore::open(&cfg.data_dir)?;
+        match (store.made()?, cfg.create) {
+            (true, false) => {}
+            (false, true) => store.mark_made()?,
+            (true, true) => {
+                return Err(format!(
+                    "monitor {}: {} already holds a monitor store; --mkfs is only for a new one",
+                    cfg.id,
+                    cfg.data_dir.display()
+                ))
+            }
+            (false, false) => {
+                return Err(format!(
+                    "monitor {}: no monitor store in {} (first start of a new monitor: pass \
+                     --mkfs). If this monitor was a member and its store was lost or wiped, it \
+                     must not rejoin under its old id: Raft's safety rests on the vote and log \
+                     it lost. Restore the store from a backup, or, with the other members up, \
+                     remove monitor {} from the members and add a new one (not supported yet)",
+                    cfg.id,
+                    cfg.data_dir.display(),
+                    cfg.id
+                ))
+            }
+        }
         let shared = store.shared.clone();
         let raft = openraft::Raft::new(
             cfg.id,

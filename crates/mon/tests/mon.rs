@@ -34,6 +34,7 @@ fn cfg(id: u64, members: &BTreeMap<u64, String>, dir: &Path) -> MonConfig {
         "test-fsid",
     );
     c.failure_domain = "osd".into();
+    c.create = true;
     c
 }
 
@@ -204,7 +205,11 @@ async fn one_monitor_serves_maps_and_commands() {
     h.stop().await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     let l = TcpListener::bind(&members[&0]).await.unwrap();
-    let h = Monitor::start(cfg(0, &members, d.path()), l).await.unwrap();
+    let again = MonConfig {
+        create: false,
+        ..cfg(0, &members, d.path())
+    };
+    let h = Monitor::start(again, l).await.unwrap();
     let m2 = c.get_map().await.unwrap();
     assert_eq!(m2.epoch, epoch);
     assert!(m2.pool_by_name("rbd").is_some());
@@ -341,4 +346,46 @@ async fn three_monitors_survive_the_loss_of_the_leader() {
     for h in hs.into_iter().flatten() {
         h.stop().await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_monitor_whose_store_was_wiped_refuses_to_rejoin_under_its_id() {
+    let d = tempdir("wiped");
+    let (mut ls, members) = listeners(1).await;
+    let addr = members[&0].clone();
+    let h = Monitor::start(cfg(0, &members, d.path()), ls.remove(0))
+        .await
+        .unwrap();
+    let mut c = MonClient::new(vec![addr.clone()]).unwrap();
+    c.get_map().await.unwrap();
+    h.stop().await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let restart = |create| MonConfig {
+        create,
+        ..cfg(0, &members, d.path())
+    };
+    // --mkfs over a store that exists: refused.
+    let l = TcpListener::bind(&addr).await.unwrap();
+    let e = Monitor::start(restart(true), l)
+        .await
+        .err()
+        .expect("refused");
+    assert!(e.contains("already holds a monitor store"), "{e}");
+    // The store wiped: without --mkfs it does not start, and says why.
+    std::fs::remove_dir_all(d.path().join("mon.0")).unwrap();
+    let l = TcpListener::bind(&addr).await.unwrap();
+    let e = Monitor::start(restart(false), l)
+        .await
+        .err()
+        .expect("refused");
+    assert!(e.contains("must not rejoin under its old id"), "{e}");
+    // A plain restart of a made store still works.
+    let l = TcpListener::bind(&addr).await.unwrap();
+    let h = Monitor::start(restart(true), l).await.unwrap();
+    h.stop().await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let l = TcpListener::bind(&addr).await.unwrap();
+    let h = Monitor::start(restart(false), l).await.unwrap();
+    c.get_map().await.unwrap();
+    h.stop().await;
 }
