@@ -7,14 +7,49 @@
 //! and takes `now` as an argument.
 
 use loligo_monc::protocol::{
-    ClientIo, Health, HealthStatus, MonStatus, OsdCounters, OsdMapStatus, PgSummary, RecoveryIo,
-    StatusReport, Usage,
+    ClientIo, Health, HealthStatus, MonError, MonStatus, OsdCounters, OsdMapStatus, PgSummary,
+    RecoveryIo, StatusReport, Usage,
 };
 use loligo_types::{
     Change, Fullness, MapError, OsdMap, OsdReport, PgId, PgStat, PgState, FULL_RATIO,
 };
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
+
+/// What the leader keeps of report `r`, bounded by the map: refused from
+/// an OSD the map does not have or with more PG stats than any OSD could
+/// send (a typed error the sender sees); otherwise stats of PGs the map
+/// does not have (a pool just deleted), repeated ones and ones with longer
+/// acting sets than CRUSH allows are dropped, the rest kept.
+pub fn check_report(map: &OsdMap, r: &mut OsdReport) -> Result<(), MonError> {
+    if !map.osds.contains_key(&r.osd) {
+        return Err(MonError::Invalid(format!(
+            "a report from osd.{}, which the map does not have",
+            r.osd
+        )));
+    }
+    // Every PG of the map, and then some: a pool deleted since the OSD
+    // built its report still counts there.
+    let pgs: u64 = map.pools.values().map(|p| u64::from(p.pg_num)).sum();
+    let most = pgs.saturating_mul(2).saturating_add(PG_STATS_SLACK);
+    if r.pgs.len() as u64 > most {
+        return Err(MonError::Invalid(format!(
+            "osd.{} reports {} PGs; the map has {pgs}",
+            r.osd,
+            r.pgs.len()
+        )));
+    }
+    let mut seen = std::collections::HashSet::with_capacity(r.pgs.len());
+    r.pgs.retain(|st| {
+        map.pool_of(st.pg).is_ok()
+            && st.acting.len() <= loligo_crush::MAX_NUM_REP
+            && seen.insert(st.pg)
+    });
+    Ok(())
+}
+
+/// PG stats a report may carry beyond twice the map's PGs.
+const PG_STATS_SLACK: u64 = 1024;
 
 /// The failure detector's settings (from `MonConfig`).
 #[derive(Clone, Copy, Debug)]
@@ -349,6 +384,56 @@ mod tests {
             leader: Some(0),
             term: 1,
         }
+    }
+
+    #[test]
+    fn reports_the_map_cannot_hold_are_refused_or_trimmed() {
+        let m = map();
+        let stat = |ps: u32, acting: Vec<i32>| PgStat {
+            pg: PgId { pool: 1, ps },
+            epoch: m.epoch,
+            state: PgState::default(),
+            acting,
+            objects: 0,
+            bytes: 0,
+            degraded: 0,
+            misplaced: 0,
+        };
+        let report = |osd, pgs| OsdReport {
+            osd,
+            pgs,
+            ..Default::default()
+        };
+        let mut r = report(2, vec![stat(0, vec![2, 0, 1])]);
+        assert_eq!(check_report(&m, &mut r), Ok(()));
+        assert_eq!(r.pgs.len(), 1);
+        // From an OSD the map does not have (a spoofed id would grow
+        // the leader's table without bound).
+        for osd in [-1, 4, i32::MAX] {
+            assert!(
+                check_report(&m, &mut report(osd, vec![])).is_err(),
+                "osd {osd}"
+            );
+        }
+        // More stats than any OSD could send.
+        let many: Vec<PgStat> = (0..2000).map(|ps| stat(ps, vec![0])).collect();
+        assert!(check_report(&m, &mut report(0, many)).is_err());
+        // PGs the map does not have, repeats and absurd acting sets are
+        // dropped; the rest kept.
+        let mut r = report(
+            0,
+            vec![
+                stat(8, vec![0]),
+                stat(1, vec![0]),
+                stat(1, vec![1]),
+                stat(3, vec![0; 65]),
+                stat(5, vec![0, 1]),
+            ],
+        );
+        assert_eq!(check_report(&m, &mut r), Ok(()));
+        let kept: Vec<(u32, Vec<i32>)> =
+            r.pgs.iter().map(|s| (s.pg.ps, s.acting.clone())).collect();
+        assert_eq!(kept, vec![(1, vec![0]), (5, vec![0, 1])]);
     }
 
     #[test]

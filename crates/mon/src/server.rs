@@ -380,9 +380,14 @@ impl Monitor {
             MonRequest::OsdFailure {
                 reporter, target, ..
             } => self.failure_report(reporter, target).await,
-            MonRequest::OsdReport(r) => {
+            MonRequest::OsdReport(mut r) => {
                 if !self.is_leader() {
                     return Err(self.not_leader());
+                }
+                {
+                    let st = self.shared.read();
+                    let map = st.map.as_ref().ok_or(MonError::NoMap)?;
+                    crate::leader::check_report(map, &mut r)?;
                 }
                 self.leader.lock().await.on_report(r, Instant::now());
                 Ok(MonReply {
