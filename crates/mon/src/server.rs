@@ -58,7 +58,14 @@ pub struct MonConfig {
     /// its old id (it could vote twice in a term, or ack entries it no
     /// longer holds).
     pub create: bool,
+    /// Map watch streams this monitor serves at once; more are refused
+    /// (`RESOURCE_EXHAUSTED`) until some close.
+    pub watches_max: usize,
 }
+
+/// Default of [`MonConfig::watches_max`]: every OSD and client of a large
+/// cluster holds one.
+pub const WATCHES_MAX: usize = 16_384;
 
 impl MonConfig {
     /// Defaults for a member of `members`.
@@ -74,6 +81,7 @@ impl MonConfig {
             report_timeout: Duration::from_secs(60),
             down_out_interval: Duration::from_secs(600),
             create: false,
+            watches_max: WATCHES_MAX,
         }
     }
 }
@@ -87,6 +95,18 @@ pub struct Monitor {
     /// Serialises proposals: each is computed from the state its
     /// predecessor left.
     propose_lock: Mutex<()>,
+    /// Map watch streams open now.
+    watches: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// One open watch stream's place in [`Monitor::watches`], given back when
+/// the stream's task ends.
+struct WatchSlot(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for WatchSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// Handle to stop a monitor's tasks.
@@ -183,6 +203,7 @@ impl Monitor {
             shared,
             leader: Mutex::new(LeaderState::default()),
             propose_lock: Mutex::new(()),
+            watches: Arc::default(),
         });
         let svc = MonServer::new(Service(mon.clone()))
             .max_decoding_message_size(MESSAGE_BYTES_MAX)
@@ -589,10 +610,23 @@ impl Mon for Service {
 
     async fn watch(&self, req: Request<WatchRequest>) -> Result<Response<WatchStream>, Status> {
         let mut have = req.into_inner().have;
+        let max = self.0.cfg.watches_max;
+        let open = self
+            .0
+            .watches
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let slot = WatchSlot(self.0.watches.clone());
+        if open >= max {
+            tracing::warn!("a map watch refused: {open} open (at most {max})");
+            return Err(Status::resource_exhausted(format!(
+                "{open} map watches open on this monitor (at most {max})"
+            )));
+        }
         let shared = self.0.shared.clone();
         let mut rx = shared.epoch_tx.subscribe();
         let (tx, out) = tokio::sync::mpsc::channel::<Result<Raw, Status>>(16);
         tokio::spawn(async move {
+            let _slot = slot;
             loop {
                 let ups: Vec<MapUpdate> = shared.read().updates_since(have);
                 for u in ups {
@@ -623,8 +657,13 @@ impl Mon for Service {
                         return;
                     }
                 }
-                if rx.changed().await.is_err() {
-                    return;
+                // Until the next epoch, or until the watcher goes (its
+                // slot is given back then, not at the next epoch).
+                tokio::select! {
+                    r = rx.changed() => if r.is_err() {
+                        return;
+                    },
+                    _ = tx.closed() => return,
                 }
             }
         });

@@ -389,3 +389,43 @@ async fn a_monitor_whose_store_was_wiped_refuses_to_rejoin_under_its_id() {
     c.get_map().await.unwrap();
     h.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn map_watches_past_the_limit_are_refused_and_the_monitor_serves_on() {
+    use loligo_proto::v1::mon_client::MonClient as Raw;
+    use loligo_proto::v1::WatchRequest;
+    let d = tempdir("watches");
+    let (mut ls, members) = listeners(1).await;
+    let mut conf = cfg(0, &members, d.path());
+    conf.watches_max = 2;
+    let h = Monitor::start(conf, ls.remove(0)).await.unwrap();
+    let addr = format!("http://{}", members[&0]);
+    let mut c = MonClient::new(vec![members[&0].clone()]).unwrap();
+    c.get_map().await.unwrap();
+    let mut raw = Raw::connect(addr.clone()).await.unwrap();
+    let w1 = raw.watch(WatchRequest { have: 0 }).await.unwrap();
+    let _w2 = raw.watch(WatchRequest { have: 0 }).await.unwrap();
+    // A third is refused with a typed status; the monitor serves on.
+    let Err(e) = raw.watch(WatchRequest { have: 0 }).await else {
+        panic!("a third watch is taken");
+    };
+    assert_eq!(e.code(), tonic::Code::ResourceExhausted, "{e}");
+    c.call(create("during")).await.unwrap();
+    // A watcher that goes gives its place back (without waiting for an
+    // epoch).
+    drop(w1);
+    let mut again = None;
+    for _ in 0..50 {
+        if let Ok(w) = raw.watch(WatchRequest { have: 0 }).await {
+            again = Some(w);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut s = again.expect("a freed place is taken again").into_inner();
+    assert!(
+        s.message().await.unwrap().is_some(),
+        "the watch streams maps"
+    );
+    h.stop().await;
+}
