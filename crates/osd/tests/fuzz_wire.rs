@@ -15,7 +15,7 @@ use loligo_osd::pg::backfill::{Chunk, Cursor, Filter, Scan};
 use loligo_osd::pg::recovery::{AuthLog, ObjectCopy, Push};
 use loligo_osd::pg::{LogAnswer, LogEntry, PeerInfo, PgInfo, RepCtx};
 use loligo_store::{CollectionId, ObjectId, Transaction};
-use loligo_testkit::{damage, Damage, Rng};
+use loligo_testkit::{damage, random_damage, Rng};
 use loligo_types::ops::{decode_wire, encode_wire, ClientOp, ClientRequest, ReqId, SubOp, Version};
 use loligo_types::PgId;
 
@@ -262,14 +262,7 @@ fn client_request(r: &mut Rng) -> ClientRequest {
 
 /// Damage a message as it travels: its body, and its payloads.
 fn bend(body: Vec<u8>, mut bulk: Vec<Bytes>, r: &mut Rng) -> (Vec<u8>, Vec<Bytes>) {
-    let ds: Vec<Damage> = (0..1 + r.index(3))
-        .map(|_| match r.below(4) {
-            0 => Damage::Flip(r.index(1 << 16), 1 + r.below(255) as u8),
-            1 => Damage::Cut(r.index(1 << 16)),
-            2 => Damage::Insert(r.index(1 << 16), r.below(256) as u8),
-            _ => Damage::Repeat(r.index(1 << 16), 1 + r.index(8)),
-        })
-        .collect();
+    let ds = random_damage(r);
     let body = if r.chance(800) {
         damage(body, &ds)
     } else {
@@ -296,16 +289,10 @@ fn fuzz<T>(kind: &str, make: impl Fn(&mut Rng) -> T)
 where
     T: serde::Serialize + for<'de> serde::Deserialize<'de> + std::fmt::Debug,
 {
-    let cases: u64 = std::env::var("LOLIGO_FUZZ_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(500);
-    let first: u64 = std::env::var("LOLIGO_FUZZ_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
+    let seeds = loligo_testkit::fuzz_seeds(500);
+    let cases = seeds.end - seeds.start;
     let (mut accepted, mut refused) = (0u64, 0u64);
-    for seed in first..first + cases {
+    for seed in seeds {
         let mut r = Rng::new(seed);
         let m = make(&mut r);
         let (body, bulk) = encode_wire(&m);

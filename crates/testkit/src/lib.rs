@@ -163,6 +163,28 @@ pub enum Damage {
     Repeat(usize, usize),
 }
 
+/// One to three damages of any kind, at positions anywhere in a record
+/// of up to 64 KiB (they wrap around shorter ones).
+pub fn random_damage(r: &mut Rng) -> Vec<Damage> {
+    (0..1 + r.index(3))
+        .map(|_| match r.below(4) {
+            0 => Damage::Flip(r.index(1 << 16), 1 + r.below(255) as u8),
+            1 => Damage::Cut(r.index(1 << 16)),
+            2 => Damage::Insert(r.index(1 << 16), r.below(256) as u8),
+            _ => Damage::Repeat(r.index(1 << 16), 1 + r.index(8)),
+        })
+        .collect()
+}
+
+/// The seeds of a fuzz run: `LOLIGO_FUZZ_CASES` of them (`default`
+/// without it) from `LOLIGO_FUZZ_SEED` (0 without it), so a finding's
+/// seed replays alone.
+pub fn fuzz_seeds(default: u64) -> std::ops::Range<u64> {
+    let var = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u64>().ok());
+    let first = var("LOLIGO_FUZZ_SEED").unwrap_or(0);
+    first..first.saturating_add(var("LOLIGO_FUZZ_CASES").unwrap_or(default))
+}
+
 /// `b` with every damage of `ds` done to it, in order.
 pub fn damage(mut b: Vec<u8>, ds: &[Damage]) -> Vec<u8> {
     for d in ds {

@@ -12,7 +12,7 @@
 
 use loligo_crush::map::Device;
 use loligo_crush::ITEM_NONE;
-use loligo_testkit::{damage, Damage, Rng};
+use loligo_testkit::{damage, random_damage, Rng};
 use loligo_types::{
     decode_map, encode, Change, Incremental, OsdInfo, OsdMap, PgId, WriteSetRecord,
 };
@@ -189,18 +189,12 @@ fn use_map(m: &OsdMap) {
 
 #[test]
 fn bent_and_damaged_maps_are_refused_or_usable() {
-    let cases: u64 = std::env::var("LOLIGO_FUZZ_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(500);
-    let first: u64 = std::env::var("LOLIGO_FUZZ_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
+    let seeds = loligo_testkit::fuzz_seeds(500);
+    let cases = seeds.end - seeds.start;
     let good = base();
     use_map(&good);
     let (mut accepted, mut refused) = (0u64, 0u64);
-    for seed in first..first + cases {
+    for seed in seeds {
         let mut r = Rng::new(seed);
         let mut m = good.clone();
         for _ in 0..1 + r.index(3) {
@@ -208,15 +202,7 @@ fn bent_and_damaged_maps_are_refused_or_usable() {
         }
         let mut bytes = encode(&m);
         if r.chance(300) {
-            let ds: Vec<Damage> = (0..1 + r.index(3))
-                .map(|_| match r.below(4) {
-                    0 => Damage::Flip(r.index(1 << 16), 1 + r.below(255) as u8),
-                    1 => Damage::Cut(r.index(1 << 16)),
-                    2 => Damage::Insert(r.index(1 << 16), r.below(256) as u8),
-                    _ => Damage::Repeat(r.index(1 << 16), 1 + r.index(8)),
-                })
-                .collect();
-            bytes = damage(bytes, &ds);
+            bytes = damage(bytes, &random_damage(&mut r));
         }
         let got = std::panic::catch_unwind(|| match decode_map(&bytes) {
             Ok(m) => {
