@@ -173,38 +173,22 @@ pub fn stored_info(s: &dyn ObjectStore, coll: CollectionId) -> Result<Option<PgI
 /// versions), and a damaged log entry was skipped when the copy looked
 /// for duplicate requests. Returns what was wrong (`None`: every record
 /// reads, or there is none).
-pub fn repair_records(
-    s: &dyn ObjectStore,
-    coll: CollectionId,
-) -> Result<Option<String>, StoreError> {
+pub fn repair_records(s: &dyn ObjectStore, coll: CollectionId) -> Result<Option<String>, String> {
     let mut damage = None;
-    if let Some(b) = s.record(coll, INFO_KEY)? {
+    if let Some(b) = s.record(coll, INFO_KEY).map_err(|e| e.to_string())? {
         if let Err(e) = record::decode_info(&b) {
             damage = Some(e.to_string());
         }
     }
-    let mut logs = Vec::new();
-    let mut from = b"log/".to_vec();
-    'pages: loop {
-        let rows = s.records(coll, &from, REPAIR_PAGE)?;
-        let full = rows.len() == REPAIR_PAGE;
-        for (k, v) in rows {
-            if !k.starts_with(b"log/") {
-                break 'pages;
-            }
-            if damage.is_none() {
-                if k.len() != log_key(0).len() {
-                    damage = Some(format!("log record key {k:?} is malformed"));
-                } else if let Err(e) = record::decode_log(&v) {
-                    damage = Some(format!("{e} (key {k:?})"));
-                }
-            }
-            from = k.clone();
-            from.push(0);
-            logs.push(k);
-        }
-        if !full {
+    let logs = recovery::records_with(s, coll, b"log/", None)?;
+    for (k, v) in &logs {
+        if damage.is_some() {
             break;
+        }
+        if k.len() != log_key(0).len() {
+            damage = Some(format!("log record key {k:?} is malformed"));
+        } else if let Err(e) = record::decode_log(v) {
+            damage = Some(format!("{e} (key {k:?})"));
         }
     }
     let Some(d) = damage else {
@@ -217,16 +201,13 @@ pub fn repair_records(
         backfill::BACKFILL_KEY,
         record::encode_cursor(&Cursor::Start),
     );
-    for k in logs {
-        t.rm_record(coll, &k);
+    for (k, _) in &logs {
+        t.rm_record(coll, k);
     }
     t.rm_record(coll, tree::TREE_KEY);
-    s.apply(t)?;
+    s.apply(t).map_err(|e| e.to_string())?;
     Ok(Some(d))
 }
-
-/// Records [`repair_records`] reads at once.
-const REPAIR_PAGE: usize = 1024;
 
 /// The parts of a map that decide whether a PG's interval changed.
 struct MapView {
