@@ -16,6 +16,10 @@
 #   the Merkle ones are up at once and take turns, so drift falls on all
 #   alike; the summary takes each case's median (one backfill varies by
 #   20-40% with the disk's sync latency).
+# Then Ceph 16.2's own backfill on the same workload (the paper's base),
+# when Ceph is installed (apt-get install -y ceph): ceph_side.py on a
+# 3-OSD lab cluster (benches/ceph/lab.sh), per N and P, CEPH_REPS times
+# (REPS; 1 with --quick): the time its primary's PG spent backfilling.
 # Then the write overhead of keeping trees: 4 KiB writes, 32 in flight,
 # on two clusters of 32 PGs (trees on, off) loaded at the same time:
 # ops/s and the OSDs' CPU time per write, compared within each round.
@@ -26,7 +30,8 @@
 #   bash experiments/merkle_backfill/run.sh --quick  # N 20K, P 1 5 10 20, L 16K (under 10 minutes)
 # Environment: OUT (output folder), OBJECTS_LIST, PCTS, LEAVES_LIST (not
 # with --quick; PCTS with it too), REPS (backfills per case, 3), WRITE_ROUNDS (0: skip the
-# write-overhead part).
+# write-overhead part), CEPH_REPS (Ceph's backfills per case), SKIP_CEPH (set: no Ceph side),
+# CEPH_PY (the Python with Ceph's `rados` binding, /usr/bin/python3).
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
@@ -40,7 +45,10 @@ if [ "${1:-}" = "--quick" ]; then
     OBJECTS_LIST=20000
     LEAVES_LIST=16384
     WRITE_ROUNDS="${WRITE_ROUNDS:-8}"
+    CEPH_REPS="${CEPH_REPS:-1}"
 fi
+CEPH_REPS="${CEPH_REPS:-$REPS}"
+CEPH_PY="${CEPH_PY:-/usr/bin/python3}"
 WRITE_ROUNDS="${WRITE_ROUNDS:-12}"
 VICTIM=2
 mkdir -p "$OUT"
@@ -48,6 +56,8 @@ CSV="$OUT/results.csv"
 WCSV="$OUT/writes.csv"
 echo "objects,pct,leaves,rep,load_ops_s,osd_rss_kib,backfill_ms,how,differing_leaves,nodes,listed,copied,chunks,clean_s" >"$CSV"
 echo "round,leaves,ops_s,osd_cpu_us_per_op" >"$WCSV"
+CCSV="$OUT/ceph.csv"
+echo "system,objects,pct,rep,backfill_ms,clean_s" >"$CCSV"
 
 say() { echo "[merkle $(date +%H:%M:%S)] $*" >&2; }
 
@@ -162,6 +172,19 @@ for objects in $OBJECTS_LIST; do
         unset CDIR
     done
 done
+
+if [ -z "${SKIP_CEPH:-}" ] && command -v ceph-osd >/dev/null && "$CEPH_PY" -c "import rados" 2>/dev/null; then
+    lab="$ROOT/benches/ceph/lab.sh"
+    say "Ceph: 3 OSDs"
+    bash "$lab" up 3 >&2
+    for objects in $OBJECTS_LIST; do
+        "$CEPH_PY" "$HERE/ceph_side.py" --objects "$objects" --pcts "$PCTS" --reps "$CEPH_REPS" \
+            --lab "$lab" >>"$CCSV"
+    done
+    bash "$lab" down >&2
+else
+    say "Ceph not run (SKIP_CEPH set, or ceph / python3-rados not installed)"
+fi
 
 # The OSD processes' CPU time, summed (clock ticks).
 osd_ticks() {

@@ -9,7 +9,8 @@ import sys
 
 # Merkle backfill time / full-scan backfill time, at most, per stale %.
 TARGETS = {1: 0.05, 10: 0.3, 20: 0.8}
-# "Merkle-tree backfill" for Ceph, its reported ratios (about).
+# "Merkle-tree backfill" for Ceph, its reported ratios (about): its
+# Merkle backfill's time over Ceph's own backfill's.
 SEED = {1: 0.25, 10: 0.65, 20: 0.9}
 DEFAULT_LEAVES = 16384
 
@@ -115,6 +116,27 @@ def main():
             by_pct[p]["full_list_us_per_object"] = round(list_ms * 1000, 2)
             by_pct[p]["floor_ratio"] = round(share / (share + list_ms), 3)
 
+    # Ceph 16.2's own backfill of the same workload (the paper's base).
+    ceph_path = os.path.join(out, "ceph.csv")
+    ceph_rows = list(csv.DictReader(open(ceph_path))) if os.path.exists(ceph_path) else []
+    against_ceph = {}
+    for p, v in by_pct.items():
+        rs = [r for r in ceph_rows
+              if int(r["objects"]) == v["objects"] and float(r["pct"]) == float(p)]
+        if not rs:
+            continue
+        ceph_s = statistics.median(float(r["backfill_ms"]) for r in rs) / 1000
+        against_ceph[p] = {
+            "objects": v["objects"], "ceph_s": round(ceph_s, 3),
+            "ceph_reps_ms": [float(r["backfill_ms"]) for r in rs],
+            "ceph_clean_s": statistics.median(float(r["clean_s"]) for r in rs),
+            "merkle_s": v["merkle_s"], "full_s": v["full_s"],
+            "merkle_over_ceph": round(v["merkle_s"] / ceph_s, 4),
+            "full_over_ceph": round(v["full_s"] / ceph_s, 4),
+            "seed_merkle_over_ceph": SEED.get(p)}
+        v["ceph_s"] = against_ceph[p]["ceph_s"]
+        v["merkle_over_ceph"] = against_ceph[p]["merkle_over_ceph"]
+
     writes = list(csv.DictReader(open(os.path.join(out, "writes.csv"))))
     on = [w for w in writes if w["leaves"] != "0"]
     off = [w for w in writes if w["leaves"] == "0"]
@@ -144,6 +166,7 @@ def main():
               "osd_rss_kib_3_osds_no_trees": statistics.median(rss_off) if rss_off else None}
     summary = {"reps": max(len(r["reps_ms"]) for r in rows) if rows else 0,
                "by_stale_pct": {str(k): v for k, v in sorted(by_pct.items())},
+               "against_ceph": {str(k): v for k, v in sorted(against_ceph.items())},
                "write_overhead": overhead, "memory": memory, "cases": cases}
     json.dump(summary, open(os.path.join(out, "summary.json"), "w"), indent=2)
 
@@ -179,6 +202,21 @@ def main():
               "Merkle alike; listing is the key-value store's iteration. A target below the floor "
               "needs a cheaper copy or a dearer full scan, not a better tree." % (
                   v["copy_us_per_object"], v["full_list_us_per_object"])]
+    if against_ceph:
+        L += ["", "## Against Ceph 16.2's backfill (the paper's base)", "",
+              "The same workload on a 3-OSD Ceph 16.2 cluster on this machine, run in this "
+              "sitting after Loligo's (`ceph_side.py`; BlueStore, Ceph's defaults for this "
+              "disk with recovery sleep 0 and 10 recovery ops in flight): the time its "
+              "primary's PG spent in its Backfilling state, from Ceph's own log. The paper's "
+              "ratios are its Merkle backfill over this same Ceph backfill.", "",
+              "| stale | objects | Ceph s | Loligo Merkle s | Loligo full scan s | Merkle / Ceph | full scan / Ceph | paper's Merkle / Ceph | Ceph ms, each run | clean s, Ceph (boot included) |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+        for p, v in sorted(against_ceph.items()):
+            L.append("| %s%% | %d | %.3f | %.3f | %.3f | %.4f | %.3f | %s | %s | %.1f |" % (
+                p, v["objects"], v["ceph_s"], v["merkle_s"], v["full_s"],
+                v["merkle_over_ceph"], v["full_over_ceph"],
+                ("~%.2f" % v["seed_merkle_over_ceph"]) if v["seed_merkle_over_ceph"] else "-",
+                ", ".join("%.0f" % x for x in v["ceph_reps_ms"]), v["ceph_clean_s"]))
     L += ["", "## Every case", "",
           "| objects | stale | leaves | Merkle s | full s | ratio | clean s (Merkle / full) | tree bytes | listed (Merkle / full) | copied | chunks (Merkle / full) | differing leaves | eq. 6 prediction |",
           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]

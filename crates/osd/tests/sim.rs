@@ -572,9 +572,12 @@ struct Stats {
     chunks_lost: u64,
     /// Inputs after which a primary had two chunks on their way.
     pipelined: u64,
-    /// Most chunks and scans a copy held at once for overtaking the chunk
-    /// before them.
+    /// Most chunks a copy held at once for overtaking the chunk before
+    /// them.
     overtaken: u64,
+    /// Backfill scans a target answered before the chunk they follow
+    /// was queued there.
+    scans_ahead: u64,
     /// Store transactions that failed (their OSD stopped).
     store_failures: u64,
     /// Objects a primary that was behind pulled.
@@ -881,9 +884,11 @@ impl Sim {
         let before = self
             .trace
             .then(|| format!("{:?}", pg.stat().map(|s| s.state)));
+        let ahead_before = pg.chunk_pipeline().2;
         let fx = pg.handle(&osd.store, input);
         osd.store.fail_read_in(0);
-        let (flying, held) = pg.chunk_pipeline();
+        let (flying, held, ahead) = pg.chunk_pipeline();
+        self.stats.scans_ahead += ahead - ahead_before;
         self.stats.pipelined += u64::from(flying >= 2);
         self.stats.overtaken = self.stats.overtaken.max(held as u64);
         if let Some(before) = before {
@@ -2419,6 +2424,7 @@ fn acknowledged_writes_survive_crashes_and_stale_copies_never_answer() {
         total.scrubs += st.scrubs;
         total.pipelined += st.pipelined;
         total.overtaken = total.overtaken.max(st.overtaken);
+        total.scans_ahead += st.scans_ahead;
     }
     eprintln!("{seeds} seeds: {total:?}");
     // The runs did something: writes were acknowledged and OSDs crashed.
@@ -2430,6 +2436,8 @@ fn acknowledged_writes_survive_crashes_and_stale_copies_never_answer() {
     assert!(total.chunks > seeds, "{total:?}");
     assert!(total.chunks_lost > 0, "{total:?}");
     assert!(total.pipelined > seeds / 10, "{total:?}");
+    // Targets answered scans that overtook the chunk before them.
+    assert!(total.scans_ahead > 0, "{total:?}");
     // Store transactions failed (and their OSDs stopped).
     assert!(total.store_failures > 0, "{total:?}");
     // Primaries that were behind pulled objects.

@@ -1042,7 +1042,8 @@ pub struct Pg {
     backfill: Option<Cursor>,
     /// The interval in which this copy took its backfill's last chunk.
     backfilled_in: Option<Epoch>,
-    held_scans: Vec<HeldScan>,
+    /// Backfill scans answered before the chunk they follow was queued.
+    scans_ahead: u64,
     /// Objects per backfill scan and chunk.
     pub backfill_chunk_objects: usize,
     /// Pause after each push or backfill chunk before the next (ms;
@@ -1072,19 +1073,6 @@ pub struct Pg {
 /// Default `Pg::scrub_interval_ms`: a root comparison is one small
 /// message per member.
 pub const SCRUB_INTERVAL_MS: u64 = 60_000;
-
-/// A backfill scan that overtook the chunk before it (the primary lists
-/// ahead while its chunks commit): answered once that chunk is queued.
-struct HeldScan {
-    from: i32,
-    ctx: RepCtx,
-    after: Cursor,
-    upto: Cursor,
-    limit: u32,
-    filter: Filter,
-    token: u64,
-    deadline_ms: u64,
-}
 
 /// A primary's comparisons of its members' Merkle roots with its own.
 #[derive(Default)]
@@ -1204,7 +1192,7 @@ impl Pg {
             held_logs: Vec::new(),
             held_copies: Vec::new(),
             backfilled_in: None,
-            held_scans: Vec::new(),
+            scans_ahead: 0,
             log_entries_max: LOG_ENTRIES_MAX,
             backfill: None,
             backfill_chunk_objects: backfill::CHUNK_OBJECTS,
@@ -1242,10 +1230,11 @@ impl Pg {
         (self.scrub.compared, self.scrub.differed)
     }
 
-    /// Backfill chunks on their way from this primary (all targets), and
-    /// chunks and scans this copy holds because they overtook the chunk
-    /// before them (the simulator's coverage counters).
-    pub fn chunk_pipeline(&self) -> (usize, usize) {
+    /// Backfill chunks on their way from this primary (all targets),
+    /// chunks this copy holds because they overtook the chunk before
+    /// them, and scans it answered before the chunk they follow was
+    /// queued here (the simulator's coverage counters).
+    pub fn chunk_pipeline(&self) -> (usize, usize, u64) {
         let flying = self
             .rec
             .backfill
@@ -1259,9 +1248,8 @@ impl Pg {
             .held_copies
             .iter()
             .filter(|h| matches!(h.what, CopyMsg::Chunk(_)))
-            .count()
-            + self.held_scans.len();
-        (flying, held)
+            .count();
+        (flying, held, self.scans_ahead)
     }
 
     /// A clean primary with nothing in flight asks each member for its
@@ -1701,24 +1689,8 @@ impl Pg {
                 now_ms,
             } => {
                 self.now_ms = now_ms;
-                let overtook = !matches!(filter, Filter::Nodes { .. })
-                    && self.fence(from, &ctx, "scan from").is_ok()
-                    && matches!(self.queued_cursor(), Some(c) if c < after);
-                if overtook && self.held_scans.len() < WAITING_MAX {
-                    self.held_scans.push(HeldScan {
-                        from,
-                        ctx,
-                        after,
-                        upto,
-                        limit,
-                        filter,
-                        token,
-                        deadline_ms: now_ms + self.op_timeout_ms,
-                    });
-                } else {
-                    let result = self.on_scan(s, from, &ctx, &after, &upto, limit, &filter);
-                    fx.push(Effect::ScanReply { token, result });
-                }
+                let result = self.on_scan(s, from, &ctx, &after, &upto, limit, &filter);
+                fx.push(Effect::ScanReply { token, result });
             }
             Input::Chunk {
                 from,
@@ -3762,12 +3734,17 @@ impl Pg {
         self.fence(from, ctx, "scan from")?;
         // A tree question needs no backfill (a scrub asks members too).
         let tree_only = matches!(filter, Filter::Nodes { .. });
-        // The cursor durable or queued (the primary lists the range
-        // after the chunks it has sent while they commit).
-        let at = |c: Option<Cursor>| c.as_ref() == Some(after);
-        if self.epoch < ctx.epoch
-            || (!tree_only && !at(self.backfill.clone()) && !at(self.queued_cursor()))
-        {
+        // From the cursor durable or queued, or from further on: the
+        // primary lists the range after the chunks it has sent while they
+        // travel and commit. Objects after the queued cursor change only
+        // by a chunk that covers them (writes reach them as log entries
+        // only), and each chunk covers only (its after, its end]: a
+        // listing after a chunk not here yet is what this copy will
+        // still hold once that chunk is applied.
+        let queued = self.queued_cursor();
+        let at =
+            self.backfill.as_ref() == Some(after) || queued.as_ref().is_some_and(|c| c <= after);
+        if self.epoch < ctx.epoch || (!tree_only && !at) {
             return Err(RepError::Failed(format!(
                 "pg {}: scan after {after} at epoch {}, this copy's backfill is at {:?} (epoch {})",
                 self.id, ctx.epoch, self.backfill, self.epoch
@@ -3804,6 +3781,9 @@ impl Pg {
             )));
         };
         let shard = self.ec.as_ref().and_then(|_| self.shard_of(self.whoami));
+        if queued.as_ref().is_some_and(|c| c < after) {
+            self.scans_ahead += 1;
+        }
         backfill::scan_in(s, self.coll, after, upto, limit as usize, shard, &hashes)
             .map_err(|e| RepError::Failed(format!("pg {}: {e}", self.id)))
     }
@@ -3901,23 +3881,11 @@ impl Pg {
                     txn,
                     sync: c_end.is_none(),
                 });
-                // A chunk or a scan that overtook this one goes on.
+                // A chunk that overtook this one goes on.
                 if self.held_copies.iter().any(
                     |h| matches!(&h.what, CopyMsg::Chunk(c) if Some(&c.after) == c_end.as_ref()),
                 ) {
                     self.rerun_held_copies(s, fx);
-                }
-                for h in std::mem::take(&mut self.held_scans) {
-                    if Some(&h.after) == c_end.as_ref() {
-                        let result =
-                            self.on_scan(s, h.from, &h.ctx, &h.after, &h.upto, h.limit, &h.filter);
-                        fx.push(Effect::ScanReply {
-                            token: h.token,
-                            result,
-                        });
-                    } else {
-                        self.held_scans.push(h);
-                    }
                 }
             }
             Err(e) => fx.push(fail(RepError::Failed(format!("pg {}: {e}", self.id)))),
@@ -5089,15 +5057,6 @@ impl Pg {
                 ))),
             });
         }
-        for h in take_expired(&mut self.held_scans, now, |h| h.deadline_ms) {
-            fx.push(Effect::ScanReply {
-                token: h.token,
-                result: Err(RepError::Failed(format!(
-                    "pg {}: a backfill scan from osd.{} after {} came before the chunk it follows",
-                    self.id, h.from, h.after
-                ))),
-            });
-        }
         for h in take_expired(&mut self.held_logs, now, |h| h.deadline_ms) {
             fx.push(Effect::LogReply {
                 token: h.token,
@@ -5133,7 +5092,6 @@ impl Pg {
             && self.queries.is_empty()
             && self.held_logs.is_empty()
             && self.held_copies.is_empty()
-            && self.held_scans.is_empty()
             && self.rec.pushing.is_empty()
             && self.rec.bf_blocked.is_empty()
     }
