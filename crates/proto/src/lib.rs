@@ -6,6 +6,7 @@
 
 pub mod direct;
 pub mod net;
+pub mod tls;
 
 /// Version 1 of the wire protocol.
 #[allow(clippy::all, missing_docs)]

@@ -1,0 +1,598 @@
+//! Mutual TLS for Loligo's connections: a cluster certificate authority,
+//! one certificate per entity (`mon.N`, `osd.N`, `client.NAME`) that
+//! names it, and the TLS configurations and the acceptor built from them.
+//!
+//! Every certificate the authority issues carries the entity's name as
+//! its subject's common name and [`SERVER_NAME`] as its DNS name (peers
+//! are dialled by IP address, so a client checks that the server holds a
+//! certificate of this cluster, whoever it is; what each entity may do is
+//! decided above this module, from the name a server learns here). An
+//! entity's [`Keyring`] file holds the authority's certificate, its own
+//! certificate and its private key.
+//!
+//! This module must never accept a peer whose certificate the cluster's
+//! authority did not sign, nor report an entity name that did not come
+//! from such a certificate. It knows nothing of what an entity may do.
+
+use rcgen::{
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    Issuer, KeyPair, KeyUsagePurpose,
+};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use std::sync::Arc;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio_rustls::rustls;
+use tokio_rustls::rustls::pki_types::pem::PemObject;
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+/// The DNS name in every certificate of a cluster, and the name clients
+/// ask servers for.
+pub const SERVER_NAME: &str = "loligo";
+/// Longest entity name.
+pub const ENTITY_MAX: usize = 64;
+/// How long a certificate the authority issues is valid (years).
+const VALID_YEARS: i32 = 20;
+
+/// Why keys or TLS could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("invalid entity name '{0}': want mon.N, osd.N or client.NAME (letters, digits, '_', '-', '.'; at most 64 bytes)")]
+    Entity(String),
+    #[error("{0}")]
+    Key(String),
+    #[error("keyring {path}: {why}")]
+    Keyring { path: String, why: String },
+}
+
+fn key_err(what: &str, e: impl std::fmt::Display) -> TlsError {
+    TlsError::Key(format!("{what}: {e}"))
+}
+
+/// Whether `name` is an entity name: `mon.N` or `osd.N` (N a number
+/// without leading zeros), or `client.NAME`.
+pub fn valid_entity(name: &str) -> bool {
+    if name.len() > ENTITY_MAX {
+        return false;
+    }
+    let Some((kind, id)) = name.split_once('.') else {
+        return false;
+    };
+    let number = |s: &str| {
+        !s.is_empty()
+            && s.len() <= 10
+            && s.bytes().all(|b| b.is_ascii_digit())
+            && (s == "0" || !s.starts_with('0'))
+            && s.parse::<u32>().is_ok_and(|n| n <= i32::MAX as u32)
+    };
+    match kind {
+        "mon" | "osd" => number(id),
+        "client" => {
+            !id.is_empty()
+                && id
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b))
+        }
+        _ => false,
+    }
+}
+
+/// The entity a certificate (DER) names: its subject's common name, if
+/// that is a valid entity name. (Whether the cluster's authority signed
+/// it is the TLS handshake's business, before this is asked.)
+pub fn entity_of_cert(der: &[u8]) -> Option<String> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
+    let cn = cert.subject().iter_common_name().next()?.as_str().ok()?;
+    valid_entity(cn).then(|| cn.to_string())
+}
+
+/// A cluster's certificate authority: signs every entity's certificate.
+/// Its key stays with whoever makes keyrings (`loligo up`, later the
+/// monitors); entities hold only its certificate.
+pub struct Authority {
+    cert_pem: String,
+    key_pem: String,
+}
+
+impl Authority {
+    /// A new authority for cluster `fsid` (a fresh ECDSA P-256 key).
+    pub fn generate(fsid: &str) -> Result<Authority, TlsError> {
+        let key = KeyPair::generate().map_err(|e| key_err("generating a key", e))?;
+        let mut p = CertificateParams::new(Vec::<String>::new())
+            .map_err(|e| key_err("authority parameters", e))?;
+        let mut dn = DistinguishedName::new();
+        dn.push(DnType::CommonName, format!("loligo cluster {fsid}"));
+        p.distinguished_name = dn;
+        p.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+        p.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::CrlSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
+        valid_from_now(&mut p);
+        let cert = p
+            .self_signed(&key)
+            .map_err(|e| key_err("signing the authority", e))?;
+        Ok(Authority {
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+        })
+    }
+
+    /// An authority from its certificate and key (PEM), checked to parse
+    /// and to belong together.
+    pub fn from_pem(cert_pem: &str, key_pem: &str) -> Result<Authority, TlsError> {
+        let a = Authority {
+            cert_pem: cert_pem.to_string(),
+            key_pem: key_pem.to_string(),
+        };
+        // Issuing proves both parse; a key that is not the certificate's
+        // makes certificates no peer accepts, so that is checked too.
+        let k = a.issue("client.check")?;
+        k.client_config()?;
+        verify_chain(&k)?;
+        Ok(a)
+    }
+
+    /// The authority's certificate (PEM).
+    pub fn cert_pem(&self) -> &str {
+        &self.cert_pem
+    }
+
+    /// The authority's private key (PEM): whoever holds it can make any
+    /// entity's keyring.
+    pub fn key_pem(&self) -> &str {
+        &self.key_pem
+    }
+
+    /// A keyring for `entity`: a new key and a certificate naming it.
+    pub fn issue(&self, entity: &str) -> Result<Keyring, TlsError> {
+        if !valid_entity(entity) {
+            return Err(TlsError::Entity(entity.to_string()));
+        }
+        let ca_key =
+            KeyPair::from_pem(&self.key_pem).map_err(|e| key_err("the authority's key", e))?;
+        let issuer = Issuer::from_ca_cert_pem(&self.cert_pem, ca_key)
+            .map_err(|e| key_err("the authority's certificate", e))?;
+        let key = KeyPair::generate().map_err(|e| key_err("generating a key", e))?;
+        let mut p = CertificateParams::new(vec![SERVER_NAME.to_string()])
+            .map_err(|e| key_err("certificate parameters", e))?;
+        let mut dn = DistinguishedName::new();
+        dn.push(DnType::CommonName, entity);
+        p.distinguished_name = dn;
+        p.is_ca = IsCa::ExplicitNoCa;
+        p.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+        p.extended_key_usages = vec![
+            ExtendedKeyUsagePurpose::ServerAuth,
+            ExtendedKeyUsagePurpose::ClientAuth,
+        ];
+        valid_from_now(&mut p);
+        let cert = p
+            .signed_by(&key, &issuer)
+            .map_err(|e| key_err("signing the certificate", e))?;
+        Ok(Keyring {
+            entity: entity.to_string(),
+            ca: self.cert_pem.clone(),
+            cert: cert.pem(),
+            key: key.serialize_pem(),
+        })
+    }
+}
+
+/// A certificate valid from a day ago (clocks of a cluster's machines
+/// differ a little) for [`VALID_YEARS`].
+fn valid_from_now(p: &mut CertificateParams) {
+    let now = time::OffsetDateTime::now_utc();
+    p.not_before = now - time::Duration::days(1);
+    p.not_after = rcgen::date_time_ymd(now.year() + VALID_YEARS, 1, 1);
+}
+
+/// One entity's credentials: the cluster authority's certificate, the
+/// entity's certificate and its private key (PEM), kept as a TOML file
+/// readable by its owner only.
+#[derive(Clone, Serialize, Deserialize)]
+pub struct Keyring {
+    /// The entity the certificate names.
+    pub entity: String,
+    /// The cluster authority's certificate.
+    pub ca: String,
+    /// This entity's certificate.
+    pub cert: String,
+    /// This entity's private key.
+    pub key: String,
+}
+
+impl std::fmt::Debug for Keyring {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the key.
+        write!(f, "Keyring({})", self.entity)
+    }
+}
+
+impl Keyring {
+    /// A keyring file, checked: its certificates and key parse, and the
+    /// certificate names the entity the file says.
+    pub fn load(path: &Path) -> Result<Keyring, TlsError> {
+        let bad = |why: String| TlsError::Keyring {
+            path: path.display().to_string(),
+            why,
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
+        let k: Keyring = toml::from_str(&text).map_err(|e| bad(format!("not a keyring: {e}")))?;
+        let der = CertificateDer::from_pem_slice(k.cert.as_bytes())
+            .map_err(|e| bad(format!("its certificate: {e}")))?;
+        match entity_of_cert(&der) {
+            Some(e) if e == k.entity => {}
+            other => {
+                return Err(bad(format!(
+                    "its certificate names {}, the file says {}",
+                    other.unwrap_or_else(|| "no entity".into()),
+                    k.entity
+                )))
+            }
+        }
+        k.client_config().map_err(|e| bad(e.to_string()))?;
+        Ok(k)
+    }
+
+    /// Write the keyring to `path` (created readable by its owner only;
+    /// an existing file is replaced).
+    pub fn save(&self, path: &Path) -> Result<(), TlsError> {
+        let bad = |why: String| TlsError::Keyring {
+            path: path.display().to_string(),
+            why,
+        };
+        let text = toml::to_string(self).map_err(|e| bad(e.to_string()))?;
+        let tmp = path.with_extension("tmp");
+        {
+            use std::io::Write;
+            #[cfg(unix)]
+            use std::os::unix::fs::OpenOptionsExt;
+            let mut o = std::fs::OpenOptions::new();
+            o.write(true).create(true).truncate(true);
+            #[cfg(unix)]
+            o.mode(0o600);
+            let mut f = o.open(&tmp).map_err(|e| bad(e.to_string()))?;
+            f.write_all(text.as_bytes())
+                .and_then(|()| f.sync_all())
+                .map_err(|e| bad(e.to_string()))?;
+        }
+        std::fs::rename(&tmp, path).map_err(|e| bad(e.to_string()))
+    }
+
+    fn roots(&self) -> Result<rustls::RootCertStore, TlsError> {
+        let mut roots = rustls::RootCertStore::empty();
+        let ca = CertificateDer::from_pem_slice(self.ca.as_bytes())
+            .map_err(|e| key_err("the authority's certificate", e))?;
+        roots
+            .add(ca)
+            .map_err(|e| key_err("the authority's certificate", e))?;
+        Ok(roots)
+    }
+
+    fn chain(&self) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), TlsError> {
+        let cert = CertificateDer::from_pem_slice(self.cert.as_bytes())
+            .map_err(|e| key_err("the certificate", e))?;
+        let key = PrivateKeyDer::from_pem_slice(self.key.as_bytes())
+            .map_err(|e| key_err("the private key", e))?;
+        Ok((vec![cert], key))
+    }
+
+    /// A server's TLS configuration: this entity's certificate, and only
+    /// clients with a certificate the cluster's authority signed.
+    pub fn server_config(&self) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+            Arc::new(self.roots()?),
+            provider.clone(),
+        )
+        .build()
+        .map_err(|e| key_err("client verifier", e))?;
+        let (certs, key) = self.chain()?;
+        let mut c = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| key_err("TLS versions", e))?
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(certs, key)
+            .map_err(|e| key_err("this entity's certificate and key", e))?;
+        c.alpn_protocols = vec![b"h2".to_vec()];
+        Ok(Arc::new(c))
+    }
+
+    /// A client's TLS configuration: this entity's certificate, and only
+    /// servers with a certificate the cluster's authority signed.
+    pub fn client_config(&self) -> Result<Arc<rustls::ClientConfig>, TlsError> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let (certs, key) = self.chain()?;
+        let mut c = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| key_err("TLS versions", e))?
+            .with_root_certificates(self.roots()?)
+            .with_client_auth_cert(certs, key)
+            .map_err(|e| key_err("this entity's certificate and key", e))?;
+        c.alpn_protocols = vec![b"h2".to_vec()];
+        Ok(Arc::new(c))
+    }
+}
+
+/// Checks that `k`'s certificate chains to its authority (the way a peer
+/// will check it).
+fn verify_chain(k: &Keyring) -> Result<(), TlsError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let verifier =
+        rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(k.roots()?), provider)
+            .build()
+            .map_err(|e| key_err("client verifier", e))?;
+    let (certs, _) = k.chain()?;
+    let now = rustls::pki_types::UnixTime::now();
+    verifier
+        .verify_client_cert(&certs[0], &[], now)
+        .map(|_| ())
+        .map_err(|e| key_err("the authority's key does not match its certificate", e))
+}
+
+/// The server side of the handshake: accepts a connection only from a
+/// peer with a certificate of this cluster, and says who it is.
+#[derive(Clone)]
+pub struct Acceptor {
+    inner: tokio_rustls::TlsAcceptor,
+}
+
+impl Acceptor {
+    /// An acceptor presenting `k`'s certificate.
+    pub fn new(k: &Keyring) -> Result<Acceptor, TlsError> {
+        Ok(Acceptor {
+            inner: tokio_rustls::TlsAcceptor::from(k.server_config()?),
+        })
+    }
+
+    /// The handshake on `io`: the encrypted stream and the peer's entity.
+    /// Fails for a peer without a certificate, with one another authority
+    /// signed, with one that names no entity, or that does not speak TLS.
+    pub async fn accept<IO>(
+        &self,
+        io: IO,
+    ) -> std::io::Result<(tokio_rustls::server::TlsStream<IO>, String)>
+    where
+        IO: AsyncRead + AsyncWrite + Unpin,
+    {
+        let s = self.inner.accept(io).await?;
+        let entity = s
+            .get_ref()
+            .1
+            .peer_certificates()
+            .and_then(|c| c.first())
+            .and_then(|c| entity_of_cert(c));
+        match entity {
+            Some(e) => Ok((s, e)),
+            None => Err(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                "the peer's certificate names no entity",
+            )),
+        }
+    }
+}
+
+/// The client side of the handshake with a server of this cluster.
+#[derive(Clone)]
+pub struct Connector {
+    inner: tokio_rustls::TlsConnector,
+}
+
+impl Connector {
+    /// A connector presenting `k`'s certificate.
+    pub fn new(k: &Keyring) -> Result<Connector, TlsError> {
+        Ok(Connector {
+            inner: tokio_rustls::TlsConnector::from(k.client_config()?),
+        })
+    }
+
+    /// The handshake on `io` (a connection to any server of the cluster).
+    pub async fn connect<IO>(&self, io: IO) -> std::io::Result<tokio_rustls::client::TlsStream<IO>>
+    where
+        IO: AsyncRead + AsyncWrite + Unpin,
+    {
+        let name = rustls::pki_types::ServerName::try_from(SERVER_NAME)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+        self.inner.connect(name, io).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    #[test]
+    fn entity_names() {
+        for ok in ["mon.0", "osd.12", "client.admin", "client.backup-1.x_y"] {
+            assert!(valid_entity(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "osd",
+            "osd.",
+            "osd.-1",
+            "osd.01",
+            "osd.99999999999",
+            "osd.3000000000",
+            "mon.a",
+            "client.",
+            "client.a b",
+            "client.ü",
+            "admin",
+            "mgr.x",
+        ] {
+            assert!(!valid_entity(bad), "{bad}");
+        }
+        assert!(!valid_entity(&format!("client.{}", "a".repeat(60))));
+    }
+
+    #[test]
+    fn issued_keyrings_name_their_entity_and_survive_a_file() {
+        let ca = Authority::generate("test").unwrap();
+        let dir = loligo_testkit::TempDir::new("tls").unwrap();
+        let k = ca.issue("osd.3").unwrap();
+        let der = CertificateDer::from_pem_slice(k.cert.as_bytes()).unwrap();
+        assert_eq!(entity_of_cert(&der).as_deref(), Some("osd.3"));
+        let path = dir.path().join("osd.3.keyring");
+        k.save(&path).unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+            assert_eq!(mode & 0o077, 0, "a keyring is its owner's only");
+        }
+        let back = Keyring::load(&path).unwrap();
+        assert_eq!(back.entity, "osd.3");
+        assert_eq!(back.cert, k.cert);
+        assert!(!format!("{back:?}").contains("PRIVATE"));
+        // The authority comes back from its PEM and issues again.
+        let again = Authority::from_pem(ca.cert_pem(), ca.key_pem()).unwrap();
+        again.issue("client.x").unwrap();
+        assert!(matches!(ca.issue("osd.x"), Err(TlsError::Entity(_))));
+    }
+
+    #[test]
+    fn bad_keyrings_and_authorities_are_refused_with_a_reason() {
+        let dir = loligo_testkit::TempDir::new("tls").unwrap();
+        let ca = Authority::generate("test").unwrap();
+        let other = Authority::generate("other").unwrap();
+        let k = ca.issue("client.a").unwrap();
+        let path = dir.path().join("k");
+        let cases: Vec<(String, &str)> = vec![
+            ("garbage \u{0} = [".into(), "not a keyring"),
+            (
+                toml::to_string(&Keyring {
+                    entity: "client.b".into(),
+                    ..k.clone()
+                })
+                .unwrap(),
+                "names client.a, the file says client.b",
+            ),
+            (
+                toml::to_string(&Keyring {
+                    cert: "not a certificate".into(),
+                    ..k.clone()
+                })
+                .unwrap(),
+                "its certificate",
+            ),
+            (
+                toml::to_string(&Keyring {
+                    key: other.issue("client.a").unwrap().key,
+                    ..k.clone()
+                })
+                .unwrap(),
+                "certificate and key",
+            ),
+        ];
+        for (text, why) in cases {
+            std::fs::write(&path, text).unwrap();
+            let e = Keyring::load(&path).unwrap_err().to_string();
+            assert!(e.contains(why), "{e} (wanted: {why})");
+        }
+        assert!(Keyring::load(&dir.path().join("absent")).is_err());
+        // An authority's certificate with another's key.
+        assert!(Authority::from_pem(ca.cert_pem(), other.key_pem()).is_err());
+        assert!(Authority::from_pem("x", ca.key_pem()).is_err());
+    }
+
+    /// A server on a loopback port: answers each accepted peer's entity
+    /// name, or counts a refused handshake.
+    async fn server(k: &Keyring) -> (String, tokio::sync::mpsc::Receiver<Result<String, String>>) {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        let acc = Acceptor::new(k).unwrap();
+        let (tx, rx) = tokio::sync::mpsc::channel(16);
+        tokio::spawn(async move {
+            while let Ok((tcp, _)) = l.accept().await {
+                let acc = acc.clone();
+                let tx = tx.clone();
+                tokio::spawn(async move {
+                    match acc.accept(tcp).await {
+                        Ok((mut s, who)) => {
+                            let mut b = [0u8; 4];
+                            if s.read_exact(&mut b).await.is_ok() {
+                                let _ = s.write_all(who.as_bytes()).await;
+                                let _ = s.shutdown().await;
+                            }
+                            let _ = tx.send(Ok(who)).await;
+                        }
+                        Err(e) => {
+                            let _ = tx.send(Err(e.to_string())).await;
+                        }
+                    }
+                });
+            }
+        });
+        (addr, rx)
+    }
+
+    #[tokio::test]
+    async fn only_peers_of_the_cluster_get_through_and_are_named() {
+        let ca = Authority::generate("test").unwrap();
+        let (addr, mut seen) = server(&ca.issue("osd.0").unwrap()).await;
+
+        // A member: through, named by its certificate.
+        let c = Connector::new(&ca.issue("client.admin").unwrap()).unwrap();
+        let tcp = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        let mut s = c.connect(tcp).await.unwrap();
+        s.write_all(b"ping").await.unwrap();
+        let mut who = String::new();
+        s.read_to_string(&mut who).await.unwrap();
+        assert_eq!(who, "client.admin");
+        assert_eq!(seen.recv().await.unwrap(), Ok("client.admin".into()));
+
+        // Another cluster's member: refused, both ways.
+        let other = Authority::generate("other").unwrap();
+        let c = Connector::new(&other.issue("client.admin").unwrap()).unwrap();
+        let tcp = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        let r = c.connect(tcp).await;
+        assert!(seen.recv().await.unwrap().is_err());
+        if let Ok(mut s) = r {
+            // (TLS 1.3: the client may finish before the server refuses.)
+            let mut b = Vec::new();
+            let _ = s.write_all(b"ping").await;
+            assert!(s.read_to_end(&mut b).await.is_err() || b.is_empty());
+        }
+
+        // No certificate at all.
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut roots = rustls::RootCertStore::empty();
+        roots
+            .add(CertificateDer::from_pem_slice(ca.cert_pem().as_bytes()).unwrap())
+            .unwrap();
+        let anon = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let c = tokio_rustls::TlsConnector::from(Arc::new(anon));
+        let tcp = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        let name = rustls::pki_types::ServerName::try_from(SERVER_NAME).unwrap();
+        let r = c.connect(name, tcp).await;
+        assert!(seen.recv().await.unwrap().is_err());
+        if let Ok(mut s) = r {
+            let mut b = Vec::new();
+            let _ = s.write_all(b"ping").await;
+            assert!(s.read_to_end(&mut b).await.is_err() || b.is_empty());
+        }
+
+        // Plain text (an HTTP/2 preface, a direct-path magic).
+        for hello in [&b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"[..], b"LOLIGO\x01\n"] {
+            let mut tcp = tokio::net::TcpStream::connect(&addr).await.unwrap();
+            tcp.write_all(hello).await.unwrap();
+            assert!(seen.recv().await.unwrap().is_err());
+            let mut b = Vec::new();
+            let _ = tcp.read_to_end(&mut b).await;
+            assert!(!b.windows(5).any(|w| w == b"osd.0"));
+        }
+
+        // A client that expects another cluster refuses this server.
+        let c = Connector::new(&other.issue("client.x").unwrap()).unwrap();
+        let tcp = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        assert!(c.connect(tcp).await.is_err());
+        let _ = seen.recv().await;
+    }
+}
