@@ -36,8 +36,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
@@ -116,17 +115,18 @@ fn head(f: &Frame) -> Result<Vec<u8>, String> {
     Ok(h)
 }
 
-async fn write_frame(w: &mut OwnedWriteHalf, f: &Frame) -> std::io::Result<()> {
+async fn write_frame<W: AsyncWrite + Unpin>(w: &mut W, f: &Frame) -> std::io::Result<()> {
     let h = head(f).map_err(std::io::Error::other)?;
     w.write_all(&h).await?;
     for b in &f.msg.bulk {
         w.write_all(b).await?;
     }
-    Ok(())
+    // (A TLS stream may hold the tail of a record back until flushed.)
+    w.flush().await
 }
 
 /// Read one frame; `Ok(None)` at a clean end of the stream.
-async fn read_frame(r: &mut BufReader<OwnedReadHalf>) -> std::io::Result<Option<Frame>> {
+async fn read_frame<R: AsyncRead + Unpin>(r: &mut BufReader<R>) -> std::io::Result<Option<Frame>> {
     let bad = |why: String| std::io::Error::new(std::io::ErrorKind::InvalidData, why);
     let mut h = [0u8; HEADER_LEN];
     match r.read_exact(&mut h).await {
@@ -188,8 +188,12 @@ pub trait Handler: Send + Sync + 'static {
 
 /// Serve direct calls on `stream`, whose [`MAGIC`] has been read, until
 /// the peer closes it or sends garbage.
-pub async fn serve<H: Handler>(handler: Arc<H>, stream: TcpStream) {
-    let (r, mut w) = stream.into_split();
+pub async fn serve<H, S>(handler: Arc<H>, stream: S)
+where
+    H: Handler,
+    S: AsyncRead + AsyncWrite + Send + 'static,
+{
+    let (r, mut w) = tokio::io::split(stream);
     let mut r = BufReader::with_capacity(64 << 10, r);
     // `None` from a handler closes the connection.
     let (tx, mut rx) = mpsc::channel::<Option<Frame>>(IN_FLIGHT_MAX);
@@ -330,16 +334,38 @@ struct Conn {
 }
 
 impl Conn {
-    async fn dial(addr: &str, timeout: Duration) -> Result<Conn, String> {
-        let mut s = tokio::time::timeout(timeout, TcpStream::connect(addr))
+    async fn dial(
+        addr: &str,
+        timeout: Duration,
+        security: Option<&crate::net::Security>,
+    ) -> Result<Conn, String> {
+        let s = tokio::time::timeout(timeout, TcpStream::connect(addr))
             .await
             .map_err(|_| format!("{addr}: connect timed out"))?
             .map_err(|e| format!("{addr}: {e}"))?;
         let _ = s.set_nodelay(true);
+        match security {
+            None => Conn::start(addr, s).await,
+            Some(sec) => {
+                let s = tokio::time::timeout(timeout, sec.direct_connector().connect(s))
+                    .await
+                    .map_err(|_| format!("{addr}: TLS handshake timed out"))?
+                    .map_err(|e| format!("{addr}: TLS: {e}"))?;
+                Conn::start(addr, s).await
+            }
+        }
+    }
+
+    /// The connection on `s`: its magic sent, then the writer and reader
+    /// tasks.
+    async fn start<S>(addr: &str, mut s: S) -> Result<Conn, String>
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
         s.write_all(&MAGIC)
             .await
             .map_err(|e| format!("{addr}: {e}"))?;
-        let (r, mut w) = s.into_split();
+        let (r, mut w) = tokio::io::split(s);
         let (tx, mut rx) = mpsc::channel::<Frame>(IN_FLIGHT_MAX);
         let waiting: Arc<Mutex<HashMap<u64, Waiter>>> = Arc::default();
         let dead = Arc::new(AtomicBool::new(false));
@@ -408,6 +434,7 @@ impl Conn {
 pub struct Conns {
     conns: Mutex<HashMap<String, Arc<Conn>>>,
     connect_timeout: Duration,
+    security: Option<crate::net::Security>,
 }
 
 impl Conns {
@@ -415,7 +442,15 @@ impl Conns {
         Conns {
             conns: Mutex::new(HashMap::new()),
             connect_timeout,
+            security: None,
         }
+    }
+
+    /// The same, its connections made with `security` (mutual TLS), or
+    /// plain without.
+    pub fn secured(mut self, security: Option<&crate::net::Security>) -> Conns {
+        self.security = security.cloned();
+        self
     }
 
     fn conns(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Conn>>> {
@@ -428,7 +463,7 @@ impl Conns {
                 return Ok(c.clone());
             }
         }
-        let c = Arc::new(Conn::dial(addr, self.connect_timeout).await?);
+        let c = Arc::new(Conn::dial(addr, self.connect_timeout, self.security.as_ref()).await?);
         let mut m = self.conns();
         // Two tasks may dial at once: keep a live one.
         let kept = m
@@ -524,6 +559,70 @@ mod tests {
             }
         });
         (addr, h)
+    }
+
+    /// A listener whose connections go through `net::accept` with
+    /// `security`: direct ones to the echo handler, gRPC ones get the
+    /// peer's entity written back.
+    async fn secured_listener(security: crate::net::Security) -> String {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        tokio::spawn(async move {
+            let echo = Arc::new(Echo);
+            while let Ok((s, _)) = l.accept().await {
+                let (echo, sec) = (echo.clone(), security.clone());
+                tokio::spawn(async move {
+                    if let Ok(a) = crate::net::accept(s, Some(&sec)).await {
+                        if a.direct {
+                            serve(echo, a.io).await;
+                        }
+                    }
+                });
+            }
+        });
+        addr
+    }
+
+    #[tokio::test]
+    async fn the_direct_path_runs_inside_tls_and_refuses_strangers() {
+        use crate::net::Security;
+        use crate::tls::Authority;
+        let ca = Authority::generate("t").unwrap();
+        let addr = secured_listener(Security::new(ca.issue("osd.1").unwrap()).unwrap()).await;
+        let member = Conns::new(Duration::from_secs(2))
+            .secured(Some(&Security::new(ca.issue("osd.2").unwrap()).unwrap()));
+        let big = Bytes::from(vec![7u8; 3 << 20]);
+        let r = member
+            .call(
+                &addr,
+                Call::Peer,
+                Message {
+                    body: Bytes::from_static(&[0, 9]),
+                    bulk: vec![big.clone(), Bytes::from_static(b"y")],
+                },
+                Duration::from_secs(5),
+            )
+            .await
+            .unwrap();
+        assert_eq!(&r.body[..], &[0, 9, Call::Peer.code()][..]);
+        assert_eq!(r.bulk, vec![Bytes::from_static(b"y"), big]);
+        // Plain text, or another cluster's certificate: no answer.
+        let msg = || Message {
+            body: Bytes::from_static(&[0]),
+            bulk: Vec::new(),
+        };
+        let plain = Conns::new(Duration::from_secs(2));
+        assert!(plain
+            .call(&addr, Call::Op, msg(), Duration::from_secs(2))
+            .await
+            .is_err());
+        let other = Authority::generate("u").unwrap();
+        let stranger = Conns::new(Duration::from_secs(2))
+            .secured(Some(&Security::new(other.issue("osd.2").unwrap()).unwrap()));
+        assert!(stranger
+            .call(&addr, Call::Op, msg(), Duration::from_secs(2))
+            .await
+            .is_err());
     }
 
     #[tokio::test]

@@ -3,12 +3,24 @@
 //! keeps one HTTP/2 connection per peer (OSD to OSD, client to OSD,
 //! anyone to a monitor) instead of dialling per call.
 //!
+//! With a [`Security`] (an entity's keyring), every connection is mutual
+//! TLS: [`accept`] makes the handshake on the server side and says who
+//! the peer is ([`Peer`], in every request's extensions), and
+//! [`Channels`] and the direct path dial with the entity's certificate.
+//! Without one, connections are plain (the documented opt-out).
+//!
 //! It must never interpret messages: callers decode their own bodies.
 
+use crate::tls::{Acceptor, Connector, Keyring, TlsError};
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::Duration;
-use tonic::transport::{Channel, Endpoint};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 
 use crate::v1::mon_client::MonClient;
 use crate::v1::osd_client::OsdClient;
@@ -57,6 +69,213 @@ pub fn incoming(
     )
 }
 
+/// ALPN name of the direct data path inside TLS (gRPC's is `h2`).
+pub const DIRECT_ALPN: &[u8] = b"loligo-direct";
+
+/// How this process's connections are secured: its entity's keyring and
+/// what is built from it once.
+#[derive(Clone)]
+pub struct Security {
+    keyring: Arc<Keyring>,
+    acceptor: Acceptor,
+    direct: Connector,
+    grpc: ClientTlsConfig,
+}
+
+impl Security {
+    /// Mutual TLS as the entity `keyring` names.
+    pub fn new(keyring: Keyring) -> Result<Security, TlsError> {
+        let mut direct = (*keyring.client_config()?).clone();
+        direct.alpn_protocols = vec![DIRECT_ALPN.to_vec()];
+        let grpc = ClientTlsConfig::new()
+            .ca_certificate(tonic::transport::Certificate::from_pem(&keyring.ca))
+            .identity(tonic::transport::Identity::from_pem(
+                &keyring.cert,
+                &keyring.key,
+            ))
+            .domain_name(crate::tls::SERVER_NAME);
+        Ok(Security {
+            acceptor: Acceptor::new(&keyring)?,
+            direct: Connector::from_config(direct),
+            grpc,
+            keyring: Arc::new(keyring),
+        })
+    }
+
+    /// The keyring file at `path`, as [`Security::new`].
+    pub fn load(path: &std::path::Path) -> Result<Security, TlsError> {
+        Security::new(Keyring::load(path)?)
+    }
+
+    /// The entity this process is.
+    pub fn entity(&self) -> &str {
+        &self.keyring.entity
+    }
+
+    /// The connector of the direct data path.
+    pub(crate) fn direct_connector(&self) -> &Connector {
+        &self.direct
+    }
+
+    /// Its keyring.
+    pub fn keyring(&self) -> &Keyring {
+        &self.keyring
+    }
+}
+
+impl std::fmt::Debug for Security {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Security({})", self.keyring.entity)
+    }
+}
+
+/// Who is at the other end of an accepted connection (in each request's
+/// extensions).
+#[derive(Clone, Debug)]
+pub struct Peer {
+    /// Its address.
+    pub addr: Option<SocketAddr>,
+    /// The entity its certificate names; `None` on a server without
+    /// [`Security`] (anyone may connect).
+    pub entity: Option<String>,
+}
+
+/// An accepted connection, plain or after a TLS handshake.
+pub enum ServerIo {
+    Plain(TcpStream),
+    Tls(Box<tokio_rustls::server::TlsStream<TcpStream>>, String),
+}
+
+impl ServerIo {
+    /// Who is at the other end.
+    pub fn peer(&self) -> Peer {
+        match self {
+            ServerIo::Plain(s) => Peer {
+                addr: s.peer_addr().ok(),
+                entity: None,
+            },
+            ServerIo::Tls(s, e) => Peer {
+                addr: s.get_ref().0.peer_addr().ok(),
+                entity: Some(e.clone()),
+            },
+        }
+    }
+}
+
+impl AsyncRead for ServerIo {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            ServerIo::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            ServerIo::Tls(s, _) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for ServerIo {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            ServerIo::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            ServerIo::Tls(s, _) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            ServerIo::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            ServerIo::Tls(s, _) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            ServerIo::Plain(s) => s.is_write_vectored(),
+            ServerIo::Tls(s, _) => s.is_write_vectored(),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            ServerIo::Plain(s) => Pin::new(s).poll_flush(cx),
+            ServerIo::Tls(s, _) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            ServerIo::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            ServerIo::Tls(s, _) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
+}
+
+impl tonic::transport::server::Connected for ServerIo {
+    type ConnectInfo = Peer;
+
+    fn connect_info(&self) -> Peer {
+        self.peer()
+    }
+}
+
+/// An accepted connection, ready for its protocol.
+pub struct Accepted {
+    pub io: ServerIo,
+    /// The direct data path (its magic consumed), else gRPC.
+    pub direct: bool,
+}
+
+/// The server side of a new connection: with `security`, the TLS
+/// handshake (only a peer with a certificate of this cluster gets
+/// through) and its protocol by ALPN; without, its protocol by its first
+/// bytes. A peer that says nothing for `direct::SNIFF_TIMEOUT` is an error.
+pub async fn accept(tcp: TcpStream, security: Option<&Security>) -> std::io::Result<Accepted> {
+    use crate::direct::{sniff, Route, MAGIC, SNIFF_TIMEOUT};
+    let _ = tcp.set_nodelay(true);
+    let Some(sec) = security else {
+        return Ok(match sniff(tcp).await? {
+            Route::Direct(s) => Accepted {
+                io: ServerIo::Plain(s),
+                direct: true,
+            },
+            Route::Other(s) => Accepted {
+                io: ServerIo::Plain(s),
+                direct: false,
+            },
+        });
+    };
+    tokio::time::timeout(SNIFF_TIMEOUT, async {
+        let (mut s, entity) = sec.acceptor.accept(tcp).await?;
+        let direct = s.get_ref().1.alpn_protocol() == Some(DIRECT_ALPN);
+        if direct {
+            let mut b = [0u8; MAGIC.len()];
+            s.read_exact(&mut b).await?;
+            if b != MAGIC {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    "a direct-path connection without its magic",
+                ));
+            }
+        }
+        Ok(Accepted {
+            io: ServerIo::Tls(Box::new(s), entity),
+            direct,
+        })
+    })
+    .await
+    .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))?
+}
+
 /// Connections by `host:port`, made on first use and forgotten when a call
 /// on them fails (the next use dials again).
 pub struct Channels {
@@ -64,6 +283,8 @@ pub struct Channels {
     connect_timeout: Duration,
     /// Per-request deadline set on the channel (`None`: the caller's).
     request_timeout: Option<Duration>,
+    /// TLS for new connections (`None`: plain).
+    tls: Option<ClientTlsConfig>,
 }
 
 impl Channels {
@@ -74,7 +295,15 @@ impl Channels {
             conns: Mutex::new(HashMap::new()),
             connect_timeout,
             request_timeout,
+            tls: None,
         }
+    }
+
+    /// The same, its connections made with `security` (mutual TLS), or
+    /// plain without.
+    pub fn secured(mut self, security: Option<&Security>) -> Channels {
+        self.tls = security.map(|s| s.grpc.clone());
+        self
     }
 
     fn conns(&self) -> std::sync::MutexGuard<'_, HashMap<String, Channel>> {
@@ -87,7 +316,8 @@ impl Channels {
         if let Some(c) = self.conns().get(addr) {
             return Ok(c.clone());
         }
-        let mut ep = Endpoint::from_shared(format!("http://{addr}"))
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        let mut ep = Endpoint::from_shared(format!("{scheme}://{addr}"))
             .map_err(|e| format!("bad address '{addr}': {e}"))?
             .connect_timeout(self.connect_timeout)
             .initial_stream_window_size(STREAM_WINDOW)
@@ -96,6 +326,11 @@ impl Channels {
             .tcp_nodelay(true);
         if let Some(t) = self.request_timeout {
             ep = ep.timeout(t);
+        }
+        if let Some(tls) = &self.tls {
+            ep = ep
+                .tls_config(tls.clone())
+                .map_err(|e| format!("{addr}: TLS: {e}"))?;
         }
         let ch = ep.connect().await.map_err(|e| format!("{addr}: {e}"))?;
         // Two tasks may dial at once: keep the first, both work.

@@ -295,7 +295,7 @@ impl Keyring {
             .with_client_cert_verifier(verifier)
             .with_single_cert(certs, key)
             .map_err(|e| key_err("this entity's certificate and key", e))?;
-        c.alpn_protocols = vec![b"h2".to_vec()];
+        c.alpn_protocols = vec![b"h2".to_vec(), crate::net::DIRECT_ALPN.to_vec()];
         Ok(Arc::new(c))
     }
 
@@ -385,6 +385,14 @@ impl Connector {
         Ok(Connector {
             inner: tokio_rustls::TlsConnector::from(k.client_config()?),
         })
+    }
+
+    /// A connector with this configuration (one of [`Keyring::client_config`]
+    /// with other ALPN protocols).
+    pub fn from_config(c: rustls::ClientConfig) -> Connector {
+        Connector {
+            inner: tokio_rustls::TlsConnector::from(Arc::new(c)),
+        }
     }
 
     /// The handshake on `io` (a connection to any server of the cluster).
