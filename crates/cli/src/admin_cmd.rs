@@ -9,7 +9,6 @@ use crate::config::ConnArgs;
 use crate::CliError;
 use clap::{Args, Subcommand, ValueEnum};
 use loligo_monc::protocol::{Admin, MonReply, MonRequest, StatusReport};
-use loligo_monc::MonClient;
 use loligo_types::EcPlugin;
 use serde_json::Value;
 
@@ -165,10 +164,10 @@ pub enum EcProfileCmd {
 pub fn call(conn: &ConnArgs, req: MonRequest) -> Result<MonReply, CliError> {
     let cfg = conn.config()?;
     let rt = crate::config::runtime()?;
+    let mut mc = cfg.mon_client()?;
     rt.block_on(async move {
-        let mut mc = MonClient::new(cfg.mon_addrs)?;
         mc.deadline = std::time::Duration::from_secs(20);
-        Ok(mc.call(req).await?)
+        mc.call(req).await.map_err(|e| cfg.explain(e))
     })
 }
 

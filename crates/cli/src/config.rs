@@ -19,6 +19,10 @@ pub struct Config {
     /// The pool commands use when `-p` is not given.
     #[serde(default = "default_pool")]
     pub default_pool: String,
+    /// The keyring commands connect with (mutual TLS as its entity);
+    /// relative to the config file's folder. None: plain connections.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keyring: Option<PathBuf>,
 }
 
 fn default_pool() -> String {
@@ -42,7 +46,44 @@ impl Config {
         if c.mon_addrs.is_empty() {
             return Err(CliError(format!("{}: mon_addrs is empty", path.display())));
         }
+        let mut c = c;
+        if let Some(k) = &c.keyring {
+            if k.is_relative() {
+                c.keyring = Some(path.parent().unwrap_or(Path::new(".")).join(k));
+            }
+        }
         Ok(c)
+    }
+
+    /// The transport security its keyring gives (`None`: plain).
+    pub fn security(&self) -> Result<Option<loligo_proto::net::Security>, CliError> {
+        self.keyring
+            .as_deref()
+            .map(|k| loligo_proto::net::Security::load(k).map_err(|e| CliError(e.to_string())))
+            .transpose()
+    }
+
+    /// `e`, with a hint when this config has no keyring and the cluster
+    /// could not be reached (a cluster with keys closes plain
+    /// connections at once).
+    pub fn explain(&self, e: impl std::fmt::Display) -> CliError {
+        let e = e.to_string();
+        if self.keyring.is_none() && e.contains("unavailable") {
+            CliError(format!(
+                "{e} (no keyring given: a cluster with keys refuses plain connections; pass \
+                 --keyring FILE or set `keyring` in the config)"
+            ))
+        } else {
+            CliError(e)
+        }
+    }
+
+    /// A client of its monitors, secured with its keyring.
+    pub fn mon_client(&self) -> Result<loligo_monc::MonClient, CliError> {
+        let sec = self.security()?;
+        Ok(loligo_monc::MonClient::new(self.mon_addrs.clone())
+            .map_err(|e| CliError(e.to_string()))?
+            .secured(sec.as_ref()))
     }
 
     /// Write the config file.
@@ -93,6 +134,10 @@ pub struct ConnArgs {
     /// Pool for object commands (default: the config's default pool).
     #[arg(short = 'p', long = "pool", global = true)]
     pub pool: Option<String>,
+    /// Keyring to connect with (default: the config's `keyring`; with
+    /// --mon and no keyring, plain connections).
+    #[arg(long = "keyring", global = true, value_name = "FILE")]
+    pub keyring: Option<PathBuf>,
 }
 
 impl ConnArgs {
@@ -103,9 +148,14 @@ impl ConnArgs {
                 fsid: String::new(),
                 mon_addrs: m.split(',').map(|s| s.trim().to_string()).collect(),
                 default_pool: default_pool(),
+                keyring: self.keyring.clone(),
             });
         }
-        Config::find(self.conf.as_deref())
+        let mut c = Config::find(self.conf.as_deref())?;
+        if self.keyring.is_some() {
+            c.keyring = self.keyring.clone();
+        }
+        Ok(c)
     }
 }
 

@@ -46,6 +46,12 @@ pub struct MonArgs {
     /// store was wiped must not rejoin under its old id.
     #[arg(long)]
     mkfs: bool,
+    /// This monitor's keyring (made by `loligo up` or `loligo auth`): every
+    /// connection to and from it is mutual TLS, and only this cluster's
+    /// entities get through. Without it the port is plain and open to
+    /// anyone (for benchmarks on a trusted network only).
+    #[arg(long, value_name = "FILE")]
+    keyring: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -108,6 +114,12 @@ pub struct OsdArgs {
     /// `inconsistent`; 0: never).
     #[arg(long, default_value_t = loligo_osd::pg::SCRUB_INTERVAL_MS as f64 / 1000.0)]
     scrub_interval: f64,
+    /// This OSD's keyring (made by `loligo up` or `loligo auth`): every
+    /// connection to and from it is mutual TLS, and only this cluster's
+    /// entities get through. Without it the port is plain and open to
+    /// anyone (for benchmarks on a trusted network only).
+    #[arg(long, value_name = "FILE")]
+    keyring: Option<PathBuf>,
 }
 
 fn secs(v: f64, what: &str) -> Result<Duration, CliError> {
@@ -176,6 +188,7 @@ pub fn mon(a: MonArgs) -> Result<(), CliError> {
     cfg.report_timeout = secs(a.report_timeout, "--report-timeout")?;
     cfg.down_out_interval = secs(a.down_out_interval, "--down-out-interval")?;
     cfg.create = a.mkfs;
+    cfg.security = security(a.keyring.as_deref(), &format!("mon.{}", a.id))?;
     check_fsid(&a.data, &a.fsid)?;
     let rt = crate::config::runtime()?;
     rt.block_on(async move {
@@ -189,6 +202,26 @@ pub fn mon(a: MonArgs) -> Result<(), CliError> {
         h.stop().await;
         Ok(())
     })
+}
+
+/// A daemon's transport security from its keyring, which must name it.
+fn security(
+    keyring: Option<&std::path::Path>,
+    entity: &str,
+) -> Result<Option<loligo_proto::net::Security>, CliError> {
+    let Some(path) = keyring else {
+        tracing::warn!("{entity}: no --keyring: its port is plain and open to anyone");
+        return Ok(None);
+    };
+    let sec = loligo_proto::net::Security::load(path).map_err(|e| CliError(e.to_string()))?;
+    if sec.entity() != entity {
+        return Err(CliError(format!(
+            "{}: the keyring is {}'s, not {entity}'s",
+            path.display(),
+            sec.entity()
+        )));
+    }
+    Ok(Some(sec))
 }
 
 /// A data directory remembers the fsid it was made for.
@@ -218,6 +251,7 @@ pub fn osd(a: OsdArgs) -> Result<(), CliError> {
     }
     let store: Arc<dyn ObjectStore> = Arc::new(BlockStore::mount(&a.data, &bcfg)?);
     let mut cfg = OsdConfig::new(a.id, &a.addr, mons);
+    cfg.security = security(a.keyring.as_deref(), &format!("osd.{}", a.id))?;
     cfg.host = a.host.unwrap_or_else(hostname);
     cfg.heartbeat_grace = secs(a.heartbeat_grace, "--heartbeat-grace")?;
     cfg.op_timeout = secs(a.op_timeout, "--op-timeout")?;

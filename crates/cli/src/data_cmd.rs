@@ -75,9 +75,16 @@ pub fn connect(conn: &ConnArgs) -> Result<(tokio::runtime::Runtime, IoCtx), CliE
     let cfg = conn.config()?;
     let rt = crate::config::runtime()?;
     let pool = conn.pool.clone().unwrap_or(cfg.default_pool.clone());
+    let sec = cfg.security()?;
     let io = rt.block_on(async {
-        let c = Cluster::connect(cfg.mon_addrs).await?;
-        c.pool(&pool)
+        let c = Cluster::connect_secured(
+            cfg.mon_addrs.clone(),
+            std::time::Duration::from_secs(30),
+            sec,
+        )
+        .await
+        .map_err(|e| cfg.explain(e))?;
+        c.pool(&pool).map_err(CliError::from)
     })?;
     Ok((rt, io))
 }

@@ -9,6 +9,7 @@
 //! dispatches; the work lives in the library crates.
 
 mod admin_cmd;
+mod auth_cmd;
 mod config;
 mod crush_bench;
 mod crush_cmd;
@@ -113,6 +114,9 @@ enum Cmd {
     /// The BlueStore-style object store: mkfs, fsck, crash-test workload.
     #[command(subcommand)]
     Store(store_cmd::StoreCmd),
+    /// Keys for mutual TLS: a cluster's authority, an entity's keyring.
+    #[command(subcommand)]
+    Auth(auth_cmd::AuthCmd),
 }
 
 /// A user-facing failure: printed as one line, exit code 2.
@@ -204,6 +208,7 @@ fn main() -> ExitCode {
         Cmd::Osdmap(c) => osdmap_cmd::run(c),
         Cmd::Ec(c) => ec_cmd::run(c),
         Cmd::Store(c) => store_cmd::run(c),
+        Cmd::Auth(c) => auth_cmd::run(c),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,

@@ -12,7 +12,6 @@ use crate::config::{Config, CONF_NAME, DEFAULT_DATA_DIR, DEFAULT_POOL};
 use crate::CliError;
 use clap::Args;
 use loligo_monc::protocol::{Admin, MonError, MonRequest, StatusReport};
-use loligo_monc::MonClient;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -47,6 +46,12 @@ pub struct UpArgs {
     /// object).
     #[arg(long)]
     merkle_leaves: Option<u32>,
+    /// No keys and no TLS (first start only): every port plain and open
+    /// to anyone who can reach it. For benchmarks on a trusted machine
+    /// only; by default every daemon and the admin get a keyring (in
+    /// DATA_DIR/keys) and every connection is mutual TLS.
+    #[arg(long)]
+    insecure: bool,
 }
 
 #[derive(Args)]
@@ -69,9 +74,61 @@ struct State {
     /// `osd run --merkle-leaves` for every OSD (unset: the default).
     #[serde(default)]
     merkle_leaves: Option<u32>,
+    /// Plain connections, no keys (`--insecure` at the first start).
+    #[serde(default)]
+    insecure: bool,
 }
 
 const STATE_NAME: &str = "cluster.toml";
+/// The folder of a cluster's keys: the authority's certificate and key,
+/// and a keyring per daemon and for the admin.
+const KEYS_DIR: &str = "keys";
+/// The admin's entity (every permission).
+const ADMIN: &str = "client.admin";
+
+fn keyring_path(dir: &Path, entity: &str) -> PathBuf {
+    dir.join(KEYS_DIR).join(format!("{entity}.keyring"))
+}
+
+/// The cluster's authority (made on the first start) and a keyring for
+/// each of `entities` that has none yet.
+fn make_keys(dir: &Path, fsid: &str, entities: &[String]) -> Result<(), CliError> {
+    use loligo_proto::tls::Authority;
+    let keys = dir.join(KEYS_DIR);
+    std::fs::create_dir_all(&keys)?;
+    let (cert, key) = (keys.join("ca.pem"), keys.join("ca.key"));
+    let ca = if cert.exists() && key.exists() {
+        crate::auth_cmd::load_authority(&keys)?
+    } else {
+        let ca = Authority::generate(fsid).map_err(|e| CliError(e.to_string()))?;
+        std::fs::write(&cert, ca.cert_pem())?;
+        write_private(&key, ca.key_pem())?;
+        ca
+    };
+    for e in entities {
+        let p = keyring_path(dir, e);
+        if !p.exists() {
+            ca.issue(e)
+                .and_then(|k| k.save(&p))
+                .map_err(|e| CliError(e.to_string()))?;
+        }
+    }
+    Ok(())
+}
+
+/// Write a file readable by its owner only.
+pub fn write_private(path: &Path, text: &str) -> Result<(), CliError> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    f.write_all(text.as_bytes())?;
+    Ok(())
+}
 
 /// A port free now, below the kernel's ephemeral range: the daemons bind
 /// it later, and a port from the ephemeral range may by then be the local
@@ -234,7 +291,10 @@ fn daemon_args(st: &State, dir: &Path, name: &str) -> Result<Vec<String>, CliErr
             reporters.to_string(),
             "--report-timeout".into(),
             "30".into(),
-        ]);
+        ]
+        .into_iter()
+        .chain(keyring_args(st, dir, name))
+        .collect());
     }
     let addr = name
         .strip_prefix("osd.")
@@ -268,7 +328,19 @@ fn daemon_args(st: &State, dir: &Path, name: &str) -> Result<Vec<String>, CliErr
     if let Some(n) = st.merkle_leaves {
         args.extend(["--merkle-leaves".into(), n.to_string()]);
     }
+    args.extend(keyring_args(st, dir, name));
     Ok(args)
+}
+
+/// `--keyring FILE` for daemon `name`, unless the cluster is insecure.
+fn keyring_args(st: &State, dir: &Path, name: &str) -> Vec<String> {
+    if st.insecure {
+        return Vec::new();
+    }
+    vec![
+        "--keyring".into(),
+        keyring_path(dir, name).to_string_lossy().into_owned(),
+    ]
 }
 
 fn names(st: &State) -> Vec<String> {
@@ -303,6 +375,7 @@ pub fn up(a: UpArgs) -> Result<(), CliError> {
                 osd_size: osd_size(&dir, a.osds, a.osd_size)?,
                 pg_log_entries: a.pg_log_entries,
                 merkle_leaves: a.merkle_leaves,
+                insecure: a.insecure,
             };
             std::fs::write(
                 dir.join(STATE_NAME),
@@ -321,10 +394,16 @@ pub fn up(a: UpArgs) -> Result<(), CliError> {
             a.data_dir.display()
         )));
     }
+    if !st.insecure {
+        let mut entities = all.clone();
+        entities.push(ADMIN.into());
+        make_keys(&dir, &st.fsid, &entities)?;
+    }
     let conf = Config {
         fsid: st.fsid.clone(),
         mon_addrs: vec![st.mon_addr.clone()],
         default_pool: DEFAULT_POOL.into(),
+        keyring: (!st.insecure).then(|| PathBuf::from(KEYS_DIR).join(format!("{ADMIN}.keyring"))),
     };
     let conf_path = dir.join(CONF_NAME);
     conf.save(&conf_path)?;
@@ -337,8 +416,9 @@ pub fn up(a: UpArgs) -> Result<(), CliError> {
     }
     children.push(spawn(&dir, "mon.0", &mon_args, a.detach)?);
     let rt = crate::config::runtime()?;
+    let admin = Config::load(&conf_path)?;
     let started = rt.block_on(async {
-        let mut mc = MonClient::new(vec![st.mon_addr.clone()])?;
+        let mut mc = admin.mon_client().map_err(|e| MonError::Invalid(e.0))?;
         mc.deadline = Duration::from_secs(30);
         mc.get_map().await?;
         Ok::<_, MonError>(())
@@ -360,7 +440,7 @@ pub fn up(a: UpArgs) -> Result<(), CliError> {
         )?);
     }
     let ready = rt.block_on(async {
-        let mut mc = MonClient::new(vec![st.mon_addr.clone()])?;
+        let mut mc = admin.mon_client().map_err(|e| MonError::Invalid(e.0))?;
         let t0 = Instant::now();
         loop {
             let m = mc.get_map().await?;

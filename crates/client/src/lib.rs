@@ -18,7 +18,7 @@
 use bytes::Bytes;
 use loligo_monc::protocol::{MonError, MonReply, MonRequest};
 use loligo_monc::MonClient;
-use loligo_proto::net::Channels;
+use loligo_proto::net::{Channels, Security};
 use loligo_types::ops::{
     decode_wire, encode_wire, ClientOp, ClientReply, ClientRequest, Cmp, OpError, SubOp, SubResult,
     Version,
@@ -124,7 +124,15 @@ impl Cluster {
         if addrs.is_empty() {
             return Err(bad("no mon_addrs".into()));
         }
-        Self::connect(addrs).await
+        // The keyring to connect with, relative to the config's folder.
+        let security = match v.get("keyring").and_then(|k| k.as_str()) {
+            Some(k) => {
+                let k = path.parent().unwrap_or(std::path::Path::new(".")).join(k);
+                Some(Security::load(&k).map_err(|e| bad(e.to_string()))?)
+            }
+            None => None,
+        };
+        Self::connect_secured(addrs, Duration::from_secs(30), security).await
     }
 
     /// Connect with the default op timeout (30 s).
@@ -132,20 +140,33 @@ impl Cluster {
         Self::connect_with(mon_addrs, Duration::from_secs(30)).await
     }
 
-    /// Connect; each op gives up after `op_timeout`.
+    /// Connect over plain connections; each op gives up after
+    /// `op_timeout`.
     pub async fn connect_with(
         mon_addrs: Vec<String>,
         op_timeout: Duration,
     ) -> Result<Cluster, ClientError> {
-        let mut mon = MonClient::new(mon_addrs)?;
+        Self::connect_secured(mon_addrs, op_timeout, None).await
+    }
+
+    /// Connect with `security` (mutual TLS as its keyring's entity; `None`:
+    /// plain connections); each op gives up after `op_timeout`.
+    pub async fn connect_secured(
+        mon_addrs: Vec<String>,
+        op_timeout: Duration,
+        security: Option<Security>,
+    ) -> Result<Cluster, ClientError> {
+        let mut mon = MonClient::new(mon_addrs)?.secured(security.as_ref());
         let map = mon.get_map().await?;
         let (epoch_tx, _) = tokio::sync::watch::channel(map.epoch);
         let inner = Arc::new(Inner {
             mon: tokio::sync::Mutex::new(mon.clone()),
             table: RwLock::new(Arc::new(Table::new(map.clone()))),
             epoch_tx,
-            conns: Channels::new(Duration::from_millis(OSD_CONNECT_TIMEOUT_MS), None),
-            direct: loligo_proto::direct::Conns::new(Duration::from_millis(OSD_CONNECT_TIMEOUT_MS)),
+            conns: Channels::new(Duration::from_millis(OSD_CONNECT_TIMEOUT_MS), None)
+                .secured(security.as_ref()),
+            direct: loligo_proto::direct::Conns::new(Duration::from_millis(OSD_CONNECT_TIMEOUT_MS))
+                .secured(security.as_ref()),
             op_timeout,
             watcher: Mutex::new(None),
             client_id: random_id(),

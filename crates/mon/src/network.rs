@@ -29,13 +29,14 @@ pub struct Network {
     channels: Arc<Channels>,
 }
 
-impl Default for Network {
-    fn default() -> Network {
+impl Network {
+    /// Connections to the peer monitors, secured with `security` (or
+    /// plain without).
+    pub fn new(security: Option<&loligo_proto::net::Security>) -> Network {
         Network {
-            channels: Arc::new(Channels::new(
-                Duration::from_millis(CONNECT_TIMEOUT_MS),
-                None,
-            )),
+            channels: Arc::new(
+                Channels::new(Duration::from_millis(CONNECT_TIMEOUT_MS), None).secured(security),
+            ),
         }
     }
 }

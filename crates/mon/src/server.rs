@@ -61,6 +61,10 @@ pub struct MonConfig {
     /// Map watch streams this monitor serves at once; more are refused
     /// (`RESOURCE_EXHAUSTED`) until some close.
     pub watches_max: usize,
+    /// Mutual TLS as this monitor's entity (`mon.ID`) for its port and its
+    /// connections to the other monitors; `None`: plain (anyone may
+    /// connect).
+    pub security: Option<loligo_proto::net::Security>,
 }
 
 /// Default of [`MonConfig::watches_max`]: every OSD and client of a large
@@ -82,6 +86,7 @@ impl MonConfig {
             down_out_interval: Duration::from_secs(600),
             create: false,
             watches_max: WATCHES_MAX,
+            security: None,
         }
     }
 }
@@ -180,7 +185,7 @@ impl Monitor {
         let raft = openraft::Raft::new(
             cfg.id,
             raft_config()?,
-            Network::default(),
+            Network::new(cfg.security.as_ref()),
             store.clone(),
             store,
         )
@@ -208,7 +213,7 @@ impl Monitor {
         let svc = MonServer::new(Service(mon.clone()))
             .max_decoding_message_size(MESSAGE_BYTES_MAX)
             .max_encoding_message_size(MESSAGE_BYTES_MAX);
-        let incoming = loligo_proto::net::incoming(listener);
+        let incoming = loligo_proto::net::incoming(listener, mon.cfg.security.clone());
         let server = tokio::spawn(async move {
             let r = loligo_proto::net::server()
                 .add_service(svc)

@@ -52,6 +52,19 @@ impl MonClient {
         })
     }
 
+    /// The same client, its connections made with `security` (mutual
+    /// TLS as its entity), or plain without.
+    pub fn secured(mut self, security: Option<&loligo_proto::net::Security>) -> MonClient {
+        self.channels = Arc::new(
+            Channels::new(
+                Duration::from_millis(CONNECT_TIMEOUT_MS),
+                Some(Duration::from_millis(REQUEST_TIMEOUT_MS)),
+            )
+            .secured(security),
+        );
+        self
+    }
+
     async fn connect(&self, addr: &str) -> Result<mon_client::MonClient<Channel>, MonError> {
         self.channels.mon(addr).await.map_err(MonError::Unavailable)
     }

@@ -52,21 +52,45 @@ pub fn server() -> tonic::transport::Server {
         .tcp_nodelay(true)
 }
 
-/// The connections a server accepts on `listener`, with TCP_NODELAY set:
-/// Loligo's messages are small request/reply pairs, and Nagle's algorithm
-/// with delayed ACKs adds ~40 ms to each.
+/// The gRPC connections a server accepts on `listener`, each through
+/// [`accept`] (with TCP_NODELAY set: Loligo's messages are small
+/// request/reply pairs, and Nagle's algorithm with delayed ACKs adds
+/// ~40 ms to each). Handshakes run concurrently, so a slow or silent peer
+/// holds up no one; a failed one (a stranger, plain text to a secured
+/// server) and direct-path connections are dropped.
 pub fn incoming(
     listener: tokio::net::TcpListener,
-) -> impl tokio_stream::Stream<Item = std::io::Result<tokio::net::TcpStream>> {
-    tokio_stream::StreamExt::map(
-        tokio_stream::wrappers::TcpListenerStream::new(listener),
-        |s| {
-            if let Ok(s) = &s {
-                let _ = s.set_nodelay(true);
-            }
-            s
-        },
-    )
+    security: Option<Security>,
+) -> impl tokio_stream::Stream<Item = std::io::Result<ServerIo>> {
+    let (tx, rx) = tokio::sync::mpsc::channel::<std::io::Result<ServerIo>>(64);
+    tokio::spawn(async move {
+        loop {
+            // The server gone (its stream dropped): the port closes now,
+            // not at the next connection.
+            let a = tokio::select! {
+                a = listener.accept() => a,
+                () = tx.closed() => return,
+            };
+            let tcp = match a {
+                Ok((s, _)) => s,
+                Err(e) => {
+                    // Out of descriptors and the like: pause, go on.
+                    tracing::warn!("accept: {e}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            };
+            let (tx, sec) = (tx.clone(), security.clone());
+            tokio::spawn(async move {
+                if let Ok(a) = accept(tcp, sec.as_ref()).await {
+                    if !a.direct {
+                        let _ = tx.send(Ok(a.io)).await;
+                    }
+                }
+            });
+        }
+    });
+    tokio_stream::wrappers::ReceiverStream::new(rx)
 }
 
 /// ALPN name of the direct data path inside TLS (gRPC's is `h2`).

@@ -97,6 +97,9 @@ pub struct OsdConfig {
     /// How often a clean primary compares its members' Merkle roots with
     /// its own (zero: never); a difference shows the PG `inconsistent`.
     pub scrub_interval: Duration,
+    /// Mutual TLS as this OSD's entity (`osd.ID`) for its port and every
+    /// connection it makes; `None`: plain (anyone may connect).
+    pub security: Option<loligo_proto::net::Security>,
 }
 
 /// Default `OsdConfig::recovery_max_active`.
@@ -127,7 +130,13 @@ impl OsdConfig {
             recovery_max_incoming: RECOVERY_MAX_INCOMING,
             merkle_leaves: crate::pg::merkle::LEAVES_DEFAULT,
             scrub_interval: Duration::from_millis(crate::pg::SCRUB_INTERVAL_MS),
+            security: None,
         }
+    }
+
+    /// A client of the monitors, secured as this OSD.
+    fn mon_client(&self) -> Result<MonClient, loligo_monc::MonError> {
+        Ok(MonClient::new(self.mon_addrs.clone())?.secured(self.security.as_ref()))
     }
 
     fn boot_request(&self) -> MonRequest {
@@ -403,9 +412,9 @@ async fn serve(
     svc: OsdServer<service::Service>,
 ) {
     use loligo_proto::direct;
+    use loligo_proto::net::ServerIo;
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let (grpc_tx, grpc_rx) =
-        tokio::sync::mpsc::channel::<std::io::Result<tokio::net::TcpStream>>(64);
+    let (grpc_tx, grpc_rx) = tokio::sync::mpsc::channel::<std::io::Result<ServerIo>>(64);
     let grpc = tokio::spawn(async move {
         let incoming = tokio_stream::wrappers::ReceiverStream::new(grpc_rx);
         if let Err(e) = loligo_proto::net::server()
@@ -424,14 +433,14 @@ async fn serve(
             _ = shared.shutdown.notified() => break,
             a = listener.accept() => match a {
                 Ok((s, _)) => {
-                    // Small request/reply pairs: no Nagle delays.
-                    let _ = s.set_nodelay(true);
                     let (svc, tx) = (service.clone(), grpc_tx.clone());
+                    let sec = shared.cfg.security.clone();
                     conns.spawn(async move {
-                        match direct::sniff(s).await {
-                            Ok(direct::Route::Direct(s)) => direct::serve(svc, s).await,
-                            Ok(direct::Route::Other(s)) => {
-                                let _ = tx.send(Ok(s)).await;
+                        // The handshake (with TLS), then the protocol.
+                        match loligo_proto::net::accept(s, sec.as_ref()).await {
+                            Ok(a) if a.direct => direct::serve(svc, a.io).await,
+                            Ok(a) => {
+                                let _ = tx.send(Ok(a.io)).await;
                             }
                             Err(_) => {}
                         }
@@ -526,6 +535,7 @@ pub async fn start(
     let (epoch_tx, _) = tokio::sync::watch::channel(0);
     let reserver = Mutex::new(reserve::Reserver::new(cfg.recovery_max_active));
     let incoming = tokio::sync::Semaphore::new(cfg.recovery_max_incoming.max(1));
+    let security = cfg.security.clone();
     let shared = Arc::new(OsdShared {
         cfg,
         store,
@@ -535,11 +545,13 @@ pub async fn start(
         views: Mutex::new(HashMap::new()),
         stats: Mutex::new(HashMap::new()),
         stats_changed: tokio::sync::Notify::new(),
-        direct: loligo_proto::direct::Conns::new(Duration::from_millis(PEER_CONNECT_TIMEOUT_MS)),
+        direct: loligo_proto::direct::Conns::new(Duration::from_millis(PEER_CONNECT_TIMEOUT_MS))
+            .secured(security.as_ref()),
         peers: Channels::new(
             Duration::from_millis(PEER_CONNECT_TIMEOUT_MS),
             Some(Duration::from_millis(PEER_REQUEST_TIMEOUT_MS)),
-        ),
+        )
+        .secured(security.as_ref()),
         counters: Counters::default(),
         start: Instant::now(),
         stopped: AtomicBool::new(false),
@@ -563,7 +575,7 @@ pub async fn start(
         .max_decoding_message_size(MESSAGE_BYTES_MAX)
         .max_encoding_message_size(MESSAGE_BYTES_MAX);
     let server = tokio::spawn(serve(shared.clone(), listener, service, svc));
-    let mut mc = MonClient::new(shared.cfg.mon_addrs.clone())?;
+    let mut mc = shared.cfg.mon_client()?;
     mc.deadline = Duration::from_millis(BOOT_TIMEOUT_MS);
     mc.call(shared.cfg.boot_request()).await?;
     let s = shared.clone();

@@ -98,9 +98,9 @@ pub(super) fn request_primary_temp(s: &OsdShared, pg: PgId, osd: Option<i32>) {
 /// monitors once, in the background (the PG asks again if it still needs
 /// it).
 fn send_once(s: &OsdShared, pg: PgId, what: &'static str, req: MonRequest) {
-    let mons = s.cfg.mon_addrs.clone();
+    let mc = s.cfg.mon_client();
     tokio::spawn(async move {
-        if let Ok(mut mc) = MonClient::new(mons) {
+        if let Ok(mut mc) = mc {
             if let Err(e) = mc.call(req).await {
                 tracing::warn!("pg {pg}: {what} request failed: {e}");
             }
@@ -153,7 +153,7 @@ const REPORT_BATCH_MS: u64 = 50;
 
 /// Tell the monitors this OSD is stopping (a clean stop).
 pub(super) async fn mark_me_down(s: &OsdShared) {
-    if let Ok(mut mc) = MonClient::new(s.cfg.mon_addrs.clone()) {
+    if let Ok(mut mc) = s.cfg.mon_client() {
         mc.deadline = Duration::from_millis(MARK_DOWN_WAIT_MS);
         let _ = mc.call(MonRequest::OsdMarkMeDown { id: s.cfg.id }).await;
     }
@@ -171,7 +171,7 @@ pub(super) fn reboot_if_marked_down(s: &Arc<OsdShared>, epoch: Epoch) {
     );
     let s = s.clone();
     tokio::spawn(async move {
-        if let Ok(mut mc) = MonClient::new(s.cfg.mon_addrs.clone()) {
+        if let Ok(mut mc) = s.cfg.mon_client() {
             let _ = mc.call(s.cfg.boot_request()).await;
         }
         s.rebooting.store(false, Ordering::Relaxed);
