@@ -12,6 +12,8 @@ use loligo_proto::tls::Authority;
 use std::io::{Read, Write};
 use std::time::Duration;
 
+const ADMIN: &str = "client.admin";
+
 /// What a server answers to `hello` sent as plain text (until it closes,
 /// or 5 s).
 fn plain_answer(addr: &str, hello: &[u8]) -> Vec<u8> {
@@ -117,6 +119,73 @@ fn a_local_cluster_takes_only_its_own_members() {
                 .await;
             assert!(r.is_err(), "{addr} answered a stranger");
         }
+    });
+
+    // Members speak only for themselves: an OSD message must come from
+    // the OSD it names, OSD requests to the monitors from that OSD, admin
+    // commands from a client.
+    rt.block_on(async {
+        use loligo_monc::{Admin, MonError, MonRequest};
+        use loligo_osd::msg::{PeerMsg, PeerReply};
+        use loligo_types::ops::{decode_wire, encode_wire};
+        let keys = dir.join("keys");
+        let sec = |e: &str| Security::load(&keys.join(format!("{e}.keyring"))).unwrap();
+        let ping = |conns: loligo_proto::direct::Conns, from: i32| {
+            let addr = osds[1].clone();
+            async move {
+                let (body, bulk) = encode_wire(&PeerMsg::Ping { from, epoch: 0 });
+                let msg = loligo_proto::direct::Message {
+                    body: body.into(),
+                    bulk,
+                };
+                let r = conns
+                    .call(
+                        &addr,
+                        loligo_proto::direct::Call::Peer,
+                        msg,
+                        Duration::from_secs(5),
+                    )
+                    .await
+                    .unwrap();
+                decode_wire::<PeerReply>(&r.body, r.bulk).unwrap()
+            }
+        };
+        let conns = |e: &str| {
+            loligo_proto::direct::Conns::new(Duration::from_secs(2)).secured(Some(&sec(e)))
+        };
+        assert!(matches!(
+            ping(conns("osd.2"), 2).await,
+            PeerReply::Pong { .. }
+        ));
+        assert!(matches!(
+            ping(conns("osd.2"), 0).await,
+            PeerReply::Refused(_)
+        ));
+        assert!(matches!(ping(conns(ADMIN), 0).await, PeerReply::Refused(_)));
+        let mon_as = |e: &str| {
+            let mut mc = loligo_monc::MonClient::new(vec![mon.clone()])
+                .unwrap()
+                .secured(Some(&sec(e)));
+            mc.deadline = Duration::from_secs(5);
+            mc
+        };
+        let boot0 = MonRequest::OsdBoot {
+            id: 0,
+            addr: "127.0.0.1:1".into(),
+            host: "evil".into(),
+            crush_weight: 1,
+        };
+        for (who, req) in [
+            ("osd.2", MonRequest::OsdMarkMeDown { id: 0 }),
+            ("osd.2", boot0.clone()),
+            ("osd.2", MonRequest::Admin(Admin::Status)),
+            (ADMIN, boot0.clone()),
+            ("mon.0", MonRequest::Admin(Admin::Status)),
+        ] {
+            let r = mon_as(who).call(req).await;
+            assert!(matches!(r, Err(MonError::Denied(_))), "{who}: {r:?}");
+        }
+        assert!(mon_as("osd.2").get_map().await.is_ok());
     });
 
     // A new client's keyring from the cluster's authority: it gets in.

@@ -5,6 +5,7 @@
 //! (re-exported here), so that OSDs and clients do not link this crate.
 
 pub mod admin;
+pub mod auth;
 pub mod leader;
 pub mod network;
 pub mod raft;

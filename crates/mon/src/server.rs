@@ -574,9 +574,22 @@ fn json_reply<T: serde::Serialize>(v: &T) -> Result<Response<Raw>, Status> {
 
 type WatchStream = Pin<Box<dyn Stream<Item = Result<Raw, Status>> + Send>>;
 
+/// The entity a request's connection belongs to (`None`: a server
+/// without TLS).
+fn entity<T>(req: &Request<T>) -> Option<&str> {
+    req.extensions()
+        .get::<loligo_proto::net::Peer>()
+        .and_then(|p| p.entity.as_deref())
+}
+
 #[tonic::async_trait]
 impl Mon for Service {
     async fn raft(&self, req: Request<RaftMessage>) -> Result<Response<Raw>, Status> {
+        let members = self.0.cfg.members.keys().copied();
+        if let Err(e) = crate::auth::authorize_raft(entity(&req), members) {
+            tracing::warn!("refused: {e}");
+            return Err(Status::permission_denied(e.to_string()));
+        }
         let m = req.into_inner();
         let raft = &self.0.raft;
         let bad = |e: serde_json::Error| Status::invalid_argument(format!("bad raft message: {e}"));
@@ -603,9 +616,16 @@ impl Mon for Service {
     }
 
     async fn call(&self, req: Request<Raw>) -> Result<Response<Raw>, Status> {
+        let who = entity(&req).map(str::to_string);
         let body = req.into_inner().body;
         let r: CallResult = match serde_json::from_slice::<MonRequest>(&body) {
-            Ok(req) => self.0.call(req).await,
+            Ok(req) => match crate::auth::authorize(who.as_deref(), &req) {
+                Ok(()) => self.0.call(req).await,
+                Err(e) => {
+                    tracing::warn!("refused: {e}");
+                    Err(e)
+                }
+            },
             Err(e) => Err(MonError::Invalid(format!("cannot parse request: {e}"))),
         };
         json_reply(&r)

@@ -180,6 +180,9 @@ pub enum MonError {
     /// A feature this build does not have yet: refused rather than faked.
     #[error("not supported yet: {0}")]
     Unsupported(String),
+    /// The caller's entity may not make this request.
+    #[error("permission denied: {0}")]
+    Denied(String),
 }
 
 /// The JSON body of `Call` replies.

@@ -91,6 +91,25 @@ pub enum PeerMsg {
     },
 }
 
+impl PeerMsg {
+    /// The OSD that says it sent the message.
+    pub fn sender(&self) -> i32 {
+        match self {
+            PeerMsg::Ping { from, .. }
+            | PeerMsg::RepOp { from, .. }
+            | PeerMsg::GetInfo { from, .. }
+            | PeerMsg::Log { from, .. }
+            | PeerMsg::Push { from, .. }
+            | PeerMsg::Scan { from, .. }
+            | PeerMsg::Chunk { from, .. }
+            | PeerMsg::GetLog { from, .. }
+            | PeerMsg::Pull { from, .. }
+            | PeerMsg::ReadShard { from, .. }
+            | PeerMsg::StrayCheck { from, .. } => *from,
+        }
+    }
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum PeerReply {
     Pong {

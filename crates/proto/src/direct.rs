@@ -183,12 +183,13 @@ pub trait Handler: Send + Sync + 'static {
         self: Arc<Self>,
         call: Call,
         msg: Message,
+        peer: Arc<crate::net::Peer>,
     ) -> Pin<Box<dyn Future<Output = Option<Message>> + Send + 'static>>;
 }
 
-/// Serve direct calls on `stream`, whose [`MAGIC`] has been read, until
-/// the peer closes it or sends garbage.
-pub async fn serve<H, S>(handler: Arc<H>, stream: S)
+/// Serve direct calls on `stream`, whose [`MAGIC`] has been read, from
+/// `peer`, until it closes the connection or sends garbage.
+pub async fn serve<H, S>(handler: Arc<H>, stream: S, peer: crate::net::Peer)
 where
     H: Handler,
     S: AsyncRead + AsyncWrite + Send + 'static,
@@ -208,6 +209,7 @@ where
         let _ = w.shutdown().await;
     });
     let turns = Arc::new(Semaphore::new(IN_FLIGHT_MAX));
+    let peer = Arc::new(peer);
     loop {
         let f = match read_frame(&mut r).await {
             Ok(Some(f)) => f,
@@ -220,8 +222,9 @@ where
         };
         let h = handler.clone();
         let tx = tx.clone();
+        let peer = peer.clone();
         tokio::spawn(async move {
-            let reply = h.call(f.call, f.msg).await.map(|msg| Frame {
+            let reply = h.call(f.call, f.msg, peer).await.map(|msg| Frame {
                 id: f.id,
                 call: f.call,
                 msg,
@@ -517,6 +520,7 @@ mod tests {
             self: Arc<Self>,
             call: Call,
             msg: Message,
+            _peer: Arc<crate::net::Peer>,
         ) -> Pin<Box<dyn Future<Output = Option<Message>> + Send + 'static>> {
             Box::pin(async move {
                 let delay = msg.body.first().copied().unwrap_or(0);
@@ -545,7 +549,13 @@ mod tests {
                 let echo = echo.clone();
                 tokio::spawn(async move {
                     match sniff(s).await {
-                        Ok(Route::Direct(s)) => serve(echo, s).await,
+                        Ok(Route::Direct(s)) => {
+                            let peer = crate::net::Peer {
+                                addr: None,
+                                entity: None,
+                            };
+                            serve(echo, s, peer).await
+                        }
                         Ok(Route::Other(mut s)) => {
                             // What gRPC would read: the preface, intact.
                             let mut pre = [0u8; 24];
@@ -574,7 +584,8 @@ mod tests {
                 tokio::spawn(async move {
                     if let Ok(a) = crate::net::accept(s, Some(&sec)).await {
                         if a.direct {
-                            serve(echo, a.io).await;
+                            let peer = a.io.peer();
+                            serve(echo, a.io, peer).await;
                         }
                     }
                 });

@@ -438,7 +438,10 @@ async fn serve(
                     conns.spawn(async move {
                         // The handshake (with TLS), then the protocol.
                         match loligo_proto::net::accept(s, sec.as_ref()).await {
-                            Ok(a) if a.direct => direct::serve(svc, a.io).await,
+                            Ok(a) if a.direct => {
+                                let peer = a.io.peer();
+                                direct::serve(svc, a.io, peer).await
+                            }
                             Ok(a) => {
                                 let _ = tx.send(Ok(a.io)).await;
                             }

@@ -473,17 +473,45 @@ impl Service {
         encode_wire(&reply)
     }
 
-    /// Another OSD's `Peer` call, bytes in and out.
+    /// Another OSD's `Peer` call, bytes in and out. With TLS, `entity`
+    /// (the connection's certificate) must be the OSD the message says
+    /// sent it, and that OSD must be in this OSD's map: a client, a
+    /// monitor or an OSD speaking for another gets a refusal and changes
+    /// nothing.
     async fn peer_call(
         &self,
         body: &[u8],
         bulk: Vec<bytes::Bytes>,
+        entity: Option<&str>,
     ) -> (Vec<u8>, Vec<bytes::Bytes>) {
         let reply = match decode_wire::<PeerMsg>(body, bulk) {
-            Ok(m) => self.peer_msg(m).await,
+            Ok(m) => match self.peer_allowed(&m, entity) {
+                Ok(()) => self.peer_msg(m).await,
+                Err(why) => {
+                    tracing::warn!("refused: {why}");
+                    PeerReply::Refused(why)
+                }
+            },
             Err(e) => PeerReply::RepDone(Err(e.to_string())),
         };
         encode_wire(&reply)
+    }
+
+    /// Whether the connection's `entity` may send `m` (see `peer_call`).
+    fn peer_allowed(&self, m: &PeerMsg, entity: Option<&str>) -> Result<(), String> {
+        let Some(e) = entity else {
+            return Ok(());
+        };
+        let from = m.sender();
+        if e != format!("osd.{from}") {
+            return Err(format!("{e} may not send OSD messages as osd.{from}"));
+        }
+        match self.0.map() {
+            Some(map) if !map.osds.contains_key(&from) => {
+                Err(format!("osd.{from} is not in this OSD's map"))
+            }
+            _ => Ok(()),
+        }
     }
 }
 
@@ -501,8 +529,12 @@ impl Osd for Service {
 
     async fn peer(&self, req: Request<Raw>) -> Result<Response<Raw>, Status> {
         self.alive()?;
+        let entity = req
+            .extensions()
+            .get::<loligo_proto::net::Peer>()
+            .and_then(|p| p.entity.clone());
         let req = req.into_inner();
-        let (body, bulk) = self.peer_call(&req.body, req.bulk).await;
+        let (body, bulk) = self.peer_call(&req.body, req.bulk, entity.as_deref()).await;
         Ok(Response::new(Raw {
             body: body.into(),
             bulk,
@@ -515,13 +547,17 @@ impl direct::Handler for Service {
         self: Arc<Self>,
         call: direct::Call,
         msg: direct::Message,
+        peer: Arc<loligo_proto::net::Peer>,
     ) -> Pin<Box<dyn Future<Output = Option<direct::Message>> + Send + 'static>> {
         Box::pin(async move {
             // A stopped OSD answers nothing, as on gRPC.
             self.alive().ok()?;
             let (body, bulk) = match call {
                 direct::Call::Op => self.op_call(&msg.body, msg.bulk).await,
-                direct::Call::Peer => self.peer_call(&msg.body, msg.bulk).await,
+                direct::Call::Peer => {
+                    self.peer_call(&msg.body, msg.bulk, peer.entity.as_deref())
+                        .await
+                }
             };
             // Stopped while the call ran: no answer either.
             self.alive().ok()?;
