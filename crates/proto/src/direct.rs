@@ -38,7 +38,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 
 /// What a direct connection starts with (never the start of the HTTP/2
 /// preface, `PRI * HTTP/2.0`).
@@ -48,6 +48,29 @@ pub const BULK_MAX: usize = 4096;
 /// Most requests one connection runs at once; more wait (back-pressure on
 /// the sender, not a refusal).
 pub const IN_FLIGHT_MAX: usize = 256;
+/// Most bytes of requests one connection has in the server at once
+/// (read and not yet answered); the next frame is not read until some
+/// are answered. At least [`MESSAGE_BYTES_MAX`], so any frame fits.
+pub const IN_FLIGHT_BYTES_MAX: usize = 2 * MESSAGE_BYTES_MAX;
+
+/// What one connection may have in a server at once.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Requests (see [`IN_FLIGHT_MAX`]).
+    pub ops: usize,
+    /// Bytes of requests (see [`IN_FLIGHT_BYTES_MAX`]); a frame larger
+    /// than this waits until nothing else is in flight.
+    pub bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            ops: IN_FLIGHT_MAX,
+            bytes: IN_FLIGHT_BYTES_MAX,
+        }
+    }
+}
 /// How long a new connection may take to say which protocol it speaks.
 pub const SNIFF_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -125,8 +148,15 @@ async fn write_frame<W: AsyncWrite + Unpin>(w: &mut W, f: &Frame) -> std::io::Re
     w.flush().await
 }
 
-/// Read one frame; `Ok(None)` at a clean end of the stream.
-async fn read_frame<R: AsyncRead + Unpin>(r: &mut BufReader<R>) -> std::io::Result<Option<Frame>> {
+/// Read one frame; `Ok(None)` at a clean end of the stream. With a
+/// `budget` (a server's bytes in flight, in KiB, and its whole size), the
+/// frame's bytes are
+/// taken from it before they are read, and the permit comes back with the
+/// frame (held until it is answered).
+async fn read_frame<R: AsyncRead + Unpin>(
+    r: &mut BufReader<R>,
+    budget: Option<(&Arc<Semaphore>, usize)>,
+) -> std::io::Result<Option<(Frame, Option<OwnedSemaphorePermit>)>> {
     let bad = |why: String| std::io::Error::new(std::io::ErrorKind::InvalidData, why);
     let mut h = [0u8; HEADER_LEN];
     match r.read_exact(&mut h).await {
@@ -155,6 +185,16 @@ async fn read_frame<R: AsyncRead + Unpin>(r: &mut BufReader<R>) -> std::io::Resu
             "frame of {total} bytes (most {MESSAGE_BYTES_MAX})"
         )));
     }
+    let permit = match budget {
+        Some((b, whole)) => {
+            // (A frame over the whole budget takes all of it.)
+            let kib = total.div_ceil(1024).clamp(1, whole);
+            let kib = u32::try_from(kib).unwrap_or(u32::MAX);
+            let p = b.clone().acquire_many_owned(kib).await;
+            Some(p.map_err(|_| std::io::Error::other("server closing"))?)
+        }
+        None => None,
+    };
     // One buffer for body and payloads, filled without zeroing first.
     let mut buf = BytesMut::with_capacity(total);
     while buf.len() < total {
@@ -167,11 +207,14 @@ async fn read_frame<R: AsyncRead + Unpin>(r: &mut BufReader<R>) -> std::io::Resu
     let mut all = buf.freeze();
     let body = all.split_to(body_len);
     let bulk = lens.iter().map(|&l| all.split_to(l)).collect();
-    Ok(Some(Frame {
-        id,
-        call,
-        msg: Message { body, bulk },
-    }))
+    Ok(Some((
+        Frame {
+            id,
+            call,
+            msg: Message { body, bulk },
+        },
+        permit,
+    )))
 }
 
 /// What serves direct calls (an OSD's service).
@@ -188,8 +231,19 @@ pub trait Handler: Send + Sync + 'static {
 }
 
 /// Serve direct calls on `stream`, whose [`MAGIC`] has been read, from
-/// `peer`, until it closes the connection or sends garbage.
+/// `peer`, until it closes the connection or sends garbage; at most the
+/// default [`Limits`] in flight (more wait: the peer's sends stall, the
+/// server serves its other connections).
 pub async fn serve<H, S>(handler: Arc<H>, stream: S, peer: crate::net::Peer)
+where
+    H: Handler,
+    S: AsyncRead + AsyncWrite + Send + 'static,
+{
+    serve_with(handler, stream, peer, Limits::default()).await
+}
+
+/// As [`serve`], with `limits`.
+pub async fn serve_with<H, S>(handler: Arc<H>, stream: S, peer: crate::net::Peer, limits: Limits)
 where
     H: Handler,
     S: AsyncRead + AsyncWrite + Send + 'static,
@@ -208,10 +262,12 @@ where
         }
         let _ = w.shutdown().await;
     });
-    let turns = Arc::new(Semaphore::new(IN_FLIGHT_MAX));
+    let turns = Arc::new(Semaphore::new(limits.ops.max(1)));
+    let whole = limits.bytes.div_ceil(1024).max(1);
+    let budget = Arc::new(Semaphore::new(whole));
     let peer = Arc::new(peer);
     loop {
-        let f = match read_frame(&mut r).await {
+        let (f, bytes) = match read_frame(&mut r, Some((&budget, whole))).await {
             Ok(Some(f)) => f,
             // Closed, or garbage: either way the connection is over (the
             // peer's calls on it fail and it dials again).
@@ -231,6 +287,7 @@ where
             });
             let _ = tx.send(reply).await;
             drop(turn);
+            drop(bytes);
         });
     }
     drop(tx);
@@ -384,7 +441,7 @@ impl Conn {
         let (wt, d) = (waiting.clone(), dead.clone());
         tokio::spawn(async move {
             let mut r = BufReader::with_capacity(64 << 10, r);
-            while let Ok(Some(f)) = read_frame(&mut r).await {
+            while let Ok(Some((f, _))) = read_frame(&mut r, None).await {
                 let w = wt.lock().unwrap_or_else(|p| p.into_inner()).remove(&f.id);
                 if let Some(w) = w {
                     let _ = w.send(f.msg);
@@ -569,6 +626,108 @@ mod tests {
             }
         });
         (addr, h)
+    }
+
+    /// Holds calls whose body starts with 1 until opened, counting how
+    /// many are inside at once; answers others at once.
+    struct Gate {
+        inside: AtomicU64,
+        most: AtomicU64,
+        open: tokio::sync::watch::Receiver<bool>,
+    }
+
+    impl Handler for Gate {
+        fn call(
+            self: Arc<Self>,
+            _call: Call,
+            msg: Message,
+            _peer: Arc<crate::net::Peer>,
+        ) -> Pin<Box<dyn Future<Output = Option<Message>> + Send + 'static>> {
+            Box::pin(async move {
+                if msg.body.first() == Some(&1) {
+                    let n = self.inside.fetch_add(1, Ordering::SeqCst) + 1;
+                    self.most.fetch_max(n, Ordering::SeqCst);
+                    let mut open = self.open.clone();
+                    let _ = open.wait_for(|o| *o).await;
+                    self.inside.fetch_sub(1, Ordering::SeqCst);
+                }
+                Some(Message {
+                    body: msg.body,
+                    bulk: Vec::new(),
+                })
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_connection_past_its_limits_waits_and_the_server_serves_others() {
+        let (open_tx, open) = tokio::sync::watch::channel(false);
+        let gate = Arc::new(Gate {
+            inside: AtomicU64::new(0),
+            most: AtomicU64::new(0),
+            open,
+        });
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        let g = gate.clone();
+        tokio::spawn(async move {
+            let limits = Limits {
+                ops: 8,
+                bytes: 1 << 20,
+            };
+            while let Ok((s, _)) = l.accept().await {
+                let g = g.clone();
+                tokio::spawn(async move {
+                    if let Ok(Route::Direct(s)) = sniff(s).await {
+                        let peer = crate::net::Peer {
+                            addr: None,
+                            entity: None,
+                        };
+                        serve_with(g, s, peer, limits).await;
+                    }
+                });
+            }
+        });
+        let call = |c: Arc<Conns>, addr: String, body: u8, size: usize| {
+            tokio::spawn(async move {
+                let msg = Message {
+                    body: Bytes::from(vec![body]),
+                    bulk: vec![Bytes::from(vec![0u8; size])],
+                };
+                c.call(&addr, Call::Op, msg, Duration::from_secs(20)).await
+            })
+        };
+        // Bytes: three calls of 600 KiB against 1 MiB: one inside at once.
+        let hog = Arc::new(Conns::new(Duration::from_secs(2)));
+        let big: Vec<_> = (0..3)
+            .map(|_| call(hog.clone(), addr.clone(), 1, 600 << 10))
+            .collect();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(gate.most.load(Ordering::SeqCst), 1);
+        // Another connection is served meanwhile.
+        let other = Arc::new(Conns::new(Duration::from_secs(2)));
+        let r = call(other.clone(), addr.clone(), 0, 10).await.unwrap();
+        assert!(r.is_ok(), "{r:?}");
+        open_tx.send(true).unwrap();
+        for b in big {
+            assert!(b.await.unwrap().is_ok());
+        }
+        // Requests: twenty small ones against 8 at once.
+        open_tx.send(false).unwrap();
+        gate.most.store(0, Ordering::SeqCst);
+        let small: Vec<_> = (0..20)
+            .map(|_| call(hog.clone(), addr.clone(), 1, 10))
+            .collect();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(gate.most.load(Ordering::SeqCst), 8);
+        assert!(call(other.clone(), addr.clone(), 0, 10)
+            .await
+            .unwrap()
+            .is_ok());
+        open_tx.send(true).unwrap();
+        for c in small {
+            assert!(c.await.unwrap().is_ok());
+        }
     }
 
     /// A listener whose connections go through `net::accept` with

@@ -43,9 +43,11 @@ pub const CONNECTION_WINDOW: u32 = 64 << 20;
 /// See [`STREAM_WINDOW`].
 pub const FRAME_MAX: u32 = 1 << 20;
 
-/// A server builder with Loligo's transport settings.
+/// A server builder with Loligo's transport settings; a connection runs
+/// at most `direct::IN_FLIGHT_MAX` requests at once (more wait).
 pub fn server() -> tonic::transport::Server {
     tonic::transport::Server::builder()
+        .concurrency_limit_per_connection(crate::direct::IN_FLIGHT_MAX)
         .initial_stream_window_size(STREAM_WINDOW)
         .initial_connection_window_size(CONNECTION_WINDOW)
         .max_frame_size(FRAME_MAX)
