@@ -5,30 +5,15 @@
 
 mod common;
 
-use common::{loligo, ok, Cluster};
+use common::{loligo, ok};
 use std::io::Write;
 
 #[test]
 fn local_cluster_round_trip_restart_and_errors() {
-    let root = std::env::temp_dir().join(format!("loligo-cli-cluster-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&root);
-    std::fs::create_dir_all(&root).unwrap();
-    let dir = root.join("c");
+    let (root, dir, guard) = common::start("cli-cluster", 3, 16);
     let d = dir.to_string_lossy().into_owned();
-    let guard = Cluster(dir.clone());
-    let up = [
-        "up",
-        "--detach",
-        "--osds",
-        "3",
-        "--osd-size",
-        "268435456",
-        "--pg-num",
-        "16",
-        "--data-dir",
-        &d,
-    ];
-    ok(&dir, &up);
+    let up_owned = common::up_args(&dir, 3, 16);
+    let up: Vec<&str> = up_owned.iter().map(String::as_str).collect();
     // Starting it twice is refused.
     let again = loligo(&dir, &up);
     assert!(!again.status.success());

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{ec_profiles, loligo, not_clean, ok, Cluster};
+use common::{ec_profiles, loligo, not_clean, ok};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -34,27 +34,8 @@ fn check(dir: &Path, root: &Path, pool: &str, name: &str, want: &[u8]) {
 
 #[test]
 fn ec_pools_serve_with_m_osds_down_and_heal() {
-    let root = std::env::temp_dir().join(format!("loligo-ec-cluster-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&root);
-    std::fs::create_dir_all(&root).unwrap();
-    let dir = root.join("c");
+    let (root, dir, guard) = common::start("ec-cluster", 4, 8);
     let d = dir.to_string_lossy().into_owned();
-    let guard = Cluster(dir.clone());
-    ok(
-        &dir,
-        &[
-            "up",
-            "--detach",
-            "--osds",
-            "4",
-            "--osd-size",
-            "268435456",
-            "--pg-num",
-            "8",
-            "--data-dir",
-            &d,
-        ],
-    );
     ec_profiles(&dir);
     // --size is the profile's business.
     let e = loligo(

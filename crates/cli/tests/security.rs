@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{loligo, ok, Cluster};
+use common::{loligo, ok};
 use loligo_proto::net::Security;
 use loligo_proto::tls::Authority;
 use std::io::{Read, Write};
@@ -27,27 +27,7 @@ fn plain_answer(addr: &str, hello: &[u8]) -> Vec<u8> {
 
 #[test]
 fn a_local_cluster_takes_only_its_own_members() {
-    let root = std::env::temp_dir().join(format!("loligo-cli-security-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&root);
-    std::fs::create_dir_all(&root).unwrap();
-    let dir = root.join("c");
-    let d = dir.to_string_lossy().into_owned();
-    let _guard = Cluster(dir.clone());
-    ok(
-        &dir,
-        &[
-            "up",
-            "--detach",
-            "--osds",
-            "3",
-            "--osd-size",
-            "268435456",
-            "--pg-num",
-            "8",
-            "--data-dir",
-            &d,
-        ],
-    );
+    let (root, dir, _guard) = common::start("cli-security", 3, 8);
     let file = root.join("in.bin");
     std::fs::write(&file, b"members only").unwrap();
     ok(&dir, &["put", "x", file.to_str().unwrap()]);

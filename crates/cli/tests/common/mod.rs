@@ -42,6 +42,37 @@ impl Drop for Cluster {
     }
 }
 
+/// `loligo up` of a detached cluster of `osds` OSDs of 256 MiB and a
+/// default pool of `pg_num` PGs in `dir`.
+pub fn up_args(dir: &Path, osds: u32, pg_num: u32) -> Vec<String> {
+    [
+        "up".to_string(),
+        "--detach".into(),
+        "--osds".into(),
+        osds.to_string(),
+        "--osd-size".into(),
+        (256u64 << 20).to_string(),
+        "--pg-num".into(),
+        pg_num.to_string(),
+        "--data-dir".into(),
+        dir.to_string_lossy().into_owned(),
+    ]
+    .to_vec()
+}
+
+/// A fresh folder for test `tag` (its root) and such a cluster started in
+/// its `c` folder: (root, cluster folder, the guard that takes it down).
+pub fn start(tag: &str, osds: u32, pg_num: u32) -> (PathBuf, PathBuf, Cluster) {
+    let root = std::env::temp_dir().join(format!("loligo-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(&root).unwrap();
+    let dir = root.join("c");
+    let guard = Cluster(dir.clone());
+    let args = up_args(&dir, osds, pg_num);
+    ok(&dir, &args.iter().map(String::as_str).collect::<Vec<_>>());
+    (root, dir, guard)
+}
+
 /// Profiles `rs21` (Reed-Solomon 2+1) and `zz22` (Zigzag 2+2).
 pub fn ec_profiles(dir: &Path) {
     for (name, plugin, m) in [("rs21", "rs", "1"), ("zz22", "zigzag", "2")] {
