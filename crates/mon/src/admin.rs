@@ -77,6 +77,7 @@ pub fn plan(m: &OsdMap, cmd: &Admin) -> Result<Outcome, MonError> {
                         "pool '{name}' already exists with other settings"
                     )));
                 }
+                check_pg_budget(m, &p)?;
                 let mut changes = Vec::new();
                 if added {
                     changes.push(Change::CrushSet(crush));
@@ -104,6 +105,7 @@ pub fn plan(m: &OsdMap, cmd: &Admin) -> Result<Outcome, MonError> {
                     json!({ "message": format!("pool '{name}' already exists") }),
                 ));
             }
+            check_pg_budget(m, &p)?;
             Changes(vec![Change::PoolCreate(p)])
         }
         Admin::PoolDelete { name, confirm } => {
@@ -153,6 +155,7 @@ pub fn plan(m: &OsdMap, cmd: &Admin) -> Result<Outcome, MonError> {
                     )))
                 }
             }
+            check_pg_budget(m, &p)?;
             Changes(vec![Change::PoolUpdate(p)])
         }
         Admin::OsdTree => Answer(tree(m)),
@@ -267,6 +270,40 @@ pub fn tree(m: &OsdMap) -> Value {
 /// Default largest object (re-exported for the CLI's help text).
 pub const OBJECT_SIZE_MAX: u64 = OBJECT_SIZE_MAX_DEFAULT;
 
+/// Most PGs one pool may have (Ceph's `mon_max_pool_pg_num`).
+pub const PG_NUM_MAX: u32 = 65_536;
+/// Most PG copies per OSD the pools may ask for on average (Ceph's
+/// `mon_max_pg_per_osd`): every PG is a task, a log and a tree on each of
+/// its OSDs, so a pool of millions of PGs must not reach a small cluster.
+pub const PGS_PER_OSD_MAX: u64 = 250;
+/// The OSDs the per-OSD limit counts at least (a cluster still booting).
+const OSDS_COUNTED_MIN: u64 = 3;
+
+/// Refuse a pool `p` (new, or replacing its old settings) whose PGs
+/// would take the cluster past [`PG_NUM_MAX`] or [`PGS_PER_OSD_MAX`].
+fn check_pg_budget(m: &OsdMap, p: &loligo_types::Pool) -> Result<(), MonError> {
+    if p.pg_num > PG_NUM_MAX {
+        return Err(MonError::Invalid(format!(
+            "pg_num {} is more than {PG_NUM_MAX}, the most one pool may have",
+            p.pg_num
+        )));
+    }
+    let copies = |q: &loligo_types::Pool| u64::from(q.pg_num) * u64::from(q.size);
+    let others: u64 = m.pools.values().filter(|q| q.id != p.id).map(copies).sum();
+    let total = others + copies(p);
+    let osds = (m.up_in().1 as u64).max(OSDS_COUNTED_MIN);
+    let most = PGS_PER_OSD_MAX * osds;
+    let grows = m.pools.get(&p.id).is_none_or(|old| copies(p) > copies(old));
+    if grows && total > most {
+        return Err(MonError::Invalid(format!(
+            "pg_num {} x size {} would make {total} PG copies in all, more than {most} \
+             ({PGS_PER_OSD_MAX} per OSD x {osds} OSDs): use fewer PGs or add OSDs",
+            p.pg_num, p.size
+        )));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -280,6 +317,58 @@ mod tests {
             min_size: None,
             erasure_profile: erasure.map(str::to_string),
         }
+    }
+
+    #[test]
+    fn pools_may_not_ask_more_pgs_than_the_osds_can_hold() {
+        let mut m = OsdMap::new("f", "osd").unwrap();
+        let named = |name: &str, pg_num, size| Admin::PoolCreate {
+            name: name.into(),
+            pg_num,
+            size,
+            min_size: None,
+            erasure_profile: None,
+        };
+        let make = |pg_num, size| named("big", pg_num, size);
+        let refused = |m: &OsdMap, a: &Admin| match plan(m, a) {
+            Err(MonError::Invalid(e)) => e,
+            Err(e) => panic!("{a:?}: {e}"),
+            Ok(_) => panic!("{a:?} planned"),
+        };
+        // One pool past its own limit, whatever the cluster.
+        assert!(refused(&m, &make(PG_NUM_MAX + 1, 1)).contains("the most one pool"));
+        // No OSD in: counted as three, 750 copies in all.
+        assert!(matches!(plan(&m, &make(250, 3)), Ok(Outcome::Changes(_))));
+        assert!(refused(&m, &make(251, 3)).contains("750 (250 per OSD x 3 OSDs)"));
+        // Ten OSDs in: 2,500 copies, counting the pools there are.
+        let apply = |m: &mut OsdMap, changes: Vec<Change>| {
+            let epoch = m.epoch + 1;
+            m.apply(&loligo_types::Incremental { epoch, changes })
+                .unwrap();
+        };
+        let boots = (0..10)
+            .map(|id| Change::OsdBoot {
+                id,
+                addr: format!("h:{id}"),
+                host: "h".into(),
+                crush_weight: 0x10000,
+            })
+            .collect();
+        apply(&mut m, boots);
+        let Ok(Outcome::Changes(ch)) = plan(&m, &make(512, 3)) else {
+            panic!("512 x 3 fits ten OSDs");
+        };
+        apply(&mut m, ch);
+        let more = named("more", 512, 3);
+        assert!(refused(&m, &more).contains("3072 PG copies"));
+        // Growing a pool's size counts too; shrinking it never is refused.
+        let set = |v: &str| Admin::PoolSet {
+            name: "big".into(),
+            key: "size".into(),
+            value: v.into(),
+        };
+        assert!(refused(&m, &set("5")).contains("2560 PG copies"));
+        assert!(matches!(plan(&m, &set("2")), Ok(Outcome::Changes(_))));
     }
 
     #[test]
