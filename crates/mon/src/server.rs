@@ -20,7 +20,7 @@ use loligo_proto::v1::{RaftMessage, Raw, WatchRequest};
 use loligo_types::Change;
 use openraft::error::{ClientWriteError, RaftError};
 use openraft::BasicNode;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::pin::Pin;
@@ -61,11 +61,17 @@ pub struct MonConfig {
     /// Map watch streams this monitor serves at once; more are refused
     /// (`RESOURCE_EXHAUSTED`) until some close.
     pub watches_max: usize,
+    /// Map watch streams one entity may hold open on this monitor at once
+    /// (with TLS; a client process holds one per cluster handle).
+    pub watches_per_entity_max: usize,
     /// Mutual TLS as this monitor's entity (`mon.ID`) for its port and its
     /// connections to the other monitors; `None`: plain (anyone may
     /// connect).
     pub security: Option<loligo_proto::net::Security>,
 }
+
+/// Default of [`MonConfig::watches_per_entity_max`].
+pub const WATCHES_PER_ENTITY_MAX: usize = 64;
 
 /// Default of [`MonConfig::watches_max`]: every OSD and client of a large
 /// cluster holds one.
@@ -86,6 +92,7 @@ impl MonConfig {
             down_out_interval: Duration::from_secs(600),
             create: false,
             watches_max: WATCHES_MAX,
+            watches_per_entity_max: WATCHES_PER_ENTITY_MAX,
             security: None,
         }
     }
@@ -102,15 +109,30 @@ pub struct Monitor {
     propose_lock: Mutex<()>,
     /// Map watch streams open now.
     watches: Arc<std::sync::atomic::AtomicUsize>,
+    /// Map watch streams open now, by entity (with TLS).
+    watchers: Arc<std::sync::Mutex<HashMap<String, usize>>>,
 }
 
-/// One open watch stream's place in [`Monitor::watches`], given back when
-/// the stream's task ends.
-struct WatchSlot(Arc<std::sync::atomic::AtomicUsize>);
+/// One open watch stream's place in [`Monitor::watches`] (and its
+/// entity's in [`Monitor::watchers`]), given back when the stream's task
+/// ends.
+struct WatchSlot {
+    all: Arc<std::sync::atomic::AtomicUsize>,
+    mine: Option<(Arc<std::sync::Mutex<HashMap<String, usize>>>, String)>,
+}
 
 impl Drop for WatchSlot {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        self.all.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        if let Some((by, e)) = &self.mine {
+            let mut by = by.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(n) = by.get_mut(e) {
+                *n -= 1;
+                if *n == 0 {
+                    by.remove(e);
+                }
+            }
+        }
     }
 }
 
@@ -209,6 +231,7 @@ impl Monitor {
             leader: Mutex::new(LeaderState::default()),
             propose_lock: Mutex::new(()),
             watches: Arc::default(),
+            watchers: Arc::default(),
         });
         let svc = MonServer::new(Service(mon.clone()))
             .max_decoding_message_size(MESSAGE_BYTES_MAX)
@@ -634,18 +657,35 @@ impl Mon for Service {
     type WatchStream = WatchStream;
 
     async fn watch(&self, req: Request<WatchRequest>) -> Result<Response<WatchStream>, Status> {
+        let who = entity(&req).map(str::to_string);
         let mut have = req.into_inner().have;
         let max = self.0.cfg.watches_max;
         let open = self
             .0
             .watches
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let slot = WatchSlot(self.0.watches.clone());
+        let mut slot = WatchSlot {
+            all: self.0.watches.clone(),
+            mine: None,
+        };
         if open >= max {
             tracing::warn!("a map watch refused: {open} open (at most {max})");
             return Err(Status::resource_exhausted(format!(
                 "{open} map watches open on this monitor (at most {max})"
             )));
+        }
+        if let Some(e) = who {
+            let most = self.0.cfg.watches_per_entity_max;
+            let mut by = self.0.watchers.lock().unwrap_or_else(|p| p.into_inner());
+            let n = by.entry(e.clone()).or_insert(0);
+            if *n >= most {
+                tracing::warn!("a map watch of {e} refused: it has {n} open (at most {most})");
+                return Err(Status::resource_exhausted(format!(
+                    "{e} has {n} map watches open on this monitor (at most {most})"
+                )));
+            }
+            *n += 1;
+            slot.mine = Some((self.0.watchers.clone(), e));
         }
         let shared = self.0.shared.clone();
         let mut rx = shared.epoch_tx.subscribe();

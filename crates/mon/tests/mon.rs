@@ -429,3 +429,68 @@ async fn map_watches_past_the_limit_are_refused_and_the_monitor_serves_on() {
     );
     h.stop().await;
 }
+
+#[tokio::test]
+async fn a_monitor_with_tls_bounds_each_entitys_watches_and_refuses_forgeries() {
+    use loligo_proto::net::{Channels, Security};
+    use loligo_proto::tls::Authority;
+    use loligo_proto::v1::WatchRequest;
+    let ca = Authority::generate("t").unwrap();
+    let sec = |e: &str| Security::new(ca.issue(e).unwrap()).unwrap();
+    let d = tempdir("tls-watches");
+    let (mut ls, members) = listeners(1).await;
+    let mut conf = cfg(0, &members, d.path());
+    conf.security = Some(sec("mon.0"));
+    conf.watches_per_entity_max = 2;
+    let h = Monitor::start(conf, ls.remove(0)).await.unwrap();
+    let addr = members[&0].clone();
+    let admin = sec("client.admin");
+    let mut c = MonClient::new(vec![addr.clone()])
+        .unwrap()
+        .secured(Some(&admin));
+    c.get_map().await.unwrap();
+    // Plain: refused at the handshake.
+    let mut plain = MonClient::new(vec![addr.clone()]).unwrap();
+    plain.deadline = Duration::from_secs(2);
+    assert!(plain.get_map().await.is_err());
+    // An OSD's keyring may not run admin commands, nor boot another OSD.
+    let mut osd1 = MonClient::new(vec![addr.clone()])
+        .unwrap()
+        .secured(Some(&sec("osd.1")));
+    let r = osd1.call(create("nope")).await;
+    assert!(matches!(r, Err(MonError::Denied(_))), "{r:?}");
+    // Two watches per entity; a third of the same entity is refused, and
+    // another entity is served.
+    let raw = |s: &Security| {
+        let ch = Channels::new(Duration::from_secs(2), None).secured(Some(s));
+        let a = addr.clone();
+        async move { ch.mon(&a).await.unwrap() }
+    };
+    let mut a = raw(&admin).await;
+    let w1 = a.watch(WatchRequest { have: 0 }).await.unwrap();
+    let _w2 = a.watch(WatchRequest { have: 0 }).await.unwrap();
+    let Err(e) = a.watch(WatchRequest { have: 0 }).await else {
+        panic!("a third watch of one entity is taken");
+    };
+    assert_eq!(e.code(), tonic::Code::ResourceExhausted, "{e}");
+    assert!(e.message().contains("client.admin"), "{e}");
+    let mut b = raw(&sec("client.b")).await;
+    let mut s = b
+        .watch(WatchRequest { have: 0 })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(s.message().await.unwrap().is_some());
+    // One that goes gives its entity's place back.
+    drop(w1);
+    let mut again = false;
+    for _ in 0..50 {
+        if a.watch(WatchRequest { have: 0 }).await.is_ok() {
+            again = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(again, "a freed place is taken again");
+    h.stop().await;
+}
