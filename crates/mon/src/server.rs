@@ -110,15 +110,18 @@ pub struct Monitor {
     /// Map watch streams open now.
     watches: Arc<std::sync::atomic::AtomicUsize>,
     /// Map watch streams open now, by entity (with TLS).
-    watchers: Arc<std::sync::Mutex<HashMap<String, usize>>>,
+    watchers: Watchers,
 }
+
+/// Open map watch streams by entity.
+type Watchers = Arc<std::sync::Mutex<HashMap<String, usize>>>;
 
 /// One open watch stream's place in [`Monitor::watches`] (and its
 /// entity's in [`Monitor::watchers`]), given back when the stream's task
 /// ends.
 struct WatchSlot {
     all: Arc<std::sync::atomic::AtomicUsize>,
-    mine: Option<(Arc<std::sync::Mutex<HashMap<String, usize>>>, String)>,
+    mine: Option<(Watchers, String)>,
 }
 
 impl Drop for WatchSlot {
