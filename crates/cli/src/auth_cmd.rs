@@ -9,7 +9,7 @@
 use crate::CliError;
 use clap::{Args, Subcommand};
 use loligo_proto::tls::{Authority, Keyring};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 #[derive(Subcommand)]
 pub enum AuthCmd {
@@ -43,30 +43,11 @@ pub struct KeyringArgs {
     out: PathBuf,
 }
 
-fn read(p: &Path) -> Result<String, CliError> {
-    std::fs::read_to_string(p).map_err(|e| CliError(format!("{}: {e}", p.display())))
-}
-
-/// The authority in `dir`.
-pub fn load_authority(dir: &Path) -> Result<Authority, CliError> {
-    Authority::from_pem(&read(&dir.join("ca.pem"))?, &read(&dir.join("ca.key"))?)
-        .map_err(|e| CliError(format!("{}: {e}", dir.display())))
-}
-
 pub fn run(c: AuthCmd) -> Result<(), CliError> {
     match c {
         AuthCmd::Ca(a) => {
-            let (cert, key) = (a.dir.join("ca.pem"), a.dir.join("ca.key"));
-            if cert.exists() || key.exists() {
-                return Err(CliError(format!(
-                    "{} already holds an authority (ca.pem or ca.key): not replaced",
-                    a.dir.display()
-                )));
-            }
-            std::fs::create_dir_all(&a.dir)?;
             let ca = Authority::generate(&a.fsid).map_err(|e| CliError(e.to_string()))?;
-            crate::up_cmd::write_private(&key, ca.key_pem())?;
-            std::fs::write(&cert, ca.cert_pem())?;
+            ca.save(&a.dir).map_err(|e| CliError(e.to_string()))?;
             println!("authority in {}", a.dir.display());
             Ok(())
         }
@@ -77,7 +58,7 @@ pub fn run(c: AuthCmd) -> Result<(), CliError> {
                     a.out.display()
                 )));
             }
-            let ca = load_authority(&a.ca)?;
+            let ca = Authority::load(&a.ca).map_err(|e| CliError(e.to_string()))?;
             let k: Keyring = ca.issue(&a.entity).map_err(|e| CliError(e.to_string()))?;
             k.save(&a.out).map_err(|e| CliError(e.to_string()))?;
             println!("{} keyring in {}", k.entity, a.out.display());

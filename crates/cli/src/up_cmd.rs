@@ -95,16 +95,12 @@ fn keyring_path(dir: &Path, entity: &str) -> PathBuf {
 fn make_keys(dir: &Path, fsid: &str, entities: &[String]) -> Result<(), CliError> {
     use loligo_proto::tls::Authority;
     let keys = dir.join(KEYS_DIR);
-    std::fs::create_dir_all(&keys)?;
-    let (cert, key) = (keys.join("ca.pem"), keys.join("ca.key"));
-    let ca = if cert.exists() && key.exists() {
-        crate::auth_cmd::load_authority(&keys)?
+    let ca = if Authority::exists_in(&keys) {
+        Authority::load(&keys)
     } else {
-        let ca = Authority::generate(fsid).map_err(|e| CliError(e.to_string()))?;
-        std::fs::write(&cert, ca.cert_pem())?;
-        write_private(&key, ca.key_pem())?;
-        ca
-    };
+        Authority::generate(fsid).and_then(|ca| ca.save(&keys).map(|()| ca))
+    }
+    .map_err(|e| CliError(e.to_string()))?;
     for e in entities {
         let p = keyring_path(dir, e);
         if !p.exists() {
@@ -113,20 +109,6 @@ fn make_keys(dir: &Path, fsid: &str, entities: &[String]) -> Result<(), CliError
                 .map_err(|e| CliError(e.to_string()))?;
         }
     }
-    Ok(())
-}
-
-/// Write a file readable by its owner only.
-pub fn write_private(path: &Path, text: &str) -> Result<(), CliError> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)?;
-    f.write_all(text.as_bytes())?;
     Ok(())
 }
 

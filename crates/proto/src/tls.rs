@@ -134,6 +134,40 @@ impl Authority {
         Ok(a)
     }
 
+    /// The authority kept in folder `dir` (`ca.pem`, `ca.key`), checked
+    /// as [`Authority::from_pem`].
+    pub fn load(dir: &Path) -> Result<Authority, TlsError> {
+        let read = |name: &str| {
+            let p = dir.join(name);
+            std::fs::read_to_string(&p).map_err(|e| TlsError::Key(format!("{}: {e}", p.display())))
+        };
+        Authority::from_pem(&read(CA_CERT)?, &read(CA_KEY)?)
+            .map_err(|e| TlsError::Key(format!("{}: {e}", dir.display())))
+    }
+
+    /// Keep the authority in folder `dir` (created): `ca.pem`, and
+    /// `ca.key` readable by its owner only. Refused if either is there:
+    /// an authority is never replaced (a lost key locks out every new
+    /// entity).
+    pub fn save(&self, dir: &Path) -> Result<(), TlsError> {
+        let io = |p: &Path, e: std::io::Error| TlsError::Key(format!("{}: {e}", p.display()));
+        let (cert, key) = (dir.join(CA_CERT), dir.join(CA_KEY));
+        if cert.exists() || key.exists() {
+            return Err(TlsError::Key(format!(
+                "{} already holds an authority ({CA_CERT} or {CA_KEY}): not replaced",
+                dir.display()
+            )));
+        }
+        std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+        write_private(&key, &self.key_pem).map_err(|e| io(&key, e))?;
+        std::fs::write(&cert, &self.cert_pem).map_err(|e| io(&cert, e))
+    }
+
+    /// Whether folder `dir` holds an authority's files.
+    pub fn exists_in(dir: &Path) -> bool {
+        dir.join(CA_CERT).exists() && dir.join(CA_KEY).exists()
+    }
+
     /// The authority's certificate (PEM).
     pub fn cert_pem(&self) -> &str {
         &self.cert_pem
@@ -177,6 +211,27 @@ impl Authority {
             key: key.serialize_pem(),
         })
     }
+}
+
+/// Files of an authority kept in a folder.
+const CA_CERT: &str = "ca.pem";
+const CA_KEY: &str = "ca.key";
+
+/// Write `text` to `path` readable by its owner only, whole or not at all
+/// (a synced temporary file renamed over it).
+fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    #[cfg(unix)]
+    use std::os::unix::fs::OpenOptionsExt;
+    let tmp = path.with_extension("tmp");
+    let mut o = std::fs::OpenOptions::new();
+    o.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    o.mode(0o600);
+    let mut f = o.open(&tmp)?;
+    f.write_all(text.as_bytes())?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path)
 }
 
 /// A certificate valid from a day ago (clocks of a cluster's machines
@@ -243,21 +298,7 @@ impl Keyring {
             why,
         };
         let text = toml::to_string(self).map_err(|e| bad(e.to_string()))?;
-        let tmp = path.with_extension("tmp");
-        {
-            use std::io::Write;
-            #[cfg(unix)]
-            use std::os::unix::fs::OpenOptionsExt;
-            let mut o = std::fs::OpenOptions::new();
-            o.write(true).create(true).truncate(true);
-            #[cfg(unix)]
-            o.mode(0o600);
-            let mut f = o.open(&tmp).map_err(|e| bad(e.to_string()))?;
-            f.write_all(text.as_bytes())
-                .and_then(|()| f.sync_all())
-                .map_err(|e| bad(e.to_string()))?;
-        }
-        std::fs::rename(&tmp, path).map_err(|e| bad(e.to_string()))
+        write_private(path, &text).map_err(|e| bad(e.to_string()))
     }
 
     fn roots(&self) -> Result<rustls::RootCertStore, TlsError> {
@@ -455,9 +496,15 @@ mod tests {
         assert_eq!(back.entity, "osd.3");
         assert_eq!(back.cert, k.cert);
         assert!(!format!("{back:?}").contains("PRIVATE"));
-        // The authority comes back from its PEM and issues again.
+        // The authority comes back from its PEM, or its folder, and issues
+        // again; it is never saved over.
         let again = Authority::from_pem(ca.cert_pem(), ca.key_pem()).unwrap();
         again.issue("client.x").unwrap();
+        let keys = dir.path().join("keys");
+        ca.save(&keys).unwrap();
+        assert!(Authority::exists_in(&keys));
+        assert!(again.save(&keys).is_err());
+        assert_eq!(Authority::load(&keys).unwrap().cert_pem(), ca.cert_pem());
         assert!(matches!(ca.issue("osd.x"), Err(TlsError::Entity(_))));
     }
 
