@@ -12,11 +12,7 @@
 //! here yet: every client is an administrator.
 
 use loligo_monc::{MonError, MonRequest};
-
-/// The OSD id an entity name is for (`osd.N`).
-fn osd_id(entity: &str) -> Option<i32> {
-    entity.strip_prefix("osd.")?.parse().ok()
-}
+use loligo_proto::tls::{mon_of, osd_of};
 
 fn denied(entity: &str, what: &str) -> MonError {
     MonError::Denied(format!("{entity} may not {what}"))
@@ -27,7 +23,7 @@ pub fn authorize(entity: Option<&str>, req: &MonRequest) -> Result<(), MonError>
     let Some(e) = entity else {
         return Ok(());
     };
-    let me = osd_id(e);
+    let me = osd_of(e);
     let as_osd = |id: i32, what: &str| {
         if me == Some(id) {
             Ok(())
@@ -66,8 +62,7 @@ pub fn authorize_raft(
     let Some(e) = entity else {
         return Ok(());
     };
-    let id: Option<u64> = e.strip_prefix("mon.").and_then(|i| i.parse().ok());
-    match id {
+    match mon_of(e) {
         Some(id) if members.into_iter().any(|m| m == id) => Ok(()),
         _ => Err(denied(e, "send Raft messages to this monitor group")),
     }

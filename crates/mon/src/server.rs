@@ -14,7 +14,7 @@ use crate::protocol::{
     WRITE_SETS_PER_REQUEST_MAX,
 };
 use crate::raft::{MonCmd, MonRaft, MonStore, Shared};
-use loligo_proto::net::MESSAGE_BYTES_MAX;
+use loligo_proto::net::{peer_entity, MESSAGE_BYTES_MAX};
 use loligo_proto::v1::mon_server::{Mon, MonServer};
 use loligo_proto::v1::{RaftMessage, Raw, WatchRequest};
 use loligo_types::Change;
@@ -600,19 +600,11 @@ fn json_reply<T: serde::Serialize>(v: &T) -> Result<Response<Raw>, Status> {
 
 type WatchStream = Pin<Box<dyn Stream<Item = Result<Raw, Status>> + Send>>;
 
-/// The entity a request's connection belongs to (`None`: a server
-/// without TLS).
-fn entity<T>(req: &Request<T>) -> Option<&str> {
-    req.extensions()
-        .get::<loligo_proto::net::Peer>()
-        .and_then(|p| p.entity.as_deref())
-}
-
 #[tonic::async_trait]
 impl Mon for Service {
     async fn raft(&self, req: Request<RaftMessage>) -> Result<Response<Raw>, Status> {
         let members = self.0.cfg.members.keys().copied();
-        if let Err(e) = crate::auth::authorize_raft(entity(&req), members) {
+        if let Err(e) = crate::auth::authorize_raft(peer_entity(&req), members) {
             tracing::warn!("refused: {e}");
             return Err(Status::permission_denied(e.to_string()));
         }
@@ -642,7 +634,7 @@ impl Mon for Service {
     }
 
     async fn call(&self, req: Request<Raw>) -> Result<Response<Raw>, Status> {
-        let who = entity(&req).map(str::to_string);
+        let who = peer_entity(&req).map(str::to_string);
         let body = req.into_inner().body;
         let r: CallResult = match serde_json::from_slice::<MonRequest>(&body) {
             Ok(req) => match crate::auth::authorize(who.as_deref(), &req) {
@@ -660,7 +652,7 @@ impl Mon for Service {
     type WatchStream = WatchStream;
 
     async fn watch(&self, req: Request<WatchRequest>) -> Result<Response<WatchStream>, Status> {
-        let who = entity(&req).map(str::to_string);
+        let who = peer_entity(&req).map(str::to_string);
         let mut have = req.into_inner().have;
         let max = self.0.cfg.watches_max;
         let open = self

@@ -166,6 +166,14 @@ pub struct Peer {
     pub entity: Option<String>,
 }
 
+/// The entity a request's connection belongs to (`None`: a server
+/// without TLS).
+pub fn peer_entity<T>(req: &tonic::Request<T>) -> Option<&str> {
+    req.extensions()
+        .get::<Peer>()
+        .and_then(|p| p.entity.as_deref())
+}
+
 /// An accepted connection, plain or after a TLS handshake.
 pub enum ServerIo {
     Plain(TcpStream),

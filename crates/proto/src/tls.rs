@@ -77,6 +77,16 @@ pub fn valid_entity(name: &str) -> bool {
     }
 }
 
+/// The OSD id an entity name is for (`osd.N`), if it is an OSD's.
+pub fn osd_of(entity: &str) -> Option<i32> {
+    entity.strip_prefix("osd.")?.parse().ok()
+}
+
+/// The monitor id an entity name is for (`mon.N`), if it is a monitor's.
+pub fn mon_of(entity: &str) -> Option<u64> {
+    entity.strip_prefix("mon.")?.parse().ok()
+}
+
 /// The entity a certificate (DER) names: its subject's common name, if
 /// that is a valid entity name. (Whether the cluster's authority signed
 /// it is the TLS handshake's business, before this is asked.)
@@ -475,6 +485,12 @@ mod tests {
             assert!(!valid_entity(bad), "{bad}");
         }
         assert!(!valid_entity(&format!("client.{}", "a".repeat(60))));
+        assert_eq!(osd_of("osd.12"), Some(12));
+        assert_eq!(mon_of("mon.2"), Some(2));
+        for other in ["client.admin", "mon.1", "osd.x"] {
+            assert_eq!(osd_of(other), None, "{other}");
+        }
+        assert_eq!(mon_of("osd.1"), None);
     }
 
     #[test]

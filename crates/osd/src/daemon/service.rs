@@ -503,7 +503,7 @@ impl Service {
             return Ok(());
         };
         let from = m.sender();
-        if e != format!("osd.{from}") {
+        if loligo_proto::tls::osd_of(e) != Some(from) {
             return Err(format!("{e} may not send OSD messages as osd.{from}"));
         }
         match self.0.map() {
@@ -529,10 +529,7 @@ impl Osd for Service {
 
     async fn peer(&self, req: Request<Raw>) -> Result<Response<Raw>, Status> {
         self.alive()?;
-        let entity = req
-            .extensions()
-            .get::<loligo_proto::net::Peer>()
-            .and_then(|p| p.entity.clone());
+        let entity = loligo_proto::net::peer_entity(&req).map(str::to_string);
         let req = req.into_inner();
         let (body, bulk) = self.peer_call(&req.body, req.bulk, entity.as_deref()).await;
         Ok(Response::new(Raw {
