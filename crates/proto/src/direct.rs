@@ -150,9 +150,8 @@ async fn write_frame<W: AsyncWrite + Unpin>(w: &mut W, f: &Frame) -> std::io::Re
 
 /// Read one frame; `Ok(None)` at a clean end of the stream. With a
 /// `budget` (a server's bytes in flight, in KiB, and its whole size), the
-/// frame's bytes are
-/// taken from it before they are read, and the permit comes back with the
-/// frame (held until it is answered).
+/// frame's bytes are taken from it before they are read, and the permit
+/// comes back with the frame (held until it is answered).
 async fn read_frame<R: AsyncRead + Unpin>(
     r: &mut BufReader<R>,
     budget: Option<(&Arc<Semaphore>, usize)>,
