@@ -52,6 +52,11 @@ pub struct MonArgs {
     /// anyone (for benchmarks on a trusted network only).
     #[arg(long, value_name = "FILE")]
     keyring: Option<PathBuf>,
+    /// The folder of the cluster's certificate authority (ca.pem, ca.key):
+    /// with it, this monitor makes users' keys while it leads (`loligo
+    /// auth add`, `auth rotate`). Without it those are refused.
+    #[arg(long, value_name = "DIR", requires = "keyring")]
+    authority: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -189,6 +194,10 @@ pub fn mon(a: MonArgs) -> Result<(), CliError> {
     cfg.down_out_interval = secs(a.down_out_interval, "--down-out-interval")?;
     cfg.create = a.mkfs;
     cfg.security = security(a.keyring.as_deref(), &format!("mon.{}", a.id))?;
+    if let Some(dir) = &a.authority {
+        let ca = loligo_proto::tls::Authority::load(dir).map_err(|e| CliError(e.to_string()))?;
+        cfg.authority = Some(std::sync::Arc::new(ca));
+    }
     check_fsid(&a.data, &a.fsid)?;
     let rt = crate::config::runtime()?;
     rt.block_on(async move {

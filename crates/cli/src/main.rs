@@ -114,7 +114,8 @@ enum Cmd {
     /// The BlueStore-style object store: mkfs, fsck, crash-test workload.
     #[command(subcommand)]
     Store(store_cmd::StoreCmd),
-    /// Keys for mutual TLS: a cluster's authority, an entity's keyring.
+    /// Users and keys: add, get, ls, rm, caps, rotate (kept by the
+    /// monitors); ca, keyring (made offline from the cluster's authority).
     #[command(subcommand)]
     Auth(auth_cmd::AuthCmd),
 }
@@ -208,7 +209,7 @@ fn main() -> ExitCode {
         Cmd::Osdmap(c) => osdmap_cmd::run(c),
         Cmd::Ec(c) => ec_cmd::run(c),
         Cmd::Store(c) => store_cmd::run(c),
-        Cmd::Auth(c) => auth_cmd::run(c),
+        Cmd::Auth(c) => auth_cmd::run(conn, c),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,

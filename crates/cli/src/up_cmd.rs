@@ -276,6 +276,7 @@ fn daemon_args(st: &State, dir: &Path, name: &str) -> Result<Vec<String>, CliErr
         ]
         .into_iter()
         .chain(keyring_args(st, dir, name))
+        .chain(authority_args(st, dir))
         .collect());
     }
     let addr = name
@@ -322,6 +323,18 @@ fn keyring_args(st: &State, dir: &Path, name: &str) -> Vec<String> {
     vec![
         "--keyring".into(),
         keyring_path(dir, name).to_string_lossy().into_owned(),
+    ]
+}
+
+/// `--authority DIR` for the monitor (it makes users' keys), unless the
+/// cluster is insecure.
+fn authority_args(st: &State, dir: &Path) -> Vec<String> {
+    if st.insecure {
+        return Vec::new();
+    }
+    vec![
+        "--authority".into(),
+        dir.join(KEYS_DIR).to_string_lossy().into_owned(),
     ]
 }
 

@@ -168,17 +168,18 @@ fn a_local_cluster_takes_only_its_own_members() {
         assert!(mon_as("osd.2").get_map().await.is_ok());
     });
 
-    // A new client's keyring from the cluster's authority: it gets in.
-    let backup = root.join("client.backup.keyring");
+    // A client keyring made offline is signed by the authority but is no
+    // user: refused until `auth add`.
+    let stray = root.join("client.backup.keyring");
     let keys = dir.join("keys");
-    let (k, b) = (keys.to_str().unwrap(), backup.to_str().unwrap());
+    let (k, st) = (keys.to_str().unwrap(), stray.to_str().unwrap());
     ok(
         &dir,
-        &["auth", "keyring", "client.backup", "--ca", k, "-o", b],
+        &["auth", "keyring", "client.backup", "--ca", k, "-o", st],
     );
     let o = loligo(
         &dir,
-        &["auth", "keyring", "client.backup", "--ca", k, "-o", b],
+        &["auth", "keyring", "client.backup", "--ca", k, "-o", st],
     );
     assert!(!o.status.success(), "an existing keyring is never replaced");
     let o = loligo(&dir, &["auth", "ca", k]);
@@ -186,8 +187,12 @@ fn a_local_cluster_takes_only_its_own_members() {
         !o.status.success(),
         "an existing authority is never replaced"
     );
-    let s = ok(&dir, &["--mon", &mon, "--keyring", b, "status", "--json"]);
-    assert!(s.contains("num_up_osds"), "{s}");
+    let o = loligo(&dir, &["--mon", &mon, "--keyring", st, "status"]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("not a user"), "{err}");
+
+    users_have_their_caps_and_lose_them(&root, &dir, &mon, &rt);
 
     // The cluster's own members go on as before.
     let out = root.join("out.bin");
@@ -195,4 +200,160 @@ fn a_local_cluster_takes_only_its_own_members() {
     assert_eq!(std::fs::read(&out).unwrap(), b"members only");
     let s: serde_json::Value = serde_json::from_str(&ok(&dir, &["status", "--json"])).unwrap();
     assert_eq!(s["osdmap"]["num_up_osds"], 3, "{s}");
+}
+
+/// `auth add` makes a user with caps that the monitors and OSDs enforce;
+/// `auth caps` changes them, `auth rotate` replaces the key (the old one
+/// is refused), `auth rm` ends every right, on open connections too.
+fn users_have_their_caps_and_lose_them(
+    root: &std::path::Path,
+    dir: &std::path::Path,
+    mon: &str,
+    rt: &tokio::runtime::Runtime,
+) {
+    let path = |n: &str| root.join(n).to_str().unwrap().to_string();
+    let (b1, b2) = (path("backup1.keyring"), path("backup2.keyring"));
+    let file = path("data.bin");
+    std::fs::write(&file, b"backed up").unwrap();
+    ok(dir, &["pool", "create", "backups", "--pg-num", "8"]);
+    // An output file that exists is refused before any key is made.
+    let taken = path("client.backup.keyring");
+    let o = loligo(
+        dir,
+        &[
+            "auth",
+            "add",
+            "client.backup",
+            "mon",
+            "allow r",
+            "-o",
+            &taken,
+        ],
+    );
+    assert!(!o.status.success());
+    let o = loligo(dir, &["auth", "ls"]);
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("client.backup"));
+    // Malformed caps and non-clients are refused.
+    for bad in [
+        &["auth", "add", "client.x", "osd", "allow q"][..],
+        &["auth", "add", "client.x", "mon"][..],
+        &["auth", "add", "osd.7", "mon", "allow r"][..],
+        &["auth", "add", ADMIN][..],
+        &["auth", "rm", ADMIN][..],
+        &["auth", "caps", ADMIN, "mon", "allow r"][..],
+    ] {
+        let o = loligo(dir, bad);
+        assert!(!o.status.success(), "{bad:?} was accepted");
+    }
+    ok(
+        dir,
+        &[
+            "auth",
+            "add",
+            "client.backup",
+            "mon",
+            "allow r",
+            "osd",
+            "allow rw pool=backups",
+            "-o",
+            &b1,
+        ],
+    );
+    let got = ok(dir, &["auth", "get", "client.backup"]);
+    assert!(
+        got.contains("caps osd = \"allow rw pool=backups\""),
+        "{got}"
+    );
+    assert!(ok(dir, &["auth", "ls"]).contains("[client.backup]"));
+    let as_ = |k: &str, args: &[&str]| {
+        let mut v = vec!["--mon", mon, "--keyring", k];
+        v.extend_from_slice(args);
+        loligo(dir, &v)
+    };
+    let works = |k: &str, args: &[&str]| {
+        let o = as_(k, args);
+        assert!(
+            o.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    };
+    let refused = |k: &str, args: &[&str]| {
+        let o = as_(k, args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{args:?} was allowed");
+        assert!(err.contains("permission denied"), "{args:?}: {err}");
+    };
+    // What the caps name, and nothing else.
+    works(&b1, &["status"]);
+    works(&b1, &["-p", "backups", "put", "b", &file]);
+    works(&b1, &["-p", "backups", "get", "b", &path("b.out")]);
+    works(&b1, &["-p", "backups", "ls"]);
+    assert_eq!(std::fs::read(path("b.out")).unwrap(), b"backed up");
+    refused(&b1, &["put", "y", &file]);
+    refused(&b1, &["get", "x", &path("x.out")]);
+    refused(&b1, &["ls"]);
+    refused(&b1, &["pool", "create", "mine", "--pg-num", "8"]);
+    refused(&b1, &["auth", "ls"]);
+    // New caps: reads only.
+    ok(
+        dir,
+        &[
+            "auth",
+            "caps",
+            "client.backup",
+            "mon",
+            "allow r",
+            "osd",
+            "allow r pool=backups",
+        ],
+    );
+    refused(&b1, &["-p", "backups", "put", "b", &file]);
+    works(&b1, &["-p", "backups", "get", "b", &path("b.out")]);
+
+    // An open connection loses its rights when the map says so.
+    rt.block_on(async {
+        let sec = Security::load(std::path::Path::new(&b1)).unwrap();
+        let c = loligo_client::Cluster::connect_secured(
+            vec![mon.to_string()],
+            Duration::from_secs(10),
+            Some(sec),
+        )
+        .await
+        .unwrap();
+        let io = c.pool("backups").unwrap();
+        assert_eq!(&io.read("b", 0, 0).await.unwrap()[..], b"backed up");
+        let w = io.write_full("b", b"nope".to_vec()).await;
+        assert!(
+            matches!(&w, Err(e) if e.to_string().contains("permission denied")),
+            "{w:?}"
+        );
+        ok(dir, &["auth", "rotate", "client.backup", "-o", &b2]);
+        let mut last = None;
+        for _ in 0..100 {
+            match io.read("b", 0, 0).await {
+                Ok(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+                Err(e) => {
+                    last = Some(e.to_string());
+                    break;
+                }
+            }
+        }
+        let e = last.expect("the rotated-away key still reads");
+        assert!(
+            e.contains("permission denied") && e.contains("rotated"),
+            "{e}"
+        );
+    });
+    refused(&b1, &["status"]);
+    works(&b2, &["-p", "backups", "get", "b", &path("b.out")]);
+    // An OSD's key sends no client ops.
+    let osd2 = dir.join("keys").join("osd.2.keyring");
+    refused(osd2.to_str().unwrap(), &["get", "x", &path("x.out")]);
+    // Removed: nothing.
+    ok(dir, &["auth", "rm", "client.backup"]);
+    refused(&b2, &["status"]);
+    refused(&b2, &["-p", "backups", "get", "b", &path("b.out")]);
+    let o = loligo(dir, &["auth", "get", "client.backup"]);
+    assert!(!o.status.success());
 }

@@ -5,7 +5,9 @@
 //! It must never change a map itself: it only proposes `Change`s, which
 //! the Raft state machine checks and applies.
 
-use crate::protocol::{Admin, MonError};
+use crate::protocol::{Admin, AuthInfo, MonError};
+use loligo_types::caps::{is_client, AuthEntry, Caps, ADMIN};
+use loligo_types::osdmap::AUTH_ENTRIES_MAX;
 use loligo_types::osdmap::{OBJECT_SIZE_MAX_DEFAULT, WEIGHT_IN};
 use loligo_types::{crush_edit, Change, EcProfile, OsdMap, PoolKind};
 use serde_json::{json, Value};
@@ -14,6 +16,34 @@ use serde_json::{json, Value};
 pub enum Outcome {
     Changes(Vec<Change>),
     Answer(Value),
+    /// A new key for `entity`, recorded with `caps` (`auth add`, `auth
+    /// rotate`): the service makes the keyring (it holds the authority)
+    /// and proposes its serial.
+    Issue {
+        entity: String,
+        caps: Caps,
+    },
+}
+
+/// `entity`'s entry, or the refusal naming what exists.
+fn user<'a>(m: &'a OsdMap, entity: &str) -> Result<&'a AuthEntry, MonError> {
+    m.auth.get(entity).ok_or_else(|| {
+        if entity == ADMIN {
+            MonError::Invalid(format!(
+                "{ADMIN} is the bootstrap administrator, with every right; it is recorded once its key is rotated"
+            ))
+        } else {
+            MonError::Invalid(format!("no user {entity}"))
+        }
+    })
+}
+
+fn info(entity: &str, e: &AuthEntry) -> AuthInfo {
+    AuthInfo {
+        entity: entity.to_string(),
+        caps: e.caps.texts(),
+        serial: e.serial.clone(),
+    }
 }
 
 fn weight_16_16(w: f64, what: &str) -> Result<u32, MonError> {
@@ -240,6 +270,72 @@ pub fn plan(m: &OsdMap, cmd: &Admin) -> Result<Outcome, MonError> {
             .ok_or_else(|| loligo_types::MapError::NoSuchProfile(name.clone()))?)),
         Admin::EcProfileLs => Answer(json!(m.ec_profiles.keys().collect::<Vec<_>>())),
         Admin::EcProfileRm { name } => Changes(vec![Change::EcProfileRm { name: name.clone() }]),
+        Admin::AuthAdd { entity, caps } => {
+            if !is_client(entity) {
+                return Err(MonError::Invalid(format!(
+                    "'{entity}' is not a client entity: users are client.NAME (NAME 1-64 characters of A-Z a-z 0-9 - _ .); daemons' keys come from `loligo auth keyring`"
+                )));
+            }
+            if m.auth.contains_key(entity) || entity == ADMIN {
+                return Err(MonError::Invalid(format!(
+                    "{entity} exists: `auth caps` changes its caps, `auth rotate` its key"
+                )));
+            }
+            let caps = Caps::parse(caps).map_err(MonError::Invalid)?;
+            if m.auth.len() >= AUTH_ENTRIES_MAX {
+                return Err(MonError::Invalid(format!(
+                    "the cluster has {AUTH_ENTRIES_MAX} users, the most it keeps"
+                )));
+            }
+            Issue {
+                entity: entity.clone(),
+                caps,
+            }
+        }
+        Admin::AuthRotate { entity } => {
+            let caps = match m.auth.get(entity) {
+                Some(e) => e.caps.clone(),
+                None if entity == ADMIN => Caps::all(),
+                None => return Err(MonError::Invalid(format!("no user {entity}"))),
+            };
+            Issue {
+                entity: entity.clone(),
+                caps,
+            }
+        }
+        Admin::AuthGet { entity } => Answer(json!(info(entity, user(m, entity)?))),
+        Admin::AuthLs => Answer(json!(m
+            .auth
+            .iter()
+            .map(|(n, e)| info(n, e))
+            .collect::<Vec<_>>())),
+        Admin::AuthRm { entity } => {
+            if entity == ADMIN {
+                return Err(MonError::Invalid(format!(
+                    "{ADMIN} cannot be removed (the cluster's last resort); `auth rotate {ADMIN}` replaces its key"
+                )));
+            }
+            user(m, entity)?;
+            Changes(vec![Change::AuthRm {
+                entity: entity.clone(),
+            }])
+        }
+        Admin::AuthCaps { entity, caps } => {
+            if entity == ADMIN {
+                return Err(MonError::Invalid(format!(
+                    "{ADMIN} keeps every right (so the cluster always has an administrator); make another user for fewer"
+                )));
+            }
+            let old = user(m, entity)?;
+            let caps = Caps::parse(caps).map_err(MonError::Invalid)?;
+            Changes(vec![Change::AuthPut {
+                entity: entity.clone(),
+                entry: AuthEntry {
+                    caps,
+                    serial: old.serial.clone(),
+                },
+            }])
+        }
     })
 }
 

@@ -14,9 +14,10 @@ use crate::protocol::{
     WRITE_SETS_PER_REQUEST_MAX,
 };
 use crate::raft::{MonCmd, MonRaft, MonStore, Shared};
-use loligo_proto::net::{peer_entity, MESSAGE_BYTES_MAX};
+use loligo_proto::net::{peer_entity, peer_identity, MESSAGE_BYTES_MAX};
 use loligo_proto::v1::mon_server::{Mon, MonServer};
 use loligo_proto::v1::{RaftMessage, Raw, WatchRequest};
+use loligo_types::caps::AuthEntry;
 use loligo_types::Change;
 use openraft::error::{ClientWriteError, RaftError};
 use openraft::BasicNode;
@@ -68,6 +69,9 @@ pub struct MonConfig {
     /// connections to the other monitors; `None`: plain (anyone may
     /// connect).
     pub security: Option<loligo_proto::net::Security>,
+    /// The cluster's certificate authority, with which the leader makes
+    /// users' keys (`auth add`, `auth rotate`); `None`: those are refused.
+    pub authority: Option<Arc<loligo_proto::tls::Authority>>,
 }
 
 /// Default of [`MonConfig::watches_per_entity_max`].
@@ -94,6 +98,7 @@ impl MonConfig {
             watches_max: WATCHES_MAX,
             watches_per_entity_max: WATCHES_PER_ENTITY_MAX,
             security: None,
+            authority: None,
         }
     }
 }
@@ -290,6 +295,14 @@ impl Monitor {
         }
     }
 
+    /// Whether the peer (entity, serial; `None` without TLS) may make
+    /// `req` under this monitor's map.
+    fn authorize(&self, peer: &Option<(String, String)>, req: &MonRequest) -> Result<(), MonError> {
+        let st = self.shared.read();
+        let peer = peer.as_ref().map(|(e, s)| (e.as_str(), s.as_str()));
+        crate::auth::authorize(peer, st.map.as_ref(), req)
+    }
+
     /// Propose a command; the epoch after it is applied.
     async fn propose(&self, cmd: MonCmd) -> Result<u64, MonError> {
         match tokio::time::timeout(Duration::from_secs(10), self.raft.client_write(cmd)).await {
@@ -475,13 +488,53 @@ impl Monitor {
                     Outcome::Changes(_) => {
                         self.change_with(|m| match admin::plan(m, &a)? {
                             Outcome::Changes(c) => Ok(c),
-                            Outcome::Answer(_) => Ok(vec![]),
+                            Outcome::Answer(_) | Outcome::Issue { .. } => Ok(vec![]),
                         })
                         .await
                     }
+                    Outcome::Issue { .. } => self.issue(&a).await,
                 }
             }
         }
+    }
+
+    /// `auth add` or `auth rotate`: a new keyring for the user the plan
+    /// names, its serial recorded with the caps; the keyring goes back
+    /// in the reply and is kept nowhere (not in the map, not in the log).
+    async fn issue(&self, a: &Admin) -> CallResult {
+        let ca = self.cfg.authority.clone().ok_or_else(|| {
+            MonError::Unsupported(
+                "this monitor holds no certificate authority (`mon run --authority DIR`), so it makes no keys; \
+                 a cluster run with --insecure has none"
+                    .into(),
+            )
+        })?;
+        let mut made = None;
+        let mut r = self
+            .change_with(|m| match admin::plan(m, a)? {
+                Outcome::Issue { entity, caps } => {
+                    let k = ca
+                        .issue(&entity)
+                        .map_err(|e| MonError::Unavailable(format!("making a key: {e}")))?;
+                    let serial = k
+                        .identity()
+                        .map_err(|e| MonError::Unavailable(format!("making a key: {e}")))?
+                        .serial;
+                    made = Some(k);
+                    Ok(vec![Change::AuthPut {
+                        entity,
+                        entry: AuthEntry { caps, serial },
+                    }])
+                }
+                Outcome::Answer(_) | Outcome::Changes(_) => Ok(vec![]),
+            })
+            .await?;
+        let k = made.ok_or_else(|| MonError::Unavailable("no key was made".into()))?;
+        let text = k
+            .to_text()
+            .map_err(|e| MonError::Unavailable(format!("the keyring: {e}")))?;
+        r.value = serde_json::json!({ "entity": k.entity, "keyring": text });
+        Ok(r)
     }
 
     async fn failure_report(&self, reporter: i32, target: i32) -> CallResult {
@@ -634,10 +687,10 @@ impl Mon for Service {
     }
 
     async fn call(&self, req: Request<Raw>) -> Result<Response<Raw>, Status> {
-        let who = peer_entity(&req).map(str::to_string);
+        let who = peer_identity(&req).map(|(e, s)| (e.to_string(), s.to_string()));
         let body = req.into_inner().body;
         let r: CallResult = match serde_json::from_slice::<MonRequest>(&body) {
-            Ok(req) => match crate::auth::authorize(who.as_deref(), &req) {
+            Ok(req) => match self.0.authorize(&who, &req) {
                 Ok(()) => self.0.call(req).await,
                 Err(e) => {
                     tracing::warn!("refused: {e}");
@@ -652,7 +705,12 @@ impl Mon for Service {
     type WatchStream = WatchStream;
 
     async fn watch(&self, req: Request<WatchRequest>) -> Result<Response<WatchStream>, Status> {
-        let who = peer_entity(&req).map(str::to_string);
+        let id = peer_identity(&req).map(|(e, s)| (e.to_string(), s.to_string()));
+        if let Err(e) = self.0.authorize(&id, &MonRequest::GetMap) {
+            tracing::warn!("a map watch refused: {e}");
+            return Err(Status::permission_denied(e.to_string()));
+        }
+        let who = id.as_ref().map(|(e, _)| e.clone());
         let mut have = req.into_inner().have;
         let max = self.0.cfg.watches_max;
         let open = self
@@ -688,7 +746,20 @@ impl Mon for Service {
         tokio::spawn(async move {
             let _slot = slot;
             loop {
-                let ups: Vec<MapUpdate> = shared.read().updates_since(have);
+                let ups: Result<Vec<MapUpdate>, MonError> = {
+                    let st = shared.read();
+                    // A user removed or rotated away loses its stream too.
+                    let peer = id.as_ref().map(|(e, s)| (e.as_str(), s.as_str()));
+                    crate::auth::authorize(peer, st.map.as_ref(), &MonRequest::GetMap)
+                        .map(|()| st.updates_since(have))
+                };
+                let ups = match ups {
+                    Ok(u) => u,
+                    Err(e) => {
+                        let _ = tx.send(Err(Status::permission_denied(e.to_string()))).await;
+                        return;
+                    }
+                };
                 for u in ups {
                     // Track the epoch the watcher will hold.
                     match &u {

@@ -3,7 +3,8 @@
 //! odd names; pg_num, size and min_size at 0 and at their type's limit;
 //! weights that are NaN, infinite or negative; OSD ids out of range;
 //! erasure-code profiles with extreme k, m, l, s, alignment and stripe
-//! unit) are decoded from their JSON (sometimes damaged), planned against
+//! unit; users with odd names and caps texts) are decoded from their
+//! JSON (sometimes damaged), planned against
 //! the current map, and their changes applied as the next epoch. Nothing
 //! may panic; a change the map accepts leaves a map that checks out and
 //! places every PG.
@@ -59,7 +60,7 @@ fn weight(r: &mut Rng) -> f64 {
 }
 
 fn command(r: &mut Rng) -> Admin {
-    match r.below(17) {
+    match r.below(20) {
         0 | 1 => Admin::PoolCreate {
             name: name(r),
             pg_num: u32_hostile(r),
@@ -127,11 +128,57 @@ fn command(r: &mut Rng) -> Admin {
             stripe_unit: u32_hostile(r),
         },
         15 => Admin::EcProfileRm { name: name(r) },
+        17 => Admin::AuthAdd {
+            entity: user(r),
+            caps: caps(r),
+        },
+        18 => Admin::AuthCaps {
+            entity: user(r),
+            caps: caps(r),
+        },
+        19 => match r.below(3) {
+            0 => Admin::AuthRm { entity: user(r) },
+            1 => Admin::AuthRotate { entity: user(r) },
+            _ => Admin::AuthGet { entity: user(r) },
+        },
         _ => Admin::OsdMapObject {
             pool: name(r),
             name: name(r),
         },
     }
+}
+
+fn user(r: &mut Rng) -> String {
+    match r.below(4) {
+        0 => format!("client.{}", name(r)),
+        1 => name(r),
+        2 => "client.admin".into(),
+        _ => ["client.a", "client.b"][r.index(2)].into(),
+    }
+}
+
+fn caps(r: &mut Rng) -> Vec<(String, String)> {
+    (0..r.index(4))
+        .map(|_| {
+            let service = ["mon", "osd", "mgr", ""][r.index(4)].to_string();
+            let text = [
+                "allow r",
+                "allow rw",
+                "allow *",
+                "allow rwx pool=backups",
+                "allow r pool=",
+                "allow",
+                "deny r",
+                "allow r, allow w pool=x",
+            ][r.index(8)];
+            let text = if r.chance(100) {
+                format!("{text} pool={}", name(r))
+            } else {
+                text.to_string()
+            };
+            (service, text)
+        })
+        .collect()
 }
 
 /// Every PG of every pool (the first 64 of each) places without panic.
@@ -168,6 +215,14 @@ fn hostile_admin_commands_are_refused_or_leave_a_valid_map() {
                 let changes = match plan(&m, &cmd) {
                     Ok(Outcome::Changes(c)) => c,
                     Ok(Outcome::Answer(_)) => continue,
+                    // What the monitor proposes once it made the key.
+                    Ok(Outcome::Issue { entity, caps }) => vec![Change::AuthPut {
+                        entity,
+                        entry: loligo_types::caps::AuthEntry {
+                            caps,
+                            serial: format!("{:x}", r.next_u64() | 1),
+                        },
+                    }],
                     Err(_) => {
                         counts.1 += 1;
                         continue;

@@ -474,7 +474,13 @@ async fn a_monitor_with_tls_bounds_each_entitys_watches_and_refuses_forgeries() 
     };
     assert_eq!(e.code(), tonic::Code::ResourceExhausted, "{e}");
     assert!(e.message().contains("client.admin"), "{e}");
-    let mut b = raw(&sec("client.b")).await;
+    // A client the map does not know reads nothing.
+    let mut stranger = raw(&sec("client.b")).await;
+    let Err(e) = stranger.watch(WatchRequest { have: 0 }).await else {
+        panic!("a stranger watches the map");
+    };
+    assert_eq!(e.code(), tonic::Code::PermissionDenied, "{e}");
+    let mut b = raw(&sec("osd.1")).await;
     let mut s = b
         .watch(WatchRequest { have: 0 })
         .await

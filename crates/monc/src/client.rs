@@ -144,7 +144,7 @@ impl MonClient {
         Ok(loligo_types::decode_map(&b)?)
     }
 
-    /// Follow the map: calls `f` with each new map, from epoch `have`
+    /// Follow the map (with TLS, as long as the entity may read it): calls `f` with each new map, from epoch `have`
     /// on; reconnects to another monitor when a stream ends. Returns only
     /// when `f` returns false.
     pub async fn watch(&mut self, mut map: Option<OsdMap>, mut f: impl FnMut(&OsdMap) -> bool) {
@@ -157,10 +157,20 @@ impl MonClient {
                 continue;
             };
             let have = map.as_ref().map_or(0, |m| m.epoch);
-            let Ok(stream) = c.watch(WatchRequest { have }).await else {
-                self.channels.forget(&addr);
-                tokio::time::sleep(Duration::from_millis(200)).await;
-                continue;
+            let stream = match c.watch(WatchRequest { have }).await {
+                Ok(s) => s,
+                Err(st) if st.code() == tonic::Code::PermissionDenied => {
+                    // Removed or rotated away: asking again soon would
+                    // only be refused again.
+                    tracing::warn!("the map watch is refused: {}", st.message());
+                    tokio::time::sleep(Duration::from_millis(DENIED_RETRY_MS)).await;
+                    continue;
+                }
+                Err(_) => {
+                    self.channels.forget(&addr);
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    continue;
+                }
             };
             let mut s = stream.into_inner();
             while let Ok(Some(raw)) = s.message().await {
@@ -198,3 +208,6 @@ impl MonClient {
         }
     }
 }
+
+/// How long a watcher the monitors refused waits before it asks again.
+const DENIED_RETRY_MS: u64 = 5_000;

@@ -1,12 +1,11 @@
 //! The monitor protocol (`protocol`: requests, replies, typed refusals,
-//! map updates; `caps`: what a client entity may do) and its client (`MonClient`: leader finding, retries, map
+//! map updates) and its client (`MonClient`: leader finding, retries, map
 //! following), for everything that talks to Loligo's monitors.
 //!
 //! It must never depend on the monitor's implementation (Raft, its
 //! store): a program that embeds the client library links this crate, not
 //! a Raft server.
 
-pub mod caps;
 pub mod client;
 pub mod protocol;
 

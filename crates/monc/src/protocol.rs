@@ -4,6 +4,7 @@
 //!
 //! This module must never hold logic: it is the wire vocabulary only.
 
+use loligo_types::caps::MonCap;
 use loligo_types::{EcPlugin, Epoch, MapError, OsdReport, PgState};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -146,6 +147,79 @@ pub enum Admin {
     EcProfileRm {
         name: String,
     },
+    /// A new user with these caps (`(service, text)` pairs): the reply
+    /// carries its keyring, made by the leader and kept nowhere else.
+    AuthAdd {
+        entity: String,
+        caps: Vec<(String, String)>,
+    },
+    /// A user's caps and certificate serial (never a key).
+    AuthGet {
+        entity: String,
+    },
+    /// Every user.
+    AuthLs,
+    /// Forget a user: its requests are refused from the next epoch.
+    AuthRm {
+        entity: String,
+    },
+    /// Replace a user's caps.
+    AuthCaps {
+        entity: String,
+        caps: Vec<(String, String)>,
+    },
+    /// A new key for a user: the reply carries the keyring, and the old
+    /// certificate is refused from the next epoch.
+    AuthRotate {
+        entity: String,
+    },
+}
+
+impl Admin {
+    /// The monitor rights a client needs for this command: `allow r`
+    /// reads, `allow rw` changes the map, `allow *` manages users.
+    pub fn needs(&self) -> MonCap {
+        use Admin::*;
+        match self {
+            Status
+            | PoolLs
+            | PoolGet { .. }
+            | OsdTree
+            | OsdDump
+            | OsdMapObject { .. }
+            | EcProfileGet { .. }
+            | EcProfileLs => MonCap::Read,
+            AuthAdd { .. }
+            | AuthGet { .. }
+            | AuthLs
+            | AuthRm { .. }
+            | AuthCaps { .. }
+            | AuthRotate { .. } => MonCap::All,
+            PoolCreate { .. }
+            | PoolDelete { .. }
+            | PoolSet { .. }
+            | OsdDown { .. }
+            | OsdOut { .. }
+            | OsdIn { .. }
+            | OsdReweight { .. }
+            | OsdRm { .. }
+            | OsdLost { .. }
+            | CrushAdd { .. }
+            | CrushMove { .. }
+            | CrushRm { .. }
+            | EcProfileSet { .. }
+            | EcProfileRm { .. } => MonCap::ReadWrite,
+        }
+    }
+}
+
+/// One user as `auth get` and `auth ls` answer: caps as text, and the
+/// serial of its one valid certificate.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuthInfo {
+    pub entity: String,
+    pub caps: Vec<(String, String)>,
+    pub serial: String,
 }
 
 /// A successful reply: the epoch the change made (or the map's epoch for

@@ -609,6 +609,7 @@ mod tests {
                             let peer = crate::net::Peer {
                                 addr: None,
                                 entity: None,
+                                serial: None,
                             };
                             serve(echo, s, peer).await
                         }
@@ -681,6 +682,7 @@ mod tests {
                         let peer = crate::net::Peer {
                             addr: None,
                             entity: None,
+                            serial: None,
                         };
                         serve_with(g, s, peer, limits).await;
                     }

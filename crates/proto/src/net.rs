@@ -164,6 +164,15 @@ pub struct Peer {
     /// The entity its certificate names; `None` on a server without
     /// [`Security`] (anyone may connect).
     pub entity: Option<String>,
+    /// Its certificate's serial (hex), with `entity`.
+    pub serial: Option<String>,
+}
+
+impl Peer {
+    /// The peer's identity: `None` on a server without [`Security`].
+    pub fn identity(&self) -> Option<(&str, &str)> {
+        Some((self.entity.as_deref()?, self.serial.as_deref()?))
+    }
 }
 
 /// The entity a request's connection belongs to (`None`: a server
@@ -174,10 +183,19 @@ pub fn peer_entity<T>(req: &tonic::Request<T>) -> Option<&str> {
         .and_then(|p| p.entity.as_deref())
 }
 
+/// The entity and certificate serial a request's connection belongs to
+/// (`None`: a server without TLS).
+pub fn peer_identity<T>(req: &tonic::Request<T>) -> Option<(&str, &str)> {
+    req.extensions().get::<Peer>().and_then(Peer::identity)
+}
+
 /// An accepted connection, plain or after a TLS handshake.
 pub enum ServerIo {
     Plain(TcpStream),
-    Tls(Box<tokio_rustls::server::TlsStream<TcpStream>>, String),
+    Tls(
+        Box<tokio_rustls::server::TlsStream<TcpStream>>,
+        crate::tls::Identity,
+    ),
 }
 
 impl ServerIo {
@@ -187,10 +205,12 @@ impl ServerIo {
             ServerIo::Plain(s) => Peer {
                 addr: s.peer_addr().ok(),
                 entity: None,
+                serial: None,
             },
-            ServerIo::Tls(s, e) => Peer {
+            ServerIo::Tls(s, id) => Peer {
                 addr: s.get_ref().0.peer_addr().ok(),
-                entity: Some(e.clone()),
+                entity: Some(id.entity.clone()),
+                serial: Some(id.serial.clone()),
             },
         }
     }

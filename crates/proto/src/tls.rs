@@ -87,13 +87,32 @@ pub fn mon_of(entity: &str) -> Option<u64> {
     entity.strip_prefix("mon.")?.parse().ok()
 }
 
-/// The entity a certificate (DER) names: its subject's common name, if
-/// that is a valid entity name. (Whether the cluster's authority signed
-/// it is the TLS handshake's business, before this is asked.)
-pub fn entity_of_cert(der: &[u8]) -> Option<String> {
+/// Who a certificate says its holder is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Identity {
+    /// The entity its subject's common name names.
+    pub entity: String,
+    /// Its serial number (lower-case hex): which of the entity's keys it
+    /// is. The monitors record a client's one valid serial, so a key
+    /// rotated away or removed is refused.
+    pub serial: String,
+}
+
+/// The identity a certificate (DER) gives: its subject's common name, if
+/// that is a valid entity name, and its serial. (Whether the cluster's
+/// authority signed it is the TLS handshake's business, before this is
+/// asked.)
+pub fn identity_of_cert(der: &[u8]) -> Option<Identity> {
     let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
     let cn = cert.subject().iter_common_name().next()?.as_str().ok()?;
-    valid_entity(cn).then(|| cn.to_string())
+    valid_entity(cn).then(|| Identity {
+        entity: cn.to_string(),
+        serial: hex(cert.raw_serial()),
+    })
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 /// A cluster's certificate authority: signs every entity's certificate.
@@ -201,6 +220,11 @@ impl Authority {
         let key = KeyPair::generate().map_err(|e| key_err("generating a key", e))?;
         let mut p = CertificateParams::new(vec![SERVER_NAME.to_string()])
             .map_err(|e| key_err("certificate parameters", e))?;
+        // A serial per key (RFC 5280: positive, at most 20 bytes), from
+        // the fresh public key: two keyrings never share one.
+        let mut serial = xxhash_rust::xxh3::xxh3_128(key.public_key_raw()).to_be_bytes();
+        serial[0] = (serial[0] & 0x7f) | 0x40;
+        p.serial_number = Some(rcgen::SerialNumber::from_slice(&serial));
         let mut dn = DistinguishedName::new();
         dn.push(DnType::CommonName, entity);
         p.distinguished_name = dn;
@@ -267,6 +291,13 @@ pub struct Keyring {
     pub key: String,
 }
 
+impl std::fmt::Debug for Authority {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the key.
+        write!(f, "Authority")
+    }
+}
+
 impl std::fmt::Debug for Keyring {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Never the key.
@@ -283,21 +314,45 @@ impl Keyring {
             why,
         };
         let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
-        let k: Keyring = toml::from_str(&text).map_err(|e| bad(format!("not a keyring: {e}")))?;
+        Keyring::from_text(&text).map_err(|e| match e {
+            TlsError::Keyring { why, .. } => bad(why),
+            e => bad(e.to_string()),
+        })
+    }
+
+    /// A keyring from the text of its file, checked as [`Keyring::load`].
+    pub fn from_text(text: &str) -> Result<Keyring, TlsError> {
+        let bad = |why: String| TlsError::Keyring {
+            path: "keyring".into(),
+            why,
+        };
+        let k: Keyring = toml::from_str(text).map_err(|e| bad(format!("not a keyring: {e}")))?;
         let der = CertificateDer::from_pem_slice(k.cert.as_bytes())
             .map_err(|e| bad(format!("its certificate: {e}")))?;
-        match entity_of_cert(&der) {
-            Some(e) if e == k.entity => {}
+        match identity_of_cert(&der) {
+            Some(i) if i.entity == k.entity => {}
             other => {
                 return Err(bad(format!(
                     "its certificate names {}, the file says {}",
-                    other.unwrap_or_else(|| "no entity".into()),
+                    other.map_or_else(|| "no entity".into(), |i| i.entity),
                     k.entity
                 )))
             }
         }
         k.client_config().map_err(|e| bad(e.to_string()))?;
         Ok(k)
+    }
+
+    /// Its certificate's identity (entity and serial).
+    pub fn identity(&self) -> Result<Identity, TlsError> {
+        let der = CertificateDer::from_pem_slice(self.cert.as_bytes())
+            .map_err(|e| key_err("the certificate", e))?;
+        identity_of_cert(&der).ok_or_else(|| TlsError::Entity(self.entity.clone()))
+    }
+
+    /// The keyring as the text of its file (TOML).
+    pub fn to_text(&self) -> Result<String, TlsError> {
+        toml::to_string(self).map_err(|e| TlsError::Key(e.to_string()))
     }
 
     /// Write the keyring to `path` (created readable by its owner only;
@@ -397,13 +452,13 @@ impl Acceptor {
         })
     }
 
-    /// The handshake on `io`: the encrypted stream and the peer's entity.
+    /// The handshake on `io`: the encrypted stream and the peer's identity.
     /// Fails for a peer without a certificate, with one another authority
     /// signed, with one that names no entity, or that does not speak TLS.
     pub async fn accept<IO>(
         &self,
         io: IO,
-    ) -> std::io::Result<(tokio_rustls::server::TlsStream<IO>, String)>
+    ) -> std::io::Result<(tokio_rustls::server::TlsStream<IO>, Identity)>
     where
         IO: AsyncRead + AsyncWrite + Unpin,
     {
@@ -413,7 +468,7 @@ impl Acceptor {
             .1
             .peer_certificates()
             .and_then(|c| c.first())
-            .and_then(|c| entity_of_cert(c));
+            .and_then(|c| identity_of_cert(c));
         match entity {
             Some(e) => Ok((s, e)),
             None => Err(std::io::Error::new(
@@ -499,7 +554,13 @@ mod tests {
         let dir = loligo_testkit::TempDir::new("tls").unwrap();
         let k = ca.issue("osd.3").unwrap();
         let der = CertificateDer::from_pem_slice(k.cert.as_bytes()).unwrap();
-        assert_eq!(entity_of_cert(&der).as_deref(), Some("osd.3"));
+        let id = identity_of_cert(&der).unwrap();
+        assert_eq!(id.entity, "osd.3");
+        assert_eq!(k.identity().unwrap(), id);
+        // Every key its own serial.
+        let k2 = ca.issue("osd.3").unwrap();
+        assert_ne!(k2.identity().unwrap().serial, id.serial);
+        assert!(!id.serial.is_empty() && id.serial.len() <= 40);
         let path = dir.path().join("osd.3.keyring");
         k.save(&path).unwrap();
         #[cfg(unix)]
@@ -585,10 +646,10 @@ mod tests {
                         Ok((mut s, who)) => {
                             let mut b = [0u8; 4];
                             if s.read_exact(&mut b).await.is_ok() {
-                                let _ = s.write_all(who.as_bytes()).await;
+                                let _ = s.write_all(who.entity.as_bytes()).await;
                                 let _ = s.shutdown().await;
                             }
-                            let _ = tx.send(Ok(who)).await;
+                            let _ = tx.send(Ok(who.entity)).await;
                         }
                         Err(e) => {
                             let _ = tx.send(Err(e.to_string())).await;

@@ -261,6 +261,10 @@ pub enum OpError {
         code: u32,
         message: String,
     },
+    /// The client's caps do not allow the op (or the client is unknown,
+    /// removed, or its key rotated away): nothing was applied.
+    #[error("permission denied: {0}")]
+    Denied(String),
 }
 
 /// The reply to a `ClientOp`.

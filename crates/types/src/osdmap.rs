@@ -8,6 +8,7 @@
 //! min_size fit (1 <= min_size <= size), its EC profile exists; every OSD
 //! in the map has a device in CRUSH. It must never do I/O.
 
+use crate::caps::{AuthEntry, Caps, ADMIN};
 use crate::crush_edit;
 use crate::error::{MapError, Result};
 use loligo_crush::placement::{
@@ -30,6 +31,8 @@ pub const OSDS_MAX: i32 = 1 << 16;
 pub const REPLICAS_MAX: u32 = 10;
 /// Longest pool or profile name.
 pub const NAME_LEN_MAX: usize = 128;
+/// Most users (client entities with caps) a map keeps.
+pub const AUTH_ENTRIES_MAX: usize = 4096;
 
 /// One OSD's state in the map.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -336,6 +339,16 @@ pub enum Change {
     OsdLost {
         id: i32,
     },
+    /// Record a client (`auth add`), its new caps (`auth caps`) or its new
+    /// key's serial (`auth rotate`).
+    AuthPut {
+        entity: String,
+        entry: AuthEntry,
+    },
+    /// Forget a client: every request of it is refused from this epoch.
+    AuthRm {
+        entity: String,
+    },
 }
 
 /// The write set of the newest interval in which a PG may have accepted
@@ -380,6 +393,9 @@ pub struct OsdMap {
     pub pg_upmap_items: BTreeMap<PgId, Vec<(i32, i32)>>,
     /// Per PG, the newest interval that may have accepted writes.
     pub write_sets: BTreeMap<PgId, WriteSetRecord>,
+    /// The clients the cluster knows: caps and certificate serial (never
+    /// a key). See [`OsdMap::caps_of`].
+    pub auth: BTreeMap<String, AuthEntry>,
 }
 
 fn check_name(what: &str, n: &str) -> Result<()> {
@@ -412,7 +428,26 @@ impl OsdMap {
             primary_temp: BTreeMap::new(),
             write_sets: BTreeMap::new(),
             pg_upmap_items: BTreeMap::new(),
+            auth: BTreeMap::new(),
         })
+    }
+
+    /// The caps of client `entity` connecting with a certificate of
+    /// serial `serial`: its entry's if the serial is the entry's; every
+    /// right for [`ADMIN`] while it has no entry; otherwise refused, with
+    /// the reason (unknown client, or a key rotated away or removed).
+    pub fn caps_of(&self, entity: &str, serial: &str) -> std::result::Result<&Caps, String> {
+        static ALL: std::sync::LazyLock<Caps> = std::sync::LazyLock::new(Caps::all);
+        match self.auth.get(entity) {
+            Some(e) if e.serial == serial => Ok(&e.caps),
+            Some(_) => Err(format!(
+                "{entity}'s certificate (serial {serial}) is no longer valid: its key was rotated"
+            )),
+            None if entity == ADMIN => Ok(&ALL),
+            None => Err(format!(
+                "{entity} is not a user of this cluster (`loligo auth add {entity} ...`), or was removed"
+            )),
+        }
     }
 
     /// A replicated pool as `pool create` makes it (the next pool id, rule
@@ -709,6 +744,20 @@ impl OsdMap {
                 }
                 self.write_sets.insert(*pg, record.clone());
             }
+            Change::AuthPut { entity, entry } => {
+                entry.validate(entity).map_err(MapError::Invalid)?;
+                if !self.auth.contains_key(entity) && self.auth.len() >= AUTH_ENTRIES_MAX {
+                    return Err(MapError::Invalid(format!(
+                        "the cluster has {AUTH_ENTRIES_MAX} users, the most it keeps"
+                    )));
+                }
+                self.auth.insert(entity.clone(), entry.clone());
+            }
+            Change::AuthRm { entity } => {
+                if self.auth.remove(entity).is_none() {
+                    return Err(MapError::Invalid(format!("no user {entity}")));
+                }
+            }
         }
         Ok(())
     }
@@ -788,6 +837,15 @@ impl OsdMap {
             if r.osds.len() > MAX_NUM_REP || !r.osds.iter().all(|&o| osd_ok(o)) {
                 return bad(format!("write set of {pg}: {:?}", r.osds));
             }
+        }
+        if self.auth.len() > AUTH_ENTRIES_MAX {
+            return bad(format!(
+                "{} users, at most {AUTH_ENTRIES_MAX}",
+                self.auth.len()
+            ));
+        }
+        for (entity, e) in &self.auth {
+            e.validate(entity).map_err(MapError::Invalid)?;
         }
         let compiled = CompiledMap::compile(&self.crush)?;
         for p in self.pools.values() {
@@ -976,7 +1034,50 @@ mod crush_as_json {
 }
 
 /// Magic and format version in front of every encoded map and incremental.
-const MAGIC: [u8; 4] = *b"LGM2";
+const MAGIC: [u8; 4] = *b"LGM3";
+/// The version before maps held users: still read (see [`v2`]).
+const MAGIC_V2: [u8; 4] = *b"LGM2";
+
+/// The `LGM2` map: today's without the user table. Incrementals of both
+/// versions read alike (changes were only added at the end).
+mod v2 {
+    use super::*;
+
+    #[derive(Deserialize)]
+    pub struct OsdMap {
+        fsid: String,
+        epoch: Epoch,
+        osds: BTreeMap<i32, OsdInfo>,
+        pools: BTreeMap<u64, Pool>,
+        pool_max: u64,
+        ec_profiles: BTreeMap<String, EcProfile>,
+        #[serde(with = "crush_as_json")]
+        crush: CrushMap,
+        pg_temp: BTreeMap<PgId, Vec<i32>>,
+        primary_temp: BTreeMap<PgId, i32>,
+        pg_upmap_items: BTreeMap<PgId, Vec<(i32, i32)>>,
+        write_sets: BTreeMap<PgId, WriteSetRecord>,
+    }
+
+    impl From<OsdMap> for super::OsdMap {
+        fn from(m: OsdMap) -> Self {
+            super::OsdMap {
+                fsid: m.fsid,
+                epoch: m.epoch,
+                osds: m.osds,
+                pools: m.pools,
+                pool_max: m.pool_max,
+                ec_profiles: m.ec_profiles,
+                crush: m.crush,
+                pg_temp: m.pg_temp,
+                primary_temp: m.primary_temp,
+                pg_upmap_items: m.pg_upmap_items,
+                write_sets: m.write_sets,
+                auth: BTreeMap::new(),
+            }
+        }
+    }
+}
 
 /// Encode compactly (postcard, behind a magic and version).
 pub fn encode<T: Serialize>(v: &T) -> Vec<u8> {
@@ -992,19 +1093,34 @@ pub fn encode<T: Serialize>(v: &T) -> Vec<u8> {
 /// receiver of a map from the wire or a snapshot uses, so that a
 /// malformed map is an error, never an index out of range later.
 pub fn decode_map(b: &[u8]) -> Result<OsdMap> {
-    let m: OsdMap = decode("map", b)?;
+    let m: OsdMap = match b.strip_prefix(&MAGIC_V2) {
+        Some(body) => whole::<v2::OsdMap>("map", body)?.into(),
+        None => decode("map", b)?,
+    };
     m.validate()?;
     Ok(m)
 }
 
 /// Decode what [`encode`] wrote; foreign or truncated bytes are an error.
 pub fn decode<T: for<'de> Deserialize<'de>>(what: &'static str, b: &[u8]) -> Result<T> {
-    let body = b.strip_prefix(&MAGIC).ok_or_else(|| MapError::Decode {
+    let body = b.strip_prefix(&MAGIC).or_else(|| b.strip_prefix(&MAGIC_V2));
+    let body = body.ok_or_else(|| MapError::Decode {
         what: what.into(),
         why: "bad magic or unsupported version".into(),
     })?;
-    postcard::from_bytes(body).map_err(|e| MapError::Decode {
+    whole(what, body)
+}
+
+/// Postcard's value of all of `body`: bytes past its end are an error
+/// too (a value followed by anything is not what [`encode`] wrote).
+fn whole<T: for<'de> Deserialize<'de>>(what: &'static str, body: &[u8]) -> Result<T> {
+    let bad = |why: String| MapError::Decode {
         what: what.into(),
-        why: e.to_string(),
-    })
+        why,
+    };
+    match postcard::take_from_bytes(body) {
+        Ok((v, [])) => Ok(v),
+        Ok((_, rest)) => Err(bad(format!("{} bytes past its end", rest.len()))),
+        Err(e) => Err(bad(e.to_string())),
+    }
 }

@@ -105,9 +105,9 @@ impl Service {
         }
     }
 
-    async fn client(&self, req: ClientRequest) -> ClientReply {
+    async fn client(&self, req: ClientRequest, peer: Peer<'_>) -> ClientReply {
         match req {
-            ClientRequest::Op(op) => ClientReply::Op(self.op(op).await),
+            ClientRequest::Op(op) => ClientReply::Op(self.op(op, peer).await),
             ClientRequest::List {
                 pool,
                 ps,
@@ -116,13 +116,13 @@ impl Service {
                 limit,
             } => {
                 let epoch = self.catch_up(epoch).await;
-                let result = self.list(pool, ps, epoch, start, limit).await;
+                let result = self.list(pool, ps, epoch, start, limit, peer).await;
                 ClientReply::List { result, epoch }
             }
         }
     }
 
-    async fn op(&self, op: ClientOp) -> OpReply {
+    async fn op(&self, op: ClientOp, peer: Peer<'_>) -> OpReply {
         let epoch = self.catch_up(op.epoch).await;
         let fail = |e: OpError| OpReply {
             result: Err(e),
@@ -138,6 +138,11 @@ impl Service {
         let Some(pool) = map.pools.get(&op.pool) else {
             return fail(OpError::NoPool(op.pool));
         };
+        let (r, w, x) = rights(&op.ops);
+        if let Err(e) = allowed(&map, peer, &pool.name, r, w, x) {
+            tracing::warn!("refused: {e}");
+            return fail(e);
+        }
         let pg = pool.object_pg(op.name.as_bytes());
         if op.ops.iter().any(crate::exec::takes_space) {
             if let Some(osd) = self.0.full_member(pg) {
@@ -179,9 +184,11 @@ impl Service {
         epoch: Epoch,
         start: Option<String>,
         limit: u32,
+        peer: Peer<'_>,
     ) -> Result<(Vec<String>, bool), OpError> {
         let map = self.0.map().ok_or(OpError::Behind { epoch })?;
         let p = map.pools.get(&pool).ok_or(OpError::NoPool(pool))?;
+        allowed(&map, peer, &p.name, true, false, false)?;
         let pg = PgId { pool, ps };
         if ps >= p.pg_num {
             return Err(OpError::Invalid(format!("pg {pg} past pg_num")));
@@ -445,6 +452,63 @@ impl Service {
     }
 }
 
+/// A connection's identity (entity, certificate serial); `None` on an
+/// OSD without TLS.
+type Peer<'a> = Option<(&'a str, &'a str)>;
+
+/// The rights a client op needs: read, write, exec. An object class call
+/// needs `x`, and `r` and (if the method may write) `w` as well, as the
+/// data it touches would; asserts and reads need `r`.
+fn rights(ops: &[SubOp]) -> (bool, bool, bool) {
+    let (mut r, mut w, mut x) = (false, false, false);
+    for o in ops {
+        match o {
+            SubOp::Exec { .. } => {
+                x = true;
+                r = true;
+                w |= crate::exec::writes(o);
+            }
+            o if o.is_write() => w = true,
+            _ => r = true,
+        }
+    }
+    (r, w, x)
+}
+
+/// Whether the peer may run an op needing (`r`, `w`, `x`) in pool `pool`
+/// under `map`: only clients send client ops, each with the caps the map
+/// records for its certificate.
+fn allowed(
+    map: &loligo_types::OsdMap,
+    peer: Peer<'_>,
+    pool: &str,
+    r: bool,
+    w: bool,
+    x: bool,
+) -> Result<(), OpError> {
+    let Some((e, serial)) = peer else {
+        return Ok(());
+    };
+    if !e.starts_with("client.") {
+        return Err(OpError::Denied(format!(
+            "{e} is not a client: client ops come from clients"
+        )));
+    }
+    let caps = map.caps_of(e, serial).map_err(OpError::Denied)?;
+    if caps.allows_osd(pool, r, w, x) {
+        return Ok(());
+    }
+    let verbs: Vec<&str> = [(r, "read"), (w, "write"), (x, "call object classes")]
+        .iter()
+        .filter(|(on, _)| *on)
+        .map(|(_, v)| *v)
+        .collect();
+    Err(OpError::Denied(format!(
+        "{e} may not {} in pool '{pool}'",
+        verbs.join(" and ")
+    )))
+}
+
 fn payload_len(o: &SubOp) -> u64 {
     match o {
         SubOp::WriteFull(d) | SubOp::Append(d) | SubOp::Write { data: d, .. } => d.len() as u64,
@@ -461,9 +525,16 @@ fn result_len(r: &SubResult) -> u64 {
 
 impl Service {
     /// A client's `Op` call, bytes in and out (gRPC and the direct path).
-    async fn op_call(&self, body: &[u8], bulk: Vec<bytes::Bytes>) -> (Vec<u8>, Vec<bytes::Bytes>) {
+    /// With TLS, `peer` is the connection's identity, whose caps the op
+    /// must have.
+    async fn op_call(
+        &self,
+        body: &[u8],
+        bulk: Vec<bytes::Bytes>,
+        peer: Peer<'_>,
+    ) -> (Vec<u8>, Vec<bytes::Bytes>) {
         let reply = match decode_wire::<ClientRequest>(body, bulk) {
-            Ok(r) => self.client(r).await,
+            Ok(r) => self.client(r, peer).await,
             Err(e) => ClientReply::Op(OpReply {
                 result: Err(e),
                 version: Version::default(),
@@ -519,8 +590,11 @@ impl Service {
 impl Osd for Service {
     async fn op(&self, req: Request<Raw>) -> Result<Response<Raw>, Status> {
         self.alive()?;
+        let id =
+            loligo_proto::net::peer_identity(&req).map(|(e, s)| (e.to_string(), s.to_string()));
         let req = req.into_inner();
-        let (body, bulk) = self.op_call(&req.body, req.bulk).await;
+        let peer = id.as_ref().map(|(e, s)| (e.as_str(), s.as_str()));
+        let (body, bulk) = self.op_call(&req.body, req.bulk, peer).await;
         Ok(Response::new(Raw {
             body: body.into(),
             bulk,
@@ -550,7 +624,7 @@ impl direct::Handler for Service {
             // A stopped OSD answers nothing, as on gRPC.
             self.alive().ok()?;
             let (body, bulk) = match call {
-                direct::Call::Op => self.op_call(&msg.body, msg.bulk).await,
+                direct::Call::Op => self.op_call(&msg.body, msg.bulk, peer.identity()).await,
                 direct::Call::Peer => {
                     self.peer_call(&msg.body, msg.bulk, peer.entity.as_deref())
                         .await

@@ -1,10 +1,13 @@
 //! Capabilities: what a client entity may do, in the grammar Ceph's users
 //! know (`mon 'allow r'`, `osd 'allow rw pool=backups'`). Parsed here,
-//! kept by the monitors per entity, checked where an op runs.
+//! kept in the cluster map per client (with the serial of its one valid
+//! certificate, [`AuthEntry`]), checked where an op runs: by the monitors
+//! for map reads and admin commands, by the OSDs for every client op.
 //!
 //! Pure: no I/O. A capability text that does not parse is refused whole
 //! (never half-granted), and nothing is allowed that no grant names.
 
+use crate::osdmap::NAME_LEN_MAX;
 use serde::{Deserialize, Serialize};
 
 /// Rights on the monitors.
@@ -17,6 +20,20 @@ pub enum MonCap {
     Read,
     /// Read, and change the map (admin commands).
     ReadWrite,
+    /// Everything, users and their keys too (`allow *`, `allow rwx`).
+    All,
+}
+
+impl MonCap {
+    /// The text that grants it (`None` for no rights).
+    fn text(self) -> Option<&'static str> {
+        match self {
+            MonCap::None => None,
+            MonCap::Read => Some("allow r"),
+            MonCap::ReadWrite => Some("allow rw"),
+            MonCap::All => Some("allow *"),
+        }
+    }
 }
 
 /// One grant on the OSDs: rights, in one pool or in all.
@@ -79,7 +96,7 @@ fn grants(service: &str, text: &str) -> Result<Vec<OsdGrant>, String> {
                 let Some(name) = p.strip_prefix("pool=") else {
                     return Err(bad(&format!("'{p}' is not pool=NAME")));
                 };
-                if name.is_empty() || name.len() > loligo_types::osdmap::NAME_LEN_MAX {
+                if name.is_empty() || name.len() > NAME_LEN_MAX {
                     return Err(bad("a pool name is 1-128 bytes"));
                 }
                 (*rw, Some(name.to_string()))
@@ -105,7 +122,7 @@ impl Caps {
     /// Every right (the admin's).
     pub fn all() -> Caps {
         Caps {
-            mon: MonCap::ReadWrite,
+            mon: MonCap::All,
             osd: vec![OsdGrant {
                 read: true,
                 write: true,
@@ -138,7 +155,7 @@ impl Caps {
                         let all = g.read && g.write && g.exec;
                         let cap = match (g.read, g.write, g.exec) {
                             _ if g.pool.is_some() => return Err(refuse()),
-                            _ if all => MonCap::ReadWrite,
+                            _ if all => MonCap::All,
                             (true, true, false) => MonCap::ReadWrite,
                             (true, false, false) => MonCap::Read,
                             _ => return Err(refuse()),
@@ -162,6 +179,108 @@ impl Caps {
                 && (g.write || !write)
                 && (g.exec || !exec)
         })
+    }
+
+    /// The `(service, text)` pairs that grant exactly these caps (what
+    /// [`Caps::parse`] reads back to the same caps).
+    pub fn texts(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        if let Some(t) = self.mon.text() {
+            out.push(("mon".to_string(), t.to_string()));
+        }
+        if !self.osd.is_empty() {
+            let grants: Vec<String> = self
+                .osd
+                .iter()
+                .map(|g| {
+                    let rights: String = [(g.read, 'r'), (g.write, 'w'), (g.exec, 'x')]
+                        .iter()
+                        .filter(|(on, _)| *on)
+                        .map(|(_, c)| *c)
+                        .collect();
+                    match &g.pool {
+                        Some(p) => format!("allow {rights} pool={p}"),
+                        None => format!("allow {rights}"),
+                    }
+                })
+                .collect();
+            out.push(("osd".to_string(), grants.join(", ")));
+        }
+        out
+    }
+
+    /// Check caps decoded from a map: what [`Caps::parse`] could have
+    /// made (bounded grants, each with a right, valid pool names).
+    pub fn validate(&self) -> Result<(), String> {
+        if self.osd.len() > GRANTS_MAX {
+            return Err(format!(
+                "{} osd grants (at most {GRANTS_MAX})",
+                self.osd.len()
+            ));
+        }
+        for g in &self.osd {
+            if !(g.read || g.write || g.exec) {
+                return Err("an osd grant without rights".into());
+            }
+            if let Some(p) = &g.pool {
+                if p.is_empty() || p.len() > NAME_LEN_MAX {
+                    return Err(format!("a grant's pool name of {} bytes", p.len()));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Longest client name (after `client.`).
+pub const CLIENT_NAME_MAX: usize = 64;
+
+/// Whether `entity` names a client (`client.NAME`, NAME 1-64 characters
+/// of A-Z a-z 0-9 - _ .), the only entities that have caps.
+pub fn is_client(entity: &str) -> bool {
+    entity.strip_prefix("client.").is_some_and(|n| {
+        !n.is_empty()
+            && n.len() <= CLIENT_NAME_MAX
+            && n.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    })
+}
+
+/// The bootstrap administrator `loligo up` makes: it has every right
+/// while the map has no entry for it (see [`AuthEntry`]).
+pub const ADMIN: &str = "client.admin";
+
+/// Longest certificate serial (hex digits).
+pub const SERIAL_LEN_MAX: usize = 64;
+
+/// A client the cluster knows: its caps, and the serial (hex) of the one
+/// certificate it may connect with. A new key (`auth rotate`) changes the
+/// serial, and every older certificate of the entity is refused from the
+/// epoch that records it; `auth rm` removes the entry and with it every
+/// right. [`ADMIN`] without an entry has every right with any
+/// certificate of the cluster's authority (so `loligo up` needs no step
+/// after the monitors start); rotating its key records an entry.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuthEntry {
+    pub caps: Caps,
+    pub serial: String,
+}
+
+impl AuthEntry {
+    /// Check an entry decoded from a map or asked for in a change.
+    pub fn validate(&self, entity: &str) -> Result<(), String> {
+        if !is_client(entity) {
+            return Err(format!(
+                "'{entity}' is not a client entity (client.NAME, NAME 1-{CLIENT_NAME_MAX} characters of A-Z a-z 0-9 - _ .)"
+            ));
+        }
+        let hex = self.serial.chars().all(|c| c.is_ascii_hexdigit());
+        if self.serial.is_empty() || self.serial.len() > SERIAL_LEN_MAX || !hex {
+            return Err(format!(
+                "{entity}: a serial of 1-{SERIAL_LEN_MAX} hex digits"
+            ));
+        }
+        self.caps.validate().map_err(|e| format!("{entity}: {e}"))
     }
 }
 
