@@ -31,6 +31,12 @@ use tokio::sync::Mutex;
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 
+/// Largest `Call` body a monitor parses: the largest request (an OSD's
+/// report of every PG it may hold, a batch of write sets) is far smaller.
+/// Raft messages, which carry snapshots of the map, may be as large as
+/// any message (`MESSAGE_BYTES_MAX`).
+pub const CALL_BYTES_MAX: usize = 16 << 20;
+
 /// How recent an OSD's report must be to count toward client I/O rates.
 const IO_WINDOW_MS: u64 = 10_000;
 
@@ -689,6 +695,14 @@ impl Mon for Service {
     async fn call(&self, req: Request<Raw>) -> Result<Response<Raw>, Status> {
         let who = peer_identity(&req).map(|(e, s)| (e.to_string(), s.to_string()));
         let body = req.into_inner().body;
+        if body.len() > CALL_BYTES_MAX {
+            let e = MonError::Invalid(format!(
+                "a request of {} bytes (at most {CALL_BYTES_MAX})",
+                body.len()
+            ));
+            tracing::warn!("refused: {e}");
+            return json_reply(&CallResult::Err(e));
+        }
         let r: CallResult = match serde_json::from_slice::<MonRequest>(&body) {
             Ok(req) => match self.0.authorize(&who, &req) {
                 Ok(()) => self.0.call(req).await,

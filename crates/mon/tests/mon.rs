@@ -459,6 +459,15 @@ async fn a_monitor_with_tls_bounds_each_entitys_watches_and_refuses_forgeries() 
         .secured(Some(&sec("osd.1")));
     let r = osd1.call(create("nope")).await;
     assert!(matches!(r, Err(MonError::Denied(_))), "{r:?}");
+    // An oversized request is refused before it is parsed; the monitor
+    // serves on.
+    let huge = create(&"p".repeat(loligo_mon::server::CALL_BYTES_MAX));
+    let r = c.call(huge).await;
+    assert!(
+        matches!(&r, Err(MonError::Invalid(m)) if m.contains("at most")),
+        "{r:?}"
+    );
+    c.get_map().await.unwrap();
     // Two watches per entity; a third of the same entity is refused, and
     // another entity is served.
     let raw = |s: &Security| {

@@ -42,12 +42,18 @@ pub fn obj_state(s: &dyn ObjectStore, c: CollectionId, o: &ObjectId) -> Result<O
     let Some((st, v)) = s.stat_attr(c, o, VERSION_ATTR).map_err(store_err)? else {
         return Ok(ObjState::default());
     };
+    // No version attribute: an object no op of ours wrote (version 0). A
+    // damaged one is an error, never a default: ops on the object fail
+    // (EIO) rather than order its writes by a made-up version.
+    let version = match v {
+        None => Version::default(),
+        Some(b) => postcard::from_bytes(&b)
+            .map_err(|_| OpError::Io(format!("object '{}': corrupt version attribute", o.name)))?,
+    };
     Ok(ObjState {
         exists: true,
         size: st.size,
-        version: v
-            .and_then(|b| postcard::from_bytes(&b).ok())
-            .unwrap_or_default(),
+        version,
     })
 }
 
@@ -424,4 +430,40 @@ pub fn execute(
         size_after: size,
         bytes_delta: size as i64 - st.size as i64,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use loligo_store::{MemStore, Transaction};
+
+    #[test]
+    fn a_damaged_version_attribute_is_an_error_not_version_zero() {
+        let s = MemStore::new();
+        let c = CollectionId::pg(1, 0);
+        let (good, bad, bare) = (
+            ObjectId::new(1, "good"),
+            ObjectId::new(1, "bad"),
+            ObjectId::new(1, "bare"),
+        );
+        let v = Version { epoch: 3, v: 9 };
+        let mut t = Transaction::new();
+        t.create_collection(c);
+        t.write(c, &good, 0, b"x".to_vec());
+        t.setattr(c, &good, VERSION_ATTR, postcard::to_stdvec(&v).unwrap());
+        t.write(c, &bad, 0, b"x".to_vec());
+        t.setattr(c, &bad, VERSION_ATTR, vec![0xff; 12]);
+        t.write(c, &bare, 0, b"x".to_vec());
+        s.apply(t).unwrap();
+        assert_eq!(obj_state(&s, c, &good).unwrap().version, v);
+        let e = obj_state(&s, c, &bad).unwrap_err();
+        assert!(
+            matches!(&e, OpError::Io(m) if m.contains("corrupt version")),
+            "{e:?}"
+        );
+        let st = obj_state(&s, c, &bare).unwrap();
+        assert!(st.exists && st.version == Version::default());
+        let none = obj_state(&s, c, &ObjectId::new(1, "none")).unwrap();
+        assert!(!none.exists);
+    }
 }

@@ -75,7 +75,7 @@ fn osd_list(r: &mut Rng) -> Vec<i32> {
 
 /// One structural change a sender could make.
 fn bend(m: &mut OsdMap, r: &mut Rng) {
-    match r.below(14) {
+    match r.below(15) {
         0 => {
             let key = osd_id(r);
             let id = if r.chance(500) { key } else { osd_id(r) };
@@ -158,6 +158,35 @@ fn bend(m: &mut OsdMap, r: &mut Rng) {
                     it.id = osd_id(r);
                 }
             }
+        }
+        13 => {
+            // A user: sometimes valid, sometimes no client, a bad serial,
+            // grants without rights or pools with impossible names.
+            use loligo_types::caps::{AuthEntry, Caps, MonCap, OsdGrant};
+            let entity = [
+                "client.a",
+                "client.",
+                "osd.1",
+                "client.a b",
+                "client.\u{e9}",
+            ][r.index(5)]
+            .to_string();
+            let serial = ["ab12", "", "xyz", &"f".repeat(80)][r.index(4)].to_string();
+            let grants = (0..[0, 1, 2, 70][r.index(4)])
+                .map(|_| OsdGrant {
+                    read: r.chance(500),
+                    write: r.chance(500),
+                    exec: r.chance(200),
+                    pool: match r.below(3) {
+                        0 => None,
+                        1 => Some(String::new()),
+                        _ => Some("x".repeat([1, 128, 129][r.index(3)])),
+                    },
+                })
+                .collect();
+            let mon = [MonCap::None, MonCap::Read, MonCap::All][r.index(3)];
+            let caps = Caps { mon, osd: grants };
+            m.auth.insert(entity, AuthEntry { caps, serial });
         }
         _ => {
             // A plausible change, so that bent maps are not all refused.
