@@ -483,6 +483,25 @@ async fn a_monitor_with_tls_bounds_each_entitys_watches_and_refuses_forgeries() 
     };
     assert_eq!(e.code(), tonic::Code::ResourceExhausted, "{e}");
     assert!(e.message().contains("client.admin"), "{e}");
+    // Raft messages from anyone but a monitor of the group are refused
+    // before they are read: a client, an OSD, a monitor of another group.
+    let vote = serde_json::json!({
+        "vote": {"leader_id": {"term": 99, "node_id": 7}, "committed": false},
+        "last_log_id": null
+    });
+    for who in ["client.admin", "osd.1", "mon.5"] {
+        let mut m = raw(&sec(who)).await;
+        let r = m
+            .raft(loligo_proto::v1::RaftMessage {
+                kind: "vote".into(),
+                body: serde_json::to_vec(&vote).unwrap().into(),
+            })
+            .await;
+        let Err(e) = r else {
+            panic!("{who}'s Raft vote was taken");
+        };
+        assert_eq!(e.code(), tonic::Code::PermissionDenied, "{who}: {e}");
+    }
     // A client the map does not know reads nothing.
     let mut stranger = raw(&sec("client.b")).await;
     let Err(e) = stranger.watch(WatchRequest { have: 0 }).await else {
