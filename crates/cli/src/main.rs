@@ -19,6 +19,7 @@ mod ec_cmd;
 mod kv_cmd;
 mod map_pgs_cmd;
 mod osdmap_cmd;
+mod scale_cmd;
 mod store_cmd;
 mod up_cmd;
 

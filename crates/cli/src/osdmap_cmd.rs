@@ -22,6 +22,11 @@ pub enum OsdmapCmd {
         #[command(flatten)]
         pool: PoolArgs,
     },
+    /// How the map's costs grow with the cluster: maps of 10 to 10,000
+    /// OSDs built in memory, and what applying an incremental that marks
+    /// one OSD down costs each holder (map size, apply, CRUSH compile,
+    /// mapping every PG, carried mappings).
+    Scale(crate::scale_cmd::ScaleArgs),
 }
 
 #[derive(Args)]
@@ -97,6 +102,7 @@ fn setup(a: &PoolArgs) -> Result<Setup, CliError> {
 pub fn run(cmd: OsdmapCmd) -> Result<(), CliError> {
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     match cmd {
+        OsdmapCmd::Scale(a) => return crate::scale_cmd::run(a),
         OsdmapCmd::TestMapObject { name, pool } => {
             let s = setup(&pool)?;
             let mut ws = Workspace::new(&s.crush);

@@ -19,13 +19,14 @@ use bytes::Bytes;
 use loligo_monc::protocol::{MonError, MonReply, MonRequest};
 use loligo_monc::MonClient;
 use loligo_proto::net::{Channels, Security};
+use loligo_types::mapping::PgMappings;
 use loligo_types::ops::{
     decode_wire, encode_wire, ClientOp, ClientReply, ClientRequest, Cmp, OpError, SubOp, SubResult,
     Version,
 };
 use loligo_types::{Epoch, OsdMap, PgId};
 use serde_bytes::ByteBuf;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -52,29 +53,38 @@ impl ClientError {
     }
 }
 
-/// Primaries of every PG at one epoch.
+/// One epoch's map and what routes ops under it: each PG's CRUSH step,
+/// shared with the tables of the epochs before as long as CRUSH's inputs
+/// are the same (most epochs: OSDs down and up, overrides), so a new map
+/// costs no pass over the PGs.
 struct Table {
     map: Arc<OsdMap>,
-    primary: HashMap<PgId, i32>,
+    states: loligo_types::OsdStates,
+    /// `None`: the map does not compile (no op is routed).
+    steps: Option<Arc<PgMappings>>,
 }
 
 impl Table {
-    fn new(map: OsdMap) -> Table {
-        let mut primary = HashMap::new();
-        if let Ok(mut p) = map.placer() {
-            for pool in map.pools.values() {
-                for ps in 0..pool.pg_num {
-                    let pg = PgId { pool: pool.id, ps };
-                    if let Ok(m) = p.map_pg(pg) {
-                        primary.insert(pg, m.acting_primary);
-                    }
-                }
-            }
-        }
+    /// The table of `map`, reusing `prev`'s steps when they hold.
+    fn new(map: OsdMap, prev: Option<&Table>) -> Table {
+        let states = map.osd_states();
+        let steps = match prev.and_then(|t| t.steps.as_ref()) {
+            Some(s) if s.crush_steps_hold(&map, &states) => Some(s.clone()),
+            _ => PgMappings::new(&map).ok().map(Arc::new),
+        };
         Table {
             map: Arc::new(map),
-            primary,
+            states,
+            steps,
         }
+    }
+
+    /// PG `pg`'s acting primary (-1: none).
+    fn primary(&self, pg: PgId) -> i32 {
+        self.steps
+            .as_ref()
+            .and_then(|s| s.mapping_in(&self.map, &self.states, pg))
+            .map_or(-1, |m| m.acting_primary)
     }
 }
 
@@ -161,7 +171,7 @@ impl Cluster {
         let (epoch_tx, _) = tokio::sync::watch::channel(map.epoch);
         let inner = Arc::new(Inner {
             mon: tokio::sync::Mutex::new(mon.clone()),
-            table: RwLock::new(Arc::new(Table::new(map.clone()))),
+            table: RwLock::new(Arc::new(Table::new(map.clone(), None))),
             epoch_tx,
             conns: Channels::new(Duration::from_millis(OSD_CONNECT_TIMEOUT_MS), None)
                 .secured(security.as_ref()),
@@ -235,7 +245,12 @@ impl Inner {
             return;
         }
         let e = m.epoch;
-        *self.table.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(Table::new(m));
+        let next = Arc::new(Table::new(m, Some(&self.table())));
+        let mut t = self.table.write().unwrap_or_else(|p| p.into_inner());
+        if t.map.epoch < e {
+            *t = next;
+        }
+        drop(t);
         self.epoch_tx.send_replace(e);
     }
 
@@ -273,7 +288,7 @@ impl Inner {
             if !t.map.pools.contains_key(&pg.pool) {
                 return Err(OpError::NoPool(pg.pool).into());
             }
-            let primary = t.primary.get(&pg).copied().unwrap_or(-1);
+            let primary = t.primary(pg);
             let addr = t
                 .map
                 .osds

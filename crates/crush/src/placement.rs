@@ -248,6 +248,21 @@ pub fn map_pg_with_upmap(
     upmap_items: &[(ItemId, ItemId)],
     ws: &mut Workspace,
 ) -> Result<PgMapping> {
+    let raw = crush_raw(crush, pool, osds, ps, ws)?;
+    Ok(finish_mapping(raw, pool, osds, upmap_items))
+}
+
+/// The CRUSH step of a PG's mapping: the rule's result, with OSDs that do
+/// not exist removed (replicated) or blanked (erasure). It depends only
+/// on the CRUSH map, the pool's placement and the OSDs' existence and
+/// reweights, never on which OSDs are up.
+pub fn crush_raw(
+    crush: &CompiledMap,
+    pool: &PoolPlacement,
+    osds: &OsdStates,
+    ps: u32,
+    ws: &mut Workspace,
+) -> Result<Vec<ItemId>> {
     let pps = pool.pps(ps);
     let mut raw = Vec::with_capacity(pool.size as usize);
     if crush.has_rule(pool.crush_rule) {
@@ -265,7 +280,6 @@ pub fn map_pg_with_upmap(
             &mut raw,
         )?;
     }
-    // Remove (replicated) or blank (erasure) OSDs that do not exist.
     if pool.erasure {
         for o in raw.iter_mut() {
             if *o != ITEM_NONE && !osds.exists(*o) {
@@ -275,6 +289,18 @@ pub fn map_pg_with_upmap(
     } else {
         raw.retain(|&o| osds.exists(o));
     }
+    Ok(raw)
+}
+
+/// The rest of a PG's mapping from its [`crush_raw`] set: the upmap items
+/// (`(from, to)` pairs), then OSDs that are not up removed (replicated)
+/// or blanked (erasure).
+pub fn finish_mapping(
+    raw: Vec<ItemId>,
+    pool: &PoolPlacement,
+    osds: &OsdStates,
+    upmap_items: &[(ItemId, ItemId)],
+) -> PgMapping {
     let mut up = raw.clone();
     for &(from, to) in upmap_items {
         let usable = osds.exists(to) && osds.weight.get(to as usize).is_some_and(|&w| w > 0);
@@ -302,7 +328,7 @@ pub fn map_pg_with_upmap(
         up,
     };
     debug_assert!(m.up.len() <= pool.size as usize);
-    Ok(m)
+    m
 }
 
 /// Format an OSD vector as Ceph prints it: `[1,2,3]`.

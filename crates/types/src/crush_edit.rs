@@ -289,25 +289,32 @@ fn descends_from(map: &CrushMap, item: ItemId, ancestor: ItemId) -> bool {
 }
 
 /// Order buckets children first and make every bucket's weight in its
-/// parent the sum of its items.
+/// parent the sum of its items. Linear in the map's size (each pass over
+/// the buckets takes every bucket whose children are placed, in the
+/// order they stand, so the order is the same whatever the size; one
+/// pass per level of the hierarchy): `osd boot` of a new OSD calls this,
+/// so a cluster of N OSDs booting must not cost N times N.
 fn fix_weights(map: &mut CrushMap) -> Result<()> {
+    use std::collections::{HashMap, HashSet};
     let n = map.buckets.len();
     let mut order: Vec<Bucket> = Vec::with_capacity(n);
+    let mut placed: HashSet<ItemId> = HashSet::with_capacity(n);
     let mut left: Vec<Bucket> = std::mem::take(&mut map.buckets);
     while !left.is_empty() {
         let before = left.len();
-        let mut i = 0;
-        while i < left.len() {
-            let ready = left[i]
-                .items
+        let mut rest = Vec::new();
+        for b in left {
+            if b.items
                 .iter()
-                .all(|it| it.id >= 0 || order.iter().any(|b| b.id == it.id));
-            if ready {
-                order.push(left.remove(i));
+                .all(|it| it.id >= 0 || placed.contains(&it.id))
+            {
+                placed.insert(b.id);
+                order.push(b);
             } else {
-                i += 1;
+                rest.push(b);
             }
         }
+        left = rest;
         if left.len() == before {
             map.buckets = order.into_iter().chain(left).collect();
             return Err(err(
@@ -315,16 +322,19 @@ fn fix_weights(map: &mut CrushMap) -> Result<()> {
             ));
         }
     }
-    for i in 0..order.len() {
-        let (done, rest) = order.split_at_mut(i);
-        let b = &mut rest[0];
+    // Each bucket's weight (`None`: it overflows) once its items are set.
+    let mut weights: HashMap<ItemId, (Option<u32>, String)> = HashMap::with_capacity(n);
+    for b in order.iter_mut() {
         for it in b.items.iter_mut().filter(|it| it.id < 0) {
-            if let Some(c) = done.iter().find(|c| c.id == it.id) {
-                it.weight = c
-                    .weight()
-                    .ok_or_else(|| err(format!("bucket '{}' weight overflows", c.name)))?;
+            match weights.get(&it.id) {
+                Some((Some(w), _)) => it.weight = *w,
+                Some((None, name)) => {
+                    return Err(err(format!("bucket '{name}' weight overflows")));
+                }
+                None => {}
             }
         }
+        weights.insert(b.id, (b.weight(), b.name.clone()));
     }
     map.buckets = order;
     Ok(())

@@ -8,13 +8,14 @@ pub mod caps;
 pub mod cls;
 pub mod crush_edit;
 pub mod error;
+pub mod mapping;
 pub mod ops;
 pub mod osdmap;
 pub mod pg_state;
 pub mod stats;
 
 pub use error::{MapError, Result};
-pub use loligo_crush::placement::{PgId, PgMapping};
+pub use loligo_crush::placement::{OsdStates, PgId, PgMapping};
 pub use osdmap::{
     decode, decode_map, encode, Change, EcPlugin, EcProfile, Epoch, Fullness, Incremental, OsdInfo,
     OsdMap, Placer, Pool, PoolKind, WriteSetRecord, BACKFILLFULL_RATIO, FULL_RATIO, NEARFULL_RATIO,

@@ -917,8 +917,12 @@ impl OsdMap {
                 }
             }
         }
+        // (A set, not a search per OSD: a map of N OSDs is checked on
+        // every epoch, so this must not cost N times N.)
+        let devices: std::collections::HashSet<i32> =
+            self.crush.devices.iter().map(|d| d.id).collect();
         for id in self.osds.keys() {
-            if !self.crush.devices.iter().any(|d| d.id == *id) {
+            if !devices.contains(id) {
                 return Err(MapError::Invalid(format!("osd.{id} has no CRUSH device")));
             }
         }
@@ -990,15 +994,25 @@ impl Placer<'_> {
             upmap,
             &mut self.ws,
         )?;
-        if let Some(t) = self.map.pg_temp.get(&pg) {
+        self.map.apply_overrides(pg, placement.erasure, &mut m);
+        Ok(m)
+    }
+}
+
+impl OsdMap {
+    /// The last steps of PG `pg`'s mapping: `pg_temp` (its up members)
+    /// replaces acting when set, `primary_temp` picks the primary among
+    /// the up acting members.
+    pub(crate) fn apply_overrides(&self, pg: PgId, erasure: bool, m: &mut PgMapping) {
+        if let Some(t) = self.pg_temp.get(&pg) {
             // Erasure-coded: positions are shards, so an OSD that is not up
             // leaves a hole rather than shifting the shards after it.
-            let acting: Vec<i32> = if placement.erasure {
+            let acting: Vec<i32> = if erasure {
                 t.iter()
-                    .map(|&o| if self.map.is_up(o) { o } else { ITEM_NONE })
+                    .map(|&o| if self.is_up(o) { o } else { ITEM_NONE })
                     .collect()
             } else {
-                t.iter().copied().filter(|&o| self.map.is_up(o)).collect()
+                t.iter().copied().filter(|&o| self.is_up(o)).collect()
             };
             if acting.iter().any(|&o| o != ITEM_NONE) {
                 m.acting_primary = acting
@@ -1009,12 +1023,11 @@ impl Placer<'_> {
                 m.acting = acting;
             }
         }
-        if let Some(&p) = self.map.primary_temp.get(&pg) {
-            if m.acting.contains(&p) && self.map.is_up(p) {
+        if let Some(&p) = self.primary_temp.get(&pg) {
+            if m.acting.contains(&p) && self.is_up(p) {
                 m.acting_primary = p;
             }
         }
-        Ok(m)
     }
 }
 

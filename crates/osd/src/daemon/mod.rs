@@ -31,6 +31,7 @@ use loligo_monc::MonClient;
 use loligo_proto::net::{Channels, MESSAGE_BYTES_MAX};
 use loligo_proto::v1::osd_server::OsdServer;
 use loligo_store::{CollectionId, ObjectStore, Transaction};
+use loligo_types::mapping::{Changed, PgMappings};
 use loligo_types::{
     EcProfile, Epoch, Fullness, OsdMap, PgId, PgMapping, PgStat, Pool, PoolKind, WriteSetRecord,
 };
@@ -201,6 +202,9 @@ pub struct OsdShared {
     /// Copies on disk of PGs the first map did not give this OSD were
     /// started (as strays, so they are removed once their PGs are clean).
     strays_started: AtomicBool,
+    /// Every PG's placement under the newest map, carried from epoch to
+    /// epoch (`None` before the first map).
+    mappings: Mutex<Option<PgMappings>>,
     /// Why the OSD stopped itself (a store transaction failed), once it
     /// has; `failed` wakes `OsdHandle::failed`.
     failure: Mutex<Option<String>>,
@@ -390,7 +394,15 @@ impl OsdShared {
         let mb = pg_task::spawn(self, pg)?;
         // Its first input: where the PG stands in the current map.
         if let Some(map) = self.map() {
-            let pm = map.placer().and_then(|mut p| p.map_pg(pg));
+            // The carried mapping when it is of this map; else CRUSH.
+            let carried = lock(&self.mappings)
+                .as_ref()
+                .filter(|c| c.epoch() == map.epoch)
+                .and_then(|c| c.mapping(&map, pg));
+            let pm = match carried {
+                Some(pm) => Ok(pm),
+                None => map.placer().and_then(|mut p| p.map_pg(pg)),
+            };
             if let (Some(pool), Ok(pm)) = (map.pools.get(&pg.pool), pm) {
                 if let Some(input) = self.map_input(&map, pool, pg, &pm, self.now_ms()) {
                     mb.control(input);
@@ -564,6 +576,7 @@ pub async fn start(
         record_wake: tokio::sync::Notify::new(),
         reserver,
         strays_started: AtomicBool::new(false),
+        mappings: Mutex::new(None),
         failure: Mutex::new(None),
         failed: tokio::sync::Notify::new(),
         incoming,
@@ -686,10 +699,6 @@ fn on_map(s: &Arc<OsdShared>, m: &OsdMap) {
         .filter(|o| o.fullness == Fullness::Full)
         .map(|o| o.id)
         .collect();
-    let Ok(mut placer) = map.placer() else {
-        tracing::error!("map epoch {} does not compile", map.epoch);
-        return;
-    };
     let now_ms = s.now_ms();
     // Once: every PG copy this OSD holds gets its task, mapped here or not.
     let on_disk: std::collections::HashSet<PgId> = if s.strays_started.swap(true, Ordering::Relaxed)
@@ -707,24 +716,60 @@ fn on_map(s: &Arc<OsdShared>, m: &OsdMap) {
             })
             .collect()
     };
-    for pool in map.pools.values() {
-        for ps in 0..pool.pg_num {
-            let pg = PgId { pool: pool.id, ps };
-            let Ok(pm) = placer.map_pg(pg) else { continue };
-            let mine = pm.acting.contains(&me) || pm.up.contains(&me) || on_disk.contains(&pg);
-            let existing = lock(&s.pgs).get(&pg).cloned();
-            let mb = match (existing, mine) {
-                (Some(mb), _) => mb,
-                (None, true) => match pg_task::spawn(s, pg) {
-                    Some(mb) => mb,
-                    None => continue,
-                },
-                (None, false) => continue,
-            };
-            if let Some(input) = s.map_input(&map, pool, pg, &pm, now_ms) {
-                mb.control(input);
-            }
+    let mut mappings = lock(&s.mappings);
+    // The PGs whose mapping may have changed: what the carried mappings
+    // say (an OSD marked down moves only the PGs that name it), or, when
+    // CRUSH's inputs changed, every PG that could be this OSD's.
+    let changed = match mappings.as_mut() {
+        Some(c) if c.epoch() < map.epoch => c.advance(&map),
+        _ => PgMappings::new(&map).map(|c| {
+            *mappings = Some(c);
+            Changed::All
+        }),
+    };
+    let (Ok(changed), Some(cache)) = (changed, mappings.as_ref()) else {
+        tracing::error!("map epoch {} does not compile", map.epoch);
+        *mappings = None;
+        return;
+    };
+    let mut candidates: BTreeSet<PgId> = lock(&s.pgs).keys().copied().collect();
+    candidates.extend(on_disk.iter().copied());
+    match &changed {
+        Changed::Pgs(v) => candidates.extend(v.iter().copied()),
+        Changed::All => {
+            candidates.extend(cache.pgs_of(me).iter().copied());
+            candidates.extend(
+                map.pg_temp
+                    .iter()
+                    .filter(|(_, t)| t.contains(&me))
+                    .map(|(pg, _)| *pg),
+            );
+            candidates.extend(
+                map.pg_upmap_items
+                    .iter()
+                    .filter(|(_, items)| items.iter().any(|&(_, to)| to == me))
+                    .map(|(pg, _)| *pg),
+            );
         }
     }
+    for pg in candidates {
+        let (Some(pool), Some(pm)) = (map.pools.get(&pg.pool), cache.mapping(&map, pg)) else {
+            continue;
+        };
+        let mine = pm.acting.contains(&me) || pm.up.contains(&me) || on_disk.contains(&pg);
+        let existing = lock(&s.pgs).get(&pg).cloned();
+        let mb = match (existing, mine) {
+            (Some(mb), _) => mb,
+            (None, true) => match pg_task::spawn(s, pg) {
+                Some(mb) => mb,
+                None => continue,
+            },
+            (None, false) => continue,
+        };
+        if let Some(input) = s.map_input(&map, pool, pg, &pm, now_ms) {
+            mb.control(input);
+        }
+    }
+    drop(mappings);
     s.epoch_tx.send_replace(map.epoch);
 }

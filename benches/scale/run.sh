@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# How the cluster map's costs grow with the cluster (issue 18's scale
+# part): maps of 10, 100, 1,000 and 10,000 OSDs (10 per host, about 100 PG
+# copies per OSD in size-3 pools) built in memory by `loligo osdmap
+# scale`, and for an incremental that marks one OSD down: the map's size,
+# `OsdMap::apply` (what the monitors and every receiver run), a CRUSH
+# compile, one pass of CRUSH over every PG (what an OSD and a client each
+# did on every epoch before carried mappings), the carried mappings'
+# build, their advance (an OSD's work per epoch now), a client's new
+# routing table, and the carried mappings' memory.
+# Writes out/scale.csv, out/summary.json, out/scale.png, out/RESULTS.md.
+#
+#   bash benches/scale/run.sh           # 5 repetitions per size (about 6 minutes)
+#   bash benches/scale/run.sh --quick   # 1 repetition per size (about 2 minutes)
+# Environment: OUT (output folder), SIZES (comma separated), REPS.
+set -euo pipefail
+HERE="$(cd "$(dirname "$0")" && pwd)"
+ROOT="$(cd "$HERE/../.." && pwd)"
+OUT="${OUT:-$HERE/out}"
+SIZES="${SIZES:-10,100,1000,10000}"
+REPS="${REPS:-5}"
+if [ "${1:-}" = "--quick" ]; then
+  REPS=1
+fi
+mkdir -p "$OUT"
+cargo build --release -p loligo-cli --manifest-path "$ROOT/Cargo.toml" >&2
+"$ROOT/target/release/loligo" osdmap scale --osds "$SIZES" --reps "$REPS" --csv "$OUT/scale.csv" \
+  2> >(tee "$OUT/parts.txt" >&2)
+python3 "$HERE/summarize.py" "$OUT" "$REPS"
+echo "results in $OUT" >&2

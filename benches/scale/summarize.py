@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""Summarize benches/scale/run.sh: summary.json, scale.png, RESULTS.md.
+
+Growth is stated as the slope of log(cost) against log(OSDs) between the
+two largest sizes (1: linear, 2: quadratic, 0: constant)."""
+import csv
+import json
+import math
+import sys
+from pathlib import Path
+
+out = Path(sys.argv[1])
+reps = int(sys.argv[2])
+rows = list(csv.DictReader(open(out / "scale.csv")))
+for r in rows:
+    for k, v in r.items():
+        r[k] = float(v)
+
+cols = {
+    "map_bytes": "encoded map (bytes)",
+    "apply_ms": "OsdMap::apply, one OSD down (ms)",
+    "compile_ms": "CRUSH compile (ms)",
+    "map_all_ms": "CRUSH over every PG: an OSD's and a client's work per epoch before (ms)",
+    "mappings_build_ms": "carried mappings built (ms)",
+    "mappings_down_ms": "carried mappings advanced: an OSD's work per epoch now (ms)",
+    "client_ms": "a client's new routing table now (ms)",
+    "changed_pgs": "PGs the advance names",
+    "mappings_mib": "carried mappings' memory (MiB)",
+}
+
+
+def slope(k):
+    a, b = rows[-2], rows[-1]
+    if a[k] <= 0 or b[k] <= 0:
+        return None
+    return math.log(b[k] / a[k]) / math.log(b["osds"] / a["osds"])
+
+
+big = rows[-1]
+summary = {
+    "reps": reps,
+    "rows": rows,
+    "growth_exponent_top_two_sizes": {k: slope(k) for k in cols},
+    "targets": {
+        "apply_one_osd_down_under_10ms_at_largest": big["apply_ms"] < 10.0,
+        "osd_epoch_under_10ms_at_largest": big["mappings_down_ms"] < 10.0,
+        "client_epoch_under_10ms_at_largest": big["client_ms"] < 10.0,
+        "advance_names_only_moved_pgs": big["changed_pgs"] < big["pgs"] / 100,
+        "largest_osds": big["osds"],
+    },
+    "speedup_osd_epoch_vs_full_pass_at_largest": big["map_all_ms"] / max(big["mappings_down_ms"], 1e-9),
+}
+json.dump(summary, open(out / "summary.json", "w"), indent=2)
+
+try:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.5))
+    x = [r["osds"] for r in rows]
+    for k in ["apply_ms", "compile_ms", "map_all_ms", "mappings_build_ms", "mappings_down_ms", "client_ms"]:
+        a.plot(x, [max(r[k], 1e-4) for r in rows], marker="o", label=cols[k])
+    a.set_xscale("log")
+    a.set_yscale("log")
+    a.set_xlabel("OSDs")
+    a.set_ylabel("ms")
+    a.axhline(10, color="grey", ls=":", lw=1)
+    a.legend(fontsize=6)
+    a.set_title("cost of one map epoch (one OSD marked down)")
+    b.plot(x, [r["map_bytes"] / 2**20 for r in rows], marker="o", label="encoded map (MiB)")
+    b.plot(x, [r["mappings_mib"] for r in rows], marker="o", label="carried mappings (MiB)")
+    b.set_xscale("log")
+    b.set_yscale("log")
+    b.set_xlabel("OSDs")
+    b.set_ylabel("MiB")
+    b.legend(fontsize=7)
+    b.set_title("memory")
+    fig.tight_layout()
+    fig.savefig(out / "scale.png", dpi=110)
+except ImportError:
+    print("matplotlib missing: no plot", file=sys.stderr)
+
+with open(out / "RESULTS.md", "w") as f:
+    f.write("# How the map's costs grow with the cluster\n\n")
+    f.write(f"`bash benches/scale/run.sh` ({reps} repetition(s) per size, medians).\n\n")
+    f.write("| OSDs | PGs | map bytes | apply ms | compile ms | CRUSH over all PGs ms | carried build ms | OSD epoch ms | client epoch ms | PGs named | carried MiB |\n")
+    f.write("|---|---|---|---|---|---|---|---|---|---|---|\n")
+    for r in rows:
+        f.write(
+            f"| {r['osds']:.0f} | {r['pgs']:.0f} | {r['map_bytes']:.0f} | {r['apply_ms']:.3f} | {r['compile_ms']:.3f} "
+            f"| {r['map_all_ms']:.1f} | {r['mappings_build_ms']:.1f} | {r['mappings_down_ms']:.4f} | {r['client_ms']:.4f} "
+            f"| {r['changed_pgs']:.0f} | {r['mappings_mib']:.2f} |\n"
+        )
+    f.write("\nGrowth between the two largest sizes (exponent of OSDs):\n\n")
+    for k, v in summary["growth_exponent_top_two_sizes"].items():
+        f.write(f"- {cols[k]}: {'n/a' if v is None else f'{v:.2f}'}\n")
+    f.write("\nTargets at the largest size: " + json.dumps(summary["targets"]) + "\n")
+    f.write("\n![scale](scale.png)\n")
+print(json.dumps(summary["targets"]))

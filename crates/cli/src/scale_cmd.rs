@@ -1,0 +1,258 @@
+//! `loligo osdmap scale`: how the cluster map's costs grow with the
+//! cluster. For each size it builds a map of N OSDs (10 per host, CRUSH's
+//! host failure domain, as many pools of size 3 as it takes to give each
+//! OSD about `--pgs-per-osd` PG copies), then times what every holder of
+//! the map does with an incremental that marks one OSD down: the
+//! monitors' and every receiver's `OsdMap::apply`, a client's routing
+//! table, an OSD's pass over the PGs. Everything runs in this process, on
+//! the real types; nothing touches a disk or the network.
+//!
+//! It must never report a time it did not measure in this run.
+
+use crate::CliError;
+use clap::Args;
+use loligo_types::mapping::PgMappings;
+use loligo_types::{encode, Change, Incremental, OsdMap, PgId};
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Instant;
+
+#[derive(Args)]
+pub struct ScaleArgs {
+    /// Cluster sizes (OSDs), comma separated.
+    #[arg(long, value_delimiter = ',', default_value = "10,100,1000,10000")]
+    osds: Vec<u32>,
+    /// PG copies per OSD (Ceph's target is about 100).
+    #[arg(long, default_value_t = 100)]
+    pgs_per_osd: u32,
+    /// Timed repetitions of each step (the median is reported).
+    #[arg(long, default_value_t = 5)]
+    reps: usize,
+    /// Also write the rows as CSV to FILE.
+    #[arg(long, value_name = "FILE")]
+    csv: Option<PathBuf>,
+}
+
+/// Largest pg_num of one pool (as the monitors allow).
+const POOL_PGS_MAX: u64 = 65_536;
+const OSDS_PER_HOST: u32 = 10;
+const SIZE: u32 = 3;
+
+/// One cluster size's measurements.
+struct Row {
+    osds: u32,
+    pgs: u64,
+    map_bytes: usize,
+    build_s: f64,
+    apply_ms: f64,
+    compile_ms: f64,
+    map_all_ms: f64,
+    mappings_build_ms: f64,
+    mappings_down_ms: f64,
+    client_ms: f64,
+    changed_pgs: usize,
+    mappings_mib: f64,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+fn ms(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1e3
+}
+
+/// The map of a cluster of `osds` OSDs, all up and in, with pools giving
+/// each about `per_osd` PG copies.
+fn build(osds: u32, per_osd: u32) -> Result<OsdMap, CliError> {
+    let mut m = OsdMap::new("scale", "host")?;
+    let boots = (0..osds as i32)
+        .map(|id| Change::OsdBoot {
+            id,
+            addr: format!("10.0.{}.{}:6800", id / 250, id % 250),
+            host: format!("host{}", id as u32 / OSDS_PER_HOST),
+            crush_weight: 0x10000,
+        })
+        .collect();
+    m.apply(&Incremental {
+        epoch: m.epoch + 1,
+        changes: boots,
+    })?;
+    let mut left = (u64::from(osds) * u64::from(per_osd) / u64::from(SIZE)).max(1);
+    let mut pools = Vec::new();
+    let mut i = 0;
+    while left > 0 {
+        let pg_num = left.min(POOL_PGS_MAX) as u32;
+        let mut p = m.replicated_pool(&format!("pool{i}"), pg_num, SIZE, 2);
+        p.id += i;
+        pools.push(Change::PoolCreate(p));
+        left -= u64::from(pg_num);
+        i += 1;
+    }
+    for c in pools {
+        m.apply(&Incremental {
+            epoch: m.epoch + 1,
+            changes: vec![c],
+        })?;
+    }
+    Ok(m)
+}
+
+fn measure(osds: u32, per_osd: u32, reps: usize) -> Result<Row, CliError> {
+    let t = Instant::now();
+    let map = build(osds, per_osd)?;
+    let build_s = t.elapsed().as_secs_f64();
+    let pgs: u64 = map.pools.values().map(|p| u64::from(p.pg_num)).sum();
+    let down = Incremental {
+        epoch: map.epoch + 1,
+        changes: vec![Change::OsdDown { id: 0 }],
+    };
+    let mut next = map.clone();
+    next.apply(&down)?;
+    let (mut apply, mut compile, mut all) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut mbuild, mut mdown, mut client) = (Vec::new(), Vec::new(), Vec::new());
+    let mut changed = 0;
+    let mut mappings_mib = 0.0;
+    // What apply is made of: a copy of the map, and its checks.
+    let (mut clone_t, mut validate_t) = (Vec::new(), Vec::new());
+    for _ in 0..reps {
+        let t = Instant::now();
+        let c = map.clone();
+        clone_t.push(ms(t));
+        let t = Instant::now();
+        c.validate()?;
+        validate_t.push(ms(t));
+    }
+    eprintln!(
+        "{osds} OSDs: apply = copy {:.3} ms + checks {:.3} ms + the changes",
+        median(clone_t),
+        median(validate_t)
+    );
+    for _ in 0..reps {
+        let mut m = map.clone();
+        let t = Instant::now();
+        m.apply(&down)?;
+        apply.push(ms(t));
+
+        let t = Instant::now();
+        let mut placer = m.placer()?;
+        compile.push(ms(t));
+        let t = Instant::now();
+        for pool in m.pools.values() {
+            for ps in 0..pool.pg_num {
+                placer.map_pg(PgId { pool: pool.id, ps })?;
+            }
+        }
+        all.push(ms(t));
+
+        let t = Instant::now();
+        let mut mp = PgMappings::new(&map)?;
+        mbuild.push(ms(t));
+        mappings_mib = mp.heap_bytes() as f64 / (1 << 20) as f64;
+        // A client's new table: the next map's OSD states, and whether
+        // the steps it has still hold (then it keeps them).
+        let t = Instant::now();
+        let states = next.osd_states();
+        let holds = mp.crush_steps_hold(&next, &states);
+        client.push(ms(t));
+        if !holds {
+            return Err(CliError(
+                "marking an OSD down changed CRUSH's inputs".into(),
+            ));
+        }
+        // An OSD's: the carried mappings advanced, the moved PGs named.
+        let t = Instant::now();
+        let ch = mp.advance(&next)?;
+        mdown.push(ms(t));
+        changed = ch.len();
+    }
+    Ok(Row {
+        osds,
+        pgs,
+        map_bytes: encode(&map).len(),
+        build_s,
+        apply_ms: median(apply),
+        compile_ms: median(compile),
+        map_all_ms: median(all),
+        mappings_build_ms: median(mbuild),
+        mappings_down_ms: median(mdown),
+        client_ms: median(client),
+        changed_pgs: changed,
+        mappings_mib,
+    })
+}
+
+const HEADER: &str = "osds,pgs,map_bytes,build_s,apply_ms,compile_ms,map_all_ms,mappings_build_ms,mappings_down_ms,client_ms,changed_pgs,mappings_mib";
+
+fn csv_line(r: &Row) -> String {
+    format!(
+        "{},{},{},{:.3},{:.3},{:.3},{:.3},{:.3},{:.4},{:.4},{},{:.2}",
+        r.osds,
+        r.pgs,
+        r.map_bytes,
+        r.build_s,
+        r.apply_ms,
+        r.compile_ms,
+        r.map_all_ms,
+        r.mappings_build_ms,
+        r.mappings_down_ms,
+        r.client_ms,
+        r.changed_pgs,
+        r.mappings_mib
+    )
+}
+
+pub fn run(a: ScaleArgs) -> Result<(), CliError> {
+    if a.reps == 0 || a.osds.contains(&0) || a.pgs_per_osd == 0 {
+        return Err(CliError(
+            "--osds sizes, --pgs-per-osd and --reps must be positive".into(),
+        ));
+    }
+    println!(
+        "{:>6} {:>8} {:>10} {:>9} {:>9} {:>10} {:>11} {:>11} {:>10} {:>10} {:>8} {:>8}",
+        "osds",
+        "pgs",
+        "map B",
+        "build s",
+        "apply ms",
+        "compile ms",
+        "map-all ms",
+        "cache ms",
+        "osd ms",
+        "client ms",
+        "changed",
+        "cache MiB"
+    );
+    let mut csv = match &a.csv {
+        Some(p) => {
+            let mut f =
+                std::fs::File::create(p).map_err(|e| CliError(format!("{}: {e}", p.display())))?;
+            writeln!(f, "{HEADER}")?;
+            Some(f)
+        }
+        None => None,
+    };
+    for &n in &a.osds {
+        let r = measure(n, a.pgs_per_osd, a.reps)?;
+        println!(
+            "{:>6} {:>8} {:>10} {:>9.2} {:>9.3} {:>10.3} {:>11.2} {:>11.2} {:>10.4} {:>10.4} {:>8} {:>8.2}",
+            r.osds,
+            r.pgs,
+            r.map_bytes,
+            r.build_s,
+            r.apply_ms,
+            r.compile_ms,
+            r.map_all_ms,
+            r.mappings_build_ms,
+            r.mappings_down_ms,
+            r.client_ms,
+            r.changed_pgs,
+            r.mappings_mib
+        );
+        if let Some(f) = csv.as_mut() {
+            writeln!(f, "{}", csv_line(&r))?;
+        }
+    }
+    Ok(())
+}
