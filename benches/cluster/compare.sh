@@ -6,7 +6,11 @@
 #   bash benches/cluster/compare.sh            # both (Ceph if `ceph` is installed: apt-get install -y ceph)
 #   SKIP_CEPH=1 bash benches/cluster/compare.sh
 #   LOLIGO_FIRST=1 bash benches/cluster/compare.sh   # the other order
-# Env: SECS (default 10) per phase.
+# Env: SECS (default 10) per phase; SKIP_RAW=1 skips the raw disk baseline.
+# Writes OUT/summary.json: each workload's Loligo and Ceph figures and
+# their ratio, and the raw disk baseline measured in the same run (four
+# parallel O_DIRECT streams of 4 MiB blocks, written then read, in the
+# folder the clusters use) with the disk-bound targets of issue 18.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
@@ -42,6 +46,7 @@ run_loligo() {
         [ "$mode" = write ] && extra="-b $size --no-cleanup"
         # shellcheck disable=SC2086
         j="$("$B" bench "$SECS" "$mode" -t 16 $extra --json)"
+        printf '{"size": %s, "bench": %s}\n' "$size" "$j" >>"$OUT/loligo.jsonl"
         python3 -c "
 import json,sys
 d=json.loads(sys.argv[1]); l=d['latency_ms']
@@ -55,12 +60,41 @@ print(f\"| {sys.argv[2]} | {d['mode']} | {d['ops_per_s']:.0f} | {d['mb_per_s']:.
   trap - EXIT
 }
 
+# The disk's own speed, now: four parallel O_DIRECT streams of 4 MiB
+# blocks (1 GiB each) written, then read back, in the clusters' folder.
+raw_disk() {
+  [ -n "${SKIP_RAW:-}" ] && return 0
+  local d="$OUT/raw" t0 t1 t2
+  mkdir -p "$d"
+  t0=$(date +%s.%N)
+  for i in 1 2 3 4; do
+    dd if=/dev/zero of="$d/f$i" bs=4M count=256 oflag=direct conv=fsync status=none &
+  done
+  wait
+  t1=$(date +%s.%N)
+  for i in 1 2 3 4; do
+    dd if="$d/f$i" of=/dev/null bs=4M iflag=direct status=none &
+  done
+  wait
+  t2=$(date +%s.%N)
+  rm -rf "$d"
+  python3 -c "
+import json,sys
+t0,t1,t2=map(float,sys.argv[1:4]); b=4*256*4*2**20
+print(json.dumps({'write_mb_s': b/(t1-t0)/1e6, 'read_mb_s': b/(t2-t1)/1e6, 'streams': 4, 'block': 4194304}))
+" "$t0" "$t1" "$t2" >"$OUT/raw.json"
+  echo "raw disk: $(cat "$OUT/raw.json")" >&2
+}
+
 # Let the previous system's dirty pages reach the disk before measuring.
 settle() { sync; sleep 5; }
+: >"$OUT/loligo.jsonl"
+raw_disk; settle
 if [ -n "${LOLIGO_FIRST:-}" ]; then
   run_loligo; settle; run_ceph
 else
   run_ceph; settle; run_loligo
 fi
 [ -f "$OUT/ceph/table.md" ] && { echo; cat "$OUT/ceph/table.md"; }
+python3 "$HERE/summarize_compare.py" "$OUT"
 echo "results in $OUT" >&2

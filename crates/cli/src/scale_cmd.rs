@@ -52,6 +52,7 @@ struct Row {
     client_ms: f64,
     changed_pgs: usize,
     mappings_mib: f64,
+    client_mib: f64,
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -114,6 +115,7 @@ fn measure(osds: u32, per_osd: u32, reps: usize) -> Result<Row, CliError> {
     let (mut mbuild, mut mdown, mut client) = (Vec::new(), Vec::new(), Vec::new());
     let mut changed = 0;
     let mut mappings_mib = 0.0;
+    let mut client_mib = 0.0;
     // What apply is made of: a copy of the map, and its checks.
     let (mut clone_t, mut validate_t) = (Vec::new(), Vec::new());
     for _ in 0..reps {
@@ -150,6 +152,7 @@ fn measure(osds: u32, per_osd: u32, reps: usize) -> Result<Row, CliError> {
         let mut mp = PgMappings::new(&map)?;
         mbuild.push(ms(t));
         mappings_mib = mp.heap_bytes() as f64 / (1 << 20) as f64;
+        client_mib = PgMappings::unindexed(&map)?.heap_bytes() as f64 / (1 << 20) as f64;
         // A client's new table: the next map's OSD states, and whether
         // the steps it has still hold (then it keeps them).
         let t = Instant::now();
@@ -180,14 +183,15 @@ fn measure(osds: u32, per_osd: u32, reps: usize) -> Result<Row, CliError> {
         client_ms: median(client),
         changed_pgs: changed,
         mappings_mib,
+        client_mib,
     })
 }
 
-const HEADER: &str = "osds,pgs,map_bytes,build_s,apply_ms,compile_ms,map_all_ms,mappings_build_ms,mappings_down_ms,client_ms,changed_pgs,mappings_mib";
+const HEADER: &str = "osds,pgs,map_bytes,build_s,apply_ms,compile_ms,map_all_ms,mappings_build_ms,mappings_down_ms,client_ms,changed_pgs,mappings_mib,client_mib";
 
 fn csv_line(r: &Row) -> String {
     format!(
-        "{},{},{},{:.3},{:.3},{:.3},{:.3},{:.3},{:.4},{:.4},{},{:.2}",
+        "{},{},{},{:.3},{:.3},{:.3},{:.3},{:.3},{:.4},{:.4},{},{:.2},{:.2}",
         r.osds,
         r.pgs,
         r.map_bytes,
@@ -199,7 +203,8 @@ fn csv_line(r: &Row) -> String {
         r.mappings_down_ms,
         r.client_ms,
         r.changed_pgs,
-        r.mappings_mib
+        r.mappings_mib,
+        r.client_mib
     )
 }
 
@@ -210,7 +215,7 @@ pub fn run(a: ScaleArgs) -> Result<(), CliError> {
         ));
     }
     println!(
-        "{:>6} {:>8} {:>10} {:>9} {:>9} {:>10} {:>11} {:>11} {:>10} {:>10} {:>8} {:>8}",
+        "{:>6} {:>8} {:>10} {:>9} {:>9} {:>10} {:>11} {:>11} {:>10} {:>10} {:>8} {:>8} {:>10}",
         "osds",
         "pgs",
         "map B",
@@ -222,7 +227,8 @@ pub fn run(a: ScaleArgs) -> Result<(), CliError> {
         "osd ms",
         "client ms",
         "changed",
-        "cache MiB"
+        "cache MiB",
+        "client MiB"
     );
     let mut csv = match &a.csv {
         Some(p) => {
@@ -236,7 +242,7 @@ pub fn run(a: ScaleArgs) -> Result<(), CliError> {
     for &n in &a.osds {
         let r = measure(n, a.pgs_per_osd, a.reps)?;
         println!(
-            "{:>6} {:>8} {:>10} {:>9.2} {:>9.3} {:>10.3} {:>11.2} {:>11.2} {:>10.4} {:>10.4} {:>8} {:>8.2}",
+            "{:>6} {:>8} {:>10} {:>9.2} {:>9.3} {:>10.3} {:>11.2} {:>11.2} {:>10.4} {:>10.4} {:>8} {:>8.2} {:>10.2}",
             r.osds,
             r.pgs,
             r.map_bytes,
@@ -248,7 +254,8 @@ pub fn run(a: ScaleArgs) -> Result<(), CliError> {
             r.mappings_down_ms,
             r.client_ms,
             r.changed_pgs,
-            r.mappings_mib
+            r.mappings_mib,
+            r.client_mib
         );
         if let Some(f) = csv.as_mut() {
             writeln!(f, "{}", csv_line(&r))?;

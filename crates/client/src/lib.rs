@@ -70,7 +70,7 @@ impl Table {
         let states = map.osd_states();
         let steps = match prev.and_then(|t| t.steps.as_ref()) {
             Some(s) if s.crush_steps_hold(&map, &states) => Some(s.clone()),
-            _ => PgMappings::new(&map).ok().map(Arc::new),
+            _ => PgMappings::unindexed(&map).ok().map(Arc::new),
         };
         Table {
             map: Arc::new(map),

@@ -77,8 +77,9 @@ pub struct PgMappings {
     /// Existence and reweights (CRUSH's inputs), and who was up.
     states: OsdStates,
     pools: BTreeMap<u64, PoolRaw>,
-    /// OSD id -> PGs whose CRUSH step names it.
+    /// OSD id -> PGs whose CRUSH step names it (empty without `indexed`).
     by_osd: Vec<Vec<PgId>>,
+    indexed: bool,
     /// The map's per-PG overrides (small: PGs being recovered or moved
     /// by hand), to tell which a new map changed.
     pg_temp: BTreeMap<PgId, Vec<i32>>,
@@ -104,6 +105,18 @@ fn differ<V: PartialEq>(a: &BTreeMap<PgId, V>, b: &BTreeMap<PgId, V>, out: &mut 
 impl PgMappings {
     /// Every PG of `map`, computed.
     pub fn new(map: &OsdMap) -> Result<PgMappings> {
+        Self::build(map, true)
+    }
+
+    /// Every PG of `map`, computed, without the index from OSDs to PGs
+    /// (a quarter of the memory): for readers that never advance, such as
+    /// a client's routing table. [`PgMappings::advance`] on these builds
+    /// indexed mappings again.
+    pub fn unindexed(map: &OsdMap) -> Result<PgMappings> {
+        Self::build(map, false)
+    }
+
+    fn build(map: &OsdMap, indexed: bool) -> Result<PgMappings> {
         let compiled = CompiledMap::compile(&map.crush)?;
         let mut m = PgMappings {
             epoch: map.epoch,
@@ -112,11 +125,14 @@ impl PgMappings {
             states: map.osd_states(),
             pools: BTreeMap::new(),
             by_osd: Vec::new(),
+            indexed,
             pg_temp: map.pg_temp.clone(),
             primary_temp: map.primary_temp.clone(),
             upmap: map.pg_upmap_items.clone(),
         };
-        m.by_osd = vec![Vec::new(); m.states.max_osd.max(0) as usize];
+        if indexed {
+            m.by_osd = vec![Vec::new(); m.states.max_osd.max(0) as usize];
+        }
         let mut ws = Workspace::new(&m.compiled);
         for id in map.pools.keys().copied().collect::<Vec<_>>() {
             m.compute_pool(map, id, &mut ws)?;
@@ -198,7 +214,7 @@ impl PgMappings {
             && states.exists == self.states.exists
             && states.weight == self.states.weight
             && new.crush == self.crush;
-        if !crush_same {
+        if !crush_same || !self.indexed {
             *self = PgMappings::new(new)?;
             return Ok(Changed::All);
         }

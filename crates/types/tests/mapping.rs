@@ -115,6 +115,8 @@ fn carried_mappings_equal_fresh_ones_and_name_every_change() {
         let mut r = Rng::new(seed);
         let mut m = base();
         let mut cache = PgMappings::new(&m).unwrap();
+        // A client's: unindexed steps kept while they hold.
+        let mut client = PgMappings::unindexed(&m).unwrap();
         let mut before = all(&m);
         for step in 0..25 {
             let changes = (0..1 + r.index(3)).map(|_| change(&mut r, &m)).collect();
@@ -136,6 +138,23 @@ fn carried_mappings_equal_fresh_ones_and_name_every_change() {
                     "seed {seed} step {step}: pg {pg} after {inc:?}"
                 );
             }
+            let states = m.osd_states();
+            let held = client.crush_steps_hold(&m, &states);
+            if !held {
+                client = PgMappings::unindexed(&m).unwrap();
+            }
+            for (pg, want) in &now {
+                assert_eq!(
+                    client.mapping_in(&m, &states, *pg).as_ref(),
+                    Some(want),
+                    "seed {seed} step {step}: the client's pg {pg} (steps kept: {held})"
+                );
+            }
+            // Steps that hold are advances that need no pass.
+            assert!(
+                !held || matches!(changed, Changed::Pgs(_)),
+                "seed {seed} step {step}"
+            );
             match &changed {
                 Changed::All => full += 1,
                 Changed::Pgs(pgs) => {

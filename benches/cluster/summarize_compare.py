@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""OUT/summary.json for benches/cluster/compare.sh: per workload (size and
+mode), Loligo's figures (ops/s, MB/s, avg/p50/p99 ms), Ceph's (ops/s,
+MB/s, avg ms from rados bench's log; rados bench prints no percentiles,
+so Ceph's p99 is null), their ratios, and the raw disk baseline with the
+disk-bound targets: 4 MiB writes >= 0.9 x raw write / 3 replicas, 4 MiB
+reads >= 0.8 x raw read; the ratio targets against Ceph as issue 18
+sets them."""
+import json
+import re
+import sys
+from pathlib import Path
+
+out = Path(sys.argv[1])
+REPLICAS = 3
+TARGET_VS_CEPH = {
+    (4096, "write"): 2.5,
+    (4096, "rand"): 2.0,
+    (4194304, "seq"): 1.5,
+    (4194304, "rand"): 1.5,
+}
+
+loligo = {}
+for line in (out / "loligo.jsonl").read_text().splitlines() if (out / "loligo.jsonl").exists() else []:
+    d = json.loads(line)
+    b = d["bench"]
+    lat = b.get("latency_ms", {})
+    loligo[(d["size"], b["mode"])] = {
+        "ops_s": b["ops_per_s"],
+        "mb_s": b["mb_per_s"],
+        "avg_ms": lat.get("avg"),
+        "p50_ms": lat.get("p50"),
+        "p99_ms": lat.get("p99"),
+    }
+
+
+def ceph_log(size, mode):
+    p = out / "ceph" / f"{size}_{mode}.log"
+    if not p.exists():
+        return None
+    t = p.read_text()
+
+    def num(pat):
+        m = re.search(pat + r":\s*([0-9.eE+-]+)", t)
+        return float(m.group(1)) if m else None
+
+    iops = num(r"Average IOPS")
+    bw = num(r"Bandwidth \(MB/sec\)")
+    lat = num(r"Average Latency\(s\)")
+    if iops is None:
+        return None
+    return {
+        "ops_s": iops,
+        # rados bench's "MB/sec" is MiB/s.
+        "mb_s": bw * 1.048576 if bw is not None else None,
+        "avg_ms": lat * 1000 if lat is not None else None,
+        "p50_ms": None,
+        "p99_ms": None,
+    }
+
+
+raw = json.loads((out / "raw.json").read_text()) if (out / "raw.json").exists() else None
+rows = []
+for size in (4096, 4194304):
+    for mode in ("write", "seq", "rand"):
+        l = loligo.get((size, mode))
+        c = ceph_log(size, mode)
+        row = {"size": size, "mode": mode, "loligo": l, "ceph": c}
+        if l and c and c["ops_s"]:
+            row["ratio_ops"] = l["ops_s"] / c["ops_s"]
+            t = TARGET_VS_CEPH.get((size, mode))
+            if t is not None:
+                row["target_vs_ceph"] = t
+                row["met_vs_ceph"] = row["ratio_ops"] >= t
+        if raw and l and size == 4194304:
+            if mode == "write":
+                base = raw["write_mb_s"] / REPLICAS
+                row["raw_baseline_mb_s"] = base
+                row["ratio_to_raw"] = l["mb_s"] / base
+                row["target_to_raw"] = 0.9
+            else:
+                base = raw["read_mb_s"]
+                row["raw_baseline_mb_s"] = base
+                row["ratio_to_raw"] = l["mb_s"] / base
+                row["target_to_raw"] = 0.8
+            row["met_to_raw"] = row["ratio_to_raw"] >= row["target_to_raw"]
+        rows.append(row)
+summary = {"raw_disk": raw, "replicas": REPLICAS, "workloads": rows}
+(out / "summary.json").write_text(json.dumps(summary, indent=2))
+for r in rows:
+    l, c = r["loligo"], r["ceph"]
+    print(
+        f"{r['size']:>8} {r['mode']:<5} loligo {l['ops_s'] if l else float('nan'):>9.1f} ops/s"
+        f"  ceph {c['ops_s'] if c else float('nan'):>9.1f} ops/s"
+        f"  ratio {r.get('ratio_ops', float('nan')):.2f}"
+        + (f"  of raw {r['ratio_to_raw']:.2f} (target {r['target_to_raw']})" if "ratio_to_raw" in r else ""),
+        file=sys.stderr,
+    )
+print(f"summary in {out / 'summary.json'}", file=sys.stderr)
