@@ -6,7 +6,9 @@
 #   bash benches/cluster/compare.sh            # both (Ceph if `ceph` is installed: apt-get install -y ceph)
 #   SKIP_CEPH=1 bash benches/cluster/compare.sh
 #   LOLIGO_FIRST=1 bash benches/cluster/compare.sh   # the other order
-# Env: SECS (default 10) per phase; SKIP_RAW=1 skips the raw disk baseline.
+# Env: SECS (default 10) per phase; SKIP_RAW=1 skips the raw disk baseline;
+# OSD_SIZE (bytes, default 7 GiB) per Loligo OSD; INSECURE=1 runs Loligo
+# without TLS (like the Ceph lab cluster, whose wire is not encrypted).
 # Writes OUT/summary.json: each workload's Loligo and Ceph figures and
 # their ratio, and the raw disk baseline measured in the same run (four
 # parallel O_DIRECT streams of 4 MiB blocks, written then read, in the
@@ -33,7 +35,11 @@ run_ceph() {
 run_loligo() {
   echo "== Loligo: 4 OSDs, pool of 64 PGs, size 3, ${SECS}s per phase" >&2
   DIR="$OUT/loligo-cluster"
-  "$B" up --detach --osds 4 --pg-num 64 --data-dir "$DIR" >&2
+  # Block files large enough for 10 s of 4 MiB writes at full speed
+  # (rados bench writes new objects, and so does this).
+  # INSECURE=1: no TLS (the Ceph lab cluster does not encrypt its wire).
+  "$B" up --detach --osds 4 --pg-num 64 --osd-size "${OSD_SIZE:-$((7 << 30))}" \
+    ${INSECURE:+--insecure} --data-dir "$DIR" >&2
   # The cluster's block files are large: remove them, keep the results.
   trap '"$B" down --data-dir "$DIR" >&2 || true; rm -rf "$DIR"' EXIT
   export LOLIGO_CONF="$DIR/loligo.conf"
