@@ -187,25 +187,49 @@ fn measure(osds: u32, per_osd: u32, reps: usize) -> Result<Row, CliError> {
     })
 }
 
-const HEADER: &str = "osds,pgs,map_bytes,build_s,apply_ms,compile_ms,map_all_ms,mappings_build_ms,mappings_down_ms,client_ms,changed_pgs,mappings_mib,client_mib";
+/// The columns: CSV name, table heading and width.
+const COLUMNS: [(&str, &str, usize); 13] = [
+    ("osds", "osds", 6),
+    ("pgs", "pgs", 8),
+    ("map_bytes", "map B", 10),
+    ("build_s", "build s", 9),
+    ("apply_ms", "apply ms", 9),
+    ("compile_ms", "compile ms", 10),
+    ("map_all_ms", "map-all ms", 11),
+    ("mappings_build_ms", "cache ms", 11),
+    ("mappings_down_ms", "osd ms", 10),
+    ("client_ms", "client ms", 10),
+    ("changed_pgs", "changed", 8),
+    ("mappings_mib", "cache MiB", 9),
+    ("client_mib", "client MiB", 10),
+];
 
-fn csv_line(r: &Row) -> String {
-    format!(
-        "{},{},{},{:.3},{:.3},{:.3},{:.3},{:.3},{:.4},{:.4},{},{:.2},{:.2}",
-        r.osds,
-        r.pgs,
-        r.map_bytes,
-        r.build_s,
-        r.apply_ms,
-        r.compile_ms,
-        r.map_all_ms,
-        r.mappings_build_ms,
-        r.mappings_down_ms,
-        r.client_ms,
-        r.changed_pgs,
-        r.mappings_mib,
-        r.client_mib
-    )
+/// A row's values, formatted, in [`COLUMNS`]' order.
+fn cells(r: &Row) -> [String; 13] {
+    [
+        r.osds.to_string(),
+        r.pgs.to_string(),
+        r.map_bytes.to_string(),
+        format!("{:.3}", r.build_s),
+        format!("{:.3}", r.apply_ms),
+        format!("{:.3}", r.compile_ms),
+        format!("{:.3}", r.map_all_ms),
+        format!("{:.3}", r.mappings_build_ms),
+        format!("{:.4}", r.mappings_down_ms),
+        format!("{:.4}", r.client_ms),
+        r.changed_pgs.to_string(),
+        format!("{:.2}", r.mappings_mib),
+        format!("{:.2}", r.client_mib),
+    ]
+}
+
+/// One table line: each value right-aligned in its column.
+fn table_line<'a>(values: impl Iterator<Item = &'a str>) -> String {
+    let parts: Vec<String> = values
+        .zip(COLUMNS)
+        .map(|(v, (_, _, w))| format!("{v:>w$}"))
+        .collect();
+    parts.join(" ")
 }
 
 pub fn run(a: ScaleArgs) -> Result<(), CliError> {
@@ -214,51 +238,23 @@ pub fn run(a: ScaleArgs) -> Result<(), CliError> {
             "--osds sizes, --pgs-per-osd and --reps must be positive".into(),
         ));
     }
-    println!(
-        "{:>6} {:>8} {:>10} {:>9} {:>9} {:>10} {:>11} {:>11} {:>10} {:>10} {:>8} {:>8} {:>10}",
-        "osds",
-        "pgs",
-        "map B",
-        "build s",
-        "apply ms",
-        "compile ms",
-        "map-all ms",
-        "cache ms",
-        "osd ms",
-        "client ms",
-        "changed",
-        "cache MiB",
-        "client MiB"
-    );
+    println!("{}", table_line(COLUMNS.iter().map(|c| c.1)));
     let mut csv = match &a.csv {
         Some(p) => {
             let mut f =
                 std::fs::File::create(p).map_err(|e| CliError(format!("{}: {e}", p.display())))?;
-            writeln!(f, "{HEADER}")?;
+            let names: Vec<&str> = COLUMNS.iter().map(|c| c.0).collect();
+            writeln!(f, "{}", names.join(","))?;
             Some(f)
         }
         None => None,
     };
     for &n in &a.osds {
         let r = measure(n, a.pgs_per_osd, a.reps)?;
-        println!(
-            "{:>6} {:>8} {:>10} {:>9.2} {:>9.3} {:>10.3} {:>11.2} {:>11.2} {:>10.4} {:>10.4} {:>8} {:>8.2} {:>10.2}",
-            r.osds,
-            r.pgs,
-            r.map_bytes,
-            r.build_s,
-            r.apply_ms,
-            r.compile_ms,
-            r.map_all_ms,
-            r.mappings_build_ms,
-            r.mappings_down_ms,
-            r.client_ms,
-            r.changed_pgs,
-            r.mappings_mib,
-            r.client_mib
-        );
+        let c = cells(&r);
+        println!("{}", table_line(c.iter().map(String::as_str)));
         if let Some(f) = csv.as_mut() {
-            writeln!(f, "{}", csv_line(&r))?;
+            writeln!(f, "{}", c.join(","))?;
         }
     }
     Ok(())

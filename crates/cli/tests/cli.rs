@@ -280,3 +280,35 @@ fn up_refuses_block_files_the_disk_cannot_hold() {
     assert!(left.is_empty(), "nothing started or written: {left:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn osdmap_scale_measures_each_size_and_refuses_nonsense() {
+    let csv = std::env::temp_dir().join(format!("loligo-scale-{}.csv", std::process::id()));
+    let out = ok_stdout(&[
+        "osdmap",
+        "scale",
+        "--osds",
+        "10,40",
+        "--reps",
+        "1",
+        "--csv",
+        csv.to_str().unwrap(),
+    ]);
+    assert!(out.contains("apply ms"), "{out}");
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let _ = std::fs::remove_file(&csv);
+    let rows: Vec<Vec<&str>> = text.lines().map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), 3, "{text}");
+    let col = |name: &str| rows[0].iter().position(|c| *c == name).unwrap();
+    for (row, osds) in rows[1..].iter().zip(["10", "40"]) {
+        assert_eq!(row[col("osds")], osds);
+        // About 100 PG copies per OSD in size-3 pools.
+        let pgs: u64 = row[col("pgs")].parse().unwrap();
+        assert_eq!(pgs, osds.parse::<u64>().unwrap() * 100 / 3);
+        // One OSD down names some PGs, never all.
+        let changed: u64 = row[col("changed_pgs")].parse().unwrap();
+        assert!(changed > 0 && changed < pgs, "{text}");
+    }
+    let o = loligo(&["osdmap", "scale", "--osds", "0"]);
+    assert_eq!(o.status.code(), Some(2));
+}
