@@ -172,6 +172,8 @@ bench() {
             log="$out/${size}_$mode.log"
             if [ "$mode" = write ]; then
                 rados -p "$pool" bench "$secs" write -b "$size" -t 16 --no-cleanup --run-name b >"$log" 2>&1
+                # Let the OSDs write back before the reads.
+                sleep "${READ_SETTLE:-20}"
             else
                 rados -p "$pool" bench "$secs" "$mode" -t 16 --run-name b >"$log" 2>&1
             fi

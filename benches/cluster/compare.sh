@@ -6,7 +6,8 @@
 #   bash benches/cluster/compare.sh            # both (Ceph if `ceph` is installed: apt-get install -y ceph)
 #   SKIP_CEPH=1 bash benches/cluster/compare.sh
 #   LOLIGO_FIRST=1 bash benches/cluster/compare.sh   # the other order
-# Env: SECS (default 10) per phase; SKIP_RAW=1 skips the raw disk baseline;
+# Env: SECS (default 10) per phase; READ_SETTLE (s, default 20) between the
+# write phase and the reads, so that they measure reads, not write-back; SKIP_RAW=1 skips the raw disk baseline;
 # OSD_SIZE (bytes, default 7 GiB) per Loligo OSD; INSECURE=1 runs Loligo
 # without TLS (like the Ceph lab cluster, whose wire is not encrypted).
 # Writes OUT/summary.json: each workload's Loligo and Ceph figures and
@@ -18,6 +19,7 @@ HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 SECS="${SECS:-10}"
 OUT="${OUT:-$(mktemp -d /tmp/loligo-compare.XXXXXX)}"
+mkdir -p "$OUT"
 LAB="$ROOT/benches/ceph/lab.sh"
 
 cargo build --release -p loligo-cli --manifest-path "$ROOT/Cargo.toml" >&2
@@ -53,6 +55,8 @@ run_loligo() {
         # shellcheck disable=SC2086
         j="$("$B" bench "$SECS" "$mode" -t 16 $extra --json)"
         printf '{"size": %s, "bench": %s}\n' "$size" "$j" >>"$OUT/loligo.jsonl"
+        # Let the stores write back before the reads (as for Ceph).
+        [ "$mode" = write ] && sleep "${READ_SETTLE:-20}"
         python3 -c "
 import json,sys
 d=json.loads(sys.argv[1]); l=d['latency_ms']
