@@ -6,10 +6,10 @@ use crate::CliError;
 use clap::{Args, Subcommand, ValueEnum};
 use loligo_ec::analysis::summarize;
 use loligo_ec::code::ErasureCode;
-use loligo_ec::kernel::Backend;
+use loligo_ec::kernel::{with_backend, Backend};
 use loligo_ec::linear::LinearCode;
 use loligo_ec::plan::Coalesce;
-use loligo_ec::speed::measure;
+use loligo_ec::speed::{klauspost_encode_gbps, measure};
 use loligo_ec::zigzag::{Construction, Zigzag};
 use std::time::Duration;
 
@@ -117,6 +117,17 @@ pub struct BenchArgs {
     /// Seconds to spend on each of encode and decode (after a warm-up).
     #[arg(long, default_value_t = 1.0)]
     seconds: f64,
+    /// Kernels to run: scalar, avx2, gfni (AVX-512 + GFNI), or `all`
+    /// (each this CPU has, in turn). Default: the fastest this CPU has
+    /// (`LOLIGO_EC_BACKEND` lowers it).
+    #[arg(long)]
+    backend: Option<String>,
+    /// A klauspost/reedsolomon peer program (`go build` in the
+    /// repository's `crates/ec/benches/peer`): Reed-Solomon encode is also
+    /// timed with it, limited to the same instruction sets, and the ratio
+    /// printed.
+    #[arg(long, value_name = "BIN")]
+    peer: Option<std::path::PathBuf>,
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
@@ -194,33 +205,90 @@ fn bench(a: BenchArgs) -> Result<(), CliError> {
     if a.size == 0 || a.size > 1 << 30 {
         return Err(CliError("--size must be between 1 byte and 1 GiB".into()));
     }
+    let backends: Vec<Backend> = match a.backend.as_deref() {
+        None => vec![Backend::detect()],
+        Some("all") => Backend::available().to_vec(),
+        Some(name) => {
+            let b = Backend::from_name(name).ok_or_else(|| {
+                CliError(format!(
+                    "unknown --backend '{name}': want scalar, avx2, gfni or all"
+                ))
+            })?;
+            if !Backend::available().contains(&b) {
+                return Err(CliError(format!(
+                    "--backend {name}: this CPU lacks it (it has: {})",
+                    Backend::available()
+                        .iter()
+                        .map(|b| b.name())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )));
+            }
+            vec![b]
+        }
+    };
     let code = a.profile.build()?;
-    let t = measure(
-        code.as_ref(),
-        a.size as usize,
-        Duration::from_secs_f64(a.seconds),
-    )?;
+    let rs = match (&a.peer, a.profile.plugin) {
+        (Some(_), Plugin::Rs) => Some((a.profile.k, a.profile.m)),
+        (Some(_), _) => {
+            return Err(CliError(
+                "--peer compares Reed-Solomon only (--plugin rs)".into(),
+            ))
+        }
+        (None, _) => None,
+    };
+    let budget = Duration::from_secs_f64(a.seconds);
+    let mut rows = Vec::new();
+    for b in backends {
+        let t = with_backend(b, || measure(code.as_ref(), a.size as usize, budget))
+            .ok_or_else(|| CliError(format!("backend {} unavailable", b.name())))??;
+        let peer = match (&a.peer, rs) {
+            (Some(bin), Some((k, m))) => {
+                let shard = (a.size as usize).div_ceil(k);
+                let g = klauspost_encode_gbps(bin, k, m, shard, a.seconds.max(0.5), b)
+                    .map_err(CliError)?;
+                Some(g)
+            }
+            _ => None,
+        };
+        rows.push((b, t, peer));
+    }
     if a.json {
+        let results: Vec<serde_json::Value> = rows
+            .iter()
+            .map(|(b, t, p)| {
+                serde_json::json!({
+                    "backend": b.name(),
+                    "encode_gbps": t.encode_gbps,
+                    "decode_gbps": t.decode_gbps,
+                    "klauspost_encode_gbps": p,
+                    "encode_vs_klauspost": p.map(|p| t.encode_gbps / p),
+                })
+            })
+            .collect();
         let v = serde_json::json!({
             "profile": code.profile(),
             "size": a.size,
-            "backend": Backend::detect().name(),
-            "encode_gbps": t.encode_gbps,
-            "decode_gbps": t.decode_gbps,
+            "results": results,
         });
         println!("{v}");
-    } else {
+        return Ok(());
+    }
+    println!("{}, object {} B", code.profile(), a.size);
+    for (b, t, p) in rows {
         println!(
-            "{} ({} kernels), object {} B",
-            code.profile(),
-            Backend::detect().name(),
-            a.size
-        );
-        println!("encode: {:.3} GB/s of object data", t.encode_gbps);
-        println!(
-            "decode (one data chunk lost, rebuilt from what its recovery plan reads): {:.3} GB/s of object data",
+            "{:<6} encode {:.3} GB/s, decode (one data chunk lost, rebuilt from what its recovery plan reads) {:.3} GB/s",
+            b.name(),
+            t.encode_gbps,
             t.decode_gbps
         );
+        if let Some(p) = p {
+            println!(
+                "{:<6} klauspost/reedsolomon encode (same instruction sets) {p:.3} GB/s: loligo / klauspost {:.2}",
+                "",
+                t.encode_gbps / p
+            );
+        }
     }
     Ok(())
 }

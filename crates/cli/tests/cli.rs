@@ -158,6 +158,10 @@ fn bad_input_is_one_line_and_exit_2() {
         "ec plan --plugin lrc --k 4 --m 2 --l 9".to_string(),
         "ec plan --plugin raid6 --k 4 --m 2".to_string(),
         "ec bench --plugin rs --k 4 --m 2 --size 0".to_string(),
+        "ec bench --plugin rs --k 4 --m 2 --backend neon".to_string(),
+        "ec bench --plugin zigzag --k 4 --m 2 --peer /bin/true".to_string(),
+        "ec bench --plugin rs --k 4 --m 2 --size 4096 --seconds 0.01 --peer /nonexistent/peer"
+            .to_string(),
     ];
     for case in &cases {
         let args: Vec<&str> = case.split_whitespace().collect();
@@ -248,10 +252,72 @@ fn ec_bench_reports_speeds() {
         "100000",
         "--seconds",
         "0.02",
+        "--backend",
+        "all",
         "--json",
     ]);
-    assert!(json_num(&out, "encode_gbps") > 0.0);
-    assert!(json_num(&out, "decode_gbps") > 0.0);
+    let v: serde_json::Value = serde_json::from_str(&out).expect("valid JSON");
+    let results = v["results"].as_array().expect("a result per backend");
+    // Every backend this CPU has (at least the scalar one), each measured.
+    let names: Vec<&str> = results
+        .iter()
+        .map(|r| r["backend"].as_str().expect("a backend name"))
+        .collect();
+    assert_eq!(names.first(), Some(&"scalar"), "{out}");
+    for r in results {
+        assert!(r["encode_gbps"].as_f64().is_some_and(|g| g > 0.0), "{out}");
+        assert!(r["decode_gbps"].as_f64().is_some_and(|g| g > 0.0), "{out}");
+        assert!(r["klauspost_encode_gbps"].is_null(), "{out}");
+    }
+}
+
+/// `--peer` runs the peer program with the matching instruction set and
+/// reads its answer (a stand-in peer here: Go need not be installed).
+#[test]
+fn ec_bench_compares_with_a_peer_per_backend() {
+    let dir = std::env::temp_dir().join(format!("loligo-ec-peer-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let peer = dir.join("peer.sh");
+    let log = dir.join("args");
+    std::fs::write(
+        &peer,
+        format!(
+            "#!/bin/sh\necho \"$@\" >> {}\necho '{{\"encode_gbps\": 2.5}}'\n",
+            log.display()
+        ),
+    )
+    .expect("write peer");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&peer, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let out = ok_stdout(&[
+        "ec",
+        "bench",
+        "--plugin",
+        "rs",
+        "--k",
+        "4",
+        "--m",
+        "2",
+        "--size",
+        "65536",
+        "--seconds",
+        "0.02",
+        "--backend",
+        "scalar",
+        "--peer",
+        peer.to_str().expect("utf-8 path"),
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&out).expect("valid JSON");
+    let r = &v["results"][0];
+    assert_eq!(r["klauspost_encode_gbps"].as_f64(), Some(2.5), "{out}");
+    let enc = r["encode_gbps"].as_f64().expect("encode speed");
+    let ratio = r["encode_vs_klauspost"].as_f64().expect("a ratio");
+    assert!((ratio - enc / 2.5).abs() < 1e-9, "{out}");
+    // K M SHARD SECONDS ISA, the shard the object's k-th part.
+    let args = std::fs::read_to_string(&log).expect("the peer ran");
+    assert_eq!(args.trim(), "4 2 16384 0.5 scalar");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

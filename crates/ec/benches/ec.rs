@@ -3,20 +3,23 @@
 //!
 //! 1. The GF(2^8) multiply-XOR kernel (every backend this CPU has) next to
 //!    `memcpy` of the same size, the physical limit.
-//! 2. Reed-Solomon 8+3 encode with 1 MiB chunks against
-//!    klauspost/reedsolomon (Go, one goroutine) when `go` is installed; the
-//!    peer is built from `benches/peer` (fetched by the Go module proxy).
+//! 2. Reed-Solomon encode (8+3, 4+2, 10+4) with 1 MiB chunks on every
+//!    backend this CPU has, each against klauspost/reedsolomon (Go, one
+//!    goroutine) limited to the same instruction sets, when `go` is
+//!    installed; the peer is built from `benches/peer` (fetched by the Go
+//!    module proxy).
 //! 3. RS and Zigzag encode / single-failure decode for every configuration
 //!    of Liram's Table 5.1 (Zigzag thesis), with 4 MiB and 64 MiB objects.
 //!
-//! `LOLIGO_BENCH_SECONDS` sets the time per measurement (default 0.2).
+//! `LOLIGO_BENCH_SECONDS` sets the time per measurement (default 0.2);
+//! `LOLIGO_BENCH_ONLY=kernels|klauspost|table` runs one section.
 
 use loligo_ec::code::ErasureCode;
-use loligo_ec::kernel::{dot_prod_with, Backend, Mode};
+use loligo_ec::kernel::{dot_prod_with, with_backend, Backend, Mode};
 use loligo_ec::linear::LinearCode;
-use loligo_ec::speed::{filler, measure, time_per_call};
+use loligo_ec::speed::{filler, klauspost_encode_gbps, measure, measure_encode, time_per_call};
 use loligo_ec::zigzag::{Construction, Zigzag};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
@@ -60,9 +63,18 @@ fn main() {
         "# loligo-ec benchmarks (one thread, {secs} s per measurement, best backend: {})",
         Backend::detect().name()
     );
-    kernels(budget);
-    let rs83 = vs_klauspost(budget);
-    table(budget, rs83);
+    // `LOLIGO_BENCH_ONLY=kernels|klauspost|table` runs one section.
+    let only = std::env::var("LOLIGO_BENCH_ONLY").ok();
+    let run = |name: &str| only.as_deref().is_none_or(|o| o == name);
+    if run("kernels") {
+        kernels(budget);
+    }
+    if run("klauspost") {
+        vs_klauspost(budget);
+    }
+    if run("table") {
+        table(budget);
+    }
 }
 
 fn gbps(bytes: usize, secs: f64) -> f64 {
@@ -99,12 +111,9 @@ fn kernels(budget: Duration) {
     }
 }
 
-/// RS 8+3, 1 MiB chunks: Loligo and, if Go is here, klauspost, in three
-/// alternating rounds (the best of each is kept, so a noisy neighbour on
-/// the machine hurts neither side more). Returns Loligo's encode GB/s.
-fn vs_klauspost(budget: Duration) -> f64 {
-    println!("\n## Reed-Solomon 8+3, 1 MiB chunks, encode (GB/s of data)");
-    let rs = LinearCode::reed_solomon(8, 3).expect("rs 8+3 is valid");
+/// Build the klauspost peer (`benches/peer`) with `go`; `None` (and why,
+/// printed) if it cannot be built here.
+fn build_peer() -> Option<PathBuf> {
     let peer_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/peer");
     let peer_bin = std::env::temp_dir().join(format!("loligo-ec-peer-{}", std::process::id()));
     let built = Command::new("go")
@@ -113,54 +122,70 @@ fn vs_klauspost(budget: Duration) -> f64 {
         .arg(".")
         .current_dir(&peer_dir)
         .output();
-    let peer_ok = match &built {
-        Ok(out) if out.status.success() => true,
+    match built {
+        Ok(out) if out.status.success() => Some(peer_bin),
         Ok(out) => {
             println!(
                 "(klauspost peer did not build: {})",
                 String::from_utf8_lossy(&out.stderr).trim()
             );
-            false
+            None
         }
         Err(e) => {
             println!("(klauspost peer skipped: go not runnable: {e})");
-            false
-        }
-    };
-    let secs = format!("{}", budget.as_secs_f64().max(0.5));
-    let (mut ours, mut theirs) = (0.0f64, None::<f64>);
-    for _ in 0..3 {
-        if let Ok(t) = measure(&rs, 8 << 20, budget) {
-            ours = ours.max(t.encode_gbps);
-        }
-        if !peer_ok {
-            continue;
-        }
-        let out = Command::new(&peer_bin)
-            .args(["8", "3", "1048576", &secs])
-            .output();
-        let v = out.ok().and_then(|o| {
-            String::from_utf8_lossy(&o.stdout)
-                .split("\"encode_gbps\":")
-                .nth(1)
-                .and_then(|s| s.trim().trim_end_matches('}').trim().parse::<f64>().ok())
-        });
-        if let Some(v) = v {
-            theirs = Some(theirs.map_or(v, |t: f64| t.max(v)));
+            None
         }
     }
-    let _ = std::fs::remove_file(&peer_bin);
-    println!("| implementation | encode GB/s (best of 3 alternating rounds) |");
-    println!("|---|---|");
-    println!("| loligo ({}) | {ours:.2} |", Backend::detect().name());
-    if let Some(t) = theirs {
-        println!("| klauspost/reedsolomon (Go, 1 goroutine) | {t:.2} |");
-        println!("ratio loligo / klauspost: {:.2}", ours / t);
-    }
-    ours
 }
 
-fn table(budget: Duration, _rs83: f64) {
+/// Reed-Solomon encode with 1 MiB chunks on every backend this CPU has,
+/// each against klauspost/reedsolomon limited to the same instruction
+/// sets (if Go is here), in three alternating rounds (the best of each is
+/// kept, so a noisy neighbour hurts neither side more).
+fn vs_klauspost(budget: Duration) {
+    println!("\n## Reed-Solomon encode, 1 MiB chunks, per backend (GB/s of data)");
+    let peer = build_peer();
+    let secs = budget.as_secs_f64().max(0.5);
+    println!("| code | backend | loligo | klauspost (same instruction sets) | ratio |");
+    println!("|---|---|---|---|---|");
+    for (k, m) in [(8, 3), (4, 2), (10, 4)] {
+        let rs = LinearCode::reed_solomon(k, m).expect("valid rs");
+        for &b in Backend::available() {
+            // The scalar kernels are slow: a smaller object, same shape.
+            let chunk = if b == Backend::Scalar {
+                64 << 10
+            } else {
+                1 << 20
+            };
+            let (mut ours, mut theirs) = (0.0f64, None::<f64>);
+            for _ in 0..3 {
+                let t = with_backend(b, || measure_encode(&rs, k * chunk, budget));
+                if let Some(Ok(t)) = t {
+                    ours = ours.max(t);
+                }
+                if let Some(p) = &peer {
+                    match klauspost_encode_gbps(p, k, m, chunk, secs, b) {
+                        Ok(v) => theirs = Some(theirs.map_or(v, |t: f64| t.max(v))),
+                        Err(e) => println!("(klauspost: {e})"),
+                    }
+                }
+            }
+            match theirs {
+                Some(t) => println!(
+                    "| RS {k}+{m} | {} | {ours:.2} | {t:.2} | {:.2} |",
+                    b.name(),
+                    ours / t
+                ),
+                None => println!("| RS {k}+{m} | {} | {ours:.2} | - | - |", b.name()),
+            }
+        }
+    }
+    if let Some(p) = peer {
+        let _ = std::fs::remove_file(p);
+    }
+}
+
+fn table(budget: Duration) {
     for size in [4usize << 20, 64 << 20] {
         println!(
             "\n## Table 5.1 configurations, {} MiB objects (GB/s of object data)",

@@ -73,14 +73,31 @@ pub fn exp(e: usize) -> u8 {
     EXP[e % 255]
 }
 
-/// The 256-entry table of `c * x` for every byte x.
-pub fn mul_table(c: u8) -> [u8; 256] {
-    let mut t = [0u8; 256];
-    for (x, v) in t.iter_mut().enumerate() {
-        *v = mul(c, x as u8);
+/// The 256-entry table of `c * x` for every byte x (a row of a 64 KiB
+/// table built at compile time).
+#[inline]
+pub fn mul_table(c: u8) -> &'static [u8; 256] {
+    &MUL[c as usize]
+}
+
+const fn build_mul() -> [[u8; 256]; 256] {
+    let exp = build_exp();
+    let log = build_log();
+    let mut t = [[0u8; 256]; 256];
+    let mut a = 1;
+    while a < 256 {
+        let mut b = 1;
+        while b < 256 {
+            t[a][b] = exp[log[a] as usize + log[b] as usize];
+            b += 1;
+        }
+        a += 1;
     }
     t
 }
+
+/// `MUL[a][b] = a * b`.
+static MUL: [[u8; 256]; 256] = build_mul();
 
 /// A dense row-major matrix over GF(2^8).
 #[derive(Clone, Debug, PartialEq, Eq)]

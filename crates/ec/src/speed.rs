@@ -37,23 +37,48 @@ pub fn time_per_call(budget: Duration, mut f: impl FnMut() -> Result<()>) -> Res
     Ok(start.elapsed().as_secs_f64() / f64::from(n))
 }
 
-/// Encode and decode an object of `size` bytes, spending about `budget`
-/// on each side.
-pub fn measure(code: &dyn ErasureCode, size: usize, budget: Duration) -> Result<Throughput> {
+/// An object of `size` bytes encoded by `code`, its chunks copied into
+/// page-aligned buffers, as an OSD's O_DIRECT buffers would be.
+fn encoded(code: &dyn ErasureCode, size: usize) -> Result<(crate::layout::Layout, ChunkBuffers)> {
     let obj = filler(size);
     let (layout, chunks) = code.encode(&obj)?;
-    // Page-aligned copies, as an OSD's O_DIRECT buffers would be.
     let sizes: Vec<usize> = (0..layout.chunks()).map(|c| layout.stored_len(c)).collect();
     let mut bufs = ChunkBuffers::new(&sizes);
     for (dst, src) in bufs.chunks_mut().into_iter().zip(&chunks) {
         dst.copy_from_slice(src);
     }
-    let chunks: Vec<&[u8]> = (0..layout.chunks()).map(|c| bufs.chunk(c)).collect();
+    Ok((layout, bufs))
+}
+
+/// Seconds per parity encode of `layout`'s data `chunks`, over `budget`.
+fn time_encode(
+    code: &dyn ErasureCode,
+    layout: &crate::layout::Layout,
+    chunks: &[&[u8]],
+    budget: Duration,
+) -> Result<f64> {
     let mut pbufs = ChunkBuffers::new(&vec![layout.chunk_size(); layout.m]);
-    let enc = time_per_call(budget, || {
+    time_per_call(budget, || {
         let mut refs = pbufs.chunks_mut();
-        code.encode_parity(&layout, &chunks[..layout.k], &mut refs)
-    })?;
+        code.encode_parity(layout, &chunks[..layout.k], &mut refs)
+    })
+}
+
+/// Encode throughput alone (GB/s of object data) for an object of `size`
+/// bytes, over about `budget`.
+pub fn measure_encode(code: &dyn ErasureCode, size: usize, budget: Duration) -> Result<f64> {
+    let (layout, bufs) = encoded(code, size)?;
+    let chunks: Vec<&[u8]> = (0..layout.chunks()).map(|c| bufs.chunk(c)).collect();
+    let enc = time_encode(code, &layout, &chunks, budget)?;
+    Ok(size as f64 / enc / 1e9)
+}
+
+/// Encode and decode an object of `size` bytes, spending about `budget`
+/// on each side.
+pub fn measure(code: &dyn ErasureCode, size: usize, budget: Duration) -> Result<Throughput> {
+    let (layout, bufs) = encoded(code, size)?;
+    let chunks: Vec<&[u8]> = (0..layout.chunks()).map(|c| bufs.chunk(c)).collect();
+    let enc = time_encode(code, &layout, &chunks, budget)?;
     let n = layout.chunks();
     let lost_set: Vec<usize> = (0..layout.k)
         .filter(|&c| layout.stored_len(c) > 0)
@@ -91,4 +116,44 @@ pub fn measure(code: &dyn ErasureCode, size: usize, budget: Duration) -> Result<
         encode_gbps: size as f64 / enc / 1e9,
         decode_gbps: size as f64 / dec / 1e9,
     })
+}
+
+/// Reed-Solomon encode throughput of klauspost/reedsolomon (GB/s of data)
+/// from the peer program in `crates/ec/benches/peer` (built with `go
+/// build`), on one goroutine with a Cauchy matrix, `k` + `m` shards of
+/// `shard` bytes, about `seconds` long, limited to the instruction sets
+/// that match `backend`.
+pub fn klauspost_encode_gbps(
+    peer: &std::path::Path,
+    k: usize,
+    m: usize,
+    shard: usize,
+    seconds: f64,
+    backend: crate::kernel::Backend,
+) -> std::result::Result<f64, String> {
+    let out = std::process::Command::new(peer)
+        .args([
+            k.to_string(),
+            m.to_string(),
+            shard.to_string(),
+            format!("{seconds}"),
+            backend.name().to_string(),
+        ])
+        .output()
+        .map_err(|e| format!("{}: {e}", peer.display()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{} failed: {}",
+            peer.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    // The peer prints one line, `{"encode_gbps": NUMBER}`.
+    text.trim()
+        .strip_prefix("{\"encode_gbps\":")
+        .and_then(|r| r.strip_suffix('}'))
+        .and_then(|n| n.trim().parse::<f64>().ok())
+        .filter(|v| v.is_finite() && *v > 0.0)
+        .ok_or_else(|| format!("{}: unreadable answer {text:?}", peer.display()))
 }

@@ -2,7 +2,11 @@
 // github.com/klauspost/reedsolomon on one goroutine, so Loligo's encoder
 // is compared with the fastest open implementation in the same run.
 //
-// Usage: go run . K M SHARD_BYTES SECONDS
+// Usage: go run . K M SHARD_BYTES SECONDS [ISA]
+// ISA picks the instruction sets klauspost may use, to match a Loligo
+// backend: gfni (everything the CPU has: AVX-512 and GFNI where present;
+// the default), avx2 (AVX2 and SSSE3, no AVX-512, no GFNI), scalar (pure
+// Go). Both sides use a Cauchy matrix.
 // Prints one JSON object: {"encode_gbps": data bytes encoded per second / 1e9}.
 package main
 
@@ -16,15 +20,31 @@ import (
 )
 
 func main() {
-	if len(os.Args) != 5 {
-		fmt.Fprintln(os.Stderr, "usage: peer K M SHARD_BYTES SECONDS")
+	if len(os.Args) != 5 && len(os.Args) != 6 {
+		fmt.Fprintln(os.Stderr, "usage: peer K M SHARD_BYTES SECONDS [gfni|avx2|scalar]")
 		os.Exit(2)
 	}
 	k, _ := strconv.Atoi(os.Args[1])
 	m, _ := strconv.Atoi(os.Args[2])
 	shard, _ := strconv.Atoi(os.Args[3])
 	secs, _ := strconv.ParseFloat(os.Args[4], 64)
-	enc, err := reedsolomon.New(k, m, reedsolomon.WithMaxGoroutines(1))
+	opts := []reedsolomon.Option{reedsolomon.WithMaxGoroutines(1), reedsolomon.WithCauchyMatrix()}
+	isa := "gfni"
+	if len(os.Args) == 6 {
+		isa = os.Args[5]
+	}
+	switch isa {
+	case "gfni":
+	case "avx2":
+		opts = append(opts, reedsolomon.WithAVX512(false), reedsolomon.WithGFNI(false), reedsolomon.WithAVXGFNI(false))
+	case "scalar":
+		opts = append(opts, reedsolomon.WithAVX512(false), reedsolomon.WithGFNI(false), reedsolomon.WithAVXGFNI(false),
+			reedsolomon.WithAVX2(false), reedsolomon.WithSSSE3(false), reedsolomon.WithSSE2(false))
+	default:
+		fmt.Fprintln(os.Stderr, "unknown instruction set", isa)
+		os.Exit(2)
+	}
+	enc, err := reedsolomon.New(k, m, opts...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

@@ -40,9 +40,12 @@ impl Backend {
                 .last()
                 .copied()
                 .unwrap_or(Backend::Scalar);
-            match std::env::var("LOLIGO_EC_BACKEND").ok().as_deref() {
-                Some("scalar") => Backend::Scalar,
-                Some("avx2") if Backend::available().contains(&Backend::Avx2) => Backend::Avx2,
+            match std::env::var("LOLIGO_EC_BACKEND")
+                .ok()
+                .as_deref()
+                .and_then(Backend::from_name)
+            {
+                Some(b) if Backend::available().contains(&b) => b,
                 _ => best,
             }
         })
@@ -79,6 +82,42 @@ impl Backend {
             Backend::Gfni => "gfni",
         }
     }
+
+    /// The backend called `name` (as [`Backend::name`] prints it), whether
+    /// or not this CPU has it.
+    pub fn from_name(name: &str) -> Option<Backend> {
+        [Backend::Scalar, Backend::Avx2, Backend::Gfni]
+            .into_iter()
+            .find(|b| b.name() == name)
+    }
+
+    /// The backend the kernels use on this thread now: the one
+    /// [`with_backend`] set, else [`Backend::detect`].
+    pub fn current() -> Backend {
+        FORCED.with(|f| f.get()).unwrap_or_else(Backend::detect)
+    }
+}
+
+thread_local! {
+    /// The backend [`with_backend`] set on this thread, if any.
+    static FORCED: std::cell::Cell<Option<Backend>> = const { std::cell::Cell::new(None) };
+}
+
+/// Run `f` with every kernel call on this thread using `backend` (for
+/// benchmarks that compare backends in one process). A backend this CPU
+/// lacks is refused (`None`), never run.
+pub fn with_backend<R>(backend: Backend, f: impl FnOnce() -> R) -> Option<R> {
+    if !Backend::available().contains(&backend) {
+        return None;
+    }
+    struct Restore(Option<Backend>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            FORCED.with(|f| f.set(self.0));
+        }
+    }
+    let _restore = Restore(FORCED.with(|f| f.replace(Some(backend))));
+    Some(f())
 }
 
 /// Whether a dot product overwrites its outputs or XORs into them.
@@ -89,12 +128,12 @@ pub enum Mode {
 }
 
 /// `outputs[o] (=|^=) sum_i coefs[o * inputs.len() + i] * inputs[i]`,
-/// byte by byte, with the detected backend.
+/// byte by byte, with this thread's backend ([`Backend::current`]).
 ///
 /// Panics if the slices differ in length or `coefs` has the wrong size:
 /// callers derive both from one layout, so a mismatch is a bug.
 pub fn dot_prod(coefs: &[u8], inputs: &[&[u8]], outputs: &mut [&mut [u8]], mode: Mode) {
-    dot_prod_with(Backend::detect(), coefs, inputs, outputs, mode);
+    dot_prod_with(Backend::current(), coefs, inputs, outputs, mode);
 }
 
 /// [`dot_prod`] with an explicit backend (which the CPU must support;
@@ -173,23 +212,74 @@ pub fn xor_region(src: &[u8], dst: &mut [u8]) {
     }
 }
 
-/// The reference: one table lookup per byte, per input, per output.
+/// Bytes of each region the scalar kernel works on at a time, so that an
+/// output's piece stays in L1 while every input is applied to it.
+const SCALAR_PIECE_BYTES: usize = 8 << 10;
+
+/// The reference and the fallback on CPUs without SIMD kernels: table
+/// lookups (a 256-byte row of the field's multiplication table per
+/// coefficient), eight bytes per step, over pieces of the regions small
+/// enough that each output piece stays in L1 while every input is
+/// applied to it. Coefficients 0 and 1 take no lookups.
 pub fn scalar_dot_prod(coefs: &[u8], inputs: &[&[u8]], outputs: &mut [&mut [u8]], mode: Mode) {
     let n = inputs.len();
-    for (o, out) in outputs.iter_mut().enumerate() {
-        if mode == Mode::Overwrite {
-            out.fill(0);
-        }
-        for (i, inp) in inputs.iter().enumerate() {
-            let c = coefs[o * n + i];
-            if c == 0 {
-                continue;
+    let len = outputs.first().map_or(0, |o| o.len());
+    let mut start = 0;
+    while start < len {
+        let end = (start + SCALAR_PIECE_BYTES).min(len);
+        for (o, out) in outputs.iter_mut().enumerate() {
+            let out = &mut out[start..end];
+            // Whether `out` still holds what was there before (to be
+            // overwritten by the first term).
+            let mut fresh = mode == Mode::Overwrite;
+            for (i, inp) in inputs.iter().enumerate() {
+                let src = &inp[start..end];
+                match (coefs[o * n + i], fresh) {
+                    (0, _) => continue,
+                    (1, true) => out.copy_from_slice(src),
+                    (1, false) => xor_region(src, out),
+                    (c, true) => scalar_mul(gf::mul_table(c), src, out, false),
+                    (c, false) => scalar_mul(gf::mul_table(c), src, out, true),
+                }
+                fresh = false;
             }
-            let t = gf::mul_table(c);
-            for (d, s) in out.iter_mut().zip(inp.iter()) {
-                *d ^= t[*s as usize];
+            if fresh {
+                out.fill(0);
             }
         }
+        start = end;
+    }
+}
+
+/// `dst (=|^=) t[src]` byte by byte, eight bytes per step.
+#[inline]
+fn scalar_mul(t: &[u8; 256], src: &[u8], dst: &mut [u8], xor: bool) {
+    let mut d = dst.chunks_exact_mut(8);
+    let mut s = src.chunks_exact(8);
+    for (a, b) in (&mut d).zip(&mut s) {
+        let p = u64::from_le_bytes([
+            t[b[0] as usize],
+            t[b[1] as usize],
+            t[b[2] as usize],
+            t[b[3] as usize],
+            t[b[4] as usize],
+            t[b[5] as usize],
+            t[b[6] as usize],
+            t[b[7] as usize],
+        ]);
+        let v = if xor {
+            p ^ u64::from_le_bytes([a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]])
+        } else {
+            p
+        };
+        a.copy_from_slice(&v.to_le_bytes());
+    }
+    for (a, b) in d.into_remainder().iter_mut().zip(s.remainder()) {
+        *a = if xor {
+            *a ^ t[*b as usize]
+        } else {
+            t[*b as usize]
+        };
     }
 }
 
@@ -261,28 +351,94 @@ mod tests {
         o
     }
 
-    proptest! {
-        #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
-        /// Every backend this CPU has equals the scalar reference, for
-        /// any shape, length (tails included) and coefficients.
-        #[test]
-        fn simd_backends_equal_scalar(
-            n_in in 1usize..30, n_out in 1usize..7, len in 0usize..700,
-            seed in any::<u64>(), xor in any::<bool>(),
-        ) {
-            let mut rng = loligo_testkit::Rng::new(seed);
-            let mut next = || rng.next_u64() as u8;
-            let ins: Vec<Vec<u8>> = (0..n_in).map(|_| (0..len).map(|_| next()).collect()).collect();
-            let outs: Vec<Vec<u8>> = (0..n_out).map(|_| (0..len).map(|_| next()).collect()).collect();
-            let mut coefs: Vec<u8> = (0..n_in * n_out).map(|_| next()).collect();
-            // Make 0 and 1 common: they take special paths.
-            for c in coefs.iter_mut().step_by(3) { *c %= 2; }
-            let mode = if xor { Mode::Xor } else { Mode::Overwrite };
-            let want = run(Backend::Scalar, &coefs, &ins, &outs, mode);
-            for &b in Backend::available() {
-                prop_assert_eq!(&run(b, &coefs, &ins, &outs, mode), &want, "backend {:?}", b);
+    /// The definition, one `gf::mul` per byte, per input, per output.
+    fn reference(coefs: &[u8], ins: &[Vec<u8>], outs: &[Vec<u8>], mode: Mode) -> Vec<Vec<u8>> {
+        let n = ins.len();
+        let mut o = outs.to_vec();
+        for (j, out) in o.iter_mut().enumerate() {
+            for (p, v) in out.iter_mut().enumerate() {
+                let mut acc = if mode == Mode::Xor { *v } else { 0 };
+                for (i, inp) in ins.iter().enumerate() {
+                    acc ^= gf::mul(coefs[j * n + i], inp[p]);
+                }
+                *v = acc;
             }
         }
+        o
+    }
+
+    /// Every backend this CPU has (the scalar one included) against
+    /// [`reference`], on random regions (inputs at `skew` bytes into
+    /// their allocation, so loops that align on the first input start
+    /// mid-vector).
+    fn check_backends(n_in: usize, n_out: usize, len: usize, skew: usize, seed: u64, xor: bool) {
+        let mut rng = loligo_testkit::Rng::new(seed);
+        let mut next = || rng.next_u64() as u8;
+        let ins: Vec<Vec<u8>> = (0..n_in)
+            .map(|_| (0..len + skew).map(|_| next()).collect())
+            .collect();
+        let ins: Vec<Vec<u8>> = ins.into_iter().map(|v| v[skew..].to_vec()).collect();
+        let outs: Vec<Vec<u8>> = (0..n_out)
+            .map(|_| (0..len).map(|_| next()).collect())
+            .collect();
+        let mut coefs: Vec<u8> = (0..n_in * n_out).map(|_| next()).collect();
+        // Make 0 and 1 common: they take special paths.
+        for c in coefs.iter_mut().step_by(3) {
+            *c %= 2;
+        }
+        let mode = if xor { Mode::Xor } else { Mode::Overwrite };
+        let want = reference(&coefs, &ins, &outs, mode);
+        for &b in Backend::available() {
+            assert_eq!(run(b, &coefs, &ins, &outs, mode), want, "backend {b:?}");
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+        /// Every backend equals the definition, for any shape, length
+        /// (tails included) and coefficients.
+        #[test]
+        fn backends_equal_the_definition(
+            n_in in 1usize..30, n_out in 1usize..7, len in 0usize..700, skew in 0usize..64,
+            seed in any::<u64>(), xor in any::<bool>(),
+        ) {
+            check_backends(n_in, n_out, len, skew, seed, xor);
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
+        /// The same over regions longer than the scalar kernel's pieces.
+        #[test]
+        fn backends_equal_the_definition_on_long_regions(
+            n_in in 1usize..12, n_out in 1usize..6, len in 8000usize..20000, skew in 0usize..64,
+            seed in any::<u64>(), xor in any::<bool>(),
+        ) {
+            check_backends(n_in, n_out, len, skew, seed, xor);
+        }
+    }
+
+    #[test]
+    fn with_backend_scopes_the_choice_to_its_call() {
+        let before = Backend::current();
+        for &b in Backend::available() {
+            assert_eq!(with_backend(b, Backend::current), Some(b));
+            // Nested calls restore the outer choice.
+            let inner = with_backend(b, || {
+                with_backend(Backend::Scalar, Backend::current);
+                Backend::current()
+            });
+            assert_eq!(inner, Some(b));
+        }
+        assert_eq!(Backend::current(), before);
+        for name in ["scalar", "avx2", "gfni"] {
+            let b = Backend::from_name(name).expect("a backend's own name");
+            assert_eq!(b.name(), name);
+            if !Backend::available().contains(&b) {
+                assert_eq!(with_backend(b, || ()), None, "{name} is not on this CPU");
+            }
+        }
+        assert_eq!(Backend::from_name("neon"), None);
     }
 
     #[test]
