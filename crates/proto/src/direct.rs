@@ -138,13 +138,43 @@ fn head(f: &Frame) -> Result<Vec<u8>, String> {
     Ok(h)
 }
 
+/// Write `f` to `w` (unflushed: a [`Writer`] flushes once its queue is
+/// empty).
 async fn write_frame<W: AsyncWrite + Unpin>(w: &mut W, f: &Frame) -> std::io::Result<()> {
     let h = head(f).map_err(std::io::Error::other)?;
     w.write_all(&h).await?;
     for b in &f.msg.bulk {
         w.write_all(b).await?;
     }
-    // (A TLS stream may hold the tail of a record back until flushed.)
+    Ok(())
+}
+
+/// Bytes a connection's writer gathers before it writes them to its
+/// stream: small frames queued together (replies to 16 reads in flight)
+/// go out in one write, and on TLS in as few records; a payload this
+/// large or larger is written from its own buffer.
+const WRITE_BUFFER_BYTES: usize = 64 << 10;
+
+/// Write the frames `rx` gives to `w` until it gives `None` or closes,
+/// flushing whenever no frame is waiting (so a frame is never held back
+/// behind an empty queue); then flush.
+async fn write_frames<W: AsyncWrite + Unpin>(
+    w: &mut tokio::io::BufWriter<W>,
+    rx: &mut mpsc::Receiver<Option<Frame>>,
+) -> std::io::Result<()> {
+    while let Some(Some(f)) = rx.recv().await {
+        write_frame(w, &f).await?;
+        loop {
+            match rx.try_recv() {
+                Ok(Some(f)) => write_frame(w, &f).await?,
+                Ok(None) => return w.flush().await,
+                Err(_) => break,
+            }
+        }
+        // (A TLS stream also holds the tail of a record back until
+        // flushed.)
+        w.flush().await?;
+    }
     w.flush().await
 }
 
@@ -247,19 +277,17 @@ where
     H: Handler,
     S: AsyncRead + AsyncWrite + Send + 'static,
 {
-    let (r, mut w) = tokio::io::split(stream);
+    let (r, w) = tokio::io::split(stream);
     let mut r = BufReader::with_capacity(64 << 10, r);
     // `None` from a handler closes the connection.
     let (tx, mut rx) = mpsc::channel::<Option<Frame>>(IN_FLIGHT_MAX);
     let writer = tokio::spawn(async move {
-        while let Some(Some(f)) = rx.recv().await {
-            // A peer that stopped reading: the connection is over, and
-            // the peer sees its calls fail.
-            if write_frame(&mut w, &f).await.is_err() {
-                return;
-            }
+        let mut w = tokio::io::BufWriter::with_capacity(WRITE_BUFFER_BYTES, w);
+        // A peer that stopped reading: the connection is over, and the
+        // peer sees its calls fail.
+        if write_frames(&mut w, &mut rx).await.is_ok() {
+            let _ = w.shutdown().await;
         }
-        let _ = w.shutdown().await;
     });
     let turns = Arc::new(Semaphore::new(limits.ops.max(1)));
     let whole = limits.bytes.div_ceil(1024).max(1);
@@ -386,7 +414,7 @@ type Waiter = oneshot::Sender<Message>;
 /// gives up mid-send cannot leave half a frame on the wire) and a reader
 /// task that hands each reply to its waiter.
 struct Conn {
-    tx: mpsc::Sender<Frame>,
+    tx: mpsc::Sender<Option<Frame>>,
     waiting: Arc<Mutex<HashMap<u64, Waiter>>>,
     next: AtomicU64,
     dead: Arc<AtomicBool>,
@@ -406,10 +434,13 @@ impl Conn {
         match security {
             None => Conn::start(addr, s).await,
             Some(sec) => {
-                let s = tokio::time::timeout(timeout, sec.direct_connector().connect(s))
-                    .await
-                    .map_err(|_| format!("{addr}: TLS handshake timed out"))?
-                    .map_err(|e| format!("{addr}: TLS: {e}"))?;
+                let s = tokio::time::timeout(
+                    timeout,
+                    sec.direct_connector().connect(crate::tls::wire(s)),
+                )
+                .await
+                .map_err(|_| format!("{addr}: TLS handshake timed out"))?
+                .map_err(|e| format!("{addr}: TLS: {e}"))?;
                 Conn::start(addr, s).await
             }
         }
@@ -424,17 +455,16 @@ impl Conn {
         s.write_all(&MAGIC)
             .await
             .map_err(|e| format!("{addr}: {e}"))?;
-        let (r, mut w) = tokio::io::split(s);
-        let (tx, mut rx) = mpsc::channel::<Frame>(IN_FLIGHT_MAX);
+        let (r, w) = tokio::io::split(s);
+        // (`None` is never sent: the writer ends when the `Conn` goes.)
+        let (tx, mut rx) = mpsc::channel::<Option<Frame>>(IN_FLIGHT_MAX);
         let waiting: Arc<Mutex<HashMap<u64, Waiter>>> = Arc::default();
         let dead = Arc::new(AtomicBool::new(false));
         let d = dead.clone();
         tokio::spawn(async move {
-            while let Some(f) = rx.recv().await {
-                if write_frame(&mut w, &f).await.is_err() {
-                    d.store(true, Ordering::Relaxed);
-                    return;
-                }
+            let mut w = tokio::io::BufWriter::with_capacity(WRITE_BUFFER_BYTES, w);
+            if write_frames(&mut w, &mut rx).await.is_err() {
+                d.store(true, Ordering::Relaxed);
             }
         });
         let (wt, d) = (waiting.clone(), dead.clone());
@@ -481,7 +511,7 @@ impl Conn {
             return Err("connection closed".into());
         }
         self.tx
-            .send(Frame { id, call, msg })
+            .send(Some(Frame { id, call, msg }))
             .await
             .map_err(|_| "connection closed".to_string())?;
         rx.await.map_err(|_| "connection closed".to_string())

@@ -193,7 +193,7 @@ pub fn peer_identity<T>(req: &tonic::Request<T>) -> Option<(&str, &str)> {
 pub enum ServerIo {
     Plain(TcpStream),
     Tls(
-        Box<tokio_rustls::server::TlsStream<TcpStream>>,
+        Box<tokio_rustls::server::TlsStream<crate::tls::Wire<TcpStream>>>,
         crate::tls::Identity,
     ),
 }
@@ -208,7 +208,7 @@ impl ServerIo {
                 serial: None,
             },
             ServerIo::Tls(s, id) => Peer {
-                addr: s.get_ref().0.peer_addr().ok(),
+                addr: s.get_ref().0.get_ref().peer_addr().ok(),
                 entity: Some(id.entity.clone()),
                 serial: Some(id.serial.clone()),
             },
@@ -309,7 +309,7 @@ pub async fn accept(tcp: TcpStream, security: Option<&Security>) -> std::io::Res
         });
     };
     tokio::time::timeout(SNIFF_TIMEOUT, async {
-        let (mut s, entity) = sec.acceptor.accept(tcp).await?;
+        let (mut s, entity) = sec.acceptor.accept(crate::tls::wire(tcp)).await?;
         let direct = s.get_ref().1.alpn_protocol() == Some(DIRECT_ALPN);
         if direct {
             let mut b = [0u8; MAGIC.len()];
