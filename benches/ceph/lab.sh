@@ -13,7 +13,9 @@
 #
 # Env: CEPHLAB_DATA (default /tmp/loligo-cephlab), CEPHLAB_PORT (default
 # 40300; the monitor listens there, daemons on the next 300 ports),
-# CEPHLAB_OSD_GB (default 8).
+# CEPHLAB_OSD_GB (default 8), SECURE=1 (msgr2 only, in its secure mode:
+# every connection encrypted with AES-GCM, as Loligo's TLS is; without it
+# daemons and clients speak msgr v1, which signs but does not encrypt).
 set -euo pipefail
 DATA="${CEPHLAB_DATA:-/tmp/loligo-cephlab}"
 PORT="${CEPHLAB_PORT:-40300}"
@@ -25,11 +27,32 @@ c() { timeout 120 ceph "$@"; }
 alive() { [ -n "${1:-}" ] && kill -0 "$1" 2>/dev/null; }
 pid() { cat "$DATA/run/$1.pid" 2>/dev/null || true; }
 
+# The monitor's address as the monmap and mon_host give it.
+mon_addr() {
+    if [ -n "${SECURE:-}" ]; then echo "v2:127.0.0.1:$PORT"; else echo "127.0.0.1:$PORT"; fi
+}
+
+# msgr2's secure mode on every connection (SECURE=1).
+secure_conf() {
+    [ -n "${SECURE:-}" ] || return 0
+    cat <<CONF
+ms_bind_msgr1 = false
+ms_bind_msgr2 = true
+ms_cluster_mode = secure
+ms_service_mode = secure
+ms_client_mode = secure
+ms_mon_cluster_mode = secure
+ms_mon_service_mode = secure
+ms_mon_client_mode = secure
+CONF
+}
+
 conf() {
     cat >"$CEPH_CONF" <<CONF
 [global]
 fsid = $1
-mon_host = 127.0.0.1:$PORT
+mon_host = $(mon_addr)
+$(secure_conf)
 public_addr = 127.0.0.1
 ms_bind_ipv6 = false
 ms_bind_port_min = $((PORT + 10))
@@ -120,7 +143,11 @@ up() {
     ceph-authtool --create-keyring "$DATA/keyring" --gen-key -n client.admin \
         --cap mon 'allow *' --cap osd 'allow *' --cap mgr 'allow *' >/dev/null
     ceph-authtool "$DATA/mon.keyring" --import-keyring "$DATA/keyring" >/dev/null
-    monmaptool --create --fsid "$fsid" --add a "127.0.0.1:$PORT" "$DATA/monmap" >/dev/null
+    if [ -n "${SECURE:-}" ]; then
+        monmaptool --create --fsid "$fsid" --addv a "[$(mon_addr)]" "$DATA/monmap" >/dev/null
+    else
+        monmaptool --create --fsid "$fsid" --add a "127.0.0.1:$PORT" "$DATA/monmap" >/dev/null
+    fi
     ceph-mon -i a --mkfs --monmap "$DATA/monmap" --keyring "$DATA/mon.keyring"
     ceph-mon -i a
     for _ in $(seq 60); do c mon stat >/dev/null 2>&1 && break; sleep 1; done
@@ -187,7 +214,9 @@ bench() {
         done
         c osd pool rm "$pool" "$pool" --yes-i-really-really-mean-it >/dev/null
     done
-    echo "($(ceph --version | cut -d' ' -f1-3), ${secs}s per phase)" >>"$out/table.md"
+    local wire="msgr v1 (not encrypted)"
+    [ -n "${SECURE:-}" ] && wire="msgr2 secure mode (encrypted)"
+    echo "($(ceph --version | cut -d' ' -f1-3), ${secs}s per phase, wire: $wire)" >>"$out/table.md"
 }
 
 case "${1:-}" in

@@ -8,8 +8,10 @@
 #   LOLIGO_FIRST=1 bash benches/cluster/compare.sh   # the other order
 # Env: SECS (default 10) per phase; READ_SETTLE (s, default 20) between the
 # write phase and the reads, so that they measure reads, not write-back; SKIP_RAW=1 skips the raw disk baseline;
-# OSD_SIZE (bytes, default 7 GiB) per Loligo OSD; INSECURE=1 runs Loligo
-# without TLS (like the Ceph lab cluster, whose wire is not encrypted).
+# OSD_SIZE (bytes, default 7 GiB) per Loligo OSD. Both wires are
+# encrypted by default: Loligo's mutual TLS, and Ceph's msgr2 in secure
+# mode (lab.sh SECURE=1); INSECURE=1 runs both in the clear (Loligo
+# --insecure, Ceph on msgr v1, which signs but does not encrypt).
 # Writes OUT/summary.json: each workload's Loligo and Ceph figures and
 # their ratio, and the raw disk baseline measured in the same run (four
 # parallel O_DIRECT streams of 4 MiB blocks, written then read, in the
@@ -28,8 +30,10 @@ B="$ROOT/target/release/loligo"
 run_ceph() {
   if [ -z "${SKIP_CEPH:-}" ] && command -v ceph-osd >/dev/null; then
     echo "== Ceph: 4 OSDs, rep3 pool of 64 PGs, ${SECS}s per phase" >&2
-    bash "$LAB" up 4 >&2
-    bash "$LAB" bench "$SECS" "$OUT/ceph" >&2 || true
+    local secure=1
+    [ -n "${INSECURE:-}" ] && secure=""
+    SECURE="$secure" bash "$LAB" up 4 >&2
+    SECURE="$secure" bash "$LAB" bench "$SECS" "$OUT/ceph" >&2 || true
     bash "$LAB" down >&2
   fi
 }
@@ -39,7 +43,7 @@ run_loligo() {
   DIR="$OUT/loligo-cluster"
   # Block files large enough for 10 s of 4 MiB writes at full speed
   # (rados bench writes new objects, and so does this).
-  # INSECURE=1: no TLS (the Ceph lab cluster does not encrypt its wire).
+  # INSECURE=1: no TLS (and Ceph on msgr v1).
   "$B" up --detach --osds 4 --pg-num 64 --osd-size "${OSD_SIZE:-$((7 << 30))}" \
     ${INSECURE:+--insecure} --data-dir "$DIR" >&2
   # The cluster's block files are large: remove them, keep the results.

@@ -7,11 +7,15 @@
 # compile, one pass of CRUSH over every PG (what an OSD and a client each
 # did on every epoch before carried mappings), the carried mappings'
 # build, their advance (an OSD's work per epoch now), a client's new
-# routing table, and the carried mappings' memory.
-# Writes out/scale.csv, out/summary.json, out/scale.png, out/RESULTS.md.
+# routing table, and the carried mappings' memory. Then, per size, one
+# process with a real monitor (`--monitor`): every OSD booted against it
+# (one epoch each), the pools created, its commit of `osd down` and of a
+# boot timed, and the process's memory growth.
+# Writes out/scale.csv, out/monitor.csv, out/summary.json, out/scale.png,
+# out/RESULTS.md.
 #
-#   bash benches/scale/run.sh           # 5 repetitions per size (about 6 minutes)
-#   bash benches/scale/run.sh --quick   # 1 repetition per size (about 2 minutes)
+#   bash benches/scale/run.sh           # 5 repetitions per size (about 7 minutes)
+#   bash benches/scale/run.sh --quick   # 1 repetition per size (about 3 minutes)
 # Environment: OUT (output folder), SIZES (comma separated), REPS.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
@@ -26,5 +30,13 @@ mkdir -p "$OUT"
 cargo build --release -p loligo-cli --manifest-path "$ROOT/Cargo.toml" >&2
 "$ROOT/target/release/loligo" osdmap scale --osds "$SIZES" --reps "$REPS" --csv "$OUT/scale.csv" \
   2> >(tee "$OUT/parts.txt" >&2)
+# The monitor, one size per process (so each memory figure is its own).
+first=1
+for n in ${SIZES//,/ }; do
+  "$ROOT/target/release/loligo" osdmap scale --osds "$n" --reps "$REPS" --monitor --csv "$OUT/monitor.part.csv"
+  if [ -n "$first" ]; then cat "$OUT/monitor.part.csv" >"$OUT/monitor.csv"; first=""
+  else tail -n +2 "$OUT/monitor.part.csv" >>"$OUT/monitor.csv"; fi
+done
+rm -f "$OUT/monitor.part.csv"
 python3 "$HERE/summarize.py" "$OUT" "$REPS"
 echo "results in $OUT" >&2

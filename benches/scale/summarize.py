@@ -37,6 +37,29 @@ def slope(k):
     return math.log(b[k] / a[k]) / math.log(b["osds"] / a["osds"])
 
 
+mon_rows = []
+if (out / "monitor.csv").exists():
+    mon_rows = list(csv.DictReader(open(out / "monitor.csv")))
+    for r in mon_rows:
+        for k, v in r.items():
+            r[k] = float(v)
+
+
+def mon_slope(k):
+    if len(mon_rows) < 2:
+        return None
+    a, b = mon_rows[-2], mon_rows[-1]
+    if a[k] <= 0 or b[k] <= 0:
+        return None
+    return math.log(b[k] / a[k]) / math.log(b["osds"] / a["osds"])
+
+
+mon_cols = {
+    "down_commit_ms": "monitor: commit of one OSD marked down (ms)",
+    "boot_commit_ms": "monitor: commit of one OSD's boot (ms)",
+    "mon_rss_mib": "monitor: memory growth of its process (MiB)",
+}
+
 big = rows[-1]
 summary = {
     "reps": reps,
@@ -50,6 +73,8 @@ summary = {
         "largest_osds": big["osds"],
     },
     "speedup_osd_epoch_vs_full_pass_at_largest": big["map_all_ms"] / max(big["mappings_down_ms"], 1e-9),
+    "monitor_rows": mon_rows,
+    "monitor_growth_exponent_top_two_sizes": {k: mon_slope(k) for k in mon_cols},
 }
 json.dump(summary, open(out / "summary.json", "w"), indent=2)
 
@@ -78,6 +103,14 @@ try:
     b.set_xlabel("OSDs")
     b.set_ylabel("MiB")
     b.legend(fontsize=7)
+    if mon_rows:
+        mx = [r["osds"] for r in mon_rows]
+        a.plot(mx, [max(r["down_commit_ms"], 1e-4) for r in mon_rows], marker="s", ls="--",
+               label=mon_cols["down_commit_ms"])
+        b.plot(mx, [max(r["mon_rss_mib"], 1e-2) for r in mon_rows], marker="s", ls="--",
+               label=mon_cols["mon_rss_mib"])
+        a.legend(fontsize=6)
+        b.legend(fontsize=7)
     b.set_title("memory")
     fig.tight_layout()
     fig.savefig(out / "scale.png", dpi=110)
@@ -95,6 +128,17 @@ with open(out / "RESULTS.md", "w") as f:
             f"| {r['map_all_ms']:.1f} | {r['mappings_build_ms']:.1f} | {r['mappings_down_ms']:.4f} | {r['client_ms']:.4f} "
             f"| {r['changed_pgs']:.0f} | {r['mappings_mib']:.2f} | {r['client_mib']:.2f} |\n"
         )
+    if mon_rows:
+        f.write("\nA real monitor (one member, store on this disk; one process per size):\n\n")
+        f.write("| OSDs | PGs | boot all s | epochs | commit osd down ms | commit boot ms | monitor MiB |\n")
+        f.write("|---|---|---|---|---|---|---|\n")
+        for r in mon_rows:
+            f.write(
+                f"| {r['osds']:.0f} | {r['pgs']:.0f} | {r['boot_s']:.2f} | {r['epochs']:.0f} "
+                f"| {r['down_commit_ms']:.3f} | {r['boot_commit_ms']:.3f} | {r['mon_rss_mib']:.1f} |\n"
+            )
+        for k, v in summary["monitor_growth_exponent_top_two_sizes"].items():
+            f.write(f"- growth of {mon_cols[k]}: {'n/a' if v is None else f'{v:.2f}'}\n")
     f.write("\nGrowth between the two largest sizes (exponent of OSDs):\n\n")
     for k, v in summary["growth_exponent_top_two_sizes"].items():
         f.write(f"- {cols[k]}: {'n/a' if v is None else f'{v:.2f}'}\n")

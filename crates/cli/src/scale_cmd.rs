@@ -31,6 +31,186 @@ pub struct ScaleArgs {
     /// Also write the rows as CSV to FILE.
     #[arg(long, value_name = "FILE")]
     csv: Option<PathBuf>,
+    /// Instead, start a real monitor (in this process, its store in a
+    /// temporary folder) per size, boot the OSDs against it and create
+    /// the pools, then time its commits of `osd down` and of a boot, and
+    /// this process's memory growth (run one size per process for a
+    /// clean memory figure).
+    #[arg(long)]
+    monitor: bool,
+}
+
+/// One cluster size's measurements against a real monitor.
+struct MonRow {
+    osds: u32,
+    pgs: u64,
+    /// Booting every OSD (one epoch each, 64 boots in flight).
+    boot_s: f64,
+    epochs: u64,
+    /// Committing an OSD marked down, and its boot again (median).
+    down_ms: f64,
+    boot_ms: f64,
+    /// Growth of this process's resident memory from before the monitor
+    /// started to after the commits.
+    rss_mib: f64,
+}
+
+/// Resident memory of this process (MiB), from /proc (Linux); NaN where
+/// it cannot be read.
+fn rss_mib() -> f64 {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse::<f64>().ok())
+        .map_or(f64::NAN, |pages| pages * 4096.0 / f64::from(1 << 20))
+}
+
+fn mon_err(e: impl std::fmt::Display) -> CliError {
+    CliError(format!("monitor: {e}"))
+}
+
+async fn mon_measure(osds: u32, per_osd: u32, reps: usize) -> Result<MonRow, CliError> {
+    use loligo_mon::{Admin, MonConfig, MonRequest, Monitor};
+    let dir = std::env::temp_dir().join(format!("loligo-scale-mon-{}-{osds}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?.to_string();
+    let mut cfg = MonConfig::new(0, [(0, addr)].into(), dir.clone(), "scale");
+    cfg.create = true;
+    let rss0 = rss_mib();
+    let h = Monitor::start(cfg, listener).await.map_err(mon_err)?;
+    let result = async {
+        let mon = h.mon.clone();
+        let deadline = Instant::now() + std::time::Duration::from_secs(60);
+        while !(mon.is_leader() && mon.epoch() > 0) {
+            if Instant::now() > deadline {
+                return Err(mon_err("no leader after 60 s"));
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        let boot = |id: i32| MonRequest::OsdBoot {
+            id,
+            addr: format!("10.0.{}.{}:6800", id / 250, id % 250),
+            host: format!("host{}", id as u32 / OSDS_PER_HOST),
+            crush_weight: 0x10000,
+        };
+        let first = mon.epoch();
+        let t = Instant::now();
+        let mut tasks: tokio::task::JoinSet<Result<(), loligo_mon::MonError>> =
+            tokio::task::JoinSet::new();
+        for id in 0..osds as i32 {
+            if tasks.len() >= 64 {
+                if let Some(r) = tasks.join_next().await {
+                    r.map_err(mon_err)?.map_err(mon_err)?;
+                }
+            }
+            let (m, req) = (mon.clone(), boot(id));
+            tasks.spawn(async move { m.call(req).await.map(|_| ()) });
+        }
+        while let Some(r) = tasks.join_next().await {
+            r.map_err(mon_err)?.map_err(mon_err)?;
+        }
+        let boot_s = t.elapsed().as_secs_f64();
+        let epochs = mon.epoch() - first;
+        let mut left = (u64::from(osds) * u64::from(per_osd) / u64::from(SIZE)).max(1);
+        let mut pgs = 0;
+        let mut i = 0;
+        while left > 0 {
+            let pg_num = left.min(POOL_PGS_MAX) as u32;
+            mon.call(MonRequest::Admin(Admin::PoolCreate {
+                name: format!("pool{i}"),
+                pg_num,
+                size: SIZE,
+                min_size: None,
+                erasure_profile: None,
+            }))
+            .await
+            .map_err(mon_err)?;
+            left -= u64::from(pg_num);
+            pgs += u64::from(pg_num);
+            i += 1;
+        }
+        let (mut down, mut up) = (Vec::new(), Vec::new());
+        for _ in 0..reps {
+            let t = Instant::now();
+            mon.call(MonRequest::OsdMarkMeDown { id: 0 })
+                .await
+                .map_err(mon_err)?;
+            down.push(ms(t));
+            let t = Instant::now();
+            mon.call(boot(0)).await.map_err(mon_err)?;
+            up.push(ms(t));
+        }
+        Ok(MonRow {
+            osds,
+            pgs,
+            boot_s,
+            epochs,
+            down_ms: median(down),
+            boot_ms: median(up),
+            rss_mib: rss_mib() - rss0,
+        })
+    }
+    .await;
+    h.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+/// The monitor table's columns: CSV name, heading, width.
+const MON_COLUMNS: [(&str, &str, usize); 7] = [
+    ("osds", "osds", 6),
+    ("pgs", "pgs", 8),
+    ("boot_s", "boot s", 9),
+    ("epochs", "epochs", 7),
+    ("down_commit_ms", "down ms", 9),
+    ("boot_commit_ms", "boot ms", 9),
+    ("mon_rss_mib", "mon MiB", 9),
+];
+
+fn mon_cells(r: &MonRow) -> [String; 7] {
+    [
+        r.osds.to_string(),
+        r.pgs.to_string(),
+        format!("{:.2}", r.boot_s),
+        r.epochs.to_string(),
+        format!("{:.3}", r.down_ms),
+        format!("{:.3}", r.boot_ms),
+        format!("{:.1}", r.rss_mib),
+    ]
+}
+
+fn mon_table(a: &ScaleArgs) -> Result<(), CliError> {
+    let line = |v: Vec<&str>| {
+        v.iter()
+            .zip(MON_COLUMNS)
+            .map(|(v, (_, _, w))| format!("{v:>w$}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    println!("monitor (one member, its store on this machine's disk):");
+    println!("{}", line(MON_COLUMNS.iter().map(|c| c.1).collect()));
+    let mut csv = match &a.csv {
+        Some(p) => {
+            let mut f =
+                std::fs::File::create(p).map_err(|e| CliError(format!("{}: {e}", p.display())))?;
+            let names: Vec<&str> = MON_COLUMNS.iter().map(|c| c.0).collect();
+            writeln!(f, "{}", names.join(","))?;
+            Some(f)
+        }
+        None => None,
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    for &n in &a.osds {
+        let r = rt.block_on(mon_measure(n, a.pgs_per_osd, a.reps))?;
+        let c = mon_cells(&r);
+        println!("{}", line(c.iter().map(String::as_str).collect()));
+        if let Some(f) = csv.as_mut() {
+            writeln!(f, "{}", c.join(","))?;
+        }
+    }
+    Ok(())
 }
 
 /// Largest pg_num of one pool (as the monitors allow).
@@ -237,6 +417,9 @@ pub fn run(a: ScaleArgs) -> Result<(), CliError> {
         return Err(CliError(
             "--osds sizes, --pgs-per-osd and --reps must be positive".into(),
         ));
+    }
+    if a.monitor {
+        return mon_table(&a);
     }
     println!("{}", table_line(COLUMNS.iter().map(|c| c.1)));
     let mut csv = match &a.csv {

@@ -377,4 +377,34 @@ fn osdmap_scale_measures_each_size_and_refuses_nonsense() {
     }
     let o = loligo(&["osdmap", "scale", "--osds", "0"]);
     assert_eq!(o.status.code(), Some(2));
+
+    // Against a real monitor: every OSD booted (one epoch each), the
+    // pools made, commits timed.
+    let out = ok_stdout(&[
+        "osdmap",
+        "scale",
+        "--osds",
+        "10,30",
+        "--reps",
+        "2",
+        "--monitor",
+        "--csv",
+        csv.to_str().unwrap(),
+    ]);
+    assert!(out.contains("down ms"), "{out}");
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let _ = std::fs::remove_file(&csv);
+    let rows: Vec<Vec<&str>> = text.lines().map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), 3, "{text}");
+    let col = |name: &str| rows[0].iter().position(|c| *c == name).unwrap();
+    for (row, osds) in rows[1..].iter().zip(["10", "30"]) {
+        assert_eq!(row[col("osds")], osds);
+        assert_eq!(row[col("epochs")], osds, "{text}");
+        let pgs: u64 = row[col("pgs")].parse().unwrap();
+        assert_eq!(pgs, osds.parse::<u64>().unwrap() * 100 / 3);
+        for c in ["down_commit_ms", "boot_commit_ms"] {
+            let v: f64 = row[col(c)].parse().unwrap();
+            assert!(v > 0.0 && v < 5_000.0, "{c}: {text}");
+        }
+    }
 }
