@@ -118,6 +118,10 @@ pub struct Monitor {
     /// Serialises proposals: each is computed from the state its
     /// predecessor left.
     propose_lock: Mutex<()>,
+    /// OSD boots waiting for the next proposal: whoever holds
+    /// `propose_lock` next proposes all of them as one epoch (a whole
+    /// cluster booting makes a few epochs, not one per OSD).
+    boots: std::sync::Mutex<Vec<PendingBoot>>,
     /// Map watch streams open now.
     watches: Arc<std::sync::atomic::AtomicUsize>,
     /// Map watch streams open now, by entity (with TLS).
@@ -126,6 +130,16 @@ pub struct Monitor {
 
 /// Open map watch streams by entity.
 type Watchers = Arc<std::sync::Mutex<HashMap<String, usize>>>;
+
+/// How long the proposer of a boot waits for others to join its epoch
+/// (Ceph's monitors gather proposals for up to a second).
+const BOOT_GATHER_MS: u64 = 2;
+
+/// A boot waiting in [`Monitor::boots`], and where its answer goes.
+struct PendingBoot {
+    change: Change,
+    reply: tokio::sync::oneshot::Sender<CallResult>,
+}
 
 /// One open watch stream's place in [`Monitor::watches`] (and its
 /// entity's in [`Monitor::watchers`]), given back when the stream's task
@@ -244,6 +258,7 @@ impl Monitor {
             shared,
             leader: Mutex::new(LeaderState::default()),
             propose_lock: Mutex::new(()),
+            boots: std::sync::Mutex::new(Vec::new()),
             watches: Arc::default(),
             watchers: Arc::default(),
         });
@@ -330,6 +345,60 @@ impl Monitor {
         F: FnOnce(&loligo_types::OsdMap) -> Result<Vec<Change>, MonError>,
     {
         let _g = self.propose_lock.lock().await;
+        self.change_locked(f).await
+    }
+
+    /// Commit an OSD's boot, in one epoch with every other boot waiting
+    /// when the proposal is made. A batch the map refuses (one boot of it
+    /// invalid) is proposed again one boot at a time, so each caller gets
+    /// its own boot's answer.
+    async fn boot(&self, change: Change) -> CallResult {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        self.boots
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(PendingBoot { change, reply });
+        {
+            let _g = self.propose_lock.lock().await;
+            let waiting = !self
+                .boots
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .is_empty();
+            if waiting {
+                // Let boots arriving together (a cluster starting) gather.
+                tokio::time::sleep(Duration::from_millis(BOOT_GATHER_MS)).await;
+            }
+            // Empty if an earlier holder of the lock took this boot along.
+            let batch = std::mem::take(&mut *self.boots.lock().unwrap_or_else(|p| p.into_inner()));
+            if !batch.is_empty() {
+                let changes: Vec<Change> = batch.iter().map(|b| b.change.clone()).collect();
+                let r = self.change_locked(|_| Ok(changes)).await;
+                match r {
+                    Err(MonError::Map(_)) if batch.len() > 1 => {
+                        for b in batch {
+                            let one = b.change.clone();
+                            let _ = b.reply.send(self.change_locked(|_| Ok(vec![one])).await);
+                        }
+                    }
+                    r => {
+                        for b in batch {
+                            let _ = b.reply.send(r.clone());
+                        }
+                    }
+                }
+            }
+        }
+        answer
+            .await
+            .unwrap_or_else(|_| Err(MonError::Unavailable("monitor stopping".into())))
+    }
+
+    /// [`Monitor::change_with`] for a caller that holds `propose_lock`.
+    async fn change_locked<F>(&self, f: F) -> CallResult
+    where
+        F: FnOnce(&loligo_types::OsdMap) -> Result<Vec<Change>, MonError>,
+    {
         if !self.is_leader() {
             return Err(self.not_leader());
         }
@@ -375,13 +444,11 @@ impl Monitor {
                 crush_weight,
             } => {
                 let r = self
-                    .change_with(|_| {
-                        Ok(vec![Change::OsdBoot {
-                            id,
-                            addr,
-                            host,
-                            crush_weight,
-                        }])
+                    .boot(Change::OsdBoot {
+                        id,
+                        addr,
+                        host,
+                        crush_weight,
                     })
                     .await?;
                 self.leader.lock().await.on_boot(id);

@@ -528,3 +528,61 @@ async fn a_monitor_with_tls_bounds_each_entitys_watches_and_refuses_forgeries() 
     assert!(again, "a freed place is taken again");
     h.stop().await;
 }
+
+/// OSDs booting together share epochs (a whole cluster starting makes a
+/// few maps, not one per OSD), and a boot the map refuses fails alone:
+/// the others of its batch are committed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn boots_arriving_together_share_an_epoch_and_fail_alone() {
+    let d = tempdir("boots");
+    let (mut ls, members) = listeners(1).await;
+    let h = Monitor::start(cfg(0, &members, d.path()), ls.remove(0))
+        .await
+        .unwrap();
+    let mon = h.mon.clone();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !(mon.is_leader() && mon.epoch() > 0) {
+        assert!(std::time::Instant::now() < deadline, "no leader");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let boot = |id: i32, addr: String| MonRequest::OsdBoot {
+        id,
+        addr,
+        host: format!("h{}", id / 4),
+        crush_weight: 0x10000,
+    };
+    // Boots 0..40 at once; then 40..80, one of them (57) with an address
+    // no map takes (empty).
+    for round in 0..2 {
+        let before = mon.epoch();
+        let mut tasks = tokio::task::JoinSet::new();
+        for id in round * 40..(round + 1) * 40 {
+            let addr = if id == 57 {
+                String::new()
+            } else {
+                format!("127.0.0.1:{}", 7000 + id)
+            };
+            let (m, req) = (mon.clone(), boot(id, addr));
+            tasks.spawn(async move { (id, m.call(req).await) });
+        }
+        while let Some(r) = tasks.join_next().await {
+            let (id, r) = r.unwrap();
+            if id == 57 {
+                assert!(matches!(r, Err(MonError::Map(_))), "osd.57: {r:?}");
+            } else {
+                assert!(r.is_ok(), "osd.{id}: {r:?}");
+            }
+        }
+        if round == 0 {
+            // Fewer epochs than boots: they were proposed together.
+            let epochs = mon.epoch() - before;
+            assert!(epochs < 20, "{epochs} epochs for 40 boots");
+        }
+    }
+    let mut c = MonClient::new(vec![members[&0].clone()]).unwrap();
+    let map = c.get_map().await.unwrap();
+    for id in 0..80 {
+        assert_eq!(map.is_up(id), id != 57, "osd.{id}");
+    }
+    h.stop().await;
+}
