@@ -9,7 +9,7 @@
 # build, their advance (an OSD's work per epoch now), a client's new
 # routing table, and the carried mappings' memory. Then, per size, one
 # process with a real monitor (`--monitor`): every OSD booted against it
-# (one epoch each), the pools created, its commit of `osd down` and of a
+# (boots that wait together share an epoch), the pools created, its commit of `osd down` and of a
 # boot timed, and the process's memory growth.
 # Writes out/scale.csv, out/monitor.csv, out/summary.json, out/scale.png,
 # out/RESULTS.md.

@@ -44,7 +44,8 @@ pub struct ScaleArgs {
 struct MonRow {
     osds: u32,
     pgs: u64,
-    /// Booting every OSD (one epoch each, 64 boots in flight).
+    /// Booting every OSD (64 boots in flight; boots that wait together
+    /// share an epoch).
     boot_s: f64,
     epochs: u64,
     /// Committing an OSD marked down, and its boot again (median).

@@ -378,8 +378,8 @@ fn osdmap_scale_measures_each_size_and_refuses_nonsense() {
     let o = loligo(&["osdmap", "scale", "--osds", "0"]);
     assert_eq!(o.status.code(), Some(2));
 
-    // Against a real monitor: every OSD booted (one epoch each), the
-    // pools made, commits timed.
+    // Against a real monitor: every OSD booted, the pools made, commits
+    // timed.
     let out = ok_stdout(&[
         "osdmap",
         "scale",
@@ -399,7 +399,10 @@ fn osdmap_scale_measures_each_size_and_refuses_nonsense() {
     let col = |name: &str| rows[0].iter().position(|c| *c == name).unwrap();
     for (row, osds) in rows[1..].iter().zip(["10", "30"]) {
         assert_eq!(row[col("osds")], osds);
-        assert_eq!(row[col("epochs")], osds, "{text}");
+        // Boots that wait together share epochs: at least one, at most
+        // one per OSD.
+        let epochs: u64 = row[col("epochs")].parse().unwrap();
+        assert!(epochs >= 1 && epochs <= osds.parse().unwrap(), "{text}");
         let pgs: u64 = row[col("pgs")].parse().unwrap();
         assert_eq!(pgs, osds.parse::<u64>().unwrap() * 100 / 3);
         for c in ["down_commit_ms", "boot_commit_ms"] {
