@@ -196,11 +196,11 @@ unsafe fn steps<const B: usize, const G: usize, const W: usize, const XOR: bool>
             for j in 0..G {
                 let [tl, th] = t[j];
                 for w in 0..W {
-                    // (Into the accumulator one lookup at a time: one
-                    // temporary, so three outputs' two vectors each fit
-                    // in the 16 registers.)
-                    acc[j][w] = _mm256_xor_si256(acc[j][w], _mm256_shuffle_epi8(tl, lo[w]));
-                    acc[j][w] = _mm256_xor_si256(acc[j][w], _mm256_shuffle_epi8(th, hi[w]));
+                    let p = _mm256_xor_si256(
+                        _mm256_shuffle_epi8(tl, lo[w]),
+                        _mm256_shuffle_epi8(th, hi[w]),
+                    );
+                    acc[j][w] = _mm256_xor_si256(acc[j][w], p);
                 }
             }
         }
