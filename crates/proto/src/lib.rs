@@ -7,6 +7,7 @@
 pub mod direct;
 pub mod net;
 pub mod tls;
+pub mod wire;
 
 /// Version 1 of the wire protocol.
 #[allow(clippy::all, missing_docs)]

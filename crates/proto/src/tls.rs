@@ -33,25 +33,17 @@ pub const SERVER_NAME: &str = "loligo";
 pub const ENTITY_MAX: usize = 64;
 /// How long a certificate the authority issues is valid (years).
 const VALID_YEARS: i32 = 20;
-/// Bytes read from the socket at once under a TLS stream. rustls asks its
-/// reader for at most 4 KiB at a time, so without a buffer beneath it a
-/// 4 MiB payload costs over a thousand `read` calls; with this one, 16.
-/// It is allocated whole for every TLS connection (a server with 1,000
-/// connections holds 256 MiB of them); 64 KiB measured within the noise
-/// of this on the cluster bench.
-pub const WIRE_READ_BYTES: usize = 256 << 10;
 /// Most encrypted bytes a TLS stream queues before it writes them to the
 /// socket (rustls's default is 64 KiB: 64 `writev` calls per 4 MiB
 /// payload; with this, 4, each of up to 64 records).
 pub const TLS_SEND_BYTES_MAX: usize = 1 << 20;
 
-/// What a TLS stream runs on: the socket with a read buffer beneath the
-/// TLS layer (see [`WIRE_READ_BYTES`]); writes pass straight through.
-pub type Wire<IO> = tokio::io::BufReader<IO>;
+pub use crate::wire::Wire;
 
-/// `io` as the wire a TLS stream runs on.
-pub fn wire<IO: AsyncRead>(io: IO) -> Wire<IO> {
-    tokio::io::BufReader::with_capacity(WIRE_READ_BYTES, io)
+/// `io` as the wire a TLS stream runs on (a read buffer beneath rustls,
+/// which reads 4 KiB at a time; see [`crate::wire`]).
+pub fn wire<IO>(io: IO) -> Wire<IO> {
+    Wire::new(io)
 }
 
 /// Why keys or TLS could not be set up.
