@@ -157,8 +157,8 @@ async fn mon_measure(osds: u32, per_osd: u32, reps: usize) -> Result<MonRow, Cli
     result
 }
 
-/// The monitor table's columns: CSV name, heading, width.
-const MON_COLUMNS: [(&str, &str, usize); 7] = [
+/// The monitor table's columns.
+const MON_COLUMNS: [Column; 7] = [
     ("osds", "osds", 6),
     ("pgs", "pgs", 8),
     ("boot_s", "boot s", 9),
@@ -181,37 +181,63 @@ fn mon_cells(r: &MonRow) -> [String; 7] {
 }
 
 fn mon_table(a: &ScaleArgs) -> Result<(), CliError> {
-    let line = |v: Vec<&str>| {
-        v.iter()
-            .zip(MON_COLUMNS)
-            .map(|(v, (_, _, w))| format!("{v:>w$}"))
-            .collect::<Vec<_>>()
-            .join(" ")
-    };
     println!("monitor (one member, its store on this machine's disk):");
-    println!("{}", line(MON_COLUMNS.iter().map(|c| c.1).collect()));
-    let mut csv = match &a.csv {
-        Some(p) => {
-            let mut f =
-                std::fs::File::create(p).map_err(|e| CliError(format!("{}: {e}", p.display())))?;
-            let names: Vec<&str> = MON_COLUMNS.iter().map(|c| c.0).collect();
-            writeln!(f, "{}", names.join(","))?;
-            Some(f)
-        }
-        None => None,
-    };
+    let mut t = Table::start(&MON_COLUMNS, a.csv.as_ref())?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     for &n in &a.osds {
         let r = rt.block_on(mon_measure(n, a.pgs_per_osd, a.reps))?;
-        let c = mon_cells(&r);
-        println!("{}", line(c.iter().map(String::as_str).collect()));
-        if let Some(f) = csv.as_mut() {
-            writeln!(f, "{}", c.join(","))?;
-        }
+        t.row(&mon_cells(&r))?;
     }
     Ok(())
+}
+
+/// A column: CSV name, table heading and width.
+type Column = (&'static str, &'static str, usize);
+
+/// A table printed a row at a time as sizes are measured, and its CSV
+/// copy if one was asked for.
+struct Table {
+    columns: &'static [Column],
+    csv: Option<std::fs::File>,
+}
+
+impl Table {
+    /// Print the headings (and write the CSV's names).
+    fn start(columns: &'static [Column], csv: Option<&PathBuf>) -> Result<Table, CliError> {
+        let csv = match csv {
+            Some(p) => {
+                let mut f = std::fs::File::create(p)
+                    .map_err(|e| CliError(format!("{}: {e}", p.display())))?;
+                let names: Vec<&str> = columns.iter().map(|c| c.0).collect();
+                writeln!(f, "{}", names.join(","))?;
+                Some(f)
+            }
+            None => None,
+        };
+        let t = Table { columns, csv };
+        println!("{}", t.line(columns.iter().map(|c| c.1)));
+        Ok(t)
+    }
+
+    /// One line: each value right-aligned in its column.
+    fn line<'a>(&self, values: impl Iterator<Item = &'a str>) -> String {
+        let parts: Vec<String> = values
+            .zip(self.columns)
+            .map(|(v, (_, _, w))| format!("{v:>w$}"))
+            .collect();
+        parts.join(" ")
+    }
+
+    /// Print a row's values (and write them to the CSV).
+    fn row(&mut self, cells: &[String]) -> Result<(), CliError> {
+        println!("{}", self.line(cells.iter().map(String::as_str)));
+        if let Some(f) = self.csv.as_mut() {
+            writeln!(f, "{}", cells.join(","))?;
+        }
+        Ok(())
+    }
 }
 
 /// Largest pg_num of one pool (as the monitors allow).
@@ -368,8 +394,8 @@ fn measure(osds: u32, per_osd: u32, reps: usize) -> Result<Row, CliError> {
     })
 }
 
-/// The columns: CSV name, table heading and width.
-const COLUMNS: [(&str, &str, usize); 13] = [
+/// The map table's columns.
+const COLUMNS: [Column; 13] = [
     ("osds", "osds", 6),
     ("pgs", "pgs", 8),
     ("map_bytes", "map B", 10),
@@ -404,15 +430,6 @@ fn cells(r: &Row) -> [String; 13] {
     ]
 }
 
-/// One table line: each value right-aligned in its column.
-fn table_line<'a>(values: impl Iterator<Item = &'a str>) -> String {
-    let parts: Vec<String> = values
-        .zip(COLUMNS)
-        .map(|(v, (_, _, w))| format!("{v:>w$}"))
-        .collect();
-    parts.join(" ")
-}
-
 pub fn run(a: ScaleArgs) -> Result<(), CliError> {
     if a.reps == 0 || a.osds.contains(&0) || a.pgs_per_osd == 0 {
         return Err(CliError(
@@ -422,24 +439,9 @@ pub fn run(a: ScaleArgs) -> Result<(), CliError> {
     if a.monitor {
         return mon_table(&a);
     }
-    println!("{}", table_line(COLUMNS.iter().map(|c| c.1)));
-    let mut csv = match &a.csv {
-        Some(p) => {
-            let mut f =
-                std::fs::File::create(p).map_err(|e| CliError(format!("{}: {e}", p.display())))?;
-            let names: Vec<&str> = COLUMNS.iter().map(|c| c.0).collect();
-            writeln!(f, "{}", names.join(","))?;
-            Some(f)
-        }
-        None => None,
-    };
+    let mut t = Table::start(&COLUMNS, a.csv.as_ref())?;
     for &n in &a.osds {
-        let r = measure(n, a.pgs_per_osd, a.reps)?;
-        let c = cells(&r);
-        println!("{}", table_line(c.iter().map(String::as_str)));
-        if let Some(f) = csv.as_mut() {
-            writeln!(f, "{}", c.join(","))?;
-        }
+        t.row(&cells(&measure(n, a.pgs_per_osd, a.reps)?))?;
     }
     Ok(())
 }

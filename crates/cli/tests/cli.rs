@@ -347,67 +347,59 @@ fn up_refuses_block_files_the_disk_cannot_hold() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-#[test]
-fn osdmap_scale_measures_each_size_and_refuses_nonsense() {
+/// Run `osdmap scale ARGS --csv FILE`; the CSV's rows, each a map from
+/// column name to value (two sizes asked, two rows wanted).
+fn scale_rows(args: &[&str], heading: &str) -> Vec<std::collections::HashMap<String, String>> {
     let csv = std::env::temp_dir().join(format!("loligo-scale-{}.csv", std::process::id()));
-    let out = ok_stdout(&[
-        "osdmap",
-        "scale",
-        "--osds",
-        "10,40",
-        "--reps",
-        "1",
-        "--csv",
-        csv.to_str().unwrap(),
-    ]);
-    assert!(out.contains("apply ms"), "{out}");
+    let mut all = vec!["osdmap", "scale"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--csv", csv.to_str().unwrap()]);
+    let out = ok_stdout(&all);
+    assert!(out.contains(heading), "{out}");
     let text = std::fs::read_to_string(&csv).unwrap();
     let _ = std::fs::remove_file(&csv);
-    let rows: Vec<Vec<&str>> = text.lines().map(|l| l.split(',').collect()).collect();
-    assert_eq!(rows.len(), 3, "{text}");
-    let col = |name: &str| rows[0].iter().position(|c| *c == name).unwrap();
-    for (row, osds) in rows[1..].iter().zip(["10", "40"]) {
-        assert_eq!(row[col("osds")], osds);
+    let mut lines = text
+        .lines()
+        .map(|l| l.split(',').map(String::from).collect::<Vec<_>>());
+    let names = lines.next().expect("a heading line");
+    let rows: Vec<_> = lines
+        .map(|vals| names.iter().cloned().zip(vals).collect())
+        .collect();
+    assert_eq!(rows.len(), 2, "{text}");
+    rows
+}
+
+#[test]
+fn osdmap_scale_measures_each_size_and_refuses_nonsense() {
+    let num = |r: &std::collections::HashMap<String, String>, k: &str| -> f64 {
+        r[k].parse().unwrap_or_else(|_| panic!("{k}: {r:?}"))
+    };
+    let rows = scale_rows(&["--osds", "10,40", "--reps", "1"], "apply ms");
+    for (row, osds) in rows.iter().zip([10.0, 40.0]) {
+        assert_eq!(num(row, "osds"), osds);
         // About 100 PG copies per OSD in size-3 pools.
-        let pgs: u64 = row[col("pgs")].parse().unwrap();
-        assert_eq!(pgs, osds.parse::<u64>().unwrap() * 100 / 3);
+        let pgs = num(row, "pgs");
+        assert_eq!(pgs, (osds * 100.0 / 3.0).floor());
         // One OSD down names some PGs, never all.
-        let changed: u64 = row[col("changed_pgs")].parse().unwrap();
-        assert!(changed > 0 && changed < pgs, "{text}");
+        let changed = num(row, "changed_pgs");
+        assert!(changed > 0.0 && changed < pgs, "{row:?}");
     }
     let o = loligo(&["osdmap", "scale", "--osds", "0"]);
     assert_eq!(o.status.code(), Some(2));
 
     // Against a real monitor: every OSD booted, the pools made, commits
     // timed.
-    let out = ok_stdout(&[
-        "osdmap",
-        "scale",
-        "--osds",
-        "10,30",
-        "--reps",
-        "2",
-        "--monitor",
-        "--csv",
-        csv.to_str().unwrap(),
-    ]);
-    assert!(out.contains("down ms"), "{out}");
-    let text = std::fs::read_to_string(&csv).unwrap();
-    let _ = std::fs::remove_file(&csv);
-    let rows: Vec<Vec<&str>> = text.lines().map(|l| l.split(',').collect()).collect();
-    assert_eq!(rows.len(), 3, "{text}");
-    let col = |name: &str| rows[0].iter().position(|c| *c == name).unwrap();
-    for (row, osds) in rows[1..].iter().zip(["10", "30"]) {
-        assert_eq!(row[col("osds")], osds);
+    let rows = scale_rows(&["--osds", "10,30", "--reps", "2", "--monitor"], "down ms");
+    for (row, osds) in rows.iter().zip([10.0, 30.0]) {
+        assert_eq!(num(row, "osds"), osds);
         // Boots that wait together share epochs: at least one, at most
         // one per OSD.
-        let epochs: u64 = row[col("epochs")].parse().unwrap();
-        assert!(epochs >= 1 && epochs <= osds.parse().unwrap(), "{text}");
-        let pgs: u64 = row[col("pgs")].parse().unwrap();
-        assert_eq!(pgs, osds.parse::<u64>().unwrap() * 100 / 3);
+        let epochs = num(row, "epochs");
+        assert!(epochs >= 1.0 && epochs <= osds, "{row:?}");
+        assert_eq!(num(row, "pgs"), (osds * 100.0 / 3.0).floor());
         for c in ["down_commit_ms", "boot_commit_ms"] {
-            let v: f64 = row[col(c)].parse().unwrap();
-            assert!(v > 0.0 && v < 5_000.0, "{c}: {text}");
+            let v = num(row, c);
+            assert!(v > 0.0 && v < 5_000.0, "{c}: {row:?}");
         }
     }
 }
