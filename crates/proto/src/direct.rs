@@ -138,8 +138,8 @@ fn head(f: &Frame) -> Result<Vec<u8>, String> {
     Ok(h)
 }
 
-/// Write `f` to `w` (unflushed: a [`Writer`] flushes once its queue is
-/// empty).
+/// Write `f` to `w`, unflushed ([`write_frames`] flushes once its queue
+/// is empty).
 async fn write_frame<W: AsyncWrite + Unpin>(w: &mut W, f: &Frame) -> std::io::Result<()> {
     let h = head(f).map_err(std::io::Error::other)?;
     w.write_all(&h).await?;
@@ -436,7 +436,7 @@ impl Conn {
             Some(sec) => {
                 let s = tokio::time::timeout(
                     timeout,
-                    sec.direct_connector().connect(crate::tls::wire(s)),
+                    sec.direct_connector().connect(crate::wire::Wire::new(s)),
                 )
                 .await
                 .map_err(|_| format!("{addr}: TLS handshake timed out"))?

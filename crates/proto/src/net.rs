@@ -193,7 +193,7 @@ pub fn peer_identity<T>(req: &tonic::Request<T>) -> Option<(&str, &str)> {
 pub enum ServerIo {
     Plain(TcpStream),
     Tls(
-        Box<tokio_rustls::server::TlsStream<crate::tls::Wire<TcpStream>>>,
+        Box<tokio_rustls::server::TlsStream<crate::wire::Wire<TcpStream>>>,
         crate::tls::Identity,
     ),
 }
@@ -309,7 +309,7 @@ pub async fn accept(tcp: TcpStream, security: Option<&Security>) -> std::io::Res
         });
     };
     tokio::time::timeout(SNIFF_TIMEOUT, async {
-        let (mut s, entity) = sec.acceptor.accept(crate::tls::wire(tcp)).await?;
+        let (mut s, entity) = sec.acceptor.accept(crate::wire::Wire::new(tcp)).await?;
         let direct = s.get_ref().1.alpn_protocol() == Some(DIRECT_ALPN);
         if direct {
             let mut b = [0u8; MAGIC.len()];

@@ -38,14 +38,6 @@ const VALID_YEARS: i32 = 20;
 /// payload; with this, 4, each of up to 64 records).
 pub const TLS_SEND_BYTES_MAX: usize = 1 << 20;
 
-pub use crate::wire::Wire;
-
-/// `io` as the wire a TLS stream runs on (a read buffer beneath rustls,
-/// which reads 4 KiB at a time; see [`crate::wire`]).
-pub fn wire<IO>(io: IO) -> Wire<IO> {
-    Wire::new(io)
-}
-
 /// Why keys or TLS could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
