@@ -56,13 +56,16 @@ struct MonRow {
     rss_mib: f64,
 }
 
-/// Resident memory of this process (MiB), from /proc (Linux); NaN where
-/// it cannot be read.
+/// Resident memory of this process (MiB), from /proc's `VmRSS` (Linux,
+/// in KiB whatever the page size); NaN where it cannot be read.
 fn rss_mib() -> f64 {
-    std::fs::read_to_string("/proc/self/statm")
+    std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| s.split_whitespace().nth(1)?.parse::<f64>().ok())
-        .map_or(f64::NAN, |pages| pages * 4096.0 / f64::from(1 << 20))
+        .and_then(|s| {
+            let line = s.lines().find(|l| l.starts_with("VmRSS:"))?;
+            line.split_whitespace().nth(1)?.parse::<f64>().ok()
+        })
+        .map_or(f64::NAN, |kib| kib / 1024.0)
 }
 
 fn mon_err(e: impl std::fmt::Display) -> CliError {
@@ -88,11 +91,14 @@ async fn mon_measure(osds: u32, per_osd: u32, reps: usize) -> Result<MonRow, Cli
             }
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
-        let boot = |id: i32| MonRequest::OsdBoot {
-            id,
-            addr: format!("10.0.{}.{}:6800", id / 250, id % 250),
-            host: format!("host{}", id as u32 / OSDS_PER_HOST),
-            crush_weight: 0x10000,
+        let boot = |id: i32| {
+            let (addr, host) = osd_place(id);
+            MonRequest::OsdBoot {
+                id,
+                addr,
+                host,
+                crush_weight: 0x10000,
+            }
         };
         let first = mon.epoch();
         let t = Instant::now();
@@ -112,11 +118,8 @@ async fn mon_measure(osds: u32, per_osd: u32, reps: usize) -> Result<MonRow, Cli
         }
         let boot_s = t.elapsed().as_secs_f64();
         let epochs = mon.epoch() - first;
-        let mut left = (u64::from(osds) * u64::from(per_osd) / u64::from(SIZE)).max(1);
         let mut pgs = 0;
-        let mut i = 0;
-        while left > 0 {
-            let pg_num = left.min(POOL_PGS_MAX) as u32;
+        for (i, pg_num) in pool_pg_nums(osds, per_osd).into_iter().enumerate() {
             mon.call(MonRequest::Admin(Admin::PoolCreate {
                 name: format!("pool{i}"),
                 pg_num,
@@ -126,9 +129,7 @@ async fn mon_measure(osds: u32, per_osd: u32, reps: usize) -> Result<MonRow, Cli
             }))
             .await
             .map_err(mon_err)?;
-            left -= u64::from(pg_num);
             pgs += u64::from(pg_num);
-            i += 1;
         }
         let (mut down, mut up) = (Vec::new(), Vec::new());
         for _ in 0..reps {
@@ -276,35 +277,51 @@ fn ms(t: Instant) -> f64 {
 fn build(osds: u32, per_osd: u32) -> Result<OsdMap, CliError> {
     let mut m = OsdMap::new("scale", "host")?;
     let boots = (0..osds as i32)
-        .map(|id| Change::OsdBoot {
-            id,
-            addr: format!("10.0.{}.{}:6800", id / 250, id % 250),
-            host: format!("host{}", id as u32 / OSDS_PER_HOST),
-            crush_weight: 0x10000,
+        .map(|id| {
+            let (addr, host) = osd_place(id);
+            Change::OsdBoot {
+                id,
+                addr,
+                host,
+                crush_weight: 0x10000,
+            }
         })
         .collect();
     m.apply(&Incremental {
         epoch: m.epoch + 1,
         changes: boots,
     })?;
-    let mut left = (u64::from(osds) * u64::from(per_osd) / u64::from(SIZE)).max(1);
-    let mut pools = Vec::new();
-    let mut i = 0;
-    while left > 0 {
-        let pg_num = left.min(POOL_PGS_MAX) as u32;
-        let mut p = m.replicated_pool(&format!("pool{i}"), pg_num, SIZE, 2);
-        p.id += i;
-        pools.push(Change::PoolCreate(p));
-        left -= u64::from(pg_num);
-        i += 1;
-    }
-    for c in pools {
+    for (i, pg_num) in pool_pg_nums(osds, per_osd).into_iter().enumerate() {
+        // Each pool made on the map the one before it left, so each
+        // takes the next pool id.
+        let p = m.replicated_pool(&format!("pool{i}"), pg_num, SIZE, 2);
         m.apply(&Incremental {
             epoch: m.epoch + 1,
-            changes: vec![c],
+            changes: vec![Change::PoolCreate(p)],
         })?;
     }
     Ok(m)
+}
+
+/// OSD `id`'s address and host in a simulated cluster (10 per host).
+fn osd_place(id: i32) -> (String, String) {
+    (
+        format!("10.0.{}.{}:6800", id / 250, id % 250),
+        format!("host{}", id as u32 / OSDS_PER_HOST),
+    )
+}
+
+/// The pools' pg_num giving each of `osds` OSDs about `per_osd` PG copies
+/// in size-3 pools (as few pools as the per-pool limit allows).
+fn pool_pg_nums(osds: u32, per_osd: u32) -> Vec<u32> {
+    let mut left = (u64::from(osds) * u64::from(per_osd) / u64::from(SIZE)).max(1);
+    let mut v = Vec::new();
+    while left > 0 {
+        let pg_num = left.min(POOL_PGS_MAX);
+        v.push(pg_num as u32);
+        left -= pg_num;
+    }
+    v
 }
 
 fn measure(osds: u32, per_osd: u32, reps: usize) -> Result<Row, CliError> {

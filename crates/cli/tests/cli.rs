@@ -384,6 +384,14 @@ fn osdmap_scale_measures_each_size_and_refuses_nonsense() {
         let changed = num(row, "changed_pgs");
         assert!(changed > 0.0 && changed < pgs, "{row:?}");
     }
+    // More PGs than one pool may have: two pools, one after the other.
+    let rows = scale_rows(
+        &["--osds", "10,11", "--pgs-per-osd", "20000", "--reps", "1"],
+        "apply ms",
+    );
+    for (row, osds) in rows.iter().zip([10.0f64, 11.0]) {
+        assert_eq!(num(row, "pgs"), (osds * 20000.0 / 3.0).floor(), "{row:?}");
+    }
     let o = loligo(&["osdmap", "scale", "--osds", "0"]);
     assert_eq!(o.status.code(), Some(2));
 
