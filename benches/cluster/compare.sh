@@ -6,7 +6,7 @@
 #   bash benches/cluster/compare.sh            # both (Ceph if `ceph` is installed: apt-get install -y ceph)
 #   SKIP_CEPH=1 bash benches/cluster/compare.sh
 #   LOLIGO_FIRST=1 bash benches/cluster/compare.sh   # the other order
-# Env: SECS (default 10) per phase; READ_SETTLE (s, default 20) between the
+# Env: SECS (default 10) per phase; SETTLE (s, default 30) between systems; READ_SETTLE (s, default 20) between the
 # write phase and the reads, so that they measure reads, not write-back; SKIP_RAW=1 skips the raw disk baseline;
 # OSD_SIZE (bytes, default 7 GiB) per Loligo OSD. Both wires are
 # encrypted by default: Loligo's mutual TLS, and Ceph's msgr2 in secure
@@ -100,8 +100,16 @@ print(json.dumps({'write_mb_s': b/(t1-t0)/1e6, 'read_mb_s': b/(t2-t1)/1e6, 'stre
   echo "raw disk: $(cat "$OUT/raw.json")" >&2
 }
 
-# Let the previous system's dirty pages reach the disk before measuring.
-settle() { sync; sleep 5; }
+# Between phases: let the previous system's dirty pages reach the disk,
+# drop the page cache where allowed (so neither system reads what the
+# other left cached), and let the disk recover from the burst before
+# measuring (SETTLE seconds, default 30; with 5 s, whichever system ran
+# right after the raw-disk phase measured 10-20% lower).
+settle() {
+  sync
+  echo 3 2>/dev/null >/proc/sys/vm/drop_caches || true
+  sleep "${SETTLE:-30}"
+}
 : >"$OUT/loligo.jsonl"
 raw_disk; settle
 if [ -n "${LOLIGO_FIRST:-}" ]; then

@@ -20,6 +20,7 @@ mod kv_cmd;
 mod map_pgs_cmd;
 mod osdmap_cmd;
 mod scale_cmd;
+mod scale_peering;
 mod store_cmd;
 mod up_cmd;
 

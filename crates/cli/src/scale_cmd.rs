@@ -38,6 +38,18 @@ pub struct ScaleArgs {
     /// clean memory figure).
     #[arg(long)]
     monitor: bool,
+    /// Instead, per size: a real monitor, the OSDs simulated (the real PG
+    /// state machines over in-memory stores, in virtual time charged with
+    /// the measured cost of each step), every PG peered, then one OSD
+    /// marked down and the PGs' peering again timed.
+    #[arg(long, conflicts_with = "monitor")]
+    peering: bool,
+    /// --peering: one-way message time between OSDs, microseconds.
+    #[arg(long, default_value_t = 100)]
+    net_us: u64,
+    /// --peering: a store commit's time, microseconds.
+    #[arg(long, default_value_t = 100)]
+    sync_us: u64,
 }
 
 /// One cluster size's measurements against a real monitor.
@@ -72,8 +84,14 @@ fn mon_err(e: impl std::fmt::Display) -> CliError {
     CliError(format!("monitor: {e}"))
 }
 
-async fn mon_measure(osds: u32, per_osd: u32, reps: usize) -> Result<MonRow, CliError> {
-    use loligo_mon::{Admin, MonConfig, MonRequest, Monitor};
+/// A real monitor (one member, its store in a temporary folder) with
+/// every OSD booted and the pools made: what `f` measures against.
+async fn with_cluster<T, F, Fut>(osds: u32, per_osd: u32, f: F) -> Result<T, CliError>
+where
+    F: FnOnce(Cluster) -> Fut,
+    Fut: std::future::Future<Output = Result<T, CliError>>,
+{
+    use loligo_mon::{MonConfig, Monitor};
     let dir = std::env::temp_dir().join(format!("loligo-scale-mon-{}-{osds}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
@@ -83,79 +101,170 @@ async fn mon_measure(osds: u32, per_osd: u32, reps: usize) -> Result<MonRow, Cli
     let rss0 = rss_mib();
     let h = Monitor::start(cfg, listener).await.map_err(mon_err)?;
     let result = async {
-        let mon = h.mon.clone();
-        let deadline = Instant::now() + std::time::Duration::from_secs(60);
-        while !(mon.is_leader() && mon.epoch() > 0) {
-            if Instant::now() > deadline {
-                return Err(mon_err("no leader after 60 s"));
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
-        let boot = |id: i32| {
-            let (addr, host) = osd_place(id);
-            MonRequest::OsdBoot {
-                id,
-                addr,
-                host,
-                crush_weight: 0x10000,
-            }
-        };
-        let first = mon.epoch();
-        let t = Instant::now();
-        let mut tasks: tokio::task::JoinSet<Result<(), loligo_mon::MonError>> =
-            tokio::task::JoinSet::new();
-        for id in 0..osds as i32 {
-            if tasks.len() >= 64 {
-                if let Some(r) = tasks.join_next().await {
-                    r.map_err(mon_err)?.map_err(mon_err)?;
-                }
-            }
-            let (m, req) = (mon.clone(), boot(id));
-            tasks.spawn(async move { m.call(req).await.map(|_| ()) });
-        }
-        while let Some(r) = tasks.join_next().await {
-            r.map_err(mon_err)?.map_err(mon_err)?;
-        }
-        let boot_s = t.elapsed().as_secs_f64();
-        let epochs = mon.epoch() - first;
-        let mut pgs = 0;
-        for (i, pg_num) in pool_pg_nums(osds, per_osd).into_iter().enumerate() {
-            mon.call(MonRequest::Admin(Admin::PoolCreate {
-                name: format!("pool{i}"),
-                pg_num,
-                size: SIZE,
-                min_size: None,
-                erasure_profile: None,
-            }))
-            .await
-            .map_err(mon_err)?;
-            pgs += u64::from(pg_num);
-        }
-        let (mut down, mut up) = (Vec::new(), Vec::new());
-        for _ in 0..reps {
-            let t = Instant::now();
-            mon.call(MonRequest::OsdMarkMeDown { id: 0 })
-                .await
-                .map_err(mon_err)?;
-            down.push(ms(t));
-            let t = Instant::now();
-            mon.call(boot(0)).await.map_err(mon_err)?;
-            up.push(ms(t));
-        }
-        Ok(MonRow {
-            osds,
-            pgs,
-            boot_s,
-            epochs,
-            down_ms: median(down),
-            boot_ms: median(up),
-            rss_mib: rss_mib() - rss0,
-        })
+        let c = boot_cluster(h.mon.clone(), osds, per_osd, rss0).await?;
+        f(c).await
     }
     .await;
     h.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
     result
+}
+
+/// A monitor whose cluster is booted: what booting cost.
+struct Cluster {
+    mon: std::sync::Arc<loligo_mon::Monitor>,
+    osds: u32,
+    pgs: u64,
+    boot_s: f64,
+    epochs: u64,
+    /// This process's memory before the monitor started.
+    rss0: f64,
+}
+
+/// OSD `id`'s boot request in a simulated cluster.
+fn boot(id: i32) -> loligo_mon::MonRequest {
+    let (addr, host) = osd_place(id);
+    loligo_mon::MonRequest::OsdBoot {
+        id,
+        addr,
+        host,
+        crush_weight: 0x10000,
+    }
+}
+
+async fn boot_cluster(
+    mon: std::sync::Arc<loligo_mon::Monitor>,
+    osds: u32,
+    per_osd: u32,
+    rss0: f64,
+) -> Result<Cluster, CliError> {
+    use loligo_mon::{Admin, MonRequest};
+    let deadline = Instant::now() + std::time::Duration::from_secs(60);
+    while !(mon.is_leader() && mon.epoch() > 0) {
+        if Instant::now() > deadline {
+            return Err(mon_err("no leader after 60 s"));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let first = mon.epoch();
+    let t = Instant::now();
+    let mut tasks: tokio::task::JoinSet<Result<(), loligo_mon::MonError>> =
+        tokio::task::JoinSet::new();
+    for id in 0..osds as i32 {
+        if tasks.len() >= 64 {
+            if let Some(r) = tasks.join_next().await {
+                r.map_err(mon_err)?.map_err(mon_err)?;
+            }
+        }
+        let (m, req) = (mon.clone(), boot(id));
+        tasks.spawn(async move { m.call(req).await.map(|_| ()) });
+    }
+    while let Some(r) = tasks.join_next().await {
+        r.map_err(mon_err)?.map_err(mon_err)?;
+    }
+    let boot_s = t.elapsed().as_secs_f64();
+    let epochs = mon.epoch() - first;
+    let mut pgs = 0;
+    for (i, pg_num) in pool_pg_nums(osds, per_osd).into_iter().enumerate() {
+        mon.call(MonRequest::Admin(Admin::PoolCreate {
+            name: format!("pool{i}"),
+            pg_num,
+            size: SIZE,
+            min_size: None,
+            erasure_profile: None,
+        }))
+        .await
+        .map_err(mon_err)?;
+        pgs += u64::from(pg_num);
+    }
+    Ok(Cluster {
+        mon,
+        osds,
+        pgs,
+        boot_s,
+        epochs,
+        rss0,
+    })
+}
+
+async fn mon_measure(osds: u32, per_osd: u32, reps: usize) -> Result<MonRow, CliError> {
+    use loligo_mon::MonRequest;
+    with_cluster(osds, per_osd, |c| async move {
+        let (mut down, mut up) = (Vec::new(), Vec::new());
+        for _ in 0..reps {
+            let t = Instant::now();
+            c.mon
+                .call(MonRequest::OsdMarkMeDown { id: 0 })
+                .await
+                .map_err(mon_err)?;
+            down.push(ms(t));
+            let t = Instant::now();
+            c.mon.call(boot(0)).await.map_err(mon_err)?;
+            up.push(ms(t));
+        }
+        Ok(MonRow {
+            osds: c.osds,
+            pgs: c.pgs,
+            boot_s: c.boot_s,
+            epochs: c.epochs,
+            down_ms: median(down),
+            boot_ms: median(up),
+            rss_mib: rss_mib() - c.rss0,
+        })
+    })
+    .await
+}
+
+/// The peering table's columns.
+const PEER_COLUMNS: [Column; 13] = [
+    ("osds", "osds", 6),
+    ("pgs", "pgs", 7),
+    ("affected_pgs", "affected", 8),
+    ("peered_ms", "peered ms", 9),
+    ("active_ms", "active ms", 9),
+    ("epochs", "epochs", 6),
+    ("messages", "msgs", 6),
+    ("mon_requests", "mon reqs", 8),
+    ("mon_busy_ms", "mon ms", 8),
+    ("osd_busy_max_ms", "osd max ms", 10),
+    ("osd_busy_total_ms", "osd sum ms", 10),
+    ("setup_s", "setup s", 8),
+    ("sim_s", "sim s", 7),
+];
+
+fn peer_table(a: &ScaleArgs) -> Result<(), CliError> {
+    println!(
+        "peering after one OSD is marked down (simulated OSDs, a real monitor; \
+         virtual time: {} us a message, {} us a commit):",
+        a.net_us, a.sync_us
+    );
+    let mut t = Table::start(&PEER_COLUMNS, a.csv.as_ref())?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    for &n in &a.osds {
+        let (net_us, sync_us) = (a.net_us, a.sync_us);
+        let r = rt.block_on(with_cluster(n, a.pgs_per_osd, |c| async move {
+            let victim = (c.osds / 2) as i32;
+            crate::scale_peering::measure(c.mon, c.osds, c.pgs, victim, net_us, sync_us).await
+        }))?;
+        t.row(&[
+            r.osds.to_string(),
+            r.pgs.to_string(),
+            r.affected.to_string(),
+            format!("{:.2}", r.peered_ms),
+            format!("{:.2}", r.active_ms),
+            r.epochs.to_string(),
+            r.messages.to_string(),
+            r.mon_requests.to_string(),
+            format!("{:.2}", r.mon_busy_ms),
+            format!("{:.2}", r.osd_busy_max_ms),
+            format!("{:.1}", r.osd_busy_total_ms),
+            format!("{:.1}", r.setup_s),
+            format!("{:.1}", r.sim_s),
+        ])?;
+    }
+    Ok(())
 }
 
 /// The monitor table's columns.
@@ -455,6 +564,16 @@ pub fn run(a: ScaleArgs) -> Result<(), CliError> {
     }
     if a.monitor {
         return mon_table(&a);
+    }
+    if a.peering {
+        let least = SIZE * OSDS_PER_HOST;
+        if let Some(n) = a.osds.iter().find(|&&n| n < least) {
+            return Err(CliError(format!(
+                "--peering needs at least {least} OSDs ({SIZE} hosts of {OSDS_PER_HOST} for \
+                 size-{SIZE} pools), not {n}"
+            )));
+        }
+        return peer_table(&a);
     }
     let mut t = Table::start(&COLUMNS, a.csv.as_ref())?;
     for &n in &a.osds {

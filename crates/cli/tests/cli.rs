@@ -410,4 +410,26 @@ fn osdmap_scale_measures_each_size_and_refuses_nonsense() {
             assert!(v > 0.0 && v < 5_000.0, "{c}: {row:?}");
         }
     }
+
+    // Simulated OSDs against a real monitor: every PG peered, one OSD
+    // marked down, the PGs it served peered again.
+    let rows = scale_rows(&["--osds", "30,60", "--peering"], "active ms");
+    for (row, osds) in rows.iter().zip([30.0, 60.0]) {
+        assert_eq!(num(row, "osds"), osds);
+        // The victim held about 100 PG copies.
+        let affected = num(row, "affected_pgs");
+        assert!((50.0..=200.0).contains(&affected), "{row:?}");
+        let (peered, active) = (num(row, "peered_ms"), num(row, "active_ms"));
+        assert!(peered > 0.0 && active >= peered && active < 10_000.0, "{row:?}");
+        // The down, then the write sets, gathered: fewer epochs than
+        // requests to the monitor.
+        let (epochs, reqs) = (num(row, "epochs"), num(row, "mon_requests"));
+        assert!(epochs >= 2.0 && epochs <= reqs, "{row:?}");
+        assert!(num(row, "messages") >= affected, "{row:?}");
+    }
+    // Size-3 pools over hosts of 10 OSDs need 3 hosts.
+    let o = loligo(&["osdmap", "scale", "--osds", "20", "--peering"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("at least 30"), "{err}");
 }

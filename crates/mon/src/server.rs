@@ -18,7 +18,7 @@ use loligo_proto::net::{peer_entity, peer_identity, MESSAGE_BYTES_MAX};
 use loligo_proto::v1::mon_server::{Mon, MonServer};
 use loligo_proto::v1::{RaftMessage, Raw, WatchRequest};
 use loligo_types::caps::AuthEntry;
-use loligo_types::Change;
+use loligo_types::{Change, OsdMap, PgId, WriteSetRecord};
 use openraft::error::{ClientWriteError, RaftError};
 use openraft::BasicNode;
 use std::collections::{BTreeMap, HashMap};
@@ -118,10 +118,12 @@ pub struct Monitor {
     /// Serialises proposals: each is computed from the state its
     /// predecessor left.
     propose_lock: Mutex<()>,
-    /// OSD boots waiting for the next proposal: whoever holds
-    /// `propose_lock` next proposes all of them as one epoch (a whole
-    /// cluster booting makes a few epochs, not one per OSD).
-    boots: std::sync::Mutex<Vec<PendingBoot>>,
+    /// OSD boots and write-set records waiting for the next proposal:
+    /// whoever holds `propose_lock` next proposes all of them as one
+    /// epoch (a whole cluster booting makes a few epochs, not one per
+    /// OSD; the PGs an OSD failure moves record their write sets in a
+    /// few epochs, not one per primary).
+    gathered: std::sync::Mutex<Vec<Gathered>>,
     /// Map watch streams open now.
     watches: Arc<std::sync::atomic::AtomicUsize>,
     /// Map watch streams open now, by entity (with TLS).
@@ -135,10 +137,60 @@ type Watchers = Arc<std::sync::Mutex<HashMap<String, usize>>>;
 /// (Ceph's monitors gather proposals for up to a second).
 const BOOT_GATHER_MS: u64 = 2;
 
-/// A boot waiting in [`Monitor::boots`], and where its answer goes.
-struct PendingBoot {
-    change: Change,
+/// A change waiting in [`Monitor::gathered`], and where its answer goes.
+struct Gathered {
+    item: GatherItem,
     reply: tokio::sync::oneshot::Sender<CallResult>,
+}
+
+/// What may share an epoch with others of its kind.
+#[derive(Clone)]
+enum GatherItem {
+    /// An OSD's boot.
+    Boot(Change),
+    /// One OSD's batch of PG write sets (`RecordWriteSets`).
+    Records(Vec<(PgId, WriteSetRecord)>),
+}
+
+/// The changes `items` make on `map`, in order, and each item's reply
+/// value: for records, the PGs whose record holds once the changes are
+/// in (a record older than the map's, or than an earlier item's, is
+/// left out: its PG has moved on).
+fn gathered_changes(map: &OsdMap, items: &[GatherItem]) -> (Vec<Change>, Vec<serde_json::Value>) {
+    let mut changes = Vec::new();
+    let mut values = Vec::with_capacity(items.len());
+    let mut recorded: HashMap<PgId, &WriteSetRecord> = HashMap::new();
+    for item in items {
+        match item {
+            GatherItem::Boot(c) => {
+                changes.push(c.clone());
+                values.push(serde_json::Value::Null);
+            }
+            GatherItem::Records(records) => {
+                let mut held = Vec::new();
+                for (pg, record) in records {
+                    if map.pool_of(*pg).is_err() {
+                        continue;
+                    }
+                    let old = recorded.get(pg).copied().or_else(|| map.write_sets.get(pg));
+                    match old {
+                        Some(old) if old.interval > record.interval => continue,
+                        Some(old) if old == record => {}
+                        _ => {
+                            changes.push(Change::RecordWriteSet {
+                                pg: *pg,
+                                record: record.clone(),
+                            });
+                            recorded.insert(*pg, record);
+                        }
+                    }
+                    held.push(*pg);
+                }
+                values.push(serde_json::to_value(&held).unwrap_or_default());
+            }
+        }
+    }
+    (changes, values)
 }
 
 /// One open watch stream's place in [`Monitor::watches`] (and its
@@ -258,7 +310,7 @@ impl Monitor {
             shared,
             leader: Mutex::new(LeaderState::default()),
             propose_lock: Mutex::new(()),
-            boots: std::sync::Mutex::new(Vec::new()),
+            gathered: std::sync::Mutex::new(Vec::new()),
             watches: Arc::default(),
             watchers: Arc::default(),
         });
@@ -299,6 +351,14 @@ impl Monitor {
     /// The current map's epoch on this member.
     pub fn epoch(&self) -> u64 {
         self.shared.read().epoch()
+    }
+
+    /// The map updates after epoch `have` that this member holds (the
+    /// incrementals, or the whole map when it no longer keeps them all):
+    /// what a map watch would send. For watchers in this process, such
+    /// as the scale bench's simulated OSDs.
+    pub fn updates_since(&self, have: u64) -> Vec<MapUpdate> {
+        self.shared.read().updates_since(have)
     }
 
     fn leader_addr(&self) -> Option<String> {
@@ -348,42 +408,66 @@ impl Monitor {
         self.change_locked(f).await
     }
 
-    /// Commit an OSD's boot, in one epoch with every other boot waiting
-    /// when the proposal is made. A batch the map refuses (one boot of it
-    /// invalid) is proposed again one boot at a time, so each caller gets
-    /// its own boot's answer.
-    async fn boot(&self, change: Change) -> CallResult {
+    /// Commit `item` (a boot, or one OSD's write-set records) in one
+    /// epoch with every other such item waiting when the proposal is
+    /// made: items arriving while a proposal is in flight gather for the
+    /// next. A proposer with a boot in its batch first waits
+    /// `BOOT_GATHER_MS` for more (OSDs start together); records do not
+    /// wait (PGs wait on them to take writes). A batch the map refuses
+    /// (one item of it invalid) is proposed again one item at a time, so
+    /// each caller gets its own item's answer.
+    async fn gather(&self, item: GatherItem) -> CallResult {
         let (reply, answer) = tokio::sync::oneshot::channel();
-        self.boots
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(PendingBoot { change, reply });
+        let queue = || self.gathered.lock().unwrap_or_else(|p| p.into_inner());
+        queue().push(Gathered { item, reply });
         {
             let _g = self.propose_lock.lock().await;
-            let waiting = !self
-                .boots
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .is_empty();
-            if waiting {
-                // Let boots arriving together (a cluster starting) gather.
+            let boots = queue()
+                .iter()
+                .any(|g| matches!(g.item, GatherItem::Boot(_)));
+            if boots {
                 tokio::time::sleep(Duration::from_millis(BOOT_GATHER_MS)).await;
             }
-            // Empty if an earlier holder of the lock took this boot along.
-            let batch = std::mem::take(&mut *self.boots.lock().unwrap_or_else(|p| p.into_inner()));
+            // Empty if an earlier holder of the lock took this item along.
+            let batch = std::mem::take(&mut *queue());
             if !batch.is_empty() {
-                let changes: Vec<Change> = batch.iter().map(|b| b.change.clone()).collect();
-                let r = self.change_locked(|_| Ok(changes)).await;
+                let items: Vec<GatherItem> = batch.iter().map(|g| g.item.clone()).collect();
+                let mut values = Vec::new();
+                let r = self
+                    .change_locked(|m| {
+                        let (changes, v) = gathered_changes(m, &items);
+                        values = v;
+                        Ok(changes)
+                    })
+                    .await;
                 match r {
                     Err(MonError::Map(_)) if batch.len() > 1 => {
-                        for b in batch {
-                            let one = b.change.clone();
-                            let _ = b.reply.send(self.change_locked(|_| Ok(vec![one])).await);
+                        for g in batch {
+                            let one = [g.item];
+                            let mut value = serde_json::Value::Null;
+                            let r = self
+                                .change_locked(|m| {
+                                    let (changes, mut v) = gathered_changes(m, &one);
+                                    value = v.pop().unwrap_or_default();
+                                    Ok(changes)
+                                })
+                                .await;
+                            let _ = g.reply.send(r.map(|mut r| {
+                                r.value = value;
+                                r
+                            }));
                         }
                     }
                     r => {
-                        for b in batch {
-                            let _ = b.reply.send(r.clone());
+                        for (g, value) in batch.into_iter().zip(
+                            values
+                                .into_iter()
+                                .chain(std::iter::repeat(serde_json::Value::Null)),
+                        ) {
+                            let _ = g.reply.send(r.clone().map(|mut r| {
+                                r.value = value;
+                                r
+                            }));
                         }
                     }
                 }
@@ -444,12 +528,12 @@ impl Monitor {
                 crush_weight,
             } => {
                 let r = self
-                    .boot(Change::OsdBoot {
+                    .gather(GatherItem::Boot(Change::OsdBoot {
                         id,
                         addr,
                         host,
                         crush_weight,
-                    })
+                    }))
                     .await?;
                 self.leader.lock().await.on_boot(id);
                 Ok(r)
@@ -494,26 +578,7 @@ impl Monitor {
                         items.len()
                     )));
                 }
-                let mut held = Vec::new();
-                let mut r = self
-                    .change_with(|m| {
-                        let mut changes = Vec::new();
-                        for (pg, record) in items {
-                            if m.pool_of(pg).is_err() {
-                                continue;
-                            }
-                            match m.write_sets.get(&pg) {
-                                Some(old) if old.interval > record.interval => continue,
-                                Some(old) if *old == record => {}
-                                _ => changes.push(Change::RecordWriteSet { pg, record }),
-                            }
-                            held.push(pg);
-                        }
-                        Ok(changes)
-                    })
-                    .await?;
-                r.value = serde_json::to_value(&held).unwrap_or_default();
-                Ok(r)
+                self.gather(GatherItem::Records(items)).await
             }
             MonRequest::OsdFailure {
                 reporter, target, ..

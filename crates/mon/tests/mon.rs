@@ -586,3 +586,82 @@ async fn boots_arriving_together_share_an_epoch_and_fail_alone() {
     }
     h.stop().await;
 }
+
+/// Write-set records from many OSDs arriving together (the PGs an OSD
+/// failure moves) share epochs, and each caller hears which of its own
+/// PGs' records hold: a record older than the map's is left out, the
+/// others of its batch go in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn records_arriving_together_share_an_epoch() {
+    use loligo_types::{PgId, WriteSetRecord};
+    let d = tempdir("records");
+    let (mut ls, members) = listeners(1).await;
+    let h = Monitor::start(cfg(0, &members, d.path()), ls.remove(0))
+        .await
+        .unwrap();
+    let mon = h.mon.clone();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !(mon.is_leader() && mon.epoch() > 0) {
+        assert!(std::time::Instant::now() < deadline, "no leader");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for id in 0..3 {
+        let boot = MonRequest::OsdBoot {
+            id,
+            addr: format!("127.0.0.1:{}", 7000 + id),
+            host: format!("h{id}"),
+            crush_weight: 0x10000,
+        };
+        mon.call(boot).await.unwrap();
+    }
+    mon.call(MonRequest::Admin(Admin::PoolCreate {
+        name: "p".into(),
+        pg_num: 128,
+        size: 3,
+        min_size: None,
+        erasure_profile: None,
+    }))
+    .await
+    .unwrap();
+    let mut c = MonClient::new(vec![members[&0].clone()]).unwrap();
+    let map = c.get_map().await.unwrap();
+    let pool = map.pools.values().find(|p| p.name == "p").unwrap().id;
+    let pg = |ps: u32| PgId { pool, ps };
+    let record = |interval: u64| WriteSetRecord {
+        interval,
+        osds: vec![0, 1, 2],
+    };
+    // PG 0 holds a record of interval 5 first.
+    let first = MonRequest::RecordWriteSets {
+        items: vec![(pg(0), record(5))],
+    };
+    mon.call(first).await.unwrap();
+    // 40 callers at once, each two PGs; caller 7 also sends PG 0 at
+    // interval 3 (stale: the map holds 5).
+    let before = mon.epoch();
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..40u32 {
+        let mut items = vec![(pg(1 + 2 * i), record(10)), (pg(2 + 2 * i), record(10))];
+        if i == 7 {
+            items.push((pg(0), record(3)));
+        }
+        let m = mon.clone();
+        tasks.spawn(async move {
+            let r = m.call(MonRequest::RecordWriteSets { items }).await;
+            (i, r)
+        });
+    }
+    while let Some(r) = tasks.join_next().await {
+        let (i, r) = r.unwrap();
+        let held: Vec<PgId> = serde_json::from_value(r.unwrap().value).unwrap();
+        assert_eq!(held, vec![pg(1 + 2 * i), pg(2 + 2 * i)], "caller {i}");
+    }
+    let epochs = mon.epoch() - before;
+    assert!((1..20).contains(&epochs), "{epochs} epochs for 40 callers");
+    let map = c.get_map().await.unwrap();
+    assert_eq!(map.write_sets[&pg(0)].interval, 5);
+    for ps in 1..81 {
+        assert_eq!(map.write_sets[&pg(ps)].interval, 10, "pg {ps}");
+    }
+    h.stop().await;
+}

@@ -637,8 +637,9 @@ pub async fn start(
     })
 }
 
-/// PG `pg`'s place in `map` (`pm`), as its task's input.
-fn map_input(
+/// PG `pg`'s place in `map` (`pm`), as its task's input (also what the
+/// scale bench's simulated OSDs feed their PGs).
+pub fn map_input(
     map: &OsdMap,
     pool: &Pool,
     pg: PgId,
@@ -681,6 +682,40 @@ fn map_input(
         primary_temp: map.primary_temp.get(&pg).copied(),
         now_ms,
     }
+}
+
+/// The PGs OSD `me` tells of a new map: those it holds (`held`: its
+/// running PGs and the copies on its disk), and those the map may have
+/// moved: what `changed` names, or, when CRUSH's inputs changed, every
+/// PG whose CRUSH step, pg_temp or upmap names this OSD. The caller
+/// starts the ones that are now its own and skips the rest.
+pub fn pgs_to_tell(
+    me: i32,
+    map: &OsdMap,
+    cache: &PgMappings,
+    changed: &Changed,
+    held: impl IntoIterator<Item = PgId>,
+) -> BTreeSet<PgId> {
+    let mut candidates: BTreeSet<PgId> = held.into_iter().collect();
+    match changed {
+        Changed::Pgs(v) => candidates.extend(v.iter().copied()),
+        Changed::All => {
+            candidates.extend(cache.pgs_of(me).iter().copied());
+            candidates.extend(
+                map.pg_temp
+                    .iter()
+                    .filter(|(_, t)| t.contains(&me))
+                    .map(|(pg, _)| *pg),
+            );
+            candidates.extend(
+                map.pg_upmap_items
+                    .iter()
+                    .filter(|(_, items)| items.iter().any(|&(_, to)| to == me))
+                    .map(|(pg, _)| *pg),
+            );
+        }
+    }
+    candidates
 }
 
 /// A new map: start the PGs this OSD now serves and tell every PG (no map
@@ -732,27 +767,12 @@ fn on_map(s: &Arc<OsdShared>, m: &OsdMap) {
         *mappings = None;
         return;
     };
-    let mut candidates: BTreeSet<PgId> = lock(&s.pgs).keys().copied().collect();
-    candidates.extend(on_disk.iter().copied());
-    match &changed {
-        Changed::Pgs(v) => candidates.extend(v.iter().copied()),
-        Changed::All => {
-            candidates.extend(cache.pgs_of(me).iter().copied());
-            candidates.extend(
-                map.pg_temp
-                    .iter()
-                    .filter(|(_, t)| t.contains(&me))
-                    .map(|(pg, _)| *pg),
-            );
-            candidates.extend(
-                map.pg_upmap_items
-                    .iter()
-                    .filter(|(_, items)| items.iter().any(|&(_, to)| to == me))
-                    .map(|(pg, _)| *pg),
-            );
-        }
-    }
-    for pg in candidates {
+    let held = lock(&s.pgs)
+        .keys()
+        .chain(&on_disk)
+        .copied()
+        .collect::<Vec<_>>();
+    for pg in pgs_to_tell(me, &map, cache, &changed, held) {
         let (Some(pool), Some(pm)) = (map.pools.get(&pg.pool), cache.mapping(&map, pg)) else {
             continue;
         };
