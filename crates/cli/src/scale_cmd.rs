@@ -409,6 +409,29 @@ fn build(osds: u32, per_osd: u32) -> Result<OsdMap, CliError> {
             changes: vec![Change::PoolCreate(p)],
         })?;
     }
+    // A write set on record for every PG, as in a cluster that has taken
+    // writes (the members named need not be the PG's: only the map's
+    // size and its checks matter here).
+    let n = osds as i32;
+    let records = m
+        .pools
+        .values()
+        .flat_map(|p| (0..p.pg_num).map(move |ps| PgId { pool: p.id, ps }))
+        .map(|pg| {
+            let o = pg.ps as i32;
+            Change::RecordWriteSet {
+                pg,
+                record: loligo_types::WriteSetRecord {
+                    interval: 1,
+                    osds: vec![o % n, (o + 1) % n, (o + 2) % n],
+                },
+            }
+        })
+        .collect();
+    m.apply(&Incremental {
+        epoch: m.epoch + 1,
+        changes: records,
+    })?;
     Ok(m)
 }
 

@@ -420,7 +420,10 @@ fn osdmap_scale_measures_each_size_and_refuses_nonsense() {
         let affected = num(row, "affected_pgs");
         assert!((50.0..=200.0).contains(&affected), "{row:?}");
         let (peered, active) = (num(row, "peered_ms"), num(row, "active_ms"));
-        assert!(peered > 0.0 && active >= peered && active < 10_000.0, "{row:?}");
+        assert!(
+            peered > 0.0 && active >= peered && active < 10_000.0,
+            "{row:?}"
+        );
         // The down, then the write sets, gathered: fewer epochs than
         // requests to the monitor.
         let (epochs, reqs) = (num(row, "epochs"), num(row, "mon_requests"));

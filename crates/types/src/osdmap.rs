@@ -363,6 +363,12 @@ pub struct WriteSetRecord {
     pub osds: Vec<i32>,
 }
 
+/// Every PG's write-set record. A persistent map: copies share their
+/// tree, so copying a cluster map (which every holder does on every
+/// epoch) does not copy a record per PG, and an update costs O(log n).
+/// It encodes as an ordinary map.
+pub type WriteSets = imbl::OrdMap<PgId, WriteSetRecord>;
+
 /// The changes that make epoch `epoch` from epoch `epoch - 1`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Incremental {
@@ -392,7 +398,7 @@ pub struct OsdMap {
     pub primary_temp: BTreeMap<PgId, i32>,
     pub pg_upmap_items: BTreeMap<PgId, Vec<(i32, i32)>>,
     /// Per PG, the newest interval that may have accepted writes.
-    pub write_sets: BTreeMap<PgId, WriteSetRecord>,
+    pub write_sets: WriteSets,
     /// The clients the cluster knows: caps and certificate serial (never
     /// a key). See [`OsdMap::caps_of`].
     pub auth: BTreeMap<String, AuthEntry>,
@@ -426,7 +432,7 @@ impl OsdMap {
             crush: crush_edit::default_map(failure_domain)?,
             pg_temp: BTreeMap::new(),
             primary_temp: BTreeMap::new(),
-            write_sets: BTreeMap::new(),
+            write_sets: WriteSets::new(),
             pg_upmap_items: BTreeMap::new(),
             auth: BTreeMap::new(),
         })
@@ -503,7 +509,7 @@ impl OsdMap {
         for c in &inc.changes {
             next.change(c)?;
         }
-        next.validate()?;
+        next.check(Some(self))?;
         *self = next;
         Ok(())
     }
@@ -625,7 +631,10 @@ impl OsdMap {
                     .ok_or_else(|| MapError::NoSuchPool(id.to_string()))?;
                 self.pg_temp.retain(|pg, _| pg.pool != *id);
                 self.primary_temp.retain(|pg, _| pg.pool != *id);
-                self.write_sets.retain(|pg, _| pg.pool != *id);
+                self.write_sets = std::mem::take(&mut self.write_sets)
+                    .into_iter()
+                    .filter(|(pg, _)| pg.pool != *id)
+                    .collect();
                 self.pg_upmap_items.retain(|pg, _| pg.pool != *id);
             }
             Change::PoolUpdate(p) => {
@@ -724,15 +733,25 @@ impl OsdMap {
                         "osd.{id} is up: only a down OSD can be declared lost"
                     )));
                 }
-                for record in self.write_sets.values_mut() {
-                    record.osds.retain(|o| o != id);
-                }
-                self.write_sets.retain(|_, record| !record.osds.is_empty());
+                self.write_sets = std::mem::take(&mut self.write_sets)
+                    .into_iter()
+                    .filter_map(|(pg, mut record)| {
+                        record.osds.retain(|o| o != id);
+                        (!record.osds.is_empty()).then_some((pg, record))
+                    })
+                    .collect();
             }
             Change::RecordWriteSet { pg, record } => {
                 self.pool_of(*pg)?;
                 if record.osds.is_empty() {
                     return Err(MapError::Invalid(format!("pg {pg}: empty write set")));
+                }
+                let osd_ok = |&o: &i32| (0..OSDS_MAX).contains(&o) || o == ITEM_NONE;
+                if record.osds.len() > MAX_NUM_REP || !record.osds.iter().all(osd_ok) {
+                    return Err(MapError::Invalid(format!(
+                        "write set of {pg}: {:?}",
+                        record.osds
+                    )));
                 }
                 if let Some(old) = self.write_sets.get(pg) {
                     if old.interval > record.interval {
@@ -788,6 +807,17 @@ impl OsdMap {
     /// a snapshot is used only after this: every id it holds is then in
     /// range and every table agrees with its keys.
     pub fn validate(&self) -> Result<()> {
+        self.check(None)
+    }
+
+    /// [`OsdMap::validate`]; with `base`, a valid map this one was made
+    /// from by changes that each checked what they wrote, the checks
+    /// whose inputs cannot have changed are left out: the write sets (a
+    /// record per PG; `Change::RecordWriteSet` checks its own, and no
+    /// other change can make one invalid, as pg_num never changes) and
+    /// the CRUSH compile when the CRUSH map is the same. Applying an
+    /// incremental then costs what it changes, not the map's size.
+    fn check(&self, base: Option<&OsdMap>) -> Result<()> {
         let bad = |m: String| Err(MapError::Invalid(m));
         // Before compiling: placement tables are sized by the largest id.
         if self.crush.max_devices() > OSDS_MAX {
@@ -832,10 +862,12 @@ impl OsdMap {
                 return bad(format!("pg_upmap_items of {pg}: {v:?}"));
             }
         }
-        for (pg, r) in &self.write_sets {
-            self.pool_of(*pg)?;
-            if r.osds.len() > MAX_NUM_REP || !r.osds.iter().all(|&o| osd_ok(o)) {
-                return bad(format!("write set of {pg}: {:?}", r.osds));
+        if base.is_none() {
+            for (pg, r) in &self.write_sets {
+                self.pool_of(*pg)?;
+                if r.osds.len() > MAX_NUM_REP || !r.osds.iter().all(|&o| osd_ok(o)) {
+                    return bad(format!("write set of {pg}: {:?}", r.osds));
+                }
             }
         }
         if self.auth.len() > AUTH_ENTRIES_MAX {
@@ -847,13 +879,21 @@ impl OsdMap {
         for (entity, e) in &self.auth {
             e.validate(entity).map_err(MapError::Invalid)?;
         }
-        let compiled = CompiledMap::compile(&self.crush)?;
+        let compiled = match base {
+            Some(b) if b.crush == self.crush => None,
+            _ => Some(CompiledMap::compile(&self.crush)?),
+        };
+        let has_rule = |id: i32| match &compiled {
+            Some(c) => c.has_rule(id),
+            // The base's CRUSH map compiled, and this one is the same.
+            None => self.crush.rules.iter().any(|r| r.id == id),
+        };
         for p in self.pools.values() {
             check_name("pool", &p.name)?;
             p.placement()
                 .validate()
                 .map_err(|e| MapError::Invalid(format!("pool '{}': {e}", p.name)))?;
-            if !compiled.has_rule(p.crush_rule) {
+            if !has_rule(p.crush_rule) {
                 return Err(MapError::Invalid(format!(
                     "pool '{}': CRUSH rule {} does not exist",
                     p.name, p.crush_rule
@@ -1085,7 +1125,7 @@ mod v2 {
                 pg_temp: m.pg_temp,
                 primary_temp: m.primary_temp,
                 pg_upmap_items: m.pg_upmap_items,
-                write_sets: m.write_sets,
+                write_sets: m.write_sets.into_iter().collect(),
                 auth: BTreeMap::new(),
             }
         }

@@ -2,7 +2,8 @@
 //! every holder, refused changes change nothing, encoding round-trips and
 //! rejects garbage, placement follows OSD state and overrides.
 
-use loligo_crush::ITEM_NONE;
+use loligo_crush::{ITEM_NONE, MAX_NUM_REP};
+use loligo_types::osdmap::OSDS_MAX;
 use loligo_types::*;
 use proptest::prelude::*;
 
@@ -291,6 +292,46 @@ fn pg_write_sets_only_move_forward_and_go_with_their_pool() {
     assert!(!m.write_sets.contains_key(&other));
     step(&mut m, vec![Change::PoolDelete { id: 1 }]).unwrap();
     assert!(m.write_sets.is_empty());
+}
+
+/// An incremental is checked by its changes (the map's write sets are
+/// not walked on every epoch): a record naming an OSD id out of range, a
+/// PG past its pool's pg_num or a pool that does not exist is refused
+/// by the change itself, and the map stays as it was. The write sets
+/// encode as an ordinary map, so maps written before they were a
+/// persistent map decode the same.
+#[test]
+fn write_set_records_are_checked_by_their_change_and_encode_as_a_map() {
+    let mut m = cluster(5);
+    let rec = |pool: u64, ps: u32, osds: Vec<i32>| Change::RecordWriteSet {
+        pg: PgId { pool, ps },
+        record: WriteSetRecord { interval: 3, osds },
+    };
+    step(&mut m, vec![rec(1, 0, vec![0, 1, 2])]).unwrap();
+    let before = m.clone();
+    for bad in [
+        rec(1, 1, vec![0, OSDS_MAX]),
+        rec(1, 1, vec![-5]),
+        rec(1, 1, (0..MAX_NUM_REP as i32 + 1).collect()),
+        rec(1, 32, vec![0]),
+        rec(9, 0, vec![0]),
+    ] {
+        let what = format!("{bad:?}");
+        assert!(
+            step(&mut m, vec![rec(1, 2, vec![1]), bad]).is_err(),
+            "{what}"
+        );
+        assert_eq!(m, before, "{what}");
+    }
+    // A record of an absent member (ITEM_NONE) is an EC shard nobody holds.
+    step(&mut m, vec![rec(1, 3, vec![0, ITEM_NONE, 2])]).unwrap();
+    let plain: std::collections::BTreeMap<PgId, WriteSetRecord> =
+        m.write_sets.iter().map(|(k, v)| (*k, v.clone())).collect();
+    assert_eq!(plain.len(), 2);
+    assert_eq!(
+        postcard::to_stdvec(&plain).unwrap(),
+        postcard::to_stdvec(&m.write_sets).unwrap()
+    );
 }
 
 #[test]
