@@ -10,18 +10,21 @@
 # routing table, and the carried mappings' memory. Then, per size, one
 # process with a real monitor (`--monitor`): every OSD booted against it
 # (boots that wait together share an epoch), the pools created, its commit of `osd down` and of a
-# boot timed, and the process's memory growth.
-# Writes out/scale.csv, out/monitor.csv, out/summary.json, out/scale.png,
+# boot timed, and the process's memory growth. Then, per size of
+# PEER_SIZES, the PGs' peering after one OSD is marked down
+# (`--peering`).
+# Writes out/scale.csv, out/monitor.csv, out/peering.csv, out/summary.json, out/scale.png,
 # out/RESULTS.md.
 #
 #   bash benches/scale/run.sh           # 5 repetitions per size (about 7 minutes)
 #   bash benches/scale/run.sh --quick   # 1 repetition per size (about 3 minutes)
-# Environment: OUT (output folder), SIZES (comma separated), REPS.
+# Environment: OUT (output folder), SIZES and PEER_SIZES (comma separated), REPS.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 OUT="${OUT:-$HERE/out}"
 SIZES="${SIZES:-10,100,1000,10000}"
+PEER_SIZES="${PEER_SIZES:-100,300,1000}"
 REPS="${REPS:-5}"
 if [ "${1:-}" = "--quick" ]; then
   REPS=1
@@ -38,5 +41,15 @@ for n in ${SIZES//,/ }; do
   else tail -n +2 "$OUT/monitor.part.csv" >>"$OUT/monitor.csv"; fi
 done
 rm -f "$OUT/monitor.part.csv"
+# Peering after one OSD fails: simulated OSDs (the real PG state
+# machines) against a real monitor, in virtual time charged with each
+# step's measured cost (one process per size).
+first=1
+for n in ${PEER_SIZES//,/ }; do
+  "$ROOT/target/release/loligo" osdmap scale --osds "$n" --peering --csv "$OUT/peering.part.csv"
+  if [ -n "$first" ]; then cat "$OUT/peering.part.csv" >"$OUT/peering.csv"; first=""
+  else tail -n +2 "$OUT/peering.part.csv" >>"$OUT/peering.csv"; fi
+done
+rm -f "$OUT/peering.part.csv"
 python3 "$HERE/summarize.py" "$OUT" "$REPS"
 echo "results in $OUT" >&2
