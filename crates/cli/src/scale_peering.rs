@@ -195,6 +195,9 @@ struct Sim {
     seq: u64,
     /// Events in the queue other than ticks.
     live: usize,
+    /// Events handled other than ticks, and ticks handled.
+    handled: u64,
+    ticks: u64,
     pending: HashMap<u64, Pending>,
     next_token: u64,
     mon_free_at: Ns,
@@ -302,6 +305,12 @@ impl Sim {
     /// only the newest, as an OSD that was away does).
     fn on_map(&mut self, o: i32, epoch: Epoch, now: Ns) -> Result<(), CliError> {
         let have = self.osd(o)?.epoch;
+        // Setup: straight to the newest (the epochs its many commits
+        // made would otherwise be taken one after another).
+        let epoch = match self.epochs.keys().next_back() {
+            Some(&newest) if self.setup => newest,
+            _ => epoch,
+        };
         if epoch <= have {
             return Ok(());
         }
@@ -930,8 +939,11 @@ impl Sim {
                 self.stuck()
             )));
         }
-        if !matches!(ev, Ev::Tick { .. }) {
+        if matches!(ev, Ev::Tick { .. }) {
+            self.ticks += 1;
+        } else {
             self.live -= 1;
+            self.handled += 1;
         }
         match ev {
             Ev::Map { osd, epoch } => {
@@ -1035,15 +1047,24 @@ impl Sim {
 
     /// Run until nothing but ticks is left and every watched PG is active
     /// on its primary under the newest map.
+    ///
+    /// The check walks every watched PG, so it runs only when something
+    /// happened since the last one: an event other than a tick, or a
+    /// whole round of ticks (which may retry what was waiting).
     async fn settle(&mut self) -> Result<(), CliError> {
+        let mut checked = None;
         loop {
             if self.live == 0 {
                 if self.setup && !self.setup_asks.is_empty() {
                     self.commit_setup_asks().await?;
                     continue;
                 }
-                if self.watched_active()? {
-                    return Ok(());
+                let now = (self.handled, self.ticks / self.osds.len().max(1) as u64);
+                if checked != Some(now) {
+                    checked = Some(now);
+                    if self.watched_active()? {
+                        return Ok(());
+                    }
                 }
             }
             if !self.step().await? {
@@ -1187,6 +1208,8 @@ pub async fn measure(
         queue: BTreeMap::new(),
         seq: 0,
         live: 0,
+        handled: 0,
+        ticks: 0,
         pending: HashMap::new(),
         next_token: 0,
         mon_free_at: 0,

@@ -529,22 +529,29 @@ async fn a_monitor_with_tls_bounds_each_entitys_watches_and_refuses_forgeries() 
     h.stop().await;
 }
 
+/// A one-member monitor group that leads and has its first map (its
+/// folder, its handle, its address).
+async fn one_member(tag: &str) -> (TempDir, MonHandle, BTreeMap<u64, String>) {
+    let d = tempdir(tag);
+    let (mut ls, members) = listeners(1).await;
+    let h = Monitor::start(cfg(0, &members, d.path()), ls.remove(0))
+        .await
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !(h.mon.is_leader() && h.mon.epoch() > 0) {
+        assert!(std::time::Instant::now() < deadline, "no leader");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    (d, h, members)
+}
+
 /// OSDs booting together share epochs (a whole cluster starting makes a
 /// few maps, not one per OSD), and a boot the map refuses fails alone:
 /// the others of its batch are committed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn boots_arriving_together_share_an_epoch_and_fail_alone() {
-    let d = tempdir("boots");
-    let (mut ls, members) = listeners(1).await;
-    let h = Monitor::start(cfg(0, &members, d.path()), ls.remove(0))
-        .await
-        .unwrap();
+    let (_d, h, members) = one_member("boots").await;
     let mon = h.mon.clone();
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while !(mon.is_leader() && mon.epoch() > 0) {
-        assert!(std::time::Instant::now() < deadline, "no leader");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
     let boot = |id: i32, addr: String| MonRequest::OsdBoot {
         id,
         addr,
@@ -594,17 +601,8 @@ async fn boots_arriving_together_share_an_epoch_and_fail_alone() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn records_arriving_together_share_an_epoch() {
     use loligo_types::{PgId, WriteSetRecord};
-    let d = tempdir("records");
-    let (mut ls, members) = listeners(1).await;
-    let h = Monitor::start(cfg(0, &members, d.path()), ls.remove(0))
-        .await
-        .unwrap();
+    let (_d, h, members) = one_member("records").await;
     let mon = h.mon.clone();
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while !(mon.is_leader() && mon.epoch() > 0) {
-        assert!(std::time::Instant::now() < deadline, "no leader");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
     for id in 0..3 {
         let boot = MonRequest::OsdBoot {
             id,
