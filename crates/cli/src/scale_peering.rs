@@ -25,7 +25,7 @@ use crate::CliError;
 use loligo_mon::{MonError, MonRequest, Monitor};
 use loligo_monc::protocol::{MapUpdate, WRITE_SETS_PER_REQUEST_MAX};
 use loligo_osd::daemon::reserve::Reserver;
-use loligo_osd::daemon::{map_input, pgs_to_tell};
+use loligo_osd::daemon::{map_input, pgs_to_tell, RECOVERY_MAX_ACTIVE};
 use loligo_osd::pg::{stored_info, Effect, Input, Pg, RepError};
 use loligo_store::{CollectionId, MemStore, ObjectStore, Transaction};
 use loligo_types::mapping::{Changed, PgMappings};
@@ -46,8 +46,6 @@ type Records = Vec<(PgId, WriteSetRecord)>;
 const VIRTUAL_LIMIT_NS: Ns = 120_000_000_000;
 /// A PG's tick (as the daemon's `PG_TICK_MS`).
 const TICK_NS: Ns = 250_000_000;
-/// Recovery slots per OSD (the daemon's default).
-const SLOTS: usize = 1;
 /// A peer that cannot answer a query yet is asked again after this (the
 /// daemon's `PEER_RESEND_MS`).
 const RESEND_NS: Ns = 200_000_000;
@@ -1195,7 +1193,7 @@ pub async fn measure(
                 up: true,
                 store: MemStore::new(),
                 pgs: BTreeMap::new(),
-                slots: Reserver::new(SLOTS),
+                slots: Reserver::new(RECOVERY_MAX_ACTIVE),
                 free_at: 0,
                 epoch: 0,
                 busy_ns: 0,
