@@ -179,11 +179,12 @@ with open(out / "RESULTS.md", "w") as f:
         f.write("\nPeering after one OSD is marked down (simulated OSDs running the real PG state machines, "
                 "a real monitor; virtual time charged with each step's measured cost, 100 us a message, "
                 "100 us a store commit):\n\n")
-        f.write("| OSDs | PGs | PGs affected | peered ms | active ms | epochs | messages | monitor requests | monitor busy ms | busiest OSD ms | all OSDs ms |\n")
-        f.write("|---|---|---|---|---|---|---|---|---|---|---|\n")
+        f.write("| OSDs | PGs | PGs affected | peered ms | active ms (median run) | active ms range | epochs | messages | monitor requests | monitor busy ms | busiest OSD ms | all OSDs ms |\n")
+        f.write("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
         for r in peer_rows:
             f.write(
                 f"| {r['osds']:.0f} | {r['pgs']:.0f} | {r['affected_pgs']:.0f} | {r['peered_ms']:.2f} | {r['active_ms']:.2f} "
+                f"| {r.get('active_min_ms', r['active_ms']):.2f}-{r.get('active_max_ms', r['active_ms']):.2f} "
                 f"| {r['epochs']:.0f} | {r['messages']:.0f} | {r['mon_requests']:.0f} | {r['mon_busy_ms']:.2f} "
                 f"| {r['osd_busy_max_ms']:.2f} | {r['osd_busy_total_ms']:.1f} |\n"
             )
