@@ -11,10 +11,30 @@ from pathlib import Path
 
 out = Path(sys.argv[1])
 reps = int(sys.argv[2])
-rows = list(csv.DictReader(open(out / "scale.csv")))
-for r in rows:
-    for k, v in r.items():
-        r[k] = float(v)
+
+
+def read_rows(name):
+    """The rows of out/NAME as numbers (none if the file is absent)."""
+    if not (out / name).exists():
+        return []
+    rows = list(csv.DictReader(open(out / name)))
+    for r in rows:
+        for k, v in r.items():
+            r[k] = float(v)
+    return rows
+
+
+def growth(rows, k):
+    """Slope of log(k) against log(OSDs) between the two largest sizes."""
+    if len(rows) < 2:
+        return None
+    a, b = rows[-2], rows[-1]
+    if a[k] <= 0 or b[k] <= 0:
+        return None
+    return math.log(b[k] / a[k]) / math.log(b["osds"] / a["osds"])
+
+
+rows = read_rows("scale.csv")
 
 cols = {
     "map_bytes": "encoded map (bytes)",
@@ -30,43 +50,17 @@ cols = {
 }
 
 
-def slope(k):
-    a, b = rows[-2], rows[-1]
-    if a[k] <= 0 or b[k] <= 0:
-        return None
-    return math.log(b[k] / a[k]) / math.log(b["osds"] / a["osds"])
 
 
-mon_rows = []
-if (out / "monitor.csv").exists():
-    mon_rows = list(csv.DictReader(open(out / "monitor.csv")))
-    for r in mon_rows:
-        for k, v in r.items():
-            r[k] = float(v)
-
-
-def mon_slope(k):
-    if len(mon_rows) < 2:
-        return None
-    a, b = mon_rows[-2], mon_rows[-1]
-    if a[k] <= 0 or b[k] <= 0:
-        return None
-    return math.log(b[k] / a[k]) / math.log(b["osds"] / a["osds"])
-
-
+mon_rows = read_rows("monitor.csv")
 mon_cols = {
     "down_commit_ms": "monitor: commit of one OSD marked down (ms)",
     "boot_commit_ms": "monitor: commit of one OSD's boot (ms)",
     "mon_rss_mib": "monitor: memory growth of its process (MiB)",
 }
 
-peer_rows = []
-if (out / "peering.csv").exists():
-    peer_rows = list(csv.DictReader(open(out / "peering.csv")))
-    for r in peer_rows:
-        for k, v in r.items():
-            r[k] = float(v)
 
+peer_rows = read_rows("peering.csv")
 peer_cols = {
     "peered_ms": "peering after one OSD down: last PG serving reads (virtual ms)",
     "active_ms": "peering after one OSD down: last PG taking writes (virtual ms)",
@@ -75,20 +69,11 @@ peer_cols = {
 }
 
 
-def peer_slope(k):
-    if len(peer_rows) < 2:
-        return None
-    a, b = peer_rows[-2], peer_rows[-1]
-    if a[k] <= 0 or b[k] <= 0:
-        return None
-    return math.log(b[k] / a[k]) / math.log(b["osds"] / a["osds"])
-
-
 big = rows[-1]
 summary = {
     "reps": reps,
     "rows": rows,
-    "growth_exponent_top_two_sizes": {k: slope(k) for k in cols},
+    "growth_exponent_top_two_sizes": {k: growth(rows, k) for k in cols},
     "targets": {
         "apply_one_osd_down_under_10ms_at_largest": big["apply_ms"] < 10.0,
         "osd_epoch_under_10ms_at_largest": big["mappings_down_ms"] < 10.0,
@@ -98,9 +83,9 @@ summary = {
     },
     "speedup_osd_epoch_vs_full_pass_at_largest": big["map_all_ms"] / max(big["mappings_down_ms"], 1e-9),
     "monitor_rows": mon_rows,
-    "monitor_growth_exponent_top_two_sizes": {k: mon_slope(k) for k in mon_cols},
+    "monitor_growth_exponent_top_two_sizes": {k: growth(mon_rows, k) for k in mon_cols},
     "peering_rows": peer_rows,
-    "peering_growth_exponent_top_two_sizes": {k: peer_slope(k) for k in peer_cols},
+    "peering_growth_exponent_top_two_sizes": {k: growth(peer_rows, k) for k in peer_cols},
 }
 json.dump(summary, open(out / "summary.json", "w"), indent=2)
 

@@ -857,17 +857,22 @@ impl Sim {
         self.mon_requests += 1;
         let t = Instant::now();
         let r = self.mon.call(req).await;
-        let cost = elapsed_ns(t);
-        let start = self.mon_free_at.max(at);
-        self.mon_free_at = start + cost;
-        self.mon_busy_ns += cost;
-        let done = self.mon_free_at;
-        self.take_epochs(done)?;
+        let done = self.mon_done(at, elapsed_ns(t))?;
         match r {
             Ok(r) => Ok((r.value, done)),
             Err(MonError::Map(e)) => Err(err(format!("monitor refused: {e}"))),
             Err(e) => Err(err(format!("monitor: {e}"))),
         }
+    }
+
+    /// The monitor worked `cost` on what reached it at `at` (once free):
+    /// when it is done, with the epochs it made taken and sent out then.
+    fn mon_done(&mut self, at: Ns, cost: Ns) -> Result<Ns, CliError> {
+        self.mon_free_at = self.mon_free_at.max(at) + cost;
+        self.mon_busy_ns += cost;
+        let done = self.mon_free_at;
+        self.take_epochs(done)?;
+        Ok(done)
     }
 
     /// Requests have reached the monitor at `at`: it serves them when it
@@ -901,11 +906,7 @@ impl Sim {
                 *slot = Some(r);
             }
         }
-        let cost = elapsed_ns(t);
-        self.mon_free_at = self.mon_free_at.max(at) + cost;
-        self.mon_busy_ns += cost;
-        let done = self.mon_free_at;
-        self.take_epochs(done)?;
+        let done = self.mon_done(at, elapsed_ns(t))?;
         for ((who, _), r) in batch.into_iter().zip(results) {
             let r = match r {
                 Some(Ok(r)) => r,
