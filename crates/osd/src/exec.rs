@@ -351,8 +351,7 @@ pub fn execute(
                     *len
                 };
                 fits(len.min(st.size))?;
-                let mut v = s.read(c, o, &[(*offset, len)]).map_err(store_err)?;
-                r = SubResult::Data(v.pop().unwrap_or_default().into());
+                r = SubResult::Data(s.read_bytes(c, o, *offset, len).map_err(store_err)?);
             }
             SubOp::Stat => {
                 need(st.exists)?;

@@ -11,6 +11,7 @@ use crate::error::{Result, StoreError};
 use crate::names::{CollectionId, Limits, ObjectId, ObjectStat, StoreStats};
 use crate::store::{Commit, ObjectStore};
 use crate::txn::Transaction;
+use bytes::Bytes;
 use std::collections::BTreeMap;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -105,6 +106,10 @@ impl<S: ObjectStore> ObjectStore for FaultyStore<S> {
     fn read(&self, c: CollectionId, o: &ObjectId, extents: &[(u64, u64)]) -> Result<Vec<Vec<u8>>> {
         self.read_trips()?;
         self.inner.read(c, o, extents)
+    }
+    fn read_bytes(&self, c: CollectionId, o: &ObjectId, off: u64, len: u64) -> Result<Bytes> {
+        self.read_trips()?;
+        self.inner.read_bytes(c, o, off, len)
     }
     fn getattr(&self, c: CollectionId, o: &ObjectId, name: &str) -> Result<Vec<u8>> {
         self.read_trips()?;

@@ -9,6 +9,7 @@
 use crate::error::{Result, StoreError};
 use crate::names::{CollectionId, Limits, ObjectId, ObjectStat, StoreStats, WholeObject};
 use crate::txn::Transaction;
+use bytes::Bytes;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::ops::Range;
@@ -56,6 +57,14 @@ pub trait ObjectStore: Send + Sync {
     /// Read several `(offset, length)` extents; each result is cut short at
     /// the end of the object (empty past it).
     fn read(&self, c: CollectionId, o: &ObjectId, extents: &[(u64, u64)]) -> Result<Vec<Vec<u8>>>;
+    /// One extent, as [`ObjectStore::read`] reads it, in a shared buffer.
+    /// Stores override it to hand large reads over without a copy (the
+    /// block store reads them from the device straight into the buffer).
+    fn read_bytes(&self, c: CollectionId, o: &ObjectId, off: u64, len: u64) -> Result<Bytes> {
+        Ok(Bytes::from(
+            self.read(c, o, &[(off, len)])?.pop().unwrap_or_default(),
+        ))
+    }
     fn getattr(&self, c: CollectionId, o: &ObjectId, name: &str) -> Result<Vec<u8>>;
     fn getattrs(&self, c: CollectionId, o: &ObjectId) -> Result<BTreeMap<String, Vec<u8>>>;
     /// An object's size and one attribute (`None`: no object; no such

@@ -125,6 +125,16 @@ fn corrupted_block_fails_only_its_object() {
         other => panic!("expected a checksum error, got {other:?}"),
     }
     assert_eq!(s.checksum_errors(), before + 1);
+    // Read into a shared buffer (from the device directly), the same.
+    match s.read_bytes(c, &a, 0, 256 << 10) {
+        Err(StoreError::Checksum { oid, .. }) => assert_eq!(oid, a),
+        other => panic!("expected a checksum error, got {other:?}"),
+    }
+    assert_eq!(s.checksum_errors(), before + 2);
+    assert_eq!(
+        s.read_bytes(c, &b, 0, 256 << 10).unwrap(),
+        vec![9u8; 256 << 10]
+    );
     // Other ranges of the same object and other objects still read.
     assert_eq!(s.read(c, &a, &[(0, 4096)]).unwrap()[0], vec![7u8; 4096]);
     assert_eq!(
@@ -189,6 +199,40 @@ fn device_reads_count_exactly_the_blocks_a_read_needs() {
     s.read(c, &o, &[(100, 10)]).unwrap();
     let (b2, _) = s.device_reads();
     assert_eq!(b2 - b1, 4096);
+    clean(&t);
+}
+
+#[test]
+fn shared_read_buffers_are_reused_only_once_released() {
+    let t = TempBlock::small();
+    let s = t.s();
+    let c = suite::c1();
+    let mut tx = Transaction::new();
+    tx.create_collection(c);
+    for i in 0..4u8 {
+        tx.write_full(c, &suite::oid(u32::from(i), "o"), vec![i; 1 << 20]);
+    }
+    s.apply(tx).unwrap();
+    let read = |i: u8| {
+        s.read_bytes(c, &suite::oid(u32::from(i), "o"), 0, 1 << 20)
+            .unwrap()
+    };
+    // Held reads keep their buffers; released ones are refilled by later
+    // reads, and no held read changes under them.
+    let a = read(0);
+    let b = read(1);
+    let a2 = a.slice(4096..8192);
+    drop(a);
+    let c2 = read(2);
+    drop(b);
+    let d = read(3);
+    assert_eq!(a2, vec![0u8; 4096]);
+    assert_eq!(c2, vec![2u8; 1 << 20]);
+    assert_eq!(d, vec![3u8; 1 << 20]);
+    drop(a2);
+    for i in 0..4u8 {
+        assert_eq!(read(i), vec![i; 1 << 20]);
+    }
     clean(&t);
 }
 

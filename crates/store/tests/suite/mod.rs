@@ -105,6 +105,19 @@ pub fn large_and_unaligned(s: &dyn ObjectStore) {
     let r = s.read(c1(), &o, &[(4000, 300), (8100, 200)]).unwrap();
     assert_eq!(r[0], want[4000..4300]);
     assert_eq!(r[1], want[8100..8300]);
+    // Shared-buffer reads see the same bytes: large and aligned (with the
+    // small overwrites just made laid over them), unaligned, past the end.
+    for (off, len) in [
+        (0u64, u64::MAX),
+        (4096, 1 << 20),
+        (4000, 300_000),
+        (1 << 20, 8192),
+    ] {
+        let end = off.saturating_add(len).min(want.len() as u64) as usize;
+        let got = s.read_bytes(c1(), &o, off, len).unwrap();
+        assert_eq!(got, want[off as usize..end], "read_bytes({off}, {len})");
+    }
+    assert!(s.read_bytes(c1(), &o, 10 << 20, 5).unwrap().is_empty());
 }
 
 pub fn xattrs(s: &dyn ObjectStore) {
@@ -556,6 +569,11 @@ pub fn same_state(a: &dyn ObjectStore, b: &dyn ObjectStore) {
         let (lb, _) = b.list(c, None, usize::MAX).unwrap();
         assert_eq!(la, lb, "listing of {c}");
         for o in &lb {
+            assert_eq!(
+                a.read_bytes(c, o, 0, u64::MAX).unwrap(),
+                b.read(c, o, &[(0, u64::MAX)]).unwrap().remove(0),
+                "read_bytes of {o:?}"
+            );
             assert_eq!(
                 a.read(c, o, &[(0, u64::MAX)]).unwrap(),
                 b.read(c, o, &[(0, u64::MAX)]).unwrap(),
