@@ -76,6 +76,10 @@ pub struct OsdArgs {
     /// Size of a new store's block file in bytes.
     #[arg(long, default_value_t = 8 << 30)]
     size: u64,
+    /// Bytes of large reads the store keeps in memory for reads that come
+    /// again (0: none).
+    #[arg(long, default_value_t = loligo_store::DEFAULT_READ_CACHE)]
+    read_cache: u64,
     /// Use this device (or file) for data instead of DATA/block (mkfs only).
     #[arg(long)]
     device: Option<PathBuf>,
@@ -253,6 +257,7 @@ pub fn osd(a: OsdArgs) -> Result<(), CliError> {
     let mons: Vec<String> = a.mon.split(',').map(|s| s.trim().to_string()).collect();
     let bcfg = BlockConfig {
         size: a.size,
+        read_cache: a.read_cache,
         ..BlockConfig::default()
     };
     if !a.data.join("kv").exists() && !a.data.join("block").exists() {

@@ -17,6 +17,7 @@ mod daemon_cmd;
 mod data_cmd;
 mod ec_cmd;
 mod kv_cmd;
+mod malloc;
 mod map_pgs_cmd;
 mod osdmap_cmd;
 mod scale_cmd;
@@ -182,6 +183,7 @@ fn quiet_broken_pipe() {
 }
 
 fn main() -> ExitCode {
+    malloc::tune();
     quiet_broken_pipe();
     let cli = match parse_args() {
         Ok(cli) => cli,

@@ -14,7 +14,9 @@ pub mod names;
 pub mod store;
 pub mod txn;
 
-pub use block::{aligned_bytes, free_bytes, BlockConfig, BlockStore, FsckReport};
+pub use block::{
+    aligned_bytes, free_bytes, BlockConfig, BlockStore, FsckReport, DEFAULT_READ_CACHE,
+};
 pub use error::{Result, StoreError};
 pub use faulty::FaultyStore;
 pub use mem::MemStore;

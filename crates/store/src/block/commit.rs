@@ -242,6 +242,14 @@ impl Committer {
         ops.push(KvOp::Put(vec![T_IDS], ids(self.next_blob, self.next_seq)));
         {
             let _g = s.view.write().map_err(|_| StoreError::Closed)?;
+            // Cached reads of what this batch changes in place or frees
+            // go before any reader can see the batch.
+            for (_, off, bytes) in &b.records {
+                s.cache.invalidate(*off, bytes.len() as u64);
+            }
+            for &(off, len) in &b.freed {
+                s.cache.invalidate(off, len);
+            }
             s.kv.commit(ops, sync)?;
             s.deferred
                 .lock()

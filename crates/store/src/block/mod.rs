@@ -36,6 +36,7 @@
 //! size inside its last block are zero.
 
 pub mod alloc;
+mod cache;
 pub mod codec;
 mod commit;
 
@@ -62,6 +63,10 @@ use std::thread::JoinHandle;
 /// stat and attribute, so its data stays small.
 pub const INLINE_MAX_LIMIT: u64 = 16 << 10;
 
+/// [`BlockConfig::read_cache`] unless set: a size-3 pool of four OSDs on
+/// one machine then keeps 1 GiB of reads.
+pub const DEFAULT_READ_CACHE: u64 = 256 << 20;
+
 /// Device file name inside the store directory.
 pub const BLOCK_FILE: &str = "block";
 /// KV directory name inside the store directory.
@@ -83,6 +88,9 @@ pub struct BlockConfig {
     pub inline_max: u64,
     /// Most transactions in one group commit.
     pub batch_max: usize,
+    /// Bytes of large reads kept in memory for reads that come again (0:
+    /// none). May change at mount.
+    pub read_cache: u64,
     pub limits: Limits,
 }
 
@@ -94,6 +102,7 @@ impl Default for BlockConfig {
             deferred_max: 32 << 10,
             inline_max: 4096,
             batch_max: 128,
+            read_cache: DEFAULT_READ_CACHE,
             limits: Limits::default(),
         }
     }
@@ -114,6 +123,8 @@ struct Shared {
     /// Aligned buffers large reads are read into with O_DIRECT; each goes
     /// back here when the last reader of its bytes drops them.
     read_pool: Arc<BufPool>,
+    /// Large runs read lately (see [`cache`]).
+    cache: cache::ReadCache,
     size: u64,
     bs: u64,
     deferred_max: u64,
@@ -407,6 +418,7 @@ impl BlockStore {
             alloc: Mutex::new(alloc),
             buf_pool: BufPool::default(),
             read_pool: Arc::default(),
+            cache: cache::ReadCache::new(usize::try_from(cfg.read_cache).unwrap_or(usize::MAX)),
         });
         let (tx, rx) = mpsc::channel::<Job>();
         let mut c = Committer {
@@ -1212,13 +1224,19 @@ impl ObjectStore for BlockStore {
         if len >= DIRECT_READ_MIN {
             if let Some(r) = one_run(s, &on, st, len, blob)? {
                 let disk_off = r.blob.disk_off + r.first * s.bs;
+                if let Some(hit) = s.cache.get(disk_off, len as usize) {
+                    return Ok(hit);
+                }
                 if let Some(buf) = read_blocks_direct(s, disk_off, r.blocks)? {
                     let run = PooledRead {
                         buf: Some(buf),
                         pool: s.read_pool.clone(),
                     };
                     check_run(s, o, r.extent, &r.blob, r.first, run.as_ref())?;
-                    return Ok(Bytes::from_owner(run).slice(..len as usize));
+                    let run = Bytes::from_owner(run);
+                    // Inserted while the view is held: see `cache`.
+                    s.cache.insert(disk_off, run.clone());
+                    return Ok(run.slice(..len as usize));
                 }
             }
         }
