@@ -224,18 +224,24 @@ async fn read_frame<R: AsyncRead + Unpin>(
         }
         None => None,
     };
-    // One buffer for body and payloads, filled without zeroing first.
-    let mut buf = BytesMut::with_capacity(total);
-    while buf.len() < total {
-        let want = total - buf.len();
-        let n = (&mut *r).take(want as u64).read_buf(&mut buf).await?;
-        if n == 0 {
-            return Err(std::io::ErrorKind::UnexpectedEof.into());
+    let (body, bulk) = if lens.iter().any(|&l| l >= ALIGNED_PAYLOAD_MIN) {
+        // Large payloads each in their own page-aligned buffer: a store
+        // writes such a buffer to its device with O_DIRECT as it is,
+        // where any other would be copied first (8% of the CPU of a 4
+        // MiB write, profiled).
+        let body = read_into(r, body_len, 0).await?;
+        let mut bulk = Vec::with_capacity(lens.len());
+        for &l in &lens {
+            let align = if l >= ALIGNED_PAYLOAD_MIN { PAGE } else { 0 };
+            bulk.push(read_into(r, l, align).await?);
         }
-    }
-    let mut all = buf.freeze();
-    let body = all.split_to(body_len);
-    let bulk = lens.iter().map(|&l| all.split_to(l)).collect();
+        (body, bulk)
+    } else {
+        // One buffer for body and payloads.
+        let mut all = read_into(r, total, 0).await?;
+        let body = all.split_to(body_len);
+        (body, lens.iter().map(|&l| all.split_to(l)).collect())
+    };
     Ok(Some((
         Frame {
             id,
@@ -244,6 +250,37 @@ async fn read_frame<R: AsyncRead + Unpin>(
         },
         permit,
     )))
+}
+
+/// Payloads at least this long are read into page-aligned buffers.
+const ALIGNED_PAYLOAD_MIN: usize = 64 << 10;
+/// The alignment O_DIRECT needs of a buffer.
+const PAGE: usize = 4096;
+
+/// The next `len` bytes of `r`, read without zeroing a buffer first, and
+/// starting at an address that is a multiple of `align` (0: any).
+async fn read_into<R: AsyncRead + Unpin>(
+    r: &mut BufReader<R>,
+    len: usize,
+    align: usize,
+) -> std::io::Result<Bytes> {
+    let mut buf = BytesMut::with_capacity(len + align);
+    // Skip to the aligned address: the buffer never grows past its
+    // capacity below, so it never moves.
+    let skip = match align {
+        0 => 0,
+        a => (a - buf.as_ptr() as usize % a) % a,
+    };
+    buf.resize(skip, 0);
+    let end = skip + len;
+    while buf.len() < end {
+        let want = end - buf.len();
+        let n = (&mut *r).take(want as u64).read_buf(&mut buf).await?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+    }
+    Ok(buf.freeze().split_off(skip))
 }
 
 /// What serves direct calls (an OSD's service).
@@ -848,6 +885,8 @@ mod tests {
                     .unwrap();
                 assert_eq!(&r.body[..], &[40 - 2 * i, i, call.code()][..]);
                 assert_eq!(r.bulk, vec![Bytes::from_static(b"x"), Bytes::new(), big]);
+                // A large payload arrives page-aligned (for O_DIRECT).
+                assert_eq!(r.bulk[2].as_ptr() as usize % PAGE, 0);
             }));
         }
         for t in calls {
