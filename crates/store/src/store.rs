@@ -59,7 +59,9 @@ pub trait ObjectStore: Send + Sync {
     fn read(&self, c: CollectionId, o: &ObjectId, extents: &[(u64, u64)]) -> Result<Vec<Vec<u8>>>;
     /// One extent, as [`ObjectStore::read`] reads it, in a shared buffer.
     /// Stores override it to hand large reads over without a copy (the
-    /// block store reads them from the device straight into the buffer).
+    /// block store reads them from the device straight into the buffer,
+    /// and may answer from its cache of recent reads: what must check the
+    /// device itself, a scrub, reads with [`ObjectStore::read`]).
     fn read_bytes(&self, c: CollectionId, o: &ObjectId, off: u64, len: u64) -> Result<Bytes> {
         Ok(Bytes::from(
             self.read(c, o, &[(off, len)])?.pop().unwrap_or_default(),
