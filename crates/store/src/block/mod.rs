@@ -913,8 +913,8 @@ impl AlignedBuf {
     }
 }
 
-/// Aligned buffers kept for reuse by writers: a fresh multi-MiB buffer
-/// costs page faults and page pinning on every write.
+/// Aligned buffers kept for reuse (writers' copies, large reads): a fresh
+/// multi-MiB buffer costs page faults and page pinning on every use.
 #[derive(Default)]
 pub(crate) struct BufPool(Mutex<Vec<AlignedBuf>>);
 
@@ -927,11 +927,7 @@ impl BufPool {
     /// An aligned buffer of `len` bytes holding `data` then zeros.
     fn take(&self, data: &[u8], len: usize) -> AlignedBuf {
         debug_assert!(data.len() <= len);
-        let reused = self.0.lock().ok().and_then(|mut v| {
-            let i = v.iter().position(|b| b.capacity() >= len)?;
-            Some(v.swap_remove(i))
-        });
-        match reused {
+        match self.reuse(len) {
             Some(mut b) => {
                 b.fill(data, len);
                 b
@@ -943,17 +939,20 @@ impl BufPool {
     /// An aligned buffer of `len` bytes whose content is whatever it held
     /// (for a reader about to fill it).
     fn take_any(&self, len: usize) -> AlignedBuf {
-        let reused = self.0.lock().ok().and_then(|mut v| {
-            let i = v.iter().position(|b| b.capacity() >= len)?;
-            Some(v.swap_remove(i))
-        });
-        match reused {
+        match self.reuse(len) {
             Some(mut b) => {
                 b.len = len;
                 b
             }
             None => AlignedBuf::zeroed(len),
         }
+    }
+
+    /// A kept buffer that can hold `len` bytes, if there is one.
+    fn reuse(&self, len: usize) -> Option<AlignedBuf> {
+        let mut v = self.0.lock().ok()?;
+        let i = v.iter().position(|b| b.capacity() >= len)?;
+        Some(v.swap_remove(i))
     }
 
     fn put(&self, b: AlignedBuf) {
