@@ -237,6 +237,69 @@ fn shared_read_buffers_are_reused_only_once_released() {
 }
 
 #[test]
+fn large_reads_racing_commits_never_see_a_stale_or_torn_block() {
+    // One writer raises a 256 KiB object's blocks to v: all of them by a
+    // new allocation (a whole write), or one in place (a deferred 4 KiB
+    // overwrite), in turn, and after each commit publishes what every
+    // block now holds. Readers read the object whole, racing the commits:
+    // every 4 KiB block must be uniform and at least what was published
+    // before the read began (a cached run that a commit should have
+    // dropped would be older).
+    let t = TempBlock::small();
+    let s = t.s();
+    let c = suite::c1();
+    let o = suite::oid(1, "hot");
+    const LEN: usize = 256 << 10;
+    const BLOCKS: usize = LEN / 4096;
+    let mut tx = Transaction::new();
+    tx.create_collection(c).write_full(c, &o, vec![0u8; LEN]);
+    s.apply(tx).unwrap();
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let floor: Vec<std::sync::atomic::AtomicU8> = (0..BLOCKS)
+        .map(|_| std::sync::atomic::AtomicU8::new(0))
+        .collect();
+    std::thread::scope(|sc| {
+        for _ in 0..2 {
+            sc.spawn(|| {
+                let mut reads = 0u32;
+                while !done.load(Ordering::SeqCst) || reads == 0 {
+                    let least: Vec<u8> = floor.iter().map(|f| f.load(Ordering::SeqCst)).collect();
+                    let got = s.read_bytes(c, &o, 0, u64::MAX).unwrap();
+                    assert_eq!(got.len(), LEN);
+                    for (b, blk) in got.chunks(4096).enumerate() {
+                        let v = blk[0];
+                        assert!(blk.iter().all(|&x| x == v), "block {b} torn");
+                        assert!(
+                            v >= least[b],
+                            "block {b} read {v} after {} committed",
+                            least[b]
+                        );
+                    }
+                    reads += 1;
+                }
+            });
+        }
+        for v in 1..=250u8 {
+            let mut tx = Transaction::new();
+            let changed = if v % 5 == 0 {
+                tx.write_full(c, &o, vec![v; LEN]);
+                0..BLOCKS
+            } else {
+                let b = (usize::from(v) * 7) % BLOCKS;
+                tx.write(c, &o, (b * 4096) as u64, vec![v; 4096]);
+                b..b + 1
+            };
+            s.apply(tx).unwrap();
+            for f in &floor[changed] {
+                f.store(v, Ordering::SeqCst);
+            }
+        }
+        done.store(true, Ordering::SeqCst);
+    });
+    clean(&t);
+}
+
+#[test]
 fn clone_shares_extents() {
     let t = TempBlock::small();
     let s = t.s();
