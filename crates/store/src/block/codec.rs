@@ -15,6 +15,15 @@ pub const T_BLOB: u8 = b'B';
 pub const T_FREE: u8 = b'F';
 pub const T_DEFERRED: u8 = b'W';
 pub const T_IDS: u8 = b'N';
+/// A chunk of a large blob's checksums (see [`CSUM_CHUNK`]).
+pub const T_CSUM: u8 = b'K';
+
+/// A blob with more checksum blocks than this keeps its checksums beside
+/// its record, this many to a key (256 KiB of data with 4 KiB blocks), so
+/// that a small overwrite of a large blob rewrites 256 bytes of checksums
+/// instead of all of them (4 KiB for a 4 MiB blob, which was half of what
+/// a deferred 4 KiB overwrite wrote to the device).
+pub const CSUM_CHUNK: usize = 64;
 
 /// Append-only encoder (LEB128 varints).
 #[derive(Default)]
@@ -382,24 +391,94 @@ pub struct Blob {
     pub raw_len: u64,
 }
 
+/// Where a blob's stored record keeps its checksums.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CsumPlace {
+    /// In the record itself (decoded with it).
+    Inline,
+    /// In `ceil(blocks / CSUM_CHUNK)` keys [`csum_key`]`(id, i)` beside it.
+    Chunked { blocks: u64 },
+}
+
+impl CsumPlace {
+    /// Number of chunk keys.
+    pub fn chunks(self) -> u64 {
+        match self {
+            CsumPlace::Inline => 0,
+            CsumPlace::Chunked { blocks } => blocks.div_ceil(CSUM_CHUNK as u64),
+        }
+    }
+}
+
+/// The key of chunk `chunk` of blob `blob`'s checksums.
+pub fn csum_key(blob: u64, chunk: u64) -> Vec<u8> {
+    let mut k = u64_key(T_CSUM, blob);
+    k.extend_from_slice(&chunk.to_be_bytes());
+    k
+}
+
+/// The (blob, chunk) a checksum chunk key names.
+pub fn decode_csum_key(k: &[u8]) -> Result<(u64, u64)> {
+    let c = k.get(9..17).ok_or_else(|| corrupt("checksum key"))?;
+    let mut b = [0u8; 8];
+    b.copy_from_slice(c);
+    Ok((decode_u64_key(k)?, u64::from_be_bytes(b)))
+}
+
 impl Blob {
-    pub fn encode(&self) -> Vec<u8> {
+    /// Where this blob's checksums are stored.
+    pub fn csum_place(&self) -> CsumPlace {
+        if self.csums.len() > CSUM_CHUNK {
+            CsumPlace::Chunked {
+                blocks: self.csums.len() as u64,
+            }
+        } else {
+            CsumPlace::Inline
+        }
+    }
+
+    /// The record kept under the blob's key: everything, or everything
+    /// but the checksums when they go in chunks ([`Blob::csum_chunk`]).
+    pub fn encode_head(&self) -> Vec<u8> {
         let mut e = Enc::default();
-        e.var(self.disk_off)
-            .var(self.len)
-            .var(self.refs)
-            .var(self.csums.len() as u64);
-        for &c in &self.csums {
-            e.u32le(c);
+        e.var(self.disk_off).var(self.len).var(self.refs);
+        let place = self.csum_place();
+        if place == CsumPlace::Inline {
+            e.var(self.csums.len() as u64);
+            for &c in &self.csums {
+                e.u32le(c);
+            }
+        } else {
+            e.var(0);
         }
         e.u8(self.comp);
         if self.comp != 0 {
             e.var(self.clen).var(self.raw_len);
         }
+        if let CsumPlace::Chunked { blocks } = place {
+            // After the fields of the older record (which always has at
+            // least one checksum inline, so a 0 count never meant this).
+            e.var(blocks);
+        }
         e.0
     }
 
-    pub fn decode(b: &[u8]) -> Result<Blob> {
+    /// Chunk `i` of the checksums as stored (little-endian u32s).
+    pub fn csum_chunk(&self, i: u64) -> Vec<u8> {
+        let from = (i as usize)
+            .saturating_mul(CSUM_CHUNK)
+            .min(self.csums.len());
+        let to = from.saturating_add(CSUM_CHUNK).min(self.csums.len());
+        self.csums[from..to]
+            .iter()
+            .flat_map(|c| c.to_le_bytes())
+            .collect()
+    }
+
+    /// Decode a blob's record. With [`CsumPlace::Chunked`] the checksums
+    /// are not in it: `csums` holds zeros until [`Blob::fill_chunk`] has
+    /// put every chunk in.
+    pub fn decode_head(b: &[u8]) -> Result<(Blob, CsumPlace)> {
         let mut d = Dec::new(b);
         let disk_off = d.var()?;
         let len = d.var()?;
@@ -415,10 +494,20 @@ impl Blob {
         } else {
             (0, 0)
         };
+        let mut place = CsumPlace::Inline;
+        if n == 0 && !d.done() {
+            let blocks = d.var()?;
+            // Bounded before anything is allocated for it.
+            if blocks <= CSUM_CHUNK as u64 || blocks > len / 512 || blocks > 1 << 24 {
+                return Err(corrupt("blob (checksum block count)"));
+            }
+            csums = vec![0; blocks as usize];
+            place = CsumPlace::Chunked { blocks };
+        }
         if !d.done() {
             return Err(corrupt("blob (trailing bytes)"));
         }
-        Ok(Blob {
+        let b = Blob {
             disk_off,
             len,
             refs,
@@ -426,7 +515,24 @@ impl Blob {
             comp,
             clen,
             raw_len,
-        })
+        };
+        Ok((b, place))
+    }
+
+    /// Put stored chunk `i` (from [`Blob::csum_chunk`]) into `csums`.
+    pub fn fill_chunk(&mut self, i: u64, v: &[u8]) -> Result<()> {
+        let from = (i as usize).saturating_mul(CSUM_CHUNK);
+        let want = self.csums.len().saturating_sub(from).min(CSUM_CHUNK);
+        if want == 0 || v.len() != want * 4 {
+            return Err(corrupt("blob checksum chunk"));
+        }
+        for (c, b) in self.csums[from..from + want]
+            .iter_mut()
+            .zip(v.chunks_exact(4))
+        {
+            *c = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+        }
+        Ok(())
     }
 }
 
@@ -504,12 +610,57 @@ mod tests {
             clen: 5000,
             raw_len: 65536,
         };
-        assert_eq!(Blob::decode(&b.encode()).unwrap(), b);
+        assert_eq!(
+            Blob::decode_head(&b.encode_head()).unwrap(),
+            (b.clone(), CsumPlace::Inline)
+        );
         let enc = o.encode();
         for cut in 0..enc.len() {
             assert!(Onode::decode(&enc[..cut]).is_err());
         }
-        assert!(Blob::decode(&[0xff; 20]).is_err());
+        assert!(Blob::decode_head(&[0xff; 20]).is_err());
+    }
+
+    #[test]
+    fn large_blobs_keep_checksums_in_chunks_that_round_trip() {
+        let b = Blob {
+            disk_off: 4096,
+            len: 200 * 4096,
+            refs: 1,
+            csums: (0..200u32).map(|i| i.wrapping_mul(0x9E37_79B9)).collect(),
+            comp: 0,
+            clen: 0,
+            raw_len: 0,
+        };
+        let place = b.csum_place();
+        assert_eq!(place, CsumPlace::Chunked { blocks: 200 });
+        assert_eq!(place.chunks(), 4);
+        let head = b.encode_head();
+        assert!(head.len() < 32, "the record leaves the checksums out");
+        let (mut back, p2) = Blob::decode_head(&head).unwrap();
+        assert_eq!(p2, place);
+        assert_ne!(back, b, "checksums are not in the record");
+        for i in 0..place.chunks() {
+            back.fill_chunk(i, &b.csum_chunk(i)).unwrap();
+        }
+        assert_eq!(back, b);
+        // The last chunk is short; a chunk of the wrong length is refused.
+        assert_eq!(b.csum_chunk(3).len(), 8 * 4);
+        assert!(back.fill_chunk(3, &b.csum_chunk(0)).is_err());
+        assert!(back.fill_chunk(4, &[]).is_err());
+        // A small blob keeps them inline; a count no larger than a chunk is
+        // not a chunked record.
+        let small = Blob {
+            csums: vec![5; CSUM_CHUNK],
+            len: CSUM_CHUNK as u64 * 4096,
+            ..b.clone()
+        };
+        assert_eq!(small.csum_place(), CsumPlace::Inline);
+        let mut bad = Enc::default();
+        bad.var(0).var(1 << 20).var(1).var(0).u8(0).var(3);
+        assert!(Blob::decode_head(&bad.0).is_err());
+        assert_eq!(decode_csum_key(&csum_key(7, 9)).unwrap(), (7, 9));
+        assert!(csum_key(7, 0) > u64_key(T_CSUM, 7) && csum_key(7, 1) < u64_key(T_CSUM, 8));
     }
 
     #[test]

@@ -382,15 +382,72 @@ impl Ctx<'_> {
         }
     }
 
-    fn blob(&self, id: u64) -> Result<Blob> {
+    /// A blob's record; with [`CsumPlace::Chunked`] its `csums` are zeros
+    /// (see [`Ctx::blob`] for all of it).
+    fn blob_head(&self, id: u64) -> Result<(Blob, CsumPlace)> {
         let v = self
             .get(&u64_key(T_BLOB, id))?
             .ok_or_else(|| StoreError::Corrupt(format!("blob {id} is referenced but missing")))?;
-        Blob::decode(&v)
+        Blob::decode_head(&v)
     }
 
+    /// A blob with all its checksums.
+    fn blob(&self, id: u64) -> Result<Blob> {
+        let (mut b, place) = self.blob_head(id)?;
+        for i in 0..place.chunks() {
+            self.load_chunk(id, &mut b, i)?;
+        }
+        Ok(b)
+    }
+
+    fn load_chunk(&self, id: u64, b: &mut Blob, i: u64) -> Result<()> {
+        let v = self
+            .get(&csum_key(id, i))?
+            .ok_or_else(|| StoreError::Corrupt(format!("blob {id}: checksum chunk {i} missing")))?;
+        b.fill_chunk(i, &v)
+    }
+
+    /// Store a blob whole: its record and every checksum chunk.
     fn put_blob(&mut self, id: u64, b: &Blob) {
-        self.put(u64_key(T_BLOB, id), b.encode());
+        self.put_blob_head(id, b);
+        for i in 0..b.csum_place().chunks() {
+            self.put(csum_key(id, i), b.csum_chunk(i));
+        }
+    }
+
+    /// Store a blob's record only (its checksums are unchanged).
+    fn put_blob_head(&mut self, id: u64, b: &Blob) {
+        self.put(u64_key(T_BLOB, id), b.encode_head());
+    }
+
+    /// Set the checksums of blocks `first..` of blob `id` to `new`,
+    /// rewriting only the chunks they fall in.
+    fn set_csums(&mut self, id: u64, first: u64, new: &[u32]) -> Result<()> {
+        let (mut b, place) = self.blob_head(id)?;
+        let last = first + new.len() as u64;
+        if last > b.csums.len() as u64 {
+            return Err(StoreError::Corrupt(format!(
+                "blob {id}: checksum of block {last} past its end"
+            )));
+        }
+        if place == CsumPlace::Inline {
+            b.csums[first as usize..last as usize].copy_from_slice(new);
+            self.put_blob_head(id, &b);
+            return Ok(());
+        }
+        let chunk = CSUM_CHUNK as u64;
+        let (c0, c1) = (first / chunk, (last - 1) / chunk);
+        for i in c0..=c1 {
+            if first > i * chunk || last < ((i + 1) * chunk).min(b.csums.len() as u64) {
+                // Partly rewritten: the rest of the chunk is kept.
+                self.load_chunk(id, &mut b, i)?;
+            }
+        }
+        b.csums[first as usize..last as usize].copy_from_slice(new);
+        for i in c0..=c1 {
+            self.put(csum_key(id, i), b.csum_chunk(i));
+        }
+        Ok(())
     }
 
     /// Add `delta` extent references to a blob; free it at zero.
@@ -398,7 +455,7 @@ impl Ctx<'_> {
         if delta == 0 {
             return Ok(());
         }
-        let mut b = self.blob(id)?;
+        let (mut b, place) = self.blob_head(id)?;
         let n = b.refs as i64 + delta;
         if n < 0 {
             return Err(StoreError::Corrupt(format!(
@@ -407,11 +464,14 @@ impl Ctx<'_> {
         }
         if n == 0 {
             self.del(u64_key(T_BLOB, id));
+            for i in 0..place.chunks() {
+                self.del(csum_key(id, i));
+            }
             self.lock()?.free(b.disk_off, b.len);
             self.freed.push((b.disk_off, b.len));
         } else {
             b.refs = n as u64;
-            self.put_blob(id, &b);
+            self.put_blob_head(id, &b);
         }
         Ok(())
     }
@@ -489,8 +549,10 @@ impl Ctx<'_> {
         }
         let a = off / bs * bs;
         let b = end.div_ceil(bs) * bs;
+        // Old bytes are needed only where the write leaves part of a block.
+        let whole = off == a && end == b;
         let covered = on.extents.iter().any(|x| x.loff < b && x.loff + x.len > a);
-        let abuf = if covered {
+        let abuf = if covered && !whole {
             let mut abuf = self.read_obj(oid, on, a, b - a)?;
             let buf = abuf.as_mut_slice();
             // Bytes past the object's end inside the block stay zero.
@@ -501,7 +563,8 @@ impl Ctx<'_> {
             buf[(off - a) as usize..(end - a) as usize].copy_from_slice(data);
             abuf
         } else {
-            // Nothing stored there yet: the block is zeros around the data.
+            // Nothing stored there yet, or all of it replaced: the blocks
+            // are zeros around the data.
             AlignedBuf::with_content((off - a) as usize, data, (b - a) as usize)
         };
         let buf = abuf.as_slice();
@@ -513,16 +576,11 @@ impl Ctx<'_> {
                 .find(|x| x.loff <= a && x.loff + x.len >= b)
                 .copied()
             {
-                let mut blob = self.blob(x.blob)?;
+                let (blob, _) = self.blob_head(x.blob)?;
                 if blob.refs == 1 && blob.comp == 0 {
                     let boff = x.boff + (a - x.loff);
-                    for (i, chunk) in buf.chunks(bs as usize).enumerate() {
-                        let bi = (boff / bs) as usize + i;
-                        if let Some(c) = blob.csums.get_mut(bi) {
-                            *c = csum(chunk);
-                        }
-                    }
-                    self.put_blob(x.blob, &blob);
+                    let new: Vec<u32> = buf.chunks(bs as usize).map(csum).collect();
+                    self.set_csums(x.blob, boff / bs, &new)?;
                     self.defer(blob.disk_off + boff, buf.to_vec());
                     on.size = on.size.max(end);
                     return Ok(());

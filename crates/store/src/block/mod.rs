@@ -578,7 +578,31 @@ fn get_blob(kv: &dyn Kv, id: u64) -> Result<Blob> {
     let v = kv
         .get(&u64_key(T_BLOB, id))?
         .ok_or_else(|| StoreError::Corrupt(format!("blob {id} is referenced but missing")))?;
-    Blob::decode(&v)
+    let (mut b, place) = Blob::decode_head(&v)?;
+    let chunks = place.chunks();
+    if chunks > 0 {
+        // One scan over the blob's chunk keys, which sort together.
+        let mut next = 0;
+        kv.visit(
+            &csum_key(id, 0),
+            Some(&csum_key(id, chunks)),
+            &mut |k, v| {
+                let (_, i) = decode_csum_key(k)?;
+                if i != next {
+                    return Ok(false);
+                }
+                b.fill_chunk(i, v)?;
+                next += 1;
+                Ok(true)
+            },
+        )?;
+        if next != chunks {
+            return Err(StoreError::Corrupt(format!(
+                "blob {id}: checksum chunk {next} missing"
+            )));
+        }
+    }
+    Ok(b)
 }
 
 /// Reads at least this long tell the kernel the whole range first.
@@ -1006,8 +1030,36 @@ fn fsck(s: &Shared, deep: bool) -> Result<FsckReport> {
         .map(|(k, _)| decode_coll(k))
         .collect::<Result<_>>()?;
     let mut blobs: BTreeMap<u64, Blob> = BTreeMap::new();
+    let mut chunks_of: BTreeMap<u64, u64> = BTreeMap::new();
     for (k, v) in all(T_BLOB)? {
-        blobs.insert(decode_u64_key(&k)?, Blob::decode(&v)?);
+        let (b, place) = Blob::decode_head(&v)?;
+        let id = decode_u64_key(&k)?;
+        chunks_of.insert(id, place.chunks());
+        blobs.insert(id, b);
+    }
+    // Checksum chunks: each blob has exactly the ones its record names.
+    let mut seen: BTreeMap<u64, u64> = BTreeMap::new();
+    for (k, v) in all(T_CSUM)? {
+        let (id, i) = decode_csum_key(&k)?;
+        match (blobs.get_mut(&id), chunks_of.get(&id)) {
+            (Some(b), Some(&n)) if i < n => {
+                if let Err(e) = b.fill_chunk(i, &v) {
+                    r.errors.push(format!("blob {id} checksum chunk {i}: {e}"));
+                }
+                *seen.entry(id).or_default() += 1;
+            }
+            _ => r.errors.push(format!(
+                "checksum chunk {i} of blob {id}, which has no such chunk"
+            )),
+        }
+    }
+    for (id, &n) in &chunks_of {
+        let have = seen.get(id).copied().unwrap_or(0);
+        if have != n {
+            r.errors.push(format!(
+                "blob {id}: {have} of its {n} checksum chunks present"
+            ));
+        }
     }
     r.blobs = blobs.len() as u64;
     let mut refs: BTreeMap<u64, u64> = BTreeMap::new();
