@@ -409,14 +409,20 @@ impl Ctx<'_> {
 
     /// Store a blob whole: its record and every checksum chunk.
     fn put_blob(&mut self, id: u64, b: &Blob) {
-        self.put_blob_head(id, b);
+        self.put(u64_key(T_BLOB, id), b.encode_head());
         for i in 0..b.csum_place().chunks() {
             self.put(csum_key(id, i), b.csum_chunk(i));
         }
     }
 
-    /// Store a blob's record only (its checksums are unchanged).
-    fn put_blob_head(&mut self, id: u64, b: &Blob) {
+    /// Store a blob's record only, its checksums being unchanged and
+    /// stored at `stored`. A record of an older store that kept a large
+    /// blob's checksums inline is rewritten whole, into chunks.
+    fn put_blob_head(&mut self, id: u64, b: &Blob, stored: CsumPlace) {
+        if stored != b.csum_place() {
+            self.put_blob(id, b);
+            return;
+        }
         self.put(u64_key(T_BLOB, id), b.encode_head());
     }
 
@@ -432,7 +438,7 @@ impl Ctx<'_> {
         }
         if place == CsumPlace::Inline {
             b.csums[first as usize..last as usize].copy_from_slice(new);
-            self.put_blob_head(id, &b);
+            self.put_blob_head(id, &b, place);
             return Ok(());
         }
         let chunk = CSUM_CHUNK as u64;
@@ -471,7 +477,7 @@ impl Ctx<'_> {
             self.freed.push((b.disk_off, b.len));
         } else {
             b.refs = n as u64;
-            self.put_blob_head(id, &b);
+            self.put_blob_head(id, &b, place);
         }
         Ok(())
     }

@@ -1538,3 +1538,72 @@ impl BlockStore {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A store written before checksums went into chunks kept a large
+    /// blob's checksums in its record: such a blob still reads, and its
+    /// first small overwrite moves them into chunks.
+    #[test]
+    fn a_large_blob_with_checksums_in_its_record_reads_and_moves_to_chunks() {
+        let dir = std::env::temp_dir().join(format!("loligo-legacy-blob-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let cfg = BlockConfig {
+            size: 64 << 20,
+            ..BlockConfig::default()
+        };
+        BlockStore::mkfs(&dir, &cfg).unwrap();
+        let s = BlockStore::mount(&dir, &cfg).unwrap();
+        let c = CollectionId::pg(1, 0);
+        let o = ObjectId::new(1, "legacy");
+        let mut model: Vec<u8> = (0..1u32 << 20).map(|i| (i % 253) as u8).collect();
+        let mut t = Transaction::new();
+        t.create_collection(c).write_full(c, &o, model.clone());
+        s.apply(t).unwrap();
+        // Rewrite every chunked blob's record the old way.
+        let kv = &s.shared.kv;
+        let mut ops = Vec::new();
+        for (k, v) in kv.scan(&[T_BLOB], Some(&[T_BLOB + 1]), usize::MAX).unwrap() {
+            let id = decode_u64_key(&k).unwrap();
+            let (mut b, place) = Blob::decode_head(&v).unwrap();
+            for i in 0..place.chunks() {
+                b.fill_chunk(i, &kv.get(&csum_key(id, i)).unwrap().unwrap())
+                    .unwrap();
+                ops.push(KvOp::Delete(csum_key(id, i)));
+            }
+            let mut e = Enc::default();
+            e.var(b.disk_off)
+                .var(b.len)
+                .var(b.refs)
+                .var(b.csums.len() as u64);
+            for &x in &b.csums {
+                e.u32le(x);
+            }
+            e.u8(0);
+            ops.push(KvOp::Put(k, e.0));
+        }
+        assert!(ops.len() > 1, "the 1 MiB object has a chunked blob");
+        kv.commit(ops, true).unwrap();
+        assert!(kv
+            .scan(&[T_CSUM], Some(&[T_CSUM + 1]), usize::MAX)
+            .unwrap()
+            .is_empty());
+        assert_eq!(s.read(c, &o, &[(0, 1 << 20)]).unwrap()[0], model);
+        assert!(s.fsck(true).unwrap().errors.is_empty());
+        let mut t = Transaction::new();
+        t.write(c, &o, 70 * 4096, vec![0x5a; 4096]);
+        s.apply(t).unwrap();
+        model[70 * 4096..71 * 4096].fill(0x5a);
+        assert_eq!(s.read(c, &o, &[(0, 1 << 20)]).unwrap()[0], model);
+        assert!(!kv
+            .scan(&[T_CSUM], Some(&[T_CSUM + 1]), usize::MAX)
+            .unwrap()
+            .is_empty());
+        let r = s.fsck(true).unwrap();
+        assert!(r.errors.is_empty(), "{:?}", r.errors);
+        drop(s);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
