@@ -798,3 +798,73 @@ fn small_overwrites_of_a_large_blob_keep_its_checksums_right() {
     assert!(r.errors.is_empty(), "fsck: {:?}", r.errors);
     assert_eq!(r.blobs, 0);
 }
+
+/// Writers sharing objects: each batch is prepared while the one before
+/// it commits, so it must read that batch's onodes, blobs and deferred
+/// blocks, not the KV's older ones. Every block, attribute and omap key
+/// of every writer must be there at the end, and after a remount.
+#[test]
+fn batches_prepared_while_the_last_commits_see_its_changes() {
+    let mut t = TempBlock::small();
+    let c = suite::c1();
+    let objs = [suite::oid(1, "shared-a"), suite::oid(2, "shared-b")];
+    let mut tx = Transaction::new();
+    tx.create_collection(c);
+    for o in &objs {
+        // Large enough for a blob with chunked checksums underneath.
+        tx.write_full(c, o, vec![0u8; 512 << 10]);
+    }
+    t.s().apply(tx).unwrap();
+    let (writers, rounds) = (8u32, 40u32);
+    let s = t.s();
+    std::thread::scope(|sc| {
+        for w in 0..writers {
+            let objs = &objs;
+            sc.spawn(move || {
+                for i in 0..rounds {
+                    let o = &objs[(i % 2) as usize];
+                    // Block w + 8 * (i / 2) of the object: distinct per
+                    // writer and round, some of it past the first blob.
+                    let blk = u64::from(w + writers * (i / 2));
+                    let mut tx = Transaction::new();
+                    tx.write(c, o, blk * 4096, vec![(w * rounds + i) as u8 | 1; 4096])
+                        .setattr(c, o, &format!("w{w}-{i}"), vec![w as u8])
+                        .omap_setkeys(
+                            c,
+                            o,
+                            [(format!("k{w}-{i}").into_bytes(), vec![i as u8])].into(),
+                        );
+                    s.apply(tx).unwrap();
+                }
+            });
+        }
+    });
+    let check = |s: &BlockStore| {
+        for (n, o) in objs.iter().enumerate() {
+            let d = s.read(c, o, &[(0, u64::MAX)]).unwrap().remove(0);
+            let attrs = s.getattrs(c, o).unwrap();
+            let omap: std::collections::BTreeMap<Vec<u8>, Vec<u8>> = s
+                .omap_range(c, o, b"", None, usize::MAX)
+                .unwrap()
+                .into_iter()
+                .collect();
+            for w in 0..writers {
+                for i in (0..rounds).filter(|i| (i % 2) as usize == n) {
+                    let blk = (w + writers * (i / 2)) as usize;
+                    let want = (w * rounds + i) as u8 | 1;
+                    assert!(
+                        d[blk * 4096..(blk + 1) * 4096].iter().all(|&b| b == want),
+                        "block {blk} of {o:?} lost writer {w}'s round {i}"
+                    );
+                    assert!(attrs.contains_key(&format!("w{w}-{i}")));
+                    assert!(omap.contains_key(format!("k{w}-{i}").as_bytes()));
+                }
+            }
+        }
+    };
+    check(t.s());
+    clean(&t);
+    t.remount();
+    check(t.s());
+    clean(&t);
+}

@@ -21,15 +21,32 @@ use std::sync::Arc;
 /// Pending KV changes: `None` deletes.
 type Overlay = BTreeMap<Vec<u8>, Option<Vec<u8>>>;
 
+/// The committer's first stage: it takes queued transactions and
+/// prepares each batch against the KV, the batch the second stage is
+/// committing ([`InFlight`]) and the batch so far, then hands the batch to
+/// the [`Syncer`]. It prepares the next batch while the syncer waits for
+/// the device.
 pub(super) struct Committer {
+    pub(super) s: Arc<Shared>,
+    pub(super) next_blob: u64,
+    pub(super) next_seq: u64,
+    pub(super) batch_max: usize,
+    /// The batch handed to the syncer last (its changes may not be in the
+    /// KV yet): read after this batch and before the KV.
+    pub(super) prev: InFlight,
+}
+
+/// The committer's second stage: commits each prepared batch to the KV,
+/// waits for it to be durable, writes its deferred data in place and
+/// completes its transactions. It owns what decides when freed space is
+/// reusable.
+pub(super) struct Syncer {
     pub(super) s: Arc<Shared>,
     /// Freed extents with the batch that freed them; reusable once a later
     /// batch has committed, their batch is durable (see `durable`) and no
     /// deferred record of their batch or earlier is left (see
     /// `deleted_through`).
     pub(super) quarantine: Vec<(u64, u64, u64)>,
-    pub(super) next_blob: u64,
-    pub(super) next_seq: u64,
     /// Deferred records already on the device, deleted with the next batch.
     pub(super) delete_next: Vec<Vec<u8>>,
     /// Deferred records whose data is written to the device but not yet
@@ -43,7 +60,16 @@ pub(super) struct Committer {
     /// Every deferred record of batches `< deleted_through` is deleted
     /// durably.
     pub(super) deleted_through: u64,
-    pub(super) batch_max: usize,
+    /// The blob and sequence counters as of the last batch committed.
+    pub(super) ids: (u64, u64),
+}
+
+/// A prepared batch's changes as the next batch's preparation reads them
+/// while the syncer commits them.
+#[derive(Default, Clone)]
+pub(super) struct InFlight {
+    kv: Arc<Overlay>,
+    deferred: HashMap<u64, Arc<Vec<u8>>>,
 }
 
 /// State of one batch being prepared.
@@ -58,8 +84,38 @@ struct Batch {
     wrote_data: bool,
 }
 
+/// A prepared batch on its way to the syncer.
+struct Handoff {
+    kv: Arc<Overlay>,
+    deferred: HashMap<u64, Arc<Vec<u8>>>,
+    records: Vec<(Vec<u8>, u64, Vec<u8>)>,
+    freed: Vec<(u64, u64)>,
+    wrote_data: bool,
+    /// The free-space keys this batch's allocations and frees changed,
+    /// taken when its preparation ended (the next batch's come later).
+    alloc_ops: Vec<KvOp>,
+    ids: (u64, u64),
+    sync: bool,
+    done: Vec<(Completer, Result<()>)>,
+    prepared_in: std::time::Duration,
+}
+
 impl Committer {
-    pub(super) fn run(&mut self, rx: Receiver<Job>) {
+    pub(super) fn run(&mut self, rx: Receiver<Job>, mut syncer: Syncer) {
+        // A rendezvous: a batch is handed over only once the syncer has
+        // finished the one before (so the syncer's bookkeeping sees batches
+        // one at a time, in order), while the next one is prepared.
+        let (to_syncer, from_committer) = std::sync::mpsc::sync_channel::<Handoff>(0);
+        let stage2 = std::thread::Builder::new()
+            .name("loligo-store-sync".into())
+            .spawn(move || syncer.run(from_committer));
+        let stage2 = match stage2 {
+            Ok(h) => Some(h),
+            Err(_) => {
+                self.s.failed.store(true, Ordering::Relaxed);
+                None
+            }
+        };
         while let Ok(first) = rx.recv() {
             let mut jobs = vec![first];
             while jobs.len() < self.batch_max {
@@ -68,24 +124,34 @@ impl Committer {
                     Err(_) => break,
                 }
             }
-            self.batch(jobs);
-        }
-        // Closed: what was committed unsynced is made durable.
-        if self.durable < self.batch_no && !self.s.failed.load(Ordering::Relaxed) {
-            let ids = KvOp::Put(vec![T_IDS], ids(self.next_blob, self.next_seq));
-            if self.s.kv.commit(vec![ids], true).is_ok() {
-                self.durable = self.batch_no;
+            let h = self.batch(jobs);
+            if let Some(h) = h {
+                let next = InFlight {
+                    kv: h.kv.clone(),
+                    deferred: h.deferred.clone(),
+                };
+                if let Err(e) = to_syncer.send(h) {
+                    fail_all(e.0.done, StoreError::Closed);
+                    self.s.failed.store(true, Ordering::Relaxed);
+                }
+                self.prev = next;
             }
+        }
+        drop(to_syncer);
+        if let Some(h) = stage2 {
+            let _ = h.join();
         }
     }
 
-    fn batch(&mut self, jobs: Vec<Job>) {
+    /// Prepare a batch; `None` when the store failed earlier (every job
+    /// is then completed with the error).
+    fn batch(&mut self, jobs: Vec<Job>) -> Option<Handoff> {
         if self.s.failed.load(Ordering::Relaxed) {
-            for j in jobs {
-                j.done
-                    .complete(Err(StoreError::Io("store failed earlier; remount".into())));
-            }
-            return;
+            fail_all(
+                jobs.into_iter().map(|j| (j.done, Ok(()))).collect(),
+                StoreError::Io("store failed earlier; remount".into()),
+            );
+            return None;
         }
         let mut b = Batch::default();
         let mut done: Vec<(Completer, Result<()>)> = Vec::new();
@@ -95,36 +161,33 @@ impl Committer {
             let r = self.prepare(&j.txn, &j.pre, &mut b);
             done.push((j.done, r));
         }
-        let t1 = t0.elapsed();
-        let res = self.commit(&mut b, sync);
-        if std::env::var_os("LOLIGO_STORE_TRACE").is_some() {
-            eprintln!(
-                "batch {} txns: prepare {:?} commit {:?}",
-                done.len(),
-                t1,
-                t0.elapsed() - t1
-            );
-        }
-        if let Err(e) = res {
-            // The device or KV failed: nothing of this batch is known to
-            // be durable; stop accepting work.
-            self.s.failed.store(true, Ordering::Relaxed);
-            for (c, _) in done {
-                c.complete(Err(e.clone()));
+        let alloc_ops = match self.s.alloc.lock() {
+            Ok(mut a) => a.persist(),
+            Err(_) => {
+                fail_all(done, StoreError::Closed);
+                self.s.failed.store(true, Ordering::Relaxed);
+                return None;
             }
-            return;
-        }
-        for (c, r) in done {
-            c.complete(r);
-        }
+        };
+        Some(Handoff {
+            kv: Arc::new(b.kv),
+            deferred: b.deferred,
+            records: b.records,
+            freed: b.freed,
+            wrote_data: b.wrote_data,
+            alloc_ops,
+            ids: (self.next_blob, self.next_seq),
+            sync,
+            done,
+            prepared_in: t0.elapsed(),
+        })
     }
 
-    /// Prepare one transaction into the batch; on error nothing of it
-    /// stays (its overlay is dropped and its allocations returned).
     fn prepare(&mut self, t: &Transaction, pre: &[Option<Prepared>], b: &mut Batch) -> Result<()> {
         t.validate(&self.s.limits)?;
         let mut cx = Ctx {
             s: &self.s,
+            prev: &self.prev,
             batch: b,
             kv: Overlay::new(),
             onodes: HashMap::new(),
@@ -194,10 +257,52 @@ impl Committer {
             }
         }
     }
+}
+
+impl Syncer {
+    fn run(&mut self, rx: Receiver<Handoff>) {
+        while let Ok(mut h) = rx.recv() {
+            if self.s.failed.load(Ordering::Relaxed) {
+                fail_all(
+                    std::mem::take(&mut h.done),
+                    StoreError::Io("store failed earlier; remount".into()),
+                );
+                continue;
+            }
+            let t0 = std::time::Instant::now();
+            let res = self.commit(&mut h);
+            if std::env::var_os("LOLIGO_STORE_TRACE").is_some() {
+                eprintln!(
+                    "batch {} txns: prepare {:?} commit {:?}",
+                    h.done.len(),
+                    h.prepared_in,
+                    t0.elapsed()
+                );
+            }
+            if let Err(e) = res {
+                // The device or KV failed: nothing of this batch is known
+                // to be durable; stop accepting work.
+                self.s.failed.store(true, Ordering::Relaxed);
+                fail_all(std::mem::take(&mut h.done), e);
+                continue;
+            }
+            for (c, r) in h.done {
+                c.complete(r);
+            }
+        }
+        // Closed: what was committed unsynced is made durable.
+        if self.durable < self.batch_no && !self.s.failed.load(Ordering::Relaxed) {
+            let ids = KvOp::Put(vec![T_IDS], ids(self.ids.0, self.ids.1));
+            if self.s.kv.commit(vec![ids], true).is_ok() {
+                self.durable = self.batch_no;
+            }
+        }
+    }
 
     /// Commit the batch; without `sync` (every job unsynced) the KV's sync
     /// is skipped if nothing else needs it.
-    fn commit(&mut self, b: &mut Batch, sync: bool) -> Result<()> {
+    fn commit(&mut self, b: &mut Handoff) -> Result<()> {
+        let sync = b.sync;
         let s = self.s.clone();
         let n = self.batch_no;
         // Deferred data written after earlier commits is synced only when
@@ -227,19 +332,20 @@ impl Committer {
                 .extend(self.unsynced.drain(..).map(|(_, k)| k));
             synced_through = Some(n);
         }
-        let mut ops: Vec<KvOp> = std::mem::take(&mut b.kv)
-            .into_iter()
-            .map(|(k, v)| match v {
-                Some(v) => KvOp::Put(k, v),
-                None => KvOp::Delete(k),
-            })
-            .collect();
-        ops.extend(s.alloc.lock().map_err(|_| StoreError::Closed)?.persist());
+        let mut ops: Vec<KvOp> =
+            b.kv.iter()
+                .map(|(k, v)| match v {
+                    Some(v) => KvOp::Put(k.clone(), v.clone()),
+                    None => KvOp::Delete(k.clone()),
+                })
+                .collect();
+        ops.append(&mut b.alloc_ops);
         for (k, off, bytes) in &b.records {
             ops.push(KvOp::Put(k.clone(), encode_deferred(*off, bytes)));
         }
         ops.extend(self.delete_next.drain(..).map(KvOp::Delete));
-        ops.push(KvOp::Put(vec![T_IDS], ids(self.next_blob, self.next_seq)));
+        self.ids = b.ids;
+        ops.push(KvOp::Put(vec![T_IDS], ids(b.ids.0, b.ids.1)));
         {
             let _g = s.view.write().map_err(|_| StoreError::Closed)?;
             // Cached reads of what this batch changes in place or frees
@@ -254,7 +360,7 @@ impl Committer {
             s.deferred
                 .lock()
                 .map_err(|_| StoreError::Closed)?
-                .extend(b.deferred.drain());
+                .extend(std::mem::take(&mut b.deferred));
         }
         if sync {
             self.durable = n + 1;
@@ -289,6 +395,15 @@ impl Committer {
     }
 }
 
+/// Complete every job with `e`.
+fn fail_all(done: Vec<(Completer, Result<()>)>, e: StoreError) {
+    for (c, _) in done {
+        c.complete(Err(e.clone()));
+    }
+}
+
+impl Committer {}
+
 /// Unsynced deferred records that force a sync at the next commit.
 const DEFERRED_SYNC_MAX: usize = 1024;
 /// Freed bytes waiting for deferred records' deletion that force a sync
@@ -301,6 +416,9 @@ use crate::store::Completer;
 /// this transaction's own changes.
 struct Ctx<'a> {
     s: &'a Shared,
+    /// The batch the syncer is committing: read after `batch`, before the
+    /// KV (which may or may not have it yet).
+    prev: &'a InFlight,
     batch: &'a Batch,
     kv: Overlay,
     /// Onodes this transaction changed (`None`: removed), decoded: an
@@ -330,6 +448,9 @@ impl Ctx<'_> {
         if let Some(v) = self.batch.kv.get(k) {
             return Ok(v.clone());
         }
+        if let Some(v) = self.prev.kv.get(k) {
+            return Ok(v.clone());
+        }
         self.s.kv.get(k)
     }
 
@@ -350,7 +471,7 @@ impl Ctx<'_> {
             .into_iter()
             .map(|(k, v)| (k, Some(v)))
             .collect();
-        for layer in [&self.batch.kv, &self.kv] {
+        for layer in [&*self.prev.kv, &self.batch.kv, &self.kv] {
             for (k, v) in layer.range(start.to_vec()..end.to_vec()) {
                 m.insert(k.clone(), v.clone());
             }
@@ -493,7 +614,11 @@ impl Ctx<'_> {
         {
             return Ok(buf);
         }
-        let mut pending: HashMap<u64, Arc<Vec<u8>>> = self.batch.deferred.clone();
+        // Newest last: the syncer's batch (not yet, or already, in the
+        // shared map the device read consults), then this batch, then
+        // this transaction.
+        let mut pending: HashMap<u64, Arc<Vec<u8>>> = self.prev.deferred.clone();
+        pending.extend(self.batch.deferred.iter().map(|(k, v)| (*k, v.clone())));
         pending.extend(self.deferred.iter().map(|(k, v)| (*k, v.clone())));
         read_logical_into(
             s,

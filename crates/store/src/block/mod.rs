@@ -48,7 +48,7 @@ use crate::txn::Transaction;
 use alloc::Allocator;
 use bytes::Bytes;
 use codec::*;
-use commit::Committer;
+use commit::{Committer, Syncer};
 use std::collections::{BTreeMap, HashMap};
 use std::fs::{File, OpenOptions};
 use std::ops::Range;
@@ -423,19 +423,24 @@ impl BlockStore {
         let (tx, rx) = mpsc::channel::<Job>();
         let mut c = Committer {
             s: shared.clone(),
-            quarantine: Vec::new(),
             next_blob,
             next_seq,
+            batch_max: cfg.batch_max.max(1),
+            prev: Default::default(),
+        };
+        let syncer = Syncer {
+            s: shared.clone(),
+            quarantine: Vec::new(),
             delete_next: Vec::new(),
             unsynced: Vec::new(),
             batch_no: 0,
             durable: 0,
             deleted_through: 0,
-            batch_max: cfg.batch_max.max(1),
+            ids: (next_blob, next_seq),
         };
         let handle = std::thread::Builder::new()
             .name("loligo-store-commit".into())
-            .spawn(move || c.run(rx))
+            .spawn(move || c.run(rx, syncer))
             .map_err(io)?;
         Ok(BlockStore {
             shared,
@@ -1586,6 +1591,10 @@ mod tests {
         }
         assert!(ops.len() > 1, "the 1 MiB object has a chunked blob");
         kv.commit(ops, true).unwrap();
+        // Mounted again, as an older store's records are met.
+        drop(s);
+        let s = BlockStore::mount(&dir, &cfg).unwrap();
+        let kv = &s.shared.kv;
         assert!(kv
             .scan(&[T_CSUM], Some(&[T_CSUM + 1]), usize::MAX)
             .unwrap()
