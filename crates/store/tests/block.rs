@@ -868,3 +868,48 @@ fn batches_prepared_while_the_last_commits_see_its_changes() {
     check(t.s());
     clean(&t);
 }
+
+/// Thousands of deferred overwrites with no large write between them:
+/// their in-place data is synced beside the commits once 1,024 records
+/// wait, and their records are deleted after. Every byte survives, across
+/// a remount (which replays whatever records are left), and fsck is clean.
+#[test]
+fn many_deferred_overwrites_are_synced_beside_the_commits() {
+    let mut t = TempBlock::small();
+    let c = suite::c1();
+    let o = suite::oid(3, "hot");
+    let mut tx = Transaction::new();
+    tx.create_collection(c)
+        .write_full(c, &o, vec![0u8; 1 << 20]);
+    t.s().apply(tx).unwrap();
+    let model = std::sync::Mutex::new(vec![0u8; 1 << 20]);
+    let s = t.s();
+    std::thread::scope(|sc| {
+        for w in 0..4u64 {
+            let (model, o) = (&model, &o);
+            sc.spawn(move || {
+                let mut rng = loligo_testkit::Rng::new(w);
+                for i in 0..700u64 {
+                    // Writer w owns blocks w, w + 4, ...: no two writers
+                    // race on a block, so the model is exact.
+                    let blk = (rng.next_u64() % 64) * 4 + w;
+                    let byte = (i as u8) ^ (w as u8 * 61) | 1;
+                    let mut tx = Transaction::new();
+                    tx.write(c, o, blk * 4096, vec![byte; 4096]);
+                    s.apply(tx).unwrap();
+                    model.lock().unwrap()[(blk * 4096) as usize..((blk + 1) * 4096) as usize]
+                        .fill(byte);
+                }
+            });
+        }
+    });
+    let model = model.into_inner().unwrap();
+    assert!(t.s().read(c, &o, &[(0, 1 << 20)]).unwrap()[0] == model);
+    clean(&t);
+    // 2,800 records were written; those synced in place were deleted.
+    let left = t.s().fsck(false).unwrap().deferred_records;
+    assert!(left < 2048, "{left} deferred records left");
+    t.remount();
+    assert!(t.s().read(c, &o, &[(0, 1 << 20)]).unwrap()[0] == model);
+    clean(&t);
+}

@@ -62,6 +62,10 @@ pub(super) struct Syncer {
     pub(super) deleted_through: u64,
     /// The blob and sequence counters as of the last batch committed.
     pub(super) ids: (u64, u64),
+    /// A device sync running beside the commits for deferred records
+    /// already written in place: the batch number their deletion makes
+    /// `deleted_through`, their keys, and where the sync's result comes.
+    pub(super) flushing: Option<(u64, Vec<Vec<u8>>, Receiver<std::io::Result<()>>)>,
 }
 
 /// A prepared batch's changes as the next batch's preparation reads them
@@ -322,16 +326,40 @@ impl Syncer {
         // metadata it replaces: a batch that put any there is synced. So
         // is one under quarantine pressure (freed space waits for the
         // batch that freed it to be durable).
-        let sync = sync || b.wrote_data || flush_deferred || !b.records.is_empty() || pressure;
+        let mut synced_through = None;
+        // A background sync of deferred data that has ended (or, before a
+        // sync here, that is waited for): its records go.
+        if let Some((upto, keys, done)) = self.flushing.take() {
+            let r = if b.wrote_data || flush_deferred {
+                Some(done.recv().unwrap_or_else(|_| Err(closed_flusher())))
+            } else {
+                done.try_recv().ok()
+            };
+            match r {
+                Some(r) => {
+                    r.map_err(io)?;
+                    self.delete_next.extend(keys);
+                    synced_through = Some(upto);
+                }
+                None => self.flushing = Some((upto, keys, done)),
+            }
+        }
         if b.wrote_data || flush_deferred {
             s.dev.sync_data().map_err(io)?;
         }
-        let mut synced_through = None;
         if flush_deferred {
             self.delete_next
                 .extend(self.unsynced.drain(..).map(|(_, k)| k));
             synced_through = Some(n);
         }
+        // Deletions of deferred records are made durable at once (so
+        // `deleted_through` may move).
+        let sync = sync
+            || b.wrote_data
+            || flush_deferred
+            || !b.records.is_empty()
+            || pressure
+            || !self.delete_next.is_empty();
         let mut ops: Vec<KvOp> =
             b.kv.iter()
                 .map(|(k, v)| match v {
@@ -366,8 +394,8 @@ impl Syncer {
             self.durable = n + 1;
         }
         if let Some(t) = synced_through {
-            self.deleted_through = t;
-        } else if self.unsynced.is_empty() {
+            self.deleted_through = self.deleted_through.max(t);
+        } else if self.unsynced.is_empty() && self.flushing.is_none() {
             self.deleted_through = n;
         }
         if !b.records.is_empty() {
@@ -390,9 +418,36 @@ impl Syncer {
         self.quarantine
             .extend(b.freed.drain(..).map(|(o, l)| (n, o, l)));
         s.free_bytes.store(a.free_bytes(), Ordering::Relaxed);
+        drop(a);
         self.batch_no += 1;
+        if self.flushing.is_none() && self.unsynced.len() >= DEFERRED_SYNC_MAX {
+            // Many records written in place: sync them beside the next
+            // commits instead of stalling one (a sync of 1,024 scattered
+            // blocks took about 20 ms, a quarter of the committer's time).
+            // Every record of batches up to this one is among them.
+            let keys = self.unsynced.drain(..).map(|(_, k)| k).collect();
+            let (tx, rx) = std::sync::mpsc::channel();
+            let s2 = s.clone();
+            let spawned = std::thread::Builder::new()
+                .name("loligo-store-flush".into())
+                .spawn(move || {
+                    let _ = tx.send(s2.dev.sync_data());
+                });
+            if spawned.is_err() {
+                s.dev.sync_data().map_err(io)?;
+                let (tx, rx2) = std::sync::mpsc::channel();
+                let _ = tx.send(Ok(()));
+                self.flushing = Some((n + 1, keys, rx2));
+            } else {
+                self.flushing = Some((n + 1, keys, rx));
+            }
+        }
         Ok(())
     }
+}
+
+fn closed_flusher() -> std::io::Error {
+    std::io::Error::other("the deferred data's sync thread ended without an answer")
 }
 
 /// Complete every job with `e`.
@@ -401,8 +456,6 @@ fn fail_all(done: Vec<(Completer, Result<()>)>, e: StoreError) {
         c.complete(Err(e.clone()));
     }
 }
-
-impl Committer {}
 
 /// Unsynced deferred records that force a sync at the next commit.
 const DEFERRED_SYNC_MAX: usize = 1024;
