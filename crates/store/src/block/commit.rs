@@ -63,9 +63,18 @@ pub(super) struct Syncer {
     /// The blob and sequence counters as of the last batch committed.
     pub(super) ids: (u64, u64),
     /// A device sync running beside the commits for deferred records
-    /// already written in place: the batch number their deletion makes
-    /// `deleted_through`, their keys, and where the sync's result comes.
-    pub(super) flushing: Option<(u64, Vec<Vec<u8>>, Receiver<std::io::Result<()>>)>,
+    /// already written in place.
+    pub(super) flushing: Option<Flush>,
+}
+
+/// A background sync of deferred data written in place.
+pub(super) struct Flush {
+    /// What `deleted_through` becomes once the records are deleted.
+    upto: u64,
+    /// The records whose data it makes durable.
+    keys: Vec<Vec<u8>>,
+    /// Where the sync's result comes.
+    done: Receiver<std::io::Result<()>>,
 }
 
 /// A prepared batch's changes as the next batch's preparation reads them
@@ -329,19 +338,19 @@ impl Syncer {
         let mut synced_through = None;
         // A background sync of deferred data that has ended (or, before a
         // sync here, that is waited for): its records go.
-        if let Some((upto, keys, done)) = self.flushing.take() {
+        if let Some(f) = self.flushing.take() {
             let r = if b.wrote_data || flush_deferred {
-                Some(done.recv().unwrap_or_else(|_| Err(closed_flusher())))
+                Some(f.done.recv().unwrap_or_else(|_| Err(closed_flusher())))
             } else {
-                done.try_recv().ok()
+                f.done.try_recv().ok()
             };
             match r {
                 Some(r) => {
                     r.map_err(io)?;
-                    self.delete_next.extend(keys);
-                    synced_through = Some(upto);
+                    self.delete_next.extend(f.keys);
+                    synced_through = Some(f.upto);
                 }
-                None => self.flushing = Some((upto, keys, done)),
+                None => self.flushing = Some(f),
             }
         }
         if b.wrote_data || flush_deferred {
@@ -433,14 +442,20 @@ impl Syncer {
                 .spawn(move || {
                     let _ = tx.send(s2.dev.sync_data());
                 });
-            if spawned.is_err() {
+            let done = if spawned.is_err() {
+                // No thread: sync here.
                 s.dev.sync_data().map_err(io)?;
                 let (tx, rx2) = std::sync::mpsc::channel();
                 let _ = tx.send(Ok(()));
-                self.flushing = Some((n + 1, keys, rx2));
+                rx2
             } else {
-                self.flushing = Some((n + 1, keys, rx));
-            }
+                rx
+            };
+            self.flushing = Some(Flush {
+                upto: n + 1,
+                keys,
+                done,
+            });
         }
         Ok(())
     }
