@@ -119,9 +119,11 @@ impl Committer {
         // finished the one before (so the syncer's bookkeeping sees batches
         // one at a time, in order), while the next one is prepared.
         let (to_syncer, from_committer) = std::sync::mpsc::sync_channel::<Handoff>(0);
+        let busy = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let busy2 = busy.clone();
         let stage2 = std::thread::Builder::new()
             .name("loligo-store-sync".into())
-            .spawn(move || syncer.run(from_committer));
+            .spawn(move || syncer.run(from_committer, &busy2));
         let stage2 = match stage2 {
             Ok(h) => Some(h),
             Err(_) => {
@@ -137,7 +139,7 @@ impl Committer {
                     Err(_) => break,
                 }
             }
-            let h = self.batch(jobs);
+            let h = self.batch(jobs, &rx, &busy);
             if let Some(h) = h {
                 let next = InFlight {
                     kv: h.kv.clone(),
@@ -158,7 +160,12 @@ impl Committer {
 
     /// Prepare a batch; `None` when the store failed earlier (every job
     /// is then completed with the error).
-    fn batch(&mut self, jobs: Vec<Job>) -> Option<Handoff> {
+    fn batch(
+        &mut self,
+        jobs: Vec<Job>,
+        rx: &Receiver<Job>,
+        syncer_busy: &std::sync::atomic::AtomicBool,
+    ) -> Option<Handoff> {
         if self.s.failed.load(Ordering::Relaxed) {
             fail_all(
                 jobs.into_iter().map(|j| (j.done, Ok(()))).collect(),
@@ -169,8 +176,20 @@ impl Committer {
         let mut b = Batch::default();
         let mut done: Vec<(Completer, Result<()>)> = Vec::new();
         let t0 = std::time::Instant::now();
-        let sync = jobs.iter().any(|j| j.sync);
+        let mut sync = false;
         for j in jobs {
+            sync |= j.sync;
+            let r = self.prepare(&j.txn, &j.pre, &mut b);
+            done.push((j.done, r));
+        }
+        // While the syncer is still busy with the batch before, what has
+        // arrived since joins this batch (as it would have without the
+        // second stage): fewer, larger batches, fewer syncs.
+        while done.len() < self.batch_max && syncer_busy.load(Ordering::Acquire) {
+            let Ok(j) = rx.try_recv() else {
+                break;
+            };
+            sync |= j.sync;
             let r = self.prepare(&j.txn, &j.pre, &mut b);
             done.push((j.done, r));
         }
@@ -273,37 +292,47 @@ impl Committer {
 }
 
 impl Syncer {
-    fn run(&mut self, rx: Receiver<Handoff>) {
+    fn run(&mut self, rx: Receiver<Handoff>, busy: &std::sync::atomic::AtomicBool) {
         while let Ok(mut h) = rx.recv() {
-            if self.s.failed.load(Ordering::Relaxed) {
-                fail_all(
-                    std::mem::take(&mut h.done),
-                    StoreError::Io("store failed earlier; remount".into()),
-                );
-                continue;
-            }
-            let t0 = std::time::Instant::now();
-            let res = self.commit(&mut h);
-            if std::env::var_os("LOLIGO_STORE_TRACE").is_some() {
-                eprintln!(
-                    "batch {} txns: prepare {:?} commit {:?}",
-                    h.done.len(),
-                    h.prepared_in,
-                    t0.elapsed()
-                );
-            }
-            if let Err(e) = res {
-                // The device or KV failed: nothing of this batch is known
-                // to be durable; stop accepting work.
-                self.s.failed.store(true, Ordering::Relaxed);
-                fail_all(std::mem::take(&mut h.done), e);
-                continue;
-            }
-            for (c, r) in h.done {
-                c.complete(r);
-            }
+            busy.store(true, Ordering::Release);
+            self.handle(&mut h);
+            busy.store(false, Ordering::Release);
         }
-        // Closed: what was committed unsynced is made durable.
+        self.close();
+    }
+
+    fn handle(&mut self, h: &mut Handoff) {
+        if self.s.failed.load(Ordering::Relaxed) {
+            fail_all(
+                std::mem::take(&mut h.done),
+                StoreError::Io("store failed earlier; remount".into()),
+            );
+            return;
+        }
+        let t0 = std::time::Instant::now();
+        let res = self.commit(h);
+        if std::env::var_os("LOLIGO_STORE_TRACE").is_some() {
+            eprintln!(
+                "batch {} txns: prepare {:?} commit {:?}",
+                h.done.len(),
+                h.prepared_in,
+                t0.elapsed()
+            );
+        }
+        if let Err(e) = res {
+            // The device or KV failed: nothing of this batch is known to
+            // be durable; stop accepting work.
+            self.s.failed.store(true, Ordering::Relaxed);
+            fail_all(std::mem::take(&mut h.done), e);
+            return;
+        }
+        for (c, r) in std::mem::take(&mut h.done) {
+            c.complete(r);
+        }
+    }
+
+    /// Closed: what was committed unsynced is made durable.
+    fn close(&mut self) {
         if self.durable < self.batch_no && !self.s.failed.load(Ordering::Relaxed) {
             let ids = KvOp::Put(vec![T_IDS], ids(self.ids.0, self.ids.1));
             if self.s.kv.commit(vec![ids], true).is_ok() {
