@@ -799,12 +799,12 @@ fn small_overwrites_of_a_large_blob_keep_its_checksums_right() {
     assert_eq!(r.blobs, 0);
 }
 
-/// Writers sharing objects: each batch is prepared while the one before
-/// it commits, so it must read that batch's onodes, blobs and deferred
-/// blocks, not the KV's older ones. Every block, attribute and omap key
+/// Writers sharing objects: transactions on one object land in one batch
+/// and in consecutive ones, each reading the onodes, blobs and deferred
+/// blocks the ones before it changed. Every block, attribute and omap key
 /// of every writer must be there at the end, and after a remount.
 #[test]
-fn batches_prepared_while_the_last_commits_see_its_changes() {
+fn writers_sharing_objects_keep_every_change() {
     let mut t = TempBlock::small();
     let c = suite::c1();
     let objs = [suite::oid(1, "shared-a"), suite::oid(2, "shared-b")];

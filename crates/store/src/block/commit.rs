@@ -21,22 +21,17 @@ use std::sync::Arc;
 /// Pending KV changes: `None` deletes.
 type Overlay = BTreeMap<Vec<u8>, Option<Vec<u8>>>;
 
-/// The committer's first stage: it takes queued transactions and
-/// prepares each batch against the KV, the batch the second stage is
-/// committing ([`InFlight`]) and the batch so far, then hands the batch to
-/// the [`Syncer`]. It prepares the next batch while the syncer waits for
-/// the device.
+/// The committer's first half: it takes queued transactions and prepares
+/// each batch against the KV and the batch so far, then hands the batch
+/// to the [`Syncer`] in the same thread.
 pub(super) struct Committer {
     pub(super) s: Arc<Shared>,
     pub(super) next_blob: u64,
     pub(super) next_seq: u64,
     pub(super) batch_max: usize,
-    /// The batch handed to the syncer last (its changes may not be in the
-    /// KV yet): read after this batch and before the KV.
-    pub(super) prev: InFlight,
 }
 
-/// The committer's second stage: commits each prepared batch to the KV,
+/// The committer's second half: commits each prepared batch to the KV,
 /// waits for it to be durable, writes its deferred data in place and
 /// completes its transactions. It owns what decides when freed space is
 /// reusable.
@@ -77,14 +72,6 @@ pub(super) struct Flush {
     done: Receiver<std::io::Result<()>>,
 }
 
-/// A prepared batch's changes as the next batch's preparation reads them
-/// while the syncer commits them.
-#[derive(Default, Clone)]
-pub(super) struct InFlight {
-    kv: Arc<Overlay>,
-    deferred: HashMap<u64, Arc<Vec<u8>>>,
-}
-
 /// State of one batch being prepared.
 #[derive(Default)]
 struct Batch {
@@ -99,7 +86,7 @@ struct Batch {
 
 /// A prepared batch on its way to the syncer.
 struct Handoff {
-    kv: Arc<Overlay>,
+    kv: Overlay,
     deferred: HashMap<u64, Arc<Vec<u8>>>,
     records: Vec<(Vec<u8>, u64, Vec<u8>)>,
     freed: Vec<(u64, u64)>,
@@ -115,22 +102,6 @@ struct Handoff {
 
 impl Committer {
     pub(super) fn run(&mut self, rx: Receiver<Job>, mut syncer: Syncer) {
-        // A rendezvous: a batch is handed over only once the syncer has
-        // finished the one before (so the syncer's bookkeeping sees batches
-        // one at a time, in order), while the next one is prepared.
-        let (to_syncer, from_committer) = std::sync::mpsc::sync_channel::<Handoff>(0);
-        let busy = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let busy2 = busy.clone();
-        let stage2 = std::thread::Builder::new()
-            .name("loligo-store-sync".into())
-            .spawn(move || syncer.run(from_committer, &busy2));
-        let stage2 = match stage2 {
-            Ok(h) => Some(h),
-            Err(_) => {
-                self.s.failed.store(true, Ordering::Relaxed);
-                None
-            }
-        };
         while let Ok(first) = rx.recv() {
             let mut jobs = vec![first];
             while jobs.len() < self.batch_max {
@@ -139,33 +110,16 @@ impl Committer {
                     Err(_) => break,
                 }
             }
-            let h = self.batch(jobs, &rx, &busy);
-            if let Some(h) = h {
-                let next = InFlight {
-                    kv: h.kv.clone(),
-                    deferred: h.deferred.clone(),
-                };
-                if let Err(e) = to_syncer.send(h) {
-                    fail_all(e.0.done, StoreError::Closed);
-                    self.s.failed.store(true, Ordering::Relaxed);
-                }
-                self.prev = next;
+            if let Some(mut h) = self.batch(jobs) {
+                syncer.handle(&mut h);
             }
         }
-        drop(to_syncer);
-        if let Some(h) = stage2 {
-            let _ = h.join();
-        }
+        syncer.close();
     }
 
     /// Prepare a batch; `None` when the store failed earlier (every job
     /// is then completed with the error).
-    fn batch(
-        &mut self,
-        jobs: Vec<Job>,
-        rx: &Receiver<Job>,
-        syncer_busy: &std::sync::atomic::AtomicBool,
-    ) -> Option<Handoff> {
+    fn batch(&mut self, jobs: Vec<Job>) -> Option<Handoff> {
         if self.s.failed.load(Ordering::Relaxed) {
             fail_all(
                 jobs.into_iter().map(|j| (j.done, Ok(()))).collect(),
@@ -182,17 +136,6 @@ impl Committer {
             let r = self.prepare(&j.txn, &j.pre, &mut b);
             done.push((j.done, r));
         }
-        // While the syncer is still busy with the batch before, what has
-        // arrived since joins this batch (as it would have without the
-        // second stage): fewer, larger batches, fewer syncs.
-        while done.len() < self.batch_max && syncer_busy.load(Ordering::Acquire) {
-            let Ok(j) = rx.try_recv() else {
-                break;
-            };
-            sync |= j.sync;
-            let r = self.prepare(&j.txn, &j.pre, &mut b);
-            done.push((j.done, r));
-        }
         let alloc_ops = match self.s.alloc.lock() {
             Ok(mut a) => a.persist(),
             Err(_) => {
@@ -202,7 +145,7 @@ impl Committer {
             }
         };
         Some(Handoff {
-            kv: Arc::new(b.kv),
+            kv: b.kv,
             deferred: b.deferred,
             records: b.records,
             freed: b.freed,
@@ -219,7 +162,6 @@ impl Committer {
         t.validate(&self.s.limits)?;
         let mut cx = Ctx {
             s: &self.s,
-            prev: &self.prev,
             batch: b,
             kv: Overlay::new(),
             onodes: HashMap::new(),
@@ -292,15 +234,7 @@ impl Committer {
 }
 
 impl Syncer {
-    fn run(&mut self, rx: Receiver<Handoff>, busy: &std::sync::atomic::AtomicBool) {
-        while let Ok(mut h) = rx.recv() {
-            busy.store(true, Ordering::Release);
-            self.handle(&mut h);
-            busy.store(false, Ordering::Release);
-        }
-        self.close();
-    }
-
+    /// Commit a prepared batch and complete its transactions.
     fn handle(&mut self, h: &mut Handoff) {
         if self.s.failed.load(Ordering::Relaxed) {
             fail_all(
@@ -332,7 +266,7 @@ impl Syncer {
     }
 
     /// Closed: what was committed unsynced is made durable.
-    fn close(&mut self) {
+    pub(super) fn close(&mut self) {
         if self.durable < self.batch_no && !self.s.failed.load(Ordering::Relaxed) {
             let ids = KvOp::Put(vec![T_IDS], ids(self.ids.0, self.ids.1));
             if self.s.kv.commit(vec![ids], true).is_ok() {
@@ -398,13 +332,13 @@ impl Syncer {
             || !b.records.is_empty()
             || pressure
             || !self.delete_next.is_empty();
-        let mut ops: Vec<KvOp> =
-            b.kv.iter()
-                .map(|(k, v)| match v {
-                    Some(v) => KvOp::Put(k.clone(), v.clone()),
-                    None => KvOp::Delete(k.clone()),
-                })
-                .collect();
+        let mut ops: Vec<KvOp> = std::mem::take(&mut b.kv)
+            .into_iter()
+            .map(|(k, v)| match v {
+                Some(v) => KvOp::Put(k, v),
+                None => KvOp::Delete(k),
+            })
+            .collect();
         ops.append(&mut b.alloc_ops);
         for (k, off, bytes) in &b.records {
             ops.push(KvOp::Put(k.clone(), encode_deferred(*off, bytes)));
@@ -513,9 +447,6 @@ use crate::store::Completer;
 /// this transaction's own changes.
 struct Ctx<'a> {
     s: &'a Shared,
-    /// The batch the syncer is committing: read after `batch`, before the
-    /// KV (which may or may not have it yet).
-    prev: &'a InFlight,
     batch: &'a Batch,
     kv: Overlay,
     /// Onodes this transaction changed (`None`: removed), decoded: an
@@ -545,9 +476,6 @@ impl Ctx<'_> {
         if let Some(v) = self.batch.kv.get(k) {
             return Ok(v.clone());
         }
-        if let Some(v) = self.prev.kv.get(k) {
-            return Ok(v.clone());
-        }
         self.s.kv.get(k)
     }
 
@@ -568,7 +496,7 @@ impl Ctx<'_> {
             .into_iter()
             .map(|(k, v)| (k, Some(v)))
             .collect();
-        for layer in [&*self.prev.kv, &self.batch.kv, &self.kv] {
+        for layer in [&self.batch.kv, &self.kv] {
             for (k, v) in layer.range(start.to_vec()..end.to_vec()) {
                 m.insert(k.clone(), v.clone());
             }
@@ -711,11 +639,7 @@ impl Ctx<'_> {
         {
             return Ok(buf);
         }
-        // Newest last: the syncer's batch (not yet, or already, in the
-        // shared map the device read consults), then this batch, then
-        // this transaction.
-        let mut pending: HashMap<u64, Arc<Vec<u8>>> = self.prev.deferred.clone();
-        pending.extend(self.batch.deferred.iter().map(|(k, v)| (*k, v.clone())));
+        let mut pending: HashMap<u64, Arc<Vec<u8>>> = self.batch.deferred.clone();
         pending.extend(self.deferred.iter().map(|(k, v)| (*k, v.clone())));
         read_logical_into(
             s,

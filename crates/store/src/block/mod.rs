@@ -426,7 +426,6 @@ impl BlockStore {
             next_blob,
             next_seq,
             batch_max: cfg.batch_max.max(1),
-            prev: Default::default(),
         };
         let syncer = Syncer {
             s: shared.clone(),
