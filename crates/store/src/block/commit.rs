@@ -158,6 +158,8 @@ impl Committer {
         })
     }
 
+    /// Prepare one transaction into the batch; on error nothing of it
+    /// stays (its overlay is dropped and its allocations returned).
     fn prepare(&mut self, t: &Transaction, pre: &[Option<Prepared>], b: &mut Batch) -> Result<()> {
         t.validate(&self.s.limits)?;
         let mut cx = Ctx {

@@ -1550,6 +1550,52 @@ impl BlockStore {
 mod tests {
     use super::*;
 
+    /// A missing or stray checksum chunk is corruption: the blob's reads
+    /// say so, and fsck names the blob.
+    #[test]
+    fn missing_and_stray_checksum_chunks_are_reported() {
+        let dir = std::env::temp_dir().join(format!("loligo-chunk-loss-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let cfg = BlockConfig {
+            size: 64 << 20,
+            ..BlockConfig::default()
+        };
+        BlockStore::mkfs(&dir, &cfg).unwrap();
+        let s = BlockStore::mount(&dir, &cfg).unwrap();
+        let c = CollectionId::pg(1, 0);
+        let o = ObjectId::new(1, "chunky");
+        let mut t = Transaction::new();
+        t.create_collection(c).write_full(c, &o, vec![3u8; 1 << 20]);
+        s.apply(t).unwrap();
+        assert!(s.fsck(true).unwrap().errors.is_empty());
+        let kv = &s.shared.kv;
+        let chunks = kv.scan(&[T_CSUM], Some(&[T_CSUM + 1]), usize::MAX).unwrap();
+        assert_eq!(chunks.len(), 4, "a 1 MiB blob has 4 chunks");
+        let (k2, _) = &chunks[2];
+        let (id, _) = decode_csum_key(k2).unwrap();
+        kv.commit(
+            vec![
+                KvOp::Delete(k2.clone()),
+                KvOp::Put(csum_key(id + 100, 0), vec![0; 8]),
+            ],
+            true,
+        )
+        .unwrap();
+        match s.read(c, &o, &[(0, 4096)]) {
+            Err(StoreError::Corrupt(m)) => assert!(m.contains("checksum chunk 2"), "{m}"),
+            other => panic!("expected corruption, got {other:?}"),
+        }
+        let r = s.fsck(false).unwrap();
+        assert_eq!(r.errors.len(), 2, "{:?}", r.errors);
+        assert!(r.errors.iter().any(|e| e.contains("3 of its 4")));
+        assert!(r
+            .errors
+            .iter()
+            .any(|e| e.contains(&format!("blob {}", id + 100))));
+        drop(s);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     /// A store written before checksums went into chunks kept a large
     /// blob's checksums in its record: such a blob still reads, and its
     /// first small overwrite moves them into chunks.
