@@ -39,6 +39,11 @@ pub struct BenchArgs {
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
+    /// The 4 KiB random overwrites carry random bytes (as encrypted or
+    /// compressed data would) instead of one repeated byte, which the
+    /// KV's journal compresses.
+    #[arg(long)]
+    incompressible: bool,
 }
 
 #[derive(Args)]
@@ -211,10 +216,15 @@ fn bench(a: BenchArgs) -> Result<(), CliError> {
             raw = raw.max(bench::raw_direct_mbps(&a.dir, a.seconds / 3.0)?);
             seq = seq.max(bench::seq_writes(&s, a.seconds / 3.0)?);
         }
-        let mut blk = bench::run(&s, a.seconds, true)?;
+        let payload = if a.incompressible {
+            bench::Payload::Random
+        } else {
+            bench::Payload::Repeated
+        };
+        let mut blk = bench::run(&s, a.seconds, true, payload)?;
         blk.seq_write_mbps = seq;
         drop(s);
-        let mem = bench::run(&loligo_store::MemStore::new(), a.seconds, false)?;
+        let mem = bench::run(&loligo_store::MemStore::new(), a.seconds, false, payload)?;
         Ok((raw, blk, mem))
     })();
     let _ = std::fs::remove_dir_all(&sdir);
@@ -227,6 +237,7 @@ fn bench(a: BenchArgs) -> Result<(), CliError> {
             "seq_write_vs_raw": ratio,
             "rand_write_iops": blk.rand_write_iops,
             "write_amplification_4k": blk.write_amplification_4k,
+            "incompressible": a.incompressible,
             "creates_per_s": blk.creates_per_s,
             "omap_inserts_per_s": blk.omap_inserts_per_s,
             "memstore": {
@@ -255,7 +266,12 @@ fn bench(a: BenchArgs) -> Result<(), CliError> {
         );
         println!(
             "{:<38} {:>14.2}",
-            "  device bytes per user byte", blk.write_amplification_4k
+            if a.incompressible {
+                "  device bytes per user byte (random)"
+            } else {
+                "  device bytes per user byte"
+            },
+            blk.write_amplification_4k
         );
         println!(
             "{:<38} {:>14.0} {:>14.0} {:>10.3}",

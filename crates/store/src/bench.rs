@@ -145,8 +145,19 @@ fn coll() -> CollectionId {
     CollectionId::pg(1000, 0)
 }
 
+/// What the 4 KiB overwrites of (b) carry.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Payload {
+    /// One byte repeated (which the KV's journal compresses: a deferred
+    /// write's record then costs little).
+    #[default]
+    Repeated,
+    /// Random bytes, as encrypted or compressed data would be.
+    Random,
+}
+
 /// Run (a)-(c) against a store. `disk`: measure write amplification.
-pub fn run(s: &dyn ObjectStore, seconds: f64, disk: bool) -> Result<Results> {
+pub fn run(s: &dyn ObjectStore, seconds: f64, disk: bool, payload: Payload) -> Result<Results> {
     let c = coll();
     if !s.collection_exists(c)? {
         let mut t = Transaction::new();
@@ -178,7 +189,10 @@ pub fn run(s: &dyn ObjectStore, seconds: f64, disk: bool) -> Result<Results> {
             c,
             &ObjectId::new(w as u32, format!("rand-{w}")),
             off,
-            vec![x as u8; 4096],
+            match payload {
+                Payload::Repeated => vec![x as u8; 4096],
+                Payload::Random => filler(4096, x),
+            },
         );
         s.apply(t)
     })?;
