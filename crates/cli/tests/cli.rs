@@ -436,3 +436,33 @@ fn osdmap_scale_measures_each_size_and_refuses_nonsense() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("at least 30"), "{err}");
 }
+
+/// `store bench --incompressible` runs every workload on a scratch store,
+/// says in its JSON which payload it used, counts the device bytes of the
+/// random overwrites, and removes its store.
+#[test]
+fn store_bench_with_incompressible_overwrites() {
+    let dir = std::env::temp_dir().join(format!("loligo-cli-store-bench-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let d = dir.to_string_lossy().to_string();
+    let out = ok_stdout(&[
+        "store",
+        "bench",
+        &d,
+        "--seconds",
+        "0.2",
+        "--size",
+        "268435456",
+        "--json",
+        "--incompressible",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["incompressible"], serde_json::Value::Bool(true));
+    assert!(v["rand_write_iops"].as_f64().unwrap() > 0.0, "{v}");
+    if std::path::Path::new("/proc/self/io").exists() {
+        // Each overwrite is written in place at least.
+        assert!(v["write_amplification_4k"].as_f64().unwrap() >= 1.0, "{v}");
+    }
+    assert!(!dir.join("loligo-bench-store").exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
