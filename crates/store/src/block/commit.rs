@@ -86,11 +86,7 @@ struct Batch {
 
 /// A prepared batch on its way to the syncer.
 struct Handoff {
-    kv: Overlay,
-    deferred: HashMap<u64, Arc<Vec<u8>>>,
-    records: Vec<(Vec<u8>, u64, Vec<u8>)>,
-    freed: Vec<(u64, u64)>,
-    wrote_data: bool,
+    batch: Batch,
     /// The free-space keys this batch's allocations and frees changed,
     /// taken when its preparation ended (the next batch's come later).
     alloc_ops: Vec<KvOp>,
@@ -145,11 +141,7 @@ impl Committer {
             }
         };
         Some(Handoff {
-            kv: b.kv,
-            deferred: b.deferred,
-            records: b.records,
-            freed: b.freed,
-            wrote_data: b.wrote_data,
+            batch: b,
             alloc_ops,
             ids: (self.next_blob, self.next_seq),
             sync,
@@ -238,13 +230,6 @@ impl Committer {
 impl Syncer {
     /// Commit a prepared batch and complete its transactions.
     fn handle(&mut self, h: &mut Handoff) {
-        if self.s.failed.load(Ordering::Relaxed) {
-            fail_all(
-                std::mem::take(&mut h.done),
-                StoreError::Io("store failed earlier; remount".into()),
-            );
-            return;
-        }
         let t0 = std::time::Instant::now();
         let res = self.commit(h);
         if std::env::var_os("LOLIGO_STORE_TRACE").is_some() {
@@ -279,8 +264,9 @@ impl Syncer {
 
     /// Commit the batch; without `sync` (every job unsynced) the KV's sync
     /// is skipped if nothing else needs it.
-    fn commit(&mut self, b: &mut Handoff) -> Result<()> {
-        let sync = b.sync;
+    fn commit(&mut self, h: &mut Handoff) -> Result<()> {
+        let sync = h.sync;
+        let b = &mut h.batch;
         let s = self.s.clone();
         let n = self.batch_no;
         // Deferred data written after earlier commits is synced only when
@@ -341,13 +327,13 @@ impl Syncer {
                 None => KvOp::Delete(k),
             })
             .collect();
-        ops.append(&mut b.alloc_ops);
+        ops.append(&mut h.alloc_ops);
         for (k, off, bytes) in &b.records {
             ops.push(KvOp::Put(k.clone(), encode_deferred(*off, bytes)));
         }
         ops.extend(self.delete_next.drain(..).map(KvOp::Delete));
-        self.ids = b.ids;
-        ops.push(KvOp::Put(vec![T_IDS], ids(b.ids.0, b.ids.1)));
+        self.ids = h.ids;
+        ops.push(KvOp::Put(vec![T_IDS], ids(h.ids.0, h.ids.1)));
         {
             let _g = s.view.write().map_err(|_| StoreError::Closed)?;
             // Cached reads of what this batch changes in place or frees
