@@ -1550,11 +1550,9 @@ impl BlockStore {
 mod tests {
     use super::*;
 
-    /// A missing or stray checksum chunk is corruption: the blob's reads
-    /// say so, and fsck names the blob.
-    #[test]
-    fn missing_and_stray_checksum_chunks_are_reported() {
-        let dir = std::env::temp_dir().join(format!("loligo-chunk-loss-{}", std::process::id()));
+    /// A 64 MiB store in a fresh directory named after `name`.
+    fn temp_store(name: &str) -> (PathBuf, BlockConfig, BlockStore) {
+        let dir = std::env::temp_dir().join(format!("loligo-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let cfg = BlockConfig {
             size: 64 << 20,
@@ -1562,6 +1560,14 @@ mod tests {
         };
         BlockStore::mkfs(&dir, &cfg).unwrap();
         let s = BlockStore::mount(&dir, &cfg).unwrap();
+        (dir, cfg, s)
+    }
+
+    /// A missing or stray checksum chunk is corruption: the blob's reads
+    /// say so, and fsck names the blob.
+    #[test]
+    fn missing_and_stray_checksum_chunks_are_reported() {
+        let (dir, _, s) = temp_store("chunk-loss");
         let c = CollectionId::pg(1, 0);
         let o = ObjectId::new(1, "chunky");
         let mut t = Transaction::new();
@@ -1601,14 +1607,7 @@ mod tests {
     /// first small overwrite moves them into chunks.
     #[test]
     fn a_large_blob_with_checksums_in_its_record_reads_and_moves_to_chunks() {
-        let dir = std::env::temp_dir().join(format!("loligo-legacy-blob-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let cfg = BlockConfig {
-            size: 64 << 20,
-            ..BlockConfig::default()
-        };
-        BlockStore::mkfs(&dir, &cfg).unwrap();
-        let s = BlockStore::mount(&dir, &cfg).unwrap();
+        let (dir, cfg, s) = temp_store("legacy-blob");
         let c = CollectionId::pg(1, 0);
         let o = ObjectId::new(1, "legacy");
         let mut model: Vec<u8> = (0..1u32 << 20).map(|i| (i % 253) as u8).collect();
