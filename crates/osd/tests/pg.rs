@@ -1288,6 +1288,55 @@ fn a_peering_query_is_answered_only_under_the_queried_epoch() {
 }
 
 #[test]
+fn a_replica_that_answered_a_newer_peering_refuses_the_old_intervals_writes() {
+    // EC sim seed 5780: the acting set and primary stayed the same across
+    // a new interval; the primary peered again, the replica answered at
+    // the new epoch, and then took a write of the old interval that was
+    // still on its way. The new primary had peered without that write
+    // (and rolled it back on its own copy): the logs then differed.
+    let w = primary_writes(2);
+    let (s, mut pg) = replica();
+    let fx = pg.handle(&s, rep_op(1, &w[0], 0));
+    let tid = match &fx[..] {
+        [Effect::Apply { tid, .. }] => *tid,
+        other => panic!("{other:?}"),
+    };
+    pg.handle(
+        &s,
+        Input::LocalDone {
+            tid,
+            result: Ok(()),
+        },
+    );
+    // Epoch 2: the same acting set, the same primary.
+    pg.handle(&s, map(2, vec![0, 1, 2], 2));
+    let fx = pg.handle(
+        &s,
+        Input::Query {
+            from: 0,
+            epoch: 2,
+            token: 7,
+            now_ms: 10,
+        },
+    );
+    match &info_replies(&fx)[..] {
+        [(7, Ok(Some(i)))] => assert_eq!(i.info.last_update, w[0].0.version),
+        other => panic!("{other:?}"),
+    }
+    // The old interval's second write arrives after the answer: refused.
+    let fx = pg.handle(&s, rep_op(2, &w[1], 20));
+    assert!(
+        matches!(&rep_replies(&fx)[..], [(2, Err(RepError::Stale(_)))]),
+        "{fx:?}"
+    );
+    // A write the primary makes after peering (under epoch 2) is taken.
+    let mut later = w[1].clone();
+    later.0.epoch = 2;
+    let fx = pg.handle(&s, rep_op(3, &later, 30));
+    assert!(matches!(&fx[..], [Effect::Apply { .. }]), "{fx:?}");
+}
+
+#[test]
 fn lacking_copies_are_misplaced_while_enough_others_remain() {
     use loligo_osd::pg::copies_short;
     // A member of a full-size set lacks 4 copies: degraded.

@@ -2508,3 +2508,18 @@ fn ec_acknowledged_writes_survive_crashes_and_shards_stay_consistent() {
     assert!(total.chunks > seeds, "{total:?}");
     assert!(total.primary_temps > seeds / 10, "{total:?}");
 }
+
+/// EC seeds outside the default range that once found a bug, run every
+/// time (each takes well under a second).
+/// - 5780: a replica took an old interval's write after answering a new
+///   peering's query; the object's shards were left at two versions and
+///   the PG served nothing of it.
+#[test]
+fn ec_seeds_that_found_bugs_stay_fixed() {
+    for seed in [5780] {
+        let st = std::panic::catch_unwind(|| run_seed_ec(seed, true)).unwrap_or_else(|_| {
+            panic!("ec seed {seed} failed: LOLIGO_SIM_EC_SEED={seed} replays it")
+        });
+        assert!(st.acked_writes > 0, "seed {seed}: {st:?}");
+    }
+}

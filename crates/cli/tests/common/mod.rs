@@ -38,6 +38,11 @@ impl Drop for Cluster {
     fn drop(&mut self) {
         let d = self.0.to_string_lossy().into_owned();
         let _ = loligo(&self.0, &["down", "--data-dir", &d]);
+        // A failed test keeps its cluster's logs and stores to look at.
+        if std::thread::panicking() {
+            eprintln!("test failed: cluster kept in {d}");
+            return;
+        }
         let _ = std::fs::remove_dir_all(self.0.parent().unwrap_or(&self.0));
     }
 }

@@ -1014,6 +1014,14 @@ pub struct Pg {
     lists: VecDeque<PendingList>,
     /// Peering queries waiting for a newer map.
     queries: Vec<PendingQuery>,
+    /// The newest map epoch of a peering query this copy answered: a
+    /// message sent under an older epoch belongs to an earlier interval
+    /// (a primary sends queries only while peering, before it writes),
+    /// and taking it would change this copy behind the answer a new
+    /// primary peered with (EC sim seed 5780: an old interval's write
+    /// taken after the answer left a log entry the new primary had
+    /// rolled back, and the object's shards at two versions).
+    answered_epoch: Epoch,
     /// CRUSH's set for the PG in the current map.
     up: Vec<i32>,
     /// The latest boot epoch among the acting set's OSDs in that map.
@@ -1181,6 +1189,7 @@ impl Pg {
             rep: replica::Lane::default(),
             lists: VecDeque::new(),
             queries: Vec::new(),
+            answered_epoch: 0,
             up: Vec::new(),
             acting_up_from: 0,
             toofull: Vec::new(),
@@ -2987,7 +2996,7 @@ impl Pg {
     /// `replica_accepts`): `what` (e.g. "push from") names the message
     /// in the refusal.
     fn fence(&self, from: i32, ctx: &RepCtx, what: &str) -> Result<(), RepError> {
-        if replica_accepts(&self.view(), from, ctx) {
+        if ctx.epoch >= self.answered_epoch && replica_accepts(&self.view(), from, ctx) {
             return Ok(());
         }
         Err(RepError::Stale(format!(
@@ -4523,6 +4532,7 @@ impl Pg {
         if self.epoch < q.epoch || !self.settled_all() {
             return self.queries.push(q);
         }
+        self.answered_epoch = self.answered_epoch.max(q.epoch);
         fx.push(Effect::InfoReply {
             token: q.token,
             result: Ok(Some(PeerInfo {
