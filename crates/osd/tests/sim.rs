@@ -2514,9 +2514,11 @@ fn ec_acknowledged_writes_survive_crashes_and_shards_stay_consistent() {
 /// - 5780: a replica took an old interval's write after answering a new
 ///   peering's query; the object's shards were left at two versions and
 ///   the PG served nothing of it.
+const EC_BUG_SEEDS: &[u64] = &[5780];
+
 #[test]
 fn ec_seeds_that_found_bugs_stay_fixed() {
-    for seed in [5780] {
+    for &seed in EC_BUG_SEEDS {
         let st = std::panic::catch_unwind(|| run_seed_ec(seed, true)).unwrap_or_else(|_| {
             panic!("ec seed {seed} failed: LOLIGO_SIM_EC_SEED={seed} replays it")
         });
