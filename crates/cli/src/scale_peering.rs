@@ -102,6 +102,7 @@ enum Asked {
     },
     Shard {
         tid: u64,
+        shard: usize,
     },
     OwnLog {
         tid: u64,
@@ -507,9 +508,10 @@ impl Sim {
                 from: p.to,
                 result: Err(fail()),
             },
-            Asked::Shard { tid } => Input::ShardReadDone {
+            Asked::Shard { tid, shard } => Input::ShardReadDone {
                 tid,
                 from: p.to,
+                shard,
                 result: Err(fail()),
             },
             Asked::OwnLog { tid } => Input::GetLogDone {
@@ -558,9 +560,10 @@ impl Sim {
                 from: o,
                 result,
             },
-            (Asked::Shard { tid }, Reply::Shard(result)) => Input::ShardReadDone {
+            (Asked::Shard { tid, shard }, Reply::Shard(result)) => Input::ShardReadDone {
                 tid,
                 from: o,
+                shard,
                 result,
             },
             (Asked::OwnLog { tid }, Reply::OwnLog(result)) => Input::GetLogDone {
@@ -727,7 +730,7 @@ impl Sim {
                     shard,
                     token,
                 };
-                self.ask(o, pg, to, Asked::Shard { tid }, input, at);
+                self.ask(o, pg, to, Asked::Shard { tid, shard }, input, at);
             }
             Effect::FetchLog { tid, to, ctx } => {
                 let input = move |token| Input::GetLog {

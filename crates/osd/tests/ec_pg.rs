@@ -67,6 +67,7 @@ enum Await {
         primary: usize,
         member: i32,
         tid: u64,
+        shard: usize,
     },
     Push {
         primary: usize,
@@ -470,6 +471,7 @@ impl Cluster {
                     primary: o,
                     member: to,
                     tid,
+                    shard,
                 });
                 let input = Input::ShardRead {
                     from: me,
@@ -572,11 +574,13 @@ impl Cluster {
                     primary,
                     member,
                     tid,
+                    shard,
                 }) = self.awaits.remove(&token)
                 {
                     let input = Input::ShardReadDone {
                         tid,
                         from: member,
+                        shard,
                         result,
                     };
                     self.queue.push_back((primary, input));

@@ -486,7 +486,7 @@ enum RecAnswer {
     Chunk(Result<(), RepError>),
     OwnLog(Result<AuthLog, RepError>),
     Pulled(Result<Push, RepError>),
-    Shard(Result<Vec<bytes::Bytes>, RepError>),
+    Shard(usize, Result<Vec<bytes::Bytes>, RepError>),
 }
 
 impl RecMsg {
@@ -500,7 +500,7 @@ impl RecMsg {
             RecMsg::Chunk(_) => RecAnswer::Chunk(Err(e)),
             RecMsg::GetLog => RecAnswer::OwnLog(Err(e)),
             RecMsg::Pull(_) => RecAnswer::Pulled(Err(e)),
-            RecMsg::ReadShard { .. } => RecAnswer::Shard(Err(e)),
+            RecMsg::ReadShard { shard, .. } => RecAnswer::Shard(*shard, Err(e)),
         }
     }
 }
@@ -557,6 +557,14 @@ struct Sim {
     healing: bool,
     /// The pool's striping when it is erasure-coded.
     ec: Option<Arc<Striper>>,
+    /// Each acknowledged write's value, by object and version.
+    written: BTreeMap<(usize, Version), u64>,
+    /// EC shards a primary sent a member (pushes and backfill chunks):
+    /// object, version, shard, bytes. Each one whose version was
+    /// acknowledged must be exactly its shard of the value written there
+    /// (checked at the end: later writes may hide a wrong one from the
+    /// final check of the stores).
+    shipped: Vec<(usize, Version, usize, Vec<u8>)>,
 }
 
 #[derive(Default, Debug)]
@@ -588,6 +596,11 @@ struct Stats {
     toofull_flips: u64,
     /// EC shard reads answered.
     shard_reads: u64,
+    /// EC shards shipped to members checked against their encoding.
+    shards_checked: u64,
+    /// Shard read answers sent ahead of an earlier one from the same OSD
+    /// to the same gather.
+    shard_answers_overtaken: u64,
     /// EC primaries handed over by primary_temp.
     primary_temps: u64,
     /// pg_temps asked for (erasure-coded: a stray put back at its shard).
@@ -716,6 +729,8 @@ impl Sim {
             stats: Stats::default(),
             trace: std::env::var("LOLIGO_SIM_TRACE").is_ok(),
             ec: striper,
+            written: BTreeMap::new(),
+            shipped: Vec::new(),
         };
         for o in 0..OSDS {
             s.start(o);
@@ -733,7 +748,43 @@ impl Sim {
             ev
         };
         let delay = 1 + self.rng.index(20) as u64;
-        self.queue.push((self.now_ms + delay * STEP_MS, ev));
+        let mut at = self.now_ms + delay * STEP_MS;
+        // One gather may read two shards from one OSD; the daemon sends
+        // each read on its own, so the answers may come in either order.
+        // Here the later answer always overtakes the earlier one.
+        if let Ev::RecDone {
+            pg,
+            to,
+            tid,
+            from,
+            answer: RecAnswer::Shard(..),
+            ..
+        } = &ev
+        {
+            let now = self.now_ms;
+            let mut overtaken = false;
+            for (t, e) in self.queue.iter_mut() {
+                if let Ev::RecDone {
+                    pg: p2,
+                    to: t2,
+                    tid: d2,
+                    from: f2,
+                    answer: RecAnswer::Shard(..),
+                    ..
+                } = e
+                {
+                    if (*p2, *t2, *d2, *f2) == (*pg, *to, *tid, *from) {
+                        *t = (*t).max(now + 2 * STEP_MS);
+                        overtaken = true;
+                    }
+                }
+            }
+            if overtaken {
+                at = now + STEP_MS;
+                self.stats.shard_answers_overtaken += 1;
+            }
+        }
+        self.queue.push((at, ev));
     }
 
     fn publish(&mut self) {
@@ -938,7 +989,11 @@ impl Sim {
                     let Some(r) = self.rec_tokens.remove(&token) else {
                         continue;
                     };
-                    rec_done(o, r, RecAnswer::Shard(result))
+                    let shard = match &r.what {
+                        RecMsg::ReadShard { shard, .. } => *shard,
+                        _ => continue,
+                    };
+                    rec_done(o, r, RecAnswer::Shard(shard, result))
                 }
                 Effect::Apply { tid, txn, sync } => {
                     self.osds[o].unsynced.push_back((p, tid, txn, sync));
@@ -1012,6 +1067,7 @@ impl Sim {
                     rec(p, o, gen, to, tid, ctx, RecMsg::Log(log))
                 }
                 Effect::Push { tid, to, ctx, push } => {
+                    self.ship(&push);
                     rec(p, o, gen, to, tid, ctx, RecMsg::Push(push))
                 }
                 Effect::SendScan {
@@ -1036,7 +1092,12 @@ impl Sim {
                     to,
                     ctx,
                     chunk,
-                } => rec(p, o, gen, to, tid, ctx, RecMsg::Chunk(chunk)),
+                } => {
+                    for push in &chunk.pushes {
+                        self.ship(push);
+                    }
+                    rec(p, o, gen, to, tid, ctx, RecMsg::Chunk(chunk))
+                }
                 Effect::ListReply { .. } => continue,
                 Effect::QueryInfo {
                     to,
@@ -1474,9 +1535,14 @@ impl Sim {
                             self.stats.pulls += u64::from(result.is_ok());
                             Input::PullDone { tid, from, result }
                         }
-                        RecAnswer::Shard(result) => {
+                        RecAnswer::Shard(shard, result) => {
                             self.stats.shard_reads += u64::from(result.is_ok());
-                            Input::ShardReadDone { tid, from, result }
+                            Input::ShardReadDone {
+                                tid,
+                                from,
+                                shard,
+                                result,
+                            }
                         }
                     };
                     self.feed(to, pg, input);
@@ -1590,6 +1656,44 @@ impl Sim {
         self.feed(to, pg, input);
     }
 
+    /// Keep an EC shard a primary sends (see `shipped`).
+    fn ship(&mut self, push: &loligo_osd::pg::Push) {
+        let (Some(_), Some(copy)) = (&self.ec, &push.copy) else {
+            return;
+        };
+        let Some(obj) = push.name.strip_prefix('o').and_then(|n| n.parse().ok()) else {
+            return;
+        };
+        let shard = copy
+            .attrs
+            .iter()
+            .find(|(k, _)| k == loligo_osd::ec::SHARD_ATTR)
+            .and_then(|(_, v)| v.first().copied());
+        if let Some(shard) = shard {
+            self.shipped
+                .push((obj, push.version, shard as usize, copy.data.to_vec()));
+        }
+    }
+
+    /// Every shard shipped at an acknowledged version is that version's.
+    fn check_shipped(&mut self) {
+        let Some(st) = self.ec.clone() else {
+            return;
+        };
+        for (obj, version, shard, data) in &self.shipped {
+            let Some(value) = self.written.get(&(*obj, *version)) else {
+                continue;
+            };
+            let want = st.encode(&value.to_le_bytes()).unwrap();
+            assert!(
+                want.get(*shard) == Some(data),
+                "o{obj} at {version}: a primary shipped {data:?} as shard {shard}, which is {:?} (value {value})",
+                want.get(*shard)
+            );
+            self.stats.shards_checked += 1;
+        }
+    }
+
     fn on_reply(&mut self, req: u64, reply: OpReply) {
         let Some(&key) = self.reqs.get(&req) else {
             return;
@@ -1613,6 +1717,9 @@ impl Sim {
             ) => {
                 self.pending.remove(&key);
                 self.writing[obj] = false;
+                if !remove && reply.result.is_ok() {
+                    self.written.insert((obj, reply.version), value);
+                }
                 self.acked[obj] = self.acked[obj].max(value);
                 self.exists[obj] = !remove;
                 self.stats.acked_writes += 1;
@@ -2235,7 +2342,7 @@ fn lost(ev: Ev) -> Option<Ev> {
                 RecAnswer::Chunk(_) => RecAnswer::Chunk(Err(e())),
                 RecAnswer::OwnLog(_) => RecAnswer::OwnLog(Err(e())),
                 RecAnswer::Pulled(_) => RecAnswer::Pulled(Err(e())),
-                RecAnswer::Shard(_) => RecAnswer::Shard(Err(e())),
+                RecAnswer::Shard(c, _) => RecAnswer::Shard(c, Err(e())),
             },
         },
         // A lost peering answer: the primary asks again after a while;
@@ -2383,6 +2490,7 @@ fn run_seed_ec(seed: u64, ec: bool) -> Stats {
     s.run(6_000);
     s.heal_and_check();
     s.check_clean();
+    s.check_shipped();
     s.stats
 }
 
@@ -2493,6 +2601,8 @@ fn ec_acknowledged_writes_survive_crashes_and_shards_stay_consistent() {
         total.chunks += st.chunks;
         total.chunks_lost += st.chunks_lost;
         total.shard_reads += st.shard_reads;
+        total.shards_checked += st.shards_checked;
+        total.shard_answers_overtaken += st.shard_answers_overtaken;
         total.removes += st.removes;
         total.read_errors += st.read_errors;
         total.primary_temps += st.primary_temps;
@@ -2503,6 +2613,7 @@ fn ec_acknowledged_writes_survive_crashes_and_shards_stay_consistent() {
     assert!(total.good_reads > seeds * 5, "{total:?}");
     assert!(total.crashes > seeds, "{total:?}");
     assert!(total.shard_reads > seeds * 10, "{total:?}");
+    assert!(total.shards_checked > seeds, "{total:?}");
     assert!(total.removes > seeds, "{total:?}");
     // Copies were backfilled, and primaries handed over while theirs was.
     assert!(total.chunks > seeds, "{total:?}");

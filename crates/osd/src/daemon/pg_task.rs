@@ -268,6 +268,7 @@ fn perform(
                 let done = move |result| Input::ShardReadDone {
                     tid,
                     from: to,
+                    shard,
                     result,
                 };
                 tokio::spawn(peers::fetch(s.clone(), me.clone(), pg, to, msg, take, done));

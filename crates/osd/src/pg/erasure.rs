@@ -418,15 +418,20 @@ impl Pg {
         s: &dyn ObjectStore,
         tid: u64,
         from: i32,
+        c: usize,
         result: Result<Vec<Bytes>, RepError>,
         fx: &mut Vec<Effect>,
     ) {
         let Some(g) = self.gathers.get_mut(&tid) else {
             return;
         };
-        let Some(c) = g.waiting.iter().find(|(_, &o)| o == from).map(|(&c, _)| c) else {
+        // Matched by shard, not by OSD: a gather may read two shards from
+        // one stray (its object and its rollback copy), and a match by
+        // OSD took the first answer for the lower shard (the thrash test
+        // read a Zigzag parity's bytes as data shard 0).
+        if g.waiting.get(&c) != Some(&from) {
             return;
-        };
+        }
         g.waiting.remove(&c);
         let exts = g.sent.get(&c).cloned().unwrap_or_default();
         let got = result.and_then(|bufs| {

@@ -349,11 +349,13 @@ pub enum Input {
         shard: usize,
         token: u64,
     },
-    /// Member `from`'s answer to the shard read sent as `tid`: the bytes
-    /// of each extent asked for.
+    /// Member `from`'s answer to the read of shard `shard` sent as
+    /// `tid`: the bytes of each extent asked for. (One gather may ask one
+    /// OSD for several shards, and the answers may come in any order.)
     ShardReadDone {
         tid: u64,
         from: i32,
+        shard: usize,
         result: Result<Vec<Bytes>, RepError>,
     },
     /// Member `from`'s answer to the scan sent as `tid`.
@@ -1780,9 +1782,12 @@ impl Pg {
                 shard,
                 token,
             } => self.on_shard_read(s, &name, &extents, version, shard, token, &mut fx),
-            Input::ShardReadDone { tid, from, result } => {
-                self.on_shard_read_done(s, tid, from, result, &mut fx)
-            }
+            Input::ShardReadDone {
+                tid,
+                from,
+                shard,
+                result,
+            } => self.on_shard_read_done(s, tid, from, shard, result, &mut fx),
             Input::StrayAnswer { from, clean } => {
                 // Only the current primary's word, under a map no older
                 // than this copy's, counts.
