@@ -803,6 +803,38 @@ fn writes_are_split_into_shards_and_reads_decode_them() {
 }
 
 #[test]
+fn a_shard_holding_another_shards_bytes_is_read_around() {
+    // Zigzag: a small object's parity shards are longer than its data
+    // shard, so the length tells them apart. (Reed-Solomon's are as long
+    // as the data's here: a swap there is caught by nothing but the
+    // version and shard labels.)
+    {
+        let plugin = EcPlugin::Zigzag;
+        let mut c = Cluster::new(plugin, 4);
+        let data = 42u64.to_le_bytes().to_vec();
+        c.op("a", vec![SubOp::WriteFull(data.clone().into())])
+            .unwrap();
+        // Data shard 0's object gets the last parity shard's bytes, its
+        // labels (version, size, shard) left as they are: what the thrash
+        // test once read as the object.
+        let oid = ObjectId::new(loligo_crush::hash::str_hash_rjenkins(b"a"), "a");
+        let coll = CollectionId::pg(1, 0);
+        let last = c.acting.len() - 1;
+        let parity = c.stores[c.acting[last] as usize]
+            .read(coll, &oid, &[(0, c.striper.shard_len(8, last).unwrap())])
+            .unwrap()
+            .pop()
+            .unwrap();
+        assert!(parity.len() > 8 && parity[..8] != data[..], "{plugin:?}");
+        let mut t = Transaction::new();
+        t.write_full(coll, &oid, bytes::Bytes::from(parity));
+        c.stores[c.acting[0] as usize].apply(t).unwrap();
+        // The read goes around it (its length is not shard 0's).
+        assert_eq!(c.read("a", 0, 0).unwrap(), data, "{plugin:?}");
+    }
+}
+
+#[test]
 fn reads_decode_around_missing_shards_and_writes_go_on_with_min_size() {
     for plugin in [EcPlugin::ReedSolomon, EcPlugin::Zigzag] {
         // min_size 4 = k, so that writes go on with two shards missing.

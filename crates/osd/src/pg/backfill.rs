@@ -407,22 +407,17 @@ pub fn plan_chunk(
 /// The transaction a target applies for `chunk`: each object replaced
 /// (or removed) and the cursor moved to the chunk's end (the record goes
 /// once the end is reached). `ec` as for [`recovery::push_txn`].
-pub fn chunk_txn(
-    s: &dyn ObjectStore,
-    coll: CollectionId,
-    chunk: &Chunk,
-    ec: bool,
-) -> Result<Transaction, StoreError> {
+pub fn chunk_txn(coll: CollectionId, chunk: &Chunk, ec: bool) -> Transaction {
     let mut t = Transaction::new();
     for p in &chunk.pushes {
-        t.ops.extend(recovery::push_txn(s, coll, p, ec)?.ops);
+        t.ops.extend(recovery::push_txn(coll, p, ec).ops);
     }
     if chunk.end == Cursor::End {
         t.rm_record(coll, BACKFILL_KEY);
     } else {
         t.set_record(coll, BACKFILL_KEY, record::encode_cursor(&chunk.end));
     }
-    Ok(t)
+    t
 }
 
 /// The transaction that starts a backfill of this copy from zero: its log
@@ -660,7 +655,7 @@ pub(super) mod tests {
             // Planned from the listing that found `upto`: the same chunk.
             assert_eq!(plan(Some(&mine.objects)), c);
             sent += c.pushes.len();
-            t.apply(chunk_txn(&t, coll(), &c, false).unwrap()).unwrap();
+            t.apply(chunk_txn(coll(), &c, false)).unwrap();
             assert!(c.end > cur, "a chunk always moves the cursor");
             cur = c.end;
             let stored = load_cursor(&t, coll()).unwrap();

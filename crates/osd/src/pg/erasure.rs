@@ -357,7 +357,7 @@ impl Pg {
                 continue;
             };
             if osd == self.whoami {
-                match read_shard(s, self.coll, &g.oid, Some(c), g.st.version, &exts) {
+                match read_shard(s, self.coll, &g.oid, Some(c), g.st.version, &exts, &striper) {
                     Ok(b) => {
                         let b = b.into_iter().map(Bytes::from);
                         g.fetched
@@ -997,7 +997,13 @@ impl Pg {
         // may hold the version wanted all the same (EC sim seed 38: the
         // only other shard of an object was on such a copy).
         let oid = super::recovery::oid(name);
-        let result = read_shard(s, self.coll, &oid, Some(shard), version, extents)
+        let Some(striper) = self.ec.clone() else {
+            return fx.push(Effect::ShardReadReply {
+                token,
+                result: Err(RepError::Failed("not an erasure-coded PG".into())),
+            });
+        };
+        let result = read_shard(s, self.coll, &oid, Some(shard), version, extents, &striper)
             .map(|v| v.into_iter().map(Bytes::from).collect())
             .map_err(RepError::Failed);
         fx.push(Effect::ShardReadReply { token, result });
@@ -1008,6 +1014,10 @@ impl Pg {
 /// object itself, or its rollback copy when that holds the version (a
 /// copy with a write the PG will roll back still has the version before
 /// it there, and a primary catching up may need exactly that).
+///
+/// The shard object must also be exactly as long as the code makes that
+/// shard of an object of its size: one that is not holds another shard's
+/// bytes or a torn one, and is refused (read around) rather than decoded.
 fn read_shard(
     s: &dyn ObjectStore,
     c: loligo_store::CollectionId,
@@ -1015,9 +1025,24 @@ fn read_shard(
     shard: Option<usize>,
     version: Version,
     extents: &[(u64, u64)],
+    striper: &stripe::Striper,
 ) -> Result<Vec<Vec<u8>>, String> {
     let Some(shard) = shard else {
         return Err("this OSD holds no shard of the PG".into());
+    };
+    let read = |x: &ObjectId| -> Result<Vec<Vec<u8>>, String> {
+        let st = ec::obj_state(s, c, x).map_err(|e| e.to_string())?;
+        let want = striper
+            .shard_len(st.size, shard)
+            .map_err(|e| e.to_string())?;
+        let have = s.stat(c, x).map_err(|e| e.to_string())?.size;
+        if have != want {
+            return Err(format!(
+                "shard {shard} of '{}' holds {have} bytes, an object of {} bytes has {want} there",
+                o.name, st.size
+            ));
+        }
+        s.read(c, x, extents).map_err(|e| e.to_string())
     };
     let at = |x: &ObjectId| -> Result<Option<Version>, String> {
         if !ec::holds_shard(s, c, x, shard).map_err(|e| e.to_string())? {
@@ -1034,11 +1059,11 @@ fn read_shard(
         Err(_) => None,
     };
     if have == Some(version) {
-        return s.read(c, o, extents).map_err(|e| e.to_string());
+        return read(o);
     }
     let rb = ec::rollback_oid(o);
     if s.exists(c, &rb).map_err(|e| e.to_string())? && at(&rb)? == Some(version) {
-        return s.read(c, &rb, extents).map_err(|e| e.to_string());
+        return read(&rb);
     }
     Err(format!(
         "shard {shard} of '{}' is at {have:?}, the read wants {version}",

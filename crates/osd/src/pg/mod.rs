@@ -2879,10 +2879,10 @@ impl Pg {
     fn apply_pulled(&mut self, s: &dyn ObjectStore, push: Push, fx: &mut Vec<Effect>) {
         let name = push.name.clone();
         let t = self.take_tid();
-        let txn = recovery::push_txn(s, self.coll, &push, self.ec.is_some()).and_then(|mut txn| {
-            self.push_tree_changes(s, std::slice::from_ref(&push), t, &mut txn)?;
-            Ok(txn)
-        });
+        let mut txn = recovery::push_txn(self.coll, &push, self.ec.is_some());
+        let txn = self
+            .push_tree_changes(s, std::slice::from_ref(&push), t, &mut txn)
+            .map(|()| txn);
         match txn {
             Ok(txn) => {
                 self.missing.remove(&name);
@@ -3870,11 +3870,10 @@ impl Pg {
             }
         }
         let tid = self.take_tid();
-        let txn =
-            backfill::chunk_txn(s, self.coll, &chunk, self.ec.is_some()).and_then(|mut txn| {
-                self.push_tree_changes(s, &chunk.pushes, tid, &mut txn)?;
-                Ok(txn)
-            });
+        let mut txn = backfill::chunk_txn(self.coll, &chunk, self.ec.is_some());
+        let txn = self
+            .push_tree_changes(s, &chunk.pushes, tid, &mut txn)
+            .map(|()| txn);
         match txn {
             Ok(txn) => {
                 let next = (chunk.end != Cursor::End).then_some(chunk.end);
@@ -4505,10 +4504,10 @@ impl Pg {
             return fx.push(fail(RepError::Failed(format!("pg {}: {e}", self.id))));
         }
         let tid = self.take_tid();
-        let txn = recovery::push_txn(s, self.coll, &push, self.ec.is_some()).and_then(|mut txn| {
-            self.push_tree_changes(s, std::slice::from_ref(&push), tid, &mut txn)?;
-            Ok(txn)
-        });
+        let mut txn = recovery::push_txn(self.coll, &push, self.ec.is_some());
+        let txn = self
+            .push_tree_changes(s, std::slice::from_ref(&push), tid, &mut txn)
+            .map(|()| txn);
         match txn {
             Ok(txn) => {
                 let c = self.commit(token, CommitKind::Push(push.name));

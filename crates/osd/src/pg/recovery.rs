@@ -452,22 +452,18 @@ pub fn read_copy_with(
 /// The transaction that replaces this copy's object with the pushed one
 /// (or removes it) and clears its missing record. `ec`: the copy is an
 /// erasure-coded shard, which may hold a rollback copy of the object.
-pub fn push_txn(
-    s: &dyn ObjectStore,
-    coll: CollectionId,
-    p: &Push,
-    ec: bool,
-) -> Result<Transaction, StoreError> {
+pub fn push_txn(coll: CollectionId, p: &Push, ec: bool) -> Transaction {
     let o = oid(&p.name);
     let mut t = Transaction::new();
     // The push replaces whatever the copy holds when it applies, which
     // may differ from what the store shows now (a merge queued before it
     // can roll the object back from its rollback copy: EC sim seed 5036):
     // touched, then removed, whatever is there. An EC shard's rollback
-    // copy goes too (it belongs to writes this copy missed).
+    // copy goes too, whether or not the store shows one now (it belongs
+    // to writes this copy missed, and one queued may make it).
     let rb = crate::ec::rollback_oid(&o);
     t.touch(coll, &o).remove(coll, &o);
-    if ec && s.exists(coll, &rb)? {
+    if ec {
         t.touch(coll, &rb).remove(coll, &rb);
     }
     if let Some(c) = &p.copy {
@@ -486,7 +482,7 @@ pub fn push_txn(
         }
     }
     t.rm_record(coll, &missing_key(&p.name));
-    Ok(t)
+    t
 }
 
 /// The primary's log entries after `after` (exclusive), oldest first.
@@ -618,7 +614,7 @@ mod tests {
             version: Version::default(),
             copy: None,
         };
-        s.apply(push_txn(&s, c, &p, true).unwrap()).unwrap();
+        s.apply(push_txn(c, &p, true)).unwrap();
         assert!(!s.exists(c, &oid("c")).unwrap());
         assert!(!load_missing(&s, c).unwrap().contains_key("c"));
     }
@@ -681,7 +677,7 @@ mod tests {
         src.apply(t).unwrap();
         let p = read_copy(&src, sc, "a").unwrap();
         assert_eq!(p.version, v(2, 2));
-        s.apply(push_txn(&s, c, &p, true).unwrap()).unwrap();
+        s.apply(push_txn(c, &p, true)).unwrap();
         assert_eq!(read_copy(&s, c, "a").unwrap(), p, "same data, xattrs, omap");
         assert!(load_missing(&s, c).unwrap().is_empty());
     }
