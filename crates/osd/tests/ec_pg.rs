@@ -803,6 +803,58 @@ fn writes_are_split_into_shards_and_reads_decode_them() {
 }
 
 #[test]
+fn a_restarted_ec_copy_whose_first_input_is_not_a_map_keeps_no_tree() {
+    // The thrash test's fsck found a Merkle tree in an EC PG: a restarted
+    // OSD's PG took a peer's message before its first map, did not yet
+    // know it was erasure-coded, and rebuilt a tree that nothing kept
+    // right afterwards.
+    let c = Cluster::new(EcPlugin::Zigzag, 4);
+    let s = MemStore::new();
+    let coll = CollectionId::pg(1, 0);
+    let mut t = Transaction::new();
+    t.create_collection(coll);
+    t.write_full(
+        coll,
+        &ObjectId::new(7, "x"),
+        bytes::Bytes::from_static(b"shard"),
+    );
+    s.apply(t).unwrap();
+    let mut pg = Pg::new(PG, 0, PgInfo::default());
+    let mut fx = pg.handle(&s, Input::Tick { now_ms: 5 });
+    fx.extend(pg.handle(
+        &s,
+        Input::Map {
+            epoch: 1,
+            up: c.acting.clone(),
+            acting: c.acting.clone(),
+            acting_up_from: 0,
+            primary: c.acting[0],
+            pool: pool(4),
+            record: None,
+            record_up: vec![],
+            toofull: vec![],
+            striper: Some(c.striper.clone()),
+            primary_temp: None,
+            now_ms: 10,
+        },
+    ));
+    for e in fx {
+        if let Effect::Apply { txn, .. } = e {
+            s.apply(txn).unwrap();
+        }
+    }
+    let trees = s.records(coll, b"merkle", 10).unwrap();
+    assert!(
+        trees.iter().all(|(k, _)| !k.starts_with(b"merkle")),
+        "an EC copy keeps tree records: {:?}",
+        trees
+            .iter()
+            .map(|(k, _)| String::from_utf8_lossy(k))
+            .collect::<Vec<_>>()
+    );
+}
+
+#[test]
 fn a_shard_holding_another_shards_bytes_is_read_around() {
     // Zigzag: a small object's parity shards are longer than its data
     // shard, so the length tells them apart. (Reed-Solomon's are as long

@@ -1501,7 +1501,10 @@ impl Pg {
         if !self.missing_loaded {
             self.load_missing(s);
         }
-        if matches!(self.tree, TreeState::Unloaded) {
+        // The tree waits for the first map: only the map says whether
+        // the pool is erasure-coded (then there is none; a tree rebuilt
+        // before it was left behind, and fsck found it wrong).
+        if matches!(self.tree, TreeState::Unloaded) && self.epoch > 0 {
             self.load_tree(s, &mut fx);
         }
         match input {
@@ -1547,6 +1550,9 @@ impl Pg {
                         if !matches!(self.tree, TreeState::Off) {
                             self.drop_tree(s, &mut fx);
                         }
+                    }
+                    if matches!(self.tree, TreeState::Unloaded) {
+                        self.load_tree(s, &mut fx);
                     }
                     self.toofull = toofull;
                     let record_changed = record != self.record || record_up != self.record_up;
