@@ -276,6 +276,17 @@ fn kill_9_and_out_in_under_load_lose_nothing_and_end_clean() {
         first += n;
     }
     assert!(t.reads_checked > 50, "the load did little");
+    // No EC shard read found a shard object of the wrong length (the
+    // read goes around it, so only the OSDs' logs tell).
+    for i in 0..OSDS {
+        let log = std::fs::read_to_string(dir.join(format!("osd.{i}.log"))).unwrap_or_default();
+        let bad: Vec<&str> = log
+            .lines()
+            .filter(|l| l.contains("wrong length for its shard"))
+            .take(3)
+            .collect();
+        assert!(bad.is_empty(), "osd.{i}: {bad:?}");
+    }
     assert!(events.len() >= 3, "{events:?}");
     // Every copy's Merkle tree is the one its objects make (the OSDs
     // stopped first: the check reads their stores).

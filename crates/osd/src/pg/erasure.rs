@@ -1038,7 +1038,7 @@ fn read_shard(
         let have = s.stat(c, x).map_err(|e| e.to_string())?.size;
         if have != want {
             return Err(format!(
-                "shard {shard} of '{}' holds {have} bytes, an object of {} bytes has {want} there",
+                "shard {shard} of '{}' has the wrong length for its shard: {have} bytes, where an object of {} bytes has {want}",
                 o.name, st.size
             ));
         }
