@@ -2485,6 +2485,12 @@ fn run_seed(seed: u64) -> Stats {
     run_seed_ec(seed, false)
 }
 
+/// An EC seed whose failure names the seed and how to replay it.
+fn run_ec_seed_named(seed: u64) -> Stats {
+    std::panic::catch_unwind(|| run_seed_ec(seed, true))
+        .unwrap_or_else(|_| panic!("ec seed {seed} failed: LOLIGO_SIM_EC_SEED={seed} replays it"))
+}
+
 fn run_seed_ec(seed: u64, ec: bool) -> Stats {
     let mut s = Sim::new(seed, ec);
     s.run(6_000);
@@ -2592,9 +2598,7 @@ fn ec_acknowledged_writes_survive_crashes_and_shards_stay_consistent() {
         .unwrap_or(0);
     let mut total = Stats::default();
     for seed in first..first + seeds {
-        let st = std::panic::catch_unwind(|| run_seed_ec(seed, true)).unwrap_or_else(|_| {
-            panic!("ec seed {seed} failed: LOLIGO_SIM_EC_SEED={seed} replays it")
-        });
+        let st = run_ec_seed_named(seed);
         total.acked_writes += st.acked_writes;
         total.good_reads += st.good_reads;
         total.crashes += st.crashes;
@@ -2630,9 +2634,7 @@ const EC_BUG_SEEDS: &[u64] = &[5780];
 #[test]
 fn ec_seeds_that_found_bugs_stay_fixed() {
     for &seed in EC_BUG_SEEDS {
-        let st = std::panic::catch_unwind(|| run_seed_ec(seed, true)).unwrap_or_else(|_| {
-            panic!("ec seed {seed} failed: LOLIGO_SIM_EC_SEED={seed} replays it")
-        });
+        let st = run_ec_seed_named(seed);
         assert!(st.acked_writes > 0, "seed {seed}: {st:?}");
     }
 }
