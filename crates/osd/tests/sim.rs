@@ -2591,7 +2591,7 @@ fn ec_acknowledged_writes_survive_crashes_and_shards_stay_consistent() {
     let seeds: u64 = std::env::var("LOLIGO_SIM_EC_SEEDS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(300);
+        .unwrap_or(1_000);
     let first: u64 = std::env::var("LOLIGO_SIM_FIRST")
         .ok()
         .and_then(|v| v.parse().ok())
