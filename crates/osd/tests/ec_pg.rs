@@ -803,6 +803,89 @@ fn writes_are_split_into_shards_and_reads_decode_them() {
 }
 
 #[test]
+fn a_shard_read_takes_the_labels_and_the_bytes_from_one_moment() {
+    // The daemon's store commits in its own thread while the PG reads. A
+    // backfill chunk that gives this copy's object another shard at the
+    // same version may commit between a read of the labels and a read
+    // of the bytes: those bytes must never go out as the shard asked
+    // for.
+    use loligo_types::ops::Version;
+    let c = Cluster::new(EcPlugin::Zigzag, 4);
+    let coll = CollectionId::pg(1, 0);
+    let s = loligo_store::FaultyStore::new(MemStore::new());
+    let o = ObjectId::new(loligo_crush::hash::str_hash_rjenkins(b"a"), "a");
+    let version = Version { epoch: 1, v: 1 };
+    let labels = |shard: u8| {
+        vec![
+            (ec::SHARD_ATTR.to_string(), vec![shard]),
+            (
+                ec::SIZE_ATTR.to_string(),
+                postcard::to_stdvec(&8u64).unwrap(),
+            ),
+            (
+                VERSION_ATTR.to_string(),
+                postcard::to_stdvec(&version).unwrap(),
+            ),
+        ]
+    };
+    let mut t = Transaction::new();
+    t.create_collection(coll);
+    t.write_full(coll, &o, bytes::Bytes::from_static(b"shard-0!"));
+    t.setattrs(coll, &o, labels(0));
+    s.apply(t).unwrap();
+    let member = c.acting[0];
+    let mut pg = Pg::new(PG, member, PgInfo::default());
+    pg.handle(
+        &s,
+        Input::Map {
+            epoch: 1,
+            up: c.acting.clone(),
+            acting: c.acting.clone(),
+            acting_up_from: 0,
+            primary: c.acting[1],
+            pool: pool(4),
+            record: None,
+            record_up: vec![],
+            toofull: vec![],
+            striper: Some(c.striper.clone()),
+            primary_temp: None,
+            now_ms: 0,
+        },
+    );
+    // Same length, same version, another shard's label and bytes.
+    let mut swap = Transaction::new();
+    swap.write_full(coll, &o, bytes::Bytes::from_static(b"NOTSHRD0"));
+    swap.setattrs(coll, &o, labels(3));
+    for n in 1..=4 {
+        // The swap lands before the n-th read the PG makes of the store.
+        let mut back = Transaction::new();
+        back.write_full(coll, &o, bytes::Bytes::from_static(b"shard-0!"));
+        back.setattrs(coll, &o, labels(0));
+        s.apply(back).unwrap();
+        s.commit_before_read(n, swap.clone());
+        let fx = pg.handle(
+            &s,
+            Input::ShardRead {
+                from: c.acting[1],
+                epoch: 1,
+                name: "a".into(),
+                extents: vec![(0, 8)],
+                version,
+                shard: 0,
+                token: n,
+            },
+        );
+        match &fx[..] {
+            [Effect::ShardReadReply { result: Ok(b), .. }] => {
+                assert_eq!(b[0].as_ref(), b"shard-0!", "swap before read {n}")
+            }
+            [Effect::ShardReadReply { result: Err(_), .. }] => {}
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+#[test]
 fn a_restarted_ec_copy_whose_first_input_is_not_a_map_keeps_no_tree() {
     // The thrash test's fsck found a Merkle tree in an EC PG: a restarted
     // OSD's PG took a peer's message before its first map, did not yet

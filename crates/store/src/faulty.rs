@@ -2,13 +2,16 @@
 //! tests of what runs above a store (an OSD's fail-stop, its answer to a
 //! read error). It counts object reads and queued transactions down to
 //! the one that fails with an I/O error; everything else goes to the
-//! store it wraps unchanged.
+//! store it wraps unchanged. It can also commit a given transaction just
+//! before a chosen read, as a store that commits in its own thread may
+//! between two reads of one caller.
 //!
-//! It must never change what the wrapped store holds: a failed
-//! transaction applies nothing, a failed read returns nothing.
+//! It must never change what the wrapped store holds but by that chosen
+//! transaction: a failed transaction applies nothing, a failed read
+//! returns nothing.
 
 use crate::error::{Result, StoreError};
-use crate::names::{CollectionId, Limits, ObjectId, ObjectStat, StoreStats};
+use crate::names::{CollectionId, Limits, ObjectId, ObjectRead, ObjectStat, StoreStats};
 use crate::store::{Commit, ObjectStore};
 use crate::txn::Transaction;
 use bytes::Bytes;
@@ -24,6 +27,9 @@ pub struct FaultyStore<S> {
     commit_in: AtomicU64,
     read_faults: AtomicU64,
     commit_faults: AtomicU64,
+    /// Reads left before `interleaved` is committed.
+    interleave_in: AtomicU64,
+    interleaved: std::sync::Mutex<Option<Transaction>>,
 }
 
 impl<S: ObjectStore> FaultyStore<S> {
@@ -35,7 +41,19 @@ impl<S: ObjectStore> FaultyStore<S> {
             commit_in: AtomicU64::new(0),
             read_faults: AtomicU64::new(0),
             commit_faults: AtomicU64::new(0),
+            interleave_in: AtomicU64::new(0),
+            interleaved: std::sync::Mutex::new(None),
         }
+    }
+
+    /// Commit `t` to the wrapped store just before the `n`th object read
+    /// (data, xattr or omap) from now: a commit landing between two reads
+    /// of one caller.
+    pub fn commit_before_read(&self, n: u64, t: Transaction) {
+        if let Ok(mut x) = self.interleaved.lock() {
+            *x = Some(t);
+        }
+        self.interleave_in.store(n, Ordering::Relaxed);
     }
 
     /// The wrapped store (reads and writes through it see no faults).
@@ -66,6 +84,12 @@ impl<S: ObjectStore> FaultyStore<S> {
     }
 
     fn read_trips(&self) -> Result<()> {
+        if trips(&self.interleave_in) {
+            let t = self.interleaved.lock().ok().and_then(|mut x| x.take());
+            if let Some(t) = t {
+                self.inner.apply(t)?;
+            }
+        }
         if trips(&self.read_in) {
             self.read_faults.fetch_add(1, Ordering::Relaxed);
             return Err(StoreError::Io("injected read error".into()));
@@ -110,6 +134,15 @@ impl<S: ObjectStore> ObjectStore for FaultyStore<S> {
     fn read_bytes(&self, c: CollectionId, o: &ObjectId, off: u64, len: u64) -> Result<Bytes> {
         self.read_trips()?;
         self.inner.read_bytes(c, o, off, len)
+    }
+    fn read_with_attrs(
+        &self,
+        c: CollectionId,
+        o: &ObjectId,
+        extents: &[(u64, u64)],
+    ) -> Result<Option<ObjectRead>> {
+        self.read_trips()?;
+        self.inner.read_with_attrs(c, o, extents)
     }
     fn getattr(&self, c: CollectionId, o: &ObjectId, name: &str) -> Result<Vec<u8>> {
         self.read_trips()?;

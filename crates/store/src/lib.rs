@@ -20,7 +20,9 @@ pub use block::{
 pub use error::{Result, StoreError};
 pub use faulty::FaultyStore;
 pub use mem::MemStore;
-pub use names::{CollectionId, Compression, Limits, ObjectId, ObjectStat, StoreStats, WholeObject};
+pub use names::{
+    CollectionId, Compression, Limits, ObjectId, ObjectRead, ObjectStat, StoreStats, WholeObject,
+};
 pub use store::{Commit, Completer, ObjectStore};
 pub use txn::{Op, Transaction};
 pub mod bench;

@@ -8,7 +8,9 @@
 //! It must never leave a failed transaction partly applied.
 
 use crate::error::{Result, StoreError};
-use crate::names::{CollectionId, Compression, Limits, ObjectId, ObjectStat, StoreStats};
+use crate::names::{
+    CollectionId, Compression, Limits, ObjectId, ObjectRead, ObjectStat, StoreStats,
+};
 use crate::store::{Commit, ObjectStore};
 use crate::txn::{Op, Transaction};
 use std::collections::{BTreeMap, HashSet};
@@ -438,6 +440,32 @@ impl ObjectStore for MemStore {
                 })
                 .collect())
         })
+    }
+
+    fn read_with_attrs(
+        &self,
+        c: CollectionId,
+        o: &ObjectId,
+        extents: &[(u64, u64)],
+    ) -> Result<Option<ObjectRead>> {
+        let colls = self.colls.read().map_err(|_| StoreError::Closed)?;
+        let coll = colls.get(&c).ok_or(StoreError::NoCollection(c))?;
+        let Some(ob) = coll.objects.get(o) else {
+            return Ok(None);
+        };
+        let size = ob.data.len() as u64;
+        Ok(Some(ObjectRead {
+            size,
+            attrs: ob.attrs.clone(),
+            extents: extents
+                .iter()
+                .map(|&(off, len)| {
+                    let s = off.min(size);
+                    let e = off.saturating_add(len).min(size);
+                    ob.data[s as usize..e as usize].to_vec()
+                })
+                .collect(),
+        }))
     }
 
     fn getattr(&self, c: CollectionId, o: &ObjectId, name: &str) -> Result<Vec<u8>> {

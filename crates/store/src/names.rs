@@ -126,6 +126,17 @@ pub struct ObjectStat {
     pub size: u64,
 }
 
+/// Extents of an object read together with its size and attributes, all
+/// as of one moment (see [`crate::ObjectStore::read_with_attrs`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ObjectRead {
+    /// Logical size in bytes.
+    pub size: u64,
+    pub attrs: std::collections::BTreeMap<String, Vec<u8>>,
+    /// The bytes of each extent asked for, clipped to the size.
+    pub extents: Vec<Vec<u8>>,
+}
+
 /// An object read whole but for its omap (what a copy of it to another
 /// store needs first).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -7,7 +7,9 @@
 //! queued before it.
 
 use crate::error::{Result, StoreError};
-use crate::names::{CollectionId, Limits, ObjectId, ObjectStat, StoreStats, WholeObject};
+use crate::names::{
+    CollectionId, Limits, ObjectId, ObjectRead, ObjectStat, StoreStats, WholeObject,
+};
 use crate::txn::Transaction;
 use bytes::Bytes;
 use std::collections::BTreeMap;
@@ -67,6 +69,18 @@ pub trait ObjectStore: Send + Sync {
             self.read(c, o, &[(off, len)])?.pop().unwrap_or_default(),
         ))
     }
+    /// Extents of an object with its size and attributes, as of one
+    /// moment: no transaction commits between reading them (`None`: no
+    /// object). A caller that judges the bytes by the attributes needs
+    /// this, since reads made one after another may straddle a commit
+    /// (an EC shard read saw one shard's labels and, after a backfill
+    /// chunk committed between, another shard's bytes).
+    fn read_with_attrs(
+        &self,
+        c: CollectionId,
+        o: &ObjectId,
+        extents: &[(u64, u64)],
+    ) -> Result<Option<ObjectRead>>;
     fn getattr(&self, c: CollectionId, o: &ObjectId, name: &str) -> Result<Vec<u8>>;
     fn getattrs(&self, c: CollectionId, o: &ObjectId) -> Result<BTreeMap<String, Vec<u8>>>;
     /// An object's size and one attribute (`None`: no object; no such

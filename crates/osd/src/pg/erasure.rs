@@ -1015,9 +1015,15 @@ impl Pg {
 /// copy with a write the PG will roll back still has the version before
 /// it there, and a primary catching up may need exactly that).
 ///
-/// The shard object must also be exactly as long as the code makes that
-/// shard of an object of its size: one that is not holds another shard's
-/// bytes or a torn one, and is refused (read around) rather than decoded.
+/// Each candidate's labels and bytes come from one read of the store
+/// (`read_with_attrs`): this PG's own transactions commit while it runs,
+/// and a backfill chunk that gave the object another shard at the same
+/// version, committed between a read of the labels and a read of the
+/// bytes, passed one shard's bytes off as another's (the thrash test read
+/// a Zigzag parity's first bytes as the object). The shard object must
+/// also be exactly as long as the code makes that shard of an object of
+/// its size: one that is not holds another shard's bytes or a torn one,
+/// and is refused (read around) rather than decoded.
 fn read_shard(
     s: &dyn ObjectStore,
     c: loligo_store::CollectionId,
@@ -1030,40 +1036,42 @@ fn read_shard(
     let Some(shard) = shard else {
         return Err("this OSD holds no shard of the PG".into());
     };
-    let read = |x: &ObjectId| -> Result<Vec<Vec<u8>>, String> {
-        let st = ec::obj_state(s, c, x).map_err(|e| e.to_string())?;
-        let want = striper
-            .shard_len(st.size, shard)
-            .map_err(|e| e.to_string())?;
-        let have = s.stat(c, x).map_err(|e| e.to_string())?.size;
-        if have != want {
+    let rb = ec::rollback_oid(o);
+    let mut have = None;
+    for (i, x) in [o, &rb].into_iter().enumerate() {
+        let Some(r) = s
+            .read_with_attrs(c, x, extents)
+            .map_err(|e| e.to_string())?
+        else {
+            continue;
+        };
+        if r.attrs.get(ec::SHARD_ATTR).map(Vec::as_slice) != Some(&[shard as u8][..]) {
+            continue;
+        }
+        let v: Option<Version> = match r.attrs.get(VERSION_ATTR) {
+            Some(b) => {
+                Some(postcard::from_bytes(b).map_err(|_| "corrupt version attribute".to_string())?)
+            }
+            None => None,
+        };
+        if i == 0 {
+            have = v;
+        }
+        if v != Some(version) {
+            continue;
+        }
+        let size: u64 = match r.attrs.get(ec::SIZE_ATTR) {
+            Some(b) => postcard::from_bytes(b).map_err(|_| "corrupt size attribute".to_string())?,
+            None => return Err(format!("shard {shard} of '{}' has no size", o.name)),
+        };
+        let want = striper.shard_len(size, shard).map_err(|e| e.to_string())?;
+        if r.size != want {
             return Err(format!(
-                "shard {shard} of '{}' has the wrong length for its shard: {have} bytes, where an object of {} bytes has {want}",
-                o.name, st.size
+                "shard {shard} of '{}' has the wrong length for its shard: {} bytes, where an object of {size} bytes has {want}",
+                o.name, r.size
             ));
         }
-        s.read(c, x, extents).map_err(|e| e.to_string())
-    };
-    let at = |x: &ObjectId| -> Result<Option<Version>, String> {
-        if !ec::holds_shard(s, c, x, shard).map_err(|e| e.to_string())? {
-            return Ok(None);
-        }
-        let v = s.getattr(c, x, VERSION_ATTR).map_err(|e| e.to_string())?;
-        postcard::from_bytes(&v)
-            .map(Some)
-            .map_err(|_| "corrupt version attribute".to_string())
-    };
-    let have = match at(o) {
-        Ok(v) => v,
-        Err(e) if s.exists(c, o).map_err(|e| e.to_string())? => return Err(e),
-        Err(_) => None,
-    };
-    if have == Some(version) {
-        return read(o);
-    }
-    let rb = ec::rollback_oid(o);
-    if s.exists(c, &rb).map_err(|e| e.to_string())? && at(&rb)? == Some(version) {
-        return read(&rb);
+        return Ok(r.extents);
     }
     Err(format!(
         "shard {shard} of '{}' is at {have:?}, the read wants {version}",

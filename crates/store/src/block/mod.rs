@@ -1272,6 +1272,42 @@ impl ObjectStore for BlockStore {
             .collect()
     }
 
+    fn read_with_attrs(
+        &self,
+        c: CollectionId,
+        o: &ObjectId,
+        extents: &[(u64, u64)],
+    ) -> Result<Option<crate::ObjectRead>> {
+        // One view of the store: the onode and the blocks it names.
+        let _g = self.shared.view.read().map_err(|_| StoreError::Closed)?;
+        let Some(on) = get_onode(&self.shared.kv, c, o)? else {
+            self.need_coll(c)?;
+            return Ok(None);
+        };
+        let s = &self.shared;
+        let extents = extents
+            .iter()
+            .map(|&(off, len)| {
+                let st = off.min(on.size);
+                let e = off.saturating_add(len).min(on.size);
+                read_logical(
+                    s,
+                    o,
+                    &on,
+                    st,
+                    e - st,
+                    &mut |id| get_blob(&s.kv, id),
+                    &mut |d, n| self.read_blocks(d, n),
+                )
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Some(crate::ObjectRead {
+            size: on.size,
+            attrs: on.attrs,
+            extents,
+        }))
+    }
+
     fn read_bytes(&self, c: CollectionId, o: &ObjectId, off: u64, len: u64) -> Result<Bytes> {
         let _g = self.shared.view.read().map_err(|_| StoreError::Closed)?;
         let on = self.onode(c, o)?;
