@@ -2651,7 +2651,10 @@ fn ec_acknowledged_writes_survive_crashes_and_shards_stay_consistent() {
 /// - 5780: a replica took an old interval's write after answering a new
 ///   peering's query; the object's shards were left at two versions and
 ///   the PG served nothing of it.
-const EC_BUG_SEEDS: &[u64] = &[5780];
+/// - 41860: a pull of an earlier peering round, planned again after a
+///   failed shard read, counted as the new round's and rebuilt a version
+///   the new round had rolled back into the primary's copy.
+const EC_BUG_SEEDS: &[u64] = &[5780, 41860];
 
 #[test]
 fn ec_seeds_that_found_bugs_stay_fixed() {

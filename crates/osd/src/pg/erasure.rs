@@ -468,8 +468,18 @@ impl Pg {
         if g.failed {
             // Some read failed: plan again around the bad shards.
             self.rec.pushing.remove(&tid);
-            if let Role::Pulling { pulls, .. } = &mut self.role {
-                pulls.remove(&tid);
+            let pulling = match &mut self.role {
+                Role::Pulling { pulls, .. } => pulls.remove(&tid).is_some(),
+                _ => false,
+            };
+            if matches!(g.what, Purpose::Rebuild { pull: true, .. }) && !pulling {
+                // A pull of an earlier round of peering (the PG peered
+                // again in the same interval): planned again, it would
+                // count as one of this round's and land behind its back
+                // (EC sim seed 41860: a version the new round rolled back
+                // was rebuilt into the primary's own copy, and the
+                // members that had rolled it back lacked the object).
+                return;
             }
             return self.gather(s, g, fx);
         }
