@@ -425,10 +425,11 @@ impl Pg {
         let Some(g) = self.gathers.get_mut(&tid) else {
             return;
         };
-        // Matched by shard, not by OSD: a gather may read two shards from
-        // one stray (its object and its rollback copy), and a match by
-        // OSD took the first answer for the lower shard (the thrash test
-        // read a Zigzag parity's bytes as data shard 0).
+        // Matched by shard, not by OSD: a rebuild's extra sources may
+        // name one OSD twice, so one gather may ask it for two shards
+        // (EC sim seeds 127, 3485, 4449), and the answers come in any
+        // order; a match by OSD took the first answer for the lower
+        // shard.
         if g.waiting.get(&c) != Some(&from) {
             return;
         }
