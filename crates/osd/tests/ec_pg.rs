@@ -249,6 +249,25 @@ impl Cluster {
         self.run();
     }
 
+    /// A map at `epoch` of the whole acting set with `primary` first to
+    /// serve, for a PG fed by hand (no record yet).
+    fn map_at(&self, epoch: u64, primary: i32) -> Input {
+        Input::Map {
+            epoch,
+            up: self.acting.clone(),
+            acting: self.acting.clone(),
+            acting_up_from: 0,
+            primary,
+            pool: pool(self.min_size),
+            record: None,
+            record_up: vec![],
+            toofull: vec![],
+            striper: Some(self.striper.clone()),
+            primary_temp: None,
+            now_ms: 0,
+        }
+    }
+
     fn token(&mut self, a: Await) -> u64 {
         self.next_token += 1;
         self.awaits.insert(self.next_token, a);
@@ -835,23 +854,7 @@ fn a_shard_read_takes_the_labels_and_the_bytes_from_one_moment() {
     s.apply(t).unwrap();
     let member = c.acting[0];
     let mut pg = Pg::new(PG, member, PgInfo::default());
-    pg.handle(
-        &s,
-        Input::Map {
-            epoch: 1,
-            up: c.acting.clone(),
-            acting: c.acting.clone(),
-            acting_up_from: 0,
-            primary: c.acting[1],
-            pool: pool(4),
-            record: None,
-            record_up: vec![],
-            toofull: vec![],
-            striper: Some(c.striper.clone()),
-            primary_temp: None,
-            now_ms: 0,
-        },
-    );
+    pg.handle(&s, c.map_at(1, c.acting[1]));
     // Same length, same version, another shard's label and bytes.
     let mut swap = Transaction::new();
     swap.write_full(coll, &o, bytes::Bytes::from_static(b"NOTSHRD0"));
@@ -904,23 +907,7 @@ fn a_restarted_ec_copy_whose_first_input_is_not_a_map_keeps_no_tree() {
     s.apply(t).unwrap();
     let mut pg = Pg::new(PG, 0, PgInfo::default());
     let mut fx = pg.handle(&s, Input::Tick { now_ms: 5 });
-    fx.extend(pg.handle(
-        &s,
-        Input::Map {
-            epoch: 1,
-            up: c.acting.clone(),
-            acting: c.acting.clone(),
-            acting_up_from: 0,
-            primary: c.acting[0],
-            pool: pool(4),
-            record: None,
-            record_up: vec![],
-            toofull: vec![],
-            striper: Some(c.striper.clone()),
-            primary_temp: None,
-            now_ms: 10,
-        },
-    ));
+    fx.extend(pg.handle(&s, c.map_at(1, c.acting[0])));
     for e in fx {
         if let Effect::Apply { txn, .. } = e {
             s.apply(txn).unwrap();

@@ -1253,23 +1253,7 @@ impl ObjectStore for BlockStore {
     fn read(&self, c: CollectionId, o: &ObjectId, extents: &[(u64, u64)]) -> Result<Vec<Vec<u8>>> {
         let _g = self.shared.view.read().map_err(|_| StoreError::Closed)?;
         let on = self.onode(c, o)?;
-        let s = &self.shared;
-        extents
-            .iter()
-            .map(|&(off, len)| {
-                let st = off.min(on.size);
-                let e = off.saturating_add(len).min(on.size);
-                read_logical(
-                    s,
-                    o,
-                    &on,
-                    st,
-                    e - st,
-                    &mut |id| get_blob(&s.kv, id),
-                    &mut |d, n| self.read_blocks(d, n),
-                )
-            })
-            .collect()
+        self.read_extents(o, &on, extents)
     }
 
     fn read_with_attrs(
@@ -1284,23 +1268,7 @@ impl ObjectStore for BlockStore {
             self.need_coll(c)?;
             return Ok(None);
         };
-        let s = &self.shared;
-        let extents = extents
-            .iter()
-            .map(|&(off, len)| {
-                let st = off.min(on.size);
-                let e = off.saturating_add(len).min(on.size);
-                read_logical(
-                    s,
-                    o,
-                    &on,
-                    st,
-                    e - st,
-                    &mut |id| get_blob(&s.kv, id),
-                    &mut |d, n| self.read_blocks(d, n),
-                )
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let extents = self.read_extents(o, &on, extents)?;
         Ok(Some(crate::ObjectRead {
             size: on.size,
             attrs: on.attrs,
@@ -1570,6 +1538,33 @@ impl BlockStore {
 
     /// An object's onode. Its collection is checked only when there is
     /// none (an object keeps its collection from being removed).
+    /// Extents of object `o` as onode `on` describes it, each clipped to
+    /// its size (the caller holds the view lock).
+    fn read_extents(
+        &self,
+        o: &ObjectId,
+        on: &Onode,
+        extents: &[(u64, u64)],
+    ) -> Result<Vec<Vec<u8>>> {
+        let s = &self.shared;
+        extents
+            .iter()
+            .map(|&(off, len)| {
+                let st = off.min(on.size);
+                let e = off.saturating_add(len).min(on.size);
+                read_logical(
+                    s,
+                    o,
+                    on,
+                    st,
+                    e - st,
+                    &mut |id| get_blob(&s.kv, id),
+                    &mut |d, n| self.read_blocks(d, n),
+                )
+            })
+            .collect()
+    }
+
     fn onode(&self, c: CollectionId, o: &ObjectId) -> Result<Onode> {
         if let Some(on) = get_onode(&self.shared.kv, c, o)? {
             return Ok(on);
