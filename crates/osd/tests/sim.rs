@@ -688,9 +688,8 @@ impl Sim {
         // Zigzag seeds (the set fills all four OSDs): with
         // LOLIGO_SIM_EC_MOVES set, positions move while an OSD is down in
         // half of them (seeds 4n + 3). Not in the default run yet: about
-        // 3% of those seeds end with a PG down for good (its record's
-        // members hold their shards at positions they no longer have, so
-        // none counts as complete; seed 63 is the first).
+        // 2.5% of those seeds still end with a PG down for good (seed 119
+        // is the first; 3.4% before moved members could give the log).
         let ec_moves = ec && seed % 4 == 3 && std::env::var_os("LOLIGO_SIM_EC_MOVES").is_some();
         let mut osds = Vec::new();
         for _ in 0..OSDS {

@@ -2474,6 +2474,15 @@ impl Pg {
             // never a source of the log, but a primary_temp may go to one
             // (as primary it rolls its extra entries back; EC sim seed
             // 4212: the only member at the head was a stray).
+            // Last, members at the head whose copies moved to another
+            // position or are mid-backfill: their objects are not their
+            // position's, but their logs are the PG's history all the
+            // same, and the shards they hold are read by their labels
+            // (EC sim seed 63 with moving positions: the only members at
+            // the head had both moved, the one other member was past it,
+            // and the PG stayed down with every OSD up). Never a target
+            // of a hand-over.
+            let log_source;
             let complete: Vec<i32> = if self.ec.is_some() {
                 let at_head = infos
                     .iter()
@@ -2485,13 +2494,23 @@ impl Pg {
                         i.info.last_update > newest && !i.backfill && self.acting.contains(o)
                     })
                     .map(|(o, _)| *o);
-                at_head.chain(past_head).collect()
+                let c: Vec<i32> = at_head.chain(past_head).collect();
+                log_source = c
+                    .first()
+                    .copied()
+                    .filter(|o| infos.get(o).is_some_and(|i| i.info.last_update == newest))
+                    .or_else(|| {
+                        infos
+                            .iter()
+                            .find(|(_, i)| i.info.last_update == newest && i.backfill)
+                            .map(|(o, _)| *o)
+                    });
+                c
             } else {
+                log_source = complete.first().copied();
                 complete.clone()
             };
-            if complete
-                .first()
-                .is_none_or(|o| infos.get(o).is_none_or(|i| i.info.last_update != newest))
+            if log_source.is_none_or(|o| infos.get(&o).is_none_or(|i| i.info.last_update != newest))
             {
                 // Nobody holds every object at the authoritative head (the
                 // copies that did are away): wait for one to return.
@@ -2509,7 +2528,9 @@ impl Pg {
             if mine.backfill {
                 return self.hand_over(complete, fx);
             }
-            let from = complete[0];
+            let Some(from) = log_source else {
+                return;
+            };
             let log_tid = self.take_tid();
             fx.push(Effect::FetchLog {
                 tid: log_tid,
