@@ -1536,8 +1536,6 @@ impl BlockStore {
         }
     }
 
-    /// An object's onode. Its collection is checked only when there is
-    /// none (an object keeps its collection from being removed).
     /// Extents of object `o` as onode `on` describes it, each clipped to
     /// its size (the caller holds the view lock).
     fn read_extents(
@@ -1565,6 +1563,8 @@ impl BlockStore {
             .collect()
     }
 
+    /// An object's onode. Its collection is checked only when there is
+    /// none (an object keeps its collection from being removed).
     fn onode(&self, c: CollectionId, o: &ObjectId) -> Result<Onode> {
         if let Some(on) = get_onode(&self.shared.kv, c, o)? {
             return Ok(on);
