@@ -1501,12 +1501,6 @@ impl Pg {
         if !self.missing_loaded {
             self.load_missing(s);
         }
-        // The tree waits for the first map: only the map says whether
-        // the pool is erasure-coded (then there is none; a tree rebuilt
-        // before it was left behind, and fsck found it wrong).
-        if matches!(self.tree, TreeState::Unloaded) && self.epoch > 0 {
-            self.load_tree(s, &mut fx);
-        }
         match input {
             Input::Map {
                 epoch,
@@ -1551,6 +1545,10 @@ impl Pg {
                             self.drop_tree(s, &mut fx);
                         }
                     }
+                    // The tree is loaded at the first map, never before:
+                    // only the map says whether the pool is erasure-coded
+                    // (then there is none; a tree rebuilt before it was
+                    // left behind, and fsck found it wrong).
                     if matches!(self.tree, TreeState::Unloaded) {
                         self.load_tree(s, &mut fx);
                     }
@@ -2510,8 +2508,8 @@ impl Pg {
                 log_source = complete.first().copied();
                 complete.clone()
             };
-            if log_source.is_none_or(|o| infos.get(&o).is_none_or(|i| i.info.last_update != newest))
-            {
+            // (Every log source is at the head.)
+            let Some(from) = log_source else {
                 // Nobody holds every object at the authoritative head (the
                 // copies that did are away): wait for one to return.
                 let osds = self
@@ -2520,7 +2518,7 @@ impl Pg {
                     .map_or_else(Vec::new, |r| r.osds.clone());
                 self.role = Role::Down { osds };
                 return;
-            }
+            };
             // A member has writes or objects this primary lacks (or this
             // primary's log went another way): take that member's log and
             // pull what it lacks, unless it is mid-backfill (then, or if
@@ -2528,9 +2526,6 @@ impl Pg {
             if mine.backfill {
                 return self.hand_over(complete, fx);
             }
-            let Some(from) = log_source else {
-                return;
-            };
             let log_tid = self.take_tid();
             fx.push(Effect::FetchLog {
                 tid: log_tid,
