@@ -223,28 +223,14 @@ impl Cluster {
             if self.down.contains(&o) {
                 continue;
             }
-            self.queue.push_back((
-                o,
-                Input::Map {
-                    epoch: self.epoch,
-                    up: acting.clone(),
-                    acting: acting.clone(),
-                    acting_up_from: acting
-                        .iter()
-                        .filter(|&&a| a != loligo_crush::ITEM_NONE)
-                        .map(|&a| self.up_from[a as usize])
-                        .max()
-                        .unwrap_or(0),
-                    primary,
-                    pool: pool(self.min_size),
-                    record: None,
-                    record_up: vec![],
-                    toofull: vec![],
-                    striper: Some(self.striper.clone()),
-                    primary_temp: None,
-                    now_ms: 0,
-                },
-            ));
+            let up_from = acting
+                .iter()
+                .filter(|&&a| a != loligo_crush::ITEM_NONE)
+                .map(|&a| self.up_from[a as usize])
+                .max()
+                .unwrap_or(0);
+            let map = self.map_of(self.epoch, acting.clone(), up_from, primary);
+            self.queue.push_back((o, map));
         }
         self.run();
     }
@@ -252,11 +238,16 @@ impl Cluster {
     /// A map at `epoch` of the whole acting set with `primary` first to
     /// serve, for a PG fed by hand (no record yet).
     fn map_at(&self, epoch: u64, primary: i32) -> Input {
+        self.map_of(epoch, self.acting.clone(), 0, primary)
+    }
+
+    /// A map at `epoch` with `acting` (also CRUSH's set) and no record.
+    fn map_of(&self, epoch: u64, acting: Vec<i32>, acting_up_from: u64, primary: i32) -> Input {
         Input::Map {
             epoch,
-            up: self.acting.clone(),
-            acting: self.acting.clone(),
-            acting_up_from: 0,
+            up: acting.clone(),
+            acting,
+            acting_up_from,
             primary,
             pool: pool(self.min_size),
             record: None,
