@@ -2506,14 +2506,22 @@ fn run_seed(seed: u64) -> Stats {
     run_seed_ec(seed, false)
 }
 
-/// An EC seed whose failure names the seed and how to replay it.
-fn run_ec_seed_named(seed: u64) -> Stats {
-    std::panic::catch_unwind(|| run_seed_ec(seed, true))
-        .unwrap_or_else(|_| panic!("ec seed {seed} failed: LOLIGO_SIM_EC_SEED={seed} replays it"))
+/// An EC seed (positions moving or not) whose failure names the seed
+/// and how to replay it.
+fn run_ec_seed_named(seed: u64, moves: bool) -> Stats {
+    let env = if moves { "LOLIGO_SIM_EC_MOVES=1 " } else { "" };
+    std::panic::catch_unwind(|| run_seed_moving(seed, true, moves)).unwrap_or_else(|_| {
+        panic!("ec seed {seed} failed: {env}LOLIGO_SIM_EC_SEED={seed} replays it")
+    })
+}
+
+/// Whether `LOLIGO_SIM_EC_MOVES` asks for moving positions.
+fn moves_asked() -> bool {
+    std::env::var_os("LOLIGO_SIM_EC_MOVES").is_some()
 }
 
 fn run_seed_ec(seed: u64, ec: bool) -> Stats {
-    run_seed_moving(seed, ec, std::env::var_os("LOLIGO_SIM_EC_MOVES").is_some())
+    run_seed_moving(seed, ec, moves_asked())
 }
 
 fn run_seed_moving(seed: u64, ec: bool, moves: bool) -> Stats {
@@ -2623,7 +2631,7 @@ fn ec_acknowledged_writes_survive_crashes_and_shards_stay_consistent() {
         .unwrap_or(0);
     let mut total = Stats::default();
     for seed in first..first + seeds {
-        let st = run_ec_seed_named(seed);
+        let st = run_ec_seed_named(seed, moves_asked());
         total.acked_writes += st.acked_writes;
         total.good_reads += st.good_reads;
         total.crashes += st.crashes;
@@ -2665,14 +2673,9 @@ const EC_MOVES_BUG_SEEDS: &[u64] = &[63];
 
 #[test]
 fn ec_seeds_that_found_bugs_stay_fixed() {
-    for &seed in EC_BUG_SEEDS {
-        let st = run_ec_seed_named(seed);
-        assert!(st.acked_writes > 0, "seed {seed}: {st:?}");
-    }
-    for &seed in EC_MOVES_BUG_SEEDS {
-        let st = std::panic::catch_unwind(|| run_seed_moving(seed, true, true)).unwrap_or_else(|_| {
-            panic!("ec seed {seed} with moving positions failed: LOLIGO_SIM_EC_MOVES=1 LOLIGO_SIM_EC_SEED={seed} replays it")
-        });
+    let seeds = EC_BUG_SEEDS.iter().map(|&s| (s, false));
+    for (seed, moves) in seeds.chain(EC_MOVES_BUG_SEEDS.iter().map(|&s| (s, true))) {
+        let st = run_ec_seed_named(seed, moves);
         assert!(st.acked_writes > 0, "seed {seed}: {st:?}");
     }
 }
