@@ -384,6 +384,19 @@ fn apply_op(
     Ok(())
 }
 
+/// The bytes of `data` in each extent, clipped to its end.
+fn slices(data: &[u8], extents: &[(u64, u64)]) -> Vec<Vec<u8>> {
+    let size = data.len() as u64;
+    extents
+        .iter()
+        .map(|&(off, len)| {
+            let s = off.min(size);
+            let e = off.saturating_add(len).min(size);
+            data[s as usize..e as usize].to_vec()
+        })
+        .collect()
+}
+
 impl ObjectStore for MemStore {
     fn limits(&self) -> &Limits {
         &self.limits
@@ -429,17 +442,7 @@ impl ObjectStore for MemStore {
     }
 
     fn read(&self, c: CollectionId, o: &ObjectId, extents: &[(u64, u64)]) -> Result<Vec<Vec<u8>>> {
-        self.with_obj(c, o, |ob| {
-            Ok(extents
-                .iter()
-                .map(|&(off, len)| {
-                    let size = ob.data.len() as u64;
-                    let s = off.min(size);
-                    let e = off.saturating_add(len).min(size);
-                    ob.data[s as usize..e as usize].to_vec()
-                })
-                .collect())
-        })
+        self.with_obj(c, o, |ob| Ok(slices(&ob.data, extents)))
     }
 
     fn read_with_attrs(
@@ -453,18 +456,10 @@ impl ObjectStore for MemStore {
         let Some(ob) = coll.objects.get(o) else {
             return Ok(None);
         };
-        let size = ob.data.len() as u64;
         Ok(Some(ObjectRead {
-            size,
+            size: ob.data.len() as u64,
             attrs: ob.attrs.clone(),
-            extents: extents
-                .iter()
-                .map(|&(off, len)| {
-                    let s = off.min(size);
-                    let e = off.saturating_add(len).min(size);
-                    ob.data[s as usize..e as usize].to_vec()
-                })
-                .collect(),
+            extents: slices(&ob.data, extents),
         }))
     }
 
