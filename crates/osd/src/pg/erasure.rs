@@ -131,11 +131,28 @@ impl Pg {
         }
     }
 
+    /// The shard this copy's objects hold, as recorded (None if unknown
+    /// or unreadable).
+    pub(super) fn shard_held(&self, s: &dyn ObjectStore) -> Option<u8> {
+        s.record(self.coll, SHARD_KEY)
+            .ok()
+            .flatten()
+            .and_then(|b| b.first().copied())
+    }
+
+    /// What a peering answer says of a moved copy: the shard it holds, if
+    /// no backfill has started at its new position.
+    pub(super) fn moved_shard(&self) -> Option<u8> {
+        self.held_shard
+            .filter(|_| self.moved && self.backfill.is_none())
+    }
+
     /// Record this copy's shard (its position) in `t` (EC pools only).
     pub(super) fn mark_shard(&mut self, t: &mut loligo_store::Transaction) {
         if let (Some(_), Some(pos)) = (&self.ec, self.shard_of(self.whoami)) {
             t.set_record(self.coll, SHARD_KEY, vec![pos as u8]);
             self.moved = false;
+            self.held_shard = None;
         }
     }
 
@@ -1088,4 +1105,189 @@ fn read_shard(
         "shard {shard} of '{}' is at {have:?}, the read wants {version}",
         o.name
     ))
+}
+
+/// The next pg_temp of an erasure-coded PG whose acting set (`acting`, a
+/// pg_temp; holes -1) is not CRUSH's (`up`): an empty one to drop it, or
+/// None to keep it. Positions are shards and an OSD holds one shard of a
+/// PG, so an OSD that changes position must be backfilled, and every
+/// step keeps at least `k` members complete at their positions:
+///
+/// 1. A hole whose CRUSH OSD is not in the set takes it (at any time: a
+///    backfill target, nothing is lost).
+/// 2. Once every member is complete (`settled`): if CRUSH's set keeps at
+///    least `k` of them in place, the pg_temp goes (CRUSH's primary then
+///    backfills the rest).
+/// 3. Otherwise one position takes its CRUSH OSD: a hole or a member that
+///    CRUSH's set lacks gives way to it, or it swaps places with it;
+///    whichever keeps at least `k` members in place, holes first. Each
+///    step brings one more position to CRUSH's choice, so the walk ends
+///    (EC sim seed 831 with moving positions: acting [2, 3, 0, -1]
+///    against CRUSH's [0, 1, 2, 3] could never drop its pg_temp).
+pub(super) fn ec_temp_step(
+    acting: &[i32],
+    up: &[i32],
+    k: usize,
+    settled: bool,
+) -> Option<Vec<i32>> {
+    let as_temp = |v: &[i32]| -> Vec<i32> {
+        v.iter()
+            .map(|&o| if o < 0 { loligo_crush::ITEM_NONE } else { o })
+            .collect()
+    };
+    let n = acting.len().min(up.len());
+    let want = |i: usize| up[i] >= 0 && acting[i] != up[i];
+    // 1. Holes CRUSH's OSDs can fill without leaving another position.
+    let mut filled = acting.to_vec();
+    for i in (0..n).filter(|&i| want(i) && acting[i] < 0 && !acting.contains(&up[i])) {
+        filled[i] = up[i];
+    }
+    if filled != acting {
+        return Some(as_temp(&filled));
+    }
+    if !settled {
+        return None;
+    }
+    // 2. Enough members stay in place: CRUSH's set takes over.
+    let kept = (0..n).filter(|&i| up[i] >= 0 && up[i] == acting[i]).count();
+    if kept >= k {
+        return Some(Vec::new());
+    }
+    // 3. One position more to CRUSH's choice.
+    let members = acting.iter().filter(|&&o| o >= 0).count();
+    let mut best: Option<(usize, Vec<i32>)> = None;
+    for i in (0..n).filter(|&i| want(i)) {
+        let mut next = acting.to_vec();
+        let moved = match acting.iter().position(|&o| o == up[i]) {
+            // Swap: both positions' members change (a hole moves).
+            Some(j) => {
+                next.swap(i, j);
+                usize::from(acting[i] >= 0) + 1
+            }
+            // Replace: the member there leaves.
+            None => {
+                next[i] = up[i];
+                usize::from(acting[i] >= 0)
+            }
+        };
+        if members - moved >= k && best.as_ref().is_none_or(|(m, _)| moved < *m) {
+            best = Some((moved, next));
+        }
+    }
+    best.map(|(_, next)| as_temp(&next))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ec_temp_step;
+    use loligo_crush::ITEM_NONE;
+    use loligo_testkit::Rng;
+
+    /// Follow `ec_temp_step` from `acting` as if every step's backfills
+    /// ended at once; the number of steps until the pg_temp goes. Every
+    /// step keeps at least `k` members in place.
+    fn walk(acting: &[i32], up: &[i32], k: usize) -> usize {
+        let mut now = acting.to_vec();
+        for steps in 0..=2 * up.len() {
+            let next = ec_temp_step(&now, up, k, true)
+                .unwrap_or_else(|| panic!("stuck at {now:?} (CRUSH's {up:?}, k {k})"));
+            if next.is_empty() {
+                let kept = (0..up.len())
+                    .filter(|&i| up[i] >= 0 && up[i] == now[i])
+                    .count();
+                assert!(kept >= k, "{now:?} dropped with {kept} of CRUSH's in place");
+                return steps;
+            }
+            let next: Vec<i32> = next
+                .iter()
+                .map(|&o| if o == ITEM_NONE { -1 } else { o })
+                .collect();
+            let in_place = (0..now.len())
+                .filter(|&i| now[i] >= 0 && now[i] == next[i])
+                .count();
+            assert!(
+                in_place >= k,
+                "{now:?} -> {next:?} keeps {in_place} in place (k {k})"
+            );
+            let mut osds: Vec<i32> = next.iter().copied().filter(|&o| o >= 0).collect();
+            osds.sort_unstable();
+            osds.dedup();
+            assert_eq!(
+                osds.len(),
+                next.iter().filter(|&&o| o >= 0).count(),
+                "{next:?} repeats an OSD"
+            );
+            now = next;
+        }
+        panic!(
+            "no end after {} steps from {acting:?} toward {up:?}",
+            2 * up.len()
+        );
+    }
+
+    #[test]
+    fn a_hole_takes_its_crush_osd_even_while_backfills_run() {
+        assert_eq!(
+            ec_temp_step(&[0, -1, 2, 3], &[0, 1, 2, 3], 2, false),
+            Some(vec![0, 1, 2, 3])
+        );
+        // Not while that OSD holds another position: that waits.
+        assert_eq!(ec_temp_step(&[0, -1, 2, 1], &[0, 1, 2, 3], 2, false), None);
+    }
+
+    #[test]
+    fn the_pg_temp_goes_once_crush_keeps_k_complete_members_in_place() {
+        assert_eq!(
+            ec_temp_step(&[0, 3, 2, 1], &[0, 1, 2, 3], 2, true),
+            Some(vec![])
+        );
+        // Never before every member is complete.
+        assert_eq!(ec_temp_step(&[0, 3, 2, 1], &[0, 1, 2, 3], 2, false), None);
+        // With only one in place it walks on instead.
+        let next = ec_temp_step(&[0, 3, 1, 2], &[0, 1, 2, 3], 2, true).unwrap();
+        assert!(!next.is_empty());
+    }
+
+    #[test]
+    fn every_position_moved_walks_to_crush_keeping_k_in_place() {
+        // EC sim seed 831 with moving positions.
+        assert!(walk(&[2, 3, 0, -1], &[0, 1, 2, 3], 2) >= 2);
+        assert!(walk(&[1, 2, 3, 0], &[0, 1, 2, 3], 2) >= 1);
+        assert!(walk(&[5, 4, 3, 2, 1, 0], &[0, 1, 2, 3, 4, 5], 4) >= 1);
+    }
+
+    fn shuffle(rng: &mut Rng, v: &mut [i32]) {
+        for i in (1..v.len()).rev() {
+            v.swap(i, rng.below(i as u64 + 1) as usize);
+        }
+    }
+
+    #[test]
+    fn random_sets_always_reach_crush_in_bounded_steps() {
+        let mut rng = Rng::new(18);
+        let mut walked = 0;
+        for _ in 0..5_000 {
+            let n = 3 + rng.below(6) as usize;
+            let m = 2 + rng.below((n - 2) as u64) as usize;
+            let k = n.saturating_sub(m).max(1);
+            // CRUSH's set: n distinct OSDs of n + 2.
+            let mut pool: Vec<i32> = (0..(n + 2) as i32).collect();
+            shuffle(&mut rng, &mut pool);
+            let up = pool[..n].to_vec();
+            shuffle(&mut rng, &mut pool);
+            // The pg_temp: distinct OSDs, holes anywhere, at least k members.
+            let mut acting: Vec<i32> = pool[..n].to_vec();
+            for a in acting.iter_mut() {
+                if rng.below(4) == 0 {
+                    *a = -1;
+                }
+            }
+            if acting.iter().filter(|&&o| o >= 0).count() < k + 2 {
+                continue;
+            }
+            walk(&acting, &up, k);
+            walked += 1;
+        }
+        assert!(walked > 1_000, "only {walked} sets walked");
+    }
 }

@@ -72,6 +72,11 @@ pub struct PeerInfo {
     pub info: PgInfo,
     pub missing: u64,
     pub backfill: bool,
+    /// Erasure-coded: the shard this copy's objects hold when its OSD
+    /// moved to another position and no backfill has started there
+    /// (`backfill` is then true, yet the copy may be a complete copy of
+    /// that shard: peering can put it back at the shard's position).
+    pub moved_shard: Option<u8>,
 }
 
 impl From<PgInfo> for PeerInfo {
@@ -81,6 +86,7 @@ impl From<PgInfo> for PeerInfo {
             info,
             missing: 0,
             backfill: false,
+            moved_shard: None,
         }
     }
 }
@@ -727,6 +733,10 @@ struct Recovery {
     /// Erasure-coded: stray copies that asked, with the shard each holds
     /// (recovery may read them).
     strays: BTreeMap<i32, usize>,
+    /// Erasure-coded, from the last peering: acting members (this one
+    /// included) whose OSD moved to another position and whose copy is
+    /// complete at the head for the shard it holds, with that shard.
+    moved_complete: BTreeMap<i32, usize>,
 }
 
 /// A primary's hold on one of its OSD's recovery slots: pushes and
@@ -988,6 +998,8 @@ pub struct Pg {
     /// Erasure-coded: this copy holds another shard than its position in
     /// the current map (it must be backfilled before it counts).
     moved: bool,
+    /// Erasure-coded and `moved`: the shard this copy holds, if known.
+    held_shard: Option<u8>,
     /// Erasure-coded primary: objects whose newest write of this interval
     /// left rollback copies on the shards, with that write's version and
     /// whether the whole write set has it (then the copies are no longer
@@ -1180,6 +1192,7 @@ impl Pg {
             ec: None,
             gathers: BTreeMap::new(),
             moved: false,
+            held_shard: None,
             rb_live: BTreeMap::new(),
             rebuilt: (0, 0, 0),
             primary_temp: None,
@@ -1568,6 +1581,7 @@ impl Pg {
                     // Whether this copy's shard is its position's, before
                     // peering asks (a store error counts as moved: safe).
                     self.moved = self.shard_moved_at(s, &m.acting);
+                    self.held_shard = self.moved.then(|| self.shard_held(s)).flatten();
                     self.on_map(s, m, pool, record_changed, &mut fx);
                     // Queries, logs and copies that waited for this map
                     // can be answered.
@@ -1851,11 +1865,7 @@ impl Pg {
             || s.list(self.coll, None, 1).is_ok_and(|(l, _)| !l.is_empty());
         if holds {
             self.stray_asked_ms = self.now_ms;
-            let shard = self
-                .ec
-                .as_ref()
-                .and_then(|_| s.record(self.coll, SHARD_KEY).ok().flatten())
-                .and_then(|b| b.first().copied());
+            let shard = self.ec.as_ref().and_then(|_| self.shard_held(s));
             fx.push(Effect::AskClean {
                 to: self.primary,
                 epoch: self.epoch,
@@ -2282,9 +2292,13 @@ impl Pg {
             return;
         };
         if self.ec.is_some() {
-            // Erasure-coded: a primary_temp goes once CRUSH's primary holds
-            // every object (no pg_temp is ever asked for).
-            let crush = self.crush_primary();
+            // Erasure-coded: a primary_temp goes once the primary without
+            // it holds every object: the acting set's first member, a
+            // pg_temp's if one holds (EC sim seed 8347 with moving
+            // positions: CRUSH's first OSD held the primary_temp while a
+            // pg_temp named another first, took it for stale and dropped
+            // it, and the two handed the PG back and forth for good).
+            let crush = self.acting.iter().copied().find(|&o| o >= 0);
             let settled = self.rec.merging.is_empty()
                 && self.rec.missing.is_empty()
                 && self.rec.backfill.is_empty();
@@ -2297,21 +2311,19 @@ impl Pg {
                 self.rec.primary_temp_cleared = true;
                 fx.push(Effect::RequestPrimaryTemp { osd: None });
             }
-            // A pg_temp (a stray put back at its shard's position) goes
-            // once every acting member is complete and CRUSH's set keeps
-            // enough of them to peer from: CRUSH's primary then recovers
-            // the members the pg_temp left out.
+            // A pg_temp (a stray or moved members put back at their
+            // shards' positions) walks toward CRUSH's set: see
+            // `ec_temp_step`.
+            if self.acting == self.up || self.up.is_empty() {
+                return;
+            }
             let k = self.ec.as_ref().map_or(1, |st| st.k());
-            let kept = self
-                .up
-                .iter()
-                .zip(&self.acting)
-                .filter(|(u, a)| **u >= 0 && u == a)
-                .count();
-            let temp = self.acting != self.up;
-            if temp && settled && kept >= k && self.rec.temp_asked.as_ref() != Some(&Vec::new()) {
-                self.rec.temp_asked = Some(Vec::new());
-                fx.push(Effect::RequestPgTemp { osds: Vec::new() });
+            let next = erasure::ec_temp_step(&self.acting, &self.up, k, settled);
+            if let Some(osds) = next {
+                if self.rec.temp_asked.as_ref() != Some(&osds) {
+                    self.rec.temp_asked = Some(osds.clone());
+                    fx.push(Effect::RequestPgTemp { osds });
+                }
             }
             return;
         }
@@ -2427,6 +2439,7 @@ impl Pg {
             info: self.info,
             missing: self.missing.len() as u64,
             backfill: self.backfill.is_some() || self.moved,
+            moved_shard: self.moved_shard(),
         };
         let authority = |o: &i32| self.record.as_ref().is_none_or(|r| r.osds.contains(o));
         let mut heads: Vec<Version> = infos
@@ -2462,6 +2475,16 @@ impl Pg {
             .filter(|(_, i)| is_complete(i))
             .map(|(o, _)| *o)
             .collect();
+        if self.ec.is_some() {
+            self.rec.moved_complete = infos
+                .iter()
+                .chain([(&self.whoami, &mine)])
+                .filter(|(o, i)| {
+                    self.acting.contains(o) && i.info.last_update == newest && i.missing == 0
+                })
+                .filter_map(|(o, i)| Some((*o, i.moved_shard? as usize)))
+                .collect();
+        }
         if !is_complete(&mine) {
             // Erasure-coded: a member whose log reaches the head is enough
             // to take the log from, objects it lacks or not (each object
@@ -2510,8 +2533,19 @@ impl Pg {
             };
             // (Every log source is at the head.)
             let Some(from) = log_source else {
+                // Only this copy is at the head, and it moved or is
+                // mid-backfill: it hands over (EC sim seed 3775 with moving
+                // positions: the one other record member was past the
+                // head, and the PG stayed down with every OSD up).
+                if mine.backfill && mine.info.last_update == newest {
+                    return self.hand_over(complete, fx);
+                }
                 // Nobody holds every object at the authoritative head (the
                 // copies that did are away): wait for one to return.
+                tracing::debug!(
+                    "pg {}: down: no log source at head {newest} (mine {mine:?}, peers {infos:?})",
+                    self.id
+                );
                 let osds = self
                     .record
                     .as_ref()
@@ -2605,7 +2639,22 @@ impl Pg {
                 fx.push(Effect::RequestPrimaryTemp { osd: Some(osd) });
                 return self.ec_behind("handing over with a primary_temp");
             }
-            // None is: a stray that holds a shard at the head goes back to
+            // None is, but members whose OSDs moved hold complete copies
+            // of other shards: they go back to those shards' positions for
+            // now (a pg_temp that swaps them with the positions' OSDs, as
+            // Ceph's choose_acting keeps each shard where a complete copy
+            // of it is), and the next interval peers from them (EC sim
+            // seed 119 with moving positions: two members swapped
+            // positions while the others were mid-backfill, and the PG
+            // waited forever).
+            if let Some(osds) = self.moved_back() {
+                if self.rec.temp_asked.as_ref() != Some(&osds) {
+                    self.rec.temp_asked = Some(osds.clone());
+                    fx.push(Effect::RequestPgTemp { osds });
+                }
+                return self.ec_behind("moved members go back to their shards' positions");
+            }
+            // Nor that: a stray that holds a shard at the head goes back to
             // that shard's position for now (a pg_temp that keeps the
             // other positions, as Ceph's choose_acting does), and takes
             // the primary_temp in the next interval (EC sim seed 4942: the
@@ -2616,11 +2665,7 @@ impl Pg {
                 (now < 0 || !complete.contains(&now)).then_some((shard, *o))
             });
             if let Some((shard, osd)) = spot {
-                let mut osds: Vec<i32> = self
-                    .acting
-                    .iter()
-                    .map(|&o| if o < 0 { loligo_crush::ITEM_NONE } else { o })
-                    .collect();
+                let mut osds: Vec<i32> = self.acting_as_temp();
                 osds[shard] = osd;
                 if self.rec.temp_asked.as_ref() != Some(&osds) {
                     self.rec.temp_asked = Some(osds.clone());
@@ -2635,6 +2680,59 @@ impl Pg {
         osds.truncate(size);
         fx.push(Effect::RequestPgTemp { osds });
         self.role = Role::Behind;
+    }
+
+    /// The acting set with each moved complete member swapped back to
+    /// the position of the shard it holds (holes as `ITEM_NONE`), or None
+    /// if none can go back. A position takes one member back at most; a
+    /// member put back is never moved again.
+    fn moved_back(&self) -> Option<Vec<i32>> {
+        let mut osds: Vec<i32> = self
+            .acting
+            .iter()
+            .map(|&o| if o < 0 { loligo_crush::ITEM_NONE } else { o })
+            .collect();
+        let mut placed = BTreeSet::new();
+        for (&osd, &shard) in &self.rec.moved_complete {
+            let Some(now) = osds.iter().position(|&o| o == osd) else {
+                continue;
+            };
+            if shard >= osds.len()
+                || now == shard
+                || placed.contains(&shard)
+                || placed.contains(&now)
+            {
+                continue;
+            }
+            osds.swap(now, shard);
+            placed.insert(shard);
+        }
+        if placed.is_empty() {
+            return None;
+        }
+        self.fill_holes(&mut osds);
+        Some(osds)
+    }
+
+    /// Fill each hole of a pg_temp with CRUSH's OSD for that position, if
+    /// that OSD is not elsewhere in it: it joins as a backfill target
+    /// (else the hole stays, and with it the pg_temp: EC sim seeds 427 and
+    /// 547 with moving positions).
+    fn fill_holes(&self, osds: &mut [i32]) {
+        for i in 0..osds.len() {
+            let Some(&u) = self.up.get(i) else { continue };
+            if osds[i] == loligo_crush::ITEM_NONE && u >= 0 && !osds.contains(&u) {
+                osds[i] = u;
+            }
+        }
+    }
+
+    /// The acting set as a pg_temp asks for it (holes as `ITEM_NONE`).
+    fn acting_as_temp(&self) -> Vec<i32> {
+        self.acting
+            .iter()
+            .map(|&o| if o < 0 { loligo_crush::ITEM_NONE } else { o })
+            .collect()
     }
 
     /// An erasure-coded primary that cannot catch up now (a pull failed,
@@ -4565,6 +4663,7 @@ impl Pg {
                 info: self.info,
                 missing: self.missing.len() as u64,
                 backfill: self.backfill.is_some() || self.moved,
+                moved_shard: self.moved_shard(),
             })),
         });
     }
