@@ -2685,7 +2685,7 @@ const EC_BUG_SEEDS: &[u64] = &[5780, 41860];
 
 /// Seeds that found a bug with positions moving (`LOLIGO_SIM_EC_MOVES`):
 /// - 63: the only members at the head had moved; the PG stayed down.
-const EC_MOVES_BUG_SEEDS: &[u64] = &[63, 119, 427, 831, 3775, 8347];
+const EC_MOVES_BUG_SEEDS: &[u64] = &[63, 119, 427, 831, 3775, 6979, 8347];
 
 #[test]
 fn ec_seeds_that_found_bugs_stay_fixed() {

@@ -1000,6 +1000,9 @@ pub struct Pg {
     moved: bool,
     /// Erasure-coded and `moved`: the shard this copy holds, if known.
     held_shard: Option<u8>,
+    /// `moved` was read with nothing of this copy in flight since the
+    /// last map (see `on_settled`).
+    moved_fresh: bool,
     /// Erasure-coded primary: objects whose newest write of this interval
     /// left rollback copies on the shards, with that write's version and
     /// whether the whole write set has it (then the copies are no longer
@@ -1193,6 +1196,7 @@ impl Pg {
             gathers: BTreeMap::new(),
             moved: false,
             held_shard: None,
+            moved_fresh: false,
             rb_live: BTreeMap::new(),
             rebuilt: (0, 0, 0),
             primary_temp: None,
@@ -1582,6 +1586,7 @@ impl Pg {
                     // peering asks (a store error counts as moved: safe).
                     self.moved = self.shard_moved_at(s, &m.acting);
                     self.held_shard = self.moved.then(|| self.shard_held(s)).flatten();
+                    self.moved_fresh = self.settled_all();
                     self.on_map(s, m, pool, record_changed, &mut fx);
                     // Queries, logs and copies that waited for this map
                     // can be answered.
@@ -4169,6 +4174,18 @@ impl Pg {
     /// After a commit: what waited for this copy's commits to settle.
     fn on_settled(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
         if self.settled_all() {
+            if !self.moved_fresh && self.ec.is_some() {
+                // A map that came while an older interval's transactions
+                // were in flight read the shard this copy holds before
+                // they landed (EC sim seed 6979 with moving positions: a
+                // copy still empty at the map took its old position's
+                // first write after, and counted as complete at its new
+                // one). Read again now that all have landed.
+                self.moved_fresh = true;
+                let acting = self.acting.clone();
+                self.moved = self.shard_moved_at(s, &acting);
+                self.held_shard = self.moved.then(|| self.shard_held(s)).flatten();
+            }
             self.rerun_queries(fx);
         }
         if !self.settled() {
