@@ -1107,6 +1107,58 @@ fn read_shard(
     ))
 }
 
+/// A set as a pg_temp asks for it: holes (-1 in a PG's sets) as
+/// `ITEM_NONE`.
+pub(super) fn as_temp(v: &[i32]) -> Vec<i32> {
+    v.iter()
+        .map(|&o| if o < 0 { loligo_crush::ITEM_NONE } else { o })
+        .collect()
+}
+
+/// The pg_temp that puts members whose OSDs moved back at the positions
+/// of the shards they hold complete (`moved`: OSD -> shard), each
+/// swapping places with the position's OSD, as Ceph's choose_acting keeps
+/// each shard where a complete copy of it is; then holes take CRUSH's
+/// OSDs (`fill_holes`). None if no member can go back. A position takes
+/// one member back at most; a member put back is never moved again.
+/// `acting` and `up` have holes as -1.
+pub(super) fn moved_back(
+    acting: &[i32],
+    up: &[i32],
+    moved: &BTreeMap<i32, usize>,
+) -> Option<Vec<i32>> {
+    let mut osds = as_temp(acting);
+    let mut placed = BTreeSet::new();
+    for (&osd, &shard) in moved {
+        let Some(now) = osds.iter().position(|&o| o == osd) else {
+            continue;
+        };
+        if shard >= osds.len() || now == shard || placed.contains(&shard) || placed.contains(&now) {
+            continue;
+        }
+        osds.swap(now, shard);
+        placed.insert(shard);
+    }
+    if placed.is_empty() {
+        return None;
+    }
+    fill_holes(&mut osds, up);
+    Some(osds)
+}
+
+/// Fill each hole of a pg_temp (`ITEM_NONE`) with CRUSH's OSD for that
+/// position, if that OSD is not elsewhere in it: it joins as a backfill
+/// target (else the hole stays, and with it the pg_temp: EC sim seeds 427
+/// and 547 with moving positions).
+fn fill_holes(osds: &mut [i32], up: &[i32]) {
+    for i in 0..osds.len() {
+        let Some(&u) = up.get(i) else { continue };
+        if osds[i] == loligo_crush::ITEM_NONE && u >= 0 && !osds.contains(&u) {
+            osds[i] = u;
+        }
+    }
+}
+
 /// The next pg_temp of an erasure-coded PG whose acting set (`acting`, a
 /// pg_temp; holes -1) is not CRUSH's (`up`): an empty one to drop it, or
 /// None to keep it. Positions are shards and an OSD holds one shard of a
@@ -1130,11 +1182,6 @@ pub(super) fn ec_temp_step(
     k: usize,
     settled: bool,
 ) -> Option<Vec<i32>> {
-    let as_temp = |v: &[i32]| -> Vec<i32> {
-        v.iter()
-            .map(|&o| if o < 0 { loligo_crush::ITEM_NONE } else { o })
-            .collect()
-    };
     let n = acting.len().min(up.len());
     let want = |i: usize| up[i] >= 0 && acting[i] != up[i];
     // 1. Holes CRUSH's OSDs can fill without leaving another position.
@@ -1179,9 +1226,10 @@ pub(super) fn ec_temp_step(
 
 #[cfg(test)]
 mod tests {
-    use super::ec_temp_step;
+    use super::{ec_temp_step, moved_back};
     use loligo_crush::ITEM_NONE;
     use loligo_testkit::Rng;
+    use std::collections::BTreeMap;
 
     /// Follow `ec_temp_step` from `acting` as if every step's backfills
     /// ended at once; the number of steps until the pg_temp goes. Every
@@ -1222,6 +1270,41 @@ mod tests {
         panic!(
             "no end after {} steps from {acting:?} toward {up:?}",
             2 * up.len()
+        );
+    }
+
+    #[test]
+    fn moved_complete_members_swap_back_to_their_shards() {
+        // EC sim seed 119 with moving positions: osd.3 and osd.1 swapped
+        // positions 1 and 3 while the others were mid-backfill.
+        let moved = BTreeMap::from([(1, 1), (3, 3)]);
+        assert_eq!(
+            moved_back(&[2, 3, 0, 1], &[2, 3, 0, 1], &moved),
+            Some(vec![2, 1, 0, 3])
+        );
+        // A member at its shard's position, or none moved: nothing to do.
+        assert_eq!(moved_back(&[2, 1, 0, 3], &[2, 3, 0, 1], &moved), None);
+        assert_eq!(
+            moved_back(&[2, 3, 0, 1], &[2, 3, 0, 1], &BTreeMap::new()),
+            None
+        );
+        // Into a hole: the member's old position is left as a hole, which
+        // CRUSH's OSD for it fills if that OSD is free.
+        let moved = BTreeMap::from([(3, 1)]);
+        assert_eq!(
+            moved_back(&[0, -1, 2, 3], &[0, 1, 2, 4], &moved),
+            Some(vec![0, 3, 2, 4])
+        );
+        assert_eq!(
+            moved_back(&[0, -1, 2, 3], &[0, 1, 2, 0], &moved),
+            Some(vec![0, 3, 2, ITEM_NONE])
+        );
+        // Two members claiming one shard: the first goes back, the other
+        // stays.
+        let moved = BTreeMap::from([(1, 0), (2, 0)]);
+        assert_eq!(
+            moved_back(&[3, 1, 2, 0], &[3, 1, 2, 0], &moved),
+            Some(vec![1, 3, 2, 0])
         );
     }
 

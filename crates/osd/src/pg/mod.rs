@@ -2687,57 +2687,14 @@ impl Pg {
         self.role = Role::Behind;
     }
 
-    /// The acting set with each moved complete member swapped back to
-    /// the position of the shard it holds (holes as `ITEM_NONE`), or None
-    /// if none can go back. A position takes one member back at most; a
-    /// member put back is never moved again.
+    /// See [`erasure::moved_back`].
     fn moved_back(&self) -> Option<Vec<i32>> {
-        let mut osds: Vec<i32> = self
-            .acting
-            .iter()
-            .map(|&o| if o < 0 { loligo_crush::ITEM_NONE } else { o })
-            .collect();
-        let mut placed = BTreeSet::new();
-        for (&osd, &shard) in &self.rec.moved_complete {
-            let Some(now) = osds.iter().position(|&o| o == osd) else {
-                continue;
-            };
-            if shard >= osds.len()
-                || now == shard
-                || placed.contains(&shard)
-                || placed.contains(&now)
-            {
-                continue;
-            }
-            osds.swap(now, shard);
-            placed.insert(shard);
-        }
-        if placed.is_empty() {
-            return None;
-        }
-        self.fill_holes(&mut osds);
-        Some(osds)
-    }
-
-    /// Fill each hole of a pg_temp with CRUSH's OSD for that position, if
-    /// that OSD is not elsewhere in it: it joins as a backfill target
-    /// (else the hole stays, and with it the pg_temp: EC sim seeds 427 and
-    /// 547 with moving positions).
-    fn fill_holes(&self, osds: &mut [i32]) {
-        for i in 0..osds.len() {
-            let Some(&u) = self.up.get(i) else { continue };
-            if osds[i] == loligo_crush::ITEM_NONE && u >= 0 && !osds.contains(&u) {
-                osds[i] = u;
-            }
-        }
+        erasure::moved_back(&self.acting, &self.up, &self.rec.moved_complete)
     }
 
     /// The acting set as a pg_temp asks for it (holes as `ITEM_NONE`).
     fn acting_as_temp(&self) -> Vec<i32> {
-        self.acting
-            .iter()
-            .map(|&o| if o < 0 { loligo_crush::ITEM_NONE } else { o })
-            .collect()
+        erasure::as_temp(&self.acting)
     }
 
     /// An erasure-coded primary that cannot catch up now (a pull failed,
