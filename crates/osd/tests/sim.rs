@@ -2685,7 +2685,44 @@ const EC_BUG_SEEDS: &[u64] = &[5780, 41860];
 
 /// Seeds that found a bug with positions moving (`LOLIGO_SIM_EC_MOVES`):
 /// - 63: the only members at the head had moved; the PG stayed down.
+/// - 119: two members swapped positions while the others were
+///   mid-backfill; no acting member was complete, and the PG waited for
+///   good (moved complete copies now go back by pg_temp).
+/// - 427, 831: a pg_temp with holes, or one whose every position CRUSH
+///   had moved, could never be dropped (it now walks toward CRUSH's set).
+/// - 3775: the only copy at the head was the primary's own, moved; the
+///   PG stayed down.
+/// - 6979: a copy read which shard it held at the map, before its old
+///   interval's first write landed, and counted as complete at its new
+///   position; an object was left with one shard.
+/// - 8347: CRUSH's first OSD held the primary_temp while a pg_temp named
+///   another first; it took the primary_temp for stale, and the two
+///   handed the PG back and forth for good.
 const EC_MOVES_BUG_SEEDS: &[u64] = &[63, 119, 427, 831, 3775, 6979, 8347];
+
+/// As `ec_acknowledged_writes_survive_crashes_and_shards_stay_consistent`,
+/// with Zigzag positions moving while an OSD is down (as CRUSH indep moves
+/// them): moved copies are backfilled, put back by pg_temp, and every PG
+/// still heals. `LOLIGO_SIM_EC_MOVES_SEEDS` runs more (default 500).
+#[test]
+fn ec_with_moving_positions_every_pg_heals() {
+    let seeds: u64 = std::env::var("LOLIGO_SIM_EC_MOVES_SEEDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(500);
+    let mut total = Stats::default();
+    for seed in 0..seeds {
+        let st = run_ec_seed_named(seed, true);
+        total.acked_writes += st.acked_writes;
+        total.pg_temps += st.pg_temps;
+        total.primary_temps += st.primary_temps;
+        total.chunks += st.chunks;
+    }
+    eprintln!("{seeds} ec seeds with moving positions: {total:?}");
+    assert!(total.acked_writes > seeds * 5, "{total:?}");
+    assert!(total.chunks > seeds, "{total:?}");
+    assert!(total.pg_temps > seeds / 20, "{total:?}");
+}
 
 #[test]
 fn ec_seeds_that_found_bugs_stay_fixed() {
