@@ -2303,15 +2303,15 @@ impl Pg {
             // positions: CRUSH's first OSD held the primary_temp while a
             // pg_temp named another first, took it for stale and dropped
             // it, and the two handed the PG back and forth for good).
-            let crush = self.acting.iter().copied().find(|&o| o >= 0);
+            let natural = self.acting.iter().copied().find(|&o| o >= 0);
             let settled = self.rec.merging.is_empty()
                 && self.rec.missing.is_empty()
                 && self.rec.backfill.is_empty();
-            let done = settled && crush.is_some_and(|c| write_set.contains(&c));
-            // One in effect goes once CRUSH's primary is complete; one not
+            let done = settled && natural.is_some_and(|c| write_set.contains(&c));
+            // One in effect goes once that primary is complete; one not
             // in effect (its OSD left the set) goes at once.
-            let stale = self.primary_temp.is_some() && crush == Some(self.whoami);
-            let in_effect = crush.is_some_and(|c| c != self.whoami);
+            let stale = self.primary_temp.is_some() && natural == Some(self.whoami);
+            let in_effect = natural.is_some_and(|c| c != self.whoami);
             if ((in_effect && done) || stale) && !self.rec.primary_temp_cleared {
                 self.rec.primary_temp_cleared = true;
                 fx.push(Effect::RequestPrimaryTemp { osd: None });
