@@ -627,6 +627,34 @@ struct Stats {
     scrubs: u64,
 }
 
+impl Stats {
+    /// Add one seed's counts to a total (`overtaken`: the most in any
+    /// one seed).
+    fn add(&mut self, st: &Stats) {
+        self.acked_writes += st.acked_writes;
+        self.good_reads += st.good_reads;
+        self.crashes += st.crashes;
+        self.clean_checks += st.clean_checks;
+        self.chunks += st.chunks;
+        self.chunks_lost += st.chunks_lost;
+        self.pipelined += st.pipelined;
+        self.overtaken = self.overtaken.max(st.overtaken);
+        self.scans_ahead += st.scans_ahead;
+        self.store_failures += st.store_failures;
+        self.pulls += st.pulls;
+        self.read_errors += st.read_errors;
+        self.toofull_flips += st.toofull_flips;
+        self.shard_reads += st.shard_reads;
+        self.shards_checked += st.shards_checked;
+        self.shard_answers_overtaken += st.shard_answers_overtaken;
+        self.primary_temps += st.primary_temps;
+        self.pg_temps += st.pg_temps;
+        self.trees_checked += st.trees_checked;
+        self.removes += st.removes;
+        self.scrubs += st.scrubs;
+    }
+}
+
 /// Remove and return (in token order) the entries `held` selects.
 fn take_held<T>(m: &mut BTreeMap<u64, T>, held: impl Fn(&T) -> bool) -> Vec<T> {
     let tokens: Vec<u64> = m.iter().filter(|(_, v)| held(v)).map(|(t, _)| *t).collect();
@@ -2572,22 +2600,7 @@ fn acknowledged_writes_survive_crashes_and_stale_copies_never_answer() {
     for seed in first..first + seeds {
         let st = std::panic::catch_unwind(|| run_seed(seed))
             .unwrap_or_else(|_| panic!("seed {seed} failed: LOLIGO_SIM_SEED={seed} replays it"));
-        total.acked_writes += st.acked_writes;
-        total.good_reads += st.good_reads;
-        total.crashes += st.crashes;
-        total.clean_checks += st.clean_checks;
-        total.chunks += st.chunks;
-        total.chunks_lost += st.chunks_lost;
-        total.store_failures += st.store_failures;
-        total.pulls += st.pulls;
-        total.read_errors += st.read_errors;
-        total.toofull_flips += st.toofull_flips;
-        total.trees_checked += st.trees_checked;
-        total.removes += st.removes;
-        total.scrubs += st.scrubs;
-        total.pipelined += st.pipelined;
-        total.overtaken = total.overtaken.max(st.overtaken);
-        total.scans_ahead += st.scans_ahead;
+        total.add(&st);
     }
     eprintln!("{seeds} seeds: {total:?}");
     // The runs did something: writes were acknowledged and OSDs crashed.
@@ -2648,18 +2661,7 @@ fn ec_acknowledged_writes_survive_crashes_and_shards_stay_consistent() {
     let mut total = Stats::default();
     for seed in first..first + seeds {
         let st = run_ec_seed_named(seed, moves_asked());
-        total.acked_writes += st.acked_writes;
-        total.good_reads += st.good_reads;
-        total.crashes += st.crashes;
-        total.chunks += st.chunks;
-        total.chunks_lost += st.chunks_lost;
-        total.shard_reads += st.shard_reads;
-        total.shards_checked += st.shards_checked;
-        total.shard_answers_overtaken += st.shard_answers_overtaken;
-        total.removes += st.removes;
-        total.read_errors += st.read_errors;
-        total.primary_temps += st.primary_temps;
-        total.pg_temps += st.pg_temps;
+        total.add(&st);
     }
     eprintln!("{seeds} ec seeds: {total:?}");
     assert!(total.acked_writes > seeds * 5, "{total:?}");
@@ -2713,10 +2715,7 @@ fn ec_with_moving_positions_every_pg_heals() {
     let mut total = Stats::default();
     for seed in 0..seeds {
         let st = run_ec_seed_named(seed, true);
-        total.acked_writes += st.acked_writes;
-        total.pg_temps += st.pg_temps;
-        total.primary_temps += st.primary_temps;
-        total.chunks += st.chunks;
+        total.add(&st);
     }
     eprintln!("{seeds} ec seeds with moving positions: {total:?}");
     assert!(total.acked_writes > seeds * 5, "{total:?}");
