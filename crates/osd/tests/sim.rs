@@ -627,6 +627,16 @@ struct Stats {
     scrubs: u64,
 }
 
+/// A number from the environment, if set and a number.
+fn env_u64_opt(name: &str) -> Option<u64> {
+    std::env::var(name).ok().and_then(|v| v.parse().ok())
+}
+
+/// A number from the environment, or `default`.
+fn env_u64(name: &str, default: u64) -> u64 {
+    env_u64_opt(name).unwrap_or(default)
+}
+
 impl Stats {
     /// Add one seed's counts to a total (`overtaken`: the most in any
     /// one seed).
@@ -2579,23 +2589,14 @@ fn run_seed_moving(seed: u64, ec: bool, moves: bool) -> Stats {
 
 #[test]
 fn acknowledged_writes_survive_crashes_and_stale_copies_never_answer() {
-    if let Some(seed) = std::env::var("LOLIGO_SIM_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-    {
+    if let Some(seed) = env_u64_opt("LOLIGO_SIM_SEED") {
         let st = run_seed(seed);
         eprintln!("seed {seed}: {st:?}");
         return;
     }
-    let seeds: u64 = std::env::var("LOLIGO_SIM_SEEDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(500);
+    let seeds: u64 = env_u64("LOLIGO_SIM_SEEDS", 500);
     // LOLIGO_SIM_FIRST=K runs seeds K..K+N (to spread a long run).
-    let first: u64 = std::env::var("LOLIGO_SIM_FIRST")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
+    let first: u64 = env_u64("LOLIGO_SIM_FIRST", 0);
     let mut total = Stats::default();
     for seed in first..first + seeds {
         let st = std::panic::catch_unwind(|| run_seed(seed))
@@ -2642,22 +2643,13 @@ fn acknowledged_writes_survive_crashes_and_stale_copies_never_answer() {
 /// `LOLIGO_SIM_EC_SEED=N` replays one seed; `LOLIGO_SIM_EC_SEEDS` runs more.
 #[test]
 fn ec_acknowledged_writes_survive_crashes_and_shards_stay_consistent() {
-    if let Some(seed) = std::env::var("LOLIGO_SIM_EC_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-    {
+    if let Some(seed) = env_u64_opt("LOLIGO_SIM_EC_SEED") {
         let st = run_seed_ec(seed, true);
         eprintln!("ec seed {seed}: {st:?}");
         return;
     }
-    let seeds: u64 = std::env::var("LOLIGO_SIM_EC_SEEDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1_000);
-    let first: u64 = std::env::var("LOLIGO_SIM_FIRST")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
+    let seeds: u64 = env_u64("LOLIGO_SIM_EC_SEEDS", 1_000);
+    let first: u64 = env_u64("LOLIGO_SIM_FIRST", 0);
     let mut total = Stats::default();
     for seed in first..first + seeds {
         let st = run_ec_seed_named(seed, moves_asked());
@@ -2708,10 +2700,7 @@ const EC_MOVES_BUG_SEEDS: &[u64] = &[63, 119, 427, 831, 3775, 6979, 8347];
 /// still heals. `LOLIGO_SIM_EC_MOVES_SEEDS` runs more (default 500).
 #[test]
 fn ec_with_moving_positions_every_pg_heals() {
-    let seeds: u64 = std::env::var("LOLIGO_SIM_EC_MOVES_SEEDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(500);
+    let seeds: u64 = env_u64("LOLIGO_SIM_EC_MOVES_SEEDS", 500);
     let mut total = Stats::default();
     for seed in 0..seeds {
         let st = run_ec_seed_named(seed, true);
