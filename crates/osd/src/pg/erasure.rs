@@ -131,6 +131,13 @@ impl Pg {
         }
     }
 
+    /// Read whether this copy holds another shard than its position in
+    /// `acting` (`moved`), and if so which (`held_shard`).
+    pub(super) fn read_moved(&mut self, s: &dyn ObjectStore, acting: &[i32]) {
+        self.moved = self.shard_moved_at(s, acting);
+        self.held_shard = self.moved.then(|| self.shard_held(s)).flatten();
+    }
+
     /// The shard this copy's objects hold, as recorded (None if unknown
     /// or unreadable).
     pub(super) fn shard_held(&self, s: &dyn ObjectStore) -> Option<u8> {

@@ -1584,8 +1584,7 @@ impl Pg {
                     };
                     // Whether this copy's shard is its position's, before
                     // peering asks (a store error counts as moved: safe).
-                    self.moved = self.shard_moved_at(s, &m.acting);
-                    self.held_shard = self.moved.then(|| self.shard_held(s)).flatten();
+                    self.read_moved(s, &m.acting);
                     self.moved_fresh = self.settled_all();
                     self.on_map(s, m, pool, record_changed, &mut fx);
                     // Queries, logs and copies that waited for this map
@@ -4140,8 +4139,7 @@ impl Pg {
                 // one). Read again now that all have landed.
                 self.moved_fresh = true;
                 let acting = self.acting.clone();
-                self.moved = self.shard_moved_at(s, &acting);
-                self.held_shard = self.moved.then(|| self.shard_held(s)).flatten();
+                self.read_moved(s, &acting);
             }
             self.rerun_queries(fx);
         }
