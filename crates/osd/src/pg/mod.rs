@@ -2324,10 +2324,7 @@ impl Pg {
             let k = self.ec.as_ref().map_or(1, |st| st.k());
             let next = erasure::ec_temp_step(&self.acting, &self.up, k, settled);
             if let Some(osds) = next {
-                if self.rec.temp_asked.as_ref() != Some(&osds) {
-                    self.rec.temp_asked = Some(osds.clone());
-                    fx.push(Effect::RequestPgTemp { osds });
-                }
+                self.ask_pg_temp(osds, fx);
             }
             return;
         }
@@ -2353,6 +2350,12 @@ impl Pg {
         } else {
             return;
         };
+        self.ask_pg_temp(osds, fx);
+    }
+
+    /// Ask the monitors for pg_temp `osds` (empty: drop it), unless this
+    /// PG asked for that already.
+    fn ask_pg_temp(&mut self, osds: Vec<i32>, fx: &mut Vec<Effect>) {
         if self.rec.temp_asked.as_ref() != Some(&osds) {
             self.rec.temp_asked = Some(osds.clone());
             fx.push(Effect::RequestPgTemp { osds });
@@ -2652,10 +2655,7 @@ impl Pg {
             // positions while the others were mid-backfill, and the PG
             // waited forever).
             if let Some(osds) = self.moved_back() {
-                if self.rec.temp_asked.as_ref() != Some(&osds) {
-                    self.rec.temp_asked = Some(osds.clone());
-                    fx.push(Effect::RequestPgTemp { osds });
-                }
+                self.ask_pg_temp(osds, fx);
                 return self.ec_behind("moved members go back to their shards' positions");
             }
             // Nor that: a stray that holds a shard at the head goes back to
@@ -2671,10 +2671,7 @@ impl Pg {
             if let Some((shard, osd)) = spot {
                 let mut osds: Vec<i32> = self.acting_as_temp();
                 osds[shard] = osd;
-                if self.rec.temp_asked.as_ref() != Some(&osds) {
-                    self.rec.temp_asked = Some(osds.clone());
-                    fx.push(Effect::RequestPgTemp { osds });
-                }
+                self.ask_pg_temp(osds, fx);
             }
             return self.ec_behind("no acting member is complete; asking for a pg_temp");
         }
