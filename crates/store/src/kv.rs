@@ -53,6 +53,8 @@ pub trait Kv: Send + Sync {
     fn visit(&self, start: &[u8], end: Option<&[u8]>, visit: &mut Visitor<'_>) -> Result<()>;
     /// Apply a batch atomically; durable on return when `sync`.
     fn commit(&self, batch: Vec<KvOp>, sync: bool) -> Result<()>;
+    /// Make every batch committed so far durable.
+    fn persist(&self) -> Result<()>;
 }
 
 fn io(e: impl std::fmt::Display) -> StoreError {
@@ -113,5 +115,9 @@ impl Kv for FjallKv {
             }
         }
         b.commit().map_err(io)
+    }
+
+    fn persist(&self) -> Result<()> {
+        self.db.persist(fjall::PersistMode::SyncData).map_err(io)
     }
 }

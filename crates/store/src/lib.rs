@@ -28,3 +28,4 @@ pub use txn::{Op, Transaction};
 pub mod bench;
 pub mod kv;
 pub mod torture;
+pub mod wal;

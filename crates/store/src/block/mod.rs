@@ -45,6 +45,7 @@ use crate::kv::{FjallKv, Kv, KvOp};
 use crate::names::{CollectionId, Limits, ObjectId, ObjectStat, StoreStats, WholeObject};
 use crate::store::{Commit, Completer, ObjectStore};
 use crate::txn::Transaction;
+use crate::wal::WalKv;
 use alloc::Allocator;
 use bytes::Bytes;
 use codec::*;
@@ -71,6 +72,9 @@ pub const DEFAULT_READ_CACHE: u64 = 256 << 20;
 pub const BLOCK_FILE: &str = "block";
 /// KV directory name inside the store directory.
 pub const KV_DIR: &str = "kv";
+/// The metadata journal's file name inside the store directory (see
+/// [`crate::wal`]).
+pub const JOURNAL_FILE: &str = crate::wal::WAL_FILE;
 const MAGIC: &[u8] = b"loligo-blockstore-v1";
 
 /// How a store is laid out (fixed at mkfs) and tuned (may change at mount).
@@ -113,7 +117,7 @@ fn io(e: impl std::fmt::Display) -> StoreError {
 }
 
 struct Shared {
-    kv: FjallKv,
+    kv: WalKv<FjallKv>,
     dev: File,
     /// The same file opened with O_DIRECT for large copy-on-write writes
     /// (no page-cache copy); `None` where the file system refuses it.
@@ -341,8 +345,8 @@ impl BlockStore {
 
     /// Open the store in `dir`: replay deferred writes, start the committer.
     pub fn mount(dir: &Path, cfg: &BlockConfig) -> Result<BlockStore> {
-        let kv = FjallKv::open(&dir.join(KV_DIR))?;
-        let sup = kv
+        let engine = FjallKv::open(&dir.join(KV_DIR))?;
+        let sup = engine
             .get(&[T_SUPER])?
             .ok_or_else(|| StoreError::Corrupt(format!("no superblock in {}", dir.display())))?;
         let mut d = Dec::new(&sup);
@@ -351,6 +355,14 @@ impl BlockStore {
         }
         let size = d.var()?;
         let bs = d.var()?;
+        // The metadata's journal (created at the first mount): a
+        // sixteenth of the device, between 64 KiB and 64 MiB.
+        let kv = WalKv::open(
+            engine,
+            &dir.join(JOURNAL_FILE),
+            (size / 16).clamp(crate::wal::MIN_WAL_SIZE, crate::wal::DEFAULT_WAL_SIZE),
+            Some(T_DEFERRED),
+        )?;
         let dev = OpenOptions::new()
             .read(true)
             .write(true)
