@@ -27,5 +27,6 @@ pub use store::{Commit, Completer, ObjectStore};
 pub use txn::{Op, Transaction};
 pub mod bench;
 pub mod kv;
+pub mod kvcache;
 pub mod torture;
 pub mod wal;

@@ -42,6 +42,7 @@ mod commit;
 
 use crate::error::{Result, StoreError};
 use crate::kv::{FjallKv, Kv, KvOp};
+use crate::kvcache::CachedKv;
 use crate::names::{CollectionId, Limits, ObjectId, ObjectStat, StoreStats, WholeObject};
 use crate::store::{Commit, Completer, ObjectStore};
 use crate::txn::Transaction;
@@ -63,6 +64,10 @@ use std::thread::JoinHandle;
 /// The largest `inline_max` honoured: an onode is read whole for every
 /// stat and attribute, so its data stays small.
 pub const INLINE_MAX_LIMIT: u64 = 16 << 10;
+
+/// Bytes of collection, onode, blob and checksum records kept in memory
+/// (see [`crate::kvcache`]).
+pub const META_CACHE: usize = 32 << 20;
 
 /// [`BlockConfig::read_cache`] unless set: a size-3 pool of four OSDs on
 /// one machine then keeps 1 GiB of reads.
@@ -117,7 +122,7 @@ fn io(e: impl std::fmt::Display) -> StoreError {
 }
 
 struct Shared {
-    kv: WalKv<FjallKv>,
+    kv: CachedKv<WalKv<FjallKv>>,
     dev: File,
     /// The same file opened with O_DIRECT for large copy-on-write writes
     /// (no page-cache copy); `None` where the file system refuses it.
@@ -363,6 +368,8 @@ impl BlockStore {
             (size / 16).clamp(crate::wal::MIN_WAL_SIZE, crate::wal::DEFAULT_WAL_SIZE),
             Some(T_DEFERRED),
         )?;
+        // The records every small write reads before it changes them.
+        let kv = CachedKv::new(kv, &[T_COLL, T_ONODE, T_BLOB, T_CSUM], META_CACHE);
         let dev = OpenOptions::new()
             .read(true)
             .write(true)
