@@ -1195,6 +1195,33 @@ mod tests {
         assert!(!got.contains_key(b"stale".as_slice()), "{:?}", got.keys());
     }
 
+    /// A store from before the journal: its engine holds logged values
+    /// bare. The first open keeps them readable as they were.
+    #[test]
+    fn a_store_from_before_the_journal_keeps_its_logged_values() {
+        let dir = TempDir::new("wal-upgrade").unwrap();
+        let path = dir.path().join(WAL_FILE);
+        let engine = ModelKv::default();
+        // Bare values, one of them starting with the stub mark.
+        engine
+            .commit(
+                vec![
+                    KvOp::Put(b"W1".to_vec(), vec![V_STUB, 2, 3]),
+                    KvOp::Put(b"W2".to_vec(), b"data".to_vec()),
+                    KvOp::Put(b"O1".to_vec(), b"meta".to_vec()),
+                ],
+                true,
+            )
+            .unwrap();
+        let kv = WalKv::open(engine.clone(), &path, 1 << 20, Some(b'W')).unwrap();
+        assert_eq!(kv.get(b"W1").unwrap().unwrap(), vec![V_STUB, 2, 3]);
+        assert_eq!(kv.get(b"W2").unwrap().unwrap(), b"data");
+        assert_eq!(kv.get(b"O1").unwrap().unwrap(), b"meta");
+        drop(kv);
+        let kv = WalKv::open(engine.crash(0), &path, 1 << 20, Some(b'W')).unwrap();
+        assert_eq!(kv.get(b"W1").unwrap().unwrap(), vec![V_STUB, 2, 3]);
+    }
+
     /// A journal file gone while the engine says batches went through it is
     /// an error, not an empty journal.
     #[test]
