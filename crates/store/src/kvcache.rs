@@ -162,51 +162,8 @@ impl<K: Kv> Kv for CachedKv<K> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::BTreeMap;
+    use crate::kv::model::ModelKv;
     use std::sync::Arc;
-
-    /// A plain engine for the tests.
-    #[derive(Default, Clone)]
-    struct Plain(Arc<Mutex<BTreeMap<Vec<u8>, Vec<u8>>>>);
-
-    impl Kv for Plain {
-        fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-            Ok(self.0.lock().unwrap().get(key).cloned())
-        }
-        fn visit(&self, start: &[u8], end: Option<&[u8]>, visit: &mut Visitor<'_>) -> Result<()> {
-            let pairs: Vec<_> = self
-                .0
-                .lock()
-                .unwrap()
-                .range(start.to_vec()..)
-                .take_while(|(k, _)| end.is_none_or(|e| k.as_slice() < e))
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect();
-            for (k, v) in pairs {
-                if !visit(&k, &v)? {
-                    break;
-                }
-            }
-            Ok(())
-        }
-        fn commit(&self, batch: Vec<KvOp>, _sync: bool) -> Result<()> {
-            let mut m = self.0.lock().unwrap();
-            for op in batch {
-                match op {
-                    KvOp::Put(k, v) => {
-                        m.insert(k, v);
-                    }
-                    KvOp::Delete(k) => {
-                        m.remove(&k);
-                    }
-                }
-            }
-            Ok(())
-        }
-        fn persist(&self) -> Result<()> {
-            Ok(())
-        }
-    }
 
     type Hook = Box<dyn FnOnce() + Send>;
 
@@ -214,7 +171,7 @@ mod tests {
     /// a commit landing between a reader's miss and its insert.
     #[derive(Default)]
     struct Racy {
-        plain: Plain,
+        plain: ModelKv,
         hook: Mutex<Option<Hook>>,
     }
 
@@ -261,7 +218,7 @@ mod tests {
     /// the cache stays within its budget while it serves hits.
     #[test]
     fn reads_see_every_returned_commit_under_a_small_budget() {
-        let engine = Plain::default();
+        let engine = ModelKv::default();
         let kv = Arc::new(CachedKv::new(engine.clone(), b"O", 4096));
         let writers: Vec<_> = (0..2u64)
             .map(|w| {

@@ -32,6 +32,7 @@
 //! durable; go on after a failed write (the journal and the engine could
 //! disagree: every later call fails).
 
+use crate::block::codec::csum as crc;
 use crate::block::AlignedBuf;
 use crate::error::{Result, StoreError};
 use crate::kv::{Kv, KvOp, Visitor};
@@ -74,8 +75,24 @@ fn corrupt(m: impl std::fmt::Display) -> StoreError {
     StoreError::Corrupt(format!("journal: {m}"))
 }
 
-fn crc(b: &[u8]) -> u32 {
-    crc_fast::checksum(crc_fast::CrcAlgorithm::Crc32Iscsi, b) as u32
+/// Little-endian fields at `i` of a slice the caller has checked is long
+/// enough.
+fn le32(b: &[u8], i: usize) -> u32 {
+    u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]])
+}
+
+fn le64(b: &[u8], i: usize) -> u64 {
+    let mut x = [0u8; 8];
+    x.copy_from_slice(&b[i..i + 8]);
+    u64::from_le_bytes(x)
+}
+
+/// A logged value as the engine stores it whole.
+fn full(v: &[u8]) -> Vec<u8> {
+    let mut w = Vec::with_capacity(v.len() + 1);
+    w.push(V_FULL);
+    w.extend_from_slice(v);
+    w
 }
 
 fn pad(n: u64) -> u64 {
@@ -111,22 +128,16 @@ impl Header {
     /// `None` for anything that is not a whole, valid header.
     fn decode(b: &[u8]) -> Option<Header> {
         let b = b.get(0..HEADER)?;
-        let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
-        let u64_at = |i: usize| {
-            let mut x = [0u8; 8];
-            x.copy_from_slice(&b[i..i + 8]);
-            u64::from_le_bytes(x)
-        };
-        if u32_at(0) != REC_MAGIC || u32_at(36) != crc(&b[0..36]) {
+        if le32(b, 0) != REC_MAGIC || le32(b, 36) != crc(&b[0..36]) {
             return None;
         }
         Some(Header {
-            epoch: u64_at(4),
-            seq: u64_at(12),
-            stored: u32_at(20),
-            raw: u32_at(24),
-            flags: u32_at(28),
-            payload_crc: u32_at(32),
+            epoch: le64(b, 4),
+            seq: le64(b, 12),
+            stored: le32(b, 20),
+            raw: le32(b, 24),
+            flags: le32(b, 28),
+            payload_crc: le32(b, 32),
         })
     }
 
@@ -163,18 +174,12 @@ impl Stub {
         if b.len() != 32 {
             return Err(corrupt(format!("a stub of {} bytes", b.len())));
         }
-        let u64_at = |i: usize| {
-            let mut x = [0u8; 8];
-            x.copy_from_slice(&b[i..i + 8]);
-            u64::from_le_bytes(x)
-        };
-        let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
         Ok(Stub {
-            epoch: u64_at(0),
-            seq: u64_at(8),
-            off: u64_at(16),
-            pos: u32_at(24),
-            len: u32_at(28),
+            epoch: le64(b, 0),
+            seq: le64(b, 8),
+            off: le64(b, 16),
+            pos: le32(b, 24),
+            len: le32(b, 28),
         })
     }
 }
@@ -277,22 +282,15 @@ impl Super {
 
     fn decode(b: &[u8]) -> Option<Super> {
         let b = b.get(0..56)?;
-        if &b[0..8] != SUPER_MAGIC
-            || u32::from_le_bytes([b[48], b[49], b[50], b[51]]) != crc(&b[0..48])
-        {
+        if &b[0..8] != SUPER_MAGIC || le32(b, 48) != crc(&b[0..48]) {
             return None;
         }
-        let u64_at = |i: usize| {
-            let mut x = [0u8; 8];
-            x.copy_from_slice(&b[i..i + 8]);
-            u64::from_le_bytes(x)
-        };
         Some(Super {
-            version: u64_at(8),
-            epoch: u64_at(16),
-            ring_end: u64_at(24),
-            start_seq: u64_at(32),
-            start_off: u64_at(40),
+            version: le64(b, 8),
+            epoch: le64(b, 16),
+            ring_end: le64(b, 24),
+            start_seq: le64(b, 32),
+            start_off: le64(b, 40),
         })
     }
 }
@@ -428,10 +426,7 @@ impl<K: Kv> WalKv<K> {
                 // bare; mark them whole.
                 let mut ops = Vec::new();
                 inner.visit(&[p], Some(&[p + 1]), &mut |k, v| {
-                    let mut w = Vec::with_capacity(v.len() + 1);
-                    w.push(V_FULL);
-                    w.extend_from_slice(v);
-                    ops.push(KvOp::Put(k.to_vec(), w));
+                    ops.push(KvOp::Put(k.to_vec(), full(v)));
                     Ok(true)
                 })?;
                 inner.commit(ops, true)?;
@@ -467,7 +462,7 @@ impl<K: Kv> WalKv<K> {
                 for op in &mut ops {
                     if let KvOp::Put(k, v) = op {
                         if logged.is_some_and(|p| k.first() == Some(&p)) {
-                            v.insert(0, V_FULL);
+                            *v = full(v);
                         }
                     }
                 }
@@ -489,9 +484,7 @@ impl<K: Kv> WalKv<K> {
             })?;
             let mut ops = Vec::new();
             for (k, s) in stubs {
-                let mut w = vec![V_FULL];
-                w.extend_from_slice(&resolve(&reader, end, &s)?);
-                ops.push(KvOp::Put(k, w));
+                ops.push(KvOp::Put(k, full(&resolve(&reader, end, &s)?)));
             }
             inner.commit(ops, false)?;
         }
@@ -538,11 +531,8 @@ impl<K: Kv> WalKv<K> {
         self.logged.is_some_and(|p| k.first() == Some(&p))
     }
 
-    /// An engine value as the caller stored it.
-    fn value(&self, k: &[u8], v: Vec<u8>) -> Result<Vec<u8>> {
-        if !self.is_logged(k) {
-            return Ok(v);
-        }
+    /// A logged key's engine value as the caller stored it.
+    fn logged_value(&self, v: &[u8]) -> Result<Vec<u8>> {
         match v.split_first() {
             Some((&V_FULL, rest)) => Ok(rest.to_vec()),
             Some((&V_STUB, rest)) => resolve(&self.reader, self.end, &Stub::decode(rest)?),
@@ -674,9 +664,15 @@ impl Ring {
         self.write_super()
     }
 
-    fn unlive(&mut self, seq: u64) {
-        if let Ok(i) = self.recs.binary_search_by_key(&seq, |r| r.seq) {
-            self.recs[i].live = self.recs[i].live.saturating_sub(1);
+    /// The keys `ops` write or delete no longer name their old stubs.
+    fn forget(&mut self, ops: &[KvOp]) {
+        for op in ops {
+            let (KvOp::Put(k, _) | KvOp::Delete(k)) = op;
+            if let Some(seq) = self.live.remove(k) {
+                if let Ok(i) = self.recs.binary_search_by_key(&seq, |r| r.seq) {
+                    self.recs[i].live = self.recs[i].live.saturating_sub(1);
+                }
+            }
         }
     }
 }
@@ -706,10 +702,8 @@ impl<K: Kv> WalKv<K> {
             let mut ops = Vec::new();
             for k in keys {
                 if let Some(v) = self.inner.get(&k)? {
-                    let full = self.value(&k, v)?;
-                    let mut w = vec![V_FULL];
-                    w.extend_from_slice(&full);
-                    ops.push(KvOp::Put(k.clone(), w));
+                    let whole = full(&self.logged_value(&v)?);
+                    ops.push(KvOp::Put(k.clone(), whole));
                 }
                 r.live.remove(&k);
                 r.counts.materialized += 1;
@@ -756,21 +750,11 @@ impl<K: Kv> WalKv<K> {
             let mut ops: Vec<KvOp> = batch
                 .into_iter()
                 .map(|op| match op {
-                    KvOp::Put(k, v) if self.is_logged(&k) => {
-                        let mut w = Vec::with_capacity(v.len() + 1);
-                        w.push(V_FULL);
-                        w.extend_from_slice(&v);
-                        KvOp::Put(k, w)
-                    }
+                    KvOp::Put(k, v) if self.is_logged(&k) => KvOp::Put(k, full(&v)),
                     op => op,
                 })
                 .collect();
-            for op in &ops {
-                let (KvOp::Put(k, _) | KvOp::Delete(k)) = op;
-                if let Some(s) = r.live.remove(k) {
-                    r.unlive(s);
-                }
-            }
+            r.forget(&ops);
             ops.push(KvOp::Put(SEQ_KEY.to_vec(), seq.to_le_bytes().to_vec()));
             self.inner.commit(ops, true)?;
             r.counts.bypassed += 1;
@@ -807,12 +791,7 @@ impl<K: Kv> WalKv<K> {
         r.next_seq += 1;
         // What the engine gets: stubs for logged values.
         let mut ops = batch;
-        for op in &ops {
-            let (KvOp::Put(k, _) | KvOp::Delete(k)) = op;
-            if let Some(s) = r.live.remove(k) {
-                r.unlive(s);
-            }
-        }
+        r.forget(&ops);
         for &(i, pos, len) in &logged_at {
             if let KvOp::Put(k, v) = &mut ops[i] {
                 *v = Stub {
@@ -848,9 +827,12 @@ impl<K: Kv> Kv for WalKv<K> {
             return Ok(None);
         }
         let mut v = self.inner.get(key)?;
+        if !self.is_logged(key) {
+            return Ok(v);
+        }
         loop {
             let Some(x) = v else { return Ok(None) };
-            match self.value(key, x.clone()) {
+            match self.logged_value(&x) {
                 Ok(val) => return Ok(Some(val)),
                 Err(e) => {
                     // A stub's record is reused only once the key is
@@ -871,7 +853,7 @@ impl<K: Kv> Kv for WalKv<K> {
                 return Ok(true);
             }
             if self.is_logged(k) {
-                let v = self.value(k, v.to_vec())?;
+                let v = self.logged_value(v)?;
                 visit(k, &v)
             } else {
                 visit(k, v)
@@ -907,94 +889,8 @@ impl<K: Kv> Kv for WalKv<K> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kv::model::{apply, Map, ModelKv};
     use loligo_testkit::{Rng, TempDir};
-    use std::collections::BTreeMap;
-    use std::sync::Arc;
-
-    type Map = BTreeMap<Vec<u8>, Vec<u8>>;
-
-    fn apply(m: &mut Map, batch: &[KvOp]) {
-        for op in batch {
-            match op {
-                KvOp::Put(k, v) => {
-                    m.insert(k.clone(), v.clone());
-                }
-                KvOp::Delete(k) => {
-                    m.remove(k);
-                }
-            }
-        }
-    }
-
-    /// An engine that keeps a prefix of its batches across a crash: all
-    /// the persisted ones, and as many later ones as the test says.
-    #[derive(Default)]
-    struct Engine {
-        batches: Vec<Vec<KvOp>>,
-        durable: usize,
-        map: Map,
-    }
-
-    #[derive(Clone, Default)]
-    struct ModelKv(Arc<Mutex<Engine>>);
-
-    impl ModelKv {
-        /// The engine after a crash that kept `extra` unpersisted batches.
-        fn crash(&self, extra: usize) -> ModelKv {
-            let e = self.0.lock().unwrap();
-            let keep = (e.durable + extra).min(e.batches.len());
-            let mut n = Engine {
-                batches: e.batches[..keep].to_vec(),
-                durable: keep,
-                map: Map::new(),
-            };
-            for b in &e.batches[..keep] {
-                apply(&mut n.map, b);
-            }
-            ModelKv(Arc::new(Mutex::new(n)))
-        }
-
-        fn pending(&self) -> usize {
-            let e = self.0.lock().unwrap();
-            e.batches.len() - e.durable
-        }
-    }
-
-    impl Kv for ModelKv {
-        fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-            Ok(self.0.lock().unwrap().map.get(key).cloned())
-        }
-        fn visit(&self, start: &[u8], end: Option<&[u8]>, visit: &mut Visitor<'_>) -> Result<()> {
-            let pairs: Vec<_> = {
-                let e = self.0.lock().unwrap();
-                e.map
-                    .range(start.to_vec()..)
-                    .take_while(|(k, _)| end.is_none_or(|e| k.as_slice() < e))
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect()
-            };
-            for (k, v) in pairs {
-                if !visit(&k, &v)? {
-                    break;
-                }
-            }
-            Ok(())
-        }
-        fn commit(&self, batch: Vec<KvOp>, sync: bool) -> Result<()> {
-            let mut e = self.0.lock().unwrap();
-            apply(&mut e.map, &batch);
-            e.batches.push(batch);
-            if sync {
-                e.durable = e.batches.len();
-            }
-            Ok(())
-        }
-        fn persist(&self) -> Result<()> {
-            let mut e = self.0.lock().unwrap();
-            e.durable = e.batches.len();
-            Ok(())
-        }
-    }
 
     fn everything(kv: &dyn Kv) -> Map {
         kv.scan(&[], None, usize::MAX)
