@@ -17,11 +17,14 @@
 use loligo_ec::code::ErasureCode;
 use loligo_ec::kernel::{dot_prod_with, with_backend, Backend, Mode};
 use loligo_ec::linear::LinearCode;
-use loligo_ec::speed::{filler, klauspost_encode_gbps, measure, measure_encode, time_per_call};
+use loligo_ec::speed::{filler, measure, measure_encode, time_per_call, versus_klauspost};
 use loligo_ec::zigzag::{Construction, Zigzag};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
+
+/// Alternating rounds of the comparison with klauspost/reedsolomon.
+const ROUNDS: usize = 5;
 
 const TABLE_5_1: [(usize, usize, usize); 22] = [
     (6, 2, 1),
@@ -140,12 +143,11 @@ fn build_peer() -> Option<PathBuf> {
 
 /// Reed-Solomon encode with 1 MiB chunks on every backend this CPU has,
 /// each against klauspost/reedsolomon limited to the same instruction
-/// sets (if Go is here), in three alternating rounds (the best of each is
-/// kept, so a noisy neighbour hurts neither side more).
+/// sets (if Go is here), in [`ROUNDS`] alternating rounds, each in fresh
+/// memory on both sides (see [`versus_klauspost`]).
 fn vs_klauspost(budget: Duration) {
     println!("\n## Reed-Solomon encode, 1 MiB chunks, per backend (GB/s of data)");
     let peer = build_peer();
-    let secs = budget.as_secs_f64().max(0.5);
     println!("| code | backend | loligo | klauspost (same instruction sets) | ratio |");
     println!("|---|---|---|---|---|");
     for (k, m) in [(8, 3), (4, 2), (10, 4)] {
@@ -157,26 +159,25 @@ fn vs_klauspost(budget: Duration) {
             } else {
                 1 << 20
             };
-            let (mut ours, mut theirs) = (0.0f64, None::<f64>);
-            for _ in 0..3 {
-                let t = with_backend(b, || measure_encode(&rs, k * chunk, budget));
-                if let Some(Ok(t)) = t {
-                    ours = ours.max(t);
-                }
-                if let Some(p) = &peer {
-                    match klauspost_encode_gbps(p, k, m, chunk, secs, b) {
-                        Ok(v) => theirs = Some(theirs.map_or(v, |t: f64| t.max(v))),
-                        Err(e) => println!("(klauspost: {e})"),
-                    }
-                }
-            }
-            match theirs {
-                Some(t) => println!(
-                    "| RS {k}+{m} | {} | {ours:.2} | {t:.2} | {:.2} |",
+            let row = match &peer {
+                Some(p) => with_backend(b, || {
+                    versus_klauspost(&rs, p, (k, m, chunk), budget, b, ROUNDS)
+                }),
+                None => None,
+            };
+            match row {
+                Some(Ok((ours, theirs))) => println!(
+                    "| RS {k}+{m} | {} | {ours:.2} | {theirs:.2} | {:.2} |",
                     b.name(),
-                    ours / t
+                    ours / theirs
                 ),
-                None => println!("| RS {k}+{m} | {} | {ours:.2} | - | - |", b.name()),
+                Some(Err(e)) => println!("| RS {k}+{m} | {} | - | ({e}) | - |", b.name()),
+                None => {
+                    let ours = with_backend(b, || measure_encode(&rs, k * chunk, budget))
+                        .and_then(|t| t.ok())
+                        .unwrap_or(0.0);
+                    println!("| RS {k}+{m} | {} | {ours:.2} | - | - |", b.name());
+                }
             }
         }
     }

@@ -4,15 +4,18 @@
 //!
 //! Outputs go in groups of G (up to 4) with their accumulators in
 //! registers, over blocks of up to ten inputs; both counts are compile-time
-//! shapes, so the input loop unrolls with no per-input counter. Each step
-//! reads two vectors (64 bytes) of every input, so each table, loaded from
-//! a small array that stays in L1, serves two lookups. The loop is aligned
-//! on the first input (chunks of one object share their offset within a
-//! cache line, so every load then stays within one line); the unaligned
-//! head and the tail run byte by byte. Measured against
-//! klauspost/reedsolomon's AVX2 code on the same CPU (BENCHMARKS.md):
-//! shapes with four outputs per pass gain most; with three, register
-//! spills cost about 15%.
+//! shapes. Each step reads two vectors (64 bytes) of every input, so each
+//! table, loaded from a small array that stays in L1, serves two lookups.
+//! The loop is aligned on the first input (chunks of one object share
+//! their offset within a cache line, so every load then stays within one
+//! line); the unaligned head and the tail run byte by byte.
+//!
+//! The steps themselves are assembly that `build.rs` generates, one naked
+//! function per shape, for every shape whose pointers fit in the general
+//! registers (all but 10 inputs x 4 outputs, which keeps the intrinsics
+//! loop below). Written with intrinsics the same loop ran 5-15% slower on
+//! every shape measured: the compiler spilled accumulators and reloaded
+//! the nibble mask each step (BENCHMARKS.md, Erasure codes).
 //!
 //! Unsafe by nature (intrinsics, raw pointers). Callers must check the CPU
 //! feature and that every region has the same length; `kernel::tests`
@@ -21,6 +24,12 @@
 use super::Mode;
 use crate::gf;
 use std::arch::x86_64::*;
+
+/// A generated loop: `(tables, inputs, outputs, steps)`, 64 bytes a step.
+type StepsFn = unsafe extern "sysv64" fn(*const u8, *const *const u8, *const *mut u8, usize);
+
+// The generated loops (`build.rs`) and their table, `KERNELS`.
+include!(concat!(env!("OUT_DIR"), "/avx2_steps.rs"));
 
 /// Inputs per block, each a compile-time shape (so the input loop unrolls,
 /// with no per-input loop counter): their pointers and tables are set up
@@ -147,11 +156,26 @@ unsafe fn group<const B: usize, const G: usize, const W: usize>(
     let head = ((32 - ptrs[0] as usize % 32) % 32).min(len);
     // SAFETY: head <= len.
     unsafe { bytes(rows, ins, &out_ptrs, 0, head, mode) };
-    let pos = match mode {
+    let generated = KERNELS[B - 1][G - 1][usize::from(mode == Mode::Xor)];
+    let pos = match (generated, mode) {
+        (Some(f), _) => {
+            let n = (len - head) / 64;
+            // SAFETY: head <= len, so each region has `head + 64 * n` bytes.
+            let ins_at: [*const u8; B] = std::array::from_fn(|i| unsafe { ptrs[i].add(head) });
+            // SAFETY: as above.
+            let outs_at: [*mut u8; G] = std::array::from_fn(|j| unsafe { out_ptrs[j].add(head) });
+            // SAFETY: the CPU has AVX2 (forwarded); `tabs` is B x G pairs
+            // of 32-byte tables, input-major, as the generated loop reads
+            // them; every region has 64 * n bytes from `head`.
+            unsafe { f(tabs.as_ptr().cast(), ins_at.as_ptr(), outs_at.as_ptr(), n) };
+            head + 64 * n
+        }
         // SAFETY: forwarded.
-        Mode::Xor => unsafe { steps::<B, G, W, true>(&tabs, &ptrs, &out_ptrs, head, len) },
+        (None, Mode::Xor) => unsafe { steps::<B, G, W, true>(&tabs, &ptrs, &out_ptrs, head, len) },
         // SAFETY: forwarded.
-        Mode::Overwrite => unsafe { steps::<B, G, W, false>(&tabs, &ptrs, &out_ptrs, head, len) },
+        (None, Mode::Overwrite) => unsafe {
+            steps::<B, G, W, false>(&tabs, &ptrs, &out_ptrs, head, len)
+        },
     };
     // SAFETY: pos <= len.
     unsafe { bytes(rows, ins, &out_ptrs, pos, len, mode) };
