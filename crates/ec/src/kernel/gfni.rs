@@ -3,8 +3,10 @@
 //!
 //! The work is cut into blocks of G outputs by B inputs with both known at
 //! compile time, so the B x G matrices and the input pointers stay in
-//! registers (B * G <= 24 of the 32 vector registers); blocks after the
-//! first accumulate into the outputs.
+//! registers (B * G <= 24 of the 32 vector registers), or, for blocks of
+//! up to [`INPUTS_MIN`] inputs, mostly in registers (the rest reloaded
+//! from the stack each step); blocks after the first accumulate into the
+//! outputs.
 //!
 //! Full speed needs the regions at one offset within a 64-byte line (the
 //! kernel aligns its loop on the first input): regions at different
@@ -21,6 +23,11 @@ use std::arch::x86_64::*;
 
 /// Matrices kept in registers per block.
 const REGS_FOR_MATRICES: usize = 24;
+/// Inputs a block may take whatever its output count: with 3 or 4
+/// outputs, one pass over the outputs with some matrices reloaded each
+/// step beats two passes with all of them in registers (RS 10+4: 34-35
+/// against 37-39 GB/s, BENCHMARKS.md).
+const INPUTS_MIN: usize = 10;
 
 /// See [`super::dot_prod`].
 ///
@@ -38,13 +45,13 @@ pub(super) unsafe fn dot_prod(
     let len = outputs[0].len();
     // Fixed-size scratch on the stack: this runs once per element for
     // array codes, so heap allocations would show.
-    let mut block = [0u8; REGS_FOR_MATRICES];
+    let mut block = [0u8; 4 * INPUTS_MIN];
     let mut ins = [std::ptr::null::<u8>(); REGS_FOR_MATRICES];
     let mut out_ptrs = [std::ptr::null_mut::<u8>(); 4];
     let mut o = 0;
     while o < outputs.len() {
         let g = (outputs.len() - o).min(4);
-        let b_max = REGS_FOR_MATRICES / g;
+        let b_max = (REGS_FOR_MATRICES / g).max(INPUTS_MIN);
         for j in 0..g {
             out_ptrs[j] = outputs[o + j].as_mut_ptr();
         }
@@ -79,7 +86,7 @@ macro_rules! dispatch_table {
 }
 
 /// # Safety
-/// As [`dot_prod`]; `g` in 1..=4 and `b` in 1..=24 / g.
+/// As [`dot_prod`]; `g` in 1..=4 and `b` in 1..=max(24 / g, [`INPUTS_MIN`]).
 #[target_feature(enable = "avx512f,avx512bw,gfni")]
 unsafe fn dispatch(
     g: usize,
@@ -95,8 +102,8 @@ unsafe fn dispatch(
         dispatch_table!(g, b, (rows, ins, outs, len, mode);
             1 => [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24],
             2 => [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12],
-            3 => [1, 2, 3, 4, 5, 6, 7, 8],
-            4 => [1, 2, 3, 4, 5, 6]
+            3 => [1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
+            4 => [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
         )
     }
 }
