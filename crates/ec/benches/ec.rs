@@ -26,6 +26,41 @@ use std::time::Duration;
 /// Alternating rounds of the comparison with klauspost/reedsolomon.
 const ROUNDS: usize = 5;
 
+/// One round of Loligo's side of [`vs_klauspost`]: this program again,
+/// as a new process (see [`CHILD_ENV`]).
+fn encode_in_child(k: usize, m: usize, chunk: usize, b: Backend, secs: f64) -> Result<f64, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let out = Command::new(exe)
+        .env(CHILD_ENV, format!("{k},{m},{chunk},{},{secs}", b.name()))
+        .output()
+        .map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).trim().to_string());
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.trim()
+        .parse()
+        .map_err(|_| format!("unreadable child answer {text:?}"))
+}
+
+/// The child's side of [`encode_in_child`].
+fn encode_round(spec: &str) -> Result<f64, String> {
+    let f: Vec<&str> = spec.split(',').collect();
+    let [k, m, chunk, backend, secs] = f.as_slice() else {
+        return Err("expected K,M,CHUNK,BACKEND,SECONDS".into());
+    };
+    let num = |v: &str| v.parse::<usize>().map_err(|e| format!("{v}: {e}"));
+    let (k, m, chunk) = (num(k)?, num(m)?, num(chunk)?);
+    let secs: f64 = secs.parse().map_err(|e| format!("{secs}: {e}"))?;
+    let b = Backend::from_name(backend).ok_or_else(|| format!("unknown backend {backend}"))?;
+    let rs = LinearCode::reed_solomon(k, m).map_err(|e| e.to_string())?;
+    with_backend(b, || {
+        measure_encode(&rs, k * chunk, Duration::from_secs_f64(secs))
+    })
+    .ok_or_else(|| format!("backend {backend} unavailable"))?
+    .map_err(|e| e.to_string())
+}
+
 const TABLE_5_1: [(usize, usize, usize); 22] = [
     (6, 2, 1),
     (6, 2, 2),
@@ -51,7 +86,21 @@ const TABLE_5_1: [(usize, usize, usize); 22] = [
     (10, 4, 5),
 ];
 
+/// Set in a child process of [`vs_klauspost`]: `K,M,CHUNK,BACKEND,SECONDS`,
+/// one RS encode measurement, printed as a bare GB/s number.
+const CHILD_ENV: &str = "LOLIGO_BENCH_ENCODE_ROUND";
+
 fn main() {
+    if let Ok(spec) = std::env::var(CHILD_ENV) {
+        match encode_round(&spec) {
+            Ok(gbps) => println!("{gbps}"),
+            Err(e) => {
+                eprintln!("{CHILD_ENV}={spec}: {e}");
+                std::process::exit(1);
+            }
+        }
+        return;
+    }
     // `cargo test --benches` runs this with --bench absent: stay quick.
     if !std::env::args().any(|a| a == "--bench") {
         println!("ec bench: run with `cargo bench -p loligo-ec`");
@@ -143,8 +192,8 @@ fn build_peer() -> Option<PathBuf> {
 
 /// Reed-Solomon encode with 1 MiB chunks on every backend this CPU has,
 /// each against klauspost/reedsolomon limited to the same instruction
-/// sets (if Go is here), in [`ROUNDS`] alternating rounds, each in fresh
-/// memory on both sides (see [`versus_klauspost`]).
+/// sets (if Go is here), in [`ROUNDS`] alternating rounds, each side's
+/// round a new process (see [`versus_klauspost`]).
 fn vs_klauspost(budget: Duration) {
     println!("\n## Reed-Solomon encode, 1 MiB chunks, per backend (GB/s of data)");
     let peer = build_peer();
@@ -159,12 +208,11 @@ fn vs_klauspost(budget: Duration) {
             } else {
                 1 << 20
             };
-            let row = match &peer {
-                Some(p) => with_backend(b, || {
-                    versus_klauspost(&rs, p, (k, m, chunk), budget, b, ROUNDS)
-                }),
-                None => None,
-            };
+            let row = peer.as_ref().map(|p| {
+                versus_klauspost(p, (k, m, chunk), budget.as_secs_f64(), b, ROUNDS, || {
+                    encode_in_child(k, m, chunk, b, budget.as_secs_f64().max(0.5))
+                })
+            });
             match row {
                 Some(Ok((ours, theirs))) => println!(
                     "| RS {k}+{m} | {} | {ours:.2} | {theirs:.2} | {:.2} |",

@@ -71,52 +71,38 @@ fn time_encode(
 /// Encode throughput alone (GB/s of object data) for an object of `size`
 /// bytes, over about `budget`.
 pub fn measure_encode(code: &dyn ErasureCode, size: usize, budget: Duration) -> Result<f64> {
-    measure_encode_held(code, size, budget, &mut Vec::new())
-}
-
-/// [`measure_encode`], leaving the object's buffers in `held` so that the
-/// next measurement cannot reuse their memory.
-fn measure_encode_held(
-    code: &dyn ErasureCode,
-    size: usize,
-    budget: Duration,
-    held: &mut Vec<ChunkBuffers>,
-) -> Result<f64> {
     let (layout, mut bufs) = encoded(code, size)?;
     let enc = time_encode(code, &layout, &mut bufs, budget)?;
-    held.push(bufs);
     Ok(size as f64 / enc / 1e9)
 }
 
-/// Reed-Solomon encode of `k` data chunks of `chunk` bytes by Loligo's
-/// `code` (on this thread's backend) and by klauspost/reedsolomon
+/// Reed-Solomon encode of `k` data chunks of `chunk` bytes by Loligo
+/// (`ours`, one measurement in GB/s per call) and by klauspost/reedsolomon
 /// ([`klauspost_encode_gbps`], limited to `backend`'s instruction sets),
 /// in `rounds` alternating rounds; returns the best of each side (GB/s),
 /// so a noisy neighbour hurts neither side more.
 ///
-/// Each of the peer's rounds is a new process, with its buffers in memory
-/// it has just mapped; where buffers fall in the caches moves the speed of
-/// a 1 MiB-chunk encode by up to a third on this project's VM. So each of
-/// Loligo's rounds also encodes from memory no earlier round used: the
-/// buffers of every round are kept until the comparison ends.
+/// Each of the peer's rounds is a new process with its buffers in memory
+/// it has just mapped, and where buffers fall in the caches moves the
+/// speed of a 1 MiB-chunk encode by up to a fifth on this project's VM (a
+/// process that has allocated and freed before places them worse). So
+/// `ours` should measure in a new process too, as `cargo bench` and `loligo
+/// ec bench --peer` do.
 pub fn versus_klauspost(
-    code: &dyn ErasureCode,
     peer: &std::path::Path,
     (k, m, chunk): (usize, usize, usize),
-    budget: Duration,
+    seconds: f64,
     backend: crate::kernel::Backend,
     rounds: usize,
+    mut ours: impl FnMut() -> std::result::Result<f64, String>,
 ) -> std::result::Result<(f64, f64), String> {
-    let mut held = Vec::new();
-    let (mut ours, mut theirs) = (0.0f64, 0.0f64);
+    let (mut best_ours, mut best_theirs) = (0.0f64, 0.0f64);
     for _ in 0..rounds.max(1) {
-        let t =
-            measure_encode_held(code, k * chunk, budget, &mut held).map_err(|e| e.to_string())?;
-        ours = ours.max(t);
-        let p = klauspost_encode_gbps(peer, k, m, chunk, budget.as_secs_f64().max(0.5), backend)?;
-        theirs = theirs.max(p);
+        best_ours = best_ours.max(ours()?);
+        let p = klauspost_encode_gbps(peer, k, m, chunk, seconds.max(0.5), backend)?;
+        best_theirs = best_theirs.max(p);
     }
-    Ok((ours, theirs))
+    Ok((best_ours, best_theirs))
 }
 
 /// Encode and decode an object of `size` bytes, spending about `budget`
