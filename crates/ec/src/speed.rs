@@ -40,13 +40,17 @@ pub fn time_per_call(budget: Duration, mut f: impl FnMut() -> Result<()>) -> Res
 /// An object of `size` bytes encoded by `code`, its chunks copied into
 /// page-aligned buffers, as an OSD's O_DIRECT buffers would be.
 fn encoded(code: &dyn ErasureCode, size: usize) -> Result<(crate::layout::Layout, ChunkBuffers)> {
-    let obj = filler(size);
-    let (layout, chunks) = code.encode(&obj)?;
+    let layout = code.layout(size as u64)?;
     let sizes: Vec<usize> = (0..layout.chunks()).map(|c| layout.stored_len(c)).collect();
     let mut bufs = ChunkBuffers::new(&sizes);
-    for (dst, src) in bufs.chunks_mut().into_iter().zip(&chunks) {
+    let obj = filler(size);
+    let mut chunks = bufs.chunks_mut();
+    let mut parity = chunks.split_off(layout.k.min(chunks.len()));
+    for (dst, src) in chunks.iter_mut().zip(layout.split(&obj)) {
         dst.copy_from_slice(src);
     }
+    let data: Vec<&[u8]> = chunks.into_iter().map(|c| &*c).collect();
+    code.encode_parity(&layout, &data, &mut parity)?;
     Ok((layout, bufs))
 }
 
