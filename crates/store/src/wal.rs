@@ -311,6 +311,7 @@ struct Ring {
     buf: AlignedBuf,
     broken: bool,
     counts: Counts,
+    lz4: Lz4Gate,
 }
 
 /// What the ring has done since open (for tests and traces).
@@ -324,6 +325,52 @@ pub struct Counts {
     pub bypassed: u64,
     /// Records written at the ring's start after its end.
     pub wraps: u64,
+    /// Records stored lz4-compressed.
+    pub compressed: u64,
+    /// Records not offered to lz4 (see [`Lz4Gate`]).
+    pub lz4_skipped: u64,
+}
+
+/// Whether a record is worth offering to lz4. Incompressible data (an
+/// encrypted or compressed payload in every deferred write) would pay
+/// for a compression attempt on every record and keep none of them: after
+/// [`Lz4Gate::MISSES`] attempts in a row that save too little, the next
+/// [`Lz4Gate::SKIP`] records are stored as they are, then lz4 is tried
+/// again. Only records of at least [`Lz4Gate::GATED_BYTES`] count.
+#[derive(Clone, Copy, Debug, Default)]
+struct Lz4Gate {
+    misses: u32,
+    skip: u32,
+}
+
+impl Lz4Gate {
+    const MISSES: u32 = 8;
+    const SKIP: u32 = 64;
+    /// Records shorter than this are always tried and never counted.
+    const GATED_BYTES: usize = 1024;
+
+    /// Whether to try this record (counts a skipped one down).
+    fn try_now(&mut self) -> bool {
+        if self.skip > 0 {
+            self.skip -= 1;
+            false
+        } else {
+            true
+        }
+    }
+
+    /// The outcome of an attempt.
+    fn saw(&mut self, kept: bool) {
+        if kept {
+            self.misses = 0;
+        } else {
+            self.misses += 1;
+            if self.misses >= Self::MISSES {
+                self.misses = 0;
+                self.skip = Self::SKIP;
+            }
+        }
+    }
 }
 
 /// A [`Kv`] whose batches are made durable by a journal of its own; see
@@ -501,6 +548,7 @@ impl<K: Kv> WalKv<K> {
             buf: AlignedBuf::zeroed(256 << 10),
             broken: false,
             counts: Counts::default(),
+            lz4: Lz4Gate::default(),
         };
         // Everything before is in the engine, durably: a new epoch starts
         // with an empty ring.
@@ -729,11 +777,26 @@ impl<K: Kv> WalKv<K> {
             }
         });
         let raw_len = raw.len();
-        let compressed = lz4_flex::block::compress(&raw);
-        let (stored, flags) = if compressed.len() + raw_len / 8 < raw_len {
-            (compressed, F_LZ4)
+        // Small records (metadata alone) are always tried and never count:
+        // they cost little and say nothing about the data.
+        let gated = raw_len >= Lz4Gate::GATED_BYTES;
+        let compressed = if !gated || r.lz4.try_now() {
+            let c = lz4_flex::block::compress(&raw);
+            let kept = c.len() + raw_len / 8 < raw_len;
+            if gated {
+                r.lz4.saw(kept);
+            }
+            kept.then_some(c)
         } else {
-            (raw, 0)
+            r.counts.lz4_skipped += 1;
+            None
+        };
+        let (stored, flags) = match compressed {
+            Some(c) => {
+                r.counts.compressed += 1;
+                (c, F_LZ4)
+            }
+            None => (raw, 0),
         };
         let h = Header {
             epoch,
@@ -977,6 +1040,43 @@ mod tests {
             total_materialized += counts.materialized;
         }
         assert!(total_materialized > 0, "no stub was ever turned whole");
+    }
+
+    /// Incompressible records stop being offered to lz4 after a run of
+    /// misses, are offered again after the skip window, and read back
+    /// whole either way.
+    #[test]
+    fn incompressible_records_skip_lz4_for_a_while() {
+        let dir = TempDir::new("wal-lz4").unwrap();
+        let path = dir.path().join(WAL_FILE);
+        let mut r = Rng::new(7);
+        let engine = ModelKv::default();
+        let kv = WalKv::open(engine.clone(), &path, 8 << 20, Some(b'W')).unwrap();
+        let mut model = Map::new();
+        let mut put = |kv: &WalKv<ModelKv>, i: u32, v: Vec<u8>| {
+            let b = vec![KvOp::Put([b"W".as_slice(), &i.to_be_bytes()].concat(), v)];
+            apply(&mut model, &b);
+            kv.commit(b, true).unwrap();
+        };
+        for i in 0..Lz4Gate::MISSES {
+            put(&kv, i, r.bytes(4096));
+        }
+        let c = kv.counts();
+        assert_eq!((c.compressed, c.lz4_skipped), (0, 0), "{c:?}");
+        // Small records are tried inside the window, and do not use it up.
+        put(&kv, 99, vec![5; 600]);
+        assert_eq!(kv.counts().compressed, 1, "a small record is always tried");
+        for i in 0..Lz4Gate::SKIP {
+            put(&kv, 100 + i, vec![7; 4096]);
+        }
+        let c = kv.counts();
+        assert_eq!((c.compressed, c.lz4_skipped), (1, u64::from(Lz4Gate::SKIP)));
+        put(&kv, 1000, vec![9; 4096]);
+        assert_eq!(kv.counts().compressed, 2, "lz4 is offered again");
+        assert_eq!(everything(&kv), model);
+        drop(kv);
+        let kv = WalKv::open(engine.crash(0), &path, 8 << 20, Some(b'W')).unwrap();
+        assert_eq!(everything(&kv), model, "after a crash");
     }
 
     /// A torn last record (its write never finished) is not applied, and
