@@ -197,6 +197,7 @@ fn build_peer() -> Option<PathBuf> {
 fn vs_klauspost(budget: Duration) {
     println!("\n## Reed-Solomon encode, 1 MiB chunks, per backend (GB/s of data)");
     let peer = build_peer();
+    let secs = budget.as_secs_f64().max(0.5);
     println!("| code | backend | loligo | klauspost (same instruction sets) | ratio |");
     println!("|---|---|---|---|---|");
     for (k, m) in [(8, 3), (4, 2), (10, 4)] {
@@ -209,8 +210,8 @@ fn vs_klauspost(budget: Duration) {
                 1 << 20
             };
             let row = peer.as_ref().map(|p| {
-                versus_klauspost(p, (k, m, chunk), budget.as_secs_f64(), b, ROUNDS, || {
-                    encode_in_child(k, m, chunk, b, budget.as_secs_f64().max(0.5))
+                versus_klauspost(p, (k, m, chunk), secs, b, ROUNDS, || {
+                    encode_in_child(k, m, chunk, b, secs)
                 })
             });
             match row {

@@ -44,14 +44,23 @@ fn encoded(code: &dyn ErasureCode, size: usize) -> Result<(crate::layout::Layout
     let sizes: Vec<usize> = (0..layout.chunks()).map(|c| layout.stored_len(c)).collect();
     let mut bufs = ChunkBuffers::new(&sizes);
     let obj = filler(size);
-    let mut chunks = bufs.chunks_mut();
-    let mut parity = chunks.split_off(layout.k.min(chunks.len()));
-    for (dst, src) in chunks.iter_mut().zip(layout.split(&obj)) {
+    for (dst, src) in bufs.chunks_mut().into_iter().zip(layout.split(&obj)) {
         dst.copy_from_slice(src);
     }
-    let data: Vec<&[u8]> = chunks.into_iter().map(|c| &*c).collect();
-    code.encode_parity(&layout, &data, &mut parity)?;
+    encode_in_place(code, &layout, &mut bufs)?;
     Ok((layout, bufs))
+}
+
+/// `layout`'s parity chunks in `bufs` computed from its data chunks there.
+fn encode_in_place(
+    code: &dyn ErasureCode,
+    layout: &crate::layout::Layout,
+    bufs: &mut ChunkBuffers,
+) -> Result<()> {
+    let mut data = bufs.chunks_mut();
+    let mut parity = data.split_off(layout.k.min(data.len()));
+    let data: Vec<&[u8]> = data.into_iter().map(|c| &*c).collect();
+    code.encode_parity(layout, &data, &mut parity)
 }
 
 /// Seconds per parity encode of `layout`'s data chunks in `bufs` into its
@@ -64,12 +73,7 @@ fn time_encode(
     bufs: &mut ChunkBuffers,
     budget: Duration,
 ) -> Result<f64> {
-    time_per_call(budget, || {
-        let mut data = bufs.chunks_mut();
-        let mut parity = data.split_off(layout.k.min(data.len()));
-        let data: Vec<&[u8]> = data.into_iter().map(|c| &*c).collect();
-        code.encode_parity(layout, &data, &mut parity)
-    })
+    time_per_call(budget, || encode_in_place(code, layout, bufs))
 }
 
 /// Encode throughput alone (GB/s of object data) for an object of `size`
