@@ -6,6 +6,7 @@
 
 pub mod direct;
 pub mod net;
+pub mod record;
 pub mod tls;
 pub mod wire;
 
