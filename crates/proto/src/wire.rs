@@ -35,6 +35,10 @@ pub struct Wire<IO> {
     filled: usize,
     /// Size of the next buffer.
     size: usize,
+    /// Reads stop at TLS record boundaries (see [`Wire::whole_records`]).
+    whole_records: bool,
+    /// Bytes of the current record not yet handed out (whole-record mode).
+    record_left: usize,
 }
 
 impl<IO> Wire<IO> {
@@ -46,7 +50,18 @@ impl<IO> Wire<IO> {
             pos: 0,
             filled: 0,
             size: WIRE_READ_BYTES_MIN,
+            whole_records: false,
+            record_left: 0,
         }
+    }
+
+    /// While on, a read never hands out bytes of two TLS records: it stops
+    /// at the end of the record it is in. During a handshake this leaves
+    /// rustls holding whole records only, so that when it hands over its
+    /// secrets afterwards no half-read record is lost with it (the bytes
+    /// after the handshake stay here). Turn it on before the first read.
+    pub fn whole_records(&mut self, on: bool) {
+        self.whole_records = on;
     }
 
     /// The socket.
@@ -67,10 +82,13 @@ impl<IO: AsyncRead + Unpin> AsyncRead for Wire<IO> {
         dst: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
         let me = self.get_mut();
+        if me.whole_records && me.record_left == 0 {
+            return me.poll_record_start(cx, dst);
+        }
         if me.pos == me.filled {
             // A reader that wants as much as the buffer would hold reads
             // straight from the socket.
-            if dst.remaining() >= me.size {
+            if dst.remaining() >= me.size && !me.whole_records {
                 return Pin::new(&mut me.io).poll_read(cx, dst);
             }
             if me.buf.len() != me.size {
@@ -100,9 +118,62 @@ impl<IO: AsyncRead + Unpin> AsyncRead for Wire<IO> {
                 me.size = (me.size * 2).min(WIRE_READ_BYTES_MAX);
             }
         }
-        let n = dst.remaining().min(me.filled - me.pos);
+        let mut n = dst.remaining().min(me.filled - me.pos);
+        if me.whole_records {
+            n = n.min(me.record_left);
+            me.record_left -= n;
+        }
         dst.put_slice(&me.buf[me.pos..me.pos + n]);
         me.pos += n;
+        Poll::Ready(Ok(()))
+    }
+}
+
+/// A TLS record's header: type, version, length.
+const RECORD_HEADER: usize = 5;
+
+impl<IO: AsyncRead + Unpin> Wire<IO> {
+    /// A read at a record's start in whole-record mode: gathers the
+    /// record's header (reading more from the socket while fewer than its
+    /// bytes are here), learns the record's length, and reads on.
+    fn poll_record_start(
+        &mut self,
+        cx: &mut Context<'_>,
+        dst: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        while self.filled - self.pos < RECORD_HEADER {
+            // Keep what is here at the buffer's start and read behind it.
+            self.buf.copy_within(self.pos..self.filled, 0);
+            (self.filled, self.pos) = (self.filled - self.pos, 0);
+            if self.buf.len() < self.size {
+                self.buf.resize(self.size, 0);
+            }
+            let mut rb = ReadBuf::new(&mut self.buf[self.filled..]);
+            match Pin::new(&mut self.io).poll_read(cx, &mut rb) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Ready(Ok(())) => {}
+            }
+            let n = rb.filled().len();
+            if n == 0 {
+                // The end of the stream: hand out what is left (a torn
+                // header, which the reader above will refuse).
+                self.record_left = self.filled - self.pos;
+                if self.record_left == 0 {
+                    return Poll::Ready(Ok(()));
+                }
+                break;
+            }
+            self.filled += n;
+        }
+        if self.record_left == 0 {
+            let h = &self.buf[self.pos..self.pos + RECORD_HEADER];
+            self.record_left = RECORD_HEADER + usize::from(u16::from_be_bytes([h[3], h[4]]));
+        }
+        let n = dst.remaining().min(self.filled - self.pos).min(self.record_left);
+        self.record_left -= n;
+        dst.put_slice(&self.buf[self.pos..self.pos + n]);
+        self.pos += n;
         Poll::Ready(Ok(()))
     }
 }
@@ -141,6 +212,62 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Wire<IO> {
 mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// In whole-record mode no read crosses a record's end, whatever the
+    /// sizes of the writes and reads, and every byte comes through in
+    /// order; turned off, reads go on from where the records stopped.
+    #[tokio::test]
+    async fn whole_record_reads_stop_at_record_ends() {
+        let mut rng = loligo_testkit::Rng::new(3);
+        let mut stream = Vec::new();
+        let mut ends = Vec::new();
+        for _ in 0..200 {
+            let len = match rng.below(4) {
+                0 => rng.index(20),
+                1 => 16_401,
+                _ => rng.index(5000),
+            };
+            stream.extend_from_slice(&[0x17, 3, 3]);
+            stream.extend_from_slice(&(len as u16).to_be_bytes());
+            stream.extend((0..len).map(|_| rng.below(256) as u8));
+            ends.push(stream.len());
+        }
+        let tail = b"after the records".to_vec();
+        let (a, mut b) = tokio::io::duplex(1 << 16);
+        let mut w = Wire::new(a);
+        w.whole_records(true);
+        let sent = [stream.clone(), tail.clone()].concat();
+        let writer = tokio::spawn(async move {
+            let mut at = 0;
+            let mut k = 1usize;
+            while at < sent.len() {
+                // Writes as small as one byte, so headers arrive torn.
+                let n = (k * 131 % 9000 + 1).min(sent.len() - at);
+                b.write_all(&sent[at..at + n]).await.unwrap();
+                at += n;
+                k += 1;
+            }
+            b
+        });
+        let mut got = Vec::new();
+        let mut k = 1usize;
+        while got.len() < stream.len() {
+            let mut chunk = vec![0u8; 1 + k * 977 % 40_000];
+            let n = w.read(&mut chunk).await.unwrap();
+            assert!(n > 0, "early end at {}", got.len());
+            let (from, to) = (got.len(), got.len() + n);
+            let crossed = ends.iter().any(|&e| from < e && e < to);
+            assert!(!crossed, "a read of {from}..{to} crossed a record's end");
+            got.extend_from_slice(&chunk[..n]);
+            k += 1;
+        }
+        assert_eq!(got, stream);
+        w.whole_records(false);
+        let _b = writer.await.unwrap();
+        let mut rest = vec![0u8; tail.len()];
+        w.read_exact(&mut rest).await.unwrap();
+        assert_eq!(rest, tail);
+    }
 
     /// Whatever the sizes of the writes and of the reads above, the
     /// reader gets the bytes in order; a stream of bulk data grows the
