@@ -170,7 +170,10 @@ impl<IO: AsyncRead + Unpin> Wire<IO> {
             let h = &self.buf[self.pos..self.pos + RECORD_HEADER];
             self.record_left = RECORD_HEADER + usize::from(u16::from_be_bytes([h[3], h[4]]));
         }
-        let n = dst.remaining().min(self.filled - self.pos).min(self.record_left);
+        let n = dst
+            .remaining()
+            .min(self.filled - self.pos)
+            .min(self.record_left);
         self.record_left -= n;
         dst.put_slice(&self.buf[self.pos..self.pos + n]);
         self.pos += n;
