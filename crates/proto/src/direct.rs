@@ -471,13 +471,18 @@ impl Conn {
         match security {
             None => Conn::start(addr, s).await,
             Some(sec) => {
-                let s = tokio::time::timeout(
-                    timeout,
-                    sec.direct_connector().connect(crate::wire::Wire::new(s)),
-                )
-                .await
-                .map_err(|_| format!("{addr}: TLS handshake timed out"))?
-                .map_err(|e| format!("{addr}: TLS: {e}"))?;
+                // Whole records during the handshake, then the record
+                // layer is ours (see `record`).
+                let mut wire = crate::wire::Wire::new(s);
+                wire.whole_records(true);
+                let mut s = tokio::time::timeout(timeout, sec.direct_connector().connect(wire))
+                    .await
+                    .map_err(|_| format!("{addr}: TLS handshake timed out"))?
+                    .map_err(|e| format!("{addr}: TLS: {e}"))?;
+                s.flush().await.map_err(|e| format!("{addr}: TLS: {e}"))?;
+                let (wire, conn) = s.into_inner();
+                let s = crate::record::take_over(wire, conn)
+                    .map_err(|e| format!("{addr}: TLS: {e}"))?;
                 Conn::start(addr, s).await
             }
         }

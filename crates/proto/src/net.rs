@@ -113,6 +113,7 @@ impl Security {
     pub fn new(keyring: Keyring) -> Result<Security, TlsError> {
         let mut direct = (*keyring.client_config()?).clone();
         direct.alpn_protocols = vec![DIRECT_ALPN.to_vec()];
+        direct.enable_secret_extraction = true;
         let grpc = ClientTlsConfig::new()
             .ca_certificate(tonic::transport::Certificate::from_pem(&keyring.ca))
             .identity(tonic::transport::Identity::from_pem(
@@ -196,6 +197,12 @@ pub enum ServerIo {
         Box<tokio_rustls::server::TlsStream<crate::wire::Wire<TcpStream>>>,
         crate::tls::Identity,
     ),
+    /// The direct path after a TLS handshake: records sealed and opened by
+    /// `record`, with rustls's secrets.
+    Records(
+        Box<crate::record::RecordStream<TcpStream>>,
+        crate::tls::Identity,
+    ),
 }
 
 impl ServerIo {
@@ -212,6 +219,11 @@ impl ServerIo {
                 entity: Some(id.entity.clone()),
                 serial: Some(id.serial.clone()),
             },
+            ServerIo::Records(s, id) => Peer {
+                addr: s.get_ref().peer_addr().ok(),
+                entity: Some(id.entity.clone()),
+                serial: Some(id.serial.clone()),
+            },
         }
     }
 }
@@ -225,6 +237,7 @@ impl AsyncRead for ServerIo {
         match self.get_mut() {
             ServerIo::Plain(s) => Pin::new(s).poll_read(cx, buf),
             ServerIo::Tls(s, _) => Pin::new(s.as_mut()).poll_read(cx, buf),
+            ServerIo::Records(s, _) => Pin::new(s.as_mut()).poll_read(cx, buf),
         }
     }
 }
@@ -238,6 +251,7 @@ impl AsyncWrite for ServerIo {
         match self.get_mut() {
             ServerIo::Plain(s) => Pin::new(s).poll_write(cx, buf),
             ServerIo::Tls(s, _) => Pin::new(s.as_mut()).poll_write(cx, buf),
+            ServerIo::Records(s, _) => Pin::new(s.as_mut()).poll_write(cx, buf),
         }
     }
 
@@ -249,6 +263,7 @@ impl AsyncWrite for ServerIo {
         match self.get_mut() {
             ServerIo::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
             ServerIo::Tls(s, _) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
+            ServerIo::Records(s, _) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
         }
     }
 
@@ -256,6 +271,7 @@ impl AsyncWrite for ServerIo {
         match self {
             ServerIo::Plain(s) => s.is_write_vectored(),
             ServerIo::Tls(s, _) => s.is_write_vectored(),
+            ServerIo::Records(s, _) => s.is_write_vectored(),
         }
     }
 
@@ -263,6 +279,7 @@ impl AsyncWrite for ServerIo {
         match self.get_mut() {
             ServerIo::Plain(s) => Pin::new(s).poll_flush(cx),
             ServerIo::Tls(s, _) => Pin::new(s.as_mut()).poll_flush(cx),
+            ServerIo::Records(s, _) => Pin::new(s.as_mut()).poll_flush(cx),
         }
     }
 
@@ -270,6 +287,7 @@ impl AsyncWrite for ServerIo {
         match self.get_mut() {
             ServerIo::Plain(s) => Pin::new(s).poll_shutdown(cx),
             ServerIo::Tls(s, _) => Pin::new(s.as_mut()).poll_shutdown(cx),
+            ServerIo::Records(s, _) => Pin::new(s.as_mut()).poll_shutdown(cx),
         }
     }
 }
@@ -309,20 +327,32 @@ pub async fn accept(tcp: TcpStream, security: Option<&Security>) -> std::io::Res
         });
     };
     tokio::time::timeout(SNIFF_TIMEOUT, async {
-        let (mut s, entity) = sec.acceptor.accept(crate::wire::Wire::new(tcp)).await?;
+        // Whole records only until the protocol is known: the direct path
+        // takes the record layer over from rustls (see `record`).
+        let mut wire = crate::wire::Wire::new(tcp);
+        wire.whole_records(true);
+        let (mut s, entity) = sec.acceptor.accept(wire).await?;
         let direct = s.get_ref().1.alpn_protocol() == Some(DIRECT_ALPN);
-        if direct {
-            let mut b = [0u8; MAGIC.len()];
-            s.read_exact(&mut b).await?;
-            if b != MAGIC {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::InvalidData,
-                    "a direct-path connection without its magic",
-                ));
-            }
+        if !direct {
+            s.get_mut().0.whole_records(false);
+            return Ok(Accepted {
+                io: ServerIo::Tls(Box::new(s), entity),
+                direct,
+            });
         }
+        let mut b = [0u8; MAGIC.len()];
+        s.read_exact(&mut b).await?;
+        if b != MAGIC {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "a direct-path connection without its magic",
+            ));
+        }
+        tokio::io::AsyncWriteExt::flush(&mut s).await?;
+        let (wire, conn) = s.into_inner();
+        let records = crate::record::take_over(wire, conn)?;
         Ok(Accepted {
-            io: ServerIo::Tls(Box::new(s), entity),
+            io: ServerIo::Records(Box::new(records), entity),
             direct,
         })
     })

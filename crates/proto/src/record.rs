@@ -204,6 +204,272 @@ impl Opener {
     }
 }
 
+/// A connection's byte stream over its records once rustls has handed
+/// over its secrets: reads open records in place in a buffer of this
+/// stream's and hand out their data; writes seal records into a buffer
+/// that goes to `io` when it fills or on flush.
+pub struct RecordStream<IO> {
+    io: IO,
+    sealer: Sealer,
+    opener: Opener,
+    /// Data rustls had opened before it handed over, handed out first.
+    prefix: Vec<u8>,
+    prefix_pos: usize,
+    /// Bytes read: `rbuf[plain]` opened data not yet handed out,
+    /// `rbuf[rpos..rend]` records not yet opened.
+    rbuf: Vec<u8>,
+    plain: std::ops::Range<usize>,
+    rpos: usize,
+    rend: usize,
+    /// Sealed records not yet written: `wbuf[wpos..]`.
+    wbuf: Vec<u8>,
+    wpos: usize,
+}
+
+/// The stream of a connection whose handshake rustls did through `wire`
+/// (in whole-record mode, so rustls holds no part of a record): the data
+/// rustls opened and nobody read, then every record after it, opened
+/// here. `conn` must have nothing left to send (flush it first).
+pub fn take_over<IO>(
+    wire: crate::wire::Wire<IO>,
+    conn: impl Into<tokio_rustls::rustls::Connection>,
+) -> std::io::Result<RecordStream<IO>> {
+    use std::io::Read;
+    let mut conn = conn.into();
+    let mut prefix = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match conn.reader().read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => prefix.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+            Err(e) => return Err(e),
+        }
+    }
+    let secrets = conn
+        .dangerous_extract_secrets()
+        .map_err(|e| std::io::Error::other(format!("TLS secrets: {e}")))?;
+    let (io, raw) = wire.into_parts();
+    RecordStream::new(io, raw, prefix, secrets).map_err(invalid)
+}
+
+/// Most plaintext one write call seals.
+const SEAL_PER_WRITE: usize = 256 << 10;
+/// Sealed bytes queued before a write waits for the socket.
+const QUEUED_MAX: usize = crate::tls::TLS_SEND_BYTES_MAX;
+/// The read buffer while a connection is busy (dropped when idle).
+const READ_BYTES: usize = crate::wire::WIRE_READ_BYTES_MAX;
+
+fn invalid(e: RecordError) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidData, e)
+}
+
+impl<IO> RecordStream<IO> {
+    /// The stream on `io`, whose first bytes are `raw` (read from the
+    /// socket, not yet opened), with `prefix` (data already opened) to
+    /// hand out first.
+    pub fn new(
+        io: IO,
+        raw: Vec<u8>,
+        prefix: Vec<u8>,
+        secrets: ExtractedSecrets,
+    ) -> Result<RecordStream<IO>, RecordError> {
+        let (sealer, opener) = split(secrets)?;
+        let rend = raw.len();
+        Ok(RecordStream {
+            io,
+            sealer,
+            opener,
+            prefix,
+            prefix_pos: 0,
+            rbuf: raw,
+            plain: 0..0,
+            rpos: 0,
+            rend,
+            wbuf: Vec::new(),
+            wpos: 0,
+        })
+    }
+
+    /// The socket.
+    pub fn get_ref(&self) -> &IO {
+        &self.io
+    }
+}
+
+impl<IO: tokio::io::AsyncWrite + Unpin> RecordStream<IO> {
+    /// Writes queued records until none is left or the socket is full.
+    fn poll_drain(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        use std::task::Poll;
+        while self.wpos < self.wbuf.len() {
+            match std::pin::Pin::new(&mut self.io).poll_write(cx, &self.wbuf[self.wpos..]) {
+                Poll::Ready(Ok(0)) => {
+                    return Poll::Ready(Err(std::io::ErrorKind::WriteZero.into()))
+                }
+                Poll::Ready(Ok(n)) => self.wpos += n,
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        self.wbuf.clear();
+        self.wpos = 0;
+        if self.wbuf.capacity() > 2 * QUEUED_MAX {
+            self.wbuf = Vec::new();
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl<IO: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for RecordStream<IO> {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        dst: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        use std::task::Poll;
+        let me = self.get_mut();
+        loop {
+            if me.prefix_pos < me.prefix.len() {
+                let n = dst.remaining().min(me.prefix.len() - me.prefix_pos);
+                dst.put_slice(&me.prefix[me.prefix_pos..me.prefix_pos + n]);
+                me.prefix_pos += n;
+                if me.prefix_pos == me.prefix.len() {
+                    me.prefix = Vec::new();
+                    me.prefix_pos = 0;
+                }
+                return Poll::Ready(Ok(()));
+            }
+            if !me.plain.is_empty() {
+                let n = dst.remaining().min(me.plain.len());
+                dst.put_slice(&me.rbuf[me.plain.start..me.plain.start + n]);
+                me.plain.start += n;
+                return Poll::Ready(Ok(()));
+            }
+            // The next record, whole, if it is here.
+            let mut need = HEADER_LEN;
+            if me.rend - me.rpos >= HEADER_LEN {
+                let head: [u8; HEADER_LEN] = me.rbuf[me.rpos..me.rpos + HEADER_LEN]
+                    .try_into()
+                    .map_err(|_| invalid(RecordError::Header))?;
+                need = record_len(&head).map_err(invalid)?;
+                if me.rend - me.rpos >= need {
+                    let at = me.rpos;
+                    let r = me
+                        .opener
+                        .open(&mut me.rbuf[at..at + need])
+                        .map_err(invalid)?;
+                    me.plain = at + r.start..at + r.end;
+                    me.rpos += need;
+                    continue;
+                }
+            }
+            // Read more: keep the partial record at the buffer's start.
+            if me.rpos > 0 {
+                me.rbuf.copy_within(me.rpos..me.rend, 0);
+                (me.rend, me.rpos) = (me.rend - me.rpos, 0);
+                me.plain = 0..0;
+            }
+            let size = READ_BYTES.max(need);
+            if me.rbuf.len() < size {
+                me.rbuf.resize(size, 0);
+            }
+            let mut rb = tokio::io::ReadBuf::new(&mut me.rbuf[me.rend..]);
+            match std::pin::Pin::new(&mut me.io).poll_read(cx, &mut rb) {
+                Poll::Pending => {
+                    if me.rend == 0 {
+                        // Idle: hold no buffer.
+                        me.rbuf = Vec::new();
+                    }
+                    return Poll::Pending;
+                }
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Ready(Ok(())) => {}
+            }
+            let n = rb.filled().len();
+            if n == 0 {
+                return Poll::Ready(if me.rend == 0 {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::new(
+                        std::io::ErrorKind::UnexpectedEof,
+                        "the connection ended inside a record",
+                    ))
+                });
+            }
+            me.rend += n;
+        }
+    }
+}
+
+impl<IO: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for RecordStream<IO> {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        self.poll_write_vectored(cx, &[std::io::IoSlice::new(buf)])
+    }
+
+    fn poll_write_vectored(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        use std::task::Poll;
+        let me = self.get_mut();
+        if me.wbuf.len() - me.wpos >= QUEUED_MAX {
+            match me.poll_drain(cx) {
+                Poll::Ready(Ok(())) => {}
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending if me.wbuf.len() - me.wpos >= QUEUED_MAX => return Poll::Pending,
+                Poll::Pending => {}
+            }
+        }
+        let mut taken = 0;
+        for b in bufs {
+            let n = b.len().min(SEAL_PER_WRITE - taken);
+            if n == 0 {
+                continue;
+            }
+            me.sealer.seal(&b[..n], &mut me.wbuf).map_err(invalid)?;
+            taken += n;
+            if taken == SEAL_PER_WRITE {
+                break;
+            }
+        }
+        // Send what can go now; the rest goes with the next write or flush.
+        if let Poll::Ready(Err(e)) = me.poll_drain(cx) {
+            return Poll::Ready(Err(e));
+        }
+        Poll::Ready(Ok(taken))
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let me = self.get_mut();
+        std::task::ready!(me.poll_drain(cx))?;
+        std::pin::Pin::new(&mut me.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let me = self.get_mut();
+        std::task::ready!(me.poll_drain(cx))?;
+        std::pin::Pin::new(&mut me.io).poll_shutdown(cx)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -406,6 +406,11 @@ impl Keyring {
             .with_single_cert(certs, key)
             .map_err(|e| key_err("this entity's certificate and key", e))?;
         c.alpn_protocols = vec![b"h2".to_vec(), crate::net::DIRECT_ALPN.to_vec()];
+        // The direct path takes the record layer over after the handshake
+        // (`record`): rustls hands over its secrets, and sends nothing
+        // after the handshake that the record layer would have to parse.
+        c.enable_secret_extraction = true;
+        c.send_tls13_tickets = 0;
         Ok(Arc::new(c))
     }
 

@@ -69,6 +69,12 @@ impl<IO> Wire<IO> {
         &self.io
     }
 
+    /// The socket and the bytes read from it that no reader has had.
+    pub fn into_parts(self) -> (IO, Vec<u8>) {
+        let rest = self.buf[self.pos..self.filled].to_vec();
+        (self.io, rest)
+    }
+
     /// Bytes of read buffer this connection holds now.
     pub fn buffer_bytes(&self) -> usize {
         self.buf.capacity()
