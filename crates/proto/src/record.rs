@@ -177,18 +177,25 @@ impl Opener {
     /// Opens `record` (header included, exactly [`record_len`] bytes) in
     /// place; returns the range of `record` that holds its data.
     pub fn open(&mut self, record: &mut [u8]) -> Result<std::ops::Range<usize>, RecordError> {
-        let head: [u8; HEADER_LEN] = record
-            .get(..HEADER_LEN)
+        self.open_to_front(record, 0).map(|n| 0..n)
+    }
+
+    /// Opens the record at `buf[at..]` (exactly [`record_len`] bytes from
+    /// `at` to the end of `buf`), its data moved to the front of `buf` by
+    /// the decryption itself (no copy); returns the data's length.
+    pub fn open_to_front(&mut self, buf: &mut [u8], at: usize) -> Result<usize, RecordError> {
+        let head: [u8; HEADER_LEN] = buf
+            .get(at..at + HEADER_LEN)
             .and_then(|h| h.try_into().ok())
             .ok_or(RecordError::Header)?;
-        if record_len(&head)? != record.len() {
+        if record_len(&head)? != buf.len() - at {
             return Err(RecordError::Header);
         }
         let nonce = self.0.next_nonce()?;
         let plain = self
             .0
             .key
-            .open_in_place(nonce, Aad::from(head), &mut record[HEADER_LEN..])
+            .open_within(nonce, Aad::from(head), buf, at + HEADER_LEN..)
             .map_err(|_| RecordError::Forged)?;
         // The content type is the last byte that is not zero padding.
         let end = plain
@@ -196,7 +203,7 @@ impl Opener {
             .rposition(|&b| b != 0)
             .ok_or(RecordError::NoType)?;
         match plain[end] {
-            APPLICATION_DATA => Ok(HEADER_LEN..HEADER_LEN + end),
+            APPLICATION_DATA => Ok(end),
             ALERT => Err(RecordError::Alert),
             HANDSHAKE => Err(RecordError::Handshake),
             _ => Err(RecordError::NoType),
@@ -259,6 +266,11 @@ const SEAL_PER_WRITE: usize = 256 << 10;
 const QUEUED_MAX: usize = crate::tls::TLS_SEND_BYTES_MAX;
 /// The read buffer while a connection is busy (dropped when idle).
 const READ_BYTES: usize = crate::wire::WIRE_READ_BYTES_MAX;
+/// Reads of at least this much free space go straight into the caller's
+/// buffer ([`RecordStream::poll_read_direct`]).
+const DIRECT_MIN: usize = 2 * (HEADER_LEN + CIPHERTEXT_MAX);
+/// Most of the caller's space one direct read zeroes and fills.
+const DIRECT_MAX: usize = 256 << 10;
 
 fn invalid(e: RecordError) -> std::io::Error {
     std::io::Error::new(std::io::ErrorKind::InvalidData, e)
@@ -323,6 +335,66 @@ impl<IO: tokio::io::AsyncWrite + Unpin> RecordStream<IO> {
     }
 }
 
+impl<IO: tokio::io::AsyncRead + Unpin> RecordStream<IO> {
+    /// Reads from the socket into `dst`'s free space (at most
+    /// [`DIRECT_MAX`] bytes: the space is zeroed first) and opens every
+    /// whole record there, each record's data written by its decryption
+    /// over the headers and tags before it, so the data reaches the
+    /// caller without a copy. A record cut at the read's end goes to
+    /// `rbuf`. `Ready(Ok(true))`: data is in `dst`, or the stream ended;
+    /// `Ready(Ok(false))`: no data yet (a cut record, or empty records).
+    fn poll_read_direct(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+        dst: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<bool>> {
+        use std::task::Poll;
+        let room = dst.remaining().min(DIRECT_MAX);
+        let space = dst.initialize_unfilled_to(room);
+        let mut rb = tokio::io::ReadBuf::new(space);
+        match std::pin::Pin::new(&mut self.io).poll_read(cx, &mut rb) {
+            Poll::Pending => {
+                // Idle: hold no buffer.
+                self.rbuf = Vec::new();
+                (self.rpos, self.rend) = (0, 0);
+                return Poll::Pending;
+            }
+            Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+            Poll::Ready(Ok(())) => {}
+        }
+        let n = rb.filled().len();
+        if n == 0 {
+            // The end of the stream, between records.
+            return Poll::Ready(Ok(true));
+        }
+        let (mut out, mut inp) = (0, 0);
+        while n - inp >= HEADER_LEN {
+            let head: [u8; HEADER_LEN] = space[inp..inp + HEADER_LEN]
+                .try_into()
+                .map_err(|_| invalid(RecordError::Header))?;
+            let need = record_len(&head).map_err(invalid)?;
+            if n - inp < need {
+                break;
+            }
+            out += self
+                .opener
+                .open_to_front(&mut space[out..inp + need], inp - out)
+                .map_err(invalid)?;
+            inp += need;
+        }
+        // The cut record, to be completed by the next read.
+        let cut = n - inp;
+        if self.rbuf.len() < cut {
+            self.rbuf.resize(READ_BYTES.max(cut), 0);
+        }
+        self.rbuf[..cut].copy_from_slice(&space[inp..n]);
+        (self.rpos, self.rend) = (0, cut);
+        self.plain = 0..0;
+        dst.advance(out);
+        Poll::Ready(Ok(out > 0))
+    }
+}
+
 impl<IO: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for RecordStream<IO> {
     fn poll_read(
         self: std::pin::Pin<&mut Self>,
@@ -347,6 +419,16 @@ impl<IO: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for RecordStream<IO>
                 dst.put_slice(&me.rbuf[me.plain.start..me.plain.start + n]);
                 me.plain.start += n;
                 return Poll::Ready(Ok(()));
+            }
+            // A large read with nothing buffered: records go straight
+            // into the caller's buffer and are opened there.
+            if me.rpos == me.rend && dst.remaining() >= DIRECT_MIN {
+                match me.poll_read_direct(cx, dst) {
+                    Poll::Ready(Ok(true)) => return Poll::Ready(Ok(())),
+                    // No data yet; a cut record waits in `rbuf`.
+                    Poll::Ready(Ok(false)) => continue,
+                    other => return other.map_ok(|_| ()),
+                }
             }
             // The next record, whole, if it is here.
             let mut need = HEADER_LEN;
@@ -376,7 +458,14 @@ impl<IO: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for RecordStream<IO>
             if me.rbuf.len() < size {
                 me.rbuf.resize(size, 0);
             }
-            let mut rb = tokio::io::ReadBuf::new(&mut me.rbuf[me.rend..]);
+            // Before a large read, only the rest of the cut record, so
+            // that what follows goes straight to the caller.
+            let end = if dst.remaining() >= DIRECT_MIN {
+                need
+            } else {
+                me.rbuf.len()
+            };
+            let mut rb = tokio::io::ReadBuf::new(&mut me.rbuf[me.rend..end]);
             match std::pin::Pin::new(&mut me.io).poll_read(cx, &mut rb) {
                 Poll::Pending => {
                     if me.rend == 0 {
@@ -592,6 +681,123 @@ mod tests {
         let r = open.open(&mut rec).unwrap();
         assert_eq!(&rec[r], b"first");
         assert_eq!(open.open(&mut first.to_vec()), Err(RecordError::Forged));
+    }
+
+    /// Hands out `data` in pieces of random size (1 byte to 300 KiB).
+    struct Pieces {
+        data: Vec<u8>,
+        at: usize,
+        rng: loligo_testkit::Rng,
+    }
+
+    impl tokio::io::AsyncRead for Pieces {
+        fn poll_read(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            dst: &mut tokio::io::ReadBuf<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            let me = self.get_mut();
+            let big = me.rng.chance(500);
+            let want = 1 + me.rng.index(if big { 300 << 10 } else { 40 });
+            let n = want.min(dst.remaining()).min(me.data.len() - me.at);
+            dst.put_slice(&me.data[me.at..me.at + n]);
+            me.at += n;
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    /// What rustls's server seals for `chunks`, and the client's stream
+    /// over those records, read in random pieces.
+    fn stream_of(chunks: &[Vec<u8>], seed: u64) -> (RecordStream<Pieces>, Vec<u8>) {
+        let (c, mut s) = handshaken();
+        s.set_buffer_limit(None);
+        let mut wire = Vec::new();
+        for chunk in chunks {
+            s.writer().write_all(chunk).unwrap();
+            while s.wants_write() {
+                s.write_tls(&mut wire).unwrap();
+            }
+        }
+        let io = Pieces {
+            data: wire.clone(),
+            at: 0,
+            rng: loligo_testkit::Rng::new(seed),
+        };
+        let secrets = c.dangerous_extract_secrets().unwrap();
+        (
+            RecordStream::new(io, Vec::new(), Vec::new(), secrets).unwrap(),
+            wire,
+        )
+    }
+
+    /// Reads of every size, small ones through the stream's buffer and
+    /// large ones straight into the caller's (uninitialised, as
+    /// `read_buf` hands it) with records cut anywhere, give back exactly
+    /// what was sent, and then the end of the stream.
+    #[tokio::test]
+    async fn the_stream_reads_what_was_sent_through_both_paths() {
+        use tokio::io::AsyncReadExt;
+        for seed in 0..20 {
+            let mut rng = loligo_testkit::Rng::new(seed);
+            let chunks: Vec<Vec<u8>> = (0..1 + rng.index(6))
+                .map(|_| {
+                    let most = if rng.chance(500) { 1 << 20 } else { 300 };
+                    let len = 1 + rng.index(most);
+                    rng.bytes(len)
+                })
+                .collect();
+            let sent: Vec<u8> = chunks.concat();
+            let (mut stream, _) = stream_of(&chunks, seed);
+            let mut got = Vec::new();
+            while got.len() < sent.len() {
+                let left = sent.len() - got.len();
+                let most = if rng.chance(300) { 64 } else { 1 << 20 };
+                let want = 1 + rng.index(left.min(most));
+                let mut buf = bytes::BytesMut::with_capacity(want);
+                let n = (&mut stream)
+                    .take(want as u64)
+                    .read_buf(&mut buf)
+                    .await
+                    .unwrap();
+                assert!(n > 0, "seed {seed}: data left, but the stream ended");
+                got.extend_from_slice(&buf);
+            }
+            assert_eq!(got, sent, "seed {seed}");
+            let mut rest = Vec::new();
+            assert_eq!(stream.read_to_end(&mut rest).await.unwrap(), 0);
+        }
+    }
+
+    /// A changed byte in a record that a large read takes straight into
+    /// the caller's buffer ends the stream with an error, and nothing of
+    /// that record or after it is handed out.
+    #[tokio::test]
+    async fn a_forged_record_in_a_large_read_is_refused() {
+        use tokio::io::AsyncReadExt;
+        let mut rng = loligo_testkit::Rng::new(7);
+        let sent = rng.bytes(10 * PLAINTEXT_MAX);
+        for seed in 0..8 {
+            let (mut stream, wire) = stream_of(std::slice::from_ref(&sent), seed);
+            // A byte inside the fourth record.
+            let at = 3 * (HEADER_LEN + PLAINTEXT_MAX + 1 + TAG_LEN) + 100 + seed as usize;
+            stream.io.data[at] ^= 0x40;
+            assert_ne!(stream.io.data, wire);
+            let mut buf = vec![0u8; sent.len()];
+            let mut got = 0;
+            let err = loop {
+                match stream.read(&mut buf[got..]).await {
+                    Ok(0) => panic!("seed {seed}: the stream ended without an error"),
+                    Ok(n) => got += n,
+                    Err(e) => break e,
+                }
+            };
+            assert_eq!(err.kind(), std::io::ErrorKind::InvalidData, "seed {seed}");
+            assert!(
+                got <= 3 * PLAINTEXT_MAX,
+                "seed {seed}: {got} bytes handed out"
+            );
+            assert_eq!(buf[..got], sent[..got], "seed {seed}");
+        }
     }
 
     /// A direction refuses to seal past its record limit.
