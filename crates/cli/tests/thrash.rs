@@ -82,13 +82,17 @@ async fn client_loop(
                     models.lock().unwrap()[k].acked = v;
                     tally.lock().unwrap().writes_acked += 1;
                 }
-                Err(_) => tally.lock().unwrap().writes_failed += 1,
+                Err(e) => {
+                    eprintln!("write {name} failed: {e}");
+                    tally.lock().unwrap().writes_failed += 1
+                }
             }
         } else {
             let got = match io.read(&name, 0, 0).await {
                 Ok(d) => value(&d).unwrap_or_else(|| panic!("{name}: torn value {d:?}")),
                 Err(ClientError::Op(OpError::NotFound)) => 0,
-                Err(_) => {
+                Err(e) => {
+                    eprintln!("read {name} failed: {e}");
                     tally.lock().unwrap().reads_failed += 1;
                     continue;
                 }
