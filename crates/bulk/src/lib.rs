@@ -21,6 +21,8 @@
 //! never hold a payload past the call that set it, and a decode must never
 //! succeed with payloads left over or missing: both are malformed input.
 
+pub mod aligned;
+
 use ::serde::de::Error as _;
 use ::serde::{Deserialize, Deserializer, Serialize, Serializer};
 use bytes::Bytes;

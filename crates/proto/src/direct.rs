@@ -30,6 +30,7 @@
 
 use crate::net::MESSAGE_BYTES_MAX;
 use bytes::{Buf, Bytes, BytesMut};
+use loligo_bulk::aligned::BufPool;
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
@@ -229,16 +230,19 @@ async fn read_frame<R: AsyncRead + Unpin>(
         // writes such a buffer to its device with O_DIRECT as it is,
         // where any other would be copied first (8% of the CPU of a 4
         // MiB write, profiled).
-        let body = read_into(r, body_len, 0).await?;
+        let body = read_into(r, body_len).await?;
         let mut bulk = Vec::with_capacity(lens.len());
         for &l in &lens {
-            let align = if l >= ALIGNED_PAYLOAD_MIN { PAGE } else { 0 };
-            bulk.push(read_into(r, l, align).await?);
+            bulk.push(if l >= ALIGNED_PAYLOAD_MIN {
+                read_pooled(r, l).await?
+            } else {
+                read_into(r, l).await?
+            });
         }
         (body, bulk)
     } else {
         // One buffer for body and payloads.
-        let mut all = read_into(r, total, 0).await?;
+        let mut all = read_into(r, total).await?;
         let body = all.split_to(body_len);
         (body, lens.iter().map(|&l| all.split_to(l)).collect())
     };
@@ -254,33 +258,38 @@ async fn read_frame<R: AsyncRead + Unpin>(
 
 /// Payloads at least this long are read into page-aligned buffers.
 const ALIGNED_PAYLOAD_MIN: usize = 64 << 10;
-/// The alignment O_DIRECT needs of a buffer.
-const PAGE: usize = 4096;
 
-/// The next `len` bytes of `r`, read without zeroing a buffer first, and
-/// starting at an address that is a multiple of `align` (0: any).
+/// This process's page-aligned buffers for received payloads, kept for
+/// reuse once the payload is dropped (a fresh one is zeroed first).
+static RECEIVED: std::sync::LazyLock<Arc<BufPool>> = std::sync::LazyLock::new(Arc::default);
+
+/// The next `len` bytes of `r` in a page-aligned buffer from
+/// [`RECEIVED`]. The buffer is filled through a slice that is already
+/// initialised, so the TLS record layer opens records straight into it
+/// (`record::RecordStream`) without zeroing it first.
+async fn read_pooled<R: AsyncRead + Unpin>(
+    r: &mut BufReader<R>,
+    len: usize,
+) -> std::io::Result<Bytes> {
+    let mut buf = RECEIVED.take_any(len);
+    r.read_exact(buf.as_mut_slice()).await?;
+    Ok(RECEIVED.bytes(buf))
+}
+
+/// The next `len` bytes of `r`, read without zeroing a buffer first.
 async fn read_into<R: AsyncRead + Unpin>(
     r: &mut BufReader<R>,
     len: usize,
-    align: usize,
 ) -> std::io::Result<Bytes> {
-    let mut buf = BytesMut::with_capacity(len + align);
-    // Skip to the aligned address: the buffer never grows past its
-    // capacity below, so it never moves.
-    let skip = match align {
-        0 => 0,
-        a => (a - buf.as_ptr() as usize % a) % a,
-    };
-    buf.resize(skip, 0);
-    let end = skip + len;
-    while buf.len() < end {
-        let want = end - buf.len();
+    let mut buf = BytesMut::with_capacity(len);
+    while buf.len() < len {
+        let want = len - buf.len();
         let n = (&mut *r).take(want as u64).read_buf(&mut buf).await?;
         if n == 0 {
             return Err(std::io::ErrorKind::UnexpectedEof.into());
         }
     }
-    Ok(buf.freeze().split_off(skip))
+    Ok(buf.freeze())
 }
 
 /// What serves direct calls (an OSD's service).
@@ -834,21 +843,27 @@ mod tests {
         let addr = secured_listener(Security::new(ca.issue("osd.1").unwrap()).unwrap()).await;
         let member = Conns::new(Duration::from_secs(2))
             .secured(Some(&Security::new(ca.issue("osd.2").unwrap()).unwrap()));
-        let big = Bytes::from(vec![7u8; 3 << 20]);
-        let r = member
-            .call(
-                &addr,
-                Call::Peer,
-                Message {
-                    body: Bytes::from_static(&[0, 9]),
-                    bulk: vec![big.clone(), Bytes::from_static(b"y")],
-                },
-                Duration::from_secs(5),
-            )
-            .await
-            .unwrap();
-        assert_eq!(&r.body[..], &[0, 9, Call::Peer.code()][..]);
-        assert_eq!(r.bulk, vec![Bytes::from_static(b"y"), big]);
+        // Payloads of several sizes, one after another, so that each
+        // side's received buffers are reused (with the last payload's
+        // bytes still in them) and must be filled anew.
+        let mut rng = loligo_testkit::Rng::new(3);
+        for len in [3 << 20, (1 << 20) + 17, 2 << 20, 64 << 10, (3 << 20) - 5] {
+            let big = Bytes::from(rng.bytes(len));
+            let r = member
+                .call(
+                    &addr,
+                    Call::Peer,
+                    Message {
+                        body: Bytes::from_static(&[0, 9]),
+                        bulk: vec![big.clone(), Bytes::from_static(b"y")],
+                    },
+                    Duration::from_secs(5),
+                )
+                .await
+                .unwrap();
+            assert_eq!(&r.body[..], &[0, 9, Call::Peer.code()][..]);
+            assert_eq!(r.bulk, vec![Bytes::from_static(b"y"), big], "{len} bytes");
+        }
         // Plain text, or another cluster's certificate: no answer.
         let msg = || Message {
             body: Bytes::from_static(&[0]),
@@ -891,7 +906,7 @@ mod tests {
                 assert_eq!(&r.body[..], &[40 - 2 * i, i, call.code()][..]);
                 assert_eq!(r.bulk, vec![Bytes::from_static(b"x"), Bytes::new(), big]);
                 // A large payload arrives page-aligned (for O_DIRECT).
-                assert_eq!(r.bulk[2].as_ptr() as usize % PAGE, 0);
+                assert_eq!(r.bulk[2].as_ptr() as usize % loligo_bulk::aligned::ALIGN, 0);
             }));
         }
         for t in calls {

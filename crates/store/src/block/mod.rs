@@ -51,6 +51,7 @@ use alloc::Allocator;
 use bytes::Bytes;
 use codec::*;
 use commit::{Committer, Syncer};
+pub(crate) use loligo_bulk::aligned::{AlignedBuf, BufPool, ALIGN as DIRECT_ALIGN};
 use std::collections::{BTreeMap, HashMap};
 use std::fs::{File, OpenOptions};
 use std::ops::Range;
@@ -728,27 +729,6 @@ fn read_blocks_direct(s: &Shared, disk_off: u64, n: u64) -> Result<Option<Aligne
     Ok(Some(buf))
 }
 
-/// A pooled read buffer behind a [`Bytes`]: back to its pool when the last
-/// clone of those bytes is dropped (after the reply carrying it is sent).
-struct PooledRead {
-    buf: Option<AlignedBuf>,
-    pool: Arc<BufPool>,
-}
-
-impl AsRef<[u8]> for PooledRead {
-    fn as_ref(&self) -> &[u8] {
-        self.buf.as_ref().map_or(&[], AlignedBuf::as_slice)
-    }
-}
-
-impl Drop for PooledRead {
-    fn drop(&mut self) {
-        if let Some(b) = self.buf.take() {
-            self.pool.put(b);
-        }
-    }
-}
-
 /// Logical bytes `[off, off + len)` of an object (zeros for holes and
 /// past the end), checking every block's checksum.
 fn read_logical(
@@ -918,103 +898,6 @@ fn read_logical_into(
     Ok(())
 }
 
-/// A zeroed buffer whose start is aligned for O_DIRECT.
-pub(crate) struct AlignedBuf {
-    raw: Vec<u8>,
-    off: usize,
-    len: usize,
-}
-
-impl AlignedBuf {
-    pub(crate) fn zeroed(len: usize) -> AlignedBuf {
-        let raw = vec![0u8; len + DIRECT_ALIGN];
-        let off = (DIRECT_ALIGN - raw.as_ptr() as usize % DIRECT_ALIGN) % DIRECT_ALIGN;
-        AlignedBuf { raw, off, len }
-    }
-    /// `head` zeros, then `data`, then zeros up to `len`, written once
-    /// (no zero-fill of the part `data` covers).
-    pub(crate) fn with_content(head: usize, data: &[u8], len: usize) -> AlignedBuf {
-        let mut raw: Vec<u8> = Vec::with_capacity(len + DIRECT_ALIGN);
-        let off = (DIRECT_ALIGN - raw.as_ptr() as usize % DIRECT_ALIGN) % DIRECT_ALIGN;
-        raw.resize(off + head, 0);
-        raw.extend_from_slice(data);
-        raw.resize(off + len, 0);
-        AlignedBuf { raw, off, len }
-    }
-    pub(crate) fn as_slice(&self) -> &[u8] {
-        &self.raw[self.off..self.off + self.len]
-    }
-    /// Bytes this buffer can hold from its aligned start.
-    fn capacity(&self) -> usize {
-        self.raw.len() - self.off
-    }
-    /// Refill: `data`, then zeros up to `len` (at most `capacity`).
-    fn fill(&mut self, data: &[u8], len: usize) {
-        debug_assert!(data.len() <= len && len <= self.capacity());
-        let o = self.off;
-        self.raw[o..o + data.len()].copy_from_slice(data);
-        self.raw[o + data.len()..o + len].fill(0);
-        self.len = len;
-    }
-    pub(crate) fn as_mut_slice(&mut self) -> &mut [u8] {
-        &mut self.raw[self.off..self.off + self.len]
-    }
-}
-
-/// Aligned buffers kept for reuse (writers' copies, large reads): a fresh
-/// multi-MiB buffer costs page faults and page pinning on every use.
-#[derive(Default)]
-pub(crate) struct BufPool(Mutex<Vec<AlignedBuf>>);
-
-impl BufPool {
-    /// Buffers kept at most, and the largest size kept (a limit on the
-    /// memory the pool can hold: 8 x 8 MiB).
-    const KEEP_MAX: usize = 8;
-    const BYTES_MAX: usize = 8 << 20;
-
-    /// An aligned buffer of `len` bytes holding `data` then zeros.
-    fn take(&self, data: &[u8], len: usize) -> AlignedBuf {
-        debug_assert!(data.len() <= len);
-        match self.reuse(len) {
-            Some(mut b) => {
-                b.fill(data, len);
-                b
-            }
-            None => AlignedBuf::with_content(0, data, len),
-        }
-    }
-
-    /// An aligned buffer of `len` bytes whose content is whatever it held
-    /// (for a reader about to fill it).
-    fn take_any(&self, len: usize) -> AlignedBuf {
-        match self.reuse(len) {
-            Some(mut b) => {
-                b.len = len;
-                b
-            }
-            None => AlignedBuf::zeroed(len),
-        }
-    }
-
-    /// A kept buffer that can hold `len` bytes, if there is one.
-    fn reuse(&self, len: usize) -> Option<AlignedBuf> {
-        let mut v = self.0.lock().ok()?;
-        let i = v.iter().position(|b| b.capacity() >= len)?;
-        Some(v.swap_remove(i))
-    }
-
-    fn put(&self, b: AlignedBuf) {
-        if b.capacity() > Self::BYTES_MAX {
-            return;
-        }
-        if let Ok(mut v) = self.0.lock() {
-            if v.len() < Self::KEEP_MAX {
-                v.push(b);
-            }
-        }
-    }
-}
-
 /// A copy of `data` in memory aligned for O_DIRECT. A large `write_full`
 /// whose data is such a buffer (and whole blocks long) is written to the
 /// device without another copy: callers that receive object data into
@@ -1022,15 +905,6 @@ impl BufPool {
 pub fn aligned_bytes(data: &[u8]) -> bytes::Bytes {
     bytes::Bytes::from_owner(AlignedBuf::with_content(0, data, data.len()))
 }
-
-impl AsRef<[u8]> for AlignedBuf {
-    fn as_ref(&self) -> &[u8] {
-        self.as_slice()
-    }
-}
-
-/// Buffer and offset alignment O_DIRECT needs on the devices we target.
-const DIRECT_ALIGN: usize = 4096;
 
 /// What `fsck` found.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -1309,12 +1183,8 @@ impl ObjectStore for BlockStore {
                     return Ok(hit);
                 }
                 if let Some(buf) = read_blocks_direct(s, disk_off, r.blocks)? {
-                    let run = PooledRead {
-                        buf: Some(buf),
-                        pool: s.read_pool.clone(),
-                    };
-                    check_run(s, o, r.extent, &r.blob, r.first, run.as_ref())?;
-                    let run = Bytes::from_owner(run);
+                    let run = s.read_pool.bytes(buf);
+                    check_run(s, o, r.extent, &r.blob, r.first, &run)?;
                     // Inserted while the view is held: see `cache`.
                     s.cache.insert(disk_off, run.clone());
                     return Ok(run.slice(..len as usize));
