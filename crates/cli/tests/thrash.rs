@@ -57,8 +57,29 @@ fn obj_name(client: usize, k: usize) -> String {
     format!("c{client}-o{k}")
 }
 
-fn value(data: &[u8]) -> Option<u64> {
-    Some(u64::from_le_bytes(data.try_into().ok()?))
+/// Object `k`'s content for value `v`: `v` once, or for every third
+/// object `v` repeated over 256 KiB, so that large payloads (page-aligned
+/// buffers, TLS records opened in the reader's buffer) go through the
+/// thrashing too.
+fn content(k: usize, v: u64) -> Vec<u8> {
+    let words = if k % 3 == 0 { 32 << 10 } else { 1 };
+    v.to_le_bytes().repeat(words)
+}
+
+/// The value object `k`'s `data` holds; `None` if it is torn (words that
+/// differ, or not the length [`content`] gives).
+fn value(k: usize, data: &[u8]) -> Option<u64> {
+    if data.len() != content(k, 0).len() {
+        return None;
+    }
+    let mut words = data.chunks(8);
+    let first = u64::from_le_bytes(words.next()?.try_into().ok()?);
+    for w in words {
+        if u64::from_le_bytes(w.try_into().ok()?) != first {
+            return None;
+        }
+    }
+    Some(first)
 }
 
 async fn client_loop(
@@ -77,7 +98,7 @@ async fn client_loop(
         if rng.chance(500) {
             let v = m.sent + 1;
             models.lock().unwrap()[k].sent = v;
-            match io.write_full(&name, v.to_le_bytes().to_vec()).await {
+            match io.write_full(&name, content(k, v)).await {
                 Ok(_) => {
                     models.lock().unwrap()[k].acked = v;
                     tally.lock().unwrap().writes_acked += 1;
@@ -89,7 +110,8 @@ async fn client_loop(
             }
         } else {
             let got = match io.read(&name, 0, 0).await {
-                Ok(d) => value(&d).unwrap_or_else(|| panic!("{name}: torn value {d:?}")),
+                Ok(d) => value(k, &d)
+                    .unwrap_or_else(|| panic!("{name}: torn value of {} bytes", d.len())),
                 Err(ClientError::Op(OpError::NotFound)) => 0,
                 Err(e) => {
                     eprintln!("read {name} failed: {e}");
@@ -106,7 +128,7 @@ async fn client_loop(
             if got > now.sent {
                 // Read again: a value that stays says a shard is wrong
                 // on disk; one that goes, that the read mixed versions.
-                let again = io.read(&name, 0, 0).await.map(|d| value(&d));
+                let again = io.read(&name, 0, 0).await.map(|d| value(k, &d));
                 panic!("{name}: read {got}, never written (sent {}, acknowledged {}; read again: {again:?})", now.sent, m.acked);
             }
             tally.lock().unwrap().reads_checked += 1;
@@ -247,7 +269,7 @@ fn kill_9_and_out_in_under_load_lose_nothing_and_end_clean() {
         for (k, m) in models.lock().unwrap().iter().enumerate() {
             let name = obj_name(me, k);
             let got = match rt.block_on(ios[me].read(&name, 0, 0)) {
-                Ok(d) => value(&d).unwrap(),
+                Ok(d) => value(k, &d).unwrap(),
                 Err(ClientError::Op(OpError::NotFound)) => 0,
                 Err(e) => panic!("{name} unreadable after healing: {e}"),
             };
