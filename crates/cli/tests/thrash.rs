@@ -62,7 +62,7 @@ fn obj_name(client: usize, k: usize) -> String {
 /// buffers, TLS records opened in the reader's buffer) go through the
 /// thrashing too.
 fn content(k: usize, v: u64) -> Vec<u8> {
-    let words = if k % 3 == 0 { 32 << 10 } else { 1 };
+    let words = if k.is_multiple_of(3) { 32 << 10 } else { 1 };
     v.to_le_bytes().repeat(words)
 }
 
