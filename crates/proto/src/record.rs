@@ -15,6 +15,12 @@
 //! traffic IV XOR the record's sequence number (big-endian, right-aligned);
 //! the header is the associated data.
 //!
+//! A stream ends without a `close_notify` alert. The direct path's frames
+//! carry their lengths, so a connection cut inside a frame is an error
+//! to the reader, and one cut between frames reads as the peer closing,
+//! as on plain TCP. A direction that reaches [`RECORDS_MAX`] ends its
+//! connection (the caller dials a new one) instead of updating its keys.
+//!
 //! This module must never seal two records under one nonce (each
 //! direction counts its own sequence and refuses to go past
 //! [`RECORDS_MAX`]), never return bytes whose tag did not verify, and
