@@ -9,7 +9,10 @@
 #   lab.sh stop-osd ID   stops one OSD (SIGTERM); start-osd ID starts it again
 #   lab.sh bench SECS OUT   rados bench write/seq/rand with 4 KiB and 4 MiB
 #                        objects, 16 in flight, on a size-3 pool of 64 PGs;
-#                        writes OUT/table.md
+#                        writes OUT/table.md; each read phase is then run
+#                        again by latency.py (python3-rados), which times
+#                        every op, into OUT/SIZE_MODE_latency.json
+#                        (SKIP_LATENCY=1 skips it)
 #
 # Env: CEPHLAB_DATA (default /tmp/loligo-cephlab), CEPHLAB_PORT (default
 # 40300; the monitor listens there, daemons on the next 300 ports),
@@ -21,6 +24,7 @@ DATA="${CEPHLAB_DATA:-/tmp/loligo-cephlab}"
 PORT="${CEPHLAB_PORT:-40300}"
 OSD_GB="${CEPHLAB_OSD_GB:-8}"
 export CEPH_CONF="$DATA/ceph.conf"
+HERE="$(cd "$(dirname "$0")" && pwd)"
 
 say() { echo "[ceph lab] $*" >&2; }
 c() { timeout 120 ceph "$@"; }
@@ -203,6 +207,12 @@ bench() {
                 sleep "${READ_SETTLE:-20}"
             else
                 rados -p "$pool" bench "$secs" "$mode" -t 16 --run-name b >"$log" 2>&1
+                # The same reads again, each op timed (rados bench prints
+                # no percentiles); skipped without python3-rados.
+                if [ -z "${SKIP_LATENCY:-}" ] && /usr/bin/python3 -c 'import rados' 2>/dev/null; then
+                    /usr/bin/python3 "$HERE/latency.py" --pool "$pool" --size "$size" --mode "$mode" \
+                        --secs "$secs" -t 16 --out "$out/${size}_${mode}_latency.json" || true
+                fi
             fi
             # rados bench's "Bandwidth (MB/sec)" is MiB/s: convert to MB/s.
             awk -F: -v size="$size" -v mode="$mode" '
