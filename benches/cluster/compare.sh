@@ -12,6 +12,10 @@
 # encrypted by default: Loligo's mutual TLS, and Ceph's msgr2 in secure
 # mode (lab.sh SECURE=1); INSECURE=1 runs both in the clear (Loligo
 # --insecure, Ceph on msgr v1, which signs but does not encrypt).
+# Ceph's read phases are run a second time by benches/ceph/latency.py
+# (python3-rados; Debian's /usr/bin/python3), which times every op, so
+# that p99 can be compared where rados bench prints only a mean and a
+# maximum (SKIP_LATENCY=1 skips it).
 # Writes OUT/summary.json: each workload's Loligo and Ceph figures and
 # their ratio, and the raw disk baseline measured in the same run (four
 # parallel O_DIRECT streams of 4 MiB blocks, written then read, in the
