@@ -31,6 +31,10 @@ except ImportError:
     sys.exit("latency.py: needs python3-rados (apt-get install -y python3-rados) and Debian's /usr/bin/python3")
 
 
+# A read that takes this long means the cluster is stuck, not slow.
+STALL_S = 60
+
+
 def natural(name):
     """`benchmark_data_host_pid_object12` sorts after `..._object2`."""
     m = re.search(r"(\d+)$", name)
@@ -84,8 +88,12 @@ def main():
         start = time.perf_counter()
         end = start + a.secs
         i = 0
+        def wait_slot():
+            if not slots.acquire(timeout=STALL_S):
+                sys.exit(f"latency.py: no read completed in {STALL_S} s")
+
         while time.perf_counter() < end:
-            slots.acquire()
+            wait_slot()
             if a.mode == "seq":
                 if i >= len(names):
                     # As rados bench seq: stop when every object is read once.
@@ -97,7 +105,7 @@ def main():
             i += 1
             issue(name)
         for _ in range(a.concurrency):
-            slots.acquire()
+            wait_slot()
         elapsed = time.perf_counter() - start
         io.close()
     finally:
