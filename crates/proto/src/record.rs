@@ -179,6 +179,15 @@ pub fn record_len(head: &[u8; HEADER_LEN]) -> Result<usize, RecordError> {
     Ok(HEADER_LEN + len)
 }
 
+/// How long the record at the start of `bytes` is, header included, once
+/// its header is all there.
+fn record_len_at(bytes: &[u8]) -> Result<Option<usize>, RecordError> {
+    match bytes.first_chunk::<HEADER_LEN>() {
+        Some(head) => record_len(head).map(Some),
+        None => Ok(None),
+    }
+}
+
 impl Opener {
     /// Opens `record` (header included, exactly [`record_len`] bytes) in
     /// place; returns the range of `record` that holds its data.
@@ -343,7 +352,8 @@ impl<IO: tokio::io::AsyncWrite + Unpin> RecordStream<IO> {
 
 impl<IO: tokio::io::AsyncRead + Unpin> RecordStream<IO> {
     /// Reads from the socket into `dst`'s free space (at most
-    /// [`DIRECT_MAX`] bytes: the space is zeroed first) and opens every
+    /// [`DIRECT_MAX`] bytes, zeroed first unless `dst` says they are
+    /// initialised already) and opens every
     /// whole record there, each record's data written by its decryption
     /// over the headers and tags before it, so the data reaches the
     /// caller without a copy. A record cut at the read's end goes to
@@ -374,11 +384,7 @@ impl<IO: tokio::io::AsyncRead + Unpin> RecordStream<IO> {
             return Poll::Ready(Ok(true));
         }
         let (mut out, mut inp) = (0, 0);
-        while n - inp >= HEADER_LEN {
-            let head: [u8; HEADER_LEN] = space[inp..inp + HEADER_LEN]
-                .try_into()
-                .map_err(|_| invalid(RecordError::Header))?;
-            let need = record_len(&head).map_err(invalid)?;
+        while let Some(need) = record_len_at(&space[inp..n]).map_err(invalid)? {
             if n - inp < need {
                 break;
             }
@@ -437,13 +443,8 @@ impl<IO: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for RecordStream<IO>
                 }
             }
             // The next record, whole, if it is here.
-            let mut need = HEADER_LEN;
-            if me.rend - me.rpos >= HEADER_LEN {
-                let head: [u8; HEADER_LEN] = me.rbuf[me.rpos..me.rpos + HEADER_LEN]
-                    .try_into()
-                    .map_err(|_| invalid(RecordError::Header))?;
-                need = record_len(&head).map_err(invalid)?;
-                if me.rend - me.rpos >= need {
+            let need = match record_len_at(&me.rbuf[me.rpos..me.rend]).map_err(invalid)? {
+                Some(need) if me.rend - me.rpos >= need => {
                     let at = me.rpos;
                     let r = me
                         .opener
@@ -453,7 +454,9 @@ impl<IO: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for RecordStream<IO>
                     me.rpos += need;
                     continue;
                 }
-            }
+                Some(need) => need,
+                None => HEADER_LEN,
+            };
             // Read more: keep the partial record at the buffer's start.
             if me.rpos > 0 {
                 me.rbuf.copy_within(me.rpos..me.rend, 0);
