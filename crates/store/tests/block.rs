@@ -913,3 +913,61 @@ fn many_deferred_overwrites_are_synced_beside_the_commits() {
     assert!(t.s().read(c, &o, &[(0, 1 << 20)]).unwrap()[0] == model);
     clean(&t);
 }
+
+/// Large writes are written by the writer threads while `queue` returns at
+/// once: transactions queued back to back, over the same objects, must
+/// still land in queue order, each completed and none leaking the space it
+/// reserved, whatever the writer count; and a store dropped with them
+/// queued finishes them first.
+#[test]
+fn large_writes_queued_back_to_back_land_in_queue_order() {
+    for writers in [0, 1, 4] {
+        let mut t = TempBlock::new(BlockConfig {
+            size: 16 << 20,
+            writers,
+            ..BlockConfig::default()
+        });
+        let c = suite::c1();
+        let mut tx = Transaction::new();
+        tx.create_collection(c);
+        t.s().apply(tx).unwrap();
+        let oids: Vec<ObjectId> = (0..3).map(|i| suite::oid(i, &format!("o{i}"))).collect();
+        let len = |i: usize| (64 << 10) + i * 4096 + i; // 64-261 KiB for i < 50
+        let queue = |t: &TempBlock, from: usize| -> Vec<Commit> {
+            (from..from + 30)
+                .map(|i| {
+                    let mut tx = Transaction::new();
+                    tx.write_full(c, &oids[i % 3], vec![i as u8; len(i % 50)]);
+                    t.s().queue_transaction(tx)
+                })
+                .collect()
+        };
+        let check = |t: &TempBlock, last: usize| {
+            for (k, o) in oids.iter().enumerate() {
+                let i = last - 2 + k;
+                let got = t.s().read(c, o, &[(0, u64::MAX)]).unwrap().remove(0);
+                assert_eq!(got.len(), len(i % 50), "writers {writers}, {o:?}");
+                assert!(
+                    got.iter().all(|&b| b == i as u8),
+                    "writers {writers}, {o:?}"
+                );
+            }
+            clean(t);
+        };
+        // Ten times the store's size goes through it: space a write
+        // reserved and did not use or return would run it out.
+        for round in 0..20 {
+            for commit in queue(&t, round * 30) {
+                commit.wait().unwrap();
+            }
+            check(&t, round * 30 + 29);
+        }
+        // Dropped with every write queued: each is committed first.
+        let commits = queue(&t, 600);
+        t.remount();
+        for commit in commits {
+            commit.wait().unwrap();
+        }
+        check(&t, 629);
+    }
+}

@@ -6,7 +6,7 @@
 
 use super::codec::*;
 use super::{
-    ids, io, read_blocks, read_logical_into, AlignedBuf, Allocator, Job, Prepared, Shared,
+    ids, io, read_blocks, read_logical_into, AlignedBuf, Allocator, Job, Pre, Prepared, Shared,
 };
 use crate::error::{Result, StoreError};
 use crate::kv::{Kv, KvOp};
@@ -129,7 +129,8 @@ impl Committer {
         let mut sync = false;
         for j in jobs {
             sync |= j.sync;
-            let r = self.prepare(&j.txn, &j.pre, &mut b);
+            let pre: Vec<Option<Prepared>> = j.pre.into_iter().map(Pre::wait).collect();
+            let r = self.prepare(&j.txn, &pre, &mut b);
             done.push((j.done, r));
         }
         let alloc_ops = match self.s.alloc.lock() {

@@ -20,8 +20,12 @@
 //! batch's large writes, at 1,024 records, or once much freed space
 //! waits for their deletion); until their
 //! records are deleted (after a sync), a crash is repaired at mount by
-//! replaying them. Large `write_full`s are written by the writer's own
-//! thread into reserved space before they are queued.
+//! replaying them. Large `write_full`s are written into reserved space by
+//! a small pool of writer threads (or, with `writers: 0`, by the caller's
+//! thread before queueing): `queue` returns at once, so a caller on an
+//! async runtime is never blocked by the device, and several such writes
+//! are on the device at a time. The committer takes jobs in queue order
+//! and waits for each one's writes before it prepares it.
 //!
 //! A transaction queued unsynced (`queue_unsynced`) completes once its
 //! batch is committed without the KV's sync, if that batch put nothing on
@@ -74,6 +78,11 @@ pub const META_CACHE: usize = 32 << 20;
 /// one machine then keeps 1 GiB of reads.
 pub const DEFAULT_READ_CACHE: u64 = 256 << 20;
 
+/// [`BlockConfig::writers`] unless set. Measured on the project's 2-core
+/// VM with four OSDs sharing one disk (BENCHMARKS.md): two per store keep
+/// the disk busy.
+pub const DEFAULT_WRITERS: usize = 4;
+
 /// Device file name inside the store directory.
 pub const BLOCK_FILE: &str = "block";
 /// KV directory name inside the store directory.
@@ -98,6 +107,10 @@ pub struct BlockConfig {
     pub inline_max: u64,
     /// Most transactions in one group commit.
     pub batch_max: usize,
+    /// Threads that write large `write_full`s to the device beside the
+    /// committer (0: the thread that queues one writes it first, blocked
+    /// until the device has it).
+    pub writers: usize,
     /// Bytes of large reads kept in memory for reads that come again (0:
     /// none). May change at mount.
     pub read_cache: u64,
@@ -112,6 +125,7 @@ impl Default for BlockConfig {
             deferred_max: 32 << 10,
             inline_max: 4096,
             batch_max: 128,
+            writers: DEFAULT_WRITERS,
             read_cache: DEFAULT_READ_CACHE,
             limits: Limits::default(),
         }
@@ -157,21 +171,46 @@ struct Shared {
     alloc: Mutex<Allocator>,
 }
 
-/// Work done in the caller's thread before queueing: for a large
-/// `write_full`, space reserved (still free on disk until the commit), the
-/// data written there with O_DIRECT, and its checksums. Writers thus
-/// write in parallel; the committer only commits metadata.
+/// Work done beside the committer for a large `write_full`: space
+/// reserved (still free on disk until the commit), the data written there
+/// with O_DIRECT, and its checksums. Such writes thus go to the device in
+/// parallel; the committer only commits metadata.
 pub(crate) struct Prepared {
     pub(crate) pieces: Vec<(u64, u64)>,
     pub(crate) csums: Vec<u32>,
 }
 
-/// A queued transaction: its completer, the space its large writes were
-/// written to ahead of it, and whether it must be durable when complete.
+/// One op's [`Prepared`] work: done (or none to do), or under way in a
+/// writer thread.
+enum Pre {
+    Done(Option<Prepared>),
+    Writing(mpsc::Receiver<Option<Prepared>>),
+}
+
+impl Pre {
+    /// Wait for the writer. One that went away without an answer leaves
+    /// the op to the committer, as any write that could not be prepared.
+    fn wait(self) -> Option<Prepared> {
+        match self {
+            Pre::Done(p) => p,
+            Pre::Writing(rx) => rx.recv().ok().flatten(),
+        }
+    }
+}
+
+/// A large `write_full` handed to the writer threads.
+struct WriteWork {
+    coll: CollectionId,
+    data: Bytes,
+    reply: mpsc::SyncSender<Option<Prepared>>,
+}
+
+/// A queued transaction: its completer, the space its large writes go to
+/// ahead of it, and whether it must be durable when complete.
 struct Job {
     txn: Transaction,
     done: Completer,
-    pre: Vec<Option<Prepared>>,
+    pre: Vec<Pre>,
     sync: bool,
 }
 
@@ -181,6 +220,9 @@ pub struct BlockStore {
     shared: Arc<Shared>,
     tx: Mutex<Option<Sender<Job>>>,
     committer: Mutex<Option<JoinHandle<()>>>,
+    /// Where large writes go to be written (`None`: in the caller's thread).
+    writer_tx: Mutex<Option<Sender<WriteWork>>>,
+    writers: Mutex<Vec<JoinHandle<()>>>,
     dir: PathBuf,
 }
 
@@ -462,10 +504,32 @@ impl BlockStore {
             .name("loligo-store-commit".into())
             .spawn(move || c.run(rx, syncer))
             .map_err(io)?;
+        let mut writers = Vec::new();
+        let mut writer_tx = None;
+        if cfg.writers > 0 {
+            let (wtx, wrx) = mpsc::channel::<WriteWork>();
+            let wrx = Arc::new(Mutex::new(wrx));
+            for i in 0..cfg.writers {
+                let (s, wrx) = (shared.clone(), wrx.clone());
+                let spawned = std::thread::Builder::new()
+                    .name(format!("loligo-store-write-{i}"))
+                    .spawn(move || write_loop(&s, &wrx));
+                match spawned {
+                    Ok(h) => writers.push(h),
+                    // Fewer writers (or none: callers write) still work.
+                    Err(_) => break,
+                }
+            }
+            if !writers.is_empty() {
+                writer_tx = Some(wtx);
+            }
+        }
         Ok(BlockStore {
             shared,
             tx: Mutex::new(Some(tx)),
             committer: Mutex::new(Some(handle)),
+            writer_tx: Mutex::new(writer_tx),
+            writers: Mutex::new(writers),
             dir: dir.to_path_buf(),
         })
     }
@@ -509,7 +573,7 @@ impl BlockStore {
 
     fn queue(&self, txn: Transaction, sync: bool) -> Commit {
         let (commit, done) = Commit::pending();
-        let pre = txn.ops.iter().map(|op| self.prepare_write(op)).collect();
+        let pre = txn.ops.iter().map(|op| self.start_write(op)).collect();
         let job = Job {
             txn,
             done,
@@ -535,11 +599,35 @@ impl Drop for BlockStore {
         if let Ok(mut tx) = self.tx.lock() {
             tx.take();
         }
+        // Writers finish what is queued (the committer may wait for it),
+        // then see the channel closed.
+        if let Ok(mut tx) = self.writer_tx.lock() {
+            tx.take();
+        }
         if let Ok(mut h) = self.committer.lock() {
             if let Some(h) = h.take() {
                 let _ = h.join();
             }
         }
+        if let Ok(mut ws) = self.writers.lock() {
+            for h in ws.drain(..) {
+                let _ = h.join();
+            }
+        }
+    }
+}
+
+/// A writer thread: prepares large writes until the store is dropped.
+fn write_loop(s: &Shared, rx: &Mutex<mpsc::Receiver<WriteWork>>) {
+    loop {
+        // The lock is held while waiting: one writer waits on the channel,
+        // the others on the lock.
+        let work = match rx.lock() {
+            Ok(rx) => rx.recv(),
+            Err(_) => return,
+        };
+        let Ok(w) = work else { return };
+        let _ = w.reply.send(prepare_write(s, w.coll, &w.data));
     }
 }
 
@@ -1363,59 +1451,33 @@ impl ObjectStore for BlockStore {
 }
 
 impl BlockStore {
-    /// For a large `write_full` into an uncompressed collection: reserve
-    /// space, write the data there, compute checksums. `None` leaves the
-    /// op to the committer (small writes, compression, no space, errors).
-    fn prepare_write(&self, op: &crate::txn::Op) -> Option<Prepared> {
+    /// Start an op's [`Prepared`] work: a large `write_full` goes to the
+    /// writer threads (or, without them, is written here).
+    fn start_write(&self, op: &crate::txn::Op) -> Pre {
         let crate::txn::Op::WriteFull { coll, data, .. } = op else {
-            return None;
+            return Pre::Done(None);
         };
         let s = &self.shared;
         if (data.len() as u64) <= s.deferred_max || s.failed.load(Ordering::Relaxed) {
-            return None;
+            return Pre::Done(None);
         }
-        let comp = s.kv.get(&coll_prefix(T_COLL, *coll)).ok()??;
-        if comp.first().copied().unwrap_or(0) != 0 {
-            return None;
-        }
-        let bs = s.bs as usize;
-        let len = data.len().div_ceil(bs) * bs;
-        // A caller's buffer that is aligned and whole blocks long (see
-        // [`aligned_bytes`]) goes to the device as it is; anything else is
-        // copied into a pooled aligned buffer.
-        let direct = len == data.len() && (data.as_ptr() as usize).is_multiple_of(DIRECT_ALIGN);
-        let pooled = if direct {
-            None
-        } else {
-            Some(s.buf_pool.take(data, len))
+        let (reply, rx) = mpsc::sync_channel(1);
+        let work = WriteWork {
+            coll: *coll,
+            data: data.clone(),
+            reply,
         };
-        let src: &[u8] = match &pooled {
-            Some(b) => b.as_slice(),
-            None => data,
+        let unsent = match self.writer_tx.lock() {
+            Ok(tx) => match tx.as_ref() {
+                Some(tx) => tx.send(work).err().map(|e| e.0),
+                None => Some(work),
+            },
+            Err(_) => Some(work),
         };
-        let csums = src.chunks(bs).map(csum).collect();
-        let written = (|| {
-            let pieces = s.alloc.lock().ok()?.reserve(len as u64)?;
-            let dev = s.dev_direct.as_ref().unwrap_or(&s.dev);
-            let mut at = 0usize;
-            for &(off, n) in &pieces {
-                if dev.write_all_at(&src[at..at + n as usize], off).is_err() {
-                    if let Ok(mut a) = s.alloc.lock() {
-                        a.unreserve(&pieces);
-                    }
-                    return None;
-                }
-                at += n as usize;
-            }
-            Some(pieces)
-        })();
-        if let Some(b) = pooled {
-            s.buf_pool.put(b);
+        match unsent {
+            None => Pre::Writing(rx),
+            Some(w) => Pre::Done(prepare_write(s, w.coll, &w.data)),
         }
-        Some(Prepared {
-            pieces: written?,
-            csums,
-        })
     }
 
     fn need_coll(&self, c: CollectionId) -> Result<()> {
@@ -1464,6 +1526,57 @@ impl BlockStore {
             oid: o.clone(),
         })
     }
+}
+
+/// For a large `write_full` into an uncompressed collection: reserve
+/// space, write the data there, compute checksums. `None` leaves the op to
+/// the committer (small writes, compression, no space, errors).
+fn prepare_write(s: &Shared, coll: CollectionId, data: &[u8]) -> Option<Prepared> {
+    if (data.len() as u64) <= s.deferred_max || s.failed.load(Ordering::Relaxed) {
+        return None;
+    }
+    let comp = s.kv.get(&coll_prefix(T_COLL, coll)).ok()??;
+    if comp.first().copied().unwrap_or(0) != 0 {
+        return None;
+    }
+    let bs = s.bs as usize;
+    let len = data.len().div_ceil(bs) * bs;
+    // A caller's buffer that is aligned and whole blocks long (see
+    // [`aligned_bytes`]) goes to the device as it is; anything else is
+    // copied into a pooled aligned buffer.
+    let direct = len == data.len() && (data.as_ptr() as usize).is_multiple_of(DIRECT_ALIGN);
+    let pooled = if direct {
+        None
+    } else {
+        Some(s.buf_pool.take(data, len))
+    };
+    let src: &[u8] = match &pooled {
+        Some(b) => b.as_slice(),
+        None => data,
+    };
+    let csums = src.chunks(bs).map(csum).collect();
+    let written = (|| {
+        let pieces = s.alloc.lock().ok()?.reserve(len as u64)?;
+        let dev = s.dev_direct.as_ref().unwrap_or(&s.dev);
+        let mut at = 0usize;
+        for &(off, n) in &pieces {
+            if dev.write_all_at(&src[at..at + n as usize], off).is_err() {
+                if let Ok(mut a) = s.alloc.lock() {
+                    a.unreserve(&pieces);
+                }
+                return None;
+            }
+            at += n as usize;
+        }
+        Some(pieces)
+    })();
+    if let Some(b) = pooled {
+        s.buf_pool.put(b);
+    }
+    Some(Prepared {
+        pieces: written?,
+        csums,
+    })
 }
 
 #[cfg(test)]
