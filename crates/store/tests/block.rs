@@ -954,7 +954,7 @@ fn large_writes_queued_back_to_back_land_in_queue_order() {
             }
             clean(t);
         };
-        // Ten times the store's size goes through it: space a write
+        // Six times the store's size goes through it: space a write
         // reserved and did not use or return would run it out.
         for round in 0..20 {
             for commit in queue(&t, round * 30) {
