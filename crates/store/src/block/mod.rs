@@ -79,8 +79,9 @@ pub const META_CACHE: usize = 32 << 20;
 pub const DEFAULT_READ_CACHE: u64 = 256 << 20;
 
 /// [`BlockConfig::writers`] unless set. Measured on the project's 2-core
-/// VM with four OSDs sharing one disk (BENCHMARKS.md): two per store keep
-/// the disk busy.
+/// VM with four OSDs sharing one disk (BENCHMARKS.md): every count from
+/// two to twelve beat writing in the caller's thread, and past two they
+/// were alike within the disk's noise.
 pub const DEFAULT_WRITERS: usize = 4;
 
 /// Device file name inside the store directory.
