@@ -1459,7 +1459,7 @@ impl BlockStore {
             return Pre::Done(None);
         };
         let s = &self.shared;
-        if (data.len() as u64) <= s.deferred_max || s.failed.load(Ordering::Relaxed) {
+        if (data.len() as u64) <= s.deferred_max {
             return Pre::Done(None);
         }
         let (reply, rx) = mpsc::sync_channel(1);
@@ -1529,11 +1529,12 @@ impl BlockStore {
     }
 }
 
-/// For a large `write_full` into an uncompressed collection: reserve
-/// space, write the data there, compute checksums. `None` leaves the op to
-/// the committer (small writes, compression, no space, errors).
+/// For a large `write_full` (see `start_write`) into an uncompressed
+/// collection: reserve space, write the data there, compute checksums.
+/// `None` leaves the op to the committer (a failed store, compression, no
+/// space, errors).
 fn prepare_write(s: &Shared, coll: CollectionId, data: &[u8]) -> Option<Prepared> {
-    if (data.len() as u64) <= s.deferred_max || s.failed.load(Ordering::Relaxed) {
+    if s.failed.load(Ordering::Relaxed) {
         return None;
     }
     let comp = s.kv.get(&coll_prefix(T_COLL, coll)).ok()??;
