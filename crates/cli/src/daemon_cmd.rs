@@ -80,6 +80,10 @@ pub struct OsdArgs {
     /// again (0: none).
     #[arg(long, default_value_t = loligo_store::DEFAULT_READ_CACHE)]
     read_cache: u64,
+    /// How the store writes writes of at most 32 KiB (may change between
+    /// runs of the OSD).
+    #[arg(long, value_enum, default_value_t)]
+    small_writes: crate::store_cmd::SmallWritesArg,
     /// Use this device (or file) for data instead of DATA/block (mkfs only).
     #[arg(long)]
     device: Option<PathBuf>,
@@ -258,6 +262,7 @@ pub fn osd(a: OsdArgs) -> Result<(), CliError> {
     let bcfg = BlockConfig {
         size: a.size,
         read_cache: a.read_cache,
+        small_writes: a.small_writes.into(),
         ..BlockConfig::default()
     };
     if !a.data.join("kv").exists() && !a.data.join("block").exists() {

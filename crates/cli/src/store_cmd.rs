@@ -3,9 +3,33 @@
 
 use crate::CliError;
 use clap::{Args, Subcommand};
-use loligo_store::{torture, BlockConfig, BlockStore};
+use loligo_store::{torture, BlockConfig, BlockStore, SmallWrites};
 use std::io::Write;
 use std::path::PathBuf;
+
+/// How a store writes small writes (`--small-writes`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum SmallWritesArg {
+    /// Deferred when the data compresses to a quarter or less, else
+    /// copy-on-write.
+    #[default]
+    Auto,
+    /// Copy-on-write to new space: each byte written to the device once.
+    Cow,
+    /// Through the metadata journal, then in place: written twice, one
+    /// device sync fewer per commit.
+    Deferred,
+}
+
+impl From<SmallWritesArg> for SmallWrites {
+    fn from(a: SmallWritesArg) -> SmallWrites {
+        match a {
+            SmallWritesArg::Auto => SmallWrites::Auto,
+            SmallWritesArg::Cow => SmallWrites::CopyOnWrite,
+            SmallWritesArg::Deferred => SmallWrites::Deferred,
+        }
+    }
+}
 
 #[derive(Subcommand)]
 pub enum StoreCmd {
@@ -44,6 +68,9 @@ pub struct BenchArgs {
     /// KV's journal compresses.
     #[arg(long)]
     incompressible: bool,
+    /// How the store writes writes of at most 32 KiB.
+    #[arg(long, value_enum, default_value_t)]
+    small_writes: SmallWritesArg,
 }
 
 #[derive(Args)]
@@ -83,6 +110,9 @@ pub struct TortureArgs {
     /// Writer threads (transactions of one object stay in order).
     #[arg(long, default_value_t = 4)]
     threads: u64,
+    /// How the store writes writes of at most 32 KiB.
+    #[arg(long, value_enum, default_value_t)]
+    small_writes: SmallWritesArg,
 }
 
 pub fn run(cmd: StoreCmd) -> Result<(), CliError> {
@@ -142,7 +172,11 @@ pub fn run(cmd: StoreCmd) -> Result<(), CliError> {
             if !(1..=64).contains(&a.threads) {
                 return Err(CliError("--threads must be in 1..=64".into()));
             }
-            let s = BlockStore::mount(&a.dir, &BlockConfig::default())?;
+            let cfg = BlockConfig {
+                small_writes: a.small_writes.into(),
+                ..BlockConfig::default()
+            };
+            let s = BlockStore::mount(&a.dir, &cfg)?;
             torture::setup(&s)?;
             let end = a.count.map(|c| a.start + c);
             let out = std::sync::Mutex::new(std::io::stdout());
@@ -204,6 +238,7 @@ fn bench(a: BenchArgs) -> Result<(), CliError> {
     }
     let cfg = BlockConfig {
         size: a.size,
+        small_writes: a.small_writes.into(),
         ..BlockConfig::default()
     };
     BlockStore::mkfs(&sdir, &cfg)?;

@@ -60,6 +60,37 @@ impl suite::AsStore for TempBlock {
 
 store_suite!(TempBlock::small());
 
+impl TempBlock {
+    /// A small store whose small writes all take one path.
+    pub fn small_with(small_writes: SmallWrites) -> TempBlock {
+        TempBlock::new(BlockConfig {
+            size: 64 << 20,
+            small_writes,
+            ..BlockConfig::default()
+        })
+    }
+}
+
+/// Every small write copy-on-write (the default sends data that
+/// compresses well through the journal instead).
+mod cow {
+    use super::*;
+    store_suite!(TempBlock::small_with(SmallWrites::CopyOnWrite));
+}
+
+/// Every small write through the journal, then in place.
+mod deferred {
+    use super::*;
+    store_suite!(TempBlock::small_with(SmallWrites::Deferred));
+}
+
+/// The three ways small writes can go.
+const MODES: [SmallWrites; 3] = [
+    SmallWrites::Auto,
+    SmallWrites::CopyOnWrite,
+    SmallWrites::Deferred,
+];
+
 fn clean(t: &TempBlock) {
     let r = t.s().fsck(true).expect("fsck runs");
     assert!(r.errors.is_empty(), "fsck: {:?}", r.errors);
@@ -434,8 +465,8 @@ fn lz4_compression_saves_space_and_reads_back() {
 
 #[test]
 fn random_against_model_with_compression() {
-    for seed in 11..=13 {
-        let t = TempBlock::small();
+    for (seed, mode) in (11..=13).zip(MODES) {
+        let t = TempBlock::small_with(mode);
         let c = suite::c1();
         let mut tx = Transaction::new();
         tx.create_collection(c).set_compression(c, Compression::Lz4);
@@ -649,10 +680,11 @@ fn small_objects_live_in_their_onode_and_move_to_blocks_as_they_grow() {
 fn random_against_model_without_inline_objects() {
     // Every small object through blocks and deferred writes (the path
     // objects take above the inline limit, and stores that turn it off).
-    for seed in 21..=23 {
+    for (seed, small_writes) in (21..=23).zip(MODES) {
         let t = TempBlock::new(BlockConfig {
             size: 64 << 20,
             inline_max: 0,
+            small_writes,
             ..BlockConfig::default()
         });
         suite::random_against_model(t.s(), seed, 150);
@@ -734,7 +766,13 @@ fn space_freed_by_an_unsynced_transaction_waits_for_a_synced_one() {
 /// shares the blob, and removing the objects leaves no chunk behind.
 #[test]
 fn small_overwrites_of_a_large_blob_keep_its_checksums_right() {
-    let mut t = TempBlock::small();
+    for mode in MODES {
+        small_overwrites_of_a_large_blob(mode);
+    }
+}
+
+fn small_overwrites_of_a_large_blob(mode: SmallWrites) {
+    let mut t = TempBlock::small_with(mode);
     let c = suite::c1();
     let a = suite::oid(1, "large");
     let mut model: Vec<u8> = (0..1u32 << 20).map(|i| (i % 251) as u8).collect();
@@ -762,7 +800,12 @@ fn small_overwrites_of_a_large_blob_keep_its_checksums_right() {
     }
     for (i, &(off, len)) in writes.iter().enumerate() {
         let end = (off as usize + len).min(model.len());
-        let data: Vec<u8> = (0..end - off as usize).map(|j| (i + j * 7) as u8).collect();
+        // Patterned (compresses) and random (does not), for `Auto`.
+        let data: Vec<u8> = if i % 3 == 0 {
+            rng.bytes(end - off as usize)
+        } else {
+            (0..end - off as usize).map(|j| (i + j * 7) as u8).collect()
+        };
         model[off as usize..end].copy_from_slice(&data);
         let mut tx = Transaction::new();
         tx.write(c, &a, off, data);
@@ -805,7 +848,13 @@ fn small_overwrites_of_a_large_blob_keep_its_checksums_right() {
 /// of every writer must be there at the end, and after a remount.
 #[test]
 fn writers_sharing_objects_keep_every_change() {
-    let mut t = TempBlock::small();
+    for mode in MODES {
+        writers_sharing_objects(mode);
+    }
+}
+
+fn writers_sharing_objects(mode: SmallWrites) {
+    let mut t = TempBlock::small_with(mode);
     let c = suite::c1();
     let objs = [suite::oid(1, "shared-a"), suite::oid(2, "shared-b")];
     let mut tx = Transaction::new();
@@ -873,9 +922,16 @@ fn writers_sharing_objects_keep_every_change() {
 /// their in-place data is synced beside the commits once 1,024 records
 /// wait, and their records are deleted after. Every byte survives, across
 /// a remount (which replays whatever records are left), and fsck is clean.
+/// Copy-on-write, the same overwrites leave no record and no space behind.
 #[test]
 fn many_deferred_overwrites_are_synced_beside_the_commits() {
-    let mut t = TempBlock::small();
+    for mode in [SmallWrites::Deferred, SmallWrites::CopyOnWrite] {
+        many_small_overwrites(mode);
+    }
+}
+
+fn many_small_overwrites(mode: SmallWrites) {
+    let mut t = TempBlock::small_with(mode);
     let c = suite::c1();
     let o = suite::oid(3, "hot");
     let mut tx = Transaction::new();
@@ -908,7 +964,13 @@ fn many_deferred_overwrites_are_synced_beside_the_commits() {
     clean(&t);
     // 2,800 records were written; those synced in place were deleted.
     let left = t.s().fsck(false).unwrap().deferred_records;
-    assert!(left < 2048, "{left} deferred records left");
+    if mode == SmallWrites::Deferred {
+        assert!(left < 2048, "{left} deferred records left");
+    } else {
+        assert_eq!(left, 0, "copy-on-write leaves no deferred record");
+        settle(&t, c);
+        assert_eq!(t.s().statfs().unwrap().used, 1 << 20, "old places freed");
+    }
     t.remount();
     assert!(t.s().read(c, &o, &[(0, 1 << 20)]).unwrap()[0] == model);
     clean(&t);
@@ -970,4 +1032,146 @@ fn large_writes_queued_back_to_back_land_in_queue_order() {
         }
         check(&t, 629);
     }
+}
+
+/// The places of blocks 0..n of an object on the device.
+fn places(t: &TempBlock, c: CollectionId, o: &ObjectId, n: u64) -> Vec<u64> {
+    (0..n)
+        .map(|b| t.s().data_location(c, o, b * 4096).unwrap().unwrap())
+        .collect()
+}
+
+/// A few synced commits: space freed before them becomes reusable (it
+/// waits for a later batch and for its own to be durable).
+fn settle(t: &TempBlock, c: CollectionId) {
+    for i in 0..4u8 {
+        let mut tx = Transaction::new();
+        tx.set_record(c, b"settle", vec![i]);
+        t.s().apply(tx).unwrap();
+    }
+}
+
+/// Copy-on-write overwrites move blocks within their blob: the blocks
+/// written go to new places (one written twice moves twice), the others
+/// stay, the old places are freed (fsck finds the device tiled exactly,
+/// nothing leaked, every checksum right), the space used stays the
+/// object's, and all of it survives a remount. A clone sharing the blob
+/// keeps its bytes when the other copy is overwritten, and removing both
+/// frees everything.
+#[test]
+fn copy_on_write_overwrites_move_blocks_and_free_the_old_places() {
+    let mut t = TempBlock::small_with(SmallWrites::CopyOnWrite);
+    let c = suite::c1();
+    let a = suite::oid(1, "cow");
+    let mut rng = loligo_testkit::Rng::new(5);
+    let mut model = rng.bytes(1 << 20);
+    let mut tx = Transaction::new();
+    tx.create_collection(c).write_full(c, &a, model.clone());
+    t.s().apply(tx).unwrap();
+    settle(&t, c);
+    let used = t.s().statfs().unwrap().used;
+    let before = places(&t, c, &a, 256);
+    // Whole blocks at a checksum chunk's edges, two blocks at once, the
+    // last block, block 3 twice, and part of block 10.
+    let writes: [(u64, usize); 7] = [
+        (3 * 4096, 4096),
+        (63 * 4096, 4096),
+        (64 * 4096, 4096),
+        (100 * 4096, 8192),
+        (255 * 4096, 4096),
+        (3 * 4096, 4096),
+        (10 * 4096 + 100, 300),
+    ];
+    let mut third = 0;
+    for (i, &(off, len)) in writes.iter().enumerate() {
+        let data = rng.bytes(len);
+        model[off as usize..off as usize + len].copy_from_slice(&data);
+        let mut tx = Transaction::new();
+        tx.write(c, &a, off, data);
+        t.s().apply(tx).unwrap();
+        if i == 0 {
+            third = places(&t, c, &a, 4)[3];
+        }
+    }
+    let after = places(&t, c, &a, 256);
+    let written = [3, 63, 64, 100, 101, 255, 10];
+    for b in 0..256 {
+        let moved = written.contains(&b);
+        assert_eq!(
+            after[b] != before[b],
+            moved,
+            "block {b}: {} -> {}",
+            before[b],
+            after[b]
+        );
+    }
+    assert_ne!(after[3], third, "a block written twice moves twice");
+    assert_eq!(t.s().read(c, &a, &[(0, 1 << 20)]).unwrap()[0], model);
+    assert_eq!(t.s().read_bytes(c, &a, 0, 1 << 20).unwrap(), model);
+    // Ranges that start, end or lie inside moved blocks.
+    for (off, len) in [(3 * 4096 + 7, 9000), (62 * 4096, 3 * 4096), (255 * 4096 + 1, 4095)] {
+        assert_eq!(
+            t.s().read(c, &a, &[(off, len)]).unwrap()[0],
+            model[off as usize..(off + len) as usize]
+        );
+    }
+    clean(&t);
+    settle(&t, c);
+    assert_eq!(t.s().statfs().unwrap().used, used, "old places were freed");
+    t.remount();
+    assert_eq!(places(&t, c, &a, 256), after);
+    assert_eq!(t.s().read_bytes(c, &a, 0, 1 << 20).unwrap(), model);
+    clean(&t);
+    // A clone shares the blob: its overwrite copies, the original's
+    // blocks stay where they are.
+    let b = suite::oid(2, "cow-clone");
+    let mut tx = Transaction::new();
+    tx.clone_object(c, &a, &b);
+    t.s().apply(tx).unwrap();
+    let mut tx = Transaction::new();
+    tx.write(c, &b, 3 * 4096, vec![0xcd; 4096]);
+    t.s().apply(tx).unwrap();
+    assert_eq!(places(&t, c, &a, 256), after);
+    assert_eq!(t.s().read(c, &a, &[(0, 1 << 20)]).unwrap()[0], model);
+    let mut cloned = model.clone();
+    cloned[3 * 4096..4 * 4096].fill(0xcd);
+    assert_eq!(t.s().read(c, &b, &[(0, 1 << 20)]).unwrap()[0], cloned);
+    clean(&t);
+    let mut tx = Transaction::new();
+    tx.remove(c, &a).remove(c, &b);
+    t.s().apply(tx).unwrap();
+    settle(&t, c);
+    let r = t.s().fsck(true).unwrap();
+    assert!(r.errors.is_empty(), "fsck: {:?}", r.errors);
+    assert_eq!(r.blobs, 0);
+    assert_eq!(t.s().statfs().unwrap().used, 0);
+}
+
+/// `Auto` sends a small write through the journal when it compresses to a
+/// quarter or less (its block stays in place), else copy-on-write (its
+/// block moves).
+#[test]
+fn auto_small_writes_defer_what_compresses_and_copy_what_does_not() {
+    let t = TempBlock::small_with(SmallWrites::Auto);
+    let c = suite::c1();
+    let a = suite::oid(1, "auto");
+    let mut rng = loligo_testkit::Rng::new(6);
+    let mut tx = Transaction::new();
+    tx.create_collection(c).write_full(c, &a, rng.bytes(256 << 10));
+    t.s().apply(tx).unwrap();
+    let before = places(&t, c, &a, 64);
+    let mut tx = Transaction::new();
+    tx.write(c, &a, 4096, vec![7; 4096])
+        .write(c, &a, 5 * 4096, rng.bytes(4096));
+    t.s().apply(tx).unwrap();
+    let after = places(&t, c, &a, 64);
+    assert_eq!(after[1], before[1], "compressible: deferred, in place");
+    assert_ne!(after[5], before[5], "incompressible: copy-on-write");
+    assert_eq!(
+        (0..64).filter(|&b| after[b] != before[b]).count(),
+        1,
+        "only the copied block moved"
+    );
+    assert_eq!(t.s().read(c, &a, &[(4096, 4096)]).unwrap()[0], vec![7; 4096]);
+    clean(&t);
 }

@@ -4,6 +4,7 @@
 
 use crate::error::{Result, StoreError};
 use crate::names::{CollectionId, ObjectId};
+use std::collections::BTreeMap;
 
 /// Key tags: the first byte of every key.
 pub const T_SUPER: u8 = b'S';
@@ -376,6 +377,11 @@ impl Onode {
 /// A contiguous allocation on the device, shared by the extents that
 /// reference it (`refs` counts those extent pieces), with one crc32c per
 /// checksum block.
+///
+/// A block overwritten by copy-on-write lives elsewhere from then on: its
+/// place is in `moved`, and its old place was freed. The blob then holds
+/// its range minus those places, plus the places in `moved` (see
+/// [`Blob::spans`]). Only uncompressed blobs move blocks.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Blob {
     pub disk_off: u64,
@@ -389,6 +395,10 @@ pub struct Blob {
     pub clen: u64,
     /// Logical bytes the blob holds once decompressed (when compressed).
     pub raw_len: u64,
+    /// Blocks moved by copy-on-write overwrites: block index -> device
+    /// offset. Kept with the checksums of the same blocks (in the record,
+    /// or in the block's checksum chunk).
+    pub moved: BTreeMap<u64, u64>,
 }
 
 /// Where a blob's stored record keeps its checksums.
@@ -455,24 +465,75 @@ impl Blob {
         if self.comp != 0 {
             e.var(self.clen).var(self.raw_len);
         }
-        if let CsumPlace::Chunked { blocks } = place {
-            // After the fields of the older record (which always has at
-            // least one checksum inline, so a 0 count never meant this).
-            e.var(blocks);
+        match place {
+            CsumPlace::Chunked { blocks } => {
+                // After the fields of the older record (which always has
+                // at least one checksum inline, so a 0 count never meant
+                // this).
+                e.var(blocks);
+            }
+            CsumPlace::Inline if !self.moved.is_empty() => {
+                // Moved blocks of a small blob follow its checksums' record
+                // (records without them end before).
+                e.var(self.moved.len() as u64);
+                for (&i, &off) in &self.moved {
+                    e.var(i).var(off);
+                }
+            }
+            CsumPlace::Inline => {}
         }
         e.0
     }
 
-    /// Chunk `i` of the checksums as stored (little-endian u32s).
+    /// Where block `i` of the blob is on the device, `bs` bytes a block.
+    pub fn block_at(&self, i: u64, bs: u64) -> u64 {
+        match self.moved.get(&i) {
+            Some(&off) => off,
+            None => self.disk_off + i * bs,
+        }
+    }
+
+    /// The device extents the blob holds, in order of its blocks: its
+    /// range without the places of moved blocks, and those blocks'
+    /// current places.
+    pub fn spans(&self, bs: u64) -> Vec<(u64, u64)> {
+        let mut out: Vec<(u64, u64)> = Vec::new();
+        let mut push = |off: u64, len: u64| match out.last_mut() {
+            Some(l) if l.0 + l.1 == off => l.1 += len,
+            _ => out.push((off, len)),
+        };
+        let mut at = 0u64;
+        for (&i, &off) in &self.moved {
+            let here = i.saturating_mul(bs).min(self.len);
+            if here > at {
+                push(self.disk_off + at, here - at);
+            }
+            push(off, bs);
+            at = here.saturating_add(bs);
+        }
+        if at < self.len {
+            push(self.disk_off + at, self.len - at);
+        }
+        out
+    }
+
+    /// Chunk `i` of the checksums as stored (little-endian u32s), then the
+    /// moved blocks among them (index in the chunk, device offset).
     pub fn csum_chunk(&self, i: u64) -> Vec<u8> {
         let from = (i as usize)
             .saturating_mul(CSUM_CHUNK)
             .min(self.csums.len());
         let to = from.saturating_add(CSUM_CHUNK).min(self.csums.len());
-        self.csums[from..to]
-            .iter()
-            .flat_map(|c| c.to_le_bytes())
-            .collect()
+        let mut e = Enc(
+            self.csums[from..to]
+                .iter()
+                .flat_map(|c| c.to_le_bytes())
+                .collect(),
+        );
+        for (&b, &off) in self.moved.range(from as u64..to as u64) {
+            e.var(b - from as u64).var(off);
+        }
+        e.0
     }
 
     /// Decode a blob's record. With [`CsumPlace::Chunked`] the checksums
@@ -495,6 +556,7 @@ impl Blob {
             (0, 0)
         };
         let mut place = CsumPlace::Inline;
+        let mut moved = BTreeMap::new();
         if n == 0 && !d.done() {
             let blocks = d.var()?;
             // Bounded before anything is allocated for it.
@@ -503,6 +565,20 @@ impl Blob {
             }
             csums = vec![0; blocks as usize];
             place = CsumPlace::Chunked { blocks };
+        } else if !d.done() {
+            let count = d.var()?;
+            if count == 0 || count > n || comp != 0 {
+                return Err(corrupt("blob (moved block count)"));
+            }
+            let mut last = None;
+            for _ in 0..count {
+                let (i, off) = (d.var()?, d.var()?);
+                if i >= n || last.is_some_and(|l| i <= l) {
+                    return Err(corrupt("blob (moved block index)"));
+                }
+                last = Some(i);
+                moved.insert(i, off);
+            }
         }
         if !d.done() {
             return Err(corrupt("blob (trailing bytes)"));
@@ -515,22 +591,40 @@ impl Blob {
             comp,
             clen,
             raw_len,
+            moved,
         };
         Ok((b, place))
     }
 
-    /// Put stored chunk `i` (from [`Blob::csum_chunk`]) into `csums`.
+    /// Put stored chunk `i` (from [`Blob::csum_chunk`]) into `csums` and
+    /// `moved` (whose entries for the chunk's blocks it replaces).
     pub fn fill_chunk(&mut self, i: u64, v: &[u8]) -> Result<()> {
         let from = (i as usize).saturating_mul(CSUM_CHUNK);
         let want = self.csums.len().saturating_sub(from).min(CSUM_CHUNK);
-        if want == 0 || v.len() != want * 4 {
+        if want == 0 || v.len() < want * 4 || (self.comp != 0 && v.len() > want * 4) {
             return Err(corrupt("blob checksum chunk"));
         }
+        let (sums, rest) = v.split_at(want * 4);
         for (c, b) in self.csums[from..from + want]
             .iter_mut()
-            .zip(v.chunks_exact(4))
+            .zip(sums.chunks_exact(4))
         {
             *c = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+        }
+        let (lo, hi) = (from as u64, (from + want) as u64);
+        let stale: Vec<u64> = self.moved.range(lo..hi).map(|(&b, _)| b).collect();
+        for b in stale {
+            self.moved.remove(&b);
+        }
+        let mut d = Dec::new(rest);
+        let mut last = None;
+        while !d.done() {
+            let (b, off) = (d.var()?, d.var()?);
+            if b >= want as u64 || last.is_some_and(|l| b <= l) {
+                return Err(corrupt("blob checksum chunk (moved block index)"));
+            }
+            last = Some(b);
+            self.moved.insert(lo + b, off);
         }
         Ok(())
     }
@@ -609,6 +703,7 @@ mod tests {
             comp: 1,
             clen: 5000,
             raw_len: 65536,
+            moved: BTreeMap::new(),
         };
         assert_eq!(
             Blob::decode_head(&b.encode_head()).unwrap(),
@@ -631,6 +726,7 @@ mod tests {
             comp: 0,
             clen: 0,
             raw_len: 0,
+            moved: BTreeMap::new(),
         };
         let place = b.csum_place();
         assert_eq!(place, CsumPlace::Chunked { blocks: 200 });

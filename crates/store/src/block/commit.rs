@@ -7,6 +7,7 @@
 use super::codec::*;
 use super::{
     ids, io, read_blocks, read_logical_into, AlignedBuf, Allocator, Job, Pre, Prepared, Shared,
+    SmallWrites,
 };
 use crate::error::{Result, StoreError};
 use crate::kv::{Kv, KvOp};
@@ -413,6 +414,19 @@ impl Syncer {
     }
 }
 
+/// `places` (device offsets of `bs`-byte blocks, in order) as runs of
+/// consecutive blocks: (offset, bytes).
+fn runs(places: &[u64], bs: u64) -> Vec<(u64, u64)> {
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    for &p in places {
+        match out.last_mut() {
+            Some(r) if r.0 + r.1 == p => r.1 += bs,
+            _ => out.push((p, bs)),
+        }
+    }
+    out
+}
+
 fn closed_flusher() -> std::io::Error {
     std::io::Error::other("the deferred data's sync thread ended without an answer")
 }
@@ -561,32 +575,73 @@ impl Ctx<'_> {
         self.put(u64_key(T_BLOB, id), b.encode_head());
     }
 
-    /// Set the checksums of blocks `first..` of blob `id` to `new`,
-    /// rewriting only the chunks they fall in.
-    fn set_csums(&mut self, id: u64, first: u64, new: &[u32]) -> Result<()> {
+    /// Replace blocks `first..` of blob `id` (uncompressed, referenced by
+    /// one extent) with `buf`, whole blocks: copy-on-write into newly
+    /// allocated places, the old ones freed (`cow`), or in place through
+    /// deferred records. Rewrites only the blob's record or the checksum
+    /// chunks the blocks fall in.
+    fn rewrite_blocks(&mut self, id: u64, first: u64, buf: &[u8], cow: bool) -> Result<()> {
+        let bs = self.s.bs;
+        let n = buf.len() as u64 / bs;
         let (mut b, place) = self.blob_head(id)?;
-        let last = first + new.len() as u64;
-        if last > b.csums.len() as u64 {
+        let last = first + n;
+        if n == 0 || last > b.csums.len() as u64 {
             return Err(StoreError::Corrupt(format!(
-                "blob {id}: checksum of block {last} past its end"
+                "blob {id}: block {last} past its end"
             )));
         }
-        if place == CsumPlace::Inline {
-            b.csums[first as usize..last as usize].copy_from_slice(new);
-            self.put_blob_head(id, &b, place);
-            return Ok(());
-        }
         let chunk = CSUM_CHUNK as u64;
-        let (c0, c1) = (first / chunk, (last - 1) / chunk);
-        for i in c0..=c1 {
-            if first > i * chunk || last < ((i + 1) * chunk).min(b.csums.len() as u64) {
-                // Partly rewritten: the rest of the chunk is kept.
-                self.load_chunk(id, &mut b, i)?;
+        let chunks = match place {
+            CsumPlace::Inline => 0..0,
+            CsumPlace::Chunked { .. } => first / chunk..(last - 1) / chunk + 1,
+        };
+        // The chunks' moved blocks are needed whatever is rewritten.
+        for i in chunks.clone() {
+            self.load_chunk(id, &mut b, i)?;
+        }
+        for (i, blk) in (first..).zip(buf.chunks(bs as usize)) {
+            b.csums[i as usize] = csum(blk);
+        }
+        let old: Vec<u64> = (first..last).map(|i| b.block_at(i, bs)).collect();
+        if cow {
+            let mut i = first;
+            for (doff, dlen) in self.allocate(n * bs)? {
+                let from = ((i - first) * bs) as usize;
+                // Through the page cache: the batch's one sync writes every
+                // such block before its metadata commits.
+                self.s
+                    .dev
+                    .write_all_at(&buf[from..from + dlen as usize], doff)
+                    .map_err(io)?;
+                for at in (doff..doff + dlen).step_by(bs as usize) {
+                    if at == b.disk_off + i * bs {
+                        b.moved.remove(&i);
+                    } else {
+                        b.moved.insert(i, at);
+                    }
+                    i += 1;
+                }
+            }
+            self.wrote_data = true;
+            for (off, len) in runs(&old, bs) {
+                self.lock()?.free(off, len);
+                self.freed.push((off, len));
+            }
+        } else {
+            let mut k = 0usize;
+            for (off, len) in runs(&old, bs) {
+                let m = (len / bs) as usize;
+                let from = k * bs as usize;
+                self.defer(off, buf[from..from + len as usize].to_vec());
+                k += m;
             }
         }
-        b.csums[first as usize..last as usize].copy_from_slice(new);
-        for i in c0..=c1 {
-            self.put(csum_key(id, i), b.csum_chunk(i));
+        if chunks.is_empty() {
+            self.put_blob_head(id, &b, place);
+        } else {
+            for i in chunks {
+                self.put(csum_key(id, i), b.csum_chunk(i));
+            }
         }
         Ok(())
     }
@@ -604,12 +659,19 @@ impl Ctx<'_> {
             )));
         }
         if n == 0 {
+            // Moved blocks of a large blob are listed in its chunks.
+            let b = match place {
+                CsumPlace::Inline => b,
+                CsumPlace::Chunked { .. } => self.blob(id)?,
+            };
             self.del(u64_key(T_BLOB, id));
             for i in 0..place.chunks() {
                 self.del(csum_key(id, i));
             }
-            self.lock()?.free(b.disk_off, b.len);
-            self.freed.push((b.disk_off, b.len));
+            for (off, len) in b.spans(self.s.bs) {
+                self.lock()?.free(off, len);
+                self.freed.push((off, len));
+            }
         } else {
             b.refs = n as u64;
             self.put_blob_head(id, &b, place);
@@ -720,9 +782,7 @@ impl Ctx<'_> {
                 let (blob, _) = self.blob_head(x.blob)?;
                 if blob.refs == 1 && blob.comp == 0 {
                     let boff = x.boff + (a - x.loff);
-                    let new: Vec<u32> = buf.chunks(bs as usize).map(csum).collect();
-                    self.set_csums(x.blob, boff / bs, &new)?;
-                    self.defer(blob.disk_off + boff, buf.to_vec());
+                    self.rewrite_blocks(x.blob, boff / bs, buf, self.cow(buf))?;
                     on.size = on.size.max(end);
                     return Ok(());
                 }
@@ -733,14 +793,19 @@ impl Ctx<'_> {
             return Ok(());
         }
         let pieces = self.allocate(b - a)?;
+        let cow = small && self.cow(buf);
         self.punch(on, a, b)?;
         let mut lo = a;
         for (doff, dlen) in pieces {
             let part = &buf[(lo - a) as usize..(lo - a + dlen) as usize];
             let csums = part.chunks(bs as usize).map(csum).collect();
             let id = self.new_blob(doff, dlen, csums);
-            if small {
+            if small && !cow {
                 self.defer(doff, part.to_vec());
+            } else if small {
+                // Through the page cache, synced with the batch.
+                self.s.dev.write_all_at(part, doff).map_err(io)?;
+                self.wrote_data = true;
             } else {
                 // Large: straight to the device, bypassing the page cache
                 // when O_DIRECT is available (offsets, lengths and the
@@ -760,6 +825,16 @@ impl Ctx<'_> {
         on.extents.sort_by_key(|x| x.loff);
         on.size = on.size.max(end);
         Ok(())
+    }
+
+    /// Whether small write `buf` goes copy-on-write (else deferred): see
+    /// [`SmallWrites`].
+    fn cow(&self, buf: &[u8]) -> bool {
+        match self.s.small_writes {
+            SmallWrites::CopyOnWrite => true,
+            SmallWrites::Deferred => false,
+            SmallWrites::Auto => lz4_flex::block::compress(buf).len() * 4 > buf.len(),
+        }
     }
 
     /// `write_full` of a large object whose data the caller already wrote
@@ -810,6 +885,7 @@ impl Ctx<'_> {
                 comp: 0,
                 clen: 0,
                 raw_len: 0,
+                moved: BTreeMap::new(),
             },
         );
         id
@@ -875,6 +951,7 @@ impl Ctx<'_> {
                 comp: Compression::Lz4.code(),
                 clen: packed.len() as u64,
                 raw_len: buf.len() as u64,
+                moved: BTreeMap::new(),
             },
         );
         on.extents.push(Extent {

@@ -100,8 +100,12 @@ pub struct BlockConfig {
     pub size: u64,
     /// Allocation and checksum unit (mkfs only; a power of two >= 512).
     pub block_size: u64,
-    /// Writes of at most this many bytes go through the KV (deferred).
+    /// Writes of at most this many bytes are small: they go to the device
+    /// as [`BlockConfig::small_writes`] says; larger ones always to newly
+    /// allocated space, written before their metadata commits.
     pub deferred_max: u64,
+    /// How small writes reach the device. May change at mount.
+    pub small_writes: SmallWrites,
     /// Objects of at most this many bytes keep their data inside their
     /// onode: no blob, no allocation, no device write (0: never). May
     /// change at mount; at most [`INLINE_MAX_LIMIT`].
@@ -124,6 +128,7 @@ impl Default for BlockConfig {
             size: 1 << 30,
             block_size: 4096,
             deferred_max: 32 << 10,
+            small_writes: SmallWrites::default(),
             inline_max: 4096,
             batch_max: 128,
             writers: DEFAULT_WRITERS,
@@ -131,6 +136,28 @@ impl Default for BlockConfig {
             limits: Limits::default(),
         }
     }
+}
+
+/// How writes of at most [`BlockConfig::deferred_max`] bytes reach the
+/// device. Either way a write is durable before it completes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SmallWrites {
+    /// Deferred when the data compresses to a quarter of its size or less
+    /// (the journal then holds it for little), else copy-on-write: each
+    /// byte costs the device at most about 1.5 bytes written, and data
+    /// that compresses keeps the deferred path's one sync per commit.
+    #[default]
+    Auto,
+    /// Copy-on-write, as large writes: the blocks go to newly allocated
+    /// places (an overwrite's old places are freed) and the batch syncs
+    /// the device once before its metadata commits. Each byte is written
+    /// to the device once.
+    CopyOnWrite,
+    /// Through the KV: the data is committed in a deferred record, then
+    /// written in place and synced lazily. Each byte is written twice
+    /// (the metadata journal compresses what compresses), but a batch's
+    /// commit waits for one sync instead of two.
+    Deferred,
 }
 
 fn io(e: impl std::fmt::Display) -> StoreError {
@@ -153,6 +180,7 @@ struct Shared {
     size: u64,
     bs: u64,
     deferred_max: u64,
+    small_writes: SmallWrites,
     inline_max: u64,
     limits: Limits,
     /// Readers hold it shared while they read metadata and data; the
@@ -469,6 +497,7 @@ impl BlockStore {
             size,
             bs,
             deferred_max: cfg.deferred_max.max(bs) / bs * bs,
+            small_writes: cfg.small_writes,
             inline_max: cfg.inline_max.min(INLINE_MAX_LIMIT),
             limits: cfg.limits,
             view: RwLock::new(()),
@@ -562,7 +591,8 @@ impl BlockStore {
         for x in &on.extents {
             if off >= x.loff && off < x.loff + x.len {
                 let b = get_blob(&s.kv, x.blob)?;
-                return Ok(Some(b.disk_off + x.boff + (off - x.loff)));
+                let at = x.boff + (off - x.loff);
+                return Ok(Some(b.block_at(at / s.bs, s.bs) + at % s.bs));
             }
         }
         Ok(None)
@@ -877,6 +907,10 @@ fn one_run<'a>(
     }
     let first = start / s.bs;
     let last = (start + len - 1) / s.bs;
+    if b.moved.range(first..=last).next().is_some() {
+        // Not one run on the device.
+        return Ok(None);
+    }
     Ok(Some(Run {
         extent: x,
         blob: b,
@@ -913,6 +947,34 @@ fn copy_inline(d: &[u8], off: u64, out: &mut [u8]) {
     let start = usize::try_from(off).unwrap_or(usize::MAX).min(d.len());
     let n = (d.len() - start).min(out.len());
     out[..n].copy_from_slice(&d[start..start + n]);
+}
+
+/// Blocks `first..=last` of uncompressed blob `b`, read run by run of
+/// consecutive places on the device (blocks moved by copy-on-write are
+/// elsewhere).
+fn blob_blocks(
+    s: &Shared,
+    b: &Blob,
+    first: u64,
+    last: u64,
+    blocks: &mut dyn FnMut(u64, u64) -> Result<Vec<u8>>,
+) -> Result<Vec<u8>> {
+    let bs = s.bs;
+    if b.moved.range(first..=last).next().is_none() {
+        return blocks(b.disk_off + first * bs, last - first + 1);
+    }
+    let mut out = Vec::with_capacity(((last - first + 1) * bs) as usize);
+    let mut i = first;
+    while i <= last {
+        let at = b.block_at(i, bs);
+        let mut n = 1;
+        while i + n <= last && b.block_at(i + n, bs) == at + n * bs {
+            n += 1;
+        }
+        out.extend_from_slice(&blocks(at, n)?);
+        i += n;
+    }
+    Ok(out)
 }
 
 /// [`read_logical`] into a zeroed buffer of the wanted length.
@@ -968,7 +1030,7 @@ fn read_logical_into(
         // Whole checksum blocks covering [s0, e0) within the blob.
         let first = (x.boff + (s0 - xs)) / s.bs;
         let last = (x.boff + (e0 - xs) - 1) / s.bs;
-        let run = blocks(b.disk_off + first * s.bs, last - first + 1)?;
+        let run = blob_blocks(s, &b, first, last, blocks)?;
         check_run(s, oid, x, &b, first, &run)?;
         for (bi, data) in (first..=last).zip(run.chunks_exact(s.bs as usize)) {
             // This block's bytes map to logical [ls, le).
@@ -1126,7 +1188,18 @@ fn fsck(s: &Shared, deep: bool) -> Result<FsckReport> {
             ));
         }
         r.used_bytes += b.len;
-        spans.push((b.disk_off, b.len, format!("blob {id}")));
+        if b.comp != 0 && !b.moved.is_empty() {
+            r.errors.push(format!("blob {id}: compressed, with moved blocks"));
+        }
+        for (i, off) in &b.moved {
+            if !off.is_multiple_of(s.bs) || *i >= b.len / s.bs {
+                r.errors
+                    .push(format!("blob {id}: block {i} moved to {off}, not a block"));
+            }
+        }
+        for (off, len) in b.spans(s.bs) {
+            spans.push((off, len, format!("blob {id}")));
+        }
     }
     for (k, v) in all(T_FREE)? {
         let (off, len) = (decode_u64_key(&k)?, Dec::new(&v).var()?);
@@ -1156,7 +1229,7 @@ fn fsck(s: &Shared, deep: bool) -> Result<FsckReport> {
         let none = HashMap::new();
         for (id, b) in &blobs {
             for (i, &want) in b.csums.iter().enumerate() {
-                let data = read_blocks(s, &none, b.disk_off + i as u64 * s.bs, 1)?;
+                let data = read_blocks(s, &none, b.block_at(i as u64, s.bs), 1)?;
                 r.blocks_checked += 1;
                 if csum(&data) != want {
                     r.errors
