@@ -223,6 +223,20 @@ fn s_apply(s: &BlockStore, n: u64) -> Result<&'static str, CliError> {
     }
 }
 
+/// Ask the kernel to drop the cached pages of `path` (best effort: the
+/// bench's cold reads then come from the device).
+fn drop_cached(path: &std::path::Path) {
+    if let Ok(f) = std::fs::File::open(path) {
+        let _ = f.sync_data();
+        let _ = nix::fcntl::posix_fadvise(
+            &f,
+            0,
+            0,
+            nix::fcntl::PosixFadviseAdvice::POSIX_FADV_DONTNEED,
+        );
+    }
+}
+
 fn bench(a: BenchArgs) -> Result<(), CliError> {
     use loligo_store::bench;
     if !(a.seconds > 0.0 && a.seconds <= 600.0) {
@@ -256,10 +270,18 @@ fn bench(a: BenchArgs) -> Result<(), CliError> {
         } else {
             bench::Payload::Repeated
         };
-        let mut blk = bench::run(&s, a.seconds, true, payload)?;
+        let block = sdir.join(loligo_store::block::BLOCK_FILE);
+        let cold = || drop_cached(&block);
+        let mut blk = bench::run(&s, a.seconds, true, payload, &cold)?;
         blk.seq_write_mbps = seq;
         drop(s);
-        let mem = bench::run(&loligo_store::MemStore::new(), a.seconds, false, payload)?;
+        let mem = bench::run(
+            &loligo_store::MemStore::new(),
+            a.seconds,
+            false,
+            payload,
+            &|| {},
+        )?;
         Ok((raw, blk, mem))
     })();
     let _ = std::fs::remove_dir_all(&sdir);
@@ -272,6 +294,8 @@ fn bench(a: BenchArgs) -> Result<(), CliError> {
             "seq_write_vs_raw": ratio,
             "rand_write_iops": blk.rand_write_iops,
             "write_amplification_4k": blk.write_amplification_4k,
+            "fresh_read_mbps": blk.fresh_read_mbps,
+            "overwritten_read_mbps": blk.overwritten_read_mbps,
             "incompressible": a.incompressible,
             "creates_per_s": blk.creates_per_s,
             "omap_inserts_per_s": blk.omap_inserts_per_s,
@@ -307,6 +331,13 @@ fn bench(a: BenchArgs) -> Result<(), CliError> {
                 "  device bytes per user byte"
             },
             blk.write_amplification_4k
+        );
+        println!(
+            "{:<38} {:>14.1} {:>14.1} {:>10.2}",
+            "  cold 4 MiB reads after, MB/s (before)",
+            blk.overwritten_read_mbps,
+            blk.fresh_read_mbps,
+            blk.overwritten_read_mbps / blk.fresh_read_mbps
         );
         println!(
             "{:<38} {:>14.0} {:>14.0} {:>10.3}",

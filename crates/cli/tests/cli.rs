@@ -443,7 +443,8 @@ fn osdmap_scale_measures_each_size_and_refuses_nonsense() {
 
 /// `store bench --incompressible` runs every workload on a scratch store,
 /// says in its JSON which payload it used, counts the device bytes of the
-/// random overwrites, and removes its store.
+/// random overwrites, reads the overwritten objects back, and removes its
+/// store.
 #[test]
 fn store_bench_with_incompressible_overwrites() {
     let dir = std::env::temp_dir().join(format!("loligo-cli-store-bench-{}", std::process::id()));
@@ -466,6 +467,10 @@ fn store_bench_with_incompressible_overwrites() {
     if std::path::Path::new("/proc/self/io").exists() {
         // Each overwrite is written in place at least.
         assert!(v["write_amplification_4k"].as_f64().unwrap() >= 1.0, "{v}");
+    }
+    // The overwritten objects are read back whole, before and after.
+    for k in ["fresh_read_mbps", "overwritten_read_mbps"] {
+        assert!(v[k].as_f64().unwrap() > 0.0, "{k}: {v}");
     }
     assert!(!dir.join("loligo-bench-store").exists());
     let _ = std::fs::remove_dir_all(&dir);

@@ -4,8 +4,9 @@
 //! this test kills
 //! it with SIGKILL at random moments, remounts, and checks that every
 //! acknowledged transaction is fully visible, none is half-applied, and
-//! fsck (deep) is clean. 50 cycles by default; `LOLIGO_CRASH_CYCLES=N`
-//! for a longer run.
+//! fsck (deep) is clean. Cycles take turns at the store's ways of writing
+//! small writes (auto, copy-on-write, deferred). 50 cycles by default;
+//! `LOLIGO_CRASH_CYCLES=N` for a longer run.
 
 use loligo_store::{torture, BlockConfig, BlockStore};
 use std::collections::BTreeMap;
@@ -37,8 +38,12 @@ fn kill_9_at_random_moments_loses_nothing_acknowledged() {
     let mut total_unsure = 0u64;
     for cycle in 0..cycles {
         let run_ms = 5 + rng.below(150);
+        // Each way of writing small writes in turn, over the same store:
+        // each mount reads what the others left.
+        let mode = ["auto", "cow", "deferred"][(cycle % 3) as usize];
         let mut child = Command::new(env!("CARGO_BIN_EXE_loligo"))
             .args(["store", "torture", "--threads", &THREADS.to_string()])
+            .args(["--small-writes", mode])
             .arg(&dir)
             .args(["--start", &next.to_string()])
             .stdout(Stdio::piped())

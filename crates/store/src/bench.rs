@@ -33,6 +33,10 @@ pub struct Results {
     /// Device bytes written per user byte during the random writes (0 if
     /// /proc/self/io is unavailable or the store is in memory).
     pub write_amplification_4k: f64,
+    /// MB/s of whole reads of the 16 objects of (b), cold, before and
+    /// after their random overwrites (blocks that moved are read apart).
+    pub fresh_read_mbps: f64,
+    pub overwritten_read_mbps: f64,
     pub creates_per_s: f64,
     pub omap_inserts_per_s: f64,
 }
@@ -156,8 +160,28 @@ pub enum Payload {
     Random,
 }
 
+/// Read objects `rand-0..16` whole once each, after `cold()`; MB/s.
+fn read_all(s: &dyn ObjectStore, n: u64, cold: &dyn Fn()) -> Result<f64> {
+    cold();
+    let c = coll();
+    let start = Instant::now();
+    let mut bytes = 0;
+    for w in 0..n {
+        let o = ObjectId::new(w as u32, format!("rand-{w}"));
+        bytes += s.read_bytes(c, &o, 0, MIB4 as u64)?.len();
+    }
+    Ok(bytes as f64 / start.elapsed().as_secs_f64() / 1e6)
+}
+
 /// Run (a)-(c) against a store. `disk`: measure write amplification.
-pub fn run(s: &dyn ObjectStore, seconds: f64, disk: bool, payload: Payload) -> Result<Results> {
+/// `cold`: drop what the operating system caches of the store's data.
+pub fn run(
+    s: &dyn ObjectStore,
+    seconds: f64,
+    disk: bool,
+    payload: Payload,
+    cold: &dyn Fn(),
+) -> Result<Results> {
     let c = coll();
     if !s.collection_exists(c)? {
         let mut t = Transaction::new();
@@ -178,6 +202,7 @@ pub fn run(s: &dyn ObjectStore, seconds: f64, disk: bool, payload: Payload) -> R
         );
         s.apply(t)?;
     }
+    r.fresh_read_mbps = read_all(s, nw, cold)?;
     let before = if disk { proc_write_bytes() } else { None };
     let start = Instant::now();
     let ops = writers(nw, start, budget, &|w, k| {
@@ -204,6 +229,7 @@ pub fn run(s: &dyn ObjectStore, seconds: f64, disk: bool, payload: Payload) -> R
     if let (Some(b), Some(a)) = (before, if disk { proc_write_bytes() } else { None }) {
         r.write_amplification_4k = (a.saturating_sub(b)) as f64 / (ops * 4096) as f64;
     }
+    r.overwritten_read_mbps = read_all(s, nw, cold)?;
     // (c) creates of 4 KiB objects and omap inserts, 16 writers.
     let small = filler(4096, 7);
     let count = |f: &(dyn Fn(u64, u64) -> Transaction + Sync)| -> Result<f64> {

@@ -1109,7 +1109,11 @@ fn copy_on_write_overwrites_move_blocks_and_free_the_old_places() {
     assert_eq!(t.s().read(c, &a, &[(0, 1 << 20)]).unwrap()[0], model);
     assert_eq!(t.s().read_bytes(c, &a, 0, 1 << 20).unwrap(), model);
     // Ranges that start, end or lie inside moved blocks.
-    for (off, len) in [(3 * 4096 + 7, 9000), (62 * 4096, 3 * 4096), (255 * 4096 + 1, 4095)] {
+    for (off, len) in [
+        (3 * 4096 + 7, 9000),
+        (62 * 4096, 3 * 4096),
+        (255 * 4096 + 1, 4095),
+    ] {
         assert_eq!(
             t.s().read(c, &a, &[(off, len)]).unwrap()[0],
             model[off as usize..(off + len) as usize]
@@ -1157,7 +1161,8 @@ fn auto_small_writes_defer_what_compresses_and_copy_what_does_not() {
     let a = suite::oid(1, "auto");
     let mut rng = loligo_testkit::Rng::new(6);
     let mut tx = Transaction::new();
-    tx.create_collection(c).write_full(c, &a, rng.bytes(256 << 10));
+    tx.create_collection(c)
+        .write_full(c, &a, rng.bytes(256 << 10));
     t.s().apply(tx).unwrap();
     let before = places(&t, c, &a, 64);
     let mut tx = Transaction::new();
@@ -1172,6 +1177,9 @@ fn auto_small_writes_defer_what_compresses_and_copy_what_does_not() {
         1,
         "only the copied block moved"
     );
-    assert_eq!(t.s().read(c, &a, &[(4096, 4096)]).unwrap()[0], vec![7; 4096]);
+    assert_eq!(
+        t.s().read(c, &a, &[(4096, 4096)]).unwrap()[0],
+        vec![7; 4096]
+    );
     clean(&t);
 }

@@ -524,12 +524,10 @@ impl Blob {
             .saturating_mul(CSUM_CHUNK)
             .min(self.csums.len());
         let to = from.saturating_add(CSUM_CHUNK).min(self.csums.len());
-        let mut e = Enc(
-            self.csums[from..to]
-                .iter()
-                .flat_map(|c| c.to_le_bytes())
-                .collect(),
-        );
+        let mut e = Enc(self.csums[from..to]
+            .iter()
+            .flat_map(|c| c.to_le_bytes())
+            .collect());
         for (&b, &off) in self.moved.range(from as u64..to as u64) {
             e.var(b - from as u64).var(off);
         }
