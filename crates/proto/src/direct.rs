@@ -327,20 +327,29 @@ where
     let mut r = BufReader::with_capacity(64 << 10, r);
     // `None` from a handler closes the connection.
     let (tx, mut rx) = mpsc::channel::<Option<Frame>>(IN_FLIGHT_MAX);
+    let ended = Arc::new(tokio::sync::Notify::new());
+    let e = ended.clone();
     let writer = tokio::spawn(async move {
         let mut w = tokio::io::BufWriter::with_capacity(WRITE_BUFFER_BYTES, w);
-        // A peer that stopped reading: the connection is over, and the
-        // peer sees its calls fail.
+        // A peer that stopped reading, or a connection that carried all
+        // the records it may: the connection is over, and the peer sees
+        // its calls fail.
         if write_frames(&mut w, &mut rx).await.is_ok() {
             let _ = w.shutdown().await;
         }
+        // No more replies can go out: stop reading calls too.
+        e.notify_one();
     });
     let turns = Arc::new(Semaphore::new(limits.ops.max(1)));
     let whole = limits.bytes.div_ceil(1024).max(1);
     let budget = Arc::new(Semaphore::new(whole));
     let peer = Arc::new(peer);
     loop {
-        let (f, bytes) = match read_frame(&mut r, Some((&budget, whole))).await {
+        let read = tokio::select! {
+            r = read_frame(&mut r, Some((&budget, whole))) => r,
+            () = ended.notified() => break,
+        };
+        let (f, bytes) = match read {
             Ok(Some(f)) => f,
             // Closed, or garbage: either way the connection is over (the
             // peer's calls on it fail and it dials again).
@@ -490,8 +499,9 @@ impl Conn {
                     .map_err(|e| format!("{addr}: TLS: {e}"))?;
                 s.flush().await.map_err(|e| format!("{addr}: TLS: {e}"))?;
                 let (wire, conn) = s.into_inner();
-                let s = crate::record::take_over(wire, conn)
+                let mut s = crate::record::take_over(wire, conn)
                     .map_err(|e| format!("{addr}: TLS: {e}"))?;
+                s.limit_records(sec.records_max());
                 Conn::start(addr, s).await
             }
         }
@@ -511,15 +521,14 @@ impl Conn {
         let (tx, mut rx) = mpsc::channel::<Option<Frame>>(IN_FLIGHT_MAX);
         let waiting: Arc<Mutex<HashMap<u64, Waiter>>> = Arc::default();
         let dead = Arc::new(AtomicBool::new(false));
-        let d = dead.clone();
-        tokio::spawn(async move {
-            let mut w = tokio::io::BufWriter::with_capacity(WRITE_BUFFER_BYTES, w);
-            if write_frames(&mut w, &mut rx).await.is_err() {
-                d.store(true, Ordering::Relaxed);
-            }
-        });
+        // The connection is gone: every waiter learns it now (its sender is
+        // dropped), and the next call dials again.
+        let gone = |d: &AtomicBool, wt: &Mutex<HashMap<u64, Waiter>>| {
+            d.store(true, Ordering::Relaxed);
+            wt.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        };
         let (wt, d) = (waiting.clone(), dead.clone());
-        tokio::spawn(async move {
+        let reader = tokio::spawn(async move {
             let mut r = BufReader::with_capacity(64 << 10, r);
             while let Ok(Some((f, _))) = read_frame(&mut r, None).await {
                 let w = wt.lock().unwrap_or_else(|p| p.into_inner()).remove(&f.id);
@@ -527,10 +536,23 @@ impl Conn {
                     let _ = w.send(f.msg);
                 }
             }
-            // The connection is gone: every waiter learns it now (its
-            // sender is dropped), and the next call dials again.
-            d.store(true, Ordering::Relaxed);
-            wt.lock().unwrap_or_else(|p| p.into_inner()).clear();
+            gone(&d, &wt);
+        });
+        let (wt, d) = (waiting.clone(), dead.clone());
+        tokio::spawn(async move {
+            let mut w = tokio::io::BufWriter::with_capacity(WRITE_BUFFER_BYTES, w);
+            if write_frames(&mut w, &mut rx).await.is_err() {
+                // Nothing more can be sent (the socket failed, or the
+                // connection carried all the records it may): the calls
+                // on it fail now, not at their timeouts, and the socket
+                // closes once both halves are gone.
+                gone(&d, &wt);
+                reader.abort();
+            } else {
+                // Unused (every `Conn` handle dropped): the server reads
+                // the end of the stream, closes, and the reader ends.
+                let _ = w.shutdown().await;
+            }
         });
         Ok(Conn {
             tx,
@@ -881,6 +903,52 @@ mod tests {
             .call(&addr, Call::Op, msg(), Duration::from_secs(2))
             .await
             .is_err());
+    }
+
+    /// A connection that has carried all the records it may (2^24 each
+    /// way; 40 here) closes: the calls on it fail at once, not at their
+    /// timeout, and the next call dials a new connection. The server's
+    /// sending side runs out first, then the client's.
+    #[tokio::test]
+    async fn a_connection_out_of_records_closes_and_the_next_call_dials_again() {
+        use crate::net::Security;
+        use crate::record::RECORDS_MAX;
+        use crate::tls::Authority;
+        let ca = Authority::generate("t").unwrap();
+        for (server_max, client_max) in [(40, RECORDS_MAX), (RECORDS_MAX, 40)] {
+            let server = Security::new(ca.issue("osd.1").unwrap()).unwrap();
+            let addr = secured_listener(server.with_records_max(server_max)).await;
+            let client = Security::new(ca.issue("osd.2").unwrap())
+                .unwrap()
+                .with_records_max(client_max);
+            let c = Conns::new(Duration::from_secs(2)).secured(Some(&client));
+            let payload = Bytes::from(vec![7u8; 64 << 10]);
+            let (mut ok, mut failed) = (0, 0);
+            for i in 0..30 {
+                let t0 = std::time::Instant::now();
+                let msg = Message {
+                    body: Bytes::from_static(&[0]),
+                    bulk: vec![payload.clone()],
+                };
+                let r = c.call(&addr, Call::Op, msg, Duration::from_secs(5)).await;
+                assert!(
+                    t0.elapsed() < Duration::from_secs(2),
+                    "call {i} waited {:?} (server {server_max}, client {client_max})",
+                    t0.elapsed()
+                );
+                match r {
+                    Ok(m) => {
+                        assert_eq!(m.bulk, vec![payload.clone()]);
+                        ok += 1;
+                    }
+                    Err(_) => failed += 1,
+                }
+            }
+            // About six records each way a call: a connection carries a
+            // handful of calls, and one call at each of its ends fails.
+            assert!(ok >= 20, "{ok} answered, {failed} failed");
+            assert!(failed >= 2, "{ok} answered, {failed} failed");
+        }
     }
 
     #[tokio::test]

@@ -106,6 +106,9 @@ pub struct Security {
     acceptor: Acceptor,
     direct: Connector,
     grpc: ClientTlsConfig,
+    /// Records each direction of a direct-path connection may carry
+    /// before it closes (see [`crate::record::RECORDS_MAX`]).
+    records_max: u64,
 }
 
 impl Security {
@@ -126,7 +129,21 @@ impl Security {
             direct: Connector::from_config(direct),
             grpc,
             keyring: Arc::new(keyring),
+            records_max: crate::record::RECORDS_MAX,
         })
+    }
+
+    /// The same, its direct-path connections closing after `max` records
+    /// each way (at most [`crate::record::RECORDS_MAX`]): for tests of
+    /// what happens when a connection has carried all it may.
+    pub fn with_records_max(mut self, max: u64) -> Security {
+        self.records_max = max.min(crate::record::RECORDS_MAX);
+        self
+    }
+
+    /// Records each direction of a direct-path connection may carry.
+    pub fn records_max(&self) -> u64 {
+        self.records_max
     }
 
     /// The keyring file at `path`, as [`Security::new`].
@@ -350,7 +367,8 @@ pub async fn accept(tcp: TcpStream, security: Option<&Security>) -> std::io::Res
         }
         tokio::io::AsyncWriteExt::flush(&mut s).await?;
         let (wire, conn) = s.into_inner();
-        let records = crate::record::take_over(wire, conn)?;
+        let mut records = crate::record::take_over(wire, conn)?;
+        records.limit_records(sec.records_max);
         Ok(Accepted {
             io: ServerIo::Records(Box::new(records), entity),
             direct,

@@ -73,6 +73,9 @@ struct Keys {
     key: LessSafeKey,
     iv: [u8; aead::NONCE_LEN],
     seq: u64,
+    /// Records it may carry: [`RECORDS_MAX`], or fewer (see
+    /// [`RecordStream::limit_records`]).
+    max: u64,
 }
 
 impl Keys {
@@ -100,12 +103,13 @@ impl Keys {
             key: LessSafeKey::new(key),
             iv,
             seq,
+            max: RECORDS_MAX,
         })
     }
 
     /// The next record's nonce; counts the record.
     fn next_nonce(&mut self) -> Result<Nonce, RecordError> {
-        if self.seq >= RECORDS_MAX {
+        if self.seq >= self.max {
             return Err(RecordError::Exhausted);
         }
         let mut n = self.iv;
@@ -321,6 +325,14 @@ impl<IO> RecordStream<IO> {
     /// The socket.
     pub fn get_ref(&self) -> &IO {
         &self.io
+    }
+
+    /// Let each direction carry at most `max` records in all (never more
+    /// than [`RECORDS_MAX`]): tests reach the end of a connection's
+    /// records without sending 2^24 of them.
+    pub fn limit_records(&mut self, max: u64) {
+        self.sealer.0.max = max.min(RECORDS_MAX);
+        self.opener.0.max = max.min(RECORDS_MAX);
     }
 }
 
