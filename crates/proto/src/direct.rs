@@ -838,10 +838,17 @@ mod tests {
     /// `security`: direct ones to the echo handler, gRPC ones get the
     /// peer's entity written back.
     async fn secured_listener(security: crate::net::Security) -> String {
+        secured_listener_with(security, Arc::new(Echo)).await
+    }
+
+    /// [`secured_listener`] with another handler.
+    async fn secured_listener_with<H: Handler>(
+        security: crate::net::Security,
+        echo: Arc<H>,
+    ) -> String {
         let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = l.local_addr().unwrap().to_string();
         tokio::spawn(async move {
-            let echo = Arc::new(Echo);
             while let Ok((s, _)) = l.accept().await {
                 let (echo, sec) = (echo.clone(), security.clone());
                 tokio::spawn(async move {
@@ -905,30 +912,59 @@ mod tests {
             .is_err());
     }
 
+    /// Answers every call with a payload of its size (so one direction of
+    /// a connection carries far more records than the other).
+    struct Reply(usize);
+
+    impl Handler for Reply {
+        fn call(
+            self: Arc<Self>,
+            _call: Call,
+            _msg: Message,
+            _peer: Arc<crate::net::Peer>,
+        ) -> Pin<Box<dyn Future<Output = Option<Message>> + Send + 'static>> {
+            let bulk = vec![Bytes::from(vec![7u8; self.0])];
+            Box::pin(async move {
+                Some(Message {
+                    body: Bytes::from_static(&[1]),
+                    bulk,
+                })
+            })
+        }
+    }
+
     /// A connection that has carried all the records it may (2^24 each
     /// way; 40 here) closes: the calls on it fail at once, not at their
-    /// timeout, and the next call dials a new connection. The server's
-    /// sending side runs out first, then the client's.
+    /// timeout, and the next call dials a new connection. First the
+    /// server's sending side runs out (large replies to small calls),
+    /// then the client's (large calls, small replies).
     #[tokio::test]
     async fn a_connection_out_of_records_closes_and_the_next_call_dials_again() {
         use crate::net::Security;
         use crate::record::RECORDS_MAX;
         use crate::tls::Authority;
         let ca = Authority::generate("t").unwrap();
-        for (server_max, client_max) in [(40, RECORDS_MAX), (RECORDS_MAX, 40)] {
+        let big = Bytes::from(vec![7u8; 64 << 10]);
+        for (server_max, client_max, call_len, reply_len) in [
+            (40, RECORDS_MAX, 0, 64 << 10),
+            (RECORDS_MAX, 40, 64 << 10, 0),
+        ] {
             let server = Security::new(ca.issue("osd.1").unwrap()).unwrap();
-            let addr = secured_listener(server.with_records_max(server_max)).await;
+            let addr = secured_listener_with(
+                server.with_records_max(server_max),
+                Arc::new(Reply(reply_len)),
+            )
+            .await;
             let client = Security::new(ca.issue("osd.2").unwrap())
                 .unwrap()
                 .with_records_max(client_max);
             let c = Conns::new(Duration::from_secs(2)).secured(Some(&client));
-            let payload = Bytes::from(vec![7u8; 64 << 10]);
             let (mut ok, mut failed) = (0, 0);
             for i in 0..30 {
                 let t0 = std::time::Instant::now();
                 let msg = Message {
                     body: Bytes::from_static(&[0]),
-                    bulk: vec![payload.clone()],
+                    bulk: vec![big.slice(..call_len)],
                 };
                 let r = c.call(&addr, Call::Op, msg, Duration::from_secs(5)).await;
                 assert!(
@@ -938,7 +974,7 @@ mod tests {
                 );
                 match r {
                     Ok(m) => {
-                        assert_eq!(m.bulk, vec![payload.clone()]);
+                        assert_eq!(m.bulk, vec![big.slice(..reply_len)]);
                         ok += 1;
                     }
                     Err(_) => failed += 1,
