@@ -6,8 +6,8 @@
 
 use super::codec::*;
 use super::{
-    ids, io, read_blocks, read_logical_into, AlignedBuf, Allocator, Job, Pre, Prepared, Shared,
-    SmallWrites,
+    ids, io, read_blocks, read_logical_into, runs, AlignedBuf, Allocator, Job, Pre, Prepared,
+    Shared, SmallWrites,
 };
 use crate::error::{Result, StoreError};
 use crate::kv::{Kv, KvOp};
@@ -412,19 +412,6 @@ impl Syncer {
         }
         Ok(())
     }
-}
-
-/// `places` (device offsets of `bs`-byte blocks, in order) as runs of
-/// consecutive blocks: (offset, bytes).
-fn runs(places: &[u64], bs: u64) -> Vec<(u64, u64)> {
-    let mut out: Vec<(u64, u64)> = Vec::new();
-    for &p in places {
-        match out.last_mut() {
-            Some(r) if r.0 + r.1 == p => r.1 += bs,
-            _ => out.push((p, bs)),
-        }
-    }
-    out
 }
 
 fn closed_flusher() -> std::io::Error {

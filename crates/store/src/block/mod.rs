@@ -967,26 +967,34 @@ fn blob_blocks(
     if b.moved.range(first..=last).next().is_none() {
         return blocks(b.disk_off + first * bs, last - first + 1);
     }
-    let mut runs: Vec<(u64, u64)> = Vec::new();
-    for i in first..=last {
-        let at = b.block_at(i, bs);
-        match runs.last_mut() {
-            Some(r) if r.0 + r.1 * bs == at => r.1 += 1,
-            _ => runs.push((at, 1)),
-        }
-    }
+    let places: Vec<u64> = (first..=last).map(|i| b.block_at(i, bs)).collect();
+    let runs = runs(&places, bs);
     if runs.len() > 1 {
-        // Scattered runs: the kernel reads them all at once, not one
-        // after another (measured below in BENCHMARKS.md).
-        for &(at, n) in &runs {
-            prefetch(&s.dev, at, (n * bs) as usize);
+        // Scattered runs: the kernel reads them all at once, not one after
+        // another (cold reads of an object after random copy-on-write
+        // overwrites went from 0.32x to 0.69x of its speed before them).
+        for &(at, len) in &runs {
+            prefetch(&s.dev, at, len as usize);
         }
     }
-    let mut out = Vec::with_capacity(((last - first + 1) * bs) as usize);
-    for (at, n) in runs {
-        out.extend_from_slice(&blocks(at, n)?);
+    let mut out = Vec::with_capacity(places.len() * bs as usize);
+    for (at, len) in runs {
+        out.extend_from_slice(&blocks(at, len / bs)?);
     }
     Ok(out)
+}
+
+/// `places` (device offsets of `bs`-byte blocks, in order) as runs of
+/// consecutive blocks: (offset, bytes).
+fn runs(places: &[u64], bs: u64) -> Vec<(u64, u64)> {
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    for &p in places {
+        match out.last_mut() {
+            Some(r) if r.0 + r.1 == p => r.1 += bs,
+            _ => out.push((p, bs)),
+        }
+    }
+    out
 }
 
 /// [`read_logical`] into a zeroed buffer of the wanted length.
