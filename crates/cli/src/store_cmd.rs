@@ -136,12 +136,13 @@ pub fn run(cmd: StoreCmd) -> Result<(), CliError> {
             let s = BlockStore::mount(&a.dir, &BlockConfig::default())?;
             let r = s.fsck(a.deep)?;
             println!(
-                "{} objects, {} blobs, {} omap keys, {} bytes used, {} free{}",
+                "{} objects, {} blobs, {} omap keys, {} bytes used, {} free, {} blocks moved by overwrites{}",
                 r.onodes,
                 r.blobs,
                 r.omap_keys,
                 r.used_bytes,
                 r.free_bytes,
+                r.moved_blocks,
                 if a.deep {
                     format!(", {} blocks checksummed", r.blocks_checked)
                 } else {

@@ -1106,6 +1106,10 @@ fn copy_on_write_overwrites_move_blocks_and_free_the_old_places() {
         );
     }
     assert_ne!(after[3], third, "a block written twice moves twice");
+    assert_eq!(
+        t.s().fsck(false).unwrap().moved_blocks,
+        written.len() as u64
+    );
     assert_eq!(t.s().read(c, &a, &[(0, 1 << 20)]).unwrap()[0], model);
     assert_eq!(t.s().read_bytes(c, &a, 0, 1 << 20).unwrap(), model);
     // Ranges that start, end or lie inside moved blocks.
@@ -1177,6 +1181,7 @@ fn auto_small_writes_defer_what_compresses_and_copy_what_does_not() {
         1,
         "only the copied block moved"
     );
+    assert_eq!(t.s().fsck(false).unwrap().moved_blocks, 1);
     assert_eq!(
         t.s().read(c, &a, &[(4096, 4096)]).unwrap()[0],
         vec![7; 4096]

@@ -1087,6 +1087,9 @@ pub struct FsckReport {
     pub free_bytes: u64,
     /// Blocks whose checksum was verified (deep only).
     pub blocks_checked: u64,
+    /// Blocks that copy-on-write overwrites moved out of their blob's
+    /// range: how scattered the data is (each is read apart).
+    pub moved_blocks: u64,
     /// Deferred writes whose records are still in the KV (their data not
     /// yet known synced in place; a mount replays them). Bounded while the
     /// store runs: it syncs and deletes them every 1,024 or so.
@@ -1208,6 +1211,7 @@ fn fsck(s: &Shared, deep: bool) -> Result<FsckReport> {
             ));
         }
         r.used_bytes += b.len;
+        r.moved_blocks += b.moved.len() as u64;
         if b.comp != 0 && !b.moved.is_empty() {
             r.errors
                 .push(format!("blob {id}: compressed, with moved blocks"));
