@@ -401,6 +401,19 @@ pub struct Blob {
     pub moved: BTreeMap<u64, u64>,
 }
 
+/// `places` (device offsets of `bs`-byte blocks, in order) as runs of
+/// consecutive blocks: (offset, bytes).
+pub fn runs(places: &[u64], bs: u64) -> Vec<(u64, u64)> {
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    for &p in places {
+        match out.last_mut() {
+            Some(r) if r.0 + r.1 == p => r.1 += bs,
+            _ => out.push((p, bs)),
+        }
+    }
+    out
+}
+
 /// Where a blob's stored record keeps its checksums.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CsumPlace {
@@ -497,24 +510,11 @@ impl Blob {
     /// range without the places of moved blocks, and those blocks'
     /// current places.
     pub fn spans(&self, bs: u64) -> Vec<(u64, u64)> {
-        let mut out: Vec<(u64, u64)> = Vec::new();
-        let mut push = |off: u64, len: u64| match out.last_mut() {
-            Some(l) if l.0 + l.1 == off => l.1 += len,
-            _ => out.push((off, len)),
-        };
-        let mut at = 0u64;
-        for (&i, &off) in &self.moved {
-            let here = i.saturating_mul(bs).min(self.len);
-            if here > at {
-                push(self.disk_off + at, here - at);
-            }
-            push(off, bs);
-            at = here.saturating_add(bs);
+        if self.moved.is_empty() {
+            return vec![(self.disk_off, self.len)];
         }
-        if at < self.len {
-            push(self.disk_off + at, self.len - at);
-        }
-        out
+        let places: Vec<u64> = (0..self.len / bs).map(|i| self.block_at(i, bs)).collect();
+        runs(&places, bs)
     }
 
     /// Chunk `i` of the checksums as stored (little-endian u32s), then the

@@ -6,8 +6,8 @@
 
 use super::codec::*;
 use super::{
-    ids, io, read_blocks, read_logical_into, runs, AlignedBuf, Allocator, Job, Pre, Prepared,
-    Shared, SmallWrites,
+    ids, io, read_blocks, read_logical_into, AlignedBuf, Allocator, Job, Pre, Prepared, Shared,
+    SmallWrites,
 };
 use crate::error::{Result, StoreError};
 use crate::kv::{Kv, KvOp};
@@ -563,14 +563,21 @@ impl Ctx<'_> {
     }
 
     /// Replace blocks `first..` of blob `id` (uncompressed, referenced by
-    /// one extent) with `buf`, whole blocks: copy-on-write into newly
-    /// allocated places, the old ones freed (`cow`), or in place through
-    /// deferred records. Rewrites only the blob's record or the checksum
-    /// chunks the blocks fall in.
-    fn rewrite_blocks(&mut self, id: u64, first: u64, buf: &[u8], cow: bool) -> Result<()> {
+    /// one extent; `b` and `place` its record as [`Ctx::blob_head`] read
+    /// it) with `buf`, whole blocks: copy-on-write into newly allocated
+    /// places, the old ones freed (`cow`), or in place through deferred
+    /// records. Rewrites only the blob's record or the checksum chunks the
+    /// blocks fall in.
+    fn rewrite_blocks(
+        &mut self,
+        id: u64,
+        (mut b, place): (Blob, CsumPlace),
+        first: u64,
+        buf: &[u8],
+        cow: bool,
+    ) -> Result<()> {
         let bs = self.s.bs;
         let n = buf.len() as u64 / bs;
-        let (mut b, place) = self.blob_head(id)?;
         let last = first + n;
         if n == 0 || last > b.csums.len() as u64 {
             return Err(StoreError::Corrupt(format!(
@@ -615,12 +622,11 @@ impl Ctx<'_> {
                 self.freed.push((off, len));
             }
         } else {
-            let mut k = 0usize;
+            let mut from = 0usize;
             for (off, len) in runs(&old, bs) {
-                let m = (len / bs) as usize;
-                let from = k * bs as usize;
-                self.defer(off, buf[from..from + len as usize].to_vec());
-                k += m;
+                let to = from + len as usize;
+                self.defer(off, buf[from..to].to_vec());
+                from = to;
             }
         }
         if chunks.is_empty() {
@@ -766,10 +772,11 @@ impl Ctx<'_> {
                 .find(|x| x.loff <= a && x.loff + x.len >= b)
                 .copied()
             {
-                let (blob, _) = self.blob_head(x.blob)?;
-                if blob.refs == 1 && blob.comp == 0 {
+                let head = self.blob_head(x.blob)?;
+                if head.0.refs == 1 && head.0.comp == 0 {
                     let boff = x.boff + (a - x.loff);
-                    self.rewrite_blocks(x.blob, boff / bs, buf, self.cow(buf))?;
+                    let cow = self.cow(buf);
+                    self.rewrite_blocks(x.blob, head, boff / bs, buf, cow)?;
                     on.size = on.size.max(end);
                     return Ok(());
                 }
@@ -787,12 +794,12 @@ impl Ctx<'_> {
             let part = &buf[(lo - a) as usize..(lo - a + dlen) as usize];
             let csums = part.chunks(bs as usize).map(csum).collect();
             let id = self.new_blob(doff, dlen, csums);
-            if small && !cow {
-                self.defer(doff, part.to_vec());
-            } else if small {
+            if cow {
                 // Through the page cache, synced with the batch.
                 self.s.dev.write_all_at(part, doff).map_err(io)?;
                 self.wrote_data = true;
+            } else if small {
+                self.defer(doff, part.to_vec());
             } else {
                 // Large: straight to the device, bypassing the page cache
                 // when O_DIRECT is available (offsets, lengths and the

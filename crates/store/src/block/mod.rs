@@ -984,19 +984,6 @@ fn blob_blocks(
     Ok(out)
 }
 
-/// `places` (device offsets of `bs`-byte blocks, in order) as runs of
-/// consecutive blocks: (offset, bytes).
-fn runs(places: &[u64], bs: u64) -> Vec<(u64, u64)> {
-    let mut out: Vec<(u64, u64)> = Vec::new();
-    for &p in places {
-        match out.last_mut() {
-            Some(r) if r.0 + r.1 == p => r.1 += bs,
-            _ => out.push((p, bs)),
-        }
-    }
-    out
-}
-
 /// [`read_logical`] into a zeroed buffer of the wanted length.
 fn read_logical_into(
     s: &Shared,
@@ -1212,10 +1199,6 @@ fn fsck(s: &Shared, deep: bool) -> Result<FsckReport> {
         }
         r.used_bytes += b.len;
         r.moved_blocks += b.moved.len() as u64;
-        if b.comp != 0 && !b.moved.is_empty() {
-            r.errors
-                .push(format!("blob {id}: compressed, with moved blocks"));
-        }
         for (i, off) in &b.moved {
             if !off.is_multiple_of(s.bs) || *i >= b.len / s.bs {
                 r.errors
