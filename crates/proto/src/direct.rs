@@ -844,18 +844,18 @@ mod tests {
     /// [`secured_listener`] with another handler.
     async fn secured_listener_with<H: Handler>(
         security: crate::net::Security,
-        echo: Arc<H>,
+        handler: Arc<H>,
     ) -> String {
         let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = l.local_addr().unwrap().to_string();
         tokio::spawn(async move {
             while let Ok((s, _)) = l.accept().await {
-                let (echo, sec) = (echo.clone(), security.clone());
+                let (handler, sec) = (handler.clone(), security.clone());
                 tokio::spawn(async move {
                     if let Ok(a) = crate::net::accept(s, Some(&sec)).await {
                         if a.direct {
                             let peer = a.io.peer();
-                            serve(echo, a.io, peer).await;
+                            serve(handler, a.io, peer).await;
                         }
                     }
                 });
