@@ -2692,7 +2692,14 @@ const EC_BUG_SEEDS: &[u64] = &[5780, 41860];
 /// - 8347: CRUSH's first OSD held the primary_temp while a pg_temp named
 ///   another first; it took the primary_temp for stale, and the two
 ///   handed the PG back and forth for good.
-const EC_MOVES_BUG_SEEDS: &[u64] = &[63, 119, 427, 831, 3775, 6979, 8347];
+/// - 201103: the copies at the head were a moved one and a mid-backfill
+///   one; the primary asked the mid-backfill one for the log, which it
+///   refuses, and the two members past the head handed the PG back and
+///   forth for good.
+/// - 205067 (found by a first fix of 201103 that let mid-backfill copies
+///   give their logs): such a log holds entries whose objects no copy
+///   has; the pulls failed for good.
+const EC_MOVES_BUG_SEEDS: &[u64] = &[63, 119, 427, 831, 3775, 6979, 8347, 201103, 205067];
 
 /// As `ec_acknowledged_writes_survive_crashes_and_shards_stay_consistent`,
 /// with Zigzag positions moving while an OSD is down (as CRUSH indep moves

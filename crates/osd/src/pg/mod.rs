@@ -2528,9 +2528,19 @@ impl Pg {
                     .copied()
                     .filter(|o| infos.get(o).is_some_and(|i| i.info.last_update == newest))
                     .or_else(|| {
-                        infos
+                        // A moved copy before a mid-backfill one: the
+                        // latter refuses to give its log (its entries may
+                        // be log-only, the objects not there: EC sim seed
+                        // 205067), and asking it first left the PG
+                        // handed back and forth for good (EC sim seed
+                        // 201103 with moving positions).
+                        let behind = infos
                             .iter()
-                            .find(|(_, i)| i.info.last_update == newest && i.backfill)
+                            .filter(|(_, i)| i.info.last_update == newest && i.backfill);
+                        behind
+                            .clone()
+                            .find(|(_, i)| i.moved_shard.is_some())
+                            .or_else(|| behind.clone().next())
                             .map(|(o, _)| *o)
                     });
                 c
