@@ -2699,7 +2699,10 @@ const EC_BUG_SEEDS: &[u64] = &[5780, 41860];
 /// - 205067 (found by a first fix of 201103 that let mid-backfill copies
 ///   give their logs): such a log holds entries whose objects no copy
 ///   has; the pulls failed for good.
-const EC_MOVES_BUG_SEEDS: &[u64] = &[63, 119, 427, 831, 3775, 6979, 8347, 201103, 205067];
+/// - 220343: two members had swapped positions and held the only
+///   shards of an object; a pulling primary asked each for its
+///   position's shard, and the PG was handed back and forth for good.
+const EC_MOVES_BUG_SEEDS: &[u64] = &[63, 119, 427, 831, 3775, 6979, 8347, 201103, 205067, 220343];
 
 /// As `ec_acknowledged_writes_survive_crashes_and_shards_stay_consistent`,
 /// with Zigzag positions moving while an OSD is down (as CRUSH indep moves

@@ -172,6 +172,19 @@ impl Pg {
     /// each from: members of the write set that do not lack it and are
     /// not backfill targets short of it.
     fn source_osds(&self, oid: &ObjectId) -> BTreeMap<usize, i32> {
+        // A pulling primary knows which members moved and which shard
+        // each holds (their answers to this peering): it reads that
+        // shard from them, not their position's (EC sim seed 220343 with
+        // moving positions: two members had swapped positions, the
+        // primary asked each for the other's shard, and the PG was
+        // handed back and forth for good).
+        let pulling = matches!(self.role, Role::Pulling { .. });
+        let shard_held = |o: i32| {
+            pulling
+                .then(|| self.rec.moved_complete.get(&o).copied())
+                .flatten()
+                .or_else(|| self.shard_of(o))
+        };
         let members: Vec<i32> = match &self.role {
             Role::Primary { write_set } | Role::Activating { write_set, .. } => write_set.clone(),
             // A primary rebuilding its own shards may read any other
@@ -195,7 +208,7 @@ impl Pg {
                     .is_some_and(|m| m.contains_key(&oid.name))
             })
             .filter(|o| self.rec.backfill.get(o).is_none_or(|b| b.done.covers(oid)))
-            .filter_map(|o| self.shard_of(o).map(|c| (c, o)))
+            .filter_map(|o| shard_held(o).map(|c| (c, o)))
             .collect()
     }
 
