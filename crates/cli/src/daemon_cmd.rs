@@ -9,7 +9,7 @@ use crate::CliError;
 use clap::Args;
 use loligo_mon::{MonConfig, Monitor};
 use loligo_osd::OsdConfig;
-use loligo_store::{BlockConfig, BlockStore, ObjectStore};
+use loligo_store::{BlockConfig, BlockStore, DeviceWait, ObjectStore};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -263,6 +263,7 @@ pub fn osd(a: OsdArgs) -> Result<(), CliError> {
         size: a.size,
         read_cache: a.read_cache,
         small_writes: a.small_writes.into(),
+        device_wait: DeviceWait(loligo_osd::device_wait),
         ..BlockConfig::default()
     };
     if !a.data.join("kv").exists() && !a.data.join("block").exists() {

@@ -12,5 +12,5 @@ pub mod exec;
 pub mod msg;
 pub mod pg;
 
-pub use daemon::{start, OsdConfig, OsdHandle};
+pub use daemon::{device_wait, start, OsdConfig, OsdHandle};
 pub use error::OsdError;

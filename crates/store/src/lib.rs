@@ -15,7 +15,8 @@ pub mod store;
 pub mod txn;
 
 pub use block::{
-    aligned_bytes, free_bytes, BlockConfig, BlockStore, FsckReport, SmallWrites, DEFAULT_READ_CACHE,
+    aligned_bytes, free_bytes, BlockConfig, BlockStore, DeviceWait, FsckReport, SmallWrites,
+    DEFAULT_READ_CACHE,
 };
 pub use error::{Result, StoreError};
 pub use faulty::FaultyStore;

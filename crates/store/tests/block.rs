@@ -233,6 +233,60 @@ fn device_reads_count_exactly_the_blocks_a_read_needs() {
     clean(&t);
 }
 
+thread_local! {
+    /// Device reads the counting hook below saw, on this thread.
+    static WAITS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+fn counting_wait(read: &mut dyn FnMut()) {
+    WAITS.with(|w| w.set(w.get() + 1));
+    read();
+}
+
+fn skipping_wait(_read: &mut dyn FnMut()) {}
+
+#[test]
+fn large_device_reads_run_inside_the_device_wait_hook() {
+    let mut t = TempBlock::new(BlockConfig {
+        size: 64 << 20,
+        read_cache: 0,
+        device_wait: DeviceWait(counting_wait),
+        ..BlockConfig::default()
+    });
+    let c = suite::c1();
+    let o = suite::oid(1, "a");
+    let data: Vec<u8> = (0..(1u32 << 20))
+        .map(|i| (i * 7 + i / 4096) as u8)
+        .collect();
+    let mut tx = Transaction::new();
+    tx.create_collection(c).write_full(c, &o, data.clone());
+    t.s().apply(tx).unwrap();
+    let waits = || WAITS.with(std::cell::Cell::get);
+    // A small read goes to the device without the hook.
+    let w0 = waits();
+    assert_eq!(
+        t.s().read_bytes(c, &o, 8192, 4096).unwrap(),
+        data[8192..12288]
+    );
+    assert_eq!(waits(), w0);
+    // A large one (the whole object, and 256 KiB of it) inside it, once.
+    assert_eq!(t.s().read_bytes(c, &o, 0, 1 << 20).unwrap(), data[..]);
+    assert_eq!(waits(), w0 + 1);
+    assert_eq!(
+        t.s().read_bytes(c, &o, 65536, 256 << 10).unwrap(),
+        data[65536..65536 + (256 << 10)]
+    );
+    assert_eq!(waits(), w0 + 2);
+    // A hook that never runs the read fails it with an error that says
+    // so: no panic, no zeros.
+    t.cfg.device_wait = DeviceWait(skipping_wait);
+    t.remount();
+    let e = t.s().read_bytes(c, &o, 0, 1 << 20).unwrap_err();
+    assert!(e.to_string().contains("did not run the read"), "{e}");
+    assert_eq!(t.s().read_bytes(c, &o, 0, 4096).unwrap(), data[..4096]);
+    clean(&t);
+}
+
 #[test]
 fn shared_read_buffers_are_reused_only_once_released() {
     let t = TempBlock::small();

@@ -538,6 +538,23 @@ impl OsdHandle {
     }
 }
 
+/// The store's device-wait hook for an OSD (`loligo_store::DeviceWait`):
+/// a PG task reads objects through the store on one of the runtime's
+/// worker threads, and a large read from the device (megabytes, several
+/// milliseconds on a slow disk) would hold up every task queued on that
+/// worker (other PGs' ops, replies, heartbeats). On tokio's multi-thread
+/// runtime the worker's other tasks move to another thread for the read
+/// (`block_in_place`); anywhere else the read runs as it is.
+pub fn device_wait(read: &mut dyn FnMut()) {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(read)
+        }
+        _ => read(),
+    }
+}
+
 /// Start an OSD on `listener` with `store`: serve, boot, follow the map.
 pub async fn start(
     cfg: OsdConfig,
@@ -792,4 +809,44 @@ fn on_map(s: &Arc<OsdShared>, m: &OsdMap) {
     }
     drop(mappings);
     s.epoch_tx.send_replace(map.epoch);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::device_wait;
+
+    fn read_with_hook() -> bool {
+        let mut ran = false;
+        device_wait(&mut || ran = true);
+        ran
+    }
+
+    /// The hook runs the read wherever the store is called from: a worker
+    /// of a multi-thread runtime (other tasks move away first), a
+    /// current-thread runtime (where `block_in_place` would panic), a
+    /// blocking thread, and outside any runtime.
+    #[test]
+    fn device_wait_runs_the_read_on_every_kind_of_thread() {
+        assert!(read_with_hook());
+        let mt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .build()
+            .unwrap();
+        assert!(mt.block_on(async { tokio::spawn(async { read_with_hook() }).await.unwrap() }));
+        assert!(mt.block_on(async { tokio::task::spawn_blocking(read_with_hook).await.unwrap() }));
+        // While one worker task waits in the hook, another task still runs.
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let waiting = mt.spawn(async move {
+            let mut got = false;
+            device_wait(&mut || got = rx.recv_timeout(std::time::Duration::from_secs(10)).is_ok());
+            got
+        });
+        let other = mt.spawn(async move { tx.send(()).is_ok() });
+        assert!(mt.block_on(other).unwrap());
+        assert!(mt.block_on(waiting).unwrap());
+        let ct = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        assert!(ct.block_on(async { read_with_hook() }));
+    }
 }

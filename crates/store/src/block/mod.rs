@@ -123,8 +123,61 @@ pub struct BlockConfig {
     /// Bytes of large reads kept in memory for reads that come again (0:
     /// none). May change at mount.
     pub read_cache: u64,
+    /// What a reader runs a large device read inside (see [`DeviceWait`]).
+    pub device_wait: DeviceWait,
     pub limits: Limits,
 }
+
+/// How a thread waits for a large device read: the store runs each read
+/// of at least 128 KiB that goes to the device inside this function. A
+/// caller on an async runtime's worker thread sets one that first hands
+/// the worker's other tasks to another thread (`tokio::task::block_in_place`),
+/// so a read of megabytes does not hold up every task queued behind it.
+/// The default runs the read as it is.
+#[derive(Clone, Copy)]
+pub struct DeviceWait(pub fn(&mut dyn FnMut()));
+
+impl DeviceWait {
+    /// Run the device read `f` as this hook says.
+    fn read(self, f: impl FnOnce() -> std::io::Result<()>) -> std::io::Result<()> {
+        let mut f = Some(f);
+        let mut out = None;
+        (self.0)(&mut || {
+            if let Some(f) = f.take() {
+                out = Some(f());
+            }
+        });
+        out.unwrap_or_else(|| {
+            Err(std::io::Error::other(
+                "the store's device-wait hook did not run the read",
+            ))
+        })
+    }
+}
+
+fn run_now(f: &mut dyn FnMut()) {
+    f();
+}
+
+impl Default for DeviceWait {
+    fn default() -> DeviceWait {
+        DeviceWait(run_now)
+    }
+}
+
+impl std::fmt::Debug for DeviceWait {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("DeviceWait")
+    }
+}
+
+impl PartialEq for DeviceWait {
+    fn eq(&self, other: &DeviceWait) -> bool {
+        std::ptr::fn_addr_eq(self.0, other.0)
+    }
+}
+
+impl Eq for DeviceWait {}
 
 impl Default for BlockConfig {
     fn default() -> BlockConfig {
@@ -137,6 +190,7 @@ impl Default for BlockConfig {
             batch_max: 128,
             writers: DEFAULT_WRITERS,
             read_cache: DEFAULT_READ_CACHE,
+            device_wait: DeviceWait::default(),
             limits: Limits::default(),
         }
     }
@@ -187,6 +241,7 @@ struct Shared {
     small_writes: SmallWrites,
     inline_max: u64,
     limits: Limits,
+    device_wait: DeviceWait,
     /// Readers hold it shared while they read metadata and data; the
     /// committer holds it exclusively while it commits and while it moves
     /// deferred data to the device.
@@ -504,6 +559,7 @@ impl BlockStore {
             small_writes: cfg.small_writes,
             inline_max: cfg.inline_max.min(INLINE_MAX_LIMIT),
             limits: cfg.limits,
+            device_wait: cfg.device_wait,
             view: RwLock::new(()),
             deferred: Mutex::new(HashMap::new()),
             free_bytes: AtomicU64::new(alloc.free_bytes()),
@@ -790,7 +846,13 @@ fn read_blocks(
     if len >= PREFETCH_MIN {
         prefetch(&s.dev, disk_off, len);
     }
-    s.dev.read_exact_at(&mut buf, disk_off).map_err(io)?;
+    if len as u64 >= DIRECT_READ_MIN {
+        s.device_wait
+            .read(|| s.dev.read_exact_at(&mut buf, disk_off))
+            .map_err(io)?;
+    } else {
+        s.dev.read_exact_at(&mut buf, disk_off).map_err(io)?;
+    }
     overlay_deferred(s, pending, disk_off, &mut buf)?;
     Ok(buf)
 }
@@ -840,7 +902,10 @@ fn read_blocks_direct(s: &Shared, disk_off: u64, n: u64) -> Result<Option<Aligne
         .and_then(|n| n.checked_mul(s.bs as usize))
         .ok_or_else(|| StoreError::Corrupt(format!("read of {n} blocks")))?;
     let mut buf = s.read_pool.take_any(len);
-    match dev.read_exact_at(buf.as_mut_slice(), disk_off) {
+    match s
+        .device_wait
+        .read(|| dev.read_exact_at(buf.as_mut_slice(), disk_off))
+    {
         Ok(()) => {}
         Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
             s.read_pool.put(buf);
