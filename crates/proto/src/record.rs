@@ -149,6 +149,7 @@ impl Sealer {
     /// Appends to `out` the records that carry `data`, each with at most
     /// [`PLAINTEXT_MAX`] bytes of it.
     pub fn seal(&mut self, data: &[u8], out: &mut Vec<u8>) -> Result<(), RecordError> {
+        out.reserve(data.len() + data.len().div_ceil(PLAINTEXT_MAX) * (HEADER_LEN + 1 + TAG_LEN));
         for piece in data.chunks(PLAINTEXT_MAX) {
             let len = piece.len() + 1 + TAG_LEN;
             let head = header(len);
@@ -247,9 +248,17 @@ pub struct RecordStream<IO> {
     plain: std::ops::Range<usize>,
     rpos: usize,
     rend: usize,
-    /// Sealed records not yet written: `wbuf[wpos..]`.
-    wbuf: Vec<u8>,
+    /// Sealed records not yet written: each write call's records in a
+    /// chunk of their own, `wq[0][wpos..]` first. Written chunks go to
+    /// `spare` for the next writes: a busy connection reuses the same
+    /// few buffers (one buffer grown and freed per reply cost the
+    /// kernel's page zeroing and the allocator's copies a fifth of a
+    /// 4 MiB read's throughput).
+    wq: std::collections::VecDeque<Vec<u8>>,
     wpos: usize,
+    /// Bytes in `wq` not yet written.
+    wqueued: usize,
+    spare: Vec<Vec<u8>>,
 }
 
 /// The stream of a connection whose handshake rustls did through `wire`
@@ -283,6 +292,10 @@ pub fn take_over<IO>(
 const SEAL_PER_WRITE: usize = 256 << 10;
 /// Sealed bytes queued before a write waits for the socket.
 const QUEUED_MAX: usize = crate::tls::TLS_SEND_BYTES_MAX;
+/// Written chunks kept for reuse (each about [`SEAL_PER_WRITE`] bytes).
+const SPARE_CHUNKS: usize = 4;
+/// Most chunks one socket write takes.
+const WRITE_SLICES: usize = 8;
 /// The read buffer while a connection is busy (dropped when idle).
 const READ_BYTES: usize = crate::wire::WIRE_READ_BYTES_MAX;
 /// Reads of at least this much free space go straight into the caller's
@@ -317,8 +330,10 @@ impl<IO> RecordStream<IO> {
             plain: 0..0,
             rpos: 0,
             rend,
-            wbuf: Vec::new(),
+            wq: std::collections::VecDeque::new(),
             wpos: 0,
+            wqueued: 0,
+            spare: Vec::new(),
         })
     }
 
@@ -343,21 +358,44 @@ impl<IO: tokio::io::AsyncWrite + Unpin> RecordStream<IO> {
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<std::io::Result<()>> {
         use std::task::Poll;
-        while self.wpos < self.wbuf.len() {
-            match std::pin::Pin::new(&mut self.io).poll_write(cx, &self.wbuf[self.wpos..]) {
+        while !self.wq.is_empty() {
+            let mut slices = [std::io::IoSlice::new(&[]); WRITE_SLICES];
+            for (i, c) in self.wq.iter().take(WRITE_SLICES).enumerate() {
+                let from = if i == 0 { self.wpos } else { 0 };
+                slices[i] = std::io::IoSlice::new(&c[from..]);
+            }
+            let k = self.wq.len().min(WRITE_SLICES);
+            let mut n = match std::pin::Pin::new(&mut self.io).poll_write_vectored(cx, &slices[..k])
+            {
                 Poll::Ready(Ok(0)) => {
                     return Poll::Ready(Err(std::io::ErrorKind::WriteZero.into()))
                 }
-                Poll::Ready(Ok(n)) => self.wpos += n,
+                Poll::Ready(Ok(n)) => n,
                 Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
                 Poll::Pending => return Poll::Pending,
+            };
+            self.wqueued = self.wqueued.saturating_sub(n);
+            while n > 0 {
+                let Some(front) = self.wq.front() else {
+                    break;
+                };
+                let left = front.len() - self.wpos;
+                if n < left {
+                    self.wpos += n;
+                    break;
+                }
+                n -= left;
+                self.wpos = 0;
+                if let Some(mut c) = self.wq.pop_front() {
+                    if self.spare.len() < SPARE_CHUNKS {
+                        c.clear();
+                        self.spare.push(c);
+                    }
+                }
             }
         }
-        self.wbuf.clear();
         self.wpos = 0;
-        if self.wbuf.capacity() > 2 * QUEUED_MAX {
-            self.wbuf = Vec::new();
-        }
+        self.wqueued = 0;
         Poll::Ready(Ok(()))
     }
 }
@@ -530,25 +568,32 @@ impl<IO: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for RecordStream<I
     ) -> std::task::Poll<std::io::Result<usize>> {
         use std::task::Poll;
         let me = self.get_mut();
-        if me.wbuf.len() - me.wpos >= QUEUED_MAX {
+        if me.wqueued >= QUEUED_MAX {
             match me.poll_drain(cx) {
                 Poll::Ready(Ok(())) => {}
                 Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
-                Poll::Pending if me.wbuf.len() - me.wpos >= QUEUED_MAX => return Poll::Pending,
+                Poll::Pending if me.wqueued >= QUEUED_MAX => return Poll::Pending,
                 Poll::Pending => {}
             }
         }
+        let mut chunk = me.spare.pop().unwrap_or_default();
         let mut taken = 0;
         for b in bufs {
             let n = b.len().min(SEAL_PER_WRITE - taken);
             if n == 0 {
                 continue;
             }
-            me.sealer.seal(&b[..n], &mut me.wbuf).map_err(invalid)?;
+            me.sealer.seal(&b[..n], &mut chunk).map_err(invalid)?;
             taken += n;
             if taken == SEAL_PER_WRITE {
                 break;
             }
+        }
+        if chunk.is_empty() {
+            me.spare.push(chunk);
+        } else {
+            me.wqueued += chunk.len();
+            me.wq.push_back(chunk);
         }
         // Send what can go now; the rest goes with the next write or flush.
         if let Poll::Ready(Err(e)) = me.poll_drain(cx) {
@@ -725,6 +770,137 @@ mod tests {
             me.at += n;
             std::task::Poll::Ready(Ok(()))
         }
+    }
+
+    /// A socket that takes a random part of each write (1 byte to 300
+    /// KiB, across the slices of a vectored one) and now and then is full.
+    struct Slow {
+        got: Vec<u8>,
+        rng: loligo_testkit::Rng,
+        vectored: usize,
+    }
+
+    impl Slow {
+        fn take(
+            &mut self,
+            cx: &mut std::task::Context<'_>,
+            bufs: &[std::io::IoSlice<'_>],
+        ) -> std::task::Poll<std::io::Result<usize>> {
+            if self.rng.chance(8) {
+                cx.waker().wake_by_ref();
+                return std::task::Poll::Pending;
+            }
+            let big = self.rng.chance(3);
+            let mut left = 1 + self.rng.index(if big { 300 << 10 } else { 5000 });
+            let mut n = 0;
+            for b in bufs {
+                let k = b.len().min(left);
+                self.got.extend_from_slice(&b[..k]);
+                n += k;
+                left -= k;
+                if left == 0 {
+                    break;
+                }
+            }
+            std::task::Poll::Ready(Ok(n))
+        }
+    }
+
+    impl tokio::io::AsyncWrite for Slow {
+        fn poll_write(
+            self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+            buf: &[u8],
+        ) -> std::task::Poll<std::io::Result<usize>> {
+            self.get_mut().take(cx, &[std::io::IoSlice::new(buf)])
+        }
+
+        fn poll_write_vectored(
+            self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+            bufs: &[std::io::IoSlice<'_>],
+        ) -> std::task::Poll<std::io::Result<usize>> {
+            let me = self.get_mut();
+            if bufs.len() > 1 {
+                me.vectored += 1;
+            }
+            me.take(cx, bufs)
+        }
+
+        fn is_write_vectored(&self) -> bool {
+            true
+        }
+
+        fn poll_flush(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+
+        fn poll_shutdown(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    /// Writes of every size (up to 3 MiB, more than the stream queues)
+    /// through a socket that takes a part of each write and is full now
+    /// and then reach the peer whole and in order: rustls opens exactly
+    /// what was written. Several queued chunks went out in one vectored
+    /// write, and written chunks were reused.
+    #[tokio::test]
+    async fn the_stream_writes_what_it_is_given_through_a_slow_socket() {
+        use tokio::io::AsyncWriteExt;
+        let mut vectored = 0;
+        for seed in 0..12 {
+            let (c, mut s) = handshaken();
+            let secrets = c.dangerous_extract_secrets().unwrap();
+            let io = Slow {
+                got: Vec::new(),
+                rng: loligo_testkit::Rng::new(seed),
+                vectored: 0,
+            };
+            let mut stream = RecordStream::new(io, Vec::new(), Vec::new(), secrets).unwrap();
+            let mut rng = loligo_testkit::Rng::new(seed + 100);
+            let mut sent = Vec::new();
+            for _ in 0..1 + rng.index(12) {
+                let most = if rng.chance(3) { 3 << 20 } else { 2000 };
+                let len = 1 + rng.index(most);
+                let data = rng.bytes(len);
+                stream.write_all(&data).await.unwrap();
+                sent.extend_from_slice(&data);
+                if rng.chance(3) {
+                    stream.flush().await.unwrap();
+                    assert!(stream.wq.is_empty() && stream.wqueued == 0);
+                }
+                assert!(stream.spare.len() <= SPARE_CHUNKS);
+            }
+            stream.flush().await.unwrap();
+            vectored += stream.io.vectored;
+            let wire = std::mem::take(&mut stream.io.got);
+            let mut rest = wire.as_slice();
+            let mut got = Vec::new();
+            while !rest.is_empty() {
+                s.read_tls(&mut rest).unwrap();
+                s.process_new_packets().unwrap();
+                let mut buf = [0u8; 1 << 16];
+                loop {
+                    match s.reader().read(&mut buf) {
+                        Ok(n) if n > 0 => got.extend_from_slice(&buf[..n]),
+                        _ => break,
+                    }
+                }
+            }
+            assert_eq!(got.len(), sent.len(), "seed {seed}");
+            assert!(
+                got == sent,
+                "seed {seed}: rustls opened other bytes than were written"
+            );
+        }
+        assert!(vectored > 0, "no write took more than one chunk");
     }
 
     /// What rustls's server seals for `chunks`, and the client's stream
