@@ -251,13 +251,10 @@ pub struct RecordStream<IO> {
     /// Sealed records not yet written: each write call's records in a
     /// chunk of their own, `wq[0][wpos..]` first. Written chunks go to
     /// `spare` for the next writes: a busy connection reuses the same
-    /// few buffers (one buffer grown and freed per reply cost the
-    /// kernel's page zeroing and the allocator's copies a fifth of a
-    /// 4 MiB read's throughput).
+    /// few buffers, where one buffer grown past each large reply and
+    /// freed cost reallocation copies and freshly zeroed pages.
     wq: std::collections::VecDeque<Vec<u8>>,
     wpos: usize,
-    /// Bytes in `wq` not yet written.
-    wqueued: usize,
     spare: Vec<Vec<u8>>,
 }
 
@@ -332,7 +329,6 @@ impl<IO> RecordStream<IO> {
             rend,
             wq: std::collections::VecDeque::new(),
             wpos: 0,
-            wqueued: 0,
             spare: Vec::new(),
         })
     }
@@ -348,6 +344,13 @@ impl<IO> RecordStream<IO> {
     pub fn limit_records(&mut self, max: u64) {
         self.sealer.0.max = max.min(RECORDS_MAX);
         self.opener.0.max = max.min(RECORDS_MAX);
+    }
+}
+
+impl<IO> RecordStream<IO> {
+    /// Sealed bytes not yet written.
+    fn queued(&self) -> usize {
+        self.wq.iter().map(Vec::len).sum::<usize>() - self.wpos
     }
 }
 
@@ -374,7 +377,6 @@ impl<IO: tokio::io::AsyncWrite + Unpin> RecordStream<IO> {
                 Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
                 Poll::Pending => return Poll::Pending,
             };
-            self.wqueued = self.wqueued.saturating_sub(n);
             while n > 0 {
                 let Some(front) = self.wq.front() else {
                     break;
@@ -395,7 +397,6 @@ impl<IO: tokio::io::AsyncWrite + Unpin> RecordStream<IO> {
             }
         }
         self.wpos = 0;
-        self.wqueued = 0;
         Poll::Ready(Ok(()))
     }
 }
@@ -568,11 +569,11 @@ impl<IO: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for RecordStream<I
     ) -> std::task::Poll<std::io::Result<usize>> {
         use std::task::Poll;
         let me = self.get_mut();
-        if me.wqueued >= QUEUED_MAX {
+        if me.queued() >= QUEUED_MAX {
             match me.poll_drain(cx) {
                 Poll::Ready(Ok(())) => {}
                 Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
-                Poll::Pending if me.wqueued >= QUEUED_MAX => return Poll::Pending,
+                Poll::Pending if me.queued() >= QUEUED_MAX => return Poll::Pending,
                 Poll::Pending => {}
             }
         }
@@ -592,7 +593,6 @@ impl<IO: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for RecordStream<I
         if chunk.is_empty() {
             me.spare.push(chunk);
         } else {
-            me.wqueued += chunk.len();
             me.wq.push_back(chunk);
         }
         // Send what can go now; the rest goes with the next write or flush.
@@ -874,7 +874,7 @@ mod tests {
                 sent.extend_from_slice(&data);
                 if rng.chance(3) {
                     stream.flush().await.unwrap();
-                    assert!(stream.wq.is_empty() && stream.wqueued == 0);
+                    assert!(stream.wq.is_empty() && stream.queued() == 0);
                 }
                 assert!(stream.spare.len() <= SPARE_CHUNKS);
             }

@@ -846,13 +846,13 @@ fn read_blocks(
     if len >= PREFETCH_MIN {
         prefetch(&s.dev, disk_off, len);
     }
+    let mut read = || s.dev.read_exact_at(&mut buf, disk_off);
     if len as u64 >= DIRECT_READ_MIN {
-        s.device_wait
-            .read(|| s.dev.read_exact_at(&mut buf, disk_off))
-            .map_err(io)?;
+        s.device_wait.read(read)
     } else {
-        s.dev.read_exact_at(&mut buf, disk_off).map_err(io)?;
+        read()
     }
+    .map_err(io)?;
     overlay_deferred(s, pending, disk_off, &mut buf)?;
     Ok(buf)
 }
