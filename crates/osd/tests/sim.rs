@@ -2702,7 +2702,13 @@ const EC_BUG_SEEDS: &[u64] = &[5780, 41860];
 /// - 220343: two members had swapped positions and held the only
 ///   shards of an object; a pulling primary asked each for its
 ///   position's shard, and the PG was handed back and forth for good.
-const EC_MOVES_BUG_SEEDS: &[u64] = &[63, 119, 427, 831, 3775, 6979, 8347, 201103, 205067, 220343];
+/// - 276959: the primary and a moved member held the only two shards of
+///   an unacknowledged write's object (k = 2); activating, the primary
+///   sent the moved member its log, which relabels its copy for a
+///   backfill at its new position, and the object could never be rebuilt.
+const EC_MOVES_BUG_SEEDS: &[u64] = &[
+    63, 119, 427, 831, 3775, 6979, 8347, 201103, 205067, 220343, 276959,
+];
 
 /// As `ec_acknowledged_writes_survive_crashes_and_shards_stay_consistent`,
 /// with Zigzag positions moving while an OSD is down (as CRUSH indep moves

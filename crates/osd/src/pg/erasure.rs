@@ -1244,9 +1244,31 @@ pub(super) fn ec_temp_step(
     best.map(|(_, next)| as_temp(&next))
 }
 
+/// Whether [`ec_temp_step`] walks `acting` (a pg_temp; holes
+/// `ITEM_NONE` or -1) all the way to CRUSH's `up`, each step's backfills
+/// ending at once. One it cannot walk would hold for good: with one
+/// parity shard, two members that must swap positions leave fewer than
+/// `k` in place whichever goes first.
+pub(super) fn walks_to_crush(acting: &[i32], up: &[i32], k: usize) -> bool {
+    let holes = |v: &[i32]| -> Vec<i32> {
+        v.iter()
+            .map(|&o| if o == loligo_crush::ITEM_NONE { -1 } else { o })
+            .collect()
+    };
+    let mut now = holes(acting);
+    for _ in 0..=2 * up.len() {
+        match ec_temp_step(&now, up, k, true) {
+            None => return false,
+            Some(next) if next.is_empty() => return true,
+            Some(next) => now = holes(&next),
+        }
+    }
+    false
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{ec_temp_step, moved_back};
+    use super::{ec_temp_step, moved_back, walks_to_crush};
     use loligo_crush::ITEM_NONE;
     use loligo_testkit::Rng;
     use std::collections::BTreeMap;
@@ -1357,6 +1379,21 @@ mod tests {
         assert!(walk(&[2, 3, 0, -1], &[0, 1, 2, 3], 2) >= 2);
         assert!(walk(&[1, 2, 3, 0], &[0, 1, 2, 3], 2) >= 1);
         assert!(walk(&[5, 4, 3, 2, 1, 0], &[0, 1, 2, 3, 4, 5], 4) >= 1);
+    }
+
+    #[test]
+    fn a_pg_temp_that_cannot_walk_back_is_told_apart() {
+        // EC sim seed 216: with k 2 of 3, osd.2 put back at position 0
+        // while CRUSH wants it at 1 and the third member is gone: no step
+        // keeps two members in place.
+        assert!(!walks_to_crush(&[2, ITEM_NONE, 3], &[1, 2, 3], 2));
+        assert!(!walks_to_crush(&[2, 1, 3], &[1, 2, 3], 2));
+        // EC sim seed 276959: k 2 of 4, two members swapped back; the
+        // other two stay in place, so CRUSH's set can take over.
+        assert!(walks_to_crush(&[3, 2, 1, 0], &[1, 2, 3, 0], 2));
+        assert!(walks_to_crush(&[1, 2, 3, 0], &[1, 2, 3, 0], 2));
+        // Whatever `walk` below completes, this says it can.
+        assert!(walks_to_crush(&[2, 3, 0, -1], &[0, 1, 2, 3], 2));
     }
 
     fn shuffle(rng: &mut Rng, v: &mut [i32]) {

@@ -2592,6 +2592,28 @@ impl Pg {
             };
             return;
         }
+        // Erasure-coded: a member whose OSD moved is backfilled at its new
+        // position, and the log it is sent relabels its copy: the shard it
+        // held is gone. Unless k members hold their own positions' shards
+        // of every object, some object may need that shard to be rebuilt,
+        // so moved members first go back to their shards' positions (EC
+        // sim seed 276959 with moving positions: the primary and a moved
+        // member held the only two shards of an object, the moved one was
+        // backfilled, and the PG stayed down with every OSD up).
+        // Only where that pg_temp can walk back to CRUSH's set later (EC
+        // sim seed 216: with one parity shard, a member put back at its
+        // shard's position could never leave it again).
+        if let Some(k) = self.ec.as_ref().map(|st| st.k()) {
+            let whole = 1 + complete.iter().filter(|o| self.acting.contains(o)).count();
+            let back = (whole < k)
+                .then(|| self.moved_back())
+                .flatten()
+                .filter(|t| erasure::walks_to_crush(t, &self.up, k));
+            if let Some(osds) = back {
+                self.ask_pg_temp(osds, fx);
+                return self.ec_behind("moved members go back to their shards' positions");
+            }
+        }
         // Every other member gets the authoritative log: one whose log
         // overlaps it merges and recovers the objects it lacks; one whose
         // log does not (or that is mid-backfill) is backfilled.
