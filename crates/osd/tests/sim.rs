@@ -2706,8 +2706,10 @@ const EC_BUG_SEEDS: &[u64] = &[5780, 41860];
 ///   an unacknowledged write's object (k = 2); activating, the primary
 ///   sent the moved member its log, which relabels its copy for a
 ///   backfill at its new position, and the object could never be rebuilt.
+/// - 229499 (found by a first fix of 276959): two members held shard 0;
+///   each primary in turn put the other back at position 0, for good.
 const EC_MOVES_BUG_SEEDS: &[u64] = &[
-    63, 119, 427, 831, 3775, 6979, 8347, 201103, 205067, 220343, 276959,
+    63, 119, 427, 831, 3775, 6979, 8347, 201103, 205067, 220343, 229499, 276959,
 ];
 
 /// As `ec_acknowledged_writes_survive_crashes_and_shards_stay_consistent`,

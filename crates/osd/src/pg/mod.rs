@@ -2603,10 +2603,26 @@ impl Pg {
         // Only where that pg_temp can walk back to CRUSH's set later (EC
         // sim seed 216: with one parity shard, a member put back at its
         // shard's position could never leave it again).
+        // A moved member whose shard's position a whole member holds
+        // stays (EC sim seed 229499: two members held shard 0, and each
+        // primary in turn put the other back at position 0, for good).
         if let Some(k) = self.ec.as_ref().map(|st| st.k()) {
-            let whole = 1 + complete.iter().filter(|o| self.acting.contains(o)).count();
-            let back = (whole < k)
-                .then(|| self.moved_back())
+            let whole: Vec<i32> = complete
+                .iter()
+                .copied()
+                .filter(|o| self.acting.contains(o))
+                .chain([self.whoami])
+                .collect();
+            let taken = |shard: usize| self.acting.get(shard).is_some_and(|o| whole.contains(o));
+            let moved: BTreeMap<i32, usize> = self
+                .rec
+                .moved_complete
+                .iter()
+                .filter(|&(_, &shard)| !taken(shard))
+                .map(|(&o, &shard)| (o, shard))
+                .collect();
+            let back = (whole.len() < k)
+                .then(|| erasure::moved_back(&self.acting, &self.up, &moved))
                 .flatten()
                 .filter(|t| erasure::walks_to_crush(t, &self.up, k));
             if let Some(osds) = back {
