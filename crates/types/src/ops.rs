@@ -229,8 +229,10 @@ pub enum OpError {
     /// The client's map is newer than the OSD's; retry shortly.
     #[error("OSD map is behind (epoch {epoch})")]
     Behind { epoch: Epoch },
-    /// Fewer than min_size up-to-date replicas: writes wait, then fail.
-    #[error("PG {pg} is inactive or below min_size ({have} of {need} replicas)")]
+    /// Fewer than min_size up-to-date replicas, or (erasure-coded) fewer
+    /// than k shards of an object to read it from: writes wait, then
+    /// fail.
+    #[error("PG {pg} is unavailable: {have} of the {need} copies or shards it needs are up to date")]
     Unavailable { pg: String, have: u32, need: u32 },
     #[error("no space left on the OSD")]
     NoSpace,
