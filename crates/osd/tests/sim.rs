@@ -723,11 +723,10 @@ impl Sim {
         };
         let chunk_objects = 1 + rng.index(3);
         let slots = 1 + rng.index(2);
-        // Zigzag seeds (the set fills all four OSDs): with
-        // LOLIGO_SIM_EC_MOVES set, positions move while an OSD is down in
-        // half of them (seeds 4n + 3). Not in the default run yet: about
-        // 2.5% of those seeds still end with a PG down for good (seed 119
-        // is the first; 3.4% before moved members could give the log).
+        // Zigzag seeds (the set fills all four OSDs): with moving
+        // positions (`ec_with_moving_positions_every_pg_heals`, or
+        // LOLIGO_SIM_EC_MOVES set), positions move while an OSD is down in
+        // half of them (seeds 4n + 3).
         let ec_moves = ec && seed % 4 == 3 && moves;
         let mut osds = Vec::new();
         for _ in 0..OSDS {
