@@ -232,7 +232,9 @@ pub enum OpError {
     /// Fewer than min_size up-to-date replicas, or (erasure-coded) fewer
     /// than k shards of an object to read it from: writes wait, then
     /// fail.
-    #[error("PG {pg} is unavailable: {have} of the {need} copies or shards it needs are up to date")]
+    #[error(
+        "PG {pg} is unavailable: {have} of the {need} copies or shards it needs are up to date"
+    )]
     Unavailable { pg: String, have: u32, need: u32 },
     #[error("no space left on the OSD")]
     NoSpace,

@@ -2592,43 +2592,11 @@ impl Pg {
             };
             return;
         }
-        // Erasure-coded: a member whose OSD moved is backfilled at its new
-        // position, and the log it is sent relabels its copy: the shard it
-        // held is gone. Unless k members hold their own positions' shards
-        // of every object, some object may need that shard to be rebuilt,
-        // so moved members first go back to their shards' positions (EC
-        // sim seed 276959 with moving positions: the primary and a moved
-        // member held the only two shards of an object, the moved one was
-        // backfilled, and the PG stayed down with every OSD up).
-        // Only where that pg_temp can walk back to CRUSH's set later (EC
-        // sim seed 216: with one parity shard, a member put back at its
-        // shard's position could never leave it again).
-        // A moved member whose shard's position a whole member holds
-        // stays (EC sim seed 229499: two members held shard 0, and each
-        // primary in turn put the other back at position 0, for good).
-        if let Some(k) = self.ec.as_ref().map(|st| st.k()) {
-            let whole: Vec<i32> = complete
-                .iter()
-                .copied()
-                .filter(|o| self.acting.contains(o))
-                .chain([self.whoami])
-                .collect();
-            let taken = |shard: usize| self.acting.get(shard).is_some_and(|o| whole.contains(o));
-            let moved: BTreeMap<i32, usize> = self
-                .rec
-                .moved_complete
-                .iter()
-                .filter(|&(_, &shard)| !taken(shard))
-                .map(|(&o, &shard)| (o, shard))
-                .collect();
-            let back = (whole.len() < k)
-                .then(|| erasure::moved_back(&self.acting, &self.up, &moved))
-                .flatten()
-                .filter(|t| erasure::walks_to_crush(t, &self.up, k));
-            if let Some(osds) = back {
-                self.ask_pg_temp(osds, fx);
-                return self.ec_behind("moved members go back to their shards' positions");
-            }
+        // Erasure-coded: moved members whose shards may be needed go back
+        // to their shards' positions before any is relabeled.
+        if let Some(osds) = self.moved_back_before_activating(&complete) {
+            self.ask_pg_temp(osds, fx);
+            return self.ec_behind("moved members go back to their shards' positions");
         }
         // Every other member gets the authoritative log: one whose log
         // overlaps it merges and recovers the objects it lacks; one whose
@@ -2729,6 +2697,45 @@ impl Pg {
         osds.truncate(size);
         fx.push(Effect::RequestPgTemp { osds });
         self.role = Role::Behind;
+    }
+
+    /// Erasure-coded, a complete primary about to activate (`complete`:
+    /// the other members complete at the head): the pg_temp that first
+    /// puts moved members back at their shards' positions, if it should.
+    ///
+    /// A member whose OSD moved is backfilled at its new position, and
+    /// the log it is sent relabels its copy: the shard it held is gone.
+    /// Unless k members hold their own positions' shards of every object,
+    /// some object may need that shard to be rebuilt (EC sim seed 276959
+    /// with moving positions: the primary and a moved member held the only
+    /// two shards of an object, the moved one was backfilled, and the PG
+    /// stayed down with every OSD up). A moved member whose shard's
+    /// position a complete member holds stays (seed 229499: two members
+    /// held shard 0, and each primary in turn put the other back at
+    /// position 0, for good). Only a pg_temp that can walk back to CRUSH's
+    /// set later (seed 216: with one parity shard, a member put back at
+    /// its shard's position could never leave it again).
+    fn moved_back_before_activating(&self, complete: &[i32]) -> Option<Vec<i32>> {
+        let k = self.ec.as_ref()?.k();
+        let whole: Vec<i32> = complete
+            .iter()
+            .copied()
+            .filter(|o| self.acting.contains(o))
+            .chain([self.whoami])
+            .collect();
+        if whole.len() >= k {
+            return None;
+        }
+        let taken = |shard: usize| self.acting.get(shard).is_some_and(|o| whole.contains(o));
+        let moved: BTreeMap<i32, usize> = self
+            .rec
+            .moved_complete
+            .iter()
+            .filter(|&(_, &shard)| !taken(shard))
+            .map(|(&o, &shard)| (o, shard))
+            .collect();
+        erasure::moved_back(&self.acting, &self.up, &moved)
+            .filter(|t| erasure::walks_to_crush(t, &self.up, k))
     }
 
     /// See [`erasure::moved_back`].
