@@ -2707,8 +2707,12 @@ const EC_BUG_SEEDS: &[u64] = &[5780, 41860];
 ///   backfill at its new position, and the object could never be rebuilt.
 /// - 229499 (found by a first fix of 276959): two members held shard 0;
 ///   each primary in turn put the other back at position 0, for good.
+/// - 293795: as 276959 while CRUSH's set had a hole; the pg_temp that put
+///   the moved member back was judged unable to walk back to CRUSH's set
+///   (which it can once the hole takes an OSD), and the member was
+///   relabeled.
 const EC_MOVES_BUG_SEEDS: &[u64] = &[
-    63, 119, 427, 831, 3775, 6979, 8347, 201103, 205067, 220343, 229499, 276959,
+    63, 119, 427, 831, 3775, 6979, 8347, 201103, 205067, 220343, 229499, 276959, 293795,
 ];
 
 /// As `ec_acknowledged_writes_survive_crashes_and_shards_stay_consistent`,

@@ -942,6 +942,11 @@ pub const RECOVERY_PUSHES_MAX: usize = 4;
 /// tried again (ms).
 pub const RECOVERY_RETRY_MS: u64 = 1_000;
 
+/// Stand-in OSD ids for the holes of CRUSH's set where a peering decision
+/// asks what happens once they are filled (no OSD has such an id: the
+/// map holds none of `loligo_types::osdmap::OSDS_MAX` or more).
+const NEWCOMER_BASE: i32 = loligo_types::osdmap::OSDS_MAX;
+
 /// How long a replica write whose message or answer failed waits before it
 /// is sent again (ms).
 pub const REP_RETRY_MS: u64 = 250;
@@ -2734,8 +2739,19 @@ impl Pg {
             .filter(|&(_, &shard)| !taken(shard))
             .map(|(&o, &shard)| (o, shard))
             .collect();
+        // A hole in CRUSH's set takes an OSD again (the one that went down
+        // coming back, or its replacement once it is out): the walk is
+        // judged with a newcomer there (EC sim seed 293795 with moving
+        // positions: CRUSH's set had a hole, the walk back was judged
+        // impossible for it, and the moved member was relabeled).
+        let up: Vec<i32> = (0..self.up.len())
+            .map(|i| match self.up[i] {
+                o if o >= 0 && o != loligo_crush::ITEM_NONE => o,
+                _ => NEWCOMER_BASE + i as i32,
+            })
+            .collect();
         erasure::moved_back(&self.acting, &self.up, &moved)
-            .filter(|t| erasure::walks_to_crush(t, &self.up, k))
+            .filter(|t| erasure::walks_to_crush(t, &up, k))
     }
 
     /// See [`erasure::moved_back`].
