@@ -1392,7 +1392,12 @@ mod tests {
         // other two stay in place, so CRUSH's set can take over.
         assert!(walks_to_crush(&[3, 2, 1, 0], &[1, 2, 3, 0], 2));
         assert!(walks_to_crush(&[1, 2, 3, 0], &[1, 2, 3, 0], 2));
-        // Whatever `walk` below completes, this says it can.
+        // EC sim seed 293795: with a hole in CRUSH's set, three members
+        // cannot swap two of them keeping two in place; once the hole
+        // takes an OSD (here 100), four can.
+        assert!(!walks_to_crush(&[1, 2, -1, 0], &[1, 0, -1, 2], 2));
+        assert!(walks_to_crush(&[1, 2, -1, 0], &[1, 0, 100, 2], 2));
+        // A walk `walk` below completes (seed 831).
         assert!(walks_to_crush(&[2, 3, 0, -1], &[0, 1, 2, 3], 2));
     }
 

@@ -2744,8 +2744,8 @@ impl Pg {
         // judged with a newcomer there (EC sim seed 293795 with moving
         // positions: CRUSH's set had a hole, the walk back was judged
         // impossible for it, and the moved member was relabeled).
-        let up: Vec<i32> = (0..self.up.len())
-            .map(|i| match self.up[i] {
+        let up: Vec<i32> = (self.up.iter().enumerate())
+            .map(|(i, &o)| match o {
                 o if o >= 0 && o != loligo_crush::ITEM_NONE => o,
                 _ => NEWCOMER_BASE + i as i32,
             })
