@@ -2711,8 +2711,12 @@ const EC_BUG_SEEDS: &[u64] = &[5780, 41860];
 ///   the moved member back was judged unable to walk back to CRUSH's set
 ///   (which it can once the hole takes an OSD), and the member was
 ///   relabeled.
+/// - 303071 (found once 276959 changed the schedule): with a log of 11
+///   entries, the primary kept entries older than a gap in its log (from
+///   an earlier merge) that no member had; per-write trimming never
+///   reached them, and the logs differed once the PG was clean.
 const EC_MOVES_BUG_SEEDS: &[u64] = &[
-    63, 119, 427, 831, 3775, 6979, 8347, 201103, 205067, 220343, 229499, 276959, 293795,
+    63, 119, 427, 831, 3775, 6979, 8347, 201103, 205067, 220343, 229499, 276959, 293795, 303071,
 ];
 
 /// As `ec_acknowledged_writes_survive_crashes_and_shards_stay_consistent`,

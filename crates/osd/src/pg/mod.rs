@@ -2646,6 +2646,7 @@ impl Pg {
             write_set,
             recorded,
         };
+        self.drop_stale_log(s, fx);
         self.send_logs(s, fx);
         self.maybe_go_active(s, fx);
         if matches!(self.role, Role::Activating { .. }) {
@@ -3124,6 +3125,39 @@ impl Pg {
             info: self.info,
             entries,
         })
+    }
+
+    /// An activating primary: drop the entries of its log older than the
+    /// run that ends at its head (what [`Pg::own_log`] sends; entries
+    /// older than a gap are no part of the log). Members never get them,
+    /// and a write trims exactly the entry `log_entries_max` behind it, so
+    /// they would stay here for good (EC sim seed 303071 with moving
+    /// positions and a log of 11 entries: the primary kept five such
+    /// entries from an earlier merge, and its log differed from its
+    /// members' once the PG was clean).
+    fn drop_stale_log(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
+        let Some(log) = self.own_log(s) else {
+            return;
+        };
+        let stale =
+            match recovery::record_keys(s, self.coll, b"log/", Some(&log_key(log.tail() + 1))) {
+                Ok(k) => k,
+                Err(e) => return tracing_error(self.id, &format!("reading the log: {e}")),
+            };
+        if stale.is_empty() {
+            return;
+        }
+        let mut txn = Transaction::new();
+        for k in &stale {
+            txn.rm_record(self.coll, k);
+        }
+        let tid = self.take_tid();
+        self.applying.insert(tid, self.interval);
+        fx.push(Effect::Apply {
+            tid,
+            txn,
+            sync: false,
+        });
     }
 
     /// The version counter just below the oldest entry of this copy's log
