@@ -670,6 +670,58 @@ fn a_retried_write_is_answered_from_the_log_not_applied_twice() {
     );
 }
 
+/// A log may hold more entries than `log_entries_max` (a merged run is
+/// read up to 64 entries past it): a new primary's request-id index must
+/// hold the newest, whose replies are the likeliest to have been lost.
+#[test]
+fn a_new_primary_knows_the_newest_writes_of_a_log_longer_than_its_bound() {
+    let (s, mut pg) = setup();
+    pg.log_entries_max = 10;
+    run(&mut pg, &s, map(1, vec![0], 1));
+    let append = |token, tid| Input::Op {
+        op: ClientOp {
+            pool: 1,
+            name: "log".into(),
+            epoch: 1,
+            ops: vec![SubOp::Append(b"x".to_vec().into())],
+            reqid: Some(loligo_types::ops::ReqId { client: 5, tid }),
+        },
+        token,
+        now_ms: 0,
+    };
+    for tid in 1..=6 {
+        let (applied, _) = apply(&s, run(&mut pg, &s, append(tid, tid)));
+        for tid in applied {
+            run(
+                &mut pg,
+                &s,
+                Input::LocalDone {
+                    tid,
+                    result: Ok(()),
+                },
+            );
+        }
+    }
+    // A new primary that keeps three entries, over a log of six: the
+    // newest write's retry is answered from the log, not applied again.
+    let mut pg2 = Pg::new(PG, 0, PgInfo::default());
+    pg2.log_entries_max = 3;
+    run(&mut pg2, &s, map(2, vec![0], 1));
+    let fx = run(&mut pg2, &s, append(100, 6));
+    match &fx[..] {
+        [Effect::Reply { token: 100, reply }] => {
+            assert!(reply.result.is_ok(), "{reply:?}");
+            assert_eq!(reply.version, Version { epoch: 1, v: 6 });
+        }
+        other => panic!("the retry was not answered from the log: {other:?}"),
+    }
+    let oid = loligo_store::ObjectId::new(loligo_crush::hash::str_hash_rjenkins(b"log"), "log");
+    assert_eq!(
+        s.read(CollectionId::pg(1, 0), &oid, &[(0, 100)]).unwrap()[0],
+        b"xxxxxx"
+    );
+}
+
 #[test]
 fn writes_wait_until_the_monitors_record_the_write_set() {
     let (s, mut pg) = setup();

@@ -2377,7 +2377,15 @@ impl Pg {
     fn load_recent(&mut self, s: &dyn ObjectStore) {
         self.recent.clear();
         self.recent_order.clear();
-        let Ok(rows) = s.records(self.coll, b"log/", self.log_entries_max as usize) else {
+        // The newest `log_entries_max` entries: a log may hold more (a
+        // merged run is read up to 64 entries past that bound), and the
+        // newest writes are the likeliest to be retried.
+        let after = self.info.last_update.v.saturating_sub(self.log_entries_max);
+        let Ok(rows) = s.records(
+            self.coll,
+            &log_key(after + 1),
+            self.log_entries_max as usize,
+        ) else {
             return;
         };
         for (k, v) in rows {
