@@ -1433,20 +1433,21 @@ impl Pg {
             Ok(k) => k,
             Err(e) => return tracing_error(self.id, &format!("Merkle tree records: {e}")),
         };
+        self.remove_records(&keys, true, fx);
+    }
+
+    /// Queue the removal of this copy's records `keys` (none: nothing).
+    fn remove_records(&mut self, keys: &[Vec<u8>], sync: bool, fx: &mut Vec<Effect>) {
         if keys.is_empty() {
             return;
         }
         let mut txn = Transaction::new();
-        for k in &keys {
+        for k in keys {
             txn.rm_record(self.coll, k);
         }
         let tid = self.take_tid();
         self.applying.insert(tid, self.interval);
-        fx.push(Effect::Apply {
-            tid,
-            txn,
-            sync: true,
-        });
+        fx.push(Effect::Apply { tid, txn, sync });
     }
 
     /// `t` (the newest transaction built) rewrites this copy's log outside
@@ -3152,20 +3153,7 @@ impl Pg {
                 Ok(k) => k,
                 Err(e) => return tracing_error(self.id, &format!("reading the log: {e}")),
             };
-        if stale.is_empty() {
-            return;
-        }
-        let mut txn = Transaction::new();
-        for k in &stale {
-            txn.rm_record(self.coll, k);
-        }
-        let tid = self.take_tid();
-        self.applying.insert(tid, self.interval);
-        fx.push(Effect::Apply {
-            tid,
-            txn,
-            sync: false,
-        });
+        self.remove_records(&stale, false, fx);
     }
 
     /// The version counter just below the oldest entry of this copy's log
