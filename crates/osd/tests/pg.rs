@@ -115,6 +115,23 @@ fn info(v: u64) -> PgInfo {
 }
 
 /// Perform `Apply` effects on the store; return the rest.
+/// Apply `fx`'s transactions and tell `pg` each is durable; the other
+/// effects of `fx`.
+fn land(pg: &mut Pg, s: &MemStore, fx: Vec<Effect>) -> Vec<Effect> {
+    let (applied, rest) = apply(s, fx);
+    for tid in applied {
+        run(
+            pg,
+            s,
+            Input::LocalDone {
+                tid,
+                result: Ok(()),
+            },
+        );
+    }
+    rest
+}
+
 fn apply(s: &MemStore, fx: Vec<Effect>) -> (Vec<u64>, Vec<Effect>) {
     let mut applied = Vec::new();
     let mut rest = Vec::new();
@@ -690,17 +707,8 @@ fn a_new_primary_knows_the_newest_writes_of_a_log_longer_than_its_bound() {
         now_ms: 0,
     };
     for tid in 1..=6 {
-        let (applied, _) = apply(&s, run(&mut pg, &s, append(tid, tid)));
-        for tid in applied {
-            run(
-                &mut pg,
-                &s,
-                Input::LocalDone {
-                    tid,
-                    result: Ok(()),
-                },
-            );
-        }
+        let fx = run(&mut pg, &s, append(tid, tid));
+        land(&mut pg, &s, fx);
     }
     // A new primary that keeps three entries, over a log of six: the
     // newest write's retry is answered from the log, not applied again.
@@ -1792,17 +1800,7 @@ fn a_clean_primary_compares_merkle_roots_and_flags_a_difference() {
             }
         }
     };
-    let (applied, _) = apply(&s, fx);
-    for tid in applied {
-        run(
-            &mut pg,
-            &s,
-            Input::LocalDone {
-                tid,
-                result: Ok(()),
-            },
-        );
-    }
+    land(&mut pg, &s, fx);
     put(&mut pg, 1, 0);
     assert!(pg.is_clean());
     let mine = pg.tree().expect("a tree").root();
