@@ -58,12 +58,14 @@ fn entry() -> impl Strategy<Value = LogEntry> {
         name(),
         any::<bool>(),
         proptest::option::of(any::<(u64, u64)>()),
+        proptest::option::of(version()),
     )
-        .prop_map(|(version, name, removed, reqid)| LogEntry {
+        .prop_map(|(version, name, removed, reqid, gave_up)| LogEntry {
             version,
             name,
             removed,
             reqid: reqid.map(|(client, tid)| ReqId { client, tid }),
+            gave_up,
         })
 }
 
@@ -125,6 +127,12 @@ fn log_records_with_and_without_a_stamp() {
             let b = record::encode_log(&e);
             prop_assert_eq!(record::decode_log(&b), Ok(e.clone()));
             prop_assert_eq!(record::decode_log_stamped(&b), Ok((e.clone(), None)));
+            if e.gave_up.is_some() {
+                // An entry that gave its object up takes no stamp.
+                prop_assert!(record::stamp_log(&b, &s).is_err());
+                let _ = record::decode_log_stamped(&damage(b, &ds));
+                return Ok(());
+            }
             let stamped = record::stamp_log(&b, &s).unwrap();
             prop_assert_eq!(
                 record::decode_log_stamped(&stamped),

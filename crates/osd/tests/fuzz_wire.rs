@@ -123,6 +123,7 @@ fn peer_msg(r: &mut Rng) -> PeerMsg {
                             client: r.next_u64(),
                             tid: r.next_u64(),
                         }),
+                        gave_up: r.chance(100).then(|| version(r)),
                     })
                     .collect(),
             },

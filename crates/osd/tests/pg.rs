@@ -945,6 +945,394 @@ fn a_down_pg_goes_on_once_its_write_set_is_declared_lost() {
     assert_ne!(pg.stat().unwrap().state.to_string(), "down");
 }
 
+/// A copy of PG 1.0 on a fresh store: info at `head` (epoch 1), `log`
+/// entries (version counter, object, removed), the objects it holds
+/// (name, version counter, bytes) and those it lacks (name, version
+/// counter needed).
+fn copy_of(
+    head: u64,
+    log: &[(u64, &str, bool)],
+    objects: &[(&str, u64, &[u8])],
+    missing: &[(&str, u64)],
+) -> MemStore {
+    use loligo_osd::pg::{log_key, record, recovery, LogEntry};
+    let s = MemStore::new();
+    let c = CollectionId::pg(1, 0);
+    let mut t = Transaction::new();
+    t.create_collection(c);
+    t.set_record(c, b"info", stored(&info(head)));
+    for &(v, name, removed) in log {
+        let e = LogEntry {
+            version: Version { epoch: 1, v },
+            name: name.into(),
+            removed,
+            reqid: None,
+            gave_up: None,
+        };
+        t.set_record(c, &log_key(v), record::encode_log(&e));
+    }
+    for &(name, v, data) in objects {
+        let o = recovery::oid(name);
+        t.write_full(c, &o, data.to_vec());
+        let ver = Version { epoch: 1, v };
+        t.setattr(
+            c,
+            &o,
+            loligo_osd::exec::VERSION_ATTR,
+            postcard::to_stdvec(&ver).unwrap(),
+        );
+    }
+    for &(name, v) in missing {
+        let need = Version { epoch: 1, v };
+        t.set_record(
+            c,
+            &recovery::missing_key(name),
+            record::encode_missing(&need),
+        );
+    }
+    s.apply(t).unwrap();
+    s
+}
+
+/// Feed `input`, applying every transaction it queues (and those of what
+/// follows) until nothing more is queued; the other effects.
+fn settle(pg: &mut Pg, s: &MemStore, input: Input) -> Vec<Effect> {
+    let fx = run(pg, s, input);
+    let (mut applied, mut rest) = apply(s, fx);
+    while let Some(tid) = applied.pop() {
+        let fx = run(
+            pg,
+            s,
+            Input::LocalDone {
+                tid,
+                result: Ok(()),
+            },
+        );
+        let (more, others) = apply(s, fx);
+        applied.extend(more);
+        rest.extend(others);
+    }
+    rest
+}
+
+/// The head of the copy of PG 1.0 on `s`, from its stored info.
+fn head_of(s: &MemStore) -> Version {
+    let b = s.record(CollectionId::pg(1, 0), b"info").unwrap().unwrap();
+    loligo_osd::pg::record::decode_info(&b).unwrap().last_update
+}
+
+fn read_reply(pg: &mut Pg, s: &MemStore, token: u64, name: &str) -> Result<Vec<u8>, OpError> {
+    let fx = settle(pg, s, read(token, name, 0));
+    match &fx[..] {
+        [Effect::Reply { token: t, reply }] if *t == token => {
+            reply.result.clone().map(|r| match r.first() {
+                Some(loligo_types::ops::SubResult::Data(d)) => d.to_vec(),
+                other => panic!("{other:?}"),
+            })
+        }
+        other => panic!("no reply to the read of {name}: {other:?}"),
+    }
+}
+
+/// osd.2 merged the log of a primary (osd.0) that was then declared lost
+/// before osd.2 recovered two of its objects: `a`, written again at v3
+/// (osd.2 holds v1), and `c`, created at v4. No up OSD holds either at the
+/// version the log names. With the record gone (`osd lost 0`), the PG
+/// goes on: `a` is rolled back to the copy osd.2 holds and `c` is removed,
+/// each by a new log entry that every copy will follow.
+#[test]
+fn a_pg_whose_write_set_was_lost_rolls_back_what_no_up_copy_holds() {
+    let log = [
+        (1, "a", false),
+        (2, "b", false),
+        (3, "a", false),
+        (4, "c", false),
+    ];
+    let s = copy_of(
+        4,
+        &log,
+        &[("a", 1, b"old a"), ("b", 2, b"b")],
+        &[("a", 3), ("c", 4)],
+    );
+    let mut pg = Pg::new(PG, 2, info(4));
+    let fx = settle(&mut pg, &s, map_record(5, vec![2], 1, None, vec![]));
+    assert!(
+        !fx.iter()
+            .any(|e| matches!(e, Effect::Pull { .. } | Effect::FetchLog { .. })),
+        "{fx:?}"
+    );
+    let state = pg.stat().unwrap().state.to_string();
+    assert!(state.starts_with("active"), "{state}");
+    assert_eq!(read_reply(&mut pg, &s, 1, "a"), Ok(b"old a".to_vec()));
+    assert_eq!(read_reply(&mut pg, &s, 2, "b"), Ok(b"b".to_vec()));
+    assert_eq!(read_reply(&mut pg, &s, 3, "c"), Err(OpError::NotFound));
+    // Two new entries past the head, in this interval's epoch.
+    let c = CollectionId::pg(1, 0);
+    let entry = |v: u64| {
+        let b = s.record(c, &loligo_osd::pg::log_key(v)).unwrap().unwrap();
+        loligo_osd::pg::record::decode_log(&b).unwrap()
+    };
+    let (e5, e6) = (entry(5), entry(6));
+    let mut lost = [(e5.name.clone(), e5.removed), (e6.name.clone(), e6.removed)];
+    lost.sort();
+    assert_eq!(lost, [("a".to_string(), false), ("c".to_string(), true)]);
+    assert_eq!(e6.version, Version { epoch: 5, v: 6 });
+    assert_eq!(head_of(&s), Version { epoch: 5, v: 6 });
+    // `a` carries its new entry's version.
+    let va = s
+        .getattr(
+            c,
+            &loligo_osd::pg::recovery::oid("a"),
+            loligo_osd::exec::VERSION_ATTR,
+        )
+        .unwrap();
+    let a_entry = if e5.name == "a" {
+        e5.version
+    } else {
+        e6.version
+    };
+    assert_eq!(va, postcard::to_stdvec(&a_entry).unwrap());
+    assert!(s
+        .record(c, &loligo_osd::pg::recovery::missing_key("a"))
+        .unwrap()
+        .is_none());
+}
+
+/// As above, with a member (osd.1) whose log stops at v2: it holds `a` at
+/// v1, and `a` is rolled back to its copy; then it merges the new log.
+#[test]
+fn a_lost_object_rolls_back_to_an_older_copy_another_up_osd_holds() {
+    let log = [(1, "a", false), (2, "b", false), (3, "a", false)];
+    let s = copy_of(3, &log, &[("b", 2, b"b")], &[("a", 3)]);
+    let mut pg = Pg::new(PG, 2, info(3));
+    let fx = settle(&mut pg, &s, map_record(5, vec![2, 1], 1, None, vec![]));
+    let interval = fx
+        .iter()
+        .find_map(|e| match e {
+            Effect::QueryInfo {
+                to: 1, interval, ..
+            } => Some(*interval),
+            _ => None,
+        })
+        .expect("osd.1 is asked");
+    let fx = settle(
+        &mut pg,
+        &s,
+        Input::Info {
+            from: 1,
+            interval,
+            info: Some(info(2).into()),
+        },
+    );
+    // It asks osd.1 for `a` (which holds it at v1).
+    let peer = copy_of(2, &log[..2], &[("a", 1, b"peer a"), ("b", 2, b"b")], &[]);
+    let (tid, name) = match &fx[..] {
+        [Effect::Pull {
+            tid, to: 1, name, ..
+        }] => (*tid, name.clone()),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(name, "a");
+    let push = loligo_osd::pg::recovery::read_copy(&peer, CollectionId::pg(1, 0), "a").unwrap();
+    let fx = settle(
+        &mut pg,
+        &s,
+        Input::PullDone {
+            tid,
+            from: 1,
+            result: Ok(push),
+        },
+    );
+    assert_eq!(head_of(&s), Version { epoch: 5, v: 4 });
+    assert_eq!(read_reply(&mut pg, &s, 1, "a"), Ok(b"peer a".to_vec()));
+    // osd.1 merges the new log: it lacks `a` at its new version, which the
+    // primary pushes; then both copies are the same.
+    let (log_tid, ctx, auth) = fx
+        .into_iter()
+        .find_map(|e| match e {
+            Effect::SendLog {
+                tid,
+                to: 1,
+                ctx,
+                log,
+            } => Some((tid, ctx, log)),
+            _ => None,
+        })
+        .expect("osd.1 is sent the log");
+    let mut member = Pg::new(PG, 1, info(2));
+    settle(
+        &mut member,
+        &peer,
+        map_record(5, vec![2, 1], 1, None, vec![]),
+    );
+    let fx = settle(
+        &mut member,
+        &peer,
+        Input::Log {
+            from: 2,
+            ctx,
+            log: auth,
+            token: 7,
+            now_ms: 0,
+        },
+    );
+    let result = match &fx[..] {
+        [Effect::LogReply { token: 7, result }] => result.clone(),
+        other => panic!("{other:?}"),
+    };
+    let fx = settle(
+        &mut pg,
+        &s,
+        Input::LogDone {
+            tid: log_tid,
+            from: 1,
+            result,
+        },
+    );
+    let (push_tid, ctx, push) = fx
+        .into_iter()
+        .find_map(|e| match e {
+            Effect::Push {
+                tid,
+                to: 1,
+                ctx,
+                push,
+            } => Some((tid, ctx, push)),
+            _ => None,
+        })
+        .expect("`a` is pushed to osd.1");
+    assert_eq!(
+        (push.name.as_str(), push.version),
+        ("a", Version { epoch: 5, v: 4 })
+    );
+    let fx = settle(
+        &mut member,
+        &peer,
+        Input::Push {
+            from: 2,
+            ctx,
+            push,
+            token: 8,
+            now_ms: 0,
+        },
+    );
+    assert!(
+        matches!(
+            &fx[..],
+            [Effect::RepReply {
+                token: 8,
+                result: Ok(())
+            }]
+        ),
+        "{fx:?}"
+    );
+    settle(
+        &mut pg,
+        &s,
+        Input::PushDone {
+            tid: push_tid,
+            from: 1,
+            result: Ok(()),
+        },
+    );
+    assert_eq!(head_of(&peer), Version { epoch: 5, v: 4 });
+    assert_eq!(objects_of(&peer), objects_of(&s));
+    let a = loligo_osd::pg::recovery::read_copy(&peer, CollectionId::pg(1, 0), "a").unwrap();
+    assert_eq!(a.copy.unwrap().data, &b"peer a"[..]);
+    // (Two copies of a size-3 pool.)
+    assert_eq!(
+        pg.stat().unwrap().state.to_string(),
+        "active+undersized+degraded"
+    );
+}
+
+/// Without a record, a primary whose log is behind a copy that lacks
+/// objects (so none is complete) hands the PG to that copy, which then
+/// settles what no up copy holds.
+#[test]
+fn without_a_record_a_primary_behind_hands_over_to_a_copy_at_the_head() {
+    let log = [(1, "a", false), (2, "b", false)];
+    let s = copy_of(2, &log, &[("a", 1, b"a"), ("b", 2, b"b")], &[]);
+    let mut pg = Pg::new(PG, 2, info(2));
+    let fx = settle(&mut pg, &s, map_record(5, vec![2, 1], 1, None, vec![]));
+    let interval = fx
+        .iter()
+        .find_map(|e| match e {
+            Effect::QueryInfo {
+                to: 1, interval, ..
+            } => Some(*interval),
+            _ => None,
+        })
+        .expect("osd.1 is asked");
+    let at_head = PeerInfo {
+        info: info(3),
+        missing: 1,
+        backfill: false,
+        moved_shard: None,
+    };
+    let fx = settle(
+        &mut pg,
+        &s,
+        Input::Info {
+            from: 1,
+            interval,
+            info: Some(at_head),
+        },
+    );
+    match &fx[..] {
+        [Effect::RequestPgTemp { osds }] => assert_eq!(osds, &vec![1, 2]),
+        other => panic!("{other:?}"),
+    }
+    // Were that copy mid-backfill, it would be handed the PG all the
+    // same (to take its copy as it is).
+    let mut pg = Pg::new(PG, 2, info(2));
+    settle(&mut pg, &s, map_record(5, vec![2, 1], 1, None, vec![]));
+    let fx = settle(
+        &mut pg,
+        &s,
+        Input::Info {
+            from: 1,
+            interval,
+            info: Some(PeerInfo {
+                backfill: true,
+                ..at_head
+            }),
+        },
+    );
+    match &fx[..] {
+        [Effect::RequestPgTemp { osds }] => assert_eq!(osds, &vec![1, 2]),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// The only copy at the head is mid-backfill (its primary was declared
+/// lost): it is taken as it is. `a`, held at v1 while the log says v3, is
+/// rolled back to v1; `b`, not copied yet, is removed; the backfill ends.
+#[test]
+fn a_copy_mid_backfill_is_taken_as_it_is_when_nothing_else_reaches_the_head() {
+    let log = [(1, "a", false), (2, "b", false), (3, "a", false)];
+    let s = copy_of(3, &log, &[("a", 1, b"old a")], &[]);
+    let c = CollectionId::pg(1, 0);
+    let mut t = Transaction::new();
+    t.set_record(
+        c,
+        loligo_osd::pg::backfill::BACKFILL_KEY,
+        loligo_osd::pg::record::encode_cursor(&Cursor::Start),
+    );
+    s.apply(t).unwrap();
+    let mut pg = Pg::new(PG, 2, info(3));
+    settle(&mut pg, &s, map_record(5, vec![2], 1, None, vec![]));
+    let state = pg.stat().unwrap().state.to_string();
+    assert!(state.starts_with("active"), "{state}");
+    assert_eq!(read_reply(&mut pg, &s, 1, "a"), Ok(b"old a".to_vec()));
+    assert_eq!(read_reply(&mut pg, &s, 2, "b"), Err(OpError::NotFound));
+    assert_eq!(head_of(&s), Version { epoch: 5, v: 5 });
+    assert!(s
+        .record(c, loligo_osd::pg::backfill::BACKFILL_KEY)
+        .unwrap()
+        .is_none());
+}
+
 /// osd.1 and osd.2 answer interval 1's peering with empty copies; the
 /// effects of the last answer (activation and what waited).
 fn peer_with_empty_members(pg: &mut Pg, s: &MemStore) -> Vec<Effect> {
@@ -2170,6 +2558,7 @@ fn a_copy_with_a_damaged_log_entry_starts_over_as_a_backfill_target() {
             name: format!("o{v}"),
             removed: false,
             reqid: None,
+            gave_up: None,
         };
         let mut b = record::encode_log(&e);
         if v == 5 {
@@ -2218,6 +2607,7 @@ fn a_copy_with_a_damaged_log_entry_starts_over_as_a_backfill_target() {
             name: "o".into(),
             removed: false,
             reqid: None,
+            gave_up: None,
         };
         t.set_record(c, &log_key(v), record::encode_log(&e));
     }

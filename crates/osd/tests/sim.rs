@@ -60,6 +60,9 @@ const CLIENT_RESEND_MS: u64 = 3_000;
 /// late at least (steps).
 const MAP_LATE_PER_MILLE: u64 = 60;
 const MAP_LATE_STEPS_MIN: u64 = 40;
+/// Chance (per mille) per step that a stopped OSD is declared lost (in
+/// `lost_osds_let_pgs_go_on`).
+const LOSE_PER_MILLE: u64 = 3;
 /// Chance (per mille) that an op is sent under an older map.
 const STALE_CLIENT_PER_MILLE: u64 = 100;
 /// Chance (per mille) that a write to an object that exists removes it.
@@ -579,6 +582,12 @@ struct Sim {
     /// (checked at the end: later writes may hide a wrong one from the
     /// final check of the stores).
     shipped: Vec<(usize, Version, usize, Vec<u8>)>,
+    /// Down OSDs are declared lost now and then (`lost_osds_let_pgs_go_on`).
+    lose: bool,
+    /// Per object, values below which an acknowledgement binds nothing:
+    /// they were written before the PG's whole recorded write set was
+    /// declared lost.
+    lost_upto: [u64; OBJECTS],
 }
 
 #[derive(Default, Debug)]
@@ -623,6 +632,11 @@ struct Stats {
     trees_checked: u64,
     /// Removes acknowledged.
     removes: u64,
+    /// OSDs declared lost (`LOLIGO_SIM_LOST`), records that left empty,
+    /// and objects PGs then rolled back or removed.
+    lost_osds: u64,
+    records_emptied: u64,
+    given_up: u64,
     /// Merkle root comparisons a primary made with a member.
     scrubs: u64,
 }
@@ -662,6 +676,9 @@ impl Stats {
         self.trees_checked += st.trees_checked;
         self.removes += st.removes;
         self.scrubs += st.scrubs;
+        self.lost_osds += st.lost_osds;
+        self.records_emptied += st.records_emptied;
+        self.given_up += st.given_up;
     }
 }
 
@@ -789,6 +806,8 @@ impl Sim {
             ec: striper,
             written: BTreeMap::new(),
             shipped: Vec::new(),
+            lose: false,
+            lost_upto: [0; OBJECTS],
         };
         for o in 0..OSDS {
             s.start(o);
@@ -1778,7 +1797,9 @@ impl Sim {
                 if !remove && reply.result.is_ok() {
                     self.written.insert((obj, reply.version), value);
                 }
-                self.acked[obj] = self.acked[obj].max(value);
+                if value >= self.lost_upto[obj] {
+                    self.acked[obj] = self.acked[obj].max(value);
+                }
                 self.exists[obj] = !remove;
                 self.stats.acked_writes += 1;
                 self.stats.removes += u64::from(remove);
@@ -2022,6 +2043,13 @@ impl Sim {
             self.publish();
         }
         let stopped: Vec<usize> = (0..OSDS).filter(|&o| !self.osds[o].running()).collect();
+        if self.lose && !stopped.is_empty() && self.rng.chance(LOSE_PER_MILLE) {
+            let o = stopped[self.rng.index(stopped.len())];
+            // Only a down OSD can be declared lost.
+            if !self.mon.up[o] {
+                self.declare_lost(o);
+            }
+        }
         if !stopped.is_empty() && self.rng.chance(6) {
             let o = stopped[self.rng.index(stopped.len())];
             // Start again only once the monitors marked it down (as a
@@ -2030,6 +2058,50 @@ impl Sim {
                 self.start(o);
             }
         }
+    }
+
+    /// `osd lost O`: its disk is gone (it starts again empty, as a
+    /// replaced one), and the monitors take it out of every write-set
+    /// record (`Change::OsdLost`). A PG whose record leaves empty goes on
+    /// with what the up copies hold: what was acknowledged before in it
+    /// may be gone (reads in flight and later ones expect nothing of it),
+    /// but never a value not written, a torn one or a removed one, and
+    /// what is acknowledged from then on must survive as before.
+    fn declare_lost(&mut self, o: usize) {
+        if self.trace {
+            println!("  osd.{o} declared lost");
+        }
+        self.stats.lost_osds += 1;
+        let mem = MemStore::new();
+        let mut t = Transaction::new();
+        for p in 0..PGS {
+            t.create_collection(coll(p));
+        }
+        mem.apply(t).unwrap();
+        self.osds[o].store = FaultyStore::new(mem);
+        for p in 0..PGS {
+            let Some(r) = &mut self.mon.record[p] else {
+                continue;
+            };
+            r.osds.retain(|&m| m != o as i32);
+            if !r.osds.is_empty() {
+                continue;
+            }
+            self.mon.record[p] = None;
+            self.stats.records_emptied += 1;
+            for obj in (0..OBJECTS).filter(|&obj| pg_of(obj) == p) {
+                self.lost_upto[obj] = self.next_value[obj];
+                self.acked[obj] = 0;
+            }
+            for pending in self.pending.values_mut() {
+                if let Kind::Read { obj, floor } = &mut pending.kind {
+                    if pg_of(*obj) == p {
+                        *floor = 0;
+                    }
+                }
+            }
+        }
+        self.publish();
     }
 
     /// Deliver every message due now, in random order.
@@ -2228,6 +2300,7 @@ impl Sim {
     /// counters go with the PGs); none may have found a difference, since
     /// every tree is right and a comparison is made only between writes.
     fn take_scrubs(&mut self, o: usize) {
+        self.stats.given_up += self.osds[o].pgs.iter().map(Pg::given_up).sum::<u64>();
         for (p, pg) in self.osds[o].pgs.iter().enumerate() {
             let (compared, differed) = pg.scrubs();
             assert_eq!(
@@ -2569,6 +2642,10 @@ fn run_seed_ec(seed: u64, ec: bool) -> Stats {
 }
 
 fn run_seed_moving(seed: u64, ec: bool, moves: bool) -> Stats {
+    run_seed_with(seed, ec, moves, false)
+}
+
+fn run_seed_with(seed: u64, ec: bool, moves: bool, lose: bool) -> Stats {
     if std::env::var_os("LOLIGO_SIM_TRACE").is_some() {
         // The PGs' own log lines, between the simulator's events.
         let _ = tracing_subscriber::fmt()
@@ -2579,6 +2656,7 @@ fn run_seed_moving(seed: u64, ec: bool, moves: bool) -> Stats {
             .try_init();
     }
     let mut s = Sim::new(seed, ec, moves);
+    s.lose = lose;
     s.run(6_000);
     s.heal_and_check();
     s.check_clean();
@@ -2626,6 +2704,43 @@ fn acknowledged_writes_survive_crashes_and_stale_copies_never_answer() {
     assert!(total.scrubs > seeds, "{total:?}");
     // Objects were removed (and read as absent).
     assert!(total.removes > seeds, "{total:?}");
+}
+
+/// The replicated simulation with down OSDs declared lost now and then
+/// (`osd lost`: the disk is gone; it starts again empty): a PG whose
+/// recorded write set was all declared lost goes on with what the up
+/// copies hold, pulling what its primary lacks from any of them and
+/// rolling back (or removing) what none holds at its logged version.
+/// Checked as above, except that what was acknowledged in such a PG
+/// before its record emptied may be gone: every PG still heals to equal
+/// copies, reads never see a value not written, a torn or a removed one,
+/// and writes acknowledged afterwards survive.
+/// `LOLIGO_SIM_LOST_SEED=N` replays one seed; `LOLIGO_SIM_LOST_SEEDS`
+/// runs more (default 200) from `LOLIGO_SIM_FIRST`.
+#[test]
+fn lost_osds_let_pgs_go_on_with_what_is_left() {
+    let run = |seed| {
+        std::panic::catch_unwind(|| run_seed_with(seed, false, false, true)).unwrap_or_else(|_| {
+            panic!("lost seed {seed} failed: LOLIGO_SIM_LOST_SEED={seed} replays it")
+        })
+    };
+    if let Some(seed) = env_u64_opt("LOLIGO_SIM_LOST_SEED") {
+        let st = run(seed);
+        eprintln!("lost seed {seed}: {st:?}");
+        return;
+    }
+    let seeds: u64 = env_u64("LOLIGO_SIM_LOST_SEEDS", 200);
+    let first: u64 = env_u64("LOLIGO_SIM_FIRST", 0);
+    let mut total = Stats::default();
+    for seed in first..first + seeds {
+        total.add(&run(seed));
+    }
+    eprintln!("{seeds} lost seeds: {total:?}");
+    assert!(total.acked_writes > seeds * 10, "{total:?}");
+    assert!(total.lost_osds > seeds, "{total:?}");
+    // Whole write sets were lost, and PGs then gave objects up.
+    assert!(total.records_emptied > seeds / 10, "{total:?}");
+    assert!(total.given_up > 0, "{total:?}");
 }
 
 /// The same simulation on an erasure-coded pool (Reed-Solomon 2+1 on even

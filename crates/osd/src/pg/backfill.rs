@@ -703,6 +703,7 @@ pub(super) mod tests {
                 name: "kept".into(),
                 removed: false,
                 reqid: None,
+                gave_up: None,
             };
             t.set_record(coll(), &log_key(v), record::encode_log(&e));
         }
@@ -723,6 +724,7 @@ pub(super) mod tests {
                 name: "y".into(),
                 removed: false,
                 reqid: None,
+                gave_up: None,
             }],
         };
         let (txn, info) = restart(&s, coll(), &auth).unwrap();

@@ -37,7 +37,7 @@ use loligo_store::{CollectionId, ObjectId, ObjectStore, StoreError, Transaction}
 use loligo_types::ops::{ClientOp, OpError, OpReply, ReqId, SubOp, SubResult, Version};
 use loligo_types::{Epoch, PgId, PgStat, PgState, Pool, WriteSetRecord};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 /// PG log entries kept by default (older ones are trimmed in the same
@@ -110,6 +110,12 @@ pub struct LogEntry {
     pub removed: bool,
     /// The client request that made it (for answering retries).
     pub reqid: Option<ReqId>,
+    /// Set on an entry that gave the object up (no copy that held it at
+    /// its logged version was coming back: `Pg::pull_what_is_left`): the
+    /// version of the copy it was rolled back to (zero: removed). The
+    /// object's writes after that version and before this entry are
+    /// undone, so their request ids no longer answer retries.
+    pub gave_up: Option<Version>,
 }
 
 /// Record key of the log entry for version counter `v`.
@@ -737,6 +743,22 @@ struct Recovery {
     /// included) whose OSD moved to another position and whose copy is
     /// complete at the head for the shard it holds, with that shard.
     moved_complete: BTreeMap<i32, usize>,
+    /// Replicated, pulling what is left (`Pg::pull_what_is_left`): whom
+    /// to ask for what.
+    lost: Option<LostPulls>,
+}
+
+/// A replicated primary pulling what its copy lacks when no copy is
+/// complete at the head and none that could be is coming back
+/// (`Pg::pull_what_is_left`): any up copy may hold an object, and what
+/// none holds at the version the log names is rolled back to the newest
+/// older copy found, or removed.
+struct LostPulls {
+    /// Up copies to ask, newest logs first.
+    sources: Vec<i32>,
+    /// Per object: how many sources were asked, and the newest copy older
+    /// than the log's version one of them answered with.
+    tried: BTreeMap<String, (usize, Option<Push>)>,
 }
 
 /// A primary's hold on one of its OSD's recovery slots: pushes and
@@ -1098,6 +1120,9 @@ pub struct Pg {
     /// its own (ms; 0: never).
     pub scrub_interval_ms: u64,
     scrub: Scrub,
+    /// Objects this copy rolled back or removed because no up copy held
+    /// them at their logged version (`pull_what_is_left`).
+    given_up: u64,
 }
 
 /// Default `Pg::scrub_interval_ms`: a root comparison is one small
@@ -1238,6 +1263,7 @@ impl Pg {
             tree: TreeState::Unloaded,
             scrub_interval_ms: SCRUB_INTERVAL_MS,
             scrub: Scrub::default(),
+            given_up: 0,
         }
     }
 
@@ -1261,6 +1287,13 @@ impl Pg {
     /// different root.
     pub fn scrubs(&self) -> (u64, u64) {
         (self.scrub.compared, self.scrub.differed)
+    }
+
+    /// Objects this copy rolled back to an older copy or removed since it
+    /// started, because no copy that held them at their logged version
+    /// was coming back (`pull_what_is_left`).
+    pub fn given_up(&self) -> u64 {
+        self.given_up
     }
 
     /// Backfill chunks on their way from this primary (all targets),
@@ -2133,6 +2166,8 @@ impl Pg {
 
     fn start_peering(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
         self.synced = false;
+        // (Pulls of what is left end with the peering that chose them.)
+        self.rec.lost = None;
         // The acting members, and the recorded write set's members that
         // are up (one of them has every acknowledged write).
         let want: BTreeSet<i32> = self
@@ -2389,16 +2424,29 @@ impl Pg {
         ) else {
             return;
         };
-        for (k, v) in rows {
-            if !k.starts_with(b"log/") {
-                break;
-            }
-            if let Ok(e) = record::decode_log(&v) {
-                if let Some(r) = e.reqid {
-                    // Peering made every write-set member's log equal to
-                    // this one: what it holds is committed.
-                    self.remember(r, e.version, true);
-                }
+        let entries: Vec<LogEntry> = rows
+            .iter()
+            .take_while(|(k, _)| k.starts_with(b"log/"))
+            .filter_map(|(_, v)| record::decode_log(v).ok())
+            .collect();
+        // Writes an entry gave up (rolled back or removed) answer no
+        // retry: their effect is gone.
+        let undone: HashSet<ReqId> = entries
+            .iter()
+            .enumerate()
+            .filter_map(|(i, g)| Some((i, g, g.gave_up?)))
+            .flat_map(|(i, g, to)| {
+                entries[..i]
+                    .iter()
+                    .filter(move |e| e.name == g.name && e.version > to)
+                    .filter_map(|e| e.reqid)
+            })
+            .collect();
+        for e in entries {
+            if let Some(r) = e.reqid.filter(|r| !undone.contains(r)) {
+                // Peering made every write-set member's log equal to
+                // this one: what it holds is committed.
+                self.remember(r, e.version, true);
             }
         }
     }
@@ -2568,6 +2616,12 @@ impl Pg {
                 // mid-backfill: it hands over (EC sim seed 3775 with moving
                 // positions: the one other record member was past the
                 // head, and the PG stayed down with every OSD up).
+                // Replicated, and every member of the recorded write set
+                // answered (or each was declared lost): no copy that
+                // holds every object at the head is coming back.
+                if self.ec.is_none() && self.record_all_heard(&asked) {
+                    return self.pull_what_is_left(s, newest, &mine, asked, fx);
+                }
                 if mine.backfill && mine.info.last_update == newest {
                     return self.hand_over(complete, fx);
                 }
@@ -2932,6 +2986,9 @@ impl Pg {
             }
             return;
         }
+        if self.rec.lost.is_some() {
+            return self.lost_pull_some(s, fx);
+        }
         let todo: Vec<String> = self
             .missing
             .keys()
@@ -2963,16 +3020,21 @@ impl Pg {
         fx: &mut Vec<Effect>,
     ) {
         let ec = self.ec.is_some();
+        let lost = self.rec.lost.is_some();
         let Role::Pulling { from: f, pulls, .. } = &mut self.role else {
             return;
         };
-        // Erasure-coded pulls may go to any member (see `ec_pull_next`).
-        if *f != from && !ec {
+        // Erasure-coded pulls may go to any member (see `ec_pull_next`),
+        // and so may pulls of what is left (see `pull_what_is_left`).
+        if *f != from && !ec && !lost {
             return;
         }
         let Some(name) = pulls.remove(&tid) else {
             return;
         };
+        if lost {
+            return self.lost_pulled(s, name, result, fx);
+        }
         let push = match result {
             Ok(p) => p,
             Err(e) => {
@@ -3036,26 +3098,362 @@ impl Pg {
     /// Pulling: apply a copy of an object this primary lacked, then pull
     /// more.
     fn apply_pulled(&mut self, s: &dyn ObjectStore, push: Push, fx: &mut Vec<Effect>) {
-        let name = push.name.clone();
-        let t = self.take_tid();
-        let mut txn = recovery::push_txn(self.coll, &push, self.ec.is_some());
-        let txn = self
-            .push_tree_changes(s, std::slice::from_ref(&push), t, &mut txn)
-            .map(|()| txn);
-        match txn {
-            Ok(txn) => {
-                self.missing.remove(&name);
-                self.rec.pushed += 1;
-                self.applying.insert(t, self.interval);
-                fx.push(Effect::Apply {
-                    tid: t,
-                    txn,
-                    sync: true,
-                });
-                self.pull_some(s, fx);
-            }
+        match self.land_pulled(s, push, Transaction::new(), fx) {
+            Ok(()) => self.pull_some(s, fx),
             Err(e) => self.pull_failed(&e.to_string(), fx),
         }
+    }
+
+    /// Queue the transaction that puts a pulled copy of an object (or its
+    /// absence) in place of this copy's, and no longer count it missing;
+    /// `more`'s ops go in the same transaction (if they rewrite the log,
+    /// the kept tree's pages go with them).
+    fn land_pulled(
+        &mut self,
+        s: &dyn ObjectStore,
+        push: Push,
+        more: Transaction,
+        fx: &mut Vec<Effect>,
+    ) -> Result<(), StoreError> {
+        let t = self.take_tid();
+        let mut txn = recovery::push_txn(self.coll, &push, self.ec.is_some());
+        self.push_tree_changes(s, std::slice::from_ref(&push), t, &mut txn)?;
+        txn.ops.extend(more.ops);
+        self.guard_log(&mut txn);
+        self.missing.remove(&push.name);
+        self.rec.pushed += 1;
+        self.applying.insert(t, self.interval);
+        fx.push(Effect::Apply {
+            tid: t,
+            txn,
+            sync: true,
+        });
+        Ok(())
+    }
+
+    /// Every member of the recorded write set is this copy or answered
+    /// the peering with a copy of the PG (true without a record).
+    fn record_all_heard(&self, asked: &BTreeMap<i32, Option<PeerInfo>>) -> bool {
+        self.record.as_ref().is_none_or(|r| {
+            r.osds
+                .iter()
+                .all(|o| *o == self.whoami || asked.get(o).is_some_and(Option::is_some))
+        })
+    }
+
+    /// Replicated, at peering: no copy is complete at the head `newest`,
+    /// and every member of the recorded write set answered with its copy
+    /// (or there is no record: each member was declared lost, `osd lost`).
+    /// Each record member holds every acknowledged write, so an object
+    /// none of them holds at the version the log names was written by a
+    /// write never acknowledged, or held only by OSDs since declared
+    /// lost: no copy that has it is coming back. The PG goes on with what
+    /// the up copies hold. A primary at the head pulls what its copy lacks
+    /// from any up copy that holds it; an object none holds at the logged
+    /// version is rolled back to the newest older copy of it found (a
+    /// record member's, if any: the acknowledged version), or removed, by
+    /// a new log entry every copy then follows (what Ceph's
+    /// `mark_unfound_lost revert` does; declaring the OSDs lost gave up
+    /// the writes only they held). A primary behind the head hands over
+    /// to a copy at it; with only copies mid-backfill there, one is taken
+    /// as it is (`adopt_backfilled`); with none, the PG is down.
+    fn pull_what_is_left(
+        &mut self,
+        s: &dyn ObjectStore,
+        newest: Version,
+        mine: &PeerInfo,
+        asked: BTreeMap<i32, Option<PeerInfo>>,
+        fx: &mut Vec<Effect>,
+    ) {
+        let at_head = |backfill: bool| -> Vec<i32> {
+            asked
+                .iter()
+                .filter_map(|(o, i)| Some((*o, (*i)?)))
+                .filter(|(_, i)| i.backfill == backfill && i.info.last_update == newest)
+                .map(|(o, _)| o)
+                .collect()
+        };
+        let (whole, backfilling) = (at_head(false), at_head(true));
+        let mine_at_head = mine.info.last_update == newest;
+        if !mine_at_head || mine.backfill {
+            if !whole.is_empty() {
+                return self.hand_over(whole, fx);
+            }
+            // Only copies mid-backfill reach the head: one of them is
+            // taken as it is (this one if it can).
+            if mine_at_head {
+                if let Err(e) = self.adopt_backfilled(s, fx) {
+                    tracing_error(self.id, &e);
+                    self.role = Role::Down { osds: Vec::new() };
+                    return;
+                }
+            } else if !backfilling.is_empty() {
+                return self.hand_over(backfilling, fx);
+            } else {
+                tracing::warn!(
+                    "pg {}: down: no up copy holds the log up to {newest}, and none that \
+                     did is coming back",
+                    self.id
+                );
+                self.role = Role::Down { osds: Vec::new() };
+                return;
+            }
+        }
+        let mut sources: Vec<(Version, i32)> = asked
+            .iter()
+            .filter_map(|(o, i)| Some((*o, (*i)?)))
+            .filter(|(_, i)| !i.backfill && i.info.last_update.v > 0)
+            .map(|(o, i)| (i.info.last_update, o))
+            .collect();
+        sources.sort_unstable_by(|a, b| b.cmp(a));
+        tracing::warn!(
+            "pg {}: no copy is complete at the head and none that was is coming back: \
+             pulling {} objects from any up copy ({} to ask); what none holds at its \
+             logged version is rolled back or removed",
+            self.id,
+            self.missing.len(),
+            sources.len()
+        );
+        self.rec.lost = Some(LostPulls {
+            sources: sources.into_iter().map(|(_, o)| o).collect(),
+            tried: BTreeMap::new(),
+        });
+        self.role = Role::Pulling {
+            from: self.whoami,
+            complete: Vec::new(),
+            infos: asked,
+            log_tid: 0,
+            pulls: BTreeMap::new(),
+        };
+        self.pull_some(s, fx);
+    }
+
+    /// Replicated, pulling what is left: no copy but mid-backfill ones
+    /// holds the log up to the head, and this is one of them. It is taken as it
+    /// is: its backfill ends where it stands, and every object whose
+    /// newest log entry it does not hold as logged counts as missing
+    /// (then pulled, rolled back or removed as any other). Objects the
+    /// backfill had yet to copy that the log no longer names are gone
+    /// (Ceph leaves such a PG `incomplete` until an operator marks a copy
+    /// complete; declaring the OSDs lost already said to go on).
+    fn adopt_backfilled(
+        &mut self,
+        s: &dyn ObjectStore,
+        fx: &mut Vec<Effect>,
+    ) -> Result<(), String> {
+        let log = self
+            .own_log(s)
+            .ok_or_else(|| "the store does not show the whole log".to_string())?;
+        let mut newest: BTreeMap<&str, &LogEntry> = BTreeMap::new();
+        for e in &log.entries {
+            newest.insert(&e.name, e);
+        }
+        let mut t = Transaction::new();
+        let mut missing = self.missing.clone();
+        for (name, e) in newest {
+            if missing.contains_key(name) {
+                continue;
+            }
+            let held = s
+                .stat_attr(self.coll, &recovery::oid(name), VERSION_ATTR)
+                .map_err(|x| format!("{name}: {x}"))?
+                .map(|(_, v)| v.and_then(|b| postcard::from_bytes::<Version>(&b).ok()));
+            let as_logged = match held {
+                None => e.removed,
+                Some(v) => !e.removed && v == Some(e.version),
+            };
+            if !as_logged {
+                missing.insert(name.to_string(), e.version);
+                t.set_record(
+                    self.coll,
+                    &recovery::missing_key(name),
+                    record::encode_missing(&e.version),
+                );
+            }
+        }
+        t.rm_record(self.coll, backfill::BACKFILL_KEY);
+        tracing::warn!(
+            "pg {}: only copies mid-backfill reach the head and none that was complete is \
+             coming back: taking this one as it is ({} objects it does not hold as logged)",
+            self.id,
+            missing.len()
+        );
+        self.missing = missing;
+        self.backfill = None;
+        let tid = self.take_tid();
+        self.applying.insert(tid, self.interval);
+        fx.push(Effect::Apply {
+            tid,
+            txn: t,
+            sync: true,
+        });
+        Ok(())
+    }
+
+    /// Pulling what is left: an answer for `name`. The copy at the
+    /// logged version is taken; an older one is kept as the object's
+    /// fallback; then the next source is asked (`pull_some`).
+    fn lost_pulled(
+        &mut self,
+        s: &dyn ObjectStore,
+        name: String,
+        result: Result<Push, RepError>,
+        fx: &mut Vec<Effect>,
+    ) {
+        let Some(need) = self.missing.get(&name).copied() else {
+            return self.pull_some(s, fx);
+        };
+        if let Ok(push) = result {
+            if push.name == name && push.copy.is_some() {
+                if push.version == need {
+                    return self.apply_pulled(s, push, fx);
+                }
+                if push.version < need && push.version.v > 0 {
+                    let tried = self.rec.lost.as_mut().and_then(|l| l.tried.get_mut(&name));
+                    if let Some((_, older)) = tried {
+                        if older.as_ref().is_none_or(|o| o.version < push.version) {
+                            *older = Some(push);
+                        }
+                    }
+                }
+            }
+        }
+        self.pull_some(s, fx);
+    }
+
+    /// Pulling what is left: for each object this copy lacks and has
+    /// not asked for, ask the next source, or, with none left, settle it
+    /// here (an object the log removes is removed; one no source held at
+    /// the logged version is rolled back or removed by a new log entry).
+    fn lost_pull_some(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
+        let Role::Pulling { pulls, .. } = &self.role else {
+            return;
+        };
+        let todo: Vec<(String, Version)> = self
+            .missing
+            .iter()
+            .filter(|(n, _)| !pulls.values().any(|p| p == *n))
+            .map(|(n, v)| (n.clone(), *v))
+            .collect();
+        let mut busy = pulls.len();
+        for (name, need) in todo {
+            let removed = recovery::entry_at(s, self.coll, need.v)
+                .ok()
+                .flatten()
+                .is_some_and(|e| e.removed && e.version == need && e.name == name);
+            if removed {
+                let gone = Push {
+                    name,
+                    version: Version::default(),
+                    copy: None,
+                };
+                if let Err(e) = self.land_pulled(s, gone, Transaction::new(), fx) {
+                    return tracing_error(self.id, &e.to_string());
+                }
+                continue;
+            }
+            let Some(lost) = self.rec.lost.as_mut() else {
+                return;
+            };
+            let tried = lost.tried.entry(name.clone()).or_insert((0, None));
+            if let Some(&to) = lost.sources.get(tried.0) {
+                if busy >= RECOVERY_PUSHES_MAX {
+                    continue;
+                }
+                tried.0 += 1;
+                busy += 1;
+                let tid = self.take_tid();
+                fx.push(Effect::Pull {
+                    tid,
+                    to,
+                    ctx: self.rep_ctx(),
+                    name: name.clone(),
+                });
+                if let Role::Pulling { pulls, .. } = &mut self.role {
+                    pulls.insert(tid, name);
+                }
+                continue;
+            }
+            if let Err(e) = self.give_up_object(s, &name, need, fx) {
+                return tracing_error(self.id, &e.to_string());
+            }
+        }
+    }
+
+    /// Pulling what is left: no up copy holds `name` at `need`. Roll
+    /// it back to the newest older copy a source answered with or this
+    /// copy holds, or remove it, by a new log entry past the head.
+    fn give_up_object(
+        &mut self,
+        s: &dyn ObjectStore,
+        name: &str,
+        need: Version,
+        fx: &mut Vec<Effect>,
+    ) -> Result<(), StoreError> {
+        let answered = self
+            .rec
+            .lost
+            .as_mut()
+            .and_then(|l| l.tried.remove(name))
+            .and_then(|(_, older)| older);
+        let here = recovery::read_copy(s, self.coll, name)?;
+        let older = [answered, Some(here)]
+            .into_iter()
+            .flatten()
+            .filter(|p| p.copy.is_some() && p.version.v > 0 && p.version < need)
+            .max_by_key(|p| p.version);
+        let version = Version {
+            epoch: self.epoch,
+            v: self.info.last_update.v + 1,
+        };
+        let from = older.as_ref().map(|p| p.version);
+        let copy = older.and_then(|p| p.copy).map(|mut c| {
+            c.attrs.retain(|(k, _)| k != VERSION_ATTR);
+            c.attrs.push((
+                VERSION_ATTR.to_string(),
+                postcard::to_stdvec(&version).unwrap_or_default(),
+            ));
+            c
+        });
+        let entry = LogEntry {
+            version,
+            name: name.to_string(),
+            removed: copy.is_none(),
+            reqid: None,
+            gave_up: Some(from.unwrap_or_default()),
+        };
+        if entry.removed {
+            self.info.objects = self.info.objects.saturating_sub(1);
+        }
+        self.info.last_update = version;
+        self.rep.high = version;
+        let mut more = Transaction::new();
+        more.set_record(self.coll, &log_key(version.v), record::encode_log(&entry));
+        if let Some(v) = version
+            .v
+            .checked_sub(self.log_entries_max)
+            .filter(|&v| v > 0)
+        {
+            more.rm_record(self.coll, &log_key(v));
+        }
+        more.set_record(self.coll, INFO_KEY, record::encode_info(&self.info));
+        match from {
+            Some(v) => tracing::warn!(
+                "pg {}: {name} at {need} is on no up OSD: rolled back to {v} (as {version})",
+                self.id
+            ),
+            None => tracing::warn!(
+                "pg {}: {name} at {need} is on no up OSD, nor an older copy: removed (at {version})",
+                self.id
+            ),
+        }
+        let push = Push {
+            name: name.to_string(),
+            version,
+            copy,
+        };
+        self.given_up += 1;
+        self.land_pulled(s, push, more, fx)
     }
 
     /// As a complete member: this copy's log for a primary that is behind
@@ -4959,6 +5357,7 @@ impl Pg {
             name: p.op.name.clone(),
             removed: !out.exists_after,
             reqid: p.op.reqid,
+            gave_up: None,
         };
         if let Some(r) = p.op.reqid {
             self.remember(r, version, false);

@@ -15,7 +15,7 @@
 
 use super::backfill::Cursor;
 use super::{LogEntry, PgInfo};
-use loligo_types::ops::Version;
+use loligo_types::ops::{ReqId, Version};
 
 /// Marker of a PG info record, format 1.
 pub const INFO_V1: &[u8; 4] = b"LPI1";
@@ -24,6 +24,10 @@ pub const LOG_V1: &[u8; 4] = b"LPL1";
 /// Marker of a PG log entry followed by the leaf stamp of this copy's
 /// Merkle tree ([`LeafStamp`]), format 2.
 pub const LOG_V2: &[u8; 4] = b"LPL2";
+/// Marker of a PG log entry that gave its object up, followed by the
+/// version the object was rolled back to ([`LogEntry::gave_up`]),
+/// format 3 (never stamped).
+pub const LOG_V3: &[u8; 4] = b"LPL3";
 
 /// Marker of a missing-object record (the version a copy needs), format 1.
 pub const MISSING_V1: &[u8; 4] = b"LPM1";
@@ -95,9 +99,46 @@ pub fn decode_info(b: &[u8]) -> Result<PgInfo, RecordError> {
     decode("PG info", INFO_V1, b)
 }
 
+/// The fields every log entry format stores first.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Entry {
+    version: Version,
+    name: String,
+    removed: bool,
+    reqid: Option<ReqId>,
+}
+
+impl Entry {
+    fn of(e: &LogEntry) -> Entry {
+        Entry {
+            version: e.version,
+            name: e.name.clone(),
+            removed: e.removed,
+            reqid: e.reqid,
+        }
+    }
+
+    fn with(self, gave_up: Option<Version>) -> LogEntry {
+        LogEntry {
+            version: self.version,
+            name: self.name,
+            removed: self.removed,
+            reqid: self.reqid,
+            gave_up,
+        }
+    }
+}
+
 /// The stored bytes of a PG log entry.
 pub fn encode_log(e: &LogEntry) -> Vec<u8> {
-    encode(LOG_V1, e)
+    match e.gave_up {
+        None => encode(LOG_V1, &Entry::of(e)),
+        Some(to) => {
+            let mut out = encode(LOG_V3, &Entry::of(e));
+            out.extend(postcard::to_stdvec(&to).unwrap_or_default());
+            out
+        }
+    }
 }
 
 /// A PG log entry from its stored bytes (a stamp is passed over).
@@ -108,16 +149,21 @@ pub fn decode_log(b: &[u8]) -> Result<LogEntry, RecordError> {
 /// A PG log entry and its leaf stamp, if it has one, from its stored bytes.
 pub fn decode_log_stamped(b: &[u8]) -> Result<(LogEntry, Option<LeafStamp>), RecordError> {
     const WHAT: &str = "PG log";
-    let Some(body) = b.strip_prefix(LOG_V2.as_slice()) else {
-        return decode(WHAT, LOG_V1, b).map(|e| (e, None));
-    };
     let damaged = |e: postcard::Error| RecordError::Damaged {
         what: WHAT,
         why: e.to_string(),
     };
-    let (entry, rest) = postcard::take_from_bytes::<LogEntry>(body).map_err(damaged)?;
+    if let Some(body) = b.strip_prefix(LOG_V3.as_slice()) {
+        let (entry, rest) = postcard::take_from_bytes::<Entry>(body).map_err(damaged)?;
+        let to = postcard::from_bytes::<Version>(rest).map_err(damaged)?;
+        return Ok((entry.with(Some(to)), None));
+    }
+    let Some(body) = b.strip_prefix(LOG_V2.as_slice()) else {
+        return decode::<Entry>(WHAT, LOG_V1, b).map(|e| (e.with(None), None));
+    };
+    let (entry, rest) = postcard::take_from_bytes::<Entry>(body).map_err(damaged)?;
     let stamp = postcard::from_bytes::<LeafStamp>(rest).map_err(damaged)?;
-    Ok((entry, Some(stamp)))
+    Ok((entry.with(None), Some(stamp)))
 }
 
 /// The stored bytes of log entry `b` (either format) with stamp `s`
@@ -126,7 +172,16 @@ pub fn stamp_log(b: &[u8], s: &LeafStamp) -> Result<Vec<u8>, RecordError> {
     let entry = match b.strip_prefix(LOG_V1.as_slice()) {
         // The common case, a write's fresh entry: no decoding.
         Some(body) => body.to_vec(),
-        None => postcard::to_stdvec(&decode_log(b)?).unwrap_or_default(),
+        None => {
+            let e = decode_log(b)?;
+            if e.gave_up.is_some() {
+                return Err(RecordError::Damaged {
+                    what: "PG log",
+                    why: format!("entry {} gave its object up: it takes no stamp", e.version),
+                });
+            }
+            postcard::to_stdvec(&Entry::of(&e)).unwrap_or_default()
+        }
     };
     let mut out = Vec::with_capacity(4 + entry.len() + 24);
     out.extend_from_slice(LOG_V2);
@@ -244,8 +299,29 @@ mod tests {
             name: "obj".into(),
             removed: false,
             reqid: None,
+            gave_up: None,
         };
         assert_eq!(decode_log(&encode_log(&e)), Ok(e.clone()));
+        assert_eq!(&encode_log(&e)[..4], b"LPL1");
+        // An entry that gave its object up: its own format, never stamped.
+        let g = LogEntry {
+            removed: true,
+            gave_up: Some(Version { epoch: 6, v: 40 }),
+            ..e.clone()
+        };
+        let gb = encode_log(&g);
+        assert_eq!(&gb[..4], b"LPL3");
+        assert_eq!(decode_log_stamped(&gb), Ok((g.clone(), None)));
+        assert!(matches!(
+            decode_log(&gb[..gb.len() - 1]),
+            Err(RecordError::Damaged { .. })
+        ));
+        let st0 = LeafStamp {
+            seq: 1,
+            leaf: 0,
+            value: 1,
+        };
+        assert!(stamp_log(&gb, &st0).is_err());
         assert!(decode_log(&b).is_err(), "an info is not a log entry");
         let need = Version { epoch: 3, v: 9 };
         let m = encode_missing(&need);

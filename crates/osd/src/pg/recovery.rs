@@ -520,6 +520,7 @@ mod tests {
             name: name.into(),
             removed: false,
             reqid: None,
+            gave_up: None,
         }
     }
 

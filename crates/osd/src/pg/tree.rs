@@ -654,6 +654,7 @@ mod tests {
                 name: name.into(),
                 removed: !new,
                 reqid: None,
+                gave_up: None,
             };
             t.set_record(coll(), &log_key(v), record::encode_log(&entry));
             if v > self.log_max {
