@@ -13,7 +13,7 @@
 use loligo_osd::pg::backfill::Cursor;
 use loligo_osd::pg::merkle::{Tree, LEAVES_MAX, LEAVES_MIN};
 use loligo_osd::pg::record::{self, LeafStamp};
-use loligo_osd::pg::{LogEntry, PgInfo};
+use loligo_osd::pg::{GaveUp, LogEntry, PgInfo};
 use loligo_store::ObjectId;
 use loligo_testkit::{damage, Damage};
 use loligo_types::ops::{ReqId, Version};
@@ -58,7 +58,10 @@ fn entry() -> impl Strategy<Value = LogEntry> {
         name(),
         any::<bool>(),
         proptest::option::of(any::<(u64, u64)>()),
-        proptest::option::of(version()),
+        proptest::option::of(prop_oneof![
+            version().prop_map(GaveUp::Object),
+            Just(GaveUp::Copy)
+        ]),
     )
         .prop_map(|(version, name, removed, reqid, gave_up)| LogEntry {
             version,

@@ -13,7 +13,7 @@ use bytes::Bytes;
 use loligo_osd::msg::{PeerMsg, PeerReply};
 use loligo_osd::pg::backfill::{Chunk, Cursor, Filter, Scan};
 use loligo_osd::pg::recovery::{AuthLog, ObjectCopy, Push};
-use loligo_osd::pg::{LogAnswer, LogEntry, PeerInfo, PgInfo, RepCtx};
+use loligo_osd::pg::{GaveUp, LogAnswer, LogEntry, PeerInfo, PgInfo, RepCtx};
 use loligo_store::{CollectionId, ObjectId, Transaction};
 use loligo_testkit::{damage, random_damage, Rng};
 use loligo_types::ops::{decode_wire, encode_wire, ClientOp, ClientRequest, ReqId, SubOp, Version};
@@ -123,7 +123,7 @@ fn peer_msg(r: &mut Rng) -> PeerMsg {
                             client: r.next_u64(),
                             tid: r.next_u64(),
                         }),
-                        gave_up: r.chance(100).then(|| version(r)),
+                        gave_up: r.chance(100).then(|| GaveUp::Object(version(r))),
                     })
                     .collect(),
             },

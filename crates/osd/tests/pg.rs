@@ -1246,6 +1246,25 @@ fn a_lost_object_rolls_back_to_an_older_copy_another_up_osd_holds() {
     );
 }
 
+/// The copy of a lost object that is left may be one the log never
+/// named for it (a write never acknowledged, from a branch the log did
+/// not take): it is not rolled back to, and the object is removed.
+#[test]
+fn a_lost_object_is_never_rolled_back_to_a_divergent_copy() {
+    let log = [(1, "b", false), (2, "a", false)];
+    let s = copy_of(
+        2,
+        &log,
+        &[("a", 1, b"divergent a"), ("b", 1, b"b")],
+        &[("a", 2)],
+    );
+    let mut pg = Pg::new(PG, 2, info(2));
+    settle(&mut pg, &s, map_record(5, vec![2], 1, None, vec![]));
+    assert_eq!(read_reply(&mut pg, &s, 1, "a"), Err(OpError::NotFound));
+    assert_eq!(read_reply(&mut pg, &s, 2, "b"), Ok(b"b".to_vec()));
+    assert_eq!(head_of(&s), Version { epoch: 5, v: 3 });
+}
+
 /// Without a record, a primary whose log is behind a copy that lacks
 /// objects (so none is complete) hands the PG to that copy, which then
 /// settles what no up copy holds.
@@ -1326,11 +1345,38 @@ fn a_copy_mid_backfill_is_taken_as_it_is_when_nothing_else_reaches_the_head() {
     assert!(state.starts_with("active"), "{state}");
     assert_eq!(read_reply(&mut pg, &s, 1, "a"), Ok(b"old a".to_vec()));
     assert_eq!(read_reply(&mut pg, &s, 2, "b"), Err(OpError::NotFound));
-    assert_eq!(head_of(&s), Version { epoch: 5, v: 5 });
+    // The entry that took the copy as it was, then `a`'s and `b`'s.
+    assert_eq!(head_of(&s), Version { epoch: 5, v: 6 });
     assert!(s
         .record(c, loligo_osd::pg::backfill::BACKFILL_KEY)
         .unwrap()
         .is_none());
+    use loligo_osd::pg::recovery;
+    let entries = recovery::read_log(&s, c, 0, 100).unwrap();
+    assert!(entries[3].is_reset(), "{entries:?}");
+    // A copy whose log stops before that entry is backfilled, not merged
+    // (objects the log does not name may differ between the two).
+    let member = copy_of(2, &log[..2], &[("a", 1, b"old a")], &[]);
+    let auth = recovery::AuthLog {
+        info: PgInfo {
+            last_update: Version { epoch: 5, v: 6 },
+            ..Default::default()
+        },
+        entries,
+    };
+    let merged = recovery::merge(
+        &member,
+        c,
+        Version { epoch: 1, v: 2 },
+        &Default::default(),
+        None,
+        &auth,
+        false,
+    );
+    assert!(
+        matches!(merged, Ok(recovery::Merge::NoOverlap)),
+        "{merged:?}"
+    );
 }
 
 /// osd.1 and osd.2 answer interval 1's peering with empty copies; the

@@ -110,12 +110,31 @@ pub struct LogEntry {
     pub removed: bool,
     /// The client request that made it (for answering retries).
     pub reqid: Option<ReqId>,
-    /// Set on an entry that gave the object up (no copy that held it at
-    /// its logged version was coming back: `Pg::pull_what_is_left`): the
-    /// version of the copy it was rolled back to (zero: removed). The
-    /// object's writes after that version and before this entry are
-    /// undone, so their request ids no longer answer retries.
-    pub gave_up: Option<Version>,
+    /// Set on an entry a primary wrote because no copy that was complete
+    /// was coming back (`Pg::pull_what_is_left`).
+    pub gave_up: Option<GaveUp>,
+}
+
+/// What a log entry that gave something up did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum GaveUp {
+    /// The entry's object was rolled back to the copy at this version
+    /// (zero: removed). Its writes after that version and before this
+    /// entry are undone, so their request ids no longer answer retries.
+    Object(Version),
+    /// The primary's copy, mid-backfill, was taken as it was (its log has
+    /// every write; objects the log no longer names may differ from other
+    /// copies'): every copy whose log does not reach this entry is
+    /// backfilled rather than merged. The entry names no object (its
+    /// name is empty).
+    Copy,
+}
+
+impl LogEntry {
+    /// The entry of a copy taken as it was (`GaveUp::Copy`).
+    pub fn is_reset(&self) -> bool {
+        self.gave_up == Some(GaveUp::Copy)
+    }
 }
 
 /// Record key of the log entry for version counter `v`.
@@ -757,8 +776,22 @@ struct LostPulls {
     /// Up copies to ask, newest logs first.
     sources: Vec<i32>,
     /// Per object: how many sources were asked, and the newest copy older
-    /// than the log's version one of them answered with.
+    /// than the log's version, and on its history, one of them answered
+    /// with.
     tried: BTreeMap<String, (usize, Option<Push>)>,
+    /// The versions the log names for each object it does not remove,
+    /// and the version counter its entries start after: a copy at a
+    /// version the log does not name, yet above that tail, is from a
+    /// divergent write (never acknowledged) and is never rolled back to.
+    history: BTreeMap<String, BTreeSet<Version>>,
+    tail: u64,
+}
+
+impl LostPulls {
+    /// Whether a copy of `name` at `v` is on the PG's history.
+    fn on_history(&self, name: &str, v: Version) -> bool {
+        v.v <= self.tail || self.history.get(name).is_some_and(|h| h.contains(&v))
+    }
 }
 
 /// A primary's hold on one of its OSD's recovery slots: pushes and
@@ -2434,7 +2467,10 @@ impl Pg {
         let undone: HashSet<ReqId> = entries
             .iter()
             .enumerate()
-            .filter_map(|(i, g)| Some((i, g, g.gave_up?)))
+            .filter_map(|(i, g)| match g.gave_up {
+                Some(GaveUp::Object(to)) => Some((i, g, to)),
+                _ => None,
+            })
             .flat_map(|(i, g, to)| {
                 entries[..i]
                     .iter()
@@ -3180,21 +3216,28 @@ impl Pg {
                 return self.hand_over(whole, fx);
             }
             // Only copies mid-backfill reach the head: one of them is
-            // taken as it is (this one if it can).
-            if mine_at_head {
-                if let Err(e) = self.adopt_backfilled(s, fx) {
-                    tracing_error(self.id, &e);
-                    self.role = Role::Down { osds: Vec::new() };
-                    return;
+            // taken as it is (this one if it can, below).
+            if !mine_at_head {
+                if !backfilling.is_empty() {
+                    return self.hand_over(backfilling, fx);
                 }
-            } else if !backfilling.is_empty() {
-                return self.hand_over(backfilling, fx);
-            } else {
                 tracing::warn!(
                     "pg {}: down: no up copy holds the log up to {newest}, and none that \
                      did is coming back",
                     self.id
                 );
+                self.role = Role::Down { osds: Vec::new() };
+                return;
+            }
+        }
+        let Some(log) = self.own_log(s) else {
+            tracing_error(self.id, "the store does not show the whole log");
+            self.role = Role::Down { osds: Vec::new() };
+            return;
+        };
+        if mine.backfill {
+            if let Err(e) = self.adopt_backfilled(s, &log, fx) {
+                tracing_error(self.id, &e);
                 self.role = Role::Down { osds: Vec::new() };
                 return;
             }
@@ -3214,9 +3257,15 @@ impl Pg {
             self.missing.len(),
             sources.len()
         );
+        let mut history: BTreeMap<String, BTreeSet<Version>> = BTreeMap::new();
+        for e in log.entries.iter().filter(|e| !e.removed && !e.is_reset()) {
+            history.entry(e.name.clone()).or_default().insert(e.version);
+        }
         self.rec.lost = Some(LostPulls {
             sources: sources.into_iter().map(|(_, o)| o).collect(),
             tried: BTreeMap::new(),
+            history,
+            tail: log.tail(),
         });
         self.role = Role::Pulling {
             from: self.whoami,
@@ -3239,13 +3288,11 @@ impl Pg {
     fn adopt_backfilled(
         &mut self,
         s: &dyn ObjectStore,
+        log: &AuthLog,
         fx: &mut Vec<Effect>,
     ) -> Result<(), String> {
-        let log = self
-            .own_log(s)
-            .ok_or_else(|| "the store does not show the whole log".to_string())?;
         let mut newest: BTreeMap<&str, &LogEntry> = BTreeMap::new();
-        for e in &log.entries {
+        for e in log.entries.iter().filter(|e| !e.is_reset()) {
             newest.insert(&e.name, e);
         }
         let mut t = Transaction::new();
@@ -3272,6 +3319,32 @@ impl Pg {
             }
         }
         t.rm_record(self.coll, backfill::BACKFILL_KEY);
+        // The entry that says so: copies whose logs do not reach it are
+        // backfilled from this one (objects the log does not name may
+        // differ between them).
+        let version = Version {
+            epoch: self.epoch,
+            v: self.info.last_update.v + 1,
+        };
+        let reset = LogEntry {
+            version,
+            name: String::new(),
+            removed: false,
+            reqid: None,
+            gave_up: Some(GaveUp::Copy),
+        };
+        t.set_record(self.coll, &log_key(version.v), record::encode_log(&reset));
+        if let Some(v) = version
+            .v
+            .checked_sub(self.log_entries_max)
+            .filter(|&v| v > 0)
+        {
+            t.rm_record(self.coll, &log_key(v));
+        }
+        self.info.last_update = version;
+        self.rep.high = version;
+        t.set_record(self.coll, INFO_KEY, record::encode_info(&self.info));
+        self.guard_log(&mut t);
         tracing::warn!(
             "pg {}: only copies mid-backfill reach the head and none that was complete is \
              coming back: taking this one as it is ({} objects it does not hold as logged)",
@@ -3308,12 +3381,12 @@ impl Pg {
                 if push.version == need {
                     return self.apply_pulled(s, push, fx);
                 }
-                if push.version < need && push.version.v > 0 {
-                    let tried = self.rec.lost.as_mut().and_then(|l| l.tried.get_mut(&name));
-                    if let Some((_, older)) = tried {
-                        if older.as_ref().is_none_or(|o| o.version < push.version) {
-                            *older = Some(push);
-                        }
+                let lost = self.rec.lost.as_mut().filter(|l| {
+                    push.version < need && push.version.v > 0 && l.on_history(&name, push.version)
+                });
+                if let Some((_, older)) = lost.and_then(|l| l.tried.get_mut(&name)) {
+                    if older.as_ref().is_none_or(|o| o.version < push.version) {
+                        *older = Some(push);
                     }
                 }
             }
@@ -3390,17 +3463,16 @@ impl Pg {
         need: Version,
         fx: &mut Vec<Effect>,
     ) -> Result<(), StoreError> {
-        let answered = self
-            .rec
-            .lost
-            .as_mut()
-            .and_then(|l| l.tried.remove(name))
-            .and_then(|(_, older)| older);
+        let Some(lost) = self.rec.lost.as_mut() else {
+            return Ok(());
+        };
+        let answered = lost.tried.remove(name).and_then(|(_, older)| older);
         let here = recovery::read_copy(s, self.coll, name)?;
         let older = [answered, Some(here)]
             .into_iter()
             .flatten()
             .filter(|p| p.copy.is_some() && p.version.v > 0 && p.version < need)
+            .filter(|p| lost.on_history(name, p.version))
             .max_by_key(|p| p.version);
         let version = Version {
             epoch: self.epoch,
@@ -3420,7 +3492,7 @@ impl Pg {
             name: name.to_string(),
             removed: copy.is_none(),
             reqid: None,
-            gave_up: Some(from.unwrap_or_default()),
+            gave_up: Some(GaveUp::Object(from.unwrap_or_default())),
         };
         if entry.removed {
             self.info.objects = self.info.objects.saturating_sub(1);

@@ -14,7 +14,7 @@
 //! guessed at: a later format adds a new marker (and reads the old one).
 
 use super::backfill::Cursor;
-use super::{LogEntry, PgInfo};
+use super::{GaveUp, LogEntry, PgInfo};
 use loligo_types::ops::{ReqId, Version};
 
 /// Marker of a PG info record, format 1.
@@ -24,9 +24,8 @@ pub const LOG_V1: &[u8; 4] = b"LPL1";
 /// Marker of a PG log entry followed by the leaf stamp of this copy's
 /// Merkle tree ([`LeafStamp`]), format 2.
 pub const LOG_V2: &[u8; 4] = b"LPL2";
-/// Marker of a PG log entry that gave its object up, followed by the
-/// version the object was rolled back to ([`LogEntry::gave_up`]),
-/// format 3 (never stamped).
+/// Marker of a PG log entry that gave something up, followed by what
+/// ([`GaveUp`]), format 3 (never stamped).
 pub const LOG_V3: &[u8; 4] = b"LPL3";
 
 /// Marker of a missing-object record (the version a copy needs), format 1.
@@ -118,7 +117,7 @@ impl Entry {
         }
     }
 
-    fn with(self, gave_up: Option<Version>) -> LogEntry {
+    fn with(self, gave_up: Option<GaveUp>) -> LogEntry {
         LogEntry {
             version: self.version,
             name: self.name,
@@ -155,8 +154,8 @@ pub fn decode_log_stamped(b: &[u8]) -> Result<(LogEntry, Option<LeafStamp>), Rec
     };
     if let Some(body) = b.strip_prefix(LOG_V3.as_slice()) {
         let (entry, rest) = postcard::take_from_bytes::<Entry>(body).map_err(damaged)?;
-        let to = postcard::from_bytes::<Version>(rest).map_err(damaged)?;
-        return Ok((entry.with(Some(to)), None));
+        let what = postcard::from_bytes::<GaveUp>(rest).map_err(damaged)?;
+        return Ok((entry.with(Some(what)), None));
     }
     let Some(body) = b.strip_prefix(LOG_V2.as_slice()) else {
         return decode::<Entry>(WHAT, LOG_V1, b).map(|e| (e.with(None), None));
@@ -306,9 +305,16 @@ mod tests {
         // An entry that gave its object up: its own format, never stamped.
         let g = LogEntry {
             removed: true,
-            gave_up: Some(Version { epoch: 6, v: 40 }),
+            gave_up: Some(GaveUp::Object(Version { epoch: 6, v: 40 })),
             ..e.clone()
         };
+        let reset = LogEntry {
+            name: String::new(),
+            gave_up: Some(GaveUp::Copy),
+            ..e.clone()
+        };
+        assert_eq!(decode_log(&encode_log(&reset)), Ok(reset.clone()));
+        assert!(reset.is_reset() && !g.is_reset());
         let gb = encode_log(&g);
         assert_eq!(&gb[..4], b"LPL3");
         assert_eq!(decode_log_stamped(&gb), Ok((g.clone(), None)));

@@ -211,6 +211,21 @@ pub fn merge(
         None if tail == 0 && (mine.v == 0 || entry_at(s, coll, 1)?.is_some()) => 0,
         None => return Ok(Merge::NoOverlap),
     };
+    // A copy taken as it was since the common point (the authority's, or
+    // this copy's own divergent one): objects the logs do not name may
+    // differ, so this copy is backfilled.
+    if auth
+        .entries
+        .iter()
+        .any(|e| e.version.v > common && e.is_reset())
+    {
+        return Ok(Merge::NoOverlap);
+    }
+    for v in common + 1..=mine.v {
+        if entry_at(s, coll, v)?.is_some_and(|e| e.is_reset()) {
+            return Ok(Merge::NoOverlap);
+        }
+    }
     let mut missing = missing.clone();
     let mut t = Transaction::new();
     // The newest version the authority's log gives each object it names.
