@@ -1506,7 +1506,13 @@ impl Sim {
                 gen,
                 record,
             } => {
+                // As the map does: a record naming a member that went
+                // down or booted again since its interval began is late.
+                let late = members(&record.osds).any(|o| {
+                    !self.mon.up[o as usize] || self.mon.up_from[o as usize] > record.interval
+                });
                 let held = match &self.mon.record[pg] {
+                    _ if late => false,
                     Some(old) if old.interval > record.interval => false,
                     Some(old) if *old == record => true,
                     _ => {

@@ -753,6 +753,24 @@ impl OsdMap {
                         record.osds
                     )));
                 }
+                // A member down since, or booted again since, ended the
+                // interval the record describes: recording it now (a
+                // late request) would name a copy that may no longer hold
+                // the writes, one declared lost (its disk gone) included.
+                let gone = record.osds.iter().copied().find(|&o| {
+                    o != ITEM_NONE
+                        && self
+                            .osds
+                            .get(&o)
+                            .is_none_or(|i| !i.up || i.up_from > record.interval)
+                });
+                if let Some(o) = gone {
+                    return Err(MapError::Invalid(format!(
+                        "pg {pg}: the write set of interval {} names osd.{o}, which went down \
+                         since",
+                        record.interval
+                    )));
+                }
                 if let Some(old) = self.write_sets.get(pg) {
                     if old.interval > record.interval {
                         return Err(MapError::Invalid(format!(

@@ -290,6 +290,22 @@ fn pg_write_sets_only_move_forward_and_go_with_their_pool() {
     step(&mut m, vec![Change::OsdLost { id: 2 }]).unwrap();
     assert_eq!(m.write_sets[&pg].osds, vec![0, 1]);
     assert!(!m.write_sets.contains_key(&other));
+    // A late record of an interval osd.2 was in (it went down since, and
+    // was declared lost) is refused, also once it boots again (its disk
+    // replaced): it would name a copy that no longer holds the writes.
+    assert!(matches!(
+        step(&mut m, vec![rw(7, vec![0, 2])]),
+        Err(MapError::Invalid(_))
+    ));
+    step(&mut m, vec![boot(2, "local")]).unwrap();
+    let booted = m.epoch;
+    assert!(matches!(
+        step(&mut m, vec![rw(booted - 1, vec![0, 2])]),
+        Err(MapError::Invalid(_))
+    ));
+    assert_eq!(m.write_sets[&pg].osds, vec![0, 1]);
+    // A record of an interval that began after its boot is taken.
+    step(&mut m, vec![rw(booted, vec![0, 2])]).unwrap();
     step(&mut m, vec![Change::PoolDelete { id: 1 }]).unwrap();
     assert!(m.write_sets.is_empty());
 }

@@ -765,6 +765,8 @@ struct Recovery {
     /// Replicated, pulling what is left (`Pg::pull_what_is_left`): whom
     /// to ask for what.
     lost: Option<LostPulls>,
+    /// That failed on this copy's store: peer again at `peer_again_ms`.
+    lost_retry: bool,
 }
 
 /// A replicated primary pulling what its copy lacks when no copy is
@@ -1819,7 +1821,7 @@ impl Pg {
                 self.resend_writes(&mut fx);
                 self.expire(&mut fx);
                 self.expire_gathers(s, &mut fx);
-                if self.ec.is_some()
+                if (self.ec.is_some() || self.rec.lost_retry)
                     && self.role == Role::Behind
                     && now_ms >= self.rec.peer_again_ms
                 {
@@ -2201,6 +2203,7 @@ impl Pg {
         self.synced = false;
         // (Pulls of what is left end with the peering that chose them.)
         self.rec.lost = None;
+        self.rec.lost_retry = false;
         // The acting members, and the recorded write set's members that
         // are up (one of them has every acknowledged write).
         let want: BTreeSet<i32> = self
@@ -3136,8 +3139,23 @@ impl Pg {
     fn apply_pulled(&mut self, s: &dyn ObjectStore, push: Push, fx: &mut Vec<Effect>) {
         match self.land_pulled(s, push, Transaction::new(), fx) {
             Ok(()) => self.pull_some(s, fx),
+            Err(e) if self.rec.lost.is_some() => self.lost_failed(&e.to_string()),
             Err(e) => self.pull_failed(&e.to_string(), fx),
         }
+    }
+
+    /// Pulling what is left met an error of this copy's store: there is
+    /// no complete copy to hand over to, so it peers (and pulls) again
+    /// after a while.
+    fn lost_failed(&mut self, why: &str) {
+        tracing::warn!(
+            "pg {}: pulling what is left: {why}; peering again shortly",
+            self.id
+        );
+        self.role = Role::Behind;
+        self.rec.lost = None;
+        self.rec.lost_retry = true;
+        self.rec.peer_again_ms = self.now_ms + RECOVERY_RETRY_MS;
     }
 
     /// Queue the transaction that puts a pulled copy of an object (or its
@@ -3231,15 +3249,11 @@ impl Pg {
             }
         }
         let Some(log) = self.own_log(s) else {
-            tracing_error(self.id, "the store does not show the whole log");
-            self.role = Role::Down { osds: Vec::new() };
-            return;
+            return self.lost_failed("the store does not show the whole log");
         };
         if mine.backfill {
             if let Err(e) = self.adopt_backfilled(s, &log, fx) {
-                tracing_error(self.id, &e);
-                self.role = Role::Down { osds: Vec::new() };
-                return;
+                return self.lost_failed(&e);
             }
         }
         let mut sources: Vec<(Version, i32)> = asked
@@ -3421,7 +3435,7 @@ impl Pg {
                     copy: None,
                 };
                 if let Err(e) = self.land_pulled(s, gone, Transaction::new(), fx) {
-                    return tracing_error(self.id, &e.to_string());
+                    return self.lost_failed(&e.to_string());
                 }
                 continue;
             }
@@ -3448,7 +3462,7 @@ impl Pg {
                 continue;
             }
             if let Err(e) = self.give_up_object(s, &name, need, fx) {
-                return tracing_error(self.id, &e.to_string());
+                return self.lost_failed(&e.to_string());
             }
         }
     }
