@@ -21,7 +21,7 @@ use loligo_types::caps::AuthEntry;
 use loligo_types::{Change, OsdMap, PgId, WriteSetRecord};
 use openraft::error::{ClientWriteError, RaftError};
 use openraft::BasicNode;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::pin::Pin;
@@ -160,16 +160,25 @@ fn gathered_changes(map: &OsdMap, items: &[GatherItem]) -> (Vec<Change>, Vec<ser
     let mut changes = Vec::new();
     let mut values = Vec::with_capacity(items.len());
     let mut recorded: HashMap<PgId, &WriteSetRecord> = HashMap::new();
+    // OSDs these changes boot: a record naming one is late (the map
+    // refuses it, and with it every change of the epoch).
+    let mut booted: HashSet<i32> = HashSet::new();
     for item in items {
         match item {
             GatherItem::Boot(c) => {
+                if let Change::OsdBoot { id, .. } = c {
+                    booted.insert(*id);
+                }
                 changes.push(c.clone());
                 values.push(serde_json::Value::Null);
             }
             GatherItem::Records(records) => {
                 let mut held = Vec::new();
                 for (pg, record) in records {
-                    if map.pool_of(*pg).is_err() {
+                    if map.pool_of(*pg).is_err()
+                        || map.late_member(record).is_some()
+                        || record.osds.iter().any(|o| booted.contains(o))
+                    {
                         continue;
                     }
                     let old = recorded.get(pg).copied().or_else(|| map.write_sets.get(pg));

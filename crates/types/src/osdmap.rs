@@ -753,18 +753,7 @@ impl OsdMap {
                         record.osds
                     )));
                 }
-                // A member down since, or booted again since, ended the
-                // interval the record describes: recording it now (a
-                // late request) would name a copy that may no longer hold
-                // the writes, one declared lost (its disk gone) included.
-                let gone = record.osds.iter().copied().find(|&o| {
-                    o != ITEM_NONE
-                        && self
-                            .osds
-                            .get(&o)
-                            .is_none_or(|i| !i.up || i.up_from > record.interval)
-                });
-                if let Some(o) = gone {
+                if let Some(o) = self.late_member(record) {
                     return Err(MapError::Invalid(format!(
                         "pg {pg}: the write set of interval {} names osd.{o}, which went down \
                          since",
@@ -797,6 +786,21 @@ impl OsdMap {
             }
         }
         Ok(())
+    }
+
+    /// The first OSD `record` names that went down, or booted again,
+    /// since its interval began. That ended the interval, so the record
+    /// is late: recording it would name a copy that may no longer hold
+    /// the interval's writes (one declared lost and since replaced
+    /// included), and `Change::RecordWriteSet` refuses it.
+    pub fn late_member(&self, record: &WriteSetRecord) -> Option<i32> {
+        record.osds.iter().copied().find(|&o| {
+            o != ITEM_NONE
+                && self
+                    .osds
+                    .get(&o)
+                    .is_none_or(|i| !i.up || i.up_from > record.interval)
+        })
     }
 
     fn pool_using(&self, profile: &str) -> Option<String> {
