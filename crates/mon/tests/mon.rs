@@ -661,5 +661,22 @@ async fn records_arriving_together_share_an_epoch() {
     for ps in 1..81 {
         assert_eq!(map.write_sets[&pg(ps)].interval, 10, "pg {ps}");
     }
+    // A record naming an OSD that is not up (down, or booted again, since
+    // its interval began) is left out; the rest of its request goes in.
+    let late = WriteSetRecord {
+        interval: 20,
+        osds: vec![0, 5],
+    };
+    let r = mon
+        .call(MonRequest::RecordWriteSets {
+            items: vec![(pg(90), late), (pg(91), record(20))],
+        })
+        .await
+        .unwrap();
+    let held: Vec<PgId> = serde_json::from_value(r.value).unwrap();
+    assert_eq!(held, vec![pg(91)]);
+    let map = c.get_map().await.unwrap();
+    assert!(!map.write_sets.contains_key(&pg(90)));
+    assert_eq!(map.write_sets[&pg(91)].interval, 20);
     h.stop().await;
 }
