@@ -1021,6 +1021,18 @@ fn head_of(s: &MemStore) -> Version {
     loligo_osd::pg::record::decode_info(&b).unwrap().last_update
 }
 
+/// The interval of the peering query `fx` sends osd `to`.
+fn queried(fx: &[Effect], to: i32) -> u64 {
+    fx.iter()
+        .find_map(|e| match e {
+            Effect::QueryInfo {
+                to: t, interval, ..
+            } if *t == to => Some(*interval),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("osd.{to} is not asked: {fx:?}"))
+}
+
 fn read_reply(pg: &mut Pg, s: &MemStore, token: u64, name: &str) -> Result<Vec<u8>, OpError> {
     let fx = settle(pg, s, read(token, name, 0));
     match &fx[..] {
@@ -1106,15 +1118,7 @@ fn a_lost_object_rolls_back_to_an_older_copy_another_up_osd_holds() {
     let s = copy_of(3, &log, &[("b", 2, b"b")], &[("a", 3)]);
     let mut pg = Pg::new(PG, 2, info(3));
     let fx = settle(&mut pg, &s, map_record(5, vec![2, 1], 1, None, vec![]));
-    let interval = fx
-        .iter()
-        .find_map(|e| match e {
-            Effect::QueryInfo {
-                to: 1, interval, ..
-            } => Some(*interval),
-            _ => None,
-        })
-        .expect("osd.1 is asked");
+    let interval = queried(&fx, 1);
     let fx = settle(
         &mut pg,
         &s,
@@ -1274,15 +1278,7 @@ fn without_a_record_a_primary_behind_hands_over_to_a_copy_at_the_head() {
     let s = copy_of(2, &log, &[("a", 1, b"a"), ("b", 2, b"b")], &[]);
     let mut pg = Pg::new(PG, 2, info(2));
     let fx = settle(&mut pg, &s, map_record(5, vec![2, 1], 1, None, vec![]));
-    let interval = fx
-        .iter()
-        .find_map(|e| match e {
-            Effect::QueryInfo {
-                to: 1, interval, ..
-            } => Some(*interval),
-            _ => None,
-        })
-        .expect("osd.1 is asked");
+    let interval = queried(&fx, 1);
     let at_head = PeerInfo {
         info: info(3),
         missing: 1,

@@ -1454,13 +1454,7 @@ impl Pg {
                 self.tree = TreeState::Kept(Box::new(k));
                 if let Some(txn) = t {
                     tracing::info!("pg {}: Merkle tree rebuilt from the objects", self.id);
-                    let tid = self.take_tid();
-                    self.applying.insert(tid, self.interval);
-                    fx.push(Effect::Apply {
-                        tid,
-                        txn,
-                        sync: true,
-                    });
+                    self.apply_own(txn, true, fx);
                 }
             }
             Err(e) => {
@@ -1504,6 +1498,14 @@ impl Pg {
         self.remove_records(&keys, true, fx);
     }
 
+    /// Queue `txn` on this copy's store (durable before it is answered
+    /// for if `sync`), its landing awaited as this interval's.
+    fn apply_own(&mut self, txn: Transaction, sync: bool, fx: &mut Vec<Effect>) {
+        let tid = self.take_tid();
+        self.applying.insert(tid, self.interval);
+        fx.push(Effect::Apply { tid, txn, sync });
+    }
+
     /// Queue the removal of this copy's records `keys` (none: nothing).
     fn remove_records(&mut self, keys: &[Vec<u8>], sync: bool, fx: &mut Vec<Effect>) {
         if keys.is_empty() {
@@ -1513,9 +1515,7 @@ impl Pg {
         for k in keys {
             txn.rm_record(self.coll, k);
         }
-        let tid = self.take_tid();
-        self.applying.insert(tid, self.interval);
-        fx.push(Effect::Apply { tid, txn, sync });
+        self.apply_own(txn, sync, fx);
     }
 
     /// `t` (the newest transaction built) rewrites this copy's log outside
@@ -2967,13 +2967,7 @@ impl Pg {
                 // 1561: a stale mark refused every write of the next
                 // primary).
                 self.rep.high = info.last_update;
-                let t = self.take_tid();
-                self.applying.insert(t, self.interval);
-                fx.push(Effect::Apply {
-                    tid: t,
-                    txn,
-                    sync: true,
-                });
+                self.apply_own(txn, true, fx);
                 if let Role::Pulling { log_tid, .. } = &mut self.role {
                     *log_tid = 0;
                 }
@@ -3367,13 +3361,7 @@ impl Pg {
         );
         self.missing = missing;
         self.backfill = None;
-        let tid = self.take_tid();
-        self.applying.insert(tid, self.interval);
-        fx.push(Effect::Apply {
-            tid,
-            txn: t,
-            sync: true,
-        });
+        self.apply_own(t, true, fx);
         Ok(())
     }
 
@@ -5247,13 +5235,7 @@ impl Pg {
             let mut t = Transaction::new();
             t.set_record(self.coll, INFO_KEY, record::encode_info(&self.info));
             self.mark_shard(&mut t);
-            let tid = self.take_tid();
-            self.applying.insert(tid, self.interval);
-            fx.push(Effect::Apply {
-                tid,
-                txn: t,
-                sync: true,
-            });
+            self.apply_own(t, true, fx);
         }
         self.rerun_waiting(s, fx);
     }
