@@ -3496,11 +3496,14 @@ impl Pg {
             reqid: None,
             gave_up: Some(GaveUp::Object(from.unwrap_or_default())),
         };
+        // This copy's state changes only once the transaction is built
+        // (a read error on the way changes nothing, and the PG peers
+        // again).
+        let mut info = self.info;
         if entry.removed {
-            self.info.objects = self.info.objects.saturating_sub(1);
+            info.objects = info.objects.saturating_sub(1);
         }
-        self.info.last_update = version;
-        self.rep.high = version;
+        info.last_update = version;
         let mut more = Transaction::new();
         more.set_record(self.coll, &log_key(version.v), record::encode_log(&entry));
         if let Some(v) = version
@@ -3510,7 +3513,16 @@ impl Pg {
         {
             more.rm_record(self.coll, &log_key(v));
         }
-        more.set_record(self.coll, INFO_KEY, record::encode_info(&self.info));
+        more.set_record(self.coll, INFO_KEY, record::encode_info(&info));
+        let push = Push {
+            name: name.to_string(),
+            version,
+            copy,
+        };
+        self.land_pulled(s, push, more, fx)?;
+        self.info = info;
+        self.rep.high = version;
+        self.given_up += 1;
         match from {
             Some(v) => tracing::warn!(
                 "pg {}: {name} at {need} is on no up OSD: rolled back to {v} (as {version})",
@@ -3521,13 +3533,7 @@ impl Pg {
                 self.id
             ),
         }
-        let push = Push {
-            name: name.to_string(),
-            version,
-            copy,
-        };
-        self.given_up += 1;
-        self.land_pulled(s, push, more, fx)
+        Ok(())
     }
 
     /// As a complete member: this copy's log for a primary that is behind
