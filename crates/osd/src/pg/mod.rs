@@ -2799,6 +2799,20 @@ impl Pg {
             }
             return self.ec_behind("no acting member is complete; asking for a pg_temp");
         }
+        // Replicated, and nobody to hand over to (this copy, mid-backfill,
+        // alone reaches the head): a pg_temp of the acting set as it is
+        // would change nothing, and the PG would wait for a map that never
+        // comes (lost sim seed 12060). It waits for the recorded write
+        // set's members instead, and peers again as they come and go.
+        if complete.is_empty() {
+            tracing::debug!("pg {}: down: no complete copy to hand over to", self.id);
+            let osds = self
+                .record
+                .as_ref()
+                .map_or_else(Vec::new, |r| r.osds.clone());
+            self.role = Role::Down { osds };
+            return;
+        }
         let size = self.pool.as_ref().map_or(1, |p| p.size as usize).max(1);
         let mut osds = complete.clone();
         osds.extend(self.acting.iter().filter(|o| !complete.contains(o)));
