@@ -2712,6 +2712,21 @@ fn acknowledged_writes_survive_crashes_and_stale_copies_never_answer() {
     assert!(total.removes > seeds, "{total:?}");
 }
 
+/// Seeds of the lost-OSD run that found bugs, run every time:
+/// - 266, 646: a member merged the log of a copy taken as it was
+///   (mid-backfill) and kept objects that copy lacked; its Merkle tree
+///   then differed from its objects' (now such copies are backfilled).
+/// - 2531: a late write-set record named an OSD declared lost and since
+///   wiped, whose empty copy then counted as a record member's, and
+///   acknowledged writes were lost (now the map refuses late records).
+/// - 9452: a read error while giving an object up left the copy's head
+///   past its log, and the PG retried forever.
+/// - 11700: a read error while pulling what is left handed the PG over to
+///   nobody, for good.
+/// - 12060: a primary mid-backfill with no complete copy to hand over to
+///   asked for a pg_temp that changed nothing, for good.
+const LOST_BUG_SEEDS: &[u64] = &[266, 646, 2531, 9452, 11700, 12060];
+
 /// The replicated simulation with down OSDs declared lost now and then
 /// (`osd lost`: the disk is gone; it starts again empty): a PG whose
 /// recorded write set was all declared lost goes on with what the up
@@ -2740,6 +2755,9 @@ fn lost_osds_let_pgs_go_on_with_what_is_left() {
     let mut total = Stats::default();
     for seed in first..first + seeds {
         total.add(&run(seed));
+    }
+    for &seed in LOST_BUG_SEEDS {
+        run(seed);
     }
     eprintln!("{seeds} lost seeds: {total:?}");
     assert!(total.acked_writes > seeds * 10, "{total:?}");
