@@ -243,8 +243,10 @@ pub enum OpError {
     #[error("OSD error: {0}")]
     Io(String),
     /// None of the OSDs that hold the PG's latest writes is up: it serves
-    /// nothing until one returns (ops wait, then fail with this).
-    #[error("PG {pg} is down: its latest writes are on osd {osds:?}, none of them up")]
+    /// nothing until one returns (ops wait, then fail with this). No OSDs
+    /// named: no up copy holds the PG's log up to its head, and none that
+    /// did is coming back.
+    #[error("PG {pg} is down: {}", down_why(osds))]
     Down { pg: String, osds: Vec<i32> },
     /// An OSD holding the PG is full: writes that could take space are
     /// refused (deletes, truncates and removals still go) until space is
@@ -334,4 +336,38 @@ pub fn decode_wire<T: for<'de> Deserialize<'de>>(
 ) -> Result<T, OpError> {
     loligo_bulk::supply(bulk, || postcard::from_bytes(body))
         .map_err(|e| OpError::Invalid(format!("cannot decode message: {e}")))
+}
+
+/// Why a PG is down, for [`OpError::Down`].
+fn down_why(osds: &[i32]) -> String {
+    if osds.is_empty() {
+        "no up OSD holds its log up to its latest write".to_string()
+    } else {
+        format!("its latest writes are on osd {osds:?}, none of them up")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::OpError;
+
+    #[test]
+    fn a_down_pg_says_whom_it_waits_for_or_that_nobody_is_coming() {
+        let waits = OpError::Down {
+            pg: "1.0".into(),
+            osds: vec![3, 5],
+        };
+        assert_eq!(
+            waits.to_string(),
+            "PG 1.0 is down: its latest writes are on osd [3, 5], none of them up"
+        );
+        let nobody = OpError::Down {
+            pg: "1.0".into(),
+            osds: vec![],
+        };
+        assert_eq!(
+            nobody.to_string(),
+            "PG 1.0 is down: no up OSD holds its log up to its latest write"
+        );
+    }
 }
