@@ -429,6 +429,9 @@ fn build(osds: u32, per_osd: u32) -> Result<OsdMap, CliError> {
     // writes (the members named need not be the PG's: only the map's
     // size and its checks matter here).
     let n = osds as i32;
+    // (An interval that began after every OSD booted: the map refuses a
+    // record naming an OSD that booted since its interval began.)
+    let interval = m.epoch;
     let records = m
         .pools
         .values()
@@ -438,7 +441,7 @@ fn build(osds: u32, per_osd: u32) -> Result<OsdMap, CliError> {
             Change::RecordWriteSet {
                 pg,
                 record: loligo_types::WriteSetRecord {
-                    interval: 1,
+                    interval,
                     osds: vec![o % n, (o + 1) % n, (o + 2) % n],
                 },
             }
