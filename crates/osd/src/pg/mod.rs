@@ -1498,6 +1498,43 @@ impl Pg {
         self.remove_records(&keys, true, fx);
     }
 
+    /// The version of the next entry this primary logs.
+    fn next_version(&self) -> Version {
+        Version {
+            epoch: self.epoch,
+            v: self.info.last_update.v + 1,
+        }
+    }
+
+    /// Into `t`: log entry `e`, the removal of the entry `log_entries_max`
+    /// behind it, and `info` (whose head is `e`'s).
+    fn log_into(&self, t: &mut Transaction, e: &LogEntry, info: &PgInfo) {
+        let v = e.version.v;
+        t.set_record(self.coll, &log_key(v), record::encode_log(e));
+        if v > self.log_entries_max {
+            t.rm_record(self.coll, &log_key(v - self.log_entries_max));
+        }
+        t.set_record(self.coll, INFO_KEY, record::encode_info(info));
+    }
+
+    /// Whether this copy's log says `name` is removed at `need`.
+    fn log_removes(&self, s: &dyn ObjectStore, name: &str, need: Version) -> bool {
+        recovery::entry_at(s, self.coll, need.v)
+            .ok()
+            .flatten()
+            .is_some_and(|e| e.removed && e.version == need && e.name == name)
+    }
+
+    /// Down, waiting for a member of the recorded write set to answer (it
+    /// peers again as they come and go).
+    fn wait_for_record(&mut self) {
+        let osds = self
+            .record
+            .as_ref()
+            .map_or_else(Vec::new, |r| r.osds.clone());
+        self.role = Role::Down { osds };
+    }
+
     /// Queue `txn` on this copy's store (durable before it is answered
     /// for if `sync`), its landing awaited as this interval's.
     fn apply_own(&mut self, txn: Transaction, sync: bool, fx: &mut Vec<Effect>) {
@@ -2670,12 +2707,7 @@ impl Pg {
                     "pg {}: down: no log source at head {newest} (mine {mine:?}, peers {infos:?})",
                     self.id
                 );
-                let osds = self
-                    .record
-                    .as_ref()
-                    .map_or_else(Vec::new, |r| r.osds.clone());
-                self.role = Role::Down { osds };
-                return;
+                return self.wait_for_record();
             };
             // A member has writes or objects this primary lacks (or this
             // primary's log went another way): take that member's log and
@@ -2806,12 +2838,7 @@ impl Pg {
         // set's members instead, and peers again as they come and go.
         if complete.is_empty() {
             tracing::debug!("pg {}: down: no complete copy to hand over to", self.id);
-            let osds = self
-                .record
-                .as_ref()
-                .map_or_else(Vec::new, |r| r.osds.clone());
-            self.role = Role::Down { osds };
-            return;
+            return self.wait_for_record();
         }
         let size = self.pool.as_ref().map_or(1, |p| p.size as usize).max(1);
         let mut osds = complete.clone();
@@ -3093,12 +3120,7 @@ impl Pg {
         };
         let need = self.missing.get(&name).copied().unwrap_or_default();
         // An object the log removes comes back absent (version zero).
-        let removed = push.copy.is_none()
-            && need.v > 0
-            && recovery::entry_at(s, self.coll, need.v)
-                .ok()
-                .flatten()
-                .is_some_and(|e| e.removed && e.version == need && e.name == name);
+        let removed = push.copy.is_none() && need.v > 0 && self.log_removes(s, &name, need);
         // Erasure-coded: the shards are gathered at the pushed version, so
         // it must be the one the log needs (a member's newer one may be a
         // divergent write it has yet to roll back: EC sim seed 39).
@@ -3344,10 +3366,7 @@ impl Pg {
         // The entry that says so: copies whose logs do not reach it are
         // backfilled from this one (objects the log does not name may
         // differ between them).
-        let version = Version {
-            epoch: self.epoch,
-            v: self.info.last_update.v + 1,
-        };
+        let version = self.next_version();
         let reset = LogEntry {
             version,
             name: String::new(),
@@ -3355,17 +3374,9 @@ impl Pg {
             reqid: None,
             gave_up: Some(GaveUp::Copy),
         };
-        t.set_record(self.coll, &log_key(version.v), record::encode_log(&reset));
-        if let Some(v) = version
-            .v
-            .checked_sub(self.log_entries_max)
-            .filter(|&v| v > 0)
-        {
-            t.rm_record(self.coll, &log_key(v));
-        }
         self.info.last_update = version;
         self.rep.high = version;
-        t.set_record(self.coll, INFO_KEY, record::encode_info(&self.info));
+        self.log_into(&mut t, &reset, &self.info);
         self.guard_log(&mut t);
         tracing::warn!(
             "pg {}: only copies mid-backfill reach the head and none that was complete is \
@@ -3426,11 +3437,7 @@ impl Pg {
             .collect();
         let mut busy = pulls.len();
         for (name, need) in todo {
-            let removed = recovery::entry_at(s, self.coll, need.v)
-                .ok()
-                .flatten()
-                .is_some_and(|e| e.removed && e.version == need && e.name == name);
-            if removed {
+            if self.log_removes(s, &name, need) {
                 let gone = Push {
                     name,
                     version: Version::default(),
@@ -3490,10 +3497,7 @@ impl Pg {
             .filter(|p| p.copy.is_some() && p.version.v > 0 && p.version < need)
             .filter(|p| lost.on_history(name, p.version))
             .max_by_key(|p| p.version);
-        let version = Version {
-            epoch: self.epoch,
-            v: self.info.last_update.v + 1,
-        };
+        let version = self.next_version();
         let from = older.as_ref().map(|p| p.version);
         let copy = older.and_then(|p| p.copy).map(|mut c| {
             c.attrs.retain(|(k, _)| k != VERSION_ATTR);
@@ -3519,15 +3523,7 @@ impl Pg {
         }
         info.last_update = version;
         let mut more = Transaction::new();
-        more.set_record(self.coll, &log_key(version.v), record::encode_log(&entry));
-        if let Some(v) = version
-            .v
-            .checked_sub(self.log_entries_max)
-            .filter(|&v| v > 0)
-        {
-            more.rm_record(self.coll, &log_key(v));
-        }
-        more.set_record(self.coll, INFO_KEY, record::encode_info(&info));
+        self.log_into(&mut more, &entry, &info);
         let push = Push {
             name: name.to_string(),
             version,
@@ -5419,10 +5415,7 @@ impl Pg {
         fx: &mut Vec<Effect>,
     ) {
         let prev = self.info.last_update;
-        let version = Version {
-            epoch: self.epoch,
-            v: prev.v + 1,
-        };
+        let version = self.next_version();
         let mut t = Transaction::new();
         t.ops.extend(out.txn.ops);
         if out.exists_after {
@@ -5450,11 +5443,7 @@ impl Pg {
         if let Some(r) = p.op.reqid {
             self.remember(r, version, false);
         }
-        t.set_record(self.coll, &log_key(version.v), record::encode_log(&entry));
-        if version.v > self.log_entries_max {
-            t.rm_record(self.coll, &log_key(version.v - self.log_entries_max));
-        }
-        t.set_record(self.coll, INFO_KEY, record::encode_info(&self.info));
+        self.log_into(&mut t, &entry, &self.info);
         let Role::Primary { write_set } = &self.role else {
             return;
         };
