@@ -1033,6 +1033,17 @@ fn queried(fx: &[Effect], to: i32) -> u64 {
         .unwrap_or_else(|| panic!("osd.{to} is not asked: {fx:?}"))
 }
 
+/// osd.1 answers `pg`'s peering query of `interval` with `info`; the
+/// effects, once every transaction has landed.
+fn osd1_answers(pg: &mut Pg, s: &MemStore, interval: u64, info: PeerInfo) -> Vec<Effect> {
+    let answer = Input::Info {
+        from: 1,
+        interval,
+        info: Some(info),
+    };
+    settle(pg, s, answer)
+}
+
 fn read_reply(pg: &mut Pg, s: &MemStore, token: u64, name: &str) -> Result<Vec<u8>, OpError> {
     let fx = settle(pg, s, read(token, name, 0));
     match &fx[..] {
@@ -1119,15 +1130,7 @@ fn a_lost_object_rolls_back_to_an_older_copy_another_up_osd_holds() {
     let mut pg = Pg::new(PG, 2, info(3));
     let fx = settle(&mut pg, &s, map_record(5, vec![2, 1], 1, None, vec![]));
     let interval = queried(&fx, 1);
-    let fx = settle(
-        &mut pg,
-        &s,
-        Input::Info {
-            from: 1,
-            interval,
-            info: Some(info(2).into()),
-        },
-    );
+    let fx = osd1_answers(&mut pg, &s, interval, info(2).into());
     // It asks osd.1 for `a` (which holds it at v1).
     let peer = copy_of(2, &log[..2], &[("a", 1, b"peer a"), ("b", 2, b"b")], &[]);
     let (tid, name) = match &fx[..] {
@@ -1276,47 +1279,26 @@ fn a_lost_object_is_never_rolled_back_to_a_divergent_copy() {
 fn without_a_record_a_primary_behind_hands_over_to_a_copy_at_the_head() {
     let log = [(1, "a", false), (2, "b", false)];
     let s = copy_of(2, &log, &[("a", 1, b"a"), ("b", 2, b"b")], &[]);
-    let mut pg = Pg::new(PG, 2, info(2));
-    let fx = settle(&mut pg, &s, map_record(5, vec![2, 1], 1, None, vec![]));
-    let interval = queried(&fx, 1);
     let at_head = PeerInfo {
         info: info(3),
         missing: 1,
         backfill: false,
         moved_shard: None,
     };
-    let fx = settle(
-        &mut pg,
-        &s,
-        Input::Info {
-            from: 1,
-            interval,
-            info: Some(at_head),
-        },
-    );
-    match &fx[..] {
-        [Effect::RequestPgTemp { osds }] => assert_eq!(osds, &vec![1, 2]),
-        other => panic!("{other:?}"),
-    }
-    // Were that copy mid-backfill, it would be handed the PG all the
-    // same (to take its copy as it is).
-    let mut pg = Pg::new(PG, 2, info(2));
-    settle(&mut pg, &s, map_record(5, vec![2, 1], 1, None, vec![]));
-    let fx = settle(
-        &mut pg,
-        &s,
-        Input::Info {
-            from: 1,
-            interval,
-            info: Some(PeerInfo {
-                backfill: true,
-                ..at_head
-            }),
-        },
-    );
-    match &fx[..] {
-        [Effect::RequestPgTemp { osds }] => assert_eq!(osds, &vec![1, 2]),
-        other => panic!("{other:?}"),
+    // Were that copy mid-backfill, it would be handed the PG all the same
+    // (to take its copy as it is).
+    let mid_backfill = PeerInfo {
+        backfill: true,
+        ..at_head
+    };
+    for peer in [at_head, mid_backfill] {
+        let mut pg = Pg::new(PG, 2, info(2));
+        let fx = settle(&mut pg, &s, map_record(5, vec![2, 1], 1, None, vec![]));
+        let interval = queried(&fx, 1);
+        match &osd1_answers(&mut pg, &s, interval, peer)[..] {
+            [Effect::RequestPgTemp { osds }] => assert_eq!(osds, &vec![1, 2]),
+            other => panic!("{peer:?}: {other:?}"),
+        }
     }
 }
 
