@@ -176,7 +176,7 @@ pub fn stamp_log(b: &[u8], s: &LeafStamp) -> Result<Vec<u8>, RecordError> {
             if e.gave_up.is_some() {
                 return Err(RecordError::Damaged {
                     what: "PG log",
-                    why: format!("entry {} gave its object up: it takes no stamp", e.version),
+                    why: format!("entry {} gave something up: it takes no stamp", e.version),
                 });
             }
             postcard::to_stdvec(&Entry::of(&e)).unwrap_or_default()

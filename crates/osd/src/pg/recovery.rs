@@ -211,20 +211,15 @@ pub fn merge(
         None if tail == 0 && (mine.v == 0 || entry_at(s, coll, 1)?.is_some()) => 0,
         None => return Ok(Merge::NoOverlap),
     };
-    // A copy taken as it was since the common point (the authority's, or
-    // this copy's own divergent one): objects the logs do not name may
-    // differ, so this copy is backfilled.
+    // A copy taken as it was since the common point (the authority's
+    // here, or this copy's own divergent one, met below): objects the logs
+    // do not name may differ, so this copy is backfilled.
     if auth
         .entries
         .iter()
         .any(|e| e.version.v > common && e.is_reset())
     {
         return Ok(Merge::NoOverlap);
-    }
-    for v in common + 1..=mine.v {
-        if entry_at(s, coll, v)?.is_some_and(|e| e.is_reset()) {
-            return Ok(Merge::NoOverlap);
-        }
     }
     let mut missing = missing.clone();
     let mut t = Transaction::new();
@@ -237,6 +232,9 @@ pub fn merge(
     // Divergent entries: gone from the log, their objects to be fetched.
     for v in common + 1..=mine.v {
         if let Some(e) = entry_at(s, coll, v)? {
+            if e.is_reset() {
+                return Ok(Merge::NoOverlap);
+            }
             // An EC shard undoes the entry itself from its rollback copy
             // (the shards that have the entry may be too few to rebuild
             // the object at either version).
