@@ -2813,7 +2813,11 @@ fn ec_acknowledged_writes_survive_crashes_and_shards_stay_consistent() {
 /// - 41860: a pull of an earlier peering round, planned again after a
 ///   failed shard read, counted as the new round's and rebuilt a version
 ///   the new round had rolled back into the primary's copy.
-const EC_BUG_SEEDS: &[u64] = &[5780, 41860];
+/// - 700124: a peering restarted within an interval read the primary's
+///   info from the store while the rollback of its own divergent writes
+///   was still in flight, activated at the rolled-back head, and pushed
+///   an older version over an acknowledged write.
+const EC_BUG_SEEDS: &[u64] = &[5780, 41860, 700124];
 
 /// Seeds that found a bug with positions moving (`LOLIGO_SIM_EC_MOVES`):
 /// - 63: the only members at the head had moved; the PG stayed down.

@@ -2551,6 +2551,16 @@ impl Pg {
         if !self.settled() {
             return;
         }
+        // The store is read for this copy's info only once its own
+        // transactions of this interval are durable too: a merge earlier
+        // in the interval may have rolled entries back in memory, and the
+        // store shows them until it lands (EC sim seed 700124: a peering
+        // restarted by a map within the interval took the rolled-back
+        // head from the store, and the primary activated at a head whose
+        // objects it had just rolled back, losing an acknowledged write).
+        if !self.synced && !self.settled_all() {
+            return;
+        }
         self.sync_with_store(s);
         let Role::Peering { infos, .. } = &self.role else {
             return;
