@@ -3,18 +3,22 @@
 //! (every output is a linear combination of every input, computed in one
 //! pass so each input byte is loaded once per group of outputs).
 //!
-//! Three implementations: a scalar reference (table lookups), AVX2
-//! (PSHUFB on split nibble tables) and AVX-512 + GFNI (`gf2p8affineqb`
-//! with each constant as an 8x8 bit matrix). The fastest the CPU supports
-//! is picked once at run time. SIMD code lives only in `avx2.rs` and
-//! `gfni.rs`; it must never be reached on a CPU without the features, and
-//! it is tested against the scalar reference on random inputs.
+//! Four implementations: a scalar reference (table lookups), AVX2 (PSHUFB
+//! on split nibble tables), AVX-512BW (the same tables, 64 bytes at a
+//! time, for CPUs with AVX-512 and without GFNI) and AVX-512 + GFNI
+//! (`gf2p8affineqb` with each constant as an 8x8 bit matrix). The fastest
+//! the CPU supports is picked once at run time. SIMD code lives only in
+//! `avx2.rs`, `avx512.rs` and `gfni.rs`; it must never be reached on a
+//! CPU without the features, and it is tested against the scalar
+//! reference on random inputs.
 
 use crate::gf;
 use std::sync::OnceLock;
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod avx512;
 #[cfg(target_arch = "x86_64")]
 mod gfni;
 
@@ -25,13 +29,15 @@ pub enum Backend {
     Scalar,
     /// 32 bytes at a time with PSHUFB nibble tables.
     Avx2,
+    /// 64 bytes at a time with AVX-512BW PSHUFB nibble tables.
+    Avx512,
     /// 64 bytes at a time with AVX-512 and GFNI affine transforms.
     Gfni,
 }
 
 impl Backend {
     /// The fastest backend this CPU supports (detected once). Setting
-    /// `LOLIGO_EC_BACKEND=scalar|avx2|gfni` lowers it (never above what
+    /// `LOLIGO_EC_BACKEND=scalar|avx2|avx512|gfni` lowers it (never above what
     /// the CPU has), for comparisons.
     pub fn detect() -> Backend {
         static B: OnceLock<Backend> = OnceLock::new();
@@ -64,10 +70,12 @@ impl Backend {
             if std::arch::is_x86_feature_detected!("avx2") {
                 v.push(Backend::Avx2);
             }
-            if std::arch::is_x86_feature_detected!("avx512f")
-                && std::arch::is_x86_feature_detected!("avx512bw")
-                && std::arch::is_x86_feature_detected!("gfni")
-            {
+            let avx512 = std::arch::is_x86_feature_detected!("avx512f")
+                && std::arch::is_x86_feature_detected!("avx512bw");
+            if avx512 {
+                v.push(Backend::Avx512);
+            }
+            if avx512 && std::arch::is_x86_feature_detected!("gfni") {
                 v.push(Backend::Gfni);
             }
         }
@@ -79,6 +87,7 @@ impl Backend {
         match self {
             Backend::Scalar => "scalar",
             Backend::Avx2 => "avx2",
+            Backend::Avx512 => "avx512",
             Backend::Gfni => "gfni",
         }
     }
@@ -86,7 +95,12 @@ impl Backend {
     /// The backend called `name` (as [`Backend::name`] prints it), whether
     /// or not this CPU has it.
     pub fn from_name(name: &str) -> Option<Backend> {
-        [Backend::Scalar, Backend::Avx2, Backend::Gfni]
+        [
+            Backend::Scalar,
+            Backend::Avx2,
+            Backend::Avx512,
+            Backend::Gfni,
+        ]
             .into_iter()
             .find(|b| b.name() == name)
     }
@@ -171,7 +185,15 @@ pub fn dot_prod_with(
             unsafe { gfni::dot_prod(coefs, inputs, outputs, mode) }
         }
         #[cfg(target_arch = "x86_64")]
-        Backend::Avx2 | Backend::Gfni if Backend::available().contains(&Backend::Avx2) => {
+        Backend::Avx512 | Backend::Gfni if Backend::available().contains(&Backend::Avx512) => {
+            // SAFETY: the CPU has AVX-512F/BW (checked just above); lengths
+            // were checked equal.
+            unsafe { avx512::dot_prod(coefs, inputs, outputs, mode) }
+        }
+        #[cfg(target_arch = "x86_64")]
+        Backend::Avx2 | Backend::Avx512 | Backend::Gfni
+            if Backend::available().contains(&Backend::Avx2) =>
+        {
             // SAFETY: the CPU has AVX2 (checked just above); lengths equal.
             unsafe { avx2::dot_prod(coefs, inputs, outputs, mode) }
         }
@@ -425,7 +447,7 @@ mod tests {
             assert_eq!(inner, Some(b));
         }
         assert_eq!(Backend::current(), before);
-        for name in ["scalar", "avx2", "gfni"] {
+        for name in ["scalar", "avx2", "avx512", "gfni"] {
             let b = Backend::from_name(name).expect("a backend's own name");
             assert_eq!(b.name(), name);
             if !Backend::available().contains(&b) {
