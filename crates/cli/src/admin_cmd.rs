@@ -8,8 +8,8 @@
 use crate::config::ConnArgs;
 use crate::CliError;
 use clap::{Args, Subcommand, ValueEnum};
-use loligo_monc::protocol::{Admin, MonReply, MonRequest, StatusReport};
-use loligo_types::EcPlugin;
+use loligo_monc::protocol::{Admin, MonReply, MonRequest, PgRow, StatusReport};
+use loligo_types::{EcPlugin, PgState};
 use serde_json::Value;
 
 #[derive(Args)]
@@ -540,6 +540,118 @@ pub fn ec_profile(conn: &ConnArgs, c: EcProfileCmd) -> Result<(), CliError> {
 }
 
 #[derive(Subcommand)]
+pub enum PgCmd {
+    /// Every PG with its state, object counts, up and acting sets, from
+    /// its primary's last report (like `ceph pg ls`). A `down` PG lists
+    /// the OSDs it waits for: bring one back, or, if its disk is gone,
+    /// `osd lost` it.
+    Ls {
+        /// Only this pool's PGs.
+        pool: Option<String>,
+        /// Only PGs with this state flag (e.g. `down`, `degraded`,
+        /// `backfilling`); repeat for any of several.
+        #[arg(long = "state", value_name = "FLAG")]
+        states: Vec<String>,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
+}
+
+/// `loligo pg ...`.
+pub fn pg(conn: &ConnArgs, c: PgCmd) -> Result<(), CliError> {
+    let PgCmd::Ls { pool, states, json } = c;
+    let flags = states
+        .iter()
+        .map(|f| match f.parse::<PgState>() {
+            Ok(s) if !s.is_unknown() || f == "unknown" => Ok(s),
+            Ok(_) => Err(CliError(format!("--state {f}: not a PG state"))),
+            Err(e) => Err(CliError(format!("--state {f}: {e}"))),
+        })
+        .collect::<Result<Vec<PgState>, CliError>>()?;
+    let v = call(conn, MonRequest::Admin(Admin::PgLs { pool }))?.value;
+    let rows: Vec<PgRow> = serde_json::from_value(v)
+        .map_err(|e| CliError(format!("the monitor's PG list does not parse: {e}")))?;
+    let rows: Vec<PgRow> = rows
+        .into_iter()
+        .filter(|r| {
+            flags.is_empty()
+                || flags.iter().any(|&f| {
+                    if f.is_unknown() {
+                        r.state.is_unknown()
+                    } else {
+                        r.state.contains(f)
+                    }
+                })
+        })
+        .collect();
+    if json.json {
+        let v = serde_json::to_value(&rows)
+            .map_err(|e| CliError(format!("printing the PG list: {e}")))?;
+        print_json(&v);
+    } else {
+        print!("{}", pg_table(&rows));
+    }
+    Ok(())
+}
+
+/// `pg ls` as a table, one PG a line.
+fn pg_table(rows: &[PgRow]) -> String {
+    let set = |v: &[i32]| {
+        let items: Vec<String> = v.iter().map(i32::to_string).collect();
+        format!("[{}]", items.join(","))
+    };
+    let mut lines = vec![[
+        "PG",
+        "OBJECTS",
+        "DEGRADED",
+        "MISPLACED",
+        "BYTES",
+        "STATE",
+        "UP",
+        "ACTING",
+        "PRIMARY",
+        "WAITING_FOR",
+    ]
+    .map(String::from)];
+    for r in rows {
+        lines.push([
+            r.pg.clone(),
+            r.objects.to_string(),
+            r.degraded.to_string(),
+            r.misplaced.to_string(),
+            r.bytes.to_string(),
+            r.state.to_string(),
+            set(&r.up),
+            set(&r.acting),
+            r.primary.to_string(),
+            if r.waiting_for.is_empty() {
+                String::new()
+            } else {
+                r.waiting_for
+                    .iter()
+                    .map(|o| format!("osd.{o}"))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            },
+        ]);
+    }
+    let widths: Vec<usize> = (0..10)
+        .map(|c| lines.iter().map(|l| l[c].len()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for l in &lines {
+        let cells: Vec<String> = l
+            .iter()
+            .zip(&widths)
+            .map(|(cell, w)| format!("{cell:<w$}"))
+            .collect();
+        out.push_str(cells.join("  ").trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+#[derive(Subcommand)]
 pub enum MonCmd {
     /// Run a monitor daemon in the foreground.
     Run(crate::daemon_cmd::MonArgs),
@@ -552,6 +664,67 @@ mod tests {
         ClientIo, Health, HealthStatus, MonStatus, OsdMapStatus, PgSummary, RecoveryIo, Usage,
     };
     use loligo_types::PgState;
+
+    #[test]
+    fn pg_ls_prints_a_table_with_what_down_pgs_wait_for() {
+        let row = |pg: &str, state: PgState, waiting_for: Vec<i32>| PgRow {
+            pg: pg.into(),
+            state,
+            up: vec![0, 1, 2],
+            acting: vec![0, -1, 2],
+            primary: 0,
+            objects: 12,
+            bytes: 4096,
+            degraded: 3,
+            misplaced: 0,
+            reported_epoch: Some(9),
+            waiting_for,
+        };
+        let t = pg_table(&[
+            row("1.0", PgState::ACTIVE | PgState::CLEAN, vec![]),
+            row("1.1f", PgState::DOWN, vec![3, 4]),
+        ]);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines.len(), 3, "{t}");
+        let cols: Vec<&str> = lines[0].split_whitespace().collect();
+        assert_eq!(
+            cols,
+            [
+                "PG",
+                "OBJECTS",
+                "DEGRADED",
+                "MISPLACED",
+                "BYTES",
+                "STATE",
+                "UP",
+                "ACTING",
+                "PRIMARY",
+                "WAITING_FOR"
+            ]
+        );
+        let clean: Vec<&str> = lines[1].split_whitespace().collect();
+        assert_eq!(
+            clean,
+            [
+                "1.0",
+                "12",
+                "3",
+                "0",
+                "4096",
+                "active+clean",
+                "[0,1,2]",
+                "[0,-1,2]",
+                "0"
+            ]
+        );
+        assert!(lines[2].starts_with("1.1f "), "{t}");
+        assert!(lines[2].contains(" down "), "{t}");
+        assert!(lines[2].ends_with("osd.3,osd.4"), "{t}");
+        // Columns line up: every STATE cell starts where the header's does.
+        let at = lines[0].find("STATE").unwrap();
+        assert_eq!(lines[1].find("active+clean"), Some(at));
+        assert_eq!(lines[2].find("down"), Some(at));
+    }
 
     #[test]
     fn status_prints_like_ceph_s() {

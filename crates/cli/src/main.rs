@@ -70,6 +70,10 @@ enum Cmd {
     /// Pools: create, ls, get, set, rm.
     #[command(subcommand)]
     Pool(admin_cmd::PoolCmd),
+    /// Placement groups: ls (each PG's state, sets, and what a down one
+    /// waits for).
+    #[command(subcommand)]
+    Pg(admin_cmd::PgCmd),
     /// Erasure-code profiles: set, get, ls, rm (a pool made with `pool create --erasure PROFILE` uses one).
     #[command(subcommand, name = "ec-profile")]
     EcProfile(admin_cmd::EcProfileCmd),
@@ -199,6 +203,7 @@ fn main() -> ExitCode {
         Cmd::Mon(admin_cmd::MonCmd::Run(a)) => daemon_cmd::mon(a),
         Cmd::Osd(c) => admin_cmd::osd(conn, c),
         Cmd::Pool(c) => admin_cmd::pool(conn, c),
+        Cmd::Pg(c) => admin_cmd::pg(conn, c),
         Cmd::EcProfile(c) => admin_cmd::ec_profile(conn, c),
         Cmd::Put { name, file } => data_cmd::data(conn, data_cmd::DataCmd::Put { name, file }),
         Cmd::Get { name, file } => data_cmd::data(conn, data_cmd::DataCmd::Get { name, file }),

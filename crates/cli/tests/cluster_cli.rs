@@ -1,5 +1,5 @@
 //! A local cluster of processes through the CLI: `up --detach`, put/get,
-//! status, the key-value store, typed errors, one OSD killed and started
+//! status, `pg ls`, the key-value store, typed errors, one OSD killed and started
 //! again, garbage on an OSD port, `down`, and `up` again
 //! on the same directory keeping the data.
 
@@ -33,6 +33,37 @@ fn local_cluster_round_trip_restart_and_errors() {
     assert_eq!(s["osdmap"]["num_in_osds"], 3);
     assert!(s["health"]["status"].is_string());
     assert!(s["pgs"]["by_state"].is_object());
+
+    // `pg ls`: every PG, each with its primary's report once it comes;
+    // the one holding "blob" counts it.
+    let t0 = std::time::Instant::now();
+    loop {
+        let rows: serde_json::Value =
+            serde_json::from_str(&ok(&dir, &["pg", "ls", "--json"])).unwrap();
+        let rows = rows.as_array().unwrap().clone();
+        assert_eq!(rows.len() as u64, s["pgs"]["total"].as_u64().unwrap());
+        let objects: u64 = rows.iter().map(|r| r["objects"].as_u64().unwrap()).sum();
+        if rows.iter().all(|r| r["state"] == "active+clean") && objects >= 1 {
+            assert!(rows
+                .iter()
+                .all(|r| r["acting"].as_array().unwrap().len() == 3));
+            break;
+        }
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(60),
+            "PGs never all active+clean with the object counted: {rows:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+    let table = ok(&dir, &["pg", "ls", "--state", "clean"]);
+    assert!(table.starts_with("PG "), "{table}");
+    assert!(ok(&dir, &["pg", "ls", "--state", "down"]).lines().count() == 1);
+    let e = loligo(&dir, &["pg", "ls", "nope"]);
+    assert_eq!(e.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&e.stderr).contains("pool 'nope' does not exist"));
+    let e = loligo(&dir, &["pg", "ls", "--state", "sleepy"]);
+    assert_eq!(e.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&e.stderr).contains("unknown PG state 'sleepy'"));
 
     // Typed errors, exit code 2, nothing written.
     let e = loligo(&dir, &["-p", "nope", "put", "x", file.to_str().unwrap()]);

@@ -63,7 +63,11 @@ fn pool<'a>(m: &'a OsdMap, name: &str) -> Result<&'a loligo_types::Pool, MonErro
 pub fn plan(m: &OsdMap, cmd: &Admin) -> Result<Outcome, MonError> {
     use Outcome::*;
     Ok(match cmd {
-        Admin::Status => return Err(MonError::Invalid("status is not a map command".into())),
+        Admin::Status | Admin::PgLs { .. } => {
+            return Err(MonError::Invalid(
+                "status and pg ls are answered from the OSDs' reports, not the map".into(),
+            ))
+        }
         Admin::PoolCreate {
             name,
             pg_num,

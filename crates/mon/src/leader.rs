@@ -7,8 +7,8 @@
 //! and takes `now` as an argument.
 
 use loligo_monc::protocol::{
-    ClientIo, Health, HealthStatus, MonError, MonStatus, OsdCounters, OsdMapStatus, PgSummary,
-    RecoveryIo, StatusReport, Usage,
+    ClientIo, Health, HealthStatus, MonError, MonStatus, OsdCounters, OsdMapStatus, PgRow,
+    PgSummary, RecoveryIo, StatusReport, Usage,
 };
 use loligo_types::{
     Change, Fullness, MapError, OsdMap, OsdReport, PgId, PgStat, PgState, FULL_RATIO,
@@ -169,12 +169,7 @@ impl LeaderState {
         t: &Timeouts,
     ) -> Result<StatusReport, MapError> {
         let (up, inn) = map.up_in();
-        let stats: HashMap<PgId, &PgStat> = self
-            .reports
-            .values()
-            .filter(|r| map.is_up(r.report.osd))
-            .flat_map(|r| r.report.pgs.iter().map(|p| (p.pg, p)))
-            .collect();
+        let stats = self.current_stats(map);
         let mut by_state: BTreeMap<PgState, u64> = BTreeMap::new();
         let (mut total, mut objects, mut degraded, mut misplaced) = (0u64, 0u64, 0u64, 0u64);
         let mut placer = map.placer()?;
@@ -183,17 +178,12 @@ impl LeaderState {
                 let pg = PgId { pool: pool.id, ps };
                 total += 1;
                 let primary = placer.map_pg(pg)?.acting_primary;
-                let state = match stats.get(&pg) {
-                    // Only the current primary's report counts.
-                    Some(s) if s.acting.first() == Some(&primary) => {
-                        objects = objects.saturating_add(s.objects);
-                        degraded = degraded.saturating_add(s.degraded);
-                        misplaced = misplaced.saturating_add(s.misplaced);
-                        s.state
-                    }
-                    _ if primary < 0 => PgState::DOWN,
-                    _ => PgState::UNKNOWN,
-                };
+                let (state, stat) = state_of(&stats, pg, primary);
+                if let Some(s) = stat {
+                    objects = objects.saturating_add(s.objects);
+                    degraded = degraded.saturating_add(s.degraded);
+                    misplaced = misplaced.saturating_add(s.misplaced);
+                }
                 *by_state.entry(state).or_default() += 1;
             }
         }
@@ -265,6 +255,70 @@ impl LeaderState {
     }
 }
 
+impl LeaderState {
+    /// Every PG of `pool` (every pool: None) under `map`, with its sets
+    /// and its current primary's last report, in pool and PG order.
+    pub fn pg_list(&self, map: &OsdMap, pool: Option<u64>) -> Result<Vec<PgRow>, MapError> {
+        let stats = self.current_stats(map);
+        let mut placer = map.placer()?;
+        let mut rows = Vec::new();
+        for p in map
+            .pools
+            .values()
+            .filter(|p| pool.is_none_or(|id| id == p.id))
+        {
+            for ps in 0..p.pg_num {
+                let pg = PgId { pool: p.id, ps };
+                let m = placer.map_pg(pg)?;
+                let (state, stat) = state_of(&stats, pg, m.acting_primary);
+                let hole = |v: Vec<i32>| -> Vec<i32> {
+                    v.into_iter()
+                        .map(|o| if o == loligo_crush::ITEM_NONE { -1 } else { o })
+                        .collect()
+                };
+                rows.push(PgRow {
+                    pg: pg.to_string(),
+                    state,
+                    up: hole(m.up),
+                    acting: hole(m.acting),
+                    primary: m.acting_primary,
+                    objects: stat.map_or(0, |s| s.objects),
+                    bytes: stat.map_or(0, |s| s.bytes),
+                    degraded: stat.map_or(0, |s| s.degraded),
+                    misplaced: stat.map_or(0, |s| s.misplaced),
+                    reported_epoch: stat.map(|s| s.epoch),
+                    waiting_for: stat.map(|s| s.waiting_for.clone()).unwrap_or_default(),
+                });
+            }
+        }
+        Ok(rows)
+    }
+
+    /// The PG stats of the up OSDs' last reports.
+    fn current_stats<'a>(&'a self, map: &OsdMap) -> HashMap<PgId, &'a PgStat> {
+        self.reports
+            .values()
+            .filter(|r| map.is_up(r.report.osd))
+            .flat_map(|r| r.report.pgs.iter().map(|p| (p.pg, p)))
+            .collect()
+    }
+}
+
+/// PG `pg`'s state with acting primary `primary`: its primary's report
+/// (only the current primary's counts), `down` with no OSD of its acting
+/// set up, else `unknown`.
+fn state_of<'a>(
+    stats: &HashMap<PgId, &'a PgStat>,
+    pg: PgId,
+    primary: i32,
+) -> (PgState, Option<&'a PgStat>) {
+    match stats.get(&pg) {
+        Some(s) if s.acting.first() == Some(&primary) => (s.state, Some(*s)),
+        _ if primary < 0 => (PgState::DOWN, None),
+        _ => (PgState::UNKNOWN, None),
+    }
+}
+
 /// Health checks from OSD and PG states, worst level first found.
 fn health(map: &OsdMap, up: usize, by_state: &BTreeMap<PgState, u64>) -> Health {
     let count = |f: &dyn Fn(PgState) -> bool| -> u64 {
@@ -287,7 +341,10 @@ fn health(map: &OsdMap, up: usize, by_state: &BTreeMap<PgState, u64>) -> Health 
     }
     if inactive > 0 {
         let also = if down > 0 {
-            format!(", {down} pgs down (wait for their OSDs to return)")
+            format!(
+                ", {down} pgs down (they wait for their OSDs to return: \
+                 `loligo pg ls --state down` names them)"
+            )
         } else {
             String::new()
         };
@@ -398,6 +455,7 @@ mod tests {
             bytes: 0,
             degraded: 0,
             misplaced: 0,
+            waiting_for: Vec::new(),
         };
         let report = |osd, pgs| OsdReport {
             osd,
@@ -580,6 +638,7 @@ mod tests {
                 bytes: 0,
                 degraded: 0,
                 misplaced: 0,
+                waiting_for: Vec::new(),
             });
         }
         for (_, r) in reports {
@@ -594,5 +653,79 @@ mod tests {
             "{:?}",
             s.health
         );
+    }
+
+    #[test]
+    fn pg_list_gives_each_pg_its_primarys_report_and_what_a_down_one_waits_for() {
+        let m = map();
+        let mut l = LeaderState::default();
+        let t0 = Instant::now();
+        let mut placer = m.placer().unwrap();
+        let mut reports: BTreeMap<i32, OsdReport> = BTreeMap::new();
+        for ps in 0..8 {
+            let pg = PgId { pool: 1, ps };
+            let pm = placer.map_pg(pg).unwrap();
+            // PG 1 is reported by a member that is not its primary (an
+            // old report): it does not count.
+            let by = if ps == 1 {
+                pm.acting[1]
+            } else {
+                pm.acting_primary
+            };
+            let (state, waiting_for) = if ps == 0 {
+                (PgState::DOWN, vec![3])
+            } else {
+                (PgState::ACTIVE | PgState::CLEAN, Vec::new())
+            };
+            let mut acting = pm.acting.clone();
+            if ps == 1 {
+                acting.rotate_left(1);
+            }
+            let r = reports.entry(by).or_default();
+            r.osd = by;
+            r.pgs.push(PgStat {
+                pg,
+                epoch: m.epoch,
+                state,
+                acting,
+                objects: u64::from(ps),
+                bytes: 100,
+                degraded: 0,
+                misplaced: 0,
+                waiting_for,
+            });
+        }
+        for (_, r) in reports {
+            l.on_report(r, t0);
+        }
+        let rows = l.pg_list(&m, None).unwrap();
+        assert_eq!(rows.len(), 8);
+        let names: Vec<&str> = rows.iter().map(|r| r.pg.as_str()).collect();
+        assert_eq!(
+            names,
+            ["1.0", "1.1", "1.2", "1.3", "1.4", "1.5", "1.6", "1.7"]
+        );
+        assert_eq!(rows[0].state, PgState::DOWN);
+        assert_eq!(rows[0].waiting_for, vec![3]);
+        assert_eq!(rows[1].state, PgState::UNKNOWN);
+        assert_eq!(rows[1].reported_epoch, None);
+        assert_eq!(rows[1].objects, 0);
+        for (ps, r) in rows.iter().enumerate().skip(2) {
+            let pm = placer
+                .map_pg(PgId {
+                    pool: 1,
+                    ps: ps as u32,
+                })
+                .unwrap();
+            assert_eq!(r.state, PgState::ACTIVE | PgState::CLEAN);
+            assert_eq!((r.objects, r.bytes), (ps as u64, 100));
+            assert_eq!((&r.up, &r.acting), (&pm.up, &pm.acting));
+            assert_eq!(r.primary, pm.acting_primary);
+            assert_eq!(r.reported_epoch, Some(m.epoch));
+            assert!(r.waiting_for.is_empty());
+        }
+        // One pool's PGs only; a pool with none lists nothing.
+        assert_eq!(l.pg_list(&m, Some(1)).unwrap(), rows);
+        assert!(l.pg_list(&m, Some(7)).unwrap().is_empty());
     }
 }

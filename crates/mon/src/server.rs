@@ -620,6 +620,34 @@ impl Monitor {
                     map: None,
                 })
             }
+            MonRequest::Admin(Admin::PgLs { pool }) => {
+                if !self.is_leader() {
+                    return Err(self.not_leader());
+                }
+                let rows = {
+                    let l = self.leader.lock().await;
+                    let st = self.shared.read();
+                    let map = st.map.as_ref().ok_or(MonError::NoMap)?;
+                    let pool = match pool {
+                        None => None,
+                        Some(name) => Some(
+                            map.pool_by_name(&name)
+                                .ok_or_else(|| {
+                                    MonError::Invalid(format!("pool '{name}' does not exist"))
+                                })?
+                                .id,
+                        ),
+                    };
+                    l.pg_list(map, pool)?
+                };
+                let value = serde_json::to_value(&rows)
+                    .map_err(|e| MonError::Unavailable(format!("pg ls: {e}")))?;
+                Ok(MonReply {
+                    epoch: self.epoch(),
+                    value,
+                    map: None,
+                })
+            }
             MonRequest::Admin(a) => {
                 let outcome = {
                     let st = self.shared.read();

@@ -65,6 +65,11 @@ pub enum MonRequest {
 #[serde(rename_all = "snake_case")]
 pub enum Admin {
     Status,
+    /// Every PG (of `pool`, if named) with its state and sets, from its
+    /// primary's last report (`loligo pg ls`, like `ceph pg ls`).
+    PgLs {
+        pool: Option<String>,
+    },
     PoolCreate {
         name: String,
         pg_num: u32,
@@ -182,6 +187,7 @@ impl Admin {
         use Admin::*;
         match self {
             Status
+            | PgLs { .. }
             | PoolLs
             | PoolGet { .. }
             | OsdTree
@@ -292,6 +298,31 @@ pub struct StatusReport {
     /// (what recovery experiments hold to the theory).
     #[serde(default)]
     pub osd_counters: Vec<OsdCounters>,
+}
+
+/// One PG as `pg ls` lists it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PgRow {
+    /// `POOL.PS` in hex, as Ceph prints PG ids.
+    pub pg: String,
+    /// From its current primary's last report; `unknown` without one,
+    /// `down` when no OSD of its acting set is up.
+    pub state: PgState,
+    /// CRUSH's set, and the set that serves (after pg_temp); an
+    /// erasure-coded pool's position i holds shard i, -1 is empty.
+    pub up: Vec<i32>,
+    pub acting: Vec<i32>,
+    pub primary: i32,
+    /// From the report (0 without one).
+    pub objects: u64,
+    pub bytes: u64,
+    pub degraded: u64,
+    pub misplaced: u64,
+    /// The map epoch the report was made under (none: no report).
+    pub reported_epoch: Option<Epoch>,
+    /// A `down` PG: the OSDs it waits for (see `PgStat::waiting_for`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waiting_for: Vec<i32>,
 }
 
 /// One OSD's cumulative I/O counters (see `OsdReport`).

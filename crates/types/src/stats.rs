@@ -23,6 +23,10 @@ pub struct PgStat {
     /// them (data moving to where CRUSH wants it).
     #[serde(default)]
     pub misplaced: u64,
+    /// A `down` PG: the OSDs it waits for, any one of which holds its
+    /// latest writes (empty: no up OSD does and none is named).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waiting_for: Vec<i32>,
 }
 
 /// One OSD's report: its primary PGs, usage and cumulative I/O counters.

@@ -101,8 +101,8 @@ impl Backend {
             Backend::Avx512,
             Backend::Gfni,
         ]
-            .into_iter()
-            .find(|b| b.name() == name)
+        .into_iter()
+        .find(|b| b.name() == name)
     }
 
     /// The backend the kernels use on this thread now: the one

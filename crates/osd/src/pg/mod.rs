@@ -5878,6 +5878,10 @@ impl Pg {
             bytes: self.info.bytes,
             degraded,
             misplaced,
+            waiting_for: match &self.role {
+                Role::Down { osds } => osds.clone(),
+                _ => Vec::new(),
+            },
         })
     }
 }
