@@ -594,25 +594,27 @@ pub fn pg(conn: &ConnArgs, c: PgCmd) -> Result<(), CliError> {
     Ok(())
 }
 
+/// The columns of `pg ls`'s table.
+const PG_LS_COLUMNS: [&str; 10] = [
+    "PG",
+    "OBJECTS",
+    "DEGRADED",
+    "MISPLACED",
+    "BYTES",
+    "STATE",
+    "UP",
+    "ACTING",
+    "PRIMARY",
+    "WAITING_FOR",
+];
+
 /// `pg ls` as a table, one PG a line.
 fn pg_table(rows: &[PgRow]) -> String {
     let set = |v: &[i32]| {
         let items: Vec<String> = v.iter().map(i32::to_string).collect();
         format!("[{}]", items.join(","))
     };
-    let mut lines = vec![[
-        "PG",
-        "OBJECTS",
-        "DEGRADED",
-        "MISPLACED",
-        "BYTES",
-        "STATE",
-        "UP",
-        "ACTING",
-        "PRIMARY",
-        "WAITING_FOR",
-    ]
-    .map(String::from)];
+    let mut lines = vec![PG_LS_COLUMNS.map(String::from)];
     for r in rows {
         lines.push([
             r.pg.clone(),
@@ -635,7 +637,7 @@ fn pg_table(rows: &[PgRow]) -> String {
             },
         ]);
     }
-    let widths: Vec<usize> = (0..10)
+    let widths: Vec<usize> = (0..PG_LS_COLUMNS.len())
         .map(|c| lines.iter().map(|l| l[c].len()).max().unwrap_or(0))
         .collect();
     let mut out = String::new();
@@ -687,21 +689,7 @@ mod tests {
         let lines: Vec<&str> = t.lines().collect();
         assert_eq!(lines.len(), 3, "{t}");
         let cols: Vec<&str> = lines[0].split_whitespace().collect();
-        assert_eq!(
-            cols,
-            [
-                "PG",
-                "OBJECTS",
-                "DEGRADED",
-                "MISPLACED",
-                "BYTES",
-                "STATE",
-                "UP",
-                "ACTING",
-                "PRIMARY",
-                "WAITING_FOR"
-            ]
-        );
+        assert_eq!(cols, PG_LS_COLUMNS);
         let clean: Vec<&str> = lines[1].split_whitespace().collect();
         assert_eq!(
             clean,

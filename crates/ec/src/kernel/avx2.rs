@@ -48,40 +48,20 @@ pub(super) unsafe fn dot_prod(
     outputs: &mut [&mut [u8]],
     mode: Mode,
 ) {
-    let n = inputs.len();
-    let len = outputs[0].len();
-    // Fixed-size scratch on the stack: this runs once per element for
-    // array codes, so heap allocations would show.
-    let mut ins = [std::ptr::null::<u8>(); INPUTS_PER_BLOCK];
-    let mut out_ptrs = [std::ptr::null_mut::<u8>(); 4];
-    let mut block = [0u8; 4 * INPUTS_PER_BLOCK];
-    let mut o = 0;
-    while o < outputs.len() {
-        let g = (outputs.len() - o).min(4);
-        for j in 0..g {
-            out_ptrs[j] = outputs[o + j].as_mut_ptr();
-        }
-        // Blocks of even sizes (12 inputs: 6 + 6, not 10 + 2).
-        let per = n.div_ceil(n.div_ceil(INPUTS_PER_BLOCK));
-        let mut i = 0;
-        while i < n {
-            let b = (n - i).min(per);
-            for j in 0..g {
-                block[j * b..(j + 1) * b]
-                    .copy_from_slice(&coefs[(o + j) * n + i..(o + j) * n + i + b]);
-            }
-            for (slot, s) in ins.iter_mut().zip(&inputs[i..i + b]) {
-                *slot = s.as_ptr();
-            }
-            let m = if i == 0 { mode } else { Mode::Xor };
-            let (rows, ins, outs) = (&block[..g * b], &ins[..b], &out_ptrs[..g]);
+    // Blocks of even sizes (12 inputs: 6 + 6, not 10 + 2).
+    let per = |n: usize, _g| n.div_ceil(n.div_ceil(INPUTS_PER_BLOCK));
+    super::in_blocks(
+        coefs,
+        inputs,
+        outputs,
+        mode,
+        per,
+        &mut |g, b, rows, ins, outs, len, m| {
             // SAFETY: forwarded preconditions; `ins` has b and `outs` g
-            // regions of `len` bytes.
-            unsafe { dispatch(g, b, rows, ins, outs, len, m) };
-            i += b;
-        }
-        o += g;
-    }
+            // regions of `len` bytes, b <= INPUTS_PER_BLOCK (`per`).
+            unsafe { dispatch(g, b, rows, ins, outs, len, m) }
+        },
+    );
 }
 
 /// The (low-nibble, high-nibble) lookup tables of multiplication by `c`,

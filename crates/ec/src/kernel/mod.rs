@@ -201,6 +201,63 @@ pub fn dot_prod_with(
     }
 }
 
+/// The most inputs a SIMD kernel's block takes (the GFNI kernel's, with
+/// one output; the others take fewer).
+#[cfg(target_arch = "x86_64")]
+const BLOCK_INPUTS_MAX: usize = 24;
+
+/// A SIMD kernel's block: `g` outputs (`outs`) by `b` inputs (`ins`),
+/// `rows` their coefficients row-major g x b, `len` bytes each.
+#[cfg(target_arch = "x86_64")]
+type BlockFn<'a> = dyn FnMut(usize, usize, &[u8], &[*const u8], &[*mut u8], usize, Mode) + 'a;
+
+/// The blocking the SIMD kernels share: outputs in groups of up to four,
+/// each group over the inputs in blocks of up to `per(n, g)` inputs (of
+/// `n`, at most [`BLOCK_INPUTS_MAX`]); blocks after a group's first
+/// accumulate into its outputs. Pointers go to `block` as raw pointers:
+/// a kernel keeps them in registers, and the regions' lengths were
+/// checked equal by the caller.
+#[cfg(target_arch = "x86_64")]
+fn in_blocks(
+    coefs: &[u8],
+    inputs: &[&[u8]],
+    outputs: &mut [&mut [u8]],
+    mode: Mode,
+    per: impl Fn(usize, usize) -> usize,
+    block: &mut BlockFn<'_>,
+) {
+    let n = inputs.len();
+    let len = outputs[0].len();
+    // Fixed-size scratch on the stack: this runs once per element for
+    // array codes, so heap allocations would show.
+    let mut rows = [0u8; 4 * BLOCK_INPUTS_MAX];
+    let mut ins = [std::ptr::null::<u8>(); BLOCK_INPUTS_MAX];
+    let mut out_ptrs = [std::ptr::null_mut::<u8>(); 4];
+    let mut o = 0;
+    while o < outputs.len() {
+        let g = (outputs.len() - o).min(4);
+        for j in 0..g {
+            out_ptrs[j] = outputs[o + j].as_mut_ptr();
+        }
+        let per = per(n, g).clamp(1, BLOCK_INPUTS_MAX);
+        let mut i = 0;
+        while i < n {
+            let b = (n - i).min(per);
+            for j in 0..g {
+                rows[j * b..(j + 1) * b]
+                    .copy_from_slice(&coefs[(o + j) * n + i..(o + j) * n + i + b]);
+            }
+            for (slot, s) in ins.iter_mut().zip(&inputs[i..i + b]) {
+                *slot = s.as_ptr();
+            }
+            let m = if i == 0 { mode } else { Mode::Xor };
+            block(g, b, &rows[..g * b], &ins[..b], &out_ptrs[..g], len, m);
+            i += b;
+        }
+        o += g;
+    }
+}
+
 /// `dst ^= c * src`.
 pub fn mul_xor_region(c: u8, src: &[u8], dst: &mut [u8]) {
     match c {
