@@ -2790,8 +2790,8 @@ impl Pg {
             write_set,
             recorded,
         };
-        self.drop_stale_log(s, fx);
-        self.send_logs(s, fx);
+        let log = self.drop_stale_log(s, fx);
+        self.send_logs_with(s, log, fx);
         self.maybe_go_active(s, fx);
         if matches!(self.role, Role::Activating { .. }) {
             // Reads may go ahead; writes wait.
@@ -3641,17 +3641,15 @@ impl Pg {
     /// they would stay here for good (EC sim seed 303071 with moving
     /// positions and a log of 11 entries: the primary kept five such
     /// entries from an earlier merge, and its log differed from its
-    /// members' once the PG was clean).
-    fn drop_stale_log(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
-        let Some(log) = self.own_log(s) else {
-            return;
-        };
-        let stale =
-            match recovery::record_keys(s, self.coll, b"log/", Some(&log_key(log.tail() + 1))) {
-                Ok(k) => k,
-                Err(e) => return tracing_error(self.id, &format!("reading the log: {e}")),
-            };
-        self.remove_records(&stale, false, fx);
+    /// members' once the PG was clean). Gives the log it read (the
+    /// members' logs are sent from it).
+    fn drop_stale_log(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) -> Option<AuthLog> {
+        let log = self.own_log(s)?;
+        match recovery::record_keys(s, self.coll, b"log/", Some(&log_key(log.tail() + 1))) {
+            Ok(stale) => self.remove_records(&stale, false, fx),
+            Err(e) => tracing_error(self.id, &format!("reading the log: {e}")),
+        }
+        Some(log)
     }
 
     /// The version counter just below the oldest entry of this copy's log
@@ -3721,6 +3719,12 @@ impl Pg {
     /// Send the authoritative log to the members waiting for it, once this
     /// copy's own commits have settled (the log is read from the store).
     fn send_logs(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
+        self.send_logs_with(s, None, fx)
+    }
+
+    /// [`Pg::send_logs`] with this copy's log already read (`log`: as
+    /// `own_log` gave it in this same step), so activation reads it once.
+    fn send_logs_with(&mut self, s: &dyn ObjectStore, log: Option<AuthLog>, fx: &mut Vec<Effect>) {
         let due: Vec<i32> = self
             .rec
             .merging
@@ -3731,7 +3735,7 @@ impl Pg {
         if due.is_empty() || !self.settled() || self.now_ms < self.rec.log_retry_ms {
             return;
         }
-        let Some(log) = self.own_log(s) else {
+        let Some(log) = log.or_else(|| self.own_log(s)) else {
             // The store does not show the whole log yet.
             self.rec.log_retry_ms = self.now_ms + PEER_RETRY_MS;
             return;
