@@ -243,9 +243,11 @@ pub enum OpError {
     #[error("OSD error: {0}")]
     Io(String),
     /// None of the OSDs that hold the PG's latest writes is up: it serves
-    /// nothing until one returns (ops wait, then fail with this). No OSDs
-    /// named: no up copy holds the PG's log up to its head, and none that
-    /// did is coming back.
+    /// nothing until one returns (ops wait, then fail with this). Only
+    /// OSDs that did not answer the PG's peering are named. None named:
+    /// the up copies do not hold its latest writes in full (an
+    /// erasure-coded PG needs k shards at its head), and no OSD known to
+    /// hold them is down.
     #[error("PG {pg} is down: {}", down_why(osds))]
     Down { pg: String, osds: Vec<i32> },
     /// An OSD holding the PG is full: writes that could take space are
@@ -341,7 +343,9 @@ pub fn decode_wire<T: for<'de> Deserialize<'de>>(
 /// Why a PG is down, for [`OpError::Down`].
 fn down_why(osds: &[i32]) -> String {
     if osds.is_empty() {
-        "no up OSD holds its log up to its latest write".to_string()
+        "the up OSDs do not hold its latest writes in full (an erasure-coded PG needs k \
+         shards of them), and no OSD known to hold them is down"
+            .to_string()
     } else {
         format!("its latest writes are on osd {osds:?}, none of them up")
     }
@@ -367,7 +371,8 @@ mod tests {
         };
         assert_eq!(
             nobody.to_string(),
-            "PG 1.0 is down: no up OSD holds its log up to its latest write"
+            "PG 1.0 is down: the up OSDs do not hold its latest writes in full (an \
+             erasure-coded PG needs k shards of them), and no OSD known to hold them is down"
         );
     }
 }

@@ -1532,6 +1532,27 @@ impl Pg {
             .record
             .as_ref()
             .map_or_else(Vec::new, |r| r.osds.clone());
+        self.down_waiting_for(osds);
+    }
+
+    /// Down, waiting for one of `osds`: named (to clients and in the
+    /// PG's report) are those that have not answered this peering with a
+    /// copy; the others are up and already heard, and waiting for them
+    /// would tell an operator to bring back an OSD that is there. None
+    /// left: no up OSD holds what the PG needs, and none named is coming.
+    fn down_waiting_for(&mut self, osds: Vec<i32>) {
+        let heard: BTreeSet<i32> = match &self.role {
+            Role::Peering { infos, .. } | Role::Pulling { infos, .. } => infos
+                .iter()
+                .filter(|(_, i)| i.is_some())
+                .map(|(o, _)| *o)
+                .collect(),
+            _ => BTreeSet::new(),
+        };
+        let osds = osds
+            .into_iter()
+            .filter(|o| *o != self.whoami && !heard.contains(o))
+            .collect();
         self.role = Role::Down { osds };
     }
 
@@ -2618,8 +2639,7 @@ impl Pg {
                         || self.acting.iter().copied().filter(|&o| o >= 0).collect(),
                         |r| r.osds.clone(),
                     );
-                    self.role = Role::Down { osds };
-                    return;
+                    return self.down_waiting_for(osds);
                 }
             },
         };
