@@ -68,20 +68,10 @@ pub(super) unsafe fn dot_prod(
 /// each repeated in both 128-bit lanes (PSHUFB looks up within a lane).
 #[target_feature(enable = "avx2")]
 fn tables(c: u8) -> [__m256i; 2] {
-    let mut lo = [0u8; 16];
-    let mut hi = [0u8; 16];
-    for x in 0..16u8 {
-        lo[x as usize] = gf::mul(c, x);
-        hi[x as usize] = gf::mul(c, x << 4);
-    }
-    let lane = |t: [u8; 16]| {
-        let v = i128::from_le_bytes(t);
-        _mm256_set_epi64x((v >> 64) as i64, v as i64, (v >> 64) as i64, v as i64)
-    };
-    [lane(lo), lane(hi)]
+    super::nibble_tables(c).map(|(l, h)| _mm256_set_epi64x(h, l, h, l))
 }
 
-macro_rules! dispatch_table {
+macro_rules! dispatch_groups {
     ($g:expr, $b:expr, $args:tt; $( $G:literal, $W:literal => [$($B:literal),*] ),* ) => {
         match ($g, $b) {
             $( $( ($G, $B) => group::<$B, $G, $W> $args, )* )*
@@ -104,7 +94,7 @@ unsafe fn dispatch(
 ) {
     // SAFETY: forwarded.
     unsafe {
-        dispatch_table!(g, b, (rows, ins, outs, len, mode);
+        dispatch_groups!(g, b, (rows, ins, outs, len, mode);
             1, 2 => [1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
             2, 2 => [1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
             3, 2 => [1, 2, 3, 4, 5, 6, 7, 8, 9, 10],

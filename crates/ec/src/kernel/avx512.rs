@@ -16,7 +16,6 @@
 //! compares this against the scalar reference on random shapes and tails.
 
 use super::Mode;
-use crate::gf;
 use std::arch::x86_64::*;
 
 /// Inputs per block: every output count takes up to ten, one pass over
@@ -54,15 +53,6 @@ pub(super) unsafe fn dot_prod(
     );
 }
 
-macro_rules! dispatch_table {
-    ($g:expr, $b:expr, $args:tt; $( $G:literal => [$($B:literal),*] ),* ) => {
-        match ($g, $b) {
-            $( $( ($G, $B) => block::<$B, $G> $args, )* )*
-            _ => unreachable!("block shape out of range"),
-        }
-    };
-}
-
 /// # Safety
 /// As [`dot_prod`]; `g` in 1..=4 and `b` in 1..=[`INPUTS_PER_BLOCK`].
 #[target_feature(enable = "avx512f,avx512bw")]
@@ -90,18 +80,7 @@ unsafe fn dispatch(
 /// each repeated in all four 128-bit lanes.
 #[target_feature(enable = "avx512f,avx512bw")]
 fn tables(c: u8) -> [__m512i; 2] {
-    let mut lo = [0u8; 16];
-    let mut hi = [0u8; 16];
-    for x in 0..16u8 {
-        lo[x as usize] = gf::mul(c, x);
-        hi[x as usize] = gf::mul(c, x << 4);
-    }
-    let lanes = |t: [u8; 16]| {
-        let v = i128::from_le_bytes(t);
-        let (l, h) = (v as i64, (v >> 64) as i64);
-        _mm512_set_epi64(h, l, h, l, h, l, h, l)
-    };
-    [lanes(lo), lanes(hi)]
+    super::nibble_tables(c).map(|(l, h)| _mm512_set_epi64(h, l, h, l, h, l, h, l))
 }
 
 /// B inputs into G outputs, 64 bytes per step (head and tail masked).

@@ -56,15 +56,6 @@ pub(super) unsafe fn dot_prod(
     );
 }
 
-macro_rules! dispatch_table {
-    ($g:expr, $b:expr, $args:tt; $( $G:literal => [$($B:literal),*] ),* ) => {
-        match ($g, $b) {
-            $( $( ($G, $B) => block::<$B, $G> $args, )* )*
-            _ => unreachable!("block shape out of range"),
-        }
-    };
-}
-
 /// # Safety
 /// As [`dot_prod`]; `g` in 1..=4 and `b` in 1..=max(24 / g, [`INPUTS_MIN`]).
 #[target_feature(enable = "avx512f,avx512bw,gfni")]

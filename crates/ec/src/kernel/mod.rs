@@ -15,6 +15,19 @@
 use crate::gf;
 use std::sync::OnceLock;
 
+/// A match over block shapes (outputs G, inputs B) that calls the
+/// kernel's `block::<B, G>` with `$args`, for the AVX-512 kernels (each
+/// shape is its own compiled loop; a shape outside the table is a bug).
+#[cfg(target_arch = "x86_64")]
+macro_rules! dispatch_table {
+    ($g:expr, $b:expr, $args:tt; $( $G:literal => [$($B:literal),*] ),* ) => {
+        match ($g, $b) {
+            $( $( ($G, $B) => block::<$B, $G> $args, )* )*
+            _ => unreachable!("block shape out of range"),
+        }
+    };
+}
+
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 #[cfg(target_arch = "x86_64")]
@@ -199,6 +212,25 @@ pub fn dot_prod_with(
         }
         _ => scalar_dot_prod(coefs, inputs, outputs, mode),
     }
+}
+
+/// The products of `c` with the 16 low nibbles and the 16 high nibbles,
+/// as the two halves of each 64-bit lane pair the PSHUFB kernels load
+/// (little-endian: low half, high half): a byte's product is the XOR of
+/// its two lookups.
+#[cfg(target_arch = "x86_64")]
+fn nibble_tables(c: u8) -> [(i64, i64); 2] {
+    let mut lo = [0u8; 16];
+    let mut hi = [0u8; 16];
+    for x in 0..16u8 {
+        lo[x as usize] = gf::mul(c, x);
+        hi[x as usize] = gf::mul(c, x << 4);
+    }
+    let halves = |t: [u8; 16]| {
+        let v = i128::from_le_bytes(t);
+        (v as i64, (v >> 64) as i64)
+    };
+    [halves(lo), halves(hi)]
 }
 
 /// The most inputs a SIMD kernel's block takes (the GFNI kernel's, with
