@@ -222,6 +222,14 @@ pub struct PgMapping {
     pub acting_primary: ItemId,
 }
 
+/// A set as people and PG state machines read it: an empty position
+/// (`ITEM_NONE`, as CRUSH and pg_temps hold it) is -1.
+pub fn holes_as_minus_one(v: &[ItemId]) -> Vec<ItemId> {
+    v.iter()
+        .map(|&o| if o == ITEM_NONE { -1 } else { o })
+        .collect()
+}
+
 fn pick_primary(v: &[ItemId]) -> ItemId {
     v.iter().copied().find(|&o| o != ITEM_NONE).unwrap_or(-1)
 }

@@ -6,6 +6,7 @@
 //! It must never change the map or read the clock: it returns `Change`s
 //! and takes `now` as an argument.
 
+use loligo_crush::placement::holes_as_minus_one;
 use loligo_monc::protocol::{
     ClientIo, Health, HealthStatus, MonError, MonStatus, OsdCounters, OsdMapStatus, PgRow,
     PgSummary, RecoveryIo, StatusReport, Usage,
@@ -253,9 +254,7 @@ impl LeaderState {
             osd_counters,
         })
     }
-}
 
-impl LeaderState {
     /// Every PG of `pool` (every pool: None) under `map`, with its sets
     /// and its current primary's last report, in pool and PG order.
     pub fn pg_list(&self, map: &OsdMap, pool: Option<u64>) -> Result<Vec<PgRow>, MapError> {
@@ -271,16 +270,11 @@ impl LeaderState {
                 let pg = PgId { pool: p.id, ps };
                 let m = placer.map_pg(pg)?;
                 let (state, stat) = state_of(&stats, pg, m.acting_primary);
-                let hole = |v: Vec<i32>| -> Vec<i32> {
-                    v.into_iter()
-                        .map(|o| if o == loligo_crush::ITEM_NONE { -1 } else { o })
-                        .collect()
-                };
                 rows.push(PgRow {
                     pg: pg.to_string(),
                     state,
-                    up: hole(m.up),
-                    acting: hole(m.acting),
+                    up: holes_as_minus_one(&m.up),
+                    acting: holes_as_minus_one(&m.acting),
                     primary: m.acting_primary,
                     objects: stat.map_or(0, |s| s.objects),
                     bytes: stat.map_or(0, |s| s.bytes),

@@ -37,8 +37,7 @@ pub(super) unsafe fn dot_prod(
     outputs: &mut [&mut [u8]],
     mode: Mode,
 ) {
-    // Blocks of even sizes (12 inputs: 6 + 6, not 10 + 2).
-    let per = |n: usize, _g| n.div_ceil(n.div_ceil(INPUTS_PER_BLOCK));
+    let per = |n, _g| super::even_blocks(n, INPUTS_PER_BLOCK);
     super::in_blocks(
         coefs,
         inputs,

@@ -233,6 +233,14 @@ fn nibble_tables(c: u8) -> [(i64, i64); 2] {
     [halves(lo), halves(hi)]
 }
 
+/// Inputs per block for `n` inputs in blocks of at most `most`, evenly
+/// split (12 inputs by 10: 6 + 6, not 10 + 2), as the PSHUFB kernels cut
+/// them.
+#[cfg(target_arch = "x86_64")]
+fn even_blocks(n: usize, most: usize) -> usize {
+    n.div_ceil(n.div_ceil(most))
+}
+
 /// The most inputs a SIMD kernel's block takes (the GFNI kernel's, with
 /// one output; the others take fewer).
 #[cfg(target_arch = "x86_64")]

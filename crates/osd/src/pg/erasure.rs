@@ -1250,11 +1250,7 @@ pub(super) fn ec_temp_step(
 /// parity shard, two members that must swap positions leave fewer than
 /// `k` in place whichever goes first.
 pub(super) fn walks_to_crush(acting: &[i32], up: &[i32], k: usize) -> bool {
-    let holes = |v: &[i32]| -> Vec<i32> {
-        v.iter()
-            .map(|&o| if o == loligo_crush::ITEM_NONE { -1 } else { o })
-            .collect()
-    };
+    let holes = loligo_crush::placement::holes_as_minus_one;
     let mut now = holes(acting);
     for _ in 0..=2 * up.len() {
         match ec_temp_step(&now, up, k, true) {
@@ -1288,10 +1284,7 @@ mod tests {
                 assert!(kept >= k, "{now:?} dropped with {kept} of CRUSH's in place");
                 return steps;
             }
-            let next: Vec<i32> = next
-                .iter()
-                .map(|&o| if o == ITEM_NONE { -1 } else { o })
-                .collect();
+            let next = loligo_crush::placement::holes_as_minus_one(&next);
             let in_place = (0..now.len())
                 .filter(|&i| now[i] >= 0 && now[i] == next[i])
                 .count();
