@@ -131,4 +131,7 @@ pub enum PeerReply {
     /// without the asker (`None`: it is not, or not known here).
     Clean(Option<Epoch>),
     Refused(String),
+    /// The answer to `ReadShard` from a copy that holds no such shard at
+    /// the version asked (`RepError::Absent`).
+    Absent(String),
 }

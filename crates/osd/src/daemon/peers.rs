@@ -184,6 +184,7 @@ pub(super) async fn fetch<T>(
     };
     let result = match call(&s, pg, interval, to, &msg).await {
         Ok(PeerReply::RepDone(Err(e))) => Err(RepError::Failed(e)),
+        Ok(PeerReply::Absent(e)) => Err(RepError::Absent(e)),
         Ok(r) => take(r).ok_or_else(|| RepError::Failed("unexpected reply".into())),
         Err(e) => Err(e),
     };
@@ -242,6 +243,7 @@ pub(super) async fn query_info(
                 | PeerReply::OwnLog(_)
                 | PeerReply::Pulled(_)
                 | PeerReply::ShardData(_)
+                | PeerReply::Absent(_)
                 | PeerReply::Clean(_),
             ) => break None,
             // Not answerable yet (its map is behind): ask again, as for

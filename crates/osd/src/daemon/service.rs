@@ -423,6 +423,7 @@ fn member_reply<T>(
         Ok(Ok(v)) => ok(v),
         Ok(Err(RepError::Stale(e))) => PeerReply::Refused(e),
         Ok(Err(RepError::Failed(e))) => PeerReply::RepDone(Err(e)),
+        Ok(Err(RepError::Absent(e))) => PeerReply::Absent(e),
         Err(e) => PeerReply::RepDone(Err(format!("pg {pg}: {e:?}"))),
     }
 }

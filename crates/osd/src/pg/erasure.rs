@@ -51,6 +51,10 @@ pub(super) struct Gather {
     from_others: BTreeSet<usize>,
     /// A read of this round failed: plan again.
     failed: bool,
+    /// A read failed for another reason than its copy lacking the shard
+    /// at the version (an I/O error, no answer): the object may still be
+    /// readable, and is never given up.
+    doubtful: bool,
 }
 
 enum Purpose {
@@ -91,6 +95,7 @@ impl Gather {
             bad_strays: BTreeSet::new(),
             from_others: BTreeSet::new(),
             failed: false,
+            doubtful: false,
         }
     }
 
@@ -401,7 +406,8 @@ impl Pg {
                             .insert(c, exts.iter().map(|e| e.0).zip(b).collect());
                     }
                     Err(why) => {
-                        tracing::warn!(pg = %self.id, "own shard {c} of '{}': {why}", g.oid.name);
+                        tracing::warn!(pg = %self.id, "own shard {c} of '{}': {why:?}", g.oid.name);
+                        g.doubtful |= !matches!(why, RepError::Absent(_));
                         if g.from_others.contains(&c) {
                             g.bad_strays.insert((self.whoami, c));
                         } else {
@@ -490,6 +496,7 @@ impl Pg {
             Err(e) => {
                 tracing::warn!(pg = %self.id, "shard {c} on osd.{from}: {e:?}; reading around it");
                 g.failed = true;
+                g.doubtful |= !matches!(e, RepError::Absent(_));
                 if g.from_others.contains(&c) {
                     g.bad_strays.insert((from, c));
                 } else {
@@ -663,7 +670,7 @@ impl Pg {
         // The ops queued behind this one stay queued behind the write.
         let queued = self.busy.remove(&p.op.name).unwrap_or_default();
         let name = p.op.name.clone();
-        self.write(p, oid, &st, exec_out, Some(out.shards), fx);
+        self.write(super::Writer::Client(p), oid, &st, exec_out, Some(out.shards), fx);
         if let Some(q) = self.busy.get_mut(&name) {
             q.extend(queued);
         } else {
@@ -680,11 +687,20 @@ impl Pg {
                 fx.push(reply(pending.token, Err(e), Version::default(), self.epoch));
                 self.release(s, &name, fx);
             }
+            Purpose::Rebuild { pull: true, .. } if !g.doubtful => {
+                self.pull_unfound(s, name, &format!("cannot rebuild it: {e}"), fx);
+            }
             Purpose::Rebuild { pull: true, .. } => {
                 self.pull_failed(&format!("cannot rebuild '{name}': {e}"), fx);
             }
             Purpose::Chunk { to, .. } => {
                 self.chunk_rebuilt(to, &name, g.st.version, Err(e.to_string()), fx);
+                if self.may_give_up() && !g.doubtful {
+                    self.ec_give_up(s, name, fx);
+                }
+            }
+            Purpose::Rebuild { pull: false, .. } if self.may_give_up() && !g.doubtful => {
+                self.ec_give_up(s, name, fx);
             }
             Purpose::Rebuild { pull: false, .. } => {
                 // Tried again later; ops on the object keep waiting.
@@ -694,6 +710,74 @@ impl Pg {
                     .insert(name, self.now_ms + super::RECOVERY_RETRY_MS);
             }
         }
+    }
+
+    /// Whether this PG may give up an object no k up copies hold: its
+    /// recorded write set lost its k members to `osd lost` (or all of
+    /// them, and the map dropped it), so no OSD is known to hold more.
+    pub(super) fn may_give_up(&self) -> bool {
+        self.ec.is_some() && (self.record.is_none() || self.record_short())
+    }
+
+    /// No k up copies hold `name` at its logged version, every read of a
+    /// shard of it said so, and no OSD is known to hold more (see
+    /// `may_give_up`): remove it through the write path, logged as given
+    /// up, on every member (Ceph's `mark_unfound_lost delete`, the only
+    /// choice it offers for an erasure-coded object). Members that lack
+    /// it take the removal again by recovery.
+    pub(super) fn ec_give_up(&mut self, s: &dyn ObjectStore, name: String, fx: &mut Vec<Effect>) {
+        let retry = self.now_ms + super::RECOVERY_RETRY_MS;
+        let (Some(striper), Role::Primary { .. }) = (self.ec.clone(), &self.role) else {
+            self.rec.retry.insert(name, retry);
+            return;
+        };
+        let oid = super::recovery::oid(&name);
+        let st = match ec::obj_state(s, self.coll, &oid) {
+            Ok(st) => st,
+            Err(e) => {
+                tracing::warn!(pg = %self.id, "cannot read '{name}' to give it up: {e}");
+                self.rec.retry.insert(name, retry);
+                return;
+            }
+        };
+        // Whatever each member holds of it goes, rollback copy and all,
+        // and so does its record of lacking it (members keep theirs in
+        // memory until recovery pushes them the removal).
+        let rb = ec::rollback_oid(&oid);
+        let missing = super::recovery::missing_key(&name);
+        let shards: Vec<loligo_store::Transaction> = (0..striper.shards())
+            .map(|_| {
+                let mut t = loligo_store::Transaction::new();
+                t.touch(self.coll, &oid).remove(self.coll, &oid);
+                t.touch(self.coll, &rb).remove(self.coll, &rb);
+                t.rm_record(self.coll, &missing);
+                t
+            })
+            .collect();
+        self.missing.remove(&name);
+        let out = crate::exec::Outcome {
+            txn: loligo_store::Transaction::new(),
+            results: Vec::new(),
+            exists_after: false,
+            size_after: 0,
+            bytes_delta: -(st.size as i64),
+        };
+        tracing::warn!(
+            pg = %self.id,
+            "'{name}' at {} is on fewer than {} up OSDs and its write set was declared lost: removed",
+            st.version,
+            striper.k()
+        );
+        // Ops queued on the object run after the removal.
+        let queued = self.busy.remove(&name).unwrap_or_default();
+        self.write(super::Writer::GiveUp(name.clone()), oid, &st, out, Some(shards), fx);
+        self.busy.entry(name.clone()).or_default().extend(queued);
+        if !self.inflight.values().any(|f| f.name == name) {
+            self.release(s, &name, fx);
+        }
+        self.given_up += 1;
+        // Recovery pushes the removal to members that still list it.
+        self.rec.retry.insert(name, retry);
     }
 
     /// Whether an op gathering shards for a write to an object that
@@ -1052,8 +1136,7 @@ impl Pg {
             });
         };
         let result = read_shard(s, self.coll, &oid, Some(shard), version, extents, &striper)
-            .map(|v| v.into_iter().map(Bytes::from).collect())
-            .map_err(RepError::Failed);
+            .map(|v| v.into_iter().map(Bytes::from).collect());
         fx.push(Effect::ShardReadReply { token, result });
     }
 }
@@ -1080,16 +1163,17 @@ fn read_shard(
     version: Version,
     extents: &[(u64, u64)],
     striper: &stripe::Striper,
-) -> Result<Vec<Vec<u8>>, String> {
+) -> Result<Vec<Vec<u8>>, RepError> {
+    let failed = RepError::Failed;
     let Some(shard) = shard else {
-        return Err("this OSD holds no shard of the PG".into());
+        return Err(RepError::Absent("this OSD holds no shard of the PG".into()));
     };
     let rb = ec::rollback_oid(o);
     let mut have = None;
     for (i, x) in [o, &rb].into_iter().enumerate() {
         let Some(r) = s
             .read_with_attrs(c, x, extents)
-            .map_err(|e| e.to_string())?
+            .map_err(|e| failed(e.to_string()))?
         else {
             continue;
         };
@@ -1098,7 +1182,7 @@ fn read_shard(
         }
         let v: Option<Version> = match r.attrs.get(VERSION_ATTR) {
             Some(b) => {
-                Some(postcard::from_bytes(b).map_err(|_| "corrupt version attribute".to_string())?)
+                Some(postcard::from_bytes(b).map_err(|_| failed("corrupt version attribute".into()))?)
             }
             None => None,
         };
@@ -1109,22 +1193,27 @@ fn read_shard(
             continue;
         }
         let size: u64 = match r.attrs.get(ec::SIZE_ATTR) {
-            Some(b) => postcard::from_bytes(b).map_err(|_| "corrupt size attribute".to_string())?,
-            None => return Err(format!("shard {shard} of '{}' has no size", o.name)),
+            Some(b) => {
+                postcard::from_bytes(b).map_err(|_| failed("corrupt size attribute".into()))?
+            }
+            None => return Err(failed(format!("shard {shard} of '{}' has no size", o.name))),
         };
-        let want = striper.shard_len(size, shard).map_err(|e| e.to_string())?;
+        let want = striper
+            .shard_len(size, shard)
+            .map_err(|e| failed(e.to_string()))?;
         if r.size != want {
-            return Err(format!(
+            return Err(failed(format!(
                 "shard {shard} of '{}' has the wrong length for its shard: {} bytes, where an object of {size} bytes has {want}",
                 o.name, r.size
-            ));
+            )));
         }
         return Ok(r.extents);
     }
-    Err(format!(
+    // Definitive: asking again finds the same while the copy stays.
+    Err(RepError::Absent(format!(
         "shard {shard} of '{}' is at {have:?}, the read wants {version}",
         o.name
-    ))
+    )))
 }
 
 /// A set as a pg_temp asks for it: holes (-1 in a PG's sets) as

@@ -257,6 +257,10 @@ pub enum RepError {
     Stale(String),
     /// It failed to apply the write or could not be reached.
     Failed(String),
+    /// It answered, and holds no copy of what was asked at the version
+    /// asked (a shard read): unlike `Failed`, asking again changes
+    /// nothing while its copy stays as it is.
+    Absent(String),
 }
 
 /// Inputs to a PG.
@@ -704,6 +708,44 @@ struct Pending {
     deadline_ms: u64,
 }
 
+/// Whom a write is for: a client op (answered once every member has
+/// it), or this primary giving an object up (answered to nobody).
+enum Writer {
+    Client(Pending),
+    GiveUp(String),
+}
+
+impl Writer {
+    fn name(&self) -> &str {
+        match self {
+            Writer::Client(p) => &p.op.name,
+            Writer::GiveUp(name) => name,
+        }
+    }
+
+    fn reqid(&self) -> Option<ReqId> {
+        match self {
+            Writer::Client(p) => p.op.reqid,
+            Writer::GiveUp(_) => None,
+        }
+    }
+
+    fn token(&self) -> Option<u64> {
+        match self {
+            Writer::Client(p) => Some(p.token),
+            Writer::GiveUp(_) => None,
+        }
+    }
+
+    /// A give-up removes the object (zero: no older copy is kept).
+    fn gave_up(&self) -> Option<GaveUp> {
+        match self {
+            Writer::Client(_) => None,
+            Writer::GiveUp(_) => Some(GaveUp::Object(Version::default())),
+        }
+    }
+}
+
 /// A listing waiting for the PG to serve.
 struct PendingList {
     start: Option<String>,
@@ -753,6 +795,9 @@ struct Recovery {
     peer_again_ms: u64,
     /// Erasure-coded pulling: per object, the members asked so far.
     pull_tries: BTreeMap<String, usize>,
+    /// Erasure-coded pulling: objects a pull or shard read of failed for
+    /// another reason than a copy lacking them (never given up).
+    pull_doubt: BTreeSet<String>,
     /// This interval asked to clear the primary_temp.
     primary_temp_cleared: bool,
     /// Erasure-coded: stray copies that asked, with the shard each holds
@@ -1013,7 +1058,8 @@ pub const REP_RETRY_MS: u64 = 250;
 const REP_TRIES_WARN: u32 = 8;
 
 struct InFlight {
-    token: u64,
+    /// The client op's reply token (`None`: the primary's own write).
+    token: Option<u64>,
     reqid: Option<ReqId>,
     name: String,
     waiting: BTreeSet<i32>,
@@ -1158,6 +1204,10 @@ pub struct Pg {
     /// Objects this copy rolled back or removed because no up copy held
     /// them at their logged version (`pull_what_is_left`).
     given_up: u64,
+    /// Erasure-coded, pulling with its record short of k members (see
+    /// `record_short`): objects this primary lacks that no k up copies
+    /// hold. It activates without them and gives each up at once.
+    unfound: BTreeSet<String>,
 }
 
 /// Default `Pg::scrub_interval_ms`: a root comparison is one small
@@ -1299,6 +1349,7 @@ impl Pg {
             scrub_interval_ms: SCRUB_INTERVAL_MS,
             scrub: Scrub::default(),
             given_up: 0,
+            unfound: BTreeSet::new(),
         }
     }
 
@@ -2222,12 +2273,14 @@ impl Pg {
         // are written again.)
         self.rb_live.clear();
         for (_, f) in std::mem::take(&mut self.inflight) {
-            fx.push(reply(
-                f.token,
-                Err(OpError::WrongPrimary { epoch }),
-                f.version,
-                epoch,
-            ));
+            if let Some(token) = f.token {
+                fx.push(reply(
+                    token,
+                    Err(OpError::WrongPrimary { epoch }),
+                    f.version,
+                    epoch,
+                ));
+            }
         }
         let queued: Vec<Pending> = std::mem::take(&mut self.busy)
             .into_values()
@@ -2262,6 +2315,7 @@ impl Pg {
         // (Pulls of what is left end with the peering that chose them.)
         self.rec.lost = None;
         self.rec.lost_retry = false;
+        self.unfound.clear();
         // The acting members, and the recorded write set's members that
         // are up (one of them has every acknowledged write).
         let want: BTreeSet<i32> = self
@@ -2389,11 +2443,28 @@ impl Pg {
         self.role = Role::Primary {
             write_set: write_set.clone(),
         };
+        // Objects no k up copies hold go first (ops on them wait).
+        for name in std::mem::take(&mut self.unfound) {
+            self.ec_give_up(s, name, fx);
+        }
         self.activate(s, fx);
         self.recover_some(s, fx);
         self.backfill_some(s, fx);
         self.rerecord(fx);
         self.maybe_clear_temp(fx);
+    }
+
+    /// Erasure-coded, and the recorded write set is down to fewer than k
+    /// members (the others were declared lost): no k of its copies hold
+    /// the acknowledged writes any more. The PG goes on with whatever
+    /// k up copies hold, and gives up objects no k of them hold.
+    pub(super) fn record_short(&self) -> bool {
+        let Some(st) = &self.ec else {
+            return false;
+        };
+        self.record
+            .as_ref()
+            .is_some_and(|r| r.osds.iter().filter(|&&o| o >= 0).count() < st.k())
     }
 
     /// Ask the monitors to record the complete members again once more of
@@ -2407,6 +2478,11 @@ impl Pg {
         }
         let osds = self.complete_of(write_set);
         if self.ec.as_ref().is_some_and(|st| osds.len() < st.k()) {
+            return;
+        }
+        // Not while an unfound object's removal is on its way: until it
+        // is durable, this copy still lacks the object.
+        if !self.unfound.is_empty() || self.inflight.values().any(|f| f.token.is_none()) {
             return;
         }
         let held = self
@@ -2588,15 +2664,16 @@ impl Pg {
         };
         // Every acknowledged write is on each member of the recorded
         // write set: without one of them, any answer could be stale.
+        // Erasure-coded, with members declared lost until fewer than k
+        // are left: the ones left are all there is of its acknowledged
+        // writes, and every one of them must answer (what they hold
+        // together with the others' shards is all that can be read).
+        let short = self.record_short();
         if let Some(record) = &self.record {
-            let heard = record
-                .osds
-                .iter()
-                .any(|o| *o == self.whoami || infos.get(o).is_some_and(Option::is_some));
-            if !heard {
-                self.role = Role::Down {
-                    osds: record.osds.clone(),
-                };
+            let heard = |o: &i32| *o == self.whoami || infos.get(o).is_some_and(Option::is_some);
+            let unheard: Vec<i32> = record.osds.iter().copied().filter(|o| !heard(o)).collect();
+            if unheard.len() == record.osds.len() || (short && !unheard.is_empty()) {
+                self.role = Role::Down { osds: unheard };
                 return;
             }
         }
@@ -2611,13 +2688,15 @@ impl Pg {
         // set's members: their logs are prefixes of one history. A copy
         // outside it that reaches further holds writes from a branch that
         // was never acknowledged, however new their epoch looks.
+        let unfound = self.missing.keys().filter(|n| self.unfound.contains(*n));
         let mine = PeerInfo {
             info: self.info,
-            missing: self.missing.len() as u64,
+            missing: (self.missing.len() - unfound.count()) as u64,
             backfill: self.backfill.is_some() || self.moved,
             moved_shard: self.moved_shard(),
         };
-        let authority = |o: &i32| self.record.as_ref().is_none_or(|r| r.osds.contains(o));
+        let authority =
+            |o: &i32| short || self.record.as_ref().is_none_or(|r| r.osds.contains(o));
         let mut heads: Vec<Version> = infos
             .iter()
             .chain([(&self.whoami, &mine)])
@@ -2633,6 +2712,22 @@ impl Pg {
             // newer entries reached fewer than k shards, were never
             // acknowledged, and are rolled back where they landed.
             Some(st) => match heads.get(st.k() - 1) {
+                // With the record short of k members (or emptied) there is
+                // no acknowledged write left to keep: when no copy that can
+                // give its log (mid-backfill ones refuse) stands at that
+                // head, the nearest newer one that can is taken, and
+                // objects no k copies hold at its versions are given up
+                // (EC lost sim seed 2: the only copy at the head was
+                // mid-backfill, and the PG asked for pg_temps forever).
+                Some(v) if self.may_give_up() => {
+                    let whole = infos
+                        .iter()
+                        .chain([(&self.whoami, &mine)])
+                        .filter(|(_, i)| !i.backfill)
+                        .map(|(_, i)| i.info.last_update);
+                    let nearest = whole.filter(|h| h >= v).min();
+                    nearest.unwrap_or(*v)
+                }
                 Some(v) => *v,
                 None => {
                     let osds = self.record.as_ref().map_or_else(
@@ -2792,7 +2887,10 @@ impl Pg {
         // members hold) and would not hold every object's shards; such a
         // PG goes active without one, recovers, and records (and takes
         // writes) once k members are complete (EC sim seeds 0 and 5517).
-        let too_few = self.ec.as_ref().is_some_and(|st| osds.len() < st.k());
+        // Nor while objects are unfound here: this copy is complete only
+        // once their removals are durable (`ec_give_up`).
+        let too_few =
+            self.ec.as_ref().is_some_and(|st| osds.len() < st.k()) || !self.unfound.is_empty();
         let recorded = write_set.len() < self.min_size()
             || too_few
             || self
@@ -2959,6 +3057,31 @@ impl Pg {
         }
     }
 
+    /// Erasure-coded pulling: no member could give `name` at the version
+    /// this copy needs, or its shards could not be rebuilt. With the
+    /// record short of k members and every failure definitive (a copy
+    /// lacked it), no OSD is known to hold more: it is unfound, and given
+    /// up once the PG activates (`ec_give_up`). Otherwise the pulling
+    /// fails as before.
+    pub(super) fn pull_unfound(
+        &mut self,
+        s: &dyn ObjectStore,
+        name: String,
+        why: &str,
+        fx: &mut Vec<Effect>,
+    ) {
+        if !self.may_give_up() || self.rec.pull_doubt.contains(&name) {
+            return self.pull_failed(why, fx);
+        }
+        tracing::warn!(
+            pg = %self.id,
+            "'{name}' is on fewer than k up OSDs ({why}) and its write set was declared lost: \
+             it will be removed"
+        );
+        self.unfound.insert(name);
+        self.pull_some(s, fx);
+    }
+
     /// Erasure-coded pulling: ask the next member for `name` (its copy
     /// gives the object's xattrs and size; the data is rebuilt from the
     /// shards). Whether there was one left to ask.
@@ -3071,7 +3194,7 @@ impl Pg {
             return;
         };
         let (from, busy) = (*from, pulls.len());
-        if self.missing.is_empty() {
+        if self.missing.keys().all(|n| self.unfound.contains(n)) {
             // Every pulled object must be in the store (reads follow).
             if busy == 0 && self.applying.is_empty() && self.settled() {
                 if let Role::Pulling { infos, .. } = std::mem::replace(&mut self.role, Role::Stray)
@@ -3096,7 +3219,7 @@ impl Pg {
         let todo: Vec<String> = self
             .missing
             .keys()
-            .filter(|n| !pulls.values().any(|p| p == *n))
+            .filter(|n| !pulls.values().any(|p| p == *n) && !self.unfound.contains(*n))
             .take(RECOVERY_PUSHES_MAX.saturating_sub(busy))
             .cloned()
             .collect();
@@ -3142,10 +3265,13 @@ impl Pg {
         let push = match result {
             Ok(p) => p,
             Err(e) => {
+                if !matches!(e, RepError::Absent(_)) {
+                    self.rec.pull_doubt.insert(name.clone());
+                }
                 if ec && self.ec_pull_next(&name, fx) {
                     return;
                 }
-                return self.pull_failed(&format!("{e:?}"), fx);
+                return self.pull_unfound(s, name, &format!("{e:?}"), fx);
             }
         };
         let need = self.missing.get(&name).copied().unwrap_or_default();
@@ -3179,13 +3305,14 @@ impl Pg {
             if ec && push.name == name && self.ec_pull_next(&name, fx) {
                 return;
             }
-            return self.pull_failed(
-                &format!(
-                    "osd.{from} holds {name} at {:?}, need {need:?}",
-                    push.version
-                ),
-                fx,
+            if push.name != name {
+                self.rec.pull_doubt.insert(name.clone());
+            }
+            let why = format!(
+                "osd.{from} holds {name} at {:?}, need {need:?}",
+                push.version
             );
+            return self.pull_unfound(s, name, &why, fx);
         }
         if self.ec.is_some() {
             // The member sent its own shard: this primary's is rebuilt.
@@ -3613,7 +3740,7 @@ impl Pg {
     ) -> Result<Push, RepError> {
         self.fence(from, ctx, "pull from")?;
         if self.missing.contains_key(name) || self.backfill.is_some() {
-            return Err(RepError::Failed(format!(
+            return Err(RepError::Absent(format!(
                 "pg {}: this copy lacks {name}",
                 self.id
             )));
@@ -5361,7 +5488,8 @@ impl Pg {
             return;
         }
         let active = matches!(self.role, Role::Primary { .. } | Role::Activating { .. });
-        if !active || (writes && !self.can_write()) {
+        // (An unfound object is removed as the PG goes active.)
+        if !active || (writes && !self.can_write()) || self.unfound.contains(&p.op.name) {
             if self.waiting.len() >= WAITING_MAX {
                 return fx.push(fail(&p, self.unavailable()));
             }
@@ -5433,7 +5561,7 @@ impl Pg {
         if out.txn.is_empty() {
             return fx.push(reply(p.token, Ok(out.results), st.version, epoch));
         }
-        self.write(p, oid, &st, out, None, fx);
+        self.write(Writer::Client(p), oid, &st, out, None, fx);
     }
 
     /// Log and distribute a write: `out.txn` for every member, or, on
@@ -5441,7 +5569,7 @@ impl Pg {
     /// (either way with the version attribute and the PG's records).
     fn write(
         &mut self,
-        p: Pending,
+        by: Writer,
         oid: ObjectId,
         st: &ObjState,
         out: exec::Outcome,
@@ -5469,12 +5597,12 @@ impl Pg {
         self.info.bytes = (self.info.bytes as i64 + out.bytes_delta).max(0) as u64;
         let entry = LogEntry {
             version,
-            name: p.op.name.clone(),
+            name: by.name().to_string(),
             removed: !out.exists_after,
-            reqid: p.op.reqid,
-            gave_up: None,
+            reqid: by.reqid(),
+            gave_up: by.gave_up(),
         };
-        if let Some(r) = p.op.reqid {
+        if let Some(r) = by.reqid() {
             self.remember(r, version, false);
         }
         self.log_into(&mut t, &entry, &self.info);
@@ -5488,7 +5616,7 @@ impl Pg {
             let done: Vec<String> = self
                 .rb_live
                 .iter()
-                .filter(|(n, (_, acked))| *acked && **n != p.op.name)
+                .filter(|(n, (_, acked))| *acked && n.as_str() != by.name())
                 .map(|(n, _)| n.clone())
                 .take(RB_TRIMS_PER_WRITE)
                 .collect();
@@ -5499,7 +5627,7 @@ impl Pg {
                 }
                 self.rb_live.remove(n);
             }
-            self.rb_live.insert(p.op.name.clone(), (version, false));
+            self.rb_live.insert(by.name().to_string(), (version, false));
         }
         // Backfill targets whose cursor has not reached the object take
         // the log entry only (the chunk that passes it copies it whole).
@@ -5552,7 +5680,7 @@ impl Pg {
         let change = match &mut self.tree {
             TreeState::Kept(k) => {
                 let c = tree::ObjChange {
-                    name: p.op.name.clone(),
+                    name: by.name().to_string(),
                     old: st.exists.then_some(st.version),
                     new: out.exists_after.then_some(version),
                 };
@@ -5591,9 +5719,9 @@ impl Pg {
         self.inflight.insert(
             tid,
             InFlight {
-                token: p.token,
-                reqid: p.op.reqid,
-                name: p.op.name.clone(),
+                token: by.token(),
+                reqid: by.reqid(),
+                name: by.name().to_string(),
                 waiting: write_set.iter().copied().collect(),
                 version,
                 results: out.results,
@@ -5603,7 +5731,7 @@ impl Pg {
                 resend: BTreeMap::new(),
             },
         );
-        self.busy.insert(p.op.name, VecDeque::new());
+        self.busy.insert(by.name().to_string(), VecDeque::new());
     }
 
     fn done(
@@ -5639,7 +5767,9 @@ impl Pg {
         if let Err(e) = result {
             let e = match e {
                 RepError::Stale(m) => RepError::Stale(format!("osd.{from}: {m}")),
-                RepError::Failed(m) => RepError::Failed(format!("osd.{from}: {m}")),
+                RepError::Failed(m) | RepError::Absent(m) => {
+                    RepError::Failed(format!("osd.{from}: {m}"))
+                }
             };
             // A stale-interval refusal decides the answer (retryable).
             if f.failed.is_none() || matches!(e, RepError::Stale(_)) {
@@ -5666,9 +5796,11 @@ impl Pg {
                 Ok(f.results)
             }
             Some(RepError::Stale(_)) => Err(OpError::WrongPrimary { epoch: self.epoch }),
-            Some(RepError::Failed(e)) => Err(OpError::Io(e)),
+            Some(RepError::Failed(e) | RepError::Absent(e)) => Err(OpError::Io(e)),
         };
-        fx.push(reply(f.token, result, f.version, self.epoch));
+        if let Some(token) = f.token {
+            fx.push(reply(token, result, f.version, self.epoch));
+        }
         if stale && matches!(self.role, Role::Primary { .. }) {
             // A member saw the interval end in a map this copy skipped
             // (maps can arrive out of order: one whose acting set changed
@@ -5680,6 +5812,11 @@ impl Pg {
                 return self.end_interval(s, fx);
             }
             self.interval_ended = true;
+        }
+        if f.token.is_none() {
+            // An object given up is gone on every member: the complete
+            // ones may be on record now.
+            self.rerecord(fx);
         }
         // The next op on this object, if any.
         self.release(s, &f.name, fx);
