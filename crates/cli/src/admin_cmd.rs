@@ -50,7 +50,8 @@ pub enum OsdCmd {
     Rm { id: i32 },
     /// Declare a down OSD's data lost, so that PGs waiting for it (state
     /// `down`) go on with what the other OSDs hold. Writes only it held are
-    /// gone.
+    /// gone; on an erasure-coded pool, objects fewer than k up OSDs hold
+    /// are removed.
     Lost {
         id: i32,
         #[arg(long = "yes-i-really-mean-it")]

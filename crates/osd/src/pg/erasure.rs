@@ -670,7 +670,14 @@ impl Pg {
         // The ops queued behind this one stay queued behind the write.
         let queued = self.busy.remove(&p.op.name).unwrap_or_default();
         let name = p.op.name.clone();
-        self.write(super::Writer::Client(p), oid, &st, exec_out, Some(out.shards), fx);
+        self.write(
+            super::Writer::Client(p),
+            oid,
+            &st,
+            exec_out,
+            Some(out.shards),
+            fx,
+        );
         if let Some(q) = self.busy.get_mut(&name) {
             q.extend(queued);
         } else {
@@ -770,7 +777,14 @@ impl Pg {
         );
         // Ops queued on the object run after the removal.
         let queued = self.busy.remove(&name).unwrap_or_default();
-        self.write(super::Writer::GiveUp(name.clone()), oid, &st, out, Some(shards), fx);
+        self.write(
+            super::Writer::GiveUp(name.clone()),
+            oid,
+            &st,
+            out,
+            Some(shards),
+            fx,
+        );
         self.busy.entry(name.clone()).or_default().extend(queued);
         if !self.inflight.values().any(|f| f.name == name) {
             self.release(s, &name, fx);
@@ -1181,9 +1195,9 @@ fn read_shard(
             continue;
         }
         let v: Option<Version> = match r.attrs.get(VERSION_ATTR) {
-            Some(b) => {
-                Some(postcard::from_bytes(b).map_err(|_| failed("corrupt version attribute".into()))?)
-            }
+            Some(b) => Some(
+                postcard::from_bytes(b).map_err(|_| failed("corrupt version attribute".into()))?,
+            ),
             None => None,
         };
         if i == 0 {

@@ -2671,10 +2671,10 @@ impl Pg {
         let short = self.record_short();
         if let Some(record) = &self.record {
             let heard = |o: &i32| *o == self.whoami || infos.get(o).is_some_and(Option::is_some);
-            let unheard: Vec<i32> = record.osds.iter().copied().filter(|o| !heard(o)).collect();
-            if unheard.len() == record.osds.len() || (short && !unheard.is_empty()) {
-                self.role = Role::Down { osds: unheard };
-                return;
+            let unheard = record.osds.iter().filter(|o| !heard(o)).count();
+            if unheard == record.osds.len() || (short && unheard > 0) {
+                let osds = record.osds.clone();
+                return self.down_waiting_for(osds);
             }
         }
         // No copy at all is an empty log: complete while the PG has never
@@ -2695,8 +2695,7 @@ impl Pg {
             backfill: self.backfill.is_some() || self.moved,
             moved_shard: self.moved_shard(),
         };
-        let authority =
-            |o: &i32| short || self.record.as_ref().is_none_or(|r| r.osds.contains(o));
+        let authority = |o: &i32| short || self.record.as_ref().is_none_or(|r| r.osds.contains(o));
         let mut heads: Vec<Version> = infos
             .iter()
             .chain([(&self.whoami, &mine)])
@@ -2811,6 +2810,35 @@ impl Pg {
                 log_source = complete.first().copied();
                 complete.clone()
             };
+            // Erasure-coded, with the record short of k members, and no
+            // other copy whole at the head: this copy goes on from its own
+            // log if it reaches the head (taken as it is if mid-backfill,
+            // as a replicated PG's `adopt_backfilled`), pulling what it
+            // lacks and giving up what no k up copies hold; else it hands
+            // over to an acting copy mid-backfill at the head (EC lost sim
+            // seed 22: only such copies reached the head; they refuse to
+            // give their logs, and the PG asked for pg_temps forever).
+            let whole_at_head = infos
+                .iter()
+                .any(|(_, i)| !i.backfill && i.info.last_update == newest);
+            if self.ec.is_some() && self.may_give_up() && !whole_at_head {
+                if mine.info.last_update == newest && !self.moved {
+                    return self.ec_pull_own(s, asked, fx);
+                }
+                let backfilling: Vec<i32> = infos
+                    .iter()
+                    .filter(|(o, i)| {
+                        i.backfill
+                            && i.moved_shard.is_none()
+                            && i.info.last_update == newest
+                            && self.acting.contains(o)
+                    })
+                    .map(|(o, _)| *o)
+                    .collect();
+                if !backfilling.is_empty() {
+                    return self.hand_over(backfilling, fx);
+                }
+            }
             // (Every log source is at the head.)
             let Some(from) = log_source else {
                 // Only this copy is at the head, and it moved or is
@@ -3079,6 +3107,49 @@ impl Pg {
              it will be removed"
         );
         self.unfound.insert(name);
+        self.pull_some(s, fx);
+    }
+
+    /// Erasure-coded, with the record short of k members: this copy's log
+    /// reaches the head and no other whole copy's does. A copy
+    /// mid-backfill is taken as it is (`adopt_backfilled`); then it pulls
+    /// what it lacks from the acting members in turn, and what none can
+    /// give is unfound (`pull_unfound`).
+    fn ec_pull_own(
+        &mut self,
+        s: &dyn ObjectStore,
+        asked: BTreeMap<i32, Option<PeerInfo>>,
+        fx: &mut Vec<Effect>,
+    ) {
+        if self.backfill.is_some() {
+            let Some(log) = self.own_log(s) else {
+                return self.ec_behind("the store does not show the whole log");
+            };
+            if let Err(e) = self.adopt_backfilled(s, &log, fx) {
+                return self.ec_behind(&e);
+            }
+        }
+        let Some(from) = self
+            .acting
+            .iter()
+            .copied()
+            .find(|&o| o >= 0 && o != self.whoami)
+        else {
+            return self.wait_for_record();
+        };
+        tracing::warn!(
+            pg = %self.id,
+            "no other copy is whole at the head and the write set was declared lost: going on \
+             from this copy's log, pulling {} objects",
+            self.missing.len()
+        );
+        self.role = Role::Pulling {
+            from,
+            complete: Vec::new(),
+            infos: asked,
+            log_tid: 0,
+            pulls: BTreeMap::new(),
+        };
         self.pull_some(s, fx);
     }
 
@@ -3739,7 +3810,11 @@ impl Pg {
         name: &str,
     ) -> Result<Push, RepError> {
         self.fence(from, ctx, "pull from")?;
-        if self.missing.contains_key(name) || self.backfill.is_some() {
+        // (A copy mid-backfill may hold an older copy than the log says;
+        // with the record short of k members the puller checks versions
+        // and would rather take what there is.)
+        let behind = self.backfill.is_some() && !(self.ec.is_some() && self.may_give_up());
+        if self.missing.contains_key(name) || behind {
             return Err(RepError::Absent(format!(
                 "pg {}: this copy lacks {name}",
                 self.id
