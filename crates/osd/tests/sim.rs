@@ -2780,9 +2780,11 @@ fn lost_osds_let_pgs_go_on_with_what_is_left() {
 /// on with the objects whose shards k up copies hold at their logged
 /// versions, and removes the others (`GaveUp::Object`). Checked as the
 /// replicated run: what was acknowledged before the record fell below k
-/// may be gone, nothing else. Known to stay stuck (not handled yet): seeds
-/// 209 and 1814, where a write never acknowledged was left on exactly k
-/// shards and one of them was then lost with the record still at k.
+/// may be gone, nothing else. Known to stay stuck (not handled yet): 13
+/// of seeds 0-4999 (209, 1814, 2094, ...), where a write never
+/// acknowledged was taken as the head on exactly k shards, and one of
+/// them was then lost with the record still at k members (the PG waits
+/// for that shard for good).
 /// `LOLIGO_SIM_EC_LOST_SEED=N` replays one seed;
 /// `LOLIGO_SIM_EC_LOST_SEEDS` runs more (default 100) from
 /// `LOLIGO_SIM_FIRST`.

@@ -2315,7 +2315,10 @@ impl Pg {
         // (Pulls of what is left end with the peering that chose them.)
         self.rec.lost = None;
         self.rec.lost_retry = false;
+        // (A pull that failed for good in an earlier round may work now.)
         self.unfound.clear();
+        self.rec.pull_doubt.clear();
+        self.rec.pull_tries.clear();
         // The acting members, and the recorded write set's members that
         // are up (one of them has every acknowledged write).
         let want: BTreeSet<i32> = self
@@ -2718,14 +2721,23 @@ impl Pg {
                 // objects no k copies hold at its versions are given up
                 // (EC lost sim seed 2: the only copy at the head was
                 // mid-backfill, and the PG asked for pg_temps forever).
+                // With none, the nearest acting copy mid-backfill (not
+                // moved), which goes on from its own log (EC lost sim
+                // seed 3970: the copy at the head was a stray's).
                 Some(v) if self.may_give_up() => {
-                    let whole = infos
-                        .iter()
-                        .chain([(&self.whoami, &mine)])
-                        .filter(|(_, i)| !i.backfill)
-                        .map(|(_, i)| i.info.last_update);
-                    let nearest = whole.filter(|h| h >= v).min();
-                    nearest.unwrap_or(*v)
+                    let copies = infos.iter().chain([(&self.whoami, &mine)]);
+                    let nearest = |whole: bool| {
+                        copies
+                            .clone()
+                            .filter(|(o, i)| match whole {
+                                true => !i.backfill,
+                                false => self.acting.contains(o) && i.moved_shard.is_none(),
+                            })
+                            .map(|(_, i)| i.info.last_update)
+                            .filter(|h| h >= v)
+                            .min()
+                    };
+                    nearest(true).or_else(|| nearest(false)).unwrap_or(*v)
                 }
                 Some(v) => *v,
                 None => {
@@ -5061,6 +5073,13 @@ impl Pg {
             ReplicaStep::Apply => {
                 if let Some(info) = replica::info_in(self.coll, &w.txn) {
                     self.info = info;
+                }
+                // An object given up (`ec_give_up`) is no longer missing
+                // here: its removal clears the record, and memory follows
+                // (EC lost sim seed 2803: a member that kept it went on to
+                // pull the old version as primary, over the removal).
+                for name in replica::missing_cleared(self.coll, &w.txn) {
+                    self.missing.remove(&name);
                 }
                 let tid = self.take_tid();
                 let mut txn = w.txn;

@@ -197,6 +197,20 @@ pub(super) fn info_in(coll: CollectionId, txn: &Transaction) -> Option<PgInfo> {
     })
 }
 
+/// The objects whose missing records a primary's transaction clears
+/// (an object given up is removed with its record, on every member).
+pub(super) fn missing_cleared(coll: CollectionId, txn: &Transaction) -> Vec<String> {
+    txn.ops
+        .iter()
+        .filter_map(|op| match op {
+            Op::RmRecord { coll: c, key } if *c == coll => key
+                .strip_prefix(super::recovery::MISSING_PREFIX)
+                .map(|n| String::from_utf8_lossy(n).into_owned()),
+            _ => None,
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
