@@ -114,6 +114,8 @@ struct Cluster {
     chunks: u64,
     /// Replica writes to these OSDs are lost (the write stays in flight).
     drop_to: Vec<i32>,
+    /// Recovery pushes to these OSDs are lost (likewise).
+    drop_pushes_to: Vec<i32>,
     /// OSDs down in the last map published, and each OSD's boot epoch.
     was_down: Vec<usize>,
     up_from: Vec<u64>,
@@ -147,6 +149,7 @@ impl Cluster {
             pushed_bytes: 0,
             chunks: 0,
             drop_to: Vec::new(),
+            drop_pushes_to: Vec::new(),
             was_down: Vec::new(),
             up_from: vec![1; OSDS],
         };
@@ -294,6 +297,7 @@ impl Cluster {
                 ));
             }
             Effect::Replicate { to, .. } if self.drop_to.contains(&to) => {}
+            Effect::Push { to, .. } if self.drop_pushes_to.contains(&to) => {}
             Effect::SendScan {
                 tid,
                 to,
@@ -877,6 +881,119 @@ fn a_shard_read_takes_the_labels_and_the_bytes_from_one_moment() {
             other => panic!("{other:?}"),
         }
     }
+}
+
+/// The PGs here run with no write-set record, as after `osd lost` took
+/// every member out of it: no OSD is known to hold more than the up ones.
+/// An object whose shards fewer than k up copies hold at its logged
+/// version (its push to the returning members never arrived, and the
+/// two other members that had it went away) is removed, logged as given
+/// up; every other object stays readable, and writes go on.
+#[test]
+fn an_object_fewer_than_k_up_copies_hold_is_given_up_once_its_write_set_is_lost() {
+    use loligo_osd::pg::GaveUp;
+    let mut c = Cluster::new(EcPlugin::ReedSolomon, 4);
+    let mut rng = Rng::new(21);
+    let mut model: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+    for name in ["o0", "o1"] {
+        let d = rng.bytes(30_000);
+        c.op(name, vec![SubOp::WriteFull(d.clone().into())])
+            .unwrap();
+        model.insert(name.into(), d);
+    }
+    // o2 reaches shards 0-3 only; 4 and 5 come back and merge the log,
+    // but their pushes of o2 are lost.
+    c.down = vec![4, 5];
+    c.publish();
+    c.op("o2", vec![SubOp::WriteFull(rng.bytes(30_000).into())])
+        .unwrap();
+    c.drop_pushes_to = vec![4, 5];
+    c.down.clear();
+    c.publish();
+    c.drop_pushes_to.clear();
+    // Shards 2 and 3 go: o2 is on two up copies, k is four.
+    c.down = vec![2, 3];
+    c.publish();
+    assert!(
+        matches!(c.read("o2", 0, 0), Err(OpError::NotFound)),
+        "o2 was given up"
+    );
+    for (name, data) in &model {
+        assert_eq!(&c.read(name, 0, 0).unwrap(), data, "{name}");
+    }
+    let coll = CollectionId::pg(1, 0);
+    let log = loligo_osd::pg::recovery::read_log(&c.stores[0], coll, 0, 100).unwrap();
+    assert!(
+        log.iter().any(|e| e.name == "o2"
+            && e.removed
+            && e.gave_up == Some(GaveUp::Object(Default::default()))),
+        "{log:?}"
+    );
+    let d = rng.bytes(5_000);
+    c.op("o2", vec![SubOp::WriteFull(d.clone().into())])
+        .unwrap();
+    assert_eq!(c.read("o2", 0, 0).unwrap(), d);
+}
+
+/// A shard read tells "this copy has no such shard at that version"
+/// (`RepError::Absent`: definitive, the object may be given up once no
+/// OSD is known to hold more) apart from a failure to read it (`Failed`:
+/// never grounds to give an object up).
+#[test]
+fn a_shard_read_tells_a_missing_shard_from_a_failed_read() {
+    use loligo_osd::pg::RepError;
+    use loligo_types::ops::Version;
+    let c = Cluster::new(EcPlugin::ReedSolomon, 4);
+    let coll = CollectionId::pg(1, 0);
+    let s = loligo_store::FaultyStore::new(MemStore::new());
+    let o = ObjectId::new(loligo_crush::hash::str_hash_rjenkins(b"a"), "a");
+    let v1 = Version { epoch: 1, v: 1 };
+    let mut t = Transaction::new();
+    t.create_collection(coll);
+    t.write_full(coll, &o, bytes::Bytes::from_static(b"shard-0!"));
+    t.setattrs(
+        coll,
+        &o,
+        vec![
+            (ec::SHARD_ATTR.to_string(), vec![0]),
+            (
+                ec::SIZE_ATTR.to_string(),
+                postcard::to_stdvec(&8u64).unwrap(),
+            ),
+            (VERSION_ATTR.to_string(), postcard::to_stdvec(&v1).unwrap()),
+        ],
+    );
+    s.apply(t).unwrap();
+    let mut pg = Pg::new(PG, c.acting[0], PgInfo::default());
+    pg.handle(&s, c.map_at(1, c.acting[1]));
+    let mut read = |name: &str, version: Version, shard: usize| {
+        let fx = pg.handle(
+            &s,
+            Input::ShardRead {
+                from: c.acting[1],
+                epoch: 1,
+                name: name.into(),
+                extents: vec![(0, 8)],
+                version,
+                shard,
+                token: 1,
+            },
+        );
+        match fx.into_iter().next() {
+            Some(Effect::ShardReadReply { result, .. }) => result,
+            other => panic!("{other:?}"),
+        }
+    };
+    assert!(read("a", v1, 0).is_ok());
+    let v2 = Version { epoch: 2, v: 2 };
+    for (name, version, shard) in [("a", v2, 0), ("a", v1, 1), ("b", v1, 0)] {
+        assert!(
+            matches!(read(name, version, shard), Err(RepError::Absent(_))),
+            "{name} {version} shard {shard}"
+        );
+    }
+    s.fail_read_in(1);
+    assert!(matches!(read("a", v1, 0), Err(RepError::Failed(_))));
 }
 
 #[test]
