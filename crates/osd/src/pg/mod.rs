@@ -3561,7 +3561,8 @@ impl Pg {
         self.pull_some(s, fx);
     }
 
-    /// Replicated, pulling what is left: no copy but mid-backfill ones
+    /// Pulling what is left (replicated), or going on from its own log
+    /// (erasure-coded, `ec_pull_own`): no copy but mid-backfill ones
     /// holds the log up to the head, and this is one of them. It is taken as it
     /// is: its backfill ends where it stands, and every object whose
     /// newest log entry it does not hold as logged counts as missing
