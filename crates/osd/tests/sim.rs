@@ -2748,31 +2748,47 @@ const LOST_BUG_SEEDS: &[u64] = &[266, 646, 2531, 9452, 11700, 12060];
 /// runs more (default 200) from `LOLIGO_SIM_FIRST`.
 #[test]
 fn lost_osds_let_pgs_go_on_with_what_is_left() {
-    let run = |seed| {
-        std::panic::catch_unwind(|| run_seed_with(seed, false, false, true)).unwrap_or_else(|_| {
-            panic!("lost seed {seed} failed: LOLIGO_SIM_LOST_SEED={seed} replays it")
-        })
-    };
-    if let Some(seed) = env_u64_opt("LOLIGO_SIM_LOST_SEED") {
-        let st = run(seed);
-        eprintln!("lost seed {seed}: {st:?}");
+    let Some((seeds, total)) = run_lost_seeds(false, 200, LOST_BUG_SEEDS) else {
         return;
-    }
-    let seeds: u64 = env_u64("LOLIGO_SIM_LOST_SEEDS", 200);
-    let first: u64 = env_u64("LOLIGO_SIM_FIRST", 0);
-    let mut total = Stats::default();
-    for seed in first..first + seeds {
-        total.add(&run(seed));
-    }
-    for &seed in LOST_BUG_SEEDS {
-        run(seed);
-    }
-    eprintln!("{seeds} lost seeds: {total:?}");
+    };
     assert!(total.acked_writes > seeds * 10, "{total:?}");
     assert!(total.lost_osds > seeds, "{total:?}");
     // Whole write sets were lost, and PGs then gave objects up.
     assert!(total.records_emptied > seeds / 10, "{total:?}");
     assert!(total.given_up > 0, "{total:?}");
+}
+
+/// The lost-OSD runs: one seed if `LOLIGO_SIM[_EC]_LOST_SEED` names it
+/// (then `None`), else `LOLIGO_SIM[_EC]_LOST_SEEDS` (or `default`) seeds
+/// from `LOLIGO_SIM_FIRST` and then `bug_seeds`: how many, and the
+/// totals of the former.
+fn run_lost_seeds(ec: bool, default: u64, bug_seeds: &[u64]) -> Option<(u64, Stats)> {
+    let var = if ec {
+        "LOLIGO_SIM_EC_LOST"
+    } else {
+        "LOLIGO_SIM_LOST"
+    };
+    let what = if ec { "ec lost" } else { "lost" };
+    let run = |seed| {
+        std::panic::catch_unwind(|| run_seed_with(seed, ec, false, true))
+            .unwrap_or_else(|_| panic!("{what} seed {seed} failed: {var}_SEED={seed} replays it"))
+    };
+    if let Some(seed) = env_u64_opt(&format!("{var}_SEED")) {
+        let st = run(seed);
+        eprintln!("{what} seed {seed}: {st:?}");
+        return None;
+    }
+    let seeds: u64 = env_u64(&format!("{var}_SEEDS"), default);
+    let first: u64 = env_u64("LOLIGO_SIM_FIRST", 0);
+    let mut total = Stats::default();
+    for seed in first..first + seeds {
+        total.add(&run(seed));
+    }
+    for &seed in bug_seeds {
+        run(seed);
+    }
+    eprintln!("{seeds} {what} seeds: {total:?}");
+    Some((seeds, total))
 }
 
 /// The lost-OSD simulation on an erasure-coded pool: a PG whose record
@@ -2790,23 +2806,9 @@ fn lost_osds_let_pgs_go_on_with_what_is_left() {
 /// `LOLIGO_SIM_FIRST`.
 #[test]
 fn ec_lost_osds_let_pgs_go_on_with_what_is_left() {
-    let run = |seed| {
-        std::panic::catch_unwind(|| run_seed_with(seed, true, false, true)).unwrap_or_else(|_| {
-            panic!("ec lost seed {seed} failed: LOLIGO_SIM_EC_LOST_SEED={seed} replays it")
-        })
-    };
-    if let Some(seed) = env_u64_opt("LOLIGO_SIM_EC_LOST_SEED") {
-        let st = run(seed);
-        eprintln!("ec lost seed {seed}: {st:?}");
+    let Some((seeds, total)) = run_lost_seeds(true, 100, &[]) else {
         return;
-    }
-    let seeds: u64 = env_u64("LOLIGO_SIM_EC_LOST_SEEDS", 100);
-    let first: u64 = env_u64("LOLIGO_SIM_FIRST", 0);
-    let mut total = Stats::default();
-    for seed in first..first + seeds {
-        total.add(&run(seed));
-    }
-    eprintln!("{seeds} ec lost seeds: {total:?}");
+    };
     assert!(total.acked_writes > seeds * 5, "{total:?}");
     assert!(total.lost_osds > seeds, "{total:?}");
     assert!(total.records_emptied > seeds / 10, "{total:?}");
