@@ -288,12 +288,12 @@ impl LeaderState {
         Ok(rows)
     }
 
-    /// The PG stats of the up OSDs' last reports.
-    fn current_stats<'a>(&'a self, map: &OsdMap) -> HashMap<PgId, &'a PgStat> {
+    /// The PG stats of the up OSDs' last reports, by PG and reporter.
+    fn current_stats<'a>(&'a self, map: &OsdMap) -> HashMap<(PgId, i32), &'a PgStat> {
         self.reports
             .values()
             .filter(|r| map.is_up(r.report.osd))
-            .flat_map(|r| r.report.pgs.iter().map(|p| (p.pg, p)))
+            .flat_map(|r| r.report.pgs.iter().map(|p| ((p.pg, r.report.osd), p)))
             .collect()
     }
 }
@@ -301,13 +301,15 @@ impl LeaderState {
 /// PG `pg`'s state with acting primary `primary`: its primary's report
 /// (only the current primary's counts), `down` with no OSD of its acting
 /// set up, else `unknown`.
+/// (By who reported it: an erasure-coded PG's acting set may start with
+/// a hole, or a primary_temp put its primary elsewhere.)
 fn state_of<'a>(
-    stats: &HashMap<PgId, &'a PgStat>,
+    stats: &HashMap<(PgId, i32), &'a PgStat>,
     pg: PgId,
     primary: i32,
 ) -> (PgState, Option<&'a PgStat>) {
-    match stats.get(&pg) {
-        Some(s) if s.acting.first() == Some(&primary) => (s.state, Some(*s)),
+    match stats.get(&(pg, primary)) {
+        Some(s) => (s.state, Some(*s)),
         _ if primary < 0 => (PgState::DOWN, None),
         _ => (PgState::UNKNOWN, None),
     }
@@ -674,6 +676,11 @@ mod tests {
             let mut acting = pm.acting.clone();
             if ps == 1 {
                 acting.rotate_left(1);
+            }
+            // PG 2's primary reports a set that starts with a hole (an
+            // erasure-coded PG's first position down): it counts.
+            if ps == 2 {
+                acting[0] = -1;
             }
             let r = reports.entry(by).or_default();
             r.osd = by;
