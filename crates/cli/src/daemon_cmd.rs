@@ -93,7 +93,9 @@ pub struct OsdArgs {
     /// Seconds a peer may be silent before it is reported.
     #[arg(long, default_value_t = 6.0)]
     heartbeat_grace: f64,
-    /// Seconds a client op may wait for its PG.
+    /// Seconds a client op may wait for its PG (it is answered with why
+    /// after five sixths of this, before a client with the same timeout
+    /// gives up).
     #[arg(long, default_value_t = 30.0)]
     op_timeout: f64,
     /// PG log entries kept per PG (a copy that missed more writes than

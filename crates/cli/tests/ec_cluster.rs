@@ -209,8 +209,13 @@ fn ec_pools_serve_with_m_osds_down_and_heal() {
         );
         std::thread::sleep(Duration::from_millis(500));
     }
-    // (An op on a down PG waits for a map that changes it, as long as the
-    // client lets it: not tried here.)
+    // An op on a down PG waits for a map that changes it, then fails
+    // saying so, before the client's own timeout.
+    if let Some(i) = both_lost.iter().position(|&g| g) {
+        let e = loligo(&dir, &["-p", "ecrs", "stat", objects[i].0]);
+        let msg = String::from_utf8_lossy(&e.stderr);
+        assert!(!e.status.success() && msg.contains("down"), "{msg}");
+    }
     for ((name, data), gone) in objects.iter().zip(&both_lost) {
         if !gone {
             check(&dir, &root, "ecrs", name, data);

@@ -40,7 +40,12 @@ pub(super) fn spawn(s: &Arc<OsdShared>, pg: PgId) -> Option<Mailbox> {
     }
     let info = s.read_info(pg).unwrap_or_default();
     let mut core = Pg::new(pg, s.cfg.id, info);
-    core.op_timeout_ms = s.cfg.op_timeout.as_millis() as u64;
+    // An op that waits (its PG down, or not yet peered) is answered
+    // with why a little before a client with the same timeout (the
+    // CLI's is 30 s, as the OSD's default) gives up on it: otherwise the
+    // client's "timed out" wins the race, and the OSDs a down PG waits
+    // for are never named.
+    core.op_timeout_ms = s.cfg.op_timeout.as_millis() as u64 * 5 / 6;
     core.log_entries_max = s.cfg.pg_log_entries.max(1);
     core.backfill_chunk_objects = s.cfg.backfill_chunk_objects.max(1);
     core.recovery_sleep_ms = s.cfg.recovery_sleep.as_millis() as u64;
