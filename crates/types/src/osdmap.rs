@@ -335,7 +335,9 @@ pub enum Change {
     },
     /// Declare a down (or removed) OSD's data gone: PGs stop waiting for
     /// it. A PG whose recorded write set was only lost OSDs serves what the
-    /// others have, and acknowledged writes it lacked are lost.
+    /// others have, and acknowledged writes it lacked are lost; an
+    /// erasure-coded PG whose record is left with fewer than k members
+    /// waits for each of those, then serves what k up copies hold.
     OsdLost {
         id: i32,
     },
