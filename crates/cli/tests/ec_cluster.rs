@@ -21,6 +21,19 @@ fn wait_clean(dir: &Path, within: Duration) {
     }
 }
 
+/// Wait until the map shows `n` OSDs up.
+fn wait_up(dir: &Path, n: u64) {
+    let t0 = Instant::now();
+    loop {
+        let s: serde_json::Value = serde_json::from_str(&ok(dir, &["status", "--json"])).unwrap();
+        if s["osdmap"]["num_up_osds"] == n {
+            return;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(60), "still up: {s}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
 /// `get` of `name` from `pool` equals `want`.
 fn check(dir: &Path, root: &Path, pool: &str, name: &str, want: &[u8]) {
     let out = root.join(format!("{pool}-{name}.out"));
@@ -123,15 +136,7 @@ fn ec_pools_serve_with_m_osds_down_and_heal() {
     ok(&dir, &["stop", "osd.1", "--kill", "--data-dir", &d]);
     check(&dir, &root, "eczz", "small", &small);
     check(&dir, &root, "eczz", "big", &big);
-    let t0 = Instant::now();
-    loop {
-        let s: serde_json::Value = serde_json::from_str(&ok(&dir, &["status", "--json"])).unwrap();
-        if s["osdmap"]["num_up_osds"] == 2 {
-            break;
-        }
-        assert!(t0.elapsed() < Duration::from_secs(60), "still up: {s}");
-        std::thread::sleep(Duration::from_millis(300));
-    }
+    wait_up(&dir, 2);
     check(&dir, &root, "eczz", "small", &small);
     check(&dir, &root, "eczz", "big", &big);
     let v = ok(&dir, &["-p", "eczz", "xattr", "get", "small", "color"]);
@@ -167,15 +172,7 @@ fn ec_pools_serve_with_m_osds_down_and_heal() {
         .collect();
     ok(&dir, &["stop", "osd.1", "--kill", "--data-dir", &d]);
     ok(&dir, &["stop", "osd.3", "--kill", "--data-dir", &d]);
-    let t0 = Instant::now();
-    loop {
-        let s: serde_json::Value = serde_json::from_str(&ok(&dir, &["status", "--json"])).unwrap();
-        if s["osdmap"]["num_up_osds"] == 2 {
-            break;
-        }
-        assert!(t0.elapsed() < Duration::from_secs(60), "still up: {s}");
-        std::thread::sleep(Duration::from_millis(300));
-    }
+    wait_up(&dir, 2);
     for id in ["1", "3"] {
         ok(&dir, &["osd", "lost", id, "--yes-i-really-mean-it"]);
     }

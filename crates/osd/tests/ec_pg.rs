@@ -45,6 +45,26 @@ fn pool(min_size: u32) -> Pool {
     p
 }
 
+/// The xattrs that label a copy's object as shard `shard` of an object
+/// of `size` bytes at `version`.
+fn shard_labels(
+    shard: u8,
+    size: u64,
+    version: loligo_types::ops::Version,
+) -> Vec<(String, Vec<u8>)> {
+    vec![
+        (ec::SHARD_ATTR.to_string(), vec![shard]),
+        (
+            ec::SIZE_ATTR.to_string(),
+            postcard::to_stdvec(&size).unwrap(),
+        ),
+        (
+            VERSION_ATTR.to_string(),
+            postcard::to_stdvec(&version).unwrap(),
+        ),
+    ]
+}
+
 /// What a request-type effect waits for, by the token given to the
 /// member.
 enum Await {
@@ -829,19 +849,7 @@ fn a_shard_read_takes_the_labels_and_the_bytes_from_one_moment() {
     let s = loligo_store::FaultyStore::new(MemStore::new());
     let o = ObjectId::new(loligo_crush::hash::str_hash_rjenkins(b"a"), "a");
     let version = Version { epoch: 1, v: 1 };
-    let labels = |shard: u8| {
-        vec![
-            (ec::SHARD_ATTR.to_string(), vec![shard]),
-            (
-                ec::SIZE_ATTR.to_string(),
-                postcard::to_stdvec(&8u64).unwrap(),
-            ),
-            (
-                VERSION_ATTR.to_string(),
-                postcard::to_stdvec(&version).unwrap(),
-            ),
-        ]
-    };
+    let labels = |shard: u8| shard_labels(shard, 8, version);
     let mut t = Transaction::new();
     t.create_collection(coll);
     t.write_full(coll, &o, bytes::Bytes::from_static(b"shard-0!"));
@@ -951,18 +959,7 @@ fn a_shard_read_tells_a_missing_shard_from_a_failed_read() {
     let mut t = Transaction::new();
     t.create_collection(coll);
     t.write_full(coll, &o, bytes::Bytes::from_static(b"shard-0!"));
-    t.setattrs(
-        coll,
-        &o,
-        vec![
-            (ec::SHARD_ATTR.to_string(), vec![0]),
-            (
-                ec::SIZE_ATTR.to_string(),
-                postcard::to_stdvec(&8u64).unwrap(),
-            ),
-            (VERSION_ATTR.to_string(), postcard::to_stdvec(&v1).unwrap()),
-        ],
-    );
+    t.setattrs(coll, &o, shard_labels(0, 8, v1));
     s.apply(t).unwrap();
     let mut pg = Pg::new(PG, c.acting[0], PgInfo::default());
     pg.handle(&s, c.map_at(1, c.acting[1]));
