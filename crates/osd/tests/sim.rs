@@ -2770,7 +2770,7 @@ fn run_lost_seeds(ec: bool, default: u64, bug_seeds: &[u64]) -> Option<(u64, Sta
     };
     let what = if ec { "ec lost" } else { "lost" };
     let run = |seed| {
-        std::panic::catch_unwind(|| run_seed_with(seed, ec, false, true))
+        std::panic::catch_unwind(|| run_seed_with(seed, ec, ec && moves_asked(), true))
             .unwrap_or_else(|_| panic!("{what} seed {seed} failed: {var}_SEED={seed} replays it"))
     };
     if let Some(seed) = env_u64_opt(&format!("{var}_SEED")) {
@@ -2803,7 +2803,7 @@ fn run_lost_seeds(ec: bool, default: u64, bug_seeds: &[u64]) -> Option<(u64, Sta
 /// for that shard for good).
 /// `LOLIGO_SIM_EC_LOST_SEED=N` replays one seed;
 /// `LOLIGO_SIM_EC_LOST_SEEDS` runs more (default 100) from
-/// `LOLIGO_SIM_FIRST`.
+/// `LOLIGO_SIM_FIRST`; `LOLIGO_SIM_EC_MOVES=1` moves positions too.
 #[test]
 fn ec_lost_osds_let_pgs_go_on_with_what_is_left() {
     let Some((seeds, total)) = run_lost_seeds(true, 100, &[]) else {

@@ -731,12 +731,18 @@ impl Pg {
     /// `may_give_up`): remove it through the write path, logged as given
     /// up, on every member (Ceph's `mark_unfound_lost delete`, the only
     /// choice it offers for an erasure-coded object). Members that lack
-    /// it take the removal again by recovery.
-    pub(super) fn ec_give_up(&mut self, s: &dyn ObjectStore, name: String, fx: &mut Vec<Effect>) {
+    /// it take the removal again by recovery. Whether the removal went
+    /// out (not if this copy could not be read: it is tried again later).
+    pub(super) fn ec_give_up(
+        &mut self,
+        s: &dyn ObjectStore,
+        name: String,
+        fx: &mut Vec<Effect>,
+    ) -> bool {
         let retry = self.now_ms + super::RECOVERY_RETRY_MS;
         let (Some(striper), Role::Primary { .. }) = (self.ec.clone(), &self.role) else {
             self.rec.retry.insert(name, retry);
-            return;
+            return false;
         };
         let oid = super::recovery::oid(&name);
         let st = match ec::obj_state(s, self.coll, &oid) {
@@ -744,7 +750,7 @@ impl Pg {
             Err(e) => {
                 tracing::warn!(pg = %self.id, "cannot read '{name}' to give it up: {e}");
                 self.rec.retry.insert(name, retry);
-                return;
+                return false;
             }
         };
         // Whatever each member holds of it goes, rollback copy and all,
@@ -792,6 +798,7 @@ impl Pg {
         self.given_up += 1;
         // Recovery pushes the removal to members that still list it.
         self.rec.retry.insert(name, retry);
+        true
     }
 
     /// Whether an op gathering shards for a write to an object that
