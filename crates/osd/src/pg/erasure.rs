@@ -754,19 +754,15 @@ impl Pg {
             }
         };
         // Whatever each member holds of it goes, rollback copy and all,
-        // and so does its record of lacking it (members keep theirs in
-        // memory until recovery pushes them the removal).
-        let rb = ec::rollback_oid(&oid);
-        let missing = super::recovery::missing_key(&name);
-        let shards: Vec<loligo_store::Transaction> = (0..striper.shards())
-            .map(|_| {
-                let mut t = loligo_store::Transaction::new();
-                t.touch(self.coll, &oid).remove(self.coll, &oid);
-                t.touch(self.coll, &rb).remove(self.coll, &rb);
-                t.rm_record(self.coll, &missing);
-                t
-            })
-            .collect();
+        // and so does its record of lacking it, as a pushed absence does
+        // (members drop it from memory as they apply it).
+        let gone = super::Push {
+            name: name.clone(),
+            version: Version::default(),
+            copy: None,
+        };
+        let shard = super::recovery::push_txn(self.coll, &gone, true);
+        let shards = vec![shard; striper.shards()];
         self.missing.remove(&name);
         let out = crate::exec::Outcome {
             txn: loligo_store::Transaction::new(),

@@ -2697,10 +2697,9 @@ impl Pg {
         // set's members: their logs are prefixes of one history. A copy
         // outside it that reaches further holds writes from a branch that
         // was never acknowledged, however new their epoch looks.
-        let unfound = self.missing.keys().filter(|n| self.unfound.contains(*n));
         let mine = PeerInfo {
             info: self.info,
-            missing: (self.missing.len() - unfound.count()) as u64,
+            missing: self.lacks_beyond_unfound() as u64,
             backfill: self.backfill.is_some() || self.moved,
             moved_shard: self.moved_shard(),
         };
@@ -3171,6 +3170,15 @@ impl Pg {
         self.pull_some(s, fx);
     }
 
+    /// Objects this copy lacks other than unfound ones (those are removed
+    /// as the PG goes active).
+    fn lacks_beyond_unfound(&self) -> usize {
+        self.missing
+            .keys()
+            .filter(|n| !self.unfound.contains(*n))
+            .count()
+    }
+
     /// Erasure-coded pulling: ask the next member for `name` (its copy
     /// gives the object's xattrs and size; the data is rebuilt from the
     /// shards). Whether there was one left to ask.
@@ -3283,7 +3291,7 @@ impl Pg {
             return;
         };
         let (from, busy) = (*from, pulls.len());
-        if self.missing.keys().all(|n| self.unfound.contains(n)) {
+        if self.lacks_beyond_unfound() == 0 {
             // Every pulled object must be in the store (reads follow).
             if busy == 0 && self.applying.is_empty() && self.settled() {
                 if let Role::Pulling { infos, .. } = std::mem::replace(&mut self.role, Role::Stray)
