@@ -43,6 +43,21 @@ fn encode_in_child(k: usize, m: usize, shard: usize, b: Backend, secs: f64) -> R
         .ok_or_else(|| "a child bench gave no encode speed".to_string())
 }
 
+/// Pin this process to the CPU it runs on, so the rounds it starts (which
+/// inherit the mask) all run on one core: unpinned, the scheduler moved
+/// the Go peer between this VM's two CPUs and its speed between 21 and 25
+/// GB/s from one round to the next (RS 10+4, 256 KiB chunks), while pinned
+/// rounds of either side agreed within 3% (BENCHMARKS.md). `None` where
+/// the system refuses.
+fn pin_to_this_cpu() -> Option<usize> {
+    use nix::sched::{sched_getcpu, sched_setaffinity, CpuSet};
+    let cpu = sched_getcpu().ok()?;
+    let mut set = CpuSet::new();
+    set.set(cpu).ok()?;
+    sched_setaffinity(nix::unistd::Pid::from_raw(0), &set).ok()?;
+    Some(cpu)
+}
+
 #[derive(Subcommand)]
 pub enum EcCmd {
     /// For every single lost chunk: what recovery reads (elements, bytes,
@@ -157,7 +172,8 @@ pub struct BenchArgs {
     /// repository's `crates/ec/benches/peer`): Reed-Solomon encode is also
     /// timed with it, limited to the same instruction sets, in three
     /// alternating rounds (each side's round a new process), and the best
-    /// of each side and their ratio printed.
+    /// of each side and their ratio printed. This command and every round
+    /// then run on the one CPU it started on.
     #[arg(long, value_name = "BIN")]
     peer: Option<std::path::PathBuf>,
     /// Time encode only (no decode is timed or reported).
@@ -272,6 +288,7 @@ fn bench(a: BenchArgs) -> Result<(), CliError> {
         }
         (None, _) => None,
     };
+    let pinned = rs.and_then(|_| pin_to_this_cpu());
     let budget = Duration::from_secs_f64(a.seconds);
     let mut rows = Vec::new();
     for b in backends {
@@ -321,6 +338,9 @@ fn bench(a: BenchArgs) -> Result<(), CliError> {
         return Ok(());
     }
     println!("{}, object {} B", code.profile(), a.size);
+    if let Some(cpu) = pinned {
+        println!("(this command and both sides' rounds run on CPU {cpu})");
+    }
     for (b, t, p) in rows {
         match t.1 {
             Some(decode) => println!(

@@ -163,6 +163,19 @@ fn kernels(budget: Duration) {
     }
 }
 
+/// Pin this process to the CPU it runs on, so the rounds it starts (which
+/// inherit the mask) run on one core: unpinned, the scheduler moving the
+/// Go peer between CPUs moved its speed by a fifth between rounds
+/// (BENCHMARKS.md). `None` where the system refuses.
+fn pin_to_this_cpu() -> Option<usize> {
+    use nix::sched::{sched_getcpu, sched_setaffinity, CpuSet};
+    let cpu = sched_getcpu().ok()?;
+    let mut set = CpuSet::new();
+    set.set(cpu).ok()?;
+    sched_setaffinity(nix::unistd::Pid::from_raw(0), &set).ok()?;
+    Some(cpu)
+}
+
 /// Build the klauspost peer (`benches/peer`) with `go`; `None` (and why,
 /// printed) if it cannot be built here.
 fn build_peer() -> Option<PathBuf> {
@@ -196,6 +209,9 @@ fn build_peer() -> Option<PathBuf> {
 /// round a new process (see [`versus_klauspost`]).
 fn vs_klauspost(budget: Duration) {
     println!("\n## Reed-Solomon encode, 1 MiB chunks, per backend (GB/s of data)");
+    if let Some(cpu) = pin_to_this_cpu() {
+        println!("(this bench and both sides' rounds run on CPU {cpu})");
+    }
     let peer = build_peer();
     let secs = budget.as_secs_f64().max(0.5);
     println!("| code | backend | loligo | klauspost (same instruction sets) | ratio |");

@@ -134,3 +134,32 @@ fn rs_sweep_every_small_profile() {
         }
     }
 }
+
+#[test]
+fn parity_of_an_object_is_that_of_it_padded_to_whole_chunks() {
+    // Encode reads each data chunk only as far as it is stored and treats
+    // the rest as zeros: its parity must equal that of the same bytes
+    // padded with zeros to whole chunks (where every chunk is full).
+    for (k, m) in [(4, 2), (8, 3), (10, 4)] {
+        let code = LinearCode::reed_solomon(k, m).unwrap().with_alignment(64);
+        for size in [
+            1,
+            63,
+            64 * k - 1,
+            64 * k + 1,
+            1000 * k + 333,
+            64 * 40 * k - 4097,
+        ] {
+            let obj = bytes(size, (k * 1000 + size) as u64);
+            let (layout, chunks) = code.encode(&obj).expect("encode");
+            let mut whole = obj.clone();
+            whole.resize(layout.chunk_size() * k, 0);
+            let (_, padded) = code.encode(&whole).expect("encode padded");
+            assert_eq!(
+                chunks[k..],
+                padded[k..],
+                "RS {k}+{m}, {size} bytes: parity differs from the padded object's"
+            );
+        }
+    }
+}

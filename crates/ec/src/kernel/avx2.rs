@@ -11,11 +11,9 @@
 //! line); the unaligned head and the tail run byte by byte.
 //!
 //! The steps themselves are assembly that `build.rs` generates, one naked
-//! function per shape, for every shape whose pointers fit in the general
-//! registers (all but 10 inputs x 4 outputs, which keeps the intrinsics
-//! loop below). Written with intrinsics the same loop ran 5-15% slower on
-//! every shape measured: the compiler spilled accumulators and reloaded
-//! the nibble mask each step (BENCHMARKS.md, Erasure codes).
+//! function per shape. Written with intrinsics the same loop ran 5-15%
+//! slower on every shape measured: the compiler spilled accumulators and
+//! reloaded the nibble mask each step (BENCHMARKS.md, Erasure codes).
 //!
 //! Unsafe by nature (intrinsics, raw pointers). Callers must check the CPU
 //! feature and that every region has the same length; `kernel::tests`
@@ -71,9 +69,9 @@ fn tables(c: u8) -> [__m256i; 2] {
 }
 
 macro_rules! dispatch_groups {
-    ($g:expr, $b:expr, $args:tt; $( $G:literal, $W:literal => [$($B:literal),*] ),* ) => {
+    ($g:expr, $b:expr, $args:tt; $( $G:literal => [$($B:literal),*] ),* ) => {
         match ($g, $b) {
-            $( $( ($G, $B) => group::<$B, $G, $W> $args, )* )*
+            $( $( ($G, $B) => group::<$B, $G> $args, )* )*
             _ => unreachable!("block shape out of range"),
         }
     };
@@ -94,23 +92,24 @@ unsafe fn dispatch(
     // SAFETY: forwarded.
     unsafe {
         dispatch_groups!(g, b, (rows, ins, outs, len, mode);
-            1, 2 => [1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
-            2, 2 => [1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
-            3, 2 => [1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
-            4, 2 => [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
+            1 => [1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
+            2 => [1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
+            3 => [1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
+            4 => [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
         )
     }
 }
 
-/// B inputs (`rows` is G x B) into G outputs, W vectors per step (W = 2
-/// measured best for every G: 1 loads each table for one lookup, 3 or 4
-/// spill registers).
+/// B inputs (`rows` is G x B) into G outputs: the generated loop, 64
+/// bytes (two vectors) a step, so each table serves two lookups (one
+/// vector a step loads each table for one; three or four spill
+/// registers).
 ///
 /// # Safety
 /// As [`dot_prod`]; `ins` has B and `outs` G pointers to `len` bytes each,
 /// B <= [`INPUTS_PER_BLOCK`].
 #[target_feature(enable = "avx2")]
-unsafe fn group<const B: usize, const G: usize, const W: usize>(
+unsafe fn group<const B: usize, const G: usize>(
     rows: &[u8],
     ins: &[*const u8],
     outs: &[*mut u8],
@@ -125,89 +124,19 @@ unsafe fn group<const B: usize, const G: usize, const W: usize>(
     let head = ((32 - ptrs[0] as usize % 32) % 32).min(len);
     // SAFETY: head <= len.
     unsafe { bytes(rows, ins, &out_ptrs, 0, head, mode) };
-    let generated = KERNELS[B - 1][G - 1][usize::from(mode == Mode::Xor)];
-    let pos = match (generated, mode) {
-        (Some(f), _) => {
-            let n = (len - head) / 64;
-            // SAFETY: head <= len, so each region has `head + 64 * n` bytes.
-            let ins_at: [*const u8; B] = std::array::from_fn(|i| unsafe { ptrs[i].add(head) });
-            // SAFETY: as above.
-            let outs_at: [*mut u8; G] = std::array::from_fn(|j| unsafe { out_ptrs[j].add(head) });
-            // SAFETY: the CPU has AVX2 (forwarded); `tabs` is B x G pairs
-            // of 32-byte tables, input-major, as the generated loop reads
-            // them; every region has 64 * n bytes from `head`.
-            unsafe { f(tabs.as_ptr().cast(), ins_at.as_ptr(), outs_at.as_ptr(), n) };
-            head + 64 * n
-        }
-        // SAFETY: forwarded.
-        (None, Mode::Xor) => unsafe { steps::<B, G, W, true>(&tabs, &ptrs, &out_ptrs, head, len) },
-        // SAFETY: forwarded.
-        (None, Mode::Overwrite) => unsafe {
-            steps::<B, G, W, false>(&tabs, &ptrs, &out_ptrs, head, len)
-        },
-    };
+    let steps = KERNELS[B - 1][G - 1][usize::from(mode == Mode::Xor)];
+    let n = (len - head) / 64;
+    // SAFETY: head <= len, so each region has `head + 64 * n` bytes.
+    let ins_at: [*const u8; B] = std::array::from_fn(|i| unsafe { ptrs[i].add(head) });
+    // SAFETY: as above.
+    let outs_at: [*mut u8; G] = std::array::from_fn(|j| unsafe { out_ptrs[j].add(head) });
+    // SAFETY: the CPU has AVX2 (forwarded); `tabs` is B x G pairs of
+    // 32-byte tables, input-major, as the generated loop reads them; every
+    // region has 64 * n bytes from `head`.
+    unsafe { steps(tabs.as_ptr().cast(), ins_at.as_ptr(), outs_at.as_ptr(), n) };
+    let pos = head + 64 * n;
     // SAFETY: pos <= len.
     unsafe { bytes(rows, ins, &out_ptrs, pos, len, mode) };
-}
-
-/// The vector steps of [`group`] from `pos` while a whole step fits;
-/// returns where they stopped.
-///
-/// # Safety
-/// As [`group`]; `pos <= len`.
-#[target_feature(enable = "avx2")]
-unsafe fn steps<const B: usize, const G: usize, const W: usize, const XOR: bool>(
-    tabs: &[[[__m256i; 2]; G]; B],
-    ptrs: &[*const u8; B],
-    out_ptrs: &[*mut u8; G],
-    mut pos: usize,
-    len: usize,
-) -> usize {
-    let step = 32 * W;
-    let nib = _mm256_set1_epi8(0x0f);
-    while pos + step <= len {
-        let mut acc = [[_mm256_setzero_si256(); W]; G];
-        if XOR {
-            for j in 0..G {
-                for w in 0..W {
-                    // SAFETY: pos + step <= len for every region.
-                    acc[j][w] = unsafe {
-                        _mm256_loadu_si256(out_ptrs[j].add(pos + 32 * w) as *const __m256i)
-                    };
-                }
-            }
-        }
-        for (t, &ptr) in tabs.iter().zip(ptrs) {
-            let mut lo = [_mm256_setzero_si256(); W];
-            let mut hi = [_mm256_setzero_si256(); W];
-            for w in 0..W {
-                // SAFETY: as above.
-                let x = unsafe { _mm256_loadu_si256(ptr.add(pos + 32 * w) as *const __m256i) };
-                lo[w] = _mm256_and_si256(x, nib);
-                hi[w] = _mm256_and_si256(_mm256_srli_epi64::<4>(x), nib);
-            }
-            for j in 0..G {
-                let [tl, th] = t[j];
-                for w in 0..W {
-                    let p = _mm256_xor_si256(
-                        _mm256_shuffle_epi8(tl, lo[w]),
-                        _mm256_shuffle_epi8(th, hi[w]),
-                    );
-                    acc[j][w] = _mm256_xor_si256(acc[j][w], p);
-                }
-            }
-        }
-        for j in 0..G {
-            for w in 0..W {
-                // SAFETY: as above; outputs do not alias inputs.
-                unsafe {
-                    _mm256_storeu_si256(out_ptrs[j].add(pos + 32 * w) as *mut __m256i, acc[j][w])
-                };
-            }
-        }
-        pos += step;
-    }
-    pos
 }
 
 /// Bytes `from..to` of the dot product, one at a time.
