@@ -162,9 +162,9 @@ pub struct BenchArgs {
     /// Seconds to spend on each of encode and decode (after a warm-up).
     #[arg(long, default_value_t = 1.0)]
     seconds: f64,
-    /// Kernels to run: scalar, avx2, avx512 (AVX-512BW, no GFNI), gfni
-    /// (AVX-512 + GFNI), or `all`
-    /// (each this CPU has, in turn). Default: the fastest this CPU has
+    /// Kernels to run: scalar, avx2, avx512 (AVX-512BW, no GFNI),
+    /// gfni-avx2 (GFNI on 256-bit registers, no AVX-512), gfni (AVX-512 +
+    /// GFNI), or `all` (each this CPU has, in turn). Default: the fastest this CPU has
     /// (`LOLIGO_EC_BACKEND` lowers it).
     #[arg(long)]
     backend: Option<String>,
@@ -262,7 +262,7 @@ fn bench(a: BenchArgs) -> Result<(), CliError> {
         Some(name) => {
             let b = Backend::from_name(name).ok_or_else(|| {
                 CliError(format!(
-                    "unknown --backend '{name}': want scalar, avx2, avx512, gfni or all"
+                    "unknown --backend '{name}': want scalar, avx2, avx512, gfni-avx2, gfni or all"
                 ))
             })?;
             if !Backend::available().contains(&b) {

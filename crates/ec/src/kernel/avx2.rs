@@ -20,7 +20,6 @@
 //! compares this against the scalar reference on random shapes and tails.
 
 use super::Mode;
-use crate::gf;
 use std::arch::x86_64::*;
 
 /// A generated loop: `(tables, inputs, outputs, steps)`, 64 bytes a step.
@@ -123,7 +122,7 @@ unsafe fn group<const B: usize, const G: usize>(
     let out_ptrs: [*mut u8; G] = std::array::from_fn(|j| outs[j]);
     let head = ((32 - ptrs[0] as usize % 32) % 32).min(len);
     // SAFETY: head <= len.
-    unsafe { bytes(rows, ins, &out_ptrs, 0, head, mode) };
+    unsafe { super::bytes(rows, ins, &out_ptrs, 0, head, mode) };
     let steps = KERNELS[B - 1][G - 1][usize::from(mode == Mode::Xor)];
     let n = (len - head) / 64;
     // SAFETY: head <= len, so each region has `head + 64 * n` bytes.
@@ -136,36 +135,5 @@ unsafe fn group<const B: usize, const G: usize>(
     unsafe { steps(tabs.as_ptr().cast(), ins_at.as_ptr(), outs_at.as_ptr(), n) };
     let pos = head + 64 * n;
     // SAFETY: pos <= len.
-    unsafe { bytes(rows, ins, &out_ptrs, pos, len, mode) };
-}
-
-/// Bytes `from..to` of the dot product, one at a time.
-///
-/// # Safety
-/// `from <= to <= len` of every region.
-unsafe fn bytes<const G: usize>(
-    rows: &[u8],
-    ins: &[*const u8],
-    out_ptrs: &[*mut u8; G],
-    from: usize,
-    to: usize,
-    mode: Mode,
-) {
-    let b = ins.len();
-    for p in from..to {
-        for (j, &out) in out_ptrs.iter().enumerate() {
-            // SAFETY: p < len (the contract).
-            let mut v = if mode == Mode::Xor {
-                unsafe { *out.add(p) }
-            } else {
-                0
-            };
-            for (i, &inp) in ins.iter().enumerate() {
-                // SAFETY: p < len.
-                v ^= gf::mul(rows[j * b + i], unsafe { *inp.add(p) });
-            }
-            // SAFETY: p < len.
-            unsafe { *out.add(p) = v };
-        }
-    }
+    unsafe { super::bytes(rows, ins, &out_ptrs, pos, len, mode) };
 }

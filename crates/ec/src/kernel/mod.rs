@@ -3,14 +3,15 @@
 //! (every output is a linear combination of every input, computed in one
 //! pass so each input byte is loaded once per group of outputs).
 //!
-//! Four implementations: a scalar reference (table lookups), AVX2 (PSHUFB
+//! Five implementations: a scalar reference (table lookups), AVX2 (PSHUFB
 //! on split nibble tables), AVX-512BW (the same tables, 64 bytes at a
-//! time, for CPUs with AVX-512 and without GFNI) and AVX-512 + GFNI
+//! time, for CPUs with AVX-512 and without GFNI), GFNI on AVX2 registers
+//! (for CPUs with GFNI and without AVX-512) and AVX-512 + GFNI
 //! (`gf2p8affineqb` with each constant as an 8x8 bit matrix). The fastest
 //! the CPU supports is picked once at run time. SIMD code lives only in
-//! `avx2.rs`, `avx512.rs` and `gfni.rs`; it must never be reached on a
-//! CPU without the features, and it is tested against the scalar
-//! reference on random inputs.
+//! `avx2.rs`, `avx512.rs`, `gfni_avx2.rs` and `gfni.rs`; it must never be
+//! reached on a CPU without the features, and it is tested against the
+//! scalar reference on random inputs.
 
 use crate::gf;
 use std::sync::OnceLock;
@@ -34,6 +35,8 @@ mod avx2;
 mod avx512;
 #[cfg(target_arch = "x86_64")]
 mod gfni;
+#[cfg(target_arch = "x86_64")]
+mod gfni_avx2;
 
 /// Which implementation runs the kernels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,13 +47,16 @@ pub enum Backend {
     Avx2,
     /// 64 bytes at a time with AVX-512BW PSHUFB nibble tables.
     Avx512,
+    /// 32 bytes at a time with GFNI affine transforms on AVX2 registers
+    /// (CPUs with GFNI and without AVX-512).
+    GfniAvx2,
     /// 64 bytes at a time with AVX-512 and GFNI affine transforms.
     Gfni,
 }
 
 impl Backend {
     /// The fastest backend this CPU supports (detected once). Setting
-    /// `LOLIGO_EC_BACKEND=scalar|avx2|avx512|gfni` lowers it (never above what
+    /// `LOLIGO_EC_BACKEND=scalar|avx2|avx512|gfni-avx2|gfni` lowers it (never above what
     /// the CPU has), for comparisons.
     pub fn detect() -> Backend {
         static B: OnceLock<Backend> = OnceLock::new();
@@ -88,7 +94,11 @@ impl Backend {
             if avx512 {
                 v.push(Backend::Avx512);
             }
-            if avx512 && std::arch::is_x86_feature_detected!("gfni") {
+            let gfni = std::arch::is_x86_feature_detected!("gfni");
+            if gfni && std::arch::is_x86_feature_detected!("avx2") {
+                v.push(Backend::GfniAvx2);
+            }
+            if avx512 && gfni {
                 v.push(Backend::Gfni);
             }
         }
@@ -101,6 +111,7 @@ impl Backend {
             Backend::Scalar => "scalar",
             Backend::Avx2 => "avx2",
             Backend::Avx512 => "avx512",
+            Backend::GfniAvx2 => "gfni-avx2",
             Backend::Gfni => "gfni",
         }
     }
@@ -112,6 +123,7 @@ impl Backend {
             Backend::Scalar,
             Backend::Avx2,
             Backend::Avx512,
+            Backend::GfniAvx2,
             Backend::Gfni,
         ]
         .into_iter()
@@ -198,13 +210,19 @@ pub fn dot_prod_with(
             unsafe { gfni::dot_prod(coefs, inputs, outputs, mode) }
         }
         #[cfg(target_arch = "x86_64")]
+        Backend::GfniAvx2 | Backend::Gfni if Backend::available().contains(&Backend::GfniAvx2) => {
+            // SAFETY: the CPU has AVX2 and GFNI (checked just above);
+            // lengths were checked equal.
+            unsafe { gfni_avx2::dot_prod(coefs, inputs, outputs, mode) }
+        }
+        #[cfg(target_arch = "x86_64")]
         Backend::Avx512 | Backend::Gfni if Backend::available().contains(&Backend::Avx512) => {
             // SAFETY: the CPU has AVX-512F/BW (checked just above); lengths
             // were checked equal.
             unsafe { avx512::dot_prod(coefs, inputs, outputs, mode) }
         }
         #[cfg(target_arch = "x86_64")]
-        Backend::Avx2 | Backend::Avx512 | Backend::Gfni
+        Backend::Avx2 | Backend::Avx512 | Backend::GfniAvx2 | Backend::Gfni
             if Backend::available().contains(&Backend::Avx2) =>
         {
             // SAFETY: the CPU has AVX2 (checked just above); lengths equal.
@@ -313,6 +331,39 @@ fn in_blocks(
             i += b;
         }
         o += g;
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+/// Bytes `from..to` of a SIMD kernel's block, one at a time (the heads
+/// and tails of kernels without masked loads).
+///
+/// # Safety
+/// `from <= to <= len` of every region.
+pub(super) unsafe fn bytes<const G: usize>(
+    rows: &[u8],
+    ins: &[*const u8],
+    out_ptrs: &[*mut u8; G],
+    from: usize,
+    to: usize,
+    mode: Mode,
+) {
+    let b = ins.len();
+    for p in from..to {
+        for (j, &out) in out_ptrs.iter().enumerate() {
+            // SAFETY: p < len (the contract).
+            let mut v = if mode == Mode::Xor {
+                unsafe { *out.add(p) }
+            } else {
+                0
+            };
+            for (i, &inp) in ins.iter().enumerate() {
+                // SAFETY: p < len.
+                v ^= gf::mul(rows[j * b + i], unsafe { *inp.add(p) });
+            }
+            // SAFETY: p < len.
+            unsafe { *out.add(p) = v };
+        }
     }
 }
 
@@ -577,7 +628,7 @@ mod tests {
             assert_eq!(inner, Some(b));
         }
         assert_eq!(Backend::current(), before);
-        for name in ["scalar", "avx2", "avx512", "gfni"] {
+        for name in ["scalar", "avx2", "avx512", "gfni-avx2", "gfni"] {
             let b = Backend::from_name(name).expect("a backend's own name");
             assert_eq!(b.name(), name);
             if !Backend::available().contains(&b) {
