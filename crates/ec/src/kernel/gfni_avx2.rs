@@ -5,12 +5,11 @@
 //! the PSHUFB kernel needs two lookups, two masks and a shift.
 //!
 //! Blocks of G outputs by B inputs, both compile-time shapes, as in
-//! `gfni.rs`; with 16 vector registers most matrices come from memory
-//! (an L1 load folded into the instruction). A step is one vector (32
-//! bytes) of every input: two vectors a step, each matrix load serving
-//! two products, measured the same for RS 8+3 and 10% slower for 10+4.
-//! The loop is aligned on the first input; the head and the tail run byte
-//! by byte (there are no masked loads without AVX-512).
+//! `gfni.rs`. The loop over 32-byte steps is assembly that `build.rs`
+//! generates, one naked function per shape: ten matrices stay in
+//! registers and the rest are memory operands (16 vector registers). The
+//! loop is aligned on the first input; the head and the tail run byte by
+//! byte (there are no masked loads without AVX-512).
 //!
 //! Unsafe by nature (intrinsics, raw pointers). Callers must check the CPU
 //! features and that every region has the same length; `kernel::tests`
@@ -18,6 +17,12 @@
 
 use super::{affine_matrix, Mode};
 use std::arch::x86_64::*;
+
+/// A generated loop: `(matrices, inputs, outputs, steps)`, 32 bytes a step.
+type StepsFn = unsafe extern "sysv64" fn(*const u8, *const *const u8, *const *mut u8, usize);
+
+// The generated loops (`build.rs`) and their table, `KERNELS`.
+include!(concat!(env!("OUT_DIR"), "/gfni_avx2_steps.rs"));
 
 /// Inputs per block: one pass over up to four outputs for RS 10+4, as the
 /// other SIMD kernels make.
@@ -73,8 +78,9 @@ unsafe fn dispatch(
     }
 }
 
-/// B inputs into G outputs, 32 bytes a step; bytes before the first
-/// input's 32-byte boundary and after the last whole step one at a time.
+/// B inputs into G outputs: the generated loop, 32 bytes a step; bytes
+/// before the first input's 32-byte boundary and after the last whole
+/// step one at a time.
 ///
 /// # Safety
 /// As [`dot_prod`]; `rows` is G x B, `ins` has B and `outs` G pointers to
@@ -87,6 +93,7 @@ unsafe fn block<const B: usize, const G: usize>(
     len: usize,
     mode: Mode,
 ) {
+    // Input-major, as the generated loop reads them.
     let mats: [[__m256i; G]; B] = std::array::from_fn(|i| {
         std::array::from_fn(|j| _mm256_set1_epi64x(affine_matrix(rows[j * B + i]) as i64))
     });
@@ -95,29 +102,17 @@ unsafe fn block<const B: usize, const G: usize>(
     let head = ((32 - ptrs[0] as usize % 32) % 32).min(len);
     // SAFETY: head <= len.
     unsafe { super::bytes(rows, ins, &out_ptrs, 0, head, mode) };
-    let mut pos = head;
-    while pos + 32 <= len {
-        let mut acc = [_mm256_setzero_si256(); G];
-        if mode == Mode::Xor {
-            for j in 0..G {
-                // SAFETY: pos + 32 <= len for every region.
-                acc[j] = unsafe { _mm256_loadu_si256(out_ptrs[j].add(pos) as *const __m256i) };
-            }
-        }
-        for i in 0..B {
-            // SAFETY: as above.
-            let x = unsafe { _mm256_loadu_si256(ptrs[i].add(pos) as *const __m256i) };
-            for j in 0..G {
-                acc[j] =
-                    _mm256_xor_si256(acc[j], _mm256_gf2p8affine_epi64_epi8::<0>(x, mats[i][j]));
-            }
-        }
-        for j in 0..G {
-            // SAFETY: as above; outputs do not alias inputs (&mut borrow).
-            unsafe { _mm256_storeu_si256(out_ptrs[j].add(pos) as *mut __m256i, acc[j]) };
-        }
-        pos += 32;
-    }
+    let steps = KERNELS[B - 1][G - 1][usize::from(mode == Mode::Xor)];
+    let n = (len - head) / 32;
+    // SAFETY: head <= len, so each region has `head + 32 * n` bytes.
+    let ins_at: [*const u8; B] = std::array::from_fn(|i| unsafe { ptrs[i].add(head) });
+    // SAFETY: as above.
+    let outs_at: [*mut u8; G] = std::array::from_fn(|j| unsafe { out_ptrs[j].add(head) });
+    // SAFETY: the CPU has AVX2 and GFNI (forwarded); `mats` is B x G
+    // 32-byte matrices, input-major, as the generated loop reads them;
+    // every region has 32 * n bytes from `head`.
+    unsafe { steps(mats.as_ptr().cast(), ins_at.as_ptr(), outs_at.as_ptr(), n) };
+    let pos = head + 32 * n;
     // SAFETY: pos <= len.
     unsafe { super::bytes(rows, ins, &out_ptrs, pos, len, mode) };
 }
