@@ -275,6 +275,7 @@ impl ErasureCode for LinearCode {
         // (Copying a short chunk into a padded buffer instead cost a tenth of
         // a 4 MiB RS 10+4 encode: BENCHMARKS.md.) Scratch lives on the stack:
         // with 4 KiB chunks, heap allocations took a sixth of the time.
+        // The k stored lengths, 0 (at index k) and the chunk size.
         let mut cuts = [0usize; MAX_K + 2];
         for (c, d) in cuts.iter_mut().zip(data) {
             *c = d.len();
@@ -299,9 +300,12 @@ impl ErasureCode for LinearCode {
                 outs.iter_mut().for_each(|o| o.fill(0));
                 continue;
             }
-            let ins: [&[u8]; MAX_K] = std::array::from_fn(|t| match t < n {
-                true => &data[live[t]][from..to],
-                false => &[][..],
+            let ins: [&[u8]; MAX_K] = std::array::from_fn(|t| {
+                if t < n {
+                    &data[live[t]][from..to]
+                } else {
+                    &[][..]
+                }
             });
             let mut coefs = [0u8; MAX_K * MAX_PARITY];
             for i in 0..self.m {
