@@ -7,16 +7,16 @@
 //! Blocks of G outputs by B inputs, both compile-time shapes, as in
 //! `gfni.rs`. The loop over 32-byte steps is assembly that `build.rs`
 //! generates, one naked function per shape: ten matrices stay in
-//! registers and the rest are memory operands (16 vector registers). The
+//! registers and the rest are broadcast from memory at each use (16
+//! vector registers). The
 //! loop is aligned on the first input; the head and the tail run byte by
 //! byte (there are no masked loads without AVX-512).
 //!
-//! Unsafe by nature (intrinsics, raw pointers). Callers must check the CPU
+//! Unsafe by nature (generated assembly, raw pointers). Callers must check the CPU
 //! features and that every region has the same length; `kernel::tests`
 //! compares this against the scalar reference on random shapes and tails.
 
 use super::{affine_matrix, Mode};
-use std::arch::x86_64::*;
 
 /// A generated loop: `(matrices, inputs, outputs, steps)`, 32 bytes a step.
 type StepsFn = unsafe extern "sysv64" fn(*const u8, *const *const u8, *const *mut u8, usize);
@@ -94,9 +94,8 @@ unsafe fn block<const B: usize, const G: usize>(
     mode: Mode,
 ) {
     // Input-major, as the generated loop reads them.
-    let mats: [[__m256i; G]; B] = std::array::from_fn(|i| {
-        std::array::from_fn(|j| _mm256_set1_epi64x(affine_matrix(rows[j * B + i]) as i64))
-    });
+    let mats: [[u64; G]; B] =
+        std::array::from_fn(|i| std::array::from_fn(|j| affine_matrix(rows[j * B + i])));
     let ptrs: [*const u8; B] = std::array::from_fn(|i| ins[i]);
     let out_ptrs: [*mut u8; G] = std::array::from_fn(|j| outs[j]);
     let head = ((32 - ptrs[0] as usize % 32) % 32).min(len);
@@ -109,7 +108,7 @@ unsafe fn block<const B: usize, const G: usize>(
     // SAFETY: as above.
     let outs_at: [*mut u8; G] = std::array::from_fn(|j| unsafe { out_ptrs[j].add(head) });
     // SAFETY: the CPU has AVX2 and GFNI (forwarded); `mats` is B x G
-    // 32-byte matrices, input-major, as the generated loop reads them;
+    // 8-byte matrices, input-major, as the generated loop reads them;
     // every region has 32 * n bytes from `head`.
     unsafe { steps(mats.as_ptr().cast(), ins_at.as_ptr(), outs_at.as_ptr(), n) };
     let pos = head + 32 * n;
