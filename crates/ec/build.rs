@@ -34,7 +34,10 @@ const SAVED: [&str; 6] = ["rbx", "rbp", "r12", "r13", "r14", "r15"];
 #[derive(Clone, Copy, PartialEq)]
 enum Kind {
     /// PSHUFB on nibble tables: per input and output, 32 bytes of
-    /// low-nibble products then 32 of high-nibble products; 64 bytes a step.
+    /// low-nibble products then 32 of high-nibble products (each 16-byte
+    /// table in both lanes); 64 bytes a step. The loop broadcasts each
+    /// table's first lane at each use: 2-4% faster on RS 8+3 than loading
+    /// all 32 bytes, while the tables packed 16 bytes apart gained nothing.
     Pshufb,
     /// `vgf2p8affineqb`: per input and output, the constant's 8x8 bit
     /// matrix (8 bytes); 32 bytes a step.
@@ -264,8 +267,8 @@ fn pshufb_step(v: &mut Vec<String>, ins: &[&str], outs: &[&str], sp: (bool, &str
         }
         for j in 0..g {
             let (d0, d1) = (2 * j, 2 * j + 1);
-            a!("vmovdqu ymm12, [rdi + {off}]");
-            a!("vmovdqu ymm13, [rdi + {}]", off + 32);
+            a!("vbroadcasti128 ymm12, xmmword ptr [rdi + {off}]");
+            a!("vbroadcasti128 ymm13, xmmword ptr [rdi + {}]", off + 32);
             off += 64;
             a!("vpshufb ymm14, ymm12, ymm10");
             a!("vpshufb ymm12, ymm12, ymm8");
