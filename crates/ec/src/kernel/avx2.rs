@@ -19,11 +19,8 @@
 //! feature and that every region has the same length; `kernel::tests`
 //! compares this against the scalar reference on random shapes and tails.
 
-use super::Mode;
+use super::{Mode, StepsFn};
 use std::arch::x86_64::*;
-
-/// A generated loop: `(tables, inputs, outputs, steps)`, 64 bytes a step.
-type StepsFn = unsafe extern "sysv64" fn(*const u8, *const *const u8, *const *mut u8, usize);
 
 // The generated loops (`build.rs`) and their table, `KERNELS`.
 include!(concat!(env!("OUT_DIR"), "/avx2_steps.rs"));
@@ -118,22 +115,18 @@ unsafe fn group<const B: usize, const G: usize>(
     // Tables in input-major order: step i reads G pairs one after another.
     let tabs: [[[__m256i; 2]; G]; B] =
         std::array::from_fn(|i| std::array::from_fn(|j| tables(rows[j * B + i])));
-    let ptrs: [*const u8; B] = std::array::from_fn(|i| ins[i]);
-    let out_ptrs: [*mut u8; G] = std::array::from_fn(|j| outs[j]);
-    let head = ((32 - ptrs[0] as usize % 32) % 32).min(len);
-    // SAFETY: head <= len.
-    unsafe { super::bytes(rows, ins, &out_ptrs, 0, head, mode) };
     let steps = KERNELS[B - 1][G - 1][usize::from(mode == Mode::Xor)];
-    let n = (len - head) / 64;
-    // SAFETY: head <= len, so each region has `head + 64 * n` bytes.
-    let ins_at: [*const u8; B] = std::array::from_fn(|i| unsafe { ptrs[i].add(head) });
-    // SAFETY: as above.
-    let outs_at: [*mut u8; G] = std::array::from_fn(|j| unsafe { out_ptrs[j].add(head) });
     // SAFETY: the CPU has AVX2 (forwarded); `tabs` is B x G pairs of
-    // 32-byte tables, input-major, as the generated loop reads them; every
-    // region has 64 * n bytes from `head`.
-    unsafe { steps(tabs.as_ptr().cast(), ins_at.as_ptr(), outs_at.as_ptr(), n) };
-    let pos = head + 64 * n;
-    // SAFETY: pos <= len.
-    unsafe { super::bytes(rows, ins, &out_ptrs, pos, len, mode) };
+    // 32-byte tables, input-major, as the generated loop reads them.
+    unsafe {
+        super::generated_block::<B, G>(
+            (steps, 64),
+            tabs.as_ptr().cast(),
+            rows,
+            ins,
+            outs,
+            len,
+            mode,
+        )
+    };
 }

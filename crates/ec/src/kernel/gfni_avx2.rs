@@ -16,10 +16,7 @@
 //! features and that every region has the same length; `kernel::tests`
 //! compares this against the scalar reference on random shapes and tails.
 
-use super::{affine_matrix, Mode};
-
-/// A generated loop: `(matrices, inputs, outputs, steps)`, 32 bytes a step.
-type StepsFn = unsafe extern "sysv64" fn(*const u8, *const *const u8, *const *mut u8, usize);
+use super::{affine_matrix, Mode, StepsFn};
 
 // The generated loops (`build.rs`) and their table, `KERNELS`.
 include!(concat!(env!("OUT_DIR"), "/gfni_avx2_steps.rs"));
@@ -96,22 +93,18 @@ unsafe fn block<const B: usize, const G: usize>(
     // Input-major, as the generated loop reads them.
     let mats: [[u64; G]; B] =
         std::array::from_fn(|i| std::array::from_fn(|j| affine_matrix(rows[j * B + i])));
-    let ptrs: [*const u8; B] = std::array::from_fn(|i| ins[i]);
-    let out_ptrs: [*mut u8; G] = std::array::from_fn(|j| outs[j]);
-    let head = ((32 - ptrs[0] as usize % 32) % 32).min(len);
-    // SAFETY: head <= len.
-    unsafe { super::bytes(rows, ins, &out_ptrs, 0, head, mode) };
     let steps = KERNELS[B - 1][G - 1][usize::from(mode == Mode::Xor)];
-    let n = (len - head) / 32;
-    // SAFETY: head <= len, so each region has `head + 32 * n` bytes.
-    let ins_at: [*const u8; B] = std::array::from_fn(|i| unsafe { ptrs[i].add(head) });
-    // SAFETY: as above.
-    let outs_at: [*mut u8; G] = std::array::from_fn(|j| unsafe { out_ptrs[j].add(head) });
     // SAFETY: the CPU has AVX2 and GFNI (forwarded); `mats` is B x G
-    // 8-byte matrices, input-major, as the generated loop reads them;
-    // every region has 32 * n bytes from `head`.
-    unsafe { steps(mats.as_ptr().cast(), ins_at.as_ptr(), outs_at.as_ptr(), n) };
-    let pos = head + 32 * n;
-    // SAFETY: pos <= len.
-    unsafe { super::bytes(rows, ins, &out_ptrs, pos, len, mode) };
+    // 8-byte matrices, input-major, as the generated loop reads them.
+    unsafe {
+        super::generated_block::<B, G>(
+            (steps, 32),
+            mats.as_ptr().cast(),
+            rows,
+            ins,
+            outs,
+            len,
+            mode,
+        )
+    };
 }

@@ -334,13 +334,52 @@ fn in_blocks(
     }
 }
 
+/// A loop `build.rs` generates: `(tables, inputs, outputs, steps)`, each
+/// step a fixed number of bytes of every region.
+#[cfg(target_arch = "x86_64")]
+type StepsFn = unsafe extern "sysv64" fn(*const u8, *const *const u8, *const *mut u8, usize);
+
+/// A block of B inputs into G outputs through a generated loop of
+/// `step`-byte steps (`rows` is G x B, for the bytes around them): the
+/// bytes before the first input's 32-byte boundary, then whole steps,
+/// then the tail, one byte at a time.
+///
+/// # Safety
+/// The CPU must have what `steps` uses; `tables` must be what it reads;
+/// `ins` has B and `outs` G pointers to `len` bytes each.
+#[cfg(target_arch = "x86_64")]
+unsafe fn generated_block<const B: usize, const G: usize>(
+    (steps, step): (StepsFn, usize),
+    tables: *const u8,
+    rows: &[u8],
+    ins: &[*const u8],
+    outs: &[*mut u8],
+    len: usize,
+    mode: Mode,
+) {
+    let out_ptrs: [*mut u8; G] = std::array::from_fn(|j| outs[j]);
+    let head = ((32 - ins[0] as usize % 32) % 32).min(len);
+    // SAFETY: head <= len.
+    unsafe { bytes(rows, ins, &out_ptrs, 0, head, mode) };
+    let n = (len - head) / step;
+    // SAFETY: head <= len, so each region has `head + step * n` bytes.
+    let ins_at: [*const u8; B] = std::array::from_fn(|i| unsafe { ins[i].add(head) });
+    // SAFETY: as above.
+    let outs_at: [*mut u8; G] = std::array::from_fn(|j| unsafe { out_ptrs[j].add(head) });
+    // SAFETY: the CPU and the tables are as `steps` needs (the contract);
+    // every region has step * n bytes from `head`.
+    unsafe { steps(tables, ins_at.as_ptr(), outs_at.as_ptr(), n) };
+    // SAFETY: head + step * n <= len.
+    unsafe { bytes(rows, ins, &out_ptrs, head + step * n, len, mode) };
+}
+
 #[cfg(target_arch = "x86_64")]
 /// Bytes `from..to` of a SIMD kernel's block, one at a time (the heads
 /// and tails of kernels without masked loads).
 ///
 /// # Safety
 /// `from <= to <= len` of every region.
-pub(super) unsafe fn bytes<const G: usize>(
+unsafe fn bytes<const G: usize>(
     rows: &[u8],
     ins: &[*const u8],
     out_ptrs: &[*mut u8; G],
