@@ -31,7 +31,7 @@ const _: () = assert!(MAX_INPUTS < POINTER_REGS.len());
 const SAVED: [&str; 6] = ["rbx", "rbp", "r12", "r13", "r14", "r15"];
 
 /// Which loop a generated function runs.
-#[derive(Clone, Copy, PartialEq)]
+#[derive(Clone, Copy)]
 enum Kind {
     /// PSHUFB on nibble tables: per input and output, 32 bytes of
     /// low-nibble products then 32 of high-nibble products (each 16-byte
@@ -232,11 +232,32 @@ fn body(kind: Kind, b: usize, g: usize, xor: bool) -> Vec<String> {
 /// cache: 0.94-1.00x klauspost against 1.02-1.06x).
 const GFNI_MATRIX_REGS: usize = 10;
 
-/// Load output `j`'s pointer into the scratch register if outputs live on
-/// the stack (`sp` = (spill, scratch)).
-fn out_ptr(v: &mut Vec<String>, (spill, scratch): (bool, &str), j: usize) {
-    if spill {
-        v.push(format!("mov {scratch}, [rsp + {}]", 8 * j));
+/// Move every output's accumulators, `vectors` of them (ymm{vectors * j +
+/// w} at byte 32 * w), from memory (`load`) or to it. Outputs on the stack
+/// (`sp` = (spill, scratch)) have their pointer loaded first.
+fn move_outputs(
+    v: &mut Vec<String>,
+    outs: &[&str],
+    (spill, scratch): (bool, &str),
+    vectors: usize,
+    load: bool,
+) {
+    for (j, r) in outs.iter().enumerate() {
+        if spill {
+            v.push(format!("mov {scratch}, [rsp + {}]", 8 * j));
+        }
+        for w in 0..vectors {
+            let reg = vectors * j + w;
+            let mem = match w {
+                0 => format!("[{r} + rcx]"),
+                _ => format!("[{r} + rcx + {}]", 32 * w),
+            };
+            v.push(if load {
+                format!("vmovdqu ymm{reg}, {mem}")
+            } else {
+                format!("vmovdqu {mem}, ymm{reg}")
+            });
+        }
     }
 }
 
@@ -249,11 +270,7 @@ fn pshufb_step(v: &mut Vec<String>, ins: &[&str], outs: &[&str], sp: (bool, &str
         ($($t:tt)*) => { v.push(format!($($t)*)) };
     }
     if xor {
-        for (j, r) in outs.iter().enumerate() {
-            out_ptr(v, sp, j);
-            a!("vmovdqu ymm{}, [{r} + rcx]", 2 * j);
-            a!("vmovdqu ymm{}, [{r} + rcx + 32]", 2 * j + 1);
-        }
+        move_outputs(v, outs, sp, 2, true);
     }
     let g = outs.len();
     let mut off = 0;
@@ -288,11 +305,7 @@ fn pshufb_step(v: &mut Vec<String>, ins: &[&str], outs: &[&str], sp: (bool, &str
             }
         }
     }
-    for (j, r) in outs.iter().enumerate() {
-        out_ptr(v, sp, j);
-        a!("vmovdqu [{r} + rcx], ymm{}", 2 * j);
-        a!("vmovdqu [{r} + rcx + 32], ymm{}", 2 * j + 1);
-    }
+    move_outputs(v, outs, sp, 2, false);
 }
 
 /// One 32-byte GFNI step (registers as [`GFNI_MATRIX_REGS`] says; matrix
@@ -302,10 +315,7 @@ fn gfni_step(v: &mut Vec<String>, ins: &[&str], outs: &[&str], sp: (bool, &str),
         ($($t:tt)*) => { v.push(format!($($t)*)) };
     }
     if xor {
-        for (j, r) in outs.iter().enumerate() {
-            out_ptr(v, sp, j);
-            a!("vmovdqu ymm{j}, [{r} + rcx]");
-        }
+        move_outputs(v, outs, sp, 1, true);
     }
     let g = outs.len();
     for (i, r) in ins.iter().enumerate() {
@@ -327,8 +337,5 @@ fn gfni_step(v: &mut Vec<String>, ins: &[&str], outs: &[&str], sp: (bool, &str),
             }
         }
     }
-    for (j, r) in outs.iter().enumerate() {
-        out_ptr(v, sp, j);
-        a!("vmovdqu [{r} + rcx], ymm{j}");
-    }
+    move_outputs(v, outs, sp, 1, false);
 }
