@@ -204,6 +204,7 @@ fn peer_reply(r: &mut Rng) -> PeerReply {
         1 => PeerReply::Merged(LogAnswer {
             missing: (0..r.index(5)).map(|_| (name(r), version(r))).collect(),
             backfill: r.chance(500).then(|| cursor(r)),
+            never_took: (0..r.index(3)).map(|_| name(r)).collect(),
         }),
         2 => PeerReply::Scanned(Scan {
             objects: (0..r.index(20))

@@ -280,6 +280,7 @@ fn members_that_need_a_backfill_do_not_count_toward_min_size() {
             result: Ok(LogAnswer {
                 missing: vec![],
                 backfill: Some(Cursor::Start),
+                never_took: vec![],
             }),
         },
     );
@@ -372,6 +373,7 @@ fn backfill_member_2(s: &MemStore, pg: &mut Pg, first: Input) -> Vec<Effect> {
             result: Ok(LogAnswer {
                 missing: vec![],
                 backfill: Some(Cursor::Start),
+                never_took: vec![],
             }),
         },
     )

@@ -2791,16 +2791,41 @@ fn run_lost_seeds(ec: bool, default: u64, bug_seeds: &[u64]) -> Option<(u64, Sta
     Some((seeds, total))
 }
 
+/// Seeds of the erasure-coded lost-OSD run that found bugs, run every
+/// time (the first five with positions fixed, the last two moving):
+/// - 209, 2823 (and 1814, 2094, ... 9498: 0.24% of seeds): a write never
+///   acknowledged was taken as the head from exactly k shards, one of
+///   which was then declared lost with the record still at k members;
+///   the PG waited for that shard for good. Now it rolls the write back
+///   (removes the object, or writes back the version before it).
+/// - 2614: a write given up that way was then answered as done to its
+///   client's retry, from the request ids peering had loaded.
+/// - 356, 2544: a gather that failed to plan (a moved member's shard
+///   could not stand in for its position's) was taken for an unfound
+///   object, and acknowledged objects were given up.
+/// - 7174: a copy taken as it was mid-backfill, after its OSD moved,
+///   counted its old position's shards as its own; it went active
+///   without them, and reads waited for good.
+/// - 43, 4363 (moving): as 209.
+const EC_LOST_BUG_SEEDS: &[(u64, bool)] = &[
+    (209, false),
+    (2823, false),
+    (2614, false),
+    (356, false),
+    (2544, false),
+    (7174, false),
+    (43, true),
+    (4363, true),
+];
+
 /// The lost-OSD simulation on an erasure-coded pool: a PG whose record
 /// is left with fewer than k members waits for each one left, then goes
 /// on with the objects whose shards k up copies hold at their logged
-/// versions, and removes the others (`GaveUp::Object`). Checked as the
-/// replicated run: what was acknowledged before the record fell below k
-/// may be gone, nothing else. Known to stay stuck (not handled yet): 13
-/// of seeds 0-4999 (209, 1814, 2094, ...), where a write never
-/// acknowledged was taken as the head on exactly k shards, and one of
-/// them was then lost with the record still at k members (the PG waits
-/// for that shard for good).
+/// versions, and removes the others (`GaveUp::Object`). With the record
+/// still at k members, an object no k shards hold whose write a record
+/// member lacks was never acknowledged: it is rolled back to the version
+/// before that write. Checked as the replicated run: what was
+/// acknowledged before the record fell below k may be gone, nothing else.
 /// `LOLIGO_SIM_EC_LOST_SEED=N` replays one seed;
 /// `LOLIGO_SIM_EC_LOST_SEEDS` runs more (default 100) from
 /// `LOLIGO_SIM_FIRST`; `LOLIGO_SIM_EC_MOVES=1` moves positions too.
@@ -2809,6 +2834,12 @@ fn ec_lost_osds_let_pgs_go_on_with_what_is_left() {
     let Some((seeds, total)) = run_lost_seeds(true, 100, &[]) else {
         return;
     };
+    for &(seed, moves) in EC_LOST_BUG_SEEDS {
+        std::panic::catch_unwind(|| run_seed_with(seed, true, moves, true)).unwrap_or_else(|_| {
+            let env = if moves { "LOLIGO_SIM_EC_MOVES=1 " } else { "" };
+            panic!("ec lost seed {seed} failed: {env}LOLIGO_SIM_EC_LOST_SEED={seed} replays it")
+        });
+    }
     assert!(total.acked_writes > seeds * 5, "{total:?}");
     assert!(total.lost_osds > seeds, "{total:?}");
     assert!(total.records_emptied > seeds / 10, "{total:?}");

@@ -55,6 +55,25 @@ pub(super) struct Gather {
     /// at the version (an I/O error, no answer): the object may still be
     /// readable, and is never given up.
     doubtful: bool,
+    /// How many positions had a source left when the reads could not be
+    /// planned (`None`: they could be). Fewer than k, with no read
+    /// doubtful, is what makes an object unfound: with k or more it is
+    /// the plan that failed (EC lost sim seed 356: a moved member's
+    /// shard could not stand in for its position's, and objects two
+    /// shards held were given up).
+    found: Option<usize>,
+}
+
+/// What becomes of an object no k shards hold at its logged version
+/// (`Pg::unfound_fate`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Unfound {
+    /// Some OSD that may hold more is not here yet.
+    Wait,
+    /// Removed (logged as given up).
+    Remove,
+    /// Written back at this older version (logged as given up).
+    RevertTo(Version),
 }
 
 enum Purpose {
@@ -78,6 +97,14 @@ enum Purpose {
         plan: Option<stripe::RebuildPlan>,
         attrs: Vec<(String, Vec<u8>)>,
     },
+    /// Giving up an object no k shards hold at its logged version: read
+    /// it whole at the version before that write (the gather's state),
+    /// then write it back as a new version (`Pg::ec_revert`). `attrs` are
+    /// its xattrs at that version.
+    Revert {
+        attrs: Vec<(String, Vec<u8>)>,
+        reads: Vec<stripe::ReadPlan>,
+    },
 }
 
 impl Gather {
@@ -96,6 +123,7 @@ impl Gather {
             from_others: BTreeSet::new(),
             failed: false,
             doubtful: false,
+            found: None,
         }
     }
 
@@ -103,7 +131,7 @@ impl Gather {
     fn pending(&self) -> Option<&Pending> {
         match &self.what {
             Purpose::Op { pending, .. } => Some(pending),
-            Purpose::Rebuild { .. } | Purpose::Chunk { .. } => None,
+            Purpose::Rebuild { .. } | Purpose::Chunk { .. } | Purpose::Revert { .. } => None,
         }
     }
 }
@@ -269,7 +297,7 @@ impl Pg {
                 targets.iter().filter_map(|&o| self.shard_of(o)).collect()
             }
             Purpose::Chunk { to, .. } => self.shard_of(*to).into_iter().collect(),
-            Purpose::Op { .. } => Vec::new(),
+            Purpose::Op { .. } | Purpose::Revert { .. } => Vec::new(),
         };
         // A rebuild may also read stray copies: a shard no member has, or
         // a lost shard itself (then copied, not rebuilt).
@@ -356,6 +384,22 @@ impl Pg {
                     Ok(())
                 })
             }
+            Purpose::Revert { reads, .. } => {
+                reads.clear();
+                if size == 0 {
+                    Ok(())
+                } else {
+                    striper
+                        .plan_read(size, 0..size, &avail, Coalesce::Conservative)
+                        .map(|rp| {
+                            for (&c, exts) in &rp.reads {
+                                want.entry(c).or_default().extend(exts.iter().copied());
+                            }
+                            reads.push(rp);
+                        })
+                        .map_err(|e| e.to_string())
+                }
+            }
             Purpose::Rebuild { plan, .. } | Purpose::Chunk { plan, .. } => {
                 let from: Vec<usize> = avail
                     .iter()
@@ -381,6 +425,7 @@ impl Pg {
         };
         if let Err(e) = planned {
             tracing::warn!(pg = %self.id, "object '{}': shards {avail:?} cannot be decoded: {e}", g.oid.name);
+            g.found = Some(avail.len());
             let err = OpError::Unavailable {
                 pg: self.id.to_string(),
                 have: avail.len() as u32,
@@ -446,7 +491,7 @@ impl Pg {
                     pulls.insert(tid, g.oid.name.clone());
                 }
             }
-            Purpose::Op { .. } | Purpose::Chunk { .. } => {}
+            Purpose::Op { .. } | Purpose::Chunk { .. } | Purpose::Revert { .. } => {}
         }
         if g.waiting.is_empty() {
             self.gather_done(s, tid, g, fx);
@@ -589,6 +634,20 @@ impl Pg {
                 plan,
                 reads,
             } => (pending, plan, reads),
+            Purpose::Revert { attrs, reads } => {
+                let mut data = Vec::with_capacity(st.size as usize);
+                for rp in &reads {
+                    match striper.decode_read(rp, &fetched) {
+                        Ok(b) => data.extend_from_slice(&b),
+                        Err(e) => {
+                            let err = OpError::Io(format!("object '{}': {e}", oid.name));
+                            let g = Gather::new(Purpose::Revert { attrs, reads }, oid, st);
+                            return self.gather_failed(s, g, err, fx);
+                        }
+                    }
+                }
+                return self.revert_decoded(s, oid, st, attrs, &data, fx);
+            }
             Purpose::Chunk { to, plan } => {
                 let rebuilt = plan
                     .as_ref()
@@ -689,25 +748,47 @@ impl Pg {
 
     fn gather_failed(&mut self, s: &dyn ObjectStore, g: Gather, e: OpError, fx: &mut Vec<Effect>) {
         let name = g.oid.name.clone();
+        let fate = |pg: &Self| match g.doubtful {
+            true => Unfound::Wait,
+            false => pg.unfound_fate(s, &name, g.st.version, g.found),
+        };
         match g.what {
             Purpose::Op { pending, .. } => {
                 fx.push(reply(pending.token, Err(e), Version::default(), self.epoch));
                 self.release(s, &name, fx);
             }
             Purpose::Rebuild { pull: true, .. } if !g.doubtful => {
-                self.pull_unfound(s, name, &format!("cannot rebuild it: {e}"), fx);
+                let why = format!("cannot rebuild it: {e}");
+                self.pull_unfound(s, name, &why, g.found, fx);
             }
             Purpose::Rebuild { pull: true, .. } => {
                 self.pull_failed(&format!("cannot rebuild '{name}': {e}"), fx);
             }
             Purpose::Chunk { to, .. } => {
                 self.chunk_rebuilt(to, &name, g.st.version, Err(e.to_string()), fx);
-                if self.may_give_up() && !g.doubtful {
-                    self.ec_give_up(s, name, fx);
-                }
+                let fate = fate(self);
+                self.settle_unfound(s, name, fate, fx);
             }
-            Purpose::Rebuild { pull: false, .. } if self.may_give_up() && !g.doubtful => {
-                self.ec_give_up(s, name, fx);
+            Purpose::Rebuild { pull: false, .. } if fate(self) != Unfound::Wait => {
+                let fate = fate(self);
+                self.settle_unfound(s, name, fate, fx);
+            }
+            Purpose::Revert { .. } if self.unfound.contains_key(&name) => {
+                // This copy lacks the object too: it peers again rather
+                // than serve without it.
+                let why = format!(
+                    "cannot read '{name}' at {} to roll it back: {e}",
+                    g.st.version
+                );
+                self.ec_behind(&why);
+            }
+            Purpose::Revert { .. } => {
+                // Tried again later (recovery gathers the object again, and
+                // finds it unfound again); ops on it keep waiting.
+                tracing::warn!(pg = %self.id, "cannot read '{name}' at {} to roll it back: {e}", g.st.version);
+                self.rec
+                    .retry
+                    .insert(name, self.now_ms + super::RECOVERY_RETRY_MS);
             }
             Purpose::Rebuild { pull: false, .. } => {
                 // Tried again later; ops on the object keep waiting.
@@ -726,11 +807,240 @@ impl Pg {
         self.ec.is_some() && (self.record.is_none() || self.record_short())
     }
 
+    /// What becomes of `name`, which no k shards hold at its logged
+    /// version `v` (every read of one said it lacked it; `found` is how
+    /// many positions a gather still had sources for, `Gather::found`).
+    ///
+    /// - With the record short of k members (`may_give_up`): removed.
+    /// - As primary (or pulling as one), when a member of the record never
+    ///   took the write at `v` (`Pg::never_took`): an acknowledged write is
+    ///   on every record member, so that one never was (it was taken as
+    ///   the head from exactly k shards, one of which went with an OSD
+    ///   declared lost). It is
+    ///   rolled back, as Ceph's `mark_unfound_lost revert` does: the
+    ///   object is removed if the log says it did not exist before that
+    ///   write, or written back at the version before it when this copy
+    ///   holds that version (as the object or its rollback copy) to take
+    ///   its xattrs from. Either way nothing acknowledged is lost. (A
+    ///   member's failed shard read is no such proof: a member that moved
+    ///   position holds another shard than the one asked of it, EC lost
+    ///   sim seed 2544.)
+    /// - Otherwise it is waited for.
+    pub(super) fn unfound_fate(
+        &self,
+        s: &dyn ObjectStore,
+        name: &str,
+        v: Version,
+        found: Option<usize>,
+    ) -> Unfound {
+        if self.may_give_up() {
+            return Unfound::Remove;
+        }
+        let (Some(st), Some(record)) = (&self.ec, &self.record) else {
+            return Unfound::Wait;
+        };
+        let leading = matches!(self.role, Role::Primary { .. } | Role::Pulling { .. });
+        if !leading || v.v == 0 || found.is_none_or(|f| f >= st.k()) {
+            return Unfound::Wait;
+        }
+        // A record member that lists the object missing proves nothing by
+        // that alone: one that took the write and then a divergent one on
+        // top that it could not roll back lists it too (EC lost sim seed
+        // 2787 with moving positions). It must never have taken it.
+        let never_took = |o: i32| match o == self.whoami {
+            true => self.missing.get(name) == Some(&v) && self.never_took(s, name, v),
+            false => self
+                .rec
+                .never_took
+                .get(&o)
+                .is_some_and(|m| m.get(name) == Some(&v)),
+        };
+        if !record.osds.iter().any(|&o| o >= 0 && never_took(o)) {
+            return Unfound::Wait;
+        }
+        let Ok(Some(e)) = super::recovery::entry_at(s, self.coll, v.v) else {
+            return Unfound::Wait;
+        };
+        if e.version != v || e.name != name || e.removed {
+            return Unfound::Wait;
+        }
+        // (The PG's first entry has nothing before it: a log that starts
+        // from nothing is a PG that held nothing; EC lost sim seed 209.)
+        let before = match super::recovery::state_before(s, self.coll, &e) {
+            Ok(None) if e.version.v == 1 => Ok(Some(None)),
+            b => b,
+        };
+        match before {
+            Ok(Some(None)) => Unfound::Remove,
+            Ok(Some(Some(pv))) if self.revert_source(s, name, pv).is_some() => {
+                Unfound::RevertTo(pv)
+            }
+            _ => Unfound::Wait,
+        }
+    }
+
+    /// This copy's shard object of `name` at version `to`: the object
+    /// itself, or its rollback copy (with its state), if either holds it.
+    fn revert_source(
+        &self,
+        s: &dyn ObjectStore,
+        name: &str,
+        to: Version,
+    ) -> Option<(ObjectId, ObjState)> {
+        let oid = super::recovery::oid(name);
+        [ec::rollback_oid(&oid), oid].into_iter().find_map(|o| {
+            ec::obj_state(s, self.coll, &o)
+                .ok()
+                .filter(|st| st.exists && st.version == to)
+                .map(|st| (o, st))
+        })
+    }
+
+    /// Act on `unfound_fate`: whether the object is on its way out (a
+    /// removal or a rollback started). Waiting for it says no.
+    pub(super) fn settle_unfound(
+        &mut self,
+        s: &dyn ObjectStore,
+        name: String,
+        fate: Unfound,
+        fx: &mut Vec<Effect>,
+    ) -> bool {
+        match fate {
+            Unfound::Remove => self.ec_give_up(s, name, fx),
+            Unfound::RevertTo(to) => self.ec_revert(s, name, to, fx),
+            Unfound::Wait => false,
+        }
+    }
+
+    /// Roll `name` back to version `to` (see `unfound_fate`): gather it
+    /// whole at that version, then write it back (`revert_decoded`).
+    /// Whether the gather started (not if this copy cannot show the
+    /// version's xattrs: it is tried again later).
+    pub(super) fn ec_revert(
+        &mut self,
+        s: &dyn ObjectStore,
+        name: String,
+        to: Version,
+        fx: &mut Vec<Effect>,
+    ) -> bool {
+        let retry = self.now_ms + super::RECOVERY_RETRY_MS;
+        let source = self.revert_source(s, &name, to).and_then(|(o, st)| {
+            let attrs = s.getattrs(self.coll, &o).ok()?;
+            Some((st, attrs))
+        });
+        let (Some((st, attrs)), Role::Primary { .. }) = (source, &self.role) else {
+            tracing::warn!(pg = %self.id, "cannot roll '{name}' back to {to} now: tried again later");
+            self.rec.retry.insert(name, retry);
+            return false;
+        };
+        let attrs: Vec<(String, Vec<u8>)> = attrs
+            .into_iter()
+            .filter(|(k, _)| k != VERSION_ATTR)
+            .collect();
+        tracing::warn!(
+            pg = %self.id,
+            "'{name}' is on fewer than {} up OSDs at its logged version, which was never \
+             acknowledged: rolling it back to {to}",
+            self.ec.as_ref().map_or(0, |st| st.k())
+        );
+        self.busy.entry(name.clone()).or_default();
+        let oid = super::recovery::oid(&name);
+        let g = Gather::new(
+            Purpose::Revert {
+                attrs,
+                reads: Vec::new(),
+            },
+            oid,
+            st,
+        );
+        self.gather(s, g, fx);
+        true
+    }
+
+    /// The object at the version `st` names, whole: write it back as a
+    /// new version on every member, logged as given up (rolled back to
+    /// that version), so its writes after it answer no retry.
+    fn revert_decoded(
+        &mut self,
+        s: &dyn ObjectStore,
+        oid: ObjectId,
+        to: ObjState,
+        attrs: Vec<(String, Vec<u8>)>,
+        data: &[u8],
+        fx: &mut Vec<Effect>,
+    ) {
+        let name = oid.name.clone();
+        let retry = self.now_ms + super::RECOVERY_RETRY_MS;
+        let Some(striper) = self.ec.clone() else {
+            return;
+        };
+        let now = ec::obj_state(s, self.coll, &oid);
+        let encoded = striper.encode(data).map_err(|e| e.to_string());
+        let forgot = self.forget_undone(s, &name, to.version);
+        let (now, encoded) = match (now, encoded, forgot) {
+            (Ok(n), Ok(e), Ok(())) => (n, e),
+            (n, e, f) => {
+                let why = [
+                    n.err().map(|x| x.to_string()),
+                    e.err(),
+                    f.err().map(|x| x.to_string()),
+                ];
+                tracing::warn!(pg = %self.id, "cannot roll '{name}' back: {:?}", why.iter().flatten().collect::<Vec<_>>());
+                self.rec.retry.insert(name, retry);
+                return;
+            }
+        };
+        let shards: Vec<loligo_store::Transaction> = encoded
+            .into_iter()
+            .enumerate()
+            .map(|(c, bytes)| {
+                let back = super::Push {
+                    name: name.clone(),
+                    version: to.version,
+                    copy: Some(super::recovery::ObjectCopy {
+                        data: bytes.into(),
+                        attrs: ec::with_shard(attrs.clone(), c),
+                        omap_header: Vec::new(),
+                        omap: Vec::new(),
+                    }),
+                };
+                super::recovery::push_txn(self.coll, &back, true)
+            })
+            .collect();
+        self.missing.remove(&name);
+        self.unfound.remove(&name);
+        let out = crate::exec::Outcome {
+            txn: loligo_store::Transaction::new(),
+            results: Vec::new(),
+            exists_after: true,
+            size_after: to.size,
+            bytes_delta: to.size as i64 - if now.exists { now.size as i64 } else { 0 },
+        };
+        // Ops queued on the object run after the rollback.
+        let queued = self.busy.remove(&name).unwrap_or_default();
+        self.write(
+            super::Writer::GiveUp(name.clone(), to.version),
+            oid,
+            &now,
+            out,
+            Some(shards),
+            fx,
+        );
+        self.busy.entry(name.clone()).or_default().extend(queued);
+        if !self.inflight.values().any(|f| f.name == name) {
+            self.release(s, &name, fx);
+        }
+        self.given_up += 1;
+        // Recovery pushes the new version to members that still list it.
+        self.rec.retry.insert(name, retry);
+    }
+
     /// No k up copies hold `name` at its logged version, every read of a
     /// shard of it said so, and no OSD is known to hold more (see
-    /// `may_give_up`): remove it through the write path, logged as given
-    /// up, on every member (Ceph's `mark_unfound_lost delete`, the only
-    /// choice it offers for an erasure-coded object). Members that lack
+    /// `unfound_fate`): remove it through the write path, logged as given
+    /// up, on every member (Ceph's `mark_unfound_lost delete`; or, for an
+    /// object a write never acknowledged created, its rollback). Its
+    /// writes' request ids answer no retry from now on. Members that lack
     /// it take the removal again by recovery. Whether the removal went
     /// out (not if this copy could not be read: it is tried again later).
     pub(super) fn ec_give_up(
@@ -753,6 +1063,11 @@ impl Pg {
                 return false;
             }
         };
+        if let Err(e) = self.forget_undone(s, &name, Version::default()) {
+            tracing::warn!(pg = %self.id, "cannot read the log to give '{name}' up: {e}");
+            self.rec.retry.insert(name, retry);
+            return false;
+        }
         // Whatever each member holds of it goes, rollback copy and all,
         // and so does its record of lacking it, as a pushed absence does
         // (members drop it from memory as they apply it).
@@ -773,14 +1088,15 @@ impl Pg {
         };
         tracing::warn!(
             pg = %self.id,
-            "'{name}' at {} is on fewer than {} up OSDs and its write set was declared lost: removed",
+            "'{name}' at {} is on fewer than {} up OSDs, and no OSD that may hold more is \
+             coming back: removed",
             st.version,
             striper.k()
         );
         // Ops queued on the object run after the removal.
         let queued = self.busy.remove(&name).unwrap_or_default();
         self.write(
-            super::Writer::GiveUp(name.clone()),
+            super::Writer::GiveUp(name.clone(), Version::default()),
             oid,
             &st,
             out,
@@ -1038,6 +1354,13 @@ impl Pg {
         targets: BTreeSet<i32>,
         fx: &mut Vec<Effect>,
     ) {
+        if self.unfound.contains_key(&name) {
+            // Being rolled back: this copy's own is not the head's.
+            self.rec
+                .retry
+                .insert(name, self.now_ms + super::RECOVERY_RETRY_MS);
+            return;
+        }
         let oid = super::recovery::oid(&name);
         let read = ec::obj_state(s, self.coll, &oid).and_then(|st| {
             let attrs = if st.exists {

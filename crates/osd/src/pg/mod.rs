@@ -99,6 +99,10 @@ impl From<PgInfo> for PeerInfo {
 pub struct LogAnswer {
     pub missing: Vec<(String, Version)>,
     pub backfill: Option<Cursor>,
+    /// Erasure-coded: objects of `missing` whose needed write this copy
+    /// never took (`Pg::never_took`). From a member of the recorded write
+    /// set, that proves the write was never acknowledged.
+    pub never_took: Vec<String>,
 }
 
 /// One PG log entry.
@@ -712,36 +716,38 @@ struct Pending {
 /// it), or this primary giving an object up (answered to nobody).
 enum Writer {
     Client(Pending),
-    GiveUp(String),
+    /// Giving the object up: removed (version zero) or rolled back to
+    /// this version.
+    GiveUp(String, Version),
 }
 
 impl Writer {
     fn name(&self) -> &str {
         match self {
             Writer::Client(p) => &p.op.name,
-            Writer::GiveUp(name) => name,
+            Writer::GiveUp(name, _) => name,
         }
     }
 
     fn reqid(&self) -> Option<ReqId> {
         match self {
             Writer::Client(p) => p.op.reqid,
-            Writer::GiveUp(_) => None,
+            Writer::GiveUp(..) => None,
         }
     }
 
     fn token(&self) -> Option<u64> {
         match self {
             Writer::Client(p) => Some(p.token),
-            Writer::GiveUp(_) => None,
+            Writer::GiveUp(..) => None,
         }
     }
 
-    /// A give-up removes the object (zero: no older copy is kept).
+    /// A give-up removes the object (zero) or rolls it back.
     fn gave_up(&self) -> Option<GaveUp> {
         match self {
             Writer::Client(_) => None,
-            Writer::GiveUp(_) => Some(GaveUp::Object(Version::default())),
+            Writer::GiveUp(_, to) => Some(GaveUp::Object(*to)),
         }
     }
 }
@@ -773,6 +779,9 @@ struct Recovery {
     log_retry_ms: u64,
     /// Per member, the objects its copy lacks (and the versions needed).
     missing: BTreeMap<i32, BTreeMap<String, Version>>,
+    /// Per member, the objects of `missing` whose needed write its copy
+    /// never took (`LogAnswer::never_took`), with that write's version.
+    never_took: BTreeMap<i32, BTreeMap<String, Version>>,
     /// Pushes in flight: tid -> (object, members yet to answer).
     pushing: BTreeMap<u64, (String, BTreeSet<i32>)>,
     /// Objects whose push failed, and when to try again.
@@ -1204,10 +1213,11 @@ pub struct Pg {
     /// Objects this copy rolled back or removed because no up copy held
     /// them at their logged version (`pull_what_is_left`).
     given_up: u64,
-    /// Erasure-coded, pulling with its record short of k members (see
-    /// `record_short`): objects this primary lacks that no k up copies
-    /// hold. It activates without them and gives each up at once.
-    unfound: BTreeSet<String>,
+    /// Erasure-coded, pulling: objects this primary lacks that no k up
+    /// copies hold, and that are to be given up (removed or rolled back,
+    /// see `Pg::unfound_fate`). It activates without them and gives each
+    /// up at once.
+    unfound: BTreeMap<String, erasure::Unfound>,
 }
 
 /// Default `Pg::scrub_interval_ms`: a root comparison is one small
@@ -1349,7 +1359,7 @@ impl Pg {
             scrub_interval_ms: SCRUB_INTERVAL_MS,
             scrub: Scrub::default(),
             given_up: 0,
-            unfound: BTreeSet::new(),
+            unfound: BTreeMap::new(),
         }
     }
 
@@ -2451,9 +2461,17 @@ impl Pg {
         // again rather than serve as if this copy held it (EC lost sim
         // seed 2255 with moving positions: a read error left it out, and
         // recovery pushed members its absence with no log entry).
-        for name in std::mem::take(&mut self.unfound) {
-            if !self.ec_give_up(s, name, fx) {
-                return self.ec_behind("an unfound object could not be removed");
+        // One rolled back stays unfound here until its older version is
+        // written back (`revert_decoded`): this copy lacks it meanwhile, so
+        // ops on it wait and recovery leaves it alone (EC lost sim seed
+        // 1134: recovery pushed the primary's own older copy as the head,
+        // and a retry of the write being rolled back was answered as done).
+        for (name, fate) in std::mem::take(&mut self.unfound) {
+            if matches!(fate, erasure::Unfound::RevertTo(_)) {
+                self.unfound.insert(name.clone(), fate);
+            }
+            if !self.settle_unfound(s, name, fate, fx) {
+                return self.ec_behind("an unfound object could not be given up");
             }
         }
         self.activate(s, fx);
@@ -2587,27 +2605,52 @@ impl Pg {
         self.up.iter().copied().find(|&o| o >= 0)
     }
 
+    /// The newest `log_entries_max` entries of this copy's log: a log may
+    /// hold more (a merged run is read up to 64 entries past that bound),
+    /// and the newest writes are the likeliest to be retried.
+    fn recent_entries(&self, s: &dyn ObjectStore) -> Result<Vec<LogEntry>, StoreError> {
+        let after = self.info.last_update.v.saturating_sub(self.log_entries_max);
+        let rows = s.records(
+            self.coll,
+            &log_key(after + 1),
+            self.log_entries_max as usize,
+        )?;
+        Ok(rows
+            .iter()
+            .take_while(|(k, _)| k.starts_with(b"log/"))
+            .filter_map(|(_, v)| record::decode_log(v).ok())
+            .collect())
+    }
+
+    /// An entry that gives `name` up (rolls it back to `to`) undoes its
+    /// writes after `to`: their request ids answer no retry from now on,
+    /// and a retry is a new write (EC lost sim seed 2614: a write given up
+    /// as never acknowledged was then answered as done to its retry, from
+    /// the ids peering had loaded, and the object read as gone).
+    fn forget_undone(
+        &mut self,
+        s: &dyn ObjectStore,
+        name: &str,
+        to: Version,
+    ) -> Result<(), StoreError> {
+        for e in self.recent_entries(s)? {
+            if e.name == name && e.version > to {
+                if let Some(r) = e.reqid {
+                    self.recent.remove(&r);
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Rebuild the request-id index from the PG log on disk (a new
     /// primary answers retries of writes its predecessor applied).
     fn load_recent(&mut self, s: &dyn ObjectStore) {
         self.recent.clear();
         self.recent_order.clear();
-        // The newest `log_entries_max` entries: a log may hold more (a
-        // merged run is read up to 64 entries past that bound), and the
-        // newest writes are the likeliest to be retried.
-        let after = self.info.last_update.v.saturating_sub(self.log_entries_max);
-        let Ok(rows) = s.records(
-            self.coll,
-            &log_key(after + 1),
-            self.log_entries_max as usize,
-        ) else {
+        let Ok(entries) = self.recent_entries(s) else {
             return;
         };
-        let entries: Vec<LogEntry> = rows
-            .iter()
-            .take_while(|(k, _)| k.starts_with(b"log/"))
-            .filter_map(|(_, v)| record::decode_log(v).ok())
-            .collect();
         // Writes an entry gave up (rolled back or removed) answer no
         // retry: their effect is gone.
         let undone: HashSet<ReqId> = entries
@@ -3103,27 +3146,29 @@ impl Pg {
     }
 
     /// Erasure-coded pulling: no member could give `name` at the version
-    /// this copy needs, or its shards could not be rebuilt. With the
-    /// record short of k members and every failure definitive (a copy
-    /// lacked it), no OSD is known to hold more: it is unfound, and given
-    /// up once the PG activates (`ec_give_up`). Otherwise the pulling
-    /// fails as before.
+    /// this copy needs, or its shards could not be rebuilt. With every
+    /// failure definitive (a copy lacked it) and no OSD that may hold more
+    /// (`unfound_fate`): it is unfound, and given up (removed or rolled
+    /// back) once the PG activates. Otherwise the pulling fails as before.
     pub(super) fn pull_unfound(
         &mut self,
         s: &dyn ObjectStore,
         name: String,
         why: &str,
+        found: Option<usize>,
         fx: &mut Vec<Effect>,
     ) {
-        if !self.may_give_up() || self.rec.pull_doubt.contains(&name) {
+        let need = self.missing.get(&name).copied().unwrap_or_default();
+        let fate = self.unfound_fate(s, &name, need, found);
+        if fate == erasure::Unfound::Wait || self.rec.pull_doubt.contains(&name) {
             return self.pull_failed(why, fx);
         }
         tracing::warn!(
             pg = %self.id,
-            "'{name}' is on fewer than k up OSDs ({why}) and its write set was declared lost: \
-             it will be removed"
+            "'{name}' is on fewer than k up OSDs ({why}), and no OSD that may hold more is \
+             coming back: it will be given up ({fate:?})"
         );
-        self.unfound.insert(name);
+        self.unfound.insert(name, fate);
         self.pull_some(s, fx);
     }
 
@@ -3175,7 +3220,7 @@ impl Pg {
     fn lacks_beyond_unfound(&self) -> usize {
         self.missing
             .keys()
-            .filter(|n| !self.unfound.contains(*n))
+            .filter(|n| !self.unfound.contains_key(*n))
             .count()
     }
 
@@ -3183,9 +3228,15 @@ impl Pg {
     /// gives the object's xattrs and size; the data is rebuilt from the
     /// shards). Whether there was one left to ask.
     fn ec_pull_next(&mut self, name: &str, fx: &mut Vec<Effect>) -> bool {
+        // Strays last: a member of the recorded write set out of the
+        // acting set may be the only one left that took the write (EC
+        // lost sim seed 2942: every acting member lacked the object, and
+        // the primary role went back and forth between them for good).
+        let strays = self.rec.strays.keys().filter(|o| !self.acting.contains(o));
         let candidates: Vec<i32> = self
             .acting
             .iter()
+            .chain(strays)
             .copied()
             .filter(|&o| o >= 0 && o != self.whoami)
             .collect();
@@ -3316,7 +3367,7 @@ impl Pg {
         let todo: Vec<String> = self
             .missing
             .keys()
-            .filter(|n| !pulls.values().any(|p| p == *n) && !self.unfound.contains(*n))
+            .filter(|n| !pulls.values().any(|p| p == *n) && !self.unfound.contains_key(*n))
             .take(RECOVERY_PUSHES_MAX.saturating_sub(busy))
             .cloned()
             .collect();
@@ -3368,7 +3419,9 @@ impl Pg {
                 if ec && self.ec_pull_next(&name, fx) {
                     return;
                 }
-                return self.pull_unfound(s, name, &format!("{e:?}"), fx);
+                // Every member and stray asked said it lacks the object
+                // (unless a failure put it in doubt): no shard found.
+                return self.pull_unfound(s, name, &format!("{e:?}"), Some(0), fx);
             }
         };
         let need = self.missing.get(&name).copied().unwrap_or_default();
@@ -3409,7 +3462,7 @@ impl Pg {
                 "osd.{from} holds {name} at {:?}, need {need:?}",
                 push.version
             );
-            return self.pull_unfound(s, name, &why, fx);
+            return self.pull_unfound(s, name, &why, None, fx);
         }
         if self.ec.is_some() {
             // The member sent its own shard: this primary's is rebuilt.
@@ -3596,18 +3649,33 @@ impl Pg {
         }
         let mut t = Transaction::new();
         let mut missing = self.missing.clone();
+        // Erasure-coded: an object holds its version only as this copy's
+        // position's shard. One mid-backfill after its OSD moved still has
+        // its old position's shards where the backfill has not reached
+        // (EC lost sim seed 7174: such objects were taken as held, the
+        // copy went active without its own shards, and reads of them
+        // waited for good).
+        let position = self.shard_of(self.whoami);
         for (name, e) in newest {
             if missing.contains_key(name) {
                 continue;
             }
+            let oid = recovery::oid(name);
             let held = s
-                .stat_attr(self.coll, &recovery::oid(name), VERSION_ATTR)
+                .stat_attr(self.coll, &oid, VERSION_ATTR)
                 .map_err(|x| format!("{name}: {x}"))?
                 .map(|(_, v)| v.and_then(|b| postcard::from_bytes::<Version>(&b).ok()));
-            let as_logged = match held {
-                None => e.removed,
-                Some(v) => !e.removed && v == Some(e.version),
+            let right_shard = match (&self.ec, position, held) {
+                (None, _, _) | (Some(_), _, None) => true,
+                (Some(_), None, Some(_)) => false,
+                (Some(_), Some(c), Some(_)) => crate::ec::holds_shard(s, self.coll, &oid, c)
+                    .map_err(|x| format!("{name}: {x}"))?,
             };
+            let as_logged = right_shard
+                && match held {
+                    None => e.removed,
+                    Some(v) => !e.removed && v == Some(e.version),
+                };
             if !as_logged {
                 missing.insert(name.to_string(), e.version);
                 t.set_record(
@@ -3615,6 +3683,50 @@ impl Pg {
                     &recovery::missing_key(name),
                     record::encode_missing(&e.version),
                 );
+            }
+        }
+        // Erasure-coded: objects the log no longer names may hold another
+        // position's shard too (EC lost sim seed 7174, again): each is
+        // missing at the version it holds, so its own shard is rebuilt
+        // (or it is given up) before the copy counts as complete.
+        if self.ec.is_some() {
+            let logged: HashSet<&str> = log.entries.iter().map(|e| e.name.as_str()).collect();
+            let mut start: Option<ObjectId> = None;
+            loop {
+                let (page, next) = s
+                    .list(self.coll, start.as_ref(), 1024)
+                    .map_err(|x| x.to_string())?;
+                for o in page {
+                    if crate::ec::is_internal(&o.name)
+                        || missing.contains_key(&o.name)
+                        || logged.contains(o.name.as_str())
+                    {
+                        continue;
+                    }
+                    let own = match position {
+                        Some(c) => crate::ec::holds_shard(s, self.coll, &o, c)
+                            .map_err(|x| format!("{}: {x}", o.name))?,
+                        None => false,
+                    };
+                    let held = s
+                        .stat_attr(self.coll, &o, VERSION_ATTR)
+                        .map_err(|x| format!("{}: {x}", o.name))?
+                        .and_then(|(_, v)| {
+                            v.and_then(|b| postcard::from_bytes::<Version>(&b).ok())
+                        });
+                    if let (false, Some(v)) = (own, held) {
+                        t.set_record(
+                            self.coll,
+                            &recovery::missing_key(&o.name),
+                            record::encode_missing(&v),
+                        );
+                        missing.insert(o.name, v);
+                    }
+                }
+                match next {
+                    Some(n) => start = Some(n),
+                    None => break,
+                }
             }
         }
         t.rm_record(self.coll, backfill::BACKFILL_KEY);
@@ -3784,6 +3896,7 @@ impl Pg {
             version,
             copy,
         };
+        self.forget_undone(s, name, from.unwrap_or_default())?;
         self.land_pulled(s, push, more, fx)?;
         self.info = info;
         self.rep.high = version;
@@ -4016,6 +4129,15 @@ impl Pg {
         match result {
             Ok(a) => {
                 self.rec.merging.remove(&from);
+                let never_took: BTreeMap<String, Version> = a
+                    .missing
+                    .iter()
+                    .filter(|(name, _)| a.never_took.contains(name))
+                    .cloned()
+                    .collect();
+                if !never_took.is_empty() {
+                    self.rec.never_took.insert(from, never_took);
+                }
                 if !a.missing.is_empty() {
                     self.rec
                         .missing
@@ -4933,6 +5055,12 @@ impl Pg {
                         self.rec.missing.remove(&from);
                     }
                 }
+                if let Some(m) = self.rec.never_took.get_mut(&from) {
+                    m.remove(&name);
+                    if m.is_empty() {
+                        self.rec.never_took.remove(&from);
+                    }
+                }
             }
             Err(_) => {
                 self.rec
@@ -5226,7 +5354,7 @@ impl Pg {
                     self.rep.high = self.info.last_update;
                     self.load_missing(s);
                 }
-                let result = result.map(|()| self.log_answer());
+                let result = result.map(|()| self.log_answer(s));
                 fx.push(Effect::LogReply {
                     token: c.token,
                     result,
@@ -5237,11 +5365,44 @@ impl Pg {
     }
 
     /// What this copy lacks after a merge.
-    fn log_answer(&self) -> LogAnswer {
+    fn log_answer(&self, s: &dyn ObjectStore) -> LogAnswer {
+        let never_took = match self.ec {
+            Some(_) => self
+                .missing
+                .iter()
+                .filter(|(name, need)| self.never_took(s, name, **need))
+                .map(|(name, _)| name.clone())
+                .collect(),
+            None => Vec::new(),
+        };
         LogAnswer {
             missing: self.missing.iter().map(|(k, v)| (k.clone(), *v)).collect(),
             backfill: self.backfill.clone(),
+            never_took,
         }
+    }
+
+    /// Whether this copy never took the write at `v` to `name`: neither
+    /// the object nor its rollback copy (whichever shard they hold) is at
+    /// a version that far down the log or past it. A copy that took the
+    /// write and then one after it still holds one of the two there; one
+    /// whose later merge rolled the write back again was told so by an
+    /// authority that lacked it, and an acknowledged write is on every
+    /// member that can be an authority. (A store error says no.)
+    pub(super) fn never_took(&self, s: &dyn ObjectStore, name: &str, v: Version) -> bool {
+        if v.v == 0 {
+            return false;
+        }
+        let o = recovery::oid(name);
+        [crate::ec::rollback_oid(&o), o].iter().all(|x| {
+            match s.stat_attr(self.coll, x, VERSION_ATTR) {
+                Ok(None) | Ok(Some((_, None))) => true,
+                Ok(Some((_, Some(b)))) => {
+                    postcard::from_bytes::<Version>(&b).is_ok_and(|h| h.v < v.v)
+                }
+                Err(_) => false,
+            }
+        })
     }
 
     /// The authoritative log from a primary: merged into this copy once
@@ -5260,7 +5421,7 @@ impl Pg {
         if self.rep.merged == Some((h.ctx.interval, h.from, head)) && !self.rep.merging() {
             return fx.push(Effect::LogReply {
                 token,
-                result: Ok(self.log_answer()),
+                result: Ok(self.log_answer(s)),
             });
         }
         if self.epoch < h.ctx.epoch || !self.settled() || !self.applying.is_empty() {
@@ -5598,7 +5759,7 @@ impl Pg {
         }
         let active = matches!(self.role, Role::Primary { .. } | Role::Activating { .. });
         // (An unfound object is removed as the PG goes active.)
-        if !active || (writes && !self.can_write()) || self.unfound.contains(&p.op.name) {
+        if !active || (writes && !self.can_write()) || self.unfound.contains_key(&p.op.name) {
             if self.waiting.len() >= WAITING_MAX {
                 return fx.push(fail(&p, self.unavailable()));
             }

@@ -323,6 +323,33 @@ fn roll_back(
     }
     // The object's state before `e`, from this copy's log below it (the
     // entries below the common point are the authority's too).
+    let before = state_before(s, coll, e)?;
+    match before {
+        Some(Some(pv)) if s.exists(coll, &rb).map_err(err)? && version_of(&rb)? == Some(pv) => {
+            t.clone_object(coll, &rb, &o);
+            t.remove(coll, &rb);
+            Ok(true)
+        }
+        Some(None) if !e.removed => {
+            t.remove(coll, &o);
+            if s.exists(coll, &rb).map_err(err)? {
+                t.touch(coll, &rb).remove(coll, &rb);
+            }
+            Ok(true)
+        }
+        _ => Ok(false),
+    }
+}
+
+/// What this copy's log says object `e.name` was just before entry `e`:
+/// absent (`Some(None)`), at a version (`Some(Some(v))`), or unknown
+/// (`None`: the log was trimmed there, or a copy taken as it was stands
+/// in between).
+pub(super) fn state_before(
+    s: &dyn ObjectStore,
+    coll: CollectionId,
+    e: &LogEntry,
+) -> Result<Option<Option<Version>>, String> {
     let mut before: Option<Option<Version>> = None;
     let mut v = e.version.v;
     while v > 1 {
@@ -347,21 +374,7 @@ fn roll_back(
         // The whole history is here and never named the object.
         before = Some(None);
     }
-    match before {
-        Some(Some(pv)) if s.exists(coll, &rb).map_err(err)? && version_of(&rb)? == Some(pv) => {
-            t.clone_object(coll, &rb, &o);
-            t.remove(coll, &rb);
-            Ok(true)
-        }
-        Some(None) if !e.removed => {
-            t.remove(coll, &o);
-            if s.exists(coll, &rb).map_err(err)? {
-                t.touch(coll, &rb).remove(coll, &rb);
-            }
-            Ok(true)
-        }
-        _ => Ok(false),
-    }
+    Ok(before)
 }
 
 /// The keys of this copy's records that start with `prefix`, in order,
