@@ -2792,18 +2792,25 @@ fn run_lost_seeds(ec: bool, default: u64, bug_seeds: &[u64]) -> Option<(u64, Sta
 }
 
 /// Seeds of the erasure-coded lost-OSD run that found bugs, run every
-/// time (the first five with positions fixed, the last two moving):
+/// time (positions fixed unless marked moving):
 /// - 209, 2823 (and 1814, 2094, ... 9498: 0.24% of seeds): a write never
 ///   acknowledged was taken as the head from exactly k shards, one of
 ///   which was then declared lost with the record still at k members;
 ///   the PG waited for that shard for good. Now it rolls the write back
 ///   (removes the object, or writes back the version before it).
-/// - 2614: a write given up that way was then answered as done to its
-///   client's retry, from the request ids peering had loaded.
-/// - 356, 2544: a gather that failed to plan (a moved member's shard
-///   could not stand in for its position's) was taken for an unfound
-///   object, and acknowledged objects were given up.
-/// - 7174: a copy taken as it was mid-backfill, after its OSD moved,
+/// - The first versions of that rollback: 2614, a write rolled back was
+///   then answered as done to its client's retry, from the request ids
+///   peering had loaded; 356, 2544, a gather that failed to plan (a moved
+///   member's shard could not stand in for its position's) was taken for
+///   an unfound object, and acknowledged objects were given up; 2787
+///   (moving), a record member listing the object missing was taken for
+///   one that never took the write, but it had taken it and a divergent
+///   one on top; 1134, a primary went active while rolling back an
+///   object it lacked, recovery pushed its own older copy as the head,
+///   and a retry of the write being rolled back was answered as done;
+///   2942, 7622, every acting member lacked an object, and the member of
+///   the recorded write set that held it, a stray, was never asked.
+/// - 4830: a copy taken as it was mid-backfill, after its OSD moved,
 ///   counted its old position's shards as its own; it went active
 ///   without them, and reads waited for good.
 /// - 43, 4363 (moving): as 209.
@@ -2813,9 +2820,13 @@ const EC_LOST_BUG_SEEDS: &[(u64, bool)] = &[
     (2614, false),
     (356, false),
     (2544, false),
-    (7174, false),
+    (4830, false),
+    (1134, false),
+    (2942, false),
+    (7622, false),
     (43, true),
     (4363, true),
+    (2787, true),
 ];
 
 /// The lost-OSD simulation on an erasure-coded pool: a PG whose record

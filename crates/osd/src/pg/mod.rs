@@ -3652,7 +3652,7 @@ impl Pg {
         // Erasure-coded: an object holds its version only as this copy's
         // position's shard. One mid-backfill after its OSD moved still has
         // its old position's shards where the backfill has not reached
-        // (EC lost sim seed 7174: such objects were taken as held, the
+        // (EC lost sim seed 4830: such objects were taken as held, the
         // copy went active without its own shards, and reads of them
         // waited for good).
         let position = self.shard_of(self.whoami);
@@ -3686,7 +3686,7 @@ impl Pg {
             }
         }
         // Erasure-coded: objects the log no longer names may hold another
-        // position's shard too (EC lost sim seed 7174, again): each is
+        // position's shard too (EC lost sim seed 4830, again): each is
         // missing at the version it holds, so its own shard is rebuilt
         // (or it is given up) before the copy counts as complete.
         if self.ec.is_some() {
