@@ -2914,6 +2914,15 @@ impl Pg {
                 if mine.backfill && mine.info.last_update == newest {
                     return self.hand_over(complete, fx);
                 }
+                // Erasure-coded: this copy's log is the head's, whole, and
+                // it holds its own position's shards; only some objects are
+                // missing here. It goes on from its own log, pulling what it
+                // lacks (EC lost sim seed 40884: a rollback of a write never
+                // acknowledged was torn, the members that took it were past
+                // the head, and the PG stayed down with every OSD up).
+                if self.ec.is_some() && mine.info.last_update == newest && !self.moved {
+                    return self.ec_pull_own(s, asked, fx);
+                }
                 // Nobody holds every object at the authoritative head (the
                 // copies that did are away): wait for one to return.
                 tracing::debug!(
@@ -3172,11 +3181,13 @@ impl Pg {
         self.pull_some(s, fx);
     }
 
-    /// Erasure-coded, with the record short of k members: this copy's log
-    /// reaches the head and no other whole copy's does. A copy
-    /// mid-backfill is taken as it is (`adopt_backfilled`); then it pulls
-    /// what it lacks from the acting members in turn, and what none can
-    /// give is unfound (`pull_unfound`).
+    /// Erasure-coded: this copy's log reaches the head and no other whole
+    /// copy's does (with the record short of k members; or with it whole,
+    /// when every other copy's log is past the head or mid-backfill). A
+    /// copy mid-backfill is taken as it is (`adopt_backfilled`, short
+    /// record only); then it pulls what it lacks from the acting members
+    /// and strays in turn, and what none can give is unfound
+    /// (`pull_unfound`).
     fn ec_pull_own(
         &mut self,
         s: &dyn ObjectStore,
@@ -3201,8 +3212,8 @@ impl Pg {
         };
         tracing::warn!(
             pg = %self.id,
-            "no other copy is whole at the head and the write set was declared lost: going on \
-             from this copy's log, pulling {} objects",
+            "no other copy is whole at the head: going on from this copy's log, pulling {} \
+             objects",
             self.missing.len()
         );
         self.role = Role::Pulling {
