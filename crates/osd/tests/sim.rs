@@ -2809,7 +2809,11 @@ fn run_lost_seeds(ec: bool, default: u64, bug_seeds: &[u64]) -> Option<(u64, Sta
 ///   object it lacked, recovery pushed its own older copy as the head,
 ///   and a retry of the write being rolled back was answered as done;
 ///   2942, 7622, every acting member lacked an object, and the member of
-///   the recorded write set that held it, a stray, was never asked.
+///   the recorded write set that held it, a stray, was never asked;
+///   40884, a rollback was torn, the copies that took it were past the
+///   head, and the primary at the head lacking the object stayed down;
+///   17764, such a primary lacked one at a version its log no longer
+///   named, and pulled it round and round.
 /// - 4830: a copy taken as it was mid-backfill, after its OSD moved,
 ///   counted its old position's shards as its own; it went active
 ///   without them, and reads waited for good.
@@ -2824,6 +2828,8 @@ const EC_LOST_BUG_SEEDS: &[(u64, bool)] = &[
     (1134, false),
     (2942, false),
     (7622, false),
+    (40884, false),
+    (17764, false),
     (43, true),
     (4363, true),
     (2787, true),

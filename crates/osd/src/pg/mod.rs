@@ -2916,11 +2916,15 @@ impl Pg {
                 }
                 // Erasure-coded: this copy's log is the head's, whole, and
                 // it holds its own position's shards; only some objects are
-                // missing here. It goes on from its own log, pulling what it
-                // lacks (EC lost sim seed 40884: a rollback of a write never
-                // acknowledged was torn, the members that took it were past
-                // the head, and the PG stayed down with every OSD up).
-                if self.ec.is_some() && mine.info.last_update == newest && !self.moved {
+                // missing here, each at a version its log names. It goes on
+                // from its own log, pulling what it lacks (EC lost sim seed
+                // 40884: a rollback of a write never acknowledged was torn,
+                // the members that took it were past the head, and the PG
+                // stayed down with every OSD up). One it lacks at a version
+                // the log no longer names only a copy at the head can give
+                // (EC lost sim seed 17764: pulling went round for good).
+                let known = self.missing.values().all(|v| v.v > 0);
+                if self.ec.is_some() && mine.info.last_update == newest && !self.moved && known {
                     return self.ec_pull_own(s, asked, fx);
                 }
                 // Nobody holds every object at the authoritative head (the
