@@ -1016,12 +1016,27 @@ impl Pg {
             size_after: to.size,
             bytes_delta: to.size as i64 - if now.exists { now.size as i64 } else { 0 },
         };
-        // Ops queued on the object run after the rollback.
+        self.write_give_up(s, (oid, &now, to.version), out, shards, fx);
+    }
+
+    /// Give object `oid` (now at `st`) up through the write path: `shards`
+    /// roll it back to `to` (zero: remove it) on every member, logged as
+    /// given up. Ops queued on it run after the write; recovery then pushes
+    /// the new state to members that still list the object missing.
+    fn write_give_up(
+        &mut self,
+        s: &dyn ObjectStore,
+        (oid, st, to): (ObjectId, &ObjState, Version),
+        out: crate::exec::Outcome,
+        shards: Vec<loligo_store::Transaction>,
+        fx: &mut Vec<Effect>,
+    ) {
+        let name = oid.name.clone();
         let queued = self.busy.remove(&name).unwrap_or_default();
         self.write(
-            super::Writer::GiveUp(name.clone(), to.version),
+            super::Writer::GiveUp(name.clone(), to),
             oid,
-            &now,
+            st,
             out,
             Some(shards),
             fx,
@@ -1031,8 +1046,9 @@ impl Pg {
             self.release(s, &name, fx);
         }
         self.given_up += 1;
-        // Recovery pushes the new version to members that still list it.
-        self.rec.retry.insert(name, retry);
+        self.rec
+            .retry
+            .insert(name, self.now_ms + super::RECOVERY_RETRY_MS);
     }
 
     /// No k up copies hold `name` at its logged version, every read of a
@@ -1093,23 +1109,7 @@ impl Pg {
             st.version,
             striper.k()
         );
-        // Ops queued on the object run after the removal.
-        let queued = self.busy.remove(&name).unwrap_or_default();
-        self.write(
-            super::Writer::GiveUp(name.clone(), Version::default()),
-            oid,
-            &st,
-            out,
-            Some(shards),
-            fx,
-        );
-        self.busy.entry(name.clone()).or_default().extend(queued);
-        if !self.inflight.values().any(|f| f.name == name) {
-            self.release(s, &name, fx);
-        }
-        self.given_up += 1;
-        // Recovery pushes the removal to members that still list it.
-        self.rec.retry.insert(name, retry);
+        self.write_give_up(s, (oid, &st, Version::default()), out, shards, fx);
         true
     }
 
