@@ -748,10 +748,7 @@ impl Pg {
 
     fn gather_failed(&mut self, s: &dyn ObjectStore, g: Gather, e: OpError, fx: &mut Vec<Effect>) {
         let name = g.oid.name.clone();
-        let fate = |pg: &Self| match g.doubtful {
-            true => Unfound::Wait,
-            false => pg.unfound_fate(s, &name, g.st.version, g.found),
-        };
+        let retry = self.now_ms + super::RECOVERY_RETRY_MS;
         match g.what {
             Purpose::Op { pending, .. } => {
                 fx.push(reply(pending.token, Err(e), Version::default(), self.epoch));
@@ -766,12 +763,20 @@ impl Pg {
             }
             Purpose::Chunk { to, .. } => {
                 self.chunk_rebuilt(to, &name, g.st.version, Err(e.to_string()), fx);
-                let fate = fate(self);
+                let fate = self.gather_fate(s, &g.oid.name, g.st.version, g.doubtful, g.found);
                 self.settle_unfound(s, name, fate, fx);
             }
-            Purpose::Rebuild { pull: false, .. } if fate(self) != Unfound::Wait => {
-                let fate = fate(self);
-                self.settle_unfound(s, name, fate, fx);
+            Purpose::Rebuild { pull: false, .. } => {
+                match self.gather_fate(s, &g.oid.name, g.st.version, g.doubtful, g.found) {
+                    Unfound::Wait => {
+                        // Tried again later; ops on the object keep waiting.
+                        tracing::warn!(pg = %self.id, "cannot rebuild '{name}' to recover it: {e}");
+                        self.rec.retry.insert(name, retry);
+                    }
+                    fate => {
+                        self.settle_unfound(s, name, fate, fx);
+                    }
+                }
             }
             Purpose::Revert { .. } if self.unfound.contains_key(&name) => {
                 // This copy lacks the object too: it peers again rather
@@ -786,17 +791,24 @@ impl Pg {
                 // Tried again later (recovery gathers the object again, and
                 // finds it unfound again); ops on it keep waiting.
                 tracing::warn!(pg = %self.id, "cannot read '{name}' at {} to roll it back: {e}", g.st.version);
-                self.rec
-                    .retry
-                    .insert(name, self.now_ms + super::RECOVERY_RETRY_MS);
+                self.rec.retry.insert(name, retry);
             }
-            Purpose::Rebuild { pull: false, .. } => {
-                // Tried again later; ops on the object keep waiting.
-                tracing::warn!(pg = %self.id, "cannot rebuild '{name}' to recover it: {e}");
-                self.rec
-                    .retry
-                    .insert(name, self.now_ms + super::RECOVERY_RETRY_MS);
-            }
+        }
+    }
+
+    /// `unfound_fate` for a gather that failed: waiting, if a read failed
+    /// for another reason than its copy lacking the shard.
+    fn gather_fate(
+        &self,
+        s: &dyn ObjectStore,
+        name: &str,
+        v: Version,
+        doubtful: bool,
+        found: Option<usize>,
+    ) -> Unfound {
+        match doubtful {
+            true => Unfound::Wait,
+            false => self.unfound_fate(s, name, v, found),
         }
     }
 
@@ -849,11 +861,14 @@ impl Pg {
         // 2787 with moving positions). It must never have taken it.
         let never_took = |o: i32| match o == self.whoami {
             true => self.missing.get(name) == Some(&v) && self.never_took(s, name, v),
-            false => self
-                .rec
-                .never_took
-                .get(&o)
-                .is_some_and(|m| m.get(name) == Some(&v)),
+            false => {
+                self.rec.missing.get(&o).and_then(|m| m.get(name)) == Some(&v)
+                    && self
+                        .rec
+                        .never_took
+                        .get(&o)
+                        .is_some_and(|n| n.contains(name))
+            }
         };
         if !record.osds.iter().any(|&o| o >= 0 && never_took(o)) {
             return Unfound::Wait;

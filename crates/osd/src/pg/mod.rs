@@ -763,6 +763,17 @@ struct PendingList {
 /// Most names one listing returns.
 pub const LIST_NAMES_MAX: u32 = 10_000;
 
+/// The version attribute of object `o` in `coll`: `None` if there is no
+/// such object, `Some(None)` if it has none (or an unreadable one).
+fn stored_version(
+    s: &dyn ObjectStore,
+    coll: CollectionId,
+    o: &ObjectId,
+) -> Result<Option<Option<Version>>, StoreError> {
+    Ok(s.stat_attr(coll, o, VERSION_ATTR)?
+        .map(|(_, v)| v.and_then(|b| postcard::from_bytes::<Version>(&b).ok())))
+}
+
 /// A peering query waiting for this PG's map to reach its epoch.
 struct PendingQuery {
     epoch: Epoch,
@@ -780,8 +791,8 @@ struct Recovery {
     /// Per member, the objects its copy lacks (and the versions needed).
     missing: BTreeMap<i32, BTreeMap<String, Version>>,
     /// Per member, the objects of `missing` whose needed write its copy
-    /// never took (`LogAnswer::never_took`), with that write's version.
-    never_took: BTreeMap<i32, BTreeMap<String, Version>>,
+    /// never took (`LogAnswer::never_took`, as of its last answer).
+    never_took: BTreeMap<i32, BTreeSet<String>>,
     /// Pushes in flight: tid -> (object, members yet to answer).
     pushing: BTreeMap<u64, (String, BTreeSet<i32>)>,
     /// Objects whose push failed, and when to try again.
@@ -3676,10 +3687,7 @@ impl Pg {
                 continue;
             }
             let oid = recovery::oid(name);
-            let held = s
-                .stat_attr(self.coll, &oid, VERSION_ATTR)
-                .map_err(|x| format!("{name}: {x}"))?
-                .map(|(_, v)| v.and_then(|b| postcard::from_bytes::<Version>(&b).ok()));
+            let held = stored_version(s, self.coll, &oid).map_err(|x| format!("{name}: {x}"))?;
             let right_shard = match (&self.ec, position, held) {
                 (None, _, _) | (Some(_), _, None) => true,
                 (Some(_), None, Some(_)) => false,
@@ -3723,12 +3731,9 @@ impl Pg {
                             .map_err(|x| format!("{}: {x}", o.name))?,
                         None => false,
                     };
-                    let held = s
-                        .stat_attr(self.coll, &o, VERSION_ATTR)
+                    let held = stored_version(s, self.coll, &o)
                         .map_err(|x| format!("{}: {x}", o.name))?
-                        .and_then(|(_, v)| {
-                            v.and_then(|b| postcard::from_bytes::<Version>(&b).ok())
-                        });
+                        .flatten();
                     if let (false, Some(v)) = (own, held) {
                         t.set_record(
                             self.coll,
@@ -4144,14 +4149,13 @@ impl Pg {
         match result {
             Ok(a) => {
                 self.rec.merging.remove(&from);
-                let never_took: BTreeMap<String, Version> = a
-                    .missing
-                    .iter()
-                    .filter(|(name, _)| a.never_took.contains(name))
-                    .cloned()
-                    .collect();
-                if !never_took.is_empty() {
-                    self.rec.never_took.insert(from, never_took);
+                // (Each answer replaces the last: a proof is never kept
+                // past the merge that gave it.)
+                if a.never_took.is_empty() {
+                    self.rec.never_took.remove(&from);
+                } else {
+                    let names = a.never_took.into_iter().collect();
+                    self.rec.never_took.insert(from, names);
                 }
                 if !a.missing.is_empty() {
                     self.rec
@@ -5409,6 +5413,7 @@ impl Pg {
             return false;
         }
         let o = recovery::oid(name);
+        // (A corrupt version attribute proves nothing.)
         [crate::ec::rollback_oid(&o), o].iter().all(|x| {
             match s.stat_attr(self.coll, x, VERSION_ATTR) {
                 Ok(None) | Ok(Some((_, None))) => true,
