@@ -2817,6 +2817,12 @@ fn run_lost_seeds(ec: bool, default: u64, bug_seeds: &[u64]) -> Option<(u64, Sta
 /// - 4830: a copy taken as it was mid-backfill, after its OSD moved,
 ///   counted its old position's shards as its own; it went active
 ///   without them, and reads waited for good.
+/// - 42810: a write never acknowledged, taken as the head, was pulled
+///   onto a member over its shard of an acknowledged write, which went
+///   without a rollback copy; the OSD holding the pulled version was then
+///   declared lost, and the acknowledged write could be read no more. A
+///   recovered shard now keeps the version it replaces as its rollback
+///   copy.
 /// - 43, 4363 (moving): as 209.
 const EC_LOST_BUG_SEEDS: &[(u64, bool)] = &[
     (209, false),
@@ -2830,6 +2836,7 @@ const EC_LOST_BUG_SEEDS: &[(u64, bool)] = &[
     (7622, false),
     (40884, false),
     (17764, false),
+    (42810, false),
     (43, true),
     (4363, true),
     (2787, true),

@@ -406,11 +406,17 @@ pub fn plan_chunk(
 
 /// The transaction a target applies for `chunk`: each object replaced
 /// (or removed) and the cursor moved to the chunk's end (the record goes
-/// once the end is reached). `ec` as for [`recovery::push_txn`].
+/// once the end is reached). `ec`: the target is an erasure-coded shard
+/// (a backfilled object keeps no rollback copy).
 pub fn chunk_txn(coll: CollectionId, chunk: &Chunk, ec: bool) -> Transaction {
+    let prior = if ec {
+        recovery::Prior::Drop
+    } else {
+        recovery::Prior::Replicated
+    };
     let mut t = Transaction::new();
     for p in &chunk.pushes {
-        t.ops.extend(recovery::push_txn(coll, p, ec).ops);
+        t.ops.extend(recovery::push_txn(coll, p, prior).ops);
     }
     if chunk.end == Cursor::End {
         t.rm_record(coll, BACKFILL_KEY);

@@ -1019,7 +1019,7 @@ impl Pg {
                         omap: Vec::new(),
                     }),
                 };
-                super::recovery::push_txn(self.coll, &back, true)
+                super::recovery::push_txn(self.coll, &back, super::recovery::Prior::Drop)
             })
             .collect();
         self.missing.remove(&name);
@@ -1107,7 +1107,7 @@ impl Pg {
             version: Version::default(),
             copy: None,
         };
-        let shard = super::recovery::push_txn(self.coll, &gone, true);
+        let shard = super::recovery::push_txn(self.coll, &gone, super::recovery::Prior::Drop);
         let shards = vec![shard; striper.shards()];
         self.missing.remove(&name);
         let out = crate::exec::Outcome {

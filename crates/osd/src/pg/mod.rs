@@ -3533,7 +3533,7 @@ impl Pg {
         fx: &mut Vec<Effect>,
     ) -> Result<(), StoreError> {
         let t = self.take_tid();
-        let mut txn = recovery::push_txn(self.coll, &push, self.ec.is_some());
+        let mut txn = recovery::push_txn(self.coll, &push, self.push_prior(s, &push)?);
         self.push_tree_changes(s, std::slice::from_ref(&push), t, &mut txn)?;
         txn.ops.extend(more.ops);
         self.guard_log(&mut txn);
@@ -5601,6 +5601,15 @@ impl Pg {
         }
     }
 
+    /// What this copy keeps, as the rollback copy, of the object `push`
+    /// replaces (see [`recovery::Prior`]).
+    fn push_prior(&self, s: &dyn ObjectStore, push: &Push) -> Result<recovery::Prior, StoreError> {
+        if self.ec.is_none() {
+            return Ok(recovery::Prior::Replicated);
+        }
+        recovery::prior_to_keep(s, self.coll, &push.name, push.version)
+    }
+
     /// An object this copy lacks, whole, from the primary.
     fn on_push(
         &mut self,
@@ -5633,10 +5642,11 @@ impl Pg {
             return fx.push(fail(RepError::Failed(format!("pg {}: {e}", self.id))));
         }
         let tid = self.take_tid();
-        let mut txn = recovery::push_txn(self.coll, &push, self.ec.is_some());
-        let txn = self
-            .push_tree_changes(s, std::slice::from_ref(&push), tid, &mut txn)
-            .map(|()| txn);
+        let txn = self.push_prior(s, &push).and_then(|prior| {
+            let mut txn = recovery::push_txn(self.coll, &push, prior);
+            self.push_tree_changes(s, std::slice::from_ref(&push), tid, &mut txn)
+                .map(|()| txn)
+        });
         match txn {
             Ok(txn) => {
                 let c = self.commit(token, CommitKind::Push(push.name));

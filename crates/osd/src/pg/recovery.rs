@@ -481,23 +481,81 @@ pub fn read_copy_with(
     })
 }
 
+/// What an erasure-coded shard keeps, as the object's rollback copy, of
+/// what a push replaces.
+///
+/// A recovered version may be one no write set took whole (a write never
+/// acknowledged that k shards still rebuild, taken as the head): until
+/// every member holds it, the version it replaced may be the newest one
+/// the PG can still read if the shards holding the new one are lost, and
+/// a later peering rolls the entry back from the rollback copy just as it
+/// does a write's (EC sim seed 42810: a pulled shard replaced the only
+/// other shard of an acknowledged write, then the OSD holding the pulled
+/// version was declared lost and the write could be read no more).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Prior {
+    /// A replicated copy: there are no rollback copies.
+    Replicated,
+    /// The rollback copy goes, whatever the store shows now (it belongs
+    /// to writes this copy missed, and one queued may make it).
+    Drop,
+    /// The replaced object becomes the rollback copy.
+    KeepObject,
+    /// The rollback copy stays as it is.
+    KeepRollback,
+}
+
+/// Which of this shard's copies of `name` a push of version `pushed`
+/// keeps: the object or its rollback copy, whichever is further down the
+/// log below `pushed` (by counter, as the shards' own logs order them),
+/// or neither. Reads judge a kept copy by its version and shard labels,
+/// so a stale answer (a transaction still queued changes the object)
+/// costs at most a useless copy, never a wrong one: the push touches the
+/// object before it clones it.
+pub fn prior_to_keep(
+    s: &dyn ObjectStore,
+    coll: CollectionId,
+    name: &str,
+    pushed: Version,
+) -> Result<Prior, StoreError> {
+    let o = oid(name);
+    let below = |x: &ObjectId| -> Result<Option<u64>, StoreError> {
+        Ok(s.stat_attr(coll, x, VERSION_ATTR)?
+            .and_then(|(_, b)| b)
+            .and_then(|b| postcard::from_bytes::<Version>(&b).ok())
+            .map(|v| v.v)
+            .filter(|&v| v > 0 && v < pushed.v))
+    };
+    Ok(match (below(&o)?, below(&crate::ec::rollback_oid(&o))?) {
+        (Some(a), Some(b)) if b >= a => Prior::KeepRollback,
+        (Some(_), _) => Prior::KeepObject,
+        (None, Some(_)) => Prior::KeepRollback,
+        (None, None) => Prior::Drop,
+    })
+}
+
 /// The transaction that replaces this copy's object with the pushed one
-/// (or removes it) and clears its missing record. `ec`: the copy is an
-/// erasure-coded shard, which may hold a rollback copy of the object.
-pub fn push_txn(coll: CollectionId, p: &Push, ec: bool) -> Transaction {
+/// (or removes it) and clears its missing record; `prior` says what an
+/// erasure-coded shard keeps of the replaced one.
+pub fn push_txn(coll: CollectionId, p: &Push, prior: Prior) -> Transaction {
     let o = oid(&p.name);
     let mut t = Transaction::new();
     // The push replaces whatever the copy holds when it applies, which
     // may differ from what the store shows now (a merge queued before it
     // can roll the object back from its rollback copy: EC sim seed 5036):
-    // touched, then removed, whatever is there. An EC shard's rollback
-    // copy goes too, whether or not the store shows one now (it belongs
-    // to writes this copy missed, and one queued may make it).
+    // touched, then removed, whatever is there.
     let rb = crate::ec::rollback_oid(&o);
-    t.touch(coll, &o).remove(coll, &o);
-    if ec {
-        t.touch(coll, &rb).remove(coll, &rb);
+    t.touch(coll, &o);
+    match prior {
+        Prior::Replicated | Prior::KeepRollback => {}
+        Prior::Drop => {
+            t.touch(coll, &rb).remove(coll, &rb);
+        }
+        Prior::KeepObject => {
+            t.clone_object(coll, &o, &rb);
+        }
     }
+    t.remove(coll, &o);
     if let Some(c) = &p.copy {
         t.touch(coll, &o);
         if !c.data.is_empty() {
@@ -647,7 +705,7 @@ mod tests {
             version: Version::default(),
             copy: None,
         };
-        s.apply(push_txn(c, &p, true)).unwrap();
+        s.apply(push_txn(c, &p, Prior::Drop)).unwrap();
         assert!(!s.exists(c, &oid("c")).unwrap());
         assert!(!load_missing(&s, c).unwrap().contains_key("c"));
     }
@@ -710,8 +768,66 @@ mod tests {
         src.apply(t).unwrap();
         let p = read_copy(&src, sc, "a").unwrap();
         assert_eq!(p.version, v(2, 2));
-        s.apply(push_txn(c, &p, true)).unwrap();
+        s.apply(push_txn(c, &p, Prior::Drop)).unwrap();
         assert_eq!(read_copy(&s, c, "a").unwrap(), p, "same data, xattrs, omap");
         assert!(load_missing(&s, c).unwrap().is_empty());
+    }
+
+    /// Shard `o` at version `ver`, with a byte of data.
+    fn put_shard(s: &MemStore, c: CollectionId, o: &ObjectId, ver: Version, byte: u8) {
+        let mut t = Transaction::new();
+        t.write_full(c, o, vec![byte]);
+        t.setattr(c, o, VERSION_ATTR, postcard::to_stdvec(&ver).unwrap());
+        s.apply(t).unwrap();
+    }
+
+    #[test]
+    fn an_ec_push_keeps_the_newest_replaced_version_as_the_rollback_copy() {
+        let (s, c) = copy_with(&[entry(v(1, 1), "a"), entry(v(2, 2), "a")]);
+        let (a, rb) = (oid("a"), crate::ec::rollback_oid(&oid("a")));
+        let data = |o: &ObjectId| s.read(c, o, &[(0, 1)]).unwrap().concat();
+        put_shard(&s, c, &a, v(2, 2), 2);
+        put_shard(&s, c, &rb, v(1, 1), 1);
+        let push = |ver: Version, byte: u8| Push {
+            name: "a".into(),
+            version: ver,
+            copy: Some(ObjectCopy {
+                data: vec![byte].into(),
+                attrs: vec![(VERSION_ATTR.into(), postcard::to_stdvec(&ver).unwrap())],
+                omap_header: Vec::new(),
+                omap: Vec::new(),
+            }),
+        };
+        // The object (2'2) is newer than the rollback copy (1'1): it is kept.
+        let p = push(v(3, 3), 3);
+        let prior = prior_to_keep(&s, c, "a", p.version).unwrap();
+        assert_eq!(prior, Prior::KeepObject);
+        s.apply(push_txn(c, &p, prior)).unwrap();
+        assert_eq!((data(&a), data(&rb)), (vec![3], vec![2]));
+        // A version past the push (a divergent write) is not kept; the
+        // rollback copy (2'2 now) is.
+        put_shard(&s, c, &a, v(5, 5), 5);
+        let p = push(v(4, 4), 4);
+        let prior = prior_to_keep(&s, c, "a", p.version).unwrap();
+        assert_eq!(prior, Prior::KeepRollback);
+        s.apply(push_txn(c, &p, prior)).unwrap();
+        assert_eq!((data(&a), data(&rb)), (vec![4], vec![2]));
+        // Nothing below the push: the rollback copy goes.
+        let p = push(v(2, 2), 6);
+        let prior = prior_to_keep(&s, c, "a", p.version).unwrap();
+        assert_eq!(prior, Prior::Drop);
+        s.apply(push_txn(c, &p, prior)).unwrap();
+        assert!(!s.exists(c, &rb).unwrap());
+        // Kept on a stale answer (the object went meanwhile): the push
+        // still applies, with an empty, versionless copy no read takes.
+        s.apply(push_txn(c, &push(v(3, 3), 7), Prior::KeepObject))
+            .unwrap();
+        let mut t = Transaction::new();
+        t.remove(c, &a);
+        s.apply(t).unwrap();
+        s.apply(push_txn(c, &push(v(4, 4), 8), Prior::KeepObject))
+            .unwrap();
+        assert_eq!(data(&a), vec![8]);
+        assert!(s.getattr(c, &rb, VERSION_ATTR).is_err());
     }
 }
