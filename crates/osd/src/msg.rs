@@ -134,4 +134,7 @@ pub enum PeerReply {
     /// The answer to `ReadShard` from a copy that holds no such shard at
     /// the version asked (`RepError::Absent`).
     Absent(String),
+    /// As `Absent`, from a copy that never took that write either
+    /// (`RepError::NeverTook`).
+    NeverTook(String),
 }

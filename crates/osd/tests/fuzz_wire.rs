@@ -191,7 +191,7 @@ fn peer_msg(r: &mut Rng) -> PeerMsg {
 }
 
 fn peer_reply(r: &mut Rng) -> PeerReply {
-    match r.below(8) {
+    match r.below(9) {
         0 => PeerReply::Info(r.chance(500).then(|| PeerInfo {
             info: PgInfo {
                 last_update: version(r),
@@ -219,6 +219,7 @@ fn peer_reply(r: &mut Rng) -> PeerReply {
         4 => PeerReply::ShardData((0..r.index(4)).map(|_| payload(r).into()).collect()),
         5 => PeerReply::RepDone(if r.chance(500) { Ok(()) } else { Err(name(r)) }),
         6 => PeerReply::Absent(name(r)),
+        7 => PeerReply::NeverTook(name(r)),
         _ => PeerReply::Refused(name(r)),
     }
 }

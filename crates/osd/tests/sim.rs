@@ -2823,6 +2823,10 @@ fn run_lost_seeds(ec: bool, default: u64, bug_seeds: &[u64]) -> Option<(u64, Sta
 ///   declared lost, and the acknowledged write could be read no more. A
 ///   recovered shard now keeps the version it replaces as its rollback
 ///   copy.
+/// - 48986: an object was on fewer than k shards, and the member of the
+///   record that proved the write never reached it was a stray, which no
+///   merge answer came from; the PG waited for good. Shard reads now
+///   carry that proof (`RepError::NeverTook`).
 /// - 43, 4363 (moving): as 209.
 const EC_LOST_BUG_SEEDS: &[(u64, bool)] = &[
     (209, false),
@@ -2837,6 +2841,7 @@ const EC_LOST_BUG_SEEDS: &[(u64, bool)] = &[
     (40884, false),
     (17764, false),
     (42810, false),
+    (48986, false),
     (43, true),
     (4363, true),
     (2787, true),

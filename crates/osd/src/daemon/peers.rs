@@ -185,6 +185,7 @@ pub(super) async fn fetch<T>(
     let result = match call(&s, pg, interval, to, &msg).await {
         Ok(PeerReply::RepDone(Err(e))) => Err(RepError::Failed(e)),
         Ok(PeerReply::Absent(e)) => Err(RepError::Absent(e)),
+        Ok(PeerReply::NeverTook(e)) => Err(RepError::NeverTook(e)),
         Ok(r) => take(r).ok_or_else(|| RepError::Failed("unexpected reply".into())),
         Err(e) => Err(e),
     };
@@ -244,6 +245,7 @@ pub(super) async fn query_info(
                 | PeerReply::Pulled(_)
                 | PeerReply::ShardData(_)
                 | PeerReply::Absent(_)
+                | PeerReply::NeverTook(_)
                 | PeerReply::Clean(_),
             ) => break None,
             // Not answerable yet (its map is behind): ask again, as for

@@ -424,6 +424,7 @@ fn member_reply<T>(
         Ok(Err(RepError::Stale(e))) => PeerReply::Refused(e),
         Ok(Err(RepError::Failed(e))) => PeerReply::RepDone(Err(e)),
         Ok(Err(RepError::Absent(e))) => PeerReply::Absent(e),
+        Ok(Err(RepError::NeverTook(e))) => PeerReply::NeverTook(e),
         Err(e) => PeerReply::RepDone(Err(format!("pg {pg}: {e:?}"))),
     }
 }

@@ -62,6 +62,9 @@ pub(super) struct Gather {
     /// shard could not stand in for its position's, and objects two
     /// shards held were given up).
     found: Option<usize>,
+    /// OSDs whose read answered that they never took the write at the
+    /// version asked (`RepError::NeverTook`).
+    never_took: BTreeSet<i32>,
 }
 
 /// What becomes of an object no k shards hold at its logged version
@@ -124,6 +127,7 @@ impl Gather {
             failed: false,
             doubtful: false,
             found: None,
+            never_took: BTreeSet::new(),
         }
     }
 
@@ -541,7 +545,10 @@ impl Pg {
             Err(e) => {
                 tracing::warn!(pg = %self.id, "shard {c} on osd.{from}: {e:?}; reading around it");
                 g.failed = true;
-                g.doubtful |= !matches!(e, RepError::Absent(_));
+                g.doubtful |= !matches!(e, RepError::Absent(_) | RepError::NeverTook(_));
+                if matches!(e, RepError::NeverTook(_)) {
+                    g.never_took.insert(from);
+                }
                 if g.from_others.contains(&c) {
                     g.bad_strays.insert((from, c));
                 } else {
@@ -756,18 +763,18 @@ impl Pg {
             }
             Purpose::Rebuild { pull: true, .. } if !g.doubtful => {
                 let why = format!("cannot rebuild it: {e}");
-                self.pull_unfound(s, name, &why, g.found, fx);
+                self.pull_unfound(s, name, &why, g.found, &g.never_took, fx);
             }
             Purpose::Rebuild { pull: true, .. } => {
                 self.pull_failed(&format!("cannot rebuild '{name}': {e}"), fx);
             }
             Purpose::Chunk { to, .. } => {
                 self.chunk_rebuilt(to, &name, g.st.version, Err(e.to_string()), fx);
-                let fate = self.gather_fate(s, &g.oid.name, g.st.version, g.doubtful, g.found);
+                let fate = self.gather_fate(s, &g);
                 self.settle_unfound(s, name, fate, fx);
             }
             Purpose::Rebuild { pull: false, .. } => {
-                match self.gather_fate(s, &g.oid.name, g.st.version, g.doubtful, g.found) {
+                match self.gather_fate(s, &g) {
                     Unfound::Wait => {
                         // Tried again later; ops on the object keep waiting.
                         tracing::warn!(pg = %self.id, "cannot rebuild '{name}' to recover it: {e}");
@@ -798,17 +805,10 @@ impl Pg {
 
     /// `unfound_fate` for a gather that failed: waiting, if a read failed
     /// for another reason than its copy lacking the shard.
-    fn gather_fate(
-        &self,
-        s: &dyn ObjectStore,
-        name: &str,
-        v: Version,
-        doubtful: bool,
-        found: Option<usize>,
-    ) -> Unfound {
-        match doubtful {
+    fn gather_fate(&self, s: &dyn ObjectStore, g: &Gather) -> Unfound {
+        match g.doubtful {
             true => Unfound::Wait,
-            false => self.unfound_fate(s, name, v, found),
+            false => self.unfound_fate(s, &g.oid.name, g.st.version, g.found, &g.never_took),
         }
     }
 
@@ -821,7 +821,8 @@ impl Pg {
 
     /// What becomes of `name`, which no k shards hold at its logged
     /// version `v` (every read of one said it lacked it; `found` is how
-    /// many positions a gather still had sources for, `Gather::found`).
+    /// many positions a gather still had sources for, `Gather::found`;
+    /// `proven`, the OSDs whose reads answered they never took it).
     ///
     /// - With the record short of k members (`may_give_up`): removed.
     /// - As primary (or pulling as one), when a member of the record never
@@ -836,7 +837,10 @@ impl Pg {
     ///   its xattrs from. Either way nothing acknowledged is lost. (A
     ///   member's failed shard read is no such proof: a member that moved
     ///   position holds another shard than the one asked of it, EC lost
-    ///   sim seed 2544.)
+    ///   sim seed 2544.) The proof comes with a member's merge answer, or
+    ///   with its answer to a shard read (`RepError::NeverTook`): a record
+    ///   member may be a stray now, which only reads reach (EC lost sim
+    ///   seed 48986).
     /// - Otherwise it is waited for.
     pub(super) fn unfound_fate(
         &self,
@@ -844,6 +848,7 @@ impl Pg {
         name: &str,
         v: Version,
         found: Option<usize>,
+        proven: &BTreeSet<i32>,
     ) -> Unfound {
         if self.may_give_up() {
             return Unfound::Remove;
@@ -861,6 +866,7 @@ impl Pg {
         // 2787 with moving positions). It must never have taken it.
         let never_took = |o: i32| match o == self.whoami {
             true => self.missing.get(name) == Some(&v) && self.never_took(s, name, v),
+            false if proven.contains(&o) => true,
             false => {
                 self.rec.missing.get(&o).and_then(|m| m.get(name)) == Some(&v)
                     && self
@@ -1490,8 +1496,14 @@ impl Pg {
                 result: Err(RepError::Failed("not an erasure-coded PG".into())),
             });
         };
-        let result = read_shard(s, self.coll, &oid, Some(shard), version, extents, &striper)
-            .map(|v| v.into_iter().map(Bytes::from).collect());
+        // A copy that lacks it says whether it never took that write: with
+        // nothing of its own in flight, the store shows all it took.
+        let result = match read_shard(s, self.coll, &oid, Some(shard), version, extents, &striper) {
+            Err(RepError::Absent(m)) if self.settled_all() && self.never_took(s, name, version) => {
+                Err(RepError::NeverTook(m))
+            }
+            r => r.map(|v| v.into_iter().map(Bytes::from).collect()),
+        };
         fx.push(Effect::ShardReadReply { token, result });
     }
 }

@@ -265,6 +265,12 @@ pub enum RepError {
     /// asked (a shard read): unlike `Failed`, asking again changes
     /// nothing while its copy stays as it is.
     Absent(String),
+    /// As `Absent`, from a copy that never took the write at the version
+    /// asked either (`Pg::never_took`): neither its object nor its
+    /// rollback copy, whichever shard they hold, is at that version or
+    /// past it. From a member of the recorded write set, this proves the
+    /// write was never acknowledged.
+    NeverTook(String),
 }
 
 /// Inputs to a PG.
@@ -3180,10 +3186,11 @@ impl Pg {
         name: String,
         why: &str,
         found: Option<usize>,
+        proven: &BTreeSet<i32>,
         fx: &mut Vec<Effect>,
     ) {
         let need = self.missing.get(&name).copied().unwrap_or_default();
-        let fate = self.unfound_fate(s, &name, need, found);
+        let fate = self.unfound_fate(s, &name, need, found, proven);
         if fate == erasure::Unfound::Wait || self.rec.pull_doubt.contains(&name) {
             return self.pull_failed(why, fx);
         }
@@ -3439,7 +3446,7 @@ impl Pg {
         let push = match result {
             Ok(p) => p,
             Err(e) => {
-                if !matches!(e, RepError::Absent(_)) {
+                if !matches!(e, RepError::Absent(_) | RepError::NeverTook(_)) {
                     self.rec.pull_doubt.insert(name.clone());
                 }
                 if ec && self.ec_pull_next(&name, fx) {
@@ -3447,7 +3454,8 @@ impl Pg {
                 }
                 // Every member and stray asked said it lacks the object
                 // (unless a failure put it in doubt): no shard found.
-                return self.pull_unfound(s, name, &format!("{e:?}"), Some(0), fx);
+                let none = BTreeSet::new();
+                return self.pull_unfound(s, name, &format!("{e:?}"), Some(0), &none, fx);
             }
         };
         let need = self.missing.get(&name).copied().unwrap_or_default();
@@ -3488,7 +3496,7 @@ impl Pg {
                 "osd.{from} holds {name} at {:?}, need {need:?}",
                 push.version
             );
-            return self.pull_unfound(s, name, &why, None, fx);
+            return self.pull_unfound(s, name, &why, None, &BTreeSet::new(), fx);
         }
         if self.ec.is_some() {
             // The member sent its own shard: this primary's is rebuilt.
@@ -3533,7 +3541,7 @@ impl Pg {
         fx: &mut Vec<Effect>,
     ) -> Result<(), StoreError> {
         let t = self.take_tid();
-        let mut txn = recovery::push_txn(self.coll, &push, self.push_prior(s, &push)?);
+        let mut txn = recovery::push_txn(self.coll, &push, self.push_prior(s, &push));
         self.push_tree_changes(s, std::slice::from_ref(&push), t, &mut txn)?;
         txn.ops.extend(more.ops);
         self.guard_log(&mut txn);
@@ -5602,12 +5610,17 @@ impl Pg {
     }
 
     /// What this copy keeps, as the rollback copy, of the object `push`
-    /// replaces (see [`recovery::Prior`]).
-    fn push_prior(&self, s: &dyn ObjectStore, push: &Push) -> Result<recovery::Prior, StoreError> {
+    /// replaces (see [`recovery::Prior`]). Keeping it is a safeguard, not
+    /// a duty: a store that cannot say drops it, as it always did, and
+    /// the push goes on.
+    fn push_prior(&self, s: &dyn ObjectStore, push: &Push) -> recovery::Prior {
         if self.ec.is_none() {
-            return Ok(recovery::Prior::Replicated);
+            return recovery::Prior::Replicated;
         }
-        recovery::prior_to_keep(s, self.coll, &push.name, push.version)
+        recovery::prior_to_keep(s, self.coll, &push.name, push.version).unwrap_or_else(|e| {
+            tracing::warn!(pg = %self.id, "'{}': keeping no rollback copy: {e}", push.name);
+            recovery::Prior::Drop
+        })
     }
 
     /// An object this copy lacks, whole, from the primary.
@@ -5642,11 +5655,10 @@ impl Pg {
             return fx.push(fail(RepError::Failed(format!("pg {}: {e}", self.id))));
         }
         let tid = self.take_tid();
-        let txn = self.push_prior(s, &push).and_then(|prior| {
-            let mut txn = recovery::push_txn(self.coll, &push, prior);
-            self.push_tree_changes(s, std::slice::from_ref(&push), tid, &mut txn)
-                .map(|()| txn)
-        });
+        let mut txn = recovery::push_txn(self.coll, &push, self.push_prior(s, &push));
+        let txn = self
+            .push_tree_changes(s, std::slice::from_ref(&push), tid, &mut txn)
+            .map(|()| txn);
         match txn {
             Ok(txn) => {
                 let c = self.commit(token, CommitKind::Push(push.name));
@@ -6067,7 +6079,7 @@ impl Pg {
         if let Err(e) = result {
             let e = match e {
                 RepError::Stale(m) => RepError::Stale(format!("osd.{from}: {m}")),
-                RepError::Failed(m) | RepError::Absent(m) => {
+                RepError::Failed(m) | RepError::Absent(m) | RepError::NeverTook(m) => {
                     RepError::Failed(format!("osd.{from}: {m}"))
                 }
             };
@@ -6096,7 +6108,9 @@ impl Pg {
                 Ok(f.results)
             }
             Some(RepError::Stale(_)) => Err(OpError::WrongPrimary { epoch: self.epoch }),
-            Some(RepError::Failed(e) | RepError::Absent(e)) => Err(OpError::Io(e)),
+            Some(RepError::Failed(e) | RepError::Absent(e) | RepError::NeverTook(e)) => {
+                Err(OpError::Io(e))
+            }
         };
         if let Some(token) = f.token {
             fx.push(reply(token, result, f.version, self.epoch));
