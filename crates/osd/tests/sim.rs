@@ -2827,6 +2827,10 @@ fn run_lost_seeds(ec: bool, default: u64, bug_seeds: &[u64]) -> Option<(u64, Sta
 ///   record that proved the write never reached it was a stray, which no
 ///   merge answer came from; the PG waited for good. Shard reads now
 ///   carry that proof (`RepError::NeverTook`).
+/// - 38122: a give-up that wrote an older version back was rolled back as
+///   divergent and left at its own version, which read as proof that its
+///   copy took the write it undid; the write was waited for for good. The
+///   rolled-back shard is now relabelled with the version it holds.
 /// - 43, 4363 (moving): as 209.
 const EC_LOST_BUG_SEEDS: &[(u64, bool)] = &[
     (209, false),
@@ -2842,6 +2846,7 @@ const EC_LOST_BUG_SEEDS: &[(u64, bool)] = &[
     (17764, false),
     (42810, false),
     (48986, false),
+    (38122, false),
     (43, true),
     (4363, true),
     (2787, true),

@@ -289,8 +289,9 @@ pub fn merge(
 /// Undo divergent entry `e` on an EC shard, if the shard holds the object
 /// as `e` left it and the log says what it was before: absent (then the
 /// object goes), or at a version its rollback copy holds (every EC write
-/// first clones the object there). Whether it did; otherwise the object
-/// is marked missing and recovered. The log decides, never the rollback
+/// first clones the object there). A give-up that wrote an older version
+/// back is relabelled with that version. Whether the object is now as the
+/// log says; otherwise it is marked missing and recovered. The log decides, never the rollback
 /// copy's absence alone: a pushed or pulled object has none (EC sim seed
 /// 1827: a pulled object was taken for one its divergent entry created,
 /// and removed).
@@ -337,7 +338,20 @@ fn roll_back(
             }
             Ok(true)
         }
-        _ => Ok(false),
+        // A give-up that wrote back an older version holds that version's
+        // shard under its own version: it is that version again, whole,
+        // and needed only if the log wants it (EC lost sim seed 38122:
+        // kept at the give-up's version, the shard read as proof that
+        // its copy took the write the give-up undid, and the write, which
+        // no copy could rebuild, was waited for for good).
+        _ => match &e.gave_up {
+            Some(super::GaveUp::Object(to)) if to.v > 0 && !e.removed => {
+                let label = postcard::to_stdvec(to).map_err(|x| x.to_string())?;
+                t.setattr(coll, &o, VERSION_ATTR, label);
+                Ok(before == Some(Some(*to)))
+            }
+            _ => Ok(false),
+        },
     }
 }
 
@@ -829,5 +843,35 @@ mod tests {
             .unwrap();
         assert_eq!(data(&a), vec![8]);
         assert!(s.getattr(c, &rb, VERSION_ATTR).is_err());
+    }
+
+    #[test]
+    fn a_divergent_revert_is_relabelled_with_the_version_it_wrote_back() {
+        let mut revert = entry(v(3, 3), "a");
+        revert.gave_up = Some(super::super::GaveUp::Object(v(1, 1)));
+        let (s, c) = copy_with(&[entry(v(1, 1), "a"), entry(v(2, 2), "a"), revert]);
+        put_shard(&s, c, &oid("a"), v(3, 3), 1);
+        let auth = |head: Version, entries: Vec<LogEntry>| AuthLog {
+            info: PgInfo {
+                last_update: head,
+                ..PgInfo::default()
+            },
+            entries,
+        };
+        let version = |s: &MemStore| -> Version {
+            postcard::from_bytes(&s.getattr(c, &oid("a"), VERSION_ATTR).unwrap()).unwrap()
+        };
+        // The authority has 2'2, which the revert undid: the shard is 1'1
+        // again, and 2'2 is missing.
+        let two = auth(v(2, 2), vec![entry(v(1, 1), "a"), entry(v(2, 2), "a")]);
+        let Merge::Merged { txn, missing, .. } =
+            merge(&s, c, v(3, 3), &BTreeMap::new(), None, &two, true).unwrap()
+        else {
+            panic!("the logs overlap at 2'2");
+        };
+        assert_eq!(missing.get("a"), Some(&v(2, 2)));
+        s.apply(txn).unwrap();
+        assert_eq!(version(&s), v(1, 1));
+        assert_eq!(s.read(c, &oid("a"), &[(0, 1)]).unwrap().concat(), vec![1]);
     }
 }
