@@ -2831,6 +2831,10 @@ fn run_lost_seeds(ec: bool, default: u64, bug_seeds: &[u64]) -> Option<(u64, Sta
 ///   divergent and left at its own version, which read as proof that its
 ///   copy took the write it undid; the write was waited for for good. The
 ///   rolled-back shard is now relabelled with the version it holds.
+/// - 10040, 19666: the record's one other member was mid-backfill at the
+///   head, which it refused to give its log from, and the primary, past
+///   the head, asked it for good. The primary now rolls itself back to the
+///   head from its own log.
 /// - 43, 4363 (moving): as 209.
 const EC_LOST_BUG_SEEDS: &[(u64, bool)] = &[
     (209, false),
@@ -2847,6 +2851,8 @@ const EC_LOST_BUG_SEEDS: &[(u64, bool)] = &[
     (42810, false),
     (48986, false),
     (38122, false),
+    (10040, false),
+    (19666, false),
     (43, true),
     (4363, true),
     (2787, true),

@@ -2916,6 +2916,24 @@ impl Pg {
                     return self.hand_over(backfilling, fx);
                 }
             }
+            // Erasure-coded, past the head, with no whole copy at it (the
+            // ones there are mid-backfill, and refuse their logs): this
+            // copy's own log up to the head is the history the head's k
+            // copies share. Its entries past the head reached fewer than
+            // k shards and were never acknowledged: they are rolled back,
+            // and it goes on from its own log (EC lost sim seed 10040: the
+            // record's one other member was mid-backfill at the head, and
+            // the primary, past it, asked it for its log for good).
+            if self.ec.is_some()
+                && !whole_at_head
+                && mine.info.last_update > newest
+                && !mine.backfill
+            {
+                match self.rewind_own(s, newest, fx) {
+                    Ok(()) => return self.ec_pull_own(s, asked, fx),
+                    Err(e) => tracing::debug!("pg {}: not going on from its own log: {e}", self.id),
+                }
+            }
             // (Every log source is at the head.)
             let Some(from) = log_source else {
                 // Only this copy is at the head, and it moved or is
@@ -3246,6 +3264,59 @@ impl Pg {
             pulls: BTreeMap::new(),
         };
         self.pull_some(s, fx);
+    }
+
+    /// Roll this copy back to `head`, a version its own log holds: its own
+    /// log up to there is merged in as the authority's would be (entries
+    /// past it are rolled back, their objects missing where they cannot
+    /// be). The object and byte counts stay this copy's own: the log does
+    /// not say what the rolled-back writes changed.
+    fn rewind_own(
+        &mut self,
+        s: &dyn ObjectStore,
+        head: Version,
+        fx: &mut Vec<Effect>,
+    ) -> Result<(), String> {
+        if !self.settled() {
+            return Err("this copy's commits are not durable yet".into());
+        }
+        let Some(mut log) = self.own_log(s) else {
+            return Err("the store does not show the whole log".into());
+        };
+        log.entries.retain(|e| e.version.v <= head.v);
+        if log.entries.last().map(|e| e.version) != Some(head) {
+            return Err(format!("its log does not hold {head:?}"));
+        }
+        log.info.last_update = head;
+        let merged = recovery::merge(
+            s,
+            self.coll,
+            self.info.last_update,
+            &self.missing,
+            None,
+            &log,
+            true,
+        )?;
+        let recovery::Merge::Merged {
+            mut txn,
+            missing,
+            info,
+        } = merged
+        else {
+            return Err("its own log does not overlap itself".into());
+        };
+        tracing::warn!(
+            pg = %self.id,
+            "rolling this copy back from {:?} to the head {head:?}, which k copies share",
+            self.info.last_update
+        );
+        self.mark_shard(&mut txn);
+        self.guard_log(&mut txn);
+        self.missing = missing;
+        self.info = info;
+        self.rep.high = info.last_update;
+        self.apply_own(txn, true, fx);
+        Ok(())
     }
 
     /// Objects this copy lacks other than unfound ones (those are removed
