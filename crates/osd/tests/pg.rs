@@ -2126,7 +2126,8 @@ fn a_backfill_compares_merkle_trees_and_copies_only_where_they_differ() {
             Effect::SendChunk {
                 tid, to: 2, chunk, ..
             } => {
-                let txn = backfill::chunk_txn(c, &chunk, false);
+                let txn =
+                    backfill::chunk_txn(c, &chunk, |_| loligo_osd::pg::recovery::Prior::Replicated);
                 target.apply(txn).unwrap();
                 run(
                     &mut pg,
@@ -2272,7 +2273,11 @@ fn a_backfill_keeps_two_chunks_on_their_way_and_resends_them_in_order() {
     let mut apply_chunk = |ch: &Chunk| {
         if ch.end > cursor {
             assert_eq!(ch.after, cursor, "a chunk applied out of order");
-            target.apply(backfill::chunk_txn(c, ch, false)).unwrap();
+            target
+                .apply(backfill::chunk_txn(c, ch, |_| {
+                    loligo_osd::pg::recovery::Prior::Replicated
+                }))
+                .unwrap();
             cursor = ch.end.clone();
         }
     };

@@ -2835,6 +2835,12 @@ fn run_lost_seeds(ec: bool, default: u64, bug_seeds: &[u64]) -> Option<(u64, Sta
 ///   head, which it refused to give its log from, and the primary, past
 ///   the head, asked it for good. The primary now rolls itself back to the
 ///   head from its own log.
+/// - 17934 (and 9387, 17934 moving): an acknowledged write's only other
+///   shard was on a member that moved position; its backfill overwrote
+///   that shard with its new position's, and the write could be read no
+///   more once its primary was declared lost. A recovered or backfilled
+///   shard now keeps another shard it replaces as its rollback copy, and
+///   a rebuild that cannot be planned asks acting members for it.
 /// - 43, 4363 (moving): as 209.
 const EC_LOST_BUG_SEEDS: &[(u64, bool)] = &[
     (209, false),
@@ -2853,9 +2859,12 @@ const EC_LOST_BUG_SEEDS: &[(u64, bool)] = &[
     (38122, false),
     (10040, false),
     (19666, false),
+    (17934, false),
     (43, true),
     (4363, true),
     (2787, true),
+    (9387, true),
+    (17934, true),
 ];
 
 /// The lost-OSD simulation on an erasure-coded pool: a PG whose record

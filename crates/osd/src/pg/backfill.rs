@@ -406,17 +406,16 @@ pub fn plan_chunk(
 
 /// The transaction a target applies for `chunk`: each object replaced
 /// (or removed) and the cursor moved to the chunk's end (the record goes
-/// once the end is reached). `ec`: the target is an erasure-coded shard
-/// (a backfilled object keeps no rollback copy).
-pub fn chunk_txn(coll: CollectionId, chunk: &Chunk, ec: bool) -> Transaction {
-    let prior = if ec {
-        recovery::Prior::Drop
-    } else {
-        recovery::Prior::Replicated
-    };
+/// once the end is reached). `prior` says what an erasure-coded target
+/// keeps of each object a push replaces.
+pub fn chunk_txn(
+    coll: CollectionId,
+    chunk: &Chunk,
+    prior: impl Fn(&recovery::Push) -> recovery::Prior,
+) -> Transaction {
     let mut t = Transaction::new();
     for p in &chunk.pushes {
-        t.ops.extend(recovery::push_txn(coll, p, prior).ops);
+        t.ops.extend(recovery::push_txn(coll, p, prior(p)).ops);
     }
     if chunk.end == Cursor::End {
         t.rm_record(coll, BACKFILL_KEY);
@@ -661,7 +660,8 @@ pub(super) mod tests {
             // Planned from the listing that found `upto`: the same chunk.
             assert_eq!(plan(Some(&mine.objects)), c);
             sent += c.pushes.len();
-            t.apply(chunk_txn(coll(), &c, false)).unwrap();
+            t.apply(chunk_txn(coll(), &c, |_| recovery::Prior::Replicated))
+                .unwrap();
             assert!(c.end > cur, "a chunk always moves the cursor");
             cur = c.end;
             let stored = load_cursor(&t, coll()).unwrap();

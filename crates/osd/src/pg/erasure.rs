@@ -65,6 +65,11 @@ pub(super) struct Gather {
     /// OSDs whose read answered that they never took the write at the
     /// version asked (`RepError::NeverTook`).
     never_took: BTreeSet<i32>,
+    /// Acting members are asked for shards other than their positions'
+    /// too (set once a plan without them failed): one whose position
+    /// moved keeps the shard it held as its rollback copy when recovery
+    /// or backfill gives it its new one (`recovery::Prior`).
+    wide: bool,
 }
 
 /// What becomes of an object no k shards hold at its logged version
@@ -128,6 +133,7 @@ impl Gather {
             doubtful: false,
             found: None,
             never_took: BTreeSet::new(),
+            wide: false,
         }
     }
 
@@ -349,6 +355,14 @@ impl Pg {
                     matches!(self.role, Role::Pulling { .. })
                         .then(|| (self.whoami, self.shard_of(self.whoami))),
                 )
+                // Last, when a plan without them failed, every acting
+                // member for a shard beyond its position's.
+                .chain(
+                    self.acting
+                        .iter()
+                        .filter(|&&o| g.wide && o >= 0)
+                        .map(|&o| (o, None)),
+                )
                 .collect();
             for (osd, rec_shard) in others {
                 let order = rec_shard
@@ -427,6 +441,10 @@ impl Pg {
                     .map_err(|e| e.to_string())
             }
         };
+        if planned.is_err() && !g.wide && !matches!(g.what, Purpose::Op { .. }) {
+            g.wide = true;
+            return self.gather(s, g, fx);
+        }
         if let Err(e) = planned {
             tracing::warn!(pg = %self.id, "object '{}': shards {avail:?} cannot be decoded: {e}", g.oid.name);
             g.found = Some(avail.len());

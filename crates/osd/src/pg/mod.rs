@@ -5020,7 +5020,7 @@ impl Pg {
             }
         }
         let tid = self.take_tid();
-        let mut txn = backfill::chunk_txn(self.coll, &chunk, self.ec.is_some());
+        let mut txn = backfill::chunk_txn(self.coll, &chunk, |p| self.push_prior(s, p));
         let txn = self
             .push_tree_changes(s, &chunk.pushes, tid, &mut txn)
             .map(|()| txn);
@@ -5688,7 +5688,7 @@ impl Pg {
         if self.ec.is_none() {
             return recovery::Prior::Replicated;
         }
-        recovery::prior_to_keep(s, self.coll, &push.name, push.version).unwrap_or_else(|e| {
+        recovery::prior_to_keep(s, self.coll, push).unwrap_or_else(|e| {
             tracing::warn!(pg = %self.id, "'{}': keeping no rollback copy: {e}", push.name);
             recovery::Prior::Drop
         })

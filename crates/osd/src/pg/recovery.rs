@@ -519,32 +519,52 @@ pub enum Prior {
     KeepRollback,
 }
 
-/// Which of this shard's copies of `name` a push of version `pushed`
-/// keeps: the object or its rollback copy, whichever is further down the
-/// log below `pushed` (by counter, as the shards' own logs order them),
-/// or neither. Reads judge a kept copy by its version and shard labels,
+/// Which of this shard's copies of `p.name` push `p` keeps: the object if
+/// it is worth keeping, else the rollback copy if that is, else neither.
+/// A copy is worth keeping when it holds a version further down the log
+/// than the pushed one (by counter, as the shards' own logs order them),
+/// or another shard than the pushed one (its OSD moved position: that
+/// shard may be the only one left of an acknowledged write, EC lost sim
+/// seed 17934). Reads judge a kept copy by its version and shard labels,
 /// so a stale answer (a transaction still queued changes the object)
 /// costs at most a useless copy, never a wrong one: the push touches the
 /// object before it clones it.
 pub fn prior_to_keep(
     s: &dyn ObjectStore,
     coll: CollectionId,
-    name: &str,
-    pushed: Version,
+    p: &Push,
 ) -> Result<Prior, StoreError> {
-    let o = oid(name);
-    let below = |x: &ObjectId| -> Result<Option<u64>, StoreError> {
-        Ok(s.stat_attr(coll, x, VERSION_ATTR)?
-            .and_then(|(_, b)| b)
-            .and_then(|b| postcard::from_bytes::<Version>(&b).ok())
-            .map(|v| v.v)
-            .filter(|&v| v > 0 && v < pushed.v))
+    let o = oid(&p.name);
+    let pushed_label = p.copy.as_ref().and_then(|c| {
+        c.attrs
+            .iter()
+            .find(|(k, _)| k == crate::ec::SHARD_ATTR)
+            .map(|(_, v)| v.clone())
+    });
+    let worth = |x: &ObjectId| -> Result<bool, StoreError> {
+        let Some((_, Some(b))) = s.stat_attr(coll, x, VERSION_ATTR)? else {
+            return Ok(false);
+        };
+        let Ok(v) = postcard::from_bytes::<Version>(&b) else {
+            return Ok(false);
+        };
+        if v.v > 0 && v.v < p.version.v {
+            return Ok(true);
+        }
+        let Some(pushed) = &pushed_label else {
+            return Ok(false);
+        };
+        Ok(match s.stat_attr(coll, x, crate::ec::SHARD_ATTR)? {
+            Some((_, Some(held))) => held != *pushed,
+            _ => false,
+        })
     };
-    Ok(match (below(&o)?, below(&crate::ec::rollback_oid(&o))?) {
-        (Some(a), Some(b)) if b >= a => Prior::KeepRollback,
-        (Some(_), _) => Prior::KeepObject,
-        (None, Some(_)) => Prior::KeepRollback,
-        (None, None) => Prior::Drop,
+    Ok(if worth(&o)? {
+        Prior::KeepObject
+    } else if worth(&crate::ec::rollback_oid(&o))? {
+        Prior::KeepRollback
+    } else {
+        Prior::Drop
     })
 }
 
@@ -814,7 +834,7 @@ mod tests {
         };
         // The object (2'2) is newer than the rollback copy (1'1): it is kept.
         let p = push(v(3, 3), 3);
-        let prior = prior_to_keep(&s, c, "a", p.version).unwrap();
+        let prior = prior_to_keep(&s, c, &p).unwrap();
         assert_eq!(prior, Prior::KeepObject);
         s.apply(push_txn(c, &p, prior)).unwrap();
         assert_eq!((data(&a), data(&rb)), (vec![3], vec![2]));
@@ -822,13 +842,13 @@ mod tests {
         // rollback copy (2'2 now) is.
         put_shard(&s, c, &a, v(5, 5), 5);
         let p = push(v(4, 4), 4);
-        let prior = prior_to_keep(&s, c, "a", p.version).unwrap();
+        let prior = prior_to_keep(&s, c, &p).unwrap();
         assert_eq!(prior, Prior::KeepRollback);
         s.apply(push_txn(c, &p, prior)).unwrap();
         assert_eq!((data(&a), data(&rb)), (vec![4], vec![2]));
         // Nothing below the push: the rollback copy goes.
         let p = push(v(2, 2), 6);
-        let prior = prior_to_keep(&s, c, "a", p.version).unwrap();
+        let prior = prior_to_keep(&s, c, &p).unwrap();
         assert_eq!(prior, Prior::Drop);
         s.apply(push_txn(c, &p, prior)).unwrap();
         assert!(!s.exists(c, &rb).unwrap());
