@@ -945,8 +945,9 @@ fn an_object_fewer_than_k_up_copies_hold_is_given_up_once_its_write_set_is_lost(
 
 /// A shard read tells "this copy has no such shard at that version"
 /// (`RepError::Absent`: definitive, the object may be given up once no
-/// OSD is known to hold more) apart from a failure to read it (`Failed`:
-/// never grounds to give an object up).
+/// OSD is known to hold more; `NeverTook` when the copy holds nothing of
+/// the object that far down the log either) apart from a failure to read
+/// it (`Failed`: never grounds to give an object up).
 #[test]
 fn a_shard_read_tells_a_missing_shard_from_a_failed_read() {
     use loligo_osd::pg::RepError;
@@ -983,11 +984,17 @@ fn a_shard_read_tells_a_missing_shard_from_a_failed_read() {
     };
     assert!(read("a", v1, 0).is_ok());
     let v2 = Version { epoch: 2, v: 2 };
-    for (name, version, shard) in [("a", v2, 0), ("a", v1, 1), ("b", v1, 0)] {
-        assert!(
-            matches!(read(name, version, shard), Err(RepError::Absent(_))),
-            "{name} {version} shard {shard}"
-        );
+    // It never took v2 of a, nor anything of b; it took v1 of a, as
+    // another shard than the one asked.
+    for (name, version, shard, never) in
+        [("a", v2, 0, true), ("a", v1, 1, false), ("b", v1, 0, true)]
+    {
+        let got = read(name, version, shard);
+        let want = match never {
+            true => matches!(got, Err(RepError::NeverTook(_))),
+            false => matches!(got, Err(RepError::Absent(_))),
+        };
+        assert!(want, "{name} {version} shard {shard}: {got:?}");
     }
     s.fail_read_in(1);
     assert!(matches!(read("a", v1, 0), Err(RepError::Failed(_))));

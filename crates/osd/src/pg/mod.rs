@@ -2916,19 +2916,31 @@ impl Pg {
                     return self.hand_over(backfilling, fx);
                 }
             }
-            // Erasure-coded, past the head, with no whole copy at it (the
-            // ones there are mid-backfill, and refuse their logs): this
-            // copy's own log up to the head is the history the head's k
-            // copies share. Its entries past the head reached fewer than
-            // k shards and were never acknowledged: they are rolled back,
-            // and it goes on from its own log (EC lost sim seed 10040: the
-            // record's one other member was mid-backfill at the head, and
-            // the primary, past it, asked it for its log for good).
+            // Erasure-coded, at or past the head, with no whole copy at it
+            // and no log source but copies mid-backfill (which refuse their
+            // logs): this copy's own log up to the head is the history the
+            // head's k copies share. Its entries past the head reached
+            // fewer than k shards and were never acknowledged: they are
+            // rolled back, and it goes on from its own log (EC lost sim
+            // seeds 10040, 31586: the record's one other member was
+            // mid-backfill at the head, and the primary asked it for its
+            // log for good). As below, only when each object it lacks is
+            // at a version its log names.
+            let refuses = |o: &i32| {
+                infos
+                    .get(o)
+                    .is_some_and(|i| i.backfill && i.moved_shard.is_none())
+            };
             if self.ec.is_some()
                 && !whole_at_head
-                && mine.info.last_update > newest
+                && log_source.as_ref().is_none_or(refuses)
+                && mine.info.last_update >= newest
                 && !mine.backfill
+                && self.missing.values().all(|v| v.v > 0)
             {
+                if mine.info.last_update == newest {
+                    return self.ec_pull_own(s, asked, fx);
+                }
                 match self.rewind_own(s, newest, fx) {
                     Ok(()) => return self.ec_pull_own(s, asked, fx),
                     Err(e) => tracing::debug!("pg {}: not going on from its own log: {e}", self.id),
@@ -3305,6 +3317,13 @@ impl Pg {
         else {
             return Err("its own log does not overlap itself".into());
         };
+        // (Pulling an object at no known version goes round for good: EC
+        // lost sim seed 17764.)
+        if let Some((name, _)) = missing.iter().find(|(_, v)| v.v == 0) {
+            return Err(format!(
+                "rolled back, '{name}' would be at no known version"
+            ));
+        }
         tracing::warn!(
             pg = %self.id,
             "rolling this copy back from {:?} to the head {head:?}, which k copies share",
