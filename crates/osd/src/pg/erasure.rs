@@ -65,11 +65,6 @@ pub(super) struct Gather {
     /// OSDs whose read answered that they never took the write at the
     /// version asked (`RepError::NeverTook`).
     never_took: BTreeSet<i32>,
-    /// Acting members are asked for shards other than their positions'
-    /// too (set once a plan without them failed): one whose position
-    /// moved keeps the shard it held as its rollback copy when recovery
-    /// or backfill gives it its new one (`recovery::Prior`).
-    wide: bool,
 }
 
 /// What becomes of an object no k shards hold at its logged version
@@ -133,7 +128,6 @@ impl Gather {
             doubtful: false,
             found: None,
             never_took: BTreeSet::new(),
-            wide: false,
         }
     }
 
@@ -319,8 +313,10 @@ impl Pg {
             // shard first, then any shard no member covers, lost ones
             // first; the stray checks the shard each object holds.
             // Backfill targets too: a member that moved position still
-            // holds its old shard until the backfill overwrites it (EC sim
-            // seed 9: the only other shard of an object was on the target).
+            // holds its old shard (EC sim seed 9: the only other shard of
+            // an object was on the target), and once the backfill reaches
+            // the object, as its rollback copy (`recovery::Prior`; EC lost
+            // sim seed 17934).
             let others: Vec<(i32, Option<usize>)> = self
                 .rec
                 .strays
@@ -354,14 +350,6 @@ impl Pg {
                 .chain(
                     matches!(self.role, Role::Pulling { .. })
                         .then(|| (self.whoami, self.shard_of(self.whoami))),
-                )
-                // Last, when a plan without them failed, every acting
-                // member for a shard beyond its position's.
-                .chain(
-                    self.acting
-                        .iter()
-                        .filter(|&&o| g.wide && o >= 0)
-                        .map(|&o| (o, None)),
                 )
                 .collect();
             for (osd, rec_shard) in others {
@@ -441,10 +429,6 @@ impl Pg {
                     .map_err(|e| e.to_string())
             }
         };
-        if planned.is_err() && !g.wide && !matches!(g.what, Purpose::Op { .. }) {
-            g.wide = true;
-            return self.gather(s, g, fx);
-        }
         if let Err(e) = planned {
             tracing::warn!(pg = %self.id, "object '{}': shards {avail:?} cannot be decoded: {e}", g.oid.name);
             g.found = Some(avail.len());
