@@ -741,11 +741,18 @@ impl Sim {
                 };
                 self.ask(o, pg, to, Asked::OwnLog { tid }, input, at);
             }
-            Effect::Pull { tid, to, ctx, name } => {
+            Effect::Pull {
+                tid,
+                to,
+                ctx,
+                name,
+                need,
+            } => {
                 let input = move |token| Input::Pull {
                     from: o,
                     ctx,
                     name,
+                    need,
                     token,
                     now_ms: 0,
                 };

@@ -62,12 +62,14 @@ pub enum PeerMsg {
         from: i32,
         ctx: crate::pg::RepCtx,
     },
-    /// Primary that is behind -> complete member: your copy of `name`.
+    /// Primary that is behind -> complete member: your copy of `name`,
+    /// which the primary needs at version `need`.
     Pull {
         pg: PgId,
         from: i32,
         ctx: crate::pg::RepCtx,
         name: String,
+        need: loligo_types::ops::Version,
     },
     /// EC primary -> member: extents of your shard of `name`, which must
     /// be at `version`.

@@ -414,7 +414,13 @@ impl Cluster {
                     self.queue.push_back((primary, input));
                 }
             }
-            Effect::Pull { tid, to, ctx, name } => {
+            Effect::Pull {
+                tid,
+                to,
+                ctx,
+                name,
+                need,
+            } => {
                 let token = self.token(Await::Pull {
                     primary: o,
                     member: to,
@@ -424,6 +430,7 @@ impl Cluster {
                     from: me,
                     ctx,
                     name,
+                    need,
                     token,
                     now_ms: 0,
                 };

@@ -180,6 +180,7 @@ fn peer_msg(r: &mut Rng) -> PeerMsg {
             from,
             ctx: ctx(r),
             name: name(r),
+            need: version(r),
         },
         _ => PeerMsg::StrayCheck {
             pg,

@@ -484,7 +484,7 @@ enum RecMsg {
     /// A primary that is behind asks a complete member for its log, or
     /// for an object.
     GetLog,
-    Pull(String),
+    Pull(String, Version),
     /// An EC primary reads extents of a member's shard.
     ReadShard {
         epoch: Epoch,
@@ -516,7 +516,7 @@ impl RecMsg {
             RecMsg::Scan { .. } => RecAnswer::Scan(Err(e)),
             RecMsg::Chunk(_) => RecAnswer::Chunk(Err(e)),
             RecMsg::GetLog => RecAnswer::OwnLog(Err(e)),
-            RecMsg::Pull(_) => RecAnswer::Pulled(Err(e)),
+            RecMsg::Pull(..) => RecAnswer::Pulled(Err(e)),
             RecMsg::ReadShard { shard, .. } => RecAnswer::Shard(*shard, Err(e)),
         }
     }
@@ -1137,9 +1137,13 @@ impl Sim {
                     rec_done(o, r, RecAnswer::Scan(result))
                 }
                 Effect::FetchLog { tid, to, ctx } => rec(p, o, gen, to, tid, ctx, RecMsg::GetLog),
-                Effect::Pull { tid, to, ctx, name } => {
-                    rec(p, o, gen, to, tid, ctx, RecMsg::Pull(name))
-                }
+                Effect::Pull {
+                    tid,
+                    to,
+                    ctx,
+                    name,
+                    need,
+                } => rec(p, o, gen, to, tid, ctx, RecMsg::Pull(name, need)),
                 Effect::SendLog { tid, to, ctx, log } => {
                     rec(p, o, gen, to, tid, ctx, RecMsg::Log(log))
                 }
@@ -1706,10 +1710,11 @@ impl Sim {
                 token,
                 now_ms,
             },
-            RecMsg::Pull(name) => Input::Pull {
+            RecMsg::Pull(name, need) => Input::Pull {
                 from,
                 ctx,
                 name,
+                need,
                 token,
                 now_ms,
             },

@@ -230,12 +230,19 @@ fn perform(
                 };
                 tokio::spawn(peers::fetch(s.clone(), me.clone(), pg, to, msg, take, done));
             }
-            Effect::Pull { tid, to, ctx, name } => {
+            Effect::Pull {
+                tid,
+                to,
+                ctx,
+                name,
+                need,
+            } => {
                 let msg = PeerMsg::Pull {
                     pg,
                     from: s.cfg.id,
                     ctx,
                     name,
+                    need,
                 };
                 let take = |r| match r {
                     PeerReply::Pulled(p) => Some(p),

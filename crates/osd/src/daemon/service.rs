@@ -311,12 +311,14 @@ impl Service {
                 from,
                 ctx,
                 name,
+                need,
             } => {
                 let (tx, rx) = oneshot::channel();
                 let input = Input::Pull {
                     from,
                     ctx,
                     name,
+                    need,
                     token: 0,
                     now_ms: self.0.now_ms(),
                 };

@@ -465,11 +465,12 @@ pub enum Input {
         result: Result<AuthLog, RepError>,
     },
     /// A primary that is behind asks this complete member for an object
-    /// (answered with `PullReply`).
+    /// (answered with `PullReply`), which it needs at version `need`.
     Pull {
         from: i32,
         ctx: RepCtx,
         name: String,
+        need: Version,
         token: u64,
         now_ms: u64,
     },
@@ -643,12 +644,14 @@ pub enum Effect {
         token: u64,
         result: Result<AuthLog, RepError>,
     },
-    /// Ask complete member `to` for object `name`; report `PullDone`.
+    /// Ask complete member `to` for object `name`, needed at version
+    /// `need`; report `PullDone`.
     Pull {
         tid: u64,
         to: i32,
         ctx: RepCtx,
         name: String,
+        need: Version,
     },
     /// The answer to a `Pull`.
     PullReply {
@@ -824,6 +827,9 @@ struct Recovery {
     /// Erasure-coded pulling: objects a pull or shard read of failed for
     /// another reason than a copy lacking them (never given up).
     pull_doubt: BTreeSet<String>,
+    /// Erasure-coded pulling: per object, the OSDs whose pull answers said
+    /// they never took the write this copy needs (`RepError::NeverTook`).
+    pull_never_took: BTreeMap<String, BTreeSet<i32>>,
     /// This interval asked to clear the primary_temp.
     primary_temp_cleared: bool,
     /// Erasure-coded: stray copies that asked, with the shard each holds
@@ -1983,11 +1989,12 @@ impl Pg {
                 from,
                 ctx,
                 name,
+                need,
                 token,
                 now_ms,
             } => {
                 self.now_ms = now_ms;
-                let result = self.on_pull(s, from, &ctx, &name);
+                let result = self.on_pull(s, from, &ctx, &name, need);
                 fx.push(Effect::PullReply { token, result });
             }
             Input::PullDone { tid, from, result } => {
@@ -2346,6 +2353,7 @@ impl Pg {
         self.unfound.clear();
         self.rec.pull_doubt.clear();
         self.rec.pull_tries.clear();
+        self.rec.pull_never_took.clear();
         // The acting members, and the recorded write set's members that
         // are up (one of them has every acknowledged write).
         let want: BTreeSet<i32> = self
@@ -3376,6 +3384,7 @@ impl Pg {
             to,
             ctx,
             name: name.to_string(),
+            need: self.missing.get(name).copied().unwrap_or_default(),
         });
         if let Role::Pulling { pulls, .. } = &mut self.role {
             pulls.insert(tid, name.to_string());
@@ -3502,6 +3511,7 @@ impl Pg {
                 to: from,
                 ctx: ctx.clone(),
                 name: name.clone(),
+                need: self.missing.get(&name).copied().unwrap_or_default(),
             });
             if let Role::Pulling { pulls, .. } = &mut self.role {
                 pulls.insert(tid, name);
@@ -3539,13 +3549,17 @@ impl Pg {
                 if !matches!(e, RepError::Absent(_) | RepError::NeverTook(_)) {
                     self.rec.pull_doubt.insert(name.clone());
                 }
+                if matches!(e, RepError::NeverTook(_)) {
+                    let proven = self.rec.pull_never_took.entry(name.clone()).or_default();
+                    proven.insert(from);
+                }
                 if ec && self.ec_pull_next(&name, fx) {
                     return;
                 }
                 // Every member and stray asked said it lacks the object
                 // (unless a failure put it in doubt): no shard found.
-                let none = BTreeSet::new();
-                return self.pull_unfound(s, name, &format!("{e:?}"), Some(0), &none, fx);
+                let proven = self.rec.pull_never_took.remove(&name).unwrap_or_default();
+                return self.pull_unfound(s, name, &format!("{e:?}"), Some(0), &proven, fx);
             }
         };
         let need = self.missing.get(&name).copied().unwrap_or_default();
@@ -3949,6 +3963,7 @@ impl Pg {
                     to,
                     ctx: self.rep_ctx(),
                     name: name.clone(),
+                    need: self.missing.get(&name).copied().unwrap_or_default(),
                 });
                 if let Role::Pulling { pulls, .. } = &mut self.role {
                     pulls.insert(tid, name);
@@ -4059,13 +4074,15 @@ impl Pg {
         })
     }
 
-    /// As a complete member: an object for a primary that is behind.
+    /// As a complete member: an object for a primary that is behind,
+    /// which needs it at version `need`.
     fn on_pull(
         &self,
         s: &dyn ObjectStore,
         from: i32,
         ctx: &RepCtx,
         name: &str,
+        need: Version,
     ) -> Result<Push, RepError> {
         self.fence(from, ctx, "pull from")?;
         // (A copy mid-backfill may hold an older copy than the log says;
@@ -4073,10 +4090,16 @@ impl Pg {
         // and would rather take what there is.)
         let behind = self.backfill.is_some() && !(self.ec.is_some() && self.may_give_up());
         if self.missing.contains_key(name) || behind {
-            return Err(RepError::Absent(format!(
-                "pg {}: this copy lacks {name}",
-                self.id
-            )));
+            let why = format!("pg {}: this copy lacks {name}", self.id);
+            // Erasure-coded, with nothing of its own in flight: whether it
+            // never took the write the puller needs (as for a shard read;
+            // EC lost sim seed 10830: every answer was a bare "lacks", and
+            // the primary role went round for good).
+            let never = self.ec.is_some() && self.settled_all() && self.never_took(s, name, need);
+            return Err(match never {
+                true => RepError::NeverTook(why),
+                false => RepError::Absent(why),
+            });
         }
         if let Err(e) = exec::validate(name, &[SubOp::Stat]) {
             return Err(RepError::Failed(format!("pg {}: {e}", self.id)));
