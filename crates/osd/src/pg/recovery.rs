@@ -290,11 +290,11 @@ pub fn merge(
 /// as `e` left it and the log says what it was before: absent (then the
 /// object goes), or at a version its rollback copy holds (every EC write
 /// first clones the object there). A give-up that wrote an older version
-/// back is relabelled with that version. Whether the object is now as the
-/// log says; otherwise it is marked missing and recovered. The log decides, never the rollback
-/// copy's absence alone: a pushed or pulled object has none (EC sim seed
-/// 1827: a pulled object was taken for one its divergent entry created,
-/// and removed).
+/// back is relabelled with that version. Whether the object is now as
+/// the log says; otherwise it is marked missing and recovered. The log
+/// decides, never the rollback copy's absence alone: a pushed or pulled
+/// object may have none (EC sim seed 1827: a pulled object was taken for
+/// one its divergent entry created, and removed).
 fn roll_back(
     s: &dyn ObjectStore,
     coll: CollectionId,
