@@ -3317,12 +3317,7 @@ impl Pg {
             &log,
             true,
         )?;
-        let recovery::Merge::Merged {
-            mut txn,
-            missing,
-            info,
-        } = merged
-        else {
+        let recovery::Merge::Merged { txn, missing, info } = merged else {
             return Err("its own log does not overlap itself".into());
         };
         // (Pulling an object at no known version goes round for good: EC
@@ -3337,13 +3332,28 @@ impl Pg {
             "rolling this copy back from {:?} to the head {head:?}, which k copies share",
             self.info.last_update
         );
+        self.take_merged(txn, missing, info, fx);
+        Ok(())
+    }
+
+    /// Queue a merge's transaction on this (primary's) copy and take its
+    /// missing set and info as this copy's.
+    fn take_merged(
+        &mut self,
+        mut txn: Transaction,
+        missing: BTreeMap<String, Version>,
+        info: PgInfo,
+        fx: &mut Vec<Effect>,
+    ) {
         self.mark_shard(&mut txn);
         self.guard_log(&mut txn);
         self.missing = missing;
         self.info = info;
+        // Writes it held past the authority's head were rolled back: as a
+        // replica later, its log ends here (sim seed 1561: a stale mark
+        // refused every write of the next primary).
         self.rep.high = info.last_update;
         self.apply_own(txn, true, fx);
-        Ok(())
     }
 
     /// Objects this copy lacks other than unfound ones (those are removed
@@ -3427,21 +3437,8 @@ impl Pg {
             self.ec.is_some(),
         );
         match merged {
-            Ok(recovery::Merge::Merged {
-                mut txn,
-                missing,
-                info,
-            }) => {
-                self.mark_shard(&mut txn);
-                self.guard_log(&mut txn);
-                self.missing = missing;
-                self.info = info;
-                // Writes it held past the authority's head were rolled
-                // back: as a replica later, its log ends here (sim seed
-                // 1561: a stale mark refused every write of the next
-                // primary).
-                self.rep.high = info.last_update;
-                self.apply_own(txn, true, fx);
+            Ok(recovery::Merge::Merged { txn, missing, info }) => {
+                self.take_merged(txn, missing, info, fx);
                 if let Role::Pulling { log_tid, .. } = &mut self.role {
                     *log_tid = 0;
                 }
