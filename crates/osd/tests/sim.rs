@@ -2951,7 +2951,13 @@ fn ec_acknowledged_writes_survive_crashes_and_shards_stay_consistent() {
 ///   info from the store while the rollback of its own divergent writes
 ///   was still in flight, activated at the rolled-back head, and pushed
 ///   an older version over an acknowledged write.
-const EC_BUG_SEEDS: &[u64] = &[5780, 41860, 700124];
+/// - 16406: found while a primary was first taught to roll itself back to
+///   the head from its own log (EC lost seeds 10040, 31586): past a head
+///   whose only other copy was mid-backfill, it rolled back a write that
+///   it, a member off the record and a record member yet to answer held,
+///   and the PG stayed down. It rolls back only with every record member
+///   heard and no other copy past the head.
+const EC_BUG_SEEDS: &[u64] = &[5780, 41860, 700124, 16406];
 
 /// Seeds that found a bug with positions moving (`LOLIGO_SIM_EC_MOVES`):
 /// - 63: the only members at the head had moved; the PG stayed down.

@@ -2927,13 +2927,17 @@ impl Pg {
             // Erasure-coded, at or past the head, with no whole copy at it
             // and no log source but copies mid-backfill (which refuse their
             // logs): this copy's own log up to the head is the history the
-            // head's k copies share. Its entries past the head reached
-            // fewer than k shards and were never acknowledged: they are
-            // rolled back, and it goes on from its own log (EC lost sim
+            // head's k copies share, and it goes on from there (EC lost sim
             // seeds 10040, 31586: the record's one other member was
             // mid-backfill at the head, and the primary asked it for its
             // log for good). As below, only when each object it lacks is
-            // at a version its log names.
+            // at a version its log names. Past the head, it first rolls
+            // its own entries past it back, which only a copy sure they
+            // were never acknowledged may do: every record member answered
+            // (the head is theirs), and no other copy is past the head (EC
+            // sim seed 16406: a primary whose only record company was
+            // mid-backfill rolled back a write that it, a member off the
+            // record and a member yet to answer held).
             let refuses = |o: &i32| {
                 infos
                     .get(o)
@@ -2949,9 +2953,12 @@ impl Pg {
                 if mine.info.last_update == newest {
                     return self.ec_pull_own(s, asked, fx);
                 }
-                match self.rewind_own(s, newest, fx) {
-                    Ok(()) => return self.ec_pull_own(s, asked, fx),
-                    Err(e) => tracing::debug!("pg {}: not going on from its own log: {e}", self.id),
+                let alone_past = infos.values().all(|i| i.info.last_update <= newest);
+                if alone_past && self.record_all_heard(&asked) {
+                    match self.rewind_own(s, newest, fx) {
+                        Ok(()) => return self.ec_pull_own(s, asked, fx),
+                        Err(e) => tracing::debug!("pg {}: not rolled back: {e}", self.id),
+                    }
                 }
             }
             // (Every log source is at the head.)
