@@ -2848,6 +2848,11 @@ fn run_lost_seeds(ec: bool, default: u64, bug_seeds: &[u64]) -> Option<(u64, Sta
 ///   rebuilds read from backfill targets. (Asking every acting member for
 ///   such shards whenever a rebuild could not be planned otherwise was
 ///   tried and dropped: 7 stuck seeds in 30,000 against 3.)
+/// - 10830: a primary pulling an object found the one other member that
+///   held its shard at the version needed mid-backfill, which refused the
+///   pull; the PG went round for good. With the version named, such a
+///   copy now gives it.
+/// - 48950: the same round, for an object to roll back.
 /// - 43, 4363 (moving): as 209.
 const EC_LOST_BUG_SEEDS: &[(u64, bool)] = &[
     (209, false),
@@ -2866,6 +2871,8 @@ const EC_LOST_BUG_SEEDS: &[(u64, bool)] = &[
     (38122, false),
     (10040, false),
     (31586, false),
+    (10830, false),
+    (48950, false),
     (17934, false),
     (43, true),
     (4363, true),

@@ -4093,7 +4093,16 @@ impl Pg {
         // with the record short of k members the puller checks versions
         // and would rather take what there is.)
         let behind = self.backfill.is_some() && !(self.ec.is_some() && self.may_give_up());
-        if self.missing.contains_key(name) || behind {
+        // Erasure-coded: a copy that holds the object at exactly the
+        // version needed gives it all the same (the puller takes only its
+        // xattrs, and gathers the shards at that version; EC lost sim seed
+        // 10830: the only member besides the primary holding the shard
+        // was mid-backfill, and the PG went round for good).
+        let holds = self.ec.is_some()
+            && need.v > 0
+            && stored_version(s, self.coll, &recovery::oid(name))
+                .is_ok_and(|v| v == Some(Some(need)));
+        if (self.missing.contains_key(name) || behind) && !holds {
             let why = format!("pg {}: this copy lacks {name}", self.id);
             // Erasure-coded, with nothing of its own in flight: whether it
             // never took the write the puller needs (as for a shard read;
