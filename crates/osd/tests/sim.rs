@@ -2852,7 +2852,9 @@ fn run_lost_seeds(ec: bool, default: u64, bug_seeds: &[u64]) -> Option<(u64, Sta
 ///   held its shard at the version needed mid-backfill, which refused the
 ///   pull; the PG went round for good. With the version named, such a
 ///   copy now gives it.
-/// - 48950: the same round, for an object to roll back.
+/// - 48950: a copy listing an object missing held it at the version
+///   needed and refused the pull; the primary took the object for unfound
+///   and waited for good to roll it back to a version no copy could give.
 /// - 43, 4363 (moving): as 209.
 const EC_LOST_BUG_SEEDS: &[(u64, bool)] = &[
     (209, false),
