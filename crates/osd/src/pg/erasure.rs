@@ -840,9 +840,9 @@ impl Pg {
     ///   member's failed shard read is no such proof: a member that moved
     ///   position holds another shard than the one asked of it, EC lost
     ///   sim seed 2544.) The proof comes with a member's merge answer, or
-    ///   with its answer to a shard read (`RepError::NeverTook`): a record
-    ///   member may be a stray now, which only reads reach (EC lost sim
-    ///   seed 48986).
+    ///   with its answer to a shard read or a pull (`RepError::NeverTook`):
+    ///   a record member may be a stray now, which only those reach (EC
+    ///   lost sim seed 48986).
     /// - Otherwise it is waited for.
     pub(super) fn unfound_fate(
         &self,
