@@ -1498,12 +1498,8 @@ impl Pg {
                 result: Err(RepError::Failed("not an erasure-coded PG".into())),
             });
         };
-        // A copy that lacks it says whether it never took that write: with
-        // nothing of its own in flight, the store shows all it took.
         let result = match read_shard(s, self.coll, &oid, Some(shard), version, extents, &striper) {
-            Err(RepError::Absent(m)) if self.settled_all() && self.never_took(s, name, version) => {
-                Err(RepError::NeverTook(m))
-            }
+            Err(RepError::Absent(why)) => Err(self.lacks(s, name, version, why)),
             r => r.map(|v| v.into_iter().map(Bytes::from).collect()),
         };
         fx.push(Effect::ShardReadReply { token, result });

@@ -772,17 +772,6 @@ struct PendingList {
 /// Most names one listing returns.
 pub const LIST_NAMES_MAX: u32 = 10_000;
 
-/// The version attribute of object `o` in `coll`: `None` if there is no
-/// such object, `Some(None)` if it has none (or an unreadable one).
-fn stored_version(
-    s: &dyn ObjectStore,
-    coll: CollectionId,
-    o: &ObjectId,
-) -> Result<Option<Option<Version>>, StoreError> {
-    Ok(s.stat_attr(coll, o, VERSION_ATTR)?
-        .map(|(_, v)| v.and_then(|b| postcard::from_bytes::<Version>(&b).ok())))
-}
-
 /// A peering query waiting for this PG's map to reach its epoch.
 struct PendingQuery {
     epoch: Epoch,
@@ -2927,11 +2916,16 @@ impl Pg {
             // Erasure-coded, at or past the head, with no whole copy at it
             // and no log source but copies mid-backfill (which refuse their
             // logs): this copy's own log up to the head is the history the
-            // head's k copies share, and it goes on from there (EC lost sim
-            // seeds 10040, 31586: the record's one other member was
-            // mid-backfill at the head, and the primary asked it for its
-            // log for good). As below, only when each object it lacks is
-            // at a version its log names. Past the head, it first rolls
+            // head's k copies share, and it goes on from there, pulling
+            // what it lacks (EC lost sim seed 40884: a rollback of a write
+            // never acknowledged was torn, the members that took it were
+            // past the head, and the PG stayed down with every OSD up;
+            // 10040, 31586: the record's one other member was mid-backfill
+            // at the head, and the primary asked it for its log for good).
+            // Only when each object it lacks is at a version its log names:
+            // one at a version the log no longer names only a copy at the
+            // head can give (EC lost sim seed 17764: pulling went round for
+            // good). Past the head, it first rolls
             // its own entries past it back, which only a copy sure they
             // were never acknowledged may do: every record member answered
             // (the head is theirs), and no other copy is past the head (EC
@@ -2975,19 +2969,6 @@ impl Pg {
                 }
                 if mine.backfill && mine.info.last_update == newest {
                     return self.hand_over(complete, fx);
-                }
-                // Erasure-coded: this copy's log is the head's, whole, and
-                // it holds its own position's shards; only some objects are
-                // missing here, each at a version its log names. It goes on
-                // from its own log, pulling what it lacks (EC lost sim seed
-                // 40884: a rollback of a write never acknowledged was torn,
-                // the members that took it were past the head, and the PG
-                // stayed down with every OSD up). One it lacks at a version
-                // the log no longer names only a copy at the head can give
-                // (EC lost sim seed 17764: pulling went round for good).
-                let known = self.missing.values().all(|v| v.v > 0);
-                if self.ec.is_some() && mine.info.last_update == newest && !self.moved && known {
-                    return self.ec_pull_own(s, asked, fx);
                 }
                 // Nobody holds every object at the authoritative head (the
                 // copies that did are away): wait for one to return.
@@ -3803,7 +3784,8 @@ impl Pg {
                 continue;
             }
             let oid = recovery::oid(name);
-            let held = stored_version(s, self.coll, &oid).map_err(|x| format!("{name}: {x}"))?;
+            let held =
+                recovery::stored_version(s, self.coll, &oid).map_err(|x| format!("{name}: {x}"))?;
             let right_shard = match (&self.ec, position, held) {
                 (None, _, _) | (Some(_), _, None) => true,
                 (Some(_), None, Some(_)) => false,
@@ -3847,7 +3829,7 @@ impl Pg {
                             .map_err(|x| format!("{}: {x}", o.name))?,
                         None => false,
                     };
-                    let held = stored_version(s, self.coll, &o)
+                    let held = recovery::stored_version(s, self.coll, &o)
                         .map_err(|x| format!("{}: {x}", o.name))?
                         .flatten();
                     if let (false, Some(v)) = (own, held) {
@@ -4100,19 +4082,11 @@ impl Pg {
         // was mid-backfill, and the PG went round for good).
         let holds = self.ec.is_some()
             && need.v > 0
-            && stored_version(s, self.coll, &recovery::oid(name))
+            && recovery::stored_version(s, self.coll, &recovery::oid(name))
                 .is_ok_and(|v| v == Some(Some(need)));
         if (self.missing.contains_key(name) || behind) && !holds {
             let why = format!("pg {}: this copy lacks {name}", self.id);
-            // Erasure-coded, with nothing of its own in flight: whether it
-            // never took the write the puller needs (as for a shard read;
-            // EC lost sim seed 10830: every answer was a bare "lacks", and
-            // the primary role went round for good).
-            let never = self.ec.is_some() && self.settled_all() && self.never_took(s, name, need);
-            return Err(match never {
-                true => RepError::NeverTook(why),
-                false => RepError::Absent(why),
-            });
+            return Err(self.lacks(s, name, need, why));
         }
         if let Err(e) = exec::validate(name, &[SubOp::Stat]) {
             return Err(RepError::Failed(format!("pg {}: {e}", self.id)));
@@ -5532,6 +5506,23 @@ impl Pg {
             missing: self.missing.iter().map(|(k, v)| (k.clone(), *v)).collect(),
             backfill: self.backfill.clone(),
             never_took,
+        }
+    }
+
+    /// The answer of this copy, which lacks `name` at version `v` (`why`),
+    /// to a shard read or a pull: erasure-coded, with nothing of its own in
+    /// flight (the store then shows all it took), it says whether it never
+    /// took that write (`NeverTook`, a proof the asker may act on).
+    pub(super) fn lacks(
+        &self,
+        s: &dyn ObjectStore,
+        name: &str,
+        v: Version,
+        why: String,
+    ) -> RepError {
+        match self.ec.is_some() && self.settled_all() && self.never_took(s, name, v) {
+            true => RepError::NeverTook(why),
+            false => RepError::Absent(why),
         }
     }
 

@@ -495,6 +495,17 @@ pub fn read_copy_with(
     })
 }
 
+/// The version attribute of object `o` in `coll`: `None` if there is no
+/// such object, `Some(None)` if it has none (or an unreadable one).
+pub fn stored_version(
+    s: &dyn ObjectStore,
+    coll: CollectionId,
+    o: &ObjectId,
+) -> Result<Option<Option<Version>>, StoreError> {
+    Ok(s.stat_attr(coll, o, VERSION_ATTR)?
+        .map(|(_, v)| v.and_then(|b| postcard::from_bytes::<Version>(&b).ok())))
+}
+
 /// What an erasure-coded shard keeps, as the object's rollback copy, of
 /// what a push replaces.
 ///
@@ -542,10 +553,7 @@ pub fn prior_to_keep(
             .map(|(_, v)| v.clone())
     });
     let worth = |x: &ObjectId| -> Result<bool, StoreError> {
-        let Some((_, Some(b))) = s.stat_attr(coll, x, VERSION_ATTR)? else {
-            return Ok(false);
-        };
-        let Ok(v) = postcard::from_bytes::<Version>(&b) else {
+        let Some(Some(v)) = stored_version(s, coll, x)? else {
             return Ok(false);
         };
         if v.v > 0 && v.v < p.version.v {

@@ -33,7 +33,6 @@
 use super::merkle::{object_digest, Tree};
 use super::record::{self, LeafStamp};
 use super::{log_counter, log_key, recovery};
-use crate::exec::VERSION_ATTR;
 use loligo_store::txn::Op;
 use loligo_store::{CollectionId, ObjectId, ObjectStore, StoreError, Transaction};
 use loligo_types::ops::Version;
@@ -91,10 +90,7 @@ pub fn stored_version(
     coll: CollectionId,
     o: &ObjectId,
 ) -> Result<ObjVersion, StoreError> {
-    Ok(s.stat_attr(coll, o, VERSION_ATTR)?.map(|(_, v)| {
-        v.and_then(|b| postcard::from_bytes(&b).ok())
-            .unwrap_or_default()
-    }))
+    Ok(recovery::stored_version(s, coll, o)?.map(Option::unwrap_or_default))
 }
 
 /// The stamps in a copy's log: (entry counter, stamp). `Err` names a log
@@ -577,6 +573,7 @@ pub fn check(s: &dyn ObjectStore) -> Result<TreeCheck, StoreError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::exec::VERSION_ATTR;
     use crate::pg::backfill::rebuild_tree;
     use crate::pg::backfill::tests::{coll, store};
     use crate::pg::{recovery, LogEntry};
