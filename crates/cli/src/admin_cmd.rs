@@ -320,6 +320,13 @@ fn status_text(s: &StatusReport) -> String {
             s.usage.misplaced_objects
         );
     }
+    if s.usage.unfound_objects > 0 {
+        let _ = writeln!(
+            o,
+            "    unfound: {} objects in {} pgs (no up OSD holds them)",
+            s.usage.unfound_objects, s.usage.unfound_pgs
+        );
+    }
     let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
     let u = &s.usage;
     let _ = writeln!(
@@ -545,7 +552,9 @@ pub enum PgCmd {
     /// Every PG with its state, object counts, up and acting sets, from
     /// its primary's last report (like `ceph pg ls`). A `down` PG lists
     /// the OSDs it waits for: bring one back, or, if its disk is gone,
-    /// `osd lost` it.
+    /// `osd lost` it. UNFOUND counts objects of an erasure-coded PG that
+    /// fewer than k up OSDs hold at their logged version (reads of them
+    /// wait for the OSDs that hold the rest).
     Ls {
         /// Only this pool's PGs.
         pool: Option<String>,
@@ -596,11 +605,12 @@ pub fn pg(conn: &ConnArgs, c: PgCmd) -> Result<(), CliError> {
 }
 
 /// The columns of `pg ls`'s table.
-const PG_LS_COLUMNS: [&str; 10] = [
+const PG_LS_COLUMNS: [&str; 11] = [
     "PG",
     "OBJECTS",
     "DEGRADED",
     "MISPLACED",
+    "UNFOUND",
     "BYTES",
     "STATE",
     "UP",
@@ -622,6 +632,7 @@ fn pg_table(rows: &[PgRow]) -> String {
             r.objects.to_string(),
             r.degraded.to_string(),
             r.misplaced.to_string(),
+            r.unfound.to_string(),
             r.bytes.to_string(),
             r.state.to_string(),
             set(&r.up),
@@ -682,6 +693,7 @@ mod tests {
             misplaced: 0,
             reported_epoch: Some(9),
             waiting_for,
+            unfound: 0,
         };
         let t = pg_table(&[
             row("1.0", PgState::ACTIVE | PgState::CLEAN, vec![]),
@@ -698,6 +710,7 @@ mod tests {
                 "1.0",
                 "12",
                 "3",
+                "0",
                 "0",
                 "4096",
                 "active+clean",
@@ -746,6 +759,8 @@ mod tests {
                 objects: 12,
                 degraded_objects: 3,
                 misplaced_objects: 2,
+                unfound_objects: 0,
+                unfound_pgs: 0,
                 used_bytes: 1 << 30,
                 total_bytes: 4 << 30,
             },
@@ -762,6 +777,7 @@ mod tests {
         assert!(t.contains("osd: 4 osds: 3 up, 4 in (map epoch 40)"), "{t}");
         assert!(t.contains("degraded: 3 object copies missing"), "{t}");
         assert!(t.contains("misplaced: 2 object copies to move"), "{t}");
+        assert!(!t.contains("unfound"), "nothing unfound, no line: {t}");
         assert!(
             t.contains("1.00 GiB used, 3.00 GiB / 4.00 GiB avail"),
             "{t}"
@@ -769,6 +785,14 @@ mod tests {
         let pgs = t.find("pgs:     60 active+clean\n").expect(&t);
         assert!(t[pgs..].contains("             4 down\n"), "{t}");
         assert!(!t.contains("io:"), "no I/O, no io section");
+        let mut lost = s.clone();
+        lost.usage.unfound_objects = 5;
+        lost.usage.unfound_pgs = 2;
+        let t = status_text(&lost);
+        assert!(
+            t.contains("    unfound: 5 objects in 2 pgs (no up OSD holds them)\n"),
+            "{t}"
+        );
         // Recovery traffic shows as `ceph -s` shows it, and in the watch
         // line with a progress bar against the most degraded seen.
         let mut s = s;

@@ -173,6 +173,7 @@ impl LeaderState {
         let stats = self.current_stats(map);
         let mut by_state: BTreeMap<PgState, u64> = BTreeMap::new();
         let (mut total, mut objects, mut degraded, mut misplaced) = (0u64, 0u64, 0u64, 0u64);
+        let (mut unfound, mut unfound_pgs) = (0u64, 0u64);
         let mut placer = map.placer()?;
         for pool in map.pools.values() {
             for ps in 0..pool.pg_num {
@@ -184,6 +185,8 @@ impl LeaderState {
                     objects = objects.saturating_add(s.objects);
                     degraded = degraded.saturating_add(s.degraded);
                     misplaced = misplaced.saturating_add(s.misplaced);
+                    unfound = unfound.saturating_add(s.unfound);
+                    unfound_pgs += u64::from(s.unfound > 0);
                 }
                 *by_state.entry(state).or_default() += 1;
             }
@@ -229,7 +232,16 @@ impl LeaderState {
             })
             .collect();
         osd_counters.sort_by_key(|c| c.osd);
-        let health = health(map, up, &by_state);
+        let mut health = health(map, up, &by_state);
+        if unfound > 0 {
+            // Ceph's OBJECT_UNFOUND: data that exists somewhere no up OSD is.
+            health.checks.push(format!(
+                "Possible data damage: {unfound} objects unfound in {unfound_pgs} pgs (reads of \
+                 them wait for the OSDs that hold them: `loligo pg ls` names the pgs; bring \
+                 those OSDs back, or `osd lost` the ones that will not return)"
+            ));
+            health.status = health.status.max(HealthStatus::Err);
+        }
         Ok(StatusReport {
             fsid: map.fsid.clone(),
             health,
@@ -246,6 +258,8 @@ impl LeaderState {
                 objects,
                 degraded_objects: degraded,
                 misplaced_objects: misplaced,
+                unfound_objects: unfound,
+                unfound_pgs,
                 used_bytes: used,
                 total_bytes: capacity,
             },
@@ -280,6 +294,7 @@ impl LeaderState {
                     bytes: stat.map_or(0, |s| s.bytes),
                     degraded: stat.map_or(0, |s| s.degraded),
                     misplaced: stat.map_or(0, |s| s.misplaced),
+                    unfound: stat.map_or(0, |s| s.unfound),
                     reported_epoch: stat.map(|s| s.epoch),
                     waiting_for: stat.map(|s| s.waiting_for.clone()).unwrap_or_default(),
                 });
@@ -452,6 +467,7 @@ mod tests {
             degraded: 0,
             misplaced: 0,
             waiting_for: Vec::new(),
+            unfound: 0,
         };
         let report = |osd, pgs| OsdReport {
             osd,
@@ -635,6 +651,7 @@ mod tests {
                 degraded: 0,
                 misplaced: 0,
                 waiting_for: Vec::new(),
+                unfound: 0,
             });
         }
         for (_, r) in reports {
@@ -646,6 +663,23 @@ mod tests {
         assert_eq!(s.health.status, HealthStatus::Warn);
         assert!(
             s.health.checks[0].contains("1 pgs degraded"),
+            "{:?}",
+            s.health
+        );
+        assert_eq!(s.usage.unfound_objects, 0);
+        // A PG with unfound objects: counted, and the health is an error
+        // that says what to do.
+        let mut r = l.reports.values().next().unwrap().report.clone();
+        r.pgs[0].unfound = 3;
+        l.on_report(r, t0);
+        let s = l.status(&m, mons(), t0, &T).unwrap();
+        assert_eq!((s.usage.unfound_objects, s.usage.unfound_pgs), (3, 1));
+        assert_eq!(s.health.status, HealthStatus::Err);
+        assert!(
+            s.health
+                .checks
+                .iter()
+                .any(|c| c.contains("3 objects unfound in 1 pgs") && c.contains("osd lost")),
             "{:?}",
             s.health
         );
@@ -694,6 +728,7 @@ mod tests {
                 degraded: 0,
                 misplaced: 0,
                 waiting_for,
+                unfound: if ps == 3 { 2 } else { 0 },
             });
         }
         for (_, r) in reports {
@@ -708,6 +743,8 @@ mod tests {
         );
         assert_eq!(rows[0].state, PgState::DOWN);
         assert_eq!(rows[0].waiting_for, vec![3]);
+        assert_eq!(rows[3].unfound, 2);
+        assert_eq!(rows[4].unfound, 0);
         assert_eq!(rows[1].state, PgState::UNKNOWN);
         assert_eq!(rows[1].reported_epoch, None);
         assert_eq!(rows[1].objects, 0);

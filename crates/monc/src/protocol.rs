@@ -323,6 +323,9 @@ pub struct PgRow {
     /// A `down` PG: the OSDs it waits for (see `PgStat::waiting_for`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub waiting_for: Vec<i32>,
+    /// Objects no up copy can give (see `PgStat::unfound`).
+    #[serde(default)]
+    pub unfound: u64,
 }
 
 /// One OSD's cumulative I/O counters (see `OsdReport`).
@@ -397,6 +400,12 @@ pub struct Usage {
     /// enough copies elsewhere meanwhile (backfill pending).
     #[serde(default)]
     pub misplaced_objects: u64,
+    /// Objects no up copy can give at their logged version (reads of
+    /// them wait), and how many PGs hold them.
+    #[serde(default)]
+    pub unfound_objects: u64,
+    #[serde(default)]
+    pub unfound_pgs: u64,
     pub used_bytes: u64,
     pub total_bytes: u64,
 }
@@ -445,6 +454,8 @@ mod tests {
                 objects: 0,
                 degraded_objects: 0,
                 misplaced_objects: 0,
+                unfound_objects: 0,
+                unfound_pgs: 0,
                 used_bytes: 0,
                 total_bytes: 1,
             },

@@ -13,7 +13,7 @@
 use loligo_osd::pg::backfill::Cursor;
 use loligo_osd::pg::merkle::{Tree, LEAVES_MAX, LEAVES_MIN};
 use loligo_osd::pg::record::{self, LeafStamp};
-use loligo_osd::pg::{GaveUp, LogEntry, PgInfo};
+use loligo_osd::pg::{Before, GaveUp, LogEntry, PgInfo};
 use loligo_store::ObjectId;
 use loligo_testkit::{damage, Damage};
 use loligo_types::ops::{ReqId, Version};
@@ -62,14 +62,22 @@ fn entry() -> impl Strategy<Value = LogEntry> {
             version().prop_map(GaveUp::Object),
             Just(GaveUp::Copy)
         ]),
+        prop_oneof![
+            Just(Before::Unknown),
+            Just(Before::Absent),
+            version().prop_map(Before::At)
+        ],
     )
-        .prop_map(|(version, name, removed, reqid, gave_up)| LogEntry {
-            version,
-            name,
-            removed,
-            reqid: reqid.map(|(client, tid)| ReqId { client, tid }),
-            gave_up,
-        })
+        .prop_map(
+            |(version, name, removed, reqid, gave_up, before)| LogEntry {
+                version,
+                name,
+                removed,
+                reqid: reqid.map(|(client, tid)| ReqId { client, tid }),
+                gave_up,
+                before,
+            },
+        )
 }
 
 fn stamp() -> impl Strategy<Value = LeafStamp> {

@@ -13,7 +13,7 @@ use bytes::Bytes;
 use loligo_osd::msg::{PeerMsg, PeerReply};
 use loligo_osd::pg::backfill::{Chunk, Cursor, Filter, Scan};
 use loligo_osd::pg::recovery::{AuthLog, ObjectCopy, Push};
-use loligo_osd::pg::{GaveUp, LogAnswer, LogEntry, PeerInfo, PgInfo, RepCtx};
+use loligo_osd::pg::{Before, GaveUp, LogAnswer, LogEntry, PeerInfo, PgInfo, RepCtx};
 use loligo_store::{CollectionId, ObjectId, Transaction};
 use loligo_testkit::{damage, random_damage, Rng};
 use loligo_types::ops::{decode_wire, encode_wire, ClientOp, ClientRequest, ReqId, SubOp, Version};
@@ -124,6 +124,11 @@ fn peer_msg(r: &mut Rng) -> PeerMsg {
                             tid: r.next_u64(),
                         }),
                         gave_up: r.chance(100).then(|| GaveUp::Object(version(r))),
+                        before: match r.next_u64() % 3 {
+                            0 => Before::Unknown,
+                            1 => Before::Absent,
+                            _ => Before::At(version(r)),
+                        },
                     })
                     .collect(),
             },

@@ -970,6 +970,7 @@ fn copy_of(
             removed,
             reqid: None,
             gave_up: None,
+            before: loligo_osd::pg::Before::Unknown,
         };
         t.set_record(c, &log_key(v), record::encode_log(&e));
     }
@@ -2590,6 +2591,7 @@ fn a_copy_with_a_damaged_log_entry_starts_over_as_a_backfill_target() {
             removed: false,
             reqid: None,
             gave_up: None,
+            before: loligo_osd::pg::Before::Unknown,
         };
         let mut b = record::encode_log(&e);
         if v == 5 {
@@ -2639,6 +2641,7 @@ fn a_copy_with_a_damaged_log_entry_starts_over_as_a_backfill_target() {
             removed: false,
             reqid: None,
             gave_up: None,
+            before: loligo_osd::pg::Before::Unknown,
         };
         t.set_record(c, &log_key(v), record::encode_log(&e));
     }

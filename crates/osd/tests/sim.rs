@@ -637,6 +637,8 @@ struct Stats {
     lost_osds: u64,
     records_emptied: u64,
     given_up: u64,
+    /// The most objects a PG's primary held unfound at once.
+    unfound_most: u64,
     /// Merkle root comparisons a primary made with a member.
     scrubs: u64,
 }
@@ -679,6 +681,7 @@ impl Stats {
         self.lost_osds += st.lost_osds;
         self.records_emptied += st.records_emptied;
         self.given_up += st.given_up;
+        self.unfound_most = self.unfound_most.max(st.unfound_most);
     }
 }
 
@@ -1015,6 +1018,7 @@ impl Sim {
         let ahead_before = pg.chunk_pipeline().2;
         let fx = pg.handle(&osd.store, input);
         osd.store.fail_read_in(0);
+        self.stats.unfound_most = self.stats.unfound_most.max(pg.unfound_count());
         let (flying, held, ahead) = pg.chunk_pipeline();
         self.stats.scans_ahead += ahead - ahead_before;
         self.stats.pipelined += u64::from(flying >= 2);
@@ -2189,9 +2193,16 @@ impl Sim {
         let left: Vec<Kind> = self.pending.values().map(|p| p.kind).collect();
         assert!(
             left.iter().all(|k| matches!(k, Kind::Write { .. })),
-            "reads still unanswered with every OSD up: {left:?} (acting sets {:?}, records {:?})",
+            "reads still unanswered with every OSD up: {left:?} (acting sets {:?}, records {:?}, \
+             each OSD's PGs as (pg, state, unfound): {:?})",
             (0..PGS).map(|p| self.mon.acting(p)).collect::<Vec<_>>(),
-            self.mon.record
+            self.mon.record,
+            (self.osds.iter())
+                .map(|o| (o.pgs.iter().enumerate())
+                    .filter_map(|(p, pg)| Some((p, pg.stat()?)))
+                    .map(|(p, s)| (p, s.state.to_string(), s.unfound))
+                    .collect::<Vec<_>>())
+                .collect::<Vec<_>>()
         );
     }
 
@@ -2244,6 +2255,15 @@ impl Sim {
                 check_shards(st, &self.osds, &acting, coll(p));
             }
             assert!(first.missing.is_empty(), "pg {p}: {first:?}");
+            let unfound = self.osds[primary as usize]
+                .pgs
+                .get(p)
+                .map(Pg::unfound_count);
+            assert_eq!(
+                unfound,
+                Some(0),
+                "pg {p} clean, but its primary reports unfound objects"
+            );
             for o in acting
                 .iter()
                 .copied()
@@ -2876,6 +2896,7 @@ const EC_LOST_BUG_SEEDS: &[(u64, bool)] = &[
     (10830, false),
     (48950, false),
     (17934, false),
+    (23500, false),
     (43, true),
     (4363, true),
     (2787, true),
@@ -2908,6 +2929,10 @@ fn ec_lost_osds_let_pgs_go_on_with_what_is_left() {
     assert!(total.lost_osds > seeds, "{total:?}");
     assert!(total.records_emptied > seeds / 10, "{total:?}");
     assert!(total.given_up > 0, "{total:?}");
+    assert!(
+        total.unfound_most > 0,
+        "no primary ever reported an unfound object: {total:?}"
+    );
 }
 
 /// The same simulation on an erasure-coded pool (Reed-Solomon 2+1 on even

@@ -27,6 +27,15 @@ pub struct PgStat {
     /// latest writes (empty: no up OSD does and none is named).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub waiting_for: Vec<i32>,
+    /// Objects no up copy can give at the version the log names (an
+    /// erasure-coded object with fewer than k shards of it up): reads of
+    /// them wait for the OSDs that hold the rest (Ceph's unfound objects).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unfound: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// One OSD's report: its primary PGs, usage and cumulative I/O counters.

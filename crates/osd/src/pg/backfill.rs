@@ -710,6 +710,7 @@ pub(super) mod tests {
                 removed: false,
                 reqid: None,
                 gave_up: None,
+                before: crate::pg::Before::Unknown,
             };
             t.set_record(coll(), &log_key(v), record::encode_log(&e));
         }
@@ -731,6 +732,7 @@ pub(super) mod tests {
                 removed: false,
                 reqid: None,
                 gave_up: None,
+                before: crate::pg::Before::Unknown,
             }],
         };
         let (txn, info) = restart(&s, coll(), &auth).unwrap();

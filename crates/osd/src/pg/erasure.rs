@@ -591,6 +591,7 @@ impl Pg {
         let Some(striper) = self.ec.clone() else {
             return;
         };
+        self.rec.unfound.remove(&g.oid.name);
         let epoch = self.epoch;
         let Gather {
             what,
@@ -773,6 +774,9 @@ impl Pg {
             Purpose::Chunk { to, .. } => {
                 self.chunk_rebuilt(to, &name, g.st.version, Err(e.to_string()), fx);
                 let fate = self.gather_fate(s, &g);
+                if fate == Unfound::Wait && !g.doubtful {
+                    self.rec.unfound.insert(name.clone());
+                }
                 self.settle_unfound(s, name, fate, fx);
             }
             Purpose::Rebuild { pull: false, .. } => {
@@ -780,6 +784,9 @@ impl Pg {
                     Unfound::Wait => {
                         // Tried again later; ops on the object keep waiting.
                         tracing::warn!(pg = %self.id, "cannot rebuild '{name}' to recover it: {e}");
+                        if !g.doubtful {
+                            self.rec.unfound.insert(name.clone());
+                        }
                         self.rec.retry.insert(name, retry);
                     }
                     fate => {
@@ -997,6 +1004,12 @@ impl Pg {
         let Some(striper) = self.ec.clone() else {
             return;
         };
+        if self.rec.blocks(&oid) {
+            // A backfill chunk with the object in it is on its way: it
+            // goes first (see `ec_give_up`).
+            self.rec.retry.insert(name, retry);
+            return;
+        }
         let now = ec::obj_state(s, self.coll, &oid);
         let encoded = striper.encode(data).map_err(|e| e.to_string());
         let forgot = self.forget_undone(s, &name, to.version);
@@ -1094,6 +1107,15 @@ impl Pg {
             return false;
         };
         let oid = super::recovery::oid(&name);
+        // A backfill chunk with the object in it is on its way: it goes
+        // first, as a client write waits for it, and the give-up is tried
+        // again after (EC lost sim seed 8282: a chunk rebuilt before the
+        // give-up was sent after it, and its target held the object the
+        // log said was removed).
+        if self.rec.blocks(&oid) {
+            self.rec.retry.insert(name, retry);
+            return false;
+        }
         let st = match ec::obj_state(s, self.coll, &oid) {
             Ok(st) => st,
             Err(e) => {

@@ -117,6 +117,45 @@ pub struct LogEntry {
     /// Set on an entry a primary wrote because no copy that was complete
     /// was coming back (`Pg::pull_what_is_left`).
     pub gave_up: Option<GaveUp>,
+    /// The object just before this entry, as the primary that wrote it
+    /// held it (Ceph's `prior_version`): what undoing the entry restores,
+    /// known even once the log below it is trimmed.
+    pub before: Before,
+}
+
+/// What a log entry's object was just before the entry.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Before {
+    /// Not recorded: an entry stored by a format from before this field,
+    /// one that names no object, or an object no op of ours wrote. The
+    /// log below the entry is the only witness.
+    #[default]
+    Unknown,
+    /// The object did not exist.
+    Absent,
+    /// The object was at this version.
+    At(Version),
+}
+
+impl Before {
+    /// What an object in state `st` is, as an entry's `before`.
+    pub fn of(st: &exec::ObjState) -> Before {
+        match (st.exists, st.version.v) {
+            (false, _) => Before::Absent,
+            (true, 0) => Before::Unknown,
+            (true, _) => Before::At(st.version),
+        }
+    }
+
+    /// As `state_before` answers: unknown (`None`), absent (`Some(None)`)
+    /// or at a version.
+    pub fn known(self) -> Option<Option<Version>> {
+        match self {
+            Before::Unknown => None,
+            Before::Absent => Some(None),
+            Before::At(v) => Some(Some(v)),
+        }
+    }
 }
 
 /// What a log entry that gave something up did.
@@ -793,6 +832,11 @@ struct Recovery {
     never_took: BTreeMap<i32, BTreeSet<String>>,
     /// Pushes in flight: tid -> (object, members yet to answer).
     pushing: BTreeMap<u64, (String, BTreeSet<i32>)>,
+    /// Erasure-coded: objects whose last rebuild found fewer than k
+    /// shards, every other up copy saying it lacks its shard (no I/O
+    /// error or lost message in doubt), and that wait (`PgStat::unfound`;
+    /// a rebuild that gathers the object again takes it out).
+    unfound: BTreeSet<String>,
     /// Objects whose push failed, and when to try again.
     retry: BTreeMap<String, u64>,
     /// Objects copied so far (for progress and stats).
@@ -2848,10 +2892,17 @@ impl Pg {
             // of a hand-over.
             let log_source;
             let complete: Vec<i32> = if self.ec.is_some() {
-                let at_head = infos
+                // Those that lack nothing first: a hand-over to one that
+                // lacks what this copy cannot pull either comes back
+                // (EC lost sim seed 13659: two members each lacking the
+                // one object no k shards held handed the PG to each other
+                // for good, while a third held all of it).
+                let mut at_head: Vec<(&i32, &PeerInfo)> = infos
                     .iter()
                     .filter(|(_, i)| i.info.last_update == newest && !i.backfill)
-                    .map(|(o, _)| *o);
+                    .collect();
+                at_head.sort_by_key(|(_, i)| i.missing > 0);
+                let at_head = at_head.into_iter().map(|(o, _)| *o);
                 let past_head = infos
                     .iter()
                     .filter(|(o, i)| {
@@ -3858,6 +3909,7 @@ impl Pg {
             removed: false,
             reqid: None,
             gave_up: Some(GaveUp::Copy),
+            before: Before::Unknown,
         };
         self.info.last_update = version;
         self.rep.high = version;
@@ -3999,6 +4051,7 @@ impl Pg {
             removed: copy.is_none(),
             reqid: None,
             gave_up: Some(GaveUp::Object(from.unwrap_or_default())),
+            before: Before::Unknown,
         };
         // This copy's state changes only once the transaction is built
         // (a read error on the way changes nothing, and the PG peers
@@ -6030,6 +6083,12 @@ impl Pg {
             removed: !out.exists_after,
             reqid: by.reqid(),
             gave_up: by.gave_up(),
+            // A give-up's object may be in any state on this copy; the
+            // log below it is what it undoes.
+            before: match by {
+                Writer::Client(_) => Before::of(st),
+                Writer::GiveUp(..) => Before::Unknown,
+            },
         };
         if let Some(r) = by.reqid() {
             self.remember(r, version, false);
@@ -6474,7 +6533,16 @@ impl Pg {
                 Role::Down { osds } => osds.clone(),
                 _ => Vec::new(),
             },
+            unfound: self.unfound_count(),
         })
+    }
+
+    /// Objects no up copy can give at the version the log names, that
+    /// wait (`PgStat::unfound`): those found so while pulling and those
+    /// recovery last failed to rebuild.
+    pub fn unfound_count(&self) -> u64 {
+        let also = self.rec.unfound.iter();
+        (self.unfound.len() + also.filter(|n| !self.unfound.contains_key(*n)).count()) as u64
     }
 }
 

@@ -14,7 +14,7 @@
 //! guessed at: a later format adds a new marker (and reads the old one).
 
 use super::backfill::Cursor;
-use super::{GaveUp, LogEntry, PgInfo};
+use super::{Before, GaveUp, LogEntry, PgInfo};
 use loligo_types::ops::{ReqId, Version};
 
 /// Marker of a PG info record, format 1.
@@ -27,6 +27,13 @@ pub const LOG_V2: &[u8; 4] = b"LPL2";
 /// Marker of a PG log entry that gave something up, followed by what
 /// ([`GaveUp`]), format 3 (never stamped).
 pub const LOG_V3: &[u8; 4] = b"LPL3";
+/// Marker of a PG log entry of any kind with what its object was before
+/// it ([`super::Before`]), format 4: the one written now.
+pub const LOG_V4: &[u8; 4] = b"LPL4";
+/// Marker of a format 4 entry followed by the leaf stamp of this copy's
+/// Merkle tree ([`LeafStamp`]), format 5 (an entry that gave something
+/// up is never stamped).
+pub const LOG_V5: &[u8; 4] = b"LPL5";
 
 /// Marker of a missing-object record (the version a copy needs), format 1.
 pub const MISSING_V1: &[u8; 4] = b"LPM1";
@@ -98,7 +105,7 @@ pub fn decode_info(b: &[u8]) -> Result<PgInfo, RecordError> {
     decode("PG info", INFO_V1, b)
 }
 
-/// The fields every log entry format stores first.
+/// The fields formats 1-3 store first (they have no `before`).
 #[derive(serde::Serialize, serde::Deserialize)]
 struct Entry {
     version: Version,
@@ -108,15 +115,6 @@ struct Entry {
 }
 
 impl Entry {
-    fn of(e: &LogEntry) -> Entry {
-        Entry {
-            version: e.version,
-            name: e.name.clone(),
-            removed: e.removed,
-            reqid: e.reqid,
-        }
-    }
-
     fn with(self, gave_up: Option<GaveUp>) -> LogEntry {
         LogEntry {
             version: self.version,
@@ -124,20 +122,51 @@ impl Entry {
             removed: self.removed,
             reqid: self.reqid,
             gave_up,
+            before: Before::Unknown,
         }
     }
 }
 
-/// The stored bytes of a PG log entry.
+/// A format 4 entry, borrowed for encoding.
+#[derive(serde::Serialize)]
+struct EntryOut<'a> {
+    version: Version,
+    name: &'a str,
+    removed: bool,
+    reqid: Option<ReqId>,
+    before: Before,
+    gave_up: Option<GaveUp>,
+}
+
+/// A format 4 entry, as decoded.
+#[derive(serde::Deserialize)]
+struct EntryIn {
+    version: Version,
+    name: String,
+    removed: bool,
+    reqid: Option<ReqId>,
+    before: Before,
+    gave_up: Option<GaveUp>,
+}
+
+fn entry_body(e: &LogEntry) -> Vec<u8> {
+    let out = EntryOut {
+        version: e.version,
+        name: &e.name,
+        removed: e.removed,
+        reqid: e.reqid,
+        before: e.before,
+        gave_up: e.gave_up,
+    };
+    // Encoding plain structs into a Vec cannot fail.
+    postcard::to_stdvec(&out).unwrap_or_default()
+}
+
+/// The stored bytes of a PG log entry (format 4).
 pub fn encode_log(e: &LogEntry) -> Vec<u8> {
-    match e.gave_up {
-        None => encode(LOG_V1, &Entry::of(e)),
-        Some(to) => {
-            let mut out = encode(LOG_V3, &Entry::of(e));
-            out.extend(postcard::to_stdvec(&to).unwrap_or_default());
-            out
-        }
-    }
+    let mut out = LOG_V4.to_vec();
+    out.extend(entry_body(e));
+    out
 }
 
 /// A PG log entry from its stored bytes (a stamp is passed over).
@@ -145,46 +174,66 @@ pub fn decode_log(b: &[u8]) -> Result<LogEntry, RecordError> {
     decode_log_stamped(b).map(|(e, _)| e)
 }
 
-/// A PG log entry and its leaf stamp, if it has one, from its stored bytes.
+/// A PG log entry and its leaf stamp, if it has one, from its stored
+/// bytes (any format).
 pub fn decode_log_stamped(b: &[u8]) -> Result<(LogEntry, Option<LeafStamp>), RecordError> {
     const WHAT: &str = "PG log";
     let damaged = |e: postcard::Error| RecordError::Damaged {
         what: WHAT,
         why: e.to_string(),
     };
-    if let Some(body) = b.strip_prefix(LOG_V3.as_slice()) {
+    let marker = b.get(..4).unwrap_or(b);
+    let body = b.get(4..).unwrap_or_default();
+    let stamp = |rest: &[u8]| postcard::from_bytes::<LeafStamp>(rest).map_err(damaged);
+    if marker == LOG_V4 || marker == LOG_V5 {
+        let (e, rest) = postcard::take_from_bytes::<EntryIn>(body).map_err(damaged)?;
+        let entry = LogEntry {
+            version: e.version,
+            name: e.name,
+            removed: e.removed,
+            reqid: e.reqid,
+            gave_up: e.gave_up,
+            before: e.before,
+        };
+        return match (marker == LOG_V5, rest.is_empty()) {
+            (false, true) => Ok((entry, None)),
+            (false, false) => Err(RecordError::Damaged {
+                what: WHAT,
+                why: format!("{} bytes after the entry", rest.len()),
+            }),
+            (true, _) if entry.gave_up.is_some() => Err(RecordError::Damaged {
+                what: WHAT,
+                why: format!("entry {} gave something up but is stamped", entry.version),
+            }),
+            (true, _) => Ok((entry, Some(stamp(rest)?))),
+        };
+    }
+    if marker == LOG_V3 {
         let (entry, rest) = postcard::take_from_bytes::<Entry>(body).map_err(damaged)?;
         let what = postcard::from_bytes::<GaveUp>(rest).map_err(damaged)?;
         return Ok((entry.with(Some(what)), None));
     }
-    let Some(body) = b.strip_prefix(LOG_V2.as_slice()) else {
-        return decode::<Entry>(WHAT, LOG_V1, b).map(|e| (e.with(None), None));
-    };
-    let (entry, rest) = postcard::take_from_bytes::<Entry>(body).map_err(damaged)?;
-    let stamp = postcard::from_bytes::<LeafStamp>(rest).map_err(damaged)?;
-    Ok((entry.with(None), Some(stamp)))
+    if marker == LOG_V2 {
+        let (entry, rest) = postcard::take_from_bytes::<Entry>(body).map_err(damaged)?;
+        return Ok((entry.with(None), Some(stamp(rest)?)));
+    }
+    decode::<Entry>(WHAT, LOG_V1, b).map(|e| (e.with(None), None))
 }
 
-/// The stored bytes of log entry `b` (either format) with stamp `s`
-/// instead of any it had.
+/// The stored bytes of log entry `b` (any format) with stamp `s` instead
+/// of any it had, in format 5.
 pub fn stamp_log(b: &[u8], s: &LeafStamp) -> Result<Vec<u8>, RecordError> {
-    let entry = match b.strip_prefix(LOG_V1.as_slice()) {
-        // The common case, a write's fresh entry: no decoding.
-        Some(body) => body.to_vec(),
-        None => {
-            let e = decode_log(b)?;
-            if e.gave_up.is_some() {
-                return Err(RecordError::Damaged {
-                    what: "PG log",
-                    why: format!("entry {} gave something up: it takes no stamp", e.version),
-                });
-            }
-            postcard::to_stdvec(&Entry::of(&e)).unwrap_or_default()
-        }
-    };
-    let mut out = Vec::with_capacity(4 + entry.len() + 24);
-    out.extend_from_slice(LOG_V2);
-    out.extend(entry);
+    let e = decode_log(b)?;
+    if e.gave_up.is_some() {
+        return Err(RecordError::Damaged {
+            what: "PG log",
+            why: format!("entry {} gave something up: it takes no stamp", e.version),
+        });
+    }
+    let body = entry_body(&e);
+    let mut out = Vec::with_capacity(4 + body.len() + 24);
+    out.extend_from_slice(LOG_V5);
+    out.extend(body);
     out.extend(postcard::to_stdvec(s).unwrap_or_default());
     Ok(out)
 }
@@ -299,24 +348,70 @@ mod tests {
             removed: false,
             reqid: None,
             gave_up: None,
+            before: Before::At(Version { epoch: 7, v: 40 }),
         };
         assert_eq!(decode_log(&encode_log(&e)), Ok(e.clone()));
-        assert_eq!(&encode_log(&e)[..4], b"LPL1");
-        // An entry that gave its object up: its own format, never stamped.
+        assert_eq!(&encode_log(&e)[..4], b"LPL4");
+        // Formats 1-3, from before entries said what came before them,
+        // are read with that unknown.
+        let old = LogEntry {
+            before: Before::Unknown,
+            ..e.clone()
+        };
+        let body = |x: &LogEntry| Entry {
+            version: x.version,
+            name: x.name.clone(),
+            removed: x.removed,
+            reqid: x.reqid,
+        };
+        let v1 = encode(LOG_V1, &body(&old));
+        assert_eq!(decode_log(&v1), Ok(old.clone()));
+        let old_stamp = LeafStamp {
+            seq: 3,
+            leaf: 1,
+            value: 8,
+        };
+        let mut v2 = encode(LOG_V2, &body(&old));
+        v2.extend(postcard::to_stdvec(&old_stamp).unwrap());
+        assert_eq!(decode_log_stamped(&v2), Ok((old.clone(), Some(old_stamp))));
+        let gone = LogEntry {
+            gave_up: Some(GaveUp::Object(Version::default())),
+            removed: true,
+            ..old.clone()
+        };
+        let mut v3 = encode(LOG_V3, &body(&gone));
+        v3.extend(postcard::to_stdvec(&GaveUp::Object(Version::default())).unwrap());
+        assert_eq!(decode_log(&v3), Ok(gone));
+        // An old entry stamped anew is written in the new format.
+        assert_eq!(&stamp_log(&v1, &old_stamp).unwrap()[..4], b"LPL5");
+        assert_eq!(
+            decode_log_stamped(&stamp_log(&v2, &old_stamp).unwrap()),
+            Ok((old, Some(old_stamp)))
+        );
+        // Bytes past an unstamped entry are damage, not a stamp.
+        let mut long = encode_log(&e);
+        long.push(0);
+        assert!(matches!(
+            decode_log(&long),
+            Err(RecordError::Damaged { .. })
+        ));
+        // An entry that gave its object up: never stamped.
         let g = LogEntry {
             removed: true,
             gave_up: Some(GaveUp::Object(Version { epoch: 6, v: 40 })),
+            before: Before::Absent,
             ..e.clone()
         };
         let reset = LogEntry {
             name: String::new(),
             gave_up: Some(GaveUp::Copy),
+            before: Before::Unknown,
             ..e.clone()
         };
         assert_eq!(decode_log(&encode_log(&reset)), Ok(reset.clone()));
         assert!(reset.is_reset() && !g.is_reset());
         let gb = encode_log(&g);
-        assert_eq!(&gb[..4], b"LPL3");
+        assert_eq!(&gb[..4], b"LPL4");
         assert_eq!(decode_log_stamped(&gb), Ok((g.clone(), None)));
         assert!(matches!(
             decode_log(&gb[..gb.len() - 1]),
@@ -327,6 +422,14 @@ mod tests {
             leaf: 0,
             value: 1,
         };
+        // Stamped by hand anyway: refused on reading.
+        let mut forged = LOG_V5.to_vec();
+        forged.extend(entry_body(&g));
+        forged.extend(postcard::to_stdvec(&st0).unwrap());
+        assert!(matches!(
+            decode_log(&forged),
+            Err(RecordError::Damaged { .. })
+        ));
         assert!(stamp_log(&gb, &st0).is_err());
         assert!(decode_log(&b).is_err(), "an info is not a log entry");
         let need = Version { epoch: 3, v: 9 };
@@ -358,7 +461,7 @@ mod tests {
             value: u64::MAX - 3,
         };
         let stamped = stamp_log(&encode_log(&e), &st).unwrap();
-        assert_eq!(&stamped[..4], b"LPL2");
+        assert_eq!(&stamped[..4], b"LPL5");
         assert_eq!(decode_log(&stamped), Ok(e.clone()));
         assert_eq!(decode_log_stamped(&stamped), Ok((e.clone(), Some(st))));
         assert_eq!(decode_log_stamped(&encode_log(&e)), Ok((e.clone(), None)));

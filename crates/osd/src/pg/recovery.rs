@@ -355,15 +355,21 @@ fn roll_back(
     }
 }
 
-/// What this copy's log says object `e.name` was just before entry `e`:
-/// absent (`Some(None)`), at a version (`Some(Some(v))`), or unknown
-/// (`None`: the log was trimmed there, or a copy taken as it was stands
-/// in between).
+/// What object `e.name` was just before entry `e`: absent (`Some(None)`),
+/// at a version (`Some(Some(v))`), or unknown (`None`). The entry says so
+/// itself when its writer recorded it; else this copy's log below it does,
+/// unless it was trimmed there or a copy taken as it was stands in between
+/// (EC lost sim seed 23500: an unacknowledged write's entry outlived the
+/// entries below it, so no rollback could say what to restore, and its
+/// PG waited for good on a write that could not be rebuilt).
 pub(super) fn state_before(
     s: &dyn ObjectStore,
     coll: CollectionId,
     e: &LogEntry,
 ) -> Result<Option<Option<Version>>, String> {
+    if let Some(known) = e.before.known() {
+        return Ok(Some(known));
+    }
     let mut before: Option<Option<Version>> = None;
     let mut v = e.version.v;
     while v > 1 {
@@ -640,6 +646,7 @@ pub fn read_log(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pg::Before;
     use loligo_store::MemStore;
 
     fn v(epoch: u64, v: u64) -> Version {
@@ -653,6 +660,7 @@ mod tests {
             removed: false,
             reqid: None,
             gave_up: None,
+            before: Before::Unknown,
         }
     }
 
@@ -668,6 +676,39 @@ mod tests {
         }
         s.apply(t).unwrap();
         (s, c)
+    }
+
+    #[test]
+    fn what_came_before_an_entry_is_its_own_word_else_the_log_below_it() {
+        // Entries 5 and 6 only: the log below them was trimmed.
+        let old = entry(v(3, 6), "x");
+        let (s, c) = copy_with(&[entry(v(3, 5), "y"), old.clone()]);
+        // An entry from before entries said so: nothing below names x.
+        assert_eq!(state_before(&s, c, &old), Ok(None));
+        // An entry that says so answers whatever the log holds.
+        for (b, want) in [
+            (Before::Absent, Some(None)),
+            (Before::At(v(2, 4)), Some(Some(v(2, 4)))),
+        ] {
+            let e = LogEntry {
+                before: b,
+                ..old.clone()
+            };
+            assert_eq!(state_before(&s, c, &e), Ok(want));
+        }
+        // A whole log still answers for an entry that does not say.
+        let third = LogEntry {
+            version: v(1, 3),
+            ..old.clone()
+        };
+        let (s, c) = copy_with(&[entry(v(1, 1), "y"), entry(v(1, 2), "x"), third.clone()]);
+        assert_eq!(state_before(&s, c, &third), Ok(Some(Some(v(1, 2)))));
+        let (s, c) = copy_with(&[entry(v(1, 1), "y"), old.clone()]);
+        let first = LogEntry {
+            version: v(1, 2),
+            ..old.clone()
+        };
+        assert_eq!(state_before(&s, c, &first), Ok(Some(None)));
     }
 
     #[test]

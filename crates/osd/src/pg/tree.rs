@@ -652,6 +652,7 @@ mod tests {
                 removed: !new,
                 reqid: None,
                 gave_up: None,
+                before: crate::pg::Before::Unknown,
             };
             t.set_record(coll(), &log_key(v), record::encode_log(&entry));
             if v > self.log_max {
