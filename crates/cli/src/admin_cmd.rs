@@ -565,11 +565,31 @@ pub enum PgCmd {
         #[command(flatten)]
         json: JsonFlag,
     },
+    /// Give up a PG's unfound objects (like `ceph pg PG mark_unfound_lost
+    /// delete`): its primary removes each object that no up OSDs hold
+    /// enough of to read (`pg ls` counts them as UNFOUND), logged as given
+    /// up, for as long as the PG's current interval lasts. Only when the
+    /// OSDs that hold the rest will never return: once removed, they stay
+    /// removed even if those OSDs come back.
+    MarkUnfoundLost {
+        /// The PG, as `pg ls` prints it (POOL.SEED, e.g. 1.1f).
+        pg: String,
+        /// What becomes of them: `delete` (the only mode Loligo has; Ceph
+        /// too only deletes erasure-coded objects).
+        mode: String,
+        #[arg(long = "yes-i-really-mean-it")]
+        confirm: bool,
+    },
 }
 
 /// `loligo pg ...`.
 pub fn pg(conn: &ConnArgs, c: PgCmd) -> Result<(), CliError> {
-    let PgCmd::Ls { pool, states, json } = c;
+    let (pool, states, json) = match c {
+        PgCmd::Ls { pool, states, json } => (pool, states, json),
+        PgCmd::MarkUnfoundLost { pg, mode, confirm } => {
+            return mark_unfound_lost(conn, &pg, &mode, confirm)
+        }
+    };
     let flags = states
         .iter()
         .map(|f| match f.parse::<PgState>() {
@@ -601,6 +621,47 @@ pub fn pg(conn: &ConnArgs, c: PgCmd) -> Result<(), CliError> {
     } else {
         print!("{}", pg_table(&rows));
     }
+    Ok(())
+}
+
+/// `pg mark-unfound-lost PG delete`: refused for a mode Loligo lacks and
+/// for a PG that reports no unfound objects (as Ceph refuses it).
+fn mark_unfound_lost(conn: &ConnArgs, pg: &str, mode: &str, confirm: bool) -> Result<(), CliError> {
+    match mode {
+        "delete" => {}
+        "revert" => {
+            return Err(CliError(
+                "mark-unfound-lost revert is not built: Loligo's unfound objects are \
+                 erasure-coded, which Ceph too can only delete"
+                    .into(),
+            ))
+        }
+        m => return Err(CliError(format!("mode '{m}': the mode is `delete`"))),
+    }
+    let id: loligo_types::PgId = pg.parse().map_err(CliError)?;
+    let v = call(conn, MonRequest::Admin(Admin::PgLs { pool: None }))?.value;
+    let rows: Vec<PgRow> = serde_json::from_value(v)
+        .map_err(|e| CliError(format!("the monitor's PG list does not parse: {e}")))?;
+    let Some(row) = rows.iter().find(|r| r.pg == id.to_string()) else {
+        return Err(CliError(format!("pg {id} does not exist")));
+    };
+    if row.unfound == 0 {
+        return Err(CliError(format!(
+            "pg {id} has no unfound objects (its primary reports none; state {})",
+            row.state
+        )));
+    }
+    let r = call(
+        conn,
+        MonRequest::Admin(Admin::PgMarkUnfoundLost {
+            pg: id.to_string(),
+            confirm,
+        }),
+    )?;
+    println!(
+        "pg {id}: {} unfound objects marked lost (map epoch {}); its primary removes them",
+        row.unfound, r.epoch
+    );
     Ok(())
 }
 

@@ -219,5 +219,28 @@ fn ec_pools_serve_with_m_osds_down_and_heal() {
         }
         check(&dir, &root, "eczz", name, data);
     }
+    // Unfound objects: none here (what could not be read was removed
+    // with the lost OSDs' record), and marking them lost is refused for a
+    // PG without any, for a PG that does not exist, and for a mode Loligo
+    // does not have.
+    let rows: serde_json::Value =
+        serde_json::from_str(&ok(&dir, &["pg", "ls", "eczz", "--json"])).unwrap();
+    let first = rows[0]["pg"].as_str().unwrap().to_string();
+    assert!(rows.as_array().unwrap().iter().all(|r| r["unfound"] == 0), "{rows}");
+    assert!(ok(&dir, &["pg", "ls"]).lines().next().unwrap().contains("UNFOUND"));
+    assert!(!ok(&dir, &["status"]).contains("unfound"));
+    for (args, why) in [
+        (vec![first.as_str(), "delete", "--yes-i-really-mean-it"], "has no unfound objects"),
+        (vec!["99.0", "delete", "--yes-i-really-mean-it"], "does not exist"),
+        (vec!["1.zz", "delete"], "not a PG id"),
+        (vec![first.as_str(), "revert"], "not built"),
+        (vec![first.as_str(), "forget"], "the mode is `delete`"),
+    ] {
+        let mut a = vec!["pg", "mark-unfound-lost"];
+        a.extend(args);
+        let e = loligo(&dir, &a);
+        let msg = String::from_utf8_lossy(&e.stderr);
+        assert!(!e.status.success() && msg.contains(why), "{a:?}: {msg}");
+    }
     drop(guard);
 }

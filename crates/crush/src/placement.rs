@@ -154,6 +154,33 @@ impl fmt::Display for PgId {
     }
 }
 
+impl std::str::FromStr for PgId {
+    type Err = String;
+
+    /// As printed: the pool in decimal, a dot, the seed in hex (`7.4b`).
+    fn from_str(s: &str) -> std::result::Result<PgId, String> {
+        let bad = || format!("'{s}' is not a PG id (POOL.SEED, the seed in hex, like 1.1f)");
+        let (pool, ps) = s.split_once('.').ok_or_else(bad)?;
+        let digits = |t: &str, hex: bool| {
+            !t.is_empty()
+                && t.chars().all(|c| {
+                    if hex {
+                        c.is_ascii_hexdigit()
+                    } else {
+                        c.is_ascii_digit()
+                    }
+                })
+        };
+        if !digits(pool, false) || !digits(ps, true) {
+            return Err(bad());
+        }
+        Ok(PgId {
+            pool: pool.parse().map_err(|_| bad())?,
+            ps: u32::from_str_radix(ps, 16).map_err(|_| bad())?,
+        })
+    }
+}
+
 /// Per-OSD state that placement depends on.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OsdStates {
@@ -361,4 +388,38 @@ pub fn pg_dump_line(pg: PgId, m: &PgMapping) -> String {
         format_osds(&m.acting),
         m.acting_primary
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PgId;
+
+    #[test]
+    fn pg_ids_parse_as_they_print() {
+        for pg in [
+            PgId { pool: 1, ps: 0 },
+            PgId { pool: 7, ps: 0x4b },
+            PgId {
+                pool: u64::MAX,
+                ps: u32::MAX,
+            },
+        ] {
+            assert_eq!(pg.to_string().parse::<PgId>(), Ok(pg));
+        }
+        assert_eq!("1.1F".parse::<PgId>(), Ok(PgId { pool: 1, ps: 0x1f }));
+        for bad in [
+            "",
+            "1",
+            "1.",
+            ".1",
+            "x.1",
+            "1.g",
+            "1.1.1",
+            "-1.1",
+            "1.+1",
+            "1.100000000",
+        ] {
+            assert!(bad.parse::<PgId>().is_err(), "{bad:?}");
+        }
+    }
 }

@@ -237,6 +237,16 @@ pub fn plan(m: &OsdMap, cmd: &Admin) -> Result<Outcome, MonError> {
             }
             Changes(vec![Change::OsdLost { id: *id }])
         }
+        Admin::PgMarkUnfoundLost { pg, confirm } => {
+            let pg: loligo_types::PgId = pg.parse().map_err(MonError::Invalid)?;
+            if !confirm {
+                return Err(MonError::Invalid(format!(
+                    "marking pg {pg}'s unfound objects lost removes them for good: \
+                     add --yes-i-really-mean-it"
+                )));
+            }
+            Changes(vec![Change::PgMarkUnfoundLost { pg }])
+        }
         Admin::CrushAdd { id, host, weight } => Changes(vec![Change::CrushAddOsd {
             id: *id,
             host: host.clone(),

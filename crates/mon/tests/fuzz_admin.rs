@@ -102,8 +102,16 @@ fn command(r: &mut Rng) -> Admin {
             weight: weight(r),
         },
         8 => Admin::OsdRm { id: id(r) },
-        9 => Admin::OsdLost {
+        9 if r.chance(500) => Admin::OsdLost {
             id: id(r),
+            confirm: r.chance(500),
+        },
+        9 => Admin::PgMarkUnfoundLost {
+            pg: if r.chance(500) {
+                format!("{}.{:x}", r.below(4), r.below(64))
+            } else {
+                name(r)
+            },
             confirm: r.chance(500),
         },
         10 => Admin::CrushAdd {

@@ -134,6 +134,30 @@ async fn one_monitor_serves_maps_and_commands() {
         matches!(e, MonError::Map(MapError::Invalid(ref m)) if m.contains("is up")),
         "{e}"
     );
+    // Marking a PG's unfound objects lost: confirmed, a PG that exists,
+    // and the map records the epoch.
+    let mark = |pg: &str, confirm| {
+        admin(Admin::PgMarkUnfoundLost {
+            pg: pg.into(),
+            confirm,
+        })
+    };
+    let e = c.call(mark("1.0", false)).await.unwrap_err();
+    assert!(
+        matches!(e, MonError::Invalid(ref m) if m.contains("yes-i-really-mean-it")),
+        "{e}"
+    );
+    let e = c.call(mark("1.zz", true)).await.unwrap_err();
+    assert!(
+        matches!(e, MonError::Invalid(ref m) if m.contains("not a PG id")),
+        "{e}"
+    );
+    let e = c.call(mark("77.0", true)).await.unwrap_err();
+    assert!(matches!(e, MonError::Map(MapError::NoSuchPool(_))), "{e}");
+    let epoch = c.call(mark("1.0", true)).await.unwrap().epoch;
+    let m = c.get_map().await.unwrap();
+    let pg = loligo_types::PgId { pool: 1, ps: 0 };
+    assert_eq!(m.unfound_lost.get(&pg), Some(&epoch));
 
     // Typed refusals, and nothing changes.
     assert!(matches!(

@@ -121,6 +121,12 @@ pub enum Admin {
         id: i32,
         confirm: bool,
     },
+    /// Give up a PG's unfound objects (`pg mark-unfound-lost PG delete`;
+    /// needs `confirm`).
+    PgMarkUnfoundLost {
+        pg: String,
+        confirm: bool,
+    },
     CrushAdd {
         id: i32,
         host: String,
@@ -210,6 +216,7 @@ impl Admin {
             | OsdReweight { .. }
             | OsdRm { .. }
             | OsdLost { .. }
+            | PgMarkUnfoundLost { .. }
             | CrushAdd { .. }
             | CrushMove { .. }
             | CrushRm { .. }

@@ -278,6 +278,7 @@ impl Cluster {
             toofull: vec![],
             striper: Some(self.striper.clone()),
             primary_temp: None,
+            unfound_lost: 0,
             now_ms: 0,
         }
     }

@@ -50,6 +50,7 @@ fn map_record(
         toofull: vec![],
         striper: None,
         primary_temp: None,
+        unfound_lost: 0,
         now_ms: 0,
     }
 }
@@ -491,6 +492,7 @@ fn map_toofull(epoch: u64, toofull: Vec<i32>) -> Input {
         toofull,
         striper: None,
         primary_temp: None,
+        unfound_lost: 0,
         now_ms: 0,
     }
 }

@@ -63,6 +63,11 @@ const MAP_LATE_STEPS_MIN: u64 = 40;
 /// Chance (per mille) per step that a stopped OSD is declared lost (in
 /// `lost_osds_let_pgs_go_on`).
 const LOSE_PER_MILLE: u64 = 3;
+/// Chance (per mille) per step that the operator marks a PG's unfound
+/// objects lost while its primary reports some (in the lost runs).
+const MARK_UNFOUND_PER_MILLE: u64 = 20;
+/// How long the operator waits before marking the same PG again (ms).
+const MARK_UNFOUND_AGAIN_MS: u64 = 5_000;
 /// Chance (per mille) that an op is sent under an older map.
 const STALE_CLIENT_PER_MILLE: u64 = 100;
 /// Chance (per mille) that a write to an object that exists removes it.
@@ -273,6 +278,8 @@ struct MapAt {
     primary: Vec<Option<i32>>,
     primary_temp: Vec<Option<i32>>,
     record: Vec<Option<WriteSetRecord>>,
+    /// The epoch of the operator's last `pg mark-unfound-lost` (0: none).
+    unfound_lost: Vec<Epoch>,
     crush: Vec<Vec<i32>>,
     /// Which OSDs are up, and each one's last boot epoch.
     up: [bool; OSDS],
@@ -291,6 +298,8 @@ struct Mon {
     pg_temp: Vec<Option<Vec<i32>>>,
     primary_temp: Vec<Option<i32>>,
     record: Vec<Option<WriteSetRecord>>,
+    /// The epoch of each PG's last `pg mark-unfound-lost` (0: none).
+    unfound_lost: Vec<Epoch>,
     /// Maps by epoch.
     maps: BTreeMap<Epoch, MapAt>,
     pool: Pool,
@@ -412,6 +421,7 @@ impl Mon {
             primary: (0..PGS).map(|p| self.primary(p)).collect(),
             primary_temp: self.primary_temp.clone(),
             record: self.record.clone(),
+            unfound_lost: self.unfound_lost.clone(),
             crush: (0..PGS).map(|p| self.crush_up(p)).collect(),
             up: self.up,
             up_from: self.up_from,
@@ -584,6 +594,8 @@ struct Sim {
     shipped: Vec<(usize, Version, usize, Vec<u8>)>,
     /// Down OSDs are declared lost now and then (`lost_osds_let_pgs_go_on`).
     lose: bool,
+    /// When the operator last marked each PG's unfound objects lost.
+    marked_ms: [Option<u64>; PGS],
     /// Per object, values below which an acknowledgement binds nothing:
     /// they were written before the PG's whole recorded write set was
     /// declared lost.
@@ -639,6 +651,8 @@ struct Stats {
     given_up: u64,
     /// The most objects a PG's primary held unfound at once.
     unfound_most: u64,
+    /// `pg mark-unfound-lost`s the operator made.
+    unfound_marked: u64,
     /// Merkle root comparisons a primary made with a member.
     scrubs: u64,
 }
@@ -682,6 +696,7 @@ impl Stats {
         self.records_emptied += st.records_emptied;
         self.given_up += st.given_up;
         self.unfound_most = self.unfound_most.max(st.unfound_most);
+        self.unfound_marked += st.unfound_marked;
     }
 }
 
@@ -782,6 +797,7 @@ impl Sim {
                 toofull: [false; OSDS],
                 pg_temp: vec![None; PGS],
                 primary_temp: vec![None; PGS],
+                unfound_lost: vec![0; PGS],
                 record: vec![None; PGS],
                 maps: BTreeMap::new(),
                 pool,
@@ -810,6 +826,7 @@ impl Sim {
             written: BTreeMap::new(),
             shipped: Vec::new(),
             lose: false,
+            marked_ms: [None; PGS],
             lost_upto: [0; OBJECTS],
         };
         for o in 0..OSDS {
@@ -1329,6 +1346,7 @@ impl Sim {
                             .collect(),
                         striper: self.ec.clone(),
                         primary_temp: self.mon.maps[&input_epoch].primary_temp[p],
+                        unfound_lost: at.unfound_lost[p],
                         now_ms: self.now_ms,
                     };
                     self.feed(osd, p, input);
@@ -2057,6 +2075,9 @@ impl Sim {
             self.stats.toofull_flips += 1;
             self.publish();
         }
+        if self.lose && self.rng.chance(MARK_UNFOUND_PER_MILLE) {
+            self.mark_unfound_lost();
+        }
         let stopped: Vec<usize> = (0..OSDS).filter(|&o| !self.osds[o].running()).collect();
         if self.lose && !stopped.is_empty() && self.rng.chance(LOSE_PER_MILLE) {
             let o = stopped[self.rng.index(stopped.len())];
@@ -2112,18 +2133,56 @@ impl Sim {
                 continue;
             }
             self.stats.records_emptied += 1;
-            for obj in (0..OBJECTS).filter(|&obj| pg_of(obj) == p) {
-                self.lost_upto[obj] = self.next_value[obj];
-                self.acked[obj] = 0;
-            }
-            for pending in self.pending.values_mut() {
-                if let Kind::Read { obj, floor } = &mut pending.kind {
-                    if pg_of(*obj) == p {
-                        *floor = 0;
-                    }
+            self.may_have_lost(p);
+        }
+        self.publish();
+    }
+
+    /// PG `p`'s acknowledged writes so far may be gone: reads in flight
+    /// and later ones expect nothing of them (never a value not written,
+    /// a torn one or a removed one).
+    fn may_have_lost(&mut self, p: usize) {
+        for obj in (0..OBJECTS).filter(|&obj| pg_of(obj) == p) {
+            self.lost_upto[obj] = self.next_value[obj];
+            self.acked[obj] = 0;
+        }
+        for pending in self.pending.values_mut() {
+            if let Kind::Read { obj, floor } = &mut pending.kind {
+                if pg_of(*obj) == p {
+                    *floor = 0;
                 }
             }
         }
+    }
+
+    /// `pg mark-unfound-lost P delete` for a PG whose primary reports
+    /// unfound objects (as an operator who gave up waiting would): the
+    /// primary removes what it cannot find, so what was acknowledged in
+    /// the PG may be gone.
+    fn mark_unfound_lost(&mut self) {
+        // An operator gives the last mark time to act (each mark is a
+        // new map, which restarts what recovery has in flight).
+        let now = self.now_ms;
+        let unfound: Vec<usize> = (0..PGS)
+            .filter(|&p| self.marked_ms[p].is_none_or(|t| now >= t + MARK_UNFOUND_AGAIN_MS))
+            .filter(|&p| {
+                let primary = self.mon.primary(p);
+                primary
+                    .and_then(|o| self.osds[o as usize].pgs.get(p))
+                    .is_some_and(|pg| pg.stat().is_some_and(|s| s.unfound > 0))
+            })
+            .collect();
+        if unfound.is_empty() {
+            return;
+        }
+        let p = unfound[self.rng.index(unfound.len())];
+        if self.trace {
+            println!("  pg {p}'s unfound objects marked lost");
+        }
+        self.stats.unfound_marked += 1;
+        self.marked_ms[p] = Some(now);
+        self.mon.unfound_lost[p] = self.mon.epoch + 1;
+        self.may_have_lost(p);
         self.publish();
     }
 
@@ -2897,6 +2956,9 @@ const EC_LOST_BUG_SEEDS: &[(u64, bool)] = &[
     (48950, false),
     (17934, false),
     (23500, false),
+    (13659, false),
+    (8282, false),
+    (25588, false),
     (43, true),
     (4363, true),
     (2787, true),
@@ -2932,6 +2994,10 @@ fn ec_lost_osds_let_pgs_go_on_with_what_is_left() {
     assert!(
         total.unfound_most > 0,
         "no primary ever reported an unfound object: {total:?}"
+    );
+    assert!(
+        total.unfound_marked > 0,
+        "no PG's unfound objects were ever marked lost: {total:?}"
     );
 }
 

@@ -351,6 +351,13 @@ pub enum Change {
     AuthRm {
         entity: String,
     },
+    /// The operator gives up a PG's unfound objects (`pg
+    /// mark-unfound-lost`): its primary removes each object it cannot
+    /// find, logged as given up, for as long as its current interval
+    /// lasts. Recorded as this epoch in [`OsdMap::unfound_lost`].
+    PgMarkUnfoundLost {
+        pg: PgId,
+    },
 }
 
 /// The write set of the newest interval in which a PG may have accepted
@@ -404,6 +411,10 @@ pub struct OsdMap {
     /// The clients the cluster knows: caps and certificate serial (never
     /// a key). See [`OsdMap::caps_of`].
     pub auth: BTreeMap<String, AuthEntry>,
+    /// Per PG, the epoch of the operator's last `pg mark-unfound-lost`:
+    /// a primary whose interval began at or before it gives up the
+    /// objects it cannot find.
+    pub unfound_lost: BTreeMap<PgId, Epoch>,
 }
 
 fn check_name(what: &str, n: &str) -> Result<()> {
@@ -437,6 +448,7 @@ impl OsdMap {
             write_sets: WriteSets::new(),
             pg_upmap_items: BTreeMap::new(),
             auth: BTreeMap::new(),
+            unfound_lost: BTreeMap::new(),
         })
     }
 
@@ -638,6 +650,7 @@ impl OsdMap {
                     .filter(|(pg, _)| pg.pool != *id)
                     .collect();
                 self.pg_upmap_items.retain(|pg, _| pg.pool != *id);
+                self.unfound_lost.retain(|pg, _| pg.pool != *id);
             }
             Change::PoolUpdate(p) => {
                 let old = self
@@ -728,6 +741,10 @@ impl OsdMap {
                 } else {
                     self.pg_upmap_items.insert(*pg, items.clone());
                 }
+            }
+            Change::PgMarkUnfoundLost { pg } => {
+                self.pool_of(*pg)?;
+                self.unfound_lost.insert(*pg, self.epoch);
             }
             Change::OsdLost { id } => {
                 if self.osds.get(id).is_some_and(|o| o.up) {
@@ -876,6 +893,14 @@ impl OsdMap {
             self.pool_of(*pg)?;
             if !(0..OSDS_MAX).contains(&o) {
                 return bad(format!("primary_temp of {pg}: osd {o}"));
+            }
+        }
+        for (pg, &e) in &self.unfound_lost {
+            self.pool_of(*pg)?;
+            if e > self.epoch {
+                return bad(format!(
+                    "unfound objects of {pg} marked lost at epoch {e}, past the map's"
+                ));
             }
         }
         for (pg, v) in &self.pg_upmap_items {
@@ -1111,9 +1136,54 @@ mod crush_as_json {
 }
 
 /// Magic and format version in front of every encoded map and incremental.
-const MAGIC: [u8; 4] = *b"LGM3";
+const MAGIC: [u8; 4] = *b"LGM4";
+/// The version before maps held unfound-lost marks: still read (see [`v3`]).
+const MAGIC_V3: [u8; 4] = *b"LGM3";
 /// The version before maps held users: still read (see [`v2`]).
 const MAGIC_V2: [u8; 4] = *b"LGM2";
+
+/// The `LGM3` map: today's without the unfound-lost marks. Incrementals
+/// of every version read alike (changes were only added at the end).
+mod v3 {
+    use super::*;
+
+    #[derive(Deserialize)]
+    pub struct OsdMap {
+        fsid: String,
+        epoch: Epoch,
+        osds: BTreeMap<i32, OsdInfo>,
+        pools: BTreeMap<u64, Pool>,
+        pool_max: u64,
+        ec_profiles: BTreeMap<String, EcProfile>,
+        #[serde(with = "crush_as_json")]
+        crush: CrushMap,
+        pg_temp: BTreeMap<PgId, Vec<i32>>,
+        primary_temp: BTreeMap<PgId, i32>,
+        pg_upmap_items: BTreeMap<PgId, Vec<(i32, i32)>>,
+        write_sets: WriteSets,
+        auth: BTreeMap<String, AuthEntry>,
+    }
+
+    impl From<OsdMap> for super::OsdMap {
+        fn from(m: OsdMap) -> Self {
+            super::OsdMap {
+                fsid: m.fsid,
+                epoch: m.epoch,
+                osds: m.osds,
+                pools: m.pools,
+                pool_max: m.pool_max,
+                ec_profiles: m.ec_profiles,
+                crush: m.crush,
+                pg_temp: m.pg_temp,
+                primary_temp: m.primary_temp,
+                pg_upmap_items: m.pg_upmap_items,
+                write_sets: m.write_sets,
+                auth: m.auth,
+                unfound_lost: BTreeMap::new(),
+            }
+        }
+    }
+}
 
 /// The `LGM2` map: today's without the user table. Incrementals of both
 /// versions read alike (changes were only added at the end).
@@ -1151,6 +1221,7 @@ mod v2 {
                 pg_upmap_items: m.pg_upmap_items,
                 write_sets: m.write_sets.into_iter().collect(),
                 auth: BTreeMap::new(),
+                unfound_lost: BTreeMap::new(),
             }
         }
     }
@@ -1170,9 +1241,12 @@ pub fn encode<T: Serialize>(v: &T) -> Vec<u8> {
 /// receiver of a map from the wire or a snapshot uses, so that a
 /// malformed map is an error, never an index out of range later.
 pub fn decode_map(b: &[u8]) -> Result<OsdMap> {
-    let m: OsdMap = match b.strip_prefix(&MAGIC_V2) {
-        Some(body) => whole::<v2::OsdMap>("map", body)?.into(),
-        None => decode("map", b)?,
+    let m: OsdMap = if let Some(body) = b.strip_prefix(&MAGIC_V2) {
+        whole::<v2::OsdMap>("map", body)?.into()
+    } else if let Some(body) = b.strip_prefix(&MAGIC_V3) {
+        whole::<v3::OsdMap>("map", body)?.into()
+    } else {
+        decode("map", b)?
     };
     m.validate()?;
     Ok(m)
@@ -1180,7 +1254,9 @@ pub fn decode_map(b: &[u8]) -> Result<OsdMap> {
 
 /// Decode what [`encode`] wrote; foreign or truncated bytes are an error.
 pub fn decode<T: for<'de> Deserialize<'de>>(what: &'static str, b: &[u8]) -> Result<T> {
-    let body = b.strip_prefix(&MAGIC).or_else(|| b.strip_prefix(&MAGIC_V2));
+    let body = [MAGIC, MAGIC_V3, MAGIC_V2]
+        .iter()
+        .find_map(|m| b.strip_prefix(m.as_slice()));
     let body = body.ok_or_else(|| MapError::Decode {
         what: what.into(),
         why: "bad magic or unsupported version".into(),

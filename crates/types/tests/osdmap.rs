@@ -436,19 +436,51 @@ fn users_are_recorded_checked_and_revoked() {
 }
 
 #[test]
-fn maps_of_the_previous_format_still_read() {
-    // An LGM2 map is today's without the user table, which postcard ends
-    // with one byte (the empty table's length).
+fn maps_of_the_previous_formats_still_read() {
+    // An LGM3 map is today's without the unfound-lost marks, and an LGM2
+    // map is that without the user table; postcard ends each with one
+    // byte (the empty table's length).
     let m = cluster(3);
     let now = encode(&m);
-    assert_eq!(now.last(), Some(&0));
-    let mut old = b"LGM2".to_vec();
-    old.extend_from_slice(&now[4..now.len() - 1]);
-    assert_eq!(decode_map(&old).unwrap(), m);
-    // And one that lies about its version is refused.
-    let mut lie = b"LGM2".to_vec();
-    lie.extend_from_slice(&now[4..]);
-    assert!(decode_map(&lie).is_err());
+    assert_eq!(&now[..4], b"LGM4");
+    assert_eq!(now[now.len() - 2..], [0, 0]);
+    for (magic, cut) in [(b"LGM3", 1), (b"LGM2", 2)] {
+        let mut old = magic.to_vec();
+        old.extend_from_slice(&now[4..now.len() - cut]);
+        assert_eq!(decode_map(&old).unwrap(), m, "{magic:?}");
+        // And one that lies about its version is refused.
+        let mut lie = magic.to_vec();
+        lie.extend_from_slice(&now[4..]);
+        assert!(decode_map(&lie).is_err(), "{magic:?}");
+    }
+}
+
+#[test]
+fn marking_a_pgs_unfound_objects_lost_records_the_epoch() {
+    let mut m = cluster(3);
+    let pg = PgId { pool: 1, ps: 2 };
+    let e = m.epoch + 1;
+    step(&mut m, vec![Change::PgMarkUnfoundLost { pg }]).unwrap();
+    assert_eq!(m.unfound_lost.get(&pg), Some(&e));
+    // Through the encoding and back.
+    assert_eq!(decode_map(&encode(&m)).unwrap(), m);
+    // Marked again: the newer epoch.
+    step(&mut m, vec![Change::PgMarkUnfoundLost { pg }]).unwrap();
+    assert_eq!(m.unfound_lost.get(&pg), Some(&(e + 1)));
+    // No such PG: refused, and the map is unchanged.
+    let before = m.clone();
+    let past = PgId {
+        pool: 1,
+        ps: 10_000,
+    };
+    assert!(step(&mut m, vec![Change::PgMarkUnfoundLost { pg: past }]).is_err());
+    let none = PgId { pool: 99, ps: 0 };
+    assert!(step(&mut m, vec![Change::PgMarkUnfoundLost { pg: none }]).is_err());
+    assert_eq!(m, before);
+    // A mark from the future is a malformed map.
+    let mut bad = m.clone();
+    bad.unfound_lost.insert(pg, bad.epoch + 5);
+    assert!(decode_map(&encode(&bad)).is_err());
 }
 
 #[test]

@@ -121,6 +121,7 @@ mod tests {
             toofull: vec![],
             striper: None,
             primary_temp: None,
+            unfound_lost: 0,
             now_ms: 0,
         }
     }

@@ -697,6 +697,7 @@ pub fn map_input(
             .collect(),
         striper,
         primary_temp: map.primary_temp.get(&pg).copied(),
+        unfound_lost: map.unfound_lost.get(&pg).copied().unwrap_or(0),
         now_ms,
     }
 }

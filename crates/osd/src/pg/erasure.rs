@@ -851,7 +851,49 @@ impl Pg {
     ///   a record member may be a stray now, which only those reach (EC
     ///   lost sim seed 48986).
     /// - Otherwise it is waited for.
+    ///
+    /// Waiting ends in removal when the operator marked the PG's unfound
+    /// objects lost (`pg mark-unfound-lost`) since it last went active.
     pub(super) fn unfound_fate(
+        &self,
+        s: &dyn ObjectStore,
+        name: &str,
+        v: Version,
+        found: Option<usize>,
+        proven: &BTreeSet<i32>,
+    ) -> Unfound {
+        match self.proven_fate(s, name, v, found, proven) {
+            Unfound::Wait if self.unfound_marked_lost() && self.leads_unfound(v, found) => {
+                tracing::warn!(
+                    pg = %self.id,
+                    "'{name}' at {v} is unfound, and the operator marked this PG's unfound \
+                     objects lost (at epoch {}): removing it",
+                    self.unfound_lost
+                );
+                Unfound::Remove
+            }
+            fate => fate,
+        }
+    }
+
+    /// Whether the operator's last `pg mark-unfound-lost` holds: made
+    /// since this copy last went active (one made before that was spent
+    /// on the objects unfound then).
+    fn unfound_marked_lost(&self) -> bool {
+        self.unfound_lost > 0 && self.unfound_lost >= self.info.last_epoch_started
+    }
+
+    /// Whether this copy decides the fate of an object at `v` that
+    /// `found` positions have sources for: it leads the PG, and fewer
+    /// than k positions do.
+    fn leads_unfound(&self, v: Version, found: Option<usize>) -> bool {
+        let leading = matches!(self.role, Role::Primary { .. } | Role::Pulling { .. });
+        let k = self.ec.as_ref().map_or(usize::MAX, |st| st.k());
+        leading && v.v > 0 && found.is_some_and(|f| f < k)
+    }
+
+    /// `unfound_fate` from what the cluster shows alone (no operator).
+    fn proven_fate(
         &self,
         s: &dyn ObjectStore,
         name: &str,
@@ -862,11 +904,10 @@ impl Pg {
         if self.may_give_up() {
             return Unfound::Remove;
         }
-        let (Some(st), Some(record)) = (&self.ec, &self.record) else {
+        let (Some(_), Some(record)) = (&self.ec, &self.record) else {
             return Unfound::Wait;
         };
-        let leading = matches!(self.role, Role::Primary { .. } | Role::Pulling { .. });
-        if !leading || v.v == 0 || found.is_none_or(|f| f >= st.k()) {
+        if !self.leads_unfound(v, found) {
             return Unfound::Wait;
         }
         // A record member that lists the object missing proves nothing by

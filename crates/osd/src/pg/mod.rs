@@ -340,6 +340,9 @@ pub enum Input {
         striper: Option<Arc<Striper>>,
         /// The PG's primary_temp in this map, in effect or not.
         primary_temp: Option<i32>,
+        /// The epoch of the operator's last `pg mark-unfound-lost` of
+        /// this PG (0: never; `OsdMap::unfound_lost`).
+        unfound_lost: Epoch,
         now_ms: u64,
     },
     /// The monitors hold the write set this primary asked to record for
@@ -1196,6 +1199,8 @@ pub struct Pg {
     /// The recorded write set and its members that are up, as of `epoch`.
     record: Option<WriteSetRecord>,
     record_up: Vec<i32>,
+    /// The epoch of the operator's last `pg mark-unfound-lost` (0: none).
+    unfound_lost: Epoch,
     /// When peering last asked members for their infos.
     peer_asked_ms: u64,
     /// Writes from a primary to this copy.
@@ -1385,6 +1390,7 @@ impl Pg {
             recent_order: VecDeque::new(),
             record: None,
             record_up: Vec::new(),
+            unfound_lost: 0,
             peer_asked_ms: 0,
             rep: replica::Lane::default(),
             lists: VecDeque::new(),
@@ -1780,9 +1786,11 @@ impl Pg {
                 toofull,
                 striper,
                 primary_temp,
+                unfound_lost,
                 now_ms,
             } => {
                 self.primary_temp = primary_temp;
+                self.unfound_lost = self.unfound_lost.max(unfound_lost);
                 self.now_ms = now_ms;
                 if epoch > self.epoch {
                     // An erasure-coded PG's sets keep their holes (a
@@ -6539,10 +6547,16 @@ impl Pg {
 
     /// Objects no up copy can give at the version the log names, that
     /// wait (`PgStat::unfound`): those found so while pulling and those
-    /// recovery last failed to rebuild.
+    /// recovery last failed to rebuild (not those being given up).
     pub fn unfound_count(&self) -> u64 {
-        let also = self.rec.unfound.iter();
-        (self.unfound.len() + also.filter(|n| !self.unfound.contains_key(*n)).count()) as u64
+        let waiting = |n: &String| self.unfound.get(n) == Some(&erasure::Unfound::Wait);
+        let pulled = self.unfound.keys().filter(|n| waiting(n)).count();
+        let also = self
+            .rec
+            .unfound
+            .iter()
+            .filter(|n| !self.unfound.contains_key(*n));
+        (pulled + also.count()) as u64
     }
 }
 
