@@ -226,12 +226,25 @@ fn ec_pools_serve_with_m_osds_down_and_heal() {
     let rows: serde_json::Value =
         serde_json::from_str(&ok(&dir, &["pg", "ls", "eczz", "--json"])).unwrap();
     let first = rows[0]["pg"].as_str().unwrap().to_string();
-    assert!(rows.as_array().unwrap().iter().all(|r| r["unfound"] == 0), "{rows}");
-    assert!(ok(&dir, &["pg", "ls"]).lines().next().unwrap().contains("UNFOUND"));
+    assert!(
+        rows.as_array().unwrap().iter().all(|r| r["unfound"] == 0),
+        "{rows}"
+    );
+    assert!(ok(&dir, &["pg", "ls"])
+        .lines()
+        .next()
+        .unwrap()
+        .contains("UNFOUND"));
     assert!(!ok(&dir, &["status"]).contains("unfound"));
     for (args, why) in [
-        (vec![first.as_str(), "delete", "--yes-i-really-mean-it"], "has no unfound objects"),
-        (vec!["99.0", "delete", "--yes-i-really-mean-it"], "does not exist"),
+        (
+            vec![first.as_str(), "delete", "--yes-i-really-mean-it"],
+            "has no unfound objects",
+        ),
+        (
+            vec!["99.0", "delete", "--yes-i-really-mean-it"],
+            "does not exist",
+        ),
         (vec!["1.zz", "delete"], "not a PG id"),
         (vec![first.as_str(), "revert"], "not built"),
         (vec![first.as_str(), "forget"], "the mode is `delete`"),

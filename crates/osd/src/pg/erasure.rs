@@ -821,11 +821,26 @@ impl Pg {
         }
     }
 
+    /// Whether the operator's last `pg mark-unfound-lost` holds: made
+    /// since this copy last went active (one made before that was spent
+    /// on the objects unfound then).
+    pub(super) fn unfound_marked_lost(&self) -> bool {
+        self.unfound_lost > 0 && self.unfound_lost >= self.info.last_epoch_started
+    }
+
     /// Whether this PG may give up an object no k up copies hold: its
     /// recorded write set lost its k members to `osd lost` (or all of
-    /// them, and the map dropped it), so no OSD is known to hold more.
+    /// them, and the map dropped it), so no OSD is known to hold more; or
+    /// the operator said to go on without what the down ones hold (`pg
+    /// mark-unfound-lost`, since the PG last went active). Either way the
+    /// PG goes on with what k up copies hold, as far as their logs reach
+    /// (EC lost sim seed 6514: with the mark read only as leave to remove
+    /// what could not be found, the removal, logged past the head the
+    /// record's members held, was taken for a write never acknowledged,
+    /// and the PG was handed back and forth for good).
     pub(super) fn may_give_up(&self) -> bool {
-        self.ec.is_some() && (self.record.is_none() || self.record_short())
+        self.ec.is_some()
+            && (self.record.is_none() || self.record_short() || self.unfound_marked_lost())
     }
 
     /// What becomes of `name`, which no k shards hold at its logged
@@ -851,49 +866,7 @@ impl Pg {
     ///   a record member may be a stray now, which only those reach (EC
     ///   lost sim seed 48986).
     /// - Otherwise it is waited for.
-    ///
-    /// Waiting ends in removal when the operator marked the PG's unfound
-    /// objects lost (`pg mark-unfound-lost`) since it last went active.
     pub(super) fn unfound_fate(
-        &self,
-        s: &dyn ObjectStore,
-        name: &str,
-        v: Version,
-        found: Option<usize>,
-        proven: &BTreeSet<i32>,
-    ) -> Unfound {
-        match self.proven_fate(s, name, v, found, proven) {
-            Unfound::Wait if self.unfound_marked_lost() && self.leads_unfound(v, found) => {
-                tracing::warn!(
-                    pg = %self.id,
-                    "'{name}' at {v} is unfound, and the operator marked this PG's unfound \
-                     objects lost (at epoch {}): removing it",
-                    self.unfound_lost
-                );
-                Unfound::Remove
-            }
-            fate => fate,
-        }
-    }
-
-    /// Whether the operator's last `pg mark-unfound-lost` holds: made
-    /// since this copy last went active (one made before that was spent
-    /// on the objects unfound then).
-    fn unfound_marked_lost(&self) -> bool {
-        self.unfound_lost > 0 && self.unfound_lost >= self.info.last_epoch_started
-    }
-
-    /// Whether this copy decides the fate of an object at `v` that
-    /// `found` positions have sources for: it leads the PG, and fewer
-    /// than k positions do.
-    fn leads_unfound(&self, v: Version, found: Option<usize>) -> bool {
-        let leading = matches!(self.role, Role::Primary { .. } | Role::Pulling { .. });
-        let k = self.ec.as_ref().map_or(usize::MAX, |st| st.k());
-        leading && v.v > 0 && found.is_some_and(|f| f < k)
-    }
-
-    /// `unfound_fate` from what the cluster shows alone (no operator).
-    fn proven_fate(
         &self,
         s: &dyn ObjectStore,
         name: &str,
@@ -904,10 +877,11 @@ impl Pg {
         if self.may_give_up() {
             return Unfound::Remove;
         }
-        let (Some(_), Some(record)) = (&self.ec, &self.record) else {
+        let (Some(st), Some(record)) = (&self.ec, &self.record) else {
             return Unfound::Wait;
         };
-        if !self.leads_unfound(v, found) {
+        let leading = matches!(self.role, Role::Primary { .. } | Role::Pulling { .. });
+        if !leading || v.v == 0 || found.is_none_or(|f| f >= st.k()) {
             return Unfound::Wait;
         }
         // A record member that lists the object missing proves nothing by
@@ -1188,10 +1162,13 @@ impl Pg {
             size_after: 0,
             bytes_delta: -(st.size as i64),
         };
+        let why = match self.unfound_marked_lost() {
+            true => "the operator marked this PG's unfound objects lost",
+            false => "no OSD that may hold more is coming back",
+        };
         tracing::warn!(
             pg = %self.id,
-            "'{name}' at {} is on fewer than {} up OSDs, and no OSD that may hold more is \
-             coming back: removed",
+            "'{name}' at {} is on fewer than {} up OSDs, and {why}: removed",
             st.version,
             striper.k()
         );
