@@ -65,7 +65,7 @@ const MAP_LATE_STEPS_MIN: u64 = 40;
 const LOSE_PER_MILLE: u64 = 3;
 /// Chance (per mille) per step that the operator marks a PG's unfound
 /// objects lost while its primary reports some (in the lost runs).
-const MARK_UNFOUND_PER_MILLE: u64 = 20;
+const MARK_UNFOUND_PER_MILLE: u64 = 50;
 /// How long the operator waits before marking the same PG again (ms).
 const MARK_UNFOUND_AGAIN_MS: u64 = 5_000;
 /// Chance (per mille) that an op is sent under an older map.
@@ -2959,6 +2959,8 @@ const EC_LOST_BUG_SEEDS: &[(u64, bool)] = &[
     (13659, false),
     (8282, false),
     (25588, false),
+    (6514, false),
+    (7064, false),
     (43, true),
     (4363, true),
     (2787, true),

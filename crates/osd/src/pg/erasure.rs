@@ -591,7 +591,7 @@ impl Pg {
         let Some(striper) = self.ec.clone() else {
             return;
         };
-        self.rec.unfound.remove(&g.oid.name);
+        self.unfound_waiting.remove(&g.oid.name);
         let epoch = self.epoch;
         let Gather {
             what,
@@ -775,7 +775,7 @@ impl Pg {
                 self.chunk_rebuilt(to, &name, g.st.version, Err(e.to_string()), fx);
                 let fate = self.gather_fate(s, &g);
                 if fate == Unfound::Wait && !g.doubtful {
-                    self.rec.unfound.insert(name.clone());
+                    self.unfound_waiting.insert(name.clone());
                 }
                 self.settle_unfound(s, name, fate, fx);
             }
@@ -785,7 +785,7 @@ impl Pg {
                         // Tried again later; ops on the object keep waiting.
                         tracing::warn!(pg = %self.id, "cannot rebuild '{name}' to recover it: {e}");
                         if !g.doubtful {
-                            self.rec.unfound.insert(name.clone());
+                            self.unfound_waiting.insert(name.clone());
                         }
                         self.rec.retry.insert(name, retry);
                     }
@@ -1083,6 +1083,7 @@ impl Pg {
         fx: &mut Vec<Effect>,
     ) {
         let name = oid.name.clone();
+        self.unfound_waiting.remove(&name);
         let queued = self.busy.remove(&name).unwrap_or_default();
         self.write(
             super::Writer::GiveUp(name.clone(), to),

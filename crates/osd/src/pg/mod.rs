@@ -835,11 +835,6 @@ struct Recovery {
     never_took: BTreeMap<i32, BTreeSet<String>>,
     /// Pushes in flight: tid -> (object, members yet to answer).
     pushing: BTreeMap<u64, (String, BTreeSet<i32>)>,
-    /// Erasure-coded: objects whose last rebuild found fewer than k
-    /// shards, every other up copy saying it lacks its shard (no I/O
-    /// error or lost message in doubt), and that wait (`PgStat::unfound`;
-    /// a rebuild that gathers the object again takes it out).
-    unfound: BTreeSet<String>,
     /// Objects whose push failed, and when to try again.
     retry: BTreeMap<String, u64>,
     /// Objects copied so far (for progress and stats).
@@ -1201,6 +1196,13 @@ pub struct Pg {
     record_up: Vec<i32>,
     /// The epoch of the operator's last `pg mark-unfound-lost` (0: none).
     unfound_lost: Epoch,
+    /// Erasure-coded, as primary: objects whose last rebuild or pull
+    /// found fewer than k shards, every other up copy saying it lacks its
+    /// shard (no I/O error or lost message in doubt), and that wait
+    /// (`PgStat::unfound`). Kept across this primary's peerings (a PG
+    /// handed back and forth still shows them); a gather of the object
+    /// or its give-up takes it out, and so does no longer leading.
+    unfound_waiting: BTreeSet<String>,
     /// When peering last asked members for their infos.
     peer_asked_ms: u64,
     /// Writes from a primary to this copy.
@@ -1391,6 +1393,7 @@ impl Pg {
             record: None,
             record_up: Vec::new(),
             unfound_lost: 0,
+            unfound_waiting: BTreeSet::new(),
             peer_asked_ms: 0,
             rep: replica::Lane::default(),
             lists: VecDeque::new(),
@@ -1844,6 +1847,9 @@ impl Pg {
                     self.read_moved(s, &m.acting);
                     self.moved_fresh = self.settled_all();
                     self.on_map(s, m, pool, record_changed, &mut fx);
+                    if !self.is_primary() {
+                        self.unfound_waiting.clear();
+                    }
                     // Queries, logs and copies that waited for this map
                     // can be answered.
                     self.rerun_queries(&mut fx);
@@ -3276,9 +3282,14 @@ impl Pg {
     ) {
         let need = self.missing.get(&name).copied().unwrap_or_default();
         let fate = self.unfound_fate(s, &name, need, found, proven);
-        if fate == erasure::Unfound::Wait || self.rec.pull_doubt.contains(&name) {
+        let doubt = self.rec.pull_doubt.contains(&name);
+        if fate == erasure::Unfound::Wait || doubt {
+            if !doubt {
+                self.unfound_waiting.insert(name.clone());
+            }
             return self.pull_failed(why, fx);
         }
+        self.unfound_waiting.remove(&name);
         tracing::warn!(
             pg = %self.id,
             "'{name}' is on fewer than k up OSDs ({why}), and no OSD that may hold more is \
@@ -6546,17 +6557,16 @@ impl Pg {
     }
 
     /// Objects no up copy can give at the version the log names, that
-    /// wait (`PgStat::unfound`): those found so while pulling and those
-    /// recovery last failed to rebuild (not those being given up).
+    /// wait (`PgStat::unfound`; none once the PG, active, lacks nothing).
     pub fn unfound_count(&self) -> u64 {
-        let waiting = |n: &String| self.unfound.get(n) == Some(&erasure::Unfound::Wait);
-        let pulled = self.unfound.keys().filter(|n| waiting(n)).count();
-        let also = self
-            .rec
-            .unfound
-            .iter()
-            .filter(|n| !self.unfound.contains_key(*n));
-        (pulled + also.count()) as u64
+        let whole = matches!(self.role, Role::Primary { .. })
+            && self.missing.is_empty()
+            && self.rec.missing.values().all(BTreeMap::is_empty)
+            && self.rec.backfill.is_empty();
+        match whole {
+            true => 0,
+            false => self.unfound_waiting.len() as u64,
+        }
     }
 }
 
