@@ -566,17 +566,18 @@ pub enum PgCmd {
         json: JsonFlag,
     },
     /// Give up a PG's unfound objects (like `ceph pg PG mark_unfound_lost
-    /// delete`): its primary removes each object that no up OSDs hold
+    /// delete`): until the PG next goes active, it goes on with what its up
+    /// OSDs hold, and its primary removes each object they do not hold
     /// enough of to read (`pg ls` counts them as UNFOUND), logged as given
-    /// up, for as long as the PG's current interval lasts. Only when the
-    /// OSDs that hold the rest will never return: once removed, they stay
-    /// removed even if those OSDs come back.
+    /// up. Only when the OSDs that hold the rest will never return: what is
+    /// removed stays removed even if they come back.
     MarkUnfoundLost {
         /// The PG, as `pg ls` prints it (POOL.SEED, e.g. 1.1f).
         pg: String,
         /// What becomes of them: `delete` (the only mode Loligo has; Ceph
         /// too only deletes erasure-coded objects).
         mode: String,
+        /// Confirm that the objects are to be removed.
         #[arg(long = "yes-i-really-mean-it")]
         confirm: bool,
     },

@@ -70,8 +70,8 @@ enum Cmd {
     /// Pools: create, ls, get, set, rm.
     #[command(subcommand)]
     Pool(admin_cmd::PoolCmd),
-    /// Placement groups: ls (each PG's state, sets, and what a down one
-    /// waits for).
+    /// Placement groups: ls (each PG's state, sets, unfound objects, and
+    /// what a down one waits for), mark-unfound-lost.
     #[command(subcommand)]
     Pg(admin_cmd::PgCmd),
     /// Erasure-code profiles: set, get, ls, rm (a pool made with `pool create --erasure PROFILE` uses one).

@@ -352,9 +352,10 @@ pub enum Change {
         entity: String,
     },
     /// The operator gives up a PG's unfound objects (`pg
-    /// mark-unfound-lost`): its primary removes each object it cannot
-    /// find, logged as given up, for as long as its current interval
-    /// lasts. Recorded as this epoch in [`OsdMap::unfound_lost`].
+    /// mark-unfound-lost`): until the PG next goes active, it goes on with
+    /// what its up OSDs hold and its primary removes each object it
+    /// cannot find, logged as given up. Recorded as this epoch in
+    /// [`OsdMap::unfound_lost`].
     PgMarkUnfoundLost {
         pg: PgId,
     },
@@ -412,7 +413,7 @@ pub struct OsdMap {
     /// a key). See [`OsdMap::caps_of`].
     pub auth: BTreeMap<String, AuthEntry>,
     /// Per PG, the epoch of the operator's last `pg mark-unfound-lost`:
-    /// a primary whose interval began at or before it gives up the
+    /// a primary that last went active at or before it gives up the
     /// objects it cannot find.
     pub unfound_lost: BTreeMap<PgId, Epoch>,
 }
