@@ -566,11 +566,12 @@ pub enum PgCmd {
         json: JsonFlag,
     },
     /// Give up a PG's unfound objects (like `ceph pg PG mark_unfound_lost
-    /// delete`): until the PG next goes active, it goes on with what its up
-    /// OSDs hold, and its primary removes each object they do not hold
-    /// enough of to read (`pg ls` counts them as UNFOUND), logged as given
-    /// up. Only when the OSDs that hold the rest will never return: what is
-    /// removed stays removed even if they come back.
+    /// delete`): until the PG is active again in a later interval, it goes
+    /// on with what its up OSDs hold, and its primary removes each object
+    /// written before the mark that they do not hold enough of to read
+    /// (`pg ls` counts them as UNFOUND), logged as given up. Only when the
+    /// OSDs that hold the rest will never return: what is removed stays
+    /// removed even if they come back.
     MarkUnfoundLost {
         /// The PG, as `pg ls` prints it (POOL.SEED, e.g. 1.1f).
         pg: String,

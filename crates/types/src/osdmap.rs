@@ -352,9 +352,10 @@ pub enum Change {
         entity: String,
     },
     /// The operator gives up a PG's unfound objects (`pg
-    /// mark-unfound-lost`): until the PG next goes active, it goes on with
-    /// what its up OSDs hold and its primary removes each object it
-    /// cannot find, logged as given up. Recorded as this epoch in
+    /// mark-unfound-lost`): until a write set is recorded for a later
+    /// interval, the PG goes on with what its up OSDs hold and its primary
+    /// removes each object written before the mark that it cannot find,
+    /// logged as given up. Recorded as this epoch in
     /// [`OsdMap::unfound_lost`].
     PgMarkUnfoundLost {
         pg: PgId,
@@ -413,8 +414,9 @@ pub struct OsdMap {
     /// a key). See [`OsdMap::caps_of`].
     pub auth: BTreeMap<String, AuthEntry>,
     /// Per PG, the epoch of the operator's last `pg mark-unfound-lost`:
-    /// a primary that last went active at or before it gives up the
-    /// objects it cannot find.
+    /// while the PG's recorded write set is from an interval that began
+    /// at or before it, its primary gives up the objects written before
+    /// it that it cannot find.
     pub unfound_lost: BTreeMap<PgId, Epoch>,
 }
 

@@ -821,19 +821,22 @@ impl Pg {
         }
     }
 
-    /// Whether the operator's last `pg mark-unfound-lost` holds: made
-    /// since this copy last went active (one made before that was spent
-    /// on the objects unfound then).
+    /// Whether the operator's last `pg mark-unfound-lost` holds: no
+    /// write set was recorded for an interval that began after it (one
+    /// that was is a PG that went on; the mark was spent). The map says
+    /// so, so every primary agrees.
     pub(super) fn unfound_marked_lost(&self) -> bool {
-        self.unfound_lost > 0 && self.unfound_lost >= self.info.last_epoch_started
+        let m = self.unfound_lost;
+        m > 0 && self.record.as_ref().is_none_or(|r| r.interval <= m)
     }
 
     /// Whether this PG may give up an object no k up copies hold: its
     /// recorded write set lost its k members to `osd lost` (or all of
     /// them, and the map dropped it), so no OSD is known to hold more; or
     /// the operator said to go on without what the down ones hold (`pg
-    /// mark-unfound-lost`, since the PG last went active). Either way the
-    /// PG goes on with what k up copies hold, as far as their logs reach
+    /// mark-unfound-lost`, until a write set is recorded after it).
+    /// Either way the PG goes on with what k up copies hold, as far as
+    /// their logs reach
     /// (EC lost sim seed 6514: with the mark read only as leave to remove
     /// what could not be found, the removal, logged past the head the
     /// record's members held, was taken for a write never acknowledged,
@@ -841,6 +844,16 @@ impl Pg {
     pub(super) fn may_give_up(&self) -> bool {
         self.ec.is_some()
             && (self.record.is_none() || self.record_short() || self.unfound_marked_lost())
+    }
+
+    /// `may_give_up`, for an object needed at `v`: a mark gives up only
+    /// what was written before it (EC lost sim seed 15036: a mark still in
+    /// force removed a write acknowledged after it).
+    fn may_give_up_at(&self, v: Version) -> bool {
+        self.ec.is_some()
+            && (self.record.is_none()
+                || self.record_short()
+                || (self.unfound_marked_lost() && v.epoch < self.unfound_lost))
     }
 
     /// What becomes of `name`, which no k shards hold at its logged
@@ -874,7 +887,7 @@ impl Pg {
         found: Option<usize>,
         proven: &BTreeSet<i32>,
     ) -> Unfound {
-        if self.may_give_up() {
+        if self.may_give_up_at(v) {
             return Unfound::Remove;
         }
         let (Some(st), Some(record)) = (&self.ec, &self.record) else {
