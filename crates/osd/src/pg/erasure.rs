@@ -805,8 +805,13 @@ impl Pg {
             }
             Purpose::Revert { .. } => {
                 // Tried again later (recovery gathers the object again, and
-                // finds it unfound again); ops on it keep waiting.
+                // finds it unfound again); ops on it keep waiting, and it
+                // counts as unfound (EC lost sim seed 43719: the version
+                // to roll back to was on one shard, and nothing said so).
                 tracing::warn!(pg = %self.id, "cannot read '{name}' at {} to roll it back: {e}", g.st.version);
+                if !g.doubtful {
+                    self.unfound_waiting.insert(name.clone());
+                }
                 self.rec.retry.insert(name, retry);
             }
         }
