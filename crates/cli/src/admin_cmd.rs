@@ -232,7 +232,7 @@ fn clock() -> String {
 
 /// One `status --watch` line: PG states, degraded and misplaced object
 /// copies with a progress bar against the most seen in this watch
-/// (`most_left`), recovery and client rates.
+/// (`most_left`), unfound objects, recovery and client rates.
 fn watch_line(s: &StatusReport, most_left: u64, at: &str) -> String {
     let mut states: Vec<_> = s.pgs.by_state.iter().collect();
     states.sort_by(|a, b| b.1.cmp(a.1).then(a.0.to_string().cmp(&b.0.to_string())));
@@ -252,6 +252,9 @@ fn watch_line(s: &StatusReport, most_left: u64, at: &str) -> String {
             ".".repeat(20 - filled.min(20)),
             done * 100.0
         );
+    }
+    if s.usage.unfound_objects > 0 {
+        line += &format!("; unfound {}", s.usage.unfound_objects);
     }
     let r = &s.recovery;
     if r.objects_s > 0.0 {
@@ -856,6 +859,8 @@ mod tests {
             t.contains("    unfound: 5 objects in 2 pgs (no up OSD holds them)\n"),
             "{t}"
         );
+        assert!(watch_line(&lost, 0, "10:00:00").ends_with("; unfound 5"));
+        assert!(!watch_line(&s, 0, "10:00:00").contains("unfound"));
         // Recovery traffic shows as `ceph -s` shows it, and in the watch
         // line with a progress bar against the most degraded seen.
         let mut s = s;

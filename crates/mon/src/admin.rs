@@ -216,6 +216,7 @@ pub fn plan(m: &OsdMap, cmd: &Admin) -> Result<Outcome, MonError> {
             "primary_temp": m.primary_temp.iter().map(|(pg, o)| json!({"pg": pg.to_string(), "osd": o})).collect::<Vec<_>>(),
             "pg_upmap_items": m.pg_upmap_items.iter().map(|(pg, v)| json!({"pg": pg.to_string(), "items": v})).collect::<Vec<_>>(),
             "pg_write_sets": m.write_sets.iter().map(|(pg, r)| json!({"pg": pg.to_string(), "interval": r.interval, "osds": r.osds})).collect::<Vec<_>>(),
+            "pg_unfound_lost": m.unfound_lost.iter().map(|(pg, e)| json!({"pg": pg.to_string(), "epoch": e})).collect::<Vec<_>>(),
         })),
         Admin::OsdDown { ids } => Changes(ids.iter().map(|&id| Change::OsdDown { id }).collect()),
         Admin::OsdOut { ids } => Changes(ids.iter().map(|&id| Change::OsdOut { id }).collect()),

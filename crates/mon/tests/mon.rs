@@ -158,6 +158,11 @@ async fn one_monitor_serves_maps_and_commands() {
     let m = c.get_map().await.unwrap();
     let pg = loligo_types::PgId { pool: 1, ps: 0 };
     assert_eq!(m.unfound_lost.get(&pg), Some(&epoch));
+    let dump = c.call(admin(Admin::OsdDump)).await.unwrap().value;
+    assert_eq!(
+        dump["pg_unfound_lost"],
+        serde_json::json!([{"pg": "1.0", "epoch": epoch}])
+    );
 
     // Typed refusals, and nothing changes.
     assert!(matches!(
