@@ -1150,39 +1150,19 @@ const MAGIC_V2: [u8; 4] = *b"LGM2";
 mod v3 {
     use super::*;
 
+    /// Postcard writes a struct as its fields in order with nothing
+    /// around them, so this is the `LGM2` map's fields, then the users.
     #[derive(Deserialize)]
     pub struct OsdMap {
-        fsid: String,
-        epoch: Epoch,
-        osds: BTreeMap<i32, OsdInfo>,
-        pools: BTreeMap<u64, Pool>,
-        pool_max: u64,
-        ec_profiles: BTreeMap<String, EcProfile>,
-        #[serde(with = "crush_as_json")]
-        crush: CrushMap,
-        pg_temp: BTreeMap<PgId, Vec<i32>>,
-        primary_temp: BTreeMap<PgId, i32>,
-        pg_upmap_items: BTreeMap<PgId, Vec<(i32, i32)>>,
-        write_sets: WriteSets,
+        lgm2: v2::OsdMap,
         auth: BTreeMap<String, AuthEntry>,
     }
 
     impl From<OsdMap> for super::OsdMap {
         fn from(m: OsdMap) -> Self {
             super::OsdMap {
-                fsid: m.fsid,
-                epoch: m.epoch,
-                osds: m.osds,
-                pools: m.pools,
-                pool_max: m.pool_max,
-                ec_profiles: m.ec_profiles,
-                crush: m.crush,
-                pg_temp: m.pg_temp,
-                primary_temp: m.primary_temp,
-                pg_upmap_items: m.pg_upmap_items,
-                write_sets: m.write_sets,
                 auth: m.auth,
-                unfound_lost: BTreeMap::new(),
+                ..m.lgm2.into()
             }
         }
     }

@@ -444,13 +444,29 @@ fn maps_of_the_previous_formats_still_read() {
     let now = encode(&m);
     assert_eq!(&now[..4], b"LGM4");
     assert_eq!(now[now.len() - 2..], [0, 0]);
-    for (magic, cut) in [(b"LGM3", 1), (b"LGM2", 2)] {
+    // An LGM3 map with a user: its table reads back.
+    use loligo_types::caps::{AuthEntry, Caps};
+    let mut users = m.clone();
+    step(
+        &mut users,
+        vec![Change::AuthPut {
+            entity: "client.backup".into(),
+            entry: AuthEntry {
+                caps: Caps::all(),
+                serial: "ab12".into(),
+            },
+        }],
+    )
+    .unwrap();
+    let with_users = encode(&users);
+    for (magic, cut, want) in [(b"LGM3", 1, &users), (b"LGM2", 2, &m)] {
+        let bytes = if magic == b"LGM3" { &with_users } else { &now };
         let mut old = magic.to_vec();
-        old.extend_from_slice(&now[4..now.len() - cut]);
-        assert_eq!(decode_map(&old).unwrap(), m, "{magic:?}");
+        old.extend_from_slice(&bytes[4..bytes.len() - cut]);
+        assert_eq!(&decode_map(&old).unwrap(), want, "{magic:?}");
         // And one that lies about its version is refused.
         let mut lie = magic.to_vec();
-        lie.extend_from_slice(&now[4..]);
+        lie.extend_from_slice(&bytes[4..]);
         assert!(decode_map(&lie).is_err(), "{magic:?}");
     }
 }
