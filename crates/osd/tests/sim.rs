@@ -2954,6 +2954,21 @@ fn run_lost_seeds(ec: bool, default: u64, bug_seeds: &[u64]) -> Option<(u64, Sta
 ///   needed and refused the pull; the primary took the object for unfound
 ///   and waited for good to roll it back to a version no copy could give.
 /// - 43, 4363 (moving): as 209.
+/// - 23500: an unacknowledged write's entry outlived the log below it, so
+///   its rollback could not say what to restore; entries now say so
+///   themselves (`LogEntry::before`).
+/// - 13659: two members that each lacked the one object no k shards held
+///   handed the PG to each other for good while a third held all of it;
+///   a hand-over now goes first to a member that lacks nothing.
+/// - 8282, 25588: a backfill chunk rebuilt before a give-up was sent
+///   after it, and a clean PG's member held what the log removed;
+///   give-ups now wait for such a chunk.
+/// - 6514, 7064: a `pg mark-unfound-lost` read only as leave to remove;
+///   the removal, logged past the record members' head, was taken for a
+///   divergent write and the PG went round for good.
+/// - 15036, 44102: a mark still in force removed a write acknowledged
+///   after it (a read found nothing); marks now give up only what was
+///   written before them and are spent once a later write set is recorded.
 const EC_LOST_BUG_SEEDS: &[(u64, bool)] = &[
     (209, false),
     (2823, false),
