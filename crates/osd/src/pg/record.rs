@@ -127,10 +127,12 @@ impl Entry {
     }
 }
 
-/// A format 4 entry, borrowed for encoding.
-#[derive(serde::Serialize)]
-struct EntryOut<'a> {
+/// A format 4 entry, its name borrowed: what is encoded, and what is
+/// decoded in place (no copy of the name until one is needed).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct EntryRef<'a> {
     version: Version,
+    #[serde(borrow)]
     name: &'a str,
     removed: bool,
     reqid: Option<ReqId>,
@@ -138,19 +140,8 @@ struct EntryOut<'a> {
     gave_up: Option<GaveUp>,
 }
 
-/// A format 4 entry, as decoded.
-#[derive(serde::Deserialize)]
-struct EntryIn {
-    version: Version,
-    name: String,
-    removed: bool,
-    reqid: Option<ReqId>,
-    before: Before,
-    gave_up: Option<GaveUp>,
-}
-
 fn entry_body(e: &LogEntry) -> Vec<u8> {
-    let out = EntryOut {
+    let out = EntryRef {
         version: e.version,
         name: &e.name,
         removed: e.removed,
@@ -186,10 +177,10 @@ pub fn decode_log_stamped(b: &[u8]) -> Result<(LogEntry, Option<LeafStamp>), Rec
     let body = b.get(4..).unwrap_or_default();
     let stamp = |rest: &[u8]| postcard::from_bytes::<LeafStamp>(rest).map_err(damaged);
     if marker == LOG_V4 || marker == LOG_V5 {
-        let (e, rest) = postcard::take_from_bytes::<EntryIn>(body).map_err(damaged)?;
+        let (e, rest) = postcard::take_from_bytes::<EntryRef>(body).map_err(damaged)?;
         let entry = LogEntry {
             version: e.version,
-            name: e.name,
+            name: e.name.to_string(),
             removed: e.removed,
             reqid: e.reqid,
             gave_up: e.gave_up,
@@ -223,17 +214,33 @@ pub fn decode_log_stamped(b: &[u8]) -> Result<(LogEntry, Option<LeafStamp>), Rec
 /// The stored bytes of log entry `b` (any format) with stamp `s` instead
 /// of any it had, in format 5.
 pub fn stamp_log(b: &[u8], s: &LeafStamp) -> Result<Vec<u8>, RecordError> {
-    let e = decode_log(b)?;
-    if e.gave_up.is_some() {
-        return Err(RecordError::Damaged {
-            what: "PG log",
-            why: format!("entry {} gave something up: it takes no stamp", e.version),
+    let no_stamp = |v: Version| RecordError::Damaged {
+        what: "PG log",
+        why: format!("entry {v} gave something up: it takes no stamp"),
+    };
+    // The common case, a write's fresh entry: checked in place, and its
+    // bytes taken as they are (this runs on every replicated write).
+    let fresh =
+        b.strip_prefix(LOG_V4.as_slice()).and_then(|body| {
+            match postcard::take_from_bytes::<EntryRef>(body) {
+                Ok((e, [])) => Some((e.gave_up, e.version, body)),
+                _ => None,
+            }
         });
-    }
-    let body = entry_body(&e);
+    let body = match fresh {
+        Some((Some(_), v, _)) => return Err(no_stamp(v)),
+        Some((None, _, body)) => std::borrow::Cow::Borrowed(body),
+        None => {
+            let e = decode_log(b)?;
+            if e.gave_up.is_some() {
+                return Err(no_stamp(e.version));
+            }
+            std::borrow::Cow::Owned(entry_body(&e))
+        }
+    };
     let mut out = Vec::with_capacity(4 + body.len() + 24);
     out.extend_from_slice(LOG_V5);
-    out.extend(body);
+    out.extend_from_slice(&body);
     out.extend(postcard::to_stdvec(s).unwrap_or_default());
     Ok(out)
 }
