@@ -841,24 +841,24 @@ impl Pg {
     /// the operator said to go on without what the down ones hold (`pg
     /// mark-unfound-lost`, until a write set is recorded after it).
     /// Either way the PG goes on with what k up copies hold, as far as
-    /// their logs reach
-    /// (EC lost sim seed 6514: with the mark read only as leave to remove
-    /// what could not be found, the removal, logged past the head the
-    /// record's members held, was taken for a write never acknowledged,
-    /// and the PG was handed back and forth for good).
+    /// their logs reach (EC lost sim seed 6514: with the mark read only as
+    /// leave to remove what could not be found, the removal, logged past
+    /// the head the record's members held, was taken for a write never
+    /// acknowledged, and the PG was handed back and forth for good).
     pub(super) fn may_give_up(&self) -> bool {
-        self.ec.is_some()
-            && (self.record.is_none() || self.record_short() || self.unfound_marked_lost())
+        self.ec.is_some() && (self.record_lost() || self.unfound_marked_lost())
+    }
+
+    /// The recorded write set is gone or short of k members.
+    fn record_lost(&self) -> bool {
+        self.record.is_none() || self.record_short()
     }
 
     /// `may_give_up`, for an object needed at `v`: a mark gives up only
     /// what was written before it (EC lost sim seed 15036: a mark still in
     /// force removed a write acknowledged after it).
     fn may_give_up_at(&self, v: Version) -> bool {
-        self.ec.is_some()
-            && (self.record.is_none()
-                || self.record_short()
-                || (self.unfound_marked_lost() && v.epoch < self.unfound_lost))
+        self.may_give_up() && (self.record_lost() || v.epoch < self.unfound_lost)
     }
 
     /// What becomes of `name`, which no k shards hold at its logged
