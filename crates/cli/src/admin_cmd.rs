@@ -603,10 +603,7 @@ pub fn pg(conn: &ConnArgs, c: PgCmd) -> Result<(), CliError> {
             Err(e) => Err(CliError(format!("--state {f}: {e}"))),
         })
         .collect::<Result<Vec<PgState>, CliError>>()?;
-    let v = call(conn, MonRequest::Admin(Admin::PgLs { pool }))?.value;
-    let rows: Vec<PgRow> = serde_json::from_value(v)
-        .map_err(|e| CliError(format!("the monitor's PG list does not parse: {e}")))?;
-    let rows: Vec<PgRow> = rows
+    let rows: Vec<PgRow> = pg_rows(conn, pool)?
         .into_iter()
         .filter(|r| {
             flags.is_empty()
@@ -629,6 +626,13 @@ pub fn pg(conn: &ConnArgs, c: PgCmd) -> Result<(), CliError> {
     Ok(())
 }
 
+/// Every PG (of `pool`, if named) as the monitor lists it.
+fn pg_rows(conn: &ConnArgs, pool: Option<String>) -> Result<Vec<PgRow>, CliError> {
+    let v = call(conn, MonRequest::Admin(Admin::PgLs { pool }))?.value;
+    serde_json::from_value(v)
+        .map_err(|e| CliError(format!("the monitor's PG list does not parse: {e}")))
+}
+
 /// `pg mark-unfound-lost PG delete`: refused for a mode Loligo lacks and
 /// for a PG that reports no unfound objects (as Ceph refuses it).
 fn mark_unfound_lost(conn: &ConnArgs, pg: &str, mode: &str, confirm: bool) -> Result<(), CliError> {
@@ -644,9 +648,7 @@ fn mark_unfound_lost(conn: &ConnArgs, pg: &str, mode: &str, confirm: bool) -> Re
         m => return Err(CliError(format!("mode '{m}': the mode is `delete`"))),
     }
     let id: loligo_types::PgId = pg.parse().map_err(CliError)?;
-    let v = call(conn, MonRequest::Admin(Admin::PgLs { pool: None }))?.value;
-    let rows: Vec<PgRow> = serde_json::from_value(v)
-        .map_err(|e| CliError(format!("the monitor's PG list does not parse: {e}")))?;
+    let rows = pg_rows(conn, None)?;
     let Some(row) = rows.iter().find(|r| r.pg == id.to_string()) else {
         return Err(CliError(format!("pg {id} does not exist")));
     };
