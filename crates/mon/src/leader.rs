@@ -232,16 +232,7 @@ impl LeaderState {
             })
             .collect();
         osd_counters.sort_by_key(|c| c.osd);
-        let mut health = health(map, up, &by_state);
-        if unfound > 0 {
-            // Ceph's OBJECT_UNFOUND: data that exists somewhere no up OSD is.
-            health.checks.push(format!(
-                "Possible data damage: {unfound} objects unfound in {unfound_pgs} pgs (reads of \
-                 them wait for the OSDs that hold them: `loligo pg ls` names the pgs; bring \
-                 those OSDs back, or `osd lost` the ones that will not return)"
-            ));
-            health.status = health.status.max(HealthStatus::Err);
-        }
+        let health = health(map, up, &by_state, (unfound, unfound_pgs));
         Ok(StatusReport {
             fsid: map.fsid.clone(),
             health,
@@ -330,8 +321,14 @@ fn state_of<'a>(
     }
 }
 
-/// Health checks from OSD and PG states, worst level first found.
-fn health(map: &OsdMap, up: usize, by_state: &BTreeMap<PgState, u64>) -> Health {
+/// Health checks from OSD and PG states and the unfound objects (and the
+/// PGs holding them), worst level first found.
+fn health(
+    map: &OsdMap,
+    up: usize,
+    by_state: &BTreeMap<PgState, u64>,
+    (unfound, unfound_pgs): (u64, u64),
+) -> Health {
     let count = |f: &dyn Fn(PgState) -> bool| -> u64 {
         by_state
             .iter()
@@ -373,6 +370,15 @@ fn health(map: &OsdMap, up: usize, by_state: &BTreeMap<PgState, u64>) -> Health 
     if degraded > 0 {
         checks.push(format!("Degraded data redundancy: {degraded} pgs degraded"));
         level = level.max(HealthStatus::Warn);
+    }
+    if unfound > 0 {
+        // Ceph's OBJECT_UNFOUND: data that exists somewhere no up OSD is.
+        checks.push(format!(
+            "Possible data damage: {unfound} objects unfound in {unfound_pgs} pgs (reads of \
+             them wait for the OSDs that hold them: `loligo pg ls` names the pgs; bring \
+             those OSDs back, or `osd lost` the ones that will not return)"
+        ));
+        level = HealthStatus::Err;
     }
     let full = |f: Fullness| -> Vec<String> {
         map.osds

@@ -898,14 +898,6 @@ impl OsdMap {
                 return bad(format!("primary_temp of {pg}: osd {o}"));
             }
         }
-        for (pg, &e) in &self.unfound_lost {
-            self.pool_of(*pg)?;
-            if e > self.epoch {
-                return bad(format!(
-                    "unfound objects of {pg} marked lost at epoch {e}, past the map's"
-                ));
-            }
-        }
         for (pg, v) in &self.pg_upmap_items {
             self.pool_of(*pg)?;
             let ok =
@@ -915,6 +907,15 @@ impl OsdMap {
             }
         }
         if base.is_none() {
+            // (A change checks the marks and records it writes.)
+            for (pg, &e) in &self.unfound_lost {
+                self.pool_of(*pg)?;
+                if e > self.epoch {
+                    return bad(format!(
+                        "unfound objects of {pg} marked lost at epoch {e}, past the map's"
+                    ));
+                }
+            }
             for (pg, r) in &self.write_sets {
                 self.pool_of(*pg)?;
                 if r.osds.len() > MAX_NUM_REP || !r.osds.iter().all(|&o| osd_ok(o)) {
