@@ -2969,6 +2969,25 @@ fn run_lost_seeds(ec: bool, default: u64, bug_seeds: &[u64]) -> Option<(u64, Sta
 /// - 15036, 44102: a mark still in force removed a write acknowledged
 ///   after it (a read found nothing); marks now give up only what was
 ///   written before them and are spent once a later write set is recorded.
+/// - 43719: a member refused two give-ups as stale, and the write set was
+///   recorded with it all the same; the give-ups, on one shard, were
+///   rolled back as divergent, and the PG waited for good for what they
+///   had given up. A write set is now recorded only once give-ups are on
+///   every member.
+/// - 25554: the only other shard of an unacknowledged write was on a
+///   record member outside the acting set that had not asked the new
+///   primary yet; the write was rolled back while the backfill targets
+///   took only the log, which left the object on one shard. Peering
+///   answers now say which shard a copy outside the acting set holds.
+/// - 20776: a pull answered with a newer, divergent version dropped the
+///   proof that a record member never took the write; the two record
+///   members, each lacking the object, handed the PG to each other for
+///   good. The proof now decides the object's fate all the same.
+/// - 18072: a rollback's write-back was durable on every acting member,
+///   but its primary crashed before recording them; the one other record
+///   member was mid-backfill at the old head, and a primary past it
+///   rolled itself back only with no other copy past it too, so nobody
+///   went on. Every record member heard is enough.
 const EC_LOST_BUG_SEEDS: &[(u64, bool)] = &[
     (209, false),
     (2823, false),
@@ -2997,6 +3016,10 @@ const EC_LOST_BUG_SEEDS: &[(u64, bool)] = &[
     (7064, false),
     (15036, false),
     (44102, false),
+    (43719, false),
+    (25554, false),
+    (20776, false),
+    (18072, false),
     (43, true),
     (4363, true),
     (2787, true),

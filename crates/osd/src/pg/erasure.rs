@@ -172,7 +172,8 @@ impl Pg {
     /// `acting` (`moved`), and if so which (`held_shard`).
     pub(super) fn read_moved(&mut self, s: &dyn ObjectStore, acting: &[i32]) {
         self.moved = self.shard_moved_at(s, acting);
-        self.held_shard = self.moved.then(|| self.shard_held(s)).flatten();
+        let stray = self.ec.is_some() && !acting.contains(&self.whoami);
+        self.held_shard = (self.moved || stray).then(|| self.shard_held(s)).flatten();
     }
 
     /// The shard this copy's objects hold, as recorded (None if unknown
@@ -189,6 +190,13 @@ impl Pg {
     pub(super) fn moved_shard(&self) -> Option<u8> {
         self.held_shard
             .filter(|_| self.moved && self.backfill.is_none())
+    }
+
+    /// What a peering answer says of a copy outside the acting set: the
+    /// shard it holds, if known.
+    pub(super) fn stray_shard(&self) -> Option<u8> {
+        self.held_shard
+            .filter(|_| self.ec.is_some() && !self.acting.contains(&self.whoami))
     }
 
     /// Record this copy's shard (its position) in `t` (EC pools only).
@@ -1040,6 +1048,31 @@ impl Pg {
         if self.rec.blocks(&oid) {
             // A backfill chunk with the object in it is on its way: it
             // goes first (see `ec_give_up`).
+            self.rec.retry.insert(name, retry);
+            return;
+        }
+        // The version written back must reach k shards: backfill targets
+        // short of the object take the log entry only, and on fewer
+        // shards it would be as unreadable as the write it undoes, with
+        // the rollback copies that held the older version spent (EC lost
+        // sim seed 25554, before peering named strays' shards: with the
+        // primary the only complete member, a rollback left the object on
+        // one shard, and a second rollback found nothing to go back to).
+        // It waits, unfound, until backfill or an operator moves on.
+        let takers = match &self.role {
+            Role::Primary { write_set } => write_set
+                .iter()
+                .filter(|o| self.rec.backfill.get(o).is_none_or(|b| b.done.covers(&oid)))
+                .count(),
+            _ => 0,
+        };
+        if takers < striper.k() {
+            tracing::warn!(
+                pg = %self.id,
+                "cannot roll '{name}' back now: {takers} members would take it, fewer than {}",
+                striper.k()
+            );
+            self.unfound_waiting.insert(name.clone());
             self.rec.retry.insert(name, retry);
             return;
         }

@@ -77,6 +77,10 @@ pub struct PeerInfo {
     /// (`backfill` is then true, yet the copy may be a complete copy of
     /// that shard: peering can put it back at the shard's position).
     pub moved_shard: Option<u8>,
+    /// Erasure-coded: the shard this copy's objects hold when its OSD is
+    /// outside the acting set (a stray's copy, as its `StrayCheck` says
+    /// later), so the primary may read it from its first recovery on.
+    pub stray_shard: Option<u8>,
 }
 
 impl From<PgInfo> for PeerInfo {
@@ -87,6 +91,7 @@ impl From<PgInfo> for PeerInfo {
             missing: 0,
             backfill: false,
             moved_shard: None,
+            stray_shard: None,
         }
     }
 }
@@ -1169,7 +1174,8 @@ pub struct Pg {
     /// Erasure-coded: this copy holds another shard than its position in
     /// the current map (it must be backfilled before it counts).
     moved: bool,
-    /// Erasure-coded and `moved`: the shard this copy holds, if known.
+    /// Erasure-coded, and `moved` or outside the acting set: the shard
+    /// this copy holds, if known.
     held_shard: Option<u8>,
     /// `moved` was read with nothing of this copy in flight since the
     /// last map (see `on_settled`).
@@ -2463,6 +2469,7 @@ impl Pg {
                 infos.insert(from, info);
             }
         }
+
         self.maybe_activate(s, fx);
     }
 
@@ -2580,8 +2587,12 @@ impl Pg {
             return;
         }
         // Not while an unfound object's removal is on its way: until it
-        // is durable, this copy still lacks the object.
-        if !self.unfound.is_empty() || self.inflight.values().any(|f| f.token.is_none()) {
+        // is durable, this copy still lacks the object. Nor once a member
+        // said the interval is over: a write it refused is not on it.
+        if self.interval_ended
+            || !self.unfound.is_empty()
+            || self.inflight.values().any(|f| f.token.is_none())
+        {
             return;
         }
         let held = self
@@ -2817,6 +2828,7 @@ impl Pg {
             missing: self.lacks_beyond_unfound() as u64,
             backfill: self.backfill.is_some() || self.moved,
             moved_shard: self.moved_shard(),
+            stray_shard: None,
         };
         let authority = |o: &i32| short || self.record.as_ref().is_none_or(|r| r.osds.contains(o));
         let mut heads: Vec<Version> = infos
@@ -2886,6 +2898,18 @@ impl Pg {
                 .filter_map(|(o, i)| Some((*o, i.moved_shard? as usize)))
                 .collect();
         }
+        // Copies outside the acting set said which shard they hold: their
+        // shards are read as strays' (EC lost sim seed 25554: the only
+        // other shard of an unacknowledged write was on a record member
+        // out of the acting set that had not asked this primary yet, and
+        // the write was rolled back while the backfill targets took only
+        // the log, which left the object on one shard).
+        let strays: Vec<(i32, usize)> = infos
+            .iter()
+            .filter(|(o, _)| self.ec.is_some() && !self.acting.contains(o))
+            .filter_map(|(o, i)| Some((*o, i.stray_shard? as usize)))
+            .collect();
+        self.rec.strays.extend(strays.iter().copied());
         if !is_complete(&mine) {
             // Erasure-coded: a member whose log reaches the head is enough
             // to take the log from, objects it lacks or not (each object
@@ -2993,10 +3017,17 @@ impl Pg {
             // good). Past the head, it first rolls
             // its own entries past it back, which only a copy sure they
             // were never acknowledged may do: every record member answered
-            // (the head is theirs), and no other copy is past the head (EC
-            // sim seed 16406: a primary whose only record company was
+            // (EC sim seed 16406: a primary whose only record company was
             // mid-backfill rolled back a write that it, a member off the
-            // record and a member yet to answer held).
+            // record and a record member yet to answer held). The head is
+            // then the record's: an entry past it is on fewer than k of
+            // them, and an acknowledged write is on every one, so copies
+            // off the record past it hold nothing acknowledged either
+            // (EC lost sim seed 18072: a rollback's write-back was durable
+            // on every acting member, but its primary crashed before it
+            // was recorded; the one other record member was mid-backfill
+            // at the old head, and with others past the head too, nobody
+            // went on).
             let refuses = |o: &i32| {
                 infos
                     .get(o)
@@ -3012,8 +3043,7 @@ impl Pg {
                 if mine.info.last_update == newest {
                     return self.ec_pull_own(s, asked, fx);
                 }
-                let alone_past = infos.values().all(|i| i.info.last_update <= newest);
-                if alone_past && self.record_all_heard(&asked) {
+                if self.record_all_heard(&asked) {
                     match self.rewind_own(s, newest, fx) {
                         Ok(()) => return self.ec_pull_own(s, asked, fx),
                         Err(e) => tracing::debug!("pg {}: not rolled back: {e}", self.id),
@@ -3085,6 +3115,7 @@ impl Pg {
         write_set.extend(complete.iter().filter(|o| self.acting.contains(o)));
         write_set.extend(&recoverable);
         self.reset_recovery(fx);
+        self.rec.strays.extend(strays);
         for &o in &recoverable {
             self.rec.merging.insert(o, 0);
         }
@@ -3655,7 +3686,20 @@ impl Pg {
                 "osd.{from} holds {name} at {:?}, need {need:?}",
                 push.version
             );
-            return self.pull_unfound(s, name, &why, None, &BTreeSet::new(), fx);
+            // Erasure-coded, with every member asked: a record member that
+            // proved it never took the write still decides its fate (EC
+            // lost sim seed 20776: the one copy not lacking the object
+            // held a newer, divergent version, the proof was dropped, and
+            // the two record members handed the PG to each other for
+            // good).
+            let (found, proven) = match ec && push.name == name {
+                true => (
+                    Some(0),
+                    self.rec.pull_never_took.remove(&name).unwrap_or_default(),
+                ),
+                false => (None, BTreeSet::new()),
+            };
+            return self.pull_unfound(s, name, &why, found, &proven, fx);
         }
         if self.ec.is_some() {
             // The member sent its own shard: this primary's is rebuilt.
@@ -5884,6 +5928,7 @@ impl Pg {
                 missing: self.missing.len() as u64,
                 backfill: self.backfill.is_some() || self.moved,
                 moved_shard: self.moved_shard(),
+                stray_shard: self.stray_shard(),
             })),
         });
     }
@@ -6290,6 +6335,7 @@ impl Pg {
             return;
         };
         let stale = matches!(f.failed, Some(RepError::Stale(_)));
+        let durable = f.failed.is_none();
         let result = match f.failed {
             None => {
                 if let Some(r) = f.reqid.and_then(|r| self.recent.get_mut(&r)) {
@@ -6322,9 +6368,14 @@ impl Pg {
             }
             self.interval_ended = true;
         }
-        if f.token.is_none() {
+        if f.token.is_none() && durable {
             // An object given up is gone on every member: the complete
-            // ones may be on record now.
+            // ones may be on record now. Not if a member refused it: on
+            // record, the members would make the give-up a divergent
+            // entry, rolled back, and the object would be waited for
+            // again with nothing left to give it up (EC lost sim seed
+            // 43719: a member refused two give-ups as stale, the record
+            // named it anyway, and the PG waited for good).
             self.rerecord(fx);
         }
         // The next op on this object, if any.
