@@ -1419,3 +1419,39 @@ fn osds_that_change_position_are_backfilled_not_trusted() {
         }
     }
 }
+
+/// A copy whose OSD left the acting set answers peering with the shard
+/// it holds, so a primary may read it as a stray's from its first
+/// recovery on (EC lost sim seed 25554: without it, a rollback was
+/// decided before the stray asked, and the write's only other shard went
+/// unread); members say nothing of the kind.
+#[test]
+fn a_copy_outside_the_acting_set_says_which_shard_it_holds() {
+    let mut c = Cluster::new(EcPlugin::ReedSolomon, 5);
+    c.op("a", vec![SubOp::WriteFull(vec![7u8; 9000].into())])
+        .unwrap();
+    c.acting = vec![0, 1, 6, 3, 4, 5];
+    c.publish();
+    let answer = |c: &mut Cluster, o: usize| {
+        let query = Input::Query {
+            from: 0,
+            epoch: c.epoch,
+            token: 77,
+            now_ms: 0,
+        };
+        let fx = c.pgs[o].handle(&c.stores[o], query);
+        fx.into_iter()
+            .find_map(|e| match e {
+                Effect::InfoReply { token: 77, result } => Some(result),
+                _ => None,
+            })
+            .expect("the query is answered at once")
+            .expect("the answer is a copy's")
+            .expect("the OSD holds a copy")
+    };
+    let stray = answer(&mut c, 2);
+    assert_eq!(stray.stray_shard, Some(2), "{stray:?}");
+    assert_eq!(stray.moved_shard, None, "{stray:?}");
+    let member = answer(&mut c, 1);
+    assert_eq!(member.stray_shard, None, "{member:?}");
+}
