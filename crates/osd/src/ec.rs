@@ -78,13 +78,18 @@ pub fn obj_state(s: &dyn ObjectStore, c: CollectionId, o: &ObjectId) -> Result<O
         Err(StoreError::NoObject { .. }) => return Ok(ObjState::default()),
         Err(e) => return Err(store_err(e)),
     };
+    state_of_attrs(&o.name, &attrs)
+}
+
+/// A shard object's state from its xattrs (`obj_state`; no version: not
+/// there). `name` is the object's, for errors.
+pub fn state_of_attrs(name: &str, attrs: &BTreeMap<String, Vec<u8>>) -> Result<ObjState, OpError> {
     let Some(v) = attrs.get(VERSION_ATTR) else {
         return Ok(ObjState::default());
     };
     let corrupt = |what: &str| {
         OpError::Io(format!(
-            "object '{}': corrupt {what} attribute on its shard",
-            o.name
+            "object '{name}': corrupt {what} attribute on its shard"
         ))
     };
     let version: Version = postcard::from_bytes(v).map_err(|_| corrupt("version"))?;

@@ -206,7 +206,7 @@ fn peer_reply(r: &mut Rng) -> PeerReply {
             missing: r.next_u64(),
             backfill: r.chance(500),
             moved_shard: r.chance(500).then(|| r.below(256) as u8),
-            stray_shard: r.chance(500).then(|| r.below(256) as u8),
+            shard: r.chance(500).then(|| r.below(256) as u8),
         })),
         1 => PeerReply::Merged(LogAnswer {
             missing: (0..r.index(5)).map(|_| (name(r), version(r))).collect(),

@@ -1289,7 +1289,7 @@ fn without_a_record_a_primary_behind_hands_over_to_a_copy_at_the_head() {
         missing: 1,
         backfill: false,
         moved_shard: None,
-        stray_shard: None,
+        shard: None,
     };
     // Were that copy mid-backfill, it would be handed the PG all the same
     // (to take its copy as it is).

@@ -2988,6 +2988,15 @@ fn run_lost_seeds(ec: bool, default: u64, bug_seeds: &[u64]) -> Option<(u64, Sta
 ///   member was mid-backfill at the old head, and a primary past it
 ///   rolled itself back only with no other copy past it too, so nobody
 ///   went on. Every record member heard is enough.
+/// - 53038, 73468: an unacknowledged write was to be rolled back, but the
+///   primary had its shard by recovery, so no rollback copy held the
+///   version before it, and the object was waited for for good. That
+///   version's xattrs now come from a copy that holds it.
+/// - 53972: a copy out of the acting set in its own newer map, at
+///   position 0 in the primary's, answered peering as complete and not
+///   moved, and the write set was recorded with two members holding
+///   shard 1. Peering answers now carry the shard a copy holds, and the
+///   primary judges its position by its own map.
 const EC_LOST_BUG_SEEDS: &[(u64, bool)] = &[
     (209, false),
     (2823, false),
@@ -3020,6 +3029,9 @@ const EC_LOST_BUG_SEEDS: &[(u64, bool)] = &[
     (25554, false),
     (20776, false),
     (18072, false),
+    (53038, false),
+    (73468, false),
+    (53972, false),
     (43, true),
     (4363, true),
     (2787, true),

@@ -13,7 +13,7 @@
 //! The member side answers a shard read from its own store, checking the
 //! version, and never changes anything.
 
-use super::{reply, Effect, Pending, Pg, RepError, Role};
+use super::{reply, Effect, PeerInfo, Pending, Pg, RepError, Role};
 use crate::ec::{self, OldBytes, Plan};
 use crate::exec::{ObjState, VERSION_ATTR};
 use bytes::Bytes;
@@ -169,11 +169,32 @@ impl Pg {
     }
 
     /// Read whether this copy holds another shard than its position in
-    /// `acting` (`moved`), and if so which (`held_shard`).
+    /// `acting` (`moved`), and which it holds (`held_shard`).
     pub(super) fn read_moved(&mut self, s: &dyn ObjectStore, acting: &[i32]) {
         self.moved = self.shard_moved_at(s, acting);
-        let stray = self.ec.is_some() && !acting.contains(&self.whoami);
-        self.held_shard = (self.moved || stray).then(|| self.shard_held(s)).flatten();
+        self.held_shard = self.ec.as_ref().and_then(|_| self.shard_held(s));
+    }
+
+    /// Member `o`'s peering answer read against this copy's acting set
+    /// (see `PeerInfo::shard`): a copy whose shard is not its position's
+    /// here moved (it is backfilled, or put back; and counts as a
+    /// complete copy of its shard only if it said it holds one whole),
+    /// and one that moved only by its own map did not.
+    pub(super) fn against_acting(&self, o: i32, mut i: PeerInfo) -> PeerInfo {
+        let (Some(_), Some(pos), Some(held)) = (&self.ec, self.shard_of(o), i.shard) else {
+            return i;
+        };
+        if held as usize != pos {
+            if !i.backfill {
+                i.moved_shard = Some(held);
+            }
+            i.backfill = true;
+        } else if i.moved_shard.take().is_some() {
+            // (`moved_shard` is given only with no backfill under way: it
+            // was the one reason for `backfill`.)
+            i.backfill = false;
+        }
+        i
     }
 
     /// The shard this copy's objects hold, as recorded (None if unknown
@@ -192,19 +213,12 @@ impl Pg {
             .filter(|_| self.moved && self.backfill.is_none())
     }
 
-    /// What a peering answer says of a copy outside the acting set: the
-    /// shard it holds, if known.
-    pub(super) fn stray_shard(&self) -> Option<u8> {
-        self.held_shard
-            .filter(|_| self.ec.is_some() && !self.acting.contains(&self.whoami))
-    }
-
     /// Record this copy's shard (its position) in `t` (EC pools only).
     pub(super) fn mark_shard(&mut self, t: &mut loligo_store::Transaction) {
         if let (Some(_), Some(pos)) = (&self.ec, self.shard_of(self.whoami)) {
             t.set_record(self.coll, SHARD_KEY, vec![pos as u8]);
             self.moved = false;
-            self.held_shard = None;
+            self.held_shard = Some(pos as u8);
         }
     }
 
@@ -882,9 +896,10 @@ impl Pg {
     ///   declared lost). It is
     ///   rolled back, as Ceph's `mark_unfound_lost revert` does: the
     ///   object is removed if the log says it did not exist before that
-    ///   write, or written back at the version before it when this copy
-    ///   holds that version (as the object or its rollback copy) to take
-    ///   its xattrs from. Either way nothing acknowledged is lost. (A
+    ///   write, or written back at the version before it (its xattrs from
+    ///   this copy's object or rollback copy at that version, else from
+    ///   another copy's: `ec_revert`). Either way nothing acknowledged is
+    ///   lost. (A
     ///   member's failed shard read is no such proof: a member that moved
     ///   position holds another shard than the one asked of it, EC lost
     ///   sim seed 2544.) The proof comes with a member's merge answer, or
@@ -943,9 +958,7 @@ impl Pg {
         };
         match before {
             Ok(Some(None)) => Unfound::Remove,
-            Ok(Some(Some(pv))) if self.revert_source(s, name, pv).is_some() => {
-                Unfound::RevertTo(pv)
-            }
+            Ok(Some(Some(pv))) => Unfound::RevertTo(pv),
             _ => Unfound::Wait,
         }
     }
@@ -995,15 +1008,38 @@ impl Pg {
         fx: &mut Vec<Effect>,
     ) -> bool {
         let retry = self.now_ms + super::RECOVERY_RETRY_MS;
-        let source = self.revert_source(s, &name, to).and_then(|(o, st)| {
+        let source = self.revert_source(s, &name, to).map(|(o, st)| {
             let attrs = s.getattrs(self.coll, &o).ok()?;
             Some((st, attrs))
         });
-        let (Some((st, attrs)), Role::Primary { .. }) = (source, &self.role) else {
-            tracing::warn!(pg = %self.id, "cannot roll '{name}' back to {to} now: tried again later");
-            self.rec.retry.insert(name, retry);
-            return false;
+        let (st, attrs) = match (source, &self.role) {
+            (Some(Some(x)), Role::Primary { .. }) => x,
+            // This copy never held that version: its xattrs come from a
+            // copy that does (EC lost sim seed 53038: the primary had the
+            // write being undone by recovery, so no rollback copy, and
+            // the object was waited for for good).
+            (None, Role::Primary { .. }) => return self.pull_revert_source(name, to, None, fx),
+            _ => {
+                tracing::warn!(pg = %self.id, "cannot roll '{name}' back to {to} now: tried again later");
+                self.rec.retry.insert(name, retry);
+                return false;
+            }
         };
+        self.start_revert(s, name, st, attrs.into_iter().collect(), fx);
+        true
+    }
+
+    /// Gather `name` whole at the version `st` names, to write it back
+    /// with `attrs` (`revert_decoded`).
+    fn start_revert(
+        &mut self,
+        s: &dyn ObjectStore,
+        name: String,
+        st: ObjState,
+        attrs: Vec<(String, Vec<u8>)>,
+        fx: &mut Vec<Effect>,
+    ) {
+        let to = st.version;
         let attrs: Vec<(String, Vec<u8>)> = attrs
             .into_iter()
             .filter(|(k, _)| k != VERSION_ATTR)
@@ -1025,7 +1061,81 @@ impl Pg {
             st,
         );
         self.gather(s, g, fx);
+    }
+
+    /// Ask the next copy for `name`'s xattrs and size at version `to`
+    /// (`left`: the OSDs still to ask; `None`: the acting members, then
+    /// strays). Whether a pull went out; with none left, the object waits,
+    /// unfound, and is tried again later.
+    fn pull_revert_source(
+        &mut self,
+        name: String,
+        to: Version,
+        left: Option<Vec<i32>>,
+        fx: &mut Vec<Effect>,
+    ) -> bool {
+        let mut left = left.unwrap_or_else(|| {
+            let strays = self.rec.strays.keys().filter(|o| !self.acting.contains(o));
+            self.acting
+                .iter()
+                .chain(strays)
+                .copied()
+                .filter(|&o| o >= 0 && o != self.whoami)
+                .collect()
+        });
+        if left.is_empty() {
+            tracing::warn!(
+                pg = %self.id,
+                "cannot roll '{name}' back to {to}: no copy asked holds that version"
+            );
+            self.unfound_waiting.insert(name.clone());
+            let retry = self.now_ms + super::RECOVERY_RETRY_MS;
+            self.rec.retry.insert(name, retry);
+            return false;
+        }
+        let osd = left.remove(0);
+        let tid = self.take_tid();
+        fx.push(Effect::Pull {
+            tid,
+            to: osd,
+            ctx: self.rep_ctx(),
+            name: name.clone(),
+            need: to,
+        });
+        self.busy.entry(name.clone()).or_default();
+        self.rec.revert_pulls.insert(tid, (name, to, left));
         true
+    }
+
+    /// A copy's answer to `pull_revert_source`: with the object at `to`,
+    /// the rollback gathers it; else the next copy is asked.
+    pub(super) fn revert_source_pulled(
+        &mut self,
+        s: &dyn ObjectStore,
+        name: String,
+        to: Version,
+        left: Vec<i32>,
+        result: Result<super::Push, super::RepError>,
+        fx: &mut Vec<Effect>,
+    ) {
+        let copy = result
+            .ok()
+            .filter(|p| p.name == name && p.version == to)
+            .and_then(|p| p.copy);
+        let source = copy.and_then(|c| {
+            let attrs: BTreeMap<String, Vec<u8>> = c.attrs.into_iter().collect();
+            let st = ec::state_of_attrs(&name, &attrs).ok()?;
+            (st.exists && st.version == to).then_some((st, attrs))
+        });
+        match (source, &self.role) {
+            (Some((st, attrs)), Role::Primary { .. }) => {
+                self.start_revert(s, name, st, attrs.into_iter().collect(), fx)
+            }
+            (None, Role::Primary { .. }) => {
+                self.pull_revert_source(name, to, Some(left), fx);
+            }
+            _ => {}
+        }
     }
 
     /// The object at the version `st` names, whole: write it back as a

@@ -77,10 +77,17 @@ pub struct PeerInfo {
     /// (`backfill` is then true, yet the copy may be a complete copy of
     /// that shard: peering can put it back at the shard's position).
     pub moved_shard: Option<u8>,
-    /// Erasure-coded: the shard this copy's objects hold when its OSD is
-    /// outside the acting set (a stray's copy, as its `StrayCheck` says
-    /// later), so the primary may read it from its first recovery on.
-    pub stray_shard: Option<u8>,
+    /// Erasure-coded: the shard this copy's objects hold, as its shard
+    /// record says. The querier reads the answer against its own acting
+    /// set (`Pg::against_acting`): the copy judged `backfill` and
+    /// `moved_shard` by its own map, which may be newer (EC lost sim seed
+    /// 53972: a copy out of the acting set in its map, at position 0 in
+    /// the querier's, answered as complete and not moved, and the write
+    /// set was recorded with two members holding shard 1). A copy outside
+    /// the querier's acting set is read as a stray holding it (EC lost
+    /// sim seed 25554: a rollback was decided before the stray asked, and
+    /// the write's only other shard went unread).
+    pub shard: Option<u8>,
 }
 
 impl From<PgInfo> for PeerInfo {
@@ -91,7 +98,7 @@ impl From<PgInfo> for PeerInfo {
             missing: 0,
             backfill: false,
             moved_shard: None,
-            stray_shard: None,
+            shard: None,
         }
     }
 }
@@ -866,6 +873,11 @@ struct Recovery {
     /// Erasure-coded pulling: per object, the OSDs whose pull answers said
     /// they never took the write this copy needs (`RepError::NeverTook`).
     pull_never_took: BTreeMap<String, BTreeSet<i32>>,
+    /// Erasure-coded: pulls of an object's xattrs at the version a
+    /// rollback writes back, which this primary's copy never held
+    /// (`Pg::ec_revert`): by tid, the object, that version, and the OSDs
+    /// still to ask after this one.
+    revert_pulls: BTreeMap<u64, (String, Version, Vec<i32>)>,
     /// This interval asked to clear the primary_temp.
     primary_temp_cleared: bool,
     /// Erasure-coded: stray copies that asked, with the shard each holds
@@ -1174,8 +1186,8 @@ pub struct Pg {
     /// Erasure-coded: this copy holds another shard than its position in
     /// the current map (it must be backfilled before it counts).
     moved: bool,
-    /// Erasure-coded, and `moved` or outside the acting set: the shard
-    /// this copy holds, if known.
+    /// Erasure-coded: the shard this copy holds, as its shard record
+    /// says (if known).
     held_shard: Option<u8>,
     /// `moved` was read with nothing of this copy in flight since the
     /// last map (see `on_settled`).
@@ -2464,6 +2476,7 @@ impl Pg {
         if interval != self.interval {
             return;
         }
+        let info = info.map(|i| self.against_acting(from, i));
         if let Role::Peering { want, infos } = &mut self.role {
             if want.remove(&from) {
                 infos.insert(from, info);
@@ -2828,7 +2841,7 @@ impl Pg {
             missing: self.lacks_beyond_unfound() as u64,
             backfill: self.backfill.is_some() || self.moved,
             moved_shard: self.moved_shard(),
-            stray_shard: None,
+            shard: None,
         };
         let authority = |o: &i32| short || self.record.as_ref().is_none_or(|r| r.osds.contains(o));
         let mut heads: Vec<Version> = infos
@@ -2907,7 +2920,7 @@ impl Pg {
         let strays: Vec<(i32, usize)> = infos
             .iter()
             .filter(|(o, _)| self.ec.is_some() && !self.acting.contains(o))
-            .filter_map(|(o, i)| Some((*o, i.stray_shard? as usize)))
+            .filter_map(|(o, i)| Some((*o, i.shard? as usize)))
             .collect();
         self.rec.strays.extend(strays.iter().copied());
         if !is_complete(&mine) {
@@ -3613,6 +3626,9 @@ impl Pg {
         result: Result<Push, RepError>,
         fx: &mut Vec<Effect>,
     ) {
+        if let Some((name, to, rest)) = self.rec.revert_pulls.remove(&tid) {
+            return self.revert_source_pulled(s, name, to, rest, result, fx);
+        }
         let ec = self.ec.is_some();
         let lost = self.rec.lost.is_some();
         let Role::Pulling { from: f, pulls, .. } = &mut self.role else {
@@ -4200,6 +4216,13 @@ impl Pg {
             && need.v > 0
             && recovery::stored_version(s, self.coll, &recovery::oid(name))
                 .is_ok_and(|v| v == Some(Some(need)));
+        // Or whose rollback copy does (its object moved on past it).
+        if let Some(p) = (!holds)
+            .then(|| self.rollback_copy_at(s, name, need))
+            .flatten()
+        {
+            return Ok(p);
+        }
         if (self.missing.contains_key(name) || behind) && !holds {
             let why = format!("pg {}: this copy lacks {name}", self.id);
             return Err(self.lacks(s, name, need, why));
@@ -4211,6 +4234,30 @@ impl Pg {
         // this copy's bytes would be read for nothing.
         recovery::read_copy_with(s, self.coll, name, self.ec.is_none())
             .map_err(|e| RepError::Failed(format!("pg {}: {e}", self.id)))
+    }
+
+    /// Erasure-coded: this copy's rollback copy of `name`, without its
+    /// data, when it is at exactly version `need` (what a pull of that
+    /// version gives when the object itself is not: a primary rolling an
+    /// object back to it takes its xattrs from there; EC lost sim seed
+    /// 53038).
+    fn rollback_copy_at(&self, s: &dyn ObjectStore, name: &str, need: Version) -> Option<Push> {
+        let rb = crate::ec::rollback_oid(&recovery::oid(name));
+        let at = recovery::stored_version(s, self.coll, &rb).ok()?;
+        if self.ec.is_none() || need.v == 0 || at != Some(Some(need)) {
+            return None;
+        }
+        let whole = s.read_whole(self.coll, &rb, false).ok()??;
+        Some(Push {
+            name: name.to_string(),
+            version: need,
+            copy: Some(recovery::ObjectCopy {
+                data: bytes::Bytes::new(),
+                attrs: whole.attrs.into_iter().collect(),
+                omap_header: Vec::new(),
+                omap: Vec::new(),
+            }),
+        })
     }
 
     /// This copy's log as an authority sends it: the run of entries that
@@ -5928,7 +5975,7 @@ impl Pg {
                 missing: self.missing.len() as u64,
                 backfill: self.backfill.is_some() || self.moved,
                 moved_shard: self.moved_shard(),
-                stray_shard: self.stray_shard(),
+                shard: self.held_shard.filter(|_| self.ec.is_some()),
             })),
         });
     }
