@@ -1074,15 +1074,7 @@ impl Pg {
         left: Option<Vec<i32>>,
         fx: &mut Vec<Effect>,
     ) -> bool {
-        let mut left = left.unwrap_or_else(|| {
-            let strays = self.rec.strays.keys().filter(|o| !self.acting.contains(o));
-            self.acting
-                .iter()
-                .chain(strays)
-                .copied()
-                .filter(|&o| o >= 0 && o != self.whoami)
-                .collect()
-        });
+        let mut left = left.unwrap_or_else(|| self.pull_candidates());
         if left.is_empty() {
             tracing::warn!(
                 pg = %self.id,

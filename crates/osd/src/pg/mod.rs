@@ -3467,6 +3467,18 @@ impl Pg {
             .count()
     }
 
+    /// The OSDs an erasure-coded pull may ask, in turn: the other acting
+    /// members, then strays.
+    fn pull_candidates(&self) -> Vec<i32> {
+        let strays = self.rec.strays.keys().filter(|o| !self.acting.contains(o));
+        self.acting
+            .iter()
+            .chain(strays)
+            .copied()
+            .filter(|&o| o >= 0 && o != self.whoami)
+            .collect()
+    }
+
     /// Erasure-coded pulling: ask the next member for `name` (its copy
     /// gives the object's xattrs and size; the data is rebuilt from the
     /// shards). Whether there was one left to ask.
@@ -3475,14 +3487,7 @@ impl Pg {
         // acting set may be the only one left that took the write (EC
         // lost sim seed 2942: every acting member lacked the object, and
         // the primary role went back and forth between them for good).
-        let strays = self.rec.strays.keys().filter(|o| !self.acting.contains(o));
-        let candidates: Vec<i32> = self
-            .acting
-            .iter()
-            .chain(strays)
-            .copied()
-            .filter(|&o| o >= 0 && o != self.whoami)
-            .collect();
+        let candidates = self.pull_candidates();
         let tries = self.rec.pull_tries.entry(name.to_string()).or_insert(0);
         *tries += 1;
         let Some(&to) = candidates.get(*tries - 1) else {
