@@ -2482,7 +2482,6 @@ impl Pg {
                 infos.insert(from, info);
             }
         }
-
         self.maybe_activate(s, fx);
     }
 
@@ -4247,9 +4246,11 @@ impl Pg {
     /// object back to it takes its xattrs from there; EC lost sim seed
     /// 53038).
     fn rollback_copy_at(&self, s: &dyn ObjectStore, name: &str, need: Version) -> Option<Push> {
+        if self.ec.is_none() || need.v == 0 {
+            return None;
+        }
         let rb = crate::ec::rollback_oid(&recovery::oid(name));
-        let at = recovery::stored_version(s, self.coll, &rb).ok()?;
-        if self.ec.is_none() || need.v == 0 || at != Some(Some(need)) {
+        if recovery::stored_version(s, self.coll, &rb).ok()? != Some(Some(need)) {
             return None;
         }
         let whole = s.read_whole(self.coll, &rb, false).ok()??;
@@ -5980,7 +5981,7 @@ impl Pg {
                 missing: self.missing.len() as u64,
                 backfill: self.backfill.is_some() || self.moved,
                 moved_shard: self.moved_shard(),
-                shard: self.held_shard.filter(|_| self.ec.is_some()),
+                shard: self.held_shard,
             })),
         });
     }
