@@ -67,15 +67,17 @@ fn entry() -> impl Strategy<Value = LogEntry> {
             Just(Before::Absent),
             version().prop_map(Before::At)
         ],
+        proptest::option::of(version()),
     )
         .prop_map(
-            |(version, name, removed, reqid, gave_up, before)| LogEntry {
+            |(version, name, removed, reqid, gave_up, before, prev)| LogEntry {
                 version,
                 name,
                 removed,
                 reqid: reqid.map(|(client, tid)| ReqId { client, tid }),
                 gave_up,
                 before,
+                prev,
             },
         )
 }

@@ -129,6 +129,7 @@ fn peer_msg(r: &mut Rng) -> PeerMsg {
                             1 => Before::Absent,
                             _ => Before::At(version(r)),
                         },
+                        prev: r.chance(500).then(|| version(r)),
                     })
                     .collect(),
             },

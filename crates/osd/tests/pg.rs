@@ -973,6 +973,7 @@ fn copy_of(
             reqid: None,
             gave_up: None,
             before: loligo_osd::pg::Before::Unknown,
+            prev: None,
         };
         t.set_record(c, &log_key(v), record::encode_log(&e));
     }
@@ -2595,6 +2596,7 @@ fn a_copy_with_a_damaged_log_entry_starts_over_as_a_backfill_target() {
             reqid: None,
             gave_up: None,
             before: loligo_osd::pg::Before::Unknown,
+            prev: None,
         };
         let mut b = record::encode_log(&e);
         if v == 5 {
@@ -2645,6 +2647,7 @@ fn a_copy_with_a_damaged_log_entry_starts_over_as_a_backfill_target() {
             reqid: None,
             gave_up: None,
             before: loligo_osd::pg::Before::Unknown,
+            prev: None,
         };
         t.set_record(c, &log_key(v), record::encode_log(&e));
     }

@@ -2997,6 +2997,13 @@ fn run_lost_seeds(ec: bool, default: u64, bug_seeds: &[u64]) -> Option<(u64, Sta
 ///   moved, and the write set was recorded with two members holding
 ///   shard 1. Peering answers now carry the shard a copy holds, and the
 ///   primary judges its position by its own map.
+/// - 94358: a recorded complete member past the head (two writes no
+///   other member took) had trimmed its log to those two entries (a log
+///   of two), could not merge with the head, and was backfilled; the one
+///   other copy of the object's second shard was then lost, and every
+///   copy left was mid-backfill: the PG stayed incomplete. A log entry
+///   now names the version below it, and a copy whose oldest entry was
+///   written on the head merges (and rolls its own entries back).
 const EC_LOST_BUG_SEEDS: &[(u64, bool)] = &[
     (209, false),
     (2823, false),
@@ -3032,6 +3039,7 @@ const EC_LOST_BUG_SEEDS: &[(u64, bool)] = &[
     (53038, false),
     (73468, false),
     (53972, false),
+    (94358, false),
     (43, true),
     (4363, true),
     (2787, true),

@@ -711,6 +711,7 @@ pub(super) mod tests {
                 reqid: None,
                 gave_up: None,
                 before: crate::pg::Before::Unknown,
+                prev: None,
             };
             t.set_record(coll(), &log_key(v), record::encode_log(&e));
         }
@@ -733,6 +734,7 @@ pub(super) mod tests {
                 reqid: None,
                 gave_up: None,
                 before: crate::pg::Before::Unknown,
+                prev: None,
             }],
         };
         let (txn, info) = restart(&s, coll(), &auth).unwrap();

@@ -133,6 +133,13 @@ pub struct LogEntry {
     /// held it (Ceph's `prior_version`): what undoing the entry restores,
     /// known even once the log below it is trimmed.
     pub before: Before,
+    /// The version of the entry just below this one in the log of the
+    /// primary that wrote it (`None`: written before entries said so).
+    /// Once that entry is trimmed, this is where the log joins another
+    /// copy's (Ceph's log tail): a copy whose log begins past another's
+    /// head still merges with it if its oldest entry was written on top
+    /// of that head.
+    pub prev: Option<Version>,
 }
 
 /// What a log entry's object was just before the entry.
@@ -3993,6 +4000,7 @@ impl Pg {
             reqid: None,
             gave_up: Some(GaveUp::Copy),
             before: Before::Unknown,
+            prev: Some(self.info.last_update),
         };
         self.info.last_update = version;
         self.rep.high = version;
@@ -4135,6 +4143,7 @@ impl Pg {
             reqid: None,
             gave_up: Some(GaveUp::Object(from.unwrap_or_default())),
             before: Before::Unknown,
+            prev: Some(self.info.last_update),
         };
         // This copy's state changes only once the transaction is built
         // (a read error on the way changes nothing, and the PG peers
@@ -6206,6 +6215,7 @@ impl Pg {
                 Writer::Client(_) => Before::of(st),
                 Writer::GiveUp(..) => Before::Unknown,
             },
+            prev: Some(prev),
         };
         if let Some(r) = by.reqid() {
             self.remember(r, version, false);

@@ -28,12 +28,19 @@ pub const LOG_V2: &[u8; 4] = b"LPL2";
 /// ([`GaveUp`]), format 3 (never stamped).
 pub const LOG_V3: &[u8; 4] = b"LPL3";
 /// Marker of a PG log entry of any kind with what its object was before
-/// it ([`super::Before`]), format 4: the one written now.
+/// it ([`super::Before`]), format 4.
 pub const LOG_V4: &[u8; 4] = b"LPL4";
 /// Marker of a format 4 entry followed by the leaf stamp of this copy's
 /// Merkle tree ([`LeafStamp`]), format 5 (an entry that gave something
 /// up is never stamped).
 pub const LOG_V5: &[u8; 4] = b"LPL5";
+/// Marker of a format 4 entry with the version of the entry below it
+/// (`LogEntry::prev`), format 6: the one written now.
+pub const LOG_V6: &[u8; 4] = b"LPL6";
+/// Marker of a format 6 entry followed by the leaf stamp of this copy's
+/// Merkle tree, format 7 (an entry that gave something up is never
+/// stamped).
+pub const LOG_V7: &[u8; 4] = b"LPL7";
 
 /// Marker of a missing-object record (the version a copy needs), format 1.
 pub const MISSING_V1: &[u8; 4] = b"LPM1";
@@ -123,11 +130,24 @@ impl Entry {
             reqid: self.reqid,
             gave_up,
             before: Before::Unknown,
+            prev: None,
         }
     }
 }
 
-/// A format 4 entry, its name borrowed: what is encoded, and what is
+/// A format 4 or 5 entry, its name borrowed (read only).
+#[derive(serde::Deserialize)]
+struct EntryRef4<'a> {
+    version: Version,
+    #[serde(borrow)]
+    name: &'a str,
+    removed: bool,
+    reqid: Option<ReqId>,
+    before: Before,
+    gave_up: Option<GaveUp>,
+}
+
+/// A format 6 entry, its name borrowed: what is encoded, and what is
 /// decoded in place (no copy of the name until one is needed).
 #[derive(serde::Serialize, serde::Deserialize)]
 struct EntryRef<'a> {
@@ -138,6 +158,7 @@ struct EntryRef<'a> {
     reqid: Option<ReqId>,
     before: Before,
     gave_up: Option<GaveUp>,
+    prev: Option<Version>,
 }
 
 fn entry_body(e: &LogEntry) -> Vec<u8> {
@@ -148,14 +169,15 @@ fn entry_body(e: &LogEntry) -> Vec<u8> {
         reqid: e.reqid,
         before: e.before,
         gave_up: e.gave_up,
+        prev: e.prev,
     };
     // Encoding plain structs into a Vec cannot fail.
     postcard::to_stdvec(&out).unwrap_or_default()
 }
 
-/// The stored bytes of a PG log entry (format 4).
+/// The stored bytes of a PG log entry (format 6).
 pub fn encode_log(e: &LogEntry) -> Vec<u8> {
-    let mut out = LOG_V4.to_vec();
+    let mut out = LOG_V6.to_vec();
     out.extend(entry_body(e));
     out
 }
@@ -176,7 +198,7 @@ pub fn decode_log_stamped(b: &[u8]) -> Result<(LogEntry, Option<LeafStamp>), Rec
     let marker = b.get(..4).unwrap_or(b);
     let body = b.get(4..).unwrap_or_default();
     let stamp = |rest: &[u8]| postcard::from_bytes::<LeafStamp>(rest).map_err(damaged);
-    if marker == LOG_V4 || marker == LOG_V5 {
+    let parts = if marker == LOG_V6 || marker == LOG_V7 {
         let (e, rest) = postcard::take_from_bytes::<EntryRef>(body).map_err(damaged)?;
         let entry = LogEntry {
             version: e.version,
@@ -185,8 +207,26 @@ pub fn decode_log_stamped(b: &[u8]) -> Result<(LogEntry, Option<LeafStamp>), Rec
             reqid: e.reqid,
             gave_up: e.gave_up,
             before: e.before,
+            prev: e.prev,
         };
-        return match (marker == LOG_V5, rest.is_empty()) {
+        Some((entry, rest, marker == LOG_V7))
+    } else if marker == LOG_V4 || marker == LOG_V5 {
+        let (e, rest) = postcard::take_from_bytes::<EntryRef4>(body).map_err(damaged)?;
+        let entry = LogEntry {
+            version: e.version,
+            name: e.name.to_string(),
+            removed: e.removed,
+            reqid: e.reqid,
+            gave_up: e.gave_up,
+            before: e.before,
+            prev: None,
+        };
+        Some((entry, rest, marker == LOG_V5))
+    } else {
+        None
+    };
+    if let Some((entry, rest, stamped)) = parts {
+        return match (stamped, rest.is_empty()) {
             (false, true) => Ok((entry, None)),
             (false, false) => Err(RecordError::Damaged {
                 what: WHAT,
@@ -212,7 +252,7 @@ pub fn decode_log_stamped(b: &[u8]) -> Result<(LogEntry, Option<LeafStamp>), Rec
 }
 
 /// The stored bytes of log entry `b` (any format) with stamp `s` instead
-/// of any it had, in format 5.
+/// of any it had, in format 7.
 pub fn stamp_log(b: &[u8], s: &LeafStamp) -> Result<Vec<u8>, RecordError> {
     let no_stamp = |v: Version| RecordError::Damaged {
         what: "PG log",
@@ -221,7 +261,7 @@ pub fn stamp_log(b: &[u8], s: &LeafStamp) -> Result<Vec<u8>, RecordError> {
     // The common case, a write's fresh entry: checked in place, and its
     // bytes taken as they are (this runs on every replicated write).
     let fresh =
-        b.strip_prefix(LOG_V4.as_slice()).and_then(|body| {
+        b.strip_prefix(LOG_V6.as_slice()).and_then(|body| {
             match postcard::take_from_bytes::<EntryRef>(body) {
                 Ok((e, [])) => Some((e.gave_up, e.version, body)),
                 _ => None,
@@ -239,7 +279,7 @@ pub fn stamp_log(b: &[u8], s: &LeafStamp) -> Result<Vec<u8>, RecordError> {
         }
     };
     let mut out = Vec::with_capacity(4 + body.len() + 24);
-    out.extend_from_slice(LOG_V5);
+    out.extend_from_slice(LOG_V7);
     out.extend_from_slice(&body);
     out.extend(postcard::to_stdvec(s).unwrap_or_default());
     Ok(out)
@@ -356,13 +396,52 @@ mod tests {
             reqid: None,
             gave_up: None,
             before: Before::At(Version { epoch: 7, v: 40 }),
+            prev: Some(Version { epoch: 6, v: 41 }),
         };
         assert_eq!(decode_log(&encode_log(&e)), Ok(e.clone()));
-        assert_eq!(&encode_log(&e)[..4], b"LPL4");
+        assert_eq!(&encode_log(&e)[..4], b"LPL6");
+        // Formats 4 and 5, from before entries named the one below them,
+        // are read with that unknown.
+        let four = LogEntry {
+            prev: None,
+            ..e.clone()
+        };
+        let body4 = |x: &LogEntry| {
+            #[derive(serde::Serialize)]
+            struct Four<'a>(
+                Version,
+                &'a str,
+                bool,
+                Option<ReqId>,
+                Before,
+                Option<GaveUp>,
+            );
+            postcard::to_stdvec(&Four(
+                x.version, &x.name, x.removed, x.reqid, x.before, x.gave_up,
+            ))
+            .unwrap()
+        };
+        let mut v4 = LOG_V4.to_vec();
+        v4.extend(body4(&e));
+        assert_eq!(decode_log(&v4), Ok(four.clone()));
+        let mut v5 = LOG_V5.to_vec();
+        v5.extend(body4(&e));
+        let st5 = LeafStamp {
+            seq: 2,
+            leaf: 7,
+            value: 5,
+        };
+        v5.extend(postcard::to_stdvec(&st5).unwrap());
+        assert_eq!(decode_log_stamped(&v5), Ok((four.clone(), Some(st5))));
+        // Restamped: format 7, the entry unchanged.
+        let v7 = stamp_log(&v5, &st5).unwrap();
+        assert_eq!(&v7[..4], b"LPL7");
+        assert_eq!(decode_log_stamped(&v7), Ok((four, Some(st5))));
         // Formats 1-3, from before entries said what came before them,
         // are read with that unknown.
         let old = LogEntry {
             before: Before::Unknown,
+            prev: None,
             ..e.clone()
         };
         let body = |x: &LogEntry| Entry {
@@ -390,7 +469,7 @@ mod tests {
         v3.extend(postcard::to_stdvec(&GaveUp::Object(Version::default())).unwrap());
         assert_eq!(decode_log(&v3), Ok(gone));
         // An old entry stamped anew is written in the new format.
-        assert_eq!(&stamp_log(&v1, &old_stamp).unwrap()[..4], b"LPL5");
+        assert_eq!(&stamp_log(&v1, &old_stamp).unwrap()[..4], b"LPL7");
         assert_eq!(
             decode_log_stamped(&stamp_log(&v2, &old_stamp).unwrap()),
             Ok((old, Some(old_stamp)))
@@ -418,7 +497,7 @@ mod tests {
         assert_eq!(decode_log(&encode_log(&reset)), Ok(reset.clone()));
         assert!(reset.is_reset() && !g.is_reset());
         let gb = encode_log(&g);
-        assert_eq!(&gb[..4], b"LPL4");
+        assert_eq!(&gb[..4], b"LPL6");
         assert_eq!(decode_log_stamped(&gb), Ok((g.clone(), None)));
         assert!(matches!(
             decode_log(&gb[..gb.len() - 1]),
@@ -430,7 +509,7 @@ mod tests {
             value: 1,
         };
         // Stamped by hand anyway: refused on reading.
-        let mut forged = LOG_V5.to_vec();
+        let mut forged = LOG_V7.to_vec();
         forged.extend(entry_body(&g));
         forged.extend(postcard::to_stdvec(&st0).unwrap());
         assert!(matches!(
@@ -468,7 +547,7 @@ mod tests {
             value: u64::MAX - 3,
         };
         let stamped = stamp_log(&encode_log(&e), &st).unwrap();
-        assert_eq!(&stamped[..4], b"LPL5");
+        assert_eq!(&stamped[..4], b"LPL7");
         assert_eq!(decode_log(&stamped), Ok(e.clone()));
         assert_eq!(decode_log_stamped(&stamped), Ok((e.clone(), Some(st))));
         assert_eq!(decode_log_stamped(&encode_log(&e)), Ok((e.clone(), None)));

@@ -190,15 +190,23 @@ pub fn merge(
             break;
         }
         // This copy trimmed its entry at `v`, but its next one was written
-        // in the same epoch as the authority's at `v`: one primary wrote
-        // both, the second on top of the first (EC sim seed 4830: a copy
-        // whose log began just past the head could not merge, and the PG
-        // waited for a backfill no member could do).
+        // on top of the authority's at `v`: it says so (`prev`), or, from
+        // before entries did, it was written in the same epoch (one
+        // primary wrote both). EC sim seed 4830: a copy whose log began
+        // just past the head could not merge, and the PG waited for a
+        // backfill no member could do; EC lost sim seed 94358: a recorded
+        // complete member, past the head with its log trimmed, was
+        // backfilled, and the PG lost the shard it held.
         if ours.is_none() && v < mine.v {
-            let next = entry_at(s, coll, v + 1)?.map(|e| e.version.epoch);
-            if next.is_some() && next == theirs.map(|t| t.epoch) {
-                common = Some(v);
-                break;
+            if let (Some(next), Some(t)) = (entry_at(s, coll, v + 1)?, theirs) {
+                let on_top = match next.prev {
+                    Some(p) => p == t,
+                    None => next.version.epoch == t.epoch,
+                };
+                if on_top {
+                    common = Some(v);
+                    break;
+                }
             }
         }
         v -= 1;
@@ -661,6 +669,7 @@ mod tests {
             reqid: None,
             gave_up: None,
             before: Before::Unknown,
+            prev: None,
         }
     }
 
@@ -740,6 +749,64 @@ mod tests {
         // write than the one this copy's 4 followed: no overlap.
         assert!(matches!(
             merge(&s, c, v(7, 5), &BTreeMap::new(), None, &auth(6), false).unwrap(),
+            Merge::NoOverlap
+        ));
+    }
+
+    #[test]
+    fn a_log_trimmed_past_the_head_merges_if_its_oldest_entry_was_written_on_the_head() {
+        // This copy kept entries 2 and 3 (epoch 58), written by a primary
+        // whose head was 55'1; it trimmed entry 1. The authority's head is
+        // 55'1 (EC lost sim seed 94358: such a copy, a recorded complete
+        // member, was backfilled instead, and the PG lost its shard).
+        let on = |e: LogEntry, prev| LogEntry {
+            prev: Some(prev),
+            ..e
+        };
+        let mine = [
+            on(entry(v(58, 2), "x"), v(55, 1)),
+            on(entry(v(58, 3), "y"), v(58, 2)),
+        ];
+        let (s, c) = copy_with(&mine);
+        let auth = |head: Version| AuthLog {
+            info: PgInfo {
+                last_update: head,
+                ..PgInfo::default()
+            },
+            entries: vec![entry(head, "a")],
+        };
+        let Merge::Merged { missing, info, .. } = merge(
+            &s,
+            c,
+            v(58, 3),
+            &BTreeMap::new(),
+            None,
+            &auth(v(55, 1)),
+            false,
+        )
+        .unwrap() else {
+            panic!("the logs meet at 55'1");
+        };
+        // Its own two entries are divergent; the authority's one entry is
+        // the common point, nothing to fetch for it.
+        assert_eq!(info.last_update, v(55, 1));
+        assert_eq!(
+            missing.keys().cloned().collect::<Vec<_>>(),
+            vec!["x".to_string(), "y".to_string()]
+        );
+        // Another write at counter 1 (another epoch's): this copy's
+        // entries were not written on it, and nothing can be compared.
+        assert!(matches!(
+            merge(
+                &s,
+                c,
+                v(58, 3),
+                &BTreeMap::new(),
+                None,
+                &auth(v(56, 1)),
+                false
+            )
+            .unwrap(),
             Merge::NoOverlap
         ));
     }

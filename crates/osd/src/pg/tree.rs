@@ -653,6 +653,7 @@ mod tests {
                 reqid: None,
                 gave_up: None,
                 before: crate::pg::Before::Unknown,
+                prev: (v > 1).then(|| ver(v - 1)),
             };
             t.set_record(coll(), &log_key(v), record::encode_log(&entry));
             if v > self.log_max {
