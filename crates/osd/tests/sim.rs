@@ -3004,6 +3004,11 @@ fn run_lost_seeds(ec: bool, default: u64, bug_seeds: &[u64]) -> Option<(u64, Sta
 ///   copy left was mid-backfill: the PG stayed incomplete. A log entry
 ///   now names the version below it, and a copy whose oldest entry was
 ///   written on the head merges (and rolls its own entries back).
+/// - 92042 (found once 94358 was fixed): with the record's one member left
+///   and two empty copies (new OSDs), the head was taken as 0'0, the
+///   version k copies "held"; an empty primary recorded itself and the
+///   other empty copy, and the member's history stayed past the head for
+///   good. Copies with an empty log now count only when none has history.
 const EC_LOST_BUG_SEEDS: &[(u64, bool)] = &[
     (209, false),
     (2823, false),
@@ -3040,6 +3045,7 @@ const EC_LOST_BUG_SEEDS: &[(u64, bool)] = &[
     (73468, false),
     (53972, false),
     (94358, false),
+    (92042, false),
     (43, true),
     (4363, true),
     (2787, true),

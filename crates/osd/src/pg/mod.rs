@@ -2849,6 +2849,13 @@ impl Pg {
             moved_shard: self.moved_shard(),
             shard: None,
         };
+        tracing::debug!(
+            "pg {}: peering in interval {}: acting {:?}, record {:?}, this copy {mine:?}, others {infos:?}",
+            self.id,
+            self.interval,
+            self.acting,
+            self.record
+        );
         let authority = |o: &i32| short || self.record.as_ref().is_none_or(|r| r.osds.contains(o));
         let mut heads: Vec<Version> = infos
             .iter()
@@ -2875,7 +2882,22 @@ impl Pg {
                 // With none, the nearest acting copy mid-backfill (not
                 // moved), which goes on from its own log (EC lost sim
                 // seed 3970: the copy at the head was a stray's).
-                Some(v) if self.may_give_up() => {
+                // Copies with no history (an empty log: a new OSD's) hold
+                // no version of it, and count only when none has any (EC
+                // lost sim seed 92042: with the record's one member left
+                // at 86'22 and two empty copies, the head was taken as
+                // 0'0; the empty primary recorded itself and another empty
+                // copy, and the member's history, with objects a
+                // mid-backfill copy's shards could still rebuild, was
+                // past the head for good).
+                Some(&v) if self.may_give_up() => {
+                    let held: Vec<Version> = heads
+                        .iter()
+                        .copied()
+                        .filter(|h| *h != Version::default())
+                        .collect();
+                    let v = held.get(st.k() - 1).or(held.last()).copied().unwrap_or(v);
+                    let v = &v;
                     let copies = infos.iter().chain([(&self.whoami, &mine)]);
                     let nearest = |whole: bool| {
                         copies
