@@ -3008,7 +3008,8 @@ fn run_lost_seeds(ec: bool, default: u64, bug_seeds: &[u64]) -> Option<(u64, Sta
 ///   and two empty copies (new OSDs), the head was taken as 0'0, the
 ///   version k copies "held"; an empty primary recorded itself and the
 ///   other empty copy, and the member's history stayed past the head for
-///   good. Copies with an empty log now count only when none has history.
+///   good. The head is now never below the lowest head of the record
+///   members left that have history and can give their logs.
 const EC_LOST_BUG_SEEDS: &[(u64, bool)] = &[
     (209, false),
     (2823, false),

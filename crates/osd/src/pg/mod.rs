@@ -2882,35 +2882,44 @@ impl Pg {
                 // With none, the nearest acting copy mid-backfill (not
                 // moved), which goes on from its own log (EC lost sim
                 // seed 3970: the copy at the head was a stray's).
-                // Copies with no history (an empty log: a new OSD's) hold
-                // no version of it, and count only when none has any (EC
-                // lost sim seed 92042: with the record's one member left
-                // at 86'22 and two empty copies, the head was taken as
-                // 0'0; the empty primary recorded itself and another empty
-                // copy, and the member's history, with objects a
-                // mid-backfill copy's shards could still rebuild, was
-                // past the head for good).
+                // The record members left (short of k) hold all that is
+                // left of its acknowledged writes: the head is never below
+                // the lowest of theirs that have history and can give
+                // their logs. Copies with an empty log (a new OSD's) hold
+                // no version of that history (EC lost sim seed 92042: with
+                // the record's one member left, whole at 86'22, and two
+                // empty copies, the head was taken as 0'0, the version k
+                // copies "held"; the empty primary recorded itself and the
+                // other empty copy, and the member's history was past the
+                // head for good). With no record (emptied), or no member
+                // with history that can give its log, the version k copies
+                // reach stands: the PG goes on from whatever is there
+                // (seeds 424, 949: counting every copy's history, as a
+                // first try of this did, kept one off the record that
+                // no k shards could back, and the PG waited for good).
                 Some(&v) if self.may_give_up() => {
-                    let held: Vec<Version> = heads
-                        .iter()
-                        .copied()
-                        .filter(|h| *h != Version::default())
-                        .collect();
-                    let v = held.get(st.k() - 1).or(held.last()).copied().unwrap_or(v);
-                    let v = &v;
                     let copies = infos.iter().chain([(&self.whoami, &mine)]);
+                    let gives_log = |o: &i32, i: &PeerInfo, whole: bool| match whole {
+                        true => !i.backfill,
+                        false => self.acting.contains(o) && i.moved_shard.is_none(),
+                    };
+                    let member = |o: &i32| self.record.as_ref().is_some_and(|r| r.osds.contains(o));
+                    let floor = copies
+                        .clone()
+                        .filter(|(o, i)| member(o) && i.info.last_update != Version::default())
+                        .filter(|(o, i)| gives_log(o, i, true) || gives_log(o, i, false))
+                        .map(|(_, i)| i.info.last_update)
+                        .min();
+                    let v = floor.map_or(v, |h| h.max(v));
                     let nearest = |whole: bool| {
                         copies
                             .clone()
-                            .filter(|(o, i)| match whole {
-                                true => !i.backfill,
-                                false => self.acting.contains(o) && i.moved_shard.is_none(),
-                            })
+                            .filter(|(o, i)| gives_log(o, i, whole))
                             .map(|(_, i)| i.info.last_update)
-                            .filter(|h| h >= v)
+                            .filter(|h| *h >= v)
                             .min()
                     };
-                    nearest(true).or_else(|| nearest(false)).unwrap_or(*v)
+                    nearest(true).or_else(|| nearest(false)).unwrap_or(v)
                 }
                 Some(v) => *v,
                 None => {
