@@ -4692,8 +4692,21 @@ impl Pg {
             let o = recovery::oid(name);
             !after.covers(&o) && theirs.end.covers(&o)
         };
-        let busy =
-            self.inflight.values().any(|f| in_range(&f.name)) || self.ec_writes_gathering(in_range);
+        // Nor while this copy lacks an object there: its own copy may be
+        // older than the log says, and the target would hold it as
+        // complete (EC lost sim seed 52430: a primary whose object was to
+        // be rolled back pushed its older copy to two backfill targets
+        // before the rollback was logged; one became primary, its log
+        // still naming the write being undone, and it answered a retry of
+        // that write as done while serving the older value).
+        let lacks = self
+            .missing
+            .keys()
+            .chain(self.unfound.keys())
+            .any(|n| in_range(n));
+        let busy = lacks
+            || self.inflight.values().any(|f| in_range(&f.name))
+            || self.ec_writes_gathering(in_range);
         let Some(b) = self.rec.backfill.get(&to) else {
             return Ok(None);
         };
@@ -6277,11 +6290,17 @@ impl Pg {
         }
         // Backfill targets whose cursor has not reached the object take
         // the log entry only (the chunk that passes it copies it whole).
+        // A give-up's shards are whole objects (pushes), which any copy
+        // may take wherever its cursor is: they go to every member, so
+        // that a rollback reaches k shards while members are backfilled
+        // (EC lost sim seed 52430: with the primary the only complete
+        // member, a rollback waited for backfill, and backfill for it).
+        let whole = matches!(by, Writer::GiveUp(..));
         let log_only: Vec<i32> = self
             .rec
             .backfill
             .iter()
-            .filter(|(_, b)| !b.done.covers(&oid))
+            .filter(|(_, b)| !whole && !b.done.covers(&oid))
             .map(|(o, _)| *o)
             .collect();
         // Their objects there now differ from this copy's: the leaf is
