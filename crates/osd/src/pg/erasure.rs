@@ -1153,17 +1153,21 @@ impl Pg {
             self.rec.retry.insert(name, retry);
             return;
         }
-        // The version written back must reach k shards: on fewer it
-        // would be as unreadable as the write it undoes, with the
-        // rollback copies that held the older version spent (EC lost sim
-        // seed 25554, before peering named strays' shards: with the
+        // The version written back must reach k shards: backfill targets
+        // short of the object take the log entry only, and on fewer
+        // shards it would be as unreadable as the write it undoes, with
+        // the rollback copies that held the older version spent (EC lost
+        // sim seed 25554, before peering named strays' shards: with the
         // primary the only complete member, a rollback left the object on
         // one shard, and a second rollback found nothing to go back to).
-        // Backfill targets take it too, whole (see `Pg::write`). It waits,
-        // unfound, until the write set is large enough or an operator
-        // moves on.
+        // It waits, unfound, until the members are complete or an operator
+        // moves on. (Backfill does not copy the object meanwhile: it
+        // waits at an object the primary lacks, see `Pg::bf_plan`.)
         let takers = match &self.role {
-            Role::Primary { write_set } => write_set.len(),
+            Role::Primary { write_set } => write_set
+                .iter()
+                .filter(|o| self.rec.backfill.get(o).is_none_or(|b| b.done.covers(&oid)))
+                .count(),
             _ => 0,
         };
         if takers < striper.k() {

@@ -6290,17 +6290,11 @@ impl Pg {
         }
         // Backfill targets whose cursor has not reached the object take
         // the log entry only (the chunk that passes it copies it whole).
-        // A give-up's shards are whole objects (pushes), which any copy
-        // may take wherever its cursor is: they go to every member, so
-        // that a rollback reaches k shards while members are backfilled
-        // (EC lost sim seed 52430: with the primary the only complete
-        // member, a rollback waited for backfill, and backfill for it).
-        let whole = matches!(by, Writer::GiveUp(..));
         let log_only: Vec<i32> = self
             .rec
             .backfill
             .iter()
-            .filter(|(_, b)| !whole && !b.done.covers(&oid))
+            .filter(|(_, b)| !b.done.covers(&oid))
             .map(|(o, _)| *o)
             .collect();
         // Their objects there now differ from this copy's: the leaf is
