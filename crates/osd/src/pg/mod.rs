@@ -3329,32 +3329,7 @@ impl Pg {
             })
             .collect();
         erasure::moved_back(&self.acting, &self.up, &moved)
-            .or_else(|| self.strays_back(complete, &taken))
             .filter(|t| erasure::walks_to_crush(t, &up, k))
-    }
-
-    /// Complete copies off the acting set whose shards' positions no
-    /// complete member holds: a pg_temp that puts them there (Ceph's
-    /// choose_acting keeps each shard where a complete copy of it is).
-    /// EC lost sim seed 52430: the primary was the only complete member,
-    /// a record member holding another shard whole was a stray while a
-    /// backfill target held its position, and a rollback that needed k
-    /// complete members waited for good.
-    fn strays_back(&self, complete: &[i32], taken: &dyn Fn(usize) -> bool) -> Option<Vec<i32>> {
-        let mut osds = self.acting_as_temp();
-        let mut placed = false;
-        for (&o, &shard) in &self.rec.strays {
-            if !complete.contains(&o) || taken(shard) || shard >= osds.len() || osds.contains(&o) {
-                continue;
-            }
-            osds[shard] = o;
-            placed = true;
-        }
-        // Holes take CRUSH's OSDs, as in `erasure::moved_back` (a pg_temp
-        // with a hole left in it would hold for good: EC lost sim seed
-        // 16224).
-        erasure::fill_holes(&mut osds, &self.up);
-        placed.then_some(osds)
     }
 
     /// See [`erasure::moved_back`].
