@@ -4692,8 +4692,9 @@ impl Pg {
     }
 
     /// The chunk for target `to` after `after`, from its listing
-    /// `theirs` (`None`: a write to the range is in flight; planned once
-    /// it is done). Counts the chunk in the backfill's cost.
+    /// `theirs` (`None`: a write to the range is in flight, or this copy
+    /// lacks an object there; planned once that is done). Counts the chunk
+    /// in the backfill's cost.
     fn bf_plan(
         &mut self,
         s: &dyn ObjectStore,
