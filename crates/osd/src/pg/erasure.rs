@@ -1820,7 +1820,7 @@ pub(super) fn moved_back(
 /// position, if that OSD is not elsewhere in it: it joins as a backfill
 /// target (else the hole stays, and with it the pg_temp: EC sim seeds 427
 /// and 547 with moving positions).
-pub(super) fn fill_holes(osds: &mut [i32], up: &[i32]) {
+fn fill_holes(osds: &mut [i32], up: &[i32]) {
     for i in 0..osds.len() {
         let Some(&u) = up.get(i) else { continue };
         if osds[i] == loligo_crush::ITEM_NONE && u >= 0 && !osds.contains(&u) {

@@ -2632,21 +2632,6 @@ impl Pg {
     /// all complete here: CRUSH's primary then takes over with nothing
     /// left to recover.
     fn maybe_clear_temp(&mut self, fx: &mut Vec<Effect>) {
-        // Erasure-coded and down under a pg_temp with holes: a hole whose
-        // CRUSH OSD is up and not in the set takes it (a backfill target,
-        // nothing is lost), or the pg_temp would hold the PG down for good
-        // (EC lost sim seed 16224: a stray put back at its shard's
-        // position while the other OSDs were down left the pg_temp's holes
-        // empty once they came back, and the one copy waited for k).
-        if self.ec.is_some() && matches!(self.role, Role::Down { .. }) {
-            let now = self.acting_as_temp();
-            let mut osds = now.clone();
-            erasure::fill_holes(&mut osds, &self.up);
-            if osds != now {
-                self.ask_pg_temp(osds, fx);
-            }
-            return;
-        }
         let Role::Primary { write_set } = &self.role else {
             return;
         };
@@ -3260,7 +3245,6 @@ impl Pg {
             if let Some((shard, osd)) = spot {
                 let mut osds: Vec<i32> = self.acting_as_temp();
                 osds[shard] = osd;
-                erasure::fill_holes(&mut osds, &self.up);
                 self.ask_pg_temp(osds, fx);
             }
             return self.ec_behind("no acting member is complete; asking for a pg_temp");
