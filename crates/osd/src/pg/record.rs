@@ -161,6 +161,34 @@ struct EntryRef<'a> {
     prev: Option<Version>,
 }
 
+impl<'a> From<EntryRef4<'a>> for EntryRef<'a> {
+    fn from(e: EntryRef4<'a>) -> Self {
+        EntryRef {
+            version: e.version,
+            name: e.name,
+            removed: e.removed,
+            reqid: e.reqid,
+            before: e.before,
+            gave_up: e.gave_up,
+            prev: None,
+        }
+    }
+}
+
+impl EntryRef<'_> {
+    fn to_entry(&self) -> LogEntry {
+        LogEntry {
+            version: self.version,
+            name: self.name.to_string(),
+            removed: self.removed,
+            reqid: self.reqid,
+            gave_up: self.gave_up,
+            before: self.before,
+            prev: self.prev,
+        }
+    }
+}
+
 fn entry_body(e: &LogEntry) -> Vec<u8> {
     let out = EntryRef {
         version: e.version,
@@ -200,32 +228,15 @@ pub fn decode_log_stamped(b: &[u8]) -> Result<(LogEntry, Option<LeafStamp>), Rec
     let stamp = |rest: &[u8]| postcard::from_bytes::<LeafStamp>(rest).map_err(damaged);
     let parts = if marker == LOG_V6 || marker == LOG_V7 {
         let (e, rest) = postcard::take_from_bytes::<EntryRef>(body).map_err(damaged)?;
-        let entry = LogEntry {
-            version: e.version,
-            name: e.name.to_string(),
-            removed: e.removed,
-            reqid: e.reqid,
-            gave_up: e.gave_up,
-            before: e.before,
-            prev: e.prev,
-        };
-        Some((entry, rest, marker == LOG_V7))
+        Some((e, rest, marker == LOG_V7))
     } else if marker == LOG_V4 || marker == LOG_V5 {
         let (e, rest) = postcard::take_from_bytes::<EntryRef4>(body).map_err(damaged)?;
-        let entry = LogEntry {
-            version: e.version,
-            name: e.name.to_string(),
-            removed: e.removed,
-            reqid: e.reqid,
-            gave_up: e.gave_up,
-            before: e.before,
-            prev: None,
-        };
-        Some((entry, rest, marker == LOG_V5))
+        Some((e.into(), rest, marker == LOG_V5))
     } else {
         None
     };
-    if let Some((entry, rest, stamped)) = parts {
+    if let Some((e, rest, stamped)) = parts {
+        let entry = e.to_entry();
         return match (stamped, rest.is_empty()) {
             (false, true) => Ok((entry, None)),
             (false, false) => Err(RecordError::Damaged {
