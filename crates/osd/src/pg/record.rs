@@ -135,20 +135,9 @@ impl Entry {
     }
 }
 
-/// A format 4 or 5 entry, its name borrowed (read only).
-#[derive(serde::Deserialize)]
-struct EntryRef4<'a> {
-    version: Version,
-    #[serde(borrow)]
-    name: &'a str,
-    removed: bool,
-    reqid: Option<ReqId>,
-    before: Before,
-    gave_up: Option<GaveUp>,
-}
-
-/// A format 6 entry, its name borrowed: what is encoded, and what is
-/// decoded in place (no copy of the name until one is needed).
+/// The entry fields formats 4-7 store first, the name borrowed: what is
+/// encoded, and what is decoded in place (no copy of the name until one
+/// is needed). Formats 6 and 7 follow it with `LogEntry::prev`.
 #[derive(serde::Serialize, serde::Deserialize)]
 struct EntryRef<'a> {
     version: Version,
@@ -158,25 +147,10 @@ struct EntryRef<'a> {
     reqid: Option<ReqId>,
     before: Before,
     gave_up: Option<GaveUp>,
-    prev: Option<Version>,
-}
-
-impl<'a> From<EntryRef4<'a>> for EntryRef<'a> {
-    fn from(e: EntryRef4<'a>) -> Self {
-        EntryRef {
-            version: e.version,
-            name: e.name,
-            removed: e.removed,
-            reqid: e.reqid,
-            before: e.before,
-            gave_up: e.gave_up,
-            prev: None,
-        }
-    }
 }
 
 impl EntryRef<'_> {
-    fn to_entry(&self) -> LogEntry {
+    fn to_entry(&self, prev: Option<Version>) -> LogEntry {
         LogEntry {
             version: self.version,
             name: self.name.to_string(),
@@ -184,23 +158,25 @@ impl EntryRef<'_> {
             reqid: self.reqid,
             gave_up: self.gave_up,
             before: self.before,
-            prev: self.prev,
+            prev,
         }
     }
 }
 
+/// A format 6 body: the entry's fields, then the version below it.
 fn entry_body(e: &LogEntry) -> Vec<u8> {
-    let out = EntryRef {
+    let fields = EntryRef {
         version: e.version,
         name: &e.name,
         removed: e.removed,
         reqid: e.reqid,
         before: e.before,
         gave_up: e.gave_up,
-        prev: e.prev,
     };
     // Encoding plain structs into a Vec cannot fail.
-    postcard::to_stdvec(&out).unwrap_or_default()
+    let mut out = postcard::to_stdvec(&fields).unwrap_or_default();
+    out.extend(postcard::to_stdvec(&e.prev).unwrap_or_default());
+    out
 }
 
 /// The stored bytes of a PG log entry (format 6).
@@ -228,15 +204,15 @@ pub fn decode_log_stamped(b: &[u8]) -> Result<(LogEntry, Option<LeafStamp>), Rec
     let stamp = |rest: &[u8]| postcard::from_bytes::<LeafStamp>(rest).map_err(damaged);
     let parts = if marker == LOG_V6 || marker == LOG_V7 {
         let (e, rest) = postcard::take_from_bytes::<EntryRef>(body).map_err(damaged)?;
-        Some((e, rest, marker == LOG_V7))
+        let (prev, rest) = postcard::take_from_bytes::<Option<Version>>(rest).map_err(damaged)?;
+        Some((e.to_entry(prev), rest, marker == LOG_V7))
     } else if marker == LOG_V4 || marker == LOG_V5 {
-        let (e, rest) = postcard::take_from_bytes::<EntryRef4>(body).map_err(damaged)?;
-        Some((e.into(), rest, marker == LOG_V5))
+        let (e, rest) = postcard::take_from_bytes::<EntryRef>(body).map_err(damaged)?;
+        Some((e.to_entry(None), rest, marker == LOG_V5))
     } else {
         None
     };
-    if let Some((e, rest, stamped)) = parts {
-        let entry = e.to_entry();
+    if let Some((entry, rest, stamped)) = parts {
         return match (stamped, rest.is_empty()) {
             (false, true) => Ok((entry, None)),
             (false, false) => Err(RecordError::Damaged {
@@ -271,13 +247,13 @@ pub fn stamp_log(b: &[u8], s: &LeafStamp) -> Result<Vec<u8>, RecordError> {
     };
     // The common case, a write's fresh entry: checked in place, and its
     // bytes taken as they are (this runs on every replicated write).
-    let fresh =
-        b.strip_prefix(LOG_V6.as_slice()).and_then(|body| {
-            match postcard::take_from_bytes::<EntryRef>(body) {
-                Ok((e, [])) => Some((e.gave_up, e.version, body)),
-                _ => None,
-            }
-        });
+    let fresh = b.strip_prefix(LOG_V6.as_slice()).and_then(|body| {
+        let (e, rest) = postcard::take_from_bytes::<EntryRef>(body).ok()?;
+        match postcard::take_from_bytes::<Option<Version>>(rest) {
+            Ok((_, [])) => Some((e.gave_up, e.version, body)),
+            _ => None,
+        }
+    });
     let body = match fresh {
         Some((Some(_), v, _)) => return Err(no_stamp(v)),
         Some((None, _, body)) => std::borrow::Cow::Borrowed(body),
