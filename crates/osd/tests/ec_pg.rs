@@ -136,6 +136,11 @@ struct Cluster {
     drop_to: Vec<i32>,
     /// Recovery pushes to these OSDs are lost (likewise).
     drop_pushes_to: Vec<i32>,
+    /// Backfill chunks carry these objects as ones the primary lacks,
+    /// not copied (as a primary whose own copy is stale sends them).
+    chunks_lack: Vec<String>,
+    /// Recovery pushes sent: (target, object).
+    pushes: Vec<(i32, String)>,
     /// OSDs down in the last map published, and each OSD's boot epoch.
     was_down: Vec<usize>,
     up_from: Vec<u64>,
@@ -170,6 +175,8 @@ impl Cluster {
             chunks: 0,
             drop_to: Vec::new(),
             drop_pushes_to: Vec::new(),
+            chunks_lack: Vec::new(),
+            pushes: Vec::new(),
             was_down: Vec::new(),
             up_from: vec![1; OSDS],
         };
@@ -364,8 +371,17 @@ impl Cluster {
                 tid,
                 to,
                 ctx,
-                chunk,
+                mut chunk,
             } => {
+                let lack = |n: &String| self.chunks_lack.contains(n);
+                let lacked: Vec<_> = chunk
+                    .pushes
+                    .iter()
+                    .filter(|p| lack(&p.name))
+                    .map(|p| (p.name.clone(), p.version))
+                    .collect();
+                chunk.pushes.retain(|p| !lack(&p.name));
+                chunk.lacks.extend(lacked);
                 self.chunks += 1;
                 self.pushed_bytes += chunk
                     .pushes
@@ -527,6 +543,7 @@ impl Cluster {
                 self.queue.push_back((to as usize, input));
             }
             Effect::Push { tid, to, ctx, push } => {
+                self.pushes.push((to, push.name.clone()));
                 self.pushed_bytes += push.copy.as_ref().map_or(0, |c| c.data.len() as u64);
                 let token = self.token(Await::Push {
                     primary: o,
@@ -1381,6 +1398,79 @@ fn a_new_member_is_backfilled_with_its_rebuilt_shards() {
             let got = c.read(name, 0, 0).unwrap();
             assert!(&got == data, "{plugin:?}: {name} read back wrong");
         }
+    }
+}
+
+/// A backfill chunk may name objects its primary lacks (the primary's own
+/// copy is older than its log says, e.g. a write being rolled back): the
+/// target copies nothing of them and records each missing, durably. Here
+/// the chunks say so of two objects the primary holds whole (this harness
+/// rewrites the chunks on their way, so the primary counts them copied):
+/// the target restarts, answers peering with what it lacks, and recovery
+/// brings both. The primary's own bookkeeping of a lacked object, and the
+/// rule that it never copies one, are the EC lost simulator's seed 52430.
+#[test]
+fn a_backfill_target_keeps_what_its_chunks_said_it_lacks_missing_across_a_restart() {
+    for plugin in [EcPlugin::ReedSolomon, EcPlugin::Zigzag] {
+        let mut c = Cluster::new(plugin, 4);
+        for pg in &mut c.pgs {
+            pg.log_entries_max = 3;
+            pg.backfill_chunk_objects = 3;
+        }
+        let mut rng = Rng::new(43);
+        let mut model: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+        for i in 0..8 {
+            let d = rng.bytes(7_000 + 31 * i);
+            c.op(&format!("b{i}"), vec![SubOp::WriteFull(d.clone().into())])
+                .unwrap();
+            model.insert(format!("b{i}"), d);
+        }
+        c.chunks_lack = vec!["b2".into(), "b5".into()];
+        c.acting[2] = 6;
+        c.down = vec![2];
+        c.publish();
+        c.chunks_lack.clear();
+        let why = format!("{plugin:?}");
+        assert!(
+            c.chunks >= 3,
+            "{why}: osd.6 was backfilled ({} chunks)",
+            c.chunks
+        );
+        let coll = CollectionId::pg(1, 0);
+        let lacked = loligo_osd::pg::recovery::load_missing(&c.stores[6], coll).unwrap();
+        assert_eq!(
+            lacked.keys().collect::<Vec<_>>(),
+            ["b2", "b5"],
+            "{why}: osd.6 records what its chunks said it lacks"
+        );
+        for name in ["b2", "b5"] {
+            let oid = ObjectId::new(loligo_crush::hash::str_hash_rjenkins(name.as_bytes()), name);
+            assert!(
+                !c.stores[6].exists(coll, &oid).unwrap(),
+                "{why}: {name} was not copied"
+            );
+        }
+        // osd.6 restarts; its PG starts from its store.
+        c.down = vec![2, 6];
+        c.publish();
+        c.down = vec![2];
+        c.publish();
+        let p = c.primary();
+        c.queue.push_back((p, Input::Tick { now_ms: 10_000 }));
+        c.run();
+        for name in ["b2", "b5"] {
+            assert!(
+                c.pushes.iter().any(|(to, n)| *to == 6 && n == name),
+                "{why}: {name} reached osd.6 by recovery: {:?}",
+                c.pushes
+            );
+        }
+        for (name, data) in &model {
+            c.assert_shards(name, data, &why);
+        }
+        let left = loligo_osd::pg::recovery::load_missing(&c.stores[6], coll).unwrap();
+        assert!(left.is_empty(), "{why}: osd.6 still lacks {left:?}");
+        assert!(c.pgs[p].is_clean(), "{why}: the PG is clean after recovery");
     }
 }
 

@@ -168,6 +168,7 @@ fn peer_msg(r: &mut Rng) -> PeerMsg {
                 after: cursor(r),
                 end: cursor(r),
                 pushes: (0..r.index(6)).map(|_| push(r)).collect(),
+                lacks: (0..r.index(4)).map(|_| (name(r), version(r))).collect(),
             },
         },
         6 => PeerMsg::ReadShard {

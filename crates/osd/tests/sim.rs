@@ -3010,17 +3010,16 @@ fn run_lost_seeds(ec: bool, default: u64, bug_seeds: &[u64]) -> Option<(u64, Sta
 ///   other empty copy, and the member's history stayed past the head for
 ///   good. The head is now never below the lowest head of the record
 ///   members left that have history and can give their logs.
-/// - (Not in this list: 52430, a wrong read found once 92042 was fixed.
-///   A primary whose object was to be rolled back, a write only one
-///   record member had taken, pushed its own older copy to two backfill
-///   targets whose logs still named the write being undone; one became
-///   primary and answered a retry of that write as done while serving the
-///   older value. Backfill now waits while the primary lacks an object in
-///   its range, so the seed no longer reads wrong, but it stalls: the
-///   rollback waits for k complete members, the targets wait for it, and
-///   the record member that holds another shard whole is a stray. Putting
-///   complete strays back by pg_temp first, as Ceph's choose_acting does,
-///   released it but stalled seeds 85802 and 30124.)
+/// - 52430 (found once 92042 was fixed): a primary whose object was to
+///   be rolled back (a write only one record member had taken) pushed its
+///   own older copy to two backfill targets whose logs still named the
+///   write being undone; one became primary and answered a retry of that
+///   write as done while serving the older value. Making backfill wait
+///   while the primary lacked an object in its range stalled the seed
+///   instead (the rollback waits for k members past the object, the
+///   targets waited for the rollback). A chunk now names the objects the
+///   primary lacks: the target records them missing, and the rollback's
+///   write-back, or recovery, reaches it once it is past them.
 const EC_LOST_BUG_SEEDS: &[(u64, bool)] = &[
     (209, false),
     (2823, false),
@@ -3058,6 +3057,7 @@ const EC_LOST_BUG_SEEDS: &[(u64, bool)] = &[
     (53972, false),
     (94358, false),
     (92042, false),
+    (52430, false),
     (43, true),
     (4363, true),
     (2787, true),

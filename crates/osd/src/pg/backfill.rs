@@ -100,6 +100,12 @@ pub struct Chunk {
     pub after: Cursor,
     pub end: Cursor,
     pub pushes: Vec<Push>,
+    /// Objects in (after, end] the primary lacks itself, with the version
+    /// its log needs: the target keeps what it holds of each and records
+    /// it missing there (recovery, or the object's rollback or removal,
+    /// reaches it once its backfill is past), rather than take the
+    /// primary's stale copy as whole or wait for it.
+    pub lacks: Vec<(String, Version)>,
 }
 
 /// The version an object carries (zero for one without the attribute).
@@ -401,12 +407,14 @@ pub fn plan_chunk(
         after: after.clone(),
         end,
         pushes,
+        lacks: Vec::new(),
     })
 }
 
 /// The transaction a target applies for `chunk`: each object replaced
-/// (or removed) and the cursor moved to the chunk's end (the record goes
-/// once the end is reached). `prior` says what an erasure-coded target
+/// (or removed), each object the primary lacks recorded missing, and the
+/// cursor moved to the chunk's end (the record goes once the end is
+/// reached). `prior` says what an erasure-coded target
 /// keeps of each object a push replaces.
 pub fn chunk_txn(
     coll: CollectionId,
@@ -416,6 +424,13 @@ pub fn chunk_txn(
     let mut t = Transaction::new();
     for p in &chunk.pushes {
         t.ops.extend(recovery::push_txn(coll, p, prior(p)).ops);
+    }
+    for (name, need) in &chunk.lacks {
+        t.set_record(
+            coll,
+            &recovery::missing_key(name),
+            record::encode_missing(need),
+        );
     }
     if chunk.end == Cursor::End {
         t.rm_record(coll, BACKFILL_KEY);

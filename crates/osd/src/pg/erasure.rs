@@ -1161,8 +1161,9 @@ impl Pg {
         // primary the only complete member, a rollback left the object on
         // one shard, and a second rollback found nothing to go back to).
         // It waits, unfound, until the members are complete or an operator
-        // moves on. (Backfill does not copy the object meanwhile: it
-        // waits at an object the primary lacks, see `Pg::bf_plan`.)
+        // moves on. (Backfill does not copy the object meanwhile, nor
+        // wait for it: its targets record it missing, see `Pg::bf_plan`,
+        // and count here once their cursor is past it.)
         let takers = match &self.role {
             Role::Primary { write_set } => write_set
                 .iter()

@@ -4675,10 +4675,52 @@ impl Pg {
             .map(|m| m.objects.clone())
     }
 
+    /// The objects in (after, end] this copy lacks (missing, or unfound
+    /// and to be given up), each with the version its log needs (`None`:
+    /// the log no longer says for one of them).
+    fn lacks_in(
+        &self,
+        s: &dyn ObjectStore,
+        after: &Cursor,
+        end: &Cursor,
+    ) -> Option<Vec<(String, Version)>> {
+        let in_range = |name: &str| {
+            let o = recovery::oid(name);
+            !after.covers(&o) && end.covers(&o)
+        };
+        let names: BTreeSet<&String> = self
+            .missing
+            .keys()
+            .chain(self.unfound.keys())
+            .filter(|n| in_range(n))
+            .collect();
+        if names.is_empty() {
+            return Some(Vec::new());
+        }
+        // An unfound object this copy no longer lists missing (one being
+        // rolled back) needs what its newest log entry wrote.
+        let mut log: Option<AuthLog> = None;
+        let mut out = Vec::with_capacity(names.len());
+        for name in names {
+            let need = match self.missing.get(name) {
+                Some(v) => *v,
+                None => {
+                    if log.is_none() {
+                        log = Some(self.own_log(s)?);
+                    }
+                    let entries = log.as_ref().map_or(&[][..], |l| &l.entries[..]);
+                    entries.iter().rev().find(|e| e.name == *name)?.version
+                }
+            };
+            out.push((name.clone(), need));
+        }
+        Some(out)
+    }
+
     /// The chunk for target `to` after `after`, from its listing
-    /// `theirs` (`None`: a write to the range is in flight, or this copy
-    /// lacks an object there; planned once that is done). Counts the chunk
-    /// in the backfill's cost.
+    /// `theirs` (`None`: a write to the range is in flight; planned once
+    /// that is done). Objects this copy lacks go as `Chunk::lacks`, not
+    /// copied. Counts the chunk in the backfill's cost.
     fn bf_plan(
         &mut self,
         s: &dyn ObjectStore,
@@ -4693,21 +4735,8 @@ impl Pg {
             let o = recovery::oid(name);
             !after.covers(&o) && theirs.end.covers(&o)
         };
-        // Nor while this copy lacks an object there: its own copy may be
-        // older than the log says, and the target would hold it as
-        // complete (EC lost sim seed 52430: a primary whose object was to
-        // be rolled back pushed its older copy to two backfill targets
-        // before the rollback was logged; one became primary, its log
-        // still naming the write being undone, and it answered a retry of
-        // that write as done while serving the older value).
-        let lacks = self
-            .missing
-            .keys()
-            .chain(self.unfound.keys())
-            .any(|n| in_range(n));
-        let busy = lacks
-            || self.inflight.values().any(|f| in_range(&f.name))
-            || self.ec_writes_gathering(in_range);
+        let busy =
+            self.inflight.values().any(|f| in_range(&f.name)) || self.ec_writes_gathering(in_range);
         let Some(b) = self.rec.backfill.get(&to) else {
             return Ok(None);
         };
@@ -4722,7 +4751,7 @@ impl Pg {
         let Some(hashes) = filter.hashes() else {
             return Ok(None);
         };
-        let chunk = backfill::plan_chunk(
+        let mut chunk = backfill::plan_chunk(
             s,
             self.coll,
             after,
@@ -4733,6 +4762,23 @@ impl Pg {
             &hashes,
             mine,
         )?;
+        // Objects this copy lacks are not copied: its own copy may be
+        // older than its log says, and the target would hold it as whole
+        // (EC lost sim seed 52430: a primary whose object was to be
+        // rolled back pushed its older copy to two backfill targets whose
+        // logs still named the write being undone; one became primary and
+        // answered a retry of that write as done while serving the older
+        // value). Nor does the backfill wait for them: a rollback waits
+        // for k members past the object, and so would wait for the
+        // backfill (the same seed once backfill waited). The target
+        // records each missing instead, at the version the log needs.
+        let Some(lacks) = self.lacks_in(s, after, &chunk.end) else {
+            return Ok(None);
+        };
+        chunk
+            .pushes
+            .retain(|p| !lacks.iter().any(|(n, _)| *n == p.name));
+        chunk.lacks = lacks;
         self.rec.pushed += chunk.pushes.len() as u64;
         if let Some(b) = self.rec.backfill.get_mut(&to) {
             b.cost.copied += chunk.pushes.len() as u64;
@@ -5090,7 +5136,8 @@ impl Pg {
         // one before it ends): this one answered, those before it are
         // durable too.
         let end = flights[i].chunk.end.clone();
-        flights.drain(..=i);
+        let lacks: Vec<(String, Version)> =
+            flights.drain(..=i).flat_map(|f| f.chunk.lacks).collect();
         let next = if flights.is_empty() {
             match std::mem::take(ahead) {
                 Ahead::Scanning { tid, upto, mine } => Some(BfStep::Scanning { tid, upto, mine }),
@@ -5125,11 +5172,17 @@ impl Pg {
                 b.step = step;
             }
         }
+        // The target now lacks what this copy lacked (before the writes
+        // that waited go on: one to such an object waits for its push).
+        if !lacks.is_empty() {
+            self.rec.missing.entry(from).or_default().extend(lacks);
+        }
         // Writes that waited for the chunk go on.
         for p in std::mem::take(&mut self.rec.bf_blocked) {
             self.on_op(s, p, fx);
         }
         self.backfill_some(s, fx);
+        self.recover_some(s, fx);
         self.rerecord(fx);
         self.maybe_clear_temp(fx);
     }
@@ -5259,17 +5312,28 @@ impl Pg {
                 self.id, chunk.after, ctx.epoch, cursor, self.epoch
             ))));
         }
-        for p in &chunk.pushes {
-            let o = recovery::oid(&p.name);
-            if let Err(e) = exec::validate(&p.name, &[SubOp::Stat]) {
+        let names = chunk.pushes.iter().map(|p| &p.name);
+        for name in names.chain(chunk.lacks.iter().map(|(n, _)| n)) {
+            let o = recovery::oid(name);
+            if let Err(e) = exec::validate(name, &[SubOp::Stat]) {
                 return fx.push(fail(RepError::Failed(format!("pg {}: {e}", self.id))));
             }
             if chunk.after.covers(&o) || !chunk.end.covers(&o) {
                 return fx.push(fail(RepError::Failed(format!(
-                    "pg {}: backfill chunk ({}, {}] carries {}",
-                    self.id, chunk.after, chunk.end, p.name
+                    "pg {}: backfill chunk ({}, {}] carries {name}",
+                    self.id, chunk.after, chunk.end
                 ))));
             }
+        }
+        if let Some((name, _)) = chunk
+            .lacks
+            .iter()
+            .find(|(n, _)| chunk.pushes.iter().any(|p| p.name == *n))
+        {
+            return fx.push(fail(RepError::Failed(format!(
+                "pg {}: backfill chunk both copies and lacks {name}",
+                self.id
+            ))));
         }
         let tid = self.take_tid();
         let mut txn = backfill::chunk_txn(self.coll, &chunk, |p| self.push_prior(s, p));
@@ -5278,6 +5342,11 @@ impl Pg {
             .map(|()| txn);
         match txn {
             Ok(txn) => {
+                // What the primary lacks, this copy lacks too (its missing
+                // records are in the chunk's transaction).
+                for (name, need) in chunk.lacks {
+                    self.missing.insert(name, need);
+                }
                 let next = (chunk.end != Cursor::End).then_some(chunk.end);
                 if next.is_none() {
                     self.backfilled_in = Some(self.interval);
