@@ -3025,6 +3025,12 @@ fn run_lost_seeds(ec: bool, default: u64, bug_seeds: &[u64]) -> Option<(u64, Sta
 ///   targets waited for the rollback). A chunk now names the objects the
 ///   primary lacks: the target records them missing, and the rollback's
 ///   write-back, or recovery, reaches it once it is past them.
+/// - 11823 with moving positions: the one copy past the head (the PG's
+///   record emptied) had been taken as it was, then CRUSH moved it to
+///   another position; the primary, mid-backfill at the head, found no
+///   complete member to hand over to and asked for pg_temps that named
+///   nobody, for good. A moved member at or past the head now goes back
+///   to its shard's position while the PG goes on with what is left.
 const EC_LOST_BUG_SEEDS: &[(u64, bool)] = &[
     (209, false),
     (2823, false),
@@ -3067,6 +3073,7 @@ const EC_LOST_BUG_SEEDS: &[(u64, bool)] = &[
     (4363, true),
     (2787, true),
     (17934, true),
+    (11823, true),
 ];
 
 /// The lost-OSD simulation on an erasure-coded pool: a PG whose record

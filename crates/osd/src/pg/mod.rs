@@ -894,6 +894,9 @@ struct Recovery {
     /// included) whose OSD moved to another position and whose copy is
     /// complete at the head for the shard it holds, with that shard.
     moved_complete: BTreeMap<i32, usize>,
+    /// Likewise, those at or past the head, complete or not (with the
+    /// record short of k, the history to go on from may be one of them).
+    moved_at_head: BTreeMap<i32, usize>,
     /// Replicated, pulling what is left (`Pg::pull_what_is_left`): whom
     /// to ask for what.
     lost: Option<LostPulls>,
@@ -2939,14 +2942,22 @@ impl Pg {
             .map(|(o, _)| *o)
             .collect();
         if self.ec.is_some() {
-            self.rec.moved_complete = infos
-                .iter()
-                .chain([(&self.whoami, &mine)])
-                .filter(|(o, i)| {
-                    self.acting.contains(o) && i.info.last_update == newest && i.missing == 0
-                })
-                .filter_map(|(o, i)| Some((*o, i.moved_shard? as usize)))
-                .collect();
+            let moved = |whole: bool| {
+                infos
+                    .iter()
+                    .chain([(&self.whoami, &mine)])
+                    .filter(|(o, i)| {
+                        self.acting.contains(o)
+                            && match whole {
+                                true => i.info.last_update == newest && i.missing == 0,
+                                false => i.info.last_update >= newest,
+                            }
+                    })
+                    .filter_map(|(o, i)| Some((*o, i.moved_shard? as usize)))
+                    .collect()
+            };
+            self.rec.moved_complete = moved(true);
+            self.rec.moved_at_head = moved(false);
         }
         // Copies outside the acting set said which shard they hold: their
         // shards are read as strays' (EC lost sim seed 25554: the only
@@ -3231,6 +3242,22 @@ impl Pg {
             if let Some(osds) = self.moved_back() {
                 self.ask_pg_temp(osds, fx);
                 return self.ec_behind("moved members go back to their shards' positions");
+            }
+            // With the record short of k (the PG goes on with what is
+            // left), a moved member at or past the head goes back too,
+            // whether it lacks objects or not: its log is the history to
+            // go on from, and at its shard's position it goes on from it,
+            // giving up what nobody holds (EC lost sim seed 11823 with
+            // moving positions: the one copy past the head had been taken
+            // as it was, then CRUSH moved it to another position; the
+            // primary, mid-backfill, asked for pg_temps that named nobody,
+            // for good).
+            if self.may_give_up() {
+                let moved = &self.rec.moved_at_head;
+                if let Some(osds) = erasure::moved_back(&self.acting, &self.up, moved) {
+                    self.ask_pg_temp(osds, fx);
+                    return self.ec_behind("a moved copy at the head goes back to its shard");
+                }
             }
             // Nor that: a stray that holds a shard at the head goes back to
             // that shard's position for now (a pg_temp that keeps the
