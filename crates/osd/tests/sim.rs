@@ -3030,7 +3030,15 @@ fn run_lost_seeds(ec: bool, default: u64, bug_seeds: &[u64]) -> Option<(u64, Sta
 ///   another position; the primary, mid-backfill at the head, found no
 ///   complete member to hand over to and asked for pg_temps that named
 ///   nobody, for good. A moved member at or past the head now goes back
-///   to its shard's position while the PG goes on with what is left.
+///   to its shard's position while the PG goes on with what is left,
+///   if that pg_temp can walk back to CRUSH's set (80796, on a first
+///   version: a swap left a hole whose CRUSH OSD sat elsewhere in the set,
+///   and the pg_temp held for good).
+/// - 32159 with moving positions: the record's one member left was
+///   mid-backfill at the head, its OSD moved, every other copy empty; it
+///   asked for pg_temps that named nobody, for good. Such a copy now
+///   takes itself as it is (objects holding its old position's shard
+///   count as missing) when no other copy can.
 const EC_LOST_BUG_SEEDS: &[(u64, bool)] = &[
     (209, false),
     (2823, false),
@@ -3069,11 +3077,13 @@ const EC_LOST_BUG_SEEDS: &[(u64, bool)] = &[
     (94358, false),
     (92042, false),
     (52430, false),
+    (80796, false),
     (43, true),
     (4363, true),
     (2787, true),
     (17934, true),
     (11823, true),
+    (32159, true),
 ];
 
 /// The lost-OSD simulation on an erasure-coded pool: a PG whose record

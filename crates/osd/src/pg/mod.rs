@@ -3062,6 +3062,16 @@ impl Pg {
                 if !backfilling.is_empty() {
                     return self.hand_over(backfilling, fx);
                 }
+                // Nor one of those: this copy, mid-backfill at the head
+                // though its OSD moved, takes itself as it is all the same
+                // (objects holding its old position's shard count as
+                // missing, see `adopt_backfilled`; EC lost sim seed 32159
+                // with moving positions: the record's one member left was
+                // such a copy, every other was empty, and it asked for
+                // pg_temps that named nobody, for good).
+                if mine.info.last_update == newest && self.backfill.is_some() {
+                    return self.ec_pull_own(s, asked, fx);
+                }
             }
             // Erasure-coded, at or past the head, with no whole copy at it
             // and no log source but copies mid-backfill (which refuse their
@@ -3252,9 +3262,14 @@ impl Pg {
             // as it was, then CRUSH moved it to another position; the
             // primary, mid-backfill, asked for pg_temps that named nobody,
             // for good).
-            if self.may_give_up() {
+            // Only to a pg_temp that can walk back to CRUSH's set (EC lost
+            // sim seed 80796, on a first version of this: a swap left a
+            // hole whose CRUSH OSD sat elsewhere in the set, and the
+            // pg_temp held for good).
+            if let (true, Some(k)) = (self.may_give_up(), self.ec.as_ref().map(|e| e.k())) {
                 let moved = &self.rec.moved_at_head;
-                if let Some(osds) = erasure::moved_back(&self.acting, &self.up, moved) {
+                let back = erasure::moved_back(&self.acting, &self.up, moved);
+                if let Some(osds) = back.filter(|t| self.walks_back(t, k)) {
                     self.ask_pg_temp(osds, fx);
                     return self.ec_behind("a moved copy at the head goes back to its shard");
                 }
@@ -3328,19 +3343,23 @@ impl Pg {
             .filter(|&(_, &shard)| !taken(shard))
             .map(|(&o, &shard)| (o, shard))
             .collect();
-        // A hole in CRUSH's set takes an OSD again (the one that went down
-        // coming back, or its replacement once it is out): the walk is
-        // judged with a newcomer there (EC sim seed 293795 with moving
-        // positions: CRUSH's set had a hole, the walk back was judged
-        // impossible for it, and the moved member was relabeled).
+        erasure::moved_back(&self.acting, &self.up, &moved).filter(|t| self.walks_back(t, k))
+    }
+
+    /// Whether pg_temp `t` can walk back to CRUSH's set (see
+    /// [`erasure::walks_to_crush`]). A hole in CRUSH's set takes an OSD
+    /// again (the one that went down coming back, or its replacement once
+    /// it is out): the walk is judged with a newcomer there (EC sim seed
+    /// 293795 with moving positions: CRUSH's set had a hole, the walk back
+    /// was judged impossible for it, and the moved member was relabeled).
+    fn walks_back(&self, t: &[i32], k: usize) -> bool {
         let up: Vec<i32> = (self.up.iter().enumerate())
             .map(|(i, &o)| match o {
                 o if o >= 0 && o != loligo_crush::ITEM_NONE => o,
                 _ => NEWCOMER_BASE + i as i32,
             })
             .collect();
-        erasure::moved_back(&self.acting, &self.up, &moved)
-            .filter(|t| erasure::walks_to_crush(t, &up, k))
+        erasure::walks_to_crush(t, &up, k)
     }
 
     /// See [`erasure::moved_back`].
