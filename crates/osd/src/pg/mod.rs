@@ -3062,16 +3062,6 @@ impl Pg {
                 if !backfilling.is_empty() {
                     return self.hand_over(backfilling, fx);
                 }
-                // Nor one of those: this copy, mid-backfill at the head
-                // though its OSD moved, takes itself as it is all the same
-                // (objects holding its old position's shard count as
-                // missing, see `adopt_backfilled`; EC lost sim seed 32159
-                // with moving positions: the record's one member left was
-                // such a copy, every other was empty, and it asked for
-                // pg_temps that named nobody, for good).
-                if mine.info.last_update == newest && self.backfill.is_some() {
-                    return self.ec_pull_own(s, asked, fx);
-                }
             }
             // Erasure-coded, at or past the head, with no whole copy at it
             // and no log source but copies mid-backfill (which refuse their
