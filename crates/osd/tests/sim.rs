@@ -3034,12 +3034,13 @@ fn run_lost_seeds(ec: bool, default: u64, bug_seeds: &[u64]) -> Option<(u64, Sta
 ///   if that pg_temp can walk back to CRUSH's set (80796, on a first
 ///   version: a swap left a hole whose CRUSH OSD sat elsewhere in the set,
 ///   and the pg_temp held for good).
-/// - (Not in this list: 32159 with moving positions, a stall. The
-///   record's one member left was mid-backfill at the head, its OSD
-///   moved, every other copy empty; it asks for pg_temps that name
-///   nobody, for good. Letting such a copy take itself as it is released
-///   it but left an unfound object waited for in seeds 9762, 11048, 18524
-///   and 30734.)
+/// - 32159 with moving positions: the record's one member left was
+///   mid-backfill at the head, its OSD had moved, every other copy was
+///   empty; it asked for pg_temps that named nobody, for good. Letting
+///   such a copy take itself as it is, where it sat, released it but left
+///   an unfound object waited for in seeds 9762, 11048, 18524 and 30734.
+///   Such a copy now counts as a moved member at the head by the shard its
+///   shard record names, and goes back to that shard's position.
 const EC_LOST_BUG_SEEDS: &[(u64, bool)] = &[
     (209, false),
     (2823, false),
@@ -3084,6 +3085,7 @@ const EC_LOST_BUG_SEEDS: &[(u64, bool)] = &[
     (2787, true),
     (17934, true),
     (11823, true),
+    (32159, true),
 ];
 
 /// The lost-OSD simulation on an erasure-coded pool: a PG whose record

@@ -894,7 +894,8 @@ struct Recovery {
     /// included) whose OSD moved to another position and whose copy is
     /// complete at the head for the shard it holds, with that shard.
     moved_complete: BTreeMap<i32, usize>,
-    /// Likewise, those at or past the head, complete or not (with the
+    /// Likewise, those at or past the head, complete or not, and
+    /// mid-backfill ones by the shard their shard record names (with the
     /// record short of k, the history to go on from may be one of them).
     moved_at_head: BTreeMap<i32, usize>,
     /// Replicated, pulling what is left (`Pg::pull_what_is_left`): whom
@@ -2942,6 +2943,20 @@ impl Pg {
             .map(|(o, _)| *o)
             .collect();
         if self.ec.is_some() {
+            // The shard a moved member holds: a whole copy's, or (at the
+            // head, complete or not) a mid-backfill copy's, as its shard
+            // record says (EC lost sim seed 32159 with moving positions:
+            // the record's one member left was mid-backfill at the head,
+            // its OSD had moved, every other copy was empty, and nobody
+            // sent it back to its shard's position, where it goes on from
+            // its own log).
+            let held = |o: &i32, i: &PeerInfo, whole: bool| {
+                let mid = match *o == self.whoami {
+                    true => self.held_shard.filter(|_| self.moved),
+                    false => i.shard.filter(|&s| Some(s as usize) != self.shard_of(*o)),
+                };
+                i.moved_shard.or(mid.filter(|_| !whole))
+            };
             let moved = |whole: bool| {
                 infos
                     .iter()
@@ -2953,11 +2968,12 @@ impl Pg {
                                 false => i.info.last_update >= newest,
                             }
                     })
-                    .filter_map(|(o, i)| Some((*o, i.moved_shard? as usize)))
+                    .filter_map(|(o, i)| Some((*o, held(o, i, whole)? as usize)))
                     .collect()
             };
-            self.rec.moved_complete = moved(true);
-            self.rec.moved_at_head = moved(false);
+            let (whole, at_head) = (moved(true), moved(false));
+            self.rec.moved_complete = whole;
+            self.rec.moved_at_head = at_head;
         }
         // Copies outside the acting set said which shard they hold: their
         // shards are read as strays' (EC lost sim seed 25554: the only
@@ -3245,7 +3261,8 @@ impl Pg {
             }
             // With the record short of k (the PG goes on with what is
             // left), a moved member at or past the head goes back too,
-            // whether it lacks objects or not: its log is the history to
+            // whether it lacks objects or not, mid-backfill or not (this
+            // copy included; EC lost sim seed 32159): its log is the history to
             // go on from, and at its shard's position it goes on from it,
             // giving up what nobody holds (EC lost sim seed 11823 with
             // moving positions: the one copy past the head had been taken
