@@ -117,8 +117,12 @@ pub enum PoolCmd {
 
 #[derive(Clone, Copy, ValueEnum)]
 pub enum PluginArg {
+    /// Reed-Solomon (Cauchy matrix over GF(2^8)).
     Rs,
+    /// Zigzag: MDS with element-level recovery reads.
     Zigzag,
+    /// Basic Pyramid LRC: the data in `l` groups, each with a local
+    /// parity, and `m - 1` global parities.
     Lrc,
 }
 
@@ -127,10 +131,13 @@ pub enum EcProfileCmd {
     /// Define (or redefine, if unused) a profile.
     Set {
         name: String,
+        /// The code: Reed-Solomon, Zigzag or LRC.
         #[arg(long, value_enum)]
         plugin: PluginArg,
+        /// Data shards.
         #[arg(long)]
         k: u32,
+        /// Parity shards (the OSDs a PG may lose and still be read).
         #[arg(long)]
         m: u32,
         /// Zigzag duplication.
@@ -152,13 +159,12 @@ pub enum EcProfileCmd {
         #[arg(long, default_value_t = 0, hide_default_value = true)]
         stripe_unit: u32,
     },
-    Get {
-        name: String,
-    },
+    /// Print a profile.
+    Get { name: String },
+    /// List the profiles.
     Ls,
-    Rm {
-        name: String,
-    },
+    /// Remove a profile no pool uses.
+    Rm { name: String },
 }
 
 /// Send one admin request and return the reply.

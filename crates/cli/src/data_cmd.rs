@@ -53,22 +53,18 @@ pub enum OmapCmd {
 
 #[derive(Subcommand)]
 pub enum XattrCmd {
+    /// Set xattr KEY of object NAME to VALUE.
     Set {
         name: String,
         key: String,
         value: String,
     },
-    Get {
-        name: String,
-        key: String,
-    },
-    Ls {
-        name: String,
-    },
-    Rm {
-        name: String,
-        key: String,
-    },
+    /// Print the value of xattr KEY.
+    Get { name: String, key: String },
+    /// List an object's xattrs (and values).
+    Ls { name: String },
+    /// Remove xattr KEY.
+    Rm { name: String, key: String },
 }
 
 pub fn connect(conn: &ConnArgs) -> Result<(tokio::runtime::Runtime, IoCtx), CliError> {

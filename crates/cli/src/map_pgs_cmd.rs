@@ -24,8 +24,10 @@ pub struct MapPgsArgs {
     /// CRUSH map (text or Loligo JSON); `alg linear` buckets are allowed.
     #[arg(short = 'i', long = "input", value_name = "MAP")]
     input: PathBuf,
+    /// Pool id (it seeds the PGs' placement, as in Ceph).
     #[arg(long)]
     pool_id: u64,
+    /// Number of PGs.
     #[arg(long)]
     pg_num: u32,
     /// Replicas.
