@@ -115,7 +115,7 @@ pub enum PoolCmd {
     },
 }
 
-#[derive(Clone, Copy, ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum PluginArg {
     /// Reed-Solomon (Cauchy matrix over GF(2^8)).
     Rs,
@@ -129,17 +129,26 @@ pub enum PluginArg {
 #[derive(Subcommand)]
 pub enum EcProfileCmd {
     /// Define (or redefine, if unused) a profile.
+    ///
+    /// Ceph's form works too: `ec-profile set NAME k=4 m=2 [plugin=rs]`
+    /// (keys k, m, l, s, plugin, stripe_unit, alignment, optimal; plugin
+    /// `jerasure` or `isa` is taken as `rs`, a Reed-Solomon code with
+    /// Loligo's own Cauchy matrix). Any other key is refused.
     Set {
         name: String,
-        /// The code: Reed-Solomon, Zigzag or LRC.
+        /// Ceph-style settings, e.g. `k=4 m=2` (they override the flags).
+        #[arg(value_name = "KEY=VALUE")]
+        pairs: Vec<String>,
+        /// The code: Reed-Solomon, Zigzag or LRC [default: rs].
         #[arg(long, value_enum)]
-        plugin: PluginArg,
-        /// Data shards.
+        plugin: Option<PluginArg>,
+        /// Data shards (here or as k=K).
         #[arg(long)]
-        k: u32,
-        /// Parity shards (the OSDs a PG may lose and still be read).
+        k: Option<u32>,
+        /// Parity shards, the OSDs a PG may lose and still be read (here
+        /// or as m=M).
         #[arg(long)]
-        m: u32,
+        m: Option<u32>,
         /// Zigzag duplication.
         #[arg(long, default_value_t = 1)]
         s: u32,
@@ -165,6 +174,73 @@ pub enum EcProfileCmd {
     Ls,
     /// Remove a profile no pool uses.
     Rm { name: String },
+}
+
+/// An `ec-profile set`'s settings, from its flags and then its Ceph-style
+/// `KEY=VALUE` pairs.
+#[derive(Debug, PartialEq)]
+struct ProfileArgs {
+    plugin: PluginArg,
+    k: Option<u32>,
+    m: Option<u32>,
+    s: u32,
+    l: u32,
+    optimal: bool,
+    alignment: u32,
+    stripe_unit: u32,
+}
+
+impl ProfileArgs {
+    /// Apply Ceph-style `KEY=VALUE` pairs; an unknown key, a value that is
+    /// not a number where one is needed, or an unknown plugin is an error
+    /// that names it.
+    fn apply(&mut self, pairs: &[String]) -> Result<(), String> {
+        for pair in pairs {
+            let Some((key, value)) = pair.split_once('=') else {
+                return Err(format!("'{pair}' is not KEY=VALUE (e.g. k=4 m=2)"));
+            };
+            let num = || {
+                value
+                    .parse::<u32>()
+                    .map_err(|_| format!("{key}={value}: {key} takes a whole number"))
+            };
+            match key {
+                "k" => self.k = Some(num()?),
+                "m" => self.m = Some(num()?),
+                "l" => self.l = num()?,
+                "s" => self.s = num()?,
+                "alignment" => self.alignment = num()?,
+                "stripe_unit" => self.stripe_unit = num()?,
+                "optimal" => {
+                    self.optimal = match value {
+                        "true" | "1" | "yes" => true,
+                        "false" | "0" | "no" => false,
+                        _ => return Err(format!("optimal={value}: optimal takes true or false")),
+                    }
+                }
+                "plugin" => {
+                    self.plugin = match value {
+                        "rs" | "jerasure" | "isa" => PluginArg::Rs,
+                        "zigzag" => PluginArg::Zigzag,
+                        "lrc" => PluginArg::Lrc,
+                        _ => {
+                            return Err(format!(
+                                "plugin={value}: Loligo's codes are rs (also taken for \
+                                 jerasure and isa), zigzag and lrc"
+                            ));
+                        }
+                    }
+                }
+                _ => {
+                    return Err(format!(
+                        "'{key}' is not a profile key Loligo takes (k, m, l, s, plugin, \
+                         stripe_unit, alignment, optimal)"
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Send one admin request and return the reply.
@@ -518,6 +594,7 @@ pub fn ec_profile(conn: &ConnArgs, c: EcProfileCmd) -> Result<(), CliError> {
     match c {
         EcProfileCmd::Set {
             name,
+            pairs,
             plugin,
             k,
             m,
@@ -527,7 +604,23 @@ pub fn ec_profile(conn: &ConnArgs, c: EcProfileCmd) -> Result<(), CliError> {
             alignment,
             stripe_unit,
         } => {
-            let plugin = match plugin {
+            let mut p = ProfileArgs {
+                plugin: plugin.unwrap_or(PluginArg::Rs),
+                k,
+                m,
+                s,
+                l,
+                optimal,
+                alignment,
+                stripe_unit,
+            };
+            p.apply(&pairs).map_err(CliError)?;
+            let (Some(k), Some(m)) = (p.k, p.m) else {
+                return Err(CliError(
+                    "a profile needs k and m (--k 4 --m 2, or Ceph's k=4 m=2)".into(),
+                ));
+            };
+            let plugin = match p.plugin {
                 PluginArg::Rs => EcPlugin::ReedSolomon,
                 PluginArg::Zigzag => EcPlugin::Zigzag,
                 PluginArg::Lrc => EcPlugin::Lrc,
@@ -539,11 +632,11 @@ pub fn ec_profile(conn: &ConnArgs, c: EcProfileCmd) -> Result<(), CliError> {
                     plugin,
                     k,
                     m,
-                    s,
-                    l,
-                    optimal,
-                    alignment,
-                    stripe_unit,
+                    s: p.s,
+                    l: p.l,
+                    optimal: p.optimal,
+                    alignment: p.alignment,
+                    stripe_unit: p.stripe_unit,
                 }),
             )?)
         }
@@ -748,6 +841,62 @@ pub enum MonCmd {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ec_profile_set_takes_cephs_key_value_form_and_refuses_what_it_cannot_do() {
+        let flags = || ProfileArgs {
+            plugin: PluginArg::Rs,
+            k: None,
+            m: Some(1),
+            s: 1,
+            l: 2,
+            optimal: false,
+            alignment: 4096,
+            stripe_unit: 0,
+        };
+        let pairs = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let mut p = flags();
+        p.apply(&pairs(&[
+            "k=4",
+            "m=2",
+            "plugin=zigzag",
+            "s=2",
+            "optimal=true",
+        ]))
+        .unwrap();
+        assert_eq!(
+            p,
+            ProfileArgs {
+                plugin: PluginArg::Zigzag,
+                k: Some(4),
+                m: Some(2),
+                s: 2,
+                optimal: true,
+                ..flags()
+            }
+        );
+        let mut p = flags();
+        p.apply(&pairs(&["plugin=jerasure", "k=3", "stripe_unit=8192"]))
+            .unwrap();
+        assert_eq!(
+            (p.plugin, p.k, p.m, p.stripe_unit),
+            (PluginArg::Rs, Some(3), Some(1), 8192)
+        );
+        for (bad, says) in [
+            ("technique=reed_sol_van", "'technique' is not a profile key"),
+            (
+                "crush-failure-domain=host",
+                "'crush-failure-domain' is not a profile key",
+            ),
+            ("k=four", "k takes a whole number"),
+            ("k", "'k' is not KEY=VALUE"),
+            ("plugin=shec", "plugin=shec"),
+            ("optimal=maybe", "optimal takes true or false"),
+        ] {
+            let err = flags().apply(&pairs(&[bad])).unwrap_err();
+            assert!(err.contains(says), "{bad}: {err}");
+        }
+    }
     use loligo_monc::protocol::{
         ClientIo, Health, HealthStatus, MonStatus, OsdMapStatus, PgSummary, RecoveryIo, Usage,
     };
