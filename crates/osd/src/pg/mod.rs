@@ -3065,11 +3065,22 @@ impl Pg {
                 if mine.info.last_update == newest && !self.moved {
                     return self.ec_pull_own(s, asked, fx);
                 }
+                // Not one whose OSD moved: it would not go on either, and
+                // may hand the PG to another such copy (EC lost sim seed
+                // 6911 with moving positions, under a walk-back rule since
+                // taken back: two moved copies mid-backfill at the head
+                // handed the PG to each other for good). Such copies go
+                // back to their shards' positions instead (`hand_over`).
+                let moved = |o: &i32, i: &PeerInfo| {
+                    i.shard
+                        .is_some_and(|s| Some(s as usize) != self.shard_of(*o))
+                };
                 let backfilling: Vec<i32> = infos
                     .iter()
                     .filter(|(o, i)| {
                         i.backfill
                             && i.moved_shard.is_none()
+                            && !moved(o, i)
                             && i.info.last_update == newest
                             && self.acting.contains(o)
                     })
