@@ -197,6 +197,13 @@ impl Pg {
         i
     }
 
+    /// The shard member `o`'s peering answer says its copy holds, when
+    /// that is not `o`'s position in this copy's acting set (its OSD
+    /// moved; whole or mid-backfill).
+    pub(super) fn held_elsewhere(&self, o: i32, i: &PeerInfo) -> Option<u8> {
+        i.shard.filter(|&s| Some(s as usize) != self.shard_of(o))
+    }
+
     /// The shard this copy's objects hold, as recorded (None if unknown
     /// or unreadable).
     pub(super) fn shard_held(&self, s: &dyn ObjectStore) -> Option<u8> {

@@ -2953,7 +2953,7 @@ impl Pg {
             let held = |o: &i32, i: &PeerInfo, whole: bool| {
                 let mid = match *o == self.whoami {
                     true => self.held_shard.filter(|_| self.moved),
-                    false => i.shard.filter(|&s| Some(s as usize) != self.shard_of(*o)),
+                    false => self.held_elsewhere(*o, i),
                 };
                 i.moved_shard.or(mid.filter(|_| !whole))
             };
@@ -3071,16 +3071,12 @@ impl Pg {
                 // taken back: two moved copies mid-backfill at the head
                 // handed the PG to each other for good). Such copies go
                 // back to their shards' positions instead (`hand_over`).
-                let moved = |o: &i32, i: &PeerInfo| {
-                    i.shard
-                        .is_some_and(|s| Some(s as usize) != self.shard_of(*o))
-                };
                 let backfilling: Vec<i32> = infos
                     .iter()
                     .filter(|(o, i)| {
                         i.backfill
                             && i.moved_shard.is_none()
-                            && !moved(o, i)
+                            && self.held_elsewhere(**o, i).is_none()
                             && i.info.last_update == newest
                             && self.acting.contains(o)
                     })
