@@ -3041,14 +3041,16 @@ fn run_lost_seeds(ec: bool, default: u64, bug_seeds: &[u64]) -> Option<(u64, Sta
 ///   an unfound object waited for in seeds 9762, 11048, 18524 and 30734.
 ///   Such a copy now counts as a moved member at the head by the shard its
 ///   shard record names, and goes back to that shard's position.
-/// - (Not in this list: 83143 with moving positions, a stall. A pg_temp
-///   of two members, each at the other's CRUSH position, and two holes
-///   whose CRUSH OSDs were those members ([3, -, -, 2] against CRUSH's
-///   [1, 2, 3, 0], k 2): no step of the walk back keeps two members in
-///   place, and the PG stays undersized. Letting such holes take CRUSH's
-///   free OSDs first released it, but stalled 7935 with moving positions
-///   (both record members mid-backfill at the head, the primary empty),
-///   and left 5924, 20972 and 32420 remapped until it checked the walk.)
+/// - 83143 with moving positions: a pg_temp of two members, each at the
+///   other's CRUSH position, and two holes whose CRUSH OSDs were those
+///   members ([3, -, -, 2] against CRUSH's [1, 2, 3, 0], k 2): no step of
+///   the walk back kept two members in place, and the PG stayed
+///   undersized for good. Such a pg_temp's holes now take CRUSH's free
+///   OSDs (`ec_temp_unstick`). As a rule inside the walk itself it also
+///   changed which pg_temps peering asked for, and stalled 7935 with
+///   moving positions (both record members mid-backfill at the head, the
+///   primary empty); without the walk check, it left 5924, 20972 and
+///   32420 remapped.
 const EC_LOST_BUG_SEEDS: &[(u64, bool)] = &[
     (209, false),
     (2823, false),
@@ -3094,6 +3096,7 @@ const EC_LOST_BUG_SEEDS: &[(u64, bool)] = &[
     (17934, true),
     (11823, true),
     (32159, true),
+    (83143, true),
 ];
 
 /// The lost-OSD simulation on an erasure-coded pool: a PG whose record

@@ -1902,6 +1902,28 @@ pub(super) fn ec_temp_step(
     best.map(|(_, next)| as_temp(&next))
 }
 
+/// A settled pg_temp that [`ec_temp_step`] cannot move (no step keeps
+/// `k` members in place): its holes take CRUSH's OSDs that are not in it,
+/// whatever their CRUSH positions, if the set then walks to CRUSH's
+/// (`walks_to_crush`). They join as backfill targets, and the walk has
+/// members to spare (EC lost sim seed 83143 with moving positions:
+/// `[3, -, -, 2]` against CRUSH's `[1, 2, 3, 0]` with k 2, each member at
+/// the other's CRUSH position and each hole's CRUSH OSD a member, stayed
+/// undersized for good). Only a stuck pg_temp: in `ec_temp_step` itself
+/// this rule also changed which pg_temps peering judged able to walk
+/// back, and stalled EC lost sim seed 7935 with moving positions.
+pub(super) fn ec_temp_unstick(acting: &[i32], up: &[i32], k: usize) -> Option<Vec<i32>> {
+    let mut free = up
+        .iter()
+        .copied()
+        .filter(|&o| o >= 0 && !acting.contains(&o));
+    let mut next = acting.to_vec();
+    for o in next.iter_mut().filter(|o| **o < 0) {
+        *o = free.next()?;
+    }
+    (next != acting && walks_to_crush(&next, up, k)).then(|| as_temp(&next))
+}
+
 /// Whether [`ec_temp_step`] walks `acting` (a pg_temp; holes
 /// `ITEM_NONE` or -1) all the way to CRUSH's `up`, each step's backfills
 /// ending at once. One it cannot walk would hold for good: with one
@@ -1922,18 +1944,20 @@ pub(super) fn walks_to_crush(acting: &[i32], up: &[i32], k: usize) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{ec_temp_step, moved_back, walks_to_crush};
+    use super::{ec_temp_step, ec_temp_unstick, moved_back, walks_to_crush};
     use loligo_crush::ITEM_NONE;
     use loligo_testkit::Rng;
     use std::collections::BTreeMap;
 
-    /// Follow `ec_temp_step` from `acting` as if every step's backfills
-    /// ended at once; the number of steps until the pg_temp goes. Every
-    /// step keeps at least `k` members in place.
+    /// Follow `ec_temp_step` (and `ec_temp_unstick` where it is stuck, as
+    /// a primary does) from `acting` as if every step's backfills ended at
+    /// once; the number of steps until the pg_temp goes. Every step keeps
+    /// at least `k` members in place.
     fn walk(acting: &[i32], up: &[i32], k: usize) -> usize {
         let mut now = acting.to_vec();
         for steps in 0..=2 * up.len() {
             let next = ec_temp_step(&now, up, k, true)
+                .or_else(|| ec_temp_unstick(&now, up, k))
                 .unwrap_or_else(|| panic!("stuck at {now:?} (CRUSH's {up:?}, k {k})"));
             if next.is_empty() {
                 let kept = (0..up.len())
@@ -1964,6 +1988,21 @@ mod tests {
             "no end after {} steps from {acting:?} toward {up:?}",
             2 * up.len()
         );
+    }
+
+    #[test]
+    fn a_stuck_pg_temp_fills_its_holes_with_free_crush_osds() {
+        // EC lost sim seed 83143 with moving positions.
+        let (acting, up) = ([3, -1, -1, 2], [1, 2, 3, 0]);
+        assert_eq!(ec_temp_step(&acting, &up, 2, true), None);
+        let next = ec_temp_unstick(&acting, &up, 2).unwrap();
+        assert_eq!(next, vec![3, 1, 0, 2]);
+        assert!(walk(&next, &up, 2) >= 1);
+        // Never into a set that cannot walk on: with one parity shard
+        // [2, 1, 3] against [1, 2, 3] would hold for good.
+        assert_eq!(ec_temp_unstick(&[2, -1, 3], &[1, 2, 3], 2), None);
+        // Nor with too few free OSDs for every hole.
+        assert_eq!(ec_temp_unstick(&[3, -1, -1, 2], &[1, 2, 3, -1], 2), None);
     }
 
     #[test]
@@ -2078,7 +2117,7 @@ mod tests {
                     *a = -1;
                 }
             }
-            if acting.iter().filter(|&&o| o >= 0).count() < k + 2 {
+            if acting.iter().filter(|&&o| o >= 0).count() < k {
                 continue;
             }
             walk(&acting, &up, k);

@@ -2666,7 +2666,11 @@ impl Pg {
                 return;
             }
             let k = self.ec.as_ref().map_or(1, |st| st.k());
-            let next = erasure::ec_temp_step(&self.acting, &self.up, k, settled);
+            let next = erasure::ec_temp_step(&self.acting, &self.up, k, settled).or_else(|| {
+                settled
+                    .then(|| erasure::ec_temp_unstick(&self.acting, &self.up, k))
+                    .flatten()
+            });
             if let Some(osds) = next {
                 self.ask_pg_temp(osds, fx);
             }
