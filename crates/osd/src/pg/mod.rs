@@ -3071,10 +3071,11 @@ impl Pg {
                 }
                 // Not one whose OSD moved: it would not go on either, and
                 // may hand the PG to another such copy (EC lost sim seed
-                // 6911 with moving positions, under a walk-back rule since
-                // taken back: two moved copies mid-backfill at the head
-                // handed the PG to each other for good). Such copies go
-                // back to their shards' positions instead (`hand_over`).
+                // 6911 with moving positions, when `ec_temp_unstick`'s rule
+                // was first tried inside `ec_temp_step`: two moved copies
+                // mid-backfill at the head handed the PG to each other for
+                // good). Such copies go back to their shards' positions
+                // instead (`hand_over`).
                 let backfilling: Vec<i32> = infos
                     .iter()
                     .filter(|(o, i)| {
@@ -3273,8 +3274,9 @@ impl Pg {
             // With the record short of k (the PG goes on with what is
             // left), a moved member at or past the head goes back too,
             // whether it lacks objects or not, mid-backfill or not (this
-            // copy included; EC lost sim seed 32159): its log is the history to
-            // go on from, and at its shard's position it goes on from it,
+            // copy included; EC lost sim seed 32159): its log is the
+            // history to go on from, and at its shard's position it goes
+            // on from it,
             // giving up what nobody holds (EC lost sim seed 11823 with
             // moving positions: the one copy past the head had been taken
             // as it was, then CRUSH moved it to another position; the
