@@ -77,11 +77,19 @@ pub enum CrushLiveCmd {
 #[derive(Subcommand)]
 pub enum PoolCmd {
     /// Create a pool.
+    ///
+    /// Ceph's form works too: `pool create NAME [PG_NUM [PGP_NUM]]
+    /// [replicated|erasure [PROFILE]]`. PGP_NUM, if given, must equal
+    /// PG_NUM (change it later with `pool set NAME pgp_num N`); `erasure`
+    /// without a profile is refused, as Loligo has no default profile.
     Create {
         name: String,
-        /// Number of PGs.
-        #[arg(long, default_value_t = 32)]
-        pg_num: u32,
+        /// Ceph's positional form: `[PG_NUM [PGP_NUM]] [replicated|erasure [PROFILE]]`.
+        #[arg(value_name = "CEPH_FORM")]
+        ceph_form: Vec<String>,
+        /// Number of PGs (default 32).
+        #[arg(long)]
+        pg_num: Option<u32>,
         /// Replicas (default 3; an erasure-coded pool has k+m shards).
         #[arg(long)]
         size: Option<u32>,
@@ -241,6 +249,82 @@ impl ProfileArgs {
         }
         Ok(())
     }
+}
+
+/// Read Ceph's positional `pool create` arguments
+/// (`[PG_NUM [PGP_NUM]] [replicated|erasure [PROFILE]]`) beside the flags,
+/// and return the PG count (default 32) and the erasure profile, if any. A
+/// value given both ways, a PGP_NUM other than PG_NUM, `erasure` without a
+/// profile and anything left over are errors that say so.
+fn pool_create_ceph_form(
+    args: &[String],
+    pg_num_flag: Option<u32>,
+    erasure_flag: Option<String>,
+) -> Result<(u32, Option<String>), String> {
+    let mut rest = args.iter().map(String::as_str).peekable();
+    let mut numbers = Vec::new();
+    while let Some(n) = rest.peek().and_then(|a| a.parse::<u32>().ok()) {
+        numbers.push(n);
+        rest.next();
+    }
+    let pg_num = match (numbers.first(), pg_num_flag) {
+        (Some(_), Some(_)) => {
+            return Err("PG_NUM is given twice: as an argument and as --pg-num".into())
+        }
+        (Some(&n), None) | (None, Some(n)) => n,
+        (None, None) => 32,
+    };
+    if let Some(&pgp) = numbers.get(1) {
+        if pgp != pg_num {
+            return Err(format!(
+                "PGP_NUM {pgp} differs from PG_NUM {pg_num}: create the pool with both equal, \
+                 then `pool set NAME pgp_num {pgp}`"
+            ));
+        }
+    }
+    if numbers.len() > 2 {
+        return Err(format!(
+            "'{}' is a third number: the form is [PG_NUM [PGP_NUM]]",
+            numbers[2]
+        ));
+    }
+    let erasure = match rest.next() {
+        None => erasure_flag,
+        Some("replicated") => {
+            if erasure_flag.is_some() {
+                return Err("'replicated' and --erasure contradict each other".into());
+            }
+            None
+        }
+        Some("erasure") => {
+            let Some(profile) = rest.next() else {
+                return Err(
+                    "'erasure' needs a profile name: Loligo has no default profile \
+                            (make one with `ec-profile set NAME k=4 m=2`)"
+                        .into(),
+                );
+            };
+            if erasure_flag.is_some() {
+                return Err(
+                    "the erasure profile is given twice: as an argument and as --erasure".into(),
+                );
+            }
+            Some(profile.to_string())
+        }
+        Some(other) => {
+            return Err(format!(
+                "'{other}' is not a pool type: the form is [PG_NUM [PGP_NUM]] \
+                 [replicated|erasure [PROFILE]]"
+            ));
+        }
+    };
+    if let Some(extra) = rest.next() {
+        return Err(format!(
+            "'{extra}' is left over: a CRUSH rule cannot be named at creation \
+             (set it after with `pool set NAME crush_rule RULE_ID`)"
+        ));
+    }
+    Ok((pg_num, erasure))
 }
 
 /// Send one admin request and return the reply.
@@ -542,11 +626,14 @@ pub fn pool(conn: &ConnArgs, c: PoolCmd) -> Result<(), CliError> {
     match c {
         PoolCmd::Create {
             name,
+            ceph_form,
             pg_num,
             size,
             min_size,
             erasure,
         } => {
+            let (pg_num, erasure) =
+                pool_create_ceph_form(&ceph_form, pg_num, erasure).map_err(CliError)?;
             if erasure.is_some() && size.is_some() {
                 return Err(CliError(
                     "--size does not apply to an erasure-coded pool: its profile's k+m sets it"
@@ -841,6 +928,42 @@ pub enum MonCmd {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pool_create_takes_cephs_positional_form_and_refuses_what_it_cannot_do() {
+        let args = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let form = |v: &[&str], pg: Option<u32>, ec: Option<&str>| {
+            pool_create_ceph_form(&args(v), pg, ec.map(str::to_string))
+        };
+        assert_eq!(form(&[], None, None), Ok((32, None)));
+        assert_eq!(form(&[], Some(8), Some("p")), Ok((8, Some("p".into()))));
+        assert_eq!(form(&["64"], None, None), Ok((64, None)));
+        assert_eq!(
+            form(&["64", "64", "replicated"], None, None),
+            Ok((64, None))
+        );
+        assert_eq!(
+            form(&["16", "erasure", "k4m2"], None, None),
+            Ok((16, Some("k4m2".into())))
+        );
+        assert_eq!(
+            form(&["erasure", "k4m2"], Some(8), None),
+            Ok((8, Some("k4m2".into())))
+        );
+        let refused = |v: &[&str], pg: Option<u32>, ec: Option<&str>, says: &str| {
+            let e = form(v, pg, ec).unwrap_err();
+            assert!(e.contains(says), "{v:?}: '{e}' does not say '{says}'");
+        };
+        refused(&["64"], Some(64), None, "given twice");
+        refused(&["64", "32"], None, None, "pgp_num 32");
+        refused(&["1", "1", "1"], None, None, "third number");
+        refused(&["erasure"], None, None, "needs a profile");
+        refused(&["erasure", "p"], None, Some("q"), "given twice");
+        refused(&["replicated"], None, Some("q"), "contradict");
+        refused(&["64", "mirrored"], None, None, "not a pool type");
+        refused(&["64", "erasure", "p", "rule"], None, None, "left over");
+        refused(&["64", "replicated", "rule"], None, None, "left over");
+    }
 
     #[test]
     fn ec_profile_set_takes_cephs_key_value_form_and_refuses_what_it_cannot_do() {

@@ -70,22 +70,19 @@ fn ec_pools_serve_with_m_osds_down_and_heal() {
             "rs21",
         ],
     );
+    // Ceph's positional form: PG_NUM PGP_NUM erasure PROFILE.
     ok(
         &dir,
-        &[
-            "pool",
-            "create",
-            "eczz",
-            "--pg-num",
-            "8",
-            "--erasure",
-            "zz22",
-        ],
+        &["pool", "create", "eczz", "8", "8", "erasure", "zz22"],
     );
     let p: serde_json::Value = serde_json::from_str(&ok(&dir, &["pool", "get", "eczz"])).unwrap();
     assert_eq!(
-        (p["size"].as_u64(), p["min_size"].as_u64()),
-        (Some(4), Some(3)),
+        (
+            p["size"].as_u64(),
+            p["min_size"].as_u64(),
+            p["pg_num"].as_u64()
+        ),
+        (Some(4), Some(3), Some(8)),
         "{p}"
     );
     wait_clean(&dir, Duration::from_secs(60));
