@@ -3051,6 +3051,22 @@ fn run_lost_seeds(ec: bool, default: u64, bug_seeds: &[u64]) -> Option<(u64, Sta
 ///   moving positions (both record members mid-backfill at the head, the
 ///   primary empty); without the walk check, it left 5924, 20972 and
 ///   32420 remapped.
+/// - 139168: no write to a PG was ever acknowledged. Its primary, past
+///   the head with a log trimmed below its own unacknowledged writes,
+///   could not roll them back and needed a backfill; the one complete
+///   copy was an empty stray, which no rule put in the acting set, and
+///   the PG asked for pg_temps that named nobody, for good. A complete
+///   stray whose copy is empty now takes the primary's position.
+/// - 135687 with moving positions: `osd lost` took the record's two whole
+///   members; the two left had been told to backfill at the positions
+///   CRUSH had swapped them to, had taken no chunk yet, and held their own
+///   shards whole. With the record at k members, nothing let the PG go on
+///   from copies mid-backfill, and it asked for pg_temps that named
+///   nobody, for good. With every member the record has left here and
+///   fewer than k of them whole, the PG now goes on as with a record short
+///   of k (`Pg::may_go_on`), giving nothing up. A first version that
+///   counted whole copies at another position as not whole stalled 975,
+///   1739, 3959, 5759 and 9239 with moving positions.
 const EC_LOST_BUG_SEEDS: &[(u64, bool)] = &[
     (209, false),
     (2823, false),
@@ -3090,6 +3106,7 @@ const EC_LOST_BUG_SEEDS: &[(u64, bool)] = &[
     (92042, false),
     (52430, false),
     (80796, false),
+    (139168, false),
     (43, true),
     (4363, true),
     (2787, true),
@@ -3097,6 +3114,7 @@ const EC_LOST_BUG_SEEDS: &[(u64, bool)] = &[
     (11823, true),
     (32159, true),
     (83143, true),
+    (135687, true),
 ];
 
 /// The lost-OSD simulation on an erasure-coded pool: a PG whose record

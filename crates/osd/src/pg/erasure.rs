@@ -878,6 +878,22 @@ impl Pg {
         self.ec.is_some() && (self.record_lost() || self.unfound_marked_lost())
     }
 
+    /// Whether this PG may go on from copies that are not whole, as far
+    /// as their logs reach: it may give up what no k up copies hold
+    /// (`may_give_up`); or every member the record has left answered, and
+    /// fewer than k of their copies are whole, the others mid-backfill, so
+    /// no k whole copies the record knows of are coming back (EC lost sim
+    /// seed 135687 with moving positions: `osd lost` took the record's
+    /// two whole members; the two left, told to backfill at the positions
+    /// CRUSH had swapped them to, had taken no chunk yet and held their
+    /// shards whole; and the PG asked for pg_temps that named nobody, for
+    /// good). In the latter case nothing is given up: an object no k up
+    /// copies hold is unfound, and a copy mid-backfill is taken as it is
+    /// only with a log that names every write the PG ever took.
+    pub(super) fn may_go_on(&self) -> bool {
+        self.may_give_up() || (self.ec.is_some() && self.rec.record_mid_backfill)
+    }
+
     /// The recorded write set is gone or short of k members.
     fn record_lost(&self) -> bool {
         self.record.is_none() || self.record_short()

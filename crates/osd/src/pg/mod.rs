@@ -898,6 +898,14 @@ struct Recovery {
     /// mid-backfill ones by the shard their shard record names (with the
     /// record short of k, the history to go on from may be one of them).
     moved_at_head: BTreeMap<i32, usize>,
+    /// Erasure-coded, from the last peering: strays whose copies hold no
+    /// object and lack nothing, complete at their heads (an empty copy is
+    /// every shard's at once).
+    empty_strays: BTreeSet<i32>,
+    /// Erasure-coded, from the last peering: with the record at k members
+    /// or more, every member it has left answered, and fewer than k of
+    /// their copies are whole (`Pg::may_go_on`).
+    record_mid_backfill: bool,
     /// Replicated, pulling what is left (`Pg::pull_what_is_left`): whom
     /// to ask for what.
     lost: Option<LostPulls>,
@@ -2864,6 +2872,26 @@ impl Pg {
             self.acting,
             self.record
         );
+        // Erasure-coded, the record at k members or more: every member it
+        // has left answered with a copy, and fewer than k of those copies
+        // are whole (where they stand or at another position), the others
+        // mid-backfill (`Pg::may_go_on`).
+        self.rec.record_mid_backfill = match (&self.ec, &self.record) {
+            (Some(st), Some(r)) if !short => {
+                let member = |o: &i32| match *o == self.whoami {
+                    true => Some(&mine),
+                    false => asked.get(o).and_then(Option::as_ref),
+                };
+                let members: Vec<Option<&PeerInfo>> =
+                    r.osds.iter().filter(|&&o| o >= 0).map(member).collect();
+                members.iter().all(Option::is_some)
+                    && (members.iter().flatten())
+                        .filter(|i| !i.backfill || i.moved_shard.is_some())
+                        .count()
+                        < st.k()
+            }
+            _ => false,
+        };
         let authority = |o: &i32| short || self.record.as_ref().is_none_or(|r| r.osds.contains(o));
         let mut heads: Vec<Version> = infos
             .iter()
@@ -2887,6 +2915,10 @@ impl Pg {
                 // objects no k copies hold at its versions are given up
                 // (EC lost sim seed 2: the only copy at the head was
                 // mid-backfill, and the PG asked for pg_temps forever).
+                // So too with every member the record has left here and
+                // fewer than k of them whole (`may_go_on`), where nothing
+                // acknowledged is given up: each acknowledged write is on
+                // all of them, so the head taken is never below one.
                 // With none, the nearest acting copy mid-backfill (not
                 // moved), which goes on from its own log (EC lost sim
                 // seed 3970: the copy at the head was a stray's).
@@ -2905,7 +2937,7 @@ impl Pg {
                 // (seeds 424, 949: counting every copy's history, as a
                 // first try of this did, kept one off the record that
                 // no k shards could back, and the PG waited for good).
-                Some(&v) if self.may_give_up() => {
+                Some(&v) if self.may_go_on() => {
                     let copies = infos.iter().chain([(&self.whoami, &mine)]);
                     let gives_log = |o: &i32, i: &PeerInfo, whole: bool| match whole {
                         true => !i.backfill,
@@ -2991,6 +3023,12 @@ impl Pg {
             .filter_map(|(o, i)| Some((*o, i.shard? as usize)))
             .collect();
         self.rec.strays.extend(strays.iter().copied());
+        self.rec.empty_strays = infos
+            .iter()
+            .filter(|(o, _)| self.ec.is_some() && !self.acting.contains(o))
+            .filter(|(_, i)| i.shard.is_none() && i.info.objects == 0 && is_complete(i))
+            .map(|(o, _)| *o)
+            .collect();
         if !is_complete(&mine) {
             // Erasure-coded: a member whose log reaches the head is enough
             // to take the log from, objects it lacks or not (each object
@@ -3054,18 +3092,20 @@ impl Pg {
                 log_source = complete.first().copied();
                 complete.clone()
             };
-            // Erasure-coded, with the record short of k members, and no
-            // other copy whole at the head: this copy goes on from its own
-            // log if it reaches the head (taken as it is if mid-backfill,
-            // as a replicated PG's `adopt_backfilled`), pulling what it
-            // lacks and giving up what no k up copies hold; else it hands
+            // Erasure-coded, with the record short of k members (or every
+            // member it has left here, fewer than k of them whole:
+            // `may_go_on`), and no other copy whole at the head: this copy
+            // goes on from its own log if it reaches the head (taken as it
+            // is if mid-backfill, as a replicated PG's `adopt_backfilled`),
+            // pulling what it lacks and giving up what no k up copies hold
+            // (only with the record short; else they are unfound); else it hands
             // over to an acting copy mid-backfill at the head (EC lost sim
             // seed 22: only such copies reached the head; they refuse to
             // give their logs, and the PG asked for pg_temps forever).
             let whole_at_head = infos
                 .iter()
                 .any(|(_, i)| !i.backfill && i.info.last_update == newest);
-            if self.ec.is_some() && self.may_give_up() && !whole_at_head {
+            if self.ec.is_some() && self.may_go_on() && !whole_at_head {
                 if mine.info.last_update == newest && !self.moved {
                     return self.ec_pull_own(s, asked, fx);
                 }
@@ -3272,7 +3312,10 @@ impl Pg {
                 return self.ec_behind("moved members go back to their shards' positions");
             }
             // With the record short of k (the PG goes on with what is
-            // left), a moved member at or past the head goes back too,
+            // left), or every member it has left here and fewer than k of
+            // them whole (`may_go_on`: EC lost sim seed 135687, where the
+            // two left had swapped positions and neither was whole), a
+            // moved member at or past the head goes back too,
             // whether it lacks objects or not, mid-backfill or not (this
             // copy included; EC lost sim seed 32159): its log is the
             // history to go on from, and at its shard's position it goes
@@ -3286,7 +3329,7 @@ impl Pg {
             // sim seed 80796, on a first version of this: a swap left a
             // hole whose CRUSH OSD sat elsewhere in the set, and the
             // pg_temp held for good).
-            if let (true, Some(k)) = (self.may_give_up(), self.ec.as_ref().map(|e| e.k())) {
+            if let (true, Some(k)) = (self.may_go_on(), self.ec.as_ref().map(|e| e.k())) {
                 let moved = &self.rec.moved_at_head;
                 let back = erasure::moved_back(&self.acting, &self.up, moved);
                 if let Some(osds) = back.filter(|t| self.walks_back(t, k)) {
@@ -3308,6 +3351,27 @@ impl Pg {
                 let mut osds: Vec<i32> = self.acting_as_temp();
                 osds[shard] = osd;
                 self.ask_pg_temp(osds, fx);
+                return self.ec_behind("a stray's shard goes back to its position");
+            }
+            // Nor that: a complete stray whose copy is empty (the PG holds
+            // no object at the head, so it is every shard's) takes this
+            // copy's position for now, and is primary in the next interval
+            // (EC lost sim seed 139168: no write was ever acknowledged;
+            // this primary's log, past the head, was trimmed below its own
+            // unacknowledged writes, so it could not roll them back and
+            // needed a backfill; the one complete copy was an empty stray,
+            // which no rule above puts in the acting set). Only to a
+            // pg_temp that walks back to CRUSH's set, as above.
+            let here = self.acting.iter().position(|&o| o == self.whoami);
+            let empty = complete.iter().find(|o| self.rec.empty_strays.contains(o));
+            if let (Some(at), Some(&osd), Some(k)) = (here, empty, self.ec.as_ref().map(|e| e.k()))
+            {
+                let mut osds: Vec<i32> = self.acting_as_temp();
+                osds[at] = osd;
+                if self.walks_back(&osds, k) {
+                    self.ask_pg_temp(osds, fx);
+                    return self.ec_behind("an empty complete stray takes this copy's position");
+                }
             }
             return self.ec_behind("no acting member is complete; asking for a pg_temp");
         }
@@ -3463,6 +3527,15 @@ impl Pg {
             let Some(log) = self.own_log(s) else {
                 return self.ec_behind("the store does not show the whole log");
             };
+            // With the record whole, only a log that names every write
+            // the PG ever took: nothing may be given up, so no object the
+            // log no longer names may be missed either.
+            if !self.may_give_up() && log.tail() > 0 {
+                return self.ec_behind(
+                    "a copy mid-backfill whose log was trimmed is taken as it is only once the \
+                     record is short of k",
+                );
+            }
             if let Err(e) = self.adopt_backfilled(s, &log, fx) {
                 return self.ec_behind(&e);
             }
