@@ -3269,12 +3269,15 @@ const EC_MOVES_BUG_SEEDS: &[u64] = &[
 /// As `ec_acknowledged_writes_survive_crashes_and_shards_stay_consistent`,
 /// with Zigzag positions moving while an OSD is down (as CRUSH indep moves
 /// them): moved copies are backfilled, put back by pg_temp, and every PG
-/// still heals. `LOLIGO_SIM_EC_MOVES_SEEDS` runs more (default 500).
+/// still heals. `LOLIGO_SIM_EC_MOVES_SEEDS` runs more (default 500) from
+/// `LOLIGO_SIM_FIRST`; `LOLIGO_SIM_EC_MOVES=1 LOLIGO_SIM_EC_SEED=N`
+/// replays one.
 #[test]
 fn ec_with_moving_positions_every_pg_heals() {
     let seeds: u64 = env_u64("LOLIGO_SIM_EC_MOVES_SEEDS", 500);
+    let first: u64 = env_u64("LOLIGO_SIM_FIRST", 0);
     let mut total = Stats::default();
-    for seed in 0..seeds {
+    for seed in first..first + seeds {
         let st = run_ec_seed_named(seed, true);
         total.add(&st);
     }
