@@ -905,7 +905,7 @@ struct Recovery {
     /// Erasure-coded, from the last peering: with the record at k members
     /// or more, every member it has left answered, and fewer than k of
     /// their copies are whole (`Pg::may_go_on`).
-    record_mid_backfill: bool,
+    record_few_whole: bool,
     /// Replicated, pulling what is left (`Pg::pull_what_is_left`): whom
     /// to ask for what.
     lost: Option<LostPulls>,
@@ -2876,7 +2876,7 @@ impl Pg {
         // has left answered with a copy, and fewer than k of those copies
         // are whole (where they stand or at another position), the others
         // mid-backfill (`Pg::may_go_on`).
-        self.rec.record_mid_backfill = match (&self.ec, &self.record) {
+        self.rec.record_few_whole = match (&self.ec, &self.record) {
             (Some(st), Some(r)) if !short => {
                 let member = |o: &i32| match *o == self.whoami {
                     true => Some(&mine),
