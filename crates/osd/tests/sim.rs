@@ -3067,6 +3067,12 @@ fn run_lost_seeds(ec: bool, default: u64, bug_seeds: &[u64]) -> Option<(u64, Sta
 ///   of k (`Pg::may_go_on`), giving nothing up. A first version that
 ///   counted whole copies at another position as not whole stalled 975,
 ///   1739, 3959, 5759 and 9239 with moving positions.
+/// - 189744: an unacknowledged write's rollback found one member past the
+///   object (fewer than k) and was put off until a backfill target passed
+///   it; the target did, but recovery never pushes an object being rolled
+///   back, and nothing else started the rollback again: the object stayed
+///   unfound, and the reads of it waited, for good. Recovery now starts a
+///   put-off rollback again once its retry is due.
 const EC_LOST_BUG_SEEDS: &[(u64, bool)] = &[
     (209, false),
     (2823, false),
@@ -3107,6 +3113,7 @@ const EC_LOST_BUG_SEEDS: &[(u64, bool)] = &[
     (52430, false),
     (80796, false),
     (139168, false),
+    (189744, false),
     (43, true),
     (4363, true),
     (2787, true),

@@ -1597,8 +1597,25 @@ impl Pg {
         targets: BTreeSet<i32>,
         fx: &mut Vec<Effect>,
     ) {
-        if self.unfound.contains_key(&name) {
-            // Being rolled back: this copy's own is not the head's.
+        if let Some(&fate) = self.unfound.get(&name) {
+            // Being rolled back: this copy's own is not the head's. A
+            // rollback that could not go on (fewer than k members would
+            // take it, a read failed) starts again from here once its
+            // retry is due and none is on its way: nothing else starts it
+            // again (EC lost sim seed 189744: a rollback waited for a
+            // backfill target to pass the object, the target did, and the
+            // object stayed unfound, its ops waiting, for good).
+            let due = self
+                .rec
+                .retry
+                .get(&name)
+                .is_none_or(|at| *at <= self.now_ms);
+            let on_its_way = self.gathers.values().any(|g| g.oid.name == name)
+                || self.rec.revert_pulls.values().any(|(n, _, _)| *n == name);
+            if matches!(fate, Unfound::RevertTo(_)) && due && !on_its_way {
+                self.settle_unfound(s, name, fate, fx);
+                return;
+            }
             self.rec
                 .retry
                 .insert(name, self.now_ms + super::RECOVERY_RETRY_MS);
