@@ -891,7 +891,7 @@ impl Pg {
     /// copies hold is unfound, and a copy mid-backfill is taken as it is
     /// only with a log that names every write the PG ever took.
     pub(super) fn may_go_on(&self) -> bool {
-        self.may_give_up() || (self.ec.is_some() && self.rec.record_few_whole)
+        self.may_give_up() || self.rec.record_few_whole
     }
 
     /// The recorded write set is gone or short of k members.

@@ -3289,7 +3289,7 @@ impl Pg {
     /// Hand the primary role to a complete member (it recovers this copy):
     /// ask for a pg_temp that puts `complete` first.
     fn hand_over(&mut self, complete: Vec<i32>, fx: &mut Vec<Effect>) {
-        if self.ec.is_some() {
+        if let Some(k) = self.ec.as_ref().map(|e| e.k()) {
             // Positions are shards: a complete member becomes primary in
             // place (primary_temp), and recovers or backfills this copy.
             // It must be in the acting set (EC sim seed 2668: the first
@@ -3329,7 +3329,7 @@ impl Pg {
             // sim seed 80796, on a first version of this: a swap left a
             // hole whose CRUSH OSD sat elsewhere in the set, and the
             // pg_temp held for good).
-            if let (true, Some(k)) = (self.may_go_on(), self.ec.as_ref().map(|e| e.k())) {
+            if self.may_go_on() {
                 let moved = &self.rec.moved_at_head;
                 let back = erasure::moved_back(&self.acting, &self.up, moved);
                 if let Some(osds) = back.filter(|t| self.walks_back(t, k)) {
@@ -3364,8 +3364,7 @@ impl Pg {
             // pg_temp that walks back to CRUSH's set, as above.
             let here = self.acting.iter().position(|&o| o == self.whoami);
             let empty = complete.iter().find(|o| self.rec.empty_strays.contains(o));
-            if let (Some(at), Some(&osd), Some(k)) = (here, empty, self.ec.as_ref().map(|e| e.k()))
-            {
+            if let (Some(at), Some(&osd)) = (here, empty) {
                 let mut osds: Vec<i32> = self.acting_as_temp();
                 osds[at] = osd;
                 if self.walks_back(&osds, k) {
