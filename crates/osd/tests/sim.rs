@@ -3073,6 +3073,13 @@ fn run_lost_seeds(ec: bool, default: u64, bug_seeds: &[u64]) -> Option<(u64, Sta
 ///   back, and nothing else started the rollback again: the object stayed
 ///   unfound, and the reads of it waited, for good. Recovery now starts a
 ///   put-off rollback again once its retry is due.
+/// - 228608 (both modes): a recorded member one write behind met a
+///   primary whose log held only the two entries past it; the merge asked
+///   for an entry above the log's tail in common, found none, and the
+///   member was backfilled from the start. With the one complete copy
+///   then declared lost, every copy at the head was mid-backfill with a
+///   trimmed log, and the PG waited for good. A copy at the log's tail
+///   now merges when the oldest entry was written on its head (`prev`).
 const EC_LOST_BUG_SEEDS: &[(u64, bool)] = &[
     (209, false),
     (2823, false),
@@ -3114,6 +3121,7 @@ const EC_LOST_BUG_SEEDS: &[(u64, bool)] = &[
     (80796, false),
     (139168, false),
     (189744, false),
+    (228608, false),
     (43, true),
     (4363, true),
     (2787, true),
@@ -3122,6 +3130,7 @@ const EC_LOST_BUG_SEEDS: &[(u64, bool)] = &[
     (32159, true),
     (83143, true),
     (135687, true),
+    (228608, true),
 ];
 
 /// The lost-OSD simulation on an erasure-coded pool: a PG whose record

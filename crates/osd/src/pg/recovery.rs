@@ -211,6 +211,25 @@ pub fn merge(
         }
         v -= 1;
     }
+    // No entry above the authority's tail in common, but this copy's
+    // entry at the tail (its head, or under divergent ones) is the one
+    // the authority's oldest entry was written on (`prev`): the logs meet
+    // there. Ceph's rule too: a copy at or past the log's tail recovers
+    // from the log (EC lost sim seed 228608: a recorded member one write
+    // behind an authority that kept only the two entries past it was
+    // backfilled from the start; with every complete copy then lost, its
+    // shards were gone and the PG waited for good).
+    if common.is_none() && tail > 0 && mine.v >= tail {
+        let ours = match entry_at(s, coll, tail)? {
+            Some(e) => Some(e.version),
+            None if mine.v == tail => Some(mine),
+            None => None,
+        };
+        let below_first = auth.entries.first().and_then(|e| e.prev);
+        if ours.is_some() && ours == below_first {
+            common = Some(tail);
+        }
+    }
     let common = match common {
         Some(c) => c,
         // Below the authority's tail nothing can be compared: only a copy
@@ -896,6 +915,72 @@ mod tests {
             panic!("an empty copy merges a whole log");
         };
         assert_eq!(missing.len(), 2);
+    }
+
+    #[test]
+    fn a_copy_at_the_authoritys_tail_merges_by_what_its_oldest_entry_was_written_on() {
+        // This copy's head is 112'2; the authority kept only 112'3 and
+        // 112'4, the first written on 112'2 (EC lost sim seed 228608).
+        let (s, c) = copy_with(&[entry(v(112, 1), "a"), entry(v(112, 2), "b")]);
+        let auth = |prev: Option<Version>| AuthLog {
+            info: PgInfo {
+                last_update: v(112, 4),
+                ..PgInfo::default()
+            },
+            entries: vec![
+                LogEntry {
+                    prev,
+                    ..entry(v(112, 3), "x")
+                },
+                LogEntry {
+                    prev: Some(v(112, 3)),
+                    ..entry(v(112, 4), "y")
+                },
+            ],
+        };
+        let Ok(Merge::Merged { missing, info, .. }) = merge(
+            &s,
+            c,
+            v(112, 2),
+            &BTreeMap::new(),
+            None,
+            &auth(Some(v(112, 2))),
+            false,
+        ) else {
+            panic!("the logs meet at 112'2");
+        };
+        assert_eq!(info.last_update, v(112, 4));
+        let want: BTreeMap<String, Version> =
+            [("x".to_string(), v(112, 3)), ("y".to_string(), v(112, 4))].into();
+        assert_eq!(missing, want);
+        // Written on another write at counter 2, or not saying: nothing
+        // to compare, a backfill.
+        for prev in [Some(v(111, 2)), None] {
+            assert!(matches!(
+                merge(&s, c, v(112, 2), &BTreeMap::new(), None, &auth(prev), false),
+                Ok(Merge::NoOverlap)
+            ));
+        }
+        // A copy with a divergent entry above the tail meets it there too,
+        // and the divergent object is fetched.
+        let (s2, c2) = copy_with(&[
+            entry(v(112, 1), "a"),
+            entry(v(112, 2), "b"),
+            entry(v(111, 3), "z"),
+        ]);
+        let Ok(Merge::Merged { missing, info, .. }) = merge(
+            &s2,
+            c2,
+            v(111, 3),
+            &BTreeMap::new(),
+            None,
+            &auth(Some(v(112, 2))),
+            false,
+        ) else {
+            panic!("the logs meet at 112'2 below a divergent entry");
+        };
+        assert_eq!(info.last_update, v(112, 4));
+        assert!(missing.contains_key("z") && missing.contains_key("x"));
     }
 
     #[test]
