@@ -23,7 +23,7 @@
 
 use crate::CliError;
 use loligo_mon::{MonError, MonRequest, Monitor};
-use loligo_monc::protocol::{MapUpdate, WRITE_SETS_PER_REQUEST_MAX};
+use loligo_monc::protocol::{MapUpdate, RecordAsk, WRITE_SETS_PER_REQUEST_MAX};
 use loligo_osd::daemon::reserve::Reserver;
 use loligo_osd::daemon::{map_input, pgs_to_tell, RECOVERY_MAX_ACTIVE};
 use loligo_osd::pg::{stored_info, Effect, Input, Pg, RepError};
@@ -40,7 +40,7 @@ use std::time::Instant;
 type Ns = u64;
 
 /// One OSD's write sets for the monitor to record.
-type Records = Vec<(PgId, WriteSetRecord)>;
+type Records = Vec<RecordAsk>;
 
 /// How long the simulation may run (virtual) before it gives up.
 const VIRTUAL_LIMIT_NS: Ns = 120_000_000_000;
@@ -154,7 +154,7 @@ enum Ev {
     /// An OSD's batch of write sets reaches the monitor.
     Record {
         osd: i32,
-        items: Vec<(PgId, WriteSetRecord)>,
+        items: Records,
     },
     /// The monitor's answer: the PGs whose record holds.
     Recorded {
@@ -179,7 +179,7 @@ struct SimOsd {
     free_at: Ns,
     epoch: Epoch,
     busy_ns: Ns,
-    record_asks: BTreeMap<PgId, WriteSetRecord>,
+    record_asks: BTreeMap<PgId, RecordAsk>,
     recording: bool,
 }
 
@@ -209,7 +209,7 @@ struct Sim {
     mon_requests: u64,
     /// Setup: record asks go to one pool, committed when all is quiet.
     setup: bool,
-    setup_asks: Vec<(i32, PgId, WriteSetRecord)>,
+    setup_asks: Vec<(i32, RecordAsk)>,
     /// The PGs being watched, and when each last became peered / active.
     watch: BTreeSet<PgId>,
     peered_at: Ns,
@@ -809,12 +809,24 @@ impl Sim {
                     Ev::Mon(MonRequest::PrimaryTemp { pg, osd }),
                 );
             }
-            Effect::RecordWriteSet { interval, osds } => {
-                let record = WriteSetRecord { interval, osds };
+            Effect::RecordWriteSet {
+                interval,
+                osds,
+                as_of,
+                acting,
+                primary,
+            } => {
+                let ask = RecordAsk {
+                    pg,
+                    record: WriteSetRecord { interval, osds },
+                    as_of,
+                    acting,
+                    primary,
+                };
                 if self.setup {
-                    self.setup_asks.push((o, pg, record));
+                    self.setup_asks.push((o, ask));
                 } else {
-                    self.osd(o)?.record_asks.insert(pg, record);
+                    self.osd(o)?.record_asks.insert(pg, ask);
                     self.send_records(o, at)?;
                 }
             }
@@ -846,10 +858,10 @@ impl Sim {
         }
         let mut items = Vec::new();
         while items.len() < WRITE_SETS_PER_REQUEST_MAX {
-            let Some(kv) = osd.record_asks.pop_first() else {
+            let Some((_, ask)) = osd.record_asks.pop_first() else {
                 break;
             };
-            items.push(kv);
+            items.push(ask);
         }
         osd.recording = true;
         self.push(at + self.net_ns, Ev::Record { osd: o, items });
@@ -927,8 +939,8 @@ impl Sim {
                 let held: Vec<PgId> = serde_json::from_value(r.value).unwrap_or_default();
                 let held = items
                     .into_iter()
-                    .filter(|(pg, _)| held.contains(pg))
-                    .map(|(pg, r)| (pg, r.interval))
+                    .filter(|a| held.contains(&a.pg))
+                    .map(|a| (a.pg, a.record.interval))
                     .collect();
                 self.push(done + self.net_ns, Ev::Recorded { osd, held });
             }
@@ -1087,21 +1099,21 @@ impl Sim {
         let asks = std::mem::take(&mut self.setup_asks);
         let at = self.queue.keys().next().map_or(0, |k| k.0);
         for chunk in asks.chunks(WRITE_SETS_PER_REQUEST_MAX) {
-            let items = chunk.iter().map(|(_, pg, r)| (*pg, r.clone())).collect();
+            let items = chunk.iter().map(|(_, a)| a.clone()).collect();
             let (value, done) = self
                 .mon_call(MonRequest::RecordWriteSets { items }, at)
                 .await?;
             let held: BTreeSet<PgId> = serde_json::from_value(value).unwrap_or_default();
-            for (o, pg, r) in chunk {
-                if held.contains(pg) {
+            for (o, a) in chunk {
+                if held.contains(&a.pg) {
                     let input = Input::WriteSetRecorded {
-                        interval: r.interval,
+                        interval: a.record.interval,
                     };
                     self.push(
                         done,
                         Ev::Pg {
                             osd: *o,
-                            pg: *pg,
+                            pg: a.pg,
                             input,
                         },
                     );

@@ -10,18 +10,19 @@ use crate::admin::{self, Outcome};
 use crate::leader::{LeaderState, Timeouts};
 use crate::network::Network;
 use crate::protocol::{
-    Admin, CallResult, MapUpdate, MonError, MonReply, MonRequest, MonStatus, StatusReport,
-    WRITE_SETS_PER_REQUEST_MAX,
+    Admin, CallResult, MapUpdate, MonError, MonReply, MonRequest, MonStatus, RecordAsk,
+    StatusReport, WRITE_SETS_PER_REQUEST_MAX,
 };
 use crate::raft::{MonCmd, MonRaft, MonStore, Shared};
+use loligo_crush::placement::holes_as_minus_one;
 use loligo_proto::net::{peer_entity, peer_identity, MESSAGE_BYTES_MAX};
 use loligo_proto::v1::mon_server::{Mon, MonServer};
 use loligo_proto::v1::{RaftMessage, Raw, WatchRequest};
 use loligo_types::caps::AuthEntry;
-use loligo_types::{Change, OsdMap, PgId, WriteSetRecord};
+use loligo_types::{Change, Epoch, Incremental, OsdMap, PgId, Placer, Reach, WriteSetRecord};
 use openraft::error::{ClientWriteError, RaftError};
 use openraft::BasicNode;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::pin::Pin;
@@ -149,20 +150,134 @@ enum GatherItem {
     /// An OSD's boot.
     Boot(Change),
     /// One OSD's batch of PG write sets (`RecordWriteSets`).
-    Records(Vec<(PgId, WriteSetRecord)>),
+    Records(Vec<RecordAsk>),
+}
+
+/// Where the kept incrementals say PGs may have moved: a record asked at
+/// an epoch before one of these moves may be late (its interval may have
+/// ended), and the PG's placement is computed to tell.
+struct Moves {
+    /// The map's epoch.
+    now: Epoch,
+    /// The oldest epoch whose changes are known (the first kept
+    /// incremental's); before it, anything may have moved.
+    known_from: Epoch,
+    /// The newest epoch that may have moved every PG, one pool's, or one
+    /// PG's.
+    all: Epoch,
+    pools: HashMap<u64, Epoch>,
+    pgs: HashMap<PgId, Epoch>,
+}
+
+impl Moves {
+    /// The moves in `incs` after epoch `since` (the earliest any record
+    /// in hand was asked at), up to the map's epoch `now`.
+    fn after(incs: &VecDeque<Incremental>, since: Epoch, now: Epoch) -> Moves {
+        let mut m = Moves {
+            now,
+            known_from: incs.front().map_or(now + 1, |i| i.epoch),
+            all: 0,
+            pools: HashMap::new(),
+            pgs: HashMap::new(),
+        };
+        for inc in incs.iter().filter(|i| i.epoch > since) {
+            for c in &inc.changes {
+                match c.reach() {
+                    Reach::Nothing => {}
+                    Reach::All => m.all = m.all.max(inc.epoch),
+                    Reach::Pool(p) => {
+                        let e = m.pools.entry(p).or_default();
+                        *e = (*e).max(inc.epoch);
+                    }
+                    Reach::Pg(pg) => {
+                        let e = m.pgs.entry(pg).or_default();
+                        *e = (*e).max(inc.epoch);
+                    }
+                }
+            }
+        }
+        m
+    }
+
+    /// Whether a change after epoch `as_of` may have moved PG `pg`.
+    fn moved(&self, pg: PgId, as_of: Epoch) -> bool {
+        if as_of >= self.now {
+            return false;
+        }
+        as_of + 1 < self.known_from
+            || self.all > as_of
+            || self.pools.get(&pg.pool).is_some_and(|&e| e > as_of)
+            || self.pgs.get(&pg).is_some_and(|&e| e > as_of)
+    }
+}
+
+/// Whether `ask` is late and would give up what is left: its PG's record
+/// is short (`OsdMap::record_short`), the ask names none of that record's
+/// members (its primary went on without their copies), and the ask's
+/// interval has ended in `map` (the PG's acting set or primary is no
+/// longer the interval's). `moves` says whether anything since the ask's
+/// epoch may have moved the PG; only then is its placement computed
+/// (with `placer`, built once per batch).
+fn late_ask<'m>(
+    map: &'m OsdMap,
+    moves: &Moves,
+    placer: &mut Option<Option<Placer<'m>>>,
+    ask: &RecordAsk,
+) -> bool {
+    let keeps_some = map.write_sets.get(&ask.pg).is_some_and(|r| {
+        r.osds
+            .iter()
+            .any(|o| *o >= 0 && ask.record.osds.contains(o))
+    });
+    if !map.record_short(ask.pg) || keeps_some || !moves.moved(ask.pg, ask.as_of) {
+        return false;
+    }
+    let Some(p) = placer.get_or_insert_with(|| map.placer().ok()) else {
+        return true;
+    };
+    match p.map_pg(ask.pg) {
+        Ok(m) => holes_as_minus_one(&m.acting) != ask.acting || m.acting_primary != ask.primary,
+        Err(_) => true,
+    }
 }
 
 /// The changes `items` make on `map`, in order, and each item's reply
 /// value: for records, the PGs whose record holds once the changes are
-/// in (a record older than the map's, or than an earlier item's, is
-/// left out: its PG has moved on).
-fn gathered_changes(map: &OsdMap, items: &[GatherItem]) -> (Vec<Change>, Vec<serde_json::Value>) {
+/// in. A record is left out when it is older than the map's (or than an
+/// earlier item's): its PG has moved on; or when it is late and gives up
+/// what is left (`late_ask`; `incs`, the kept incrementals, say whether
+/// its PG may have moved): its interval ended while the PG's record was
+/// short, and it names none of that record's members. A newer interval's
+/// primary may have gone on from those members' copies, and taking the
+/// late record would declare other copies whole after that primary chose
+/// (EC lost sim seed 196987 with moving positions: a newer primary went
+/// on from its own copy under a short record, then the late one named two
+/// empty copies as the whole ones, and once that primary's OSD was lost
+/// they were all that was left, mid-backfill). A primary acts on its
+/// record only once it is taken, so nothing was acknowledged under a
+/// refused one. Other late records are still taken, as before: see
+/// ARCHITECTURE.md for why.
+fn gathered_changes(
+    map: &OsdMap,
+    incs: &VecDeque<Incremental>,
+    items: &[GatherItem],
+) -> (Vec<Change>, Vec<serde_json::Value>) {
     let mut changes = Vec::new();
     let mut values = Vec::with_capacity(items.len());
     let mut recorded: HashMap<PgId, &WriteSetRecord> = HashMap::new();
     // OSDs these changes boot: a record naming one is late (the map
     // refuses it, and with it every change of the epoch).
     let mut booted: HashSet<i32> = HashSet::new();
+    let since = items
+        .iter()
+        .filter_map(|i| match i {
+            GatherItem::Records(r) => r.iter().map(|a| a.as_of).min(),
+            GatherItem::Boot(_) => None,
+        })
+        .min()
+        .unwrap_or(map.epoch);
+    let moves = Moves::after(incs, since, map.epoch);
+    let mut placer = None;
     for item in items {
         match item {
             GatherItem::Boot(c) => {
@@ -174,10 +289,12 @@ fn gathered_changes(map: &OsdMap, items: &[GatherItem]) -> (Vec<Change>, Vec<ser
             }
             GatherItem::Records(records) => {
                 let mut held = Vec::new();
-                for (pg, record) in records {
+                for ask in records {
+                    let (pg, record) = (&ask.pg, &ask.record);
                     if map.pool_of(*pg).is_err()
                         || map.late_member(record).is_some()
                         || record.osds.iter().any(|o| booted.contains(o))
+                        || late_ask(map, &moves, &mut placer, ask)
                     {
                         continue;
                     }
@@ -443,8 +560,8 @@ impl Monitor {
                 let items: Vec<GatherItem> = batch.iter().map(|g| g.item.clone()).collect();
                 let mut values = Vec::new();
                 let r = self
-                    .change_locked(|m| {
-                        let (changes, v) = gathered_changes(m, &items);
+                    .change_locked_with_incs(|m, incs| {
+                        let (changes, v) = gathered_changes(m, incs, &items);
                         values = v;
                         Ok(changes)
                     })
@@ -455,8 +572,8 @@ impl Monitor {
                             let one = [g.item];
                             let mut value = serde_json::Value::Null;
                             let r = self
-                                .change_locked(|m| {
-                                    let (changes, mut v) = gathered_changes(m, &one);
+                                .change_locked_with_incs(|m, incs| {
+                                    let (changes, mut v) = gathered_changes(m, incs, &one);
                                     value = v.pop().unwrap_or_default();
                                     Ok(changes)
                                 })
@@ -492,6 +609,15 @@ impl Monitor {
     where
         F: FnOnce(&loligo_types::OsdMap) -> Result<Vec<Change>, MonError>,
     {
+        self.change_locked_with_incs(|m, _| f(m)).await
+    }
+
+    /// [`Monitor::change_locked`] whose `f` also sees the kept
+    /// incrementals (the map's recent history).
+    async fn change_locked_with_incs<F>(&self, f: F) -> CallResult
+    where
+        F: FnOnce(&loligo_types::OsdMap, &VecDeque<Incremental>) -> Result<Vec<Change>, MonError>,
+    {
         if !self.is_leader() {
             return Err(self.not_leader());
         }
@@ -503,7 +629,7 @@ impl Monitor {
         let changes = {
             let st = self.shared.read();
             let map = st.map.as_ref().ok_or(MonError::NoMap)?;
-            f(map)?
+            f(map, &st.incs)?
         };
         if changes.is_empty() {
             return Ok(MonReply {

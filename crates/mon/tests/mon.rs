@@ -2,10 +2,11 @@
 //! commands and their typed errors, failure reports and beacons, restart
 //! from disk, and a three-member group losing its leader.
 
-use loligo_mon::protocol::{Admin, MonError, MonRequest};
+use loligo_crush::placement::holes_as_minus_one;
+use loligo_mon::protocol::{Admin, MonError, MonRequest, RecordAsk};
 use loligo_mon::{MonClient, MonConfig, MonHandle, Monitor};
 use loligo_testkit::TempDir;
-use loligo_types::{MapError, OsdReport};
+use loligo_types::{MapError, OsdMap, OsdReport};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
@@ -658,9 +659,21 @@ async fn records_arriving_together_share_an_epoch() {
         interval,
         osds: vec![0, 1, 2],
     };
+    // An ask as PG `ps`'s primary makes it under map `m`.
+    let ask_with = |m: &OsdMap, ps: u32, r: WriteSetRecord| {
+        let pm = m.placer().unwrap().map_pg(pg(ps)).unwrap();
+        RecordAsk {
+            pg: pg(ps),
+            record: r,
+            as_of: m.epoch,
+            acting: holes_as_minus_one(&pm.acting),
+            primary: pm.acting_primary,
+        }
+    };
+    let ask = |m: &OsdMap, ps: u32, interval: u64| ask_with(m, ps, record(interval));
     // PG 0 holds a record of interval 5 first.
     let first = MonRequest::RecordWriteSets {
-        items: vec![(pg(0), record(5))],
+        items: vec![ask(&map, 0, 5)],
     };
     mon.call(first).await.unwrap();
     // 40 callers at once, each two PGs; caller 7 also sends PG 0 at
@@ -668,9 +681,10 @@ async fn records_arriving_together_share_an_epoch() {
     let before = mon.epoch();
     let mut tasks = tokio::task::JoinSet::new();
     for i in 0..40u32 {
-        let mut items = vec![(pg(1 + 2 * i), record(10)), (pg(2 + 2 * i), record(10))];
+        // As of the map before the first record: records move no PG.
+        let mut items = vec![ask(&map, 1 + 2 * i, 10), ask(&map, 2 + 2 * i, 10)];
         if i == 7 {
-            items.push((pg(0), record(3)));
+            items.push(ask(&map, 0, 3));
         }
         let m = mon.clone();
         tasks.spawn(async move {
@@ -698,7 +712,7 @@ async fn records_arriving_together_share_an_epoch() {
     };
     let r = mon
         .call(MonRequest::RecordWriteSets {
-            items: vec![(pg(90), late), (pg(91), record(20))],
+            items: vec![ask_with(&map, 90, late), ask(&map, 91, 20)],
         })
         .await
         .unwrap();
@@ -707,5 +721,144 @@ async fn records_arriving_together_share_an_epoch() {
     let map = c.get_map().await.unwrap();
     assert!(!map.write_sets.contains_key(&pg(90)));
     assert_eq!(map.write_sets[&pg(91)].interval, 20);
+    // Late records that would give up what is left go out. An
+    // erasure-coded pool (k = 2): a PG whose record is down to one member
+    // (the others declared lost) is short.
+    mon.call(MonRequest::Admin(Admin::EcProfileSet {
+        name: "k2".into(),
+        plugin: loligo_types::EcPlugin::ReedSolomon,
+        k: 2,
+        m: 1,
+        s: 1,
+        l: 0,
+        optimal: false,
+        alignment: 4096,
+        stripe_unit: 0,
+    }))
+    .await
+    .unwrap();
+    mon.call(MonRequest::Admin(Admin::PoolCreate {
+        name: "ec".into(),
+        pg_num: 16,
+        size: 0,
+        min_size: None,
+        erasure_profile: Some("k2".into()),
+    }))
+    .await
+    .unwrap();
+    let map = c.get_map().await.unwrap();
+    let ec = map.pools.values().find(|p| p.name == "ec").unwrap().id;
+    let epg = |ps: u32| PgId { pool: ec, ps };
+    let ec_ask = |m: &OsdMap, ps: u32, osds: Vec<i32>| {
+        let pm = m.placer().unwrap().map_pg(epg(ps)).unwrap();
+        RecordAsk {
+            pg: epg(ps),
+            record: WriteSetRecord {
+                interval: m.epoch,
+                osds,
+            },
+            as_of: m.epoch,
+            acting: holes_as_minus_one(&pm.acting),
+            primary: pm.acting_primary,
+        }
+    };
+    // Records of one member each for PGs 0-3 (short of k = 2).
+    let items = (0..4).map(|ps| ec_ask(&map, ps, vec![0])).collect();
+    mon.call(MonRequest::RecordWriteSets { items })
+        .await
+        .unwrap();
+    let before = c.get_map().await.unwrap();
+    assert!((0..4).all(|ps| before.record_short(epg(ps))));
+    // PGs 0, 1 and 2 move (a primary_temp); then asks from before arrive:
+    // PG 0's names none of its short record's members (its primary went
+    // on without osd.0's copy): late, it goes out. PG 1's keeps osd.0,
+    // PG 2's is for a PG whose record then is whole, PG 3's PG did not
+    // move: those go in, as before.
+    let whole = ec_ask(&before, 2, vec![0, 1]);
+    mon.call(MonRequest::RecordWriteSets { items: vec![whole] })
+        .await
+        .unwrap();
+    for ps in 0..3 {
+        let pm = before.placer().unwrap().map_pg(epg(ps)).unwrap();
+        let other = pm.acting[1];
+        mon.call(MonRequest::PrimaryTemp {
+            pg: epg(ps),
+            osd: Some(other),
+        })
+        .await
+        .unwrap();
+    }
+    let now = c.get_map().await.unwrap();
+    assert!(
+        (0..3).all(|ps| ec_ask(&now, ps, vec![]).primary != ec_ask(&before, ps, vec![]).primary)
+    );
+    let items = vec![
+        ec_ask(&before, 0, vec![1, 2]),
+        ec_ask(&before, 1, vec![0, 2]),
+        ec_ask(&before, 2, vec![1, 2]),
+        ec_ask(&before, 3, vec![1, 2]),
+    ];
+    let r = mon
+        .call(MonRequest::RecordWriteSets { items })
+        .await
+        .unwrap();
+    let held: Vec<PgId> = serde_json::from_value(r.value).unwrap();
+    assert_eq!(held, vec![epg(1), epg(2), epg(3)], "pg 0's record is late");
+    let map = c.get_map().await.unwrap();
+    assert_eq!(map.write_sets[&epg(0)].osds, vec![0]);
+    // Asked again by the new interval's primary, PG 0's goes in.
+    let r = mon
+        .call(MonRequest::RecordWriteSets {
+            items: vec![ec_ask(&map, 0, vec![1, 2])],
+        })
+        .await
+        .unwrap();
+    let held: Vec<PgId> = serde_json::from_value(r.value).unwrap();
+    assert_eq!(held, vec![epg(0)]);
+    // A change that may move any PG (a fourth OSD boots): the placement
+    // of each PG with a short record is computed, and only the late asks
+    // of PGs the boot moved go out.
+    let items = (4..16).map(|ps| ec_ask(&map, ps, vec![0])).collect();
+    mon.call(MonRequest::RecordWriteSets { items })
+        .await
+        .unwrap();
+    let before = c.get_map().await.unwrap();
+    mon.call(MonRequest::OsdBoot {
+        id: 3,
+        addr: "127.0.0.1:7003".into(),
+        host: "h3".into(),
+        crush_weight: 0x10000,
+    })
+    .await
+    .unwrap();
+    let after = c.get_map().await.unwrap();
+    let pss: Vec<u32> = (4..16).collect();
+    let moved: Vec<PgId> = pss
+        .iter()
+        .filter(|&&ps| {
+            let (a, b) = (ec_ask(&before, ps, vec![]), ec_ask(&after, ps, vec![]));
+            (a.acting, a.primary) != (b.acting, b.primary)
+        })
+        .map(|&ps| epg(ps))
+        .collect();
+    assert!(!moved.is_empty() && moved.len() < pss.len(), "{moved:?}");
+    let items = pss
+        .iter()
+        .map(|&ps| ec_ask(&before, ps, vec![1, 2]))
+        .collect();
+    let r = mon
+        .call(MonRequest::RecordWriteSets { items })
+        .await
+        .unwrap();
+    let held: Vec<PgId> = serde_json::from_value(r.value).unwrap();
+    let stayed: Vec<PgId> = pss
+        .iter()
+        .map(|&ps| epg(ps))
+        .filter(|p| !moved.contains(p))
+        .collect();
+    assert_eq!(
+        held, stayed,
+        "only PGs the boot moved lose their late records"
+    );
     h.stop().await;
 }

@@ -755,7 +755,9 @@ fn writes_wait_until_the_monitors_record_the_write_set() {
         },
     );
     match &fx[..] {
-        [Effect::RecordWriteSet { interval: 1, osds }] => assert_eq!(osds, &vec![0, 1, 2]),
+        [Effect::RecordWriteSet {
+            interval: 1, osds, ..
+        }] => assert_eq!(osds, &vec![0, 1, 2]),
         other => panic!("{other:?}"),
     }
     assert_eq!(pg.stat().unwrap().state.to_string(), "activating");

@@ -36,6 +36,7 @@
 //! seed replays exactly:
 //! `LOLIGO_SIM_SEED=N cargo test -p loligo-osd --test sim`.
 
+use loligo_crush::placement::holes_as_minus_one;
 use loligo_ec::plan::Coalesce;
 use loligo_ec::stripe::{Fetched, Striper};
 use loligo_osd::daemon::reserve::Reserver;
@@ -213,6 +214,11 @@ enum Ev {
         from: usize,
         gen: u64,
         record: WriteSetRecord,
+        /// The epoch of the map the PG had when it asked, and its
+        /// interval's acting set (holes as -1) and primary.
+        as_of: Epoch,
+        acting: Vec<i32>,
+        primary: i32,
     },
     Recorded {
         pg: usize,
@@ -412,6 +418,22 @@ impl Mon {
             .map(|o| o as i32)
             .take(self.pool.size as usize)
             .collect()
+    }
+
+    /// Whether a map after epoch `as_of` may have moved PG `pg`, as the
+    /// monitors judge it from their changes: any OSD going up or down
+    /// (that may move every PG), or the PG's own acting set or primary
+    /// (a pg_temp or primary_temp).
+    fn moved_after(&self, pg: usize, as_of: Epoch) -> bool {
+        (as_of + 1..=self.epoch).any(|e| {
+            let (Some(a), Some(b)) = (self.maps.get(&(e - 1)), self.maps.get(&e)) else {
+                return true;
+            };
+            a.up != b.up
+                || a.up_from != b.up_from
+                || a.acting[pg] != b.acting[pg]
+                || a.primary[pg] != b.primary[pg]
+        })
     }
 
     fn bump(&mut self) {
@@ -651,6 +673,10 @@ struct Stats {
     /// and objects PGs then rolled back or removed.
     lost_osds: u64,
     records_emptied: u64,
+    /// Write-set records the monitors refused as late: the PG's interval
+    /// had ended, its record was short, and they named none of its
+    /// members.
+    records_late: u64,
     given_up: u64,
     /// The most objects a PG's primary held unfound at once.
     unfound_most: u64,
@@ -698,6 +724,7 @@ impl Stats {
         self.scrubs += st.scrubs;
         self.lost_osds += st.lost_osds;
         self.records_emptied += st.records_emptied;
+        self.records_late += st.records_late;
         self.given_up += st.given_up;
         self.unfound_most = self.unfound_most.max(st.unfound_most);
         self.unfound_marked += st.unfound_marked;
@@ -1279,11 +1306,20 @@ impl Sim {
                     self.grant(o, granted);
                     continue;
                 }
-                Effect::RecordWriteSet { interval, osds } => Ev::Record {
+                Effect::RecordWriteSet {
+                    interval,
+                    osds,
+                    as_of,
+                    acting,
+                    primary,
+                } => Ev::Record {
                     pg: p,
                     from: o,
                     gen,
                     record: WriteSetRecord { interval, osds },
+                    as_of,
+                    acting,
+                    primary,
                 },
             };
             self.send(ev);
@@ -1535,12 +1571,30 @@ impl Sim {
                 from,
                 gen,
                 record,
+                as_of,
+                acting,
+                primary,
             } => {
-                // As the map does: a record naming a member that went
-                // down or booted again since its interval began is late.
-                let late = members(&record.osds).any(|o| {
-                    !self.mon.up[o as usize] || self.mon.up_from[o as usize] > record.interval
+                // As the monitors do: a record naming a member that went
+                // down or booted again since its interval began is late;
+                // so is one whose interval has ended (the PG's acting set
+                // or primary moved since: judged when a change since the
+                // ask may have moved the PG) while the PG's record is
+                // short of k members, if it names none of them.
+                let k = self.ec.as_ref().map_or(1, |st| st.k());
+                let gives_up = self.mon.record[pg].as_ref().is_some_and(|r| {
+                    members(&r.osds).count() < k
+                        && !members(&r.osds).any(|o| record.osds.contains(&o))
                 });
+                let ended = gives_up
+                    && self.mon.moved_after(pg, as_of)
+                    && (holes_as_minus_one(&self.mon.acting(pg)) != acting
+                        || self.mon.primary(pg).unwrap_or(-1) != primary);
+                self.stats.records_late += u64::from(ended);
+                let late = ended
+                    || members(&record.osds).any(|o| {
+                        !self.mon.up[o as usize] || self.mon.up_from[o as usize] > record.interval
+                    });
                 let held = match &self.mon.record[pg] {
                     _ if late => false,
                     Some(old) if old.interval > record.interval => false,
@@ -3080,6 +3134,15 @@ fn run_lost_seeds(ec: bool, default: u64, bug_seeds: &[u64]) -> Option<(u64, Sta
 ///   then declared lost, every copy at the head was mid-backfill with a
 ///   trimmed log, and the PG waited for good. A copy at the log's tail
 ///   now merges when the oldest entry was written on its head (`prev`).
+/// - 196987 (moving): with the record short of k, an interval's primary
+///   went on from nothing and asked to record its two empty copies; the
+///   next interval's primary, not knowing of that ask, went on from its
+///   own copy and backfilled the others; then the first ask was taken,
+///   naming the two empty copies whole, and once the second primary's
+///   OSD was declared lost they were mid-backfill with trimmed logs and
+///   the PG waited for good. The monitors now refuse a record whose
+///   interval ended while the PG's record was short, if it names none
+///   of that record's members.
 const EC_LOST_BUG_SEEDS: &[(u64, bool)] = &[
     (209, false),
     (2823, false),
@@ -3131,6 +3194,7 @@ const EC_LOST_BUG_SEEDS: &[(u64, bool)] = &[
     (83143, true),
     (135687, true),
     (228608, true),
+    (196987, true),
 ];
 
 /// The lost-OSD simulation on an erasure-coded pool: a PG whose record
@@ -3170,6 +3234,12 @@ fn ec_lost_osds_let_pgs_go_on_with_what_is_left() {
     assert!(total.acked_writes > seeds * 5, "{total:?}");
     assert!(total.lost_osds > seeds, "{total:?}");
     assert!(total.records_emptied > seeds / 10, "{total:?}");
+    // Few seeds send a late record that would give up what is left
+    // (196987 does): the bug seeds count too.
+    assert!(
+        total.records_late + bugs.records_late > 0,
+        "no late record was refused: {total:?}, bug seeds {bugs:?}"
+    );
     assert!(total.given_up > 0, "{total:?}");
     assert!(
         total.unfound_most > 0,

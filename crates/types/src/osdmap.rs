@@ -374,6 +374,66 @@ pub struct WriteSetRecord {
     pub osds: Vec<i32>,
 }
 
+/// Which PGs' placement (acting set or primary) a [`Change`] may move.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reach {
+    /// None: the change leaves every PG where it was.
+    Nothing,
+    /// The PGs of one pool.
+    Pool(u64),
+    /// One PG.
+    Pg(PgId),
+    /// Any PG (OSD states, weights, CRUSH).
+    All,
+}
+
+impl Reach {
+    /// Whether PG `pg` is within reach.
+    pub fn covers(self, pg: PgId) -> bool {
+        match self {
+            Reach::Nothing => false,
+            Reach::Pool(p) => p == pg.pool,
+            Reach::Pg(p) => p == pg,
+            Reach::All => true,
+        }
+    }
+}
+
+impl Change {
+    /// Which PGs this change may move. The monitors refuse a write-set
+    /// record when a change since the epoch it was asked at may have
+    /// ended its interval (`Monitor`'s gathering of records).
+    pub fn reach(&self) -> Reach {
+        match self {
+            Change::OsdBoot { .. }
+            | Change::OsdDown { .. }
+            | Change::OsdOut { .. }
+            | Change::OsdIn { .. }
+            | Change::OsdReweight { .. }
+            | Change::OsdRemove { .. }
+            | Change::CrushAddOsd { .. }
+            | Change::CrushMove { .. }
+            | Change::CrushRemove { .. }
+            | Change::CrushSet(_) => Reach::All,
+            Change::PoolCreate(p) | Change::PoolUpdate(p) => Reach::Pool(p.id),
+            Change::PoolDelete { id } => Reach::Pool(*id),
+            Change::PgTemp { pg, .. }
+            | Change::PrimaryTemp { pg, .. }
+            | Change::PgUpmapItems { pg, .. } => Reach::Pg(*pg),
+            // Fullness only stops backfill onto a device; a lost OSD was
+            // down already; records, users and unfound marks place nothing.
+            Change::OsdFullness { .. }
+            | Change::EcProfileSet(_)
+            | Change::EcProfileRm { .. }
+            | Change::RecordWriteSet { .. }
+            | Change::PgMarkUnfoundLost { .. }
+            | Change::OsdLost { .. }
+            | Change::AuthPut { .. }
+            | Change::AuthRm { .. } => Reach::Nothing,
+        }
+    }
+}
+
 /// Every PG's write-set record. A persistent map: copies share their
 /// tree, so copying a cluster map (which every holder does on every
 /// epoch) does not copy a record per PG, and an update costs O(log n).
@@ -808,6 +868,23 @@ impl OsdMap {
             }
         }
         Ok(())
+    }
+
+    /// Whether PG `pg`'s write-set record names fewer members than hold
+    /// every acknowledged write (k of an erasure-coded pool; a replicated
+    /// PG's record is never short: one left without members is removed).
+    /// Members were declared lost: its primaries go on with what the
+    /// copies left hold.
+    pub fn record_short(&self, pg: PgId) -> bool {
+        let need = match self.pools.get(&pg.pool).map(|p| &p.kind) {
+            Some(PoolKind::Erasure { profile }) => {
+                self.ec_profiles.get(profile).map_or(1, |e| e.k as usize)
+            }
+            _ => 1,
+        };
+        self.write_sets
+            .get(&pg)
+            .is_some_and(|r| r.osds.iter().filter(|&&o| o >= 0 && o != ITEM_NONE).count() < need)
     }
 
     /// The first OSD `record` names that went down, or booted again,

@@ -617,3 +617,77 @@ fn erasure_coded_pg_temp_keeps_shard_positions() {
         m.placer().unwrap().map_pg(pg).unwrap().up
     );
 }
+
+/// A record is short when it names fewer members than hold every
+/// acknowledged write: k for an erasure-coded pool, one for a replicated
+/// pool; holes do not count. No record is not a short one.
+#[test]
+fn a_pgs_record_is_short_below_k_members() {
+    let mut m = cluster(5);
+    let prof = EcProfile {
+        name: "rs".into(),
+        plugin: EcPlugin::ReedSolomon,
+        k: 2,
+        m: 1,
+        s: 1,
+        l: 0,
+        optimal: false,
+        alignment: 4096,
+        stripe_unit: 0,
+    };
+    step(&mut m, vec![Change::EcProfileSet(prof)]).unwrap();
+    let mut crush = m.crush.clone();
+    let (rule, _) = crush_edit::ensure_erasure_rule(&mut crush).unwrap();
+    step(&mut m, vec![Change::CrushSet(crush)]).unwrap();
+    let mut ec = m.replicated_pool("ec", 4, 3, 3);
+    ec.kind = PoolKind::Erasure {
+        profile: "rs".into(),
+    };
+    ec.crush_rule = rule;
+    step(&mut m, vec![Change::PoolCreate(ec)]).unwrap();
+    let rep = m.replicated_pool("rep", 4, 3, 2);
+    step(&mut m, vec![Change::PoolCreate(rep)]).unwrap();
+    let ec = PgId {
+        pool: m.pool_by_name("ec").unwrap().id,
+        ps: 0,
+    };
+    let rep = PgId {
+        pool: m.pool_by_name("rep").unwrap().id,
+        ps: 0,
+    };
+    assert!(!m.record_short(ec) && !m.record_short(rep), "no record yet");
+    let record = |osds: Vec<i32>| WriteSetRecord {
+        interval: 100,
+        osds,
+    };
+    let set = |m: &mut OsdMap, pg, osds| {
+        step(
+            m,
+            vec![Change::RecordWriteSet {
+                pg,
+                record: record(osds),
+            }],
+        )
+        .unwrap()
+    };
+    set(&mut m, ec, vec![0, ITEM_NONE]);
+    assert!(m.record_short(ec), "one member of k = 2");
+    set(&mut m, ec, vec![0, ITEM_NONE, 1]);
+    assert!(!m.record_short(ec));
+    set(&mut m, rep, vec![3]);
+    assert!(!m.record_short(rep), "one replica holds every write");
+    // What each change may move.
+    assert_eq!(boot(9, "h9").reach(), Reach::All);
+    let temp = Change::PgTemp {
+        pg: ec,
+        osds: vec![],
+    };
+    assert!(temp.reach().covers(ec) && !temp.reach().covers(rep));
+    let pool = Change::PoolDelete { id: rep.pool };
+    assert!(pool.reach().covers(rep) && !pool.reach().covers(ec));
+    let rec = Change::RecordWriteSet {
+        pg: ec,
+        record: record(vec![0]),
+    };
+    assert_eq!(rec.reach(), Reach::Nothing);
+}

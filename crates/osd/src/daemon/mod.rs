@@ -26,15 +26,13 @@ mod service;
 use crate::error::OsdError;
 use crate::pg::{Input, PgInfo, PgView, INFO_KEY};
 use loligo_ec::stripe::Striper;
-use loligo_monc::protocol::MonRequest;
+use loligo_monc::protocol::{MonRequest, RecordAsk};
 use loligo_monc::MonClient;
 use loligo_proto::net::{Channels, MESSAGE_BYTES_MAX};
 use loligo_proto::v1::osd_server::OsdServer;
 use loligo_store::{CollectionId, ObjectStore, Transaction};
 use loligo_types::mapping::{Changed, PgMappings};
-use loligo_types::{
-    EcProfile, Epoch, Fullness, OsdMap, PgId, PgMapping, PgStat, Pool, PoolKind, WriteSetRecord,
-};
+use loligo_types::{EcProfile, Epoch, Fullness, OsdMap, PgId, PgMapping, PgStat, Pool, PoolKind};
 use mailbox::Mailbox;
 use std::collections::{BTreeSet, HashMap};
 use std::net::SocketAddr;
@@ -195,7 +193,7 @@ pub struct OsdShared {
     shutdown: tokio::sync::Notify,
     /// Write sets PGs want recorded, one per PG (the newest ask wins),
     /// sent to the monitors in batches.
-    record_asks: Mutex<HashMap<PgId, (WriteSetRecord, Mailbox)>>,
+    record_asks: Mutex<HashMap<PgId, (RecordAsk, Mailbox)>>,
     record_wake: tokio::sync::Notify,
     /// The recovery slots.
     reserver: Mutex<reserve::Reserver>,

@@ -10,9 +10,9 @@
 use super::mailbox::Mailbox;
 use super::{lock, OsdShared};
 use crate::pg::Input;
-use loligo_monc::protocol::{MonRequest, WRITE_SETS_PER_REQUEST_MAX};
+use loligo_monc::protocol::{MonRequest, RecordAsk, WRITE_SETS_PER_REQUEST_MAX};
 use loligo_monc::MonClient;
-use loligo_types::{Epoch, OsdReport, PgId, WriteSetRecord};
+use loligo_types::{Epoch, OsdReport, PgId};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,9 +22,10 @@ const RECORD_RETRY_MS: u64 = 500;
 /// How long a clean stop waits to tell the monitors.
 const MARK_DOWN_WAIT_MS: u64 = 3_000;
 
-/// A PG asks for its write set to be recorded (the newest ask per PG wins).
-pub(super) fn ask_record(s: &OsdShared, pg: PgId, interval: Epoch, osds: Vec<i32>, me: Mailbox) {
-    lock(&s.record_asks).insert(pg, (WriteSetRecord { interval, osds }, me));
+/// A PG asks for its write set to be recorded (the newest ask per PG
+/// wins).
+pub(super) fn ask_record(s: &OsdShared, ask: RecordAsk, me: Mailbox) {
+    lock(&s.record_asks).insert(ask.pg, (ask, me));
     s.record_wake.notify_one();
 }
 
@@ -36,7 +37,7 @@ pub(super) async fn record_write_sets(s: Arc<OsdShared>, mut mc: MonClient) {
     loop {
         s.record_wake.notified().await;
         loop {
-            let batch: Vec<(PgId, (WriteSetRecord, Mailbox))> = {
+            let batch: Vec<(PgId, (RecordAsk, Mailbox))> = {
                 let mut asks = lock(&s.record_asks);
                 let keys: Vec<PgId> = asks
                     .keys()
@@ -50,17 +51,14 @@ pub(super) async fn record_write_sets(s: Arc<OsdShared>, mut mc: MonClient) {
             if batch.is_empty() || s.stopped.load(Ordering::Relaxed) {
                 break;
             }
-            let items = batch
-                .iter()
-                .map(|(pg, (record, _))| (*pg, record.clone()))
-                .collect();
+            let items = batch.iter().map(|(_, (ask, _))| ask.clone()).collect();
             match mc.call(MonRequest::RecordWriteSets { items }).await {
                 Ok(r) => {
                     let held: Vec<PgId> = serde_json::from_value(r.value).unwrap_or_default();
-                    for (pg, (record, mb)) in batch {
+                    for (pg, (ask, mb)) in batch {
                         if held.contains(&pg) {
                             mb.control(Input::WriteSetRecorded {
-                                interval: record.interval,
+                                interval: ask.record.interval,
                             });
                         }
                     }

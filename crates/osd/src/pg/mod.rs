@@ -679,10 +679,16 @@ pub enum Effect {
         osd: Option<i32>,
     },
     /// Ask the monitors to record `osds` as the write set of `interval`;
-    /// report `WriteSetRecorded` once they hold it.
+    /// report `WriteSetRecorded` once they hold it. `as_of` is the epoch
+    /// of the map this PG has, `acting` and `primary` the interval's: the
+    /// monitors tell from them whether the interval has ended (see
+    /// `RecordAsk`).
     RecordWriteSet {
         interval: Epoch,
         osds: Vec<i32>,
+        as_of: Epoch,
+        acting: Vec<i32>,
+        primary: i32,
     },
     /// Ask the OSD for one of its recovery slots (higher `priority` first;
     /// among equals, first asked first); report `Reserved { ask }`.
@@ -2535,6 +2541,17 @@ impl Pg {
         }
     }
 
+    /// The ask to record `osds` as this interval's write set.
+    fn record_ask(&self, osds: Vec<i32>) -> Effect {
+        Effect::RecordWriteSet {
+            interval: self.interval,
+            osds,
+            as_of: self.epoch,
+            acting: self.acting.clone(),
+            primary: self.primary,
+        }
+    }
+
     /// The members of `write_set` whose copy is complete (this primary
     /// first): the ones a record may name.
     fn complete_of(&self, write_set: &[i32]) -> Vec<i32> {
@@ -2632,10 +2649,7 @@ impl Pg {
             .is_some_and(|r| r.interval == self.interval && r.osds == osds);
         if !held && self.rec.record_asked.as_ref() != Some(&osds) {
             self.rec.record_asked = Some(osds.clone());
-            fx.push(Effect::RecordWriteSet {
-                interval: self.interval,
-                osds,
-            });
+            fx.push(self.record_ask(osds));
         }
     }
 
@@ -3268,10 +3282,7 @@ impl Pg {
                 .is_some_and(|r| r.interval == self.interval && r.osds == osds);
         if !recorded {
             self.rec.record_asked = Some(osds.clone());
-            fx.push(Effect::RecordWriteSet {
-                interval: self.interval,
-                osds,
-            });
+            fx.push(self.record_ask(osds));
         }
         self.role = Role::Activating {
             write_set,
