@@ -755,9 +755,18 @@ fn writes_wait_until_the_monitors_record_the_write_set() {
         },
     );
     match &fx[..] {
+        // The ask says what the primary saw of its interval: the map
+        // epoch it had, and the interval's acting set and primary.
         [Effect::RecordWriteSet {
-            interval: 1, osds, ..
-        }] => assert_eq!(osds, &vec![0, 1, 2]),
+            interval: 1,
+            osds,
+            as_of,
+            acting,
+            primary,
+        }] => {
+            assert_eq!(osds, &vec![0, 1, 2]);
+            assert_eq!((*as_of, acting.clone(), *primary), (1, vec![0, 1, 2], 0));
+        }
         other => panic!("{other:?}"),
     }
     assert_eq!(pg.stat().unwrap().state.to_string(), "activating");
