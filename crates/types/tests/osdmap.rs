@@ -555,11 +555,9 @@ proptest! {
     }
 }
 
-/// An erasure-coded pg_temp keeps positions: it names one OSD (or a hole)
-/// per shard, and an OSD that goes down leaves a hole, never a shift.
-#[test]
-fn erasure_coded_pg_temp_keeps_shard_positions() {
-    let mut m = cluster(7);
+/// Add an erasure-coded pool `name` of `pg_num` PGs (Reed-Solomon 2+1,
+/// profile "rs", with the erasure rule).
+fn add_rs21_pool(m: &mut OsdMap, name: &str, pg_num: u32) {
     let prof = EcProfile {
         name: "rs".into(),
         plugin: EcPlugin::ReedSolomon,
@@ -571,16 +569,26 @@ fn erasure_coded_pg_temp_keeps_shard_positions() {
         alignment: 4096,
         stripe_unit: 0,
     };
-    step(&mut m, vec![Change::EcProfileSet(prof)]).unwrap();
+    if !m.ec_profiles.contains_key("rs") {
+        step(m, vec![Change::EcProfileSet(prof)]).unwrap();
+    }
     let mut crush = m.crush.clone();
     let (rule, _) = crush_edit::ensure_erasure_rule(&mut crush).unwrap();
-    step(&mut m, vec![Change::CrushSet(crush)]).unwrap();
-    let mut p = m.replicated_pool("ec", 8, 3, 3);
+    step(m, vec![Change::CrushSet(crush)]).unwrap();
+    let mut p = m.replicated_pool(name, pg_num, 3, 3);
     p.kind = PoolKind::Erasure {
         profile: "rs".into(),
     };
     p.crush_rule = rule;
-    step(&mut m, vec![Change::PoolCreate(p)]).unwrap();
+    step(m, vec![Change::PoolCreate(p)]).unwrap();
+}
+
+/// An erasure-coded pg_temp keeps positions: it names one OSD (or a hole)
+/// per shard, and an OSD that goes down leaves a hole, never a shift.
+#[test]
+fn erasure_coded_pg_temp_keeps_shard_positions() {
+    let mut m = cluster(7);
+    add_rs21_pool(&mut m, "ec", 8);
     let pool = m.pool_by_name("ec").unwrap().id;
     let pg = PgId { pool, ps: 1 };
     let base = m.placer().unwrap().map_pg(pg).unwrap();
@@ -624,27 +632,7 @@ fn erasure_coded_pg_temp_keeps_shard_positions() {
 #[test]
 fn a_pgs_record_is_short_below_k_members() {
     let mut m = cluster(5);
-    let prof = EcProfile {
-        name: "rs".into(),
-        plugin: EcPlugin::ReedSolomon,
-        k: 2,
-        m: 1,
-        s: 1,
-        l: 0,
-        optimal: false,
-        alignment: 4096,
-        stripe_unit: 0,
-    };
-    step(&mut m, vec![Change::EcProfileSet(prof)]).unwrap();
-    let mut crush = m.crush.clone();
-    let (rule, _) = crush_edit::ensure_erasure_rule(&mut crush).unwrap();
-    step(&mut m, vec![Change::CrushSet(crush)]).unwrap();
-    let mut ec = m.replicated_pool("ec", 4, 3, 3);
-    ec.kind = PoolKind::Erasure {
-        profile: "rs".into(),
-    };
-    ec.crush_rule = rule;
-    step(&mut m, vec![Change::PoolCreate(ec)]).unwrap();
+    add_rs21_pool(&mut m, "ec", 4);
     let rep = m.replicated_pool("rep", 4, 3, 2);
     step(&mut m, vec![Change::PoolCreate(rep)]).unwrap();
     let ec = PgId {
