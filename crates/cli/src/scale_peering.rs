@@ -29,9 +29,7 @@ use loligo_osd::daemon::{map_input, pgs_to_tell, RECOVERY_MAX_ACTIVE};
 use loligo_osd::pg::{stored_info, Effect, Input, Pg, RepError};
 use loligo_store::{CollectionId, MemStore, ObjectStore, Transaction};
 use loligo_types::mapping::{Changed, PgMappings};
-use loligo_types::{
-    decode, decode_map, Epoch, Incremental, OsdMap, OsdStates, PgId, PgState, WriteSetRecord,
-};
+use loligo_types::{decode, decode_map, Epoch, Incremental, OsdMap, OsdStates, PgId, PgState};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
@@ -809,20 +807,7 @@ impl Sim {
                     Ev::Mon(MonRequest::PrimaryTemp { pg, osd }),
                 );
             }
-            Effect::RecordWriteSet {
-                interval,
-                osds,
-                as_of,
-                acting,
-                primary,
-            } => {
-                let ask = RecordAsk {
-                    pg,
-                    record: WriteSetRecord { interval, osds },
-                    as_of,
-                    acting,
-                    primary,
-                };
+            Effect::RecordWriteSet(ask) => {
                 if self.setup {
                     self.setup_asks.push((o, ask));
                 } else {

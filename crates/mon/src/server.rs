@@ -224,11 +224,8 @@ fn late_ask<'m>(
     placer: &mut Option<Option<Placer<'m>>>,
     ask: &RecordAsk,
 ) -> bool {
-    let keeps_some = map.write_sets.get(&ask.pg).is_some_and(|r| {
-        r.osds
-            .iter()
-            .any(|o| *o >= 0 && ask.record.osds.contains(o))
-    });
+    let keeps_some = (map.write_sets.get(&ask.pg))
+        .is_some_and(|r| r.members().any(|o| ask.record.osds.contains(&o)));
     if !map.record_short(ask.pg) || keeps_some || !moves.moved(ask.pg, ask.as_of) {
         return false;
     }

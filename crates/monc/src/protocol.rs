@@ -5,6 +5,7 @@
 //! This module must never hold logic: it is the wire vocabulary only.
 
 use loligo_types::caps::MonCap;
+pub use loligo_types::RecordAsk;
 use loligo_types::{EcPlugin, Epoch, MapError, OsdReport, PgState};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -56,26 +57,6 @@ pub enum MonRequest {
     OsdReport(OsdReport),
     /// An administrator's command.
     Admin(Admin),
-}
-
-/// One PG's write set to record (see `WriteSetRecord`), with what its
-/// primary saw of its interval: the map epoch it had when it asked, and
-/// the interval's acting set and primary. The monitors leave a record out
-/// when it is older than the one recorded, when it names an OSD that went
-/// down or booted again since its interval began, or when it is late
-/// and gives up what is left: the PG's record is short of k members, the
-/// ask names none of them, and the PG's acting set or primary in the
-/// current map is no longer the interval's (a newer interval's primary
-/// may have gone on from those members' copies). They compute the PG's
-/// placement only when a change since `as_of` may have moved it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct RecordAsk {
-    pub pg: loligo_types::PgId,
-    pub record: loligo_types::WriteSetRecord,
-    pub as_of: Epoch,
-    /// The interval's acting set (holes as -1) and primary.
-    pub acting: Vec<i32>,
-    pub primary: i32,
 }
 
 /// Administrative commands (`loligo pool|osd|crush|ec-profile|status`).

@@ -645,7 +645,8 @@ impl Cluster {
                     self.queue.push_back((primary, input));
                 }
             }
-            Effect::RecordWriteSet { interval, .. } => {
+            Effect::RecordWriteSet(a) => {
+                let interval = a.record.interval;
                 self.queue
                     .push_back((o, Input::WriteSetRecorded { interval }));
             }

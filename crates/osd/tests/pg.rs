@@ -63,7 +63,9 @@ fn run(pg: &mut Pg, s: &MemStore, input: Input) -> Vec<Effect> {
     let mut i = 0;
     while i < fx.len() {
         let next = match fx[i] {
-            Effect::RecordWriteSet { interval, .. } => Input::WriteSetRecorded { interval },
+            Effect::RecordWriteSet(ref a) => Input::WriteSetRecorded {
+                interval: a.record.interval,
+            },
             Effect::Reserve { ask, .. } => Input::Reserved { ask },
             _ => {
                 i += 1;
@@ -757,15 +759,18 @@ fn writes_wait_until_the_monitors_record_the_write_set() {
     match &fx[..] {
         // The ask says what the primary saw of its interval: the map
         // epoch it had, and the interval's acting set and primary.
-        [Effect::RecordWriteSet {
-            interval: 1,
-            osds,
-            as_of,
-            acting,
-            primary,
-        }] => {
-            assert_eq!(osds, &vec![0, 1, 2]);
-            assert_eq!((*as_of, acting.clone(), *primary), (1, vec![0, 1, 2], 0));
+        [Effect::RecordWriteSet(a)] => {
+            assert_eq!(
+                a.record,
+                WriteSetRecord {
+                    interval: 1,
+                    osds: vec![0, 1, 2]
+                }
+            );
+            assert_eq!(
+                (a.as_of, a.acting.clone(), a.primary),
+                (1, vec![0, 1, 2], 0)
+            );
         }
         other => panic!("{other:?}"),
     }

@@ -47,7 +47,7 @@ use loligo_osd::pg::{
 use loligo_store::{CollectionId, FaultyStore, MemStore, ObjectStore, Transaction};
 use loligo_types::ops::{ClientOp, OpError, OpReply, ReqId, SubOp, SubResult, Version};
 use loligo_types::osdmap::{EcPlugin, EcProfile, PoolKind};
-use loligo_types::{Epoch, OsdMap, PgId, Pool, WriteSetRecord};
+use loligo_types::{Epoch, OsdMap, PgId, Pool, RecordAsk, WriteSetRecord};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -213,12 +213,7 @@ enum Ev {
         pg: usize,
         from: usize,
         gen: u64,
-        record: WriteSetRecord,
-        /// The epoch of the map the PG had when it asked, and its
-        /// interval's acting set (holes as -1) and primary.
-        as_of: Epoch,
-        acting: Vec<i32>,
-        primary: i32,
+        ask: RecordAsk,
     },
     Recorded {
         pg: usize,
@@ -1306,20 +1301,11 @@ impl Sim {
                     self.grant(o, granted);
                     continue;
                 }
-                Effect::RecordWriteSet {
-                    interval,
-                    osds,
-                    as_of,
-                    acting,
-                    primary,
-                } => Ev::Record {
+                Effect::RecordWriteSet(ask) => Ev::Record {
                     pg: p,
                     from: o,
                     gen,
-                    record: WriteSetRecord { interval, osds },
-                    as_of,
-                    acting,
-                    primary,
+                    ask,
                 },
             };
             self.send(ev);
@@ -1570,10 +1556,14 @@ impl Sim {
                 pg,
                 from,
                 gen,
-                record,
-                as_of,
-                acting,
-                primary,
+                ask:
+                    RecordAsk {
+                        record,
+                        as_of,
+                        acting,
+                        primary,
+                        ..
+                    },
             } => {
                 // As the monitors do: a record naming a member that went
                 // down or booted again since its interval began is late;
@@ -1583,8 +1573,7 @@ impl Sim {
                 // short of k members, if it names none of them.
                 let k = self.ec.as_ref().map_or(1, |st| st.k());
                 let gives_up = self.mon.record[pg].as_ref().is_some_and(|r| {
-                    members(&r.osds).count() < k
-                        && !members(&r.osds).any(|o| record.osds.contains(&o))
+                    r.members().count() < k && !r.members().any(|o| record.osds.contains(&o))
                 });
                 let ended = gives_up
                     && self.mon.moved_after(pg, as_of)

@@ -18,8 +18,8 @@ pub use error::{MapError, Result};
 pub use loligo_crush::placement::{OsdStates, PgId, PgMapping};
 pub use osdmap::{
     decode, decode_map, encode, Change, EcPlugin, EcProfile, Epoch, Fullness, Incremental, OsdInfo,
-    OsdMap, Placer, Pool, PoolKind, Reach, WriteSetRecord, BACKFILLFULL_RATIO, FULL_RATIO,
-    NEARFULL_RATIO,
+    OsdMap, Placer, Pool, PoolKind, Reach, RecordAsk, WriteSetRecord, BACKFILLFULL_RATIO,
+    FULL_RATIO, NEARFULL_RATIO,
 };
 pub use pg_state::PgState;
 pub use stats::{OsdReport, PgStat};

@@ -400,9 +400,9 @@ impl Reach {
 }
 
 impl Change {
-    /// Which PGs this change may move. The monitors refuse a write-set
-    /// record when a change since the epoch it was asked at may have
-    /// ended its interval (`Monitor`'s gathering of records).
+    /// Which PGs this change may move. The monitors compute a PG's
+    /// placement, to tell whether a late write-set record's interval has
+    /// ended, only when a change since the ask may have moved it.
     pub fn reach(&self) -> Reach {
         match self {
             Change::OsdBoot { .. }
@@ -432,6 +432,37 @@ impl Change {
             | Change::AuthRm { .. } => Reach::Nothing,
         }
     }
+}
+
+impl WriteSetRecord {
+    /// The OSDs named, holes left out.
+    pub fn members(&self) -> impl Iterator<Item = i32> + '_ {
+        self.osds
+            .iter()
+            .copied()
+            .filter(|&o| o >= 0 && o != ITEM_NONE)
+    }
+}
+
+/// One PG's write set to record, with what its primary saw of its
+/// interval: the map epoch it had when it asked, and the interval's
+/// acting set and primary. The monitors leave a record out when it is
+/// older than the one recorded, when it names an OSD that went down or
+/// booted again since its interval began, or when it is late and gives up
+/// what is left: the PG's record is short of k members
+/// ([`OsdMap::record_short`]), the ask names none of them, and the PG's
+/// acting set or primary in the current map is no longer the interval's
+/// (a newer interval's primary may have gone on from those members'
+/// copies). They compute the PG's placement only when a change since
+/// `as_of` may have moved it ([`Change::reach`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordAsk {
+    pub pg: PgId,
+    pub record: WriteSetRecord,
+    pub as_of: Epoch,
+    /// The interval's acting set (holes as -1) and primary.
+    pub acting: Vec<i32>,
+    pub primary: i32,
 }
 
 /// Every PG's write-set record. A persistent map: copies share their
@@ -884,7 +915,7 @@ impl OsdMap {
         };
         self.write_sets
             .get(&pg)
-            .is_some_and(|r| r.osds.iter().filter(|&&o| o >= 0 && o != ITEM_NONE).count() < need)
+            .is_some_and(|r| r.members().count() < need)
     }
 
     /// The first OSD `record` names that went down, or booted again,

@@ -10,8 +10,7 @@ use super::mailbox::{self, Inbox, Mailbox, PgMsg, Waiter, PG_REQUESTS_MAX};
 use super::{lock, monitor, peers, OsdShared};
 use crate::msg::{PeerMsg, PeerReply};
 use crate::pg::{Effect, Input, Pg};
-use loligo_monc::protocol::RecordAsk;
-use loligo_types::{PgId, WriteSetRecord};
+use loligo_types::PgId;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -467,22 +466,7 @@ fn perform(
                     let _ = w.send(result);
                 }
             }),
-            Effect::RecordWriteSet {
-                interval,
-                osds,
-                as_of,
-                acting,
-                primary,
-            } => {
-                let ask = RecordAsk {
-                    pg,
-                    record: WriteSetRecord { interval, osds },
-                    as_of,
-                    acting,
-                    primary,
-                };
-                monitor::ask_record(s, ask, me.clone());
-            }
+            Effect::RecordWriteSet(ask) => monitor::ask_record(s, ask, me.clone()),
             Effect::RequestPgTemp { osds } => monitor::request_pg_temp(s, pg, osds),
             Effect::RequestPrimaryTemp { osd } => monitor::request_primary_temp(s, pg, osd),
         }

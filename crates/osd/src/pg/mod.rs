@@ -35,7 +35,7 @@ use crate::exec::{self, ObjState, VERSION_ATTR};
 use loligo_ec::stripe::Striper;
 use loligo_store::{CollectionId, ObjectId, ObjectStore, StoreError, Transaction};
 use loligo_types::ops::{ClientOp, OpError, OpReply, ReqId, SubOp, SubResult, Version};
-use loligo_types::{Epoch, PgId, PgStat, PgState, Pool, WriteSetRecord};
+use loligo_types::{Epoch, PgId, PgStat, PgState, Pool, RecordAsk, WriteSetRecord};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
@@ -678,18 +678,10 @@ pub enum Effect {
     RequestPrimaryTemp {
         osd: Option<i32>,
     },
-    /// Ask the monitors to record `osds` as the write set of `interval`;
-    /// report `WriteSetRecorded` once they hold it. `as_of` is the epoch
-    /// of the map this PG has, `acting` and `primary` the interval's: the
-    /// monitors tell from them whether the interval has ended (see
-    /// `RecordAsk`).
-    RecordWriteSet {
-        interval: Epoch,
-        osds: Vec<i32>,
-        as_of: Epoch,
-        acting: Vec<i32>,
-        primary: i32,
-    },
+    /// Ask the monitors to record a write set of this PG's interval
+    /// (with the map epoch this PG has, and the interval's acting set and
+    /// primary); report `WriteSetRecorded` once they hold it.
+    RecordWriteSet(RecordAsk),
     /// Ask the OSD for one of its recovery slots (higher `priority` first;
     /// among equals, first asked first); report `Reserved { ask }`.
     Reserve {
@@ -2543,13 +2535,16 @@ impl Pg {
 
     /// The ask to record `osds` as this interval's write set.
     fn record_ask(&self, osds: Vec<i32>) -> Effect {
-        Effect::RecordWriteSet {
-            interval: self.interval,
-            osds,
+        Effect::RecordWriteSet(RecordAsk {
+            pg: self.id,
+            record: WriteSetRecord {
+                interval: self.interval,
+                osds,
+            },
             as_of: self.epoch,
             acting: self.acting.clone(),
             primary: self.primary,
-        }
+        })
     }
 
     /// The members of `write_set` whose copy is complete (this primary
