@@ -350,8 +350,9 @@ impl Pg {
                 .rec
                 .strays
                 .iter()
-                // (A stray that is a member again reads as one.)
-                .filter(|(o, _)| !self.acting.contains(o))
+                // (A stray that is a member again reads as one, unless
+                // it waits outside the write set: `Pg::moved_to_wait`.)
+                .filter(|(o, _)| !self.acting.contains(o) || self.rec.waiting_moved.contains(o))
                 .map(|(&o, &c)| (o, Some(c)))
                 .chain(
                     self.rec

@@ -896,6 +896,10 @@ struct Recovery {
     /// mid-backfill ones by the shard their shard record names (with the
     /// record short of k, the history to go on from may be one of them).
     moved_at_head: BTreeMap<i32, usize>,
+    /// Erasure-coded: acting members whose OSDs moved, kept out of the
+    /// write set (and read as strays) until k others are whole at their
+    /// positions (`Pg::moved_to_wait`).
+    waiting_moved: BTreeSet<i32>,
     /// Erasure-coded, from the last peering: strays whose copies hold no
     /// object and lack nothing, complete at their heads (an empty copy is
     /// every shard's at once).
@@ -2045,6 +2049,7 @@ impl Pg {
                 self.resend_writes(&mut fx);
                 self.expire(&mut fx);
                 self.expire_gathers(s, &mut fx);
+                self.waiting_moved_done();
                 if (self.ec.is_some() || self.rec.lost_retry)
                     && self.role == Role::Behind
                     && now_ms >= self.rec.peer_again_ms
@@ -2668,6 +2673,9 @@ impl Pg {
                 && self.rec.missing.is_empty()
                 && self.rec.backfill.is_empty();
             let done = settled && natural.is_some_and(|c| write_set.contains(&c));
+            if !self.rec.waiting_moved.is_empty() {
+                return self.waiting_moved_done();
+            }
             // One in effect goes once that primary is complete; one not
             // in effect (its OSD left the set) goes at once.
             let stale = self.primary_temp.is_some() && natural == Some(self.whoami);
@@ -3239,6 +3247,10 @@ impl Pg {
             self.ask_pg_temp(osds, fx);
             return self.ec_behind("moved members go back to their shards' positions");
         }
+        // Nor that: such members wait outside the write set, read as
+        // strays of the shards they hold, until k members are whole at
+        // their positions (`moved_to_wait`).
+        let wait = self.moved_to_wait(&complete, &infos);
         // Every other member gets the authoritative log: one whose log
         // overlaps it merges and recovers the objects it lacks; one whose
         // log does not (or that is mid-backfill) is backfilled.
@@ -3246,7 +3258,7 @@ impl Pg {
             .acting
             .iter()
             .copied()
-            .filter(|&o| o != self.whoami && o >= 0)
+            .filter(|&o| o != self.whoami && o >= 0 && !wait.contains_key(&o))
             .filter(|o| infos.get(o).is_some_and(|i| !is_complete(i)))
             .collect();
         let mut write_set = vec![self.whoami];
@@ -3254,6 +3266,10 @@ impl Pg {
         write_set.extend(&recoverable);
         self.reset_recovery(fx);
         self.rec.strays.extend(strays);
+        self.rec
+            .strays
+            .extend(wait.iter().map(|(&o, &shard)| (o, shard)));
+        self.rec.waiting_moved = wait.into_keys().collect();
         for &o in &recoverable {
             self.rec.merging.insert(o, 0);
         }
@@ -3433,6 +3449,82 @@ impl Pg {
             .map(|(&o, &shard)| (o, shard))
             .collect();
         erasure::moved_back(&self.acting, &self.up, &moved).filter(|t| self.walks_back(t, k))
+    }
+
+    /// Erasure-coded, a complete primary about to activate (`complete`:
+    /// the other members complete at the head; `infos`: this peering's
+    /// answers): acting members whose OSDs moved and whose copies hold a
+    /// shard that no member whole at its own position holds, with that
+    /// shard, while fewer than k members are whole at their positions.
+    ///
+    /// The log a moved member is sent relabels its copy, and its backfill
+    /// then overwrites the shard it held; until k members are whole at
+    /// their positions, some object may need that shard (EC lost sim seed
+    /// 113298 with late records refused: the primary and a moved record
+    /// member one object short held the only two shards of every object;
+    /// the member was relabeled, both backfill targets went down before
+    /// they were done, and the PG stayed down with every OSD up). So such
+    /// members wait: out of the write set, their shards read as strays',
+    /// until the others are whole (then the PG peers again and they are
+    /// backfilled; `waiting_moved_done`). Only while enough positions are
+    /// left for k whole members without them.
+    fn moved_to_wait(
+        &self,
+        complete: &[i32],
+        infos: &BTreeMap<i32, PeerInfo>,
+    ) -> BTreeMap<i32, usize> {
+        let Some(k) = self.ec.as_ref().map(|st| st.k()) else {
+            return BTreeMap::new();
+        };
+        let whole: Vec<i32> = complete
+            .iter()
+            .copied()
+            .filter(|o| self.acting.contains(o))
+            .chain([self.whoami])
+            .collect();
+        if whole.len() >= k {
+            return BTreeMap::new();
+        }
+        let held = |shard: usize| self.acting.get(shard).is_some_and(|o| whole.contains(o));
+        let wait: BTreeMap<i32, usize> = infos
+            .iter()
+            .filter(|(o, _)| **o != self.whoami && self.acting.contains(o))
+            .filter_map(|(&o, i)| Some((o, i.moved_shard? as usize)))
+            .filter(|&(_, shard)| !held(shard))
+            .collect();
+        let members = self.acting.iter().filter(|&&o| o >= 0).count();
+        if members.saturating_sub(wait.len()) < k {
+            return BTreeMap::new();
+        }
+        wait
+    }
+
+    /// Erasure-coded primary with moved members waiting outside the write
+    /// set (`moved_to_wait`): once every other member is whole, k or more
+    /// of them, and on record, with no write in flight, the PG peers again
+    /// and the waiting members are backfilled at their positions.
+    fn waiting_moved_done(&mut self) {
+        let Role::Primary { write_set } = &self.role else {
+            return;
+        };
+        let Some(k) = self.ec.as_ref().map(|st| st.k()) else {
+            return;
+        };
+        let settled = self.rec.merging.is_empty()
+            && self.rec.missing.is_empty()
+            && self.rec.backfill.is_empty();
+        if self.rec.waiting_moved.is_empty() || !settled || !self.inflight.is_empty() {
+            return;
+        }
+        let whole = self.complete_of(write_set);
+        let on_record = self
+            .record
+            .as_ref()
+            .is_some_and(|r| r.interval == self.interval && r.osds == whole);
+        if whole.len() >= k && on_record {
+            self.role = Role::Behind;
+            self.rec.peer_again_ms = self.now_ms;
+        }
     }
 
     /// Whether pg_temp `t` can walk back to CRUSH's set (see
@@ -6926,6 +7018,16 @@ impl Pg {
             },
             unfound: self.unfound_count(),
         })
+    }
+
+    /// Erasure-coded primary: acting members whose OSDs moved that wait
+    /// outside the write set for the others to be whole (see
+    /// `Pg::moved_to_wait`).
+    pub fn moved_waiting(&self) -> usize {
+        match self.role {
+            Role::Primary { .. } | Role::Activating { .. } => self.rec.waiting_moved.len(),
+            _ => 0,
+        }
     }
 
     /// Objects no up copy can give at the version the log names, that
