@@ -47,7 +47,7 @@ use loligo_osd::pg::{
 use loligo_store::{CollectionId, FaultyStore, MemStore, ObjectStore, Transaction};
 use loligo_types::ops::{ClientOp, OpError, OpReply, ReqId, SubOp, SubResult, Version};
 use loligo_types::osdmap::{EcPlugin, EcProfile, PoolKind};
-use loligo_types::{Epoch, OsdMap, PgId, Pool, RecordAsk, WriteSetRecord};
+use loligo_types::{Epoch, OsdMap, PgId, PgState, Pool, RecordAsk, WriteSetRecord};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -1073,7 +1073,23 @@ impl Sim {
         let fx = pg.handle(&osd.store, input);
         self.stats.moved_waits += u64::from(waiting_before == 0 && pg.moved_waiting() > 0);
         osd.store.fail_read_in(0);
-        self.stats.unfound_most = self.stats.unfound_most.max(pg.unfound_count());
+        let unfound = pg.unfound_count();
+        self.stats.unfound_most = self.stats.unfound_most.max(unfound);
+        if unfound > 0 {
+            // Unfound objects are object copies the PG lacks: counted as
+            // degraded (as `ceph -s` does), whichever copy lacks them,
+            // once the PG is active (peering counts no copies).
+            let serving = PgState::ACTIVE | PgState::PEERED | PgState::ACTIVATING;
+            if let Some(st) = pg.stat().filter(|st| st.state.intersects(serving)) {
+                assert!(
+                    st.degraded >= unfound && st.state.contains(PgState::DEGRADED),
+                    "{}ms osd.{o} pg {p}: {unfound} unfound objects, {} degraded copies, state {}",
+                    self.now_ms,
+                    st.degraded,
+                    st.state
+                );
+            }
+        }
         let (flying, held, ahead) = pg.chunk_pipeline();
         self.stats.scans_ahead += ahead - ahead_before;
         self.stats.pipelined += u64::from(flying >= 2);
