@@ -900,6 +900,9 @@ struct Recovery {
     /// write set (and read as strays) until k others are whole at their
     /// positions (`Pg::moved_to_wait`).
     waiting_moved: BTreeSet<i32>,
+    /// Their wait is over: new writes wait too, and the PG peers again
+    /// once those in flight are done (`Pg::waiting_moved_done`).
+    waiting_moved_drain: bool,
     /// Erasure-coded, from the last peering: strays whose copies hold no
     /// object and lack nothing, complete at their heads (an empty copy is
     /// every shard's at once).
@@ -3501,8 +3504,10 @@ impl Pg {
 
     /// Erasure-coded primary with moved members waiting outside the write
     /// set (`moved_to_wait`): once every other member is whole, k or more
-    /// of them, and on record, with no write in flight, the PG peers again
-    /// and the waiting members are backfilled at their positions.
+    /// of them, and on record, new writes wait, and once none is in flight
+    /// the PG peers again and the waiting members are backfilled at their
+    /// positions (new writes waiting meanwhile: under a steady stream of
+    /// them, a moment with none in flight might never come).
     fn waiting_moved_done(&mut self) {
         let Role::Primary { write_set } = &self.role else {
             return;
@@ -3513,7 +3518,7 @@ impl Pg {
         let settled = self.rec.merging.is_empty()
             && self.rec.missing.is_empty()
             && self.rec.backfill.is_empty();
-        if self.rec.waiting_moved.is_empty() || !settled || !self.inflight.is_empty() {
+        if self.rec.waiting_moved.is_empty() || !settled {
             return;
         }
         let whole = self.complete_of(write_set);
@@ -3521,7 +3526,8 @@ impl Pg {
             .record
             .as_ref()
             .is_some_and(|r| r.interval == self.interval && r.osds == whole);
-        if whole.len() >= k && on_record {
+        self.rec.waiting_moved_drain |= whole.len() >= k && on_record;
+        if self.rec.waiting_moved_drain && self.inflight.is_empty() {
             self.role = Role::Behind;
             self.rec.peer_again_ms = self.now_ms;
         }
@@ -6392,7 +6398,7 @@ impl Pg {
                 .as_ref()
                 .is_some_and(|r| r.interval == self.interval && r.osds.len() >= st.k())
         });
-        recorded && self.serving(write_set) >= self.min_size()
+        recorded && self.serving(write_set) >= self.min_size() && !self.rec.waiting_moved_drain
     }
 
     fn on_op(&mut self, s: &dyn ObjectStore, p: Pending, fx: &mut Vec<Effect>) {
