@@ -1858,6 +1858,35 @@ pub(super) fn moved_back(
     Some(osds)
 }
 
+/// Of the members whose OSDs moved (`moved`: OSD -> the shard its copy
+/// holds), those that wait outside the write set while fewer than `k`
+/// members are whole at their own positions (`whole`, the primary
+/// included): each acting member whose shard no such member holds. None
+/// if `k` are, or if too few positions would be left for `k` whole
+/// members without the ones that wait (`Pg::moved_to_wait`). `acting`
+/// has holes as -1.
+pub(super) fn moved_to_wait(
+    acting: &[i32],
+    whole: &[i32],
+    moved: &BTreeMap<i32, usize>,
+    k: usize,
+) -> BTreeMap<i32, usize> {
+    if whole.len() >= k {
+        return BTreeMap::new();
+    }
+    let held = |shard: usize| acting.get(shard).is_some_and(|o| whole.contains(o));
+    let wait: BTreeMap<i32, usize> = moved
+        .iter()
+        .filter(|&(o, &shard)| acting.contains(o) && !held(shard))
+        .map(|(&o, &shard)| (o, shard))
+        .collect();
+    let members = acting.iter().filter(|&&o| o >= 0).count();
+    if members.saturating_sub(wait.len()) < k {
+        return BTreeMap::new();
+    }
+    wait
+}
+
 /// Fill each hole of a pg_temp (`ITEM_NONE`) with CRUSH's OSD for that
 /// position, if that OSD is not elsewhere in it: it joins as a backfill
 /// target (else the hole stays, and with it the pg_temp: EC sim seeds 427
@@ -1978,7 +2007,7 @@ pub(super) fn walks_to_crush(acting: &[i32], up: &[i32], k: usize) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{ec_temp_step, ec_temp_unstick, moved_back, walks_to_crush};
+    use super::{ec_temp_step, ec_temp_unstick, moved_back, moved_to_wait, walks_to_crush};
     use loligo_crush::ITEM_NONE;
     use loligo_testkit::Rng;
     use std::collections::BTreeMap;
@@ -2037,6 +2066,34 @@ mod tests {
         assert_eq!(ec_temp_unstick(&[2, -1, 3], &[1, 2, 3], 2), None);
         // Nor with too few free OSDs for every hole.
         assert_eq!(ec_temp_unstick(&[3, -1, -1, 2], &[1, 2, 3, -1], 2), None);
+    }
+
+    #[test]
+    fn moved_members_wait_while_fewer_than_k_are_whole_in_place() {
+        // EC lost sim seed 113298 (strict late records): RS 2+1, the
+        // primary osd.3 whole at position 1, osd.2 a backfill target at
+        // position 0, osd.1 moved to position 2 holding shard 0.
+        let moved = BTreeMap::from([(1, 0)]);
+        assert_eq!(
+            moved_to_wait(&[2, 3, 1], &[3], &moved, 2),
+            BTreeMap::from([(1, 0)])
+        );
+        // With k members whole in place, nothing waits.
+        assert!(moved_to_wait(&[2, 3, 1], &[3, 2], &moved, 2).is_empty());
+        // A moved member whose shard a whole member holds at its own
+        // position does not wait (RS 2+2: osd.4 holds shard 1, which
+        // osd.3 holds whole at position 1).
+        let moved = BTreeMap::from([(4, 1), (1, 0)]);
+        assert_eq!(
+            moved_to_wait(&[2, 3, 1, 4], &[3], &moved, 2),
+            BTreeMap::from([(1, 0)])
+        );
+        // A moved copy out of the acting set is a stray already.
+        assert!(moved_to_wait(&[2, 3, -1], &[3], &BTreeMap::from([(1, 0)]), 2).is_empty());
+        // Never so many that fewer than k positions are left for whole
+        // members: RS 2+1 with both others moved.
+        let moved = BTreeMap::from([(1, 0), (2, 2)]);
+        assert!(moved_to_wait(&[2, 3, 1], &[3], &moved, 2).is_empty());
     }
 
     #[test]

@@ -3470,7 +3470,7 @@ impl Pg {
     /// members wait: out of the write set, their shards read as strays',
     /// until the others are whole (then the PG peers again and they are
     /// backfilled; `waiting_moved_done`). Only while enough positions are
-    /// left for k whole members without them.
+    /// left for k whole members without them (`erasure::moved_to_wait`).
     fn moved_to_wait(
         &self,
         complete: &[i32],
@@ -3485,21 +3485,12 @@ impl Pg {
             .filter(|o| self.acting.contains(o))
             .chain([self.whoami])
             .collect();
-        if whole.len() >= k {
-            return BTreeMap::new();
-        }
-        let held = |shard: usize| self.acting.get(shard).is_some_and(|o| whole.contains(o));
-        let wait: BTreeMap<i32, usize> = infos
+        let moved: BTreeMap<i32, usize> = infos
             .iter()
-            .filter(|(o, _)| **o != self.whoami && self.acting.contains(o))
+            .filter(|(o, _)| **o != self.whoami)
             .filter_map(|(&o, i)| Some((o, i.moved_shard? as usize)))
-            .filter(|&(_, shard)| !held(shard))
             .collect();
-        let members = self.acting.iter().filter(|&&o| o >= 0).count();
-        if members.saturating_sub(wait.len()) < k {
-            return BTreeMap::new();
-        }
-        wait
+        erasure::moved_to_wait(&self.acting, &whole, &moved, k)
     }
 
     /// Erasure-coded primary with moved members waiting outside the write
