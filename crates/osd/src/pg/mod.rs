@@ -3434,12 +3434,7 @@ impl Pg {
     /// its shard's position could never leave it again).
     fn moved_back_before_activating(&self, complete: &[i32]) -> Option<Vec<i32>> {
         let k = self.ec.as_ref()?.k();
-        let whole: Vec<i32> = complete
-            .iter()
-            .copied()
-            .filter(|o| self.acting.contains(o))
-            .chain([self.whoami])
-            .collect();
+        let whole = self.whole_in_place(complete);
         if whole.len() >= k {
             return None;
         }
@@ -3452,6 +3447,18 @@ impl Pg {
             .map(|(&o, &shard)| (o, shard))
             .collect();
         erasure::moved_back(&self.acting, &self.up, &moved).filter(|t| self.walks_back(t, k))
+    }
+
+    /// A complete primary about to activate: the members whole at their
+    /// own positions (`complete`, the other members complete at the head,
+    /// that are in the acting set), and this primary.
+    fn whole_in_place(&self, complete: &[i32]) -> Vec<i32> {
+        complete
+            .iter()
+            .copied()
+            .filter(|o| self.acting.contains(o))
+            .chain([self.whoami])
+            .collect()
     }
 
     /// Erasure-coded, a complete primary about to activate (`complete`:
@@ -3479,12 +3486,7 @@ impl Pg {
         let Some(k) = self.ec.as_ref().map(|st| st.k()) else {
             return BTreeMap::new();
         };
-        let whole: Vec<i32> = complete
-            .iter()
-            .copied()
-            .filter(|o| self.acting.contains(o))
-            .chain([self.whoami])
-            .collect();
+        let whole = self.whole_in_place(complete);
         let moved: BTreeMap<i32, usize> = infos
             .iter()
             .filter(|(o, _)| **o != self.whoami)
