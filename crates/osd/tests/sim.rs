@@ -1078,8 +1078,10 @@ impl Sim {
         if unfound > 0 {
             // Unfound objects are object copies the PG lacks: counted as
             // degraded (as `ceph -s` does), whichever copy lacks them,
-            // once the PG is active (peering counts no copies).
-            let serving = PgState::ACTIVE | PgState::PEERED | PgState::ACTIVATING;
+            // once the PG is active or peered (peering counts no copies,
+            // and activating only the absent members' until the others
+            // answer).
+            let serving = PgState::ACTIVE | PgState::PEERED;
             if let Some(st) = pg.stat().filter(|st| st.state.intersects(serving)) {
                 assert!(
                     st.degraded >= unfound && st.state.contains(PgState::DEGRADED),

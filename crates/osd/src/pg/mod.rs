@@ -6933,12 +6933,34 @@ impl Pg {
             return None;
         }
         let size = self.pool.as_ref().map_or(0, |p| p.size as usize);
+        // Only an active set's copies are counted (peering knows none
+        // yet): the members' and this copy's own lacked objects (an
+        // erasure-coded primary may serve while it lacks some: unfound,
+        // or to be rolled back).
+        let (degraded, misplaced) = match &self.role {
+            Role::Primary { write_set } | Role::Activating { write_set, .. } => copies_short(
+                self.info.objects,
+                size,
+                write_set.len(),
+                self.rec.lacking(self.info.objects) + self.missing.len() as u64,
+            ),
+            _ => (0, 0),
+        };
         let state = match &self.role {
             Role::Peering { .. } => PgState::PEERING,
             Role::Behind => PgState::PEERING | PgState::WAIT_PG_TEMP,
             Role::Pulling { .. } => PgState::PEERING | PgState::RECOVERING,
             Role::Down { .. } => PgState::DOWN,
-            Role::Activating { .. } => PgState::ACTIVATING,
+            Role::Activating { write_set, .. } => {
+                let mut st = PgState::ACTIVATING;
+                if write_set.len() < size {
+                    st |= PgState::UNDERSIZED | PgState::DEGRADED;
+                }
+                if degraded > 0 {
+                    st |= PgState::DEGRADED;
+                }
+                st
+            }
             Role::Primary { write_set } => {
                 let mut st = if self.serving(write_set) < self.min_size() {
                     PgState::PEERED
@@ -6969,6 +6991,9 @@ impl Pg {
                         st |= PgState::DEGRADED;
                     }
                 }
+                if !self.missing.is_empty() {
+                    st |= PgState::DEGRADED;
+                }
                 if !self.rec.missing.is_empty() {
                     st |= PgState::DEGRADED;
                     st |= if self.rec.pushing.is_empty() {
@@ -6991,16 +7016,6 @@ impl Pg {
                 st
             }
             _ => return None,
-        };
-        // Only an active set's copies are counted (peering knows none yet).
-        let (degraded, misplaced) = match &self.role {
-            Role::Primary { write_set } | Role::Activating { write_set, .. } => copies_short(
-                self.info.objects,
-                size,
-                write_set.len(),
-                self.rec.lacking(self.info.objects),
-            ),
-            _ => (0, 0),
         };
         Some(PgStat {
             pg: self.id,
