@@ -803,6 +803,14 @@ impl Pg {
             }
             Purpose::Chunk { to, .. } => {
                 self.chunk_rebuilt(to, &name, g.st.version, Err(e.to_string()), fx);
+                // A chunk's objects are this copy's: one whose copy here
+                // changed since (given up meanwhile) is not unfound; the
+                // chunk is built again from what is here now (EC lost sim
+                // seed 81033: a removed object was reported unfound).
+                let now = ec::obj_state(s, self.coll, &g.oid).map(|st| st.version);
+                if now.is_ok_and(|v| v != g.st.version) {
+                    return;
+                }
                 let fate = self.gather_fate(s, &g);
                 if fate == Unfound::Wait && !g.doubtful {
                     self.unfound_waiting.insert(name.clone());
