@@ -678,7 +678,7 @@ struct Stats {
     records_emptied: u64,
     /// Write-set records the monitors refused as late: the PG's interval
     /// had ended, its record was short, and they named none of its
-    /// members.
+    /// members (any of them, with `Sim::strict_late`).
     records_late: u64,
     given_up: u64,
     /// The most objects a PG's primary held unfound at once.

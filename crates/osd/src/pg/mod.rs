@@ -1117,6 +1117,11 @@ impl Recovery {
         self.missing.values().any(|m| m.contains_key(name))
     }
 
+    /// No member merging its log, lacking an object or being backfilled.
+    fn nothing_left(&self) -> bool {
+        self.merging.is_empty() && self.missing.is_empty() && self.backfill.is_empty()
+    }
+
     /// Objects some member lacks, counted once per member (a backfill
     /// target's share estimated from its cursor's place in the hash
     /// space).
@@ -2621,7 +2626,7 @@ impl Pg {
         };
         self.record
             .as_ref()
-            .is_some_and(|r| r.osds.iter().filter(|&&o| o >= 0).count() < st.k())
+            .is_some_and(|r| r.members().count() < st.k())
     }
 
     /// Ask the monitors to record the complete members again once more of
@@ -2661,6 +2666,11 @@ impl Pg {
     /// all complete here: CRUSH's primary then takes over with nothing
     /// left to recover.
     fn maybe_clear_temp(&mut self, fx: &mut Vec<Effect>) {
+        if !self.rec.waiting_moved.is_empty() {
+            // (Moved members wait: the PG peers again before any temp
+            // goes.)
+            return self.waiting_moved_done();
+        }
         let Role::Primary { write_set } = &self.role else {
             return;
         };
@@ -2672,13 +2682,8 @@ impl Pg {
             // pg_temp named another first, took it for stale and dropped
             // it, and the two handed the PG back and forth for good).
             let natural = self.acting.iter().copied().find(|&o| o >= 0);
-            let settled = self.rec.merging.is_empty()
-                && self.rec.missing.is_empty()
-                && self.rec.backfill.is_empty();
+            let settled = self.rec.nothing_left();
             let done = settled && natural.is_some_and(|c| write_set.contains(&c));
-            if !self.rec.waiting_moved.is_empty() {
-                return self.waiting_moved_done();
-            }
             // One in effect goes once that primary is complete; one not
             // in effect (its OSD left the set) goes at once.
             let stale = self.primary_temp.is_some() && natural == Some(self.whoami);
@@ -2717,11 +2722,7 @@ impl Pg {
             let mut osds = self.acting.clone();
             osds.extend(absent);
             osds
-        } else if self.rec.merging.is_empty()
-            && self.rec.missing.is_empty()
-            && self.rec.backfill.is_empty()
-            && self.up.iter().all(|o| write_set.contains(o))
-        {
+        } else if self.rec.nothing_left() && self.up.iter().all(|o| write_set.contains(o)) {
             Vec::new()
         } else {
             return;
@@ -3269,9 +3270,7 @@ impl Pg {
         write_set.extend(&recoverable);
         self.reset_recovery(fx);
         self.rec.strays.extend(strays);
-        self.rec
-            .strays
-            .extend(wait.iter().map(|(&o, &shard)| (o, shard)));
+        self.rec.strays.extend(&wait);
         self.rec.waiting_moved = wait.into_keys().collect();
         for &o in &recoverable {
             self.rec.merging.insert(o, 0);
@@ -3508,10 +3507,7 @@ impl Pg {
         let Some(k) = self.ec.as_ref().map(|st| st.k()) else {
             return;
         };
-        let settled = self.rec.merging.is_empty()
-            && self.rec.missing.is_empty()
-            && self.rec.backfill.is_empty();
-        if self.rec.waiting_moved.is_empty() || !settled {
+        if self.rec.waiting_moved.is_empty() || !self.rec.nothing_left() {
             return;
         }
         let whole = self.complete_of(write_set);
