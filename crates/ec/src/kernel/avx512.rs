@@ -43,7 +43,7 @@ pub(super) unsafe fn dot_prod(
         inputs,
         outputs,
         mode,
-        per,
+        (per, super::Crowding::Split),
         &mut |g, b, rows, ins, outs, len, m| {
             // SAFETY: forwarded preconditions; `ins` has b and `outs` g
             // regions of `len` bytes, b <= INPUTS_PER_BLOCK (`per`).

@@ -47,7 +47,7 @@ pub(super) unsafe fn dot_prod(
         inputs,
         outputs,
         mode,
-        per,
+        (per, super::Crowding::SplitUpTo(1 << 20)),
         &mut |g, b, rows, ins, outs, len, m| {
             // SAFETY: forwarded preconditions; `ins` has b and `outs` g
             // regions of `len` bytes, b <= max(24 / g, INPUTS_MIN) (`per`).
