@@ -358,9 +358,9 @@ enum Crowding {
     /// Cut a group's inputs into blocks of at most `ways - outputs`, so a
     /// pass steps through no more regions than a set has ways. Measured
     /// on a Zen 4 core (8-way L1), RS 8+3 with 64 KiB chunks laid end to
-    /// end: AVX2 23.2 to 27.2 GB/s, AVX-512 30.9 to 34.5, GFNI on AVX2
-    /// 34.5 to 59.0; RS 10+4: 18.4 to 20.6, 21.3 to 26.8, 21.9 to 41.4;
-    /// and likewise with 1 MiB chunks (BENCHMARKS.md).
+    /// end, best of 20 rounds: AVX2 23.3 to 27.5 GB/s, AVX-512 31.0 to
+    /// 34.7, GFNI on AVX2 34.6 to 59.2; RS 10+4: 18.5 to 20.7, 21.5 to
+    /// 27.0, 22.1 to 41.9; and likewise with 1 MiB chunks (BENCHMARKS.md).
     Split,
     /// As `Split` while all the group's regions together take at most
     /// this many bytes; past it they come from L3 or memory, and a
