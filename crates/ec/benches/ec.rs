@@ -12,7 +12,9 @@
 //!    of Liram's Table 5.1 (Zigzag thesis), with 4 MiB and 64 MiB objects.
 //!
 //! `LOLIGO_BENCH_SECONDS` sets the time per measurement (default 0.2);
-//! `LOLIGO_BENCH_ONLY=kernels|klauspost|table` runs one section.
+//! `LOLIGO_BENCH_ONLY=kernels|klauspost|table` runs one section;
+//! `LOLIGO_EC_L1_WAYS=N` sets the L1 ways the kernels assume when they
+//! cut crowded regions into smaller blocks (64: never cut).
 
 use loligo_ec::code::ErasureCode;
 use loligo_ec::kernel::{dot_prod_with, with_backend, Backend, Mode};

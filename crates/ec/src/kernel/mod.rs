@@ -279,12 +279,22 @@ fn even_blocks(n: usize, most: usize) -> usize {
 
 /// Ways of this CPU's L1 data cache, from CPUID's deterministic cache
 /// parameters (leaf 4 on Intel, 0x8000_001D on AMD); 8, the fewest common
-/// on x86-64 servers, where the CPU does not say.
+/// on x86-64 servers, where the CPU does not say. `LOLIGO_EC_L1_WAYS=N`
+/// sets it instead (read once), so a bench can show what cutting
+/// crowded regions does on another CPU: `LOLIGO_EC_L1_WAYS=64` never
+/// cuts for the shapes encoders use, `8` cuts as on an 8-way cache.
 #[cfg(target_arch = "x86_64")]
 fn l1d_ways() -> usize {
     static WAYS: OnceLock<usize> = OnceLock::new();
     *WAYS.get_or_init(|| {
         use std::arch::x86_64::{__cpuid, __cpuid_count};
+        let forced = std::env::var("LOLIGO_EC_L1_WAYS").ok();
+        if let Some(n) = forced
+            .and_then(|v| v.parse::<usize>().ok())
+            .filter(|&n| n >= 2)
+        {
+            return n;
+        }
         let max_basic = __cpuid(0).eax;
         let max_ext = __cpuid(0x8000_0000).eax;
         let leaves = [(4, max_basic >= 4), (0x8000_001D, max_ext >= 0x8000_001D)];
