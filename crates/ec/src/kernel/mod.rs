@@ -419,23 +419,21 @@ fn in_blocks(
             out_ptrs[j] = outputs[o + j].as_mut_ptr();
         }
         let mut per = per(n, g).clamp(1, BLOCK_INPUTS_MAX);
-        let ways = l1d_ways();
-        let split = match crowding {
-            Crowding::Split => true,
-            Crowding::SplitUpTo(most) => len.saturating_mul(n + g) <= most,
-        };
-        if split
-            && len >= CROWD_MIN_LEN
-            && per + g > ways
-            && crowded(
-                inputs
-                    .iter()
-                    .map(|r| r.as_ptr() as usize)
-                    .chain(out_ptrs[..g].iter().map(|&p| p as usize)),
-                ways,
-            )
-        {
-            per = even_blocks(n, per.min(ways.saturating_sub(g).max(1)));
+        // Short regions (array codes' elements among them) skip the
+        // crowding check altogether.
+        if len >= CROWD_MIN_LEN {
+            let ways = l1d_ways();
+            let split = match crowding {
+                Crowding::Split => true,
+                Crowding::SplitUpTo(most) => len.saturating_mul(n + g) <= most,
+            };
+            let addrs = inputs
+                .iter()
+                .map(|r| r.as_ptr() as usize)
+                .chain(out_ptrs[..g].iter().map(|&p| p as usize));
+            if split && per + g > ways && crowded(addrs, ways) {
+                per = even_blocks(n, per.min(ways.saturating_sub(g).max(1)));
+            }
         }
         let mut i = 0;
         while i < n {
