@@ -112,19 +112,21 @@ unsafe fn group<const B: usize, const G: usize>(
     len: usize,
     mode: Mode,
 ) {
+    let o = super::ones_first::<B, G>(rows, ins, outs);
     // Tables in input-major order: step i reads G pairs one after another.
     let tabs: [[[__m256i; 2]; G]; B] =
-        std::array::from_fn(|i| std::array::from_fn(|j| tables(rows[j * B + i])));
-    let steps = KERNELS[B - 1][G - 1][usize::from(mode == Mode::Xor)];
+        std::array::from_fn(|i| std::array::from_fn(|j| tables(o.rows[j][i])));
+    let steps = KERNELS[B - 1][G - 1][usize::from(mode == Mode::Xor)][o.bits];
     // SAFETY: the CPU has AVX2 (forwarded); `tabs` is B x G pairs of
-    // 32-byte tables, input-major, as the generated loop reads them.
+    // 32-byte tables, input-major, as the generated loop reads them; the
+    // loop takes as 1 only the coefficients `o.bits` says are.
     unsafe {
         super::generated_block::<B, G>(
             (steps, 64),
             tabs.as_ptr().cast(),
-            rows,
-            ins,
-            outs,
+            o.rows.as_flattened(),
+            &o.ins,
+            &o.outs,
             len,
             mode,
         )

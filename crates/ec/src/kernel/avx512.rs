@@ -95,29 +95,51 @@ unsafe fn block<const B: usize, const G: usize>(
     len: usize,
     mode: Mode,
 ) {
+    let o = super::ones_first::<B, G>(rows, ins, outs);
+    // SAFETY: forwarded; `o` holds the same regions, reordered.
+    unsafe {
+        match o.bits {
+            0 => ones_block::<B, G, 0>(&o, len, mode),
+            1 => ones_block::<B, G, 1>(&o, len, mode),
+            2 => ones_block::<B, G, 2>(&o, len, mode),
+            _ => ones_block::<B, G, 3>(&o, len, mode),
+        }
+    }
+}
+
+/// [`block`] with the coefficients `ONES` marks (as
+/// [`super::OnesFirst::bits`]) taken as 1: XORs of the input, no lookups.
+///
+/// # Safety
+/// As [`block`]; `ONES` no more than `o.bits`.
+#[target_feature(enable = "avx512f,avx512bw")]
+unsafe fn ones_block<const B: usize, const G: usize, const ONES: usize>(
+    o: &super::OnesFirst<B, G>,
+    len: usize,
+    mode: Mode,
+) {
     // Input-major: step i reads its G pairs one after another.
     let tabs: [[[__m512i; 2]; G]; B] =
-        std::array::from_fn(|i| std::array::from_fn(|j| tables(rows[j * B + i])));
-    let ptrs: [*const u8; B] = std::array::from_fn(|i| ins[i]);
-    let out_ptrs: [*mut u8; G] = std::array::from_fn(|j| outs[j]);
+        std::array::from_fn(|i| std::array::from_fn(|j| tables(o.rows[j][i])));
+    let (ptrs, out_ptrs) = (o.ins, o.outs);
     // A masked head first so that the first input's loads are 64-byte
     // aligned (chunks of one object share their offset within a line, so
     // the others' are too; unaligned 64-byte loads split two lines).
     let head = ((64 - ptrs[0] as usize % 64) % 64).min(len);
     if head > 0 {
         // SAFETY: head <= len.
-        unsafe { step::<B, G, true>(&tabs, &ptrs, &out_ptrs, 0, (1u64 << head) - 1, mode) };
+        unsafe { step::<B, G, ONES, true>(&tabs, &ptrs, &out_ptrs, 0, (1u64 << head) - 1, mode) };
     }
     let mut pos = head;
     while pos + 64 <= len {
         // SAFETY: pos + 64 <= len for every region.
-        unsafe { step::<B, G, false>(&tabs, &ptrs, &out_ptrs, pos, !0, mode) };
+        unsafe { step::<B, G, ONES, false>(&tabs, &ptrs, &out_ptrs, pos, !0, mode) };
         pos += 64;
     }
     if pos < len {
         // SAFETY: len - pos < 64 bytes remain in every region.
         let mask = (1u64 << (len - pos)) - 1;
-        unsafe { step::<B, G, true>(&tabs, &ptrs, &out_ptrs, pos, mask, mode) };
+        unsafe { step::<B, G, ONES, true>(&tabs, &ptrs, &out_ptrs, pos, mask, mode) };
     }
 }
 
@@ -129,7 +151,7 @@ unsafe fn block<const B: usize, const G: usize>(
 /// contiguous from bit 0) exist in every region.
 #[target_feature(enable = "avx512f,avx512bw")]
 #[inline]
-unsafe fn step<const B: usize, const G: usize, const MASKED: bool>(
+unsafe fn step<const B: usize, const G: usize, const ONES: usize, const MASKED: bool>(
     tabs: &[[[__m512i; 2]; G]; B],
     ptrs: &[*const u8; B],
     out_ptrs: &[*mut u8; G],
@@ -148,9 +170,17 @@ unsafe fn step<const B: usize, const G: usize, const MASKED: bool>(
     for i in 0..B {
         // SAFETY: per the contract.
         let x = unsafe { load::<MASKED>(ptrs[i].add(pos), mask) };
+        if (0..G).all(|j| super::is_one(ONES, i, j)) {
+            acc.iter_mut().for_each(|a| *a = _mm512_xor_si512(*a, x));
+            continue;
+        }
         let lo = _mm512_and_si512(x, nib);
         let hi = _mm512_and_si512(_mm512_srli_epi64::<4>(x), nib);
         for j in 0..G {
+            if super::is_one(ONES, i, j) {
+                acc[j] = _mm512_xor_si512(acc[j], x);
+                continue;
+            }
             let [tl, th] = tabs[i][j];
             acc[j] = _mm512_ternarylogic_epi32::<XOR3>(
                 acc[j],

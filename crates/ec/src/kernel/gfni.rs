@@ -29,6 +29,17 @@ const REGS_FOR_MATRICES: usize = 24;
 /// against 37-39 GB/s, BENCHMARKS.md).
 const INPUTS_MIN: usize = 10;
 
+/// The longest regions for which a block takes its coefficients of 1 as
+/// plain XORs ([`super::OnesFirst`]). An affine product is one
+/// instruction here, folded with the XOR into `vpternlogq`, so skipping it
+/// pays only where the loop is bound by those instructions, with its
+/// regions in L1: RS 4+2 with 4 KiB chunks 83 -> 117 GB/s, 6+3 65 -> 82.
+/// Over longer regions the loop waits on loads and stores, and without
+/// the products it ran slower on some shapes (Zen 4, RS 8+3, 1 MiB chunks:
+/// 54.8 -> 51.0 GB/s; 64 KiB: 61.1 -> 59.5), faster on others (10+4, 1 MiB:
+/// 37 -> 43).
+const ONES_MAX_LEN: usize = 8 << 10;
+
 /// See [`super::dot_prod`].
 ///
 /// # Safety
@@ -92,11 +103,33 @@ unsafe fn block<const B: usize, const G: usize>(
     len: usize,
     mode: Mode,
 ) {
+    let o = super::ones_first::<B, G>(rows, ins, outs);
+    // SAFETY: forwarded; `o` holds the same regions, reordered.
+    unsafe {
+        match if len <= ONES_MAX_LEN { o.bits } else { 0 } {
+            0 => ones_block::<B, G, 0>(&o, len, mode),
+            1 => ones_block::<B, G, 1>(&o, len, mode),
+            2 => ones_block::<B, G, 2>(&o, len, mode),
+            _ => ones_block::<B, G, 3>(&o, len, mode),
+        }
+    }
+}
+
+/// [`block`] with the coefficients `ONES` marks (as
+/// [`super::OnesFirst::bits`]) taken as 1: XORs of the input.
+///
+/// # Safety
+/// As [`block`]; `ONES` no more than `o.bits`.
+#[target_feature(enable = "avx512f,avx512bw,gfni")]
+unsafe fn ones_block<const B: usize, const G: usize, const ONES: usize>(
+    o: &super::OnesFirst<B, G>,
+    len: usize,
+    mode: Mode,
+) {
     let mats: [[__m512i; G]; B] = std::array::from_fn(|i| {
-        std::array::from_fn(|j| _mm512_set1_epi64(affine_matrix(rows[j * B + i]) as i64))
+        std::array::from_fn(|j| _mm512_set1_epi64(affine_matrix(o.rows[j][i]) as i64))
     });
-    let ptrs: [*const u8; B] = std::array::from_fn(|i| ins[i]);
-    let out_ptrs: [*mut u8; G] = std::array::from_fn(|j| outs[j]);
+    let (ptrs, out_ptrs) = (o.ins, o.outs);
     // A masked head first so that the first input's loads are 64-byte
     // aligned: large Rust allocations start 16 bytes into a page, and
     // chunks of one object share that offset, so unaligned 64-byte loads
@@ -104,7 +137,7 @@ unsafe fn block<const B: usize, const G: usize>(
     let head = ((64 - ptrs[0] as usize % 64) % 64).min(len);
     if head > 0 {
         // SAFETY: head <= len.
-        unsafe { masked_step(&mats, &ptrs, &out_ptrs, 0, (1u64 << head) - 1, mode) };
+        unsafe { masked_step::<B, G, ONES>(&mats, &ptrs, &out_ptrs, 0, (1u64 << head) - 1, mode) };
     }
     let mut pos = head;
     // Full vectors with plain loads and stores.
@@ -120,8 +153,11 @@ unsafe fn block<const B: usize, const G: usize>(
             // SAFETY: as above.
             let x = unsafe { _mm512_loadu_si512(ptrs[i].add(pos) as *const __m512i) };
             for j in 0..G {
-                acc[j] =
-                    _mm512_xor_si512(acc[j], _mm512_gf2p8affine_epi64_epi8::<0>(x, mats[i][j]));
+                let p = match super::is_one(ONES, i, j) {
+                    true => x,
+                    false => _mm512_gf2p8affine_epi64_epi8::<0>(x, mats[i][j]),
+                };
+                acc[j] = _mm512_xor_si512(acc[j], p);
             }
         }
         for j in 0..G {
@@ -133,7 +169,7 @@ unsafe fn block<const B: usize, const G: usize>(
     if pos < len {
         // SAFETY: len - pos < 64 bytes remain in every region.
         unsafe {
-            masked_step(
+            masked_step::<B, G, ONES>(
                 &mats,
                 &ptrs,
                 &out_ptrs,
@@ -151,7 +187,7 @@ unsafe fn block<const B: usize, const G: usize>(
 /// `pos + popcount(mask)` bytes exist in every region, mask bits contiguous
 /// from bit 0.
 #[target_feature(enable = "avx512f,avx512bw,gfni")]
-unsafe fn masked_step<const B: usize, const G: usize>(
+unsafe fn masked_step<const B: usize, const G: usize, const ONES: usize>(
     mats: &[[__m512i; G]; B],
     ptrs: &[*const u8; B],
     out_ptrs: &[*mut u8; G],
@@ -170,7 +206,11 @@ unsafe fn masked_step<const B: usize, const G: usize>(
         // SAFETY: per the contract.
         let x = unsafe { _mm512_maskz_loadu_epi8(mask, ptrs[i].add(pos) as *const i8) };
         for j in 0..G {
-            acc[j] = _mm512_xor_si512(acc[j], _mm512_gf2p8affine_epi64_epi8::<0>(x, mats[i][j]));
+            let p = match super::is_one(ONES, i, j) {
+                true => x,
+                false => _mm512_gf2p8affine_epi64_epi8::<0>(x, mats[i][j]),
+            };
+            acc[j] = _mm512_xor_si512(acc[j], p);
         }
     }
     for j in 0..G {

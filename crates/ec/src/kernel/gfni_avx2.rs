@@ -90,19 +90,21 @@ unsafe fn block<const B: usize, const G: usize>(
     len: usize,
     mode: Mode,
 ) {
+    let o = super::ones_first::<B, G>(rows, ins, outs);
     // Input-major, as the generated loop reads them.
     let mats: [[u64; G]; B] =
-        std::array::from_fn(|i| std::array::from_fn(|j| affine_matrix(rows[j * B + i])));
-    let steps = KERNELS[B - 1][G - 1][usize::from(mode == Mode::Xor)];
+        std::array::from_fn(|i| std::array::from_fn(|j| affine_matrix(o.rows[j][i])));
+    let steps = KERNELS[B - 1][G - 1][usize::from(mode == Mode::Xor)][o.bits];
     // SAFETY: the CPU has AVX2 and GFNI (forwarded); `mats` is B x G
-    // 8-byte matrices, input-major, as the generated loop reads them.
+    // 8-byte matrices, input-major, as the generated loop reads them; the
+    // loop takes as 1 only the coefficients `o.bits` says are.
     unsafe {
         super::generated_block::<B, G>(
             (steps, 32),
             mats.as_ptr().cast(),
-            rows,
-            ins,
-            outs,
+            o.rows.as_flattened(),
+            &o.ins,
+            &o.outs,
             len,
             mode,
         )

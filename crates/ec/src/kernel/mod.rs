@@ -8,7 +8,10 @@
 //! time, for CPUs with AVX-512 and without GFNI), GFNI on AVX2 registers
 //! (for CPUs with GFNI and without AVX-512) and AVX-512 + GFNI
 //! (`gf2p8affineqb` with each constant as an 8x8 bit matrix). The fastest
-//! the CPU supports is picked once at run time. SIMD code lives only in
+//! the CPU supports is picked once at run time. A block's output whose
+//! coefficients are all 1, or input whose coefficients are, is added as a
+//! plain XOR with no lookups ([`OnesFirst`]): Reed-Solomon's parity matrix
+//! here has both in its first row and column. SIMD code lives only in
 //! `avx2.rs`, `avx512.rs`, `gfni_avx2.rs` and `gfni.rs`; it must never be
 //! reached on a CPU without the features, and it is tested against the
 //! scalar reference on random inputs.
@@ -453,6 +456,62 @@ fn in_blocks(
     }
 }
 
+/// A block (G outputs by B inputs) arranged for the generated loops: an
+/// output whose coefficients are all 1 moved to the front, likewise an
+/// input, and `bits` saying which of the two a loop may take as plain
+/// XORs (bit 0 the first output, bit 1 the first input; `build.rs`'s
+/// `Ones`). Reed-Solomon's parity matrix here has its first row and first
+/// column all ones (`linear::cauchy_parity`), so an encode's first block
+/// skips the lookups of 2 of RS 4+2's 8 coefficients, 5 counting the
+/// overlap: see BENCHMARKS.md for what that buys.
+#[cfg(target_arch = "x86_64")]
+struct OnesFirst<const B: usize, const G: usize> {
+    rows: [[u8; B]; G],
+    ins: [*const u8; B],
+    outs: [*mut u8; G],
+    bits: usize,
+}
+
+/// Whether a block with [`OnesFirst::bits`] `bits` has 1 as input `i`'s
+/// coefficient for output `j` (the intrinsics kernels' form of
+/// `build.rs`'s `Ones`; with constant arguments it folds away).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+const fn is_one(bits: usize, i: usize, j: usize) -> bool {
+    (bits & 1 != 0 && j == 0) || (bits & 2 != 0 && i == 0)
+}
+
+/// [`OnesFirst`] of a block: `rows` is G x B, row-major; `ins` has B and
+/// `outs` G pointers. Only the order changes: every output is still the
+/// same sum of products.
+#[cfg(target_arch = "x86_64")]
+fn ones_first<const B: usize, const G: usize>(
+    rows: &[u8],
+    ins: &[*const u8],
+    outs: &[*mut u8],
+) -> OnesFirst<B, G> {
+    let mut r: [[u8; B]; G] = std::array::from_fn(|j| std::array::from_fn(|i| rows[j * B + i]));
+    let mut ins: [*const u8; B] = std::array::from_fn(|i| ins[i]);
+    let mut outs: [*mut u8; G] = std::array::from_fn(|j| outs[j]);
+    let mut bits = 0;
+    if let Some(j) = (0..G).find(|&j| r[j].iter().all(|&c| c == 1)) {
+        r.swap(0, j);
+        outs.swap(0, j);
+        bits |= 1;
+    }
+    if let Some(i) = (0..B).find(|&i| r.iter().all(|row| row[i] == 1)) {
+        r.iter_mut().for_each(|row| row.swap(0, i));
+        ins.swap(0, i);
+        bits |= 2;
+    }
+    OnesFirst {
+        rows: r,
+        ins,
+        outs,
+        bits,
+    }
+}
+
 /// A loop `build.rs` generates: `(tables, inputs, outputs, steps)`, each
 /// step a fixed number of bytes of every region.
 #[cfg(target_arch = "x86_64")]
@@ -711,6 +770,27 @@ mod tests {
     /// their allocation, so loops that align on the first input start
     /// mid-vector).
     fn check_backends(n_in: usize, n_out: usize, len: usize, skew: usize, seed: u64, xor: bool) {
+        check_backends_with(n_in, n_out, len, skew, (seed, xor), Ones::default());
+    }
+
+    /// Where [`check_backends_with`] sets a whole output's or a whole
+    /// input's coefficients to 1 (the kernels' XOR-only paths), by
+    /// index modulo the count.
+    #[derive(Clone, Copy, Debug, Default)]
+    struct Ones {
+        row: Option<usize>,
+        col: Option<usize>,
+    }
+
+    /// [`check_backends`] with the coefficients `ones` names set to 1.
+    fn check_backends_with(
+        n_in: usize,
+        n_out: usize,
+        len: usize,
+        skew: usize,
+        (seed, xor): (u64, bool),
+        ones: Ones,
+    ) {
         let mut rng = loligo_testkit::Rng::new(seed);
         let mut next = || rng.next_u64() as u8;
         // Kept whole: a copy of `v[skew..]` would be a new, aligned allocation.
@@ -725,6 +805,13 @@ mod tests {
         // Make 0 and 1 common: they take special paths.
         for c in coefs.iter_mut().step_by(3) {
             *c %= 2;
+        }
+        if let Some(j) = ones.row {
+            let j = j % n_out;
+            coefs[j * n_in..(j + 1) * n_in].fill(1);
+        }
+        if let Some(i) = ones.col {
+            (0..n_out).for_each(|j| coefs[j * n_in + i % n_in] = 1);
         }
         let mode = if xor { Mode::Xor } else { Mode::Overwrite };
         let want = reference(&coefs, &ins, &outs, mode);
@@ -745,6 +832,68 @@ mod tests {
                     check_backends(n_in, n_out, 64 * 5 + 37, 9, seed, xor);
                 }
             }
+        }
+    }
+
+    /// Every block shape with an output's coefficients all 1, an
+    /// input's, both, at each position: the generated loops take those
+    /// as XORs, after moving them to the front of the block.
+    #[test]
+    fn backends_equal_the_definition_with_rows_and_columns_of_ones() {
+        for n_in in 1..=10 {
+            for n_out in 1..=4 {
+                for xor in [false, true] {
+                    let seed = (n_in * 8 + n_out * 2 + usize::from(xor)) as u64;
+                    let mut patterns = vec![];
+                    for p in 0..n_in.max(n_out) {
+                        patterns.push(Ones {
+                            row: Some(p),
+                            col: None,
+                        });
+                        patterns.push(Ones {
+                            row: None,
+                            col: Some(p),
+                        });
+                        patterns.push(Ones {
+                            row: Some(p),
+                            col: Some(n_in - 1 - p % n_in),
+                        });
+                    }
+                    for ones in patterns {
+                        check_backends_with(n_in, n_out, 64 * 3 + 37, 9, (seed, xor), ones);
+                    }
+                }
+            }
+        }
+        // Reed-Solomon's own matrices, several blocks of inputs each.
+        for (k, m) in [(4, 2), (8, 3), (10, 4), (12, 4), (20, 4), (3, 3)] {
+            let parity = crate::linear::cauchy_parity(k, m);
+            let coefs: Vec<u8> = (0..m).flat_map(|i| parity.row(i).to_vec()).collect();
+            assert!(coefs[..k].iter().all(|&c| c == 1), "the first row is ones");
+            let ins_owned: Vec<Vec<u8>> = (0..k)
+                .map(|i| (0..1000).map(|p| (p * 7 + i * 13) as u8).collect())
+                .collect();
+            let ins: Vec<&[u8]> = ins_owned.iter().map(|v| v.as_slice()).collect();
+            let outs = vec![vec![5u8; 1000]; m];
+            for mode in [Mode::Overwrite, Mode::Xor] {
+                let want = reference(&coefs, &ins, &outs, mode);
+                for &b in Backend::available() {
+                    assert_eq!(run(b, &coefs, &ins, &outs, mode), want, "{b:?} rs {k}+{m}");
+                }
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+        /// Random shapes with a row or a column of ones (or both).
+        #[test]
+        fn backends_equal_the_definition_with_ones(
+            n_in in 1usize..30, n_out in 1usize..7, len in 0usize..700, skew in 0usize..64,
+            seed in any::<u64>(), xor in any::<bool>(),
+            row in proptest::option::of(0usize..30), col in proptest::option::of(0usize..30),
+        ) {
+            check_backends_with(n_in, n_out, len, skew, (seed, xor), Ones { row, col });
         }
     }
 
