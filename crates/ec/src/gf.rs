@@ -38,7 +38,7 @@ const fn build_log() -> [u8; 256] {
 
 /// `EXP[i] = 2^i`, doubled so that `EXP[log a + log b]` needs no reduction.
 pub static EXP: [u8; 512] = build_exp();
-/// `LOG[a]` for a != 0 (LOG[0] is meaningless and never used).
+/// `LOG[a]` for a != 0 (`LOG[0]` is meaningless and never used).
 pub static LOG: [u8; 256] = build_log();
 
 /// a * b in GF(2^8).

@@ -10,7 +10,7 @@
 //! (`gf2p8affineqb` with each constant as an 8x8 bit matrix). The fastest
 //! the CPU supports is picked once at run time. A block's output whose
 //! coefficients are all 1, or input whose coefficients are, is added as a
-//! plain XOR with no lookups ([`OnesFirst`]): Reed-Solomon's parity matrix
+//! plain XOR with no lookups (`OnesFirst`): Reed-Solomon's parity matrix
 //! here has both in its first row and column. SIMD code lives only in
 //! `avx2.rs`, `avx512.rs`, `gfni_avx2.rs` and `gfni.rs`; it must never be
 //! reached on a CPU without the features, and it is tested against the
