@@ -29,15 +29,16 @@ const REGS_FOR_MATRICES: usize = 24;
 /// against 37-39 GB/s, BENCHMARKS.md).
 const INPUTS_MIN: usize = 10;
 
-/// The longest regions for which a block takes its coefficients of 1 as
-/// plain XORs ([`super::OnesFirst`]). An affine product is one
-/// instruction here, folded with the XOR into `vpternlogq`, so skipping it
-/// pays only where the loop is bound by those instructions, with its
-/// regions in L1: RS 4+2 with 4 KiB chunks 83 -> 117 GB/s, 6+3 65 -> 82.
-/// Over longer regions the loop waits on loads and stores, and without
-/// the products it ran slower on some shapes (Zen 4, RS 8+3, 1 MiB chunks:
-/// 54.8 -> 51.0 GB/s; 64 KiB: 61.1 -> 59.5), faster on others (10+4, 1 MiB:
-/// 37 -> 43).
+/// The longest regions for which a block of fewer than four outputs takes
+/// its coefficients of 1 as plain XORs ([`super::OnesFirst`]; blocks of
+/// four always do). An affine product is one instruction here, folded
+/// with the XOR into `vpternlogq`, so skipping it pays only where the loop
+/// is bound by those instructions: with its regions in L1 (RS 4+2 with 4
+/// KiB chunks 83 -> 117 GB/s, 6+3 65 -> 82), or with four outputs' products
+/// per input (RS 10+4, 1 MiB chunks, 37 -> 43; 4+4 and 8+4 2-9% faster).
+/// Otherwise the loop waits on loads and stores, and without the products
+/// it ran slower (Zen 4, RS 8+3, 1 MiB chunks: 54.8 -> 51.0 GB/s; 64 KiB:
+/// 61.1 -> 59.5; 6+2 at 64 KiB 3% slower).
 const ONES_MAX_LEN: usize = 8 << 10;
 
 /// See [`super::dot_prod`].
@@ -106,7 +107,11 @@ unsafe fn block<const B: usize, const G: usize>(
     let o = super::ones_first::<B, G>(rows, ins, outs);
     // SAFETY: forwarded; `o` holds the same regions, reordered.
     unsafe {
-        match if len <= ONES_MAX_LEN { o.bits } else { 0 } {
+        match if len <= ONES_MAX_LEN || G == 4 {
+            o.bits
+        } else {
+            0
+        } {
             0 => ones_block::<B, G, 0>(&o, len, mode),
             1 => ones_block::<B, G, 1>(&o, len, mode),
             2 => ones_block::<B, G, 2>(&o, len, mode),
