@@ -461,9 +461,9 @@ fn in_blocks(
 /// input, and `bits` saying which of the two a loop may take as plain
 /// XORs (bit 0 the first output, bit 1 the first input; `build.rs`'s
 /// `Ones`). Reed-Solomon's parity matrix here has its first row and first
-/// column all ones (`linear::cauchy_parity`), so an encode's first block
-/// skips the lookups of 2 of RS 4+2's 8 coefficients, 5 counting the
-/// overlap: see BENCHMARKS.md for what that buys.
+/// column all ones (`linear::cauchy_parity`), so an RS 4+2 encode (one
+/// block) takes 5 of its 8 coefficients as XORs, the first row's four and
+/// the second row's first: see BENCHMARKS.md for what that buys.
 #[cfg(target_arch = "x86_64")]
 struct OnesFirst<const B: usize, const G: usize> {
     rows: [[u8; B]; G],
