@@ -3367,7 +3367,14 @@ fn ec_acknowledged_writes_survive_crashes_and_shards_stay_consistent() {
 ///   it, a member off the record and a record member yet to answer held,
 ///   and the PG stayed down. It rolls back only with every record member
 ///   heard and no other copy past the head.
-const EC_BUG_SEEDS: &[u64] = &[5780, 41860, 700124, 16406];
+/// - 71596: the monitors' reply that a primary's write set was recorded
+///   came before a map from before that record's commit (replies and
+///   maps travel apart); the map's older record replaced the one the
+///   primary knew held, the primary peered again against it and rolled
+///   back a write acknowledged under the newer record (a later read
+///   returned the version before it). Within an interval a PG now keeps
+///   the record it was told holds until a map shows a newer one.
+const EC_BUG_SEEDS: &[u64] = &[5780, 41860, 700124, 16406, 71596];
 
 /// Seeds that found a bug with positions moving (`LOLIGO_SIM_EC_MOVES`):
 /// - 63: the only members at the head had moved; the PG stayed down.

@@ -1877,6 +1877,31 @@ impl Pg {
                         self.load_tree(s, &mut fx);
                     }
                     self.toofull = toofull;
+                    // A record this PG was told holds for its interval
+                    // stays until a map shows a newer one or the interval
+                    // ends. The reply and the maps travel apart, so a map
+                    // from before the record's commit can come after the
+                    // reply; within one interval a record is never
+                    // dropped (its members are acting, so up, so not
+                    // lost) nor replaced by an older one, and peering
+                    // against the older record would roll back writes
+                    // acknowledged under this one (EC sim seed 71596).
+                    let same_interval = self.interval > 0
+                        && acting == self.acting
+                        && primary == self.primary
+                        && acting_up_from <= self.interval
+                        && !self.interval_ended;
+                    let (record, record_up) = match &self.record {
+                        Some(mine)
+                            if same_interval
+                                && mine.interval == self.interval
+                                && record.as_ref().is_none_or(|r| r.interval < mine.interval) =>
+                        {
+                            let up = mine.members().collect();
+                            (Some(mine.clone()), up)
+                        }
+                        _ => (record, record_up),
+                    };
                     let record_changed = record != self.record || record_up != self.record_up;
                     self.record = record;
                     self.record_up = record_up;
