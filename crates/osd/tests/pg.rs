@@ -815,6 +815,44 @@ fn the_record_arriving_with_the_map_also_activates() {
     );
 }
 
+/// The monitors' reply that a record holds and the maps travel apart: a
+/// map from before the record's commit can come after the reply. Within
+/// the interval it must not take the PG's record back (peering against
+/// the older one rolled back an acknowledged write: EC sim seed 71596);
+/// a newer record, or a new interval, does replace it.
+#[test]
+fn a_map_from_before_the_record_does_not_take_it_back() {
+    let (s, mut pg) = setup();
+    let fx = run(&mut pg, &s, map(3, vec![0], 1));
+    assert!(
+        fx.iter().any(|e| matches!(e, Effect::RecordWriteSet(_))),
+        "{fx:?}"
+    );
+    assert_eq!(pg.view().record_interval, 3);
+    assert_eq!(
+        pg.stat().unwrap().state.to_string(),
+        "active+undersized+degraded"
+    );
+    // Epoch 4 left the monitors before the record (of epoch 5): it
+    // shows none, or the record of an earlier interval.
+    let older = WriteSetRecord {
+        interval: 1,
+        osds: vec![0, 1, 2],
+    };
+    pg.handle(&s, map_record(4, vec![0], 1, Some(older), vec![0]));
+    assert_eq!(pg.view().record_interval, 3, "an older record");
+    pg.handle(&s, map_record(5, vec![0], 1, None, vec![]));
+    assert_eq!(pg.view().record_interval, 3, "no record");
+    assert_eq!(
+        pg.stat().unwrap().state.to_string(),
+        "active+undersized+degraded"
+    );
+    // A new interval takes the map's record as it is.
+    run(&mut pg, &s, map_record(6, vec![0, 1], 1, None, vec![]));
+    assert_eq!(pg.view().interval, 6);
+    assert_ne!(pg.view().record_interval, 3);
+}
+
 #[test]
 fn a_copy_that_missed_writes_serves_nothing_while_the_write_set_is_down() {
     // osd.2 was down while osds 0 and 1 took writes; now it is alone.
