@@ -2926,7 +2926,10 @@ fn acknowledged_writes_survive_crashes_and_stale_copies_never_answer() {
 ///   nobody, for good.
 /// - 12060: a primary mid-backfill with no complete copy to hand over to
 ///   asked for a pg_temp that changed nothing, for good.
-const LOST_BUG_SEEDS: &[u64] = &[266, 646, 2531, 9452, 11700, 12060];
+/// - 3226, 5132: a remapped primary (more write-set members than the
+///   pool's size) counted the lacked copies of an unfound object as
+///   misplaced, not degraded: 1 unfound object, 0 degraded copies.
+const LOST_BUG_SEEDS: &[u64] = &[266, 646, 2531, 9452, 11700, 12060, 3226, 5132];
 
 /// The replicated simulation with down OSDs declared lost now and then
 /// (`osd lost`: the disk is gone; it starts again empty): a PG whose
