@@ -1886,11 +1886,12 @@ impl Pg {
                     // lost) nor replaced by an older one, and peering
                     // against the older record would roll back writes
                     // acknowledged under this one (EC sim seed 71596).
+                    let restarted = acting_up_from > self.interval || self.interval_ended;
+                    // (As `on_map` tells an interval that goes on.)
                     let same_interval = self.interval > 0
                         && acting == self.acting
                         && primary == self.primary
-                        && acting_up_from <= self.interval
-                        && !self.interval_ended;
+                        && !restarted;
                     let (record, record_up) = match &self.record {
                         Some(mine)
                             if same_interval
@@ -1906,7 +1907,6 @@ impl Pg {
                     self.record = record;
                     self.record_up = record_up;
                     self.up = up;
-                    let restarted = acting_up_from > self.interval || self.interval_ended;
                     self.acting_up_from = acting_up_from;
                     let m = MapView {
                         epoch,
