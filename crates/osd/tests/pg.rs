@@ -1017,6 +1017,18 @@ fn copy_of(
     objects: &[(&str, u64, &[u8])],
     missing: &[(&str, u64)],
 ) -> MemStore {
+    copy_with_befores(head, log, objects, missing, &[])
+}
+
+/// [`copy_of`], with the entries at the versions `befores` names saying
+/// what their object was before them (the rest: unknown).
+fn copy_with_befores(
+    head: u64,
+    log: &[(u64, &str, bool)],
+    objects: &[(&str, u64, &[u8])],
+    missing: &[(&str, u64)],
+    befores: &[(u64, loligo_osd::pg::Before)],
+) -> MemStore {
     use loligo_osd::pg::{log_key, record, recovery, LogEntry};
     let s = MemStore::new();
     let c = CollectionId::pg(1, 0);
@@ -1030,7 +1042,10 @@ fn copy_of(
             removed,
             reqid: None,
             gave_up: None,
-            before: loligo_osd::pg::Before::Unknown,
+            before: befores
+                .iter()
+                .find(|b| b.0 == v)
+                .map_or(loligo_osd::pg::Before::Unknown, |b| b.1),
             prev: None,
         };
         t.set_record(c, &log_key(v), record::encode_log(&e));
@@ -1334,6 +1349,40 @@ fn a_lost_object_is_never_rolled_back_to_a_divergent_copy() {
     assert_eq!(read_reply(&mut pg, &s, 1, "a"), Err(OpError::NotFound));
     assert_eq!(read_reply(&mut pg, &s, 2, "b"), Ok(b"b".to_vec()));
     assert_eq!(head_of(&s), Version { epoch: 5, v: 3 });
+}
+
+/// A lost write of an object removed just before it rolls back to the
+/// removal, never to a copy from before the removal (which may have been
+/// acknowledged): whether the log still holds the removal, or only the
+/// lost write's entry says the object was absent (replicated lost sim
+/// seed 47413: a removed object came back).
+#[test]
+fn a_lost_object_is_never_rolled_back_past_a_removal() {
+    use loligo_osd::pg::Before;
+    let objects: &[(&str, u64, &[u8])] = &[("a", 1, b"old a"), ("b", 4, b"b")];
+    // The removal in the log.
+    let log = [
+        (1, "a", false),
+        (2, "a", true),
+        (3, "a", false),
+        (4, "b", false),
+    ];
+    let s = copy_of(4, &log, objects, &[("a", 3)]);
+    let mut pg = Pg::new(PG, 2, info(4));
+    settle(&mut pg, &s, map_record(5, vec![2], 1, None, vec![]));
+    assert_eq!(read_reply(&mut pg, &s, 1, "a"), Err(OpError::NotFound));
+    assert_eq!(read_reply(&mut pg, &s, 2, "b"), Ok(b"b".to_vec()));
+    // Only the lost write's entry left, which says `a` was absent.
+    let log = [(3, "a", false), (4, "b", false)];
+    let s = copy_with_befores(4, &log, objects, &[("a", 3)], &[(3, Before::Absent)]);
+    let mut pg = Pg::new(PG, 2, info(4));
+    settle(&mut pg, &s, map_record(5, vec![2], 1, None, vec![]));
+    assert_eq!(read_reply(&mut pg, &s, 1, "a"), Err(OpError::NotFound));
+    // Without that word, the older copy is what is left.
+    let s = copy_of(4, &log, objects, &[("a", 3)]);
+    let mut pg = Pg::new(PG, 2, info(4));
+    settle(&mut pg, &s, map_record(5, vec![2], 1, None, vec![]));
+    assert_eq!(read_reply(&mut pg, &s, 1, "a"), Ok(b"old a".to_vec()));
 }
 
 /// Without a record, a primary whose log is behind a copy that lacks

@@ -935,6 +935,16 @@ struct LostPulls {
     /// version the log does not name, yet above that tail, is from a
     /// divergent write (never acknowledged) and is never rolled back to.
     history: BTreeMap<String, BTreeSet<Version>>,
+    /// The versions at which the log removes each object: a copy older
+    /// than a removal the log holds before the lost version is not rolled
+    /// back to (that removal may have been acknowledged; the object is
+    /// removed instead).
+    removals: BTreeMap<String, BTreeSet<Version>>,
+    /// What each logged write found (`LogEntry::before`): a lost write
+    /// of an object that was absent rolls back to its removal, and one
+    /// that found version v to a copy no newer than v, whatever the log's
+    /// tail lets through.
+    befores: BTreeMap<(String, Version), Before>,
     tail: u64,
 }
 
@@ -4160,13 +4170,23 @@ impl Pg {
             sources.len()
         );
         let mut history: BTreeMap<String, BTreeSet<Version>> = BTreeMap::new();
-        for e in log.entries.iter().filter(|e| !e.removed && !e.is_reset()) {
-            history.entry(e.name.clone()).or_default().insert(e.version);
+        let mut removals: BTreeMap<String, BTreeSet<Version>> = BTreeMap::new();
+        let mut befores = BTreeMap::new();
+        for e in log.entries.iter().filter(|e| !e.is_reset()) {
+            let to = if e.removed {
+                &mut removals
+            } else {
+                befores.insert((e.name.clone(), e.version), e.before);
+                &mut history
+            };
+            to.entry(e.name.clone()).or_default().insert(e.version);
         }
         self.rec.lost = Some(LostPulls {
             sources: sources.into_iter().map(|(_, o)| o).collect(),
             tried: BTreeMap::new(),
             history,
+            removals,
+            befores,
             tail: log.tail(),
         });
         self.role = Role::Pulling {
@@ -4407,11 +4427,32 @@ impl Pg {
         };
         let answered = lost.tried.remove(name).and_then(|(_, older)| older);
         let here = recovery::read_copy(s, self.coll, name)?;
+        // The newest state before `need` that is still to be had: a copy,
+        // or the object's absence after a removal (always to be had).
+        // Rolling back past a removal, which may have been acknowledged,
+        // would bring the removed object back (replicated lost sim seed
+        // 47413: the removal had left the log, the lost write's entry
+        // still said the object was absent before it).
+        let removed_at = lost
+            .removals
+            .get(name)
+            .and_then(|r| r.range(..need).next_back().copied());
+        let before = lost
+            .befores
+            .get(&(name.to_string(), need))
+            .copied()
+            .unwrap_or_default();
         let older = [answered, Some(here)]
             .into_iter()
             .flatten()
             .filter(|p| p.copy.is_some() && p.version.v > 0 && p.version < need)
             .filter(|p| lost.on_history(name, p.version))
+            .filter(|p| removed_at.is_none_or(|r| p.version > r))
+            .filter(|p| match before {
+                Before::Absent => false,
+                Before::At(v) => p.version <= v,
+                Before::Unknown => true,
+            })
             .max_by_key(|p| p.version);
         let version = self.next_version();
         let from = older.as_ref().map(|p| p.version);
