@@ -2929,11 +2929,12 @@ fn acknowledged_writes_survive_crashes_and_stale_copies_never_answer() {
 /// - 3226, 5132: a remapped primary (more write-set members than the
 ///   pool's size) counted the lacked copies of an unfound object as
 ///   misplaced, not degraded: 1 unfound object, 0 degraded copies.
+///   88232: the same count, undersized and peered.
 /// - 47413: pulling what is left, a primary gave up a write of an object
 ///   whose removal just before it (acknowledged, already past the log's
 ///   tail) no copy showed, and rolled the object back to an older copy
 ///   from before the removal: a removed object came back.
-const LOST_BUG_SEEDS: &[u64] = &[266, 646, 2531, 9452, 11700, 12060, 3226, 5132, 47413];
+const LOST_BUG_SEEDS: &[u64] = &[266, 646, 2531, 9452, 11700, 12060, 3226, 5132, 47413, 88232];
 
 /// The replicated simulation with down OSDs declared lost now and then
 /// (`osd lost`: the disk is gone; it starts again empty): a PG whose

@@ -7010,9 +7010,12 @@ impl Pg {
                 // An unfound object has no copy to be misplaced from: its
                 // lacked copies are degraded even while the write set has
                 // more members than the pool's size (remapped; replicated
-                // sim seeds 3226, 5132 showed 1 unfound, 0 degraded).
-                let unfound = self.unfound_count().min(misplaced);
-                (degraded + unfound, misplaced - unfound)
+                // sim seeds 3226, 5132 showed 1 unfound, 0 degraded), and
+                // it is at least one degraded copy however this copy
+                // counts its objects (seed 88232: undersized, peered).
+                let unfound = self.unfound_count();
+                let moved = unfound.min(misplaced);
+                ((degraded + moved).max(unfound), misplaced - moved)
             }
             _ => (0, 0),
         };
@@ -7061,7 +7064,10 @@ impl Pg {
                         st |= PgState::DEGRADED;
                     }
                 }
-                if !self.missing.is_empty() {
+                // (Unfound objects are degraded copies, whoever lacks
+                // them: seed 88232's were neither missing here nor on a
+                // member's list.)
+                if !self.missing.is_empty() || self.unfound_count() > 0 {
                     st |= PgState::DEGRADED;
                 }
                 if !self.rec.missing.is_empty() {
