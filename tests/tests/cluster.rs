@@ -378,7 +378,13 @@ async fn objects_round_trip_and_compound_ops_are_atomic() {
             bulk: bad,
         };
         let r = dc
-            .call(&t.addrs[0], direct::Call::Op, msg, Duration::from_secs(10))
+            .call(
+                0,
+                &t.addrs[0],
+                direct::Call::Op,
+                msg,
+                Duration::from_secs(10),
+            )
             .await
             .unwrap();
         let reply: loligo_types::ops::ClientReply =

@@ -48,10 +48,14 @@ pub struct MonArgs {
     mkfs: bool,
     /// This monitor's keyring (made by `loligo up` or `loligo auth`): every
     /// connection to and from it is mutual TLS, and only this cluster's
-    /// entities get through. Without it the port is plain and open to
-    /// anyone (for benchmarks on a trusted network only).
+    /// entities get through. Required unless --insecure is given.
     #[arg(long, value_name = "FILE")]
     keyring: Option<PathBuf>,
+    /// Serve without a keyring: the port is plain and open to anyone who
+    /// can reach it, and every request is allowed (for benchmarks on a
+    /// trusted machine only).
+    #[arg(long, conflicts_with = "keyring")]
+    insecure: bool,
     /// The folder of the cluster's certificate authority (ca.pem, ca.key):
     /// with it, this monitor makes users' keys while it leads (`loligo
     /// auth add`, `auth rotate`). Without it those are refused.
@@ -131,10 +135,14 @@ pub struct OsdArgs {
     scrub_interval: f64,
     /// This OSD's keyring (made by `loligo up` or `loligo auth`): every
     /// connection to and from it is mutual TLS, and only this cluster's
-    /// entities get through. Without it the port is plain and open to
-    /// anyone (for benchmarks on a trusted network only).
+    /// entities get through. Required unless --insecure is given.
     #[arg(long, value_name = "FILE")]
     keyring: Option<PathBuf>,
+    /// Serve without a keyring: the port is plain and open to anyone who
+    /// can reach it, and every request is allowed (for benchmarks on a
+    /// trusted machine only).
+    #[arg(long, conflicts_with = "keyring")]
+    insecure: bool,
 }
 
 fn secs(v: f64, what: &str) -> Result<Duration, CliError> {
@@ -192,6 +200,7 @@ fn parse_members(s: &str) -> Result<BTreeMap<u64, String>, CliError> {
 
 pub fn mon(a: MonArgs) -> Result<(), CliError> {
     init_logging();
+    let security = security(a.keyring.as_deref(), a.insecure, &format!("mon.{}", a.id))?;
     let members = parse_members(&a.members)?;
     let addr = members
         .get(&a.id)
@@ -203,7 +212,7 @@ pub fn mon(a: MonArgs) -> Result<(), CliError> {
     cfg.report_timeout = secs(a.report_timeout, "--report-timeout")?;
     cfg.down_out_interval = secs(a.down_out_interval, "--down-out-interval")?;
     cfg.create = a.mkfs;
-    cfg.security = security(a.keyring.as_deref(), &format!("mon.{}", a.id))?;
+    cfg.security = security;
     if let Some(dir) = &a.authority {
         let ca = loligo_proto::tls::Authority::load(dir).map_err(|e| CliError(e.to_string()))?;
         cfg.authority = Some(std::sync::Arc::new(ca));
@@ -223,13 +232,20 @@ pub fn mon(a: MonArgs) -> Result<(), CliError> {
     })
 }
 
-/// A daemon's transport security from its keyring, which must name it.
+/// A daemon's transport security from its keyring, which must name it as
+/// a server; none only with `--insecure` (clap requires one of the two).
 fn security(
     keyring: Option<&std::path::Path>,
+    insecure: bool,
     entity: &str,
 ) -> Result<Option<loligo_proto::net::Security>, CliError> {
     let Some(path) = keyring else {
-        tracing::warn!("{entity}: no --keyring: its port is plain and open to anyone");
+        if !insecure {
+            return Err(CliError(format!(
+                "{entity}: no --keyring (give --insecure to serve plain text to anyone)"
+            )));
+        }
+        tracing::warn!("{entity}: --insecure: its port is plain and open to anyone");
         return Ok(None);
     };
     let sec = loligo_proto::net::Security::load(path).map_err(|e| CliError(e.to_string()))?;
@@ -238,6 +254,14 @@ fn security(
             "{}: the keyring is {}'s, not {entity}'s",
             path.display(),
             sec.entity()
+        )));
+    }
+    if !sec.keyring().serves_as_itself() {
+        return Err(CliError(format!(
+            "{}: its certificate does not name {entity} as a server (issued by an older \
+             release, no client would reach it): issue a new one with `loligo auth keyring \
+             {entity} --ca DIR -o NEW_FILE` and start with that (`loligo up` does so itself)",
+            path.display()
         )));
     }
     Ok(Some(sec))
@@ -260,6 +284,8 @@ fn check_fsid(dir: &std::path::Path, fsid: &str) -> Result<(), CliError> {
 
 pub fn osd(a: OsdArgs) -> Result<(), CliError> {
     init_logging();
+    // Before anything is made on disk.
+    let security = security(a.keyring.as_deref(), a.insecure, &format!("osd.{}", a.id))?;
     let mons: Vec<String> = a.mon.split(',').map(|s| s.trim().to_string()).collect();
     let bcfg = BlockConfig {
         size: a.size,
@@ -273,7 +299,7 @@ pub fn osd(a: OsdArgs) -> Result<(), CliError> {
     }
     let store: Arc<dyn ObjectStore> = Arc::new(BlockStore::mount(&a.data, &bcfg)?);
     let mut cfg = OsdConfig::new(a.id, &a.addr, mons);
-    cfg.security = security(a.keyring.as_deref(), &format!("osd.{}", a.id))?;
+    cfg.security = security;
     cfg.host = a.host.unwrap_or_else(hostname);
     cfg.heartbeat_grace = secs(a.heartbeat_grace, "--heartbeat-grace")?;
     cfg.op_timeout = secs(a.op_timeout, "--op-timeout")?;

@@ -91,9 +91,11 @@ fn keyring_path(dir: &Path, entity: &str) -> PathBuf {
 }
 
 /// The cluster's authority (made on the first start) and a keyring for
-/// each of `entities` that has none yet.
+/// each of `entities` that has none yet, or (a daemon's) one whose
+/// certificate does not name it as a server: issued before servers had to
+/// prove which daemon they are, no dialler would reach it.
 fn make_keys(dir: &Path, fsid: &str, entities: &[String]) -> Result<(), CliError> {
-    use loligo_proto::tls::Authority;
+    use loligo_proto::tls::{Authority, Keyring};
     let keys = dir.join(KEYS_DIR);
     let ca = if Authority::exists_in(&keys) {
         Authority::load(&keys)
@@ -103,7 +105,11 @@ fn make_keys(dir: &Path, fsid: &str, entities: &[String]) -> Result<(), CliError
     .map_err(|e| CliError(e.to_string()))?;
     for e in entities {
         let p = keyring_path(dir, e);
-        if !p.exists() {
+        let outdated = || {
+            loligo_proto::tls::is_daemon(e)
+                && Keyring::load(&p).is_ok_and(|k| !k.serves_as_itself())
+        };
+        if !p.exists() || outdated() {
             ca.issue(e)
                 .and_then(|k| k.save(&p))
                 .map_err(|e| CliError(e.to_string()))?;
@@ -315,10 +321,10 @@ fn daemon_args(st: &State, dir: &Path, name: &str) -> Result<Vec<String>, CliErr
     Ok(args)
 }
 
-/// `--keyring FILE` for daemon `name`, unless the cluster is insecure.
+/// `--keyring FILE` for daemon `name`, or `--insecure` if the cluster is.
 fn keyring_args(st: &State, dir: &Path, name: &str) -> Vec<String> {
     if st.insecure {
-        return Vec::new();
+        return vec!["--insecure".into()];
     }
     vec![
         "--keyring".into(),

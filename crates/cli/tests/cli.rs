@@ -187,6 +187,91 @@ fn bad_input_is_one_line_and_exit_2() {
     }
 }
 
+/// A daemon without a keyring refuses to start unless told `--insecure`,
+/// and touches nothing first; a keyring of a client, or of another
+/// daemon, is refused too.
+#[test]
+fn daemons_refuse_to_start_without_their_keyring() {
+    let dir = std::env::temp_dir().join(format!("loligo-nokey-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let data = dir.join("data");
+    let d = data.to_str().unwrap();
+    for args in [
+        vec![
+            "osd",
+            "run",
+            "--id",
+            "0",
+            "--addr",
+            "127.0.0.1:1",
+            "--mon",
+            "127.0.0.1:2",
+            "--data",
+            d,
+        ],
+        vec![
+            "mon",
+            "run",
+            "--id",
+            "0",
+            "--members",
+            "0=127.0.0.1:2",
+            "--data",
+            d,
+            "--fsid",
+            "f",
+            "--mkfs",
+        ],
+    ] {
+        let o = loligo(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains("--keyring") && err.contains("--insecure"),
+            "{err}"
+        );
+        assert!(!data.exists(), "{args:?} made its data directory");
+    }
+    let ca = dir.join("ca");
+    ok_stdout(&["auth", "ca", ca.to_str().unwrap(), "--fsid", "f"]);
+    for (entity, why) in [
+        ("client.admin", "client.admin's, not osd.0's"),
+        ("osd.1", "osd.1's, not osd.0's"),
+    ] {
+        let k = dir.join(format!("{entity}.keyring"));
+        let k = k.to_str().unwrap();
+        ok_stdout(&[
+            "auth",
+            "keyring",
+            entity,
+            "--ca",
+            ca.to_str().unwrap(),
+            "-o",
+            k,
+        ]);
+        let args = [
+            "osd",
+            "run",
+            "--id",
+            "0",
+            "--addr",
+            "127.0.0.1:1",
+            "--mon",
+            "127.0.0.1:2",
+            "--data",
+            d,
+            "--keyring",
+            k,
+        ];
+        let o = loligo(&args);
+        assert!(!o.status.success(), "{entity}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(why), "{err}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Parse one number out of `"key": value` in a JSON object's text.
 fn json_num(json: &str, key: &str) -> f64 {
     let v: serde_json::Value = serde_json::from_str(json).expect("valid JSON");

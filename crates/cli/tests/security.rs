@@ -84,13 +84,14 @@ fn a_local_cluster_takes_only_its_own_members() {
         assert!(mc.get_map().await.is_err());
         let osd = Security::new(other.issue("osd.0").unwrap()).unwrap();
         let conns = loligo_proto::direct::Conns::new(Duration::from_secs(2)).secured(Some(&osd));
-        for addr in &osds {
+        for (id, addr) in osds.iter().enumerate() {
             let msg = loligo_proto::direct::Message {
                 body: bytes::Bytes::from_static(b"{}"),
                 bulk: Vec::new(),
             };
             let r = conns
                 .call(
+                    id as i32,
                     addr,
                     loligo_proto::direct::Call::Peer,
                     msg,
@@ -120,6 +121,7 @@ fn a_local_cluster_takes_only_its_own_members() {
                 };
                 let r = conns
                     .call(
+                        1,
                         &addr,
                         loligo_proto::direct::Call::Peer,
                         msg,
@@ -193,6 +195,7 @@ fn a_local_cluster_takes_only_its_own_members() {
     assert!(err.contains("not a user"), "{err}");
 
     users_have_their_caps_and_lose_them(&root, &dir, &mon, &rt);
+    servers_prove_who_they_are(&root, &dir, &rt);
 
     // The cluster's own members go on as before.
     let out = root.join("out.bin");
@@ -200,6 +203,63 @@ fn a_local_cluster_takes_only_its_own_members() {
     assert_eq!(std::fs::read(&out).unwrap(), b"members only");
     let s: serde_json::Value = serde_json::from_str(&ok(&dir, &["status", "--json"])).unwrap();
     assert_eq!(s["osdmap"]["num_up_osds"], 3, "{s}");
+}
+
+/// The CLI, as the admin, pointed at a server that presents a read-only
+/// user's key, or an OSD's, as if it were the monitor: it finishes no
+/// handshake with it, so sends it nothing, and says why.
+fn servers_prove_who_they_are(
+    root: &std::path::Path,
+    dir: &std::path::Path,
+    rt: &tokio::runtime::Runtime,
+) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let probe = root.join("probe.keyring");
+    let p = probe.to_str().unwrap();
+    ok(
+        dir,
+        &["auth", "add", "client.probe", "mon", "allow r", "-o", p],
+    );
+    let osd = dir.join("keys/osd.1.keyring");
+    for key in [probe.clone(), osd] {
+        let k = loligo_proto::tls::Keyring::load(&key).unwrap();
+        let shakes = Arc::new(AtomicUsize::new(0));
+        let addr = rt.block_on(async {
+            let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = l.local_addr().unwrap().to_string();
+            let acc = loligo_proto::tls::Acceptor::new(&k).unwrap();
+            let shakes = shakes.clone();
+            tokio::spawn(async move {
+                while let Ok((tcp, _)) = l.accept().await {
+                    if acc.accept(tcp).await.is_ok() {
+                        shakes.fetch_add(1, Ordering::SeqCst);
+                    }
+                }
+            });
+            addr
+        });
+        let admin = dir.join("keys/client.admin.keyring");
+        let o = loligo(
+            dir,
+            &[
+                "--keyring",
+                admin.to_str().unwrap(),
+                "--mon",
+                &addr,
+                "status",
+            ],
+        );
+        assert!(!o.status.success(), "{} served as the monitor", k.entity);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("certificate"), "{}: {err}", k.entity);
+        assert_eq!(
+            shakes.load(Ordering::SeqCst),
+            0,
+            "{} finished a handshake",
+            k.entity
+        );
+    }
 }
 
 /// `auth add` makes a user with caps that the monitors and OSDs enforce;

@@ -307,8 +307,15 @@ impl Inner {
                 bulk,
             };
             let call = loligo_proto::direct::Call::Op;
-            let sent =
-                loligo_proto::direct::osd_call(&self.direct, &self.conns, &addr, call, msg, left);
+            let sent = loligo_proto::direct::osd_call(
+                &self.direct,
+                &self.conns,
+                primary,
+                &addr,
+                call,
+                msg,
+                left,
+            );
             let reply = match sent.await {
                 Ok(r) => r,
                 Err(e) => {

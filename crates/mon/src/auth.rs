@@ -7,11 +7,13 @@
 //! certificate the map records for it (`mon 'allow r'`: the map and
 //! reads; `allow rw`: admin commands; `allow *`: users too).
 //!
-//! Pure: no I/O. It must never let an entity act as another, and never
-//! decide anything when the server runs without TLS (the peer is then
-//! `None`: the documented opt-out, where anyone may do anything).
+//! Pure: no I/O. It must never let an entity act as another, never allow
+//! anything to a caller a secured monitor could not identify, and never
+//! decide anything when the server runs without TLS ([`Caller::Anyone`]:
+//! the documented opt-out, where anyone may do anything).
 
 use loligo_monc::{MonError, MonRequest};
+use loligo_proto::net::Caller;
 use loligo_proto::tls::{mon_of, osd_of};
 use loligo_types::caps::{Caps, MonCap, ADMIN};
 use loligo_types::OsdMap;
@@ -38,15 +40,22 @@ fn cap_text(c: MonCap) -> &'static str {
     }
 }
 
-/// Whether the peer (entity, certificate serial) may make request `req`
-/// under `map` (the monitor's, `None` before the first).
+/// The identity a secured monitor needs and did not get.
+fn unidentified() -> MonError {
+    MonError::Denied("a request without an identity on a secured monitor".into())
+}
+
+/// Whether `caller` may make request `req` under `map` (the monitor's,
+/// `None` before the first).
 pub fn authorize(
-    peer: Option<(&str, &str)>,
+    caller: Caller<'_>,
     map: Option<&OsdMap>,
     req: &MonRequest,
 ) -> Result<(), MonError> {
-    let Some((e, serial)) = peer else {
-        return Ok(());
+    let (e, serial) = match caller {
+        Caller::Anyone => return Ok(()),
+        Caller::Unidentified => return Err(unidentified()),
+        Caller::Entity { entity, serial } => (entity, serial),
     };
     if e.starts_with("client.") {
         let (need, what) = match req {
@@ -81,24 +90,86 @@ pub fn authorize(
         MonRequest::OsdMarkMeDown { id } => as_osd(*id, "mark down"),
         MonRequest::OsdFailure { reporter, .. } => as_osd(*reporter, "report a failure"),
         MonRequest::OsdReport(r) => as_osd(r.osd, "send the report"),
-        MonRequest::PgTemp { .. }
-        | MonRequest::PrimaryTemp { .. }
-        | MonRequest::RecordWriteSets { .. } => match me {
-            Some(_) => Ok(()),
-            None => Err(denied(e, "ask for PG overrides or record write sets")),
+        MonRequest::PgTemp { pg, .. } | MonRequest::PrimaryTemp { pg, .. } => match me {
+            Some(osd) => may_steer(map, *pg, osd).map_err(|why| denied(e, &why)),
+            None => Err(denied(e, "ask for PG overrides")),
+        },
+        MonRequest::RecordWriteSets { items } => match me {
+            Some(osd) => {
+                let epoch = map.ok_or(MonError::NoMap)?.epoch;
+                items
+                    .iter()
+                    .try_for_each(|a| may_record(a, osd, epoch))
+                    .map_err(|why| denied(e, &why))
+            }
+            None => Err(denied(e, "record write sets")),
         },
         MonRequest::Admin(_) => Err(denied(e, "run admin commands")),
     }
 }
 
-/// Whether `entity` may send Raft messages to a group whose members are
+/// Whether OSD `osd` may ask for PG `pg`'s overrides (pg_temp,
+/// primary_temp) under `map`. The PG core asks from three roles only: the
+/// acting primary (hands the PG over, or drops a pg_temp once CRUSH's
+/// members are complete), the first OSD of the acting set (an
+/// erasure-coded PG's primary without its primary_temp, which hands over
+/// and takes back), and the first OSD of the up set (CRUSH's primary,
+/// whose copy may be behind). An OSD in none of them in the monitors' map
+/// asks from an older interval: that map has started a new one, whose
+/// primary asks for what it needs.
+fn may_steer(map: Option<&OsdMap>, pg: loligo_types::PgId, osd: i32) -> Result<(), String> {
+    let map = map.ok_or("ask for PG overrides before the first map")?;
+    let m = map
+        .placer()
+        .and_then(|mut p| p.map_pg(pg))
+        .map_err(|e| format!("ask for overrides of pg {pg}: {e}"))?;
+    let first = |set: &[i32]| set.iter().copied().find(|&o| o >= 0);
+    if m.acting_primary == osd || first(&m.acting) == Some(osd) || first(&m.up) == Some(osd) {
+        return Ok(());
+    }
+    Err(format!(
+        "ask for overrides of pg {pg}: at epoch {} its primary is osd.{} (acting {:?}, up {:?})",
+        map.epoch, m.acting_primary, m.acting, m.up
+    ))
+}
+
+/// Whether OSD `osd` may ask for write-set record `ask` while the
+/// monitors' map is at `epoch`: only as the interval's primary, and for an
+/// interval and a map it can have seen (a record from the future would
+/// make every genuine record older, and its PG would take no writes).
+fn may_record(ask: &loligo_types::RecordAsk, osd: i32, epoch: u64) -> Result<(), String> {
+    let pg = ask.pg;
+    if ask.primary != osd {
+        return Err(format!(
+            "record pg {pg}'s write set as its primary osd.{}",
+            ask.primary
+        ));
+    }
+    if !ask.acting.contains(&osd) {
+        return Err(format!(
+            "record pg {pg}'s write set for an acting set without itself ({:?})",
+            ask.acting
+        ));
+    }
+    if ask.record.interval > ask.as_of || ask.as_of > epoch {
+        return Err(format!(
+            "record pg {pg}'s write set of interval {} as of epoch {}: the map is at epoch {epoch}",
+            ask.record.interval, ask.as_of
+        ));
+    }
+    Ok(())
+}
+
+/// Whether `caller` may send Raft messages to a group whose members are
 /// `members` (ids).
 pub fn authorize_raft(
-    entity: Option<&str>,
+    caller: Caller<'_>,
     members: impl IntoIterator<Item = u64>,
 ) -> Result<(), MonError> {
-    let Some(e) = entity else {
-        return Ok(());
+    let e = match caller {
+        Caller::Anyone => return Ok(()),
+        Caller::Unidentified => return Err(unidentified()),
+        Caller::Entity { entity, .. } => entity,
     };
     match mon_of(e) {
         Some(id) if members.into_iter().any(|m| m == id) => Ok(()),
@@ -162,11 +233,18 @@ mod tests {
         let ws = MonRequest::RecordWriteSets { items: Vec::new() };
         let m = map_with_users();
         let map = Some(&m);
-        let as_ = |e: &'static str| Some((e, "aa"));
-        // Without TLS: anything (the opt-out).
+        let as_ = |entity: &'static str| Caller::Entity {
+            entity,
+            serial: "aa",
+        };
+        // Without TLS: anything (the opt-out); with TLS and no identity:
+        // nothing.
         for r in [boot(3), fail(3), report(3), admin.clone(), ws.clone()] {
-            assert!(authorize(None, map, &r).is_ok());
+            assert!(authorize(Caller::Anyone, map, &r).is_ok());
+            let e = authorize(Caller::Unidentified, map, &r).unwrap_err();
+            assert!(matches!(e, MonError::Denied(_)), "{r:?}");
         }
+        assert!(authorize(Caller::Unidentified, map, &MonRequest::GetMap).is_err());
         // An OSD as itself.
         for r in [
             boot(3),
@@ -207,14 +285,25 @@ mod tests {
                 .into_iter()
                 .zip(ok)
             {
-                let got = authorize(Some((who, "aa")), map, r);
+                let got = authorize(
+                    Caller::Entity {
+                        entity: who,
+                        serial: "aa",
+                    },
+                    map,
+                    r,
+                );
                 assert_eq!(got.is_ok(), ok, "{who} {r:?}: {got:?}");
                 if let Err(e) = got {
                     assert!(matches!(e, MonError::Denied(_)), "{e:?}");
                 }
             }
         }
-        let e = authorize(Some(("client.ops", "bb")), map, &create).unwrap_err();
+        let rotated = Caller::Entity {
+            entity: "client.ops",
+            serial: "bb",
+        };
+        let e = authorize(rotated, map, &create).unwrap_err();
         assert!(e.to_string().contains("rotated"), "{e}");
         assert_eq!(
             authorize(as_("client.reader"), None, &MonRequest::GetMap),
@@ -224,10 +313,163 @@ mod tests {
         assert!(authorize(as_("mon.0"), map, &boot(0)).is_err());
         assert!(authorize(as_("mon.0"), map, &admin).is_err());
         // Raft: members of the group only.
-        assert!(authorize_raft(None, [0]).is_ok());
-        assert!(authorize_raft(Some("mon.1"), [0, 1, 2]).is_ok());
-        assert!(authorize_raft(Some("mon.3"), [0, 1, 2]).is_err());
-        assert!(authorize_raft(Some("osd.1"), [0, 1, 2]).is_err());
-        assert!(authorize_raft(Some("client.admin"), [0, 1, 2]).is_err());
+        assert!(authorize_raft(Caller::Anyone, [0]).is_ok());
+        assert!(authorize_raft(Caller::Unidentified, [0]).is_err());
+        assert!(authorize_raft(as_("mon.1"), [0, 1, 2]).is_ok());
+        assert!(authorize_raft(as_("mon.3"), [0, 1, 2]).is_err());
+        assert!(authorize_raft(as_("osd.1"), [0, 1, 2]).is_err());
+        assert!(authorize_raft(as_("client.admin"), [0, 1, 2]).is_err());
+    }
+
+    /// Five OSDs, a pool of 8 PGs with 3 replicas, at epoch 3.
+    fn cluster() -> OsdMap {
+        let mut m = OsdMap::new("f", "osd").unwrap();
+        let boots = (0..5)
+            .map(|id| Change::OsdBoot {
+                id,
+                addr: format!("127.0.0.1:{}", 6800 + id),
+                host: "h".into(),
+                crush_weight: 0x10000,
+            })
+            .collect();
+        m.apply(&Incremental {
+            epoch: 2,
+            changes: boots,
+        })
+        .unwrap();
+        let p = m.replicated_pool("rbd", 8, 3, 2);
+        m.apply(&Incremental {
+            epoch: 3,
+            changes: vec![Change::PoolCreate(p)],
+        })
+        .unwrap();
+        m
+    }
+
+    #[test]
+    fn pg_overrides_come_only_from_the_pgs_primaries() {
+        let mut m = cluster();
+        let pg = loligo_types::PgId { pool: 1, ps: 3 };
+        let placed = m.placer().unwrap().map_pg(pg).unwrap();
+        let up = placed.up.clone();
+        let stranger = (0..5).find(|o| !up.contains(o)).unwrap();
+        let osd = |id: i32| Caller::Entity {
+            entity: Box::leak(format!("osd.{id}").into_boxed_str()),
+            serial: "x",
+        };
+        let temp = MonRequest::PgTemp {
+            pg,
+            osds: vec![up[1], up[0], up[2]],
+        };
+        let ptemp = MonRequest::PrimaryTemp {
+            pg,
+            osd: Some(up[1]),
+        };
+        for r in [&temp, &ptemp] {
+            assert!(authorize(osd(up[0]), Some(&m), r).is_ok(), "{r:?}");
+            for o in [up[1], up[2], stranger] {
+                let e = authorize(osd(o), Some(&m), r).unwrap_err();
+                assert!(e.to_string().contains("its primary is"), "{e}");
+            }
+            // A PG that does not exist, and no map yet.
+            let none = match r {
+                MonRequest::PgTemp { osds, .. } => MonRequest::PgTemp {
+                    pg: loligo_types::PgId { pool: 9, ps: 0 },
+                    osds: osds.clone(),
+                },
+                _ => MonRequest::PrimaryTemp {
+                    pg: loligo_types::PgId { pool: 1, ps: 99 },
+                    osd: None,
+                },
+            };
+            assert!(authorize(osd(up[0]), Some(&m), &none).is_err(), "{none:?}");
+            assert!(authorize(osd(up[0]), None, r).is_err());
+        }
+        // With the pg_temp in place, its primary may drop it, and CRUSH's
+        // primary may still ask (its request again, or another).
+        m.apply(&Incremental {
+            epoch: 4,
+            changes: vec![Change::PgTemp {
+                pg,
+                osds: vec![up[1], up[0], up[2]],
+            }],
+        })
+        .unwrap();
+        let clear = MonRequest::PgTemp {
+            pg,
+            osds: Vec::new(),
+        };
+        assert!(authorize(osd(up[1]), Some(&m), &clear).is_ok());
+        assert!(authorize(osd(up[0]), Some(&m), &clear).is_ok());
+        assert!(authorize(osd(up[2]), Some(&m), &clear).is_err());
+        // A primary_temp's primary and the acting set's first both may.
+        m.apply(&Incremental {
+            epoch: 5,
+            changes: vec![Change::PrimaryTemp {
+                pg,
+                osd: Some(up[2]),
+            }],
+        })
+        .unwrap();
+        let drop = MonRequest::PrimaryTemp { pg, osd: None };
+        for o in [up[2], up[1], up[0]] {
+            assert!(authorize(osd(o), Some(&m), &drop).is_ok(), "osd.{o}");
+        }
+        assert!(authorize(osd(stranger), Some(&m), &drop).is_err());
+    }
+
+    #[test]
+    fn write_sets_are_recorded_only_by_their_primary_and_never_from_the_future() {
+        let m = cluster();
+        let pg = loligo_types::PgId { pool: 1, ps: 3 };
+        let ask = |primary: i32, interval: u64, as_of: u64| loligo_types::RecordAsk {
+            pg,
+            record: loligo_types::WriteSetRecord {
+                interval,
+                osds: vec![primary, 4],
+            },
+            as_of,
+            acting: vec![primary, 4],
+            primary,
+        };
+        let by = |osd: &'static str, a| {
+            authorize(
+                Caller::Entity {
+                    entity: osd,
+                    serial: "x",
+                },
+                Some(&m),
+                &MonRequest::RecordWriteSets { items: vec![a] },
+            )
+        };
+        assert!(by("osd.1", ask(1, 3, 3)).is_ok());
+        assert!(by("osd.1", ask(1, 2, 3)).is_ok());
+        for (who, a, why) in [
+            ("osd.2", ask(1, 3, 3), "as its primary osd.1"),
+            ("osd.1", ask(1, u64::MAX, u64::MAX), "the map is at epoch 3"),
+            ("osd.1", ask(1, 4, 3), "the map is at epoch 3"),
+            ("osd.1", ask(1, 3, 4), "the map is at epoch 3"),
+        ] {
+            let e = by(who, a).unwrap_err();
+            assert!(e.to_string().contains(why), "{e} (wanted: {why})");
+        }
+        let mut outside = ask(1, 3, 3);
+        outside.acting = vec![2, 4];
+        assert!(by("osd.1", outside)
+            .unwrap_err()
+            .to_string()
+            .contains("without itself"));
+        // One bad ask spoils the batch: the OSD sent it, nothing is taken.
+        let e = authorize(
+            Caller::Entity {
+                entity: "osd.1",
+                serial: "x",
+            },
+            Some(&m),
+            &MonRequest::RecordWriteSets {
+                items: vec![ask(1, 3, 3), ask(1, 9, 9)],
+            },
+        );
+        assert!(e.is_err());
     }
 }

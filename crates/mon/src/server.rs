@@ -15,7 +15,7 @@ use crate::protocol::{
 };
 use crate::raft::{MonCmd, MonRaft, MonStore, Shared};
 use loligo_crush::placement::holes_as_minus_one;
-use loligo_proto::net::{peer_entity, peer_identity, MESSAGE_BYTES_MAX};
+use loligo_proto::net::{peer_identity, Caller, MESSAGE_BYTES_MAX};
 use loligo_proto::v1::mon_server::{Mon, MonServer};
 use loligo_proto::v1::{RaftMessage, Raw, WatchRequest};
 use loligo_types::caps::AuthEntry;
@@ -499,12 +499,18 @@ impl Monitor {
         }
     }
 
-    /// Whether the peer (entity, serial; `None` without TLS) may make
+    /// Who the peer (entity, serial; `None`: no identity) is to this
+    /// monitor: anyone only when it runs without TLS.
+    fn caller<'a>(&self, peer: &'a Option<(String, String)>) -> Caller<'a> {
+        let peer = peer.as_ref().map(|(e, s)| (e.as_str(), s.as_str()));
+        Caller::of(self.cfg.security.is_some(), peer)
+    }
+
+    /// Whether the peer (entity, serial; `None`: no identity) may make
     /// `req` under this monitor's map.
     fn authorize(&self, peer: &Option<(String, String)>, req: &MonRequest) -> Result<(), MonError> {
         let st = self.shared.read();
-        let peer = peer.as_ref().map(|(e, s)| (e.as_str(), s.as_str()));
-        crate::auth::authorize(peer, st.map.as_ref(), req)
+        crate::auth::authorize(self.caller(peer), st.map.as_ref(), req)
     }
 
     /// Propose a command; the epoch after it is applied.
@@ -955,7 +961,8 @@ type WatchStream = Pin<Box<dyn Stream<Item = Result<Raw, Status>> + Send>>;
 impl Mon for Service {
     async fn raft(&self, req: Request<RaftMessage>) -> Result<Response<Raw>, Status> {
         let members = self.0.cfg.members.keys().copied();
-        if let Err(e) = crate::auth::authorize_raft(peer_entity(&req), members) {
+        let caller = Caller::of(self.0.cfg.security.is_some(), peer_identity(&req));
+        if let Err(e) = crate::auth::authorize_raft(caller, members) {
             tracing::warn!("refused: {e}");
             return Err(Status::permission_denied(e.to_string()));
         }
@@ -1047,6 +1054,7 @@ impl Mon for Service {
             slot.mine = Some((self.0.watchers.clone(), e));
         }
         let shared = self.0.shared.clone();
+        let monitor = self.0.clone();
         let mut rx = shared.epoch_tx.subscribe();
         let (tx, out) = tokio::sync::mpsc::channel::<Result<Raw, Status>>(16);
         tokio::spawn(async move {
@@ -1055,9 +1063,12 @@ impl Mon for Service {
                 let ups: Result<Vec<MapUpdate>, MonError> = {
                     let st = shared.read();
                     // A user removed or rotated away loses its stream too.
-                    let peer = id.as_ref().map(|(e, s)| (e.as_str(), s.as_str()));
-                    crate::auth::authorize(peer, st.map.as_ref(), &MonRequest::GetMap)
-                        .map(|()| st.updates_since(have))
+                    crate::auth::authorize(
+                        monitor.caller(&id),
+                        st.map.as_ref(),
+                        &MonRequest::GetMap,
+                    )
+                    .map(|()| st.updates_since(have))
                 };
                 let ups = match ups {
                     Ok(u) => u,

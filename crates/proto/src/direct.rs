@@ -421,27 +421,29 @@ pub fn enabled() -> bool {
     *ON.get_or_init(|| std::env::var("LOLIGO_TRANSPORT").map_or(true, |v| v != "grpc"))
 }
 
-/// One OSD call (`Op` or `Peer`) to `addr` on the path this process uses
-/// ([`enabled`]): the direct path through `direct`, else gRPC through
-/// `grpc`. Answered within `timeout`; an error means no answer came, and
-/// the connection is dropped so the next call dials again.
+/// One OSD call (`Op` or `Peer`) to OSD `osd` at `addr` on the path this
+/// process uses ([`enabled`]): the direct path through `direct`, else gRPC
+/// through `grpc`. Answered within `timeout`; an error means no answer
+/// came, and the connection is dropped so the next call dials again.
+/// With TLS, only a server whose certificate names `osd.{osd}` is reached.
 pub async fn osd_call(
     direct: &Conns,
     grpc: &crate::net::Channels,
+    osd: i32,
     addr: &str,
     call: Call,
     msg: Message,
     timeout: Duration,
 ) -> Result<Message, String> {
     if enabled() {
-        return direct.call(addr, call, msg, timeout).await;
+        return direct.call(osd, addr, call, msg, timeout).await;
     }
     let req = crate::v1::Raw {
         body: msg.body,
         bulk: msg.bulk,
     };
     let r = tokio::time::timeout(timeout, async {
-        let mut c = grpc.osd(addr).await?;
+        let mut c = grpc.osd(addr, osd).await?;
         let r = match call {
             Call::Op => c.op(req).await,
             Call::Peer => c.peer(req).await,
@@ -478,6 +480,7 @@ struct Conn {
 impl Conn {
     async fn dial(
         addr: &str,
+        expect: &crate::tls::Expect,
         timeout: Duration,
         security: Option<&crate::net::Security>,
     ) -> Result<Conn, String> {
@@ -493,10 +496,11 @@ impl Conn {
                 // layer is ours (see `record`).
                 let mut wire = crate::wire::Wire::new(s);
                 wire.whole_records(true);
-                let mut s = tokio::time::timeout(timeout, sec.direct_connector().connect(wire))
-                    .await
-                    .map_err(|_| format!("{addr}: TLS handshake timed out"))?
-                    .map_err(|e| format!("{addr}: TLS: {e}"))?;
+                let mut s =
+                    tokio::time::timeout(timeout, sec.direct_connector().connect(wire, expect))
+                        .await
+                        .map_err(|_| format!("{addr}: TLS handshake timed out"))?
+                        .map_err(|e| format!("{addr}: TLS: {e}"))?;
                 s.flush().await.map_err(|e| format!("{addr}: TLS: {e}"))?;
                 let (wire, conn) = s.into_inner();
                 let mut s = crate::record::take_over(wire, conn)
@@ -591,10 +595,10 @@ impl Conn {
     }
 }
 
-/// Direct connections by `host:port`, dialled on first use and dropped
-/// when they fail.
+/// Direct connections to OSDs by `host:port` and OSD id, dialled on first
+/// use and dropped when they fail.
 pub struct Conns {
-    conns: Mutex<HashMap<String, Arc<Conn>>>,
+    conns: Mutex<HashMap<(String, i32), Arc<Conn>>>,
     connect_timeout: Duration,
     security: Option<crate::net::Security>,
 }
@@ -615,21 +619,24 @@ impl Conns {
         self
     }
 
-    fn conns(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Conn>>> {
+    fn conns(&self) -> std::sync::MutexGuard<'_, HashMap<(String, i32), Arc<Conn>>> {
         self.conns.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    async fn conn(&self, addr: &str) -> Result<Arc<Conn>, String> {
-        if let Some(c) = self.conns().get(addr) {
+    async fn conn(&self, osd: i32, addr: &str) -> Result<Arc<Conn>, String> {
+        let key = (addr.to_string(), osd);
+        if let Some(c) = self.conns().get(&key) {
             if !c.dead.load(Ordering::Relaxed) {
                 return Ok(c.clone());
             }
         }
-        let c = Arc::new(Conn::dial(addr, self.connect_timeout, self.security.as_ref()).await?);
+        let expect = crate::tls::Expect::osd(osd);
+        let sec = self.security.as_ref();
+        let c = Arc::new(Conn::dial(addr, &expect, self.connect_timeout, sec).await?);
         let mut m = self.conns();
         // Two tasks may dial at once: keep a live one.
         let kept = m
-            .entry(addr.to_string())
+            .entry(key)
             .and_modify(|old| {
                 if old.dead.load(Ordering::Relaxed) {
                     *old = c.clone();
@@ -639,17 +646,20 @@ impl Conns {
         Ok(kept.clone())
     }
 
-    /// One call to `addr`, answered within `timeout`. An error means no
-    /// answer came (the call may or may not have run).
+    /// One call to OSD `osd` at `addr`, answered within `timeout`. An
+    /// error means no answer came (the call may or may not have run).
+    /// With TLS, only a server whose certificate names `osd.{osd}` is
+    /// reached.
     pub async fn call(
         &self,
+        osd: i32,
         addr: &str,
         call: Call,
         msg: Message,
         timeout: Duration,
     ) -> Result<Message, String> {
         let r = tokio::time::timeout(timeout, async {
-            let c = self.conn(addr).await?;
+            let c = self.conn(osd, addr).await?;
             c.call(call, msg).await
         })
         .await
@@ -660,9 +670,9 @@ impl Conns {
         r
     }
 
-    /// Drop the connection to `addr`.
+    /// Drop the connections to `addr`.
     pub fn forget(&self, addr: &str) {
-        self.conns().remove(addr);
+        self.conns().retain(|(a, _), _| a != addr);
     }
 }
 
@@ -798,7 +808,8 @@ mod tests {
                     body: Bytes::from(vec![body]),
                     bulk: vec![Bytes::from(vec![0u8; size])],
                 };
-                c.call(&addr, Call::Op, msg, Duration::from_secs(20)).await
+                c.call(1, &addr, Call::Op, msg, Duration::from_secs(20))
+                    .await
             })
         };
         // Bytes: three calls of 600 KiB against 1 MiB: one inside at once.
@@ -880,6 +891,7 @@ mod tests {
             let big = Bytes::from(rng.bytes(len));
             let r = member
                 .call(
+                    1,
                     &addr,
                     Call::Peer,
                     Message {
@@ -900,14 +912,14 @@ mod tests {
         };
         let plain = Conns::new(Duration::from_secs(2));
         assert!(plain
-            .call(&addr, Call::Op, msg(), Duration::from_secs(2))
+            .call(1, &addr, Call::Op, msg(), Duration::from_secs(2))
             .await
             .is_err());
         let other = Authority::generate("u").unwrap();
         let stranger = Conns::new(Duration::from_secs(2))
             .secured(Some(&Security::new(other.issue("osd.2").unwrap()).unwrap()));
         assert!(stranger
-            .call(&addr, Call::Op, msg(), Duration::from_secs(2))
+            .call(1, &addr, Call::Op, msg(), Duration::from_secs(2))
             .await
             .is_err());
     }
@@ -966,7 +978,9 @@ mod tests {
                     body: Bytes::from_static(&[0]),
                     bulk: vec![big.slice(..call_len)],
                 };
-                let r = c.call(&addr, Call::Op, msg, Duration::from_secs(5)).await;
+                let r = c
+                    .call(1, &addr, Call::Op, msg, Duration::from_secs(5))
+                    .await;
                 assert!(
                     t0.elapsed() < Duration::from_secs(2),
                     "call {i} waited {:?} (server {server_max}, client {client_max})",
@@ -1004,7 +1018,7 @@ mod tests {
                 };
                 let call = if i % 2 == 0 { Call::Op } else { Call::Peer };
                 let r = c
-                    .call(&addr, call, msg, Duration::from_secs(5))
+                    .call(1, &addr, call, msg, Duration::from_secs(5))
                     .await
                     .unwrap();
                 assert_eq!(&r.body[..], &[40 - 2 * i, i, call.code()][..]);
@@ -1025,7 +1039,7 @@ mod tests {
             bulk: Vec::new(),
         };
         let r = c
-            .call(&addr, Call::Op, silent, Duration::from_secs(5))
+            .call(1, &addr, Call::Op, silent, Duration::from_secs(5))
             .await;
         assert_eq!(r, Err("connection closed".to_string()));
         assert!(t0.elapsed() < Duration::from_secs(2));
@@ -1034,7 +1048,7 @@ mod tests {
             bulk: Vec::new(),
         };
         assert!(c
-            .call(&addr, Call::Op, again, Duration::from_secs(5))
+            .call(1, &addr, Call::Op, again, Duration::from_secs(5))
             .await
             .is_ok());
     }
@@ -1095,7 +1109,7 @@ mod tests {
         drop(l);
         let msg = Message::default();
         assert!(c
-            .call(&addr, Call::Op, msg.clone(), Duration::from_secs(1))
+            .call(1, &addr, Call::Op, msg.clone(), Duration::from_secs(1))
             .await
             .is_err());
         assert!(c.conns().is_empty());
@@ -1109,7 +1123,7 @@ mod tests {
             }
         });
         let r = c
-            .call(&addr, Call::Op, msg, Duration::from_millis(200))
+            .call(1, &addr, Call::Op, msg, Duration::from_millis(200))
             .await;
         assert!(r.unwrap_err().contains("no answer"));
         assert!(c.conns().is_empty());

@@ -11,7 +11,7 @@
 //!
 //! It must never interpret messages: callers decode their own bodies.
 
-use crate::tls::{Acceptor, Connector, Keyring, TlsError};
+use crate::tls::{Acceptor, Connector, Expect, Keyring, TlsError};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -122,8 +122,7 @@ impl Security {
             .identity(tonic::transport::Identity::from_pem(
                 &keyring.cert,
                 &keyring.key,
-            ))
-            .domain_name(crate::tls::SERVER_NAME);
+            ));
         Ok(Security {
             acceptor: Acceptor::new(&keyring)?,
             direct: Connector::from_config(direct),
@@ -190,6 +189,40 @@ impl Peer {
     /// The peer's identity: `None` on a server without [`Security`].
     pub fn identity(&self) -> Option<(&str, &str)> {
         Some((self.entity.as_deref()?, self.serial.as_deref()?))
+    }
+}
+
+/// Who makes a request, as the checks above the transport see it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Caller<'a> {
+    /// The server runs without TLS (`--insecure`): no one is identified
+    /// and anyone may do anything (the documented opt-out).
+    Anyone,
+    /// The entity and certificate serial the connection's certificate
+    /// gives.
+    Entity { entity: &'a str, serial: &'a str },
+    /// A secured server that learned no identity for the request: refused,
+    /// whatever it asks.
+    Unidentified,
+}
+
+impl<'a> Caller<'a> {
+    /// The caller of a request on a server that is `secured` (runs TLS)
+    /// or not, whose connection gave `identity` (entity, serial).
+    pub fn of(secured: bool, identity: Option<(&'a str, &'a str)>) -> Caller<'a> {
+        match (secured, identity) {
+            (false, _) => Caller::Anyone,
+            (true, Some((entity, serial))) => Caller::Entity { entity, serial },
+            (true, None) => Caller::Unidentified,
+        }
+    }
+
+    /// The entity, if one is identified.
+    pub fn entity(&self) -> Option<&'a str> {
+        match self {
+            Caller::Entity { entity, .. } => Some(entity),
+            _ => None,
+        }
     }
 }
 
@@ -378,10 +411,10 @@ pub async fn accept(tcp: TcpStream, security: Option<&Security>) -> std::io::Res
     .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))?
 }
 
-/// Connections by `host:port`, made on first use and forgotten when a call
-/// on them fails (the next use dials again).
+/// Connections by `host:port` and the daemon expected there, made on first
+/// use and forgotten when a call on them fails (the next use dials again).
 pub struct Channels {
-    conns: Mutex<HashMap<String, Channel>>,
+    conns: Mutex<HashMap<(String, Expect), Channel>>,
     connect_timeout: Duration,
     /// Per-request deadline set on the channel (`None`: the caller's).
     request_timeout: Option<Duration>,
@@ -408,14 +441,17 @@ impl Channels {
         self
     }
 
-    fn conns(&self) -> std::sync::MutexGuard<'_, HashMap<String, Channel>> {
+    fn conns(&self) -> std::sync::MutexGuard<'_, HashMap<(String, Expect), Channel>> {
         // A panic while holding the lock leaves a usable map of channels.
         self.conns.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The connection to `addr`, dialled if there is none.
-    pub async fn channel(&self, addr: &str) -> Result<Channel, String> {
-        if let Some(c) = self.conns().get(addr) {
+    /// The connection to the daemon `expect` names at `addr`, dialled if
+    /// there is none. With TLS, the handshake fails unless the server's
+    /// certificate names that daemon.
+    pub async fn channel(&self, addr: &str, expect: &Expect) -> Result<Channel, String> {
+        let key = (addr.to_string(), expect.clone());
+        if let Some(c) = self.conns().get(&key) {
             return Ok(c.clone());
         }
         let scheme = if self.tls.is_some() { "https" } else { "http" };
@@ -431,32 +467,55 @@ impl Channels {
         }
         if let Some(tls) = &self.tls {
             ep = ep
-                .tls_config(tls.clone())
+                .tls_config(tls.clone().domain_name(expect.server_name()))
                 .map_err(|e| format!("{addr}: TLS: {e}"))?;
         }
-        let ch = ep.connect().await.map_err(|e| format!("{addr}: {e}"))?;
+        let ch = ep
+            .connect()
+            .await
+            .map_err(|e| format!("{addr}: {}", with_causes(&e)))?;
         // Two tasks may dial at once: keep the first, both work.
-        Ok(self.conns().entry(addr.to_string()).or_insert(ch).clone())
+        Ok(self.conns().entry(key).or_insert(ch).clone())
     }
 
-    /// Drop the connection to `addr` (after a failed call).
+    /// Drop the connections to `addr` (after a failed call).
     pub fn forget(&self, addr: &str) {
-        self.conns().remove(addr);
+        self.conns().retain(|(a, _), _| a != addr);
     }
 
-    /// An OSD service client on the cached connection to `addr`.
-    pub async fn osd(&self, addr: &str) -> Result<OsdClient<Channel>, String> {
-        Ok(OsdClient::new(self.channel(addr).await?)
+    /// An OSD service client on the cached connection to OSD `osd` at
+    /// `addr`.
+    pub async fn osd(&self, addr: &str, osd: i32) -> Result<OsdClient<Channel>, String> {
+        Ok(OsdClient::new(self.channel(addr, &Expect::osd(osd)).await?)
             .max_decoding_message_size(MESSAGE_BYTES_MAX)
             .max_encoding_message_size(MESSAGE_BYTES_MAX))
     }
 
-    /// A monitor service client on the cached connection to `addr`.
+    /// A monitor service client on the cached connection to `addr`, where
+    /// any monitor of the cluster is taken.
     pub async fn mon(&self, addr: &str) -> Result<MonClient<Channel>, String> {
-        Ok(MonClient::new(self.channel(addr).await?)
-            .max_decoding_message_size(MESSAGE_BYTES_MAX)
-            .max_encoding_message_size(MESSAGE_BYTES_MAX))
+        Ok(
+            MonClient::new(self.channel(addr, &Expect::AnyMonitor).await?)
+                .max_decoding_message_size(MESSAGE_BYTES_MAX)
+                .max_encoding_message_size(MESSAGE_BYTES_MAX),
+        )
     }
+}
+
+/// An error with the chain of errors under it (tonic's transport errors
+/// say only "transport error"; the reason, such as a server's certificate
+/// naming another daemon, is below).
+fn with_causes(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut s = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let c_text = c.to_string();
+        if !s.contains(&c_text) {
+            s = format!("{s}: {c_text}");
+        }
+        cause = c.source();
+    }
+    s
 }
 
 #[cfg(test)]
@@ -466,12 +525,13 @@ mod tests {
     #[tokio::test]
     async fn bad_and_unreachable_addresses_are_errors_and_nothing_is_cached() {
         let c = Channels::new(Duration::from_millis(200), None);
-        assert!(c.channel("not an address\n").await.is_err());
+        let any = Expect::AnyMonitor;
+        assert!(c.channel("not an address\n", &any).await.is_err());
         // A port nobody listens on (bound then closed).
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap().to_string();
         drop(l);
-        assert!(c.channel(&addr).await.is_err());
+        assert!(c.channel(&addr, &any).await.is_err());
         assert!(c.conns().is_empty());
     }
 
@@ -480,8 +540,9 @@ mod tests {
         let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = l.local_addr().unwrap().to_string();
         let c = Channels::new(Duration::from_secs(1), None);
-        c.channel(&addr).await.unwrap();
-        c.channel(&addr).await.unwrap();
+        let any = Expect::AnyMonitor;
+        c.channel(&addr, &any).await.unwrap();
+        c.channel(&addr, &any).await.unwrap();
         assert_eq!(c.conns().len(), 1);
         c.forget(&addr);
         assert!(c.conns().is_empty());

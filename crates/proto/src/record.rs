@@ -643,7 +643,9 @@ mod tests {
         scfg.send_tls13_tickets = 0;
         let mut ccfg = (*client_keys.client_config().unwrap()).clone();
         ccfg.enable_secret_extraction = true;
-        let name = rustls::pki_types::ServerName::try_from(crate::tls::SERVER_NAME).unwrap();
+        let name =
+            rustls::pki_types::ServerName::try_from(crate::tls::Expect::osd(1).server_name())
+                .unwrap();
         let mut c = ClientConnection::new(Arc::new(ccfg), name).unwrap();
         let mut s = ServerConnection::new(Arc::new(scfg)).unwrap();
         while c.is_handshaking() || s.is_handshaking() {

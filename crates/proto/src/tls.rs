@@ -3,16 +3,22 @@
 //! names it, and the TLS configurations and the acceptor built from them.
 //!
 //! Every certificate the authority issues carries the entity's name as
-//! its subject's common name and [`SERVER_NAME`] as its DNS name (peers
-//! are dialled by IP address, so a client checks that the server holds a
-//! certificate of this cluster, whoever it is; what each entity may do is
-//! decided above this module, from the name a server learns here). An
-//! entity's [`Keyring`] file holds the authority's certificate, its own
+//! its subject's common name. A daemon's (`mon.N`, `osd.N`) also carries
+//! DNS names that say which server it is ([`Expect::server_name`]:
+//! `osd.3.loligo`; a monitor's also `mon.loligo`, the name of "any
+//! monitor"), and the server-auth usage; a client's carries neither, so
+//! it cannot serve. Peers are dialled by address, and whoever dials says
+//! whom it expects ([`Expect`]): the handshake fails unless the server's
+//! certificate names that daemon, so a key of this cluster cannot pose
+//! as another entity. (Which serial of that entity is current, and what
+//! each entity may do, is decided above this module.) An entity's
+//! [`Keyring`] file holds the authority's certificate, its own
 //! certificate and its private key.
 //!
 //! This module must never accept a peer whose certificate the cluster's
-//! authority did not sign, nor report an entity name that did not come
-//! from such a certificate. It knows nothing of what an entity may do.
+//! authority did not sign, nor a server whose certificate does not name
+//! the daemon its dialler expects, nor report an entity name that did not
+//! come from such a certificate. It knows nothing of what an entity may do.
 
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
@@ -26,9 +32,12 @@ use tokio_rustls::rustls;
 use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
-/// The DNS name in every certificate of a cluster, and the name clients
-/// ask servers for.
+/// The DNS suffix of every server name of a cluster (and, alone, a name
+/// daemons' certificates also carry, so that diallers of older releases,
+/// which ask for it, reach daemons whose keyrings were issued anew).
 pub const SERVER_NAME: &str = "loligo";
+/// The server name every monitor's certificate carries besides its own.
+pub const ANY_MONITOR_NAME: &str = "mon.loligo";
 /// Longest entity name.
 pub const ENTITY_MAX: usize = 64;
 /// How long a certificate the authority issues is valid (years).
@@ -89,6 +98,57 @@ pub fn osd_of(entity: &str) -> Option<i32> {
 /// The monitor id an entity name is for (`mon.N`), if it is a monitor's.
 pub fn mon_of(entity: &str) -> Option<u64> {
     entity.strip_prefix("mon.")?.parse().ok()
+}
+
+/// Whom a dialler means to reach: the handshake fails unless the server's
+/// certificate carries this name (and the server-auth usage, which only
+/// daemons' certificates have).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Expect {
+    /// Any monitor of the cluster: a first contact to an address from a
+    /// configuration, before the dialler knows which monitor is there.
+    AnyMonitor,
+    /// This daemon (`mon.N` or `osd.N`), where the map puts it.
+    Daemon(String),
+}
+
+impl Expect {
+    /// OSD `id`.
+    pub fn osd(id: i32) -> Expect {
+        Expect::Daemon(format!("osd.{id}"))
+    }
+
+    /// The DNS name the server's certificate must carry.
+    pub fn server_name(&self) -> String {
+        match self {
+            Expect::AnyMonitor => ANY_MONITOR_NAME.to_string(),
+            Expect::Daemon(e) => daemon_server_name(e),
+        }
+    }
+}
+
+/// The server name of daemon `entity` (`osd.3` -> `osd.3.loligo`).
+fn daemon_server_name(entity: &str) -> String {
+    format!("{entity}.{SERVER_NAME}")
+}
+
+/// Whether `entity` is a daemon's (a monitor's or an OSD's): only those
+/// serve.
+pub fn is_daemon(entity: &str) -> bool {
+    osd_of(entity).is_some() || mon_of(entity).is_some()
+}
+
+/// The DNS names a certificate for `entity` carries: none for a client.
+fn server_names(entity: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    if is_daemon(entity) {
+        names.push(daemon_server_name(entity));
+        if mon_of(entity).is_some() {
+            names.push(ANY_MONITOR_NAME.to_string());
+        }
+        names.push(SERVER_NAME.to_string());
+    }
+    names
 }
 
 /// Who a certificate says its holder is.
@@ -193,7 +253,7 @@ impl Authority {
         }
         std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
         write_private(&key, &self.key_pem).map_err(|e| io(&key, e))?;
-        std::fs::write(&cert, &self.cert_pem).map_err(|e| io(&cert, e))
+        write_private(&cert, &self.cert_pem).map_err(|e| io(&cert, e))
     }
 
     /// Whether folder `dir` holds an authority's files.
@@ -222,7 +282,7 @@ impl Authority {
         let issuer = Issuer::from_ca_cert_pem(&self.cert_pem, ca_key)
             .map_err(|e| key_err("the authority's certificate", e))?;
         let key = KeyPair::generate().map_err(|e| key_err("generating a key", e))?;
-        let mut p = CertificateParams::new(vec![SERVER_NAME.to_string()])
+        let mut p = CertificateParams::new(server_names(entity))
             .map_err(|e| key_err("certificate parameters", e))?;
         // A serial per key (RFC 5280: positive, at most 20 bytes), from
         // the fresh public key: two keyrings never share one.
@@ -234,10 +294,16 @@ impl Authority {
         p.distinguished_name = dn;
         p.is_ca = IsCa::ExplicitNoCa;
         p.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-        p.extended_key_usages = vec![
-            ExtendedKeyUsagePurpose::ServerAuth,
-            ExtendedKeyUsagePurpose::ClientAuth,
-        ];
+        // Daemons dial each other, so they are clients too; a client never
+        // serves.
+        p.extended_key_usages = if is_daemon(entity) {
+            vec![
+                ExtendedKeyUsagePurpose::ServerAuth,
+                ExtendedKeyUsagePurpose::ClientAuth,
+            ]
+        } else {
+            vec![ExtendedKeyUsagePurpose::ClientAuth]
+        };
         valid_from_now(&mut p);
         let cert = p
             .signed_by(&key, &issuer)
@@ -255,21 +321,43 @@ impl Authority {
 const CA_CERT: &str = "ca.pem";
 const CA_KEY: &str = "ca.key";
 
-/// Write `text` to `path` readable by its owner only, whole or not at all
-/// (a synced temporary file renamed over it).
+/// Write `text` to `path` readable by its owner only, whole or not at all:
+/// a synced temporary file renamed over it. The temporary file is created
+/// anew (`O_EXCL`, never through a link) under a random name, so nothing
+/// another user placed beside `path` ever receives the key.
 fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
     use std::io::Write;
     #[cfg(unix)]
     use std::os::unix::fs::OpenOptionsExt;
-    let tmp = path.with_extension("tmp");
-    let mut o = std::fs::OpenOptions::new();
-    o.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    o.mode(0o600);
-    let mut f = o.open(&tmp)?;
-    f.write_all(text.as_bytes())?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, path)
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let rng = ring::rand::SystemRandom::new();
+    let mut tries = 0;
+    let (tmp, mut f) = loop {
+        let mut r = [0u8; 8];
+        ring::rand::SecureRandom::fill(&rng, &mut r)
+            .map_err(|_| std::io::Error::other("no random bytes for a temporary name"))?;
+        let tmp = path.with_file_name(format!(".{name}.{}.tmp", hex(&r)));
+        let mut o = std::fs::OpenOptions::new();
+        o.write(true).create_new(true);
+        #[cfg(unix)]
+        o.mode(0o600).custom_flags(libc::O_NOFOLLOW);
+        match o.open(&tmp) {
+            Ok(f) => break (tmp, f),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && tries < 8 => tries += 1,
+            Err(e) => return Err(e),
+        }
+    };
+    let written = f
+        .write_all(text.as_bytes())
+        .and_then(|()| f.sync_all())
+        .and_then(|()| std::fs::rename(&tmp, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
 }
 
 /// A certificate valid from a day ago (clocks of a cluster's machines
@@ -352,6 +440,35 @@ impl Keyring {
         let der = CertificateDer::from_pem_slice(self.cert.as_bytes())
             .map_err(|e| key_err("the certificate", e))?;
         identity_of_cert(&der).ok_or_else(|| TlsError::Entity(self.entity.clone()))
+    }
+
+    /// Whether its certificate names its daemon as a server (daemons'
+    /// keyrings issued before servers had to prove which daemon they are
+    /// do not: no dialler reaches them until they are issued anew).
+    /// Always false for a client's.
+    pub fn serves_as_itself(&self) -> bool {
+        let Ok(der) = CertificateDer::from_pem_slice(self.cert.as_bytes()) else {
+            return false;
+        };
+        let Ok((_, cert)) = x509_parser::parse_x509_certificate(&der) else {
+            return false;
+        };
+        let want = daemon_server_name(&self.entity);
+        let named = cert
+            .subject_alternative_name()
+            .ok()
+            .flatten()
+            .is_some_and(|san| {
+                san.value.general_names.iter().any(
+                    |n| matches!(n, x509_parser::extensions::GeneralName::DNSName(d) if *d == want),
+                )
+            });
+        let serves = cert
+            .extended_key_usage()
+            .ok()
+            .flatten()
+            .is_some_and(|e| e.value.server_auth);
+        is_daemon(&self.entity) && named && serves
     }
 
     /// The keyring as the text of its file (TOML).
@@ -511,12 +628,17 @@ impl Connector {
         }
     }
 
-    /// The handshake on `io` (a connection to any server of the cluster).
-    pub async fn connect<IO>(&self, io: IO) -> std::io::Result<tokio_rustls::client::TlsStream<IO>>
+    /// The handshake on `io` with the server `expect` names: fails unless
+    /// the server's certificate is the cluster's and names it.
+    pub async fn connect<IO>(
+        &self,
+        io: IO,
+        expect: &Expect,
+    ) -> std::io::Result<tokio_rustls::client::TlsStream<IO>>
     where
         IO: AsyncRead + AsyncWrite + Unpin,
     {
-        let name = rustls::pki_types::ServerName::try_from(SERVER_NAME)
+        let name = rustls::pki_types::ServerName::try_from(expect.server_name())
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
         let mut s = self.inner.connect(name, io).await?;
         s.get_mut().1.set_buffer_limit(Some(TLS_SEND_BYTES_MAX));
@@ -681,7 +803,7 @@ mod tests {
         // A member: through, named by its certificate.
         let c = Connector::new(&ca.issue("client.admin").unwrap()).unwrap();
         let tcp = tokio::net::TcpStream::connect(&addr).await.unwrap();
-        let mut s = c.connect(tcp).await.unwrap();
+        let mut s = c.connect(tcp, &Expect::osd(0)).await.unwrap();
         s.write_all(b"ping").await.unwrap();
         let mut who = String::new();
         s.read_to_string(&mut who).await.unwrap();
@@ -692,7 +814,7 @@ mod tests {
         let other = Authority::generate("other").unwrap();
         let c = Connector::new(&other.issue("client.admin").unwrap()).unwrap();
         let tcp = tokio::net::TcpStream::connect(&addr).await.unwrap();
-        let r = c.connect(tcp).await;
+        let r = c.connect(tcp, &Expect::osd(0)).await;
         assert!(seen.recv().await.unwrap().is_err());
         if let Ok(mut s) = r {
             // (TLS 1.3: the client may finish before the server refuses.)
@@ -714,7 +836,7 @@ mod tests {
             .with_no_client_auth();
         let c = tokio_rustls::TlsConnector::from(Arc::new(anon));
         let tcp = tokio::net::TcpStream::connect(&addr).await.unwrap();
-        let name = rustls::pki_types::ServerName::try_from(SERVER_NAME).unwrap();
+        let name = rustls::pki_types::ServerName::try_from(Expect::osd(0).server_name()).unwrap();
         let r = c.connect(name, tcp).await;
         assert!(seen.recv().await.unwrap().is_err());
         if let Ok(mut s) = r {
@@ -736,7 +858,91 @@ mod tests {
         // A client that expects another cluster refuses this server.
         let c = Connector::new(&other.issue("client.x").unwrap()).unwrap();
         let tcp = tokio::net::TcpStream::connect(&addr).await.unwrap();
-        assert!(c.connect(tcp).await.is_err());
+        assert!(c.connect(tcp, &Expect::osd(0)).await.is_err());
         let _ = seen.recv().await;
+    }
+
+    /// Whether a dialler expecting `expect` gets through to a server
+    /// presenting `server`'s certificate.
+    async fn reaches(ca: &Authority, server: &str, expect: &Expect) -> bool {
+        let (addr, mut seen) = self::server(&ca.issue(server).unwrap()).await;
+        let c = Connector::new(&ca.issue("osd.9").unwrap()).unwrap();
+        let tcp = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        let through = c.connect(tcp, expect).await.is_ok();
+        // The server's side agrees: no dialler that refused it finished.
+        let accepted = seen.recv().await.unwrap().is_ok();
+        assert_eq!(through, accepted, "{server} as {expect:?}");
+        through
+    }
+
+    #[tokio::test]
+    async fn a_server_must_be_the_daemon_its_dialler_expects() {
+        let ca = Authority::generate("test").unwrap();
+        let mon = Expect::AnyMonitor;
+        assert!(reaches(&ca, "osd.0", &Expect::osd(0)).await);
+        assert!(reaches(&ca, "mon.2", &mon).await);
+        assert!(reaches(&ca, "mon.2", &Expect::Daemon("mon.2".into())).await);
+        // Another daemon of the cluster, or one of another kind.
+        assert!(!reaches(&ca, "osd.1", &Expect::osd(0)).await);
+        assert!(!reaches(&ca, "osd.10", &Expect::osd(1)).await);
+        assert!(!reaches(&ca, "mon.1", &Expect::Daemon("mon.2".into())).await);
+        assert!(!reaches(&ca, "osd.0", &mon).await);
+        assert!(!reaches(&ca, "mon.0", &Expect::osd(0)).await);
+        // A client's key never serves, whatever it is asked to be.
+        for e in [mon, Expect::osd(0), Expect::Daemon("client.admin".into())] {
+            assert!(!reaches(&ca, "client.admin", &e).await, "{e:?}");
+        }
+        assert!(ca.issue("osd.4").unwrap().serves_as_itself());
+        assert!(ca.issue("mon.0").unwrap().serves_as_itself());
+        assert!(!ca.issue("client.admin").unwrap().serves_as_itself());
+    }
+
+    /// Someone who may write in a keyring's folder made the temporary
+    /// file a writer would use, readable and writable by anyone (or a
+    /// link to elsewhere): the key never goes into it, the keyring is its
+    /// owner's only, and what the other made is left as it was.
+    #[cfg(unix)]
+    #[test]
+    fn keys_are_never_written_through_a_file_someone_else_made() {
+        use std::os::unix::fs::PermissionsExt;
+        let ca = Authority::generate("test").unwrap();
+        let dir = loligo_testkit::TempDir::new("tls-tmp").unwrap();
+        let path = dir.path().join("osd.1.keyring");
+        let planted = dir.path().join("osd.1.tmp");
+        std::fs::write(&planted, "theirs").unwrap();
+        std::fs::set_permissions(&planted, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let elsewhere = dir.path().join("elsewhere");
+        std::os::unix::fs::symlink(&elsewhere, dir.path().join(".osd.1.keyring.tmp")).unwrap();
+        let k = ca.issue("osd.1").unwrap();
+        k.save(&path).unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o077, 0, "the keyring is its owner's only: {mode:o}");
+        assert_eq!(Keyring::load(&path).unwrap().cert, k.cert);
+        assert_eq!(std::fs::read_to_string(&planted).unwrap(), "theirs");
+        assert!(!elsewhere.exists(), "a link was followed");
+        // The authority too.
+        let keys = dir.path().join("keys");
+        std::fs::create_dir(&keys).unwrap();
+        let planted = keys.join("ca.tmp");
+        std::fs::write(&planted, "theirs").unwrap();
+        std::fs::set_permissions(&planted, std::fs::Permissions::from_mode(0o666)).unwrap();
+        ca.save(&keys).unwrap();
+        let mode = std::fs::metadata(keys.join("ca.key"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(
+            mode & 0o077,
+            0,
+            "the authority's key is its owner's only: {mode:o}"
+        );
+        assert_eq!(std::fs::read_to_string(&planted).unwrap(), "theirs");
+        // No temporary file is left behind.
+        let left: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".tmp") && n != "osd.1.tmp" && n != ".osd.1.keyring.tmp")
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
     }
 }

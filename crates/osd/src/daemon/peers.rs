@@ -38,6 +38,7 @@ impl OsdShared {
         let r = loligo_proto::direct::osd_call(
             &self.direct,
             &self.peers,
+            osd,
             &addr,
             loligo_proto::direct::Call::Peer,
             msg,

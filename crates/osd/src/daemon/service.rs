@@ -456,9 +456,8 @@ impl Service {
     }
 }
 
-/// A connection's identity (entity, certificate serial); `None` on an
-/// OSD without TLS.
-type Peer<'a> = Option<(&'a str, &'a str)>;
+/// Who sent a request (anyone only on an OSD without TLS).
+type Peer<'a> = loligo_proto::net::Caller<'a>;
 
 /// The rights a client op needs: read, write, exec. An object class call
 /// needs `x`, and `r` and (if the method may write) `w` as well, as the
@@ -490,8 +489,15 @@ fn allowed(
     w: bool,
     x: bool,
 ) -> Result<(), OpError> {
-    let Some((e, serial)) = peer else {
-        return Ok(());
+    use loligo_proto::net::Caller;
+    let (e, serial) = match peer {
+        Caller::Anyone => return Ok(()),
+        Caller::Unidentified => {
+            return Err(OpError::Denied(
+                "a client op without an identity on a secured OSD".into(),
+            ))
+        }
+        Caller::Entity { entity, serial } => (entity, serial),
     };
     if !e.starts_with("client.") {
         return Err(OpError::Denied(format!(
@@ -528,6 +534,12 @@ fn result_len(r: &SubResult) -> u64 {
 }
 
 impl Service {
+    /// Who a connection's identity (entity, serial) is to this OSD: anyone
+    /// only when it runs without TLS.
+    fn caller<'a>(&self, identity: Option<(&'a str, &'a str)>) -> Peer<'a> {
+        loligo_proto::net::Caller::of(self.0.cfg.security.is_some(), identity)
+    }
+
     /// A client's `Op` call, bytes in and out (gRPC and the direct path).
     /// With TLS, `peer` is the connection's identity, whose caps the op
     /// must have.
@@ -557,10 +569,10 @@ impl Service {
         &self,
         body: &[u8],
         bulk: Vec<bytes::Bytes>,
-        entity: Option<&str>,
+        caller: Peer<'_>,
     ) -> (Vec<u8>, Vec<bytes::Bytes>) {
         let reply = match decode_wire::<PeerMsg>(body, bulk) {
-            Ok(m) => match self.peer_allowed(&m, entity) {
+            Ok(m) => match self.peer_allowed(&m, caller) {
                 Ok(()) => self.peer_msg(m).await,
                 Err(why) => {
                     tracing::warn!("refused: {why}");
@@ -572,10 +584,15 @@ impl Service {
         encode_wire(&reply)
     }
 
-    /// Whether the connection's `entity` may send `m` (see `peer_call`).
-    fn peer_allowed(&self, m: &PeerMsg, entity: Option<&str>) -> Result<(), String> {
-        let Some(e) = entity else {
-            return Ok(());
+    /// Whether the connection's caller may send `m` (see `peer_call`).
+    fn peer_allowed(&self, m: &PeerMsg, caller: Peer<'_>) -> Result<(), String> {
+        use loligo_proto::net::Caller;
+        let e = match caller {
+            Caller::Anyone => return Ok(()),
+            Caller::Unidentified => {
+                return Err("an OSD message without an identity on a secured OSD".into())
+            }
+            Caller::Entity { entity, .. } => entity,
         };
         let from = m.sender();
         if loligo_proto::tls::osd_of(e) != Some(from) {
@@ -597,7 +614,7 @@ impl Osd for Service {
         let id =
             loligo_proto::net::peer_identity(&req).map(|(e, s)| (e.to_string(), s.to_string()));
         let req = req.into_inner();
-        let peer = id.as_ref().map(|(e, s)| (e.as_str(), s.as_str()));
+        let peer = self.caller(id.as_ref().map(|(e, s)| (e.as_str(), s.as_str())));
         let (body, bulk) = self.op_call(&req.body, req.bulk, peer).await;
         Ok(Response::new(Raw {
             body: body.into(),
@@ -607,9 +624,11 @@ impl Osd for Service {
 
     async fn peer(&self, req: Request<Raw>) -> Result<Response<Raw>, Status> {
         self.alive()?;
-        let entity = loligo_proto::net::peer_entity(&req).map(str::to_string);
+        let id =
+            loligo_proto::net::peer_identity(&req).map(|(e, s)| (e.to_string(), s.to_string()));
         let req = req.into_inner();
-        let (body, bulk) = self.peer_call(&req.body, req.bulk, entity.as_deref()).await;
+        let peer = self.caller(id.as_ref().map(|(e, s)| (e.as_str(), s.as_str())));
+        let (body, bulk) = self.peer_call(&req.body, req.bulk, peer).await;
         Ok(Response::new(Raw {
             body: body.into(),
             bulk,
@@ -627,12 +646,10 @@ impl direct::Handler for Service {
         Box::pin(async move {
             // A stopped OSD answers nothing, as on gRPC.
             self.alive().ok()?;
+            let caller = self.caller(peer.identity());
             let (body, bulk) = match call {
-                direct::Call::Op => self.op_call(&msg.body, msg.bulk, peer.identity()).await,
-                direct::Call::Peer => {
-                    self.peer_call(&msg.body, msg.bulk, peer.entity.as_deref())
-                        .await
-                }
+                direct::Call::Op => self.op_call(&msg.body, msg.bulk, caller).await,
+                direct::Call::Peer => self.peer_call(&msg.body, msg.bulk, caller).await,
             };
             // Stopped while the call ran: no answer either.
             self.alive().ok()?;
