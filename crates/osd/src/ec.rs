@@ -22,7 +22,10 @@
 //! xattrs), and never produce a shard transaction that differs between
 //! shards except in chunk bytes.
 
-use crate::exec::{check_assert, fits, need, store_err, ObjState, XattrsSeen, VERSION_ATTR};
+use crate::exec::{
+    check_assert, check_reply_bound, fits, need, read_range, store_err, ObjState, XattrsSeen,
+    VERSION_ATTR,
+};
 use bytes::Bytes;
 use loligo_ec::stripe::{Rmw, Striper};
 use loligo_store::{CollectionId, ObjectId, ObjectStore, StoreError, Transaction};
@@ -134,6 +137,7 @@ pub fn plan(
     ops: &[SubOp],
     size_max: u64,
 ) -> Result<Plan, OpError> {
+    check_reply_bound(ops, if st.exists { st.size } else { 0 })?;
     let fits = |end: u64| fits(end, size_max);
     let (mut exists, mut size) = (st.exists, st.size);
     // Old bytes survive below `keep` unless a write covers them.
@@ -487,15 +491,6 @@ fn flush(t: &mut Transaction, c: CollectionId, o: &ObjectId, attrs: &mut Vec<(St
 }
 
 /// The bytes a `Read { offset, len }` returns from an object of `size`.
-fn read_range(size: u64, offset: u64, len: u64) -> Range<u64> {
-    let start = offset.min(size);
-    let end = if len == 0 {
-        size
-    } else {
-        offset.saturating_add(len).min(size)
-    };
-    start..end.max(start)
-}
 
 /// Copy `data`, written at object offset `at`, into `buf` (object bytes
 /// from `base`), clipped.

@@ -17,6 +17,120 @@ use serde_bytes::ByteBuf;
 pub const VERSION_ATTR: &str = "_v";
 /// Largest omap listing per sub-op.
 pub const OMAP_LIST_MAX: u32 = 10_000;
+/// Omap entries an omap listing reads from the store at a time, so that
+/// a listing is refused at the reply limit having read at most this many
+/// entries past it (with the store's largest keys and values, 16 MiB and
+/// 4 KiB, about 256 MiB).
+const OMAP_PAGE_ENTRIES: usize = 16;
+/// Most bytes of results one op may gather (data, xattrs, omap, object
+/// class output): what one reply carries, less room for its framing.
+pub const REPLY_BYTES_MAX: u64 = (loligo_proto::net::MESSAGE_BYTES_MAX - (1 << 20)) as u64;
+
+/// The object bytes `[offset, offset + len)` of an object of `size` bytes
+/// (`len` 0: to the end), cut at its end.
+pub fn read_range(size: u64, offset: u64, len: u64) -> std::ops::Range<u64> {
+    let start = offset.min(size);
+    let end = if len == 0 {
+        size
+    } else {
+        offset.saturating_add(len).min(size)
+    };
+    start..end.max(start)
+}
+
+/// The most bytes the data reads and object class calls of `ops` return
+/// from an object of `size` bytes as it was before the op: known before
+/// anything is read.
+pub fn reply_bound(ops: &[SubOp], size: u64) -> u64 {
+    ops.iter()
+        .map(|op| match op {
+            SubOp::Read { offset, len } => {
+                let r = read_range(size, *offset, *len);
+                r.end - r.start
+            }
+            SubOp::Exec { .. } => cls::OUTPUT_MAX as u64,
+            _ => 0,
+        })
+        .fold(0u64, u64::saturating_add)
+}
+
+/// `Invalid` if the data reads and object class calls of `ops` may return
+/// more than one reply carries (see [`reply_bound`]): refused before
+/// anything is read, so no op makes an OSD gather more than that.
+pub fn check_reply_bound(ops: &[SubOp], size: u64) -> Result<(), OpError> {
+    let bound = reply_bound(ops, size);
+    if bound > REPLY_BYTES_MAX {
+        return Err(OpError::Invalid(format!(
+            "this op's reads may return {bound} bytes, more than one reply carries \
+             ({REPLY_BYTES_MAX}): split them across ops"
+        )));
+    }
+    Ok(())
+}
+
+/// The bytes of results an op has gathered so far, refused past
+/// [`REPLY_BYTES_MAX`] (xattrs and omap, whose size no op states, are
+/// counted as they come).
+#[derive(Default)]
+struct ReplyBudget(u64);
+
+impl ReplyBudget {
+    fn take(&mut self, bytes: u64) -> Result<(), OpError> {
+        self.0 = self.0.saturating_add(bytes);
+        if self.0 > REPLY_BYTES_MAX {
+            return Err(OpError::Invalid(format!(
+                "this op's results pass {REPLY_BYTES_MAX} bytes, more than one reply \
+                 carries: ask for fewer keys or xattrs per op"
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Bytes a result carries (what the reply budget counts).
+fn result_bytes(r: &SubResult) -> u64 {
+    let pairs = |kv: &mut dyn Iterator<Item = (usize, usize)>| {
+        kv.map(|(k, v)| (k + v) as u64)
+            .fold(0u64, u64::saturating_add)
+    };
+    match r {
+        SubResult::Data(d) => d.len() as u64,
+        SubResult::Xattrs(x) => pairs(&mut x.iter().map(|(k, v)| (k.len(), v.len()))),
+        SubResult::Omap(m) => pairs(&mut m.iter().map(|(k, v)| (k.len(), v.len()))),
+        _ => 0,
+    }
+}
+
+/// Up to `limit` omap entries from `start` (inclusive, as the store's
+/// `omap_range`), read a page at a time and counted against `budget` as
+/// they come.
+fn omap_list(
+    s: &dyn ObjectStore,
+    c: CollectionId,
+    o: &ObjectId,
+    start: &[u8],
+    limit: usize,
+    budget: &mut ReplyBudget,
+) -> Result<Vec<(Vec<u8>, Vec<u8>)>, OpError> {
+    let mut got: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    let mut from = start.to_vec();
+    while got.len() < limit {
+        let want = (limit - got.len()).min(OMAP_PAGE_ENTRIES);
+        let page = s.omap_range(c, o, &from, None, want).map_err(store_err)?;
+        let last = page.len() < want;
+        for (k, v) in page {
+            budget.take((k.len() + v.len()) as u64)?;
+            // The next page starts right after this key.
+            from.clone_from(&k);
+            from.push(0);
+            got.push((k, v));
+        }
+        if last {
+            break;
+        }
+    }
+    Ok(got)
+}
 
 /// Store errors as op errors.
 pub fn store_err(e: StoreError) -> OpError {
@@ -237,6 +351,8 @@ pub fn execute(
     ops: &[SubOp],
     size_max: u64,
 ) -> Result<Outcome, OpError> {
+    check_reply_bound(ops, if st.exists { st.size } else { 0 })?;
+    let mut budget = ReplyBudget::default();
     let mut t = Transaction::new();
     let mut results = Vec::with_capacity(ops.len());
     let (mut exists, mut size) = (st.exists, st.size);
@@ -345,13 +461,10 @@ pub fn execute(
             }
             SubOp::Read { offset, len } => {
                 need(st.exists)?;
-                let len = if *len == 0 {
-                    st.size.saturating_sub(*offset)
-                } else {
-                    *len
-                };
-                fits(len.min(st.size))?;
-                r = SubResult::Data(s.read_bytes(c, o, *offset, len).map_err(store_err)?);
+                let range = read_range(st.size, *offset, *len);
+                let len = range.end - range.start;
+                fits(len)?;
+                r = SubResult::Data(s.read_bytes(c, o, range.start, len).map_err(store_err)?);
             }
             SubOp::Stat => {
                 need(st.exists)?;
@@ -388,7 +501,7 @@ pub fn execute(
             SubOp::OmapList { start, limit } => {
                 need(st.exists)?;
                 let lim = (*limit).clamp(1, OMAP_LIST_MAX) as usize;
-                let got = s.omap_range(c, o, start, None, lim).map_err(store_err)?;
+                let got = omap_list(s, c, o, start, lim, &mut budget)?;
                 r = SubResult::Omap(
                     got.into_iter()
                         .map(|(k, v)| (ByteBuf::from(k), ByteBuf::from(v)))
@@ -419,6 +532,10 @@ pub fn execute(
                 t.ops.extend(cx.txn.ops);
                 r = SubResult::Data(out.into());
             }
+        }
+        if !matches!(op, SubOp::OmapList { .. }) {
+            // (A listing counted its entries as it read them.)
+            budget.take(result_bytes(&r))?;
         }
         results.push(r);
     }
@@ -464,5 +581,126 @@ mod tests {
         assert!(st.exists && st.version == Version::default());
         let none = obj_state(&s, c, &ObjectId::new(1, "none")).unwrap();
         assert!(!none.exists);
+    }
+
+    /// A store with object `o` of `size` bytes whose omap holds `entries`
+    /// (key, value of `value_len` bytes).
+    fn one_object(
+        size: usize,
+        entries: usize,
+        value_len: usize,
+    ) -> (MemStore, CollectionId, ObjectId) {
+        let s = MemStore::new();
+        let c = CollectionId::pg(1, 0);
+        let o = ObjectId::new(1, "o");
+        let mut t = Transaction::new();
+        t.create_collection(c);
+        t.write(c, &o, 0, vec![7u8; size]);
+        let kvs = (0..entries)
+            .map(|i| (format!("k{i:05}").into_bytes(), vec![i as u8; value_len]))
+            .collect();
+        t.omap_setkeys(c, &o, kvs);
+        s.apply(t).unwrap();
+        (s, c, o)
+    }
+
+    #[test]
+    fn an_op_whose_reads_pass_one_reply_is_refused_before_reading() {
+        let mib = 1u64 << 20;
+        let read_all = SubOp::Read { offset: 0, len: 0 };
+        // The bound is what the reads return from the object as it is.
+        assert_eq!(reply_bound(&[read_all.clone()], 2 * mib), 2 * mib);
+        let past = SubOp::Read {
+            offset: 3 * mib,
+            len: mib,
+        };
+        assert_eq!(reply_bound(&[past], 2 * mib), 0);
+        let tail = SubOp::Read {
+            offset: mib + 1,
+            len: 10 * mib,
+        };
+        assert_eq!(reply_bound(&[tail], 2 * mib), mib - 1);
+        // 256 whole reads of a 128 MiB object (what `validate` allows):
+        // 32 GiB, refused; so is the same of a 2 MiB object here.
+        let many = vec![read_all.clone(); 256];
+        assert_eq!(reply_bound(&many, 128 * mib), 32 << 30);
+        let (s, c, o) = one_object(2 << 20, 0, 0);
+        let st = obj_state(&s, c, &o).unwrap();
+        let e = execute(&s, c, &o, &st, &many, 128 * mib).err().unwrap();
+        assert!(
+            matches!(&e, OpError::Invalid(m) if m.contains("split them")),
+            "{e:?}"
+        );
+        // What fits in one reply is read.
+        let fits = vec![read_all; 100];
+        let out = execute(&s, c, &o, &st, &fits, 128 * mib).unwrap();
+        assert_eq!(out.results.len(), 100);
+        assert!(matches!(&out.results[99], SubResult::Data(d) if d.len() == 2 << 20));
+        // Object class calls count at their output limit.
+        let call = SubOp::Exec {
+            class: "omap".into(),
+            method: "count".into(),
+            input: Vec::new(),
+        };
+        assert_eq!(reply_bound(&[call], 0), cls::OUTPUT_MAX as u64);
+    }
+
+    #[test]
+    fn omap_listings_page_through_the_store_and_stop_at_the_reply_limit() {
+        // Pages of the listing join into one ordered answer, from any start.
+        let (s, c, o) = one_object(1, 1000, 3);
+        let st = obj_state(&s, c, &o).unwrap();
+        let list = |start: &str, limit: u32| {
+            let op = SubOp::OmapList {
+                start: start.as_bytes().to_vec(),
+                limit,
+            };
+            match execute(&s, c, &o, &st, &[op], 1 << 20)
+                .unwrap()
+                .results
+                .pop()
+            {
+                Some(SubResult::Omap(m)) => {
+                    m.into_iter().map(|(k, _)| k.to_vec()).collect::<Vec<_>>()
+                }
+                r => panic!("{r:?}"),
+            }
+        };
+        let want = |from: usize, n: usize| -> Vec<Vec<u8>> {
+            (from..from + n)
+                .map(|i| format!("k{i:05}").into_bytes())
+                .collect()
+        };
+        assert_eq!(list("", 600), want(0, 600));
+        assert_eq!(list("k00100", 300), want(100, 300));
+        assert_eq!(list("k00999", 10), want(999, 1));
+        assert_eq!(list("", 10_000), want(0, 1000));
+        assert!(list("l", 5).is_empty());
+        // Values that pass one reply: refused, having read little past it.
+        let (s, c, o) = one_object(1, 20, 15 << 20);
+        let st = obj_state(&s, c, &o).unwrap();
+        let op = SubOp::OmapList {
+            start: Vec::new(),
+            limit: 100,
+        };
+        let e = execute(&s, c, &o, &st, &[op], 1 << 20).err().unwrap();
+        assert!(
+            matches!(&e, OpError::Invalid(m) if m.contains("fewer keys")),
+            "{e:?}"
+        );
+        // Across sub-ops too: ten values of 15 MiB fit, twenty do not.
+        let get = SubOp::OmapGetKeys(
+            (0..10)
+                .map(|i| ByteBuf::from(format!("k{i:05}").into_bytes()))
+                .collect(),
+        );
+        assert!(execute(&s, c, &o, &st, &[get.clone()], 1 << 20).is_ok());
+        let e = execute(&s, c, &o, &st, &[get.clone(), get], 1 << 20)
+            .err()
+            .unwrap();
+        assert!(
+            matches!(&e, OpError::Invalid(m) if m.contains("fewer keys")),
+            "{e:?}"
+        );
     }
 }
