@@ -145,7 +145,8 @@ impl LeaderState {
                 } else if let Some(r) = self.reports.get(&o.id) {
                     // A device that crossed a fullness threshold: the map
                     // says so, and primaries refuse writes to full ones.
-                    let fullness = Fullness::of(r.report.bytes_used, r.report.bytes_total);
+                    let (used, total) = r.report.fill();
+                    let fullness = Fullness::of(used, total);
                     if fullness != o.fullness {
                         changes.push(Change::OsdFullness { id: o.id, fullness });
                     }
@@ -394,7 +395,7 @@ fn health(
     );
     if !f.is_empty() {
         checks.push(format!(
-            "{} full osd(s) ({}): writes to their PGs are refused; delete data or add OSDs",
+            "OSD_FULL: {} full osd(s) ({}): writes to their PGs are refused; delete data or add OSDs",
             f.len(),
             f.join(", ")
         ));
@@ -402,7 +403,7 @@ fn health(
     }
     if !bf.is_empty() {
         checks.push(format!(
-            "{} backfillfull osd(s) ({}): writes will be refused at {:.0}% used",
+            "OSD_BACKFILLFULL: {} backfillfull osd(s) ({}): writes will be refused at {:.0}% used",
             bf.len(),
             bf.join(", "),
             FULL_RATIO * 100.0
@@ -410,7 +411,11 @@ fn health(
         level = level.max(HealthStatus::Warn);
     }
     if !n.is_empty() {
-        checks.push(format!("{} nearfull osd(s) ({})", n.len(), n.join(", ")));
+        checks.push(format!(
+            "OSD_NEARFULL: {} nearfull osd(s) ({})",
+            n.len(),
+            n.join(", ")
+        ));
         level = level.max(HealthStatus::Warn);
     }
     if map.osds.is_empty() {
@@ -611,9 +616,27 @@ mod tests {
         let h = l.status(&m, mons(), t0, &T).unwrap().health;
         assert_eq!(h.status, HealthStatus::Err);
         let all = h.checks.join("\n");
-        assert!(all.contains("1 full osd(s) (osd.2)"), "{all}");
-        assert!(all.contains("1 backfillfull osd(s) (osd.3)"), "{all}");
-        assert!(all.contains("1 nearfull osd(s) (osd.1)"), "{all}");
+        assert!(all.contains("OSD_FULL: 1 full osd(s) (osd.2)"), "{all}");
+        assert!(
+            all.contains("OSD_BACKFILLFULL: 1 backfillfull osd(s) (osd.3)"),
+            "{all}"
+        );
+        assert!(
+            all.contains("OSD_NEARFULL: 1 nearfull osd(s) (osd.1)"),
+            "{all}"
+        );
+        // A device with room whose metadata's file system is full is full.
+        let host_full = OsdReport {
+            fill_used: 990,
+            fill_total: 1000,
+            ..used(0, 100)
+        };
+        l.on_report(host_full, t0);
+        assert!(l.tick(&m, t0, &T).contains(&Change::OsdFullness {
+            id: 0,
+            fullness: Fullness::Full
+        }));
+        l.on_report(used(0, 100), t0);
         // Space freed: back to ok.
         l.on_report(used(2, 10), t0);
         assert_eq!(

@@ -54,14 +54,69 @@ pub const IN_FLIGHT_MAX: usize = 256;
 /// are answered. At least [`MESSAGE_BYTES_MAX`], so any frame fits.
 pub const IN_FLIGHT_BYTES_MAX: usize = 2 * MESSAGE_BYTES_MAX;
 
+/// Bytes of client ops (`Op` calls) one server holds at once, across all
+/// its connections (Ceph's `osd_client_message_size_cap`, 500 MiB): a
+/// frame past it waits until earlier ones are answered.
+pub const SERVER_CLIENT_BYTES_MAX: usize = 500 << 20;
+/// Bytes of OSD-to-OSD messages (`Peer` calls) one server holds at once,
+/// across all its connections (apart from clients', so that clients
+/// cannot hold up replication and recovery).
+pub const SERVER_PEER_BYTES_MAX: usize = 1 << 30;
+const _: () = assert!(SERVER_CLIENT_BYTES_MAX >= MESSAGE_BYTES_MAX);
+const _: () = assert!(SERVER_PEER_BYTES_MAX >= MESSAGE_BYTES_MAX);
+const _: () = assert!(IN_FLIGHT_BYTES_MAX >= MESSAGE_BYTES_MAX);
+
+/// What all the connections of one server may have in it at once (clones
+/// share it): bytes of client calls and of OSD calls, each its own budget.
+#[derive(Clone, Debug)]
+pub struct ServerBudget {
+    client: Arc<Semaphore>,
+    client_kib: usize,
+    peer: Arc<Semaphore>,
+    peer_kib: usize,
+}
+
+impl ServerBudget {
+    /// A budget of `client_bytes` of `Op` calls and `peer_bytes` of `Peer`
+    /// calls in flight.
+    pub fn new(client_bytes: usize, peer_bytes: usize) -> ServerBudget {
+        let (client_kib, peer_kib) = (
+            client_bytes.div_ceil(1024).max(1),
+            peer_bytes.div_ceil(1024).max(1),
+        );
+        ServerBudget {
+            client: Arc::new(Semaphore::new(client_kib)),
+            client_kib,
+            peer: Arc::new(Semaphore::new(peer_kib)),
+            peer_kib,
+        }
+    }
+
+    fn of(&self, call: Call) -> (&Arc<Semaphore>, usize) {
+        match call {
+            Call::Op => (&self.client, self.client_kib),
+            Call::Peer => (&self.peer, self.peer_kib),
+        }
+    }
+}
+
+impl Default for ServerBudget {
+    fn default() -> ServerBudget {
+        ServerBudget::new(SERVER_CLIENT_BYTES_MAX, SERVER_PEER_BYTES_MAX)
+    }
+}
+
 /// What one connection may have in a server at once.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Limits {
     /// Requests (see [`IN_FLIGHT_MAX`]).
     pub ops: usize,
     /// Bytes of requests (see [`IN_FLIGHT_BYTES_MAX`]); a frame larger
     /// than this waits until nothing else is in flight.
     pub bytes: usize,
+    /// The whole server's budget this connection draws on too (`None`:
+    /// its own only).
+    pub server: Option<ServerBudget>,
 }
 
 impl Default for Limits {
@@ -69,6 +124,7 @@ impl Default for Limits {
         Limits {
             ops: IN_FLIGHT_MAX,
             bytes: IN_FLIGHT_BYTES_MAX,
+            server: None,
         }
     }
 }
@@ -179,14 +235,22 @@ async fn write_frames<W: AsyncWrite + Unpin>(
     w.flush().await
 }
 
-/// Read one frame; `Ok(None)` at a clean end of the stream. With a
-/// `budget` (a server's bytes in flight, in KiB, and its whole size), the
-/// frame's bytes are taken from it before they are read, and the permit
-/// comes back with the frame (held until it is answered).
-async fn read_frame<R: AsyncRead + Unpin>(
+/// A frame's header: which call, and how long its parts are.
+struct Header {
+    id: u64,
+    call: Call,
+    body_len: usize,
+    lens: Vec<usize>,
+    /// Body and payloads together (at most [`MESSAGE_BYTES_MAX`]).
+    total: usize,
+}
+
+/// Read the next frame's header (`None`: the peer closed the connection
+/// between frames). A header that announces more than
+/// [`MESSAGE_BYTES_MAX`] or [`BULK_MAX`] payloads is an error.
+async fn read_header<R: AsyncRead + Unpin>(
     r: &mut BufReader<R>,
-    budget: Option<(&Arc<Semaphore>, usize)>,
-) -> std::io::Result<Option<(Frame, Option<OwnedSemaphorePermit>)>> {
+) -> std::io::Result<Option<Header>> {
     let bad = |why: String| std::io::Error::new(std::io::ErrorKind::InvalidData, why);
     let mut h = [0u8; HEADER_LEN];
     match r.read_exact(&mut h).await {
@@ -215,16 +279,27 @@ async fn read_frame<R: AsyncRead + Unpin>(
             "frame of {total} bytes (most {MESSAGE_BYTES_MAX})"
         )));
     }
-    let permit = match budget {
-        Some((b, whole)) => {
-            // (A frame over the whole budget takes all of it.)
-            let kib = total.div_ceil(1024).clamp(1, whole);
-            let kib = u32::try_from(kib).unwrap_or(u32::MAX);
-            let p = b.clone().acquire_many_owned(kib).await;
-            Some(p.map_err(|_| std::io::Error::other("server closing"))?)
-        }
-        None => None,
-    };
+    Ok(Some(Header {
+        id,
+        call,
+        body_len,
+        lens,
+        total,
+    }))
+}
+
+/// Read the body and payloads `h` announces.
+async fn read_body<R: AsyncRead + Unpin>(
+    r: &mut BufReader<R>,
+    h: Header,
+) -> std::io::Result<Frame> {
+    let Header {
+        id,
+        call,
+        body_len,
+        lens,
+        total,
+    } = h;
     let (body, bulk) = if lens.iter().any(|&l| l >= ALIGNED_PAYLOAD_MIN) {
         // Large payloads each in their own page-aligned buffer: a store
         // writes such a buffer to its device with O_DIRECT as it is,
@@ -246,14 +321,34 @@ async fn read_frame<R: AsyncRead + Unpin>(
         let body = all.split_to(body_len);
         (body, lens.iter().map(|&l| all.split_to(l)).collect())
     };
-    Ok(Some((
-        Frame {
-            id,
-            call,
-            msg: Message { body, bulk },
-        },
-        permit,
-    )))
+    Ok(Frame {
+        id,
+        call,
+        msg: Message { body, bulk },
+    })
+}
+
+/// Read one whole frame (`None`: closed between frames).
+async fn read_frame<R: AsyncRead + Unpin>(r: &mut BufReader<R>) -> std::io::Result<Option<Frame>> {
+    match read_header(r).await? {
+        Some(h) => Ok(Some(read_body(r, h).await?)),
+        None => Ok(None),
+    }
+}
+
+/// Take `kib` KiB of `budget` (of `whole` KiB; a frame over the whole
+/// budget takes all of it), waiting for them.
+async fn take_kib(
+    budget: &Arc<Semaphore>,
+    whole: usize,
+    kib: usize,
+) -> std::io::Result<OwnedSemaphorePermit> {
+    let kib = u32::try_from(kib.clamp(1, whole)).unwrap_or(u32::MAX);
+    budget
+        .clone()
+        .acquire_many_owned(kib)
+        .await
+        .map_err(|_| std::io::Error::other("server closing"))
 }
 
 /// Payloads at least this long are read into page-aligned buffers.
@@ -343,10 +438,41 @@ where
     let turns = Arc::new(Semaphore::new(limits.ops.max(1)));
     let whole = limits.bytes.div_ceil(1024).max(1);
     let budget = Arc::new(Semaphore::new(whole));
+    // A client's certificate never sends OSD messages: a connection that
+    // tries is closed before the frame's body is read.
+    let client = peer
+        .entity
+        .as_deref()
+        .is_some_and(|e| !crate::tls::is_daemon(e));
     let peer = Arc::new(peer);
     loop {
+        // The frame's bytes are taken from the connection's budget, then
+        // from the server's, before they are read; the permits go with
+        // the call until it is answered.
+        let next = async {
+            let Some(h) = read_header(&mut r).await? else {
+                return Ok(None);
+            };
+            if client && h.call == Call::Peer {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::PermissionDenied,
+                    "a client's connection sent an OSD message",
+                ));
+            }
+            let kib = h.total.div_ceil(1024);
+            let mine = take_kib(&budget, whole, kib).await?;
+            let server = match &limits.server {
+                Some(b) => {
+                    let (sem, all) = b.of(h.call);
+                    Some(take_kib(sem, all, kib).await?)
+                }
+                None => None,
+            };
+            let f = read_body(&mut r, h).await?;
+            Ok::<_, std::io::Error>(Some((f, (mine, server))))
+        };
         let read = tokio::select! {
-            r = read_frame(&mut r, Some((&budget, whole))) => r,
+            r = next => r,
             () = ended.notified() => break,
         };
         let (f, bytes) = match read {
@@ -534,7 +660,7 @@ impl Conn {
         let (wt, d) = (waiting.clone(), dead.clone());
         let reader = tokio::spawn(async move {
             let mut r = BufReader::with_capacity(64 << 10, r);
-            while let Ok(Some((f, _))) = read_frame(&mut r, None).await {
+            while let Ok(Some(f)) = read_frame(&mut r).await {
                 let w = wt.lock().unwrap_or_else(|p| p.into_inner()).remove(&f.id);
                 if let Some(w) = w {
                     let _ = w.send(f.msg);
@@ -787,9 +913,10 @@ mod tests {
             let limits = Limits {
                 ops: 8,
                 bytes: 1 << 20,
+                server: None,
             };
             while let Ok((s, _)) = l.accept().await {
-                let g = g.clone();
+                let (g, limits) = (g.clone(), limits.clone());
                 tokio::spawn(async move {
                     if let Ok(Route::Direct(s)) = sniff(s).await {
                         let peer = crate::net::Peer {
@@ -843,6 +970,86 @@ mod tests {
         for c in small {
             assert!(c.await.unwrap().is_ok());
         }
+    }
+
+    /// Many connections, each within its own limits, together stay within
+    /// the server's budget: client ops past it wait (OSD messages have
+    /// their own budget and go on meanwhile).
+    #[tokio::test]
+    async fn connections_together_stay_within_the_servers_budget() {
+        let (open_tx, open) = tokio::sync::watch::channel(false);
+        let gate = Arc::new(Gate {
+            inside: AtomicU64::new(0),
+            most: AtomicU64::new(0),
+            open,
+        });
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        let g = gate.clone();
+        tokio::spawn(async move {
+            let limits = Limits {
+                server: Some(ServerBudget::new(1 << 20, 1 << 20)),
+                ..Limits::default()
+            };
+            while let Ok((s, _)) = l.accept().await {
+                let (g, limits) = (g.clone(), limits.clone());
+                tokio::spawn(async move {
+                    if let Ok(Route::Direct(s)) = sniff(s).await {
+                        let peer = crate::net::Peer {
+                            addr: None,
+                            entity: None,
+                            serial: None,
+                        };
+                        serve_with(g, s, peer, limits).await;
+                    }
+                });
+            }
+        });
+        let call = |addr: String, call: Call, body: u8, size: usize| {
+            tokio::spawn(async move {
+                let c = Conns::new(Duration::from_secs(2));
+                let msg = Message {
+                    body: Bytes::from(vec![body]),
+                    bulk: vec![Bytes::from(vec![0u8; size])],
+                };
+                c.call(1, &addr, call, msg, Duration::from_secs(20)).await
+            })
+        };
+        // Eight connections of one 600 KiB op each against 1 MiB: one in.
+        let big: Vec<_> = (0..8)
+            .map(|_| call(addr.clone(), Call::Op, 1, 600 << 10))
+            .collect();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(gate.most.load(Ordering::SeqCst), 1);
+        // OSD messages have their own budget.
+        let r = call(addr.clone(), Call::Peer, 0, 600 << 10).await.unwrap();
+        assert!(r.is_ok(), "{r:?}");
+        open_tx.send(true).unwrap();
+        for b in big {
+            assert!(b.await.unwrap().is_ok());
+        }
+    }
+
+    /// A client's connection that sends an OSD message is closed before
+    /// the message is read; an OSD's is served.
+    #[tokio::test]
+    async fn a_clients_connection_sending_osd_messages_is_closed() {
+        use crate::net::Security;
+        use crate::tls::Authority;
+        let ca = Authority::generate("t").unwrap();
+        let addr = secured_listener(Security::new(ca.issue("osd.1").unwrap()).unwrap()).await;
+        let msg = || Message {
+            body: Bytes::from_static(&[0]),
+            bulk: vec![Bytes::from(vec![1u8; 1 << 20])],
+        };
+        let t = Duration::from_secs(5);
+        let client = Conns::new(Duration::from_secs(2))
+            .secured(Some(&Security::new(ca.issue("client.a").unwrap()).unwrap()));
+        assert!(client.call(1, &addr, Call::Op, msg(), t).await.is_ok());
+        assert!(client.call(1, &addr, Call::Peer, msg(), t).await.is_err());
+        let osd = Conns::new(Duration::from_secs(2))
+            .secured(Some(&Security::new(ca.issue("osd.2").unwrap()).unwrap()));
+        assert!(osd.call(1, &addr, Call::Peer, msg(), t).await.is_ok());
     }
 
     /// A listener whose connections go through `net::accept` with

@@ -576,6 +576,7 @@ impl ObjectStore for MemStore {
             total: self.capacity,
             used,
             free: self.capacity.saturating_sub(used),
+            ..StoreStats::default()
         })
     }
 }

@@ -152,8 +152,8 @@ pub struct WholeObject {
     pub omap: bool,
 }
 
-/// Space on the device.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Space on the device, and what the metadata takes beside it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StoreStats {
     /// Bytes the store may use for data.
     pub total: u64,
@@ -161,6 +161,42 @@ pub struct StoreStats {
     pub used: u64,
     /// Bytes free for data.
     pub free: u64,
+    /// Bytes the metadata (the KV's files and the journal: omap, small
+    /// objects kept inline, xattrs, PG logs) takes on its file system.
+    pub meta: u64,
+    /// Size of the file system the metadata is on (0: none, as in memory).
+    pub host_total: u64,
+    /// Bytes free on it for the store's user.
+    pub host_free: u64,
+}
+
+impl StoreStats {
+    /// What the store holds: data allocated and metadata.
+    pub fn stored(&self) -> u64 {
+        self.used.saturating_add(self.meta)
+    }
+
+    /// The fuller of the two spaces the store fills, as (used, total) for
+    /// a fullness ratio: its data space with the metadata counted in, and
+    /// the file system the metadata grows on (which others may fill too;
+    /// when it is full, a commit fails).
+    pub fn fill(&self) -> (u64, u64) {
+        let data = (self.stored(), self.total.saturating_add(self.meta));
+        if self.host_total == 0 {
+            return data;
+        }
+        let host = (
+            self.host_total.saturating_sub(self.host_free),
+            self.host_total,
+        );
+        // a/b >= c/d, in integers.
+        let fuller = (host.0 as u128) * (data.1 as u128) >= (data.0 as u128) * (host.1 as u128);
+        if data.1 == 0 || fuller {
+            host
+        } else {
+            data
+        }
+    }
 }
 
 /// Per-collection data compression. A compressed blob is kept only when

@@ -210,6 +210,52 @@ fn full_disk_is_an_error_and_the_store_stays_usable() {
     clean(&t);
 }
 
+/// Omap and small objects grow the metadata, not the block allocator:
+/// statfs counts them (`meta`, in `stored` and in `fill`), and says how
+/// full the file system they grow on is.
+#[test]
+fn metadata_counts_towards_what_the_store_holds() {
+    let t = TempBlock::small();
+    let s = t.s();
+    let c = suite::c1();
+    let mut tx = Transaction::new();
+    tx.create_collection(c);
+    s.apply(tx).unwrap();
+    let before = s.statfs().unwrap();
+    assert!(
+        before.host_total > 0 && before.host_free <= before.host_total,
+        "{before:?}"
+    );
+    for batch in 0..8 {
+        let mut tx = Transaction::new();
+        let kvs = (0..1000)
+            .map(|i| {
+                (
+                    format!("k{batch}-{i:04}").into_bytes(),
+                    vec![batch as u8; 1024],
+                )
+            })
+            .collect();
+        tx.omap_setkeys(c, &suite::oid(1, "o"), kvs);
+        s.apply(tx).unwrap();
+    }
+    let after = s.statfs().unwrap();
+    assert_eq!(after.used, before.used, "omap takes no data blocks");
+    assert!(
+        after.meta >= before.meta + (4 << 20),
+        "8 MiB of omap: metadata {} -> {} bytes",
+        before.meta,
+        after.meta
+    );
+    assert_eq!(after.stored(), after.used + after.meta);
+    let (used, total) = after.fill();
+    assert!(used <= total && total > 0);
+    // The fill is the fuller of the two spaces.
+    let data = after.stored() as f64 / (after.total + after.meta) as f64;
+    let host = (after.host_total - after.host_free) as f64 / after.host_total as f64;
+    assert!((used as f64 / total as f64 - data.max(host)).abs() < 1e-9);
+}
+
 #[test]
 fn device_reads_count_exactly_the_blocks_a_read_needs() {
     let t = TempBlock::small();

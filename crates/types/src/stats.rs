@@ -38,14 +38,35 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
+impl OsdReport {
+    /// The (used, total) its fullness is judged by.
+    pub fn fill(&self) -> (u64, u64) {
+        if self.fill_total == 0 {
+            (self.bytes_used, self.bytes_total)
+        } else {
+            (self.fill_used, self.fill_total)
+        }
+    }
+}
+
 /// One OSD's report: its primary PGs, usage and cumulative I/O counters.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OsdReport {
     pub osd: i32,
     pub epoch: Epoch,
     pub pgs: Vec<PgStat>,
+    /// What the store holds (data and metadata), and its data space with
+    /// the metadata counted in.
     pub bytes_used: u64,
     pub bytes_total: u64,
+    /// The fuller of the store's spaces (see `StoreStats::fill`: its data
+    /// space, or the file system its metadata grows on), as (used,
+    /// total): what its fullness is judged by. (0, 0): by `bytes_used`
+    /// and `bytes_total`.
+    #[serde(default)]
+    pub fill_used: u64,
+    #[serde(default)]
+    pub fill_total: u64,
     /// Client ops and bytes served since the OSD started.
     pub read_ops: u64,
     pub write_ops: u64,

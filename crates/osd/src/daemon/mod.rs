@@ -281,10 +281,10 @@ impl OsdShared {
             return self.self_full.load(Ordering::Relaxed);
         }
         self.full_checked_ms.store(now, Ordering::Relaxed);
-        let full = self
-            .store
-            .statfs()
-            .is_ok_and(|x| Fullness::of(x.used, x.total) == Fullness::Full);
+        let full = self.store.statfs().is_ok_and(|x| {
+            let (used, total) = x.fill();
+            Fullness::of(used, total) == Fullness::Full
+        });
         if full != self.self_full.swap(full, Ordering::Relaxed) {
             if full {
                 tracing::error!("this OSD's device is full: writes to its PGs are refused");
@@ -438,6 +438,12 @@ async fn serve(
         }
     });
     let mut conns = tokio::task::JoinSet::new();
+    // What all direct connections together may hold (client ops and OSD
+    // messages each their own budget).
+    let limits = direct::Limits {
+        server: Some(direct::ServerBudget::default()),
+        ..direct::Limits::default()
+    };
     loop {
         tokio::select! {
             _ = shared.shutdown.notified() => break,
@@ -445,12 +451,13 @@ async fn serve(
                 Ok((s, _)) => {
                     let (svc, tx) = (service.clone(), grpc_tx.clone());
                     let sec = shared.cfg.security.clone();
+                    let limits = limits.clone();
                     conns.spawn(async move {
                         // The handshake (with TLS), then the protocol.
                         match loligo_proto::net::accept(s, sec.as_ref()).await {
                             Ok(a) if a.direct => {
                                 let peer = a.io.peer();
-                                direct::serve(svc, a.io, peer).await
+                                direct::serve_with(svc, a.io, peer, limits).await
                             }
                             Ok(a) => {
                                 let _ = tx.send(Ok(a.io)).await;

@@ -224,6 +224,8 @@ fn io(e: impl std::fmt::Display) -> StoreError {
 
 struct Shared {
     kv: CachedKv<WalKv<FjallKv>>,
+    /// The store's folder: the KV's files and the journal (its metadata).
+    dir: std::path::PathBuf,
     dev: File,
     /// The same file opened with O_DIRECT for large copy-on-write writes
     /// (no page-cache copy); `None` where the file system refuses it.
@@ -551,6 +553,7 @@ impl BlockStore {
         let alloc = Allocator::load(free);
         let shared = Arc::new(Shared {
             kv,
+            dir: dir.to_path_buf(),
             dev,
             dev_direct,
             size,
@@ -1589,12 +1592,50 @@ impl ObjectStore for BlockStore {
 
     fn statfs(&self) -> Result<StoreStats> {
         let free = self.shared.free_bytes.load(Ordering::Relaxed);
+        let dir = &self.shared.dir;
+        let meta = dir_bytes(&dir.join(KV_DIR)).saturating_add(file_bytes(&dir.join(JOURNAL_FILE)));
+        // The file system the metadata grows on (a failure to ask leaves
+        // the data space alone to judge by).
+        let (host_total, host_free) =
+            nix::sys::statvfs::statvfs(&dir.join(KV_DIR)).map_or((0, 0), |v| {
+                let unit = v.fragment_size() as u64;
+                (
+                    (v.blocks() as u64).saturating_mul(unit),
+                    (v.blocks_available() as u64).saturating_mul(unit),
+                )
+            });
         Ok(StoreStats {
             total: self.shared.size,
             used: self.shared.size.saturating_sub(free),
             free,
+            meta,
+            host_total,
+            host_free,
         })
     }
+}
+
+/// Bytes a file takes on its file system (its allocated blocks: a sparse
+/// file counts what it holds, a preallocated one all of it); 0 if absent.
+fn file_bytes(p: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(p).map_or(0, |m| m.blocks().saturating_mul(512))
+}
+
+/// Bytes the files under `dir` take on their file system (links not
+/// followed).
+fn dir_bytes(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => dir_bytes(&e.path()),
+            Ok(t) if t.is_file() => file_bytes(&e.path()),
+            _ => 0,
+        })
+        .fold(0u64, u64::saturating_add)
 }
 
 impl BlockStore {
