@@ -490,10 +490,6 @@ fn flush(t: &mut Transaction, c: CollectionId, o: &ObjectId, attrs: &mut Vec<(St
     }
 }
 
-/// The bytes a `Read { offset, len }` returns from an object of `size`.
-
-/// Copy `data`, written at object offset `at`, into `buf` (object bytes
-/// from `base`), clipped.
 /// The new bytes of stripe run `run`: the old bytes kept (up to `keep`),
 /// then the op's data changes replayed in order, clipped to the run.
 fn replay(
@@ -546,6 +542,8 @@ fn replay(
     fresh
 }
 
+/// Copy `data`, written at object offset `at`, into `buf` (object bytes
+/// from `base`), clipped.
 fn put(buf: &mut [u8], base: u64, at: u64, data: &[u8]) {
     let end = at + data.len() as u64;
     let (s, e) = (at.max(base), end.min(base + buf.len() as u64));

@@ -101,6 +101,9 @@ fn result_bytes(r: &SubResult) -> u64 {
     }
 }
 
+/// An omap key and its value.
+type OmapEntry = (Vec<u8>, Vec<u8>);
+
 /// Up to `limit` omap entries from `start` (inclusive, as the store's
 /// `omap_range`), read a page at a time and counted against `budget` as
 /// they come.
@@ -111,8 +114,8 @@ fn omap_list(
     start: &[u8],
     limit: usize,
     budget: &mut ReplyBudget,
-) -> Result<Vec<(Vec<u8>, Vec<u8>)>, OpError> {
-    let mut got: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+) -> Result<Vec<OmapEntry>, OpError> {
+    let mut got: Vec<OmapEntry> = Vec::new();
     let mut from = start.to_vec();
     while got.len() < limit {
         let want = (limit - got.len()).min(OMAP_PAGE_ENTRIES);
@@ -609,7 +612,10 @@ mod tests {
         let mib = 1u64 << 20;
         let read_all = SubOp::Read { offset: 0, len: 0 };
         // The bound is what the reads return from the object as it is.
-        assert_eq!(reply_bound(&[read_all.clone()], 2 * mib), 2 * mib);
+        assert_eq!(
+            reply_bound(std::slice::from_ref(&read_all), 2 * mib),
+            2 * mib
+        );
         let past = SubOp::Read {
             offset: 3 * mib,
             len: mib,
@@ -694,7 +700,7 @@ mod tests {
                 .map(|i| ByteBuf::from(format!("k{i:05}").into_bytes()))
                 .collect(),
         );
-        assert!(execute(&s, c, &o, &st, &[get.clone()], 1 << 20).is_ok());
+        assert!(execute(&s, c, &o, &st, std::slice::from_ref(&get), 1 << 20).is_ok());
         let e = execute(&s, c, &o, &st, &[get.clone(), get], 1 << 20)
             .err()
             .unwrap();

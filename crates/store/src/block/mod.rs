@@ -1595,7 +1595,9 @@ impl ObjectStore for BlockStore {
         let dir = &self.shared.dir;
         let meta = dir_bytes(&dir.join(KV_DIR)).saturating_add(file_bytes(&dir.join(JOURNAL_FILE)));
         // The file system the metadata grows on (a failure to ask leaves
-        // the data space alone to judge by).
+        // the data space alone to judge by). (statvfs's field types
+        // differ between platforms: u64 here.)
+        #[allow(clippy::unnecessary_cast)]
         let (host_total, host_free) =
             nix::sys::statvfs::statvfs(&dir.join(KV_DIR)).map_or((0, 0), |v| {
                 let unit = v.fragment_size() as u64;
