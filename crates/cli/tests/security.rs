@@ -111,7 +111,7 @@ fn a_local_cluster_takes_only_its_own_members() {
         use loligo_types::ops::{decode_wire, encode_wire};
         let keys = dir.join("keys");
         let sec = |e: &str| Security::load(&keys.join(format!("{e}.keyring"))).unwrap();
-        let ping = |conns: loligo_proto::direct::Conns, from: i32| {
+        let ping_raw = |conns: loligo_proto::direct::Conns, from: i32| {
             let addr = osds[1].clone();
             async move {
                 let (body, bulk) = encode_wire(&PeerMsg::Ping { from, epoch: 0 });
@@ -127,11 +127,11 @@ fn a_local_cluster_takes_only_its_own_members() {
                         msg,
                         Duration::from_secs(5),
                     )
-                    .await
-                    .unwrap();
-                decode_wire::<PeerReply>(&r.body, r.bulk).unwrap()
+                    .await?;
+                Ok::<_, String>(decode_wire::<PeerReply>(&r.body, r.bulk).unwrap())
             }
         };
+        let ping = |conns, from| async move { ping_raw(conns, from).await.unwrap() };
         let conns = |e: &str| {
             loligo_proto::direct::Conns::new(Duration::from_secs(2)).secured(Some(&sec(e)))
         };
@@ -143,7 +143,9 @@ fn a_local_cluster_takes_only_its_own_members() {
             ping(conns("osd.2"), 0).await,
             PeerReply::Refused(_)
         ));
-        assert!(matches!(ping(conns(ADMIN), 0).await, PeerReply::Refused(_)));
+        // A client's connection that sends an OSD message is closed
+        // before the message is read.
+        assert!(ping_raw(conns(ADMIN), 0).await.is_err());
         let mon_as = |e: &str| {
             let mut mc = loligo_monc::MonClient::new(vec![mon.clone()])
                 .unwrap()
