@@ -198,6 +198,7 @@ fn a_local_cluster_takes_only_its_own_members() {
 
     users_have_their_caps_and_lose_them(&root, &dir, &mon, &rt);
     servers_prove_who_they_are(&root, &dir, &rt);
+    an_osds_rotated_key_is_refused_and_its_new_one_serves(&root, &dir, &mon, &osds, &rt);
 
     // The cluster's own members go on as before.
     let out = root.join("out.bin");
@@ -205,6 +206,104 @@ fn a_local_cluster_takes_only_its_own_members() {
     assert_eq!(std::fs::read(&out).unwrap(), b"members only");
     let s: serde_json::Value = serde_json::from_str(&ok(&dir, &["status", "--json"])).unwrap();
     assert_eq!(s["osdmap"]["num_up_osds"], 3, "{s}");
+}
+
+/// Each OSD's first boot recorded its certificate's serial; `auth rotate
+/// osd.2` gives it a new key, and the old one is refused by the monitors
+/// and by the other OSDs (on connections opened before, too); osd.2
+/// started with the new keyring serves again.
+fn an_osds_rotated_key_is_refused_and_its_new_one_serves(
+    root: &std::path::Path,
+    dir: &std::path::Path,
+    mon: &str,
+    osds: &[String],
+    rt: &tokio::runtime::Runtime,
+) {
+    use loligo_osd::msg::{PeerMsg, PeerReply};
+    use loligo_types::ops::{decode_wire, encode_wire};
+    let keys = dir.join("keys");
+    let old = loligo_proto::tls::Keyring::load(&keys.join("osd.2.keyring")).unwrap();
+    let users: serde_json::Value =
+        serde_json::from_str(&ok(dir, &["auth", "ls", "--json"])).unwrap();
+    let recorded = users
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["entity"] == "osd.2")
+        .unwrap_or_else(|| panic!("osd.2 has no entry: {users}"));
+    assert_eq!(recorded["serial"], old.identity().unwrap().serial.as_str());
+    // A connection of the old key, opened before the rotation.
+    let sec = Security::new(old).unwrap();
+    let conns = std::sync::Arc::new(
+        loligo_proto::direct::Conns::new(Duration::from_secs(2)).secured(Some(&sec)),
+    );
+    let ping = |conns: std::sync::Arc<loligo_proto::direct::Conns>| {
+        let (body, bulk) = encode_wire(&PeerMsg::Ping { from: 2, epoch: 0 });
+        let msg = loligo_proto::direct::Message {
+            body: body.into(),
+            bulk,
+        };
+        let addr = osds[1].clone();
+        async move {
+            let r = conns
+                .call(
+                    1,
+                    &addr,
+                    loligo_proto::direct::Call::Peer,
+                    msg,
+                    Duration::from_secs(5),
+                )
+                .await
+                .unwrap();
+            decode_wire::<PeerReply>(&r.body, r.bulk).unwrap()
+        }
+    };
+    assert!(matches!(
+        rt.block_on(ping(conns.clone())),
+        PeerReply::Pong { .. }
+    ));
+    let new = root.join("osd.2.new.keyring");
+    ok(
+        dir,
+        &["auth", "rotate", "osd.2", "-o", new.to_str().unwrap()],
+    );
+    rt.block_on(async {
+        // The OSDs learn the rotation with the map: within a few seconds.
+        let mut refused = false;
+        for _ in 0..50 {
+            if let PeerReply::Refused(why) = ping(conns.clone()).await {
+                assert!(why.contains("rotated"), "{why}");
+                refused = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(refused, "osd.1 still takes osd.2's old key");
+        let mut mc = loligo_monc::MonClient::new(vec![mon.to_string()])
+            .unwrap()
+            .secured(Some(&sec));
+        mc.deadline = Duration::from_secs(5);
+        let r = mc.get_map().await;
+        assert!(matches!(r, Err(loligo_monc::MonError::Denied(_))), "{r:?}");
+    });
+    // osd.2 itself is refused now: restarted with its new keyring, it
+    // serves again.
+    let d = dir.to_str().unwrap();
+    ok(dir, &["stop", "osd.2", "--data-dir", d]);
+    std::fs::rename(&new, keys.join("osd.2.keyring")).unwrap();
+    ok(dir, &["start", "osd.2", "--data-dir", d]);
+    let t0 = std::time::Instant::now();
+    loop {
+        let s: serde_json::Value = serde_json::from_str(&ok(dir, &["status", "--json"])).unwrap();
+        if s["osdmap"]["num_up_osds"] == 3 {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "osd.2 did not come back: {s}"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
 }
 
 /// The CLI, as the admin, pointed at a server that presents a read-only

@@ -6,7 +6,7 @@
 //! the Raft state machine checks and applies.
 
 use crate::protocol::{Admin, AuthInfo, MonError};
-use loligo_types::caps::{is_client, AuthEntry, Caps, ADMIN};
+use loligo_types::caps::{is_client, is_osd, AuthEntry, Caps, ADMIN, REVOKED_SERIAL};
 use loligo_types::osdmap::AUTH_ENTRIES_MAX;
 use loligo_types::osdmap::{OBJECT_SIZE_MAX_DEFAULT, WEIGHT_IN};
 use loligo_types::{crush_edit, Change, EcProfile, OsdMap, PoolKind};
@@ -228,7 +228,17 @@ pub fn plan(m: &OsdMap, cmd: &Admin) -> Result<Outcome, MonError> {
             }
             Changes(vec![Change::OsdReweight { id: *id, weight: w }])
         }
-        Admin::OsdRm { id } => Changes(vec![Change::OsdRemove { id: *id }]),
+        // Its keys go with it: a removed OSD's key never serves again.
+        Admin::OsdRm { id } => Changes(vec![
+            Change::OsdRemove { id: *id },
+            Change::AuthPut {
+                entity: format!("osd.{id}"),
+                entry: AuthEntry {
+                    caps: Caps::default(),
+                    serial: REVOKED_SERIAL.into(),
+                },
+            },
+        ]),
         Admin::OsdLost { id, confirm } => {
             if !confirm {
                 return Err(MonError::Invalid(format!(
@@ -311,6 +321,8 @@ pub fn plan(m: &OsdMap, cmd: &Admin) -> Result<Outcome, MonError> {
             let caps = match m.auth.get(entity) {
                 Some(e) => e.caps.clone(),
                 None if entity == ADMIN => Caps::all(),
+                // An OSD's key, recorded or not yet (its first boot would).
+                None if is_osd(entity) => Caps::default(),
                 None => return Err(MonError::Invalid(format!("no user {entity}"))),
             };
             Issue {
@@ -339,6 +351,11 @@ pub fn plan(m: &OsdMap, cmd: &Admin) -> Result<Outcome, MonError> {
             if entity == ADMIN {
                 return Err(MonError::Invalid(format!(
                     "{ADMIN} keeps every right (so the cluster always has an administrator); make another user for fewer"
+                )));
+            }
+            if is_osd(entity) {
+                return Err(MonError::Invalid(format!(
+                    "{entity} is an OSD: OSDs have no caps (they speak only for themselves)"
                 )));
             }
             let old = user(m, entity)?;
@@ -544,5 +561,39 @@ mod tests {
         assert!(e.to_string().contains("'nope' does not exist"), "{e}");
         // Replicated pools are unaffected.
         assert!(matches!(plan(&m, &create(None)), Ok(Outcome::Changes(_))));
+    }
+
+    #[test]
+    fn an_osds_key_is_rotated_like_a_users_and_revoked_with_the_osd() {
+        let m = OsdMap::new("f", "osd").unwrap();
+        // Rotating an OSD's key needs no entry (its first boot would make
+        // one): a keyring is issued with no caps.
+        let rotate = Admin::AuthRotate {
+            entity: "osd.3".into(),
+        };
+        match plan(&m, &rotate) {
+            Ok(Outcome::Issue { entity, caps }) => {
+                assert_eq!(entity, "osd.3");
+                assert_eq!(caps, Caps::default());
+            }
+            r => panic!("{:?}", r.err()),
+        }
+        // Removing the OSD revokes its keys.
+        match plan(&m, &Admin::OsdRm { id: 3 }) {
+            Ok(Outcome::Changes(c)) => assert!(c.contains(&Change::AuthPut {
+                entity: "osd.3".into(),
+                entry: AuthEntry {
+                    caps: Caps::default(),
+                    serial: REVOKED_SERIAL.into(),
+                },
+            })),
+            r => panic!("{:?}", r.err()),
+        }
+        // OSDs have no caps to change.
+        let caps = Admin::AuthCaps {
+            entity: "osd.3".into(),
+            caps: vec![("mon".into(), "allow *".into())],
+        };
+        assert!(matches!(plan(&m, &caps), Err(MonError::Invalid(e)) if e.contains("no caps")));
     }
 }

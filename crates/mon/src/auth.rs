@@ -76,6 +76,9 @@ pub fn authorize(
         }
         return Ok(());
     }
+    if let (Some(m), Some(_)) = (map, osd_of(e)) {
+        m.osd_key_valid(e, serial).map_err(MonError::Denied)?;
+    }
     let me = osd_of(e);
     let as_osd = |id: i32, what: &str| {
         if me == Some(id) {
@@ -471,5 +474,74 @@ mod tests {
             },
         );
         assert!(e.is_err());
+    }
+
+    #[test]
+    fn an_osd_acts_only_with_the_key_the_map_records_for_it() {
+        let mut m = cluster();
+        let as_osd1 = |serial: &'static str| Caller::Entity {
+            entity: "osd.1",
+            serial,
+        };
+        let boot = MonRequest::OsdBoot {
+            id: 1,
+            addr: "a:1".into(),
+            host: "h".into(),
+            crush_weight: 1,
+        };
+        // None recorded yet: any key of the authority (its first boot
+        // records it).
+        assert!(authorize(as_osd1("aa"), Some(&m), &boot).is_ok());
+        let put = |serial: &str| Change::AuthPut {
+            entity: "osd.1".into(),
+            entry: AuthEntry {
+                caps: Caps::default(),
+                serial: serial.into(),
+            },
+        };
+        m.apply(&Incremental {
+            epoch: 4,
+            changes: vec![put("aa")],
+        })
+        .unwrap();
+        for r in [
+            &boot,
+            &MonRequest::GetMap,
+            &MonRequest::OsdMarkMeDown { id: 1 },
+        ] {
+            assert!(authorize(as_osd1("aa"), Some(&m), r).is_ok(), "{r:?}");
+            let e = authorize(as_osd1("bb"), Some(&m), r).unwrap_err();
+            assert!(e.to_string().contains("rotated"), "{e}");
+        }
+        // Removed: every key of it refused.
+        m.apply(&Incremental {
+            epoch: 5,
+            changes: vec![put(loligo_types::caps::REVOKED_SERIAL)],
+        })
+        .unwrap();
+        for serial in ["aa", "bb"] {
+            let e = authorize(as_osd1(serial), Some(&m), &boot).unwrap_err();
+            assert!(e.to_string().contains("revoked"), "{e}");
+        }
+        // Another OSD's key is its own business.
+        let osd2 = Caller::Entity {
+            entity: "osd.2",
+            serial: "cc",
+        };
+        assert!(authorize(osd2, Some(&m), &MonRequest::GetMap).is_ok());
+        // An OSD's entry has no caps, and no caps make an OSD's entry.
+        let with_caps = Change::AuthPut {
+            entity: "osd.2".into(),
+            entry: AuthEntry {
+                caps: Caps::all(),
+                serial: "cc".into(),
+            },
+        };
+        assert!(m
+            .apply(&Incremental {
+                epoch: 6,
+                changes: vec![with_caps],
+            })
+            .is_err());
     }
 }

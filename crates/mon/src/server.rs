@@ -802,6 +802,28 @@ impl Monitor {
         }
     }
 
+    /// Before an OSD's boot: record the serial of the certificate it
+    /// boots with if the user table has none for it yet (its first boot,
+    /// in the boots' gathered epoch). A recorded one was checked by
+    /// `authorize`.
+    async fn record_osd_key(&self, entity: &str, serial: &str) -> Result<(), MonError> {
+        let known = {
+            let st = self.shared.read();
+            st.map.as_ref().is_some_and(|m| m.auth.contains_key(entity))
+        };
+        if known {
+            return Ok(());
+        }
+        let put = Change::AuthPut {
+            entity: entity.to_string(),
+            entry: AuthEntry {
+                caps: loligo_types::caps::Caps::default(),
+                serial: serial.to_string(),
+            },
+        };
+        self.gather(GatherItem::Boot(put)).await.map(|_| ())
+    }
+
     /// `auth add` or `auth rotate`: a new keyring for the user the plan
     /// names, its serial recorded with the caps; the keyring goes back
     /// in the reply and is kept nowhere (not in the map, not in the log).
@@ -1004,7 +1026,15 @@ impl Mon for Service {
         }
         let r: CallResult = match serde_json::from_slice::<MonRequest>(&body) {
             Ok(req) => match self.0.authorize(&who, &req) {
-                Ok(()) => self.0.call(req).await,
+                Ok(()) => match (&req, &who) {
+                    (MonRequest::OsdBoot { .. }, Some((e, serial))) => {
+                        match self.0.record_osd_key(e, serial).await {
+                            Ok(()) => self.0.call(req).await,
+                            Err(e) => Err(e),
+                        }
+                    }
+                    _ => self.0.call(req).await,
+                },
                 Err(e) => {
                     tracing::warn!("refused: {e}");
                     Err(e)

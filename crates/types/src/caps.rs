@@ -252,9 +252,24 @@ pub const ADMIN: &str = "client.admin";
 
 /// Longest certificate serial (hex digits).
 pub const SERIAL_LEN_MAX: usize = 64;
+/// The serial an OSD's entry holds once the OSD is removed (`osd rm`): no
+/// certificate has it (the authority's serials are 32 hex digits, the
+/// first above 3), so every key of that OSD is refused until `auth rotate
+/// osd.N` records a new one (or `auth rm osd.N` lets the next boot's key
+/// in).
+pub const REVOKED_SERIAL: &str = "0";
 
-/// A client the cluster knows: its caps, and the serial (hex) of the one
-/// certificate it may connect with. A new key (`auth rotate`) changes the
+/// Whether `entity` names an OSD (`osd.N`): its entry in the user table
+/// holds only the serial of its one valid certificate, no caps.
+pub fn is_osd(entity: &str) -> bool {
+    entity
+        .strip_prefix("osd.")
+        .is_some_and(|n| !n.is_empty() && n.len() <= 10 && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// A client the cluster knows (or an OSD: no caps; see
+/// [`crate::OsdMap::osd_key_valid`]): its caps, and the serial (hex) of
+/// the one certificate it may connect with. A new key (`auth rotate`) changes the
 /// serial, and every older certificate of the entity is refused from the
 /// epoch that records it; `auth rm` removes the entry and with it every
 /// right. [`ADMIN`] without an entry has every right with any
@@ -269,9 +284,13 @@ pub struct AuthEntry {
 impl AuthEntry {
     /// Check an entry decoded from a map or asked for in a change.
     pub fn validate(&self, entity: &str) -> Result<(), String> {
-        if !is_client(entity) {
+        if is_osd(entity) {
+            if self.caps != Caps::default() {
+                return Err(format!("{entity}: an OSD has no caps"));
+            }
+        } else if !is_client(entity) {
             return Err(format!(
-                "'{entity}' is not a client entity (client.NAME, NAME 1-{CLIENT_NAME_MAX} characters of A-Z a-z 0-9 - _ .)"
+                "'{entity}' is not a client entity (client.NAME, NAME 1-{CLIENT_NAME_MAX} characters of A-Z a-z 0-9 - _ .) nor an OSD (osd.N)"
             ));
         }
         let hex = self.serial.chars().all(|c| c.is_ascii_hexdigit());

@@ -564,6 +564,23 @@ impl OsdMap {
         }
     }
 
+    /// Whether OSD entity `entity` (`osd.N`) may act with the certificate
+    /// of serial `serial`: the one the user table records for it, or any
+    /// of the authority's while none is recorded (an OSD's first boot
+    /// records its certificate's serial; `auth rotate osd.N` a new one;
+    /// `osd rm` revokes every one, see [`crate::caps::REVOKED_SERIAL`]).
+    pub fn osd_key_valid(&self, entity: &str, serial: &str) -> std::result::Result<(), String> {
+        match self.auth.get(entity) {
+            Some(e) if e.serial == crate::caps::REVOKED_SERIAL => Err(format!(
+                "{entity}'s keys were revoked when it was removed (`loligo auth rotate {entity}` makes a new one)"
+            )),
+            Some(e) if e.serial != serial => Err(format!(
+                "{entity}'s certificate (serial {serial}) is not the one the monitors record for it: its key was rotated"
+            )),
+            _ => Ok(()),
+        }
+    }
+
     /// A replicated pool as `pool create` makes it (the next pool id, rule
     /// 0, Ceph's placement). Checked when the change is applied.
     pub fn replicated_pool(&self, name: &str, pg_num: u32, size: u32, min_size: u32) -> Pool {

@@ -587,12 +587,12 @@ impl Service {
     /// Whether the connection's caller may send `m` (see `peer_call`).
     fn peer_allowed(&self, m: &PeerMsg, caller: Peer<'_>) -> Result<(), String> {
         use loligo_proto::net::Caller;
-        let e = match caller {
+        let (e, serial) = match caller {
             Caller::Anyone => return Ok(()),
             Caller::Unidentified => {
                 return Err("an OSD message without an identity on a secured OSD".into())
             }
-            Caller::Entity { entity, .. } => entity,
+            Caller::Entity { entity, serial } => (entity, serial),
         };
         let from = m.sender();
         if loligo_proto::tls::osd_of(e) != Some(from) {
@@ -602,7 +602,8 @@ impl Service {
             Some(map) if !map.osds.contains_key(&from) => {
                 Err(format!("osd.{from} is not in this OSD's map"))
             }
-            _ => Ok(()),
+            Some(map) => map.osd_key_valid(e, serial),
+            None => Ok(()),
         }
     }
 }
