@@ -55,7 +55,7 @@ pub fn server() -> tonic::transport::Server {
 }
 
 /// The gRPC connections a server accepts on `listener`, each through
-/// [`accept`] (with TCP_NODELAY set: Loligo's messages are small
+/// [`admit`] (with TCP_NODELAY set: Loligo's messages are small
 /// request/reply pairs, and Nagle's algorithm with delayed ACKs adds
 /// ~40 ms to each). Handshakes run concurrently, so a slow or silent peer
 /// holds up no one; a failed one (a stranger, plain text to a secured
@@ -63,8 +63,9 @@ pub fn server() -> tonic::transport::Server {
 pub fn incoming(
     listener: tokio::net::TcpListener,
     security: Option<Security>,
-) -> impl tokio_stream::Stream<Item = std::io::Result<ServerIo>> {
-    let (tx, rx) = tokio::sync::mpsc::channel::<std::io::Result<ServerIo>>(64);
+) -> impl tokio_stream::Stream<Item = std::io::Result<Admitted>> {
+    let (tx, rx) = tokio::sync::mpsc::channel::<std::io::Result<Admitted>>(64);
+    let admission = Admission::new(AdmissionLimits::default());
     tokio::spawn(async move {
         loop {
             // The server gone (its stream dropped): the port closes now,
@@ -73,8 +74,8 @@ pub fn incoming(
                 a = listener.accept() => a,
                 () = tx.closed() => return,
             };
-            let tcp = match a {
-                Ok((s, _)) => s,
+            let (tcp, addr) = match a {
+                Ok(s) => s,
                 Err(e) => {
                     // Out of descriptors and the like: pause, go on.
                     tracing::warn!("accept: {e}");
@@ -82,17 +83,261 @@ pub fn incoming(
                     continue;
                 }
             };
-            let (tx, sec) = (tx.clone(), security.clone());
+            let (tx, sec, adm) = (tx.clone(), security.clone(), admission.clone());
             tokio::spawn(async move {
-                if let Ok(a) = accept(tcp, sec.as_ref()).await {
+                if let Some((a, ticket)) = admit(&adm, tcp, addr, sec.as_ref()).await {
                     if !a.direct {
-                        let _ = tx.send(Ok(a.io)).await;
+                        let _ = tx.send(Ok(Admitted::new(a.io, Some(ticket)))).await;
                     }
                 }
             });
         }
     });
     tokio_stream::wrappers::ReceiverStream::new(rx)
+}
+
+/// Most connections a server keeps open at once; more are closed as they
+/// arrive.
+pub const CONNECTIONS_MAX: usize = 4096;
+/// Most handshakes under way in a server at once (each ends within
+/// [`crate::direct::SNIFF_TIMEOUT`]); more connections are closed as
+/// they arrive.
+pub const HANDSHAKES_MAX: usize = 1024;
+/// ... of them from one address, so that one peer that never finishes
+/// its handshakes holds up only itself.
+pub const HANDSHAKES_PER_ADDR_MAX: usize = 64;
+/// Most connections one entity keeps open to one server.
+pub const CONNECTIONS_PER_ENTITY_MAX: usize = 256;
+const _: () =
+    assert!(HANDSHAKES_PER_ADDR_MAX <= HANDSHAKES_MAX && HANDSHAKES_MAX <= CONNECTIONS_MAX);
+
+/// What a server lets in at once (see [`Admission`]).
+#[derive(Clone, Copy, Debug)]
+pub struct AdmissionLimits {
+    /// Connections open.
+    pub connections: usize,
+    /// Handshakes under way.
+    pub handshakes: usize,
+    /// Handshakes under way from one address.
+    pub handshakes_per_addr: usize,
+    /// Connections of one entity (after its handshake).
+    pub per_entity: usize,
+}
+
+impl Default for AdmissionLimits {
+    fn default() -> AdmissionLimits {
+        AdmissionLimits {
+            connections: CONNECTIONS_MAX,
+            handshakes: HANDSHAKES_MAX,
+            handshakes_per_addr: HANDSHAKES_PER_ADDR_MAX,
+            per_entity: CONNECTIONS_PER_ENTITY_MAX,
+        }
+    }
+}
+
+#[derive(Default)]
+struct Counts {
+    open: usize,
+    shaking: usize,
+    shaking_by: HashMap<std::net::IpAddr, usize>,
+    by_entity: HashMap<String, usize>,
+}
+
+/// The places a server has for connections: each connection takes a
+/// [`Ticket`] as it arrives (or is closed at once), gives its handshake
+/// place back once the handshake is over, and its connection place when
+/// it closes.
+pub struct Admission {
+    limits: AdmissionLimits,
+    counts: Mutex<Counts>,
+}
+
+impl Admission {
+    /// A server's places, with `limits`.
+    pub fn new(limits: AdmissionLimits) -> Arc<Admission> {
+        Arc::new(Admission {
+            limits,
+            counts: Mutex::new(Counts::default()),
+        })
+    }
+
+    fn counts(&self) -> std::sync::MutexGuard<'_, Counts> {
+        self.counts.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A place for a new connection from `addr`, or `None` (close it): the
+    /// server has all the connections or handshakes it takes, or `addr`
+    /// all the handshakes it may have under way.
+    pub fn arrive(self: &Arc<Self>, addr: std::net::IpAddr) -> Option<Ticket> {
+        let l = &self.limits;
+        let mut c = self.counts();
+        let from = c.shaking_by.get(&addr).copied().unwrap_or(0);
+        if c.open >= l.connections || c.shaking >= l.handshakes || from >= l.handshakes_per_addr {
+            return None;
+        }
+        c.open += 1;
+        c.shaking += 1;
+        *c.shaking_by.entry(addr).or_insert(0) += 1;
+        Some(Ticket {
+            admission: self.clone(),
+            addr,
+            shaking: true,
+            entity: None,
+        })
+    }
+
+    /// Connections open now.
+    pub fn open(&self) -> usize {
+        self.counts().open
+    }
+}
+
+/// One connection's place in a server (see [`Admission`]), given back when
+/// dropped.
+pub struct Ticket {
+    admission: Arc<Admission>,
+    addr: std::net::IpAddr,
+    shaking: bool,
+    entity: Option<String>,
+}
+
+impl Ticket {
+    fn end_handshake(&mut self, c: &mut Counts) {
+        if std::mem::take(&mut self.shaking) {
+            c.shaking -= 1;
+            if let Some(n) = c.shaking_by.get_mut(&self.addr) {
+                *n -= 1;
+                if *n == 0 {
+                    c.shaking_by.remove(&self.addr);
+                }
+            }
+        }
+    }
+
+    /// The handshake is over: its place goes back, and the connection
+    /// counts against `entity` (`None`: a server without TLS). False when
+    /// that entity has all the connections it may have (close it).
+    pub fn identified(&mut self, entity: Option<&str>) -> bool {
+        let adm = self.admission.clone();
+        let mut c = adm.counts();
+        self.end_handshake(&mut c);
+        let Some(e) = entity else {
+            return true;
+        };
+        let n = c.by_entity.entry(e.to_string()).or_insert(0);
+        if *n >= adm.limits.per_entity {
+            return false;
+        }
+        *n += 1;
+        self.entity = Some(e.to_string());
+        true
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        let adm = self.admission.clone();
+        let mut c = adm.counts();
+        self.end_handshake(&mut c);
+        c.open -= 1;
+        if let Some(e) = self.entity.take() {
+            if let Some(n) = c.by_entity.get_mut(&e) {
+                *n -= 1;
+                if *n == 0 {
+                    c.by_entity.remove(&e);
+                }
+            }
+        }
+    }
+}
+
+/// A connection with its place in the server: what servers hand gRPC, so
+/// the place goes back when the connection closes.
+pub struct Admitted {
+    pub io: ServerIo,
+    _ticket: Option<Ticket>,
+}
+
+impl Admitted {
+    /// `io`, holding `ticket` for its life.
+    pub fn new(io: ServerIo, ticket: Option<Ticket>) -> Admitted {
+        Admitted {
+            io,
+            _ticket: ticket,
+        }
+    }
+}
+
+impl AsyncRead for Admitted {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Admitted {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().io).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+    }
+}
+
+impl tonic::transport::server::Connected for Admitted {
+    type ConnectInfo = Peer;
+
+    fn connect_info(&self) -> Peer {
+        self.io.peer()
+    }
+}
+
+/// Take the connection `tcp` from `addr` in: its place in `admission`, the
+/// handshake ([`accept`]), then its entity's place. `None`: closed (no
+/// place, a failed handshake, or an entity with all it may have).
+pub async fn admit(
+    admission: &Arc<Admission>,
+    tcp: TcpStream,
+    addr: SocketAddr,
+    security: Option<&Security>,
+) -> Option<(Accepted, Ticket)> {
+    let mut ticket = admission.arrive(addr.ip())?;
+    let a = accept(tcp, security).await.ok()?;
+    let peer = a.io.peer();
+    if !ticket.identified(peer.entity.as_deref()) {
+        tracing::warn!(
+            "{}: a connection refused: it has {} open (at most {})",
+            peer.entity.as_deref().unwrap_or("?"),
+            admission.limits.per_entity,
+            admission.limits.per_entity
+        );
+        return None;
+    }
+    Some((a, ticket))
 }
 
 /// ALPN name of the direct data path inside TLS (gRPC's is `h2`).
@@ -546,5 +791,116 @@ mod tests {
         assert_eq!(c.conns().len(), 1);
         c.forget(&addr);
         assert!(c.conns().is_empty());
+    }
+
+    #[test]
+    fn admission_counts_places_and_gives_them_back() {
+        let adm = Admission::new(AdmissionLimits {
+            connections: 4,
+            handshakes: 3,
+            handshakes_per_addr: 2,
+            per_entity: 1,
+        });
+        let ip = |s: &str| s.parse::<std::net::IpAddr>().unwrap();
+        let (a, b, c) = (ip("127.0.0.2"), ip("127.0.0.3"), ip("127.0.0.4"));
+        let t1 = adm.arrive(a).unwrap();
+        let _t2 = adm.arrive(a).unwrap();
+        assert!(adm.arrive(a).is_none(), "two handshakes from one address");
+        let mut t3 = adm.arrive(b).unwrap();
+        assert!(adm.arrive(c).is_none(), "three handshakes in all");
+        // A handshake over gives its place back.
+        assert!(t3.identified(Some("client.x")));
+        let mut t4 = adm.arrive(c).unwrap();
+        assert_eq!(adm.open(), 4);
+        assert!(adm.arrive(b).is_none(), "four connections in all");
+        // One connection per entity here: the second is refused.
+        assert!(!t4.identified(Some("client.x")));
+        drop(t4);
+        drop(t3);
+        let mut t5 = adm.arrive(c).unwrap();
+        assert!(
+            t5.identified(Some("client.x")),
+            "client.x's place came back"
+        );
+        drop(t1);
+        let _t6 = adm.arrive(a).expect("t1's handshake place came back");
+        assert_eq!(adm.open(), 3);
+    }
+
+    /// Thousands of connections from one address that never finish their
+    /// handshake: the server holds at most its per-address handshakes of
+    /// them (it closes the rest at once) and serves others meanwhile.
+    #[tokio::test]
+    async fn silent_handshakes_hold_up_only_their_own_address() {
+        use crate::tls::Authority;
+        let ca = Authority::generate("t").unwrap();
+        let sec = Security::new(ca.issue("osd.1").unwrap()).unwrap();
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let adm = Admission::new(AdmissionLimits::default());
+        let server = adm.clone();
+        tokio::spawn(async move {
+            while let Ok((tcp, from)) = l.accept().await {
+                let (adm, sec) = (server.clone(), sec.clone());
+                tokio::spawn(async move {
+                    if let Some((a, _ticket)) = admit(&adm, tcp, from, Some(&sec)).await {
+                        if a.direct {
+                            let peer = a.io.peer();
+                            crate::direct::serve(Arc::new(Nothing), a.io, peer).await;
+                        }
+                    }
+                });
+            }
+        });
+        let mut silent = Vec::new();
+        for _ in 0..2000 {
+            let s = tokio::net::TcpSocket::new_v4().unwrap();
+            s.bind("127.0.0.2:0".parse().unwrap()).unwrap();
+            if let Ok(c) = s.connect(addr).await {
+                silent.push(c);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(
+            adm.open() <= HANDSHAKES_PER_ADDR_MAX,
+            "{} connections held",
+            adm.open()
+        );
+        // Another client is served at once.
+        let client = Security::new(ca.issue("client.a").unwrap()).unwrap();
+        let c = crate::direct::Conns::new(Duration::from_secs(2)).secured(Some(&client));
+        let t0 = std::time::Instant::now();
+        let msg = crate::direct::Message {
+            body: bytes::Bytes::from_static(b"x"),
+            bulk: Vec::new(),
+        };
+        let r = c
+            .call(
+                1,
+                &addr.to_string(),
+                crate::direct::Call::Op,
+                msg,
+                Duration::from_secs(5),
+            )
+            .await;
+        assert!(r.is_ok(), "{r:?}");
+        assert!(t0.elapsed() < Duration::from_secs(2));
+        drop(silent);
+    }
+
+    /// Answers every call with an empty message.
+    struct Nothing;
+
+    impl crate::direct::Handler for Nothing {
+        fn call(
+            self: Arc<Self>,
+            _call: crate::direct::Call,
+            _msg: crate::direct::Message,
+            _peer: Arc<Peer>,
+        ) -> Pin<
+            Box<dyn std::future::Future<Output = Option<crate::direct::Message>> + Send + 'static>,
+        > {
+            Box::pin(async { Some(crate::direct::Message::default()) })
+        }
     }
 }

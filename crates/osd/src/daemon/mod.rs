@@ -422,9 +422,10 @@ async fn serve(
     svc: OsdServer<service::Service>,
 ) {
     use loligo_proto::direct;
-    use loligo_proto::net::ServerIo;
+    use loligo_proto::net::{Admission, AdmissionLimits, Admitted};
+    let admission = Admission::new(AdmissionLimits::default());
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let (grpc_tx, grpc_rx) = tokio::sync::mpsc::channel::<std::io::Result<ServerIo>>(64);
+    let (grpc_tx, grpc_rx) = tokio::sync::mpsc::channel::<std::io::Result<Admitted>>(64);
     let grpc = tokio::spawn(async move {
         let incoming = tokio_stream::wrappers::ReceiverStream::new(grpc_rx);
         if let Err(e) = loligo_proto::net::server()
@@ -448,21 +449,23 @@ async fn serve(
         tokio::select! {
             _ = shared.shutdown.notified() => break,
             a = listener.accept() => match a {
-                Ok((s, _)) => {
+                Ok((s, addr)) => {
                     let (svc, tx) = (service.clone(), grpc_tx.clone());
                     let sec = shared.cfg.security.clone();
-                    let limits = limits.clone();
+                    let (limits, adm) = (limits.clone(), admission.clone());
                     conns.spawn(async move {
-                        // The handshake (with TLS), then the protocol.
-                        match loligo_proto::net::accept(s, sec.as_ref()).await {
-                            Ok(a) if a.direct => {
+                        // Its place, the handshake (with TLS), then the
+                        // protocol; the place goes back when it closes.
+                        match loligo_proto::net::admit(&adm, s, addr, sec.as_ref()).await {
+                            Some((a, ticket)) if a.direct => {
                                 let peer = a.io.peer();
-                                direct::serve_with(svc, a.io, peer, limits).await
+                                direct::serve_with(svc, a.io, peer, limits).await;
+                                drop(ticket);
                             }
-                            Ok(a) => {
-                                let _ = tx.send(Ok(a.io)).await;
+                            Some((a, ticket)) => {
+                                let _ = tx.send(Ok(Admitted::new(a.io, Some(ticket)))).await;
                             }
-                            Err(_) => {}
+                            None => {}
                         }
                     });
                 }
