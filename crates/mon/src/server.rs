@@ -238,6 +238,30 @@ fn late_ask<'m>(
     }
 }
 
+/// Whether `ask`'s claim (its PG's acting set and primary as of its epoch)
+/// agrees with `map`, where the map can tell: when nothing since the ask's
+/// epoch may have moved the PG, its placement then is its placement now.
+/// (The auth check has made sure the asker is the primary it claims; this
+/// makes sure the claim is the map's, so an OSD records only a PG it is
+/// the primary of.) A claim the map contradicts is left out.
+fn claim_holds<'m>(
+    map: &'m OsdMap,
+    moves: &Moves,
+    placer: &mut Option<Option<Placer<'m>>>,
+    ask: &RecordAsk,
+) -> bool {
+    if moves.moved(ask.pg, ask.as_of) {
+        return true;
+    }
+    let Some(p) = placer.get_or_insert_with(|| map.placer().ok()) else {
+        return false;
+    };
+    match p.map_pg(ask.pg) {
+        Ok(m) => holes_as_minus_one(&m.acting) == ask.acting && m.acting_primary == ask.primary,
+        Err(_) => false,
+    }
+}
+
 /// The changes `items` make on `map`, in order, and each item's reply
 /// value: for records, the PGs whose record holds once the changes are
 /// in. A record is left out when it is older than the map's (or than an
@@ -289,6 +313,7 @@ fn gathered_changes(
                 for ask in records {
                     let (pg, record) = (&ask.pg, &ask.record);
                     if map.pool_of(*pg).is_err()
+                        || !claim_holds(map, &moves, &mut placer, ask)
                         || map.late_member(record).is_some()
                         || record.osds.iter().any(|o| booted.contains(o))
                         || late_ask(map, &moves, &mut placer, ask)
@@ -509,6 +534,18 @@ impl Monitor {
     /// Whether the peer (entity, serial; `None`: no identity) may make
     /// `req` under this monitor's map.
     fn authorize(&self, peer: &Option<(String, String)>, req: &MonRequest) -> Result<(), MonError> {
+        // Whether an OSD may ask for a PG's overrides or records is judged
+        // on the leader's map: a follower's may lag the map the OSD asks
+        // from, and a refusal there would not be asked again.
+        let by_map = matches!(
+            req,
+            MonRequest::PgTemp { .. }
+                | MonRequest::PrimaryTemp { .. }
+                | MonRequest::RecordWriteSets { .. }
+        );
+        if by_map && !self.is_leader() {
+            return Err(self.not_leader());
+        }
         let st = self.shared.read();
         crate::auth::authorize(self.caller(peer), st.map.as_ref(), req)
     }
@@ -1148,5 +1185,63 @@ impl Mon for Service {
         Ok(Response::new(Box::pin(
             tokio_stream::wrappers::ReceiverStream::new(out),
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_whose_claim_the_map_contradicts_is_left_out() {
+        let mut m = OsdMap::new("f", "osd").unwrap();
+        let boots = (0..5)
+            .map(|id| Change::OsdBoot {
+                id,
+                addr: format!("127.0.0.1:{}", 6800 + id),
+                host: "h".into(),
+                crush_weight: 0x10000,
+            })
+            .collect();
+        m.apply(&Incremental {
+            epoch: 2,
+            changes: boots,
+        })
+        .unwrap();
+        let p = m.replicated_pool("rbd", 8, 3, 2);
+        m.apply(&Incremental {
+            epoch: 3,
+            changes: vec![Change::PoolCreate(p)],
+        })
+        .unwrap();
+        let pg = PgId { pool: 1, ps: 3 };
+        let placed = m.placer().unwrap().map_pg(pg).unwrap();
+        let ask = |acting: Vec<i32>, primary: i32| RecordAsk {
+            pg,
+            record: WriteSetRecord {
+                interval: 3,
+                osds: acting.clone(),
+            },
+            as_of: 3,
+            acting,
+            primary,
+        };
+        let held = |a: RecordAsk| {
+            let (changes, values) =
+                gathered_changes(&m, &VecDeque::new(), &[GatherItem::Records(vec![a])]);
+            (changes.len(), values[0].as_array().map_or(0, Vec::len))
+        };
+        // The PG's primary, as the map places it: recorded.
+        assert_eq!(
+            held(ask(placed.acting.clone(), placed.acting_primary)),
+            (1, 1)
+        );
+        // Another OSD claiming to be the primary of a set holding it.
+        let other = placed.acting[1];
+        let mut forged = placed.acting.clone();
+        forged.swap(0, 1);
+        assert_eq!(held(ask(forged, other)), (0, 0));
+        let stranger = (0..5).find(|o| !placed.acting.contains(o)).unwrap();
+        assert_eq!(held(ask(vec![stranger, 0], stranger)), (0, 0));
     }
 }

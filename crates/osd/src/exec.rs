@@ -19,7 +19,7 @@ pub const VERSION_ATTR: &str = "_v";
 pub const OMAP_LIST_MAX: u32 = 10_000;
 /// Omap entries an omap listing reads from the store at a time, so that
 /// a listing is refused at the reply limit having read at most this many
-/// entries past it (with the store's largest keys and values, 16 MiB and
+/// entries past it (with the store's largest values and keys, 16 MiB and
 /// 4 KiB, about 256 MiB).
 const OMAP_PAGE_ENTRIES: usize = 16;
 /// Most bytes of results one op may gather (data, xattrs, omap, object

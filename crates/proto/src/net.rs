@@ -254,6 +254,7 @@ impl Drop for Ticket {
 /// A connection with its place in the server: what servers hand gRPC, so
 /// the place goes back when the connection closes.
 pub struct Admitted {
+    /// The connection.
     pub io: ServerIo,
     _ticket: Option<Ticket>,
 }
@@ -330,9 +331,8 @@ pub async fn admit(
     let peer = a.io.peer();
     if !ticket.identified(peer.entity.as_deref()) {
         tracing::warn!(
-            "{}: a connection refused: it has {} open (at most {})",
+            "{}: a connection refused: it has the most a server takes from one entity ({})",
             peer.entity.as_deref().unwrap_or("?"),
-            admission.limits.per_entity,
             admission.limits.per_entity
         );
         return None;

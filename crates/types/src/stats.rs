@@ -65,6 +65,7 @@ pub struct OsdReport {
     /// and `bytes_total`.
     #[serde(default)]
     pub fill_used: u64,
+    /// See `fill_used`.
     #[serde(default)]
     pub fill_total: u64,
     /// Client ops and bytes served since the OSD started.

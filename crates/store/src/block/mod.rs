@@ -1606,13 +1606,29 @@ impl ObjectStore for BlockStore {
                     (v.blocks_available() as u64).saturating_mul(unit),
                 )
             });
+        // A block file on that file system is the data space's, counted
+        // there: the file system is judged by the rest of it (a block file
+        // preallocated on it would make an empty store look full).
+        let block = dir.join(BLOCK_FILE);
+        let same_fs = |a: &Path, b: &Path| {
+            use std::os::unix::fs::MetadataExt;
+            match (std::fs::metadata(a), std::fs::metadata(b)) {
+                (Ok(x), Ok(y)) => x.dev() == y.dev() && x.is_file(),
+                _ => false,
+            }
+        };
+        let host_total = if same_fs(&block, &dir.join(KV_DIR)) {
+            host_total.saturating_sub(file_bytes(&block))
+        } else {
+            host_total
+        };
         Ok(StoreStats {
             total: self.shared.size,
             used: self.shared.size.saturating_sub(free),
             free,
             meta,
             host_total,
-            host_free,
+            host_free: host_free.min(host_total),
         })
     }
 }
