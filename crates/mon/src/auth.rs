@@ -181,7 +181,7 @@ pub fn authorize_raft(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use loligo_monc::Admin;
     use loligo_types::caps::AuthEntry;
@@ -325,7 +325,7 @@ mod tests {
     }
 
     /// Five OSDs, a pool of 8 PGs with 3 replicas, at epoch 3.
-    fn cluster() -> OsdMap {
+    pub(crate) fn cluster() -> OsdMap {
         let mut m = OsdMap::new("f", "osd").unwrap();
         let boots = (0..5)
             .map(|id| Change::OsdBoot {

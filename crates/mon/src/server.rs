@@ -1194,26 +1194,7 @@ mod tests {
 
     #[test]
     fn a_record_whose_claim_the_map_contradicts_is_left_out() {
-        let mut m = OsdMap::new("f", "osd").unwrap();
-        let boots = (0..5)
-            .map(|id| Change::OsdBoot {
-                id,
-                addr: format!("127.0.0.1:{}", 6800 + id),
-                host: "h".into(),
-                crush_weight: 0x10000,
-            })
-            .collect();
-        m.apply(&Incremental {
-            epoch: 2,
-            changes: boots,
-        })
-        .unwrap();
-        let p = m.replicated_pool("rbd", 8, 3, 2);
-        m.apply(&Incremental {
-            epoch: 3,
-            changes: vec![Change::PoolCreate(p)],
-        })
-        .unwrap();
+        let m = crate::auth::tests::cluster();
         let pg = PgId { pool: 1, ps: 3 };
         let placed = m.placer().unwrap().map_pg(pg).unwrap();
         let ask = |acting: Vec<i32>, primary: i32| RecordAsk {
