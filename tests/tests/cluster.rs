@@ -379,7 +379,7 @@ async fn objects_round_trip_and_compound_ops_are_atomic() {
         };
         let r = dc
             .call(
-                0,
+                &loligo_proto::tls::Expect::osd(0),
                 &t.addrs[0],
                 direct::Call::Op,
                 msg,

@@ -10,7 +10,7 @@
 use bytes::Bytes;
 use loligo_proto::direct::{Call, Conns, Message};
 use loligo_proto::net::{Channels, Security};
-use loligo_proto::tls::{Acceptor, Authority, Keyring};
+use loligo_proto::tls::{Acceptor, Authority, Expect, Keyring};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,6 +20,14 @@ use tokio::io::AsyncReadExt;
 /// the handshakes it completes and the bytes diallers then send it.
 async fn impostor(k: &Keyring) -> (String, Arc<AtomicUsize>, Arc<AtomicUsize>) {
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    serve_impostor(l, k)
+}
+
+/// [`impostor`] on listener `l`.
+fn serve_impostor(
+    l: tokio::net::TcpListener,
+    k: &Keyring,
+) -> (String, Arc<AtomicUsize>, Arc<AtomicUsize>) {
     let addr = l.local_addr().unwrap().to_string();
     let acc = Acceptor::new(k).unwrap();
     let (shakes, bytes) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
@@ -113,7 +121,13 @@ async fn no_key_but_its_own_can_pose_as_an_osd_on_the_direct_path() {
         let (addr, shakes, bytes) = impostor(&k.ca.issue(who).unwrap()).await;
         let conns = Conns::new(Duration::from_secs(2)).secured(Some(dialler));
         let r = conns
-            .call(1, &addr, Call::Op, probe(), Duration::from_secs(2))
+            .call(
+                &Expect::osd(1),
+                &addr,
+                Call::Op,
+                probe(),
+                Duration::from_secs(2),
+            )
             .await;
         assert!(r.is_err(), "{who} answered as osd.1");
         assert_untouched(&format!("{who} as osd.1"), &shakes, &bytes);
@@ -127,7 +141,7 @@ async fn no_key_but_its_own_can_pose_as_an_osd_on_grpc() {
         let (addr, shakes, bytes) = impostor(&k.ca.issue(who).unwrap()).await;
         let ch = Channels::new(Duration::from_secs(2), Some(Duration::from_secs(2)))
             .secured(Some(&k.admin));
-        if let Ok(mut c) = ch.osd(&addr, 1).await {
+        if let Ok(mut c) = ch.osd(&addr, &Expect::osd(1)).await {
             let _ = c
                 .op(loligo_proto::v1::Raw {
                     body: Bytes::from_static(&[0]),
@@ -137,4 +151,93 @@ async fn no_key_but_its_own_can_pose_as_an_osd_on_grpc() {
         }
         assert_untouched(&format!("{who} as osd.1"), &shakes, &bytes);
     }
+}
+
+/// A secured one-monitor group on a loopback port, as mon.0 with
+/// `keyring`; its data in `dir`.
+async fn monitor(
+    keyring: Keyring,
+    dir: &std::path::Path,
+    addr: Option<&str>,
+) -> (loligo_mon::MonHandle, String) {
+    let l = tokio::net::TcpListener::bind(addr.unwrap_or("127.0.0.1:0"))
+        .await
+        .unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    let members = [(0, addr.clone())].into();
+    let mut cfg = loligo_mon::MonConfig::new(0, members, dir.join("mon.0"), "hostile");
+    cfg.failure_domain = "osd".into();
+    cfg.create = true;
+    cfg.security = Some(Security::new(keyring).unwrap());
+    let h = loligo_mon::Monitor::start(cfg, l).await.unwrap();
+    (h, addr)
+}
+
+/// The map once the monitor has written its monitor map and its key.
+async fn map_with_monitors(mc: &mut loligo_monc::MonClient) -> loligo_types::OsdMap {
+    for _ in 0..100 {
+        let m = mc.get_map().await.unwrap();
+        if !m.mons.is_empty() && m.daemon_serial("mon.0").is_some() {
+            return m;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the monitor never wrote its monitor map and key");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_monitors_old_key_cannot_pose_as_it_to_a_client_with_the_map() {
+    let k = keys();
+    let dir = loligo_testkit::TempDir::new("hostile-mon").unwrap();
+    let old = k.ca.issue("mon.0").unwrap();
+    let current = k.ca.issue("mon.0").unwrap();
+    let serial = current.identity().unwrap().serial;
+    let (h, addr) = monitor(current, dir.path(), None).await;
+    let mut mc = loligo_monc::MonClient::new(vec![addr.clone()])
+        .unwrap()
+        .secured(Some(&k.admin));
+    mc.deadline = Duration::from_secs(3);
+    let m = map_with_monitors(&mut mc).await;
+    assert_eq!(m.mons.get(&0), Some(&addr));
+    assert_eq!(m.daemon_serial("mon.0"), Some(serial.as_str()));
+    // The monitor goes; a server with mon.0's old key takes its address.
+    h.stop().await;
+    let (imp_addr, shakes, bytes) = impostor_at(&old, &addr).await;
+    assert_eq!(imp_addr, addr);
+    assert!(mc.get_map().await.is_err());
+    assert_untouched("mon.0's old key at its address", &shakes, &bytes);
+}
+
+/// [`impostor`], on address `addr`.
+async fn impostor_at(k: &Keyring, addr: &str) -> (String, Arc<AtomicUsize>, Arc<AtomicUsize>) {
+    let mut tries = 0;
+    let l = loop {
+        match tokio::net::TcpListener::bind(addr).await {
+            Ok(l) => break l,
+            Err(_) if tries < 50 => {
+                tries += 1;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("{addr}: {e}"),
+        }
+    };
+    serve_impostor(l, k)
+}
+
+#[tokio::test]
+async fn an_osds_old_key_cannot_pose_as_it_once_the_map_names_its_key() {
+    let k = keys();
+    let old = k.ca.issue("osd.1").unwrap();
+    let current = k.ca.issue("osd.1").unwrap().identity().unwrap().serial;
+    let expect = Expect::daemon("osd.1", Some(&current));
+    let (addr, shakes, bytes) = impostor(&old).await;
+    let conns = Conns::new(Duration::from_secs(2)).secured(Some(&k.admin));
+    let r = conns
+        .call(&expect, &addr, Call::Op, probe(), Duration::from_secs(2))
+        .await;
+    assert!(r.is_err(), "osd.1's old key answered on the direct path");
+    let ch =
+        Channels::new(Duration::from_secs(2), Some(Duration::from_secs(2))).secured(Some(&k.admin));
+    assert!(ch.osd(&addr, &expect).await.is_err());
+    assert_untouched("osd.1's old key", &shakes, &bytes);
 }

@@ -258,9 +258,11 @@ fn security(
     }
     if !sec.keyring().serves_as_itself() {
         return Err(CliError(format!(
-            "{}: its certificate does not name {entity} as a server (issued by an older \
-             release, no client would reach it): issue a new one with `loligo auth keyring \
-             {entity} --ca DIR -o NEW_FILE` and start with that (`loligo up` does so itself)",
+            "{}: its certificate does not name {entity} and its key as a server (issued by an \
+             older release, no dialler would reach it): get a new one with `loligo auth rotate \
+             {entity} -o NEW_FILE` (the monitors record the new key; a monitor whose key no map \
+             records yet may also take `loligo auth keyring {entity} --ca DIR -o NEW_FILE`) \
+             and start with that (`loligo up` does so itself)",
             path.display()
         )));
     }

@@ -91,10 +91,13 @@ fn keyring_path(dir: &Path, entity: &str) -> PathBuf {
 }
 
 /// The cluster's authority (made on the first start) and a keyring for
-/// each of `entities` that has none yet, or (a daemon's) one whose
-/// certificate does not name it as a server: issued before servers had to
-/// prove which daemon they are, no dialler would reach it.
-fn make_keys(dir: &Path, fsid: &str, entities: &[String]) -> Result<(), CliError> {
+/// each of `entities` that has none yet, or (a monitor's) one whose
+/// certificate does not name it and its key as a server: issued before
+/// servers had to prove which daemon and key they are, no dialler would
+/// reach it. Returns the OSDs whose keyrings are outdated so: the map
+/// records their keys, so a new one must be recorded too, by the
+/// monitors ([`rotate_keys`]).
+fn make_keys(dir: &Path, fsid: &str, entities: &[String]) -> Result<Vec<String>, CliError> {
     use loligo_proto::tls::{Authority, Keyring};
     let keys = dir.join(KEYS_DIR);
     let ca = if Authority::exists_in(&keys) {
@@ -103,17 +106,44 @@ fn make_keys(dir: &Path, fsid: &str, entities: &[String]) -> Result<(), CliError
         Authority::generate(fsid).and_then(|ca| ca.save(&keys).map(|()| ca))
     }
     .map_err(|e| CliError(e.to_string()))?;
+    let mut rotate = Vec::new();
     for e in entities {
         let p = keyring_path(dir, e);
         let outdated = || {
             loligo_proto::tls::is_daemon(e)
                 && Keyring::load(&p).is_ok_and(|k| !k.serves_as_itself())
         };
-        if !p.exists() || outdated() {
+        if p.exists() && outdated() && loligo_proto::tls::osd_of(e).is_some() {
+            rotate.push(e.clone());
+        } else if !p.exists() || outdated() {
             ca.issue(e)
                 .and_then(|k| k.save(&p))
                 .map_err(|e| CliError(e.to_string()))?;
         }
+    }
+    Ok(rotate)
+}
+
+/// New keyrings for `osds` from the monitors (`auth rotate`), which
+/// record each new key, saved over the old ones.
+async fn rotate_keys(
+    mc: &mut loligo_monc::MonClient,
+    dir: &Path,
+    osds: &[String],
+) -> Result<(), MonError> {
+    for e in osds {
+        let r = mc
+            .call(MonRequest::Admin(Admin::AuthRotate { entity: e.clone() }))
+            .await?;
+        let text = r.value["keyring"]
+            .as_str()
+            .ok_or_else(|| MonError::Invalid(format!("auth rotate {e}: no keyring")))?;
+        loligo_proto::tls::Keyring::from_text(text)
+            .and_then(|k| k.save(&keyring_path(dir, e)))
+            .map_err(|err| MonError::Invalid(format!("{e}'s new keyring: {err}")))?;
+        eprintln!(
+            "{e}: its keyring was issued before servers named their keys: a new one is in place"
+        );
     }
     Ok(())
 }
@@ -395,10 +425,11 @@ pub fn up(a: UpArgs) -> Result<(), CliError> {
             a.data_dir.display()
         )));
     }
+    let mut rotate = Vec::new();
     if !st.insecure {
         let mut entities = all.clone();
         entities.push(ADMIN.into());
-        make_keys(&dir, &st.fsid, &entities)?;
+        rotate = make_keys(&dir, &st.fsid, &entities)?;
     }
     let conf = Config {
         fsid: st.fsid.clone(),
@@ -422,6 +453,7 @@ pub fn up(a: UpArgs) -> Result<(), CliError> {
         let mut mc = admin.mon_client().map_err(|e| MonError::Invalid(e.0))?;
         mc.deadline = Duration::from_secs(30);
         mc.get_map().await?;
+        rotate_keys(&mut mc, &dir, &rotate).await?;
         Ok::<_, MonError>(())
     });
     if let Err(e) = started {

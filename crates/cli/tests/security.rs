@@ -91,7 +91,7 @@ fn a_local_cluster_takes_only_its_own_members() {
             };
             let r = conns
                 .call(
-                    id as i32,
+                    &loligo_proto::tls::Expect::osd(id as i32),
                     addr,
                     loligo_proto::direct::Call::Peer,
                     msg,
@@ -121,7 +121,7 @@ fn a_local_cluster_takes_only_its_own_members() {
                 };
                 let r = conns
                     .call(
-                        1,
+                        &loligo_proto::tls::Expect::osd(1),
                         &addr,
                         loligo_proto::direct::Call::Peer,
                         msg,
@@ -247,7 +247,7 @@ fn an_osds_rotated_key_is_refused_and_its_new_one_serves(
         async move {
             let r = conns
                 .call(
-                    1,
+                    &loligo_proto::tls::Expect::osd(1),
                     &addr,
                     loligo_proto::direct::Call::Peer,
                     msg,

@@ -300,6 +300,9 @@ impl Inner {
                 self.wait_newer(epoch, Duration::from_millis(500)).await;
                 continue;
             };
+            // The primary proves it is osd.N, with the key the map records.
+            let entity = format!("osd.{primary}");
+            let expect = loligo_proto::tls::Expect::daemon(&entity, t.map.daemon_serial(&entity));
             let (body, bulk) = encode_wire(&req);
             let left = self.op_timeout.saturating_sub(start.elapsed());
             let msg = loligo_proto::direct::Message {
@@ -310,7 +313,7 @@ impl Inner {
             let sent = loligo_proto::direct::osd_call(
                 &self.direct,
                 &self.conns,
-                primary,
+                &expect,
                 &addr,
                 call,
                 msg,

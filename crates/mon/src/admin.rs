@@ -6,7 +6,7 @@
 //! the Raft state machine checks and applies.
 
 use crate::protocol::{Admin, AuthInfo, MonError};
-use loligo_types::caps::{is_client, is_osd, AuthEntry, Caps, ADMIN, REVOKED_SERIAL};
+use loligo_types::caps::{is_client, is_daemon, AuthEntry, Caps, ADMIN, REVOKED_SERIAL};
 use loligo_types::osdmap::AUTH_ENTRIES_MAX;
 use loligo_types::osdmap::{OBJECT_SIZE_MAX_DEFAULT, WEIGHT_IN};
 use loligo_types::{crush_edit, Change, EcProfile, OsdMap, PoolKind};
@@ -210,6 +210,11 @@ pub fn plan(m: &OsdMap, cmd: &Admin) -> Result<Outcome, MonError> {
         Admin::OsdDump => Answer(json!({
             "epoch": m.epoch,
             "fsid": m.fsid,
+            "mons": m.mons.iter().map(|(id, addr)| json!({
+                "name": format!("mon.{id}"),
+                "addr": addr,
+                "key_serial": m.daemon_serial(&format!("mon.{id}")),
+            })).collect::<Vec<_>>(),
             "osds": m.osds.values().collect::<Vec<_>>(),
             "pools": m.pools.values().collect::<Vec<_>>(),
             "pg_temp": m.pg_temp.iter().map(|(pg, v)| json!({"pg": pg.to_string(), "osds": v})).collect::<Vec<_>>(),
@@ -318,11 +323,18 @@ pub fn plan(m: &OsdMap, cmd: &Admin) -> Result<Outcome, MonError> {
             }
         }
         Admin::AuthRotate { entity } => {
+            let mon = loligo_proto::tls::mon_of(entity);
+            if mon.is_some_and(|id| !m.mons.is_empty() && !m.mons.contains_key(&id)) {
+                return Err(MonError::Invalid(format!(
+                    "{entity} is not a monitor of this cluster (`loligo osd dump` shows the monitor map)"
+                )));
+            }
             let caps = match m.auth.get(entity) {
                 Some(e) => e.caps.clone(),
                 None if entity == ADMIN => Caps::all(),
-                // An OSD's key, recorded or not yet (its first boot would).
-                None if is_osd(entity) => Caps::default(),
+                // A daemon's key, recorded or not yet (its first start
+                // would).
+                None if is_daemon(entity) => Caps::default(),
                 None => return Err(MonError::Invalid(format!("no user {entity}"))),
             };
             Issue {
@@ -353,9 +365,9 @@ pub fn plan(m: &OsdMap, cmd: &Admin) -> Result<Outcome, MonError> {
                     "{ADMIN} keeps every right (so the cluster always has an administrator); make another user for fewer"
                 )));
             }
-            if is_osd(entity) {
+            if is_daemon(entity) {
                 return Err(MonError::Invalid(format!(
-                    "{entity} is an OSD: OSDs have no caps (they speak only for themselves)"
+                    "{entity} is a daemon: daemons have no caps (they speak only for themselves)"
                 )));
             }
             let old = user(m, entity)?;

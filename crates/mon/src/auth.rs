@@ -1,9 +1,11 @@
 //! Who may ask a monitor what: the identity a connection's certificate
-//! gives (see `loligo_proto::tls`) against the request and the map. An
-//! OSD speaks only for itself (boots, reports, marks itself down, reports
-//! failures as the reporter); requests only OSDs make come only from
-//! OSDs; Raft messages only from monitors of this group. Daemons may read
-//! the map. A client may do what its caps in the map allow, with the one
+//! gives (see `loligo_proto::tls`) against the request and the map. A
+//! daemon acts only with the key the map records for it (any of its keys
+//! before the first is recorded). An OSD speaks only for itself (boots,
+//! reports, marks itself down, reports failures as the reporter);
+//! requests only OSDs make come only from OSDs; a monitor joins only as
+//! itself; Raft messages come only from monitors of this group. Daemons
+//! may read the map. A client may do what its caps in the map allow, with the one
 //! certificate the map records for it (`mon 'allow r'`: the map and
 //! reads; `allow rw`: admin commands; `allow *`: users too).
 //!
@@ -15,7 +17,7 @@
 use loligo_monc::{MonError, MonRequest};
 use loligo_proto::net::Caller;
 use loligo_proto::tls::{mon_of, osd_of};
-use loligo_types::caps::{Caps, MonCap, ADMIN};
+use loligo_types::caps::{is_daemon, Caps, MonCap, ADMIN};
 use loligo_types::OsdMap;
 
 fn denied(entity: &str, what: &str) -> MonError {
@@ -76,8 +78,8 @@ pub fn authorize(
         }
         return Ok(());
     }
-    if let (Some(m), Some(_)) = (map, osd_of(e)) {
-        m.osd_key_valid(e, serial).map_err(MonError::Denied)?;
+    if let (Some(m), true) = (map, is_daemon(e)) {
+        m.daemon_key_valid(e, serial).map_err(MonError::Denied)?;
     }
     let me = osd_of(e);
     let as_osd = |id: i32, what: &str| {
@@ -108,6 +110,14 @@ pub fn authorize(
             None => Err(denied(e, "record write sets")),
         },
         MonRequest::Admin(_) => Err(denied(e, "run admin commands")),
+        MonRequest::MonJoin { id } => {
+            let member = map.is_none_or(|m| m.mons.is_empty() || m.mons.contains_key(id));
+            if mon_of(e) == Some(*id) && member {
+                Ok(())
+            } else {
+                Err(denied(e, &format!("join as mon.{id}")))
+            }
+        }
     }
 }
 
@@ -164,18 +174,23 @@ fn may_record(ask: &loligo_types::RecordAsk, osd: i32, epoch: u64) -> Result<(),
 }
 
 /// Whether `caller` may send Raft messages to a group whose members are
-/// `members` (ids).
+/// `members` (ids): a member, with the key `map` (this monitor's, `None`
+/// before the first) records for it, if any.
 pub fn authorize_raft(
     caller: Caller<'_>,
     members: impl IntoIterator<Item = u64>,
+    map: Option<&OsdMap>,
 ) -> Result<(), MonError> {
-    let e = match caller {
+    let (e, serial) = match caller {
         Caller::Anyone => return Ok(()),
         Caller::Unidentified => return Err(unidentified()),
-        Caller::Entity { entity, .. } => entity,
+        Caller::Entity { entity, serial } => (entity, serial),
     };
     match mon_of(e) {
-        Some(id) if members.into_iter().any(|m| m == id) => Ok(()),
+        Some(id) if members.into_iter().any(|m| m == id) => match map {
+            Some(m) => m.daemon_key_valid(e, serial).map_err(MonError::Denied),
+            None => Ok(()),
+        },
         _ => Err(denied(e, "send Raft messages to this monitor group")),
     }
 }
@@ -316,12 +331,53 @@ pub(crate) mod tests {
         assert!(authorize(as_("mon.0"), map, &boot(0)).is_err());
         assert!(authorize(as_("mon.0"), map, &admin).is_err());
         // Raft: members of the group only.
-        assert!(authorize_raft(Caller::Anyone, [0]).is_ok());
-        assert!(authorize_raft(Caller::Unidentified, [0]).is_err());
-        assert!(authorize_raft(as_("mon.1"), [0, 1, 2]).is_ok());
-        assert!(authorize_raft(as_("mon.3"), [0, 1, 2]).is_err());
-        assert!(authorize_raft(as_("osd.1"), [0, 1, 2]).is_err());
-        assert!(authorize_raft(as_("client.admin"), [0, 1, 2]).is_err());
+        assert!(authorize_raft(Caller::Anyone, [0], None).is_ok());
+        assert!(authorize_raft(Caller::Unidentified, [0], None).is_err());
+        assert!(authorize_raft(as_("mon.1"), [0, 1, 2], None).is_ok());
+        assert!(authorize_raft(as_("mon.3"), [0, 1, 2], None).is_err());
+        assert!(authorize_raft(as_("osd.1"), [0, 1, 2], None).is_err());
+        assert!(authorize_raft(as_("client.admin"), [0, 1, 2], None).is_err());
+        // Once the map records a monitor's key, only that key speaks for
+        // it: an old key of mon.1 (rotated away) is refused.
+        let mut m = OsdMap::new("f", "osd").unwrap();
+        let rec = |entity: &str, serial: &str| Change::AuthPut {
+            entity: entity.into(),
+            entry: AuthEntry {
+                caps: Caps::default(),
+                serial: serial.into(),
+            },
+        };
+        m.apply(&Incremental {
+            epoch: 2,
+            changes: vec![rec("mon.1", "bb")],
+        })
+        .unwrap();
+        let key = |e: &'static str, s: &'static str| Caller::Entity {
+            entity: e,
+            serial: s,
+        };
+        assert!(authorize_raft(key("mon.1", "bb"), [0, 1, 2], Some(&m)).is_ok());
+        assert!(authorize_raft(key("mon.1", "aa"), [0, 1, 2], Some(&m)).is_err());
+        // A member whose key is not recorded yet is taken by name.
+        assert!(authorize_raft(key("mon.2", "cc"), [0, 1, 2], Some(&m)).is_ok());
+        // The same for its other requests, and it joins only as itself.
+        let join = |id| MonRequest::MonJoin { id };
+        assert!(authorize(key("mon.1", "bb"), Some(&m), &join(1)).is_ok());
+        assert!(authorize(key("mon.1", "aa"), Some(&m), &join(1)).is_err());
+        assert!(authorize(key("mon.1", "aa"), Some(&m), &MonRequest::GetMap).is_err());
+        assert!(authorize(key("mon.2", "cc"), Some(&m), &join(1)).is_err());
+        assert!(authorize(key("osd.1", "cc"), Some(&m), &join(1)).is_err());
+        assert!(authorize(key("client.admin", "cc"), Some(&m), &join(1)).is_err());
+        // Not a monitor of the map's monitor map.
+        m.apply(&Incremental {
+            epoch: 3,
+            changes: vec![Change::MonMap {
+                mons: [(0, "h:1".to_string()), (1, "h:2".to_string())].into(),
+            }],
+        })
+        .unwrap();
+        assert!(authorize(key("mon.2", "cc"), Some(&m), &join(2)).is_err());
+        assert!(authorize(key("mon.1", "bb"), Some(&m), &join(1)).is_ok());
     }
 
     /// Five OSDs, a pool of 8 PGs with 3 replicas, at epoch 3.

@@ -7,6 +7,7 @@
 pub mod admin;
 pub mod auth;
 pub mod leader;
+pub mod monmap;
 pub mod network;
 pub mod raft;
 pub mod server;

@@ -1,11 +1,14 @@
 //! Raft messages between monitors over the `Mon.Raft` gRPC call: each
 //! openraft request goes as JSON, and the reply comes back as JSON of
-//! `Result<response, RaftError>`.
+//! `Result<response, RaftError>`. A peer is dialled as the monitor its
+//! id names (`mon.N`), with the key this monitor's map records for it.
 //!
-//! It must never interpret the messages: openraft does.
+//! It must never interpret the messages (openraft does), nor send one to
+//! a server that is not the member it is for.
 
-use crate::raft::TypeConfig;
+use crate::raft::{Shared, TypeConfig};
 use loligo_proto::net::Channels;
+use loligo_proto::tls::Expect;
 use loligo_proto::v1::RaftMessage;
 use openraft::error::{
     InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
@@ -27,16 +30,20 @@ const CONNECT_TIMEOUT_MS: u64 = 1_000;
 #[derive(Clone)]
 pub struct Network {
     channels: Arc<Channels>,
+    /// This monitor's state: the map says which key each peer holds.
+    shared: Arc<Shared>,
 }
 
 impl Network {
     /// Connections to the peer monitors, secured with `security` (or
-    /// plain without).
-    pub fn new(security: Option<&loligo_proto::net::Security>) -> Network {
+    /// plain without), each expected to hold the key `shared`'s map
+    /// records for it.
+    pub fn new(security: Option<&loligo_proto::net::Security>, shared: Arc<Shared>) -> Network {
         Network {
             channels: Arc::new(
                 Channels::new(Duration::from_millis(CONNECT_TIMEOUT_MS), None).secured(security),
             ),
+            shared,
         }
     }
 }
@@ -47,6 +54,7 @@ pub struct Peer {
     target: u64,
     addr: String,
     channels: Arc<Channels>,
+    shared: Arc<Shared>,
 }
 
 impl RaftNetworkFactory<TypeConfig> for Network {
@@ -57,7 +65,19 @@ impl RaftNetworkFactory<TypeConfig> for Network {
             target,
             addr: node.addr.clone(),
             channels: self.channels.clone(),
+            shared: self.shared.clone(),
         }
+    }
+}
+
+impl Peer {
+    /// Whom this peer's server must prove it is: monitor `target`, with
+    /// the key the map records for it (any of its keys before that).
+    fn expect(&self) -> Expect {
+        let entity = format!("mon.{}", self.target);
+        let st = self.shared.read();
+        let serial = st.map.as_ref().and_then(|m| m.daemon_serial(&entity));
+        Expect::daemon(&entity, serial)
     }
 }
 
@@ -78,7 +98,7 @@ impl Peer {
         let body = serde_json::to_vec(req).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
         let mut c = self
             .channels
-            .mon(&self.addr)
+            .mon(&self.addr, &self.expect())
             .await
             .map_err(|e| RPCError::Unreachable(Unreachable::new(&Msg(e))))?;
         let msg = RaftMessage {
@@ -100,6 +120,11 @@ impl Peer {
         };
         let r: Result<Resp, RaftError<u64, E>> =
             serde_json::from_slice(&raw).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
+        if let Err(RaftError::Fatal(_)) = &r {
+            // The server's Raft stopped: whatever serves there next (the
+            // member started again) is dialled anew.
+            self.channels.forget(&self.addr);
+        }
         r.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
     }
 }

@@ -129,10 +129,20 @@ pub struct Monitor {
     watches: Arc<std::sync::atomic::AtomicUsize>,
     /// Map watch streams open now, by entity (with TLS).
     watchers: Watchers,
+    /// How a follower asks the leader to record its key (made on first
+    /// use).
+    joiner: Mutex<Option<loligo_monc::MonClient>>,
+    /// Whether this monitor said that the map records another key of it
+    /// (said once per change, not every tick).
+    told_other_key: std::sync::atomic::AtomicBool,
 }
 
 /// Open map watch streams by entity.
 type Watchers = Arc<std::sync::Mutex<HashMap<String, usize>>>;
+
+/// How long a follower's request to record its key may keep trying (it
+/// asks again at the next tick).
+const JOIN_DEADLINE_MS: u64 = 2_000;
 
 /// How long the proposer of a boot waits for others to join its epoch
 /// (Ceph's monitors gather proposals for up to a second).
@@ -435,7 +445,7 @@ impl Monitor {
         let raft = openraft::Raft::new(
             cfg.id,
             raft_config()?,
-            Network::new(cfg.security.as_ref()),
+            Network::new(cfg.security.as_ref(), shared.clone()),
             store.clone(),
             store,
         )
@@ -461,6 +471,8 @@ impl Monitor {
             gathered: std::sync::Mutex::new(Vec::new()),
             watches: Arc::default(),
             watchers: Arc::default(),
+            joiner: Mutex::new(None),
+            told_other_key: std::sync::atomic::AtomicBool::new(false),
         });
         let svc = MonServer::new(Service(mon.clone()))
             .max_decoding_message_size(MESSAGE_BYTES_MAX)
@@ -713,6 +725,11 @@ impl Monitor {
                 self.leader.lock().await.on_boot(id);
                 Ok(r)
             }
+            // The key was recorded before the call (`record_daemon_key`).
+            MonRequest::MonJoin { .. } => Ok(MonReply {
+                epoch: self.epoch(),
+                ..Default::default()
+            }),
             MonRequest::OsdMarkMeDown { id } => {
                 self.change_with(|m| {
                     Ok(if m.is_up(id) {
@@ -839,11 +856,11 @@ impl Monitor {
         }
     }
 
-    /// Before an OSD's boot: record the serial of the certificate it
-    /// boots with if the user table has none for it yet (its first boot,
-    /// in the boots' gathered epoch). A recorded one was checked by
-    /// `authorize`.
-    async fn record_osd_key(&self, entity: &str, serial: &str) -> Result<(), MonError> {
+    /// Before an OSD's boot or a monitor's join: record the serial of
+    /// the certificate the daemon connects with if the user table has
+    /// none for it yet (its first start; an OSD's in the boots' gathered
+    /// epoch). A recorded one was checked by `authorize`.
+    async fn record_daemon_key(&self, entity: &str, serial: &str) -> Result<(), MonError> {
         let known = {
             let st = self.shared.read();
             st.map.as_ref().is_some_and(|m| m.auth.contains_key(entity))
@@ -851,14 +868,95 @@ impl Monitor {
         if known {
             return Ok(());
         }
-        let put = Change::AuthPut {
-            entity: entity.to_string(),
-            entry: AuthEntry {
-                caps: loligo_types::caps::Caps::default(),
-                serial: serial.to_string(),
-            },
-        };
+        let put = crate::monmap::key_record(entity, serial);
         self.gather(GatherItem::Boot(put)).await.map(|_| ())
+    }
+
+    /// This monitor's key: its certificate's serial (`None` without TLS).
+    fn own_serial(&self) -> Option<String> {
+        let sec = self.cfg.security.as_ref()?;
+        sec.keyring().identity().ok().map(|i| i.serial)
+    }
+
+    /// The group's voters and their addresses, as the monitor map should
+    /// name them.
+    fn members(&self) -> BTreeMap<u64, String> {
+        let m = self.raft.metrics().borrow().membership_config.clone();
+        let members = m.membership();
+        members
+            .voter_ids()
+            .filter_map(|id| Some((id, members.get_node(&id)?.addr.clone())))
+            .collect()
+    }
+
+    /// Leader: keep the monitor map equal to the group and record this
+    /// monitor's own key.
+    async fn keep_mon_map(&self) {
+        let members = self.members();
+        let serial = self.own_serial();
+        let me = serial.as_deref().map(|s| (self.cfg.id, s));
+        let pending = {
+            let st = self.shared.read();
+            st.map
+                .as_ref()
+                .is_some_and(|m| !crate::monmap::leader_changes(m, &members, me).is_empty())
+        };
+        if pending {
+            let r = self
+                .change_with(|m| Ok(crate::monmap::leader_changes(m, &members, me)))
+                .await;
+            if let Err(e) = r {
+                tracing::warn!("cannot keep the monitor map yet: {e}");
+            }
+        }
+    }
+
+    /// Follower: ask the leader to record this monitor's key if the map
+    /// has none of it; say so (once) if the map records another.
+    async fn join(&self) {
+        use crate::monmap::OwnKey;
+        let Some(serial) = self.own_serial() else {
+            return;
+        };
+        let stands = {
+            let st = self.shared.read();
+            let Some(m) = st.map.as_ref() else { return };
+            crate::monmap::own_key(m, self.cfg.id, &serial)
+        };
+        let told = &self.told_other_key;
+        match stands {
+            OwnKey::Recorded => told.store(false, std::sync::atomic::Ordering::Relaxed),
+            OwnKey::Other => {
+                if !told.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                    tracing::error!(
+                        "the map records another key of mon.{id} than this keyring's (rotated or \
+                         revoked): the other monitors refuse this one until it is restarted with \
+                         the keyring `loligo auth rotate mon.{id}` gave",
+                        id = self.cfg.id
+                    );
+                }
+            }
+            OwnKey::Missing => {
+                let mut joiner = self.joiner.lock().await;
+                if joiner.is_none() {
+                    let addrs = self.cfg.members.values().cloned().collect();
+                    match loligo_monc::MonClient::new(addrs) {
+                        Ok(c) => {
+                            let mut c = c.secured(self.cfg.security.as_ref());
+                            c.deadline = Duration::from_millis(JOIN_DEADLINE_MS);
+                            *joiner = Some(c);
+                        }
+                        Err(e) => tracing::warn!("cannot ask to join: {e}"),
+                    }
+                }
+                if let Some(c) = joiner.as_mut() {
+                    let id = self.cfg.id;
+                    if let Err(e) = c.call(MonRequest::MonJoin { id }).await {
+                        tracing::debug!("mon.{id}'s key is not recorded yet: {e}");
+                    }
+                }
+            }
+        }
     }
 
     /// `auth add` or `auth rotate`: a new keyring for the user the plan
@@ -937,10 +1035,11 @@ impl Monitor {
         }
     }
 
-    /// Leader duties, twice a second.
+    /// Leader duties, twice a second; a follower's key recorded.
     async fn tick(&self) {
         if !self.is_leader() {
             *self.leader.lock().await = LeaderState::default();
+            self.join().await;
             return;
         }
         let has_map = self.shared.read().map.is_some();
@@ -955,6 +1054,7 @@ impl Monitor {
             }
             return;
         }
+        self.keep_mon_map().await;
         let changes = {
             let mut l = self.leader.lock().await;
             let st = self.shared.read();
@@ -1021,7 +1121,11 @@ impl Mon for Service {
     async fn raft(&self, req: Request<RaftMessage>) -> Result<Response<Raw>, Status> {
         let members = self.0.cfg.members.keys().copied();
         let caller = Caller::of(self.0.cfg.security.is_some(), peer_identity(&req));
-        if let Err(e) = crate::auth::authorize_raft(caller, members) {
+        let allowed = {
+            let st = self.0.shared.read();
+            crate::auth::authorize_raft(caller, members, st.map.as_ref())
+        };
+        if let Err(e) = allowed {
             tracing::warn!("refused: {e}");
             return Err(Status::permission_denied(e.to_string()));
         }
@@ -1064,12 +1168,13 @@ impl Mon for Service {
         let r: CallResult = match serde_json::from_slice::<MonRequest>(&body) {
             Ok(req) => match self.0.authorize(&who, &req) {
                 Ok(()) => match (&req, &who) {
-                    (MonRequest::OsdBoot { .. }, Some((e, serial))) => {
-                        match self.0.record_osd_key(e, serial).await {
-                            Ok(()) => self.0.call(req).await,
-                            Err(e) => Err(e),
-                        }
-                    }
+                    (
+                        MonRequest::OsdBoot { .. } | MonRequest::MonJoin { .. },
+                        Some((e, serial)),
+                    ) => match self.0.record_daemon_key(e, serial).await {
+                        Ok(()) => self.0.call(req).await,
+                        Err(e) => Err(e),
+                    },
                     _ => self.0.call(req).await,
                 },
                 Err(e) => {

@@ -503,7 +503,11 @@ async fn a_monitor_with_tls_bounds_each_entitys_watches_and_refuses_forgeries() 
     let raw = |s: &Security| {
         let ch = Channels::new(Duration::from_secs(2), None).secured(Some(s));
         let a = addr.clone();
-        async move { ch.mon(&a).await.unwrap() }
+        async move {
+            ch.mon(&a, &loligo_proto::tls::Expect::AnyMonitor)
+                .await
+                .unwrap()
+        }
     };
     let mut a = raw(&admin).await;
     let w1 = a.watch(WatchRequest { have: 0 }).await.unwrap();
@@ -861,4 +865,94 @@ async fn records_arriving_together_share_an_epoch() {
         "only PGs the boot moved lose their late records"
     );
     h.stop().await;
+}
+
+/// Three secured monitors: each one's key is recorded (the leader its
+/// own, the others by joining), the monitor map names them, and a member
+/// started with a key of its name that the map does not record gets no
+/// Raft traffic from the others (it falls behind) until it runs with its
+/// own key again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secured_monitors_record_their_keys_and_take_raft_only_from_those() {
+    use loligo_proto::net::Security;
+    use loligo_proto::tls::Authority;
+    let ca = Authority::generate("t").unwrap();
+    let keys: Vec<_> = (0..3)
+        .map(|i| ca.issue(&format!("mon.{i}")).unwrap())
+        .collect();
+    let d = tempdir("three-keys");
+    let (ls, members) = listeners(3).await;
+    let conf = |i: usize, k: &loligo_proto::tls::Keyring, create: bool| {
+        let mut c = cfg(i as u64, &members, d.path());
+        c.security = Some(Security::new(k.clone()).unwrap());
+        c.create = create;
+        c
+    };
+    let mut hs = Vec::new();
+    for (i, l) in ls.into_iter().enumerate() {
+        hs.push(Some(
+            Monitor::start(conf(i, &keys[i], true), l).await.unwrap(),
+        ));
+    }
+    let admin = Security::new(ca.issue("client.admin").unwrap()).unwrap();
+    let mut c = MonClient::new(members.values().cloned().collect())
+        .unwrap()
+        .secured(Some(&admin));
+    let serial = |i: usize| keys[i].identity().unwrap().serial;
+    let mut m = c.get_map().await.unwrap();
+    for _ in 0..100 {
+        if m.mons == members && (0..3).all(|i| m.daemon_serial(&format!("mon.{i}")).is_some()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        m = c.get_map().await.unwrap();
+    }
+    assert_eq!(m.mons, members, "the monitor map names the group");
+    for i in 0..3 {
+        assert_eq!(
+            m.daemon_serial(&format!("mon.{i}")),
+            Some(serial(i).as_str()),
+            "mon.{i}'s key"
+        );
+    }
+    // A follower restarted with another key of its name.
+    let f = hs
+        .iter()
+        .position(|h| h.as_ref().is_some_and(|h| !h.mon.is_leader()))
+        .unwrap();
+    if let Some(h) = hs[f].take() {
+        h.stop().await;
+    }
+    let l = TcpListener::bind(&members[&(f as u64)]).await.unwrap();
+    let other = ca.issue(&format!("mon.{f}")).unwrap();
+    let h = Monitor::start(conf(f, &other, false), l).await.unwrap();
+    c.call(create("while-refused")).await.unwrap();
+    let e = c.get_map().await.unwrap().epoch;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        h.mon.epoch() < e,
+        "a member with a key the map does not record got epoch {} of {e}",
+        h.mon.epoch()
+    );
+    // With its own key again, it catches up.
+    h.stop().await;
+    let l = TcpListener::bind(&members[&(f as u64)]).await.unwrap();
+    let h = Monitor::start(conf(f, &keys[f], false), l).await.unwrap();
+    let mut caught_up = false;
+    for _ in 0..100 {
+        caught_up = h.mon.epoch() >= e;
+        if caught_up {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        caught_up,
+        "mon.{f} with its own key stayed at {}",
+        h.mon.epoch()
+    );
+    h.stop().await;
+    for h in hs.into_iter().flatten() {
+        h.stop().await;
+    }
 }

@@ -1,7 +1,15 @@
 //! The client side of the monitor protocol, for the CLI, OSDs and the
-//! client library: finds the leader among the monitor addresses (following
+//! client library: finds the leader among the monitors (following
 //! `NotLeader` hints), retries while a quorum forms, and follows map
 //! epochs.
+//!
+//! The configured addresses are a first contact only, where any monitor
+//! of the cluster is taken: the first map that names the monitors (its
+//! monitor map, and each monitor's key in its user table) replaces them,
+//! and from then on each address is dialled as the monitor the map puts
+//! there, with the key the map records for it. So a monitor's old key,
+//! or a server at an address the map does not name, gets no request
+//! after the first map.
 //!
 //! It must never hide a refusal: map errors come back as they are; only
 //! "ask another monitor" conditions are retried, and only until the
@@ -9,9 +17,10 @@
 
 use crate::protocol::{CallResult, MapUpdate, MonError, MonReply, MonRequest};
 use loligo_proto::net::Channels;
+use loligo_proto::tls::Expect;
 use loligo_proto::v1::{mon_client, Raw, WatchRequest};
 use loligo_types::{decode, Incremental, OsdMap};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 use tonic::transport::{Channel, Endpoint};
 
@@ -20,11 +29,32 @@ const CONNECT_TIMEOUT_MS: u64 = 2_000;
 /// How long one request to one monitor may take.
 const REQUEST_TIMEOUT_MS: u64 = 15_000;
 
-/// A connection to the monitors (clones share the connections).
+/// One monitor to ask: where, and whom to expect there.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Target {
+    addr: String,
+    expect: Expect,
+}
+
+/// Where the monitors are, as far as this client knows.
+#[derive(Debug)]
+struct Targets {
+    list: Vec<Target>,
+    /// Whether `list` is a map's monitor map (else the configured
+    /// addresses, each taken for any monitor).
+    from_map: bool,
+    /// Whether a first map was asked for through the configured
+    /// addresses (a map that names no monitors leaves them in use).
+    asked: bool,
+}
+
+/// A connection to the monitors (clones share the connections and what
+/// they learn of the monitors).
 #[derive(Clone)]
 pub struct MonClient {
-    addrs: Vec<String>,
-    /// Index into `addrs` of the monitor to try first (last known leader).
+    targets: Arc<RwLock<Targets>>,
+    /// Index into the targets of the monitor to try first (last known
+    /// leader).
     preferred: usize,
     /// How long one call may keep retrying.
     pub deadline: Duration,
@@ -32,7 +62,8 @@ pub struct MonClient {
 }
 
 impl MonClient {
-    /// A client of the monitors at `addrs` (`host:port`).
+    /// A client of the monitors at `addrs` (`host:port`): a first contact,
+    /// until a map names the monitors.
     pub fn new(addrs: Vec<String>) -> Result<MonClient, MonError> {
         if addrs.is_empty() {
             return Err(MonError::Invalid("no monitor addresses".into()));
@@ -41,8 +72,19 @@ impl MonClient {
             Endpoint::from_shared(format!("http://{a}"))
                 .map_err(|e| MonError::Invalid(format!("bad monitor address '{a}': {e}")))?;
         }
+        let list = addrs
+            .into_iter()
+            .map(|addr| Target {
+                addr,
+                expect: Expect::AnyMonitor,
+            })
+            .collect();
         Ok(MonClient {
-            addrs,
+            targets: Arc::new(RwLock::new(Targets {
+                list,
+                from_map: false,
+                asked: false,
+            })),
             preferred: 0,
             deadline: Duration::from_secs(30),
             channels: Arc::new(Channels::new(
@@ -65,12 +107,68 @@ impl MonClient {
         self
     }
 
-    async fn connect(&self, addr: &str) -> Result<mon_client::MonClient<Channel>, MonError> {
-        self.channels.mon(addr).await.map_err(MonError::Unavailable)
+    fn targets(&self) -> std::sync::RwLockReadGuard<'_, Targets> {
+        // A panic while holding the lock leaves a whole list behind.
+        self.targets.read().unwrap_or_else(|p| p.into_inner())
     }
 
-    async fn call_one(&self, addr: &str, req: &MonRequest) -> CallResult {
-        let mut c = self.connect(addr).await?;
+    /// The `i`th monitor to ask (modulo their number).
+    fn target(&self, i: usize) -> Target {
+        let t = self.targets();
+        t.list[i % t.list.len()].clone()
+    }
+
+    /// Where a `NotLeader` hint points: the monitor the map puts at that
+    /// address, any monitor there before a map named them, or nothing
+    /// (an address the map does not name is not dialled).
+    fn hinted(&self, addr: &str) -> Option<Target> {
+        let t = self.targets();
+        match t.list.iter().find(|x| x.addr == addr) {
+            Some(x) => Some(x.clone()),
+            None if !t.from_map => Some(Target {
+                addr: addr.to_string(),
+                expect: Expect::AnyMonitor,
+            }),
+            None => None,
+        }
+    }
+
+    /// Take the monitors `map` names, each with the key it records, in
+    /// place of what this client knew (a map that names none changes
+    /// nothing).
+    pub fn follow(&self, map: &OsdMap) {
+        if map.mons.is_empty() {
+            return;
+        }
+        let list: Vec<Target> = map
+            .mons
+            .iter()
+            .map(|(id, addr)| {
+                let entity = format!("mon.{id}");
+                Target {
+                    addr: addr.clone(),
+                    expect: Expect::daemon(&entity, map.daemon_serial(&entity)),
+                }
+            })
+            .collect();
+        let mut t = self.targets.write().unwrap_or_else(|p| p.into_inner());
+        if t.list != list {
+            t.list = list;
+        }
+        t.from_map = true;
+        t.asked = true;
+    }
+
+    async fn connect(&self, t: &Target) -> Result<mon_client::MonClient<Channel>, MonError> {
+        self.channels
+            .mon(&t.addr, &t.expect)
+            .await
+            .map_err(MonError::Unavailable)
+    }
+
+    async fn call_one(&self, t: &Target, req: &MonRequest) -> CallResult {
+        let addr = t.addr.as_str();
+        let mut c = self.connect(t).await?;
         let body = serde_json::to_vec(req).map_err(|e| MonError::Invalid(e.to_string()))?;
         let r = c
             .call(Raw {
@@ -90,20 +188,38 @@ impl MonClient {
     }
 
     /// Send a request to the leader, retrying on other monitors, hints
-    /// and transient unavailability until the deadline.
+    /// and transient unavailability until the deadline. The first call
+    /// of a client asks for the map through the configured addresses
+    /// first, and then goes to the monitors it names.
     pub async fn call(&mut self, req: MonRequest) -> CallResult {
+        let asked = self.targets().asked;
+        if !asked {
+            let r = self.call_targets(&MonRequest::GetMap).await?;
+            let map = r
+                .map
+                .as_deref()
+                .ok_or_else(|| MonError::Unavailable("reply without a map".into()))?;
+            self.follow(&loligo_types::decode_map(map)?);
+            self.targets
+                .write()
+                .unwrap_or_else(|p| p.into_inner())
+                .asked = true;
+        }
+        self.call_targets(&req).await
+    }
+
+    async fn call_targets(&mut self, req: &MonRequest) -> CallResult {
         let start = tokio::time::Instant::now();
         let mut last = MonError::Unavailable("no monitor answered".into());
         let mut i = self.preferred;
-        let mut hint: Option<String> = None;
+        let mut hint: Option<Target> = None;
         let mut pause = Duration::from_millis(50);
         while start.elapsed() < self.deadline {
-            let addr = hint
-                .take()
-                .unwrap_or_else(|| self.addrs[i % self.addrs.len()].clone());
-            match self.call_one(&addr, &req).await {
+            let t = hint.take().unwrap_or_else(|| self.target(i));
+            match self.call_one(&t, req).await {
                 Ok(r) => {
-                    if let Some(p) = self.addrs.iter().position(|a| *a == addr) {
+                    let at = self.targets().list.iter().position(|x| *x == t);
+                    if let Some(p) = at {
                         self.preferred = p;
                     }
                     return Ok(r);
@@ -112,12 +228,15 @@ impl MonClient {
                     last = MonError::NotLeader {
                         leader: leader.clone(),
                     };
-                    match leader {
-                        Some(l) if l != addr => {
-                            hint = Some(l);
+                    match leader
+                        .filter(|l| *l != t.addr)
+                        .and_then(|l| self.hinted(&l))
+                    {
+                        Some(h) => {
+                            hint = Some(h);
                             continue;
                         }
-                        _ => i += 1,
+                        None => i += 1,
                     }
                 }
                 Err(e @ (MonError::Unavailable(_) | MonError::NoMap | MonError::Timeout(_))) => {
@@ -135,13 +254,15 @@ impl MonClient {
         })
     }
 
-    /// The current map.
+    /// The current map (whose monitors this client follows from then on).
     pub async fn get_map(&mut self) -> Result<OsdMap, MonError> {
         let r: MonReply = self.call(MonRequest::GetMap).await?;
         let b = r
             .map
             .ok_or_else(|| MonError::Unavailable("reply without a map".into()))?;
-        Ok(loligo_types::decode_map(&b)?)
+        let map = loligo_types::decode_map(&b)?;
+        self.follow(&map);
+        Ok(map)
     }
 
     /// Follow the map (with TLS, as long as the entity may read it): calls `f` with each new map, from epoch `have`
@@ -150,9 +271,10 @@ impl MonClient {
     pub async fn watch(&mut self, mut map: Option<OsdMap>, mut f: impl FnMut(&OsdMap) -> bool) {
         let mut i = self.preferred;
         loop {
-            let addr = self.addrs[i % self.addrs.len()].clone();
+            let t = self.target(i);
+            let addr = t.addr.clone();
             i += 1;
-            let Ok(mut c) = self.connect(&addr).await else {
+            let Ok(mut c) = self.connect(&t).await else {
                 tokio::time::sleep(Duration::from_millis(200)).await;
                 continue;
             };
@@ -199,6 +321,7 @@ impl MonClient {
                 };
                 map = next;
                 if let Some(m) = &map {
+                    self.follow(m);
                     if !f(m) {
                         return;
                     }

@@ -57,6 +57,11 @@ pub enum MonRequest {
     OsdReport(OsdReport),
     /// An administrator's command.
     Admin(Admin),
+    /// Monitor `id` of the group says it serves with the key it connects
+    /// with: the leader records that key's serial for `mon.ID` if none is
+    /// recorded yet (a monitor's first start), so that diallers of that
+    /// monitor and its Raft peers take no other key of it.
+    MonJoin { id: u64 },
 }
 
 /// Administrative commands (`loligo pool|osd|crush|ec-profile|status`).

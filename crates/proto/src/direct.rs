@@ -29,6 +29,7 @@
 //! more than [`BULK_MAX`] payloads, closes the connection.
 
 use crate::net::MESSAGE_BYTES_MAX;
+use crate::tls::Expect;
 use bytes::{Buf, Bytes, BytesMut};
 use loligo_bulk::aligned::BufPool;
 use std::collections::HashMap;
@@ -551,11 +552,11 @@ pub fn enabled() -> bool {
 /// process uses ([`enabled`]): the direct path through `direct`, else gRPC
 /// through `grpc`. Answered within `timeout`; an error means no answer
 /// came, and the connection is dropped so the next call dials again.
-/// With TLS, only a server whose certificate names `osd.{osd}` is reached.
+/// With TLS, only a server whose certificate `osd` names is reached.
 pub async fn osd_call(
     direct: &Conns,
     grpc: &crate::net::Channels,
-    osd: i32,
+    osd: &Expect,
     addr: &str,
     call: Call,
     msg: Message,
@@ -724,7 +725,7 @@ impl Conn {
 /// Direct connections to OSDs by `host:port` and OSD id, dialled on first
 /// use and dropped when they fail.
 pub struct Conns {
-    conns: Mutex<HashMap<(String, i32), Arc<Conn>>>,
+    conns: Mutex<HashMap<(String, Expect), Arc<Conn>>>,
     connect_timeout: Duration,
     security: Option<crate::net::Security>,
 }
@@ -745,20 +746,19 @@ impl Conns {
         self
     }
 
-    fn conns(&self) -> std::sync::MutexGuard<'_, HashMap<(String, i32), Arc<Conn>>> {
+    fn conns(&self) -> std::sync::MutexGuard<'_, HashMap<(String, Expect), Arc<Conn>>> {
         self.conns.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    async fn conn(&self, osd: i32, addr: &str) -> Result<Arc<Conn>, String> {
-        let key = (addr.to_string(), osd);
+    async fn conn(&self, osd: &Expect, addr: &str) -> Result<Arc<Conn>, String> {
+        let key = (addr.to_string(), osd.clone());
         if let Some(c) = self.conns().get(&key) {
             if !c.dead.load(Ordering::Relaxed) {
                 return Ok(c.clone());
             }
         }
-        let expect = crate::tls::Expect::osd(osd);
         let sec = self.security.as_ref();
-        let c = Arc::new(Conn::dial(addr, &expect, self.connect_timeout, sec).await?);
+        let c = Arc::new(Conn::dial(addr, osd, self.connect_timeout, sec).await?);
         let mut m = self.conns();
         // Two tasks may dial at once: keep a live one.
         let kept = m
@@ -772,13 +772,13 @@ impl Conns {
         Ok(kept.clone())
     }
 
-    /// One call to OSD `osd` at `addr`, answered within `timeout`. An
-    /// error means no answer came (the call may or may not have run).
-    /// With TLS, only a server whose certificate names `osd.{osd}` is
-    /// reached.
+    /// One call to the OSD `osd` names at `addr`, answered within
+    /// `timeout`. An error means no answer came (the call may or may not
+    /// have run). With TLS, only a server whose certificate `osd` names
+    /// is reached.
     pub async fn call(
         &self,
-        osd: i32,
+        osd: &Expect,
         addr: &str,
         call: Call,
         msg: Message,
@@ -935,8 +935,14 @@ mod tests {
                     body: Bytes::from(vec![body]),
                     bulk: vec![Bytes::from(vec![0u8; size])],
                 };
-                c.call(1, &addr, Call::Op, msg, Duration::from_secs(20))
-                    .await
+                c.call(
+                    &Expect::osd(1),
+                    &addr,
+                    Call::Op,
+                    msg,
+                    Duration::from_secs(20),
+                )
+                .await
             })
         };
         // Bytes: three calls of 600 KiB against 1 MiB: one inside at once.
@@ -1012,7 +1018,8 @@ mod tests {
                     body: Bytes::from(vec![body]),
                     bulk: vec![Bytes::from(vec![0u8; size])],
                 };
-                c.call(1, &addr, call, msg, Duration::from_secs(20)).await
+                c.call(&Expect::osd(1), &addr, call, msg, Duration::from_secs(20))
+                    .await
             })
         };
         // Eight connections of one 600 KiB op each against 1 MiB: one in.
@@ -1045,11 +1052,20 @@ mod tests {
         let t = Duration::from_secs(5);
         let client = Conns::new(Duration::from_secs(2))
             .secured(Some(&Security::new(ca.issue("client.a").unwrap()).unwrap()));
-        assert!(client.call(1, &addr, Call::Op, msg(), t).await.is_ok());
-        assert!(client.call(1, &addr, Call::Peer, msg(), t).await.is_err());
+        assert!(client
+            .call(&Expect::osd(1), &addr, Call::Op, msg(), t)
+            .await
+            .is_ok());
+        assert!(client
+            .call(&Expect::osd(1), &addr, Call::Peer, msg(), t)
+            .await
+            .is_err());
         let osd = Conns::new(Duration::from_secs(2))
             .secured(Some(&Security::new(ca.issue("osd.2").unwrap()).unwrap()));
-        assert!(osd.call(1, &addr, Call::Peer, msg(), t).await.is_ok());
+        assert!(osd
+            .call(&Expect::osd(1), &addr, Call::Peer, msg(), t)
+            .await
+            .is_ok());
     }
 
     /// A listener whose connections go through `net::accept` with
@@ -1098,7 +1114,7 @@ mod tests {
             let big = Bytes::from(rng.bytes(len));
             let r = member
                 .call(
-                    1,
+                    &Expect::osd(1),
                     &addr,
                     Call::Peer,
                     Message {
@@ -1119,14 +1135,26 @@ mod tests {
         };
         let plain = Conns::new(Duration::from_secs(2));
         assert!(plain
-            .call(1, &addr, Call::Op, msg(), Duration::from_secs(2))
+            .call(
+                &Expect::osd(1),
+                &addr,
+                Call::Op,
+                msg(),
+                Duration::from_secs(2)
+            )
             .await
             .is_err());
         let other = Authority::generate("u").unwrap();
         let stranger = Conns::new(Duration::from_secs(2))
             .secured(Some(&Security::new(other.issue("osd.2").unwrap()).unwrap()));
         assert!(stranger
-            .call(1, &addr, Call::Op, msg(), Duration::from_secs(2))
+            .call(
+                &Expect::osd(1),
+                &addr,
+                Call::Op,
+                msg(),
+                Duration::from_secs(2)
+            )
             .await
             .is_err());
     }
@@ -1186,7 +1214,13 @@ mod tests {
                     bulk: vec![big.slice(..call_len)],
                 };
                 let r = c
-                    .call(1, &addr, Call::Op, msg, Duration::from_secs(5))
+                    .call(
+                        &Expect::osd(1),
+                        &addr,
+                        Call::Op,
+                        msg,
+                        Duration::from_secs(5),
+                    )
                     .await;
                 assert!(
                     t0.elapsed() < Duration::from_secs(2),
@@ -1225,7 +1259,7 @@ mod tests {
                 };
                 let call = if i % 2 == 0 { Call::Op } else { Call::Peer };
                 let r = c
-                    .call(1, &addr, call, msg, Duration::from_secs(5))
+                    .call(&Expect::osd(1), &addr, call, msg, Duration::from_secs(5))
                     .await
                     .unwrap();
                 assert_eq!(&r.body[..], &[40 - 2 * i, i, call.code()][..]);
@@ -1246,7 +1280,13 @@ mod tests {
             bulk: Vec::new(),
         };
         let r = c
-            .call(1, &addr, Call::Op, silent, Duration::from_secs(5))
+            .call(
+                &Expect::osd(1),
+                &addr,
+                Call::Op,
+                silent,
+                Duration::from_secs(5),
+            )
             .await;
         assert_eq!(r, Err("connection closed".to_string()));
         assert!(t0.elapsed() < Duration::from_secs(2));
@@ -1255,7 +1295,13 @@ mod tests {
             bulk: Vec::new(),
         };
         assert!(c
-            .call(1, &addr, Call::Op, again, Duration::from_secs(5))
+            .call(
+                &Expect::osd(1),
+                &addr,
+                Call::Op,
+                again,
+                Duration::from_secs(5)
+            )
             .await
             .is_ok());
     }
@@ -1316,7 +1362,13 @@ mod tests {
         drop(l);
         let msg = Message::default();
         assert!(c
-            .call(1, &addr, Call::Op, msg.clone(), Duration::from_secs(1))
+            .call(
+                &Expect::osd(1),
+                &addr,
+                Call::Op,
+                msg.clone(),
+                Duration::from_secs(1)
+            )
             .await
             .is_err());
         assert!(c.conns().is_empty());
@@ -1330,7 +1382,13 @@ mod tests {
             }
         });
         let r = c
-            .call(1, &addr, Call::Op, msg, Duration::from_millis(200))
+            .call(
+                &Expect::osd(1),
+                &addr,
+                Call::Op,
+                msg,
+                Duration::from_millis(200),
+            )
             .await;
         assert!(r.unwrap_err().contains("no answer"));
         assert!(c.conns().is_empty());

@@ -728,22 +728,21 @@ impl Channels {
         self.conns().retain(|(a, _), _| a != addr);
     }
 
-    /// An OSD service client on the cached connection to OSD `osd` at
-    /// `addr`.
-    pub async fn osd(&self, addr: &str, osd: i32) -> Result<OsdClient<Channel>, String> {
-        Ok(OsdClient::new(self.channel(addr, &Expect::osd(osd)).await?)
+    /// An OSD service client on the cached connection to the OSD `osd`
+    /// names (`osd.N`, with the key the map records) at `addr`.
+    pub async fn osd(&self, addr: &str, osd: &Expect) -> Result<OsdClient<Channel>, String> {
+        Ok(OsdClient::new(self.channel(addr, osd).await?)
             .max_decoding_message_size(MESSAGE_BYTES_MAX)
             .max_encoding_message_size(MESSAGE_BYTES_MAX))
     }
 
     /// A monitor service client on the cached connection to `addr`, where
-    /// any monitor of the cluster is taken.
-    pub async fn mon(&self, addr: &str) -> Result<MonClient<Channel>, String> {
-        Ok(
-            MonClient::new(self.channel(addr, &Expect::AnyMonitor).await?)
-                .max_decoding_message_size(MESSAGE_BYTES_MAX)
-                .max_encoding_message_size(MESSAGE_BYTES_MAX),
-        )
+    /// `mon` names the monitor taken (any monitor of the cluster on a
+    /// first contact, else the one the map puts there).
+    pub async fn mon(&self, addr: &str, mon: &Expect) -> Result<MonClient<Channel>, String> {
+        Ok(MonClient::new(self.channel(addr, mon).await?)
+            .max_decoding_message_size(MESSAGE_BYTES_MAX)
+            .max_encoding_message_size(MESSAGE_BYTES_MAX))
     }
 }
 
@@ -876,7 +875,7 @@ mod tests {
         };
         let r = c
             .call(
-                1,
+                &Expect::osd(1),
                 &addr.to_string(),
                 crate::direct::Call::Op,
                 msg,

@@ -6,14 +6,16 @@
 //! its subject's common name. A daemon's (`mon.N`, `osd.N`) also carries
 //! DNS names that say which server it is ([`Expect::server_name`]:
 //! `osd.3.loligo`; a monitor's also `mon.loligo`, the name of "any
-//! monitor"), and the server-auth usage; a client's carries neither, so
-//! it cannot serve. Peers are dialled by address, and whoever dials says
+//! monitor") and which key of that server (`k<serial>.osd.3.loligo`),
+//! and the server-auth usage; a client's carries none of them, so it
+//! cannot serve. Peers are dialled by address, and whoever dials says
 //! whom it expects ([`Expect`]): the handshake fails unless the server's
-//! certificate names that daemon, so a key of this cluster cannot pose
-//! as another entity. (Which serial of that entity is current, and what
-//! each entity may do, is decided above this module.) An entity's
-//! [`Keyring`] file holds the authority's certificate, its own
-//! certificate and its private key.
+//! certificate names that daemon, and, once the map records which key
+//! the daemon holds, that key; so a key of this cluster cannot pose as
+//! another entity, nor a daemon's old key as the daemon. (Which serial
+//! of an entity is current, and what each entity may do, is decided
+//! above this module.) An entity's [`Keyring`] file holds the
+//! authority's certificate, its own certificate and its private key.
 //!
 //! This module must never accept a peer whose certificate the cluster's
 //! authority did not sign, nor a server whose certificate does not name
@@ -108,14 +110,35 @@ pub enum Expect {
     /// Any monitor of the cluster: a first contact to an address from a
     /// configuration, before the dialler knows which monitor is there.
     AnyMonitor,
-    /// This daemon (`mon.N` or `osd.N`), where the map puts it.
+    /// This daemon (`mon.N` or `osd.N`), where the map puts it, with any
+    /// key the authority issued it (the map records none yet).
     Daemon(String),
+    /// This daemon with this key only (its certificate's serial, as the
+    /// map records it): a key rotated away or revoked does not pass.
+    Key {
+        /// `mon.N` or `osd.N`.
+        entity: String,
+        /// Lower-case hex, as [`Identity::serial`].
+        serial: String,
+    },
 }
 
 impl Expect {
-    /// OSD `id`.
+    /// OSD `id`, with any of its keys.
     pub fn osd(id: i32) -> Expect {
         Expect::Daemon(format!("osd.{id}"))
+    }
+
+    /// Daemon `entity` with the key of serial `serial` if the map records
+    /// one, else with any of its keys.
+    pub fn daemon(entity: &str, serial: Option<&str>) -> Expect {
+        match serial {
+            Some(s) => Expect::Key {
+                entity: entity.to_string(),
+                serial: s.to_string(),
+            },
+            None => Expect::Daemon(entity.to_string()),
+        }
     }
 
     /// The DNS name the server's certificate must carry.
@@ -123,6 +146,7 @@ impl Expect {
         match self {
             Expect::AnyMonitor => ANY_MONITOR_NAME.to_string(),
             Expect::Daemon(e) => daemon_server_name(e),
+            Expect::Key { entity, serial } => key_server_name(entity, serial),
         }
     }
 }
@@ -132,16 +156,27 @@ fn daemon_server_name(entity: &str) -> String {
     format!("{entity}.{SERVER_NAME}")
 }
 
+/// The server name of daemon `entity`'s key of serial `serial`
+/// (`k4f09...e1.osd.3.loligo`): one DNS label of at most 41 bytes, as
+/// serials are at most 20 bytes. A serial that is not lower-case hex
+/// (none the authority issues) makes a name no certificate carries.
+fn key_server_name(entity: &str, serial: &str) -> String {
+    debug_assert!(serial.len() <= 40, "a serial of more than 20 bytes");
+    format!("k{serial}.{entity}.{SERVER_NAME}")
+}
+
 /// Whether `entity` is a daemon's (a monitor's or an OSD's): only those
 /// serve.
 pub fn is_daemon(entity: &str) -> bool {
     osd_of(entity).is_some() || mon_of(entity).is_some()
 }
 
-/// The DNS names a certificate for `entity` carries: none for a client.
-fn server_names(entity: &str) -> Vec<String> {
+/// The DNS names a certificate of serial `serial` for `entity` carries:
+/// none for a client.
+fn server_names(entity: &str, serial: &str) -> Vec<String> {
     let mut names = Vec::new();
     if is_daemon(entity) {
+        names.push(key_server_name(entity, serial));
         names.push(daemon_server_name(entity));
         if mon_of(entity).is_some() {
             names.push(ANY_MONITOR_NAME.to_string());
@@ -282,12 +317,12 @@ impl Authority {
         let issuer = Issuer::from_ca_cert_pem(&self.cert_pem, ca_key)
             .map_err(|e| key_err("the authority's certificate", e))?;
         let key = KeyPair::generate().map_err(|e| key_err("generating a key", e))?;
-        let mut p = CertificateParams::new(server_names(entity))
-            .map_err(|e| key_err("certificate parameters", e))?;
         // A serial per key (RFC 5280: positive, at most 20 bytes), from
         // the fresh public key: two keyrings never share one.
         let mut serial = xxhash_rust::xxh3::xxh3_128(key.public_key_raw()).to_be_bytes();
         serial[0] = (serial[0] & 0x7f) | 0x40;
+        let mut p = CertificateParams::new(server_names(entity, &hex(&serial)))
+            .map_err(|e| key_err("certificate parameters", e))?;
         p.serial_number = Some(rcgen::SerialNumber::from_slice(&serial));
         let mut dn = DistinguishedName::new();
         dn.push(DnType::CommonName, entity);
@@ -442,10 +477,11 @@ impl Keyring {
         identity_of_cert(&der).ok_or_else(|| TlsError::Entity(self.entity.clone()))
     }
 
-    /// Whether its certificate names its daemon as a server (daemons'
-    /// keyrings issued before servers had to prove which daemon they are
-    /// do not: no dialler reaches them until they are issued anew).
-    /// Always false for a client's.
+    /// Whether its certificate names its daemon as a server, and the key
+    /// by its serial (daemons' keyrings issued before servers had to
+    /// prove which daemon, and which key of it, they are do not: no
+    /// dialler reaches them once the map records their keys). Always
+    /// false for a client's.
     pub fn serves_as_itself(&self) -> bool {
         let Ok(der) = CertificateDer::from_pem_slice(self.cert.as_bytes()) else {
             return false;
@@ -453,22 +489,31 @@ impl Keyring {
         let Ok((_, cert)) = x509_parser::parse_x509_certificate(&der) else {
             return false;
         };
-        let want = daemon_server_name(&self.entity);
-        let named = cert
+        let want = [
+            daemon_server_name(&self.entity),
+            key_server_name(&self.entity, &hex(cert.raw_serial())),
+        ];
+        let names: Vec<&str> = cert
             .subject_alternative_name()
             .ok()
             .flatten()
-            .is_some_and(|san| {
-                san.value.general_names.iter().any(
-                    |n| matches!(n, x509_parser::extensions::GeneralName::DNSName(d) if *d == want),
-                )
-            });
+            .map(|san| {
+                san.value
+                    .general_names
+                    .iter()
+                    .filter_map(|n| match n {
+                        x509_parser::extensions::GeneralName::DNSName(d) => Some(*d),
+                        _ => None,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
         let serves = cert
             .extended_key_usage()
             .ok()
             .flatten()
             .is_some_and(|e| e.value.server_auth);
-        is_daemon(&self.entity) && named && serves
+        is_daemon(&self.entity) && want.iter().all(|w| names.contains(&w.as_str())) && serves
     }
 
     /// The keyring as the text of its file (TOML).
@@ -895,6 +940,43 @@ mod tests {
         assert!(ca.issue("osd.4").unwrap().serves_as_itself());
         assert!(ca.issue("mon.0").unwrap().serves_as_itself());
         assert!(!ca.issue("client.admin").unwrap().serves_as_itself());
+    }
+
+    /// Whether a dialler expecting `expect` gets through to a server
+    /// presenting keyring `server`.
+    async fn reaches_key(ca: &Authority, server: &Keyring, expect: &Expect) -> bool {
+        let (addr, mut seen) = self::server(server).await;
+        let c = Connector::new(&ca.issue("client.x").unwrap()).unwrap();
+        let tcp = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        let through = c.connect(tcp, expect).await.is_ok();
+        assert_eq!(through, seen.recv().await.unwrap().is_ok(), "{expect:?}");
+        through
+    }
+
+    #[tokio::test]
+    async fn a_daemons_old_key_cannot_pose_as_it_once_its_key_is_named() {
+        let ca = Authority::generate("test").unwrap();
+        for entity in ["osd.3", "mon.1"] {
+            let old = ca.issue(entity).unwrap();
+            let new = ca.issue(entity).unwrap();
+            let serial = new.identity().unwrap().serial;
+            let expect = Expect::daemon(entity, Some(&serial));
+            assert!(reaches_key(&ca, &new, &expect).await, "{entity}'s own key");
+            assert!(
+                !reaches_key(&ca, &old, &expect).await,
+                "{entity}'s old key passed for its new one"
+            );
+            // Before the map records a key, any of the daemon's passes.
+            assert!(reaches_key(&ca, &old, &Expect::daemon(entity, None)).await);
+            // Another daemon's key of that serial's shape does not.
+            let other = ca.issue("osd.4").unwrap();
+            let as_other = Expect::daemon(entity, Some(&other.identity().unwrap().serial));
+            assert!(!reaches_key(&ca, &other, &as_other).await);
+        }
+        // A revoked mark names no key.
+        let k = ca.issue("osd.3").unwrap();
+        let revoked = Expect::daemon("osd.3", Some("0"));
+        assert!(!reaches_key(&ca, &k, &revoked).await);
     }
 
     /// Someone who may write in a keyring's folder made the temporary

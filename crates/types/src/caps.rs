@@ -267,8 +267,22 @@ pub fn is_osd(entity: &str) -> bool {
         .is_some_and(|n| !n.is_empty() && n.len() <= 10 && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
-/// A client the cluster knows (or an OSD: no caps; see
-/// [`crate::OsdMap::osd_key_valid`]): its caps, and the serial (hex) of
+/// Whether `entity` names a monitor (`mon.N`): like an OSD's, its entry
+/// holds only the serial of its one valid certificate.
+pub fn is_mon(entity: &str) -> bool {
+    entity
+        .strip_prefix("mon.")
+        .is_some_and(|n| !n.is_empty() && n.len() <= 10 && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// Whether `entity` names a daemon (an OSD or a monitor): no caps, a
+/// serial only.
+pub fn is_daemon(entity: &str) -> bool {
+    is_osd(entity) || is_mon(entity)
+}
+
+/// A client the cluster knows (or a daemon: no caps; see
+/// [`crate::OsdMap::daemon_key_valid`]): its caps, and the serial (hex) of
 /// the one certificate it may connect with. A new key (`auth rotate`) changes the
 /// serial, and every older certificate of the entity is refused from the
 /// epoch that records it; `auth rm` removes the entry and with it every
@@ -284,13 +298,13 @@ pub struct AuthEntry {
 impl AuthEntry {
     /// Check an entry decoded from a map or asked for in a change.
     pub fn validate(&self, entity: &str) -> Result<(), String> {
-        if is_osd(entity) {
+        if is_daemon(entity) {
             if self.caps != Caps::default() {
-                return Err(format!("{entity}: an OSD has no caps"));
+                return Err(format!("{entity}: a daemon has no caps"));
             }
         } else if !is_client(entity) {
             return Err(format!(
-                "'{entity}' is not a client entity (client.NAME, NAME 1-{CLIENT_NAME_MAX} characters of A-Z a-z 0-9 - _ .) nor an OSD (osd.N)"
+                "'{entity}' is not a client entity (client.NAME, NAME 1-{CLIENT_NAME_MAX} characters of A-Z a-z 0-9 - _ .) nor a daemon (osd.N, mon.N)"
             ));
         }
         let hex = self.serial.chars().all(|c| c.is_ascii_hexdigit());

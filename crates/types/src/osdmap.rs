@@ -360,6 +360,12 @@ pub enum Change {
     PgMarkUnfoundLost {
         pg: PgId,
     },
+    /// Set the monitor map: the Raft group's members, by id, with the
+    /// address each serves on (the leader keeps it equal to the group's
+    /// membership).
+    MonMap {
+        mons: BTreeMap<u64, String>,
+    },
 }
 
 /// The write set of the newest interval in which a PG may have accepted
@@ -429,7 +435,8 @@ impl Change {
             | Change::PgMarkUnfoundLost { .. }
             | Change::OsdLost { .. }
             | Change::AuthPut { .. }
-            | Change::AuthRm { .. } => Reach::Nothing,
+            | Change::AuthRm { .. }
+            | Change::MonMap { .. } => Reach::Nothing,
         }
     }
 }
@@ -509,6 +516,37 @@ pub struct OsdMap {
     /// at or before it, its primary gives up the objects written before
     /// it that it cannot find.
     pub unfound_lost: BTreeMap<PgId, Epoch>,
+    /// The monitor map: each monitor's id and the address it serves on.
+    /// Which key each holds is its `mon.N` entry in [`OsdMap::auth`].
+    /// Empty until the first leader writes it.
+    pub mons: BTreeMap<u64, String>,
+}
+
+/// Most monitors a map names (Raft groups have 1, 3 or 5).
+pub const MONS_MAX: usize = 16;
+
+/// Whether a monitor map is one a cluster can have: at most
+/// [`MONS_MAX`] monitors, ids that are entity numbers, each with a
+/// `host:port` address.
+fn check_mons(mons: &BTreeMap<u64, String>) -> Result<()> {
+    if mons.len() > MONS_MAX {
+        return Err(MapError::Invalid(format!(
+            "{} monitors, at most {MONS_MAX}",
+            mons.len()
+        )));
+    }
+    for (id, addr) in mons {
+        let port_ok = addr
+            .rsplit_once(':')
+            .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
+        if *id > i32::MAX as u64 || addr.len() > NAME_LEN_MAX * 4 || !port_ok {
+            return Err(MapError::Invalid(format!(
+                "monitor {id} at '{addr}': want an id up to {} and a host:port address",
+                i32::MAX
+            )));
+        }
+    }
+    Ok(())
 }
 
 fn check_name(what: &str, n: &str) -> Result<()> {
@@ -543,6 +581,7 @@ impl OsdMap {
             pg_upmap_items: BTreeMap::new(),
             auth: BTreeMap::new(),
             unfound_lost: BTreeMap::new(),
+            mons: BTreeMap::new(),
         })
     }
 
@@ -569,7 +608,7 @@ impl OsdMap {
     /// of the authority's while none is recorded (an OSD's first boot
     /// records its certificate's serial; `auth rotate osd.N` a new one;
     /// `osd rm` revokes every one, see [`crate::caps::REVOKED_SERIAL`]).
-    pub fn osd_key_valid(&self, entity: &str, serial: &str) -> std::result::Result<(), String> {
+    pub fn daemon_key_valid(&self, entity: &str, serial: &str) -> std::result::Result<(), String> {
         match self.auth.get(entity) {
             Some(e) if e.serial == crate::caps::REVOKED_SERIAL => Err(format!(
                 "{entity}'s keys were revoked when it was removed (`loligo auth rotate {entity}` makes a new one)"
@@ -579,6 +618,14 @@ impl OsdMap {
             )),
             _ => Ok(()),
         }
+    }
+
+    /// The serial of the key the map records for daemon `entity` (`osd.N`,
+    /// `mon.N`): what a dialler of that daemon insists on. `None` while
+    /// none is recorded (before the daemon's first start); the revoked
+    /// mark, which no certificate has, once it was removed.
+    pub fn daemon_serial(&self, entity: &str) -> Option<&str> {
+        self.auth.get(entity).map(|e| e.serial.as_str())
     }
 
     /// A replicated pool as `pool create` makes it (the next pool id, rule
@@ -914,6 +961,10 @@ impl OsdMap {
                     return Err(MapError::Invalid(format!("no user {entity}")));
                 }
             }
+            Change::MonMap { mons } => {
+                check_mons(mons)?;
+                self.mons = mons.clone();
+            }
         }
         Ok(())
     }
@@ -1057,6 +1108,7 @@ impl OsdMap {
         for (entity, e) in &self.auth {
             e.validate(entity).map_err(MapError::Invalid)?;
         }
+        check_mons(&self.mons)?;
         let compiled = match base {
             Some(b) if b.crush == self.crush => None,
             _ => Some(CompiledMap::compile(&self.crush)?),
@@ -1265,11 +1317,35 @@ mod crush_as_json {
 }
 
 /// Magic and format version in front of every encoded map and incremental.
-const MAGIC: [u8; 4] = *b"LGM4";
+const MAGIC: [u8; 4] = *b"LGM5";
+/// The version before maps held the monitor map: still read (see [`v4`]).
+const MAGIC_V4: [u8; 4] = *b"LGM4";
 /// The version before maps held unfound-lost marks: still read (see [`v3`]).
 const MAGIC_V3: [u8; 4] = *b"LGM3";
 /// The version before maps held users: still read (see [`v2`]).
 const MAGIC_V2: [u8; 4] = *b"LGM2";
+
+/// The `LGM4` map: today's without the monitor map. Incrementals of every
+/// version read alike (changes were only added at the end).
+mod v4 {
+    use super::*;
+
+    /// The `LGM3` map's fields, then the unfound-lost marks.
+    #[derive(Deserialize)]
+    pub struct OsdMap {
+        lgm3: v3::OsdMap,
+        unfound_lost: BTreeMap<PgId, Epoch>,
+    }
+
+    impl From<OsdMap> for super::OsdMap {
+        fn from(m: OsdMap) -> Self {
+            super::OsdMap {
+                unfound_lost: m.unfound_lost,
+                ..m.lgm3.into()
+            }
+        }
+    }
+}
 
 /// The `LGM3` map: today's without the unfound-lost marks. Incrementals
 /// of every version read alike (changes were only added at the end).
@@ -1331,6 +1407,7 @@ mod v2 {
                 write_sets: m.write_sets.into_iter().collect(),
                 auth: BTreeMap::new(),
                 unfound_lost: BTreeMap::new(),
+                mons: BTreeMap::new(),
             }
         }
     }
@@ -1354,6 +1431,8 @@ pub fn decode_map(b: &[u8]) -> Result<OsdMap> {
         whole::<v2::OsdMap>("map", body)?.into()
     } else if let Some(body) = b.strip_prefix(&MAGIC_V3) {
         whole::<v3::OsdMap>("map", body)?.into()
+    } else if let Some(body) = b.strip_prefix(&MAGIC_V4) {
+        whole::<v4::OsdMap>("map", body)?.into()
     } else {
         decode("map", b)?
     };
@@ -1363,7 +1442,7 @@ pub fn decode_map(b: &[u8]) -> Result<OsdMap> {
 
 /// Decode what [`encode`] wrote; foreign or truncated bytes are an error.
 pub fn decode<T: for<'de> Deserialize<'de>>(what: &'static str, b: &[u8]) -> Result<T> {
-    let body = [MAGIC, MAGIC_V3, MAGIC_V2]
+    let body = [MAGIC, MAGIC_V4, MAGIC_V3, MAGIC_V2]
         .iter()
         .find_map(|m| b.strip_prefix(m.as_slice()));
     let body = body.ok_or_else(|| MapError::Decode {

@@ -437,14 +437,15 @@ fn users_are_recorded_checked_and_revoked() {
 
 #[test]
 fn maps_of_the_previous_formats_still_read() {
-    // An LGM3 map is today's without the unfound-lost marks, and an LGM2
-    // map is that without the user table; postcard ends each with one
-    // byte (the empty table's length).
+    // An LGM4 map is today's without the monitor map, an LGM3 map that
+    // without the unfound-lost marks, and an LGM2 map that without the
+    // user table; postcard ends each with one byte (the empty table's
+    // length).
     let m = cluster(3);
     let now = encode(&m);
-    assert_eq!(&now[..4], b"LGM4");
-    assert_eq!(now[now.len() - 2..], [0, 0]);
-    // An LGM3 map with a user: its table reads back.
+    assert_eq!(&now[..4], b"LGM5");
+    assert_eq!(now[now.len() - 3..], [0, 0, 0]);
+    // An LGM3 or LGM4 map with a user: its table reads back.
     use loligo_types::caps::{AuthEntry, Caps};
     let mut users = m.clone();
     step(
@@ -459,8 +460,8 @@ fn maps_of_the_previous_formats_still_read() {
     )
     .unwrap();
     let with_users = encode(&users);
-    for (magic, cut, want) in [(b"LGM3", 1, &users), (b"LGM2", 2, &m)] {
-        let bytes = if magic == b"LGM3" { &with_users } else { &now };
+    for (magic, cut, want) in [(b"LGM4", 1, &users), (b"LGM3", 2, &users), (b"LGM2", 3, &m)] {
+        let bytes = if magic == b"LGM2" { &now } else { &with_users };
         let mut old = magic.to_vec();
         old.extend_from_slice(&bytes[4..bytes.len() - cut]);
         assert_eq!(&decode_map(&old).unwrap(), want, "{magic:?}");
@@ -469,6 +470,48 @@ fn maps_of_the_previous_formats_still_read() {
         lie.extend_from_slice(&bytes[4..]);
         assert!(decode_map(&lie).is_err(), "{magic:?}");
     }
+}
+
+#[test]
+fn the_monitor_map_is_set_whole_and_checked() {
+    let mut m = cluster(3);
+    let mons: std::collections::BTreeMap<u64, String> = [
+        (0, "10.0.0.1:6789".to_string()),
+        (1, "mon-b.example:6789".to_string()),
+    ]
+    .into();
+    step(&mut m, vec![Change::MonMap { mons: mons.clone() }]).unwrap();
+    assert_eq!(m.mons, mons);
+    assert_eq!(decode_map(&encode(&m)).unwrap(), m);
+    let before = m.clone();
+    let too_many = (0..17).map(|i| (i, format!("h:{}", 6789 + i))).collect();
+    for bad in [
+        [(0, "no-port".to_string())].into(),
+        [(0, ":6789".to_string())].into(),
+        [(0, "h:99999".to_string())].into(),
+        [(u64::MAX, "h:6789".to_string())].into(),
+        too_many,
+    ] {
+        assert!(step(&mut m, vec![Change::MonMap { mons: bad }]).is_err());
+        assert_eq!(m, before);
+    }
+    // A daemon's recorded key is what its diallers insist on.
+    use loligo_types::caps::{AuthEntry, Caps};
+    assert_eq!(m.daemon_serial("mon.0"), None);
+    step(
+        &mut m,
+        vec![Change::AuthPut {
+            entity: "mon.0".into(),
+            entry: AuthEntry {
+                caps: Caps::default(),
+                serial: "ab12".into(),
+            },
+        }],
+    )
+    .unwrap();
+    assert_eq!(m.daemon_serial("mon.0"), Some("ab12"));
+    assert!(m.daemon_key_valid("mon.0", "ab12").is_ok());
+    assert!(m.daemon_key_valid("mon.0", "cd34").is_err());
 }
 
 #[test]

@@ -9,6 +9,7 @@ use super::{lock, OsdShared};
 use crate::error::OsdError;
 use crate::msg::{PeerMsg, PeerReply};
 use crate::pg::{AuthLog, Input, RepCtx, RepError, PEER_RETRY_MS};
+use loligo_proto::tls::Expect;
 use loligo_types::ops::{decode_wire, encode_wire};
 use loligo_types::{Epoch, PgId};
 use std::sync::atomic::Ordering;
@@ -19,15 +20,23 @@ use std::time::{Duration, Instant};
 const PEER_RESEND_MS: u64 = 200;
 
 impl OsdShared {
-    fn peer_addr(&self, osd: i32) -> Result<String, OsdError> {
-        self.map()
-            .and_then(|m| m.osds.get(&osd).map(|o| o.addr.clone()))
-            .ok_or(OsdError::NoAddress(osd))
+    /// Where OSD `osd` is, and whom to expect there: `osd.N` with the key
+    /// the map records for it.
+    fn peer_addr(&self, osd: i32) -> Result<(String, Expect), OsdError> {
+        let map = self.map().ok_or(OsdError::NoAddress(osd))?;
+        let addr = map
+            .osds
+            .get(&osd)
+            .ok_or(OsdError::NoAddress(osd))?
+            .addr
+            .clone();
+        let entity = format!("osd.{osd}");
+        Ok((addr, Expect::daemon(&entity, map.daemon_serial(&entity))))
     }
 
     /// One message to OSD `osd`, one answer (or why there is none).
     pub(super) async fn send_peer(&self, osd: i32, m: &PeerMsg) -> Result<PeerReply, OsdError> {
-        let addr = self.peer_addr(osd)?;
+        let (addr, expect) = self.peer_addr(osd)?;
         let unreachable = |why: String| OsdError::Unreachable { osd, why };
         let (body, bulk) = encode_wire(m);
         let msg = loligo_proto::direct::Message {
@@ -38,7 +47,7 @@ impl OsdShared {
         let r = loligo_proto::direct::osd_call(
             &self.direct,
             &self.peers,
-            osd,
+            &expect,
             &addr,
             loligo_proto::direct::Call::Peer,
             msg,

@@ -602,7 +602,7 @@ impl Service {
             Some(map) if !map.osds.contains_key(&from) => {
                 Err(format!("osd.{from} is not in this OSD's map"))
             }
-            Some(map) => map.osd_key_valid(e, serial),
+            Some(map) => map.daemon_key_valid(e, serial),
             None => Ok(()),
         }
     }
