@@ -198,8 +198,42 @@ fn parse_members(s: &str) -> Result<BTreeMap<u64, String>, CliError> {
     Ok(m)
 }
 
+/// Open files a daemon needs besides the connections it admits: its
+/// store's files, its own connections to peers and monitors, the runtime.
+const FILES_BESIDES_CONNECTIONS: u64 = 1024;
+/// The soft open-file limit a daemon raises itself to when the hard limit
+/// allows (room for a large cluster's peer connections).
+const FILES_WANTED: u64 = 65_536;
+
+/// Raise this process's soft limit on open files so that a daemon can
+/// hold every connection it admits (`net::CONNECTIONS_MAX`) and its
+/// files; refused, before anything starts, when the hard limit is below
+/// that (the daemon would fail to accept, or to open its store, under
+/// load).
+fn raise_file_limit() -> Result<(), CliError> {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let need = loligo_proto::net::CONNECTIONS_MAX as u64 + FILES_BESIDES_CONNECTIONS;
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE)
+        .map_err(|e| CliError(format!("reading the open-file limit: {e}")))?;
+    if hard < need {
+        return Err(CliError(format!(
+            "the open-file limit is {hard}, and a daemon needs {need} ({} connections and its \
+             files): raise it (`ulimit -n {need}` in the shell that starts it, or LimitNOFILE= \
+             in its systemd unit)",
+            loligo_proto::net::CONNECTIONS_MAX
+        )));
+    }
+    let want = FILES_WANTED.clamp(need, hard);
+    if soft < want {
+        setrlimit(Resource::RLIMIT_NOFILE, want, hard)
+            .map_err(|e| CliError(format!("raising the open-file limit to {want}: {e}")))?;
+    }
+    Ok(())
+}
+
 pub fn mon(a: MonArgs) -> Result<(), CliError> {
     init_logging();
+    raise_file_limit()?;
     let security = security(a.keyring.as_deref(), a.insecure, &format!("mon.{}", a.id))?;
     let members = parse_members(&a.members)?;
     let addr = members
@@ -286,6 +320,7 @@ fn check_fsid(dir: &std::path::Path, fsid: &str) -> Result<(), CliError> {
 
 pub fn osd(a: OsdArgs) -> Result<(), CliError> {
     init_logging();
+    raise_file_limit()?;
     // Before anything is made on disk.
     let security = security(a.keyring.as_deref(), a.insecure, &format!("osd.{}", a.id))?;
     let mons: Vec<String> = a.mon.split(',').map(|s| s.trim().to_string()).collect();

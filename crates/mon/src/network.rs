@@ -1,4 +1,4 @@
-//! Raft messages between monitors over the `Mon.Raft` gRPC call: each
+//! Raft messages between monitors over the `MonPeer.Raft` gRPC call: each
 //! openraft request goes as JSON, and the reply comes back as JSON of
 //! `Result<response, RaftError>`. A peer is dialled as the monitor its
 //! id names (`mon.N`), with the key this monitor's map records for it.
@@ -98,7 +98,7 @@ impl Peer {
         let body = serde_json::to_vec(req).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
         let mut c = self
             .channels
-            .mon(&self.addr, &self.expect())
+            .mon_peer(&self.addr, &self.expect())
             .await
             .map_err(|e| RPCError::Unreachable(Unreachable::new(&Msg(e))))?;
         let msg = RaftMessage {

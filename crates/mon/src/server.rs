@@ -16,6 +16,7 @@ use crate::protocol::{
 use crate::raft::{MonCmd, MonRaft, MonStore, Shared};
 use loligo_crush::placement::holes_as_minus_one;
 use loligo_proto::net::{peer_identity, Caller, MESSAGE_BYTES_MAX};
+use loligo_proto::v1::mon_peer_server::{MonPeer, MonPeerServer};
 use loligo_proto::v1::mon_server::{Mon, MonServer};
 use loligo_proto::v1::{RaftMessage, Raw, WatchRequest};
 use loligo_types::caps::AuthEntry;
@@ -37,6 +38,10 @@ use tonic::{Request, Response, Status};
 /// Raft messages, which carry snapshots of the map, may be as large as
 /// any message (`MESSAGE_BYTES_MAX`).
 pub const CALL_BYTES_MAX: usize = 16 << 20;
+/// Largest gRPC message the `Mon` service reads: a call of
+/// [`CALL_BYTES_MAX`] and its envelope. A larger one is refused from its
+/// frame's header, before its body is read.
+const CALL_FRAME_BYTES_MAX: usize = CALL_BYTES_MAX + (64 << 10);
 
 /// How recent an OSD's report must be to count toward client I/O rates.
 const IO_WINDOW_MS: u64 = 10_000;
@@ -474,13 +479,19 @@ impl Monitor {
             joiner: Mutex::new(None),
             told_other_key: std::sync::atomic::AtomicBool::new(false),
         });
+        // A call's size is checked from its frame's header, before its
+        // body is read; Raft (snapshots of the map) has its own service.
         let svc = MonServer::new(Service(mon.clone()))
+            .max_decoding_message_size(CALL_FRAME_BYTES_MAX)
+            .max_encoding_message_size(MESSAGE_BYTES_MAX);
+        let peer_svc = MonPeerServer::new(Service(mon.clone()))
             .max_decoding_message_size(MESSAGE_BYTES_MAX)
             .max_encoding_message_size(MESSAGE_BYTES_MAX);
         let incoming = loligo_proto::net::incoming(listener, mon.cfg.security.clone());
         let server = tokio::spawn(async move {
             let r = loligo_proto::net::server()
                 .add_service(svc)
+                .add_service(peer_svc)
                 .serve_with_incoming(incoming)
                 .await;
             if let Err(e) = r {
@@ -1117,8 +1128,15 @@ fn json_reply<T: serde::Serialize>(v: &T) -> Result<Response<Raw>, Status> {
 type WatchStream = Pin<Box<dyn Stream<Item = Result<Raw, Status>> + Send>>;
 
 #[tonic::async_trait]
-impl Mon for Service {
+impl MonPeer for Service {
     async fn raft(&self, req: Request<RaftMessage>) -> Result<Response<Raw>, Status> {
+        self.raft_message(req).await
+    }
+}
+
+impl Service {
+    /// One Raft message from a peer monitor (on either service).
+    async fn raft_message(&self, req: Request<RaftMessage>) -> Result<Response<Raw>, Status> {
         let members = self.0.cfg.members.keys().copied();
         let caller = Caller::of(self.0.cfg.security.is_some(), peer_identity(&req));
         let allowed = {
@@ -1152,6 +1170,13 @@ impl Mon for Service {
                 "unknown raft message kind '{k}'"
             ))),
         }
+    }
+}
+
+#[tonic::async_trait]
+impl Mon for Service {
+    async fn raft(&self, req: Request<RaftMessage>) -> Result<Response<Raw>, Status> {
+        self.raft_message(req).await
     }
 
     async fn call(&self, req: Request<Raw>) -> Result<Response<Raw>, Status> {

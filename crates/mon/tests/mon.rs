@@ -497,6 +497,14 @@ async fn a_monitor_with_tls_bounds_each_entitys_watches_and_refuses_forgeries() 
         matches!(&r, Err(MonError::Invalid(m)) if m.contains("at most")),
         "{r:?}"
     );
+    // One far larger is refused from its frame's header, before its body
+    // is read (and not tried again on another monitor).
+    let larger = create(&"p".repeat(4 * loligo_mon::server::CALL_BYTES_MAX));
+    let r = c.call(larger).await;
+    assert!(
+        matches!(&r, Err(MonError::Invalid(m)) if m.contains("too large")),
+        "{r:?}"
+    );
     c.get_map().await.unwrap();
     // Two watches per entity; a third of the same entity is refused, and
     // another entity is served.

@@ -177,6 +177,10 @@ impl MonClient {
             })
             .await
             .map_err(|s| {
+                if s.code() == tonic::Code::OutOfRange {
+                    // Too large for the monitor: no monitor takes it.
+                    return MonError::Invalid(format!("{addr}: {}", s.message()));
+                }
                 self.channels.forget(addr);
                 MonError::Unavailable(format!("{addr}: {}", s.message()))
             })?;

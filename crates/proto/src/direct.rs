@@ -118,7 +118,19 @@ pub struct Limits {
     /// The whole server's budget this connection draws on too (`None`:
     /// its own only).
     pub server: Option<ServerBudget>,
+    /// How long a connection with no call in flight may send nothing
+    /// before the server closes it (its dialler dials again when it has
+    /// a call to make).
+    pub idle: Duration,
+    /// How long a frame may take to arrive once its first byte has (its
+    /// header, then its body, each; waits for budget are not counted).
+    pub frame_read: Duration,
 }
+
+/// Default of [`Limits::idle`] (Ceph's `ms_connection_idle_timeout`).
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(900);
+/// Default of [`Limits::frame_read`]: a 256 MiB frame at 2 MiB/s.
+pub const FRAME_READ_TIMEOUT: Duration = Duration::from_secs(120);
 
 impl Default for Limits {
     fn default() -> Limits {
@@ -126,8 +138,41 @@ impl Default for Limits {
             ops: IN_FLIGHT_MAX,
             bytes: IN_FLIGHT_BYTES_MAX,
             server: None,
+            idle: IDLE_TIMEOUT,
+            frame_read: FRAME_READ_TIMEOUT,
         }
     }
+}
+
+/// Wait until `r` has the next frame's first byte: `false` if the
+/// connection closed, or stayed silent for `idle` with no call of it in
+/// flight (`turns` has all of its `ops` places).
+async fn next_frame_arrives<R: AsyncRead + Unpin>(
+    r: &mut BufReader<R>,
+    turns: &Semaphore,
+    ops: usize,
+    idle: Duration,
+) -> std::io::Result<bool> {
+    use tokio::io::AsyncBufReadExt;
+    loop {
+        // `fill_buf` consumes nothing, so a wait cut short loses no byte.
+        match tokio::time::timeout(idle, r.fill_buf()).await {
+            Ok(Ok(b)) => return Ok(!b.is_empty()),
+            Ok(Err(e)) => return Err(e),
+            Err(_) if turns.available_permits() >= ops => return Ok(false),
+            Err(_) => {}
+        }
+    }
+}
+
+/// `f`, or a timed-out error after `limit`.
+async fn within<T>(
+    limit: Duration,
+    f: impl Future<Output = std::io::Result<T>>,
+) -> std::io::Result<T> {
+    tokio::time::timeout(limit, f)
+        .await
+        .unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into()))
 }
 /// How long a new connection may take to say which protocol it speaks.
 pub const SNIFF_TIMEOUT: Duration = Duration::from_secs(10);
@@ -451,7 +496,10 @@ where
         // from the server's, before they are read; the permits go with
         // the call until it is answered.
         let next = async {
-            let Some(h) = read_header(&mut r).await? else {
+            if !next_frame_arrives(&mut r, &turns, limits.ops.max(1), limits.idle).await? {
+                return Ok(None);
+            }
+            let Some(h) = within(limits.frame_read, read_header(&mut r)).await? else {
                 return Ok(None);
             };
             if client && h.call == Call::Peer {
@@ -469,7 +517,7 @@ where
                 }
                 None => None,
             };
-            let f = read_body(&mut r, h).await?;
+            let f = within(limits.frame_read, read_body(&mut r, h)).await?;
             Ok::<_, std::io::Error>(Some((f, (mine, server))))
         };
         let read = tokio::select! {
@@ -898,6 +946,98 @@ mod tests {
         }
     }
 
+    /// A plain direct-path server with `limits` whose handler is a
+    /// [`Gate`] (closed until the sender says otherwise).
+    async fn gate_server(limits: Limits) -> (String, tokio::sync::watch::Sender<bool>) {
+        let (open_tx, open) = tokio::sync::watch::channel(false);
+        let gate = Arc::new(Gate {
+            inside: AtomicU64::new(0),
+            most: AtomicU64::new(0),
+            open,
+        });
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        tokio::spawn(async move {
+            while let Ok((s, _)) = l.accept().await {
+                let (g, limits) = (gate.clone(), limits.clone());
+                tokio::spawn(async move {
+                    if let Ok(Route::Direct(s)) = sniff(s).await {
+                        let peer = crate::net::Peer {
+                            addr: None,
+                            entity: None,
+                            serial: None,
+                        };
+                        serve_with(g, s, peer, limits).await;
+                    }
+                });
+            }
+        });
+        (addr, open_tx)
+    }
+
+    /// Whether the server closed `s` within `wait` (it reads end of file).
+    async fn closed_within(s: &mut TcpStream, wait: Duration) -> bool {
+        let mut b = [0u8; 64];
+        loop {
+            match tokio::time::timeout(wait, s.read(&mut b)).await {
+                Ok(Ok(0) | Err(_)) => return true,
+                Ok(Ok(_)) => continue,
+                Err(_) => return false,
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn silent_connections_and_slow_frames_are_closed_but_not_waiting_calls() {
+        let (addr, open) = gate_server(Limits {
+            idle: Duration::from_millis(300),
+            frame_read: Duration::from_millis(300),
+            ..Limits::default()
+        })
+        .await;
+        // Silent after its magic, nothing in flight: closed.
+        let mut s = TcpStream::connect(&addr).await.unwrap();
+        s.write_all(&MAGIC).await.unwrap();
+        assert!(closed_within(&mut s, Duration::from_secs(5)).await);
+        // Half a header, then nothing: closed.
+        let mut s = TcpStream::connect(&addr).await.unwrap();
+        s.write_all(&MAGIC).await.unwrap();
+        s.write_all(&[1, 0, 0, 0]).await.unwrap();
+        assert!(closed_within(&mut s, Duration::from_secs(5)).await);
+        // A call the server is still working on keeps its connection open
+        // however long it takes; once answered, the connection is idle.
+        let c = Arc::new(Conns::new(Duration::from_secs(2)));
+        let msg = Message {
+            body: Bytes::from_static(&[1]),
+            bulk: Vec::new(),
+        };
+        let (c2, a2) = (c.clone(), addr.clone());
+        let slow = tokio::spawn(async move {
+            c2.call(&Expect::osd(1), &a2, Call::Op, msg, Duration::from_secs(20))
+                .await
+        });
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+        open.send(true).unwrap();
+        let r = slow.await.unwrap();
+        assert!(r.is_ok(), "a call in flight lost its connection: {r:?}");
+        // The dialler finds its idle connection closed and dials again.
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        let msg = Message {
+            body: Bytes::from_static(&[2]),
+            bulk: Vec::new(),
+        };
+        let r = c
+            .call(
+                &Expect::osd(1),
+                &addr,
+                Call::Op,
+                msg,
+                Duration::from_secs(5),
+            )
+            .await;
+        assert!(r.is_ok(), "{r:?}");
+    }
+
     #[tokio::test]
     async fn a_connection_past_its_limits_waits_and_the_server_serves_others() {
         let (open_tx, open) = tokio::sync::watch::channel(false);
@@ -913,7 +1053,7 @@ mod tests {
             let limits = Limits {
                 ops: 8,
                 bytes: 1 << 20,
-                server: None,
+                ..Limits::default()
             };
             while let Ok((s, _)) = l.accept().await {
                 let (g, limits) = (g.clone(), limits.clone());

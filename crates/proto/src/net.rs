@@ -23,6 +23,7 @@ use tokio::net::TcpStream;
 use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 
 use crate::v1::mon_client::MonClient;
+use crate::v1::mon_peer_client::MonPeerClient;
 use crate::v1::osd_client::OsdClient;
 
 /// Largest gRPC message on any Loligo port, either way: an object write or
@@ -741,6 +742,18 @@ impl Channels {
     /// first contact, else the one the map puts there).
     pub async fn mon(&self, addr: &str, mon: &Expect) -> Result<MonClient<Channel>, String> {
         Ok(MonClient::new(self.channel(addr, mon).await?)
+            .max_decoding_message_size(MESSAGE_BYTES_MAX)
+            .max_encoding_message_size(MESSAGE_BYTES_MAX))
+    }
+
+    /// A monitor's Raft service client on the cached connection to the
+    /// monitor `mon` names at `addr`.
+    pub async fn mon_peer(
+        &self,
+        addr: &str,
+        mon: &Expect,
+    ) -> Result<MonPeerClient<Channel>, String> {
+        Ok(MonPeerClient::new(self.channel(addr, mon).await?)
             .max_decoding_message_size(MESSAGE_BYTES_MAX)
             .max_encoding_message_size(MESSAGE_BYTES_MAX))
     }
