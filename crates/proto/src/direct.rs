@@ -67,14 +67,25 @@ const _: () = assert!(SERVER_CLIENT_BYTES_MAX >= MESSAGE_BYTES_MAX);
 const _: () = assert!(SERVER_PEER_BYTES_MAX >= MESSAGE_BYTES_MAX);
 const _: () = assert!(IN_FLIGHT_BYTES_MAX >= MESSAGE_BYTES_MAX);
 
+/// Each client entity's share of [`SERVER_CLIENT_BYTES_MAX`] (a half):
+/// one user's calls, over however many connections, cannot take all of
+/// it, so others are served meanwhile.
+pub const ENTITY_CLIENT_SHARE: usize = 2;
+/// Entities a server keeps a share for before it forgets those with
+/// nothing in flight.
+const ENTITIES_KEPT: usize = 256;
+
 /// What all the connections of one server may have in it at once (clones
-/// share it): bytes of client calls and of OSD calls, each its own budget.
+/// share it): bytes of client calls and of OSD calls, each its own budget,
+/// and each client entity's share of the clients' budget.
 #[derive(Clone, Debug)]
 pub struct ServerBudget {
     client: Arc<Semaphore>,
     client_kib: usize,
     peer: Arc<Semaphore>,
     peer_kib: usize,
+    entity_kib: usize,
+    entities: Arc<Mutex<HashMap<String, Arc<Semaphore>>>>,
 }
 
 impl ServerBudget {
@@ -85,12 +96,31 @@ impl ServerBudget {
             client_bytes.div_ceil(1024).max(1),
             peer_bytes.div_ceil(1024).max(1),
         );
+        let entity_kib = (client_kib / ENTITY_CLIENT_SHARE).max(1);
         ServerBudget {
             client: Arc::new(Semaphore::new(client_kib)),
             client_kib,
             peer: Arc::new(Semaphore::new(peer_kib)),
             peer_kib,
+            entity_kib,
+            entities: Arc::default(),
         }
+    }
+
+    /// Client entity `entity`'s share of the clients' budget, and its
+    /// whole size (KiB).
+    fn entity(&self, entity: &str) -> (Arc<Semaphore>, usize) {
+        let mut m = self.entities.lock().unwrap_or_else(|p| p.into_inner());
+        if m.len() >= ENTITIES_KEPT && !m.contains_key(entity) {
+            // Forget the shares no call holds (a held one stays, so an
+            // entity never gets a second share).
+            let whole = self.entity_kib;
+            m.retain(|_, s| Arc::strong_count(s) > 1 || s.available_permits() < whole);
+        }
+        let s = m
+            .entry(entity.to_string())
+            .or_insert_with(|| Arc::new(Semaphore::new(self.entity_kib)));
+        (s.clone(), self.entity_kib)
     }
 
     fn of(&self, call: Call) -> (&Arc<Semaphore>, usize) {
@@ -510,6 +540,15 @@ where
             }
             let kib = h.total.div_ceil(1024);
             let mine = take_kib(&budget, whole, kib).await?;
+            // A client's share first, so that a client waiting on its own
+            // share holds none of the server's.
+            let share = match (&limits.server, h.call, peer.entity.as_deref()) {
+                (Some(b), Call::Op, Some(e)) => {
+                    let (sem, all) = b.entity(e);
+                    Some(take_kib(&sem, all, kib).await?)
+                }
+                _ => None,
+            };
             let server = match &limits.server {
                 Some(b) => {
                     let (sem, all) = b.of(h.call);
@@ -518,7 +557,7 @@ where
                 None => None,
             };
             let f = within(limits.frame_read, read_body(&mut r, h)).await?;
-            Ok::<_, std::io::Error>(Some((f, (mine, server))))
+            Ok::<_, std::io::Error>(Some((f, (mine, share, server))))
         };
         let read = tokio::select! {
             r = next => r,
@@ -947,8 +986,12 @@ mod tests {
     }
 
     /// A plain direct-path server with `limits` whose handler is a
-    /// [`Gate`] (closed until the sender says otherwise).
-    async fn gate_server(limits: Limits) -> (String, tokio::sync::watch::Sender<bool>) {
+    /// [`Gate`] (closed until the sender says otherwise); its `i`th
+    /// accepted connection is entity `name_of(i)`'s.
+    async fn gate_server(
+        limits: Limits,
+        name_of: fn(usize) -> Option<String>,
+    ) -> (String, tokio::sync::watch::Sender<bool>, Arc<Gate>) {
         let (open_tx, open) = tokio::sync::watch::channel(false);
         let gate = Arc::new(Gate {
             inside: AtomicU64::new(0),
@@ -957,14 +1000,18 @@ mod tests {
         });
         let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = l.local_addr().unwrap().to_string();
+        let g = gate.clone();
         tokio::spawn(async move {
+            let mut i = 0;
             while let Ok((s, _)) = l.accept().await {
-                let (g, limits) = (gate.clone(), limits.clone());
+                let (g, limits) = (g.clone(), limits.clone());
+                let entity = name_of(i);
+                i += 1;
                 tokio::spawn(async move {
                     if let Ok(Route::Direct(s)) = sniff(s).await {
                         let peer = crate::net::Peer {
                             addr: None,
-                            entity: None,
+                            entity,
                             serial: None,
                         };
                         serve_with(g, s, peer, limits).await;
@@ -972,7 +1019,7 @@ mod tests {
                 });
             }
         });
-        (addr, open_tx)
+        (addr, open_tx, gate)
     }
 
     /// Whether the server closed `s` within `wait` (it reads end of file).
@@ -989,11 +1036,14 @@ mod tests {
 
     #[tokio::test]
     async fn silent_connections_and_slow_frames_are_closed_but_not_waiting_calls() {
-        let (addr, open) = gate_server(Limits {
-            idle: Duration::from_millis(300),
-            frame_read: Duration::from_millis(300),
-            ..Limits::default()
-        })
+        let (addr, open, _) = gate_server(
+            Limits {
+                idle: Duration::from_millis(300),
+                frame_read: Duration::from_millis(300),
+                ..Limits::default()
+            },
+            |_| None,
+        )
         .await;
         // Silent after its magic, nothing in flight: closed.
         let mut s = TcpStream::connect(&addr).await.unwrap();
@@ -1036,6 +1086,63 @@ mod tests {
             )
             .await;
         assert!(r.is_ok(), "{r:?}");
+    }
+
+    #[tokio::test]
+    async fn one_client_over_many_connections_takes_only_its_share_of_the_server() {
+        // A server budget of 2 MiB of client ops: each entity's share is
+        // 1 MiB. client.hog's three connections come first, then
+        // client.other's.
+        let (addr, open, gate) = gate_server(
+            Limits {
+                server: Some(ServerBudget::new(2 << 20, 2 << 20)),
+                ..Limits::default()
+            },
+            |i| Some(if i < 3 { "client.hog" } else { "client.other" }.to_string()),
+        )
+        .await;
+        let msg = |body: u8, size: usize| Message {
+            body: Bytes::from(vec![body]),
+            bulk: vec![Bytes::from(vec![0u8; size])],
+        };
+        let t = Duration::from_secs(20);
+        let (one, two) = (&Expect::osd(1), &Expect::osd(2));
+        // Three connections of client.hog, dialled in order (each call on
+        // another expectation is another connection).
+        let hog = Arc::new(Conns::new(Duration::from_secs(2)));
+        for e in [one, two, &Expect::osd(3)] {
+            hog.call(e, &addr, Call::Op, msg(2, 0), t).await.unwrap();
+        }
+        let other = Conns::new(Duration::from_secs(2));
+        other
+            .call(one, &addr, Call::Op, msg(2, 0), t)
+            .await
+            .unwrap();
+        // Six held calls of 400 KiB from the hog: at most two inside at
+        // once (1 MiB), however many connections carry them.
+        let held: Vec<_> = (0..6)
+            .map(|i| {
+                let (hog, addr) = (hog.clone(), addr.clone());
+                let e = [Expect::osd(1), Expect::osd(2), Expect::osd(3)][i % 3].clone();
+                tokio::spawn(
+                    async move { hog.call(&e, &addr, Call::Op, msg(1, 400 << 10), t).await },
+                )
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(gate.inside.load(Ordering::SeqCst), 2);
+        // The other client is served meanwhile, with 800 KiB.
+        let r = tokio::time::timeout(
+            Duration::from_secs(5),
+            other.call(one, &addr, Call::Op, msg(2, 800 << 10), t),
+        )
+        .await;
+        assert!(matches!(r, Ok(Ok(_))), "{r:?}");
+        open.send(true).unwrap();
+        for h in held {
+            h.await.unwrap().unwrap();
+        }
+        assert_eq!(gate.most.load(Ordering::SeqCst), 2);
     }
 
     #[tokio::test]

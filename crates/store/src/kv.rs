@@ -67,10 +67,18 @@ pub struct FjallKv {
     ks: fjall::Keyspace,
 }
 
+/// Most bytes of journal the engine keeps before it flushes its memtables
+/// and drops the journal (fjall's least; its default is 512 MiB, which a
+/// small metadata file system could not hold).
+pub const JOURNAL_BYTES_MAX: u64 = 64 << 20;
+
 impl FjallKv {
     /// Open (or create) the database in `dir`.
     pub fn open(dir: &Path) -> Result<FjallKv> {
-        let db = fjall::Database::builder(dir).open().map_err(io)?;
+        let db = fjall::Database::builder(dir)
+            .max_journaling_size(JOURNAL_BYTES_MAX)
+            .open()
+            .map_err(io)?;
         let ks = db
             .keyspace("meta", fjall::KeyspaceCreateOptions::default)
             .map_err(io)?;

@@ -171,6 +171,14 @@ pub struct StoreStats {
     pub host_free: u64,
 }
 
+/// Space on the metadata's file system counted as used beyond what is: the
+/// KV engine's journal may grow by up to `kv::JOURNAL_BYTES_MAX` before it
+/// is flushed, and a flush or a compaction writes its new files before it
+/// removes the old ones. So a full ratio reached on that file system
+/// leaves this much free, and writes are refused before a commit could
+/// fail for want of space (the OSD would stop itself).
+pub const META_RESERVE_BYTES: u64 = 2 * crate::kv::JOURNAL_BYTES_MAX;
+
 impl StoreStats {
     /// What the store holds: data allocated and metadata.
     pub fn stored(&self) -> u64 {
@@ -180,14 +188,16 @@ impl StoreStats {
     /// The fuller of the two spaces the store fills, as (used, total) for
     /// a fullness ratio: its data space with the metadata counted in, and
     /// the file system the metadata grows on (which others may fill too;
-    /// when it is full, a commit fails).
+    /// when it is full, a commit fails), with [`META_RESERVE_BYTES`] of it
+    /// counted as used.
     pub fn fill(&self) -> (u64, u64) {
         let data = (self.stored(), self.total.saturating_add(self.meta));
         if self.host_total == 0 {
             return data;
         }
+        let used = self.host_total.saturating_sub(self.host_free);
         let host = (
-            self.host_total.saturating_sub(self.host_free),
+            used.saturating_add(META_RESERVE_BYTES).min(self.host_total),
             self.host_total,
         );
         // a/b >= c/d, in integers.
