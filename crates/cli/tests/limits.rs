@@ -1,7 +1,9 @@
 //! A local cluster's OSD under requests meant to exhaust it, each from a
 //! key the cluster's authority signed: an `allow r` user's ops that would
-//! make it read far more than a reply carries, and thousands of
-//! connections from one address that never finish their handshakes. The
+//! make it read far more than a reply carries, thousands of connections
+//! from one address that never finish their handshakes, and 64
+//! connections of one user each sending a 128 MiB write to a PG that
+//! cannot take it. The
 //! OSD's peak memory (`VmHWM`) and open files stay under the bounds
 //! stated here, and other clients are served meanwhile.
 
@@ -146,6 +148,13 @@ fn an_osd_bounds_what_hostile_requests_cost_it() {
     );
     assert!(served < Duration::from_secs(5), "served in {served:?}");
     let hwm2 = status_kib(pid, "VmHWM");
+    eprintln!(
+        "osd.0: peak memory {} MiB before, {} MiB after the reads, {} MiB after the flood; \
+         open files {fds0} before, {fds_most} under the flood; a client served in {served:?}",
+        hwm0 >> 10,
+        hwm1 >> 10,
+        hwm2 >> 10
+    );
     assert!(
         hwm2 - hwm0 < HWM_GROWTH_MAX_KIB,
         "the OSD's peak memory grew by {} MiB",
@@ -157,6 +166,105 @@ fn an_osd_bounds_what_hostile_requests_cost_it() {
             .status
             .success()
     );
+
+    // 64 connections of one user, each sending a 128 MiB write (the
+    // largest object a pool takes; a frame over 256 MiB is refused from
+    // its header) to a PG that cannot take writes (size 2 on one OSD:
+    // its ops wait): the OSD holds at most the user's share of its
+    // client budget, reads no more, and serves another client meanwhile.
+    ok(
+        &dir,
+        &[
+            "pool",
+            "create",
+            "stuck",
+            "--pg-num",
+            "8",
+            "--size",
+            "2",
+            "--min-size",
+            "2",
+        ],
+    );
+    let writer = root.join("writer.keyring");
+    ok(
+        &dir,
+        &[
+            "auth",
+            "add",
+            "client.writer",
+            "mon",
+            "allow r",
+            "osd",
+            "allow rw",
+            "-o",
+            writer.to_str().unwrap(),
+        ],
+    );
+    let (served, during) = rt.block_on(async {
+        let sec = loligo_proto::net::Security::load(&writer).unwrap();
+        let c = loligo_client::Cluster::connect_secured(
+            vec![mon.clone()],
+            Duration::from_secs(20),
+            Some(sec.clone()),
+        )
+        .await
+        .unwrap();
+        let map = c.map();
+        let pool = map.pool_by_name("stuck").unwrap().id;
+        let payload = bytes::Bytes::from(vec![3u8; 128 << 20]);
+        let expect = loligo_proto::tls::Expect::osd(0);
+        let attack: Vec<_> = (0..64)
+            .map(|i| {
+                let req = loligo_types::ops::ClientRequest::Op(loligo_types::ops::ClientOp {
+                    pool,
+                    name: format!("w{i}"),
+                    epoch: map.epoch,
+                    ops: vec![SubOp::WriteFull(payload.clone())],
+                    reqid: None,
+                });
+                let (body, bulk) = loligo_types::ops::encode_wire(&req);
+                let conns =
+                    loligo_proto::direct::Conns::new(Duration::from_secs(5)).secured(Some(&sec));
+                let (addr, expect) = (osd_addr.clone(), expect.clone());
+                tokio::spawn(async move {
+                    let msg = loligo_proto::direct::Message {
+                        body: body.into(),
+                        bulk,
+                    };
+                    let call = loligo_proto::direct::Call::Op;
+                    let _ = conns
+                        .call(&expect, &addr, call, msg, Duration::from_secs(60))
+                        .await;
+                })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_secs(8)).await;
+        let t0 = Instant::now();
+        let o = tokio::task::spawn_blocking({
+            let dir = dir.clone();
+            move || loligo(&dir, &["stat", "big"])
+        })
+        .await
+        .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let served = t0.elapsed();
+        let during = status_kib(pid, "VmHWM");
+        for a in attack {
+            a.abort();
+        }
+        (served, during)
+    });
+    eprintln!(
+        "osd.0 under 64 x 128 MiB writes: peak memory {} MiB; another client served in {served:?}",
+        during >> 10
+    );
+    assert!(
+        during - hwm0 < HWM_GROWTH_MAX_KIB,
+        "the OSD's peak memory grew by {} MiB under 64 x 128 MiB writes",
+        (during - hwm0) >> 10
+    );
+    assert!(served < Duration::from_secs(5), "served in {served:?}");
 }
 
 /// Run futures together, their results in order.
