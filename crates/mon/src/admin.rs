@@ -354,6 +354,12 @@ pub fn plan(m: &OsdMap, cmd: &Admin) -> Result<Outcome, MonError> {
                     "{ADMIN} cannot be removed (the cluster's last resort); `auth rotate {ADMIN}` replaces its key"
                 )));
             }
+            if loligo_proto::tls::mon_of(entity).is_some() {
+                return Err(MonError::Invalid(format!(
+                    "{entity} is a monitor: its recorded key stays (without it any key of {entity} \
+                     would be taken); `auth rotate {entity}` replaces it"
+                )));
+            }
             user(m, entity)?;
             Changes(vec![Change::AuthRm {
                 entity: entity.clone(),

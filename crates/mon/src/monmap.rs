@@ -3,9 +3,11 @@
 //! addresses they serve on, and the key each monitor holds (recorded on
 //! its first start, as an OSD's is on its first boot).
 //!
-//! It must never replace a monitor's recorded key: only `auth rotate
-//! mon.N` does (a monitor that starts with another key is refused until
-//! it is restarted with the recorded one).
+//! It must never replace a monitor's recorded key, but for a leader that
+//! holds the cluster's authority (which can make any key anyway: the way
+//! back for a monitor whose keyring was lost and issued anew); otherwise
+//! only `auth rotate mon.N` does, and a monitor that starts with another
+//! key is refused until it is restarted with the recorded one.
 
 use loligo_types::caps::AuthEntry;
 use loligo_types::{Change, OsdMap};
@@ -29,11 +31,13 @@ pub fn key_record(entity: &str, serial: &str) -> Change {
 
 /// What the leader proposes on `map`: the monitor map of the group's
 /// `members` (id -> address) if the map names others, and its own key
-/// (`me`: its id and its certificate's serial) if none is recorded.
+/// (`me`: its id, its certificate's serial, and whether it holds the
+/// cluster's authority) if none is recorded, or if another is and it
+/// holds the authority.
 pub fn leader_changes(
     map: &OsdMap,
     members: &BTreeMap<u64, String>,
-    me: Option<(u64, &str)>,
+    me: Option<(u64, &str, bool)>,
 ) -> Vec<Change> {
     let mut changes = Vec::new();
     if !members.is_empty() && map.mons != *members {
@@ -41,9 +45,10 @@ pub fn leader_changes(
             mons: members.clone(),
         });
     }
-    if let Some((id, serial)) = me {
+    if let Some((id, serial, authority)) = me {
         let e = entity(id);
-        if map.daemon_serial(&e).is_none() {
+        let recorded = map.daemon_serial(&e);
+        if recorded.is_none() || (authority && recorded != Some(serial)) {
             changes.push(key_record(&e, serial));
         }
     }
@@ -87,21 +92,27 @@ mod tests {
         let mut m = OsdMap::new("f", "osd").unwrap();
         let members: BTreeMap<u64, String> =
             [(0, "a:6789".to_string()), (1, "b:6789".to_string())].into();
-        let c = leader_changes(&m, &members, Some((0, "aa")));
+        let c = leader_changes(&m, &members, Some((0, "aa", false)));
         assert_eq!(c.len(), 2, "{c:?}");
         apply(&mut m, c);
         assert_eq!(m.mons, members);
         assert_eq!(own_key(&m, 0, "aa"), OwnKey::Recorded);
         assert_eq!(own_key(&m, 1, "bb"), OwnKey::Missing);
         // Nothing more while nothing changes.
-        assert!(leader_changes(&m, &members, Some((0, "aa"))).is_empty());
+        assert!(leader_changes(&m, &members, Some((0, "aa", false))).is_empty());
         // Another leader records its own key; a leader whose key differs
         // from the recorded one does not replace it.
-        let c = leader_changes(&m, &members, Some((1, "bb")));
+        let c = leader_changes(&m, &members, Some((1, "bb", false)));
         assert_eq!(c, vec![key_record("mon.1", "bb")]);
         apply(&mut m, c);
-        assert!(leader_changes(&m, &members, Some((0, "old"))).is_empty());
+        assert!(leader_changes(&m, &members, Some((0, "old", false))).is_empty());
         assert_eq!(own_key(&m, 0, "old"), OwnKey::Other);
+        // ... unless it holds the cluster's authority (a keyring lost and
+        // issued anew).
+        assert_eq!(
+            leader_changes(&m, &members, Some((0, "new", true))),
+            vec![key_record("mon.0", "new")]
+        );
         // A member moved: the map follows.
         let moved: BTreeMap<u64, String> =
             [(0, "a:6789".to_string()), (1, "c:6789".to_string())].into();

@@ -314,13 +314,21 @@ fn gathered_changes(
         .unwrap_or(map.epoch);
     let moves = Moves::after(incs, since, map.epoch);
     let mut placer = None;
+    // Daemons whose key these changes record: a key is recorded once (a
+    // daemon's first start); a second record in the batch, or one for a
+    // daemon the map has a key of, would replace it.
+    let mut keyed: HashSet<&str> = HashSet::new();
     for item in items {
         match item {
             GatherItem::Boot(c) => {
                 if let Change::OsdBoot { id, .. } = c {
                     booted.insert(*id);
                 }
-                changes.push(c.clone());
+                let replaces = matches!(c, Change::AuthPut { entity, .. }
+                    if map.auth.contains_key(entity) || !keyed.insert(entity.as_str()));
+                if !replaces {
+                    changes.push(c.clone());
+                }
                 values.push(serde_json::Value::Null);
             }
             GatherItem::Records(records) => {
@@ -484,9 +492,20 @@ impl Monitor {
         let svc = MonServer::new(Service(mon.clone()))
             .max_decoding_message_size(CALL_FRAME_BYTES_MAX)
             .max_encoding_message_size(MESSAGE_BYTES_MAX);
-        let peer_svc = MonPeerServer::new(Service(mon.clone()))
-            .max_decoding_message_size(MESSAGE_BYTES_MAX)
-            .max_encoding_message_size(MESSAGE_BYTES_MAX);
+        // Raft messages may be as large as any message: only a member
+        // monitor's (by name and recorded key) are read at all, judged
+        // from the connection before the body is decoded.
+        let gate = mon.clone();
+        let peer_svc = tonic::service::interceptor::InterceptedService::new(
+            MonPeerServer::new(Service(mon.clone()))
+                .max_decoding_message_size(MESSAGE_BYTES_MAX)
+                .max_encoding_message_size(MESSAGE_BYTES_MAX),
+            move |req: Request<()>| {
+                gate.authorize_raft(peer_identity(&req))
+                    .map_err(|e| Status::permission_denied(e.to_string()))?;
+                Ok(req)
+            },
+        );
         let incoming = loligo_proto::net::incoming(listener, mon.cfg.security.clone());
         let server = tokio::spawn(async move {
             let r = loligo_proto::net::server()
@@ -571,6 +590,15 @@ impl Monitor {
         }
         let st = self.shared.read();
         crate::auth::authorize(self.caller(peer), st.map.as_ref(), req)
+    }
+
+    /// Whether the peer (entity, serial) may send Raft messages to this
+    /// monitor: a member, with its recorded key.
+    fn authorize_raft(&self, peer: Option<(&str, &str)>) -> Result<(), MonError> {
+        let members = self.cfg.members.keys().copied();
+        let caller = Caller::of(self.cfg.security.is_some(), peer);
+        let st = self.shared.read();
+        crate::auth::authorize_raft(caller, members, st.map.as_ref())
     }
 
     /// Propose a command; the epoch after it is applied.
@@ -905,7 +933,8 @@ impl Monitor {
     async fn keep_mon_map(&self) {
         let members = self.members();
         let serial = self.own_serial();
-        let me = serial.as_deref().map(|s| (self.cfg.id, s));
+        let authority = self.cfg.authority.is_some();
+        let me = serial.as_deref().map(|s| (self.cfg.id, s, authority));
         let pending = {
             let st = self.shared.read();
             st.map
@@ -913,11 +942,18 @@ impl Monitor {
                 .is_some_and(|m| !crate::monmap::leader_changes(m, &members, me).is_empty())
         };
         if pending {
-            let r = self
-                .change_with(|m| Ok(crate::monmap::leader_changes(m, &members, me)))
-                .await;
-            if let Err(e) = r {
-                tracing::warn!("cannot keep the monitor map yet: {e}");
+            // One change at a time: a key the map refuses (a full user
+            // table) does not hold the monitor map back.
+            for i in 0..2 {
+                let r = self
+                    .change_with(|m| {
+                        let c = crate::monmap::leader_changes(m, &members, me);
+                        Ok(c.into_iter().nth(i).into_iter().collect())
+                    })
+                    .await;
+                if let Err(e) = r {
+                    tracing::warn!("cannot keep the monitor map yet: {e}");
+                }
             }
         }
     }
@@ -1137,13 +1173,7 @@ impl MonPeer for Service {
 impl Service {
     /// One Raft message from a peer monitor (on either service).
     async fn raft_message(&self, req: Request<RaftMessage>) -> Result<Response<Raw>, Status> {
-        let members = self.0.cfg.members.keys().copied();
-        let caller = Caller::of(self.0.cfg.security.is_some(), peer_identity(&req));
-        let allowed = {
-            let st = self.0.shared.read();
-            crate::auth::authorize_raft(caller, members, st.map.as_ref())
-        };
-        if let Err(e) = allowed {
+        if let Err(e) = self.0.authorize_raft(peer_identity(&req)) {
             tracing::warn!("refused: {e}");
             return Err(Status::permission_denied(e.to_string()));
         }
@@ -1321,6 +1351,35 @@ impl Mon for Service {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_daemons_recorded_key_is_never_replaced_by_a_gathered_first_start() {
+        let m = crate::auth::tests::cluster();
+        let put = |e: &str, s: &str| GatherItem::Boot(crate::monmap::key_record(e, s));
+        // Two first starts of one daemon in a batch: the first is taken.
+        let (c, _) = gathered_changes(
+            &m,
+            &VecDeque::new(),
+            &[put("osd.1", "aa"), put("osd.1", "bb"), put("mon.0", "cc")],
+        );
+        assert_eq!(
+            c,
+            vec![
+                crate::monmap::key_record("osd.1", "aa"),
+                crate::monmap::key_record("mon.0", "cc")
+            ]
+        );
+        // A daemon the map has a key of: none is taken.
+        let mut keyed = m.clone();
+        keyed
+            .apply(&Incremental {
+                epoch: m.epoch + 1,
+                changes: c,
+            })
+            .unwrap();
+        let (c, _) = gathered_changes(&keyed, &VecDeque::new(), &[put("osd.1", "dd")]);
+        assert!(c.is_empty(), "{c:?}");
+    }
 
     #[test]
     fn a_record_whose_claim_the_map_contradicts_is_left_out() {

@@ -183,10 +183,18 @@ fn caller(r: &mut Rng) -> (String, &'static str) {
     (entity, if r.chance(250) { "bb" } else { "aa" })
 }
 
-/// The change an authorized request asks the monitors for, as they would
-/// propose it (boots and records are gathered, overrides proposed).
-fn changes_of(req: &MonRequest) -> Vec<Change> {
+/// The change an authorized request of `entity` (with key `serial`) asks
+/// the monitors for, as they would propose it (boots and records are
+/// gathered, overrides proposed, a join's key recorded).
+fn changes_of(req: &MonRequest, entity: &str, serial: &str) -> Vec<Change> {
     match req {
+        MonRequest::MonJoin { .. } => vec![Change::AuthPut {
+            entity: entity.to_string(),
+            entry: AuthEntry {
+                caps: Default::default(),
+                serial: serial.to_string(),
+            },
+        }],
         MonRequest::OsdBoot {
             id,
             addr,
@@ -250,7 +258,7 @@ fn hostile_monitor_requests_are_refused_or_leave_a_valid_map() {
                 }
                 let inc = Incremental {
                     epoch: m.epoch + 1,
-                    changes: changes_of(&req),
+                    changes: changes_of(&req, &entity, serial),
                 };
                 if !inc.changes.is_empty() && m.apply(&inc).is_ok() {
                     m.validate().expect("an applied change leaves a valid map");

@@ -959,6 +959,24 @@ async fn secured_monitors_record_their_keys_and_take_raft_only_from_those() {
         "mon.{f} with its own key stayed at {}",
         h.mon.epoch()
     );
+    // A client's key gets nothing from the Raft service: refused before
+    // its message is read.
+    let ch = loligo_proto::net::Channels::new(Duration::from_secs(2), Some(Duration::from_secs(5)))
+        .secured(Some(&admin));
+    let mut raft = ch
+        .mon_peer(&members[&0], &loligo_proto::tls::Expect::AnyMonitor)
+        .await
+        .unwrap();
+    let r = raft
+        .raft(loligo_proto::v1::RaftMessage {
+            kind: "vote".into(),
+            body: vec![b'x'; 32 << 20].into(),
+        })
+        .await;
+    assert_eq!(
+        r.map(|_| ()).unwrap_err().code(),
+        tonic::Code::PermissionDenied
+    );
     h.stop().await;
     for h in hs.into_iter().flatten() {
         h.stop().await;

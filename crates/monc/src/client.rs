@@ -137,7 +137,13 @@ impl MonClient {
     /// place of what this client knew (a map that names none changes
     /// nothing).
     pub fn follow(&self, map: &OsdMap) {
-        if map.mons.is_empty() {
+        // Monitors bound to every address (`0.0.0.0:6789`) name no address
+        // a client elsewhere can dial: the configured ones stay in use.
+        let unspecified = |a: &String| {
+            a.parse::<std::net::SocketAddr>()
+                .is_ok_and(|s| s.ip().is_unspecified())
+        };
+        if map.mons.is_empty() || map.mons.values().any(unspecified) {
             return;
         }
         let list: Vec<Target> = map

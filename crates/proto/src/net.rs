@@ -44,10 +44,19 @@ pub const CONNECTION_WINDOW: u32 = 64 << 20;
 /// See [`STREAM_WINDOW`].
 pub const FRAME_MAX: u32 = 1 << 20;
 
+/// How often a gRPC server pings a connection's peer (HTTP/2 PING).
+pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(60);
+/// How long a peer may take to answer a ping before its connection is
+/// closed (and its admission places given back).
+pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(20);
+
 /// A server builder with Loligo's transport settings; a connection runs
-/// at most `direct::IN_FLIGHT_MAX` requests at once (more wait).
+/// at most `direct::IN_FLIGHT_MAX` requests at once (more wait), and one
+/// whose peer stops answering pings is closed.
 pub fn server() -> tonic::transport::Server {
     tonic::transport::Server::builder()
+        .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
+        .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
         .concurrency_limit_per_connection(crate::direct::IN_FLIGHT_MAX)
         .initial_stream_window_size(STREAM_WINDOW)
         .initial_connection_window_size(CONNECTION_WINDOW)
