@@ -1147,35 +1147,12 @@ mod tests {
 
     #[tokio::test]
     async fn a_connection_past_its_limits_waits_and_the_server_serves_others() {
-        let (open_tx, open) = tokio::sync::watch::channel(false);
-        let gate = Arc::new(Gate {
-            inside: AtomicU64::new(0),
-            most: AtomicU64::new(0),
-            open,
-        });
-        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = l.local_addr().unwrap().to_string();
-        let g = gate.clone();
-        tokio::spawn(async move {
-            let limits = Limits {
-                ops: 8,
-                bytes: 1 << 20,
-                ..Limits::default()
-            };
-            while let Ok((s, _)) = l.accept().await {
-                let (g, limits) = (g.clone(), limits.clone());
-                tokio::spawn(async move {
-                    if let Ok(Route::Direct(s)) = sniff(s).await {
-                        let peer = crate::net::Peer {
-                            addr: None,
-                            entity: None,
-                            serial: None,
-                        };
-                        serve_with(g, s, peer, limits).await;
-                    }
-                });
-            }
-        });
+        let limits = Limits {
+            ops: 8,
+            bytes: 1 << 20,
+            ..Limits::default()
+        };
+        let (addr, open_tx, gate) = gate_server(limits, |_| None).await;
         let call = |c: Arc<Conns>, addr: String, body: u8, size: usize| {
             tokio::spawn(async move {
                 let msg = Message {
@@ -1230,34 +1207,11 @@ mod tests {
     /// their own budget and go on meanwhile).
     #[tokio::test]
     async fn connections_together_stay_within_the_servers_budget() {
-        let (open_tx, open) = tokio::sync::watch::channel(false);
-        let gate = Arc::new(Gate {
-            inside: AtomicU64::new(0),
-            most: AtomicU64::new(0),
-            open,
-        });
-        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = l.local_addr().unwrap().to_string();
-        let g = gate.clone();
-        tokio::spawn(async move {
-            let limits = Limits {
-                server: Some(ServerBudget::new(1 << 20, 1 << 20)),
-                ..Limits::default()
-            };
-            while let Ok((s, _)) = l.accept().await {
-                let (g, limits) = (g.clone(), limits.clone());
-                tokio::spawn(async move {
-                    if let Ok(Route::Direct(s)) = sniff(s).await {
-                        let peer = crate::net::Peer {
-                            addr: None,
-                            entity: None,
-                            serial: None,
-                        };
-                        serve_with(g, s, peer, limits).await;
-                    }
-                });
-            }
-        });
+        let limits = Limits {
+            server: Some(ServerBudget::new(1 << 20, 1 << 20)),
+            ..Limits::default()
+        };
+        let (addr, open_tx, gate) = gate_server(limits, |_| None).await;
         let call = |addr: String, call: Call, body: u8, size: usize| {
             tokio::spawn(async move {
                 let c = Conns::new(Duration::from_secs(2));
