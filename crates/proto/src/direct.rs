@@ -129,6 +129,36 @@ impl ServerBudget {
             Call::Peer => (&self.peer, self.peer_kib),
         }
     }
+
+    /// Take `kib` KiB of a `call` from `entity` (a client's share first,
+    /// so that a client waiting on its own share holds none of the
+    /// server's), waiting for them; held until the [`Held`] drops.
+    pub(crate) async fn take(
+        &self,
+        call: Call,
+        entity: Option<&str>,
+        kib: usize,
+    ) -> std::io::Result<Held> {
+        let share = match (call, entity) {
+            (Call::Op, Some(e)) => {
+                let (sem, all) = self.entity(e);
+                Some(take_kib(&sem, all, kib).await?)
+            }
+            _ => None,
+        };
+        let (sem, all) = self.of(call);
+        let server = take_kib(sem, all, kib).await?;
+        Ok(Held {
+            _share: share,
+            _server: server,
+        })
+    }
+}
+
+/// A call's bytes taken from a [`ServerBudget`], given back on drop.
+pub(crate) struct Held {
+    _share: Option<OwnedSemaphorePermit>,
+    _server: OwnedSemaphorePermit,
 }
 
 impl Default for ServerBudget {
@@ -540,24 +570,12 @@ where
             }
             let kib = h.total.div_ceil(1024);
             let mine = take_kib(&budget, whole, kib).await?;
-            // A client's share first, so that a client waiting on its own
-            // share holds none of the server's.
-            let share = match (&limits.server, h.call, peer.entity.as_deref()) {
-                (Some(b), Call::Op, Some(e)) => {
-                    let (sem, all) = b.entity(e);
-                    Some(take_kib(&sem, all, kib).await?)
-                }
-                _ => None,
-            };
             let server = match &limits.server {
-                Some(b) => {
-                    let (sem, all) = b.of(h.call);
-                    Some(take_kib(sem, all, kib).await?)
-                }
+                Some(b) => Some(b.take(h.call, peer.entity.as_deref(), kib).await?),
                 None => None,
             };
             let f = within(limits.frame_read, read_body(&mut r, h)).await?;
-            Ok::<_, std::io::Error>(Some((f, (mine, share, server))))
+            Ok::<_, std::io::Error>(Some((f, (mine, server))))
         };
         let read = tokio::select! {
             r = next => r,

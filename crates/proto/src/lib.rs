@@ -1,10 +1,12 @@
 //! Loligo's gRPC services, generated from `proto/loligo.proto` at build
 //! time, the transport settings every endpoint shares (`net`: the
 //! message size limit and the connection cache), and the direct data path
-//! for OSD calls beside gRPC (`direct`). No protocol logic
+//! for OSD calls beside gRPC (`direct`), and the byte budget an OSD's
+//! gRPC calls share with it (`grpc_budget`). No protocol logic
 //! belongs here: message bodies are the callers' own encodings.
 
 pub mod direct;
+pub mod grpc_budget;
 pub mod net;
 pub mod record;
 pub mod tls;

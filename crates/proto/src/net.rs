@@ -337,6 +337,7 @@ pub async fn admit(
     security: Option<&Security>,
 ) -> Option<(Accepted, Ticket)> {
     let mut ticket = admission.arrive(addr.ip())?;
+    keep_alive(&tcp);
     let a = accept(tcp, security).await.ok()?;
     let peer = a.io.peer();
     if !ticket.identified(peer.entity.as_deref()) {
@@ -348,6 +349,29 @@ pub async fn admit(
         return None;
     }
     Some((a, ticket))
+}
+
+/// TCP keepalive on accepted connections: the first probe after this long
+/// without traffic, then one per [`KEEPALIVE_PROBE_INTERVAL`], and the
+/// connection closed after [`KEEPALIVE_PROBES`] unanswered, so a peer that
+/// died (power lost, cable cut) gives its admission places back within
+/// about two minutes even while a call of it is in flight.
+pub const KEEPALIVE_IDLE: Duration = Duration::from_secs(60);
+/// See [`KEEPALIVE_IDLE`].
+pub const KEEPALIVE_PROBE_INTERVAL: Duration = Duration::from_secs(10);
+/// See [`KEEPALIVE_IDLE`].
+pub const KEEPALIVE_PROBES: u32 = 6;
+
+/// Turn TCP keepalive on for `tcp` (see [`KEEPALIVE_IDLE`]); a socket that
+/// refuses keeps going without it (logged).
+pub fn keep_alive(tcp: &TcpStream) {
+    let k = socket2::TcpKeepalive::new()
+        .with_time(KEEPALIVE_IDLE)
+        .with_interval(KEEPALIVE_PROBE_INTERVAL)
+        .with_retries(KEEPALIVE_PROBES);
+    if let Err(e) = socket2::SockRef::from(tcp).set_tcp_keepalive(&k) {
+        tracing::warn!("TCP keepalive not set: {e}");
+    }
 }
 
 /// ALPN name of the direct data path inside TLS (gRPC's is `h2`).
@@ -787,6 +811,31 @@ fn with_causes(e: &(dyn std::error::Error + 'static)) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn admitted_connections_probe_a_silent_peer() {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let mut dialled = TcpStream::connect(addr).await.unwrap();
+        // Enough bytes for a plain server to tell the protocol.
+        tokio::io::AsyncWriteExt::write_all(&mut dialled, b"PRI * HTTP/2.0\r\n")
+            .await
+            .unwrap();
+        let (s, from) = l.accept().await.unwrap();
+        let adm = Admission::new(AdmissionLimits::default());
+        let (a, _ticket) = admit(&adm, s, from, None).await.unwrap();
+        let ServerIo::Plain(tcp) = &a.io else {
+            panic!("a plain server admits plain connections")
+        };
+        let sock = socket2::SockRef::from(tcp);
+        assert!(sock.keepalive().unwrap());
+        assert_eq!(sock.tcp_keepalive_time().unwrap(), KEEPALIVE_IDLE);
+        assert_eq!(
+            sock.tcp_keepalive_interval().unwrap(),
+            KEEPALIVE_PROBE_INTERVAL
+        );
+        assert_eq!(sock.tcp_keepalive_retries().unwrap(), KEEPALIVE_PROBES);
+    }
 
     #[tokio::test]
     async fn bad_and_unreachable_addresses_are_errors_and_nothing_is_cached() {

@@ -425,6 +425,10 @@ async fn serve(
     use loligo_proto::net::{Admission, AdmissionLimits, Admitted};
     let admission = Admission::new(AdmissionLimits::default());
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    // What all connections together may hold (client ops and OSD
+    // messages each their own budget), direct and gRPC alike.
+    let budget = direct::ServerBudget::default();
+    let svc = loligo_proto::grpc_budget::Budgeted::new(svc, budget.clone());
     let (grpc_tx, grpc_rx) = tokio::sync::mpsc::channel::<std::io::Result<Admitted>>(64);
     let grpc = tokio::spawn(async move {
         let incoming = tokio_stream::wrappers::ReceiverStream::new(grpc_rx);
@@ -439,10 +443,8 @@ async fn serve(
         }
     });
     let mut conns = tokio::task::JoinSet::new();
-    // What all direct connections together may hold (client ops and OSD
-    // messages each their own budget).
     let limits = direct::Limits {
-        server: Some(direct::ServerBudget::default()),
+        server: Some(budget),
         ..direct::Limits::default()
     };
     loop {
