@@ -7,7 +7,6 @@
 
 use crate::protocol::{Admin, AuthInfo, MonError};
 use loligo_types::caps::{is_client, is_daemon, AuthEntry, Caps, ADMIN, REVOKED_SERIAL};
-use loligo_types::osdmap::AUTH_ENTRIES_MAX;
 use loligo_types::osdmap::{OBJECT_SIZE_MAX_DEFAULT, WEIGHT_IN};
 use loligo_types::{crush_edit, Change, EcProfile, OsdMap, PoolKind};
 use serde_json::{json, Value};
@@ -312,11 +311,7 @@ pub fn plan(m: &OsdMap, cmd: &Admin) -> Result<Outcome, MonError> {
                 )));
             }
             let caps = Caps::parse(caps).map_err(MonError::Invalid)?;
-            if m.auth.len() >= AUTH_ENTRIES_MAX {
-                return Err(MonError::Invalid(format!(
-                    "the cluster has {AUTH_ENTRIES_MAX} users, the most it keeps"
-                )));
-            }
+            m.auth_room(entity).map_err(MonError::Invalid)?;
             Issue {
                 entity: entity.clone(),
                 caps,

@@ -119,7 +119,9 @@ fn request(r: &mut Rng, m: &OsdMap) -> MonRequest {
             osd: r.chance(500).then(|| osd(r)),
         },
         6 => {
-            let n = if r.chance(50) { 5000 } else { 1 + r.index(4) };
+            // Batches at the largest a monitor takes are rare: each is slow to
+            // judge (a CRUSH mapping per record), and long runs need many cases.
+            let n = if r.chance(5) { 5000 } else { 1 + r.index(4) };
             let items = (0..n)
                 .map(|_| {
                     let acting = osds(r);
@@ -138,7 +140,7 @@ fn request(r: &mut Rng, m: &OsdMap) -> MonRequest {
             MonRequest::RecordWriteSets { items }
         }
         7 => {
-            let n = if r.chance(50) { 3000 } else { r.index(6) };
+            let n = if r.chance(5) { 3000 } else { r.index(6) };
             let pgs = (0..n)
                 .map(|_| PgStat {
                     pg: pg(r),

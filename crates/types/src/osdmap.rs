@@ -33,6 +33,12 @@ pub const REPLICAS_MAX: u32 = 10;
 pub const NAME_LEN_MAX: usize = 128;
 /// Most users (client entities with caps) a map keeps.
 pub const AUTH_ENTRIES_MAX: usize = 4096;
+/// Most daemon entries (`osd.N`, `mon.N`: a serial each) a map keeps,
+/// counted apart from users so that neither crowds out the other: one per
+/// OSD id and as many again for monitors. A removed OSD's revoked mark
+/// stays (dropping it would let the next first boot of that id record any
+/// key), so marks are bounded by the ids, not cleaned.
+pub const DAEMON_ENTRIES_MAX: usize = OSDS_MAX as usize + 4096;
 
 /// One OSD's state in the map.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -603,6 +609,39 @@ impl OsdMap {
         }
     }
 
+    /// How many users (clients) and daemon entries the user table holds
+    /// (every entry is one or the other: [`AuthEntry::validate`]). Walks
+    /// the users only: `client.` names sort together.
+    pub fn auth_counts(&self) -> (usize, usize) {
+        use std::ops::Bound;
+        let users = self
+            .auth
+            .range::<str, _>((Bound::Included("client."), Bound::Excluded("client/")))
+            .count();
+        (users, self.auth.len() - users)
+    }
+
+    /// Whether the user table has room for a new entry of `entity`
+    /// (users and daemons are counted apart, see [`DAEMON_ENTRIES_MAX`]).
+    pub fn auth_room(&self, entity: &str) -> std::result::Result<(), String> {
+        if self.auth.len() < AUTH_ENTRIES_MAX.min(DAEMON_ENTRIES_MAX) {
+            return Ok(());
+        }
+        let (users, daemons) = self.auth_counts();
+        if crate::caps::is_daemon(entity) {
+            if daemons >= DAEMON_ENTRIES_MAX {
+                return Err(format!(
+                    "the cluster has {DAEMON_ENTRIES_MAX} daemon keys, the most it keeps"
+                ));
+            }
+        } else if users >= AUTH_ENTRIES_MAX {
+            return Err(format!(
+                "the cluster has {AUTH_ENTRIES_MAX} users, the most it keeps"
+            ));
+        }
+        Ok(())
+    }
+
     /// Whether OSD entity `entity` (`osd.N`) may act with the certificate
     /// of serial `serial`: the one the user table records for it, or any
     /// of the authority's while none is recorded (an OSD's first boot
@@ -949,10 +988,8 @@ impl OsdMap {
             }
             Change::AuthPut { entity, entry } => {
                 entry.validate(entity).map_err(MapError::Invalid)?;
-                if !self.auth.contains_key(entity) && self.auth.len() >= AUTH_ENTRIES_MAX {
-                    return Err(MapError::Invalid(format!(
-                        "the cluster has {AUTH_ENTRIES_MAX} users, the most it keeps"
-                    )));
+                if !self.auth.contains_key(entity) {
+                    self.auth_room(entity).map_err(MapError::Invalid)?;
                 }
                 self.auth.insert(entity.clone(), entry.clone());
             }
@@ -1099,10 +1136,11 @@ impl OsdMap {
                 }
             }
         }
-        if self.auth.len() > AUTH_ENTRIES_MAX {
+        let (users, daemons) = self.auth_counts();
+        if users > AUTH_ENTRIES_MAX || daemons > DAEMON_ENTRIES_MAX {
             return bad(format!(
-                "{} users, at most {AUTH_ENTRIES_MAX}",
-                self.auth.len()
+                "{users} users and {daemons} daemon keys, at most \
+                 {AUTH_ENTRIES_MAX} and {DAEMON_ENTRIES_MAX}"
             ));
         }
         for (entity, e) in &self.auth {

@@ -436,6 +436,55 @@ fn users_are_recorded_checked_and_revoked() {
 }
 
 #[test]
+fn users_and_daemon_keys_are_limited_apart() {
+    use loligo_types::caps::{AuthEntry, Caps};
+    use loligo_types::osdmap::AUTH_ENTRIES_MAX;
+    let mut m = cluster(3);
+    let entry = |serial: u64| AuthEntry {
+        caps: Caps::default(),
+        serial: format!("{serial:x}"),
+    };
+    // A full table of users, in one step.
+    let users = (0..AUTH_ENTRIES_MAX as u64)
+        .map(|i| Change::AuthPut {
+            entity: format!("client.u{i}"),
+            entry: entry(i + 1),
+        })
+        .collect();
+    step(&mut m, users).unwrap();
+    assert_eq!(m.auth_counts(), (AUTH_ENTRIES_MAX, 0));
+    // One user more is refused; the daemons' keys still have room.
+    let more = Change::AuthPut {
+        entity: "client.one-more".into(),
+        entry: entry(7),
+    };
+    let e = step(&mut m, vec![more]).unwrap_err();
+    assert!(e.to_string().contains("users"), "{e}");
+    let daemons = (0..3)
+        .map(|i| Change::AuthPut {
+            entity: format!("osd.{i}"),
+            entry: entry(100 + i),
+        })
+        .chain([Change::AuthPut {
+            entity: "mon.0".into(),
+            entry: entry(9),
+        }])
+        .collect();
+    step(&mut m, daemons).unwrap();
+    assert_eq!(m.auth_counts(), (AUTH_ENTRIES_MAX, 4));
+    // A user's key may still be rotated, and the map reads back.
+    step(
+        &mut m,
+        vec![Change::AuthPut {
+            entity: "client.u0".into(),
+            entry: entry(0xabc),
+        }],
+    )
+    .unwrap();
+    assert_eq!(decode_map(&encode(&m)).unwrap(), m);
+}
+
+#[test]
 fn maps_of_the_previous_formats_still_read() {
     // An LGM4 map is today's without the monitor map, an LGM3 map that
     // without the unfound-lost marks, and an LGM2 map that without the
