@@ -55,6 +55,8 @@ fn crates_link_only_the_layers_below_them() {
         ),
         ("loligo-monc", &["openraft", "fjall", "loligo-mon"]),
         ("loligo-osd", &["openraft", "loligo-mon"]),
+        // The monitor keeps its log in fjall itself, not in the block store.
+        ("loligo-mon", &["loligo-store", "loligo-osd"]),
         // The pure libraries do no I/O and need no runtime.
         ("loligo-crush", &["tokio", "tonic", "fjall"]),
         ("loligo-ec", &["tokio", "tonic", "fjall"]),
@@ -75,4 +77,48 @@ fn crates_link_only_the_layers_below_them() {
     }
     // The check sees real edges: the monitor does link Raft.
     assert!(reachable(&g, "loligo-mon").contains("openraft"));
+}
+
+/// The `[dependencies]` table of each workspace crate's manifest (run-time
+/// dependencies only: not dev or build).
+fn runtime_dependencies() -> BTreeMap<String, toml::Table> {
+    let crates = concat!(env!("CARGO_MANIFEST_DIR"), "/../crates");
+    let mut out = BTreeMap::new();
+    for e in std::fs::read_dir(crates).expect("read crates/") {
+        let manifest = e.expect("an entry").path().join("Cargo.toml");
+        let Ok(text) = std::fs::read_to_string(&manifest) else {
+            continue;
+        };
+        let m: toml::Table = toml::from_str(&text).expect("parse a manifest");
+        let name = m["package"]["name"].as_str().expect("a name").to_string();
+        let deps = m
+            .get("dependencies")
+            .and_then(|d| d.as_table())
+            .cloned()
+            .unwrap_or_default();
+        out.insert(name, deps);
+    }
+    out
+}
+
+#[test]
+fn run_time_code_does_not_link_the_test_kit() {
+    // The test kit's generator and temporary folders are for tests,
+    // benchmarks and workload tools: a library takes it only as an
+    // optional dependency (a feature for the tools), and only the CLI,
+    // which runs those tools, links it outright.
+    let all = runtime_dependencies();
+    assert!(all.len() >= 10, "{} crates found", all.len());
+    for (krate, deps) in &all {
+        let Some(kit) = deps.get("loligo-testkit") else {
+            continue;
+        };
+        let optional = kit.get("optional").and_then(|o| o.as_bool()) == Some(true);
+        assert!(
+            optional || krate == "loligo-cli",
+            "{krate} links loligo-testkit at run time"
+        );
+    }
+    // The check sees real entries: the store's workloads are optional.
+    assert!(all["loligo-store"].contains_key("loligo-testkit"));
 }

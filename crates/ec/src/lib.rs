@@ -20,4 +20,5 @@ pub mod linear;
 pub mod plan;
 pub mod speed;
 pub mod stripe;
+mod xorshift;
 pub mod zigzag;

@@ -12,7 +12,7 @@
 #![allow(clippy::result_large_err)]
 
 use crate::protocol::MapUpdate;
-use loligo_store::kv::{FjallKv, Kv, KvOp};
+use crate::kv::{KvOp, MonKv};
 use loligo_types::{decode, encode, Change, Epoch, Incremental, MapError, OsdMap};
 use openraft::storage::{LogFlushed, RaftLogStorage, RaftStateMachine};
 use openraft::{
@@ -190,7 +190,7 @@ fn log_key(i: u64) -> Vec<u8> {
 /// Log, vote and snapshot storage on fjall; the state machine beside it.
 #[derive(Clone)]
 pub struct MonStore {
-    kv: Arc<FjallKv>,
+    kv: Arc<MonKv>,
     pub shared: Arc<Shared>,
 }
 
@@ -204,7 +204,7 @@ impl MonStore {
     /// Open (or create) the monitor's store in `dir`, restoring the state
     /// machine from its last snapshot.
     pub fn open(dir: &std::path::Path) -> Result<MonStore, String> {
-        let kv = FjallKv::open(dir).map_err(|e| e.to_string())?;
+        let kv = MonKv::open(dir).map_err(|e| e.to_string())?;
         let mut st = MonState::default();
         if let Some(b) = kv.get(K_SNAP).map_err(|e| e.to_string())? {
             let s: StoredSnap = serde_json::from_slice(&b).map_err(|e| e.to_string())?;
@@ -229,13 +229,13 @@ impl MonStore {
     /// Whether this store was made before: its creation mark, or (a store
     /// from before the mark existed) any Raft state.
     pub fn made(&self) -> Result<bool, String> {
-        let e = |e: loligo_store::StoreError| e.to_string();
+        let e = |e: crate::kv::KvError| e.to_string();
         if self.kv.get(K_CREATED).map_err(e)?.is_some() {
             return Ok(true);
         }
         let raft_state = self.kv.get(K_VOTE).map_err(e)?.is_some()
             || self.kv.get(K_SNAP).map_err(e)?.is_some()
-            || !self.kv.scan(b"l/", Some(b"l0"), 1).map_err(e)?.is_empty();
+            || !self.kv.scan(b"l/", b"l0", 1).map_err(e)?.is_empty();
         if raft_state {
             self.mark_made()?;
         }
@@ -269,7 +269,7 @@ impl MonStore {
         // The largest log key: scan the whole (small, purged) log range.
         let all = self
             .kv
-            .scan(b"l/", Some(b"l0"), usize::MAX)
+            .scan(b"l/", b"l0", usize::MAX)
             .map_err(|e| StorageIOError::read_logs(&e))?;
         match all.last() {
             Some((_, v)) => {
@@ -305,7 +305,7 @@ impl RaftLogReader<TypeConfig> for MonStore {
         let hi = end.map(log_key).unwrap_or_else(|| b"l0".to_vec());
         let rows = self
             .kv
-            .scan(&log_key(start), Some(&hi), usize::MAX)
+            .scan(&log_key(start), &hi, usize::MAX)
             .map_err(|e| StorageIOError::read_logs(&e))?;
         rows.iter()
             .map(|(_, v)| {
@@ -369,7 +369,7 @@ impl RaftLogStorage<TypeConfig> for MonStore {
     async fn truncate(&mut self, log_id: LogId<u64>) -> Result<(), SErr> {
         let rows = self
             .kv
-            .scan(&log_key(log_id.index), Some(b"l0"), usize::MAX)
+            .scan(&log_key(log_id.index), b"l0", usize::MAX)
             .map_err(|e| StorageIOError::write_logs(&e))?;
         let ops = rows.into_iter().map(|(k, _)| KvOp::Delete(k)).collect();
         self.kv
@@ -380,7 +380,7 @@ impl RaftLogStorage<TypeConfig> for MonStore {
     async fn purge(&mut self, log_id: LogId<u64>) -> Result<(), SErr> {
         let rows = self
             .kv
-            .scan(&log_key(0), Some(&log_key(log_id.index + 1)), usize::MAX)
+            .scan(&log_key(0), &log_key(log_id.index + 1), usize::MAX)
             .map_err(|e| StorageIOError::write_logs(&e))?;
         let mut ops: Vec<KvOp> = rows.into_iter().map(|(k, _)| KvOp::Delete(k)).collect();
         let b = serde_json::to_vec(&log_id).map_err(|e| StorageIOError::write_logs(&e))?;

@@ -291,8 +291,8 @@ fn claim_holds<'m>(
 /// empty copies as the whole ones, and once that primary's OSD was lost
 /// they were all that was left, mid-backfill). A primary acts on its
 /// record only once it is taken, so nothing was acknowledged under a
-/// refused one. Other late records are still taken, as before: see
-/// ARCHITECTURE.md for why.
+/// refused one. Other late records are still taken: docs/peering.md
+/// (write-set records) says why.
 fn gathered_changes(
     map: &OsdMap,
     incs: &VecDeque<Incremental>,

@@ -1,6 +1,8 @@
 //! Loligo's local object store: the `ObjectStore` trait and transactions,
 //! `MemStore` (in memory, for tests and as a CPU ceiling), and the
-//! BlueStore-style store on a block file and an embedded KV (`block`).
+//! BlueStore-style store on a block file and an embedded KV (`block`);
+//! with the `workloads` feature, the benchmark and crash-test workloads
+//! the CLI runs (`bench`, `torture`).
 //!
 //! A store knows nothing of PGs, pools or the network: collections and
 //! objects are names to it. It must never return data it cannot vouch for
@@ -26,8 +28,10 @@ pub use names::{
 };
 pub use store::{Commit, Completer, ObjectStore};
 pub use txn::{Op, Transaction};
+#[cfg(feature = "workloads")]
 pub mod bench;
 pub mod kv;
 pub mod kvcache;
+#[cfg(feature = "workloads")]
 pub mod torture;
 pub mod wal;

@@ -2,10 +2,12 @@
 //! seeded random generator (`Rng`) so that every run is replayable from
 //! its seed, and a temporary folder that removes itself (`TempDir`).
 //!
-//! It must never depend on anything (the pure libraries use it and must
-//! stay usable on their own), and `Rng`'s sequence for a given state must
-//! never change: the Zigzag coefficient search and recorded simulator
-//! seeds depend on it.
+//! It must never depend on anything (the libraries' tests use it), and
+//! `Rng`'s sequence for a given state must never change: recorded
+//! simulator and fuzz seeds replay through it, and the erasure-code
+//! library's own copy of the generator (which fixes the Zigzag
+//! coefficients) is tested equal to it. Run-time code does not link it
+//! (the layering test checks), only tests, benchmarks and the CLI's tools.
 
 use std::path::{Path, PathBuf};
 

@@ -15,7 +15,7 @@
 use super::shape::Shape;
 use crate::error::{EcError, Result};
 use crate::gf::{EXP, LOG};
-use loligo_testkit::Rng;
+use crate::xorshift::Xorshift;
 use std::collections::HashSet;
 
 /// Draws tried per column before giving up.
@@ -59,7 +59,7 @@ impl Coefficients {
         for c in 0..shape.k {
             let mut ok = false;
             for draw in 0..MAX_DRAWS {
-                let mut rng = Rng::from_state(seed(shape, c, draw));
+                let mut rng = Xorshift::from_state(seed(shape, c, draw));
                 for d in 0..4 {
                     co.lambda[c][d] = loop {
                         let x = (rng.next_u64() >> 32) as u8;
