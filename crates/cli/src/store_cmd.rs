@@ -123,7 +123,7 @@ pub fn run(cmd: StoreCmd) -> Result<(), CliError> {
                 block_size: a.block_size,
                 ..BlockConfig::default()
             };
-            BlockStore::mkfs(&a.dir, &cfg)?;
+            BlockStore::mkfs_on(&a.dir, &cfg, a.device.as_deref())?;
             println!(
                 "created store in {} ({} bytes, {}-byte blocks)",
                 a.dir.display(),

@@ -526,6 +526,23 @@ fn osdmap_scale_measures_each_size_and_refuses_nonsense() {
     assert!(err.contains("at least 30"), "{err}");
 }
 
+/// `store mkfs --device` puts the data on the file it names (linked as
+/// DIR/block, at most --size of it used), and `store fsck` reads it back.
+#[test]
+fn store_mkfs_on_a_device() {
+    let base = std::env::temp_dir().join(format!("loligo-cli-mkfs-dev-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    std::fs::create_dir_all(&base).unwrap();
+    let (dir, dev) = (base.join("store"), base.join("device"));
+    std::fs::File::create(&dev).unwrap().set_len(128 << 20).unwrap();
+    let (d, v) = (dir.to_string_lossy(), dev.to_string_lossy());
+    ok_stdout(&["store", "mkfs", &d, "--size", "67108864", "--device", &v]);
+    let link = std::fs::read_link(dir.join("block")).expect("DIR/block links to the device");
+    assert_eq!(link, dev.canonicalize().unwrap());
+    ok_stdout(&["store", "fsck", &d]);
+    let _ = std::fs::remove_dir_all(&base);
+}
+
 /// `store bench --incompressible` runs every workload on a scratch store,
 /// says in its JSON which payload it used, counts the device bytes of the
 /// random overwrites, reads the overwritten objects back, and removes its
