@@ -534,7 +534,10 @@ fn store_mkfs_on_a_device() {
     let _ = std::fs::remove_dir_all(&base);
     std::fs::create_dir_all(&base).unwrap();
     let (dir, dev) = (base.join("store"), base.join("device"));
-    std::fs::File::create(&dev).unwrap().set_len(128 << 20).unwrap();
+    std::fs::File::create(&dev)
+        .unwrap()
+        .set_len(128 << 20)
+        .unwrap();
     let (d, v) = (dir.to_string_lossy(), dev.to_string_lossy());
     ok_stdout(&["store", "mkfs", &d, "--size", "67108864", "--device", &v]);
     let link = std::fs::read_link(dir.join("block")).expect("DIR/block links to the device");

@@ -33,6 +33,9 @@ const JOURNAL_BYTES_MAX: u64 = 64 << 20;
 /// The keyspace's name (stores made by earlier releases use it too).
 const KEYSPACE: &str = "meta";
 
+/// Key-value pairs read by a scan, in key order.
+pub type Pairs = Vec<(Vec<u8>, Vec<u8>)>;
+
 /// The store: an ordered byte-key map with atomic batches.
 pub struct MonKv {
     db: fjall::Database,
@@ -58,12 +61,7 @@ impl MonKv {
     }
 
     /// Pairs with `start <= key < end`, in key order, at most `limit`.
-    pub fn scan(
-        &self,
-        start: &[u8],
-        end: &[u8],
-        limit: usize,
-    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>, KvError> {
+    pub fn scan(&self, start: &[u8], end: &[u8], limit: usize) -> Result<Pairs, KvError> {
         let mut out = Vec::new();
         if end <= start {
             return Ok(out);

@@ -11,8 +11,8 @@
 // return it too rather than convert at every call.
 #![allow(clippy::result_large_err)]
 
-use crate::protocol::MapUpdate;
 use crate::kv::{KvOp, MonKv};
+use crate::protocol::MapUpdate;
 use loligo_types::{decode, encode, Change, Epoch, Incremental, MapError, OsdMap};
 use openraft::storage::{LogFlushed, RaftLogStorage, RaftStateMachine};
 use openraft::{
