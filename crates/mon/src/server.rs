@@ -753,6 +753,9 @@ impl Monitor {
                 host,
                 crush_weight,
             } => {
+                // Alone first: a malformed boot must not fail the epoch
+                // of the boots gathered with it.
+                loligo_types::osdmap::check_boot(id, &addr, &host, crush_weight)?;
                 let r = self
                     .gather(GatherItem::Boot(Change::OsdBoot {
                         id,

@@ -65,6 +65,21 @@ fn create(name: &str) -> MonRequest {
     })
 }
 
+/// `addr` bound again after the monitor that served it stopped (its
+/// accept task closes the port a moment after `stop` returns).
+async fn rebind(addr: &str) -> TcpListener {
+    for _ in 0..100 {
+        match TcpListener::bind(addr).await {
+            Ok(l) => return l,
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("bind {addr}: {e}"),
+        }
+    }
+    panic!("{addr} still in use 5 s after its monitor stopped")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_monitor_serves_maps_and_commands() {
     let d = tempdir("one");
@@ -233,8 +248,7 @@ async fn one_monitor_serves_maps_and_commands() {
     // Restart from disk: the same map.
     let epoch = c.get_map().await.unwrap().epoch;
     h.stop().await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let l = TcpListener::bind(&members[&0]).await.unwrap();
+    let l = rebind(&members[&0]).await;
     let again = MonConfig {
         create: false,
         ..cfg(0, &members, d.path())
@@ -413,8 +427,7 @@ async fn a_monitor_whose_store_was_wiped_refuses_to_rejoin_under_its_id() {
     let l = TcpListener::bind(&addr).await.unwrap();
     let h = Monitor::start(restart(true), l).await.unwrap();
     h.stop().await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let l = TcpListener::bind(&addr).await.unwrap();
+    let l = rebind(&addr).await;
     let h = Monitor::start(restart(false), l).await.unwrap();
     c.get_map().await.unwrap();
     h.stop().await;
@@ -931,7 +944,7 @@ async fn secured_monitors_record_their_keys_and_take_raft_only_from_those() {
     if let Some(h) = hs[f].take() {
         h.stop().await;
     }
-    let l = TcpListener::bind(&members[&(f as u64)]).await.unwrap();
+    let l = rebind(&members[&(f as u64)]).await;
     let other = ca.issue(&format!("mon.{f}")).unwrap();
     let h = Monitor::start(conf(f, &other, false), l).await.unwrap();
     c.call(create("while-refused")).await.unwrap();
@@ -944,7 +957,7 @@ async fn secured_monitors_record_their_keys_and_take_raft_only_from_those() {
     );
     // With its own key again, it catches up.
     h.stop().await;
-    let l = TcpListener::bind(&members[&(f as u64)]).await.unwrap();
+    let l = rebind(&members[&(f as u64)]).await;
     let h = Monitor::start(conf(f, &keys[f], false), l).await.unwrap();
     let mut caught_up = false;
     for _ in 0..100 {

@@ -33,6 +33,46 @@ pub const REPLICAS_MAX: u32 = 10;
 pub const NAME_LEN_MAX: usize = 128;
 /// Most users (client entities with caps) a map keeps.
 pub const AUTH_ENTRIES_MAX: usize = 4096;
+/// Most CRUSH weight (16.16) a boot may carry: 1,024.0, far above any
+/// one device's (Ceph's convention is a device's size in TiB). Only an
+/// OSD's first boot places it (host and weight); later boots change
+/// neither, only `osd crush reweight`/`move` do, so no OSD key can give
+/// itself more weight than this, nor change what the admin set.
+pub const BOOT_WEIGHT_MAX: u32 = 1024 << 16;
+
+/// Whether an OSD boot is well formed: an id below [`OSDS_MAX`], an
+/// address of at most 256 bytes, a host name CRUSH takes (1 to
+/// [`NAME_LEN_MAX`] bytes, no whitespace, not the OSD's own name) and a
+/// weight at most [`BOOT_WEIGHT_MAX`]. The monitors check each boot alone
+/// before boots are gathered into one epoch, so one malformed boot never
+/// fails the others'.
+pub fn check_boot(id: i32, addr: &str, host: &str, crush_weight: u32) -> Result<()> {
+    if !(0..OSDS_MAX).contains(&id) {
+        return Err(MapError::Invalid(format!("osd id {id} out of range")));
+    }
+    if addr.is_empty() || addr.len() > 256 {
+        return Err(MapError::Invalid(format!("bad address '{addr}'")));
+    }
+    let own = format!("osd.{id}");
+    if host.is_empty()
+        || host.len() > NAME_LEN_MAX
+        || host.contains(char::is_whitespace)
+        || host == own
+    {
+        return Err(MapError::Invalid(format!(
+            "osd.{id}: bad host name '{host}' (1-{NAME_LEN_MAX} bytes, no spaces)"
+        )));
+    }
+    if crush_weight > BOOT_WEIGHT_MAX {
+        return Err(MapError::Invalid(format!(
+            "osd.{id}: a boot's CRUSH weight of {:.2} is above {:.0}",
+            f64::from(crush_weight) / 65536.0,
+            f64::from(BOOT_WEIGHT_MAX) / 65536.0
+        )));
+    }
+    Ok(())
+}
+
 /// Most daemon entries (`osd.N`, `mon.N`: a serial each) a map keeps,
 /// counted apart from users so that neither crowds out the other: one per
 /// OSD id and as many again for monitors. A removed OSD's revoked mark
@@ -734,12 +774,7 @@ impl OsdMap {
                 host,
                 crush_weight,
             } => {
-                if !(0..OSDS_MAX).contains(id) {
-                    return Err(MapError::Invalid(format!("osd id {id} out of range")));
-                }
-                if addr.is_empty() || addr.len() > 256 {
-                    return Err(MapError::Invalid(format!("bad address '{addr}'")));
-                }
+                check_boot(*id, addr, host, *crush_weight)?;
                 let o = self.osds.entry(*id).or_insert(OsdInfo {
                     id: *id,
                     addr: String::new(),

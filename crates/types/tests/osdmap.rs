@@ -436,6 +436,59 @@ fn users_are_recorded_checked_and_revoked() {
 }
 
 #[test]
+fn a_boot_places_an_osd_once_and_never_with_a_giant_weight() {
+    use loligo_types::osdmap::{check_boot, BOOT_WEIGHT_MAX};
+    let mut m = cluster(3);
+    let weight_of = |m: &OsdMap, id: i32| {
+        m.crush
+            .buckets
+            .iter()
+            .flat_map(|b| &b.items)
+            .find(|it| it.id == id)
+            .map(|it| it.weight)
+    };
+    let boot_as = |id: i32, host: &str, w: u32| Change::OsdBoot {
+        id,
+        addr: format!("127.0.0.1:{}", 6800 + id),
+        host: host.into(),
+        crush_weight: w,
+    };
+    // A later boot with another weight or host changes neither.
+    step(&mut m, vec![Change::OsdDown { id: 1 }]).unwrap();
+    step(&mut m, vec![boot_as(1, "elsewhere", 40 << 16)]).unwrap();
+    assert_eq!(weight_of(&m, 1), Some(0x10000));
+    assert!(crush_edit::item_id(&m.crush, "elsewhere").is_none());
+    // A first boot past the bound, or malformed, is refused and changes
+    // nothing (checked alone too, before boots are gathered).
+    let before = m.clone();
+    for (c, why) in [
+        (boot_as(7, "h7", BOOT_WEIGHT_MAX + 1), "weight"),
+        (boot_as(7, "h7", u32::MAX), "weight"),
+        (boot_as(7, "", 0x10000), "host"),
+        (boot_as(7, "two words", 0x10000), "host"),
+        (boot_as(7, &"h".repeat(200), 0x10000), "host"),
+        (boot_as(-1, "h", 0x10000), "id"),
+    ] {
+        let Change::OsdBoot {
+            id,
+            addr,
+            host,
+            crush_weight,
+        } = &c
+        else {
+            unreachable!()
+        };
+        let e = check_boot(*id, addr, host, *crush_weight).unwrap_err();
+        assert!(e.to_string().contains(why), "{e}");
+        assert!(step(&mut m, vec![c.clone()]).is_err(), "{c:?}");
+        assert_eq!(m, before);
+    }
+    // At the bound: placed with that weight.
+    step(&mut m, vec![boot_as(7, "h7", BOOT_WEIGHT_MAX)]).unwrap();
+    assert_eq!(weight_of(&m, 7), Some(BOOT_WEIGHT_MAX));
+}
+
+#[test]
 fn users_and_daemon_keys_are_limited_apart() {
     use loligo_types::caps::{AuthEntry, Caps};
     use loligo_types::osdmap::AUTH_ENTRIES_MAX;
