@@ -55,6 +55,18 @@ fn crates_link_only_the_layers_below_them() {
         ),
         ("loligo-monc", &["openraft", "fjall", "loligo-mon"]),
         ("loligo-osd", &["openraft", "loligo-mon"]),
+        // The PG core is sans-I/O: no runtime, no network, no monitor;
+        // the daemon and the simulator run the same code.
+        (
+            "loligo-pg",
+            &[
+                "tokio",
+                "tonic",
+                "loligo-proto",
+                "loligo-monc",
+                "loligo-osd",
+            ],
+        ),
         // The monitor keeps its log in fjall itself, not in the block store.
         ("loligo-mon", &["loligo-store", "loligo-osd"]),
         // The pure libraries do no I/O and need no runtime.

@@ -3,14 +3,12 @@
 //! `Backend` trait (`backend`: replicated today), the op executor
 //! (`exec`), and the daemon shell that does the I/O (`daemon`).
 
-pub mod backend;
-pub mod cls;
 pub mod daemon;
-pub mod ec;
 pub mod error;
-pub mod exec;
-pub mod msg;
-pub mod pg;
+
+// The PG core lives in `loligo-pg`; its modules are re-exported under the
+// names the daemon and its users know.
+pub use loligo_pg::{backend, cls, ec, exec, msg, pg};
 
 pub use daemon::{device_wait, start, OsdConfig, OsdHandle};
 pub use error::OsdError;

@@ -29,6 +29,9 @@ use loligo_ec::stripe::Striper;
 use loligo_monc::protocol::{MonRequest, RecordAsk};
 use loligo_monc::MonClient;
 use loligo_proto::net::{Channels, MESSAGE_BYTES_MAX};
+
+// An op's largest reply, with its framing, fits one message.
+const _: () = assert!(crate::exec::REPLY_BYTES_MAX + (1 << 20) <= MESSAGE_BYTES_MAX as u64);
 use loligo_proto::v1::osd_server::OsdServer;
 use loligo_store::{CollectionId, ObjectStore, Transaction};
 use loligo_types::mapping::{Changed, PgMappings};

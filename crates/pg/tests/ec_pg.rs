@@ -5,9 +5,9 @@
 //! a model of the acknowledged writes.
 
 use loligo_ec::stripe::Striper;
-use loligo_osd::ec;
-use loligo_osd::exec::VERSION_ATTR;
-use loligo_osd::pg::{Effect, Input, Pg, PgInfo};
+use loligo_pg::ec;
+use loligo_pg::exec::VERSION_ATTR;
+use loligo_pg::pg::{Effect, Input, Pg, PgInfo};
 use loligo_store::{CollectionId, MemStore, ObjectId, ObjectStore, Transaction};
 use loligo_testkit::Rng;
 use loligo_types::ops::{ClientOp, OpError, OpReply, SubOp, SubResult};
@@ -191,7 +191,7 @@ impl Cluster {
         // (what it had in memory died with it), and it booted now.
         for o in std::mem::take(&mut self.was_down) {
             if !self.down.contains(&o) {
-                let info = loligo_osd::pg::stored_info(&self.stores[o], CollectionId::pg(1, 0))
+                let info = loligo_pg::pg::stored_info(&self.stores[o], CollectionId::pg(1, 0))
                     .expect("info records read")
                     .unwrap_or_default();
                 self.pgs[o] = Pg::new(PG, o as i32, info);
@@ -925,7 +925,7 @@ fn a_shard_read_takes_the_labels_and_the_bytes_from_one_moment() {
 /// up; every other object stays readable, and writes go on.
 #[test]
 fn an_object_fewer_than_k_up_copies_hold_is_given_up_once_its_write_set_is_lost() {
-    use loligo_osd::pg::GaveUp;
+    use loligo_pg::pg::GaveUp;
     let mut c = Cluster::new(EcPlugin::ReedSolomon, 4);
     let mut rng = Rng::new(21);
     let mut model: BTreeMap<String, Vec<u8>> = BTreeMap::new();
@@ -956,7 +956,7 @@ fn an_object_fewer_than_k_up_copies_hold_is_given_up_once_its_write_set_is_lost(
         assert_eq!(&c.read(name, 0, 0).unwrap(), data, "{name}");
     }
     let coll = CollectionId::pg(1, 0);
-    let log = loligo_osd::pg::recovery::read_log(&c.stores[0], coll, 0, 100).unwrap();
+    let log = loligo_pg::pg::recovery::read_log(&c.stores[0], coll, 0, 100).unwrap();
     assert!(
         log.iter().any(|e| e.name == "o2"
             && e.removed
@@ -976,7 +976,7 @@ fn an_object_fewer_than_k_up_copies_hold_is_given_up_once_its_write_set_is_lost(
 /// it (`Failed`: never grounds to give an object up).
 #[test]
 fn a_shard_read_tells_a_missing_shard_from_a_failed_read() {
-    use loligo_osd::pg::RepError;
+    use loligo_pg::pg::RepError;
     use loligo_types::ops::Version;
     let c = Cluster::new(EcPlugin::ReedSolomon, 4);
     let coll = CollectionId::pg(1, 0);
@@ -1438,7 +1438,7 @@ fn a_backfill_target_keeps_what_its_chunks_said_it_lacks_missing_across_a_restar
             c.chunks
         );
         let coll = CollectionId::pg(1, 0);
-        let lacked = loligo_osd::pg::recovery::load_missing(&c.stores[6], coll).unwrap();
+        let lacked = loligo_pg::pg::recovery::load_missing(&c.stores[6], coll).unwrap();
         assert_eq!(
             lacked.keys().collect::<Vec<_>>(),
             ["b2", "b5"],
@@ -1469,7 +1469,7 @@ fn a_backfill_target_keeps_what_its_chunks_said_it_lacks_missing_across_a_restar
         for (name, data) in &model {
             c.assert_shards(name, data, &why);
         }
-        let left = loligo_osd::pg::recovery::load_missing(&c.stores[6], coll).unwrap();
+        let left = loligo_pg::pg::recovery::load_missing(&c.stores[6], coll).unwrap();
         assert!(left.is_empty(), "{why}: osd.6 still lacks {left:?}");
         assert!(c.pgs[p].is_clean(), "{why}: the PG is clean after recovery");
     }

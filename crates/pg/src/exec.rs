@@ -23,8 +23,10 @@ pub const OMAP_LIST_MAX: u32 = 10_000;
 /// 4 KiB, about 256 MiB).
 const OMAP_PAGE_ENTRIES: usize = 16;
 /// Most bytes of results one op may gather (data, xattrs, omap, object
-/// class output): what one reply carries, less room for its framing.
-pub const REPLY_BYTES_MAX: u64 = (loligo_proto::net::MESSAGE_BYTES_MAX - (1 << 20)) as u64;
+/// class output): what one reply carries (the transport's 256 MiB message
+/// limit, which the daemon checks this against), less room for its
+/// framing.
+pub const REPLY_BYTES_MAX: u64 = (256 << 20) - (1 << 20);
 
 /// The object bytes `[offset, offset + len)` of an object of `size` bytes
 /// (`len` 0: to the end), cut at its end.

@@ -7,8 +7,8 @@
 
 use loligo_ec::plan::Coalesce;
 use loligo_ec::stripe::{Fetched, Striper};
-use loligo_osd::ec::{self, OldBytes};
-use loligo_osd::exec::{self, ObjState, VERSION_ATTR};
+use loligo_pg::ec::{self, OldBytes};
+use loligo_pg::exec::{self, ObjState, VERSION_ATTR};
 use loligo_store::{CollectionId, MemStore, ObjectId, ObjectStore, Transaction};
 use loligo_testkit::Rng;
 use loligo_types::ops::{Cmp, OpError, SubOp, SubResult, Version};

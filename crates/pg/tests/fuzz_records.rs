@@ -10,10 +10,10 @@
 //!
 //! Cases per run: `LOLIGO_FUZZ_CASES` (default 500).
 
-use loligo_osd::pg::backfill::Cursor;
-use loligo_osd::pg::merkle::{Tree, LEAVES_MAX, LEAVES_MIN};
-use loligo_osd::pg::record::{self, LeafStamp};
-use loligo_osd::pg::{Before, GaveUp, LogEntry, PgInfo};
+use loligo_pg::pg::backfill::Cursor;
+use loligo_pg::pg::merkle::{Tree, LEAVES_MAX, LEAVES_MIN};
+use loligo_pg::pg::record::{self, LeafStamp};
+use loligo_pg::pg::{Before, GaveUp, LogEntry, PgInfo};
 use loligo_store::ObjectId;
 use loligo_testkit::{damage, Damage};
 use loligo_types::ops::{ReqId, Version};

@@ -6,7 +6,7 @@
 //! monitors to record the write set, and a copy that cannot reach any
 //! member of the recorded write set serves nothing.
 
-use loligo_osd::pg::{Cursor, Effect, Input, LogAnswer, PeerInfo, Pg, PgInfo, RepError};
+use loligo_pg::pg::{Cursor, Effect, Input, LogAnswer, PeerInfo, Pg, PgInfo, RepError};
 use loligo_store::{CollectionId, MemStore, ObjectStore, Transaction};
 use loligo_types::ops::{ClientOp, OpError, SubOp, Version};
 use loligo_types::{OsdMap, PgId, PgState, Pool, WriteSetRecord};
@@ -423,7 +423,7 @@ fn backfill_waits_for_a_recovery_slot_and_gives_it_back_when_done() {
         Input::ScanDone {
             tid: scan,
             from: 2,
-            result: Ok(loligo_osd::pg::Scan {
+            result: Ok(loligo_pg::pg::Scan {
                 objects: vec![],
                 end: Cursor::Start,
                 nodes: None,
@@ -436,7 +436,7 @@ fn backfill_waits_for_a_recovery_slot_and_gives_it_back_when_done() {
             Effect::SendScan {
                 tid,
                 to: 2,
-                filter: loligo_osd::pg::Filter::All,
+                filter: loligo_pg::pg::Filter::All,
                 ..
             } => Some(*tid),
             _ => None,
@@ -449,7 +449,7 @@ fn backfill_waits_for_a_recovery_slot_and_gives_it_back_when_done() {
         Input::ScanDone {
             tid: scan,
             from: 2,
-            result: Ok(loligo_osd::pg::Scan {
+            result: Ok(loligo_pg::pg::Scan {
                 objects: vec![],
                 end: Cursor::End,
                 nodes: None,
@@ -641,7 +641,7 @@ fn a_new_interval_abandons_writes_in_flight_and_refusals_are_retryable() {
 }
 
 fn stored(i: &PgInfo) -> Vec<u8> {
-    loligo_osd::pg::record::encode_info(i)
+    loligo_pg::pg::record::encode_info(i)
 }
 
 #[test]
@@ -1027,9 +1027,9 @@ fn copy_with_befores(
     log: &[(u64, &str, bool)],
     objects: &[(&str, u64, &[u8])],
     missing: &[(&str, u64)],
-    befores: &[(u64, loligo_osd::pg::Before)],
+    befores: &[(u64, loligo_pg::pg::Before)],
 ) -> MemStore {
-    use loligo_osd::pg::{log_key, record, recovery, LogEntry};
+    use loligo_pg::pg::{log_key, record, recovery, LogEntry};
     let s = MemStore::new();
     let c = CollectionId::pg(1, 0);
     let mut t = Transaction::new();
@@ -1045,7 +1045,7 @@ fn copy_with_befores(
             before: befores
                 .iter()
                 .find(|b| b.0 == v)
-                .map_or(loligo_osd::pg::Before::Unknown, |b| b.1),
+                .map_or(loligo_pg::pg::Before::Unknown, |b| b.1),
             prev: None,
         };
         t.set_record(c, &log_key(v), record::encode_log(&e));
@@ -1057,7 +1057,7 @@ fn copy_with_befores(
         t.setattr(
             c,
             &o,
-            loligo_osd::exec::VERSION_ATTR,
+            loligo_pg::exec::VERSION_ATTR,
             postcard::to_stdvec(&ver).unwrap(),
         );
     }
@@ -1097,7 +1097,7 @@ fn settle(pg: &mut Pg, s: &MemStore, input: Input) -> Vec<Effect> {
 /// The head of the copy of PG 1.0 on `s`, from its stored info.
 fn head_of(s: &MemStore) -> Version {
     let b = s.record(CollectionId::pg(1, 0), b"info").unwrap().unwrap();
-    loligo_osd::pg::record::decode_info(&b).unwrap().last_update
+    loligo_pg::pg::record::decode_info(&b).unwrap().last_update
 }
 
 /// The interval of the peering query `fx` sends osd `to`.
@@ -1171,8 +1171,8 @@ fn a_pg_whose_write_set_was_lost_rolls_back_what_no_up_copy_holds() {
     // Two new entries past the head, in this interval's epoch.
     let c = CollectionId::pg(1, 0);
     let entry = |v: u64| {
-        let b = s.record(c, &loligo_osd::pg::log_key(v)).unwrap().unwrap();
-        loligo_osd::pg::record::decode_log(&b).unwrap()
+        let b = s.record(c, &loligo_pg::pg::log_key(v)).unwrap().unwrap();
+        loligo_pg::pg::record::decode_log(&b).unwrap()
     };
     let (e5, e6) = (entry(5), entry(6));
     let mut lost = [(e5.name.clone(), e5.removed), (e6.name.clone(), e6.removed)];
@@ -1184,8 +1184,8 @@ fn a_pg_whose_write_set_was_lost_rolls_back_what_no_up_copy_holds() {
     let va = s
         .getattr(
             c,
-            &loligo_osd::pg::recovery::oid("a"),
-            loligo_osd::exec::VERSION_ATTR,
+            &loligo_pg::pg::recovery::oid("a"),
+            loligo_pg::exec::VERSION_ATTR,
         )
         .unwrap();
     let a_entry = if e5.name == "a" {
@@ -1195,7 +1195,7 @@ fn a_pg_whose_write_set_was_lost_rolls_back_what_no_up_copy_holds() {
     };
     assert_eq!(va, postcard::to_stdvec(&a_entry).unwrap());
     assert!(s
-        .record(c, &loligo_osd::pg::recovery::missing_key("a"))
+        .record(c, &loligo_pg::pg::recovery::missing_key("a"))
         .unwrap()
         .is_none());
 }
@@ -1219,7 +1219,7 @@ fn a_lost_object_rolls_back_to_an_older_copy_another_up_osd_holds() {
         other => panic!("{other:?}"),
     };
     assert_eq!(name, "a");
-    let push = loligo_osd::pg::recovery::read_copy(&peer, CollectionId::pg(1, 0), "a").unwrap();
+    let push = loligo_pg::pg::recovery::read_copy(&peer, CollectionId::pg(1, 0), "a").unwrap();
     let fx = settle(
         &mut pg,
         &s,
@@ -1323,7 +1323,7 @@ fn a_lost_object_rolls_back_to_an_older_copy_another_up_osd_holds() {
     );
     assert_eq!(head_of(&peer), Version { epoch: 5, v: 4 });
     assert_eq!(objects_of(&peer), objects_of(&s));
-    let a = loligo_osd::pg::recovery::read_copy(&peer, CollectionId::pg(1, 0), "a").unwrap();
+    let a = loligo_pg::pg::recovery::read_copy(&peer, CollectionId::pg(1, 0), "a").unwrap();
     assert_eq!(a.copy.unwrap().data, &b"peer a"[..]);
     // (Two copies of a size-3 pool.)
     assert_eq!(
@@ -1358,7 +1358,7 @@ fn a_lost_object_is_never_rolled_back_to_a_divergent_copy() {
 /// seed 47413: a removed object came back).
 #[test]
 fn a_lost_object_is_never_rolled_back_past_a_removal() {
-    use loligo_osd::pg::Before;
+    use loligo_pg::pg::Before;
     let objects: &[(&str, u64, &[u8])] = &[("a", 1, b"old a"), ("b", 4, b"b")];
     // The removal in the log.
     let log = [
@@ -1427,8 +1427,8 @@ fn a_copy_mid_backfill_is_taken_as_it_is_when_nothing_else_reaches_the_head() {
     let mut t = Transaction::new();
     t.set_record(
         c,
-        loligo_osd::pg::backfill::BACKFILL_KEY,
-        loligo_osd::pg::record::encode_cursor(&Cursor::Start),
+        loligo_pg::pg::backfill::BACKFILL_KEY,
+        loligo_pg::pg::record::encode_cursor(&Cursor::Start),
     );
     s.apply(t).unwrap();
     let mut pg = Pg::new(PG, 2, info(3));
@@ -1440,10 +1440,10 @@ fn a_copy_mid_backfill_is_taken_as_it_is_when_nothing_else_reaches_the_head() {
     // The entry that took the copy as it was, then `a`'s and `b`'s.
     assert_eq!(head_of(&s), Version { epoch: 5, v: 6 });
     assert!(s
-        .record(c, loligo_osd::pg::backfill::BACKFILL_KEY)
+        .record(c, loligo_pg::pg::backfill::BACKFILL_KEY)
         .unwrap()
         .is_none());
-    use loligo_osd::pg::recovery;
+    use loligo_pg::pg::recovery;
     let entries = recovery::read_log(&s, c, 0, 100).unwrap();
     assert!(entries[3].is_reset(), "{entries:?}");
     // A copy whose log stops before that entry is backfilled, not merged
@@ -1492,12 +1492,12 @@ fn peer_with_empty_members(pg: &mut Pg, s: &MemStore) -> Vec<Effect> {
 
 /// A primary (osd.0, acting [0, 1, 2]) that has peered with empty
 /// members makes `n` writes to distinct objects; what it sent to osd.1.
-fn primary_writes(n: u64) -> Vec<(loligo_osd::pg::RepCtx, Transaction)> {
+fn primary_writes(n: u64) -> Vec<(loligo_pg::pg::RepCtx, Transaction)> {
     primary_writes_logging(n, 1_000)
 }
 
 /// `primary_writes` from a primary that keeps `log` entries.
-fn primary_writes_logging(n: u64, log: u64) -> Vec<(loligo_osd::pg::RepCtx, Transaction)> {
+fn primary_writes_logging(n: u64, log: u64) -> Vec<(loligo_pg::pg::RepCtx, Transaction)> {
     let (s, mut pg) = setup();
     pg.log_entries_max = log;
     run(&mut pg, &s, map(1, vec![0, 1, 2], 2));
@@ -1530,7 +1530,7 @@ fn replica() -> (MemStore, Pg) {
     (s, pg)
 }
 
-fn rep_op(token: u64, w: &(loligo_osd::pg::RepCtx, Transaction), now_ms: u64) -> Input {
+fn rep_op(token: u64, w: &(loligo_pg::pg::RepCtx, Transaction), now_ms: u64) -> Input {
     Input::RepOp {
         from: 0,
         ctx: w.0.clone(),
@@ -1603,7 +1603,7 @@ fn a_replica_applies_writes_in_the_primary_order_and_answers_once_durable() {
     }
     assert!(pg.idle());
     assert_eq!(
-        loligo_osd::pg::stored_info(&s, CollectionId::pg(1, 0))
+        loligo_pg::pg::stored_info(&s, CollectionId::pg(1, 0))
             .unwrap()
             .unwrap()
             .last_update,
@@ -1631,7 +1631,7 @@ fn a_resend_of_a_write_the_replica_has_trimmed_is_a_duplicate() {
         );
     }
     assert!(s
-        .record(CollectionId::pg(1, 0), &loligo_osd::pg::log_key(1))
+        .record(CollectionId::pg(1, 0), &loligo_pg::pg::log_key(1))
         .unwrap()
         .is_none());
     // Its answer was lost: the primary sends it again.
@@ -1760,7 +1760,7 @@ fn a_replica_refuses_a_primary_its_map_left_behind_and_foreign_collections() {
         .is_empty());
 }
 
-fn list_reply(fx: &[Effect]) -> Option<&loligo_osd::pg::ListResult> {
+fn list_reply(fx: &[Effect]) -> Option<&loligo_pg::pg::ListResult> {
     fx.iter().find_map(|e| match e {
         Effect::ListReply { result, .. } => Some(result),
         _ => None,
@@ -1934,7 +1934,7 @@ fn a_replica_that_answered_a_newer_peering_refuses_the_old_intervals_writes() {
 
 #[test]
 fn lacking_copies_are_misplaced_while_enough_others_remain() {
-    use loligo_osd::pg::copies_short;
+    use loligo_pg::pg::copies_short;
     // A member of a full-size set lacks 4 copies: degraded.
     assert_eq!(copies_short(10, 3, 3, 4), (4, 0));
     // A pg_temp kept the old three while CRUSH's new member fills: what
@@ -2042,14 +2042,14 @@ fn a_primary_says_clean_only_when_it_is_and_not_to_its_members() {
 /// Object `name` at version counter `v`, straight into a copy's store.
 fn put_obj(s: &MemStore, name: &str, v: u64) {
     let c = CollectionId::pg(1, 0);
-    let o = loligo_osd::pg::recovery::oid(name);
+    let o = loligo_pg::pg::recovery::oid(name);
     let mut t = Transaction::new();
     t.write_full(c, &o, name.as_bytes().to_vec());
     let ver = Version { epoch: 1, v };
     t.setattr(
         c,
         &o,
-        loligo_osd::exec::VERSION_ATTR,
+        loligo_pg::exec::VERSION_ATTR,
         postcard::to_stdvec(&ver).unwrap(),
     );
     s.apply(t).unwrap();
@@ -2061,7 +2061,7 @@ fn objects_of(s: &MemStore) -> Vec<(String, Vec<u8>)> {
     let (ids, _) = s.list(c, None, 10_000).unwrap();
     ids.into_iter()
         .map(|o| {
-            let v = s.getattr(c, &o, loligo_osd::exec::VERSION_ATTR).unwrap();
+            let v = s.getattr(c, &o, loligo_pg::exec::VERSION_ATTR).unwrap();
             (o.name, v)
         })
         .collect()
@@ -2098,7 +2098,7 @@ fn tree_backfill_of_member_2(s: &MemStore, pg: &mut Pg) -> std::collections::Vec
 /// again with the leaf, never answered without it).
 #[test]
 fn a_backfill_compares_merkle_trees_and_copies_only_where_they_differ() {
-    use loligo_osd::pg::{backfill, merkle::Tree, Filter};
+    use loligo_pg::pg::{backfill, merkle::Tree, Filter};
     let (s, mut pg) = setup();
     let c = CollectionId::pg(1, 0);
     let target = MemStore::new();
@@ -2143,7 +2143,7 @@ fn a_backfill_compares_merkle_trees_and_copies_only_where_they_differ() {
                         } else {
                             idx.clone()
                         };
-                        loligo_osd::pg::Scan {
+                        loligo_pg::pg::Scan {
                             objects: vec![],
                             end: after,
                             nodes: Some(tree.nodes_at(*level, &idx)),
@@ -2239,7 +2239,7 @@ fn a_backfill_compares_merkle_trees_and_copies_only_where_they_differ() {
                 tid, to: 2, chunk, ..
             } => {
                 let txn =
-                    backfill::chunk_txn(c, &chunk, |_| loligo_osd::pg::recovery::Prior::Replicated);
+                    backfill::chunk_txn(c, &chunk, |_| loligo_pg::pg::recovery::Prior::Replicated);
                 target.apply(txn).unwrap();
                 run(
                     &mut pg,
@@ -2272,7 +2272,7 @@ fn scrub_asks(fx: &[Effect]) -> Vec<(i32, u64)> {
             Effect::SendScan {
                 tid,
                 to,
-                filter: loligo_osd::pg::Filter::Nodes { level: 0, .. },
+                filter: loligo_pg::pg::Filter::Nodes { level: 0, .. },
                 ..
             } => Some((*to, *tid)),
             _ => None,
@@ -2284,7 +2284,7 @@ fn root_answer(tid: u64, from: i32, root: u64) -> Input {
     Input::ScanDone {
         tid,
         from,
-        result: Ok(loligo_osd::pg::Scan {
+        result: Ok(loligo_pg::pg::Scan {
             objects: vec![],
             end: Cursor::Start,
             nodes: Some(vec![root]),
@@ -2368,7 +2368,7 @@ fn a_clean_primary_compares_merkle_roots_and_flags_a_difference() {
 /// the backfill still completes with the target equal to the primary.
 #[test]
 fn a_backfill_keeps_two_chunks_on_their_way_and_resends_them_in_order() {
-    use loligo_osd::pg::{backfill, Chunk, Filter};
+    use loligo_pg::pg::{backfill, Chunk, Filter};
     let (s, mut pg) = setup();
     pg.backfill_chunk_objects = 16;
     let c = CollectionId::pg(1, 0);
@@ -2387,7 +2387,7 @@ fn a_backfill_keeps_two_chunks_on_their_way_and_resends_them_in_order() {
             assert_eq!(ch.after, cursor, "a chunk applied out of order");
             target
                 .apply(backfill::chunk_txn(c, ch, |_| {
-                    loligo_osd::pg::recovery::Prior::Replicated
+                    loligo_pg::pg::recovery::Prior::Replicated
                 }))
                 .unwrap();
             cursor = ch.end.clone();
@@ -2415,7 +2415,7 @@ fn a_backfill_keeps_two_chunks_on_their_way_and_resends_them_in_order() {
                         scans_while_two += 1;
                     }
                     let result = match &filter {
-                        Filter::Nodes { .. } => loligo_osd::pg::Scan {
+                        Filter::Nodes { .. } => loligo_pg::pg::Scan {
                             objects: vec![],
                             end: after,
                             nodes: None,
@@ -2643,19 +2643,19 @@ fn a_copy_whose_info_record_is_damaged_starts_over_as_a_backfill_target() {
     bad.push(0x80);
     t.set_record(c, b"info", bad);
     s.apply(t).unwrap();
-    let found = loligo_osd::pg::repair_records(&s, c).unwrap();
+    let found = loligo_pg::pg::repair_records(&s, c).unwrap();
     assert!(found.is_some(), "the damage is reported");
     // It claims no write now, and is a backfill target from the start.
     assert_eq!(
-        loligo_osd::pg::stored_info(&s, c),
+        loligo_pg::pg::stored_info(&s, c),
         Ok(Some(PgInfo::default()))
     );
     assert_eq!(
-        loligo_osd::pg::backfill::load_cursor(&s, c),
+        loligo_pg::pg::backfill::load_cursor(&s, c),
         Ok(Some(Cursor::Start))
     );
     // Repaired once: a second look finds nothing wrong.
-    assert!(loligo_osd::pg::repair_records(&s, c).unwrap().is_none());
+    assert!(loligo_pg::pg::repair_records(&s, c).unwrap().is_none());
     // Peering hears it is backfilling (never a source of the log).
     let mut pg = Pg::new(PG, 1, PgInfo::default());
     pg.handle(&s, map(1, vec![0, 1, 2], 2));
@@ -2681,14 +2681,14 @@ fn a_copy_whose_info_record_is_damaged_starts_over_as_a_backfill_target() {
     t.create_collection(c);
     t.set_record(c, b"info", good);
     s.apply(t).unwrap();
-    assert!(loligo_osd::pg::repair_records(&s, c).unwrap().is_none());
-    assert_eq!(loligo_osd::pg::stored_info(&s, c), Ok(Some(info(7))));
-    assert_eq!(loligo_osd::pg::backfill::load_cursor(&s, c), Ok(None));
+    assert!(loligo_pg::pg::repair_records(&s, c).unwrap().is_none());
+    assert_eq!(loligo_pg::pg::stored_info(&s, c), Ok(Some(info(7))));
+    assert_eq!(loligo_pg::pg::backfill::load_cursor(&s, c), Ok(None));
 }
 
 #[test]
 fn a_copy_with_a_damaged_log_entry_starts_over_as_a_backfill_target() {
-    use loligo_osd::pg::{log_key, record, LogEntry};
+    use loligo_pg::pg::{log_key, record, LogEntry};
     let s = MemStore::new();
     let c = CollectionId::pg(1, 0);
     let mut t = Transaction::new();
@@ -2702,7 +2702,7 @@ fn a_copy_with_a_damaged_log_entry_starts_over_as_a_backfill_target() {
             removed: false,
             reqid: None,
             gave_up: None,
-            before: loligo_osd::pg::Before::Unknown,
+            before: loligo_pg::pg::Before::Unknown,
             prev: None,
         };
         let mut b = record::encode_log(&e);
@@ -2711,9 +2711,9 @@ fn a_copy_with_a_damaged_log_entry_starts_over_as_a_backfill_target() {
         }
         t.set_record(c, &log_key(v), b);
     }
-    t.set_record(c, loligo_osd::pg::tree::TREE_KEY, b"LPT2whatever".to_vec());
+    t.set_record(c, loligo_pg::pg::tree::TREE_KEY, b"LPT2whatever".to_vec());
     s.apply(t).unwrap();
-    let found = loligo_osd::pg::repair_records(&s, c).unwrap();
+    let found = loligo_pg::pg::repair_records(&s, c).unwrap();
     assert!(
         found.as_deref().is_some_and(|d| d.contains("PG log")),
         "the damage is reported: {found:?}"
@@ -2721,22 +2721,22 @@ fn a_copy_with_a_damaged_log_entry_starts_over_as_a_backfill_target() {
     // It claims no write, is a backfill target from the start, keeps no
     // log entry and no tree (rebuilt from its objects at start).
     assert_eq!(
-        loligo_osd::pg::stored_info(&s, c),
+        loligo_pg::pg::stored_info(&s, c),
         Ok(Some(PgInfo::default()))
     );
     assert_eq!(
-        loligo_osd::pg::backfill::load_cursor(&s, c),
+        loligo_pg::pg::backfill::load_cursor(&s, c),
         Ok(Some(Cursor::Start))
     );
     assert_eq!(s.records(c, b"log/", 100).unwrap().len(), 0);
-    assert_eq!(s.record(c, loligo_osd::pg::tree::TREE_KEY).unwrap(), None);
-    assert!(loligo_osd::pg::repair_records(&s, c).unwrap().is_none());
+    assert_eq!(s.record(c, loligo_pg::pg::tree::TREE_KEY).unwrap(), None);
+    assert!(loligo_pg::pg::repair_records(&s, c).unwrap().is_none());
     // A malformed log key is damage too.
     let mut t = Transaction::new();
     t.set_record(c, b"info", stored(&info(1)));
     t.set_record(c, b"log/short", b"x".to_vec());
     s.apply(t).unwrap();
-    let found = loligo_osd::pg::repair_records(&s, c).unwrap();
+    let found = loligo_pg::pg::repair_records(&s, c).unwrap();
     assert!(
         found.as_deref().is_some_and(|d| d.contains("malformed")),
         "{found:?}"
@@ -2753,13 +2753,13 @@ fn a_copy_with_a_damaged_log_entry_starts_over_as_a_backfill_target() {
             removed: false,
             reqid: None,
             gave_up: None,
-            before: loligo_osd::pg::Before::Unknown,
+            before: loligo_pg::pg::Before::Unknown,
             prev: None,
         };
         t.set_record(c, &log_key(v), record::encode_log(&e));
     }
     s.apply(t).unwrap();
-    assert!(loligo_osd::pg::repair_records(&s, c).unwrap().is_none());
-    assert_eq!(loligo_osd::pg::stored_info(&s, c), Ok(Some(info(3000))));
+    assert!(loligo_pg::pg::repair_records(&s, c).unwrap().is_none());
+    assert_eq!(loligo_pg::pg::stored_info(&s, c), Ok(Some(info(3000))));
     assert_eq!(s.records(c, b"log/", 5000).unwrap().len(), 3000);
 }

@@ -10,10 +10,10 @@
 //! `LOLIGO_FUZZ_SEED=S` to start elsewhere.
 
 use bytes::Bytes;
-use loligo_osd::msg::{PeerMsg, PeerReply};
-use loligo_osd::pg::backfill::{Chunk, Cursor, Filter, Scan};
-use loligo_osd::pg::recovery::{AuthLog, ObjectCopy, Push};
-use loligo_osd::pg::{Before, GaveUp, LogAnswer, LogEntry, PeerInfo, PgInfo, RepCtx};
+use loligo_pg::msg::{PeerMsg, PeerReply};
+use loligo_pg::pg::backfill::{Chunk, Cursor, Filter, Scan};
+use loligo_pg::pg::recovery::{AuthLog, ObjectCopy, Push};
+use loligo_pg::pg::{Before, GaveUp, LogAnswer, LogEntry, PeerInfo, PgInfo, RepCtx};
 use loligo_store::{CollectionId, ObjectId, Transaction};
 use loligo_testkit::{damage, random_damage, Rng};
 use loligo_types::ops::{decode_wire, encode_wire, ClientOp, ClientRequest, ReqId, SubOp, Version};
