@@ -42,7 +42,8 @@ pub enum PpsMode {
     /// Ceph's: `crush_hash32_2(ps, pool)` (or `ps + pool` without HASHPSPOOL).
     #[default]
     Rjenkins,
-    /// Loligo extension (seed 004): a pool-seeded congruential bijection
+    /// Loligo extension (after the ceph-devel proposal of an optimized
+    /// CRUSH with a "linear" bucket): a pool-seeded congruential bijection
     /// of `[0, 2^n)`, so a pool's inputs are a permutation of a contiguous
     /// range (what `linear` buckets need to split evenly).
     Bijection,

@@ -286,13 +286,12 @@ fn claim_holds<'m>(
 /// short, and it names none of that record's members. A newer interval's
 /// primary may have gone on from those members' copies, and taking the
 /// late record would declare other copies whole after that primary chose
-/// (EC lost sim seed 196987 with moving positions: a newer primary went
-/// on from its own copy under a short record, then the late one named two
-/// empty copies as the whole ones, and once that primary's OSD was lost
-/// they were all that was left, mid-backfill). A primary acts on its
-/// record only once it is taken, so nothing was acknowledged under a
-/// refused one. Other late records are still taken: docs/peering.md
-/// (write-set records) says why.
+/// (on an EC pool with positions moving: a newer primary went on from its
+/// own copy under a short record, then the late one named two empty copies
+/// as the whole ones, and once that primary's OSD was lost they were all
+/// that was left, mid-backfill). A primary acts on its record only once it
+/// is taken, so nothing was acknowledged under a refused one. Other late
+/// records are still taken: docs/peering.md (write-set records) says why.
 fn gathered_changes(
     map: &OsdMap,
     incs: &VecDeque<Incremental>,

@@ -58,9 +58,9 @@ pub(super) struct Gather {
     /// How many positions had a source left when the reads could not be
     /// planned (`None`: they could be). Fewer than k, with no read
     /// doubtful, is what makes an object unfound: with k or more it is
-    /// the plan that failed (EC lost sim seed 356: a moved member's
-    /// shard could not stand in for its position's, and objects two
-    /// shards held were given up).
+    /// the plan that failed (with OSDs declared lost, a moved member's
+    /// shard could not stand in for its position's, and objects two shards
+    /// held were given up).
     found: Option<usize>,
     /// OSDs whose read answered that they never took the write at the
     /// version asked (`RepError::NeverTook`).
@@ -240,10 +240,10 @@ impl Pg {
     fn source_osds(&self, oid: &ObjectId) -> BTreeMap<usize, i32> {
         // A pulling primary knows which members moved and which shard
         // each holds (their answers to this peering): it reads that
-        // shard from them, not their position's (EC sim seed 220343 with
-        // moving positions: two members had swapped positions, the
-        // primary asked each for the other's shard, and the PG was
-        // handed back and forth for good).
+        // shard from them, not their position's (with positions moving,
+        // two members had swapped positions, the primary asked each for
+        // the other's shard, and the PG was handed back and forth for
+        // good).
         let pulling = matches!(self.role, Role::Pulling { .. });
         let shard_held = |o: i32| {
             pulling
@@ -342,10 +342,9 @@ impl Pg {
             // shard first, then any shard no member covers, lost ones
             // first; the stray checks the shard each object holds.
             // Backfill targets too: a member that moved position still
-            // holds its old shard (EC sim seed 9: the only other shard of
-            // an object was on the target), and once the backfill reaches
-            // the object, as its rollback copy (`recovery::Prior`; EC lost
-            // sim seed 17934).
+            // holds its old shard (the only other shard of an object may
+            // be on the target), and once the backfill reaches the object,
+            // as its rollback copy (`recovery::Prior`).
             let others: Vec<(i32, Option<usize>)> = self
                 .rec
                 .strays
@@ -375,8 +374,8 @@ impl Pg {
                 )
                 // And a pulling primary's own copy: it lists the object
                 // missing, but its shard may be at the version wanted
-                // (EC sim seed 12764: the write's only other shard was
-                // empty, and the PG handed over forever).
+                // (else, with the write's only other shard empty, the PG
+                // hands over forever).
                 .chain(
                     matches!(self.role, Role::Pulling { .. })
                         .then(|| (self.whoami, self.shard_of(self.whoami))),
@@ -389,7 +388,7 @@ impl Pg {
                     .chain(0..striper.shards());
                 // (A backfill target's own position comes first when it
                 // is lost: a target behind the log's tail may still hold
-                // it at the version wanted; EC sim seed 38.)
+                // it at the version wanted.)
                 let pick = order.into_iter().find(|c| {
                     *c < striper.shards()
                         && !osd_of.contains_key(c)
@@ -551,8 +550,8 @@ impl Pg {
         };
         // Matched by shard, not by OSD: a rebuild's extra sources may
         // name one OSD twice, so one gather may ask it for two shards
-        // (EC sim seeds 127, 3485, 4449), and the answers come in any
-        // order; a match by OSD took the first answer for the lower
+        // (a stray's object and its rollback copy), and the answers come
+        // in any order; a match by OSD took the first answer for the lower
         // shard.
         if g.waiting.get(&c) != Some(&from) {
             return;
@@ -605,9 +604,9 @@ impl Pg {
                 // A pull of an earlier round of peering (the PG peered
                 // again in the same interval): planned again, it would
                 // count as one of this round's and land behind its back
-                // (EC sim seed 41860: a version the new round rolled back
-                // was rebuilt into the primary's own copy, and the
-                // members that had rolled it back lacked the object).
+                // (a version the new round rolled back was rebuilt into
+                // the primary's own copy, and the members that had rolled
+                // it back lacked the object).
                 return;
             }
             return self.gather(s, g, fx);
@@ -805,8 +804,8 @@ impl Pg {
                 self.chunk_rebuilt(to, &name, g.st.version, Err(e.to_string()), fx);
                 // A chunk's objects are this copy's: one whose copy here
                 // changed since (given up meanwhile) is not unfound; the
-                // chunk is built again from what is here now (EC lost sim
-                // seed 81033: a removed object was reported unfound).
+                // chunk is built again from what is here now (with OSDs
+                // declared lost, a removed object was reported unfound).
                 let now = ec::obj_state(s, self.coll, &g.oid).map(|st| st.version);
                 if now.is_ok_and(|v| v != g.st.version) {
                     return;
@@ -844,7 +843,7 @@ impl Pg {
             Purpose::Revert { .. } => {
                 // Tried again later (recovery gathers the object again, and
                 // finds it unfound again); ops on it keep waiting, and it
-                // counts as unfound (EC lost sim seed 43719: the version
+                // counts as unfound (with OSDs declared lost, the version
                 // to roll back to was on one shard, and nothing said so).
                 tracing::warn!(pg = %self.id, "cannot read '{name}' at {} to roll it back: {e}", g.st.version);
                 if !g.doubtful {
@@ -879,10 +878,10 @@ impl Pg {
     /// the operator said to go on without what the down ones hold (`pg
     /// mark-unfound-lost`, until a write set is recorded after it).
     /// Either way the PG goes on with what k up copies hold, as far as
-    /// their logs reach (EC lost sim seed 6514: with the mark read only as
-    /// leave to remove what could not be found, the removal, logged past
-    /// the head the record's members held, was taken for a write never
-    /// acknowledged, and the PG was handed back and forth for good).
+    /// their logs reach (with the mark read only as leave to remove what
+    /// could not be found, the removal, logged past the head the record's
+    /// members held, was taken for a write never acknowledged, and the PG
+    /// was handed back and forth for good).
     pub(super) fn may_give_up(&self) -> bool {
         self.ec.is_some() && (self.record_lost() || self.unfound_marked_lost())
     }
@@ -891,14 +890,14 @@ impl Pg {
     /// as their logs reach: it may give up what no k up copies hold
     /// (`may_give_up`); or every member the record has left answered, and
     /// fewer than k of their copies are whole, the others mid-backfill, so
-    /// no k whole copies the record knows of are coming back (EC lost sim
-    /// seed 135687 with moving positions: `osd lost` took the record's
-    /// two whole members; the two left, told to backfill at the positions
-    /// CRUSH had swapped them to, had taken no chunk yet and held their
-    /// shards whole; and the PG asked for pg_temps that named nobody, for
-    /// good). In the latter case nothing is given up: an object no k up
-    /// copies hold is unfound, and a copy mid-backfill is taken as it is
-    /// only with a log that names every write the PG ever took.
+    /// no k whole copies the record knows of are coming back (with
+    /// positions moving, `osd lost` took the record's two whole members;
+    /// the two left, told to backfill at the positions CRUSH had swapped
+    /// them to, had taken no chunk yet and held their shards whole; and
+    /// the PG asked for pg_temps that named nobody, for good). In the
+    /// latter case nothing is given up: an object no k up copies hold is
+    /// unfound, and a copy mid-backfill is taken as it is only with a log
+    /// that names every write the PG ever took.
     pub(super) fn may_go_on(&self) -> bool {
         self.may_give_up() || self.rec.record_few_whole
     }
@@ -909,8 +908,8 @@ impl Pg {
     }
 
     /// `may_give_up`, for an object needed at `v`: a mark gives up only
-    /// what was written before it (EC lost sim seed 15036: a mark still in
-    /// force removed a write acknowledged after it).
+    /// what was written before it (else a mark still in force removes a
+    /// write acknowledged after it).
     fn may_give_up_at(&self, v: Version) -> bool {
         self.may_give_up() && (self.record_lost() || v.epoch < self.unfound_lost)
     }
@@ -931,13 +930,11 @@ impl Pg {
     ///   write, or written back at the version before it (its xattrs from
     ///   this copy's object or rollback copy at that version, else from
     ///   another copy's: `ec_revert`). Either way nothing acknowledged is
-    ///   lost. (A
-    ///   member's failed shard read is no such proof: a member that moved
-    ///   position holds another shard than the one asked of it, EC lost
-    ///   sim seed 2544.) The proof comes with a member's merge answer, or
-    ///   with its answer to a shard read or a pull (`RepError::NeverTook`):
-    ///   a record member may be a stray now, which only those reach (EC
-    ///   lost sim seed 48986).
+    ///   lost. (A member's failed shard read is no such proof: a member
+    ///   that moved position holds another shard than the one asked of
+    ///   it.) The proof comes with a member's merge answer, or with its
+    ///   answer to a shard read or a pull (`RepError::NeverTook`): a
+    ///   record member may be a stray now, which only those reach.
     /// - Otherwise it is waited for.
     pub(super) fn unfound_fate(
         &self,
@@ -959,8 +956,8 @@ impl Pg {
         }
         // A record member that lists the object missing proves nothing by
         // that alone: one that took the write and then a divergent one on
-        // top that it could not roll back lists it too (EC lost sim seed
-        // 2787 with moving positions). It must never have taken it.
+        // top that it could not roll back lists it too. It must never have
+        // taken it.
         let never_took = |o: i32| match o == self.whoami {
             true => self.missing.get(name) == Some(&v) && self.never_took(s, name, v),
             false if proven.contains(&o) => true,
@@ -983,7 +980,7 @@ impl Pg {
             return Unfound::Wait;
         }
         // (The PG's first entry has nothing before it: a log that starts
-        // from nothing is a PG that held nothing; EC lost sim seed 209.)
+        // from nothing is a PG that held nothing.)
         let before = match super::recovery::state_before(s, self.coll, &e) {
             Ok(None) if e.version.v == 1 => Ok(Some(None)),
             b => b,
@@ -1047,9 +1044,9 @@ impl Pg {
         let (st, attrs) = match (source, &self.role) {
             (Some(Some(x)), Role::Primary { .. }) => x,
             // This copy never held that version: its xattrs come from a
-            // copy that does (EC lost sim seed 53038: the primary had the
-            // write being undone by recovery, so no rollback copy, and
-            // the object was waited for for good).
+            // copy that does (with OSDs declared lost, the primary had the
+            // write being undone by recovery, so no rollback copy, and the
+            // object was waited for for good).
             (None, Role::Primary { .. }) => return self.pull_revert_source(name, to, None, fx),
             _ => {
                 tracing::warn!(pg = %self.id, "cannot roll '{name}' back to {to} now: tried again later");
@@ -1188,8 +1185,8 @@ impl Pg {
         // The version written back must reach k shards: backfill targets
         // short of the object take the log entry only, and on fewer
         // shards it would be as unreadable as the write it undoes, with
-        // the rollback copies that held the older version spent (EC lost
-        // sim seed 25554, before peering named strays' shards: with the
+        // the rollback copies that held the older version spent (with OSDs
+        // declared lost, before peering named strays' shards: with the
         // primary the only complete member, a rollback left the object on
         // one shard, and a second rollback found nothing to go back to).
         // It waits, unfound, until the members are complete or an operator
@@ -1313,7 +1310,7 @@ impl Pg {
         let oid = super::recovery::oid(&name);
         // A backfill chunk with the object in it is on its way: it goes
         // first, as a client write waits for it, and the give-up is tried
-        // again after (EC lost sim seed 8282: a chunk rebuilt before the
+        // again after (with OSDs declared lost, a chunk rebuilt before the
         // give-up was sent after it, and its target held the object the
         // log said was removed).
         if self.rec.blocks(&oid) {
@@ -1566,8 +1563,8 @@ impl Pg {
     ) {
         // Only for the pulling this gather served: once the primary peers
         // again, a late rebuild must not land in the store behind the new
-        // peering's back (EC sim seed 1328: it activated, and a read found
-        // the shard before the rebuilt one was durable).
+        // peering's back (else the primary activates, and a read finds the
+        // shard before the rebuilt one is durable).
         let ours = match &mut self.role {
             Role::Pulling { pulls, .. } => pulls.remove(&tid).is_some(),
             _ => false,
@@ -1611,7 +1608,7 @@ impl Pg {
             // rollback that could not go on (fewer than k members would
             // take it, a read failed) starts again from here once its
             // retry is due and none is on its way: nothing else starts it
-            // again (EC lost sim seed 189744: a rollback waited for a
+            // again (with OSDs declared lost, a rollback waited for a
             // backfill target to pass the object, the target did, and the
             // object stayed unfound, its ops waiting, for good).
             let due = self
@@ -1735,8 +1732,8 @@ impl Pg {
         fx: &mut Vec<Effect>,
     ) {
         // Version- and shard-checked: a copy that lists the object missing
-        // may hold the version wanted all the same (EC sim seed 38: the
-        // only other shard of an object was on such a copy).
+        // may hold the version wanted all the same (the only other shard
+        // of an object may be on such a copy).
         let oid = super::recovery::oid(name);
         let Some(striper) = self.ec.clone() else {
             return fx.push(Effect::ShardReadReply {
@@ -1897,8 +1894,8 @@ pub(super) fn moved_to_wait(
 
 /// Fill each hole of a pg_temp (`ITEM_NONE`) with CRUSH's OSD for that
 /// position, if that OSD is not elsewhere in it: it joins as a backfill
-/// target (else the hole stays, and with it the pg_temp: EC sim seeds 427
-/// and 547 with moving positions).
+/// target (else, with positions moving, the hole stays, and with it the
+/// pg_temp).
 fn fill_holes(osds: &mut [i32], up: &[i32]) {
     for i in 0..osds.len() {
         let Some(&u) = up.get(i) else { continue };
@@ -1923,8 +1920,8 @@ fn fill_holes(osds: &mut [i32], up: &[i32]) {
 ///    CRUSH's set lacks gives way to it, or it swaps places with it;
 ///    whichever keeps at least `k` members in place, holes first. Each
 ///    step brings one more position to CRUSH's choice, so the walk ends
-///    (EC sim seed 831 with moving positions: acting [2, 3, 0, -1]
-///    against CRUSH's [0, 1, 2, 3] could never drop its pg_temp).
+///    (with positions moving, acting [2, 3, 0, -1] against CRUSH's [0, 1,
+///    2, 3] could never drop its pg_temp).
 pub(super) fn ec_temp_step(
     acting: &[i32],
     up: &[i32],
@@ -1977,12 +1974,12 @@ pub(super) fn ec_temp_step(
 /// `k` members in place): its holes take CRUSH's OSDs that are not in it,
 /// whatever their CRUSH positions, if the set then walks to CRUSH's
 /// (`walks_to_crush`). They join as backfill targets, and the walk has
-/// members to spare (EC lost sim seed 83143 with moving positions:
+/// members to spare (with positions moving and OSDs declared lost,
 /// `[3, -, -, 2]` against CRUSH's `[1, 2, 3, 0]` with k 2, each member at
 /// the other's CRUSH position and each hole's CRUSH OSD a member, stayed
 /// undersized for good). Only a stuck pg_temp: in `ec_temp_step` itself
-/// this rule also changed which pg_temps peering judged able to walk
-/// back, and stalled EC lost sim seed 7935 with moving positions.
+/// this rule also changed which pg_temps peering judged able to walk back,
+/// and stalled a PG whose positions moved, with OSDs declared lost.
 pub(super) fn ec_temp_unstick(acting: &[i32], up: &[i32], k: usize) -> Option<Vec<i32>> {
     let mut free = up
         .iter()

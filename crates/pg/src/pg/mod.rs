@@ -80,13 +80,13 @@ pub struct PeerInfo {
     /// Erasure-coded: the shard this copy's objects hold, as its shard
     /// record says. The querier reads the answer against its own acting
     /// set (`Pg::against_acting`): the copy judged `backfill` and
-    /// `moved_shard` by its own map, which may be newer (EC lost sim seed
-    /// 53972: a copy out of the acting set in its map, at position 0 in
-    /// the querier's, answered as complete and not moved, and the write
-    /// set was recorded with two members holding shard 1). A copy outside
-    /// the querier's acting set is read as a stray holding it (EC lost
-    /// sim seed 25554: a rollback was decided before the stray asked, and
-    /// the write's only other shard went unread).
+    /// `moved_shard` by its own map, which may be newer (on an EC pool
+    /// with OSDs declared lost, a copy out of the acting set in its map,
+    /// at position 0 in the querier's, answered as complete and not moved,
+    /// and the write set was recorded with two members holding shard 1). A
+    /// copy outside the querier's acting set is read as a stray holding it
+    /// (else a rollback may be decided before the stray asks, and the
+    /// write's only other shard go unread).
     pub shard: Option<u8>,
 }
 
@@ -1272,9 +1272,9 @@ pub struct Pg {
     /// message sent under an older epoch belongs to an earlier interval
     /// (a primary sends queries only while peering, before it writes),
     /// and taking it would change this copy behind the answer a new
-    /// primary peered with (EC sim seed 5780: an old interval's write
-    /// taken after the answer left a log entry the new primary had
-    /// rolled back, and the object's shards at two versions).
+    /// primary peered with (on an EC pool, an old interval's write taken
+    /// after the answer left a log entry the new primary had rolled back,
+    /// and the object's shards at two versions).
     answered_epoch: Epoch,
     /// CRUSH's set for the PG in the current map.
     up: Vec<i32>,
@@ -1895,7 +1895,7 @@ impl Pg {
                     // dropped (its members are acting, so up, so not
                     // lost) nor replaced by an older one, and peering
                     // against the older record would roll back writes
-                    // acknowledged under this one (EC sim seed 71596).
+                    // acknowledged under this one.
                     let restarted = acting_up_from > self.interval || self.interval_ended;
                     // (As `on_map` tells an interval that goes on.)
                     let same_interval = self.interval > 0
@@ -2393,7 +2393,7 @@ impl Pg {
             // members came or went while this primary waits for them.
             // (A pulling primary too: it would peer against the old
             // record's members once done, and wait for ones it never
-            // asked; EC sim seed 44.)
+            // asked.)
             let waiting_for_rw = matches!(
                 self.role,
                 Role::Peering { .. } | Role::Down { .. } | Role::Pulling { .. }
@@ -2514,9 +2514,9 @@ impl Pg {
     /// by writes in flight here: the newer is kept, so that no version is
     /// ever handed out twice), and index the log's request ids. Not
     /// before they are durable: a merge that rolled writes back is in
-    /// memory first, and the store would bring them back (sim seed 48606:
-    /// a rolled-back write came back as the PG's head, one no other copy
-    /// had, and the PG stayed down).
+    /// memory first, and the store would bring them back (a rolled-back
+    /// write came back as the PG's head, one no other copy had, and the PG
+    /// stayed down).
     fn sync_with_store(&mut self, s: &dyn ObjectStore) {
         if self.synced {
             return;
@@ -2628,14 +2628,16 @@ impl Pg {
         };
         // Objects no k up copies hold go first (ops on them wait). One
         // that cannot be removed now is still missing here: the PG peers
-        // again rather than serve as if this copy held it (EC lost sim
-        // seed 2255 with moving positions: a read error left it out, and
-        // recovery pushed members its absence with no log entry).
+        // again rather than serve as if this copy held it (on an EC pool
+        // with positions moving and OSDs declared lost, a read error left
+        // it out, and recovery pushed members its absence with no log
+        // entry).
         // One rolled back stays unfound here until its older version is
         // written back (`revert_decoded`): this copy lacks it meanwhile, so
-        // ops on it wait and recovery leaves it alone (EC lost sim seed
-        // 1134: recovery pushed the primary's own older copy as the head,
-        // and a retry of the write being rolled back was answered as done).
+        // ops on it wait and recovery leaves it alone (with OSDs declared
+        // lost, recovery pushed the primary's own older copy as the head,
+        // and a retry of the write being rolled back was answered as
+        // done).
         for (name, fate) in std::mem::take(&mut self.unfound) {
             if matches!(fate, erasure::Unfound::RevertTo(_)) {
                 self.unfound.insert(name.clone(), fate);
@@ -2712,10 +2714,10 @@ impl Pg {
         if self.ec.is_some() {
             // Erasure-coded: a primary_temp goes once the primary without
             // it holds every object: the acting set's first member, a
-            // pg_temp's if one holds (EC sim seed 8347 with moving
-            // positions: CRUSH's first OSD held the primary_temp while a
-            // pg_temp named another first, took it for stale and dropped
-            // it, and the two handed the PG back and forth for good).
+            // pg_temp's if one holds (with positions moving, CRUSH's first
+            // OSD held the primary_temp while a pg_temp named another
+            // first, took it for stale and dropped it, and the two handed
+            // the PG back and forth for good).
             let natural = self.acting.iter().copied().find(|&o| o >= 0);
             let settled = self.rec.nothing_left();
             let done = settled && natural.is_some_and(|c| write_set.contains(&c));
@@ -2798,9 +2800,10 @@ impl Pg {
 
     /// An entry that gives `name` up (rolls it back to `to`) undoes its
     /// writes after `to`: their request ids answer no retry from now on,
-    /// and a retry is a new write (EC lost sim seed 2614: a write given up
-    /// as never acknowledged was then answered as done to its retry, from
-    /// the ids peering had loaded, and the object read as gone).
+    /// and a retry is a new write (on an EC pool with OSDs declared lost,
+    /// a write given up as never acknowledged was then answered as done to
+    /// its retry, from the ids peering had loaded, and the object read as
+    /// gone).
     fn forget_undone(
         &mut self,
         s: &dyn ObjectStore,
@@ -2869,17 +2872,17 @@ impl Pg {
         }
         // Its own transactions from an earlier interval must be durable
         // first: reads follow at once, and the store must show all this
-        // copy claims (sim seed 12577: an object pulled in the interval
-        // before was read at its older version).
+        // copy claims (an object pulled in the interval before was read at
+        // its older version).
         if !self.settled() {
             return;
         }
         // The store is read for this copy's info only once its own
         // transactions of this interval are durable too: a merge earlier
         // in the interval may have rolled entries back in memory, and the
-        // store shows them until it lands (EC sim seed 700124: a peering
-        // restarted by a map within the interval took the rolled-back
-        // head from the store, and the primary activated at a head whose
+        // store shows them until it lands (on an EC pool, a peering
+        // restarted by a map within the interval took the rolled-back head
+        // from the store, and the primary activated at a head whose
         // objects it had just rolled back, losing an acknowledged write).
         if !self.synced && !self.settled_all() {
             return;
@@ -2969,29 +2972,29 @@ impl Pg {
                 // give its log (mid-backfill ones refuse) stands at that
                 // head, the nearest newer one that can is taken, and
                 // objects no k copies hold at its versions are given up
-                // (EC lost sim seed 2: the only copy at the head was
+                // (with OSDs declared lost, the only copy at the head was
                 // mid-backfill, and the PG asked for pg_temps forever).
                 // So too with every member the record has left here and
                 // fewer than k of them whole (`may_go_on`), where nothing
                 // acknowledged is given up: each acknowledged write is on
                 // all of them, so the head taken is never below one.
                 // With none, the nearest acting copy mid-backfill (not
-                // moved), which goes on from its own log (EC lost sim
-                // seed 3970: the copy at the head was a stray's).
+                // moved), which goes on from its own log (with OSDs
+                // declared lost, the copy at the head was a stray's).
                 // The record members left (short of k) hold all that is
                 // left of its acknowledged writes: the head is never below
                 // the lowest of theirs that have history and can give
                 // their logs. Copies with an empty log (a new OSD's) hold
-                // no version of that history (EC lost sim seed 92042: with
-                // the record's one member left, whole at 86'22, and two
-                // empty copies, the head was taken as 0'0, the version k
-                // copies "held"; the empty primary recorded itself and the
-                // other empty copy, and the member's history was past the
-                // head for good). With no record (emptied), or no member
-                // with history that can give its log, the version k copies
-                // reach stands: the PG goes on from whatever is there
-                // (seeds 424, 949: counting every copy's history, as a
-                // first try of this did, kept one off the record that
+                // no version of that history (after OSDs were declared
+                // lost, with the record's one member left, whole at 86'22,
+                // and two empty copies, the head was taken as 0'0, the
+                // version k copies "held"; the empty primary recorded
+                // itself and the other empty copy, and the member's
+                // history was past the head for good). With no record
+                // (emptied), or no member with history that can give its
+                // log, the version k copies reach stands: the PG goes on
+                // from whatever is there (counting every copy's history,
+                // as a first try of this did, kept one off the record that
                 // no k shards could back, and the PG waited for good).
                 Some(&v) if self.may_go_on() => {
                     let copies = infos.iter().chain([(&self.whoami, &mine)]);
@@ -3037,7 +3040,7 @@ impl Pg {
         if self.ec.is_some() {
             // The shard a moved member holds: a whole copy's, or (at the
             // head, complete or not) a mid-backfill copy's, as its shard
-            // record says (EC lost sim seed 32159 with moving positions:
+            // record says (with positions moving and OSDs declared lost,
             // the record's one member left was mid-backfill at the head,
             // its OSD had moved, every other copy was empty, and nobody
             // sent it back to its shard's position, where it goes on from
@@ -3068,7 +3071,7 @@ impl Pg {
             self.rec.moved_at_head = at_head;
         }
         // Copies outside the acting set said which shard they hold: their
-        // shards are read as strays' (EC lost sim seed 25554: the only
+        // shards are read as strays' (with OSDs declared lost, the only
         // other shard of an unacknowledged write was on a record member
         // out of the acting set that had not asked this primary yet, and
         // the write was rolled back while the backfill targets took only
@@ -3088,26 +3091,26 @@ impl Pg {
         if !is_complete(&mine) {
             // Erasure-coded: a member whose log reaches the head is enough
             // to take the log from, objects it lacks or not (each object
-            // is rebuilt from whichever shards hold it; EC sim seed 575:
-            // the only member at the head was itself recovering, and the
-            // PG stayed down with every OSD up).
+            // is rebuilt from whichever shards hold it; the only member at
+            // the head may itself be recovering, and the PG would stay
+            // down with every OSD up).
             // After them, acting members whose logs reach past the head:
             // never a source of the log, but a primary_temp may go to one
-            // (as primary it rolls its extra entries back; EC sim seed
-            // 4212: the only member at the head was a stray).
+            // (as primary it rolls its extra entries back; the only member
+            // at the head may be a stray).
             // Last, members at the head whose copies moved to another
             // position or are mid-backfill: their objects are not their
             // position's, but their logs are the PG's history all the
             // same, and the shards they hold are read by their labels
-            // (EC sim seed 63 with moving positions: the only members at
-            // the head had both moved, the one other member was past it,
-            // and the PG stayed down with every OSD up). Never a target
-            // of a hand-over.
+            // (with positions moving, the only members at the head had
+            // both moved, the one other member was past it, and the PG
+            // stayed down with every OSD up). Never a target of a
+            // hand-over.
             let log_source;
             let complete: Vec<i32> = if self.ec.is_some() {
                 // Those that lack nothing first: a hand-over to one that
                 // lacks what this copy cannot pull either comes back
-                // (EC lost sim seed 13659: two members each lacking the
+                // (with OSDs declared lost, two members each lacking the
                 // one object no k shards held handed the PG to each other
                 // for good, while a third held all of it).
                 let mut at_head: Vec<(&i32, &PeerInfo)> = infos
@@ -3130,10 +3133,10 @@ impl Pg {
                     .or_else(|| {
                         // A moved copy before a mid-backfill one: the
                         // latter refuses to give its log (its entries may
-                        // be log-only, the objects not there: EC sim seed
-                        // 205067), and asking it first left the PG
-                        // handed back and forth for good (EC sim seed
-                        // 201103 with moving positions).
+                        // be log-only, the objects not there), and asking
+                        // it first left the PG handed back and forth for
+                        // good (with positions moving, two members past
+                        // the head handed it to each other).
                         let behind = infos
                             .iter()
                             .filter(|(_, i)| i.info.last_update == newest && i.backfill);
@@ -3155,9 +3158,10 @@ impl Pg {
             // is if mid-backfill, as a replicated PG's `adopt_backfilled`),
             // pulling what it lacks and giving up what no k up copies hold
             // (only with the record short; else they are unfound); else it hands
-            // over to an acting copy mid-backfill at the head (EC lost sim
-            // seed 22: only such copies reached the head; they refuse to
-            // give their logs, and the PG asked for pg_temps forever).
+            // over to an acting copy mid-backfill at the head (with OSDs
+            // declared lost, only such copies reached the head; they
+            // refuse to give their logs, and the PG asked for pg_temps
+            // forever).
             let whole_at_head = infos
                 .iter()
                 .any(|(_, i)| !i.backfill && i.info.last_update == newest);
@@ -3166,12 +3170,12 @@ impl Pg {
                     return self.ec_pull_own(s, asked, fx);
                 }
                 // Not one whose OSD moved: it would not go on either, and
-                // may hand the PG to another such copy (EC lost sim seed
-                // 6911 with moving positions, when `ec_temp_unstick`'s rule
-                // was first tried inside `ec_temp_step`: two moved copies
-                // mid-backfill at the head handed the PG to each other for
-                // good). Such copies go back to their shards' positions
-                // instead (`hand_over`).
+                // may hand the PG to another such copy (with positions
+                // moving and OSDs declared lost, when `ec_temp_unstick`'s
+                // rule was first tried inside `ec_temp_step`: two moved
+                // copies mid-backfill at the head handed the PG to each
+                // other for good). Such copies go back to their shards'
+                // positions instead (`hand_over`).
                 let backfilling: Vec<i32> = infos
                     .iter()
                     .filter(|(o, i)| {
@@ -3191,28 +3195,27 @@ impl Pg {
             // and no log source but copies mid-backfill (which refuse their
             // logs): this copy's own log up to the head is the history the
             // head's k copies share, and it goes on from there, pulling
-            // what it lacks (EC lost sim seed 40884: a rollback of a write
-            // never acknowledged was torn, the members that took it were
-            // past the head, and the PG stayed down with every OSD up;
-            // 10040, 31586: the record's one other member was mid-backfill
-            // at the head, and the primary asked it for its log for good).
-            // Only when each object it lacks is at a version its log names:
-            // one at a version the log no longer names only a copy at the
-            // head can give (EC lost sim seed 17764: pulling went round for
-            // good). Past the head, it first rolls
-            // its own entries past it back, which only a copy sure they
-            // were never acknowledged may do: every record member answered
-            // (EC sim seed 16406: a primary whose only record company was
-            // mid-backfill rolled back a write that it, a member off the
-            // record and a record member yet to answer held). The head is
-            // then the record's: an entry past it is on fewer than k of
-            // them, and an acknowledged write is on every one, so copies
-            // off the record past it hold nothing acknowledged either
-            // (EC lost sim seed 18072: a rollback's write-back was durable
-            // on every acting member, but its primary crashed before it
-            // was recorded; the one other record member was mid-backfill
-            // at the old head, and with others past the head too, nobody
-            // went on).
+            // what it lacks (with OSDs declared lost, a rollback of a
+            // write never acknowledged was torn, the members that took it
+            // were past the head, and the PG stayed down with every OSD
+            // up; and when the record's one other member was mid-backfill
+            // at the head, the primary asked it for its log for good).
+            // Only when each object it lacks is at a version its log
+            // names: one at a version the log no longer names only a copy
+            // at the head can give (else pulling goes round for good).
+            // Past the head, it first rolls its own entries past it back,
+            // which only a copy sure they were never acknowledged may do:
+            // every record member answered (on an EC pool, a primary whose
+            // only record company was mid-backfill rolled back a write
+            // that it, a member off the record and a record member yet to
+            // answer held). The head is then the record's: an entry past
+            // it is on fewer than k of them, and an acknowledged write is
+            // on every one, so copies off the record past it hold nothing
+            // acknowledged either (with OSDs declared lost, a rollback's
+            // write-back was durable on every acting member, but its
+            // primary crashed before it was recorded; the one other record
+            // member was mid-backfill at the old head, and with others
+            // past the head too, nobody went on).
             let refuses = |o: &i32| {
                 infos
                     .get(o)
@@ -3238,9 +3241,9 @@ impl Pg {
             // (Every log source is at the head.)
             let Some(from) = log_source else {
                 // Only this copy is at the head, and it moved or is
-                // mid-backfill: it hands over (EC sim seed 3775 with moving
-                // positions: the one other record member was past the
-                // head, and the PG stayed down with every OSD up).
+                // mid-backfill: it hands over (with positions moving, the
+                // one other record member was past the head, and the PG
+                // stayed down with every OSD up).
                 // Replicated, and every member of the recorded write set
                 // answered (or each was declared lost): no copy that
                 // holds every object at the head is coming back.
@@ -3317,7 +3320,8 @@ impl Pg {
         // never be peered from (a new primary takes the head k record
         // members hold) and would not hold every object's shards; such a
         // PG goes active without one, recovers, and records (and takes
-        // writes) once k members are complete (EC sim seeds 0 and 5517).
+        // writes) once k members are complete (a record naming recovering
+        // members held log entries whose objects no record member had).
         // Nor while objects are unfound here: this copy is complete only
         // once their removals are durable (`ec_give_up`).
         let too_few =
@@ -3351,9 +3355,9 @@ impl Pg {
         if let Some(k) = self.ec.as_ref().map(|e| e.k()) {
             // Positions are shards: a complete member becomes primary in
             // place (primary_temp), and recovers or backfills this copy.
-            // It must be in the acting set (EC sim seed 2668: the first
-            // complete copy was a stray's, the map ignored it, and the PG
-            // asked again forever).
+            // It must be in the acting set (the first complete copy was a
+            // stray's, the map ignored it, and the PG asked again
+            // forever).
             if let Some(&osd) = complete.iter().find(|o| self.acting.contains(o)) {
                 fx.push(Effect::RequestPrimaryTemp { osd: Some(osd) });
                 return self.ec_behind("handing over with a primary_temp");
@@ -3362,32 +3366,30 @@ impl Pg {
             // of other shards: they go back to those shards' positions for
             // now (a pg_temp that swaps them with the positions' OSDs, as
             // Ceph's choose_acting keeps each shard where a complete copy
-            // of it is), and the next interval peers from them (EC sim
-            // seed 119 with moving positions: two members swapped
-            // positions while the others were mid-backfill, and the PG
-            // waited forever).
+            // of it is), and the next interval peers from them (with
+            // positions moving, two members swapped positions while the
+            // others were mid-backfill, and the PG waited forever).
             if let Some(osds) = self.moved_back() {
                 self.ask_pg_temp(osds, fx);
                 return self.ec_behind("moved members go back to their shards' positions");
             }
             // With the record short of k (the PG goes on with what is
             // left), or every member it has left here and fewer than k of
-            // them whole (`may_go_on`: EC lost sim seed 135687, where the
-            // two left had swapped positions and neither was whole), a
-            // moved member at or past the head goes back too,
-            // whether it lacks objects or not, mid-backfill or not (this
-            // copy included; EC lost sim seed 32159): its log is the
-            // history to go on from, and at its shard's position it goes
-            // on from it,
-            // giving up what nobody holds (EC lost sim seed 11823 with
-            // moving positions: the one copy past the head had been taken
-            // as it was, then CRUSH moved it to another position; the
-            // primary, mid-backfill, asked for pg_temps that named nobody,
-            // for good).
-            // Only to a pg_temp that can walk back to CRUSH's set (EC lost
-            // sim seed 80796, on a first version of this: a swap left a
-            // hole whose CRUSH OSD sat elsewhere in the set, and the
-            // pg_temp held for good).
+            // them whole (`may_go_on`, as when the two left had swapped
+            // positions and neither was whole), a moved member at or past
+            // the head goes back too, whether it lacks objects or not,
+            // mid-backfill or not (this copy included, as when the
+            // record's one member left was mid-backfill at the head after
+            // its OSD moved): its log is the history to go on from, and at
+            // its shard's position it goes on from it, giving up what
+            // nobody holds (with positions moving and OSDs declared lost,
+            // the one copy past the head had been taken as it was, then
+            // CRUSH moved it to another position; the primary,
+            // mid-backfill, asked for pg_temps that named nobody, for
+            // good). Only to a pg_temp that can walk back to CRUSH's set
+            // (with OSDs declared lost, on a first version of this, a swap
+            // left a hole whose CRUSH OSD sat elsewhere in the set, and
+            // the pg_temp held for good).
             if self.may_go_on() {
                 let moved = &self.rec.moved_at_head;
                 let back = erasure::moved_back(&self.acting, &self.up, moved);
@@ -3399,8 +3401,8 @@ impl Pg {
             // Nor that: a stray that holds a shard at the head goes back to
             // that shard's position for now (a pg_temp that keeps the
             // other positions, as Ceph's choose_acting does), and takes
-            // the primary_temp in the next interval (EC sim seed 4942: the
-            // only complete copy was a stray, and the PG waited forever).
+            // the primary_temp in the next interval (the only complete
+            // copy was a stray, and the PG waited forever).
             let spot = complete.iter().find_map(|o| {
                 let shard = *self.rec.strays.get(o)?;
                 let now = *self.acting.get(shard)?;
@@ -3415,7 +3417,7 @@ impl Pg {
             // Nor that: a complete stray whose copy is empty (the PG holds
             // no object at the head, so it is every shard's) takes this
             // copy's position for now, and is primary in the next interval
-            // (EC lost sim seed 139168: no write was ever acknowledged;
+            // (with OSDs declared lost, no write was ever acknowledged;
             // this primary's log, past the head, was trimmed below its own
             // unacknowledged writes, so it could not roll them back and
             // needed a backfill; the one complete copy was an empty stray,
@@ -3436,8 +3438,8 @@ impl Pg {
         // Replicated, and nobody to hand over to (this copy, mid-backfill,
         // alone reaches the head): a pg_temp of the acting set as it is
         // would change nothing, and the PG would wait for a map that never
-        // comes (lost sim seed 12060). It waits for the recorded write
-        // set's members instead, and peers again as they come and go.
+        // comes. It waits for the recorded write set's members instead,
+        // and peers again as they come and go.
         if complete.is_empty() {
             tracing::debug!("pg {}: down: no complete copy to hand over to", self.id);
             return self.wait_for_record();
@@ -3457,15 +3459,15 @@ impl Pg {
     /// A member whose OSD moved is backfilled at its new position, and
     /// the log it is sent relabels its copy: the shard it held is gone.
     /// Unless k members hold their own positions' shards of every object,
-    /// some object may need that shard to be rebuilt (EC sim seed 276959
-    /// with moving positions: the primary and a moved member held the only
-    /// two shards of an object, the moved one was backfilled, and the PG
-    /// stayed down with every OSD up). A moved member whose shard's
-    /// position a complete member holds stays (seed 229499: two members
-    /// held shard 0, and each primary in turn put the other back at
-    /// position 0, for good). Only a pg_temp that can walk back to CRUSH's
-    /// set later (seed 216: with one parity shard, a member put back at
-    /// its shard's position could never leave it again).
+    /// some object may need that shard to be rebuilt (with positions
+    /// moving, the primary and a moved member held the only two shards of
+    /// an object, the moved one was backfilled, and the PG stayed down
+    /// with every OSD up). A moved member whose shard's position a
+    /// complete member holds stays (two members held shard 0, and each
+    /// primary in turn put the other back at position 0, for good). Only a
+    /// pg_temp that can walk back to CRUSH's set later (with one parity
+    /// shard, a member put back at its shard's position could never leave
+    /// it again).
     fn moved_back_before_activating(&self, complete: &[i32]) -> Option<Vec<i32>> {
         let k = self.ec.as_ref()?.k();
         let whole = self.whole_in_place(complete);
@@ -3503,15 +3505,16 @@ impl Pg {
     ///
     /// The log a moved member is sent relabels its copy, and its backfill
     /// then overwrites the shard it held; until k members are whole at
-    /// their positions, some object may need that shard (EC lost sim seed
-    /// 113298 with late records refused: the primary and a moved record
-    /// member one object short held the only two shards of every object;
-    /// the member was relabeled, both backfill targets went down before
-    /// they were done, and the PG stayed down with every OSD up). So such
-    /// members wait: out of the write set, their shards read as strays',
-    /// until the others are whole (then the PG peers again and they are
-    /// backfilled; `waiting_moved_done`). Only while enough positions are
-    /// left for k whole members without them (`erasure::moved_to_wait`).
+    /// their positions, some object may need that shard (with OSDs
+    /// declared lost and every late record refused, the primary and a
+    /// moved record member one object short held the only two shards of
+    /// every object; the member was relabeled, both backfill targets went
+    /// down before they were done, and the PG stayed down with every OSD
+    /// up). So such members wait: out of the write set, their shards read
+    /// as strays', until the others are whole (then the PG peers again and
+    /// they are backfilled; `waiting_moved_done`). Only while enough
+    /// positions are left for k whole members without them
+    /// (`erasure::moved_to_wait`).
     fn moved_to_wait(
         &self,
         complete: &[i32],
@@ -3560,9 +3563,9 @@ impl Pg {
     /// Whether pg_temp `t` can walk back to CRUSH's set (see
     /// [`erasure::walks_to_crush`]). A hole in CRUSH's set takes an OSD
     /// again (the one that went down coming back, or its replacement once
-    /// it is out): the walk is judged with a newcomer there (EC sim seed
-    /// 293795 with moving positions: CRUSH's set had a hole, the walk back
-    /// was judged impossible for it, and the moved member was relabeled).
+    /// it is out): the walk is judged with a newcomer there (with
+    /// positions moving, CRUSH's set had a hole, the walk back was judged
+    /// impossible for it, and the moved member was relabeled).
     fn walks_back(&self, t: &[i32], k: usize) -> bool {
         let up: Vec<i32> = (self.up.iter().enumerate())
             .map(|(i, &o)| match o {
@@ -3725,8 +3728,7 @@ impl Pg {
         let recovery::Merge::Merged { txn, missing, info } = merged else {
             return Err("its own log does not overlap itself".into());
         };
-        // (Pulling an object at no known version goes round for good: EC
-        // lost sim seed 17764.)
+        // (Pulling an object at no known version goes round for good.)
         if let Some((name, _)) = missing.iter().find(|(_, v)| v.v == 0) {
             return Err(format!(
                 "rolled back, '{name}' would be at no known version"
@@ -3755,8 +3757,8 @@ impl Pg {
         self.missing = missing;
         self.info = info;
         // Writes it held past the authority's head were rolled back: as a
-        // replica later, its log ends here (sim seed 1561: a stale mark
-        // refused every write of the next primary).
+        // replica later, its log ends here (else a stale mark refuses
+        // every write of the next primary).
         self.rep.high = info.last_update;
         self.apply_own(txn, true, fx);
     }
@@ -3787,8 +3789,8 @@ impl Pg {
     /// shards). Whether there was one left to ask.
     fn ec_pull_next(&mut self, name: &str, fx: &mut Vec<Effect>) -> bool {
         // Strays last: a member of the recorded write set out of the
-        // acting set may be the only one left that took the write (EC
-        // lost sim seed 2942: every acting member lacked the object, and
+        // acting set may be the only one left that took the write (with
+        // OSDs declared lost, every acting member lacked the object, and
         // the primary role went back and forth between them for good).
         let candidates = self.pull_candidates();
         let tries = self.rec.pull_tries.entry(name.to_string()).or_insert(0);
@@ -3889,7 +3891,7 @@ impl Pg {
                     tracing::info!("pg {}: pulled what it lacked from osd.{from}", self.id);
                     // The merge may have rolled back writes this copy had
                     // logged: retries of those must not be answered as
-                    // done (sim seed 11).
+                    // done.
                     self.load_recent(s);
                     self.role = Role::Peering {
                         want: BTreeSet::new(),
@@ -3977,11 +3979,11 @@ impl Pg {
         let removed = push.copy.is_none() && need.v > 0 && self.log_removes(s, &name, need);
         // Erasure-coded: the shards are gathered at the pushed version, so
         // it must be the one the log needs (a member's newer one may be a
-        // divergent write it has yet to roll back: EC sim seed 39).
-        // With the version unknown (the log was trimmed), only a member
-        // whose log reaches the head answers for it (one that lacks the
-        // object refuses the pull): EC sim seed 3906 took a new, empty
-        // member's absence, and removed an acknowledged object.
+        // divergent write it has yet to roll back). With the version
+        // unknown (the log was trimmed), only a member whose log reaches
+        // the head answers for it (one that lacks the object refuses the
+        // pull): else a new, empty member's absence is taken, and an
+        // acknowledged object removed.
         let at_head = |o: i32| match &self.role {
             Role::Pulling { infos, .. } => infos
                 .get(&o)
@@ -4011,11 +4013,10 @@ impl Pg {
                 push.version
             );
             // Erasure-coded, with every member asked: a record member that
-            // proved it never took the write still decides its fate (EC
-            // lost sim seed 20776: the one copy not lacking the object
-            // held a newer, divergent version, the proof was dropped, and
-            // the two record members handed the PG to each other for
-            // good).
+            // proved it never took the write still decides its fate (with
+            // OSDs declared lost, the one copy not lacking the object held
+            // a newer, divergent version, the proof was dropped, and the
+            // two record members handed the PG to each other for good).
             let (found, proven) = match ec && push.name == name {
                 true => (
                     Some(0),
@@ -4223,7 +4224,7 @@ impl Pg {
         // Erasure-coded: an object holds its version only as this copy's
         // position's shard. One mid-backfill after its OSD moved still has
         // its old position's shards where the backfill has not reached
-        // (EC lost sim seed 4830: such objects were taken as held, the
+        // (with OSDs declared lost, such objects were taken as held, the
         // copy went active without its own shards, and reads of them
         // waited for good).
         let position = self.shard_of(self.whoami);
@@ -4255,9 +4256,9 @@ impl Pg {
             }
         }
         // Erasure-coded: objects the log no longer names may hold another
-        // position's shard too (EC lost sim seed 4830, again): each is
-        // missing at the version it holds, so its own shard is rebuilt
-        // (or it is given up) before the copy counts as complete.
+        // position's shard too (the case above): each is missing at the
+        // version it holds, so its own shard is rebuilt (or it is given
+        // up) before the copy counts as complete.
         if self.ec.is_some() {
             let logged: HashSet<&str> = log.entries.iter().map(|e| e.name.as_str()).collect();
             let mut start: Option<ObjectId> = None;
@@ -4430,9 +4431,9 @@ impl Pg {
         // The newest state before `need` that is still to be had: a copy,
         // or the object's absence after a removal (always to be had).
         // Rolling back past a removal, which may have been acknowledged,
-        // would bring the removed object back (replicated lost sim seed
-        // 47413: the removal had left the log, the lost write's entry
-        // still said the object was absent before it).
+        // would bring the removed object back (on a replicated pool with
+        // OSDs declared lost, the removal had left the log, the lost
+        // write's entry still said the object was absent before it).
         let removed_at = lost
             .removals
             .get(name)
@@ -4550,9 +4551,9 @@ impl Pg {
         let behind = self.backfill.is_some() && !(self.ec.is_some() && self.may_give_up());
         // Erasure-coded: a copy that holds the object at exactly the
         // version needed gives it all the same (the puller takes only its
-        // xattrs, and gathers the shards at that version; EC lost sim seed
-        // 10830: the only member besides the primary holding the shard
-        // was mid-backfill, and the PG went round for good).
+        // xattrs, and gathers the shards at that version; with OSDs
+        // declared lost, the only member besides the primary holding the
+        // shard was mid-backfill, and the PG went round for good).
         let holds = self.ec.is_some()
             && need.v > 0
             && recovery::stored_version(s, self.coll, &recovery::oid(name))
@@ -4580,8 +4581,7 @@ impl Pg {
     /// Erasure-coded: this copy's rollback copy of `name`, without its
     /// data, when it is at exactly version `need` (what a pull of that
     /// version gives when the object itself is not: a primary rolling an
-    /// object back to it takes its xattrs from there; EC lost sim seed
-    /// 53038).
+    /// object back to it takes its xattrs from there).
     fn rollback_copy_at(&self, s: &dyn ObjectStore, name: &str, need: Version) -> Option<Push> {
         if self.ec.is_none() || need.v == 0 {
             return None;
@@ -4634,11 +4634,11 @@ impl Pg {
     /// run that ends at its head (what [`Pg::own_log`] sends; entries
     /// older than a gap are no part of the log). Members never get them,
     /// and a write trims exactly the entry `log_entries_max` behind it, so
-    /// they would stay here for good (EC sim seed 303071 with moving
-    /// positions and a log of 11 entries: the primary kept five such
-    /// entries from an earlier merge, and its log differed from its
-    /// members' once the PG was clean). Gives the log it read (the
-    /// members' logs are sent from it).
+    /// they would stay here for good (on an EC pool with positions moving
+    /// and a log of 11 entries, the primary kept five such entries from an
+    /// earlier merge, and its log differed from its members' once the PG
+    /// was clean). Gives the log it read (the members' logs are sent from
+    /// it).
     fn drop_stale_log(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) -> Option<AuthLog> {
         let log = self.own_log(s)?;
         match recovery::record_keys(s, self.coll, b"log/", Some(&log_key(log.tail() + 1))) {
@@ -5061,14 +5061,15 @@ impl Pg {
         )?;
         // Objects this copy lacks are not copied: its own copy may be
         // older than its log says, and the target would hold it as whole
-        // (EC lost sim seed 52430: a primary whose object was to be
+        // (with OSDs declared lost, a primary whose object was to be
         // rolled back pushed its older copy to two backfill targets whose
         // logs still named the write being undone; one became primary and
         // answered a retry of that write as done while serving the older
         // value). Nor does the backfill wait for them: a rollback waits
         // for k members past the object, and so would wait for the
-        // backfill (the same seed once backfill waited). The target
-        // records each missing instead, at the version the log needs.
+        // backfill (the case above stalled once backfill waited). The
+        // target records each missing instead, at the version the log
+        // needs.
         let Some(lacks) = self.lacks_in(s, after, &chunk.end) else {
             return Ok(None);
         };
@@ -5826,10 +5827,10 @@ impl Pg {
             if !self.moved_fresh && self.ec.is_some() {
                 // A map that came while an older interval's transactions
                 // were in flight read the shard this copy holds before
-                // they landed (EC sim seed 6979 with moving positions: a
-                // copy still empty at the map took its old position's
-                // first write after, and counted as complete at its new
-                // one). Read again now that all have landed.
+                // they landed (with positions moving, a copy still empty
+                // at the map took its old position's first write after,
+                // and counted as complete at its new one). Read again now
+                // that all have landed.
                 self.moved_fresh = true;
                 let acting = self.acting.clone();
                 self.read_moved(s, &acting);
@@ -5935,8 +5936,8 @@ impl Pg {
                 }
                 // An object given up (`ec_give_up`) is no longer missing
                 // here: its removal clears the record, and memory follows
-                // (EC lost sim seed 2803: a member that kept it went on to
-                // pull the old version as primary, over the removal).
+                // (with OSDs declared lost, a member that kept it went on
+                // to pull the old version as primary, over the removal).
                 for name in replica::missing_cleared(self.coll, &w.txn) {
                     self.missing.remove(&name);
                 }
@@ -6386,10 +6387,10 @@ impl Pg {
     fn on_query(&mut self, q: PendingQuery, fx: &mut Vec<Effect>) {
         // Under the querier's map, and with every transaction this copy
         // queued durable: the answer must not claim a write a crash can
-        // still take away (sim seed 52875: a replica answered with a write
-        // it had applied but not made durable, crashed and lost it; the
-        // new primary counted it complete, answered a retry of that write
-        // as done, and the acknowledged write was lost).
+        // still take away (a replica answered with a write it had applied
+        // but not made durable, crashed and lost it; the new primary
+        // counted it complete, answered a retry of that write as done, and
+        // the acknowledged write was lost).
         if self.epoch < q.epoch || !self.settled_all() {
             return self.queries.push(q);
         }
@@ -6835,8 +6836,8 @@ impl Pg {
             // (maps can arrive out of order: one whose acting set changed
             // and changed back was never seen here). The write is on some
             // members only: a new interval peers again, so none stays
-            // behind while the PG shows clean (sim seed 1237, found by the
-            // Merkle root comparison).
+            // behind while the PG shows clean (which the Merkle root
+            // comparison of the copies caught).
             if self.epoch > self.interval {
                 return self.end_interval(s, fx);
             }
@@ -6847,8 +6848,8 @@ impl Pg {
             // ones may be on record now. Not if a member refused it: on
             // record, the members would make the give-up a divergent
             // entry, rolled back, and the object would be waited for
-            // again with nothing left to give it up (EC lost sim seed
-            // 43719: a member refused two give-ups as stale, the record
+            // again with nothing left to give it up (with OSDs declared
+            // lost, a member refused two give-ups as stale, the record
             // named it anyway, and the PG waited for good).
             self.rerecord(fx);
         }
@@ -7009,10 +7010,11 @@ impl Pg {
                 );
                 // An unfound object has no copy to be misplaced from: its
                 // lacked copies are degraded even while the write set has
-                // more members than the pool's size (remapped; replicated
-                // sim seeds 3226, 5132 showed 1 unfound, 0 degraded), and
-                // it is at least one degraded copy however this copy
-                // counts its objects (seed 88232: undersized, peered).
+                // more members than the pool's size (remapped; on a
+                // replicated pool with OSDs declared lost, such a PG showed
+                // 1 unfound, 0 degraded), and it is at least one degraded
+                // copy however this copy counts its objects (an
+                // undersized, peered PG too).
                 let unfound = self.unfound_count();
                 let moved = unfound.min(misplaced);
                 ((degraded + moved).max(unfound), misplaced - moved)
@@ -7065,8 +7067,8 @@ impl Pg {
                     }
                 }
                 // (Unfound objects are degraded copies, whoever lacks
-                // them: seed 88232's were neither missing here nor on a
-                // member's list.)
+                // them: they may be neither missing here nor on a member's
+                // list.)
                 if !self.missing.is_empty() || self.unfound_count() > 0 {
                     st |= PgState::DEGRADED;
                 }

@@ -192,11 +192,11 @@ pub fn merge(
         // This copy trimmed its entry at `v`, but its next one was written
         // on top of the authority's at `v`: it says so (`prev`), or, from
         // before entries did, it was written in the same epoch (one
-        // primary wrote both). EC sim seed 4830: a copy whose log began
-        // just past the head could not merge, and the PG waited for a
-        // backfill no member could do; EC lost sim seed 94358: a recorded
-        // complete member, past the head with its log trimmed, was
-        // backfilled, and the PG lost the shard it held.
+        // primary wrote both). Without this, on an EC pool, a copy whose
+        // log began just past the head could not merge, and the PG waited
+        // for a backfill no member could do; and with OSDs declared lost,
+        // a recorded complete member, past the head with its log trimmed,
+        // was backfilled, and the PG lost the shard it held.
         if ours.is_none() && v < mine.v {
             if let (Some(next), Some(t)) = (entry_at(s, coll, v + 1)?, theirs) {
                 let on_top = match next.prev {
@@ -215,10 +215,10 @@ pub fn merge(
     // entry at the tail (its head, or under divergent ones) is the one
     // the authority's oldest entry was written on (`prev`): the logs meet
     // there. Ceph's rule too: a copy at or past the log's tail recovers
-    // from the log (EC lost sim seed 228608: a recorded member one write
-    // behind an authority that kept only the two entries past it was
-    // backfilled from the start; with every complete copy then lost, its
-    // shards were gone and the PG waited for good).
+    // from the log (on an EC pool with OSDs declared lost, a recorded
+    // member one write behind an authority that kept only the two entries
+    // past it was backfilled from the start; with every complete copy then
+    // lost, its shards were gone and the PG waited for good).
     if common.is_none() && tail > 0 && mine.v >= tail {
         let ours = match entry_at(s, coll, tail)? {
             Some(e) => Some(e.version),
@@ -267,9 +267,9 @@ pub fn merge(
             // the object at either version).
             if ours(&e.name) && !(ec && roll_back(s, coll, &e, &mut t)?) {
                 // Needed as the authority has it: a version this copy
-                // was missing it at may be the divergent one (EC sim seed
-                // 6615: every pull was refused as older than a version
-                // no member would ever hold).
+                // was missing it at may be the divergent one (on an EC
+                // pool, every pull was refused as older than a version no
+                // member would ever hold).
                 let need = newest.get(e.name.as_str()).copied().unwrap_or_default();
                 missing.insert(e.name, need);
             }
@@ -292,7 +292,7 @@ pub fn merge(
     }
     // No object is needed past the authority's head: a need from a write
     // this copy took and then lost to the rollback of its entry is stale
-    // (EC sim seed 39: every pull of it was refused, forever).
+    // (on an EC pool, every pull of it was refused, forever).
     for (name, need) in missing.iter_mut() {
         if need.v > head.v {
             *need = newest.get(name.as_str()).copied().unwrap_or_default();
@@ -320,8 +320,8 @@ pub fn merge(
 /// back is relabelled with that version. Whether the object is now as
 /// the log says; otherwise it is marked missing and recovered. The log
 /// decides, never the rollback copy's absence alone: a pushed or pulled
-/// object may have none (EC sim seed 1827: a pulled object was taken for
-/// one its divergent entry created, and removed).
+/// object may have none (a pulled object was taken for one its divergent
+/// entry created, and removed).
 fn roll_back(
     s: &dyn ObjectStore,
     coll: CollectionId,
@@ -367,10 +367,10 @@ fn roll_back(
         }
         // A give-up that wrote back an older version holds that version's
         // shard under its own version: it is that version again, whole,
-        // and needed only if the log wants it (EC lost sim seed 38122:
-        // kept at the give-up's version, the shard read as proof that
-        // its copy took the write the give-up undid, and the write, which
-        // no copy could rebuild, was waited for for good).
+        // and needed only if the log wants it (with OSDs declared lost:
+        // kept at the give-up's version, the shard read as proof that its
+        // copy took the write the give-up undid, and the write, which no
+        // copy could rebuild, was waited for for good).
         _ => match &e.gave_up {
             Some(super::GaveUp::Object(to)) if to.v > 0 && !e.removed => {
                 let label = postcard::to_stdvec(to).map_err(|x| x.to_string())?;
@@ -386,9 +386,10 @@ fn roll_back(
 /// at a version (`Some(Some(v))`), or unknown (`None`). The entry says so
 /// itself when its writer recorded it; else this copy's log below it does,
 /// unless it was trimmed there or a copy taken as it was stands in between
-/// (EC lost sim seed 23500: an unacknowledged write's entry outlived the
-/// entries below it, so no rollback could say what to restore, and its
-/// PG waited for good on a write that could not be rebuilt).
+/// (on an EC pool with OSDs declared lost, an unacknowledged write's entry
+/// outlived the entries below it, so no rollback could say what to
+/// restore, and its PG waited for good on a write that could not be
+/// rebuilt).
 pub(super) fn state_before(
     s: &dyn ObjectStore,
     coll: CollectionId,
@@ -407,7 +408,7 @@ pub(super) fn state_before(
                 break;
             }
             // A copy taken as it was (`GaveUp::Copy`): its objects, not
-            // its log, hold what came before (EC lost sim seed 224: an
+            // its log, hold what came before (with OSDs declared lost, an
             // object older than such an entry was taken for one the
             // rolled-back write created, and removed).
             Some(p) if p.is_reset() => break,
@@ -547,9 +548,9 @@ pub fn stored_version(
 /// every member holds it, the version it replaced may be the newest one
 /// the PG can still read if the shards holding the new one are lost, and
 /// a later peering rolls the entry back from the rollback copy just as it
-/// does a write's (EC sim seed 42810: a pulled shard replaced the only
-/// other shard of an acknowledged write, then the OSD holding the pulled
-/// version was declared lost and the write could be read no more).
+/// does a write's (a pulled shard replaced the only other shard of an
+/// acknowledged write, then the OSD holding the pulled version was
+/// declared lost and the write could be read no more).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Prior {
     /// A replicated copy: there are no rollback copies.
@@ -568,11 +569,11 @@ pub enum Prior {
 /// A copy is worth keeping when it holds a version further down the log
 /// than the pushed one (by counter, as the shards' own logs order them),
 /// or another shard than the pushed one (its OSD moved position: that
-/// shard may be the only one left of an acknowledged write, EC lost sim
-/// seed 17934). Reads judge a kept copy by its version and shard labels,
-/// so a stale answer (a transaction still queued changes the object)
-/// costs at most a useless copy, never a wrong one: the push touches the
-/// object before it clones it.
+/// shard may be the only one left of an acknowledged write). Reads judge a
+/// kept copy by its version and shard labels, so a stale answer (a
+/// transaction still queued changes the object) costs at most a useless
+/// copy, never a wrong one: the push touches the object before it clones
+/// it.
 pub fn prior_to_keep(
     s: &dyn ObjectStore,
     coll: CollectionId,
@@ -617,8 +618,9 @@ pub fn push_txn(coll: CollectionId, p: &Push, prior: Prior) -> Transaction {
     let mut t = Transaction::new();
     // The push replaces whatever the copy holds when it applies, which
     // may differ from what the store shows now (a merge queued before it
-    // can roll the object back from its rollback copy: EC sim seed 5036):
-    // touched, then removed, whatever is there.
+    // can roll the object back from its rollback copy, and a push planned
+    // on what the store showed then failed and stopped the OSD): touched,
+    // then removed, whatever is there.
     let rb = crate::ec::rollback_oid(&o);
     t.touch(coll, &o);
     match prior {

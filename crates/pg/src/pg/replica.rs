@@ -18,17 +18,17 @@ use std::collections::HashMap;
 /// knows more); one with a newer map only if the PG kept the same acting
 /// set and primary, no member of it booted since the write's interval
 /// began (a restarted primary starts a new interval with the same set:
-/// sim seed 18887 had a dead primary's last write taken after its new
-/// incarnation had peered), and nobody recorded a write set since the
-/// primary's epoch (so no other primary can have written in between).
+/// else a dead primary's last write can be taken after its new incarnation
+/// has peered), and nobody recorded a write set since the primary's epoch
+/// (so no other primary can have written in between).
 /// Comparing intervals alone would not do: two OSDs that saw different
 /// subsets of the epochs count an interval from different epochs.
 ///
 /// A replica with no map yet (its PG just started) takes nothing: it
 /// cannot tell a message meant for its previous incarnation from a
 /// current one, and that incarnation may have answered for state a crash
-/// then lost (backfill chunks are answered once applied, not synced: sim
-/// EC seed 301 had a write to an object of a lost chunk applied by the
+/// then lost (backfill chunks are answered once applied, not synced: on an
+/// EC pool, a write to an object of a lost chunk was applied by the
 /// restarted copy). Its first map is newer than its boot, so from then on
 /// the rules above refuse the old interval.
 pub fn replica_accepts(view: &PgView, primary: i32, ctx: &RepCtx) -> bool {
