@@ -309,27 +309,7 @@ impl MonClient {
                 let Ok(u) = serde_json::from_slice::<MapUpdate>(&raw.body) else {
                     break;
                 };
-                let next = match (u, map.take()) {
-                    // A map that does not decode or check out is passed
-                    // over (the old one stays).
-                    (MapUpdate::Full(b), old) => match loligo_types::decode_map(&b) {
-                        Ok(m) => Some(m),
-                        Err(e) => {
-                            tracing::warn!("a map from {addr} is refused: {e}");
-                            old
-                        }
-                    },
-                    (MapUpdate::Inc(b), Some(mut m)) => {
-                        if let Ok(inc) = decode::<Incremental>("incremental", &b) {
-                            if inc.epoch == m.epoch + 1 && m.apply(&inc).is_err() {
-                                tracing::warn!("incremental {} does not apply", inc.epoch);
-                            }
-                        }
-                        Some(m)
-                    }
-                    (MapUpdate::Inc(_), None) => None,
-                };
-                map = next;
+                map = next_map(u, map.take(), &addr);
                 if let Some(m) = &map {
                     self.follow(m);
                     if !f(m) {
@@ -342,5 +322,87 @@ impl MonClient {
     }
 }
 
+/// The map a watcher holds after update `u` from the monitor at `addr`,
+/// given the one it held: a full map that does not decode or check out,
+/// or that is older than the one held, is passed over (the held map
+/// stays: epochs never go back), and an incremental applies only as the
+/// next epoch.
+fn next_map(u: MapUpdate, held: Option<OsdMap>, addr: &str) -> Option<OsdMap> {
+    match (u, held) {
+        (MapUpdate::Full(b), held) => match loligo_types::decode_map(&b) {
+            Ok(m) if held.as_ref().is_some_and(|h| m.epoch < h.epoch) => {
+                tracing::warn!(
+                    "a map of epoch {} from {addr} is older than the one held: passed over",
+                    m.epoch
+                );
+                held
+            }
+            Ok(m) => Some(m),
+            Err(e) => {
+                tracing::warn!("a map from {addr} is refused: {e}");
+                held
+            }
+        },
+        (MapUpdate::Inc(b), Some(mut m)) => {
+            if let Ok(inc) = decode::<Incremental>("incremental", &b) {
+                if inc.epoch == m.epoch + 1 && m.apply(&inc).is_err() {
+                    tracing::warn!("incremental {} does not apply", inc.epoch);
+                }
+            }
+            Some(m)
+        }
+        (MapUpdate::Inc(_), None) => None,
+    }
+}
+
 /// How long a watcher the monitors refused waits before it asks again.
 const DENIED_RETRY_MS: u64 = 5_000;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use loligo_types::{encode, Change};
+
+    /// A map at `epoch`: each epoch past the first marks osd.0 down or up.
+    fn map_at(epoch: u64) -> OsdMap {
+        let mut m = OsdMap::new("fsid-watch", "osd").unwrap();
+        for e in m.epoch + 1..=epoch {
+            let changes = if e == 2 {
+                vec![Change::OsdBoot {
+                    id: 0,
+                    addr: "127.0.0.1:6800".into(),
+                    host: "h".into(),
+                    crush_weight: 0x10000,
+                }]
+            } else {
+                vec![Change::OsdDown { id: 0 }]
+            };
+            m.apply(&Incremental { epoch: e, changes }).unwrap();
+        }
+        m
+    }
+
+    #[test]
+    fn a_watchers_map_never_goes_back() {
+        let held = map_at(5);
+        // An older full map is passed over; a newer one is taken.
+        let older = MapUpdate::Full(encode(&map_at(3)));
+        assert_eq!(next_map(older, Some(held.clone()), "m").unwrap().epoch, 5);
+        let newer = MapUpdate::Full(encode(&map_at(7)));
+        assert_eq!(next_map(newer, Some(held.clone()), "m").unwrap().epoch, 7);
+        // Damaged bytes leave the held map.
+        let damaged = MapUpdate::Full(vec![1, 2, 3]);
+        assert_eq!(next_map(damaged, Some(held.clone()), "m").unwrap().epoch, 5);
+        // An incremental applies only as the next epoch.
+        let inc = |epoch| {
+            MapUpdate::Inc(encode(&Incremental {
+                epoch,
+                changes: vec![Change::OsdDown { id: 0 }],
+            }))
+        };
+        assert_eq!(next_map(inc(6), Some(held.clone()), "m").unwrap().epoch, 6);
+        assert_eq!(next_map(inc(4), Some(held.clone()), "m").unwrap().epoch, 5);
+        assert_eq!(next_map(inc(9), Some(held), "m").unwrap().epoch, 5);
+        assert!(next_map(inc(1), None, "m").is_none());
+    }
+}

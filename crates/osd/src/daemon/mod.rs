@@ -758,7 +758,17 @@ fn on_map(s: &Arc<OsdShared>, m: &OsdMap) {
         monitor::reboot_if_marked_down(s, m.epoch);
     }
     let map = Arc::new(m.clone());
-    *s.map.write().unwrap_or_else(|p| p.into_inner()) = Some(map.clone());
+    {
+        let mut held = s.map.write().unwrap_or_else(|p| p.into_inner());
+        // The watcher passes over older maps: epochs never go back.
+        debug_assert!(
+            held.as_ref().is_none_or(|h| h.epoch <= map.epoch),
+            "map epoch {} after {:?}",
+            map.epoch,
+            held.as_ref().map(|h| h.epoch)
+        );
+        *held = Some(map.clone());
+    }
     *lock(&s.full) = map
         .osds
         .values()

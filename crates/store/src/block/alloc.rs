@@ -26,9 +26,29 @@ pub struct Allocator {
     avail_bytes: u64,
 }
 
+/// Whether `[off, off + len)` overlaps no entry of `m`.
+fn disjoint(m: &BTreeMap<u64, u64>, off: u64, len: u64) -> bool {
+    let before = m
+        .range(..=off)
+        .next_back()
+        .is_none_or(|(&p, &pl)| p + pl <= off);
+    let after = m.range(off..).next().is_none_or(|(&n, _)| off + len <= n);
+    before && after
+}
+
+/// Whether `[off, off + len)` lies inside one entry of `m`.
+fn within(m: &BTreeMap<u64, u64>, off: u64, len: u64) -> bool {
+    m.range(..=off)
+        .next_back()
+        .is_some_and(|(&s, &l)| off + len <= s + l)
+}
+
 /// Insert `[off, off + len)` into a coalesced map; reports the start
 /// offsets whose entries changed.
 fn insert(m: &mut BTreeMap<u64, u64>, mut off: u64, mut len: u64, touched: &mut dyn FnMut(u64)) {
+    // Space freed twice would be handed out twice: two objects' data on
+    // the same blocks.
+    debug_assert!(disjoint(m, off, len), "freeing [{off}, +{len}) twice");
     touched(off);
     if let Some((&p, &pl)) = m.range(..off).next_back() {
         if p + pl == off {
@@ -72,6 +92,11 @@ impl Allocator {
     pub fn load(extents: impl IntoIterator<Item = (u64, u64)>) -> Allocator {
         let mut a = Allocator::default();
         for (off, len) in extents {
+            // Keys that overlap (a damaged table) are left out: that
+            // space is leaked, never handed out twice.
+            if len == 0 || off.checked_add(len).is_none() || !disjoint(&a.persisted, off, len) {
+                continue;
+            }
             a.touched.insert(off);
             a.free(off, len);
             a.make_available(off, len);
@@ -109,6 +134,11 @@ impl Allocator {
             }
         }
         for &(off, n) in &out {
+            // Handed out only what a crash would leave free.
+            debug_assert!(
+                within(&self.persisted, off, n),
+                "reserving unpersisted space"
+            );
             remove(&mut self.avail, off, n, &mut |_| {});
             self.avail_bytes -= n;
         }
@@ -158,6 +188,10 @@ impl Allocator {
         if len == 0 {
             return;
         }
+        debug_assert!(
+            within(&self.persisted, off, len),
+            "available space the persisted map does not list as free"
+        );
         insert(&mut self.avail, off, len, &mut |_| {});
         self.avail_bytes += len;
     }
@@ -228,5 +262,32 @@ mod tests {
         assert_eq!(a.reserve(200), None);
         let both = a.reserve(125).unwrap();
         assert_eq!(both, vec![(200, 10), (0, 115)]);
+    }
+
+    #[test]
+    fn overlapping_free_keys_are_leaked_not_handed_out_twice() {
+        // A damaged table: [50, 150) overlaps [0, 100); an empty and a
+        // wrapping key.
+        let keys = [
+            (0u64, 100u64),
+            (50, 100),
+            (300, 0),
+            (u64::MAX - 1, 10),
+            (200, 20),
+        ];
+        let mut a = Allocator::load(keys);
+        assert_eq!(a.free_bytes(), 120);
+        let mut got = a.reserve(120).unwrap();
+        got.sort();
+        assert_eq!(got, vec![(0, 100), (200, 20)]);
+        assert_eq!(a.reserve(1), None);
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "twice")]
+    fn freeing_free_space_again_is_caught() {
+        let mut a = Allocator::load([(0u64, 100u64)]);
+        a.free(40, 10);
     }
 }
