@@ -67,161 +67,28 @@ pub fn plan(m: &OsdMap, cmd: &Admin) -> Result<Outcome, MonError> {
                 "status and pg ls are answered from the OSDs' reports, not the map".into(),
             ))
         }
+        // An EC pool's size comes from its profile.
+        Admin::PoolCreate {
+            name,
+            pg_num,
+            size: _,
+            min_size,
+            erasure_profile: Some(prof),
+        } => ec_pool_create(m, name, *pg_num, *min_size, prof)?,
         Admin::PoolCreate {
             name,
             pg_num,
             size,
             min_size,
-            erasure_profile,
-        } => {
-            if let Some(prof) = erasure_profile {
-                // The profile is checked first so a typo gets its own error.
-                let ec = m
-                    .ec_profiles
-                    .get(prof)
-                    .ok_or_else(|| loligo_types::MapError::NoSuchProfile(prof.clone()))?;
-                let n = ec.chunks()?;
-                ec.striper()?;
-                let k = ec.k;
-                // Shards are positions: k + m of them, placed by an
-                // `indep` rule; writes need k + 1 shards by default (as
-                // Ceph: one more than a read needs), never fewer than k.
-                let min_size = min_size.unwrap_or((k + 1).min(n));
-                if min_size < k || min_size > n {
-                    return Err(MonError::Invalid(format!(
-                        "min_size {min_size} must be in {k}..={n} for profile '{prof}' (k={k}, m={})",
-                        n - k
-                    )));
-                }
-                let mut crush = m.crush.clone();
-                let (rule, added) = crush_edit::ensure_erasure_rule(&mut crush)?;
-                let mut p = m.replicated_pool(name, *pg_num, n, min_size);
-                p.kind = PoolKind::Erasure {
-                    profile: prof.clone(),
-                };
-                p.crush_rule = rule;
-                if let Some(old) = m.pool_by_name(name) {
-                    if old.kind == p.kind && old.pg_num == p.pg_num {
-                        return Ok(Answer(
-                            json!({ "message": format!("pool '{name}' already exists") }),
-                        ));
-                    }
-                    return Err(MonError::Invalid(format!(
-                        "pool '{name}' already exists with other settings"
-                    )));
-                }
-                check_pg_budget(m, &p)?;
-                let mut changes = Vec::new();
-                if added {
-                    changes.push(Change::CrushSet(crush));
-                }
-                changes.push(Change::PoolCreate(p));
-                return Ok(Changes(changes));
-            }
-            let mut p = m.replicated_pool(name, *pg_num, *size, 1);
-            p.min_size = min_size.unwrap_or(size - size / 2);
-            // Creating what exists is done already (as Ceph answers it):
-            // a retry after a lost reply must not fail. Other settings
-            // under the same name are a conflict.
-            if let Some(old) = m.pool_by_name(name) {
-                let same = old.kind == p.kind
-                    && old.size == p.size
-                    && old.min_size == p.min_size
-                    && old.pg_num == p.pg_num;
-                if !same {
-                    return Err(MonError::Invalid(format!(
-                        "pool '{name}' already exists with other settings (size {}, min_size {}, pg_num {})",
-                        old.size, old.min_size, old.pg_num
-                    )));
-                }
-                return Ok(Answer(
-                    json!({ "message": format!("pool '{name}' already exists") }),
-                ));
-            }
-            check_pg_budget(m, &p)?;
-            Changes(vec![Change::PoolCreate(p)])
-        }
-        Admin::PoolDelete { name, confirm } => {
-            if confirm != name {
-                return Err(MonError::Invalid(format!(
-                    "deleting pool '{name}' destroys its data: repeat its name to confirm"
-                )));
-            }
-            // Gone already is done (a retry after a lost reply).
-            let Some(p) = m.pool_by_name(name) else {
-                return Ok(Answer(
-                    json!({ "message": format!("pool '{name}' does not exist") }),
-                ));
-            };
-            Changes(vec![Change::PoolDelete { id: p.id }])
-        }
+            erasure_profile: None,
+        } => replicated_pool_create(m, name, *pg_num, *size, *min_size)?,
+        Admin::PoolDelete { name, confirm } => pool_delete(m, name, confirm)?,
         Admin::PoolLs => Answer(json!(m.pools.values().map(|p| &p.name).collect::<Vec<_>>())),
         Admin::PoolGet { name } => Answer(json!(pool(m, name)?)),
-        Admin::PoolSet { name, key, value } => {
-            let mut p = pool(m, name)?.clone();
-            let num = || -> Result<u64, MonError> {
-                value
-                    .parse()
-                    .map_err(|_| MonError::Invalid(format!("{key}: '{value}' is not a number")))
-            };
-            match key.as_str() {
-                "size" => p.size = num()? as u32,
-                "min_size" => p.min_size = num()? as u32,
-                "pgp_num" => p.pgp_num = num()? as u32,
-                "crush_rule" => p.crush_rule = num()? as i32,
-                "object_size_max" => p.object_size_max = num()?,
-                "name" => p.name = value.clone(),
-                "pps_mode" => {
-                    p.pps_mode = serde_json::from_value(json!(value)).map_err(|_| {
-                        MonError::Invalid("pps_mode is rjenkins or bijection".into())
-                    })?
-                }
-                "pg_num" => {
-                    return Err(MonError::Invalid(
-                        "changing pg_num (PG split/merge) is not supported yet".into(),
-                    ))
-                }
-                _ => {
-                    return Err(MonError::Invalid(format!(
-                        "unknown pool setting '{key}' (size, min_size, pgp_num, crush_rule, \
-                         object_size_max, name, pps_mode)"
-                    )))
-                }
-            }
-            check_pg_budget(m, &p)?;
-            Changes(vec![Change::PoolUpdate(p)])
-        }
+        Admin::PoolSet { name, key, value } => pool_set(m, name, key, value)?,
         Admin::OsdTree => Answer(tree(m)),
-        Admin::OsdMapObject { pool: p, name } => {
-            let p = pool(m, p)?;
-            let pg = p.object_pg(name.as_bytes());
-            let pm = m.placer()?.map_pg(pg)?;
-            Answer(json!({
-                "pool": p.name,
-                "object": name,
-                "pgid": pg.to_string(),
-                "up": pm.up,
-                "up_primary": pm.up_primary,
-                "acting": pm.acting,
-                "acting_primary": pm.acting_primary,
-            }))
-        }
-        Admin::OsdDump => Answer(json!({
-            "epoch": m.epoch,
-            "fsid": m.fsid,
-            "mons": m.mons.iter().map(|(id, addr)| json!({
-                "name": format!("mon.{id}"),
-                "addr": addr,
-                "key_serial": m.daemon_serial(&format!("mon.{id}")),
-            })).collect::<Vec<_>>(),
-            "osds": m.osds.values().collect::<Vec<_>>(),
-            "pools": m.pools.values().collect::<Vec<_>>(),
-            "pg_temp": m.pg_temp.iter().map(|(pg, v)| json!({"pg": pg.to_string(), "osds": v})).collect::<Vec<_>>(),
-            "primary_temp": m.primary_temp.iter().map(|(pg, o)| json!({"pg": pg.to_string(), "osd": o})).collect::<Vec<_>>(),
-            "pg_upmap_items": m.pg_upmap_items.iter().map(|(pg, v)| json!({"pg": pg.to_string(), "items": v})).collect::<Vec<_>>(),
-            "pg_write_sets": m.write_sets.iter().map(|(pg, r)| json!({"pg": pg.to_string(), "interval": r.interval, "osds": r.osds})).collect::<Vec<_>>(),
-            "pg_unfound_lost": m.unfound_lost.iter().map(|(pg, e)| json!({"pg": pg.to_string(), "epoch": e})).collect::<Vec<_>>(),
-        })),
+        Admin::OsdMapObject { pool: p, name } => Answer(map_object(m, p, name)?),
+        Admin::OsdDump => Answer(osd_dump(m)),
         Admin::OsdDown { ids } => Changes(ids.iter().map(|&id| Change::OsdDown { id }).collect()),
         Admin::OsdOut { ids } => Changes(ids.iter().map(|&id| Change::OsdOut { id }).collect()),
         Admin::OsdIn { ids } => Changes(ids.iter().map(|&id| Change::OsdIn { id }).collect()),
@@ -299,89 +166,271 @@ pub fn plan(m: &OsdMap, cmd: &Admin) -> Result<Outcome, MonError> {
             .ok_or_else(|| loligo_types::MapError::NoSuchProfile(name.clone()))?)),
         Admin::EcProfileLs => Answer(json!(m.ec_profiles.keys().collect::<Vec<_>>())),
         Admin::EcProfileRm { name } => Changes(vec![Change::EcProfileRm { name: name.clone() }]),
-        Admin::AuthAdd { entity, caps } => {
-            if !is_client(entity) {
-                return Err(MonError::Invalid(format!(
-                    "'{entity}' is not a client entity: users are client.NAME (NAME 1-64 characters of A-Z a-z 0-9 - _ .); daemons' keys come from `loligo auth keyring`"
-                )));
-            }
-            if m.auth.contains_key(entity) || entity == ADMIN {
-                return Err(MonError::Invalid(format!(
-                    "{entity} exists: `auth caps` changes its caps, `auth rotate` its key"
-                )));
-            }
-            let caps = Caps::parse(caps).map_err(MonError::Invalid)?;
-            m.auth_room(entity).map_err(MonError::Invalid)?;
-            Issue {
-                entity: entity.clone(),
-                caps,
-            }
-        }
-        Admin::AuthRotate { entity } => {
-            let mon = loligo_proto::tls::mon_of(entity);
-            if mon.is_some_and(|id| !m.mons.is_empty() && !m.mons.contains_key(&id)) {
-                return Err(MonError::Invalid(format!(
-                    "{entity} is not a monitor of this cluster (`loligo osd dump` shows the monitor map)"
-                )));
-            }
-            let caps = match m.auth.get(entity) {
-                Some(e) => e.caps.clone(),
-                None if entity == ADMIN => Caps::all(),
-                // A daemon's key, recorded or not yet (its first start
-                // would).
-                None if is_daemon(entity) => Caps::default(),
-                None => return Err(MonError::Invalid(format!("no user {entity}"))),
-            };
-            Issue {
-                entity: entity.clone(),
-                caps,
-            }
-        }
+        Admin::AuthAdd { entity, caps } => auth_add(m, entity, caps)?,
+        Admin::AuthRotate { entity } => auth_rotate(m, entity)?,
         Admin::AuthGet { entity } => Answer(json!(info(entity, user(m, entity)?))),
         Admin::AuthLs => Answer(json!(m
             .auth
             .iter()
             .map(|(n, e)| info(n, e))
             .collect::<Vec<_>>())),
-        Admin::AuthRm { entity } => {
-            if entity == ADMIN {
-                return Err(MonError::Invalid(format!(
-                    "{ADMIN} cannot be removed (the cluster's last resort); `auth rotate {ADMIN}` replaces its key"
-                )));
-            }
-            if loligo_proto::tls::mon_of(entity).is_some() {
-                return Err(MonError::Invalid(format!(
-                    "{entity} is a monitor: its recorded key stays (without it any key of {entity} \
-                     would be taken); `auth rotate {entity}` replaces it"
-                )));
-            }
-            user(m, entity)?;
-            Changes(vec![Change::AuthRm {
-                entity: entity.clone(),
-            }])
-        }
-        Admin::AuthCaps { entity, caps } => {
-            if entity == ADMIN {
-                return Err(MonError::Invalid(format!(
-                    "{ADMIN} keeps every right (so the cluster always has an administrator); make another user for fewer"
-                )));
-            }
-            if is_daemon(entity) {
-                return Err(MonError::Invalid(format!(
-                    "{entity} is a daemon: daemons have no caps (they speak only for themselves)"
-                )));
-            }
-            let old = user(m, entity)?;
-            let caps = Caps::parse(caps).map_err(MonError::Invalid)?;
-            Changes(vec![Change::AuthPut {
-                entity: entity.clone(),
-                entry: AuthEntry {
-                    caps,
-                    serial: old.serial.clone(),
-                },
-            }])
-        }
+        Admin::AuthRm { entity } => auth_rm(m, entity)?,
+        Admin::AuthCaps { entity, caps } => auth_caps(m, entity, caps)?,
     })
+}
+
+/// Creating what exists is done already (as Ceph answers it): a retry
+/// after a lost reply must not fail. Other settings under the same name
+/// are a conflict.
+fn exists_already(name: &str) -> Outcome {
+    Outcome::Answer(json!({ "message": format!("pool '{name}' already exists") }))
+}
+
+/// `osd pool create NAME PG_NUM erasure PROFILE`.
+fn ec_pool_create(
+    m: &OsdMap,
+    name: &str,
+    pg_num: u32,
+    min_size: Option<u32>,
+    prof: &str,
+) -> Result<Outcome, MonError> {
+    // The profile is checked first so a typo gets its own error.
+    let ec = m
+        .ec_profiles
+        .get(prof)
+        .ok_or_else(|| loligo_types::MapError::NoSuchProfile(prof.to_string()))?;
+    let n = ec.chunks()?;
+    ec.striper()?;
+    let k = ec.k;
+    // Shards are positions: k + m of them, placed by an `indep` rule;
+    // writes need k + 1 shards by default (as Ceph: one more than a read
+    // needs), never fewer than k.
+    let min_size = min_size.unwrap_or((k + 1).min(n));
+    if min_size < k || min_size > n {
+        return Err(MonError::Invalid(format!(
+            "min_size {min_size} must be in {k}..={n} for profile '{prof}' (k={k}, m={})",
+            n - k
+        )));
+    }
+    let mut crush = m.crush.clone();
+    let (rule, added) = crush_edit::ensure_erasure_rule(&mut crush)?;
+    let mut p = m.replicated_pool(name, pg_num, n, min_size);
+    p.kind = PoolKind::Erasure {
+        profile: prof.to_string(),
+    };
+    p.crush_rule = rule;
+    if let Some(old) = m.pool_by_name(name) {
+        if old.kind == p.kind && old.pg_num == p.pg_num {
+            return Ok(exists_already(name));
+        }
+        return Err(MonError::Invalid(format!(
+            "pool '{name}' already exists with other settings"
+        )));
+    }
+    check_pg_budget(m, &p)?;
+    let mut changes = Vec::new();
+    if added {
+        changes.push(Change::CrushSet(crush));
+    }
+    changes.push(Change::PoolCreate(p));
+    Ok(Outcome::Changes(changes))
+}
+
+/// `osd pool create NAME PG_NUM [SIZE]`.
+fn replicated_pool_create(
+    m: &OsdMap,
+    name: &str,
+    pg_num: u32,
+    size: u32,
+    min_size: Option<u32>,
+) -> Result<Outcome, MonError> {
+    let mut p = m.replicated_pool(name, pg_num, size, 1);
+    p.min_size = min_size.unwrap_or(size - size / 2);
+    if let Some(old) = m.pool_by_name(name) {
+        let same = old.kind == p.kind
+            && old.size == p.size
+            && old.min_size == p.min_size
+            && old.pg_num == p.pg_num;
+        if !same {
+            return Err(MonError::Invalid(format!(
+                "pool '{name}' already exists with other settings (size {}, min_size {}, pg_num {})",
+                old.size, old.min_size, old.pg_num
+            )));
+        }
+        return Ok(exists_already(name));
+    }
+    check_pg_budget(m, &p)?;
+    Ok(Outcome::Changes(vec![Change::PoolCreate(p)]))
+}
+
+/// `osd pool delete NAME NAME`.
+fn pool_delete(m: &OsdMap, name: &str, confirm: &str) -> Result<Outcome, MonError> {
+    if confirm != name {
+        return Err(MonError::Invalid(format!(
+            "deleting pool '{name}' destroys its data: repeat its name to confirm"
+        )));
+    }
+    // Gone already is done (a retry after a lost reply).
+    let Some(p) = m.pool_by_name(name) else {
+        return Ok(Outcome::Answer(
+            json!({ "message": format!("pool '{name}' does not exist") }),
+        ));
+    };
+    Ok(Outcome::Changes(vec![Change::PoolDelete { id: p.id }]))
+}
+
+/// `osd pool set NAME KEY VALUE`.
+fn pool_set(m: &OsdMap, name: &str, key: &str, value: &str) -> Result<Outcome, MonError> {
+    let mut p = pool(m, name)?.clone();
+    let num = || -> Result<u64, MonError> {
+        value
+            .parse()
+            .map_err(|_| MonError::Invalid(format!("{key}: '{value}' is not a number")))
+    };
+    match key {
+        "size" => p.size = num()? as u32,
+        "min_size" => p.min_size = num()? as u32,
+        "pgp_num" => p.pgp_num = num()? as u32,
+        "crush_rule" => p.crush_rule = num()? as i32,
+        "object_size_max" => p.object_size_max = num()?,
+        "name" => p.name = value.to_string(),
+        "pps_mode" => {
+            p.pps_mode = serde_json::from_value(json!(value))
+                .map_err(|_| MonError::Invalid("pps_mode is rjenkins or bijection".into()))?
+        }
+        "pg_num" => {
+            return Err(MonError::Invalid(
+                "changing pg_num (PG split/merge) is not supported yet".into(),
+            ))
+        }
+        _ => {
+            return Err(MonError::Invalid(format!(
+                "unknown pool setting '{key}' (size, min_size, pgp_num, crush_rule, \
+                 object_size_max, name, pps_mode)"
+            )))
+        }
+    }
+    check_pg_budget(m, &p)?;
+    Ok(Outcome::Changes(vec![Change::PoolUpdate(p)]))
+}
+
+/// `osd map POOL OBJECT`: where an object's PG lives.
+fn map_object(m: &OsdMap, pool_name: &str, name: &str) -> Result<Value, MonError> {
+    let p = pool(m, pool_name)?;
+    let pg = p.object_pg(name.as_bytes());
+    let pm = m.placer()?.map_pg(pg)?;
+    Ok(json!({
+        "pool": p.name,
+        "object": name,
+        "pgid": pg.to_string(),
+        "up": pm.up,
+        "up_primary": pm.up_primary,
+        "acting": pm.acting,
+        "acting_primary": pm.acting_primary,
+    }))
+}
+
+/// `osd dump`: the map's epoch, monitors, OSDs, pools and overrides.
+fn osd_dump(m: &OsdMap) -> Value {
+    json!({
+        "epoch": m.epoch,
+        "fsid": m.fsid,
+        "mons": m.mons.iter().map(|(id, addr)| json!({
+            "name": format!("mon.{id}"),
+            "addr": addr,
+            "key_serial": m.daemon_serial(&format!("mon.{id}")),
+        })).collect::<Vec<_>>(),
+        "osds": m.osds.values().collect::<Vec<_>>(),
+        "pools": m.pools.values().collect::<Vec<_>>(),
+        "pg_temp": m.pg_temp.iter().map(|(pg, v)| json!({"pg": pg.to_string(), "osds": v})).collect::<Vec<_>>(),
+        "primary_temp": m.primary_temp.iter().map(|(pg, o)| json!({"pg": pg.to_string(), "osd": o})).collect::<Vec<_>>(),
+        "pg_upmap_items": m.pg_upmap_items.iter().map(|(pg, v)| json!({"pg": pg.to_string(), "items": v})).collect::<Vec<_>>(),
+        "pg_write_sets": m.write_sets.iter().map(|(pg, r)| json!({"pg": pg.to_string(), "interval": r.interval, "osds": r.osds})).collect::<Vec<_>>(),
+        "pg_unfound_lost": m.unfound_lost.iter().map(|(pg, e)| json!({"pg": pg.to_string(), "epoch": e})).collect::<Vec<_>>(),
+    })
+}
+
+/// `auth add client.NAME CAPS...`: a new user, its key made by the service.
+fn auth_add(m: &OsdMap, entity: &str, caps: &[(String, String)]) -> Result<Outcome, MonError> {
+    if !is_client(entity) {
+        return Err(MonError::Invalid(format!(
+            "'{entity}' is not a client entity: users are client.NAME (NAME 1-64 characters of A-Z a-z 0-9 - _ .); daemons' keys come from `loligo auth keyring`"
+        )));
+    }
+    if m.auth.contains_key(entity) || entity == ADMIN {
+        return Err(MonError::Invalid(format!(
+            "{entity} exists: `auth caps` changes its caps, `auth rotate` its key"
+        )));
+    }
+    let caps = Caps::parse(caps).map_err(MonError::Invalid)?;
+    m.auth_room(entity).map_err(MonError::Invalid)?;
+    Ok(Outcome::Issue {
+        entity: entity.to_string(),
+        caps,
+    })
+}
+
+/// `auth rotate ENTITY`: a new key with the same caps.
+fn auth_rotate(m: &OsdMap, entity: &str) -> Result<Outcome, MonError> {
+    let mon = loligo_proto::tls::mon_of(entity);
+    if mon.is_some_and(|id| !m.mons.is_empty() && !m.mons.contains_key(&id)) {
+        return Err(MonError::Invalid(format!(
+            "{entity} is not a monitor of this cluster (`loligo osd dump` shows the monitor map)"
+        )));
+    }
+    let caps = match m.auth.get(entity) {
+        Some(e) => e.caps.clone(),
+        None if entity == ADMIN => Caps::all(),
+        // A daemon's key, recorded or not yet (its first start would).
+        None if is_daemon(entity) => Caps::default(),
+        None => return Err(MonError::Invalid(format!("no user {entity}"))),
+    };
+    Ok(Outcome::Issue {
+        entity: entity.to_string(),
+        caps,
+    })
+}
+
+/// `auth rm ENTITY`.
+fn auth_rm(m: &OsdMap, entity: &str) -> Result<Outcome, MonError> {
+    if entity == ADMIN {
+        return Err(MonError::Invalid(format!(
+            "{ADMIN} cannot be removed (the cluster's last resort); `auth rotate {ADMIN}` replaces its key"
+        )));
+    }
+    if loligo_proto::tls::mon_of(entity).is_some() {
+        return Err(MonError::Invalid(format!(
+            "{entity} is a monitor: its recorded key stays (without it any key of {entity} \
+             would be taken); `auth rotate {entity}` replaces it"
+        )));
+    }
+    user(m, entity)?;
+    Ok(Outcome::Changes(vec![Change::AuthRm {
+        entity: entity.to_string(),
+    }]))
+}
+
+/// `auth caps ENTITY CAPS...`: new caps, the same key.
+fn auth_caps(m: &OsdMap, entity: &str, caps: &[(String, String)]) -> Result<Outcome, MonError> {
+    if entity == ADMIN {
+        return Err(MonError::Invalid(format!(
+            "{ADMIN} keeps every right (so the cluster always has an administrator); make another user for fewer"
+        )));
+    }
+    if is_daemon(entity) {
+        return Err(MonError::Invalid(format!(
+            "{entity} is a daemon: daemons have no caps (they speak only for themselves)"
+        )));
+    }
+    let old = user(m, entity)?;
+    let caps = Caps::parse(caps).map_err(MonError::Invalid)?;
+    Ok(Outcome::Changes(vec![Change::AuthPut {
+        entity: entity.to_string(),
+        entry: AuthEntry {
+            caps,
+            serial: old.serial.clone(),
+        },
+    }]))
 }
 
 /// `osd tree` as JSON rows (Ceph's columns).

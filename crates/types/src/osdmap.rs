@@ -765,43 +765,21 @@ impl OsdMap {
         Ok(())
     }
 
+    /// Apply one change to this map (its epoch already the new one); the
+    /// whole map is checked after all of an incremental's changes.
     fn change(&mut self, c: &Change) -> Result<()> {
-        let e = self.epoch;
         match c {
             Change::OsdBoot {
                 id,
                 addr,
                 host,
                 crush_weight,
-            } => {
-                check_boot(*id, addr, host, *crush_weight)?;
-                let o = self.osds.entry(*id).or_insert(OsdInfo {
-                    id: *id,
-                    addr: String::new(),
-                    up: false,
-                    weight: WEIGHT_IN,
-                    up_from: e,
-                    down_at: 0,
-                    fullness: Fullness::Ok,
-                });
-                o.addr = addr.clone();
-                o.up = true;
-                o.up_from = e;
-                if crush_edit::item_id(&self.crush, &format!("osd.{id}")).is_none()
-                    || !self
-                        .crush
-                        .buckets
-                        .iter()
-                        .any(|b| b.items.iter().any(|it| it.id == *id))
-                {
-                    crush_edit::add_osd(&mut self.crush, *id, host, *crush_weight)?;
-                }
-            }
+            } => self.osd_boot(*id, addr, host, *crush_weight)?,
             Change::OsdDown { id } => {
                 let o = self.osds.get_mut(id).ok_or(MapError::NoSuchOsd(*id))?;
                 if o.up {
                     o.up = false;
-                    o.down_at = e;
+                    o.down_at = self.epoch;
                 }
             }
             Change::OsdOut { id } => {
@@ -831,19 +809,7 @@ impl OsdMap {
                     .ok_or(MapError::NoSuchOsd(*id))?
                     .fullness = *fullness;
             }
-            Change::OsdRemove { id } => {
-                let o = self.osd(*id)?;
-                if o.up {
-                    return Err(MapError::Invalid(format!(
-                        "osd.{id} is up: mark it down (stop it) first"
-                    )));
-                }
-                self.osds.remove(id);
-                let name = format!("osd.{id}");
-                if crush_edit::item_id(&self.crush, &name).is_some() {
-                    crush_edit::remove(&mut self.crush, &name)?;
-                }
-            }
+            Change::OsdRemove { id } => self.osd_remove(*id)?,
             Change::CrushAddOsd { id, host, weight } => {
                 crush_edit::add_osd(&mut self.crush, *id, host, *weight)?
             }
@@ -852,61 +818,9 @@ impl OsdMap {
             }
             Change::CrushRemove { name } => crush_edit::remove(&mut self.crush, name)?,
             Change::CrushSet(m) => self.crush = m.clone(),
-            Change::PoolCreate(p) => {
-                if p.id != self.pool_max + 1 {
-                    return Err(MapError::Invalid(format!(
-                        "new pool id {} is not {}",
-                        p.id,
-                        self.pool_max + 1
-                    )));
-                }
-                if self.pool_by_name(&p.name).is_some() {
-                    return Err(MapError::PoolExists(p.name.clone()));
-                }
-                if self.pools.len() >= POOLS_MAX {
-                    return Err(MapError::Invalid(format!("at most {POOLS_MAX} pools")));
-                }
-                self.pool_max = p.id;
-                let mut p = p.clone();
-                p.created = e;
-                self.pools.insert(p.id, p);
-            }
-            Change::PoolDelete { id } => {
-                self.pools
-                    .remove(id)
-                    .ok_or_else(|| MapError::NoSuchPool(id.to_string()))?;
-                self.pg_temp.retain(|pg, _| pg.pool != *id);
-                self.primary_temp.retain(|pg, _| pg.pool != *id);
-                self.write_sets = std::mem::take(&mut self.write_sets)
-                    .into_iter()
-                    .filter(|(pg, _)| pg.pool != *id)
-                    .collect();
-                self.pg_upmap_items.retain(|pg, _| pg.pool != *id);
-                self.unfound_lost.retain(|pg, _| pg.pool != *id);
-            }
-            Change::PoolUpdate(p) => {
-                let old = self
-                    .pools
-                    .get(&p.id)
-                    .ok_or_else(|| MapError::NoSuchPool(p.id.to_string()))?;
-                if old.kind != p.kind {
-                    return Err(MapError::Invalid("a pool's kind cannot change".into()));
-                }
-                if p.pg_num != old.pg_num {
-                    return Err(MapError::Invalid(
-                        "changing pg_num (PG split/merge) is not supported yet".into(),
-                    ));
-                }
-                if let Some(o) = self.pool_by_name(&p.name) {
-                    if o.id != p.id {
-                        return Err(MapError::PoolExists(p.name.clone()));
-                    }
-                }
-                let created = old.created;
-                let mut p = p.clone();
-                p.created = created;
-                self.pools.insert(p.id, p);
-            }
+            Change::PoolCreate(p) => self.pool_create(p)?,
+            Change::PoolDelete { id } => self.pool_delete(*id)?,
+            Change::PoolUpdate(p) => self.pool_update(p)?,
             Change::EcProfileSet(prof) => {
                 check_name("profile", &prof.name)?;
                 prof.striper()?;
@@ -925,35 +839,7 @@ impl OsdMap {
                     .remove(name)
                     .ok_or_else(|| MapError::NoSuchProfile(name.clone()))?;
             }
-            Change::PgTemp { pg, osds } => {
-                let pool = self.pool_of(*pg)?;
-                if osds.is_empty() {
-                    self.pg_temp.remove(pg);
-                } else if matches!(pool.kind, PoolKind::Erasure { .. }) {
-                    // Positions are shards: one entry per shard, a hole
-                    // (-1 or CRUSH's none) where no OSD serves it.
-                    if osds.len() != pool.size as usize {
-                        return Err(MapError::Invalid(format!(
-                            "pg {pg}: an erasure-coded pg_temp names {} shards, not {}",
-                            osds.len(),
-                            pool.size
-                        )));
-                    }
-                    let osds: Vec<i32> = osds
-                        .iter()
-                        .map(|&o| if o < 0 { ITEM_NONE } else { o })
-                        .collect();
-                    if let Some(o) = osds
-                        .iter()
-                        .find(|&&o| o != ITEM_NONE && !self.osds.contains_key(&o))
-                    {
-                        return Err(MapError::Invalid(format!("osd.{o} does not exist")));
-                    }
-                    self.pg_temp.insert(*pg, osds);
-                } else {
-                    self.pg_temp.insert(*pg, osds.clone());
-                }
-            }
+            Change::PgTemp { pg, osds } => self.set_pg_temp(*pg, osds)?,
             Change::PrimaryTemp { pg, osd } => {
                 self.pool_of(*pg)?;
                 match osd {
@@ -978,49 +864,8 @@ impl OsdMap {
                 self.pool_of(*pg)?;
                 self.unfound_lost.insert(*pg, self.epoch);
             }
-            Change::OsdLost { id } => {
-                if self.osds.get(id).is_some_and(|o| o.up) {
-                    return Err(MapError::Invalid(format!(
-                        "osd.{id} is up: only a down OSD can be declared lost"
-                    )));
-                }
-                self.write_sets = std::mem::take(&mut self.write_sets)
-                    .into_iter()
-                    .filter_map(|(pg, mut record)| {
-                        record.osds.retain(|o| o != id);
-                        (!record.osds.is_empty()).then_some((pg, record))
-                    })
-                    .collect();
-            }
-            Change::RecordWriteSet { pg, record } => {
-                self.pool_of(*pg)?;
-                if record.osds.is_empty() {
-                    return Err(MapError::Invalid(format!("pg {pg}: empty write set")));
-                }
-                let osd_ok = |&o: &i32| (0..OSDS_MAX).contains(&o) || o == ITEM_NONE;
-                if record.osds.len() > MAX_NUM_REP || !record.osds.iter().all(osd_ok) {
-                    return Err(MapError::Invalid(format!(
-                        "write set of {pg}: {:?}",
-                        record.osds
-                    )));
-                }
-                if let Some(o) = self.late_member(record) {
-                    return Err(MapError::Invalid(format!(
-                        "pg {pg}: the write set of interval {} names osd.{o}, which went down \
-                         since",
-                        record.interval
-                    )));
-                }
-                if let Some(old) = self.write_sets.get(pg) {
-                    if old.interval > record.interval {
-                        return Err(MapError::Invalid(format!(
-                            "pg {pg}: write set of interval {} is older than the recorded {}",
-                            record.interval, old.interval
-                        )));
-                    }
-                }
-                self.write_sets.insert(*pg, record.clone());
-            }
+            Change::OsdLost { id } => self.osd_lost(*id)?,
+            Change::RecordWriteSet { pg, record } => self.record_write_set(*pg, record)?,
             Change::AuthPut { entity, entry } => {
                 entry.validate(entity).map_err(MapError::Invalid)?;
                 if !self.auth.contains_key(entity) {
@@ -1038,6 +883,197 @@ impl OsdMap {
                 self.mons = mons.clone();
             }
         }
+        Ok(())
+    }
+
+    /// An OSD up at its address; placed in CRUSH (host, weight) only if
+    /// CRUSH lacks it: later boots change neither.
+    fn osd_boot(&mut self, id: i32, addr: &str, host: &str, crush_weight: u32) -> Result<()> {
+        let e = self.epoch;
+        check_boot(id, addr, host, crush_weight)?;
+        let o = self.osds.entry(id).or_insert(OsdInfo {
+            id,
+            addr: String::new(),
+            up: false,
+            weight: WEIGHT_IN,
+            up_from: e,
+            down_at: 0,
+            fullness: Fullness::Ok,
+        });
+        o.addr = addr.to_string();
+        o.up = true;
+        o.up_from = e;
+        if crush_edit::item_id(&self.crush, &format!("osd.{id}")).is_none()
+            || !self
+                .crush
+                .buckets
+                .iter()
+                .any(|b| b.items.iter().any(|it| it.id == id))
+        {
+            crush_edit::add_osd(&mut self.crush, id, host, crush_weight)?;
+        }
+        Ok(())
+    }
+
+    /// A down OSD leaves the map and CRUSH.
+    fn osd_remove(&mut self, id: i32) -> Result<()> {
+        let o = self.osd(id)?;
+        if o.up {
+            return Err(MapError::Invalid(format!(
+                "osd.{id} is up: mark it down (stop it) first"
+            )));
+        }
+        self.osds.remove(&id);
+        let name = format!("osd.{id}");
+        if crush_edit::item_id(&self.crush, &name).is_some() {
+            crush_edit::remove(&mut self.crush, &name)?;
+        }
+        Ok(())
+    }
+
+    /// A new pool, with the next pool id.
+    fn pool_create(&mut self, p: &Pool) -> Result<()> {
+        if p.id != self.pool_max + 1 {
+            return Err(MapError::Invalid(format!(
+                "new pool id {} is not {}",
+                p.id,
+                self.pool_max + 1
+            )));
+        }
+        if self.pool_by_name(&p.name).is_some() {
+            return Err(MapError::PoolExists(p.name.clone()));
+        }
+        if self.pools.len() >= POOLS_MAX {
+            return Err(MapError::Invalid(format!("at most {POOLS_MAX} pools")));
+        }
+        self.pool_max = p.id;
+        let mut p = p.clone();
+        p.created = self.epoch;
+        self.pools.insert(p.id, p);
+        Ok(())
+    }
+
+    /// A pool goes, with every override and record of its PGs.
+    fn pool_delete(&mut self, id: u64) -> Result<()> {
+        self.pools
+            .remove(&id)
+            .ok_or_else(|| MapError::NoSuchPool(id.to_string()))?;
+        self.pg_temp.retain(|pg, _| pg.pool != id);
+        self.primary_temp.retain(|pg, _| pg.pool != id);
+        self.write_sets = std::mem::take(&mut self.write_sets)
+            .into_iter()
+            .filter(|(pg, _)| pg.pool != id)
+            .collect();
+        self.pg_upmap_items.retain(|pg, _| pg.pool != id);
+        self.unfound_lost.retain(|pg, _| pg.pool != id);
+        Ok(())
+    }
+
+    /// A pool's settings change (not its kind nor its pg_num).
+    fn pool_update(&mut self, p: &Pool) -> Result<()> {
+        let old = self
+            .pools
+            .get(&p.id)
+            .ok_or_else(|| MapError::NoSuchPool(p.id.to_string()))?;
+        if old.kind != p.kind {
+            return Err(MapError::Invalid("a pool's kind cannot change".into()));
+        }
+        if p.pg_num != old.pg_num {
+            return Err(MapError::Invalid(
+                "changing pg_num (PG split/merge) is not supported yet".into(),
+            ));
+        }
+        if let Some(o) = self.pool_by_name(&p.name) {
+            if o.id != p.id {
+                return Err(MapError::PoolExists(p.name.clone()));
+            }
+        }
+        let created = old.created;
+        let mut p = p.clone();
+        p.created = created;
+        self.pools.insert(p.id, p);
+        Ok(())
+    }
+
+    /// A PG's pg_temp set (empty: cleared).
+    fn set_pg_temp(&mut self, pg: PgId, osds: &[i32]) -> Result<()> {
+        let pool = self.pool_of(pg)?;
+        if osds.is_empty() {
+            self.pg_temp.remove(&pg);
+        } else if matches!(pool.kind, PoolKind::Erasure { .. }) {
+            // Positions are shards: one entry per shard, a hole
+            // (-1 or CRUSH's none) where no OSD serves it.
+            if osds.len() != pool.size as usize {
+                return Err(MapError::Invalid(format!(
+                    "pg {pg}: an erasure-coded pg_temp names {} shards, not {}",
+                    osds.len(),
+                    pool.size
+                )));
+            }
+            let osds: Vec<i32> = osds
+                .iter()
+                .map(|&o| if o < 0 { ITEM_NONE } else { o })
+                .collect();
+            if let Some(o) = osds
+                .iter()
+                .find(|&&o| o != ITEM_NONE && !self.osds.contains_key(&o))
+            {
+                return Err(MapError::Invalid(format!("osd.{o} does not exist")));
+            }
+            self.pg_temp.insert(pg, osds);
+        } else {
+            self.pg_temp.insert(pg, osds.to_vec());
+        }
+        Ok(())
+    }
+
+    /// A down OSD declared lost: it leaves every write-set record.
+    fn osd_lost(&mut self, id: i32) -> Result<()> {
+        if self.osds.get(&id).is_some_and(|o| o.up) {
+            return Err(MapError::Invalid(format!(
+                "osd.{id} is up: only a down OSD can be declared lost"
+            )));
+        }
+        self.write_sets = std::mem::take(&mut self.write_sets)
+            .into_iter()
+            .filter_map(|(pg, mut record)| {
+                record.osds.retain(|&o| o != id);
+                (!record.osds.is_empty()).then_some((pg, record))
+            })
+            .collect();
+        Ok(())
+    }
+
+    /// A PG's write-set record: never older than the recorded one, never
+    /// naming an OSD that went down since its interval.
+    fn record_write_set(&mut self, pg: PgId, record: &WriteSetRecord) -> Result<()> {
+        self.pool_of(pg)?;
+        if record.osds.is_empty() {
+            return Err(MapError::Invalid(format!("pg {pg}: empty write set")));
+        }
+        let osd_ok = |&o: &i32| (0..OSDS_MAX).contains(&o) || o == ITEM_NONE;
+        if record.osds.len() > MAX_NUM_REP || !record.osds.iter().all(osd_ok) {
+            return Err(MapError::Invalid(format!(
+                "write set of {pg}: {:?}",
+                record.osds
+            )));
+        }
+        if let Some(o) = self.late_member(record) {
+            return Err(MapError::Invalid(format!(
+                "pg {pg}: the write set of interval {} names osd.{o}, which went down \
+                 since",
+                record.interval
+            )));
+        }
+        if let Some(old) = self.write_sets.get(&pg) {
+            if old.interval > record.interval {
+                return Err(MapError::Invalid(format!(
+                    "pg {pg}: write set of interval {} is older than the recorded {}",
+                    record.interval, old.interval
+                )));
+            }
+        }
+        self.write_sets.insert(pg, record.clone());
         Ok(())
     }
 
