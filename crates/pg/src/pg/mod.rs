@@ -1692,6 +1692,20 @@ impl Pg {
     /// Into `t`: log entry `e`, the removal of the entry `log_entries_max`
     /// behind it, and `info` (whose head is `e`'s).
     fn log_into(&self, t: &mut Transaction, e: &LogEntry, info: &PgInfo) {
+        // The log's order: an entry is newer than the one before it, and
+        // the info written with it names it as the head.
+        debug_assert!(
+            e.prev.is_none_or(|p| p.v < e.version.v),
+            "pg {}: log entry {:?} after {:?}",
+            self.id,
+            e.version,
+            e.prev
+        );
+        debug_assert_eq!(
+            info.last_update, e.version,
+            "pg {}: head is not the new entry",
+            self.id
+        );
         let v = e.version.v;
         t.set_record(self.coll, &log_key(v), record::encode_log(e));
         if v > self.log_entries_max {
