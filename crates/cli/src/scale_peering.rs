@@ -364,7 +364,7 @@ impl Sim {
                 if !osd.pgs.contains_key(&pg) && !mine {
                     continue;
                 }
-                inputs.push((pg, map_input(&map, pool, pg, &pm, None, now_ms)));
+                inputs.push((pg, map_input(&map, pool, pg, &pm, None, 0, now_ms)));
             }
             self.osd(o)?.epoch = e;
             let shell = elapsed_ns(t);

@@ -220,6 +220,9 @@ pub struct OsdShared {
     self_full: AtomicBool,
     /// When it last looked (ms since start; `u64::MAX`: never).
     full_checked_ms: AtomicU64,
+    /// The first epoch from which this OSD has seen every map
+    /// ([`seen_since`]).
+    seen_since: AtomicU64,
     /// Erasure-coded pools' striping, built once per profile (and again
     /// if the profile named changes).
     stripers: Mutex<HashMap<String, (EcProfile, Arc<Striper>)>>,
@@ -265,8 +268,9 @@ impl OsdShared {
         pm: &PgMapping,
         now_ms: u64,
     ) -> Option<Input> {
+        let since = self.seen_since.load(Ordering::Relaxed);
         match self.striper(map, pool) {
-            Ok(st) => Some(map_input(map, pool, pg, pm, st, now_ms)),
+            Ok(st) => Some(map_input(map, pool, pg, pm, st, since, now_ms)),
             Err(e) => {
                 tracing::error!("pg {pg} not served: {e}");
                 None
@@ -613,6 +617,7 @@ pub async fn start(
         full: Mutex::new(BTreeSet::new()),
         self_full: AtomicBool::new(false),
         full_checked_ms: AtomicU64::new(u64::MAX),
+        seen_since: AtomicU64::new(0),
         stripers: Mutex::new(HashMap::new()),
     });
     let mut tasks = Vec::new();
@@ -675,6 +680,7 @@ pub fn map_input(
     pg: PgId,
     pm: &PgMapping,
     striper: Option<Arc<Striper>>,
+    seen_since: Epoch,
     now_ms: u64,
 ) -> Input {
     let record = map.write_sets.get(&pg).cloned();
@@ -687,12 +693,17 @@ pub fn map_input(
         epoch: map.epoch,
         up: pm.up.clone(),
         acting: pm.acting.clone(),
+        // The epoch this acting set has held from without a break, as far
+        // as this OSD can tell: its members' restarts, and the first
+        // epoch of the maps it has seen without a gap (an A -> B -> A
+        // change in epochs it never saw must end the interval too).
         acting_up_from: pm
             .acting
             .iter()
             .filter_map(|o| map.osds.get(o).map(|i| i.up_from))
             .max()
-            .unwrap_or(0),
+            .unwrap_or(0)
+            .max(seen_since),
         primary: pm.acting_primary,
         pool: pool.clone(),
         record,
@@ -712,6 +723,20 @@ pub fn map_input(
         primary_temp: map.primary_temp.get(&pg).copied(),
         unfound_lost: map.unfound_lost.get(&pg).copied().unwrap_or(0),
         now_ms,
+    }
+}
+
+/// The first epoch from which an OSD has seen every map, after a map of
+/// epoch `new` when it held mappings of epoch `carried` and had seen every
+/// map from `since`. A map that jumps past the next epoch (the monitors
+/// had trimmed those between, or the OSD starts) leaves unknown what
+/// changed in between: a PG's acting set may have gone A -> B -> A, so
+/// every interval is taken to start at `new`. (Ceph computes past
+/// intervals from every epoch; an OSD that lacks some cannot.)
+pub fn seen_since(carried: Option<Epoch>, since: Epoch, new: Epoch) -> Epoch {
+    match carried {
+        Some(c) if new <= c + 1 => since,
+        _ => new,
     }
 }
 
@@ -793,11 +818,15 @@ fn on_map(s: &Arc<OsdShared>, m: &OsdMap) {
             .collect()
     };
     let mut mappings = lock(&s.mappings);
+    let carried = mappings.as_ref().map(PgMappings::epoch);
+    let since = seen_since(carried, s.seen_since.load(Ordering::Relaxed), map.epoch);
+    s.seen_since.store(since, Ordering::Relaxed);
     // The PGs whose mapping may have changed: what the carried mappings
     // say (an OSD marked down moves only the PGs that name it), or, when
-    // CRUSH's inputs changed, every PG that could be this OSD's.
+    // CRUSH's inputs changed or maps were skipped, every PG that could be
+    // this OSD's.
     let changed = match mappings.as_mut() {
-        Some(c) if c.epoch() < map.epoch => c.advance(&map),
+        Some(c) if c.epoch() < map.epoch && since < map.epoch => c.advance(&map),
         _ => PgMappings::new(&map).map(|c| {
             *mappings = Some(c);
             Changed::All
@@ -837,7 +866,51 @@ fn on_map(s: &Arc<OsdShared>, m: &OsdMap) {
 
 #[cfg(test)]
 mod tests {
-    use super::device_wait;
+    use super::{device_wait, seen_since};
+
+    #[test]
+    fn skipped_epochs_end_every_interval() {
+        // The first map: the history starts there.
+        assert_eq!(seen_since(None, 0, 7), 7);
+        // Every next epoch (or the same again): it goes on.
+        assert_eq!(seen_since(Some(7), 7, 8), 7);
+        assert_eq!(seen_since(Some(8), 7, 8), 7);
+        // A jump (epochs 9 and 10 never seen): it starts again, so a
+        // PG whose set went A -> B -> A in between peers anew.
+        assert_eq!(seen_since(Some(8), 7, 11), 11);
+        // An input built then carries the new floor.
+        let mut m = loligo_types::OsdMap::new("f", "osd").unwrap();
+        let boot = |id| loligo_types::Change::OsdBoot {
+            id,
+            addr: format!("127.0.0.1:{}", 6800 + id),
+            host: format!("h{id}"),
+            crush_weight: 0x10000,
+        };
+        let pool = m.replicated_pool("p", 8, 3, 2);
+        m.apply(&loligo_types::Incremental {
+            epoch: 2,
+            changes: (0..3)
+                .map(boot)
+                .chain([loligo_types::Change::PoolCreate(pool)])
+                .collect(),
+        })
+        .unwrap();
+        let pool = m.pool_by_name("p").unwrap().clone();
+        let pg = loligo_types::PgId {
+            pool: pool.id,
+            ps: 0,
+        };
+        let pm = m.placer().unwrap().map_pg(pg).unwrap();
+        let up_from = |input| match input {
+            crate::pg::Input::Map { acting_up_from, .. } => acting_up_from,
+            _ => unreachable!(),
+        };
+        assert_eq!(up_from(super::map_input(&m, &pool, pg, &pm, None, 0, 0)), 2);
+        assert_eq!(
+            up_from(super::map_input(&m, &pool, pg, &pm, None, 11, 0)),
+            11
+        );
+    }
 
     fn read_with_hook() -> bool {
         let mut ran = false;
