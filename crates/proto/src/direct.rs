@@ -504,6 +504,14 @@ pub trait Handler: Send + Sync + 'static {
         msg: Message,
         peer: Arc<crate::net::Peer>,
     ) -> Pin<Box<dyn Future<Output = Option<Message>> + Send + 'static>>;
+
+    /// Whether `peer`'s connection closes once the reply to its call is
+    /// sent: an OSD closes the connections of a key the map no longer
+    /// takes (rotated or revoked), so its open connections end too. The
+    /// peer's other calls on it fail; it may dial again (and be refused).
+    fn close_after(&self, _peer: &crate::net::Peer) -> bool {
+        false
+    }
 }
 
 /// Serve direct calls on `stream`, whose [`MAGIC`] has been read, from
@@ -594,12 +602,21 @@ where
         let tx = tx.clone();
         let peer = peer.clone();
         tokio::spawn(async move {
-            let reply = h.call(f.call, f.msg, peer).await.map(|msg| Frame {
-                id: f.id,
-                call: f.call,
-                msg,
-            });
+            let reply = h
+                .clone()
+                .call(f.call, f.msg, peer.clone())
+                .await
+                .map(|msg| Frame {
+                    id: f.id,
+                    call: f.call,
+                    msg,
+                });
+            let close = reply.is_some() && h.close_after(&peer);
             let _ = tx.send(reply).await;
+            if close {
+                // The reply goes out, then the connection closes.
+                let _ = tx.send(None).await;
+            }
             drop(turn);
             drop(bytes);
         });
@@ -1404,6 +1421,80 @@ mod tests {
     /// timeout, and the next call dials a new connection. First the
     /// server's sending side runs out (large replies to small calls),
     /// then the client's (large calls, small replies).
+    /// Echoes calls; once `revoked`, asks for each connection to close
+    /// after its reply.
+    struct Revocable(Arc<AtomicBool>);
+
+    impl Handler for Revocable {
+        fn call(
+            self: Arc<Self>,
+            _call: Call,
+            msg: Message,
+            _peer: Arc<crate::net::Peer>,
+        ) -> Pin<Box<dyn Future<Output = Option<Message>> + Send + 'static>> {
+            Box::pin(async move { Some(msg) })
+        }
+
+        fn close_after(&self, _peer: &crate::net::Peer) -> bool {
+            self.0.load(Ordering::SeqCst)
+        }
+    }
+
+    #[tokio::test]
+    async fn a_revoked_callers_connection_closes_after_its_reply() {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        let revoked = Arc::new(AtomicBool::new(false));
+        let accepted = Arc::new(AtomicU64::new(0));
+        let (h, n) = (Arc::new(Revocable(revoked.clone())), accepted.clone());
+        tokio::spawn(async move {
+            while let Ok((s, _)) = l.accept().await {
+                n.fetch_add(1, Ordering::SeqCst);
+                let h = h.clone();
+                tokio::spawn(async move {
+                    if let Ok(Route::Direct(s)) = sniff(s).await {
+                        let peer = crate::net::Peer {
+                            addr: None,
+                            entity: None,
+                            serial: None,
+                        };
+                        serve(h, s, peer).await;
+                    }
+                });
+            }
+        });
+        let c = Conns::new(Duration::from_secs(2));
+        let osd1 = Expect::osd(1);
+        let call = |b: u8| {
+            let msg = Message {
+                body: Bytes::from(vec![b]),
+                bulk: vec![],
+            };
+            c.call(&osd1, &addr, Call::Op, msg, Duration::from_secs(5))
+        };
+        // Valid: calls share one connection.
+        assert_eq!(call(1).await.unwrap().body[..], [1]);
+        assert_eq!(call(2).await.unwrap().body[..], [2]);
+        assert_eq!(accepted.load(Ordering::SeqCst), 1);
+        // Revoked: the reply still comes, then the connection closes, so
+        // the next call dials again (and is closed after it in turn).
+        revoked.store(true, Ordering::SeqCst);
+        assert_eq!(call(3).await.unwrap().body[..], [3]);
+        let mut answered = false;
+        for _ in 0..20 {
+            if let Ok(m) = call(4).await {
+                assert_eq!(m.body[..], [4]);
+                answered = true;
+                break;
+            }
+        }
+        assert!(answered, "a call after the close dials again");
+        assert!(
+            accepted.load(Ordering::SeqCst) >= 2,
+            "the closed connection was not reused"
+        );
+    }
+
     #[tokio::test]
     async fn a_connection_out_of_records_closes_and_the_next_call_dials_again() {
         use crate::net::Security;

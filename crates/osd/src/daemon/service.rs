@@ -638,6 +638,18 @@ impl Osd for Service {
 }
 
 impl direct::Handler for Service {
+    /// A key the map records another serial for (rotated, or an OSD's
+    /// revoked mark) loses its open connections: each closes after the
+    /// reply (a refusal) to its next call.
+    fn close_after(&self, peer: &loligo_proto::net::Peer) -> bool {
+        let Some((entity, serial)) = peer.identity() else {
+            return false;
+        };
+        self.0
+            .map()
+            .is_some_and(|m| m.auth.get(entity).is_some_and(|e| e.serial != serial))
+    }
+
     fn call(
         self: Arc<Self>,
         call: direct::Call,
