@@ -8,11 +8,19 @@
 //! sender once the stream's window is full: a connection's unread bytes
 //! are bounded by its window, however large the message it announces.
 //!
+//! A unary call carries one message: data past it is refused, and so is
+//! a message longer than [`MESSAGE_BYTES_MAX`], from its header. Calls
+//! waiting for budget keep their unread bytes in the connection's HTTP/2
+//! window, so a server using this must admit no more streams per
+//! connection than its connection window holds stream windows
+//! ([`STREAMS_PER_CONNECTION`]): else waiting calls could fill the window
+//! that the calls holding budget need to finish.
+//!
 //! This module must never read a body past its first frames before the
 //! budget is taken, and never hold a call's bytes after it is answered.
 
 use crate::direct::{Call, Held, ServerBudget};
-use crate::net::Peer;
+use crate::net::{Peer, MESSAGE_BYTES_MAX};
 use bytes::{Buf, Bytes};
 use http_body::{Body, Frame, SizeHint};
 use std::collections::VecDeque;
@@ -21,6 +29,10 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use tonic::codegen::{http, Service, StdError};
+
+/// Most concurrent streams a server of [`Budgeted`] calls admits per
+/// connection: as many stream windows as its connection window holds.
+pub const STREAMS_PER_CONNECTION: u32 = crate::net::CONNECTION_WINDOW / crate::net::STREAM_WINDOW;
 
 /// The length of a gRPC message's header: a compression flag and the
 /// message's length (big-endian `u32`).
@@ -121,6 +133,10 @@ pub struct CountedBody<B> {
     queued: VecDeque<Frame<Bytes>>,
     /// Where the taken bytes wait until the call is answered.
     held: Arc<Mutex<Option<Held>>>,
+    /// Bytes of data the budget paid for (the one message of a unary
+    /// call, header included), once known, and the bytes read so far.
+    paid: Option<u64>,
+    read: u64,
 }
 
 impl<B> CountedBody<B> {
@@ -138,6 +154,8 @@ impl<B> CountedBody<B> {
             stage,
             queued: VecDeque::new(),
             held,
+            paid: None,
+            read: 0,
         }
     }
 }
@@ -169,9 +187,21 @@ where
                     if let Some(f) = this.queued.pop_front() {
                         return Poll::Ready(Some(Ok(f)));
                     }
-                    return Pin::new(&mut this.inner)
-                        .poll_frame(cx)
-                        .map(|f| f.map(|r| r.map_err(Into::into)));
+                    let frame = match Pin::new(&mut this.inner).poll_frame(cx) {
+                        Poll::Ready(Some(Ok(f))) => f,
+                        other => return other.map(|f| f.map(|r| r.map_err(Into::into))),
+                    };
+                    // A unary call carries one message: bytes past the one
+                    // the budget paid for are refused, not read unpaid.
+                    if let (Some(paid), Some(d)) = (this.paid, frame.data_ref()) {
+                        this.read += d.len() as u64;
+                        if this.read > paid {
+                            return Poll::Ready(Some(Err(refused(
+                                "a call sent more than the one message it announced",
+                            ))));
+                        }
+                    }
+                    return Poll::Ready(Some(Ok(frame)));
                 }
                 Stage::Taking(taking) => match taking.as_mut().poll(cx) {
                     Poll::Pending => return Poll::Pending,
@@ -202,6 +232,7 @@ where
                         this.stage = Stage::Open;
                         continue;
                     };
+                    this.read += data.len() as u64;
                     let mut d = data.clone();
                     while *len < GRPC_HEADER && d.has_remaining() {
                         seen[*len] = d.get_u8();
@@ -224,6 +255,24 @@ where
                         return Poll::Ready(Some(Err(refused("a client sent an OSD message"))));
                     }
                     let message = u32::from_be_bytes([seen[1], seen[2], seen[3], seen[4]]);
+                    // Larger than any call may be: refused from its
+                    // header, before it waits for (all of) the budget.
+                    if message as usize > MESSAGE_BYTES_MAX {
+                        this.stage = Stage::Open;
+                        this.queued.clear();
+                        return Poll::Ready(Some(Err(refused(&format!(
+                            "a message of {message} bytes, over the {MESSAGE_BYTES_MAX} a call may carry"
+                        )))));
+                    }
+                    let whole = (GRPC_HEADER + message as usize) as u64;
+                    if this.read > whole {
+                        this.stage = Stage::Open;
+                        this.queued.clear();
+                        return Poll::Ready(Some(Err(refused(
+                            "a call sent more than the one message it announced",
+                        ))));
+                    }
+                    this.paid = Some(whole);
                     let kib = (GRPC_HEADER + message as usize).div_ceil(1024);
                     let (budget, call, entity) = (ask.budget.clone(), ask.call, ask.entity.clone());
                     this.stage = Stage::Taking(Box::pin(async move {
@@ -354,6 +403,68 @@ mod tests {
         // holds them.
         let (most, _) = eight_ops(None).await;
         assert_eq!(most, 8);
+    }
+
+    /// A body of the given data frames.
+    struct Frames(VecDeque<Bytes>);
+
+    impl Body for Frames {
+        type Data = Bytes;
+        type Error = std::convert::Infallible;
+
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+            Poll::Ready(self.0.pop_front().map(|b| Ok(Frame::data(b))))
+        }
+    }
+
+    fn grpc_header(len: u32) -> Vec<u8> {
+        let mut v = vec![0];
+        v.extend(len.to_be_bytes());
+        v
+    }
+
+    /// Every frame of `frames` read through a counted body drawing on a
+    /// 1 MiB budget: the bytes handed on, or the refusal.
+    async fn read_all(frames: Vec<Vec<u8>>) -> Result<usize, String> {
+        let ask = Ask {
+            budget: ServerBudget::new(1 << 20, 1 << 20),
+            call: Call::Op,
+            entity: None,
+        };
+        let held = Arc::new(Mutex::new(None));
+        let frames = Frames(frames.into_iter().map(Bytes::from).collect());
+        let mut body = CountedBody::new(frames, Some(ask), held);
+        let mut n = 0;
+        while let Some(f) = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await {
+            match f {
+                Ok(f) => n += f.data_ref().map_or(0, Bytes::len),
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+        Ok(n)
+    }
+
+    #[tokio::test]
+    async fn a_call_carries_one_message_of_at_most_the_message_limit() {
+        // One message, its header split over two frames: all of it.
+        let mut h = grpc_header(10);
+        let rest = h.split_off(3);
+        let msg = [rest, vec![7; 10]].concat();
+        assert_eq!(read_all(vec![h, msg]).await, Ok(15));
+        // A second message after the one announced: refused, in a later
+        // frame or in the same one.
+        let two = [grpc_header(0), grpc_header(1 << 20), vec![0; 64]];
+        let e = read_all(two.to_vec()).await.unwrap_err();
+        assert!(e.contains("more than the one message"), "{e}");
+        let e = read_all(vec![two.concat()]).await.unwrap_err();
+        assert!(e.contains("more than the one message"), "{e}");
+        // A header announcing more than any call may carry: refused from
+        // the header (it would otherwise wait for the whole budget).
+        let e = read_all(vec![grpc_header(u32::MAX)]).await.unwrap_err();
+        assert!(e.contains("over the"), "{e}");
     }
 
     #[test]

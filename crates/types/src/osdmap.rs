@@ -45,7 +45,8 @@ pub const BOOT_WEIGHT_MAX: u32 = 1024 << 16;
 /// [`NAME_LEN_MAX`] bytes, no whitespace, not the OSD's own name) and a
 /// weight at most [`BOOT_WEIGHT_MAX`]. The monitors check each boot alone
 /// before boots are gathered into one epoch, so one malformed boot never
-/// fails the others'.
+/// fails the others'. (Applying a boot checks only its id and address, as
+/// it always has: a boot already in a Raft log replays unchanged.)
 pub fn check_boot(id: i32, addr: &str, host: &str, crush_weight: u32) -> Result<()> {
     if !(0..OSDS_MAX).contains(&id) {
         return Err(MapError::Invalid(format!("osd id {id} out of range")));
@@ -890,7 +891,15 @@ impl OsdMap {
     /// CRUSH lacks it: later boots change neither.
     fn osd_boot(&mut self, id: i32, addr: &str, host: &str, crush_weight: u32) -> Result<()> {
         let e = self.epoch;
-        check_boot(id, addr, host, crush_weight)?;
+        // Only what the map has always refused: a boot already in a
+        // monitor's log must replay as it first applied (`check_boot`'s
+        // newer bounds are the monitor's, before a boot is proposed).
+        if !(0..OSDS_MAX).contains(&id) {
+            return Err(MapError::Invalid(format!("osd id {id} out of range")));
+        }
+        if addr.is_empty() || addr.len() > 256 {
+            return Err(MapError::Invalid(format!("bad address '{addr}'")));
+        }
         let o = self.osds.entry(id).or_insert(OsdInfo {
             id,
             addr: String::new(),

@@ -440,6 +440,7 @@ async fn serve(
     let grpc = tokio::spawn(async move {
         let incoming = tokio_stream::wrappers::ReceiverStream::new(grpc_rx);
         if let Err(e) = loligo_proto::net::server()
+            .max_concurrent_streams(Some(loligo_proto::grpc_budget::STREAMS_PER_CONNECTION))
             .add_service(svc)
             .serve_with_incoming_shutdown(incoming, async {
                 let _ = stop_rx.await;
@@ -782,6 +783,11 @@ fn on_map(s: &Arc<OsdShared>, m: &OsdMap) {
     if m.osds.get(&me).is_some_and(|o| !o.up) {
         monitor::reboot_if_marked_down(s, m.epoch);
     }
+    // Whether maps were skipped, settled before the map is published: a
+    // PG started from the new map must see the new floor with it.
+    let carried = lock(&s.mappings).as_ref().map(PgMappings::epoch);
+    let since = seen_since(carried, s.seen_since.load(Ordering::Relaxed), m.epoch);
+    s.seen_since.store(since, Ordering::Relaxed);
     let map = Arc::new(m.clone());
     {
         let mut held = s.map.write().unwrap_or_else(|p| p.into_inner());
@@ -818,9 +824,6 @@ fn on_map(s: &Arc<OsdShared>, m: &OsdMap) {
             .collect()
     };
     let mut mappings = lock(&s.mappings);
-    let carried = mappings.as_ref().map(PgMappings::epoch);
-    let since = seen_since(carried, s.seen_since.load(Ordering::Relaxed), map.epoch);
-    s.seen_since.store(since, Ordering::Relaxed);
     // The PGs whose mapping may have changed: what the carried mappings
     // say (an OSD marked down moves only the PGs that name it), or, when
     // CRUSH's inputs changed or maps were skipped, every PG that could be

@@ -44,11 +44,12 @@ fn within(m: &BTreeMap<u64, u64>, off: u64, len: u64) -> bool {
 }
 
 /// Insert `[off, off + len)` into a coalesced map; reports the start
-/// offsets whose entries changed.
+/// offsets whose entries changed. The range must overlap no entry.
 fn insert(m: &mut BTreeMap<u64, u64>, mut off: u64, mut len: u64, touched: &mut dyn FnMut(u64)) {
-    // Space freed twice would be handed out twice: two objects' data on
-    // the same blocks.
-    debug_assert!(disjoint(m, off, len), "freeing [{off}, +{len}) twice");
+    debug_assert!(
+        disjoint(m, off, len),
+        "inserting [{off}, +{len}) over free space"
+    );
     touched(off);
     if let Some((&p, &pl)) = m.range(..off).next_back() {
         if p + pl == off {
@@ -92,12 +93,13 @@ impl Allocator {
     pub fn load(extents: impl IntoIterator<Item = (u64, u64)>) -> Allocator {
         let mut a = Allocator::default();
         for (off, len) in extents {
-            // Keys that overlap (a damaged table) are left out: that
-            // space is leaked, never handed out twice.
+            // Keys that overlap (a damaged table) are left out, and
+            // deleted at the first persist: that space is leaked, never
+            // handed out twice.
+            a.touched.insert(off);
             if len == 0 || off.checked_add(len).is_none() || !disjoint(&a.persisted, off, len) {
                 continue;
             }
-            a.touched.insert(off);
             a.free(off, len);
             a.make_available(off, len);
         }
@@ -172,26 +174,30 @@ impl Allocator {
     }
 
     /// Space no longer referenced: free in the persisted map now, not yet
-    /// available (see [`Allocator::make_available`]).
-    pub fn free(&mut self, off: u64, len: u64) {
+    /// available (see [`Allocator::make_available`]). Space already free
+    /// (a damaged record naming blocks twice) is left as it is, never
+    /// listed twice: `false` then.
+    pub fn free(&mut self, off: u64, len: u64) -> bool {
         if len == 0 {
-            return;
+            return true;
+        }
+        if off.checked_add(len).is_none() || !disjoint(&self.persisted, off, len) {
+            return false;
         }
         let t = &mut self.touched;
         insert(&mut self.persisted, off, len, &mut |o| {
             t.insert(o);
         });
+        true
     }
 
-    /// Freed space that is now safe to hand out.
+    /// Freed space that is now safe to hand out: only what the persisted
+    /// map lists as free and is not available already (space whose free
+    /// was refused stays out).
     pub fn make_available(&mut self, off: u64, len: u64) {
-        if len == 0 {
+        if len == 0 || !within(&self.persisted, off, len) || !disjoint(&self.avail, off, len) {
             return;
         }
-        debug_assert!(
-            within(&self.persisted, off, len),
-            "available space the persisted map does not list as free"
-        );
         insert(&mut self.avail, off, len, &mut |_| {});
         self.avail_bytes += len;
     }
@@ -277,6 +283,11 @@ mod tests {
         ];
         let mut a = Allocator::load(keys);
         assert_eq!(a.free_bytes(), 120);
+        // The first persist deletes the keys left out, so a later load
+        // cannot take them for free once [0, 100) is used.
+        let mut stored: BTreeMap<u64, u64> = keys.into_iter().collect();
+        persisted_after(&mut a, &mut stored);
+        assert_eq!(stored, BTreeMap::from([(0, 100), (200, 20)]));
         let mut got = a.reserve(120).unwrap();
         got.sort();
         assert_eq!(got, vec![(0, 100), (200, 20)]);
@@ -284,10 +295,22 @@ mod tests {
     }
 
     #[test]
-    #[cfg(debug_assertions)]
-    #[should_panic(expected = "twice")]
-    fn freeing_free_space_again_is_caught() {
-        let mut a = Allocator::load([(0u64, 100u64)]);
-        a.free(40, 10);
+    fn space_is_never_listed_free_twice() {
+        let mut keys = BTreeMap::from([(0u64, 100u64)]);
+        let mut a = Allocator::load(keys.clone());
+        persisted_after(&mut a, &mut keys);
+        // Freeing free space (a damaged record) changes nothing.
+        assert!(!a.free(40, 10));
+        a.make_available(40, 10);
+        assert_eq!(a.free_bytes(), 100);
+        let got = a.alloc(100).unwrap();
+        assert_eq!(got, vec![(0, 100)]);
+        assert_eq!(a.reserve(1), None);
+        // Space freed once goes back once.
+        assert!(a.free(20, 10));
+        assert!(!a.free(25, 10));
+        a.make_available(20, 10);
+        a.make_available(20, 10);
+        assert_eq!(a.free_bytes(), 10);
     }
 }

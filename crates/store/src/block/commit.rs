@@ -618,8 +618,10 @@ impl Ctx<'_> {
             }
             self.wrote_data = true;
             for (off, len) in runs(&old, bs) {
-                self.lock()?.free(off, len);
-                self.freed.push((off, len));
+                // Space a damaged record names twice is freed once.
+                if self.lock()?.free(off, len) {
+                    self.freed.push((off, len));
+                }
             }
         } else {
             let mut from = 0usize;
@@ -662,8 +664,10 @@ impl Ctx<'_> {
                 self.del(csum_key(id, i));
             }
             for (off, len) in b.spans(self.s.bs) {
-                self.lock()?.free(off, len);
-                self.freed.push((off, len));
+                // Space a damaged record names twice is freed once.
+                if self.lock()?.free(off, len) {
+                    self.freed.push((off, len));
+                }
             }
         } else {
             b.refs = n as u64;
