@@ -16,7 +16,7 @@
 //! registry is fixed at build time, so every OSD of a version runs the same
 //! code for a name.
 
-use crate::exec::{need, store_err, user_xattr, ObjState};
+use crate::opstate::{need, store_err, user_xattr, ObjState};
 use loligo_store::{CollectionId, ObjectId, ObjectStore, Transaction};
 use loligo_types::cls::{
     KeyRange, KvNodeStat, KvWrite, NodeRange, RangePage, WritePlan, KV_COUNT_XATTR, KV_RANGE_XATTR,

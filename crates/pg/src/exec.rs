@@ -6,6 +6,7 @@
 //! the transaction it returns everywhere at once.
 
 use crate::cls;
+pub use crate::opstate::{need, store_err, user_xattr, ObjState};
 use loligo_store::{CollectionId, ObjectId, ObjectStore, StoreError, Transaction};
 use loligo_types::ops::{
     OpError, SubOp, SubResult, Version, CLASS_NAME_MAX, NAME_LEN_MAX, SUBOPS_MAX,
@@ -137,25 +138,6 @@ fn omap_list(
     Ok(got)
 }
 
-/// Store errors as op errors.
-pub fn store_err(e: StoreError) -> OpError {
-    match e {
-        StoreError::NoObject { .. } => OpError::NotFound,
-        StoreError::NoAttr { name, .. } => OpError::NoXattr(name),
-        StoreError::NoSpace { .. } => OpError::NoSpace,
-        StoreError::TooLarge(m) | StoreError::Invalid(m) => OpError::Invalid(m),
-        e => OpError::Io(e.to_string()),
-    }
-}
-
-/// An object's state before an op.
-#[derive(Clone, Debug, Default)]
-pub struct ObjState {
-    pub exists: bool,
-    pub size: u64,
-    pub version: Version,
-}
-
 /// Read an object's size and version.
 pub fn obj_state(s: &dyn ObjectStore, c: CollectionId, o: &ObjectId) -> Result<ObjState, OpError> {
     let Some((st, v)) = s.stat_attr(c, o, VERSION_ATTR).map_err(store_err)? else {
@@ -204,17 +186,6 @@ pub fn validate(name: &str, ops: &[SubOp]) -> Result<(), OpError> {
         if let SubOp::SetXattr { name, .. } | SubOp::RmXattr(name) = op {
             user_xattr(name)?;
         }
-    }
-    Ok(())
-}
-
-/// `Invalid` unless `name` is a client's xattr name: not empty, not one
-/// of the OSD's own (they start with `_`).
-pub fn user_xattr(name: &str) -> Result<(), OpError> {
-    if name.starts_with('_') || name.is_empty() {
-        return Err(OpError::Invalid(format!(
-            "xattr name '{name}' is reserved or empty"
-        )));
     }
     Ok(())
 }
@@ -274,15 +245,6 @@ pub fn writes(op: &SubOp) -> bool {
 /// `Exec` of a method that writes.
 pub fn takes_space(op: &SubOp) -> bool {
     writes(op) && (op.takes_space() || matches!(op, SubOp::Exec { .. }))
-}
-
-/// `NotFound` unless the object exists.
-pub fn need(exists: bool) -> Result<(), OpError> {
-    if exists {
-        Ok(())
-    } else {
-        Err(OpError::NotFound)
-    }
 }
 
 /// `TooLarge` if an object would end past the pool's limit.

@@ -4,8 +4,8 @@
 //! transactions, timers) for a shell to carry out; the data layout of a
 //! pool type behind the `Backend` trait (`backend`: replicated and
 //! erasure-coded, with `ec` for stripes and plans), the op executor
-//! (`exec`) and object classes (`cls`), and the messages between PG
-//! copies (`msg`).
+//! (`exec`) and object classes (`cls`) over what both know of an object
+//! (`opstate`), and the messages between PG copies (`msg`).
 //!
 //! This crate must never do I/O of its own, read a clock or start a task:
 //! no async runtime and no network (the layering test checks), so that the
@@ -16,4 +16,5 @@ pub mod cls;
 pub mod ec;
 pub mod exec;
 pub mod msg;
+pub mod opstate;
 pub mod pg;
