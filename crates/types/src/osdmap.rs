@@ -48,12 +48,7 @@ pub const BOOT_WEIGHT_MAX: u32 = 1024 << 16;
 /// fails the others'. (Applying a boot checks only its id and address, as
 /// it always has: a boot already in a Raft log replays unchanged.)
 pub fn check_boot(id: i32, addr: &str, host: &str, crush_weight: u32) -> Result<()> {
-    if !(0..OSDS_MAX).contains(&id) {
-        return Err(MapError::Invalid(format!("osd id {id} out of range")));
-    }
-    if addr.is_empty() || addr.len() > 256 {
-        return Err(MapError::Invalid(format!("bad address '{addr}'")));
-    }
+    check_boot_applies(id, addr)?;
     let own = format!("osd.{id}");
     if host.is_empty()
         || host.len() > NAME_LEN_MAX
@@ -70,6 +65,18 @@ pub fn check_boot(id: i32, addr: &str, host: &str, crush_weight: u32) -> Result<
             f64::from(crush_weight) / 65536.0,
             f64::from(BOOT_WEIGHT_MAX) / 65536.0
         )));
+    }
+    Ok(())
+}
+
+/// What applying a boot has always refused: an id out of range, an empty
+/// or overlong address (the part of [`check_boot`] a replayed boot meets).
+fn check_boot_applies(id: i32, addr: &str) -> Result<()> {
+    if !(0..OSDS_MAX).contains(&id) {
+        return Err(MapError::Invalid(format!("osd id {id} out of range")));
+    }
+    if addr.is_empty() || addr.len() > 256 {
+        return Err(MapError::Invalid(format!("bad address '{addr}'")));
     }
     Ok(())
 }
@@ -894,12 +901,7 @@ impl OsdMap {
         // Only what the map has always refused: a boot already in a
         // monitor's log must replay as it first applied (`check_boot`'s
         // newer bounds are the monitor's, before a boot is proposed).
-        if !(0..OSDS_MAX).contains(&id) {
-            return Err(MapError::Invalid(format!("osd id {id} out of range")));
-        }
-        if addr.is_empty() || addr.len() > 256 {
-            return Err(MapError::Invalid(format!("bad address '{addr}'")));
-        }
+        check_boot_applies(id, addr)?;
         let o = self.osds.entry(id).or_insert(OsdInfo {
             id,
             addr: String::new(),
