@@ -958,12 +958,24 @@ mod tests {
     }
 
     async fn listener() -> (String, tokio::task::JoinHandle<()>) {
+        let (addr, _, h) = plain_listener(Arc::new(Echo)).await;
+        (addr, h)
+    }
+
+    /// A plain listener serving `handler` on the direct path (anything
+    /// else gets the gRPC preface it sent back), and how many connections
+    /// it has accepted.
+    async fn plain_listener<H: Handler>(
+        handler: Arc<H>,
+    ) -> (String, Arc<AtomicU64>, tokio::task::JoinHandle<()>) {
         let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = l.local_addr().unwrap().to_string();
+        let accepted = Arc::new(AtomicU64::new(0));
+        let n = accepted.clone();
         let h = tokio::spawn(async move {
-            let echo = Arc::new(Echo);
             while let Ok((s, _)) = l.accept().await {
-                let echo = echo.clone();
+                n.fetch_add(1, Ordering::SeqCst);
+                let handler = handler.clone();
                 tokio::spawn(async move {
                     match sniff(s).await {
                         Ok(Route::Direct(s)) => {
@@ -972,7 +984,7 @@ mod tests {
                                 entity: None,
                                 serial: None,
                             };
-                            serve(echo, s, peer).await
+                            serve(handler, s, peer).await
                         }
                         Ok(Route::Other(mut s)) => {
                             // What gRPC would read: the preface, intact.
@@ -986,7 +998,7 @@ mod tests {
                 });
             }
         });
-        (addr, h)
+        (addr, accepted, h)
     }
 
     /// Holds calls whose body starts with 1 until opened, counting how
@@ -1442,27 +1454,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_revoked_callers_connection_closes_after_its_reply() {
-        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = l.local_addr().unwrap().to_string();
         let revoked = Arc::new(AtomicBool::new(false));
-        let accepted = Arc::new(AtomicU64::new(0));
-        let (h, n) = (Arc::new(Revocable(revoked.clone())), accepted.clone());
-        tokio::spawn(async move {
-            while let Ok((s, _)) = l.accept().await {
-                n.fetch_add(1, Ordering::SeqCst);
-                let h = h.clone();
-                tokio::spawn(async move {
-                    if let Ok(Route::Direct(s)) = sniff(s).await {
-                        let peer = crate::net::Peer {
-                            addr: None,
-                            entity: None,
-                            serial: None,
-                        };
-                        serve(h, s, peer).await;
-                    }
-                });
-            }
-        });
+        let (addr, accepted, _server) = plain_listener(Arc::new(Revocable(revoked.clone()))).await;
         let c = Conns::new(Duration::from_secs(2));
         let osd1 = Expect::osd(1);
         let call = |b: u8| {
