@@ -26,9 +26,11 @@ use loligo_mon::{MonError, MonRequest, Monitor};
 use loligo_monc::protocol::{MapUpdate, RecordAsk, WRITE_SETS_PER_REQUEST_MAX};
 use loligo_osd::daemon::reserve::Reserver;
 use loligo_osd::daemon::{map_input, pgs_to_tell, RECOVERY_MAX_ACTIVE};
-use loligo_osd::pg::{stored_info, Effect, Input, Pg, RepError};
+use loligo_osd::msg::{PeerMsg, PeerReply};
+use loligo_osd::pg::{route, stored_info, Host, Input, ListResult, MonAsk, Pg, RepError};
 use loligo_store::{CollectionId, MemStore, ObjectStore, Transaction};
 use loligo_types::mapping::{Changed, PgMappings};
+use loligo_types::ops::OpReply;
 use loligo_types::{decode, decode_map, Epoch, Incremental, OsdMap, OsdStates, PgId, PgState};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -85,49 +87,15 @@ struct EpochRec {
     cost_ns: Ns,
 }
 
-/// A request in flight between OSDs, found again by its answer's token.
-enum Asked {
-    /// A replica write, push or backfill chunk (answered by `RepReply`).
-    Rep {
-        tid: u64,
-        kind: RepKind,
-    },
-    Log {
-        tid: u64,
-    },
-    Scan {
-        tid: u64,
-    },
-    Shard {
-        tid: u64,
-        shard: usize,
-    },
-    OwnLog {
-        tid: u64,
-    },
-    Pull {
-        tid: u64,
-    },
-    Query {
-        interval: Epoch,
-        epoch: Epoch,
-    },
-    Stray,
-}
-
-#[derive(Clone, Copy)]
-enum RepKind {
-    Write,
-    Push,
-    Chunk,
-}
-
+/// A message in flight between OSDs, found again by its answer's token.
 struct Pending {
-    /// The OSD and PG that asked, and the OSD asked.
+    /// The OSD and PG that sent it, the OSD it went to, and its send id.
     from: i32,
     pg: PgId,
     to: i32,
-    what: Asked,
+    id: u64,
+    /// A peering query, kept to ask again while it cannot be answered.
+    query: Option<PeerMsg>,
 }
 
 enum Ev {
@@ -424,11 +392,16 @@ impl Sim {
         if before != after {
             self.note_state(o, pg, before, after)?;
         }
-        let sent = self.osd(o)?.free_at;
-        for e in fx {
-            self.route(o, pg, e, sent)?;
-        }
-        Ok(())
+        let at = self.osd(o)?.free_at;
+        let mut out = Out {
+            sim: self,
+            o,
+            pg,
+            at,
+            failed: None,
+        };
+        route(fx, &mut out);
+        out.failed.map_or(Ok(()), Err)
     }
 
     /// A watched PG's primary on OSD `o` changed state: note when it
@@ -457,374 +430,78 @@ impl Sim {
         Ok(())
     }
 
-    /// Send a request that needs a token to OSD `to` (an unreachable one
-    /// answers with a failure at once, as a refused connection does).
-    fn ask(
-        &mut self,
-        from: i32,
-        pg: PgId,
-        to: i32,
-        what: Asked,
-        input: impl FnOnce(u64) -> Input,
-        at: Ns,
-    ) {
+    /// Send message `id` of OSD `from`'s PG `pg` to OSD `to` (an
+    /// unreachable one answers with a failure at once, as a refused
+    /// connection does).
+    fn ask(&mut self, from: i32, pg: PgId, to: i32, id: u64, msg: PeerMsg, at: Ns) {
         self.next_token += 1;
         let token = self.next_token;
         self.messages += 1;
-        self.pending.insert(token, Pending { from, pg, to, what });
+        let query = matches!(msg, PeerMsg::GetInfo { .. }).then(|| msg.clone());
+        let p = Pending {
+            from,
+            pg,
+            to,
+            id,
+            query,
+        };
+        self.pending.insert(token, p);
         if self.is_up(to) {
-            let input = input(token);
-            self.push(
-                at + self.net_ns,
-                Ev::Ask {
-                    to,
-                    pg,
-                    token,
-                    input,
-                },
-            );
+            let input = Input::Peer {
+                msg,
+                token,
+                now_ms: 0,
+            };
+            let ev = Ev::Ask {
+                to,
+                pg,
+                token,
+                input,
+            };
+            self.push(at + self.net_ns, ev);
         } else {
             self.answer_failed(token, at);
         }
     }
 
-    /// The asked OSD cannot be reached: its asker hears so.
+    /// The asked OSD cannot be reached: its asker hears so (a peering
+    /// query, as the daemon's gives up on a member the map shows down,
+    /// hears nothing more; peering goes on once that map arrives).
     fn answer_failed(&mut self, token: u64, at: Ns) {
         let Some(p) = self.pending.remove(&token) else {
             return;
         };
-        let fail = || RepError::Failed(format!("osd.{} unreachable", p.to));
-        let input = match p.what {
-            Asked::Rep { tid, kind } => rep_done(kind, tid, p.to, Err(fail())),
-            Asked::Log { tid } => Input::LogDone {
-                tid,
-                from: p.to,
-                result: Err(fail()),
-            },
-            Asked::Scan { tid } => Input::ScanDone {
-                tid,
-                from: p.to,
-                result: Err(fail()),
-            },
-            Asked::Shard { tid, shard } => Input::ShardReadDone {
-                tid,
-                from: p.to,
-                shard,
-                result: Err(fail()),
-            },
-            Asked::OwnLog { tid } => Input::GetLogDone {
-                tid,
-                from: p.to,
-                result: Err(fail()),
-            },
-            Asked::Pull { tid } => Input::PullDone {
-                tid,
-                from: p.to,
-                result: Err(fail()),
-            },
-            // The daemon's query gives up on a member the map shows down;
-            // peering goes on without it once that map arrives.
-            Asked::Query { .. } => return,
-            Asked::Stray => Input::StrayAnswer {
-                from: p.to,
-                clean: None,
-            },
+        let reply = Err(RepError::Failed(format!("osd.{} unreachable", p.to)));
+        let input = Input::Reply { id: p.id, reply };
+        let ev = Ev::Pg {
+            osd: p.from,
+            pg: p.pg,
+            input,
         };
-        self.push(
-            at + self.net_ns,
-            Ev::Pg {
-                osd: p.from,
-                pg: p.pg,
-                input,
-            },
-        );
+        self.push(at + self.net_ns, ev);
     }
 
-    /// An answer from OSD `o` to the request `token`: back to its asker.
-    fn answer(&mut self, o: i32, token: u64, reply: Reply, at: Ns) -> Result<(), CliError> {
+    /// An answer from OSD `o` to the message `token`: back to its sender
+    /// (a peering query not answerable yet is asked again, as the daemon
+    /// does).
+    fn answer(&mut self, o: i32, token: u64, reply: PeerReply, at: Ns) {
         let Some(p) = self.pending.remove(&token) else {
-            return Ok(());
+            return;
         };
         self.messages += 1;
-        let input = match (p.what, reply) {
-            (Asked::Rep { tid, kind }, Reply::Rep(r)) => rep_done(kind, tid, o, r),
-            (Asked::Log { tid }, Reply::Log(result)) => Input::LogDone {
-                tid,
-                from: o,
-                result,
-            },
-            (Asked::Scan { tid }, Reply::Scan(result)) => Input::ScanDone {
-                tid,
-                from: o,
-                result,
-            },
-            (Asked::Shard { tid, shard }, Reply::Shard(result)) => Input::ShardReadDone {
-                tid,
-                from: o,
-                shard,
-                result,
-            },
-            (Asked::OwnLog { tid }, Reply::OwnLog(result)) => Input::GetLogDone {
-                tid,
-                from: o,
-                result,
-            },
-            (Asked::Pull { tid }, Reply::Pull(result)) => Input::PullDone {
-                tid,
-                from: o,
-                result,
-            },
-            (Asked::Query { interval, .. }, Reply::Info(Ok(info))) => Input::Info {
-                from: o,
-                interval,
-                info,
-            },
-            // Not answerable yet: asked again, as the daemon does.
-            (Asked::Query { interval, epoch }, Reply::Info(Err(_))) => {
-                let (from, pg) = (p.from, p.pg);
-                let q = move |token| Input::Query {
-                    from,
-                    epoch,
-                    token,
-                    now_ms: 0,
-                };
-                self.ask(
-                    from,
-                    pg,
-                    o,
-                    Asked::Query { interval, epoch },
-                    q,
-                    at + RESEND_NS,
-                );
-                return Ok(());
-            }
-            (Asked::Stray, Reply::Clean(clean)) => Input::StrayAnswer { from: o, clean },
-            _ => return Err(err(format!("pg {}: an answer of the wrong kind", p.pg))),
-        };
-        self.push(
-            at + self.net_ns,
-            Ev::Pg {
-                osd: p.from,
-                pg: p.pg,
-                input,
-            },
-        );
-        Ok(())
-    }
-
-    /// Perform one effect of OSD `o`'s PG `pg`, its step done at `at`.
-    fn route(&mut self, o: i32, pg: PgId, e: Effect, at: Ns) -> Result<(), CliError> {
-        match e {
-            Effect::Reply { .. } | Effect::ListReply { .. } => {}
-            Effect::Apply { tid, txn, sync } => {
-                self.osd(o)?.store.apply(txn).map_err(err)?;
-                let done = Input::LocalDone {
-                    tid,
-                    result: Ok(()),
-                };
-                let when = at + if sync { self.sync_ns } else { 0 };
-                self.push(
-                    when,
-                    Ev::Pg {
-                        osd: o,
-                        pg,
-                        input: done,
-                    },
-                );
-            }
-            Effect::Replicate { tid, to, ctx, txn } => {
-                let input = move |token| Input::RepOp {
-                    from: o,
-                    ctx,
-                    txn,
-                    token,
-                    now_ms: 0,
-                };
-                let what = Asked::Rep {
-                    tid,
-                    kind: RepKind::Write,
-                };
-                self.ask(o, pg, to, what, input, at);
-            }
-            Effect::Push { tid, to, ctx, push } => {
-                let input = move |token| Input::Push {
-                    from: o,
-                    ctx,
-                    push,
-                    token,
-                    now_ms: 0,
-                };
-                let what = Asked::Rep {
-                    tid,
-                    kind: RepKind::Push,
-                };
-                self.ask(o, pg, to, what, input, at);
-            }
-            Effect::SendChunk {
-                tid,
-                to,
-                ctx,
-                chunk,
-            } => {
-                let input = move |token| Input::Chunk {
-                    from: o,
-                    ctx,
-                    chunk,
-                    token,
-                    now_ms: 0,
-                };
-                let what = Asked::Rep {
-                    tid,
-                    kind: RepKind::Chunk,
-                };
-                self.ask(o, pg, to, what, input, at);
-            }
-            Effect::SendLog { tid, to, ctx, log } => {
-                let input = move |token| Input::Log {
-                    from: o,
-                    ctx,
-                    log,
-                    token,
-                    now_ms: 0,
-                };
-                self.ask(o, pg, to, Asked::Log { tid }, input, at);
-            }
-            Effect::SendScan {
-                tid,
-                to,
-                ctx,
-                after,
-                upto,
-                limit,
-                filter,
-            } => {
-                let input = move |token| Input::Scan {
-                    from: o,
-                    ctx,
-                    after,
-                    upto,
-                    limit,
-                    filter,
-                    token,
-                    now_ms: 0,
-                };
-                self.ask(o, pg, to, Asked::Scan { tid }, input, at);
-            }
-            Effect::ReadShard {
-                tid,
-                to,
-                epoch,
-                name,
-                extents,
-                version,
-                shard,
-            } => {
-                let input = move |token| Input::ShardRead {
-                    from: o,
-                    epoch,
-                    name,
-                    extents,
-                    version,
-                    shard,
-                    token,
-                };
-                self.ask(o, pg, to, Asked::Shard { tid, shard }, input, at);
-            }
-            Effect::FetchLog { tid, to, ctx } => {
-                let input = move |token| Input::GetLog {
-                    from: o,
-                    ctx,
-                    token,
-                    now_ms: 0,
-                };
-                self.ask(o, pg, to, Asked::OwnLog { tid }, input, at);
-            }
-            Effect::Pull {
-                tid,
-                to,
-                ctx,
-                name,
-                need,
-            } => {
-                let input = move |token| Input::Pull {
-                    from: o,
-                    ctx,
-                    name,
-                    need,
-                    token,
-                    now_ms: 0,
-                };
-                self.ask(o, pg, to, Asked::Pull { tid }, input, at);
-            }
-            Effect::QueryInfo {
-                to,
-                interval,
-                epoch,
-            } => {
-                let input = move |token| Input::Query {
-                    from: o,
-                    epoch,
-                    token,
-                    now_ms: 0,
-                };
-                self.ask(o, pg, to, Asked::Query { interval, epoch }, input, at);
-            }
-            Effect::AskClean { to, epoch, shard } => {
-                let input = move |token| Input::StrayCheck {
-                    from: o,
-                    epoch,
-                    shard,
-                    token,
-                };
-                self.ask(o, pg, to, Asked::Stray, input, at);
-            }
-            Effect::RepReply { token, result } => self.answer(o, token, Reply::Rep(result), at)?,
-            Effect::LogReply { token, result } => self.answer(o, token, Reply::Log(result), at)?,
-            Effect::ScanReply { token, result } => {
-                self.answer(o, token, Reply::Scan(result), at)?
-            }
-            Effect::ShardReadReply { token, result } => {
-                self.answer(o, token, Reply::Shard(result), at)?
-            }
-            Effect::OwnLogReply { token, result } => {
-                self.answer(o, token, Reply::OwnLog(result), at)?
-            }
-            Effect::PullReply { token, result } => {
-                self.answer(o, token, Reply::Pull(result), at)?
-            }
-            Effect::InfoReply { token, result } => {
-                self.answer(o, token, Reply::Info(result), at)?
-            }
-            Effect::CleanReply { token, clean } => {
-                self.answer(o, token, Reply::Clean(clean), at)?
-            }
-            Effect::RequestPgTemp { osds } => {
-                self.push(at + self.net_ns, Ev::Mon(MonRequest::PgTemp { pg, osds }));
-            }
-            Effect::RequestPrimaryTemp { osd } => {
-                self.push(
-                    at + self.net_ns,
-                    Ev::Mon(MonRequest::PrimaryTemp { pg, osd }),
-                );
-            }
-            Effect::RecordWriteSet(ask) => {
-                if self.setup {
-                    self.setup_asks.push((o, ask));
-                } else {
-                    self.osd(o)?.record_asks.insert(pg, ask);
-                    self.send_records(o, at)?;
-                }
-            }
-            Effect::Reserve { ask, priority } => {
-                let granted = self.osd(o)?.slots.ask((pg, ask), priority);
-                self.grant(o, granted, at);
-            }
-            Effect::Release { ask } => {
-                let granted = self.osd(o)?.slots.release((pg, ask));
-                self.grant(o, granted, at);
-            }
+        if let (Some(q), PeerReply::Refused(_)) = (p.query, &reply) {
+            return self.ask(p.from, p.pg, o, p.id, q, at + RESEND_NS);
         }
-        Ok(())
+        let input = Input::Reply {
+            id: p.id,
+            reply: Ok(reply),
+        };
+        let ev = Ev::Pg {
+            osd: p.from,
+            pg: p.pg,
+            input,
+        };
+        self.push(at + self.net_ns, ev);
     }
 
     fn grant(&mut self, o: i32, granted: Vec<(PgId, u64)>, at: Ns) {
@@ -966,12 +643,16 @@ impl Sim {
             } => {
                 if !self.is_up(to) {
                     self.answer_failed(token, at);
-                } else if matches!(input, Input::Query { .. }) && !self.has_copy(to, pg)? {
+                } else if is_query(&input) && !self.has_copy(to, pg)? {
                     // The daemon answers a query for a PG it holds no
-                    // copy of at once (`get_info`).
-                    self.answer(to, token, Reply::Info(Ok(None)), at)?;
+                    // copy of at once.
+                    self.answer(to, token, PeerReply::Info(None), at);
                 } else {
-                    let input = with_now(input, at / 1_000_000);
+                    // Requests carry the receiver's clock.
+                    let mut input = input;
+                    if let Input::Peer { now_ms, .. } = &mut input {
+                        *now_ms = at / 1_000_000;
+                    }
                     self.feed(to, pg, input, at)?;
                 }
             }
@@ -1141,41 +822,107 @@ impl Sim {
     }
 }
 
-/// A PG's answer, by kind.
-enum Reply {
-    Rep(Result<(), RepError>),
-    Log(Result<loligo_osd::pg::LogAnswer, RepError>),
-    Scan(Result<loligo_osd::pg::Scan, RepError>),
-    Shard(Result<Vec<bytes::Bytes>, RepError>),
-    OwnLog(Result<loligo_osd::pg::AuthLog, RepError>),
-    Pull(Result<loligo_osd::pg::Push, RepError>),
-    Info(Result<Option<loligo_osd::pg::PeerInfo>, String>),
-    Clean(Option<Epoch>),
+/// OSD `o`'s PG `pg`'s effects, its step done at `at`, as the bench
+/// performs them (the first error is kept).
+struct Out<'a> {
+    sim: &'a mut Sim,
+    o: i32,
+    pg: PgId,
+    at: Ns,
+    failed: Option<CliError>,
 }
 
-fn rep_done(kind: RepKind, tid: u64, from: i32, result: Result<(), RepError>) -> Input {
-    match kind {
-        RepKind::Write => Input::RepDone { tid, from, result },
-        RepKind::Push => Input::PushDone { tid, from, result },
-        RepKind::Chunk => Input::ChunkDone { tid, from, result },
+impl Out<'_> {
+    fn keep(&mut self, r: Result<(), CliError>) {
+        if let Err(e) = r {
+            self.failed.get_or_insert(e);
+        }
     }
 }
 
-/// `input` as it arrives at `now_ms` (requests carry the receiver's
-/// clock).
-fn with_now(mut input: Input, now: u64) -> Input {
-    match &mut input {
-        Input::RepOp { now_ms, .. }
-        | Input::Push { now_ms, .. }
-        | Input::Chunk { now_ms, .. }
-        | Input::Log { now_ms, .. }
-        | Input::Scan { now_ms, .. }
-        | Input::GetLog { now_ms, .. }
-        | Input::Pull { now_ms, .. }
-        | Input::Query { now_ms, .. } => *now_ms = now,
-        _ => {}
+impl Host for Out<'_> {
+    fn reply(&mut self, _token: u64, _reply: OpReply) {}
+
+    fn list_reply(&mut self, _token: u64, _result: ListResult) {}
+
+    fn send(&mut self, id: u64, to: i32, msg: PeerMsg) {
+        self.sim.ask(self.o, self.pg, to, id, msg, self.at);
     }
-    input
+
+    fn answer(&mut self, token: u64, reply: PeerReply) {
+        self.sim.answer(self.o, token, reply, self.at);
+    }
+
+    fn apply(&mut self, tid: u64, txn: Transaction, sync: bool) {
+        let (o, pg, at) = (self.o, self.pg, self.at);
+        let r = self
+            .sim
+            .osd(o)
+            .and_then(|osd| osd.store.apply(txn).map_err(err));
+        if r.is_ok() {
+            let input = Input::LocalDone {
+                tid,
+                result: Ok(()),
+            };
+            let when = at + if sync { self.sim.sync_ns } else { 0 };
+            self.sim.push(when, Ev::Pg { osd: o, pg, input });
+        }
+        self.keep(r);
+    }
+
+    fn monitor(&mut self, ask: MonAsk) {
+        let (o, pg, at) = (self.o, self.pg, self.at);
+        let sim = &mut *self.sim;
+        let req = match ask {
+            MonAsk::PgTemp(osds) => MonRequest::PgTemp { pg, osds },
+            MonAsk::PrimaryTemp(osd) => MonRequest::PrimaryTemp { pg, osd },
+            MonAsk::Record(ask) => {
+                if sim.setup {
+                    sim.setup_asks.push((o, ask));
+                    return;
+                }
+                let r = sim.osd(o).map(|osd| {
+                    osd.record_asks.insert(pg, ask);
+                });
+                let r = r.and_then(|()| sim.send_records(o, at));
+                return self.keep(r);
+            }
+        };
+        sim.push(at + sim.net_ns, Ev::Mon(req));
+    }
+
+    fn reserve(&mut self, ask: u64, priority: u64) {
+        let (o, pg, at) = (self.o, self.pg, self.at);
+        match self.sim.osd(o) {
+            Ok(osd) => {
+                let granted = osd.slots.ask((pg, ask), priority);
+                self.sim.grant(o, granted, at);
+            }
+            Err(e) => self.keep(Err(e)),
+        }
+    }
+
+    fn release(&mut self, ask: u64) {
+        let (o, pg, at) = (self.o, self.pg, self.at);
+        match self.sim.osd(o) {
+            Ok(osd) => {
+                let granted = osd.slots.release((pg, ask));
+                self.sim.grant(o, granted, at);
+            }
+            Err(e) => self.keep(Err(e)),
+        }
+    }
+}
+
+/// Whether `input` is a peering query.
+fn is_query(input: &Input) -> bool {
+    matches!(
+        input,
+        Input::Peer {
+            msg: PeerMsg::GetInfo { .. },
+            ..
+        }
+    )
 }
 
 /// Peer every PG of the monitor's cluster on `osds` simulated OSDs, mark

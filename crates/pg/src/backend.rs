@@ -5,19 +5,18 @@
 //! transaction; the erasure-coded backend gives member i the ops of shard
 //! i (encoded by `ec.rs` after `pg/erasure.rs` gathered what they need).
 //!
-//! A backend must never do I/O itself: it returns effects, and reads only
-//! through the store it is handed.
+//! A backend must never do I/O itself: it returns each member's
+//! transaction, and reads only through the store it is handed. It knows
+//! nothing of the PG's state machine (it imports nothing from `pg`).
 
 use crate::exec::{self, ObjState, Outcome};
-use crate::pg::{Effect, RepCtx};
 use loligo_store::{CollectionId, ObjectId, ObjectStore, Op, Transaction};
 use loligo_types::ops::{OpError, SubOp};
 
 /// One write, decided by the PG, to be distributed by the backend.
 pub struct WritePlan<'a> {
-    pub tid: u64,
-    /// Where the write stands in the PG's history (sent to replicas).
-    pub ctx: RepCtx,
+    /// The PG's acting set (member i of an erasure-coded PG holds shard i).
+    pub acting: &'a [i32],
     pub txn: Transaction,
     /// Ops only this OSD's own copy takes (its Merkle tree's leaf).
     pub own: Transaction,
@@ -28,7 +27,7 @@ pub struct WritePlan<'a> {
     pub log_only: &'a [i32],
     pub me: i32,
     /// On an erasure-coded pool, the object ops of shard i (for the
-    /// member at position i of `ctx.acting`); `txn` then holds only what
+    /// member at position i of `acting`); `txn` then holds only what
     /// every shard takes (the version attribute and the PG's records).
     pub shards: Option<Vec<Transaction>>,
 }
@@ -46,9 +45,17 @@ pub trait Backend: Send {
         size_max: u64,
     ) -> Result<(ObjState, Outcome), OpError>;
 
-    /// The effects that make `w` durable on every member of its write set
-    /// (each reports `LocalDone` / `RepDone` for `w.tid`).
-    fn distribute(&self, w: WritePlan<'_>) -> Vec<Effect>;
+    /// What each member of `w`'s write set must make durable.
+    fn distribute(&self, w: WritePlan<'_>) -> Distribution;
+}
+
+/// One write, as each member takes it.
+pub struct Distribution {
+    /// The transaction of every other member of the write set, in the
+    /// write set's order.
+    pub members: Vec<(i32, Transaction)>,
+    /// This OSD's own.
+    pub own: Transaction,
 }
 
 /// Replicated pools: every member stores the whole object.
@@ -69,22 +76,17 @@ impl Backend for Replicated {
         Ok((st, out))
     }
 
-    fn distribute(&self, w: WritePlan<'_>) -> Vec<Effect> {
-        let mut fx = fan_out(&w, |to| {
+    fn distribute(&self, w: WritePlan<'_>) -> Distribution {
+        let members = fan_out(&w, |to| {
             if w.log_only.contains(&to) {
                 records_only(&w.txn)
             } else {
                 w.txn.clone()
             }
         });
-        let mut txn = w.txn;
-        txn.ops.extend(w.own.ops);
-        fx.push(Effect::Apply {
-            tid: w.tid,
-            txn,
-            sync: true,
-        });
-        fx
+        let mut own = w.txn;
+        own.ops.extend(w.own.ops);
+        Distribution { members, own }
     }
 }
 
@@ -109,12 +111,12 @@ impl Backend for Erasure {
         )))
     }
 
-    fn distribute(&self, w: WritePlan<'_>) -> Vec<Effect> {
+    fn distribute(&self, w: WritePlan<'_>) -> Distribution {
         let for_member = |to: i32| -> Transaction {
             if w.log_only.contains(&to) {
                 return records_only(&w.txn);
             }
-            let pos = w.ctx.acting.iter().position(|&o| o == to);
+            let pos = w.acting.iter().position(|&o| o == to);
             let mut t = pos
                 .and_then(|i| w.shards.as_ref().and_then(|s| s.get(i)).cloned())
                 .unwrap_or_default();
@@ -127,31 +129,21 @@ impl Backend for Erasure {
             }
             t
         };
-        let mut fx = fan_out(&w, for_member);
-        let mut txn = for_member(w.me);
-        txn.ops.extend(w.own.ops.iter().cloned());
-        fx.push(Effect::Apply {
-            tid: w.tid,
-            txn,
-            sync: true,
-        });
-        fx
+        let members = fan_out(&w, for_member);
+        let mut own = for_member(w.me);
+        own.ops.extend(w.own.ops.iter().cloned());
+        Distribution { members, own }
     }
 }
 
-/// A `Replicate` of `w` to every other member of its write set, each with
-/// the transaction `txn_for` gives it (the caller adds its own `Apply`).
-fn fan_out(w: &WritePlan<'_>, txn_for: impl Fn(i32) -> Transaction) -> Vec<Effect> {
+/// Every other member of `w`'s write set, each with the transaction
+/// `txn_for` gives it.
+fn fan_out(w: &WritePlan<'_>, txn_for: impl Fn(i32) -> Transaction) -> Vec<(i32, Transaction)> {
     debug_assert!(w.write_set.contains(&w.me));
     w.write_set
         .iter()
         .filter(|&&o| o != w.me)
-        .map(|&to| Effect::Replicate {
-            tid: w.tid,
-            to,
-            ctx: w.ctx.clone(),
-            txn: txn_for(to),
-        })
+        .map(|&to| (to, txn_for(to)))
         .collect()
 }
 

@@ -140,3 +140,64 @@ pub enum PeerReply {
     /// (`RepError::NeverTook`).
     NeverTook(String),
 }
+
+impl PeerReply {
+    /// An error as the wire says it.
+    pub fn from_error(e: crate::pg::RepError) -> PeerReply {
+        use crate::pg::RepError;
+        match e {
+            RepError::Stale(e) => PeerReply::Refused(e),
+            RepError::Failed(e) => PeerReply::RepDone(Err(e)),
+            RepError::Absent(e) => PeerReply::Absent(e),
+            RepError::NeverTook(e) => PeerReply::NeverTook(e),
+        }
+    }
+
+    /// A refusal or failure as its error (the inverse of `from_error`);
+    /// any other answer as it is.
+    pub fn into_result(self) -> Result<PeerReply, crate::pg::RepError> {
+        use crate::pg::RepError;
+        match self {
+            PeerReply::Refused(e) => Err(RepError::Stale(e)),
+            PeerReply::RepDone(Err(e)) => Err(RepError::Failed(e)),
+            PeerReply::Absent(e) => Err(RepError::Absent(e)),
+            PeerReply::NeverTook(e) => Err(RepError::NeverTook(e)),
+            other => Ok(other),
+        }
+    }
+}
+
+impl PeerMsg {
+    /// The PG the message is for (`None`: a heartbeat).
+    pub fn pg(&self) -> Option<PgId> {
+        match self {
+            PeerMsg::Ping { .. } => None,
+            PeerMsg::RepOp { pg, .. }
+            | PeerMsg::GetInfo { pg, .. }
+            | PeerMsg::Log { pg, .. }
+            | PeerMsg::Push { pg, .. }
+            | PeerMsg::Scan { pg, .. }
+            | PeerMsg::Chunk { pg, .. }
+            | PeerMsg::GetLog { pg, .. }
+            | PeerMsg::Pull { pg, .. }
+            | PeerMsg::ReadShard { pg, .. }
+            | PeerMsg::StrayCheck { pg, .. } => Some(*pg),
+        }
+    }
+
+    /// The sender's interval, for messages that belong to one (a host
+    /// stops retrying such a message once the PG's interval moves on).
+    pub fn interval(&self) -> Option<Epoch> {
+        match self {
+            PeerMsg::RepOp { ctx, .. }
+            | PeerMsg::Log { ctx, .. }
+            | PeerMsg::Push { ctx, .. }
+            | PeerMsg::Scan { ctx, .. }
+            | PeerMsg::Chunk { ctx, .. }
+            | PeerMsg::GetLog { ctx, .. }
+            | PeerMsg::Pull { ctx, .. } => Some(ctx.interval),
+            PeerMsg::GetInfo { interval, .. } => Some(*interval),
+            PeerMsg::Ping { .. } | PeerMsg::ReadShard { .. } | PeerMsg::StrayCheck { .. } => None,
+        }
+    }
+}

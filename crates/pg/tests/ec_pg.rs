@@ -7,7 +7,8 @@
 use loligo_ec::stripe::Striper;
 use loligo_pg::ec;
 use loligo_pg::exec::VERSION_ATTR;
-use loligo_pg::pg::{Effect, Input, Pg, PgInfo};
+use loligo_pg::msg::{PeerMsg, PeerReply};
+use loligo_pg::pg::{route, Effect, Host, Input, ListResult, MonAsk, Pg, PgInfo, RepError};
 use loligo_store::{CollectionId, MemStore, ObjectId, ObjectStore, Transaction};
 use loligo_testkit::Rng;
 use loligo_types::ops::{ClientOp, OpError, OpReply, SubOp, SubResult};
@@ -65,55 +66,12 @@ fn shard_labels(
     ]
 }
 
-/// What a request-type effect waits for, by the token given to the
-/// member.
-enum Await {
-    Rep {
-        primary: usize,
-        member: i32,
-        tid: u64,
-    },
-    Info {
-        primary: usize,
-        member: i32,
-        interval: u64,
-    },
-    Log {
-        primary: usize,
-        member: i32,
-        tid: u64,
-    },
-    Shard {
-        primary: usize,
-        member: i32,
-        tid: u64,
-        shard: usize,
-    },
-    Push {
-        primary: usize,
-        member: i32,
-        tid: u64,
-    },
-    GetLog {
-        primary: usize,
-        member: i32,
-        tid: u64,
-    },
-    Scan {
-        primary: usize,
-        member: i32,
-        tid: u64,
-    },
-    Chunk {
-        primary: usize,
-        member: i32,
-        tid: u64,
-    },
-    Pull {
-        primary: usize,
-        member: i32,
-        tid: u64,
-    },
+/// A message the network carries: OSD `from`'s send `id`, to OSD `to`.
+#[derive(Clone, Copy, Debug)]
+struct Sent {
+    from: usize,
+    id: u64,
+    to: usize,
 }
 
 struct Cluster {
@@ -124,7 +82,12 @@ struct Cluster {
     acting: Vec<i32>,
     min_size: u32,
     queue: VecDeque<(usize, Input)>,
-    awaits: BTreeMap<u64, Await>,
+    /// Messages delivered (or on their way), by the token their receiver
+    /// answers with.
+    awaits: BTreeMap<u64, Sent>,
+    /// Messages the network lost: their senders hear the member was
+    /// unreachable once the next map has reached them.
+    lost: Vec<Sent>,
     next_token: u64,
     replies: BTreeMap<u64, OpReply>,
     /// OSDs that are down: nothing reaches them.
@@ -144,6 +107,133 @@ struct Cluster {
     /// OSDs down in the last map published, and each OSD's boot epoch.
     was_down: Vec<usize>,
     up_from: Vec<u64>,
+}
+
+/// OSD `osd`'s end of the network: the host of its PG, through which
+/// `route` performs the PG's effects.
+struct Osd<'a> {
+    net: &'a mut Cluster,
+    osd: usize,
+}
+
+impl Host for Osd<'_> {
+    fn reply(&mut self, token: u64, reply: OpReply) {
+        self.net.replies.insert(token, reply);
+    }
+
+    fn list_reply(&mut self, token: u64, result: ListResult) {
+        panic!(
+            "osd.{}: unexpected listing answer {token} in a healthy EC test: {result:?}",
+            self.osd
+        );
+    }
+
+    /// Carry `msg` to `to`'s PG as a peer message (or lose it, as a test
+    /// asks): its answer comes back as the reply to `id`.
+    fn send(&mut self, id: u64, to: i32, mut msg: PeerMsg) {
+        let (c, from) = (&mut *self.net, self.osd);
+        assert!(
+            (0..OSDS as i32).contains(&to),
+            "osd.{from} sends to osd.{to}, which does not exist: {msg:?}"
+        );
+        let lost = match &mut msg {
+            PeerMsg::RepOp { .. } => c.drop_to.contains(&to),
+            PeerMsg::Push { .. } if c.drop_pushes_to.contains(&to) => true,
+            PeerMsg::Push { push, .. } => {
+                c.pushes.push((to, push.name.clone()));
+                c.pushed_bytes += push.copy.as_ref().map_or(0, |c| c.data.len() as u64);
+                false
+            }
+            PeerMsg::Chunk { chunk, .. } => {
+                let lack = |n: &String| c.chunks_lack.contains(n);
+                let lacked: Vec<_> = chunk
+                    .pushes
+                    .iter()
+                    .filter(|p| lack(&p.name))
+                    .map(|p| (p.name.clone(), p.version))
+                    .collect();
+                chunk.pushes.retain(|p| !lack(&p.name));
+                chunk.lacks.extend(lacked);
+                c.chunks += 1;
+                c.pushed_bytes += chunk
+                    .pushes
+                    .iter()
+                    .map(|p| p.copy.as_ref().map_or(0, |c| c.data.len() as u64))
+                    .sum::<u64>();
+                false
+            }
+            // A stray's question to the primary is never carried: no copy
+            // here is ever removed as a stray.
+            PeerMsg::StrayCheck { .. } => true,
+            _ => false,
+        };
+        let sent = Sent {
+            from,
+            id,
+            to: to as usize,
+        };
+        if lost {
+            return c.lost.push(sent);
+        }
+        c.next_token += 1;
+        let token = c.next_token;
+        c.awaits.insert(token, sent);
+        let input = Input::Peer {
+            msg,
+            token,
+            now_ms: 0,
+        };
+        c.queue.push_back((to as usize, input));
+    }
+
+    /// The answer goes back to the sender of the message taken as
+    /// `token`, as the reply to its send.
+    fn answer(&mut self, token: u64, reply: PeerReply) {
+        let Some(sent) = self.net.awaits.remove(&token) else {
+            return;
+        };
+        assert_eq!(
+            sent.to, self.osd,
+            "osd.{} answers another's message",
+            self.osd
+        );
+        let input = Input::Reply {
+            id: sent.id,
+            reply: Ok(reply),
+        };
+        self.net.queue.push_back((sent.from, input));
+    }
+
+    fn apply(&mut self, tid: u64, txn: Transaction, _sync: bool) {
+        let o = self.osd;
+        self.net.stores[o].apply(txn).unwrap();
+        let input = Input::LocalDone {
+            tid,
+            result: Ok(()),
+        };
+        self.net.queue.push_back((o, input));
+    }
+
+    fn monitor(&mut self, ask: MonAsk) {
+        let o = self.osd;
+        match ask {
+            MonAsk::Record(a) => {
+                let interval = a.record.interval;
+                self.net
+                    .queue
+                    .push_back((o, Input::WriteSetRecorded { interval }));
+            }
+            ask => panic!("osd.{o}: unexpected ask of the monitors in a healthy EC test: {ask:?}"),
+        }
+    }
+
+    fn reserve(&mut self, ask: u64, _priority: u64) {
+        self.net
+            .queue
+            .push_back((self.osd, Input::Reserved { ask }));
+    }
+
+    fn release(&mut self, _ask: u64) {}
 }
 
 impl Cluster {
@@ -168,6 +258,7 @@ impl Cluster {
             min_size,
             queue: VecDeque::new(),
             awaits: BTreeMap::new(),
+            lost: Vec::new(),
             next_token: 1_000_000,
             replies: BTreeMap::new(),
             down: Vec::new(),
@@ -199,40 +290,20 @@ impl Cluster {
             }
         }
         self.was_down = self.down.clone();
-        // Whatever was on its way to or from a down OSD is lost.
+        // Whatever was on its way to or from a down OSD is lost, and so
+        // is what the network lost: a sender that is down died with its
+        // sends (it restarts with none); one that is up hears the member
+        // was unreachable once it has the new map.
         let down = self.down.clone();
-        self.awaits.retain(|_, a| {
-            let (p, m) = match a {
-                Await::Rep {
-                    primary, member, ..
-                }
-                | Await::Log {
-                    primary, member, ..
-                }
-                | Await::Shard {
-                    primary, member, ..
-                }
-                | Await::Push {
-                    primary, member, ..
-                }
-                | Await::GetLog {
-                    primary, member, ..
-                }
-                | Await::Scan {
-                    primary, member, ..
-                }
-                | Await::Chunk {
-                    primary, member, ..
-                }
-                | Await::Pull {
-                    primary, member, ..
-                } => (*primary, *member),
-                Await::Info {
-                    primary, member, ..
-                } => (*primary, *member),
-            };
-            !down.contains(&p) && !down.contains(&(m as usize))
+        let mut unreachable = std::mem::take(&mut self.lost);
+        self.awaits.retain(|_, s| {
+            let gone = down.contains(&s.from) || down.contains(&s.to);
+            if gone {
+                unreachable.push(*s);
+            }
+            !gone
         });
+        unreachable.retain(|s| !down.contains(&s.from));
         let acting: Vec<i32> = self
             .acting
             .iter()
@@ -262,6 +333,13 @@ impl Cluster {
             let map = self.map_of(self.epoch, acting.clone(), up_from, primary);
             self.queue.push_back((o, map));
         }
+        for s in unreachable {
+            let input = Input::Reply {
+                id: s.id,
+                reply: Err(RepError::Failed("unreachable".into())),
+            };
+            self.queue.push_back((s.from, input));
+        }
         self.run();
     }
 
@@ -290,369 +368,21 @@ impl Cluster {
         }
     }
 
-    fn token(&mut self, a: Await) -> u64 {
-        self.next_token += 1;
-        self.awaits.insert(self.next_token, a);
-        self.next_token
-    }
-
+    /// Feed the queued inputs to their PGs, and route what they do
+    /// until nothing is left. An input to a down OSD never arrives: a
+    /// message to it is lost (its sender hears so with the next map).
     fn run(&mut self) {
         while let Some((o, input)) = self.queue.pop_front() {
             if self.down.contains(&o) {
+                if let Input::Peer { token, .. } = input {
+                    if let Some(s) = self.awaits.remove(&token) {
+                        self.lost.push(s);
+                    }
+                }
                 continue;
             }
             let fx = self.pgs[o].handle(&self.stores[o], input);
-            for e in fx {
-                self.effect(o, e);
-            }
-        }
-    }
-
-    fn effect(&mut self, o: usize, e: Effect) {
-        let me = o as i32;
-        match e {
-            Effect::Reply { token, reply } => {
-                self.replies.insert(token, reply);
-            }
-            Effect::Apply { tid, txn, .. } => {
-                self.stores[o].apply(txn).unwrap();
-                self.queue.push_back((
-                    o,
-                    Input::LocalDone {
-                        tid,
-                        result: Ok(()),
-                    },
-                ));
-            }
-            Effect::Replicate { to, .. } if self.drop_to.contains(&to) => {}
-            Effect::Push { to, .. } if self.drop_pushes_to.contains(&to) => {}
-            Effect::SendScan {
-                tid,
-                to,
-                ctx,
-                after,
-                upto,
-                limit,
-                filter,
-            } => {
-                let token = self.token(Await::Scan {
-                    primary: o,
-                    member: to,
-                    tid,
-                });
-                let input = Input::Scan {
-                    from: me,
-                    ctx,
-                    after,
-                    upto,
-                    limit,
-                    filter,
-                    token,
-                    now_ms: 0,
-                };
-                self.queue.push_back((to as usize, input));
-            }
-            Effect::ScanReply { token, result } => {
-                if let Some(Await::Scan {
-                    primary,
-                    member,
-                    tid,
-                }) = self.awaits.remove(&token)
-                {
-                    let input = Input::ScanDone {
-                        tid,
-                        from: member,
-                        result,
-                    };
-                    self.queue.push_back((primary, input));
-                }
-            }
-            Effect::SendChunk {
-                tid,
-                to,
-                ctx,
-                mut chunk,
-            } => {
-                let lack = |n: &String| self.chunks_lack.contains(n);
-                let lacked: Vec<_> = chunk
-                    .pushes
-                    .iter()
-                    .filter(|p| lack(&p.name))
-                    .map(|p| (p.name.clone(), p.version))
-                    .collect();
-                chunk.pushes.retain(|p| !lack(&p.name));
-                chunk.lacks.extend(lacked);
-                self.chunks += 1;
-                self.pushed_bytes += chunk
-                    .pushes
-                    .iter()
-                    .map(|p| p.copy.as_ref().map_or(0, |c| c.data.len() as u64))
-                    .sum::<u64>();
-                let token = self.token(Await::Chunk {
-                    primary: o,
-                    member: to,
-                    tid,
-                });
-                let input = Input::Chunk {
-                    from: me,
-                    ctx,
-                    chunk,
-                    token,
-                    now_ms: 0,
-                };
-                self.queue.push_back((to as usize, input));
-            }
-            Effect::FetchLog { tid, to, ctx } => {
-                let token = self.token(Await::GetLog {
-                    primary: o,
-                    member: to,
-                    tid,
-                });
-                let input = Input::GetLog {
-                    from: me,
-                    ctx,
-                    token,
-                    now_ms: 0,
-                };
-                self.queue.push_back((to as usize, input));
-            }
-            Effect::OwnLogReply { token, result } => {
-                if let Some(Await::GetLog {
-                    primary,
-                    member,
-                    tid,
-                }) = self.awaits.remove(&token)
-                {
-                    let input = Input::GetLogDone {
-                        tid,
-                        from: member,
-                        result,
-                    };
-                    self.queue.push_back((primary, input));
-                }
-            }
-            Effect::Pull {
-                tid,
-                to,
-                ctx,
-                name,
-                need,
-            } => {
-                let token = self.token(Await::Pull {
-                    primary: o,
-                    member: to,
-                    tid,
-                });
-                let input = Input::Pull {
-                    from: me,
-                    ctx,
-                    name,
-                    need,
-                    token,
-                    now_ms: 0,
-                };
-                self.queue.push_back((to as usize, input));
-            }
-            Effect::PullReply { token, result } => {
-                if let Some(Await::Pull {
-                    primary,
-                    member,
-                    tid,
-                }) = self.awaits.remove(&token)
-                {
-                    let input = Input::PullDone {
-                        tid,
-                        from: member,
-                        result,
-                    };
-                    self.queue.push_back((primary, input));
-                }
-            }
-            Effect::Replicate { tid, to, ctx, txn } => {
-                let token = self.token(Await::Rep {
-                    primary: o,
-                    member: to,
-                    tid,
-                });
-                let input = Input::RepOp {
-                    from: me,
-                    ctx,
-                    txn,
-                    token,
-                    now_ms: 0,
-                };
-                self.queue.push_back((to as usize, input));
-            }
-            Effect::QueryInfo {
-                to,
-                interval,
-                epoch,
-            } => {
-                let token = self.token(Await::Info {
-                    primary: o,
-                    member: to,
-                    interval,
-                });
-                let input = Input::Query {
-                    from: me,
-                    epoch,
-                    token,
-                    now_ms: 0,
-                };
-                self.queue.push_back((to as usize, input));
-            }
-            Effect::SendLog { tid, to, ctx, log } => {
-                let token = self.token(Await::Log {
-                    primary: o,
-                    member: to,
-                    tid,
-                });
-                let input = Input::Log {
-                    from: me,
-                    ctx,
-                    log,
-                    token,
-                    now_ms: 0,
-                };
-                self.queue.push_back((to as usize, input));
-            }
-            Effect::ReadShard {
-                tid,
-                to,
-                epoch,
-                name,
-                extents,
-                version,
-                shard,
-            } => {
-                let token = self.token(Await::Shard {
-                    primary: o,
-                    member: to,
-                    tid,
-                    shard,
-                });
-                let input = Input::ShardRead {
-                    from: me,
-                    epoch,
-                    name,
-                    extents,
-                    version,
-                    shard,
-                    token,
-                };
-                self.queue.push_back((to as usize, input));
-            }
-            Effect::Push { tid, to, ctx, push } => {
-                self.pushes.push((to, push.name.clone()));
-                self.pushed_bytes += push.copy.as_ref().map_or(0, |c| c.data.len() as u64);
-                let token = self.token(Await::Push {
-                    primary: o,
-                    member: to,
-                    tid,
-                });
-                let input = Input::Push {
-                    from: me,
-                    ctx,
-                    push,
-                    token,
-                    now_ms: 0,
-                };
-                self.queue.push_back((to as usize, input));
-            }
-            Effect::RepReply { token, result } => match self.awaits.remove(&token) {
-                Some(Await::Rep {
-                    primary,
-                    member,
-                    tid,
-                }) => {
-                    let input = Input::RepDone {
-                        tid,
-                        from: member,
-                        result,
-                    };
-                    self.queue.push_back((primary, input));
-                }
-                Some(Await::Push {
-                    primary,
-                    member,
-                    tid,
-                }) => {
-                    let input = Input::PushDone {
-                        tid,
-                        from: member,
-                        result,
-                    };
-                    self.queue.push_back((primary, input));
-                }
-                Some(Await::Chunk {
-                    primary,
-                    member,
-                    tid,
-                }) => {
-                    let input = Input::ChunkDone {
-                        tid,
-                        from: member,
-                        result,
-                    };
-                    self.queue.push_back((primary, input));
-                }
-                _ => {}
-            },
-            Effect::InfoReply { token, result } => {
-                if let Some(Await::Info {
-                    primary,
-                    member,
-                    interval,
-                }) = self.awaits.remove(&token)
-                {
-                    let input = Input::Info {
-                        from: member,
-                        interval,
-                        info: result.ok().flatten(),
-                    };
-                    self.queue.push_back((primary, input));
-                }
-            }
-            Effect::LogReply { token, result } => {
-                if let Some(Await::Log {
-                    primary,
-                    member,
-                    tid,
-                }) = self.awaits.remove(&token)
-                {
-                    let input = Input::LogDone {
-                        tid,
-                        from: member,
-                        result,
-                    };
-                    self.queue.push_back((primary, input));
-                }
-            }
-            Effect::ShardReadReply { token, result } => {
-                if let Some(Await::Shard {
-                    primary,
-                    member,
-                    tid,
-                    shard,
-                }) = self.awaits.remove(&token)
-                {
-                    let input = Input::ShardReadDone {
-                        tid,
-                        from: member,
-                        shard,
-                        result,
-                    };
-                    self.queue.push_back((primary, input));
-                }
-            }
-            Effect::RecordWriteSet(a) => {
-                let interval = a.record.interval;
-                self.queue
-                    .push_back((o, Input::WriteSetRecorded { interval }));
-            }
-            Effect::Reserve { ask, .. } => self.queue.push_back((o, Input::Reserved { ask })),
-            Effect::Release { .. } | Effect::AskClean { .. } => {}
-            e => panic!("osd.{o}: unexpected effect in a healthy EC test: {e:?}"),
+            route(fx, &mut Osd { net: self, osd: o });
         }
     }
 
@@ -895,23 +625,31 @@ fn a_shard_read_takes_the_labels_and_the_bytes_from_one_moment() {
         back.setattrs(coll, &o, labels(0));
         s.apply(back).unwrap();
         s.commit_before_read(n, swap.clone());
+        let msg = PeerMsg::ReadShard {
+            pg: PG,
+            from: c.acting[1],
+            epoch: 1,
+            name: "a".into(),
+            extents: vec![(0, 8)],
+            version,
+            shard: 0,
+        };
         let fx = pg.handle(
             &s,
-            Input::ShardRead {
-                from: c.acting[1],
-                epoch: 1,
-                name: "a".into(),
-                extents: vec![(0, 8)],
-                version,
-                shard: 0,
+            Input::Peer {
+                msg,
                 token: n,
+                now_ms: 0,
             },
         );
         match &fx[..] {
-            [Effect::ShardReadReply { result: Ok(b), .. }] => {
-                assert_eq!(b[0].as_ref(), b"shard-0!", "swap before read {n}")
-            }
-            [Effect::ShardReadReply { result: Err(_), .. }] => {}
+            [Effect::Answer { token, reply }] if *token == n => match reply.clone().into_result() {
+                Ok(PeerReply::ShardData(b)) => {
+                    assert_eq!(b[0].0.as_ref(), b"shard-0!", "swap before read {n}")
+                }
+                Err(_) => {}
+                Ok(other) => panic!("{other:?}"),
+            },
             other => panic!("{other:?}"),
         }
     }
@@ -976,7 +714,6 @@ fn an_object_fewer_than_k_up_copies_hold_is_given_up_once_its_write_set_is_lost(
 /// it (`Failed`: never grounds to give an object up).
 #[test]
 fn a_shard_read_tells_a_missing_shard_from_a_failed_read() {
-    use loligo_pg::pg::RepError;
     use loligo_types::ops::Version;
     let c = Cluster::new(EcPlugin::ReedSolomon, 4);
     let coll = CollectionId::pg(1, 0);
@@ -991,20 +728,29 @@ fn a_shard_read_tells_a_missing_shard_from_a_failed_read() {
     let mut pg = Pg::new(PG, c.acting[0], PgInfo::default());
     pg.handle(&s, c.map_at(1, c.acting[1]));
     let mut read = |name: &str, version: Version, shard: usize| {
+        let msg = PeerMsg::ReadShard {
+            pg: PG,
+            from: c.acting[1],
+            epoch: 1,
+            name: name.into(),
+            extents: vec![(0, 8)],
+            version,
+            shard,
+        };
         let fx = pg.handle(
             &s,
-            Input::ShardRead {
-                from: c.acting[1],
-                epoch: 1,
-                name: name.into(),
-                extents: vec![(0, 8)],
-                version,
-                shard,
+            Input::Peer {
+                msg,
                 token: 1,
+                now_ms: 0,
             },
         );
         match fx.into_iter().next() {
-            Some(Effect::ShardReadReply { result, .. }) => result,
+            Some(Effect::Answer { token: 1, reply }) => match reply.into_result() {
+                Ok(PeerReply::ShardData(d)) => Ok(d.into_iter().map(|b| b.0).collect::<Vec<_>>()),
+                Ok(other) => panic!("{other:?}"),
+                Err(e) => Err(e),
+            },
             other => panic!("{other:?}"),
         }
     };
@@ -1408,8 +1154,9 @@ fn a_new_member_is_backfilled_with_its_rebuilt_shards() {
 /// the chunks say so of two objects the primary holds whole (this harness
 /// rewrites the chunks on their way, so the primary counts them copied):
 /// the target restarts, answers peering with what it lacks, and recovery
-/// brings both. The primary's own bookkeeping of a lacked object, and the
-/// rule that it never copies one, are the EC lost simulator's seed 52430.
+/// brings both. (The primary's side, its bookkeeping of an object it
+/// lacks and the rule that it never copies one, has no deterministic test
+/// yet: the simulator reaches it too rarely.)
 #[test]
 fn a_backfill_target_keeps_what_its_chunks_said_it_lacks_missing_across_a_restart() {
     for plugin in [EcPlugin::ReedSolomon, EcPlugin::Zigzag] {
@@ -1524,16 +1271,25 @@ fn a_copy_answers_peering_with_the_shard_it_holds() {
     c.acting = vec![0, 1, 6, 3, 4, 5];
     c.publish();
     let answer = |c: &mut Cluster, o: usize| {
-        let query = Input::Query {
+        let msg = PeerMsg::GetInfo {
+            pg: PG,
             from: 0,
+            interval: c.pgs[0].interval(),
             epoch: c.epoch,
+        };
+        let query = Input::Peer {
+            msg,
             token: 77,
             now_ms: 0,
         };
         let fx = c.pgs[o].handle(&c.stores[o], query);
         fx.into_iter()
             .find_map(|e| match e {
-                Effect::InfoReply { token: 77, result } => Some(result),
+                Effect::Answer { token: 77, reply } => Some(match reply {
+                    PeerReply::Info(info) => Ok(info),
+                    PeerReply::Refused(e) => Err(e),
+                    other => panic!("a query answered {other:?}"),
+                }),
                 _ => None,
             })
             .expect("the query is answered at once")

@@ -6,12 +6,152 @@
 //! monitors to record the write set, and a copy that cannot reach any
 //! member of the recorded write set serves nothing.
 
-use loligo_pg::pg::{Cursor, Effect, Input, LogAnswer, PeerInfo, Pg, PgInfo, RepError};
+use loligo_pg::msg::{PeerMsg, PeerReply};
+use loligo_pg::pg::{Cursor, Effect, Input, LogAnswer, PeerInfo, Pg, PgInfo, RepCtx, RepError};
 use loligo_store::{CollectionId, MemStore, ObjectStore, Transaction};
 use loligo_types::ops::{ClientOp, OpError, SubOp, Version};
 use loligo_types::{OsdMap, PgId, PgState, Pool, WriteSetRecord};
 
 const PG: PgId = PgId { pool: 1, ps: 0 };
+
+/// The messages `fx` sends: (send id, to, message).
+fn sends(fx: &[Effect]) -> Vec<(u64, i32, &PeerMsg)> {
+    fx.iter()
+        .filter_map(|e| match e {
+            Effect::Send { id, to, msg } => Some((*id, *to, msg)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The writes `fx` sends replicas: (send id, to, ctx, txn).
+fn rep_ops(fx: &[Effect]) -> Vec<(u64, i32, &RepCtx, &Transaction)> {
+    sends(fx)
+        .into_iter()
+        .filter_map(|(id, to, msg)| match msg {
+            PeerMsg::RepOp { ctx, txn, .. } => Some((id, to, ctx, txn)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The tid of the write `fx` queues on the local store along with the
+/// copies it sends replicas (the `Apply` that follows them).
+fn write_tid(fx: &[Effect]) -> u64 {
+    let after = fx
+        .iter()
+        .rposition(|e| {
+            matches!(
+                e,
+                Effect::Send {
+                    msg: PeerMsg::RepOp { .. },
+                    ..
+                }
+            )
+        })
+        .map_or(0, |i| i + 1);
+    fx[after..]
+        .iter()
+        .find_map(|e| match e {
+            Effect::Apply { tid, .. } => Some(*tid),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no write queued: {fx:?}"))
+}
+
+/// The answer `reply` to the send `id`.
+fn reply(id: u64, reply: PeerReply) -> Input {
+    Input::Reply {
+        id,
+        reply: Ok(reply),
+    }
+}
+
+/// Send `id` was acknowledged (a write, push or chunk made durable).
+fn ack(id: u64) -> Input {
+    reply(id, PeerReply::RepDone(Ok(())))
+}
+
+/// Send `id` got no answer, or was refused: `e` says why.
+fn reply_err(id: u64, e: RepError) -> Input {
+    Input::Reply { id, reply: Err(e) }
+}
+
+/// Message `msg` from another copy of the PG, to be answered as `token`.
+fn peer_msg(msg: PeerMsg, token: u64, now_ms: u64) -> Input {
+    Input::Peer { msg, token, now_ms }
+}
+
+/// Primary `from`, peering `interval` under map `epoch`, asks for this
+/// copy's info (answered as `token`).
+fn query(from: i32, interval: u64, epoch: u64, token: u64, now_ms: u64) -> Input {
+    let msg = PeerMsg::GetInfo {
+        pg: PG,
+        from,
+        interval,
+        epoch,
+    };
+    peer_msg(msg, token, now_ms)
+}
+
+/// The peering query `fx` sends osd `to`: its send id and interval.
+fn queried(fx: &[Effect], to: i32) -> (u64, u64) {
+    sends(fx)
+        .into_iter()
+        .find_map(|(id, t, msg)| match msg {
+            PeerMsg::GetInfo { interval, .. } if t == to => Some((id, *interval)),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("osd.{to} is not asked: {fx:?}"))
+}
+
+/// Osd `to` answers the peering query of `interval` that `fx` sent it
+/// with `info` (`None`: it has no copy).
+fn info_reply(fx: &[Effect], to: i32, interval: u64, info: Option<PeerInfo>) -> Input {
+    let (id, asked) = queried(fx, to);
+    assert_eq!(asked, interval, "osd.{to} is asked about another interval");
+    reply(id, PeerReply::Info(info))
+}
+
+/// The answers in `fx` to peer messages: (token, answer).
+fn answers(fx: &[Effect]) -> Vec<(u64, &PeerReply)> {
+    fx.iter()
+        .filter_map(|e| match e {
+            Effect::Answer { token, reply } => Some((*token, reply)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The answers in `fx` that acknowledge a write, push or chunk, or say
+/// why not (any refusal or failure).
+fn rep_replies(fx: &[Effect]) -> Vec<(u64, Result<(), RepError>)> {
+    answers(fx)
+        .into_iter()
+        .filter_map(|(token, reply)| {
+            let result = match reply.clone().into_result() {
+                Ok(PeerReply::RepDone(Ok(()))) => Ok(()),
+                Ok(_) => return None,
+                Err(e) => Err(e),
+            };
+            Some((token, result))
+        })
+        .collect()
+}
+
+/// The answers in `fx` to the peering queries taken as `tokens`: the
+/// copy's info, or why there is none yet.
+fn info_replies(fx: &[Effect], tokens: &[u64]) -> Vec<(u64, Result<Option<PeerInfo>, String>)> {
+    answers(fx)
+        .into_iter()
+        .filter(|(token, _)| tokens.contains(token))
+        .map(|(token, reply)| match reply {
+            PeerReply::Info(i) => (token, Ok(*i)),
+            PeerReply::Refused(e) => (token, Err(e.clone())),
+            other => panic!("not an answer to a query: {other:?}"),
+        })
+        .collect()
+}
 
 fn pool(min_size: u32) -> Pool {
     OsdMap::new("f", "osd")
@@ -153,47 +293,30 @@ fn apply(s: &MemStore, fx: Vec<Effect>) -> (Vec<u64>, Vec<Effect>) {
 #[test]
 fn write_waits_for_every_member_of_the_write_set() {
     let (s, mut pg) = setup();
-    let fx = run(&mut pg, &s, map(1, vec![0, 1, 2], 2));
-    let queried: Vec<i32> = fx
-        .iter()
-        .filter_map(|e| match e {
-            Effect::QueryInfo { to, .. } => Some(*to),
+    let asked = run(&mut pg, &s, map(1, vec![0, 1, 2], 2));
+    let queried: Vec<i32> = sends(&asked)
+        .into_iter()
+        .filter_map(|(_, to, msg)| match msg {
+            PeerMsg::GetInfo { .. } => Some(to),
             _ => None,
         })
         .collect();
     assert_eq!(queried, vec![1, 2]);
     // An op before peering finishes waits.
     assert!(run(&mut pg, &s, write(1, "a", b"x", 0)).is_empty());
-    run(
-        &mut pg,
-        &s,
-        Input::Info {
-            from: 1,
-            interval: 1,
-            info: Some(PgInfo::default().into()),
-        },
-    );
-    let fx = run(
-        &mut pg,
-        &s,
-        Input::Info {
-            from: 2,
-            interval: 1,
-            info: None,
-        },
-    );
+    let default = Some(PgInfo::default().into());
+    run(&mut pg, &s, info_reply(&asked, 1, 1, default));
+    let fx = run(&mut pg, &s, info_reply(&asked, 2, 1, None));
     // Activation record, then the queued write: replicated to 1 and 2.
+    let tid = write_tid(&fx);
     let (applied, rest) = apply(&s, fx);
     assert_eq!(applied.len(), 2);
-    let reps: Vec<(u64, i32)> = rest
-        .iter()
-        .filter_map(|e| match e {
-            Effect::Replicate { tid, to, .. } => Some((*tid, *to)),
-            _ => None,
-        })
+    assert_eq!(applied[1], tid);
+    let reps: Vec<(u64, i32)> = rep_ops(&rest)
+        .into_iter()
+        .map(|(id, to, ..)| (id, to))
         .collect();
     assert_eq!(reps.iter().map(|r| r.1).collect::<Vec<_>>(), vec![1, 2]);
-    let tid = reps[0].0;
     assert!(!rest.iter().any(|e| matches!(e, Effect::Reply { .. })));
     // Local commit and one replica: still no reply.
     assert!(run(
@@ -205,25 +328,8 @@ fn write_waits_for_every_member_of_the_write_set() {
         }
     )
     .is_empty());
-    assert!(run(
-        &mut pg,
-        &s,
-        Input::RepDone {
-            tid,
-            from: 1,
-            result: Ok(())
-        }
-    )
-    .is_empty());
-    let fx = run(
-        &mut pg,
-        &s,
-        Input::RepDone {
-            tid,
-            from: 2,
-            result: Ok(()),
-        },
-    );
+    assert!(run(&mut pg, &s, ack(reps[0].0)).is_empty());
+    let fx = run(&mut pg, &s, ack(reps[1].0));
     match &fx[..] {
         [Effect::Reply { token: 1, reply }] => {
             assert!(reply.result.is_ok());
@@ -245,55 +351,39 @@ fn members_that_need_a_backfill_do_not_count_toward_min_size() {
     let mut t = Transaction::new();
     t.set_record(CollectionId::pg(1, 0), b"info", stored(&info(5)));
     s.apply(t).unwrap();
-    run(&mut pg, &s, map(1, vec![0, 1, 2], 3));
-    run(
-        &mut pg,
-        &s,
-        Input::Info {
-            from: 1,
-            interval: 1,
-            info: Some(info(5).into()),
-        },
-    );
-    let fx = run(
-        &mut pg,
-        &s,
-        Input::Info {
-            from: 2,
-            interval: 1,
-            info: Some(info(3).into()),
-        },
-    );
+    let asked = run(&mut pg, &s, map(1, vec![0, 1, 2], 3));
+    run(&mut pg, &s, info_reply(&asked, 1, 1, Some(info(5).into())));
+    let fx = run(&mut pg, &s, info_reply(&asked, 2, 1, Some(info(3).into())));
     assert!(!fx.iter().any(|e| matches!(e, Effect::RequestPgTemp { .. })));
     // The stale member gets the authoritative log; its answer says the
     // logs do not overlap, so it is backfilled from the start.
-    let tid = fx
+    let id = fx
         .iter()
         .find_map(|e| match e {
-            Effect::SendLog { tid, to: 2, .. } => Some(*tid),
+            Effect::Send {
+                id,
+                to: 2,
+                msg: PeerMsg::Log { .. },
+            } => Some(*id),
             _ => None,
         })
         .expect("the log goes to member 2");
-    let mut fx = run(
-        &mut pg,
-        &s,
-        Input::LogDone {
-            tid,
-            from: 2,
-            result: Ok(LogAnswer {
-                missing: vec![],
-                backfill: Some(Cursor::Start),
-                never_took: vec![],
-            }),
-        },
-    );
+    let answer = LogAnswer {
+        missing: vec![],
+        backfill: Some(Cursor::Start),
+        never_took: vec![],
+    };
+    let mut fx = run(&mut pg, &s, reply(id, PeerReply::Merged(answer)));
     fx.extend(run(&mut pg, &s, Input::WriteSetRecorded { interval: 1 }));
     assert!(
         fx.iter().any(|e| matches!(
             e,
-            Effect::SendScan {
+            Effect::Send {
                 to: 2,
-                after: Cursor::Start,
+                msg: PeerMsg::Scan {
+                    after: Cursor::Start,
+                    ..
+                },
                 ..
             }
         )),
@@ -333,7 +423,7 @@ fn backfill_member_2(s: &MemStore, pg: &mut Pg, first: Input) -> Vec<Effect> {
     t.set_record(CollectionId::pg(1, 0), b"info", stored(&info(5)));
     s.apply(t).unwrap();
     // The first map loads (or rebuilds and persists) the Merkle tree.
-    let (tids, _) = apply(s, run(pg, s, first));
+    let (tids, asked) = apply(s, run(pg, s, first));
     for tid in tids {
         pg.handle(
             s,
@@ -343,43 +433,25 @@ fn backfill_member_2(s: &MemStore, pg: &mut Pg, first: Input) -> Vec<Effect> {
             },
         );
     }
-    run(
-        pg,
-        s,
-        Input::Info {
-            from: 1,
-            interval: 1,
-            info: Some(info(5).into()),
-        },
-    );
-    let fx = run(
-        pg,
-        s,
-        Input::Info {
-            from: 2,
-            interval: 1,
-            info: Some(info(3).into()),
-        },
-    );
-    let tid = fx
+    run(pg, s, info_reply(&asked, 1, 1, Some(info(5).into())));
+    let fx = run(pg, s, info_reply(&asked, 2, 1, Some(info(3).into())));
+    let id = fx
         .iter()
         .find_map(|e| match e {
-            Effect::SendLog { tid, to: 2, .. } => Some(*tid),
+            Effect::Send {
+                id,
+                to: 2,
+                msg: PeerMsg::Log { .. },
+            } => Some(*id),
             _ => None,
         })
         .expect("the log goes to member 2");
-    pg.handle(
-        s,
-        Input::LogDone {
-            tid,
-            from: 2,
-            result: Ok(LogAnswer {
-                missing: vec![],
-                backfill: Some(Cursor::Start),
-                never_took: vec![],
-            }),
-        },
-    )
+    let answer = LogAnswer {
+        missing: vec![],
+        backfill: Some(Cursor::Start),
+        never_took: vec![],
+    };
+    pg.handle(s, reply(id, PeerReply::Merged(answer)))
 }
 
 #[test]
@@ -398,7 +470,13 @@ fn backfill_waits_for_a_recovery_slot_and_gives_it_back_when_done() {
     // The write set still holds two full copies of a size-3 pool: one
     // short, which outranks a PG whose copies are only misplaced.
     assert!(priority >= 1 << 40, "{priority}");
-    assert!(!fx.iter().any(|e| matches!(e, Effect::SendScan { .. })));
+    assert!(!fx.iter().any(|e| matches!(
+        e,
+        Effect::Send {
+            msg: PeerMsg::Scan { .. },
+            ..
+        }
+    )));
     let st = pg.stat().unwrap();
     assert!(st.state.contains(PgState::BACKFILL_WAIT), "{}", st.state);
     // A grant of some other ask is given back, not used.
@@ -412,7 +490,11 @@ fn backfill_waits_for_a_recovery_slot_and_gives_it_back_when_done() {
     let scan = fx
         .iter()
         .find_map(|e| match e {
-            Effect::SendScan { tid, to: 2, .. } => Some(*tid),
+            Effect::Send {
+                id,
+                to: 2,
+                msg: PeerMsg::Scan { .. },
+            } => Some(*id),
             _ => None,
         })
         .unwrap_or_else(|| panic!("no scan once granted: {fx:?}"));
@@ -420,25 +502,27 @@ fn backfill_waits_for_a_recovery_slot_and_gives_it_back_when_done() {
     // First the trees; a member that keeps none is scanned whole.
     let fx = pg.handle(
         &s,
-        Input::ScanDone {
-            tid: scan,
-            from: 2,
-            result: Ok(loligo_pg::pg::Scan {
+        reply(
+            scan,
+            PeerReply::Scanned(loligo_pg::pg::Scan {
                 objects: vec![],
                 end: Cursor::Start,
                 nodes: None,
             }),
-        },
+        ),
     );
     let scan = fx
         .iter()
         .find_map(|e| match e {
-            Effect::SendScan {
-                tid,
+            Effect::Send {
+                id,
                 to: 2,
-                filter: loligo_pg::pg::Filter::All,
-                ..
-            } => Some(*tid),
+                msg:
+                    PeerMsg::Scan {
+                        filter: loligo_pg::pg::Filter::All,
+                        ..
+                    },
+            } => Some(*id),
             _ => None,
         })
         .unwrap_or_else(|| panic!("no full scan without a tree: {fx:?}"));
@@ -446,32 +530,28 @@ fn backfill_waits_for_a_recovery_slot_and_gives_it_back_when_done() {
     // the end, and once it is durable the slot goes back.
     let fx = pg.handle(
         &s,
-        Input::ScanDone {
-            tid: scan,
-            from: 2,
-            result: Ok(loligo_pg::pg::Scan {
+        reply(
+            scan,
+            PeerReply::Scanned(loligo_pg::pg::Scan {
                 objects: vec![],
                 end: Cursor::End,
                 nodes: None,
             }),
-        },
+        ),
     );
     let chunk = fx
         .iter()
         .find_map(|e| match e {
-            Effect::SendChunk { tid, to: 2, .. } => Some(*tid),
+            Effect::Send {
+                id,
+                to: 2,
+                msg: PeerMsg::Chunk { .. },
+            } => Some(*id),
             _ => None,
         })
         .unwrap_or_else(|| panic!("no chunk: {fx:?}"));
     assert!(!fx.iter().any(|e| matches!(e, Effect::Release { .. })));
-    let fx = pg.handle(
-        &s,
-        Input::ChunkDone {
-            tid: chunk,
-            from: 2,
-            result: Ok(()),
-        },
-    );
+    let fx = pg.handle(&s, ack(chunk));
     assert!(
         fx.iter()
             .any(|e| matches!(e, Effect::Release { ask: a } if *a == ask)),
@@ -506,14 +586,26 @@ fn a_backfill_onto_a_too_full_member_waits_for_room_without_a_slot() {
     // Member 2 is too full: nothing is copied, and no recovery slot is
     // held for it (other PGs may use it).
     assert!(
-        !fx.iter()
-            .any(|e| matches!(e, Effect::Reserve { .. } | Effect::SendScan { .. })),
+        !fx.iter().any(|e| matches!(
+            e,
+            Effect::Reserve { .. }
+                | Effect::Send {
+                    msg: PeerMsg::Scan { .. },
+                    ..
+                }
+        )),
         "{fx:?}"
     );
     let fx = pg.handle(&s, Input::Tick { now_ms: 10_000 });
     assert!(
-        !fx.iter()
-            .any(|e| matches!(e, Effect::Reserve { .. } | Effect::SendScan { .. })),
+        !fx.iter().any(|e| matches!(
+            e,
+            Effect::Reserve { .. }
+                | Effect::Send {
+                    msg: PeerMsg::Scan { .. },
+                    ..
+                }
+        )),
         "{fx:?}"
     );
     let st = pg.stat().unwrap().state;
@@ -534,8 +626,14 @@ fn a_backfill_onto_a_too_full_member_waits_for_room_without_a_slot() {
         .unwrap_or_else(|| panic!("no slot asked for: {fx:?}"));
     let fx = pg.handle(&s, Input::Reserved { ask });
     assert!(
-        fx.iter()
-            .any(|e| matches!(e, Effect::SendScan { to: 2, .. })),
+        fx.iter().any(|e| matches!(
+            e,
+            Effect::Send {
+                to: 2,
+                msg: PeerMsg::Scan { .. },
+                ..
+            }
+        )),
         "{fx:?}"
     );
     let st = pg.stat().unwrap().state;
@@ -545,42 +643,23 @@ fn a_backfill_onto_a_too_full_member_waits_for_room_without_a_slot() {
 /// A primary that is behind first asks complete member `from` for its
 /// log (`fx`); the member refuses: the effects of handing over.
 fn pull_refused(pg: &mut Pg, s: &MemStore, fx: Vec<Effect>, from: i32) -> Vec<Effect> {
-    let tid = match &fx[..] {
-        [Effect::FetchLog { tid, to, .. }] if *to == from => *tid,
+    let id = match &fx[..] {
+        [Effect::Send {
+            id,
+            to,
+            msg: PeerMsg::GetLog { .. },
+        }] if *to == from => *id,
         other => panic!("no log asked of osd.{from}: {other:?}"),
     };
-    pg.handle(
-        s,
-        Input::GetLogDone {
-            tid,
-            from,
-            result: Err(RepError::Failed("refused".into())),
-        },
-    )
+    pg.handle(s, reply_err(id, RepError::Failed("refused".into())))
 }
 
 #[test]
 fn a_primary_that_is_behind_asks_for_pg_temp() {
     let (s, mut pg) = setup();
-    run(&mut pg, &s, map(1, vec![0, 1, 2], 2));
-    run(
-        &mut pg,
-        &s,
-        Input::Info {
-            from: 1,
-            interval: 1,
-            info: Some(info(9).into()),
-        },
-    );
-    let fx = run(
-        &mut pg,
-        &s,
-        Input::Info {
-            from: 2,
-            interval: 1,
-            info: Some(info(9).into()),
-        },
-    );
+    let asked = run(&mut pg, &s, map(1, vec![0, 1, 2], 2));
+    run(&mut pg, &s, info_reply(&asked, 1, 1, Some(info(9).into())));
+    let fx = run(&mut pg, &s, info_reply(&asked, 2, 1, Some(info(9).into())));
     match &pull_refused(&mut pg, &s, fx, 1)[..] {
         [Effect::RequestPgTemp { osds }] => assert_eq!(osds, &vec![1, 2, 0]),
         other => panic!("{other:?}"),
@@ -592,20 +671,18 @@ fn a_primary_that_is_behind_asks_for_pg_temp() {
 #[test]
 fn a_new_interval_abandons_writes_in_flight_and_refusals_are_retryable() {
     let (s, mut pg) = setup();
-    run(&mut pg, &s, map(1, vec![0, 1], 1));
-    let fx = run(
-        &mut pg,
-        &s,
-        Input::Info {
-            from: 1,
-            interval: 1,
-            info: None,
-        },
-    );
+    let asked = run(&mut pg, &s, map(1, vec![0, 1], 1));
+    let fx = run(&mut pg, &s, info_reply(&asked, 1, 1, None));
     apply(&s, fx);
-    let (_, rest) = apply(&s, run(&mut pg, &s, write(1, "a", b"x", 0)));
-    let tid = match &rest[..] {
-        [Effect::Replicate { tid, .. }] => *tid,
+    let fx = run(&mut pg, &s, write(1, "a", b"x", 0));
+    let tid = write_tid(&fx);
+    let (_, rest) = apply(&s, fx);
+    let id = match &rest[..] {
+        [Effect::Send {
+            id,
+            msg: PeerMsg::RepOp { .. },
+            ..
+        }] => *id,
         other => panic!("{other:?}"),
     };
     // A replica in a newer interval refuses: the client must retry.
@@ -620,11 +697,7 @@ fn a_new_interval_abandons_writes_in_flight_and_refusals_are_retryable() {
     let fx = run(
         &mut pg,
         &s,
-        Input::RepDone {
-            tid,
-            from: 1,
-            result: Err(RepError::Stale("newer interval".into())),
-        },
+        reply_err(id, RepError::Stale("newer interval".into())),
     );
     match &fx[..] {
         [Effect::Reply { reply, .. }] => {
@@ -739,23 +812,9 @@ fn a_new_primary_knows_the_newest_writes_of_a_log_longer_than_its_bound() {
 #[test]
 fn writes_wait_until_the_monitors_record_the_write_set() {
     let (s, mut pg) = setup();
-    pg.handle(&s, map(1, vec![0, 1, 2], 2));
-    pg.handle(
-        &s,
-        Input::Info {
-            from: 1,
-            interval: 1,
-            info: None,
-        },
-    );
-    let fx = pg.handle(
-        &s,
-        Input::Info {
-            from: 2,
-            interval: 1,
-            info: None,
-        },
-    );
+    let asked = pg.handle(&s, map(1, vec![0, 1, 2], 2));
+    pg.handle(&s, info_reply(&asked, 1, 1, None));
+    let fx = pg.handle(&s, info_reply(&asked, 2, 1, None));
     match &fx[..] {
         // The ask says what the primary saw of its interval: the map
         // epoch it had, and the interval's acting set and primary.
@@ -787,10 +846,7 @@ fn writes_wait_until_the_monitors_record_the_write_set() {
         .handle(&s, Input::WriteSetRecorded { interval: 7 })
         .is_empty());
     let fx = pg.handle(&s, Input::WriteSetRecorded { interval: 1 });
-    let reps = fx
-        .iter()
-        .filter(|e| matches!(e, Effect::Replicate { .. }))
-        .count();
+    let reps = rep_ops(&fx).len();
     assert_eq!(reps, 2, "{fx:?}");
     assert_eq!(pg.stat().unwrap().state.to_string(), "active+clean");
 }
@@ -889,22 +945,15 @@ fn a_copy_that_missed_writes_serves_nothing_while_the_write_set_is_down() {
     assert!(
         matches!(
             &fx[..],
-            [Effect::QueryInfo {
+            [Effect::Send {
                 to: 1,
-                interval: 5,
+                msg: PeerMsg::GetInfo { interval: 5, .. },
                 ..
             }]
         ),
         "{fx:?}"
     );
-    let fx = pg.handle(
-        &s,
-        Input::Info {
-            from: 1,
-            interval: 5,
-            info: Some(info(8).into()),
-        },
-    );
+    let fx = pg.handle(&s, info_reply(&fx, 1, 5, Some(info(8).into())));
     match &pull_refused(&mut pg, &s, fx, 1)[..] {
         [Effect::RequestPgTemp { osds }] => assert_eq!(osds, &vec![1, 2]),
         other => panic!("{other:?}"),
@@ -918,24 +967,11 @@ fn a_write_set_member_without_a_copy_does_not_count() {
         interval: 3,
         osds: vec![1],
     };
-    pg.handle(&s, map_record(4, vec![0, 2], 1, Some(record), vec![1]));
-    pg.handle(
-        &s,
-        Input::Info {
-            from: 2,
-            interval: 4,
-            info: Some(PgInfo::default().into()),
-        },
-    );
+    let asked = pg.handle(&s, map_record(4, vec![0, 2], 1, Some(record), vec![1]));
+    let default = Some(PgInfo::default().into());
+    pg.handle(&s, info_reply(&asked, 2, 4, default));
     // osd.1 answers but has no copy (a replaced disk): still down.
-    let fx = pg.handle(
-        &s,
-        Input::Info {
-            from: 1,
-            interval: 4,
-            info: None,
-        },
-    );
+    let fx = pg.handle(&s, info_reply(&asked, 1, 4, None));
     assert!(fx.is_empty(), "{fx:?}");
     assert_eq!(pg.stat().unwrap().state.to_string(), "down");
 }
@@ -958,7 +994,7 @@ fn a_newer_looking_log_outside_the_write_set_does_not_win() {
         interval: 10,
         osds: vec![1, 2],
     };
-    pg.handle(
+    let asked = pg.handle(
         &s,
         map_record(11, vec![0, 1, 2], 2, Some(record), vec![1, 2]),
     );
@@ -966,22 +1002,8 @@ fn a_newer_looking_log_outside_the_write_set_does_not_win() {
         last_update: Version { epoch: 6, v: 6 },
         ..Default::default()
     };
-    pg.handle(
-        &s,
-        Input::Info {
-            from: 1,
-            interval: 11,
-            info: Some(acked.into()),
-        },
-    );
-    let fx = pg.handle(
-        &s,
-        Input::Info {
-            from: 2,
-            interval: 11,
-            info: Some(acked.into()),
-        },
-    );
+    pg.handle(&s, info_reply(&asked, 1, 11, Some(acked.into())));
+    let fx = pg.handle(&s, info_reply(&asked, 2, 11, Some(acked.into())));
     match &pull_refused(&mut pg, &s, fx, 1)[..] {
         [Effect::RequestPgTemp { osds }] => assert_eq!(osds, &vec![1, 2, 0]),
         other => panic!("the divergent copy must not lead: {other:?}"),
@@ -1100,27 +1122,12 @@ fn head_of(s: &MemStore) -> Version {
     loligo_pg::pg::record::decode_info(&b).unwrap().last_update
 }
 
-/// The interval of the peering query `fx` sends osd `to`.
-fn queried(fx: &[Effect], to: i32) -> u64 {
-    fx.iter()
-        .find_map(|e| match e {
-            Effect::QueryInfo {
-                to: t, interval, ..
-            } if *t == to => Some(*interval),
-            _ => None,
-        })
-        .unwrap_or_else(|| panic!("osd.{to} is not asked: {fx:?}"))
-}
-
-/// osd.1 answers `pg`'s peering query of `interval` with `info`; the
-/// effects, once every transaction has landed.
-fn osd1_answers(pg: &mut Pg, s: &MemStore, interval: u64, info: PeerInfo) -> Vec<Effect> {
-    let answer = Input::Info {
-        from: 1,
-        interval,
-        info: Some(info),
-    };
-    settle(pg, s, answer)
+/// osd.1 answers the peering query `fx` sent it (of the interval it
+/// asks about) with `info`; the effects, once every transaction has
+/// landed.
+fn osd1_answers(pg: &mut Pg, s: &MemStore, fx: &[Effect], info: PeerInfo) -> Vec<Effect> {
+    let (_, interval) = queried(fx, 1);
+    settle(pg, s, info_reply(fx, 1, interval, Some(info)))
 }
 
 fn read_reply(pg: &mut Pg, s: &MemStore, token: u64, name: &str) -> Result<Vec<u8>, OpError> {
@@ -1159,8 +1166,9 @@ fn a_pg_whose_write_set_was_lost_rolls_back_what_no_up_copy_holds() {
     let mut pg = Pg::new(PG, 2, info(4));
     let fx = settle(&mut pg, &s, map_record(5, vec![2], 1, None, vec![]));
     assert!(
-        !fx.iter()
-            .any(|e| matches!(e, Effect::Pull { .. } | Effect::FetchLog { .. })),
+        !sends(&fx)
+            .iter()
+            .any(|(_, _, m)| matches!(m, PeerMsg::Pull { .. } | PeerMsg::GetLog { .. })),
         "{fx:?}"
     );
     let state = pg.stat().unwrap().state.to_string();
@@ -1208,119 +1216,81 @@ fn a_lost_object_rolls_back_to_an_older_copy_another_up_osd_holds() {
     let s = copy_of(3, &log, &[("b", 2, b"b")], &[("a", 3)]);
     let mut pg = Pg::new(PG, 2, info(3));
     let fx = settle(&mut pg, &s, map_record(5, vec![2, 1], 1, None, vec![]));
-    let interval = queried(&fx, 1);
-    let fx = osd1_answers(&mut pg, &s, interval, info(2).into());
+    let fx = osd1_answers(&mut pg, &s, &fx, info(2).into());
     // It asks osd.1 for `a` (which holds it at v1).
     let peer = copy_of(2, &log[..2], &[("a", 1, b"peer a"), ("b", 2, b"b")], &[]);
-    let (tid, name) = match &fx[..] {
-        [Effect::Pull {
-            tid, to: 1, name, ..
-        }] => (*tid, name.clone()),
+    let (id, name) = match &fx[..] {
+        [Effect::Send {
+            id,
+            to: 1,
+            msg: PeerMsg::Pull { name, .. },
+        }] => (*id, name.clone()),
         other => panic!("{other:?}"),
     };
     assert_eq!(name, "a");
     let push = loligo_pg::pg::recovery::read_copy(&peer, CollectionId::pg(1, 0), "a").unwrap();
-    let fx = settle(
-        &mut pg,
-        &s,
-        Input::PullDone {
-            tid,
-            from: 1,
-            result: Ok(push),
-        },
-    );
+    let fx = settle(&mut pg, &s, reply(id, PeerReply::Pulled(push)));
     assert_eq!(head_of(&s), Version { epoch: 5, v: 4 });
     assert_eq!(read_reply(&mut pg, &s, 1, "a"), Ok(b"peer a".to_vec()));
     // osd.1 merges the new log: it lacks `a` at its new version, which the
     // primary pushes; then both copies are the same.
-    let (log_tid, ctx, auth) = fx
+    let (log_id, log) = fx
         .into_iter()
         .find_map(|e| match e {
-            Effect::SendLog {
-                tid,
+            Effect::Send {
+                id,
                 to: 1,
-                ctx,
-                log,
-            } => Some((tid, ctx, log)),
+                msg: msg @ PeerMsg::Log { .. },
+            } => Some((id, msg)),
             _ => None,
         })
         .expect("osd.1 is sent the log");
+    assert_eq!(log.sender(), 2);
     let mut member = Pg::new(PG, 1, info(2));
     settle(
         &mut member,
         &peer,
         map_record(5, vec![2, 1], 1, None, vec![]),
     );
-    let fx = settle(
-        &mut member,
-        &peer,
-        Input::Log {
-            from: 2,
-            ctx,
-            log: auth,
-            token: 7,
-            now_ms: 0,
-        },
-    );
-    let result = match &fx[..] {
-        [Effect::LogReply { token: 7, result }] => result.clone(),
+    let fx = settle(&mut member, &peer, peer_msg(log, 7, 0));
+    let answer = match &fx[..] {
+        [Effect::Answer { token: 7, reply }] => reply.clone(),
         other => panic!("{other:?}"),
     };
-    let fx = settle(
-        &mut pg,
-        &s,
-        Input::LogDone {
-            tid: log_tid,
-            from: 1,
-            result,
-        },
-    );
-    let (push_tid, ctx, push) = fx
+    let fx = settle(&mut pg, &s, reply(log_id, answer));
+    let (push_id, push) = fx
         .into_iter()
         .find_map(|e| match e {
-            Effect::Push {
-                tid,
+            Effect::Send {
+                id,
                 to: 1,
-                ctx,
-                push,
-            } => Some((tid, ctx, push)),
+                msg: msg @ PeerMsg::Push { .. },
+            } => Some((id, msg)),
             _ => None,
         })
         .expect("`a` is pushed to osd.1");
-    assert_eq!(
-        (push.name.as_str(), push.version),
-        ("a", Version { epoch: 5, v: 4 })
-    );
-    let fx = settle(
-        &mut member,
-        &peer,
-        Input::Push {
-            from: 2,
-            ctx,
-            push,
-            token: 8,
-            now_ms: 0,
-        },
-    );
+    match &push {
+        PeerMsg::Push { from, push, .. } => {
+            assert_eq!(*from, 2);
+            assert_eq!(
+                (push.name.as_str(), push.version),
+                ("a", Version { epoch: 5, v: 4 })
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    let fx = settle(&mut member, &peer, peer_msg(push, 8, 0));
     assert!(
         matches!(
             &fx[..],
-            [Effect::RepReply {
+            [Effect::Answer {
                 token: 8,
-                result: Ok(())
+                reply: PeerReply::RepDone(Ok(()))
             }]
         ),
         "{fx:?}"
     );
-    settle(
-        &mut pg,
-        &s,
-        Input::PushDone {
-            tid: push_tid,
-            from: 1,
-            result: Ok(()),
-        },
-    );
+    settle(&mut pg, &s, ack(push_id));
     assert_eq!(head_of(&peer), Version { epoch: 5, v: 4 });
     assert_eq!(objects_of(&peer), objects_of(&s));
     let a = loligo_pg::pg::recovery::read_copy(&peer, CollectionId::pg(1, 0), "a").unwrap();
@@ -1408,8 +1378,7 @@ fn without_a_record_a_primary_behind_hands_over_to_a_copy_at_the_head() {
     for peer in [at_head, mid_backfill] {
         let mut pg = Pg::new(PG, 2, info(2));
         let fx = settle(&mut pg, &s, map_record(5, vec![2, 1], 1, None, vec![]));
-        let interval = queried(&fx, 1);
-        match &osd1_answers(&mut pg, &s, interval, peer)[..] {
+        match &osd1_answers(&mut pg, &s, &fx, peer)[..] {
             [Effect::RequestPgTemp { osds }] => assert_eq!(osds, &vec![1, 2]),
             other => panic!("{peer:?}: {other:?}"),
         }
@@ -1471,21 +1440,14 @@ fn a_copy_mid_backfill_is_taken_as_it_is_when_nothing_else_reaches_the_head() {
     );
 }
 
-/// osd.1 and osd.2 answer interval 1's peering with empty copies; the
-/// effects of the last answer (activation and what waited).
-fn peer_with_empty_members(pg: &mut Pg, s: &MemStore) -> Vec<Effect> {
+/// osd.1 and osd.2 answer interval 1's peering queries (sent in
+/// `asked`) with empty copies; the effects of the last answer
+/// (activation and what waited).
+fn peer_with_empty_members(pg: &mut Pg, s: &MemStore, asked: &[Effect]) -> Vec<Effect> {
     let mut fx = Vec::new();
     for from in [1, 2] {
         let info = Some(PgInfo::default().into());
-        fx = run(
-            pg,
-            s,
-            Input::Info {
-                from,
-                interval: 1,
-                info,
-            },
-        );
+        fx = run(pg, s, info_reply(asked, from, 1, info));
     }
     fx
 }
@@ -1500,8 +1462,8 @@ fn primary_writes(n: u64) -> Vec<(loligo_pg::pg::RepCtx, Transaction)> {
 fn primary_writes_logging(n: u64, log: u64) -> Vec<(loligo_pg::pg::RepCtx, Transaction)> {
     let (s, mut pg) = setup();
     pg.log_entries_max = log;
-    run(&mut pg, &s, map(1, vec![0, 1, 2], 2));
-    peer_with_empty_members(&mut pg, &s);
+    let asked = run(&mut pg, &s, map(1, vec![0, 1, 2], 2));
+    peer_with_empty_members(&mut pg, &s, &asked);
     let mut sent = Vec::new();
     for i in 0..n {
         let (_, rest) = apply(
@@ -1509,8 +1471,10 @@ fn primary_writes_logging(n: u64, log: u64) -> Vec<(loligo_pg::pg::RepCtx, Trans
             run(&mut pg, &s, write(10 + i, &format!("o{i}"), b"v", 0)),
         );
         sent.extend(rest.into_iter().filter_map(|e| match e {
-            Effect::Replicate {
-                to: 1, ctx, txn, ..
+            Effect::Send {
+                to: 1,
+                msg: PeerMsg::RepOp { ctx, txn, .. },
+                ..
             } => Some((ctx, txn)),
             _ => None,
         }));
@@ -1531,22 +1495,13 @@ fn replica() -> (MemStore, Pg) {
 }
 
 fn rep_op(token: u64, w: &(loligo_pg::pg::RepCtx, Transaction), now_ms: u64) -> Input {
-    Input::RepOp {
+    let msg = PeerMsg::RepOp {
+        pg: PG,
         from: 0,
         ctx: w.0.clone(),
         txn: w.1.clone(),
-        token,
-        now_ms,
-    }
-}
-
-fn rep_replies(fx: &[Effect]) -> Vec<(u64, Result<(), RepError>)> {
-    fx.iter()
-        .filter_map(|e| match e {
-            Effect::RepReply { token, result } => Some((*token, result.clone())),
-            _ => None,
-        })
-        .collect()
+    };
+    peer_msg(msg, token, now_ms)
 }
 
 #[test]
@@ -1655,19 +1610,22 @@ fn a_resend_of_a_write_the_replica_has_trimmed_is_a_duplicate() {
 #[test]
 fn a_failed_replica_write_is_sent_again_until_it_is_durable() {
     let (s, mut pg) = setup();
-    run(&mut pg, &s, map(1, vec![0, 1, 2], 2));
-    peer_with_empty_members(&mut pg, &s);
-    let (_, rest) = apply(&s, run(&mut pg, &s, write(5, "a", b"x", 0)));
-    let sent: Vec<(u64, i32, Transaction)> = rest
-        .into_iter()
-        .filter_map(|e| match e {
-            Effect::Replicate { tid, to, txn, .. } => Some((tid, to, txn)),
-            _ => None,
-        })
-        .collect();
+    let asked = run(&mut pg, &s, map(1, vec![0, 1, 2], 2));
+    peer_with_empty_members(&mut pg, &s, &asked);
+    let fx = run(&mut pg, &s, write(5, "a", b"x", 0));
+    let tid = write_tid(&fx);
+    let (_, rest) = apply(&s, fx);
+    // Each send of the write: (send id, to, ctx, txn).
+    let sends_of = |fx: &[Effect]| -> Vec<(u64, i32, RepCtx, Transaction)> {
+        rep_ops(fx)
+            .into_iter()
+            .map(|(id, to, ctx, txn)| (id, to, ctx.clone(), txn.clone()))
+            .collect()
+    };
+    let sent = sends_of(&rest);
     assert_eq!(sent.len(), 2);
-    let tid = sent[0].0;
-    let done = |from: i32, result: Result<(), RepError>| Input::RepDone { tid, from, result };
+    let to = |osd: i32| sent.iter().find(|x| x.1 == osd).unwrap().clone();
+    let (to1, to2) = (to(1), to(2));
     assert!(run(
         &mut pg,
         &s,
@@ -1677,34 +1635,28 @@ fn a_failed_replica_write_is_sent_again_until_it_is_durable() {
         }
     )
     .is_empty());
-    assert!(run(&mut pg, &s, done(2, Ok(()))).is_empty());
+    assert!(run(&mut pg, &s, ack(to2.0)).is_empty());
     // osd.1's answer was lost: no reply to the client, and the write is
     // not given up on (the interval goes on).
-    let lost = || Err(RepError::Failed("lost".into()));
-    assert!(run(&mut pg, &s, done(1, lost())).is_empty());
+    let lost = |id| reply_err(id, RepError::Failed("lost".into()));
+    assert!(run(&mut pg, &s, lost(to1.0)).is_empty());
     assert!(run(&mut pg, &s, Input::Tick { now_ms: 100 }).is_empty());
-    // After the retry delay the same write goes to osd.1 again, once.
-    let again = |fx: Vec<Effect>| -> Vec<(u64, i32, Transaction)> {
-        fx.into_iter()
-            .filter_map(|e| match e {
-                Effect::Replicate { tid, to, txn, .. } => Some((tid, to, txn)),
-                _ => None,
-            })
-            .collect()
-    };
+    // After the retry delay the same write goes to osd.1 again, once
+    // (a new send of it).
+    let again = |fx: Vec<Effect>| sends_of(&fx);
     let resent = again(run(&mut pg, &s, Input::Tick { now_ms: 300 }));
     assert_eq!(resent.len(), 1);
-    assert_eq!((resent[0].0, resent[0].1), (tid, 1));
-    assert_eq!(resent[0].2.ops.len(), sent[0].2.ops.len());
+    assert_eq!((&resent[0].2, resent[0].1), (&to1.2, 1));
+    assert_ne!(resent[0].0, to1.0);
+    assert_eq!(resent[0].3.ops.len(), to1.3.ops.len());
     assert!(again(run(&mut pg, &s, Input::Tick { now_ms: 400 })).is_empty());
     // It failed again: sent again after the delay.
-    assert!(run(&mut pg, &s, done(1, lost())).is_empty());
-    assert_eq!(
-        again(run(&mut pg, &s, Input::Tick { now_ms: 700 })).len(),
-        1
-    );
+    assert!(run(&mut pg, &s, lost(resent[0].0)).is_empty());
+    let resent = again(run(&mut pg, &s, Input::Tick { now_ms: 700 }));
+    assert_eq!(resent.len(), 1);
+    assert_eq!((&resent[0].2, resent[0].1), (&to1.2, 1));
     // Durable at last: the client is answered.
-    match &run(&mut pg, &s, done(1, Ok(())))[..] {
+    match &run(&mut pg, &s, ack(resent[0].0))[..] {
         [Effect::Reply { token: 5, reply }] => assert!(reply.result.is_ok()),
         other => panic!("{other:?}"),
     }
@@ -1784,12 +1736,12 @@ fn listings_go_through_the_pg_and_respect_down() {
     ));
     // A primary lists once active.
     let (s, mut pg) = setup();
-    run(&mut pg, &s, map(1, vec![0, 1, 2], 2));
+    let asked = run(&mut pg, &s, map(1, vec![0, 1, 2], 2));
     assert!(
         run(&mut pg, &s, list(2, 0)).is_empty(),
         "waits while peering"
     );
-    let fx = peer_with_empty_members(&mut pg, &s);
+    let fx = peer_with_empty_members(&mut pg, &s, &asked);
     assert!(matches!(list_reply(&fx), Some(Ok((names, false))) if names.is_empty()));
     // A copy whose write set on record is unreachable lists nothing: it
     // waits, then fails with `Down`.
@@ -1808,15 +1760,6 @@ fn listings_go_through_the_pg_and_respect_down() {
     );
 }
 
-fn info_replies(fx: &[Effect]) -> Vec<(u64, Result<Option<PeerInfo>, String>)> {
-    fx.iter()
-        .filter_map(|e| match e {
-            Effect::InfoReply { token, result } => Some((*token, result.clone())),
-            _ => None,
-        })
-        .collect()
-}
-
 #[test]
 fn a_peering_query_is_answered_only_under_the_queried_epoch() {
     let w = primary_writes(1);
@@ -1830,18 +1773,14 @@ fn a_peering_query_is_answered_only_under_the_queried_epoch() {
     };
     // A new primary (osd.2) peering at epoch 2 asks: no answer under
     // epoch 1.
-    let q = |token, now_ms| Input::Query {
-        from: 2,
-        epoch: 2,
-        token,
-        now_ms,
-    };
-    assert!(info_replies(&pg.handle(&s, q(5, 10))).is_empty());
+    let q = |token, now_ms| query(2, 2, 2, token, now_ms);
+    let queries = [5, 6];
+    assert!(info_replies(&pg.handle(&s, q(5, 10)), &queries).is_empty());
     // Epoch 2 arrives: still no answer while the write taken is not
     // durable here (a crash could take it away after the answer claimed
     // it).
     let fx = pg.handle(&s, map(2, vec![2, 1], 1));
-    assert!(info_replies(&fx).is_empty(), "{fx:?}");
+    assert!(info_replies(&fx, &queries).is_empty(), "{fx:?}");
     // The old primary's write becomes durable after the interval ended:
     // it is refused, not acknowledged to the old primary; the answer now
     // includes it.
@@ -1856,7 +1795,7 @@ fn a_peering_query_is_answered_only_under_the_queried_epoch() {
         matches!(&rep_replies(&fx)[..], [(1, Err(RepError::Stale(_)))]),
         "{fx:?}"
     );
-    match &info_replies(&fx)[..] {
+    match &info_replies(&fx, &queries)[..] {
         [(5, Ok(Some(i)))] => assert_eq!(i.info.last_update, w[0].0.version),
         other => panic!("{other:?}"),
     }
@@ -1868,18 +1807,12 @@ fn a_peering_query_is_answered_only_under_the_queried_epoch() {
     );
     // A query for an epoch this copy never gets is answered with an error
     // after the op timeout (the primary asks again).
-    assert!(info_replies(&pg.handle(
-        &s,
-        Input::Query {
-            from: 2,
-            epoch: 9,
-            token: 6,
-            now_ms: 100
-        }
-    ))
-    .is_empty());
+    assert!(info_replies(&pg.handle(&s, query(2, 9, 9, 6, 100)), &queries).is_empty());
     let fx = pg.handle(&s, Input::Tick { now_ms: 1_100 });
-    assert!(matches!(&info_replies(&fx)[..], [(6, Err(_))]), "{fx:?}");
+    assert!(
+        matches!(&info_replies(&fx, &queries)[..], [(6, Err(_))]),
+        "{fx:?}"
+    );
     assert!(pg.idle());
 }
 
@@ -1906,16 +1839,9 @@ fn a_replica_that_answered_a_newer_peering_refuses_the_old_intervals_writes() {
     );
     // Epoch 2: the same acting set, the same primary.
     pg.handle(&s, map(2, vec![0, 1, 2], 2));
-    let fx = pg.handle(
-        &s,
-        Input::Query {
-            from: 0,
-            epoch: 2,
-            token: 7,
-            now_ms: 10,
-        },
-    );
-    match &info_replies(&fx)[..] {
+    let interval = pg.view().interval;
+    let fx = pg.handle(&s, query(0, interval, 2, 7, 10));
+    match &info_replies(&fx, &[7])[..] {
         [(7, Ok(Some(i)))] => assert_eq!(i.info.last_update, w[0].0.version),
         other => panic!("{other:?}"),
     }
@@ -1967,29 +1893,37 @@ fn a_stray_copy_goes_once_the_primary_says_the_pg_is_clean_without_it() {
     assert_eq!(s.list(coll, None, 100).unwrap().0.len(), 3);
     // Epoch 2 moves the PG off osd.1: a stray that asks now and then.
     pg.handle(&s, map(2, vec![0, 2, 3], 2));
-    let asks = |fx: &[Effect]| {
+    // The asks in `fx` (to the primary, under epoch 2), by send id.
+    let asks = |fx: &[Effect]| -> Vec<u64> {
         fx.iter()
-            .filter(|e| {
-                matches!(
-                    e,
-                    Effect::AskClean {
-                        to: 0,
-                        epoch: 2,
-                        ..
-                    }
-                )
+            .filter_map(|e| match e {
+                Effect::Send {
+                    id,
+                    to: 0,
+                    msg: PeerMsg::StrayCheck { epoch: 2, .. },
+                } => Some(*id),
+                _ => None,
             })
-            .count()
+            .collect()
     };
-    assert_eq!(asks(&pg.handle(&s, Input::Tick { now_ms: 2_500 })), 1);
-    assert_eq!(asks(&pg.handle(&s, Input::Tick { now_ms: 3_000 })), 0);
-    // Not clean, an older map, or not the primary: nothing goes.
-    let answer = |from, clean| Input::StrayAnswer { from, clean };
-    assert!(pg.handle(&s, answer(0, None)).is_empty());
-    assert!(pg.handle(&s, answer(0, Some(1))).is_empty());
-    assert!(pg.handle(&s, answer(2, Some(2))).is_empty());
+    let first = asks(&pg.handle(&s, Input::Tick { now_ms: 2_500 }));
+    assert_eq!(first.len(), 1);
+    assert_eq!(asks(&pg.handle(&s, Input::Tick { now_ms: 3_000 })).len(), 0);
+    // Not clean, an older map, or not the primary: nothing goes. (Each
+    // answer answers an ask of its own; osd.2 was never asked, so its
+    // word comes as the answer to no ask.)
+    let answer = |id, clean| reply(id, PeerReply::Clean(clean));
+    assert!(pg.handle(&s, answer(first[0], None)).is_empty());
+    let second = asks(&pg.handle(&s, Input::Tick { now_ms: 4_500 }));
+    assert_eq!(second.len(), 1);
+    assert!(pg.handle(&s, answer(second[0], Some(1))).is_empty());
+    assert!(pg.handle(&s, answer(u64::MAX, Some(2))).is_empty());
+    // Nor does a second answer to an ask already answered.
+    assert!(pg.handle(&s, answer(first[0], Some(2))).is_empty());
     // Clean at epoch 2: records and objects go in the first batch.
-    let fx = pg.handle(&s, answer(0, Some(2)));
+    let third = asks(&pg.handle(&s, Input::Tick { now_ms: 6_500 }));
+    assert_eq!(third.len(), 1);
+    let fx = pg.handle(&s, answer(third[0], Some(2)));
     let tid = match &fx[..] {
         [Effect::Apply { tid, .. }] => *tid,
         other => panic!("{other:?}"),
@@ -2007,28 +1941,33 @@ fn a_stray_copy_goes_once_the_primary_says_the_pg_is_clean_without_it() {
     assert!(s.list(coll, None, 100).unwrap().0.is_empty());
     assert!(s.records(coll, b"", 100).unwrap().is_empty());
     // Nothing left to ask about.
-    assert_eq!(asks(&pg.handle(&s, Input::Tick { now_ms: 10_000 })), 0);
+    assert_eq!(
+        asks(&pg.handle(&s, Input::Tick { now_ms: 10_000 })).len(),
+        0
+    );
     assert!(pg.idle());
 }
 
 #[test]
 fn a_primary_says_clean_only_when_it_is_and_not_to_its_members() {
     let (s, mut pg) = setup();
-    run(&mut pg, &s, map(1, vec![0, 1, 2], 2));
-    peer_with_empty_members(&mut pg, &s);
+    let asked = run(&mut pg, &s, map(1, vec![0, 1, 2], 2));
+    peer_with_empty_members(&mut pg, &s, &asked);
     assert!(pg.is_clean());
-    let check = |pg: &mut Pg, from, epoch| match &pg.handle(
-        &s,
-        Input::StrayCheck {
+    let check = |pg: &mut Pg, from, epoch| {
+        let msg = PeerMsg::StrayCheck {
+            pg: PG,
             from,
             epoch,
             shard: None,
-            token: 9,
-        },
-    )[..]
-    {
-        [Effect::CleanReply { token: 9, clean }] => *clean,
-        other => panic!("{other:?}"),
+        };
+        match &pg.handle(&s, peer_msg(msg, 9, 0))[..] {
+            [Effect::Answer {
+                token: 9,
+                reply: PeerReply::Clean(clean),
+            }] => *clean,
+            other => panic!("{other:?}"),
+        }
     };
     assert_eq!(check(&mut pg, 3, 1), Some(1));
     // A member, or a copy with a newer map than this primary's: no.
@@ -2123,14 +2062,17 @@ fn a_backfill_compares_merkle_trees_and_copies_only_where_they_differ() {
         rounds += 1;
         assert!(rounds < 1_000, "the backfill never ends");
         let more = match e {
-            Effect::SendScan {
-                tid,
+            Effect::Send {
+                id,
                 to: 2,
-                after,
-                upto,
-                limit,
-                filter,
-                ..
+                msg:
+                    PeerMsg::Scan {
+                        after,
+                        upto,
+                        limit,
+                        filter,
+                        ..
+                    },
             } => {
                 let result = match &filter {
                     Filter::Nodes { leaves, level, idx } => {
@@ -2181,7 +2123,12 @@ fn a_backfill_compares_merkle_trees_and_copies_only_where_they_differ() {
                                 ));
                             }
                             for e in rest {
-                                if let Effect::Replicate { tid, to, txn, .. } = e {
+                                if let Effect::Send {
+                                    id,
+                                    to,
+                                    msg: PeerMsg::RepOp { txn, .. },
+                                } = e
+                                {
                                     if to == 2 {
                                         // Beyond its cursor: the log entry only.
                                         assert!(!txn.ops.iter().any(|op| matches!(
@@ -2190,15 +2137,7 @@ fn a_backfill_compares_merkle_trees_and_copies_only_where_they_differ() {
                                         )));
                                         target.apply(txn).unwrap();
                                     }
-                                    queue.extend(run(
-                                        &mut pg,
-                                        &s,
-                                        Input::RepDone {
-                                            tid,
-                                            from: to,
-                                            result: Ok(()),
-                                        },
-                                    ));
+                                    queue.extend(run(&mut pg, &s, ack(id)));
                                 }
                             }
                         }
@@ -2217,39 +2156,25 @@ fn a_backfill_compares_merkle_trees_and_copies_only_where_they_differ() {
                         sc
                     }
                 };
-                let mut fx = run(
-                    &mut pg,
-                    &s,
-                    Input::ScanDone {
-                        tid,
-                        from: 2,
-                        result: Ok(result),
-                    },
-                );
+                let mut fx = run(&mut pg, &s, reply(id, PeerReply::Scanned(result)));
                 // A scan made stale by the remove is made again on a tick.
-                if !fx
+                if !sends(&fx)
                     .iter()
-                    .any(|e| matches!(e, Effect::SendScan { .. } | Effect::SendChunk { .. }))
+                    .any(|(_, _, m)| matches!(m, PeerMsg::Scan { .. } | PeerMsg::Chunk { .. }))
                 {
                     fx.extend(run(&mut pg, &s, Input::Tick { now_ms: 10 }));
                 }
                 fx
             }
-            Effect::SendChunk {
-                tid, to: 2, chunk, ..
+            Effect::Send {
+                id,
+                to: 2,
+                msg: PeerMsg::Chunk { chunk, .. },
             } => {
                 let txn =
                     backfill::chunk_txn(c, &chunk, |_| loligo_pg::pg::recovery::Prior::Replicated);
                 target.apply(txn).unwrap();
-                run(
-                    &mut pg,
-                    &s,
-                    Input::ChunkDone {
-                        tid,
-                        from: 2,
-                        result: Ok(()),
-                    },
-                )
+                run(&mut pg, &s, ack(id))
             }
             _ => vec![],
         };
@@ -2265,31 +2190,28 @@ fn a_backfill_compares_merkle_trees_and_copies_only_where_they_differ() {
     assert!(listed <= 8, "the target listed {listed} objects");
 }
 
-/// The scrub asks of a clean PG's members, tid by member.
+/// The scrub asks of a clean PG's members, send id by member.
 fn scrub_asks(fx: &[Effect]) -> Vec<(i32, u64)> {
-    fx.iter()
-        .filter_map(|e| match e {
-            Effect::SendScan {
-                tid,
-                to,
+    sends(fx)
+        .into_iter()
+        .filter_map(|(id, to, msg)| match msg {
+            PeerMsg::Scan {
                 filter: loligo_pg::pg::Filter::Nodes { level: 0, .. },
                 ..
-            } => Some((*to, *tid)),
+            } => Some((to, id)),
             _ => None,
         })
         .collect()
 }
 
-fn root_answer(tid: u64, from: i32, root: u64) -> Input {
-    Input::ScanDone {
-        tid,
-        from,
-        result: Ok(loligo_pg::pg::Scan {
-            objects: vec![],
-            end: Cursor::Start,
-            nodes: Some(vec![root]),
-        }),
-    }
+/// The member asked as `id` answers with its Merkle root `root`.
+fn root_answer(id: u64, root: u64) -> Input {
+    let scan = loligo_pg::pg::Scan {
+        objects: vec![],
+        end: Cursor::Start,
+        nodes: Some(vec![root]),
+    };
+    reply(id, PeerReply::Scanned(scan))
 }
 
 /// A clean primary compares its members' Merkle roots with its own on a
@@ -2299,8 +2221,8 @@ fn root_answer(tid: u64, from: i32, root: u64) -> Input {
 fn a_clean_primary_compares_merkle_roots_and_flags_a_difference() {
     let (s, mut pg) = setup();
     pg.scrub_interval_ms = 1_000;
-    run(&mut pg, &s, map(1, vec![0, 1, 2], 2));
-    let fx = peer_with_empty_members(&mut pg, &s);
+    let asked = run(&mut pg, &s, map(1, vec![0, 1, 2], 2));
+    let fx = peer_with_empty_members(&mut pg, &s, &asked);
     let put = |pg: &mut Pg, token: u64, now_ms: u64| {
         let (applied, rest) = apply(&s, run(pg, &s, write(token, "a", b"x", now_ms)));
         for tid in applied {
@@ -2313,18 +2235,8 @@ fn a_clean_primary_compares_merkle_roots_and_flags_a_difference() {
                 },
             );
         }
-        for e in rest {
-            if let Effect::Replicate { tid, to, .. } = e {
-                run(
-                    pg,
-                    &s,
-                    Input::RepDone {
-                        tid,
-                        from: to,
-                        result: Ok(()),
-                    },
-                );
-            }
+        for (id, ..) in rep_ops(&rest) {
+            run(pg, &s, ack(id));
         }
     };
     land(&mut pg, &s, fx);
@@ -2336,8 +2248,8 @@ fn a_clean_primary_compares_merkle_roots_and_flags_a_difference() {
     assert!(scrub_asks(&run(&mut pg, &s, Input::Tick { now_ms: 500 })).is_empty());
     let asks = scrub_asks(&run(&mut pg, &s, Input::Tick { now_ms: 1_500 }));
     assert_eq!(asks.iter().map(|a| a.0).collect::<Vec<_>>(), vec![1, 2]);
-    run(&mut pg, &s, root_answer(asks[0].1, 1, mine));
-    run(&mut pg, &s, root_answer(asks[1].1, 2, mine ^ 1));
+    run(&mut pg, &s, root_answer(asks[0].1, mine));
+    run(&mut pg, &s, root_answer(asks[1].1, mine ^ 1));
     assert_eq!(pg.scrubs(), (2, 1));
     let st = pg.stat().unwrap().state;
     assert!(st.contains(PgState::INCONSISTENT), "{st}");
@@ -2346,16 +2258,16 @@ fn a_clean_primary_compares_merkle_roots_and_flags_a_difference() {
     let asks = scrub_asks(&run(&mut pg, &s, Input::Tick { now_ms: 2_600 }));
     assert_eq!(asks.len(), 2);
     put(&mut pg, 2, 2_700);
-    run(&mut pg, &s, root_answer(asks[1].1, 2, 12345));
+    run(&mut pg, &s, root_answer(asks[1].1, 12345));
     assert_eq!(pg.scrubs(), (2, 1));
-    run(&mut pg, &s, root_answer(asks[0].1, 1, 0));
+    run(&mut pg, &s, root_answer(asks[0].1, 0));
     assert_eq!(pg.scrubs(), (2, 1));
     // The next round, with equal roots, clears the mark.
     let asks = scrub_asks(&run(&mut pg, &s, Input::Tick { now_ms: 3_700 }));
     assert_eq!(asks.len(), 2);
     let mine = pg.tree().unwrap().root();
-    for (to, tid) in asks {
-        run(&mut pg, &s, root_answer(tid, to, mine));
+    for (_, id) in asks {
+        run(&mut pg, &s, root_answer(id, mine));
     }
     assert_eq!(pg.scrubs(), (4, 1));
     assert!(!pg.stat().unwrap().state.contains(PgState::INCONSISTENT));
@@ -2402,14 +2314,17 @@ fn a_backfill_keeps_two_chunks_on_their_way_and_resends_them_in_order() {
         // the chunks on their way end before the range asked for).
         while let Some(e) = queue.pop_front() {
             match e {
-                Effect::SendScan {
-                    tid,
+                Effect::Send {
+                    id,
                     to: 2,
-                    after,
-                    upto,
-                    limit,
-                    filter,
-                    ..
+                    msg:
+                        PeerMsg::Scan {
+                            after,
+                            upto,
+                            limit,
+                            filter,
+                            ..
+                        },
                 } => {
                     if flying.len() == 2 {
                         scans_while_two += 1;
@@ -2436,23 +2351,17 @@ fn a_backfill_keeps_two_chunks_on_their_way_and_resends_them_in_order() {
                             .unwrap()
                         }
                     };
-                    queue.extend(run(
-                        &mut pg,
-                        &s,
-                        Input::ScanDone {
-                            tid,
-                            from: 2,
-                            result: Ok(result),
-                        },
-                    ));
+                    queue.extend(run(&mut pg, &s, reply(id, PeerReply::Scanned(result))));
                 }
-                Effect::SendChunk {
-                    tid, to: 2, chunk, ..
+                Effect::Send {
+                    id,
+                    to: 2,
+                    msg: PeerMsg::Chunk { chunk, .. },
                 } => {
                     if let Some((_, last)) = flying.last() {
                         assert_eq!(chunk.after, last.end, "chunks on their way overlap");
                     }
-                    flying.push((tid, chunk));
+                    flying.push((id, chunk));
                 }
                 _ => {}
             }
@@ -2471,31 +2380,24 @@ fn a_backfill_keeps_two_chunks_on_their_way_and_resends_them_in_order() {
             let name = second.1.pushes[0].name.clone();
             let fx = run(&mut pg, &s, write(77, &name, b"new", 0));
             assert!(
-                !fx.iter()
-                    .any(|e| matches!(e, Effect::Apply { .. } | Effect::Replicate { .. })),
+                !fx.iter().any(|e| matches!(e, Effect::Apply { .. })) && rep_ops(&fx).is_empty(),
                 "a write to a chunk's range went ahead: {fx:?}"
             );
-            let lost_answer = Input::ChunkDone {
-                tid: first.0,
-                from: 2,
-                result: Err(RepError::Failed("lost".into())),
-            };
+            let lost_answer = reply_err(first.0, RepError::Failed("lost".into()));
             let fx = run(&mut pg, &s, lost_answer);
-            assert!(!fx.iter().any(|e| matches!(e, Effect::SendChunk { .. })));
+            assert!(!sends(&fx)
+                .iter()
+                .any(|(_, _, m)| matches!(m, PeerMsg::Chunk { .. })));
             // The second's answer comes after: it too is sent again.
-            let late = Input::ChunkDone {
-                tid: second.0,
-                from: 2,
-                result: Ok(()),
-            };
+            let late = ack(second.0);
             assert!(run(&mut pg, &s, late).is_empty());
             flying.clear();
             // After the pause: the first chunk again, alone.
             let fx = run(&mut pg, &s, Input::Tick { now_ms: 5_000 });
-            let again: Vec<&Chunk> = fx
-                .iter()
-                .filter_map(|e| match e {
-                    Effect::SendChunk { chunk, .. } => Some(chunk),
+            let again: Vec<&Chunk> = sends(&fx)
+                .into_iter()
+                .filter_map(|(_, _, m)| match m {
+                    PeerMsg::Chunk { chunk, .. } => Some(chunk),
                     _ => None,
                 })
                 .collect();
@@ -2504,17 +2406,9 @@ fn a_backfill_keeps_two_chunks_on_their_way_and_resends_them_in_order() {
             continue;
         }
         // The target answers the oldest (one it has is answered at once).
-        let (tid, ch) = flying.remove(0);
+        let (id, ch) = flying.remove(0);
         apply_chunk(&ch);
-        queue.extend(run(
-            &mut pg,
-            &s,
-            Input::ChunkDone {
-                tid,
-                from: 2,
-                result: Ok(()),
-            },
-        ));
+        queue.extend(run(&mut pg, &s, ack(id)));
     }
     assert!(lost, "never two chunks on their way");
     assert_eq!(most, 2);
@@ -2523,21 +2417,18 @@ fn a_backfill_keeps_two_chunks_on_their_way_and_resends_them_in_order() {
     assert_eq!(objects_of(&target), objects_of(&s), "the target differs");
 }
 
-/// Write `tid` is durable here and on osd.1 and osd.2: the effects of the
-/// last answer.
-fn commit_everywhere(pg: &mut Pg, s: &MemStore, tid: u64) -> Vec<Effect> {
+/// Write `tid` is durable here and on osd.1 and osd.2 (each acknowledges
+/// the send of it, of `sent`: (send id, to)): the effects of the last
+/// answer.
+fn commit_everywhere(pg: &mut Pg, s: &MemStore, tid: u64, sent: &[(u64, i32)]) -> Vec<Effect> {
     let done = |result| Input::LocalDone { tid, result };
     let mut fx = run(pg, s, done(Ok(())));
     for from in [1, 2] {
-        fx = run(
-            pg,
-            s,
-            Input::RepDone {
-                tid,
-                from,
-                result: Ok(()),
-            },
-        );
+        let (id, _) = sent
+            .iter()
+            .find(|x| x.1 == from)
+            .unwrap_or_else(|| panic!("not sent to osd.{from}: {sent:?}"));
+        fx = run(pg, s, ack(*id));
     }
     fx
 }
@@ -2562,8 +2453,8 @@ fn op(token: u64, name: &str, ops: Vec<SubOp>) -> Input {
 #[test]
 fn an_object_class_method_that_writes_is_replicated_and_one_that_reads_is_not() {
     let (s, mut pg) = setup();
-    run(&mut pg, &s, map(1, vec![0, 1, 2], 2));
-    let fx = peer_with_empty_members(&mut pg, &s);
+    let asked = run(&mut pg, &s, map(1, vec![0, 1, 2], 2));
+    let fx = peer_with_empty_members(&mut pg, &s, &asked);
     apply(&s, fx);
     let kv: Vec<(Vec<u8>, Vec<u8>)> = vec![(b"k".to_vec(), b"v".to_vec())];
     let insert = SubOp::Exec {
@@ -2573,20 +2464,20 @@ fn an_object_class_method_that_writes_is_replicated_and_one_that_reads_is_not() 
     };
     // The writing method: applied here and sent to both replicas, with
     // the method's omap key in the replicated transaction.
-    let (applied, rest) = apply(&s, run(&mut pg, &s, op(1, "o", vec![insert.clone()])));
-    assert_eq!(applied.len(), 1);
-    let mut tid = None;
-    for e in &rest {
-        if let Effect::Replicate { tid: t, txn, .. } = e {
-            tid = Some(*t);
-            assert!(
-                format!("{txn:?}").contains("OmapSetKeys"),
-                "the replica gets the method's writes: {txn:?}"
-            );
-        }
+    let fx = run(&mut pg, &s, op(1, "o", vec![insert.clone()]));
+    let tid = write_tid(&fx);
+    let (applied, rest) = apply(&s, fx);
+    assert_eq!(applied, vec![tid]);
+    let mut sent = Vec::new();
+    for (id, to, _, txn) in rep_ops(&rest) {
+        sent.push((id, to));
+        assert!(
+            format!("{txn:?}").contains("OmapSetKeys"),
+            "the replica gets the method's writes: {txn:?}"
+        );
     }
-    let tid = tid.expect("replicated");
-    let fx = commit_everywhere(&mut pg, &s, tid);
+    assert!(!sent.is_empty(), "replicated");
+    let fx = commit_everywhere(&mut pg, &s, tid, &sent);
     assert!(
         matches!(&fx[..], [Effect::Reply { token: 1, reply }] if reply.result.is_ok()),
         "{fx:?}"
@@ -2659,16 +2550,8 @@ fn a_copy_whose_info_record_is_damaged_starts_over_as_a_backfill_target() {
     // Peering hears it is backfilling (never a source of the log).
     let mut pg = Pg::new(PG, 1, PgInfo::default());
     pg.handle(&s, map(1, vec![0, 1, 2], 2));
-    let fx = pg.handle(
-        &s,
-        Input::Query {
-            from: 0,
-            epoch: 1,
-            token: 9,
-            now_ms: 0,
-        },
-    );
-    match &info_replies(&fx)[..] {
+    let fx = pg.handle(&s, query(0, 1, 1, 9, 0));
+    match &info_replies(&fx, &[9])[..] {
         [(9, Ok(Some(i)))] => {
             assert!(i.backfill, "{i:?}");
             assert_eq!(i.info.last_update, Version::default());

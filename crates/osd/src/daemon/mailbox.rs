@@ -9,9 +9,9 @@
 //!
 //! It must never drop a control input while the PG task lives.
 
-use crate::pg::{AuthLog, Input, ListResult, LogAnswer, PeerInfo, Push, RepError, Scan};
+use crate::msg::PeerReply;
+use crate::pg::{Input, ListResult};
 use loligo_types::ops::OpReply;
-use loligo_types::Epoch;
 use tokio::sync::{mpsc, oneshot};
 
 /// Requests queued per PG before senders wait.
@@ -20,15 +20,8 @@ pub const PG_REQUESTS_MAX: usize = 1024;
 /// Where a request's answer goes.
 pub(crate) enum Waiter {
     Op(oneshot::Sender<OpReply>),
-    Rep(oneshot::Sender<Result<(), RepError>>),
     List(oneshot::Sender<ListResult>),
-    Info(oneshot::Sender<Result<Option<PeerInfo>, String>>),
-    Log(oneshot::Sender<Result<LogAnswer, RepError>>),
-    Scan(oneshot::Sender<Result<Scan, RepError>>),
-    Clean(oneshot::Sender<Option<Epoch>>),
-    OwnLog(oneshot::Sender<Result<AuthLog, RepError>>),
-    Pulled(oneshot::Sender<Result<Push, RepError>>),
-    ShardData(oneshot::Sender<Result<Vec<bytes::Bytes>, RepError>>),
+    Peer(oneshot::Sender<PeerReply>),
 }
 
 /// One input for a PG task, with where its answer goes (requests only).

@@ -1,6 +1,6 @@
-//! Messages to other OSDs on a PG's behalf: replica writes, peering's
-//! info queries, and recovery's logs and pushes, each retried while it can
-//! still matter, with the outcome fed back into the PG's control lane.
+//! Messages to other OSDs on a PG's behalf (replica writes, peering's
+//! info queries, recovery's logs, pushes and pulls), each retried while it
+//! can still matter, with the outcome fed back into the PG's control lane.
 //!
 //! It must never judge an answer: the PG state machine does.
 
@@ -8,7 +8,7 @@ use super::mailbox::Mailbox;
 use super::{lock, OsdShared};
 use crate::error::OsdError;
 use crate::msg::{PeerMsg, PeerReply};
-use crate::pg::{AuthLog, Input, RepCtx, RepError, PEER_RETRY_MS};
+use crate::pg::{Input, RepError, PEER_RETRY_MS};
 use loligo_proto::tls::Expect;
 use loligo_types::ops::{decode_wire, encode_wire};
 use loligo_types::{Epoch, PgId};
@@ -69,9 +69,27 @@ impl OsdShared {
     }
 }
 
+/// Send message `id` of PG `pg` to OSD `to` and report its answer (or
+/// why there is none) to the PG as `Input::Reply`, exactly once. How
+/// long to keep trying depends on the message: a stray's question is
+/// asked once (the stray asks again later); a peering query is asked
+/// again while the member is up and cannot answer yet; anything else of
+/// an interval is sent again while that interval lasts.
+pub(super) async fn send(s: Arc<OsdShared>, me: Mailbox, pg: PgId, id: u64, to: i32, msg: PeerMsg) {
+    let reply = match &msg {
+        PeerMsg::StrayCheck { .. } => s
+            .send_peer(to, &msg)
+            .await
+            .map_err(|e| RepError::Failed(e.to_string())),
+        PeerMsg::GetInfo { interval, .. } => query(&s, pg, to, *interval, &msg).await,
+        _ => call(&s, pg, msg.interval().unwrap_or(0), to, &msg).await,
+    };
+    me.control(Input::Reply { id, reply });
+}
+
 /// Send `msg` to `to` on PG `pg`'s behalf, retrying an unreachable member
 /// while the interval lasts (the map marks a dead member down and a new
-/// interval abandons the message); a refusal is `Stale`.
+/// interval abandons the message).
 async fn call(
     s: &OsdShared,
     pg: PgId,
@@ -82,7 +100,6 @@ async fn call(
     let deadline = Instant::now() + s.cfg.op_timeout * 2;
     loop {
         match s.send_peer(to, msg).await {
-            Ok(PeerReply::Refused(e)) => return Err(RepError::Stale(e)),
             Ok(r) => return Ok(r),
             Err(e) => {
                 if !s.in_interval(pg, interval) || s.stopped.load(Ordering::Relaxed) {
@@ -97,184 +114,31 @@ async fn call(
     }
 }
 
-/// A member's answer to a write or a push.
-fn done_of(r: Result<PeerReply, RepError>) -> Result<(), RepError> {
-    match r? {
-        PeerReply::RepDone(r) => r.map_err(RepError::Failed),
-        _ => Err(RepError::Failed("unexpected reply".into())),
-    }
-}
-
-/// Send a message that is answered with an acknowledgement (a replica
-/// write, a push, a backfill chunk) to `to`; report it with `done`.
-pub(super) async fn send_acked(
-    s: Arc<OsdShared>,
-    me: Mailbox,
-    pg: PgId,
-    interval: Epoch,
-    to: i32,
-    msg: PeerMsg,
-    done: impl FnOnce(Result<(), RepError>) -> Input,
-) {
-    let result = done_of(call(&s, pg, interval, to, &msg).await);
-    me.control(done(result));
-}
-
-/// Send the authoritative log to recovering member `to`; report `LogDone`.
-pub(super) async fn send_log(
-    s: Arc<OsdShared>,
-    me: Mailbox,
-    pg: PgId,
-    tid: u64,
-    to: i32,
-    ctx: RepCtx,
-    log: AuthLog,
-) {
-    let interval = ctx.interval;
-    let msg = PeerMsg::Log {
-        pg,
-        from: s.cfg.id,
-        ctx,
-        log,
-    };
-    let result = match call(&s, pg, interval, to, &msg).await {
-        Ok(PeerReply::Merged(a)) => Ok(a),
-        Ok(PeerReply::RepDone(Err(e))) => Err(RepError::Failed(e)),
-        Ok(_) => Err(RepError::Failed("unexpected reply".into())),
-        Err(e) => Err(e),
-    };
-    me.control(Input::LogDone {
-        tid,
-        from: to,
-        result,
-    });
-}
-
-/// Ask backfill target `to` for its objects in a range; report
-/// `ScanDone`.
-pub(super) async fn scan(
-    s: Arc<OsdShared>,
-    me: Mailbox,
-    pg: PgId,
-    tid: u64,
-    to: i32,
-    msg: PeerMsg,
-) {
-    let interval = match &msg {
-        PeerMsg::Scan { ctx, .. } => ctx.interval,
-        _ => 0,
-    };
-    let result = match call(&s, pg, interval, to, &msg).await {
-        Ok(PeerReply::Scanned(sc)) => Ok(sc),
-        Ok(PeerReply::RepDone(Err(e))) => Err(RepError::Failed(e)),
-        Ok(_) => Err(RepError::Failed("unexpected reply".into())),
-        Err(e) => Err(e),
-    };
-    me.control(Input::ScanDone {
-        tid,
-        from: to,
-        result,
-    });
-}
-
-/// Ask complete member `to` for what `msg` (a `GetLog` or `Pull`) names,
-/// taken from its reply by `take`; report `done(result)`.
-pub(super) async fn fetch<T>(
-    s: Arc<OsdShared>,
-    me: Mailbox,
-    pg: PgId,
-    to: i32,
-    msg: PeerMsg,
-    take: fn(PeerReply) -> Option<T>,
-    done: impl FnOnce(Result<T, RepError>) -> Input,
-) {
-    let interval = match &msg {
-        PeerMsg::GetLog { ctx, .. } | PeerMsg::Pull { ctx, .. } => ctx.interval,
-        _ => 0,
-    };
-    let result = match call(&s, pg, interval, to, &msg).await {
-        Ok(PeerReply::RepDone(Err(e))) => Err(RepError::Failed(e)),
-        Ok(PeerReply::Absent(e)) => Err(RepError::Absent(e)),
-        Ok(PeerReply::NeverTook(e)) => Err(RepError::NeverTook(e)),
-        Ok(r) => take(r).ok_or_else(|| RepError::Failed("unexpected reply".into())),
-        Err(e) => Err(e),
-    };
-    me.control(done(result));
-}
-
-/// Ask primary `to` whether `pg` is clean without this stray copy (one
-/// try: the PG asks again later); report `StrayAnswer`.
-pub(super) async fn ask_clean(
-    s: Arc<OsdShared>,
-    me: Mailbox,
-    pg: PgId,
-    to: i32,
-    epoch: Epoch,
-    shard: Option<u8>,
-) {
-    let msg = PeerMsg::StrayCheck {
-        pg,
-        from: s.cfg.id,
-        epoch,
-        shard,
-    };
-    let clean = match s.send_peer(to, &msg).await {
-        Ok(PeerReply::Clean(c)) => c,
-        _ => None,
-    };
-    me.control(Input::StrayAnswer { from: to, clean });
-}
-
-/// Ask `to` for its info on `pg` for peering; keep asking an unreachable
-/// member a while (the PG asks again later, and the map marks a dead
-/// member down); report `Info`.
-pub(super) async fn query_info(
-    s: Arc<OsdShared>,
-    me: Mailbox,
+/// Ask `to` for its info on `pg` for peering; keep asking a member that
+/// is unreachable or cannot answer yet (its map is behind) a while, as
+/// long as the interval lasts and the map shows it up (the PG asks again
+/// later, and the map marks a dead member down).
+async fn query(
+    s: &OsdShared,
     pg: PgId,
     to: i32,
     interval: Epoch,
-    epoch: Epoch,
-) {
-    let msg = PeerMsg::GetInfo {
-        pg,
-        from: s.cfg.id,
-        interval,
-        epoch,
-    };
+    msg: &PeerMsg,
+) -> Result<PeerReply, RepError> {
     let give_up = Instant::now() + Duration::from_millis(PEER_RETRY_MS);
-    let info = loop {
-        match s.send_peer(to, &msg).await {
-            Ok(PeerReply::Info(i)) => break i,
-            Ok(
-                PeerReply::Pong { .. }
-                | PeerReply::RepDone(_)
-                | PeerReply::Merged(_)
-                | PeerReply::Scanned(_)
-                | PeerReply::OwnLog(_)
-                | PeerReply::Pulled(_)
-                | PeerReply::ShardData(_)
-                | PeerReply::Absent(_)
-                | PeerReply::NeverTook(_)
-                | PeerReply::Clean(_),
-            ) => break None,
-            // Not answerable yet (its map is behind): ask again, as for
-            // an unreachable member.
-            Ok(PeerReply::Refused(_)) | Err(_) => {
-                if !s.in_interval(pg, interval)
-                    || s.stopped.load(Ordering::Relaxed)
-                    || s.map().is_some_and(|m| !m.is_up(to))
-                    || Instant::now() > give_up
-                {
-                    return;
-                }
-                tokio::time::sleep(Duration::from_millis(PEER_RESEND_MS)).await;
-            }
+    loop {
+        let why = match s.send_peer(to, msg).await {
+            Ok(PeerReply::Refused(why)) => why,
+            Ok(r) => return Ok(r),
+            Err(e) => e.to_string(),
+        };
+        if !s.in_interval(pg, interval)
+            || s.stopped.load(Ordering::Relaxed)
+            || s.map().is_some_and(|m| !m.is_up(to))
+            || Instant::now() > give_up
+        {
+            return Err(RepError::Stale(why));
         }
-    };
-    me.control(Input::Info {
-        from: to,
-        interval,
-        info,
-    });
+        tokio::time::sleep(Duration::from_millis(PEER_RESEND_MS)).await;
+    }
 }

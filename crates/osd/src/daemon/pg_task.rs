@@ -1,15 +1,18 @@
 //! A PG's task: the only code that feeds the PG state machine. It takes
 //! inputs from the PG's mailbox and a periodic tick, hands them to
-//! `Pg::handle`, and performs the effects: answers to waiters, store
-//! commits, replica writes and info queries (through `peers`), write-set
-//! records and pg_temp requests (through `monitor`).
+//! `Pg::handle`, and performs the effects through the PG crate's one
+//! router (`pg::route`): answers to waiters, store commits, messages to
+//! other OSDs (through `peers`), write-set records and pg_temp requests
+//! (through `monitor`).
 //!
 //! It must never decide what a PG decides: it only performs effects.
 
 use super::mailbox::{self, Inbox, Mailbox, PgMsg, Waiter, PG_REQUESTS_MAX};
 use super::{lock, monitor, peers, OsdShared};
 use crate::msg::{PeerMsg, PeerReply};
-use crate::pg::{Effect, Input, Pg};
+use crate::pg::{Host, Input, ListResult, MonAsk, Pg};
+use loligo_store::Transaction;
+use loligo_types::ops::OpReply;
 use loligo_types::PgId;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -91,20 +94,8 @@ async fn run(s: Arc<OsdShared>, me: Mailbox, mut inbox: Inbox, mut core: Pg) {
         if let Some(w) = msg.reply {
             let token = next_token;
             next_token += 1;
-            match &mut input {
-                Input::Op { token: t, .. }
-                | Input::RepOp { token: t, .. }
-                | Input::List { token: t, .. }
-                | Input::Log { token: t, .. }
-                | Input::Push { token: t, .. }
-                | Input::Scan { token: t, .. }
-                | Input::Chunk { token: t, .. }
-                | Input::StrayCheck { token: t, .. }
-                | Input::GetLog { token: t, .. }
-                | Input::Pull { token: t, .. }
-                | Input::ShardRead { token: t, .. }
-                | Input::Query { token: t, .. } => *t = token,
-                _ => {}
+            if let Some(t) = input.token_mut() {
+                *t = token;
             }
             waiters.insert(token, w);
         }
@@ -112,17 +103,15 @@ async fn run(s: Arc<OsdShared>, me: Mailbox, mut inbox: Inbox, mut core: Pg) {
         // Stats for the monitors are refreshed on every input but the
         // per-op ones (ticks come every PG_TICK_MS): building them for
         // each op cost a few allocations on the read path.
-        let per_op = matches!(
-            input,
-            Input::Op { .. }
-                | Input::LocalDone { .. }
-                | Input::RepDone { .. }
-                | Input::RepOp { .. }
-                | Input::List { .. }
-                | Input::Query { .. }
-                | Input::Push { .. }
-                | Input::PushDone { .. }
-        );
+        let per_op = match &input {
+            Input::Op { .. } | Input::LocalDone { .. } | Input::List { .. } => true,
+            Input::Peer { msg, .. } => matches!(
+                msg,
+                PeerMsg::RepOp { .. } | PeerMsg::GetInfo { .. } | PeerMsg::Push { .. }
+            ),
+            Input::Reply { reply, .. } => matches!(reply, Ok(PeerReply::RepDone(Ok(())))),
+            _ => false,
+        };
         let fx = core.handle(s.store.as_ref(), input);
         let (shards, theory, fetched) = core.take_rebuilt();
         if shards > 0 {
@@ -135,7 +124,13 @@ async fn run(s: Arc<OsdShared>, me: Mailbox, mut inbox: Inbox, mut core: Pg) {
         if is_map {
             lock(&s.views).insert(pg, core.view());
         }
-        perform(&s, &me, pg, &mut waiters, fx);
+        let mut shell = Shell {
+            s: &s,
+            me: &me,
+            pg,
+            waiters: &mut waiters,
+        };
+        crate::pg::route(fx, &mut shell);
         if per_op {
             continue;
         }
@@ -167,12 +162,6 @@ fn count_recovery(s: &OsdShared, pushes: &[crate::pg::Push]) {
     c.recovery_bytes.fetch_add(bytes, Ordering::Relaxed);
 }
 
-fn answer(waiters: &mut HashMap<u64, Waiter>, token: u64, f: impl FnOnce(Waiter)) {
-    if let Some(w) = waiters.remove(&token) {
-        f(w);
-    }
-}
-
 /// Tell the PGs whose asks were granted; a PG whose task has ended
 /// gives its slot back at once.
 fn grant(s: &Arc<OsdShared>, mut granted: Vec<(PgId, u64)>) {
@@ -184,291 +173,83 @@ fn grant(s: &Arc<OsdShared>, mut granted: Vec<(PgId, u64)>) {
     }
 }
 
-fn perform(
-    s: &Arc<OsdShared>,
-    me: &Mailbox,
+/// The daemon's side of the PG's effects: waiters answered, store
+/// transactions queued, messages sent through `peers`, asks to the
+/// monitors and to the OSD's reserver.
+struct Shell<'a> {
+    s: &'a Arc<OsdShared>,
+    me: &'a Mailbox,
     pg: PgId,
-    waiters: &mut HashMap<u64, Waiter>,
-    fx: Vec<Effect>,
-) {
-    for e in fx {
-        match e {
-            Effect::Reply { token, reply } => answer(waiters, token, |w| {
-                if let Waiter::Op(w) = w {
-                    let _ = w.send(reply);
-                }
-            }),
-            Effect::RepReply { token, result } => answer(waiters, token, |w| {
-                if let Waiter::Rep(w) = w {
-                    let _ = w.send(result);
-                }
-            }),
-            Effect::ListReply { token, result } => answer(waiters, token, |w| {
-                if let Waiter::List(w) = w {
-                    let _ = w.send(result);
-                }
-            }),
-            Effect::InfoReply { token, result } => answer(waiters, token, |w| {
-                if let Waiter::Info(w) = w {
-                    let _ = w.send(result);
-                }
-            }),
-            Effect::FetchLog { tid, to, ctx } => {
-                let msg = PeerMsg::GetLog {
-                    pg,
-                    from: s.cfg.id,
-                    ctx,
-                };
-                let take = |r| match r {
-                    PeerReply::OwnLog(l) => Some(l),
-                    _ => None,
-                };
-                let done = move |result| Input::GetLogDone {
-                    tid,
-                    from: to,
-                    result,
-                };
-                tokio::spawn(peers::fetch(s.clone(), me.clone(), pg, to, msg, take, done));
-            }
-            Effect::Pull {
-                tid,
-                to,
-                ctx,
-                name,
-                need,
-            } => {
-                let msg = PeerMsg::Pull {
-                    pg,
-                    from: s.cfg.id,
-                    ctx,
-                    name,
-                    need,
-                };
-                let take = |r| match r {
-                    PeerReply::Pulled(p) => Some(p),
-                    _ => None,
-                };
-                let done = move |result| Input::PullDone {
-                    tid,
-                    from: to,
-                    result,
-                };
-                tokio::spawn(peers::fetch(s.clone(), me.clone(), pg, to, msg, take, done));
-            }
-            Effect::ReadShard {
-                tid,
-                to,
-                epoch,
-                name,
-                extents,
-                version,
-                shard,
-            } => {
-                let msg = PeerMsg::ReadShard {
-                    pg,
-                    from: s.cfg.id,
-                    epoch,
-                    name,
-                    extents,
-                    version,
-                    shard,
-                };
-                let take = |r| match r {
-                    PeerReply::ShardData(d) => Some(d.into_iter().map(|b| b.0).collect()),
-                    _ => None,
-                };
-                let done = move |result| Input::ShardReadDone {
-                    tid,
-                    from: to,
-                    shard,
-                    result,
-                };
-                tokio::spawn(peers::fetch(s.clone(), me.clone(), pg, to, msg, take, done));
-            }
-            Effect::ShardReadReply { token, result } => answer(waiters, token, |w| {
-                if let Waiter::ShardData(w) = w {
-                    let _ = w.send(result);
-                }
-            }),
-            Effect::OwnLogReply { token, result } => answer(waiters, token, |w| {
-                if let Waiter::OwnLog(w) = w {
-                    let _ = w.send(result);
-                }
-            }),
-            Effect::PullReply { token, result } => answer(waiters, token, |w| {
-                if let Waiter::Pulled(w) = w {
-                    let _ = w.send(result);
-                }
-            }),
-            Effect::AskClean { to, epoch, shard } => {
-                tokio::spawn(peers::ask_clean(
-                    s.clone(),
-                    me.clone(),
-                    pg,
-                    to,
-                    epoch,
-                    shard,
-                ));
-            }
-            Effect::CleanReply { token, clean } => answer(waiters, token, |w| {
-                if let Waiter::Clean(w) = w {
-                    let _ = w.send(clean);
-                }
-            }),
-            Effect::Reserve { ask, priority } => {
-                let granted = lock(&s.reserver).ask((pg, ask), priority);
-                grant(s, granted);
-            }
-            Effect::Release { ask } => {
-                let granted = lock(&s.reserver).release((pg, ask));
-                grant(s, granted);
-            }
-            Effect::Apply { tid, txn, sync } => {
-                let commit = if sync {
-                    s.store.queue_transaction(txn)
-                } else {
-                    s.store.queue_unsynced(txn)
-                };
-                let me = me.clone();
-                let s = s.clone();
-                tokio::spawn(async move {
-                    let result = commit.await;
-                    if let Err(e) = &result {
-                        // Fail-stop: the PG already counts this
-                        // transaction (its versions, its log); a copy
-                        // that lost it must not go on serving.
-                        s.fail(format!("pg {pg}: a store transaction failed: {e}"));
-                        return;
-                    }
-                    me.control(Input::LocalDone { tid, result });
-                });
-            }
-            Effect::Replicate { tid, to, ctx, txn } => {
-                let interval = ctx.interval;
-                let from = s.cfg.id;
-                let msg = PeerMsg::RepOp { pg, from, ctx, txn };
-                let done = move |result| Input::RepDone {
-                    tid,
-                    from: to,
-                    result,
-                };
-                tokio::spawn(peers::send_acked(
-                    s.clone(),
-                    me.clone(),
-                    pg,
-                    interval,
-                    to,
-                    msg,
-                    done,
-                ));
-            }
-            Effect::QueryInfo {
-                to,
-                interval,
-                epoch,
-            } => {
-                let q = peers::query_info(s.clone(), me.clone(), pg, to, interval, epoch);
-                tokio::spawn(q);
-            }
-            Effect::LogReply { token, result } => answer(waiters, token, |w| {
-                if let Waiter::Log(w) = w {
-                    let _ = w.send(result);
-                }
-            }),
-            Effect::SendLog { tid, to, ctx, log } => {
-                tokio::spawn(peers::send_log(
-                    s.clone(),
-                    me.clone(),
-                    pg,
-                    tid,
-                    to,
-                    ctx,
-                    log,
-                ));
-            }
-            Effect::Push { tid, to, ctx, push } => {
-                count_recovery(s, std::slice::from_ref(&push));
-                let interval = ctx.interval;
-                let from = s.cfg.id;
-                let msg = PeerMsg::Push {
-                    pg,
-                    from,
-                    ctx,
-                    push,
-                };
-                let done = move |result| Input::PushDone {
-                    tid,
-                    from: to,
-                    result,
-                };
-                tokio::spawn(peers::send_acked(
-                    s.clone(),
-                    me.clone(),
-                    pg,
-                    interval,
-                    to,
-                    msg,
-                    done,
-                ));
-            }
-            Effect::SendChunk {
-                tid,
-                to,
-                ctx,
-                chunk,
-            } => {
-                count_recovery(s, &chunk.pushes);
-                let interval = ctx.interval;
-                let from = s.cfg.id;
-                let msg = PeerMsg::Chunk {
-                    pg,
-                    from,
-                    ctx,
-                    chunk,
-                };
-                let done = move |result| Input::ChunkDone {
-                    tid,
-                    from: to,
-                    result,
-                };
-                tokio::spawn(peers::send_acked(
-                    s.clone(),
-                    me.clone(),
-                    pg,
-                    interval,
-                    to,
-                    msg,
-                    done,
-                ));
-            }
-            Effect::SendScan {
-                tid,
-                to,
-                ctx,
-                after,
-                upto,
-                limit,
-                filter,
-            } => {
-                let msg = PeerMsg::Scan {
-                    pg,
-                    from: s.cfg.id,
-                    ctx,
-                    after,
-                    upto,
-                    limit,
-                    filter,
-                };
-                tokio::spawn(peers::scan(s.clone(), me.clone(), pg, tid, to, msg));
-            }
-            Effect::ScanReply { token, result } => answer(waiters, token, |w| {
-                if let Waiter::Scan(w) = w {
-                    let _ = w.send(result);
-                }
-            }),
-            Effect::RecordWriteSet(ask) => monitor::ask_record(s, ask, me.clone()),
-            Effect::RequestPgTemp { osds } => monitor::request_pg_temp(s, pg, osds),
-            Effect::RequestPrimaryTemp { osd } => monitor::request_primary_temp(s, pg, osd),
+    waiters: &'a mut HashMap<u64, Waiter>,
+}
+
+impl Host for Shell<'_> {
+    fn reply(&mut self, token: u64, reply: OpReply) {
+        if let Some(Waiter::Op(w)) = self.waiters.remove(&token) {
+            let _ = w.send(reply);
         }
+    }
+
+    fn list_reply(&mut self, token: u64, result: ListResult) {
+        if let Some(Waiter::List(w)) = self.waiters.remove(&token) {
+            let _ = w.send(result);
+        }
+    }
+
+    fn send(&mut self, id: u64, to: i32, msg: PeerMsg) {
+        match &msg {
+            PeerMsg::Push { push, .. } => count_recovery(self.s, std::slice::from_ref(push)),
+            PeerMsg::Chunk { chunk, .. } => count_recovery(self.s, &chunk.pushes),
+            _ => {}
+        }
+        let send = peers::send(self.s.clone(), self.me.clone(), self.pg, id, to, msg);
+        tokio::spawn(send);
+    }
+
+    fn answer(&mut self, token: u64, reply: PeerReply) {
+        if let Some(Waiter::Peer(w)) = self.waiters.remove(&token) {
+            let _ = w.send(reply);
+        }
+    }
+
+    fn apply(&mut self, tid: u64, txn: Transaction, sync: bool) {
+        let (s, pg) = (self.s, self.pg);
+        let commit = if sync {
+            s.store.queue_transaction(txn)
+        } else {
+            s.store.queue_unsynced(txn)
+        };
+        let me = self.me.clone();
+        let s = s.clone();
+        tokio::spawn(async move {
+            let result = commit.await;
+            if let Err(e) = &result {
+                // Fail-stop: the PG already counts this transaction (its
+                // versions, its log); a copy that lost it must not go on
+                // serving.
+                s.fail(format!("pg {pg}: a store transaction failed: {e}"));
+                return;
+            }
+            me.control(Input::LocalDone { tid, result });
+        });
+    }
+
+    fn monitor(&mut self, ask: MonAsk) {
+        let (s, pg) = (self.s, self.pg);
+        match ask {
+            MonAsk::Record(ask) => monitor::ask_record(s, ask, self.me.clone()),
+            MonAsk::PgTemp(osds) => monitor::request_pg_temp(s, pg, osds),
+            MonAsk::PrimaryTemp(osd) => monitor::request_primary_temp(s, pg, osd),
+        }
+    }
+
+    fn reserve(&mut self, ask: u64, priority: u64) {
+        let granted = lock(&self.s.reserver).ask((self.pg, ask), priority);
+        grant(self.s, granted);
+    }
+
+    fn release(&mut self, ask: u64) {
+        let granted = lock(&self.s.reserver).release((self.pg, ask));
+        grant(self.s, granted);
     }
 }

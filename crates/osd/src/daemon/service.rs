@@ -11,7 +11,7 @@
 use super::mailbox::{PgMsg, Waiter};
 use super::OsdShared;
 use crate::msg::{PeerMsg, PeerReply};
-use crate::pg::{Input, RepError};
+use crate::pg::Input;
 use loligo_proto::direct;
 use loligo_proto::v1::osd_server::Osd;
 use loligo_proto::v1::Raw;
@@ -205,203 +205,64 @@ impl Service {
             .unwrap_or_else(|e| Err(e.op_error(map.epoch)))
     }
 
+    /// Another OSD's message: a heartbeat is answered here; every other
+    /// message goes to its PG's task (started if this OSD has none yet,
+    /// except for a stray's question, which only a running PG answers).
     async fn peer_msg(&self, m: PeerMsg) -> PeerReply {
-        match m {
-            PeerMsg::Ping { .. } => PeerReply::Pong {
+        let Some(pg) = m.pg() else {
+            return PeerReply::Pong {
                 epoch: self.0.epoch(),
-            },
-            PeerMsg::GetInfo {
-                pg, from, epoch, ..
-            } => self.get_info(pg, from, epoch).await,
-            PeerMsg::Log { pg, from, ctx, log } => {
-                let (tx, rx) = oneshot::channel();
-                let input = Input::Log {
-                    from,
-                    ctx,
-                    log,
-                    token: 0,
-                    now_ms: self.0.now_ms(),
-                };
-                member_reply(
-                    pg,
-                    self.ask(pg, true, input, Waiter::Log(tx), rx).await,
-                    PeerReply::Merged,
-                )
+            };
+        };
+        match &m {
+            // A peering query: answered by the PG's task once this OSD's
+            // copy has the querying primary's map (the fence against
+            // older primaries); no collection here means no copy.
+            PeerMsg::GetInfo { epoch, .. } => {
+                if self.0.read_info(pg).is_none() {
+                    return PeerReply::Info(None);
+                }
+                self.catch_up(*epoch).await;
             }
-            PeerMsg::Push {
-                pg,
-                from,
-                ctx,
-                push,
-            } => {
+            PeerMsg::Push { .. } | PeerMsg::Chunk { .. } => {
                 let Some(_turn) = self.0.incoming_turn().await else {
                     return busy(pg);
                 };
-                let (tx, rx) = oneshot::channel();
-                let input = Input::Push {
-                    from,
-                    ctx,
-                    push,
-                    token: 0,
-                    now_ms: self.0.now_ms(),
-                };
-                self.rep_answer(pg, input, tx, rx).await
+                return self.to_pg(pg, m).await;
             }
-            PeerMsg::Chunk {
-                pg,
-                from,
-                ctx,
-                chunk,
-            } => {
-                let Some(_turn) = self.0.incoming_turn().await else {
-                    return busy(pg);
-                };
-                let (tx, rx) = oneshot::channel();
-                let input = Input::Chunk {
-                    from,
-                    ctx,
-                    chunk,
-                    token: 0,
-                    now_ms: self.0.now_ms(),
-                };
-                self.rep_answer(pg, input, tx, rx).await
-            }
-            PeerMsg::Scan {
-                pg,
-                from,
-                ctx,
-                after,
-                upto,
-                limit,
-                filter,
-            } => {
-                let (tx, rx) = oneshot::channel();
-                let input = Input::Scan {
-                    from,
-                    ctx,
-                    after,
-                    upto,
-                    limit,
-                    filter,
-                    token: 0,
-                    now_ms: self.0.now_ms(),
-                };
-                member_reply(
-                    pg,
-                    self.ask(pg, true, input, Waiter::Scan(tx), rx).await,
-                    PeerReply::Scanned,
-                )
-            }
-            PeerMsg::GetLog { pg, from, ctx } => {
-                let (tx, rx) = oneshot::channel();
-                let input = Input::GetLog {
-                    from,
-                    ctx,
-                    token: 0,
-                    now_ms: self.0.now_ms(),
-                };
-                member_reply(
-                    pg,
-                    self.ask(pg, true, input, Waiter::OwnLog(tx), rx).await,
-                    PeerReply::OwnLog,
-                )
-            }
-            PeerMsg::Pull {
-                pg,
-                from,
-                ctx,
-                name,
-                need,
-            } => {
-                let (tx, rx) = oneshot::channel();
-                let input = Input::Pull {
-                    from,
-                    ctx,
-                    name,
-                    need,
-                    token: 0,
-                    now_ms: self.0.now_ms(),
-                };
-                member_reply(
-                    pg,
-                    self.ask(pg, true, input, Waiter::Pulled(tx), rx).await,
-                    PeerReply::Pulled,
-                )
-            }
-            PeerMsg::ReadShard {
-                pg,
-                from,
-                epoch,
-                name,
-                extents,
-                version,
-                shard,
-            } => {
-                let (tx, rx) = oneshot::channel();
-                let input = Input::ShardRead {
-                    from,
-                    epoch,
-                    name,
-                    extents,
-                    version,
-                    shard,
-                    token: 0,
-                };
-                member_reply(
-                    pg,
-                    self.ask(pg, true, input, Waiter::ShardData(tx), rx).await,
-                    |d: Vec<bytes::Bytes>| {
-                        let n: usize = d.iter().map(|b| b.len()).sum();
-                        self.0
-                            .counters
-                            .shard_bytes_sent
-                            .fetch_add(n as u64, Ordering::Relaxed);
-                        PeerReply::ShardData(d.into_iter().map(loligo_bulk::Bulk).collect())
-                    },
-                )
-            }
-            PeerMsg::StrayCheck {
-                pg,
-                from,
-                epoch,
-                shard,
-            } => {
-                let (tx, rx) = oneshot::channel();
-                let input = Input::StrayCheck {
-                    from,
-                    epoch,
-                    shard,
-                    token: 0,
-                };
-                // Not served here (no task): not known to be clean.
-                let clean = self.ask(pg, false, input, Waiter::Clean(tx), rx).await;
-                PeerReply::Clean(clean.ok().flatten())
-            }
-            PeerMsg::RepOp { pg, from, ctx, txn } => {
-                let (tx, rx) = oneshot::channel();
-                let input = Input::RepOp {
-                    from,
-                    ctx,
-                    txn,
-                    token: 0,
-                    now_ms: self.0.now_ms(),
-                };
-                self.rep_answer(pg, input, tx, rx).await
-            }
+            _ => {}
         }
+        self.to_pg(pg, m).await
     }
 
-    /// Hand a primary's write or push to the PG's task (started if this
-    /// OSD has none yet) and turn its answer into a reply.
-    async fn rep_answer(
-        &self,
-        pg: PgId,
-        input: Input,
-        tx: oneshot::Sender<Result<(), RepError>>,
-        rx: oneshot::Receiver<Result<(), RepError>>,
-    ) -> PeerReply {
-        let r = self.ask(pg, true, input, Waiter::Rep(tx), rx).await;
-        member_reply(pg, r, |()| PeerReply::RepDone(Ok(())))
+    /// Hand message `m` to PG `pg`'s task and wait for its answer.
+    async fn to_pg(&self, pg: PgId, m: PeerMsg) -> PeerReply {
+        let (stray, info, shard) = (
+            matches!(m, PeerMsg::StrayCheck { .. }),
+            matches!(m, PeerMsg::GetInfo { .. }),
+            matches!(m, PeerMsg::ReadShard { .. }),
+        );
+        let (tx, rx) = oneshot::channel();
+        let input = Input::Peer {
+            msg: m,
+            token: 0,
+            now_ms: self.0.now_ms(),
+        };
+        match self.ask(pg, !stray, input, Waiter::Peer(tx), rx).await {
+            Ok(reply) => {
+                if let (true, PeerReply::ShardData(d)) = (shard, &reply) {
+                    let n: usize = d.iter().map(|b| b.0.len()).sum();
+                    let c = &self.0.counters;
+                    c.shard_bytes_sent.fetch_add(n as u64, Ordering::Relaxed);
+                }
+                reply
+            }
+            // Not served here (no task): not known to be clean.
+            Err(_) if stray => PeerReply::Clean(None),
+            // Not answerable yet: the asker asks again.
+            Err(e) if info => PeerReply::Refused(format!("pg {pg}: {e:?}")),
+            Err(e) => PeerReply::RepDone(Err(format!("pg {pg}: {e:?}"))),
+        }
     }
 }
 
@@ -411,49 +272,6 @@ fn busy(pg: PgId) -> PeerReply {
     PeerReply::RepDone(Err(format!(
         "pg {pg}: this OSD is taking as many recovery copies as it may; try again"
     )))
-}
-
-/// A member PG's answer to a primary as a peer reply: `ok` wraps a value;
-/// a stale-interval refusal is `Refused` (the primary's interval is over);
-/// any other failure, or no answer, is a failed `RepDone`.
-fn member_reply<T>(
-    pg: PgId,
-    r: Result<Result<T, RepError>, AskError>,
-    ok: impl FnOnce(T) -> PeerReply,
-) -> PeerReply {
-    match r {
-        Ok(Ok(v)) => ok(v),
-        Ok(Err(RepError::Stale(e))) => PeerReply::Refused(e),
-        Ok(Err(RepError::Failed(e))) => PeerReply::RepDone(Err(e)),
-        Ok(Err(RepError::Absent(e))) => PeerReply::Absent(e),
-        Ok(Err(RepError::NeverTook(e))) => PeerReply::NeverTook(e),
-        Err(e) => PeerReply::RepDone(Err(format!("pg {pg}: {e:?}"))),
-    }
-}
-
-impl Service {
-    /// A peering query: answered by the PG's task once this OSD's copy has
-    /// the querying primary's map (the fence against older primaries); no
-    /// collection here means no copy.
-    async fn get_info(&self, pg: PgId, from: i32, epoch: Epoch) -> PeerReply {
-        let has_copy = self.0.read_info(pg).is_some();
-        if !has_copy {
-            return PeerReply::Info(None);
-        }
-        self.catch_up(epoch).await;
-        let (tx, rx) = oneshot::channel();
-        let input = Input::Query {
-            from,
-            epoch,
-            token: 0,
-            now_ms: self.0.now_ms(),
-        };
-        match self.ask(pg, true, input, Waiter::Info(tx), rx).await {
-            Ok(Ok(info)) => PeerReply::Info(info),
-            Ok(Err(e)) => PeerReply::Refused(e),
-            Err(e) => PeerReply::Refused(format!("pg {pg}: {e:?}")),
-        }
-    }
 }
 
 /// Who sent a request (anyone only on an OSD without TLS).

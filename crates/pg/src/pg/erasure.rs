@@ -16,6 +16,7 @@
 use super::{reply, Effect, PeerInfo, Pending, Pg, RepError, Role};
 use crate::ec::{self, OldBytes, Plan};
 use crate::exec::{ObjState, VERSION_ATTR};
+use crate::msg::{PeerMsg, PeerReply};
 use bytes::Bytes;
 use loligo_ec::plan::Coalesce;
 use loligo_ec::stripe::{self, Fetched, ShardReads};
@@ -498,15 +499,16 @@ impl Pg {
                 }
             } else {
                 g.waiting.insert(c, osd);
-                fx.push(Effect::ReadShard {
-                    tid,
-                    to: osd,
+                let msg = PeerMsg::ReadShard {
+                    pg: self.id,
+                    from: self.whoami,
                     epoch,
                     name: g.oid.name.clone(),
                     extents: exts,
                     version: g.st.version,
                     shard: c,
-                });
+                };
+                self.send(tid, osd, msg, fx);
             }
         }
         match &g.what {
@@ -1116,13 +1118,14 @@ impl Pg {
         }
         let osd = left.remove(0);
         let tid = self.take_tid();
-        fx.push(Effect::Pull {
-            tid,
-            to: osd,
+        let msg = PeerMsg::Pull {
+            pg: self.id,
+            from: self.whoami,
             ctx: self.rep_ctx(),
             name: name.clone(),
             need: to,
-        });
+        };
+        self.send(tid, osd, msg, fx);
         self.busy.entry(name.clone()).or_default();
         self.rec.revert_pulls.insert(tid, (name, to, left));
         true
@@ -1491,9 +1494,9 @@ impl Pg {
                 continue;
             };
             let data = shards.get(&c).cloned().unwrap_or_default();
-            fx.push(Effect::Push {
-                tid,
-                to,
+            let msg = PeerMsg::Push {
+                pg: self.id,
+                from: self.whoami,
                 ctx: ctx.clone(),
                 push: super::Push {
                     name: oid.name.clone(),
@@ -1505,7 +1508,8 @@ impl Pg {
                         omap: Vec::new(),
                     }),
                 },
-            });
+            };
+            self.send(tid, to, msg, fx);
         }
     }
 
@@ -1656,16 +1660,17 @@ impl Pg {
             let tid = self.take_tid();
             let ctx = self.rep_ctx();
             for &to in &targets {
-                fx.push(Effect::Push {
-                    tid,
-                    to,
+                let msg = PeerMsg::Push {
+                    pg: self.id,
+                    from: self.whoami,
                     ctx: ctx.clone(),
                     push: super::Push {
                         name: name.clone(),
                         version: Version::default(),
                         copy: None,
                     },
-                });
+                };
+                self.send(tid, to, msg, fx);
             }
             self.rec.pushing.insert(tid, (name, targets));
             return;
@@ -1736,16 +1741,19 @@ impl Pg {
         // of an object may be on such a copy).
         let oid = super::recovery::oid(name);
         let Some(striper) = self.ec.clone() else {
-            return fx.push(Effect::ShardReadReply {
+            let e = RepError::Failed("not an erasure-coded PG".into());
+            return fx.push(Effect::Answer {
                 token,
-                result: Err(RepError::Failed("not an erasure-coded PG".into())),
+                reply: PeerReply::from_error(e),
             });
         };
         let result = match read_shard(s, self.coll, &oid, Some(shard), version, extents, &striper) {
             Err(RepError::Absent(why)) => Err(self.lacks(s, name, version, why)),
             r => r.map(|v| v.into_iter().map(Bytes::from).collect()),
         };
-        fx.push(Effect::ShardReadReply { token, result });
+        fx.push(Effect::answer(token, result, |d: Vec<Bytes>| {
+            PeerReply::ShardData(d.into_iter().map(loligo_bulk::Bulk).collect())
+        }));
     }
 }
 

@@ -1,0 +1,273 @@
+//! The PG's side of the one protocol between its copies: messages it
+//! sends (each remembered until its answer comes, so the answer reaches
+//! the handler of its kind), messages it takes from other copies, and
+//! the answers to what it sent.
+//!
+//! Dispatch only: it must never decide anything the handlers decide.
+
+use super::io::{Asked, Sent};
+use super::{replica, Effect, HeldLog, PeerInfo, PendingQuery, Pg, RepError};
+use crate::msg::{PeerMsg, PeerReply};
+use bytes::Bytes;
+use loligo_store::ObjectStore;
+
+/// Answers a PG may wait for at once before a host that loses them is
+/// a bug worth stopping for (debug builds).
+const SENT_MAX: usize = 1 << 20;
+
+impl Pg {
+    /// Send `msg` to `to` for the operation `tid` (a write, a gather, a
+    /// pull: the handler of the answer's kind matches it by `tid`).
+    pub(super) fn send(&mut self, tid: u64, to: i32, msg: PeerMsg, fx: &mut Vec<Effect>) {
+        debug_assert_eq!(msg.sender(), self.whoami, "a PG sends as its own OSD");
+        debug_assert_eq!(msg.pg(), Some(self.id), "a PG sends for itself");
+        let Some(asked) = Asked::of(&msg) else {
+            debug_assert!(false, "a PG never sends {msg:?}");
+            return;
+        };
+        let id = self.next_send;
+        self.next_send += 1;
+        self.sent.insert(id, Sent { tid, to, asked });
+        debug_assert!(self.sent.len() < SENT_MAX, "a host loses answers");
+        fx.push(Effect::Send { id, to, msg });
+    }
+
+    /// Ask `to` for its info for this interval (peering).
+    pub(super) fn query_info(&mut self, to: i32, fx: &mut Vec<Effect>) {
+        // Queries of earlier intervals whose answers were lost: their
+        // answers would be ignored (`on_info` takes only this interval's).
+        let interval = self.interval;
+        self.sent.retain(|_, x| match x.asked {
+            Asked::Info { interval: i } => i == interval,
+            _ => true,
+        });
+        let msg = PeerMsg::GetInfo {
+            pg: self.id,
+            from: self.whoami,
+            interval: self.interval,
+            epoch: self.epoch,
+        };
+        self.send(0, to, msg, fx);
+    }
+
+    /// Pull `name` from `to` as `tid`, at the version this copy misses.
+    pub(super) fn pull(&mut self, tid: u64, to: i32, name: &str, fx: &mut Vec<Effect>) {
+        let msg = PeerMsg::Pull {
+            pg: self.id,
+            from: self.whoami,
+            ctx: self.rep_ctx(),
+            name: name.to_string(),
+            need: self.missing.get(name).copied().unwrap_or_default(),
+        };
+        self.send(tid, to, msg, fx);
+    }
+
+    /// A message from another copy of this PG.
+    pub(super) fn on_peer(
+        &mut self,
+        s: &dyn ObjectStore,
+        msg: PeerMsg,
+        token: u64,
+        fx: &mut Vec<Effect>,
+    ) {
+        debug_assert!(msg.pg().is_none_or(|pg| pg == self.id));
+        let deadline_ms = self.now_ms + self.op_timeout_ms;
+        match msg {
+            PeerMsg::Ping { .. } => fx.push(Effect::Answer {
+                token,
+                reply: PeerReply::Pong { epoch: self.epoch },
+            }),
+            PeerMsg::RepOp { from, ctx, txn, .. } => {
+                let w = replica::RepWrite {
+                    from,
+                    ctx,
+                    txn,
+                    token,
+                    deadline_ms,
+                };
+                self.on_rep_op(s, w, fx)
+            }
+            PeerMsg::GetInfo { epoch, .. } => {
+                let q = PendingQuery {
+                    epoch,
+                    token,
+                    deadline_ms,
+                };
+                self.on_query(q, fx)
+            }
+            PeerMsg::Log { from, ctx, log, .. } => {
+                let h = HeldLog {
+                    from,
+                    ctx,
+                    log,
+                    token,
+                    deadline_ms,
+                };
+                self.on_log(s, h, fx);
+            }
+            PeerMsg::Push {
+                from, ctx, push, ..
+            } => self.on_push(s, from, ctx, push, token, fx),
+            PeerMsg::Scan {
+                from,
+                ctx,
+                after,
+                upto,
+                limit,
+                filter,
+                ..
+            } => {
+                let result = self.on_scan(s, from, &ctx, &after, &upto, limit, &filter);
+                fx.push(Effect::answer(token, result, PeerReply::Scanned));
+            }
+            PeerMsg::Chunk {
+                from, ctx, chunk, ..
+            } => self.on_chunk(s, from, &ctx, chunk, token, fx),
+            PeerMsg::GetLog { from, ctx, .. } => {
+                let result = self.on_get_log(s, from, &ctx);
+                fx.push(Effect::answer(token, result, PeerReply::OwnLog));
+            }
+            PeerMsg::Pull {
+                from,
+                ctx,
+                name,
+                need,
+                ..
+            } => {
+                let result = self.on_pull(s, from, &ctx, &name, need);
+                fx.push(Effect::answer(token, result, PeerReply::Pulled));
+            }
+            PeerMsg::ReadShard {
+                name,
+                extents,
+                version,
+                shard,
+                ..
+            } => self.on_shard_read(s, &name, &extents, version, shard, token, fx),
+            PeerMsg::StrayCheck {
+                from, epoch, shard, ..
+            } => {
+                if let (Some(i), Some(_), true) = (shard, &self.ec, self.is_primary()) {
+                    self.rec.strays.insert(from, i as usize);
+                }
+                let clean = self.clean_without(from, epoch);
+                fx.push(Effect::Answer {
+                    token,
+                    reply: PeerReply::Clean(clean),
+                });
+            }
+        }
+    }
+
+    /// The answer to message `id` (or why there is none), to the handler
+    /// of what it asked. An answer to nothing remembered is dropped.
+    pub(super) fn on_reply(
+        &mut self,
+        s: &dyn ObjectStore,
+        id: u64,
+        reply: Result<PeerReply, RepError>,
+        fx: &mut Vec<Effect>,
+    ) {
+        let Some(Sent {
+            tid,
+            to: from,
+            asked,
+        }) = self.sent.remove(&id)
+        else {
+            return;
+        };
+        match asked {
+            // A member that cannot answer yet (its map is behind) is
+            // asked again by the host or by peering's retry; any other
+            // answer without an info means it has no copy.
+            Asked::Info { interval } => match reply {
+                Ok(PeerReply::Info(info)) => self.on_info(s, from, interval, info, fx),
+                Ok(PeerReply::Refused(_)) | Err(_) => {}
+                Ok(_) => self.on_info(s, from, interval, None, fx),
+            },
+            // Only the current primary's word, under a map no older than
+            // this copy's, counts.
+            Asked::StrayCheck => {
+                if let Ok(PeerReply::Clean(Some(e))) = reply {
+                    if from == self.primary && e >= self.epoch {
+                        self.remove_some(s, fx);
+                    }
+                }
+            }
+            Asked::RepOp => {
+                let result = take(reply, ack);
+                self.done(s, tid, from, result, fx)
+            }
+            Asked::Push => {
+                let result = take(reply, ack);
+                self.on_push_done(s, tid, from, result, fx)
+            }
+            Asked::Chunk => {
+                let result = take(reply, ack);
+                self.on_chunk_done(s, tid, from, result, fx)
+            }
+            Asked::Log => {
+                let result = take(reply, |r| match r {
+                    PeerReply::Merged(a) => Some(a),
+                    _ => None,
+                });
+                self.on_log_done(s, tid, from, result, fx)
+            }
+            Asked::Scan => {
+                let result = take(reply, |r| match r {
+                    PeerReply::Scanned(sc) => Some(sc),
+                    _ => None,
+                });
+                self.on_scan_done(s, tid, from, result, fx)
+            }
+            Asked::GetLog => {
+                let result = take(reply, |r| match r {
+                    PeerReply::OwnLog(l) => Some(l),
+                    _ => None,
+                });
+                self.on_get_log_done(s, tid, from, result, fx)
+            }
+            Asked::Pull => {
+                let result = take(reply, |r| match r {
+                    PeerReply::Pulled(p) => Some(p),
+                    _ => None,
+                });
+                self.on_pull_done(s, tid, from, result, fx)
+            }
+            Asked::ReadShard { shard } => {
+                let result = take(reply, |r| match r {
+                    PeerReply::ShardData(d) => {
+                        Some(d.into_iter().map(|b| b.0).collect::<Vec<Bytes>>())
+                    }
+                    _ => None,
+                });
+                self.on_shard_read_done(s, tid, from, shard, result, fx)
+            }
+        }
+    }
+}
+
+/// The answer to a peering query: this copy's info (`None`: no copy), or
+/// why it cannot answer yet (a refusal: the asker asks again).
+pub(super) fn info_answer(token: u64, result: Result<Option<PeerInfo>, String>) -> Effect {
+    let reply = match result {
+        Ok(info) => PeerReply::Info(info),
+        Err(e) => PeerReply::Refused(e),
+    };
+    Effect::Answer { token, reply }
+}
+
+/// An answer as the value its kind carries (`want`), its refusal or
+/// failure as the error, anything else as a failure.
+fn take<T>(
+    reply: Result<PeerReply, RepError>,
+    want: impl FnOnce(PeerReply) -> Option<T>,
+) -> Result<T, RepError> {
+    let r = reply.and_then(PeerReply::into_result)?;
+    want(r).ok_or_else(|| RepError::Failed("unexpected reply".into()))
+}
+
+/// A write, push or chunk's acknowledgement.
+fn ack(r: PeerReply) -> Option<()> {
+    matches!(r, PeerReply::RepDone(Ok(()))).then_some(())
+}

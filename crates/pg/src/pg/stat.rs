@@ -1,0 +1,217 @@
+//! What a PG reports: its state, counts and progress, for the monitors
+//! and for tests.
+//!
+//! It must never change the PG: it only reads.
+
+use super::*;
+
+impl Pg {
+    /// Whether the PG has nothing in flight or waiting.
+    /// Erasure-coded rebuilds finished since the last call: (shards
+    /// rebuilt, bytes the code's plans read in theory, bytes fetched).
+    pub fn take_rebuilt(&mut self) -> (u64, u64, u64) {
+        std::mem::take(&mut self.rebuilt)
+    }
+
+    pub fn idle(&self) -> bool {
+        self.inflight.is_empty()
+            && self.gathers.is_empty()
+            && self.waiting.is_empty()
+            && self.busy.is_empty()
+            && self.rep.waiting.is_empty()
+            && self.rep.committing.is_empty()
+            && self.lists.is_empty()
+            && self.queries.is_empty()
+            && self.held_logs.is_empty()
+            && self.held_copies.is_empty()
+            && self.rec.pushing.is_empty()
+            && self.rec.bf_blocked.is_empty()
+    }
+
+    /// Whether this primary's PG is active with every member complete and
+    /// CRUSH's set in charge.
+    pub fn is_clean(&self) -> bool {
+        self.stat()
+            .is_some_and(|st| st.state.contains(PgState::CLEAN))
+    }
+
+    /// The PG's state for the monitors (primaries only).
+    pub fn stat(&self) -> Option<PgStat> {
+        if !self.is_primary() {
+            return None;
+        }
+        let size = self.pool.as_ref().map_or(0, |p| p.size as usize);
+        // Only an active set's copies are counted (peering knows none
+        // yet): the members' and this copy's own lacked objects (an
+        // erasure-coded primary may serve while it lacks some: unfound,
+        // or to be rolled back).
+        let (degraded, misplaced) = match &self.role {
+            Role::Primary { write_set } | Role::Activating { write_set, .. } => {
+                let (degraded, misplaced) = copies_short(
+                    self.info.objects,
+                    size,
+                    write_set.len(),
+                    self.rec.lacking(self.info.objects) + self.missing.len() as u64,
+                );
+                // An unfound object has no copy to be misplaced from: its
+                // lacked copies are degraded even while the write set has
+                // more members than the pool's size (remapped; on a
+                // replicated pool with OSDs declared lost, such a PG showed
+                // 1 unfound, 0 degraded), and it is at least one degraded
+                // copy however this copy counts its objects (an
+                // undersized, peered PG too).
+                let unfound = self.unfound_count();
+                let moved = unfound.min(misplaced);
+                ((degraded + moved).max(unfound), misplaced - moved)
+            }
+            _ => (0, 0),
+        };
+        let state = match &self.role {
+            Role::Peering { .. } => PgState::PEERING,
+            Role::Behind => PgState::PEERING | PgState::WAIT_PG_TEMP,
+            Role::Pulling { .. } => PgState::PEERING | PgState::RECOVERING,
+            Role::Down { .. } => PgState::DOWN,
+            Role::Activating { write_set, .. } => {
+                let mut st = PgState::ACTIVATING;
+                if write_set.len() < size {
+                    st |= PgState::UNDERSIZED | PgState::DEGRADED;
+                }
+                if degraded > 0 {
+                    st |= PgState::DEGRADED;
+                }
+                st
+            }
+            Role::Primary { write_set } => {
+                let mut st = if self.serving(write_set) < self.min_size() {
+                    PgState::PEERED
+                } else {
+                    PgState::ACTIVE
+                };
+                if write_set.len() < size {
+                    st |= PgState::UNDERSIZED | PgState::DEGRADED;
+                }
+                if !self.rec.backfill.is_empty() {
+                    let toofull = |to: &i32| self.backfill_toofull(*to);
+                    if self.rec.backfill.keys().any(toofull) {
+                        st |= PgState::BACKFILL_TOOFULL;
+                    }
+                    // Waiting: every target's next step waits out a retry.
+                    let copying = matches!(self.rec.slot, Slot::Held(_))
+                        && self
+                            .rec
+                            .backfill
+                            .iter()
+                            .any(|(to, b)| !toofull(to) && b.retry_ms <= self.now_ms);
+                    if copying {
+                        st |= PgState::BACKFILLING;
+                    } else if !self.rec.backfill.keys().all(toofull) {
+                        st |= PgState::BACKFILL_WAIT;
+                    }
+                    if self.complete_of(write_set).len() < size {
+                        st |= PgState::DEGRADED;
+                    }
+                }
+                // (Unfound objects are degraded copies, whoever lacks
+                // them: they may be neither missing here nor on a member's
+                // list.)
+                if !self.missing.is_empty() || self.unfound_count() > 0 {
+                    st |= PgState::DEGRADED;
+                }
+                if !self.rec.missing.is_empty() {
+                    st |= PgState::DEGRADED;
+                    st |= if self.rec.pushing.is_empty() {
+                        PgState::RECOVERY_WAIT
+                    } else {
+                        PgState::RECOVERING
+                    };
+                }
+                let temp_primary =
+                    self.ec.is_some() && self.crush_primary().is_some_and(|c| c != self.whoami);
+                if (!self.up.is_empty() && self.up != self.acting) || temp_primary {
+                    st |= PgState::REMAPPED;
+                }
+                if st == PgState::ACTIVE {
+                    st |= PgState::CLEAN;
+                }
+                if !self.scrub.differ.is_empty() {
+                    st |= PgState::INCONSISTENT;
+                }
+                st
+            }
+            _ => return None,
+        };
+        Some(PgStat {
+            pg: self.id,
+            epoch: self.epoch,
+            state,
+            acting: self.acting.clone(),
+            objects: self.info.objects,
+            bytes: self.info.bytes,
+            degraded,
+            misplaced,
+            waiting_for: match &self.role {
+                Role::Down { osds } => osds.clone(),
+                _ => Vec::new(),
+            },
+            unfound: self.unfound_count(),
+        })
+    }
+
+    /// Erasure-coded primary: acting members whose OSDs moved that wait
+    /// outside the write set for the others to be whole (see
+    /// `Pg::moved_to_wait`).
+    pub fn moved_waiting(&self) -> usize {
+        match self.role {
+            Role::Primary { .. } | Role::Activating { .. } => self.rec.waiting_moved.len(),
+            _ => 0,
+        }
+    }
+
+    /// Objects no up copy can give at the version the log names, that
+    /// wait (`PgStat::unfound`; none once the PG, active, lacks nothing).
+    pub fn unfound_count(&self) -> u64 {
+        let whole = matches!(self.role, Role::Primary { .. })
+            && self.missing.is_empty()
+            && self.rec.missing.values().all(BTreeMap::is_empty)
+            && self.rec.backfill.is_empty();
+        match whole {
+            true => 0,
+            false => self.unfound_waiting.len() as u64,
+        }
+    }
+
+    /// Objects this copy rolled back to an older copy or removed since it
+    /// started, because no copy that held them at their logged version
+    /// was coming back (`pull_what_is_left`).
+    pub fn given_up(&self) -> u64 {
+        self.given_up
+    }
+
+    /// Root comparisons made with members, and how many found a
+    /// different root.
+    pub fn scrubs(&self) -> (u64, u64) {
+        (self.scrub.compared, self.scrub.differed)
+    }
+
+    /// Backfill chunks on their way from this primary (all targets),
+    /// chunks this copy holds because they overtook the chunk before
+    /// them, and scans it answered before the chunk they follow was
+    /// queued here (the simulator's coverage counters).
+    pub fn chunk_pipeline(&self) -> (usize, usize, u64) {
+        let flying = self
+            .rec
+            .backfill
+            .values()
+            .map(|b| match &b.step {
+                BfStep::Copying { flights, .. } => flights.len(),
+                _ => 0,
+            })
+            .sum();
+        let held = self
+            .held_copies
+            .iter()
+            .filter(|h| matches!(h.what, CopyMsg::Chunk(_)))
+            .count();
+        (flying, held, self.scans_ahead)
+    }
+}
