@@ -148,11 +148,14 @@ async fn rotate_keys(
     Ok(())
 }
 
-/// A port free now, below the kernel's ephemeral range: the daemons bind
-/// it later, and a port from the ephemeral range may by then be the local
-/// end of some outgoing connection (a cluster's OSD failed to start with
-/// "address already in use" that way).
-fn free_port() -> Result<u16, CliError> {
+/// A port free now, below the kernel's ephemeral range, held by the
+/// listener returned until the daemon that takes it is about to start:
+/// another `loligo up` looking for a port meanwhile finds it taken (two
+/// clusters started side by side picked the same port, and one's OSD
+/// found it in use). A port from the ephemeral range may by then be the
+/// local end of some outgoing connection (a cluster's OSD failed to start
+/// with "address already in use" that way).
+fn free_port() -> Result<(u16, std::net::TcpListener), CliError> {
     let lo = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
         .ok()
         .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
@@ -170,13 +173,13 @@ fn free_port() -> Result<u16, CliError> {
             x ^= x >> 7;
             x ^= x << 17;
             let port = 10_000 + (x % u64::from(lo - 10_000)) as u16;
-            if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
-                return Ok(port);
+            if let Ok(l) = std::net::TcpListener::bind(("127.0.0.1", port)) {
+                return Ok((port, l));
             }
         }
     }
     let l = std::net::TcpListener::bind("127.0.0.1:0")?;
-    Ok(l.local_addr()?.port())
+    Ok((l.local_addr()?.port(), l))
 }
 
 fn new_fsid() -> String {
@@ -394,15 +397,20 @@ pub fn up(a: UpArgs) -> Result<(), CliError> {
     std::fs::create_dir_all(&a.data_dir)?;
     let dir = std::fs::canonicalize(&a.data_dir)?;
     let first = load_state(&dir)?.is_none();
+    // A first start's ports, held until their daemons start.
+    let mut held: Vec<Option<std::net::TcpListener>> = Vec::new();
     let st = match load_state(&dir)? {
         Some(s) => s,
         None => {
+            let mut addr = || -> Result<String, CliError> {
+                let (port, l) = free_port()?;
+                held.push(Some(l));
+                Ok(format!("127.0.0.1:{port}"))
+            };
             let s = State {
                 fsid: new_fsid(),
-                mon_addr: format!("127.0.0.1:{}", free_port()?),
-                osd_addrs: (0..a.osds)
-                    .map(|_| free_port().map(|p| format!("127.0.0.1:{p}")))
-                    .collect::<Result<_, _>>()?,
+                mon_addr: addr()?,
+                osd_addrs: (0..a.osds).map(|_| addr()).collect::<Result<_, _>>()?,
                 osd_size: osd_size(&dir, a.osds, a.osd_size)?,
                 pg_log_entries: a.pg_log_entries,
                 merkle_leaves: a.merkle_leaves,
@@ -446,6 +454,13 @@ pub fn up(a: UpArgs) -> Result<(), CliError> {
     if first {
         mon_args.push("--mkfs".into());
     }
+    // (Held ports: the monitor's first, then each OSD's in order.)
+    let mut release = |i: usize| {
+        if let Some(l) = held.get_mut(i) {
+            l.take();
+        }
+    };
+    release(0);
     children.push(spawn(&dir, "mon.0", &mon_args, a.detach)?);
     let rt = crate::config::runtime()?;
     let admin = Config::load(&conf_path)?;
@@ -465,6 +480,7 @@ pub fn up(a: UpArgs) -> Result<(), CliError> {
     }
     for i in 0..n {
         let name = format!("osd.{i}");
+        release(i + 1);
         children.push(spawn(
             &dir,
             &name,
@@ -479,6 +495,21 @@ pub fn up(a: UpArgs) -> Result<(), CliError> {
             let m = mc.get_map().await?;
             if m.up_in().0 == n {
                 break;
+            }
+            // A daemon that exited (its port taken, its store refused)
+            // will not come up: say which at once.
+            for (i, c) in children.iter_mut().enumerate() {
+                if let Ok(Some(status)) = c.try_wait() {
+                    let name = if i == 0 {
+                        "mon.0".to_string()
+                    } else {
+                        format!("osd.{}", i - 1)
+                    };
+                    return Err(MonError::Invalid(format!(
+                        "{name} exited ({status}); see {}",
+                        dir.join(format!("{name}.log")).display()
+                    )));
+                }
             }
             if t0.elapsed() > Duration::from_secs(60) {
                 return Err(MonError::Timeout(format!(
