@@ -67,6 +67,19 @@ fn crates_link_only_the_layers_below_them() {
                 "loligo-osd",
             ],
         ),
+        // The simulator runs the sans-I/O core on simulated time: no
+        // runtime, no network, no daemon.
+        (
+            "loligo-sim",
+            &[
+                "tokio",
+                "tonic",
+                "loligo-proto",
+                "loligo-monc",
+                "loligo-osd",
+                "loligo-mon",
+            ],
+        ),
         // The monitor keeps its log in fjall itself, not in the block store.
         ("loligo-mon", &["loligo-store", "loligo-osd"]),
         // The pure libraries do no I/O and need no runtime.
@@ -118,7 +131,8 @@ fn run_time_code_does_not_link_the_test_kit() {
     // The test kit's generator and temporary folders are for tests,
     // benchmarks and workload tools: a library takes it only as an
     // optional dependency (a feature for the tools), and only the CLI,
-    // which runs those tools, links it outright.
+    // which runs those tools, and the simulator, which is a test tool,
+    // link it outright.
     let all = runtime_dependencies();
     assert!(all.len() >= 10, "{} crates found", all.len());
     for (krate, deps) in &all {
@@ -127,7 +141,7 @@ fn run_time_code_does_not_link_the_test_kit() {
         };
         let optional = kit.get("optional").and_then(|o| o.as_bool()) == Some(true);
         assert!(
-            optional || krate == "loligo-cli",
+            optional || krate == "loligo-cli" || krate == "loligo-sim",
             "{krate} links loligo-testkit at run time"
         );
     }

@@ -5,7 +5,8 @@
 //! pool type behind the `Backend` trait (`backend`: replicated and
 //! erasure-coded, with `ec` for stripes and plans), the op executor
 //! (`exec`) and object classes (`cls`) over what both know of an object
-//! (`opstate`), and the messages between PG copies (`msg`).
+//! (`opstate`), the messages between PG copies (`msg`), and the recovery
+//! slots an OSD's PGs share (`reserve`).
 //!
 //! This crate must never do I/O of its own, read a clock or start a task:
 //! no async runtime and no network (the layering test checks), so that the
@@ -18,3 +19,4 @@ pub mod exec;
 pub mod msg;
 pub mod opstate;
 pub mod pg;
+pub mod reserve;

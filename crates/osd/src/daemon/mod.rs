@@ -10,7 +10,7 @@
 //! - `peers.rs` — messages to other OSDs (replica writes, info queries)
 //! - `heartbeat.rs` — whom to ping, and failure reports
 //! - `monitor.rs` — write-set records, pg_temp requests, reports, re-boot
-//! - `reserve.rs` — the recovery slots the OSD's primary PGs share
+//! - `reserve` — the recovery slots the OSD's primary PGs share (from the PG crate)
 //!
 //! It must never decide anything a PG decides: every client op, replica
 //! write, listing and PG state change goes through the PG's task.
@@ -20,7 +20,8 @@ mod mailbox;
 mod monitor;
 mod peers;
 mod pg_task;
-pub mod reserve;
+/// The recovery slots (pure; kept with the PG core).
+pub use loligo_pg::reserve;
 mod service;
 
 use crate::error::OsdError;

@@ -34,17 +34,23 @@
 //! missing record, no backfill cursor), stray copies removed, and no
 //! recovery slot held or asked for. A failing
 //! seed replays exactly:
-//! `LOLIGO_SIM_SEED=N cargo test -p loligo-osd --test sim`.
+//! `LOLIGO_SIM_SEED=N cargo test -p loligo-sim --test pg`.
+//!
+//! The OSDs perform their PGs' effects through the PG crate's one router
+//! (`pg::route`, a `Host` per OSD), as the daemon does. The simulator must
+//! never read the clock or the OS's randomness: every choice comes from
+//! the seed, so a seed replays exactly. It is a test tool: it checks with
+//! `assert!` and panics on the first violation.
 
 use loligo_crush::placement::holes_as_minus_one;
 use loligo_ec::plan::Coalesce;
 use loligo_ec::stripe::{Fetched, Striper};
-use loligo_osd::daemon::reserve::Reserver;
-use loligo_osd::msg::{PeerMsg, PeerReply};
-use loligo_osd::pg::{
+use loligo_pg::msg::{PeerMsg, PeerReply};
+use loligo_pg::pg::{
     backfill::rebuild_tree, merkle, route, stored_info, tree::Kept, Host, Input, ListResult,
     MonAsk, Pg, RepError,
 };
+use loligo_pg::reserve::Reserver;
 use loligo_store::{CollectionId, FaultyStore, MemStore, ObjectStore, Transaction};
 use loligo_types::ops::{ClientOp, OpError, OpReply, ReqId, SubOp, SubResult, Version};
 use loligo_types::osdmap::{EcPlugin, EcProfile, PoolKind};
@@ -514,84 +520,84 @@ struct Sim {
 }
 
 #[derive(Default, Debug)]
-struct Stats {
-    acked_writes: u64,
-    good_reads: u64,
-    crashes: u64,
-    clean_checks: u64,
+pub struct Stats {
+    pub acked_writes: u64,
+    pub good_reads: u64,
+    pub crashes: u64,
+    pub clean_checks: u64,
     /// Backfill chunks applied.
-    chunks: u64,
+    pub chunks: u64,
     /// Objects backfill chunks named as lacked by their primary (the
     /// target records them missing, see `Chunk::lacks`).
-    chunk_lacks: u64,
+    pub chunk_lacks: u64,
     /// Erasure-coded primaries that kept moved members waiting outside
     /// the write set (`Pg::moved_waiting`).
-    moved_waits: u64,
+    pub moved_waits: u64,
     /// Transactions committed unsynced (backfill chunks) that a crash
     /// lost.
-    chunks_lost: u64,
+    pub chunks_lost: u64,
     /// Inputs after which a primary had two chunks on their way.
-    pipelined: u64,
+    pub pipelined: u64,
     /// Most chunks a copy held at once for overtaking the chunk before
     /// them.
-    overtaken: u64,
+    pub overtaken: u64,
     /// Backfill scans a target answered before the chunk they follow
     /// was queued there.
-    scans_ahead: u64,
+    pub scans_ahead: u64,
     /// Store transactions that failed (their OSD stopped).
-    store_failures: u64,
+    pub store_failures: u64,
     /// Objects a primary that was behind pulled.
-    pulls: u64,
+    pub pulls: u64,
     /// Object reads that failed with EIO.
-    read_errors: u64,
+    pub read_errors: u64,
     /// Devices marked too full to backfill onto, or no longer.
-    toofull_flips: u64,
+    pub toofull_flips: u64,
     /// EC shard reads answered.
-    shard_reads: u64,
+    pub shard_reads: u64,
     /// EC shards shipped to members checked against their encoding.
-    shards_checked: u64,
+    pub shards_checked: u64,
     /// Shard read answers sent ahead of an earlier one from the same OSD
     /// to the same gather.
-    shard_answers_overtaken: u64,
+    pub shard_answers_overtaken: u64,
     /// EC primaries handed over by primary_temp.
-    primary_temps: u64,
+    pub primary_temps: u64,
     /// pg_temps asked for (erasure-coded: a stray put back at its shard).
-    pg_temps: u64,
+    pub pg_temps: u64,
     /// Copies whose Merkle tree was checked against a rebuild.
-    trees_checked: u64,
+    pub trees_checked: u64,
     /// Removes acknowledged.
-    removes: u64,
+    pub removes: u64,
     /// OSDs declared lost (`LOLIGO_SIM_LOST`), records that left empty,
     /// and objects PGs then rolled back or removed.
-    lost_osds: u64,
-    records_emptied: u64,
+    pub lost_osds: u64,
+    pub records_emptied: u64,
     /// Write-set records the monitors refused as late: the PG's interval
     /// had ended, its record was short, and they named none of its
     /// members (any of them, with `Sim::strict_late`).
-    records_late: u64,
-    given_up: u64,
+    pub records_late: u64,
+    pub given_up: u64,
     /// The most objects a PG's primary held unfound at once.
-    unfound_most: u64,
+    pub unfound_most: u64,
     /// `pg mark-unfound-lost`s the operator made.
-    unfound_marked: u64,
+    pub unfound_marked: u64,
     /// Merkle root comparisons a primary made with a member.
-    scrubs: u64,
+    pub scrubs: u64,
 }
 
 /// A number from the environment, if set and a number.
-fn env_u64_opt(name: &str) -> Option<u64> {
+pub fn env_u64_opt(name: &str) -> Option<u64> {
     std::env::var(name).ok().and_then(|v| v.parse().ok())
 }
 
 /// A number from the environment, or `default`.
-fn env_u64(name: &str, default: u64) -> u64 {
+pub fn env_u64(name: &str, default: u64) -> u64 {
     env_u64_opt(name).unwrap_or(default)
 }
 
 impl Stats {
     /// Add one seed's counts to a total (`overtaken`: the most in any
     /// one seed).
-    fn add(&mut self, st: &Stats) {
+    pub fn add(&mut self, st: &Stats) {
         self.acked_writes += st.acked_writes;
         self.good_reads += st.good_reads;
         self.crashes += st.crashes;
@@ -1327,7 +1333,7 @@ impl Sim {
     }
 
     /// Keep an EC shard a primary sends (see `shipped`).
-    fn ship(&mut self, push: &loligo_osd::pg::Push) {
+    fn ship(&mut self, push: &loligo_pg::pg::Push) {
         let (Some(_), Some(copy)) = (&self.ec, &push.copy) else {
             return;
         };
@@ -1337,7 +1343,7 @@ impl Sim {
         let shard = copy
             .attrs
             .iter()
-            .find(|(k, _)| k == loligo_osd::ec::SHARD_ATTR)
+            .find(|(k, _)| k == loligo_pg::ec::SHARD_ATTR)
             .and_then(|(_, v)| v.first().copied());
         if let Some(shard) = shard {
             self.shipped
@@ -2129,7 +2135,7 @@ struct Copy {
     objects: Vec<ObjectState>,
     /// The log's entries (each copy's Merkle leaf stamps left out: they
     /// are its own).
-    log: BTreeMap<Vec<u8>, loligo_osd::pg::LogEntry>,
+    log: BTreeMap<Vec<u8>, loligo_pg::pg::LogEntry>,
     missing: Vec<Vec<u8>>,
 }
 
@@ -2140,7 +2146,7 @@ fn copy_of(s: &MemStore, c: CollectionId, ec: bool) -> Copy {
     let (names, _) = s.list(c, None, 10_000).unwrap();
     let objects = names
         .into_iter()
-        .filter(|o| !(ec && loligo_osd::ec::is_internal(&o.name)))
+        .filter(|o| !(ec && loligo_pg::ec::is_internal(&o.name)))
         .map(|o| {
             let size = s.stat(c, &o).unwrap().size;
             let data = if ec {
@@ -2152,7 +2158,7 @@ fn copy_of(s: &MemStore, c: CollectionId, ec: bool) -> Copy {
                 .getattrs(c, &o)
                 .unwrap()
                 .into_iter()
-                .filter(|(k, _)| !(ec && k == loligo_osd::ec::SHARD_ATTR))
+                .filter(|(k, _)| !(ec && k == loligo_pg::ec::SHARD_ATTR))
                 .collect();
             let omap = s.omap_range(c, &o, &[], None, 10_000).unwrap();
             (o.name, data, attrs, omap)
@@ -2162,7 +2168,7 @@ fn copy_of(s: &MemStore, c: CollectionId, ec: bool) -> Copy {
     let log = rows
         .iter()
         .filter(|(k, _)| k.starts_with(b"log/"))
-        .map(|(k, v)| (k.clone(), loligo_osd::pg::record::decode_log(v).unwrap()))
+        .map(|(k, v)| (k.clone(), loligo_pg::pg::record::decode_log(v).unwrap()))
         .collect();
     let missing = rows
         .iter()
@@ -2187,12 +2193,12 @@ fn check_shards(st: &Striper, osds: &[Osd], acting: &[i32], c: CollectionId) {
     let (names, _) = osds[primary].store.inner().list(c, None, 10_000).unwrap();
     for o in names
         .iter()
-        .filter(|o| !loligo_osd::ec::is_internal(&o.name))
+        .filter(|o| !loligo_pg::ec::is_internal(&o.name))
     {
         let size_attr = osds[primary]
             .store
             .inner()
-            .getattr(c, o, loligo_osd::ec::SIZE_ATTR)
+            .getattr(c, o, loligo_pg::ec::SIZE_ATTR)
             .unwrap();
         let size: u64 = postcard::from_bytes(&size_attr).unwrap();
         let shards: Vec<Vec<u8>> = acting
@@ -2229,7 +2235,7 @@ fn check_shards(st: &Striper, osds: &[Osd], acting: &[i32], c: CollectionId) {
                 o.name
             );
             assert!(
-                loligo_osd::ec::holds_shard(osds[m as usize].store.inner(), c, o, i).unwrap(),
+                loligo_pg::ec::holds_shard(osds[m as usize].store.inner(), c, o, i).unwrap(),
                 "{}: osd.{m} holds shard {i} not marked as such",
                 o.name
             );
@@ -2237,13 +2243,13 @@ fn check_shards(st: &Striper, osds: &[Osd], acting: &[i32], c: CollectionId) {
     }
 }
 
-fn run_seed(seed: u64) -> Stats {
+pub fn run_seed(seed: u64) -> Stats {
     run_seed_ec(seed, false)
 }
 
 /// An EC seed (positions moving or not) whose failure names the seed
 /// and how to replay it.
-fn run_ec_seed_named(seed: u64, moves: bool) -> Stats {
+pub fn run_ec_seed_named(seed: u64, moves: bool) -> Stats {
     let env = if moves { "LOLIGO_SIM_EC_MOVES=1 " } else { "" };
     std::panic::catch_unwind(|| run_seed_moving(seed, true, moves)).unwrap_or_else(|_| {
         panic!("ec seed {seed} failed: {env}LOLIGO_SIM_EC_SEED={seed} replays it")
@@ -2251,29 +2257,29 @@ fn run_ec_seed_named(seed: u64, moves: bool) -> Stats {
 }
 
 /// Whether `LOLIGO_SIM_EC_MOVES` asks for moving positions.
-fn moves_asked() -> bool {
+pub fn moves_asked() -> bool {
     std::env::var_os("LOLIGO_SIM_EC_MOVES").is_some()
 }
 
-fn run_seed_ec(seed: u64, ec: bool) -> Stats {
+pub fn run_seed_ec(seed: u64, ec: bool) -> Stats {
     run_seed_moving(seed, ec, moves_asked())
 }
 
-fn run_seed_moving(seed: u64, ec: bool, moves: bool) -> Stats {
+pub fn run_seed_moving(seed: u64, ec: bool, moves: bool) -> Stats {
     run_seed_with(seed, ec, moves, false)
 }
 
-fn run_seed_with(seed: u64, ec: bool, moves: bool, lose: bool) -> Stats {
+pub fn run_seed_with(seed: u64, ec: bool, moves: bool, lose: bool) -> Stats {
     run_seed_as(seed, ec, moves, lose, strict_late_asked())
 }
 
 /// `LOLIGO_SIM_STRICT_LATE=1`: the lost-OSD runs use the stricter late
 /// record rule (`Sim::strict_late`).
-fn strict_late_asked() -> bool {
+pub fn strict_late_asked() -> bool {
     std::env::var_os("LOLIGO_SIM_STRICT_LATE").is_some()
 }
 
-fn run_seed_as(seed: u64, ec: bool, moves: bool, lose: bool, strict_late: bool) -> Stats {
+pub fn run_seed_as(seed: u64, ec: bool, moves: bool, lose: bool, strict_late: bool) -> Stats {
     if std::env::var_os("LOLIGO_SIM_TRACE").is_some() {
         // The PGs' own log lines, between the simulator's events.
         let _ = tracing_subscriber::fmt()
@@ -2291,594 +2297,4 @@ fn run_seed_as(seed: u64, ec: bool, moves: bool, lose: bool, strict_late: bool) 
     s.check_clean();
     s.check_shipped();
     s.stats
-}
-
-#[test]
-fn acknowledged_writes_survive_crashes_and_stale_copies_never_answer() {
-    if let Some(seed) = env_u64_opt("LOLIGO_SIM_SEED") {
-        let st = run_seed(seed);
-        eprintln!("seed {seed}: {st:?}");
-        return;
-    }
-    let seeds: u64 = env_u64("LOLIGO_SIM_SEEDS", 500);
-    // LOLIGO_SIM_FIRST=K runs seeds K..K+N (to spread a long run).
-    let first: u64 = env_u64("LOLIGO_SIM_FIRST", 0);
-    let mut total = Stats::default();
-    for seed in first..first + seeds {
-        let st = std::panic::catch_unwind(|| run_seed(seed))
-            .unwrap_or_else(|_| panic!("seed {seed} failed: LOLIGO_SIM_SEED={seed} replays it"));
-        total.add(&st);
-    }
-    eprintln!("{seeds} seeds: {total:?}");
-    // The runs did something: writes were acknowledged and OSDs crashed.
-    assert!(total.acked_writes > seeds * 10, "{total:?}");
-    assert!(total.crashes > seeds, "{total:?}");
-    assert!(total.good_reads > seeds * 10, "{total:?}");
-    // Copies were backfilled (short logs in about half the seeds), with
-    // two chunks on their way at once.
-    assert!(total.chunks > seeds, "{total:?}");
-    assert!(total.chunks_lost > 0, "{total:?}");
-    assert!(total.pipelined > seeds / 10, "{total:?}");
-    // Targets answered scans that overtook the chunk before them.
-    assert!(total.scans_ahead > 0, "{total:?}");
-    // Store transactions failed (and their OSDs stopped).
-    assert!(total.store_failures > 0, "{total:?}");
-    // Primaries that were behind pulled objects.
-    assert!(total.pulls > 0, "{total:?}");
-    // Object reads failed.
-    assert!(total.read_errors > seeds, "{total:?}");
-    // Trees were checked (every member of every PG after each healing),
-    // and primaries compared roots with their members.
-    assert!(total.trees_checked > seeds, "{total:?}");
-    assert!(total.scrubs > seeds, "{total:?}");
-    // Objects were removed (and read as absent).
-    assert!(total.removes > seeds, "{total:?}");
-}
-
-/// Seeds of the lost-OSD run that found bugs, run every time:
-/// - 266, 646: a member merged the log of a copy taken as it was
-///   (mid-backfill) and kept objects that copy lacked; its Merkle tree
-///   then differed from its objects' (now such copies are backfilled).
-/// - 2531: a late write-set record named an OSD declared lost and since
-///   wiped, whose empty copy then counted as a record member's, and
-///   acknowledged writes were lost (now the map refuses late records).
-/// - 9452: a read error while giving an object up left the copy's head
-///   past its log, and the PG retried forever.
-/// - 11700: a read error while pulling what is left handed the PG over to
-///   nobody, for good.
-/// - 12060: a primary mid-backfill with no complete copy to hand over to
-///   asked for a pg_temp that changed nothing, for good.
-/// - 3226, 5132: a remapped primary (more write-set members than the
-///   pool's size) counted the lacked copies of an unfound object as
-///   misplaced, not degraded: 1 unfound object, 0 degraded copies.
-///   88232: the same count, undersized and peered.
-/// - 47413: pulling what is left, a primary gave up a write of an object
-///   whose removal just before it (acknowledged, already past the log's
-///   tail) no copy showed, and rolled the object back to an older copy
-///   from before the removal: a removed object came back.
-const LOST_BUG_SEEDS: &[u64] = &[266, 646, 2531, 9452, 11700, 12060, 3226, 5132, 47413, 88232];
-
-/// The replicated simulation with down OSDs declared lost now and then
-/// (`osd lost`: the disk is gone; it starts again empty): a PG whose
-/// recorded write set was all declared lost goes on with what the up
-/// copies hold, pulling what its primary lacks from any of them and
-/// rolling back (or removing) what none holds at its logged version.
-/// Checked as above, except that what was acknowledged in such a PG
-/// before its record emptied may be gone: every PG still heals to equal
-/// copies, reads never see a value not written, a torn or a removed one,
-/// and writes acknowledged afterwards survive.
-/// `LOLIGO_SIM_LOST_SEED=N` replays one seed; `LOLIGO_SIM_LOST_SEEDS`
-/// runs more (default 200) from `LOLIGO_SIM_FIRST`.
-#[test]
-fn lost_osds_let_pgs_go_on_with_what_is_left() {
-    let Some((seeds, total)) = run_lost_seeds(false, 200, LOST_BUG_SEEDS) else {
-        return;
-    };
-    assert!(total.acked_writes > seeds * 10, "{total:?}");
-    assert!(total.lost_osds > seeds, "{total:?}");
-    // Whole write sets were lost, and PGs then gave objects up.
-    assert!(total.records_emptied > seeds / 10, "{total:?}");
-    assert!(total.given_up > 0, "{total:?}");
-}
-
-/// The lost-OSD runs: one seed if `LOLIGO_SIM[_EC]_LOST_SEED` names it
-/// (then `None`), else `LOLIGO_SIM[_EC]_LOST_SEEDS` (or `default`) seeds
-/// from `LOLIGO_SIM_FIRST` and then `bug_seeds`: how many, and the
-/// totals of the former.
-fn run_lost_seeds(ec: bool, default: u64, bug_seeds: &[u64]) -> Option<(u64, Stats)> {
-    let var = if ec {
-        "LOLIGO_SIM_EC_LOST"
-    } else {
-        "LOLIGO_SIM_LOST"
-    };
-    let what = if ec { "ec lost" } else { "lost" };
-    let run = |seed| {
-        std::panic::catch_unwind(|| run_seed_with(seed, ec, ec && moves_asked(), true))
-            .unwrap_or_else(|_| panic!("{what} seed {seed} failed: {var}_SEED={seed} replays it"))
-    };
-    if let Some(seed) = env_u64_opt(&format!("{var}_SEED")) {
-        let st = run(seed);
-        eprintln!("{what} seed {seed}: {st:?}");
-        return None;
-    }
-    let seeds: u64 = env_u64(&format!("{var}_SEEDS"), default);
-    let first: u64 = env_u64("LOLIGO_SIM_FIRST", 0);
-    let mut total = Stats::default();
-    for seed in first..first + seeds {
-        let st = run(seed);
-        if st.chunk_lacks > 0 {
-            // Rare, and checked for below: worth naming.
-            eprintln!("{what} seed {seed}: a backfill chunk named objects its primary lacked");
-        }
-        total.add(&st);
-    }
-    for &seed in bug_seeds {
-        run(seed);
-    }
-    eprintln!("{seeds} {what} seeds: {total:?}");
-    Some((seeds, total))
-}
-
-/// Seeds of the erasure-coded lost-OSD run that found bugs, run every
-/// time (positions fixed unless marked moving):
-/// - 209, 2823 (and 1814, 2094, ... 9498: 0.24% of seeds): a write never
-///   acknowledged was taken as the head from exactly k shards, one of
-///   which was then declared lost with the record still at k members;
-///   the PG waited for that shard for good. Now it rolls the write back
-///   (removes the object, or writes back the version before it).
-/// - The first versions of that rollback: 2614, a write rolled back was
-///   then answered as done to its client's retry, from the request ids
-///   peering had loaded; 356, 2544, a gather that failed to plan (a moved
-///   member's shard could not stand in for its position's) was taken for
-///   an unfound object, and acknowledged objects were given up; 2787
-///   (moving), a record member listing the object missing was taken for
-///   one that never took the write, but it had taken it and a divergent
-///   one on top; 1134, a primary went active while rolling back an
-///   object it lacked, recovery pushed its own older copy as the head,
-///   and a retry of the write being rolled back was answered as done;
-///   2942, 7622, every acting member lacked an object, and the member of
-///   the recorded write set that held it, a stray, was never asked;
-///   40884, a rollback was torn, the copies that took it were past the
-///   head, and the primary at the head lacking the object stayed down;
-///   17764, such a primary lacked one at a version its log no longer
-///   named, and pulled it round and round.
-/// - 4830: a copy taken as it was mid-backfill, after its OSD moved,
-///   counted its old position's shards as its own; it went active
-///   without them, and reads waited for good.
-/// - 42810: a write never acknowledged, taken as the head, was pulled
-///   onto a member over its shard of an acknowledged write, which went
-///   without a rollback copy; the OSD holding the pulled version was then
-///   declared lost, and the acknowledged write could be read no more. A
-///   recovered shard now keeps the version it replaces as its rollback
-///   copy.
-/// - 48986: an object was on fewer than k shards, and the member of the
-///   record that proved the write never reached it was a stray, which no
-///   merge answer came from; the PG waited for good. Shard reads now
-///   carry that proof (`RepError::NeverTook`).
-/// - 38122: a give-up that wrote an older version back was rolled back as
-///   divergent and left at its own version, which read as proof that its
-///   copy took the write it undid; the write was waited for for good. The
-///   rolled-back shard is now relabelled with the version it holds.
-/// - 10040, 31586: the record's one other member was mid-backfill at the
-///   head, which it refused to give its log from, and the primary, past
-///   the head (or at it, lacking objects), asked it for good. The primary
-///   now goes on from its own log, rolled back to the head.
-/// - 17934 (and 17934 moving): an acknowledged write's only other
-///   shard was on a member that moved position; its backfill overwrote
-///   that shard with its new position's, and the write could be read no
-///   more once its primary was declared lost. A recovered or backfilled
-///   shard now keeps another shard it replaces as its rollback copy, which
-///   rebuilds read from backfill targets. (Asking every acting member for
-///   such shards whenever a rebuild could not be planned otherwise was
-///   tried and dropped: 7 stuck seeds in 30,000 against 3.)
-/// - 10830: a primary pulling an object found the one other member that
-///   held its shard at the version needed mid-backfill, which refused the
-///   pull; the PG went round for good. With the version named, such a
-///   copy now gives it.
-/// - 48950: a copy listing an object missing held it at the version
-///   needed and refused the pull; the primary took the object for unfound
-///   and waited for good to roll it back to a version no copy could give.
-/// - 43, 4363 (moving): as 209.
-/// - 23500: an unacknowledged write's entry outlived the log below it, so
-///   its rollback could not say what to restore; entries now say so
-///   themselves (`LogEntry::before`).
-/// - 13659: two members that each lacked the one object no k shards held
-///   handed the PG to each other for good while a third held all of it;
-///   a hand-over now goes first to a member that lacks nothing.
-/// - 8282, 25588: a backfill chunk rebuilt before a give-up was sent
-///   after it, and a clean PG's member held what the log removed;
-///   give-ups now wait for such a chunk.
-/// - 6514, 7064: a `pg mark-unfound-lost` read only as leave to remove;
-///   the removal, logged past the record members' head, was taken for a
-///   divergent write and the PG went round for good.
-/// - 15036, 44102: a mark still in force removed a write acknowledged
-///   after it (a read found nothing); marks now give up only what was
-///   written before them and are spent once a later write set is recorded.
-/// - 43719: a member refused two give-ups as stale, and the write set was
-///   recorded with it all the same; the give-ups, on one shard, were
-///   rolled back as divergent, and the PG waited for good for what they
-///   had given up. A write set is now recorded only once give-ups are on
-///   every member.
-/// - 25554: the only other shard of an unacknowledged write was on a
-///   record member outside the acting set that had not asked the new
-///   primary yet; the write was rolled back while the backfill targets
-///   took only the log, which left the object on one shard. Peering
-///   answers now say which shard a copy outside the acting set holds.
-/// - 20776: a pull answered with a newer, divergent version dropped the
-///   proof that a record member never took the write; the two record
-///   members, each lacking the object, handed the PG to each other for
-///   good. The proof now decides the object's fate all the same.
-/// - 18072: a rollback's write-back was durable on every acting member,
-///   but its primary crashed before recording them; the one other record
-///   member was mid-backfill at the old head, and a primary past it
-///   rolled itself back only with no other copy past it too, so nobody
-///   went on. Every record member heard is enough.
-/// - 53038, 73468: an unacknowledged write was to be rolled back, but the
-///   primary had its shard by recovery, so no rollback copy held the
-///   version before it, and the object was waited for for good. That
-///   version's xattrs now come from a copy that holds it.
-/// - 53972: a copy out of the acting set in its own newer map, at
-///   position 0 in the primary's, answered peering as complete and not
-///   moved, and the write set was recorded with two members holding
-///   shard 1. Peering answers now carry the shard a copy holds, and the
-///   primary judges its position by its own map.
-/// - 94358: a recorded complete member past the head (two writes no
-///   other member took) had trimmed its log to those two entries (a log
-///   of two), could not merge with the head, and was backfilled; the one
-///   other copy of the object's second shard was then lost, and every
-///   copy left was mid-backfill: the PG stayed incomplete. A log entry
-///   now names the version below it, and a copy whose oldest entry was
-///   written on the head merges (and rolls its own entries back).
-/// - 92042 (found once 94358 was fixed): with the record's one member left
-///   and two empty copies (new OSDs), the head was taken as 0'0, the
-///   version k copies "held"; an empty primary recorded itself and the
-///   other empty copy, and the member's history stayed past the head for
-///   good. The head is now never below the lowest head of the record
-///   members left that have history and can give their logs.
-/// - 52430 (found once 92042 was fixed): a primary whose object was to
-///   be rolled back (a write only one record member had taken) pushed its
-///   own older copy to two backfill targets whose logs still named the
-///   write being undone; one became primary and answered a retry of that
-///   write as done while serving the older value. Making backfill wait
-///   while the primary lacked an object in its range stalled the seed
-///   instead (the rollback waits for k members past the object, the
-///   targets waited for the rollback). A chunk now names the objects the
-///   primary lacks: the target records them missing, and the rollback's
-///   write-back, or recovery, reaches it once it is past them.
-/// - 11823 with moving positions: the one copy past the head (the PG's
-///   record emptied) had been taken as it was, then CRUSH moved it to
-///   another position; the primary, mid-backfill at the head, found no
-///   complete member to hand over to and asked for pg_temps that named
-///   nobody, for good. A moved member at or past the head now goes back
-///   to its shard's position while the PG goes on with what is left,
-///   if that pg_temp can walk back to CRUSH's set (80796, on a first
-///   version: a swap left a hole whose CRUSH OSD sat elsewhere in the set,
-///   and the pg_temp held for good).
-/// - 32159 with moving positions: the record's one member left was
-///   mid-backfill at the head, its OSD had moved, every other copy was
-///   empty; it asked for pg_temps that named nobody, for good. Letting
-///   such a copy take itself as it is, where it sat, released it but left
-///   an unfound object waited for in seeds 9762, 11048, 18524 and 30734.
-///   Such a copy now counts as a moved member at the head by the shard its
-///   shard record names, and goes back to that shard's position.
-/// - 83143 with moving positions: a pg_temp of two members, each at the
-///   other's CRUSH position, and two holes whose CRUSH OSDs were those
-///   members ([3, -, -, 2] against CRUSH's [1, 2, 3, 0], k 2): no step of
-///   the walk back kept two members in place, and the PG stayed
-///   undersized for good. Such a pg_temp's holes now take CRUSH's free
-///   OSDs (`ec_temp_unstick`). As a rule inside the walk itself it also
-///   changed which pg_temps peering asked for, and stalled 7935 with
-///   moving positions (both record members mid-backfill at the head, the
-///   primary empty); without the walk check, it left 5924, 20972 and
-///   32420 remapped.
-/// - 139168: no write to a PG was ever acknowledged. Its primary, past
-///   the head with a log trimmed below its own unacknowledged writes,
-///   could not roll them back and needed a backfill; the one complete
-///   copy was an empty stray, which no rule put in the acting set, and
-///   the PG asked for pg_temps that named nobody, for good. A complete
-///   stray whose copy is empty now takes the primary's position.
-/// - 135687 with moving positions: `osd lost` took the record's two whole
-///   members; the two left had been told to backfill at the positions
-///   CRUSH had swapped them to, had taken no chunk yet, and held their own
-///   shards whole. With the record at k members, nothing let the PG go on
-///   from copies mid-backfill, and it asked for pg_temps that named
-///   nobody, for good. With every member the record has left here and
-///   fewer than k of them whole, the PG now goes on as with a record short
-///   of k (`Pg::may_go_on`), giving nothing up. A first version that
-///   counted whole copies at another position as not whole stalled 975,
-///   1739, 3959, 5759 and 9239 with moving positions.
-/// - 189744: an unacknowledged write's rollback found one member past the
-///   object (fewer than k) and was put off until a backfill target passed
-///   it; the target did, but recovery never pushes an object being rolled
-///   back, and nothing else started the rollback again: the object stayed
-///   unfound, and the reads of it waited, for good. Recovery now starts a
-///   put-off rollback again once its retry is due.
-/// - 228608 (both modes): a recorded member one write behind met a
-///   primary whose log held only the two entries past it; the merge asked
-///   for an entry above the log's tail in common, found none, and the
-///   member was backfilled from the start. With the one complete copy
-///   then declared lost, every copy at the head was mid-backfill with a
-///   trimmed log, and the PG waited for good. A copy at the log's tail
-///   now merges when the oldest entry was written on its head (`prev`).
-/// - 196987 (moving): with the record short of k, an interval's primary
-///   went on from nothing and asked to record its two empty copies; the
-///   next interval's primary, not knowing of that ask, went on from its
-///   own copy and backfilled the others; then the first ask was taken,
-///   naming the two empty copies whole, and once the second primary's
-///   OSD was declared lost they were mid-backfill with trimmed logs and
-///   the PG waited for good. The monitors now refuse a record whose
-///   interval ended while the PG's record was short, if it names none
-///   of that record's members.
-/// - 81033: a backfill chunk's rebuild of an object failed after the
-///   object was given up (removed), and the failure reported it unfound,
-///   though no copy lacked it (the PG counted 0 objects and 0 degraded
-///   copies while showing 1 unfound). A chunk's failed object whose copy
-///   on the primary changed since is not unfound.
-const EC_LOST_BUG_SEEDS: &[(u64, bool)] = &[
-    (209, false),
-    (2823, false),
-    (2614, false),
-    (356, false),
-    (2544, false),
-    (4830, false),
-    (1134, false),
-    (2942, false),
-    (7622, false),
-    (40884, false),
-    (17764, false),
-    (42810, false),
-    (48986, false),
-    (38122, false),
-    (10040, false),
-    (31586, false),
-    (10830, false),
-    (48950, false),
-    (17934, false),
-    (23500, false),
-    (13659, false),
-    (8282, false),
-    (25588, false),
-    (6514, false),
-    (7064, false),
-    (15036, false),
-    (44102, false),
-    (43719, false),
-    (25554, false),
-    (20776, false),
-    (18072, false),
-    (53038, false),
-    (73468, false),
-    (53972, false),
-    (94358, false),
-    (92042, false),
-    (52430, false),
-    (80796, false),
-    (139168, false),
-    (189744, false),
-    (228608, false),
-    (43, true),
-    (4363, true),
-    (2787, true),
-    (17934, true),
-    (11823, true),
-    (32159, true),
-    (83143, true),
-    (135687, true),
-    (228608, true),
-    (196987, true),
-    (81033, false),
-];
-
-/// Seeds that found bugs in the lost-OSD EC run with the stricter late
-/// record rule (`Sim::strict_late`), as (seed, moving positions):
-/// - 113298 (both modes): the primary and a moved record member one
-///   object short held the only two shards of every object, with fewer
-///   than k members whole at their positions; the primary activated,
-///   the log it sent relabeled the moved member for a backfill at its
-///   new position, both backfill targets went down before they were
-///   done, and the PG stayed down with every OSD up. Such members now
-///   wait outside the write set, read as strays, until k others are
-///   whole (`Pg::moved_to_wait`).
-const EC_LOST_STRICT_BUG_SEEDS: &[(u64, bool)] = &[(113298, false)];
-
-/// The lost-OSD simulation on an erasure-coded pool: a PG whose record
-/// is left with fewer than k members waits for each one left, then goes
-/// on with the objects whose shards k up copies hold at their logged
-/// versions, and removes the others (`GaveUp::Object`). With the record
-/// still at k members, an object no k shards hold whose write a record
-/// member lacks was never acknowledged: it is rolled back to the version
-/// before that write. Checked as the replicated run: what was
-/// acknowledged before the record fell below k may be gone, nothing else.
-/// `LOLIGO_SIM_EC_LOST_SEED=N` replays one seed;
-/// `LOLIGO_SIM_EC_LOST_SEEDS` runs more (default 200) from
-/// `LOLIGO_SIM_FIRST`; `LOLIGO_SIM_EC_MOVES=1` moves positions too;
-/// `LOLIGO_SIM_STRICT_LATE=1` takes the stricter late record rule.
-#[test]
-fn ec_lost_osds_let_pgs_go_on_with_what_is_left() {
-    // 200 by default: the first 100 no longer reach an operator's mark
-    // (the coverage checks below) since the head and backfill fixes of
-    // seeds 92042 and 52430.
-    let Some((seeds, total)) = run_lost_seeds(true, 200, &[]) else {
-        return;
-    };
-    let mut bugs = Stats::default();
-    let strict = EC_LOST_STRICT_BUG_SEEDS.iter().map(|&(s, m)| (s, m, true));
-    let seeds_and_rules = EC_LOST_BUG_SEEDS.iter().map(|&(s, m)| (s, m, false));
-    for (seed, moves, strict) in seeds_and_rules.chain(strict) {
-        let st = std::panic::catch_unwind(|| run_seed_as(seed, true, moves, true, strict))
-            .unwrap_or_else(|_| {
-                let moving = if moves { "LOLIGO_SIM_EC_MOVES=1 " } else { "" };
-                let rule = if strict { "LOLIGO_SIM_STRICT_LATE=1 " } else { "" };
-                panic!(
-                    "ec lost seed {seed} failed: {moving}{rule}LOLIGO_SIM_EC_LOST_SEED={seed} replays it"
-                )
-            });
-        bugs.add(&st);
-    }
-    // Primaries kept moved members waiting outside the write set.
-    assert!(
-        total.moved_waits + bugs.moved_waits > 0,
-        "no moved member ever waited: {total:?}, bug seeds {bugs:?}"
-    );
-    // A backfill whose primary lacks an object (the rule that backfill
-    // never copies one) is reached too rarely here to check for: no seed
-    // in 100,000 runs of this simulator did (one seed of an earlier
-    // version of it did). `chunk_lacks` counts it when a run does, and
-    // each seed that reaches it is named as it runs.
-    assert!(total.acked_writes > seeds * 5, "{total:?}");
-    assert!(total.lost_osds > seeds, "{total:?}");
-    assert!(total.records_emptied > seeds / 10, "{total:?}");
-    // Few seeds send a late record that would give up what is left
-    // (196987 does): the bug seeds count too.
-    assert!(
-        total.records_late + bugs.records_late > 0,
-        "no late record was refused: {total:?}, bug seeds {bugs:?}"
-    );
-    assert!(total.given_up > 0, "{total:?}");
-    assert!(
-        total.unfound_most > 0,
-        "no primary ever reported an unfound object: {total:?}"
-    );
-    assert!(
-        total.unfound_marked > 0,
-        "no PG's unfound objects were ever marked lost: {total:?}"
-    );
-}
-
-/// The same simulation on an erasure-coded pool (Reed-Solomon 2+1 on even
-/// seeds, Zigzag 2+2 on odd ones; a down OSD's position is taken by the
-/// spare OSD when the set leaves one out, else left a hole; short logs in
-/// about half the seeds, so copies are backfilled):
-/// reads gather and decode shards, writes reach each member as its shard,
-/// recovery and pulls rebuild shards by the code's plan (reading stray
-/// and moved copies' shards when members lack them), torn writes roll
-/// back or forward, a primary whose copy needs a backfill hands over by
-/// primary_temp (and, when only a stray is complete, first asks for a
-/// pg_temp that puts the stray back at its shard's position). Checked as above, and after healing every object's
-/// shards are exactly its encoding, each marked with its position.
-/// `LOLIGO_SIM_EC_SEED=N` replays one seed; `LOLIGO_SIM_EC_SEEDS` runs more.
-#[test]
-fn ec_acknowledged_writes_survive_crashes_and_shards_stay_consistent() {
-    if let Some(seed) = env_u64_opt("LOLIGO_SIM_EC_SEED") {
-        let st = run_seed_ec(seed, true);
-        eprintln!("ec seed {seed}: {st:?}");
-        return;
-    }
-    let seeds: u64 = env_u64("LOLIGO_SIM_EC_SEEDS", 1_000);
-    let first: u64 = env_u64("LOLIGO_SIM_FIRST", 0);
-    let mut total = Stats::default();
-    for seed in first..first + seeds {
-        let st = run_ec_seed_named(seed, moves_asked());
-        total.add(&st);
-    }
-    eprintln!("{seeds} ec seeds: {total:?}");
-    assert!(total.acked_writes > seeds * 5, "{total:?}");
-    assert!(total.good_reads > seeds * 5, "{total:?}");
-    assert!(total.crashes > seeds, "{total:?}");
-    assert!(total.shard_reads > seeds * 10, "{total:?}");
-    assert!(total.shards_checked > seeds, "{total:?}");
-    assert!(total.removes > seeds, "{total:?}");
-    // Copies were backfilled, and primaries handed over while theirs was.
-    assert!(total.chunks > seeds, "{total:?}");
-    assert!(total.primary_temps > seeds / 10, "{total:?}");
-}
-
-/// EC seeds outside the default range that once found a bug, run every
-/// time (each takes well under a second).
-/// - 5780: a replica took an old interval's write after answering a new
-///   peering's query; the object's shards were left at two versions and
-///   the PG served nothing of it.
-/// - 41860: a pull of an earlier peering round, planned again after a
-///   failed shard read, counted as the new round's and rebuilt a version
-///   the new round had rolled back into the primary's copy.
-/// - 700124: a peering restarted within an interval read the primary's
-///   info from the store while the rollback of its own divergent writes
-///   was still in flight, activated at the rolled-back head, and pushed
-///   an older version over an acknowledged write.
-/// - 16406: found while a primary was first taught to roll itself back to
-///   the head from its own log (EC lost seeds 10040, 31586): past a head
-///   whose only other copy was mid-backfill, it rolled back a write that
-///   it, a member off the record and a record member yet to answer held,
-///   and the PG stayed down. It rolls back only with every record member
-///   heard and no other copy past the head.
-/// - 71596: the monitors' reply that a primary's write set was recorded
-///   came before a map from before that record's commit (replies and
-///   maps travel apart); the map's older record replaced the one the
-///   primary knew held, the primary peered again against it and rolled
-///   back a write acknowledged under the newer record (a later read
-///   returned the version before it). Within an interval a PG now keeps
-///   the record it was told holds until a map shows a newer one.
-const EC_BUG_SEEDS: &[u64] = &[5780, 41860, 700124, 16406, 71596];
-
-/// Seeds that found a bug with positions moving (`LOLIGO_SIM_EC_MOVES`):
-/// - 63: the only members at the head had moved; the PG stayed down.
-/// - 119: two members swapped positions while the others were
-///   mid-backfill; no acting member was complete, and the PG waited for
-///   good (moved complete copies now go back by pg_temp).
-/// - 427, 831: a pg_temp with holes, or one whose every position CRUSH
-///   had moved, could never be dropped (it now walks toward CRUSH's set).
-/// - 3775: the only copy at the head was the primary's own, moved; the
-///   PG stayed down.
-/// - 6979: a copy read which shard it held at the map, before its old
-///   interval's first write landed, and counted as complete at its new
-///   position; an object was left with one shard.
-/// - 8347: CRUSH's first OSD held the primary_temp while a pg_temp named
-///   another first; it took the primary_temp for stale, and the two
-///   handed the PG back and forth for good.
-/// - 201103: the copies at the head were a moved one and a mid-backfill
-///   one; the primary asked the mid-backfill one for the log, which it
-///   refuses, and the two members past the head handed the PG back and
-///   forth for good.
-/// - 205067 (found by a first fix of 201103 that let mid-backfill copies
-///   give their logs): such a log holds entries whose objects no copy
-///   has; the pulls failed for good.
-/// - 220343: two members had swapped positions and held the only
-///   shards of an object; a pulling primary asked each for its
-///   position's shard, and the PG was handed back and forth for good.
-/// - 276959: the primary and a moved member held the only two shards of
-///   an unacknowledged write's object (k = 2); activating, the primary
-///   sent the moved member its log, which relabels its copy for a
-///   backfill at its new position, and the object could never be rebuilt.
-/// - 229499 (found by a first fix of 276959): two members held shard 0;
-///   each primary in turn put the other back at position 0, for good.
-/// - 293795: as 276959 while CRUSH's set had a hole; the pg_temp that put
-///   the moved member back was judged unable to walk back to CRUSH's set
-///   (which it can once the hole takes an OSD), and the member was
-///   relabeled.
-/// - 303071 (found once 276959 changed the schedule): with a log of 11
-///   entries, the primary kept entries older than a gap in its log (from
-///   an earlier merge) that no member had; per-write trimming never
-///   reached them, and the logs differed once the PG was clean.
-const EC_MOVES_BUG_SEEDS: &[u64] = &[
-    63, 119, 427, 831, 3775, 6979, 8347, 201103, 205067, 220343, 229499, 276959, 293795, 303071,
-];
-
-/// As `ec_acknowledged_writes_survive_crashes_and_shards_stay_consistent`,
-/// with Zigzag positions moving while an OSD is down (as CRUSH indep moves
-/// them): moved copies are backfilled, put back by pg_temp, and every PG
-/// still heals. `LOLIGO_SIM_EC_MOVES_SEEDS` runs more (default 500) from
-/// `LOLIGO_SIM_FIRST`; `LOLIGO_SIM_EC_MOVES=1 LOLIGO_SIM_EC_SEED=N`
-/// replays one.
-#[test]
-fn ec_with_moving_positions_every_pg_heals() {
-    let seeds: u64 = env_u64("LOLIGO_SIM_EC_MOVES_SEEDS", 500);
-    let first: u64 = env_u64("LOLIGO_SIM_FIRST", 0);
-    let mut total = Stats::default();
-    for seed in first..first + seeds {
-        let st = run_ec_seed_named(seed, true);
-        total.add(&st);
-    }
-    eprintln!("{seeds} ec seeds with moving positions: {total:?}");
-    assert!(total.acked_writes > seeds * 5, "{total:?}");
-    assert!(total.chunks > seeds, "{total:?}");
-    assert!(total.pg_temps > seeds / 20, "{total:?}");
-}
-
-#[test]
-fn ec_seeds_that_found_bugs_stay_fixed() {
-    let seeds = EC_BUG_SEEDS.iter().map(|&s| (s, false));
-    for (seed, moves) in seeds.chain(EC_MOVES_BUG_SEEDS.iter().map(|&s| (s, true))) {
-        let st = run_ec_seed_named(seed, moves);
-        assert!(st.acked_writes > 0, "seed {seed}: {st:?}");
-    }
 }
