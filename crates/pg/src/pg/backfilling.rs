@@ -232,8 +232,8 @@ impl Pg {
             let o = recovery::oid(name);
             !after.covers(&o) && theirs.end.covers(&o)
         };
-        let busy =
-            self.inflight.values().any(|f| in_range(&f.name)) || self.ec_writes_gathering(in_range);
+        let busy = self.ops.inflight.values().any(|f| in_range(&f.name))
+            || self.ec_writes_gathering(in_range);
         let Some(b) = self.rec.backfill.get(&to) else {
             return Ok(None);
         };
@@ -869,7 +869,7 @@ impl Pg {
                     sync: c_end.is_none(),
                 });
                 // A chunk that overtook this one goes on.
-                if self.held_copies.iter().any(
+                if self.held.copies.iter().any(
                     |h| matches!(&h.what, CopyMsg::Chunk(c) if Some(&c.after) == c_end.as_ref()),
                 ) {
                     self.rerun_held_copies(s, fx);

@@ -7,6 +7,26 @@
 
 use super::*;
 
+/// Client ops on the primary: writes in flight and the ops queued
+/// behind them, ops and listings waiting for the PG to serve, and the
+/// request ids of the writes the log holds.
+#[derive(Default)]
+pub(super) struct Ops {
+    /// Writes in flight, by tid.
+    pub inflight: BTreeMap<u64, InFlight>,
+    /// Objects with a write in flight, and the ops queued behind it.
+    pub busy: BTreeMap<String, VecDeque<Pending>>,
+    /// Ops waiting for the PG to accept writes.
+    pub waiting: VecDeque<Pending>,
+    /// Listings waiting for the PG to serve.
+    pub lists: VecDeque<PendingList>,
+    /// Request ids of the writes in the PG log, with their versions and
+    /// whether the whole write set has them (oldest first in
+    /// `recent_order`; at most `Pg::log_entries_max`).
+    pub recent: HashMap<ReqId, (Version, bool)>,
+    pub recent_order: VecDeque<ReqId>,
+}
+
 impl Pg {
     pub(super) fn on_op(&mut self, s: &dyn ObjectStore, p: Pending, fx: &mut Vec<Effect>) {
         let epoch = self.epoch;
@@ -20,7 +40,7 @@ impl Pg {
         if let Err(e) = exec::validate(&p.op.name, &p.op.ops) {
             return fx.push(fail(&p, e));
         }
-        if let Some(q) = self.busy.get_mut(&p.op.name) {
+        if let Some(q) = self.ops.busy.get_mut(&p.op.name) {
             if q.len() >= WAITING_MAX {
                 return fx.push(fail(
                     &p,
@@ -51,7 +71,7 @@ impl Pg {
             if self.settled() {
                 self.push_now(s, name.clone(), fx);
             }
-            let q = self.busy.entry(name).or_default();
+            let q = self.ops.busy.entry(name).or_default();
             if q.len() >= WAITING_MAX {
                 return fx.push(fail(&p, self.unavailable()));
             }
@@ -61,10 +81,10 @@ impl Pg {
         let active = matches!(self.role, Role::Primary { .. } | Role::Activating { .. });
         // (An unfound object is removed as the PG goes active.)
         if !active || (writes && !self.can_write()) || self.unfound.contains_key(&p.op.name) {
-            if self.waiting.len() >= WAITING_MAX {
+            if self.ops.waiting.len() >= WAITING_MAX {
                 return fx.push(fail(&p, self.unavailable()));
             }
-            self.waiting.push_back(p);
+            self.ops.waiting.push_back(p);
             return;
         }
         self.execute(s, p, fx);
@@ -106,7 +126,7 @@ impl Pg {
             p.op.name.clone(),
         );
         let writes = p.op.ops.iter().any(crate::exec::writes);
-        if let Some((v, committed)) = p.op.reqid.and_then(|r| self.recent.get(&r).copied()) {
+        if let Some((v, committed)) = p.op.reqid.and_then(|r| self.ops.recent.get(&r).copied()) {
             if writes {
                 // A retry of a write already in the log: answer, do not
                 // apply it again. One that failed on a replica is in no
@@ -297,7 +317,7 @@ impl Pg {
             sync: true,
         });
         let sent = d.members.into_iter().collect();
-        self.inflight.insert(
+        self.ops.inflight.insert(
             tid,
             InFlight {
                 token: by.token(),
@@ -312,7 +332,7 @@ impl Pg {
                 resend: BTreeMap::new(),
             },
         );
-        self.busy.insert(by.name().to_string(), VecDeque::new());
+        self.ops.busy.insert(by.name().to_string(), VecDeque::new());
     }
 
     pub(super) fn done(
@@ -323,7 +343,7 @@ impl Pg {
         result: Result<(), RepError>,
         fx: &mut Vec<Effect>,
     ) {
-        let Some(f) = self.inflight.get_mut(&tid) else {
+        let Some(f) = self.ops.inflight.get_mut(&tid) else {
             return;
         };
         if let (Err(RepError::Failed(why)), true) = (&result, f.sent.contains_key(&from)) {
@@ -360,14 +380,14 @@ impl Pg {
         if !f.waiting.is_empty() {
             return;
         }
-        let Some(f) = self.inflight.remove(&tid) else {
+        let Some(f) = self.ops.inflight.remove(&tid) else {
             return;
         };
         let stale = matches!(f.failed, Some(RepError::Stale(_)));
         let durable = f.failed.is_none();
         let result = match f.failed {
             None => {
-                if let Some(r) = f.reqid.and_then(|r| self.recent.get_mut(&r)) {
+                if let Some(r) = f.reqid.and_then(|r| self.ops.recent.get_mut(&r)) {
                     r.1 = true;
                 }
                 if let Some(live) = self.rb_live.get_mut(&f.name) {
@@ -429,7 +449,7 @@ impl Pg {
         let now = self.now_ms;
         let (pg, from) = (self.id, self.whoami);
         let mut due = Vec::new();
-        for (&tid, f) in &mut self.inflight {
+        for (&tid, f) in &mut self.ops.inflight {
             for (&to, (at, _)) in &mut f.resend {
                 let Some(txn) = f.sent.get(&to) else {
                     continue;
@@ -477,25 +497,25 @@ impl Pg {
             return fx.push(Effect::ListReply { token, result });
         }
         if !matches!(self.role, Role::Primary { .. } | Role::Activating { .. }) {
-            if self.lists.len() >= WAITING_MAX {
+            if self.ops.lists.len() >= WAITING_MAX {
                 let result = Err(self.unavailable());
                 return fx.push(Effect::ListReply { token, result });
             }
-            return self.lists.push_back(l);
+            return self.ops.lists.push_back(l);
         }
         let result = list(s, self.coll, l.start, l.limit);
         fx.push(Effect::ListReply { token, result });
     }
 
     pub(super) fn rerun_lists(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
-        for l in std::mem::take(&mut self.lists) {
+        for l in std::mem::take(&mut self.ops.lists) {
             self.on_list(s, l, fx);
         }
     }
 
     /// Offer every waiting op again (after a change of role).
     pub(super) fn rerun_waiting(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
-        let waiting: Vec<Pending> = std::mem::take(&mut self.waiting).into();
+        let waiting: Vec<Pending> = std::mem::take(&mut self.ops.waiting).into();
         for p in waiting {
             self.on_op(s, p, fx);
         }
@@ -504,12 +524,12 @@ impl Pg {
 
     /// Run the next op queued on object `name`, if any.
     pub(super) fn release(&mut self, s: &dyn ObjectStore, name: &str, fx: &mut Vec<Effect>) {
-        let Some(mut q) = self.busy.remove(name) else {
+        let Some(mut q) = self.ops.busy.remove(name) else {
             return;
         };
         if let Some(next) = q.pop_front() {
             self.on_op(s, next, fx);
-            if let Some(rest) = self.busy.get_mut(name) {
+            if let Some(rest) = self.ops.busy.get_mut(name) {
                 rest.extend(q);
             } else {
                 for p in q {
@@ -556,7 +576,7 @@ impl Pg {
         let now = self.now_ms;
         let err = self.unavailable();
         let epoch = self.epoch;
-        for p in take_expired(&mut self.waiting, now, |p| p.deadline_ms) {
+        for p in take_expired(&mut self.ops.waiting, now, |p| p.deadline_ms) {
             fx.push(reply(p.token, Err(err.clone()), Version::default(), epoch));
         }
         if let Role::Peering { want, .. } = &self.role {
@@ -579,7 +599,7 @@ impl Pg {
                 ))),
             ));
         }
-        for q in take_expired(&mut self.queries, now, |q| q.deadline_ms) {
+        for q in take_expired(&mut self.held.queries, now, |q| q.deadline_ms) {
             fx.push(peer::info_answer(
                 q.token,
                 Err(format!(
@@ -588,7 +608,7 @@ impl Pg {
                 )),
             ));
         }
-        for h in take_expired(&mut self.held_copies, now, |h| h.deadline_ms) {
+        for h in take_expired(&mut self.held.copies, now, |h| h.deadline_ms) {
             fx.push(Effect::ack(
                 h.token,
                 Err(RepError::Failed(format!(
@@ -597,7 +617,7 @@ impl Pg {
                 ))),
             ));
         }
-        for h in take_expired(&mut self.held_logs, now, |h| h.deadline_ms) {
+        for h in take_expired(&mut self.held.logs, now, |h| h.deadline_ms) {
             fx.push(Effect::answer(
                 h.token,
                 Err(RepError::Failed(format!(
@@ -607,7 +627,7 @@ impl Pg {
                 PeerReply::Merged,
             ));
         }
-        for l in take_expired(&mut self.lists, now, |l| l.deadline_ms) {
+        for l in take_expired(&mut self.ops.lists, now, |l| l.deadline_ms) {
             fx.push(Effect::ListReply {
                 token: l.token,
                 result: Err(err.clone()),

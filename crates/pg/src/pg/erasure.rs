@@ -311,7 +311,7 @@ impl Pg {
             st,
         );
         // Other ops on the object wait behind this one.
-        self.busy.entry(name).or_default();
+        self.ops.busy.entry(name).or_default();
         self.gather(s, g, fx);
     }
 
@@ -768,7 +768,7 @@ impl Pg {
             bytes_delta: out.bytes_delta,
         };
         // The ops queued behind this one stay queued behind the write.
-        let queued = self.busy.remove(&p.op.name).unwrap_or_default();
+        let queued = self.ops.busy.remove(&p.op.name).unwrap_or_default();
         let name = p.op.name.clone();
         self.write(
             super::Writer::Client(p),
@@ -778,11 +778,11 @@ impl Pg {
             Some(out.shards),
             fx,
         );
-        if let Some(q) = self.busy.get_mut(&name) {
+        if let Some(q) = self.ops.busy.get_mut(&name) {
             q.extend(queued);
         } else {
             // The write did not start (no longer primary): run them.
-            self.busy.insert(name.clone(), queued);
+            self.ops.busy.insert(name.clone(), queued);
             self.release(s, &name, fx);
         }
     }
@@ -1081,7 +1081,7 @@ impl Pg {
              acknowledged: rolling it back to {to}",
             self.ec.as_ref().map_or(0, |st| st.k())
         );
-        self.busy.entry(name.clone()).or_default();
+        self.ops.busy.entry(name.clone()).or_default();
         let oid = super::recovery::oid(&name);
         let g = Gather::new(
             Purpose::Revert {
@@ -1126,7 +1126,7 @@ impl Pg {
             need: to,
         };
         self.send(tid, osd, msg, fx);
-        self.busy.entry(name.clone()).or_default();
+        self.ops.busy.entry(name.clone()).or_default();
         self.rec.revert_pulls.insert(tid, (name, to, left));
         true
     }
@@ -1272,7 +1272,7 @@ impl Pg {
     ) {
         let name = oid.name.clone();
         self.unfound_waiting.remove(&name);
-        let queued = self.busy.remove(&name).unwrap_or_default();
+        let queued = self.ops.busy.remove(&name).unwrap_or_default();
         self.write(
             super::Writer::GiveUp(name.clone(), to),
             oid,
@@ -1281,8 +1281,12 @@ impl Pg {
             Some(shards),
             fx,
         );
-        self.busy.entry(name.clone()).or_default().extend(queued);
-        if !self.inflight.values().any(|f| f.name == name) {
+        self.ops
+            .busy
+            .entry(name.clone())
+            .or_default()
+            .extend(queued);
+        if !self.ops.inflight.values().any(|f| f.name == name) {
             self.release(s, &name, fx);
         }
         self.given_up += 1;
@@ -1654,7 +1658,7 @@ impl Pg {
             }
         };
         self.rec.retry.remove(&name);
-        self.busy.entry(name.clone()).or_default();
+        self.ops.busy.entry(name.clone()).or_default();
         if !st.exists {
             // Gone: every target removes its copy.
             let tid = self.take_tid();

@@ -7,6 +7,26 @@
 
 use super::*;
 
+/// What a member holds back until it can answer, and the newest
+/// peering it answered.
+#[derive(Default)]
+pub(super) struct Held {
+    /// Peering queries waiting for a newer map.
+    pub queries: Vec<PendingQuery>,
+    /// The newest map epoch of a peering query this copy answered: a
+    /// message sent under an older epoch belongs to an earlier interval
+    /// (a primary sends queries only while peering, before it writes),
+    /// and taking it would change this copy behind the answer a new
+    /// primary peered with (on an EC pool, an old interval's write taken
+    /// after the answer left a log entry the new primary had rolled back,
+    /// and the object's shards at two versions).
+    pub answered_epoch: Epoch,
+    /// Authoritative logs waiting for this copy's map or commits.
+    pub logs: Vec<HeldLog>,
+    /// Pushes and chunks waiting for this copy's log to catch up.
+    pub copies: Vec<HeldCopy>,
+}
+
 impl Pg {
     /// A write from a primary to this copy: refused if it comes from a
     /// primary this PG's map has left behind, applied in the primary's
@@ -254,13 +274,13 @@ impl Pg {
             ));
         }
         if self.epoch < h.ctx.epoch || !self.settled() || !self.applying.is_empty() {
-            if self.held_logs.len() >= WAITING_MAX {
+            if self.held.logs.len() >= WAITING_MAX {
                 return fx.push(fail(RepError::Failed(format!(
                     "pg {}: too many logs waiting",
                     self.id
                 ))));
             }
-            return self.held_logs.push(h);
+            return self.held.logs.push(h);
         }
         let mine = match stored_info(s, self.coll) {
             Ok(i) => i.unwrap_or_default().last_update,
@@ -342,7 +362,7 @@ impl Pg {
     }
 
     pub(super) fn rerun_held_logs(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
-        for h in std::mem::take(&mut self.held_logs) {
+        for h in std::mem::take(&mut self.held.logs) {
             self.on_log(s, h, fx);
         }
     }
@@ -382,7 +402,7 @@ impl Pg {
         token: u64,
         fx: &mut Vec<Effect>,
     ) {
-        if self.held_copies.len() >= WAITING_MAX {
+        if self.held.copies.len() >= WAITING_MAX {
             return fx.push(Effect::ack(
                 token,
                 Err(RepError::Failed(format!(
@@ -391,7 +411,7 @@ impl Pg {
                 ))),
             ));
         }
-        self.held_copies.push(HeldCopy {
+        self.held.copies.push(HeldCopy {
             from,
             ctx,
             what,
@@ -402,7 +422,7 @@ impl Pg {
 
     /// Pushes and chunks that waited for this copy's log: offered again.
     pub(super) fn rerun_held_copies(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
-        for h in std::mem::take(&mut self.held_copies) {
+        for h in std::mem::take(&mut self.held.copies) {
             match h.what {
                 CopyMsg::Push(p) => self.on_push(s, h.from, h.ctx, p, h.token, fx),
                 CopyMsg::Chunk(c) => self.on_chunk(s, h.from, &h.ctx, c, h.token, fx),

@@ -774,11 +774,9 @@ pub struct Pg {
     /// one completes: a listing of its objects made at one value is
     /// still the store's while the value stays.
     store_gen: u64,
-    inflight: BTreeMap<u64, InFlight>,
-    /// Objects with a write in flight, and the ops queued behind it.
-    busy: BTreeMap<String, VecDeque<Pending>>,
-    /// Ops waiting for the PG to accept writes.
-    waiting: VecDeque<Pending>,
+    /// Client ops: writes in flight, ops waiting, listings, and the
+    /// requests the log holds.
+    ops: client::Ops,
     /// How long an op may wait (ms).
     pub op_timeout_ms: u64,
     /// The pool type's data layout.
@@ -807,11 +805,6 @@ pub struct Pg {
     rebuilt: (u64, u64, u64),
     /// The PG's primary_temp in the current map.
     primary_temp: Option<i32>,
-    /// Request ids of the writes in the PG log, with their versions and
-    /// whether the whole write set has them (oldest first in
-    /// `recent_order`; at most `LOG_ENTRIES_MAX`).
-    recent: HashMap<ReqId, (Version, bool)>,
-    recent_order: VecDeque<ReqId>,
     now_ms: u64,
     /// The recorded write set and its members that are up, as of `epoch`.
     record: Option<WriteSetRecord>,
@@ -829,18 +822,9 @@ pub struct Pg {
     peer_asked_ms: u64,
     /// Writes from a primary to this copy.
     rep: replica::Lane,
-    /// Listings waiting for the PG to serve.
-    lists: VecDeque<PendingList>,
-    /// Peering queries waiting for a newer map.
-    queries: Vec<PendingQuery>,
-    /// The newest map epoch of a peering query this copy answered: a
-    /// message sent under an older epoch belongs to an earlier interval
-    /// (a primary sends queries only while peering, before it writes),
-    /// and taking it would change this copy behind the answer a new
-    /// primary peered with (on an EC pool, an old interval's write taken
-    /// after the answer left a log entry the new primary had rolled back,
-    /// and the object's shards at two versions).
-    answered_epoch: Epoch,
+    /// As a member: what waits for this copy's map, log or commits, and
+    /// the newest peering it answered.
+    held: member::Held,
     /// CRUSH's set for the PG in the current map.
     up: Vec<i32>,
     /// The latest boot epoch among the acting set's OSDs in that map.
@@ -858,10 +842,6 @@ pub struct Pg {
     applying: BTreeMap<u64, Epoch>,
     /// As primary: the members being recovered.
     rec: Recovery,
-    /// Authoritative logs waiting for this copy's map or commits.
-    held_logs: Vec<HeldLog>,
-    /// Pushes and chunks waiting for this copy's log to catch up.
-    held_copies: Vec<HeldCopy>,
     /// PG log entries kept.
     pub log_entries_max: u64,
     /// As a backfill target: the persisted cursor (`None`: not
@@ -878,11 +858,8 @@ pub struct Pg {
     pub recovery_sleep_ms: u64,
     /// The number of the next recovery-slot ask.
     next_ask: u64,
-    /// As a stray copy: when the primary was last asked whether the PG is
-    /// clean without it.
-    stray_asked_ms: u64,
-    /// As a stray copy: the removal transaction in flight.
-    removing: Option<u64>,
+    /// As a stray copy: its questions to the primary and its removal.
+    stray: stray::Stray,
     /// A member refused a write as stale, and this copy's map had not
     /// moved past the interval: the next map starts a new interval even
     /// with the same acting set.
@@ -998,9 +975,7 @@ impl Pg {
             sent: HashMap::new(),
             next_send: 1,
             store_gen: 0,
-            inflight: BTreeMap::new(),
-            busy: BTreeMap::new(),
-            waiting: VecDeque::new(),
+            ops: client::Ops::default(),
             op_timeout_ms: 30_000,
             now_ms: 0,
             backend: Box::new(Replicated),
@@ -1012,17 +987,13 @@ impl Pg {
             rb_live: BTreeMap::new(),
             rebuilt: (0, 0, 0),
             primary_temp: None,
-            recent: HashMap::new(),
-            recent_order: VecDeque::new(),
             record: None,
             record_up: Vec::new(),
             unfound_lost: 0,
             unfound_waiting: BTreeSet::new(),
             peer_asked_ms: 0,
             rep: replica::Lane::default(),
-            lists: VecDeque::new(),
-            queries: Vec::new(),
-            answered_epoch: 0,
+            held: member::Held::default(),
             up: Vec::new(),
             acting_up_from: 0,
             toofull: Vec::new(),
@@ -1031,8 +1002,6 @@ impl Pg {
             missing_loaded: false,
             applying: BTreeMap::new(),
             rec: Recovery::default(),
-            held_logs: Vec::new(),
-            held_copies: Vec::new(),
             backfilled_in: None,
             scans_ahead: 0,
             log_entries_max: LOG_ENTRIES_MAX,
@@ -1040,8 +1009,7 @@ impl Pg {
             backfill_chunk_objects: backfill::CHUNK_OBJECTS,
             recovery_sleep_ms: 0,
             next_ask: 1,
-            stray_asked_ms: 0,
-            removing: None,
+            stray: stray::Stray::default(),
             interval_ended: false,
             merkle_leaves: merkle::LEAVES_DEFAULT,
             tree: TreeState::Unloaded,
@@ -1065,7 +1033,7 @@ impl Pg {
         if self.scrub_interval_ms == 0
             || self.now_ms < self.scrub.next_ms
             || !self.scrub.asked.is_empty()
-            || !self.inflight.is_empty()
+            || !self.ops.inflight.is_empty()
             || !self.is_clean()
         {
             return;
@@ -1114,7 +1082,7 @@ impl Pg {
         };
         // Comparable only if no write came between: every write before
         // the question had reached the member (none was in flight).
-        if self.info.last_update != head || !self.inflight.is_empty() {
+        if self.info.last_update != head || !self.ops.inflight.is_empty() {
             return true;
         }
         let Some(mine) = self.tree().map(merkle::Tree::root) else {
@@ -1532,9 +1500,9 @@ impl Pg {
             k.durable(tid);
         }
         let result = result.map_err(|e| RepError::Failed(e.to_string()));
-        if self.removing == Some(tid) {
+        if self.stray.removing == Some(tid) {
             self.applying.remove(&tid);
-            self.removing = None;
+            self.stray.removing = None;
             match result {
                 Ok(()) => self.remove_some(s, fx),
                 Err(e) => tracing_error(self.id, &format!("removing a stray copy: {e:?}")),
@@ -1580,7 +1548,7 @@ impl Pg {
         for e in self.recent_entries(s)? {
             if e.name == name && e.version > to {
                 if let Some(r) = e.reqid {
-                    self.recent.remove(&r);
+                    self.ops.recent.remove(&r);
                 }
             }
         }
@@ -1590,8 +1558,8 @@ impl Pg {
     /// Rebuild the request-id index from the PG log on disk (a new
     /// primary answers retries of writes its predecessor applied).
     fn load_recent(&mut self, s: &dyn ObjectStore) {
-        self.recent.clear();
-        self.recent_order.clear();
+        self.ops.recent.clear();
+        self.ops.recent_order.clear();
         let Ok(entries) = self.recent_entries(s) else {
             return;
         };
@@ -1621,12 +1589,12 @@ impl Pg {
     }
 
     fn remember(&mut self, r: ReqId, v: Version, committed: bool) {
-        if self.recent.insert(r, (v, committed)).is_none() {
-            self.recent_order.push_back(r);
+        if self.ops.recent.insert(r, (v, committed)).is_none() {
+            self.ops.recent_order.push_back(r);
         }
-        while self.recent_order.len() > self.log_entries_max as usize {
-            if let Some(old) = self.recent_order.pop_front() {
-                self.recent.remove(&old);
+        while self.ops.recent_order.len() > self.log_entries_max as usize {
+            if let Some(old) = self.ops.recent_order.pop_front() {
+                self.ops.recent.remove(&old);
             }
         }
     }
@@ -1673,7 +1641,7 @@ impl Pg {
     /// `replica_accepts`): `what` (e.g. "push from") names the message
     /// in the refusal.
     fn fence(&self, from: i32, ctx: &RepCtx, what: &str) -> Result<(), RepError> {
-        if ctx.epoch >= self.answered_epoch && replica_accepts(&self.view(), from, ctx) {
+        if ctx.epoch >= self.held.answered_epoch && replica_accepts(&self.view(), from, ctx) {
             return Ok(());
         }
         Err(RepError::Stale(format!(

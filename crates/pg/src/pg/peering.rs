@@ -93,7 +93,7 @@ impl Pg {
         // (Copies of writes of earlier intervals stay until their objects
         // are written again.)
         self.rb_live.clear();
-        for (_, f) in std::mem::take(&mut self.inflight) {
+        for (_, f) in std::mem::take(&mut self.ops.inflight) {
             if let Some(token) = f.token {
                 fx.push(reply(
                     token,
@@ -103,11 +103,11 @@ impl Pg {
                 ));
             }
         }
-        let queued: Vec<Pending> = std::mem::take(&mut self.busy)
+        let queued: Vec<Pending> = std::mem::take(&mut self.ops.busy)
             .into_values()
             .flatten()
             .collect();
-        self.waiting.extend(queued);
+        self.ops.waiting.extend(queued);
         if self.is_primary() {
             self.start_peering(s, fx);
         } else {
@@ -116,7 +116,7 @@ impl Pg {
             } else {
                 Role::Stray
             };
-            for p in std::mem::take(&mut self.waiting) {
+            for p in std::mem::take(&mut self.ops.waiting) {
                 fx.push(reply(
                     p.token,
                     Err(OpError::WrongPrimary { epoch }),
@@ -342,7 +342,7 @@ impl Pg {
         // said the interval is over: a write it refused is not on it.
         if self.interval_ended
             || !self.unfound.is_empty()
-            || self.inflight.values().any(|f| f.token.is_none())
+            || self.ops.inflight.values().any(|f| f.token.is_none())
         {
             return;
         }
@@ -644,7 +644,7 @@ impl Pg {
             .as_ref()
             .is_some_and(|r| r.interval == self.interval && r.osds == whole);
         self.rec.waiting_moved_drain |= whole.len() >= k && on_record;
-        if self.rec.waiting_moved_drain && self.inflight.is_empty() {
+        if self.rec.waiting_moved_drain && self.ops.inflight.is_empty() {
             self.role = Role::Behind;
             self.rec.peer_again_ms = self.now_ms;
         }
@@ -719,9 +719,9 @@ impl Pg {
         // counted it complete, answered a retry of that write as done, and
         // the acknowledged write was lost).
         if self.epoch < q.epoch || !self.settled_all() {
-            return self.queries.push(q);
+            return self.held.queries.push(q);
         }
-        self.answered_epoch = self.answered_epoch.max(q.epoch);
+        self.held.answered_epoch = self.held.answered_epoch.max(q.epoch);
         let info = PeerInfo {
             info: self.info,
             missing: self.missing.len() as u64,
@@ -733,7 +733,7 @@ impl Pg {
     }
 
     pub(super) fn rerun_queries(&mut self, fx: &mut Vec<Effect>) {
-        for q in std::mem::take(&mut self.queries) {
+        for q in std::mem::take(&mut self.held.queries) {
             self.on_query(q, fx);
         }
     }

@@ -124,7 +124,7 @@ impl Pg {
         }
         let todo: Vec<String> = names
             .into_iter()
-            .filter(|n| !self.busy.contains_key(*n))
+            .filter(|n| !self.ops.busy.contains_key(*n))
             .filter(|n| self.rec.retry.get(*n).is_none_or(|at| *at <= now))
             .take(RECOVERY_PUSHES_MAX.saturating_sub(self.rec.pushing.len()))
             .cloned()
@@ -138,7 +138,7 @@ impl Pg {
     /// ops on it until they all have it (unless a write or push of it is
     /// already in flight).
     pub(super) fn push_now(&mut self, s: &dyn ObjectStore, name: String, fx: &mut Vec<Effect>) {
-        if self.inflight.values().any(|f| f.name == name)
+        if self.ops.inflight.values().any(|f| f.name == name)
             || self.rec.pushing.values().any(|(n, _)| *n == name)
         {
             return;
@@ -177,7 +177,7 @@ impl Pg {
             self.send(tid, to, msg, fx);
         }
         self.rec.retry.remove(&name);
-        self.busy.entry(name.clone()).or_default();
+        self.ops.busy.entry(name.clone()).or_default();
         self.rec.pushing.insert(tid, (name, targets));
     }
 
@@ -222,7 +222,7 @@ impl Pg {
         }
         if left == 0 {
             self.rec.pushing.remove(&tid);
-            let queued = self.busy.get(&name).is_some_and(|q| !q.is_empty());
+            let queued = self.ops.busy.get(&name).is_some_and(|q| !q.is_empty());
             if !self.rec.retry.contains_key(&name) || !queued {
                 // Ops on it go on (one still lacking it starts a push).
                 self.release(s, &name, fx);
@@ -244,7 +244,7 @@ impl Pg {
             .rec
             .retry
             .iter()
-            .filter(|(n, at)| **at <= now && self.busy.contains_key(*n))
+            .filter(|(n, at)| **at <= now && self.ops.busy.contains_key(*n))
             .map(|(n, _)| n.clone())
             .collect();
         if matches!(self.role, Role::Primary { .. }) && self.settled() {

@@ -14,16 +14,16 @@ impl Pg {
     }
 
     pub fn idle(&self) -> bool {
-        self.inflight.is_empty()
+        self.ops.inflight.is_empty()
             && self.gathers.is_empty()
-            && self.waiting.is_empty()
-            && self.busy.is_empty()
+            && self.ops.waiting.is_empty()
+            && self.ops.busy.is_empty()
             && self.rep.waiting.is_empty()
             && self.rep.committing.is_empty()
-            && self.lists.is_empty()
-            && self.queries.is_empty()
-            && self.held_logs.is_empty()
-            && self.held_copies.is_empty()
+            && self.ops.lists.is_empty()
+            && self.held.queries.is_empty()
+            && self.held.logs.is_empty()
+            && self.held.copies.is_empty()
             && self.rec.pushing.is_empty()
             && self.rec.bf_blocked.is_empty()
     }
@@ -208,7 +208,8 @@ impl Pg {
             })
             .sum();
         let held = self
-            .held_copies
+            .held
+            .copies
             .iter()
             .filter(|h| matches!(h.what, CopyMsg::Chunk(_)))
             .count();

@@ -5,6 +5,16 @@
 
 use super::*;
 
+/// A stray copy's own state.
+#[derive(Default)]
+pub(super) struct Stray {
+    /// When the primary was last asked whether the PG is clean without
+    /// this copy.
+    pub asked_ms: u64,
+    /// The removal transaction in flight.
+    pub removing: Option<u64>,
+}
+
 impl Pg {
     /// As primary: the epoch at which the PG is clean without `osd` (not
     /// acting, not in CRUSH's set, not on record), if it is and this map
@@ -21,8 +31,8 @@ impl Pg {
     pub(super) fn check_stray(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
         if self.role != Role::Stray
             || self.primary < 0
-            || self.removing.is_some()
-            || self.now_ms < self.stray_asked_ms + STRAY_CHECK_MS
+            || self.stray.removing.is_some()
+            || self.now_ms < self.stray.asked_ms + STRAY_CHECK_MS
         {
             return;
         }
@@ -32,7 +42,7 @@ impl Pg {
             || s.records(self.coll, b"", 1).is_ok_and(|r| !r.is_empty())
             || s.list(self.coll, None, 1).is_ok_and(|(l, _)| !l.is_empty());
         if holds {
-            self.stray_asked_ms = self.now_ms;
+            self.stray.asked_ms = self.now_ms;
             let shard = self.ec.as_ref().and_then(|_| self.shard_held(s));
             let msg = PeerMsg::StrayCheck {
                 pg: self.id,
@@ -50,7 +60,7 @@ impl Pg {
     /// (peering backfills it) that may hold leftover objects (backfill
     /// compares and removes them). The collection itself stays, empty.
     pub(super) fn remove_some(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
-        if self.role != Role::Stray || self.removing.is_some() || !self.settled() {
+        if self.role != Role::Stray || self.stray.removing.is_some() || !self.settled() {
             return;
         }
         let mut t = Transaction::new();
@@ -113,7 +123,7 @@ impl Pg {
         self.rep.high = Version::default();
         self.rep.merged = None;
         self.applying.insert(tid, self.interval);
-        self.removing = Some(tid);
+        self.stray.removing = Some(tid);
         fx.push(Effect::Apply {
             tid,
             txn: t,
