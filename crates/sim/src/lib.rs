@@ -786,7 +786,7 @@ impl Sim {
         // Zigzag seeds (the set fills all four OSDs): with moving
         // positions (`ec_with_moving_positions_every_pg_heals`, or
         // LOLIGO_SIM_EC_MOVES set), positions move while an OSD is down in
-        // half of them (seeds 4n + 3).
+        // half of them (a seed that leaves 3 divided by 4).
         let ec_moves = ec && seed % 4 == 3 && moves;
         let mut osds = Vec::new();
         for _ in 0..OSDS {
