@@ -459,7 +459,10 @@ impl Msg {
     }
 }
 
-struct Sim {
+/// The simulation: OSDs, the monitor model, the client and the network.
+/// Random runs (`run_seed_as`) drive it with faults; scenarios
+/// (`Sim::scripted`) drive it step by step.
+pub struct Sim {
     rng: Rng,
     now_ms: u64,
     osds: Vec<Osd>,
@@ -494,6 +497,14 @@ struct Sim {
     chunk_objects: usize,
     /// Faults stopped: every OSD is started and stays up.
     healing: bool,
+    /// A scenario drives the run: no random faults, no lost messages,
+    /// no late maps, no client on an older map unless it asks.
+    scripted: bool,
+    /// OSDs cut off from the monitors (and only from them): they hear of
+    /// no new map, and their requests to the monitors are lost.
+    cut_off: [bool; OSDS],
+    /// The map epoch the client sends under (`None`: the newest).
+    client_epoch: Option<Epoch>,
     /// The pool's striping when it is erasure-coded.
     ec: Option<Arc<Striper>>,
     /// Each acknowledged write's value, by object and version.
@@ -701,6 +712,9 @@ impl Host for Shell<'_> {
 
     fn monitor(&mut self, ask: MonAsk) {
         let (pg, from, gen) = (self.p, self.o, self.gen);
+        if self.sim.cut_off[from] {
+            return;
+        }
         let ev = match ask {
             MonAsk::PgTemp(osds) => Ev::PgTemp { pg, osds },
             MonAsk::PrimaryTemp(osd) => Ev::PrimaryTemp { pg, osd },
@@ -723,6 +737,83 @@ impl Host for Shell<'_> {
         self.sim.osds[o].asks.remove(&(p, ask));
         let granted = self.sim.osds[o].slots.release((pg_id(p), ask));
         self.sim.grant(o, granted);
+    }
+}
+
+/// Steps a scenario waits at most for the cluster to settle or an op to
+/// be answered.
+const SCENARIO_STEPS: usize = 4_000;
+
+/// Driving the simulation step by step, for named scenarios: every OSD
+/// up, the PGs peered, then what the scenario does.
+impl Sim {
+    /// A replicated cluster with no random faults, settled.
+    pub fn scripted(seed: u64) -> Sim {
+        let mut s = Sim::new(seed, false, false);
+        s.scripted = true;
+        s.healing = true;
+        s.settle();
+        s
+    }
+
+    /// Run until every PG is clean (at most `SCENARIO_STEPS` steps).
+    pub fn settle(&mut self) {
+        for _ in 0..SCENARIO_STEPS {
+            if (0..PGS).all(|p| self.pg_clean(p)) {
+                return;
+            }
+            self.step();
+        }
+    }
+
+    /// The newest map epoch.
+    pub fn epoch(&self) -> Epoch {
+        self.mon.epoch
+    }
+
+    /// The primary of object `obj`'s PG in the newest map.
+    pub fn primary_of(&self, obj: usize) -> Option<usize> {
+        self.mon.primary(pg_of(obj)).map(|o| o as usize)
+    }
+
+    /// Write the next value of object `obj` and wait for its answer: the
+    /// value, once acknowledged (`None`: no answer in time).
+    pub fn write(&mut self, obj: usize) -> Option<u64> {
+        let value = self.next_value[obj];
+        self.next_value[obj] += 1;
+        self.writing[obj] = true;
+        self.submit(Kind::Write {
+            obj,
+            value,
+            remove: false,
+        });
+        self.drain(SCENARIO_STEPS);
+        (self.acked[obj] == value).then_some(value)
+    }
+
+    /// Read object `obj` under map `epoch` (sent to that map's primary),
+    /// checked as every read is: never older than what was acknowledged
+    /// before it was sent.
+    pub fn read_at(&mut self, obj: usize, epoch: Epoch) {
+        self.client_epoch = Some(epoch);
+        let floor = self.acked[obj];
+        self.submit(Kind::Read { obj, floor });
+        self.drain(SCENARIO_STEPS);
+        self.client_epoch = None;
+    }
+
+    /// Cut OSD `o` off from the monitors, and only from them: it hears of
+    /// no new map and its requests to them are lost; OSDs and clients
+    /// still reach it.
+    pub fn cut_from_monitors(&mut self, o: usize) {
+        self.cut_off[o] = true;
+    }
+
+    /// The monitors mark OSD `o` down (as its peers' failure reports
+    /// would), whether or not it is running.
+    pub fn mark_down(&mut self, o: usize) {
+        self.mon.up[o] = false;
+        self.publish();
     }
 }
 
@@ -812,6 +903,9 @@ impl Sim {
             log_max,
             chunk_objects,
             healing: false,
+            scripted: false,
+            cut_off: [false; OSDS],
+            client_epoch: None,
             rng,
             now_ms: 0,
             osds,
@@ -859,7 +953,7 @@ impl Sim {
     }
 
     fn send(&mut self, ev: Ev) {
-        let ev = if self.rng.chance(LOSS_PER_MILLE) {
+        let ev = if !self.scripted && self.rng.chance(LOSS_PER_MILLE) {
             match lost(ev) {
                 Some(ev) => ev,
                 None => return,
@@ -919,7 +1013,10 @@ impl Sim {
                 // Now and then one OSD hears of a map much later than the
                 // others (a slow link to the monitors): an old primary then
                 // goes on serving while a new one peers.
-                if self.rng.chance(MAP_LATE_PER_MILLE) {
+                if self.cut_off[o] {
+                    continue;
+                }
+                if !self.scripted && self.rng.chance(MAP_LATE_PER_MILLE) {
                     let steps = MAP_LATE_STEPS_MIN + self.rng.below(MAP_LATE_STEPS_MIN * 4);
                     self.queue.push((self.now_ms + steps * STEP_MS, ev));
                 } else {
@@ -1471,7 +1568,9 @@ impl Sim {
         // Now and then the client is on an older map: it sends to that
         // map's primary, with that epoch.
         let mut epoch = self.mon.epoch;
-        if self.rng.chance(STALE_CLIENT_PER_MILLE) {
+        if let Some(e) = self.client_epoch {
+            epoch = e;
+        } else if !self.scripted && self.rng.chance(STALE_CLIENT_PER_MILLE) {
             epoch = epoch.saturating_sub(1 + self.rng.below(3)).max(1);
         }
         let pg = pg_of(match self.pending[&key].kind {

@@ -1,0 +1,50 @@
+//! Named scenarios: the simulator driven step by step into a situation
+//! the random runs reach rarely or not at all, each checked by the same
+//! rules as every run (a read never older than what was acknowledged
+//! before it was sent).
+
+use loligo_sim::Sim;
+
+/// An OSD cut off from the monitors, and only from them, keeps serving
+/// reads from clients still on the maps it knows after the monitors
+/// marked it down and a new primary took a write: a stale read. Known
+/// failing until the PG core has read leases (an old primary must stop
+/// serving reads before a new one may take writes); this test asserts
+/// what must hold, so it fails today (`cargo test -p loligo-sim --test
+/// scenarios -- --ignored` shows the read that goes back).
+#[test]
+#[ignore = "known failing: stale reads from an OSD cut off from the monitors, until read leases"]
+fn an_osd_cut_off_from_the_monitors_serves_no_stale_reads() {
+    let mut s = Sim::scripted(1);
+    let obj = 0;
+    let first = s.write(obj).expect("the first write is acknowledged");
+    let old_map = s.epoch();
+    let old_primary = s.primary_of(obj).expect("a primary");
+    s.cut_from_monitors(old_primary);
+    s.mark_down(old_primary);
+    s.settle();
+    assert_ne!(s.primary_of(obj), Some(old_primary), "a new primary");
+    let second = s.write(obj).expect("the new primary takes a write");
+    assert!(second > first);
+    // A client still on the old map asks the old primary, which never
+    // heard it was marked down.
+    s.read_at(obj, old_map);
+}
+
+/// The scenario's steps work as the stale-read scenario needs them: the
+/// monitors mark the cut-off primary down, a new primary takes writes,
+/// and a client on the newest map reads the newest value.
+#[test]
+fn a_primary_cut_off_from_the_monitors_is_replaced_and_writes_go_on() {
+    let mut s = Sim::scripted(1);
+    let obj = 0;
+    let first = s.write(obj).expect("the first write is acknowledged");
+    let old_primary = s.primary_of(obj).expect("a primary");
+    s.cut_from_monitors(old_primary);
+    s.mark_down(old_primary);
+    s.settle();
+    assert_ne!(s.primary_of(obj), Some(old_primary), "a new primary");
+    let second = s.write(obj).expect("the new primary takes a write");
+    assert!(second > first);
+    s.read_at(obj, s.epoch());
+}
