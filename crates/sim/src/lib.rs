@@ -771,6 +771,11 @@ impl Sim {
         self.mon.epoch
     }
 
+    /// The acting set of object `obj`'s PG in the newest map.
+    pub fn acting_of(&self, obj: usize) -> Vec<i32> {
+        self.mon.acting(pg_of(obj))
+    }
+
     /// The primary of object `obj`'s PG in the newest map.
     pub fn primary_of(&self, obj: usize) -> Option<usize> {
         self.mon.primary(pg_of(obj)).map(|o| o as usize)
@@ -814,6 +819,35 @@ impl Sim {
     pub fn mark_down(&mut self, o: usize) {
         self.mon.up[o] = false;
         self.publish();
+    }
+
+    /// OSD `o`, running all along, boots again (as an OSD that finds
+    /// itself marked down does): the monitors mark it up with a new boot
+    /// epoch.
+    pub fn mark_up(&mut self, o: usize) {
+        self.mon.up[o] = true;
+        self.mon.up_from[o] = self.mon.epoch + 1;
+        self.publish();
+    }
+
+    /// OSD `o` reaches the monitors again and hears of the newest map
+    /// only, every map in between skipped.
+    pub fn reconnect(&mut self, o: usize) {
+        self.cut_off[o] = false;
+        let ev = Ev::Map {
+            osd: o,
+            gen: self.osds[o].gen,
+            input_epoch: self.mon.epoch,
+        };
+        self.send(ev);
+    }
+
+    /// The checks of every random run's end: every object reads at least
+    /// its newest acknowledged value, and every PG goes clean with equal
+    /// copies.
+    pub fn verify(&mut self) {
+        self.heal_and_check();
+        self.check_clean();
     }
 }
 

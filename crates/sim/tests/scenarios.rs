@@ -48,3 +48,30 @@ fn a_primary_cut_off_from_the_monitors_is_replaced_and_writes_go_on() {
     assert!(second > first);
     s.read_at(obj, s.epoch());
 }
+
+/// A replica misses every map of an interval it was out of (cut off from
+/// the monitors while they marked it down and up again) and then hears of
+/// the newest one only, with the same acting set and primary as the last
+/// map it saw. It must still see that its interval ended (a member booted
+/// since: the newest boot epoch among the acting set is past its
+/// interval's start) and catch up on the write it missed, not go on as
+/// if nothing happened.
+#[test]
+fn a_replica_that_skips_the_maps_of_an_interval_it_missed_catches_up() {
+    let mut s = Sim::scripted(2);
+    let obj = 0;
+    s.write(obj).expect("the first write is acknowledged");
+    let primary = s.primary_of(obj).expect("a primary");
+    let replica = (0..4)
+        .find(|&o| o != primary && s.acting_of(obj).contains(&(o as i32)))
+        .expect("a replica");
+    s.cut_from_monitors(replica);
+    s.mark_down(replica);
+    s.settle();
+    s.write(obj).expect("a write while the replica is out");
+    s.mark_up(replica);
+    s.reconnect(replica);
+    s.settle();
+    s.write(obj).expect("a write with the replica back");
+    s.verify();
+}
