@@ -505,6 +505,8 @@ pub struct Sim {
     cut_off: [bool; OSDS],
     /// The map epoch the client sends under (`None`: the newest).
     client_epoch: Option<Epoch>,
+    /// Pairs of OSDs that cannot reach each other (lower id first).
+    apart: BTreeSet<(usize, usize)>,
     /// The pool's striping when it is erasure-coded.
     ec: Option<Arc<Striper>>,
     /// Each acknowledged write's value, by object and version.
@@ -814,6 +816,28 @@ impl Sim {
         self.cut_off[o] = true;
     }
 
+    /// Wait for every op in flight to be answered: whether they all were.
+    pub fn finish(&mut self) -> bool {
+        self.drain(SCENARIO_STEPS);
+        self.pending.is_empty()
+    }
+
+    /// The newest value of object `obj` acknowledged to the client.
+    pub fn acked(&self, obj: usize) -> u64 {
+        self.acked[obj]
+    }
+
+    /// Cut OSDs `a` and `b` off from each other (both ways); each still
+    /// reaches the monitors and the clients.
+    pub fn partition(&mut self, a: usize, b: usize) {
+        self.apart.insert((a.min(b), a.max(b)));
+    }
+
+    /// Join OSDs `a` and `b` again.
+    pub fn join(&mut self, a: usize, b: usize) {
+        self.apart.remove(&(a.min(b), a.max(b)));
+    }
+
     /// The monitors mark OSD `o` down (as its peers' failure reports
     /// would), whether or not it is running.
     pub fn mark_down(&mut self, o: usize) {
@@ -940,6 +964,7 @@ impl Sim {
             scripted: false,
             cut_off: [false; OSDS],
             client_epoch: None,
+            apart: BTreeSet::new(),
             rng,
             now_ms: 0,
             osds,
@@ -1219,6 +1244,11 @@ impl Sim {
         }
     }
 
+    /// Whether a partition keeps OSDs `a` and `b` apart.
+    fn apart(&self, a: usize, b: usize) -> bool {
+        !self.apart.is_empty() && self.apart.contains(&(a.min(b), a.max(b)))
+    }
+
     fn alive(&self, o: usize, gen: u64) -> bool {
         self.osds[o].running() && self.osds[o].gen == gen
     }
@@ -1317,10 +1347,15 @@ impl Sim {
                 pg,
                 to,
                 gen,
+                from,
                 id,
                 reply,
-                ..
             } => {
+                // An answer a partition cut off: the sender's call fails.
+                let reply = match self.apart(from, to) {
+                    true => Err(RepError::Failed("partitioned".into())),
+                    false => reply,
+                };
                 if self.alive(to, gen) {
                     self.stats.pulls += u64::from(matches!(reply, Ok(PeerReply::Pulled(_))));
                     self.stats.shard_reads +=
@@ -1448,7 +1483,7 @@ impl Sim {
         if query && !self.alive(m.from, m.gen) {
             return;
         }
-        if !self.osds[m.to].running() {
+        if !self.osds[m.to].running() || self.apart(m.from, m.to) {
             if query && self.mon.up[m.to] {
                 return self.send(Ev::Peer(m));
             }

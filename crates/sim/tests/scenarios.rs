@@ -75,3 +75,39 @@ fn a_replica_that_skips_the_maps_of_an_interval_it_missed_catches_up() {
     s.write(obj).expect("a write with the replica back");
     s.verify();
 }
+
+/// A partition between a primary and a replica, both running and both
+/// reaching the monitors: writes wait until the monitors mark the replica
+/// down (as the primary's failure reports would), go on without it, and
+/// once the partition heals and the replica boots again it catches up:
+/// every acknowledged write is read back and the copies end equal.
+#[test]
+fn a_partition_between_primary_and_replica_heals_and_the_replica_catches_up() {
+    let mut s = Sim::scripted(3);
+    let obj = 0;
+    s.write(obj).expect("the first write is acknowledged");
+    let primary = s.primary_of(obj).expect("a primary");
+    let replica = (0..4)
+        .find(|&o| o != primary && s.acting_of(obj).contains(&(o as i32)))
+        .expect("a replica");
+    s.partition(primary, replica);
+    let first = s.acked(obj);
+    assert_eq!(
+        s.write(obj),
+        None,
+        "a write waits for the replica it cannot reach"
+    );
+    s.mark_down(replica);
+    s.settle();
+    assert!(
+        s.finish(),
+        "the write that waited is answered in the new interval"
+    );
+    assert!(s.acked(obj) > first);
+    s.write(obj).expect("a write without the replica");
+    s.join(primary, replica);
+    s.mark_up(replica);
+    s.settle();
+    s.write(obj).expect("a write with the replica back");
+    s.verify();
+}
