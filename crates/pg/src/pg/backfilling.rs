@@ -673,6 +673,13 @@ impl Pg {
             );
             self.rec.backfill.remove(&from);
         } else {
+            // A target's cursor on the primary never goes back: a chunk
+            // answered covers everything before its end.
+            debug_assert!(
+                end >= b.done,
+                "backfill cursor back: {:?} -> {end:?}",
+                b.done
+            );
             b.done = end;
             if let Some(step) = next {
                 b.step = step;

@@ -332,6 +332,13 @@ impl Pg {
                 resend: BTreeMap::new(),
             },
         );
+        // One write at a time per object: ops behind it queue in `busy`,
+        // and a new entry here would drop them.
+        debug_assert!(
+            !self.ops.busy.contains_key(by.name()),
+            "a second write to '{}' while one is in flight",
+            by.name()
+        );
         self.ops.busy.insert(by.name().to_string(), VecDeque::new());
     }
 
