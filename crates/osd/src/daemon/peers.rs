@@ -74,7 +74,8 @@ impl OsdShared {
 /// long to keep trying depends on the message: a stray's question is
 /// asked once (the stray asks again later); a peering query is asked
 /// again while the member is up and cannot answer yet; anything else of
-/// an interval is sent again while that interval lasts.
+/// an interval is sent again while that interval lasts (a shard read,
+/// which names no interval, is tried once: its gather plans around it).
 pub(super) async fn send(s: Arc<OsdShared>, me: Mailbox, pg: PgId, id: u64, to: i32, msg: PeerMsg) {
     let reply = match &msg {
         PeerMsg::StrayCheck { .. } => s

@@ -109,7 +109,7 @@ async fn run(s: Arc<OsdShared>, me: Mailbox, mut inbox: Inbox, mut core: Pg) {
                 msg,
                 PeerMsg::RepOp { .. } | PeerMsg::GetInfo { .. } | PeerMsg::Push { .. }
             ),
-            Input::Reply { reply, .. } => matches!(reply, Ok(PeerReply::RepDone(Ok(())))),
+            Input::Reply { id, .. } => core.awaits_write_ack(*id),
             _ => false,
         };
         let fx = core.handle(s.store.as_ref(), input);

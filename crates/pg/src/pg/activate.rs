@@ -130,7 +130,14 @@ impl Pg {
     }
 
     /// The recorded write set's members not heard from, if peering must
-    /// wait for them. Every acknowledged write is on each member of the recorded write set: without one of them, any answer could be stale. Erasure-coded, with members declared lost until fewer than k are left: the ones left are all there is of its acknowledged writes, and every one of them must answer (what they hold together with the others' shards is all that can be read).
+    /// wait for them.
+    /// Every acknowledged write is on each member of the
+    /// recorded write set: without one of them, any answer could be
+    /// stale. Erasure-coded, with members declared lost until fewer
+    /// than k are left: the ones left are all there is of its
+    /// acknowledged writes, and every one of them must answer (what
+    /// they hold together with the others' shards is all that can be
+    /// read).
     fn record_unheard(
         &self,
         infos: &BTreeMap<i32, Option<PeerInfo>>,
@@ -146,7 +153,10 @@ impl Pg {
         None
     }
 
-    /// Erasure-coded, the record at k members or more: every member it has left answered with a copy, and fewer than k of those copies are whole (where they stand or at another position), the others mid-backfill (`Pg::may_go_on`).
+    /// Erasure-coded, the record at k members or more: every member it
+    /// has left answered with a copy, and fewer than k of those copies
+    /// are whole (where they stand or at another position), the others
+    /// mid-backfill (`Pg::may_go_on`).
     fn record_few_whole(
         &self,
         asked: &BTreeMap<i32, Option<PeerInfo>>,

@@ -175,7 +175,10 @@ pub enum Effect {
     /// The answer to a `List`.
     ListReply { token: u64, result: ListResult },
     /// Send `msg` to OSD `to`. The host reports `Input::Reply { id }`
-    /// exactly once: the answer, or why there is none.
+    /// once: the answer, or why there is none. A peering query or a
+    /// stray's question may go unanswered (the PG asks again on its
+    /// own); every other message must be answered or failed, or what
+    /// waits for it waits for good.
     Send { id: u64, to: i32, msg: PeerMsg },
     /// The answer to the peer message taken as `Input::Peer { token }`.
     Answer { token: u64, reply: PeerReply },
@@ -245,7 +248,8 @@ pub trait Host {
     fn reply(&mut self, token: u64, reply: OpReply);
     /// Answer listing `token`.
     fn list_reply(&mut self, token: u64, result: ListResult);
-    /// Send `msg` to `to`; report `Input::Reply { id }` exactly once.
+    /// Send `msg` to `to`; report `Input::Reply { id }` once (see
+    /// `Effect::Send`).
     fn send(&mut self, id: u64, to: i32, msg: PeerMsg);
     /// Answer the peer message taken as `token`.
     fn answer(&mut self, token: u64, reply: PeerReply);

@@ -1334,7 +1334,9 @@ impl Pg {
                 self.on_list(s, l, &mut fx)
             }
             Input::Peer { msg, token, now_ms } => {
-                self.now_ms = now_ms;
+                // (Requests carry the time they were queued: behind a full
+                // lane, one may be older than the last tick.)
+                self.now_ms = self.now_ms.max(now_ms);
                 self.on_peer(s, msg, token, &mut fx);
             }
             Input::Reply { id, reply } => self.on_reply(s, id, reply, &mut fx),

@@ -32,6 +32,15 @@ impl Pg {
         fx.push(Effect::Send { id, to, msg });
     }
 
+    /// Whether `id` is a replica write or a push still waiting for its
+    /// answer (a host refreshes the PG's stats less often for those: one
+    /// comes with every client write).
+    pub fn awaits_write_ack(&self, id: u64) -> bool {
+        self.sent
+            .get(&id)
+            .is_some_and(|x| matches!(x.asked, Asked::RepOp | Asked::Push))
+    }
+
     /// Ask `to` for its info for this interval (peering).
     pub(super) fn query_info(&mut self, to: i32, fx: &mut Vec<Effect>) {
         // Queries of earlier intervals whose answers were lost: their
