@@ -1155,8 +1155,8 @@ fn a_new_member_is_backfilled_with_its_rebuilt_shards() {
 /// rewrites the chunks on their way, so the primary counts them copied):
 /// the target restarts, answers peering with what it lacks, and recovery
 /// brings both. (The primary's side, its bookkeeping of an object it
-/// lacks and the rule that it never copies one, has no deterministic test
-/// yet: the simulator reaches it too rarely.)
+/// lacks and the rule that it never copies one, runs through the EC
+/// simulator's `EC_CHUNK_LACKS_SEEDS`.)
 #[test]
 fn a_backfill_target_keeps_what_its_chunks_said_it_lacks_missing_across_a_restart() {
     for plugin in [EcPlugin::ReedSolomon, EcPlugin::Zigzag] {

@@ -433,9 +433,9 @@ fn ec_lost_osds_let_pgs_go_on_with_what_is_left() {
     );
     // A backfill whose primary lacks an object (the rule that backfill
     // never copies one) is reached too rarely here to check for: no seed
-    // in 100,000 runs of this simulator did (one seed of an earlier
-    // version of it did). `chunk_lacks` counts it when a run does, and
-    // each seed that reaches it is named as it runs.
+    // in 100,000 runs of this simulator did (the EC run's
+    // `EC_CHUNK_LACKS_SEEDS` reach it). `chunk_lacks` counts it when a
+    // run does, and each seed that reaches it is named as it runs.
     assert!(total.acked_writes > seeds * 5, "{total:?}");
     assert!(total.lost_osds > seeds, "{total:?}");
     assert!(total.records_emptied > seeds / 10, "{total:?}");
@@ -480,6 +480,10 @@ fn ec_acknowledged_writes_survive_crashes_and_shards_stay_consistent() {
     let mut total = Stats::default();
     for seed in first..first + seeds {
         let st = run_ec_seed_named(seed, moves_asked());
+        if st.chunk_lacks > 0 {
+            // Rare: worth naming (`EC_CHUNK_LACKS_SEEDS`).
+            eprintln!("ec seed {seed}: a backfill chunk named objects its primary lacked");
+        }
         total.add(&st);
     }
     eprintln!("{seeds} ec seeds: {total:?}");
@@ -585,6 +589,14 @@ fn ec_with_moving_positions_every_pg_heals() {
     assert!(total.pg_temps > seeds / 20, "{total:?}");
 }
 
+/// EC seeds that reach a backfill whose primary lacks an object (about 3
+/// in 100,000): the rule that backfill never copies such an object, and
+/// names it to the target instead, runs every time through them. Seeds
+/// change meaning when the simulator changes: when none of these reaches
+/// it any more, a long run names new ones ("a backfill chunk named
+/// objects its primary lacked").
+const EC_CHUNK_LACKS_SEEDS: &[u64] = &[7176, 8788, 51226];
+
 #[test]
 fn ec_seeds_that_found_bugs_stay_fixed() {
     let seeds = EC_BUG_SEEDS.iter().map(|&s| (s, false));
@@ -592,4 +604,12 @@ fn ec_seeds_that_found_bugs_stay_fixed() {
         let st = run_ec_seed_named(seed, moves);
         assert!(st.acked_writes > 0, "seed {seed}: {st:?}");
     }
+    let mut lacks = Stats::default();
+    for &seed in EC_CHUNK_LACKS_SEEDS {
+        lacks.add(&run_ec_seed_named(seed, false));
+    }
+    assert!(
+        lacks.chunk_lacks > 0,
+        "no backfill chunk named an object its primary lacked: {lacks:?}"
+    );
 }
