@@ -156,6 +156,25 @@ fn local_cluster_round_trip_restart_and_errors() {
 
     // Stop, start again: same data.
     ok(&dir, &["down", "--data-dir", &d]);
+    // An OSD that cannot start (another process took its port) is named
+    // at once, with its log, instead of a wait for every OSD to come up.
+    let state: toml::Table =
+        toml::from_str(&std::fs::read_to_string(dir.join("cluster.toml")).unwrap()).unwrap();
+    let osd0 = state["osd_addrs"][0].as_str().unwrap().to_string();
+    let taken = std::net::TcpListener::bind(&osd0).unwrap();
+    let t0 = std::time::Instant::now();
+    let blocked = loligo(&dir, &["up", "--detach", "--data-dir", &d]);
+    let err = String::from_utf8_lossy(&blocked.stderr).into_owned();
+    assert!(
+        !blocked.status.success(),
+        "up with osd.0's port taken: {err}"
+    );
+    assert!(
+        err.contains("osd.0 exited") && err.contains("osd.0.log"),
+        "{err}"
+    );
+    assert!(t0.elapsed() < std::time::Duration::from_secs(50), "{err}");
+    drop(taken);
     ok(&dir, &["up", "--detach", "--data-dir", &d]);
     ok(&dir, &["get", "blob", out.to_str().unwrap()]);
     assert_eq!(std::fs::read(&out).unwrap(), data);
