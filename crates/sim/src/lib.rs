@@ -778,6 +778,15 @@ impl Sim {
         self.mon.acting(pg_of(obj))
     }
 
+    /// A replica of object `obj`'s PG in the newest map: an acting
+    /// member other than the primary.
+    pub fn replica_of(&self, obj: usize) -> Option<usize> {
+        let primary = self.primary_of(obj)?;
+        members(&self.acting_of(obj))
+            .map(|o| o as usize)
+            .find(|&o| o != primary)
+    }
+
     /// The primary of object `obj`'s PG in the newest map.
     pub fn primary_of(&self, obj: usize) -> Option<usize> {
         self.mon.primary(pg_of(obj)).map(|o| o as usize)
@@ -830,12 +839,12 @@ impl Sim {
     /// Cut OSDs `a` and `b` off from each other (both ways); each still
     /// reaches the monitors and the clients.
     pub fn partition(&mut self, a: usize, b: usize) {
-        self.apart.insert((a.min(b), a.max(b)));
+        self.apart.insert(pair(a, b));
     }
 
     /// Join OSDs `a` and `b` again.
     pub fn join(&mut self, a: usize, b: usize) {
-        self.apart.remove(&(a.min(b), a.max(b)));
+        self.apart.remove(&pair(a, b));
     }
 
     /// The monitors mark OSD `o` down (as its peers' failure reports
@@ -873,6 +882,11 @@ impl Sim {
         self.heal_and_check();
         self.check_clean();
     }
+}
+
+/// OSDs `a` and `b` as a partition names them: lower id first.
+fn pair(a: usize, b: usize) -> (usize, usize) {
+    (a.min(b), a.max(b))
 }
 
 fn take_held<T>(m: &mut BTreeMap<u64, T>, held: impl Fn(&T) -> bool) -> Vec<T> {
@@ -1246,7 +1260,7 @@ impl Sim {
 
     /// Whether a partition keeps OSDs `a` and `b` apart.
     fn apart(&self, a: usize, b: usize) -> bool {
-        !self.apart.is_empty() && self.apart.contains(&(a.min(b), a.max(b)))
+        !self.apart.is_empty() && self.apart.contains(&pair(a, b))
     }
 
     fn alive(&self, o: usize, gen: u64) -> bool {

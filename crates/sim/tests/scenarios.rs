@@ -61,10 +61,7 @@ fn a_replica_that_skips_the_maps_of_an_interval_it_missed_catches_up() {
     let mut s = Sim::scripted(2);
     let obj = 0;
     s.write(obj).expect("the first write is acknowledged");
-    let primary = s.primary_of(obj).expect("a primary");
-    let replica = (0..4)
-        .find(|&o| o != primary && s.acting_of(obj).contains(&(o as i32)))
-        .expect("a replica");
+    let replica = s.replica_of(obj).expect("a replica");
     s.cut_from_monitors(replica);
     s.mark_down(replica);
     s.settle();
@@ -87,9 +84,7 @@ fn a_partition_between_primary_and_replica_heals_and_the_replica_catches_up() {
     let obj = 0;
     s.write(obj).expect("the first write is acknowledged");
     let primary = s.primary_of(obj).expect("a primary");
-    let replica = (0..4)
-        .find(|&o| o != primary && s.acting_of(obj).contains(&(o as i32)))
-        .expect("a replica");
+    let replica = s.replica_of(obj).expect("a replica");
     s.partition(primary, replica);
     let first = s.acked(obj);
     assert_eq!(
