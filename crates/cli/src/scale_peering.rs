@@ -25,9 +25,11 @@ use crate::CliError;
 use loligo_mon::{MonError, MonRequest, Monitor};
 use loligo_monc::protocol::{MapUpdate, RecordAsk, WRITE_SETS_PER_REQUEST_MAX};
 use loligo_osd::daemon::reserve::Reserver;
-use loligo_osd::daemon::{map_input, pgs_to_tell, RECOVERY_MAX_ACTIVE};
+use loligo_osd::daemon::{pgs_to_tell, RECOVERY_MAX_ACTIVE};
 use loligo_osd::msg::{PeerMsg, PeerReply};
-use loligo_osd::pg::{route, stored_info, Host, Input, ListResult, MonAsk, Pg, RepError};
+use loligo_osd::pg::{
+    map_input, route, stored_info, Host, Input, ListResult, MonAsk, Pg, RepError,
+};
 use loligo_store::{CollectionId, MemStore, ObjectStore, Transaction};
 use loligo_types::mapping::{Changed, PgMappings};
 use loligo_types::ops::OpReply;

@@ -18,7 +18,7 @@ use loligo_monc::{MonError, MonRequest};
 use loligo_proto::net::Caller;
 use loligo_proto::tls::{mon_of, osd_of};
 use loligo_types::caps::{is_daemon, Caps, MonCap, ADMIN};
-use loligo_types::OsdMap;
+use loligo_types::{asks, OsdMap};
 
 fn denied(entity: &str, what: &str) -> MonError {
     MonError::Denied(format!("{entity} may not {what}"))
@@ -96,7 +96,7 @@ pub fn authorize(
         MonRequest::OsdFailure { reporter, .. } => as_osd(*reporter, "report a failure"),
         MonRequest::OsdReport(r) => as_osd(r.osd, "send the report"),
         MonRequest::PgTemp { pg, .. } | MonRequest::PrimaryTemp { pg, .. } => match me {
-            Some(osd) => may_steer(map, *pg, osd).map_err(|why| denied(e, &why)),
+            Some(osd) => asks::may_steer(map, *pg, osd).map_err(|why| denied(e, &why)),
             None => Err(denied(e, "ask for PG overrides")),
         },
         MonRequest::RecordWriteSets { items } => match me {
@@ -104,7 +104,7 @@ pub fn authorize(
                 let epoch = map.ok_or(MonError::NoMap)?.epoch;
                 items
                     .iter()
-                    .try_for_each(|a| may_record(a, osd, epoch))
+                    .try_for_each(|a| asks::may_record(a, osd, epoch))
                     .map_err(|why| denied(e, &why))
             }
             None => Err(denied(e, "record write sets")),
@@ -119,58 +119,6 @@ pub fn authorize(
             }
         }
     }
-}
-
-/// Whether OSD `osd` may ask for PG `pg`'s overrides (pg_temp,
-/// primary_temp) under `map`. The PG core asks from three roles only: the
-/// acting primary (hands the PG over, or drops a pg_temp once CRUSH's
-/// members are complete), the first OSD of the acting set (an
-/// erasure-coded PG's primary without its primary_temp, which hands over
-/// and takes back), and the first OSD of the up set (CRUSH's primary,
-/// whose copy may be behind). An OSD in none of them in the monitors' map
-/// asks from an older interval: that map has started a new one, whose
-/// primary asks for what it needs.
-fn may_steer(map: Option<&OsdMap>, pg: loligo_types::PgId, osd: i32) -> Result<(), String> {
-    let map = map.ok_or("ask for PG overrides before the first map")?;
-    let m = map
-        .placer()
-        .and_then(|mut p| p.map_pg(pg))
-        .map_err(|e| format!("ask for overrides of pg {pg}: {e}"))?;
-    let first = |set: &[i32]| set.iter().copied().find(|&o| o >= 0);
-    if m.acting_primary == osd || first(&m.acting) == Some(osd) || first(&m.up) == Some(osd) {
-        return Ok(());
-    }
-    Err(format!(
-        "ask for overrides of pg {pg}: at epoch {} its primary is osd.{} (acting {:?}, up {:?})",
-        map.epoch, m.acting_primary, m.acting, m.up
-    ))
-}
-
-/// Whether OSD `osd` may ask for write-set record `ask` while the
-/// monitors' map is at `epoch`: only as the interval's primary, and for an
-/// interval and a map it can have seen (a record from the future would
-/// make every genuine record older, and its PG would take no writes).
-fn may_record(ask: &loligo_types::RecordAsk, osd: i32, epoch: u64) -> Result<(), String> {
-    let pg = ask.pg;
-    if ask.primary != osd {
-        return Err(format!(
-            "record pg {pg}'s write set as its primary osd.{}",
-            ask.primary
-        ));
-    }
-    if !ask.acting.contains(&osd) {
-        return Err(format!(
-            "record pg {pg}'s write set for an acting set without itself ({:?})",
-            ask.acting
-        ));
-    }
-    if ask.record.interval > ask.as_of || ask.as_of > epoch {
-        return Err(format!(
-            "record pg {pg}'s write set of interval {} as of epoch {}: the map is at epoch {epoch}",
-            ask.record.interval, ask.as_of
-        ));
-    }
-    Ok(())
 }
 
 /// Whether `caller` may send Raft messages to a group whose members are

@@ -60,7 +60,7 @@ type SErr = StorageError<u64>;
 
 /// Incrementals kept for watchers that are a little behind; further
 /// behind, they get the full map.
-pub const INCS_MAX: usize = 512;
+pub const INCS_MAX: usize = loligo_types::asks::INCS_KEPT;
 
 /// The replicated state: the map and the most recent incrementals.
 #[derive(Clone, Debug, Default)]

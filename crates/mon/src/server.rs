@@ -10,20 +10,20 @@ use crate::admin::{self, Outcome};
 use crate::leader::{LeaderState, Timeouts};
 use crate::network::Network;
 use crate::protocol::{
-    Admin, CallResult, MapUpdate, MonError, MonReply, MonRequest, MonStatus, RecordAsk,
-    StatusReport, WRITE_SETS_PER_REQUEST_MAX,
+    Admin, CallResult, MapUpdate, MonError, MonReply, MonRequest, MonStatus, StatusReport,
+    WRITE_SETS_PER_REQUEST_MAX,
 };
 use crate::raft::{MonCmd, MonRaft, MonStore, Shared};
-use loligo_crush::placement::holes_as_minus_one;
 use loligo_proto::net::{peer_identity, Caller, MESSAGE_BYTES_MAX};
 use loligo_proto::v1::mon_peer_server::{MonPeer, MonPeerServer};
 use loligo_proto::v1::mon_server::{Mon, MonServer};
 use loligo_proto::v1::{RaftMessage, Raw, WatchRequest};
+use loligo_types::asks::{self, gathered_changes, Gather};
 use loligo_types::caps::AuthEntry;
-use loligo_types::{Change, Epoch, Incremental, OsdMap, PgId, Placer, Reach, WriteSetRecord};
+use loligo_types::{Change, Incremental, PgId};
 use openraft::error::{ClientWriteError, RaftError};
 use openraft::BasicNode;
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::pin::Pin;
@@ -155,212 +155,15 @@ const BOOT_GATHER_MS: u64 = 2;
 
 /// A change waiting in [`Monitor::gathered`], and where its answer goes.
 struct Gathered {
-    item: GatherItem,
+    item: Gather,
     reply: tokio::sync::oneshot::Sender<CallResult>,
 }
 
-/// What may share an epoch with others of its kind.
-#[derive(Clone)]
-enum GatherItem {
-    /// An OSD's boot.
-    Boot(Change),
-    /// One OSD's batch of PG write sets (`RecordWriteSets`).
-    Records(Vec<RecordAsk>),
-}
-
-/// Where the kept incrementals say PGs may have moved: a record asked at
-/// an epoch before one of these moves may be late (its interval may have
-/// ended), and the PG's placement is computed to tell.
-struct Moves {
-    /// The map's epoch.
-    now: Epoch,
-    /// The oldest epoch whose changes are known (the first kept
-    /// incremental's); before it, anything may have moved.
-    known_from: Epoch,
-    /// The newest epoch that may have moved every PG, one pool's, or one
-    /// PG's.
-    all: Epoch,
-    pools: HashMap<u64, Epoch>,
-    pgs: HashMap<PgId, Epoch>,
-}
-
-impl Moves {
-    /// The moves in `incs` after epoch `since` (the earliest any record
-    /// in hand was asked at), up to the map's epoch `now`.
-    fn after(incs: &VecDeque<Incremental>, since: Epoch, now: Epoch) -> Moves {
-        let mut m = Moves {
-            now,
-            known_from: incs.front().map_or(now + 1, |i| i.epoch),
-            all: 0,
-            pools: HashMap::new(),
-            pgs: HashMap::new(),
-        };
-        for inc in incs.iter().filter(|i| i.epoch > since) {
-            for c in &inc.changes {
-                match c.reach() {
-                    Reach::Nothing => {}
-                    Reach::All => m.all = m.all.max(inc.epoch),
-                    Reach::Pool(p) => {
-                        let e = m.pools.entry(p).or_default();
-                        *e = (*e).max(inc.epoch);
-                    }
-                    Reach::Pg(pg) => {
-                        let e = m.pgs.entry(pg).or_default();
-                        *e = (*e).max(inc.epoch);
-                    }
-                }
-            }
-        }
-        m
-    }
-
-    /// Whether a change after epoch `as_of` may have moved PG `pg`.
-    fn moved(&self, pg: PgId, as_of: Epoch) -> bool {
-        if as_of >= self.now {
-            return false;
-        }
-        as_of + 1 < self.known_from
-            || self.all > as_of
-            || self.pools.get(&pg.pool).is_some_and(|&e| e > as_of)
-            || self.pgs.get(&pg).is_some_and(|&e| e > as_of)
-    }
-}
-
-/// Whether `ask` is late and would give up what is left: its PG's record
-/// is short (`OsdMap::record_short`), the ask names none of that record's
-/// members (its primary went on without their copies), and the ask's
-/// interval has ended in `map` (the PG's acting set or primary is no
-/// longer the interval's). `moves` says whether anything since the ask's
-/// epoch may have moved the PG; only then is its placement computed
-/// (with `placer`, built once per batch).
-fn late_ask<'m>(
-    map: &'m OsdMap,
-    moves: &Moves,
-    placer: &mut Option<Option<Placer<'m>>>,
-    ask: &RecordAsk,
-) -> bool {
-    let keeps_some = (map.write_sets.get(&ask.pg))
-        .is_some_and(|r| r.members().any(|o| ask.record.osds.contains(&o)));
-    if !map.record_short(ask.pg) || keeps_some || !moves.moved(ask.pg, ask.as_of) {
-        return false;
-    }
-    let Some(p) = placer.get_or_insert_with(|| map.placer().ok()) else {
-        return true;
-    };
-    match p.map_pg(ask.pg) {
-        Ok(m) => holes_as_minus_one(&m.acting) != ask.acting || m.acting_primary != ask.primary,
-        Err(_) => true,
-    }
-}
-
-/// Whether `ask`'s claim (its PG's acting set and primary as of its epoch)
-/// agrees with `map`, where the map can tell: when nothing since the ask's
-/// epoch may have moved the PG, its placement then is its placement now.
-/// (The auth check has made sure the asker is the primary it claims; this
-/// makes sure the claim is the map's, so an OSD records only a PG it is
-/// the primary of.) A claim the map contradicts is left out.
-fn claim_holds<'m>(
-    map: &'m OsdMap,
-    moves: &Moves,
-    placer: &mut Option<Option<Placer<'m>>>,
-    ask: &RecordAsk,
-) -> bool {
-    if moves.moved(ask.pg, ask.as_of) {
-        return true;
-    }
-    let Some(p) = placer.get_or_insert_with(|| map.placer().ok()) else {
-        return false;
-    };
-    match p.map_pg(ask.pg) {
-        Ok(m) => holes_as_minus_one(&m.acting) == ask.acting && m.acting_primary == ask.primary,
-        Err(_) => false,
-    }
-}
-
-/// The changes `items` make on `map`, in order, and each item's reply
-/// value: for records, the PGs whose record holds once the changes are
-/// in. A record is left out when it is older than the map's (or than an
-/// earlier item's): its PG has moved on; or when it is late and gives up
-/// what is left (`late_ask`; `incs`, the kept incrementals, say whether
-/// its PG may have moved): its interval ended while the PG's record was
-/// short, and it names none of that record's members. A newer interval's
-/// primary may have gone on from those members' copies, and taking the
-/// late record would declare other copies whole after that primary chose
-/// (on an EC pool with positions moving: a newer primary went on from its
-/// own copy under a short record, then the late one named two empty copies
-/// as the whole ones, and once that primary's OSD was lost they were all
-/// that was left, mid-backfill). A primary acts on its record only once it
-/// is taken, so nothing was acknowledged under a refused one. Other late
-/// records are still taken: docs/peering.md (write-set records) says why.
-fn gathered_changes(
-    map: &OsdMap,
-    incs: &VecDeque<Incremental>,
-    items: &[GatherItem],
-) -> (Vec<Change>, Vec<serde_json::Value>) {
-    let mut changes = Vec::new();
-    let mut values = Vec::with_capacity(items.len());
-    let mut recorded: HashMap<PgId, &WriteSetRecord> = HashMap::new();
-    // OSDs these changes boot: a record naming one is late (the map
-    // refuses it, and with it every change of the epoch).
-    let mut booted: HashSet<i32> = HashSet::new();
-    let since = items
-        .iter()
-        .filter_map(|i| match i {
-            GatherItem::Records(r) => r.iter().map(|a| a.as_of).min(),
-            GatherItem::Boot(_) => None,
-        })
-        .min()
-        .unwrap_or(map.epoch);
-    let moves = Moves::after(incs, since, map.epoch);
-    let mut placer = None;
-    // Daemons whose key these changes record: a key is recorded once (a
-    // daemon's first start); a second record in the batch, or one for a
-    // daemon the map has a key of, would replace it.
-    let mut keyed: HashSet<&str> = HashSet::new();
-    for item in items {
-        match item {
-            GatherItem::Boot(c) => {
-                if let Change::OsdBoot { id, .. } = c {
-                    booted.insert(*id);
-                }
-                let replaces = matches!(c, Change::AuthPut { entity, .. }
-                    if map.auth.contains_key(entity) || !keyed.insert(entity.as_str()));
-                if !replaces {
-                    changes.push(c.clone());
-                }
-                values.push(serde_json::Value::Null);
-            }
-            GatherItem::Records(records) => {
-                let mut held = Vec::new();
-                for ask in records {
-                    let (pg, record) = (&ask.pg, &ask.record);
-                    if map.pool_of(*pg).is_err()
-                        || !claim_holds(map, &moves, &mut placer, ask)
-                        || map.late_member(record).is_some()
-                        || record.osds.iter().any(|o| booted.contains(o))
-                        || late_ask(map, &moves, &mut placer, ask)
-                    {
-                        continue;
-                    }
-                    let old = recorded.get(pg).copied().or_else(|| map.write_sets.get(pg));
-                    match old {
-                        Some(old) if old.interval > record.interval => continue,
-                        Some(old) if old == record => {}
-                        _ => {
-                            changes.push(Change::RecordWriteSet {
-                                pg: *pg,
-                                record: record.clone(),
-                            });
-                            recorded.insert(*pg, record);
-                        }
-                    }
-                    held.push(*pg);
-                }
-                values.push(serde_json::to_value(&held).unwrap_or_default());
-            }
-        }
-    }
-    (changes, values)
+/// A gathered item's answer: for records, the PGs whose record holds.
+fn held_value(held: Option<Vec<PgId>>) -> serde_json::Value {
+    held.map_or(serde_json::Value::Null, |h| {
+        serde_json::to_value(h).unwrap_or_default()
+    })
 }
 
 /// One open watch stream's place in [`Monitor::watches`] (and its
@@ -632,27 +435,25 @@ impl Monitor {
     /// wait (PGs wait on them to take writes). A batch the map refuses
     /// (one item of it invalid) is proposed again one item at a time, so
     /// each caller gets its own item's answer.
-    async fn gather(&self, item: GatherItem) -> CallResult {
+    async fn gather(&self, item: Gather) -> CallResult {
         let (reply, answer) = tokio::sync::oneshot::channel();
         let queue = || self.gathered.lock().unwrap_or_else(|p| p.into_inner());
         queue().push(Gathered { item, reply });
         {
             let _g = self.propose_lock.lock().await;
-            let boots = queue()
-                .iter()
-                .any(|g| matches!(g.item, GatherItem::Boot(_)));
+            let boots = queue().iter().any(|g| matches!(g.item, Gather::Boot(_)));
             if boots {
                 tokio::time::sleep(Duration::from_millis(BOOT_GATHER_MS)).await;
             }
             // Empty if an earlier holder of the lock took this item along.
             let batch = std::mem::take(&mut *queue());
             if !batch.is_empty() {
-                let items: Vec<GatherItem> = batch.iter().map(|g| g.item.clone()).collect();
+                let items: Vec<Gather> = batch.iter().map(|g| g.item.clone()).collect();
                 let mut values = Vec::new();
                 let r = self
                     .change_locked_with_incs(|m, incs| {
                         let (changes, v) = gathered_changes(m, incs, &items);
-                        values = v;
+                        values = v.into_iter().map(held_value).collect();
                         Ok(changes)
                     })
                     .await;
@@ -664,7 +465,7 @@ impl Monitor {
                             let r = self
                                 .change_locked_with_incs(|m, incs| {
                                     let (changes, mut v) = gathered_changes(m, incs, &one);
-                                    value = v.pop().unwrap_or_default();
+                                    value = held_value(v.pop().flatten());
                                     Ok(changes)
                                 })
                                 .await;
@@ -756,7 +557,7 @@ impl Monitor {
                 // of the boots gathered with it.
                 loligo_types::osdmap::check_boot(id, &addr, &host, crush_weight)?;
                 let r = self
-                    .gather(GatherItem::Boot(Change::OsdBoot {
+                    .gather(Gather::Boot(Change::OsdBoot {
                         id,
                         addr,
                         host,
@@ -782,27 +583,12 @@ impl Monitor {
                 .await
             }
             MonRequest::PgTemp { pg, osds } => {
-                self.change_with(|m| {
-                    let same =
-                        m.pg_temp.get(&pg).map(Vec::as_slice).unwrap_or(&[]) == osds.as_slice();
-                    Ok(if same {
-                        vec![]
-                    } else {
-                        vec![Change::PgTemp { pg, osds }]
-                    })
-                })
-                .await
+                self.change_with(|m| Ok(asks::pg_temp_changes(m, pg, osds)))
+                    .await
             }
             MonRequest::PrimaryTemp { pg, osd } => {
-                self.change_with(|m| {
-                    let same = m.primary_temp.get(&pg).copied() == osd;
-                    Ok(if same {
-                        vec![]
-                    } else {
-                        vec![Change::PrimaryTemp { pg, osd }]
-                    })
-                })
-                .await
+                self.change_with(|m| Ok(asks::primary_temp_changes(m, pg, osd)))
+                    .await
             }
             MonRequest::RecordWriteSets { items } => {
                 if items.len() > WRITE_SETS_PER_REQUEST_MAX {
@@ -811,7 +597,7 @@ impl Monitor {
                         items.len()
                     )));
                 }
-                self.gather(GatherItem::Records(items)).await
+                self.gather(Gather::Records(items)).await
             }
             MonRequest::OsdFailure {
                 reporter, target, ..
@@ -910,7 +696,7 @@ impl Monitor {
             return Ok(());
         }
         let put = crate::monmap::key_record(entity, serial);
-        self.gather(GatherItem::Boot(put)).await.map(|_| ())
+        self.gather(Gather::Boot(put)).await.map(|_| ())
     }
 
     /// This monitor's key: its certificate's serial (`None` without TLS).
@@ -1353,11 +1139,12 @@ impl Mon for Service {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use loligo_types::{RecordAsk, WriteSetRecord};
 
     #[test]
     fn a_daemons_recorded_key_is_never_replaced_by_a_gathered_first_start() {
         let m = crate::auth::tests::cluster();
-        let put = |e: &str, s: &str| GatherItem::Boot(crate::monmap::key_record(e, s));
+        let put = |e: &str, s: &str| Gather::Boot(crate::monmap::key_record(e, s));
         // Two first starts of one daemon in a batch: the first is taken.
         let (c, _) = gathered_changes(
             &m,
@@ -1400,8 +1187,8 @@ mod tests {
         };
         let held = |a: RecordAsk| {
             let (changes, values) =
-                gathered_changes(&m, &VecDeque::new(), &[GatherItem::Records(vec![a])]);
-            (changes.len(), values[0].as_array().map_or(0, Vec::len))
+                gathered_changes(&m, &VecDeque::new(), &[Gather::Records(vec![a])]);
+            (changes.len(), values[0].as_ref().map_or(0, Vec::len))
         };
         // The PG's primary, as the map places it: recorded.
         assert_eq!(

@@ -42,7 +42,6 @@
 //! the seed, so a seed replays exactly. It is a test tool: it checks with
 //! `assert!` and panics on the first violation.
 
-use loligo_crush::placement::holes_as_minus_one;
 use loligo_ec::plan::Coalesce;
 use loligo_ec::stripe::{Fetched, Striper};
 use loligo_pg::msg::{PeerMsg, PeerReply};
@@ -54,12 +53,15 @@ use loligo_pg::reserve::Reserver;
 use loligo_store::{CollectionId, FaultyStore, MemStore, ObjectStore, Transaction};
 use loligo_types::ops::{ClientOp, OpError, OpReply, ReqId, SubOp, SubResult, Version};
 use loligo_types::osdmap::{EcPlugin, EcProfile, PoolKind};
-use loligo_types::{Epoch, OsdMap, PgId, PgState, Pool, RecordAsk, WriteSetRecord};
+use loligo_types::{Change, Epoch, OsdMap, PgId, PgState, RecordAsk};
+use monitor::{members, primary_of, ModelMon, Monitor, RealMon, Seen, Steer};
+
+mod monitor;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-const OSDS: usize = 4;
-const PGS: usize = 3;
+pub(crate) const OSDS: usize = 4;
+pub(crate) const PGS: usize = 3;
 const OBJECTS: usize = 9;
 const POOL: u64 = 1;
 const STEP_MS: u64 = 5;
@@ -76,6 +78,9 @@ const LOSE_PER_MILLE: u64 = 3;
 const MARK_UNFOUND_PER_MILLE: u64 = 50;
 /// How long the operator waits before marking the same PG again (ms).
 const MARK_UNFOUND_AGAIN_MS: u64 = 5_000;
+/// Chance (per mille) per step that the operator marks an OSD out or
+/// back in (the real monitors' runs only).
+const OPERATOR_OUT_PER_MILLE: u64 = 2;
 /// Chance (per mille) that an op is sent under an older map.
 const STALE_CLIENT_PER_MILLE: u64 = 100;
 /// Chance (per mille) that a write to an object that exists removes it.
@@ -83,7 +88,7 @@ const REMOVE_PER_MILLE: u64 = 150;
 
 use loligo_testkit::Rng;
 
-fn pg_id(p: usize) -> PgId {
+pub(crate) fn pg_id(p: usize) -> PgId {
     PgId {
         pool: POOL,
         ps: p as u32,
@@ -132,6 +137,8 @@ struct Osd {
     asks: BTreeSet<(usize, u64)>,
     /// Its recovery slots, shared by its PGs (the daemon's reserver).
     slots: Reserver,
+    /// The maps this process has seen.
+    seen: Seen,
 }
 
 impl Osd {
@@ -198,10 +205,12 @@ enum Ev {
     },
     PgTemp {
         pg: usize,
+        from: usize,
         osds: Vec<i32>,
     },
     PrimaryTemp {
         pg: usize,
+        from: usize,
         osd: Option<i32>,
     },
     /// The OSD grants its PG's ask for a recovery slot (the daemon's
@@ -227,184 +236,6 @@ enum Ev {
         req: u64,
         reply: OpReply,
     },
-}
-
-/// One epoch of the map as the PGs see it.
-#[derive(Clone)]
-struct MapAt {
-    /// Per PG: acting set, primary, primary_temp, write-set record,
-    /// CRUSH's set.
-    acting: Vec<Vec<i32>>,
-    primary: Vec<Option<i32>>,
-    primary_temp: Vec<Option<i32>>,
-    record: Vec<Option<WriteSetRecord>>,
-    /// The epoch of the operator's last `pg mark-unfound-lost` (0: none).
-    unfound_lost: Vec<Epoch>,
-    crush: Vec<Vec<i32>>,
-    /// Which OSDs are up, and each one's last boot epoch.
-    up: [bool; OSDS],
-    up_from: [Epoch; OSDS],
-    /// Which devices are too full to backfill onto.
-    toofull: [bool; OSDS],
-}
-
-/// The monitor: the map as this test needs it.
-struct Mon {
-    epoch: Epoch,
-    up: [bool; OSDS],
-    up_from: [Epoch; OSDS],
-    toofull: [bool; OSDS],
-    /// Per PG.
-    pg_temp: Vec<Option<Vec<i32>>>,
-    primary_temp: Vec<Option<i32>>,
-    record: Vec<Option<WriteSetRecord>>,
-    /// The epoch of each PG's last `pg mark-unfound-lost` (0: none).
-    unfound_lost: Vec<Epoch>,
-    /// Maps by epoch.
-    maps: BTreeMap<Epoch, MapAt>,
-    pool: Pool,
-    /// Erasure-coded (2+1): positions are shards, a down OSD leaves a
-    /// hole or is replaced by the spare.
-    ec: bool,
-    /// Whether the spare takes a down OSD's position (when the set
-    /// leaves one out: RS 2+1 on four OSDs).
-    ec_spare: bool,
-    /// Whether positions move while an OSD is down, as CRUSH's indep
-    /// rules move them when retries collide (the thrash test saw acting
-    /// [0, 1, 2, 3] become [3, 1, 2, 0]): with one OSD of a full set
-    /// down, the OSDs after and before its position swap places, a data
-    /// position with a parity one for Zigzag 2+2.
-    ec_moves: bool,
-}
-
-/// The primary of an acting set: its first OSD that is not a hole.
-fn primary_of(acting: &[i32]) -> Option<i32> {
-    acting
-        .iter()
-        .copied()
-        .find(|&o| o != loligo_crush::ITEM_NONE)
-}
-
-/// The OSDs of a set, holes left out.
-fn members(set: &[i32]) -> impl Iterator<Item = i32> + '_ {
-    set.iter()
-        .copied()
-        .filter(|&o| o != loligo_crush::ITEM_NONE)
-}
-
-impl Mon {
-    /// PG `p`'s primary: its primary_temp while that is in the acting
-    /// set and up, else the acting set's first OSD.
-    fn primary(&self, p: usize) -> Option<i32> {
-        let acting = self.acting(p);
-        match self.primary_temp[p] {
-            Some(t) if acting.contains(&t) && self.up[t as usize] => Some(t),
-            _ => primary_of(&acting),
-        }
-    }
-
-    fn acting(&self, p: usize) -> Vec<i32> {
-        if self.ec {
-            // A pg_temp keeps positions: a member that is not up is a hole.
-            if let Some(t) = &self.pg_temp[p] {
-                let a: Vec<i32> = t
-                    .iter()
-                    .map(|&o| {
-                        if o >= 0 && o != loligo_crush::ITEM_NONE && self.up[o as usize] {
-                            o
-                        } else {
-                            loligo_crush::ITEM_NONE
-                        }
-                    })
-                    .collect();
-                if a.len() == self.pool.size as usize
-                    && a.iter().any(|&o| o != loligo_crush::ITEM_NONE)
-                {
-                    return a;
-                }
-            }
-            return self.crush_up(p);
-        }
-        if let Some(t) = &self.pg_temp[p] {
-            let a: Vec<i32> = t.iter().copied().filter(|&o| self.up[o as usize]).collect();
-            if !a.is_empty() {
-                return a;
-            }
-        }
-        self.crush_up(p)
-    }
-
-    /// CRUSH's set for PG `p`: the first `size` OSDs that are up, counting
-    /// from OSD `p`.
-    fn crush_up(&self, p: usize) -> Vec<i32> {
-        if self.ec {
-            // As CRUSH's indep rules: position i is OSD p + i while it is
-            // up; the first down one is taken by the spare (the OSD after
-            // the set) when there is one and it is up, the rest are holes.
-            let size = self.pool.size as usize;
-            let spare = (p + size) % OSDS;
-            let mut spare_free = self.ec_spare && size < OSDS && self.up[spare];
-            let mut set: Vec<i32> = (0..size)
-                .map(|i| {
-                    let o = (i + p) % OSDS;
-                    if self.up[o] {
-                        o as i32
-                    } else if spare_free {
-                        spare_free = false;
-                        spare as i32
-                    } else {
-                        loligo_crush::ITEM_NONE
-                    }
-                })
-                .collect();
-            let holes: Vec<usize> = (0..size)
-                .filter(|&i| set[i] == loligo_crush::ITEM_NONE)
-                .collect();
-            if self.ec_moves && size == OSDS && holes.len() == 1 {
-                let j = holes[0];
-                set.swap((j + 1) % size, (j + size - 1) % size);
-            }
-            return set;
-        }
-        (0..OSDS)
-            .map(|i| (i + p) % OSDS)
-            .filter(|&o| self.up[o])
-            .map(|o| o as i32)
-            .take(self.pool.size as usize)
-            .collect()
-    }
-
-    /// Whether a map after epoch `as_of` may have moved PG `pg`, as the
-    /// monitors judge it from their changes: any OSD going up or down
-    /// (that may move every PG), or the PG's own acting set or primary
-    /// (a pg_temp or primary_temp).
-    fn moved_after(&self, pg: usize, as_of: Epoch) -> bool {
-        (as_of + 1..=self.epoch).any(|e| {
-            let (Some(a), Some(b)) = (self.maps.get(&(e - 1)), self.maps.get(&e)) else {
-                return true;
-            };
-            a.up != b.up
-                || a.up_from != b.up_from
-                || a.acting[pg] != b.acting[pg]
-                || a.primary[pg] != b.primary[pg]
-        })
-    }
-
-    fn bump(&mut self) {
-        self.epoch += 1;
-        let at = MapAt {
-            acting: (0..PGS).map(|p| self.acting(p)).collect(),
-            primary: (0..PGS).map(|p| self.primary(p)).collect(),
-            primary_temp: self.primary_temp.clone(),
-            record: self.record.clone(),
-            unfound_lost: self.unfound_lost.clone(),
-            crush: (0..PGS).map(|p| self.crush_up(p)).collect(),
-            up: self.up,
-            up_from: self.up_from,
-            toofull: self.toofull,
-        };
-        self.maps.insert(self.epoch, at);
-    }
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -466,7 +297,7 @@ pub struct Sim {
     rng: Rng,
     now_ms: u64,
     osds: Vec<Osd>,
-    mon: Mon,
+    mon: Box<dyn Monitor>,
     queue: Vec<(u64, Ev)>,
     /// Client state: per object, the next value to write, the newest
     /// acknowledged value, and whether a write is outstanding.
@@ -519,11 +350,10 @@ pub struct Sim {
     shipped: Vec<(usize, Version, usize, Vec<u8>)>,
     /// Down OSDs are declared lost now and then (`lost_osds_let_pgs_go_on`).
     lose: bool,
-    /// The monitor model refuses every late record while the PG's
-    /// record is short, not only one that names none of its members: a
-    /// stricter rule than the monitors', whose histories reach corners
-    /// the monitors' rule does not (`LOLIGO_SIM_STRICT_LATE`).
-    strict_late: bool,
+    /// How long an OSD stays down before the monitors mark it out, and
+    /// since when each one is down and in.
+    out_after_ms: u64,
+    down_since_ms: [Option<u64>; OSDS],
     /// When the operator last marked each PG's unfound objects lost.
     marked_ms: [Option<u64>; PGS],
     /// Per object, values below which an acknowledgement binds nothing:
@@ -718,8 +548,8 @@ impl Host for Shell<'_> {
             return;
         }
         let ev = match ask {
-            MonAsk::PgTemp(osds) => Ev::PgTemp { pg, osds },
-            MonAsk::PrimaryTemp(osd) => Ev::PrimaryTemp { pg, osd },
+            MonAsk::PgTemp(osds) => Ev::PgTemp { pg, from, osds },
+            MonAsk::PrimaryTemp(osd) => Ev::PrimaryTemp { pg, from, osd },
             MonAsk::Record(ask) => Ev::Record { pg, from, gen, ask },
         };
         self.sim.send(ev);
@@ -751,7 +581,7 @@ const SCENARIO_STEPS: usize = 4_000;
 impl Sim {
     /// A replicated cluster with no random faults, settled.
     pub fn scripted(seed: u64) -> Sim {
-        let mut s = Sim::new(seed, false, false);
+        let mut s = Sim::new(&Run::replicated(seed));
         s.scripted = true;
         s.healing = true;
         s.settle();
@@ -770,12 +600,12 @@ impl Sim {
 
     /// The newest map epoch.
     pub fn epoch(&self) -> Epoch {
-        self.mon.epoch
+        self.mon.epoch()
     }
 
     /// The acting set of object `obj`'s PG in the newest map.
     pub fn acting_of(&self, obj: usize) -> Vec<i32> {
-        self.mon.acting(pg_of(obj))
+        self.mon.newest().acting[pg_of(obj)].clone()
     }
 
     /// A replica of object `obj`'s PG in the newest map: an acting
@@ -789,7 +619,7 @@ impl Sim {
 
     /// The primary of object `obj`'s PG in the newest map.
     pub fn primary_of(&self, obj: usize) -> Option<usize> {
-        self.mon.primary(pg_of(obj)).map(|o| o as usize)
+        self.mon.newest().primary[pg_of(obj)].map(|o| o as usize)
     }
 
     /// Write the next value of object `obj` and wait for its answer: the
@@ -850,17 +680,14 @@ impl Sim {
     /// The monitors mark OSD `o` down (as its peers' failure reports
     /// would), whether or not it is running.
     pub fn mark_down(&mut self, o: usize) {
-        self.mon.up[o] = false;
-        self.publish();
+        self.propose(vec![Change::OsdDown { id: o as i32 }]);
     }
 
     /// OSD `o`, running all along, boots again (as an OSD that finds
     /// itself marked down does): the monitors mark it up with a new boot
     /// epoch.
     pub fn mark_up(&mut self, o: usize) {
-        self.mon.up[o] = true;
-        self.mon.up_from[o] = self.mon.epoch + 1;
-        self.publish();
+        self.propose(vec![monitor::boot(o)]);
     }
 
     /// OSD `o` reaches the monitors again and hears of the newest map
@@ -870,7 +697,7 @@ impl Sim {
         let ev = Ev::Map {
             osd: o,
             gen: self.osds[o].gen,
-            input_epoch: self.mon.epoch,
+            input_epoch: self.mon.epoch(),
         };
         self.send(ev);
     }
@@ -903,11 +730,13 @@ fn value_of(data: &[u8]) -> u64 {
 }
 
 impl Sim {
-    fn new(seed: u64, ec: bool, moves: bool) -> Sim {
+    fn new(run: &Run) -> Sim {
+        let (seed, ec) = (run.seed, run.ec);
         let mut pool = OsdMap::new("sim", "osd")
             .unwrap()
             .replicated_pool("p", PGS as u32, 3, 2);
         assert_eq!(pool.id, POOL);
+        let mut profile = None;
         // Even seeds: Reed-Solomon 2+1 on three of the four OSDs; odd
         // seeds: Zigzag 2+2 (element-level rebuilds) on all four. min_size
         // 2 (= k: a write set of two shards takes writes, so losing one of
@@ -922,21 +751,20 @@ impl Sim {
                 profile: name.into(),
             };
             pool.size = 2 + m;
-            Arc::new(
-                EcProfile {
-                    name: name.into(),
-                    plugin,
-                    k: 2,
-                    m,
-                    s: 1,
-                    l: 0,
-                    optimal: false,
-                    alignment: 64,
-                    stripe_unit: 0,
-                }
-                .striper()
-                .unwrap(),
-            )
+            let prof = EcProfile {
+                name: name.into(),
+                plugin,
+                k: 2,
+                m,
+                s: 1,
+                l: 0,
+                optimal: false,
+                alignment: 64,
+                stripe_unit: 0,
+            };
+            let striper = Arc::new(prof.striper().unwrap());
+            profile = Some(prof);
+            striper
         });
         let mut rng = Rng::new(seed);
         let log_max = if rng.chance(500) {
@@ -950,7 +778,23 @@ impl Sim {
         // positions (`ec_with_moving_positions_every_pg_heals`, or
         // LOLIGO_SIM_EC_MOVES set), positions move while an OSD is down in
         // half of them (a seed that leaves 3 divided by 4).
-        let ec_moves = ec && seed % 4 == 3 && moves;
+        let ec_moves = ec && seed % 4 == 3 && run.moves;
+        let mon: Box<dyn Monitor> = match run.monitor {
+            Monitors::Real => Box::new(RealMon::new(profile.as_ref())),
+            Monitors::Model => Box::new(ModelMon::new(
+                pool,
+                striper.as_ref().map(|st| st.k()),
+                ec_moves,
+                run.strict_late,
+            )),
+        };
+        // How long an OSD stays down before the monitors mark it out (the
+        // real monitors only): from a quarter of a second, shorter than
+        // most downs, to three seconds, longer than most.
+        let out_after_ms = match mon.marks_out() {
+            true => 250 + rng.below(12) * 250,
+            false => u64::MAX,
+        };
         let mut osds = Vec::new();
         for _ in 0..OSDS {
             let mem = MemStore::new();
@@ -968,6 +812,7 @@ impl Sim {
                 base: None,
                 asks: BTreeSet::new(),
                 slots: Reserver::new(slots),
+                seen: Seen::default(),
             });
         }
         let mut s = Sim {
@@ -982,21 +827,9 @@ impl Sim {
             rng,
             now_ms: 0,
             osds,
-            mon: Mon {
-                epoch: 0,
-                up: [false; OSDS],
-                up_from: [0; OSDS],
-                toofull: [false; OSDS],
-                pg_temp: vec![None; PGS],
-                primary_temp: vec![None; PGS],
-                unfound_lost: vec![0; PGS],
-                record: vec![None; PGS],
-                maps: BTreeMap::new(),
-                pool,
-                ec,
-                ec_spare: true,
-                ec_moves,
-            },
+            mon,
+            out_after_ms,
+            down_since_ms: [None; OSDS],
             queue: Vec::new(),
             next_value: [1; OBJECTS],
             acked: [0; OBJECTS],
@@ -1014,8 +847,7 @@ impl Sim {
             ec: striper,
             written: BTreeMap::new(),
             shipped: Vec::new(),
-            lose: false,
-            strict_late: false,
+            lose: run.lose,
             marked_ms: [None; PGS],
             lost_upto: [0; OBJECTS],
         };
@@ -1072,12 +904,19 @@ impl Sim {
         self.queue.push((at, ev));
     }
 
+    /// The monitors commit `changes` as the next epoch, and every OSD
+    /// hears of it (nothing when there are none).
+    fn propose(&mut self, changes: Vec<Change>) {
+        if self.mon.commit(changes) {
+            self.publish();
+        }
+    }
+
     fn publish(&mut self) {
-        self.mon.bump();
         for o in 0..OSDS {
             if self.osds[o].running() {
                 let gen = self.osds[o].gen;
-                let input_epoch = self.mon.epoch;
+                let input_epoch = self.mon.epoch();
                 let ev = Ev::Map {
                     osd: o,
                     gen,
@@ -1117,9 +956,15 @@ impl Sim {
             pg.scrub_interval_ms = 1_000;
             osd.pgs.push(pg);
         }
-        self.mon.up[o] = true;
-        self.mon.up_from[o] = self.mon.epoch + 1;
-        self.publish();
+        osd.seen = Seen::default();
+        // An OSD the monitors marked out is marked in as it boots (as an
+        // operator's `osd in`, or Ceph's auto-out-in, would).
+        let mut changes = vec![monitor::boot(o)];
+        let out = self.mon.at(self.mon.epoch()).is_some_and(|at| !at.is_in[o]);
+        if out {
+            changes.push(Change::OsdIn { id: o as i32 });
+        }
+        self.propose(changes);
     }
 
     fn crash(&mut self, o: usize) {
@@ -1282,37 +1127,11 @@ impl Sim {
                 if !self.alive(osd, gen) {
                     return;
                 }
-                let at = self.mon.maps[&input_epoch].clone();
-                for p in 0..PGS {
-                    let acting = at.acting[p].clone();
-                    let acting_up_from = members(&acting)
-                        .map(|o| at.up_from[o as usize])
-                        .max()
-                        .unwrap_or(0);
-                    let record = at.record[p].clone();
-                    let record_up = record
-                        .iter()
-                        .flat_map(|r| r.osds.iter().copied())
-                        .filter(|&o| at.up[o as usize])
-                        .collect();
-                    let input = Input::Map {
-                        epoch: input_epoch,
-                        up: at.crush[p].clone(),
-                        acting_up_from,
-                        primary: at.primary[p].unwrap_or(-1),
-                        acting,
-                        pool: self.mon.pool.clone(),
-                        record,
-                        record_up,
-                        toofull: members(&at.crush[p])
-                            .chain(members(&at.acting[p]))
-                            .filter(|&o| at.toofull[o as usize])
-                            .collect(),
-                        striper: self.ec.clone(),
-                        primary_temp: self.mon.maps[&input_epoch].primary_temp[p],
-                        unfound_lost: at.unfound_lost[p],
-                        now_ms: self.now_ms,
-                    };
+                let mut seen = self.osds[osd].seen;
+                let now_ms = self.now_ms;
+                let inputs = self.mon.inputs(input_epoch, &mut seen, &self.ec, now_ms);
+                self.osds[osd].seen = seen;
+                for (p, input) in inputs.into_iter().flatten().enumerate() {
                     self.feed(osd, p, input);
                 }
             }
@@ -1377,55 +1196,16 @@ impl Sim {
                     self.feed(to, pg, Input::Reply { id, reply });
                 }
             }
-            Ev::Record {
-                pg,
-                from,
-                gen,
-                ask:
-                    RecordAsk {
-                        record,
-                        as_of,
-                        acting,
-                        primary,
-                        ..
-                    },
-            } => {
-                // As the monitors do: a record naming a member that went
-                // down or booted again since its interval began is late;
-                // so is one whose interval has ended (the PG's acting set
-                // or primary moved since: judged when a change since the
-                // ask may have moved the PG) while the PG's record is
-                // short of k members, if it names none of them.
-                let k = self.ec.as_ref().map_or(1, |st| st.k());
-                let gives_up = self.mon.record[pg].as_ref().is_some_and(|r| {
-                    r.members().count() < k
-                        && (self.strict_late || !r.members().any(|o| record.osds.contains(&o)))
-                });
-                let ended = gives_up
-                    && self.mon.moved_after(pg, as_of)
-                    && (holes_as_minus_one(&self.mon.acting(pg)) != acting
-                        || self.mon.primary(pg).unwrap_or(-1) != primary);
-                self.stats.records_late += u64::from(ended);
-                let late = ended
-                    || members(&record.osds).any(|o| {
-                        !self.mon.up[o as usize] || self.mon.up_from[o as usize] > record.interval
-                    });
-                let held = match &self.mon.record[pg] {
-                    _ if late => false,
-                    Some(old) if old.interval > record.interval => false,
-                    Some(old) if *old == record => true,
-                    _ => {
-                        self.mon.record[pg] = Some(record.clone());
-                        self.publish();
-                        true
-                    }
-                };
-                if held {
+            Ev::Record { pg, from, gen, ask } => {
+                let judged = self.mon.judge(from, pg, &ask);
+                self.stats.records_late += u64::from(judged.late);
+                self.propose(judged.changes);
+                if judged.held {
                     self.send(Ev::Recorded {
                         pg,
                         to: from,
                         gen,
-                        interval: record.interval,
+                        interval: ask.record.interval,
                     });
                 }
             }
@@ -1444,26 +1224,22 @@ impl Sim {
                     self.feed(osd, pg, Input::Reserved { ask });
                 }
             }
-            Ev::PrimaryTemp { pg, osd } => {
-                if self.mon.primary_temp[pg] != osd {
-                    self.stats.primary_temps += u64::from(osd.is_some());
-                    self.mon.primary_temp[pg] = osd;
-                    self.publish();
-                }
+            Ev::PrimaryTemp { pg, from, osd } => {
+                let changes = self.mon.steer(from, pg, Steer::PrimaryTemp(osd));
+                self.stats.primary_temps += u64::from(!changes.is_empty() && osd.is_some());
+                self.propose(changes);
             }
-            Ev::PgTemp { pg, osds } => {
-                let osds = Some(osds).filter(|o| !o.is_empty());
-                if self.mon.pg_temp[pg] != osds {
-                    self.stats.pg_temps += u64::from(osds.is_some());
-                    self.mon.pg_temp[pg] = osds;
-                    self.publish();
-                }
+            Ev::PgTemp { pg, from, osds } => {
+                let set = !osds.is_empty();
+                let changes = self.mon.steer(from, pg, Steer::PgTemp(osds));
+                self.stats.pg_temps += u64::from(!changes.is_empty() && set);
+                self.propose(changes);
             }
             Ev::MarkDown { osd, gen } => {
                 // Only if that process is still the one that is gone.
-                if self.osds[osd].gen == gen && !self.osds[osd].running() && self.mon.up[osd] {
-                    self.mon.up[osd] = false;
-                    self.publish();
+                let up = self.mon.newest().up[osd];
+                if self.osds[osd].gen == gen && !self.osds[osd].running() && up {
+                    self.propose(vec![Change::OsdDown { id: osd as i32 }]);
                 }
             }
             Ev::Op { pg, to, req, op } => {
@@ -1498,7 +1274,7 @@ impl Sim {
             return;
         }
         if !self.osds[m.to].running() || self.apart(m.from, m.to) {
-            if query && self.mon.up[m.to] {
+            if query && self.mon.newest().up[m.to] {
                 return self.send(Ev::Peer(m));
             }
             let ev = m.answer(Err(RepError::Failed("unreachable".into())));
@@ -1650,7 +1426,7 @@ impl Sim {
     fn send_op(&mut self, key: u64) {
         // Now and then the client is on an older map: it sends to that
         // map's primary, with that epoch.
-        let mut epoch = self.mon.epoch;
+        let mut epoch = self.mon.epoch();
         if let Some(e) = self.client_epoch {
             epoch = e;
         } else if !self.scripted && self.rng.chance(STALE_CLIENT_PER_MILLE) {
@@ -1659,9 +1435,9 @@ impl Sim {
         let pg = pg_of(match self.pending[&key].kind {
             Kind::Write { obj, .. } | Kind::Read { obj, .. } => obj,
         });
-        let primary = match self.mon.maps.get(&epoch) {
+        let primary = match self.mon.at(epoch) {
             Some(at) => at.primary[pg],
-            None => self.mon.primary(pg),
+            None => self.mon.newest().primary[pg],
         };
         let Some(primary) = primary else {
             return;
@@ -1819,9 +1595,9 @@ impl Sim {
         // has room again (the monitors' map says so).
         if self.rng.chance(TOOFULL_PER_MILLE) {
             let o = self.rng.index(OSDS);
-            self.mon.toofull[o] = !self.mon.toofull[o];
+            let toofull = !self.mon.newest().toofull[o];
             self.stats.toofull_flips += 1;
-            self.publish();
+            self.propose(vec![monitor::fullness(o, toofull)]);
         }
         if self.lose && self.rng.chance(MARK_UNFOUND_PER_MILLE) {
             self.mark_unfound_lost();
@@ -1830,7 +1606,7 @@ impl Sim {
         if self.lose && !stopped.is_empty() && self.rng.chance(LOSE_PER_MILLE) {
             let o = stopped[self.rng.index(stopped.len())];
             // Only a down OSD can be declared lost.
-            if !self.mon.up[o] {
+            if !self.mon.newest().up[o] {
                 self.declare_lost(o);
             }
         }
@@ -1838,8 +1614,43 @@ impl Sim {
             let o = stopped[self.rng.index(stopped.len())];
             // Start again only once the monitors marked it down (as a
             // real OSD's boot would).
-            if !self.mon.up[o] {
+            if !self.mon.newest().up[o] {
                 self.start(o);
+            }
+        }
+        self.auto_out();
+    }
+
+    /// The monitors mark an OSD out once it has been down for
+    /// `out_after_ms` (their `mon_osd_down_out_interval`): CRUSH then
+    /// places its PGs elsewhere, and it is backfilled when it returns.
+    fn auto_out(&mut self) {
+        if !self.mon.marks_out() {
+            return;
+        }
+        // Now and then the operator marks an OSD out (to drain it) or
+        // back in: CRUSH moves PGs onto OSDs without their data, which
+        // are backfilled while writes go on. One OSD out at most, so a
+        // size-3 set stays whole.
+        if !self.healing && self.rng.chance(OPERATOR_OUT_PER_MILLE) {
+            let o = self.rng.index(OSDS);
+            let at = self.mon.newest();
+            let outs = (0..OSDS).filter(|&i| !at.is_in[i]).count();
+            if !at.is_in[o] && at.up[o] {
+                self.propose(vec![Change::OsdIn { id: o as i32 }]);
+            } else if at.is_in[o] && outs == 0 {
+                self.propose(vec![Change::OsdOut { id: o as i32 }]);
+            }
+        }
+        for o in 0..OSDS {
+            let at = self.mon.newest();
+            if at.up[o] || !at.is_in[o] {
+                self.down_since_ms[o] = None;
+                continue;
+            }
+            let since = *self.down_since_ms[o].get_or_insert(self.now_ms);
+            if self.now_ms >= since.saturating_add(self.out_after_ms) {
+                self.propose(vec![Change::OsdOut { id: o as i32 }]);
             }
         }
     }
@@ -1863,27 +1674,22 @@ impl Sim {
         }
         mem.apply(t).unwrap();
         self.osds[o].store = FaultyStore::new(mem);
-        for p in 0..PGS {
-            let Some(r) = &mut self.mon.record[p] else {
-                continue;
-            };
-            // A record left with fewer members than can read anything
-            // back (one copy, or k shards): what was acknowledged before
-            // may be gone. The map drops it once it is empty.
-            let floor = self.ec.as_ref().map_or(1, |st| st.k());
-            let before = members(&r.osds).count();
-            r.osds.retain(|&m| m != o as i32);
-            let left = members(&r.osds).count();
-            if left == 0 {
-                self.mon.record[p] = None;
-            }
-            if left >= floor || before < floor {
+        let before = self.mon.newest().record.clone();
+        self.propose(vec![Change::OsdLost { id: o as i32 }]);
+        // A record left with fewer members than can read anything back
+        // (one copy, or k shards): what was acknowledged before may be
+        // gone.
+        let floor = self.ec.as_ref().map_or(1, |st| st.k());
+        for (p, r) in before.iter().enumerate() {
+            let Some(r) = r else { continue };
+            let after = self.mon.newest().record[p].as_ref();
+            let left = after.map_or(0, |r| members(&r.osds).count());
+            if left >= floor || members(&r.osds).count() < floor {
                 continue;
             }
             self.stats.records_emptied += 1;
             self.may_have_lost(p);
         }
-        self.publish();
     }
 
     /// PG `p`'s acknowledged writes so far may be gone: reads in flight
@@ -1914,7 +1720,7 @@ impl Sim {
         let unfound: Vec<usize> = (0..PGS)
             .filter(|&p| self.marked_ms[p].is_none_or(|t| now >= t + MARK_UNFOUND_AGAIN_MS))
             .filter(|&p| {
-                let primary = self.mon.primary(p);
+                let primary = self.mon.newest().primary[p];
                 primary
                     .and_then(|o| self.osds[o as usize].pgs.get(p))
                     .is_some_and(|pg| pg.stat().is_some_and(|s| s.unfound > 0))
@@ -1929,9 +1735,8 @@ impl Sim {
         }
         self.stats.unfound_marked += 1;
         self.marked_ms[p] = Some(now);
-        self.mon.unfound_lost[p] = self.mon.epoch + 1;
         self.may_have_lost(p);
-        self.publish();
+        self.propose(vec![Change::PgMarkUnfoundLost { pg: pg_id(p) }]);
     }
 
     /// Deliver every message due now, in random order.
@@ -1974,15 +1779,21 @@ impl Sim {
     /// newest acknowledged value.
     fn heal_and_check(&mut self) {
         self.healing = true;
-        if self.mon.toofull != [false; OSDS] {
-            self.mon.toofull = [false; OSDS];
-            self.publish();
-        }
+        let toofull = self.mon.newest().toofull;
+        let room = (0..OSDS).filter(|&o| toofull[o]);
+        let room = room.map(|o| monitor::fullness(o, false)).collect();
+        self.propose(room);
+        // Every OSD in again (one the operator marked out, or one that
+        // is up and was out).
+        let at = self.mon.newest();
+        let back = (0..OSDS).filter(|&o| at.up[o] && !at.is_in[o]);
+        let back = back.map(|o| Change::OsdIn { id: o as i32 }).collect();
+        self.propose(back);
         for o in 0..OSDS {
             if !self.osds[o].running() {
                 // Let the monitors mark it down first.
                 for _ in 0..100 {
-                    if !self.mon.up[o] {
+                    if !self.mon.newest().up[o] {
                         break;
                     }
                     self.step();
@@ -2021,8 +1832,8 @@ impl Sim {
             left.iter().all(|k| matches!(k, Kind::Write { .. })),
             "reads still unanswered with every OSD up: {left:?} (acting sets {:?}, records {:?}, \
              each OSD's PGs as (pg, state, unfound): {:?})",
-            (0..PGS).map(|p| self.mon.acting(p)).collect::<Vec<_>>(),
-            self.mon.record,
+            self.mon.newest().acting,
+            self.mon.newest().record,
             (self.osds.iter())
                 .map(|o| (o.pgs.iter().enumerate())
                     .filter_map(|(p, pg)| Some((p, pg.stat()?)))
@@ -2046,8 +1857,9 @@ impl Sim {
             self.step();
         }
         for p in 0..PGS {
-            let acting = self.mon.acting(p);
-            let primary = self.mon.primary_temp[p]
+            let at = self.mon.newest().clone();
+            let acting = at.acting[p].clone();
+            let primary = at.primary_temp[p]
                 .or_else(|| primary_of(&acting))
                 .unwrap_or(0);
             let state = self.osds[primary as usize]
@@ -2060,13 +1872,11 @@ impl Sim {
                 clean || self.pg_clean(p),
                 "not clean {CLEAN_STEPS} steps after healing: pg {p}'s primary osd.{} in state {state:?}, acting {acting:?}, pg_temp {:?}, CRUSH's set {:?}",
                 primary,
-                self.mon.pg_temp[p],
-                self.mon.crush_up(p)
+                at.pg_temp[p],
+                at.crush[p]
             );
             // Every member is on record: any one of them alone can serve.
-            let mut recorded = self.mon.record[p]
-                .as_ref()
-                .map_or(vec![], |r| r.osds.clone());
+            let mut recorded = at.record[p].as_ref().map_or(vec![], |r| r.osds.clone());
             recorded.sort_unstable();
             let mut members = acting.clone();
             members.sort_unstable();
@@ -2117,7 +1927,7 @@ impl Sim {
         // seconds).
         let stray = |sim: &Sim, o: usize, p: usize| {
             let c = copy_of(sim.osds[o].store.inner(), coll(p), false);
-            !sim.mon.acting(p).contains(&(o as i32))
+            !sim.mon.newest().acting[p].contains(&(o as i32))
                 && (c.head > Version::default()
                     || !c.objects.is_empty()
                     || !c.log.is_empty()
@@ -2199,7 +2009,7 @@ impl Sim {
                     "pg {p}: osd.{o}'s persisted tree differs from a rebuild (leaves {:?})",
                     loaded.tree().diff(&rebuilt)
                 );
-                if self.mon.acting(p).contains(&(o as i32)) {
+                if self.mon.newest().acting[p].contains(&(o as i32)) {
                     roots.insert(o, kept.root());
                 } else {
                     assert_eq!(kept.root(), 0, "pg {p}: osd.{o}'s removed copy has a tree");
@@ -2222,14 +2032,15 @@ impl Sim {
 
     /// Whether PG `p` is clean, messages in flight or not.
     fn pg_clean(&self, p: usize) -> bool {
-        let acting = self.mon.acting(p);
-        if acting != self.mon.crush_up(p) || self.mon.primary_temp[p].is_some() {
+        let at = self.mon.newest();
+        let acting = &at.acting[p];
+        if *acting != at.crush[p] || at.primary_temp[p].is_some() {
             return false;
         }
-        let Some(pg) = primary_of(&acting).and_then(|o| self.osds[o as usize].pgs.get(p)) else {
+        let Some(pg) = primary_of(acting).and_then(|o| self.osds[o as usize].pgs.get(p)) else {
             return false;
         };
-        pg.view().epoch == self.mon.epoch && pg.is_clean()
+        pg.view().epoch == self.mon.epoch() && pg.is_clean()
     }
 
     /// Run until nothing is pending (at most `steps`), sending nothing new.
@@ -2425,58 +2236,130 @@ fn check_shards(st: &Striper, osds: &[Osd], acting: &[i32], c: CollectionId) {
     }
 }
 
-pub fn run_seed(seed: u64) -> Stats {
-    run_seed_ec(seed, false)
+/// Which monitors a run has (see the `monitor` module).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Monitors {
+    /// The monitors' own map logic, real CRUSH: random runs.
+    Real,
+    /// The simulator's first monitor model: the seeds that found bugs
+    /// under it (`LOLIGO_SIM_MODEL=1` replays one).
+    Model,
 }
 
-/// An EC seed (positions moving or not) whose failure names the seed
-/// and how to replay it.
-pub fn run_ec_seed_named(seed: u64, moves: bool) -> Stats {
-    let env = if moves { "LOLIGO_SIM_EC_MOVES=1 " } else { "" };
-    std::panic::catch_unwind(|| run_seed_moving(seed, true, moves)).unwrap_or_else(|_| {
-        panic!("ec seed {seed} failed: {env}LOLIGO_SIM_EC_SEED={seed} replays it")
-    })
+/// One random run: its seed and what it simulates.
+#[derive(Clone, Copy, Debug)]
+pub struct Run {
+    pub seed: u64,
+    /// An erasure-coded pool (Reed-Solomon 2+1 on even seeds, Zigzag 2+2
+    /// on odd ones), else replicated (size 3).
+    pub ec: bool,
+    /// Down OSDs are declared lost now and then, and PGs' unfound objects
+    /// marked lost.
+    pub lose: bool,
+    pub monitor: Monitors,
+    /// The model's Zigzag positions move while an OSD is down (as CRUSH's
+    /// indep rules move them), in a seed that leaves 3 divided by 4.
+    pub moves: bool,
+    /// The model refuses every late record while the PG's record is
+    /// short, not only one that names none of its members: a stricter
+    /// rule than the monitors', whose histories reach corners theirs does
+    /// not.
+    pub strict_late: bool,
 }
 
-/// Whether `LOLIGO_SIM_EC_MOVES` asks for moving positions.
-pub fn moves_asked() -> bool {
-    std::env::var_os("LOLIGO_SIM_EC_MOVES").is_some()
-}
-
-pub fn run_seed_ec(seed: u64, ec: bool) -> Stats {
-    run_seed_moving(seed, ec, moves_asked())
-}
-
-pub fn run_seed_moving(seed: u64, ec: bool, moves: bool) -> Stats {
-    run_seed_with(seed, ec, moves, false)
-}
-
-pub fn run_seed_with(seed: u64, ec: bool, moves: bool, lose: bool) -> Stats {
-    run_seed_as(seed, ec, moves, lose, strict_late_asked())
-}
-
-/// `LOLIGO_SIM_STRICT_LATE=1`: the lost-OSD runs use the stricter late
-/// record rule (`Sim::strict_late`).
-pub fn strict_late_asked() -> bool {
-    std::env::var_os("LOLIGO_SIM_STRICT_LATE").is_some()
-}
-
-pub fn run_seed_as(seed: u64, ec: bool, moves: bool, lose: bool, strict_late: bool) -> Stats {
-    if std::env::var_os("LOLIGO_SIM_TRACE").is_some() {
-        // The PGs' own log lines, between the simulator's events.
-        let _ = tracing_subscriber::fmt()
-            .with_test_writer()
-            .without_time()
-            .with_ansi(false)
-            .with_max_level(tracing::Level::DEBUG)
-            .try_init();
+impl Run {
+    /// A replicated run with the real monitors.
+    pub fn replicated(seed: u64) -> Run {
+        Run {
+            seed,
+            ec: false,
+            lose: false,
+            monitor: Monitors::Real,
+            moves: false,
+            strict_late: false,
+        }
     }
-    let mut s = Sim::new(seed, ec, moves);
-    s.lose = lose;
-    s.strict_late = strict_late;
-    s.run(6_000);
-    s.heal_and_check();
-    s.check_clean();
-    s.check_shipped();
-    s.stats
+
+    /// An erasure-coded run with the real monitors.
+    pub fn ec(seed: u64) -> Run {
+        Run {
+            ec: true,
+            ..Run::replicated(seed)
+        }
+    }
+
+    /// With OSDs declared lost.
+    pub fn losing(self) -> Run {
+        Run { lose: true, ..self }
+    }
+
+    /// On the model monitor, positions moving or not, with the strict
+    /// late rule or not.
+    pub fn on_model(self, moves: bool, strict_late: bool) -> Run {
+        Run {
+            monitor: Monitors::Model,
+            moves,
+            strict_late,
+            ..self
+        }
+    }
+
+    /// As the environment asks for a replay: `LOLIGO_SIM_MODEL=1` for
+    /// the model monitor, `LOLIGO_SIM_EC_MOVES=1` (model) for moving
+    /// positions, `LOLIGO_SIM_STRICT_LATE=1` (model) for the strict rule.
+    pub fn as_asked(self) -> Run {
+        let set = |v: &str| std::env::var_os(v).is_some();
+        let (moves, strict) = (set("LOLIGO_SIM_EC_MOVES"), set("LOLIGO_SIM_STRICT_LATE"));
+        match set("LOLIGO_SIM_MODEL") || moves || strict {
+            true => self.on_model(moves, strict),
+            false => self,
+        }
+    }
+
+    /// The environment that replays this run with the test that runs
+    /// its kind (`SEED` names the test's seed variable).
+    pub fn replay(&self, seed_var: &str) -> String {
+        let mut env = String::new();
+        if self.monitor == Monitors::Model {
+            env += "LOLIGO_SIM_MODEL=1 ";
+        }
+        if self.moves {
+            env += "LOLIGO_SIM_EC_MOVES=1 ";
+        }
+        if self.strict_late {
+            env += "LOLIGO_SIM_STRICT_LATE=1 ";
+        }
+        format!("{env}{seed_var}={}", self.seed)
+    }
+
+    /// Run it: its counts, or a panic at the first violation.
+    pub fn go(self) -> Stats {
+        if std::env::var_os("LOLIGO_SIM_TRACE").is_some() {
+            // The PGs' own log lines, between the simulator's events.
+            let _ = tracing_subscriber::fmt()
+                .with_test_writer()
+                .without_time()
+                .with_ansi(false)
+                .with_max_level(tracing::Level::DEBUG)
+                .try_init();
+        }
+        let mut s = Sim::new(&self);
+        s.run(6_000);
+        s.heal_and_check();
+        s.check_clean();
+        s.check_shipped();
+        s.stats
+    }
+
+    /// Run it; a failure names the run and how to replay it.
+    pub fn go_named(self, seed_var: &str) -> Stats {
+        std::panic::catch_unwind(|| self.go()).unwrap_or_else(|_| {
+            panic!(
+                "{:?} seed {} failed: {} replays it",
+                self.monitor,
+                self.seed,
+                self.replay(seed_var)
+            )
+        })
+    }
 }

@@ -7,7 +7,7 @@ use loligo_sim::*;
 #[test]
 fn acknowledged_writes_survive_crashes_and_stale_copies_never_answer() {
     if let Some(seed) = env_u64_opt("LOLIGO_SIM_SEED") {
-        let st = run_seed(seed);
+        let st = Run::replicated(seed).as_asked().go();
         eprintln!("seed {seed}: {st:?}");
         return;
     }
@@ -16,8 +16,7 @@ fn acknowledged_writes_survive_crashes_and_stale_copies_never_answer() {
     let first: u64 = env_u64("LOLIGO_SIM_FIRST", 0);
     let mut total = Stats::default();
     for seed in first..first + seeds {
-        let st = std::panic::catch_unwind(|| run_seed(seed))
-            .unwrap_or_else(|_| panic!("seed {seed} failed: LOLIGO_SIM_SEED={seed} replays it"));
+        let st = Run::replicated(seed).go_named("LOLIGO_SIM_SEED");
         total.add(&st);
     }
     eprintln!("{seeds} seeds: {total:?}");
@@ -103,12 +102,17 @@ fn run_lost_seeds(ec: bool, default: u64, bug_seeds: &[u64]) -> Option<(u64, Sta
         "LOLIGO_SIM_LOST"
     };
     let what = if ec { "ec lost" } else { "lost" };
+    let seed_var = format!("{var}_SEED");
     let run = |seed| {
-        std::panic::catch_unwind(|| run_seed_with(seed, ec, ec && moves_asked(), true))
-            .unwrap_or_else(|_| panic!("{what} seed {seed} failed: {var}_SEED={seed} replays it"))
+        let run = if ec {
+            Run::ec(seed)
+        } else {
+            Run::replicated(seed)
+        };
+        run.losing()
     };
-    if let Some(seed) = env_u64_opt(&format!("{var}_SEED")) {
-        let st = run(seed);
+    if let Some(seed) = env_u64_opt(&seed_var) {
+        let st = run(seed).as_asked().go_named(&seed_var);
         eprintln!("{what} seed {seed}: {st:?}");
         return None;
     }
@@ -116,7 +120,7 @@ fn run_lost_seeds(ec: bool, default: u64, bug_seeds: &[u64]) -> Option<(u64, Sta
     let first: u64 = env_u64("LOLIGO_SIM_FIRST", 0);
     let mut total = Stats::default();
     for seed in first..first + seeds {
-        let st = run(seed);
+        let st = run(seed).go_named(&seed_var);
         if st.chunk_lacks > 0 {
             // Rare, and checked for below: worth naming.
             eprintln!("{what} seed {seed}: a backfill chunk named objects its primary lacked");
@@ -124,7 +128,7 @@ fn run_lost_seeds(ec: bool, default: u64, bug_seeds: &[u64]) -> Option<(u64, Sta
         total.add(&st);
     }
     for &seed in bug_seeds {
-        run(seed);
+        run(seed).on_model(false, false).go_named(&seed_var);
     }
     eprintln!("{seeds} {what} seeds: {total:?}");
     Some((seeds, total))
@@ -416,14 +420,8 @@ fn ec_lost_osds_let_pgs_go_on_with_what_is_left() {
     let strict = EC_LOST_STRICT_BUG_SEEDS.iter().map(|&(s, m)| (s, m, true));
     let seeds_and_rules = EC_LOST_BUG_SEEDS.iter().map(|&(s, m)| (s, m, false));
     for (seed, moves, strict) in seeds_and_rules.chain(strict) {
-        let st = std::panic::catch_unwind(|| run_seed_as(seed, true, moves, true, strict))
-            .unwrap_or_else(|_| {
-                let moving = if moves { "LOLIGO_SIM_EC_MOVES=1 " } else { "" };
-                let rule = if strict { "LOLIGO_SIM_STRICT_LATE=1 " } else { "" };
-                panic!(
-                    "ec lost seed {seed} failed: {moving}{rule}LOLIGO_SIM_EC_LOST_SEED={seed} replays it"
-                )
-            });
+        let run = Run::ec(seed).losing().on_model(moves, strict);
+        let st = run.go_named("LOLIGO_SIM_EC_LOST_SEED");
         bugs.add(&st);
     }
     // Primaries kept moved members waiting outside the write set.
@@ -471,7 +469,7 @@ fn ec_lost_osds_let_pgs_go_on_with_what_is_left() {
 #[test]
 fn ec_acknowledged_writes_survive_crashes_and_shards_stay_consistent() {
     if let Some(seed) = env_u64_opt("LOLIGO_SIM_EC_SEED") {
-        let st = run_seed_ec(seed, true);
+        let st = Run::ec(seed).as_asked().go();
         eprintln!("ec seed {seed}: {st:?}");
         return;
     }
@@ -479,7 +477,7 @@ fn ec_acknowledged_writes_survive_crashes_and_shards_stay_consistent() {
     let first: u64 = env_u64("LOLIGO_SIM_FIRST", 0);
     let mut total = Stats::default();
     for seed in first..first + seeds {
-        let st = run_ec_seed_named(seed, moves_asked());
+        let st = Run::ec(seed).go_named("LOLIGO_SIM_EC_SEED");
         if st.chunk_lacks > 0 {
             // Rare: worth naming (`EC_CHUNK_LACKS_SEEDS`).
             eprintln!("ec seed {seed}: a backfill chunk named objects its primary lacked");
@@ -580,7 +578,8 @@ fn ec_with_moving_positions_every_pg_heals() {
     let first: u64 = env_u64("LOLIGO_SIM_FIRST", 0);
     let mut total = Stats::default();
     for seed in first..first + seeds {
-        let st = run_ec_seed_named(seed, true);
+        let run = Run::ec(seed).on_model(true, false);
+        let st = run.go_named("LOLIGO_SIM_EC_SEED");
         total.add(&st);
     }
     eprintln!("{seeds} ec seeds with moving positions: {total:?}");
@@ -601,12 +600,14 @@ const EC_CHUNK_LACKS_SEEDS: &[u64] = &[7176, 8788, 51226];
 fn ec_seeds_that_found_bugs_stay_fixed() {
     let seeds = EC_BUG_SEEDS.iter().map(|&s| (s, false));
     for (seed, moves) in seeds.chain(EC_MOVES_BUG_SEEDS.iter().map(|&s| (s, true))) {
-        let st = run_ec_seed_named(seed, moves);
+        let run = Run::ec(seed).on_model(moves, false);
+        let st = run.go_named("LOLIGO_SIM_EC_SEED");
         assert!(st.acked_writes > 0, "seed {seed}: {st:?}");
     }
     let mut lacks = Stats::default();
     for &seed in EC_CHUNK_LACKS_SEEDS {
-        lacks.add(&run_ec_seed_named(seed, false));
+        let run = Run::ec(seed).on_model(false, false);
+        lacks.add(&run.go_named("LOLIGO_SIM_EC_SEED"));
     }
     assert!(
         lacks.chunk_lacks > 0,

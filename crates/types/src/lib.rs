@@ -4,6 +4,7 @@
 //!
 //! Pure data and functions: this crate must never do I/O.
 
+pub mod asks;
 pub mod caps;
 pub mod cls;
 pub mod crush_edit;
