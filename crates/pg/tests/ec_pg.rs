@@ -361,6 +361,7 @@ impl Cluster {
             record: None,
             record_up: vec![],
             toofull: vec![],
+            spares: vec![],
             striper: Some(self.striper.clone()),
             primary_temp: None,
             unfound_lost: 0,

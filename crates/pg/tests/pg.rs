@@ -188,6 +188,7 @@ fn map_record(
         record,
         record_up,
         toofull: vec![],
+        spares: vec![],
         striper: None,
         primary_temp: None,
         unfound_lost: 0,

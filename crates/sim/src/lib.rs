@@ -406,6 +406,10 @@ pub struct Stats {
     pub primary_temps: u64,
     /// pg_temps asked for (erasure-coded: a stray put back at its shard).
     pub pg_temps: u64,
+    /// Erasure-coded pg_temps that took a spare OSD (one neither CRUSH's
+    /// set nor the acting set named) so that two members could swap
+    /// positions.
+    pub spare_temps: u64,
     /// Copies whose Merkle tree was checked against a rebuild.
     pub trees_checked: u64,
     /// Removes acknowledged.
@@ -461,6 +465,7 @@ impl Stats {
         self.shard_answers_overtaken += st.shard_answers_overtaken;
         self.primary_temps += st.primary_temps;
         self.pg_temps += st.pg_temps;
+        self.spare_temps += st.spare_temps;
         self.trees_checked += st.trees_checked;
         self.removes += st.removes;
         self.scrubs += st.scrubs;
@@ -1231,8 +1236,13 @@ impl Sim {
             }
             Ev::PgTemp { pg, from, osds } => {
                 let set = !osds.is_empty();
+                let at = self.mon.newest();
+                let spare = members(&osds)
+                    .any(|o| !at.crush[pg].contains(&o) && !at.acting[pg].contains(&o));
                 let changes = self.mon.steer(from, pg, Steer::PgTemp(osds));
                 self.stats.pg_temps += u64::from(!changes.is_empty() && set);
+                let ec = self.ec.is_some();
+                self.stats.spare_temps += u64::from(!changes.is_empty() && spare && ec);
                 self.propose(changes);
             }
             Ev::MarkDown { osd, gen } => {
@@ -1830,10 +1840,13 @@ impl Sim {
         let left: Vec<Kind> = self.pending.values().map(|p| p.kind).collect();
         assert!(
             left.iter().all(|k| matches!(k, Kind::Write { .. })),
-            "reads still unanswered with every OSD up: {left:?} (acting sets {:?}, records {:?}, \
-             each OSD's PGs as (pg, state, unfound): {:?})",
+            "reads still unanswered with every OSD up: {left:?} (acting sets {:?}, CRUSH's {:?}, \
+             records {:?}, up {:?}, in {:?}, each primary's PGs as (pg, state, unfound): {:?})",
             self.mon.newest().acting,
+            self.mon.newest().crush,
             self.mon.newest().record,
+            self.mon.newest().up,
+            self.mon.newest().is_in,
             (self.osds.iter())
                 .map(|o| (o.pgs.iter().enumerate())
                     .filter_map(|(p, pg)| Some((p, pg.stat()?)))

@@ -574,6 +574,8 @@ impl Monitor for ModelMon {
                     .chain(members(&at.acting[p]))
                     .filter(|&o| at.toofull[o as usize])
                     .collect(),
+                // The model names no spares: its seeds replay as found.
+                spares: vec![],
                 striper: striper.clone(),
                 primary_temp: at.primary_temp[p],
                 unfound_lost: at.unfound_lost[p],

@@ -112,6 +112,7 @@ mod tests {
             record: None,
             record_up: vec![],
             toofull: vec![],
+            spares: vec![],
             striper: None,
             primary_temp: None,
             unfound_lost: 0,

@@ -413,16 +413,10 @@ impl Pg {
             fx.push(reply(token, result, f.version, self.epoch));
         }
         if stale && matches!(self.role, Role::Primary { .. }) {
-            // A member saw the interval end in a map this copy skipped
-            // (maps can arrive out of order: one whose acting set changed
-            // and changed back was never seen here). The write is on some
-            // members only: a new interval peers again, so none stays
-            // behind while the PG shows clean (which the Merkle root
-            // comparison of the copies caught).
-            if self.epoch > self.interval {
-                return self.end_interval(s, fx);
-            }
-            self.interval_ended = true;
+            // The write is on some members only: a new interval peers
+            // again, so none stays behind while the PG shows clean (which
+            // the Merkle root comparison of the copies caught).
+            return self.member_ended_interval(s, fx);
         }
         if f.token.is_none() && durable {
             // An object given up is gone on every member: the complete

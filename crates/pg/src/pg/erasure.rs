@@ -1934,11 +1934,20 @@ fn fill_holes(osds: &mut [i32], up: &[i32]) {
 ///    step brings one more position to CRUSH's choice, so the walk ends
 ///    (with positions moving, acting [2, 3, 0, -1] against CRUSH's [0, 1,
 ///    2, 3] could never drop its pg_temp).
+/// 4. When no such step keeps `k` in place (two members must swap with
+///    one parity shard: acting [2, 1, 3] against CRUSH's [3, 1, 2]), a
+///    member CRUSH places elsewhere gives its position to a spare (an OSD
+///    of `spares` the set does not hold, a backfill target), if `k` stay
+///    in place: the member is then free to take its CRUSH position, and
+///    the spare leaves when its position takes its own CRUSH OSD. An OSD
+///    holds one collection per PG, so it cannot hold two shards while
+///    they swap, as Ceph's per-shard collections can.
 pub(super) fn ec_temp_step(
     acting: &[i32],
     up: &[i32],
     k: usize,
     settled: bool,
+    spares: &[i32],
 ) -> Option<Vec<i32>> {
     let n = acting.len().min(up.len());
     let want = |i: usize| up[i] >= 0 && acting[i] != up[i];
@@ -1979,7 +1988,22 @@ pub(super) fn ec_temp_step(
             best = Some((moved, next));
         }
     }
-    best.map(|(_, next)| as_temp(&next))
+    if let Some((_, next)) = best {
+        return Some(as_temp(&next));
+    }
+    // 4. A member CRUSH wants at another position makes way for a spare.
+    let spare = spares
+        .iter()
+        .copied()
+        .find(|s| *s >= 0 && !acting.contains(s) && !up.contains(s))?;
+    let misplaced =
+        (0..n).find(|&j| acting[j] >= 0 && acting[j] != up[j] && up.contains(&acting[j]))?;
+    if members <= k {
+        return None;
+    }
+    let mut next = acting.to_vec();
+    next[misplaced] = spare;
+    Some(as_temp(&next))
 }
 
 /// A settled pg_temp that [`ec_temp_step`] cannot move (no step keeps
@@ -1992,7 +2016,12 @@ pub(super) fn ec_temp_step(
 /// undersized for good). Only a stuck pg_temp: in `ec_temp_step` itself
 /// this rule also changed which pg_temps peering judged able to walk back,
 /// and stalled a PG whose positions moved, with OSDs declared lost.
-pub(super) fn ec_temp_unstick(acting: &[i32], up: &[i32], k: usize) -> Option<Vec<i32>> {
+pub(super) fn ec_temp_unstick(
+    acting: &[i32],
+    up: &[i32],
+    k: usize,
+    spares: &[i32],
+) -> Option<Vec<i32>> {
     let mut free = up
         .iter()
         .copied()
@@ -2001,19 +2030,19 @@ pub(super) fn ec_temp_unstick(acting: &[i32], up: &[i32], k: usize) -> Option<Ve
     for o in next.iter_mut().filter(|o| **o < 0) {
         *o = free.next()?;
     }
-    (next != acting && walks_to_crush(&next, up, k)).then(|| as_temp(&next))
+    (next != acting && walks_to_crush(&next, up, k, spares)).then(|| as_temp(&next))
 }
 
 /// Whether [`ec_temp_step`] walks `acting` (a pg_temp; holes
 /// `ITEM_NONE` or -1) all the way to CRUSH's `up`, each step's backfills
 /// ending at once. One it cannot walk would hold for good: with one
-/// parity shard, two members that must swap positions leave fewer than
-/// `k` in place whichever goes first.
-pub(super) fn walks_to_crush(acting: &[i32], up: &[i32], k: usize) -> bool {
+/// parity shard and no spare, two members that must swap positions leave
+/// fewer than `k` in place whichever goes first.
+pub(super) fn walks_to_crush(acting: &[i32], up: &[i32], k: usize, spares: &[i32]) -> bool {
     let holes = loligo_crush::placement::holes_as_minus_one;
     let mut now = holes(acting);
-    for _ in 0..=2 * up.len() {
-        match ec_temp_step(&now, up, k, true) {
+    for _ in 0..=3 * up.len() {
+        match ec_temp_step(&now, up, k, true, spares) {
             None => return false,
             Some(next) if next.is_empty() => return true,
             Some(next) => now = holes(&next),
@@ -2034,10 +2063,15 @@ mod tests {
     /// once; the number of steps until the pg_temp goes. Every step keeps
     /// at least `k` members in place.
     fn walk(acting: &[i32], up: &[i32], k: usize) -> usize {
+        walk_with(acting, up, k, &[])
+    }
+
+    /// [`walk`] with `spares` for the pg_temps to take.
+    fn walk_with(acting: &[i32], up: &[i32], k: usize, spares: &[i32]) -> usize {
         let mut now = acting.to_vec();
-        for steps in 0..=2 * up.len() {
-            let next = ec_temp_step(&now, up, k, true)
-                .or_else(|| ec_temp_unstick(&now, up, k))
+        for steps in 0..=3 * up.len() {
+            let next = ec_temp_step(&now, up, k, true, spares)
+                .or_else(|| ec_temp_unstick(&now, up, k, spares))
                 .unwrap_or_else(|| panic!("stuck at {now:?} (CRUSH's {up:?}, k {k})"));
             if next.is_empty() {
                 let kept = (0..up.len())
@@ -2066,7 +2100,7 @@ mod tests {
         }
         panic!(
             "no end after {} steps from {acting:?} toward {up:?}",
-            2 * up.len()
+            3 * up.len()
         );
     }
 
@@ -2074,15 +2108,18 @@ mod tests {
     fn a_stuck_pg_temp_fills_its_holes_with_free_crush_osds() {
         // EC lost sim seed 83143 with moving positions.
         let (acting, up) = ([3, -1, -1, 2], [1, 2, 3, 0]);
-        assert_eq!(ec_temp_step(&acting, &up, 2, true), None);
-        let next = ec_temp_unstick(&acting, &up, 2).unwrap();
+        assert_eq!(ec_temp_step(&acting, &up, 2, true, &[]), None);
+        let next = ec_temp_unstick(&acting, &up, 2, &[]).unwrap();
         assert_eq!(next, vec![3, 1, 0, 2]);
         assert!(walk(&next, &up, 2) >= 1);
         // Never into a set that cannot walk on: with one parity shard
         // [2, 1, 3] against [1, 2, 3] would hold for good.
-        assert_eq!(ec_temp_unstick(&[2, -1, 3], &[1, 2, 3], 2), None);
+        assert_eq!(ec_temp_unstick(&[2, -1, 3], &[1, 2, 3], 2, &[]), None);
         // Nor with too few free OSDs for every hole.
-        assert_eq!(ec_temp_unstick(&[3, -1, -1, 2], &[1, 2, 3, -1], 2), None);
+        assert_eq!(
+            ec_temp_unstick(&[3, -1, -1, 2], &[1, 2, 3, -1], 2, &[]),
+            None
+        );
     }
 
     #[test]
@@ -2151,23 +2188,29 @@ mod tests {
     #[test]
     fn a_hole_takes_its_crush_osd_even_while_backfills_run() {
         assert_eq!(
-            ec_temp_step(&[0, -1, 2, 3], &[0, 1, 2, 3], 2, false),
+            ec_temp_step(&[0, -1, 2, 3], &[0, 1, 2, 3], 2, false, &[]),
             Some(vec![0, 1, 2, 3])
         );
         // Not while that OSD holds another position: that waits.
-        assert_eq!(ec_temp_step(&[0, -1, 2, 1], &[0, 1, 2, 3], 2, false), None);
+        assert_eq!(
+            ec_temp_step(&[0, -1, 2, 1], &[0, 1, 2, 3], 2, false, &[]),
+            None
+        );
     }
 
     #[test]
     fn the_pg_temp_goes_once_crush_keeps_k_complete_members_in_place() {
         assert_eq!(
-            ec_temp_step(&[0, 3, 2, 1], &[0, 1, 2, 3], 2, true),
+            ec_temp_step(&[0, 3, 2, 1], &[0, 1, 2, 3], 2, true, &[]),
             Some(vec![])
         );
         // Never before every member is complete.
-        assert_eq!(ec_temp_step(&[0, 3, 2, 1], &[0, 1, 2, 3], 2, false), None);
+        assert_eq!(
+            ec_temp_step(&[0, 3, 2, 1], &[0, 1, 2, 3], 2, false, &[]),
+            None
+        );
         // With only one in place it walks on instead.
-        let next = ec_temp_step(&[0, 3, 1, 2], &[0, 1, 2, 3], 2, true).unwrap();
+        let next = ec_temp_step(&[0, 3, 1, 2], &[0, 1, 2, 3], 2, true, &[]).unwrap();
         assert!(!next.is_empty());
     }
 
@@ -2179,24 +2222,53 @@ mod tests {
         assert!(walk(&[5, 4, 3, 2, 1, 0], &[0, 1, 2, 3, 4, 5], 4) >= 1);
     }
 
+    /// With one parity shard, two members that must swap positions (a
+    /// pg_temp kept after CRUSH's indep rule moved them while an OSD was
+    /// out) walk through a spare OSD, one backfill at a time, never with
+    /// fewer than k in place; without one they cannot.
+    #[test]
+    fn members_that_must_swap_walk_through_a_spare() {
+        let (acting, up) = ([2, 1, 3], [3, 1, 2]);
+        assert_eq!(ec_temp_step(&acting, &up, 2, true, &[]), None);
+        assert!(!walks_to_crush(&acting, &up, 2, &[]));
+        // The spare takes a misplaced member's position; spares in the
+        // set or in CRUSH's are not spares.
+        assert_eq!(
+            ec_temp_step(&acting, &up, 2, true, &[3, 2, 0]),
+            Some(vec![0, 1, 3])
+        );
+        assert!(walks_to_crush(&acting, &up, 2, &[0]));
+        assert!(walk_with(&acting, &up, 2, &[0]) >= 2);
+        // A hole, a member at another's CRUSH position, and a member
+        // CRUSH does not name: the hole takes a free CRUSH OSD, and the
+        // member that left is the spare.
+        let (acting, up) = ([2, 0, -1], [3, 1, 2]);
+        let next = ec_temp_unstick(&acting, &up, 2, &[0]).unwrap();
+        assert!(walk_with(&next, &up, 2, &[0]) >= 2);
+        // Never below k in place: two members and a hole cannot spare one.
+        assert_eq!(ec_temp_step(&[2, -1, 3], &[3, 2, 1], 2, true, &[0]), None);
+        // Nor before every member is complete.
+        assert_eq!(ec_temp_step(&[2, 1, 3], &[3, 1, 2], 2, false, &[0]), None);
+    }
+
     #[test]
     fn a_pg_temp_that_cannot_walk_back_is_told_apart() {
         // EC sim seed 216: with k 2 of 3, osd.2 put back at position 0
         // while CRUSH wants it at 1 and the third member is gone: no step
         // keeps two members in place.
-        assert!(!walks_to_crush(&[2, ITEM_NONE, 3], &[1, 2, 3], 2));
-        assert!(!walks_to_crush(&[2, 1, 3], &[1, 2, 3], 2));
+        assert!(!walks_to_crush(&[2, ITEM_NONE, 3], &[1, 2, 3], 2, &[]));
+        assert!(!walks_to_crush(&[2, 1, 3], &[1, 2, 3], 2, &[]));
         // EC sim seed 276959: k 2 of 4, two members swapped back; the
         // other two stay in place, so CRUSH's set can take over.
-        assert!(walks_to_crush(&[3, 2, 1, 0], &[1, 2, 3, 0], 2));
-        assert!(walks_to_crush(&[1, 2, 3, 0], &[1, 2, 3, 0], 2));
+        assert!(walks_to_crush(&[3, 2, 1, 0], &[1, 2, 3, 0], 2, &[]));
+        assert!(walks_to_crush(&[1, 2, 3, 0], &[1, 2, 3, 0], 2, &[]));
         // EC sim seed 293795: with a hole in CRUSH's set, three members
         // cannot swap two of them keeping two in place; once the hole
         // takes an OSD (here 100), four can.
-        assert!(!walks_to_crush(&[1, 2, -1, 0], &[1, 0, -1, 2], 2));
-        assert!(walks_to_crush(&[1, 2, -1, 0], &[1, 0, 100, 2], 2));
+        assert!(!walks_to_crush(&[1, 2, -1, 0], &[1, 0, -1, 2], 2, &[]));
+        assert!(walks_to_crush(&[1, 2, -1, 0], &[1, 0, 100, 2], 2, &[]));
         // A walk `walk` below completes (seed 831).
-        assert!(walks_to_crush(&[2, 3, 0, -1], &[0, 1, 2, 3], 2));
+        assert!(walks_to_crush(&[2, 3, 0, -1], &[0, 1, 2, 3], 2, &[]));
     }
 
     fn shuffle(rng: &mut Rng, v: &mut [i32]) {

@@ -94,6 +94,11 @@ pub enum Input {
         /// OSDs of `up` and `acting` whose devices are backfillfull or
         /// full: nothing is backfilled onto them.
         toofull: Vec<i32>,
+        /// For an erasure-coded PG: OSDs up, in and with room that CRUSH's
+        /// set does not name (a few), which a pg_temp may take for a while
+        /// so that two members can swap positions
+        /// (`erasure::ec_temp_step`).
+        spares: Vec<i32>,
         /// For an erasure-coded pool: how its profile stripes objects
         /// into shards (shard i on the i-th OSD of `acting`).
         striper: Option<Arc<Striper>>,

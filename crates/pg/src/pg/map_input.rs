@@ -59,11 +59,33 @@ pub fn map_input(
                     .is_some_and(|i| i.fullness >= Fullness::BackfillFull)
             })
             .collect(),
+        spares: match striper.is_some() {
+            true => spares(map, pg, pm),
+            false => Vec::new(),
+        },
         striper,
         primary_temp: map.primary_temp.get(&pg).copied(),
         unfound_lost: map.unfound_lost.get(&pg).copied().unwrap_or(0),
         now_ms,
     }
+}
+
+/// OSDs an erasure-coded PG's pg_temp may take for a while: up, in, with
+/// room to be backfilled onto, and not in CRUSH's set. A pg_temp holds at
+/// most as many as CRUSH's set, so one more than that always leaves one
+/// free; the search starts at an OSD that depends on the PG, so PGs do
+/// not all lean on the lowest ids.
+fn spares(map: &OsdMap, pg: PgId, pm: &PgMapping) -> Vec<i32> {
+    let start = i32::try_from(pg.ps).unwrap_or(0) % map.osds.len().max(1) as i32;
+    let fit = |o: &&loligo_types::OsdInfo| {
+        o.up && o.is_in() && o.fullness < Fullness::BackfillFull && !pm.up.contains(&o.id)
+    };
+    (map.osds.range(start..).chain(map.osds.range(..start)))
+        .map(|(_, o)| o)
+        .filter(fit)
+        .map(|o| o.id)
+        .take(pm.up.len() + 1)
+        .collect()
 }
 
 /// The first epoch from which an OSD has seen every map, after a map of

@@ -21,6 +21,15 @@ pub(super) struct Held {
     /// after the answer left a log entry the new primary had rolled back,
     /// and the object's shards at two versions).
     pub answered_epoch: Epoch,
+    /// Per primary, the newest interval it peered in that this copy
+    /// answered: a message it sent in an earlier interval is refused even
+    /// under the same epoch (a primary that restarts its interval within
+    /// an epoch, when a member said the interval was over, had an old
+    /// interval's write on its way; taken after the answer, it left this
+    /// copy past what the new peering heard, and the primary peered
+    /// again from that answer for good). A primary's own intervals are
+    /// ordered, whatever other OSDs count.
+    pub answered_intervals: BTreeMap<i32, Epoch>,
     /// Authoritative logs waiting for this copy's map or commits.
     pub logs: Vec<HeldLog>,
     /// Pushes and chunks waiting for this copy's log to catch up.

@@ -397,6 +397,9 @@ pub const LIST_NAMES_MAX: u32 = 10_000;
 
 /// A peering query waiting for this PG's map to reach its epoch.
 struct PendingQuery {
+    /// The querying primary and the interval it peers in.
+    from: i32,
+    interval: Epoch,
     epoch: Epoch,
     token: u64,
     deadline_ms: u64,
@@ -833,6 +836,8 @@ pub struct Pg {
     acting_up_from: Epoch,
     /// Members too full to backfill onto, in that map.
     toofull: Vec<i32>,
+    /// OSDs a pg_temp may take for a while (`Input::Map::spares`).
+    spares: Vec<i32>,
     /// This peering took the store's info and log (see `sync_with_store`).
     synced: bool,
     /// Objects this copy lacks (loaded from its `missing/` records on the
@@ -999,6 +1004,7 @@ impl Pg {
             up: Vec::new(),
             acting_up_from: 0,
             toofull: Vec::new(),
+            spares: Vec::new(),
             synced: false,
             missing: BTreeMap::new(),
             missing_loaded: false,
@@ -1357,6 +1363,7 @@ impl Pg {
                 }
                 self.retry_recovery(s, &mut fx);
                 self.scrub_some(&mut fx);
+                self.down_fill_holes(&mut fx);
             }
             Input::Reserved { ask } => {
                 tracing::debug!("pg {}: recovery slot {ask} granted", self.id);
@@ -1395,6 +1402,7 @@ impl Pg {
             record,
             record_up,
             toofull,
+            spares,
             striper,
             primary_temp,
             unfound_lost,
@@ -1441,6 +1449,7 @@ impl Pg {
                 self.load_tree(s, fx);
             }
             self.toofull = toofull;
+            self.spares = spares;
             // A record this PG was told holds for its interval
             // stays until a map shows a newer one or the interval
             // ends. The reply and the maps travel apart, so a map
@@ -1645,7 +1654,12 @@ impl Pg {
     /// `replica_accepts`): `what` (e.g. "push from") names the message
     /// in the refusal.
     fn fence(&self, from: i32, ctx: &RepCtx, what: &str) -> Result<(), RepError> {
-        if ctx.epoch >= self.held.answered_epoch && replica_accepts(&self.view(), from, ctx) {
+        let peered_since = (self.held.answered_intervals.get(&from))
+            .is_some_and(|&interval| ctx.interval < interval);
+        if ctx.epoch >= self.held.answered_epoch
+            && !peered_since
+            && replica_accepts(&self.view(), from, ctx)
+        {
             return Ok(());
         }
         Err(RepError::Stale(format!(

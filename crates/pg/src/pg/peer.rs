@@ -96,8 +96,15 @@ impl Pg {
                 };
                 self.on_rep_op(s, w, fx)
             }
-            PeerMsg::GetInfo { epoch, .. } => {
+            PeerMsg::GetInfo {
+                from,
+                interval,
+                epoch,
+                ..
+            } => {
                 let q = PendingQuery {
+                    from,
+                    interval,
                     epoch,
                     token,
                     deadline_ms,
@@ -185,6 +192,30 @@ impl Pg {
         else {
             return;
         };
+        // What a primary sent a member for recovery, refused because the
+        // member holds the interval over: see `member_ended_interval`.
+        let recovery = matches!(
+            asked,
+            Asked::Push | Asked::Chunk | Asked::Log | Asked::Scan | Asked::GetLog
+        );
+        let stale =
+            recovery && matches!(reply, Err(RepError::Stale(_)) | Ok(PeerReply::Refused(_)));
+        self.answered(s, tid, from, asked, reply, fx);
+        if stale && self.primary == self.whoami {
+            self.member_ended_interval(s, fx);
+        }
+    }
+
+    /// Hand answer `reply` from `from` to the handler of what was asked.
+    fn answered(
+        &mut self,
+        s: &dyn ObjectStore,
+        tid: u64,
+        from: i32,
+        asked: Asked,
+        reply: Result<PeerReply, RepError>,
+        fx: &mut Vec<Effect>,
+    ) {
         match asked {
             // A member that cannot answer yet (its map is behind) is
             // asked again by the host or by peering's retry; any other

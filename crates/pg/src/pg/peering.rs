@@ -24,6 +24,22 @@ impl Pg {
         self.on_map(s, m, pool, false, fx);
     }
 
+    /// A member refused this primary's message because it holds the
+    /// interval over: it saw the interval end in a map this copy skipped
+    /// (maps can arrive out of order: one whose acting set changed and
+    /// changed back was never seen here), or, having skipped maps itself,
+    /// took its interval to start after the gap (`seen_since`). Sending
+    /// again would be refused for good (a backfill target that skipped a
+    /// map refused every chunk, and the PG waited in backfill_wait with
+    /// every OSD up): a new interval peers again, under this copy's map if
+    /// it is past the interval's start, else under the next one.
+    pub(super) fn member_ended_interval(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
+        if self.epoch > self.interval {
+            return self.end_interval(s, fx);
+        }
+        self.interval_ended = true;
+    }
+
     pub(super) fn on_map(
         &mut self,
         s: &dyn ObjectStore,
@@ -394,11 +410,13 @@ impl Pg {
                 return;
             }
             let k = self.ec.as_ref().map_or(1, |st| st.k());
-            let next = erasure::ec_temp_step(&self.acting, &self.up, k, settled).or_else(|| {
-                settled
-                    .then(|| erasure::ec_temp_unstick(&self.acting, &self.up, k))
-                    .flatten()
-            });
+            let spares = &self.spares;
+            let next =
+                erasure::ec_temp_step(&self.acting, &self.up, k, settled, spares).or_else(|| {
+                    settled
+                        .then(|| erasure::ec_temp_unstick(&self.acting, &self.up, k, spares))
+                        .flatten()
+                });
             if let Some(osds) = next {
                 self.ask_pg_temp(osds, fx);
             }
@@ -427,6 +445,25 @@ impl Pg {
 
     /// Ask the monitors for pg_temp `osds` (empty: drop it), unless this
     /// PG asked for that already.
+    /// Down, erasure-coded, under a pg_temp with holes whose CRUSH OSDs
+    /// are free: the holes take them (`ec_temp_step`'s first rule, safe at
+    /// any time: they join as backfill targets), so that the PG can reach
+    /// the copies it needs. The walk toward CRUSH's set runs only while
+    /// the PG is active; a pg_temp that left too few members to activate
+    /// (its other members gone, as OSDs declared lost) held the PG down
+    /// for good with every OSD up.
+    pub(super) fn down_fill_holes(&mut self, fx: &mut Vec<Effect>) {
+        let Some(k) = self.ec.as_ref().map(|st| st.k()) else {
+            return;
+        };
+        if !matches!(self.role, Role::Down { .. }) || self.up.is_empty() || self.acting == self.up {
+            return;
+        }
+        if let Some(osds) = erasure::ec_temp_step(&self.acting, &self.up, k, false, &[]) {
+            self.ask_pg_temp(osds, fx);
+        }
+    }
+
     pub(super) fn ask_pg_temp(&mut self, osds: Vec<i32>, fx: &mut Vec<Effect>) {
         if self.rec.temp_asked.as_ref() != Some(&osds) {
             self.rec.temp_asked = Some(osds.clone());
@@ -663,7 +700,7 @@ impl Pg {
                 _ => NEWCOMER_BASE + i as i32,
             })
             .collect();
-        erasure::walks_to_crush(t, &up, k)
+        erasure::walks_to_crush(t, &up, k, &self.spares)
     }
 
     /// See [`erasure::moved_back`].
@@ -722,6 +759,8 @@ impl Pg {
             return self.held.queries.push(q);
         }
         self.held.answered_epoch = self.held.answered_epoch.max(q.epoch);
+        let answered = self.held.answered_intervals.entry(q.from).or_default();
+        *answered = (*answered).max(q.interval);
         let info = PeerInfo {
             info: self.info,
             missing: self.missing.len() as u64,
