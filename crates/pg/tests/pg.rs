@@ -573,6 +573,7 @@ fn map_toofull(epoch: u64, toofull: Vec<i32>) -> Input {
         record: None,
         record_up: vec![],
         toofull,
+        spares: vec![],
         striper: None,
         primary_temp: None,
         unfound_lost: 0,

@@ -294,6 +294,8 @@ pub(super) struct Sent {
     pub tid: u64,
     pub to: i32,
     pub asked: Asked,
+    /// The sender's interval when it sent it.
+    pub interval: Epoch,
 }
 
 /// The kind of a message sent, as its answer is read.

@@ -146,4 +146,73 @@ mod tests {
         assert_eq!(up_from(map_input(&m, &pool, pg, &pm, None, 0, 0)), 2);
         assert_eq!(up_from(map_input(&m, &pool, pg, &pm, None, 11, 0)), 11);
     }
+
+    /// An erasure-coded PG's input names spares: OSDs up, in and with room
+    /// that CRUSH's set does not name, at most one more than the set; a
+    /// replicated PG's names none.
+    #[test]
+    fn erasure_coded_inputs_name_spares_outside_crushs_set() {
+        use loligo_types::{Change, Incremental};
+        let mut m = loligo_types::OsdMap::new("f", "osd").unwrap();
+        let boot = |id| Change::OsdBoot {
+            id,
+            addr: format!("127.0.0.1:{}", 6800 + id),
+            host: format!("h{id}"),
+            crush_weight: 0x10000,
+        };
+        let pool = m.replicated_pool("p", 8, 3, 2);
+        let changes = (0..6).map(boot).chain([Change::PoolCreate(pool)]);
+        m.apply(&Incremental {
+            epoch: 2,
+            changes: changes.collect(),
+        })
+        .unwrap();
+        let full = Change::OsdFullness {
+            id: 5,
+            fullness: Fullness::BackfillFull,
+        };
+        let out = Change::OsdOut { id: 4 };
+        m.apply(&Incremental {
+            epoch: 3,
+            changes: vec![full, out, Change::OsdDown { id: 3 }],
+        })
+        .unwrap();
+        let pool = m.pool_by_name("p").unwrap().clone();
+        let striper = loligo_types::EcProfile {
+            name: "rs21".into(),
+            plugin: loligo_types::EcPlugin::ReedSolomon,
+            k: 2,
+            m: 1,
+            s: 1,
+            l: 0,
+            optimal: false,
+            alignment: 64,
+            stripe_unit: 0,
+        }
+        .striper()
+        .unwrap();
+        let spares_of = |input| match input {
+            Input::Map { spares, up, .. } => (spares, up),
+            _ => unreachable!(),
+        };
+        for ps in 0..8 {
+            let pg = PgId { pool: pool.id, ps };
+            let pm = m.placer().unwrap().map_pg(pg).unwrap();
+            let st = Some(Arc::new(striper.clone()));
+            let (spares, up) = spares_of(map_input(&m, &pool, pg, &pm, st, 0, 0));
+            // Of six OSDs: one down, one out, one too full; three up and
+            // in, of which CRUSH's set takes what it names.
+            assert!(spares.len() <= up.len() + 1, "{spares:?}");
+            for o in &spares {
+                assert!(
+                    !up.contains(o) && ![3, 4, 5].contains(o),
+                    "{o} in {spares:?}"
+                );
+            }
+            let free = (0..3).filter(|o| !up.contains(o)).count();
+            assert_eq!(spares.len(), free, "pg {pg}: {spares:?} against up {up:?}");
+            let (none, _) = spares_of(map_input(&m, &pool, pg, &pm, None, 0, 0));
+            assert!(none.is_empty());
+        }
+    }
 }

@@ -27,7 +27,16 @@ impl Pg {
         };
         let id = self.next_send;
         self.next_send += 1;
-        self.sent.insert(id, Sent { tid, to, asked });
+        let interval = self.interval;
+        self.sent.insert(
+            id,
+            Sent {
+                tid,
+                to,
+                asked,
+                interval,
+            },
+        );
         debug_assert!(self.sent.len() < SENT_MAX, "a host loses answers");
         fx.push(Effect::Send { id, to, msg });
     }
@@ -188,6 +197,7 @@ impl Pg {
             tid,
             to: from,
             asked,
+            interval,
         }) = self.sent.remove(&id)
         else {
             return;
@@ -201,7 +211,9 @@ impl Pg {
         let stale =
             recovery && matches!(reply, Err(RepError::Stale(_)) | Ok(PeerReply::Refused(_)));
         self.answered(s, tid, from, asked, reply, fx);
-        if stale && self.primary == self.whoami {
+        // (An answer to an earlier interval's message tells nothing of
+        // this one.)
+        if stale && interval == self.interval && self.primary == self.whoami {
             self.member_ended_interval(s, fx);
         }
     }
