@@ -1,11 +1,13 @@
-//! A seeded simulation of three PGs on four OSDs (each PG's CRUSH set
-//! starts at another OSD, so an OSD is primary of one PG and replica or
-//! stray of others): the real `Pg` state machines (primary, replica,
-//! peering-query and recovery paths, the same code the daemon runs) over
-//! one store per OSD, with the OSD's commit queue and recovery slots (the
-//! daemon's own `Reserver`, one or two slots) shared by its PGs; a
-//! monitor model (failure marking after a delay, pg_temp, write-set
-//! records), a client writing and reading a few objects with compound ops
+//! A seeded simulation of three PGs on four OSDs: the real `Pg` state
+//! machines (primary, replica, peering-query and recovery paths, the same
+//! code the daemon runs) over one store per OSD, with the OSD's commit
+//! queue and recovery slots (the daemon's own `Reserver`, one or two
+//! slots) shared by its PGs; monitors (the `monitor` module: the monitors'
+//! own map logic over real CRUSH in random runs, the first model for the
+//! seeds found under it) that mark failed OSDs down after a delay and out
+//! after a while, take pg_temp, primary_temp and write-set record asks,
+//! and mark OSDs out and in as an operator would; a client writing and
+//! reading a few objects with compound ops
 //! (data, xattr and omap together), and faults: OSD crashes (commits in
 //! flight, replica writes included, and backfill chunks applied but not
 //! yet synced are kept or lost at random, a prefix of them in queue

@@ -633,6 +633,10 @@ fn ec_seeds_that_found_bugs_stay_fixed() {
 ///   the new peering, and the primary peered from that answer for good.
 /// - EC lost 1705: a stale answer to an earlier interval's message held
 ///   a clean PG's interval as ended, and it never recorded its members.
+/// - EC lost 1126: two copies mid-backfill at the head each held shard 0;
+///   each primary in turn put the other back at position 0 (its own,
+///   where it held shard 0 itself), leaving out the one complete copy,
+///   for good.
 #[test]
 fn real_monitor_seeds_that_found_bugs_stay_fixed() {
     let runs = [
@@ -644,6 +648,7 @@ fn real_monitor_seeds_that_found_bugs_stay_fixed() {
         Run::ec(1028).losing(),
         Run::ec(1364),
         Run::ec(1705).losing(),
+        Run::ec(1126).losing(),
     ];
     for run in runs {
         let var = match (run.ec, run.lose) {
@@ -665,13 +670,4 @@ fn real_monitor_seeds_that_found_bugs_stay_fixed() {
 #[ignore = "known failing: an EC PG whose every copy is mid-backfill waits for good"]
 fn an_ec_pg_whose_every_copy_is_mid_backfill_goes_on() {
     Run::ec(2534).go_named("LOLIGO_SIM_EC_SEED");
-}
-
-/// Two erasure-coded copies mid-backfill at the head, each at the other's
-/// shard position, hand the PG back and forth with pg_temps that leave
-/// out the one complete copy (the record's only member). Known failing.
-#[test]
-#[ignore = "known failing: two moved EC copies hand a PG back and forth"]
-fn moved_ec_copies_do_not_hand_a_pg_back_and_forth() {
-    Run::ec(1126).losing().go_named("LOLIGO_SIM_EC_LOST_SEED");
 }
