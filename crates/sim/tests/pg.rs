@@ -596,6 +596,9 @@ fn ec_with_moving_positions_every_pg_heals() {
 /// objects its primary lacked").
 const EC_CHUNK_LACKS_SEEDS: &[u64] = &[7176, 8788, 51226];
 
+/// The same on the real monitors (about 1 in 10,000 EC seeds).
+const REAL_EC_CHUNK_LACKS_SEEDS: &[u64] = &[4214];
+
 #[test]
 fn ec_seeds_that_found_bugs_stay_fixed() {
     let seeds = EC_BUG_SEEDS.iter().map(|&s| (s, false));
@@ -608,6 +611,9 @@ fn ec_seeds_that_found_bugs_stay_fixed() {
     for &seed in EC_CHUNK_LACKS_SEEDS {
         let run = Run::ec(seed).on_model(false, false);
         lacks.add(&run.go_named("LOLIGO_SIM_EC_SEED"));
+    }
+    for &seed in REAL_EC_CHUNK_LACKS_SEEDS {
+        lacks.add(&Run::ec(seed).go_named("LOLIGO_SIM_EC_SEED"));
     }
     assert!(
         lacks.chunk_lacks > 0,
