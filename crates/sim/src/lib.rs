@@ -12,7 +12,9 @@
 //! flight, replica writes included, and backfill chunks applied but not
 //! yet synced are kept or lost at random, a prefix of them in queue
 //! order; an OSD holding unsynced chunks crashes more often),
-//! restarts, object reads that fail with EIO (a bad sector: client reads,
+//! restarts, partitions between two OSDs (`Run::partitions`: one side
+//! marked down while it runs, now and then, and booting again), object
+//! reads that fail with EIO (a bad sector: client reads,
 //! reads for a write, for a push, a pull or a backfill chunk), store
 //! commits that fail (an I/O error or a full device: the OSD stops
 //! itself), message delays and reordering, recovery messages between OSDs
@@ -83,6 +85,9 @@ const MARK_UNFOUND_AGAIN_MS: u64 = 5_000;
 /// Chance (per mille) per step that the operator marks an OSD out or
 /// back in (the real monitors' runs only).
 const OPERATOR_OUT_PER_MILLE: u64 = 2;
+/// Chance (per mille) per step that two OSDs are cut off from each other
+/// (`Run::partitions`).
+const PARTITION_PER_MILLE: u64 = 3;
 /// Chance (per mille) that an op is sent under an older map.
 const STALE_CLIENT_PER_MILLE: u64 = 100;
 /// Chance (per mille) that a write to an object that exists removes it.
@@ -228,6 +233,11 @@ enum Ev {
         osd: usize,
         gen: u64,
     },
+    /// Its peers' failure reports reach the monitors: they mark it down
+    /// whether or not it runs (a partition between OSDs).
+    Reported {
+        osd: usize,
+    },
     Op {
         pg: usize,
         to: usize,
@@ -340,6 +350,9 @@ pub struct Sim {
     client_epoch: Option<Epoch>,
     /// Pairs of OSDs that cannot reach each other (lower id first).
     apart: BTreeSet<(usize, usize)>,
+    /// Random partitions (`Run::partitions`), and when each one heals.
+    partitions: bool,
+    heals: BTreeMap<(usize, usize), u64>,
     /// The pool's striping when it is erasure-coded.
     ec: Option<Arc<Striper>>,
     /// Each acknowledged write's value, by object and version.
@@ -431,6 +444,10 @@ pub struct Stats {
     pub unfound_marked: u64,
     /// Merkle root comparisons a primary made with a member.
     pub scrubs: u64,
+    /// Partitions between two OSDs, and running OSDs that booted again
+    /// after a map showed them down.
+    pub partitions: u64,
+    pub reboots: u64,
 }
 
 /// A number from the environment, if set and a number.
@@ -477,6 +494,8 @@ impl Stats {
         self.given_up += st.given_up;
         self.unfound_most = self.unfound_most.max(st.unfound_most);
         self.unfound_marked += st.unfound_marked;
+        self.partitions += st.partitions;
+        self.reboots += st.reboots;
     }
 }
 
@@ -831,6 +850,8 @@ impl Sim {
             cut_off: [false; OSDS],
             client_epoch: None,
             apart: BTreeSet::new(),
+            partitions: run.partitions,
+            heals: BTreeMap::new(),
             rng,
             now_ms: 0,
             osds,
@@ -1138,8 +1159,12 @@ impl Sim {
                 let now_ms = self.now_ms;
                 let inputs = self.mon.inputs(input_epoch, &mut seen, &self.ec, now_ms);
                 self.osds[osd].seen = seen;
+                let fed = inputs.is_some();
                 for (p, input) in inputs.into_iter().flatten().enumerate() {
                     self.feed(osd, p, input);
+                }
+                if fed {
+                    self.reboot_if_marked_down(osd);
                 }
             }
             Ev::LocalDone { pg, osd, gen, tid } => {
@@ -1246,6 +1271,11 @@ impl Sim {
                 let ec = self.ec.is_some();
                 self.stats.spare_temps += u64::from(!changes.is_empty() && spare && ec);
                 self.propose(changes);
+            }
+            Ev::Reported { osd } => {
+                if self.mon.newest().up[osd] && !self.healing {
+                    self.propose(vec![Change::OsdDown { id: osd as i32 }]);
+                }
             }
             Ev::MarkDown { osd, gen } => {
                 // Only if that process is still the one that is gone.
@@ -1611,6 +1641,7 @@ impl Sim {
             self.stats.toofull_flips += 1;
             self.propose(vec![monitor::fullness(o, toofull)]);
         }
+        self.partition_faults();
         if self.lose && self.rng.chance(MARK_UNFOUND_PER_MILLE) {
             self.mark_unfound_lost();
         }
@@ -1631,6 +1662,56 @@ impl Sim {
             }
         }
         self.auto_out();
+    }
+
+    /// A running OSD that a map shows down boots again, as the daemon does
+    /// (the random runs on the real monitors; scenarios say when).
+    fn reboot_if_marked_down(&mut self, o: usize) {
+        let real = self.mon.marks_out();
+        if !real || self.scripted || self.cut_off[o] || self.mon.newest().up[o] {
+            return;
+        }
+        let mut changes = vec![monitor::boot(o)];
+        if !self.mon.newest().is_in[o] {
+            changes.push(Change::OsdIn { id: o as i32 });
+        }
+        self.stats.reboots += 1;
+        self.propose(changes);
+    }
+
+    /// Now and then two OSDs cannot reach each other for a while (both
+    /// still reach the monitors and the clients); in half of them their
+    /// failure reports lead the monitors to mark one side down, which
+    /// boots again when it hears (`Run::partitions`).
+    fn partition_faults(&mut self) {
+        if !self.partitions || self.healing || !self.mon.marks_out() {
+            return;
+        }
+        let now = self.now_ms;
+        let healed: Vec<(usize, usize)> = (self.heals.iter())
+            .filter(|(_, &at)| at <= now)
+            .map(|(p, _)| *p)
+            .collect();
+        for p in healed {
+            self.heals.remove(&p);
+            self.apart.remove(&p);
+        }
+        if !self.rng.chance(PARTITION_PER_MILLE) {
+            return;
+        }
+        let a = self.rng.index(OSDS);
+        let b = (a + 1 + self.rng.index(OSDS - 1)) % OSDS;
+        if !self.apart.insert(pair(a, b)) {
+            return;
+        }
+        self.stats.partitions += 1;
+        let lasts = 500 + self.rng.below(10) * 500;
+        self.heals.insert(pair(a, b), now + lasts);
+        if self.rng.chance(500) {
+            let osd = if self.rng.chance(500) { a } else { b };
+            let at = now + (5 + self.rng.below(40)) * STEP_MS;
+            self.queue.push((at, Ev::Reported { osd }));
+        }
     }
 
     /// The monitors mark an OSD out once it has been down for
@@ -1791,6 +1872,10 @@ impl Sim {
     /// newest acknowledged value.
     fn heal_and_check(&mut self) {
         self.healing = true;
+        if self.partitions {
+            self.apart.clear();
+            self.heals.clear();
+        }
         let toofull = self.mon.newest().toofull;
         let room = (0..OSDS).filter(|&o| toofull[o]);
         let room = room.map(|o| monitor::fullness(o, false)).collect();
@@ -2280,6 +2365,9 @@ pub struct Run {
     /// rule than the monitors', whose histories reach corners theirs does
     /// not.
     pub strict_late: bool,
+    /// Two OSDs now and then cannot reach each other for a while (the
+    /// real monitors only; `LOLIGO_SIM_PARTITIONS=1`).
+    pub partitions: bool,
 }
 
 impl Run {
@@ -2292,6 +2380,15 @@ impl Run {
             monitor: Monitors::Real,
             moves: false,
             strict_late: false,
+            partitions: false,
+        }
+    }
+
+    /// With partitions between OSDs.
+    pub fn partitioned(self) -> Run {
+        Run {
+            partitions: true,
+            ..self
         }
     }
 
@@ -2325,9 +2422,13 @@ impl Run {
     pub fn as_asked(self) -> Run {
         let set = |v: &str| std::env::var_os(v).is_some();
         let (moves, strict) = (set("LOLIGO_SIM_EC_MOVES"), set("LOLIGO_SIM_STRICT_LATE"));
-        match set("LOLIGO_SIM_MODEL") || moves || strict {
-            true => self.on_model(moves, strict),
+        let run = match set("LOLIGO_SIM_PARTITIONS") {
+            true => self.partitioned(),
             false => self,
+        };
+        match set("LOLIGO_SIM_MODEL") || moves || strict {
+            true => run.on_model(moves, strict),
+            false => run,
         }
     }
 
@@ -2343,6 +2444,9 @@ impl Run {
         }
         if self.strict_late {
             env += "LOLIGO_SIM_STRICT_LATE=1 ";
+        }
+        if self.partitions {
+            env += "LOLIGO_SIM_PARTITIONS=1 ";
         }
         format!("{env}{seed_var}={}", self.seed)
     }

@@ -643,6 +643,8 @@ fn ec_seeds_that_found_bugs_stay_fixed() {
 ///   each primary in turn put the other back at position 0 (its own,
 ///   where it held shard 0 itself), leaving out the one complete copy,
 ///   for good.
+/// - EC 1584 with partitions: the same with two members holding shard 1,
+///   one of them in place: each primary put the other back there.
 #[test]
 fn real_monitor_seeds_that_found_bugs_stay_fixed() {
     let runs = [
@@ -655,6 +657,7 @@ fn real_monitor_seeds_that_found_bugs_stay_fixed() {
         Run::ec(1364),
         Run::ec(1705).losing(),
         Run::ec(1126).losing(),
+        Run::ec(1584).partitioned(),
     ];
     for run in runs {
         let var = match (run.ec, run.lose) {
@@ -676,4 +679,30 @@ fn real_monitor_seeds_that_found_bugs_stay_fixed() {
 #[ignore = "known failing: an EC PG whose every copy is mid-backfill waits for good"]
 fn an_ec_pg_whose_every_copy_is_mid_backfill_goes_on() {
     Run::ec(2534).go_named("LOLIGO_SIM_EC_SEED");
+}
+
+/// The random runs with partitions between OSDs (both sides still reach
+/// the monitors and the clients) that last 0.5 to 5 s; in half of them
+/// the monitors mark one side down on its peers' reports while it runs,
+/// and it boots again when it hears, as the daemon does. Checked as every
+/// run. `LOLIGO_SIM_PARTITION_SEEDS` runs more (default 200 replicated
+/// and 200 erasure-coded) from `LOLIGO_SIM_FIRST`; `LOLIGO_SIM_PARTITIONS=1`
+/// with a run's seed variable replays one.
+#[test]
+fn partitions_between_osds_heal_and_lose_nothing() {
+    let seeds: u64 = env_u64("LOLIGO_SIM_PARTITION_SEEDS", 200);
+    let first: u64 = env_u64("LOLIGO_SIM_FIRST", 0);
+    let mut total = Stats::default();
+    for seed in first..first + seeds {
+        total.add(
+            &Run::replicated(seed)
+                .partitioned()
+                .go_named("LOLIGO_SIM_SEED"),
+        );
+        total.add(&Run::ec(seed).partitioned().go_named("LOLIGO_SIM_EC_SEED"));
+    }
+    eprintln!("{seeds} partitioned seeds of each: {total:?}");
+    assert!(total.partitions > seeds, "{total:?}");
+    assert!(total.reboots > seeds / 10, "{total:?}");
+    assert!(total.acked_writes > seeds * 10, "{total:?}");
 }

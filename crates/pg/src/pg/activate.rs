@@ -303,9 +303,23 @@ impl Pg {
                 .filter_map(|(o, i)| Some((*o, held(o, i, whole)? as usize)))
                 .collect()
         };
-        let (whole, at_head) = (moved(true), moved(false));
+        let (whole, at_head): (BTreeMap<i32, usize>, BTreeMap<i32, usize>) =
+            (moved(true), moved(false));
+        // A position whose member holds its own shard there keeps it: a
+        // moved copy of that shard at the head does not go back to it (two
+        // copies mid-backfill held one shard, and each primary in turn put
+        // the one elsewhere back in place of the other, for good).
+        let in_place = |shard: usize| match self.acting.get(shard) {
+            Some(&o) if o == self.whoami => self.held_shard.map(usize::from) == Some(shard),
+            Some(o) => infos.get(o).is_some_and(|i| {
+                i.moved_shard.is_none() && i.shard.map(usize::from) == Some(shard)
+            }),
+            None => false,
+        };
         self.rec.moved_complete = whole;
-        self.rec.moved_at_head = at_head;
+        self.rec.moved_at_head = (at_head.into_iter())
+            .filter(|&(_, shard)| !in_place(shard))
+            .collect();
     }
 
     /// This copy is not complete at the head: take another's log and pull

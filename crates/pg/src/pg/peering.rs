@@ -517,18 +517,9 @@ impl Pg {
             // (with OSDs declared lost, on a first version of this, a swap
             // left a hole whose CRUSH OSD sat elsewhere in the set, and
             // the pg_temp held for good).
-            // Not a copy of the shard this one holds at its own position:
-            // two copies mid-backfill at the head each held shard 0, and
-            // each primary in turn put the other back at position 0, for
-            // good.
             if self.may_go_on() {
-                let here = self.acting.iter().position(|&o| o == self.whoami);
-                let own = here.filter(|&p| self.held_shard.map(usize::from) == Some(p));
-                let moved: BTreeMap<i32, usize> = (self.rec.moved_at_head.iter())
-                    .filter(|(_, &shard)| Some(shard) != own)
-                    .map(|(&o, &shard)| (o, shard))
-                    .collect();
-                let back = erasure::moved_back(&self.acting, &self.up, &moved);
+                let moved = &self.rec.moved_at_head;
+                let back = erasure::moved_back(&self.acting, &self.up, moved);
                 if let Some(osds) = back.filter(|t| self.walks_back(t, k)) {
                     self.ask_pg_temp(osds, fx);
                     return self.ec_behind("a moved copy at the head goes back to its shard");
