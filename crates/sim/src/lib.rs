@@ -57,7 +57,7 @@ use loligo_pg::reserve::Reserver;
 use loligo_store::{CollectionId, FaultyStore, MemStore, ObjectStore, Transaction};
 use loligo_types::ops::{ClientOp, OpError, OpReply, ReqId, SubOp, SubResult, Version};
 use loligo_types::osdmap::{EcPlugin, EcProfile, PoolKind};
-use loligo_types::{Change, Epoch, OsdMap, PgId, PgState, RecordAsk};
+use loligo_types::{Change, Epoch, OsdMap, PgId, PgState, Pool, RecordAsk};
 use monitor::{members, primary_of, ModelMon, Monitor, RealMon, Seen, Steer};
 
 mod monitor;
@@ -737,6 +737,54 @@ impl Sim {
     }
 }
 
+/// The simulation's pool: replicated (size 3, min_size 2), or on an
+/// erasure-coded run Reed-Solomon 2+1 on even seeds (three of the four
+/// OSDs) and Zigzag 2+2 (element-level rebuilds, all four) on odd ones,
+/// min_size 2 (= k: a write set of two shards takes writes, so losing one
+/// of them leaves the PG down until it returns, the hardest case); with
+/// its profile.
+fn sim_pool(seed: u64, ec: bool) -> (Pool, Option<EcProfile>) {
+    let mut pool = OsdMap::new("sim", "osd")
+        .unwrap()
+        .replicated_pool("p", PGS as u32, 3, 2);
+    assert_eq!(pool.id, POOL);
+    if !ec {
+        return (pool, None);
+    }
+    let (name, plugin, m) = if seed.is_multiple_of(2) {
+        ("rs21", EcPlugin::ReedSolomon, 1)
+    } else {
+        ("zz22", EcPlugin::Zigzag, 2)
+    };
+    pool.kind = PoolKind::Erasure {
+        profile: name.into(),
+    };
+    pool.size = 2 + m;
+    let prof = EcProfile {
+        name: name.into(),
+        plugin,
+        k: 2,
+        m,
+        s: 1,
+        l: 0,
+        optimal: false,
+        alignment: 64,
+        stripe_unit: 0,
+    };
+    (pool, Some(prof))
+}
+
+/// An OSD's empty store, with a collection for each PG.
+fn empty_store() -> MemStore {
+    let mem = MemStore::new();
+    let mut t = Transaction::new();
+    for p in 0..PGS {
+        t.create_collection(coll(p));
+    }
+    mem.apply(t).unwrap();
+    mem
+}
+
 /// OSDs `a` and `b` as a partition names them: lower id first.
 fn pair(a: usize, b: usize) -> (usize, usize) {
     (a.min(b), a.max(b))
@@ -758,40 +806,10 @@ fn value_of(data: &[u8]) -> u64 {
 impl Sim {
     fn new(run: &Run) -> Sim {
         let (seed, ec) = (run.seed, run.ec);
-        let mut pool = OsdMap::new("sim", "osd")
-            .unwrap()
-            .replicated_pool("p", PGS as u32, 3, 2);
-        assert_eq!(pool.id, POOL);
-        let mut profile = None;
-        // Even seeds: Reed-Solomon 2+1 on three of the four OSDs; odd
-        // seeds: Zigzag 2+2 (element-level rebuilds) on all four. min_size
-        // 2 (= k: a write set of two shards takes writes, so losing one of
-        // them leaves the PG down until it returns, the hardest case).
-        let striper = ec.then(|| {
-            let (name, plugin, m) = if seed.is_multiple_of(2) {
-                ("rs21", EcPlugin::ReedSolomon, 1)
-            } else {
-                ("zz22", EcPlugin::Zigzag, 2)
-            };
-            pool.kind = PoolKind::Erasure {
-                profile: name.into(),
-            };
-            pool.size = 2 + m;
-            let prof = EcProfile {
-                name: name.into(),
-                plugin,
-                k: 2,
-                m,
-                s: 1,
-                l: 0,
-                optimal: false,
-                alignment: 64,
-                stripe_unit: 0,
-            };
-            let striper = Arc::new(prof.striper().unwrap());
-            profile = Some(prof);
-            striper
-        });
+        let (pool, profile) = sim_pool(seed, ec);
+        let striper = profile
+            .as_ref()
+            .map(|prof| Arc::new(prof.striper().unwrap()));
         let mut rng = Rng::new(seed);
         let log_max = if rng.chance(500) {
             2 + rng.below(20)
@@ -823,14 +841,8 @@ impl Sim {
         };
         let mut osds = Vec::new();
         for _ in 0..OSDS {
-            let mem = MemStore::new();
-            let mut t = Transaction::new();
-            for p in 0..PGS {
-                t.create_collection(coll(p));
-            }
-            mem.apply(t).unwrap();
             osds.push(Osd {
-                store: FaultyStore::new(mem),
+                store: FaultyStore::new(empty_store()),
                 pgs: Vec::new(),
                 gen: 0,
                 unsynced: Default::default(),
@@ -1151,62 +1163,8 @@ impl Sim {
                 osd,
                 gen,
                 input_epoch,
-            } => {
-                if !self.alive(osd, gen) {
-                    return;
-                }
-                let mut seen = self.osds[osd].seen;
-                let now_ms = self.now_ms;
-                let inputs = self.mon.inputs(input_epoch, &mut seen, &self.ec, now_ms);
-                self.osds[osd].seen = seen;
-                let fed = inputs.is_some();
-                for (p, input) in inputs.into_iter().flatten().enumerate() {
-                    self.feed(osd, p, input);
-                }
-                if fed {
-                    self.reboot_if_marked_down(osd);
-                }
-            }
-            Ev::LocalDone { pg, osd, gen, tid } => {
-                if !self.alive(osd, gen) {
-                    return;
-                }
-                let running = (0..OSDS).filter(|&o| self.osds[o].running()).count();
-                if !self.healing && running > 1 && self.rng.chance(1) {
-                    // The store fails this transaction (an I/O error, a
-                    // full device): the OSD stops itself, as the daemon
-                    // does, with exactly what was committed before it.
-                    let o = &mut self.osds[osd];
-                    while let Some((p, t, txn, sync)) = o.unsynced.pop_front() {
-                        if (p, t) == (pg, tid) {
-                            break;
-                        }
-                        o.commit(txn, sync);
-                    }
-                    o.unsynced.clear();
-                    self.stats.store_failures += 1;
-                    self.crash(osd);
-                    return;
-                }
-                // Durable with everything queued before it.
-                let o = &mut self.osds[osd];
-                if o.unsynced.iter().any(|(p, t, _, _)| (*p, *t) == (pg, tid)) {
-                    while let Some((p, t, txn, sync)) = o.unsynced.pop_front() {
-                        o.commit(txn, sync);
-                        if (p, t) == (pg, tid) {
-                            break;
-                        }
-                    }
-                }
-                self.feed(
-                    osd,
-                    pg,
-                    Input::LocalDone {
-                        tid,
-                        result: Ok(()),
-                    },
-                );
-            }
+            } => self.deliver_map(osd, gen, input_epoch),
+            Ev::LocalDone { pg, osd, gen, tid } => self.deliver_local_done(pg, osd, gen, tid),
             Ev::Peer(m) => self.deliver_peer(m),
             Ev::Answer {
                 pg,
@@ -1300,6 +1258,68 @@ impl Sim {
             }
             Ev::Reply { req, reply } => self.on_reply(req, reply),
         }
+    }
+
+    /// A map reaches OSD `osd`: its PGs take it, and a running OSD the
+    /// map shows down boots again.
+    fn deliver_map(&mut self, osd: usize, gen: u64, input_epoch: Epoch) {
+        if !self.alive(osd, gen) {
+            return;
+        }
+        let mut seen = self.osds[osd].seen;
+        let now_ms = self.now_ms;
+        let inputs = self.mon.inputs(input_epoch, &mut seen, &self.ec, now_ms);
+        self.osds[osd].seen = seen;
+        let fed = inputs.is_some();
+        for (p, input) in inputs.into_iter().flatten().enumerate() {
+            self.feed(osd, p, input);
+        }
+        if fed {
+            self.reboot_if_marked_down(osd);
+        }
+    }
+
+    /// OSD `osd`'s store made PG `pg`'s transaction `tid` durable (with
+    /// everything queued before it), or now and then failed it.
+    fn deliver_local_done(&mut self, pg: usize, osd: usize, gen: u64, tid: u64) {
+        if !self.alive(osd, gen) {
+            return;
+        }
+        let running = (0..OSDS).filter(|&o| self.osds[o].running()).count();
+        if !self.healing && running > 1 && self.rng.chance(1) {
+            // The store fails this transaction (an I/O error, a
+            // full device): the OSD stops itself, as the daemon
+            // does, with exactly what was committed before it.
+            let o = &mut self.osds[osd];
+            while let Some((p, t, txn, sync)) = o.unsynced.pop_front() {
+                if (p, t) == (pg, tid) {
+                    break;
+                }
+                o.commit(txn, sync);
+            }
+            o.unsynced.clear();
+            self.stats.store_failures += 1;
+            self.crash(osd);
+            return;
+        }
+        // Durable with everything queued before it.
+        let o = &mut self.osds[osd];
+        if o.unsynced.iter().any(|(p, t, _, _)| (*p, *t) == (pg, tid)) {
+            while let Some((p, t, txn, sync)) = o.unsynced.pop_front() {
+                o.commit(txn, sync);
+                if (p, t) == (pg, tid) {
+                    break;
+                }
+            }
+        }
+        self.feed(
+            osd,
+            pg,
+            Input::LocalDone {
+                tid,
+                result: Ok(()),
+            },
+        );
     }
 
     /// A message reaches OSD `m.to`: its PG answers, as in the daemon;
@@ -1760,13 +1780,7 @@ impl Sim {
             println!("  osd.{o} declared lost");
         }
         self.stats.lost_osds += 1;
-        let mem = MemStore::new();
-        let mut t = Transaction::new();
-        for p in 0..PGS {
-            t.create_collection(coll(p));
-        }
-        mem.apply(t).unwrap();
-        self.osds[o].store = FaultyStore::new(mem);
+        self.osds[o].store = FaultyStore::new(empty_store());
         let before = self.mon.newest().record.clone();
         self.propose(vec![Change::OsdLost { id: o as i32 }]);
         // A record left with fewer members than can read anything back
