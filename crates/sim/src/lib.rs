@@ -899,7 +899,7 @@ impl Sim {
 
     fn send(&mut self, ev: Ev) {
         let ev = if !self.scripted && self.rng.chance(LOSS_PER_MILLE) {
-            match lost(ev) {
+            match lost(ev, self.mon.marks_out()) {
                 Some(ev) => ev,
                 None => return,
             }
@@ -2192,9 +2192,14 @@ const LOSS_PER_MILLE: u64 = 3;
 /// stray question, or the answer to a peering or stray question, is
 /// silence (the primary asks again after a while; so does a stray copy).
 /// Peering questions are not lost (the daemon's shell asks again).
-fn lost(ev: Ev) -> Option<Ev> {
+fn lost(ev: Ev, real: bool) -> Option<Ev> {
     let e = || Err(RepError::Failed("lost".into()));
     Some(match ev {
+        // On the real monitors, a pg_temp or primary_temp ask the
+        // monitors never took (their leader changed mid-commit and the
+        // call failed): the daemon sends it once, and the PG asks again if
+        // it still needs it.
+        Ev::PgTemp { .. } | Ev::PrimaryTemp { .. } if real => return None,
         Ev::Peer(m) if matches!(m.msg, PeerMsg::GetInfo { .. }) => Ev::Peer(m),
         Ev::Peer(m) if matches!(m.msg, PeerMsg::StrayCheck { .. }) => return None,
         Ev::Peer(m) => m.answer(e()),

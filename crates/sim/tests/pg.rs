@@ -645,6 +645,14 @@ fn ec_seeds_that_found_bugs_stay_fixed() {
 ///   for good.
 /// - EC 1584 with partitions: the same with two members holding shard 1,
 ///   one of them in place: each primary put the other back there.
+/// - replicated 678, 702, lost 655, EC 234, EC lost 272 (pg_temp and
+///   primary_temp asks lost as when the monitors' leader changes
+///   mid-commit): a primary asked once to drop or move its pg_temp, or
+///   handed the PG over and waited for the map, and no map came; the PG
+///   stayed remapped or waiting with every OSD up. PGs now ask again.
+/// - EC 2534: every copy of a PG ended mid-backfill at the head and the
+///   primary waited for good; since PGs ask again for their pg_temps the
+///   seed's history no longer gets there, and it runs as a seed.
 #[test]
 fn real_monitor_seeds_that_found_bugs_stay_fixed() {
     let runs = [
@@ -658,6 +666,12 @@ fn real_monitor_seeds_that_found_bugs_stay_fixed() {
         Run::ec(1705).losing(),
         Run::ec(1126).losing(),
         Run::ec(1584).partitioned(),
+        Run::replicated(678),
+        Run::replicated(702),
+        Run::replicated(655).losing(),
+        Run::ec(234),
+        Run::ec(272).losing(),
+        Run::ec(2534),
     ];
     for run in runs {
         let var = match (run.ec, run.lose) {
@@ -669,16 +683,6 @@ fn real_monitor_seeds_that_found_bugs_stay_fixed() {
         let st = run.go_named(var);
         assert!(st.clean_checks > 0, "{run:?}: {st:?}");
     }
-}
-
-/// An erasure-coded PG whose every copy is mid-backfill at the head, the
-/// record's two members among them, waits with every OSD up for a pg_temp
-/// it never asks for. Known failing (`cargo test --release -p loligo-sim
-/// --test pg -- --ignored` shows it).
-#[test]
-#[ignore = "known failing: an EC PG whose every copy is mid-backfill waits for good"]
-fn an_ec_pg_whose_every_copy_is_mid_backfill_goes_on() {
-    Run::ec(2534).go_named("LOLIGO_SIM_EC_SEED");
 }
 
 /// The random runs with partitions between OSDs (both sides still reach

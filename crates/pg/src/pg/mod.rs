@@ -427,6 +427,12 @@ struct Recovery {
     record_asked: Option<Vec<i32>>,
     /// The pg_temp this interval last asked the monitors for.
     temp_asked: Option<Vec<i32>>,
+    /// When this interval last asked for a pg_temp or primary_temp
+    /// (`Pg::ask_temps_again`).
+    temp_asked_ms: u64,
+    /// A replicated primary that handed the PG over peers again at this
+    /// time if no map has answered its pg_temp ask (0: it did not).
+    ask_again_ms: u64,
     /// Members being backfilled.
     backfill: BTreeMap<i32, Backfill>,
     /// Writes waiting for a backfill chunk that covers their object.
@@ -734,6 +740,10 @@ pub const RECOVERY_RETRY_MS: u64 = 1_000;
 /// asks what happens once they are filled (no OSD has such an id: the
 /// map holds none of `loligo_types::osdmap::OSDS_MAX` or more).
 const NEWCOMER_BASE: i32 = loligo_types::osdmap::OSDS_MAX;
+
+/// How long a pg_temp or primary_temp ask the map does not show waits
+/// before it is made again (ms).
+const TEMP_ASK_AGAIN_MS: u64 = 5_000;
 
 /// How long a replica write whose message or answer failed waits before it
 /// is sent again (ms).
@@ -1361,9 +1371,14 @@ impl Pg {
                 {
                     self.start_peering(s, &mut fx);
                 }
+                let asked_again = self.rec.ask_again_ms;
+                if self.role == Role::Behind && asked_again > 0 && now_ms >= asked_again {
+                    self.start_peering(s, &mut fx);
+                }
                 self.retry_recovery(s, &mut fx);
                 self.scrub_some(&mut fx);
                 self.down_fill_holes(&mut fx);
+                self.ask_temps_again(&mut fx);
             }
             Input::Reserved { ask } => {
                 tracing::debug!("pg {}: recovery slot {ask} granted", self.id);

@@ -152,6 +152,7 @@ impl Pg {
         // (Pulls of what is left end with the peering that chose them.)
         self.rec.lost = None;
         self.rec.lost_retry = false;
+        self.rec.ask_again_ms = 0;
         // (A pull that failed for good in an earlier round may work now.)
         self.unfound.clear();
         self.rec.pull_doubt.clear();
@@ -401,6 +402,7 @@ impl Pg {
             let in_effect = natural.is_some_and(|c| c != self.whoami);
             if ((in_effect && done) || stale) && !self.rec.primary_temp_cleared {
                 self.rec.primary_temp_cleared = true;
+                self.rec.temp_asked_ms = self.now_ms;
                 fx.push(Effect::RequestPrimaryTemp { osd: None });
             }
             // A pg_temp (a stray or moved members put back at their
@@ -464,9 +466,29 @@ impl Pg {
         }
     }
 
+    /// An active primary's pg_temp or primary_temp ask that no map has
+    /// answered for a while is made again: the daemon sends an ask once,
+    /// and one the monitors never took (their leader changed mid-commit,
+    /// the call failed) left the PG remapped for good with every OSD up.
+    /// Asking again for what the map holds changes nothing.
+    pub(super) fn ask_temps_again(&mut self, fx: &mut Vec<Effect>) {
+        if !matches!(self.role, Role::Primary { .. })
+            || self.now_ms < self.rec.temp_asked_ms.saturating_add(TEMP_ASK_AGAIN_MS)
+        {
+            return;
+        }
+        let pending = self.rec.temp_asked.take().is_some();
+        let cleared = std::mem::take(&mut self.rec.primary_temp_cleared);
+        if pending || cleared {
+            self.rec.temp_asked_ms = self.now_ms;
+            self.maybe_clear_temp(fx);
+        }
+    }
+
     pub(super) fn ask_pg_temp(&mut self, osds: Vec<i32>, fx: &mut Vec<Effect>) {
         if self.rec.temp_asked.as_ref() != Some(&osds) {
             self.rec.temp_asked = Some(osds.clone());
+            self.rec.temp_asked_ms = self.now_ms;
             fx.push(Effect::RequestPgTemp { osds });
         }
     }
@@ -577,6 +599,10 @@ impl Pg {
         osds.truncate(size);
         fx.push(Effect::RequestPgTemp { osds });
         self.role = Role::Behind;
+        // Peers again (and asks again) if no map answers: the daemon sends
+        // the ask once, and one the monitors never took left the PG
+        // waiting for good with every OSD up.
+        self.rec.ask_again_ms = self.now_ms.saturating_add(TEMP_ASK_AGAIN_MS);
     }
 
     /// Erasure-coded, a complete primary about to activate (`complete`:
