@@ -835,7 +835,7 @@ impl Sim {
         // How long an OSD stays down before the monitors mark it out (the
         // real monitors only): from a quarter of a second, shorter than
         // most downs, to three seconds, longer than most.
-        let out_after_ms = match mon.marks_out() {
+        let out_after_ms = match mon.real() {
             true => 250 + rng.below(12) * 250,
             false => u64::MAX,
         };
@@ -899,7 +899,7 @@ impl Sim {
 
     fn send(&mut self, ev: Ev) {
         let ev = if !self.scripted && self.rng.chance(LOSS_PER_MILLE) {
-            match lost(ev, self.mon.marks_out()) {
+            match lost(ev, self.mon.real()) {
                 Some(ev) => ev,
                 None => return,
             }
@@ -1687,8 +1687,7 @@ impl Sim {
     /// A running OSD that a map shows down boots again, as the daemon does
     /// (the random runs on the real monitors; scenarios say when).
     fn reboot_if_marked_down(&mut self, o: usize) {
-        let real = self.mon.marks_out();
-        if !real || self.scripted || self.cut_off[o] || self.mon.newest().up[o] {
+        if !self.mon.real() || self.scripted || self.cut_off[o] || self.mon.newest().up[o] {
             return;
         }
         let mut changes = vec![monitor::boot(o)];
@@ -1704,7 +1703,7 @@ impl Sim {
     /// failure reports lead the monitors to mark one side down, which
     /// boots again when it hears (`Run::partitions`).
     fn partition_faults(&mut self) {
-        if !self.partitions || self.healing || !self.mon.marks_out() {
+        if !self.partitions || self.healing || !self.mon.real() {
             return;
         }
         let now = self.now_ms;
@@ -1738,7 +1737,7 @@ impl Sim {
     /// `out_after_ms` (their `mon_osd_down_out_interval`): CRUSH then
     /// places its PGs elsewhere, and it is backfilled when it returns.
     fn auto_out(&mut self) {
-        if !self.mon.marks_out() {
+        if !self.mon.real() {
             return;
         }
         // Now and then the operator marks an OSD out (to drain it) or

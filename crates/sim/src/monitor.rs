@@ -106,9 +106,11 @@ pub(crate) trait Monitor {
     fn steer(&self, from: usize, p: usize, ask: Steer) -> Vec<Change>;
     /// What OSD `from`'s ask to record `ask` comes to.
     fn judge(&self, from: usize, p: usize, ask: &RecordAsk) -> Judged;
-    /// Whether OSDs down long are marked out (as the monitors' auto-out
-    /// does); the model never does.
-    fn marks_out(&self) -> bool;
+    /// Whether these are the monitors' own logic: the faults that only
+    /// they take (auto-out, an operator's out and in, partitions with
+    /// reboots, lost pg_temp asks) apply; the model takes none, so its
+    /// seeds replay.
+    fn real(&self) -> bool;
 }
 
 /// How an OSD boots: at a fixed address, one host per OSD, weight 1.
@@ -317,7 +319,7 @@ impl Monitor for RealMon {
         }
     }
 
-    fn marks_out(&self) -> bool {
+    fn real(&self) -> bool {
         true
     }
 }
@@ -643,7 +645,7 @@ impl Monitor for ModelMon {
         }
     }
 
-    fn marks_out(&self) -> bool {
+    fn real(&self) -> bool {
         false
     }
 }

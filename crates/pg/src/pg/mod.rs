@@ -1365,14 +1365,14 @@ impl Pg {
                 self.expire(&mut fx);
                 self.expire_gathers(s, &mut fx);
                 self.waiting_moved_done();
-                if (self.ec.is_some() || self.rec.lost_retry)
-                    && self.role == Role::Behind
-                    && now_ms >= self.rec.peer_again_ms
-                {
-                    self.start_peering(s, &mut fx);
-                }
-                let asked_again = self.rec.ask_again_ms;
-                if self.role == Role::Behind && asked_again > 0 && now_ms >= asked_again {
+                // A PG behind peers again when its pause ends (erasure-coded,
+                // or pulling what is left), or when a replicated hand-over's
+                // pg_temp ask found no map (`ask_again_ms`).
+                let paused =
+                    (self.ec.is_some() || self.rec.lost_retry) && now_ms >= self.rec.peer_again_ms;
+                let ask_again = self.rec.ask_again_ms;
+                let unanswered = ask_again > 0 && now_ms >= ask_again;
+                if self.role == Role::Behind && (paused || unanswered) {
                     self.start_peering(s, &mut fx);
                 }
                 self.retry_recovery(s, &mut fx);
