@@ -57,6 +57,29 @@ pub trait Kv: Send + Sync {
     fn persist(&self) -> Result<()>;
 }
 
+impl<K: Kv + ?Sized> Kv for Box<K> {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        (**self).get(key)
+    }
+    fn scan(
+        &self,
+        start: &[u8],
+        end: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        (**self).scan(start, end, limit)
+    }
+    fn visit(&self, start: &[u8], end: Option<&[u8]>, visit: &mut Visitor<'_>) -> Result<()> {
+        (**self).visit(start, end, visit)
+    }
+    fn commit(&self, batch: Vec<KvOp>, sync: bool) -> Result<()> {
+        (**self).commit(batch, sync)
+    }
+    fn persist(&self) -> Result<()> {
+        (**self).persist()
+    }
+}
+
 fn io(e: impl std::fmt::Display) -> StoreError {
     StoreError::Io(format!("kv: {e}"))
 }
@@ -127,99 +150,5 @@ impl Kv for FjallKv {
 
     fn persist(&self) -> Result<()> {
         self.db.persist(fjall::PersistMode::SyncData).map_err(io)
-    }
-}
-
-/// An in-memory engine for tests: batches applied to a map, and a crash
-/// model that keeps a prefix of them (see [`model::ModelKv::crash`]).
-#[cfg(test)]
-pub(crate) mod model {
-    use super::*;
-    use std::collections::BTreeMap;
-    use std::sync::{Arc, Mutex};
-
-    pub type Map = BTreeMap<Vec<u8>, Vec<u8>>;
-
-    pub fn apply(m: &mut Map, batch: &[KvOp]) {
-        for op in batch {
-            match op {
-                KvOp::Put(k, v) => {
-                    m.insert(k.clone(), v.clone());
-                }
-                KvOp::Delete(k) => {
-                    m.remove(k);
-                }
-            }
-        }
-    }
-
-    /// An engine that keeps a prefix of its batches across a crash: all
-    /// the persisted ones, and as many later ones as the test says.
-    #[derive(Default)]
-    struct Engine {
-        batches: Vec<Vec<KvOp>>,
-        durable: usize,
-        map: Map,
-    }
-
-    #[derive(Clone, Default)]
-    pub struct ModelKv(Arc<Mutex<Engine>>);
-
-    impl ModelKv {
-        /// The engine after a crash that kept `extra` unpersisted batches.
-        pub fn crash(&self, extra: usize) -> ModelKv {
-            let e = self.0.lock().unwrap();
-            let keep = (e.durable + extra).min(e.batches.len());
-            let mut n = Engine {
-                batches: e.batches[..keep].to_vec(),
-                durable: keep,
-                map: Map::new(),
-            };
-            for b in &e.batches[..keep] {
-                apply(&mut n.map, b);
-            }
-            ModelKv(Arc::new(Mutex::new(n)))
-        }
-
-        pub fn pending(&self) -> usize {
-            let e = self.0.lock().unwrap();
-            e.batches.len() - e.durable
-        }
-    }
-
-    impl Kv for ModelKv {
-        fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-            Ok(self.0.lock().unwrap().map.get(key).cloned())
-        }
-        fn visit(&self, start: &[u8], end: Option<&[u8]>, visit: &mut Visitor<'_>) -> Result<()> {
-            let pairs: Vec<_> = {
-                let e = self.0.lock().unwrap();
-                e.map
-                    .range(start.to_vec()..)
-                    .take_while(|(k, _)| end.is_none_or(|e| k.as_slice() < e))
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect()
-            };
-            for (k, v) in pairs {
-                if !visit(&k, &v)? {
-                    break;
-                }
-            }
-            Ok(())
-        }
-        fn commit(&self, batch: Vec<KvOp>, sync: bool) -> Result<()> {
-            let mut e = self.0.lock().unwrap();
-            apply(&mut e.map, &batch);
-            e.batches.push(batch);
-            if sync {
-                e.durable = e.batches.len();
-            }
-            Ok(())
-        }
-        fn persist(&self) -> Result<()> {
-            let mut e = self.0.lock().unwrap();
-            e.durable = e.batches.len();
-            Ok(())
-        }
     }
 }

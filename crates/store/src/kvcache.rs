@@ -162,7 +162,7 @@ impl<K: Kv> Kv for CachedKv<K> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kv::model::ModelKv;
+    use crate::sim_media::SimKv as ModelKv;
     use std::sync::Arc;
 
     type Hook = Box<dyn FnOnce() + Send>;

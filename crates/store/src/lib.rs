@@ -32,6 +32,8 @@ pub use txn::{Op, Transaction};
 pub mod bench;
 pub mod kv;
 pub mod kvcache;
+pub mod media;
+pub mod sim_media;
 #[cfg(feature = "workloads")]
 pub mod torture;
 pub mod wal;

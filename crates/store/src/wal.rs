@@ -36,11 +36,9 @@ use crate::block::codec::csum as crc;
 use crate::block::AlignedBuf;
 use crate::error::{Result, StoreError};
 use crate::kv::{Kv, KvOp, Visitor};
+use crate::media::{Device, Media};
 use std::collections::{HashMap, VecDeque};
-use std::fs::{File, OpenOptions};
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
-use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// The journal's file name beside the engine's directory.
 pub const WAL_FILE: &str = "wal";
@@ -298,7 +296,7 @@ impl Super {
 /// The ring's state; all of it under one lock, with the engine's commits,
 /// so batches reach the engine in sequence order.
 struct Ring {
-    file: File,
+    file: Arc<dyn Device>,
     end: u64,
     sup: Super,
     head: u64,
@@ -380,23 +378,14 @@ pub struct WalKv<K: Kv> {
     logged: Option<u8>,
     ring: Mutex<Ring>,
     /// For reading stubs' records without the ring's lock.
-    reader: File,
+    reader: Arc<dyn Device>,
     /// The ring's end (fixed at creation).
     end: u64,
 }
 
-fn open_direct(path: &Path) -> Result<File> {
-    OpenOptions::new()
-        .read(true)
-        .write(true)
-        .custom_flags(libc::O_DIRECT)
-        .open(path)
-        .map_err(io)
-}
-
 /// Read `len` bytes (a multiple of the page) at `off` into an aligned
 /// buffer.
-fn read_at(f: &File, off: u64, len: u64) -> Result<AlignedBuf> {
+fn read_at(f: &dyn Device, off: u64, len: u64) -> Result<AlignedBuf> {
     let n = usize::try_from(len).map_err(io)?;
     let mut b = AlignedBuf::zeroed(n);
     f.read_exact_at(b.as_mut_slice(), off).map_err(io)?;
@@ -406,7 +395,7 @@ fn read_at(f: &File, off: u64, len: u64) -> Result<AlignedBuf> {
 /// A record's decompressed payload, if the record at `off` is whole and is
 /// record `seq` of `epoch` (`None` otherwise).
 fn read_record(
-    f: &File,
+    f: &dyn Device,
     off: u64,
     end: u64,
     epoch: u64,
@@ -448,10 +437,10 @@ fn read_record(
 }
 
 impl<K: Kv> WalKv<K> {
-    /// Open the journal at `path` in front of `inner` (creating it, of
+    /// Open the journal of `media` in front of `inner` (creating it, of
     /// `size` bytes, if missing), replaying what `inner` lost. Values
     /// under the key prefix `logged` are kept in the journal only.
-    pub fn open(inner: K, path: &Path, size: u64, logged: Option<u8>) -> Result<WalKv<K>> {
+    pub fn open(inner: K, media: &dyn Media, size: u64, logged: Option<u8>) -> Result<WalKv<K>> {
         let engine_seq = match inner.get(SEQ_KEY)? {
             Some(v) => u64::from_le_bytes(
                 v.as_slice()
@@ -460,80 +449,31 @@ impl<K: Kv> WalKv<K> {
             ),
             None => 0,
         };
-        if !path.exists() {
-            if engine_seq != 0 {
-                return Err(corrupt(format!(
-                    "{} is missing, and the metadata says batches went through it",
-                    path.display()
-                )));
+        let file = match media.journal()? {
+            Some(f) => f,
+            None => {
+                if engine_seq != 0 {
+                    return Err(corrupt(format!(
+                        "{} is missing, and the metadata says batches went through it",
+                        media.journal_name()
+                    )));
+                }
+                create(media, size.max(MIN_WAL_SIZE), &inner, logged)?
             }
-            create(path, size.max(MIN_WAL_SIZE))?;
-            if let Some(p) = logged {
-                // A store from before the journal: its logged values are
-                // bare; mark them whole.
-                let mut ops = Vec::new();
-                inner.visit(&[p], Some(&[p + 1]), &mut |k, v| {
-                    ops.push(KvOp::Put(k.to_vec(), full(v)));
-                    Ok(true)
-                })?;
-                inner.commit(ops, true)?;
-            }
-        }
-        let file = open_direct(path)?;
-        let reader = open_direct(path)?;
-        let sup = read_super(&file)?;
+        };
+        let reader = file.clone();
+        let sup = read_super(file.as_ref())?;
         let end = sup.ring_end;
-        if file.metadata().map_err(io)?.len() < end {
+        if file.size().map_err(io)? < end {
             return Err(corrupt(format!(
                 "{} is shorter than its superblock says",
-                path.display()
+                media.journal_name()
             )));
         }
-        // Apply again what the engine lost: the records after its number.
-        let mut off = sup.start_off;
-        let mut seq = sup.start_seq;
-        loop {
-            let rec = match read_record(&file, off, end, sup.epoch, seq)? {
-                Some(r) => Some(r),
-                None if off != RING_START => {
-                    // The writer goes back to the start when a record does
-                    // not fit before the end.
-                    off = RING_START;
-                    read_record(&file, off, end, sup.epoch, seq)?
-                }
-                None => None,
-            };
-            let Some((h, raw)) = rec else { break };
-            if seq > engine_seq {
-                let mut ops = decode_ops(&raw)?;
-                for op in &mut ops {
-                    if let KvOp::Put(k, v) = op {
-                        if logged.is_some_and(|p| k.first() == Some(&p)) {
-                            *v = full(v);
-                        }
-                    }
-                }
-                ops.push(KvOp::Put(SEQ_KEY.to_vec(), seq.to_le_bytes().to_vec()));
-                inner.commit(ops, false)?;
-            }
-            off += h.span();
-            seq += 1;
-        }
-        let next_seq = seq.max(engine_seq + 1);
-        // Replace every stub by its value: the ring starts empty.
+        let engine_seq = replay(&inner, file.as_ref(), &sup, engine_seq, logged)?;
+        let next_seq = engine_seq + 1;
         if let Some(p) = logged {
-            let mut stubs = Vec::new();
-            inner.visit(&[p], Some(&[p + 1]), &mut |k, v| {
-                if v.first() == Some(&V_STUB) {
-                    stubs.push((k.to_vec(), Stub::decode(&v[1..])?));
-                }
-                Ok(true)
-            })?;
-            let mut ops = Vec::new();
-            for (k, s) in stubs {
-                ops.push(KvOp::Put(k, full(&resolve(&reader, end, &s)?)));
-            }
-            inner.commit(ops, false)?;
+            materialize(&inner, reader.as_ref(), end, p)?;
         }
         inner.persist()?;
         let mut ring = Ring {
@@ -583,7 +523,7 @@ impl<K: Kv> WalKv<K> {
     fn logged_value(&self, v: &[u8]) -> Result<Vec<u8>> {
         match v.split_first() {
             Some((&V_FULL, rest)) => Ok(rest.to_vec()),
-            Some((&V_STUB, rest)) => resolve(&self.reader, self.end, &Stub::decode(rest)?),
+            Some((&V_STUB, rest)) => resolve(self.reader.as_ref(), self.end, &Stub::decode(rest)?),
             _ => Err(corrupt("a logged value without its mark")),
         }
     }
@@ -595,42 +535,98 @@ impl<K: Kv> WalKv<K> {
     }
 }
 
-/// Create the journal file: written whole (so later syncs flush data
-/// only), with its superblock, then renamed into place.
-fn create(path: &Path, size: u64) -> Result<()> {
-    let end = RING_START + pad(size);
-    let tmp = path.with_extension("new");
-    let f = OpenOptions::new()
-        .create(true)
-        .truncate(true)
-        .write(true)
-        .open(&tmp)
-        .map_err(io)?;
-    let zeros = vec![0u8; 1 << 20];
-    let mut off = 0;
-    while off < end {
-        let n = (end - off).min(zeros.len() as u64) as usize;
-        f.write_all_at(&zeros[..n], off).map_err(io)?;
-        off += n as u64;
-    }
+/// Create the journal (written whole, with its superblock, before it
+/// appears) for an engine that has never had one.
+fn create<K: Kv>(
+    media: &dyn Media,
+    size: u64,
+    inner: &K,
+    logged: Option<u8>,
+) -> Result<Arc<dyn Device>> {
     let sup = Super {
         version: 1,
         epoch: 1,
-        ring_end: end,
+        ring_end: RING_START + pad(size),
         start_seq: 1,
         start_off: RING_START,
     };
-    f.write_all_at(&sup.encode(), 0).map_err(io)?;
-    f.sync_all().map_err(io)?;
-    drop(f);
-    std::fs::rename(&tmp, path).map_err(io)?;
-    if let Some(dir) = path.parent() {
-        File::open(dir).and_then(|d| d.sync_all()).map_err(io)?;
+    media.create_journal(sup.ring_end, &sup.encode())?;
+    if let Some(p) = logged {
+        // A store from before the journal: its logged values are bare;
+        // mark them whole.
+        let mut ops = Vec::new();
+        inner.visit(&[p], Some(&[p + 1]), &mut |k, v| {
+            ops.push(KvOp::Put(k.to_vec(), full(v)));
+            Ok(true)
+        })?;
+        inner.commit(ops, true)?;
     }
-    Ok(())
+    media
+        .journal()?
+        .ok_or_else(|| io(format!("{} vanished once created", media.journal_name())))
 }
 
-fn read_super(f: &File) -> Result<Super> {
+/// Apply again what the engine lost: the records of the ring's epoch after
+/// the engine's sequence number `engine_seq`. Returns the number of the
+/// last batch the engine now holds.
+fn replay<K: Kv>(
+    inner: &K,
+    file: &dyn Device,
+    sup: &Super,
+    engine_seq: u64,
+    logged: Option<u8>,
+) -> Result<u64> {
+    let end = sup.ring_end;
+    let mut off = sup.start_off;
+    let mut seq = sup.start_seq;
+    loop {
+        let rec = match read_record(file, off, end, sup.epoch, seq)? {
+            Some(r) => Some(r),
+            None if off != RING_START => {
+                // The writer goes back to the start when a record does
+                // not fit before the end.
+                off = RING_START;
+                read_record(file, off, end, sup.epoch, seq)?
+            }
+            None => None,
+        };
+        let Some((h, raw)) = rec else { break };
+        if seq > engine_seq {
+            let mut ops = decode_ops(&raw)?;
+            for op in &mut ops {
+                if let KvOp::Put(k, v) = op {
+                    if logged.is_some_and(|p| k.first() == Some(&p)) {
+                        *v = full(v);
+                    }
+                }
+            }
+            ops.push(KvOp::Put(SEQ_KEY.to_vec(), seq.to_le_bytes().to_vec()));
+            inner.commit(ops, false)?;
+        }
+        off += h.span();
+        seq += 1;
+    }
+    Ok((seq - 1).max(engine_seq))
+}
+
+/// Replace every stub under the prefix `p` by its value: the ring then
+/// starts empty.
+fn materialize<K: Kv>(inner: &K, reader: &dyn Device, end: u64, p: u8) -> Result<()> {
+    let mut stubs = Vec::new();
+    inner.visit(&[p], Some(&[p + 1]), &mut |k, v| {
+        if v.first() == Some(&V_STUB) {
+            stubs.push((k.to_vec(), Stub::decode(&v[1..])?));
+        }
+        Ok(true)
+    })?;
+    let mut ops = Vec::new();
+    for (k, s) in stubs {
+        ops.push(KvOp::Put(k, full(&resolve(reader, end, &s)?)));
+    }
+    inner.commit(ops, false)
+}
+
+fn read_super(f: &dyn Device) -> Result<Super> {
     let b = read_at(f, 0, RING_START)?;
     let s = b.as_slice();
     let a = Super::decode(&s[0..PAGE as usize]);
@@ -650,7 +646,7 @@ fn read_super(f: &File) -> Result<Super> {
 }
 
 /// A stub's value, read from its record.
-fn resolve(f: &File, end: u64, s: &Stub) -> Result<Vec<u8>> {
+fn resolve(f: &dyn Device, end: u64, s: &Stub) -> Result<Vec<u8>> {
     let (_, raw) = read_record(f, s.off, end, s.epoch, s.seq)?
         .ok_or_else(|| corrupt(format!("record {} named by a stub is gone", s.seq)))?;
     let r = s.pos as usize..s.pos as usize + s.len as usize;
@@ -952,8 +948,11 @@ impl<K: Kv> Kv for WalKv<K> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kv::model::{apply, Map, ModelKv};
+    use crate::media::DirMedia;
+    use crate::sim_media::{apply, Map, SimKv as ModelKv};
     use loligo_testkit::{Rng, TempDir};
+    use std::fs::OpenOptions;
+    use std::os::unix::fs::FileExt;
 
     fn everything(kv: &dyn Kv) -> Map {
         kv.scan(&[], None, usize::MAX)
@@ -1000,10 +999,15 @@ mod tests {
         let mut total_materialized = 0;
         for seed in 0..12u64 {
             let dir = TempDir::new("wal-crash").unwrap();
-            let path = dir.path().join(WAL_FILE);
             let mut r = Rng::new(seed);
             let mut engine = ModelKv::default();
-            let mut kv = WalKv::open(engine.clone(), &path, MIN_WAL_SIZE, Some(b'W')).unwrap();
+            let mut kv = WalKv::open(
+                engine.clone(),
+                &DirMedia::new(dir.path()),
+                MIN_WAL_SIZE,
+                Some(b'W'),
+            )
+            .unwrap();
             let mut model = Map::new();
             let mut counts = Counts::default();
             for round in 0..8 {
@@ -1025,7 +1029,13 @@ mod tests {
                 counts.wraps += c.wraps;
                 drop(kv);
                 engine = engine.crash(extra);
-                kv = WalKv::open(engine.clone(), &path, MIN_WAL_SIZE, Some(b'W')).unwrap();
+                kv = WalKv::open(
+                    engine.clone(),
+                    &DirMedia::new(dir.path()),
+                    MIN_WAL_SIZE,
+                    Some(b'W'),
+                )
+                .unwrap();
                 assert_eq!(
                     everything(&kv),
                     model,
@@ -1048,10 +1058,15 @@ mod tests {
     #[test]
     fn incompressible_records_skip_lz4_for_a_while() {
         let dir = TempDir::new("wal-lz4").unwrap();
-        let path = dir.path().join(WAL_FILE);
         let mut r = Rng::new(7);
         let engine = ModelKv::default();
-        let kv = WalKv::open(engine.clone(), &path, 8 << 20, Some(b'W')).unwrap();
+        let kv = WalKv::open(
+            engine.clone(),
+            &DirMedia::new(dir.path()),
+            8 << 20,
+            Some(b'W'),
+        )
+        .unwrap();
         let mut model = Map::new();
         let mut put = |kv: &WalKv<ModelKv>, i: u32, v: Vec<u8>| {
             let b = vec![KvOp::Put([b"W".as_slice(), &i.to_be_bytes()].concat(), v)];
@@ -1075,7 +1090,13 @@ mod tests {
         assert_eq!(kv.counts().compressed, 2, "lz4 is offered again");
         assert_eq!(everything(&kv), model);
         drop(kv);
-        let kv = WalKv::open(engine.crash(0), &path, 8 << 20, Some(b'W')).unwrap();
+        let kv = WalKv::open(
+            engine.crash(0),
+            &DirMedia::new(dir.path()),
+            8 << 20,
+            Some(b'W'),
+        )
+        .unwrap();
         assert_eq!(everything(&kv), model, "after a crash");
     }
 
@@ -1088,7 +1109,13 @@ mod tests {
             let path = dir.path().join(WAL_FILE);
             let mut r = Rng::new(seed);
             let engine = ModelKv::default();
-            let kv = WalKv::open(engine.clone(), &path, 1 << 20, Some(b'W')).unwrap();
+            let kv = WalKv::open(
+                engine.clone(),
+                &DirMedia::new(dir.path()),
+                1 << 20,
+                Some(b'W'),
+            )
+            .unwrap();
             let mut states = vec![Map::new()];
             let mut last_synced = 0;
             for i in 0..(2 + r.index(40)) {
@@ -1113,10 +1140,15 @@ mod tests {
             if let (true, Some(off), Some(span)) = (torn, off, span) {
                 // The last record's final page never reached the disk.
                 let f = OpenOptions::new().write(true).open(&path).unwrap();
-                f.write_all_at(&vec![0xa5; PAGE as usize], off + span - PAGE)
-                    .unwrap();
+                FileExt::write_all_at(&f, &vec![0xa5; PAGE as usize], off + span - PAGE).unwrap();
             }
-            let kv = WalKv::open(engine.clone(), &path, 1 << 20, Some(b'W')).unwrap();
+            let kv = WalKv::open(
+                engine.clone(),
+                &DirMedia::new(dir.path()),
+                1 << 20,
+                Some(b'W'),
+            )
+            .unwrap();
             let got = everything(&kv);
             let want = if torn && off.is_some() && seq as usize == states.len() - 1 {
                 &states[states.len() - 2]
@@ -1133,9 +1165,8 @@ mod tests {
     #[test]
     fn records_of_an_earlier_epoch_are_never_replayed() {
         let dir = TempDir::new("wal-epoch").unwrap();
-        let path = dir.path().join(WAL_FILE);
         let engine = ModelKv::default();
-        let kv = WalKv::open(engine.clone(), &path, 1 << 20, None).unwrap();
+        let kv = WalKv::open(engine.clone(), &DirMedia::new(dir.path()), 1 << 20, None).unwrap();
         for i in 0..10u8 {
             kv.commit(vec![KvOp::Put(vec![b'A', i], vec![i; 100])], true)
                 .unwrap();
@@ -1143,14 +1174,14 @@ mod tests {
         drop(kv);
         // The engine lost all ten; the journal gives them back.
         let engine = engine.crash(0);
-        let kv = WalKv::open(engine.clone(), &path, 1 << 20, None).unwrap();
+        let kv = WalKv::open(engine.clone(), &DirMedia::new(dir.path()), 1 << 20, None).unwrap();
         assert_eq!(everything(&kv).len(), 10);
         // A new epoch writes from the ring's start again, over the old
         // records; one delete, then a crash that loses it in the engine.
         kv.commit(vec![KvOp::Delete(vec![b'A', 0])], true).unwrap();
         drop(kv);
         let engine = engine.crash(0);
-        let kv = WalKv::open(engine.clone(), &path, 1 << 20, None).unwrap();
+        let kv = WalKv::open(engine.clone(), &DirMedia::new(dir.path()), 1 << 20, None).unwrap();
         let got = everything(&kv);
         assert_eq!(got.len(), 9, "{got:?}");
         assert!(!got.contains_key(&vec![b'A', 0]));
@@ -1165,7 +1196,7 @@ mod tests {
         let dir = TempDir::new("wal-stale").unwrap();
         let path = dir.path().join(WAL_FILE);
         let engine = ModelKv::default();
-        let kv = WalKv::open(engine.clone(), &path, 1 << 20, None).unwrap();
+        let kv = WalKv::open(engine.clone(), &DirMedia::new(dir.path()), 1 << 20, None).unwrap();
         for k in [&b"one"[..], b"two", b"stale"] {
             kv.commit(vec![KvOp::Put(k.to_vec(), b"x".to_vec())], true)
                 .unwrap();
@@ -1174,10 +1205,9 @@ mod tests {
         // Record 2 (the second page of the ring) was torn; the engine kept
         // nothing.
         let f = OpenOptions::new().write(true).open(&path).unwrap();
-        f.write_all_at(&[0x5a; PAGE as usize], RING_START + PAGE)
-            .unwrap();
+        FileExt::write_all_at(&f, &[0x5a; PAGE as usize], RING_START + PAGE).unwrap();
         let engine = engine.crash(0);
-        let kv = WalKv::open(engine.clone(), &path, 1 << 20, None).unwrap();
+        let kv = WalKv::open(engine.clone(), &DirMedia::new(dir.path()), 1 << 20, None).unwrap();
         assert_eq!(everything(&kv).len(), 1);
         // The new epoch's record 2 takes two pages: record 3 is then
         // expected on the page where the old epoch's record 3 still is.
@@ -1186,7 +1216,7 @@ mod tests {
             .unwrap();
         assert_eq!(kv.ring.lock().unwrap().head, RING_START + 2 * PAGE);
         drop(kv);
-        let kv = WalKv::open(engine.crash(0), &path, 1 << 20, None).unwrap();
+        let kv = WalKv::open(engine.crash(0), &DirMedia::new(dir.path()), 1 << 20, None).unwrap();
         let got = everything(&kv);
         assert!(got.contains_key(b"big".as_slice()));
         assert!(!got.contains_key(b"stale".as_slice()), "{:?}", got.keys());
@@ -1197,7 +1227,6 @@ mod tests {
     #[test]
     fn a_store_from_before_the_journal_keeps_its_logged_values() {
         let dir = TempDir::new("wal-upgrade").unwrap();
-        let path = dir.path().join(WAL_FILE);
         let engine = ModelKv::default();
         // Bare values, one of them starting with the stub mark.
         engine
@@ -1210,12 +1239,24 @@ mod tests {
                 true,
             )
             .unwrap();
-        let kv = WalKv::open(engine.clone(), &path, 1 << 20, Some(b'W')).unwrap();
+        let kv = WalKv::open(
+            engine.clone(),
+            &DirMedia::new(dir.path()),
+            1 << 20,
+            Some(b'W'),
+        )
+        .unwrap();
         assert_eq!(kv.get(b"W1").unwrap().unwrap(), vec![V_STUB, 2, 3]);
         assert_eq!(kv.get(b"W2").unwrap().unwrap(), b"data");
         assert_eq!(kv.get(b"O1").unwrap().unwrap(), b"meta");
         drop(kv);
-        let kv = WalKv::open(engine.crash(0), &path, 1 << 20, Some(b'W')).unwrap();
+        let kv = WalKv::open(
+            engine.crash(0),
+            &DirMedia::new(dir.path()),
+            1 << 20,
+            Some(b'W'),
+        )
+        .unwrap();
         assert_eq!(kv.get(b"W1").unwrap().unwrap(), vec![V_STUB, 2, 3]);
     }
 
@@ -1226,12 +1267,12 @@ mod tests {
         let dir = TempDir::new("wal-missing").unwrap();
         let path = dir.path().join(WAL_FILE);
         let engine = ModelKv::default();
-        let kv = WalKv::open(engine.clone(), &path, 1 << 20, None).unwrap();
+        let kv = WalKv::open(engine.clone(), &DirMedia::new(dir.path()), 1 << 20, None).unwrap();
         kv.commit(vec![KvOp::Put(b"A".to_vec(), b"x".to_vec())], true)
             .unwrap();
         drop(kv);
         std::fs::remove_file(&path).unwrap();
-        let e = WalKv::open(engine.crash(1), &path, 1 << 20, None)
+        let e = WalKv::open(engine.crash(1), &DirMedia::new(dir.path()), 1 << 20, None)
             .err()
             .unwrap();
         assert!(matches!(e, StoreError::Corrupt(_)), "{e:?}");
@@ -1242,9 +1283,14 @@ mod tests {
     #[test]
     fn logged_values_stay_in_the_journal() {
         let dir = TempDir::new("wal-logged").unwrap();
-        let path = dir.path().join(WAL_FILE);
         let engine = ModelKv::default();
-        let kv = WalKv::open(engine.clone(), &path, 1 << 20, Some(b'W')).unwrap();
+        let kv = WalKv::open(
+            engine.clone(),
+            &DirMedia::new(dir.path()),
+            1 << 20,
+            Some(b'W'),
+        )
+        .unwrap();
         let data = Rng::new(1).bytes(4096);
         kv.commit(
             vec![

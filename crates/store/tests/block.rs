@@ -1299,3 +1299,56 @@ fn auto_small_writes_defer_what_compresses_and_copy_what_does_not() {
     );
     clean(&t);
 }
+
+/// A block store on simulated media (memory, with a power-loss model);
+/// remounts keep everything, as a clean shutdown does.
+pub struct SimBlock {
+    store: Option<BlockStore>,
+    media: loligo_store::sim_media::SimMedia,
+    cfg: BlockConfig,
+}
+
+impl SimBlock {
+    fn small() -> SimBlock {
+        let cfg = BlockConfig {
+            size: 64 << 20,
+            writers: 1,
+            ..BlockConfig::default()
+        };
+        let media = loligo_store::sim_media::SimMedia::new(cfg.size);
+        BlockStore::mkfs_media(&media, &cfg).expect("mkfs");
+        let store =
+            Some(BlockStore::mount_media(std::sync::Arc::new(media.clone()), &cfg).expect("mount"));
+        SimBlock { store, media, cfg }
+    }
+}
+
+impl suite::AsStore for SimBlock {
+    fn as_store(&self) -> &dyn ObjectStore {
+        self.store.as_ref().expect("mounted")
+    }
+}
+
+/// The suite on simulated media: the store asks nothing of a device
+/// beyond what `media` says.
+mod sim {
+    use super::*;
+    store_suite!(SimBlock::small());
+
+    #[test]
+    fn a_clean_remount_keeps_everything() {
+        let mut b = SimBlock::small();
+        let c = CollectionId::pg(1, 0);
+        let o = ObjectId::new(1, "o");
+        let mut t = Transaction::new();
+        t.create_collection(c).write_full(c, &o, vec![7u8; 300_000]);
+        b.store.as_ref().unwrap().apply(t).unwrap();
+        b.store = None;
+        let s = BlockStore::mount_media(std::sync::Arc::new(b.media.clone()), &b.cfg).unwrap();
+        assert_eq!(
+            s.read(c, &o, &[(0, u64::MAX)]).unwrap()[0],
+            vec![7u8; 300_000]
+        );
+        assert!(s.fsck(true).unwrap().errors.is_empty());
+    }
+}

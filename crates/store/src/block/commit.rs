@@ -14,7 +14,6 @@ use crate::kv::{Kv, KvOp};
 use crate::names::{CollectionId, Compression, ObjectId};
 use crate::txn::{Op, Transaction};
 use std::collections::{BTreeMap, HashMap};
-use std::os::unix::fs::FileExt;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::Receiver;
 use std::sync::Arc;
