@@ -1,6 +1,8 @@
 //! A seeded simulation of three PGs on four OSDs: the real `Pg` state
 //! machines (primary, replica, peering-query and recovery paths, the same
-//! code the daemon runs) over one store per OSD, with the OSD's commit
+//! code the daemon runs) over one store per OSD (a `MemStore` with a model
+//! of what a crash keeps, or the `BlockStore` on simulated media whose
+//! crashes are power losses: `disk`), with the OSD's commit
 //! queue and recovery slots (the daemon's own `Reserver`, one or two
 //! slots) shared by its PGs; monitors (the `monitor` module: the monitors'
 //! own map logic over real CRUSH in random runs, the first model for the
@@ -13,7 +15,9 @@
 //! yet synced are kept or lost at random, a prefix of them in queue
 //! order; an OSD holding unsynced chunks crashes more often),
 //! restarts, partitions between two OSDs (`Run::partitions`: one side
-//! marked down while it runs, now and then, and booting again), object
+//! marked down while it runs, now and then, and booting again), the
+//! monitors' leader failing mid-commit (`Run::elections`: see
+//! `election`), power losses under the block store (`Run::stores`), object
 //! reads that fail with EIO (a bad sector: client reads,
 //! reads for a write, for a push, a pull or a backfill chunk), store
 //! commits that fail (an I/O error or a full device: the OSD stops
@@ -46,6 +50,9 @@
 //! the seed, so a seed replays exactly. It is a test tool: it checks with
 //! `assert!` and panics on the first violation.
 
+use disk::Disk;
+pub use disk::Stores;
+use election::{Elections, Taken, ELECTION_PER_MILLE, RECORD_RETRY_MS};
 use loligo_ec::plan::Coalesce;
 use loligo_ec::stripe::{Fetched, Striper};
 use loligo_pg::msg::{PeerMsg, PeerReply};
@@ -54,12 +61,14 @@ use loligo_pg::pg::{
     MonAsk, Pg, RepError,
 };
 use loligo_pg::reserve::Reserver;
-use loligo_store::{CollectionId, FaultyStore, MemStore, ObjectStore, Transaction};
+use loligo_store::{CollectionId, ObjectStore, Transaction};
 use loligo_types::ops::{ClientOp, OpError, OpReply, ReqId, SubOp, SubResult, Version};
 use loligo_types::osdmap::{EcPlugin, EcProfile, PoolKind};
 use loligo_types::{Change, Epoch, OsdMap, PgId, PgState, Pool, RecordAsk};
 use monitor::{members, primary_of, ModelMon, Monitor, RealMon, Seen, Steer};
 
+mod disk;
+mod election;
 mod monitor;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -122,23 +131,12 @@ const VOLATILE_CRASH_PER_MILLE: u64 = 100;
 const EIO_PER_MILLE: u64 = 10;
 
 struct Osd {
-    /// Its device: object reads fail when the simulation says so (a bad
-    /// sector answers EIO).
-    store: FaultyStore<MemStore>,
+    /// Its disk: the store, what is queued for it, what a crash keeps.
+    disk: Disk,
     /// Its PGs by PG number while it runs (none while stopped).
     pgs: Vec<Pg>,
     /// Incremented at every start: messages to an older process are lost.
     gen: u64,
-    /// Local transactions queued and not yet committed, in queue order,
-    /// as (PG, tid, transaction, synced): a store commits in that order,
-    /// all PGs together; a crash keeps a prefix.
-    unsynced: std::collections::VecDeque<(usize, u64, Transaction, bool)>,
-    /// Transactions committed unsynced (visible in the store, not yet
-    /// durable: a backfill chunk), in order; a crash keeps a prefix of
-    /// them (and of `unsynced` only if it keeps them all).
-    volatile: Vec<Transaction>,
-    /// The store as it was before `volatile` (what a crash goes back to).
-    base: Option<MemStore>,
     /// Recovery-slot asks its PGs made and have not given back (granted
     /// or not), as (PG, ask): clean PGs hold none.
     asks: BTreeSet<(usize, u64)>,
@@ -151,24 +149,6 @@ struct Osd {
 impl Osd {
     fn running(&self) -> bool {
         !self.pgs.is_empty()
-    }
-
-    /// The store commits `txn`: durable with everything before it if
-    /// `sync`, else only visible.
-    fn commit(&mut self, txn: Transaction, sync: bool) {
-        let s = self.store.inner();
-        if sync {
-            self.volatile.clear();
-            self.base = None;
-        } else {
-            if self.base.is_none() {
-                self.base = Some(s.snapshot().unwrap());
-            }
-            self.volatile.push(txn.clone());
-        }
-        if let Err(e) = s.apply(txn.clone()) {
-            panic!("{e}: {txn:?}");
-        }
     }
 }
 
@@ -209,6 +189,12 @@ enum Ev {
         to: usize,
         gen: u64,
         interval: Epoch,
+    },
+    /// The daemon asks again for a record the monitors could not take
+    /// (while they elected a leader), if it is still its newest.
+    RecordAgain {
+        pg: usize,
+        from: usize,
     },
     PgTemp {
         pg: usize,
@@ -348,11 +334,16 @@ pub struct Sim {
     cut_off: [bool; OSDS],
     /// The map epoch the client sends under (`None`: the newest).
     client_epoch: Option<Epoch>,
-    /// Pairs of OSDs that cannot reach each other (lower id first).
+    /// Links that lose every message, as (from, to): a partition cuts
+    /// both ways, a one-way one only one.
     apart: BTreeSet<(usize, usize)>,
-    /// Random partitions (`Run::partitions`), and when each one heals.
+    /// Random partitions (`Run::partitions`, some one-way with
+    /// `Run::one_way`), and when each cut link heals.
     partitions: bool,
+    one_way: bool,
     heals: BTreeMap<(usize, usize), u64>,
+    /// The monitors' leader failing now and then (`Run::elections`).
+    elections: Elections,
     /// The pool's striping when it is erasure-coded.
     ec: Option<Arc<Striper>>,
     /// Each acknowledged write's value, by object and version.
@@ -448,6 +439,14 @@ pub struct Stats {
     /// after a map showed them down.
     pub partitions: u64,
     pub reboots: u64,
+    /// Partitions that cut one direction only.
+    pub one_way: u64,
+    /// Times the monitors' leader failed; OSD asks whose call failed
+    /// while they elected another; of those, asks the failed leader had
+    /// taken, committed once a new one was in.
+    pub elections: u64,
+    pub asks_failed: u64,
+    pub taken_mid_commit: u64,
 }
 
 /// A number from the environment, if set and a number.
@@ -496,6 +495,10 @@ impl Stats {
         self.unfound_marked += st.unfound_marked;
         self.partitions += st.partitions;
         self.reboots += st.reboots;
+        self.one_way += st.one_way;
+        self.elections += st.elections;
+        self.asks_failed += st.asks_failed;
+        self.taken_mid_commit += st.taken_mid_commit;
     }
 }
 
@@ -559,7 +562,7 @@ impl Host for Shell<'_> {
 
     fn apply(&mut self, tid: u64, txn: Transaction, sync: bool) {
         let (o, p, gen) = (self.o, self.p, self.gen);
-        self.sim.osds[o].unsynced.push_back((p, tid, txn, sync));
+        self.sim.osds[o].disk.queued.push_back((p, tid, txn, sync));
         self.sim.send(Ev::LocalDone {
             pg: p,
             osd: o,
@@ -695,12 +698,14 @@ impl Sim {
     /// Cut OSDs `a` and `b` off from each other (both ways); each still
     /// reaches the monitors and the clients.
     pub fn partition(&mut self, a: usize, b: usize) {
-        self.apart.insert(pair(a, b));
+        self.apart.insert((a, b));
+        self.apart.insert((b, a));
     }
 
     /// Join OSDs `a` and `b` again.
     pub fn join(&mut self, a: usize, b: usize) {
-        self.apart.remove(&pair(a, b));
+        self.apart.remove(&(a, b));
+        self.apart.remove(&(b, a));
     }
 
     /// The monitors mark OSD `o` down (as its peers' failure reports
@@ -774,20 +779,9 @@ fn sim_pool(seed: u64, ec: bool) -> (Pool, Option<EcProfile>) {
     (pool, Some(prof))
 }
 
-/// An OSD's empty store, with a collection for each PG.
-fn empty_store() -> MemStore {
-    let mem = MemStore::new();
-    let mut t = Transaction::new();
-    for p in 0..PGS {
-        t.create_collection(coll(p));
-    }
-    mem.apply(t).unwrap();
-    mem
-}
-
-/// OSDs `a` and `b` as a partition names them: lower id first.
-fn pair(a: usize, b: usize) -> (usize, usize) {
-    (a.min(b), a.max(b))
+/// Every PG's collection, as each disk starts.
+fn colls() -> Vec<CollectionId> {
+    (0..PGS).map(coll).collect()
 }
 
 fn take_held<T>(m: &mut BTreeMap<u64, T>, held: impl Fn(&T) -> bool) -> Vec<T> {
@@ -835,19 +829,17 @@ impl Sim {
         // How long an OSD stays down before the monitors mark it out (the
         // real monitors only): from a quarter of a second, shorter than
         // most downs, to three seconds, longer than most.
-        let out_after_ms = match mon.real() {
+        let real = mon.real();
+        let out_after_ms = match real {
             true => 250 + rng.below(12) * 250,
             false => u64::MAX,
         };
         let mut osds = Vec::new();
         for _ in 0..OSDS {
             osds.push(Osd {
-                store: FaultyStore::new(empty_store()),
+                disk: Disk::new(run.stores, &colls()),
                 pgs: Vec::new(),
                 gen: 0,
-                unsynced: Default::default(),
-                volatile: Vec::new(),
-                base: None,
                 asks: BTreeSet::new(),
                 slots: Reserver::new(slots),
                 seen: Seen::default(),
@@ -863,7 +855,9 @@ impl Sim {
             client_epoch: None,
             apart: BTreeSet::new(),
             partitions: run.partitions,
+            one_way: run.one_way,
             heals: BTreeMap::new(),
+            elections: Elections::new(run.elections && real),
             rng,
             now_ms: 0,
             osds,
@@ -947,6 +941,10 @@ impl Sim {
     /// The monitors commit `changes` as the next epoch, and every OSD
     /// hears of it (nothing when there are none).
     fn propose(&mut self, changes: Vec<Change>) {
+        if self.elections.electing() {
+            self.elections.defer(changes);
+            return;
+        }
         if self.mon.commit(changes) {
             self.publish();
         }
@@ -983,7 +981,7 @@ impl Sim {
         let osd = &mut self.osds[o];
         osd.gen += 1;
         for p in 0..PGS {
-            let info = stored_info(osd.store.inner(), coll(p))
+            let info = stored_info(osd.disk.inner(), coll(p))
                 .expect("info records read")
                 .unwrap_or_default();
             let mut pg = Pg::new(pg_id(p), o as i32, info);
@@ -1012,31 +1010,14 @@ impl Sim {
         let gen = self.osds[o].gen;
         // Commits in flight and unsynced ones: a prefix of them made it
         // to disk.
-        let osd = &mut self.osds[o];
-        let (v, n) = (osd.volatile.len(), osd.unsynced.len());
-        let kept = if v + n == 0 {
-            0
-        } else {
-            self.rng.index(v + n + 1)
-        };
+        let c = self.osds[o].disk.crash(&mut self.rng);
         if self.trace {
-            println!("  osd.{o} crashes: {v} volatile, {n} queued, {kept} kept");
+            println!(
+                "  osd.{o} crashes: {} volatile, {} queued, {} kept, {} lost",
+                c.volatile, c.queued, c.kept, c.lost
+            );
         }
-        let volatile = std::mem::take(&mut osd.volatile);
-        let unsynced = std::mem::take(&mut osd.unsynced);
-        let base = osd.base.take();
-        if kept < v {
-            self.stats.chunks_lost += (v - kept) as u64;
-            let s = osd.store.inner();
-            s.restore(base.as_ref().unwrap()).unwrap();
-            for txn in volatile.into_iter().take(kept) {
-                s.apply(txn).unwrap();
-            }
-        } else {
-            for (_, _, txn, _) in unsynced.into_iter().take(kept - v) {
-                osd.store.inner().apply(txn).unwrap();
-            }
-        }
+        self.stats.chunks_lost += c.lost as u64;
         self.take_scrubs(o);
         self.osds[o].pgs.clear();
         self.osds[o].asks.clear();
@@ -1058,13 +1039,13 @@ impl Sim {
         let what = self.trace.then(|| format!("{input:?}"));
         self.feed_one(o, p, input);
         let osd = &self.osds[o];
-        if !osd.unsynced.is_empty() {
+        if !osd.disk.queued.is_empty() {
             return;
         }
         let Some(kept) = osd.pgs.get(p).and_then(|pg| pg.tree()) else {
             return;
         };
-        let rebuilt = rebuild_tree(osd.store.inner(), coll(p), kept, None).unwrap();
+        let rebuilt = rebuild_tree(osd.disk.inner(), coll(p), kept, None).unwrap();
         assert!(
             kept == &rebuilt,
             "{}ms osd.{o} pg {p}: the kept tree differs from a rebuild after {:?} (leaves {:?})",
@@ -1082,16 +1063,16 @@ impl Sim {
         let osd = &mut self.osds[o];
         let Some(pg) = osd.pgs.get_mut(p) else { return };
         if eio {
-            osd.store.fail_read_in(1 + self.rng.below(3));
+            osd.disk.store.fail_read_in(1 + self.rng.below(3));
         }
         let before = self
             .trace
             .then(|| format!("{:?}", pg.stat().map(|s| s.state)));
         let ahead_before = pg.chunk_pipeline().2;
         let waiting_before = pg.moved_waiting();
-        let fx = pg.handle(&osd.store, input);
+        let fx = pg.handle(&osd.disk.store, input);
         self.stats.moved_waits += u64::from(waiting_before == 0 && pg.moved_waiting() > 0);
-        osd.store.fail_read_in(0);
+        osd.disk.store.fail_read_in(0);
         let unfound = pg.unfound_count();
         self.stats.unfound_most = self.stats.unfound_most.max(unfound);
         if unfound > 0 {
@@ -1144,8 +1125,9 @@ impl Sim {
     }
 
     /// Whether a partition keeps OSDs `a` and `b` apart.
+    /// Whether messages from OSD `a` to OSD `b` are lost.
     fn apart(&self, a: usize, b: usize) -> bool {
-        !self.apart.is_empty() && self.apart.contains(&pair(a, b))
+        !self.apart.is_empty() && self.apart.contains(&(a, b))
     }
 
     fn alive(&self, o: usize, gen: u64) -> bool {
@@ -1187,6 +1169,11 @@ impl Sim {
                 }
             }
             Ev::Record { pg, from, gen, ask } => {
+                self.elections.asked(from, pg);
+                if self.elections.electing() {
+                    self.record_call_failed(pg, from, gen, ask);
+                    return;
+                }
                 let judged = self.mon.judge(from, pg, &ask);
                 self.stats.records_late += u64::from(judged.late);
                 self.propose(judged.changes);
@@ -1197,6 +1184,13 @@ impl Sim {
                         gen,
                         interval: ask.record.interval,
                     });
+                }
+            }
+            Ev::RecordAgain { pg, from } => {
+                if let Some((gen, ask)) = self.elections.retry(from, pg) {
+                    if self.alive(from, gen) {
+                        self.deliver(Ev::Record { pg, from, gen, ask });
+                    }
                 }
             }
             Ev::Recorded {
@@ -1213,6 +1207,12 @@ impl Sim {
                 if self.alive(osd, gen) {
                     self.feed(osd, pg, Input::Reserved { ask });
                 }
+            }
+            Ev::PrimaryTemp { pg, from, osd } if self.elections.electing() => {
+                self.temp_call_failed(Taken::PrimaryTemp { pg, from, osd });
+            }
+            Ev::PgTemp { pg, from, osds } if self.elections.electing() => {
+                self.temp_call_failed(Taken::PgTemp { pg, from, osds });
             }
             Ev::PrimaryTemp { pg, from, osd } => {
                 let changes = self.mon.steer(from, pg, Steer::PrimaryTemp(osd));
@@ -1290,28 +1290,13 @@ impl Sim {
             // The store fails this transaction (an I/O error, a
             // full device): the OSD stops itself, as the daemon
             // does, with exactly what was committed before it.
-            let o = &mut self.osds[osd];
-            while let Some((p, t, txn, sync)) = o.unsynced.pop_front() {
-                if (p, t) == (pg, tid) {
-                    break;
-                }
-                o.commit(txn, sync);
-            }
-            o.unsynced.clear();
+            self.osds[osd].disk.fail_at(pg, tid);
             self.stats.store_failures += 1;
             self.crash(osd);
             return;
         }
         // Durable with everything queued before it.
-        let o = &mut self.osds[osd];
-        if o.unsynced.iter().any(|(p, t, _, _)| (*p, *t) == (pg, tid)) {
-            while let Some((p, t, txn, sync)) = o.unsynced.pop_front() {
-                o.commit(txn, sync);
-                if (p, t) == (pg, tid) {
-                    break;
-                }
-            }
-        }
+        self.osds[osd].disk.commit_through(pg, tid);
         self.feed(
             osd,
             pg,
@@ -1647,7 +1632,7 @@ impl Sim {
         // An OSD holding backfill chunks applied but not yet durable
         // crashes more often (the window lasts until its next synced
         // commit, which another PG's write soon brings).
-        let holding = running.iter().find(|&&o| !self.osds[o].volatile.is_empty());
+        let holding = running.iter().find(|&&o| self.osds[o].disk.volatile() > 0);
         if let Some(&o) = holding.filter(|_| running.len() > 1) {
             if self.rng.chance(VOLATILE_CRASH_PER_MILLE) {
                 self.crash(o);
@@ -1662,11 +1647,13 @@ impl Sim {
             self.propose(vec![monitor::fullness(o, toofull)]);
         }
         self.partition_faults();
-        if self.lose && self.rng.chance(MARK_UNFOUND_PER_MILLE) {
+        self.election_faults();
+        let electing = self.elections.electing();
+        if self.lose && !electing && self.rng.chance(MARK_UNFOUND_PER_MILLE) {
             self.mark_unfound_lost();
         }
         let stopped: Vec<usize> = (0..OSDS).filter(|&o| !self.osds[o].running()).collect();
-        if self.lose && !stopped.is_empty() && self.rng.chance(LOSE_PER_MILLE) {
+        if self.lose && !electing && !stopped.is_empty() && self.rng.chance(LOSE_PER_MILLE) {
             let o = stopped[self.rng.index(stopped.len())];
             // Only a down OSD can be declared lost.
             if !self.mon.newest().up[o] {
@@ -1699,9 +1686,11 @@ impl Sim {
     }
 
     /// Now and then two OSDs cannot reach each other for a while (both
-    /// still reach the monitors and the clients); in half of them their
-    /// failure reports lead the monitors to mark one side down, which
-    /// boots again when it hears (`Run::partitions`).
+    /// still reach the monitors and the clients), with `Run::one_way` in
+    /// half of them in one direction only (a question gets through, its
+    /// answer does not); in half of them their failure reports lead the
+    /// monitors to mark one side down, which boots again when it hears
+    /// (`Run::partitions`).
     fn partition_faults(&mut self) {
         if !self.partitions || self.healing || !self.mon.real() {
             return;
@@ -1709,27 +1698,103 @@ impl Sim {
         let now = self.now_ms;
         let healed: Vec<(usize, usize)> = (self.heals.iter())
             .filter(|(_, &at)| at <= now)
-            .map(|(p, _)| *p)
+            .map(|(link, _)| *link)
             .collect();
-        for p in healed {
-            self.heals.remove(&p);
-            self.apart.remove(&p);
+        for link in healed {
+            self.heals.remove(&link);
+            self.apart.remove(&link);
         }
         if !self.rng.chance(PARTITION_PER_MILLE) {
             return;
         }
         let a = self.rng.index(OSDS);
         let b = (a + 1 + self.rng.index(OSDS - 1)) % OSDS;
-        if !self.apart.insert(pair(a, b)) {
+        if self.apart.contains(&(a, b)) || self.apart.contains(&(b, a)) {
             return;
         }
         self.stats.partitions += 1;
         let lasts = 500 + self.rng.below(10) * 500;
-        self.heals.insert(pair(a, b), now + lasts);
+        let one_way = self.one_way && self.rng.chance(500);
+        self.stats.one_way += u64::from(one_way);
+        let links = if one_way {
+            vec![(a, b)]
+        } else {
+            vec![(a, b), (b, a)]
+        };
+        for link in links {
+            self.apart.insert(link);
+            self.heals.insert(link, now + lasts);
+        }
         if self.rng.chance(500) {
             let osd = if self.rng.chance(500) { a } else { b };
             let at = now + (5 + self.rng.below(40)) * STEP_MS;
             self.queue.push((at, Ev::Reported { osd }));
+        }
+    }
+
+    /// Now and then the monitors' leader fails, and a new one is in
+    /// after 0.2 to 3 s (`Run::elections`; see `election`).
+    fn election_faults(&mut self) {
+        if !self.elections.on() || self.healing {
+            return;
+        }
+        if self.elections.due(self.now_ms) {
+            self.end_election();
+        } else if !self.elections.electing() && self.rng.chance(ELECTION_PER_MILLE) {
+            let lasts = 200 + self.rng.below(15) * 200;
+            if self.trace {
+                println!("  the monitors' leader fails for {lasts}ms");
+            }
+            self.stats.elections += 1;
+            self.elections.start(self.now_ms + lasts);
+        }
+    }
+
+    /// A new leader is in: it commits what the failed one had taken, then
+    /// what was asked for meanwhile.
+    fn end_election(&mut self) {
+        let ended = self.elections.end();
+        self.stats.taken_mid_commit += ended.taken.len() as u64;
+        for t in ended.taken {
+            let changes = match t {
+                Taken::Record { pg, from, ask } => {
+                    let judged = self.mon.judge(from, pg, &ask);
+                    self.stats.records_late += u64::from(judged.late);
+                    judged.changes
+                }
+                Taken::PgTemp { pg, from, osds } => self.mon.steer(from, pg, Steer::PgTemp(osds)),
+                Taken::PrimaryTemp { pg, from, osd } => {
+                    self.mon.steer(from, pg, Steer::PrimaryTemp(osd))
+                }
+            };
+            self.propose(changes);
+        }
+        for changes in ended.deferred {
+            self.propose(changes);
+        }
+    }
+
+    /// A record ask reached the monitors while they elected a leader: the
+    /// call fails (the failing leader may have taken it), and the daemon
+    /// asks again later.
+    fn record_call_failed(&mut self, pg: usize, from: usize, gen: u64, ask: RecordAsk) {
+        self.stats.asks_failed += 1;
+        if self.rng.chance(500) {
+            let ask = ask.clone();
+            self.elections.take(Taken::Record { pg, from, ask });
+        }
+        self.elections.failed(from, pg, gen, ask);
+        let at = self.now_ms + RECORD_RETRY_MS;
+        self.queue.push((at, Ev::RecordAgain { pg, from }));
+    }
+
+    /// A pg_temp or primary_temp ask reached the monitors while they
+    /// elected a leader: the call fails, the failing leader may have taken
+    /// it, and the PG asks again on its own if it still needs it.
+    fn temp_call_failed(&mut self, ask: Taken) {
+        self.stats.asks_failed += 1;
+        if self.rng.chance(500) {
+            self.elections.take(ask);
         }
     }
 
@@ -1779,7 +1844,7 @@ impl Sim {
             println!("  osd.{o} declared lost");
         }
         self.stats.lost_osds += 1;
-        self.osds[o].store = FaultyStore::new(empty_store());
+        self.osds[o].disk = self.osds[o].disk.replaced(&colls());
         let before = self.mon.newest().record.clone();
         self.propose(vec![Change::OsdLost { id: o as i32 }]);
         // A record left with fewer members than can read anything back
@@ -1885,6 +1950,9 @@ impl Sim {
     /// newest acknowledged value.
     fn heal_and_check(&mut self) {
         self.healing = true;
+        if self.elections.electing() {
+            self.end_election();
+        }
         if self.partitions {
             self.apart.clear();
             self.heals.clear();
@@ -1998,7 +2066,7 @@ impl Sim {
                 "pg {p} clean, but the record is not the acting set"
             );
             let ec = self.ec.is_some();
-            let snap = |o: i32| copy_of(self.osds[o as usize].store.inner(), coll(p), ec);
+            let snap = |o: i32| copy_of(self.osds[o as usize].disk.inner(), coll(p), ec);
             let first = snap(primary);
             if let Some(st) = &self.ec {
                 check_shards(st, &self.osds, &acting, coll(p));
@@ -2039,7 +2107,7 @@ impl Sim {
         // them (the primary says so when they ask, every couple of
         // seconds).
         let stray = |sim: &Sim, o: usize, p: usize| {
-            let c = copy_of(sim.osds[o].store.inner(), coll(p), false);
+            let c = copy_of(sim.osds[o].disk.inner(), coll(p), false);
             !sim.mon.newest().acting[p].contains(&(o as i32))
                 && (c.head > Version::default()
                     || !c.objects.is_empty()
@@ -2081,7 +2149,7 @@ impl Sim {
             );
         }
         self.stats.clean_checks += 1;
-        self.stats.read_errors = self.osds.iter().map(|o| o.store.read_faults()).sum();
+        self.stats.read_errors = self.osds.iter().map(|o| o.disk.read_faults()).sum();
     }
 
     /// The root comparisons OSD `o`'s PGs made (counted once: the
@@ -2108,7 +2176,7 @@ impl Sim {
             for (o, osd) in self.osds.iter().enumerate() {
                 let Some(pg) = osd.pgs.get(p) else { continue };
                 let kept = pg.tree().expect("a replicated copy keeps a tree");
-                let s = osd.store.inner();
+                let s = osd.disk.inner();
                 let rebuilt = rebuild_tree(s, coll(p), kept, None).unwrap();
                 assert!(
                     kept == &rebuilt,
@@ -2253,7 +2321,7 @@ struct Copy {
 /// A member's copy; `ec`: as a shard (its data and shard attribute are
 /// its own, and rollback copies are its own business), compared without
 /// them.
-fn copy_of(s: &MemStore, c: CollectionId, ec: bool) -> Copy {
+fn copy_of(s: &dyn ObjectStore, c: CollectionId, ec: bool) -> Copy {
     let (names, _) = s.list(c, None, 10_000).unwrap();
     let objects = names
         .into_iter()
@@ -2301,13 +2369,13 @@ fn copy_of(s: &MemStore, c: CollectionId, ec: bool) -> Copy {
 /// exactly the encoding of the object their data shards hold.
 fn check_shards(st: &Striper, osds: &[Osd], acting: &[i32], c: CollectionId) {
     let primary = primary_of(acting).unwrap_or(0) as usize;
-    let (names, _) = osds[primary].store.inner().list(c, None, 10_000).unwrap();
+    let (names, _) = osds[primary].disk.inner().list(c, None, 10_000).unwrap();
     for o in names
         .iter()
         .filter(|o| !loligo_pg::ec::is_internal(&o.name))
     {
         let size_attr = osds[primary]
-            .store
+            .disk
             .inner()
             .getattr(c, o, loligo_pg::ec::SIZE_ATTR)
             .unwrap();
@@ -2315,7 +2383,7 @@ fn check_shards(st: &Striper, osds: &[Osd], acting: &[i32], c: CollectionId) {
         let shards: Vec<Vec<u8>> = acting
             .iter()
             .map(|&m| {
-                let s = osds[m as usize].store.inner();
+                let s = osds[m as usize].disk.inner();
                 let len = s.stat(c, o).unwrap().size;
                 s.read(c, o, &[(0, len)]).unwrap().pop().unwrap()
             })
@@ -2346,7 +2414,7 @@ fn check_shards(st: &Striper, osds: &[Osd], acting: &[i32], c: CollectionId) {
                 o.name
             );
             assert!(
-                loligo_pg::ec::holds_shard(osds[m as usize].store.inner(), c, o, i).unwrap(),
+                loligo_pg::ec::holds_shard(osds[m as usize].disk.inner(), c, o, i).unwrap(),
                 "{}: osd.{m} holds shard {i} not marked as such",
                 o.name
             );
@@ -2386,6 +2454,15 @@ pub struct Run {
     /// Two OSDs now and then cannot reach each other for a while (the
     /// real monitors only; `LOLIGO_SIM_PARTITIONS=1`).
     pub partitions: bool,
+    /// Half the partitions cut one direction only
+    /// (`LOLIGO_SIM_ONE_WAY=1`).
+    pub one_way: bool,
+    /// The OSDs' stores (`LOLIGO_SIM_BLOCK=1`: the block store on media
+    /// that lose power).
+    pub stores: Stores,
+    /// The monitors' leader fails now and then, mid-commit (the real
+    /// monitors only; `LOLIGO_SIM_ELECTIONS=1`).
+    pub elections: bool,
 }
 
 impl Run {
@@ -2399,6 +2476,25 @@ impl Run {
             moves: false,
             strict_late: false,
             partitions: false,
+            one_way: false,
+            stores: Stores::Mem,
+            elections: false,
+        }
+    }
+
+    /// With the monitors' leader failing now and then.
+    pub fn electing(self) -> Run {
+        Run {
+            elections: true,
+            ..self
+        }
+    }
+
+    /// On the block store, each crash a power loss.
+    pub fn on_block_store(self) -> Run {
+        Run {
+            stores: Stores::Block,
+            ..self
         }
     }
 
@@ -2406,6 +2502,15 @@ impl Run {
     pub fn partitioned(self) -> Run {
         Run {
             partitions: true,
+            ..self
+        }
+    }
+
+    /// With partitions between OSDs, half of them one-way.
+    pub fn partitioned_one_way(self) -> Run {
+        Run {
+            partitions: true,
+            one_way: true,
             ..self
         }
     }
@@ -2440,9 +2545,18 @@ impl Run {
     pub fn as_asked(self) -> Run {
         let set = |v: &str| std::env::var_os(v).is_some();
         let (moves, strict) = (set("LOLIGO_SIM_EC_MOVES"), set("LOLIGO_SIM_STRICT_LATE"));
-        let run = match set("LOLIGO_SIM_PARTITIONS") {
-            true => self.partitioned(),
-            false => self,
+        let run = match (set("LOLIGO_SIM_PARTITIONS"), set("LOLIGO_SIM_ONE_WAY")) {
+            (_, true) => self.partitioned_one_way(),
+            (true, false) => self.partitioned(),
+            (false, false) => self,
+        };
+        let run = match set("LOLIGO_SIM_BLOCK") {
+            true => run.on_block_store(),
+            false => run,
+        };
+        let run = match set("LOLIGO_SIM_ELECTIONS") {
+            true => run.electing(),
+            false => run,
         };
         match set("LOLIGO_SIM_MODEL") || moves || strict {
             true => run.on_model(moves, strict),
@@ -2463,8 +2577,16 @@ impl Run {
         if self.strict_late {
             env += "LOLIGO_SIM_STRICT_LATE=1 ";
         }
-        if self.partitions {
+        if self.one_way {
+            env += "LOLIGO_SIM_ONE_WAY=1 ";
+        } else if self.partitions {
             env += "LOLIGO_SIM_PARTITIONS=1 ";
+        }
+        if self.stores == Stores::Block {
+            env += "LOLIGO_SIM_BLOCK=1 ";
+        }
+        if self.elections {
+            env += "LOLIGO_SIM_ELECTIONS=1 ";
         }
         format!("{env}{seed_var}={}", self.seed)
     }

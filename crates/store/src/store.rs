@@ -217,6 +217,133 @@ pub trait ObjectStore: Send + Sync {
     }
 }
 
+/// A shared store is a store: every call goes to the one it shares (for
+/// callers that hold a store and hand it on, e.g. to a fault-injecting
+/// wrapper).
+impl<S: ObjectStore + ?Sized> ObjectStore for Arc<S> {
+    fn limits(&self) -> &Limits {
+        (**self).limits()
+    }
+    fn queue_transaction(&self, t: Transaction) -> Commit {
+        (**self).queue_transaction(t)
+    }
+    fn queue_unsynced(&self, t: Transaction) -> Commit {
+        (**self).queue_unsynced(t)
+    }
+    fn apply(&self, t: Transaction) -> Result<()> {
+        (**self).apply(t)
+    }
+    fn collections(&self) -> Result<Vec<CollectionId>> {
+        (**self).collections()
+    }
+    fn collection_exists(&self, c: CollectionId) -> Result<bool> {
+        (**self).collection_exists(c)
+    }
+    fn exists(&self, c: CollectionId, o: &ObjectId) -> Result<bool> {
+        (**self).exists(c, o)
+    }
+    fn stat(&self, c: CollectionId, o: &ObjectId) -> Result<ObjectStat> {
+        (**self).stat(c, o)
+    }
+    fn read(&self, c: CollectionId, o: &ObjectId, extents: &[(u64, u64)]) -> Result<Vec<Vec<u8>>> {
+        (**self).read(c, o, extents)
+    }
+    fn read_bytes(&self, c: CollectionId, o: &ObjectId, off: u64, len: u64) -> Result<Bytes> {
+        (**self).read_bytes(c, o, off, len)
+    }
+    fn read_with_attrs(
+        &self,
+        c: CollectionId,
+        o: &ObjectId,
+        extents: &[(u64, u64)],
+    ) -> Result<Option<ObjectRead>> {
+        (**self).read_with_attrs(c, o, extents)
+    }
+    fn getattr(&self, c: CollectionId, o: &ObjectId, name: &str) -> Result<Vec<u8>> {
+        (**self).getattr(c, o, name)
+    }
+    fn getattrs(&self, c: CollectionId, o: &ObjectId) -> Result<BTreeMap<String, Vec<u8>>> {
+        (**self).getattrs(c, o)
+    }
+    fn stat_attr(
+        &self,
+        c: CollectionId,
+        o: &ObjectId,
+        name: &str,
+    ) -> Result<Option<(ObjectStat, Option<Vec<u8>>)>> {
+        (**self).stat_attr(c, o, name)
+    }
+    fn omap_header(&self, c: CollectionId, o: &ObjectId) -> Result<Vec<u8>> {
+        (**self).omap_header(c, o)
+    }
+    fn read_whole(&self, c: CollectionId, o: &ObjectId, data: bool) -> Result<Option<WholeObject>> {
+        (**self).read_whole(c, o, data)
+    }
+    fn omap_get(
+        &self,
+        c: CollectionId,
+        o: &ObjectId,
+        keys: &[Vec<u8>],
+    ) -> Result<BTreeMap<Vec<u8>, Vec<u8>>> {
+        (**self).omap_get(c, o, keys)
+    }
+    fn omap_range(
+        &self,
+        c: CollectionId,
+        o: &ObjectId,
+        start: &[u8],
+        end: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        (**self).omap_range(c, o, start, end, limit)
+    }
+    fn list_range(
+        &self,
+        c: CollectionId,
+        hashes: Range<u64>,
+        start: Option<&ObjectId>,
+        limit: usize,
+    ) -> Result<(Vec<ObjectId>, Option<ObjectId>)> {
+        (**self).list_range(c, hashes, start, limit)
+    }
+    #[allow(clippy::type_complexity)] // the listing's page and its next
+    fn list_ranges_attr(
+        &self,
+        c: CollectionId,
+        hashes: &[Range<u64>],
+        start: Option<&ObjectId>,
+        limit: usize,
+        name: &str,
+    ) -> Result<(Vec<(ObjectId, Option<Vec<u8>>)>, Option<ObjectId>)> {
+        (**self).list_ranges_attr(c, hashes, start, limit, name)
+    }
+    fn list(
+        &self,
+        c: CollectionId,
+        start: Option<&ObjectId>,
+        limit: usize,
+    ) -> Result<(Vec<ObjectId>, Option<ObjectId>)> {
+        (**self).list(c, start, limit)
+    }
+    fn record(&self, c: CollectionId, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        (**self).record(c, key)
+    }
+    fn records(
+        &self,
+        c: CollectionId,
+        start: &[u8],
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        (**self).records(c, start, limit)
+    }
+    fn statfs(&self) -> Result<StoreStats> {
+        (**self).statfs()
+    }
+    fn device_reads(&self) -> (u64, u64) {
+        (**self).device_reads()
+    }
+}
+
 struct CommitState {
     slot: Mutex<(Option<Result<()>>, Option<Waker>)>,
     cv: Condvar,
