@@ -1,0 +1,314 @@
+//! The simulated client: it writes and reads a few objects with compound
+//! ops (data, xattr and omap together), now and then under an older map
+//! or to an old primary, sends again what goes unanswered, and checks
+//! every reply against what was acknowledged (no acknowledged write lost,
+//! no value never written, no torn compound write).
+//!
+//! It must never take a reply it cannot place in the history as good.
+
+use super::*;
+
+/// How long the client waits for a reply before it sends an op again.
+pub(crate) const CLIENT_RESEND_MS: u64 = 3_000;
+
+/// Chance (per mille) that an op is sent under an older map.
+pub(crate) const STALE_CLIENT_PER_MILLE: u64 = 100;
+
+/// Chance (per mille) that a write to an object that exists removes it.
+pub(crate) const REMOVE_PER_MILLE: u64 = 150;
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Kind {
+    /// Write `value`, or (`remove`) remove the object: a remove takes a
+    /// value too, so every acknowledged state is ordered.
+    Write {
+        obj: usize,
+        value: u64,
+        remove: bool,
+    },
+    Read {
+        obj: usize,
+        floor: u64,
+    },
+}
+
+pub(crate) struct Pending {
+    pub(crate) kind: Kind,
+    reqid: ReqId,
+    sent_ms: u64,
+    /// Token of the latest send (earlier sends' replies still count).
+    req: u64,
+}
+
+pub(crate) fn value_of(data: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    if data.len() == 8 {
+        b.copy_from_slice(data);
+    }
+    u64::from_le_bytes(b)
+}
+
+impl Sim {
+    pub(crate) fn on_reply(&mut self, req: u64, reply: OpReply) {
+        let Some(&key) = self.reqs.get(&req) else {
+            return;
+        };
+        let Some(p) = self.pending.get(&key) else {
+            return;
+        };
+        let kind = p.kind;
+        match (&reply.result, kind) {
+            // A remove applied before whose answer was lost and whose
+            // request id is no longer in the log runs again: absent is
+            // what it wanted.
+            (Ok(_), Kind::Write { obj, value, remove })
+            | (
+                Err(OpError::NotFound),
+                Kind::Write {
+                    obj,
+                    value,
+                    remove: remove @ true,
+                },
+            ) => {
+                self.pending.remove(&key);
+                self.writing[obj] = false;
+                if !remove && reply.result.is_ok() {
+                    self.written.insert((obj, reply.version), value);
+                }
+                if value >= self.lost_upto[obj] {
+                    self.acked[obj] = self.acked[obj].max(value);
+                }
+                self.exists[obj] = !remove;
+                self.stats.acked_writes += 1;
+                self.stats.removes += u64::from(remove);
+            }
+            (Ok(r), Kind::Read { obj, floor }) => {
+                self.pending.remove(&key);
+                let (data, xattr, omap) = match &r[..] {
+                    [SubResult::Data(d), SubResult::Data(x), SubResult::Omap(o)] => (
+                        value_of(d),
+                        value_of(x),
+                        o.first().map_or(0, |(_, v)| value_of(v)),
+                    ),
+                    // EC: no omap.
+                    [SubResult::Data(d), SubResult::Data(x)] if self.ec.is_some() => {
+                        (value_of(d), value_of(x), value_of(x))
+                    }
+                    other => panic!("object {obj}: unexpected read result {other:?}"),
+                };
+                assert!(
+                    data == xattr && xattr == omap,
+                    "object {obj}: torn compound write: data {data}, xattr {xattr}, omap {omap}"
+                );
+                self.check_read(obj, floor, data);
+            }
+            (Err(OpError::NotFound), Kind::Read { obj, floor }) => {
+                self.pending.remove(&key);
+                // Absent: never written as far as the reader knows, or
+                // removed by a write at or after the newest it knew of.
+                assert!(
+                    floor == 0 || self.removes[obj].range(floor..).next().is_some(),
+                    "object {obj}: not found, but {floor} was acknowledged before the read was sent"
+                );
+                self.stats.good_reads += 1;
+            }
+            (Err(e), _) => {
+                let retryable = matches!(
+                    e,
+                    OpError::WrongPrimary { .. }
+                        | OpError::Behind { .. }
+                        | OpError::Unavailable { .. }
+                        | OpError::Down { .. }
+                        | OpError::Io(_)
+                );
+                assert!(retryable, "unexpected error {e:?} for {kind:?}");
+                // Resend soon (same request id).
+                if let Some(p) = self.pending.get_mut(&key) {
+                    p.sent_ms = self.now_ms.saturating_sub(CLIENT_RESEND_MS) + 50;
+                }
+            }
+        }
+    }
+
+    pub(crate) fn check_read(&mut self, obj: usize, floor: u64, got: u64) {
+        assert!(
+            !self.removes[obj].contains(&got),
+            "object {obj}: read {got}, which was a remove"
+        );
+        assert!(
+            got >= floor,
+            "object {obj}: read {got}, but {floor} was acknowledged before the read was sent"
+        );
+        assert!(
+            got < self.next_value[obj],
+            "object {obj}: read {got}, never written"
+        );
+        self.stats.good_reads += 1;
+    }
+
+    pub(crate) fn send_op(&mut self, key: u64) {
+        // Now and then the client is on an older map: it sends to that
+        // map's primary, with that epoch.
+        let mut epoch = self.mon.epoch();
+        if let Some(e) = self.client_epoch {
+            epoch = e;
+        } else if !self.scripted && self.rng.chance(STALE_CLIENT_PER_MILLE) {
+            epoch = epoch.saturating_sub(1 + self.rng.below(3)).max(1);
+        }
+        let pg = pg_of(match self.pending[&key].kind {
+            Kind::Write { obj, .. } | Kind::Read { obj, .. } => obj,
+        });
+        let primary = match self.mon.at(epoch) {
+            Some(at) => at.primary[pg],
+            None => self.mon.newest().primary[pg],
+        };
+        let Some(primary) = primary else {
+            return;
+        };
+        let p = &self.pending[&key];
+        // A write is one compound op: the value as the data, as an xattr
+        // and as an omap entry; a read gets all three back, and they must
+        // agree (an op is applied whole or not at all, on every copy).
+        let (obj, ops) = match p.kind {
+            Kind::Write {
+                obj, remove: true, ..
+            } => (obj, vec![SubOp::Remove]),
+            Kind::Write { obj, value, .. } => {
+                let v = value.to_le_bytes().to_vec();
+                let xattr = SubOp::SetXattr {
+                    name: "v".into(),
+                    value: v.clone(),
+                };
+                let omap = SubOp::OmapSet(vec![(b"v".to_vec().into(), v.clone().into())]);
+                // Three shapes with one outcome (the value as data, xattr
+                // and omap entry): a full write; truncate + append with the
+                // omap cleared first; a partial write cut to size with the
+                // key removed first. The last two need the object to exist.
+                let shape = if self.exists[obj] {
+                    self.rng.index(3)
+                } else {
+                    0
+                };
+                let ec = self.ec.is_some();
+                let ops = match shape {
+                    // No omap on EC pools: data and xattr only.
+                    0 if ec => vec![SubOp::WriteFull(v.into()), xattr],
+                    1 if ec => vec![SubOp::Truncate(0), SubOp::Append(v.into()), xattr],
+                    _ if ec => vec![
+                        SubOp::Write {
+                            offset: 0,
+                            data: v.into(),
+                        },
+                        SubOp::Truncate(8),
+                        xattr,
+                    ],
+                    0 => vec![SubOp::WriteFull(v.into()), xattr, omap],
+                    1 => vec![
+                        SubOp::Truncate(0),
+                        SubOp::Append(v.into()),
+                        xattr,
+                        SubOp::OmapClear,
+                        omap,
+                    ],
+                    _ => vec![
+                        SubOp::Write {
+                            offset: 0,
+                            data: v.into(),
+                        },
+                        SubOp::Truncate(8),
+                        xattr,
+                        SubOp::OmapRm(vec![b"v".to_vec().into()]),
+                        omap,
+                    ],
+                };
+                (obj, ops)
+            }
+            Kind::Read { obj, .. } => {
+                let mut ops = vec![
+                    SubOp::Read { offset: 0, len: 0 },
+                    SubOp::GetXattr("v".into()),
+                ];
+                if self.ec.is_none() {
+                    ops.push(SubOp::OmapGetKeys(vec![b"v".to_vec().into()]));
+                }
+                (obj, ops)
+            }
+        };
+        let op = ClientOp {
+            pool: POOL,
+            name: format!("o{obj}"),
+            epoch,
+            ops,
+            reqid: Some(p.reqid),
+        };
+        let req = self.next_req;
+        self.next_req += 1;
+        self.reqs.insert(req, key);
+        if let Some(p) = self.pending.get_mut(&key) {
+            p.req = req;
+            p.sent_ms = self.now_ms;
+        }
+        self.send(Ev::Op {
+            pg,
+            to: primary as usize,
+            req,
+            op,
+        });
+    }
+
+    pub(crate) fn client_step(&mut self) {
+        // New ops: a write to an idle object, or a read.
+        if self.pending.len() < 6 && self.rng.chance(300) {
+            let obj = self.rng.index(OBJECTS);
+            let kind = if !self.writing[obj] && self.rng.chance(600) {
+                let value = self.next_value[obj];
+                self.next_value[obj] += 1;
+                self.writing[obj] = true;
+                let remove = self.exists[obj] && self.rng.chance(REMOVE_PER_MILLE);
+                if remove {
+                    self.removes[obj].insert(value);
+                }
+                Kind::Write { obj, value, remove }
+            } else {
+                Kind::Read {
+                    obj,
+                    floor: self.acked[obj],
+                }
+            };
+            self.submit(kind);
+        }
+        self.resend_late();
+    }
+
+    /// A new client op with its own request id, sent now.
+    pub(crate) fn submit(&mut self, kind: Kind) {
+        let key = self.next_client_tid;
+        self.next_client_tid += 1;
+        self.pending.insert(
+            key,
+            Pending {
+                kind,
+                reqid: ReqId {
+                    client: 1,
+                    tid: key,
+                },
+                sent_ms: 0,
+                req: 0,
+            },
+        );
+        self.send_op(key);
+    }
+
+    /// Resend what waited too long (a lost reply, a dead primary).
+    pub(crate) fn resend_late(&mut self) {
+        let late: Vec<u64> = self
+            .pending
+            .iter()
+            .filter(|(_, p)| self.now_ms >= p.sent_ms + CLIENT_RESEND_MS)
+            .map(|(k, _)| *k)
+            .collect();
+        for k in late {
+            self.send_op(k);
+        }
+    }
+}
