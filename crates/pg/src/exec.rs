@@ -320,20 +320,27 @@ pub fn execute(
 ) -> Result<Outcome, OpError> {
     check_reply_bound(ops, if st.exists { st.size } else { 0 })?;
     let mut budget = ReplyBudget::default();
-    let mut t = Transaction::new();
     let mut results = Vec::with_capacity(ops.len());
-    let (mut exists, mut size) = (st.exists, st.size);
-    let mut xattrs = XattrsSeen::default();
-    let fits = |end: u64| fits(end, size_max);
+    let mut run = Running {
+        s,
+        c,
+        o,
+        st,
+        size_max,
+        t: Transaction::new(),
+        exists: st.exists,
+        size: st.size,
+        xattrs: XattrsSeen::default(),
+    };
     for (i, op) in ops.iter().enumerate() {
         let index = i as u32;
-        let mut r = SubResult::None;
-        match op {
+        let r = match op {
             SubOp::AssertExists
             | SubOp::AssertNotExists
             | SubOp::AssertVersion(_)
             | SubOp::CmpXattr { .. } => {
                 check_assert(s, c, o, st, op, index)?;
+                SubResult::None
             }
             SubOp::CmpOmap { key, cmp, value } => {
                 need(st.exists)?;
@@ -344,16 +351,67 @@ pub fn execute(
                 if !cmp.holds(&actual, value) {
                     return Err(OpError::AssertFailed { index });
                 }
+                SubResult::None
             }
+            SubOp::Exec {
+                class,
+                method,
+                input,
+            } => run.exec(class, method, input, index)?,
+            op if op.is_write() => {
+                run.write(op)?;
+                SubResult::None
+            }
+            op => run.read(op, &mut budget)?,
+        };
+        if !matches!(op, SubOp::OmapList { .. }) {
+            // (A listing counted its entries as it read them.)
+            budget.take(result_bytes(&r))?;
+        }
+        results.push(r);
+    }
+    Ok(Outcome {
+        txn: run.t,
+        results,
+        exists_after: run.exists,
+        size_after: run.size,
+        bytes_delta: run.size as i64 - st.size as i64,
+    })
+}
+
+/// An op list under way: the transaction so far and the object as it
+/// leaves it.
+struct Running<'a> {
+    s: &'a dyn ObjectStore,
+    c: CollectionId,
+    o: &'a ObjectId,
+    /// The object before the op list.
+    st: &'a ObjState,
+    size_max: u64,
+    t: Transaction,
+    exists: bool,
+    size: u64,
+    xattrs: XattrsSeen,
+}
+
+impl Running<'_> {
+    /// A sub-op that changes the object ([`SubOp::is_write`]), added to
+    /// the transaction.
+    fn write(&mut self, op: &SubOp) -> Result<(), OpError> {
+        let (c, o) = (self.c, self.o);
+        let size_max = self.size_max;
+        let fits = |end: u64| fits(end, size_max);
+        let t = &mut self.t;
+        match op {
             SubOp::Create => {
                 t.touch(c, o);
-                exists = true;
+                self.exists = true;
             }
             SubOp::WriteFull(d) => {
                 fits(d.len() as u64)?;
                 t.write_full(c, o, d.clone());
-                exists = true;
-                size = d.len() as u64;
+                self.exists = true;
+                self.size = d.len() as u64;
             }
             SubOp::Write { offset, data } => {
                 let end = offset
@@ -361,49 +419,49 @@ pub fn execute(
                     .ok_or_else(|| OpError::Invalid("offset overflows".into()))?;
                 fits(end)?;
                 t.write(c, o, *offset, data.clone());
-                exists = true;
-                size = size.max(end);
+                self.exists = true;
+                self.size = self.size.max(end);
             }
             SubOp::Append(d) => {
-                let end = size + d.len() as u64;
+                let end = self.size + d.len() as u64;
                 fits(end)?;
-                t.write(c, o, size, d.clone());
-                exists = true;
-                size = end;
+                t.write(c, o, self.size, d.clone());
+                self.exists = true;
+                self.size = end;
             }
             SubOp::Truncate(n) => {
                 fits(*n)?;
                 t.truncate(c, o, *n);
-                exists = true;
-                size = *n;
+                self.exists = true;
+                self.size = *n;
             }
             SubOp::Zero { offset, len } => {
-                need(exists)?;
-                let end = offset.saturating_add(*len).min(size);
+                need(self.exists)?;
+                let end = offset.saturating_add(*len).min(self.size);
                 if end > *offset {
                     t.zero(c, o, *offset, end - offset);
                 }
             }
             SubOp::Remove => {
-                need(exists)?;
+                need(self.exists)?;
                 t.remove(c, o);
-                xattrs.clear();
-                exists = false;
-                size = 0;
+                self.xattrs.clear();
+                self.exists = false;
+                self.size = 0;
             }
             SubOp::SetXattr { name, value } => {
                 t.setattr(c, o, name, value.clone());
-                xattrs.set(name, true);
-                exists = true;
+                self.xattrs.set(name, true);
+                self.exists = true;
             }
             SubOp::RmXattr(name) => {
-                need(exists)?;
+                need(self.exists)?;
                 // A missing xattr is the client's error, not a failed
                 // transaction (which would stop the OSD).
-                if !xattrs.present(s, c, o, st.exists, name)? {
+                if !self.xattrs.present(self.s, c, o, self.st.exists, name)? {
                     return Err(OpError::NoXattr(name.clone()));
                 }
-                xattrs.set(name, false);
+                self.xattrs.set(name, false);
                 t.rmattr(c, o, name);
             }
             SubOp::OmapSet(kvs) => {
@@ -412,107 +470,110 @@ pub fn execute(
                     o,
                     kvs.iter().map(|(k, v)| (k.to_vec(), v.to_vec())).collect(),
                 );
-                exists = true;
+                self.exists = true;
             }
             SubOp::OmapRm(keys) => {
-                need(exists)?;
+                need(self.exists)?;
                 t.omap_rmkeys(c, o, keys.iter().map(|k| k.to_vec()).collect());
             }
             SubOp::OmapClear => {
-                need(exists)?;
+                need(self.exists)?;
                 t.omap_clear(c, o);
             }
             SubOp::OmapSetHeader(h) => {
                 t.omap_setheader(c, o, h.clone());
-                exists = true;
+                self.exists = true;
             }
+            other => {
+                debug_assert!(
+                    !other.is_write(),
+                    "a write sub-op left unhandled: {other:?}"
+                );
+                return Err(OpError::Invalid(format!("{other:?} is not a write")));
+            }
+        }
+        Ok(())
+    }
+
+    /// A sub-op that reads the object as it was before the op list.
+    fn read(&self, op: &SubOp, budget: &mut ReplyBudget) -> Result<SubResult, OpError> {
+        let (s, c, o, st) = (self.s, self.c, self.o, self.st);
+        need(st.exists)?;
+        let omap = |got: std::collections::BTreeMap<Vec<u8>, Vec<u8>>| {
+            SubResult::Omap(
+                got.into_iter()
+                    .map(|(k, v)| (ByteBuf::from(k), ByteBuf::from(v)))
+                    .collect(),
+            )
+        };
+        Ok(match op {
             SubOp::Read { offset, len } => {
-                need(st.exists)?;
                 let range = read_range(st.size, *offset, *len);
                 let len = range.end - range.start;
-                fits(len)?;
-                r = SubResult::Data(s.read_bytes(c, o, range.start, len).map_err(store_err)?);
+                fits(len, self.size_max)?;
+                SubResult::Data(s.read_bytes(c, o, range.start, len).map_err(store_err)?)
             }
-            SubOp::Stat => {
-                need(st.exists)?;
-                r = SubResult::Stat {
-                    size: st.size,
-                    version: st.version,
-                };
-            }
+            SubOp::Stat => SubResult::Stat {
+                size: st.size,
+                version: st.version,
+            },
             SubOp::GetXattr(name) => {
-                need(st.exists)?;
-                let v = s.getattr(c, o, name).map_err(store_err)?;
-                r = SubResult::Data(v.into());
+                SubResult::Data(s.getattr(c, o, name).map_err(store_err)?.into())
             }
             SubOp::GetXattrs => {
-                need(st.exists)?;
                 let all = s.getattrs(c, o).map_err(store_err)?;
-                r = SubResult::Xattrs(
+                SubResult::Xattrs(
                     all.into_iter()
                         .filter(|(k, _)| !k.starts_with('_'))
                         .map(|(k, v)| (k, ByteBuf::from(v)))
                         .collect(),
-                );
+                )
             }
             SubOp::OmapGetKeys(keys) => {
-                need(st.exists)?;
                 let ks: Vec<Vec<u8>> = keys.iter().map(|k| k.to_vec()).collect();
-                let got = s.omap_get(c, o, &ks).map_err(store_err)?;
-                r = SubResult::Omap(
-                    got.into_iter()
-                        .map(|(k, v)| (ByteBuf::from(k), ByteBuf::from(v)))
-                        .collect(),
-                );
+                omap(s.omap_get(c, o, &ks).map_err(store_err)?)
             }
             SubOp::OmapList { start, limit } => {
-                need(st.exists)?;
                 let lim = (*limit).clamp(1, OMAP_LIST_MAX) as usize;
-                let got = omap_list(s, c, o, start, lim, &mut budget)?;
-                r = SubResult::Omap(
+                let got = omap_list(s, c, o, start, lim, budget)?;
+                SubResult::Omap(
                     got.into_iter()
                         .map(|(k, v)| (ByteBuf::from(k), ByteBuf::from(v)))
                         .collect(),
-                );
+                )
             }
-            SubOp::OmapGetHeader => {
-                need(st.exists)?;
-                r = SubResult::Data(s.omap_header(c, o).map_err(store_err)?.into());
+            SubOp::OmapGetHeader => SubResult::Data(s.omap_header(c, o).map_err(store_err)?.into()),
+            other => {
+                debug_assert!(false, "a sub-op neither read nor write: {other:?}");
+                return Err(OpError::Invalid(format!("{other:?} is not a read")));
             }
-            SubOp::Exec {
-                class,
-                method,
-                input,
-            } => {
-                let m = cls::lookup(class, method)
-                    .ok_or_else(|| OpError::NoMethod(format!("{class}.{method}")))?;
-                let mut cx = cls::Ctx::new(s, c, o, st, exists, m.writes);
-                let out = cls::call(m, &mut cx, input).map_err(|e| match e {
-                    cls::ClsError::Refused { code, message } => OpError::MethodRefused {
-                        index,
-                        code,
-                        message,
-                    },
-                    cls::ClsError::Op(e) => e,
-                })?;
-                exists = cx.exists;
-                t.ops.extend(cx.txn.ops);
-                r = SubResult::Data(out.into());
-            }
-        }
-        if !matches!(op, SubOp::OmapList { .. }) {
-            // (A listing counted its entries as it read them.)
-            budget.take(result_bytes(&r))?;
-        }
-        results.push(r);
+        })
     }
-    Ok(Outcome {
-        txn: t,
-        results,
-        exists_after: exists,
-        size_after: size,
-        bytes_delta: size as i64 - st.size as i64,
-    })
+
+    /// An object class method: its own reads, and its writes added to the
+    /// transaction.
+    fn exec(
+        &mut self,
+        class: &str,
+        method: &str,
+        input: &[u8],
+        index: u32,
+    ) -> Result<SubResult, OpError> {
+        let m = cls::lookup(class, method)
+            .ok_or_else(|| OpError::NoMethod(format!("{class}.{method}")))?;
+        let mut cx = cls::Ctx::new(self.s, self.c, self.o, self.st, self.exists, m.writes);
+        let out = cls::call(m, &mut cx, input).map_err(|e| match e {
+            cls::ClsError::Refused { code, message } => OpError::MethodRefused {
+                index,
+                code,
+                message,
+            },
+            cls::ClsError::Op(e) => e,
+        })?;
+        self.exists = cx.exists;
+        self.t.ops.extend(cx.txn.ops);
+        Ok(SubResult::Data(out.into()))
+    }
 }
 
 #[cfg(test)]

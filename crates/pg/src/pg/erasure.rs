@@ -321,11 +321,8 @@ impl Pg {
         let Some(striper) = self.ec.clone() else {
             return;
         };
-        let epoch = self.epoch;
         let mut osd_of = self.source_osds(&g.oid);
         osd_of.retain(|c, _| !g.bad.contains(c));
-        let mut want = ShardReads::new();
-        let size = g.st.size;
         let mut lost: Vec<usize> = match &g.what {
             Purpose::Rebuild { targets, .. } => {
                 targets.iter().filter_map(|&o| self.shard_of(o)).collect()
@@ -338,179 +335,36 @@ impl Pg {
         g.copy.clear();
         g.from_others.clear();
         if !matches!(g.what, Purpose::Op { .. }) {
-            // A stray's objects may hold another shard than its record
-            // says (its OSD moved between positions): try its recorded
-            // shard first, then any shard no member covers, lost ones
-            // first; the stray checks the shard each object holds.
-            // Backfill targets too: a member that moved position still
-            // holds its old shard (the only other shard of an object may
-            // be on the target), and once the backfill reaches the object,
-            // as its rollback copy (`recovery::Prior`).
-            let others: Vec<(i32, Option<usize>)> = self
-                .rec
-                .strays
-                .iter()
-                // (A stray that is a member again reads as one, unless
-                // it waits outside the write set: `Pg::moved_to_wait`.)
-                .filter(|(o, _)| !self.acting.contains(o) || self.rec.waiting_moved.contains(o))
-                .map(|(&o, &c)| (o, Some(c)))
-                .chain(
-                    self.rec
-                        .backfill
-                        .keys()
-                        .filter(|o| !self.rec.strays.contains_key(o))
-                        .map(|&o| (o, None)),
-                )
-                // And members that list the object missing: their shard
-                // may be at the version wanted all the same (reads are
-                // version-checked).
-                .chain(
-                    self.rec
-                        .missing
-                        .iter()
-                        .filter(|(o, m)| {
-                            m.contains_key(&g.oid.name) && !self.rec.strays.contains_key(o)
-                        })
-                        .map(|(&o, _)| (o, self.shard_of(o))),
-                )
-                // And a pulling primary's own copy: it lists the object
-                // missing, but its shard may be at the version wanted
-                // (else, with the write's only other shard empty, the PG
-                // hands over forever).
-                .chain(
-                    matches!(self.role, Role::Pulling { .. })
-                        .then(|| (self.whoami, self.shard_of(self.whoami))),
-                )
-                .collect();
-            for (osd, rec_shard) in others {
-                let order = rec_shard
-                    .into_iter()
-                    .chain(lost.iter().copied())
-                    .chain(0..striper.shards());
-                // (A backfill target's own position comes first when it
-                // is lost: a target behind the log's tail may still hold
-                // it at the version wanted.)
-                let pick = order.into_iter().find(|c| {
-                    *c < striper.shards()
-                        && !osd_of.contains_key(c)
-                        && !g.bad_strays.contains(&(osd, *c))
-                });
-                if let Some(c) = pick {
-                    osd_of.insert(c, osd);
-                    g.from_others.insert(c);
-                    if lost.contains(&c) {
-                        g.copy.push(c);
-                    }
-                }
-            }
+            self.add_other_sources(&mut g, &mut osd_of, &lost, &striper);
             lost.retain(|c| !g.copy.contains(c));
         }
         let avail: Vec<usize> = osd_of.keys().copied().collect();
-        let planned: Result<(), String> = match &mut g.what {
-            Purpose::Op { plan, reads, .. } => {
-                reads.clear();
-                plan.fetch.iter().try_for_each(|r| {
-                    let rp = striper
-                        .plan_read(size, r.clone(), &avail, Coalesce::Conservative)
-                        .map_err(|e| e.to_string())?;
-                    for (&c, exts) in &rp.reads {
-                        want.entry(c).or_default().extend(exts.iter().copied());
-                    }
-                    reads.push(rp);
-                    Ok(())
-                })
-            }
-            Purpose::Revert { reads, .. } => {
-                reads.clear();
-                if size == 0 {
-                    Ok(())
-                } else {
-                    striper
-                        .plan_read(size, 0..size, &avail, Coalesce::Conservative)
-                        .map(|rp| {
-                            for (&c, exts) in &rp.reads {
-                                want.entry(c).or_default().extend(exts.iter().copied());
-                            }
-                            reads.push(rp);
-                        })
-                        .map_err(|e| e.to_string())
-                }
-            }
-            Purpose::Rebuild { plan, .. } | Purpose::Chunk { plan, .. } => {
-                let from: Vec<usize> = avail
-                    .iter()
-                    .copied()
-                    .filter(|c| !lost.contains(c))
-                    .collect();
-                let copy = g.copy.clone();
-                striper
-                    .plan_rebuild(size, &lost, &from, Coalesce::Conservative)
-                    .and_then(|rp| {
-                        want = rp.reads.clone();
-                        for &c in &copy {
-                            let len = striper.shard_len(size, c)?;
-                            if len > 0 {
-                                want.insert(c, vec![(0, len)]);
-                            }
-                        }
-                        *plan = Some(rp);
-                        Ok(())
-                    })
-                    .map_err(|e| e.to_string())
+        let want = match plan_gather(&striper, &mut g, &avail, &lost) {
+            Ok(want) => want,
+            Err(e) => {
+                tracing::warn!(pg = %self.id, "object '{}': shards {avail:?} cannot be decoded: {e}", g.oid.name);
+                g.found = Some(avail.len());
+                let err = OpError::Unavailable {
+                    pg: self.id.to_string(),
+                    have: avail.len() as u32,
+                    need: striper.k() as u32,
+                };
+                return self.gather_failed(s, g, err, fx);
             }
         };
-        if let Err(e) = planned {
-            tracing::warn!(pg = %self.id, "object '{}': shards {avail:?} cannot be decoded: {e}", g.oid.name);
-            g.found = Some(avail.len());
-            let err = OpError::Unavailable {
-                pg: self.id.to_string(),
-                have: avail.len() as u32,
-                need: striper.k() as u32,
-            };
-            return self.gather_failed(s, g, err, fx);
-        }
         g.sent = want.clone();
         g.fetched.clear();
         g.waiting.clear();
         g.failed = false;
         g.osd_of = osd_of;
         let tid = self.take_tid();
-        for (c, exts) in want {
-            let Some(&osd) = g.osd_of.get(&c) else {
-                continue;
-            };
-            if osd == self.whoami {
-                match read_shard(s, self.coll, &g.oid, Some(c), g.st.version, &exts, &striper) {
-                    Ok(b) => {
-                        let b = b.into_iter().map(Bytes::from);
-                        g.fetched
-                            .insert(c, exts.iter().map(|e| e.0).zip(b).collect());
-                    }
-                    Err(why) => {
-                        tracing::warn!(pg = %self.id, "own shard {c} of '{}': {why:?}", g.oid.name);
-                        g.doubtful |= !matches!(why, RepError::Absent(_));
-                        if g.from_others.contains(&c) {
-                            g.bad_strays.insert((self.whoami, c));
-                        } else {
-                            g.bad.insert(c);
-                        }
-                        return self.gather(s, g, fx);
-                    }
-                }
-            } else {
-                g.waiting.insert(c, osd);
-                let msg = PeerMsg::ReadShard {
-                    pg: self.id,
-                    from: self.whoami,
-                    epoch,
-                    name: g.oid.name.clone(),
-                    extents: exts,
-                    version: g.st.version,
-                    shard: c,
-                };
-                self.send(tid, osd, msg, fx);
-            }
+        if let Err(g) = self.send_shard_reads(s, g, want, tid, &striper, fx) {
+            // Its own shard failed: plan again without it.
+            return self.gather(s, *g, fx);
         }
+        let Some(g) = self.gathers.remove(&tid) else {
+            return;
+        };
         match &g.what {
             Purpose::Rebuild {
                 pull: false,
@@ -535,6 +389,133 @@ impl Pg {
         } else {
             self.gathers.insert(tid, g);
         }
+    }
+
+    /// Sources beside the members for a rebuild or a chunk: a stray's
+    /// objects may hold another shard than its record says (its OSD moved
+    /// between positions): its recorded shard is tried first, then any
+    /// shard no member covers, `lost` ones first; the stray checks the
+    /// shard each object holds. Backfill targets too: a member that moved
+    /// position still holds its old shard (the only other shard of an
+    /// object may be on the target), and once the backfill reaches the
+    /// object, as its rollback copy (`recovery::Prior`). A lost shard
+    /// found so is copied, not rebuilt (`g.copy`).
+    fn add_other_sources(
+        &self,
+        g: &mut Gather,
+        osd_of: &mut BTreeMap<usize, i32>,
+        lost: &[usize],
+        striper: &stripe::Striper,
+    ) {
+        let others: Vec<(i32, Option<usize>)> = self
+            .rec
+            .strays
+            .iter()
+            // (A stray that is a member again reads as one, unless
+            // it waits outside the write set: `Pg::moved_to_wait`.)
+            .filter(|(o, _)| !self.acting.contains(o) || self.rec.waiting_moved.contains(o))
+            .map(|(&o, &c)| (o, Some(c)))
+            .chain(
+                self.rec
+                    .backfill
+                    .keys()
+                    .filter(|o| !self.rec.strays.contains_key(o))
+                    .map(|&o| (o, None)),
+            )
+            // And members that list the object missing: their shard
+            // may be at the version wanted all the same (reads are
+            // version-checked).
+            .chain(
+                self.rec
+                    .missing
+                    .iter()
+                    .filter(|(o, m)| {
+                        m.contains_key(&g.oid.name) && !self.rec.strays.contains_key(o)
+                    })
+                    .map(|(&o, _)| (o, self.shard_of(o))),
+            )
+            // And a pulling primary's own copy: it lists the object
+            // missing, but its shard may be at the version wanted
+            // (else, with the write's only other shard empty, the PG
+            // hands over forever).
+            .chain(
+                matches!(self.role, Role::Pulling { .. })
+                    .then(|| (self.whoami, self.shard_of(self.whoami))),
+            )
+            .collect();
+        for (osd, rec_shard) in others {
+            let order = rec_shard
+                .into_iter()
+                .chain(lost.iter().copied())
+                .chain(0..striper.shards());
+            // (A backfill target's own position comes first when it
+            // is lost: a target behind the log's tail may still hold
+            // it at the version wanted.)
+            let pick = order.into_iter().find(|c| {
+                *c < striper.shards()
+                    && !osd_of.contains_key(c)
+                    && !g.bad_strays.contains(&(osd, *c))
+            });
+            if let Some(c) = pick {
+                osd_of.insert(c, osd);
+                g.from_others.insert(c);
+                if lost.contains(&c) {
+                    g.copy.push(c);
+                }
+            }
+        }
+    }
+
+    /// Read this OSD's own shards of `want` now and ask the others for
+    /// theirs under `tid`; the gather is then kept under `tid`. `Err` with
+    /// the gather when an own shard fails (marked bad: plan again).
+    fn send_shard_reads(
+        &mut self,
+        s: &dyn ObjectStore,
+        mut g: Gather,
+        want: ShardReads,
+        tid: u64,
+        striper: &stripe::Striper,
+        fx: &mut Vec<Effect>,
+    ) -> Result<(), Box<Gather>> {
+        for (c, exts) in want {
+            let Some(&osd) = g.osd_of.get(&c) else {
+                continue;
+            };
+            if osd == self.whoami {
+                match read_shard(s, self.coll, &g.oid, Some(c), g.st.version, &exts, striper) {
+                    Ok(b) => {
+                        let b = b.into_iter().map(Bytes::from);
+                        g.fetched
+                            .insert(c, exts.iter().map(|e| e.0).zip(b).collect());
+                    }
+                    Err(why) => {
+                        tracing::warn!(pg = %self.id, "own shard {c} of '{}': {why:?}", g.oid.name);
+                        g.doubtful |= !matches!(why, RepError::Absent(_));
+                        if g.from_others.contains(&c) {
+                            g.bad_strays.insert((self.whoami, c));
+                        } else {
+                            g.bad.insert(c);
+                        }
+                        return Err(Box::new(g));
+                    }
+                }
+            } else {
+                g.waiting.insert(c, osd);
+                let msg = PeerMsg::ReadShard {
+                    pg: self.id,
+                    from: self.whoami,
+                    epoch: self.epoch,
+                    name: g.oid.name.clone(),
+                    extents: exts,
+                    version: g.st.version,
+                    shard: c,
+                };
+                self.send(tid, osd, msg, fx);
+            }
+        }
+        self.gathers.insert(tid, g);
+        Ok(())
     }
 
     /// A member's answer to a shard read.
@@ -2049,6 +2030,65 @@ pub(super) fn walks_to_crush(acting: &[i32], up: &[i32], k: usize, spares: &[i32
         }
     }
     false
+}
+
+/// The shard reads a gather needs from the shards `avail` can serve
+/// (`lost`: those a rebuild or a chunk makes), with each read's plan kept
+/// in `g.what`; why not, when the shards cannot be decoded.
+fn plan_gather(
+    striper: &stripe::Striper,
+    g: &mut Gather,
+    avail: &[usize],
+    lost: &[usize],
+) -> Result<ShardReads, String> {
+    let size = g.st.size;
+    let mut want = ShardReads::new();
+    let add = |want: &mut ShardReads, rp: &stripe::ReadPlan| {
+        for (&c, exts) in &rp.reads {
+            want.entry(c).or_default().extend(exts.iter().copied());
+        }
+    };
+    match &mut g.what {
+        Purpose::Op { plan, reads, .. } => {
+            reads.clear();
+            for r in &plan.fetch {
+                let rp = striper
+                    .plan_read(size, r.clone(), avail, Coalesce::Conservative)
+                    .map_err(|e| e.to_string())?;
+                add(&mut want, &rp);
+                reads.push(rp);
+            }
+        }
+        Purpose::Revert { reads, .. } => {
+            reads.clear();
+            if size > 0 {
+                let rp = striper
+                    .plan_read(size, 0..size, avail, Coalesce::Conservative)
+                    .map_err(|e| e.to_string())?;
+                add(&mut want, &rp);
+                reads.push(rp);
+            }
+        }
+        Purpose::Rebuild { plan, .. } | Purpose::Chunk { plan, .. } => {
+            let from: Vec<usize> = avail
+                .iter()
+                .copied()
+                .filter(|c| !lost.contains(c))
+                .collect();
+            let rp = striper
+                .plan_rebuild(size, lost, &from, Coalesce::Conservative)
+                .map_err(|e| e.to_string())?;
+            want = rp.reads.clone();
+            for &c in &g.copy {
+                let len = striper.shard_len(size, c).map_err(|e| e.to_string())?;
+                if len > 0 {
+                    want.insert(c, vec![(0, len)]);
+                }
+            }
+            *plan = Some(rp);
+        }
+    }
+    Ok(want)
 }
 
 #[cfg(test)]
