@@ -306,56 +306,7 @@ pub fn finish(
     plan: &Plan,
     mut old: OldBytes,
 ) -> Result<Outcome, OpError> {
-    // A lone read in an op that writes nothing takes its decoded bytes
-    // as they are (megabytes not copied again).
-    let mut reads = ops.iter().filter_map(|op| match op {
-        SubOp::Read { offset, len } => Some(read_range(st.size, *offset, *len)),
-        _ => None,
-    });
-    let mut moved = None;
-    if let (false, Some(r), None) = (plan.writes, reads.next(), reads.next()) {
-        if old
-            .get(&r.start)
-            .is_some_and(|b| b.len() as u64 == r.end - r.start)
-        {
-            moved = old.remove(&r.start);
-        }
-    }
-    let old = &old;
-    let get = |r: Range<u64>| -> Result<&[u8], OpError> {
-        lookup(old, r.clone()).ok_or_else(|| {
-            OpError::Io(format!(
-                "object '{}': bytes {}..{} were not fetched",
-                o.name, r.start, r.end
-            ))
-        })
-    };
-    // Results, from the object as it was.
-    let mut results = Vec::with_capacity(ops.len());
-    for op in ops {
-        results.push(match op {
-            SubOp::Read { offset, len } => match moved.take() {
-                Some(b) => SubResult::Data(b.into()),
-                None => SubResult::Data(get(read_range(st.size, *offset, *len))?.to_vec().into()),
-            },
-            SubOp::Stat => SubResult::Stat {
-                size: st.size,
-                version: st.version,
-            },
-            SubOp::GetXattr(name) => {
-                SubResult::Data(s.getattr(c, o, name).map_err(store_err)?.into())
-            }
-            SubOp::GetXattrs => SubResult::Xattrs(
-                s.getattrs(c, o)
-                    .map_err(store_err)?
-                    .into_iter()
-                    .filter(|(k, _)| !k.starts_with('_'))
-                    .map(|(k, v)| (k, ByteBuf::from(v)))
-                    .collect(),
-            ),
-            _ => SubResult::None,
-        });
-    }
+    let results = read_results(s, c, o, st, ops, plan, &mut old)?;
     let n = striper.shards();
     let mut shards: Vec<Transaction> = vec![Transaction::new(); n];
     if !plan.writes {
@@ -391,9 +342,6 @@ pub fn finish(
             bytes_delta: -(st.size as i64),
         });
     }
-    // The new bytes of every re-encoded stripe run: old bytes kept, then
-    // the op's data changes replayed in order, clipped to the run.
-    let err = |e: loligo_ec::error::EcError| OpError::Io(e.to_string());
     let removed = st.exists && ops.iter().any(|op| matches!(op, SubOp::Remove));
     if removed {
         // Removed and made again in one op: nothing of the old object
@@ -402,7 +350,95 @@ pub fn finish(
             t.remove(c, o);
         }
     }
-    let mut recreated = !st.exists || removed;
+    let rewrote_whole = encode_runs(striper, c, o, st, ops, plan, &old, &mut shards)?;
+    let recreated = (!st.exists || removed) && !rewrote_whole;
+    set_shard_attrs(striper, c, o, ops, plan, removed, recreated, &mut shards)?;
+    Ok(Outcome {
+        shards,
+        results,
+        exists_after: true,
+        size_after: plan.size_after,
+        bytes_delta: plan.size_after as i64 - if st.exists { st.size as i64 } else { 0 },
+    })
+}
+
+/// The op's results, from the object as it was (`old`: its bytes the plan
+/// fetched). A lone read in an op that writes nothing takes its decoded
+/// bytes as they are (megabytes not copied again).
+fn read_results(
+    s: &dyn ObjectStore,
+    c: CollectionId,
+    o: &ObjectId,
+    st: &ObjState,
+    ops: &[SubOp],
+    plan: &Plan,
+    old: &mut OldBytes,
+) -> Result<Vec<SubResult>, OpError> {
+    let mut reads = ops.iter().filter_map(|op| match op {
+        SubOp::Read { offset, len } => Some(read_range(st.size, *offset, *len)),
+        _ => None,
+    });
+    let mut moved = None;
+    if let (false, Some(r), None) = (plan.writes, reads.next(), reads.next()) {
+        if old
+            .get(&r.start)
+            .is_some_and(|b| b.len() as u64 == r.end - r.start)
+        {
+            moved = old.remove(&r.start);
+        }
+    }
+    let old = &*old;
+    let get = |r: Range<u64>| -> Result<&[u8], OpError> {
+        lookup(old, r.clone()).ok_or_else(|| {
+            OpError::Io(format!(
+                "object '{}': bytes {}..{} were not fetched",
+                o.name, r.start, r.end
+            ))
+        })
+    };
+    let mut results = Vec::with_capacity(ops.len());
+    for op in ops {
+        results.push(match op {
+            SubOp::Read { offset, len } => match moved.take() {
+                Some(b) => SubResult::Data(b.into()),
+                None => SubResult::Data(get(read_range(st.size, *offset, *len))?.to_vec().into()),
+            },
+            SubOp::Stat => SubResult::Stat {
+                size: st.size,
+                version: st.version,
+            },
+            SubOp::GetXattr(name) => {
+                SubResult::Data(s.getattr(c, o, name).map_err(store_err)?.into())
+            }
+            SubOp::GetXattrs => SubResult::Xattrs(
+                s.getattrs(c, o)
+                    .map_err(store_err)?
+                    .into_iter()
+                    .filter(|(k, _)| !k.starts_with('_'))
+                    .map(|(k, v)| (k, ByteBuf::from(v)))
+                    .collect(),
+            ),
+            _ => SubResult::None,
+        });
+    }
+    Ok(results)
+}
+
+/// Encode every re-encoded stripe run's new bytes (old bytes kept, then
+/// the op's data changes replayed in order, clipped to the run) into the
+/// shard transactions. Whether a run rewrote each shard whole.
+#[allow(clippy::too_many_arguments)]
+fn encode_runs(
+    striper: &Striper,
+    c: CollectionId,
+    o: &ObjectId,
+    st: &ObjState,
+    ops: &[SubOp],
+    plan: &Plan,
+    old: &OldBytes,
+    shards: &mut [Transaction],
+) -> Result<bool, OpError> {
+    let err = |e: loligo_ec::error::EcError| OpError::Io(e.to_string());
     // An op whose only data change is one full write encodes the client's
     // bytes as they are, without assembling a copy of them first.
     let mut data_ops = ops.iter().filter(|op| {
@@ -420,6 +456,7 @@ pub fn finish(
         (Some(SubOp::WriteFull(d)), None) => Some(d),
         _ => None,
     };
+    let mut rewrote_whole = false;
     for run in &plan.rmw.runs {
         let whole_run =
             |d: &&Bytes| run.bytes == (0..d.len() as u64) && plan.size_after == d.len() as u64;
@@ -438,27 +475,44 @@ pub fn finish(
                 shards[i].write(c, o, run.stripes.start * striper.unit(), bytes);
             }
         }
-        recreated &= !whole;
+        rewrote_whole |= whole;
     }
+    Ok(rewrote_whole)
+}
+
+/// Each shard's size, the user's xattr changes in order (with a removal
+/// in the op only those after it count: the shard object was removed),
+/// and the shard's own attributes (object size, shard number).
+#[allow(clippy::too_many_arguments)]
+fn set_shard_attrs(
+    striper: &Striper,
+    c: CollectionId,
+    o: &ObjectId,
+    ops: &[SubOp],
+    plan: &Plan,
+    removed: bool,
+    recreated: bool,
+    shards: &mut [Transaction],
+) -> Result<(), OpError> {
     let size_attr =
         postcard::to_stdvec(&plan.size_after).map_err(|e| OpError::Io(e.to_string()))?;
+    let from = if removed {
+        ops.iter()
+            .rposition(|op| matches!(op, SubOp::Remove))
+            .map_or(0, |i| i + 1)
+    } else {
+        0
+    };
     for (i, t) in shards.iter_mut().enumerate() {
         if recreated {
             t.touch(c, o);
         }
         if plan.data {
-            let len = striper.shard_len(plan.size_after, i).map_err(err)?;
+            let len = striper
+                .shard_len(plan.size_after, i)
+                .map_err(|e| OpError::Io(e.to_string()))?;
             t.truncate(c, o, len);
         }
-        // The user's xattr changes in order; with a removal in the op only
-        // those after it count (the shard object was removed above).
-        let from = if removed {
-            ops.iter()
-                .rposition(|op| matches!(op, SubOp::Remove))
-                .map_or(0, |i| i + 1)
-        } else {
-            0
-        };
         let mut attrs: Vec<(String, Vec<u8>)> = Vec::new();
         for op in &ops[from..] {
             match op {
@@ -474,13 +528,7 @@ pub fn finish(
         attrs.push((SHARD_ATTR.to_string(), vec![i as u8]));
         flush(t, c, o, &mut attrs);
     }
-    Ok(Outcome {
-        shards,
-        results,
-        exists_after: true,
-        size_after: plan.size_after,
-        bytes_delta: plan.size_after as i64 - if st.exists { st.size as i64 } else { 0 },
-    })
+    Ok(())
 }
 
 /// Set the xattrs gathered so far.

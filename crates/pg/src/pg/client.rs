@@ -168,105 +168,19 @@ impl Pg {
         fx: &mut Vec<Effect>,
     ) {
         let prev = self.info.last_update;
-        let version = self.next_version();
-        let mut t = Transaction::new();
-        t.ops.extend(out.txn.ops);
-        if out.exists_after {
-            t.setattr(
-                self.coll,
-                &oid,
-                VERSION_ATTR,
-                postcard::to_stdvec(&version).unwrap_or_default(),
-            );
+        let mut out = out;
+        let txn = std::mem::replace(&mut out.txn, Transaction::new());
+        let (t, version) = self.log_write(&by, &oid, st, txn, &out);
+        if !matches!(self.role, Role::Primary { .. }) {
+            return;
         }
-        self.info.last_update = version;
-        match (st.exists, out.exists_after) {
-            (false, true) => self.info.objects += 1,
-            (true, false) => self.info.objects = self.info.objects.saturating_sub(1),
-            _ => {}
+        if let Some(shards) = &mut shards {
+            self.trim_rollbacks(shards, by.name(), version);
         }
-        self.info.bytes = (self.info.bytes as i64 + out.bytes_delta).max(0) as u64;
-        let entry = LogEntry {
-            version,
-            name: by.name().to_string(),
-            removed: !out.exists_after,
-            reqid: by.reqid(),
-            gave_up: by.gave_up(),
-            // A give-up's object may be in any state on this copy; the
-            // log below it is what it undoes.
-            before: match by {
-                Writer::Client(_) => Before::of(st),
-                Writer::GiveUp(..) => Before::Unknown,
-            },
-            prev: Some(prev),
-        };
-        if let Some(r) = by.reqid() {
-            self.remember(r, version, false);
-        }
-        self.log_into(&mut t, &entry, &self.info);
+        let log_only = self.log_only_targets(&oid);
         let Role::Primary { write_set } = &self.role else {
             return;
         };
-        if let Some(shards) = &mut shards {
-            // Erasure-coded: rollback copies of writes every member has
-            // go with this write (each object's newest write only; a
-            // member without one removes nothing).
-            let done: Vec<String> = self
-                .rb_live
-                .iter()
-                .filter(|(n, (_, acked))| *acked && n.as_str() != by.name())
-                .map(|(n, _)| n.clone())
-                .take(RB_TRIMS_PER_WRITE)
-                .collect();
-            for n in &done {
-                let rb = crate::ec::rollback_oid(&recovery::oid(n));
-                for t in shards.iter_mut() {
-                    t.touch(self.coll, &rb).remove(self.coll, &rb);
-                }
-                self.rb_live.remove(n);
-            }
-            self.rb_live.insert(by.name().to_string(), (version, false));
-        }
-        // Backfill targets whose cursor has not reached the object take
-        // the log entry only (the chunk that passes it copies it whole).
-        let log_only: Vec<i32> = self
-            .rec
-            .backfill
-            .iter()
-            .filter(|(_, b)| !b.done.covers(&oid))
-            .map(|(o, _)| *o)
-            .collect();
-        // Their objects there now differ from this copy's: the leaf is
-        // scanned whatever the trees said (and a scan of a range that
-        // left it out is made again).
-        if let Some(leaf) = self.tree().map(|t| t.leaf_of(oid.hash)) {
-            for to in &log_only {
-                let Some(b) = self.rec.backfill.get_mut(to) else {
-                    continue;
-                };
-                if b.leaves.dirty(leaf) {
-                    match &mut b.step {
-                        BfStep::Scanning { upto, .. } if upto.covers(&oid) => {
-                            b.step = BfStep::Idle;
-                        }
-                        BfStep::Scanned { theirs, .. } if theirs.end.covers(&oid) => {
-                            b.step = BfStep::Idle;
-                        }
-                        BfStep::Copying { ahead, .. } => {
-                            let scanned = match ahead {
-                                Ahead::Scanning { upto, .. } => upto.covers(&oid),
-                                Ahead::Scanned { theirs, .. } => theirs.end.covers(&oid),
-                                _ => false,
-                            };
-                            if scanned {
-                                *ahead = Ahead::None;
-                            }
-                        }
-                        _ => {}
-                    }
-                }
-            }
-        }
         // Not `take_tid`: `write_set` borrows the role.
         let tid = self.next_tid;
         self.next_tid += 1;
@@ -340,6 +254,122 @@ impl Pg {
             by.name()
         );
         self.ops.busy.insert(by.name().to_string(), VecDeque::new());
+    }
+
+    /// The write's version and log entry: the PG's info moves on, and `t`
+    /// (the op's changes) comes back as every member applies it, with the
+    /// object's version attribute, the log entry and info.
+    fn log_write(
+        &mut self,
+        by: &Writer,
+        oid: &ObjectId,
+        st: &ObjState,
+        mut t: Transaction,
+        out: &exec::Outcome,
+    ) -> (Transaction, Version) {
+        let prev = self.info.last_update;
+        let version = self.next_version();
+        if out.exists_after {
+            t.setattr(
+                self.coll,
+                oid,
+                VERSION_ATTR,
+                postcard::to_stdvec(&version).unwrap_or_default(),
+            );
+        }
+        self.info.last_update = version;
+        match (st.exists, out.exists_after) {
+            (false, true) => self.info.objects += 1,
+            (true, false) => self.info.objects = self.info.objects.saturating_sub(1),
+            _ => {}
+        }
+        self.info.bytes = (self.info.bytes as i64 + out.bytes_delta).max(0) as u64;
+        let entry = LogEntry {
+            version,
+            name: by.name().to_string(),
+            removed: !out.exists_after,
+            reqid: by.reqid(),
+            gave_up: by.gave_up(),
+            // A give-up's object may be in any state on this copy; the
+            // log below it is what it undoes.
+            before: match by {
+                Writer::Client(_) => Before::of(st),
+                Writer::GiveUp(..) => Before::Unknown,
+            },
+            prev: Some(prev),
+        };
+        if let Some(r) = by.reqid() {
+            self.remember(r, version, false);
+        }
+        self.log_into(&mut t, &entry, &self.info);
+        (t, version)
+    }
+
+    /// Erasure-coded: rollback copies of writes every member has go with
+    /// this write of `name` (each object's newest write only; a member
+    /// without one removes nothing), and this write's becomes live.
+    fn trim_rollbacks(&mut self, shards: &mut [Transaction], name: &str, version: Version) {
+        let done: Vec<String> = self
+            .rb_live
+            .iter()
+            .filter(|(n, (_, acked))| *acked && n.as_str() != name)
+            .map(|(n, _)| n.clone())
+            .take(RB_TRIMS_PER_WRITE)
+            .collect();
+        for n in &done {
+            let rb = crate::ec::rollback_oid(&recovery::oid(n));
+            for t in shards.iter_mut() {
+                t.touch(self.coll, &rb).remove(self.coll, &rb);
+            }
+            self.rb_live.remove(n);
+        }
+        self.rb_live.insert(name.to_string(), (version, false));
+    }
+
+    /// Backfill targets whose cursor has not reached `oid`: they take a
+    /// write's log entry only (the chunk that passes it copies it whole).
+    /// Their objects there now differ from this copy's: the leaf is
+    /// scanned whatever the trees said (and a scan of a range that left it
+    /// out is made again).
+    fn log_only_targets(&mut self, oid: &ObjectId) -> Vec<i32> {
+        let log_only: Vec<i32> = self
+            .rec
+            .backfill
+            .iter()
+            .filter(|(_, b)| !b.done.covers(oid))
+            .map(|(o, _)| *o)
+            .collect();
+        let Some(leaf) = self.tree().map(|t| t.leaf_of(oid.hash)) else {
+            return log_only;
+        };
+        for to in &log_only {
+            let Some(b) = self.rec.backfill.get_mut(to) else {
+                continue;
+            };
+            if !b.leaves.dirty(leaf) {
+                continue;
+            }
+            match &mut b.step {
+                BfStep::Scanning { upto, .. } if upto.covers(oid) => {
+                    b.step = BfStep::Idle;
+                }
+                BfStep::Scanned { theirs, .. } if theirs.end.covers(oid) => {
+                    b.step = BfStep::Idle;
+                }
+                BfStep::Copying { ahead, .. } => {
+                    let scanned = match ahead {
+                        Ahead::Scanning { upto, .. } => upto.covers(oid),
+                        Ahead::Scanned { theirs, .. } => theirs.end.covers(oid),
+                        _ => false,
+                    };
+                    if scanned {
+                        *ahead = Ahead::None;
+                    }
+                }
+                _ => {}
+            }
+        }
+        log_only
     }
 
     pub(super) fn done(

@@ -604,7 +604,6 @@ impl Pg {
             return;
         };
         self.unfound_waiting.remove(&g.oid.name);
-        let epoch = self.epoch;
         let Gather {
             what,
             oid,
@@ -613,49 +612,12 @@ impl Pg {
             copy,
             ..
         } = g;
-        // Lost shards a stray held whole: as read.
-        let with_copies = |mut m: BTreeMap<usize, Vec<u8>>| {
-            for c in &copy {
-                let bytes: Vec<u8> = fetched
-                    .get(c)
-                    .map(|v| v.iter().flat_map(|(_, b)| b.iter().copied()).collect())
-                    .unwrap_or_default();
-                m.insert(*c, bytes);
-            }
-            m
-        };
-        // A rebuild's tally: shards, the plan's theory, bytes fetched.
-        let fetched_bytes: u64 = fetched
-            .values()
-            .flat_map(|v| v.iter().map(|(_, b)| b.len() as u64))
-            .sum();
-        // A lost shard copied whole from a stray or moved copy is read
-        // once: its bytes are its theory.
-        let copied_bytes: u64 = copy
-            .iter()
-            .filter_map(|c| fetched.get(c))
-            .flat_map(|v| v.iter().map(|(_, b)| b.len() as u64))
-            .sum();
-        let tally = |rp: &Option<loligo_ec::stripe::RebuildPlan>| {
-            rp.as_ref().map_or((0, 0, 0), |rp| {
-                (
-                    (rp.lost.len() + copy.len()) as u64,
-                    rp.theory + copied_bytes,
-                    fetched_bytes,
-                )
-            })
-        };
-        let count = |pg: &mut Self, t: (u64, u64, u64)| {
-            pg.rebuilt.0 += t.0;
-            pg.rebuilt.1 += t.1;
-            pg.rebuilt.2 += t.2;
-        };
-        let (p, plan, reads) = match what {
+        match what {
             Purpose::Op {
                 pending,
                 plan,
                 reads,
-            } => (pending, plan, reads),
+            } => self.op_gathered(s, &striper, pending, &plan, &reads, oid, st, &fetched, fx),
             Purpose::Revert { attrs, reads } => {
                 let mut data = Vec::with_capacity(st.size as usize);
                 for rp in &reads {
@@ -668,27 +630,18 @@ impl Pg {
                         }
                     }
                 }
-                return self.revert_decoded(s, oid, st, attrs, &data, fx);
+                self.revert_decoded(s, oid, st, attrs, &data, fx)
             }
             Purpose::Chunk { to, plan } => {
-                let rebuilt = plan
-                    .as_ref()
-                    .ok_or_else(|| "no rebuild plan".to_string())
-                    .and_then(|rp| {
-                        striper
-                            .decode_rebuild(rp, &fetched)
-                            .map_err(|e| e.to_string())
-                    })
-                    .map(with_copies)
-                    .and_then(|mut m| {
-                        self.shard_of(to)
-                            .and_then(|c| m.remove(&c))
-                            .ok_or_else(|| format!("no shard for osd.{to}"))
-                    });
+                let rebuilt = rebuilt_shards(&striper, &plan, &fetched, &copy).and_then(|mut m| {
+                    self.shard_of(to)
+                        .and_then(|c| m.remove(&c))
+                        .ok_or_else(|| format!("no shard for osd.{to}"))
+                });
                 if rebuilt.is_ok() {
-                    count(self, tally(&plan));
+                    self.count_rebuilt(&plan, &copy, &fetched);
                 }
-                return self.chunk_rebuilt(to, &oid.name, st.version, rebuilt, fx);
+                self.chunk_rebuilt(to, &oid.name, st.version, rebuilt, fx)
             }
             Purpose::Rebuild {
                 pull,
@@ -696,48 +649,77 @@ impl Pg {
                 plan,
                 attrs,
             } => {
-                let rebuilt = plan
-                    .as_ref()
-                    .ok_or_else(|| "no rebuild plan".to_string())
-                    .and_then(|rp| {
-                        striper
-                            .decode_rebuild(rp, &fetched)
-                            .map_err(|e| e.to_string())
-                    })
-                    .map(with_copies);
+                let rebuilt = rebuilt_shards(&striper, &plan, &fetched, &copy);
                 if rebuilt.is_ok() {
-                    count(self, tally(&plan));
+                    self.count_rebuilt(&plan, &copy, &fetched);
                 }
                 if pull {
                     return self.pulled_rebuilt(s, tid, &oid, st.version, attrs, rebuilt, fx);
                 }
-                return self.push_rebuilt(tid, &oid, st.version, targets, attrs, rebuilt, fx);
+                self.push_rebuilt(tid, &oid, st.version, targets, attrs, rebuilt, fx)
             }
+        }
+    }
+
+    /// A rebuild's tally: shards, the plan's theory, bytes fetched. A lost
+    /// shard copied whole from a stray or moved copy is read once: its
+    /// bytes are its theory.
+    fn count_rebuilt(
+        &mut self,
+        plan: &Option<stripe::RebuildPlan>,
+        copy: &[usize],
+        fetched: &Fetched<Bytes>,
+    ) {
+        let Some(rp) = plan else {
+            return;
         };
+        let bytes = |v: &Vec<(u64, Bytes)>| v.iter().map(|(_, b)| b.len() as u64).sum::<u64>();
+        let fetched_bytes: u64 = fetched.values().map(bytes).sum();
+        let copied_bytes: u64 = copy.iter().filter_map(|c| fetched.get(c)).map(bytes).sum();
+        self.rebuilt.0 += (rp.lost.len() + copy.len()) as u64;
+        self.rebuilt.1 += rp.theory + copied_bytes;
+        self.rebuilt.2 += fetched_bytes;
+    }
+
+    /// An op's reads are in: decode the old bytes, run the op, answer a
+    /// read, or log and distribute a write (the ops queued behind it stay
+    /// queued behind the write).
+    #[allow(clippy::too_many_arguments)]
+    fn op_gathered(
+        &mut self,
+        s: &dyn ObjectStore,
+        striper: &stripe::Striper,
+        p: Pending,
+        plan: &Plan,
+        reads: &[stripe::ReadPlan],
+        oid: ObjectId,
+        st: ObjState,
+        fetched: &Fetched<Bytes>,
+        fx: &mut Vec<Effect>,
+    ) {
+        let epoch = self.epoch;
+        let name = p.op.name.clone();
         let mut old = OldBytes::new();
-        for rp in &reads {
-            match striper.decode_read(rp, &fetched) {
+        for rp in reads {
+            match striper.decode_read(rp, fetched) {
                 Ok(b) => {
                     old.insert(rp.range.start, b);
                 }
                 Err(e) => {
-                    let name = p.op.name.clone();
                     let err = OpError::Io(format!("object '{name}': {e}"));
                     fx.push(reply(p.token, Err(err), Version::default(), epoch));
                     return self.release(s, &name, fx);
                 }
             }
         }
-        let out = match ec::finish(&striper, s, self.coll, &oid, &st, &p.op.ops, &plan, old) {
+        let out = match ec::finish(striper, s, self.coll, &oid, &st, &p.op.ops, plan, old) {
             Ok(o) => o,
             Err(e) => {
-                let name = p.op.name.clone();
                 fx.push(reply(p.token, Err(e), Version::default(), epoch));
                 return self.release(s, &name, fx);
             }
         };
         if !plan.writes {
-            let name = p.op.name.clone();
             fx.push(reply(p.token, Ok(out.results), st.version, epoch));
             return self.release(s, &name, fx);
         }
@@ -748,9 +730,7 @@ impl Pg {
             size_after: out.size_after,
             bytes_delta: out.bytes_delta,
         };
-        // The ops queued behind this one stay queued behind the write.
-        let queued = self.ops.busy.remove(&p.op.name).unwrap_or_default();
-        let name = p.op.name.clone();
+        let queued = self.ops.busy.remove(&name).unwrap_or_default();
         self.write(
             super::Writer::Client(p),
             oid,
@@ -2030,6 +2010,28 @@ pub(super) fn walks_to_crush(acting: &[i32], up: &[i32], k: usize, spares: &[i32
         }
     }
     false
+}
+
+/// The shards a rebuild plan makes from what was fetched, with the lost
+/// shards a stray held whole (`copy`) as read.
+fn rebuilt_shards(
+    striper: &stripe::Striper,
+    plan: &Option<stripe::RebuildPlan>,
+    fetched: &Fetched<Bytes>,
+    copy: &[usize],
+) -> Result<BTreeMap<usize, Vec<u8>>, String> {
+    let rp = plan.as_ref().ok_or_else(|| "no rebuild plan".to_string())?;
+    let mut m = striper
+        .decode_rebuild(rp, fetched)
+        .map_err(|e| e.to_string())?;
+    for c in copy {
+        let bytes: Vec<u8> = fetched
+            .get(c)
+            .map(|v| v.iter().flat_map(|(_, b)| b.iter().copied()).collect())
+            .unwrap_or_default();
+        m.insert(*c, bytes);
+    }
+    Ok(m)
 }
 
 /// The shard reads a gather needs from the shards `avail` can serve
