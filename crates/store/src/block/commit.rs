@@ -1089,7 +1089,6 @@ impl Ctx<'_> {
     }
 
     fn op(&mut self, op: &Op) -> Result<()> {
-        let max = self.s.limits.object_size_max;
         if matches!(op, Op::CreateCollection(_) | Op::RemoveCollection(_)) {
             self.known_coll.set(None);
         }
@@ -1100,22 +1099,7 @@ impl Ctx<'_> {
                 }
                 self.put(coll_prefix(T_COLL, *c), Vec::new());
             }
-            Op::RemoveCollection(c) => {
-                self.need_coll(*c)?;
-                // The scan reads the overlay: this transaction's onodes
-                // go there first.
-                self.flush_onodes();
-                let p = coll_prefix(T_ONODE, *c);
-                if !self.scan(&p, &prefix_end(&p))?.is_empty() {
-                    return Err(StoreError::CollectionNotEmpty(*c));
-                }
-                let r = coll_prefix(T_RECORD, *c);
-                for (k, _) in self.scan(&r, &prefix_end(&r))? {
-                    self.del(k);
-                }
-                self.del(coll_prefix(T_COLL, *c));
-                self.known_coll.set(None);
-            }
+            Op::RemoveCollection(c) => self.remove_coll(*c)?,
             Op::SetCompression(c, algo) => {
                 self.need_coll(*c)?;
                 self.put(coll_prefix(T_COLL, *c), vec![algo.code()]);
@@ -1129,106 +1113,20 @@ impl Ctx<'_> {
                 oid,
                 offset,
                 data,
-            } => {
-                let mut on = self.obj(*coll, oid, true)?;
-                let end = offset.saturating_add(data.len() as u64);
-                let grown = on.size.max(end);
-                if self.inline_for(&mut on, grown) {
-                    let (o, e) = (*offset as usize, end as usize);
-                    let d = on.inline.get_or_insert_with(Vec::new);
-                    if d.len() < e {
-                        d.resize(e, 0);
-                    }
-                    d[o..e].copy_from_slice(data);
-                    on.size = d.len() as u64;
-                } else {
-                    let comp = self.compression(*coll)?;
-                    self.spill(oid, &mut on, comp)?;
-                    self.write(oid, &mut on, *offset, data, comp)?;
-                }
-                self.save(*coll, oid, on);
-            }
-            Op::WriteFull { coll, oid, data } => {
-                let mut on = self.obj(*coll, oid, true)?;
-                self.punch(&mut on, 0, u64::MAX)?;
-                on.size = 0;
-                on.inline = None;
-                if data.len() as u64 <= self.s.inline_max {
-                    on.inline = Some(data.to_vec());
-                    on.size = data.len() as u64;
-                } else {
-                    let comp = self.compression(*coll)?;
-                    self.write(oid, &mut on, 0, data, comp)?;
-                }
-                self.save(*coll, oid, on);
-            }
+            } => self.write_op(*coll, oid, *offset, Some(data), data.len() as u64)?,
+            Op::WriteFull { coll, oid, data } => self.write_full_op(*coll, oid, data)?,
             Op::Zero {
                 coll,
                 oid,
                 offset,
                 len,
-            } => {
-                let mut on = self.obj(*coll, oid, true)?;
-                let end = offset.saturating_add(*len);
-                let grown = on.size.max(end);
-                if self.inline_for(&mut on, grown) {
-                    let (o, e) = (*offset as usize, end as usize);
-                    let d = on.inline.get_or_insert_with(Vec::new);
-                    if d.len() < e {
-                        d.resize(e, 0);
-                    }
-                    d[o..e].fill(0);
-                    on.size = d.len() as u64;
-                } else {
-                    let comp = self.compression(*coll)?;
-                    self.spill(oid, &mut on, comp)?;
-                    self.zero(oid, &mut on, *offset, *len)?;
-                }
-                self.save(*coll, oid, on);
-            }
-            Op::Truncate { coll, oid, size } => {
-                if *size > max {
-                    return Err(StoreError::TooLarge(format!(
-                        "object of {size} bytes (limit {max})"
-                    )));
-                }
-                let mut on = self.obj(*coll, oid, true)?;
-                if self.inline_for(&mut on, *size) {
-                    let d = on.inline.get_or_insert_with(Vec::new);
-                    d.resize(*size as usize, 0);
-                    on.size = *size;
-                } else {
-                    let comp = self.compression(*coll)?;
-                    self.spill(oid, &mut on, comp)?;
-                    self.truncate(oid, &mut on, *size)?;
-                }
-                self.save(*coll, oid, on);
-            }
+            } => self.write_op(*coll, oid, *offset, None, *len)?,
+            Op::Truncate { coll, oid, size } => self.truncate_op(*coll, oid, *size)?,
             Op::Remove(c, o) => {
                 let on = self.obj(*c, o, false)?;
                 self.remove_obj(*c, o, &on)?;
             }
-            Op::Clone { coll, src, dst } => {
-                let on = self.obj(*coll, src, false)?;
-                if src == dst {
-                    return Ok(());
-                }
-                if let Some(old) = self.onode(*coll, dst)? {
-                    self.remove_obj(*coll, dst, &old)?;
-                }
-                for x in &on.extents {
-                    self.refs(x.blob, 1)?;
-                }
-                if on.omap {
-                    let (sp, dp) = (omap_prefix(*coll, src), omap_prefix(*coll, dst));
-                    for (k, v) in self.scan(&sp, &prefix_end(&sp))? {
-                        let mut nk = dp.clone();
-                        nk.extend_from_slice(&k[sp.len()..]);
-                        self.put(nk, v);
-                    }
-                }
-                self.save(*coll, dst, on);
-            }
+            Op::Clone { coll, src, dst } => self.clone_op(*coll, src, dst)?,
             Op::SetAttrs { coll, oid, attrs } => {
                 let mut on = self.obj(*coll, oid, true)?;
                 for (k, v) in attrs {
@@ -1307,6 +1205,124 @@ impl Ctx<'_> {
                 self.del(record_key(*coll, key));
             }
         }
+        Ok(())
+    }
+
+    /// Remove an empty collection and its records.
+    fn remove_coll(&mut self, c: CollectionId) -> Result<()> {
+        self.need_coll(c)?;
+        // The scan reads the overlay: this transaction's onodes go there
+        // first.
+        self.flush_onodes();
+        let p = coll_prefix(T_ONODE, c);
+        if !self.scan(&p, &prefix_end(&p))?.is_empty() {
+            return Err(StoreError::CollectionNotEmpty(c));
+        }
+        let r = coll_prefix(T_RECORD, c);
+        for (k, _) in self.scan(&r, &prefix_end(&r))? {
+            self.del(k);
+        }
+        self.del(coll_prefix(T_COLL, c));
+        self.known_coll.set(None);
+        Ok(())
+    }
+
+    /// Write `data` (`None`: `len` zeros) at `offset`: inline while the
+    /// object fits its onode, else through blobs (spilled first).
+    fn write_op(
+        &mut self,
+        coll: CollectionId,
+        oid: &ObjectId,
+        offset: u64,
+        data: Option<&[u8]>,
+        len: u64,
+    ) -> Result<()> {
+        let mut on = self.obj(coll, oid, true)?;
+        let end = offset.saturating_add(len);
+        let grown = on.size.max(end);
+        if self.inline_for(&mut on, grown) {
+            let (o, e) = (offset as usize, end as usize);
+            let d = on.inline.get_or_insert_with(Vec::new);
+            if d.len() < e {
+                d.resize(e, 0);
+            }
+            match data {
+                Some(data) => d[o..e].copy_from_slice(data),
+                None => d[o..e].fill(0),
+            }
+            on.size = d.len() as u64;
+        } else {
+            let comp = self.compression(coll)?;
+            self.spill(oid, &mut on, comp)?;
+            match data {
+                Some(data) => self.write(oid, &mut on, offset, data, comp)?,
+                None => self.zero(oid, &mut on, offset, len)?,
+            }
+        }
+        self.save(coll, oid, on);
+        Ok(())
+    }
+
+    /// Replace the object's data with `data`.
+    fn write_full_op(&mut self, coll: CollectionId, oid: &ObjectId, data: &[u8]) -> Result<()> {
+        let mut on = self.obj(coll, oid, true)?;
+        self.punch(&mut on, 0, u64::MAX)?;
+        on.size = 0;
+        on.inline = None;
+        if data.len() as u64 <= self.s.inline_max {
+            on.inline = Some(data.to_vec());
+            on.size = data.len() as u64;
+        } else {
+            let comp = self.compression(coll)?;
+            self.write(oid, &mut on, 0, data, comp)?;
+        }
+        self.save(coll, oid, on);
+        Ok(())
+    }
+
+    fn truncate_op(&mut self, coll: CollectionId, oid: &ObjectId, size: u64) -> Result<()> {
+        let max = self.s.limits.object_size_max;
+        if size > max {
+            return Err(StoreError::TooLarge(format!(
+                "object of {size} bytes (limit {max})"
+            )));
+        }
+        let mut on = self.obj(coll, oid, true)?;
+        if self.inline_for(&mut on, size) {
+            let d = on.inline.get_or_insert_with(Vec::new);
+            d.resize(size as usize, 0);
+            on.size = size;
+        } else {
+            let comp = self.compression(coll)?;
+            self.spill(oid, &mut on, comp)?;
+            self.truncate(oid, &mut on, size)?;
+        }
+        self.save(coll, oid, on);
+        Ok(())
+    }
+
+    /// `dst` becomes a copy of `src` sharing its blobs (its old self
+    /// removed first), with a copy of its omap.
+    fn clone_op(&mut self, coll: CollectionId, src: &ObjectId, dst: &ObjectId) -> Result<()> {
+        let on = self.obj(coll, src, false)?;
+        if src == dst {
+            return Ok(());
+        }
+        if let Some(old) = self.onode(coll, dst)? {
+            self.remove_obj(coll, dst, &old)?;
+        }
+        for x in &on.extents {
+            self.refs(x.blob, 1)?;
+        }
+        if on.omap {
+            let (sp, dp) = (omap_prefix(coll, src), omap_prefix(coll, dst));
+            for (k, v) in self.scan(&sp, &prefix_end(&sp))? {
+                let mut nk = dp.clone();
+                nk.extend_from_slice(&k[sp.len()..]);
+                self.put(nk, v);
+            }
+        }
+        self.save(coll, dst, on);
         Ok(())
     }
 }
