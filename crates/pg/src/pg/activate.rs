@@ -81,9 +81,9 @@ impl Pg {
         tracing::debug!(
             "pg {}: peering in interval {}: acting {:?}, record {:?}, this copy {mine:?}, others {infos:?}",
             self.id,
-            self.interval,
-            self.acting,
-            self.record
+            self.map.interval,
+            self.map.acting,
+            self.map.record
         );
         self.rec.record_few_whole = self.record_few_whole(&asked, &mine, short);
         let newest = match self.authoritative_head(&infos, &mine, short) {
@@ -107,13 +107,13 @@ impl Pg {
         // the log, which left the object on one shard).
         let strays: Vec<(i32, usize)> = infos
             .iter()
-            .filter(|(o, _)| self.ec.is_some() && !self.acting.contains(o))
+            .filter(|(o, _)| self.ec.is_some() && !self.map.acting.contains(o))
             .filter_map(|(o, i)| Some((*o, i.shard? as usize)))
             .collect();
         self.rec.strays.extend(strays.iter().copied());
         self.rec.empty_strays = infos
             .iter()
-            .filter(|(o, _)| self.ec.is_some() && !self.acting.contains(o))
+            .filter(|(o, _)| self.ec.is_some() && !self.map.acting.contains(o))
             .filter(|(_, i)| i.shard.is_none() && i.info.objects == 0 && is_complete(i))
             .map(|(o, _)| *o)
             .collect();
@@ -143,7 +143,7 @@ impl Pg {
         infos: &BTreeMap<i32, Option<PeerInfo>>,
         short: bool,
     ) -> Option<Vec<i32>> {
-        if let Some(record) = &self.record {
+        if let Some(record) = &self.map.record {
             let heard = |o: &i32| *o == self.whoami || infos.get(o).is_some_and(Option::is_some);
             let unheard = record.osds.iter().filter(|o| !heard(o)).count();
             if unheard == record.osds.len() || (short && unheard > 0) {
@@ -163,7 +163,7 @@ impl Pg {
         mine: &PeerInfo,
         short: bool,
     ) -> bool {
-        match (&self.ec, &self.record) {
+        match (&self.ec, &self.map.record) {
             (Some(st), Some(r)) if !short => {
                 let member = |o: &i32| match *o == self.whoami {
                     true => Some(mine),
@@ -190,7 +190,8 @@ impl Pg {
         mine: &PeerInfo,
         short: bool,
     ) -> Result<Version, Vec<i32>> {
-        let authority = |o: &i32| short || self.record.as_ref().is_none_or(|r| r.osds.contains(o));
+        let authority =
+            |o: &i32| short || self.map.record.as_ref().is_none_or(|r| r.osds.contains(o));
         let mut heads: Vec<Version> = infos
             .iter()
             .chain([(&self.whoami, mine)])
@@ -239,9 +240,10 @@ impl Pg {
                     let copies = infos.iter().chain([(&self.whoami, mine)]);
                     let gives_log = |o: &i32, i: &PeerInfo, whole: bool| match whole {
                         true => !i.backfill,
-                        false => self.acting.contains(o) && i.moved_shard.is_none(),
+                        false => self.map.acting.contains(o) && i.moved_shard.is_none(),
                     };
-                    let member = |o: &i32| self.record.as_ref().is_some_and(|r| r.osds.contains(o));
+                    let member =
+                        |o: &i32| self.map.record.as_ref().is_some_and(|r| r.osds.contains(o));
                     let floor = copies
                         .clone()
                         .filter(|(o, i)| member(o) && i.info.last_update != Version::default())
@@ -261,8 +263,15 @@ impl Pg {
                 }
                 Some(v) => *v,
                 None => {
-                    let osds = self.record.as_ref().map_or_else(
-                        || self.acting.iter().copied().filter(|&o| o >= 0).collect(),
+                    let osds = self.map.record.as_ref().map_or_else(
+                        || {
+                            self.map
+                                .acting
+                                .iter()
+                                .copied()
+                                .filter(|&o| o >= 0)
+                                .collect()
+                        },
                         |r| r.osds.clone(),
                     );
                     return Err(osds);
@@ -294,7 +303,7 @@ impl Pg {
                 .iter()
                 .chain([(&self.whoami, mine)])
                 .filter(|(o, i)| {
-                    self.acting.contains(o)
+                    self.map.acting.contains(o)
                         && match whole {
                             true => i.info.last_update == newest && i.missing == 0,
                             false => i.info.last_update >= newest,
@@ -309,7 +318,7 @@ impl Pg {
         // moved copy of that shard at the head does not go back to it (two
         // copies mid-backfill held one shard, and each primary in turn put
         // the one elsewhere back in place of the other, for good).
-        let in_place = |shard: usize| match self.acting.get(shard) {
+        let in_place = |shard: usize| match self.map.acting.get(shard) {
             Some(&o) if o == self.whoami => self.held_shard.map(usize::from) == Some(shard),
             Some(o) => infos.get(o).is_some_and(|i| {
                 i.moved_shard.is_none() && i.shard.map(usize::from) == Some(shard)
@@ -370,7 +379,7 @@ impl Pg {
                         && i.moved_shard.is_none()
                         && self.held_elsewhere(**o, i).is_none()
                         && i.info.last_update == newest
-                        && self.acting.contains(o)
+                        && self.map.acting.contains(o)
                 })
                 .map(|(o, _)| *o)
                 .collect();
@@ -511,7 +520,7 @@ impl Pg {
             let past_head = infos
                 .iter()
                 .filter(|(o, i)| {
-                    i.info.last_update > newest && !i.backfill && self.acting.contains(o)
+                    i.info.last_update > newest && !i.backfill && self.map.acting.contains(o)
                 })
                 .map(|(o, _)| *o);
             let c: Vec<i32> = at_head.chain(past_head).collect();
@@ -567,6 +576,7 @@ impl Pg {
         // overlaps it merges and recovers the objects it lacks; one whose
         // log does not (or that is mid-backfill) is backfilled.
         let recoverable: Vec<i32> = self
+            .map
             .acting
             .iter()
             .copied()
@@ -574,7 +584,7 @@ impl Pg {
             .filter(|o| infos.get(o).is_some_and(|i| !is_complete(i)))
             .collect();
         let mut write_set = vec![self.whoami];
-        write_set.extend(complete.iter().filter(|o| self.acting.contains(o)));
+        write_set.extend(complete.iter().filter(|o| self.map.acting.contains(o)));
         write_set.extend(&recoverable);
         self.reset_recovery(fx);
         self.rec.strays.extend(strays);
@@ -599,9 +609,10 @@ impl Pg {
         let recorded = write_set.len() < self.min_size()
             || too_few
             || self
+                .map
                 .record
                 .as_ref()
-                .is_some_and(|r| r.interval == self.interval && r.osds == osds);
+                .is_some_and(|r| r.interval == self.map.interval && r.osds == osds);
         if !recorded {
             self.rec.record_asked = Some(osds.clone());
             fx.push(self.record_ask(osds));

@@ -55,7 +55,7 @@ impl Pg {
             match &b.step {
                 BfStep::Idle
                     if self.now_ms >= b.retry_ms
-                        && !self.toofull.contains(&to)
+                        && !self.map.toofull.contains(&to)
                         && matches!(b.leaves, Leaves::Unknown { .. }) =>
                 {
                     // First the trees: the target's root.
@@ -72,7 +72,7 @@ impl Pg {
                         b.step = BfStep::Comparing { tid, descent: None };
                     }
                 }
-                BfStep::Idle if self.now_ms >= b.retry_ms && !self.toofull.contains(&to) => {
+                BfStep::Idle if self.now_ms >= b.retry_ms && !self.map.toofull.contains(&to) => {
                     let after = b.done.clone();
                     match self.bf_scan(s, to, &after, tree_leaves, limit, fx) {
                         Ok(Some((tid, upto, mine))) => {
@@ -726,10 +726,10 @@ impl Pg {
         let queued = self.queued_cursor();
         let at =
             self.backfill.as_ref() == Some(after) || queued.as_ref().is_some_and(|c| c <= after);
-        if self.epoch < ctx.epoch || (!tree_only && !at) {
+        if self.map.epoch < ctx.epoch || (!tree_only && !at) {
             return Err(RepError::Failed(format!(
                 "pg {}: scan after {after} at epoch {}, this copy's backfill is at {:?} (epoch {})",
-                self.id, ctx.epoch, self.backfill, self.epoch
+                self.id, ctx.epoch, self.backfill, self.map.epoch
             )));
         }
         if let Filter::Nodes { leaves, level, idx } = filter {
@@ -792,7 +792,7 @@ impl Pg {
         // A copy whose backfill ended in this interval has every chunk
         // (several may have been on their way when an answer was lost).
         let applied = match &cursor {
-            None => chunk.end == Cursor::End || self.backfilled_in == Some(self.interval),
+            None => chunk.end == Cursor::End || self.backfilled_in == Some(self.map.interval),
             Some(c) => *c >= chunk.end,
         };
         if applied {
@@ -806,7 +806,7 @@ impl Pg {
                 sync: true,
             });
         }
-        if self.epoch < ctx.epoch || self.behind(ctx) {
+        if self.map.epoch < ctx.epoch || self.behind(ctx) {
             let what = CopyMsg::Chunk(chunk);
             return self.hold_copy(from, ctx.clone(), what, token, fx);
         }
@@ -819,7 +819,7 @@ impl Pg {
         if cursor.as_ref() != Some(&chunk.after) {
             return fx.push(fail(RepError::Failed(format!(
                 "pg {}: backfill chunk after {} at epoch {}, this copy's cursor is {:?} (epoch {})",
-                self.id, chunk.after, ctx.epoch, cursor, self.epoch
+                self.id, chunk.after, ctx.epoch, cursor, self.map.epoch
             ))));
         }
         let names = chunk.pushes.iter().map(|p| &p.name);
@@ -859,7 +859,7 @@ impl Pg {
                 }
                 let next = (chunk.end != Cursor::End).then_some(chunk.end);
                 if next.is_none() {
-                    self.backfilled_in = Some(self.interval);
+                    self.backfilled_in = Some(self.map.interval);
                 }
                 let c_end = next.clone();
                 let c = self.commit(token, CommitKind::Chunk(next));

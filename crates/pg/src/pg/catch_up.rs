@@ -92,6 +92,7 @@ impl Pg {
             }
         }
         let Some(from) = self
+            .map
             .acting
             .iter()
             .copied()
@@ -196,8 +197,13 @@ impl Pg {
     /// The OSDs an erasure-coded pull may ask, in turn: the other acting
     /// members, then strays.
     pub(super) fn pull_candidates(&self) -> Vec<i32> {
-        let strays = self.rec.strays.keys().filter(|o| !self.acting.contains(o));
-        self.acting
+        let strays = self
+            .rec
+            .strays
+            .keys()
+            .filter(|o| !self.map.acting.contains(o));
+        self.map
+            .acting
             .iter()
             .chain(strays)
             .copied()
@@ -482,7 +488,7 @@ impl Pg {
         self.guard_log(&mut txn);
         self.missing.remove(&push.name);
         self.rec.pushed += 1;
-        self.applying.insert(t, self.interval);
+        self.applying.insert(t, self.map.interval);
         fx.push(Effect::Apply {
             tid: t,
             txn,
@@ -494,7 +500,7 @@ impl Pg {
     /// Every member of the recorded write set is this copy or answered
     /// the peering with a copy of the PG (true without a record).
     pub(super) fn record_all_heard(&self, asked: &BTreeMap<i32, Option<PeerInfo>>) -> bool {
-        self.record.as_ref().is_none_or(|r| {
+        self.map.record.as_ref().is_none_or(|r| {
             r.osds
                 .iter()
                 .all(|o| *o == self.whoami || asked.get(o).is_some_and(Option::is_some))

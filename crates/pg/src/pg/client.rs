@@ -29,9 +29,9 @@ pub(super) struct Ops {
 
 impl Pg {
     pub(super) fn on_op(&mut self, s: &dyn ObjectStore, p: Pending, fx: &mut Vec<Effect>) {
-        let epoch = self.epoch;
+        let epoch = self.map.epoch;
         let fail = |p: &Pending, e: OpError| reply(p.token, Err(e), Version::default(), epoch);
-        if p.op.epoch > self.epoch {
+        if p.op.epoch > self.map.epoch {
             return fx.push(fail(&p, OpError::Behind { epoch }));
         }
         if !self.is_primary() {
@@ -111,8 +111,8 @@ impl Pg {
     }
 
     pub(super) fn execute(&mut self, s: &dyn ObjectStore, p: Pending, fx: &mut Vec<Effect>) {
-        let epoch = self.epoch;
-        let Some(pool) = self.pool.as_ref() else {
+        let epoch = self.map.epoch;
+        let Some(pool) = self.map.pool.as_ref() else {
             return fx.push(reply(
                 p.token,
                 Err(OpError::NoPool(self.id.pool)),
@@ -184,7 +184,7 @@ impl Pg {
         // Not `take_tid`: `write_set` borrows the role.
         let tid = self.next_tid;
         self.next_tid += 1;
-        self.applying.insert(tid, self.interval);
+        self.applying.insert(tid, self.map.interval);
         // The Merkle tree: this copy's leaf stamp (its log entry again,
         // stamped) goes in its own transaction only; each replica stamps
         // its own leaf from the same change.
@@ -202,15 +202,15 @@ impl Pg {
             _ => None,
         };
         let ctx = RepCtx {
-            interval: self.interval,
-            epoch: self.epoch,
-            acting: self.acting.clone(),
+            interval: self.map.interval,
+            epoch: self.map.epoch,
+            acting: self.map.acting.clone(),
             prev,
             version,
             change,
         };
         let d = self.backend.distribute(WritePlan {
-            acting: &self.acting,
+            acting: &self.map.acting,
             txn: t,
             own,
             write_set,
@@ -434,13 +434,15 @@ impl Pg {
                 }
                 Ok(f.results)
             }
-            Some(RepError::Stale(_)) => Err(OpError::WrongPrimary { epoch: self.epoch }),
+            Some(RepError::Stale(_)) => Err(OpError::WrongPrimary {
+                epoch: self.map.epoch,
+            }),
             Some(RepError::Failed(e) | RepError::Absent(e) | RepError::NeverTook(e)) => {
                 Err(OpError::Io(e))
             }
         };
         if let Some(token) = f.token {
-            fx.push(reply(token, result, f.version, self.epoch));
+            fx.push(reply(token, result, f.version, self.map.epoch));
         }
         if stale && matches!(self.role, Role::Primary { .. }) {
             // The write is on some members only: a new interval peers
@@ -506,15 +508,17 @@ impl Pg {
         // Erasure-coded: only under a record of this interval naming at
         // least k complete members (see `maybe_activate`).
         let recorded = self.ec.as_ref().is_none_or(|st| {
-            self.record
+            self.map
+                .record
                 .as_ref()
-                .is_some_and(|r| r.interval == self.interval && r.osds.len() >= st.k())
+                .is_some_and(|r| r.interval == self.map.interval && r.osds.len() >= st.k())
         });
         recorded && self.serving(write_set) >= self.min_size() && !self.rec.waiting_moved_drain
     }
 
     pub(super) fn min_size(&self) -> usize {
-        self.pool
+        self.map
+            .pool
             .as_ref()
             .map_or(usize::MAX, |p| p.min_size as usize)
     }
@@ -524,7 +528,9 @@ impl Pg {
     pub(super) fn on_list(&mut self, s: &dyn ObjectStore, l: PendingList, fx: &mut Vec<Effect>) {
         let token = l.token;
         if !self.is_primary() {
-            let result = Err(OpError::WrongPrimary { epoch: self.epoch });
+            let result = Err(OpError::WrongPrimary {
+                epoch: self.map.epoch,
+            });
             return fx.push(Effect::ListReply { token, result });
         }
         if !matches!(self.role, Role::Primary { .. } | Role::Activating { .. }) {
@@ -581,7 +587,7 @@ impl Pg {
                 // and counted as complete at its new one). Read again now
                 // that all have landed.
                 self.moved_fresh = true;
-                let acting = self.acting.clone();
+                let acting = self.map.acting.clone();
                 self.read_moved(s, &acting);
             }
             self.rerun_queries(fx);
@@ -606,7 +612,7 @@ impl Pg {
     pub(super) fn expire(&mut self, fx: &mut Vec<Effect>) {
         let now = self.now_ms;
         let err = self.unavailable();
-        let epoch = self.epoch;
+        let epoch = self.map.epoch;
         for p in take_expired(&mut self.ops.waiting, now, |p| p.deadline_ms) {
             fx.push(reply(p.token, Err(err.clone()), Version::default(), epoch));
         }

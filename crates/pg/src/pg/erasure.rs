@@ -232,7 +232,7 @@ impl Pg {
 
     /// The shard index of `osd` in this interval's acting set.
     pub(super) fn shard_of(&self, osd: i32) -> Option<usize> {
-        self.acting.iter().position(|&o| o == osd)
+        self.map.acting.iter().position(|&o| o == osd)
     }
 
     /// The shards a gather may read `name` from, with the OSD to read
@@ -258,6 +258,7 @@ impl Pg {
             // member's: shard reads are version-checked, and one at
             // another version is read around.
             Role::Pulling { .. } => self
+                .map
                 .acting
                 .iter()
                 .copied()
@@ -288,11 +289,11 @@ impl Pg {
         oid: ObjectId,
         fx: &mut Vec<Effect>,
     ) {
-        let epoch = self.epoch;
+        let epoch = self.map.epoch;
         let Some(striper) = self.ec.clone() else {
             return;
         };
-        let size_max = self.pool.as_ref().map_or(0, |p| p.object_size_max);
+        let size_max = self.map.pool.as_ref().map_or(0, |p| p.object_size_max);
         let planned = ec::obj_state(s, self.coll, &oid).and_then(|st| {
             ec::plan(&striper, s, self.coll, &oid, &st, &p.op.ops, size_max).map(|pl| (st, pl))
         });
@@ -413,7 +414,7 @@ impl Pg {
             .iter()
             // (A stray that is a member again reads as one, unless
             // it waits outside the write set: `Pg::moved_to_wait`.)
-            .filter(|(o, _)| !self.acting.contains(o) || self.rec.waiting_moved.contains(o))
+            .filter(|(o, _)| !self.map.acting.contains(o) || self.rec.waiting_moved.contains(o))
             .map(|(&o, &c)| (o, Some(c)))
             .chain(
                 self.rec
@@ -505,7 +506,7 @@ impl Pg {
                 let msg = PeerMsg::ReadShard {
                     pg: self.id,
                     from: self.whoami,
-                    epoch: self.epoch,
+                    epoch: self.map.epoch,
                     name: g.oid.name.clone(),
                     extents: exts,
                     version: g.st.version,
@@ -697,7 +698,7 @@ impl Pg {
         fetched: &Fetched<Bytes>,
         fx: &mut Vec<Effect>,
     ) {
-        let epoch = self.epoch;
+        let epoch = self.map.epoch;
         let name = p.op.name.clone();
         let mut old = OldBytes::new();
         for rp in reads {
@@ -753,7 +754,12 @@ impl Pg {
         let retry = self.now_ms + super::RECOVERY_RETRY_MS;
         match g.what {
             Purpose::Op { pending, .. } => {
-                fx.push(reply(pending.token, Err(e), Version::default(), self.epoch));
+                fx.push(reply(
+                    pending.token,
+                    Err(e),
+                    Version::default(),
+                    self.map.epoch,
+                ));
                 self.release(s, &name, fx);
             }
             Purpose::Rebuild { pull: true, .. } if !g.doubtful => {
@@ -832,7 +838,7 @@ impl Pg {
     /// so, so every primary agrees.
     pub(super) fn unfound_marked_lost(&self) -> bool {
         let m = self.unfound_lost;
-        m > 0 && self.record.as_ref().is_none_or(|r| r.interval <= m)
+        m > 0 && self.map.record.as_ref().is_none_or(|r| r.interval <= m)
     }
 
     /// Whether this PG may give up an object no k up copies hold: its
@@ -867,7 +873,7 @@ impl Pg {
 
     /// The recorded write set is gone or short of k members.
     fn record_lost(&self) -> bool {
-        self.record.is_none() || self.record_short()
+        self.map.record.is_none() || self.record_short()
     }
 
     /// `may_give_up`, for an object needed at `v`: a mark gives up only
@@ -910,7 +916,7 @@ impl Pg {
         if self.may_give_up_at(v) {
             return Unfound::Remove;
         }
-        let (Some(st), Some(record)) = (&self.ec, &self.record) else {
+        let (Some(st), Some(record)) = (&self.ec, &self.map.record) else {
             return Unfound::Wait;
         };
         let leading = matches!(self.role, Role::Primary { .. } | Role::Pulling { .. });

@@ -140,7 +140,7 @@ impl Pg {
     pub(super) fn commit(&self, token: u64, kind: CommitKind) -> Commit {
         Commit {
             token,
-            interval: self.interval,
+            interval: self.map.interval,
             kind,
         }
     }
@@ -154,12 +154,12 @@ impl Pg {
         fx: &mut Vec<Effect>,
     ) {
         let stored = result.is_ok();
-        let result = if c.interval == self.interval {
+        let result = if c.interval == self.map.interval {
             result
         } else {
             Err(RepError::Stale(format!(
                 "pg {}: interval {} ended (now {}) before the transaction was durable",
-                self.id, c.interval, self.interval
+                self.id, c.interval, self.map.interval
             )))
         };
         match c.kind {
@@ -282,7 +282,7 @@ impl Pg {
                 PeerReply::Merged,
             ));
         }
-        if self.epoch < h.ctx.epoch || !self.settled() || !self.applying.is_empty() {
+        if self.map.epoch < h.ctx.epoch || !self.settled() || !self.applying.is_empty() {
             if self.held.logs.len() >= WAITING_MAX {
                 return fx.push(fail(RepError::Failed(format!(
                     "pg {}: too many logs waiting",
@@ -467,7 +467,7 @@ impl Pg {
         if let Err(e) = self.fence(from, &ctx, "push from") {
             return fx.push(fail(e));
         }
-        if self.epoch < ctx.epoch || self.behind(&ctx) {
+        if self.map.epoch < ctx.epoch || self.behind(&ctx) {
             let what = CopyMsg::Push(push);
             return self.hold_copy(from, ctx, what, token, fx);
         }
@@ -512,7 +512,7 @@ impl Pg {
         ctx: &RepCtx,
     ) -> Result<AuthLog, RepError> {
         self.fence(from, ctx, "log asked by")?;
-        if self.epoch < ctx.epoch
+        if self.map.epoch < ctx.epoch
             || !self.settled()
             || (!self.missing.is_empty() && self.ec.is_none())
             || self.backfill.is_some()

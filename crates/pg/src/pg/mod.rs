@@ -769,16 +769,59 @@ struct InFlight {
     resend: BTreeMap<i32, (u64, u32)>,
 }
 
+/// What a PG knows of the current map: its pool, the epoch and interval,
+/// the sets CRUSH and the overrides give it, its write-set record.
+/// Replaced as a whole by each newer map (`take_map`); its epoch never
+/// goes back.
+struct MapState {
+    /// `None` before the first map.
+    pool: Option<Pool>,
+    epoch: Epoch,
+    interval: Epoch,
+    acting: Vec<i32>,
+    /// -1 before the first map.
+    primary: i32,
+    /// CRUSH's set for the PG.
+    up: Vec<i32>,
+    /// The latest boot epoch among the acting set's OSDs.
+    acting_up_from: Epoch,
+    /// Members too full to backfill onto.
+    toofull: Vec<i32>,
+    /// OSDs a pg_temp may take for a while (`Input::Map::spares`).
+    spares: Vec<i32>,
+    /// The PG's primary_temp.
+    primary_temp: Option<i32>,
+    /// The recorded write set and its members that are up.
+    record: Option<WriteSetRecord>,
+    record_up: Vec<i32>,
+}
+
+impl Default for MapState {
+    fn default() -> MapState {
+        MapState {
+            pool: None,
+            epoch: 0,
+            interval: 0,
+            acting: Vec::new(),
+            primary: -1,
+            up: Vec::new(),
+            acting_up_from: 0,
+            toofull: Vec::new(),
+            spares: Vec::new(),
+            primary_temp: None,
+            record: None,
+            record_up: Vec::new(),
+        }
+    }
+}
+
 /// The PG state machine.
 pub struct Pg {
     pub id: PgId,
     whoami: i32,
     coll: CollectionId,
-    pool: Option<Pool>,
-    epoch: Epoch,
-    interval: Epoch,
-    acting: Vec<i32>,
-    primary: i32,
+    /// What it knows of the current map.
+    map: MapState,
     role: Role,
     info: PgInfo,
     next_tid: u64,
@@ -818,12 +861,7 @@ pub struct Pg {
     /// Erasure-coded rebuilds finished since the shell last took them:
     /// shards rebuilt, the plans' theory bytes, the bytes fetched.
     rebuilt: (u64, u64, u64),
-    /// The PG's primary_temp in the current map.
-    primary_temp: Option<i32>,
     now_ms: u64,
-    /// The recorded write set and its members that are up, as of `epoch`.
-    record: Option<WriteSetRecord>,
-    record_up: Vec<i32>,
     /// The epoch of the operator's last `pg mark-unfound-lost` (0: none).
     unfound_lost: Epoch,
     /// Erasure-coded, as primary: objects whose last rebuild or pull
@@ -840,14 +878,6 @@ pub struct Pg {
     /// As a member: what waits for this copy's map, log or commits, and
     /// the newest peering it answered.
     held: member::Held,
-    /// CRUSH's set for the PG in the current map.
-    up: Vec<i32>,
-    /// The latest boot epoch among the acting set's OSDs in that map.
-    acting_up_from: Epoch,
-    /// Members too full to backfill onto, in that map.
-    toofull: Vec<i32>,
-    /// OSDs a pg_temp may take for a while (`Input::Map::spares`).
-    spares: Vec<i32>,
     /// This peering took the store's info and log (see `sync_with_store`).
     synced: bool,
     /// Objects this copy lacks (loaded from its `missing/` records on the
@@ -981,11 +1011,7 @@ impl Pg {
             id,
             whoami,
             coll: CollectionId::pg(id.pool, id.ps),
-            pool: None,
-            epoch: 0,
-            interval: 0,
-            acting: Vec::new(),
-            primary: -1,
+            map: MapState::default(),
             role: Role::Stray,
             info,
             next_tid: 1,
@@ -1003,18 +1029,11 @@ impl Pg {
             moved_fresh: false,
             rb_live: BTreeMap::new(),
             rebuilt: (0, 0, 0),
-            primary_temp: None,
-            record: None,
-            record_up: Vec::new(),
             unfound_lost: 0,
             unfound_waiting: BTreeSet::new(),
             peer_asked_ms: 0,
             rep: replica::Lane::default(),
             held: member::Held::default(),
-            up: Vec::new(),
-            acting_up_from: 0,
-            toofull: Vec::new(),
-            spares: Vec::new(),
             synced: false,
             missing: BTreeMap::new(),
             missing_loaded: false,
@@ -1058,6 +1077,7 @@ impl Pg {
         }
         self.scrub.next_ms = self.now_ms + self.scrub_interval_ms;
         let members: Vec<i32> = self
+            .map
             .acting
             .iter()
             .copied()
@@ -1187,7 +1207,7 @@ impl Pg {
     /// The version of the next entry this primary logs.
     fn next_version(&self) -> Version {
         Version {
-            epoch: self.epoch,
+            epoch: self.map.epoch,
             v: self.info.last_update.v + 1,
         }
     }
@@ -1229,7 +1249,7 @@ impl Pg {
     /// for if `sync`), its landing awaited as this interval's.
     fn apply_own(&mut self, txn: Transaction, sync: bool, fx: &mut Vec<Effect>) {
         let tid = self.take_tid();
-        self.applying.insert(tid, self.interval);
+        self.applying.insert(tid, self.map.interval);
         fx.push(Effect::Apply { tid, txn, sync });
     }
 
@@ -1291,23 +1311,23 @@ impl Pg {
     }
 
     pub fn interval(&self) -> Epoch {
-        self.interval
+        self.map.interval
     }
 
     /// Where this PG stands in the map (for checking replica writes).
     pub fn view(&self) -> PgView {
         PgView {
-            epoch: self.epoch,
-            interval: self.interval,
-            acting: self.acting.clone(),
-            primary: self.primary,
-            record_interval: self.record.as_ref().map_or(0, |r| r.interval),
-            acting_up_from: self.acting_up_from,
+            epoch: self.map.epoch,
+            interval: self.map.interval,
+            acting: self.map.acting.clone(),
+            primary: self.map.primary,
+            record_interval: self.map.record.as_ref().map_or(0, |r| r.interval),
+            acting_up_from: self.map.acting_up_from,
         }
     }
 
     pub fn is_primary(&self) -> bool {
-        self.primary == self.whoami
+        self.map.primary == self.whoami
     }
 
     /// Feed one input; the effects to perform, in order.
@@ -1426,10 +1446,10 @@ impl Pg {
         else {
             return;
         };
-        self.primary_temp = primary_temp;
+        self.map.primary_temp = primary_temp;
         self.unfound_lost = self.unfound_lost.max(unfound_lost);
         self.now_ms = now_ms;
-        if epoch > self.epoch {
+        if epoch > self.map.epoch {
             // An erasure-coded PG's sets keep their holes (a
             // missing shard) as -1, so positions stay shards and
             // every `o >= 0` filter skips them.
@@ -1463,8 +1483,8 @@ impl Pg {
             if matches!(self.tree, TreeState::Unloaded) {
                 self.load_tree(s, fx);
             }
-            self.toofull = toofull;
-            self.spares = spares;
+            self.map.toofull = toofull;
+            self.map.spares = spares;
             // A record this PG was told holds for its interval
             // stays until a map shows a newer one or the interval
             // ends. The reply and the maps travel apart, so a map
@@ -1474,14 +1494,16 @@ impl Pg {
             // lost) nor replaced by an older one, and peering
             // against the older record would roll back writes
             // acknowledged under this one.
-            let restarted = acting_up_from > self.interval || self.interval_ended;
+            let restarted = acting_up_from > self.map.interval || self.interval_ended;
             // (As `on_map` tells an interval that goes on.)
-            let same_interval =
-                self.interval > 0 && acting == self.acting && primary == self.primary && !restarted;
-            let (record, record_up) = match &self.record {
+            let same_interval = self.map.interval > 0
+                && acting == self.map.acting
+                && primary == self.map.primary
+                && !restarted;
+            let (record, record_up) = match &self.map.record {
                 Some(mine)
                     if same_interval
-                        && mine.interval == self.interval
+                        && mine.interval == self.map.interval
                         && record.as_ref().is_none_or(|r| r.interval < mine.interval) =>
                 {
                     let up = mine.members().collect();
@@ -1489,11 +1511,11 @@ impl Pg {
                 }
                 _ => (record, record_up),
             };
-            let record_changed = record != self.record || record_up != self.record_up;
-            self.record = record;
-            self.record_up = record_up;
-            self.up = up;
-            self.acting_up_from = acting_up_from;
+            let record_changed = record != self.map.record || record_up != self.map.record_up;
+            self.map.record = record;
+            self.map.record_up = record_up;
+            self.map.up = up;
+            self.map.acting_up_from = acting_up_from;
             let m = MapView {
                 epoch,
                 acting,
@@ -1661,7 +1683,7 @@ impl Pg {
     /// Whether every transaction this copy queued before the current
     /// interval is durable (reads of the store then show all it holds).
     fn settled(&self) -> bool {
-        self.rep.committing.is_empty() && self.applying.values().all(|&i| i == self.interval)
+        self.rep.committing.is_empty() && self.applying.values().all(|&i| i == self.map.interval)
     }
 
     /// Where this primary's history stands, for its members' checks.
@@ -1679,15 +1701,15 @@ impl Pg {
         }
         Err(RepError::Stale(format!(
             "pg {}: {what} osd.{from} at epoch {}, this OSD is at epoch {} with acting {:?}",
-            self.id, ctx.epoch, self.epoch, self.acting
+            self.id, ctx.epoch, self.map.epoch, self.map.acting
         )))
     }
 
     fn rep_ctx(&self) -> RepCtx {
         RepCtx {
-            interval: self.interval,
-            epoch: self.epoch,
-            acting: self.acting.clone(),
+            interval: self.map.interval,
+            epoch: self.map.epoch,
+            acting: self.map.acting.clone(),
             prev: self.info.last_update,
             version: self.info.last_update,
             change: None,

@@ -27,7 +27,7 @@ impl Pg {
         };
         let id = self.next_send;
         self.next_send += 1;
-        let interval = self.interval;
+        let interval = self.map.interval;
         self.sent.insert(
             id,
             Sent {
@@ -54,7 +54,7 @@ impl Pg {
     pub(super) fn query_info(&mut self, to: i32, fx: &mut Vec<Effect>) {
         // Queries of earlier intervals whose answers were lost: their
         // answers would be ignored (`on_info` takes only this interval's).
-        let interval = self.interval;
+        let interval = self.map.interval;
         self.sent.retain(|_, x| match x.asked {
             Asked::Info { interval: i } => i == interval,
             _ => true,
@@ -62,8 +62,8 @@ impl Pg {
         let msg = PeerMsg::GetInfo {
             pg: self.id,
             from: self.whoami,
-            interval: self.interval,
-            epoch: self.epoch,
+            interval: self.map.interval,
+            epoch: self.map.epoch,
         };
         self.send(0, to, msg, fx);
     }
@@ -93,7 +93,9 @@ impl Pg {
         match msg {
             PeerMsg::Ping { .. } => fx.push(Effect::Answer {
                 token,
-                reply: PeerReply::Pong { epoch: self.epoch },
+                reply: PeerReply::Pong {
+                    epoch: self.map.epoch,
+                },
             }),
             PeerMsg::RepOp { from, ctx, txn, .. } => {
                 let w = replica::RepWrite {
@@ -213,7 +215,7 @@ impl Pg {
         self.answered(s, tid, from, asked, reply, fx);
         // (An answer to an earlier interval's message tells nothing of
         // this one.)
-        if stale && interval == self.interval && self.primary == self.whoami {
+        if stale && interval == self.map.interval && self.map.primary == self.whoami {
             self.member_ended_interval(s, fx);
         }
     }
@@ -241,7 +243,7 @@ impl Pg {
             // this copy's, counts.
             Asked::StrayCheck => {
                 if let Ok(PeerReply::Clean(Some(e))) = reply {
-                    if from == self.primary && e >= self.epoch {
+                    if from == self.map.primary && e >= self.map.epoch {
                         self.remove_some(s, fx);
                     }
                 }

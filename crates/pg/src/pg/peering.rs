@@ -11,14 +11,14 @@ impl Pg {
     /// Start a new interval under the current map (its acting set
     /// unchanged).
     pub(super) fn end_interval(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
-        let Some(pool) = self.pool.clone() else {
+        let Some(pool) = self.map.pool.clone() else {
             self.interval_ended = true;
             return;
         };
         let m = MapView {
-            epoch: self.epoch,
-            acting: self.acting.clone(),
-            primary: self.primary,
+            epoch: self.map.epoch,
+            acting: self.map.acting.clone(),
+            primary: self.map.primary,
             restarted: true,
         };
         self.on_map(s, m, pool, false, fx);
@@ -34,7 +34,7 @@ impl Pg {
     /// every OSD up): a new interval peers again, under this copy's map if
     /// it is past the interval's start, else under the next one.
     pub(super) fn member_ended_interval(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
-        if self.epoch > self.interval {
+        if self.map.epoch > self.map.interval {
             return self.end_interval(s, fx);
         }
         self.interval_ended = true;
@@ -54,13 +54,24 @@ impl Pg {
             primary,
             restarted,
         } = m;
-        self.epoch = epoch;
+        debug_assert!(
+            epoch >= self.map.epoch,
+            "pg {}: map epoch {epoch} after {}",
+            self.id,
+            self.map.epoch
+        );
+        self.map.epoch = epoch;
         let min_size_changed = self
+            .map
             .pool
             .as_ref()
             .is_some_and(|p| p.min_size != pool.min_size);
-        self.pool = Some(pool);
-        if acting == self.acting && primary == self.primary && self.interval > 0 && !restarted {
+        self.map.pool = Some(pool);
+        if acting == self.map.acting
+            && primary == self.map.primary
+            && self.map.interval > 0
+            && !restarted
+        {
             // Same interval: peer again if min_size moved (the write set
             // may now allow writes) or if the recorded write set's
             // members came or went while this primary waits for them.
@@ -74,20 +85,22 @@ impl Pg {
             if self.is_primary() && (min_size_changed || (record_changed && waiting_for_rw)) {
                 self.start_peering(s, fx);
             } else if let (Role::Activating { write_set, .. }, Some(record)) =
-                (&self.role, &self.record)
+                (&self.role, &self.map.record)
             {
                 // The record arrived with the map before the reply did.
-                if record.interval == self.interval && record.osds == self.complete_of(write_set) {
-                    self.on_rw_recorded(s, self.interval, fx);
+                if record.interval == self.map.interval
+                    && record.osds == self.complete_of(write_set)
+                {
+                    self.on_rw_recorded(s, self.map.interval, fx);
                 }
             }
             // CRUSH's set may have moved under the pg_temp, and the map
             // shows what the monitors really hold (an ask may have lost a
             // race with an older one: ask again).
             self.maybe_clear_temp(fx);
-            let shown = self.record.as_ref().map(|r| (r.interval, &r.osds));
+            let shown = self.map.record.as_ref().map(|r| (r.interval, &r.osds));
             if shown.is_some_and(|(i, o)| {
-                i == self.interval && Some(o) != self.rec.record_asked.as_ref()
+                i == self.map.interval && Some(o) != self.rec.record_asked.as_ref()
             }) {
                 self.rec.record_asked = None;
             }
@@ -96,10 +109,10 @@ impl Pg {
         }
         // A new interval: writes in flight are abandoned (their clients
         // retry under the new map); queued ops are re-examined.
-        self.interval = epoch;
+        self.map.interval = epoch;
         self.interval_ended = false;
-        self.acting = acting;
-        self.primary = primary;
+        self.map.acting = acting;
+        self.map.primary = primary;
         self.reset_recovery(fx);
         self.abandon_gathers(epoch, fx);
         // Roots are compared again once the new interval is clean.
@@ -127,7 +140,7 @@ impl Pg {
         if self.is_primary() {
             self.start_peering(s, fx);
         } else {
-            self.role = if self.acting.contains(&self.whoami) {
+            self.role = if self.map.acting.contains(&self.whoami) {
                 Role::Replica
             } else {
                 Role::Stray
@@ -161,9 +174,10 @@ impl Pg {
         // The acting members, and the recorded write set's members that
         // are up (one of them has every acknowledged write).
         let want: BTreeSet<i32> = self
+            .map
             .acting
             .iter()
-            .chain(&self.record_up)
+            .chain(&self.map.record_up)
             .copied()
             .filter(|&o| o != self.whoami && o >= 0)
             .collect();
@@ -208,7 +222,7 @@ impl Pg {
         info: Option<PeerInfo>,
         fx: &mut Vec<Effect>,
     ) {
-        if interval != self.interval {
+        if interval != self.map.interval {
             return;
         }
         let info = info.map(|i| self.against_acting(from, i));
@@ -226,7 +240,7 @@ impl Pg {
         interval: Epoch,
         fx: &mut Vec<Effect>,
     ) {
-        if interval != self.interval {
+        if interval != self.map.interval {
             return;
         }
         let write_set = match &mut self.role {
@@ -247,7 +261,7 @@ impl Pg {
             .record_asked
             .clone()
             .unwrap_or_else(|| self.complete_of(&write_set));
-        self.record = Some(WriteSetRecord { interval, osds });
+        self.map.record = Some(WriteSetRecord { interval, osds });
         self.maybe_go_active(s, fx);
         self.rerecord(fx);
         if self.ec.is_some() {
@@ -261,12 +275,12 @@ impl Pg {
         Effect::RecordWriteSet(RecordAsk {
             pg: self.id,
             record: WriteSetRecord {
-                interval: self.interval,
+                interval: self.map.interval,
                 osds,
             },
-            as_of: self.epoch,
-            acting: self.acting.clone(),
-            primary: self.primary,
+            as_of: self.map.epoch,
+            acting: self.map.acting.clone(),
+            primary: self.map.primary,
         })
     }
 
@@ -336,7 +350,8 @@ impl Pg {
         let Some(st) = &self.ec else {
             return false;
         };
-        self.record
+        self.map
+            .record
             .as_ref()
             .is_some_and(|r| r.members().count() < st.k())
     }
@@ -364,9 +379,10 @@ impl Pg {
             return;
         }
         let held = self
+            .map
             .record
             .as_ref()
-            .is_some_and(|r| r.interval == self.interval && r.osds == osds);
+            .is_some_and(|r| r.interval == self.map.interval && r.osds == osds);
         if !held && self.rec.record_asked.as_ref() != Some(&osds) {
             self.rec.record_asked = Some(osds.clone());
             fx.push(self.record_ask(osds));
@@ -393,12 +409,12 @@ impl Pg {
             // OSD held the primary_temp while a pg_temp named another
             // first, took it for stale and dropped it, and the two handed
             // the PG back and forth for good).
-            let natural = self.acting.iter().copied().find(|&o| o >= 0);
+            let natural = self.map.acting.iter().copied().find(|&o| o >= 0);
             let settled = self.rec.nothing_left();
             let done = settled && natural.is_some_and(|c| write_set.contains(&c));
             // One in effect goes once that primary is complete; one not
             // in effect (its OSD left the set) goes at once.
-            let stale = self.primary_temp.is_some() && natural == Some(self.whoami);
+            let stale = self.map.primary_temp.is_some() && natural == Some(self.whoami);
             let in_effect = natural.is_some_and(|c| c != self.whoami);
             if ((in_effect && done) || stale) && !self.rec.primary_temp_cleared {
                 self.rec.primary_temp_cleared = true;
@@ -408,15 +424,17 @@ impl Pg {
             // A pg_temp (a stray or moved members put back at their
             // shards' positions) walks toward CRUSH's set: see
             // `ec_temp_step`.
-            if self.acting == self.up || self.up.is_empty() {
+            if self.map.acting == self.map.up || self.map.up.is_empty() {
                 return;
             }
             let k = self.ec.as_ref().map_or(1, |st| st.k());
-            let spares = &self.spares;
-            let next =
-                erasure::ec_temp_step(&self.acting, &self.up, k, settled, spares).or_else(|| {
+            let spares = &self.map.spares;
+            let next = erasure::ec_temp_step(&self.map.acting, &self.map.up, k, settled, spares)
+                .or_else(|| {
                     settled
-                        .then(|| erasure::ec_temp_unstick(&self.acting, &self.up, k, spares))
+                        .then(|| {
+                            erasure::ec_temp_unstick(&self.map.acting, &self.map.up, k, spares)
+                        })
                         .flatten()
                 });
             if let Some(osds) = next {
@@ -424,20 +442,21 @@ impl Pg {
             }
             return;
         }
-        if self.up.is_empty() || self.up == self.acting {
+        if self.map.up.is_empty() || self.map.up == self.map.acting {
             return;
         }
         let absent: Vec<i32> = self
+            .map
             .up
             .iter()
             .copied()
-            .filter(|o| !self.acting.contains(o))
+            .filter(|o| !self.map.acting.contains(o))
             .collect();
         let osds = if !absent.is_empty() {
-            let mut osds = self.acting.clone();
+            let mut osds = self.map.acting.clone();
             osds.extend(absent);
             osds
-        } else if self.rec.nothing_left() && self.up.iter().all(|o| write_set.contains(o)) {
+        } else if self.rec.nothing_left() && self.map.up.iter().all(|o| write_set.contains(o)) {
             Vec::new()
         } else {
             return;
@@ -458,10 +477,13 @@ impl Pg {
         let Some(k) = self.ec.as_ref().map(|st| st.k()) else {
             return;
         };
-        if !matches!(self.role, Role::Down { .. }) || self.up.is_empty() || self.acting == self.up {
+        if !matches!(self.role, Role::Down { .. })
+            || self.map.up.is_empty()
+            || self.map.acting == self.map.up
+        {
             return;
         }
-        if let Some(osds) = erasure::ec_temp_step(&self.acting, &self.up, k, false, &[]) {
+        if let Some(osds) = erasure::ec_temp_step(&self.map.acting, &self.map.up, k, false, &[]) {
             self.ask_pg_temp(osds, fx);
         }
     }
@@ -495,7 +517,7 @@ impl Pg {
 
     /// CRUSH's primary: the first OSD of the up set (holes skipped).
     pub(super) fn crush_primary(&self) -> Option<i32> {
-        self.up.iter().copied().find(|&o| o >= 0)
+        self.map.up.iter().copied().find(|&o| o >= 0)
     }
 
     /// Hand the primary role to a complete member (it recovers this copy):
@@ -507,7 +529,7 @@ impl Pg {
             // It must be in the acting set (the first complete copy was a
             // stray's, the map ignored it, and the PG asked again
             // forever).
-            if let Some(&osd) = complete.iter().find(|o| self.acting.contains(o)) {
+            if let Some(&osd) = complete.iter().find(|o| self.map.acting.contains(o)) {
                 fx.push(Effect::RequestPrimaryTemp { osd: Some(osd) });
                 return self.ec_behind("handing over with a primary_temp");
             }
@@ -541,7 +563,7 @@ impl Pg {
             // the pg_temp held for good).
             if self.may_go_on() {
                 let moved = &self.rec.moved_at_head;
-                let back = erasure::moved_back(&self.acting, &self.up, moved);
+                let back = erasure::moved_back(&self.map.acting, &self.map.up, moved);
                 if let Some(osds) = back.filter(|t| self.walks_back(t, k)) {
                     self.ask_pg_temp(osds, fx);
                     return self.ec_behind("a moved copy at the head goes back to its shard");
@@ -554,7 +576,7 @@ impl Pg {
             // copy was a stray, and the PG waited forever).
             let spot = complete.iter().find_map(|o| {
                 let shard = *self.rec.strays.get(o)?;
-                let now = *self.acting.get(shard)?;
+                let now = *self.map.acting.get(shard)?;
                 (now < 0 || !complete.contains(&now)).then_some((shard, *o))
             });
             if let Some((shard, osd)) = spot {
@@ -572,7 +594,7 @@ impl Pg {
             // needed a backfill; the one complete copy was an empty stray,
             // which no rule above puts in the acting set). Only to a
             // pg_temp that walks back to CRUSH's set, as above.
-            let here = self.acting.iter().position(|&o| o == self.whoami);
+            let here = self.map.acting.iter().position(|&o| o == self.whoami);
             let empty = complete.iter().find(|o| self.rec.empty_strays.contains(o));
             if let (Some(at), Some(&osd)) = (here, empty) {
                 let mut osds: Vec<i32> = self.acting_as_temp();
@@ -593,9 +615,9 @@ impl Pg {
             tracing::debug!("pg {}: down: no complete copy to hand over to", self.id);
             return self.wait_for_record();
         }
-        let size = self.pool.as_ref().map_or(1, |p| p.size as usize).max(1);
+        let size = self.map.pool.as_ref().map_or(1, |p| p.size as usize).max(1);
         let mut osds = complete.clone();
-        osds.extend(self.acting.iter().filter(|o| !complete.contains(o)));
+        osds.extend(self.map.acting.iter().filter(|o| !complete.contains(o)));
         osds.truncate(size);
         fx.push(Effect::RequestPgTemp { osds });
         self.role = Role::Behind;
@@ -627,7 +649,12 @@ impl Pg {
         if whole.len() >= k {
             return None;
         }
-        let taken = |shard: usize| self.acting.get(shard).is_some_and(|o| whole.contains(o));
+        let taken = |shard: usize| {
+            self.map
+                .acting
+                .get(shard)
+                .is_some_and(|o| whole.contains(o))
+        };
         let moved: BTreeMap<i32, usize> = self
             .rec
             .moved_complete
@@ -635,7 +662,8 @@ impl Pg {
             .filter(|&(_, &shard)| !taken(shard))
             .map(|(&o, &shard)| (o, shard))
             .collect();
-        erasure::moved_back(&self.acting, &self.up, &moved).filter(|t| self.walks_back(t, k))
+        erasure::moved_back(&self.map.acting, &self.map.up, &moved)
+            .filter(|t| self.walks_back(t, k))
     }
 
     /// A complete primary about to activate: the members whole at their
@@ -645,7 +673,7 @@ impl Pg {
         complete
             .iter()
             .copied()
-            .filter(|o| self.acting.contains(o))
+            .filter(|o| self.map.acting.contains(o))
             .chain([self.whoami])
             .collect()
     }
@@ -682,7 +710,7 @@ impl Pg {
             .filter(|(o, _)| **o != self.whoami)
             .filter_map(|(&o, i)| Some((o, i.moved_shard? as usize)))
             .collect();
-        erasure::moved_to_wait(&self.acting, &whole, &moved, k)
+        erasure::moved_to_wait(&self.map.acting, &whole, &moved, k)
     }
 
     /// Erasure-coded primary with moved members waiting outside the write
@@ -703,9 +731,10 @@ impl Pg {
         }
         let whole = self.complete_of(write_set);
         let on_record = self
+            .map
             .record
             .as_ref()
-            .is_some_and(|r| r.interval == self.interval && r.osds == whole);
+            .is_some_and(|r| r.interval == self.map.interval && r.osds == whole);
         self.rec.waiting_moved_drain |= whole.len() >= k && on_record;
         if self.rec.waiting_moved_drain && self.ops.inflight.is_empty() {
             self.role = Role::Behind;
@@ -720,29 +749,30 @@ impl Pg {
     /// positions moving, CRUSH's set had a hole, the walk back was judged
     /// impossible for it, and the moved member was relabeled).
     pub(super) fn walks_back(&self, t: &[i32], k: usize) -> bool {
-        let up: Vec<i32> = (self.up.iter().enumerate())
+        let up: Vec<i32> = (self.map.up.iter().enumerate())
             .map(|(i, &o)| match o {
                 o if o >= 0 && o != loligo_crush::ITEM_NONE => o,
                 _ => NEWCOMER_BASE + i as i32,
             })
             .collect();
-        erasure::walks_to_crush(t, &up, k, &self.spares)
+        erasure::walks_to_crush(t, &up, k, &self.map.spares)
     }
 
     /// See [`erasure::moved_back`].
     pub(super) fn moved_back(&self) -> Option<Vec<i32>> {
-        erasure::moved_back(&self.acting, &self.up, &self.rec.moved_complete)
+        erasure::moved_back(&self.map.acting, &self.map.up, &self.rec.moved_complete)
     }
 
     /// The acting set as a pg_temp asks for it (holes as `ITEM_NONE`).
     pub(super) fn acting_as_temp(&self) -> Vec<i32> {
-        erasure::as_temp(&self.acting)
+        erasure::as_temp(&self.map.acting)
     }
 
     /// Down, waiting for a member of the recorded write set to answer (it
     /// peers again as they come and go).
     pub(super) fn wait_for_record(&mut self) {
         let osds = self
+            .map
             .record
             .as_ref()
             .map_or_else(Vec::new, |r| r.osds.clone());
@@ -781,7 +811,7 @@ impl Pg {
         // but not made durable, crashed and lost it; the new primary
         // counted it complete, answered a retry of that write as done, and
         // the acknowledged write was lost).
-        if self.epoch < q.epoch || !self.settled_all() {
+        if self.map.epoch < q.epoch || !self.settled_all() {
             return self.held.queries.push(q);
         }
         self.held.answered_epoch = self.held.answered_epoch.max(q.epoch);
@@ -806,7 +836,7 @@ impl Pg {
     /// Serve as primary: persist the activation, run what waited.
     pub(super) fn activate(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
         if self.can_write() {
-            self.info.last_epoch_started = self.epoch;
+            self.info.last_epoch_started = self.map.epoch;
             let mut t = Transaction::new();
             t.set_record(self.coll, INFO_KEY, record::encode_info(&self.info));
             self.mark_shard(&mut t);

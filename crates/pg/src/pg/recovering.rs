@@ -81,7 +81,7 @@ impl Pg {
                     tracing::info!(
                         "pg {}: backfilling osd.{from} from {done} (acting {:?})",
                         self.id,
-                        self.acting
+                        self.map.acting
                     );
                     self.rec.backfill.insert(
                         from,
@@ -270,7 +270,7 @@ impl Pg {
     /// Whether backfill target `to` waits for room: its device is too
     /// full and no chunk of it is under way (one under way is finished).
     pub(super) fn backfill_toofull(&self, to: i32) -> bool {
-        self.toofull.contains(&to)
+        self.map.toofull.contains(&to)
             && self
                 .rec
                 .backfill
@@ -305,7 +305,7 @@ impl Pg {
         let (Role::Primary { write_set } | Role::Activating { write_set, .. }) = &self.role else {
             return 0;
         };
-        let size = self.pool.as_ref().map_or(0, |p| p.size as usize);
+        let size = self.map.pool.as_ref().map_or(0, |p| p.size as usize);
         let short = size.saturating_sub(self.complete_of(write_set).len()) as u64;
         let objects = self.info.objects;
         let (degraded, _) = copies_short(objects, size, write_set.len(), self.rec.lacking(objects));

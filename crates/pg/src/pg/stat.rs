@@ -40,7 +40,7 @@ impl Pg {
         if !self.is_primary() {
             return None;
         }
-        let size = self.pool.as_ref().map_or(0, |p| p.size as usize);
+        let size = self.map.pool.as_ref().map_or(0, |p| p.size as usize);
         // Only an active set's copies are counted (peering knows none
         // yet): the members' and this copy's own lacked objects (an
         // erasure-coded primary may serve while it lacks some: unfound,
@@ -127,7 +127,7 @@ impl Pg {
                 }
                 let temp_primary =
                     self.ec.is_some() && self.crush_primary().is_some_and(|c| c != self.whoami);
-                if (!self.up.is_empty() && self.up != self.acting) || temp_primary {
+                if (!self.map.up.is_empty() && self.map.up != self.map.acting) || temp_primary {
                     st |= PgState::REMAPPED;
                 }
                 if st == PgState::ACTIVE {
@@ -142,9 +142,9 @@ impl Pg {
         };
         Some(PgStat {
             pg: self.id,
-            epoch: self.epoch,
+            epoch: self.map.epoch,
             state,
-            acting: self.acting.clone(),
+            acting: self.map.acting.clone(),
             objects: self.info.objects,
             bytes: self.info.bytes,
             degraded,

@@ -20,17 +20,21 @@ impl Pg {
     /// acting, not in CRUSH's set, not on record), if it is and this map
     /// is at least `epoch`.
     pub(super) fn clean_without(&self, osd: i32, epoch: Epoch) -> Option<Epoch> {
-        let named = self.acting.contains(&osd)
-            || self.up.contains(&osd)
-            || self.record.as_ref().is_some_and(|r| r.osds.contains(&osd));
-        (self.is_clean() && !named && self.epoch >= epoch).then_some(self.epoch)
+        let named = self.map.acting.contains(&osd)
+            || self.map.up.contains(&osd)
+            || self
+                .map
+                .record
+                .as_ref()
+                .is_some_and(|r| r.osds.contains(&osd));
+        (self.is_clean() && !named && self.map.epoch >= epoch).then_some(self.map.epoch)
     }
 
     /// As a copy outside the acting set that still holds something: ask
     /// the primary now and then whether it may go.
     pub(super) fn check_stray(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
         if self.role != Role::Stray
-            || self.primary < 0
+            || self.map.primary < 0
             || self.stray.removing.is_some()
             || self.now_ms < self.stray.asked_ms + STRAY_CHECK_MS
         {
@@ -47,10 +51,10 @@ impl Pg {
             let msg = PeerMsg::StrayCheck {
                 pg: self.id,
                 from: self.whoami,
-                epoch: self.epoch,
+                epoch: self.map.epoch,
                 shard,
             };
-            self.send(0, self.primary, msg, fx);
+            self.send(0, self.map.primary, msg, fx);
         }
     }
 
@@ -122,7 +126,7 @@ impl Pg {
         self.backfill = None;
         self.rep.high = Version::default();
         self.rep.merged = None;
-        self.applying.insert(tid, self.interval);
+        self.applying.insert(tid, self.map.interval);
         self.stray.removing = Some(tid);
         fx.push(Effect::Apply {
             tid,
