@@ -74,7 +74,7 @@ impl Pg {
         let mine = PeerInfo {
             info: self.info,
             missing: self.lacks_beyond_unfound() as u64,
-            backfill: self.backfill.is_some() || self.moved,
+            backfill: self.backfill.is_some() || self.ecs.moved,
             moved_shard: self.moved_shard(),
             shard: None,
         };
@@ -293,7 +293,7 @@ impl Pg {
         // its own log).
         let held = |o: &i32, i: &PeerInfo, whole: bool| {
             let mid = match *o == self.whoami {
-                true => self.held_shard.filter(|_| self.moved),
+                true => self.ecs.held_shard.filter(|_| self.ecs.moved),
                 false => self.held_elsewhere(*o, i),
             };
             i.moved_shard.or(mid.filter(|_| !whole))
@@ -319,7 +319,7 @@ impl Pg {
         // copies mid-backfill held one shard, and each primary in turn put
         // the one elsewhere back in place of the other, for good).
         let in_place = |shard: usize| match self.map.acting.get(shard) {
-            Some(&o) if o == self.whoami => self.held_shard.map(usize::from) == Some(shard),
+            Some(&o) if o == self.whoami => self.ecs.held_shard.map(usize::from) == Some(shard),
             Some(o) => infos.get(o).is_some_and(|i| {
                 i.moved_shard.is_none() && i.shard.map(usize::from) == Some(shard)
             }),
@@ -362,7 +362,7 @@ impl Pg {
             .iter()
             .any(|(_, i)| !i.backfill && i.info.last_update == newest);
         if self.ec.is_some() && self.may_go_on() && !whole_at_head {
-            if mine.info.last_update == newest && !self.moved {
+            if mine.info.last_update == newest && !self.ecs.moved {
                 return self.ec_pull_own(s, asked, fx);
             }
             // Not one whose OSD moved: it would not go on either, and
@@ -605,7 +605,7 @@ impl Pg {
         // Nor while objects are unfound here: this copy is complete only
         // once their removals are durable (`ec_give_up`).
         let too_few =
-            self.ec.as_ref().is_some_and(|st| osds.len() < st.k()) || !self.unfound.is_empty();
+            self.ec.as_ref().is_some_and(|st| osds.len() < st.k()) || !self.ecs.unfound.is_empty();
         let recorded = write_set.len() < self.min_size()
             || too_few
             || self

@@ -188,7 +188,7 @@ impl Pg {
         let names: BTreeSet<&String> = self
             .missing
             .keys()
-            .chain(self.unfound.keys())
+            .chain(self.ecs.unfound.keys())
             .filter(|n| in_range(n))
             .collect();
         if names.is_empty() {

@@ -47,17 +47,17 @@ impl Pg {
         let doubt = self.rec.pull_doubt.contains(&name);
         if fate == erasure::Unfound::Wait || doubt {
             if !doubt {
-                self.unfound_waiting.insert(name.clone());
+                self.ecs.unfound_waiting.insert(name.clone());
             }
             return self.pull_failed(why, fx);
         }
-        self.unfound_waiting.remove(&name);
+        self.ecs.unfound_waiting.remove(&name);
         tracing::warn!(
             pg = %self.id,
             "'{name}' is on fewer than k up OSDs ({why}), and no OSD that may hold more is \
              coming back: it will be given up ({fate:?})"
         );
-        self.unfound.insert(name, fate);
+        self.ecs.unfound.insert(name, fate);
         self.pull_some(s, fx);
     }
 
@@ -190,7 +190,7 @@ impl Pg {
     pub(super) fn lacks_beyond_unfound(&self) -> usize {
         self.missing
             .keys()
-            .filter(|n| !self.unfound.contains_key(*n))
+            .filter(|n| !self.ecs.unfound.contains_key(*n))
             .count()
     }
 
@@ -328,7 +328,7 @@ impl Pg {
         let todo: Vec<String> = self
             .missing
             .keys()
-            .filter(|n| !pulls.values().any(|p| p == *n) && !self.unfound.contains_key(*n))
+            .filter(|n| !pulls.values().any(|p| p == *n) && !self.ecs.unfound.contains_key(*n))
             .take(RECOVERY_PUSHES_MAX.saturating_sub(busy))
             .cloned()
             .collect();

@@ -80,7 +80,7 @@ impl Pg {
         }
         let active = matches!(self.role, Role::Primary { .. } | Role::Activating { .. });
         // (An unfound object is removed as the PG goes active.)
-        if !active || (writes && !self.can_write()) || self.unfound.contains_key(&p.op.name) {
+        if !active || (writes && !self.can_write()) || self.ecs.unfound.contains_key(&p.op.name) {
             if self.ops.waiting.len() >= WAITING_MAX {
                 return fx.push(fail(&p, self.unavailable()));
             }
@@ -310,6 +310,7 @@ impl Pg {
     /// without one removes nothing), and this write's becomes live.
     fn trim_rollbacks(&mut self, shards: &mut [Transaction], name: &str, version: Version) {
         let done: Vec<String> = self
+            .ecs
             .rb_live
             .iter()
             .filter(|(n, (_, acked))| *acked && n.as_str() != name)
@@ -321,9 +322,9 @@ impl Pg {
             for t in shards.iter_mut() {
                 t.touch(self.coll, &rb).remove(self.coll, &rb);
             }
-            self.rb_live.remove(n);
+            self.ecs.rb_live.remove(n);
         }
-        self.rb_live.insert(name.to_string(), (version, false));
+        self.ecs.rb_live.insert(name.to_string(), (version, false));
     }
 
     /// Backfill targets whose cursor has not reached `oid`: they take a
@@ -427,7 +428,7 @@ impl Pg {
                 if let Some(r) = f.reqid.and_then(|r| self.ops.recent.get_mut(&r)) {
                     r.1 = true;
                 }
-                if let Some(live) = self.rb_live.get_mut(&f.name) {
+                if let Some(live) = self.ecs.rb_live.get_mut(&f.name) {
                     if live.0 == f.version {
                         live.1 = true;
                     }
@@ -579,14 +580,14 @@ impl Pg {
     /// After a commit: what waited for this copy's commits to settle.
     pub(super) fn on_settled(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
         if self.settled_all() {
-            if !self.moved_fresh && self.ec.is_some() {
+            if !self.ecs.moved_fresh && self.ec.is_some() {
                 // A map that came while an older interval's transactions
                 // were in flight read the shard this copy holds before
                 // they landed (with positions moving, a copy still empty
                 // at the map took its old position's first write after,
                 // and counted as complete at its new one). Read again now
                 // that all have landed.
-                self.moved_fresh = true;
+                self.ecs.moved_fresh = true;
                 let acting = self.map.acting.clone();
                 self.read_moved(s, &acting);
             }

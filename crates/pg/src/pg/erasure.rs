@@ -25,6 +25,42 @@ use loligo_types::ops::{OpError, Version};
 use loligo_types::Epoch;
 use std::collections::{BTreeMap, BTreeSet};
 
+/// What only an erasure-coded copy keeps, beside the PG's common state.
+#[derive(Default)]
+pub(super) struct EcState {
+    /// Client ops and recovery waiting for shard reads, by tid.
+    pub(super) gathers: BTreeMap<u64, Gather>,
+    /// This copy holds another shard than its position in the current map
+    /// (it must be backfilled before it counts).
+    pub(super) moved: bool,
+    /// The shard this copy holds, as its shard record says (if known).
+    pub(super) held_shard: Option<u8>,
+    /// `moved` was read with nothing of this copy in flight since the
+    /// last map (see `on_settled`).
+    pub(super) moved_fresh: bool,
+    /// As primary: objects whose newest write of this interval left
+    /// rollback copies on the shards, with that write's version and
+    /// whether the whole write set has it (then the copies are no longer
+    /// needed: peering never rolls it back, and the next write removes
+    /// them).
+    pub(super) rb_live: BTreeMap<String, (Version, bool)>,
+    /// Rebuilds finished since the shell last took them: shards rebuilt,
+    /// the plans' theory bytes, the bytes fetched.
+    pub(super) rebuilt: (u64, u64, u64),
+    /// As primary: objects whose last rebuild or pull found fewer than k
+    /// shards, every other up copy saying it lacks its shard (no I/O
+    /// error or lost message in doubt), and that wait (`PgStat::unfound`).
+    /// Kept across this primary's peerings (a PG handed back and forth
+    /// still shows them); a gather of the object or its give-up takes it
+    /// out, and so does no longer leading.
+    pub(super) unfound_waiting: BTreeSet<String>,
+    /// Pulling: objects this primary lacks that no k up copies hold, and
+    /// that are to be given up (removed or rolled back, see
+    /// `Pg::unfound_fate`). It activates without them and gives each up at
+    /// once.
+    pub(super) unfound: BTreeMap<String, Unfound>,
+}
+
 /// Record key of the shard an EC copy holds.
 pub const SHARD_KEY: &[u8] = b"shard";
 
@@ -172,8 +208,8 @@ impl Pg {
     /// Read whether this copy holds another shard than its position in
     /// `acting` (`moved`), and which it holds (`held_shard`).
     pub(super) fn read_moved(&mut self, s: &dyn ObjectStore, acting: &[i32]) {
-        self.moved = self.shard_moved_at(s, acting);
-        self.held_shard = self.ec.as_ref().and_then(|_| self.shard_held(s));
+        self.ecs.moved = self.shard_moved_at(s, acting);
+        self.ecs.held_shard = self.ec.as_ref().and_then(|_| self.shard_held(s));
     }
 
     /// Member `o`'s peering answer read against this copy's acting set
@@ -217,16 +253,17 @@ impl Pg {
     /// What a peering answer says of a moved copy: the shard it holds, if
     /// no backfill has started at its new position.
     pub(super) fn moved_shard(&self) -> Option<u8> {
-        self.held_shard
-            .filter(|_| self.moved && self.backfill.is_none())
+        self.ecs
+            .held_shard
+            .filter(|_| self.ecs.moved && self.backfill.is_none())
     }
 
     /// Record this copy's shard (its position) in `t` (EC pools only).
     pub(super) fn mark_shard(&mut self, t: &mut loligo_store::Transaction) {
         if let (Some(_), Some(pos)) = (&self.ec, self.shard_of(self.whoami)) {
             t.set_record(self.coll, SHARD_KEY, vec![pos as u8]);
-            self.moved = false;
-            self.held_shard = Some(pos as u8);
+            self.ecs.moved = false;
+            self.ecs.held_shard = Some(pos as u8);
         }
     }
 
@@ -363,7 +400,7 @@ impl Pg {
             // Its own shard failed: plan again without it.
             return self.gather(s, *g, fx);
         }
-        let Some(g) = self.gathers.remove(&tid) else {
+        let Some(g) = self.ecs.gathers.remove(&tid) else {
             return;
         };
         match &g.what {
@@ -388,7 +425,7 @@ impl Pg {
         if g.waiting.is_empty() {
             self.gather_done(s, tid, g, fx);
         } else {
-            self.gathers.insert(tid, g);
+            self.ecs.gathers.insert(tid, g);
         }
     }
 
@@ -515,7 +552,7 @@ impl Pg {
                 self.send(tid, osd, msg, fx);
             }
         }
-        self.gathers.insert(tid, g);
+        self.ecs.gathers.insert(tid, g);
         Ok(())
     }
 
@@ -529,7 +566,7 @@ impl Pg {
         result: Result<Vec<Bytes>, RepError>,
         fx: &mut Vec<Effect>,
     ) {
-        let Some(g) = self.gathers.get_mut(&tid) else {
+        let Some(g) = self.ecs.gathers.get_mut(&tid) else {
             return;
         };
         // Matched by shard, not by OSD: a rebuild's extra sources may
@@ -574,7 +611,7 @@ impl Pg {
         if !g.waiting.is_empty() {
             return;
         }
-        let Some(g) = self.gathers.remove(&tid) else {
+        let Some(g) = self.ecs.gathers.remove(&tid) else {
             return;
         };
         if g.failed {
@@ -604,7 +641,7 @@ impl Pg {
         let Some(striper) = self.ec.clone() else {
             return;
         };
-        self.unfound_waiting.remove(&g.oid.name);
+        self.ecs.unfound_waiting.remove(&g.oid.name);
         let Gather {
             what,
             oid,
@@ -677,9 +714,9 @@ impl Pg {
         let bytes = |v: &Vec<(u64, Bytes)>| v.iter().map(|(_, b)| b.len() as u64).sum::<u64>();
         let fetched_bytes: u64 = fetched.values().map(bytes).sum();
         let copied_bytes: u64 = copy.iter().filter_map(|c| fetched.get(c)).map(bytes).sum();
-        self.rebuilt.0 += (rp.lost.len() + copy.len()) as u64;
-        self.rebuilt.1 += rp.theory + copied_bytes;
-        self.rebuilt.2 += fetched_bytes;
+        self.ecs.rebuilt.0 += (rp.lost.len() + copy.len()) as u64;
+        self.ecs.rebuilt.1 += rp.theory + copied_bytes;
+        self.ecs.rebuilt.2 += fetched_bytes;
     }
 
     /// An op's reads are in: decode the old bytes, run the op, answer a
@@ -781,7 +818,7 @@ impl Pg {
                 }
                 let fate = self.gather_fate(s, &g);
                 if fate == Unfound::Wait && !g.doubtful {
-                    self.unfound_waiting.insert(name.clone());
+                    self.ecs.unfound_waiting.insert(name.clone());
                 }
                 self.settle_unfound(s, name, fate, fx);
             }
@@ -791,7 +828,7 @@ impl Pg {
                         // Tried again later; ops on the object keep waiting.
                         tracing::warn!(pg = %self.id, "cannot rebuild '{name}' to recover it: {e}");
                         if !g.doubtful {
-                            self.unfound_waiting.insert(name.clone());
+                            self.ecs.unfound_waiting.insert(name.clone());
                         }
                         self.rec.retry.insert(name, retry);
                     }
@@ -800,7 +837,7 @@ impl Pg {
                     }
                 }
             }
-            Purpose::Revert { .. } if self.unfound.contains_key(&name) => {
+            Purpose::Revert { .. } if self.ecs.unfound.contains_key(&name) => {
                 // This copy lacks the object too: it peers again rather
                 // than serve without it.
                 let why = format!(
@@ -816,7 +853,7 @@ impl Pg {
                 // to roll back to was on one shard, and nothing said so).
                 tracing::warn!(pg = %self.id, "cannot read '{name}' at {} to roll it back: {e}", g.st.version);
                 if !g.doubtful {
-                    self.unfound_waiting.insert(name.clone());
+                    self.ecs.unfound_waiting.insert(name.clone());
                 }
                 self.rec.retry.insert(name, retry);
             }
@@ -1078,7 +1115,7 @@ impl Pg {
                 pg = %self.id,
                 "cannot roll '{name}' back to {to}: no copy asked holds that version"
             );
-            self.unfound_waiting.insert(name.clone());
+            self.ecs.unfound_waiting.insert(name.clone());
             let retry = self.now_ms + super::RECOVERY_RETRY_MS;
             self.rec.retry.insert(name, retry);
             return false;
@@ -1176,7 +1213,7 @@ impl Pg {
                 "cannot roll '{name}' back now: {takers} members would take it, fewer than {}",
                 striper.k()
             );
-            self.unfound_waiting.insert(name.clone());
+            self.ecs.unfound_waiting.insert(name.clone());
             self.rec.retry.insert(name, retry);
             return;
         }
@@ -1214,7 +1251,7 @@ impl Pg {
             })
             .collect();
         self.missing.remove(&name);
-        self.unfound.remove(&name);
+        self.ecs.unfound.remove(&name);
         let out = crate::exec::Outcome {
             txn: loligo_store::Transaction::new(),
             results: Vec::new(),
@@ -1238,7 +1275,7 @@ impl Pg {
         fx: &mut Vec<Effect>,
     ) {
         let name = oid.name.clone();
-        self.unfound_waiting.remove(&name);
+        self.ecs.unfound_waiting.remove(&name);
         let queued = self.ops.busy.remove(&name).unwrap_or_default();
         self.write(
             super::Writer::GiveUp(name.clone(), to),
@@ -1340,7 +1377,7 @@ impl Pg {
     /// `in_range` names is under way (a backfill chunk waits for it, as
     /// for a write in flight).
     pub(super) fn ec_writes_gathering(&self, in_range: impl Fn(&str) -> bool) -> bool {
-        self.gathers.values().any(|g| match &g.what {
+        self.ecs.gathers.values().any(|g| match &g.what {
             Purpose::Op { plan, .. } => plan.writes && in_range(&g.oid.name),
             _ => false,
         })
@@ -1578,7 +1615,7 @@ impl Pg {
         targets: BTreeSet<i32>,
         fx: &mut Vec<Effect>,
     ) {
-        if let Some(&fate) = self.unfound.get(&name) {
+        if let Some(&fate) = self.ecs.unfound.get(&name) {
             // Being rolled back: this copy's own is not the head's. A
             // rollback that could not go on (fewer than k members would
             // take it, a read failed) starts again from here once its
@@ -1591,7 +1628,7 @@ impl Pg {
                 .retry
                 .get(&name)
                 .is_none_or(|at| *at <= self.now_ms);
-            let on_its_way = self.gathers.values().any(|g| g.oid.name == name)
+            let on_its_way = self.ecs.gathers.values().any(|g| g.oid.name == name)
                 || self.rec.revert_pulls.values().any(|(n, _, _)| *n == name);
             if matches!(fate, Unfound::RevertTo(_)) && due && !on_its_way {
                 self.settle_unfound(s, name, fate, fx);
@@ -1662,7 +1699,7 @@ impl Pg {
     /// A new interval: gathers in flight are answered "wrong primary"
     /// (their clients retry under the new map).
     pub(super) fn abandon_gathers(&mut self, epoch: Epoch, fx: &mut Vec<Effect>) {
-        for (_, g) in std::mem::take(&mut self.gathers) {
+        for (_, g) in std::mem::take(&mut self.ecs.gathers) {
             if let Some(p) = g.pending() {
                 fx.push(reply(
                     p.token,
@@ -1678,13 +1715,14 @@ impl Pg {
     pub(super) fn expire_gathers(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
         let now = self.now_ms;
         let late: Vec<u64> = self
+            .ecs
             .gathers
             .iter()
             .filter(|(_, g)| g.pending().is_some_and(|p| p.deadline_ms <= now))
             .map(|(&t, _)| t)
             .collect();
         for tid in late {
-            if let Some(g) = self.gathers.remove(&tid) {
+            if let Some(g) = self.ecs.gathers.remove(&tid) {
                 // As for any op that waited past its deadline: the PG
                 // could not serve it (the client retries).
                 tracing::warn!(pg = %self.id, "shard reads of '{}' took too long", g.oid.name);

@@ -841,36 +841,11 @@ pub struct Pg {
     backend: Box<dyn Backend>,
     /// For an erasure-coded pool: its striping.
     ec: Option<Arc<Striper>>,
-    /// Client ops of an erasure-coded pool waiting for shard reads.
-    gathers: BTreeMap<u64, erasure::Gather>,
-    /// Erasure-coded: this copy holds another shard than its position in
-    /// the current map (it must be backfilled before it counts).
-    moved: bool,
-    /// Erasure-coded: the shard this copy holds, as its shard record
-    /// says (if known).
-    held_shard: Option<u8>,
-    /// `moved` was read with nothing of this copy in flight since the
-    /// last map (see `on_settled`).
-    moved_fresh: bool,
-    /// Erasure-coded primary: objects whose newest write of this interval
-    /// left rollback copies on the shards, with that write's version and
-    /// whether the whole write set has it (then the copies are no longer
-    /// needed: peering never rolls it back, and the next write removes
-    /// them).
-    rb_live: BTreeMap<String, (Version, bool)>,
-    /// Erasure-coded rebuilds finished since the shell last took them:
-    /// shards rebuilt, the plans' theory bytes, the bytes fetched.
-    rebuilt: (u64, u64, u64),
+    /// What only an erasure-coded copy keeps (see `erasure::EcState`).
+    ecs: erasure::EcState,
     now_ms: u64,
     /// The epoch of the operator's last `pg mark-unfound-lost` (0: none).
     unfound_lost: Epoch,
-    /// Erasure-coded, as primary: objects whose last rebuild or pull
-    /// found fewer than k shards, every other up copy saying it lacks its
-    /// shard (no I/O error or lost message in doubt), and that wait
-    /// (`PgStat::unfound`). Kept across this primary's peerings (a PG
-    /// handed back and forth still shows them); a gather of the object
-    /// or its give-up takes it out, and so does no longer leading.
-    unfound_waiting: BTreeSet<String>,
     /// When peering last asked members for their infos.
     peer_asked_ms: u64,
     /// Writes from a primary to this copy.
@@ -922,11 +897,6 @@ pub struct Pg {
     /// Objects this copy rolled back or removed because no up copy held
     /// them at their logged version (`pull_what_is_left`).
     given_up: u64,
-    /// Erasure-coded, pulling: objects this primary lacks that no k up
-    /// copies hold, and that are to be given up (removed or rolled back,
-    /// see `Pg::unfound_fate`). It activates without them and gives each
-    /// up at once.
-    unfound: BTreeMap<String, erasure::Unfound>,
 }
 
 /// Default `Pg::scrub_interval_ms`: a root comparison is one small
@@ -1023,14 +993,8 @@ impl Pg {
             now_ms: 0,
             backend: Box::new(Replicated),
             ec: None,
-            gathers: BTreeMap::new(),
-            moved: false,
-            held_shard: None,
-            moved_fresh: false,
-            rb_live: BTreeMap::new(),
-            rebuilt: (0, 0, 0),
+            ecs: erasure::EcState::default(),
             unfound_lost: 0,
-            unfound_waiting: BTreeSet::new(),
             peer_asked_ms: 0,
             rep: replica::Lane::default(),
             held: member::Held::default(),
@@ -1053,7 +1017,6 @@ impl Pg {
             scrub_interval_ms: SCRUB_INTERVAL_MS,
             scrub: Scrub::default(),
             given_up: 0,
-            unfound: BTreeMap::new(),
         }
     }
 
@@ -1525,10 +1488,10 @@ impl Pg {
             // Whether this copy's shard is its position's, before
             // peering asks (a store error counts as moved: safe).
             self.read_moved(s, &m.acting);
-            self.moved_fresh = self.settled_all();
+            self.ecs.moved_fresh = self.settled_all();
             self.on_map(s, m, pool, record_changed, fx);
             if !self.is_primary() {
-                self.unfound_waiting.clear();
+                self.ecs.unfound_waiting.clear();
             }
             // Queries, logs and copies that waited for this map
             // can be answered.

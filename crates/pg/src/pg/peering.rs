@@ -121,7 +121,7 @@ impl Pg {
         self.scrub.next_ms = self.now_ms + self.scrub_interval_ms;
         // (Copies of writes of earlier intervals stay until their objects
         // are written again.)
-        self.rb_live.clear();
+        self.ecs.rb_live.clear();
         for (_, f) in std::mem::take(&mut self.ops.inflight) {
             if let Some(token) = f.token {
                 fx.push(reply(
@@ -167,7 +167,7 @@ impl Pg {
         self.rec.lost_retry = false;
         self.rec.ask_again_ms = 0;
         // (A pull that failed for good in an earlier round may work now.)
-        self.unfound.clear();
+        self.ecs.unfound.clear();
         self.rec.pull_doubt.clear();
         self.rec.pull_tries.clear();
         self.rec.pull_never_took.clear();
@@ -327,9 +327,9 @@ impl Pg {
         // lost, recovery pushed the primary's own older copy as the head,
         // and a retry of the write being rolled back was answered as
         // done).
-        for (name, fate) in std::mem::take(&mut self.unfound) {
+        for (name, fate) in std::mem::take(&mut self.ecs.unfound) {
             if matches!(fate, erasure::Unfound::RevertTo(_)) {
-                self.unfound.insert(name.clone(), fate);
+                self.ecs.unfound.insert(name.clone(), fate);
             }
             if !self.settle_unfound(s, name, fate, fx) {
                 return self.ec_behind("an unfound object could not be given up");
@@ -373,7 +373,7 @@ impl Pg {
         // is durable, this copy still lacks the object. Nor once a member
         // said the interval is over: a write it refused is not on it.
         if self.interval_ended
-            || !self.unfound.is_empty()
+            || !self.ecs.unfound.is_empty()
             || self.ops.inflight.values().any(|f| f.token.is_none())
         {
             return;
@@ -820,9 +820,9 @@ impl Pg {
         let info = PeerInfo {
             info: self.info,
             missing: self.missing.len() as u64,
-            backfill: self.backfill.is_some() || self.moved,
+            backfill: self.backfill.is_some() || self.ecs.moved,
             moved_shard: self.moved_shard(),
-            shard: self.held_shard,
+            shard: self.ecs.held_shard,
         };
         fx.push(peer::info_answer(q.token, Ok(Some(info))));
     }

@@ -10,12 +10,12 @@ impl Pg {
     /// Erasure-coded rebuilds finished since the last call: (shards
     /// rebuilt, bytes the code's plans read in theory, bytes fetched).
     pub fn take_rebuilt(&mut self) -> (u64, u64, u64) {
-        std::mem::take(&mut self.rebuilt)
+        std::mem::take(&mut self.ecs.rebuilt)
     }
 
     pub fn idle(&self) -> bool {
         self.ops.inflight.is_empty()
-            && self.gathers.is_empty()
+            && self.ecs.gathers.is_empty()
             && self.ops.waiting.is_empty()
             && self.ops.busy.is_empty()
             && self.rep.waiting.is_empty()
@@ -176,7 +176,7 @@ impl Pg {
             && self.rec.backfill.is_empty();
         match whole {
             true => 0,
-            false => self.unfound_waiting.len() as u64,
+            false => self.ecs.unfound_waiting.len() as u64,
         }
     }
 
