@@ -88,16 +88,12 @@ impl Pg {
                     }
                 }
                 BfStep::Scanned { theirs, mine } => {
-                    let after = b.done.clone();
-                    let theirs = theirs.clone();
+                    let (after, theirs) = (b.done.clone(), theirs.clone());
                     let mine = self.still_listed(mine.as_ref());
-                    let planned =
-                        self.bf_plan(s, to, &after, &theirs, mine.as_deref(), tree_leaves);
-                    let chunk = match planned {
+                    let chunk = match self.next_chunk(s, to, &after, &theirs, mine, tree_leaves) {
                         Ok(Some(c)) => c,
                         Ok(None) => continue,
-                        Err(e) => {
-                            tracing_error(self.id, &format!("backfill read: {e}"));
+                        Err(()) => {
                             self.bf_retry(to);
                             continue;
                         }
@@ -163,6 +159,23 @@ impl Pg {
             objects: mine.objects,
         };
         Ok(Some((tid, upto, Some(mine))))
+    }
+
+    /// The next chunk after `after` for target `to`, from its listing
+    /// `theirs` and this copy's objects in the same range (`mine`: as
+    /// listed then, if the store has not changed since); `Err` when this
+    /// copy's objects could not be read (logged).
+    fn next_chunk(
+        &mut self,
+        s: &dyn ObjectStore,
+        to: i32,
+        after: &Cursor,
+        theirs: &Scan,
+        mine: Option<Vec<(ObjectId, Version)>>,
+        tree_leaves: Option<u32>,
+    ) -> Result<Option<Chunk>, ()> {
+        self.bf_plan(s, to, after, theirs, mine.as_deref(), tree_leaves)
+            .map_err(|e| tracing_error(self.id, &format!("backfill read: {e}")))
     }
 
     /// A listing of this copy's objects if it is still what the store
@@ -341,13 +354,10 @@ impl Pg {
                 Ahead::Scanned { theirs, mine } if flights.len() < CHUNKS_IN_FLIGHT => {
                     let theirs = theirs.clone();
                     let mine = self.still_listed(mine.as_ref());
-                    let planned =
-                        self.bf_plan(s, to, &after, &theirs, mine.as_deref(), tree_leaves);
-                    let chunk = match planned {
+                    let chunk = match self.next_chunk(s, to, &after, &theirs, mine, tree_leaves) {
                         Ok(Some(c)) => c,
                         Ok(None) => return,
-                        Err(e) => {
-                            tracing_error(self.id, &format!("backfill read: {e}"));
+                        Err(()) => {
                             if let Some(Backfill {
                                 step: BfStep::Copying { ahead, .. },
                                 ..
