@@ -347,93 +347,10 @@ impl Pg {
             newest,
         } = heard;
         let (complete, log_source) = self.log_sources(&infos, newest, &complete);
-        // Erasure-coded, with the record short of k members (or every
-        // member it has left here, fewer than k of them whole:
-        // `may_go_on`), and no other copy whole at the head: this copy
-        // goes on from its own log if it reaches the head (taken as it
-        // is if mid-backfill, as a replicated PG's `adopt_backfilled`),
-        // pulling what it lacks and giving up what no k up copies hold
-        // (only with the record short; else they are unfound); else it hands
-        // over to an acting copy mid-backfill at the head (with OSDs
-        // declared lost, only such copies reached the head; they
-        // refuse to give their logs, and the PG asked for pg_temps
-        // forever).
-        let whole_at_head = infos
-            .iter()
-            .any(|(_, i)| !i.backfill && i.info.last_update == newest);
-        if self.ec.is_some() && self.may_go_on() && !whole_at_head {
-            if mine.info.last_update == newest && !self.ecs.moved {
-                return self.ec_pull_own(s, asked, fx);
-            }
-            // Not one whose OSD moved: it would not go on either, and
-            // may hand the PG to another such copy (with positions
-            // moving and OSDs declared lost, when `ec_temp_unstick`'s
-            // rule was first tried inside `ec_temp_step`: two moved
-            // copies mid-backfill at the head handed the PG to each
-            // other for good). Such copies go back to their shards'
-            // positions instead (`hand_over`).
-            let backfilling: Vec<i32> = infos
-                .iter()
-                .filter(|(o, i)| {
-                    i.backfill
-                        && i.moved_shard.is_none()
-                        && self.held_elsewhere(**o, i).is_none()
-                        && i.info.last_update == newest
-                        && self.map.acting.contains(o)
-                })
-                .map(|(o, _)| *o)
-                .collect();
-            if !backfilling.is_empty() {
-                return self.hand_over(backfilling, fx);
-            }
-        }
-        // Erasure-coded, at or past the head, with no whole copy at it
-        // and no log source but copies mid-backfill (which refuse their
-        // logs): this copy's own log up to the head is the history the
-        // head's k copies share, and it goes on from there, pulling
-        // what it lacks (with OSDs declared lost, a rollback of a
-        // write never acknowledged was torn, the members that took it
-        // were past the head, and the PG stayed down with every OSD
-        // up; and when the record's one other member was mid-backfill
-        // at the head, the primary asked it for its log for good).
-        // Only when each object it lacks is at a version its log
-        // names: one at a version the log no longer names only a copy
-        // at the head can give (else pulling goes round for good).
-        // Past the head, it first rolls its own entries past it back,
-        // which only a copy sure they were never acknowledged may do:
-        // every record member answered (on an EC pool, a primary whose
-        // only record company was mid-backfill rolled back a write
-        // that it, a member off the record and a record member yet to
-        // answer held). The head is then the record's: an entry past
-        // it is on fewer than k of them, and an acknowledged write is
-        // on every one, so copies off the record past it hold nothing
-        // acknowledged either (with OSDs declared lost, a rollback's
-        // write-back was durable on every acting member, but its
-        // primary crashed before it was recorded; the one other record
-        // member was mid-backfill at the old head, and with others
-        // past the head too, nobody went on).
-        let refuses = |o: &i32| {
-            infos
-                .get(o)
-                .is_some_and(|i| i.backfill && i.moved_shard.is_none())
+        let asked = match self.ec_goes_on(s, asked, &infos, &mine, newest, log_source, fx) {
+            Ok(()) => return,
+            Err(asked) => asked,
         };
-        if self.ec.is_some()
-            && !whole_at_head
-            && log_source.as_ref().is_none_or(refuses)
-            && mine.info.last_update >= newest
-            && !mine.backfill
-            && self.missing.values().all(|v| v.v > 0)
-        {
-            if mine.info.last_update == newest {
-                return self.ec_pull_own(s, asked, fx);
-            }
-            if self.record_all_heard(&asked) {
-                match self.rewind_own(s, newest, fx) {
-                    Ok(()) => return self.ec_pull_own(s, asked, fx),
-                    Err(e) => tracing::debug!("pg {}: not rolled back: {e}", self.id),
-                }
-            }
-        }
         // (Every log source is at the head.)
         let Some(from) = log_source else {
             // Only this copy is at the head, and it moved or is
@@ -478,6 +395,122 @@ impl Pg {
             log_tid,
             pulls: BTreeMap::new(),
         };
+    }
+
+    /// Erasure-coded cases in which this copy goes on from its own log or
+    /// hands over to a copy mid-backfill at the head (see the comments);
+    /// `Err` with what it asked when none applies.
+    #[allow(clippy::too_many_arguments)]
+    fn ec_goes_on(
+        &mut self,
+        s: &dyn ObjectStore,
+        asked: BTreeMap<i32, Option<PeerInfo>>,
+        infos: &BTreeMap<i32, PeerInfo>,
+        mine: &PeerInfo,
+        newest: Version,
+        log_source: Option<i32>,
+        fx: &mut Vec<Effect>,
+    ) -> Result<(), BTreeMap<i32, Option<PeerInfo>>> {
+        // Erasure-coded, with the record short of k members (or every
+        // member it has left here, fewer than k of them whole:
+        // `may_go_on`), and no other copy whole at the head: this copy
+        // goes on from its own log if it reaches the head (taken as it
+        // is if mid-backfill, as a replicated PG's `adopt_backfilled`),
+        // pulling what it lacks and giving up what no k up copies hold
+        // (only with the record short; else they are unfound); else it hands
+        // over to an acting copy mid-backfill at the head (with OSDs
+        // declared lost, only such copies reached the head; they
+        // refuse to give their logs, and the PG asked for pg_temps
+        // forever).
+        let whole_at_head = infos
+            .iter()
+            .any(|(_, i)| !i.backfill && i.info.last_update == newest);
+        if self.ec.is_some() && self.may_go_on() && !whole_at_head {
+            if mine.info.last_update == newest && !self.ecs.moved {
+                {
+                    self.ec_pull_own(s, asked, fx);
+                    return Ok(());
+                }
+            }
+            // Not one whose OSD moved: it would not go on either, and
+            // may hand the PG to another such copy (with positions
+            // moving and OSDs declared lost, when `ec_temp_unstick`'s
+            // rule was first tried inside `ec_temp_step`: two moved
+            // copies mid-backfill at the head handed the PG to each
+            // other for good). Such copies go back to their shards'
+            // positions instead (`hand_over`).
+            let backfilling: Vec<i32> = infos
+                .iter()
+                .filter(|(o, i)| {
+                    i.backfill
+                        && i.moved_shard.is_none()
+                        && self.held_elsewhere(**o, i).is_none()
+                        && i.info.last_update == newest
+                        && self.map.acting.contains(o)
+                })
+                .map(|(o, _)| *o)
+                .collect();
+            if !backfilling.is_empty() {
+                {
+                    self.hand_over(backfilling, fx);
+                    return Ok(());
+                }
+            }
+        }
+        // Erasure-coded, at or past the head, with no whole copy at it
+        // and no log source but copies mid-backfill (which refuse their
+        // logs): this copy's own log up to the head is the history the
+        // head's k copies share, and it goes on from there, pulling
+        // what it lacks (with OSDs declared lost, a rollback of a
+        // write never acknowledged was torn, the members that took it
+        // were past the head, and the PG stayed down with every OSD
+        // up; and when the record's one other member was mid-backfill
+        // at the head, the primary asked it for its log for good).
+        // Only when each object it lacks is at a version its log
+        // names: one at a version the log no longer names only a copy
+        // at the head can give (else pulling goes round for good).
+        // Past the head, it first rolls its own entries past it back,
+        // which only a copy sure they were never acknowledged may do:
+        // every record member answered (on an EC pool, a primary whose
+        // only record company was mid-backfill rolled back a write
+        // that it, a member off the record and a record member yet to
+        // answer held). The head is then the record's: an entry past
+        // it is on fewer than k of them, and an acknowledged write is
+        // on every one, so copies off the record past it hold nothing
+        // acknowledged either (with OSDs declared lost, a rollback's
+        // write-back was durable on every acting member, but its
+        // primary crashed before it was recorded; the one other record
+        // member was mid-backfill at the old head, and with others
+        // past the head too, nobody went on).
+        let refuses = |o: &i32| {
+            infos
+                .get(o)
+                .is_some_and(|i| i.backfill && i.moved_shard.is_none())
+        };
+        if self.ec.is_some()
+            && !whole_at_head
+            && log_source.as_ref().is_none_or(refuses)
+            && mine.info.last_update >= newest
+            && !mine.backfill
+            && self.missing.values().all(|v| v.v > 0)
+        {
+            if mine.info.last_update == newest {
+                {
+                    self.ec_pull_own(s, asked, fx);
+                    return Ok(());
+                }
+            }
+            if self.record_all_heard(&asked) {
+                match self.rewind_own(s, newest, fx) {
+                    Ok(()) => {
+                        self.ec_pull_own(s, asked, fx);
+                        return Ok(());
+                    }
+                    Err(e) => tracing::debug!("pg {}: not rolled back: {e}", self.id),
+                }
+            }
+        }
+        Err(asked)
     }
 
     /// The members a copy behind may take the log from, best first, and

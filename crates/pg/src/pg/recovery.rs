@@ -141,6 +141,97 @@ pub fn load_missing(
     Ok(out)
 }
 
+/// An authoritative log must run without a gap from its tail up to its
+/// head.
+fn check_contiguous(auth: &AuthLog) -> Result<(), String> {
+    let head = auth.info.last_update;
+    let tail = auth.tail();
+    let contiguous = auth
+        .entries
+        .iter()
+        .enumerate()
+        .all(|(i, e)| e.version.v == tail + 1 + i as u64);
+    let ends_at_head = auth
+        .entries
+        .last()
+        .map_or(tail == head.v, |e| e.version == head);
+    if !contiguous || !ends_at_head {
+        return Err(format!(
+            "the authoritative log is not contiguous up to its head {head:?}"
+        ));
+    }
+    Ok(())
+}
+
+/// The version counter at which this copy's log (head `mine`) and the
+/// authority's meet (see [`merge`]); `None` when nothing can be compared
+/// (the copy is backfilled).
+fn common_point(
+    s: &dyn ObjectStore,
+    coll: CollectionId,
+    mine: Version,
+    auth: &AuthLog,
+) -> Result<Option<u64>, String> {
+    let head = auth.info.last_update;
+    let tail = auth.tail();
+    let by_v: BTreeMap<u64, &LogEntry> = auth.entries.iter().map(|e| (e.version.v, e)).collect();
+    // Walk down from the lower head.
+    let mut v = mine.v.min(head.v);
+    while v > tail {
+        let theirs = by_v.get(&v).map(|e| e.version);
+        let ours = entry_at(s, coll, v)?.map(|e| e.version);
+        if ours.is_some() && ours == theirs {
+            return Ok(Some(v));
+        }
+        // This copy trimmed its entry at `v`, but its next one was written
+        // on top of the authority's at `v`: it says so (`prev`), or, from
+        // before entries did, it was written in the same epoch (one
+        // primary wrote both). Without this, on an EC pool, a copy whose
+        // log began just past the head could not merge, and the PG waited
+        // for a backfill no member could do; and with OSDs declared lost,
+        // a recorded complete member, past the head with its log trimmed,
+        // was backfilled, and the PG lost the shard it held.
+        if ours.is_none() && v < mine.v {
+            if let (Some(next), Some(t)) = (entry_at(s, coll, v + 1)?, theirs) {
+                let on_top = match next.prev {
+                    Some(p) => p == t,
+                    None => next.version.epoch == t.epoch,
+                };
+                if on_top {
+                    return Ok(Some(v));
+                }
+            }
+        }
+        v -= 1;
+    }
+    // No entry above the authority's tail in common, but this copy's
+    // entry at the tail (its head, or under divergent ones) is the one
+    // the authority's oldest entry was written on (`prev`): the logs meet
+    // there. Ceph's rule too: a copy at or past the log's tail recovers
+    // from the log (on an EC pool with OSDs declared lost, a recorded
+    // member one write behind an authority that kept only the two entries
+    // past it was backfilled from the start; with every complete copy then
+    // lost, its shards were gone and the PG waited for good).
+    if tail > 0 && mine.v >= tail {
+        let ours = match entry_at(s, coll, tail)? {
+            Some(e) => Some(e.version),
+            None if mine.v == tail => Some(mine),
+            None => None,
+        };
+        let below_first = auth.entries.first().and_then(|e| e.prev);
+        if ours.is_some() && ours == below_first {
+            return Ok(Some(tail));
+        }
+    }
+    // Below the authority's tail nothing can be compared: only a copy
+    // with no history at all, against a log that was never trimmed,
+    // starts from zero.
+    if tail == 0 && (mine.v == 0 || entry_at(s, coll, 1)?.is_some()) {
+        return Ok(Some(0));
+    }
+    Ok(None)
+}
+
 /// Merge `auth` into this copy (head `mine`, missing set `missing`,
 /// backfill cursor `backfill` if it is backfilling: objects past the
 /// cursor are backfill's to copy, never marked missing).
@@ -164,79 +255,9 @@ pub fn merge(
     let ours = |name: &str| backfill.is_none_or(|c| c.covers(&oid(name)));
     let head = auth.info.last_update;
     let tail = auth.tail();
-    let contiguous = auth
-        .entries
-        .iter()
-        .enumerate()
-        .all(|(i, e)| e.version.v == tail + 1 + i as u64);
-    let ends_at_head = auth
-        .entries
-        .last()
-        .map_or(tail == head.v, |e| e.version == head);
-    if !contiguous || !ends_at_head {
-        return Err(format!(
-            "the authoritative log is not contiguous up to its head {head:?}"
-        ));
-    }
-    let by_v: BTreeMap<u64, &LogEntry> = auth.entries.iter().map(|e| (e.version.v, e)).collect();
-    // The common point: walk down from the lower head.
-    let mut common = None;
-    let mut v = mine.v.min(head.v);
-    while v > tail {
-        let theirs = by_v.get(&v).map(|e| e.version);
-        let ours = entry_at(s, coll, v)?.map(|e| e.version);
-        if ours.is_some() && ours == theirs {
-            common = Some(v);
-            break;
-        }
-        // This copy trimmed its entry at `v`, but its next one was written
-        // on top of the authority's at `v`: it says so (`prev`), or, from
-        // before entries did, it was written in the same epoch (one
-        // primary wrote both). Without this, on an EC pool, a copy whose
-        // log began just past the head could not merge, and the PG waited
-        // for a backfill no member could do; and with OSDs declared lost,
-        // a recorded complete member, past the head with its log trimmed,
-        // was backfilled, and the PG lost the shard it held.
-        if ours.is_none() && v < mine.v {
-            if let (Some(next), Some(t)) = (entry_at(s, coll, v + 1)?, theirs) {
-                let on_top = match next.prev {
-                    Some(p) => p == t,
-                    None => next.version.epoch == t.epoch,
-                };
-                if on_top {
-                    common = Some(v);
-                    break;
-                }
-            }
-        }
-        v -= 1;
-    }
-    // No entry above the authority's tail in common, but this copy's
-    // entry at the tail (its head, or under divergent ones) is the one
-    // the authority's oldest entry was written on (`prev`): the logs meet
-    // there. Ceph's rule too: a copy at or past the log's tail recovers
-    // from the log (on an EC pool with OSDs declared lost, a recorded
-    // member one write behind an authority that kept only the two entries
-    // past it was backfilled from the start; with every complete copy then
-    // lost, its shards were gone and the PG waited for good).
-    if common.is_none() && tail > 0 && mine.v >= tail {
-        let ours = match entry_at(s, coll, tail)? {
-            Some(e) => Some(e.version),
-            None if mine.v == tail => Some(mine),
-            None => None,
-        };
-        let below_first = auth.entries.first().and_then(|e| e.prev);
-        if ours.is_some() && ours == below_first {
-            common = Some(tail);
-        }
-    }
-    let common = match common {
-        Some(c) => c,
-        // Below the authority's tail nothing can be compared: only a copy
-        // with no history at all, against a log that was never trimmed,
-        // starts from zero.
-        None if tail == 0 && (mine.v == 0 || entry_at(s, coll, 1)?.is_some()) => 0,
-        None => return Ok(Merge::NoOverlap),
+    check_contiguous(auth)?;
+    let Some(common) = common_point(s, coll, mine, auth)? else {
+        return Ok(Merge::NoOverlap);
     };
     // A copy taken as it was since the common point (the authority's
     // here, or this copy's own divergent one, met below): objects the logs
