@@ -769,6 +769,20 @@ struct InFlight {
     resend: BTreeMap<i32, (u64, u32)>,
 }
 
+/// An erasure-coded PG's sets keep their holes (a missing shard) as -1,
+/// so positions stay shards and every `o >= 0` filter skips them.
+fn holes_as_none(v: Vec<i32>) -> Vec<i32> {
+    v.into_iter()
+        .map(|o| {
+            if o < 0 || o == loligo_crush::ITEM_NONE {
+                -1
+            } else {
+                o
+            }
+        })
+        .collect()
+}
+
 /// What a PG knows of the current map: its pool, the epoch and interval,
 /// the sets CRUSH and the overrides give it, its write-set record.
 /// Replaced as a whole by each newer map (`take_map`); its epoch never
@@ -1413,67 +1427,13 @@ impl Pg {
         self.unfound_lost = self.unfound_lost.max(unfound_lost);
         self.now_ms = now_ms;
         if epoch > self.map.epoch {
-            // An erasure-coded PG's sets keep their holes (a
-            // missing shard) as -1, so positions stay shards and
-            // every `o >= 0` filter skips them.
-            let hole = |v: Vec<i32>| -> Vec<i32> {
-                v.into_iter()
-                    .map(|o| {
-                        if o < 0 || o == loligo_crush::ITEM_NONE {
-                            -1
-                        } else {
-                            o
-                        }
-                    })
-                    .collect()
-            };
-            let (up, acting) = (hole(up), hole(acting));
-            if let Some(st) = striper {
-                if self.ec.is_none() {
-                    self.backend = Box::new(Erasure);
-                }
-                self.ec = Some(st);
-                // Erasure-coded copies keep no tree (every shard
-                // has the same name and version).
-                if !matches!(self.tree, TreeState::Off) {
-                    self.drop_tree(s, fx);
-                }
-            }
-            // The tree is loaded at the first map, never before:
-            // only the map says whether the pool is erasure-coded
-            // (then there is none; a tree rebuilt before it was
-            // left behind, and fsck found it wrong).
-            if matches!(self.tree, TreeState::Unloaded) {
-                self.load_tree(s, fx);
-            }
+            let (up, acting) = (holes_as_none(up), holes_as_none(acting));
+            self.take_layout(s, striper, fx);
             self.map.toofull = toofull;
             self.map.spares = spares;
-            // A record this PG was told holds for its interval
-            // stays until a map shows a newer one or the interval
-            // ends. The reply and the maps travel apart, so a map
-            // from before the record's commit can come after the
-            // reply; within one interval a record is never
-            // dropped (its members are acting, so up, so not
-            // lost) nor replaced by an older one, and peering
-            // against the older record would roll back writes
-            // acknowledged under this one.
             let restarted = acting_up_from > self.map.interval || self.interval_ended;
-            // (As `on_map` tells an interval that goes on.)
-            let same_interval = self.map.interval > 0
-                && acting == self.map.acting
-                && primary == self.map.primary
-                && !restarted;
-            let (record, record_up) = match &self.map.record {
-                Some(mine)
-                    if same_interval
-                        && mine.interval == self.map.interval
-                        && record.as_ref().is_none_or(|r| r.interval < mine.interval) =>
-                {
-                    let up = mine.members().collect();
-                    (Some(mine.clone()), up)
-                }
-                _ => (record, record_up),
-            };
+            let (record, record_up) =
+                self.record_to_keep(&acting, primary, restarted, record, record_up);
             let record_changed = record != self.map.record || record_up != self.map.record_up;
             self.map.record = record;
             self.map.record_up = record_up;
@@ -1498,6 +1458,64 @@ impl Pg {
             self.rerun_queries(fx);
             self.rerun_held_logs(s, fx);
             self.rerun_held_copies(s, fx);
+        }
+    }
+
+    /// The pool's layout as a map says it: an erasure-coded pool's
+    /// striping and backend (its copies keep no Merkle tree), and the
+    /// tree loaded at the first map, never before: only the map says
+    /// whether the pool is erasure-coded (then there is none; a tree
+    /// rebuilt before it was left behind, and fsck found it wrong).
+    fn take_layout(
+        &mut self,
+        s: &dyn ObjectStore,
+        striper: Option<Arc<Striper>>,
+        fx: &mut Vec<Effect>,
+    ) {
+        if let Some(st) = striper {
+            if self.ec.is_none() {
+                self.backend = Box::new(Erasure);
+            }
+            self.ec = Some(st);
+            if !matches!(self.tree, TreeState::Off) {
+                self.drop_tree(s, fx);
+            }
+        }
+        if matches!(self.tree, TreeState::Unloaded) {
+            self.load_tree(s, fx);
+        }
+    }
+
+    /// The write-set record (and its up members) a new map leaves this PG
+    /// with. A record this PG was told holds for its interval stays until
+    /// a map shows a newer one or the interval ends. The reply and the
+    /// maps travel apart, so a map from before the record's commit can
+    /// come after the reply; within one interval a record is never
+    /// dropped (its members are acting, so up, so not lost) nor replaced
+    /// by an older one, and peering against the older record would roll
+    /// back writes acknowledged under this one.
+    fn record_to_keep(
+        &self,
+        acting: &[i32],
+        primary: i32,
+        restarted: bool,
+        record: Option<WriteSetRecord>,
+        record_up: Vec<i32>,
+    ) -> (Option<WriteSetRecord>, Vec<i32>) {
+        // (As `on_map` tells an interval that goes on.)
+        let same_interval = self.map.interval > 0
+            && acting == self.map.acting
+            && primary == self.map.primary
+            && !restarted;
+        match &self.map.record {
+            Some(mine)
+                if same_interval
+                    && mine.interval == self.map.interval
+                    && record.as_ref().is_none_or(|r| r.interval < mine.interval) =>
+            {
+                (Some(mine.clone()), mine.members().collect())
+            }
+            _ => (record, record_up),
         }
     }
 

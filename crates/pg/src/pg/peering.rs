@@ -40,6 +40,47 @@ impl Pg {
         self.interval_ended = true;
     }
 
+    /// A map that leaves the interval as it was: peer again if min_size
+    /// moved (the write set may now allow writes) or if the recorded write
+    /// set's members came or went while this primary waits for them (a
+    /// pulling primary too: it would peer against the old record's
+    /// members once done, and wait for ones it never asked); take a
+    /// record the map shows before its reply; ask again for what the map
+    /// does not show.
+    fn same_interval(
+        &mut self,
+        s: &dyn ObjectStore,
+        min_size_changed: bool,
+        record_changed: bool,
+        fx: &mut Vec<Effect>,
+    ) {
+        let waiting_for_rw = matches!(
+            self.role,
+            Role::Peering { .. } | Role::Down { .. } | Role::Pulling { .. }
+        );
+        if self.is_primary() && (min_size_changed || (record_changed && waiting_for_rw)) {
+            self.start_peering(s, fx);
+        } else if let (Role::Activating { write_set, .. }, Some(record)) =
+            (&self.role, &self.map.record)
+        {
+            // The record arrived with the map before the reply did.
+            if record.interval == self.map.interval && record.osds == self.complete_of(write_set) {
+                self.on_rw_recorded(s, self.map.interval, fx);
+            }
+        }
+        // CRUSH's set may have moved under the pg_temp, and the map
+        // shows what the monitors really hold (an ask may have lost a
+        // race with an older one: ask again).
+        self.maybe_clear_temp(fx);
+        let shown = self.map.record.as_ref().map(|r| (r.interval, &r.osds));
+        if shown.is_some_and(|(i, o)| {
+            i == self.map.interval && Some(o) != self.rec.record_asked.as_ref()
+        }) {
+            self.rec.record_asked = None;
+        }
+        self.rerecord(fx);
+    }
+
     pub(super) fn on_map(
         &mut self,
         s: &dyn ObjectStore,
@@ -72,40 +113,7 @@ impl Pg {
             && self.map.interval > 0
             && !restarted
         {
-            // Same interval: peer again if min_size moved (the write set
-            // may now allow writes) or if the recorded write set's
-            // members came or went while this primary waits for them.
-            // (A pulling primary too: it would peer against the old
-            // record's members once done, and wait for ones it never
-            // asked.)
-            let waiting_for_rw = matches!(
-                self.role,
-                Role::Peering { .. } | Role::Down { .. } | Role::Pulling { .. }
-            );
-            if self.is_primary() && (min_size_changed || (record_changed && waiting_for_rw)) {
-                self.start_peering(s, fx);
-            } else if let (Role::Activating { write_set, .. }, Some(record)) =
-                (&self.role, &self.map.record)
-            {
-                // The record arrived with the map before the reply did.
-                if record.interval == self.map.interval
-                    && record.osds == self.complete_of(write_set)
-                {
-                    self.on_rw_recorded(s, self.map.interval, fx);
-                }
-            }
-            // CRUSH's set may have moved under the pg_temp, and the map
-            // shows what the monitors really hold (an ask may have lost a
-            // race with an older one: ask again).
-            self.maybe_clear_temp(fx);
-            let shown = self.map.record.as_ref().map(|r| (r.interval, &r.osds));
-            if shown.is_some_and(|(i, o)| {
-                i == self.map.interval && Some(o) != self.rec.record_asked.as_ref()
-            }) {
-                self.rec.record_asked = None;
-            }
-            self.rerecord(fx);
-            return;
+            return self.same_interval(s, min_size_changed, record_changed, fx);
         }
         // A new interval: writes in flight are abandoned (their clients
         // retry under the new map); queued ops are re-examined.
