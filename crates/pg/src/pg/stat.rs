@@ -81,63 +81,7 @@ impl Pg {
                 }
                 st
             }
-            Role::Primary { write_set } => {
-                let mut st = if self.serving(write_set) < self.min_size() {
-                    PgState::PEERED
-                } else {
-                    PgState::ACTIVE
-                };
-                if write_set.len() < size {
-                    st |= PgState::UNDERSIZED | PgState::DEGRADED;
-                }
-                if !self.rec.backfill.is_empty() {
-                    let toofull = |to: &i32| self.backfill_toofull(*to);
-                    if self.rec.backfill.keys().any(toofull) {
-                        st |= PgState::BACKFILL_TOOFULL;
-                    }
-                    // Waiting: every target's next step waits out a retry.
-                    let copying = matches!(self.rec.slot, Slot::Held(_))
-                        && self
-                            .rec
-                            .backfill
-                            .iter()
-                            .any(|(to, b)| !toofull(to) && b.retry_ms <= self.now_ms);
-                    if copying {
-                        st |= PgState::BACKFILLING;
-                    } else if !self.rec.backfill.keys().all(toofull) {
-                        st |= PgState::BACKFILL_WAIT;
-                    }
-                    if self.complete_of(write_set).len() < size {
-                        st |= PgState::DEGRADED;
-                    }
-                }
-                // (Unfound objects are degraded copies, whoever lacks
-                // them: they may be neither missing here nor on a member's
-                // list.)
-                if !self.missing.is_empty() || self.unfound_count() > 0 {
-                    st |= PgState::DEGRADED;
-                }
-                if !self.rec.missing.is_empty() {
-                    st |= PgState::DEGRADED;
-                    st |= if self.rec.pushing.is_empty() {
-                        PgState::RECOVERY_WAIT
-                    } else {
-                        PgState::RECOVERING
-                    };
-                }
-                let temp_primary =
-                    self.ec.is_some() && self.crush_primary().is_some_and(|c| c != self.whoami);
-                if (!self.map.up.is_empty() && self.map.up != self.map.acting) || temp_primary {
-                    st |= PgState::REMAPPED;
-                }
-                if st == PgState::ACTIVE {
-                    st |= PgState::CLEAN;
-                }
-                if !self.scrub.differ.is_empty() {
-                    st |= PgState::INCONSISTENT;
-                }
-                st
-            }
+            Role::Primary { write_set } => self.active_state(write_set, size),
             _ => return None,
         };
         Some(PgStat {
@@ -155,6 +99,73 @@ impl Pg {
             },
             unfound: self.unfound_count(),
         })
+    }
+
+    /// An active primary's state flags, as Ceph names them.
+    fn active_state(&self, write_set: &[i32], size: usize) -> PgState {
+        let mut st = if self.serving(write_set) < self.min_size() {
+            PgState::PEERED
+        } else {
+            PgState::ACTIVE
+        };
+        if write_set.len() < size {
+            st |= PgState::UNDERSIZED | PgState::DEGRADED;
+        }
+        if !self.rec.backfill.is_empty() {
+            st |= self.backfill_state(write_set, size);
+        }
+        // (Unfound objects are degraded copies, whoever lacks them: they
+        // may be neither missing here nor on a member's list.)
+        if !self.missing.is_empty() || self.unfound_count() > 0 {
+            st |= PgState::DEGRADED;
+        }
+        if !self.rec.missing.is_empty() {
+            st |= PgState::DEGRADED;
+            st |= if self.rec.pushing.is_empty() {
+                PgState::RECOVERY_WAIT
+            } else {
+                PgState::RECOVERING
+            };
+        }
+        let temp_primary =
+            self.ec.is_some() && self.crush_primary().is_some_and(|c| c != self.whoami);
+        if (!self.map.up.is_empty() && self.map.up != self.map.acting) || temp_primary {
+            st |= PgState::REMAPPED;
+        }
+        if st == PgState::ACTIVE {
+            st |= PgState::CLEAN;
+        }
+        if !self.scrub.differ.is_empty() {
+            st |= PgState::INCONSISTENT;
+        }
+        st
+    }
+
+    /// The flags of a primary with backfill targets: toofull, backfilling
+    /// or waiting to (every target's next step waits out a retry), and
+    /// degraded while fewer than `size` members are complete.
+    fn backfill_state(&self, write_set: &[i32], size: usize) -> PgState {
+        // (No flag yet: the zero value, which alone prints `unknown`.)
+        let mut st = PgState::UNKNOWN;
+        let toofull = |to: &i32| self.backfill_toofull(*to);
+        if self.rec.backfill.keys().any(toofull) {
+            st |= PgState::BACKFILL_TOOFULL;
+        }
+        let copying = matches!(self.rec.slot, Slot::Held(_))
+            && self
+                .rec
+                .backfill
+                .iter()
+                .any(|(to, b)| !toofull(to) && b.retry_ms <= self.now_ms);
+        if copying {
+            st |= PgState::BACKFILLING;
+        } else if !self.rec.backfill.keys().all(toofull) {
+            st |= PgState::BACKFILL_WAIT;
+        }
+        if self.complete_of(write_set).len() < size {
+            st |= PgState::DEGRADED;
+        }
+        st
     }
 
     /// Erasure-coded primary: acting members whose OSDs moved that wait
