@@ -525,32 +525,12 @@ impl BlockStore {
                 "block file is shorter than the superblock says".into(),
             ));
         }
-        let (mut next_blob, mut next_seq) = match kv.get(&[T_IDS])? {
-            Some(v) => {
-                let mut d = Dec::new(&v);
-                (d.var()?, d.var()?)
-            }
-            None => return Err(StoreError::Corrupt("no id record".into())),
-        };
-        // Replay deferred writes a crash left behind, then drop them.
-        let mut replayed = Vec::new();
-        for (k, v) in kv.scan(&[T_DEFERRED], Some(&[T_DEFERRED + 1]), usize::MAX)? {
-            let (off, bytes) = decode_deferred(&v)?;
-            dev.write_all_at(&bytes, off).map_err(io)?;
-            next_seq = next_seq.max(decode_u64_key(&k)? + 1);
-            replayed.push(KvOp::Delete(k));
-        }
-        if !replayed.is_empty() {
-            dev.sync_data().map_err(io)?;
-            kv.commit(replayed, true)?;
-        }
-        for (k, _) in kv.scan(&[T_BLOB], Some(&[T_BLOB + 1]), usize::MAX)? {
-            next_blob = next_blob.max(decode_u64_key(&k)? + 1);
-        }
-        let mut free = Vec::new();
-        for (k, v) in kv.scan(&[T_FREE], Some(&[T_FREE + 1]), usize::MAX)? {
-            free.push((decode_u64_key(&k)?, Dec::new(&v).var()?));
-        }
+        let (next_blob, next_seq) = load_ids(&kv, dev.as_ref())?;
+        let free = kv
+            .scan(&[T_FREE], Some(&[T_FREE + 1]), usize::MAX)?
+            .into_iter()
+            .map(|(k, v)| Ok((decode_u64_key(&k)?, Dec::new(&v).var()?)))
+            .collect::<Result<Vec<_>>>()?;
         let alloc = Allocator::load(free);
         let shared = Arc::new(Shared {
             kv,
@@ -598,26 +578,7 @@ impl BlockStore {
             .name("loligo-store-commit".into())
             .spawn(move || c.run(rx, syncer))
             .map_err(io)?;
-        let mut writers = Vec::new();
-        let mut writer_tx = None;
-        if cfg.writers > 0 {
-            let (wtx, wrx) = mpsc::channel::<WriteWork>();
-            let wrx = Arc::new(Mutex::new(wrx));
-            for i in 0..cfg.writers {
-                let (s, wrx) = (shared.clone(), wrx.clone());
-                let spawned = std::thread::Builder::new()
-                    .name(format!("loligo-store-write-{i}"))
-                    .spawn(move || write_loop(&s, &wrx));
-                match spawned {
-                    Ok(h) => writers.push(h),
-                    // Fewer writers (or none: callers write) still work.
-                    Err(_) => break,
-                }
-            }
-            if !writers.is_empty() {
-                writer_tx = Some(wtx);
-            }
-        }
+        let (writers, writer_tx) = spawn_writers(&shared, cfg.writers);
         Ok(BlockStore {
             shared,
             tx: Mutex::new(Some(tx)),
@@ -718,6 +679,62 @@ fn write_loop(s: &Shared, rx: &Mutex<mpsc::Receiver<WriteWork>>) {
         let Ok(w) = work else { return };
         let _ = w.reply.send(prepare_write(s, w.coll, &w.data));
     }
+}
+
+/// The blob and sequence counters a mount goes on from: the id record's,
+/// past every blob and every deferred write a crash left behind (those
+/// are written to the device again and dropped first).
+fn load_ids(kv: &dyn Kv, dev: &dyn Device) -> Result<(u64, u64)> {
+    let (mut next_blob, mut next_seq) = match kv.get(&[T_IDS])? {
+        Some(v) => {
+            let mut d = Dec::new(&v);
+            (d.var()?, d.var()?)
+        }
+        None => return Err(StoreError::Corrupt("no id record".into())),
+    };
+    let mut replayed = Vec::new();
+    for (k, v) in kv.scan(&[T_DEFERRED], Some(&[T_DEFERRED + 1]), usize::MAX)? {
+        let (off, bytes) = decode_deferred(&v)?;
+        dev.write_all_at(&bytes, off).map_err(io)?;
+        next_seq = next_seq.max(decode_u64_key(&k)? + 1);
+        replayed.push(KvOp::Delete(k));
+    }
+    if !replayed.is_empty() {
+        dev.sync_data().map_err(io)?;
+        kv.commit(replayed, true)?;
+    }
+    for (k, _) in kv.scan(&[T_BLOB], Some(&[T_BLOB + 1]), usize::MAX)? {
+        next_blob = next_blob.max(decode_u64_key(&k)? + 1);
+    }
+    Ok((next_blob, next_seq))
+}
+
+/// Up to `n` threads that write large `write_full`s beside the
+/// committer, and where to send them work (`None`: no thread started;
+/// callers then write in their own thread).
+fn spawn_writers(
+    shared: &Arc<Shared>,
+    n: usize,
+) -> (Vec<JoinHandle<()>>, Option<Sender<WriteWork>>) {
+    if n == 0 {
+        return (Vec::new(), None);
+    }
+    let (wtx, wrx) = mpsc::channel::<WriteWork>();
+    let wrx = Arc::new(Mutex::new(wrx));
+    let mut writers = Vec::new();
+    for i in 0..n {
+        let (s, wrx) = (shared.clone(), wrx.clone());
+        let spawned = std::thread::Builder::new()
+            .name(format!("loligo-store-write-{i}"))
+            .spawn(move || write_loop(&s, &wrx));
+        match spawned {
+            Ok(h) => writers.push(h),
+            // Fewer writers (or none: callers write) still work.
+            Err(_) => break,
+        }
+    }
+    let tx = (!writers.is_empty()).then_some(wtx);
+    (writers, tx)
 }
 
 /// A block size the store can use.
@@ -1138,22 +1155,44 @@ pub struct FsckReport {
 
 fn fsck(s: &Shared, deep: bool) -> Result<FsckReport> {
     let mut r = FsckReport::default();
-    let all = |t: u8| s.kv.scan(&[t], Some(&[t + 1]), usize::MAX);
-    let colls: Vec<CollectionId> = all(T_COLL)?
-        .iter()
-        .map(|(k, _)| decode_coll(k))
-        .collect::<Result<_>>()?;
+    let blobs = fsck_blobs(s, &mut r)?;
+    let refs = fsck_objects(s, &mut r, &blobs)?;
+    fsck_space(s, &mut r, &blobs, &refs)?;
+    r.deferred_records = scan_all(s, T_DEFERRED)?.len() as u64;
+    if deep {
+        let none = HashMap::new();
+        for (id, b) in &blobs {
+            for (i, &want) in b.csums.iter().enumerate() {
+                let data = read_blocks(s, &none, b.block_at(i as u64, s.bs), 1)?;
+                r.blocks_checked += 1;
+                if csum(&data) != want {
+                    r.errors
+                        .push(format!("blob {id} block {i}: checksum mismatch"));
+                }
+            }
+        }
+    }
+    Ok(r)
+}
+
+/// Every record of type `t`.
+fn scan_all(s: &Shared, t: u8) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    s.kv.scan(&[t], Some(&[t + 1]), usize::MAX)
+}
+
+/// Every blob with its checksums; each blob must have exactly the
+/// checksum chunks its record names.
+fn fsck_blobs(s: &Shared, r: &mut FsckReport) -> Result<BTreeMap<u64, Blob>> {
     let mut blobs: BTreeMap<u64, Blob> = BTreeMap::new();
     let mut chunks_of: BTreeMap<u64, u64> = BTreeMap::new();
-    for (k, v) in all(T_BLOB)? {
+    for (k, v) in scan_all(s, T_BLOB)? {
         let (b, place) = Blob::decode_head(&v)?;
         let id = decode_u64_key(&k)?;
         chunks_of.insert(id, place.chunks());
         blobs.insert(id, b);
     }
-    // Checksum chunks: each blob has exactly the ones its record names.
     let mut seen: BTreeMap<u64, u64> = BTreeMap::new();
-    for (k, v) in all(T_CSUM)? {
+    for (k, v) in scan_all(s, T_CSUM)? {
         let (id, i) = decode_csum_key(&k)?;
         match (blobs.get_mut(&id), chunks_of.get(&id)) {
             (Some(b), Some(&n)) if i < n => {
@@ -1176,9 +1215,25 @@ fn fsck(s: &Shared, deep: bool) -> Result<FsckReport> {
         }
     }
     r.blobs = blobs.len() as u64;
+    Ok(blobs)
+}
+
+/// Onodes (in existing collections, extents in order, inside their blobs
+/// and their object's size), omap keys (of objects that say they have
+/// an omap) and records (of existing collections); the references found
+/// to each blob.
+fn fsck_objects(
+    s: &Shared,
+    r: &mut FsckReport,
+    blobs: &BTreeMap<u64, Blob>,
+) -> Result<BTreeMap<u64, u64>> {
+    let colls: Vec<CollectionId> = scan_all(s, T_COLL)?
+        .iter()
+        .map(|(k, _)| decode_coll(k))
+        .collect::<Result<_>>()?;
     let mut refs: BTreeMap<u64, u64> = BTreeMap::new();
     let mut onodes: BTreeMap<Vec<u8>, bool> = BTreeMap::new();
-    for (k, v) in all(T_ONODE)? {
+    for (k, v) in scan_all(s, T_ONODE)? {
         r.onodes += 1;
         let c = decode_coll(&k)?;
         let (oid, _) = decode_object(&k, 14)?;
@@ -1214,7 +1269,7 @@ fn fsck(s: &Shared, deep: bool) -> Result<FsckReport> {
         p[0] = T_OMAP;
         onodes.insert(p, on.omap);
     }
-    for (k, _) in all(T_OMAP)? {
+    for (k, _) in scan_all(s, T_OMAP)? {
         r.omap_keys += 1;
         let (_, end) = decode_object(&k, 14)?;
         match onodes.get(&k[..end]) {
@@ -1225,15 +1280,25 @@ fn fsck(s: &Shared, deep: bool) -> Result<FsckReport> {
             Some(true) => {}
         }
     }
-    for (k, _) in all(T_RECORD)? {
+    for (k, _) in scan_all(s, T_RECORD)? {
         let c = decode_coll(&k)?;
         if !colls.contains(&c) {
             r.errors.push(format!("record of missing collection {c}"));
         }
     }
-    // Space: blobs and free extents tile the device exactly.
+    Ok(refs)
+}
+
+/// Space: blobs (their reference counts and checksums right) and free
+/// extents tile the device exactly.
+fn fsck_space(
+    s: &Shared,
+    r: &mut FsckReport,
+    blobs: &BTreeMap<u64, Blob>,
+    refs: &BTreeMap<u64, u64>,
+) -> Result<()> {
     let mut spans: Vec<(u64, u64, String)> = Vec::new();
-    for (id, b) in &blobs {
+    for (id, b) in blobs {
         let n = refs.get(id).copied().unwrap_or(0);
         if n != b.refs {
             r.errors.push(format!(
@@ -1260,7 +1325,7 @@ fn fsck(s: &Shared, deep: bool) -> Result<FsckReport> {
             spans.push((off, len, format!("blob {id}")));
         }
     }
-    for (k, v) in all(T_FREE)? {
+    for (k, v) in scan_all(s, T_FREE)? {
         let (off, len) = (decode_u64_key(&k)?, Dec::new(&v).var()?);
         r.free_bytes += len;
         spans.push((off, len, "free extent".to_string()));
@@ -1283,21 +1348,7 @@ fn fsck(s: &Shared, deep: bool) -> Result<FsckReport> {
         r.errors
             .push(format!("allocations end at {at}, device is {}", s.size));
     }
-    r.deferred_records = all(T_DEFERRED)?.len() as u64;
-    if deep {
-        let none = HashMap::new();
-        for (id, b) in &blobs {
-            for (i, &want) in b.csums.iter().enumerate() {
-                let data = read_blocks(s, &none, b.block_at(i as u64, s.bs), 1)?;
-                r.blocks_checked += 1;
-                if csum(&data) != want {
-                    r.errors
-                        .push(format!("blob {id} block {i}: checksum mismatch"));
-                }
-            }
-        }
-    }
-    Ok(r)
+    Ok(())
 }
 
 impl ObjectStore for BlockStore {
