@@ -59,33 +59,13 @@ impl Pg {
                         && matches!(b.leaves, Leaves::Unknown { .. }) =>
                 {
                     // First the trees: the target's root.
-                    let Some(leaves) = tree_leaves else {
-                        continue;
-                    };
-                    let filter = Filter::Nodes {
-                        leaves,
-                        level: 0,
-                        idx: vec![0],
-                    };
-                    let tid = self.send_scan(to, Cursor::End, filter, fx);
-                    if let Some(b) = self.rec.backfill.get_mut(&to) {
-                        b.step = BfStep::Comparing { tid, descent: None };
+                    if let Some(leaves) = tree_leaves {
+                        self.compare_roots(to, leaves, fx);
                     }
                 }
                 BfStep::Idle if self.now_ms >= b.retry_ms && !self.map.toofull.contains(&to) => {
                     let after = b.done.clone();
-                    match self.bf_scan(s, to, &after, tree_leaves, limit, fx) {
-                        Ok(Some((tid, upto, mine))) => {
-                            if let Some(b) = self.rec.backfill.get_mut(&to) {
-                                b.step = BfStep::Scanning { tid, upto, mine };
-                            }
-                        }
-                        Ok(None) => {}
-                        Err(e) => {
-                            tracing_error(self.id, &format!("backfill scan: {e}"));
-                            self.bf_retry(to);
-                        }
-                    }
+                    self.start_scan(s, to, &after, tree_leaves, limit, fx);
                 }
                 BfStep::Scanned { theirs, mine } => {
                     let (after, theirs) = (b.done.clone(), theirs.clone());
@@ -108,24 +88,66 @@ impl Pg {
                     self.backfill_ahead(s, to, tree_leaves, fx);
                 }
                 BfStep::Copying { flights, .. } if flights.first().is_some_and(|f| f.tid == 0) => {
-                    if self.now_ms < b.retry_ms {
-                        continue;
-                    }
-                    // The first chunk not answered goes again (the ones
-                    // after it wait for its answer).
-                    let chunk = flights[0].chunk.clone();
-                    let tid = self.emit_chunk(to, chunk, fx);
-                    if let Some(Backfill {
-                        step: BfStep::Copying { flights, .. },
-                        ..
-                    }) = self.rec.backfill.get_mut(&to)
-                    {
-                        flights[0].tid = tid;
+                    if self.now_ms >= b.retry_ms {
+                        let chunk = flights[0].chunk.clone();
+                        self.resend_first_chunk(to, chunk, fx);
                     }
                 }
                 BfStep::Copying { .. } => self.backfill_ahead(s, to, tree_leaves, fx),
                 _ => {}
             }
+        }
+    }
+
+    /// A backfill's first step with trees on both sides: ask target `to`
+    /// for its tree's root.
+    fn compare_roots(&mut self, to: i32, leaves: u32, fx: &mut Vec<Effect>) {
+        let filter = Filter::Nodes {
+            leaves,
+            level: 0,
+            idx: vec![0],
+        };
+        let tid = self.send_scan(to, Cursor::End, filter, fx);
+        if let Some(b) = self.rec.backfill.get_mut(&to) {
+            b.step = BfStep::Comparing { tid, descent: None };
+        }
+    }
+
+    /// Ask target `to` for its objects after `after` (see `bf_scan`); a
+    /// scan that cannot be made is tried again later.
+    fn start_scan(
+        &mut self,
+        s: &dyn ObjectStore,
+        to: i32,
+        after: &Cursor,
+        tree_leaves: Option<u32>,
+        limit: usize,
+        fx: &mut Vec<Effect>,
+    ) {
+        match self.bf_scan(s, to, after, tree_leaves, limit, fx) {
+            Ok(Some((tid, upto, mine))) => {
+                if let Some(b) = self.rec.backfill.get_mut(&to) {
+                    b.step = BfStep::Scanning { tid, upto, mine };
+                }
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing_error(self.id, &format!("backfill scan: {e}"));
+                self.bf_retry(to);
+            }
+        }
+    }
+
+    /// The first chunk to `to` not answered goes again (the ones after it
+    /// wait for its answer).
+    fn resend_first_chunk(&mut self, to: i32, chunk: Chunk, fx: &mut Vec<Effect>) {
+        let tid = self.emit_chunk(to, chunk, fx);
+        if let Some(Backfill {
+            step: BfStep::Copying { flights, .. },
+            ..
+        }) = self.rec.backfill.get_mut(&to)
+        {
+            flights[0].tid = tid;
         }
     }
 
