@@ -88,10 +88,7 @@ impl Pg {
                     self.backfill_ahead(s, to, tree_leaves, fx);
                 }
                 BfStep::Copying { flights, .. } if flights.first().is_some_and(|f| f.tid == 0) => {
-                    if self.now_ms >= b.retry_ms {
-                        let chunk = flights[0].chunk.clone();
-                        self.resend_first_chunk(to, chunk, fx);
-                    }
+                    self.resend_first_chunk(to, fx)
                 }
                 BfStep::Copying { .. } => self.backfill_ahead(s, to, tree_leaves, fx),
                 _ => {}
@@ -138,9 +135,21 @@ impl Pg {
         }
     }
 
-    /// The first chunk to `to` not answered goes again (the ones after it
-    /// wait for its answer).
-    fn resend_first_chunk(&mut self, to: i32, chunk: Chunk, fx: &mut Vec<Effect>) {
+    /// The first chunk to `to` not answered goes again once its retry is
+    /// due (the ones after it wait for its answer).
+    fn resend_first_chunk(&mut self, to: i32, fx: &mut Vec<Effect>) {
+        let Some(Backfill {
+            step: BfStep::Copying { flights, .. },
+            retry_ms,
+            ..
+        }) = self.rec.backfill.get(&to)
+        else {
+            return;
+        };
+        let Some(first) = flights.first().filter(|_| self.now_ms >= *retry_ms) else {
+            return;
+        };
+        let chunk = first.chunk.clone();
         let tid = self.emit_chunk(to, chunk, fx);
         if let Some(Backfill {
             step: BfStep::Copying { flights, .. },
