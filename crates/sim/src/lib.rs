@@ -1093,6 +1093,50 @@ impl Sim {
                     self.feed(to, pg, Input::Reply { id, reply });
                 }
             }
+            ev @ (Ev::Record { .. }
+            | Ev::RecordAgain { .. }
+            | Ev::PgTemp { .. }
+            | Ev::PrimaryTemp { .. }
+            | Ev::Reported { .. }
+            | Ev::MarkDown { .. }) => self.deliver_to_monitors(ev),
+            Ev::Recorded {
+                pg,
+                to,
+                gen,
+                interval,
+            } => {
+                if self.alive(to, gen) {
+                    self.feed(to, pg, Input::WriteSetRecorded { interval });
+                }
+            }
+            Ev::Grant { pg, osd, gen, ask } => {
+                if self.alive(osd, gen) {
+                    self.feed(osd, pg, Input::Reserved { ask });
+                }
+            }
+            Ev::Op { pg, to, req, op } => {
+                if self.osds[to].running() {
+                    let now_ms = self.now_ms;
+                    self.feed(
+                        to,
+                        pg,
+                        Input::Op {
+                            op,
+                            token: req,
+                            now_ms,
+                        },
+                    );
+                }
+            }
+            Ev::Reply { req, reply } => self.on_reply(req, reply),
+        }
+    }
+
+    /// An event for the monitors: an OSD's ask (a write-set record, a
+    /// pg_temp, a primary_temp), failure reports, a failed OSD's grace
+    /// period ending.
+    fn deliver_to_monitors(&mut self, ev: Ev) {
+        match ev {
             Ev::Record { pg, from, gen, ask } => {
                 self.elections.asked(from, pg);
                 if self.elections.electing() {
@@ -1116,21 +1160,6 @@ impl Sim {
                     if self.alive(from, gen) {
                         self.deliver(Ev::Record { pg, from, gen, ask });
                     }
-                }
-            }
-            Ev::Recorded {
-                pg,
-                to,
-                gen,
-                interval,
-            } => {
-                if self.alive(to, gen) {
-                    self.feed(to, pg, Input::WriteSetRecorded { interval });
-                }
-            }
-            Ev::Grant { pg, osd, gen, ask } => {
-                if self.alive(osd, gen) {
-                    self.feed(osd, pg, Input::Reserved { ask });
                 }
             }
             Ev::PrimaryTemp { pg, from, osd } if self.elections.electing() => {
@@ -1167,21 +1196,7 @@ impl Sim {
                     self.propose(vec![Change::OsdDown { id: osd as i32 }]);
                 }
             }
-            Ev::Op { pg, to, req, op } => {
-                if self.osds[to].running() {
-                    let now_ms = self.now_ms;
-                    self.feed(
-                        to,
-                        pg,
-                        Input::Op {
-                            op,
-                            token: req,
-                            now_ms,
-                        },
-                    );
-                }
-            }
-            Ev::Reply { req, reply } => self.on_reply(req, reply),
+            other => unreachable!("{other:?} is not for the monitors"),
         }
     }
 
