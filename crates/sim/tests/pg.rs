@@ -653,6 +653,11 @@ fn ec_seeds_that_found_bugs_stay_fixed() {
 /// - EC 2534: every copy of a PG ended mid-backfill at the head and the
 ///   primary waited for good; since PGs ask again for their pg_temps the
 ///   seed's history no longer gets there, and it runs as a seed.
+/// - EC 31837: an erasure-coded primary behind asked once for the
+///   pg_temp that puts a moved member back at its shard's position; the
+///   ask was lost, and peering again every few seconds it asked for the
+///   same pg_temp, which it took for asked already: it waited for good
+///   with every OSD up. It now forgets an ask no map answered.
 #[test]
 fn real_monitor_seeds_that_found_bugs_stay_fixed() {
     let runs = [
@@ -672,6 +677,7 @@ fn real_monitor_seeds_that_found_bugs_stay_fixed() {
         Run::ec(234),
         Run::ec(272).losing(),
         Run::ec(2534),
+        Run::ec(31837),
     ];
     for run in runs {
         let var = match (run.ec, run.lose) {

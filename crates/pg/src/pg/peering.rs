@@ -496,22 +496,31 @@ impl Pg {
         }
     }
 
-    /// An active primary's pg_temp or primary_temp ask that no map has
-    /// answered for a while is made again: the daemon sends an ask once,
-    /// and one the monitors never took (their leader changed mid-commit,
-    /// the call failed) left the PG remapped for good with every OSD up.
-    /// Asking again for what the map holds changes nothing.
+    /// A pg_temp or primary_temp ask that no map has answered for a while
+    /// is made again: the daemon sends an ask once, and one the monitors
+    /// never took (their leader changed mid-commit, the call failed) left
+    /// the PG remapped for good with every OSD up. An active primary asks
+    /// again now (asking for what the map holds changes nothing); an
+    /// erasure-coded primary behind forgets its ask, so that the pg_temp
+    /// it asks for when it peers again goes out again (it asked once per
+    /// interval, and with that ask lost, waited for good).
     pub(super) fn ask_temps_again(&mut self, fx: &mut Vec<Effect>) {
-        if !matches!(self.role, Role::Primary { .. })
-            || self.now_ms < self.rec.temp_asked_ms.saturating_add(TEMP_ASK_AGAIN_MS)
-        {
+        if self.now_ms < self.rec.temp_asked_ms.saturating_add(TEMP_ASK_AGAIN_MS) {
             return;
         }
-        let pending = self.rec.temp_asked.take().is_some();
-        let cleared = std::mem::take(&mut self.rec.primary_temp_cleared);
-        if pending || cleared {
-            self.rec.temp_asked_ms = self.now_ms;
-            self.maybe_clear_temp(fx);
+        match self.role {
+            Role::Primary { .. } => {
+                let pending = self.rec.temp_asked.take().is_some();
+                let cleared = std::mem::take(&mut self.rec.primary_temp_cleared);
+                if pending || cleared {
+                    self.rec.temp_asked_ms = self.now_ms;
+                    self.maybe_clear_temp(fx);
+                }
+            }
+            Role::Behind if self.ec.is_some() && self.rec.temp_asked.take().is_some() => {
+                self.rec.temp_asked_ms = self.now_ms;
+            }
+            _ => {}
         }
     }
 
