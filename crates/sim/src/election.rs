@@ -23,6 +23,12 @@ pub const RECORD_RETRY_MS: u64 = 500;
 /// Chance (per mille) per step that the monitors' leader fails.
 pub const ELECTION_PER_MILLE: u64 = 1;
 
+/// How new a record ask is: a later process's, then a later interval's,
+/// then one made under a later map.
+fn newness(gen: u64, ask: &RecordAsk) -> (u64, loligo_types::Epoch, loligo_types::Epoch) {
+    (gen, ask.record.interval, ask.as_of)
+}
+
 /// An OSD's ask the failed leader had taken.
 #[derive(Debug)]
 pub enum Taken {
@@ -117,16 +123,24 @@ impl Elections {
         self.limbo.push(ask);
     }
 
-    /// PG `pg` on OSD `from` (process `gen`) asks for a record: any older
-    /// ask still waiting to be sent again is superseded.
-    pub fn asked(&mut self, from: usize, pg: usize) {
-        self.retries.remove(&(from, pg));
+    /// PG `pg` on OSD `from` (process `gen`) asks for a record: an older
+    /// ask still waiting to be sent again is superseded (asks travel
+    /// apart and may arrive out of order: a newer one waiting stays).
+    pub fn asked(&mut self, from: usize, pg: usize, gen: u64, ask: &RecordAsk) {
+        let waiting = self.retries.get(&(from, pg));
+        if waiting.is_some_and(|(g, w)| newness(*g, w) <= newness(gen, ask)) {
+            self.retries.remove(&(from, pg));
+        }
     }
 
     /// A record ask's call failed: it is asked again later unless a newer
-    /// one comes first.
+    /// one comes first, or already waits (the daemon keeps the newest ask
+    /// per PG and never puts an older one back over it).
     pub fn failed(&mut self, from: usize, pg: usize, gen: u64, ask: RecordAsk) {
-        self.retries.insert((from, pg), (gen, ask));
+        let waiting = self.retries.get(&(from, pg));
+        if waiting.is_none_or(|(g, w)| newness(*g, w) <= newness(gen, &ask)) {
+            self.retries.insert((from, pg), (gen, ask));
+        }
     }
 
     /// The ask to send again for PG `pg` on OSD `from`, if one still waits.

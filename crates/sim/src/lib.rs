@@ -1138,7 +1138,7 @@ impl Sim {
     fn deliver_to_monitors(&mut self, ev: Ev) {
         match ev {
             Ev::Record { pg, from, gen, ask } => {
-                self.elections.asked(from, pg);
+                self.elections.asked(from, pg, gen, &ask);
                 if self.elections.electing() {
                     self.record_call_failed(pg, from, gen, ask);
                     return;

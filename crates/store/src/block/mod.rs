@@ -434,10 +434,12 @@ impl BlockStore {
                     .write(true)
                     .open(&bpath)
                     .map_err(io)?;
+                // Its length and allocation durable too (`sync_all`).
                 let allocated = f
                     .set_len(cfg.size)
                     .map_err(io)
-                    .and_then(|()| preallocate(&f, cfg.size));
+                    .and_then(|()| preallocate(&f, cfg.size))
+                    .and_then(|()| f.sync_all().map_err(io));
                 drop(f);
                 if let Err(e) = allocated {
                     let _ = std::fs::remove_file(&bpath);
