@@ -37,7 +37,7 @@ use crate::block::AlignedBuf;
 use crate::error::{Result, StoreError};
 use crate::kv::{Kv, KvOp, Visitor};
 use crate::media::{Device, Media};
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 /// The journal's file name beside the engine's directory.
@@ -54,8 +54,13 @@ const PAGE: u64 = 4096;
 /// Two superblock pages (written in turn), then the ring.
 const RING_START: u64 = 2 * PAGE;
 const SUPER_MAGIC: &[u8; 8] = b"LOLWAL01";
-const REC_MAGIC: u32 = 0x4c57_4c52;
-const HEADER: usize = 40;
+/// A record header of the first layout (no durability mark), still read.
+const REC_MAGIC_V1: u32 = 0x4c57_4c52;
+const HEADER_V1: usize = 40;
+/// The record header written now: the first layout's fields, then the
+/// sequence known durable when the record was written.
+const REC_MAGIC: u32 = 0x4c57_4c53;
+const HEADER: usize = 48;
 /// Payload stored lz4-compressed.
 const F_LZ4: u32 = 1;
 /// Engine values under the logged prefix: the value follows ...
@@ -108,10 +113,16 @@ struct Header {
     raw: u32,
     flags: u32,
     payload_crc: u32,
+    /// Every record of this epoch through this sequence was durable when
+    /// this one was written (`None`: a record of the first layout, which
+    /// says nothing). A valid record whose mark reaches past a damaged one
+    /// proves the damage is not a torn, unacknowledged write.
+    durable: Option<u64>,
 }
 
 impl Header {
     fn encode(&self, out: &mut [u8]) {
+        debug_assert!(self.durable.is_some_and(|d| d < self.seq));
         out[0..4].copy_from_slice(&REC_MAGIC.to_le_bytes());
         out[4..12].copy_from_slice(&self.epoch.to_le_bytes());
         out[12..20].copy_from_slice(&self.seq.to_le_bytes());
@@ -119,14 +130,24 @@ impl Header {
         out[24..28].copy_from_slice(&self.raw.to_le_bytes());
         out[28..32].copy_from_slice(&self.flags.to_le_bytes());
         out[32..36].copy_from_slice(&self.payload_crc.to_le_bytes());
-        let c = crc(&out[0..36]);
-        out[36..40].copy_from_slice(&c.to_le_bytes());
+        out[36..44].copy_from_slice(&self.durable.unwrap_or(0).to_le_bytes());
+        let c = crc(&out[0..44]);
+        out[44..48].copy_from_slice(&c.to_le_bytes());
     }
 
-    /// `None` for anything that is not a whole, valid header.
+    /// `None` for anything that is not a whole, valid header of either
+    /// layout.
     fn decode(b: &[u8]) -> Option<Header> {
-        let b = b.get(0..HEADER)?;
-        if le32(b, 0) != REC_MAGIC || le32(b, 36) != crc(&b[0..36]) {
+        let (len, durable) = match le32(b.get(0..4)?, 0) {
+            REC_MAGIC_V1 => (HEADER_V1, None),
+            REC_MAGIC => {
+                let b = b.get(0..HEADER)?;
+                (HEADER, Some(le64(b, 36)))
+            }
+            _ => return None,
+        };
+        let b = b.get(0..len)?;
+        if le32(b, len - 4) != crc(&b[0..len - 4]) {
             return None;
         }
         Some(Header {
@@ -136,12 +157,22 @@ impl Header {
             raw: le32(b, 24),
             flags: le32(b, 28),
             payload_crc: le32(b, 32),
+            durable,
         })
+    }
+
+    /// Header bytes before the payload.
+    fn len(&self) -> usize {
+        if self.durable.is_some() {
+            HEADER
+        } else {
+            HEADER_V1
+        }
     }
 
     /// Bytes the record takes in the ring.
     fn span(&self) -> u64 {
-        pad(HEADER as u64 + u64::from(self.stored))
+        pad(self.len() as u64 + u64::from(self.stored))
     }
 }
 
@@ -303,6 +334,9 @@ struct Ring {
     next_seq: u64,
     /// The engine holds every batch through this sequence durably.
     persisted: u64,
+    /// Every batch through this sequence is durable, in the ring or in
+    /// the engine (the mark each record carries).
+    durable: u64,
     recs: VecDeque<Rec>,
     /// Logged keys whose engine value is a stub, and the record it names.
     live: HashMap<Vec<u8>, u64>,
@@ -327,6 +361,9 @@ pub struct Counts {
     pub compressed: u64,
     /// Records not offered to lz4 (see [`Lz4Gate`]).
     pub lz4_skipped: u64,
+    /// Damaged records the open's replay passed over because the engine
+    /// already held their batches.
+    pub damaged_skipped: u64,
 }
 
 /// Whether a record is worth offering to lz4. Incompressible data (an
@@ -416,7 +453,7 @@ fn read_record(
     } else {
         first
     };
-    let stored = &whole.as_slice()[HEADER..HEADER + h.stored as usize];
+    let stored = &whole.as_slice()[h.len()..h.len() + h.stored as usize];
     if crc(stored) != h.payload_crc {
         return Ok(None);
     }
@@ -470,7 +507,15 @@ impl<K: Kv> WalKv<K> {
                 media.journal_name()
             )));
         }
-        let engine_seq = replay(&inner, file.as_ref(), &sup, engine_seq, logged)?;
+        let mut skipped = 0;
+        let engine_seq = replay(
+            &inner,
+            file.as_ref(),
+            &sup,
+            engine_seq,
+            logged,
+            &mut skipped,
+        )?;
         let next_seq = engine_seq + 1;
         if let Some(p) = logged {
             materialize(&inner, reader.as_ref(), end, p)?;
@@ -483,6 +528,7 @@ impl<K: Kv> WalKv<K> {
             head: RING_START,
             next_seq,
             persisted: next_seq - 1,
+            durable: next_seq - 1,
             recs: VecDeque::new(),
             live: HashMap::new(),
             buf: AlignedBuf::zeroed(256 << 10),
@@ -490,6 +536,7 @@ impl<K: Kv> WalKv<K> {
             counts: Counts::default(),
             lz4: Lz4Gate::default(),
         };
+        ring.counts.damaged_skipped = skipped;
         // Everything before is in the engine, durably: a new epoch starts
         // with an empty ring.
         ring.sup.epoch += 1;
@@ -568,29 +615,68 @@ fn create<K: Kv>(
 
 /// Apply again what the engine lost: the records of the ring's epoch after
 /// the engine's sequence number `engine_seq`. Returns the number of the
-/// last batch the engine now holds.
+/// last batch the engine now holds; counts damaged records passed over in
+/// `skipped`.
+///
+/// The chain of records ends where the next one is not whole. That is the
+/// journal's end unless a valid record written later marks the missing one
+/// durable (see [`Header::durable`]): then the record was damaged after it
+/// was acknowledged. If the engine already holds it, the replay goes on
+/// from the record after it; otherwise acknowledged batches would be lost
+/// and the journal is refused with an error naming the damage.
 fn replay<K: Kv>(
     inner: &K,
     file: &dyn Device,
     sup: &Super,
     engine_seq: u64,
     logged: Option<u8>,
+    skipped: &mut u64,
 ) -> Result<u64> {
     let end = sup.ring_end;
     let mut off = sup.start_off;
     let mut seq = sup.start_seq;
+    let mut later: Option<BTreeMap<u64, (u64, u64)>> = None;
     loop {
         let rec = match read_record(file, off, end, sup.epoch, seq)? {
             Some(r) => Some(r),
             None if off != RING_START => {
                 // The writer goes back to the start when a record does
                 // not fit before the end.
-                off = RING_START;
-                read_record(file, off, end, sup.epoch, seq)?
+                read_record(file, RING_START, end, sup.epoch, seq)?.inspect(|_| off = RING_START)
             }
             None => None,
         };
-        let Some((h, raw)) = rec else { break };
+        let Some((h, raw)) = rec else {
+            let later = match &mut later {
+                Some(l) => l,
+                None => later.insert(records_after(file, sup, seq)?),
+            };
+            let proof = later
+                .range(seq + 1..)
+                .find(|(_, &(_, durable))| durable >= seq)
+                .map(|(&s, _)| s);
+            let Some(by) = proof else {
+                // The end: nothing after it was ever acknowledged.
+                break;
+            };
+            if seq > engine_seq {
+                let last = later.keys().next_back().copied().unwrap_or(by);
+                return Err(corrupt(format!(
+                    "record {seq} of epoch {} (at ring offset {off} or after) is damaged, \
+                     and record {by}, written after it, says it was durable: batches \
+                     {seq}..={last} would be lost, so the store is not opened",
+                    sup.epoch
+                )));
+            }
+            // The engine holds this batch: go on from the next record.
+            *skipped += 1;
+            match later.get(&(seq + 1)) {
+                Some(&(o, _)) => off = o,
+                None => off = end,
+            }
+            seq += 1;
+            continue;
+        };
         if seq > engine_seq {
             let mut ops = decode_ops(&raw)?;
             for op in &mut ops {
@@ -607,6 +693,34 @@ fn replay<K: Kv>(
         seq += 1;
     }
     Ok((seq - 1).max(engine_seq))
+}
+
+/// Every whole record of the ring's epoch numbered above `seq`, wherever
+/// it lies: its offset and its durability mark (0 for the first layout).
+fn records_after(file: &dyn Device, sup: &Super, seq: u64) -> Result<BTreeMap<u64, (u64, u64)>> {
+    const READ: u64 = 1 << 20;
+    let mut found = BTreeMap::new();
+    let mut heads = Vec::new();
+    let mut at = RING_START;
+    while at < sup.ring_end {
+        let len = READ.min(sup.ring_end - at);
+        let b = read_at(file, at, len)?;
+        for (i, page) in b.as_slice().chunks(PAGE as usize).enumerate() {
+            if let Some(h) = Header::decode(page) {
+                if h.epoch == sup.epoch && h.seq > seq {
+                    heads.push((at + i as u64 * PAGE, h.seq));
+                }
+            }
+        }
+        at += len;
+    }
+    for (off, s) in heads {
+        // Only a record whose payload is whole too counts.
+        if let Some((h, _)) = read_record(file, off, sup.ring_end, sup.epoch, s)? {
+            found.insert(s, (off, h.durable.unwrap_or(0)));
+        }
+    }
+    Ok(found)
 }
 
 /// Replace every stub under the prefix `p` by its value: the ring then
@@ -662,7 +776,14 @@ impl Ring {
         b.as_mut_slice()[..56].copy_from_slice(&self.sup.encode());
         let slot = (self.sup.version % 2) * PAGE;
         self.file.write_all_at(b.as_slice(), slot).map_err(io)?;
-        self.file.sync_data().map_err(io)
+        self.sync()
+    }
+
+    /// Make every record written so far durable.
+    fn sync(&mut self) -> Result<()> {
+        self.file.sync_data().map_err(io)?;
+        self.durable = self.next_seq - 1;
+        Ok(())
     }
 
     /// Where a record of `span` bytes can go now, if anywhere.
@@ -801,6 +922,7 @@ impl<K: Kv> WalKv<K> {
             raw: u32::try_from(raw_len).map_err(|_| io("a batch over 4 GiB"))?,
             flags,
             payload_crc: crc(&stored),
+            durable: Some(r.durable),
         };
         let span = h.span();
         let Some(off) = self.make_room(r, span)? else {
@@ -819,6 +941,7 @@ impl<K: Kv> WalKv<K> {
             r.counts.bypassed += 1;
             r.next_seq += 1;
             r.persisted = seq;
+            r.durable = seq;
             return r.reclaim();
         };
         let n = usize::try_from(span).map_err(io)?;
@@ -837,8 +960,9 @@ impl<K: Kv> WalKv<K> {
         r.file
             .write_all_at(&r.buf.as_slice()[..n], off)
             .map_err(io)?;
+        r.next_seq += 1;
         if sync {
-            r.file.sync_data().map_err(io)?;
+            r.sync()?;
         }
         r.recs.push_back(Rec {
             seq,
@@ -847,7 +971,6 @@ impl<K: Kv> WalKv<K> {
             live: 0,
         });
         r.head = off + span;
-        r.next_seq += 1;
         // What the engine gets: stubs for logged values.
         let mut ops = batch;
         r.forget(&ops);
@@ -927,7 +1050,7 @@ impl<K: Kv> Kv for WalKv<K> {
         }
         let res = if batch.is_empty() {
             if sync {
-                r.file.sync_data().map_err(io)
+                r.sync()
             } else {
                 Ok(())
             }
@@ -1197,13 +1320,13 @@ mod tests {
         let path = dir.path().join(WAL_FILE);
         let engine = ModelKv::default();
         let kv = WalKv::open(engine.clone(), &DirMedia::new(dir.path()), 1 << 20, None).unwrap();
-        for k in [&b"one"[..], b"two", b"stale"] {
-            kv.commit(vec![KvOp::Put(k.to_vec(), b"x".to_vec())], true)
+        for (k, sync) in [(&b"one"[..], true), (b"two", false), (b"stale", false)] {
+            kv.commit(vec![KvOp::Put(k.to_vec(), b"x".to_vec())], sync)
                 .unwrap();
         }
         drop(kv);
-        // Record 2 (the second page of the ring) was torn; the engine kept
-        // nothing.
+        // Record 2 (the second page of the ring), never synced, was torn;
+        // the engine kept nothing.
         let f = OpenOptions::new().write(true).open(&path).unwrap();
         FileExt::write_all_at(&f, &[0x5a; PAGE as usize], RING_START + PAGE).unwrap();
         let engine = engine.crash(0);
@@ -1220,6 +1343,101 @@ mod tests {
         let got = everything(&kv);
         assert!(got.contains_key(b"big".as_slice()));
         assert!(!got.contains_key(b"stale".as_slice()), "{:?}", got.keys());
+    }
+
+    /// Ten synced batches, the engine's copy of them lost: the offsets of
+    /// their records, by sequence.
+    fn ten_synced(dir: &TempDir, engine: &ModelKv, persist_after: usize) -> (Map, Vec<u64>) {
+        let kv = WalKv::open(engine.clone(), &DirMedia::new(dir.path()), 1 << 20, None).unwrap();
+        let mut model = Map::new();
+        for i in 0..10u8 {
+            let b = vec![KvOp::Put(vec![b'A', i], vec![i; 3000])];
+            apply(&mut model, &b);
+            kv.commit(b, true).unwrap();
+            if usize::from(i) + 1 == persist_after {
+                kv.inner().persist().unwrap();
+            }
+        }
+        let offs = kv.ring.lock().unwrap().recs.iter().map(|r| r.off).collect();
+        (model, offs)
+    }
+
+    fn flip(dir: &TempDir, off: u64) {
+        let f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(dir.path().join(WAL_FILE))
+            .unwrap();
+        let mut b = [0u8; 1];
+        FileExt::read_exact_at(&f, &mut b, off).unwrap();
+        FileExt::write_all_at(&f, &[b[0] ^ 0x10], off).unwrap();
+    }
+
+    /// A synced record damaged in the middle of the ring, with later
+    /// synced records intact: the replay would silently drop them, so the
+    /// open is refused with an error naming the record.
+    #[test]
+    fn damage_in_the_middle_of_the_ring_refuses_the_open() {
+        for at in [HEADER as u64 + 5, 20] {
+            let dir = TempDir::new("wal-damage").unwrap();
+            let engine = ModelKv::default();
+            let (_, offs) = ten_synced(&dir, &engine, 0);
+            // Record 5: a payload byte, then (second round) a header byte.
+            flip(&dir, offs[4] + at);
+            let err = WalKv::open(engine.crash(0), &DirMedia::new(dir.path()), 1 << 20, None)
+                .err()
+                .expect("a damaged journal opened");
+            let msg = err.to_string();
+            assert!(
+                msg.contains("record 5 ") && msg.contains("damaged"),
+                "{msg}"
+            );
+            assert!(matches!(err, StoreError::Corrupt(_)), "{err:?}");
+        }
+    }
+
+    /// A damaged record whose batch the engine holds durably is passed
+    /// over, and the records after it are replayed.
+    #[test]
+    fn a_damaged_record_the_engine_holds_is_passed_over() {
+        let dir = TempDir::new("wal-damage-held").unwrap();
+        let engine = ModelKv::default();
+        let (model, offs) = ten_synced(&dir, &engine, 6);
+        flip(&dir, offs[3] + HEADER as u64 + 7);
+        let kv = WalKv::open(engine.crash(0), &DirMedia::new(dir.path()), 1 << 20, None).unwrap();
+        assert_eq!(everything(&kv), model);
+        assert_eq!(kv.counts().damaged_skipped, 1);
+    }
+
+    /// A record of the first header layout (40 bytes, no durability mark)
+    /// left by older code is replayed.
+    #[test]
+    fn a_record_of_the_first_layout_is_replayed() {
+        let dir = TempDir::new("wal-v1").unwrap();
+        let engine = ModelKv::default();
+        drop(WalKv::open(engine.clone(), &DirMedia::new(dir.path()), 1 << 20, None).unwrap());
+        let f = DirMedia::new(dir.path()).journal().unwrap().unwrap();
+        let sup = read_super(f.as_ref()).unwrap();
+        let mut payload = Vec::new();
+        encode_ops(
+            &[KvOp::Put(b"old".to_vec(), b"layout".to_vec())],
+            &mut payload,
+            |_, _, _| {},
+        );
+        let mut page = AlignedBuf::zeroed(PAGE as usize);
+        let b = page.as_mut_slice();
+        b[0..4].copy_from_slice(&REC_MAGIC_V1.to_le_bytes());
+        b[4..12].copy_from_slice(&sup.epoch.to_le_bytes());
+        b[12..20].copy_from_slice(&sup.start_seq.to_le_bytes());
+        b[20..24].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+        b[24..28].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+        b[32..36].copy_from_slice(&crc(&payload).to_le_bytes());
+        let c = crc(&b[0..36]);
+        b[36..40].copy_from_slice(&c.to_le_bytes());
+        b[40..40 + payload.len()].copy_from_slice(&payload);
+        f.write_all_at(page.as_slice(), sup.start_off).unwrap();
+        let kv = WalKv::open(engine.crash(0), &DirMedia::new(dir.path()), 1 << 20, None).unwrap();
+        assert_eq!(kv.get(b"old").unwrap().as_deref(), Some(&b"layout"[..]));
     }
 
     /// A store from before the journal: its engine holds logged values
