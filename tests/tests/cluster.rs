@@ -16,6 +16,9 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
 
+#[path = "cluster/integrity.rs"]
+mod integrity;
+
 struct TestCluster {
     _dir: TempDir,
     mon_addr: String,

@@ -14,6 +14,7 @@ pub fn store_err(e: StoreError) -> OpError {
         StoreError::NoAttr { name, .. } => OpError::NoXattr(name),
         StoreError::NoSpace { .. } => OpError::NoSpace,
         StoreError::TooLarge(m) | StoreError::Invalid(m) => OpError::Invalid(m),
+        e @ StoreError::Checksum { .. } => OpError::Damaged(e.to_string()),
         e => OpError::Io(e.to_string()),
     }
 }

@@ -273,6 +273,10 @@ pub enum OpError {
     /// removed, or its key rotated away): nothing was applied.
     #[error("permission denied: {0}")]
     Denied(String),
+    /// The object's data failed its checksum (or could not be read) on
+    /// the OSD, and no good copy could be read in its place (EIO).
+    #[error("object data damaged: {0}")]
+    Damaged(String),
 }
 
 /// The reply to a `ClientOp`.

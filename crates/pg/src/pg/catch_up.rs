@@ -352,6 +352,9 @@ impl Pg {
         if let Some((name, to, rest)) = self.rec.revert_pulls.remove(&tid) {
             return self.revert_source_pulled(s, name, to, rest, result, fx);
         }
+        if self.on_mend_pulled(s, tid, from, &result, fx) {
+            return;
+        }
         let ec = self.ec.is_some();
         let lost = self.rec.lost.is_some();
         let Role::Pulling { from: f, pulls, .. } = &mut self.role else {

@@ -147,6 +147,9 @@ impl Pg {
             .execute(s, self.coll, &oid, &p.op.ops, size_max)
         {
             Ok(x) => x,
+            Err(OpError::Damaged(why)) if self.may_mend(&p.op.name) => {
+                return self.mend(s, p, why, fx)
+            }
             Err(e) => return fx.push(reply(p.token, Err(e), Version::default(), epoch)),
         };
         if out.txn.is_empty() {

@@ -24,6 +24,7 @@ mod erasure;
 mod io;
 mod map_input;
 mod member;
+mod mend;
 pub mod merkle;
 mod peer;
 mod peering;
@@ -908,6 +909,9 @@ pub struct Pg {
     /// its own (ms; 0: never).
     pub scrub_interval_ms: u64,
     scrub: Scrub,
+    /// As a replicated primary: copies of objects found damaged here being
+    /// mended from other members.
+    mend: mend::Mend,
     /// Objects this copy rolled back or removed because no up copy held
     /// them at their logged version (`pull_what_is_left`).
     given_up: u64,
@@ -1030,6 +1034,7 @@ impl Pg {
             tree: TreeState::Unloaded,
             scrub_interval_ms: SCRUB_INTERVAL_MS,
             scrub: Scrub::default(),
+            mend: mend::Mend::default(),
             given_up: 0,
         }
     }
@@ -1531,7 +1536,9 @@ impl Pg {
             k.durable(tid);
         }
         let result = result.map_err(|e| RepError::Failed(e.to_string()));
-        if self.stray.removing == Some(tid) {
+        if self.on_mend_applied(s, tid, &result, fx) {
+            // (A good copy written over a damaged one.)
+        } else if self.stray.removing == Some(tid) {
             self.applying.remove(&tid);
             self.stray.removing = None;
             match result {

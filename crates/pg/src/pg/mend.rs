@@ -1,0 +1,185 @@
+//! Mending a replicated primary's damaged copy of an object while it
+//! serves: a read that finds the primary's data failing its checksum
+//! pulls the object whole from another acting member, writes it over the
+//! bad copy, and runs again; the client sees the right bytes, late, and
+//! gets EIO (`OpError::Damaged`) only when no member holds a good copy at
+//! the primary's version.
+//!
+//! The object is busy while it is mended (ops on it queue behind the
+//! read), so no write to it runs between the pull and the apply. It must
+//! never take a copy at another version than the primary's own, nor mend
+//! an object again and again: one that fails again soon after it was
+//! mended is answered with the error.
+
+use super::*;
+
+/// A read of an object mended less than this long ago (ms) that fails
+/// again is answered with the error instead of being mended again.
+pub const MEND_AGAIN_MS: u64 = 10_000;
+
+/// The mends a primary has in flight, and what it mended lately.
+#[derive(Default)]
+pub(super) struct Mend {
+    /// Pulls in flight, by tid.
+    pulls: BTreeMap<u64, Mending>,
+    /// Good copies being written over bad ones here: tid -> object.
+    applying: BTreeMap<u64, String>,
+    /// Objects mended (or given up) lately, and when.
+    recent: BTreeMap<String, u64>,
+    /// Copies mended since this PG started.
+    pub mended: u64,
+}
+
+/// One object being mended.
+struct Mending {
+    name: String,
+    /// The version this copy holds, which the good copy must have.
+    version: Version,
+    /// Members not asked yet.
+    left: Vec<i32>,
+    interval: Epoch,
+}
+
+impl Mend {
+    /// A new interval: pulls in flight answer nothing now (the ops behind
+    /// them went back to the PG's queue).
+    pub(super) fn new_interval(&mut self) {
+        self.pulls.clear();
+    }
+}
+
+impl Pg {
+    /// Whether a read of `name` that found this copy damaged may mend it.
+    pub(super) fn may_mend(&self, name: &str) -> bool {
+        self.ec.is_none()
+            && matches!(self.role, Role::Primary { .. })
+            && self
+                .mend
+                .recent
+                .get(name)
+                .is_none_or(|&t| self.now_ms >= t + MEND_AGAIN_MS)
+    }
+
+    /// Op `p` found this copy of its object damaged (`why`): it waits
+    /// while the object is pulled from the first member that has a good
+    /// copy.
+    pub(super) fn mend(
+        &mut self,
+        s: &dyn ObjectStore,
+        p: Pending,
+        why: String,
+        fx: &mut Vec<Effect>,
+    ) {
+        let name = p.op.name.clone();
+        let version = recovery::stored_version(s, self.coll, &recovery::oid(&name))
+            .ok()
+            .flatten()
+            .flatten()
+            .unwrap_or_default();
+        let left: Vec<i32> = (self.map.acting.iter().rev())
+            .copied()
+            .filter(|&o| o >= 0 && o != self.whoami)
+            .collect();
+        tracing::warn!(
+            "pg {}: {name} is damaged here ({why}); mending it from {left:?}",
+            self.id
+        );
+        self.ops.busy.entry(name.clone()).or_default().push_front(p);
+        let m = Mending {
+            name,
+            version,
+            left,
+            interval: self.map.interval,
+        };
+        self.mend_next(s, m, fx);
+    }
+
+    /// Ask the next member for its copy, or give up: the ops waiting run
+    /// again and fail with the error.
+    fn mend_next(&mut self, s: &dyn ObjectStore, mut m: Mending, fx: &mut Vec<Effect>) {
+        let Some(to) = m.left.pop() else {
+            tracing::error!(
+                "pg {}: no member holds a good copy of {} at {:?}",
+                self.id,
+                m.name,
+                m.version
+            );
+            self.mend.recent.insert(m.name.clone(), self.now_ms);
+            return self.release(s, &m.name, fx);
+        };
+        let tid = self.take_tid();
+        let msg = PeerMsg::Pull {
+            pg: self.id,
+            from: self.whoami,
+            ctx: self.rep_ctx(),
+            name: m.name.clone(),
+            need: m.version,
+        };
+        self.send(tid, to, msg, fx);
+        self.mend.pulls.insert(tid, m);
+    }
+
+    /// A member's answer to a mend's pull (`false`: `tid` was not one).
+    pub(super) fn on_mend_pulled(
+        &mut self,
+        s: &dyn ObjectStore,
+        tid: u64,
+        from: i32,
+        result: &Result<Push, RepError>,
+        fx: &mut Vec<Effect>,
+    ) -> bool {
+        let Some(m) = self.mend.pulls.remove(&tid) else {
+            return false;
+        };
+        debug_assert_eq!(
+            m.interval, self.map.interval,
+            "pulls end with their interval"
+        );
+        let good = match result {
+            Ok(p) if p.version == m.version && p.copy.is_some() => p,
+            other => {
+                let why = match other {
+                    Ok(p) => format!("it holds {:?}", p.version),
+                    Err(e) => format!("{e:?}"),
+                };
+                tracing::warn!("pg {}: osd.{from} cannot mend {}: {why}", self.id, m.name);
+                self.mend_next(s, m, fx);
+                return true;
+            }
+        };
+        let txn = recovery::push_txn(self.coll, good, recovery::Prior::Replicated);
+        let t = self.take_tid();
+        self.applying.insert(t, self.map.interval);
+        self.mend.applying.insert(t, m.name);
+        fx.push(Effect::Apply {
+            tid: t,
+            txn,
+            sync: true,
+        });
+        true
+    }
+
+    /// A good copy is written here (`false`: `tid` was not one): the ops
+    /// waiting on the object run again.
+    pub(super) fn on_mend_applied(
+        &mut self,
+        s: &dyn ObjectStore,
+        tid: u64,
+        result: &Result<(), RepError>,
+        fx: &mut Vec<Effect>,
+    ) -> bool {
+        let Some(name) = self.mend.applying.remove(&tid) else {
+            return false;
+        };
+        self.applying.remove(&tid);
+        if result.is_ok() {
+            self.mend.mended += 1;
+            tracing::info!("pg {}: mended {name}", self.id);
+        }
+        let now = self.now_ms;
+        self.mend.recent.retain(|_, t| now < *t + MEND_AGAIN_MS);
+        self.mend.recent.insert(name.clone(), now);
+        self.release(s, &name, fx);
+        true
+    }
+}
