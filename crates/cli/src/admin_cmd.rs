@@ -16,7 +16,7 @@ use serde_json::Value;
 pub struct JsonFlag {
     /// Print JSON.
     #[arg(long)]
-    json: bool,
+    pub json: bool,
 }
 
 #[derive(Subcommand)]
@@ -121,6 +121,12 @@ pub enum PoolCmd {
         /// The name again, to confirm.
         confirm: String,
     },
+    /// Scrub every PG of the pool (like `ceph osd pool scrub`).
+    Scrub { name: String },
+    /// Deep-scrub every PG of the pool.
+    DeepScrub { name: String },
+    /// Deep-scrub every PG of the pool and repair what it finds.
+    Repair { name: String },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -338,7 +344,7 @@ pub fn call(conn: &ConnArgs, req: MonRequest) -> Result<MonReply, CliError> {
     })
 }
 
-fn print_json(v: &Value) {
+pub fn print_json(v: &Value) {
     println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
 }
 
@@ -672,6 +678,9 @@ pub fn pool(conn: &ConnArgs, c: PoolCmd) -> Result<(), CliError> {
         PoolCmd::Rm { name, confirm } => {
             changed(&call(conn, req(Admin::PoolDelete { name, confirm }))?)
         }
+        PoolCmd::Scrub { name } => crate::scrub_cmd::start(conn, &name, true, false, false)?,
+        PoolCmd::DeepScrub { name } => crate::scrub_cmd::start(conn, &name, true, true, false)?,
+        PoolCmd::Repair { name } => crate::scrub_cmd::start(conn, &name, true, true, true)?,
     }
     Ok(())
 }
@@ -771,6 +780,20 @@ pub enum PgCmd {
         #[arg(long = "yes-i-really-mean-it")]
         confirm: bool,
     },
+    /// Scrub a PG once it is clean (like `ceph pg scrub`): its members'
+    /// object sets, sizes, versions and xattrs are compared, chunk by
+    /// chunk; `pg ls` shows `scrubbing`, then `inconsistent` if they
+    /// differ (`list-inconsistent-obj` names what).
+    Scrub {
+        /// The PG, as `pg ls` prints it (POOL.SEED, e.g. 1.1f).
+        pg: String,
+    },
+    /// As `scrub`, also reading every byte of every copy (data and omap)
+    /// and comparing digests.
+    DeepScrub { pg: String },
+    /// A deep scrub, then the authoritative copy of each inconsistent
+    /// object written over the bad ones.
+    Repair { pg: String },
 }
 
 /// `loligo pg ...`.
@@ -780,6 +803,9 @@ pub fn pg(conn: &ConnArgs, c: PgCmd) -> Result<(), CliError> {
         PgCmd::MarkUnfoundLost { pg, mode, confirm } => {
             return mark_unfound_lost(conn, &pg, &mode, confirm)
         }
+        PgCmd::Scrub { pg } => return crate::scrub_cmd::start(conn, &pg, false, false, false),
+        PgCmd::DeepScrub { pg } => return crate::scrub_cmd::start(conn, &pg, false, true, false),
+        PgCmd::Repair { pg } => return crate::scrub_cmd::start(conn, &pg, false, true, true),
     };
     let flags = states
         .iter()
@@ -859,7 +885,7 @@ fn mark_unfound_lost(conn: &ConnArgs, pg: &str, mode: &str, confirm: bool) -> Re
 }
 
 /// The columns of `pg ls`'s table.
-const PG_LS_COLUMNS: [&str; 11] = [
+const PG_LS_COLUMNS: [&str; 13] = [
     "PG",
     "OBJECTS",
     "DEGRADED",
@@ -870,8 +896,36 @@ const PG_LS_COLUMNS: [&str; 11] = [
     "UP",
     "ACTING",
     "PRIMARY",
+    "SCRUB_STAMP",
+    "DEEP_SCRUB_STAMP",
     "WAITING_FOR",
 ];
+
+/// Unix milliseconds as `YYYY-MM-DDTHH:MM:SS.mmm` (UTC; `-` for 0:
+/// never).
+fn utc_stamp(ms: u64) -> String {
+    if ms == 0 {
+        return "-".into();
+    }
+    let (secs, millis) = (ms / 1000, ms % 1000);
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Days since 1970-01-01 to a civil date (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{millis:03}",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
 
 /// `pg ls` as a table, one PG a line.
 fn pg_table(rows: &[PgRow]) -> String {
@@ -892,6 +946,8 @@ fn pg_table(rows: &[PgRow]) -> String {
             set(&r.up),
             set(&r.acting),
             r.primary.to_string(),
+            utc_stamp(r.last_scrub_stamp),
+            utc_stamp(r.last_deep_scrub_stamp),
             if r.waiting_for.is_empty() {
                 String::new()
             } else {
@@ -1026,6 +1082,14 @@ mod tests {
     use loligo_types::PgState;
 
     #[test]
+    fn stamps_print_as_utc_dates() {
+        assert_eq!(utc_stamp(0), "-");
+        assert_eq!(utc_stamp(1_001), "1970-01-01T00:00:01.001");
+        assert_eq!(utc_stamp(1_796_249_870_250), "2026-12-02T22:17:50.250");
+        assert_eq!(utc_stamp(951_782_400_000), "2000-02-29T00:00:00.000");
+    }
+
+    #[test]
     fn pg_ls_prints_a_table_with_what_down_pgs_wait_for() {
         let row = |pg: &str, state: PgState, waiting_for: Vec<i32>| PgRow {
             pg: pg.into(),
@@ -1040,6 +1104,9 @@ mod tests {
             reported_epoch: Some(9),
             waiting_for,
             unfound: 0,
+            scrub_errors: 0,
+            last_scrub_stamp: 0,
+            last_deep_scrub_stamp: 0,
         };
         let t = pg_table(&[
             row("1.0", PgState::ACTIVE | PgState::CLEAN, vec![]),

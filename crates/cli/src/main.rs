@@ -22,6 +22,7 @@ mod map_pgs_cmd;
 mod osdmap_cmd;
 mod scale_cmd;
 mod scale_peering;
+mod scrub_cmd;
 mod store_cmd;
 mod up_cmd;
 
@@ -70,10 +71,21 @@ enum Cmd {
     /// Pools: create, ls, get, set, rm.
     #[command(subcommand)]
     Pool(admin_cmd::PoolCmd),
-    /// Placement groups: ls (each PG's state, sets, unfound objects, and
-    /// what a down one waits for), mark-unfound-lost.
+    /// Placement groups: ls (each PG's state, sets, unfound objects, scrub
+    /// stamps, and what a down one waits for), mark-unfound-lost, scrub,
+    /// deep-scrub, repair.
     #[command(subcommand)]
     Pg(admin_cmd::PgCmd),
+    /// The objects a PG's last scrub found inconsistent, each with the
+    /// OSDs whose copy is wrong and how (like `rados
+    /// list-inconsistent-obj`).
+    #[command(name = "list-inconsistent-obj")]
+    ListInconsistentObj {
+        /// The PG, as `pg ls` prints it (POOL.SEED).
+        pg: String,
+        #[command(flatten)]
+        json: admin_cmd::JsonFlag,
+    },
     /// Erasure-code profiles: set, get, ls, rm (a pool made with `pool create --erasure PROFILE` uses one).
     #[command(subcommand, name = "ec-profile")]
     EcProfile(admin_cmd::EcProfileCmd),
@@ -204,6 +216,7 @@ fn main() -> ExitCode {
         Cmd::Osd(c) => admin_cmd::osd(conn, c),
         Cmd::Pool(c) => admin_cmd::pool(conn, c),
         Cmd::Pg(c) => admin_cmd::pg(conn, c),
+        Cmd::ListInconsistentObj { pg, json } => scrub_cmd::list_inconsistent(conn, &pg, json.json),
         Cmd::EcProfile(c) => admin_cmd::ec_profile(conn, c),
         Cmd::Put { name, file } => data_cmd::data(conn, data_cmd::DataCmd::Put { name, file }),
         Cmd::Get { name, file } => data_cmd::data(conn, data_cmd::DataCmd::Get { name, file }),

@@ -28,7 +28,7 @@ use loligo_osd::daemon::reserve::Reserver;
 use loligo_osd::daemon::{pgs_to_tell, RECOVERY_MAX_ACTIVE};
 use loligo_osd::msg::{PeerMsg, PeerReply};
 use loligo_osd::pg::{
-    map_input, route, stored_info, Host, Input, ListResult, MonAsk, Pg, RepError,
+    map_input, route, stored_info, CommandResult, Host, Input, ListResult, MonAsk, Pg, RepError,
 };
 use loligo_store::{CollectionId, MemStore, ObjectStore, Transaction};
 use loligo_types::mapping::{Changed, PgMappings};
@@ -846,6 +846,7 @@ impl Host for Out<'_> {
     fn reply(&mut self, _token: u64, _reply: OpReply) {}
 
     fn list_reply(&mut self, _token: u64, _result: ListResult) {}
+    fn command_reply(&mut self, _token: u64, _result: CommandResult) {}
 
     fn send(&mut self, id: u64, to: i32, msg: PeerMsg) {
         self.sim.ask(self.o, self.pg, to, id, msg, self.at);

@@ -219,6 +219,25 @@ impl Cluster {
     }
 
     /// Send a request to the monitors (admin commands, status).
+    /// Send an operator's command to PG `pg`'s primary (`pg scrub`,
+    /// `pg deep-scrub`, `pg repair`, `list-inconsistent-obj`).
+    pub async fn pg_command(
+        &self,
+        pg: PgId,
+        cmd: loligo_types::scrub::PgCommand,
+    ) -> Result<loligo_types::scrub::PgCommandReply, ClientError> {
+        let req = ClientRequest::Pg {
+            pool: pg.pool,
+            ps: pg.ps,
+            epoch: 0,
+            cmd,
+        };
+        match self.0.send(pg, req).await? {
+            ClientReply::Pg { result, .. } => Ok(result?),
+            _ => Err(OpError::Invalid("unexpected reply".into()).into()),
+        }
+    }
+
     pub async fn mon(&self, req: MonRequest) -> Result<MonReply, ClientError> {
         let r = self.0.mon.lock().await.call(req).await?;
         if r.epoch > self.0.table().map.epoch {
@@ -283,7 +302,9 @@ impl Inner {
             let epoch = t.map.epoch;
             match &mut req {
                 ClientRequest::Op(op) => op.epoch = epoch,
-                ClientRequest::List { epoch: e, .. } => *e = epoch,
+                ClientRequest::List { epoch: e, .. } | ClientRequest::Pg { epoch: e, .. } => {
+                    *e = epoch
+                }
             }
             if !t.map.pools.contains_key(&pg.pool) {
                 return Err(OpError::NoPool(pg.pool).into());
@@ -331,6 +352,7 @@ impl Inner {
             let (err, their) = match &reply {
                 ClientReply::Op(r) => (r.result.as_ref().err().cloned(), r.epoch),
                 ClientReply::List { result, epoch } => (result.as_ref().err().cloned(), *epoch),
+                ClientReply::Pg { result, epoch } => (result.as_ref().err().cloned(), *epoch),
             };
             match err {
                 Some(OpError::WrongPrimary { .. }) => {
@@ -427,7 +449,7 @@ impl IoCtx {
         });
         match self.c.send(pg, req).await? {
             ClientReply::Op(r) => Ok((r.result?, r.version)),
-            ClientReply::List { .. } => Err(OpError::Invalid("unexpected reply".into()).into()),
+            _ => Err(OpError::Invalid("unexpected reply".into()).into()),
         }
     }
 
@@ -675,9 +697,7 @@ impl IoCtx {
                             break;
                         }
                     }
-                    ClientReply::Op(_) => {
-                        return Err(OpError::Invalid("unexpected reply".into()).into())
-                    }
+                    _ => return Err(OpError::Invalid("unexpected reply".into()).into()),
                 }
             }
         }

@@ -287,6 +287,9 @@ impl LeaderState {
                     degraded: stat.map_or(0, |s| s.degraded),
                     misplaced: stat.map_or(0, |s| s.misplaced),
                     unfound: stat.map_or(0, |s| s.unfound),
+                    scrub_errors: stat.map_or(0, |s| s.scrub_errors),
+                    last_scrub_stamp: stat.map_or(0, |s| s.last_scrub_stamp),
+                    last_deep_scrub_stamp: stat.map_or(0, |s| s.last_deep_scrub_stamp),
                     reported_epoch: stat.map(|s| s.epoch),
                     waiting_for: stat.map(|s| s.waiting_for.clone()).unwrap_or_default(),
                 });
@@ -479,6 +482,9 @@ mod tests {
             misplaced: 0,
             waiting_for: Vec::new(),
             unfound: 0,
+            scrub_errors: 0,
+            last_scrub_stamp: 0,
+            last_deep_scrub_stamp: 0,
         };
         let report = |osd, pgs| OsdReport {
             osd,
@@ -681,6 +687,9 @@ mod tests {
                 misplaced: 0,
                 waiting_for: Vec::new(),
                 unfound: 0,
+                scrub_errors: 0,
+                last_scrub_stamp: 0,
+                last_deep_scrub_stamp: 0,
             });
         }
         for (_, r) in reports {
@@ -758,6 +767,9 @@ mod tests {
                 misplaced: 0,
                 waiting_for,
                 unfound: if ps == 3 { 2 } else { 0 },
+                scrub_errors: 0,
+                last_scrub_stamp: 0,
+                last_deep_scrub_stamp: 0,
             });
         }
         for (_, r) in reports {

@@ -153,6 +153,9 @@ fn request(r: &mut Rng, m: &OsdMap) -> MonRequest {
                     misplaced: r.next_u64(),
                     waiting_for: osds(r),
                     unfound: r.next_u64(),
+                    scrub_errors: r.next_u64(),
+                    last_scrub_stamp: r.next_u64(),
+                    last_deep_scrub_stamp: r.next_u64(),
                 })
                 .collect();
             MonRequest::OsdReport(OsdReport {

@@ -337,6 +337,14 @@ pub struct PgRow {
     /// Objects no up copy can give (see `PgStat::unfound`).
     #[serde(default)]
     pub unfound: u64,
+    /// See `PgStat::scrub_errors`, `last_scrub_stamp`,
+    /// `last_deep_scrub_stamp` (Unix milliseconds, 0: never).
+    #[serde(default)]
+    pub scrub_errors: u64,
+    #[serde(default)]
+    pub last_scrub_stamp: u64,
+    #[serde(default)]
+    pub last_deep_scrub_stamp: u64,
 }
 
 /// One OSD's cumulative I/O counters (see `OsdReport`).

@@ -82,6 +82,23 @@ pub enum PeerMsg {
         version: loligo_types::ops::Version,
         shard: usize,
     },
+    /// Primary -> member: your scrub map of your objects in (after, upto].
+    ScrubMap {
+        pg: PgId,
+        from: i32,
+        ctx: crate::pg::RepCtx,
+        after: Cursor,
+        upto: Cursor,
+        deep: bool,
+    },
+    /// Primary -> member: a scrub found your copy of this object bad; take
+    /// this one (answered as a push).
+    Repair {
+        pg: PgId,
+        from: i32,
+        ctx: crate::pg::RepCtx,
+        push: Push,
+    },
     /// Stray copy -> primary: is `pg` clean without me (my map is at
     /// `epoch`)?
     /// `shard`: the EC shard the stray's copy holds (a recovery source).
@@ -107,6 +124,8 @@ impl PeerMsg {
             | PeerMsg::GetLog { from, .. }
             | PeerMsg::Pull { from, .. }
             | PeerMsg::ReadShard { from, .. }
+            | PeerMsg::ScrubMap { from, .. }
+            | PeerMsg::Repair { from, .. }
             | PeerMsg::StrayCheck { from, .. } => *from,
         }
     }
@@ -129,6 +148,8 @@ pub enum PeerReply {
     Pulled(Push),
     /// The answer to `ReadShard`: each extent's bytes.
     ShardData(Vec<loligo_bulk::Bulk>),
+    /// The answer to `ScrubMap`.
+    ScrubMap(Vec<crate::pg::scrub_map::ScrubObject>),
     /// The answer to `StrayCheck`: the epoch at which the PG is clean
     /// without the asker (`None`: it is not, or not known here).
     Clean(Option<Epoch>),
@@ -181,6 +202,8 @@ impl PeerMsg {
             | PeerMsg::GetLog { pg, .. }
             | PeerMsg::Pull { pg, .. }
             | PeerMsg::ReadShard { pg, .. }
+            | PeerMsg::ScrubMap { pg, .. }
+            | PeerMsg::Repair { pg, .. }
             | PeerMsg::StrayCheck { pg, .. } => Some(*pg),
         }
     }
@@ -195,6 +218,8 @@ impl PeerMsg {
             | PeerMsg::Scan { ctx, .. }
             | PeerMsg::Chunk { ctx, .. }
             | PeerMsg::GetLog { ctx, .. }
+            | PeerMsg::ScrubMap { ctx, .. }
+            | PeerMsg::Repair { ctx, .. }
             | PeerMsg::Pull { ctx, .. } => Some(ctx.interval),
             PeerMsg::GetInfo { interval, .. } => Some(*interval),
             PeerMsg::Ping { .. } | PeerMsg::ReadShard { .. } | PeerMsg::StrayCheck { .. } => None,

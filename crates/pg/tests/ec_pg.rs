@@ -128,6 +128,13 @@ impl Host for Osd<'_> {
         );
     }
 
+    fn command_reply(&mut self, token: u64, result: loligo_pg::pg::CommandResult) {
+        panic!(
+            "osd.{}: unexpected command answer {token} in a healthy EC test: {result:?}",
+            self.osd
+        );
+    }
+
     /// Carry `msg` to `to`'s PG as a peer message (or lose it, as a test
     /// asks): its answer comes back as the reply to `id`.
     fn send(&mut self, id: u64, to: i32, mut msg: PeerMsg) {

@@ -482,6 +482,7 @@ impl Host for Shell<'_> {
     }
 
     fn list_reply(&mut self, _token: u64, _result: ListResult) {}
+    fn command_reply(&mut self, _token: u64, _result: loligo_pg::pg::CommandResult) {}
 
     fn send(&mut self, id: u64, to: i32, msg: PeerMsg) {
         match &msg {

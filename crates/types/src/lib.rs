@@ -13,6 +13,7 @@ pub mod mapping;
 pub mod ops;
 pub mod osdmap;
 pub mod pg_state;
+pub mod scrub;
 pub mod stats;
 
 pub use error::{MapError, Result};

@@ -301,6 +301,13 @@ pub enum ClientRequest {
         start: Option<String>,
         limit: u32,
     },
+    /// An operator's command to PG `pool.ps`'s primary.
+    Pg {
+        pool: u64,
+        ps: u32,
+        epoch: Epoch,
+        cmd: crate::scrub::PgCommand,
+    },
 }
 
 /// What the `Op` call answers.
@@ -310,6 +317,11 @@ pub enum ClientReply {
     /// Names, and whether the PG has more after them.
     List {
         result: Result<(Vec<String>, bool), OpError>,
+        epoch: Epoch,
+    },
+    /// The answer to `ClientRequest::Pg`.
+    Pg {
+        result: Result<crate::scrub::PgCommandReply, OpError>,
         epoch: Epoch,
     },
 }

@@ -32,6 +32,16 @@ pub struct PgStat {
     /// them wait for the OSDs that hold the rest (Ceph's unfound objects).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub unfound: u64,
+    /// Objects the last scrub found inconsistent and no repair has mended
+    /// (Ceph's scrub errors of the PG).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub scrub_errors: u64,
+    /// When the last scrub and deep scrub ended (Unix milliseconds; 0:
+    /// never since the primary started).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub last_scrub_stamp: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub last_deep_scrub_stamp: u64,
 }
 
 fn is_zero(n: &u64) -> bool {

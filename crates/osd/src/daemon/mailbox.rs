@@ -21,6 +21,7 @@ pub const PG_REQUESTS_MAX: usize = 1024;
 pub(crate) enum Waiter {
     Op(oneshot::Sender<OpReply>),
     List(oneshot::Sender<ListResult>),
+    Command(oneshot::Sender<crate::pg::CommandResult>),
     Peer(oneshot::Sender<PeerReply>),
 }
 

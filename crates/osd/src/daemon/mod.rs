@@ -189,6 +189,8 @@ pub struct OsdShared {
     direct: loligo_proto::direct::Conns,
     counters: Counters,
     start: Instant,
+    /// The Unix time (ms) at `start`: PGs report scrub stamps by it.
+    clock_base_unix_ms: u64,
     /// Set when the OSD stops: PG tasks end at their next input.
     stopped: AtomicBool,
     /// A re-boot after being wrongly marked down is under way.
@@ -605,6 +607,9 @@ pub async fn start(
         .secured(security.as_ref()),
         counters: Counters::default(),
         start: Instant::now(),
+        clock_base_unix_ms: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64),
         stopped: AtomicBool::new(false),
         rebooting: AtomicBool::new(false),
         shutdown: tokio::sync::Notify::new(),

@@ -59,6 +59,7 @@ pub(super) fn spawn(s: &Arc<OsdShared>, pg: PgId) -> Option<Mailbox> {
             .map(|p| matches!(p.kind, loligo_types::PoolKind::Erasure { .. }))
     });
     core.scrub_interval_ms = s.cfg.scrub_interval.as_millis() as u64;
+    core.clock_base_unix_ms = s.clock_base_unix_ms;
     core.merkle_leaves = if ec == Some(true) {
         0
     } else {
@@ -192,6 +193,12 @@ impl Host for Shell<'_> {
 
     fn list_reply(&mut self, token: u64, result: ListResult) {
         if let Some(Waiter::List(w)) = self.waiters.remove(&token) {
+            let _ = w.send(result);
+        }
+    }
+
+    fn command_reply(&mut self, token: u64, result: crate::pg::CommandResult) {
+        if let Some(Waiter::Command(w)) = self.waiters.remove(&token) {
             let _ = w.send(result);
         }
     }

@@ -19,6 +19,7 @@ use loligo_types::ops::{
     decode_wire, encode_wire, ClientOp, ClientReply, ClientRequest, OpError, OpReply, SubOp,
     SubResult, Version,
 };
+use loligo_types::scrub::PgCommand;
 use loligo_types::{Epoch, PgId};
 use std::future::Future;
 use std::pin::Pin;
@@ -119,6 +120,16 @@ impl Service {
                 let result = self.list(pool, ps, epoch, start, limit, peer).await;
                 ClientReply::List { result, epoch }
             }
+            ClientRequest::Pg {
+                pool,
+                ps,
+                epoch,
+                cmd,
+            } => {
+                let epoch = self.catch_up(epoch).await;
+                let result = self.pg_command(pool, ps, epoch, cmd, peer).await;
+                ClientReply::Pg { result, epoch }
+            }
         }
     }
 
@@ -201,6 +212,32 @@ impl Service {
             now_ms: self.0.now_ms(),
         };
         self.ask(pg, false, input, Waiter::List(tx), rx)
+            .await
+            .unwrap_or_else(|e| Err(e.op_error(map.epoch)))
+    }
+
+    /// An operator's command to PG `pool.ps`, from its primary's PG task
+    /// (a scrub or repair needs the pool's write cap, a listing its read
+    /// cap).
+    async fn pg_command(
+        &self,
+        pool: u64,
+        ps: u32,
+        epoch: Epoch,
+        cmd: PgCommand,
+        peer: Peer<'_>,
+    ) -> crate::pg::CommandResult {
+        let map = self.0.map().ok_or(OpError::Behind { epoch })?;
+        let p = map.pools.get(&pool).ok_or(OpError::NoPool(pool))?;
+        let writes = matches!(cmd, PgCommand::Scrub { .. });
+        allowed(&map, peer, &p.name, true, writes, false)?;
+        let pg = PgId { pool, ps };
+        if ps >= p.pg_num {
+            return Err(OpError::Invalid(format!("pg {pg} past pg_num")));
+        }
+        let (tx, rx) = oneshot::channel();
+        let input = Input::Command { cmd, token: 0 };
+        self.ask(pg, false, input, Waiter::Command(tx), rx)
             .await
             .unwrap_or_else(|e| Err(e.op_error(map.epoch)))
     }

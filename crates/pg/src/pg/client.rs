@@ -55,6 +55,15 @@ impl Pg {
             return;
         }
         let writes = p.op.ops.iter().any(crate::exec::writes);
+        let p = if writes {
+            match self.scrub_holds(p) {
+                Some(p) => p,
+                // (Held while its object's chunk is compared.)
+                None => return,
+            }
+        } else {
+            p
+        };
         if writes && self.rec.blocks(&recovery::oid(&p.op.name)) {
             // A backfill chunk covering this object is on its way: the
             // write follows it (so the target gets it whole).
@@ -172,7 +181,10 @@ impl Pg {
     ) {
         let prev = self.info.last_update;
         let mut out = out;
-        let txn = std::mem::replace(&mut out.txn, Transaction::new());
+        let mut txn = std::mem::replace(&mut out.txn, Transaction::new());
+        if self.ec.is_none() {
+            scrub_map::keep_data_digest(&mut txn, &oid);
+        }
         let (t, version) = self.log_write(&by, &oid, st, txn, &out);
         if !matches!(self.role, Role::Primary { .. }) {
             return;
@@ -607,6 +619,7 @@ impl Pg {
             self.send_logs(s, fx);
             self.recover_some(s, fx);
             self.backfill_some(s, fx);
+            self.scrub_step(s, fx);
         }
     }
 

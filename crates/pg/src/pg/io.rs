@@ -128,6 +128,11 @@ pub enum Input {
         token: u64,
         now_ms: u64,
     },
+    /// An operator's command (answered with `Effect::CommandReply`).
+    Command {
+        cmd: loligo_types::scrub::PgCommand,
+        token: u64,
+    },
     /// The local store made transaction `tid` durable (or failed).
     LocalDone {
         tid: u64,
@@ -161,9 +166,10 @@ impl Input {
     /// (a host sets it to its own waiter's token).
     pub fn token_mut(&mut self) -> Option<&mut u64> {
         match self {
-            Input::Op { token, .. } | Input::List { token, .. } | Input::Peer { token, .. } => {
-                Some(token)
-            }
+            Input::Op { token, .. }
+            | Input::List { token, .. }
+            | Input::Peer { token, .. }
+            | Input::Command { token, .. } => Some(token),
             _ => None,
         }
     }
@@ -172,6 +178,9 @@ impl Input {
 /// Names listed, and whether the PG has more after them.
 pub type ListResult = Result<(Vec<String>, bool), OpError>;
 
+/// A PG's answer to an operator's command.
+pub type CommandResult = Result<loligo_types::scrub::PgCommandReply, OpError>;
+
 /// Effects for the host to perform (see [`route`]).
 #[derive(Debug)]
 pub enum Effect {
@@ -179,6 +188,8 @@ pub enum Effect {
     Reply { token: u64, reply: OpReply },
     /// The answer to a `List`.
     ListReply { token: u64, result: ListResult },
+    /// The answer to a `Command`.
+    CommandReply { token: u64, result: CommandResult },
     /// Send `msg` to OSD `to`. The host reports `Input::Reply { id }`
     /// once: the answer, or why there is none. A peering query or a
     /// stray's question may go unanswered (the PG asks again on its
@@ -253,6 +264,8 @@ pub trait Host {
     fn reply(&mut self, token: u64, reply: OpReply);
     /// Answer listing `token`.
     fn list_reply(&mut self, token: u64, result: ListResult);
+    /// Answer an operator's command.
+    fn command_reply(&mut self, token: u64, result: CommandResult);
     /// Send `msg` to `to`; report `Input::Reply { id }` once (see
     /// `Effect::Send`).
     fn send(&mut self, id: u64, to: i32, msg: PeerMsg);
@@ -275,6 +288,7 @@ pub fn route(fx: Vec<Effect>, host: &mut impl Host) {
         match e {
             Effect::Reply { token, reply } => host.reply(token, reply),
             Effect::ListReply { token, result } => host.list_reply(token, result),
+            Effect::CommandReply { token, result } => host.command_reply(token, result),
             Effect::Send { id, to, msg } => host.send(id, to, msg),
             Effect::Answer { token, reply } => host.answer(token, reply),
             Effect::Apply { tid, txn, sync } => host.apply(tid, txn, sync),
@@ -310,6 +324,8 @@ pub(super) enum Asked {
     GetLog,
     Pull,
     ReadShard { shard: usize },
+    ScrubMap,
+    Repair,
     StrayCheck,
 }
 
@@ -329,6 +345,8 @@ impl Asked {
             PeerMsg::GetLog { .. } => Asked::GetLog,
             PeerMsg::Pull { .. } => Asked::Pull,
             PeerMsg::ReadShard { shard, .. } => Asked::ReadShard { shard: *shard },
+            PeerMsg::ScrubMap { .. } => Asked::ScrubMap,
+            PeerMsg::Repair { .. } => Asked::Repair,
             PeerMsg::StrayCheck { .. } => Asked::StrayCheck,
         })
     }

@@ -463,9 +463,8 @@ impl Pg {
         token: u64,
         fx: &mut Vec<Effect>,
     ) {
-        let fail = |e: RepError| Effect::ack(token, Err(e));
         if let Err(e) = self.fence(from, &ctx, "push from") {
-            return fx.push(fail(e));
+            return fx.push(Effect::ack(token, Err(e)));
         }
         if self.map.epoch < ctx.epoch || self.behind(&ctx) {
             let what = CopyMsg::Push(push);
@@ -475,6 +474,34 @@ impl Pg {
             // Already here (a resend, or recovered by an earlier push).
             return fx.push(Effect::ack(token, Ok(())));
         }
+        self.take_push(s, push, token, fx);
+    }
+
+    /// The authoritative copy of an object a scrub found bad here.
+    pub(super) fn on_repair(
+        &mut self,
+        s: &dyn ObjectStore,
+        from: i32,
+        ctx: RepCtx,
+        push: Push,
+        token: u64,
+        fx: &mut Vec<Effect>,
+    ) {
+        if let Err(e) = self.fence(from, &ctx, "repair from") {
+            return fx.push(Effect::ack(token, Err(e)));
+        }
+        if self.map.epoch < ctx.epoch || self.behind(&ctx) {
+            // (A repair follows a scrub of a clean PG: this copy is not
+            // behind it but for a map; the primary repairs again later.)
+            let why = format!("pg {}: a repair before this copy caught up", self.id);
+            return fx.push(Effect::ack(token, Err(RepError::Failed(why))));
+        }
+        self.take_push(s, push, token, fx);
+    }
+
+    /// Write a pushed copy over this one, acknowledged once durable.
+    fn take_push(&mut self, s: &dyn ObjectStore, push: Push, token: u64, fx: &mut Vec<Effect>) {
+        let fail = |e: RepError| Effect::ack(token, Err(e));
         if let Err(e) = exec::validate(&push.name, &[SubOp::Stat]) {
             return fx.push(fail(RepError::Failed(format!("pg {}: {e}", self.id))));
         }
@@ -495,6 +522,30 @@ impl Pg {
             }
             Err(e) => fx.push(fail(RepError::Failed(format!("pg {}: {e}", self.id)))),
         }
+    }
+
+    /// A primary's question of a scrub: this copy's map of its objects in
+    /// (`after`, `upto`].
+    pub(super) fn on_scrub_map(
+        &mut self,
+        s: &dyn ObjectStore,
+        from: i32,
+        ctx: &RepCtx,
+        after: &Cursor,
+        upto: &Cursor,
+        deep: bool,
+    ) -> Result<Vec<scrub_map::ScrubObject>, RepError> {
+        self.fence(from, ctx, "scrub from")?;
+        if self.map.epoch < ctx.epoch || self.behind(ctx) || self.ec.is_some() {
+            return Err(RepError::Failed(format!(
+                "pg {}: no scrub map at epoch {} (this copy is at {})",
+                self.id, ctx.epoch, self.map.epoch
+            )));
+        }
+        let (map, bytes) = scrub_map::build_map(s, self.coll, after, upto, deep)
+            .map_err(|e| RepError::Failed(format!("pg {}: {e}", self.id)))?;
+        self.scrubber.bytes += bytes;
+        Ok(map)
     }
 
     pub(super) fn rerun_rep_waiting(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {

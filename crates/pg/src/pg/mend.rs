@@ -85,10 +85,23 @@ impl Pg {
             self.id
         );
         self.ops.busy.entry(name.clone()).or_default().push_front(p);
+        self.mend_from(s, name, version, left, fx);
+    }
+
+    /// Mend this copy of `name` (busy meanwhile) from the first of `from`
+    /// (asked last to first) that holds it at `version`.
+    pub(super) fn mend_from(
+        &mut self,
+        s: &dyn ObjectStore,
+        name: String,
+        version: Version,
+        from: Vec<i32>,
+        fx: &mut Vec<Effect>,
+    ) {
         let m = Mending {
             name,
             version,
-            left,
+            left: from,
             interval: self.map.interval,
         };
         self.mend_next(s, m, fx);
@@ -147,8 +160,14 @@ impl Pg {
                 return true;
             }
         };
-        let txn = recovery::push_txn(self.coll, good, recovery::Prior::Replicated);
+        let mut txn = recovery::push_txn(self.coll, good, recovery::Prior::Replicated);
         let t = self.take_tid();
+        // (A copy missing here adds a leaf to this copy's Merkle tree.)
+        if let Err(e) = self.push_tree_changes(s, std::slice::from_ref(good), t, &mut txn) {
+            tracing::error!("pg {}: mending {}: {e}", self.id, m.name);
+            self.mend_next(s, m, fx);
+            return true;
+        }
         self.applying.insert(t, self.map.interval);
         self.mend.applying.insert(t, m.name);
         fx.push(Effect::Apply {
@@ -172,14 +191,15 @@ impl Pg {
             return false;
         };
         self.applying.remove(&tid);
-        if result.is_ok() {
-            self.mend.mended += 1;
-            tracing::info!("pg {}: mended {name}", self.id);
-        }
         let now = self.now_ms;
         self.mend.recent.retain(|_, t| now < *t + MEND_AGAIN_MS);
         self.mend.recent.insert(name.clone(), now);
         self.release(s, &name, fx);
+        if result.is_ok() {
+            self.mend.mended += 1;
+            tracing::info!("pg {}: mended {name}", self.id);
+            self.repair_rest(s, &name, fx);
+        }
         true
     }
 }

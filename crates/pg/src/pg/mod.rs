@@ -32,6 +32,8 @@ pub mod record;
 mod recovering;
 pub mod recovery;
 mod replica;
+pub mod scrub;
+pub mod scrub_map;
 mod stat;
 mod stray;
 pub mod tree;
@@ -39,7 +41,9 @@ pub mod tree;
 pub use backfill::{Chunk, Cursor, Filter, Scan};
 pub use erasure::SHARD_KEY;
 use io::Sent;
-pub use io::{route, Effect, Host, Input, ListResult, MonAsk, PgView, RepCtx, RepError};
+pub use io::{
+    route, CommandResult, Effect, Host, Input, ListResult, MonAsk, PgView, RepCtx, RepError,
+};
 pub use map_input::{map_input, seen_since};
 pub use recovery::{AuthLog, Push};
 pub use replica::{replica_accepts, replica_step, ReplicaStep};
@@ -912,6 +916,13 @@ pub struct Pg {
     /// As a replicated primary: copies of objects found damaged here being
     /// mended from other members.
     mend: mend::Mend,
+    /// Scrubs (object by object comparisons of the members' copies).
+    scrubber: scrub::Scrubber,
+    /// Pause between scrub chunks (ms; Ceph's `osd_scrub_sleep`).
+    pub scrub_sleep_ms: u64,
+    /// The Unix time (ms) at which this PG's clock (`now_ms`) read 0, for
+    /// the scrub stamps it reports (0: not known).
+    pub clock_base_unix_ms: u64,
     /// Objects this copy rolled back or removed because no up copy held
     /// them at their logged version (`pull_what_is_left`).
     given_up: u64,
@@ -1035,6 +1046,9 @@ impl Pg {
             scrub_interval_ms: SCRUB_INTERVAL_MS,
             scrub: Scrub::default(),
             mend: mend::Mend::default(),
+            scrubber: scrub::Scrubber::default(),
+            scrub_sleep_ms: scrub::SCRUB_SLEEP_MS,
+            clock_base_unix_ms: 0,
             given_up: 0,
         }
     }
@@ -1338,6 +1352,11 @@ impl Pg {
                 )
             }
             Input::LocalDone { tid, result } => self.on_local_done(s, tid, result, &mut fx),
+            Input::Command { cmd, token } => {
+                let result = self.command(cmd);
+                fx.push(Effect::CommandReply { token, result });
+                self.scrub_step(s, &mut fx);
+            }
             Input::List {
                 start,
                 limit,
@@ -1379,6 +1398,7 @@ impl Pg {
                 }
                 self.retry_recovery(s, &mut fx);
                 self.scrub_some(&mut fx);
+                self.scrub_step(s, &mut fx);
                 self.down_fill_holes(&mut fx);
                 self.ask_temps_again(&mut fx);
             }

@@ -135,6 +135,20 @@ impl Pg {
             PeerMsg::Push {
                 from, ctx, push, ..
             } => self.on_push(s, from, ctx, push, token, fx),
+            PeerMsg::Repair {
+                from, ctx, push, ..
+            } => self.on_repair(s, from, ctx, push, token, fx),
+            PeerMsg::ScrubMap {
+                from,
+                ctx,
+                after,
+                upto,
+                deep,
+                ..
+            } => {
+                let result = self.on_scrub_map(s, from, &ctx, &after, &upto, deep);
+                fx.push(Effect::answer(token, result, PeerReply::ScrubMap));
+            }
             PeerMsg::Scan {
                 from,
                 ctx,
@@ -287,6 +301,17 @@ impl Pg {
                     _ => None,
                 });
                 self.on_pull_done(s, tid, from, result, fx)
+            }
+            Asked::ScrubMap => {
+                let result = take(reply, |r| match r {
+                    PeerReply::ScrubMap(m) => Some(m),
+                    _ => None,
+                });
+                self.on_scrub_map_done(s, tid, from, result, fx)
+            }
+            Asked::Repair => {
+                let result = take(reply, ack);
+                self.on_repair_done(s, tid, from, result, fx)
             }
             Asked::ReadShard { shard } => {
                 let result = take(reply, |r| match r {

@@ -98,7 +98,19 @@ impl Pg {
                 _ => Vec::new(),
             },
             unfound: self.unfound_count(),
+            scrub_errors: self.scrubber.errors() as u64,
+            last_scrub_stamp: self.wall_ms(self.scrubber.last_ms),
+            last_deep_scrub_stamp: self.wall_ms(self.scrubber.last_deep_ms),
         })
+    }
+
+    /// A time of this PG's clock as Unix milliseconds (0: none, or no
+    /// wall clock given).
+    fn wall_ms(&self, ms: Option<u64>) -> u64 {
+        match (ms, self.clock_base_unix_ms) {
+            (Some(ms), base) if base > 0 => base + ms,
+            _ => 0,
+        }
     }
 
     /// An active primary's state flags, as Ceph names them.
@@ -135,8 +147,14 @@ impl Pg {
         if st == PgState::ACTIVE {
             st |= PgState::CLEAN;
         }
-        if !self.scrub.differ.is_empty() {
+        if !self.scrub.differ.is_empty() || self.scrubber.errors() > 0 {
             st |= PgState::INCONSISTENT;
+        }
+        if let Some(deep) = self.scrubber.running() {
+            st |= PgState::SCRUBBING;
+            if deep {
+                st |= PgState::DEEP;
+            }
         }
         st
     }

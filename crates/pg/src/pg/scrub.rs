@@ -1,0 +1,486 @@
+//! Scrubs as a replicated primary runs them: a scrub (or deep scrub) asked
+//! for by the operator or due by the schedule walks the PG in chunks of
+//! objects, in the store's (hash, name) order. For each chunk it holds
+//! back new writes to the chunk's objects, waits for those in flight, has
+//! every acting member build its map of the chunk (`scrub_map`), compares
+//! them, and lets the writes go. A scrub runs only on a clean PG; a new
+//! interval starts the current chunk again. A repair then writes the
+//! authoritative copy over each bad one: the primary's own through a
+//! mend (`mend.rs`), each member's by a `Repair` message.
+//!
+//! It must never compare a chunk while a write to one of its objects is
+//! in flight, nor repair an object that changed since it was compared
+//! (the version the comparison found must still be the primary's).
+
+use super::scrub_map::{self, Inconsistent, ScrubObject};
+use super::*;
+use loligo_types::scrub::{PgCommand, PgCommandReply};
+
+/// Objects per scrub chunk (Ceph's `osd_scrub_chunk_max` is 25).
+pub const CHUNK_OBJECTS: usize = 25;
+/// Default pause between chunks (ms; Ceph's `osd_scrub_sleep`).
+pub const SCRUB_SLEEP_MS: u64 = 0;
+/// Pause before a chunk whose member failed to answer is tried again.
+const CHUNK_RETRY_MS: u64 = 1_000;
+
+/// What a scrub reads and does.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScrubKind {
+    /// Read every byte of every copy (data and omap).
+    pub deep: bool,
+    /// Write the authoritative copy over the bad ones afterwards.
+    pub repair: bool,
+}
+
+/// A primary's scrubs: the one asked for, the one running, and what the
+/// last one found.
+#[derive(Default)]
+pub(super) struct Scrubber {
+    /// Asked for and not started yet.
+    want: Option<ScrubKind>,
+    job: Option<Job>,
+    /// Writes held back while their object's chunk is compared.
+    blocked: Vec<Pending>,
+    /// What the last complete scrub found, by object (repairs remove
+    /// what they mend).
+    pub found: BTreeMap<String, Inconsistent>,
+    /// When the last scrub and the last deep scrub ended (`now_ms`).
+    pub last_ms: Option<u64>,
+    pub last_deep_ms: Option<u64>,
+    /// Bytes deep scrubs read on this copy, and objects compared.
+    pub bytes: u64,
+    pub objects: u64,
+    /// Objects repaired.
+    pub repaired: u64,
+    /// Repairs in flight: object -> members still to acknowledge (tids).
+    repairing: BTreeMap<String, BTreeMap<u64, i32>>,
+}
+
+struct Job {
+    kind: ScrubKind,
+    /// Every object up to here is compared.
+    after: Cursor,
+    step: Step,
+    found: BTreeMap<String, Inconsistent>,
+}
+
+enum Step {
+    /// The next chunk starts at this time.
+    Idle { at_ms: u64 },
+    /// Writes are held back from (after, upto]; those in flight end first.
+    Draining { upto: Cursor },
+    /// Maps asked for: members still to answer (tid), maps so far.
+    Asked {
+        upto: Cursor,
+        waiting: BTreeMap<i32, u64>,
+        maps: BTreeMap<i32, Vec<ScrubObject>>,
+    },
+}
+
+impl Scrubber {
+    /// Whether a write to `o` waits for the chunk being compared.
+    fn blocks(&self, after: &Cursor, o: &ObjectId) -> bool {
+        match self.job.as_ref().map(|j| &j.step) {
+            Some(Step::Draining { upto } | Step::Asked { upto, .. }) => {
+                !after.covers(o) && upto.covers(o)
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether a scrub is running, and whether it is deep.
+    pub fn running(&self) -> Option<bool> {
+        self.job.as_ref().map(|j| j.kind.deep)
+    }
+
+    /// Errors the last scrub found that are not repaired.
+    pub fn errors(&self) -> usize {
+        self.found.len()
+    }
+}
+
+impl Pg {
+    /// Ask for a scrub of this PG (the operator's `pg scrub`, `pg
+    /// deep-scrub`, `pg repair`): it starts once the PG is clean. `false`
+    /// if this copy is not the PG's replicated primary.
+    pub fn request_scrub(&mut self, kind: ScrubKind) -> bool {
+        if !self.is_primary() || self.ec.is_some() {
+            return false;
+        }
+        let w = self.scrubber.want.get_or_insert(kind);
+        w.deep |= kind.deep;
+        w.repair |= kind.repair;
+        true
+    }
+
+    /// The objects the last scrub found inconsistent.
+    pub fn inconsistent(&self) -> Vec<Inconsistent> {
+        self.scrubber.found.values().cloned().collect()
+    }
+
+    /// An operator's command: refused unless this copy is the PG's
+    /// replicated primary.
+    pub(super) fn command(&mut self, cmd: PgCommand) -> CommandResult {
+        if !self.is_primary() {
+            return Err(OpError::WrongPrimary {
+                epoch: self.map.epoch,
+            });
+        }
+        if self.ec.is_some() {
+            return Err(OpError::NotSupported(
+                "scrubs of erasure-coded pools".into(),
+            ));
+        }
+        match cmd {
+            PgCommand::Scrub { deep, repair } => {
+                self.request_scrub(ScrubKind { deep, repair });
+                Ok(PgCommandReply::Queued)
+            }
+            PgCommand::ListInconsistent => Ok(PgCommandReply::Inconsistent(self.inconsistent())),
+        }
+    }
+
+    /// Whether client write `p` must wait for the chunk being compared
+    /// (it is then held).
+    pub(super) fn scrub_holds(&mut self, p: Pending) -> Option<Pending> {
+        let Some(job) = &self.scrubber.job else {
+            return Some(p);
+        };
+        if !self.scrubber.blocks(&job.after, &recovery::oid(&p.op.name)) {
+            return Some(p);
+        }
+        self.scrubber.blocked.push(p);
+        None
+    }
+
+    /// A new interval: the chunk being compared starts again, and held
+    /// writes go back to the PG's queue.
+    pub(super) fn scrub_new_interval(&mut self) {
+        if let Some(j) = &mut self.scrubber.job {
+            j.step = Step::Idle { at_ms: 0 };
+        }
+        self.scrubber.repairing.clear();
+        let held = std::mem::take(&mut self.scrubber.blocked);
+        self.ops.waiting.extend(held);
+    }
+
+    /// Move the scrub on as far as it can go now.
+    pub(super) fn scrub_step(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
+        if !matches!(self.role, Role::Primary { .. }) || self.ec.is_some() {
+            return;
+        }
+        if self.scrubber.job.is_none() {
+            if self.scrubber.want.is_none() || !self.is_clean() {
+                return;
+            }
+            let kind = self.scrubber.want.take().unwrap_or_default();
+            tracing::info!("pg {}: {} starts", self.id, scrub_name(kind));
+            self.scrubber.job = Some(Job {
+                kind,
+                after: Cursor::Start,
+                step: Step::Idle { at_ms: 0 },
+                found: BTreeMap::new(),
+            });
+        }
+        let clean = self.is_clean();
+        let Some(job) = &mut self.scrubber.job else {
+            return;
+        };
+        if let Step::Idle { at_ms } = job.step {
+            if self.now_ms < at_ms || !clean {
+                return;
+            }
+            let listed =
+                match backfill::scan(s, self.coll, &job.after, &Cursor::End, CHUNK_OBJECTS, None) {
+                    Ok(l) => l,
+                    Err(e) => {
+                        tracing::error!("pg {}: scrub cannot list its objects: {e}", self.id);
+                        job.step = Step::Idle {
+                            at_ms: self.now_ms + CHUNK_RETRY_MS,
+                        };
+                        return;
+                    }
+                };
+            job.step = Step::Draining { upto: listed.end };
+        }
+        self.scrub_ask(s, fx);
+    }
+
+    /// Draining: once no write to the chunk is in flight, build this
+    /// copy's map and ask the members for theirs.
+    fn scrub_ask(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
+        let Some(job) = &self.scrubber.job else {
+            return;
+        };
+        let Step::Draining { upto } = &job.step else {
+            return;
+        };
+        let (after, upto, deep) = (job.after.clone(), upto.clone(), job.kind.deep);
+        let in_range = |name: &str| {
+            let o = recovery::oid(name);
+            !after.covers(&o) && upto.covers(&o)
+        };
+        if self.ops.inflight.values().any(|f| in_range(&f.name)) {
+            return;
+        }
+        let mine = match scrub_map::build_map(s, self.coll, &after, &upto, deep) {
+            Ok((m, bytes)) => {
+                self.scrubber.bytes += bytes;
+                m
+            }
+            Err(e) => {
+                tracing::error!("pg {}: scrub cannot build its map: {e}", self.id);
+                return self.scrub_chunk_failed(s, fx);
+            }
+        };
+        let members: Vec<i32> = (self.map.acting.iter().copied())
+            .filter(|&o| o >= 0 && o != self.whoami)
+            .collect();
+        let mut waiting = BTreeMap::new();
+        for to in members {
+            let tid = self.take_tid();
+            let msg = PeerMsg::ScrubMap {
+                pg: self.id,
+                from: self.whoami,
+                ctx: self.rep_ctx(),
+                after: after.clone(),
+                upto: upto.clone(),
+                deep,
+            };
+            self.send(tid, to, msg, fx);
+            waiting.insert(to, tid);
+        }
+        let maps = BTreeMap::from([(self.whoami, mine)]);
+        if let Some(job) = &mut self.scrubber.job {
+            job.step = Step::Asked {
+                upto,
+                waiting,
+                maps,
+            };
+        }
+        self.scrub_compare(s, fx);
+    }
+
+    /// A member's map of the chunk (`false`: `tid` asked for none).
+    pub(super) fn on_scrub_map_done(
+        &mut self,
+        s: &dyn ObjectStore,
+        tid: u64,
+        from: i32,
+        result: Result<Vec<ScrubObject>, RepError>,
+        fx: &mut Vec<Effect>,
+    ) {
+        let Some(Job {
+            step: Step::Asked { waiting, maps, .. },
+            ..
+        }) = &mut self.scrubber.job
+        else {
+            return;
+        };
+        if waiting.get(&from) != Some(&tid) {
+            return;
+        }
+        waiting.remove(&from);
+        match result {
+            Ok(m) => {
+                maps.insert(from, m);
+                self.scrub_compare(s, fx);
+            }
+            Err(e) => {
+                tracing::warn!("pg {}: osd.{from} built no scrub map: {e:?}", self.id);
+                self.scrub_chunk_failed(s, fx);
+            }
+        }
+    }
+
+    /// Every map is in: compare them, let the held writes go, and go on
+    /// to the next chunk (or end the scrub).
+    fn scrub_compare(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
+        let Some(job) = &mut self.scrubber.job else {
+            return;
+        };
+        let Step::Asked {
+            upto,
+            waiting,
+            maps,
+        } = &mut job.step
+        else {
+            return;
+        };
+        if !waiting.is_empty() {
+            return;
+        }
+        let found = scrub_map::compare(self.whoami, maps);
+        self.scrubber.objects += maps.get(&self.whoami).map_or(0, |m| m.len() as u64);
+        for i in found {
+            tracing::error!(
+                "pg {}: {} {}: {:?} (authoritative: {:?} by {})",
+                self.id,
+                scrub_name(job.kind),
+                i.name,
+                i.bad,
+                i.auth,
+                i.rule.name()
+            );
+            job.found.insert(i.name.clone(), i);
+        }
+        job.after = std::mem::take(upto);
+        job.step = Step::Idle {
+            at_ms: self.now_ms + self.scrub_sleep_ms,
+        };
+        let done = job.after == Cursor::End;
+        self.scrub_release(s, fx);
+        if done {
+            self.scrub_end(s, fx);
+        }
+    }
+
+    /// A member could not give its map: the chunk is tried again later.
+    fn scrub_chunk_failed(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
+        if let Some(job) = &mut self.scrubber.job {
+            job.step = Step::Idle {
+                at_ms: self.now_ms + CHUNK_RETRY_MS,
+            };
+        }
+        self.scrub_release(s, fx);
+    }
+
+    /// The writes held back for a chunk run.
+    fn scrub_release(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
+        for p in std::mem::take(&mut self.scrubber.blocked) {
+            self.on_op(s, p, fx);
+        }
+    }
+
+    fn scrub_end(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
+        let Some(job) = self.scrubber.job.take() else {
+            return;
+        };
+        let sc = &mut self.scrubber;
+        sc.last_ms = Some(self.now_ms);
+        if job.kind.deep {
+            sc.last_deep_ms = Some(self.now_ms);
+        }
+        tracing::info!(
+            "pg {}: {} ends: {} inconsistent objects",
+            self.id,
+            scrub_name(job.kind),
+            job.found.len()
+        );
+        sc.found = job.found;
+        if job.kind.repair {
+            let names: Vec<String> = sc.found.keys().cloned().collect();
+            for name in names {
+                self.repair_object(s, name, fx);
+            }
+        }
+    }
+
+    /// Write the authoritative copy of `name` over its bad copies: this
+    /// copy's own is mended first (from an authoritative member), then
+    /// each member's is pushed. An object in use or changed since it was
+    /// compared is left for the next repair.
+    fn repair_object(&mut self, s: &dyn ObjectStore, name: String, fx: &mut Vec<Effect>) {
+        let Some(i) = self.scrubber.found.get(&name) else {
+            return;
+        };
+        if i.auth.is_empty() || self.ops.busy.contains_key(&name) {
+            tracing::warn!(
+                "pg {}: cannot repair {name} now (no good copy, or in use)",
+                self.id
+            );
+            return;
+        }
+        let (version, auth) = (i.version, i.auth.clone());
+        if i.bad.contains_key(&self.whoami) {
+            self.ops.busy.insert(name.clone(), VecDeque::new());
+            return self.mend_from(s, name, version, auth, fx);
+        }
+        let push = match recovery::read_copy(s, self.coll, &name) {
+            Ok(p) if p.version == version && p.copy.is_some() => p,
+            other => {
+                tracing::warn!(
+                    "pg {}: {name} changed since it was scrubbed: {other:?}",
+                    self.id
+                );
+                return;
+            }
+        };
+        let bad: Vec<i32> = i.bad.keys().copied().collect();
+        let mut waiting = BTreeMap::new();
+        for to in bad {
+            let tid = self.take_tid();
+            let msg = PeerMsg::Repair {
+                pg: self.id,
+                from: self.whoami,
+                ctx: self.rep_ctx(),
+                push: push.clone(),
+            };
+            self.send(tid, to, msg, fx);
+            waiting.insert(tid, to);
+        }
+        self.ops.busy.insert(name.clone(), VecDeque::new());
+        self.scrubber.repairing.insert(name, waiting);
+    }
+
+    /// A member's answer to a repair push.
+    pub(super) fn on_repair_done(
+        &mut self,
+        s: &dyn ObjectStore,
+        tid: u64,
+        from: i32,
+        result: Result<(), RepError>,
+        fx: &mut Vec<Effect>,
+    ) {
+        let Some((name, waiting)) =
+            (self.scrubber.repairing.iter_mut()).find(|(_, w)| w.get(&tid) == Some(&from))
+        else {
+            return;
+        };
+        waiting.remove(&tid);
+        let (name, left) = (name.clone(), waiting.len());
+        match result {
+            Ok(()) => self.repaired(&name, from),
+            Err(e) => tracing::warn!(
+                "pg {}: osd.{from} did not take {name}'s repair: {e:?}",
+                self.id
+            ),
+        }
+        if left == 0 {
+            self.scrubber.repairing.remove(&name);
+            self.release(s, &name, fx);
+        }
+    }
+
+    /// `osd`'s copy of `name` is the authoritative one now.
+    pub(super) fn repaired(&mut self, name: &str, osd: i32) {
+        let Some(i) = self.scrubber.found.get_mut(name) else {
+            return;
+        };
+        if i.bad.remove(&osd).is_some() {
+            i.auth.push(osd);
+        }
+        if i.bad.is_empty() {
+            self.scrubber.found.remove(name);
+            self.scrubber.repaired += 1;
+            tracing::info!("pg {}: repaired {name}", self.id);
+        }
+    }
+
+    /// After this copy's own was mended: the members' bad copies next.
+    pub(super) fn repair_rest(&mut self, s: &dyn ObjectStore, name: &str, fx: &mut Vec<Effect>) {
+        self.repaired(name, self.whoami);
+        if self.scrubber.found.contains_key(name) {
+            self.repair_object(s, name.to_string(), fx);
+        }
+    }
+}
+
+/// What a scrub of `kind` is called in logs.
+fn scrub_name(kind: ScrubKind) -> &'static str {
+    match (kind.deep, kind.repair) {
+        (false, false) => "scrub",
+        (true, false) => "deep-scrub",
+        (_, true) => "repair",
+    }
+}

@@ -1,0 +1,505 @@
+//! Scrub maps and their comparison, the pure parts: what one member
+//! reports of each object in a range (size, version, digests of its
+//! xattrs, and on a deep scrub of its data and omap), how the primary
+//! compares the members' maps object by object, which copy it takes as
+//! authoritative, and what it reports as wrong (Ceph's error names).
+//!
+//! The authoritative copy of an object is chosen by one of three rules,
+//! named in every report: `data_digest`: the object was written whole, and
+//! its metadata keeps the data's digest (`DATA_DIGEST_ATTR`): the copies
+//! whose data matches it are good, whatever the count; `majority`: else
+//! (or among those, where they differ in what the digest does not cover:
+//! omap, xattrs) the copies that agree in everything with the most others;
+//! `primary`: a tie among the largest groups goes to the one holding the
+//! primary's copy (else the lowest OSD's). A copy that cannot be read or is missing
+//! is never authoritative.
+//!
+//! It reads the store only to build this member's map; it must never
+//! write, nor call a copy bad on a shallow scrub for what only a deep one
+//! reads.
+
+use super::backfill::{self, Cursor};
+use crate::exec::VERSION_ATTR;
+use loligo_store::txn::Op;
+use loligo_store::{CollectionId, ObjectId, ObjectStore, StoreError, Transaction};
+use loligo_types::ops::Version;
+pub use loligo_types::scrub::{AuthRule, Inconsistent, ScrubObject, ShardError};
+use std::collections::BTreeMap;
+use xxhash_rust::xxh3::{xxh3_64, Xxh3};
+
+/// The xattr holding the digest of an object's data as it was last
+/// written whole: `u64le size`, `u64le xxh3-64 of the data`. Any write
+/// that changes the data otherwise removes it.
+pub const DATA_DIGEST_ATTR: &str = "_dd";
+
+/// Most objects one member's map of a range may hold.
+pub const MAP_OBJECTS_MAX: usize = 4096;
+
+/// Everything a comparison of good copies looks at.
+fn key(o: &ScrubObject) -> (u64, Version, u64, Option<u64>, Option<u64>) {
+    (o.size, o.version, o.attrs, o.omap, o.data)
+}
+
+/// The value of [`DATA_DIGEST_ATTR`] for `data`.
+pub fn data_digest_attr(data: &[u8]) -> Vec<u8> {
+    let mut v = (data.len() as u64).to_le_bytes().to_vec();
+    v.extend_from_slice(&xxh3_64(data).to_le_bytes());
+    v
+}
+
+/// Keep object `o`'s data digest true to what transaction `t` leaves:
+/// set when `t` writes the data whole last, emptied when it changes the
+/// data otherwise (a clone brings its source's digest with the data).
+pub fn keep_data_digest(t: &mut Transaction, o: &ObjectId) {
+    enum Data {
+        Same,
+        Whole(CollectionId, bytes::Bytes),
+        Changed(CollectionId),
+    }
+    let mut d = Data::Same;
+    for op in &t.ops {
+        match op {
+            Op::WriteFull { coll, oid, data } if oid == o => d = Data::Whole(*coll, data.clone()),
+            Op::Write { coll, oid, .. }
+            | Op::Zero { coll, oid, .. }
+            | Op::Truncate { coll, oid, .. }
+                if oid == o =>
+            {
+                d = Data::Changed(*coll)
+            }
+            Op::Remove(_, oid) if oid == o => d = Data::Same,
+            Op::Clone { dst, .. } if dst == o => d = Data::Same,
+            _ => {}
+        }
+    }
+    let (coll, value) = match d {
+        Data::Same => return,
+        Data::Whole(c, data) => (c, data_digest_attr(&data)),
+        // (Emptied, not removed: removing a missing xattr fails.)
+        Data::Changed(c) => (c, Vec::new()),
+    };
+    t.setattrs(coll, o, vec![(DATA_DIGEST_ATTR.to_string(), value)]);
+}
+
+fn decode_digest_attr(v: &[u8]) -> Option<(u64, u64)> {
+    let size = u64::from_le_bytes(v.get(0..8)?.try_into().ok()?);
+    let digest = u64::from_le_bytes(v.get(8..16)?.try_into().ok()?);
+    Some((size, digest))
+}
+
+/// This copy's map of its objects in (`after`, `upto`], and the bytes it
+/// read for it. `deep`: data and omap are read and digested.
+pub fn build_map(
+    s: &dyn ObjectStore,
+    coll: CollectionId,
+    after: &Cursor,
+    upto: &Cursor,
+    deep: bool,
+) -> Result<(Vec<ScrubObject>, u64), StoreError> {
+    let listed = backfill::scan(s, coll, after, upto, MAP_OBJECTS_MAX + 1, None)?;
+    if listed.objects.len() > MAP_OBJECTS_MAX {
+        return Err(StoreError::Invalid(format!(
+            "more than {MAP_OBJECTS_MAX} objects in one scrub chunk"
+        )));
+    }
+    let mut out = Vec::with_capacity(listed.objects.len());
+    let mut bytes = 0;
+    for (o, _) in &listed.objects {
+        let (obj, read) = scrub_object(s, coll, o, deep);
+        bytes += read;
+        out.push(obj);
+    }
+    Ok((out, bytes))
+}
+
+/// One object's entry in this copy's map; a failed read is reported in
+/// it, not returned.
+fn scrub_object(
+    s: &dyn ObjectStore,
+    coll: CollectionId,
+    o: &ObjectId,
+    deep: bool,
+) -> (ScrubObject, u64) {
+    let mut obj = ScrubObject {
+        name: o.name.clone(),
+        size: 0,
+        version: Version::default(),
+        attrs: 0,
+        omap: None,
+        data: None,
+        recorded: None,
+        read_error: None,
+    };
+    let mut read = 0;
+    let r = (|| -> Result<(), StoreError> {
+        let w = s
+            .read_whole(coll, o, deep)?
+            .ok_or_else(|| StoreError::Io(format!("{} vanished while scrubbed", o.name)))?;
+        obj.size = w.size;
+        obj.version = w
+            .attrs
+            .get(VERSION_ATTR)
+            .and_then(|v| postcard::from_bytes(v).ok())
+            .unwrap_or_default();
+        obj.recorded = w
+            .attrs
+            .get(DATA_DIGEST_ATTR)
+            .and_then(|v| decode_digest_attr(v));
+        let mut h = Xxh3::new();
+        for (k, v) in &w.attrs {
+            h.update(&(k.len() as u64).to_le_bytes());
+            h.update(k.as_bytes());
+            h.update(&(v.len() as u64).to_le_bytes());
+            h.update(v);
+        }
+        obj.attrs = h.digest();
+        if deep {
+            obj.data = Some(xxh3_64(&w.data));
+            read += w.data.len() as u64;
+            let mut h = Xxh3::new();
+            h.update(&(w.omap_header.len() as u64).to_le_bytes());
+            h.update(&w.omap_header);
+            let mut start = Vec::new();
+            // (An object the store knows has no omap keys is not listed.)
+            let mut more = w.omap;
+            while more {
+                let page = s.omap_range(coll, o, &start, None, 1024)?;
+                for (k, v) in &page {
+                    h.update(&(k.len() as u64).to_le_bytes());
+                    h.update(k);
+                    h.update(&(v.len() as u64).to_le_bytes());
+                    h.update(v);
+                    read += (k.len() + v.len()) as u64;
+                }
+                more = page.len() == 1024;
+                if let Some((k, _)) = page.last() {
+                    start = k.clone();
+                    start.push(0);
+                }
+            }
+            obj.omap = Some(h.digest());
+        }
+        Ok(())
+    })();
+    if let Err(e) = r {
+        obj.read_error = Some(e.to_string());
+    }
+    (obj, read)
+}
+
+/// Compare the members' maps of one range (`primary`'s among them): the
+/// objects they disagree on.
+pub fn compare(primary: i32, maps: &BTreeMap<i32, Vec<ScrubObject>>) -> Vec<Inconsistent> {
+    let mut by_name: BTreeMap<&str, BTreeMap<i32, &ScrubObject>> = BTreeMap::new();
+    for (&osd, map) in maps {
+        for o in map {
+            by_name.entry(&o.name).or_default().insert(osd, o);
+        }
+    }
+    let mut out = Vec::new();
+    for (name, held) in by_name {
+        let copies: BTreeMap<i32, Option<&ScrubObject>> = maps
+            .keys()
+            .map(|&osd| (osd, held.get(&osd).copied()))
+            .collect();
+        if let Some(i) = judge(primary, name, &copies) {
+            out.push(i);
+        }
+    }
+    out
+}
+
+/// One object's copies judged: `None` when they all agree.
+fn judge(
+    primary: i32,
+    name: &str,
+    copies: &BTreeMap<i32, Option<&ScrubObject>>,
+) -> Option<Inconsistent> {
+    let readable: Vec<(i32, &ScrubObject)> = copies
+        .iter()
+        .filter_map(|(&osd, c)| c.filter(|c| c.read_error.is_none()).map(|c| (osd, c)))
+        .collect();
+    let (auth, rule) = choose(primary, &readable);
+    let model = auth.first().and_then(|a| copies.get(a).copied().flatten());
+    let mut bad = BTreeMap::new();
+    for (&osd, c) in copies {
+        let errs = match (c, model) {
+            (None, _) => vec![ShardError::Missing],
+            (Some(c), _) if c.read_error.is_some() => vec![ShardError::ReadError],
+            (Some(_), None) => Vec::new(),
+            (Some(c), Some(m)) => differences(c, m),
+        };
+        if !errs.is_empty() {
+            bad.insert(osd, errs);
+        }
+    }
+    if bad.is_empty() {
+        return None;
+    }
+    Some(Inconsistent {
+        name: name.to_string(),
+        version: model.map(|m| m.version).unwrap_or_default(),
+        auth,
+        rule,
+        bad,
+        copies: copies
+            .iter()
+            .map(|(&o, c)| (o, c.map(ScrubObject::clone)))
+            .collect(),
+    })
+}
+
+/// What copy `c` gets wrong against the authoritative `m`.
+fn differences(c: &ScrubObject, m: &ScrubObject) -> Vec<ShardError> {
+    let mut e = Vec::new();
+    if c.size != m.size {
+        e.push(ShardError::SizeMismatch);
+    }
+    if c.data != m.data {
+        e.push(ShardError::DataDigestMismatch);
+    }
+    if let (Some((size, d)), Some(data)) = (c.recorded, c.data) {
+        if size == c.size && d != data {
+            e.push(ShardError::DataDigestMismatchInfo);
+        }
+    }
+    if c.omap != m.omap {
+        e.push(ShardError::OmapDigestMismatch);
+    }
+    if c.version != m.version {
+        e.push(ShardError::ObjectInfoInconsistency);
+    } else if c.attrs != m.attrs {
+        e.push(ShardError::AttrValueMismatch);
+    }
+    e
+}
+
+/// The authoritative copies among the readable ones, and the rule that
+/// chose them.
+fn choose(primary: i32, readable: &[(i32, &ScrubObject)]) -> (Vec<i32>, AuthRule) {
+    if readable.is_empty() {
+        return (Vec::new(), AuthRule::None);
+    }
+    // Copies whose data matches the digest their metadata keeps (deep
+    // scrubs only: a shallow one read no data).
+    let verified: Vec<&(i32, &ScrubObject)> = readable
+        .iter()
+        .filter(|(_, c)| matches!((c.recorded, c.data), (Some((n, d)), Some(x)) if n == c.size && d == x))
+        .collect();
+    if !verified.is_empty() {
+        // Among those, the version most hold (they may still differ in
+        // xattrs or omap: the largest agreeing group of them).
+        let pool: Vec<(i32, &ScrubObject)> = verified.into_iter().copied().collect();
+        let (auth, rule) = choose_by_votes(primary, &pool);
+        if auth.len() == pool.len() {
+            return (auth, AuthRule::DataDigest);
+        }
+        // (They differ in what the digest does not cover.)
+        return (auth, rule);
+    }
+    choose_by_votes(primary, readable)
+}
+
+/// The largest group of copies that agree in everything; a tie goes to the
+/// group holding the primary's copy, else the lowest OSD's.
+fn choose_by_votes(primary: i32, readable: &[(i32, &ScrubObject)]) -> (Vec<i32>, AuthRule) {
+    let mut groups: Vec<Vec<i32>> = Vec::new();
+    let mut keys = Vec::new();
+    for (osd, c) in readable {
+        match keys.iter().position(|k| *k == key(c)) {
+            Some(i) => groups[i].push(*osd),
+            None => {
+                keys.push(key(c));
+                groups.push(vec![*osd]);
+            }
+        }
+    }
+    let most = groups.iter().map(Vec::len).max().unwrap_or(0);
+    let top: Vec<&Vec<i32>> = groups.iter().filter(|g| g.len() == most).collect();
+    if top.len() == 1 {
+        return (top[0].clone(), AuthRule::Majority);
+    }
+    let pick = top
+        .iter()
+        .find(|g| g.contains(&primary))
+        .or_else(|| top.iter().min_by_key(|g| g.iter().min().copied()))
+        .map(|g| (*g).clone())
+        .unwrap_or_default();
+    (pick, AuthRule::Primary)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn obj(name: &str, data: &[u8]) -> ScrubObject {
+        ScrubObject {
+            name: name.into(),
+            size: data.len() as u64,
+            version: Version { epoch: 1, v: 3 },
+            attrs: 7,
+            omap: Some(1),
+            data: Some(xxh3_64(data)),
+            recorded: None,
+            read_error: None,
+        }
+    }
+
+    fn maps(copies: &[(i32, Option<ScrubObject>)]) -> BTreeMap<i32, Vec<ScrubObject>> {
+        copies
+            .iter()
+            .map(|(o, c)| (*o, c.iter().cloned().collect()))
+            .collect()
+    }
+
+    #[test]
+    fn agreeing_copies_report_nothing() {
+        let m = maps(&[(0, Some(obj("a", b"x"))), (1, Some(obj("a", b"x")))]);
+        assert!(compare(0, &m).is_empty());
+    }
+
+    #[test]
+    fn the_majority_wins_and_a_tie_goes_to_the_primary() {
+        let m = maps(&[
+            (0, Some(obj("a", b"evil"))),
+            (1, Some(obj("a", b"good"))),
+            (2, Some(obj("a", b"good"))),
+        ]);
+        let i = &compare(0, &m)[0];
+        assert_eq!((i.auth.clone(), i.rule), (vec![1, 2], AuthRule::Majority));
+        assert_eq!(i.bad[&0], vec![ShardError::DataDigestMismatch]);
+        let m = maps(&[(0, Some(obj("a", b"p"))), (1, Some(obj("a", b"q")))]);
+        let i = &compare(0, &m)[0];
+        assert_eq!((i.auth.clone(), i.rule), (vec![0], AuthRule::Primary));
+        assert_eq!(i.bad.keys().copied().collect::<Vec<_>>(), vec![1]);
+    }
+
+    /// With the data's digest kept in the object's metadata, the copy that
+    /// matches it is authoritative even when it is outvoted.
+    #[test]
+    fn a_kept_data_digest_outvotes_the_majority() {
+        let digest = |c: &mut ScrubObject| c.recorded = Some((4, xxh3_64(b"good")));
+        let mut good = obj("a", b"good");
+        digest(&mut good);
+        let mut bad = obj("a", b"evil");
+        digest(&mut bad);
+        let m = maps(&[(0, Some(bad.clone())), (1, Some(bad)), (2, Some(good))]);
+        let i = &compare(0, &m)[0];
+        assert_eq!((i.auth.clone(), i.rule), (vec![2], AuthRule::DataDigest));
+        assert_eq!(
+            i.bad[&0],
+            vec![
+                ShardError::DataDigestMismatch,
+                ShardError::DataDigestMismatchInfo
+            ]
+        );
+        assert_eq!(
+            i.errors(),
+            vec![
+                ShardError::DataDigestMismatch,
+                ShardError::DataDigestMismatchInfo
+            ]
+        );
+    }
+
+    #[test]
+    fn missing_and_unreadable_copies_are_named_and_never_chosen() {
+        let mut unreadable = obj("a", b"x");
+        unreadable.read_error = Some("checksum mismatch".into());
+        let m = maps(&[
+            (0, Some(unreadable)),
+            (1, None),
+            (2, Some(obj("a", b"x"))),
+            (3, Some(obj("b", b"y"))),
+        ]);
+        let found = compare(0, &m);
+        let a = found.iter().find(|i| i.name == "a").unwrap();
+        assert_eq!(a.auth, vec![2]);
+        assert_eq!(a.bad[&0], vec![ShardError::ReadError]);
+        assert_eq!(a.bad[&1], vec![ShardError::Missing]);
+        assert_eq!(a.bad[&3], vec![ShardError::Missing]);
+        let b = found.iter().find(|i| i.name == "b").unwrap();
+        assert_eq!(b.auth, vec![3]);
+        assert_eq!(b.bad.len(), 3);
+    }
+
+    #[test]
+    fn omap_and_xattr_differences_are_told_apart() {
+        let mut o = obj("a", b"x");
+        o.omap = Some(2);
+        let mut x = obj("a", b"x");
+        x.attrs = 8;
+        let m = maps(&[
+            (0, Some(obj("a", b"x"))),
+            (1, Some(obj("a", b"x"))),
+            (2, Some(o)),
+            (3, Some(x)),
+        ]);
+        let i = &compare(0, &m)[0];
+        assert_eq!(i.bad[&2], vec![ShardError::OmapDigestMismatch]);
+        assert_eq!(i.bad[&3], vec![ShardError::AttrValueMismatch]);
+    }
+
+    /// A whole write keeps the data's digest; a partial one after it in
+    /// the same transaction empties it; other objects are left alone.
+    #[test]
+    fn whole_writes_keep_the_data_digest_and_partial_ones_drop_it() {
+        use loligo_store::Transaction;
+        let c = CollectionId::pg(1, 0);
+        let o = super::super::recovery::oid("a");
+        let digest_of = |t: &Transaction| {
+            t.ops.iter().rev().find_map(|op| match op {
+                Op::SetAttrs { attrs, .. } => attrs
+                    .iter()
+                    .find(|(k, _)| k == DATA_DIGEST_ATTR)
+                    .map(|(_, v)| v.clone()),
+                _ => None,
+            })
+        };
+        let mut t = Transaction::new();
+        t.write_full(c, &o, bytes::Bytes::from_static(b"abc"));
+        keep_data_digest(&mut t, &o);
+        assert_eq!(digest_of(&t), Some(data_digest_attr(b"abc")));
+        t.write(c, &o, 1, bytes::Bytes::from_static(b"z"));
+        keep_data_digest(&mut t, &o);
+        assert_eq!(digest_of(&t), Some(Vec::new()));
+        let mut t = Transaction::new();
+        t.omap_setkeys(c, &o, vec![(b"k".to_vec(), b"v".to_vec())]);
+        t.write_full(c, &super::super::recovery::oid("b"), bytes::Bytes::new());
+        keep_data_digest(&mut t, &o);
+        assert_eq!(digest_of(&t), None);
+    }
+
+    /// A map built from a store: the digests see the data, the omap and
+    /// the xattrs, and a shallow map reads no data.
+    #[test]
+    fn maps_digest_what_a_deep_scrub_reads() {
+        use loligo_store::{MemStore, Transaction};
+        let s = MemStore::new();
+        let c = CollectionId::pg(1, 0);
+        let o = super::super::recovery::oid("a");
+        let mut t = Transaction::new();
+        t.create_collection(c);
+        t.touch(c, &o);
+        t.write_full(c, &o, bytes::Bytes::from_static(b"hello"));
+        t.setattrs(
+            c,
+            &o,
+            vec![(DATA_DIGEST_ATTR.into(), data_digest_attr(b"hello"))],
+        );
+        t.omap_setkeys(c, &o, vec![(b"k".to_vec(), b"v".to_vec())]);
+        s.apply(t).unwrap();
+        let (deep, bytes) = build_map(&s, c, &Cursor::Start, &Cursor::End, true).unwrap();
+        assert_eq!(bytes, 7);
+        assert_eq!(deep[0].data, Some(xxh3_64(b"hello")));
+        assert_eq!(deep[0].recorded, Some((5, xxh3_64(b"hello"))));
+        let (shallow, bytes) = build_map(&s, c, &Cursor::Start, &Cursor::End, false).unwrap();
+        assert_eq!((shallow[0].data, shallow[0].omap, bytes), (None, None, 0));
+        let mut t = Transaction::new();
+        t.omap_setkeys(c, &o, vec![(b"k".to_vec(), b"w".to_vec())]);
+        s.apply(t).unwrap();
+        let (again, _) = build_map(&s, c, &Cursor::Start, &Cursor::End, true).unwrap();
+        assert_ne!(again[0].omap, deep[0].omap);
+        assert_eq!(again[0].data, deep[0].data);
+    }
+}

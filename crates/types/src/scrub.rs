@@ -1,0 +1,123 @@
+//! What a scrub reports, as it travels between OSDs and to the operator:
+//! one member's view of an object, what is wrong with a copy (Ceph's
+//! error names), how the authoritative copy was chosen, and the operator's
+//! commands to a PG's primary. Vocabulary only: the comparison lives with
+//! the PG (`loligo-pg`'s `scrub_map`).
+
+use crate::ops::Version;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// One object as one member holds it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScrubObject {
+    pub name: String,
+    pub size: u64,
+    pub version: Version,
+    /// xxh3-64 of the xattrs (names and values, in name order).
+    pub attrs: u64,
+    /// Deep scrubs: xxh3-64 of the omap header and entries.
+    pub omap: Option<u64>,
+    /// Deep scrubs: xxh3-64 of the data.
+    pub data: Option<u64>,
+    /// The data digest the object's metadata keeps, with the size then.
+    pub recorded: Option<(u64, u64)>,
+    /// Reading the object here failed (why).
+    pub read_error: Option<String>,
+}
+
+/// What is wrong with one copy (Ceph's names).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum ShardError {
+    Missing,
+    ReadError,
+    SizeMismatch,
+    DataDigestMismatch,
+    /// Its data differs from the digest its own metadata keeps.
+    DataDigestMismatchInfo,
+    OmapDigestMismatch,
+    AttrValueMismatch,
+    /// Its version differs from the authoritative copy's.
+    ObjectInfoInconsistency,
+}
+
+impl ShardError {
+    /// The name `list-inconsistent-obj` prints.
+    pub fn name(self) -> &'static str {
+        match self {
+            ShardError::Missing => "missing",
+            ShardError::ReadError => "read_error",
+            ShardError::SizeMismatch => "size_mismatch",
+            ShardError::DataDigestMismatch => "data_digest_mismatch",
+            ShardError::DataDigestMismatchInfo => "data_digest_mismatch_info",
+            ShardError::OmapDigestMismatch => "omap_digest_mismatch",
+            ShardError::AttrValueMismatch => "attr_value_mismatch",
+            ShardError::ObjectInfoInconsistency => "object_info_inconsistency",
+        }
+    }
+}
+
+/// How the authoritative copy was chosen (see the module's comment).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AuthRule {
+    DataDigest,
+    Majority,
+    Primary,
+    /// No copy could be read.
+    None,
+}
+
+impl AuthRule {
+    /// The name reports print.
+    pub fn name(self) -> &'static str {
+        match self {
+            AuthRule::DataDigest => "data_digest",
+            AuthRule::Majority => "majority",
+            AuthRule::Primary => "primary",
+            AuthRule::None => "none",
+        }
+    }
+}
+
+/// One object the members disagree on.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Inconsistent {
+    pub name: String,
+    /// The authoritative copy's version.
+    pub version: Version,
+    /// The OSDs holding an authoritative copy (empty: none).
+    pub auth: Vec<i32>,
+    pub rule: AuthRule,
+    /// The copies that are wrong, each with what is wrong with it.
+    pub bad: BTreeMap<i32, Vec<ShardError>>,
+    /// Every copy's entry (`None`: missing there).
+    pub copies: BTreeMap<i32, Option<ScrubObject>>,
+}
+
+impl Inconsistent {
+    /// The kinds of error found on any copy, in order, without repeats.
+    pub fn errors(&self) -> Vec<ShardError> {
+        let mut e: Vec<ShardError> = self.bad.values().flatten().copied().collect();
+        e.sort();
+        e.dedup();
+        e
+    }
+}
+
+/// An operator's command to one PG's primary.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PgCommand {
+    /// Start a scrub once the PG is clean (`deep`: read every byte;
+    /// `repair`: write good copies over bad ones afterwards).
+    Scrub { deep: bool, repair: bool },
+    /// What the last scrub found inconsistent.
+    ListInconsistent,
+}
+
+/// The primary's answer to a [`PgCommand`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PgCommandReply {
+    /// The scrub is asked for.
+    Queued,
+    Inconsistent(Vec<Inconsistent>),
+}
