@@ -160,6 +160,9 @@ pub enum PeerReply {
     /// As `Absent`, from a copy that never took that write either
     /// (`RepError::NeverTook`).
     NeverTook(String),
+    /// The answer to `Pull` from a copy whose data fails its checksum
+    /// (`RepError::Damaged`).
+    Damaged(String),
 }
 
 impl PeerReply {
@@ -171,6 +174,7 @@ impl PeerReply {
             RepError::Failed(e) => PeerReply::RepDone(Err(e)),
             RepError::Absent(e) => PeerReply::Absent(e),
             RepError::NeverTook(e) => PeerReply::NeverTook(e),
+            RepError::Damaged(e) => PeerReply::Damaged(e),
         }
     }
 
@@ -183,6 +187,7 @@ impl PeerReply {
             PeerReply::RepDone(Err(e)) => Err(RepError::Failed(e)),
             PeerReply::Absent(e) => Err(RepError::Absent(e)),
             PeerReply::NeverTook(e) => Err(RepError::NeverTook(e)),
+            PeerReply::Damaged(e) => Err(RepError::Damaged(e)),
             other => Ok(other),
         }
     }

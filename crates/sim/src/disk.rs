@@ -176,6 +176,7 @@ impl Disk {
     /// The store commits `txn`: durable with everything before it if
     /// `sync`, else only visible.
     pub fn commit(&mut self, txn: Transaction, sync: bool) {
+        self.store.heal(&txn);
         let copy = txn.clone();
         let done = match &mut self.kind {
             Kind::Mem {

@@ -61,6 +61,7 @@ impl Sim {
         }
         self.partition_faults();
         self.election_faults();
+        self.scrub_faults();
         let electing = self.elections.electing();
         if self.lose && !electing && self.rng.chance(MARK_UNFOUND_PER_MILLE) {
             self.mark_unfound_lost();

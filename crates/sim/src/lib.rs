@@ -77,6 +77,7 @@ mod election;
 mod faults;
 mod monitor;
 mod run;
+mod scrub;
 
 use client::{Kind, Pending};
 pub use run::{Monitors, Run};
@@ -303,6 +304,10 @@ pub struct Sim {
     heals: BTreeMap<(usize, usize), u64>,
     /// The monitors' leader failing now and then (`Run::elections`).
     elections: Elections,
+    /// Scrubs asked for now and then (`Run::scrubs`), and copies rotting
+    /// (`Run::rot`).
+    scrubs: bool,
+    rot: bool,
     /// The pool's striping when it is erasure-coded.
     ec: Option<Arc<Striper>>,
     /// Each acknowledged write's value, by object and version.
@@ -406,6 +411,12 @@ pub struct Stats {
     pub elections: u64,
     pub asks_failed: u64,
     pub taken_mid_commit: u64,
+    /// Scrubs the operator asked for, copies that rotted, deep scrubs of
+    /// the clean check, and copies repaired or mended.
+    pub scrubs_asked: u64,
+    pub rotted: u64,
+    pub deep_scrubs: u64,
+    pub repaired: u64,
 }
 
 /// A number from the environment, if set and a number.
@@ -458,6 +469,10 @@ impl Stats {
         self.elections += st.elections;
         self.asks_failed += st.asks_failed;
         self.taken_mid_commit += st.taken_mid_commit;
+        self.scrubs_asked += st.scrubs_asked;
+        self.rotted += st.rotted;
+        self.deep_scrubs += st.deep_scrubs;
+        self.repaired += st.repaired;
     }
 }
 
@@ -810,6 +825,8 @@ impl Sim {
             one_way: run.one_way,
             heals: BTreeMap::new(),
             elections: Elections::new(run.elections && real),
+            scrubs: run.scrubs && !run.ec,
+            rot: run.rot && !run.ec,
             rng,
             now_ms: 0,
             osds,

@@ -48,6 +48,11 @@ pub struct Run {
     /// The monitors' leader fails now and then, mid-commit (the real
     /// monitors only; `LOLIGO_SIM_ELECTIONS=1`).
     pub elections: bool,
+    /// Replicated runs: the operator asks for scrubs now and then
+    /// (`LOLIGO_SIM_SCRUB=1`; see the `scrub` module) ...
+    pub scrubs: bool,
+    /// ... and copies rot (`LOLIGO_SIM_ROT=1`).
+    pub rot: bool,
 }
 
 impl Run {
@@ -64,6 +69,25 @@ impl Run {
             one_way: false,
             stores: Stores::Mem,
             elections: false,
+            scrubs: false,
+            rot: false,
+        }
+    }
+
+    /// With scrubs asked for.
+    pub fn scrubbing(self) -> Run {
+        Run {
+            scrubs: true,
+            ..self
+        }
+    }
+
+    /// With scrubs asked for and copies rotting.
+    pub fn rotting(self) -> Run {
+        Run {
+            scrubs: true,
+            rot: true,
+            ..self
         }
     }
 
@@ -143,6 +167,11 @@ impl Run {
             true => run.electing(),
             false => run,
         };
+        let run = match (set("LOLIGO_SIM_SCRUB"), set("LOLIGO_SIM_ROT")) {
+            (_, true) => run.rotting(),
+            (true, false) => run.scrubbing(),
+            (false, false) => run,
+        };
         match set("LOLIGO_SIM_MODEL") || moves || strict {
             true => run.on_model(moves, strict),
             false => run,
@@ -172,6 +201,11 @@ impl Run {
         }
         if self.elections {
             env += "LOLIGO_SIM_ELECTIONS=1 ";
+        }
+        if self.rot {
+            env += "LOLIGO_SIM_ROT=1 ";
+        } else if self.scrubs {
+            env += "LOLIGO_SIM_SCRUB=1 ";
         }
         format!("{env}{seed_var}={}", self.seed)
     }

@@ -785,3 +785,56 @@ fn monitor_leader_changes_mid_commit_heal_and_lose_nothing() {
     assert!(total.taken_mid_commit > seeds / 4, "{total:?}");
     assert!(total.acked_writes > seeds * 10, "{total:?}");
 }
+
+/// Every replicated run with scrubs: the operator asks PGs for scrubs
+/// (deep or not, repairing or not) under the run's writes, crashes,
+/// partitions and map changes. No scrub ever finds copies that differ
+/// (nothing here makes them differ: a finding is a scrub bug, such as a
+/// chunk compared while a write to it was in flight); at the clean check
+/// a deep scrub with repair of every PG, then a second deep scrub, find
+/// nothing. The PGs heal and lose nothing acknowledged.
+/// `LOLIGO_SIM_SCRUB_SEEDS` runs more (default 40) from
+/// `LOLIGO_SIM_FIRST`; `LOLIGO_SIM_SCRUB=1` with a run's seed variable
+/// replays one.
+#[test]
+fn scrubs_under_faults_find_nothing_and_lose_nothing() {
+    let seeds: u64 = env_u64("LOLIGO_SIM_SCRUB_SEEDS", 40);
+    let first: u64 = env_u64("LOLIGO_SIM_FIRST", 0);
+    let mut total = Stats::default();
+    for seed in first..first + seeds {
+        total.add(
+            &Run::replicated(seed)
+                .scrubbing()
+                .go_named("LOLIGO_SIM_SEED"),
+        );
+    }
+    eprintln!("{seeds} seeds with scrubs: {total:?}");
+    assert!(total.scrubs_asked > seeds, "{total:?}");
+    assert!(total.deep_scrubs >= seeds * 2, "{total:?}");
+    assert!(total.acked_writes > seeds * 10, "{total:?}");
+}
+
+/// As `scrubs_under_faults_find_nothing_and_lose_nothing`, with one copy
+/// at a time rotting (its data fails its checksum until written again):
+/// reads of a rotten primary copy are mended from a member, scrubs find
+/// only rot, and repairs leave none. Not in the default run yet: when the
+/// rotten copy is the only complete one its PG's members can recover
+/// from (a good copy left only on a stray or a returning OSD), recovery
+/// and a behind primary's pull stall on it (Ceph looks for other holders
+/// and marks the object unfound); seeds 1 and 5 show it.
+/// `LOLIGO_SIM_ROT_SEEDS` (default 40), `LOLIGO_SIM_ROT=1` with a run's
+/// seed variable replays one.
+#[test]
+#[ignore = "recovery from a rotten sole source stalls (see the comment)"]
+fn rot_under_faults_is_mended_and_repaired() {
+    let seeds: u64 = env_u64("LOLIGO_SIM_ROT_SEEDS", 40);
+    let first: u64 = env_u64("LOLIGO_SIM_FIRST", 0);
+    let mut total = Stats::default();
+    for seed in first..first + seeds {
+        total.add(&Run::replicated(seed).rotting().go_named("LOLIGO_SIM_SEED"));
+    }
+    eprintln!("{seeds} seeds with rot: {total:?}");
+    assert!(total.rotted > seeds / 2, "{total:?}");
+    assert!(total.repaired > 0, "{total:?}");
+    assert!(total.acked_writes > seeds * 10, "{total:?}");
+}

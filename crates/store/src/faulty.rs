@@ -4,7 +4,11 @@
 //! the one that fails with an I/O error; everything else goes to the
 //! store it wraps unchanged. It can also commit a given transaction just
 //! before a chosen read, as a store that commits in its own thread may
-//! between two reads of one caller.
+//! between two reads of one caller. And it can rot an object: its data
+//! then fails its checksum on every read until a transaction writes to
+//! or removes the object (a bad sector under it; any write counts as a
+//! rewrite of the whole object, as a copy-on-write store's would be of
+//! the blocks it covers).
 //!
 //! It must never change what the wrapped store holds but by that chosen
 //! transaction: a failed transaction applies nothing, a failed read
@@ -13,9 +17,10 @@
 use crate::error::{Result, StoreError};
 use crate::names::{CollectionId, Limits, ObjectId, ObjectRead, ObjectStat, StoreStats};
 use crate::store::{Commit, ObjectStore};
+use crate::txn::Op;
 use crate::txn::Transaction;
 use bytes::Bytes;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -30,6 +35,7 @@ pub struct FaultyStore<S> {
     /// Reads left before `interleaved` is committed.
     interleave_in: AtomicU64,
     interleaved: std::sync::Mutex<Option<Transaction>>,
+    rotten: std::sync::Mutex<BTreeSet<(CollectionId, ObjectId)>>,
 }
 
 impl<S: ObjectStore> FaultyStore<S> {
@@ -43,6 +49,68 @@ impl<S: ObjectStore> FaultyStore<S> {
             commit_faults: AtomicU64::new(0),
             interleave_in: AtomicU64::new(0),
             interleaved: std::sync::Mutex::new(None),
+            rotten: std::sync::Mutex::new(BTreeSet::new()),
+        }
+    }
+
+    /// Rot object `o` of `c`: reads of its data fail with a checksum
+    /// error until a transaction writes or removes it.
+    pub fn rot(&self, c: CollectionId, o: &ObjectId) {
+        if let Ok(mut r) = self.rotten.lock() {
+            r.insert((c, o.clone()));
+        }
+    }
+
+    /// The objects rotten now.
+    pub fn rotten(&self) -> Vec<(CollectionId, ObjectId)> {
+        self.rotten
+            .lock()
+            .map(|r| r.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// A checksum error if `o`'s data is rotten and the read takes any.
+    fn check_rot(&self, c: CollectionId, o: &ObjectId, reads_data: bool) -> Result<()> {
+        let rotten = reads_data
+            && self
+                .rotten
+                .lock()
+                .is_ok_and(|r| r.contains(&(c, o.clone())));
+        if rotten {
+            self.read_faults.fetch_add(1, Ordering::Relaxed);
+            return Err(StoreError::Checksum {
+                oid: o.clone(),
+                offset: 0,
+            });
+        }
+        Ok(())
+    }
+
+    /// Objects `t` writes or removes are whole again (called for every
+    /// transaction queued here; a caller that commits to the wrapped
+    /// store directly calls it itself).
+    pub fn heal(&self, t: &Transaction) {
+        let Ok(mut r) = self.rotten.lock() else {
+            return;
+        };
+        if r.is_empty() {
+            return;
+        }
+        for op in &t.ops {
+            match op {
+                // (Any data write counts as rewriting the object.)
+                Op::WriteFull { coll, oid, .. }
+                | Op::Write { coll, oid, .. }
+                | Op::Zero { coll, oid, .. }
+                | Op::Truncate { coll, oid, .. }
+                | Op::Remove(coll, oid) => {
+                    r.remove(&(*coll, oid.clone()));
+                }
+                Op::Clone { coll, dst, .. } => {
+                    r.remove(&(*coll, dst.clone()));
+                }
+                _ => {}
+            }
         }
     }
 
@@ -113,6 +181,7 @@ impl<S: ObjectStore> ObjectStore for FaultyStore<S> {
             self.commit_faults.fetch_add(1, Ordering::Relaxed);
             return Commit::ready(Err(StoreError::Io("injected commit error".into())));
         }
+        self.heal(&t);
         self.inner.queue_transaction(t)
     }
     fn collections(&self) -> Result<Vec<CollectionId>> {
@@ -129,10 +198,12 @@ impl<S: ObjectStore> ObjectStore for FaultyStore<S> {
     }
     fn read(&self, c: CollectionId, o: &ObjectId, extents: &[(u64, u64)]) -> Result<Vec<Vec<u8>>> {
         self.read_trips()?;
+        self.check_rot(c, o, extents.iter().any(|e| e.1 > 0))?;
         self.inner.read(c, o, extents)
     }
     fn read_bytes(&self, c: CollectionId, o: &ObjectId, off: u64, len: u64) -> Result<Bytes> {
         self.read_trips()?;
+        self.check_rot(c, o, len > 0)?;
         self.inner.read_bytes(c, o, off, len)
     }
     fn read_with_attrs(
@@ -142,6 +213,7 @@ impl<S: ObjectStore> ObjectStore for FaultyStore<S> {
         extents: &[(u64, u64)],
     ) -> Result<Option<ObjectRead>> {
         self.read_trips()?;
+        self.check_rot(c, o, extents.iter().any(|e| e.1 > 0))?;
         self.inner.read_with_attrs(c, o, extents)
     }
     fn getattr(&self, c: CollectionId, o: &ObjectId, name: &str) -> Result<Vec<u8>> {
@@ -240,5 +312,33 @@ mod tests {
         s.apply(t).unwrap();
         assert_eq!(s.read(c, &o, &[(0, 3)]).unwrap(), vec![b"two".to_vec()]);
         assert_eq!(s.commit_faults(), 1);
+    }
+
+    #[test]
+    fn a_rotten_object_fails_data_reads_until_it_is_rewritten() {
+        let s = FaultyStore::new(MemStore::new());
+        let c = CollectionId::pg(1, 0);
+        let (o, other) = (ObjectId::new(7, "a"), ObjectId::new(8, "b"));
+        let mut t = Transaction::new();
+        t.create_collection(c);
+        t.write_full(c, &o, b"one".to_vec());
+        t.write_full(c, &other, b"two".to_vec());
+        s.apply(t).unwrap();
+        s.rot(c, &o);
+        assert!(matches!(
+            s.read(c, &o, &[(0, 3)]),
+            Err(StoreError::Checksum { .. })
+        ));
+        assert!(s.read_whole(c, &o, true).is_err());
+        assert!(
+            s.read_whole(c, &o, false).is_ok(),
+            "metadata reads still work"
+        );
+        assert_eq!(s.read(c, &other, &[(0, 3)]).unwrap(), vec![b"two".to_vec()]);
+        let mut t = Transaction::new();
+        t.write_full(c, &o, b"new".to_vec());
+        s.apply(t).unwrap();
+        assert_eq!(s.read(c, &o, &[(0, 3)]).unwrap(), vec![b"new".to_vec()]);
+        assert!(s.rotten().is_empty());
     }
 }

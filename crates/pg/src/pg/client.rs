@@ -421,9 +421,10 @@ impl Pg {
         if let Err(e) = result {
             let e = match e {
                 RepError::Stale(m) => RepError::Stale(format!("osd.{from}: {m}")),
-                RepError::Failed(m) | RepError::Absent(m) | RepError::NeverTook(m) => {
-                    RepError::Failed(format!("osd.{from}: {m}"))
-                }
+                RepError::Failed(m)
+                | RepError::Absent(m)
+                | RepError::NeverTook(m)
+                | RepError::Damaged(m) => RepError::Failed(format!("osd.{from}: {m}")),
             };
             // A stale-interval refusal decides the answer (retryable).
             if f.failed.is_none() || matches!(e, RepError::Stale(_)) {
@@ -453,9 +454,12 @@ impl Pg {
             Some(RepError::Stale(_)) => Err(OpError::WrongPrimary {
                 epoch: self.map.epoch,
             }),
-            Some(RepError::Failed(e) | RepError::Absent(e) | RepError::NeverTook(e)) => {
-                Err(OpError::Io(e))
-            }
+            Some(
+                RepError::Failed(e)
+                | RepError::Absent(e)
+                | RepError::NeverTook(e)
+                | RepError::Damaged(e),
+            ) => Err(OpError::Io(e)),
         };
         if let Some(token) = f.token {
             fx.push(reply(token, result, f.version, self.map.epoch));

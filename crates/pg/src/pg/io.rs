@@ -69,6 +69,9 @@ pub enum RepError {
     /// past it. From a member of the recorded write set, this proves the
     /// write was never acknowledged.
     NeverTook(String),
+    /// It answered, and its copy of the object asked for is damaged (its
+    /// data fails its checksum): proof that this copy is no good one.
+    Damaged(String),
 }
 
 /// Inputs to a PG.

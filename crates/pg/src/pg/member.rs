@@ -621,8 +621,13 @@ impl Pg {
         }
         // Erasure-coded: the puller rebuilds its shard from the shards;
         // this copy's bytes would be read for nothing.
-        recovery::read_copy_with(s, self.coll, name, self.ec.is_none())
-            .map_err(|e| RepError::Failed(format!("pg {}: {e}", self.id)))
+        recovery::read_copy_with(s, self.coll, name, self.ec.is_none()).map_err(|e| match e {
+            // (Answered: this copy holds no good one.)
+            StoreError::Checksum { .. } => {
+                RepError::Damaged(format!("pg {}: this copy is damaged: {e}", self.id))
+            }
+            e => RepError::Failed(format!("pg {}: {e}", self.id)),
+        })
     }
 
     /// Erasure-coded: this copy's rollback copy of `name`, without its

@@ -37,6 +37,9 @@ struct Mending {
     version: Version,
     /// Members not asked yet.
     left: Vec<i32>,
+    /// A member asked did not prove its copy damaged (it lacks the
+    /// object, holds another version, or did not answer).
+    unanswered: bool,
     interval: Epoch,
 }
 
@@ -52,7 +55,7 @@ impl Pg {
     /// Whether a read of `name` that found this copy damaged may mend it.
     pub(super) fn may_mend(&self, name: &str) -> bool {
         self.ec.is_none()
-            && matches!(self.role, Role::Primary { .. })
+            && matches!(self.role, Role::Primary { .. } | Role::Activating { .. })
             && self
                 .mend
                 .recent
@@ -101,16 +104,31 @@ impl Pg {
         let m = Mending {
             name,
             version,
+            unanswered: from.is_empty(),
             left: from,
             interval: self.map.interval,
         };
         self.mend_next(s, m, fx);
     }
 
-    /// Ask the next member for its copy, or give up: the ops waiting run
-    /// again and fail with the error.
+    /// Ask the next member for its copy, or give up. If every member
+    /// answered that it holds no good copy, the ops waiting run again and
+    /// fail with the error; if some could not say (none up, or
+    /// unreachable), they wait with the PG's other waiting ops for a map
+    /// that may bring one back (or their deadline).
     fn mend_next(&mut self, s: &dyn ObjectStore, mut m: Mending, fx: &mut Vec<Effect>) {
         let Some(to) = m.left.pop() else {
+            if m.unanswered {
+                tracing::warn!(
+                    "pg {}: no member up could give a good copy of {} at {:?}; its ops wait",
+                    self.id,
+                    m.name,
+                    m.version
+                );
+                let queued = self.ops.busy.remove(&m.name).unwrap_or_default();
+                self.ops.waiting.extend(queued);
+                return;
+            }
             tracing::error!(
                 "pg {}: no member holds a good copy of {} at {:?}",
                 self.id,
@@ -141,7 +159,7 @@ impl Pg {
         result: &Result<Push, RepError>,
         fx: &mut Vec<Effect>,
     ) -> bool {
-        let Some(m) = self.mend.pulls.remove(&tid) else {
+        let Some(mut m) = self.mend.pulls.remove(&tid) else {
             return false;
         };
         debug_assert_eq!(
@@ -152,8 +170,17 @@ impl Pg {
             Ok(p) if p.version == m.version && p.copy.is_some() => p,
             other => {
                 let why = match other {
-                    Ok(p) => format!("it holds {:?}", p.version),
-                    Err(e) => format!("{e:?}"),
+                    Err(e @ RepError::Damaged(_)) => format!("{e:?}"),
+                    // (Not a holder of this version, or no answer: no
+                    // proof that a good copy does not exist.)
+                    Ok(p) => {
+                        m.unanswered = true;
+                        format!("it holds {:?}", p.version)
+                    }
+                    Err(e) => {
+                        m.unanswered = true;
+                        format!("{e:?}")
+                    }
                 };
                 tracing::warn!("pg {}: osd.{from} cannot mend {}: {why}", self.id, m.name);
                 self.mend_next(s, m, fx);

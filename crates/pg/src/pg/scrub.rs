@@ -113,6 +113,17 @@ impl Pg {
         true
     }
 
+    /// When the last scrub and the last deep scrub ended (`now_ms`).
+    pub fn scrub_stamps(&self) -> (Option<u64>, Option<u64>) {
+        (self.scrubber.last_ms, self.scrubber.last_deep_ms)
+    }
+
+    /// Copies written over bad ones: by repairs, and by reads that found
+    /// this copy damaged.
+    pub fn repaired(&self) -> u64 {
+        self.scrubber.repaired + self.mend.mended
+    }
+
     /// The objects the last scrub found inconsistent.
     pub fn inconsistent(&self) -> Vec<Inconsistent> {
         self.scrubber.found.values().cloned().collect()
@@ -440,7 +451,7 @@ impl Pg {
         waiting.remove(&tid);
         let (name, left) = (name.clone(), waiting.len());
         match result {
-            Ok(()) => self.repaired(&name, from),
+            Ok(()) => self.copy_repaired(&name, from),
             Err(e) => tracing::warn!(
                 "pg {}: osd.{from} did not take {name}'s repair: {e:?}",
                 self.id
@@ -453,7 +464,7 @@ impl Pg {
     }
 
     /// `osd`'s copy of `name` is the authoritative one now.
-    pub(super) fn repaired(&mut self, name: &str, osd: i32) {
+    pub(super) fn copy_repaired(&mut self, name: &str, osd: i32) {
         let Some(i) = self.scrubber.found.get_mut(name) else {
             return;
         };
@@ -469,7 +480,7 @@ impl Pg {
 
     /// After this copy's own was mended: the members' bad copies next.
     pub(super) fn repair_rest(&mut self, s: &dyn ObjectStore, name: &str, fx: &mut Vec<Effect>) {
-        self.repaired(name, self.whoami);
+        self.copy_repaired(name, self.whoami);
         if self.scrubber.found.contains_key(name) {
             self.repair_object(s, name.to_string(), fx);
         }

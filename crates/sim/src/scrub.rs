@@ -1,0 +1,136 @@
+//! Scrubs in a random run (`Run::scrubs`): now and then the operator asks
+//! a PG for a scrub, deep or not, with repair or not, and (`Run::rot`)
+//! now and then one copy of an object rots (its data fails its checksum
+//! until rewritten; one rotten copy at a time). Reads of a rotten primary
+//! copy are mended from a member; scrubs run chunk by chunk under the
+//! run's writes, crashes, partitions and map changes. At the clean check
+//! every PG is deep-scrubbed and repaired, then deep-scrubbed again: the
+//! second finds nothing, no copy is left rotten, and no scrub ever found a
+//! copy that differs but by rot (nothing else here makes copies differ:
+//! anything else is a scrub or repair bug).
+//!
+//! It must never read the clock or the OS's randomness.
+
+use super::*;
+use loligo_pg::pg::scrub::ScrubKind;
+use loligo_pg::pg::scrub_map::ShardError;
+use loligo_store::ObjectId;
+
+/// Chance (per mille) per step that the operator asks a PG for a scrub.
+pub(crate) const SCRUB_ASK_PER_MILLE: u64 = 20;
+
+/// Chance (per mille) per step that a copy rots (while none is rotten).
+pub(crate) const ROT_PER_MILLE: u64 = 10;
+
+/// Steps the clean check gives each of its scrub passes.
+const PASS_STEPS: usize = 2_000;
+
+fn oid_of(obj: usize) -> ObjectId {
+    let name = format!("o{obj}");
+    ObjectId::new(loligo_crush::hash::str_hash_rjenkins(name.as_bytes()), name)
+}
+
+impl Sim {
+    pub(crate) fn scrub_faults(&mut self) {
+        if !self.scrubs {
+            return;
+        }
+        if self.rng.chance(SCRUB_ASK_PER_MILLE) {
+            let (o, p) = (self.rng.index(OSDS), self.rng.index(PGS));
+            let kind = ScrubKind {
+                deep: self.rng.chance(500),
+                repair: self.rng.chance(500),
+            };
+            if self.osds[o]
+                .pgs
+                .get_mut(p)
+                .is_some_and(|pg| pg.request_scrub(kind))
+            {
+                self.stats.scrubs_asked += 1;
+            }
+        }
+        if self.rot && self.rng.chance(ROT_PER_MILLE) && self.rotten_now() == 0 {
+            let (obj, o) = (self.rng.index(OBJECTS), self.rng.index(OSDS));
+            let (c, oid) = (coll(pg_of(obj)), oid_of(obj));
+            if self.osds[o].running() && self.osds[o].disk.inner().exists(c, &oid).unwrap_or(false)
+            {
+                self.osds[o].disk.store.rot(c, &oid);
+                self.stats.rotted += 1;
+            }
+        }
+    }
+
+    fn rotten_now(&self) -> usize {
+        self.osds.iter().map(|o| o.disk.store.rotten().len()).sum()
+    }
+
+    /// What every scrub on OSD `o` found: only rot.
+    fn check_found(&mut self, o: usize) {
+        for (p, pg) in self.osds[o].pgs.iter().enumerate() {
+            for i in pg.inconsistent() {
+                for (osd, errs) in &i.bad {
+                    assert_eq!(
+                        errs,
+                        &vec![ShardError::ReadError],
+                        "pg {p}: osd.{o}'s scrub found osd.{osd}'s copy of {} wrong, not rotten: {i:?}",
+                        i.name
+                    );
+                }
+            }
+        }
+    }
+
+    /// The clean check's scrub passes (see the module's comment).
+    pub(crate) fn scrub_everything(&mut self) {
+        for o in 0..OSDS {
+            self.check_found(o);
+        }
+        for repair in [true, false] {
+            let mut asked = Vec::new();
+            for o in 0..OSDS {
+                for (p, pg) in self.osds[o].pgs.iter_mut().enumerate() {
+                    let before = pg.scrub_stamps().1;
+                    if pg.request_scrub(ScrubKind { deep: true, repair }) {
+                        asked.push((o, p, before));
+                    }
+                }
+            }
+            assert_eq!(asked.len(), PGS, "a primary for every PG: {asked:?}");
+            let done = |sim: &Sim| {
+                asked
+                    .iter()
+                    .all(|&(o, p, before)| sim.osds[o].pgs[p].scrub_stamps().1 > before)
+            };
+            for _ in 0..PASS_STEPS {
+                if done(self) && (!repair || self.rotten_now() == 0) {
+                    break;
+                }
+                self.step();
+            }
+            assert!(done(self), "deep scrubs of every PG did not end: {asked:?}");
+            for o in 0..OSDS {
+                self.check_found(o);
+            }
+            self.stats.deep_scrubs += asked.len() as u64;
+        }
+        for o in 0..OSDS {
+            for (p, pg) in self.osds[o].pgs.iter().enumerate() {
+                if pg.is_primary() {
+                    assert!(
+                        pg.inconsistent().is_empty(),
+                        "pg {p}: still inconsistent after a repair: {:?}",
+                        pg.inconsistent()
+                    );
+                }
+            }
+        }
+        assert_eq!(
+            self.rotten_now(),
+            0,
+            "rotten copies left after a repair of every PG"
+        );
+        for o in 0..OSDS {
+            self.stats.repaired += self.osds[o].pgs.iter().map(Pg::repaired).sum::<u64>();
+        }
+    }
+}
