@@ -502,6 +502,13 @@ fn status_text(s: &StatusReport) -> String {
             s.usage.unfound_objects, s.usage.unfound_pgs
         );
     }
+    if s.usage.scrub_errors > 0 {
+        let _ = writeln!(
+            o,
+            "    scrub errors: {} objects in {} pgs inconsistent",
+            s.usage.scrub_errors, s.usage.inconsistent_pgs
+        );
+    }
     let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
     let u = &s.usage;
     let _ = writeln!(
@@ -1174,6 +1181,8 @@ mod tests {
                 misplaced_objects: 2,
                 unfound_objects: 0,
                 unfound_pgs: 0,
+                scrub_errors: 0,
+                inconsistent_pgs: 0,
                 used_bytes: 1 << 30,
                 total_bytes: 4 << 30,
             },

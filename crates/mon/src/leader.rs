@@ -174,7 +174,7 @@ impl LeaderState {
         let stats = self.current_stats(map);
         let mut by_state: BTreeMap<PgState, u64> = BTreeMap::new();
         let (mut total, mut objects, mut degraded, mut misplaced) = (0u64, 0u64, 0u64, 0u64);
-        let (mut unfound, mut unfound_pgs) = (0u64, 0u64);
+        let mut damage = Damage::default();
         let mut placer = map.placer()?;
         for pool in map.pools.values() {
             for ps in 0..pool.pg_num {
@@ -186,8 +186,10 @@ impl LeaderState {
                     objects = objects.saturating_add(s.objects);
                     degraded = degraded.saturating_add(s.degraded);
                     misplaced = misplaced.saturating_add(s.misplaced);
-                    unfound = unfound.saturating_add(s.unfound);
-                    unfound_pgs += u64::from(s.unfound > 0);
+                    damage.unfound = damage.unfound.saturating_add(s.unfound);
+                    damage.unfound_pgs += u64::from(s.unfound > 0);
+                    damage.scrub_errors = damage.scrub_errors.saturating_add(s.scrub_errors);
+                    damage.inconsistent_pgs += u64::from(s.scrub_errors > 0);
                 }
                 *by_state.entry(state).or_default() += 1;
             }
@@ -233,7 +235,7 @@ impl LeaderState {
             })
             .collect();
         osd_counters.sort_by_key(|c| c.osd);
-        let health = health(map, up, &by_state, (unfound, unfound_pgs));
+        let health = health(map, up, &by_state, &damage);
         Ok(StatusReport {
             fsid: map.fsid.clone(),
             health,
@@ -250,8 +252,10 @@ impl LeaderState {
                 objects,
                 degraded_objects: degraded,
                 misplaced_objects: misplaced,
-                unfound_objects: unfound,
-                unfound_pgs,
+                unfound_objects: damage.unfound,
+                unfound_pgs: damage.unfound_pgs,
+                scrub_errors: damage.scrub_errors,
+                inconsistent_pgs: damage.inconsistent_pgs,
                 used_bytes: used,
                 total_bytes: capacity,
             },
@@ -325,14 +329,25 @@ fn state_of<'a>(
     }
 }
 
-/// Health checks from OSD and PG states and the unfound objects (and the
-/// PGs holding them), worst level first found.
-fn health(
-    map: &OsdMap,
-    up: usize,
-    by_state: &BTreeMap<PgState, u64>,
-    (unfound, unfound_pgs): (u64, u64),
-) -> Health {
+/// Objects the PGs' primaries report unfound or inconsistent, and the
+/// PGs holding them.
+#[derive(Default)]
+struct Damage {
+    unfound: u64,
+    unfound_pgs: u64,
+    scrub_errors: u64,
+    inconsistent_pgs: u64,
+}
+
+/// Health checks from OSD and PG states and the damage reported (unfound
+/// objects, scrub errors), worst level first found.
+fn health(map: &OsdMap, up: usize, by_state: &BTreeMap<PgState, u64>, damage: &Damage) -> Health {
+    let Damage {
+        unfound,
+        unfound_pgs,
+        scrub_errors,
+        inconsistent_pgs,
+    } = *damage;
     let count = |f: &dyn Fn(PgState) -> bool| -> u64 {
         by_state
             .iter()
@@ -381,6 +396,16 @@ fn health(
             "Possible data damage: {unfound} objects unfound in {unfound_pgs} pgs (reads of \
              them wait for the OSDs that hold them: `loligo pg ls` names the pgs; bring \
              those OSDs back, or `osd lost` the ones that will not return)"
+        ));
+        level = HealthStatus::Err;
+    }
+    if scrub_errors > 0 {
+        // Ceph's OSD_SCRUB_ERRORS and PG_DAMAGED.
+        checks.push(format!("OSD_SCRUB_ERRORS: {scrub_errors} scrub errors"));
+        checks.push(format!(
+            "PG_DAMAGED: Possible data damage: {inconsistent_pgs} pgs inconsistent \
+             (`loligo pg ls --state inconsistent` names them, `loligo list-inconsistent-obj \
+             PG` what is wrong, `loligo pg repair PG` mends it)"
         ));
         level = HealthStatus::Err;
     }
@@ -705,6 +730,29 @@ mod tests {
             s.health
         );
         assert_eq!(s.usage.unfound_objects, 0);
+        // A PG whose scrub found inconsistent objects: OSD_SCRUB_ERRORS
+        // and PG_DAMAGED, an error.
+        let mut r = l.reports.values().next().unwrap().report.clone();
+        r.pgs[0].scrub_errors = 2;
+        l.on_report(r.clone(), t0);
+        let s = l.status(&m, mons(), t0, &T).unwrap();
+        assert_eq!((s.usage.scrub_errors, s.usage.inconsistent_pgs), (2, 1));
+        assert_eq!(s.health.status, HealthStatus::Err);
+        assert!(s
+            .health
+            .checks
+            .iter()
+            .any(|c| c == "OSD_SCRUB_ERRORS: 2 scrub errors"));
+        assert!(
+            s.health
+                .checks
+                .iter()
+                .any(|c| c.starts_with("PG_DAMAGED") && c.contains("1 pgs inconsistent")),
+            "{:?}",
+            s.health
+        );
+        r.pgs[0].scrub_errors = 0;
+        l.on_report(r, t0);
         // A PG with unfound objects: counted, and the health is an error
         // that says what to do.
         let mut r = l.reports.values().next().unwrap().report.clone();

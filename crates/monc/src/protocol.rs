@@ -425,6 +425,12 @@ pub struct Usage {
     pub unfound_objects: u64,
     #[serde(default)]
     pub unfound_pgs: u64,
+    /// Objects scrubs found inconsistent and not repaired (Ceph's scrub
+    /// errors), and the PGs holding them (`inconsistent`).
+    #[serde(default)]
+    pub scrub_errors: u64,
+    #[serde(default)]
+    pub inconsistent_pgs: u64,
     pub used_bytes: u64,
     pub total_bytes: u64,
 }
@@ -475,6 +481,8 @@ mod tests {
                 misplaced_objects: 0,
                 unfound_objects: 0,
                 unfound_pgs: 0,
+                scrub_errors: 0,
+                inconsistent_pgs: 0,
                 used_bytes: 0,
                 total_bytes: 1,
             },

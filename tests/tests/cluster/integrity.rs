@@ -267,6 +267,22 @@ async fn deep_scrub_finds_bad_copies_and_repair_mends_them() {
         row.state
     );
     assert_eq!(row.scrub_errors, 4);
+    let mut health = serde_json::Value::Null;
+    for _ in 0..50 {
+        health = c.mon(MonRequest::Admin(Admin::Status)).await.unwrap().value["health"].clone();
+        if health
+            .to_string()
+            .contains("OSD_SCRUB_ERRORS: 4 scrub errors")
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let h = health.to_string();
+    assert!(
+        h.contains("OSD_SCRUB_ERRORS: 4 scrub errors") && h.contains("PG_DAMAGED"),
+        "{h}"
+    );
 
     scrub(&c, pg, true, true).await;
     wait_consistent(&c, pg).await;
