@@ -48,6 +48,24 @@ pub enum StoreCmd {
     /// Measure a fresh store in DIR (created, then removed) against raw
     /// O_DIRECT writes and MemStore, in one run.
     Bench(BenchArgs),
+    /// Write FILE's bytes into object OBJ's data at OFFSET, through the
+    /// store, so its checksums stay valid (like `ceph-objectstore-tool
+    /// ... set-bytes`): wrong data only a deep scrub's digest comparison
+    /// can find, for testing it. The OSD must be stopped.
+    SetBytes(SetBytesArgs),
+}
+
+#[derive(Args)]
+pub struct SetBytesArgs {
+    dir: PathBuf,
+    /// The object's name.
+    obj: String,
+    offset: u64,
+    file: PathBuf,
+    /// The PG holding the copy (POOL.SEED), when several collections hold
+    /// an object of that name.
+    #[arg(long)]
+    pg: Option<String>,
 }
 
 #[derive(Args)]
@@ -169,6 +187,7 @@ pub fn run(cmd: StoreCmd) -> Result<(), CliError> {
             }
         }
         StoreCmd::Bench(a) => bench(a),
+        StoreCmd::SetBytes(a) => set_bytes(a),
         StoreCmd::Torture(a) => {
             if !(1..=64).contains(&a.threads) {
                 return Err(CliError("--threads must be in 1..=64".into()));
@@ -355,5 +374,60 @@ fn bench(a: BenchArgs) -> Result<(), CliError> {
             blk.omap_inserts_per_s / mem.omap_inserts_per_s
         );
     }
+    Ok(())
+}
+
+/// `store set-bytes`: the object found by name (in the collection `--pg`
+/// names, or the only one holding it), written at the offset.
+fn set_bytes(a: SetBytesArgs) -> Result<(), CliError> {
+    use loligo_store::{CollectionId, ObjectId, ObjectStore, Transaction};
+    let data =
+        std::fs::read(&a.file).map_err(|e| CliError(format!("{}: {e}", a.file.display())))?;
+    let s = BlockStore::mount(&a.dir, &BlockConfig::default())?;
+    let o = ObjectId::new(
+        loligo_crush::hash::str_hash_rjenkins(a.obj.as_bytes()),
+        a.obj.clone(),
+    );
+    let want: Option<loligo_types::PgId> =
+        a.pg.as_deref()
+            .map(str::parse)
+            .transpose()
+            .map_err(CliError)?;
+    let mut holders: Vec<CollectionId> = Vec::new();
+    for c in s.collections()? {
+        let named = want.is_none_or(|p| (c.pool, c.pg) == (p.pool, p.ps));
+        if named && s.exists(c, &o)? {
+            holders.push(c);
+        }
+    }
+    let c = match holders.as_slice() {
+        [c] => *c,
+        [] => {
+            return Err(CliError(format!(
+                "no object '{}' in {}",
+                a.obj,
+                a.dir.display()
+            )))
+        }
+        many => {
+            let names: Vec<String> = many.iter().map(|c| format!("{c:?}")).collect();
+            return Err(CliError(format!(
+                "'{}' is in several collections ({}): name one with --pg",
+                a.obj,
+                names.join(", ")
+            )));
+        }
+    };
+    let mut t = Transaction::new();
+    t.write(c, &o, a.offset, data.clone());
+    s.apply(t)?;
+    println!(
+        "wrote {} bytes at offset {} of '{}' in pg {}.{:x}",
+        data.len(),
+        a.offset,
+        a.obj,
+        c.pool,
+        c.pg
+    );
     Ok(())
 }

@@ -546,6 +546,48 @@ fn store_mkfs_on_a_device() {
     let _ = std::fs::remove_dir_all(&base);
 }
 
+/// `store set-bytes` writes a file's bytes into a stopped store's object
+/// through the store (its checksums valid, so fsck stays clean), finds
+/// the object by name, and refuses a name no collection holds.
+#[test]
+fn store_set_bytes_writes_through_the_store() {
+    use loligo_store::{BlockConfig, BlockStore, CollectionId, ObjectId, ObjectStore, Transaction};
+    let base = std::env::temp_dir().join(format!("loligo-cli-set-bytes-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    std::fs::create_dir_all(&base).unwrap();
+    let dir = base.join("store");
+    let d = dir.to_string_lossy().to_string();
+    ok_stdout(&["store", "mkfs", &d, "--size", "67108864"]);
+    let (c, o) = (CollectionId::pg(1, 7), ObjectId::new(0x2a71_654e, "o6"));
+    {
+        let s = BlockStore::mount(&dir, &BlockConfig::default()).unwrap();
+        let mut t = Transaction::new();
+        t.create_collection(c);
+        t.write_full(c, &o, vec![b'a'; 100]);
+        s.apply(t).unwrap();
+    }
+    let file = base.join("evil");
+    std::fs::write(&file, b"evil").unwrap();
+    let f = file.to_string_lossy().to_string();
+    let out = ok_stdout(&["store", "set-bytes", &d, "o6", "10", &f]);
+    assert!(
+        out.contains("wrote 4 bytes at offset 10 of 'o6' in pg 1.7"),
+        "{out}"
+    );
+    {
+        let s = BlockStore::mount(&dir, &BlockConfig::default()).unwrap();
+        let got = s.read(c, &o, &[(0, 100)]).unwrap().remove(0);
+        let mut want = vec![b'a'; 100];
+        want[10..14].copy_from_slice(b"evil");
+        assert_eq!(got, want);
+    }
+    ok_stdout(&["store", "fsck", &d, "--deep"]);
+    let bad = loligo(&["store", "set-bytes", &d, "nothing", "0", &f]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("no object 'nothing'"));
+    let _ = std::fs::remove_dir_all(&base);
+}
+
 /// `store bench --incompressible` runs every workload on a scratch store,
 /// says in its JSON which payload it used, counts the device bytes of the
 /// random overwrites, reads the overwritten objects back, and removes its
