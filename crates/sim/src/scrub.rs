@@ -35,6 +35,9 @@ impl Sim {
         if !self.scrubs {
             return;
         }
+        for o in 0..OSDS {
+            self.check_found(o);
+        }
         if self.rng.chance(SCRUB_ASK_PER_MILLE) {
             let (o, p) = (self.rng.index(OSDS), self.rng.index(PGS));
             let kind = ScrubKind {
