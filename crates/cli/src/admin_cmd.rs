@@ -22,7 +22,7 @@ pub struct JsonFlag {
 #[derive(Subcommand)]
 pub enum OsdCmd {
     /// Run an OSD daemon in the foreground.
-    Run(crate::daemon_cmd::OsdArgs),
+    Run(Box<crate::daemon_cmd::OsdArgs>),
     /// The CRUSH hierarchy with each OSD's state.
     Tree(JsonFlag),
     /// The OSD map (OSDs, pools, overrides) as JSON.
@@ -559,7 +559,7 @@ fn status_text(s: &StatusReport) -> String {
 pub fn osd(conn: &ConnArgs, c: OsdCmd) -> Result<(), CliError> {
     let req = |a| MonRequest::Admin(a);
     match c {
-        OsdCmd::Run(a) => return crate::daemon_cmd::osd(a),
+        OsdCmd::Run(a) => return crate::daemon_cmd::osd(*a),
         OsdCmd::Tree(j) => {
             let v = call(conn, req(Admin::OsdTree))?.value;
             if j.json {
@@ -1115,10 +1115,9 @@ mod tests {
             last_scrub_stamp: 0,
             last_deep_scrub_stamp: 0,
         };
-        let t = pg_table(&[
-            row("1.0", PgState::ACTIVE | PgState::CLEAN, vec![]),
-            row("1.1f", PgState::DOWN, vec![3, 4]),
-        ]);
+        let mut scrubbed = row("1.0", PgState::ACTIVE | PgState::CLEAN, vec![]);
+        scrubbed.last_scrub_stamp = 1_796_249_870_250;
+        let t = pg_table(&[scrubbed, row("1.1f", PgState::DOWN, vec![3, 4])]);
         let lines: Vec<&str> = t.lines().collect();
         assert_eq!(lines.len(), 3, "{t}");
         let cols: Vec<&str> = lines[0].split_whitespace().collect();
@@ -1136,7 +1135,9 @@ mod tests {
                 "active+clean",
                 "[0,1,2]",
                 "[0,-1,2]",
-                "0"
+                "0",
+                "2026-12-02T22:17:50.250",
+                "-"
             ]
         );
         assert!(lines[2].starts_with("1.1f "), "{t}");

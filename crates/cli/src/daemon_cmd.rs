@@ -133,6 +133,26 @@ pub struct OsdArgs {
     /// `inconsistent`; 0: never).
     #[arg(long, default_value_t = loligo_osd::pg::SCRUB_INTERVAL_MS as f64 / 1000.0)]
     scrub_interval: f64,
+    /// Seconds after a PG's last scrub before it is scrubbed again while
+    /// the load is under --scrub-load-threshold (plus a per-PG share of up
+    /// to half of it; Ceph's osd_scrub_min_interval; 0: never).
+    #[arg(long, default_value_t = 86_400.0)]
+    scrub_min_interval: f64,
+    /// Seconds after which a PG is scrubbed whatever the load (0: never).
+    #[arg(long, default_value_t = 604_800.0)]
+    scrub_max_interval: f64,
+    /// Seconds after a PG's last deep scrub before the next (plus its
+    /// share; 0: never).
+    #[arg(long, default_value_t = 604_800.0)]
+    deep_scrub_interval: f64,
+    /// Scheduled scrubs wait while the one-minute load average per CPU is
+    /// at or over this.
+    #[arg(long, default_value_t = loligo_osd::daemon::SCRUB_LOAD_THRESHOLD)]
+    scrub_load_threshold: f64,
+    /// Seconds to pause between scrub chunks (lower the scrubs' share of
+    /// the disk; Ceph's osd_scrub_sleep).
+    #[arg(long, default_value_t = 0.0)]
+    scrub_sleep: f64,
     /// This OSD's keyring (made by `loligo up` or `loligo auth`): every
     /// connection to and from it is mutual TLS, and only this cluster's
     /// entities get through. Required unless --insecure is given.
@@ -369,6 +389,27 @@ pub fn osd(a: OsdArgs) -> Result<(), CliError> {
         Duration::ZERO
     } else {
         secs(a.scrub_interval, "--scrub-interval")?
+    };
+    let ms_or_never = |v: f64, name: &str| -> Result<u64, CliError> {
+        if v == 0.0 {
+            Ok(0)
+        } else {
+            Ok(secs(v, name)?.as_millis() as u64)
+        }
+    };
+    cfg.scrub_schedule = loligo_osd::pg::scrub::ScrubSchedule {
+        min_interval_ms: ms_or_never(a.scrub_min_interval, "--scrub-min-interval")?,
+        max_interval_ms: ms_or_never(a.scrub_max_interval, "--scrub-max-interval")?,
+        deep_interval_ms: ms_or_never(a.deep_scrub_interval, "--deep-scrub-interval")?,
+    };
+    if a.scrub_load_threshold.is_nan() || a.scrub_load_threshold <= 0.0 {
+        return Err(CliError("--scrub-load-threshold must be above 0".into()));
+    }
+    cfg.scrub_load_threshold = a.scrub_load_threshold;
+    cfg.scrub_sleep = if a.scrub_sleep == 0.0 {
+        Duration::ZERO
+    } else {
+        secs(a.scrub_sleep, "--scrub-sleep")?
     };
     let rt = crate::config::runtime()?;
     rt.block_on(async move {

@@ -414,6 +414,10 @@ pub struct Stats {
     /// Scrubs the operator asked for, copies that rotted, deep scrubs of
     /// the clean check, and copies repaired or mended.
     pub scrubs_asked: u64,
+    /// Scrubs the PGs alive at the clean check had ended, and had asked
+    /// for by their schedule.
+    pub scrubs_done: u64,
+    pub scrubs_scheduled: u64,
     pub rotted: u64,
     pub deep_scrubs: u64,
     pub repaired: u64,
@@ -470,6 +474,8 @@ impl Stats {
         self.asks_failed += st.asks_failed;
         self.taken_mid_commit += st.taken_mid_commit;
         self.scrubs_asked += st.scrubs_asked;
+        self.scrubs_done += st.scrubs_done;
+        self.scrubs_scheduled += st.scrubs_scheduled;
         self.rotted += st.rotted;
         self.deep_scrubs += st.deep_scrubs;
         self.repaired += st.repaired;
@@ -947,6 +953,7 @@ impl Sim {
 
     fn start(&mut self, o: usize) {
         let ec = self.ec.is_some();
+        let scrubs = self.scrubs;
         let osd = &mut self.osds[o];
         osd.gen += 1;
         for p in 0..PGS {
@@ -961,6 +968,10 @@ impl Sim {
             pg.merkle_leaves = if ec { 0 } else { merkle::LEAVES_MIN };
             // Roots compared often: a false difference fails the run.
             pg.scrub_interval_ms = 1_000;
+            if scrubs {
+                // Scrubs come due on their own too, every few seconds.
+                pg.scrub_schedule = scrub::SIM_SCHEDULE;
+            }
             osd.pgs.push(pg);
         }
         osd.seen = Seen::default();

@@ -22,6 +22,15 @@ pub(crate) const SCRUB_ASK_PER_MILLE: u64 = 20;
 /// Chance (per mille) per step that a copy rots (while none is rotten).
 pub(crate) const ROT_PER_MILLE: u64 = 10;
 
+/// The PGs' scrub schedule in scrub runs: due every few seconds (a run
+/// lasts 30 s of simulated time).
+pub(crate) const SIM_SCHEDULE: loligo_pg::pg::scrub::ScrubSchedule =
+    loligo_pg::pg::scrub::ScrubSchedule {
+        min_interval_ms: 3_000,
+        max_interval_ms: 8_000,
+        deep_interval_ms: 6_000,
+    };
+
 /// Steps the clean check gives each of its scrub passes.
 const PASS_STEPS: usize = 2_000;
 
@@ -87,6 +96,11 @@ impl Sim {
     pub(crate) fn scrub_everything(&mut self) {
         for o in 0..OSDS {
             self.check_found(o);
+            for pg in &self.osds[o].pgs {
+                let (done, scheduled) = pg.scrub_counts();
+                self.stats.scrubs_done += done;
+                self.stats.scrubs_scheduled += scheduled;
+            }
         }
         for repair in [true, false] {
             let mut asked = Vec::new();

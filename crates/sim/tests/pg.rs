@@ -787,8 +787,9 @@ fn monitor_leader_changes_mid_commit_heal_and_lose_nothing() {
 }
 
 /// Every replicated run with scrubs: the operator asks PGs for scrubs
-/// (deep or not, repairing or not) under the run's writes, crashes,
-/// partitions and map changes. No scrub ever finds copies that differ
+/// (deep or not, repairing or not), and scrubs come due on a schedule of
+/// a few seconds, under the run's writes, crashes, partitions and map
+/// changes. No scrub ever finds copies that differ
 /// (nothing here makes them differ: a finding is a scrub bug, such as a
 /// chunk compared while a write to it was in flight); at the clean check
 /// a deep scrub with repair of every PG, then a second deep scrub, find
@@ -810,6 +811,9 @@ fn scrubs_under_faults_find_nothing_and_lose_nothing() {
     }
     eprintln!("{seeds} seeds with scrubs: {total:?}");
     assert!(total.scrubs_asked > seeds, "{total:?}");
+    // Due by the schedule too (every few seconds here), and ended.
+    assert!(total.scrubs_scheduled > seeds, "{total:?}");
+    assert!(total.scrubs_done > seeds, "{total:?}");
     assert!(total.deep_scrubs >= seeds * 2, "{total:?}");
     assert!(total.acked_writes > seeds * 10, "{total:?}");
 }

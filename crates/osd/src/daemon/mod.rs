@@ -100,10 +100,21 @@ pub struct OsdConfig {
     /// How often a clean primary compares its members' Merkle roots with
     /// its own (zero: never); a difference shows the PG `inconsistent`.
     pub scrub_interval: Duration,
+    /// When scrubs and deep scrubs come due on their own.
+    pub scrub_schedule: crate::pg::scrub::ScrubSchedule,
+    /// Scheduled scrubs under the minimum interval's rule start only
+    /// while the load average per CPU is under this (Ceph's
+    /// `osd_scrub_load_threshold`).
+    pub scrub_load_threshold: f64,
+    /// Pause between scrub chunks (Ceph's `osd_scrub_sleep`).
+    pub scrub_sleep: Duration,
     /// Mutual TLS as this OSD's entity (`osd.ID`) for its port and every
     /// connection it makes; `None`: plain (anyone may connect).
     pub security: Option<loligo_proto::net::Security>,
 }
+
+/// Default `OsdConfig::scrub_load_threshold` (Ceph's).
+pub const SCRUB_LOAD_THRESHOLD: f64 = 0.5;
 
 /// Default `OsdConfig::recovery_max_active`.
 pub const RECOVERY_MAX_ACTIVE: usize = 4;
@@ -133,6 +144,9 @@ impl OsdConfig {
             recovery_max_incoming: RECOVERY_MAX_INCOMING,
             merkle_leaves: crate::pg::merkle::LEAVES_DEFAULT,
             scrub_interval: Duration::from_millis(crate::pg::SCRUB_INTERVAL_MS),
+            scrub_schedule: crate::pg::scrub::ScrubSchedule::default(),
+            scrub_load_threshold: SCRUB_LOAD_THRESHOLD,
+            scrub_sleep: Duration::ZERO,
             security: None,
         }
     }
@@ -191,6 +205,9 @@ pub struct OsdShared {
     start: Instant,
     /// The Unix time (ms) at `start`: PGs report scrub stamps by it.
     clock_base_unix_ms: u64,
+    /// The load average per CPU is under `scrub_load_threshold` (checked
+    /// at each report).
+    scrub_load_ok: AtomicBool,
     /// Set when the OSD stops: PG tasks end at their next input.
     stopped: AtomicBool,
     /// A re-boot after being wrongly marked down is under way.
@@ -610,6 +627,7 @@ pub async fn start(
         clock_base_unix_ms: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64),
+        scrub_load_ok: AtomicBool::new(true),
         stopped: AtomicBool::new(false),
         rebooting: AtomicBool::new(false),
         shutdown: tokio::sync::Notify::new(),

@@ -118,6 +118,8 @@ pub(super) async fn reports(s: Arc<OsdShared>, mut mc: MonClient) {
                 tokio::time::sleep(Duration::from_millis(REPORT_BATCH_MS)).await;
             }
         }
+        let load_ok = load_per_cpu().is_none_or(|l| l < s.cfg.scrub_load_threshold);
+        s.scrub_load_ok.store(load_ok, Ordering::Relaxed);
         let stats = s.store.statfs().ok();
         let (device_read_bytes, device_reads) = s.store.device_reads();
         let c = &s.counters;
@@ -176,4 +178,12 @@ pub(super) fn reboot_if_marked_down(s: &Arc<OsdShared>, epoch: Epoch) {
         }
         s.rebooting.store(false, Ordering::Relaxed);
     });
+}
+
+/// The one-minute load average per CPU (`None`: not known here).
+fn load_per_cpu() -> Option<f64> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    let one: f64 = text.split_whitespace().next()?.parse().ok()?;
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    Some(one / cpus as f64)
 }

@@ -60,6 +60,8 @@ pub(super) fn spawn(s: &Arc<OsdShared>, pg: PgId) -> Option<Mailbox> {
     });
     core.scrub_interval_ms = s.cfg.scrub_interval.as_millis() as u64;
     core.clock_base_unix_ms = s.clock_base_unix_ms;
+    core.scrub_schedule = s.cfg.scrub_schedule;
+    core.scrub_sleep_ms = s.cfg.scrub_sleep.as_millis() as u64;
     core.merkle_leaves = if ec == Some(true) {
         0
     } else {
@@ -92,6 +94,9 @@ async fn run(s: Arc<OsdShared>, me: Mailbox, mut inbox: Inbox, mut core: Pg) {
             return;
         }
         let mut input = msg.input;
+        if matches!(input, Input::Tick { .. }) {
+            core.scrub_load_ok = s.scrub_load_ok.load(Ordering::Relaxed);
+        }
         if let Some(w) = msg.reply {
             let token = next_token;
             next_token += 1;

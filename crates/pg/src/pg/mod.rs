@@ -920,6 +920,10 @@ pub struct Pg {
     scrubber: scrub::Scrubber,
     /// Pause between scrub chunks (ms; Ceph's `osd_scrub_sleep`).
     pub scrub_sleep_ms: u64,
+    /// When scrubs come due on their own.
+    pub scrub_schedule: scrub::ScrubSchedule,
+    /// The OSD's load is under its scrub threshold (set by the host).
+    pub scrub_load_ok: bool,
     /// The Unix time (ms) at which this PG's clock (`now_ms`) read 0, for
     /// the scrub stamps it reports (0: not known).
     pub clock_base_unix_ms: u64,
@@ -1048,6 +1052,8 @@ impl Pg {
             mend: mend::Mend::default(),
             scrubber: scrub::Scrubber::default(),
             scrub_sleep_ms: scrub::SCRUB_SLEEP_MS,
+            scrub_schedule: scrub::ScrubSchedule::default(),
+            scrub_load_ok: true,
             clock_base_unix_ms: 0,
             given_up: 0,
         }

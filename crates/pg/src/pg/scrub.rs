@@ -23,6 +23,65 @@ pub const SCRUB_SLEEP_MS: u64 = 0;
 /// Pause before a chunk whose member failed to answer is tried again.
 const CHUNK_RETRY_MS: u64 = 1_000;
 
+/// When scrubs come due on their own (ms; 0: never), as Ceph's
+/// `osd_scrub_min_interval`, `osd_scrub_max_interval` and
+/// `osd_deep_scrub_interval`: a PG is scrubbed once `min_interval` (plus
+/// a per-PG share of up to half of it, so PGs do not all start at once)
+/// has passed since its last scrub while the OSD's load is under its
+/// threshold, and once `max_interval` has passed whatever the load; it
+/// is deep-scrubbed once `deep_interval` (plus its share) has passed
+/// since its last deep scrub. A primary that never scrubbed counts from
+/// when it first looked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ScrubSchedule {
+    pub min_interval_ms: u64,
+    pub max_interval_ms: u64,
+    pub deep_interval_ms: u64,
+}
+
+const DAY_MS: u64 = 86_400_000;
+
+impl Default for ScrubSchedule {
+    fn default() -> ScrubSchedule {
+        ScrubSchedule {
+            min_interval_ms: DAY_MS,
+            max_interval_ms: 7 * DAY_MS,
+            deep_interval_ms: 7 * DAY_MS,
+        }
+    }
+}
+
+impl ScrubSchedule {
+    /// The scrub due at `now` for a PG last scrubbed at `last` and deep-
+    /// scrubbed at `last_deep` (ms), whose share of the spread is `seed`
+    /// (any number: its own hash), with the OSD's load under its
+    /// threshold or not (`None`: nothing due).
+    pub fn due(
+        &self,
+        now: u64,
+        last: u64,
+        last_deep: u64,
+        seed: u64,
+        load_ok: bool,
+    ) -> Option<ScrubKind> {
+        let share = |interval: u64| seed % (interval / 2 + 1);
+        let past = |since: u64, interval: u64| {
+            interval > 0
+                && now
+                    >= since
+                        .saturating_add(interval)
+                        .saturating_add(share(interval))
+        };
+        let deep = past(last_deep, self.deep_interval_ms);
+        let forced = self.max_interval_ms > 0 && now >= last.saturating_add(self.max_interval_ms);
+        let due = load_ok && past(last, self.min_interval_ms);
+        (deep || forced || due).then_some(ScrubKind {
+            deep,
+            repair: false,
+        })
+    }
+}
+
 /// What a scrub reads and does.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ScrubKind {
@@ -52,8 +111,15 @@ pub(super) struct Scrubber {
     pub objects: u64,
     /// Objects repaired.
     pub repaired: u64,
+    /// Scrubs this copy ended as primary, and of those asked, how many
+    /// its schedule asked for.
+    pub done: u64,
+    pub scheduled: u64,
     /// Repairs in flight: object -> members still to acknowledge (tids).
     repairing: BTreeMap<String, BTreeMap<u64, i32>>,
+    /// When this copy first looked at its schedule (the base for scrubs
+    /// it never made).
+    since_ms: Option<u64>,
 }
 
 struct Job {
@@ -118,6 +184,12 @@ impl Pg {
         (self.scrubber.last_ms, self.scrubber.last_deep_ms)
     }
 
+    /// Scrubs this copy ended as primary, and scrubs its schedule asked
+    /// for.
+    pub fn scrub_counts(&self) -> (u64, u64) {
+        (self.scrubber.done, self.scrubber.scheduled)
+    }
+
     /// Copies written over bad ones: by repairs, and by reads that found
     /// this copy damaged.
     pub fn repaired(&self) -> u64 {
@@ -175,11 +247,32 @@ impl Pg {
         self.ops.waiting.extend(held);
     }
 
+    /// Ask for the scrub the schedule says is due, if any.
+    fn scrub_when_due(&mut self) {
+        let sc = &mut self.scrubber;
+        if sc.want.is_some() || sc.job.is_some() {
+            return;
+        }
+        let now = self.now_ms;
+        let base = *sc.since_ms.get_or_insert(now);
+        let seed =
+            (u64::from(self.id.ps) ^ (self.id.pool << 32)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        sc.want = self.scrub_schedule.due(
+            now,
+            sc.last_ms.unwrap_or(base),
+            sc.last_deep_ms.unwrap_or(base),
+            seed >> 16,
+            self.scrub_load_ok,
+        );
+        sc.scheduled += u64::from(sc.want.is_some());
+    }
+
     /// Move the scrub on as far as it can go now.
     pub(super) fn scrub_step(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
         if !matches!(self.role, Role::Primary { .. }) || self.ec.is_some() {
             return;
         }
+        self.scrub_when_due();
         if self.scrubber.job.is_none() {
             if self.scrubber.want.is_none() || !self.is_clean() {
                 return;
@@ -368,6 +461,7 @@ impl Pg {
             return;
         };
         let sc = &mut self.scrubber;
+        sc.done += 1;
         sc.last_ms = Some(self.now_ms);
         if job.kind.deep {
             sc.last_deep_ms = Some(self.now_ms);
@@ -493,5 +587,54 @@ fn scrub_name(kind: ScrubKind) -> &'static str {
         (false, false) => "scrub",
         (true, false) => "deep-scrub",
         (_, true) => "repair",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const H: u64 = 3_600_000;
+
+    /// A PG is scrubbed after the minimum interval (plus its share) only
+    /// under the load threshold, after the maximum whatever the load, and
+    /// deep-scrubbed after the deep interval (plus its share).
+    #[test]
+    fn scrubs_come_due_by_interval_load_and_share() {
+        let sch = ScrubSchedule {
+            min_interval_ms: 24 * H,
+            max_interval_ms: 7 * 24 * H,
+            deep_interval_ms: 7 * 24 * H,
+        };
+        let shallow = Some(ScrubKind {
+            deep: false,
+            repair: false,
+        });
+        assert_eq!(sch.due(23 * H, 0, 0, 0, true), None);
+        assert_eq!(sch.due(24 * H, 0, 0, 0, true), shallow);
+        assert_eq!(
+            sch.due(24 * H, 0, 0, 0, false),
+            None,
+            "load over the threshold"
+        );
+        // A share of the spread delays it (up to half the interval).
+        assert_eq!(sch.due(24 * H, 0, 0, 6 * H, true), None);
+        assert_eq!(sch.due(30 * H, 0, 0, 6 * H, true), shallow);
+        assert_eq!(
+            sch.due(30 * H, 0, 0, 11 * H + 12 * H + 1, true),
+            None,
+            "shares wrap at half"
+        );
+        // Past the maximum: due under any load; past the deep interval: deep.
+        assert_eq!(sch.due(7 * 24 * H, 0, 7 * 24 * H, 0, false), shallow);
+        let deep = sch.due(7 * 24 * H, 6 * 24 * H, 0, 0, false);
+        assert_eq!(deep.map(|k| k.deep), Some(true));
+        // Zero intervals: never.
+        let never = ScrubSchedule {
+            min_interval_ms: 0,
+            max_interval_ms: 0,
+            deep_interval_ms: 0,
+        };
+        assert_eq!(never.due(u64::MAX, 0, 0, 0, true), None);
     }
 }
