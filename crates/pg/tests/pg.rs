@@ -199,7 +199,7 @@ fn map_record(
 /// Feed `input`; answer every write-set record it asks for as the
 /// monitors would, and grant every recovery slot it asks for as an OSD
 /// with slots free would (tests of those call `handle`).
-fn run(pg: &mut Pg, s: &MemStore, input: Input) -> Vec<Effect> {
+fn run(pg: &mut Pg, s: &dyn ObjectStore, input: Input) -> Vec<Effect> {
     let mut fx = pg.handle(s, input);
     let mut i = 0;
     while i < fx.len() {
@@ -261,7 +261,7 @@ fn info(v: u64) -> PgInfo {
 /// Perform `Apply` effects on the store; return the rest.
 /// Apply `fx`'s transactions and tell `pg` each is durable; the other
 /// effects of `fx`.
-fn land(pg: &mut Pg, s: &MemStore, fx: Vec<Effect>) -> Vec<Effect> {
+fn land(pg: &mut Pg, s: &dyn ObjectStore, fx: Vec<Effect>) -> Vec<Effect> {
     let (applied, rest) = apply(s, fx);
     for tid in applied {
         run(
@@ -276,7 +276,7 @@ fn land(pg: &mut Pg, s: &MemStore, fx: Vec<Effect>) -> Vec<Effect> {
     rest
 }
 
-fn apply(s: &MemStore, fx: Vec<Effect>) -> (Vec<u64>, Vec<Effect>) {
+fn apply(s: &dyn ObjectStore, fx: Vec<Effect>) -> (Vec<u64>, Vec<Effect>) {
     let mut applied = Vec::new();
     let mut rest = Vec::new();
     for e in fx {
@@ -1099,7 +1099,7 @@ fn copy_with_befores(
 
 /// Feed `input`, applying every transaction it queues (and those of what
 /// follows) until nothing more is queued; the other effects.
-fn settle(pg: &mut Pg, s: &MemStore, input: Input) -> Vec<Effect> {
+fn settle(pg: &mut Pg, s: &dyn ObjectStore, input: Input) -> Vec<Effect> {
     let fx = run(pg, s, input);
     let (mut applied, mut rest) = apply(s, fx);
     while let Some(tid) = applied.pop() {
@@ -2647,4 +2647,155 @@ fn a_copy_with_a_damaged_log_entry_starts_over_as_a_backfill_target() {
     assert!(loligo_pg::pg::repair_records(&s, c).unwrap().is_none());
     assert_eq!(loligo_pg::pg::stored_info(&s, c), Ok(Some(info(3000))));
     assert_eq!(s.records(c, b"log/", 5000).unwrap().len(), 3000);
+}
+
+/// The scrub maps `fx` asks members for: (send id, to).
+fn scrub_map_asks(fx: &[Effect]) -> Vec<(u64, i32)> {
+    sends(fx)
+        .into_iter()
+        .filter_map(|(id, to, msg)| matches!(msg, PeerMsg::ScrubMap { .. }).then_some((id, to)))
+        .collect()
+}
+
+/// A primary (osd.0) with members osd.1 and osd.2, active and clean,
+/// holding `a` as `old` on all three.
+fn clean_pair() -> (MemStore, Pg) {
+    let (s, _) = setup();
+    let pg = clean_trio_on(&s);
+    (s, pg)
+}
+
+/// As `clean_pair`, on store `s` (with the PG's collection).
+fn clean_trio_on(s: &dyn ObjectStore) -> Pg {
+    let mut pg = Pg::new(PG, 0, PgInfo::default());
+    let asked = run(&mut pg, s, map(1, vec![0, 1, 2], 2));
+    for osd in [1, 2] {
+        let info = Some(PgInfo::default().into());
+        settle(&mut pg, s, info_reply(&asked, osd, 1, info));
+    }
+    let fx = settle(&mut pg, s, write(1, "a", b"old", 0));
+    for (id, ..) in rep_ops(&fx) {
+        settle(&mut pg, s, ack(id));
+    }
+    assert_eq!(pg.stat().unwrap().state.to_string(), "active+clean");
+    pg
+}
+
+/// A write held back while its object's scrub chunk is compared keeps its
+/// place: a read of the object sent after it waits for it and sees what
+/// it wrote.
+#[test]
+fn a_write_held_by_a_scrub_keeps_its_place_before_later_reads() {
+    let (s, mut pg) = clean_pair();
+    let cmd = loligo_types::scrub::PgCommand::Scrub {
+        deep: true,
+        repair: false,
+    };
+    let fx = settle(&mut pg, &s, Input::Command { cmd, token: 50 });
+    let asks = scrub_map_asks(&fx);
+    assert_eq!(asks.iter().map(|a| a.1).collect::<Vec<_>>(), vec![1, 2]);
+    // Held: nothing happens yet; the read behind it waits too.
+    assert!(settle(&mut pg, &s, write(2, "a", b"new", 10)).is_empty());
+    let fx = settle(&mut pg, &s, read(3, "a", 10));
+    assert!(fx.is_empty(), "the read ran before the write: {fx:?}");
+    // The members' maps (the same copies) end the chunk: the write goes,
+    // then the read.
+    let c = CollectionId::pg(1, 0);
+    let (same, _) =
+        loligo_pg::pg::scrub_map::build_map(&s, c, &Cursor::Start, &Cursor::End, true).unwrap();
+    settle(
+        &mut pg,
+        &s,
+        reply(asks[0].0, PeerReply::ScrubMap(same.clone())),
+    );
+    let fx = settle(&mut pg, &s, reply(asks[1].0, PeerReply::ScrubMap(same)));
+    let reps = rep_ops(&fx);
+    assert_eq!(reps.len(), 2, "{fx:?}");
+    settle(&mut pg, &s, ack(reps[0].0));
+    let fx = settle(&mut pg, &s, ack(reps[1].0));
+    let tokens: Vec<u64> = fx
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Reply { token, .. } => Some(*token),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(tokens, vec![2, 3]);
+    match fx.iter().find_map(|e| match e {
+        Effect::Reply { token: 3, reply } => Some(reply),
+        _ => None,
+    }) {
+        Some(r) => match r.result.as_deref() {
+            Ok([loligo_types::ops::SubResult::Data(d)]) => assert_eq!(&d[..], b"new"),
+            other => panic!("{other:?}"),
+        },
+        None => unreachable!(),
+    }
+}
+
+/// The pulls `fx` sends: (send id, to).
+fn pulls(fx: &[Effect]) -> Vec<(u64, i32)> {
+    sends(fx)
+        .into_iter()
+        .filter_map(|(id, to, msg)| matches!(msg, PeerMsg::Pull { .. }).then_some((id, to)))
+        .collect()
+}
+
+/// A read that finds the primary's copy rotten mends it from a member the
+/// last scrub did not find bad, and only this copy: a read's mend pushes
+/// nothing to the members (a repair does that, when asked for).
+#[test]
+fn a_reads_mend_asks_good_members_first_and_pushes_nowhere() {
+    use loligo_store::FaultyStore;
+    let s = FaultyStore::new(MemStore::new());
+    let c = CollectionId::pg(1, 0);
+    let mut t = Transaction::new();
+    t.create_collection(c);
+    s.apply(t).unwrap();
+    let mut pg = clean_trio_on(&s);
+    // A deep scrub finds osd.1's copy wrong (its map says other data).
+    let cmd = loligo_types::scrub::PgCommand::Scrub {
+        deep: true,
+        repair: false,
+    };
+    let asks = scrub_map_asks(&settle(&mut pg, &s, Input::Command { cmd, token: 50 }));
+    let (good, _) =
+        loligo_pg::pg::scrub_map::build_map(&s, c, &Cursor::Start, &Cursor::End, true).unwrap();
+    let mut wrong = good.clone();
+    wrong[0].data = wrong[0].data.map(|d| d ^ 1);
+    for (id, to) in asks {
+        let map = if to == 1 { wrong.clone() } else { good.clone() };
+        settle(&mut pg, &s, reply(id, PeerReply::ScrubMap(map)));
+    }
+    assert_eq!(pg.inconsistent().len(), 1);
+    // The primary's copy rots; a read pulls from osd.2, not osd.1.
+    let o = loligo_pg::pg::recovery::oid("a");
+    let pushed = loligo_pg::pg::recovery::read_copy(&s, c, "a").unwrap();
+    s.rot(c, &o);
+    let fx = settle(&mut pg, &s, read(3, "a", 100));
+    let asked = pulls(&fx);
+    assert_eq!(
+        asked.iter().map(|p| p.1).collect::<Vec<_>>(),
+        vec![2],
+        "{fx:?}"
+    );
+    let fx = settle(&mut pg, &s, reply(asked[0].0, PeerReply::Pulled(pushed)));
+    assert!(
+        !sends(&fx)
+            .iter()
+            .any(|(_, _, m)| matches!(m, PeerMsg::Repair { .. })),
+        "a read's mend pushed a repair: {fx:?}"
+    );
+    match fx.iter().find_map(|e| match e {
+        Effect::Reply { token: 3, reply } => Some(reply),
+        _ => None,
+    }) {
+        Some(r) => match r.result.as_deref() {
+            Ok([loligo_types::ops::SubResult::Data(d)]) => assert_eq!(&d[..], b"old"),
+            other => panic!("{other:?}"),
+        },
+        None => panic!("the read was not answered: {fx:?}"),
+    }
+    assert!(s.rotten().is_empty());
+    assert_eq!(pg.inconsistent().len(), 1, "osd.1 is still bad");
 }

@@ -63,7 +63,9 @@ pub enum AuthRule {
     DataDigest,
     Majority,
     Primary,
-    /// No copy could be read.
+    /// The primary's log removed the object: no copy is authoritative.
+    Removed,
+    /// No copy at the version due could be read.
     None,
 }
 
@@ -74,6 +76,7 @@ impl AuthRule {
             AuthRule::DataDigest => "data_digest",
             AuthRule::Majority => "majority",
             AuthRule::Primary => "primary",
+            AuthRule::Removed => "removed",
             AuthRule::None => "none",
         }
     }

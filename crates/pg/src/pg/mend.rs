@@ -22,8 +22,8 @@ pub const MEND_AGAIN_MS: u64 = 10_000;
 pub(super) struct Mend {
     /// Pulls in flight, by tid.
     pulls: BTreeMap<u64, Mending>,
-    /// Good copies being written over bad ones here: tid -> object.
-    applying: BTreeMap<u64, String>,
+    /// Good copies being written over bad ones here, by tid.
+    applying: BTreeMap<u64, Applying>,
     /// Objects mended (or given up) lately, and when.
     recent: BTreeMap<String, u64>,
     /// Copies mended since this PG started.
@@ -40,14 +40,30 @@ struct Mending {
     /// A member asked did not prove its copy damaged (it lacks the
     /// object, holds another version, or did not answer).
     unanswered: bool,
+    /// A repair asked for it: the members' bad copies follow.
+    repair: bool,
+    interval: Epoch,
+}
+
+/// A good copy being written over this one.
+struct Applying {
+    name: String,
+    repair: bool,
     interval: Epoch,
 }
 
 impl Mend {
     /// A new interval: pulls in flight answer nothing now (the ops behind
-    /// them went back to the PG's queue).
+    /// them went back to the PG's queue); copies being written land, but
+    /// nothing waits on them.
     pub(super) fn new_interval(&mut self) {
         self.pulls.clear();
+    }
+
+    /// The objects whose copy here a mend is changing or about to.
+    pub(super) fn changing(&self) -> impl Iterator<Item = &str> {
+        (self.pulls.values().map(|m| m.name.as_str()))
+            .chain(self.applying.values().map(|a| a.name.as_str()))
     }
 }
 
@@ -79,33 +95,40 @@ impl Pg {
             .flatten()
             .flatten()
             .unwrap_or_default();
-        let left: Vec<i32> = (self.map.acting.iter().rev())
+        // (Asked last to first: members the last scrub found bad last.)
+        let bad = self.known_bad(&name);
+        let mut left: Vec<i32> = (self.map.acting.iter().rev())
             .copied()
             .filter(|&o| o >= 0 && o != self.whoami)
             .collect();
+        left.sort_by_key(|o| !bad.contains(o));
         tracing::warn!(
             "pg {}: {name} is damaged here ({why}); mending it from {left:?}",
             self.id
         );
         self.ops.busy.entry(name.clone()).or_default().push_front(p);
-        self.mend_from(s, name, version, left, fx);
+        self.mend_from(s, name, version, left, false, fx);
     }
 
     /// Mend this copy of `name` (busy meanwhile) from the first of `from`
-    /// (asked last to first) that holds it at `version`.
+    /// (asked last to first) that holds a good copy at `version`; for a
+    /// `repair`, the members' bad copies after.
     pub(super) fn mend_from(
         &mut self,
         s: &dyn ObjectStore,
         name: String,
         version: Version,
         from: Vec<i32>,
+        repair: bool,
         fx: &mut Vec<Effect>,
     ) {
+        debug_assert!(!from.contains(&self.whoami), "a copy mends from others");
         let m = Mending {
             name,
             version,
             unanswered: from.is_empty(),
             left: from,
+            repair,
             interval: self.map.interval,
         };
         self.mend_next(s, m, fx);
@@ -167,10 +190,13 @@ impl Pg {
             "pulls end with their interval"
         );
         let good = match result {
-            Ok(p) if p.version == m.version && p.copy.is_some() => p,
+            Ok(p) if p.version == m.version && p.copy.is_some() && keeps_its_digest(p) => p,
             other => {
                 let why = match other {
                     Err(e @ RepError::Damaged(_)) => format!("{e:?}"),
+                    Ok(p) if p.version == m.version && p.copy.is_some() => {
+                        "its data differs from the digest it keeps".to_string()
+                    }
                     // (Not a holder of this version, or no answer: no
                     // proof that a good copy does not exist.)
                     Ok(p) => {
@@ -196,7 +222,12 @@ impl Pg {
             return true;
         }
         self.applying.insert(t, self.map.interval);
-        self.mend.applying.insert(t, m.name);
+        let a = Applying {
+            name: m.name,
+            repair: m.repair,
+            interval: m.interval,
+        };
+        self.mend.applying.insert(t, a);
         fx.push(Effect::Apply {
             tid: t,
             txn,
@@ -214,19 +245,45 @@ impl Pg {
         result: &Result<(), RepError>,
         fx: &mut Vec<Effect>,
     ) -> bool {
-        let Some(name) = self.mend.applying.remove(&tid) else {
+        let Some(a) = self.mend.applying.remove(&tid) else {
             return false;
         };
         self.applying.remove(&tid);
         let now = self.now_ms;
         self.mend.recent.retain(|_, t| now < *t + MEND_AGAIN_MS);
-        self.mend.recent.insert(name.clone(), now);
-        self.release(s, &name, fx);
+        self.mend.recent.insert(a.name.clone(), now);
         if result.is_ok() {
             self.mend.mended += 1;
-            tracing::info!("pg {}: mended {name}", self.id);
-            self.repair_rest(s, &name, fx);
+            tracing::info!("pg {}: mended {}", self.id, a.name);
+        }
+        if a.interval != self.map.interval {
+            // (What waited on it went back to the queue with the interval.)
+            return true;
+        }
+        self.release(s, &a.name, fx);
+        if result.is_ok() {
+            if a.repair {
+                self.repair_rest(s, &a.name, fx);
+            } else {
+                self.copy_repaired(&a.name, self.whoami);
+            }
         }
         true
+    }
+}
+
+/// Whether pushed copy `p` holds the data its kept digest says (true when
+/// it keeps none).
+fn keeps_its_digest(p: &Push) -> bool {
+    let Some(c) = &p.copy else {
+        return true;
+    };
+    match c
+        .attrs
+        .iter()
+        .find(|(k, _)| k == scrub_map::DATA_DIGEST_ATTR)
+    {
+        Some((_, kept)) if !kept.is_empty() => *kept == scrub_map::data_digest_attr(&c.data),
+        _ => true,
     }
 }

@@ -22,6 +22,12 @@ pub const CHUNK_OBJECTS: usize = 25;
 pub const SCRUB_SLEEP_MS: u64 = 0;
 /// Pause before a chunk whose member failed to answer is tried again.
 const CHUNK_RETRY_MS: u64 = 1_000;
+/// Longest a chunk may hold writes back waiting for the maps (ms): then
+/// it lets them go and is tried again.
+const CHUNK_TIMEOUT_MS: u64 = 30_000;
+/// Times one chunk may fail before the scrub gives up (it is asked for
+/// again by the schedule or the operator).
+const CHUNK_TRIES_MAX: u32 = 5;
 
 /// When scrubs come due on their own (ms; 0: never), as Ceph's
 /// `osd_scrub_min_interval`, `osd_scrub_max_interval` and
@@ -98,8 +104,9 @@ pub(super) struct Scrubber {
     /// Asked for and not started yet.
     want: Option<ScrubKind>,
     job: Option<Job>,
-    /// Writes held back while their object's chunk is compared.
-    blocked: Vec<Pending>,
+    /// Objects whose queue (`ops.busy`) starts with a write held back
+    /// while their chunk is compared: ops behind it keep their order.
+    blocked: Vec<String>,
     /// What the last complete scrub found, by object (repairs remove
     /// what they mend).
     pub found: BTreeMap<String, Inconsistent>,
@@ -128,16 +135,20 @@ struct Job {
     after: Cursor,
     step: Step,
     found: BTreeMap<String, Inconsistent>,
+    /// Times the current chunk failed.
+    tries: u32,
 }
 
 enum Step {
     /// The next chunk starts at this time.
     Idle { at_ms: u64 },
-    /// Writes are held back from (after, upto]; those in flight end first.
-    Draining { upto: Cursor },
+    /// Writes are held back from (after, upto] since `since_ms`; those in
+    /// flight end first.
+    Draining { upto: Cursor, since_ms: u64 },
     /// Maps asked for: members still to answer (tid), maps so far.
     Asked {
         upto: Cursor,
+        since_ms: u64,
         waiting: BTreeMap<i32, u64>,
         maps: BTreeMap<i32, Vec<ScrubObject>>,
     },
@@ -147,7 +158,7 @@ impl Scrubber {
     /// Whether a write to `o` waits for the chunk being compared.
     fn blocks(&self, after: &Cursor, o: &ObjectId) -> bool {
         match self.job.as_ref().map(|j| &j.step) {
-            Some(Step::Draining { upto } | Step::Asked { upto, .. }) => {
+            Some(Step::Draining { upto, .. } | Step::Asked { upto, .. }) => {
                 !after.covers(o) && upto.covers(o)
             }
             _ => false,
@@ -232,19 +243,35 @@ impl Pg {
         if !self.scrubber.blocks(&job.after, &recovery::oid(&p.op.name)) {
             return Some(p);
         }
-        self.scrubber.blocked.push(p);
+        debug_assert!(
+            !self.ops.busy.contains_key(&p.op.name),
+            "an op on a busy object queues behind it before it gets here"
+        );
+        self.scrubber.blocked.push(p.op.name.clone());
+        self.ops
+            .busy
+            .entry(p.op.name.clone())
+            .or_default()
+            .push_back(p);
         None
     }
 
-    /// A new interval: the chunk being compared starts again, and held
-    /// writes go back to the PG's queue.
+    /// A new interval: the chunk being compared starts again (the held
+    /// writes go back to the PG's queue with every busy object's ops);
+    /// a copy no longer primary drops its scrubs and what they found.
     pub(super) fn scrub_new_interval(&mut self) {
-        if let Some(j) = &mut self.scrubber.job {
+        let primary = self.is_primary();
+        let sc = &mut self.scrubber;
+        if let Some(j) = &mut sc.job {
             j.step = Step::Idle { at_ms: 0 };
         }
-        self.scrubber.repairing.clear();
-        let held = std::mem::take(&mut self.scrubber.blocked);
-        self.ops.waiting.extend(held);
+        sc.repairing.clear();
+        sc.blocked.clear();
+        if !primary {
+            sc.job = None;
+            sc.want = None;
+            sc.found.clear();
+        }
     }
 
     /// Ask for the scrub the schedule says is due, if any.
@@ -284,12 +311,20 @@ impl Pg {
                 after: Cursor::Start,
                 step: Step::Idle { at_ms: 0 },
                 found: BTreeMap::new(),
+                tries: 0,
             });
         }
         let clean = self.is_clean();
+        let now = self.now_ms;
         let Some(job) = &mut self.scrubber.job else {
             return;
         };
+        if let Step::Draining { since_ms, .. } | Step::Asked { since_ms, .. } = job.step {
+            if now >= since_ms + CHUNK_TIMEOUT_MS {
+                tracing::warn!("pg {}: a scrub chunk timed out", self.id);
+                return self.scrub_chunk_failed(s, fx);
+            }
+        }
         if let Step::Idle { at_ms } = job.step {
             if self.now_ms < at_ms || !clean {
                 return;
@@ -305,7 +340,10 @@ impl Pg {
                         return;
                     }
                 };
-            job.step = Step::Draining { upto: listed.end };
+            job.step = Step::Draining {
+                upto: listed.end,
+                since_ms: now,
+            };
         }
         self.scrub_ask(s, fx);
     }
@@ -316,15 +354,20 @@ impl Pg {
         let Some(job) = &self.scrubber.job else {
             return;
         };
-        let Step::Draining { upto } = &job.step else {
+        let Step::Draining { upto, since_ms } = &job.step else {
             return;
         };
         let (after, upto, deep) = (job.after.clone(), upto.clone(), job.kind.deep);
+        let since_ms = *since_ms;
         let in_range = |name: &str| {
             let o = recovery::oid(name);
             !after.covers(&o) && upto.covers(&o)
         };
-        if self.ops.inflight.values().any(|f| in_range(&f.name)) {
+        // (Writes, mends and repairs in flight all change copies.)
+        let changing = self.ops.inflight.values().any(|f| in_range(&f.name))
+            || self.mend.changing().any(in_range)
+            || self.scrubber.repairing.keys().any(|n| in_range(n));
+        if changing {
             return;
         }
         let mine = match scrub_map::build_map(s, self.coll, &after, &upto, deep) {
@@ -358,6 +401,7 @@ impl Pg {
         if let Some(job) = &mut self.scrubber.job {
             job.step = Step::Asked {
                 upto,
+                since_ms,
                 waiting,
                 maps,
             };
@@ -400,21 +444,29 @@ impl Pg {
     /// Every map is in: compare them, let the held writes go, and go on
     /// to the next chunk (or end the scrub).
     fn scrub_compare(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
-        let Some(job) = &mut self.scrubber.job else {
-            return;
-        };
-        let Step::Asked {
-            upto,
-            waiting,
-            maps,
-        } = &mut job.step
+        let Some(Job {
+            step: Step::Asked { waiting, maps, .. },
+            ..
+        }) = &self.scrubber.job
         else {
             return;
         };
         if !waiting.is_empty() {
             return;
         }
-        let found = scrub_map::compare(self.whoami, maps);
+        let unvouched = scrub_map::unvouched(self.whoami, maps);
+        let logged = if unvouched.is_empty() {
+            scrub_map::Logged::new()
+        } else {
+            logged(&self.own_log(s), &unvouched)
+        };
+        let found = scrub_map::compare(self.whoami, maps, &logged);
+        let Some(job) = &mut self.scrubber.job else {
+            return;
+        };
+        let Step::Asked { upto, maps, .. } = &mut job.step else {
+            return;
+        };
         self.scrubber.objects += maps.get(&self.whoami).map_or(0, |m| m.len() as u64);
         for i in found {
             tracing::error!(
@@ -429,6 +481,7 @@ impl Pg {
             job.found.insert(i.name.clone(), i);
         }
         job.after = std::mem::take(upto);
+        job.tries = 0;
         job.step = Step::Idle {
             at_ms: self.now_ms + self.scrub_sleep_ms,
         };
@@ -439,20 +492,31 @@ impl Pg {
         }
     }
 
-    /// A member could not give its map: the chunk is tried again later.
+    /// A member could not give its map (or the chunk timed out): the
+    /// chunk is tried again later, a few times, then the scrub gives up.
     fn scrub_chunk_failed(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
         if let Some(job) = &mut self.scrubber.job {
+            job.tries += 1;
             job.step = Step::Idle {
                 at_ms: self.now_ms + CHUNK_RETRY_MS,
             };
+            if job.tries >= CHUNK_TRIES_MAX {
+                tracing::error!(
+                    "pg {}: {} gives up: a chunk failed {} times",
+                    self.id,
+                    scrub_name(job.kind),
+                    job.tries
+                );
+                self.scrubber.job = None;
+            }
         }
         self.scrub_release(s, fx);
     }
 
-    /// The writes held back for a chunk run.
+    /// The writes held back for a chunk run (with the ops behind them).
     fn scrub_release(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
-        for p in std::mem::take(&mut self.scrubber.blocked) {
-            self.on_op(s, p, fx);
+        for name in std::mem::take(&mut self.scrubber.blocked) {
+            self.release(s, &name, fx);
         }
     }
 
@@ -483,13 +547,15 @@ impl Pg {
 
     /// Write the authoritative copy of `name` over its bad copies: this
     /// copy's own is mended first (from an authoritative member), then
-    /// each member's is pushed. An object in use or changed since it was
-    /// compared is left for the next repair.
+    /// each member's is pushed; an object the log removed is removed from
+    /// the members still holding it. An object in use or changed since
+    /// it was compared is left for the next repair.
     fn repair_object(&mut self, s: &dyn ObjectStore, name: String, fx: &mut Vec<Effect>) {
         let Some(i) = self.scrubber.found.get(&name) else {
             return;
         };
-        if i.auth.is_empty() || self.ops.busy.contains_key(&name) {
+        let removed = i.rule == scrub_map::AuthRule::Removed;
+        if (i.auth.is_empty() && !removed) || self.ops.busy.contains_key(&name) {
             tracing::warn!(
                 "pg {}: cannot repair {name} now (no good copy, or in use)",
                 self.id
@@ -497,12 +563,23 @@ impl Pg {
             return;
         }
         let (version, auth) = (i.version, i.auth.clone());
+        let stored = recovery::stored_version(s, self.coll, &recovery::oid(&name));
         if i.bad.contains_key(&self.whoami) {
+            // (Missing here, or held at the version compared; a removed
+            // object's unreadable copy here is left for a removal.)
+            if removed
+                || !matches!(stored, Ok(None))
+                    && !matches!(stored, Ok(Some(Some(v))) if v == version)
+            {
+                tracing::warn!("pg {}: {name} changed since it was scrubbed", self.id);
+                return;
+            }
             self.ops.busy.insert(name.clone(), VecDeque::new());
-            return self.mend_from(s, name, version, auth, fx);
+            return self.mend_from(s, name, version, auth, true, fx);
         }
         let push = match recovery::read_copy(s, self.coll, &name) {
-            Ok(p) if p.version == version && p.copy.is_some() => p,
+            Ok(p) if removed && p.copy.is_none() => p,
+            Ok(p) if !removed && p.version == version && p.copy.is_some() => p,
             other => {
                 tracing::warn!(
                     "pg {}: {name} changed since it was scrubbed: {other:?}",
@@ -512,6 +589,7 @@ impl Pg {
             }
         };
         let bad: Vec<i32> = i.bad.keys().copied().collect();
+        debug_assert!(!bad.contains(&self.whoami));
         let mut waiting = BTreeMap::new();
         for to in bad {
             let tid = self.take_tid();
@@ -572,13 +650,37 @@ impl Pg {
         }
     }
 
-    /// After this copy's own was mended: the members' bad copies next.
+    /// After this copy's own was mended by a repair: the members' bad
+    /// copies next.
     pub(super) fn repair_rest(&mut self, s: &dyn ObjectStore, name: &str, fx: &mut Vec<Effect>) {
         self.copy_repaired(name, self.whoami);
-        if self.scrubber.found.contains_key(name) {
+        if self.scrubber.found.contains_key(name) && self.is_primary() {
             self.repair_object(s, name.to_string(), fx);
         }
     }
+
+    /// The members the last scrub found holding a bad copy of `name`.
+    pub(super) fn known_bad(&self, name: &str) -> Vec<i32> {
+        (self.scrubber.found.get(name))
+            .map(|i| i.bad.keys().copied().collect())
+            .unwrap_or_default()
+    }
+}
+
+/// What `log` says last of each of `names` (see [`scrub_map::Logged`]).
+/// Without the log (the store does not show it whole), nothing: the
+/// comparison then takes the newest copy.
+fn logged(log: &Option<AuthLog>, names: &[String]) -> scrub_map::Logged {
+    let mut out = scrub_map::Logged::new();
+    let Some(log) = log else {
+        return out;
+    };
+    for e in &log.entries {
+        if names.binary_search(&e.name).is_ok() {
+            out.insert(e.name.clone(), (!e.removed).then_some(e.version));
+        }
+    }
+    out
 }
 
 /// What a scrub of `kind` is called in logs.

@@ -11,8 +11,11 @@
 //! (or among those, where they differ in what the digest does not cover:
 //! omap, xattrs) the copies that agree in everything with the most others;
 //! `primary`: a tie among the largest groups goes to the one holding the
-//! primary's copy (else the lowest OSD's). A copy that cannot be read or is missing
-//! is never authoritative.
+//! primary's copy (else the lowest OSD's). Only copies at the version the
+//! primary's log vouches for are candidates (see `due`): a stale copy is
+//! never authoritative, however many agree with it, nor is a copy that
+//! cannot be read or is missing. An object the primary's log removed has
+//! no authoritative copy (`removed`): any copy left is stale.
 //!
 //! It reads the store only to build this member's map; it must never
 //! write, nor call a copy bad on a shallow scrub for what only a deep one
@@ -183,13 +186,38 @@ fn scrub_object(
     })();
     if let Err(e) = r {
         obj.read_error = Some(e.to_string());
+        // (The version lives with the object's metadata, apart from the
+        // data that may have failed.)
+        obj.version = s
+            .getattr(coll, o, VERSION_ATTR)
+            .ok()
+            .and_then(|v| postcard::from_bytes(&v).ok())
+            .unwrap_or_default();
     }
     (obj, read)
 }
 
+/// What the primary's log says of the objects its own map cannot vouch
+/// for (it holds no copy, or cannot read the version of its copy):
+/// written last at a version, or removed (`None`). An object the log
+/// does not name is absent.
+pub type Logged = BTreeMap<String, Option<Version>>;
+
+/// The version every copy of an object must have, or that it must not
+/// exist.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Due {
+    Version(Version),
+    Removed,
+}
+
 /// Compare the members' maps of one range (`primary`'s among them): the
-/// objects they disagree on.
-pub fn compare(primary: i32, maps: &BTreeMap<i32, Vec<ScrubObject>>) -> Vec<Inconsistent> {
+/// objects they disagree on. `logged`: see [`Logged`].
+pub fn compare(
+    primary: i32,
+    maps: &BTreeMap<i32, Vec<ScrubObject>>,
+    logged: &Logged,
+) -> Vec<Inconsistent> {
     let mut by_name: BTreeMap<&str, BTreeMap<i32, &ScrubObject>> = BTreeMap::new();
     for (&osd, map) in maps {
         for o in map {
@@ -202,30 +230,110 @@ pub fn compare(primary: i32, maps: &BTreeMap<i32, Vec<ScrubObject>>) -> Vec<Inco
             .keys()
             .map(|&osd| (osd, held.get(&osd).copied()))
             .collect();
-        if let Some(i) = judge(primary, name, &copies) {
+        let due = due(primary, name, &copies, logged);
+        if let Some(i) = judge(primary, name, due, &copies) {
             out.push(i);
         }
     }
     out
 }
 
-/// One object's copies judged: `None` when they all agree.
-fn judge(
+/// The names in `map` (this primary's own) whose version it cannot vouch
+/// for, beside the names other maps hold that it lacks: where its log
+/// must speak.
+pub fn unvouched(primary: i32, maps: &BTreeMap<i32, Vec<ScrubObject>>) -> Vec<String> {
+    let mine: BTreeMap<&str, &ScrubObject> = maps
+        .get(&primary)
+        .map(|m| m.iter().map(|o| (o.name.as_str(), o)).collect())
+        .unwrap_or_default();
+    let mut out: Vec<String> = maps
+        .values()
+        .flatten()
+        .filter(|o| mine.get(o.name.as_str()).is_none_or(|p| !vouches(p)))
+        .map(|o| o.name.clone())
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Whether the primary's copy `p` tells its version: it does unless it
+/// could not be read at all.
+fn vouches(p: &ScrubObject) -> bool {
+    p.read_error.is_none() || p.version != Version::default()
+}
+
+/// The version an object's copies must have: the primary's log is the
+/// authority after peering, so its copy's version; without one, what its
+/// log says; else (the log no longer names it) the newest readable copy.
+fn due(
     primary: i32,
     name: &str,
     copies: &BTreeMap<i32, Option<&ScrubObject>>,
+    logged: &Logged,
+) -> Due {
+    if let Some(Some(p)) = copies.get(&primary) {
+        if vouches(p) {
+            return Due::Version(p.version);
+        }
+    }
+    match logged.get(name) {
+        Some(Some(v)) => Due::Version(*v),
+        Some(None) => Due::Removed,
+        None => Due::Version(
+            copies
+                .values()
+                .flatten()
+                .filter(|c| c.read_error.is_none())
+                .map(|c| c.version)
+                .max()
+                .unwrap_or_default(),
+        ),
+    }
+}
+
+/// One object's copies judged against the version they must have:
+/// `None` when they all agree.
+fn judge(
+    primary: i32,
+    name: &str,
+    due: Due,
+    copies: &BTreeMap<i32, Option<&ScrubObject>>,
 ) -> Option<Inconsistent> {
-    let readable: Vec<(i32, &ScrubObject)> = copies
+    let owned = |copies: &BTreeMap<i32, Option<&ScrubObject>>| {
+        copies
+            .iter()
+            .map(|(&o, c)| (o, c.map(ScrubObject::clone)))
+            .collect()
+    };
+    let Due::Version(version) = due else {
+        // Every copy left is stale: none may come back.
+        let bad = (copies.iter())
+            .filter(|(_, c)| c.is_some())
+            .map(|(&o, _)| (o, vec![ShardError::ObjectInfoInconsistency]))
+            .collect();
+        return Some(Inconsistent {
+            name: name.to_string(),
+            version: Version::default(),
+            auth: Vec::new(),
+            rule: AuthRule::Removed,
+            bad,
+            copies: owned(copies),
+        });
+    };
+    let candidates: Vec<(i32, &ScrubObject)> = copies
         .iter()
-        .filter_map(|(&osd, c)| c.filter(|c| c.read_error.is_none()).map(|c| (osd, c)))
+        .filter_map(|(&osd, c)| c.map(|c| (osd, c)))
+        .filter(|(_, c)| c.read_error.is_none() && c.version == version)
         .collect();
-    let (auth, rule) = choose(primary, &readable);
+    let (auth, rule) = choose(primary, &candidates);
     let model = auth.first().and_then(|a| copies.get(a).copied().flatten());
     let mut bad = BTreeMap::new();
     for (&osd, c) in copies {
         let errs = match (c, model) {
             (None, _) => vec![ShardError::Missing],
             (Some(c), _) if c.read_error.is_some() => vec![ShardError::ReadError],
+            (Some(c), None) if c.version != version => vec![ShardError::ObjectInfoInconsistency],
             (Some(_), None) => Vec::new(),
             (Some(c), Some(m)) => differences(c, m),
         };
@@ -233,19 +341,20 @@ fn judge(
             bad.insert(osd, errs);
         }
     }
+    debug_assert!(
+        auth.iter().all(|a| !bad.contains_key(a)),
+        "an authoritative copy is never bad"
+    );
     if bad.is_empty() {
         return None;
     }
     Some(Inconsistent {
         name: name.to_string(),
-        version: model.map(|m| m.version).unwrap_or_default(),
+        version,
         auth,
         rule,
         bad,
-        copies: copies
-            .iter()
-            .map(|(&o, c)| (o, c.map(ScrubObject::clone)))
-            .collect(),
+        copies: owned(copies),
     })
 }
 
@@ -274,8 +383,8 @@ fn differences(c: &ScrubObject, m: &ScrubObject) -> Vec<ShardError> {
     e
 }
 
-/// The authoritative copies among the readable ones, and the rule that
-/// chose them.
+/// The authoritative copies among the readable ones at the version due,
+/// and the rule that chose them.
 fn choose(primary: i32, readable: &[(i32, &ScrubObject)]) -> (Vec<i32>, AuthRule) {
     if readable.is_empty() {
         return (Vec::new(), AuthRule::None);
@@ -355,7 +464,7 @@ mod tests {
     #[test]
     fn agreeing_copies_report_nothing() {
         let m = maps(&[(0, Some(obj("a", b"x"))), (1, Some(obj("a", b"x")))]);
-        assert!(compare(0, &m).is_empty());
+        assert!(compare(0, &m, &BTreeMap::new()).is_empty());
     }
 
     #[test]
@@ -365,11 +474,11 @@ mod tests {
             (1, Some(obj("a", b"good"))),
             (2, Some(obj("a", b"good"))),
         ]);
-        let i = &compare(0, &m)[0];
+        let i = &compare(0, &m, &BTreeMap::new())[0];
         assert_eq!((i.auth.clone(), i.rule), (vec![1, 2], AuthRule::Majority));
         assert_eq!(i.bad[&0], vec![ShardError::DataDigestMismatch]);
         let m = maps(&[(0, Some(obj("a", b"p"))), (1, Some(obj("a", b"q")))]);
-        let i = &compare(0, &m)[0];
+        let i = &compare(0, &m, &BTreeMap::new())[0];
         assert_eq!((i.auth.clone(), i.rule), (vec![0], AuthRule::Primary));
         assert_eq!(i.bad.keys().copied().collect::<Vec<_>>(), vec![1]);
     }
@@ -384,7 +493,7 @@ mod tests {
         let mut bad = obj("a", b"evil");
         digest(&mut bad);
         let m = maps(&[(0, Some(bad.clone())), (1, Some(bad)), (2, Some(good))]);
-        let i = &compare(0, &m)[0];
+        let i = &compare(0, &m, &BTreeMap::new())[0];
         assert_eq!((i.auth.clone(), i.rule), (vec![2], AuthRule::DataDigest));
         assert_eq!(
             i.bad[&0],
@@ -412,7 +521,7 @@ mod tests {
             (2, Some(obj("a", b"x"))),
             (3, Some(obj("b", b"y"))),
         ]);
-        let found = compare(0, &m);
+        let found = compare(0, &m, &BTreeMap::new());
         let a = found.iter().find(|i| i.name == "a").unwrap();
         assert_eq!(a.auth, vec![2]);
         assert_eq!(a.bad[&0], vec![ShardError::ReadError]);
@@ -421,6 +530,71 @@ mod tests {
         let b = found.iter().find(|i| i.name == "b").unwrap();
         assert_eq!(b.auth, vec![3]);
         assert_eq!(b.bad.len(), 3);
+    }
+
+    fn at(mut o: ScrubObject, v: u64) -> ScrubObject {
+        o.version = Version { epoch: 1, v };
+        o
+    }
+
+    /// Only copies at the version the primary vouches for can be
+    /// authoritative: a stale copy whose data matches its own kept digest
+    /// does not beat the primary's newer, partially written one, nor does
+    /// a stale majority.
+    #[test]
+    fn a_stale_copy_is_never_authoritative() {
+        let mut stale = at(obj("a", b"old!"), 2);
+        stale.recorded = Some((4, xxh3_64(b"old!")));
+        let new = at(obj("a", b"new!"), 3);
+        let m = maps(&[(0, Some(new.clone())), (1, Some(stale.clone()))]);
+        let i = &compare(0, &m, &BTreeMap::new())[0];
+        assert_eq!(i.auth, vec![0]);
+        assert_eq!(i.version, Version { epoch: 1, v: 3 });
+        assert!(i.bad[&1].contains(&ShardError::ObjectInfoInconsistency));
+        let m = maps(&[
+            (0, Some(new.clone())),
+            (1, Some(stale.clone())),
+            (2, Some(stale.clone())),
+        ]);
+        let i = &compare(0, &m, &BTreeMap::new())[0];
+        assert_eq!(i.auth, vec![0]);
+        assert_eq!(i.bad.keys().copied().collect::<Vec<_>>(), vec![1, 2]);
+        // The primary's copy unreadable: a member at its version is
+        // chosen, not the stale one, though that one proves its digest.
+        let mut unreadable = new.clone();
+        unreadable.read_error = Some("checksum mismatch".into());
+        let m = maps(&[(0, Some(unreadable)), (1, Some(stale)), (2, Some(new))]);
+        let i = &compare(0, &m, &BTreeMap::new())[0];
+        assert_eq!(i.auth, vec![2]);
+        assert_eq!(i.bad.keys().copied().collect::<Vec<_>>(), vec![0, 1]);
+    }
+
+    /// Where the primary holds no copy its log speaks: an object it logged
+    /// as removed has no authoritative copy (a leftover is stale, never
+    /// brought back); one it logged as written is taken at that version.
+    #[test]
+    fn without_the_primarys_copy_its_log_decides() {
+        let leftover = at(obj("a", b"gone"), 2);
+        let m = maps(&[(0, None), (1, Some(leftover.clone()))]);
+        let removed = BTreeMap::from([("a".to_string(), None)]);
+        let i = &compare(0, &m, &removed)[0];
+        assert_eq!((i.auth.clone(), i.rule), (vec![], AuthRule::Removed));
+        assert_eq!(i.bad[&1], vec![ShardError::ObjectInfoInconsistency]);
+        assert!(!i.bad.contains_key(&0), "the primary's absence is right");
+        let newer = at(obj("a", b"kept"), 3);
+        let m = maps(&[
+            (0, None),
+            (1, Some(leftover.clone())),
+            (2, Some(leftover)),
+            (3, Some(newer)),
+        ]);
+        let written = BTreeMap::from([("a".to_string(), Some(Version { epoch: 1, v: 3 }))]);
+        let i = &compare(0, &m, &written)[0];
+        assert_eq!(i.auth, vec![3]);
+        assert_eq!(i.bad[&0], vec![ShardError::Missing]);
+        // Not in the log either: the newest copy, not the most common.
+        let i = &compare(0, &m, &BTreeMap::new())[0];
+        assert_eq!(i.auth, vec![3]);
     }
 
     #[test]
@@ -435,7 +609,7 @@ mod tests {
             (2, Some(o)),
             (3, Some(x)),
         ]);
-        let i = &compare(0, &m)[0];
+        let i = &compare(0, &m, &BTreeMap::new())[0];
         assert_eq!(i.bad[&2], vec![ShardError::OmapDigestMismatch]);
         assert_eq!(i.bad[&3], vec![ShardError::AttrValueMismatch]);
     }
