@@ -132,8 +132,10 @@ pub(crate) fn check_shards(st: &Striper, osds: &[Osd], acting: &[i32], c: Collec
 
 impl Sim {
     /// Every OSD back, nothing new: every object reads at least its
-    /// newest acknowledged value.
-    pub(crate) fn heal_and_check(&mut self) {
+    /// newest acknowledged value. `false`: one cannot, as its only copy
+    /// at its version rotted (see `Stats::rot_lost`; the clean checks
+    /// do not apply).
+    pub(crate) fn heal_and_check(&mut self) -> bool {
         self.healing = true;
         if self.elections.electing() {
             self.end_election();
@@ -191,10 +193,18 @@ impl Sim {
             }
         }
         let left: Vec<Kind> = self.pending.values().map(|p| p.kind).collect();
+        if left
+            .iter()
+            .any(|k| matches!(k, Kind::Read { obj, .. } if self.rot_lost(*obj)))
+        {
+            self.stats.rot_lost += 1;
+            return false;
+        }
         assert!(
             left.iter().all(|k| matches!(k, Kind::Write { .. })),
             "reads still unanswered with every OSD up: {left:?} (acting sets {:?}, CRUSH's {:?}, \
-             records {:?}, up {:?}, in {:?}, each primary's PGs as (pg, state, unfound): {:?})",
+             records {:?}, up {:?}, in {:?}, each primary's PGs as (pg, state, unfound): {:?}, \
+             their objects' copies as (osd, version, rotten): {:?})",
             self.mon.newest().acting,
             self.mon.newest().crush,
             self.mon.newest().record,
@@ -205,8 +215,15 @@ impl Sim {
                     .filter_map(|(p, pg)| Some((p, pg.stat()?)))
                     .map(|(p, s)| (p, s.state.to_string(), s.unfound))
                     .collect::<Vec<_>>())
-                .collect::<Vec<_>>()
+                .collect::<Vec<_>>(),
+            (left.iter())
+                .filter_map(|k| match k {
+                    Kind::Read { obj, .. } => Some((*obj, self.copies_of(*obj))),
+                    _ => None,
+                })
+                .collect::<BTreeMap<_, _>>()
         );
+        true
     }
 
     /// After healing, with no client ops: every PG goes active+clean with

@@ -223,9 +223,10 @@ impl Run {
         }
         let mut s = Sim::new(&self);
         s.run(6_000);
-        s.heal_and_check();
-        s.check_clean();
-        s.check_shipped();
+        if s.heal_and_check() {
+            s.check_clean();
+            s.check_shipped();
+        }
         s.stats
     }
 

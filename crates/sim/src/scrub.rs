@@ -1,7 +1,8 @@
 //! Scrubs in a random run (`Run::scrubs`): now and then the operator asks
 //! a PG for a scrub, deep or not, with repair or not, and (`Run::rot`)
 //! now and then one copy of an object rots (its data fails its checksum
-//! until rewritten; one rotten copy at a time). Reads of a rotten primary
+//! until rewritten; one rotten copy at a time, and only one another OSD
+//! holds at the same version). Reads of a rotten primary
 //! copy are mended from a member; scrubs run chunk by chunk under the
 //! run's writes, crashes, partitions and map changes. At the clean check
 //! every PG is deep-scrubbed and repaired, then deep-scrubbed again: the
@@ -64,12 +65,57 @@ impl Sim {
         if self.rot && self.rng.chance(ROT_PER_MILLE) && self.rotten_now() == 0 {
             let (obj, o) = (self.rng.index(OBJECTS), self.rng.index(OSDS));
             let (c, oid) = (coll(pg_of(obj)), oid_of(obj));
-            if self.osds[o].running() && self.osds[o].disk.inner().exists(c, &oid).unwrap_or(false)
-            {
+            // (Only a copy another OSD also holds at its version: rot of
+            // the sole copy of a write loses it, whatever the PG does.)
+            let version = |sim: &Sim, o: usize| {
+                loligo_pg::pg::recovery::stored_version(sim.osds[o].disk.inner(), c, &oid)
+                    .ok()
+                    .flatten()
+                    .flatten()
+            };
+            let mine = version(self, o);
+            let twin = (0..OSDS).find(|&x| x != o && mine.is_some() && version(self, x) == mine);
+            if let (true, Some(twin)) = (self.osds[o].running(), twin) {
+                if self.trace {
+                    println!(
+                        "  osd.{o}'s copy of o{obj} at {mine:?} rots (osd.{twin} holds it too)"
+                    );
+                }
                 self.osds[o].disk.store.rot(c, &oid);
                 self.stats.rotted += 1;
             }
         }
+    }
+
+    /// Whether object `obj`'s only copies at the version of a rotten one
+    /// are rotten: a good copy of it is nowhere.
+    pub(crate) fn rot_lost(&self, obj: usize) -> bool {
+        let (c, oid) = (coll(pg_of(obj)), oid_of(obj));
+        let version = |o: usize| {
+            loligo_pg::pg::recovery::stored_version(self.osds[o].disk.inner(), c, &oid)
+                .ok()
+                .flatten()
+                .flatten()
+        };
+        let rotten = |o: usize| self.osds[o].disk.store.rotten().contains(&(c, oid.clone()));
+        (0..OSDS).filter(|&o| rotten(o)).any(|o| {
+            let v = version(o);
+            !(0..OSDS).any(|x| !rotten(x) && version(x) == v)
+        })
+    }
+
+    /// Where object `obj`'s copies are: (OSD, version, rotten).
+    pub(crate) fn copies_of(&self, obj: usize) -> Vec<(usize, Option<Version>, bool)> {
+        let (c, oid) = (coll(pg_of(obj)), oid_of(obj));
+        (0..OSDS)
+            .filter_map(|o| {
+                let v = loligo_pg::pg::recovery::stored_version(self.osds[o].disk.inner(), c, &oid)
+                    .ok()
+                    .flatten()?;
+                let rotten = self.osds[o].disk.store.rotten().contains(&(c, oid.clone()));
+                Some((o, v, rotten))
+            })
+            .collect()
     }
 
     fn rotten_now(&self) -> usize {

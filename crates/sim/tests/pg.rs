@@ -819,19 +819,18 @@ fn scrubs_under_faults_find_nothing_and_lose_nothing() {
 }
 
 /// As `scrubs_under_faults_find_nothing_and_lose_nothing`, with one copy
-/// at a time rotting (its data fails its checksum until written again):
-/// reads of a rotten primary copy are mended from a member, scrubs find
-/// only rot, and repairs leave none. Not in the default run yet: when the
-/// rotten copy is the only complete one its PG's members can recover
-/// from (a good copy left only on a stray or a returning OSD), recovery
-/// and a behind primary's pull stall on it (Ceph looks for other holders
-/// and marks the object unfound); seeds 1 and 5 show it.
-/// `LOLIGO_SIM_ROT_SEEDS` (default 40), `LOLIGO_SIM_ROT=1` with a run's
+/// at a time rotting (its data fails its checksum until written again;
+/// only a copy another OSD holds at the same version): reads of a rotten
+/// primary copy are mended from a member, recovery whose source is
+/// rotten mends it first (from a member or a stray), scrubs find only
+/// rot, and repairs leave none. A run whose other good copies were all
+/// rolled back or overwritten after the rot has lost that version for
+/// real: it counts in `rot_lost` and ends before the clean checks.
+/// `LOLIGO_SIM_ROT_SEEDS` (default 100), `LOLIGO_SIM_ROT=1` with a run's
 /// seed variable replays one.
 #[test]
-#[ignore = "recovery from a rotten sole source stalls (see the comment)"]
 fn rot_under_faults_is_mended_and_repaired() {
-    let seeds: u64 = env_u64("LOLIGO_SIM_ROT_SEEDS", 40);
+    let seeds: u64 = env_u64("LOLIGO_SIM_ROT_SEEDS", 100);
     let first: u64 = env_u64("LOLIGO_SIM_FIRST", 0);
     let mut total = Stats::default();
     for seed in first..first + seeds {
@@ -839,6 +838,8 @@ fn rot_under_faults_is_mended_and_repaired() {
     }
     eprintln!("{seeds} seeds with rot: {total:?}");
     assert!(total.rotted > seeds / 2, "{total:?}");
+    // (Losses to a double fault are rare: not a way out for every run.)
+    assert!(total.rot_lost * 20 <= seeds.max(20), "{total:?}");
     assert!(total.repaired > 0, "{total:?}");
     assert!(total.acked_writes > seeds * 10, "{total:?}");
 }

@@ -596,13 +596,15 @@ impl Pg {
         // with the record short of k members the puller checks versions
         // and would rather take what there is.)
         let behind = self.backfill.is_some() && !(self.ec.is_some() && self.may_give_up());
-        // Erasure-coded: a copy that holds the object at exactly the
-        // version needed gives it all the same (the puller takes only its
-        // xattrs, and gathers the shards at that version; with OSDs
-        // declared lost, the only member besides the primary holding the
-        // shard was mid-backfill, and the PG went round for good).
-        let holds = self.ec.is_some()
-            && need.v > 0
+        // A copy that holds the object at exactly the version needed
+        // gives it all the same, though it lacks a newer one or is mid-
+        // backfill (erasure-coded, the puller takes only its xattrs, and
+        // gathers the shards at that version: with OSDs declared lost, the
+        // only member besides the primary holding the shard was
+        // mid-backfill, and the PG went round for good; replicated, a
+        // stray's whole copy was the only good one left to mend a rotten
+        // primary's from).
+        let holds = need.v > 0
             && recovery::stored_version(s, self.coll, &recovery::oid(name))
                 .is_ok_and(|v| v == Some(Some(need)));
         // Or whose rollback copy does (its object moved on past it).

@@ -8,14 +8,22 @@
 //! The object is busy while it is mended (ops on it queue behind the
 //! read), so no write to it runs between the pull and the apply. It must
 //! never take a copy at another version than the primary's own, nor mend
-//! an object again and again: one that fails again soon after it was
-//! mended is answered with the error.
+//! an object again and again: one whose mended copy fails as soon as it
+//! is written (failing media), or that no member could mend, is answered
+//! with the error for a while.
 
 use super::*;
 
-/// A read of an object mended less than this long ago (ms) that fails
-/// again is answered with the error instead of being mended again.
+/// A read of an object whose mend was given up less than this long ago
+/// (ms) is answered with the error instead of being mended again.
 pub const MEND_AGAIN_MS: u64 = 10_000;
+/// Ops a mend left waiting (no member could say) run again this long
+/// after (ms), whatever else happens.
+pub const MEND_RETRY_MS: u64 = 1_000;
+/// Times a mend may fail here (not at the member) before it waits, and
+/// times running an object's mended copy may fail at once before its
+/// mend is given up.
+const LOCAL_TRIES_MAX: u32 = 3;
 
 /// The mends a primary has in flight, and what it mended lately.
 #[derive(Default)]
@@ -24,8 +32,13 @@ pub(super) struct Mend {
     pulls: BTreeMap<u64, Mending>,
     /// Good copies being written over bad ones here, by tid.
     applying: BTreeMap<u64, Applying>,
-    /// Objects mended (or given up) lately, and when.
-    recent: BTreeMap<String, u64>,
+    /// Objects whose mend was given up lately, and when.
+    given_up: BTreeMap<String, u64>,
+    /// When the ops a mend left waiting run again.
+    rerun_ms: Option<u64>,
+    /// Objects whose mended copy failed as soon as it was written, how
+    /// many times in a row.
+    refailed: BTreeMap<String, u32>,
     /// Copies mended since this PG started.
     pub mended: u64,
 }
@@ -42,6 +55,8 @@ struct Mending {
     unanswered: bool,
     /// A repair asked for it: the members' bad copies follow.
     repair: bool,
+    /// Times writing a good copy here failed before it was queued.
+    local_failures: u32,
     interval: Epoch,
 }
 
@@ -74,7 +89,7 @@ impl Pg {
             && matches!(self.role, Role::Primary { .. } | Role::Activating { .. })
             && self
                 .mend
-                .recent
+                .given_up
                 .get(name)
                 .is_none_or(|&t| self.now_ms >= t + MEND_AGAIN_MS)
     }
@@ -110,6 +125,35 @@ impl Pg {
         self.mend_from(s, name, version, left, false, fx);
     }
 
+    /// Recovery found this copy of `name`, the source of its pushes to
+    /// `targets`, damaged: it is mended first from another member or a
+    /// stray (busy meanwhile), and pushed once whole.
+    pub(super) fn mend_source(
+        &mut self,
+        s: &dyn ObjectStore,
+        name: String,
+        targets: &BTreeSet<i32>,
+        fx: &mut Vec<Effect>,
+    ) {
+        let version = recovery::stored_version(s, self.coll, &recovery::oid(&name))
+            .ok()
+            .flatten()
+            .flatten()
+            .unwrap_or_default();
+        let bad = self.known_bad(&name);
+        let mut from: Vec<i32> = (self.pull_candidates().into_iter())
+            .filter(|o| !targets.contains(o))
+            .rev()
+            .collect();
+        from.sort_by_key(|o| !bad.contains(o));
+        tracing::warn!(
+            "pg {}: {name}, to recover on {targets:?}, is damaged here; mending it from {from:?}",
+            self.id
+        );
+        self.ops.busy.entry(name.clone()).or_default();
+        self.mend_from(s, name, version, from, false, fx);
+    }
+
     /// Mend this copy of `name` (busy meanwhile) from the first of `from`
     /// (asked last to first) that holds a good copy at `version`; for a
     /// `repair`, the members' bad copies after.
@@ -129,6 +173,7 @@ impl Pg {
             unanswered: from.is_empty(),
             left: from,
             repair,
+            local_failures: 0,
             interval: self.map.interval,
         };
         self.mend_next(s, m, fx);
@@ -150,6 +195,10 @@ impl Pg {
                 );
                 let queued = self.ops.busy.remove(&m.name).unwrap_or_default();
                 self.ops.waiting.extend(queued);
+                self.mend.rerun_ms = Some(self.now_ms + MEND_RETRY_MS);
+                // (A recovery that needs it tries again then too, when a
+                // stray may have told of its copy.)
+                (self.rec.retry).insert(m.name, self.now_ms + MEND_RETRY_MS);
                 return;
             }
             tracing::error!(
@@ -158,7 +207,7 @@ impl Pg {
                 m.name,
                 m.version
             );
-            self.mend.recent.insert(m.name.clone(), self.now_ms);
+            self.give_up_mend(&m.name);
             return self.release(s, &m.name, fx);
         };
         let tid = self.take_tid();
@@ -217,7 +266,15 @@ impl Pg {
         let t = self.take_tid();
         // (A copy missing here adds a leaf to this copy's Merkle tree.)
         if let Err(e) = self.push_tree_changes(s, std::slice::from_ref(good), t, &mut txn) {
+            // (This copy failed, not the member's: ask it again, a few
+            // times.)
             tracing::error!("pg {}: mending {}: {e}", self.id, m.name);
+            m.local_failures += 1;
+            if m.local_failures < LOCAL_TRIES_MAX {
+                m.left.push(from);
+            } else {
+                m.unanswered = true;
+            }
             self.mend_next(s, m, fx);
             return true;
         }
@@ -249,19 +306,33 @@ impl Pg {
             return false;
         };
         self.applying.remove(&tid);
-        let now = self.now_ms;
-        self.mend.recent.retain(|_, t| now < *t + MEND_AGAIN_MS);
-        self.mend.recent.insert(a.name.clone(), now);
-        if result.is_ok() {
+        // (A copy that fails as soon as it is written is not mended again
+        // for a while: the media under it fails.)
+        let whole =
+            result.is_ok() && (s.read_whole(self.coll, &recovery::oid(&a.name), true)).is_ok();
+        if whole {
             self.mend.mended += 1;
+            self.mend.refailed.remove(&a.name);
             tracing::info!("pg {}: mended {}", self.id, a.name);
+        } else {
+            tracing::error!(
+                "pg {}: {} is damaged again as soon as it is mended: {result:?}",
+                self.id,
+                a.name
+            );
+            let n = self.mend.refailed.entry(a.name.clone()).or_insert(0);
+            *n += 1;
+            if *n >= LOCAL_TRIES_MAX {
+                self.mend.refailed.remove(&a.name);
+                self.give_up_mend(&a.name);
+            }
         }
         if a.interval != self.map.interval {
             // (What waited on it went back to the queue with the interval.)
             return true;
         }
         self.release(s, &a.name, fx);
-        if result.is_ok() {
+        if whole {
             if a.repair {
                 self.repair_rest(s, &a.name, fx);
             } else {
@@ -269,6 +340,25 @@ impl Pg {
             }
         }
         true
+    }
+}
+
+impl Pg {
+    /// At a tick: the ops a mend left waiting run again when due.
+    pub(super) fn mend_rerun(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
+        if self.mend.rerun_ms.is_some_and(|t| self.now_ms >= t) {
+            self.mend.rerun_ms = None;
+            self.rerun_waiting(s, fx);
+        }
+    }
+
+    /// Reads of `name` that find it damaged are answered with the error
+    /// for a while (`MEND_AGAIN_MS`).
+    fn give_up_mend(&mut self, name: &str) {
+        let now = self.now_ms;
+        let given_up = &mut self.mend.given_up;
+        given_up.retain(|_, t| now < *t + MEND_AGAIN_MS);
+        given_up.insert(name.to_string(), now);
     }
 }
 

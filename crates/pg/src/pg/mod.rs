@@ -463,8 +463,9 @@ struct Recovery {
     revert_pulls: BTreeMap<u64, (String, Version, Vec<i32>)>,
     /// This interval asked to clear the primary_temp.
     primary_temp_cleared: bool,
-    /// Erasure-coded: stray copies that asked, with the shard each holds
-    /// (recovery may read them).
+    /// Stray copies that asked, with the shard each holds (erasure-coded:
+    /// recovery may read them; replicated: shard 0, and a damaged source
+    /// may be mended from them).
     strays: BTreeMap<i32, usize>,
     /// Erasure-coded, from the last peering: acting members (this one
     /// included) whose OSD moved to another position and whose copy is
@@ -1403,6 +1404,7 @@ impl Pg {
                     self.start_peering(s, &mut fx);
                 }
                 self.retry_recovery(s, &mut fx);
+                self.mend_rerun(s, &mut fx);
                 self.scrub_some(&mut fx);
                 self.scrub_step(s, &mut fx);
                 self.down_fill_holes(&mut fx);

@@ -188,8 +188,16 @@ impl Pg {
             PeerMsg::StrayCheck {
                 from, epoch, shard, ..
             } => {
-                if let (Some(i), Some(_), true) = (shard, &self.ec, self.is_primary()) {
-                    self.rec.strays.insert(from, i as usize);
+                // (Replicated: a stray's whole copy may still mend a
+                // damaged source; see `mend_source`.)
+                match (shard, &self.ec, self.is_primary()) {
+                    (Some(i), Some(_), true) => {
+                        self.rec.strays.insert(from, i as usize);
+                    }
+                    (_, None, true) => {
+                        self.rec.strays.insert(from, 0);
+                    }
+                    _ => {}
                 }
                 let clean = self.clean_without(from, epoch);
                 fx.push(Effect::Answer {

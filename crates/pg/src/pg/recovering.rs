@@ -159,6 +159,10 @@ impl Pg {
         }
         let push = match recovery::read_copy(s, self.coll, &name) {
             Ok(p) => p,
+            Err(StoreError::Checksum { .. }) if self.may_mend(&name) => {
+                // (The members that lack it cannot give it back.)
+                return self.mend_source(s, name, &targets, fx);
+            }
             Err(e) => {
                 tracing_error(self.id, &format!("cannot read {name} to recover it: {e}"));
                 self.rec.retry.insert(name, self.now_ms + RECOVERY_RETRY_MS);
