@@ -57,6 +57,12 @@ pub enum OsdCmd {
         #[arg(long = "yes-i-really-mean-it")]
         confirm: bool,
     },
+    /// Set a cluster-wide flag: `noscrub` (no scrub starts by the
+    /// schedule; `pg scrub` still runs) or `nodeep-scrub` (the same for
+    /// deep scrubs). Health warns while one is set.
+    Set { flag: String },
+    /// Clear a flag `osd set` set.
+    Unset { flag: String },
     /// Edit the cluster's CRUSH map: add, move, rm, tree.
     #[command(subcommand)]
     Crush(CrushLiveCmd),
@@ -477,6 +483,9 @@ fn status_text(s: &StatusReport) -> String {
         "    osd: {} osds: {} up, {} in (map epoch {})",
         m.num_osds, m.num_up_osds, m.num_in_osds, m.epoch
     );
+    if !m.flags.is_empty() {
+        let _ = writeln!(o, "         flags {}", m.flags.join(","));
+    }
     let _ = writeln!(o, "\n  data:");
     let _ = writeln!(o, "    pools:   {} pools, {} pgs", s.pools, s.pgs.total);
     let _ = writeln!(o, "    objects: {}", s.usage.objects);
@@ -620,6 +629,8 @@ pub fn osd(conn: &ConnArgs, c: OsdCmd) -> Result<(), CliError> {
         }
         OsdCmd::Rm { id } => changed(&call(conn, req(Admin::OsdRm { id }))?),
         OsdCmd::Lost { id, confirm } => changed(&call(conn, req(Admin::OsdLost { id, confirm }))?),
+        OsdCmd::Set { flag } => changed(&call(conn, req(Admin::OsdFlag { flag, on: true }))?),
+        OsdCmd::Unset { flag } => changed(&call(conn, req(Admin::OsdFlag { flag, on: false }))?),
         OsdCmd::Crush(c) => match c {
             CrushLiveCmd::Add { id, host, weight } => {
                 changed(&call(conn, req(Admin::CrushAdd { id, host, weight }))?)
@@ -1170,6 +1181,7 @@ mod tests {
                 num_osds: 4,
                 num_up_osds: 3,
                 num_in_osds: 4,
+                flags: vec!["noscrub".into()],
             },
             pools: 1,
             pgs: PgSummary {
@@ -1198,6 +1210,7 @@ mod tests {
             "{t}"
         );
         assert!(t.contains("osd: 4 osds: 3 up, 4 in (map epoch 40)"), "{t}");
+        assert!(t.contains("         flags noscrub\n"), "{t}");
         assert!(t.contains("degraded: 3 object copies missing"), "{t}");
         assert!(t.contains("misplaced: 2 object copies to move"), "{t}");
         assert!(!t.contains("unfound"), "nothing unfound, no line: {t}");

@@ -119,6 +119,10 @@ pub fn plan(m: &OsdMap, cmd: &Admin) -> Result<Outcome, MonError> {
             }
             Changes(vec![Change::OsdLost { id: *id }])
         }
+        Admin::OsdFlag { flag, on } => Changes(vec![Change::OsdFlag {
+            flag: loligo_types::osdmap::OsdFlag::parse(flag).map_err(MonError::Invalid)?,
+            on: *on,
+        }]),
         Admin::PgMarkUnfoundLost { pg, confirm } => {
             let pg: loligo_types::PgId = pg.parse().map_err(MonError::Invalid)?;
             if !confirm {

@@ -245,6 +245,7 @@ impl LeaderState {
                 num_osds: map.osds.len(),
                 num_up_osds: up,
                 num_in_osds: inn,
+                flags: map.flags.iter().map(|f| f.name().to_string()).collect(),
             },
             pools: map.pools.len(),
             pgs: PgSummary { total, by_state },
@@ -444,6 +445,12 @@ fn health(map: &OsdMap, up: usize, by_state: &BTreeMap<PgState, u64>, damage: &D
             n.len(),
             n.join(", ")
         ));
+        level = level.max(HealthStatus::Warn);
+    }
+    if !map.flags.is_empty() {
+        // Ceph's OSDMAP_FLAGS.
+        let names: Vec<&str> = map.flags.iter().map(|f| f.name()).collect();
+        checks.push(format!("OSDMAP_FLAGS: {} flag(s) set", names.join(",")));
         level = level.max(HealthStatus::Warn);
     }
     if map.osds.is_empty() {
@@ -753,6 +760,16 @@ mod tests {
         );
         r.pgs[0].scrub_errors = 0;
         l.on_report(r, t0);
+        // A flag set: OSDMAP_FLAGS warns, and status names it.
+        let mut flagged = m.clone();
+        flagged.flags.insert(loligo_types::osdmap::OsdFlag::NoScrub);
+        let s = l.status(&flagged, mons(), t0, &T).unwrap();
+        assert_eq!(s.osdmap.flags, vec!["noscrub".to_string()]);
+        assert!(s
+            .health
+            .checks
+            .iter()
+            .any(|c| c == "OSDMAP_FLAGS: noscrub flag(s) set"));
         // A PG with unfound objects: counted, and the health is an error
         // that says what to do.
         let mut r = l.reports.values().next().unwrap().report.clone();

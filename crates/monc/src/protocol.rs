@@ -188,6 +188,12 @@ pub enum Admin {
     AuthRotate {
         entity: String,
     },
+    /// Set (`on`) or clear a cluster-wide flag by Ceph's name (`osd set
+    /// noscrub`).
+    OsdFlag {
+        flag: String,
+        on: bool,
+    },
 }
 
 impl Admin {
@@ -220,6 +226,7 @@ impl Admin {
             | OsdReweight { .. }
             | OsdRm { .. }
             | OsdLost { .. }
+            | OsdFlag { .. }
             | PgMarkUnfoundLost { .. }
             | CrushAdd { .. }
             | CrushMove { .. }
@@ -401,6 +408,9 @@ pub struct OsdMapStatus {
     pub num_osds: usize,
     pub num_up_osds: usize,
     pub num_in_osds: usize,
+    /// The cluster-wide flags set (`osd set`), by name.
+    #[serde(default)]
+    pub flags: Vec<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -469,6 +479,7 @@ mod tests {
                 num_osds: 4,
                 num_up_osds: 4,
                 num_in_osds: 4,
+                flags: vec!["nodeep-scrub".into()],
             },
             pools: 1,
             pgs: PgSummary {

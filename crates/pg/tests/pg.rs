@@ -2799,3 +2799,41 @@ fn a_reads_mend_asks_good_members_first_and_pushes_nowhere() {
     assert!(s.rotten().is_empty());
     assert_eq!(pg.inconsistent().len(), 1, "osd.1 is still bad");
 }
+
+/// `noscrub` and `nodeep-scrub` stop the scrubs the schedule asks for,
+/// not the ones the operator asks for.
+#[test]
+fn scrub_flags_hold_back_scheduled_scrubs_only() {
+    let (s, mut pg) = clean_pair();
+    pg.scrub_schedule = loligo_pg::pg::scrub::ScrubSchedule {
+        min_interval_ms: 1_000,
+        max_interval_ms: 2_000,
+        deep_interval_ms: 2_000,
+    };
+    pg.scrub_flags = loligo_pg::pg::scrub::ScrubFlags {
+        no_scrub: true,
+        no_deep_scrub: true,
+    };
+    for now_ms in [1_000, 5_000, 60_000] {
+        let fx = settle(&mut pg, &s, Input::Tick { now_ms });
+        assert!(scrub_map_asks(&fx).is_empty(), "a scheduled scrub ran");
+    }
+    assert_eq!(pg.scrub_counts(), (0, 0));
+    // Deep scrubs allowed again: one is due at once.
+    pg.scrub_flags.no_deep_scrub = false;
+    let fx = settle(&mut pg, &s, Input::Tick { now_ms: 61_000 });
+    assert_eq!(scrub_map_asks(&fx).len(), 2);
+    assert_eq!(pg.scrub_counts().1, 1, "the schedule asked for it");
+    // The operator's scrub runs under both flags.
+    let (s, mut pg) = clean_pair();
+    pg.scrub_flags = loligo_pg::pg::scrub::ScrubFlags {
+        no_scrub: true,
+        no_deep_scrub: true,
+    };
+    let cmd = loligo_types::scrub::PgCommand::Scrub {
+        deep: true,
+        repair: false,
+    };
+    let fx = settle(&mut pg, &s, Input::Command { cmd, token: 50 });
+    assert_eq!(scrub_map_asks(&fx).len(), 2);
+}

@@ -16,7 +16,7 @@ use loligo_crush::placement::{
 };
 use loligo_crush::{CompiledMap, CrushMap, Workspace, ITEM_NONE, MAX_NUM_REP};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// A map epoch. Epoch 0 is "no map yet".
 pub type Epoch = u64;
@@ -420,6 +420,61 @@ pub enum Change {
     MonMap {
         mons: BTreeMap<u64, String>,
     },
+    /// Set (`on`) or clear a cluster-wide flag (`osd set`, `osd unset`).
+    OsdFlag {
+        flag: OsdFlag,
+        on: bool,
+    },
+}
+
+/// A cluster-wide flag the operator sets (`osd set`; Ceph's names).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum OsdFlag {
+    /// No scrub starts by the schedule (an operator's `pg scrub` still
+    /// runs); a scheduled one running stops at its next chunk.
+    NoScrub,
+    /// As `NoScrub`, for deep scrubs.
+    NoDeepScrub,
+}
+
+impl OsdFlag {
+    /// Every flag, in the order `status` shows them.
+    pub const ALL: [OsdFlag; 2] = [OsdFlag::NoScrub, OsdFlag::NoDeepScrub];
+
+    /// Its name (as `osd set` takes it).
+    pub fn name(self) -> &'static str {
+        match self {
+            OsdFlag::NoScrub => "noscrub",
+            OsdFlag::NoDeepScrub => "nodeep-scrub",
+        }
+    }
+
+    /// The flag named `name`; Ceph's other flags are refused by name as
+    /// not built yet.
+    pub fn parse(name: &str) -> std::result::Result<OsdFlag, String> {
+        if let Some(f) = OsdFlag::ALL.iter().find(|f| f.name() == name) {
+            return Ok(*f);
+        }
+        const LATER: [&str; 9] = [
+            "noout",
+            "noin",
+            "noup",
+            "nodown",
+            "norebalance",
+            "nobackfill",
+            "norecover",
+            "pause",
+            "full",
+        ];
+        if LATER.contains(&name) {
+            return Err(format!(
+                "the {name} flag is not supported yet (supported: noscrub, nodeep-scrub)"
+            ));
+        }
+        Err(format!(
+            "unknown flag '{name}' (supported: noscrub, nodeep-scrub)"
+        ))
+    }
 }
 
 /// The write set of the newest interval in which a PG may have accepted
@@ -490,7 +545,8 @@ impl Change {
             | Change::OsdLost { .. }
             | Change::AuthPut { .. }
             | Change::AuthRm { .. }
-            | Change::MonMap { .. } => Reach::Nothing,
+            | Change::MonMap { .. }
+            | Change::OsdFlag { .. } => Reach::Nothing,
         }
     }
 }
@@ -574,6 +630,8 @@ pub struct OsdMap {
     /// Which key each holds is its `mon.N` entry in [`OsdMap::auth`].
     /// Empty until the first leader writes it.
     pub mons: BTreeMap<u64, String>,
+    /// The cluster-wide flags set (`osd set`).
+    pub flags: BTreeSet<OsdFlag>,
 }
 
 /// Most monitors a map names (Raft groups have 1, 3 or 5).
@@ -636,6 +694,7 @@ impl OsdMap {
             auth: BTreeMap::new(),
             unfound_lost: BTreeMap::new(),
             mons: BTreeMap::new(),
+            flags: BTreeSet::new(),
         })
     }
 
@@ -889,6 +948,12 @@ impl OsdMap {
             Change::MonMap { mons } => {
                 check_mons(mons)?;
                 self.mons = mons.clone();
+            }
+            Change::OsdFlag { flag, on: true } => {
+                self.flags.insert(*flag);
+            }
+            Change::OsdFlag { flag, on: false } => {
+                self.flags.remove(flag);
             }
         }
         Ok(())
@@ -1437,13 +1502,37 @@ mod crush_as_json {
 }
 
 /// Magic and format version in front of every encoded map and incremental.
-const MAGIC: [u8; 4] = *b"LGM5";
+const MAGIC: [u8; 4] = *b"LGM6";
+/// The version before maps held flags: still read (see [`v5`]).
+const MAGIC_V5: [u8; 4] = *b"LGM5";
 /// The version before maps held the monitor map: still read (see [`v4`]).
 const MAGIC_V4: [u8; 4] = *b"LGM4";
 /// The version before maps held unfound-lost marks: still read (see [`v3`]).
 const MAGIC_V3: [u8; 4] = *b"LGM3";
 /// The version before maps held users: still read (see [`v2`]).
 const MAGIC_V2: [u8; 4] = *b"LGM2";
+
+/// The `LGM5` map: today's without the flags. Incrementals of every
+/// version read alike (changes were only added at the end).
+mod v5 {
+    use super::*;
+
+    /// The `LGM4` map's fields, then the monitor map.
+    #[derive(Deserialize)]
+    pub struct OsdMap {
+        lgm4: v4::OsdMap,
+        mons: BTreeMap<u64, String>,
+    }
+
+    impl From<OsdMap> for super::OsdMap {
+        fn from(m: OsdMap) -> Self {
+            super::OsdMap {
+                mons: m.mons,
+                ..m.lgm4.into()
+            }
+        }
+    }
+}
 
 /// The `LGM4` map: today's without the monitor map. Incrementals of every
 /// version read alike (changes were only added at the end).
@@ -1528,6 +1617,7 @@ mod v2 {
                 auth: BTreeMap::new(),
                 unfound_lost: BTreeMap::new(),
                 mons: BTreeMap::new(),
+                flags: BTreeSet::new(),
             }
         }
     }
@@ -1553,6 +1643,8 @@ pub fn decode_map(b: &[u8]) -> Result<OsdMap> {
         whole::<v3::OsdMap>("map", body)?.into()
     } else if let Some(body) = b.strip_prefix(&MAGIC_V4) {
         whole::<v4::OsdMap>("map", body)?.into()
+    } else if let Some(body) = b.strip_prefix(&MAGIC_V5) {
+        whole::<v5::OsdMap>("map", body)?.into()
     } else {
         decode("map", b)?
     };
@@ -1562,7 +1654,7 @@ pub fn decode_map(b: &[u8]) -> Result<OsdMap> {
 
 /// Decode what [`encode`] wrote; foreign or truncated bytes are an error.
 pub fn decode<T: for<'de> Deserialize<'de>>(what: &'static str, b: &[u8]) -> Result<T> {
-    let body = [MAGIC, MAGIC_V4, MAGIC_V3, MAGIC_V2]
+    let body = [MAGIC, MAGIC_V5, MAGIC_V4, MAGIC_V3, MAGIC_V2]
         .iter()
         .find_map(|m| b.strip_prefix(m.as_slice()));
     let body = body.ok_or_else(|| MapError::Decode {

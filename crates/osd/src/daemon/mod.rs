@@ -208,6 +208,9 @@ pub struct OsdShared {
     /// The load average per CPU is under `scrub_load_threshold` (checked
     /// at each report).
     scrub_load_ok: AtomicBool,
+    /// The newest map's `noscrub` and `nodeep-scrub` flags.
+    no_scrub: AtomicBool,
+    no_deep_scrub: AtomicBool,
     /// Set when the OSD stops: PG tasks end at their next input.
     stopped: AtomicBool,
     /// A re-boot after being wrongly marked down is under way.
@@ -628,6 +631,8 @@ pub async fn start(
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64),
         scrub_load_ok: AtomicBool::new(true),
+        no_scrub: AtomicBool::new(false),
+        no_deep_scrub: AtomicBool::new(false),
         stopped: AtomicBool::new(false),
         rebooting: AtomicBool::new(false),
         shutdown: tokio::sync::Notify::new(),
@@ -756,6 +761,9 @@ fn on_map(s: &Arc<OsdShared>, m: &OsdMap) {
         );
         *held = Some(map.clone());
     }
+    use loligo_types::osdmap::OsdFlag;
+    (s.no_scrub).store(map.flags.contains(&OsdFlag::NoScrub), Ordering::Relaxed);
+    (s.no_deep_scrub).store(map.flags.contains(&OsdFlag::NoDeepScrub), Ordering::Relaxed);
     *lock(&s.full) = map
         .osds
         .values()

@@ -96,6 +96,10 @@ async fn run(s: Arc<OsdShared>, me: Mailbox, mut inbox: Inbox, mut core: Pg) {
         let mut input = msg.input;
         if matches!(input, Input::Tick { .. }) {
             core.scrub_load_ok = s.scrub_load_ok.load(Ordering::Relaxed);
+            core.scrub_flags = crate::pg::scrub::ScrubFlags {
+                no_scrub: s.no_scrub.load(Ordering::Relaxed),
+                no_deep_scrub: s.no_deep_scrub.load(Ordering::Relaxed),
+            };
         }
         if let Some(w) = msg.reply {
             let token = next_token;

@@ -925,6 +925,9 @@ pub struct Pg {
     pub scrub_schedule: scrub::ScrubSchedule,
     /// The OSD's load is under its scrub threshold (set by the host).
     pub scrub_load_ok: bool,
+    /// The cluster's flags that hold scheduled scrubs back (set by the
+    /// host from its map).
+    pub scrub_flags: scrub::ScrubFlags,
     /// The Unix time (ms) at which this PG's clock (`now_ms`) read 0, for
     /// the scrub stamps it reports (0: not known).
     pub clock_base_unix_ms: u64,
@@ -1055,6 +1058,7 @@ impl Pg {
             scrub_sleep_ms: scrub::SCRUB_SLEEP_MS,
             scrub_schedule: scrub::ScrubSchedule::default(),
             scrub_load_ok: true,
+            scrub_flags: scrub::ScrubFlags::default(),
             clock_base_unix_ms: 0,
             given_up: 0,
         }

@@ -88,6 +88,38 @@ impl ScrubSchedule {
     }
 }
 
+/// The cluster's flags that hold scrubs back (`osd set noscrub`, `osd
+/// set nodeep-scrub`): they stop scheduled scrubs only, never one the
+/// operator asked for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ScrubFlags {
+    pub no_scrub: bool,
+    pub no_deep_scrub: bool,
+}
+
+impl ScrubFlags {
+    /// Whether a scheduled scrub of `kind` may run.
+    pub fn allow(self, kind: ScrubKind) -> bool {
+        if kind.deep {
+            !self.no_deep_scrub
+        } else {
+            !self.no_scrub
+        }
+    }
+
+    /// `schedule` with what the flags stop taken out.
+    fn limit(self, mut schedule: ScrubSchedule) -> ScrubSchedule {
+        if self.no_scrub {
+            schedule.min_interval_ms = 0;
+            schedule.max_interval_ms = 0;
+        }
+        if self.no_deep_scrub {
+            schedule.deep_interval_ms = 0;
+        }
+        schedule
+    }
+}
+
 /// What a scrub reads and does.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ScrubKind {
@@ -103,6 +135,8 @@ pub struct ScrubKind {
 pub(super) struct Scrubber {
     /// Asked for and not started yet.
     want: Option<ScrubKind>,
+    /// The schedule asked for `want` (the operator did not).
+    want_scheduled: bool,
     job: Option<Job>,
     /// Objects whose queue (`ops.busy`) starts with a write held back
     /// while their chunk is compared: ops behind it keep their order.
@@ -131,6 +165,8 @@ pub(super) struct Scrubber {
 
 struct Job {
     kind: ScrubKind,
+    /// The schedule asked for it (the flags may stop it).
+    scheduled: bool,
     /// Every object up to here is compared.
     after: Cursor,
     step: Step,
@@ -187,6 +223,7 @@ impl Pg {
         let w = self.scrubber.want.get_or_insert(kind);
         w.deep |= kind.deep;
         w.repair |= kind.repair;
+        self.scrubber.want_scheduled = false;
         true
     }
 
@@ -284,13 +321,14 @@ impl Pg {
         let base = *sc.since_ms.get_or_insert(now);
         let seed =
             (u64::from(self.id.ps) ^ (self.id.pool << 32)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        sc.want = self.scrub_schedule.due(
+        sc.want = self.scrub_flags.limit(self.scrub_schedule).due(
             now,
             sc.last_ms.unwrap_or(base),
             sc.last_deep_ms.unwrap_or(base),
             seed >> 16,
             self.scrub_load_ok,
         );
+        sc.want_scheduled = sc.want.is_some();
         sc.scheduled += u64::from(sc.want.is_some());
     }
 
@@ -308,6 +346,7 @@ impl Pg {
             tracing::info!("pg {}: {} starts", self.id, scrub_name(kind));
             self.scrubber.job = Some(Job {
                 kind,
+                scheduled: self.scrubber.want_scheduled,
                 after: Cursor::Start,
                 step: Step::Idle { at_ms: 0 },
                 found: BTreeMap::new(),
@@ -327,6 +366,16 @@ impl Pg {
         }
         if let Step::Idle { at_ms } = job.step {
             if self.now_ms < at_ms || !clean {
+                return;
+            }
+            if job.scheduled && !self.scrub_flags.allow(job.kind) {
+                // (Between chunks: no write is held.)
+                tracing::info!(
+                    "pg {}: scheduled {} stops: a flag holds it back",
+                    self.id,
+                    scrub_name(job.kind)
+                );
+                self.scrubber.job = None;
                 return;
             }
             let listed =
