@@ -1,0 +1,238 @@
+//! Scrub, deep scrub and repair of a local cluster of processes, through
+//! the CLI as an operator would run them: a replica's copy given wrong
+//! bytes with valid checksums (`store set-bytes`: only the digest
+//! comparison sees it) and another's rotted in its block file (the store's
+//! checksum fails the read), each found by `pg deep-scrub`, named by
+//! `list-inconsistent-obj`, counted in `status`, mended by `pg repair`;
+//! the primary's copy rotted reads back right at once; and the `noscrub`
+//! flag set, shown and cleared.
+
+mod common;
+
+use common::{loligo, ok};
+use serde_json::Value;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// PG, acting set and primary of `name` in the default pool.
+fn placement(dir: &Path, name: &str) -> (String, Vec<i64>, i64) {
+    let v: Value =
+        serde_json::from_str(&ok(dir, &["osd", "map", "default", name, "--json"])).unwrap();
+    let acting = v["acting"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o.as_i64().unwrap())
+        .collect();
+    let pg = v["pgid"].as_str().unwrap().to_string();
+    (pg, acting, v["acting_primary"].as_i64().unwrap())
+}
+
+/// PG `pg`'s row in `pg ls --json`.
+fn pg_row(dir: &Path, pg: &str) -> Value {
+    let rows: Value = serde_json::from_str(&ok(dir, &["pg", "ls", "--json"])).unwrap();
+    (rows.as_array().unwrap().iter())
+        .find(|r| r["pg"] == pg)
+        .cloned()
+        .unwrap_or_else(|| panic!("pg {pg} not listed: {rows}"))
+}
+
+/// Wait (a minute at most) until `ready` holds.
+fn wait_for(what: &str, mut ready: impl FnMut() -> Option<String>) {
+    let t0 = Instant::now();
+    loop {
+        let Some(why) = ready() else { return };
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "never {what}: {why}"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+fn wait_clean(dir: &Path) {
+    wait_for("all active+clean", || common::not_clean(dir));
+}
+
+/// `pg deep-scrub PG` (or `pg repair PG`), and wait until it ended.
+fn deep_scrub(dir: &Path, pg: &str, verb: &str) {
+    let before = pg_row(dir, pg)["last_deep_scrub_stamp"].as_u64().unwrap();
+    let said = ok(dir, &["pg", verb, pg]);
+    assert!(
+        said.contains(&format!("instructing pg {pg} to {verb}")),
+        "{said}"
+    );
+    wait_for("the deep scrub's stamp", || {
+        let row = pg_row(dir, pg);
+        let now = row["last_deep_scrub_stamp"].as_u64().unwrap();
+        (now <= before).then(|| row.to_string())
+    });
+}
+
+/// What `list-inconsistent-obj PG --json` lists.
+fn inconsistent(dir: &Path, pg: &str) -> Vec<Value> {
+    let v: Value =
+        serde_json::from_str(&ok(dir, &["list-inconsistent-obj", pg, "--json"])).unwrap();
+    v["inconsistents"].as_array().unwrap().clone()
+}
+
+/// The errors `list` gives OSD `osd`'s copy of its one object.
+fn errors_of(list: &[Value], osd: i64) -> Vec<String> {
+    assert_eq!(list.len(), 1, "{list:?}");
+    let shard = (list[0]["shards"].as_array().unwrap().iter())
+        .find(|s| s["osd"] == osd)
+        .unwrap_or_else(|| panic!("no shard of osd.{osd}: {list:?}"));
+    (shard["errors"].as_array().unwrap().iter())
+        .map(|e| e.as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Stop OSD `osd`, let `f` change its store folder, start it again and
+/// wait until the cluster is clean.
+fn with_osd_stopped(dir: &Path, osd: i64, f: impl FnOnce(&Path)) {
+    let d = dir.to_string_lossy().into_owned();
+    let name = format!("osd.{osd}");
+    ok(dir, &["stop", &name, "--data-dir", &d]);
+    f(&dir.join(&name));
+    ok(dir, &["start", &name, "--data-dir", &d]);
+    wait_clean(dir);
+}
+
+/// Flip one byte of `data`'s copy in a stopped OSD's block file (the
+/// copy is found at a block boundary by its first 64 bytes).
+fn flip_in_block_file(osd_dir: &Path, data: &[u8]) {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(osd_dir.join("block"))
+        .unwrap();
+    let len = f.metadata().unwrap().len();
+    let mut head = [0u8; 64];
+    let at = (0..len / 4096)
+        .map(|b| b * 4096)
+        .find(|&off| f.read_exact_at(&mut head, off).is_ok() && head[..] == data[..64])
+        .unwrap_or_else(|| panic!("{}: the object is not in the block file", osd_dir.display()));
+    let mut b = [0u8; 1];
+    f.read_exact_at(&mut b, at + 5000).unwrap();
+    f.write_all_at(&[b[0] ^ 0x04], at + 5000).unwrap();
+    f.sync_all().unwrap();
+}
+
+fn health(dir: &Path) -> (String, Vec<String>) {
+    let s: Value = serde_json::from_str(&ok(dir, &["status", "--json"])).unwrap();
+    let checks = (s["health"]["checks"].as_array().unwrap().iter())
+        .map(|c| c.as_str().unwrap().to_string())
+        .collect();
+    (s["health"]["status"].as_str().unwrap().to_string(), checks)
+}
+
+#[test]
+fn deep_scrub_finds_bad_copies_repair_mends_them_through_the_cli() {
+    let (root, dir, guard) = common::start("scrub-cli", 3, 8);
+    let mut data: Vec<u8> = (0..1u32 << 20)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    data[..31].copy_from_slice(b"loligo scrub test object, head.");
+    let file = root.join("a.bin");
+    std::fs::write(&file, &data).unwrap();
+    ok(&dir, &["put", "a", file.to_str().unwrap()]);
+    wait_clean(&dir);
+    let (pg, acting, primary) = placement(&dir, "a");
+    assert_eq!(acting.len(), 3, "{acting:?}");
+    assert_eq!(acting[0], primary);
+
+    // Wrong bytes with valid checksums on a replica: only the digests
+    // tell.
+    let wrong = root.join("wrong.bin");
+    std::fs::write(&wrong, b"not what was written").unwrap();
+    with_osd_stopped(&dir, acting[1], |osd| {
+        let d = osd.to_string_lossy().into_owned();
+        ok(
+            &dir,
+            &[
+                "store",
+                "set-bytes",
+                &d,
+                "a",
+                "1000",
+                wrong.to_str().unwrap(),
+            ],
+        );
+    });
+    deep_scrub(&dir, &pg, "deep-scrub");
+    let found = inconsistent(&dir, &pg);
+    assert_eq!(found[0]["object"]["name"], "a", "{found:?}");
+    assert!(
+        errors_of(&found, acting[1]).contains(&"data_digest_mismatch".to_string()),
+        "{found:?}"
+    );
+    assert_eq!(found[0]["selected_object_info"]["rule"], "data_digest");
+    assert!(pg_row(&dir, &pg)["state"]
+        .as_str()
+        .unwrap()
+        .contains("inconsistent"));
+    let (status, checks) = health(&dir);
+    assert_eq!(status, "HEALTH_ERR", "{checks:?}");
+    assert!(
+        checks
+            .iter()
+            .any(|c| c == "OSD_SCRUB_ERRORS: 1 scrub errors"),
+        "{checks:?}"
+    );
+    assert!(
+        checks.iter().any(|c| c.starts_with("PG_DAMAGED")),
+        "{checks:?}"
+    );
+    let text = ok(&dir, &["list-inconsistent-obj", &pg]);
+    assert!(
+        text.contains(&format!("osd.{}: data_digest_mismatch", acting[1])),
+        "{text}"
+    );
+    deep_scrub(&dir, &pg, "repair");
+    deep_scrub(&dir, &pg, "deep-scrub");
+    assert!(inconsistent(&dir, &pg).is_empty());
+    wait_for("health back to OK", || {
+        let (status, checks) = health(&dir);
+        (status != "HEALTH_OK").then(|| format!("{status} {checks:?}"))
+    });
+
+    // Rot in the other replica's block file: a read error.
+    with_osd_stopped(&dir, acting[2], |osd| flip_in_block_file(osd, &data));
+    deep_scrub(&dir, &pg, "deep-scrub");
+    let found = inconsistent(&dir, &pg);
+    assert_eq!(
+        errors_of(&found, acting[2]),
+        vec!["read_error"],
+        "{found:?}"
+    );
+    deep_scrub(&dir, &pg, "repair");
+    deep_scrub(&dir, &pg, "deep-scrub");
+    assert!(inconsistent(&dir, &pg).is_empty());
+
+    // Rot on the primary: a read gets the right bytes at once.
+    with_osd_stopped(&dir, primary, |osd| flip_in_block_file(osd, &data));
+    let out = root.join("out.bin");
+    ok(&dir, &["get", "a", out.to_str().unwrap()]);
+    assert_eq!(std::fs::read(&out).unwrap(), data);
+    deep_scrub(&dir, &pg, "deep-scrub");
+    assert!(inconsistent(&dir, &pg).is_empty(), "the read mended it");
+
+    // The noscrub flag: set, shown, warned about, cleared; a flag not
+    // built yet is refused.
+    assert!(ok(&dir, &["osd", "set", "noscrub"]).contains("done"));
+    let s: Value = serde_json::from_str(&ok(&dir, &["status", "--json"])).unwrap();
+    assert_eq!(s["osdmap"]["flags"], serde_json::json!(["noscrub"]), "{s}");
+    assert!(ok(&dir, &["status"]).contains("flags noscrub"));
+    assert!(health(&dir)
+        .1
+        .iter()
+        .any(|c| c == "OSDMAP_FLAGS: noscrub flag(s) set"));
+    let e = loligo(&dir, &["osd", "set", "noout"]);
+    assert_eq!(e.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&e.stderr).contains("not supported yet"));
+    ok(&dir, &["osd", "unset", "noscrub"]);
+    let s: Value = serde_json::from_str(&ok(&dir, &["status", "--json"])).unwrap();
+    assert_eq!(s["osdmap"]["flags"], serde_json::json!([]), "{s}");
+    drop(guard);
+}
