@@ -2837,3 +2837,42 @@ fn scrub_flags_hold_back_scheduled_scrubs_only() {
     let fx = settle(&mut pg, &s, Input::Command { cmd, token: 50 });
     assert_eq!(scrub_map_asks(&fx).len(), 2);
 }
+
+/// A primary's scrub stamps outlive it: kept in the `scrub` record, read
+/// by the next primary on that store.
+#[test]
+fn scrub_stamps_are_kept_in_the_store() {
+    let (s, mut pg) = clean_pair();
+    pg.clock_base_unix_ms = 1_700_000_000_000;
+    let cmd = loligo_types::scrub::PgCommand::Scrub {
+        deep: true,
+        repair: false,
+    };
+    let asks = scrub_map_asks(&settle(&mut pg, &s, Input::Command { cmd, token: 50 }));
+    let c = CollectionId::pg(1, 0);
+    let (same, _) =
+        loligo_pg::pg::scrub_map::build_map(&s, c, &Cursor::Start, &Cursor::End, true).unwrap();
+    for (id, _) in asks {
+        settle(&mut pg, &s, reply(id, PeerReply::ScrubMap(same.clone())));
+    }
+    let stamps = pg.scrub_stamps();
+    assert_eq!(stamps.0, Some(1_700_000_000_000), "{stamps:?}");
+    assert_eq!(stamps.0, stamps.1);
+    assert_eq!(pg.stat().unwrap().last_deep_scrub_stamp, 1_700_000_000_000);
+    let kept = s.record(c, loligo_pg::pg::scrub::SCRUB_KEY).unwrap().unwrap();
+    assert_eq!(
+        loligo_pg::pg::record::decode_scrub_stamps(&kept).unwrap(),
+        (1_700_000_000_000, 1_700_000_000_000)
+    );
+    // A new primary on this store (a restart) knows them.
+    let info = loligo_pg::pg::record::decode_info(&s.record(c, b"info").unwrap().unwrap()).unwrap();
+    let mut again = Pg::new(PG, 0, PgInfo::default());
+    again.clock_base_unix_ms = 1_700_000_500_000;
+    let asked = run(&mut again, &s, map(1, vec![0, 1, 2], 2));
+    for osd in [1, 2] {
+        settle(&mut again, &s, info_reply(&asked, osd, 1, Some(info.into())));
+    }
+    assert_eq!(again.stat().unwrap().state.to_string(), "active+clean");
+    settle(&mut again, &s, Input::Tick { now_ms: 10 });
+    assert_eq!(again.scrub_stamps(), stamps);
+}

@@ -56,6 +56,8 @@ pub const TREE_V1: &[u8; 4] = b"LPT1";
 pub const TREE_V2: &[u8; 4] = b"LPT2";
 /// Marker of a Merkle tree page record, format 1.
 pub const PAGE_V1: &[u8; 4] = b"LPP1";
+/// Marker of a scrub stamps record, format 1.
+pub const SCRUB_V1: &[u8; 4] = b"LPS1";
 
 /// What a write did to its copy's Merkle tree, carried in the log entry
 /// the write persists anyway (no record of its own): leaf `leaf` holds
@@ -290,6 +292,17 @@ pub fn encode_cursor(c: &Cursor) -> Vec<u8> {
 /// A backfill cursor from its stored bytes.
 pub fn decode_cursor(b: &[u8]) -> Result<Cursor, RecordError> {
     decode("backfill cursor", BACKFILL_V1, b)
+}
+
+/// The stored bytes of a primary's last scrub and deep scrub stamps
+/// (Unix ms; 0: never).
+pub fn encode_scrub_stamps(last: u64, last_deep: u64) -> Vec<u8> {
+    encode(SCRUB_V1, &(last, last_deep))
+}
+
+/// A primary's scrub stamps from their stored bytes.
+pub fn decode_scrub_stamps(b: &[u8]) -> Result<(u64, u64), RecordError> {
+    decode("scrub stamps", SCRUB_V1, b)
 }
 
 /// The stored bytes of a Merkle tree's shape: its leaf count and leaves

@@ -16,6 +16,9 @@ use super::scrub_map::{self, Inconsistent, ScrubObject};
 use super::*;
 use loligo_types::scrub::{PgCommand, PgCommandReply};
 
+/// The record holding this copy's last scrub stamps as primary.
+pub const SCRUB_KEY: &[u8] = b"scrub";
+
 /// Objects per scrub chunk (Ceph's `osd_scrub_chunk_max` is 25).
 pub const CHUNK_OBJECTS: usize = 25;
 /// Default pause between chunks (ms; Ceph's `osd_scrub_sleep`).
@@ -144,9 +147,12 @@ pub(super) struct Scrubber {
     /// What the last complete scrub found, by object (repairs remove
     /// what they mend).
     pub found: BTreeMap<String, Inconsistent>,
-    /// When the last scrub and the last deep scrub ended (`now_ms`).
+    /// When the last scrub and the last deep scrub ended (wall clock:
+    /// see `Pg::wall_now`), kept in the `scrub` record.
     pub last_ms: Option<u64>,
     pub last_deep_ms: Option<u64>,
+    /// The `scrub` record was read.
+    loaded: bool,
     /// Bytes deep scrubs read on this copy, and objects compared.
     pub bytes: u64,
     pub objects: u64,
@@ -158,8 +164,8 @@ pub(super) struct Scrubber {
     pub scheduled: u64,
     /// Repairs in flight: object -> members still to acknowledge (tids).
     repairing: BTreeMap<String, BTreeMap<u64, i32>>,
-    /// When this copy first looked at its schedule (the base for scrubs
-    /// it never made).
+    /// When this copy first looked at its schedule (wall clock; the base
+    /// for scrubs it never made).
     since_ms: Option<u64>,
 }
 
@@ -227,7 +233,8 @@ impl Pg {
         true
     }
 
-    /// When the last scrub and the last deep scrub ended (`now_ms`).
+    /// When the last scrub and the last deep scrub ended (see
+    /// [`Pg::wall_now`]).
     pub fn scrub_stamps(&self) -> (Option<u64>, Option<u64>) {
         (self.scrubber.last_ms, self.scrubber.last_deep_ms)
     }
@@ -311,13 +318,41 @@ impl Pg {
         }
     }
 
+    /// The wall clock (Unix ms) as this PG knows it: its own clock from
+    /// the host's base (the clock alone where the host gave none).
+    pub fn wall_now(&self) -> u64 {
+        self.clock_base_unix_ms + self.now_ms
+    }
+
+    /// Read the `scrub` record once: stamps outlive the process.
+    fn load_scrub_stamps(&mut self, s: &dyn ObjectStore) {
+        if std::mem::replace(&mut self.scrubber.loaded, true) {
+            return;
+        }
+        let stored = s.record(self.coll, SCRUB_KEY).map_err(|e| e.to_string());
+        match stored.and_then(|b| {
+            b.map(|b| record::decode_scrub_stamps(&b))
+                .transpose()
+                .map_err(|e| e.to_string())
+        }) {
+            Ok(Some((last, deep))) => {
+                let sc = &mut self.scrubber;
+                sc.last_ms = sc.last_ms.max((last > 0).then_some(last));
+                sc.last_deep_ms = sc.last_deep_ms.max((deep > 0).then_some(deep));
+            }
+            Ok(None) => {}
+            // (Scrubs then count from now: nothing is lost but timing.)
+            Err(e) => tracing::warn!("pg {}: its scrub stamps: {e}", self.id),
+        }
+    }
+
     /// Ask for the scrub the schedule says is due, if any.
     fn scrub_when_due(&mut self) {
+        let now = self.wall_now();
         let sc = &mut self.scrubber;
         if sc.want.is_some() || sc.job.is_some() {
             return;
         }
-        let now = self.now_ms;
         let base = *sc.since_ms.get_or_insert(now);
         let seed =
             (u64::from(self.id.ps) ^ (self.id.pool << 32)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
@@ -337,6 +372,7 @@ impl Pg {
         if !matches!(self.role, Role::Primary { .. }) || self.ec.is_some() {
             return;
         }
+        self.load_scrub_stamps(s);
         self.scrub_when_due();
         if self.scrubber.job.is_none() {
             if self.scrubber.want.is_none() || !self.is_clean() {
@@ -573,12 +609,22 @@ impl Pg {
         let Some(job) = self.scrubber.job.take() else {
             return;
         };
+        let now = self.wall_now();
         let sc = &mut self.scrubber;
         sc.done += 1;
-        sc.last_ms = Some(self.now_ms);
+        sc.last_ms = Some(now);
         if job.kind.deep {
-            sc.last_deep_ms = Some(self.now_ms);
+            sc.last_deep_ms = Some(now);
         }
+        let mut t = Transaction::new();
+        let stamps = (sc.last_ms.unwrap_or(0), sc.last_deep_ms.unwrap_or(0));
+        t.set_record(
+            self.coll,
+            SCRUB_KEY,
+            record::encode_scrub_stamps(stamps.0, stamps.1),
+        );
+        self.apply_own(t, false, fx);
+        let sc = &mut self.scrubber;
         tracing::info!(
             "pg {}: {} ends: {} inconsistent objects",
             self.id,

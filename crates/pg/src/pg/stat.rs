@@ -104,11 +104,11 @@ impl Pg {
         })
     }
 
-    /// A time of this PG's clock as Unix milliseconds (0: none, or no
-    /// wall clock given).
+    /// A stamp of `wall_now`'s clock as Unix milliseconds (0: none, or
+    /// no wall clock given).
     fn wall_ms(&self, ms: Option<u64>) -> u64 {
         match (ms, self.clock_base_unix_ms) {
-            (Some(ms), base) if base > 0 => base + ms,
+            (Some(ms), base) if base > 0 => ms,
             _ => 0,
         }
     }
