@@ -153,6 +153,15 @@ pub struct OsdArgs {
     /// the disk; Ceph's osd_scrub_sleep).
     #[arg(long, default_value_t = 0.0)]
     scrub_sleep: f64,
+    /// After a scheduled deep scrub, repair what it found if it found at
+    /// most --scrub-auto-repair-num-errors objects (Ceph's
+    /// osd_scrub_auto_repair; off by default).
+    #[arg(long)]
+    scrub_auto_repair: bool,
+    /// The most inconsistent objects a deep scrub may find for
+    /// --scrub-auto-repair to repair them (more: the operator decides).
+    #[arg(long, default_value_t = 5)]
+    scrub_auto_repair_num_errors: usize,
     /// This OSD's keyring (made by `loligo up` or `loligo auth`): every
     /// connection to and from it is mutual TLS, and only this cluster's
     /// entities get through. Required unless --insecure is given.
@@ -406,6 +415,9 @@ pub fn osd(a: OsdArgs) -> Result<(), CliError> {
         return Err(CliError("--scrub-load-threshold must be above 0".into()));
     }
     cfg.scrub_load_threshold = a.scrub_load_threshold;
+    cfg.scrub_auto_repair = a
+        .scrub_auto_repair
+        .then_some(a.scrub_auto_repair_num_errors);
     cfg.scrub_sleep = if a.scrub_sleep == 0.0 {
         Duration::ZERO
     } else {

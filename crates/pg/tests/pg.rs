@@ -2859,7 +2859,10 @@ fn scrub_stamps_are_kept_in_the_store() {
     assert_eq!(stamps.0, Some(1_700_000_000_000), "{stamps:?}");
     assert_eq!(stamps.0, stamps.1);
     assert_eq!(pg.stat().unwrap().last_deep_scrub_stamp, 1_700_000_000_000);
-    let kept = s.record(c, loligo_pg::pg::scrub::SCRUB_KEY).unwrap().unwrap();
+    let kept = s
+        .record(c, loligo_pg::pg::scrub::SCRUB_KEY)
+        .unwrap()
+        .unwrap();
     assert_eq!(
         loligo_pg::pg::record::decode_scrub_stamps(&kept).unwrap(),
         (1_700_000_000_000, 1_700_000_000_000)
@@ -2870,9 +2873,46 @@ fn scrub_stamps_are_kept_in_the_store() {
     again.clock_base_unix_ms = 1_700_000_500_000;
     let asked = run(&mut again, &s, map(1, vec![0, 1, 2], 2));
     for osd in [1, 2] {
-        settle(&mut again, &s, info_reply(&asked, osd, 1, Some(info.into())));
+        settle(
+            &mut again,
+            &s,
+            info_reply(&asked, osd, 1, Some(info.into())),
+        );
     }
     assert_eq!(again.stat().unwrap().state.to_string(), "active+clean");
     settle(&mut again, &s, Input::Tick { now_ms: 10 });
     assert_eq!(again.scrub_stamps(), stamps);
+}
+
+/// With automatic repair on, what a scheduled deep scrub found is repaired
+/// when it is few enough; more is left to the operator.
+#[test]
+fn a_scheduled_deep_scrub_repairs_a_few_errors_when_asked_to() {
+    for (most, repaired) in [(Some(5), true), (Some(0), false), (None, false)] {
+        let (s, mut pg) = clean_pair();
+        pg.scrub_auto_repair = most;
+        pg.scrub_schedule = loligo_pg::pg::scrub::ScrubSchedule {
+            min_interval_ms: 0,
+            max_interval_ms: 0,
+            deep_interval_ms: 1_000,
+        };
+        let asks = scrub_map_asks(&settle(&mut pg, &s, Input::Tick { now_ms: 5_000 }));
+        assert_eq!(asks.len(), 2);
+        let c = CollectionId::pg(1, 0);
+        let (good, _) =
+            loligo_pg::pg::scrub_map::build_map(&s, c, &Cursor::Start, &Cursor::End, true).unwrap();
+        let mut wrong = good.clone();
+        wrong[0].data = wrong[0].data.map(|d| d ^ 1);
+        let mut fx = Vec::new();
+        for (id, to) in asks {
+            let map = if to == 1 { wrong.clone() } else { good.clone() };
+            fx.extend(settle(&mut pg, &s, reply(id, PeerReply::ScrubMap(map))));
+        }
+        let repairs: Vec<i32> = sends(&fx)
+            .iter()
+            .filter(|(_, _, m)| matches!(m, PeerMsg::Repair { .. }))
+            .map(|(_, to, _)| *to)
+            .collect();
+        assert_eq!(repairs == vec![1], repaired, "{most:?}: {repairs:?}");
+    }
 }

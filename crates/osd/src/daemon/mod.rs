@@ -108,6 +108,9 @@ pub struct OsdConfig {
     pub scrub_load_threshold: f64,
     /// Pause between scrub chunks (Ceph's `osd_scrub_sleep`).
     pub scrub_sleep: Duration,
+    /// Repair what a scheduled deep scrub found when it found at most
+    /// this many objects (`None`: never; Ceph's `osd_scrub_auto_repair`).
+    pub scrub_auto_repair: Option<usize>,
     /// Mutual TLS as this OSD's entity (`osd.ID`) for its port and every
     /// connection it makes; `None`: plain (anyone may connect).
     pub security: Option<loligo_proto::net::Security>,
@@ -147,6 +150,7 @@ impl OsdConfig {
             scrub_schedule: crate::pg::scrub::ScrubSchedule::default(),
             scrub_load_threshold: SCRUB_LOAD_THRESHOLD,
             scrub_sleep: Duration::ZERO,
+            scrub_auto_repair: None,
             security: None,
         }
     }

@@ -62,6 +62,7 @@ pub(super) fn spawn(s: &Arc<OsdShared>, pg: PgId) -> Option<Mailbox> {
     core.clock_base_unix_ms = s.clock_base_unix_ms;
     core.scrub_schedule = s.cfg.scrub_schedule;
     core.scrub_sleep_ms = s.cfg.scrub_sleep.as_millis() as u64;
+    core.scrub_auto_repair = s.cfg.scrub_auto_repair;
     core.merkle_leaves = if ec == Some(true) {
         0
     } else {

@@ -923,6 +923,9 @@ pub struct Pg {
     pub scrub_sleep_ms: u64,
     /// When scrubs come due on their own.
     pub scrub_schedule: scrub::ScrubSchedule,
+    /// Repair what a scheduled deep scrub found when it found at most
+    /// this many objects (`None`: never; Ceph's `osd_scrub_auto_repair`).
+    pub scrub_auto_repair: Option<usize>,
     /// The OSD's load is under its scrub threshold (set by the host).
     pub scrub_load_ok: bool,
     /// The cluster's flags that hold scheduled scrubs back (set by the
@@ -1058,6 +1061,7 @@ impl Pg {
             scrub_sleep_ms: scrub::SCRUB_SLEEP_MS,
             scrub_schedule: scrub::ScrubSchedule::default(),
             scrub_load_ok: true,
+            scrub_auto_repair: None,
             scrub_flags: scrub::ScrubFlags::default(),
             clock_base_unix_ms: 0,
             given_up: 0,

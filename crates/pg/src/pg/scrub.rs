@@ -632,7 +632,21 @@ impl Pg {
             job.found.len()
         );
         sc.found = job.found;
-        if job.kind.repair {
+        // (Ceph's osd_scrub_auto_repair: a few errors a scheduled deep
+        // scrub found are repaired as if asked.)
+        let auto = job.scheduled
+            && job.kind.deep
+            && self
+                .scrub_auto_repair
+                .is_some_and(|most| sc.found.len() <= most);
+        if auto && !sc.found.is_empty() {
+            tracing::warn!(
+                "pg {}: repairing the {} inconsistent objects the deep scrub found",
+                self.id,
+                sc.found.len()
+            );
+        }
+        if job.kind.repair || auto {
             let names: Vec<String> = sc.found.keys().cloned().collect();
             for name in names {
                 self.repair_object(s, name, fx);
