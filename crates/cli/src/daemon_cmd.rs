@@ -162,6 +162,11 @@ pub struct OsdArgs {
     /// --scrub-auto-repair to repair them (more: the operator decides).
     #[arg(long, default_value_t = 5)]
     scrub_auto_repair_num_errors: usize,
+    /// Scrubs this OSD takes part in at once, as primary or replica
+    /// (Ceph's osd_max_scrubs): a primary scrubs only once it holds a
+    /// slot on its own OSD and on each replica's.
+    #[arg(long, default_value_t = loligo_osd::daemon::MAX_SCRUBS)]
+    osd_max_scrubs: usize,
     /// This OSD's keyring (made by `loligo up` or `loligo auth`): every
     /// connection to and from it is mutual TLS, and only this cluster's
     /// entities get through. Required unless --insecure is given.
@@ -418,6 +423,13 @@ pub fn osd(a: OsdArgs) -> Result<(), CliError> {
     cfg.scrub_auto_repair = a
         .scrub_auto_repair
         .then_some(a.scrub_auto_repair_num_errors);
+    if a.osd_max_scrubs == 0 {
+        return Err(CliError(
+            "--osd-max-scrubs must be at least 1 (noscrub and nodeep-scrub hold scrubs back)"
+                .into(),
+        ));
+    }
+    cfg.max_scrubs = a.osd_max_scrubs;
     cfg.scrub_sleep = if a.scrub_sleep == 0.0 {
         Duration::ZERO
     } else {

@@ -108,6 +108,22 @@ pub enum PeerMsg {
         epoch: Epoch,
         shard: Option<u8>,
     },
+    /// Primary -> member: hold a scrub slot of your OSD for my scrub's
+    /// reservation `round` (answered `ScrubReserved`).
+    ScrubReserve {
+        pg: PgId,
+        from: i32,
+        ctx: crate::pg::RepCtx,
+        round: u64,
+    },
+    /// Primary -> member: reservation `round` is over; give its slot back
+    /// (a member holding a later round's keeps it).
+    ScrubRelease {
+        pg: PgId,
+        from: i32,
+        ctx: crate::pg::RepCtx,
+        round: u64,
+    },
 }
 
 impl PeerMsg {
@@ -126,6 +142,8 @@ impl PeerMsg {
             | PeerMsg::ReadShard { from, .. }
             | PeerMsg::ScrubMap { from, .. }
             | PeerMsg::Repair { from, .. }
+            | PeerMsg::ScrubReserve { from, .. }
+            | PeerMsg::ScrubRelease { from, .. }
             | PeerMsg::StrayCheck { from, .. } => *from,
         }
     }
@@ -163,6 +181,8 @@ pub enum PeerReply {
     /// The answer to `Pull` from a copy whose data fails its checksum
     /// (`RepError::Damaged`).
     Damaged(String),
+    /// The answer to `ScrubReserve`: whether the slot is held.
+    ScrubReserved(bool),
 }
 
 impl PeerReply {
@@ -209,6 +229,8 @@ impl PeerMsg {
             | PeerMsg::ReadShard { pg, .. }
             | PeerMsg::ScrubMap { pg, .. }
             | PeerMsg::Repair { pg, .. }
+            | PeerMsg::ScrubReserve { pg, .. }
+            | PeerMsg::ScrubRelease { pg, .. }
             | PeerMsg::StrayCheck { pg, .. } => Some(*pg),
         }
     }
@@ -225,6 +247,8 @@ impl PeerMsg {
             | PeerMsg::GetLog { ctx, .. }
             | PeerMsg::ScrubMap { ctx, .. }
             | PeerMsg::Repair { ctx, .. }
+            | PeerMsg::ScrubReserve { ctx, .. }
+            | PeerMsg::ScrubRelease { ctx, .. }
             | PeerMsg::Pull { ctx, .. } => Some(ctx.interval),
             PeerMsg::GetInfo { interval, .. } => Some(*interval),
             PeerMsg::Ping { .. } | PeerMsg::ReadShard { .. } | PeerMsg::StrayCheck { .. } => None,

@@ -2657,6 +2657,30 @@ fn scrub_map_asks(fx: &[Effect]) -> Vec<(u64, i32)> {
         .collect()
 }
 
+/// `input` settled, every scrub reservation it asks for granted: the
+/// effects of all of it.
+fn settle_granting(pg: &mut Pg, s: &dyn ObjectStore, input: Input) -> Vec<Effect> {
+    let mut all = settle(pg, s, input);
+    let mut seen = 0;
+    while seen < all.len() {
+        let asks = scrub_reserve_asks(&all[seen..]);
+        seen = all.len();
+        for (id, _) in asks {
+            let fx = settle(pg, s, reply(id, PeerReply::ScrubReserved(true)));
+            all.extend(fx);
+        }
+    }
+    all
+}
+
+/// The scrub reservations `fx` asks members for: (send id, to).
+fn scrub_reserve_asks(fx: &[Effect]) -> Vec<(u64, i32)> {
+    sends(fx)
+        .into_iter()
+        .filter_map(|(id, to, msg)| matches!(msg, PeerMsg::ScrubReserve { .. }).then_some((id, to)))
+        .collect()
+}
+
 /// A primary (osd.0) with members osd.1 and osd.2, active and clean,
 /// holding `a` as `old` on all three.
 fn clean_pair() -> (MemStore, Pg) {
@@ -2691,7 +2715,7 @@ fn a_write_held_by_a_scrub_keeps_its_place_before_later_reads() {
         deep: true,
         repair: false,
     };
-    let fx = settle(&mut pg, &s, Input::Command { cmd, token: 50 });
+    let fx = settle_granting(&mut pg, &s, Input::Command { cmd, token: 50 });
     let asks = scrub_map_asks(&fx);
     assert_eq!(asks.iter().map(|a| a.1).collect::<Vec<_>>(), vec![1, 2]);
     // Held: nothing happens yet; the read behind it waits too.
@@ -2758,7 +2782,11 @@ fn a_reads_mend_asks_good_members_first_and_pushes_nowhere() {
         deep: true,
         repair: false,
     };
-    let asks = scrub_map_asks(&settle(&mut pg, &s, Input::Command { cmd, token: 50 }));
+    let asks = scrub_map_asks(&settle_granting(
+        &mut pg,
+        &s,
+        Input::Command { cmd, token: 50 },
+    ));
     let (good, _) =
         loligo_pg::pg::scrub_map::build_map(&s, c, &Cursor::Start, &Cursor::End, true).unwrap();
     let mut wrong = good.clone();
@@ -2815,13 +2843,13 @@ fn scrub_flags_hold_back_scheduled_scrubs_only() {
         no_deep_scrub: true,
     };
     for now_ms in [1_000, 5_000, 60_000] {
-        let fx = settle(&mut pg, &s, Input::Tick { now_ms });
+        let fx = settle_granting(&mut pg, &s, Input::Tick { now_ms });
         assert!(scrub_map_asks(&fx).is_empty(), "a scheduled scrub ran");
     }
     assert_eq!(pg.scrub_counts(), (0, 0));
     // Deep scrubs allowed again: one is due at once.
     pg.scrub_flags.no_deep_scrub = false;
-    let fx = settle(&mut pg, &s, Input::Tick { now_ms: 61_000 });
+    let fx = settle_granting(&mut pg, &s, Input::Tick { now_ms: 61_000 });
     assert_eq!(scrub_map_asks(&fx).len(), 2);
     assert_eq!(pg.scrub_counts().1, 1, "the schedule asked for it");
     // The operator's scrub runs under both flags.
@@ -2834,7 +2862,7 @@ fn scrub_flags_hold_back_scheduled_scrubs_only() {
         deep: true,
         repair: false,
     };
-    let fx = settle(&mut pg, &s, Input::Command { cmd, token: 50 });
+    let fx = settle_granting(&mut pg, &s, Input::Command { cmd, token: 50 });
     assert_eq!(scrub_map_asks(&fx).len(), 2);
 }
 
@@ -2848,7 +2876,11 @@ fn scrub_stamps_are_kept_in_the_store() {
         deep: true,
         repair: false,
     };
-    let asks = scrub_map_asks(&settle(&mut pg, &s, Input::Command { cmd, token: 50 }));
+    let asks = scrub_map_asks(&settle_granting(
+        &mut pg,
+        &s,
+        Input::Command { cmd, token: 50 },
+    ));
     let c = CollectionId::pg(1, 0);
     let (same, _) =
         loligo_pg::pg::scrub_map::build_map(&s, c, &Cursor::Start, &Cursor::End, true).unwrap();
@@ -2896,7 +2928,7 @@ fn a_scheduled_deep_scrub_repairs_a_few_errors_when_asked_to() {
             max_interval_ms: 0,
             deep_interval_ms: 1_000,
         };
-        let asks = scrub_map_asks(&settle(&mut pg, &s, Input::Tick { now_ms: 5_000 }));
+        let asks = scrub_map_asks(&settle_granting(&mut pg, &s, Input::Tick { now_ms: 5_000 }));
         assert_eq!(asks.len(), 2);
         let c = CollectionId::pg(1, 0);
         let (good, _) =
@@ -2915,4 +2947,146 @@ fn a_scheduled_deep_scrub_repairs_a_few_errors_when_asked_to() {
             .collect();
         assert_eq!(repairs == vec![1], repaired, "{most:?}: {repairs:?}");
     }
+}
+
+/// A scrub runs only while its primary holds a scrub slot on its own OSD
+/// and on each member's (Ceph's `osd_max_scrubs`): it waits for a free
+/// one, a member that has none makes it give back what it holds, and
+/// every slot comes back when the scrub ends.
+#[test]
+fn a_scrub_holds_a_slot_on_every_member_while_it_runs() {
+    let (s, mut pg) = clean_pair();
+    let slots = loligo_pg::reserve::ScrubSlots::new(1);
+    pg.scrub_slots = slots.clone();
+    let busy = slots.try_take().unwrap();
+    let cmd = loligo_types::scrub::PgCommand::Scrub {
+        deep: true,
+        repair: false,
+    };
+    // This OSD's one slot is taken (another PG's scrub): nobody is asked.
+    let fx = settle(&mut pg, &s, Input::Command { cmd, token: 50 });
+    assert!(scrub_reserve_asks(&fx).is_empty() && scrub_map_asks(&fx).is_empty());
+    drop(busy);
+    let fx = settle(&mut pg, &s, Input::Tick { now_ms: 100 });
+    let asks = scrub_reserve_asks(&fx);
+    assert_eq!(asks.iter().map(|a| a.1).collect::<Vec<_>>(), vec![1, 2]);
+    assert_eq!(slots.held(), 1);
+    // osd.1 says yes, osd.2 has no slot free: osd.1's goes back, and the
+    // primary's own.
+    settle(
+        &mut pg,
+        &s,
+        reply(asks[0].0, PeerReply::ScrubReserved(true)),
+    );
+    let fx = settle(
+        &mut pg,
+        &s,
+        reply(asks[1].0, PeerReply::ScrubReserved(false)),
+    );
+    let released: Vec<i32> = sends(&fx)
+        .iter()
+        .filter(|(_, _, m)| matches!(m, PeerMsg::ScrubRelease { .. }))
+        .map(|(_, to, _)| *to)
+        .collect();
+    assert_eq!(released, vec![1]);
+    assert_eq!(slots.held(), 0);
+    assert!(!pg.holds_scrub_slot());
+    // Not at once: a little later, and then it scrubs.
+    let fx = settle(&mut pg, &s, Input::Tick { now_ms: 200 });
+    assert!(scrub_reserve_asks(&fx).is_empty());
+    let fx = settle_granting(&mut pg, &s, Input::Tick { now_ms: 10_000 });
+    let maps = scrub_map_asks(&fx);
+    assert_eq!(maps.len(), 2, "{fx:?}");
+    let c = CollectionId::pg(1, 0);
+    let (same, _) =
+        loligo_pg::pg::scrub_map::build_map(&s, c, &Cursor::Start, &Cursor::End, true).unwrap();
+    let mut fx = Vec::new();
+    for (id, _) in maps {
+        fx.extend(settle(
+            &mut pg,
+            &s,
+            reply(id, PeerReply::ScrubMap(same.clone())),
+        ));
+    }
+    // Ended: both members are told, this OSD's slot is free.
+    let mut released: Vec<i32> = sends(&fx)
+        .iter()
+        .filter(|(_, _, m)| matches!(m, PeerMsg::ScrubRelease { .. }))
+        .map(|(_, to, _)| *to)
+        .collect();
+    released.sort();
+    assert_eq!(released, vec![1, 2]);
+    assert_eq!(slots.held(), 0);
+    assert!(pg.scrub_stamps().1.is_some());
+}
+
+/// A member holds one slot for its primary's scrub, refuses when its
+/// OSD has none free, and gives it back when told, or when the primary
+/// has said nothing for a minute.
+#[test]
+fn a_member_holds_a_scrub_slot_until_released_or_idle() {
+    let s = MemStore::new();
+    let c = CollectionId::pg(1, 0);
+    let mut t = Transaction::new();
+    t.create_collection(c);
+    s.apply(t).unwrap();
+    let mut pg = Pg::new(PG, 1, PgInfo::default());
+    let slots = loligo_pg::reserve::ScrubSlots::new(1);
+    pg.scrub_slots = slots.clone();
+    run(&mut pg, &s, map(1, vec![0, 1, 2], 2));
+    let ctx = RepCtx {
+        interval: 1,
+        epoch: 1,
+        acting: vec![0, 1, 2],
+        prev: Version::default(),
+        version: Version::default(),
+        change: None,
+    };
+    let ask = |round| {
+        let msg = PeerMsg::ScrubReserve {
+            pg: PG,
+            from: 0,
+            ctx: ctx.clone(),
+            round,
+        };
+        peer_msg(msg, 7, 0)
+    };
+    let granted = |fx: &[Effect]| -> Option<bool> {
+        fx.iter().find_map(|e| match e {
+            Effect::Answer {
+                reply: PeerReply::ScrubReserved(g),
+                ..
+            } => Some(*g),
+            _ => None,
+        })
+    };
+    assert_eq!(granted(&settle(&mut pg, &s, ask(1))), Some(true));
+    assert_eq!(slots.held(), 1);
+    // Asked again (a later round of the same primary): the same slot.
+    assert_eq!(granted(&settle(&mut pg, &s, ask(2))), Some(true));
+    assert_eq!(slots.held(), 1);
+    // A release of an earlier round is late: the slot stays.
+    let release = |round| {
+        let msg = PeerMsg::ScrubRelease {
+            pg: PG,
+            from: 0,
+            ctx: ctx.clone(),
+            round,
+        };
+        peer_msg(msg, 8, 0)
+    };
+    settle(&mut pg, &s, release(1));
+    assert_eq!(slots.held(), 1);
+    settle(&mut pg, &s, release(2));
+    assert_eq!(slots.held(), 0);
+    // No slot free on this OSD: no.
+    let other = slots.try_take().unwrap();
+    assert_eq!(granted(&settle(&mut pg, &s, ask(3))), Some(false));
+    drop(other);
+    // A primary gone quiet: its slot comes back after a minute.
+    assert_eq!(granted(&settle(&mut pg, &s, ask(4))), Some(true));
+    settle(&mut pg, &s, Input::Tick { now_ms: 30_000 });
+    assert_eq!(slots.held(), 1);
+    settle(&mut pg, &s, Input::Tick { now_ms: 61_000 });
+    assert_eq!(slots.held(), 0);
 }

@@ -241,6 +241,10 @@ impl Disk {
     pub fn crash(&mut self, rng: &mut Rng) -> Crashed {
         let queued = std::mem::take(&mut self.queued);
         let (v, n) = (self.volatile(), queued.len());
+        // (Rot is of the data written: an object a lost commit wrote is
+        // back to what it was, whole, and one a replayed commit writes is
+        // whole as ever.)
+        let faulty = &self.store;
         match &mut self.kind {
             Kind::Mem {
                 mem,
@@ -254,8 +258,11 @@ impl Disk {
                 if kept < v {
                     let base = base.expect("a base under unsynced commits");
                     mem.restore(&base).expect("restore");
-                    for txn in volatile.into_iter().take(kept) {
-                        mem.apply(txn).expect("replay");
+                    for (i, txn) in volatile.into_iter().enumerate() {
+                        faulty.heal(&txn);
+                        if i < kept {
+                            mem.apply(txn).expect("replay");
+                        }
                     }
                     return Crashed {
                         volatile: v,
@@ -265,6 +272,7 @@ impl Disk {
                     };
                 }
                 for (_, _, txn, _) in queued.into_iter().take(kept - v) {
+                    faulty.heal(&txn);
                     mem.apply(txn).expect("replay");
                 }
                 Crashed {

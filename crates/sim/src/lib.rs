@@ -125,6 +125,8 @@ struct Osd {
     asks: BTreeSet<(usize, u64)>,
     /// Its recovery slots, shared by its PGs (the daemon's reserver).
     slots: Reserver,
+    /// Its scrub slots (one, Ceph's default `osd_max_scrubs`).
+    scrub_slots: std::sync::Arc<loligo_pg::reserve::ScrubSlots>,
     /// The maps this process has seen.
     seen: Seen,
 }
@@ -425,6 +427,10 @@ pub struct Stats {
     /// rotted (its twins were rolled back or overwritten after): reads
     /// of it wait, and the run's clean checks are skipped.
     pub rot_lost: u64,
+    /// Scrub slots a primary asked for and was refused (its own OSD's or
+    /// a member's: another scrub held it), by the PGs alive at the clean
+    /// check.
+    pub scrub_slots_refused: u64,
 }
 
 /// A number from the environment, if set and a number.
@@ -484,6 +490,7 @@ impl Stats {
         self.deep_scrubs += st.deep_scrubs;
         self.repaired += st.repaired;
         self.rot_lost += st.rot_lost;
+        self.scrub_slots_refused += st.scrub_slots_refused;
     }
 }
 
@@ -821,6 +828,7 @@ impl Sim {
                 gen: 0,
                 asks: BTreeSet::new(),
                 slots: Reserver::new(slots),
+                scrub_slots: loligo_pg::reserve::ScrubSlots::new(1),
                 seen: Seen::default(),
             });
         }
@@ -978,6 +986,7 @@ impl Sim {
                 // Scrubs come due on their own too, every few seconds.
                 pg.scrub_schedule = scrub::SIM_SCHEDULE;
             }
+            pg.scrub_slots = osd.scrub_slots.clone();
             osd.pgs.push(pg);
         }
         osd.seen = Seen::default();

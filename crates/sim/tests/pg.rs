@@ -816,6 +816,8 @@ fn scrubs_under_faults_find_nothing_and_lose_nothing() {
     assert!(total.scrubs_done > seeds, "{total:?}");
     assert!(total.deep_scrubs >= seeds * 2, "{total:?}");
     assert!(total.acked_writes > seeds * 10, "{total:?}");
+    // One scrub slot per OSD: scrubs waited for each other.
+    assert!(total.scrub_slots_refused > seeds, "{total:?}");
 }
 
 /// As `scrubs_under_faults_find_nothing_and_lose_nothing`, with one copy

@@ -111,6 +111,9 @@ pub struct OsdConfig {
     /// Repair what a scheduled deep scrub found when it found at most
     /// this many objects (`None`: never; Ceph's `osd_scrub_auto_repair`).
     pub scrub_auto_repair: Option<usize>,
+    /// Scrubs this OSD takes part in at once, as primary or member
+    /// (Ceph's `osd_max_scrubs`; at least one).
+    pub max_scrubs: usize,
     /// Mutual TLS as this OSD's entity (`osd.ID`) for its port and every
     /// connection it makes; `None`: plain (anyone may connect).
     pub security: Option<loligo_proto::net::Security>,
@@ -118,6 +121,9 @@ pub struct OsdConfig {
 
 /// Default `OsdConfig::scrub_load_threshold` (Ceph's).
 pub const SCRUB_LOAD_THRESHOLD: f64 = 0.5;
+
+/// Default `OsdConfig::max_scrubs` (Ceph's).
+pub const MAX_SCRUBS: usize = 1;
 
 /// Default `OsdConfig::recovery_max_active`.
 pub const RECOVERY_MAX_ACTIVE: usize = 4;
@@ -151,6 +157,7 @@ impl OsdConfig {
             scrub_load_threshold: SCRUB_LOAD_THRESHOLD,
             scrub_sleep: Duration::ZERO,
             scrub_auto_repair: None,
+            max_scrubs: MAX_SCRUBS,
             security: None,
         }
     }
@@ -227,6 +234,8 @@ pub struct OsdShared {
     record_wake: tokio::sync::Notify,
     /// The recovery slots.
     reserver: Mutex<reserve::Reserver>,
+    /// The scrub slots, shared by the PGs (`OsdConfig::max_scrubs`).
+    scrub_slots: Arc<reserve::ScrubSlots>,
     /// Copies on disk of PGs the first map did not give this OSD were
     /// started (as strays, so they are removed once their PGs are clean).
     strays_started: AtomicBool,
@@ -611,6 +620,7 @@ pub async fn start(
         .map_err(|e| OsdError::Listener(e.to_string()))?;
     let (epoch_tx, _) = tokio::sync::watch::channel(0);
     let reserver = Mutex::new(reserve::Reserver::new(cfg.recovery_max_active));
+    let scrub_slots = reserve::ScrubSlots::new(cfg.max_scrubs);
     let incoming = tokio::sync::Semaphore::new(cfg.recovery_max_incoming.max(1));
     let security = cfg.security.clone();
     let shared = Arc::new(OsdShared {
@@ -643,6 +653,7 @@ pub async fn start(
         record_asks: Mutex::new(HashMap::new()),
         record_wake: tokio::sync::Notify::new(),
         reserver,
+        scrub_slots,
         strays_started: AtomicBool::new(false),
         mappings: Mutex::new(None),
         failure: Mutex::new(None),

@@ -63,6 +63,7 @@ pub(super) fn spawn(s: &Arc<OsdShared>, pg: PgId) -> Option<Mailbox> {
     core.scrub_schedule = s.cfg.scrub_schedule;
     core.scrub_sleep_ms = s.cfg.scrub_sleep.as_millis() as u64;
     core.scrub_auto_repair = s.cfg.scrub_auto_repair;
+    core.scrub_slots = s.scrub_slots.clone();
     core.merkle_leaves = if ec == Some(true) {
         0
     } else {

@@ -329,6 +329,8 @@ pub(super) enum Asked {
     ReadShard { shard: usize },
     ScrubMap,
     Repair,
+    ScrubReserve { round: u64 },
+    ScrubRelease,
     StrayCheck,
 }
 
@@ -350,6 +352,8 @@ impl Asked {
             PeerMsg::ReadShard { shard, .. } => Asked::ReadShard { shard: *shard },
             PeerMsg::ScrubMap { .. } => Asked::ScrubMap,
             PeerMsg::Repair { .. } => Asked::Repair,
+            PeerMsg::ScrubReserve { round, .. } => Asked::ScrubReserve { round: *round },
+            PeerMsg::ScrubRelease { .. } => Asked::ScrubRelease,
             PeerMsg::StrayCheck { .. } => Asked::StrayCheck,
         })
     }

@@ -536,6 +536,7 @@ impl Pg {
         deep: bool,
     ) -> Result<Vec<scrub_map::ScrubObject>, RepError> {
         self.fence(from, ctx, "scrub from")?;
+        self.scrub_slot_seen(from);
         if self.map.epoch < ctx.epoch || self.behind(ctx) || self.ec.is_some() {
             return Err(RepError::Failed(format!(
                 "pg {}: no scrub map at epoch {} (this copy is at {})",

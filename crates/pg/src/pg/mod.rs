@@ -34,6 +34,7 @@ pub mod recovery;
 mod replica;
 pub mod scrub;
 pub mod scrub_map;
+mod scrub_reserve;
 mod stat;
 mod stray;
 pub mod tree;
@@ -919,6 +920,10 @@ pub struct Pg {
     mend: mend::Mend,
     /// Scrubs (object by object comparisons of the members' copies).
     scrubber: scrub::Scrubber,
+    /// The scrub slots this copy holds (as primary or member).
+    resv: scrub_reserve::Reservations,
+    /// This OSD's scrub slots (set by the host; Ceph's `osd_max_scrubs`).
+    pub scrub_slots: Arc<crate::reserve::ScrubSlots>,
     /// Pause between scrub chunks (ms; Ceph's `osd_scrub_sleep`).
     pub scrub_sleep_ms: u64,
     /// When scrubs come due on their own.
@@ -1061,6 +1066,8 @@ impl Pg {
             scrub_sleep_ms: scrub::SCRUB_SLEEP_MS,
             scrub_schedule: scrub::ScrubSchedule::default(),
             scrub_load_ok: true,
+            resv: scrub_reserve::Reservations::default(),
+            scrub_slots: crate::reserve::ScrubSlots::unbounded(),
             scrub_auto_repair: None,
             scrub_flags: scrub::ScrubFlags::default(),
             clock_base_unix_ms: 0,
@@ -1413,6 +1420,7 @@ impl Pg {
                 }
                 self.retry_recovery(s, &mut fx);
                 self.mend_rerun(s, &mut fx);
+                self.expire_scrub_slot();
                 self.scrub_some(&mut fx);
                 self.scrub_step(s, &mut fx);
                 self.down_fill_holes(&mut fx);

@@ -138,6 +138,18 @@ impl Pg {
             PeerMsg::Repair {
                 from, ctx, push, ..
             } => self.on_repair(s, from, ctx, push, token, fx),
+            PeerMsg::ScrubReserve {
+                from, ctx, round, ..
+            } => {
+                let result = self.on_scrub_reserve(from, &ctx, round);
+                fx.push(Effect::answer(token, result, PeerReply::ScrubReserved));
+            }
+            PeerMsg::ScrubRelease {
+                from, ctx, round, ..
+            } => {
+                self.on_scrub_release(from, &ctx, round);
+                fx.push(Effect::ack(token, Ok(())));
+            }
             PeerMsg::ScrubMap {
                 from,
                 ctx,
@@ -320,6 +332,19 @@ impl Pg {
             Asked::Repair => {
                 let result = take(reply, ack);
                 self.on_repair_done(s, tid, from, result, fx)
+            }
+            Asked::ScrubReserve { round } => {
+                let result = take(reply, |r| match r {
+                    PeerReply::ScrubReserved(g) => Some(g),
+                    _ => None,
+                });
+                self.on_scrub_reserved(tid, from, round, result, fx);
+                // (The last yes: the scrub goes on now, not at a tick.)
+                self.scrub_step(s, fx)
+            }
+            Asked::ScrubRelease => {
+                let result = take(reply, ack);
+                self.on_scrub_released(tid, result, fx)
             }
             Asked::ReadShard { shard } => {
                 let result = take(reply, |r| match r {

@@ -162,6 +162,8 @@ pub(super) struct Scrubber {
     /// its schedule asked for.
     pub done: u64,
     pub scheduled: u64,
+    /// Deep scrubs (and repairs) this copy ended as primary.
+    pub deep_done: u64,
     /// Repairs in flight: object -> members still to acknowledge (tids).
     repairing: BTreeMap<String, BTreeMap<u64, i32>>,
     /// When this copy first looked at its schedule (wall clock; the base
@@ -245,6 +247,11 @@ impl Pg {
         (self.scrubber.done, self.scrubber.scheduled)
     }
 
+    /// Deep scrubs (repairs among them) this copy ended as primary.
+    pub fn deep_scrubs_done(&self) -> u64 {
+        self.scrubber.deep_done
+    }
+
     /// Copies written over bad ones: by repairs, and by reads that found
     /// this copy damaged.
     pub fn repaired(&self) -> u64 {
@@ -311,6 +318,8 @@ impl Pg {
         }
         sc.repairing.clear();
         sc.blocked.clear();
+        self.scrub_slots_new_interval();
+        let sc = &mut self.scrubber;
         if !primary {
             sc.job = None;
             sc.want = None;
@@ -375,7 +384,7 @@ impl Pg {
         self.load_scrub_stamps(s);
         self.scrub_when_due();
         if self.scrubber.job.is_none() {
-            if self.scrubber.want.is_none() || !self.is_clean() {
+            if self.scrubber.want.is_none() || !self.is_clean() || !self.scrub_reserved(fx) {
                 return;
             }
             let kind = self.scrubber.want.take().unwrap_or_default();
@@ -412,8 +421,15 @@ impl Pg {
                     scrub_name(job.kind)
                 );
                 self.scrubber.job = None;
+                return self.release_scrub_slots(fx);
+            }
+            // (Slots given back at a new interval are asked for again.)
+            if !self.scrub_reserved(fx) {
                 return;
             }
+            let Some(job) = &mut self.scrubber.job else {
+                return;
+            };
             let listed =
                 match backfill::scan(s, self.coll, &job.after, &Cursor::End, CHUNK_OBJECTS, None) {
                     Ok(l) => l,
@@ -593,6 +609,7 @@ impl Pg {
                     job.tries
                 );
                 self.scrubber.job = None;
+                self.release_scrub_slots(fx);
             }
         }
         self.scrub_release(s, fx);
@@ -609,12 +626,14 @@ impl Pg {
         let Some(job) = self.scrubber.job.take() else {
             return;
         };
+        self.release_scrub_slots(fx);
         let now = self.wall_now();
         let sc = &mut self.scrubber;
         sc.done += 1;
         sc.last_ms = Some(now);
         if job.kind.deep {
             sc.last_deep_ms = Some(now);
+            sc.deep_done += 1;
         }
         let mut t = Transaction::new();
         let stamps = (sc.last_ms.unwrap_or(0), sc.last_deep_ms.unwrap_or(0));
