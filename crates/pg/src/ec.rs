@@ -41,6 +41,30 @@ pub const SIZE_ATTR: &str = "_s";
 /// shard's bytes as its new one's (scans and shard reads check it).
 pub const SHARD_ATTR: &str = "_i";
 
+/// The xattr keeping, on every shard alike, the hash of each shard's
+/// data as the object was last written whole (Ceph's `hinfo`): one
+/// `u64le` xxh3-64 per shard, in position order. Empty once a partial
+/// write changed the data (no hash is known then). A deep scrub checks a
+/// shard's data against its hash; shards rebuilt or copied carry it
+/// along with the other xattrs.
+pub const HASH_ATTR: &str = "_h";
+
+/// The value of [`HASH_ATTR`] for `shards` (each shard's whole data).
+pub fn shard_hashes_attr<B: AsRef<[u8]>>(shards: &[B]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(shards.len() * 8);
+    for b in shards {
+        v.extend_from_slice(&xxhash_rust::xxh3::xxh3_64(b.as_ref()).to_le_bytes());
+    }
+    v
+}
+
+/// The hash [`HASH_ATTR`]'s value `v` keeps for `shard` (`None`: none
+/// kept, or a value that does not parse).
+pub fn shard_hash(v: &[u8], shard: usize) -> Option<u64> {
+    let b = v.get(shard * 8..shard * 8 + 8)?;
+    Some(u64::from_le_bytes(b.try_into().ok()?))
+}
+
 /// `attrs` with the shard attribute set to `shard`.
 pub fn with_shard(mut attrs: Vec<(String, Vec<u8>)>, shard: usize) -> Vec<(String, Vec<u8>)> {
     attrs.retain(|(k, _)| k != SHARD_ATTR);
@@ -350,9 +374,16 @@ pub fn finish(
             t.remove(c, o);
         }
     }
-    let rewrote_whole = encode_runs(striper, c, o, st, ops, plan, &old, &mut shards)?;
-    let recreated = (!st.exists || removed) && !rewrote_whole;
+    let hashes = encode_runs(striper, c, o, st, ops, plan, &old, &mut shards)?;
+    let recreated = (!st.exists || removed) && hashes.is_none();
     set_shard_attrs(striper, c, o, ops, plan, removed, recreated, &mut shards)?;
+    if plan.data {
+        // (Emptied, not removed: removing a missing xattr fails.)
+        let value = hashes.unwrap_or_default();
+        for t in &mut shards {
+            t.setattrs(c, o, vec![(HASH_ATTR.to_string(), value.clone())]);
+        }
+    }
     Ok(Outcome {
         shards,
         results,
@@ -426,7 +457,8 @@ fn read_results(
 
 /// Encode every re-encoded stripe run's new bytes (old bytes kept, then
 /// the op's data changes replayed in order, clipped to the run) into the
-/// shard transactions. Whether a run rewrote each shard whole.
+/// shard transactions. When a run rewrote each shard whole, the
+/// [`HASH_ATTR`] value of what it wrote.
 #[allow(clippy::too_many_arguments)]
 fn encode_runs(
     striper: &Striper,
@@ -437,7 +469,7 @@ fn encode_runs(
     plan: &Plan,
     old: &OldBytes,
     shards: &mut [Transaction],
-) -> Result<bool, OpError> {
+) -> Result<Option<Vec<u8>>, OpError> {
     let err = |e: loligo_ec::error::EcError| OpError::Io(e.to_string());
     // An op whose only data change is one full write encodes the client's
     // bytes as they are, without assembling a copy of them first.
@@ -456,7 +488,7 @@ fn encode_runs(
         (Some(SubOp::WriteFull(d)), None) => Some(d),
         _ => None,
     };
-    let mut rewrote_whole = false;
+    let mut hashes = None;
     for run in &plan.rmw.runs {
         let whole_run =
             |d: &&Bytes| run.bytes == (0..d.len() as u64) && plan.size_after == d.len() as u64;
@@ -468,6 +500,9 @@ fn encode_runs(
             .encode_range(plan.size_after, run.stripes.start, &fresh)
             .map_err(err)?;
         let whole = run.stripes.start == 0 && run.bytes.end == plan.size_after;
+        if whole {
+            hashes = Some(shard_hashes_attr(&enc));
+        }
         for (i, bytes) in enc.into_iter().enumerate() {
             if whole {
                 shards[i].write_full(c, o, bytes);
@@ -475,9 +510,8 @@ fn encode_runs(
                 shards[i].write(c, o, run.stripes.start * striper.unit(), bytes);
             }
         }
-        rewrote_whole |= whole;
     }
-    Ok(rewrote_whole)
+    Ok(hashes)
 }
 
 /// Each shard's size, the user's xattr changes in order (with a removal

@@ -54,6 +54,69 @@ impl Shards {
         Shards { st, stores, c }
     }
 
+    /// A deep scrub's view of `o`: every shard passes its own checks
+    /// (label, length, and its hash when one is kept) and the shards'
+    /// maps agree; a byte of shard 0 changed behind the store's back is
+    /// then caught by its hash, if one is kept. Whether one is.
+    fn check_scrub(&self, o: &ObjectId, what: &str) -> bool {
+        use loligo_pg::pg::backfill::Cursor;
+        use loligo_pg::pg::scrub_map::{self, ShardOf};
+        let map = |i: usize| {
+            let sh = ShardOf {
+                pos: i,
+                striper: &self.st,
+            };
+            scrub_map::build_shard_map(
+                &self.stores[i],
+                self.c,
+                &Cursor::Start,
+                &Cursor::End,
+                true,
+                sh,
+            )
+            .unwrap()
+            .0
+        };
+        let maps: std::collections::BTreeMap<i32, Vec<_>> =
+            (0..self.st.shards()).map(|i| (i as i32, map(i))).collect();
+        for (i, m) in &maps {
+            assert!(
+                m.iter()
+                    .all(|x| x.own_error.is_none() && x.read_error.is_none()),
+                "{what}: shard {i}: {m:?}"
+            );
+        }
+        let found = scrub_map::compare_shards(0, &maps, &Default::default());
+        assert!(found.is_empty(), "{what}: {found:?}");
+        // (An object never given data keeps no hash.)
+        let kept = (self.stores[0].getattr(self.c, o, ec::HASH_ATTR)).unwrap_or_default();
+        let len = self.stores[0].stat(self.c, o).unwrap().size;
+        if kept.is_empty() || len == 0 {
+            return false;
+        }
+        // Wrong bytes with a valid store checksum: only the hash tells.
+        let old = self.stores[0].read(self.c, o, &[(0, 1)]).unwrap().remove(0);
+        let mut t = Transaction::new();
+        t.write(self.c, o, 0, vec![old[0] ^ 0xff]);
+        self.stores[0].apply(t).unwrap();
+        let bad = map(0);
+        assert_eq!(
+            bad[0].own_error,
+            Some(loligo_types::scrub::ShardError::EcHashError),
+            "{what}"
+        );
+        let mut maps = maps;
+        maps.insert(0, bad);
+        let found = scrub_map::compare_shards(1, &maps, &Default::default());
+        assert_eq!(found.len(), 1, "{what}");
+        assert_eq!(found[0].bad.keys().copied().collect::<Vec<_>>(), vec![0]);
+        assert_eq!(found[0].auth.len(), self.st.shards() - 1);
+        let mut t = Transaction::new();
+        t.write(self.c, o, 0, old);
+        self.stores[0].apply(t).unwrap();
+        true
+    }
+
     /// The object's bytes as the shards hold them, read with `lost` shards
     /// missing (`None` if it does not exist on `primary`'s shard).
     fn read(&self, o: &ObjectId, primary: usize, lost: &[usize]) -> Option<Vec<u8>> {
@@ -167,7 +230,7 @@ fn ec_ops_match_the_replicated_model_with_shards_lost() {
         model.apply(t).unwrap();
         let o = ObjectId::new(7, "obj");
         let mut version = 0;
-        let (mut applied, mut degraded, mut refused) = (0, 0, 0);
+        let (mut applied, mut degraded, mut refused, mut hashed) = (0, 0, 0, 0);
         for step in 0..600u64 {
             let ops = random_ops(&mut rng, w, step);
             let primary = rng.index(sh.st.shards());
@@ -266,13 +329,14 @@ fn ec_ops_match_the_replicated_model_with_shards_lost() {
                     };
                     assert_eq!(user(s, sh.c), user(&model, mc), "xattrs on shard {i}");
                 }
+                hashed += usize::from(sh.check_scrub(&o, &format!("{plugin:?} step {step}")));
             } else {
                 assert!(sh.stores.iter().all(|s| !s.exists(sh.c, &o).unwrap()));
             }
         }
-        eprintln!("{plugin:?} unit {unit}: {applied} writes ({degraded} with a data shard lost), {refused} refused");
+        eprintln!("{plugin:?} unit {unit}: {applied} writes ({degraded} with a data shard lost), {refused} refused, {hashed} steps with shard hashes");
         assert!(
-            applied > 300 && degraded > 100 && refused > 20,
+            applied > 300 && degraded > 100 && refused > 20 && hashed > 20,
             "the workload exercised too little"
         );
     }

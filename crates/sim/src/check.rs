@@ -340,9 +340,9 @@ impl Sim {
             for o in 0..OSDS {
                 self.take_scrubs(o);
             }
-            if self.scrubs {
-                self.scrub_everything();
-            }
+        }
+        if self.scrubs {
+            self.scrub_everything();
         }
         for (o, osd) in self.osds.iter().enumerate() {
             assert!(

@@ -1,8 +1,8 @@
 //! Scrubs in a random run (`Run::scrubs`): now and then the operator asks
 //! a PG for a scrub, deep or not, with repair or not, and (`Run::rot`)
 //! now and then one copy of an object rots (its data fails its checksum
-//! until rewritten; one rotten copy at a time, and only one another OSD
-//! holds at the same version). Reads of a rotten primary
+//! until rewritten; one rotten copy at a time, and only one other OSDs
+//! hold at the same version, one or k of them). Reads of a rotten primary
 //! copy are mended from a member; scrubs run chunk by chunk under the
 //! run's writes, crashes, partitions and map changes. At the clean check
 //! every PG is deep-scrubbed and repaired, then deep-scrubbed again: the
@@ -74,11 +74,15 @@ impl Sim {
                     .flatten()
             };
             let mine = version(self, o);
-            let twin = (0..OSDS).find(|&x| x != o && mine.is_some() && version(self, x) == mine);
-            if let (true, Some(twin)) = (self.osds[o].running(), twin) {
+            let twins = self.copies_at(obj, mine, &|x| x == o);
+            // (An empty copy, as a small object's shard may be, has no
+            // data to rot.)
+            let empty = (self.osds[o].disk.inner().stat(c, &oid)).map_or(true, |st| st.size == 0);
+            let enough = mine.is_some() && twins >= self.copies_needed() && !empty;
+            if self.osds[o].running() && enough {
                 if self.trace {
                     println!(
-                        "  osd.{o}'s copy of o{obj} at {mine:?} rots (osd.{twin} holds it too)"
+                        "  osd.{o}'s copy of o{obj} at {mine:?} rots ({twins} others hold it)"
                     );
                 }
                 self.osds[o].disk.store.rot(c, &oid);
@@ -98,10 +102,39 @@ impl Sim {
                 .flatten()
         };
         let rotten = |o: usize| self.osds[o].disk.store.rotten().contains(&(c, oid.clone()));
-        (0..OSDS).filter(|&o| rotten(o)).any(|o| {
-            let v = version(o);
-            !(0..OSDS).any(|x| !rotten(x) && version(x) == v)
-        })
+        (0..OSDS)
+            .filter(|&o| rotten(o))
+            .any(|o| self.copies_at(obj, version(o), &rotten) < self.copies_needed())
+    }
+
+    /// How many copies of object `obj` at version `v` the OSDs not
+    /// `skipped` hold: OSDs, or distinct shards (by their label).
+    fn copies_at(&self, obj: usize, v: Option<Version>, skipped: &dyn Fn(usize) -> bool) -> usize {
+        let (c, oid) = (coll(pg_of(obj)), oid_of(obj));
+        let holders = (0..OSDS).filter(|&x| {
+            !skipped(x)
+                && loligo_pg::pg::recovery::stored_version(self.osds[x].disk.inner(), c, &oid)
+                    .ok()
+                    .flatten()
+                    .flatten()
+                    == v
+        });
+        if self.ec.is_none() {
+            return holders.count();
+        }
+        holders
+            .filter_map(|x| {
+                (self.osds[x].disk.inner())
+                    .getattr(c, &oid, loligo_pg::ec::SHARD_ATTR)
+                    .ok()
+            })
+            .collect::<std::collections::BTreeSet<_>>()
+            .len()
+    }
+
+    /// Good copies an object needs to be read: one, or k shards.
+    fn copies_needed(&self) -> usize {
+        self.ec.as_ref().map_or(1, |st| st.k())
     }
 
     /// Where object `obj`'s copies are: (OSD, version, rotten).
@@ -147,6 +180,17 @@ impl Sim {
                 self.stats.scrubs_done += done;
                 self.stats.scrubs_scheduled += scheduled;
                 self.stats.scrub_slots_refused += pg.scrub_slots_refused();
+            }
+        }
+        // As an operator would: `noscrub` and `nodeep-scrub` stop the
+        // scheduled scrubs, so the ones asked for here do not wait behind
+        // them for the scrub slots (one per OSD).
+        for osd in &mut self.osds {
+            for pg in &mut osd.pgs {
+                pg.scrub_flags = loligo_pg::pg::scrub::ScrubFlags {
+                    no_scrub: true,
+                    no_deep_scrub: true,
+                };
             }
         }
         for repair in [true, false] {

@@ -808,6 +808,7 @@ fn scrubs_under_faults_find_nothing_and_lose_nothing() {
                 .scrubbing()
                 .go_named("LOLIGO_SIM_SEED"),
         );
+        total.add(&Run::ec(seed).scrubbing().go_named("LOLIGO_SIM_EC_SEED"));
     }
     eprintln!("{seeds} seeds with scrubs: {total:?}");
     assert!(total.scrubs_asked > seeds, "{total:?}");
@@ -837,6 +838,7 @@ fn rot_under_faults_is_mended_and_repaired() {
     let mut total = Stats::default();
     for seed in first..first + seeds {
         total.add(&Run::replicated(seed).rotting().go_named("LOLIGO_SIM_SEED"));
+        total.add(&Run::ec(seed).rotting().go_named("LOLIGO_SIM_EC_SEED"));
     }
     eprintln!("{seeds} seeds with rot: {total:?}");
     assert!(total.rotted > seeds / 2, "{total:?}");

@@ -24,6 +24,12 @@ pub struct ScrubObject {
     pub recorded: Option<(u64, u64)>,
     /// Reading the object here failed (why).
     pub read_error: Option<String>,
+    /// What the holder found wrong with its own copy by itself: an
+    /// erasure-coded shard of the wrong length for its object
+    /// (`EcSizeError`), whose data differs from the hash its xattrs keep
+    /// (`EcHashError`), or that holds another position's shard
+    /// (`Missing`).
+    pub own_error: Option<ShardError>,
 }
 
 /// What is wrong with one copy (Ceph's names).
@@ -39,6 +45,10 @@ pub enum ShardError {
     AttrValueMismatch,
     /// Its version differs from the authoritative copy's.
     ObjectInfoInconsistency,
+    /// An erasure-coded shard's data differs from the hash kept for it.
+    EcHashError,
+    /// An erasure-coded shard's length is not its object's shard length.
+    EcSizeError,
 }
 
 impl ShardError {
@@ -53,6 +63,8 @@ impl ShardError {
             ShardError::OmapDigestMismatch => "omap_digest_mismatch",
             ShardError::AttrValueMismatch => "attr_value_mismatch",
             ShardError::ObjectInfoInconsistency => "object_info_inconsistency",
+            ShardError::EcHashError => "ec_hash_error",
+            ShardError::EcSizeError => "ec_size_error",
         }
     }
 }

@@ -116,7 +116,7 @@ pub(super) enum Unfound {
     RevertTo(Version),
 }
 
-enum Purpose {
+pub(super) enum Purpose {
     /// A client op: one read plan per range of `plan.fetch`.
     Op {
         pending: Pending,
@@ -137,6 +137,14 @@ enum Purpose {
         plan: Option<stripe::RebuildPlan>,
         attrs: Vec<(String, Vec<u8>)>,
     },
+    /// A repair (`pg repair`): rebuild the bad shards of `targets` (this
+    /// primary's own among them, maybe) from the good ones, then write
+    /// each over its bad one (`ec_repair.rs`).
+    Repair {
+        targets: BTreeSet<i32>,
+        plan: Option<stripe::RebuildPlan>,
+        attrs: Vec<(String, Vec<u8>)>,
+    },
     /// Giving up an object no k shards hold at its logged version: read
     /// it whole at the version before that write (the gather's state),
     /// then write it back as a new version (`Pg::ec_revert`). `attrs` are
@@ -148,7 +156,7 @@ enum Purpose {
 }
 
 impl Gather {
-    fn new(what: Purpose, oid: ObjectId, st: ObjState) -> Gather {
+    pub(super) fn new(what: Purpose, oid: ObjectId, st: ObjState) -> Gather {
         Gather {
             what,
             oid,
@@ -168,11 +176,19 @@ impl Gather {
         }
     }
 
+    /// Read none of `shards` (bad ones a repair rebuilds).
+    pub(super) fn leave_out(&mut self, shards: BTreeSet<usize>) {
+        self.bad.extend(shards);
+    }
+
     /// The client op this gather is for, if any.
     fn pending(&self) -> Option<&Pending> {
         match &self.what {
             Purpose::Op { pending, .. } => Some(pending),
-            Purpose::Rebuild { .. } | Purpose::Chunk { .. } | Purpose::Revert { .. } => None,
+            Purpose::Rebuild { .. }
+            | Purpose::Chunk { .. }
+            | Purpose::Revert { .. }
+            | Purpose::Repair { .. } => None,
         }
     }
 }
@@ -355,14 +371,14 @@ impl Pg {
 
     /// Plan the reads of a gather around its bad shards and send them;
     /// finish it if nothing (more) is needed.
-    fn gather(&mut self, s: &dyn ObjectStore, mut g: Gather, fx: &mut Vec<Effect>) {
+    pub(super) fn gather(&mut self, s: &dyn ObjectStore, mut g: Gather, fx: &mut Vec<Effect>) {
         let Some(striper) = self.ec.clone() else {
             return;
         };
         let mut osd_of = self.source_osds(&g.oid);
         osd_of.retain(|c, _| !g.bad.contains(c));
         let mut lost: Vec<usize> = match &g.what {
-            Purpose::Rebuild { targets, .. } => {
+            Purpose::Rebuild { targets, .. } | Purpose::Repair { targets, .. } => {
                 targets.iter().filter_map(|&o| self.shard_of(o)).collect()
             }
             Purpose::Chunk { to, .. } => self.shard_of(*to).into_iter().collect(),
@@ -372,7 +388,7 @@ impl Pg {
         // a lost shard itself (then copied, not rebuilt).
         g.copy.clear();
         g.from_others.clear();
-        if !matches!(g.what, Purpose::Op { .. }) {
+        if !matches!(g.what, Purpose::Op { .. } | Purpose::Repair { .. }) {
             self.add_other_sources(&mut g, &mut osd_of, &lost, &striper);
             lost.retain(|c| !g.copy.contains(c));
         }
@@ -420,7 +436,10 @@ impl Pg {
                     pulls.insert(tid, g.oid.name.clone());
                 }
             }
-            Purpose::Op { .. } | Purpose::Chunk { .. } | Purpose::Revert { .. } => {}
+            Purpose::Op { .. }
+            | Purpose::Chunk { .. }
+            | Purpose::Revert { .. }
+            | Purpose::Repair { .. } => {}
         }
         if g.waiting.is_empty() {
             self.gather_done(s, tid, g, fx);
@@ -696,6 +715,14 @@ impl Pg {
                 }
                 self.push_rebuilt(tid, &oid, st.version, targets, attrs, rebuilt, fx)
             }
+            Purpose::Repair {
+                targets,
+                plan,
+                attrs,
+            } => {
+                let rebuilt = rebuilt_shards(&striper, &plan, &fetched, &copy);
+                self.ec_repair_rebuilt(s, &oid, st.version, targets, attrs, rebuilt, fx)
+            }
         }
     }
 
@@ -836,6 +863,11 @@ impl Pg {
                         self.settle_unfound(s, name, fate, fx);
                     }
                 }
+            }
+            Purpose::Repair { .. } => {
+                // (Left for the next repair; ops on it go on.)
+                tracing::warn!(pg = %self.id, "cannot rebuild '{name}' to repair it: {e}");
+                self.release(s, &name, fx);
             }
             Purpose::Revert { .. } if self.ecs.unfound.contains_key(&name) => {
                 // This copy lacks the object too: it peers again rather
@@ -2115,7 +2147,9 @@ fn plan_gather(
                 reads.push(rp);
             }
         }
-        Purpose::Rebuild { plan, .. } | Purpose::Chunk { plan, .. } => {
+        Purpose::Rebuild { plan, .. }
+        | Purpose::Chunk { plan, .. }
+        | Purpose::Repair { plan, .. } => {
             let from: Vec<usize> = avail
                 .iter()
                 .copied()

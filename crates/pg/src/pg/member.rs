@@ -537,16 +537,14 @@ impl Pg {
     ) -> Result<Vec<scrub_map::ScrubObject>, RepError> {
         self.fence(from, ctx, "scrub from")?;
         self.scrub_slot_seen(from);
-        if self.map.epoch < ctx.epoch || self.behind(ctx) || self.ec.is_some() {
+        if self.map.epoch < ctx.epoch || self.behind(ctx) {
             return Err(RepError::Failed(format!(
                 "pg {}: no scrub map at epoch {} (this copy is at {})",
                 self.id, ctx.epoch, self.map.epoch
             )));
         }
-        let (map, bytes) = scrub_map::build_map(s, self.coll, after, upto, deep)
-            .map_err(|e| RepError::Failed(format!("pg {}: {e}", self.id)))?;
-        self.scrubber.bytes += bytes;
-        Ok(map)
+        self.build_scrub_map(s, after, upto, deep)
+            .map_err(RepError::Failed)
     }
 
     pub(super) fn rerun_rep_waiting(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {

@@ -20,6 +20,7 @@ pub mod backfill;
 mod backfilling;
 mod catch_up;
 mod client;
+mod ec_repair;
 mod erasure;
 mod io;
 mod map_input;

@@ -31,6 +31,8 @@ const CHUNK_TIMEOUT_MS: u64 = 30_000;
 /// Times one chunk may fail before the scrub gives up (it is asked for
 /// again by the schedule or the operator).
 const CHUNK_TRIES_MAX: u32 = 5;
+/// Times a repair is sent to members that failed to take it.
+const REPAIR_TRIES: u32 = 3;
 
 /// When scrubs come due on their own (ms; 0: never), as Ceph's
 /// `osd_scrub_min_interval`, `osd_scrub_max_interval` and
@@ -165,7 +167,11 @@ pub(super) struct Scrubber {
     /// Deep scrubs (and repairs) this copy ended as primary.
     pub deep_done: u64,
     /// Repairs in flight: object -> members still to acknowledge (tids).
-    repairing: BTreeMap<String, BTreeMap<u64, i32>>,
+    pub(super) repairing: BTreeMap<String, BTreeMap<u64, i32>>,
+    /// Objects a member failed to take this round's repair of, and the
+    /// rounds each object's repair has had so far.
+    repair_failed: BTreeSet<String>,
+    repair_rounds: BTreeMap<String, u32>,
     /// When this copy first looked at its schedule (wall clock; the base
     /// for scrubs it never made).
     since_ms: Option<u64>,
@@ -225,7 +231,7 @@ impl Pg {
     /// deep-scrub`, `pg repair`): it starts once the PG is clean. `false`
     /// if this copy is not the PG's replicated primary.
     pub fn request_scrub(&mut self, kind: ScrubKind) -> bool {
-        if !self.is_primary() || self.ec.is_some() {
+        if !self.is_primary() {
             return false;
         }
         let w = self.scrubber.want.get_or_insert(kind);
@@ -271,11 +277,6 @@ impl Pg {
                 epoch: self.map.epoch,
             });
         }
-        if self.ec.is_some() {
-            return Err(OpError::NotSupported(
-                "scrubs of erasure-coded pools".into(),
-            ));
-        }
         match cmd {
             PgCommand::Scrub { deep, repair } => {
                 self.request_scrub(ScrubKind { deep, repair });
@@ -317,6 +318,8 @@ impl Pg {
             j.step = Step::Idle { at_ms: 0 };
         }
         sc.repairing.clear();
+        sc.repair_failed.clear();
+        sc.repair_rounds.clear();
         sc.blocked.clear();
         self.scrub_slots_new_interval();
         let sc = &mut self.scrubber;
@@ -378,7 +381,7 @@ impl Pg {
 
     /// Move the scrub on as far as it can go now.
     pub(super) fn scrub_step(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
-        if !matches!(self.role, Role::Primary { .. }) || self.ec.is_some() {
+        if !matches!(self.role, Role::Primary { .. }) {
             return;
         }
         self.load_scrub_stamps(s);
@@ -466,16 +469,14 @@ impl Pg {
         };
         // (Writes, mends and repairs in flight all change copies.)
         let changing = self.ops.inflight.values().any(|f| in_range(&f.name))
+            || self.ec_writes_gathering(in_range)
             || self.mend.changing().any(in_range)
             || self.scrubber.repairing.keys().any(|n| in_range(n));
         if changing {
             return;
         }
-        let mine = match scrub_map::build_map(s, self.coll, &after, &upto, deep) {
-            Ok((m, bytes)) => {
-                self.scrubber.bytes += bytes;
-                m
-            }
+        let mine = match self.build_scrub_map(s, &after, &upto, deep) {
+            Ok(m) => m,
             Err(e) => {
                 tracing::error!("pg {}: scrub cannot build its map: {e}", self.id);
                 return self.scrub_chunk_failed(s, fx);
@@ -561,7 +562,10 @@ impl Pg {
         } else {
             logged(&self.own_log(s), &unvouched)
         };
-        let found = scrub_map::compare(self.whoami, maps, &logged);
+        let found = match self.ec {
+            Some(_) => scrub_map::compare_shards(self.whoami, maps, &logged),
+            None => scrub_map::compare(self.whoami, maps, &logged),
+        };
         let Some(job) = &mut self.scrubber.job else {
             return;
         };
@@ -679,6 +683,9 @@ impl Pg {
     /// the members still holding it. An object in use or changed since
     /// it was compared is left for the next repair.
     fn repair_object(&mut self, s: &dyn ObjectStore, name: String, fx: &mut Vec<Effect>) {
+        if self.ec.is_some() {
+            return self.ec_repair_object(s, name, fx);
+        }
         let Some(i) = self.scrubber.found.get(&name) else {
             return;
         };
@@ -752,14 +759,26 @@ impl Pg {
         let (name, left) = (name.clone(), waiting.len());
         match result {
             Ok(()) => self.copy_repaired(&name, from),
-            Err(e) => tracing::warn!(
-                "pg {}: osd.{from} did not take {name}'s repair: {e:?}",
-                self.id
-            ),
+            Err(e) => {
+                tracing::warn!(
+                    "pg {}: osd.{from} did not take {name}'s repair: {e:?}",
+                    self.id
+                );
+                // (Lost on the way: sent again, a few times.)
+                if matches!(e, RepError::Failed(_)) {
+                    self.scrubber.repair_failed.insert(name.clone());
+                }
+            }
         }
         if left == 0 {
             self.scrubber.repairing.remove(&name);
             self.release(s, &name, fx);
+            let sc = &mut self.scrubber;
+            let rounds = sc.repair_rounds.remove(&name).unwrap_or(0) + 1;
+            if sc.repair_failed.remove(&name) && rounds < REPAIR_TRIES {
+                sc.repair_rounds.insert(name.clone(), rounds);
+                self.repair_object(s, name, fx);
+            }
         }
     }
 
@@ -785,6 +804,30 @@ impl Pg {
         if self.scrubber.found.contains_key(name) && self.is_primary() {
             self.repair_object(s, name.to_string(), fx);
         }
+    }
+
+    /// This copy's map of (`after`, `upto`]: of its objects, or of its
+    /// shards (an erasure-coded PG's).
+    pub(super) fn build_scrub_map(
+        &mut self,
+        s: &dyn ObjectStore,
+        after: &Cursor,
+        upto: &Cursor,
+        deep: bool,
+    ) -> Result<Vec<ScrubObject>, String> {
+        let (map, bytes) = match &self.ec {
+            None => scrub_map::build_map(s, self.coll, after, upto, deep),
+            Some(striper) => {
+                let Some(pos) = self.shard_of(self.whoami) else {
+                    return Err(format!("pg {}: this copy holds no shard", self.id));
+                };
+                let sh = scrub_map::ShardOf { pos, striper };
+                scrub_map::build_shard_map(s, self.coll, after, upto, deep, sh)
+            }
+        }
+        .map_err(|e| format!("pg {}: {e}", self.id))?;
+        self.scrubber.bytes += bytes;
+        Ok(map)
     }
 
     /// The members the last scrub found holding a bad copy of `name`.

@@ -38,9 +38,19 @@ pub const DATA_DIGEST_ATTR: &str = "_dd";
 /// Most objects one member's map of a range may hold.
 pub const MAP_OBJECTS_MAX: usize = 4096;
 
-/// Everything a comparison of good copies looks at.
-fn key(o: &ScrubObject) -> (u64, Version, u64, Option<u64>, Option<u64>) {
-    (o.size, o.version, o.attrs, o.omap, o.data)
+/// Everything a comparison of good copies looks at (an EC shard's data
+/// digest is its own: shards are never compared by data).
+fn key(o: &ScrubObject, of: Of) -> (u64, Version, u64, Option<u64>, Option<u64>) {
+    let data = if of == Of::Shards { None } else { o.data };
+    (o.size, o.version, o.attrs, o.omap, data)
+}
+
+/// What the members hold of each object: whole copies (a replicated
+/// pool) or one shard each (an erasure-coded pool).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Of {
+    Replicas,
+    Shards,
 }
 
 /// The value of [`DATA_DIGEST_ATTR`] for `data`.
@@ -99,6 +109,42 @@ pub fn build_map(
     upto: &Cursor,
     deep: bool,
 ) -> Result<(Vec<ScrubObject>, u64), StoreError> {
+    build_map_of(s, coll, after, upto, deep, None)
+}
+
+/// An erasure-coded copy's position and its pool's code: its map
+/// entries are of its shards.
+#[derive(Clone, Copy)]
+pub struct ShardOf<'a> {
+    pub pos: usize,
+    pub striper: &'a loligo_ec::stripe::Striper,
+}
+
+/// As [`build_map`], of an erasure-coded copy holding shard `shard.pos`:
+/// each entry's size is its object's (every shard keeps it), its xattr
+/// digest leaves out the shard's own label, its data digest is the
+/// shard's (shards differ by nature: the primary never compares them),
+/// and what the shard's holder can tell wrong by itself is in
+/// `own_error`.
+pub fn build_shard_map(
+    s: &dyn ObjectStore,
+    coll: CollectionId,
+    after: &Cursor,
+    upto: &Cursor,
+    deep: bool,
+    shard: ShardOf<'_>,
+) -> Result<(Vec<ScrubObject>, u64), StoreError> {
+    build_map_of(s, coll, after, upto, deep, Some(shard))
+}
+
+fn build_map_of(
+    s: &dyn ObjectStore,
+    coll: CollectionId,
+    after: &Cursor,
+    upto: &Cursor,
+    deep: bool,
+    shard: Option<ShardOf<'_>>,
+) -> Result<(Vec<ScrubObject>, u64), StoreError> {
     let listed = backfill::scan(s, coll, after, upto, MAP_OBJECTS_MAX + 1, None)?;
     if listed.objects.len() > MAP_OBJECTS_MAX {
         return Err(StoreError::Invalid(format!(
@@ -108,21 +154,77 @@ pub fn build_map(
     let mut out = Vec::with_capacity(listed.objects.len());
     let mut bytes = 0;
     for (o, _) in &listed.objects {
-        let (obj, read) = scrub_object(s, coll, o, deep);
+        let (mut obj, read, facts) = scrub_object(s, coll, o, deep);
+        if let (Some(sh), Some(f)) = (shard, facts) {
+            as_shard(&mut obj, &f, sh);
+        }
         bytes += read;
         out.push(obj);
     }
     Ok((out, bytes))
 }
 
-/// One object's entry in this copy's map; a failed read is reported in
-/// it, not returned.
+/// What an EC shard's xattrs say of it.
+struct ShardFacts {
+    /// Its object's size (`_s`).
+    size: Option<u64>,
+    /// The position whose shard it holds (`_i`).
+    label: Option<usize>,
+    /// The shard hashes kept (`_h`; empty: none).
+    hashes: Vec<u8>,
+    /// The xattr digest without the label.
+    attrs_but_label: u64,
+}
+
+/// An EC shard's entry made its object's (see [`build_shard_map`]).
+fn as_shard(obj: &mut ScrubObject, f: &ShardFacts, sh: ShardOf<'_>) {
+    obj.attrs = f.attrs_but_label;
+    obj.recorded = None;
+    let stored = obj.size;
+    let Some(size) = f.size else {
+        if obj.read_error.is_none() {
+            obj.read_error = Some("the shard keeps no object size".into());
+        }
+        return;
+    };
+    obj.size = size;
+    if obj.read_error.is_some() {
+        return;
+    }
+    let hash = crate::ec::shard_hash(&f.hashes, sh.pos);
+    obj.own_error = if f.label != Some(sh.pos) {
+        Some(ShardError::Missing)
+    } else if sh.striper.shard_len(size, sh.pos).ok() != Some(stored) {
+        Some(ShardError::EcSizeError)
+    } else if matches!((hash, obj.data), (Some(h), Some(d)) if h != d) {
+        Some(ShardError::EcHashError)
+    } else {
+        None
+    };
+}
+
+/// xxh3-64 of xattrs (names and values, in name order), those `skip`
+/// names left out.
+fn attrs_digest<'a>(attrs: impl IntoIterator<Item = (&'a String, &'a Vec<u8>)>, skip: &str) -> u64 {
+    let mut h = Xxh3::new();
+    for (k, v) in attrs.into_iter().filter(|(k, _)| k.as_str() != skip) {
+        h.update(&(k.len() as u64).to_le_bytes());
+        h.update(k.as_bytes());
+        h.update(&(v.len() as u64).to_le_bytes());
+        h.update(v);
+    }
+    h.digest()
+}
+
+/// One object's entry in this copy's map, the bytes read, and what its
+/// xattrs say of it as an EC shard (`None`: they could not be read); a
+/// failed read is reported in the entry, not returned.
 fn scrub_object(
     s: &dyn ObjectStore,
     coll: CollectionId,
     o: &ObjectId,
     deep: bool,
-) -> (ScrubObject, u64) {
+) -> (ScrubObject, u64, Option<ShardFacts>) {
     let mut obj = ScrubObject {
         name: o.name.clone(),
         size: 0,
@@ -132,8 +234,10 @@ fn scrub_object(
         data: None,
         recorded: None,
         read_error: None,
+        own_error: None,
     };
     let mut read = 0;
+    let mut facts = None;
     let r = (|| -> Result<(), StoreError> {
         let w = s
             .read_whole(coll, o, deep)?
@@ -148,14 +252,16 @@ fn scrub_object(
             .attrs
             .get(DATA_DIGEST_ATTR)
             .and_then(|v| decode_digest_attr(v));
-        let mut h = Xxh3::new();
-        for (k, v) in &w.attrs {
-            h.update(&(k.len() as u64).to_le_bytes());
-            h.update(k.as_bytes());
-            h.update(&(v.len() as u64).to_le_bytes());
-            h.update(v);
-        }
-        obj.attrs = h.digest();
+        obj.attrs = attrs_digest(&w.attrs, "");
+        facts = Some(ShardFacts {
+            size: (w.attrs.get(crate::ec::SIZE_ATTR)).and_then(|v| postcard::from_bytes(v).ok()),
+            label: (w.attrs.get(crate::ec::SHARD_ATTR))
+                .and_then(|v| (v.len() == 1).then(|| usize::from(v[0]))),
+            hashes: (w.attrs.get(crate::ec::HASH_ATTR))
+                .cloned()
+                .unwrap_or_default(),
+            attrs_but_label: attrs_digest(&w.attrs, crate::ec::SHARD_ATTR),
+        });
         if deep {
             obj.data = Some(xxh3_64(&w.data));
             read += w.data.len() as u64;
@@ -193,8 +299,17 @@ fn scrub_object(
             .ok()
             .and_then(|v| postcard::from_bytes(&v).ok())
             .unwrap_or_default();
+        if facts.is_none() {
+            let size = s.getattr(coll, o, crate::ec::SIZE_ATTR).ok();
+            facts = Some(ShardFacts {
+                size: size.and_then(|v| postcard::from_bytes(&v).ok()),
+                label: None,
+                hashes: Vec::new(),
+                attrs_but_label: 0,
+            });
+        }
     }
-    (obj, read)
+    (obj, read, facts)
 }
 
 /// What the primary's log says of the objects its own map cannot vouch
@@ -218,6 +333,28 @@ pub fn compare(
     maps: &BTreeMap<i32, Vec<ScrubObject>>,
     logged: &Logged,
 ) -> Vec<Inconsistent> {
+    compare_of(primary, maps, logged, Of::Replicas)
+}
+
+/// As [`compare`], of an erasure-coded PG's shard maps (each member's
+/// map is of its own shard, see [`build_shard_map`]): the shards must
+/// agree on their object's size, version and xattrs, and each must pass
+/// its holder's own checks (length, hash); the good ones are the
+/// authoritative ones, from which the bad ones are rebuilt.
+pub fn compare_shards(
+    primary: i32,
+    maps: &BTreeMap<i32, Vec<ScrubObject>>,
+    logged: &Logged,
+) -> Vec<Inconsistent> {
+    compare_of(primary, maps, logged, Of::Shards)
+}
+
+fn compare_of(
+    primary: i32,
+    maps: &BTreeMap<i32, Vec<ScrubObject>>,
+    logged: &Logged,
+    of: Of,
+) -> Vec<Inconsistent> {
     let mut by_name: BTreeMap<&str, BTreeMap<i32, &ScrubObject>> = BTreeMap::new();
     for (&osd, map) in maps {
         for o in map {
@@ -231,7 +368,7 @@ pub fn compare(
             .map(|&osd| (osd, held.get(&osd).copied()))
             .collect();
         let due = due(primary, name, &copies, logged);
-        if let Some(i) = judge(primary, name, due, &copies) {
+        if let Some(i) = judge(primary, name, due, &copies, of) {
             out.push(i);
         }
     }
@@ -299,6 +436,7 @@ fn judge(
     name: &str,
     due: Due,
     copies: &BTreeMap<i32, Option<&ScrubObject>>,
+    of: Of,
 ) -> Option<Inconsistent> {
     let owned = |copies: &BTreeMap<i32, Option<&ScrubObject>>| {
         copies
@@ -324,18 +462,20 @@ fn judge(
     let candidates: Vec<(i32, &ScrubObject)> = copies
         .iter()
         .filter_map(|(&osd, c)| c.map(|c| (osd, c)))
-        .filter(|(_, c)| c.read_error.is_none() && c.version == version)
+        .filter(|(_, c)| c.read_error.is_none() && c.own_error.is_none())
+        .filter(|(_, c)| c.version == version)
         .collect();
-    let (auth, rule) = choose(primary, &candidates);
+    let (auth, rule) = choose(primary, &candidates, of);
     let model = auth.first().and_then(|a| copies.get(a).copied().flatten());
     let mut bad = BTreeMap::new();
     for (&osd, c) in copies {
         let errs = match (c, model) {
             (None, _) => vec![ShardError::Missing],
             (Some(c), _) if c.read_error.is_some() => vec![ShardError::ReadError],
+            (Some(c), _) if c.own_error.is_some() => c.own_error.into_iter().collect(),
             (Some(c), None) if c.version != version => vec![ShardError::ObjectInfoInconsistency],
             (Some(_), None) => Vec::new(),
-            (Some(c), Some(m)) => differences(c, m),
+            (Some(c), Some(m)) => differences(c, m, of),
         };
         if !errs.is_empty() {
             bad.insert(osd, errs);
@@ -359,12 +499,12 @@ fn judge(
 }
 
 /// What copy `c` gets wrong against the authoritative `m`.
-fn differences(c: &ScrubObject, m: &ScrubObject) -> Vec<ShardError> {
+fn differences(c: &ScrubObject, m: &ScrubObject, of: Of) -> Vec<ShardError> {
     let mut e = Vec::new();
     if c.size != m.size {
         e.push(ShardError::SizeMismatch);
     }
-    if c.data != m.data {
+    if of == Of::Replicas && c.data != m.data {
         e.push(ShardError::DataDigestMismatch);
     }
     if let (Some((size, d)), Some(data)) = (c.recorded, c.data) {
@@ -385,7 +525,7 @@ fn differences(c: &ScrubObject, m: &ScrubObject) -> Vec<ShardError> {
 
 /// The authoritative copies among the readable ones at the version due,
 /// and the rule that chose them.
-fn choose(primary: i32, readable: &[(i32, &ScrubObject)]) -> (Vec<i32>, AuthRule) {
+fn choose(primary: i32, readable: &[(i32, &ScrubObject)], of: Of) -> (Vec<i32>, AuthRule) {
     if readable.is_empty() {
         return (Vec::new(), AuthRule::None);
     }
@@ -399,26 +539,26 @@ fn choose(primary: i32, readable: &[(i32, &ScrubObject)]) -> (Vec<i32>, AuthRule
         // Among those, the version most hold (they may still differ in
         // xattrs or omap: the largest agreeing group of them).
         let pool: Vec<(i32, &ScrubObject)> = verified.into_iter().copied().collect();
-        let (auth, rule) = choose_by_votes(primary, &pool);
+        let (auth, rule) = choose_by_votes(primary, &pool, of);
         if auth.len() == pool.len() {
             return (auth, AuthRule::DataDigest);
         }
         // (They differ in what the digest does not cover.)
         return (auth, rule);
     }
-    choose_by_votes(primary, readable)
+    choose_by_votes(primary, readable, of)
 }
 
 /// The largest group of copies that agree in everything; a tie goes to the
 /// group holding the primary's copy, else the lowest OSD's.
-fn choose_by_votes(primary: i32, readable: &[(i32, &ScrubObject)]) -> (Vec<i32>, AuthRule) {
+fn choose_by_votes(primary: i32, readable: &[(i32, &ScrubObject)], of: Of) -> (Vec<i32>, AuthRule) {
     let mut groups: Vec<Vec<i32>> = Vec::new();
     let mut keys = Vec::new();
     for (osd, c) in readable {
-        match keys.iter().position(|k| *k == key(c)) {
+        match keys.iter().position(|k| *k == key(c, of)) {
             Some(i) => groups[i].push(*osd),
             None => {
-                keys.push(key(c));
+                keys.push(key(c, of));
                 groups.push(vec![*osd]);
             }
         }
@@ -451,6 +591,7 @@ mod tests {
             data: Some(xxh3_64(data)),
             recorded: None,
             read_error: None,
+            own_error: None,
         }
     }
 
@@ -459,6 +600,40 @@ mod tests {
             .iter()
             .map(|(o, c)| (*o, c.iter().cloned().collect()))
             .collect()
+    }
+
+    /// EC shards agree on their object, not on their data: shards with
+    /// different data digests are consistent; one that failed its own
+    /// checks, or differs in xattrs, is bad, and the others are the
+    /// authoritative ones.
+    #[test]
+    fn shards_are_compared_by_object_and_their_own_checks() {
+        let m = maps(&[
+            (0, Some(obj("a", b"shard0"))),
+            (1, Some(obj("a", b"shard1"))),
+            (2, Some(obj("a", b"shard2"))),
+        ]);
+        assert!(compare_shards(0, &m, &BTreeMap::new()).is_empty());
+        assert_eq!(
+            compare(0, &m, &BTreeMap::new()).len(),
+            1,
+            "as replicas they differ"
+        );
+        let mut hashed = obj("a", b"shard1");
+        hashed.own_error = Some(ShardError::EcHashError);
+        let mut relabeled = obj("a", b"shard2");
+        relabeled.attrs = 8;
+        let m = maps(&[
+            (0, Some(obj("a", b"shard0"))),
+            (1, Some(hashed)),
+            (2, Some(relabeled)),
+            (3, Some(obj("a", b"shard3"))),
+        ]);
+        let i = &compare_shards(0, &m, &BTreeMap::new())[0];
+        assert_eq!(i.auth, vec![0, 3]);
+        assert_eq!(i.bad[&1], vec![ShardError::EcHashError]);
+        assert_eq!(i.bad[&2], vec![ShardError::AttrValueMismatch]);
+        assert_eq!(i.bad.len(), 2);
     }
 
     #[test]

@@ -1,0 +1,146 @@
+//! Repairs of an erasure-coded PG (`pg repair`): the shards a scrub found
+//! bad are rebuilt from the good ones (a gather, as recovery rebuilds a
+//! lacking member's) and written over the bad ones: this primary's own
+//! in its store, each member's by a `Repair` message (which the member
+//! applies as a push whatever its missing set says).
+//!
+//! It must never read a bad shard to rebuild another, nor repair an
+//! object that changed since it was compared (its version on this
+//! primary's shard must still be the one the comparison found).
+
+use super::erasure::{Gather, Purpose};
+use super::*;
+use crate::ec;
+
+impl Pg {
+    /// Rebuild `name`'s bad shards from its good ones and write them
+    /// over the bad ones; the object is busy meanwhile (its ops wait).
+    pub(super) fn ec_repair_object(
+        &mut self,
+        s: &dyn ObjectStore,
+        name: String,
+        fx: &mut Vec<Effect>,
+    ) {
+        let Some(i) = self.scrubber.found.get(&name) else {
+            return;
+        };
+        let removed = i.rule == scrub_map::AuthRule::Removed;
+        if removed || i.auth.is_empty() || self.ops.busy.contains_key(&name) {
+            tracing::warn!(
+                "pg {}: cannot repair {name} now (no good shards, removed, or in use)",
+                self.id
+            );
+            return;
+        }
+        // (This primary's xattrs go with every rebuilt shard: they must
+        // be good.)
+        let own_data_only = (i.bad.get(&self.whoami)).is_none_or(|e| {
+            e.iter().all(|e| {
+                use scrub_map::ShardError as E;
+                matches!(e, E::ReadError | E::EcHashError | E::EcSizeError)
+            })
+        });
+        if !own_data_only {
+            tracing::warn!(
+                "pg {}: cannot repair {name}: this primary's own shard is wrong beyond its data",
+                self.id
+            );
+            return;
+        }
+        let (version, targets) = (i.version, i.bad.keys().copied().collect::<BTreeSet<i32>>());
+        let size = (i.auth.first())
+            .and_then(|a| i.copies.get(a))
+            .and_then(|c| c.as_ref().map(|c| c.size));
+        let oid = recovery::oid(&name);
+        // The object's xattrs, from this primary's shard (they are kept
+        // whole on every shard) unless its own is bad: then from nowhere
+        // yet (left for after the members' are repaired).
+        let attrs = s.getattrs(self.coll, &oid).map(|a| a.into_iter().collect());
+        let (Some(size), Ok(attrs)) = (size, attrs) else {
+            tracing::warn!("pg {}: cannot read {name}'s xattrs to repair it", self.id);
+            return;
+        };
+        let st = ec::obj_state(s, self.coll, &oid);
+        if !matches!(&st, Ok(st) if st.version == version) {
+            tracing::warn!("pg {}: {name} changed since it was scrubbed", self.id);
+            return;
+        }
+        let bad: BTreeSet<usize> = targets.iter().filter_map(|&o| self.shard_of(o)).collect();
+        let what = Purpose::Repair {
+            targets,
+            plan: None,
+            attrs,
+        };
+        let mut g = Gather::new(
+            what,
+            oid,
+            ObjState {
+                exists: true,
+                size,
+                version,
+            },
+        );
+        g.leave_out(bad);
+        self.ops.busy.insert(name, VecDeque::new());
+        self.gather(s, g, fx);
+    }
+
+    /// The bad shards of `oid` are rebuilt (or not: left for the next
+    /// repair): written over this primary's own, pushed to the members.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn ec_repair_rebuilt(
+        &mut self,
+        s: &dyn ObjectStore,
+        oid: &ObjectId,
+        version: Version,
+        targets: BTreeSet<i32>,
+        attrs: Vec<(String, Vec<u8>)>,
+        rebuilt: Result<BTreeMap<usize, Vec<u8>>, String>,
+        fx: &mut Vec<Effect>,
+    ) {
+        let name = oid.name.clone();
+        let mut shards = match rebuilt {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::warn!("pg {}: cannot rebuild {name} to repair it: {e}", self.id);
+                return self.release(s, &name, fx);
+            }
+        };
+        let mut waiting = BTreeMap::new();
+        for to in targets {
+            let Some(data) = self.shard_of(to).and_then(|c| shards.remove(&c)) else {
+                continue;
+            };
+            let pos = self.shard_of(to).unwrap_or_default();
+            let push = Push {
+                name: name.clone(),
+                version,
+                copy: Some(recovery::ObjectCopy {
+                    data: data.into(),
+                    attrs: ec::with_shard(attrs.clone(), pos),
+                    omap_header: Vec::new(),
+                    omap: Vec::new(),
+                }),
+            };
+            if to == self.whoami {
+                let txn = recovery::push_txn(self.coll, &push, self.push_prior(s, &push));
+                self.apply_own(txn, true, fx);
+                self.copy_repaired(&name, to);
+                continue;
+            }
+            let tid = self.take_tid();
+            let msg = PeerMsg::Repair {
+                pg: self.id,
+                from: self.whoami,
+                ctx: self.rep_ctx(),
+                push,
+            };
+            self.send(tid, to, msg, fx);
+            waiting.insert(tid, to);
+        }
+        if waiting.is_empty() {
+            return self.release(s, &name, fx);
+        }
+        self.scrubber.repairing.insert(name, waiting);
+    }
+}
