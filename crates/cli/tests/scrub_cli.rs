@@ -5,7 +5,10 @@
 //! checksum fails the read), each found by `pg deep-scrub`, named by
 //! `list-inconsistent-obj`, counted in `status`, mended by `pg repair`;
 //! the primary's copy rotted reads back right at once; and the `noscrub`
-//! flag set, shown and cleared.
+//! flag set, shown and cleared. Then the same of an erasure-coded pool's
+//! shards: wrong bytes caught by the shard hashes (`ec_hash_error`), rot
+//! in the primary's own shard read around at once and rebuilt by a
+//! repair.
 
 mod common;
 
@@ -16,8 +19,12 @@ use std::time::{Duration, Instant};
 
 /// PG, acting set and primary of `name` in the default pool.
 fn placement(dir: &Path, name: &str) -> (String, Vec<i64>, i64) {
-    let v: Value =
-        serde_json::from_str(&ok(dir, &["osd", "map", "default", name, "--json"])).unwrap();
+    placement_in(dir, "default", name)
+}
+
+/// PG, acting set and primary of `name` in `pool`.
+fn placement_in(dir: &Path, pool: &str, name: &str) -> (String, Vec<i64>, i64) {
+    let v: Value = serde_json::from_str(&ok(dir, &["osd", "map", pool, name, "--json"])).unwrap();
     let acting = v["acting"]
         .as_array()
         .unwrap()
@@ -234,5 +241,92 @@ fn deep_scrub_finds_bad_copies_repair_mends_them_through_the_cli() {
     ok(&dir, &["osd", "unset", "noscrub"]);
     let s: Value = serde_json::from_str(&ok(&dir, &["status", "--json"])).unwrap();
     assert_eq!(s["osdmap"]["flags"], serde_json::json!([]), "{s}");
+    drop(guard);
+}
+
+#[test]
+fn deep_scrub_finds_bad_ec_shards_and_repair_rebuilds_them() {
+    let (root, dir, guard) = common::start("scrub-ec-cli", 3, 8);
+    common::ec_profiles(&dir);
+    ok(
+        &dir,
+        &[
+            "pool",
+            "create",
+            "ecrs",
+            "--pg-num",
+            "8",
+            "--erasure",
+            "rs21",
+        ],
+    );
+    let mut data: Vec<u8> = (0..1u32 << 20)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    data[..31].copy_from_slice(b"loligo EC scrub object, head...");
+    let file = root.join("a.bin");
+    std::fs::write(&file, &data).unwrap();
+    ok(&dir, &["-p", "ecrs", "put", "a", file.to_str().unwrap()]);
+    wait_clean(&dir);
+    let (pg, acting, primary) = placement_in(&dir, "ecrs", "a");
+    assert_eq!(acting.len(), 3, "{acting:?}");
+    assert_eq!(acting[0], primary);
+    deep_scrub(&dir, &pg, "deep-scrub");
+    assert!(
+        inconsistent(&dir, &pg).is_empty(),
+        "a fresh object is clean"
+    );
+
+    // Wrong bytes with valid checksums in a member's shard: its hash
+    // tells.
+    let wrong = root.join("wrong.bin");
+    std::fs::write(&wrong, b"not what was encoded").unwrap();
+    with_osd_stopped(&dir, acting[1], |osd| {
+        let d = osd.to_string_lossy().into_owned();
+        ok(
+            &dir,
+            &[
+                "store",
+                "set-bytes",
+                &d,
+                "a",
+                "1000",
+                wrong.to_str().unwrap(),
+            ],
+        );
+    });
+    deep_scrub(&dir, &pg, "deep-scrub");
+    let found = inconsistent(&dir, &pg);
+    assert_eq!(
+        errors_of(&found, acting[1]),
+        vec!["ec_hash_error"],
+        "{found:?}"
+    );
+    assert!(pg_row(&dir, &pg)["state"]
+        .as_str()
+        .unwrap()
+        .contains("inconsistent"));
+    deep_scrub(&dir, &pg, "repair");
+    deep_scrub(&dir, &pg, "deep-scrub");
+    assert!(inconsistent(&dir, &pg).is_empty());
+
+    // Rot in the primary's own shard (shard 0 starts with the object's
+    // first bytes): a read decodes around it at once; a deep scrub finds
+    // it, a repair rebuilds it.
+    with_osd_stopped(&dir, primary, |osd| flip_in_block_file(osd, &data));
+    let out = root.join("out.bin");
+    ok(&dir, &["-p", "ecrs", "get", "a", out.to_str().unwrap()]);
+    assert!(
+        std::fs::read(&out).unwrap() == data,
+        "the read decoded around the rot"
+    );
+    deep_scrub(&dir, &pg, "deep-scrub");
+    let found = inconsistent(&dir, &pg);
+    assert_eq!(errors_of(&found, primary), vec!["read_error"], "{found:?}");
+    deep_scrub(&dir, &pg, "repair");
+    deep_scrub(&dir, &pg, "deep-scrub");
+    assert!(inconsistent(&dir, &pg).is_empty());
+    ok(&dir, &["-p", "ecrs", "get", "a", out.to_str().unwrap()]);
+    assert!(std::fs::read(&out).unwrap() == data);
     drop(guard);
 }

@@ -3090,3 +3090,35 @@ fn a_member_holds_a_scrub_slot_until_released_or_idle() {
     settle(&mut pg, &s, Input::Tick { now_ms: 61_000 });
     assert_eq!(slots.held(), 0);
 }
+
+/// Two scrubs that end within one tick still get stamps in order (an
+/// operator or a test waits for the stamp to move).
+#[test]
+fn scrubs_ending_within_one_tick_get_increasing_stamps() {
+    let (s, mut pg) = clean_pair();
+    pg.clock_base_unix_ms = 1_700_000_000_000;
+    // (None comes due on its own.)
+    pg.scrub_schedule = loligo_pg::pg::scrub::ScrubSchedule {
+        min_interval_ms: 0,
+        max_interval_ms: 0,
+        deep_interval_ms: 0,
+    };
+    let c = CollectionId::pg(1, 0);
+    let (same, _) =
+        loligo_pg::pg::scrub_map::build_map(&s, c, &Cursor::Start, &Cursor::End, true).unwrap();
+    let mut stamps = Vec::new();
+    for _ in 0..2 {
+        let cmd = loligo_types::scrub::PgCommand::Scrub {
+            deep: false,
+            repair: false,
+        };
+        let fx = settle_granting(&mut pg, &s, Input::Command { cmd, token: 50 });
+        let asks = scrub_map_asks(&fx);
+        assert_eq!(asks.len(), 2, "{fx:?}");
+        for (id, _) in asks {
+            settle(&mut pg, &s, reply(id, PeerReply::ScrubMap(same.clone())));
+        }
+        stamps.push(pg.scrub_stamps().0.unwrap());
+    }
+    assert!(stamps[1] > stamps[0], "{stamps:?}");
+}

@@ -631,7 +631,10 @@ impl Pg {
             return;
         };
         self.release_scrub_slots(fx);
-        let now = self.wall_now();
+        // (Each stamp after the last: a scrub may end within the same
+        // tick as the one before, and stamps tell scrubs apart.)
+        let last = self.scrubber.last_ms.max(self.scrubber.last_deep_ms);
+        let now = self.wall_now().max(last.map_or(0, |l| l + 1));
         let sc = &mut self.scrubber;
         sc.done += 1;
         sc.last_ms = Some(now);
