@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# Deep scrub speed and its cost to clients, Loligo against Ceph 16.2 on
+# this machine, one right after the other. On a fresh 3-OSD cluster with a
+# size-3 pool of 16 PGs:
+#   1. N objects of 4 MiB written, every PG clean
+#   2. raw: one OSD's block file read sequentially with O_DIRECT (dd), as
+#      many bytes as the OSD holds of the objects
+#   3. client 4 KiB writes for W seconds (16 in flight): ops/s without scrub
+#   4. a deep scrub of every PG (`pool deep-scrub`, then every PG's deep
+#      stamp moved): seconds, and MB/s per OSD (each OSD holds every byte)
+#   5. a deep scrub again, with the same 4 KiB writes running under it
+# Defaults throughout (scrub sleep 0, one scrub slot per OSD).
+# Writes out/results.csv, out/summary.json, out/scrub.png, out/RESULTS.md.
+#
+#   bash experiments/scrub/run.sh            # 1,024 objects (4 GiB), W = 20
+#   bash experiments/scrub/run.sh --quick    # 256 objects (1 GiB), W = 10
+#   SKIP_CEPH=1 bash experiments/scrub/run.sh --quick
+# Ceph runs when `ceph-osd` and python3-rados are installed
+# (apt-get install -y ceph).
+set -euo pipefail
+HERE="$(cd "$(dirname "$0")" && pwd)"
+ROOT="$(cd "$HERE/../.." && pwd)"
+OUT="${OUT:-$HERE/out}"
+OBJECTS=1024
+WRITE_S=20
+if [ "${1:-}" = "--quick" ]; then
+    OBJECTS=256
+    WRITE_S=10
+fi
+CEPH_PY="${CEPH_PY:-/usr/bin/python3}"
+mkdir -p "$OUT"
+CSV="$OUT/results.csv"
+echo "system,objects,object_bytes,raw_mb_s,deep_scrub_s,deep_scrub_mb_s_per_osd,writes_ops_s,writes_during_scrub_ops_s,scrub_overlap" >"$CSV"
+
+say() { echo "[scrub $(date +%H:%M:%S)] $*" >&2; }
+
+cargo build --release -p loligo-cli --manifest-path "$ROOT/Cargo.toml" >&2
+B="$ROOT/target/release/loligo"
+
+# now, since, lol_wait, ALL_CLEAN.
+. "$ROOT/experiments/lib.sh"
+
+# Every PG's last deep-scrub stamp, as "pg stamp" lines.
+deep_stamps() {
+    "$B" -c "$1" pg ls --json | "$PY" -c "
+import json, sys
+for r in json.load(sys.stdin):
+    print(r['pg'], r['last_deep_scrub_stamp'])"
+}
+
+# Ask a deep scrub of every PG of the default pool and wait until each
+# PG's deep stamp moved past what `before` (a deep_stamps file) says;
+# print the seconds it took.
+deep_scrub_all() {
+    local conf="$1" before="$2" t0
+    t0=$(now)
+    "$B" -c "$conf" pool deep-scrub default >&2
+    while true; do
+        if deep_stamps "$conf" | "$PY" -c "
+import sys
+before = dict(l.split() for l in open('$before'))
+now = dict(l.split() for l in sys.stdin)
+sys.exit(0 if all(int(now[p]) > int(before[p]) for p in before) else 1)"; then
+            since "$t0"
+            return 0
+        fi
+        sleep 0.2
+    done
+}
+
+# 4 KiB writes for WRITE_S seconds: ops/s.
+writes() {
+    "$B" -c "$1" bench "$WRITE_S" write -b 4096 -t 16 --json | "$PY" -c "
+import json, sys
+print(round(json.load(sys.stdin)['ops_per_s'], 1))"
+}
+
+run_loligo() {
+    local dir conf obj_bytes raw scrub_s w0 w1 t0 t1 overlap
+    dir=$(mktemp -d /tmp/loligo-scrub.XXXXXX)
+    conf="$dir/c/loligo.conf"
+    "$B" up --detach --insecure --osds 3 --pg-num 16 --osd-size $(((OBJECTS * 4 + 2048) << 20)) \
+        --data-dir "$dir/c" >&2
+    lol_wait "$conf" 120 "$ALL_CLEAN" >/dev/null
+    "$B" -c "$conf" bench 900 write -b 4194304 -t 16 --max-objects "$OBJECTS" --no-cleanup --json \
+        >"$dir/load.json"
+    lol_wait "$conf" 300 "$ALL_CLEAN" >/dev/null
+    obj_bytes=$((OBJECTS * 4194304))
+    raw=$(dd if="$dir/c/osd.0/block" of=/dev/null bs=4M count="$OBJECTS" iflag=direct 2>&1 |
+        "$PY" -c "
+import re, sys
+t = sys.stdin.read()
+m = re.search(r'([0-9.]+) s,', t)
+print(round($obj_bytes / float(m.group(1)) / 1e6, 1))")
+    say "Loligo: raw sequential read of osd.0's block file: $raw MB/s"
+    w0=$(writes "$conf")
+    say "Loligo: 4 KiB writes without a scrub: $w0 ops/s"
+    deep_stamps "$conf" >"$dir/before"
+    scrub_s=$(deep_scrub_all "$conf" "$dir/before")
+    say "Loligo: deep scrub of every PG: ${scrub_s}s"
+    deep_stamps "$conf" >"$dir/before"
+    t0=$(now)
+    deep_scrub_all "$conf" "$dir/before" >"$dir/scrub2" &
+    local sp=$!
+    w1=$(writes "$conf")
+    t1=$(since "$t0")
+    wait "$sp"
+    overlap=$("$PY" -c "print(round(min(1.0, $(cat "$dir/scrub2") / $t1), 2))")
+    say "Loligo: 4 KiB writes during a deep scrub: $w1 ops/s (the scrub ran ${overlap} of the time)"
+    echo "loligo,$OBJECTS,$obj_bytes,$raw,$scrub_s,$("$PY" -c "print(round($obj_bytes / $scrub_s / 1e6, 1))"),$w0,$w1,$overlap" >>"$CSV"
+    "$B" down --data-dir "$dir/c" >&2 || true
+    rm -rf "$dir"
+}
+
+run_ceph() {
+    local lab="$ROOT/benches/ceph/lab.sh"
+    say "Ceph: 3 OSDs"
+    CEPHLAB_OSD_GB=$(((OBJECTS * 4 + 2048) / 1024 + 1)) bash "$lab" up 3 >&2
+    "$CEPH_PY" "$HERE/ceph_side.py" --objects "$OBJECTS" --write-s "$WRITE_S" --lab "$lab" >>"$CSV"
+    bash "$lab" down >&2
+}
+
+say "Loligo: $OBJECTS objects of 4 MiB"
+run_loligo
+if [ -z "${SKIP_CEPH:-}" ] && command -v ceph-osd >/dev/null && "$CEPH_PY" -c "import rados" 2>/dev/null; then
+    run_ceph
+else
+    say "Ceph not run (SKIP_CEPH set, or ceph / python3-rados not installed)"
+fi
+python3 -c "import matplotlib" 2>/dev/null || python3 -m pip install -q matplotlib >&2 || true
+python3 "$HERE/summarize.py" "$OUT"
