@@ -123,6 +123,9 @@ pub enum PeerMsg {
         from: i32,
         ctx: crate::pg::RepCtx,
         round: u64,
+        /// The primary's last scrub and deep scrub (Unix ms; 0: never),
+        /// which the member keeps too: the next primary goes on from them.
+        stamps: (u64, u64),
     },
 }
 

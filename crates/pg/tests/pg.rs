@@ -3021,8 +3021,9 @@ fn a_scrub_holds_a_slot_on_every_member_while_it_runs() {
 }
 
 /// A member holds one slot for its primary's scrub, refuses when its
-/// OSD has none free, and gives it back when told, or when the primary
-/// has said nothing for a minute.
+/// OSD has none free, and gives it back when told (keeping the stamps
+/// the primary sends), or when the primary has said nothing for a
+/// minute.
 #[test]
 fn a_member_holds_a_scrub_slot_until_released_or_idle() {
     let s = MemStore::new();
@@ -3072,12 +3073,27 @@ fn a_member_holds_a_scrub_slot_until_released_or_idle() {
             from: 0,
             ctx: ctx.clone(),
             round,
+            stamps: (1_700_000_000_000 + round, 1_700_000_000_000),
         };
         peer_msg(msg, 8, 0)
     };
     settle(&mut pg, &s, release(1));
     assert_eq!(slots.held(), 1);
     settle(&mut pg, &s, release(2));
+    // The primary's stamps are kept here too (the newest), so a primary
+    // that takes over on this OSD goes on from them.
+    assert_eq!(
+        pg.scrub_stamps(),
+        (Some(1_700_000_000_002), Some(1_700_000_000_000))
+    );
+    let kept = s
+        .record(c, loligo_pg::pg::scrub::SCRUB_KEY)
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        loligo_pg::pg::record::decode_scrub_stamps(&kept).unwrap(),
+        (1_700_000_000_002, 1_700_000_000_000)
+    );
     assert_eq!(slots.held(), 0);
     // No slot free on this OSD: no.
     let other = slots.try_take().unwrap();

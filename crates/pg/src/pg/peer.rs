@@ -145,9 +145,16 @@ impl Pg {
                 fx.push(Effect::answer(token, result, PeerReply::ScrubReserved));
             }
             PeerMsg::ScrubRelease {
-                from, ctx, round, ..
+                from,
+                ctx,
+                round,
+                stamps,
+                ..
             } => {
                 self.on_scrub_release(from, &ctx, round);
+                if self.fence(from, &ctx, "scrub stamps from").is_ok() {
+                    self.keep_scrub_stamps(s, stamps, fx);
+                }
                 fx.push(Effect::ack(token, Ok(())));
             }
             PeerMsg::ScrubMap {

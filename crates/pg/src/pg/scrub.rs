@@ -358,6 +358,39 @@ impl Pg {
         }
     }
 
+    /// As a member: the primary's stamps (`(last, deep)`, Unix ms; 0:
+    /// never), kept in this copy's `scrub` record when newer than its
+    /// own, so a primary that takes over here goes on from them.
+    pub(super) fn keep_scrub_stamps(
+        &mut self,
+        s: &dyn ObjectStore,
+        (last, deep): (u64, u64),
+        fx: &mut Vec<Effect>,
+    ) {
+        self.load_scrub_stamps(s);
+        let sc = &mut self.scrubber;
+        let newer = |mine: Option<u64>, theirs: u64| theirs > 0 && mine.is_none_or(|m| theirs > m);
+        if !newer(sc.last_ms, last) && !newer(sc.last_deep_ms, deep) {
+            return;
+        }
+        sc.last_ms = sc.last_ms.max((last > 0).then_some(last));
+        sc.last_deep_ms = sc.last_deep_ms.max((deep > 0).then_some(deep));
+        self.persist_scrub_stamps(fx);
+    }
+
+    /// Write this copy's stamps to its `scrub` record.
+    fn persist_scrub_stamps(&mut self, fx: &mut Vec<Effect>) {
+        let sc = &self.scrubber;
+        let mut t = Transaction::new();
+        let stamps = (sc.last_ms.unwrap_or(0), sc.last_deep_ms.unwrap_or(0));
+        t.set_record(
+            self.coll,
+            SCRUB_KEY,
+            record::encode_scrub_stamps(stamps.0, stamps.1),
+        );
+        self.apply_own(t, false, fx);
+    }
+
     /// Ask for the scrub the schedule says is due, if any.
     fn scrub_when_due(&mut self) {
         let now = self.wall_now();
@@ -630,7 +663,6 @@ impl Pg {
         let Some(job) = self.scrubber.job.take() else {
             return;
         };
-        self.release_scrub_slots(fx);
         // (Each stamp after the last: a scrub may end within the same
         // tick as the one before, and stamps tell scrubs apart.)
         let last = self.scrubber.last_ms.max(self.scrubber.last_deep_ms);
@@ -642,14 +674,9 @@ impl Pg {
             sc.last_deep_ms = Some(now);
             sc.deep_done += 1;
         }
-        let mut t = Transaction::new();
-        let stamps = (sc.last_ms.unwrap_or(0), sc.last_deep_ms.unwrap_or(0));
-        t.set_record(
-            self.coll,
-            SCRUB_KEY,
-            record::encode_scrub_stamps(stamps.0, stamps.1),
-        );
-        self.apply_own(t, false, fx);
+        self.persist_scrub_stamps(fx);
+        // (The members keep the new stamps from the release.)
+        self.release_scrub_slots(fx);
         let sc = &mut self.scrubber;
         tracing::info!(
             "pg {}: {} ends: {} inconsistent objects",

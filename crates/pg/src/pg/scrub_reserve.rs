@@ -180,11 +180,13 @@ impl Pg {
     fn send_scrub_release_try(&mut self, to: i32, round: u64, tries: u8, fx: &mut Vec<Effect>) {
         let tid = self.take_tid();
         self.resv.releasing.insert(tid, (to, round, tries));
+        let (last, deep) = self.scrub_stamps();
         let msg = PeerMsg::ScrubRelease {
             pg: self.id,
             from: self.whoami,
             ctx: self.rep_ctx(),
             round,
+            stamps: (last.unwrap_or(0), deep.unwrap_or(0)),
         };
         self.send(tid, to, msg, fx);
     }
