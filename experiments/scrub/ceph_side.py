@@ -2,7 +2,8 @@
 """Ceph's side of the scrub experiment, on the 3-OSD cluster
 benches/ceph/lab.sh started, in the steps run.sh gives Loligo: N objects of
 4 MiB in a size-3 pool of 16 PGs; osd.0's block file read with O_DIRECT;
-4 KiB writes (16 in flight) without a scrub; a deep scrub of every PG
+4 KiB writes (16 in flight, to another pool on the same OSDs) without a
+scrub; a deep scrub of every PG
 (`osd pool deep-scrub`, then every PG's deep-scrub stamp moved); the same
 writes under a second deep scrub. Prints one CSV line as run.sh's (progress
 on stderr).
@@ -65,9 +66,9 @@ def deep_scrub_all(r):
     return time.time() - t0
 
 
-def writes(secs):
+def writes(conf, secs):
     out = subprocess.run(
-        ["rados", "bench", "-p", POOL, str(secs), "write", "-b", "4096", "-t", "16",
+        ["rados", "-c", conf, "bench", "-p", "w", str(secs), "write", "-b", "4096", "-t", "16",
          "--no-cleanup", "--run-name", "w%d" % time.time_ns()],
         check=True, capture_output=True, text=True).stdout
     return float(re.search(r"Average IOPS:\s+([0-9.]+)", out).group(1))
@@ -80,12 +81,15 @@ def main():
     ap.add_argument("--lab", required=True, help="benches/ceph/lab.sh")
     a = ap.parse_args()
     data = os.environ.get("CEPHLAB_DATA", "/tmp/loligo-cephlab")
-    r = rados.Rados(conffile=os.environ.get("CEPH_CONF") or os.path.join(data, "ceph.conf"))
+    conf = os.environ.get("CEPH_CONF") or os.path.join(data, "ceph.conf")
+    r = rados.Rados(conffile=conf)
     r.connect(timeout=30)
-    command(r, prefix="osd pool create", pool=POOL, pg_num=16, pgp_num=16, pool_type="replicated")
-    for var, val in [("size", "3"), ("min_size", "2"), ("pg_autoscale_mode", "off")]:
-        command(r, prefix="osd pool set", pool=POOL, var=var, val=val)
-    command(r, prefix="osd pool application enable", pool=POOL, app="rados")
+    for pool in [POOL, "w"]:
+        command(r, prefix="osd pool create", pool=pool, pg_num=16, pgp_num=16,
+                pool_type="replicated")
+        for var, val in [("size", "3"), ("min_size", "2"), ("pg_autoscale_mode", "off")]:
+            command(r, prefix="osd pool set", pool=pool, var=var, val=val)
+        command(r, prefix="osd pool application enable", pool=pool, app="rados")
     wait(lambda: all_clean(r), 300, "clean after pool create")
     io = r.open_ioctx(POOL)
     payload = random.Random(5).randbytes(4 << 20)
@@ -103,7 +107,7 @@ def main():
          "iflag=direct"], check=True, capture_output=True, text=True).stderr
     raw = obj_bytes / float(re.search(r"([0-9.]+) s,", dd).group(1)) / 1e6
     say("raw sequential read of osd.0's block file: %.1f MB/s" % raw)
-    w0 = writes(a.write_s)
+    w0 = writes(conf, a.write_s)
     say("4 KiB writes without a scrub: %.1f ops/s" % w0)
     scrub_s = deep_scrub_all(r)
     say("deep scrub of every PG: %.2fs" % scrub_s)
@@ -111,7 +115,7 @@ def main():
     t = threading.Thread(target=lambda: result.update(s=deep_scrub_all(r)))
     t0 = time.time()
     t.start()
-    w1 = writes(a.write_s)
+    w1 = writes(conf, a.write_s)
     t1 = time.time() - t0
     t.join()
     overlap = min(1.0, result["s"] / t1)

@@ -5,7 +5,8 @@
 #   1. N objects of 4 MiB written, every PG clean
 #   2. raw: one OSD's block file read sequentially with O_DIRECT (dd), as
 #      many bytes as the OSD holds of the objects
-#   3. client 4 KiB writes for W seconds (16 in flight): ops/s without scrub
+#   3. client 4 KiB writes for W seconds (16 in flight) to another pool on
+#      the same OSDs: ops/s without scrub
 #   4. a deep scrub of every PG (`pool deep-scrub`, then every PG's deep
 #      stamp moved): seconds, and MB/s per OSD (each OSD holds every byte)
 #   5. a deep scrub again, with the same 4 KiB writes running under it
@@ -40,12 +41,14 @@ B="$ROOT/target/release/loligo"
 # now, since, lol_wait, ALL_CLEAN.
 . "$ROOT/experiments/lib.sh"
 
-# Every PG's last deep-scrub stamp, as "pg stamp" lines.
+# The default pool's (pool 1's) PGs' last deep-scrub stamps, as
+# "pg stamp" lines.
 deep_stamps() {
     "$B" -c "$1" pg ls --json | "$PY" -c "
 import json, sys
 for r in json.load(sys.stdin):
-    print(r['pg'], r['last_deep_scrub_stamp'])"
+    if r['pg'].startswith('1.'):
+        print(r['pg'], r['last_deep_scrub_stamp'])"
 }
 
 # Ask a deep scrub of every PG of the default pool and wait until each
@@ -70,7 +73,7 @@ sys.exit(0 if all(int(now[p]) > int(before[p]) for p in before) else 1)"; then
 
 # 4 KiB writes for WRITE_S seconds: ops/s.
 writes() {
-    "$B" -c "$1" bench "$WRITE_S" write -b 4096 -t 16 --json | "$PY" -c "
+    "$B" -c "$1" -p w bench "$WRITE_S" write -b 4096 -t 16 --no-cleanup --json | "$PY" -c "
 import json, sys
 print(round(json.load(sys.stdin)['ops_per_s'], 1))"
 }
@@ -81,6 +84,8 @@ run_loligo() {
     conf="$dir/c/loligo.conf"
     "$B" up --detach --insecure --osds 3 --pg-num 16 --osd-size $(((OBJECTS * 4 + 2048) << 20)) \
         --data-dir "$dir/c" >&2
+    lol_wait "$conf" 120 "$ALL_CLEAN" >/dev/null
+    "$B" -c "$conf" pool create w --pg-num 16 >&2
     lol_wait "$conf" 120 "$ALL_CLEAN" >/dev/null
     "$B" -c "$conf" bench 900 write -b 4194304 -t 16 --max-objects "$OBJECTS" --no-cleanup --json \
         >"$dir/load.json"
