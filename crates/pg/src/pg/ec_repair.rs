@@ -48,18 +48,26 @@ impl Pg {
             return;
         }
         let (version, targets) = (i.version, i.bad.keys().copied().collect::<BTreeSet<i32>>());
-        let size = (i.auth.first())
+        let model = (i.auth.first())
             .and_then(|a| i.copies.get(a))
-            .and_then(|c| c.as_ref().map(|c| c.size));
+            .and_then(|c| c.as_ref().map(|c| (c.size, c.attrs)));
         let oid = recovery::oid(&name);
-        // The object's xattrs, from this primary's shard (they are kept
-        // whole on every shard) unless its own is bad: then from nowhere
-        // yet (left for after the members' are repaired).
-        let attrs = s.getattrs(self.coll, &oid).map(|a| a.into_iter().collect());
-        let (Some(size), Ok(attrs)) = (size, attrs) else {
+        // The object's xattrs go with every rebuilt shard, from this
+        // primary's shard (kept whole on every shard): only when they are
+        // the good shards' (a corrupt size or hash list would spread).
+        let attrs = s.getattrs(self.coll, &oid);
+        let (Some((size, want)), Ok(attrs)) = (model, attrs) else {
             tracing::warn!("pg {}: cannot read {name}'s xattrs to repair it", self.id);
             return;
         };
+        if scrub_map::shard_attrs_digest(&attrs) != want {
+            tracing::warn!(
+                "pg {}: cannot repair {name}: this primary's xattrs are not the good shards'",
+                self.id
+            );
+            return;
+        }
+        let attrs: Vec<(String, Vec<u8>)> = attrs.into_iter().collect();
         let st = ec::obj_state(s, self.coll, &oid);
         if !matches!(&st, Ok(st) if st.version == version) {
             tracing::warn!("pg {}: {name} changed since it was scrubbed", self.id);

@@ -1411,6 +1411,8 @@ impl Pg {
     pub(super) fn ec_writes_gathering(&self, in_range: impl Fn(&str) -> bool) -> bool {
         self.ecs.gathers.values().any(|g| match &g.what {
             Purpose::Op { plan, .. } => plan.writes && in_range(&g.oid.name),
+            // (A repair writes too.)
+            Purpose::Repair { .. } => in_range(&g.oid.name),
             _ => false,
         })
     }

@@ -419,6 +419,11 @@ impl Pg {
         }
         self.load_scrub_stamps(s);
         self.scrub_when_due();
+        if !self.is_clean() {
+            // (Held back until clean: the slots go to other PGs meanwhile,
+            // and are asked for again before the next chunk.)
+            self.release_scrub_slots(fx);
+        }
         if self.scrubber.job.is_none() {
             if self.scrubber.want.is_none() || !self.is_clean() || !self.scrub_reserved(fx) {
                 return;

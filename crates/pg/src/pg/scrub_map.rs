@@ -203,6 +203,12 @@ fn as_shard(obj: &mut ScrubObject, f: &ShardFacts, sh: ShardOf<'_>) {
     };
 }
 
+/// The xattr digest an EC shard's map entry gives (see
+/// [`build_shard_map`]): of `attrs` without the shard's label.
+pub fn shard_attrs_digest(attrs: &BTreeMap<String, Vec<u8>>) -> u64 {
+    attrs_digest(attrs, crate::ec::SHARD_ATTR)
+}
+
 /// xxh3-64 of xattrs (names and values, in name order), those `skip`
 /// names left out.
 fn attrs_digest<'a>(attrs: impl IntoIterator<Item = (&'a String, &'a Vec<u8>)>, skip: &str) -> u64 {

@@ -157,7 +157,10 @@ impl Pg {
     fn scrub_refused(&mut self, fx: &mut Vec<Effect>) -> bool {
         self.resv.refused += 1;
         self.release_scrub_slots(fx);
-        let seed = u64::from(self.id.ps).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40;
+        // (The PG's pool and number and this OSD: two PGs refusing each
+        // other never ask again in step.)
+        let id = (self.id.pool << 32) ^ u64::from(self.id.ps) ^ ((self.whoami as u64) << 48);
+        let seed = id.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40;
         self.resv.retry_ms = self.now_ms + RESERVE_RETRY_MS + seed % RESERVE_RETRY_MS;
         false
     }
