@@ -658,6 +658,10 @@ fn ec_seeds_that_found_bugs_stay_fixed() {
 ///   ask was lost, and peering again every few seconds it asked for the
 ///   same pg_temp, which it took for asked already: it waited for good
 ///   with every OSD up. It now forgets an ask no map answered.
+/// - replicated 746 with rot: recovery found its source copy rotten and
+///   began a second mend of it while the first was in flight; the first
+///   mended it, a write followed, and the second's copy landed on top: a
+///   read got the older value. One mend of an object at a time now.
 #[test]
 fn real_monitor_seeds_that_found_bugs_stay_fixed() {
     let runs = [
@@ -678,6 +682,7 @@ fn real_monitor_seeds_that_found_bugs_stay_fixed() {
         Run::ec(272).losing(),
         Run::ec(2534),
         Run::ec(31837),
+        Run::replicated(746).rotting(),
     ];
     for run in runs {
         let var = match (run.ec, run.lose) {

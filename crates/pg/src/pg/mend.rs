@@ -167,6 +167,13 @@ impl Pg {
         fx: &mut Vec<Effect>,
     ) {
         debug_assert!(!from.contains(&self.whoami), "a copy mends from others");
+        if self.mend.changing().any(|n| n == name) {
+            // (One mend of an object at a time: a second one's copy,
+            // landing after the first's and a write after it, would put
+            // the object back to the version mended.)
+            tracing::debug!("pg {}: {name} is being mended already", self.id);
+            return;
+        }
         let m = Mending {
             name,
             version,
@@ -262,6 +269,12 @@ impl Pg {
                 return true;
             }
         };
+        let here = recovery::stored_version(s, self.coll, &recovery::oid(&m.name));
+        if matches!(here, Ok(Some(Some(v))) if v != m.version) {
+            debug_assert!(false, "{} changed while it was mended", m.name);
+            tracing::error!("pg {}: {} changed while it was mended", self.id, m.name);
+            return true;
+        }
         let mut txn = recovery::push_txn(self.coll, good, recovery::Prior::Replicated);
         let t = self.take_tid();
         // (A copy missing here adds a leaf to this copy's Merkle tree.)
