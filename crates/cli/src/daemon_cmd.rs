@@ -153,6 +153,11 @@ pub struct OsdArgs {
     /// the disk; Ceph's osd_scrub_sleep).
     #[arg(long, default_value_t = 0.0)]
     scrub_sleep: f64,
+    /// Seconds a scrub pauses after each piece it reads (about 8 MiB)
+    /// while clients use this OSD (a client op or replica write in the
+    /// last half second): client I/O goes first (0: no pause).
+    #[arg(long, default_value_t = loligo_osd::daemon::SCRUB_BUSY_SLEEP.as_secs_f64())]
+    scrub_busy_sleep: f64,
     /// After a scheduled deep scrub, repair what it found if it found at
     /// most --scrub-auto-repair-num-errors objects (Ceph's
     /// osd_scrub_auto_repair; off by default).
@@ -434,6 +439,11 @@ pub fn osd(a: OsdArgs) -> Result<(), CliError> {
         Duration::ZERO
     } else {
         secs(a.scrub_sleep, "--scrub-sleep")?
+    };
+    cfg.scrub_busy_sleep = if a.scrub_busy_sleep == 0.0 {
+        Duration::ZERO
+    } else {
+        secs(a.scrub_busy_sleep, "--scrub-busy-sleep")?
     };
     let rt = crate::config::runtime()?;
     rt.block_on(async move {

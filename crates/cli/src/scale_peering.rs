@@ -915,6 +915,14 @@ impl Host for Out<'_> {
             Err(e) => self.keep(Err(e)),
         }
     }
+
+    /// (Only scrubs ask to go on, and this bench runs none.)
+    fn continue_later(&mut self) {
+        let (o, pg) = (self.o, self.pg);
+        self.keep(Err(err(format!(
+            "osd.{o} pg {pg}: a PG asked to go on in a bench without scrubs"
+        ))));
+    }
 }
 
 /// Whether `input` is a peering query.

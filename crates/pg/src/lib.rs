@@ -20,3 +20,4 @@ pub mod msg;
 pub mod opstate;
 pub mod pg;
 pub mod reserve;
+pub mod scrub_slots;

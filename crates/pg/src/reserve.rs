@@ -7,8 +7,6 @@
 //!
 //! It only counts and orders: it never decides whether a PG needs
 //! recovery, and a grant goes to the PG's task as an input like any other.
-//!
-//! Also an OSD's scrub slots ([`ScrubSlots`]), which only count.
 
 use loligo_types::PgId;
 use std::collections::{BTreeMap, BTreeSet};
@@ -79,77 +77,9 @@ impl Reserver {
     }
 }
 
-/// An OSD's scrub slots (Ceph's `osd_max_scrubs`): at most `max` scrubs
-/// at once hold one, whether this OSD runs them as primary or serves them
-/// as a member. A slot is taken at once or refused (scrubs do not queue:
-/// the asker tries again later) and is given back when its
-/// [`ScrubSlot`] is dropped, so a PG that ends or forgets its scrub never
-/// leaks one.
-#[derive(Debug)]
-pub struct ScrubSlots {
-    max: usize,
-    held: std::sync::atomic::AtomicUsize,
-}
-
-impl ScrubSlots {
-    /// `max` scrubs at once (at least one).
-    pub fn new(max: usize) -> std::sync::Arc<ScrubSlots> {
-        std::sync::Arc::new(ScrubSlots {
-            max: max.max(1),
-            held: std::sync::atomic::AtomicUsize::new(0),
-        })
-    }
-
-    /// As many as ask (what a PG without a host's slots uses).
-    pub fn unbounded() -> std::sync::Arc<ScrubSlots> {
-        ScrubSlots::new(usize::MAX)
-    }
-
-    /// A slot, if one is free.
-    pub fn try_take(self: &std::sync::Arc<ScrubSlots>) -> Option<ScrubSlot> {
-        use std::sync::atomic::Ordering;
-        self.held
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < self.max).then_some(n + 1)
-            })
-            .ok()
-            .map(|_| ScrubSlot(self.clone()))
-    }
-
-    /// Slots held now.
-    pub fn held(&self) -> usize {
-        self.held.load(std::sync::atomic::Ordering::Acquire)
-    }
-}
-
-/// One scrub slot, given back when dropped.
-#[derive(Debug)]
-pub struct ScrubSlot(std::sync::Arc<ScrubSlots>);
-
-impl Drop for ScrubSlot {
-    fn drop(&mut self) {
-        let prev = (self.0.held).fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
-        debug_assert!(prev > 0, "a scrub slot given back twice");
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn scrub_slots_are_bounded_and_come_back_when_dropped() {
-        let slots = ScrubSlots::new(2);
-        let a = slots.try_take().unwrap();
-        let b = slots.try_take().unwrap();
-        assert!(slots.try_take().is_none());
-        assert_eq!(slots.held(), 2);
-        drop(a);
-        let c = slots.try_take().unwrap();
-        assert!(slots.try_take().is_none());
-        drop((b, c));
-        assert_eq!(slots.held(), 0);
-    }
 
     fn pg(ps: u32) -> PgId {
         PgId { pool: 1, ps }

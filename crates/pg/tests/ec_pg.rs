@@ -241,6 +241,10 @@ impl Host for Osd<'_> {
     }
 
     fn release(&mut self, _ask: u64) {}
+
+    fn continue_later(&mut self) {
+        self.net.queue.push_back((self.osd, Input::Continue));
+    }
 }
 
 impl Cluster {

@@ -1102,20 +1102,22 @@ fn copy_with_befores(
 fn settle(pg: &mut Pg, s: &dyn ObjectStore, input: Input) -> Vec<Effect> {
     let fx = run(pg, s, input);
     let (mut applied, mut rest) = apply(s, fx);
-    while let Some(tid) = applied.pop() {
-        let fx = run(
-            pg,
-            s,
+    loop {
+        let input = if let Some(tid) = applied.pop() {
             Input::LocalDone {
                 tid,
                 result: Ok(()),
-            },
-        );
-        let (more, others) = apply(s, fx);
+            }
+        } else if let Some(i) = rest.iter().position(|e| matches!(e, Effect::Continue)) {
+            rest.remove(i);
+            Input::Continue
+        } else {
+            return rest;
+        };
+        let (more, others) = apply(s, run(pg, s, input));
         applied.extend(more);
         rest.extend(others);
     }
-    rest
 }
 
 /// The head of the copy of PG 1.0 on `s`, from its stored info.
@@ -2950,38 +2952,44 @@ fn a_scheduled_deep_scrub_repairs_a_few_errors_when_asked_to() {
 }
 
 /// A scrub runs only while its primary holds a scrub slot on its own OSD
-/// and on each member's (Ceph's `osd_max_scrubs`): it waits for a free
-/// one, a member that has none makes it give back what it holds, and
-/// every slot comes back when the scrub ends.
+/// and on each member's (Ceph's `osd_max_scrubs`): it takes them one OSD
+/// at a time in the order of their ids (so no two primaries wait for
+/// each other), waits for its own OSD's to be given back, a member that
+/// says no makes it give back what it holds, and every slot comes back
+/// when the scrub ends.
 #[test]
 fn a_scrub_holds_a_slot_on_every_member_while_it_runs() {
     let (s, mut pg) = clean_pair();
-    let slots = loligo_pg::reserve::ScrubSlots::new(1);
+    let slots = loligo_pg::scrub_slots::ScrubSlots::new(1);
     pg.scrub_slots = slots.clone();
     let busy = slots.try_take().unwrap();
     let cmd = loligo_types::scrub::PgCommand::Scrub {
         deep: true,
         repair: false,
     };
-    // This OSD's one slot is taken (another PG's scrub): nobody is asked.
+    // This OSD's one slot is taken (another PG's scrub): nobody is asked,
+    // and the PG waits to be woken.
     let fx = settle(&mut pg, &s, Input::Command { cmd, token: 50 });
     assert!(scrub_reserve_asks(&fx).is_empty() && scrub_map_asks(&fx).is_empty());
+    assert_eq!(slots.waiting(), 1);
     drop(busy);
-    let fx = settle(&mut pg, &s, Input::Tick { now_ms: 100 });
+    let fx = settle(&mut pg, &s, Input::ScrubSlotFree { now_ms: 100 });
     let asks = scrub_reserve_asks(&fx);
-    assert_eq!(asks.iter().map(|a| a.1).collect::<Vec<_>>(), vec![1, 2]);
+    assert_eq!(asks.iter().map(|a| a.1).collect::<Vec<_>>(), vec![1]);
     assert_eq!(slots.held(), 1);
-    // osd.1 says yes, osd.2 has no slot free: osd.1's goes back, and the
-    // primary's own.
-    settle(
+    // osd.1 says yes: then osd.2 is asked, and has no slot free: osd.1's
+    // goes back, and the primary's own.
+    let fx = settle(
         &mut pg,
         &s,
         reply(asks[0].0, PeerReply::ScrubReserved(true)),
     );
+    let asks = scrub_reserve_asks(&fx);
+    assert_eq!(asks.iter().map(|a| a.1).collect::<Vec<_>>(), vec![2]);
     let fx = settle(
         &mut pg,
         &s,
-        reply(asks[1].0, PeerReply::ScrubReserved(false)),
+        reply(asks[0].0, PeerReply::ScrubReserved(false)),
     );
     let released: Vec<i32> = sends(&fx)
         .iter()
@@ -2991,7 +2999,6 @@ fn a_scrub_holds_a_slot_on_every_member_while_it_runs() {
     assert_eq!(released, vec![1]);
     assert_eq!(slots.held(), 0);
     assert!(!pg.holds_scrub_slot());
-    // Not at once: a little later, and then it scrubs.
     let fx = settle(&mut pg, &s, Input::Tick { now_ms: 200 });
     assert!(scrub_reserve_asks(&fx).is_empty());
     let fx = settle_granting(&mut pg, &s, Input::Tick { now_ms: 10_000 });
@@ -3032,7 +3039,7 @@ fn a_member_holds_a_scrub_slot_until_released_or_idle() {
     t.create_collection(c);
     s.apply(t).unwrap();
     let mut pg = Pg::new(PG, 1, PgInfo::default());
-    let slots = loligo_pg::reserve::ScrubSlots::new(1);
+    let slots = loligo_pg::scrub_slots::ScrubSlots::new(1);
     pg.scrub_slots = slots.clone();
     run(&mut pg, &s, map(1, vec![0, 1, 2], 2));
     let ctx = RepCtx {
@@ -3095,15 +3102,50 @@ fn a_member_holds_a_scrub_slot_until_released_or_idle() {
         (1_700_000_000_002, 1_700_000_000_000)
     );
     assert_eq!(slots.held(), 0);
-    // No slot free on this OSD: no.
+    // No slot free on this OSD: the ask waits, and is granted the
+    // moment one is given back.
     let other = slots.try_take().unwrap();
-    assert_eq!(granted(&settle(&mut pg, &s, ask(3))), Some(false));
+    assert_eq!(granted(&settle(&mut pg, &s, ask(3))), None);
     drop(other);
+    let fx = settle(&mut pg, &s, Input::ScrubSlotFree { now_ms: 100 });
+    assert_eq!(granted(&fx), Some(true));
+    assert_eq!(slots.held(), 1);
+    settle(&mut pg, &s, release(3));
+    assert_eq!(slots.held(), 0);
+    // One not given back in time: no, and nothing is held for it.
+    let other = slots.try_take().unwrap();
+    assert_eq!(granted(&settle(&mut pg, &s, ask(4))), None);
+    assert_eq!(
+        granted(&settle(&mut pg, &s, Input::Tick { now_ms: 3_000 })),
+        None
+    );
+    let fx = settle(&mut pg, &s, Input::Tick { now_ms: 5_500 });
+    assert_eq!(granted(&fx), Some(false));
+    drop(other);
+    assert_eq!(slots.held(), 0);
+    assert!(!pg.holds_scrub_slot());
     // A primary gone quiet: its slot comes back after a minute.
-    assert_eq!(granted(&settle(&mut pg, &s, ask(4))), Some(true));
+    let fx = settle(&mut pg, &s, ask(5));
+    assert_eq!(granted(&fx), Some(true));
     settle(&mut pg, &s, Input::Tick { now_ms: 30_000 });
     assert_eq!(slots.held(), 1);
-    settle(&mut pg, &s, Input::Tick { now_ms: 61_000 });
+    settle(&mut pg, &s, Input::Tick { now_ms: 66_000 });
+    assert_eq!(slots.held(), 0);
+    // A primary whose interval changed (this copy may not have seen the
+    // change) gives back what it held before it, whatever the round.
+    assert_eq!(granted(&settle(&mut pg, &s, ask(9))), Some(true));
+    let later = RepCtx {
+        interval: 2,
+        ..ctx.clone()
+    };
+    let msg = PeerMsg::ScrubRelease {
+        pg: PG,
+        from: 0,
+        ctx: later,
+        round: 1,
+        stamps: (0, 0),
+    };
+    settle(&mut pg, &s, peer_msg(msg, 8, 0));
     assert_eq!(slots.held(), 0);
 }
 

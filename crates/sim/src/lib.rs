@@ -126,7 +126,10 @@ struct Osd {
     /// Its recovery slots, shared by its PGs (the daemon's reserver).
     slots: Reserver,
     /// Its scrub slots (one, Ceph's default `osd_max_scrubs`).
-    scrub_slots: std::sync::Arc<loligo_pg::reserve::ScrubSlots>,
+    scrub_slots: std::sync::Arc<loligo_pg::scrub_slots::ScrubSlots>,
+    /// PGs its scrub slots woke (the slots' hook leaves them here; the
+    /// simulation tells them after the input that gave a slot back).
+    woken: std::sync::Arc<std::sync::Mutex<Vec<PgId>>>,
     /// The maps this process has seen.
     seen: Seen,
 }
@@ -199,6 +202,18 @@ enum Ev {
         osd: usize,
         gen: u64,
         ask: u64,
+    },
+    /// A PG's `Effect::Continue`.
+    Continue {
+        pg: usize,
+        osd: usize,
+        gen: u64,
+    },
+    /// A scrub slot the PG waited for was given back.
+    ScrubSlotFree {
+        pg: usize,
+        osd: usize,
+        gen: u64,
     },
     MarkDown {
         osd: usize,
@@ -592,6 +607,11 @@ impl Host for Shell<'_> {
         let granted = self.sim.osds[o].slots.release((pg_id(p), ask));
         self.sim.grant(o, granted);
     }
+
+    fn continue_later(&mut self) {
+        let (osd, pg, gen) = (self.o, self.p, self.gen);
+        self.sim.send(Ev::Continue { pg, osd, gen });
+    }
 }
 
 /// Steps a scenario waits at most for the cluster to settle or an op to
@@ -822,13 +842,22 @@ impl Sim {
         };
         let mut osds = Vec::new();
         for _ in 0..OSDS {
+            let scrub_slots = loligo_pg::scrub_slots::ScrubSlots::new(1);
+            let woken = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+            let w = woken.clone();
+            scrub_slots.set_wake(Box::new(move |pg| {
+                if let Ok(mut w) = w.lock() {
+                    w.push(pg);
+                }
+            }));
             osds.push(Osd {
                 disk: Disk::new(run.stores, &colls()),
                 pgs: Vec::new(),
                 gen: 0,
                 asks: BTreeSet::new(),
                 slots: Reserver::new(slots),
-                scrub_slots: loligo_pg::reserve::ScrubSlots::new(1),
+                scrub_slots,
+                woken,
                 seen: Seen::default(),
             });
         }
@@ -1078,6 +1107,14 @@ impl Sim {
             gen,
         };
         route(fx, &mut shell);
+        let woken = match self.osds[o].woken.lock() {
+            Ok(mut w) => std::mem::take(&mut *w),
+            Err(_) => Vec::new(),
+        };
+        for pg in woken {
+            let pg = pg.ps as usize;
+            self.send(Ev::ScrubSlotFree { pg, osd: o, gen });
+        }
     }
 
     /// Tell OSD `o`'s PGs of the slots its reserver granted them.
@@ -1156,6 +1193,17 @@ impl Sim {
             Ev::Grant { pg, osd, gen, ask } => {
                 if self.alive(osd, gen) {
                     self.feed(osd, pg, Input::Reserved { ask });
+                }
+            }
+            Ev::Continue { pg, osd, gen } => {
+                if self.alive(osd, gen) {
+                    self.feed(osd, pg, Input::Continue);
+                }
+            }
+            Ev::ScrubSlotFree { pg, osd, gen } => {
+                if self.alive(osd, gen) {
+                    let now_ms = self.now_ms;
+                    self.feed(osd, pg, Input::ScrubSlotFree { now_ms });
                 }
             }
             Ev::Op { pg, to, req, op } => {

@@ -683,6 +683,11 @@ fn real_monitor_seeds_that_found_bugs_stay_fixed() {
         Run::ec(2534),
         Run::ec(31837),
         Run::replicated(746).rotting(),
+        // A backfill target that counts intervals from other maps than its
+        // primary refused a resent chunk after its backfill had ended.
+        Run::replicated(1).scrubbing(),
+        // A member kept a scrub slot for its primary's earlier interval.
+        Run::ec(231).scrubbing(),
     ];
     for run in runs {
         let var = match (run.ec, run.lose) {

@@ -166,6 +166,15 @@ fn corrupted_block_fails_only_its_object() {
         s.read_bytes(c, &b, 0, 256 << 10).unwrap(),
         vec![9u8; 256 << 10]
     );
+    // A whole read (as a scrub's or a recovery's: from the device
+    // directly, past the read cache), the same.
+    match s.read_whole(c, &a, true) {
+        Err(StoreError::Checksum { oid, .. }) => assert_eq!(oid, a),
+        other => panic!("expected a checksum error, got {:?}", other.map(|_| ())),
+    }
+    assert_eq!(s.checksum_errors(), before + 3);
+    let whole = s.read_whole(c, &b, true).unwrap().unwrap();
+    assert_eq!((whole.size, whole.data), (256 << 10, vec![9u8; 256 << 10]));
     // Other ranges of the same object and other objects still read.
     assert_eq!(s.read(c, &a, &[(0, 4096)]).unwrap()[0], vec![7u8; 4096]);
     assert_eq!(

@@ -108,6 +108,9 @@ pub struct OsdConfig {
     pub scrub_load_threshold: f64,
     /// Pause between scrub chunks (Ceph's `osd_scrub_sleep`).
     pub scrub_sleep: Duration,
+    /// Pause after each piece a scrub reads while clients use this OSD
+    /// (see [`SCRUB_BUSY_SLEEP`]).
+    pub scrub_busy_sleep: Duration,
     /// Repair what a scheduled deep scrub found when it found at most
     /// this many objects (`None`: never; Ceph's `osd_scrub_auto_repair`).
     pub scrub_auto_repair: Option<usize>,
@@ -124,6 +127,16 @@ pub const SCRUB_LOAD_THRESHOLD: f64 = 0.5;
 
 /// Default `OsdConfig::max_scrubs` (Ceph's).
 pub const MAX_SCRUBS: usize = 1;
+
+/// Default `OsdConfig::scrub_busy_sleep`: a scrub reads a piece (about
+/// 8 MiB, some 25 ms of a disk) and then leaves the disk to clients for
+/// this long while they use it, so it takes a fifth of the disk at most
+/// under load and all of it when idle.
+pub const SCRUB_BUSY_SLEEP: Duration = Duration::from_millis(100);
+
+/// A client op or replica write within this long makes the OSD busy for
+/// its scrubs (ms).
+pub(crate) const CLIENT_BUSY_MS: u64 = 500;
 
 /// Default `OsdConfig::recovery_max_active`.
 pub const RECOVERY_MAX_ACTIVE: usize = 4;
@@ -156,6 +169,7 @@ impl OsdConfig {
             scrub_schedule: crate::pg::scrub::ScrubSchedule::default(),
             scrub_load_threshold: SCRUB_LOAD_THRESHOLD,
             scrub_sleep: Duration::ZERO,
+            scrub_busy_sleep: SCRUB_BUSY_SLEEP,
             scrub_auto_repair: None,
             max_scrubs: MAX_SCRUBS,
             security: None,
@@ -219,6 +233,8 @@ pub struct OsdShared {
     /// The load average per CPU is under `scrub_load_threshold` (checked
     /// at each report).
     scrub_load_ok: AtomicBool,
+    /// When (`now_ms`) a client op or replica write last came.
+    client_io_ms: AtomicU64,
     /// The newest map's `noscrub` and `nodeep-scrub` flags.
     no_scrub: AtomicBool,
     no_deep_scrub: AtomicBool,
@@ -235,7 +251,7 @@ pub struct OsdShared {
     /// The recovery slots.
     reserver: Mutex<reserve::Reserver>,
     /// The scrub slots, shared by the PGs (`OsdConfig::max_scrubs`).
-    scrub_slots: Arc<reserve::ScrubSlots>,
+    scrub_slots: Arc<loligo_pg::scrub_slots::ScrubSlots>,
     /// Copies on disk of PGs the first map did not give this OSD were
     /// started (as strays, so they are removed once their PGs are clean).
     strays_started: AtomicBool,
@@ -620,7 +636,7 @@ pub async fn start(
         .map_err(|e| OsdError::Listener(e.to_string()))?;
     let (epoch_tx, _) = tokio::sync::watch::channel(0);
     let reserver = Mutex::new(reserve::Reserver::new(cfg.recovery_max_active));
-    let scrub_slots = reserve::ScrubSlots::new(cfg.max_scrubs);
+    let scrub_slots = loligo_pg::scrub_slots::ScrubSlots::new(cfg.max_scrubs);
     let incoming = tokio::sync::Semaphore::new(cfg.recovery_max_incoming.max(1));
     let security = cfg.security.clone();
     let shared = Arc::new(OsdShared {
@@ -645,6 +661,7 @@ pub async fn start(
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64),
         scrub_load_ok: AtomicBool::new(true),
+        client_io_ms: AtomicU64::new(0),
         no_scrub: AtomicBool::new(false),
         no_deep_scrub: AtomicBool::new(false),
         stopped: AtomicBool::new(false),
@@ -665,6 +682,18 @@ pub async fn start(
         seen_since: AtomicU64::new(0),
         stripers: Mutex::new(HashMap::new()),
     });
+    // A scrub slot given back wakes the PGs that waited for one (a weak
+    // reference: the slots live in what they would point back to).
+    let weak = Arc::downgrade(&shared);
+    shared.scrub_slots.set_wake(Box::new(move |pg| {
+        let Some(s) = weak.upgrade() else {
+            return;
+        };
+        let mb = lock(&s.pgs).get(&pg).cloned();
+        if let Some(mb) = mb {
+            mb.control(Input::ScrubSlotFree { now_ms: s.now_ms() });
+        }
+    }));
     let mut tasks = Vec::new();
     let service = Arc::new(service::Service(shared.clone()));
     let svc = OsdServer::from_arc(service.clone())

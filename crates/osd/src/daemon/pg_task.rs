@@ -95,7 +95,19 @@ async fn run(s: Arc<OsdShared>, me: Mailbox, mut inbox: Inbox, mut core: Pg) {
         if s.stopped.load(Ordering::Relaxed) {
             return;
         }
+        if matches!(msg.input, Input::Continue) {
+            // (Work a piece at a time: the PGs beside this one go first.)
+            tokio::task::yield_now().await;
+        }
         let mut input = msg.input;
+        let client_io = match &input {
+            Input::Op { .. } => true,
+            Input::Peer { msg, .. } => matches!(msg, PeerMsg::RepOp { .. }),
+            _ => false,
+        };
+        if client_io {
+            s.client_io_ms.store(s.now_ms(), Ordering::Relaxed);
+        }
         if matches!(input, Input::Tick { .. }) {
             core.scrub_load_ok = s.scrub_load_ok.load(Ordering::Relaxed);
             core.scrub_flags = crate::pg::scrub::ScrubFlags {
@@ -269,5 +281,22 @@ impl Host for Shell<'_> {
     fn release(&mut self, ask: u64) {
         let granted = lock(&self.s.reserver).release((self.pg, ask));
         grant(self.s, granted);
+    }
+
+    /// At once, or (clients using this OSD) after the busy pause: work
+    /// done a piece at a time (scrubs) goes below client I/O.
+    fn continue_later(&mut self) {
+        let s = self.s;
+        let pause = s.cfg.scrub_busy_sleep;
+        let busy = s.now_ms() < s.client_io_ms.load(Ordering::Relaxed) + super::CLIENT_BUSY_MS;
+        if pause.is_zero() || !busy {
+            self.me.control(Input::Continue);
+            return;
+        }
+        let me = self.me.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(pause).await;
+            me.control(Input::Continue);
+        });
     }
 }

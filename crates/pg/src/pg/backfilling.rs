@@ -830,10 +830,13 @@ impl Pg {
         // moves only once a chunk is applied: until then this copy does
         // not claim the chunk's objects).
         let cursor = self.queued_cursor();
-        // A copy whose backfill ended in this interval has every chunk
-        // (several may have been on their way when an answer was lost).
+        // A copy whose backfill ended in the primary's interval has every
+        // chunk of it (several may have been on their way when an answer
+        // was lost). The primary's interval, as its messages name it: this
+        // copy's own count of intervals may differ (it may not have seen
+        // every map the primary did).
         let applied = match &cursor {
-            None => chunk.end == Cursor::End || self.backfilled_in == Some(self.map.interval),
+            None => chunk.end == Cursor::End || self.backfilled_in == Some(ctx.interval),
             Some(c) => *c >= chunk.end,
         };
         if applied {
@@ -900,7 +903,7 @@ impl Pg {
                 }
                 let next = (chunk.end != Cursor::End).then_some(chunk.end);
                 if next.is_none() {
-                    self.backfilled_in = Some(self.map.interval);
+                    self.backfilled_in = Some(ctx.interval);
                 }
                 let c_end = next.clone();
                 let c = self.commit(token, CommitKind::Chunk(next));

@@ -162,6 +162,13 @@ pub enum Input {
     Reserved {
         ask: u64,
     },
+    /// The PG asked to go on (`Effect::Continue`).
+    Continue,
+    /// A scrub slot of this OSD was given back while this PG waited for
+    /// one (see `ScrubSlots::take_or_wait`): it may take it now.
+    ScrubSlotFree {
+        now_ms: u64,
+    },
 }
 
 impl Input {
@@ -225,6 +232,9 @@ pub enum Effect {
     Reserve { ask: u64, priority: u64 },
     /// Give back the slot of `ask`, or withdraw `ask` if not granted yet.
     Release { ask: u64 },
+    /// Hand the PG `Input::Continue` once what it has queued before is
+    /// taken (work done a piece at a time, such as a scrub map).
+    Continue,
 }
 
 impl Effect {
@@ -282,6 +292,8 @@ pub trait Host {
     fn reserve(&mut self, ask: u64, priority: u64);
     /// Give a recovery slot (or an ask) back.
     fn release(&mut self, ask: u64);
+    /// Hand the PG `Input::Continue` (see `Effect::Continue`).
+    fn continue_later(&mut self);
 }
 
 /// Hand each effect to `host`, in order: the one place effects become
@@ -300,6 +312,7 @@ pub fn route(fx: Vec<Effect>, host: &mut impl Host) {
             Effect::RecordWriteSet(ask) => host.monitor(MonAsk::Record(ask)),
             Effect::Reserve { ask, priority } => host.reserve(ask, priority),
             Effect::Release { ask } => host.release(ask),
+            Effect::Continue => host.continue_later(),
         }
     }
 }

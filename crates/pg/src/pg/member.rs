@@ -524,29 +524,6 @@ impl Pg {
         }
     }
 
-    /// A primary's question of a scrub: this copy's map of its objects in
-    /// (`after`, `upto`].
-    pub(super) fn on_scrub_map(
-        &mut self,
-        s: &dyn ObjectStore,
-        from: i32,
-        ctx: &RepCtx,
-        after: &Cursor,
-        upto: &Cursor,
-        deep: bool,
-    ) -> Result<Vec<scrub_map::ScrubObject>, RepError> {
-        self.fence(from, ctx, "scrub from")?;
-        self.scrub_slot_seen(from);
-        if self.map.epoch < ctx.epoch || self.behind(ctx) {
-            return Err(RepError::Failed(format!(
-                "pg {}: no scrub map at epoch {} (this copy is at {})",
-                self.id, ctx.epoch, self.map.epoch
-            )));
-        }
-        self.build_scrub_map(s, after, upto, deep)
-            .map_err(RepError::Failed)
-    }
-
     pub(super) fn rerun_rep_waiting(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
         for w in std::mem::take(&mut self.rep.waiting) {
             self.on_rep_op(s, w, fx);

@@ -34,6 +34,7 @@ mod recovering;
 pub mod recovery;
 mod replica;
 pub mod scrub;
+mod scrub_build;
 pub mod scrub_map;
 mod scrub_reserve;
 mod stat;
@@ -891,7 +892,8 @@ pub struct Pg {
     /// As a backfill target: the persisted cursor (`None`: not
     /// backfilling).
     backfill: Option<Cursor>,
-    /// The interval in which this copy took its backfill's last chunk.
+    /// The primary's interval (as its chunk named it) in which this
+    /// copy took its backfill's last chunk.
     backfilled_in: Option<Epoch>,
     /// Backfill scans answered before the chunk they follow was queued.
     scans_ahead: u64,
@@ -921,10 +923,12 @@ pub struct Pg {
     mend: mend::Mend,
     /// Scrubs (object by object comparisons of the members' copies).
     scrubber: scrub::Scrubber,
+    /// An `Effect::Continue` is out and its input not yet taken.
+    continuing: bool,
     /// The scrub slots this copy holds (as primary or member).
     resv: scrub_reserve::Reservations,
     /// This OSD's scrub slots (set by the host; Ceph's `osd_max_scrubs`).
-    pub scrub_slots: Arc<crate::reserve::ScrubSlots>,
+    pub scrub_slots: Arc<crate::scrub_slots::ScrubSlots>,
     /// Pause between scrub chunks (ms; Ceph's `osd_scrub_sleep`).
     pub scrub_sleep_ms: u64,
     /// When scrubs come due on their own.
@@ -1064,11 +1068,12 @@ impl Pg {
             scrub: Scrub::default(),
             mend: mend::Mend::default(),
             scrubber: scrub::Scrubber::default(),
+            continuing: false,
             scrub_sleep_ms: scrub::SCRUB_SLEEP_MS,
             scrub_schedule: scrub::ScrubSchedule::default(),
             scrub_load_ok: true,
             resv: scrub_reserve::Reservations::default(),
-            scrub_slots: crate::reserve::ScrubSlots::unbounded(),
+            scrub_slots: crate::scrub_slots::ScrubSlots::unbounded(),
             scrub_auto_repair: None,
             scrub_flags: scrub::ScrubFlags::default(),
             clock_base_unix_ms: 0,
@@ -1422,10 +1427,17 @@ impl Pg {
                 self.retry_recovery(s, &mut fx);
                 self.mend_rerun(s, &mut fx);
                 self.expire_scrub_slot();
+                self.serve_queued_reserve(&mut fx);
                 self.scrub_some(&mut fx);
                 self.scrub_step(s, &mut fx);
                 self.down_fill_holes(&mut fx);
                 self.ask_temps_again(&mut fx);
+            }
+            Input::Continue => self.on_continue(s, &mut fx),
+            Input::ScrubSlotFree { now_ms } => {
+                self.now_ms = self.now_ms.max(now_ms);
+                self.serve_queued_reserve(&mut fx);
+                self.scrub_step(s, &mut fx);
             }
             Input::Reserved { ask } => {
                 tracing::debug!("pg {}: recovery slot {ask} granted", self.id);

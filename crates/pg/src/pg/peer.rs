@@ -140,10 +140,7 @@ impl Pg {
             } => self.on_repair(s, from, ctx, push, token, fx),
             PeerMsg::ScrubReserve {
                 from, ctx, round, ..
-            } => {
-                let result = self.on_scrub_reserve(from, &ctx, round);
-                fx.push(Effect::answer(token, result, PeerReply::ScrubReserved));
-            }
+            } => self.on_scrub_reserve(from, &ctx, round, token, fx),
             PeerMsg::ScrubRelease {
                 from,
                 ctx,
@@ -151,7 +148,7 @@ impl Pg {
                 stamps,
                 ..
             } => {
-                self.on_scrub_release(from, &ctx, round);
+                self.on_scrub_release(from, &ctx, round, fx);
                 if self.fence(from, &ctx, "scrub stamps from").is_ok() {
                     self.keep_scrub_stamps(s, stamps, fx);
                 }
@@ -164,10 +161,7 @@ impl Pg {
                 upto,
                 deep,
                 ..
-            } => {
-                let result = self.on_scrub_map(s, from, &ctx, &after, &upto, deep);
-                fx.push(Effect::answer(token, result, PeerReply::ScrubMap));
-            }
+            } => self.on_scrub_map(s, from, &ctx, &after, &upto, deep, token, fx),
             PeerMsg::Scan {
                 from,
                 ctx,

@@ -128,7 +128,7 @@ impl Pg {
         self.scrub.differ.clear();
         self.scrub.next_ms = self.now_ms + self.scrub_interval_ms;
         self.mend.new_interval();
-        self.scrub_new_interval();
+        self.scrub_new_interval(fx);
         // (Copies of writes of earlier intervals stay until their objects
         // are written again.)
         self.ecs.rb_live.clear();

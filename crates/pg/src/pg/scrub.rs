@@ -12,7 +12,7 @@
 //! in flight, nor repair an object that changed since it was compared
 //! (the version the comparison found must still be the primary's).
 
-use super::scrub_map::{self, Inconsistent, ScrubObject};
+use super::scrub_map::{self, Inconsistent, MapBuild, ScrubObject};
 use super::*;
 use loligo_types::scrub::{PgCommand, PgCommandReply};
 
@@ -175,6 +175,8 @@ pub(super) struct Scrubber {
     /// When this copy first looked at its schedule (wall clock; the base
     /// for scrubs it never made).
     since_ms: Option<u64>,
+    /// As a member: the map its primary asked for, being built.
+    pub(super) serving: Option<super::scrub_build::Serving>,
 }
 
 struct Job {
@@ -195,12 +197,14 @@ enum Step {
     /// Writes are held back from (after, upto] since `since_ms`; those in
     /// flight end first.
     Draining { upto: Cursor, since_ms: u64 },
-    /// Maps asked for: members still to answer (tid), maps so far.
+    /// Maps asked for: members still to answer (tid), maps so far, this
+    /// copy's own while it is being built.
     Asked {
         upto: Cursor,
         since_ms: u64,
         waiting: BTreeMap<i32, u64>,
         maps: BTreeMap<i32, Vec<ScrubObject>>,
+        own: Option<MapBuild>,
     },
 }
 
@@ -311,7 +315,7 @@ impl Pg {
     /// A new interval: the chunk being compared starts again (the held
     /// writes go back to the PG's queue with every busy object's ops);
     /// a copy no longer primary drops its scrubs and what they found.
-    pub(super) fn scrub_new_interval(&mut self) {
+    pub(super) fn scrub_new_interval(&mut self, fx: &mut Vec<Effect>) {
         let primary = self.is_primary();
         let sc = &mut self.scrubber;
         if let Some(j) = &mut sc.job {
@@ -321,7 +325,7 @@ impl Pg {
         sc.repair_failed.clear();
         sc.repair_rounds.clear();
         sc.blocked.clear();
-        self.scrub_slots_new_interval();
+        self.scrub_slots_new_interval(fx);
         let sc = &mut self.scrubber;
         if !primary {
             sc.job = None;
@@ -513,13 +517,14 @@ impl Pg {
         if changing {
             return;
         }
-        let mine = match self.build_scrub_map(s, &after, &upto, deep) {
-            Ok(m) => m,
+        let own = match self.start_scrub_map(s, &after, &upto, deep) {
+            Ok(b) => b,
             Err(e) => {
-                tracing::error!("pg {}: scrub cannot build its map: {e}", self.id);
+                tracing::error!("pg {}: scrub cannot list its objects: {e}", self.id);
                 return self.scrub_chunk_failed(s, fx);
             }
         };
+        // (The members are asked first: they read while this copy does.)
         let members: Vec<i32> = (self.map.acting.iter().copied())
             .filter(|&o| o >= 0 && o != self.whoami)
             .collect();
@@ -537,15 +542,45 @@ impl Pg {
             self.send(tid, to, msg, fx);
             waiting.insert(to, tid);
         }
-        let maps = BTreeMap::from([(self.whoami, mine)]);
         if let Some(job) = &mut self.scrubber.job {
             job.step = Step::Asked {
                 upto,
                 since_ms,
                 waiting,
-                maps,
+                maps: BTreeMap::new(),
+                own: Some(own),
             };
         }
+        self.continue_later(fx);
+    }
+
+    /// The next piece of this copy's own map of the chunk; compared once
+    /// whole (and every member's is in).
+    pub(super) fn own_scrub_piece(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
+        let Some(Job {
+            step: Step::Asked { own, .. },
+            ..
+        }) = &mut self.scrubber.job
+        else {
+            return;
+        };
+        let Some(mut b) = own.take() else {
+            return;
+        };
+        let done = self.scrub_piece(s, &mut b);
+        let me = self.whoami;
+        let Some(Job {
+            step: Step::Asked { own, maps, .. },
+            ..
+        }) = &mut self.scrubber.job
+        else {
+            return;
+        };
+        if !done {
+            *own = Some(b);
+            return self.continue_later(fx);
+        }
+        maps.insert(me, b.finish().0);
         self.scrub_compare(s, fx);
     }
 
@@ -585,13 +620,15 @@ impl Pg {
     /// to the next chunk (or end the scrub).
     fn scrub_compare(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
         let Some(Job {
-            step: Step::Asked { waiting, maps, .. },
+            step: Step::Asked {
+                waiting, maps, own, ..
+            },
             ..
         }) = &self.scrubber.job
         else {
             return;
         };
-        if !waiting.is_empty() {
+        if !waiting.is_empty() || own.is_some() {
             return;
         }
         let unvouched = scrub_map::unvouched(self.whoami, maps);
@@ -843,28 +880,6 @@ impl Pg {
 
     /// This copy's map of (`after`, `upto`]: of its objects, or of its
     /// shards (an erasure-coded PG's).
-    pub(super) fn build_scrub_map(
-        &mut self,
-        s: &dyn ObjectStore,
-        after: &Cursor,
-        upto: &Cursor,
-        deep: bool,
-    ) -> Result<Vec<ScrubObject>, String> {
-        let (map, bytes) = match &self.ec {
-            None => scrub_map::build_map(s, self.coll, after, upto, deep),
-            Some(striper) => {
-                let Some(pos) = self.shard_of(self.whoami) else {
-                    return Err(format!("pg {}: this copy holds no shard", self.id));
-                };
-                let sh = scrub_map::ShardOf { pos, striper };
-                scrub_map::build_shard_map(s, self.coll, after, upto, deep, sh)
-            }
-        }
-        .map_err(|e| format!("pg {}: {e}", self.id))?;
-        self.scrubber.bytes += bytes;
-        Ok(map)
-    }
-
     /// The members the last scrub found holding a bad copy of `name`.
     pub(super) fn known_bad(&self, name: &str) -> Vec<i32> {
         (self.scrubber.found.get(name))

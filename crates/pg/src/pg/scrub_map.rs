@@ -145,23 +145,87 @@ fn build_map_of(
     deep: bool,
     shard: Option<ShardOf<'_>>,
 ) -> Result<(Vec<ScrubObject>, u64), StoreError> {
-    let listed = backfill::scan(s, coll, after, upto, MAP_OBJECTS_MAX + 1, None)?;
-    if listed.objects.len() > MAP_OBJECTS_MAX {
-        return Err(StoreError::Invalid(format!(
-            "more than {MAP_OBJECTS_MAX} objects in one scrub chunk"
-        )));
-    }
-    let mut out = Vec::with_capacity(listed.objects.len());
-    let mut bytes = 0;
-    for (o, _) in &listed.objects {
-        let (mut obj, read, facts) = scrub_object(s, coll, o, deep);
-        if let (Some(sh), Some(f)) = (shard, facts) {
-            as_shard(&mut obj, &f, sh);
+    let mut b = MapBuild::start(s, coll, after, upto, deep)?;
+    b.step(s, shard, u64::MAX);
+    Ok(b.finish())
+}
+
+/// What one piece of a [`MapBuild`] reads (bytes; an object's metadata
+/// counts as `OBJECT_COST`): a scrub holds its PG's task for about this
+/// much reading at a time, never a whole chunk.
+pub const PIECE_BYTES: u64 = 8 << 20;
+const OBJECT_COST: u64 = 64 << 10;
+
+/// A copy's map of the objects in (`after`, `upto`], built a piece at a
+/// time: the objects are listed when it starts, each piece scrubs the
+/// next few of them.
+pub struct MapBuild {
+    coll: CollectionId,
+    deep: bool,
+    left: std::vec::IntoIter<ObjectId>,
+    out: Vec<ScrubObject>,
+    bytes: u64,
+}
+
+impl MapBuild {
+    /// List the objects to map.
+    pub fn start(
+        s: &dyn ObjectStore,
+        coll: CollectionId,
+        after: &Cursor,
+        upto: &Cursor,
+        deep: bool,
+    ) -> Result<MapBuild, StoreError> {
+        let listed = backfill::scan(s, coll, after, upto, MAP_OBJECTS_MAX + 1, None)?;
+        if listed.objects.len() > MAP_OBJECTS_MAX {
+            return Err(StoreError::Invalid(format!(
+                "more than {MAP_OBJECTS_MAX} objects in one scrub chunk"
+            )));
         }
-        bytes += read;
-        out.push(obj);
+        let names: Vec<ObjectId> = listed.objects.into_iter().map(|(o, _)| o).collect();
+        Ok(MapBuild {
+            coll,
+            deep,
+            out: Vec::with_capacity(names.len()),
+            left: names.into_iter(),
+            bytes: 0,
+        })
     }
-    Ok((out, bytes))
+
+    /// Scrub objects until about `budget` bytes are read (one at least);
+    /// whether every object is mapped now.
+    pub fn step(&mut self, s: &dyn ObjectStore, shard: Option<ShardOf<'_>>, budget: u64) -> bool {
+        let mut spent = 0u64;
+        while spent < budget {
+            let Some(o) = self.left.next() else {
+                break;
+            };
+            let (mut obj, read, facts) = scrub_object(s, self.coll, &o, self.deep);
+            if let (Some(sh), Some(f)) = (shard, facts) {
+                as_shard(&mut obj, &f, sh);
+            }
+            self.bytes += read;
+            spent = spent.saturating_add(read + OBJECT_COST);
+            self.out.push(obj);
+        }
+        self.done()
+    }
+
+    /// Bytes read so far.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Whether every object is mapped.
+    pub fn done(&self) -> bool {
+        self.left.as_slice().is_empty()
+    }
+
+    /// The map, and the bytes read for it.
+    pub fn finish(self) -> (Vec<ScrubObject>, u64) {
+        debug_assert!(self.done(), "a scrub map finished before its last object");
+        (self.out, self.bytes)
+    }
 }
 
 /// What an EC shard's xattrs say of it.

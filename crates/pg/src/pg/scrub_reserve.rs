@@ -1,28 +1,40 @@
 //! Scrub reservations (Ceph's `osd_max_scrubs`): before a primary scrubs
 //! a chunk it holds a scrub slot of its own OSD and one of each acting
-//! member's OSD. It takes its own, asks each member for one
-//! (`PeerMsg::ScrubReserve`), and scrubs once all said yes; a member that
-//! says no makes it give back what it holds (`PeerMsg::ScrubRelease`) and
-//! ask again a little later. The slots go back when the scrub ends, gives
-//! up or its interval ends; a member also gives its slot back at its own
-//! new interval, or when the primary has said nothing for a while (a
-//! release lost with its primary).
+//! member's OSD. It takes them one OSD at a time in the order of their
+//! ids, its own among them (`PeerMsg::ScrubReserve` to a member), and
+//! scrubs once it holds all. Where no slot is free the ask waits, a
+//! little while, for one to be given back: a member keeps the ask
+//! unanswered, this OSD leaves the PG's name with its slots; both are
+//! woken the moment a slot frees. Since every primary takes slots in the
+//! same order, no two wait for each other; a wait that lasts too long
+//! (a long scrub holds the slot) ends in a no, and the primary gives back
+//! what it holds (`PeerMsg::ScrubRelease`) and asks again later. The
+//! slots go back when the scrub ends, gives up or its interval ends; a
+//! member also gives its slot back at its own new interval, or when the
+//! primary has said nothing for a while (a release lost with its
+//! primary).
 //!
 //! It only counts: it must never start, stop or hold back a scrub by
 //! itself (`scrub.rs` asks `scrub_reserved` before each chunk).
 
 use super::*;
-use crate::reserve::ScrubSlot;
+use crate::scrub_slots::ScrubSlot;
 
 /// Pause before a primary refused a slot asks again (ms; plus a per-PG
 /// share of up to as much again, so PGs refused together do not ask
-/// together).
-const RESERVE_RETRY_MS: u64 = 2_000;
+/// together). Short: a refusal comes after a wait of `WAIT_MS`.
+const RESERVE_RETRY_MS: u64 = 250;
+/// How long an ask waits for a slot to be given back before it is
+/// refused (ms): long enough for the scrubs of a few PGs queued before
+/// it, not for a long one (while it waits, its primary holds the slots
+/// it took, which other scrubs may want).
+const WAIT_MS: u64 = 5_000;
 /// A member gives its slot back when its primary's scrub has said nothing
 /// (no map asked for, no reservation renewed) for this long (ms).
 const REMOTE_IDLE_MS: u64 = 60_000;
-/// A primary whose members have not all answered in this long gives its
-/// slots back and asks again later (ms).
+/// A primary whose member has not answered in this long gives its
+/// slots back and asks again later (ms; a member answers within
+/// `WAIT_MS`).
 const ANSWER_TIMEOUT_MS: u64 = 10_000;
 /// Times a release is sent before its member is left to time it out.
 const RELEASE_TRIES: u8 = 3;
@@ -40,21 +52,27 @@ pub(super) struct Reservations {
     /// As a member: the slot held for `primary`'s scrub in `interval`,
     /// and when the primary last spoke of it.
     remote: Option<Remote>,
+    /// As a member: an ask waiting for a slot, answered once one frees
+    /// (or `WAIT_MS` passes).
+    queued: Option<Queued>,
     /// Releases sent and not answered (tid → member, round, tries).
     releasing: BTreeMap<u64, (i32, u64, u8)>,
     /// Times a member or this OSD had no slot free.
     refused: u64,
 }
 
-/// The primary's side.
+/// The primary's side: the slots of `order[..next]` are held.
 struct Mine {
-    /// This OSD's slot.
-    _slot: ScrubSlot,
+    /// The acting OSDs by id: the order slots are taken in.
+    order: Vec<i32>,
+    next: usize,
+    /// This OSD's slot (once its turn came).
+    own: Option<ScrubSlot>,
     round: u64,
-    /// When the members were asked.
-    asked_ms: u64,
-    /// Members asked and not answered yet (tid).
-    waiting: BTreeMap<i32, u64>,
+    /// The member asked now (and its tid), or this OSD's slot waited for.
+    asking: Option<(i32, u64)>,
+    /// When the slot of `order[next]` was first asked for.
+    since_ms: u64,
     /// Members holding a slot for this scrub.
     granted: BTreeSet<i32>,
 }
@@ -67,52 +85,92 @@ struct Remote {
     seen_ms: u64,
 }
 
+/// A member's ask waiting for a slot.
+struct Queued {
+    token: u64,
+    primary: i32,
+    /// The primary's interval, as its ask names it.
+    interval: Epoch,
+    /// This copy's interval when the ask came.
+    here: Epoch,
+    round: u64,
+    since_ms: u64,
+}
+
 impl Pg {
     /// Whether this primary holds its slots and every member's: a chunk
-    /// may be scrubbed. If not, it asks for them (when its pause after a
-    /// refusal is over).
+    /// may be scrubbed. If not, it asks for the next one (when its pause
+    /// after a refusal is over).
     pub(super) fn scrub_reserved(&mut self, fx: &mut Vec<Effect>) -> bool {
-        match &self.resv.mine {
-            Some(m) if m.waiting.is_empty() => return true,
-            Some(m) if self.now_ms >= m.asked_ms + ANSWER_TIMEOUT_MS => {
-                tracing::debug!("pg {}: scrub slots asked for went unanswered", self.id);
+        if self.resv.mine.is_none() {
+            if self.now_ms < self.resv.retry_ms {
+                return false;
+            }
+            let mut order: Vec<i32> = (self.map.acting.iter().copied())
+                .filter(|&o| o >= 0)
+                .chain([self.whoami])
+                .collect();
+            order.sort_unstable();
+            order.dedup();
+            self.resv.round += 1;
+            self.resv.mine = Some(Mine {
+                order,
+                next: 0,
+                own: None,
+                round: self.resv.round,
+                asking: None,
+                since_ms: self.now_ms,
+                granted: BTreeSet::new(),
+            });
+        }
+        loop {
+            let (me, pg, now) = (self.whoami, self.id, self.now_ms);
+            let Some(m) = &mut self.resv.mine else {
+                return false;
+            };
+            let Some(&osd) = m.order.get(m.next) else {
+                debug_assert!(m.own.is_some() && m.granted.len() + 1 == m.order.len());
+                return true;
+            };
+            if now >= m.since_ms + ANSWER_TIMEOUT_MS {
+                tracing::debug!("pg {pg}: the scrub slot of osd.{osd} went unanswered");
                 return self.scrub_refused(fx);
             }
-            Some(_) => return false,
-            None if self.now_ms < self.resv.retry_ms => return false,
-            None => {}
-        }
-        let Some(slot) = self.scrub_slots.try_take() else {
-            // (Asked again at the next step: asking this OSD costs nothing.)
-            self.resv.refused += 1;
-            return false;
-        };
-        let members: Vec<i32> = (self.map.acting.iter().copied())
-            .filter(|&o| o >= 0 && o != self.whoami)
-            .collect();
-        self.resv.round += 1;
-        let round = self.resv.round;
-        let mut waiting = BTreeMap::new();
-        for to in members {
+            if osd == me {
+                let Some(slot) = self.scrub_slots.take_or_wait(pg) else {
+                    // (Woken when one is given back, or asked again at
+                    // the next step.)
+                    if m.asking.replace((me, 0)).is_none() {
+                        self.resv.refused += 1;
+                    }
+                    if now >= m.since_ms + WAIT_MS {
+                        return self.scrub_refused(fx);
+                    }
+                    return false;
+                };
+                m.own = Some(slot);
+                m.asking = None;
+                m.next += 1;
+                m.since_ms = now;
+                continue;
+            }
+            if m.asking.is_some() {
+                return false;
+            }
+            let round = m.round;
             let tid = self.take_tid();
             let msg = PeerMsg::ScrubReserve {
-                pg: self.id,
-                from: self.whoami,
+                pg,
+                from: me,
                 ctx: self.rep_ctx(),
                 round,
             };
-            self.send(tid, to, msg, fx);
-            waiting.insert(to, tid);
+            self.send(tid, osd, msg, fx);
+            if let Some(m) = &mut self.resv.mine {
+                m.asking = Some((osd, tid));
+            }
+            return false;
         }
-        let none_to_ask = waiting.is_empty();
-        self.resv.mine = Some(Mine {
-            _slot: slot,
-            round,
-            asked_ms: self.now_ms,
-            waiting,
-            granted: BTreeSet::new(),
-        });
-        none_to_ask
     }
 
     /// A member's answer to reservation `round` (`granted`, or why not).
@@ -124,7 +182,8 @@ impl Pg {
         result: Result<bool, RepError>,
         fx: &mut Vec<Effect>,
     ) {
-        let current = (self.resv.mine.as_ref()).is_some_and(|m| m.waiting.get(&from) == Some(&tid));
+        let now = self.now_ms;
+        let current = (self.resv.mine.as_ref()).is_some_and(|m| m.asking == Some((from, tid)));
         if !current {
             // (A slot held for a round given up: the member gives it back.)
             if matches!(result, Ok(true)) {
@@ -135,10 +194,13 @@ impl Pg {
         let Some(m) = &mut self.resv.mine else {
             return;
         };
-        m.waiting.remove(&from);
+        m.asking = None;
         match result {
             Ok(true) => {
+                debug_assert_eq!(m.order.get(m.next), Some(&from));
                 m.granted.insert(from);
+                m.next += 1;
+                m.since_ms = now;
             }
             Ok(false) => {
                 tracing::debug!("pg {}: osd.{from} has no scrub slot free", self.id);
@@ -171,7 +233,8 @@ impl Pg {
         let Some(m) = self.resv.mine.take() else {
             return;
         };
-        for to in m.granted.into_iter().chain(m.waiting.into_keys()) {
+        let asked = m.asking.map(|(osd, _)| osd).filter(|&o| o != self.whoami);
+        for to in m.granted.into_iter().chain(asked) {
             self.send_scrub_release(to, m.round, fx);
         }
     }
@@ -211,24 +274,33 @@ impl Pg {
         }
     }
 
-    /// A new interval: this copy's slots go back without a word (members
-    /// give theirs back at their own new interval).
-    pub(super) fn scrub_slots_new_interval(&mut self) {
-        self.resv.mine = None;
-        self.resv.remote = None;
+    /// A new interval: this copy's slots go back, and the members
+    /// holding one for it are told (a member need not see the new
+    /// interval: its copy may count intervals from other maps than this
+    /// one's; an ask waiting here is answered no at the next step, as it
+    /// names the interval it came in).
+    pub(super) fn scrub_slots_new_interval(&mut self, fx: &mut Vec<Effect>) {
         self.resv.releasing.clear();
+        self.release_scrub_slots(fx);
+        self.resv.remote = None;
     }
 
-    /// As a member: hold a slot for the primary's reservation `round`
-    /// (whether one is).
+    /// As a member: hold a slot for the primary's reservation `round`,
+    /// answering `token` now or (none free) once one is given back.
     pub(super) fn on_scrub_reserve(
         &mut self,
         from: i32,
         ctx: &RepCtx,
         round: u64,
-    ) -> Result<bool, RepError> {
-        self.fence(from, ctx, "scrub reservation from")?;
+        token: u64,
+        fx: &mut Vec<Effect>,
+    ) {
+        if let Err(e) = self.fence(from, ctx, "scrub reservation from") {
+            return fx.push(Effect::answer(token, Err(e), PeerReply::ScrubReserved));
+        }
         let now = self.now_ms;
+        // (An ask waiting is an earlier round's: that one is over.)
+        self.answer_queued(false, fx);
         // The fence passed: `from` is this PG's primary as far as this
         // copy knows, so a slot held for another primary or an earlier
         // interval (a primary that ended its interval by itself says
@@ -239,32 +311,77 @@ impl Pg {
             }
             r.seen_ms = now;
             r.round = r.round.max(round);
-            return Ok(true);
+            return fx.push(Effect::answer(token, Ok(true), PeerReply::ScrubReserved));
         }
-        let Some(slot) = self.scrub_slots.try_take() else {
-            self.resv.refused += 1;
-            return Ok(false);
-        };
-        tracing::debug!(
-            "pg {}: osd.{} holds a scrub slot for osd.{from} (round {round})",
-            self.id,
-            self.whoami
-        );
-        self.resv.remote = Some(Remote {
-            _slot: slot,
+        self.resv.queued = Some(Queued {
+            token,
             primary: from,
             interval: ctx.interval,
+            here: self.map.interval,
             round,
-            seen_ms: now,
+            since_ms: now,
         });
-        Ok(true)
+        self.serve_queued_reserve(fx);
+    }
+
+    /// As a member: the ask waiting gets its slot if one is free now, or
+    /// a no once it has waited long enough (or its interval is over).
+    pub(super) fn serve_queued_reserve(&mut self, fx: &mut Vec<Effect>) {
+        let Some(q) = &self.resv.queued else {
+            return;
+        };
+        if q.here != self.map.interval || self.now_ms >= q.since_ms + WAIT_MS {
+            self.resv.refused += 1;
+            return self.answer_queued(false, fx);
+        }
+        let Some(slot) = self.scrub_slots.take_or_wait(self.id) else {
+            return;
+        };
+        tracing::debug!(
+            "pg {}: osd.{} holds a scrub slot for osd.{} (round {})",
+            self.id,
+            self.whoami,
+            q.primary,
+            q.round
+        );
+        debug_assert!(self.resv.remote.is_none());
+        self.resv.remote = Some(Remote {
+            _slot: slot,
+            primary: q.primary,
+            interval: q.interval,
+            round: q.round,
+            seen_ms: self.now_ms,
+        });
+        self.answer_queued(true, fx);
+    }
+
+    fn answer_queued(&mut self, granted: bool, fx: &mut Vec<Effect>) {
+        if let Some(q) = self.resv.queued.take() {
+            fx.push(Effect::answer(
+                q.token,
+                Ok(granted),
+                PeerReply::ScrubReserved,
+            ));
+        }
     }
 
     /// As a member: the primary's reservation `round` is over.
-    pub(super) fn on_scrub_release(&mut self, from: i32, ctx: &RepCtx, round: u64) {
-        if (self.resv.remote.as_ref())
-            .is_some_and(|r| r.primary == from && r.interval == ctx.interval && r.round <= round)
-        {
+    pub(super) fn on_scrub_release(
+        &mut self,
+        from: i32,
+        ctx: &RepCtx,
+        round: u64,
+        fx: &mut Vec<Effect>,
+    ) {
+        if (self.resv.queued.as_ref()).is_some_and(|q| q.primary == from && q.round <= round) {
+            self.answer_queued(false, fx);
+        }
+        // (A release from a later interval than the slot's is for it
+        // whatever its round: the primary asks no more in that interval.)
+        let over = |r: &Remote| {
+            r.interval < ctx.interval || (r.interval == ctx.interval && r.round <= round)
+        };
+        if (self.resv.remote.as_ref()).is_some_and(|r| r.primary == from && over(r)) {
             tracing::debug!(
                 "pg {}: osd.{} gives back its scrub slot for osd.{from} (round {round})",
                 self.id,

@@ -623,6 +623,32 @@ impl BlockStore {
         read_blocks(&self.shared, &HashMap::new(), disk_off, n)
     }
 
+    /// An object's whole data. A large object in one run on the device
+    /// is read with O_DIRECT (a scrub or a recovery reads every object
+    /// once: through the page cache it would cost a zero-fill and a copy
+    /// per page and evict what clients read) and kept out of the read
+    /// cache for the same reason.
+    fn read_whole_data(&self, o: &ObjectId, on: &Onode) -> Result<Vec<u8>> {
+        let s = &self.shared;
+        let blob = &mut |id| get_blob(&s.kv, id);
+        if on.size >= DIRECT_READ_MIN {
+            if let Some(r) = one_run(s, on, 0, on.size, blob)? {
+                let disk_off = r.blob.disk_off + r.first * s.bs;
+                if let Some(buf) = read_blocks_direct(s, disk_off, r.blocks)? {
+                    let run = buf.as_slice();
+                    let checked = check_run(s, o, r.extent, &r.blob, r.first, run);
+                    let data = run[..on.size as usize].to_vec();
+                    s.read_pool.put(buf);
+                    checked?;
+                    return Ok(data);
+                }
+            }
+        }
+        read_logical(s, o, on, 0, on.size, blob, &mut |d, n| {
+            self.read_blocks(d, n)
+        })
+    }
+
     fn queue(&self, txn: Transaction, sync: bool) -> Commit {
         let (commit, done) = Commit::pending();
         let pre = txn.ops.iter().map(|op| self.start_write(op)).collect();
@@ -1491,17 +1517,8 @@ impl ObjectStore for BlockStore {
             self.need_coll(c)?;
             return Ok(None);
         };
-        let s = &self.shared;
         let bytes = if data {
-            read_logical(
-                s,
-                o,
-                &on,
-                0,
-                on.size,
-                &mut |id| get_blob(&s.kv, id),
-                &mut |d, n| self.read_blocks(d, n),
-            )?
+            self.read_whole_data(o, &on)?
         } else {
             Vec::new()
         };
