@@ -107,6 +107,16 @@ def main():
          "iflag=direct"], check=True, capture_output=True, text=True).stderr
     raw = obj_bytes / float(re.search(r"([0-9.]+) s,", dd).group(1)) / 1e6
     say("raw sequential read of osd.0's block file: %.1f MB/s" % raw)
+    # (Every OSD reads its copy at once in a deep scrub; on one device
+    # they share it.)
+    t0 = time.time()
+    procs = [subprocess.Popen(
+        ["dd", "if=%s/osd.%d/block" % (data, o), "of=/dev/null", "bs=4M",
+         "count=%d" % a.objects, "iflag=direct"], stderr=subprocess.DEVNULL) for o in range(3)]
+    for p in procs:
+        p.wait()
+    raw3 = obj_bytes / (time.time() - t0) / 1e6
+    say("raw sequential read of the three block files at once: %.1f MB/s each" % raw3)
     w0 = writes(conf, a.write_s)
     say("4 KiB writes without a scrub: %.1f ops/s" % w0)
     scrub_s = deep_scrub_all(r)
@@ -122,8 +132,8 @@ def main():
     say("4 KiB writes during a deep scrub: %.1f ops/s (the scrub ran %.2f of the time)" % (w1, overlap))
     io.close()
     r.shutdown()
-    print("ceph,%d,%d,%.1f,%.2f,%.1f,%.1f,%.1f,%.2f" % (
-        a.objects, obj_bytes, raw, scrub_s, obj_bytes / scrub_s / 1e6, w0, w1, overlap))
+    print("ceph,%d,%d,%.1f,%.1f,%.2f,%.1f,%.1f,%.1f,%.2f" % (
+        a.objects, obj_bytes, raw, raw3, scrub_s, obj_bytes / scrub_s / 1e6, w0, w1, overlap))
 
 
 if __name__ == "__main__":

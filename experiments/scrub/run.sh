@@ -4,7 +4,9 @@
 # size-3 pool of 16 PGs:
 #   1. N objects of 4 MiB written, every PG clean
 #   2. raw: one OSD's block file read sequentially with O_DIRECT (dd), as
-#      many bytes as the OSD holds of the objects
+#      many bytes as the OSD holds of the objects; and the three OSDs'
+#      block files read so at once (a deep scrub reads every copy at once,
+#      and here the three share one device): MB/s each
 #   3. client 4 KiB writes for W seconds (16 in flight) to another pool on
 #      the same OSDs: ops/s without scrub
 #   4. a deep scrub of every PG (`pool deep-scrub`, then every PG's deep
@@ -31,7 +33,7 @@ fi
 CEPH_PY="${CEPH_PY:-/usr/bin/python3}"
 mkdir -p "$OUT"
 CSV="$OUT/results.csv"
-echo "system,objects,object_bytes,raw_mb_s,deep_scrub_s,deep_scrub_mb_s_per_osd,writes_ops_s,writes_during_scrub_ops_s,scrub_overlap" >"$CSV"
+echo "system,objects,object_bytes,raw_mb_s,raw3_mb_s,deep_scrub_s,deep_scrub_mb_s_per_osd,writes_ops_s,writes_during_scrub_ops_s,scrub_overlap" >"$CSV"
 
 say() { echo "[scrub $(date +%H:%M:%S)] $*" >&2; }
 
@@ -79,7 +81,7 @@ print(round(json.load(sys.stdin)['ops_per_s'], 1))"
 }
 
 run_loligo() {
-    local dir conf obj_bytes raw scrub_s w0 w1 t0 t1 overlap
+    local dir conf obj_bytes raw raw3 scrub_s w0 w1 t0 t1 overlap
     dir=$(mktemp -d /tmp/loligo-scrub.XXXXXX)
     conf="$dir/c/loligo.conf"
     "$B" up --detach --insecure --osds 3 --pg-num 16 --osd-size $(((OBJECTS * 4 + 2048) << 20)) \
@@ -98,6 +100,15 @@ t = sys.stdin.read()
 m = re.search(r'([0-9.]+) s,', t)
 print(round($obj_bytes / float(m.group(1)) / 1e6, 1))")
     say "Loligo: raw sequential read of osd.0's block file: $raw MB/s"
+    # (Every OSD reads its copy at once in a deep scrub; on one device
+    # they share it.)
+    t0=$(now)
+    for o in 0 1 2; do
+        dd if="$dir/c/osd.$o/block" of=/dev/null bs=4M count="$OBJECTS" iflag=direct 2>/dev/null &
+    done
+    wait
+    raw3=$("$PY" -c "print(round($obj_bytes / $(since "$t0") / 1e6, 1))")
+    say "Loligo: raw sequential read of the three block files at once: $raw3 MB/s each"
     w0=$(writes "$conf")
     say "Loligo: 4 KiB writes without a scrub: $w0 ops/s"
     deep_stamps "$conf" >"$dir/before"
@@ -112,7 +123,7 @@ print(round($obj_bytes / float(m.group(1)) / 1e6, 1))")
     wait "$sp"
     overlap=$("$PY" -c "print(round(min(1.0, $(cat "$dir/scrub2") / $t1), 2))")
     say "Loligo: 4 KiB writes during a deep scrub: $w1 ops/s (the scrub ran ${overlap} of the time)"
-    echo "loligo,$OBJECTS,$obj_bytes,$raw,$scrub_s,$("$PY" -c "print(round($obj_bytes / $scrub_s / 1e6, 1))"),$w0,$w1,$overlap" >>"$CSV"
+    echo "loligo,$OBJECTS,$obj_bytes,$raw,$raw3,$scrub_s,$("$PY" -c "print(round($obj_bytes / $scrub_s / 1e6, 1))"),$w0,$w1,$overlap" >>"$CSV"
     "$B" down --data-dir "$dir/c" >&2 || true
     rm -rf "$dir"
 }

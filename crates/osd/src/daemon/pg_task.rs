@@ -87,6 +87,8 @@ async fn run(s: Arc<OsdShared>, me: Mailbox, mut inbox: Inbox, mut core: Pg) {
     let mut waiters: HashMap<u64, Waiter> = HashMap::new();
     let mut next_token = 1u64;
     let mut tick = tokio::time::interval(Duration::from_millis(PG_TICK_MS));
+    let multi_thread = tokio::runtime::Handle::current().runtime_flavor()
+        == tokio::runtime::RuntimeFlavor::MultiThread;
     loop {
         let msg = tokio::select! {
             m = inbox.recv() => match m { Some(m) => m, None => return },
@@ -136,7 +138,14 @@ async fn run(s: Arc<OsdShared>, me: Mailbox, mut inbox: Inbox, mut core: Pg) {
             Input::Reply { id, .. } => core.awaits_write_ack(*id),
             _ => false,
         };
-        let fx = core.handle(s.store.as_ref(), input);
+        let fx = if matches!(input, Input::Continue) && multi_thread {
+            // A piece of a scrub reads megabytes: the tasks queued behind
+            // this one on its worker thread move to another meanwhile
+            // (they would wait out the read, clients' among them).
+            tokio::task::block_in_place(|| core.handle(s.store.as_ref(), input))
+        } else {
+            core.handle(s.store.as_ref(), input)
+        };
         let (shards, theory, fetched) = core.take_rebuilt();
         if shards > 0 {
             let c = &s.counters;
