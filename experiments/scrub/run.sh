@@ -8,7 +8,9 @@
 #      block files read so at once (a deep scrub reads every copy at once,
 #      and here the three share one device): MB/s each
 #   3. client 4 KiB writes for W seconds (16 in flight) to another pool on
-#      the same OSDs: ops/s without scrub
+#      the same OSDs: ops/s without scrub (each write run creates its
+#      objects: Loligo's into a pool of its own, Ceph's under a run name
+#      of its own)
 #   4. a deep scrub of every PG (`pool deep-scrub`, then every PG's deep
 #      stamp moved): seconds, and MB/s per OSD (each OSD holds every byte)
 #   5. a deep scrub again, with the same 4 KiB writes running under it
@@ -73,9 +75,11 @@ sys.exit(0 if all(int(now[p]) > int(before[p]) for p in before) else 1)"; then
     done
 }
 
-# 4 KiB writes for WRITE_S seconds: ops/s.
+# 4 KiB writes for WRITE_S seconds to pool $2: ops/s. (Each run writes
+# to a pool of its own, so both create objects: a second run into the
+# same pool would overwrite the first's, another workload.)
 writes() {
-    "$B" -c "$1" -p w bench "$WRITE_S" write -b 4096 -t 16 --no-cleanup --json | "$PY" -c "
+    "$B" -c "$1" -p "$2" bench "$WRITE_S" write -b 4096 -t 16 --no-cleanup --json | "$PY" -c "
 import json, sys
 print(round(json.load(sys.stdin)['ops_per_s'], 1))"
 }
@@ -88,6 +92,7 @@ run_loligo() {
         --data-dir "$dir/c" >&2
     lol_wait "$conf" 120 "$ALL_CLEAN" >/dev/null
     "$B" -c "$conf" pool create w --pg-num 16 >&2
+    "$B" -c "$conf" pool create w2 --pg-num 16 >&2
     lol_wait "$conf" 120 "$ALL_CLEAN" >/dev/null
     "$B" -c "$conf" bench 900 write -b 4194304 -t 16 --max-objects "$OBJECTS" --no-cleanup --json \
         >"$dir/load.json"
@@ -109,7 +114,7 @@ print(round($obj_bytes / float(m.group(1)) / 1e6, 1))")
     wait
     raw3=$("$PY" -c "print(round($obj_bytes / $(since "$t0") / 1e6, 1))")
     say "Loligo: raw sequential read of the three block files at once: $raw3 MB/s each"
-    w0=$(writes "$conf")
+    w0=$(writes "$conf" w)
     say "Loligo: 4 KiB writes without a scrub: $w0 ops/s"
     deep_stamps "$conf" >"$dir/before"
     scrub_s=$(deep_scrub_all "$conf" "$dir/before")
@@ -118,7 +123,7 @@ print(round($obj_bytes / float(m.group(1)) / 1e6, 1))")
     t0=$(now)
     deep_scrub_all "$conf" "$dir/before" >"$dir/scrub2" &
     local sp=$!
-    w1=$(writes "$conf")
+    w1=$(writes "$conf" w2)
     t1=$(since "$t0")
     wait "$sp"
     overlap=$("$PY" -c "print(round(min(1.0, $(cat "$dir/scrub2") / $t1), 2))")
