@@ -102,14 +102,7 @@ async fn run(s: Arc<OsdShared>, me: Mailbox, mut inbox: Inbox, mut core: Pg) {
             tokio::task::yield_now().await;
         }
         let mut input = msg.input;
-        let client_io = match &input {
-            Input::Op { .. } => true,
-            Input::Peer { msg, .. } => matches!(msg, PeerMsg::RepOp { .. }),
-            _ => false,
-        };
-        if client_io {
-            s.client_io_ms.store(s.now_ms(), Ordering::Relaxed);
-        }
+
         if matches!(input, Input::Tick { .. }) {
             core.scrub_load_ok = s.scrub_load_ok.load(Ordering::Relaxed);
             core.scrub_flags = crate::pg::scrub::ScrubFlags {
@@ -292,20 +285,26 @@ impl Host for Shell<'_> {
         grant(self.s, granted);
     }
 
-    /// At once, or (clients using this OSD) after the busy pause: work
-    /// done a piece at a time (scrubs) goes below client I/O.
+    /// Behind the requests already queued (the request lane: the control
+    /// lane goes first, and would keep a PG's clients and peers waiting
+    /// for a whole map build), and (clients using this OSD) after the
+    /// busy pause: work done a piece at a time (scrubs) goes below client
+    /// I/O.
     fn continue_later(&mut self) {
         let s = self.s;
         let pause = s.cfg.scrub_busy_sleep;
         let busy = s.now_ms() < s.client_io_ms.load(Ordering::Relaxed) + super::CLIENT_BUSY_MS;
-        if pause.is_zero() || !busy {
-            self.me.control(Input::Continue);
-            return;
-        }
+        let pause = (busy && !pause.is_zero()).then_some(pause);
         let me = self.me.clone();
         tokio::spawn(async move {
-            tokio::time::sleep(pause).await;
-            me.control(Input::Continue);
+            if let Some(p) = pause {
+                tokio::time::sleep(p).await;
+            }
+            let msg = PgMsg {
+                input: Input::Continue,
+                reply: None,
+            };
+            me.request(msg).await;
         });
     }
 }

@@ -91,6 +91,18 @@ impl Service {
         rx: oneshot::Receiver<T>,
     ) -> Result<T, AskError> {
         let mb = self.0.pg(pg, spawn).ok_or(AskError::NotServed)?;
+        // Clients use this OSD from when their op is queued (a PG busy
+        // with a scrub piece has not taken it yet): scrubs go slower.
+        let client_io = match &input {
+            Input::Op { .. } => true,
+            Input::Peer { msg, .. } => matches!(msg, PeerMsg::RepOp { .. }),
+            _ => false,
+        };
+        if client_io {
+            self.0
+                .client_io_ms
+                .store(self.0.now_ms(), Ordering::Relaxed);
+        }
         let msg = PgMsg {
             input,
             reply: Some(waiter),
