@@ -655,11 +655,7 @@ impl BlockStore {
             get_onode(&s.kv, c, o)?.as_ref() == Some(&on) && get_blob(&s.kv, blob)? == b
         };
         let run = buf.as_slice();
-        let bs = s.bs as usize;
-        let whole = same
-            && (first..)
-                .zip(run.chunks_exact(bs))
-                .all(|(bi, d)| b.csums.get(bi as usize).copied() == Some(csum(d)));
+        let whole = same && bad_block(s, &b, first, run).is_none();
         let data = whole.then(|| run[..on.size as usize].to_vec());
         s.read_pool.put(buf);
         Ok(data.map(|data| WholeObject {
@@ -1091,17 +1087,24 @@ fn check_run(
     first: u64,
     run: &[u8],
 ) -> Result<()> {
-    for (bi, data) in (first..).zip(run.chunks_exact(s.bs as usize)) {
-        if b.csums.get(bi as usize).copied() != Some(csum(data)) {
-            s.csum_errors.fetch_add(1, Ordering::Relaxed);
-            let logical = x.loff + (bi * s.bs).saturating_sub(x.boff);
-            return Err(StoreError::Checksum {
-                oid: oid.clone(),
-                offset: logical,
-            });
-        }
-    }
-    Ok(())
+    let Some(bi) = bad_block(s, b, first, run) else {
+        return Ok(());
+    };
+    s.csum_errors.fetch_add(1, Ordering::Relaxed);
+    let logical = x.loff + (bi * s.bs).saturating_sub(x.boff);
+    Err(StoreError::Checksum {
+        oid: oid.clone(),
+        offset: logical,
+    })
+}
+
+/// The first of blob `b`'s blocks `first..`, read as `run`, that fails
+/// its checksum.
+fn bad_block(s: &Shared, b: &Blob, first: u64, run: &[u8]) -> Option<u64> {
+    (first..)
+        .zip(run.chunks_exact(s.bs as usize))
+        .find(|&(bi, data)| b.csums.get(bi as usize).copied() != Some(csum(data)))
+        .map(|(bi, _)| bi)
 }
 
 /// Inline data `d` from `off` into `out` (zeros past its end).
