@@ -15,8 +15,13 @@ use std::time::{Duration, Instant};
 
 #[derive(Subcommand)]
 pub enum DataCmd {
-    /// Store FILE (or - for stdin) as object NAME.
-    Put { name: String, file: PathBuf },
+    /// Store FILE (or - for stdin) as object NAME; with `offset`, write
+    /// it into the object at that byte (the rest of the object stays).
+    Put {
+        name: String,
+        file: PathBuf,
+        offset: Option<u64>,
+    },
     /// Write object NAME to FILE (or - for stdout).
     Get { name: String, file: PathBuf },
     /// Remove objects.
@@ -89,7 +94,7 @@ pub fn data(conn: &ConnArgs, c: DataCmd) -> Result<(), CliError> {
     let (rt, io) = connect(conn)?;
     rt.block_on(async {
         match c {
-            DataCmd::Put { name, file } => {
+            DataCmd::Put { name, file, offset } => {
                 let mut data = Vec::new();
                 if file.as_os_str() == "-" {
                     std::io::stdin().read_to_end(&mut data)?;
@@ -97,7 +102,10 @@ pub fn data(conn: &ConnArgs, c: DataCmd) -> Result<(), CliError> {
                     data = std::fs::read(&file)
                         .map_err(|e| CliError(format!("{}: {e}", file.display())))?;
                 }
-                io.write_full(&name, data).await?;
+                match offset {
+                    Some(off) => io.write(&name, off, data).await?,
+                    None => io.write_full(&name, data).await?,
+                };
             }
             DataCmd::Get { name, file } => {
                 let data = io.read(&name, 0, 0).await?;

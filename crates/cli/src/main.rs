@@ -93,6 +93,10 @@ enum Cmd {
     Put {
         name: String,
         file: std::path::PathBuf,
+        /// Write FILE into the object at this byte offset, keeping the
+        /// rest of it (as `rados put --offset`), instead of replacing it.
+        #[arg(long)]
+        offset: Option<u64>,
     },
     /// Write object NAME to FILE (- for stdout).
     Get {
@@ -218,7 +222,9 @@ fn main() -> ExitCode {
         Cmd::Pg(c) => admin_cmd::pg(conn, c),
         Cmd::ListInconsistentObj { pg, json } => scrub_cmd::list_inconsistent(conn, &pg, json.json),
         Cmd::EcProfile(c) => admin_cmd::ec_profile(conn, c),
-        Cmd::Put { name, file } => data_cmd::data(conn, data_cmd::DataCmd::Put { name, file }),
+        Cmd::Put { name, file, offset } => {
+            data_cmd::data(conn, data_cmd::DataCmd::Put { name, file, offset })
+        }
         Cmd::Get { name, file } => data_cmd::data(conn, data_cmd::DataCmd::Get { name, file }),
         Cmd::Rm { names } => data_cmd::data(conn, data_cmd::DataCmd::Rm { names }),
         Cmd::Stat { name } => data_cmd::data(conn, data_cmd::DataCmd::Stat { name }),

@@ -11,6 +11,7 @@
 #![allow(clippy::needless_range_loop)]
 
 pub mod analysis;
+pub mod check;
 pub mod code;
 pub mod error;
 pub mod gf;

@@ -360,3 +360,92 @@ fn bad_units_and_requests_are_errors() {
     let rs: Arc<dyn ErasureCode> = Arc::new(LinearCode::reed_solomon(4, 2).unwrap());
     assert_eq!(Striper::default_unit(&*rs), 4096);
 }
+
+#[test]
+fn a_reencode_finds_a_wrong_byte_in_any_shard_and_names_it() {
+    use loligo_ec::check::ShardCheck;
+    let mut stripers = stripers();
+    let rs41: Arc<dyn ErasureCode> =
+        Arc::new(LinearCode::reed_solomon(4, 1).unwrap().with_alignment(64));
+    stripers.push(Striper::new(rs41, 64).unwrap());
+    for s in stripers {
+        let m = s.shards() - s.k();
+        for size in sizes(&s).into_iter().filter(|&z| z > 0) {
+            let obj = bytes(size as usize, size);
+            let shards = s.encode(&obj).unwrap();
+            let all = 0..s.stripes(size);
+            assert_eq!(
+                s.check_shards(size, all.clone(), &shards).unwrap(),
+                ShardCheck::Consistent,
+                "{s:?} size {size}"
+            );
+            for c in 0..s.shards() {
+                if shards[c].is_empty() {
+                    continue;
+                }
+                let mut bad = shards.clone();
+                let at = (size as usize * 7 + c) % bad[c].len();
+                bad[c][at] ^= 0x20;
+                // (With one parity shard it is named only where padding,
+                // known to be zeros, tells; it is never another shard.)
+                let got = s.check_shards(size, all.clone(), &bad).unwrap();
+                let ok = got == ShardCheck::Bad(c) || (m < 2 && got == ShardCheck::Unlocated);
+                assert!(ok, "{s:?} size {size}, shard {c} byte {at}: {got:?}");
+                if m < 2 && size >= s.width() && at < 64 {
+                    assert_eq!(got, ShardCheck::Unlocated, "{s:?} size {size}");
+                }
+            }
+            // Two shards wrong at once are seen (two parity shards or
+            // more: with one, two flips may cancel).
+            if m >= 2 && !shards[0].is_empty() && !shards[s.k()].is_empty() {
+                let mut bad = shards.clone();
+                bad[0][0] ^= 1;
+                bad[s.k()][0] ^= 1;
+                let got = s.check_shards(size, all.clone(), &bad).unwrap();
+                assert_ne!(got, ShardCheck::Consistent, "{s:?} size {size}");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_run_of_stripes_is_checked_as_an_object_of_its_own() {
+    use loligo_ec::check::ShardCheck;
+    for s in stripers() {
+        let w = s.width();
+        let size = 3 * w + w / 3;
+        let obj = bytes(size as usize, 9);
+        let shards = s.encode(&obj).unwrap();
+        for run in [0..1, 1..3, 2..4, 3..4, 0..4] {
+            let from = (run.start * s.unit()) as usize;
+            let part = |c: usize, sh: &Vec<u8>| {
+                let rs = s.run_size(size, &run).unwrap();
+                let len = s.shard_len(rs, c).unwrap() as usize;
+                sh[from..from + len].to_vec()
+            };
+            let cut: Vec<Vec<u8>> = shards
+                .iter()
+                .enumerate()
+                .map(|(c, sh)| part(c, sh))
+                .collect();
+            assert_eq!(
+                s.check_shards(size, run.clone(), &cut).unwrap(),
+                ShardCheck::Consistent,
+                "{s:?} stripes {run:?}"
+            );
+            let mut bad = cut.clone();
+            let last = bad[s.k()].len() - 1;
+            bad[s.k()][last] ^= 4;
+            assert_ne!(
+                s.check_shards(size, run.clone(), &bad).unwrap(),
+                ShardCheck::Consistent,
+                "{s:?} stripes {run:?}"
+            );
+        }
+        assert!(s.check_shards(size, 4..5, &shards).is_err());
+        assert!(s.check_shards(size, 0..4, &shards[1..]).is_err());
+        let mut short = shards.clone();
+        short[0].pop();
+        assert!(s.check_shards(size, 0..4, &short).is_err());
+    }
+}

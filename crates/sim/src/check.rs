@@ -468,7 +468,7 @@ impl Sim {
             let Some(value) = self.written.get(&(*obj, *version)) else {
                 continue;
             };
-            let want = st.encode(&value.to_le_bytes()).unwrap();
+            let want = st.encode(&self.ec_object(&value.to_le_bytes())).unwrap();
             assert!(
                 want.get(*shard) == Some(data),
                 "o{obj} at {version}: a primary shipped {data:?} as shard {shard}, which is {:?} (value {value})",

@@ -40,6 +40,52 @@ pub(crate) struct Pending {
     req: u64,
 }
 
+/// Bytes of an erasure-coded object's data in the simulator: several
+/// stripes (see `sim_pool`), so that a partial write re-encodes some of
+/// them only and the shards keep no hash (a deep scrub then checks the
+/// parity).
+pub(crate) const EC_DATA_LEN: usize = 1024;
+
+/// An erasure-coded object's data for value `v`: the value, zeros, the
+/// value again. A write of the two ends alone makes it from any other
+/// value's, or from nothing (the client may not know that its object was
+/// given up).
+pub(crate) fn ec_data(v: &[u8]) -> Vec<u8> {
+    let mut d = vec![0u8; EC_DATA_LEN];
+    d[..8].copy_from_slice(&v[..8]);
+    d[EC_DATA_LEN - 8..].copy_from_slice(&v[..8]);
+    d
+}
+
+impl Sim {
+    /// An erasure-coded object's data for value `v` in this run.
+    pub(crate) fn ec_object(&self, v: &[u8]) -> Vec<u8> {
+        match self.ec_stripes {
+            true => ec_data(v),
+            false => v.to_vec(),
+        }
+    }
+
+    /// The value an erasure-coded object's data holds in this run (0:
+    /// torn).
+    fn ec_value(&self, data: &[u8]) -> u64 {
+        match self.ec_stripes {
+            true => ec_value_of(data),
+            false => value_of(data),
+        }
+    }
+}
+
+/// The value an erasure-coded object's data holds (0 if it is not
+/// [`ec_data`] of any: torn).
+fn ec_value_of(data: &[u8]) -> u64 {
+    let v = data.get(..8).map_or(0, value_of);
+    match ec_data(&v.to_le_bytes()) == data {
+        true => v,
+        false => 0,
+    }
+}
+
 pub(crate) fn value_of(data: &[u8]) -> u64 {
     let mut b = [0u8; 8];
     if data.len() == 8 {
@@ -92,7 +138,15 @@ impl Sim {
                     ),
                     // EC: no omap.
                     [SubResult::Data(d), SubResult::Data(x)] if self.ec.is_some() => {
-                        (value_of(d), value_of(x), value_of(x))
+                        let data = self.ec_value(d);
+                        if data == 0 && value_of(x) != 0 && self.trace {
+                            println!(
+                                "  o{obj}: read {} bytes: {:?}",
+                                d.len(),
+                                &d[..d.len().min(64)]
+                            );
+                        }
+                        (data, value_of(x), value_of(x))
                     }
                     other => panic!("object {obj}: unexpected read result {other:?}"),
                 };
@@ -192,8 +246,26 @@ impl Sim {
                 let ec = self.ec.is_some();
                 let ops = match shape {
                     // No omap on EC pools: data and xattr only.
-                    0 if ec => vec![SubOp::WriteFull(v.into()), xattr],
-                    1 if ec => vec![SubOp::Truncate(0), SubOp::Append(v.into()), xattr],
+                    // (EC: `ec_data`, whose partial write leaves the
+                    // stripes between its ends as they were.)
+                    0 if ec => vec![SubOp::WriteFull(self.ec_object(&v).into()), xattr],
+                    1 if ec => vec![
+                        SubOp::Truncate(0),
+                        SubOp::Append(self.ec_object(&v).into()),
+                        xattr,
+                    ],
+                    _ if ec && self.ec_stripes => vec![
+                        SubOp::Write {
+                            offset: 0,
+                            data: v.clone().into(),
+                        },
+                        SubOp::Write {
+                            offset: (EC_DATA_LEN - 8) as u64,
+                            data: v.into(),
+                        },
+                        SubOp::Truncate(EC_DATA_LEN as u64),
+                        xattr,
+                    ],
                     _ if ec => vec![
                         SubOp::Write {
                             offset: 0,

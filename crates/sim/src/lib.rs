@@ -324,6 +324,8 @@ pub struct Sim {
     /// Scrubs asked for now and then (`Run::scrubs`), and copies rotting
     /// (`Run::rot`).
     scrubs: bool,
+    /// Erasure-coded objects span several stripes (`Run::stripes`).
+    ec_stripes: bool,
     rot: bool,
     /// The pool's striping when it is erasure-coded.
     ec: Option<Arc<Striper>>,
@@ -438,6 +440,9 @@ pub struct Stats {
     pub rotted: u64,
     pub deep_scrubs: u64,
     pub repaired: u64,
+    /// Erasure-coded objects whose parity a deep scrub checked against
+    /// their data (those whose shards keep no hash).
+    pub parity_checked: u64,
     /// Runs that ended with an object whose only copy at its version
     /// rotted (its twins were rolled back or overwritten after): reads
     /// of it wait, and the run's clean checks are skipped.
@@ -504,6 +509,7 @@ impl Stats {
         self.rotted += st.rotted;
         self.deep_scrubs += st.deep_scrubs;
         self.repaired += st.repaired;
+        self.parity_checked += st.parity_checked;
         self.rot_lost += st.rot_lost;
         self.scrub_slots_refused += st.scrub_slots_refused;
     }
@@ -762,7 +768,7 @@ impl Sim {
 /// min_size 2 (= k: a write set of two shards takes writes, so losing one
 /// of them leaves the PG down until it returns, the hardest case); with
 /// its profile.
-fn sim_pool(seed: u64, ec: bool) -> (Pool, Option<EcProfile>) {
+fn sim_pool(seed: u64, ec: bool, stripes: bool) -> (Pool, Option<EcProfile>) {
     let mut pool = OsdMap::new("sim", "osd")
         .unwrap()
         .replicated_pool("p", PGS as u32, 3, 2);
@@ -788,7 +794,9 @@ fn sim_pool(seed: u64, ec: bool) -> (Pool, Option<EcProfile>) {
         l: 0,
         optimal: false,
         alignment: 64,
-        stripe_unit: 0,
+        // (With `stripes`, small ones: an object of `client::EC_DATA_LEN`
+        // bytes spans four, whichever the code.)
+        stripe_unit: if stripes { 128 } else { 0 },
     };
     (pool, Some(prof))
 }
@@ -806,7 +814,7 @@ fn take_held<T>(m: &mut BTreeMap<u64, T>, held: impl Fn(&T) -> bool) -> Vec<T> {
 impl Sim {
     fn new(run: &Run) -> Sim {
         let (seed, ec) = (run.seed, run.ec);
-        let (pool, profile) = sim_pool(seed, ec);
+        let (pool, profile) = sim_pool(seed, ec, run.stripes);
         let striper = profile
             .as_ref()
             .map(|prof| Arc::new(prof.striper().unwrap()));
@@ -876,6 +884,7 @@ impl Sim {
             elections: Elections::new(run.elections && real),
             scrubs: run.scrubs,
             rot: run.rot,
+            ec_stripes: run.stripes,
             rng,
             now_ms: 0,
             osds,

@@ -53,6 +53,10 @@ pub struct Run {
     pub scrubs: bool,
     /// ... and copies rot (`LOLIGO_SIM_ROT=1`).
     pub rot: bool,
+    /// Erasure-coded objects span four small stripes, so a partial write
+    /// leaves some as they were and the shards keep no hash (scrub runs;
+    /// `LOLIGO_SIM_EC_STRIPES=1`).
+    pub stripes: bool,
 }
 
 impl Run {
@@ -71,6 +75,7 @@ impl Run {
             elections: false,
             scrubs: false,
             rot: false,
+            stripes: false,
         }
     }
 
@@ -78,6 +83,7 @@ impl Run {
     pub fn scrubbing(self) -> Run {
         Run {
             scrubs: true,
+            stripes: true,
             ..self
         }
     }
@@ -87,6 +93,7 @@ impl Run {
         Run {
             scrubs: true,
             rot: true,
+            stripes: true,
             ..self
         }
     }
@@ -172,6 +179,10 @@ impl Run {
             (true, false) => run.scrubbing(),
             (false, false) => run,
         };
+        let run = Run {
+            stripes: run.stripes || set("LOLIGO_SIM_EC_STRIPES"),
+            ..run
+        };
         match set("LOLIGO_SIM_MODEL") || moves || strict {
             true => run.on_model(moves, strict),
             false => run,
@@ -206,6 +217,8 @@ impl Run {
             env += "LOLIGO_SIM_ROT=1 ";
         } else if self.scrubs {
             env += "LOLIGO_SIM_SCRUB=1 ";
+        } else if self.stripes && self.ec {
+            env += "LOLIGO_SIM_EC_STRIPES=1 ";
         }
         format!("{env}{seed_var}={}", self.seed)
     }

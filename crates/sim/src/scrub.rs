@@ -256,6 +256,9 @@ impl Sim {
         );
         for o in 0..OSDS {
             self.stats.repaired += self.osds[o].pgs.iter().map(Pg::repaired).sum::<u64>();
+            self.stats.parity_checked += (self.osds[o].pgs.iter())
+                .map(Pg::parity_checked)
+                .sum::<u64>();
         }
         // Every scrub slot comes back once the scrubs are over (releases
         // get through or are sent again; none waits out a member's idle

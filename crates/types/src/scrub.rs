@@ -79,6 +79,10 @@ pub enum AuthRule {
     Removed,
     /// No copy at the version due could be read.
     None,
+    /// Erasure-coded shards whose parity disagrees with their data: the
+    /// one shard whose rebuild from the others makes them all agree is
+    /// bad, the others good.
+    Parity,
 }
 
 impl AuthRule {
@@ -90,6 +94,7 @@ impl AuthRule {
             AuthRule::Primary => "primary",
             AuthRule::Removed => "removed",
             AuthRule::None => "none",
+            AuthRule::Parity => "parity",
         }
     }
 }

@@ -111,7 +111,8 @@ impl Pg {
             Ok(m) => m,
             Err(e) => {
                 tracing::warn!("pg {}: cannot rebuild {name} to repair it: {e}", self.id);
-                return self.release(s, &name, fx);
+                self.release(s, &name, fx);
+                return self.repair_round_failed(s, name, fx);
             }
         };
         let mut waiting = BTreeMap::new();
@@ -147,6 +148,7 @@ impl Pg {
             waiting.insert(tid, to);
         }
         if waiting.is_empty() {
+            self.scrubber.repair_rounds.remove(&name);
             return self.release(s, &name, fx);
         }
         self.scrubber.repairing.insert(name, waiting);

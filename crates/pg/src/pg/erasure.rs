@@ -586,7 +586,7 @@ impl Pg {
         fx: &mut Vec<Effect>,
     ) {
         let Some(g) = self.ecs.gathers.get_mut(&tid) else {
-            return;
+            return self.on_parity_read(s, tid, from, c, result, fx);
         };
         // Matched by shard, not by OSD: a rebuild's extra sources may
         // name one OSD twice, so one gather may ask it for two shards
@@ -865,9 +865,11 @@ impl Pg {
                 }
             }
             Purpose::Repair { .. } => {
-                // (Left for the next repair; ops on it go on.)
+                // (Tried again a few rounds (a read lost on the way),
+                // then left for the next repair; ops on it go on.)
                 tracing::warn!(pg = %self.id, "cannot rebuild '{name}' to repair it: {e}");
                 self.release(s, &name, fx);
+                self.repair_round_failed(s, name, fx);
             }
             Purpose::Revert { .. } if self.ecs.unfound.contains_key(&name) => {
                 // This copy lacks the object too: it peers again rather
@@ -1814,7 +1816,7 @@ impl Pg {
 /// also be exactly as long as the code makes that shard of an object of
 /// its size: one that is not holds another shard's bytes or a torn one,
 /// and is refused (read around) rather than decoded.
-fn read_shard(
+pub(super) fn read_shard(
     s: &dyn ObjectStore,
     c: loligo_store::CollectionId,
     o: &ObjectId,

@@ -36,6 +36,7 @@ mod replica;
 pub mod scrub;
 mod scrub_build;
 pub mod scrub_map;
+mod scrub_parity;
 mod scrub_reserve;
 mod stat;
 mod stray;

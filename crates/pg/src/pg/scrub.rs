@@ -13,7 +13,9 @@
 //! (the version the comparison found must still be the primary's).
 
 use super::scrub_map::{self, Inconsistent, MapBuild, ScrubObject};
+use super::scrub_parity::{ParityCheck, ParityStep};
 use super::*;
+use bytes::Bytes;
 use loligo_types::scrub::{PgCommand, PgCommandReply};
 
 /// The record holding this copy's last scrub stamps as primary.
@@ -160,6 +162,8 @@ pub(super) struct Scrubber {
     pub objects: u64,
     /// Objects repaired.
     pub repaired: u64,
+    /// Erasure-coded objects whose parity was checked against their data.
+    pub parity_checked: u64,
     /// Scrubs this copy ended as primary, and of those asked, how many
     /// its schedule asked for.
     pub done: u64,
@@ -171,7 +175,7 @@ pub(super) struct Scrubber {
     /// Objects a member failed to take this round's repair of, and the
     /// rounds each object's repair has had so far.
     repair_failed: BTreeSet<String>,
-    repair_rounds: BTreeMap<String, u32>,
+    pub(super) repair_rounds: BTreeMap<String, u32>,
     /// When this copy first looked at its schedule (wall clock; the base
     /// for scrubs it never made).
     since_ms: Option<u64>,
@@ -206,15 +210,23 @@ enum Step {
         maps: BTreeMap<i32, Vec<ScrubObject>>,
         own: Option<MapBuild>,
     },
+    /// The maps agreed; an erasure-coded deep scrub checks the parity of
+    /// the objects whose shards keep no hash (`scrub_parity.rs`), the
+    /// writes still held. `since_ms`: when the last run was read.
+    Parity {
+        upto: Cursor,
+        since_ms: u64,
+        check: ParityCheck,
+    },
 }
 
 impl Scrubber {
     /// Whether a write to `o` waits for the chunk being compared.
     fn blocks(&self, after: &Cursor, o: &ObjectId) -> bool {
         match self.job.as_ref().map(|j| &j.step) {
-            Some(Step::Draining { upto, .. } | Step::Asked { upto, .. }) => {
-                !after.covers(o) && upto.covers(o)
-            }
+            Some(
+                Step::Draining { upto, .. } | Step::Asked { upto, .. } | Step::Parity { upto, .. },
+            ) => !after.covers(o) && upto.covers(o),
             _ => false,
         }
     }
@@ -266,6 +278,12 @@ impl Pg {
     /// this copy damaged.
     pub fn repaired(&self) -> u64 {
         self.scrubber.repaired + self.mend.mended
+    }
+
+    /// Erasure-coded objects whose parity deep scrubs checked against
+    /// their data (as primary; those whose shards keep no hash).
+    pub fn parity_checked(&self) -> u64 {
+        self.scrubber.parity_checked
     }
 
     /// The objects the last scrub found inconsistent.
@@ -448,7 +466,10 @@ impl Pg {
         let Some(job) = &mut self.scrubber.job else {
             return;
         };
-        if let Step::Draining { since_ms, .. } | Step::Asked { since_ms, .. } = job.step {
+        if let Step::Draining { since_ms, .. }
+        | Step::Asked { since_ms, .. }
+        | Step::Parity { since_ms, .. } = job.step
+        {
             if now >= since_ms + CHUNK_TIMEOUT_MS {
                 tracing::warn!("pg {}: a scrub chunk timed out", self.id);
                 return self.scrub_chunk_failed(s, fx);
@@ -641,6 +662,14 @@ impl Pg {
             Some(_) => scrub_map::compare_shards(self.whoami, maps, &logged),
             None => scrub_map::compare(self.whoami, maps, &logged),
         };
+        let parity = match (&self.ec, &self.scrubber.job) {
+            (Some(_), Some(j)) if j.kind.deep => {
+                let named: BTreeSet<String> = found.iter().map(|i| i.name.clone()).collect();
+                let no_hash = |n: &str| self.shard_keeps_no_hash(s, n);
+                ParityCheck::of_chunk(self.whoami, maps, &named, no_hash)
+            }
+            _ => ParityCheck::default(),
+        };
         let Some(job) = &mut self.scrubber.job else {
             return;
         };
@@ -648,6 +677,7 @@ impl Pg {
             return;
         };
         self.scrubber.objects += maps.get(&self.whoami).map_or(0, |m| m.len() as u64);
+        let upto = std::mem::take(upto);
         for i in found {
             tracing::error!(
                 "pg {}: {} {}: {:?} (authoritative: {:?} by {})",
@@ -660,7 +690,89 @@ impl Pg {
             );
             job.found.insert(i.name.clone(), i);
         }
-        job.after = std::mem::take(upto);
+        if parity.done() {
+            return self.scrub_chunk_done(s, upto, fx);
+        }
+        job.step = Step::Parity {
+            upto,
+            since_ms: self.now_ms,
+            check: ParityCheck::default(),
+        };
+        self.scrub_parity(s, parity, fx)
+    }
+
+    /// Go on with the chunk's parity checks as far as they go now.
+    fn scrub_parity(&mut self, s: &dyn ObjectStore, pc: ParityCheck, fx: &mut Vec<Effect>) {
+        let step = self.parity_next(s, pc, fx);
+        let now = self.now_ms;
+        let Some(job) = &mut self.scrubber.job else {
+            return;
+        };
+        let Step::Parity {
+            upto,
+            since_ms,
+            check,
+        } = &mut job.step
+        else {
+            return;
+        };
+        match step {
+            ParityStep::Waiting(pc) => {
+                *check = *pc;
+                *since_ms = now;
+            }
+            ParityStep::Done(found) => {
+                let upto = std::mem::take(upto);
+                for i in found {
+                    job.found.insert(i.name.clone(), i);
+                }
+                self.scrub_chunk_done(s, upto, fx)
+            }
+            ParityStep::Failed(why) => {
+                tracing::warn!("pg {}: a parity check failed: {why}", self.id);
+                self.scrub_chunk_failed(s, fx)
+            }
+        }
+    }
+
+    /// A shard read for a parity check is answered (nothing: `tid` is no
+    /// parity check's).
+    pub(super) fn on_parity_read(
+        &mut self,
+        s: &dyn ObjectStore,
+        tid: u64,
+        from: i32,
+        pos: usize,
+        result: Result<Vec<Bytes>, RepError>,
+        fx: &mut Vec<Effect>,
+    ) {
+        let Some(Job {
+            step: Step::Parity { check, .. },
+            ..
+        }) = &mut self.scrubber.job
+        else {
+            return;
+        };
+        match check.answer(tid, from, pos, result) {
+            None => {}
+            Some(Err(why)) => {
+                tracing::warn!("pg {}: a parity check failed: {why}", self.id);
+                self.scrub_chunk_failed(s, fx)
+            }
+            Some(Ok(())) => {
+                let pc = std::mem::take(check);
+                self.scrub_parity(s, pc, fx)
+            }
+        }
+    }
+
+    /// The chunk up to `upto` is compared: let the held writes go, and go
+    /// on to the next chunk (or end the scrub).
+    fn scrub_chunk_done(&mut self, s: &dyn ObjectStore, upto: Cursor, fx: &mut Vec<Effect>) {
+        let Some(job) = &mut self.scrubber.job else {
+            return;
+        };
+        job.after = upto;
         job.tries = 0;
         job.step = Step::Idle {
             at_ms: self.now_ms + self.scrub_sleep_ms,
@@ -845,12 +957,26 @@ impl Pg {
         if left == 0 {
             self.scrubber.repairing.remove(&name);
             self.release(s, &name, fx);
-            let sc = &mut self.scrubber;
-            let rounds = sc.repair_rounds.remove(&name).unwrap_or(0) + 1;
-            if sc.repair_failed.remove(&name) && rounds < REPAIR_TRIES {
-                sc.repair_rounds.insert(name.clone(), rounds);
-                self.repair_object(s, name, fx);
+            match self.scrubber.repair_failed.remove(&name) {
+                true => self.repair_round_failed(s, name, fx),
+                false => _ = self.scrubber.repair_rounds.remove(&name),
             }
+        }
+    }
+
+    /// A round of `name`'s repair failed on the way (a message lost, a
+    /// read that did not come back): it runs again, a few rounds at most.
+    pub(super) fn repair_round_failed(
+        &mut self,
+        s: &dyn ObjectStore,
+        name: String,
+        fx: &mut Vec<Effect>,
+    ) {
+        let sc = &mut self.scrubber;
+        let rounds = sc.repair_rounds.remove(&name).unwrap_or(0) + 1;
+        if rounds < REPAIR_TRIES {
+            sc.repair_rounds.insert(name.clone(), rounds);
+            self.repair_object(s, name, fx);
         }
     }
 
