@@ -20,6 +20,7 @@ pub enum DataCmd {
     Put {
         name: String,
         file: PathBuf,
+        #[arg(long)]
         offset: Option<u64>,
     },
     /// Write object NAME to FILE (or - for stdout).

@@ -3,7 +3,8 @@
 //! objects, in the store's (hash, name) order. For each chunk it holds
 //! back new writes to the chunk's objects, waits for those in flight, has
 //! every acting member build its map of the chunk (`scrub_map`), compares
-//! them, and lets the writes go. A scrub runs only on a clean PG; a new
+//! them (an erasure-coded deep scrub then checks parity where no shard
+//! hash is kept: `scrub_parity`), and lets the writes go. A scrub runs only on a clean PG; a new
 //! interval starts the current chunk again. A repair then writes the
 //! authoritative copy over each bad one: the primary's own through a
 //! mend (`mend.rs`), each member's by a `Repair` message.
@@ -27,8 +28,8 @@ pub const CHUNK_OBJECTS: usize = 25;
 pub const SCRUB_SLEEP_MS: u64 = 0;
 /// Pause before a chunk whose member failed to answer is tried again.
 const CHUNK_RETRY_MS: u64 = 1_000;
-/// Longest a chunk may hold writes back waiting for the maps (ms): then
-/// it lets them go and is tried again.
+/// Longest a chunk may hold writes back waiting for the maps and its
+/// parity checks (ms): then it lets them go and is tried again.
 const CHUNK_TIMEOUT_MS: u64 = 30_000;
 /// Times one chunk may fail before the scrub gives up (it is asked for
 /// again by the schedule or the operator).
@@ -210,12 +211,13 @@ enum Step {
         maps: BTreeMap<i32, Vec<ScrubObject>>,
         own: Option<MapBuild>,
     },
-    /// The maps agreed; an erasure-coded deep scrub checks the parity of
-    /// the objects whose shards keep no hash (`scrub_parity.rs`), the
-    /// writes still held. `since_ms`: when the last run was read.
+    /// The maps are compared (`objects` of them); an erasure-coded deep
+    /// scrub checks the parity of the objects whose shards keep no hash
+    /// (`scrub_parity.rs`), the writes still held (since `since_ms`).
     Parity {
         upto: Cursor,
         since_ms: u64,
+        objects: u64,
         check: ParityCheck,
     },
 }
@@ -637,7 +639,8 @@ impl Pg {
         }
     }
 
-    /// Every map is in: compare them, let the held writes go, and go on
+    /// Every map is in: compare them, check the parity where it must be
+    /// (erasure-coded deep scrubs), then let the held writes go and go on
     /// to the next chunk (or end the scrub).
     fn scrub_compare(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
         let Some(Job {
@@ -673,29 +676,28 @@ impl Pg {
         let Some(job) = &mut self.scrubber.job else {
             return;
         };
-        let Step::Asked { upto, maps, .. } = &mut job.step else {
+        let Step::Asked {
+            upto,
+            maps,
+            since_ms,
+            ..
+        } = &mut job.step
+        else {
             return;
         };
-        self.scrubber.objects += maps.get(&self.whoami).map_or(0, |m| m.len() as u64);
-        let upto = std::mem::take(upto);
-        for i in found {
-            tracing::error!(
-                "pg {}: {} {}: {:?} (authoritative: {:?} by {})",
-                self.id,
-                scrub_name(job.kind),
-                i.name,
-                i.bad,
-                i.auth,
-                i.rule.name()
-            );
-            job.found.insert(i.name.clone(), i);
-        }
+        let objects = maps.get(&self.whoami).map_or(0, |m| m.len() as u64);
+        let (upto, since_ms) = (std::mem::take(upto), *since_ms);
         if parity.done() {
-            return self.scrub_chunk_done(s, upto, fx);
+            return self.scrub_chunk_done(s, upto, found, objects, fx);
         }
+        // (What the comparison found waits with the parity checks: a
+        // chunk that fails is compared again.)
+        let mut parity = parity;
+        parity.found = found;
         job.step = Step::Parity {
             upto,
-            since_ms: self.now_ms,
+            since_ms,
+            objects,
             check: ParityCheck::default(),
         };
         self.scrub_parity(s, parity, fx)
@@ -704,29 +706,23 @@ impl Pg {
     /// Go on with the chunk's parity checks as far as they go now.
     fn scrub_parity(&mut self, s: &dyn ObjectStore, pc: ParityCheck, fx: &mut Vec<Effect>) {
         let step = self.parity_next(s, pc, fx);
-        let now = self.now_ms;
         let Some(job) = &mut self.scrubber.job else {
             return;
         };
         let Step::Parity {
             upto,
-            since_ms,
+            objects,
             check,
+            ..
         } = &mut job.step
         else {
             return;
         };
         match step {
-            ParityStep::Waiting(pc) => {
-                *check = *pc;
-                *since_ms = now;
-            }
+            ParityStep::Waiting(pc) => *check = *pc,
             ParityStep::Done(found) => {
-                let upto = std::mem::take(upto);
-                for i in found {
-                    job.found.insert(i.name.clone(), i);
-                }
-                self.scrub_chunk_done(s, upto, fx)
+                let (upto, objects) = (std::mem::take(upto), *objects);
+                self.scrub_chunk_done(s, upto, found, objects, fx)
             }
             ParityStep::Failed(why) => {
                 tracing::warn!("pg {}: a parity check failed: {why}", self.id);
@@ -766,12 +762,33 @@ impl Pg {
         }
     }
 
-    /// The chunk up to `upto` is compared: let the held writes go, and go
-    /// on to the next chunk (or end the scrub).
-    fn scrub_chunk_done(&mut self, s: &dyn ObjectStore, upto: Cursor, fx: &mut Vec<Effect>) {
+    /// The chunk up to `upto` is compared (its `objects`; what was wrong:
+    /// `found`): let the held writes go, and go on to the next chunk (or
+    /// end the scrub).
+    fn scrub_chunk_done(
+        &mut self,
+        s: &dyn ObjectStore,
+        upto: Cursor,
+        found: Vec<Inconsistent>,
+        objects: u64,
+        fx: &mut Vec<Effect>,
+    ) {
+        self.scrubber.objects += objects;
         let Some(job) = &mut self.scrubber.job else {
             return;
         };
+        for i in found {
+            tracing::error!(
+                "pg {}: {} {}: {:?} (authoritative: {:?} by {})",
+                self.id,
+                scrub_name(job.kind),
+                i.name,
+                i.bad,
+                i.auth,
+                i.rule.name()
+            );
+            job.found.insert(i.name.clone(), i);
+        }
         job.after = upto;
         job.tries = 0;
         job.step = Step::Idle {

@@ -8,7 +8,9 @@
 //! agree is reported bad (`ec_hash_error`, authoritative by the `parity`
 //! rule), and a repair rebuilds it. Where no one shard explains the
 //! disagreement (one parity shard, or several wrong), every shard is
-//! reported and none is authoritative: a repair leaves the object.
+//! reported and none is authoritative: a repair leaves the object. (With
+//! exactly two parity shards, two shards wrong at the same offsets can,
+//! rarely, look like one: the code cannot tell more.)
 //!
 //! It runs while the chunk's writes are held, after the maps agreed: it
 //! must never report an object whose shards changed while it read them,
@@ -56,8 +58,8 @@ struct Checking {
     obj: Object,
     stripes: Range<u64>,
     tid: u64,
-    /// Shards whose bytes are awaited, with their OSDs.
-    waiting: BTreeMap<usize, i32>,
+    /// Shards whose bytes are awaited, with their OSDs and lengths.
+    waiting: BTreeMap<usize, (i32, u64)>,
     got: BTreeMap<usize, Bytes>,
     /// Shards a run found bad so far.
     bad: BTreeSet<usize>,
@@ -112,16 +114,16 @@ impl ParityCheck {
         result: Result<Vec<Bytes>, RepError>,
     ) -> Option<Result<(), String>> {
         let c = self.current.as_mut().filter(|c| c.tid == tid)?;
-        if c.waiting.get(&pos) != Some(&from) {
+        let Some(&(osd, len)) = c.waiting.get(&pos).filter(|w| w.0 == from) else {
             return Some(Ok(()));
-        }
+        };
         c.waiting.remove(&pos);
         Some(match result {
-            Ok(mut v) if v.len() == 1 => {
+            Ok(mut v) if v.len() == 1 && v[0].len() as u64 == len => {
                 c.got.insert(pos, v.remove(0));
                 Ok(())
             }
-            Ok(_) => Err(format!("osd.{from} sent the wrong extents of shard {pos}")),
+            Ok(_) => Err(format!("osd.{osd} sent the wrong extents of shard {pos}")),
             Err(e) => Err(format!("osd.{from} could not read shard {pos}: {e:?}")),
         })
     }
@@ -210,8 +212,9 @@ impl Pg {
                     return ParityStep::Waiting(Box::new(pc));
                 }
                 Some(c) => match self.parity_run_read(c, &striper, &mut pc.found) {
-                    Some(c) => c,
-                    None => continue,
+                    Ok(Some(c)) => c,
+                    Ok(None) => continue,
+                    Err(why) => return ParityStep::Failed(why),
                 },
                 None => match pc.queue.pop_front() {
                     Some(obj) => Checking::new(obj, &striper),
@@ -269,7 +272,7 @@ impl Pg {
                     shard: pos,
                 };
                 self.send(c.tid, osd, msg, fx);
-                c.waiting.insert(pos, osd);
+                c.waiting.insert(pos, (osd, len));
             } else {
                 return Err(format!("no member holds shard {pos}"));
             }
@@ -278,45 +281,33 @@ impl Pg {
     }
 
     /// Every shard of `c`'s run is in: check it, then go on to the next
-    /// run (`None`: the object is checked, its report in `found`).
+    /// run (`None`: the object is checked, its report in `found`; `Err`:
+    /// the run could not be checked, which says nothing of its shards).
     fn parity_run_read(
         &mut self,
         mut c: Checking,
         striper: &stripe::Striper,
         found: &mut Vec<Inconsistent>,
-    ) -> Option<Checking> {
+    ) -> Result<Option<Checking>, String> {
         let shards: Vec<&[u8]> = (0..striper.shards())
             .map(|p| c.got.get(&p).map_or(&[][..], |b| &b[..]))
             .collect();
-        match striper.check_shards(c.obj.size, c.stripes.clone(), &shards) {
-            Ok(ShardCheck::Consistent) => {}
-            Ok(ShardCheck::Bad(p)) => {
+        let check = striper.check_shards(c.obj.size, c.stripes.clone(), &shards);
+        match check.map_err(|e| format!("cannot check '{}': {e}", c.obj.name))? {
+            ShardCheck::Consistent => {}
+            ShardCheck::Bad(p) => {
                 c.bad.insert(p);
             }
-            Ok(ShardCheck::Unlocated) => c.unlocated = true,
-            Err(e) => {
-                tracing::warn!("pg {}: cannot check '{}': {e}", self.id, c.obj.name);
-                c.unlocated = true;
-            }
+            ShardCheck::Unlocated => c.unlocated = true,
         }
         let end = striper.stripes(c.obj.size);
         if c.stripes.end < end {
             let next = c.stripes.end;
             c.stripes = next..(next + run_stripes(striper)).min(end);
-            return Some(c);
+            return Ok(Some(c));
         }
         self.scrubber.parity_checked += 1;
-        if let Some(i) = report(&c, &self.map.acting) {
-            tracing::error!(
-                "pg {}: deep-scrub {}: parity disagrees with the data ({:?}, authoritative: {:?} by {})",
-                self.id,
-                i.name,
-                i.bad,
-                i.auth,
-                i.rule.name()
-            );
-            found.push(i);
-        }
-        None
+        found.extend(report(&c, &self.map.acting));
+        Ok(None)
     }
 }
