@@ -767,7 +767,8 @@ impl Sim {
 /// OSDs) and Zigzag 2+2 (element-level rebuilds, all four) on odd ones,
 /// min_size 2 (= k: a write set of two shards takes writes, so losing one
 /// of them leaves the PG down until it returns, the hardest case); with
-/// its profile.
+/// its profile (with `stripes`, a 128-byte stripe unit: see
+/// `Run::stripes`).
 fn sim_pool(seed: u64, ec: bool, stripes: bool) -> (Pool, Option<EcProfile>) {
     let mut pool = OsdMap::new("sim", "osd")
         .unwrap()

@@ -60,6 +60,16 @@ pub struct Run {
 }
 
 impl Run {
+    /// As [`Run::ec`], with [`Run::stripes`] on half the seeds (those
+    /// with bit 1 set, Reed-Solomon and Zigzag alike): the random sweeps'
+    /// erasure-coded runs.
+    pub fn ec_mixed(seed: u64) -> Run {
+        Run {
+            stripes: seed & 2 != 0,
+            ..Run::ec(seed)
+        }
+    }
+
     /// A replicated run with the real monitors.
     pub fn replicated(seed: u64) -> Run {
         Run {
@@ -76,6 +86,14 @@ impl Run {
             scrubs: false,
             rot: false,
             stripes: false,
+        }
+    }
+
+    /// With erasure-coded objects over several stripes ([`Run::stripes`]).
+    pub fn striped(self) -> Run {
+        Run {
+            stripes: true,
+            ..self
         }
     }
 

@@ -104,6 +104,9 @@ fn run_lost_seeds(ec: bool, default: u64, bug_seeds: &[u64]) -> Option<(u64, Sta
     let what = if ec { "ec lost" } else { "lost" };
     let seed_var = format!("{var}_SEED");
     let run = |seed| {
+        // (Single-stripe EC objects here: over several stripes, a lost-OSD
+        // run can leave a PG peering for good with every OSD up, not fixed
+        // yet: `LOLIGO_SIM_EC_STRIPES=1 LOLIGO_SIM_EC_LOST_SEED=1390`.)
         let run = if ec {
             Run::ec(seed)
         } else {
@@ -477,7 +480,7 @@ fn ec_acknowledged_writes_survive_crashes_and_shards_stay_consistent() {
     let first: u64 = env_u64("LOLIGO_SIM_FIRST", 0);
     let mut total = Stats::default();
     for seed in first..first + seeds {
-        let st = Run::ec(seed).go_named("LOLIGO_SIM_EC_SEED");
+        let st = Run::ec_mixed(seed).go_named("LOLIGO_SIM_EC_SEED");
         if st.chunk_lacks > 0 {
             // Rare: worth naming (`EC_CHUNK_LACKS_SEEDS`).
             eprintln!("ec seed {seed}: a backfill chunk named objects its primary lacked");
@@ -578,7 +581,7 @@ fn ec_with_moving_positions_every_pg_heals() {
     let first: u64 = env_u64("LOLIGO_SIM_FIRST", 0);
     let mut total = Stats::default();
     for seed in first..first + seeds {
-        let run = Run::ec(seed).on_model(true, false);
+        let run = Run::ec_mixed(seed).on_model(true, false);
         let st = run.go_named("LOLIGO_SIM_EC_SEED");
         total.add(&st);
     }
@@ -691,6 +694,10 @@ fn real_monitor_seeds_that_found_bugs_stay_fixed() {
         // An EC repair whose shard read was lost on the way gave up for
         // good (the PG stayed inconsistent); it runs again a few rounds.
         Run::ec(124).rotting(),
+        // Recovery and backfill each started a rollback of one object; the
+        // second read the older version after the first had written it
+        // back, failed, and left the object's ops waiting for good.
+        Run::ec(2677).striped(),
     ];
     for run in runs {
         let var = match (run.ec, run.lose) {
@@ -724,14 +731,18 @@ fn partitions_between_osds_heal_and_lose_nothing() {
                 .partitioned()
                 .go_named("LOLIGO_SIM_SEED"),
         );
-        total.add(&Run::ec(seed).partitioned().go_named("LOLIGO_SIM_EC_SEED"));
+        total.add(
+            &Run::ec_mixed(seed)
+                .partitioned()
+                .go_named("LOLIGO_SIM_EC_SEED"),
+        );
         total.add(
             &Run::replicated(seed)
                 .partitioned_one_way()
                 .go_named("LOLIGO_SIM_SEED"),
         );
         total.add(
-            &Run::ec(seed)
+            &Run::ec_mixed(seed)
                 .partitioned_one_way()
                 .go_named("LOLIGO_SIM_EC_SEED"),
         );
@@ -764,7 +775,7 @@ fn power_losses_under_the_block_store_heal_and_lose_nothing() {
                 .go_named("LOLIGO_SIM_SEED"),
         );
         total.add(
-            &Run::ec(seed)
+            &Run::ec_mixed(seed)
                 .on_block_store()
                 .go_named("LOLIGO_SIM_EC_SEED"),
         );
@@ -790,7 +801,11 @@ fn monitor_leader_changes_mid_commit_heal_and_lose_nothing() {
     let mut total = Stats::default();
     for seed in first..first + seeds {
         total.add(&Run::replicated(seed).electing().go_named("LOLIGO_SIM_SEED"));
-        total.add(&Run::ec(seed).electing().go_named("LOLIGO_SIM_EC_SEED"));
+        total.add(
+            &Run::ec_mixed(seed)
+                .electing()
+                .go_named("LOLIGO_SIM_EC_SEED"),
+        );
     }
     eprintln!("{seeds} seeds of each with leader changes: {total:?}");
     assert!(total.elections > seeds, "{total:?}");

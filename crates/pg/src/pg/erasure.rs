@@ -1076,6 +1076,17 @@ impl Pg {
         to: Version,
         fx: &mut Vec<Effect>,
     ) -> bool {
+        // One rollback of an object at a time: a second one, asked for by
+        // recovery and by backfill alike, read the older version after the
+        // first had written it back as a new one, failed, and left the
+        // object's ops waiting for a retry that never came (nothing lacked
+        // the object any more).
+        let on_its_way = (self.ecs.gathers.values())
+            .any(|g| g.oid.name == name && matches!(g.what, Purpose::Revert { .. }))
+            || self.rec.revert_pulls.values().any(|(n, _, _)| *n == name);
+        if on_its_way {
+            return true;
+        }
         let retry = self.now_ms + super::RECOVERY_RETRY_MS;
         let source = self.revert_source(s, &name, to).map(|(o, st)| {
             let attrs = s.getattrs(self.coll, &o).ok()?;
