@@ -698,6 +698,10 @@ fn real_monitor_seeds_that_found_bugs_stay_fixed() {
         // second read the older version after the first had written it
         // back, failed, and left the object's ops waiting for good.
         Run::ec(2677).striped(),
+        // The primary's copy rotten and every other member a recovery
+        // target: recovery mended it from none of them, though one held
+        // the version, and reads of it waited for good.
+        Run::replicated(718).rotting(),
     ];
     for run in runs {
         let var = match (run.ec, run.lose) {

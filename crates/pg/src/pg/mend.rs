@@ -140,12 +140,14 @@ impl Pg {
             .flatten()
             .flatten()
             .unwrap_or_default();
+        // (Asked last to first: members that do not lack the object,
+        // then the targets (one may hold the version all the same: a pull
+        // is version-checked; with every other copy a target, a rot of
+        // this one waited for good though a target held a good copy),
+        // then those the last scrub found bad.)
         let bad = self.known_bad(&name);
-        let mut from: Vec<i32> = (self.pull_candidates().into_iter())
-            .filter(|o| !targets.contains(o))
-            .rev()
-            .collect();
-        from.sort_by_key(|o| !bad.contains(o));
+        let mut from: Vec<i32> = self.pull_candidates().into_iter().rev().collect();
+        from.sort_by_key(|o| (!bad.contains(o), !targets.contains(o)));
         tracing::warn!(
             "pg {}: {name}, to recover on {targets:?}, is damaged here; mending it from {from:?}",
             self.id
