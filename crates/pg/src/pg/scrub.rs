@@ -24,6 +24,11 @@ pub const SCRUB_KEY: &[u8] = b"scrub";
 
 /// Objects per scrub chunk (Ceph's `osd_scrub_chunk_max` is 25).
 pub const CHUNK_OBJECTS: usize = 25;
+/// Most bytes of data (this copy's) a chunk holds, but its first
+/// object's: a chunk of large objects read under client load (a pause
+/// after each piece) stays well inside `CHUNK_TIMEOUT_MS`, and holds
+/// writes back no longer.
+pub const CHUNK_BYTES: u64 = 128 << 20;
 /// Default pause between chunks (ms; Ceph's `osd_scrub_sleep`).
 pub const SCRUB_SLEEP_MS: u64 = 0;
 /// Pause before a chunk whose member failed to answer is tried again.
@@ -510,7 +515,7 @@ impl Pg {
                     }
                 };
             job.step = Step::Draining {
-                upto: listed.end,
+                upto: chunk_end(s, self.coll, listed, CHUNK_BYTES),
                 since_ms: now,
             };
         }
@@ -1034,6 +1039,25 @@ impl Pg {
 /// What `log` says last of each of `names` (see [`scrub_map::Logged`]).
 /// Without the log (the store does not show it whole), nothing: the
 /// comparison then takes the newest copy.
+/// Where a chunk of the objects `listed` ends: after the last one that
+/// keeps the chunk's data within `max_bytes` (the first always; an object
+/// that cannot be stated counts nothing: its map reports it).
+fn chunk_end(
+    s: &dyn ObjectStore,
+    coll: loligo_store::CollectionId,
+    listed: backfill::Scan,
+    max_bytes: u64,
+) -> Cursor {
+    let mut bytes = 0u64;
+    for (i, (o, _)) in listed.objects.iter().enumerate() {
+        bytes += s.stat(coll, o).map_or(0, |st| st.size);
+        if bytes > max_bytes && i > 0 {
+            return Cursor::At(listed.objects[i - 1].0.clone());
+        }
+    }
+    listed.end
+}
+
 fn logged(log: &Option<AuthLog>, names: &[String]) -> scrub_map::Logged {
     let mut out = scrub_map::Logged::new();
     let Some(log) = log else {
@@ -1061,6 +1085,49 @@ mod tests {
     use super::*;
 
     const H: u64 = 3_600_000;
+
+    /// A chunk ends before the object that would take its data past the
+    /// bound, holds one object however large, and ends where the listing
+    /// did when its objects are small.
+    #[test]
+    fn scrub_chunks_are_bounded_by_bytes() {
+        use loligo_store::{MemStore, Transaction};
+        let s = MemStore::new();
+        let coll = loligo_store::CollectionId {
+            pool: 1,
+            pg: 0,
+            shard: 0,
+        };
+        let mut t = Transaction::new();
+        t.create_collection(coll);
+        for (i, len) in [300usize, 500, 400, 100].into_iter().enumerate() {
+            let o = recovery::oid(&format!("o{i}"));
+            t.write(coll, &o, 0, vec![7u8; len]);
+        }
+        s.apply(t).unwrap();
+        let listed = || backfill::scan(&s, coll, &Cursor::Start, &Cursor::End, 25, None).unwrap();
+        let all = listed();
+        let sizes: Vec<u64> = (all.objects.iter())
+            .map(|(o, _)| s.stat(coll, o).unwrap().size)
+            .collect();
+        let names: Vec<ObjectId> = all.objects.iter().map(|(o, _)| o.clone()).collect();
+        // (The objects in listing order; a bound of the first two's bytes
+        // ends the chunk after the second.)
+        let two = sizes[0] + sizes[1];
+        assert_eq!(
+            chunk_end(&s, coll, listed(), two),
+            Cursor::At(names[1].clone())
+        );
+        assert_eq!(
+            chunk_end(&s, coll, listed(), two - 1),
+            Cursor::At(names[0].clone())
+        );
+        assert_eq!(
+            chunk_end(&s, coll, listed(), 1),
+            Cursor::At(names[0].clone())
+        );
+        assert_eq!(chunk_end(&s, coll, listed(), 10_000), Cursor::End);
+    }
 
     /// A PG is scrubbed after the minimum interval (plus its share) only
     /// under the load threshold, after the maximum whatever the load, and
