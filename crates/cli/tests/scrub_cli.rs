@@ -106,6 +106,17 @@ fn with_osd_stopped(dir: &Path, osd: i64, f: impl FnOnce(&Path)) {
     wait_clean(dir);
 }
 
+/// `store set-bytes` on OSD `osd`'s copy of `name` (the OSD stopped
+/// meanwhile): `file`'s bytes at `offset`, under valid checksums.
+fn set_bytes(dir: &Path, osd: i64, name: &str, offset: u64, file: &Path) {
+    with_osd_stopped(dir, osd, |d| {
+        let d = d.to_string_lossy().into_owned();
+        let off = offset.to_string();
+        let file = file.to_str().unwrap();
+        ok(dir, &["store", "set-bytes", &d, name, &off, file]);
+    });
+}
+
 /// Flip one byte of `data`'s copy in a stopped OSD's block file (the
 /// copy is found at a block boundary by its first 64 bytes).
 fn flip_in_block_file(osd_dir: &Path, data: &[u8]) {
@@ -154,20 +165,7 @@ fn deep_scrub_finds_bad_copies_repair_mends_them_through_the_cli() {
     // tell.
     let wrong = root.join("wrong.bin");
     std::fs::write(&wrong, b"not what was written").unwrap();
-    with_osd_stopped(&dir, acting[1], |osd| {
-        let d = osd.to_string_lossy().into_owned();
-        ok(
-            &dir,
-            &[
-                "store",
-                "set-bytes",
-                &d,
-                "a",
-                "1000",
-                wrong.to_str().unwrap(),
-            ],
-        );
-    });
+    set_bytes(&dir, acting[1], "a", 1000, &wrong);
     deep_scrub(&dir, &pg, "deep-scrub");
     let found = inconsistent(&dir, &pg);
     assert_eq!(found[0]["object"]["name"], "a", "{found:?}");
@@ -282,20 +280,7 @@ fn deep_scrub_finds_bad_ec_shards_and_repair_rebuilds_them() {
     // tells.
     let wrong = root.join("wrong.bin");
     std::fs::write(&wrong, b"not what was encoded").unwrap();
-    with_osd_stopped(&dir, acting[1], |osd| {
-        let d = osd.to_string_lossy().into_owned();
-        ok(
-            &dir,
-            &[
-                "store",
-                "set-bytes",
-                &d,
-                "a",
-                "1000",
-                wrong.to_str().unwrap(),
-            ],
-        );
-    });
+    set_bytes(&dir, acting[1], "a", 1000, &wrong);
     deep_scrub(&dir, &pg, "deep-scrub");
     let found = inconsistent(&dir, &pg);
     assert_eq!(
@@ -348,20 +333,7 @@ fn deep_scrub_finds_bad_ec_shards_and_repair_rebuilds_them() {
             "4096",
         ],
     );
-    with_osd_stopped(&dir, acting[1], |osd| {
-        let d = osd.to_string_lossy().into_owned();
-        ok(
-            &dir,
-            &[
-                "store",
-                "set-bytes",
-                &d,
-                "a",
-                "70000",
-                wrong.to_str().unwrap(),
-            ],
-        );
-    });
+    set_bytes(&dir, acting[1], "a", 70000, &wrong);
     deep_scrub(&dir, &pg, "deep-scrub");
     let found = inconsistent(&dir, &pg);
     for &o in &acting {
@@ -425,20 +397,7 @@ fn deep_scrub_finds_bad_ec_shards_and_repair_rebuilds_them() {
         inconsistent(&dir, &pg).is_empty(),
         "a patched object is clean"
     );
-    with_osd_stopped(&dir, acting[2], |osd| {
-        let d = osd.to_string_lossy().into_owned();
-        ok(
-            &dir,
-            &[
-                "store",
-                "set-bytes",
-                &d,
-                "b",
-                "70000",
-                wrong.to_str().unwrap(),
-            ],
-        );
-    });
+    set_bytes(&dir, acting[2], "b", 70000, &wrong);
     deep_scrub(&dir, &pg, "deep-scrub");
     let found = inconsistent(&dir, &pg);
     assert_eq!(
