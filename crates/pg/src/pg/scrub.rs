@@ -670,7 +670,7 @@ impl Pg {
             Some(_) => scrub_map::compare_shards(self.whoami, maps, &logged),
             None => scrub_map::compare(self.whoami, maps, &logged),
         };
-        let parity = match (&self.ec, &self.scrubber.job) {
+        let mut parity = match (&self.ec, &self.scrubber.job) {
             (Some(_), Some(j)) if j.kind.deep => {
                 let named: BTreeSet<String> = found.iter().map(|i| i.name.clone()).collect();
                 let no_hash = |n: &str| self.shard_keeps_no_hash(s, n);
@@ -697,7 +697,6 @@ impl Pg {
         }
         // (What the comparison found waits with the parity checks: a
         // chunk that fails is compared again.)
-        let mut parity = parity;
         parity.found = found;
         job.step = Step::Parity {
             upto,

@@ -155,28 +155,23 @@ fn report(c: &Checking, acting: &[i32]) -> Option<Inconsistent> {
         return None;
     }
     let osd = |pos: usize| acting.get(pos).copied().filter(|&o| o >= 0);
-    let suspects: Vec<usize> = match c.unlocated {
-        true => (0..acting.len()).collect(),
-        false => c.bad.iter().copied().collect(),
+    // (Unlocated: every shard is suspect, so none is authoritative.)
+    let (suspects, rule) = match c.unlocated {
+        true => ((0..acting.len()).collect(), scrub_map::AuthRule::None),
+        false => (c.bad.clone(), scrub_map::AuthRule::Parity),
     };
     let bad = (suspects.iter().filter_map(|&p| osd(p)))
         .map(|o| (o, vec![ShardError::EcHashError]))
         .collect();
-    let auth = match c.unlocated {
-        true => Vec::new(),
-        false => (0..acting.len())
-            .filter(|p| !c.bad.contains(p))
-            .filter_map(osd)
-            .collect(),
-    };
+    let auth = (0..acting.len())
+        .filter(|p| !suspects.contains(p))
+        .filter_map(osd)
+        .collect();
     Some(Inconsistent {
         name: c.obj.name.clone(),
         version: c.obj.version,
         auth,
-        rule: match c.unlocated {
-            true => scrub_map::AuthRule::None,
-            false => scrub_map::AuthRule::Parity,
-        },
+        rule,
         bad,
         copies: c.obj.copies.clone(),
     })
