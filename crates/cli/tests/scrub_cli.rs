@@ -198,9 +198,12 @@ fn deep_scrub_finds_bad_copies_repair_mends_them_through_the_cli() {
     deep_scrub(&dir, &pg, "repair");
     deep_scrub(&dir, &pg, "deep-scrub");
     assert!(inconsistent(&dir, &pg).is_empty());
-    wait_for("health back to OK", || {
+    // The scrub's checks clear; others (a test machine's nearly full
+    // disk makes every OSD nearfull) are not this test's to judge.
+    wait_for("the scrub errors cleared", || {
         let (status, checks) = health(&dir);
-        (status != "HEALTH_OK").then(|| format!("{status} {checks:?}"))
+        let scrub = |c: &String| c.starts_with("OSD_SCRUB_ERRORS") || c.starts_with("PG_DAMAGED");
+        (status == "HEALTH_ERR" || checks.iter().any(scrub)).then(|| format!("{status} {checks:?}"))
     });
 
     // Rot in the other replica's block file: a read error.
