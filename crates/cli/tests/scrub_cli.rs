@@ -117,8 +117,10 @@ fn set_bytes(dir: &Path, osd: i64, name: &str, offset: u64, file: &Path) {
     });
 }
 
-/// Flip one byte of `data`'s copy in a stopped OSD's block file (the
-/// copy is found at a block boundary by its first 64 bytes).
+/// Flip a byte of `data`'s copy in a stopped OSD's block file: in every
+/// block that starts with 64 bytes of `data` at a 4 KiB boundary of it
+/// (a replica's copy, or an erasure-coded shard of 4 KiB units; blocks
+/// of copies written over before too, which the store no longer reads).
 fn flip_in_block_file(osd_dir: &Path, data: &[u8]) {
     use std::os::unix::fs::FileExt;
     let f = std::fs::OpenOptions::new()
@@ -127,14 +129,22 @@ fn flip_in_block_file(osd_dir: &Path, data: &[u8]) {
         .open(osd_dir.join("block"))
         .unwrap();
     let len = f.metadata().unwrap().len();
+    let heads: std::collections::HashSet<&[u8]> = data.chunks(4096).map(|c| &c[..64]).collect();
     let mut head = [0u8; 64];
-    let at = (0..len / 4096)
+    let found: Vec<u64> = (0..len / 4096)
         .map(|b| b * 4096)
-        .find(|&off| f.read_exact_at(&mut head, off).is_ok() && head[..] == data[..64])
-        .unwrap_or_else(|| panic!("{}: the object is not in the block file", osd_dir.display()));
-    let mut b = [0u8; 1];
-    f.read_exact_at(&mut b, at + 5000).unwrap();
-    f.write_all_at(&[b[0] ^ 0x04], at + 5000).unwrap();
+        .filter(|&off| f.read_exact_at(&mut head, off).is_ok() && heads.contains(&head[..]))
+        .collect();
+    assert!(
+        !found.is_empty(),
+        "{}: the object is not in the block file",
+        osd_dir.display()
+    );
+    for at in found {
+        let mut b = [0u8; 1];
+        f.read_exact_at(&mut b, at + 1000).unwrap();
+        f.write_all_at(&[b[0] ^ 0x04], at + 1000).unwrap();
+    }
     f.sync_all().unwrap();
 }
 
@@ -299,24 +309,33 @@ fn deep_scrub_finds_bad_ec_shards_and_repair_rebuilds_them() {
     deep_scrub(&dir, &pg, "deep-scrub");
     assert!(inconsistent(&dir, &pg).is_empty());
 
-    // Rot in the primary's own shard (shard 0 starts with the object's
-    // first bytes): a read decodes around it at once; a deep scrub finds
-    // it, a repair rebuilds it.
+    // Rot in the primary's own shard: a deep scrub finds it, a repair
+    // rebuilds it.
     with_osd_stopped(&dir, primary, |osd| flip_in_block_file(osd, &data));
-    let out = root.join("out.bin");
-    ok(&dir, &["-p", "ecrs", "get", "a", out.to_str().unwrap()]);
-    assert!(
-        std::fs::read(&out).unwrap() == data,
-        "the read decoded around the rot"
-    );
     deep_scrub(&dir, &pg, "deep-scrub");
     let found = inconsistent(&dir, &pg);
     assert_eq!(errors_of(&found, primary), vec!["read_error"], "{found:?}");
     deep_scrub(&dir, &pg, "repair");
     deep_scrub(&dir, &pg, "deep-scrub");
     assert!(inconsistent(&dir, &pg).is_empty());
+    let out = root.join("out.bin");
     ok(&dir, &["-p", "ecrs", "get", "a", out.to_str().unwrap()]);
     assert!(std::fs::read(&out).unwrap() == data);
+
+    // Rot in a member's data shard, and in the primary's: each read
+    // decodes around the bad shard at once and rebuilds it after, so
+    // the next deep scrub finds nothing.
+    for osd in [acting[1], primary] {
+        with_osd_stopped(&dir, osd, |d| flip_in_block_file(d, &data));
+        ok(&dir, &["-p", "ecrs", "get", "a", out.to_str().unwrap()]);
+        assert!(
+            std::fs::read(&out).unwrap() == data,
+            "the read decoded around osd.{osd}'s rot"
+        );
+        deep_scrub(&dir, &pg, "deep-scrub");
+        let found = inconsistent(&dir, &pg);
+        assert!(found.is_empty(), "osd.{osd}'s shard rebuilt: {found:?}");
+    }
 
     // A partial overwrite keeps no shard hashes: wrong bytes in a shard
     // are found by encoding the data again and comparing the parity.

@@ -440,6 +440,9 @@ pub struct Stats {
     pub rotted: u64,
     pub deep_scrubs: u64,
     pub repaired: u64,
+    /// Erasure-coded objects whose damaged shards a client read went
+    /// around and its primary then rebuilt.
+    pub read_repairs: u64,
     /// Erasure-coded objects whose parity a deep scrub checked against
     /// their data (those whose shards keep no hash).
     pub parity_checked: u64,
@@ -509,6 +512,7 @@ impl Stats {
         self.rotted += st.rotted;
         self.deep_scrubs += st.deep_scrubs;
         self.repaired += st.repaired;
+        self.read_repairs += st.read_repairs;
         self.parity_checked += st.parity_checked;
         self.rot_lost += st.rot_lost;
         self.scrub_slots_refused += st.scrub_slots_refused;

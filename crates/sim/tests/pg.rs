@@ -880,5 +880,7 @@ fn rot_under_faults_is_mended_and_repaired() {
     // (Losses to a double fault are rare: not a way out for every run.)
     assert!(total.rot_lost * 20 <= seeds.max(20), "{total:?}");
     assert!(total.repaired > 0, "{total:?}");
+    // Erasure-coded reads go around rotten shards and rebuild them.
+    assert!(total.read_repairs > seeds / 10, "{total:?}");
     assert!(total.acked_writes > seeds * 10, "{total:?}");
 }

@@ -584,6 +584,9 @@ impl Pg {
         let Some(mut q) = self.ops.busy.remove(name) else {
             return;
         };
+        if q.is_empty() && self.ecs.read_damaged.contains_key(name) {
+            return self.ec_repair_read_damage(s, name, fx);
+        }
         if let Some(next) = q.pop_front() {
             self.on_op(s, next, fx);
             if let Some(rest) = self.ops.busy.get_mut(name) {

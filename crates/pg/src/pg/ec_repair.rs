@@ -50,17 +50,79 @@ impl Pg {
         let (version, targets) = (i.version, i.bad.keys().copied().collect::<BTreeSet<i32>>());
         let model = (i.auth.first())
             .and_then(|a| i.copies.get(a))
-            .and_then(|c| c.as_ref().map(|c| (c.size, c.attrs)));
+            .and_then(|c| c.as_ref().map(|c| c.attrs));
+        let Some(want_attrs) = model else {
+            tracing::warn!(
+                "pg {}: cannot repair {name}: no good shard's xattrs",
+                self.id
+            );
+            return;
+        };
+        self.ec_rebuild_shards(s, name, Some(version), targets, Some(want_attrs), fx);
+    }
+
+    /// After a client op read around damaged shards of `name` (their data
+    /// failed its checksum): rebuild them from the others, as a repair
+    /// does, once the object is free. Nothing is reported: the next deep
+    /// scrub finds what this could not mend.
+    pub(super) fn ec_repair_read_damage(
+        &mut self,
+        s: &dyn ObjectStore,
+        name: &str,
+        fx: &mut Vec<Effect>,
+    ) {
+        if self.ops.busy.contains_key(name) || !self.is_primary() {
+            return;
+        }
+        let Some(osds) = self.ecs.read_damaged.remove(name) else {
+            return;
+        };
+        // (A member that lacks the object is recovered, not repaired.)
+        let targets: BTreeSet<i32> = (osds.into_iter())
+            .filter(|&o| self.shard_of(o).is_some())
+            .filter(|o| (self.rec.missing.get(o)).is_none_or(|m| !m.contains_key(name)))
+            .collect();
+        if targets.is_empty() {
+            return;
+        }
+        tracing::warn!(
+            "pg {}: a read of {name} went around damaged shards on osds {targets:?}: rebuilding them",
+            self.id
+        );
+        self.scrubber.read_repairs += 1;
+        self.ec_rebuild_shards(s, name.to_string(), None, targets, None, fx);
+    }
+
+    /// Rebuild `name`'s shards on `targets` from the others and write them
+    /// over the old ones, at `version` (None: whichever version this
+    /// primary's shard holds), with this primary's xattrs (which must
+    /// digest to `want_attrs` when it is given); the object is busy
+    /// meanwhile (its ops wait).
+    fn ec_rebuild_shards(
+        &mut self,
+        s: &dyn ObjectStore,
+        name: String,
+        version: Option<Version>,
+        targets: BTreeSet<i32>,
+        want_attrs: Option<u64>,
+        fx: &mut Vec<Effect>,
+    ) {
+        debug_assert!(!self.ops.busy.contains_key(&name));
         let oid = recovery::oid(&name);
         // The object's xattrs go with every rebuilt shard, from this
         // primary's shard (kept whole on every shard): only when they are
         // the good shards' (a corrupt size or hash list would spread).
-        let attrs = s.getattrs(self.coll, &oid);
-        let (Some((size, want)), Ok(attrs)) = (model, attrs) else {
-            tracing::warn!("pg {}: cannot read {name}'s xattrs to repair it", self.id);
-            return;
+        let attrs = match s.getattrs(self.coll, &oid) {
+            Ok(a) => a,
+            Err(e) => {
+                tracing::warn!(
+                    "pg {}: cannot read {name}'s xattrs to repair it: {e}",
+                    self.id
+                );
+                return;
+            }
         };
-        if scrub_map::shard_attrs_digest(&attrs) != want {
+        if want_attrs.is_some_and(|w| scrub_map::shard_attrs_digest(&attrs) != w) {
             tracing::warn!(
                 "pg {}: cannot repair {name}: this primary's xattrs are not the good shards'",
                 self.id
@@ -68,26 +130,20 @@ impl Pg {
             return;
         }
         let attrs: Vec<(String, Vec<u8>)> = attrs.into_iter().collect();
-        let st = ec::obj_state(s, self.coll, &oid);
-        if !matches!(&st, Ok(st) if st.version == version) {
-            tracing::warn!("pg {}: {name} changed since it was scrubbed", self.id);
-            return;
-        }
+        let st = match ec::obj_state(s, self.coll, &oid) {
+            Ok(st) if st.exists && version.is_none_or(|v| st.version == v) => st,
+            _ => {
+                tracing::warn!("pg {}: {name} changed since it was found bad", self.id);
+                return;
+            }
+        };
         let bad: BTreeSet<usize> = targets.iter().filter_map(|&o| self.shard_of(o)).collect();
         let what = Purpose::Repair {
             targets,
             plan: None,
             attrs,
         };
-        let mut g = Gather::new(
-            what,
-            oid,
-            ObjState {
-                exists: true,
-                size,
-                version,
-            },
-        );
+        let mut g = Gather::new(what, oid, st);
         g.leave_out(bad);
         self.ops.busy.insert(name, VecDeque::new());
         self.gather(s, g, fx);

@@ -20,7 +20,7 @@ use crate::msg::{PeerMsg, PeerReply};
 use bytes::Bytes;
 use loligo_ec::plan::Coalesce;
 use loligo_ec::stripe::{self, Fetched, ShardReads};
-use loligo_store::{ObjectId, ObjectStore};
+use loligo_store::{ObjectId, ObjectStore, StoreError};
 use loligo_types::ops::{OpError, Version};
 use loligo_types::Epoch;
 use std::collections::{BTreeMap, BTreeSet};
@@ -59,6 +59,10 @@ pub(super) struct EcState {
     /// `Pg::unfound_fate`). It activates without them and gives each up at
     /// once.
     pub(super) unfound: BTreeMap<String, Unfound>,
+    /// As primary: objects a client op read around damaged shards of,
+    /// with the members holding them: rebuilt once the object is free
+    /// (`Pg::ec_repair_read_damage`). Cleared with each new interval.
+    pub(super) read_damaged: BTreeMap<String, BTreeSet<i32>>,
 }
 
 /// Record key of the shard an EC copy holds.
@@ -102,6 +106,9 @@ pub(super) struct Gather {
     /// OSDs whose read answered that they never took the write at the
     /// version asked (`RepError::NeverTook`).
     never_took: BTreeSet<i32>,
+    /// Members whose own shard failed its checksum (`RepError::Damaged`):
+    /// a client op read around them, and a repair rebuilds them after.
+    damaged: BTreeSet<i32>,
 }
 
 /// What becomes of an object no k shards hold at its logged version
@@ -173,6 +180,7 @@ impl Gather {
             doubtful: false,
             found: None,
             never_took: BTreeSet::new(),
+            damaged: BTreeSet::new(),
         }
     }
 
@@ -552,6 +560,9 @@ impl Pg {
                         if g.from_others.contains(&c) {
                             g.bad_strays.insert((self.whoami, c));
                         } else {
+                            if matches!(why, RepError::Damaged(_)) {
+                                g.damaged.insert(self.whoami);
+                            }
                             g.bad.insert(c);
                         }
                         return Err(Box::new(g));
@@ -623,6 +634,9 @@ impl Pg {
                 if g.from_others.contains(&c) {
                     g.bad_strays.insert((from, c));
                 } else {
+                    if matches!(e, RepError::Damaged(_)) {
+                        g.damaged.insert(from);
+                    }
                     g.bad.insert(c);
                 }
             }
@@ -661,6 +675,11 @@ impl Pg {
             return;
         };
         self.ecs.unfound_waiting.remove(&g.oid.name);
+        if matches!(g.what, Purpose::Op { .. }) && !g.damaged.is_empty() {
+            // (Rebuilt once the op releases the object.)
+            let osds = self.ecs.read_damaged.entry(g.oid.name.clone());
+            osds.or_default().extend(&g.damaged);
+        }
         let Gather {
             what,
             oid,
@@ -1746,6 +1765,7 @@ impl Pg {
     /// A new interval: gathers in flight are answered "wrong primary"
     /// (their clients retry under the new map).
     pub(super) fn abandon_gathers(&mut self, epoch: Epoch, fx: &mut Vec<Effect>) {
+        self.ecs.read_damaged.clear();
         for (_, g) in std::mem::take(&mut self.ecs.gathers) {
             if let Some(p) = g.pending() {
                 fx.push(reply(
@@ -1843,9 +1863,11 @@ pub(super) fn read_shard(
     let rb = ec::rollback_oid(o);
     let mut have = None;
     for (i, x) in [o, &rb].into_iter().enumerate() {
-        let Some(r) = s
-            .read_with_attrs(c, x, extents)
-            .map_err(|e| failed(e.to_string()))?
+        let Some(r) = s.read_with_attrs(c, x, extents).map_err(|e| match e {
+            // (Answered: this shard's data is no good.)
+            StoreError::Checksum { .. } => RepError::Damaged(e.to_string()),
+            e => failed(e.to_string()),
+        })?
         else {
             continue;
         };

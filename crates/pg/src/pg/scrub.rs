@@ -168,6 +168,9 @@ pub(super) struct Scrubber {
     pub objects: u64,
     /// Objects repaired.
     pub repaired: u64,
+    /// Erasure-coded objects whose shards a client op read around (their
+    /// data failed its checksum) and that were rebuilt after.
+    pub read_repairs: u64,
     /// Erasure-coded objects whose parity was checked against their data.
     pub parity_checked: u64,
     /// Scrubs this copy ended as primary, and of those asked, how many
@@ -285,6 +288,12 @@ impl Pg {
     /// this copy damaged.
     pub fn repaired(&self) -> u64 {
         self.scrubber.repaired + self.mend.mended
+    }
+
+    /// Erasure-coded objects whose damaged shards a client read went
+    /// around and this primary then rebuilt (started).
+    pub fn read_repairs(&self) -> u64 {
+        self.scrubber.read_repairs
     }
 
     /// Erasure-coded objects whose parity deep scrubs checked against
