@@ -3180,3 +3180,46 @@ fn scrubs_ending_within_one_tick_get_increasing_stamps() {
     }
     assert!(stamps[1] > stamps[0], "{stamps:?}");
 }
+
+/// An object whose copy here is damaged and that no member asked holds
+/// at its version is unfound (`PgStat::unfound`, which health reports)
+/// while its read waits, and found again once a member gives a good
+/// copy.
+#[test]
+fn a_damaged_object_no_member_holds_is_unfound_until_mended() {
+    use loligo_store::FaultyStore;
+    let s = FaultyStore::new(MemStore::new());
+    let c = CollectionId::pg(1, 0);
+    let mut t = Transaction::new();
+    t.create_collection(c);
+    s.apply(t).unwrap();
+    let mut pg = clean_trio_on(&s);
+    let o = loligo_pg::pg::recovery::oid("a");
+    let good = loligo_pg::pg::recovery::read_copy(&s, c, "a").unwrap();
+    s.rot(c, &o);
+    let mut fx = settle(&mut pg, &s, read(3, "a", 100));
+    // Neither member holds the version (as after a write set shrank).
+    while let Some(&(id, _)) = pulls(&fx).first() {
+        let absent = RepError::Absent("this copy lacks a".into());
+        fx = settle(&mut pg, &s, reply_err(id, absent));
+    }
+    let stat = pg.stat().unwrap();
+    assert_eq!(stat.unfound, 1, "{stat:?}");
+    assert!(
+        !fx.iter()
+            .any(|e| matches!(e, Effect::Reply { token: 3, .. })),
+        "the read waits: {fx:?}"
+    );
+    // A second second on, the read asks again; a member gives a good
+    // copy this time.
+    let fx = settle(&mut pg, &s, Input::Tick { now_ms: 2_000 });
+    let asked = pulls(&fx);
+    assert!(!asked.is_empty(), "the mend asks again: {fx:?}");
+    let fx = settle(&mut pg, &s, reply(asked[0].0, PeerReply::Pulled(good)));
+    assert!(
+        fx.iter()
+            .any(|e| matches!(e, Effect::Reply { token: 3, .. })),
+        "the read is answered: {fx:?}"
+    );
+    assert_eq!(pg.stat().unwrap().unfound, 0);
+}

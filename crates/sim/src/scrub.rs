@@ -256,9 +256,7 @@ impl Sim {
         );
         for o in 0..OSDS {
             self.stats.repaired += self.osds[o].pgs.iter().map(Pg::repaired).sum::<u64>();
-            self.stats.read_repairs += (self.osds[o].pgs.iter())
-                .map(Pg::read_repairs)
-                .sum::<u64>();
+            self.stats.read_repairs += (self.osds[o].pgs.iter()).map(Pg::read_repairs).sum::<u64>();
             self.stats.parity_checked += (self.osds[o].pgs.iter())
                 .map(Pg::parity_checked)
                 .sum::<u64>();

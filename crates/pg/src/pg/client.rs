@@ -164,6 +164,8 @@ impl Pg {
         if out.txn.is_empty() {
             return fx.push(reply(p.token, Ok(out.results), st.version, epoch));
         }
+        // (Written over: a read finds out again whether it is damaged.)
+        self.mend.unfound.remove(&p.op.name);
         self.write(Writer::Client(p), oid, &st, out, None, fx);
     }
 

@@ -39,6 +39,10 @@ pub(super) struct Mend {
     /// Objects whose mended copy failed as soon as it was written, how
     /// many times in a row.
     refailed: BTreeMap<String, u32>,
+    /// Objects whose last mend found no good copy on any member asked
+    /// (waiting for one, or given up): unfound (`PgStat::unfound`) until
+    /// a mend of them succeeds or the interval ends.
+    pub(super) unfound: BTreeSet<String>,
     /// Copies mended since this PG started.
     pub mended: u64,
 }
@@ -73,6 +77,7 @@ impl Mend {
     /// nothing waits on them.
     pub(super) fn new_interval(&mut self) {
         self.pulls.clear();
+        self.unfound.clear();
     }
 
     /// The objects whose copy here a mend is changing or about to.
@@ -202,6 +207,7 @@ impl Pg {
                     m.name,
                     m.version
                 );
+                self.mend.unfound.insert(m.name.clone());
                 let queued = self.ops.busy.remove(&m.name).unwrap_or_default();
                 self.ops.waiting.extend(queued);
                 self.mend.rerun_ms = Some(self.now_ms + MEND_RETRY_MS);
@@ -216,6 +222,7 @@ impl Pg {
                 m.name,
                 m.version
             );
+            self.mend.unfound.insert(m.name.clone());
             self.give_up_mend(&m.name);
             return self.release(s, &m.name, fx);
         };
@@ -328,6 +335,7 @@ impl Pg {
         if whole {
             self.mend.mended += 1;
             self.mend.refailed.remove(&a.name);
+            self.mend.unfound.remove(&a.name);
             tracing::info!("pg {}: mended {}", self.id, a.name);
         } else {
             tracing::error!(

@@ -197,16 +197,23 @@ impl Pg {
     }
 
     /// Objects no up copy can give at the version the log names, that
-    /// wait (`PgStat::unfound`; none once the PG, active, lacks nothing).
+    /// wait (`PgStat::unfound`; for erasure-coded rebuilds, none once the
+    /// PG, active, lacks nothing), and objects whose copies here and on
+    /// every member asked are damaged (`Mend::unfound`).
     pub fn unfound_count(&self) -> u64 {
         let whole = matches!(self.role, Role::Primary { .. })
             && self.missing.is_empty()
             && self.rec.missing.values().all(BTreeMap::is_empty)
             && self.rec.backfill.is_empty();
-        match whole {
+        let rebuilds = match whole {
             true => 0,
-            false => self.ecs.unfound_waiting.len() as u64,
-        }
+            false => self.ecs.unfound_waiting.len(),
+        };
+        let damaged = match self.is_primary() {
+            true => self.mend.unfound.len(),
+            false => 0,
+        };
+        (rebuilds + damaged) as u64
     }
 
     /// Objects this copy rolled back to an older copy or removed since it
