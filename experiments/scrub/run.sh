@@ -13,7 +13,14 @@
 #      of its own)
 #   4. a deep scrub of every PG (`pool deep-scrub`, then every PG's deep
 #      stamp moved): seconds, and MB/s per OSD (each OSD holds every byte)
-#   5. a deep scrub again, with the same 4 KiB writes running under it
+#   5. a deep scrub again, with the same 4 KiB writes running under it,
+#      and the writes alone again; 5 twice more: the writes slow as the
+#      runs add objects and whenever the metadata KV compacts, so the
+#      runs under a scrub are compared with the runs alone between them
+#      (mean against mean)
+# and then, on a fresh cluster of each, one byte of a replica's copy
+# changed under valid checksums, found by a deep scrub, mended by a repair
+# (bitflip.py; out/bitflip.csv).
 # Defaults throughout (scrub sleep 0, one scrub slot per OSD).
 # Writes out/results.csv, out/summary.json, out/scrub.png, out/RESULTS.md.
 #
@@ -35,7 +42,7 @@ fi
 CEPH_PY="${CEPH_PY:-/usr/bin/python3}"
 mkdir -p "$OUT"
 CSV="$OUT/results.csv"
-echo "system,objects,object_bytes,raw_mb_s,raw3_mb_s,deep_scrub_s,deep_scrub_mb_s_per_osd,writes_ops_s,writes_during_scrub_ops_s,scrub_overlap" >"$CSV"
+echo "system,objects,object_bytes,raw_mb_s,raw3_mb_s,deep_scrub_s,deep_scrub_mb_s_per_osd,writes_ops_s,writes_during_scrub_ops_s,write_runs,scrub_overlap" >"$CSV"
 
 say() { echo "[scrub $(date +%H:%M:%S)] $*" >&2; }
 
@@ -89,14 +96,15 @@ print(round(json.load(sys.stdin)['ops_per_s'], 1))"
 }
 
 run_loligo() {
-    local dir conf obj_bytes raw raw3 scrub_s w0 w1 t0 t1 overlap
+    local dir conf obj_bytes raw raw3 scrub_s w t0 t1 o alone during runs overlap
     dir=$(mktemp -d /tmp/loligo-scrub.XXXXXX)
     conf="$dir/c/loligo.conf"
     "$B" up --detach --insecure --osds 3 --pg-num 16 --osd-size $(((OBJECTS * 4 + 2048) << 20)) \
         --data-dir "$dir/c" >&2
     lol_wait "$conf" 120 "$ALL_CLEAN" >/dev/null
-    "$B" -c "$conf" pool create w --pg-num 16 >&2
-    "$B" -c "$conf" pool create w2 --pg-num 16 >&2
+    for p in w1 w2 w3 w4 w5; do
+        "$B" -c "$conf" pool create "$p" --pg-num 16 >&2
+    done
     lol_wait "$conf" 120 "$ALL_CLEAN" >/dev/null
     "$B" -c "$conf" bench 900 write -b 4194304 -t 16 --max-objects "$OBJECTS" --no-cleanup --json \
         >"$dir/load.json"
@@ -118,21 +126,35 @@ print(round($obj_bytes / float(m.group(1)) / 1e6, 1))")
     wait
     raw3=$("$PY" -c "print(round($obj_bytes / $(since "$t0") / 1e6, 1))")
     say "Loligo: raw sequential read of the three block files at once: $raw3 MB/s each"
-    w0=$(writes "$conf" w)
-    say "Loligo: 4 KiB writes without a scrub: $w0 ops/s"
+    alone=$(writes "$conf" w1)
+    runs="$alone"
+    say "Loligo: 4 KiB writes without a scrub: $alone ops/s"
     deep_stamps "$conf" >"$dir/before"
     scrub_s=$(deep_scrub_all "$conf" "$dir/before")
     say "Loligo: deep scrub of every PG: ${scrub_s}s"
-    deep_stamps "$conf" >"$dir/before"
-    t0=$(now)
-    deep_scrub_all "$conf" "$dir/before" >"$dir/scrub2" &
-    local sp=$!
-    w1=$(writes "$conf" w2)
-    t1=$(since "$t0")
-    wait "$sp"
-    overlap=$("$PY" -c "print(round(min(1.0, $(cat "$dir/scrub2") / $t1), 2))")
-    say "Loligo: 4 KiB writes during a deep scrub: $w1 ops/s (the scrub ran ${overlap} of the time)"
-    echo "loligo,$OBJECTS,$obj_bytes,$raw,$raw3,$scrub_s,$("$PY" -c "print(round($obj_bytes / $scrub_s / 1e6, 1))"),$w0,$w1,$overlap" >>"$CSV"
+    during=""
+    overlap=1
+    for pair in "w2 w3" "w4 w5"; do
+        set -- $pair
+        deep_stamps "$conf" >"$dir/before"
+        t0=$(now)
+        deep_scrub_all "$conf" "$dir/before" >"$dir/scrub2" &
+        local sp=$!
+        w=$(writes "$conf" "$1")
+        t1=$(since "$t0")
+        wait "$sp"
+        o=$("$PY" -c "print(round(min(1.0, $(cat "$dir/scrub2") / $t1), 2))")
+        overlap=$("$PY" -c "print(min($overlap, $o))")
+        say "Loligo: 4 KiB writes during a deep scrub: $w ops/s (the scrub ran $o of the time)"
+        during="$during $w"
+        runs="$runs;$w"
+        w=$(writes "$conf" "$2")
+        say "Loligo: 4 KiB writes without a scrub: $w ops/s"
+        alone="$alone $w"
+        runs="$runs;$w"
+    done
+    mean() { "$PY" -c "import sys; v = [float(x) for x in sys.argv[1:]]; print(round(sum(v) / len(v), 1))" $1; }
+    echo "loligo,$OBJECTS,$obj_bytes,$raw,$raw3,$scrub_s,$("$PY" -c "print(round($obj_bytes / $scrub_s / 1e6, 1))"),$(mean "$alone"),$(mean "$during"),$runs,$overlap" >>"$CSV"
     "$B" down --data-dir "$dir/c" >&2 || true
     rm -rf "$dir"
 }
@@ -142,11 +164,14 @@ run_ceph() {
     say "Ceph: 3 OSDs"
     CEPHLAB_OSD_GB=$(((OBJECTS * 4 + 2048) / 1024 + 1)) bash "$lab" up 3 >&2
     "$CEPH_PY" "$HERE/ceph_side.py" --objects "$OBJECTS" --write-s "$WRITE_S" --lab "$lab" >>"$CSV"
+    "$CEPH_PY" "$HERE/bitflip.py" ceph --lab "$lab" --out "$OUT"
     bash "$lab" down >&2
 }
 
 say "Loligo: $OBJECTS objects of 4 MiB"
 run_loligo
+rm -f "$OUT/bitflip.csv"
+"$PY" "$HERE/bitflip.py" loligo --bin "$B" --out "$OUT"
 if [ -z "${SKIP_CEPH:-}" ] && command -v ceph-osd >/dev/null && "$CEPH_PY" -c "import rados" 2>/dev/null; then
     run_ceph
 else

@@ -12,11 +12,33 @@ import sys
 GOAL = 0.8
 
 
+def bitflip_section(rows, summary):
+    """bitflip.py's steps as a table, each system's beside the other's."""
+    lines = [
+        "## One byte changed under valid checksums",
+        "",
+        "A 1 MiB object in a size-3 pool; one replica's OSD stopped and one",
+        "byte of its copy changed with the store tool (`loligo store",
+        "set-bytes`; `ceph-objectstore-tool get-bytes`/`set-bytes`), the OSD",
+        "started again. Seconds from the command to the PG's deep-scrub stamp",
+        "moving; what `list-inconsistent-obj` reports.",
+        "",
+        "| system | step | seconds | result |",
+        "| --- | --- | --- | --- |",
+    ]
+    summary["bitflip"] = {}
+    for r in rows:
+        lines.append("| %s | %s | %s | %s |" % (r["system"], r["step"], r["seconds"], r["detail"]))
+        summary["bitflip"].setdefault(r["system"], {})[r["step"]] = {
+            "seconds": float(r["seconds"]) if r["seconds"] else None, "detail": r["detail"]}
+    return lines + [""]
+
+
 def main(out):
     rows = list(csv.DictReader(open(os.path.join(out, "results.csv"))))
     systems = {}
     for r in rows:
-        f = {k: float(v) for k, v in r.items() if k != "system"}
+        f = {k: float(v) for k, v in r.items() if k not in ("system", "write_runs")}
         gib = f["object_bytes"] / (1 << 30)
         systems[r["system"]] = {
             "objects": int(f["objects"]),
@@ -30,6 +52,8 @@ def main(out):
             "scrub_vs_raw3": round(f["deep_scrub_mb_s_per_osd"] / f["raw3_mb_s"], 2),
             "writes_ops_s": f["writes_ops_s"],
             "writes_during_scrub_ops_s": f["writes_during_scrub_ops_s"],
+            # (Alone, under a scrub, alone, under, alone: each a mean.)
+            "write_runs": [float(w) for w in r["write_runs"].split(";")],
             "writes_ratio": round(f["writes_during_scrub_ops_s"] / f["writes_ops_s"], 2),
             "scrub_overlap": f["scrub_overlap"],
         }
@@ -47,22 +71,31 @@ def main(out):
         "",
         "| system | data | raw read MB/s: one / three at once, each | deep scrub s (s/GiB) | "
         "MB/s per OSD | vs raw: one / three | "
-        "4 KiB writes ops/s | during deep scrub | ratio | scrub overlap |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "4 KiB writes ops/s | during deep scrub | ratio | runs: alone, scrub, ... | scrub overlap |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for name, s in systems.items():
-        lines.append("| %s | %.2f GiB | %.0f / %.0f | %.2f (%.2f) | %.0f | %.2fx / %.2fx | %.0f | %.0f | %.2fx | %.2f |" % (
+        lines.append("| %s | %.2f GiB | %.0f / %.0f | %.2f (%.2f) | %.0f | %.2fx / %.2fx | %.0f | %.0f | %.2fx | %s | %.2f |" % (
             name, s["gib"], s["raw_mb_s"], s["raw3_mb_s"], s["deep_scrub_s"], s["deep_scrub_s_per_gib"],
             s["deep_scrub_mb_s_per_osd"], s["scrub_vs_raw"], s["scrub_vs_raw3"], s["writes_ops_s"],
-            s["writes_during_scrub_ops_s"], s["writes_ratio"], s["scrub_overlap"]))
+            s["writes_during_scrub_ops_s"], s["writes_ratio"],
+            ", ".join("%.0f" % w for w in s["write_runs"]), s["scrub_overlap"]))
     if "loligo_vs_ceph_scrub_speed" in summary:
         lines += ["", "Loligo deep-scrubs the same data %.2fx as fast as Ceph 16.2." %
                   summary["loligo_vs_ceph_scrub_speed"]]
     lines += ["", "`three at once`: the three OSDs' block files read with O_DIRECT at",
               "the same time, as a deep scrub reads every copy at once (all three",
               "OSDs share this machine's one disk)."]
+    lines += ["", "`ratio`: the mean of the two write runs under a deep scrub against",
+              "the mean of the three alone, which come before, between and after",
+              "them (each run writes new objects into a fresh pool; the writes slow",
+              "as the objects add up and whenever the metadata KV compacts)."]
     lines += ["", "`scrub overlap`: the share of the write run the second deep scrub",
               "lasted (below 1, the rest of the run had no scrub under it).", ""]
+    flips = os.path.join(out, "bitflip.csv")
+    if os.path.exists(flips):
+        lines += bitflip_section(list(csv.DictReader(open(flips))), summary)
+        json.dump(summary, open(os.path.join(out, "summary.json"), "w"), indent=2)
     open(os.path.join(out, "RESULTS.md"), "w").write("\n".join(lines))
     try:
         import matplotlib
