@@ -7,8 +7,9 @@
 //! the primary's copy rotted reads back right at once; and the `noscrub`
 //! flag set, shown and cleared. Then the same of an erasure-coded pool's
 //! shards: wrong bytes caught by the shard hashes (`ec_hash_error`), rot
-//! in the primary's own shard read around at once and rebuilt by a
-//! repair, and in partially overwritten objects (no shard hashes) wrong
+//! in the primary's own shard found and rebuilt by a repair, rot in a
+//! member's shard and the primary's read around at once and rebuilt after
+//! the read, and in partially overwritten objects (no shard hashes) wrong
 //! bytes found by re-encoding the parity, named with two parity shards.
 
 mod common;
