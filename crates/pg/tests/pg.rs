@@ -3223,3 +3223,53 @@ fn a_damaged_object_no_member_holds_is_unfound_until_mended() {
     );
     assert_eq!(pg.stat().unwrap().unfound, 0);
 }
+
+/// Stamps from a clock ahead (a primary whose clock ran a year fast) are
+/// taken as this copy's now when it reads them: its schedule then runs
+/// from now rather than waiting a year, and its next scrub's stamp is by
+/// its own clock.
+#[test]
+fn scrub_stamps_from_a_clock_ahead_count_as_now() {
+    let (s, mut pg) = clean_pair();
+    const YEAR_MS: u64 = 365 * 86_400_000;
+    pg.clock_base_unix_ms = 1_700_000_000_000 + YEAR_MS;
+    let cmd = loligo_types::scrub::PgCommand::Scrub {
+        deep: true,
+        repair: false,
+    };
+    let asks = scrub_map_asks(&settle_granting(
+        &mut pg,
+        &s,
+        Input::Command { cmd, token: 50 },
+    ));
+    let c = CollectionId::pg(1, 0);
+    let (same, _) =
+        loligo_pg::pg::scrub_map::build_map(&s, c, &Cursor::Start, &Cursor::End, true).unwrap();
+    for (id, _) in asks {
+        settle(&mut pg, &s, reply(id, PeerReply::ScrubMap(same.clone())));
+    }
+    assert_eq!(pg.scrub_stamps().1, Some(1_700_000_000_000 + YEAR_MS));
+    // A new primary on this store, its clock right.
+    let info = loligo_pg::pg::record::decode_info(&s.record(c, b"info").unwrap().unwrap()).unwrap();
+    let mut again = Pg::new(PG, 0, PgInfo::default());
+    again.clock_base_unix_ms = 1_700_000_000_000;
+    let asked = run(&mut again, &s, map(1, vec![0, 1, 2], 2));
+    for osd in [1, 2] {
+        settle(
+            &mut again,
+            &s,
+            info_reply(&asked, osd, 1, Some(info.into())),
+        );
+    }
+    settle(&mut again, &s, Input::Tick { now_ms: 10 });
+    // Taken as the clock's now when read: not a year ahead of it.
+    let now = again.wall_now();
+    let (last, deep) = again.scrub_stamps();
+    for stamp in [last, deep] {
+        assert!(
+            stamp.is_some_and(|t| (1_700_000_000_000..=now).contains(&t)),
+            "{stamp:?} against now {now}"
+        );
+    }
+    assert!(again.stat().unwrap().last_deep_scrub_stamp <= now);
+}

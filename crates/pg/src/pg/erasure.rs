@@ -1084,6 +1084,16 @@ impl Pg {
         }
     }
 
+    /// Whether a gather of `name` (with `reverts_only`, a rollback's) or a
+    /// rollback's pull of it is on its way.
+    fn on_its_way(&self, name: &str, reverts_only: bool) -> bool {
+        let gathering = |g: &Gather| {
+            g.oid.name == name && (!reverts_only || matches!(g.what, Purpose::Revert { .. }))
+        };
+        self.ecs.gathers.values().any(gathering)
+            || (self.rec.revert_pulls.values()).any(|(n, _, _)| n == name)
+    }
+
     /// Roll `name` back to version `to` (see `unfound_fate`): gather it
     /// whole at that version, then write it back (`revert_decoded`).
     /// Whether the gather started (not if this copy cannot show the
@@ -1100,10 +1110,7 @@ impl Pg {
         // first had written it back as a new one, failed, and left the
         // object's ops waiting for a retry that never came (nothing lacked
         // the object any more).
-        let on_its_way = (self.ecs.gathers.values())
-            .any(|g| g.oid.name == name && matches!(g.what, Purpose::Revert { .. }))
-            || self.rec.revert_pulls.values().any(|(n, _, _)| *n == name);
-        if on_its_way {
+        if self.on_its_way(&name, true) {
             return true;
         }
         let retry = self.now_ms + super::RECOVERY_RETRY_MS;
@@ -1694,9 +1701,7 @@ impl Pg {
                 .retry
                 .get(&name)
                 .is_none_or(|at| *at <= self.now_ms);
-            let on_its_way = self.ecs.gathers.values().any(|g| g.oid.name == name)
-                || self.rec.revert_pulls.values().any(|(n, _, _)| *n == name);
-            if matches!(fate, Unfound::RevertTo(_)) && due && !on_its_way {
+            if matches!(fate, Unfound::RevertTo(_)) && due && !self.on_its_way(&name, false) {
                 self.settle_unfound(s, name, fate, fx);
                 return;
             }

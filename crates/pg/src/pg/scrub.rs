@@ -374,6 +374,24 @@ impl Pg {
         self.clock_base_unix_ms + self.now_ms
     }
 
+    /// Stamps `(last, deep)` with any past this copy's clock taken as its
+    /// now: stamped by a clock ahead, they would hold the schedule back
+    /// until this clock caught up (and each scrub's stamp follows the
+    /// last one up). Without a wall clock (a base of 0) they stand.
+    fn not_ahead(&self, (last, deep): (u64, u64)) -> (u64, u64) {
+        if self.clock_base_unix_ms == 0 {
+            return (last, deep);
+        }
+        let now = self.wall_now();
+        if last > now || deep > now {
+            tracing::warn!(
+                "pg {}: scrub stamps ({last}, {deep}) are ahead of this clock ({now}): taken as now",
+                self.id
+            );
+        }
+        (last.min(now), deep.min(now))
+    }
+
     /// Read the `scrub` record once: stamps outlive the process.
     fn load_scrub_stamps(&mut self, s: &dyn ObjectStore) {
         if std::mem::replace(&mut self.scrubber.loaded, true) {
@@ -386,6 +404,7 @@ impl Pg {
                 .map_err(|e| e.to_string())
         }) {
             Ok(Some((last, deep))) => {
+                let (last, deep) = self.not_ahead((last, deep));
                 let sc = &mut self.scrubber;
                 sc.last_ms = sc.last_ms.max((last > 0).then_some(last));
                 sc.last_deep_ms = sc.last_deep_ms.max((deep > 0).then_some(deep));
@@ -406,6 +425,7 @@ impl Pg {
         fx: &mut Vec<Effect>,
     ) {
         self.load_scrub_stamps(s);
+        let (last, deep) = self.not_ahead((last, deep));
         let sc = &mut self.scrubber;
         let newer = |mine: Option<u64>, theirs: u64| theirs > 0 && mine.is_none_or(|m| theirs > m);
         if !newer(sc.last_ms, last) && !newer(sc.last_deep_ms, deep) {
