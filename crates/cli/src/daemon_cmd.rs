@@ -182,6 +182,11 @@ pub struct OsdArgs {
     /// trusted machine only).
     #[arg(long, conflicts_with = "keyring")]
     insecure: bool,
+    /// Let `loligo tell osd.N injectdataerr POOL OBJ` make reads of a copy
+    /// fail (until it is rewritten), to test scrub and read repair. For
+    /// test clusters: every store call then passes a fault-injecting layer.
+    #[arg(long)]
+    debug_inject_read_err: bool,
 }
 
 fn secs(v: f64, what: &str) -> Result<Duration, CliError> {
@@ -373,8 +378,18 @@ pub fn osd(a: OsdArgs) -> Result<(), CliError> {
     if !a.data.join("kv").exists() && !a.data.join("block").exists() {
         BlockStore::mkfs_on(&a.data, &bcfg, a.device.as_deref())?;
     }
-    let store: Arc<dyn ObjectStore> = Arc::new(BlockStore::mount(&a.data, &bcfg)?);
+    let block = Arc::new(BlockStore::mount(&a.data, &bcfg)?);
     let mut cfg = OsdConfig::new(a.id, &a.addr, mons);
+    let store: Arc<dyn ObjectStore> = if a.debug_inject_read_err {
+        let faulty = Arc::new(loligo_store::FaultyStore::new(block));
+        let rot = faulty.clone();
+        cfg.read_error_injector = Some(loligo_osd::ReadErrorInjector(Arc::new(move |c, o| {
+            rot.rot(c, o)
+        })));
+        faulty
+    } else {
+        block
+    };
     cfg.security = security;
     cfg.host = a.host.unwrap_or_else(hostname);
     cfg.heartbeat_grace = secs(a.heartbeat_grace, "--heartbeat-grace")?;

@@ -24,6 +24,7 @@ mod scale_cmd;
 mod scale_peering;
 mod scrub_cmd;
 mod store_cmd;
+mod store_edit;
 mod up_cmd;
 
 use clap::{Parser, Subcommand};
@@ -85,6 +86,15 @@ enum Cmd {
         pg: String,
         #[command(flatten)]
         json: admin_cmd::JsonFlag,
+    },
+    /// A command to one OSD (like `ceph tell osd.N ...`): `injectdataerr
+    /// POOL OBJ` makes its reads of OBJ's copy fail until the copy is
+    /// rewritten (OSDs started with `--debug-inject-read-err` only).
+    Tell {
+        /// The OSD (`osd.N`).
+        target: String,
+        #[command(subcommand)]
+        cmd: scrub_cmd::TellCmd,
     },
     /// Erasure-code profiles: set, get, ls, rm (a pool made with `pool create --erasure PROFILE` uses one).
     #[command(subcommand, name = "ec-profile")]
@@ -221,6 +231,7 @@ fn main() -> ExitCode {
         Cmd::Pool(c) => admin_cmd::pool(conn, c),
         Cmd::Pg(c) => admin_cmd::pg(conn, c),
         Cmd::ListInconsistentObj { pg, json } => scrub_cmd::list_inconsistent(conn, &pg, json.json),
+        Cmd::Tell { target, cmd } => scrub_cmd::tell(conn, &target, cmd),
         Cmd::EcProfile(c) => admin_cmd::ec_profile(conn, c),
         Cmd::Put { name, file, offset } => {
             data_cmd::data(conn, data_cmd::DataCmd::Put { name, file, offset })

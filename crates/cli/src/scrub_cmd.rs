@@ -1,11 +1,12 @@
 //! `loligo pg scrub|deep-scrub|repair PG`, their pool-wide forms, and
 //! `loligo list-inconsistent-obj PG`: commands sent to a PG's primary, as
-//! Ceph's `ceph pg scrub` and `rados list-inconsistent-obj` are. Argument
-//! handling and printing only; the scrub itself runs in the PG.
+//! Ceph's `ceph pg scrub` and `rados list-inconsistent-obj` are; and
+//! `loligo tell osd.N injectdataerr`, sent to one OSD, to test them.
+//! Argument handling and printing only; the scrub itself runs in the PG.
 
 use crate::CliError;
 use loligo_client::Cluster;
-use loligo_types::scrub::{Inconsistent, PgCommand, PgCommandReply};
+use loligo_types::scrub::{Inconsistent, OsdCommand, PgCommand, PgCommandReply};
 use loligo_types::PgId;
 use serde_json::{json, Value};
 
@@ -65,6 +66,40 @@ pub fn start(
         rt.block_on(c.pg_command(id, PgCommand::Scrub { deep, repair }))?;
         println!("instructing pg {id} to {what}");
     }
+    Ok(())
+}
+
+/// `tell osd.N ...`: what one OSD is told to do.
+#[derive(clap::Subcommand)]
+pub enum TellCmd {
+    /// Make the OSD's reads of its copy of object OBJ in pool POOL fail as
+    /// a bad checksum would, until the copy is written or removed (Ceph's
+    /// `injectdataerr`): a read error for a scrub or a read to meet.
+    Injectdataerr { pool: String, obj: String },
+}
+
+/// `tell osd.N CMD`.
+pub fn tell(conn: &crate::config::ConnArgs, target: &str, cmd: TellCmd) -> Result<(), CliError> {
+    let osd: i32 = (target.strip_prefix("osd."))
+        .and_then(|n| n.parse().ok())
+        .filter(|n| *n >= 0)
+        .ok_or_else(|| CliError(format!("'{target}' is not an OSD: name one as osd.N")))?;
+    let (rt, c) = cluster(conn)?;
+    let map = c.map();
+    if !map.osds.contains_key(&osd) {
+        return Err(CliError(format!("osd.{osd} does not exist")));
+    }
+    let cmd = match cmd {
+        TellCmd::Injectdataerr { pool, obj } => {
+            let p = (map.pools.values().find(|p| p.name == pool))
+                .ok_or_else(|| CliError(format!("pool '{pool}' does not exist")))?;
+            OsdCommand::InjectDataErr {
+                pool: p.id,
+                name: obj,
+            }
+        }
+    };
+    println!("{}", rt.block_on(c.tell(osd, cmd))?);
     Ok(())
 }
 

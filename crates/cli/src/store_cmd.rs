@@ -1,6 +1,7 @@
 //! `loligo store ...`: create, check and exercise a BlueStore-style store
 //! directory (the library does the work; this parses and prints).
 
+use crate::store_edit;
 use crate::CliError;
 use clap::{Args, Subcommand};
 use loligo_store::{torture, BlockConfig, BlockStore, SmallWrites};
@@ -52,20 +53,15 @@ pub enum StoreCmd {
     /// store, so its checksums stay valid (like `ceph-objectstore-tool
     /// ... set-bytes`): wrong data only a deep scrub's digest comparison
     /// can find, for testing it. The OSD must be stopped.
-    SetBytes(SetBytesArgs),
-}
-
-#[derive(Args)]
-pub struct SetBytesArgs {
-    dir: PathBuf,
-    /// The object's name.
-    obj: String,
-    offset: u64,
-    file: PathBuf,
-    /// The PG holding the copy (POOL.SEED), when several collections hold
-    /// an object of that name.
-    #[arg(long)]
-    pg: Option<String>,
+    SetBytes(store_edit::SetBytesArgs),
+    /// Set omap KEY of object OBJ to FILE's bytes, through the store (like
+    /// `ceph-objectstore-tool ... set-omap`): a wrong value only a deep
+    /// scrub's omap digest comparison can find. The OSD must be stopped.
+    SetOmap(store_edit::SetOmapArgs),
+    /// Remove this store's copy of object OBJ (like `ceph-objectstore-tool
+    /// ... remove`): a copy missing, for a scrub to find. The OSD must be
+    /// stopped.
+    Remove(store_edit::RemoveArgs),
 }
 
 #[derive(Args)]
@@ -187,7 +183,9 @@ pub fn run(cmd: StoreCmd) -> Result<(), CliError> {
             }
         }
         StoreCmd::Bench(a) => bench(a),
-        StoreCmd::SetBytes(a) => set_bytes(a),
+        StoreCmd::SetBytes(a) => store_edit::set_bytes(a),
+        StoreCmd::SetOmap(a) => store_edit::set_omap(a),
+        StoreCmd::Remove(a) => store_edit::remove(a),
         StoreCmd::Torture(a) => {
             if !(1..=64).contains(&a.threads) {
                 return Err(CliError("--threads must be in 1..=64".into()));
@@ -374,60 +372,5 @@ fn bench(a: BenchArgs) -> Result<(), CliError> {
             blk.omap_inserts_per_s / mem.omap_inserts_per_s
         );
     }
-    Ok(())
-}
-
-/// `store set-bytes`: the object found by name (in the collection `--pg`
-/// names, or the only one holding it), written at the offset.
-fn set_bytes(a: SetBytesArgs) -> Result<(), CliError> {
-    use loligo_store::{CollectionId, ObjectId, ObjectStore, Transaction};
-    let data =
-        std::fs::read(&a.file).map_err(|e| CliError(format!("{}: {e}", a.file.display())))?;
-    let s = BlockStore::mount(&a.dir, &BlockConfig::default())?;
-    let o = ObjectId::new(
-        loligo_crush::hash::str_hash_rjenkins(a.obj.as_bytes()),
-        a.obj.clone(),
-    );
-    let want: Option<loligo_types::PgId> =
-        a.pg.as_deref()
-            .map(str::parse)
-            .transpose()
-            .map_err(CliError)?;
-    let mut holders: Vec<CollectionId> = Vec::new();
-    for c in s.collections()? {
-        let named = want.is_none_or(|p| (c.pool, c.pg) == (p.pool, p.ps));
-        if named && s.exists(c, &o)? {
-            holders.push(c);
-        }
-    }
-    let c = match holders.as_slice() {
-        [c] => *c,
-        [] => {
-            return Err(CliError(format!(
-                "no object '{}' in {}",
-                a.obj,
-                a.dir.display()
-            )))
-        }
-        many => {
-            let names: Vec<String> = many.iter().map(|c| format!("{c:?}")).collect();
-            return Err(CliError(format!(
-                "'{}' is in several collections ({}): name one with --pg",
-                a.obj,
-                names.join(", ")
-            )));
-        }
-    };
-    let mut t = Transaction::new();
-    t.write(c, &o, a.offset, data.clone());
-    s.apply(t)?;
-    println!(
-        "wrote {} bytes at offset {} of '{}' in pg {}.{:x}",
-        data.len(),
-        a.offset,
-        a.obj,
-        c.pool,
-        c.pg
-    );
     Ok(())
 }

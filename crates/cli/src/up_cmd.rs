@@ -52,6 +52,10 @@ pub struct UpArgs {
     /// DATA_DIR/keys) and every connection is mutual TLS.
     #[arg(long)]
     insecure: bool,
+    /// Start every OSD with `--debug-inject-read-err` (first start only):
+    /// `loligo tell osd.N injectdataerr` then works, for testing scrub.
+    #[arg(long)]
+    debug_inject_read_err: bool,
 }
 
 #[derive(Args)]
@@ -77,6 +81,9 @@ struct State {
     /// Plain connections, no keys (`--insecure` at the first start).
     #[serde(default)]
     insecure: bool,
+    /// `osd run --debug-inject-read-err` for every OSD.
+    #[serde(default)]
+    debug_inject_read_err: bool,
 }
 
 const STATE_NAME: &str = "cluster.toml";
@@ -350,6 +357,9 @@ fn daemon_args(st: &State, dir: &Path, name: &str) -> Result<Vec<String>, CliErr
     if let Some(n) = st.merkle_leaves {
         args.extend(["--merkle-leaves".into(), n.to_string()]);
     }
+    if st.debug_inject_read_err {
+        args.push("--debug-inject-read-err".into());
+    }
     args.extend(keyring_args(st, dir, name));
     Ok(args)
 }
@@ -415,6 +425,7 @@ pub fn up(a: UpArgs) -> Result<(), CliError> {
                 pg_log_entries: a.pg_log_entries,
                 merkle_leaves: a.merkle_leaves,
                 insecure: a.insecure,
+                debug_inject_read_err: a.debug_inject_read_err,
             };
             std::fs::write(
                 dir.join(STATE_NAME),

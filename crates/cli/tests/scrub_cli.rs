@@ -4,7 +4,12 @@
 //! comparison sees it) and another's rotted in its block file (the store's
 //! checksum fails the read), each found by `pg deep-scrub`, named by
 //! `list-inconsistent-obj`, counted in `status`, mended by `pg repair`;
-//! the primary's copy rotted reads back right at once; and the `noscrub`
+//! a read error injected into a running replica (`tell osd.N
+//! injectdataerr`) named `read_error` and ended by a repair; the
+//! primary's copy rotted reads back right at once; an omap value
+//! changed on one replica (`store set-omap`) and the copy removed from
+//! another (`store remove`), named `omap_digest_mismatch` and `missing`
+//! and mended by one repair; and the `noscrub`
 //! flag set, shown and cleared. Then the same of an erasure-coded pool's
 //! shards: wrong bytes caught by the shard hashes (`ec_hash_error`), rot
 //! in the primary's own shard found and rebuilt by a repair, rot in a
@@ -159,7 +164,7 @@ fn health(dir: &Path) -> (String, Vec<String>) {
 
 #[test]
 fn deep_scrub_finds_bad_copies_repair_mends_them_through_the_cli() {
-    let (root, dir, guard) = common::start("scrub-cli", 3, 8);
+    let (root, dir, guard) = common::start_with("scrub-cli", 3, 8, &["--debug-inject-read-err"]);
     let mut data: Vec<u8> = (0..1u32 << 20)
         .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
         .collect();
@@ -230,6 +235,22 @@ fn deep_scrub_finds_bad_copies_repair_mends_them_through_the_cli() {
     deep_scrub(&dir, &pg, "deep-scrub");
     assert!(inconsistent(&dir, &pg).is_empty());
 
+    // A read error injected into a replica's copy of the running OSD
+    // (`tell osd.N injectdataerr`): named, and a repair's rewrite ends it.
+    let osd = format!("osd.{}", acting[1]);
+    let said = ok(&dir, &["tell", &osd, "injectdataerr", "default", "a"]);
+    assert!(said.contains("injected a read error"), "{said}");
+    deep_scrub(&dir, &pg, "deep-scrub");
+    let found = inconsistent(&dir, &pg);
+    assert_eq!(
+        errors_of(&found, acting[1]),
+        vec!["read_error"],
+        "{found:?}"
+    );
+    deep_scrub(&dir, &pg, "repair");
+    deep_scrub(&dir, &pg, "deep-scrub");
+    assert!(inconsistent(&dir, &pg).is_empty());
+
     // Rot on the primary: a read gets the right bytes at once.
     with_osd_stopped(&dir, primary, |osd| flip_in_block_file(osd, &data));
     let out = root.join("out.bin");
@@ -237,6 +258,39 @@ fn deep_scrub_finds_bad_copies_repair_mends_them_through_the_cli() {
     assert_eq!(std::fs::read(&out).unwrap(), data);
     deep_scrub(&dir, &pg, "deep-scrub");
     assert!(inconsistent(&dir, &pg).is_empty(), "the read mended it");
+
+    // An omap value changed on one replica, under valid checksums, and
+    // the copy gone from the other: an omap digest mismatch and a
+    // missing copy, both mended from the primary's.
+    ok(&dir, &["put", "m", wrong.to_str().unwrap()]);
+    ok(&dir, &["omap", "set", "m", "k", "the value written"]);
+    wait_clean(&dir);
+    let (pg_m, acting_m, _) = placement(&dir, "m");
+    let bad = root.join("bad-value.bin");
+    std::fs::write(&bad, b"not the value written").unwrap();
+    with_osd_stopped(&dir, acting_m[1], |d| {
+        let (d, bad) = (d.to_str().unwrap(), bad.to_str().unwrap());
+        ok(&dir, &["store", "set-omap", d, "m", "k", bad]);
+    });
+    with_osd_stopped(&dir, acting_m[2], |d| {
+        ok(&dir, &["store", "remove", d.to_str().unwrap(), "m"]);
+    });
+    deep_scrub(&dir, &pg_m, "deep-scrub");
+    let found = inconsistent(&dir, &pg_m);
+    assert_eq!(found[0]["object"]["name"], "m", "{found:?}");
+    assert_eq!(
+        errors_of(&found, acting_m[1]),
+        vec!["omap_digest_mismatch"],
+        "{found:?}"
+    );
+    assert_eq!(errors_of(&found, acting_m[2]), vec!["missing"], "{found:?}");
+    deep_scrub(&dir, &pg_m, "repair");
+    deep_scrub(&dir, &pg_m, "deep-scrub");
+    assert!(inconsistent(&dir, &pg_m).is_empty());
+    assert_eq!(
+        ok(&dir, &["omap", "get", "m", "k"]).trim(),
+        "the value written"
+    );
 
     // The noscrub flag: set, shown, warned about, cleared; a flag not
     // built yet is refused.
@@ -260,6 +314,11 @@ fn deep_scrub_finds_bad_copies_repair_mends_them_through_the_cli() {
 #[test]
 fn deep_scrub_finds_bad_ec_shards_and_repair_rebuilds_them() {
     let (root, dir, guard) = common::start("scrub-ec-cli", 4, 8);
+    // OSDs not started for fault injection refuse it.
+    let e = loligo(&dir, &["tell", "osd.0", "injectdataerr", "default", "a"]);
+    assert_eq!(e.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&e.stderr);
+    assert!(said.contains("--debug-inject-read-err"), "{said}");
     common::ec_profiles(&dir);
     ok(
         &dir,

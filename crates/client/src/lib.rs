@@ -44,6 +44,9 @@ pub enum ClientError {
     NoPool(String),
     #[error("timed out after {0:?}: {1}")]
     Timeout(Duration, String),
+    /// An OSD asked by number is not up or did not answer.
+    #[error("{0}")]
+    Unreachable(String),
 }
 
 impl ClientError {
@@ -218,7 +221,22 @@ impl Cluster {
         })
     }
 
-    /// Send a request to the monitors (admin commands, status).
+    /// Send an operator's command to OSD `osd` (`loligo tell osd.N ...`):
+    /// what it did.
+    pub async fn tell(
+        &self,
+        osd: i32,
+        cmd: loligo_types::scrub::OsdCommand,
+    ) -> Result<String, ClientError> {
+        let t = self.0.table();
+        let req = ClientRequest::Tell { cmd };
+        match self.0.call_osd(&t, osd, &req, self.0.op_timeout).await? {
+            Ok(ClientReply::Tell { result }) => Ok(result?),
+            Ok(_) => Err(OpError::Invalid("unexpected reply".into()).into()),
+            Err(why) => Err(ClientError::Unreachable(why)),
+        }
+    }
+
     /// Send an operator's command to PG `pg`'s primary (`pg scrub`,
     /// `pg deep-scrub`, `pg repair`, `list-inconsistent-obj`).
     pub async fn pg_command(
@@ -238,6 +256,7 @@ impl Cluster {
         }
     }
 
+    /// Send a request to the monitors (admin commands, status).
     pub async fn mon(&self, req: MonRequest) -> Result<MonReply, ClientError> {
         let r = self.0.mon.lock().await.call(req).await?;
         if r.epoch > self.0.table().map.epoch {
@@ -293,6 +312,45 @@ impl Inner {
         .await;
     }
 
+    /// One call of `req` to OSD `osd` under map `t`, within `left`: its
+    /// reply, or why there was none (the OSD not up, or unreachable).
+    async fn call_osd(
+        &self,
+        t: &Table,
+        osd: i32,
+        req: &ClientRequest,
+        left: Duration,
+    ) -> Result<Result<ClientReply, String>, ClientError> {
+        let addr = (t.map.osds.get(&osd))
+            .filter(|o| o.up)
+            .map(|o| o.addr.clone());
+        let Some(addr) = addr else {
+            return Ok(Err(format!("osd.{osd} is not up")));
+        };
+        // The OSD proves it is osd.N, with the key the map records.
+        let entity = format!("osd.{osd}");
+        let expect = loligo_proto::tls::Expect::daemon(&entity, t.map.daemon_serial(&entity));
+        let (body, bulk) = encode_wire(req);
+        let msg = loligo_proto::direct::Message {
+            body: body.into(),
+            bulk,
+        };
+        let call = loligo_proto::direct::Call::Op;
+        let sent = loligo_proto::direct::osd_call(
+            &self.direct,
+            &self.conns,
+            &expect,
+            &addr,
+            call,
+            msg,
+            left,
+        );
+        match sent.await {
+            Ok(r) => Ok(Ok(decode_wire(&r.body, r.bulk)?)),
+            Err(e) => Ok(Err(format!("osd.{osd}: {e}"))),
+        }
+    }
+
     /// Send `req` for PG `pg` to its primary until a definite answer.
     async fn send(&self, pg: PgId, mut req: ClientRequest) -> Result<ClientReply, ClientError> {
         let start = tokio::time::Instant::now();
@@ -305,54 +363,31 @@ impl Inner {
                 ClientRequest::List { epoch: e, .. } | ClientRequest::Pg { epoch: e, .. } => {
                     *e = epoch
                 }
+                ClientRequest::Tell { .. } => {}
             }
             if !t.map.pools.contains_key(&pg.pool) {
                 return Err(OpError::NoPool(pg.pool).into());
             }
             let primary = t.primary(pg);
-            let addr = t
-                .map
-                .osds
-                .get(&primary)
-                .filter(|o| o.up)
-                .map(|o| o.addr.clone());
-            let Some(addr) = addr else {
-                why = format!("pg {pg} has no primary up");
-                self.wait_newer(epoch, Duration::from_millis(500)).await;
-                continue;
-            };
-            // The primary proves it is osd.N, with the key the map records.
-            let entity = format!("osd.{primary}");
-            let expect = loligo_proto::tls::Expect::daemon(&entity, t.map.daemon_serial(&entity));
-            let (body, bulk) = encode_wire(&req);
             let left = self.op_timeout.saturating_sub(start.elapsed());
-            let msg = loligo_proto::direct::Message {
-                body: body.into(),
-                bulk,
-            };
-            let call = loligo_proto::direct::Call::Op;
-            let sent = loligo_proto::direct::osd_call(
-                &self.direct,
-                &self.conns,
-                &expect,
-                &addr,
-                call,
-                msg,
-                left,
-            );
-            let reply = match sent.await {
+            let reply = match self.call_osd(&t, primary, &req, left).await? {
                 Ok(r) => r,
+                Err(e) if primary < 0 => {
+                    why = format!("pg {pg} has no primary up ({e})");
+                    self.wait_newer(epoch, Duration::from_millis(500)).await;
+                    continue;
+                }
                 Err(e) => {
-                    why = format!("osd.{primary}: {e}");
+                    why = e;
                     self.wait_newer(epoch, Duration::from_millis(300)).await;
                     continue;
                 }
             };
-            let reply: ClientReply = decode_wire(&reply.body, reply.bulk)?;
             let (err, their) = match &reply {
                 ClientReply::Op(r) => (r.result.as_ref().err().cloned(), r.epoch),
                 ClientReply::List { result, epoch } => (result.as_ref().err().cloned(), *epoch),
                 ClientReply::Pg { result, epoch } => (result.as_ref().err().cloned(), *epoch),
+                ClientReply::Tell { .. } => (None, epoch),
             };
             match err {
                 Some(OpError::WrongPrimary { .. }) => {

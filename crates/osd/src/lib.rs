@@ -10,5 +10,5 @@ pub mod error;
 // names the daemon and its users know.
 pub use loligo_pg::{backend, cls, ec, exec, msg, pg};
 
-pub use daemon::{device_wait, start, OsdConfig, OsdHandle};
+pub use daemon::{device_wait, start, OsdConfig, OsdHandle, ReadErrorInjector};
 pub use error::OsdError;

@@ -308,6 +308,10 @@ pub enum ClientRequest {
         epoch: Epoch,
         cmd: crate::scrub::PgCommand,
     },
+    /// An operator's command to the OSD it is sent to.
+    Tell {
+        cmd: crate::scrub::OsdCommand,
+    },
 }
 
 /// What the `Op` call answers.
@@ -323,6 +327,10 @@ pub enum ClientReply {
     Pg {
         result: Result<crate::scrub::PgCommandReply, OpError>,
         epoch: Epoch,
+    },
+    /// The answer to `ClientRequest::Tell`: what the OSD did.
+    Tell {
+        result: Result<String, OpError>,
     },
 }
 

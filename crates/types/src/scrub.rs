@@ -134,6 +134,18 @@ pub enum PgCommand {
     ListInconsistent,
 }
 
+/// An operator's command to one OSD (`loligo tell osd.N ...`, as Ceph's
+/// `ceph tell osd.N ...`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum OsdCommand {
+    /// Make this OSD's reads of its copy (or shard) of object `name` of
+    /// pool `pool` fail as a checksum error would, until the copy is
+    /// written or removed (Ceph's `injectdataerr`): a read error for
+    /// scrub and read repair to meet. Only an OSD started with
+    /// `--debug-inject-read-err` takes it.
+    InjectDataErr { pool: u64, name: String },
+}
+
 /// The primary's answer to a [`PgCommand`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum PgCommandReply {

@@ -68,12 +68,23 @@ pub fn up_args(dir: &Path, osds: u32, pg_num: u32) -> Vec<String> {
 /// A fresh folder for test `tag` (its root) and such a cluster started in
 /// its `c` folder: (root, cluster folder, the guard that takes it down).
 pub fn start(tag: &str, osds: u32, pg_num: u32) -> (PathBuf, PathBuf, Cluster) {
+    start_with(tag, osds, pg_num, &[])
+}
+
+/// [`start`], with `extra` arguments to `loligo up`.
+pub fn start_with(
+    tag: &str,
+    osds: u32,
+    pg_num: u32,
+    extra: &[&str],
+) -> (PathBuf, PathBuf, Cluster) {
     let root = std::env::temp_dir().join(format!("loligo-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     std::fs::create_dir_all(&root).unwrap();
     let dir = root.join("c");
     let guard = Cluster(dir.clone());
-    let args = up_args(&dir, osds, pg_num);
+    let mut args = up_args(&dir, osds, pg_num);
+    args.extend(extra.iter().map(|a| a.to_string()));
     ok(&dir, &args.iter().map(String::as_str).collect::<Vec<_>>());
     (root, dir, guard)
 }

@@ -120,6 +120,23 @@ pub struct OsdConfig {
     /// Mutual TLS as this OSD's entity (`osd.ID`) for its port and every
     /// connection it makes; `None`: plain (anyone may connect).
     pub security: Option<loligo_proto::net::Security>,
+    /// How `tell osd.N injectdataerr` makes reads of a copy fail (`None`:
+    /// refused; an OSD takes it only when started for such tests).
+    pub read_error_injector: Option<ReadErrorInjector>,
+}
+
+/// Makes this OSD's store fail reads of one object's copy until the copy
+/// is written or removed (a store wrapped for fault injection).
+#[derive(Clone)]
+pub struct ReadErrorInjector(pub Arc<InjectReadError>);
+
+/// What a [`ReadErrorInjector`] calls: fail reads of this copy.
+pub type InjectReadError = dyn Fn(CollectionId, &loligo_store::ObjectId) + Send + Sync;
+
+impl std::fmt::Debug for ReadErrorInjector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ReadErrorInjector")
+    }
 }
 
 /// Default `OsdConfig::scrub_load_threshold` (Ceph's).
@@ -176,6 +193,7 @@ impl OsdConfig {
             scrub_auto_repair: None,
             max_scrubs: MAX_SCRUBS,
             security: None,
+            read_error_injector: None,
         }
     }
 

@@ -19,7 +19,7 @@ use loligo_types::ops::{
     decode_wire, encode_wire, ClientOp, ClientReply, ClientRequest, OpError, OpReply, SubOp,
     SubResult, Version,
 };
-use loligo_types::scrub::PgCommand;
+use loligo_types::scrub::{OsdCommand, PgCommand};
 use loligo_types::{Epoch, PgId};
 use std::future::Future;
 use std::pin::Pin;
@@ -142,6 +142,9 @@ impl Service {
                 let result = self.pg_command(pool, ps, epoch, cmd, peer).await;
                 ClientReply::Pg { result, epoch }
             }
+            ClientRequest::Tell { cmd } => ClientReply::Tell {
+                result: self.tell(cmd, peer),
+            },
         }
     }
 
@@ -252,6 +255,31 @@ impl Service {
         self.ask(pg, false, input, Waiter::Command(tx), rx)
             .await
             .unwrap_or_else(|e| Err(e.op_error(map.epoch)))
+    }
+
+    /// An operator's command to this OSD (it needs every right on the
+    /// pool it names).
+    fn tell(&self, cmd: OsdCommand, peer: Peer<'_>) -> Result<String, OpError> {
+        let map = self.0.map().ok_or(OpError::Behind { epoch: 0 })?;
+        let me = self.0.cfg.id;
+        match cmd {
+            OsdCommand::InjectDataErr { pool, name } => {
+                let p = map.pools.get(&pool).ok_or(OpError::NoPool(pool))?;
+                allowed(&map, peer, &p.name, true, true, true)?;
+                let Some(inject) = &self.0.cfg.read_error_injector else {
+                    return Err(OpError::Invalid(format!(
+                        "osd.{me} takes no injected errors: start it with --debug-inject-read-err"
+                    )));
+                };
+                let pg = p.object_pg(name.as_bytes());
+                let c = loligo_store::CollectionId::pg(pool, pg.ps);
+                (inject.0)(c, &crate::pg::recovery::oid(&name));
+                tracing::warn!("injected a read error into this copy of '{name}' in pg {pg}");
+                Ok(format!(
+                    "injected a read error into osd.{me}'s copy of '{name}' in pg {pg}"
+                ))
+            }
+        }
     }
 
     /// Another OSD's message: a heartbeat is answered here; every other
