@@ -154,6 +154,21 @@ fn flip_in_block_file(osd_dir: &Path, data: &[u8]) {
     f.sync_all().unwrap();
 }
 
+/// A deep scrub of `pg` finds its one object `name` bad on each OSD of
+/// `bad` with those errors exactly; a repair mends it, and a second deep
+/// scrub is clean.
+fn found_then_repaired(dir: &Path, pg: &str, name: &str, bad: &[(i64, &[&str])]) {
+    deep_scrub(dir, pg, "deep-scrub");
+    let found = inconsistent(dir, pg);
+    assert_eq!(found[0]["object"]["name"], name, "{found:?}");
+    for (osd, errors) in bad {
+        assert_eq!(errors_of(&found, *osd), *errors, "{found:?}");
+    }
+    deep_scrub(dir, pg, "repair");
+    deep_scrub(dir, pg, "deep-scrub");
+    assert!(inconsistent(dir, pg).is_empty());
+}
+
 fn health(dir: &Path) -> (String, Vec<String>) {
     let s: Value = serde_json::from_str(&ok(dir, &["status", "--json"])).unwrap();
     let checks = (s["health"]["checks"].as_array().unwrap().iter())
@@ -224,32 +239,14 @@ fn deep_scrub_finds_bad_copies_repair_mends_them_through_the_cli() {
 
     // Rot in the other replica's block file: a read error.
     with_osd_stopped(&dir, acting[2], |osd| flip_in_block_file(osd, &data));
-    deep_scrub(&dir, &pg, "deep-scrub");
-    let found = inconsistent(&dir, &pg);
-    assert_eq!(
-        errors_of(&found, acting[2]),
-        vec!["read_error"],
-        "{found:?}"
-    );
-    deep_scrub(&dir, &pg, "repair");
-    deep_scrub(&dir, &pg, "deep-scrub");
-    assert!(inconsistent(&dir, &pg).is_empty());
+    found_then_repaired(&dir, &pg, "a", &[(acting[2], &["read_error"])]);
 
     // A read error injected into a replica's copy of the running OSD
     // (`tell osd.N injectdataerr`): named, and a repair's rewrite ends it.
     let osd = format!("osd.{}", acting[1]);
     let said = ok(&dir, &["tell", &osd, "injectdataerr", "default", "a"]);
     assert!(said.contains("injected a read error"), "{said}");
-    deep_scrub(&dir, &pg, "deep-scrub");
-    let found = inconsistent(&dir, &pg);
-    assert_eq!(
-        errors_of(&found, acting[1]),
-        vec!["read_error"],
-        "{found:?}"
-    );
-    deep_scrub(&dir, &pg, "repair");
-    deep_scrub(&dir, &pg, "deep-scrub");
-    assert!(inconsistent(&dir, &pg).is_empty());
+    found_then_repaired(&dir, &pg, "a", &[(acting[1], &["read_error"])]);
 
     // Rot on the primary: a read gets the right bytes at once.
     with_osd_stopped(&dir, primary, |osd| flip_in_block_file(osd, &data));
@@ -275,18 +272,11 @@ fn deep_scrub_finds_bad_copies_repair_mends_them_through_the_cli() {
     with_osd_stopped(&dir, acting_m[2], |d| {
         ok(&dir, &["store", "remove", d.to_str().unwrap(), "m"]);
     });
-    deep_scrub(&dir, &pg_m, "deep-scrub");
-    let found = inconsistent(&dir, &pg_m);
-    assert_eq!(found[0]["object"]["name"], "m", "{found:?}");
-    assert_eq!(
-        errors_of(&found, acting_m[1]),
-        vec!["omap_digest_mismatch"],
-        "{found:?}"
-    );
-    assert_eq!(errors_of(&found, acting_m[2]), vec!["missing"], "{found:?}");
-    deep_scrub(&dir, &pg_m, "repair");
-    deep_scrub(&dir, &pg_m, "deep-scrub");
-    assert!(inconsistent(&dir, &pg_m).is_empty());
+    let bad: [(i64, &[&str]); 2] = [
+        (acting_m[1], &["omap_digest_mismatch"]),
+        (acting_m[2], &["missing"]),
+    ];
+    found_then_repaired(&dir, &pg_m, "m", &bad);
     assert_eq!(
         ok(&dir, &["omap", "get", "m", "k"]).trim(),
         "the value written"
@@ -372,12 +362,7 @@ fn deep_scrub_finds_bad_ec_shards_and_repair_rebuilds_them() {
     // Rot in the primary's own shard: a deep scrub finds it, a repair
     // rebuilds it.
     with_osd_stopped(&dir, primary, |osd| flip_in_block_file(osd, &data));
-    deep_scrub(&dir, &pg, "deep-scrub");
-    let found = inconsistent(&dir, &pg);
-    assert_eq!(errors_of(&found, primary), vec!["read_error"], "{found:?}");
-    deep_scrub(&dir, &pg, "repair");
-    deep_scrub(&dir, &pg, "deep-scrub");
-    assert!(inconsistent(&dir, &pg).is_empty());
+    found_then_repaired(&dir, &pg, "a", &[(primary, &["read_error"])]);
     let out = root.join("out.bin");
     ok(&dir, &["-p", "ecrs", "get", "a", out.to_str().unwrap()]);
     assert!(std::fs::read(&out).unwrap() == data);

@@ -2868,12 +2868,11 @@ fn scrub_flags_hold_back_scheduled_scrubs_only() {
     assert_eq!(scrub_map_asks(&fx).len(), 2);
 }
 
-/// A primary's scrub stamps outlive it: kept in the `scrub` record, read
-/// by the next primary on that store.
-#[test]
-fn scrub_stamps_are_kept_in_the_store() {
+/// A clean trio's primary, its wall clock from `base_ms`, after a deep
+/// scrub every member agrees with.
+fn deep_scrubbed_pair(base_ms: u64) -> (MemStore, Pg) {
     let (s, mut pg) = clean_pair();
-    pg.clock_base_unix_ms = 1_700_000_000_000;
+    pg.clock_base_unix_ms = base_ms;
     let cmd = loligo_types::scrub::PgCommand::Scrub {
         deep: true,
         repair: false,
@@ -2889,12 +2888,37 @@ fn scrub_stamps_are_kept_in_the_store() {
     for (id, _) in asks {
         settle(&mut pg, &s, reply(id, PeerReply::ScrubMap(same.clone())));
     }
+    (s, pg)
+}
+
+/// A new primary on store `s` (a restart), its wall clock from `base_ms`,
+/// active with its members answering, one tick on.
+fn primary_again(s: &MemStore, base_ms: u64) -> Pg {
+    let c = CollectionId::pg(1, 0);
+    let info = loligo_pg::pg::record::decode_info(&s.record(c, b"info").unwrap().unwrap()).unwrap();
+    let mut again = Pg::new(PG, 0, PgInfo::default());
+    again.clock_base_unix_ms = base_ms;
+    let asked = run(&mut again, s, map(1, vec![0, 1, 2], 2));
+    for osd in [1, 2] {
+        let info = Some(info.into());
+        settle(&mut again, s, info_reply(&asked, osd, 1, info));
+    }
+    assert_eq!(again.stat().unwrap().state.to_string(), "active+clean");
+    settle(&mut again, s, Input::Tick { now_ms: 10 });
+    again
+}
+
+/// A primary's scrub stamps outlive it: kept in the `scrub` record, read
+/// by the next primary on that store.
+#[test]
+fn scrub_stamps_are_kept_in_the_store() {
+    let (s, pg) = deep_scrubbed_pair(1_700_000_000_000);
     let stamps = pg.scrub_stamps();
     assert_eq!(stamps.0, Some(1_700_000_000_000), "{stamps:?}");
     assert_eq!(stamps.0, stamps.1);
     assert_eq!(pg.stat().unwrap().last_deep_scrub_stamp, 1_700_000_000_000);
     let kept = s
-        .record(c, loligo_pg::pg::scrub::SCRUB_KEY)
+        .record(CollectionId::pg(1, 0), loligo_pg::pg::scrub::SCRUB_KEY)
         .unwrap()
         .unwrap();
     assert_eq!(
@@ -2902,19 +2926,7 @@ fn scrub_stamps_are_kept_in_the_store() {
         (1_700_000_000_000, 1_700_000_000_000)
     );
     // A new primary on this store (a restart) knows them.
-    let info = loligo_pg::pg::record::decode_info(&s.record(c, b"info").unwrap().unwrap()).unwrap();
-    let mut again = Pg::new(PG, 0, PgInfo::default());
-    again.clock_base_unix_ms = 1_700_000_500_000;
-    let asked = run(&mut again, &s, map(1, vec![0, 1, 2], 2));
-    for osd in [1, 2] {
-        settle(
-            &mut again,
-            &s,
-            info_reply(&asked, osd, 1, Some(info.into())),
-        );
-    }
-    assert_eq!(again.stat().unwrap().state.to_string(), "active+clean");
-    settle(&mut again, &s, Input::Tick { now_ms: 10 });
+    let again = primary_again(&s, 1_700_000_500_000);
     assert_eq!(again.scrub_stamps(), stamps);
 }
 
@@ -3230,38 +3242,11 @@ fn a_damaged_object_no_member_holds_is_unfound_until_mended() {
 /// its own clock.
 #[test]
 fn scrub_stamps_from_a_clock_ahead_count_as_now() {
-    let (s, mut pg) = clean_pair();
     const YEAR_MS: u64 = 365 * 86_400_000;
-    pg.clock_base_unix_ms = 1_700_000_000_000 + YEAR_MS;
-    let cmd = loligo_types::scrub::PgCommand::Scrub {
-        deep: true,
-        repair: false,
-    };
-    let asks = scrub_map_asks(&settle_granting(
-        &mut pg,
-        &s,
-        Input::Command { cmd, token: 50 },
-    ));
-    let c = CollectionId::pg(1, 0);
-    let (same, _) =
-        loligo_pg::pg::scrub_map::build_map(&s, c, &Cursor::Start, &Cursor::End, true).unwrap();
-    for (id, _) in asks {
-        settle(&mut pg, &s, reply(id, PeerReply::ScrubMap(same.clone())));
-    }
+    let (s, pg) = deep_scrubbed_pair(1_700_000_000_000 + YEAR_MS);
     assert_eq!(pg.scrub_stamps().1, Some(1_700_000_000_000 + YEAR_MS));
     // A new primary on this store, its clock right.
-    let info = loligo_pg::pg::record::decode_info(&s.record(c, b"info").unwrap().unwrap()).unwrap();
-    let mut again = Pg::new(PG, 0, PgInfo::default());
-    again.clock_base_unix_ms = 1_700_000_000_000;
-    let asked = run(&mut again, &s, map(1, vec![0, 1, 2], 2));
-    for osd in [1, 2] {
-        settle(
-            &mut again,
-            &s,
-            info_reply(&asked, osd, 1, Some(info.into())),
-        );
-    }
-    settle(&mut again, &s, Input::Tick { now_ms: 10 });
+    let again = primary_again(&s, 1_700_000_000_000);
     // Taken as the clock's now when read: not a year ahead of it.
     let now = again.wall_now();
     let (last, deep) = again.scrub_stamps();
