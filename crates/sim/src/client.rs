@@ -7,12 +7,16 @@
 //! It must never take a reply it cannot place in the history as good.
 
 use super::*;
+use loligo_testkit::lincheck::{self, RegisterIn, RegisterOut};
 
 /// How long the client waits for a reply before it sends an op again.
 pub(crate) const CLIENT_RESEND_MS: u64 = 3_000;
 
 /// Chance (per mille) that an op is sent under an older map.
 pub(crate) const STALE_CLIENT_PER_MILLE: u64 = 100;
+
+/// Search steps the linearizability check may take per object.
+const LINCHECK_BUDGET: u64 = 2_000_000;
 
 /// Chance (per mille) that a write to an object that exists removes it.
 pub(crate) const REMOVE_PER_MILLE: u64 = 150;
@@ -34,6 +38,8 @@ pub(crate) enum Kind {
 
 pub(crate) struct Pending {
     pub(crate) kind: Kind,
+    /// Its entry in `Sim::history`.
+    hist: usize,
     reqid: ReqId,
     sent_ms: u64,
     /// Token of the latest send (earlier sends' replies still count).
@@ -102,7 +108,7 @@ impl Sim {
         let Some(p) = self.pending.get(&key) else {
             return;
         };
-        let kind = p.kind;
+        let (kind, hist) = (p.kind, p.hist);
         match (&reply.result, kind) {
             // A remove applied before whose answer was lost and whose
             // request id is no longer in the log runs again: absent is
@@ -117,6 +123,7 @@ impl Sim {
                 },
             ) => {
                 self.pending.remove(&key);
+                self.answered(hist, RegisterOut::Written);
                 self.writing[obj] = false;
                 if !remove && reply.result.is_ok() {
                     self.written.insert((obj, reply.version), value);
@@ -155,6 +162,7 @@ impl Sim {
                     "object {obj}: torn compound write: data {data}, xattr {xattr}, omap {omap}"
                 );
                 self.check_read(obj, floor, data);
+                self.answered(hist, RegisterOut::Read(Some(data)));
             }
             (Err(OpError::NotFound), Kind::Read { obj, floor }) => {
                 self.pending.remove(&key);
@@ -165,6 +173,7 @@ impl Sim {
                     "object {obj}: not found, but {floor} was acknowledged before the read was sent"
                 );
                 self.stats.good_reads += 1;
+                self.answered(hist, RegisterOut::Read(None));
             }
             (Err(e), _) => {
                 let retryable = matches!(
@@ -180,6 +189,43 @@ impl Sim {
                 if let Some(p) = self.pending.get_mut(&key) {
                     p.sent_ms = self.now_ms.saturating_sub(CLIENT_RESEND_MS) + 50;
                 }
+            }
+        }
+    }
+
+    /// History entry `hist` answered `out` now.
+    fn answered(&mut self, hist: usize, out: RegisterOut<u64>) {
+        if let Some((_, op)) = self.history.get_mut(hist) {
+            op.output = Some(out);
+            op.ret = self.now_ms;
+        }
+    }
+
+    /// The client's history, object by object, is linearizable: each op
+    /// took effect at one instant between its sending and its answer
+    /// (ops never answered at any instant after their sending, or never).
+    /// Objects whose acknowledged writes were given up (their PG's whole
+    /// write set declared lost) are left out: they were allowed to go
+    /// back. A history the search cannot decide within its budget counts
+    /// as undecided, not as passed; one that is not linearizable fails
+    /// the run with `Run::linearizable`, else is counted.
+    pub(crate) fn check_linearizable(&mut self) {
+        let kept = (self.history.iter()).filter(|(obj, _)| self.lost_upto[*obj] == 0);
+        let verdict = lincheck::check_by_key(
+            &lincheck::Register::<u64>::new(),
+            kept.cloned().collect(),
+            LINCHECK_BUDGET,
+        );
+        match verdict {
+            lincheck::Verdict::Linearizable => self.stats.histories_checked += 1,
+            lincheck::Verdict::Undecided(_) => self.stats.histories_undecided += 1,
+            lincheck::Verdict::NotLinearizable(obj) => {
+                self.stats.histories_bad += 1;
+                let ops: Vec<_> = (self.history.iter()).filter(|(o, _)| *o == obj).collect();
+                assert!(
+                    !self.linearizable,
+                    "object {obj}: the client's history is not linearizable: {ops:?}"
+                );
             }
         }
     }
@@ -356,10 +402,28 @@ impl Sim {
     pub(crate) fn submit(&mut self, kind: Kind) {
         let key = self.next_client_tid;
         self.next_client_tid += 1;
+        let (obj, input) = match kind {
+            Kind::Write {
+                obj, remove: true, ..
+            } => (obj, RegisterIn::Remove),
+            Kind::Write { obj, value, .. } => (obj, RegisterIn::Write(value)),
+            Kind::Read { obj, .. } => (obj, RegisterIn::Read),
+        };
+        let hist = self.history.len();
+        self.history.push((
+            obj,
+            lincheck::Op {
+                input,
+                output: None,
+                call: self.now_ms,
+                ret: 0,
+            },
+        ));
         self.pending.insert(
             key,
             Pending {
                 kind,
+                hist,
                 reqid: ReqId {
                     client: 1,
                     tid: key,

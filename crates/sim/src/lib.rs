@@ -284,6 +284,14 @@ pub struct Sim {
     removes: Vec<BTreeSet<u64>>,
     exists: [bool; OBJECTS],
     pending: BTreeMap<u64, Pending>,
+    /// A history that is not linearizable fails the run (else counted).
+    linearizable: bool,
+    /// Every client op, by object: what it asked, when, and its answer
+    /// (checked for linearizability at the end).
+    history: Vec<(
+        usize,
+        loligo_testkit::lincheck::OpOf<loligo_testkit::lincheck::Register<u64>>,
+    )>,
     /// req token -> pending key.
     reqs: BTreeMap<u64, u64>,
     next_req: u64,
@@ -353,6 +361,12 @@ pub struct Sim {
 
 #[derive(Default, Debug)]
 pub struct Stats {
+    /// Runs whose client history was checked linearizable, runs whose
+    /// check ran out of search steps, and runs whose history was not
+    /// linearizable (see `Run::linearizable`).
+    pub histories_checked: u64,
+    pub histories_undecided: u64,
+    pub histories_bad: u64,
     pub acked_writes: u64,
     pub good_reads: u64,
     pub crashes: u64,
@@ -497,6 +511,9 @@ impl Stats {
         self.lost_osds += st.lost_osds;
         self.records_emptied += st.records_emptied;
         self.records_late += st.records_late;
+        self.histories_checked += st.histories_checked;
+        self.histories_undecided += st.histories_undecided;
+        self.histories_bad += st.histories_bad;
         self.given_up += st.given_up;
         self.unfound_most = self.unfound_most.max(st.unfound_most);
         self.unfound_marked += st.unfound_marked;
@@ -889,6 +906,7 @@ impl Sim {
             elections: Elections::new(run.elections && real),
             scrubs: run.scrubs,
             rot: run.rot,
+            linearizable: run.linearizable,
             ec_stripes: run.stripes,
             rng,
             now_ms: 0,
@@ -903,6 +921,7 @@ impl Sim {
             removes: vec![BTreeSet::new(); OBJECTS],
             exists: [false; OBJECTS],
             pending: BTreeMap::new(),
+            history: Vec::new(),
             reqs: BTreeMap::new(),
             next_req: 1,
             next_client_tid: 1,

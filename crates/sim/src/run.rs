@@ -57,6 +57,11 @@ pub struct Run {
     /// leaves some as they were and the shards keep no hash (scrub runs;
     /// `LOLIGO_SIM_EC_STRIPES=1`).
     pub stripes: bool,
+    /// A client history that is not linearizable fails the run
+    /// (`LOLIGO_SIM_LINEARIZABLE=1`); otherwise it is only counted
+    /// (`Stats::histories_bad`), until the PG core serves no read of a
+    /// write it may still lose.
+    pub linearizable: bool,
 }
 
 impl Run {
@@ -86,6 +91,7 @@ impl Run {
             scrubs: false,
             rot: false,
             stripes: false,
+            linearizable: std::env::var_os("LOLIGO_SIM_LINEARIZABLE").is_some(),
         }
     }
 
@@ -154,6 +160,14 @@ impl Run {
         Run {
             ec: true,
             ..Run::replicated(seed)
+        }
+    }
+
+    /// With a client history that is not linearizable failing the run.
+    pub fn linearizable(self) -> Run {
+        Run {
+            linearizable: true,
+            ..self
         }
     }
 
@@ -238,6 +252,9 @@ impl Run {
         } else if self.stripes && self.ec {
             env += "LOLIGO_SIM_EC_STRIPES=1 ";
         }
+        if self.linearizable {
+            env += "LOLIGO_SIM_LINEARIZABLE=1 ";
+        }
         format!("{env}{seed_var}={}", self.seed)
     }
 
@@ -255,6 +272,7 @@ impl Run {
         let mut s = Sim::new(&self);
         s.run(6_000);
         if s.heal_and_check() {
+            s.check_linearizable();
             s.check_clean();
             s.check_shipped();
         }

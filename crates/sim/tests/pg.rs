@@ -43,6 +43,29 @@ fn acknowledged_writes_survive_crashes_and_stale_copies_never_answer() {
     assert!(total.scrubs > seeds, "{total:?}");
     // Objects were removed (and read as absent).
     assert!(total.removes > seeds, "{total:?}");
+    // Every healed run's client history went through the
+    // linearizability checker (reads of writes later undone are counted
+    // in `histories_bad`, not yet failed: see `Run::linearizable`).
+    let judged = total.histories_checked + total.histories_bad + total.histories_undecided;
+    assert!(judged > seeds * 9 / 10, "{total:?}");
+    assert!(total.histories_checked > seeds / 2, "{total:?}");
+}
+
+/// The client's history of every replicated run is linearizable: no read
+/// sees a write that is later undone, or goes back behind one it saw.
+/// Known failing (an old primary, or a read of a write the PG then
+/// rolls back, answers with what a later read does not see) until the
+/// PG core holds reads of writes it may still lose and has read leases:
+/// `cargo test -p loligo-sim --test pg -- --ignored client_histories`
+/// names the first seed and its history.
+#[test]
+#[ignore = "known failing: reads see writes that are later undone"]
+fn client_histories_are_linearizable() {
+    for seed in 0..env_u64("LOLIGO_SIM_SEEDS", 100) {
+        Run::replicated(seed)
+            .linearizable()
+            .go_named("LOLIGO_SIM_SEED");
+    }
 }
 
 /// Seeds of the lost-OSD run that found bugs, run every time:

@@ -1,6 +1,7 @@
 //! What Loligo's tests, benchmarks and workload generators share: one
 //! seeded random generator (`Rng`) so that every run is replayable from
-//! its seed, and a temporary folder that removes itself (`TempDir`).
+//! its seed, a temporary folder that removes itself (`TempDir`), and a
+//! linearizability checker for recorded histories (`lincheck`).
 //!
 //! It must never depend on anything (the libraries' tests use it), and
 //! `Rng`'s sequence for a given state must never change: recorded
@@ -8,6 +9,8 @@
 //! library's own copy of the generator (which fixes the Zigzag
 //! coefficients) is tested equal to it. Run-time code does not link it
 //! (the layering test checks), only tests, benchmarks and the CLI's tools.
+
+pub mod lincheck;
 
 use std::path::{Path, PathBuf};
 
