@@ -153,6 +153,17 @@ fn pattern(len: usize, seed: u8) -> Vec<u8> {
         .collect()
 }
 
+/// Pool `rbd`'s min_size set to 1, as an operator lets one surviving
+/// copy serve (below min_size a PG serves nothing, reads included).
+async fn min_size_one(c: &Cluster) {
+    let set = Admin::PoolSet {
+        name: "rbd".into(),
+        key: "min_size".into(),
+        value: "1".into(),
+    };
+    c.mon(MonRequest::Admin(set)).await.unwrap();
+}
+
 /// Until every PG of pool 1 reports active+clean; fails the test, with
 /// the last status, when that takes longer than 20 s.
 async fn wait_clean(c: &Cluster) {
@@ -484,8 +495,8 @@ async fn losing_osds_against_min_size() {
     }
     let s = c.mon(MonRequest::Admin(Admin::Status)).await.unwrap().value;
     assert_eq!(s["osdmap"]["num_up_osds"], 2, "{s}");
-    // Lose a second: writes stop with a clear error; reads of acked data
-    // still work from the survivor.
+    // Lose a second: writes stop with a clear error (reads too: below
+    // min_size a PG serves nothing).
     t.kill(1).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     // The PG holds the write for its op timeout (3 s), then refuses it;
@@ -531,6 +542,7 @@ async fn losing_osds_against_min_size() {
     wait_clean(&c).await;
     assert_copies_agree(&t, &c, 20);
     // osd.2 really holds the data now: alone again, it serves it.
+    min_size_one(&c).await;
     t.kill(0).await;
     t.kill(1).await;
     tokio::time::sleep(Duration::from_secs(4)).await;
@@ -723,6 +735,7 @@ async fn a_copy_past_the_log_is_backfilled() {
     wait_clean(&c).await;
     assert_copies_agree(&t, &c, 40);
     // osd.2 alone serves every object (its copy is whole).
+    min_size_one(&c).await;
     t.kill(0).await;
     t.kill(1).await;
     tokio::time::sleep(Duration::from_secs(4)).await;
@@ -799,6 +812,8 @@ async fn an_osd_with_damaged_pg_info_and_log_records_is_backfilled_whole() {
     t.revive(2).await;
     wait_clean(&c).await;
     assert_copies_agree(&t, &c, 30);
+    // Alone, osd.2 serves every object.
+    min_size_one(&c).await;
     t.kill(0).await;
     t.kill(1).await;
     tokio::time::sleep(Duration::from_secs(4)).await;

@@ -3258,3 +3258,63 @@ fn scrub_stamps_from_a_clock_ahead_count_as_now() {
     }
     assert!(again.stat().unwrap().last_deep_scrub_stamp <= now);
 }
+
+/// A PG with fewer than min_size members serving is `peered`, not
+/// active: it serves no reads either (its log may end in writes no other
+/// member holds, which a later peering may roll back: a read of one, and
+/// a later read without it, would go back in time). The read waits.
+#[test]
+fn a_peered_pg_below_min_size_serves_no_reads() {
+    let (s, mut pg) = setup();
+    let asked = run(&mut pg, &s, map(1, vec![0, 1, 2], 2));
+    let fx = peer_with_empty_members(&mut pg, &s, &asked);
+    for tid in apply(&s, fx).0 {
+        settle(
+            &mut pg,
+            &s,
+            Input::LocalDone {
+                tid,
+                result: Ok(()),
+            },
+        );
+    }
+    let fx = run(
+        &mut pg,
+        &s,
+        op(1, "o", vec![SubOp::WriteFull(b"v1".to_vec().into())]),
+    );
+    let tid = write_tid(&fx);
+    let (_, rest) = apply(&s, fx);
+    let sent: Vec<_> = rep_ops(&rest)
+        .iter()
+        .map(|(id, to, _, _)| (*id, *to))
+        .collect();
+    let fx = commit_everywhere(&mut pg, &s, tid, &sent);
+    assert!(
+        matches!(&fx[..], [Effect::Reply { token: 1, .. }]),
+        "{fx:?}"
+    );
+    // The replicas go: acting [0] alone, below min_size 2; osd.0 was in
+    // the recorded write set, so it peers on its own.
+    let record = WriteSetRecord {
+        interval: 1,
+        osds: vec![0, 1, 2],
+    };
+    settle(
+        &mut pg,
+        &s,
+        map_record(2, vec![0], 2, Some(record), vec![0]),
+    );
+    let state = pg.stat().unwrap().state.to_string();
+    assert!(
+        state.contains("peered") && !state.contains("active"),
+        "{state}"
+    );
+    let read = SubOp::Read { offset: 0, len: 0 };
+    let fx = run(&mut pg, &s, op(2, "o", vec![read]));
+    assert!(
+        !fx.iter()
+            .any(|e| matches!(e, Effect::Reply { token: 2, .. })),
+        "a peered PG answered a read: {fx:?}"
+    );
+}

@@ -53,9 +53,10 @@ fn acknowledged_writes_survive_crashes_and_stale_copies_never_answer() {
 
 /// The client's history of every replicated run is linearizable: no read
 /// sees a write that is later undone, or goes back behind one it saw.
-/// Known failing (an old primary, or a read of a write the PG then
-/// rolls back, answers with what a later read does not see) until the
-/// PG core holds reads of writes it may still lose and has read leases:
+/// Known failing (a primary activating, whose members have not yet
+/// merged its log, or an old primary answers with what a later read does
+/// not see) until the PG core holds reads of writes it may still lose and
+/// has read leases:
 /// `cargo test -p loligo-sim --test pg -- --ignored client_histories`
 /// names the first seed and its history.
 #[test]

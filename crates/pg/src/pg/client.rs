@@ -87,9 +87,11 @@ impl Pg {
             q.push_back(p);
             return;
         }
-        let active = matches!(self.role, Role::Primary { .. } | Role::Activating { .. });
         // (An unfound object is removed as the PG goes active.)
-        if !active || (writes && !self.can_write()) || self.ecs.unfound.contains_key(&p.op.name) {
+        if !self.active()
+            || (writes && !self.can_write())
+            || self.ecs.unfound.contains_key(&p.op.name)
+        {
             if self.ops.waiting.len() >= WAITING_MAX {
                 return fx.push(fail(&p, self.unavailable()));
             }
@@ -97,6 +99,23 @@ impl Pg {
             return;
         }
         self.execute(s, p, fx);
+    }
+
+    /// Whether ops are served: peered, and, on a replicated pool, with at
+    /// least min_size members serving (Ceph's `active`). Below that
+    /// (`peered`) not even reads are served: this copy's log may end in
+    /// writes no other member holds, which the next peering with more
+    /// members may roll back (a read of one that a later read did not see
+    /// again broke linearizability in the simulator). An erasure-coded
+    /// read decodes what k shards hold, which rolls forward, so it goes
+    /// on below min_size (writes do not).
+    fn active(&self) -> bool {
+        match &self.role {
+            Role::Primary { write_set } | Role::Activating { write_set, .. } => {
+                self.ec.is_some() || self.serving(write_set) >= self.min_size()
+            }
+            _ => false,
+        }
     }
 
     pub(super) fn unavailable(&self) -> OpError {
@@ -120,6 +139,7 @@ impl Pg {
     }
 
     pub(super) fn execute(&mut self, s: &dyn ObjectStore, p: Pending, fx: &mut Vec<Effect>) {
+        debug_assert!(self.active(), "pg {}: an op ran while not active", self.id);
         let epoch = self.map.epoch;
         let Some(pool) = self.map.pool.as_ref() else {
             return fx.push(reply(
