@@ -3265,35 +3265,8 @@ fn scrub_stamps_from_a_clock_ahead_count_as_now() {
 /// a later read without it, would go back in time). The read waits.
 #[test]
 fn a_peered_pg_below_min_size_serves_no_reads() {
-    let (s, mut pg) = setup();
-    let asked = run(&mut pg, &s, map(1, vec![0, 1, 2], 2));
-    let fx = peer_with_empty_members(&mut pg, &s, &asked);
-    for tid in apply(&s, fx).0 {
-        settle(
-            &mut pg,
-            &s,
-            Input::LocalDone {
-                tid,
-                result: Ok(()),
-            },
-        );
-    }
-    let fx = run(
-        &mut pg,
-        &s,
-        op(1, "o", vec![SubOp::WriteFull(b"v1".to_vec().into())]),
-    );
-    let tid = write_tid(&fx);
-    let (_, rest) = apply(&s, fx);
-    let sent: Vec<_> = rep_ops(&rest)
-        .iter()
-        .map(|(id, to, _, _)| (*id, *to))
-        .collect();
-    let fx = commit_everywhere(&mut pg, &s, tid, &sent);
-    assert!(
-        matches!(&fx[..], [Effect::Reply { token: 1, .. }]),
-        "{fx:?}"
-    );
+    // Object "a" written and on every member.
+    let (s, mut pg) = clean_pair();
     // The replicas go: acting [0] alone, below min_size 2; osd.0 was in
     // the recorded write set, so it peers on its own.
     let record = WriteSetRecord {
@@ -3311,7 +3284,7 @@ fn a_peered_pg_below_min_size_serves_no_reads() {
         "{state}"
     );
     let read = SubOp::Read { offset: 0, len: 0 };
-    let fx = run(&mut pg, &s, op(2, "o", vec![read]));
+    let fx = run(&mut pg, &s, op(2, "a", vec![read]));
     assert!(
         !fx.iter()
             .any(|e| matches!(e, Effect::Reply { token: 2, .. })),
