@@ -193,23 +193,18 @@ impl Sim {
             }
         }
         let left: Vec<Kind> = self.pending.values().map(|p| p.kind).collect();
-        if left
-            .iter()
-            .any(|k| matches!(k, Kind::Read { obj, .. } if self.rot_lost(*obj)))
-        {
+        let rotted = left.iter().find_map(|k| match k {
+            Kind::Read { obj, .. } if self.rot_lost(*obj) => Some(*obj),
+            _ => None,
+        });
+        if let Some(obj) = rotted {
             // (Reported: its PG's primary counts it unfound.)
-            let lost = left.iter().find_map(|k| match k {
-                Kind::Read { obj, .. } if self.rot_lost(*obj) => Some(*obj),
-                _ => None,
-            });
-            if let Some(obj) = lost {
-                let primary = self.primary_of(obj);
-                let stat = primary.and_then(|o| self.osds[o].pgs[pg_of(obj)].stat());
-                assert!(
-                    stat.as_ref().is_some_and(|s| s.unfound > 0),
-                    "object {obj}, lost to rot, is not unfound on its primary osd.{primary:?}: {stat:?}"
-                );
-            }
+            let primary = self.primary_of(obj);
+            let stat = primary.and_then(|o| self.osds[o].pgs[pg_of(obj)].stat());
+            assert!(
+                stat.as_ref().is_some_and(|s| s.unfound > 0),
+                "object {obj}, lost to rot, is not unfound on its primary osd.{primary:?}: {stat:?}"
+            );
             self.stats.rot_lost += 1;
             return false;
         }
