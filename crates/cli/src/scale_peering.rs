@@ -368,6 +368,8 @@ impl Sim {
         }
         let info = stored_info(&osd.store, c).map_err(err)?.unwrap_or_default();
         let mut core = Pg::new(pg, o, info);
+        // (OSDs that never ran before: no lease forgotten in a restart.)
+        core.set_read_lease(loligo_osd::pg::READ_LEASE_MS, None);
         // The trees matter to backfill, not to peering; in memory they
         // would cost 256 KiB per PG copy.
         core.merkle_leaves = 0;

@@ -127,6 +127,14 @@ pub enum PeerMsg {
         /// which the member keeps too: the next primary goes on from them.
         stamps: (u64, u64),
     },
+    /// Primary -> acting member: renew my read lease of `lease_ms`
+    /// (answered `LeaseAck`, or refused by a copy outside my interval).
+    Lease {
+        pg: PgId,
+        from: i32,
+        ctx: crate::pg::RepCtx,
+        lease_ms: u64,
+    },
 }
 
 impl PeerMsg {
@@ -147,6 +155,7 @@ impl PeerMsg {
             | PeerMsg::Repair { from, .. }
             | PeerMsg::ScrubReserve { from, .. }
             | PeerMsg::ScrubRelease { from, .. }
+            | PeerMsg::Lease { from, .. }
             | PeerMsg::StrayCheck { from, .. } => *from,
         }
     }
@@ -186,6 +195,8 @@ pub enum PeerReply {
     Damaged(String),
     /// The answer to `ScrubReserve`: whether the slot is held.
     ScrubReserved(bool),
+    /// The answer to `Lease`: granted.
+    LeaseAck,
 }
 
 impl PeerReply {
@@ -234,6 +245,7 @@ impl PeerMsg {
             | PeerMsg::Repair { pg, .. }
             | PeerMsg::ScrubReserve { pg, .. }
             | PeerMsg::ScrubRelease { pg, .. }
+            | PeerMsg::Lease { pg, .. }
             | PeerMsg::StrayCheck { pg, .. } => Some(*pg),
         }
     }
@@ -252,6 +264,7 @@ impl PeerMsg {
             | PeerMsg::Repair { ctx, .. }
             | PeerMsg::ScrubReserve { ctx, .. }
             | PeerMsg::ScrubRelease { ctx, .. }
+            | PeerMsg::Lease { ctx, .. }
             | PeerMsg::Pull { ctx, .. } => Some(ctx.interval),
             PeerMsg::GetInfo { interval, .. } => Some(*interval),
             PeerMsg::Ping { .. } | PeerMsg::ReadShard { .. } | PeerMsg::StrayCheck { .. } => None,

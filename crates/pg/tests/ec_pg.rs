@@ -107,6 +107,8 @@ struct Cluster {
     /// OSDs down in the last map published, and each OSD's boot epoch.
     was_down: Vec<usize>,
     up_from: Vec<u64>,
+    /// The PGs' clock (ms): it moves only as maps are published.
+    now_ms: u64,
 }
 
 /// OSD `osd`'s end of the network: the host of its PG, through which
@@ -258,7 +260,7 @@ impl Cluster {
             t.create_collection(CollectionId::pg(1, 0));
             s.apply(t).unwrap();
             stores.push(s);
-            pgs.push(Pg::new(PG, o as i32, PgInfo::default()));
+            pgs.push(fresh_pg(PG, o as i32, PgInfo::default()));
         }
         let mut c = Cluster {
             stores,
@@ -281,6 +283,7 @@ impl Cluster {
             pushes: Vec::new(),
             was_down: Vec::new(),
             up_from: vec![1; OSDS],
+            now_ms: 0,
         };
         c.publish();
         c
@@ -289,6 +292,9 @@ impl Cluster {
     /// A new map epoch with the current acting set (holes for down OSDs).
     fn publish(&mut self) {
         self.epoch += 1;
+        // A heartbeat grace passes before the monitors mark an OSD down
+        // (an earlier primary's read lease with it).
+        self.now_ms += 10_000;
         // An OSD that comes back restarted: its PG starts from its store
         // (what it had in memory died with it), and it booted now.
         for o in std::mem::take(&mut self.was_down) {
@@ -296,7 +302,7 @@ impl Cluster {
                 let info = loligo_pg::pg::stored_info(&self.stores[o], CollectionId::pg(1, 0))
                     .expect("info records read")
                     .unwrap_or_default();
-                self.pgs[o] = Pg::new(PG, o as i32, info);
+                self.pgs[o] = fresh_pg(PG, o as i32, info);
                 self.up_from[o] = self.epoch;
             }
         }
@@ -393,6 +399,7 @@ impl Cluster {
                 }
                 continue;
             }
+            self.pgs[o].clock(self.now_ms);
             let fx = self.pgs[o].handle(&self.stores[o], input);
             route(fx, &mut Osd { net: self, osd: o });
         }
@@ -624,7 +631,7 @@ fn a_shard_read_takes_the_labels_and_the_bytes_from_one_moment() {
     t.setattrs(coll, &o, labels(0));
     s.apply(t).unwrap();
     let member = c.acting[0];
-    let mut pg = Pg::new(PG, member, PgInfo::default());
+    let mut pg = fresh_pg(PG, member, PgInfo::default());
     pg.handle(&s, c.map_at(1, c.acting[1]));
     // Same length, same version, another shard's label and bytes.
     let mut swap = Transaction::new();
@@ -737,7 +744,7 @@ fn a_shard_read_tells_a_missing_shard_from_a_failed_read() {
     t.write_full(coll, &o, bytes::Bytes::from_static(b"shard-0!"));
     t.setattrs(coll, &o, shard_labels(0, 8, v1));
     s.apply(t).unwrap();
-    let mut pg = Pg::new(PG, c.acting[0], PgInfo::default());
+    let mut pg = fresh_pg(PG, c.acting[0], PgInfo::default());
     pg.handle(&s, c.map_at(1, c.acting[1]));
     let mut read = |name: &str, version: Version, shard: usize| {
         let msg = PeerMsg::ReadShard {
@@ -801,7 +808,7 @@ fn a_restarted_ec_copy_whose_first_input_is_not_a_map_keeps_no_tree() {
         bytes::Bytes::from_static(b"shard"),
     );
     s.apply(t).unwrap();
-    let mut pg = Pg::new(PG, 0, PgInfo::default());
+    let mut pg = fresh_pg(PG, 0, PgInfo::default());
     let mut fx = pg.handle(&s, Input::Tick { now_ms: 5 });
     fx.extend(pg.handle(&s, c.map_at(1, c.acting[0])));
     for e in fx {
@@ -1314,4 +1321,12 @@ fn a_copy_answers_peering_with_the_shard_it_holds() {
     let member = answer(&mut c, 1);
     assert_eq!(member.shard, Some(1), "{member:?}");
     assert!(!member.backfill, "{member:?}");
+}
+
+/// A PG on an OSD that never ran before (so it granted no read lease it
+/// forgot): a test's clock may stand still.
+fn fresh_pg(id: PgId, whoami: i32, info: PgInfo) -> Pg {
+    let mut pg = Pg::new(id, whoami, info);
+    pg.set_read_lease(loligo_pg::pg::READ_LEASE_MS, None);
+    pg
 }

@@ -13,7 +13,7 @@ use bytes::Bytes;
 use loligo_pg::msg::{PeerMsg, PeerReply};
 use loligo_pg::pg::backfill::{Chunk, Cursor, Filter, Scan};
 use loligo_pg::pg::recovery::{AuthLog, ObjectCopy, Push};
-use loligo_pg::pg::{Before, GaveUp, LogAnswer, LogEntry, PeerInfo, PgInfo, RepCtx};
+use loligo_pg::pg::{Before, GaveUp, LeasesLeft, LogAnswer, LogEntry, PeerInfo, PgInfo, RepCtx};
 use loligo_store::{CollectionId, ObjectId, Transaction};
 use loligo_testkit::{damage, random_damage, Rng};
 use loligo_types::ops::{decode_wire, encode_wire, ClientOp, ClientRequest, ReqId, SubOp, Version};
@@ -86,7 +86,7 @@ fn pg(r: &mut Rng) -> PgId {
 
 fn peer_msg(r: &mut Rng) -> PeerMsg {
     let (pg, from) = (pg(r), r.below(8) as i32);
-    match r.below(9) {
+    match r.below(10) {
         0 => PeerMsg::Ping {
             from,
             epoch: r.below(100),
@@ -189,6 +189,12 @@ fn peer_msg(r: &mut Rng) -> PeerMsg {
             name: name(r),
             need: version(r),
         },
+        8 => PeerMsg::Lease {
+            pg,
+            from,
+            ctx: ctx(r),
+            lease_ms: r.next_u64(),
+        },
         _ => PeerMsg::StrayCheck {
             pg,
             from,
@@ -199,7 +205,7 @@ fn peer_msg(r: &mut Rng) -> PeerMsg {
 }
 
 fn peer_reply(r: &mut Rng) -> PeerReply {
-    match r.below(9) {
+    match r.below(10) {
         0 => PeerReply::Info(r.chance(500).then(|| PeerInfo {
             info: PgInfo {
                 last_update: version(r),
@@ -209,6 +215,11 @@ fn peer_reply(r: &mut Rng) -> PeerReply {
             backfill: r.chance(500),
             moved_shard: r.chance(500).then(|| r.below(256) as u8),
             shard: r.chance(500).then(|| r.below(256) as u8),
+            leases: LeasesLeft([
+                (r.below(64) as i32 - 1, r.next_u64()),
+                (r.below(64) as i32 - 1, r.next_u64()),
+                (-1, r.below(10_000)),
+            ]),
         })),
         1 => PeerReply::Merged(LogAnswer {
             missing: (0..r.index(5)).map(|_| (name(r), version(r))).collect(),
@@ -229,6 +240,7 @@ fn peer_reply(r: &mut Rng) -> PeerReply {
         5 => PeerReply::RepDone(if r.chance(500) { Ok(()) } else { Err(name(r)) }),
         6 => PeerReply::Absent(name(r)),
         7 => PeerReply::NeverTook(name(r)),
+        8 => PeerReply::LeaseAck,
         _ => PeerReply::Refused(name(r)),
     }
 }

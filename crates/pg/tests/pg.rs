@@ -59,6 +59,15 @@ fn write_tid(fx: &[Effect]) -> u64 {
         .unwrap_or_else(|| panic!("no write queued: {fx:?}"))
 }
 
+/// The read lease renewals `fx` sends: (send id, to).
+fn lease_renewals(fx: &[Effect]) -> Vec<(u64, i32)> {
+    sends(fx)
+        .into_iter()
+        .filter(|(_, _, msg)| matches!(msg, PeerMsg::Lease { .. }))
+        .map(|(id, to, _)| (id, to))
+        .collect()
+}
+
 /// The answer `reply` to the send `id`.
 fn reply(id: u64, reply: PeerReply) -> Input {
     Input::Reply {
@@ -164,7 +173,7 @@ fn setup() -> (MemStore, Pg) {
     let mut t = Transaction::new();
     t.create_collection(CollectionId::pg(1, 0));
     s.apply(t).unwrap();
-    (s, Pg::new(PG, 0, PgInfo::default()))
+    (s, fresh_pg(PG, 0, PgInfo::default()))
 }
 
 fn map(epoch: u64, acting: Vec<i32>, min_size: u32) -> Input {
@@ -203,6 +212,19 @@ fn run(pg: &mut Pg, s: &dyn ObjectStore, input: Input) -> Vec<Effect> {
     let mut fx = pg.handle(s, input);
     let mut i = 0;
     while i < fx.len() {
+        if let Effect::Send {
+            id,
+            msg: PeerMsg::Lease { .. },
+            ..
+        } = fx[i]
+        {
+            // Members grant every read lease at once (the lease's own
+            // tests answer them by hand).
+            fx.remove(i);
+            let more = pg.handle(s, reply(id, PeerReply::LeaseAck));
+            fx.extend(more);
+            continue;
+        }
         let next = match fx[i] {
             Effect::RecordWriteSet(ref a) => Input::WriteSetRecorded {
                 interval: a.record.interval,
@@ -754,7 +776,7 @@ fn a_retried_write_is_answered_from_the_log_not_applied_twice() {
         other => panic!("{other:?}"),
     }
     // A new primary (new interval, same store) still knows it.
-    let mut pg2 = Pg::new(PG, 0, PgInfo::default());
+    let mut pg2 = fresh_pg(PG, 0, PgInfo::default());
     run(&mut pg2, &s, map(2, vec![0], 1));
     let fx = run(&mut pg2, &s, append(3));
     assert!(
@@ -793,7 +815,7 @@ fn a_new_primary_knows_the_newest_writes_of_a_log_longer_than_its_bound() {
     }
     // A new primary that keeps three entries, over a log of six: the
     // newest write's retry is answered from the log, not applied again.
-    let mut pg2 = Pg::new(PG, 0, PgInfo::default());
+    let mut pg2 = fresh_pg(PG, 0, PgInfo::default());
     pg2.log_entries_max = 3;
     run(&mut pg2, &s, map(2, vec![0], 1));
     let fx = run(&mut pg2, &s, append(100, 6));
@@ -817,10 +839,12 @@ fn writes_wait_until_the_monitors_record_the_write_set() {
     let asked = pg.handle(&s, map(1, vec![0, 1, 2], 2));
     pg.handle(&s, info_reply(&asked, 1, 1, None));
     let fx = pg.handle(&s, info_reply(&asked, 2, 1, None));
+    let leases = lease_renewals(&fx);
+    assert_eq!(leases.iter().map(|l| l.1).collect::<Vec<_>>(), vec![1, 2]);
     match &fx[..] {
         // The ask says what the primary saw of its interval: the map
         // epoch it had, and the interval's acting set and primary.
-        [Effect::RecordWriteSet(a)] => {
+        [Effect::RecordWriteSet(a), _, _] => {
             assert_eq!(
                 a.record,
                 WriteSetRecord {
@@ -836,9 +860,19 @@ fn writes_wait_until_the_monitors_record_the_write_set() {
         other => panic!("{other:?}"),
     }
     assert_eq!(pg.stat().unwrap().state.to_string(), "activating");
-    // A write waits; a read is served (this primary is complete).
+    // A write waits; a read waits for the read lease, then is served
+    // (this primary is complete).
     assert!(pg.handle(&s, write(1, "a", b"x", 0)).is_empty());
-    let fx = pg.handle(&s, read(2, "a", 0));
+    assert!(pg.handle(&s, read(2, "a", 0)).is_empty());
+    assert_eq!(
+        pg.stat().unwrap().state.to_string(),
+        "activating+laggy",
+        "ops wait for the lease"
+    );
+    assert!(pg
+        .handle(&s, reply(leases[0].0, PeerReply::LeaseAck))
+        .is_empty());
+    let fx = pg.handle(&s, reply(leases[1].0, PeerReply::LeaseAck));
     assert!(
         matches!(&fx[..], [Effect::Reply { token: 2, reply }] if reply.result == Err(OpError::NotFound)),
         "{fx:?}"
@@ -919,7 +953,7 @@ fn a_copy_that_missed_writes_serves_nothing_while_the_write_set_is_down() {
     t.create_collection(CollectionId::pg(1, 0));
     t.set_record(CollectionId::pg(1, 0), b"info", stored(&info(3)));
     s.apply(t).unwrap();
-    let mut pg = Pg::new(PG, 2, info(3));
+    let mut pg = fresh_pg(PG, 2, info(3));
     let record = WriteSetRecord {
         interval: 4,
         osds: vec![0, 1],
@@ -991,7 +1025,7 @@ fn a_newer_looking_log_outside_the_write_set_does_not_win() {
     };
     t.set_record(CollectionId::pg(1, 0), b"info", stored(&divergent));
     s.apply(t).unwrap();
-    let mut pg = Pg::new(PG, 0, divergent);
+    let mut pg = fresh_pg(PG, 0, divergent);
     let record = WriteSetRecord {
         interval: 10,
         osds: vec![1, 2],
@@ -1167,7 +1201,7 @@ fn a_pg_whose_write_set_was_lost_rolls_back_what_no_up_copy_holds() {
         &[("a", 1, b"old a"), ("b", 2, b"b")],
         &[("a", 3), ("c", 4)],
     );
-    let mut pg = Pg::new(PG, 2, info(4));
+    let mut pg = fresh_pg(PG, 2, info(4));
     let fx = settle(&mut pg, &s, map_record(5, vec![2], 1, None, vec![]));
     assert!(
         !sends(&fx)
@@ -1218,7 +1252,7 @@ fn a_pg_whose_write_set_was_lost_rolls_back_what_no_up_copy_holds() {
 fn a_lost_object_rolls_back_to_an_older_copy_another_up_osd_holds() {
     let log = [(1, "a", false), (2, "b", false), (3, "a", false)];
     let s = copy_of(3, &log, &[("b", 2, b"b")], &[("a", 3)]);
-    let mut pg = Pg::new(PG, 2, info(3));
+    let mut pg = fresh_pg(PG, 2, info(3));
     let fx = settle(&mut pg, &s, map_record(5, vec![2, 1], 1, None, vec![]));
     let fx = osd1_answers(&mut pg, &s, &fx, info(2).into());
     // It asks osd.1 for `a` (which holds it at v1).
@@ -1250,7 +1284,7 @@ fn a_lost_object_rolls_back_to_an_older_copy_another_up_osd_holds() {
         })
         .expect("osd.1 is sent the log");
     assert_eq!(log.sender(), 2);
-    let mut member = Pg::new(PG, 1, info(2));
+    let mut member = fresh_pg(PG, 1, info(2));
     settle(
         &mut member,
         &peer,
@@ -1318,7 +1352,7 @@ fn a_lost_object_is_never_rolled_back_to_a_divergent_copy() {
         &[("a", 1, b"divergent a"), ("b", 1, b"b")],
         &[("a", 2)],
     );
-    let mut pg = Pg::new(PG, 2, info(2));
+    let mut pg = fresh_pg(PG, 2, info(2));
     settle(&mut pg, &s, map_record(5, vec![2], 1, None, vec![]));
     assert_eq!(read_reply(&mut pg, &s, 1, "a"), Err(OpError::NotFound));
     assert_eq!(read_reply(&mut pg, &s, 2, "b"), Ok(b"b".to_vec()));
@@ -1342,19 +1376,19 @@ fn a_lost_object_is_never_rolled_back_past_a_removal() {
         (4, "b", false),
     ];
     let s = copy_of(4, &log, objects, &[("a", 3)]);
-    let mut pg = Pg::new(PG, 2, info(4));
+    let mut pg = fresh_pg(PG, 2, info(4));
     settle(&mut pg, &s, map_record(5, vec![2], 1, None, vec![]));
     assert_eq!(read_reply(&mut pg, &s, 1, "a"), Err(OpError::NotFound));
     assert_eq!(read_reply(&mut pg, &s, 2, "b"), Ok(b"b".to_vec()));
     // Only the lost write's entry left, which says `a` was absent.
     let log = [(3, "a", false), (4, "b", false)];
     let s = copy_with_befores(4, &log, objects, &[("a", 3)], &[(3, Before::Absent)]);
-    let mut pg = Pg::new(PG, 2, info(4));
+    let mut pg = fresh_pg(PG, 2, info(4));
     settle(&mut pg, &s, map_record(5, vec![2], 1, None, vec![]));
     assert_eq!(read_reply(&mut pg, &s, 1, "a"), Err(OpError::NotFound));
     // Without that word, the older copy is what is left.
     let s = copy_of(4, &log, objects, &[("a", 3)]);
-    let mut pg = Pg::new(PG, 2, info(4));
+    let mut pg = fresh_pg(PG, 2, info(4));
     settle(&mut pg, &s, map_record(5, vec![2], 1, None, vec![]));
     assert_eq!(read_reply(&mut pg, &s, 1, "a"), Ok(b"old a".to_vec()));
 }
@@ -1372,6 +1406,7 @@ fn without_a_record_a_primary_behind_hands_over_to_a_copy_at_the_head() {
         backfill: false,
         moved_shard: None,
         shard: None,
+        leases: Default::default(),
     };
     // Were that copy mid-backfill, it would be handed the PG all the same
     // (to take its copy as it is).
@@ -1380,7 +1415,7 @@ fn without_a_record_a_primary_behind_hands_over_to_a_copy_at_the_head() {
         ..at_head
     };
     for peer in [at_head, mid_backfill] {
-        let mut pg = Pg::new(PG, 2, info(2));
+        let mut pg = fresh_pg(PG, 2, info(2));
         let fx = settle(&mut pg, &s, map_record(5, vec![2, 1], 1, None, vec![]));
         match &osd1_answers(&mut pg, &s, &fx, peer)[..] {
             [Effect::RequestPgTemp { osds }] => assert_eq!(osds, &vec![1, 2]),
@@ -1404,7 +1439,7 @@ fn a_copy_mid_backfill_is_taken_as_it_is_when_nothing_else_reaches_the_head() {
         loligo_pg::pg::record::encode_cursor(&Cursor::Start),
     );
     s.apply(t).unwrap();
-    let mut pg = Pg::new(PG, 2, info(3));
+    let mut pg = fresh_pg(PG, 2, info(3));
     settle(&mut pg, &s, map_record(5, vec![2], 1, None, vec![]));
     let state = pg.stat().unwrap().state.to_string();
     assert!(state.starts_with("active"), "{state}");
@@ -1493,7 +1528,7 @@ fn replica() -> (MemStore, Pg) {
     let mut t = Transaction::new();
     t.create_collection(CollectionId::pg(1, 0));
     s.apply(t).unwrap();
-    let mut pg = Pg::new(PG, 1, PgInfo::default());
+    let mut pg = fresh_pg(PG, 1, PgInfo::default());
     assert!(pg.handle(&s, map(1, vec![0, 1, 2], 2)).is_empty());
     (s, pg)
 }
@@ -2552,7 +2587,7 @@ fn a_copy_whose_info_record_is_damaged_starts_over_as_a_backfill_target() {
     // Repaired once: a second look finds nothing wrong.
     assert!(loligo_pg::pg::repair_records(&s, c).unwrap().is_none());
     // Peering hears it is backfilling (never a source of the log).
-    let mut pg = Pg::new(PG, 1, PgInfo::default());
+    let mut pg = fresh_pg(PG, 1, PgInfo::default());
     pg.handle(&s, map(1, vec![0, 1, 2], 2));
     let fx = pg.handle(&s, query(0, 1, 1, 9, 0));
     match &info_replies(&fx, &[9])[..] {
@@ -2693,7 +2728,7 @@ fn clean_pair() -> (MemStore, Pg) {
 
 /// As `clean_pair`, on store `s` (with the PG's collection).
 fn clean_trio_on(s: &dyn ObjectStore) -> Pg {
-    let mut pg = Pg::new(PG, 0, PgInfo::default());
+    let mut pg = fresh_pg(PG, 0, PgInfo::default());
     let asked = run(&mut pg, s, map(1, vec![0, 1, 2], 2));
     for osd in [1, 2] {
         let info = Some(PgInfo::default().into());
@@ -2896,7 +2931,7 @@ fn deep_scrubbed_pair(base_ms: u64) -> (MemStore, Pg) {
 fn primary_again(s: &MemStore, base_ms: u64) -> Pg {
     let c = CollectionId::pg(1, 0);
     let info = loligo_pg::pg::record::decode_info(&s.record(c, b"info").unwrap().unwrap()).unwrap();
-    let mut again = Pg::new(PG, 0, PgInfo::default());
+    let mut again = fresh_pg(PG, 0, PgInfo::default());
     again.clock_base_unix_ms = base_ms;
     let asked = run(&mut again, s, map(1, vec![0, 1, 2], 2));
     for osd in [1, 2] {
@@ -3050,7 +3085,7 @@ fn a_member_holds_a_scrub_slot_until_released_or_idle() {
     let mut t = Transaction::new();
     t.create_collection(c);
     s.apply(t).unwrap();
-    let mut pg = Pg::new(PG, 1, PgInfo::default());
+    let mut pg = fresh_pg(PG, 1, PgInfo::default());
     let slots = loligo_pg::scrub_slots::ScrubSlots::new(1);
     pg.scrub_slots = slots.clone();
     run(&mut pg, &s, map(1, vec![0, 1, 2], 2));
@@ -3290,4 +3325,152 @@ fn a_peered_pg_below_min_size_serves_no_reads() {
             .any(|e| matches!(e, Effect::Reply { token: 2, .. })),
         "a peered PG answered a read: {fx:?}"
     );
+}
+
+/// A PG on an OSD that never ran before (so it granted no read lease it
+/// forgot): a test's clock may stand still.
+fn fresh_pg(id: PgId, whoami: i32, info: PgInfo) -> Pg {
+    let mut pg = Pg::new(id, whoami, info);
+    pg.set_read_lease(loligo_pg::pg::READ_LEASE_MS, None);
+    pg
+}
+
+/// A lease renewal from `from` under (interval, epoch, acting).
+fn lease_msg(from: i32, interval: u64, epoch: u64, acting: Vec<i32>) -> PeerMsg {
+    PeerMsg::Lease {
+        pg: PG,
+        from,
+        ctx: RepCtx {
+            interval,
+            epoch,
+            acting,
+            prev: Version::default(),
+            version: Version::default(),
+            change: None,
+        },
+        lease_ms: 1_000,
+    }
+}
+
+/// A member grants read leases to its own interval's primary only: once
+/// its map shows a new interval, the old primary's renewals are refused,
+/// and its peering answer says how long the grant it gave may last.
+#[test]
+fn a_member_grants_leases_only_to_its_own_intervals_primary() {
+    let (s, _) = setup();
+    let mut pg = fresh_pg(PG, 1, PgInfo::default());
+    run(&mut pg, &s, map(1, vec![0, 1, 2], 2));
+    let fx = run(
+        &mut pg,
+        &s,
+        peer_msg(lease_msg(0, 1, 1, vec![0, 1, 2]), 7, 100),
+    );
+    assert!(
+        matches!(answers(&fx)[..], [(7, PeerReply::LeaseAck)]),
+        "{fx:?}"
+    );
+    // osd.0 is marked down: osd.1 leads a new interval.
+    run(&mut pg, &s, map(2, vec![1, 2], 2));
+    let fx = run(
+        &mut pg,
+        &s,
+        peer_msg(lease_msg(0, 1, 1, vec![0, 1, 2]), 8, 200),
+    );
+    assert!(
+        matches!(answers(&fx)[..], [(8, PeerReply::Refused(_))]),
+        "{fx:?}"
+    );
+    // A peering answer (here to osd.2, primary of yet another interval)
+    // carries what is left of the grant: 1,000 ms stretched by the drift
+    // bound, from 100 ms, at 300 ms.
+    run(&mut pg, &s, map(3, vec![2, 1], 2));
+    let fx = run(&mut pg, &s, query(2, 3, 3, 9, 300));
+    let left = match answers(&fx)[..] {
+        [(9, PeerReply::Info(Some(i)))] => i.leases,
+        _ => panic!("{fx:?}"),
+    };
+    let expect = 100 + loligo_pg::pg::stretch(1_000) - 300;
+    assert_eq!(left.live().collect::<Vec<_>>(), vec![(0, expect)]);
+}
+
+/// A new interval's primary serves nothing (Ceph's `wait`) until the
+/// lease a member granted the old primary, which did not answer this
+/// peering, has run out on this primary's clock too.
+#[test]
+fn a_new_primary_waits_out_the_old_primarys_lease() {
+    let (s, _) = setup();
+    let mut pg = fresh_pg(PG, 1, PgInfo::default());
+    let asked = run(&mut pg, &s, map(1, vec![1, 2, 3], 2));
+    let mut left = loligo_pg::pg::LeasesLeft::default();
+    left.0[0] = (0, 2_000);
+    let info = PeerInfo {
+        leases: left,
+        ..PgInfo::default().into()
+    };
+    let now = 1_000;
+    pg.clock(now);
+    settle(&mut pg, &s, info_reply(&asked, 2, 1, Some(info)));
+    let info = Some(PgInfo::default().into());
+    settle(&mut pg, &s, info_reply(&asked, 3, 1, info));
+    assert_eq!(pg.stat().unwrap().state.to_string(), "active+clean+wait");
+    assert!(
+        run(&mut pg, &s, read(1, "a", now)).is_empty(),
+        "the read waits"
+    );
+    let until = now + loligo_pg::pg::stretch(2_000);
+    let fx = run(&mut pg, &s, Input::Tick { now_ms: until - 1 });
+    assert!(replies_to(&fx, 1).is_empty(), "{fx:?}");
+    let fx = run(&mut pg, &s, Input::Tick { now_ms: until });
+    assert_eq!(replies_to(&fx, 1), vec![Err(OpError::NotFound)]);
+    assert_eq!(pg.stat().unwrap().state.to_string(), "active+clean");
+}
+
+/// A primary whose member has not acknowledged a renewal within the
+/// lease serves no more (Ceph's `laggy`); the member's answer to the
+/// next renewal lets the ops that waited go on.
+#[test]
+fn a_primary_whose_members_do_not_renew_its_lease_stops_serving() {
+    let (s, mut pg) = setup();
+    let asked = run(&mut pg, &s, map(1, vec![0, 1], 1));
+    // (Peering's renewal is granted at 0 ms.)
+    settle(
+        &mut pg,
+        &s,
+        info_reply(&asked, 1, 1, Some(PgInfo::default().into())),
+    );
+    let lease_ms = loligo_pg::pg::READ_LEASE_MS;
+    // A renewal goes out and is not answered.
+    let fx = pg.handle(
+        &s,
+        Input::Tick {
+            now_ms: lease_ms / 2,
+        },
+    );
+    assert_eq!(lease_renewals(&fx).len(), 1, "{fx:?}");
+    let fx = pg.handle(&s, read(1, "a", lease_ms - 1));
+    assert_eq!(replies_to(&fx, 1), vec![Err(OpError::NotFound)]);
+    // At the end of the lease granted at 0 ms, reads wait, and one more
+    // renewal goes out at once.
+    let fx = pg.handle(&s, read(2, "a", lease_ms));
+    assert!(replies_to(&fx, 2).is_empty(), "{fx:?}");
+    let again = lease_renewals(&fx);
+    assert_eq!(again.len(), 1, "{fx:?}");
+    assert_eq!(
+        pg.stat().unwrap().state.to_string(),
+        "active+undersized+degraded+laggy"
+    );
+    let fx = pg.handle(&s, reply(again[0].0, PeerReply::LeaseAck));
+    assert_eq!(replies_to(&fx, 2), vec![Err(OpError::NotFound)]);
+}
+
+/// The results `fx` answers client op `token` with.
+fn replies_to(fx: &[Effect], token: u64) -> Vec<Result<(), OpError>> {
+    fx.iter()
+        .filter_map(|e| match e {
+            Effect::Reply { token: t, reply } if *t == token => {
+                Some(reply.result.clone().map(|_| ()))
+            }
+            _ => None,
+        })
+        .collect()
 }

@@ -645,6 +645,10 @@ impl Host for Shell<'_> {
 /// be answered.
 const SCENARIO_STEPS: usize = 4_000;
 
+/// The PGs' read lease (ms): shorter than the daemon's, as the simulated
+/// monitors mark a crashed OSD down within 100 ms, not a heartbeat grace.
+const READ_LEASE_MS: u64 = 1_000;
+
 /// Driving the simulation step by step, for named scenarios: every OSD
 /// up, the PGs peered, then what the scenario does.
 impl Sim {
@@ -706,15 +710,19 @@ impl Sim {
         (self.acked[obj] == value).then_some(value)
     }
 
-    /// Read object `obj` under map `epoch` (sent to that map's primary),
-    /// checked as every read is: never older than what was acknowledged
-    /// before it was sent.
-    pub fn read_at(&mut self, obj: usize, epoch: Epoch) {
+    /// Read object `obj` under map `epoch` (sent, and sent again after
+    /// each error, to that map's primary), checked as every read is:
+    /// never older than what was acknowledged before it was sent.
+    /// Whether it was answered with the object's value (else it is
+    /// still pending).
+    pub fn read_at(&mut self, obj: usize, epoch: Epoch) -> bool {
         self.client_epoch = Some(epoch);
         let floor = self.acked[obj];
+        let key = self.next_client_tid;
         self.submit(Kind::Read { obj, floor });
         self.drain(SCENARIO_STEPS);
         self.client_epoch = None;
+        !self.pending.contains_key(&key)
     }
 
     /// Cut OSD `o` off from the monitors, and only from them: it hears of
@@ -1030,6 +1038,7 @@ impl Sim {
     fn start(&mut self, o: usize) {
         let ec = self.ec.is_some();
         let scrubs = self.scrubs;
+        let now_ms = self.now_ms;
         let osd = &mut self.osds[o];
         osd.gen += 1;
         for p in 0..PGS {
@@ -1038,6 +1047,7 @@ impl Sim {
                 .unwrap_or_default();
             let mut pg = Pg::new(pg_id(p), o as i32, info);
             pg.op_timeout_ms = 2_000;
+            pg.set_read_lease(READ_LEASE_MS, Some(now_ms));
             pg.log_entries_max = self.log_max;
             pg.backfill_chunk_objects = self.chunk_objects;
             // The smallest trees: a PG's few objects share leaves.
@@ -1093,6 +1103,7 @@ impl Sim {
         let eio = !self.healing && self.rng.chance(EIO_PER_MILLE);
         let osd = &mut self.osds[o];
         let Some(pg) = osd.pgs.get_mut(p) else { return };
+        pg.clock(self.now_ms);
         if eio {
             osd.disk.store.fail_read_in(1 + self.rng.below(3));
         }

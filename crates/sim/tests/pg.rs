@@ -626,6 +626,26 @@ const EC_CHUNK_LACKS_SEEDS: &[u64] = &[7176, 8788, 51226];
 /// The same on the real monitors (about 1 in 10,000 EC seeds).
 const REAL_EC_CHUNK_LACKS_SEEDS: &[u64] = &[4214];
 
+/// Names new `EC_CHUNK_LACKS_SEEDS` (model monitors) and
+/// `REAL_EC_CHUNK_LACKS_SEEDS` when the simulator changes: runs
+/// `LOLIGO_SIM_SEARCH_SEEDS` seeds from `LOLIGO_SIM_FIRST` and prints
+/// those whose backfill chunks named objects their primary lacked.
+#[test]
+#[ignore = "a seed search: hours for 100,000 seeds"]
+fn ec_chunk_lacks_seed_search() {
+    let seeds: u64 = env_u64("LOLIGO_SIM_SEARCH_SEEDS", 10_000);
+    let first: u64 = env_u64("LOLIGO_SIM_FIRST", 0);
+    for seed in first..first + seeds {
+        let model = Run::ec(seed).on_model(false, false);
+        if model.go_named("LOLIGO_SIM_EC_SEED").chunk_lacks > 0 {
+            eprintln!("EC_CHUNK_LACKS_SEEDS: {seed}");
+        }
+        if Run::ec(seed).go_named("LOLIGO_SIM_EC_SEED").chunk_lacks > 0 {
+            eprintln!("REAL_EC_CHUNK_LACKS_SEEDS: {seed}");
+        }
+    }
+}
+
 #[test]
 fn ec_seeds_that_found_bugs_stay_fixed() {
     let seeds = EC_BUG_SEEDS.iter().map(|&s| (s, false));

@@ -49,6 +49,8 @@ impl PgState {
     pub const INCOMPLETE: PgState = PgState(1 << 18);
     /// Peered, but below min_size: reads only.
     pub const PEERED: PgState = PgState(1 << 19);
+    /// Peered, waiting out the read lease an earlier interval's primary
+    /// may still hold: nothing is served yet.
     pub const WAIT: PgState = PgState(1 << 20);
     /// Loligo's own: this primary's log is behind and it has asked the
     /// monitors for a pg_temp that makes an up-to-date member primary.
@@ -56,10 +58,13 @@ impl PgState {
     /// A backfill target is too full to take more (backfillfull or full):
     /// its backfill waits until it has room.
     pub const BACKFILL_TOOFULL: PgState = PgState(1 << 22);
+    /// Ops wait for the primary's read lease, which its members have not
+    /// renewed in time.
+    pub const LAGGY: PgState = PgState(1 << 23);
 
     /// Every flag with its name, in the order Ceph prints them
     /// (`pg_state_string`), Loligo's own last.
-    const NAMES: [(PgState, &'static str); 23] = [
+    const NAMES: [(PgState, &'static str); 24] = [
         (PgState::STALE, "stale"),
         (PgState::CREATING, "creating"),
         (PgState::ACTIVE, "active"),
@@ -81,6 +86,7 @@ impl PgState {
         (PgState::BACKFILL_TOOFULL, "backfill_toofull"),
         (PgState::INCOMPLETE, "incomplete"),
         (PgState::PEERED, "peered"),
+        (PgState::LAGGY, "laggy"),
         (PgState::WAIT, "wait"),
         (PgState::WAIT_PG_TEMP, "wait_pg_temp"),
     ];

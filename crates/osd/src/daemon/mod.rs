@@ -202,6 +202,15 @@ impl OsdConfig {
         Ok(MonClient::new(self.mon_addrs.clone())?.secured(self.security.as_ref()))
     }
 
+    /// The PGs' read lease (ms): Ceph's share of the heartbeat grace, so
+    /// that a primary cut off from its members has lost its lease before
+    /// the monitors mark it down.
+    pub fn read_lease_ms(&self) -> u64 {
+        self.heartbeat_grace
+            .mul_f64(crate::pg::READ_LEASE_RATIO)
+            .as_millis() as u64
+    }
+
     fn boot_request(&self) -> MonRequest {
         MonRequest::OsdBoot {
             id: self.id,
@@ -646,6 +655,32 @@ pub fn device_wait(read: &mut dyn FnMut()) {
     }
 }
 
+/// An OSD whose store holds PGs may have run before and granted read
+/// leases it no longer remembers (its PGs report a grant to any primary
+/// for one lease after the start, see `loligo_pg::pg::lease`): it boots
+/// only once those have run out, so that no new primary it answers waits
+/// for them with client ops blocked (Ceph's `wait`). A fresh store
+/// boots at once.
+async fn wait_out_forgotten_leases(s: &OsdShared) {
+    let held = s.store.collections().map_or(true, |c| {
+        c.iter()
+            .any(|c| c.shard == CollectionId::NO_SHARD && c != &CollectionId::meta())
+    });
+    if !held {
+        return;
+    }
+    let until = Duration::from_millis(crate::pg::stretch(s.cfg.read_lease_ms()));
+    let left = until.saturating_sub(s.start.elapsed());
+    if !left.is_zero() {
+        tracing::info!(
+            "osd.{}: boots in {} ms, once read leases it may have granted before a restart ran out",
+            s.cfg.id,
+            left.as_millis()
+        );
+        tokio::time::sleep(left).await;
+    }
+}
+
 /// Start an OSD on `listener` with `store`: serve, boot, follow the map.
 pub async fn start(
     cfg: OsdConfig,
@@ -723,6 +758,7 @@ pub async fn start(
     let server = tokio::spawn(serve(shared.clone(), listener, service, svc));
     let mut mc = shared.cfg.mon_client()?;
     mc.deadline = Duration::from_millis(BOOT_TIMEOUT_MS);
+    wait_out_forgotten_leases(&shared).await;
     mc.call(shared.cfg.boot_request()).await?;
     let s = shared.clone();
     let mut wc = mc.clone();

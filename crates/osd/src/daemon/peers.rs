@@ -72,13 +72,14 @@ impl OsdShared {
 /// Send message `id` of PG `pg` to OSD `to` and report its answer (or
 /// why there is none) to the PG as `Input::Reply`, exactly once. How
 /// long to keep trying depends on the message: a stray's question is
-/// asked once (the stray asks again later); a peering query is asked
+/// asked once (the stray asks again later), and so is a lease renewal
+/// (a late one is worth nothing: the next is on its way); a peering query is asked
 /// again while the member is up and cannot answer yet; anything else of
 /// an interval is sent again while that interval lasts (a shard read,
 /// which names no interval, is tried once: its gather plans around it).
 pub(super) async fn send(s: Arc<OsdShared>, me: Mailbox, pg: PgId, id: u64, to: i32, msg: PeerMsg) {
     let reply = match &msg {
-        PeerMsg::StrayCheck { .. } => s
+        PeerMsg::StrayCheck { .. } | PeerMsg::Lease { .. } => s
             .send_peer(to, &msg)
             .await
             .map_err(|e| RepError::Failed(e.to_string())),

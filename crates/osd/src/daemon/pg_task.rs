@@ -52,6 +52,8 @@ pub(super) fn spawn(s: &Arc<OsdShared>, pg: PgId) -> Option<Mailbox> {
     core.log_entries_max = s.cfg.pg_log_entries.max(1);
     core.backfill_chunk_objects = s.cfg.backfill_chunk_objects.max(1);
     core.recovery_sleep_ms = s.cfg.recovery_sleep.as_millis() as u64;
+    // The PG clock is this OSD's: it reads 0 at the OSD's start.
+    core.set_read_lease(s.cfg.read_lease_ms(), Some(0));
     // Erasure-coded pools keep no trees.
     let ec = s.map().and_then(|m| {
         m.pools
@@ -131,6 +133,8 @@ async fn run(s: Arc<OsdShared>, me: Mailbox, mut inbox: Inbox, mut core: Pg) {
             Input::Reply { id, .. } => core.awaits_write_ack(*id),
             _ => false,
         };
+        // (A lease is judged by when its op is served, not queued.)
+        core.clock(s.now_ms());
         let fx = if matches!(input, Input::Continue) && multi_thread {
             // A piece of a scrub reads megabytes: the tasks queued behind
             // this one on its worker thread move to another meanwhile

@@ -77,6 +77,7 @@ impl Pg {
             backfill: self.backfill.is_some() || self.ecs.moved,
             moved_shard: self.moved_shard(),
             shard: None,
+            leases: super::LeasesLeft::default(),
         };
         tracing::debug!(
             "pg {}: peering in interval {}: acting {:?}, record {:?}, this copy {mine:?}, others {infos:?}",
@@ -654,6 +655,7 @@ impl Pg {
             write_set,
             recorded,
         };
+        self.lease_begin(fx);
         let log = self.drop_stale_log(s, fx);
         self.send_logs_with(s, log, fx);
         self.maybe_go_active(s, fx);

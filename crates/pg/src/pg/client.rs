@@ -88,7 +88,9 @@ impl Pg {
             return;
         }
         // (An unfound object is removed as the PG goes active.)
+        // Nothing is served without the read lease (see `lease`).
         if !self.active()
+            || !self.lease_holds()
             || (writes && !self.can_write())
             || self.ecs.unfound.contains_key(&p.op.name)
         {
@@ -96,7 +98,7 @@ impl Pg {
                 return fx.push(fail(&p, self.unavailable()));
             }
             self.ops.waiting.push_back(p);
-            return;
+            return self.lease_hurry(fx);
         }
         self.execute(s, p, fx);
     }
@@ -140,6 +142,11 @@ impl Pg {
 
     pub(super) fn execute(&mut self, s: &dyn ObjectStore, p: Pending, fx: &mut Vec<Effect>) {
         debug_assert!(self.active(), "pg {}: an op ran while not active", self.id);
+        debug_assert!(
+            self.lease_holds(),
+            "pg {}: an op ran without the read lease",
+            self.id
+        );
         let epoch = self.map.epoch;
         let Some(pool) = self.map.pool.as_ref() else {
             return fx.push(reply(
@@ -575,7 +582,9 @@ impl Pg {
             });
             return fx.push(Effect::ListReply { token, result });
         }
-        if !matches!(self.role, Role::Primary { .. } | Role::Activating { .. }) {
+        if !matches!(self.role, Role::Primary { .. } | Role::Activating { .. })
+            || !self.lease_holds()
+        {
             if self.ops.lists.len() >= WAITING_MAX {
                 let result = Err(self.unavailable());
                 return fx.push(Effect::ListReply { token, result });

@@ -345,6 +345,7 @@ pub(super) enum Asked {
     ScrubReserve { round: u64 },
     ScrubRelease,
     StrayCheck,
+    Lease,
 }
 
 impl Asked {
@@ -368,6 +369,7 @@ impl Asked {
             PeerMsg::ScrubReserve { round, .. } => Asked::ScrubReserve { round: *round },
             PeerMsg::ScrubRelease { .. } => Asked::ScrubRelease,
             PeerMsg::StrayCheck { .. } => Asked::StrayCheck,
+            PeerMsg::Lease { .. } => Asked::Lease,
         })
     }
 }

@@ -23,6 +23,7 @@ mod client;
 mod ec_repair;
 mod erasure;
 mod io;
+mod lease;
 mod map_input;
 mod member;
 mod mend;
@@ -47,6 +48,9 @@ pub use erasure::SHARD_KEY;
 use io::Sent;
 pub use io::{
     route, CommandResult, Effect, Host, Input, ListResult, MonAsk, PgView, RepCtx, RepError,
+};
+pub use lease::{
+    stretch, LeasesLeft, ANY_PRIMARY, CLOCK_DRIFT_PPM, READ_LEASE_MS, READ_LEASE_RATIO,
 };
 pub use map_input::{map_input, seen_since};
 pub use recovery::{AuthLog, Push};
@@ -112,6 +116,8 @@ pub struct PeerInfo {
     /// (else a rollback may be decided before the stray asks, and the
     /// write's only other shard go unread).
     pub shard: Option<u8>,
+    /// What is left of the read leases this copy granted (see `lease`).
+    pub leases: LeasesLeft,
 }
 
 impl From<PgInfo> for PeerInfo {
@@ -123,6 +129,7 @@ impl From<PgInfo> for PeerInfo {
             backfill: false,
             moved_shard: None,
             shard: None,
+            leases: LeasesLeft::default(),
         }
     }
 }
@@ -948,6 +955,8 @@ pub struct Pg {
     /// Objects this copy rolled back or removed because no up copy held
     /// them at their logged version (`pull_what_is_left`).
     given_up: u64,
+    /// Read leases: granted as a member, held and waited out as primary.
+    lease: lease::Lease,
 }
 
 /// Default `Pg::scrub_interval_ms`: a root comparison is one small
@@ -1079,6 +1088,7 @@ impl Pg {
             scrub_flags: scrub::ScrubFlags::default(),
             clock_base_unix_ms: 0,
             given_up: 0,
+            lease: lease::Lease::new(READ_LEASE_MS, Some(0)),
         }
     }
 
@@ -1368,7 +1378,7 @@ impl Pg {
             map @ Input::Map { .. } => self.take_map(s, map, &mut fx),
             Input::WriteSetRecorded { interval } => self.on_rw_recorded(s, interval, &mut fx),
             Input::Op { op, token, now_ms } => {
-                self.now_ms = now_ms;
+                self.clock(now_ms);
                 let deadline_ms = now_ms + self.op_timeout_ms;
                 self.on_op(
                     s,
@@ -1392,7 +1402,7 @@ impl Pg {
                 token,
                 now_ms,
             } => {
-                self.now_ms = now_ms;
+                self.clock(now_ms);
                 let l = PendingList {
                     start,
                     limit,
@@ -1409,7 +1419,8 @@ impl Pg {
             }
             Input::Reply { id, reply } => self.on_reply(s, id, reply, &mut fx),
             Input::Tick { now_ms } => {
-                self.now_ms = now_ms;
+                self.clock(now_ms);
+                self.lease_tick(s, &mut fx);
                 self.check_stray(s, &mut fx);
                 self.resend_writes(&mut fx);
                 self.expire(&mut fx);
@@ -1488,7 +1499,7 @@ impl Pg {
         };
         self.map.primary_temp = primary_temp;
         self.unfound_lost = self.unfound_lost.max(unfound_lost);
-        self.now_ms = now_ms;
+        self.clock(now_ms);
         if epoch > self.map.epoch {
             let (up, acting) = (holes_as_none(up), holes_as_none(acting));
             self.take_layout(s, striper, fx);

@@ -198,6 +198,12 @@ impl Pg {
                 shard,
                 ..
             } => self.on_shard_read(s, &name, &extents, version, shard, token, fx),
+            PeerMsg::Lease {
+                from,
+                ctx,
+                lease_ms,
+                ..
+            } => self.on_lease(from, &ctx, lease_ms, token, fx),
             PeerMsg::StrayCheck {
                 from, epoch, shard, ..
             } => {
@@ -346,6 +352,10 @@ impl Pg {
             Asked::ScrubRelease => {
                 let result = take(reply, ack);
                 self.on_scrub_released(tid, result, fx)
+            }
+            Asked::Lease => {
+                let acked = matches!(reply, Ok(PeerReply::LeaseAck));
+                self.on_lease_answer(s, tid, from, acked, fx)
             }
             Asked::ReadShard { shard } => {
                 let result = take(reply, |r| match r {

@@ -119,6 +119,7 @@ impl Pg {
         // retry under the new map); queued ops are re-examined.
         self.map.interval = epoch;
         self.interval_ended = false;
+        self.lease.new_interval();
         self.map.acting = acting;
         self.map.primary = primary;
         self.reset_recovery(fx);
@@ -194,6 +195,7 @@ impl Pg {
         for &to in &want {
             self.query_info(to, fx);
         }
+        self.lease.peering();
         self.role = Role::Peering {
             want,
             infos: BTreeMap::new(),
@@ -238,6 +240,8 @@ impl Pg {
         let info = info.map(|i| self.against_acting(from, i));
         if let Role::Peering { want, infos } = &mut self.role {
             if want.remove(&from) {
+                let left = info.map(|i| i.leases).unwrap_or_default();
+                self.lease.heard(from, &left, self.now_ms);
                 infos.insert(from, info);
             }
         }
@@ -842,6 +846,7 @@ impl Pg {
             backfill: self.backfill.is_some() || self.ecs.moved,
             moved_shard: self.moved_shard(),
             shard: self.ecs.held_shard,
+            leases: self.leases_left(),
         };
         fx.push(peer::info_answer(q.token, Ok(Some(info))));
     }

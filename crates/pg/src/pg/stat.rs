@@ -84,6 +84,15 @@ impl Pg {
             Role::Primary { write_set } => self.active_state(write_set, size),
             _ => return None,
         };
+        let state = if !matches!(self.role, Role::Primary { .. } | Role::Activating { .. }) {
+            state
+        } else if self.lease_wait() {
+            state | PgState::WAIT
+        } else if self.lease_laggy() {
+            state | PgState::LAGGY
+        } else {
+            state
+        };
         Some(PgStat {
             pg: self.id,
             epoch: self.map.epoch,

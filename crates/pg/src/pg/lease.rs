@@ -1,0 +1,499 @@
+//! Read leases, in the way of Ceph's PG read leases ("Preventing Stale
+//! Reads" in Ceph's developer documentation): a primary serves client ops
+//! only while every other acting member has acknowledged a lease
+//! renewal it sent less than `lease_ms` ago, and a new interval's primary
+//! serves nothing until every lease that an earlier interval's primary
+//! may still hold has run out.
+//!
+//! Why that is enough: a member acknowledges renewals only from the
+//! primary of its own interval (`Pg::fence`), so once a member has
+//! answered a new interval's peering query it grants the old primary
+//! nothing more, and the old primary, which needs every member's
+//! acknowledgement, loses its lease when the last grant of that member
+//! runs out. Each member remembers its grants (primary -> until when) and
+//! reports what is left of them in its peering answer (`PeerInfo::leases`);
+//! the new primary waits out the longest, except those of primaries that
+//! answered this peering themselves (they hold the new map, so serve the
+//! old interval no more). Peering always hears from a member of the
+//! newest recorded write set, which every serving primary's lease
+//! needed.
+//!
+//! Clocks: each OSD measures durations only, on its own monotonic clock
+//! (its PG clock, `now_ms`); no two clocks are ever compared. Each
+//! duration that crosses from one OSD to another is stretched by the
+//! bound on how far two clocks' rates may differ (`CLOCK_DRIFT_PPM`,
+//! `stretch`), so that a member's "until" never ends before the primary's
+//! lease does in real time. An OSD that restarts forgets its grants: for
+//! the first lease length after its start (`Lease::new`) it reports a
+//! grant to any primary.
+//!
+//! Pure bookkeeping: it must never send, apply or read a clock; the PG
+//! (`Pg::lease_tick` and the handlers below) does that.
+
+use super::*;
+
+/// Default lease length (ms): Ceph's `osd_pool_default_read_lease_ratio`
+/// (0.8) times the OSD's default heartbeat grace (6 s), so that a primary
+/// cut off from its members has lost its lease by the time its peers
+/// report it and the monitors mark it down.
+pub const READ_LEASE_MS: u64 = 4_800;
+
+/// The lease length as a share of the heartbeat grace (Ceph's
+/// `osd_pool_default_read_lease_ratio`).
+pub const READ_LEASE_RATIO: f64 = 0.8;
+
+/// Bound on how far the rate of any OSD's monotonic clock may differ from
+/// real time, in parts per million. Linux slews CLOCK_MONOTONIC by at
+/// most 500 ppm for NTP and crystals drift by about 100: 1% holds with a
+/// wide margin, and costs 1% of a lease in each stretched wait.
+pub const CLOCK_DRIFT_PPM: u64 = 10_000;
+
+/// The longest lease a member grants, whatever a primary asks for (ms).
+pub const LEASE_MS_MAX: u64 = 120_000;
+
+/// A primary renews its lease every `lease_ms / RENEWALS_PER_LEASE`.
+pub const RENEWALS_PER_LEASE: u64 = 4;
+
+/// An op waiting for a lapsed lease sends a renewal at once, but no
+/// sooner than this after the last (ms).
+const RENEW_AGAIN_MS: u64 = 50;
+
+/// The primary of a grant a restarted OSD no longer remembers: any.
+pub const ANY_PRIMARY: i32 = -1;
+
+/// Grants a peering answer carries; more live ones are folded into one
+/// `ANY_PRIMARY` grant (safe: longer waits only).
+const REPORTED: usize = 3;
+
+/// `ms` as measured by one clock, made long enough to cover the same
+/// real time on another: ms x (1 + drift) / (1 - drift), rounded up.
+pub fn stretch(ms: u64) -> u64 {
+    let num = u128::from(ms) * u128::from(1_000_000 + CLOCK_DRIFT_PPM);
+    let den = u128::from(1_000_000 - CLOCK_DRIFT_PPM);
+    u64::try_from(num.div_ceil(den)).unwrap_or(u64::MAX)
+}
+
+/// What is left of the read leases a copy granted, as its peering answer
+/// carries them: (primary, ms left on the copy's clock); a slot with
+/// 0 ms left is empty.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeasesLeft(pub [(i32, u64); REPORTED]);
+
+impl LeasesLeft {
+    /// The live grants: (primary, ms left).
+    pub fn live(&self) -> impl Iterator<Item = (i32, u64)> + '_ {
+        self.0.iter().copied().filter(|&(_, left)| left > 0)
+    }
+}
+
+/// One copy's lease bookkeeping: as a member, what it granted; as a
+/// primary, the acknowledgements that make its lease, and the earlier
+/// leases it must wait out.
+#[derive(Debug)]
+pub(super) struct Lease {
+    /// The lease this OSD asks its members for (ms).
+    pub lease_ms: u64,
+    /// As a member: until when (this clock) each primary it granted a
+    /// lease may hold it.
+    granted: BTreeMap<i32, u64>,
+    /// As primary: renewals out, by tid, with their send times.
+    out: BTreeMap<u64, u64>,
+    /// As primary: per member, the send time of the newest renewal it
+    /// acknowledged in this interval.
+    acked: BTreeMap<i32, u64>,
+    /// When the newest renewal went out.
+    last_sent_ms: Option<u64>,
+    /// As a peering primary: the grants its members reported (primary ->
+    /// until, this clock), and the members that answered.
+    prior: BTreeMap<i32, u64>,
+    heard: BTreeSet<i32>,
+    /// As a new interval's primary: nothing is served before this.
+    wait_until_ms: u64,
+}
+
+impl Lease {
+    /// A copy on an OSD whose clock read `started_ms` when the OSD
+    /// started: for one lease it may have granted any primary a lease
+    /// before a restart, which it no longer remembers
+    /// (`None`: an OSD that never ran before, so granted nothing.)
+    pub fn new(lease_ms: u64, started_ms: Option<u64>) -> Lease {
+        let mut granted = BTreeMap::new();
+        if let Some(t) = started_ms {
+            granted.insert(ANY_PRIMARY, t.saturating_add(stretch(lease_ms)));
+        }
+        Lease {
+            lease_ms,
+            granted,
+            out: BTreeMap::new(),
+            acked: BTreeMap::new(),
+            last_sent_ms: None,
+            prior: BTreeMap::new(),
+            heard: BTreeSet::new(),
+            wait_until_ms: 0,
+        }
+    }
+
+    /// As a member: grant `primary` a lease of `lease_ms` asked for at
+    /// or before `now_ms`.
+    pub fn grant(&mut self, primary: i32, lease_ms: u64, now_ms: u64) {
+        let until = now_ms.saturating_add(stretch(lease_ms.min(LEASE_MS_MAX)));
+        let e = self.granted.entry(primary).or_default();
+        *e = (*e).max(until);
+    }
+
+    /// What is left of this copy's grants at `now_ms` (see `LeasesLeft`).
+    pub fn left(&mut self, now_ms: u64) -> LeasesLeft {
+        self.granted.retain(|_, until| *until > now_ms);
+        let mut live: Vec<(i32, u64)> = self
+            .granted
+            .iter()
+            .map(|(&p, &until)| (p, until - now_ms))
+            .collect();
+        live.sort_by_key(|&(_, left)| std::cmp::Reverse(left));
+        let mut out = LeasesLeft::default();
+        for (i, (p, left)) in live.into_iter().enumerate() {
+            if i < REPORTED - 1 {
+                out.0[i] = (p, left);
+            } else {
+                // The rest (the longest first) as one grant to anyone.
+                let last = &mut out.0[REPORTED - 1];
+                *last = (ANY_PRIMARY, last.1.max(left));
+            }
+        }
+        out
+    }
+
+    /// A new interval: this primary's lease, if it held one, is over.
+    pub fn new_interval(&mut self) {
+        self.out.clear();
+        self.acked.clear();
+        self.last_sent_ms = None;
+        self.prior.clear();
+        self.heard.clear();
+        self.wait_until_ms = 0;
+    }
+
+    /// Peering starts (again): what members report is gathered anew.
+    pub fn peering(&mut self) {
+        self.prior.clear();
+        self.heard.clear();
+    }
+
+    /// As a peering primary: member `from` answered at `now_ms` with
+    /// what is left of its grants.
+    pub fn heard(&mut self, from: i32, left: &LeasesLeft, now_ms: u64) {
+        self.heard.insert(from);
+        for (p, ms) in left.live() {
+            let e = self.prior.entry(p).or_default();
+            *e = (*e).max(now_ms.saturating_add(stretch(ms)));
+        }
+    }
+
+    /// Peering is over and `me` starts to serve: until when it must wait
+    /// for the leases earlier primaries may still hold (its own grants
+    /// and its members' reports, but those of primaries that answered).
+    pub fn begin(&mut self, me: i32) -> u64 {
+        let heard = &self.heard;
+        let counts = |p: &i32| *p == ANY_PRIMARY || (*p != me && !heard.contains(p));
+        self.wait_until_ms = (self.prior.iter().chain(&self.granted))
+            .filter(|(p, _)| counts(p))
+            .map(|(_, &until)| until)
+            .max()
+            .unwrap_or(0);
+        self.wait_until_ms
+    }
+
+    /// Whether earlier primaries' leases may still hold at `now_ms`.
+    pub fn waiting(&self, now_ms: u64) -> bool {
+        now_ms < self.wait_until_ms
+    }
+
+    /// Whether a renewal is due at `now_ms` (`hurry`: an op waits for
+    /// the lease).
+    pub fn renewal_due(&self, now_ms: u64, hurry: bool) -> bool {
+        let every = if hurry {
+            RENEW_AGAIN_MS
+        } else {
+            self.lease_ms / RENEWALS_PER_LEASE
+        };
+        self.last_sent_ms
+            .is_none_or(|t| now_ms >= t.saturating_add(every))
+    }
+
+    /// A renewal `tid` went out at `now_ms`.
+    pub fn sent(&mut self, tid: u64, now_ms: u64) {
+        self.out.insert(tid, now_ms);
+        self.last_sent_ms = Some(now_ms);
+    }
+
+    /// Member `from` acknowledged renewal `tid` (`false`: not one).
+    pub fn acked(&mut self, tid: u64, from: i32) -> bool {
+        let Some(sent) = self.out.remove(&tid) else {
+            return false;
+        };
+        let e = self.acked.entry(from).or_default();
+        *e = (*e).max(sent);
+        true
+    }
+
+    /// A renewal `tid` was refused or lost.
+    pub fn failed(&mut self, tid: u64) {
+        self.out.remove(&tid);
+    }
+
+    /// Until when (this clock) this primary's lease holds with
+    /// `members` (u64::MAX: it has none to ask).
+    pub fn readable_until(&self, members: impl IntoIterator<Item = i32>) -> u64 {
+        members
+            .into_iter()
+            .map(|m| {
+                self.acked
+                    .get(&m)
+                    .map_or(0, |&t| t.saturating_add(self.lease_ms))
+            })
+            .min()
+            .unwrap_or(u64::MAX)
+    }
+}
+
+impl Pg {
+    /// The members whose acknowledgements make this primary's lease:
+    /// every other acting OSD.
+    fn lease_members(&self) -> impl Iterator<Item = i32> + '_ {
+        let me = self.whoami;
+        self.map
+            .acting
+            .iter()
+            .copied()
+            .filter(move |&o| o >= 0 && o != me)
+    }
+
+    /// Whether this primary may serve client ops now: no earlier
+    /// primary's lease may hold, and its own does.
+    pub(super) fn lease_holds(&self) -> bool {
+        !self.lease.waiting(self.now_ms)
+            && self.now_ms < self.lease.readable_until(self.lease_members())
+    }
+
+    /// Whether this primary is in Ceph's `wait` state: peered, waiting
+    /// out an earlier primary's lease.
+    pub(super) fn lease_wait(&self) -> bool {
+        self.lease.waiting(self.now_ms)
+    }
+
+    /// Whether this primary is in Ceph's `laggy` state: ops wait for a
+    /// lease its members have not renewed.
+    pub(super) fn lease_laggy(&self) -> bool {
+        self.waits_for_lease()
+            && !self.lease_wait()
+            && self.now_ms >= self.lease.readable_until(self.lease_members())
+    }
+
+    /// Whether client ops or listings wait (for the lease among other
+    /// things).
+    fn waits_for_lease(&self) -> bool {
+        !self.ops.waiting.is_empty() || !self.ops.lists.is_empty()
+    }
+
+    /// Whether this copy is a primary that serves (or is about to) and so
+    /// keeps a lease.
+    fn leads(&self) -> bool {
+        self.is_primary() && matches!(self.role, Role::Primary { .. } | Role::Activating { .. })
+    }
+
+    /// Peering is over: wait out earlier primaries' leases, and ask the
+    /// members for this one's.
+    pub(super) fn lease_begin(&mut self, fx: &mut Vec<Effect>) {
+        let until = self.lease.begin(self.whoami);
+        if until > self.now_ms {
+            tracing::debug!(
+                "pg {}: waits {} ms for an earlier primary's read lease",
+                self.id,
+                until - self.now_ms
+            );
+        }
+        self.renew_lease(fx);
+    }
+
+    /// Send every member a renewal.
+    fn renew_lease(&mut self, fx: &mut Vec<Effect>) {
+        let members: Vec<i32> = self.lease_members().collect();
+        let now = self.now_ms;
+        for to in members {
+            let tid = self.take_tid();
+            let msg = PeerMsg::Lease {
+                pg: self.id,
+                from: self.whoami,
+                ctx: self.rep_ctx(),
+                lease_ms: self.lease.lease_ms,
+            };
+            self.send(tid, to, msg, fx);
+            self.lease.sent(tid, now);
+        }
+        if self.lease.last_sent_ms.is_none() {
+            // No member to ask: the lease holds on its own.
+            self.lease.last_sent_ms = Some(now);
+        }
+    }
+
+    /// At a tick, or as an op finds the lease lapsed: renew it when due,
+    /// and serve what waited once it holds.
+    pub(super) fn lease_tick(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
+        if !self.leads() {
+            return;
+        }
+        let hurry = self.waits_for_lease();
+        if self.lease.renewal_due(self.now_ms, hurry) {
+            self.renew_lease(fx);
+        }
+        if hurry && self.lease_holds() {
+            self.rerun_waiting(s, fx);
+        }
+    }
+
+    /// An op waits while the PG leads: if for a lapsed lease, renew it
+    /// now (no sooner than `RENEW_AGAIN_MS` after the last renewal).
+    pub(super) fn lease_hurry(&mut self, fx: &mut Vec<Effect>) {
+        if self.leads() && !self.lease_wait() && self.lease.renewal_due(self.now_ms, true) {
+            self.renew_lease(fx);
+        }
+    }
+
+    /// A member's answer to renewal `tid`.
+    pub(super) fn on_lease_answer(
+        &mut self,
+        s: &dyn ObjectStore,
+        tid: u64,
+        from: i32,
+        acked: bool,
+        fx: &mut Vec<Effect>,
+    ) {
+        if !acked {
+            return self.lease.failed(tid);
+        }
+        let held = self.lease_holds();
+        if self.lease.acked(tid, from) && !held && self.leads() && self.lease_holds() {
+            // (Ops that waited for it run now, not at the next tick.)
+            self.rerun_waiting(s, fx);
+        }
+    }
+
+    /// As a member: primary `from` renews its lease. Granted only to
+    /// this copy's own interval's primary (the fence every message from a
+    /// primary passes), so never to one whose interval this copy has
+    /// seen end.
+    pub(super) fn on_lease(
+        &mut self,
+        from: i32,
+        ctx: &RepCtx,
+        lease_ms: u64,
+        token: u64,
+        fx: &mut Vec<Effect>,
+    ) {
+        let result = self.fence(from, ctx, "lease renewal from");
+        if result.is_ok() {
+            self.lease.grant(from, lease_ms, self.now_ms);
+        }
+        fx.push(Effect::answer(token, result, |()| PeerReply::LeaseAck));
+    }
+
+    /// What is left of this copy's grants, for a peering answer.
+    pub(super) fn leases_left(&mut self) -> LeasesLeft {
+        self.lease.left(self.now_ms)
+    }
+
+    /// Set this PG's lease length, on an OSD whose clock read
+    /// `started_ms` when it started (`None`: an OSD that never ran
+    /// before, such as a test's; see `Lease::new`).
+    pub fn set_read_lease(&mut self, lease_ms: u64, started_ms: Option<u64>) {
+        self.lease = Lease::new(lease_ms, started_ms);
+    }
+
+    /// Move this PG's clock to `now_ms` (never back). A host calls it as
+    /// it hands the PG each input: a lease is judged by the time the op
+    /// is served, not the time it was queued.
+    pub fn clock(&mut self, now_ms: u64) {
+        self.now_ms = self.now_ms.max(now_ms);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stretch_covers_the_drift_of_both_clocks() {
+        assert_eq!(stretch(0), 0);
+        // 1% each way: 1000 x 1.01 / 0.99 = 1020.2..., rounded up.
+        assert_eq!(stretch(1000), 1021);
+        assert_eq!(stretch(u64::MAX), u64::MAX);
+    }
+
+    #[test]
+    fn a_restarted_copy_reports_a_grant_to_any_primary_for_one_lease() {
+        let mut l = Lease::new(1000, Some(500));
+        let left = l.left(600);
+        assert_eq!(left.live().collect::<Vec<_>>(), vec![(ANY_PRIMARY, 921)]);
+        assert_eq!(l.left(500 + 1021).live().count(), 0);
+    }
+
+    #[test]
+    fn grants_beyond_the_reported_slots_fold_into_one_to_any_primary() {
+        let mut l = Lease::new(1000, Some(0));
+        for p in 1..=5 {
+            l.grant(p, 100 * p as u64, 10_000);
+        }
+        let left: Vec<(i32, u64)> = l.left(10_000).live().collect();
+        assert_eq!(left.len(), REPORTED);
+        assert_eq!(left[0], (5, stretch(500)));
+        assert_eq!(left[1], (4, stretch(400)));
+        // 3, 2 and 1 folded: the longest of them, to anyone.
+        assert_eq!(left[2], (ANY_PRIMARY, stretch(300)));
+    }
+
+    #[test]
+    fn a_new_primary_waits_out_grants_to_primaries_that_did_not_answer() {
+        let mut l = Lease::new(1000, Some(0));
+        l.left(5_000); // (the start grant has run out)
+        l.peering();
+        let mut from_member = LeasesLeft::default();
+        from_member.0[0] = (7, 800);
+        from_member.0[1] = (8, 900);
+        l.heard(2, &from_member, 5_000);
+        // osd.8 answered this peering itself: its lease is moot.
+        l.heard(8, &LeasesLeft::default(), 5_000);
+        assert_eq!(l.begin(1), 5_000 + stretch(800));
+        assert!(l.waiting(5_000 + stretch(800) - 1));
+        assert!(!l.waiting(5_000 + stretch(800)));
+    }
+
+    #[test]
+    fn a_primary_waits_out_no_grant_of_its_own() {
+        let mut l = Lease::new(1000, Some(0));
+        l.left(5_000);
+        l.grant(1, 1000, 5_000);
+        l.peering();
+        assert_eq!(l.begin(1), 0);
+        l.grant(3, 1000, 5_000);
+        assert_eq!(l.begin(1), 5_000 + stretch(1000));
+    }
+
+    #[test]
+    fn the_lease_holds_until_the_oldest_acknowledged_renewal_runs_out() {
+        let mut l = Lease::new(1000, Some(0));
+        assert_eq!(l.readable_until([]), u64::MAX);
+        assert_eq!(l.readable_until([2, 3]), 0);
+        l.sent(10, 100);
+        l.sent(11, 100);
+        assert!(l.acked(10, 2));
+        assert_eq!(l.readable_until([2, 3]), 0, "osd.3 has not answered");
+        assert!(l.acked(11, 3));
+        assert_eq!(l.readable_until([2, 3]), 1_100);
+        l.sent(12, 400);
+        assert!(l.acked(12, 2));
+        assert_eq!(l.readable_until([2, 3]), 1_100, "osd.3's is older");
+        assert!(!l.acked(12, 2), "an answer counts once");
+        l.new_interval();
+        assert_eq!(l.readable_until([2, 3]), 0);
+    }
+}
