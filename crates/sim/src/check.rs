@@ -143,6 +143,10 @@ impl Sim {
         if self.partitions {
             self.apart.clear();
             self.heals.clear();
+            let cut: Vec<usize> = self.mon_heals.keys().copied().collect();
+            for o in cut {
+                self.reconnect(o);
+            }
         }
         let toofull = self.mon.newest().toofull;
         let room = (0..OSDS).filter(|&o| toofull[o]);

@@ -1,6 +1,7 @@
 //! The faults a random run injects at each step: OSD crashes (more often
 //! while unsynced chunks are held), restarts, devices turning
-//! backfillfull, partitions between OSDs, the monitors' leader failing,
+//! backfillfull, partitions between OSDs, OSDs cut off from the
+//! monitors alone, the monitors' leader failing,
 //! OSDs marked out (by the monitors after a while down, by an operator)
 //! and in, OSDs declared lost and unfound objects marked lost.
 //!
@@ -27,6 +28,10 @@ pub(crate) const OPERATOR_OUT_PER_MILLE: u64 = 2;
 /// Chance (per mille) per step that two OSDs are cut off from each other
 /// (`Run::partitions`).
 pub(crate) const PARTITION_PER_MILLE: u64 = 3;
+
+/// Chance (per mille) per step that an OSD is cut off from the monitors
+/// alone (`Run::partitions`).
+pub(crate) const MONITOR_CUT_PER_MILLE: u64 = 2;
 
 /// Chance (per mille) per step that a device's backfillfull mark flips.
 pub(crate) const TOOFULL_PER_MILLE: u64 = 2;
@@ -144,6 +149,16 @@ impl Sim {
             self.heals.remove(&link);
             self.apart.remove(&link);
         }
+        let reconnected: Vec<usize> = (self.mon_heals.iter())
+            .filter(|(_, &at)| at <= now)
+            .map(|(&o, _)| o)
+            .collect();
+        for o in reconnected {
+            self.reconnect(o);
+        }
+        if self.rng.chance(MONITOR_CUT_PER_MILLE) {
+            self.cut_some_osd_from_the_monitors();
+        }
         if !self.rng.chance(PARTITION_PER_MILLE) {
             return;
         }
@@ -169,6 +184,25 @@ impl Sim {
             let osd = if self.rng.chance(500) { a } else { b };
             let at = now + (5 + self.rng.below(40)) * STEP_MS;
             self.queue.push((at, Ev::Reported { osd }));
+        }
+    }
+
+    /// An OSD loses the monitors, and only them, for 0.5 to 5 s: it hears
+    /// of no map; its peers and clients still reach it (clients on the
+    /// maps it knows keep asking it). In half of them the monitors mark it
+    /// down (its beacons stopped) and it boots again once it hears.
+    fn cut_some_osd_from_the_monitors(&mut self) {
+        let o = self.rng.index(OSDS);
+        if self.cut_off[o] {
+            return;
+        }
+        self.stats.monitor_cuts += 1;
+        self.cut_off[o] = true;
+        let lasts = 500 + self.rng.below(10) * 500;
+        self.mon_heals.insert(o, self.now_ms + lasts);
+        if self.rng.chance(500) {
+            let at = self.now_ms + (5 + self.rng.below(40)) * STEP_MS;
+            self.queue.push((at, Ev::Reported { osd: o }));
         }
     }
 

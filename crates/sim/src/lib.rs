@@ -315,8 +315,12 @@ pub struct Sim {
     /// no late maps, no client on an older map unless it asks.
     scripted: bool,
     /// OSDs cut off from the monitors (and only from them): they hear of
-    /// no new map, and their requests to the monitors are lost.
+    /// no new map, their pg_temp asks are lost and their write-set
+    /// record asks wait (`deferred`, as the daemon asks again) until the
+    /// cut heals (`mon_heals`, in random runs).
     cut_off: [bool; OSDS],
+    deferred: Vec<Ev>,
+    mon_heals: BTreeMap<usize, u64>,
     /// The map epoch the client sends under (`None`: the newest).
     client_epoch: Option<Epoch>,
     /// Links that lose every message, as (from, to): a partition cuts
@@ -438,6 +442,8 @@ pub struct Stats {
     pub reboots: u64,
     /// Partitions that cut one direction only.
     pub one_way: u64,
+    /// OSDs cut off from the monitors alone for a while.
+    pub monitor_cuts: u64,
     /// Times the monitors' leader failed; OSD asks whose call failed
     /// while they elected another; of those, asks the failed leader had
     /// taken, committed once a new one was in.
@@ -520,6 +526,7 @@ impl Stats {
         self.partitions += st.partitions;
         self.reboots += st.reboots;
         self.one_way += st.one_way;
+        self.monitor_cuts += st.monitor_cuts;
         self.elections += st.elections;
         self.asks_failed += st.asks_failed;
         self.taken_mid_commit += st.taken_mid_commit;
@@ -608,14 +615,16 @@ impl Host for Shell<'_> {
 
     fn monitor(&mut self, ask: MonAsk) {
         let (pg, from, gen) = (self.p, self.o, self.gen);
-        if self.sim.cut_off[from] {
-            return;
-        }
+        let cut = self.sim.cut_off[from];
         let ev = match ask {
+            MonAsk::PgTemp(_) | MonAsk::PrimaryTemp(_) if cut => return,
             MonAsk::PgTemp(osds) => Ev::PgTemp { pg, from, osds },
             MonAsk::PrimaryTemp(osd) => Ev::PrimaryTemp { pg, from, osd },
             MonAsk::Record(ask) => Ev::Record { pg, from, gen, ask },
         };
+        if cut {
+            return self.sim.deferred.push(ev);
+        }
         self.sim.send(ev);
     }
 
@@ -773,6 +782,14 @@ impl Sim {
     /// only, every map in between skipped.
     pub fn reconnect(&mut self, o: usize) {
         self.cut_off[o] = false;
+        self.mon_heals.remove(&o);
+        let (asks, rest) = std::mem::take(&mut self.deferred)
+            .into_iter()
+            .partition(|ev| matches!(ev, Ev::Record { from, .. } if *from == o));
+        self.deferred = rest;
+        for ev in asks {
+            self.send(ev);
+        }
         let ev = Ev::Map {
             osd: o,
             gen: self.osds[o].gen,
@@ -906,6 +923,8 @@ impl Sim {
             healing: false,
             scripted: false,
             cut_off: [false; OSDS],
+            deferred: Vec::new(),
+            mon_heals: BTreeMap::new(),
             client_epoch: None,
             apart: BTreeSet::new(),
             partitions: run.partitions,
