@@ -57,10 +57,9 @@ pub struct Run {
     /// leaves some as they were and the shards keep no hash (scrub runs;
     /// `LOLIGO_SIM_EC_STRIPES=1`).
     pub stripes: bool,
-    /// A client history that is not linearizable fails the run
-    /// (`LOLIGO_SIM_LINEARIZABLE=1`); otherwise it is only counted
-    /// (`Stats::histories_bad`), until the PG core serves no read of a
-    /// write it may still lose.
+    /// A client history that is not linearizable fails the run (the
+    /// default; `LOLIGO_SIM_LINEARIZABLE=0` only counts them, in
+    /// `Stats::histories_bad`).
     pub linearizable: bool,
 }
 
@@ -91,7 +90,7 @@ impl Run {
             scrubs: false,
             rot: false,
             stripes: false,
-            linearizable: std::env::var_os("LOLIGO_SIM_LINEARIZABLE").is_some(),
+            linearizable: std::env::var("LOLIGO_SIM_LINEARIZABLE").map_or(true, |v| v != "0"),
         }
     }
 
@@ -160,14 +159,6 @@ impl Run {
         Run {
             ec: true,
             ..Run::replicated(seed)
-        }
-    }
-
-    /// With a client history that is not linearizable failing the run.
-    pub fn linearizable(self) -> Run {
-        Run {
-            linearizable: true,
-            ..self
         }
     }
 
@@ -252,8 +243,8 @@ impl Run {
         } else if self.stripes && self.ec {
             env += "LOLIGO_SIM_EC_STRIPES=1 ";
         }
-        if self.linearizable {
-            env += "LOLIGO_SIM_LINEARIZABLE=1 ";
+        if !self.linearizable {
+            env += "LOLIGO_SIM_LINEARIZABLE=0 ";
         }
         format!("{env}{seed_var}={}", self.seed)
     }

@@ -659,9 +659,5 @@ impl Pg {
         let log = self.drop_stale_log(s, fx);
         self.send_logs_with(s, log, fx);
         self.maybe_go_active(s, fx);
-        if matches!(self.role, Role::Activating { .. }) {
-            // Reads may go ahead; writes wait.
-            self.rerun_waiting(s, fx);
-        }
     }
 }

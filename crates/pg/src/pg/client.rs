@@ -103,17 +103,19 @@ impl Pg {
         self.execute(s, p, fx);
     }
 
-    /// Whether ops are served: peered, and, on a replicated pool, with at
-    /// least min_size members serving (Ceph's `active`). Below that
-    /// (`peered`) not even reads are served: this copy's log may end in
-    /// writes no other member holds, which the next peering with more
-    /// members may roll back (a read of one that a later read did not see
-    /// again broke linearizability in the simulator). An erasure-coded
-    /// read decodes what k shards hold, which rolls forward, so it goes
-    /// on below min_size (writes do not).
+    /// Whether ops are served: activated (the write set on record and
+    /// every recovering member has merged the authoritative log), and,
+    /// on a replicated pool, with at least min_size members serving
+    /// (Ceph's `active`). While activating, or below min_size (`peered`),
+    /// not even reads are served: this copy's log may end in writes no
+    /// other member holds, which the next peering may roll back if this
+    /// primary fails (a read of one that a later read did not see again
+    /// broke linearizability in the simulator, both ways). An
+    /// erasure-coded read decodes what k shards hold, which rolls
+    /// forward, so it goes on below min_size (writes do not).
     fn active(&self) -> bool {
         match &self.role {
-            Role::Primary { write_set } | Role::Activating { write_set, .. } => {
+            Role::Primary { write_set } => {
                 self.ec.is_some() || self.serving(write_set) >= self.min_size()
             }
             _ => false,
@@ -582,9 +584,7 @@ impl Pg {
             });
             return fx.push(Effect::ListReply { token, result });
         }
-        if !matches!(self.role, Role::Primary { .. } | Role::Activating { .. })
-            || !self.lease_holds()
-        {
+        if !matches!(self.role, Role::Primary { .. }) || !self.lease_holds() {
             if self.ops.lists.len() >= WAITING_MAX {
                 let result = Err(self.unavailable());
                 return fx.push(Effect::ListReply { token, result });

@@ -321,8 +321,9 @@ enum Role {
         want: BTreeSet<i32>,
         infos: BTreeMap<i32, Option<PeerInfo>>,
     },
-    /// Peered; serves reads while the monitors record the write set and
-    /// recovering members merge the authoritative log.
+    /// Peered; serves nothing until the monitors record the write set
+    /// and recovering members merge the authoritative log (its read lease
+    /// is asked for meanwhile).
     Activating {
         write_set: Vec<i32>,
         recorded: bool,
