@@ -17,6 +17,7 @@ mod daemon_cmd;
 mod data_cmd;
 mod ec_cmd;
 mod kv_cmd;
+mod lab_cmd;
 mod malloc;
 mod map_pgs_cmd;
 mod osdmap_cmd;
@@ -135,6 +136,11 @@ enum Cmd {
     Kv(kv_cmd::KvCmd),
     /// Benchmark the cluster like `rados bench`: SECONDS write|seq|rand.
     Bench(data_cmd::BenchArgs),
+    /// Tools for fault experiments: `lab client`, a long-lived client
+    /// session driven from stdin (it keeps its map when cut off from the
+    /// monitors). The hosts harness is `tools/hosts.sh`.
+    #[command(subcommand)]
+    Lab(lab_cmd::LabCmd),
     /// CRUSH map tools (crushtool-compatible test, compile, decompile, tree, bench).
     #[command(subcommand)]
     Crush(crush_cmd::CrushCmd),
@@ -244,6 +250,7 @@ fn main() -> ExitCode {
         Cmd::Xattr { cmd } => data_cmd::xattr(conn, cmd),
         Cmd::Kv(c) => kv_cmd::run(conn, c),
         Cmd::Bench(a) => data_cmd::bench(conn, a),
+        Cmd::Lab(c) => lab_cmd::lab(conn, c),
         Cmd::Crush(c) => crush_cmd::run(c),
         Cmd::Osdmap(c) => osdmap_cmd::run(c),
         Cmd::Ec(c) => ec_cmd::run(c),
