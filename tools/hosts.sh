@@ -51,6 +51,9 @@ up)
     [[ "$n" =~ ^[0-9]+$ ]] && [ "$n" -ge 1 ] && [ "$n" -le 200 ] || die "N must be 1..200"
     command -v ip >/dev/null || die "ip (iproute2) not found"
     command -v nft >/dev/null || die "nft (nftables) not found: apt-get install -y nftables"
+    if ip -4 addr show | grep -q "inet 10\.77\.$s\."; then
+        die "10.77.$s.0/24 is in use here (hosts of another NAME?): choose another NAME"
+    fi
     ip link add "$br" type bridge
     ip addr add "10.77.$s.254/24" dev "$br"
     ip link set "$br" up
