@@ -53,7 +53,8 @@ pub enum KvCmd {
     /// exit 2 if any is broken. Run it while no one writes to the store.
     Check { store: String },
     /// Repair what clients that died left behind: roll back splits and
-    /// rebalances older than the timeout, delete the nodes finished ones
+    /// rebalances not renewed for the timeout (waiting one timeout for
+    /// those seen for the first time), delete the nodes finished ones
     /// replaced, clear stale unwritable marks. Safe while others use the
     /// store.
     Clean {

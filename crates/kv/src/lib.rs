@@ -99,8 +99,10 @@ pub trait Objects: Send + Sync {
         ops: Vec<SubOp>,
     ) -> impl Future<Output = Result<Vec<SubResult>>> + Send;
 
-    /// Milliseconds since the Unix epoch: intents are stamped with it and
-    /// rolled back when older than the timeout by this clock.
+    /// Milliseconds since the Unix epoch: a client stamps its intents
+    /// with it (a renewal changes the stamp) and measures how long it has
+    /// seen another's stamp unchanged. Only one client's own readings
+    /// are ever compared: clients' clocks need not agree.
     fn now_ms(&self) -> u64 {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -158,6 +160,9 @@ pub struct KvStore<O: Objects> {
     /// node's range never changes and the OSD checks it on every write, so
     /// a stale entry costs a retry, never a misplaced key.
     cache: Mutex<BTreeMap<Vec<u8>, IndexEntry>>,
+    /// Other clients' intents and tombs this client has seen, by token:
+    /// the stamp it saw and its own clock then (see `reshape::Seen`).
+    seen: Mutex<reshape::Seen>,
     /// Write nodes with plain ops (a read, then a compare-and-write)
     /// instead of the `kv.write` method: only to measure what the method
     /// saves.
@@ -296,14 +301,16 @@ impl<O: Objects> KvStore<O> {
             value_max,
             timeout_ms: DEFAULT_TIMEOUT_MS,
             cache: Mutex::new(BTreeMap::new()),
+            seen: Mutex::new(reshape::Seen::default()),
             plain_writes: false,
         }
     }
 
-    /// How old (milliseconds, by [`Objects::now_ms`]) another client's
-    /// split or rebalance must be before this client rolls it back. Every
-    /// client of a store should use the same; their clocks should agree
-    /// to well within it.
+    /// How long (milliseconds, by this client's [`Objects::now_ms`])
+    /// this client must have seen another client's split or rebalance
+    /// unrenewed before it rolls it back. Every client of a store should
+    /// use the same (an owner renews every quarter of its own); their
+    /// clocks need not agree, only run at about the same rate.
     pub fn with_timeout(mut self, ms: u64) -> Self {
         self.timeout_ms = ms.max(1);
         self
@@ -441,6 +448,18 @@ impl<O: Objects> KvStore<O> {
         self.k
     }
 
+    /// Whether this client has seen the intent or tomb `token` with stamp
+    /// `stamp` unchanged for longer than the timeout (a first sighting,
+    /// or a new stamp, starts the count).
+    fn stale(&self, token: &str, stamp: u64) -> bool {
+        let now = self.objs.now_ms();
+        let mut seen = self
+            .seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        seen.stale(token, stamp, now, self.timeout_ms)
+    }
+
     fn cache(&self) -> std::sync::MutexGuard<'_, BTreeMap<Vec<u8>, IndexEntry>> {
         // The cache is a hint: a panic elsewhere leaves it usable.
         self.cache
@@ -508,7 +527,7 @@ impl<O: Objects> KvStore<O> {
 
     /// Run `attempt` on the node that holds `key` until it finds the node
     /// current, helping or waiting out a split or rebalance that holds it
-    /// (rolled back once older than the timeout). Gives up ([`KvError::Busy`])
+    /// (rolled back once seen unrenewed for the timeout). Gives up ([`KvError::Busy`])
     /// after three timeouts without progress.
     async fn on_node<T, F, Fut>(&self, key: &[u8], mut attempt: F) -> Result<T>
     where

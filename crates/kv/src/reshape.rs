@@ -1,8 +1,9 @@
 //! Splits and rebalances: replacing one node, or two neighbours, by the
 //! nodes [`crate::plan::layout`] makes of their entries with the write that
-//! needed it applied. Any client may roll back a replacement older than
-//! the timeout, finish the deletion of the nodes a committed one replaced,
-//! and clear a mark whose replacement is gone.
+//! needed it applied. Any client may roll back a replacement it has seen
+//! unrenewed for the timeout (`Seen`: by its own clock only), finish the
+//! deletion of the nodes a committed one replaced, and clear a mark whose
+//! replacement is gone.
 //!
 //! The protocol, for replacement `T` of nodes `N...` (after "A scalable,
 //! consistent key-value store on RADOS", with the commit point and the
@@ -55,6 +56,41 @@ use std::collections::BTreeMap;
 /// How many old tombs a client finishes after each of its replacements.
 const SWEEP: u32 = 4;
 
+/// Sightings kept before the oldest are forgotten (forgetting one only
+/// restarts its count: a later rollback, never an early one).
+const SEEN_MAX: usize = 10_000;
+
+/// Other clients' intents and tombs one client has seen: by token, the
+/// stamp it saw and its own clock when it first saw that stamp. An intent
+/// is rolled back (a tomb finished) only once this client has seen the
+/// same stamp for longer than the timeout by its own clock: no two
+/// clients' clocks are compared, so a client whose clock is behind (or
+/// ahead) neither loses its live replacements nor keeps dead ones.
+#[derive(Default)]
+pub(crate) struct Seen(std::collections::HashMap<String, (u64, u64)>);
+
+impl Seen {
+    /// Whether `token` has shown `stamp` for longer than `timeout_ms` at
+    /// `now_ms` (this client's clock).
+    pub(crate) fn stale(&mut self, token: &str, stamp: u64, now_ms: u64, timeout_ms: u64) -> bool {
+        if let Some(&(s, since)) = self.0.get(token) {
+            if s == stamp {
+                return now_ms.saturating_sub(since) > timeout_ms;
+            }
+        }
+        if self.0.len() >= SEEN_MAX {
+            // The sightings older than three timeouts go first.
+            self.0
+                .retain(|_, (_, since)| now_ms.saturating_sub(*since) <= 3 * timeout_ms);
+            if self.0.len() >= SEEN_MAX {
+                self.0.clear();
+            }
+        }
+        self.0.insert(token.to_string(), (stamp, now_ms));
+        false
+    }
+}
+
 fn bb(v: &[u8]) -> ByteBuf {
     ByteBuf::from(v.to_vec())
 }
@@ -80,7 +116,7 @@ fn lost_race(e: &KvError) -> bool {
 /// What [`KvStore::clean`] did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Cleaned {
-    /// Replacements older than the timeout rolled back.
+    /// Replacements seen unrenewed for the timeout, rolled back.
     pub rolled_back: u64,
     /// Tombs finished: replaced nodes deleted.
     pub tombs: u64,
@@ -297,7 +333,7 @@ impl<O: Objects> KvStore<O> {
         // 5. Delete the replaced nodes, then the tomb; then help with old
         // tombs of clients that died.
         self.finish_tomb(&intent.token, &tomb).await?;
-        self.sweep_tombs(SWEEP).await?;
+        self.sweep_tombs(SWEEP, &mut 0).await?;
         Ok(Some(Attempt::Done(true)))
     }
 
@@ -418,7 +454,7 @@ impl<O: Objects> KvStore<O> {
     }
 
     /// Help the replacement that holds node `node` (index key `ik`) along:
-    /// roll it back if older than the timeout, clear a mark whose
+    /// roll it back if seen unrenewed for the timeout, clear a mark whose
     /// replacement is gone. Returns what it did, and the token and stamp
     /// of a live replacement it left alone (its owner renewing the stamp is
     /// progress a waiter may keep waiting on).
@@ -463,7 +499,7 @@ impl<O: Objects> KvStore<O> {
         }
         let mut intent_token: Option<&[u8]> = None;
         if let Some(i) = &e.intent {
-            if self.objs.now_ms().saturating_sub(i.started_ms) > self.timeout_ms {
+            if self.stale(&i.token, i.started_ms) {
                 // A rollback that loses its race found the replacement
                 // committed (or rolled back by another): then the mark
                 // must stay (a replaced node keeps it until deleted).
@@ -502,20 +538,23 @@ impl<O: Objects> KvStore<O> {
             .map(|_| ())
     }
 
-    /// Finish up to `limit` tombs older than the timeout (left by clients
-    /// that died after their swap): how many.
-    async fn sweep_tombs(&self, limit: u32) -> Result<u64> {
-        let now = self.objs.now_ms();
+    /// Finish up to `limit` tombs seen for longer than the timeout (left
+    /// by clients that died after their swap): how many; `left` counts
+    /// those not old yet.
+    async fn sweep_tombs(&self, limit: u32, left: &mut u64) -> Result<u64> {
         let mut n = 0;
         for (k, v) in self.list_index(b"", limit).await? {
             if k.as_slice() >= index::TOMBS_END {
                 break;
             }
             let tomb = Tomb::decode(&v)?;
-            if now.saturating_sub(tomb.started_ms) > self.timeout_ms {
-                let token = String::from_utf8_lossy(&k[1..]).into_owned();
+            let token = String::from_utf8_lossy(&k[1..]).into_owned();
+            // (Keyed apart from the intent of the same token.)
+            if self.stale(&format!("tomb {token}"), tomb.started_ms) {
                 self.finish_tomb(&token, &tomb).await?;
                 n += 1;
+            } else {
+                *left += 1;
             }
         }
         Ok(n)
@@ -557,12 +596,30 @@ impl<O: Objects> KvStore<O> {
     }
 
     /// Repair what dead or stalled clients left: roll back replacements
-    /// older than the timeout, finish their tombs, clear marks whose
-    /// replacement is gone. Safe while others use the store.
+    /// seen unrenewed for the timeout, finish their tombs, clear marks
+    /// whose replacement is gone; what it sees for the first time it
+    /// looks at again a timeout later. Safe while others use the store.
     pub async fn clean(&self) -> Result<Cleaned> {
+        let (mut done, left) = self.clean_pass().await?;
+        if left > 0 {
+            // Replacements and tombs seen for the first time: they count
+            // as old only once seen unrenewed for a timeout.
+            self.objs.pause(self.timeout_ms + 1).await;
+            let (again, _) = self.clean_pass().await?;
+            done.rolled_back += again.rolled_back;
+            done.tombs += again.tombs;
+            done.marks += again.marks;
+        }
+        Ok(done)
+    }
+
+    /// One pass of `clean`: what it did, and how many replacements and
+    /// tombs it left (not old yet as this client has seen them).
+    async fn clean_pass(&self) -> Result<(Cleaned, u64)> {
         let mut done = Cleaned::default();
+        let mut left = 0;
         loop {
-            let n = self.sweep_tombs(1000).await?;
+            let n = self.sweep_tombs(1000, &mut left).await?;
             done.tombs += n;
             if n < 1000 {
                 break;
@@ -574,11 +631,12 @@ impl<O: Objects> KvStore<O> {
                 None => false,
             };
             if marked || e.intent.is_some() {
-                let (d, _) = self.unblock(&ik, &e.node).await?;
+                let (d, live) = self.unblock(&ik, &e.node).await?;
                 done.rolled_back += d.rolled_back;
                 done.marks += d.marks;
+                left += u64::from(live.is_some());
             }
         }
-        Ok(done)
+        Ok((done, left))
     }
 }

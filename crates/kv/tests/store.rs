@@ -233,6 +233,78 @@ async fn a_slow_replacement_is_renewed_not_rolled_back() {
     sound(cleaner, &objs, "r", TIMEOUT).await;
 }
 
+/// A slow client whose clock is `behind_ms` behind everyone else's.
+struct Behind<'a> {
+    slow: Slow<'a>,
+    behind_ms: u64,
+}
+
+impl Objects for Behind<'_> {
+    async fn operate(&self, name: &str, ops: Vec<SubOp>) -> loligo_kv::Result<Vec<SubResult>> {
+        self.slow.operate(name, ops).await
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.slow.now_ms() - self.behind_ms
+    }
+
+    async fn pause(&self, ms: u64) {
+        self.slow.pause(ms).await
+    }
+}
+
+/// As `a_slow_replacement_is_renewed_not_rolled_back`, with the slow
+/// client's clock 15 s behind the cleaner's: clocks that disagree must
+/// not make live replacements look old (each client judges an intent's
+/// age by how long it has itself seen its stamp unchanged).
+#[tokio::test]
+async fn a_client_whose_clock_is_behind_keeps_its_replacements() {
+    const TIMEOUT: u64 = 900;
+    let objs = MemObjects::shuffled(11);
+    KvStore::create(&objs, "r", 2).await.unwrap();
+    let behind = Behind {
+        slow: Slow {
+            objs: &objs,
+            ms: TIMEOUT / 4,
+        },
+        behind_ms: 15_000,
+    };
+    let a = KvStore::open(&behind, "r")
+        .await
+        .unwrap()
+        .with_timeout(TIMEOUT);
+    let cleaner = KvStore::open(&objs, "r")
+        .await
+        .unwrap()
+        .with_timeout(TIMEOUT);
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let (a, cleaner, done, o) = (&a, &cleaner, &done, &objs);
+    let writes = async move {
+        for i in 0..40u32 {
+            let key = format!("k{:02}", (i * 7) % 30);
+            a.put(key.as_bytes(), b"a")
+                .await
+                .unwrap_or_else(|e| panic!("op {i}: {e}"));
+        }
+        done.store(true, Ordering::Relaxed);
+        0
+    };
+    let cleans = async move {
+        let mut rolled_back = 0;
+        while !done.load(Ordering::Relaxed) {
+            rolled_back += cleaner.clean().await.unwrap().rolled_back;
+            o.pause(5).await;
+        }
+        rolled_back
+    };
+    let writes: Pin<Box<dyn Future<Output = u64>>> = Box::pin(writes);
+    let cleans: Pin<Box<dyn Future<Output = u64>>> = Box::pin(cleans);
+    let r = join_all(vec![writes, cleans]).await;
+    assert_eq!(r[1], 0, "the cleaner rolled back live replacements");
+    assert!(objs.made.load(Ordering::Relaxed) >= 10);
+    sound(cleaner, &objs, "r", TIMEOUT).await;
+}
+
 fn killed<T: std::fmt::Debug>(r: &loligo_kv::Result<T>) -> bool {
     matches!(r, Err(KvError::Client(m)) if m == KILLED)
 }
