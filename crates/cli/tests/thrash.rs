@@ -9,6 +9,14 @@
 //! within a bound and every object must read back its newest acknowledged
 //! value (none lost, none stale).
 //!
+//!
+//! Beside them, three clients share four registers (an xattr of each of
+//! four objects in the replicated pool): they read, write and
+//! compare-and-set them (a compare of the xattr and its set in one op),
+//! and the history of every op (invoked, returned, answer; an op whose
+//! answer never came has none) is checked for linearizability, register
+//! by register (`loligo_testkit::lincheck`).
+//!
 //! `LOLIGO_THRASH_SECS` (default 30) sets how long the thrashing lasts;
 //! `LOLIGO_THRASH_LOG` (default 16) the PG log length, short so that
 //! restarted OSDs are both log-recovered and backfilled;
@@ -19,6 +27,7 @@ mod common;
 
 use common::{ec_profiles, not_clean, ok};
 use loligo_client::ClientError;
+use loligo_testkit::lincheck::{self, Op, Register, RegisterIn, RegisterOut};
 use loligo_testkit::Rng;
 use loligo_types::ops::OpError;
 use std::sync::{Arc, Mutex};
@@ -136,6 +145,91 @@ async fn client_loop(
     }
 }
 
+/// Clients and registers of the shared-register history.
+const SHARED_CLIENTS: u64 = 3;
+const REGISTERS: usize = 4;
+
+/// One op of the shared registers' history: (register, op).
+type SharedOp = (usize, Op<RegisterIn<u64>, RegisterOut<u64>>);
+
+/// A register's value as its xattr holds it (`None`: no object, or no
+/// xattr yet), or why it could not be read.
+async fn read_register(io: &loligo_client::IoCtx, name: &str) -> Result<Option<u64>, ClientError> {
+    match io.get_xattr(name, "v").await {
+        Ok(v) => Ok(std::str::from_utf8(&v).ok().and_then(|s| s.parse().ok())),
+        Err(ClientError::Op(OpError::NotFound | OpError::NoXattr(_))) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// A shared-register client: reads, writes (values unique to it) and
+/// compare-and-sets (expecting the value it last read), each recorded with
+/// its call and return times in microseconds since `t0`.
+async fn register_loop(
+    io: loligo_client::IoCtx,
+    me: u64,
+    t0: Instant,
+    until: Instant,
+    history: Arc<Mutex<Vec<SharedOp>>>,
+    seed: u64,
+) {
+    let mut rng = Rng::new(seed * 7919 + me + 1);
+    let mut next = 1;
+    let mut last_read: Vec<Option<u64>> = vec![None; REGISTERS];
+    let us = |t: Instant| t.duration_since(t0).as_micros() as u64;
+    while Instant::now() < until {
+        let r = rng.index(REGISTERS);
+        let name = format!("shared-{r}");
+        let value = (me + 1) * 1_000_000 + next;
+        next += 1;
+        let call = Instant::now();
+        let (input, output) = match rng.below(3) {
+            0 => match read_register(&io, &name).await {
+                Ok(v) => {
+                    last_read[r] = v;
+                    (RegisterIn::Read, Some(RegisterOut::Read(v)))
+                }
+                // A failed read changed nothing: not part of the history.
+                Err(_) => continue,
+            },
+            1 => {
+                let w = io
+                    .set_xattr(&name, "v", value.to_string().into_bytes())
+                    .await;
+                (
+                    RegisterIn::Write(value),
+                    w.ok().map(|_| RegisterOut::Written),
+                )
+            }
+            _ => {
+                let expect = last_read[r];
+                let bytes = expect
+                    .map(|v| v.to_string().into_bytes())
+                    .unwrap_or_default();
+                let c = io
+                    .cas_xattr(&name, "v", bytes, value.to_string().into_bytes())
+                    .await;
+                let out = match c {
+                    Ok(()) => Some(RegisterOut::Cas(true)),
+                    Err(ClientError::Op(OpError::AssertFailed { .. })) => {
+                        Some(RegisterOut::Cas(false))
+                    }
+                    Err(_) => None,
+                };
+                (RegisterIn::Cas { expect, new: value }, out)
+            }
+        };
+        let ret = us(Instant::now());
+        let op = Op {
+            input,
+            output,
+            call: us(call),
+            ret,
+        };
+        history.lock().unwrap().push((r, op));
+    }
+}
+
 #[test]
 fn kill_9_and_out_in_under_load_lose_nothing_and_end_clean() {
     let secs = env_or("LOLIGO_THRASH_SECS", 30);
@@ -216,6 +310,14 @@ fn kill_9_and_out_in_under_load_lose_nothing_and_end_clean() {
         .map(|_| Arc::new(Mutex::new(vec![Model::default(); OBJECTS_PER_CLIENT])))
         .collect();
     let until = Instant::now() + Duration::from_secs(secs);
+    let history: Arc<Mutex<Vec<SharedOp>>> = Arc::default();
+    let t0 = Instant::now();
+    let shared: Vec<_> = (0..SHARED_CLIENTS)
+        .map(|me| {
+            let io = c.pool("default").unwrap();
+            rt.spawn(register_loop(io, me, t0, until, history.clone(), seed))
+        })
+        .collect();
     let clients: Vec<_> = ios
         .iter()
         .enumerate()
@@ -250,20 +352,36 @@ fn kill_9_and_out_in_under_load_lose_nothing_and_end_clean() {
             events.push(format!("kill -9/start {name}"));
         }
     }
-    for h in clients {
+    for h in clients.into_iter().chain(shared) {
         rt.block_on(h).unwrap();
     }
+    // The shared registers' history is linearizable.
+    let history = std::mem::take(&mut *history.lock().unwrap());
+    let ops = history.len();
+    let unknown = history.iter().filter(|(_, o)| o.output.is_none()).count();
+    match lincheck::check_by_key(&Register::new(), history.clone(), 5_000_000) {
+        lincheck::Verdict::Linearizable => {}
+        lincheck::Verdict::Undecided(r) => {
+            eprintln!("register {r}: the checker ran out of steps (not a failure)")
+        }
+        lincheck::Verdict::NotLinearizable(r) => {
+            let of_r: Vec<_> = history.iter().filter(|(k, _)| *k == r).collect();
+            panic!("register {r}: history not linearizable ({events:?}): {of_r:?}");
+        }
+    }
+    assert!(ops > 100, "the register clients did little: {ops} ops");
     // Healing: every PG active+clean within a bound, with no manual step.
-    let t0 = Instant::now();
+    let heal0 = Instant::now();
     let mut last = not_clean(&dir);
     while let Some(state) = &last {
         assert!(
-            t0.elapsed() < Duration::from_secs(90),
+            heal0.elapsed() < Duration::from_secs(90),
             "not clean 90 s after thrashing ({events:?}): {state}"
         );
         std::thread::sleep(Duration::from_millis(500));
         last = not_clean(&dir);
     }
+    let healed = heal0.elapsed();
     // Nothing acknowledged lost, nothing stale.
     for (me, models) in all_models.iter().enumerate() {
         for (k, m) in models.lock().unwrap().iter().enumerate() {
@@ -283,12 +401,12 @@ fn kill_9_and_out_in_under_load_lose_nothing_and_end_clean() {
     }
     let t = tally.lock().unwrap();
     eprintln!(
-        "thrash {secs}s: {events:?}; writes acked {}, failed {}; reads checked {}, failed {}; clean {:.1}s after",
+        "thrash {secs}s: {events:?}; writes acked {}, failed {}; reads checked {}, failed {}; clean {:.1}s after; {ops} register ops ({unknown} unknown) linearizable",
         t.writes_acked,
         t.writes_failed,
         t.reads_checked,
         t.reads_failed,
-        t0.elapsed().as_secs_f64()
+        healed.as_secs_f64()
     );
     assert!(t.writes_acked > 50, "the load did little");
     // Every pool took writes.
