@@ -1,6 +1,7 @@
 //! Monitors in-process on loopback ports: the first map, OSD boot, admin
 //! commands and their typed errors, failure reports and beacons, restart
-//! from disk, and a three-member group losing its leader.
+//! from disk, a three-member group losing its leader, and groups of three
+//! and five whose members are stopped and started under load.
 
 use loligo_crush::placement::holes_as_minus_one;
 use loligo_mon::protocol::{Admin, MonError, MonRequest, RecordAsk};
@@ -992,6 +993,160 @@ async fn secured_monitors_record_their_keys_and_take_raft_only_from_those() {
     );
     h.stop().await;
     for h in hs.into_iter().flatten() {
+        h.stop().await;
+    }
+}
+
+/// Monitors under fire: members of a 3- and a 5-member group are stopped
+/// (the leader among them) and started again from their stores, at most
+/// a minority down at once, while a client creates pools and boots OSDs
+/// through whichever member answers, and another watches the map. No
+/// acknowledged change is lost, the watcher's epochs only ever go up, and
+/// every member ends with the same incremental for every epoch (the map
+/// never forked).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn monitors_stopped_and_restarted_never_fork_or_lose_a_commit() {
+    for (n, seed) in [(3, 1), (5, 2)] {
+        under_fire(n, seed, Duration::from_secs(8)).await;
+    }
+}
+
+async fn under_fire(n: usize, seed: u64, lasts: Duration) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+    let d = tempdir(&format!("fire{n}"));
+    let (ls, members) = listeners(n).await;
+    let mut hs: Vec<Option<MonHandle>> = Vec::new();
+    for (i, l) in ls.into_iter().enumerate() {
+        let h = Monitor::start(cfg(i as u64, &members, d.path()), l)
+            .await
+            .unwrap();
+        hs.push(Some(h));
+    }
+    let addrs: Vec<String> = members.values().cloned().collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let acked: Arc<Mutex<Vec<String>>> = Arc::default();
+    let epochs: Arc<Mutex<Vec<u64>>> = Arc::default();
+    let writer = {
+        let (stop, acked, addrs) = (stop.clone(), acked.clone(), addrs.clone());
+        tokio::spawn(async move {
+            let mut c = MonClient::new(addrs).unwrap();
+            let mut i = 0;
+            while !stop.load(Ordering::Relaxed) {
+                let name = format!("p{i}");
+                i += 1;
+                let call = c.call(create(&name));
+                if let Ok(Ok(_)) = tokio::time::timeout(Duration::from_secs(5), call).await {
+                    acked.lock().unwrap().push(name);
+                }
+                if i % 3 == 0 {
+                    let b = boot(&mut c, i % 8);
+                    let _ = tokio::time::timeout(Duration::from_secs(5), b).await;
+                }
+            }
+        })
+    };
+    let watcher = {
+        let (epochs, addrs) = (epochs.clone(), addrs.clone());
+        tokio::spawn(async move {
+            let mut c = MonClient::new(addrs).unwrap();
+            c.watch(None, |m| {
+                epochs.lock().unwrap().push(m.epoch);
+                true
+            })
+            .await;
+        })
+    };
+    let mut rng = loligo_testkit::Rng::new(seed);
+    let t0 = std::time::Instant::now();
+    let mut stops = 0;
+    while t0.elapsed() < lasts {
+        tokio::time::sleep(Duration::from_millis(200 + rng.below(800))).await;
+        let down: Vec<usize> = (0..n).filter(|&i| hs[i].is_none()).collect();
+        let i = rng.index(n);
+        match hs[i].take() {
+            Some(h) if down.len() < (n - 1) / 2 => {
+                h.stop().await;
+                stops += 1;
+            }
+            Some(h) => hs[i] = Some(h),
+            None => {
+                let l = rebind(&members[&(i as u64)]).await;
+                let c = MonConfig {
+                    create: false,
+                    ..cfg(i as u64, &members, d.path())
+                };
+                hs[i] = Some(Monitor::start(c, l).await.unwrap());
+            }
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    writer.await.unwrap();
+    for (i, h) in hs.iter_mut().enumerate() {
+        if h.is_none() {
+            let l = rebind(&members[&(i as u64)]).await;
+            let c = MonConfig {
+                create: false,
+                ..cfg(i as u64, &members, d.path())
+            };
+            *h = Some(Monitor::start(c, l).await.unwrap());
+        }
+    }
+    let mut c = MonClient::new(addrs).unwrap();
+    let m = c.get_map().await.unwrap();
+    let acked = acked.lock().unwrap().clone();
+    for name in &acked {
+        assert!(
+            m.pool_by_name(name).is_some(),
+            "{n} monitors: pool {name} acknowledged, then lost"
+        );
+    }
+    // Every member catches up with the newest epoch.
+    let hs: Vec<MonHandle> = hs.into_iter().flatten().collect();
+    for _ in 0..100 {
+        if hs.iter().all(|h| h.mon.epoch() >= m.epoch) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        hs.iter().all(|h| h.mon.epoch() >= m.epoch),
+        "a member never caught up"
+    );
+    // One history: the same incremental for each epoch on every member.
+    let mut compared = 0;
+    for e in 2..=m.epoch {
+        let incs: Vec<Vec<u8>> = hs
+            .iter()
+            .filter_map(|h| match h.mon.updates_since(e - 1).into_iter().next() {
+                Some(loligo_mon::protocol::MapUpdate::Inc(b)) => Some(b),
+                _ => None,
+            })
+            .collect();
+        if incs.len() > 1 {
+            assert!(
+                incs.windows(2).all(|w| w[0] == w[1]),
+                "{n} monitors: epoch {e} forked"
+            );
+            compared += 1;
+        }
+    }
+    watcher.abort();
+    let seen = epochs.lock().unwrap().clone();
+    assert!(
+        seen.windows(2).all(|w| w[0] < w[1]),
+        "{n} monitors: the watcher's epochs went back: {seen:?}"
+    );
+    eprintln!(
+        "{n} monitors: {stops} stopped and started, {} pools acknowledged, epoch {}, {compared} epochs compared, {} seen by the watcher",
+        acked.len(),
+        m.epoch,
+        seen.len()
+    );
+    assert!(stops >= 2, "{n} monitors: only {stops} stops");
+    assert!(acked.len() > 10, "{n} monitors: only {} pools", acked.len());
+    assert!(compared > 10, "{n} monitors: {compared} epochs compared");
+    for h in hs {
         h.stop().await;
     }
 }
