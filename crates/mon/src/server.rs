@@ -512,11 +512,7 @@ impl Monitor {
         if !self.is_leader() {
             return Err(self.not_leader());
         }
-        match tokio::time::timeout(Duration::from_secs(5), self.raft.ensure_linearizable()).await {
-            Ok(Ok(_)) => {}
-            Ok(Err(_)) => return Err(self.not_leader()),
-            Err(_) => return Err(MonError::Timeout("no quorum".into())),
-        }
+        self.quorum(QUORUM_WAIT_CHANGE).await?;
         let changes = {
             let st = self.shared.read();
             let map = st.map.as_ref().ok_or(MonError::NoMap)?;
@@ -621,6 +617,9 @@ impl Monitor {
                 if !self.is_leader() {
                     return Err(self.not_leader());
                 }
+                // A leader cut off from the majority would report a
+                // cluster it no longer speaks for.
+                self.quorum(QUORUM_WAIT_STATUS).await?;
                 let report = self.status().await?;
                 let value = serde_json::to_value(&report)
                     .map_err(|e| MonError::Unavailable(format!("status: {e}")))?;
@@ -909,6 +908,25 @@ impl Monitor {
         }
     }
 
+    /// Whether this leader still leads a majority (Raft's read index):
+    /// a leader cut off from it answers `NoQuorum`, never as if it led.
+    async fn quorum(&self, wait: Duration) -> Result<(), MonError> {
+        match tokio::time::timeout(wait, self.raft.ensure_linearizable()).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(_)) => Err(self.not_leader()),
+            Err(_) => {
+                let metrics = self.raft.metrics().borrow().clone();
+                let members = metrics.membership_config.membership().voter_ids().count();
+                Err(MonError::NoQuorum(format!(
+                    "mon.{} reaches fewer than {} of the {members} monitors, so the cluster map cannot change; its newest map is epoch {}",
+                    self.cfg.id,
+                    members / 2 + 1,
+                    self.epoch()
+                )))
+            }
+        }
+    }
+
     /// The `status` report (leader only: it holds the PG stats).
     async fn status(&self) -> Result<StatusReport, MonError> {
         let metrics = self.raft.metrics().borrow().clone();
@@ -923,6 +941,11 @@ impl Monitor {
         Ok(l.status(map, monitors, Instant::now(), &self.timeouts())?)
     }
 }
+
+/// How long a leader waits to hear a majority confirm it leads, before a
+/// change, and before a status report.
+const QUORUM_WAIT_CHANGE: Duration = Duration::from_secs(5);
+const QUORUM_WAIT_STATUS: Duration = Duration::from_secs(2);
 
 /// Whether a change decided on an older map still changes the current one
 /// (an OSD marked down or out twice is no change).

@@ -1150,3 +1150,56 @@ async fn under_fire(n: usize, seed: u64, lasts: Duration) {
         h.stop().await;
     }
 }
+
+/// A monitor cut off from the others' majority (here: the only one of
+/// three running) changes nothing, and a client it answers is told why:
+/// no leader, how many answered, and that without a quorum the map
+/// cannot change. Once a second member is back, the two commit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_minority_of_monitors_changes_nothing_and_says_why() {
+    let d = tempdir("minority");
+    let (ls, members) = listeners(3).await;
+    let mut hs = Vec::new();
+    for (i, l) in ls.into_iter().enumerate() {
+        hs.push(Some(
+            Monitor::start(cfg(i as u64, &members, d.path()), l)
+                .await
+                .unwrap(),
+        ));
+    }
+    let addrs: Vec<String> = members.values().cloned().collect();
+    let mut c = MonClient::new(addrs.clone()).unwrap();
+    c.call(create("before")).await.unwrap();
+    let e0 = c.get_map().await.unwrap().epoch;
+    for h in hs.iter_mut().skip(1) {
+        if let Some(h) = h.take() {
+            h.stop().await;
+        }
+    }
+    let mut c = MonClient::new(addrs.clone()).unwrap();
+    c.deadline = Duration::from_secs(4);
+    for req in [admin(Admin::Status), create("during")] {
+        match c.call(req).await {
+            Err(MonError::NoQuorum(why)) => assert!(why.contains("cannot change"), "{why}"),
+            other => panic!("a minority answered {other:?}"),
+        }
+    }
+    if let Some(h) = &hs[0] {
+        assert_eq!(h.mon.epoch(), e0, "the minority changed the map");
+    }
+    // A second member back: a majority again.
+    let l = rebind(&members[&1]).await;
+    let restart = MonConfig {
+        create: false,
+        ..cfg(1, &members, d.path())
+    };
+    hs[1] = Some(Monitor::start(restart, l).await.unwrap());
+    let mut c = MonClient::new(addrs).unwrap();
+    c.call(create("after")).await.unwrap();
+    let m = c.get_map().await.unwrap();
+    assert!(m.pool_by_name("before").is_some() && m.pool_by_name("after").is_some());
+    assert!(m.pool_by_name("during").is_none());
+    for h in hs.into_iter().flatten() {
+        h.stop().await;
+    }
+}

@@ -224,6 +224,10 @@ impl MonClient {
         let mut i = self.preferred;
         let mut hint: Option<Target> = None;
         let mut pause = Duration::from_millis(50);
+        // Monitors that answered, none of them leading; a leader's word
+        // that it reaches no majority.
+        let mut leaderless = std::collections::BTreeSet::new();
+        let mut quorumless: Option<MonError> = None;
         while start.elapsed() < self.deadline {
             let t = hint.take().unwrap_or_else(|| self.target(i));
             match self.call_one(&t, req).await {
@@ -235,6 +239,7 @@ impl MonClient {
                     return Ok(r);
                 }
                 Err(MonError::NotLeader { leader }) => {
+                    leaderless.insert(t.addr.clone());
                     last = MonError::NotLeader {
                         leader: leader.clone(),
                     };
@@ -249,6 +254,12 @@ impl MonClient {
                         None => i += 1,
                     }
                 }
+                Err(e @ MonError::NoQuorum(_)) => {
+                    leaderless.insert(t.addr.clone());
+                    quorumless = Some(e.clone());
+                    last = e;
+                    i += 1;
+                }
                 Err(e @ (MonError::Unavailable(_) | MonError::NoMap | MonError::Timeout(_))) => {
                     last = e;
                     i += 1;
@@ -258,8 +269,12 @@ impl MonClient {
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(Duration::from_millis(500));
         }
+        if let Some(e) = quorumless {
+            return Err(e);
+        }
+        let members = self.targets().list.len();
         Err(match last {
-            MonError::NotLeader { .. } => MonError::Unavailable("monitors have no leader".into()),
+            _ if !leaderless.is_empty() => MonError::NoQuorum(no_quorum(leaderless.len(), members)),
             e => e,
         })
     }
@@ -357,6 +372,16 @@ fn next_map(u: MapUpdate, held: Option<OsdMap>, addr: &str) -> Option<OsdMap> {
 
 /// How long a watcher the monitors refused waits before it asks again.
 const DENIED_RETRY_MS: u64 = 5_000;
+
+/// Why no monitor led: `answered` of `members` monitors answered and none
+/// knew a leader. A minority of a group never commits a change: the map
+/// stays as it is until a majority reaches each other.
+fn no_quorum(answered: usize, members: usize) -> String {
+    format!(
+        "{answered} of {members} monitors answered and none leads; until a majority \
+         reach each other the cluster map cannot change"
+    )
+}
 
 #[cfg(test)]
 mod tests {

@@ -273,6 +273,10 @@ pub enum MonError {
     Invalid(String),
     #[error("monitor unavailable: {0}")]
     Unavailable(String),
+    /// No majority of the monitors reach each other: nothing can change
+    /// the map until one does (what was seen, in words).
+    #[error("no monitor quorum: {0}")]
+    NoQuorum(String),
     #[error("timed out: {0}")]
     Timeout(String),
     /// A feature this build does not have yet: refused rather than faked.
