@@ -975,3 +975,36 @@ async fn a_full_osd_refuses_writes_without_stopping_and_deletes_free_it() {
         assert_eq!(&p.read(n, 0, 0).await.unwrap(), d, "{n}");
     }
 }
+
+/// An OSD the maps mark down again and again while it runs (a flapping
+/// one: here by `osd down`, which it answers by booting again) stops once
+/// it was marked down more than Ceph's markdown count within the period,
+/// saying why, instead of starting new intervals in all its PGs forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flapping_osd_stops_after_the_markdown_count() {
+    let t = TestCluster::start("flap", 3).await;
+    let c = client(&t).await;
+    let count = loligo_osd::daemon::MAX_MARKDOWN_COUNT;
+    for round in 0..=count {
+        let t0 = std::time::Instant::now();
+        while !c.map().is_up(0) {
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "osd.0 not up again (round {round})"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        c.mon(MonRequest::Admin(Admin::OsdDown { ids: vec![0] }))
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let h = t.osds[0].as_ref().expect("osd.0 runs");
+    let why = tokio::time::timeout(Duration::from_secs(10), h.failed())
+        .await
+        .expect("osd.0 stops");
+    assert!(
+        why.contains(&format!("marked down {} times", count + 1)),
+        "{why}"
+    );
+}

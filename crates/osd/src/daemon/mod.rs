@@ -73,6 +73,12 @@ pub struct OsdConfig {
     pub heartbeat_interval: Duration,
     /// Report a peer that has not answered for this long.
     pub heartbeat_grace: Duration,
+    /// An OSD the maps mark down while it runs more than this many times
+    /// within `max_markdown_period` stops, as a flapping one (Ceph's
+    /// `osd_max_markdown_count`, 5, and `osd_max_markdown_period`,
+    /// 600 s): each marking down starts new intervals in all its PGs.
+    pub max_markdown_count: u32,
+    pub max_markdown_period: Duration,
     /// How long a client op (or a replica write waiting for its
     /// predecessor) may wait in its PG.
     pub op_timeout: Duration,
@@ -177,6 +183,8 @@ impl OsdConfig {
             crush_weight: 0x10000,
             heartbeat_interval: Duration::from_secs(1),
             heartbeat_grace: Duration::from_secs(6),
+            max_markdown_count: MAX_MARKDOWN_COUNT,
+            max_markdown_period: Duration::from_secs(MAX_MARKDOWN_PERIOD_S),
             op_timeout: Duration::from_secs(30),
             report_interval: Duration::from_secs(2),
             pg_log_entries: crate::pg::LOG_ENTRIES_MAX,
@@ -305,6 +313,10 @@ pub struct OsdShared {
     /// The first epoch from which this OSD has seen every map
     /// ([`seen_since`]).
     seen_since: AtomicU64,
+    /// The last map showed this OSD up (so the next that shows it down
+    /// is a marking down), and when the maps marked it down while it ran.
+    seen_up: AtomicBool,
+    markdowns: Mutex<std::collections::VecDeque<Instant>>,
     /// Erasure-coded pools' striping, built once per profile (and again
     /// if the profile named changes).
     stripers: Mutex<HashMap<String, (EcProfile, Arc<Striper>)>>,
@@ -736,6 +748,8 @@ pub async fn start(
         self_full: AtomicBool::new(false),
         full_checked_ms: AtomicU64::new(u64::MAX),
         seen_since: AtomicU64::new(0),
+        seen_up: AtomicBool::new(false),
+        markdowns: Mutex::new(std::collections::VecDeque::new()),
         stripers: Mutex::new(HashMap::new()),
     });
     // A scrub slot given back wakes the PGs that waited for one (a weak
@@ -837,12 +851,48 @@ pub fn pgs_to_tell(
     candidates
 }
 
+/// Default `OsdConfig::max_markdown_count` and `max_markdown_period`
+/// (seconds), Ceph's.
+pub const MAX_MARKDOWN_COUNT: u32 = 5;
+pub const MAX_MARKDOWN_PERIOD_S: u64 = 600;
+
+/// The maps marked this running OSD down once more: whether that makes it
+/// a flapping one, which then stops (Ceph's markdown counting) rather than
+/// boot again and start new intervals in all its PGs once more.
+fn flapping(s: &Arc<OsdShared>) -> bool {
+    let now = Instant::now();
+    let period = s.cfg.max_markdown_period;
+    let n = {
+        let mut d = lock(&s.markdowns);
+        d.push_back(now);
+        while d.front().is_some_and(|&t| now.duration_since(t) > period) {
+            d.pop_front();
+        }
+        d.len()
+    };
+    if n <= s.cfg.max_markdown_count as usize {
+        return false;
+    }
+    s.fail(format!(
+        "marked down {n} times in {} s while running (more than {}, Ceph's osd_max_markdown_count): a flapping OSD; check its network before starting it again",
+        period.as_secs(),
+        s.cfg.max_markdown_count
+    ));
+    true
+}
+
 /// A new map: start the PGs this OSD now serves and tell every PG (no map
 /// is ever dropped: a PG's control queue has no bound). A map that shows
 /// this running OSD down makes it boot again.
 fn on_map(s: &Arc<OsdShared>, m: &OsdMap) {
     let me = s.cfg.id;
+    if m.osds.get(&me).is_some_and(|o| o.up) {
+        s.seen_up.store(true, Ordering::Relaxed);
+    }
     if m.osds.get(&me).is_some_and(|o| !o.up) {
+        if s.seen_up.swap(false, Ordering::Relaxed) && flapping(s) {
+            return;
+        }
         monitor::reboot_if_marked_down(s, m.epoch);
     }
     // Whether maps were skipped, settled before the map is published: a
