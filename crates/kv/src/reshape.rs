@@ -343,7 +343,8 @@ impl<O: Objects> KvStore<O> {
     /// `false` if it was rolled back meanwhile: then it must be abandoned.
     pub(crate) async fn renew(&self, intent: &mut Intent) -> Result<bool> {
         let now = self.objs.now_ms();
-        if now.saturating_sub(intent.started_ms) <= self.timeout_ms / 4 {
+        // (A clock stepped back renews too: the stamp must keep changing.)
+        if now.abs_diff(intent.started_ms) <= self.timeout_ms / 4 {
             return Ok(true);
         }
         let mut next = intent.clone();

@@ -911,10 +911,13 @@ impl Monitor {
     /// Whether this leader still leads a majority (Raft's read index):
     /// a leader cut off from it answers `NoQuorum`, never as if it led.
     async fn quorum(&self, wait: Duration) -> Result<(), MonError> {
+        use openraft::error::{CheckIsLeaderError, RaftError};
         match tokio::time::timeout(wait, self.raft.ensure_linearizable()).await {
             Ok(Ok(_)) => Ok(()),
-            Ok(Err(_)) => Err(self.not_leader()),
-            Err(_) => {
+            Ok(Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(_))))
+            | Ok(Err(RaftError::Fatal(_))) => Err(self.not_leader()),
+            // No majority confirmed it within a heartbeat, or at all.
+            Ok(Err(RaftError::APIError(CheckIsLeaderError::QuorumNotEnough(_)))) | Err(_) => {
                 let metrics = self.raft.metrics().borrow().clone();
                 let members = metrics.membership_config.membership().voter_ids().count();
                 Err(MonError::NoQuorum(format!(

@@ -117,6 +117,7 @@ impl Lease {
     /// before a restart, which it no longer remembers
     /// (`None`: an OSD that never ran before, so granted nothing.)
     pub fn new(lease_ms: u64, started_ms: Option<u64>) -> Lease {
+        let lease_ms = lease_ms.min(LEASE_MS_MAX);
         let mut granted = BTreeMap::new();
         if let Some(t) = started_ms {
             granted.insert(ANY_PRIMARY, t.saturating_add(stretch(lease_ms)));
@@ -184,6 +185,8 @@ impl Lease {
     pub fn heard(&mut self, from: i32, left: &LeasesLeft, now_ms: u64) {
         self.heard.insert(from);
         for (p, ms) in left.live() {
+            // (No honest member reports more than its longest grant.)
+            let ms = ms.min(stretch(LEASE_MS_MAX));
             let e = self.prior.entry(p).or_default();
             *e = (*e).max(now_ms.saturating_add(stretch(ms)));
         }
@@ -405,6 +408,9 @@ impl Pg {
     /// Set this PG's lease length, on an OSD whose clock read
     /// `started_ms` when it started (`None`: an OSD that never ran
     /// before, such as a test's; see `Lease::new`).
+    /// Every OSD of a cluster should use the same lease (as they share
+    /// the heartbeat grace it comes from): a restarted OSD assumes it
+    /// granted no longer ones. It is at most `LEASE_MS_MAX`.
     pub fn set_read_lease(&mut self, lease_ms: u64, started_ms: Option<u64>) {
         self.lease = Lease::new(lease_ms, started_ms);
     }
