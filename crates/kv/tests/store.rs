@@ -192,21 +192,28 @@ impl Objects for Slow<'_> {
 async fn a_slow_replacement_is_renewed_not_rolled_back() {
     const TIMEOUT: u64 = 900;
     let objs = MemObjects::shuffled(9);
-    KvStore::create(&objs, "r", 2).await.unwrap();
     let slow = Slow {
         objs: &objs,
         ms: TIMEOUT / 4,
     };
-    let a = KvStore::open(&slow, "r")
+    renewed_while_a_cleaner_cleans(&slow, &objs, TIMEOUT).await;
+}
+
+/// 40 writes through `writer` (over `objs`) while another client cleans
+/// all along, both with `timeout`: the cleaner rolls back none of the
+/// writer's replacements, every write succeeds, and the store ends sound.
+async fn renewed_while_a_cleaner_cleans<O: Objects>(writer: &O, objs: &MemObjects, timeout: u64) {
+    KvStore::create(objs, "r", 2).await.unwrap();
+    let a = KvStore::open(writer, "r")
         .await
         .unwrap()
-        .with_timeout(TIMEOUT);
-    let cleaner = KvStore::open(&objs, "r")
+        .with_timeout(timeout);
+    let cleaner = KvStore::open(objs, "r")
         .await
         .unwrap()
-        .with_timeout(TIMEOUT);
+        .with_timeout(timeout);
     let done = std::sync::atomic::AtomicBool::new(false);
-    let (a, cleaner, done, o) = (&a, &cleaner, &done, &objs);
+    let (a, cleaner, done, o) = (&a, &cleaner, &done, objs);
     let writes = async move {
         for i in 0..40u32 {
             let key = format!("k{:02}", (i * 7) % 30);
@@ -230,7 +237,7 @@ async fn a_slow_replacement_is_renewed_not_rolled_back() {
     let r = join_all(vec![writes, cleans]).await;
     assert_eq!(r[1], 0, "the cleaner rolled back live replacements");
     assert!(objs.made.load(Ordering::Relaxed) >= 10);
-    sound(cleaner, &objs, "r", TIMEOUT).await;
+    sound(cleaner, objs, "r", timeout).await;
 }
 
 /// A slow client whose clock is `behind_ms` behind everyone else's.
@@ -261,7 +268,6 @@ impl Objects for Behind<'_> {
 async fn a_client_whose_clock_is_behind_keeps_its_replacements() {
     const TIMEOUT: u64 = 900;
     let objs = MemObjects::shuffled(11);
-    KvStore::create(&objs, "r", 2).await.unwrap();
     let behind = Behind {
         slow: Slow {
             objs: &objs,
@@ -269,40 +275,7 @@ async fn a_client_whose_clock_is_behind_keeps_its_replacements() {
         },
         behind_ms: 15_000,
     };
-    let a = KvStore::open(&behind, "r")
-        .await
-        .unwrap()
-        .with_timeout(TIMEOUT);
-    let cleaner = KvStore::open(&objs, "r")
-        .await
-        .unwrap()
-        .with_timeout(TIMEOUT);
-    let done = std::sync::atomic::AtomicBool::new(false);
-    let (a, cleaner, done, o) = (&a, &cleaner, &done, &objs);
-    let writes = async move {
-        for i in 0..40u32 {
-            let key = format!("k{:02}", (i * 7) % 30);
-            a.put(key.as_bytes(), b"a")
-                .await
-                .unwrap_or_else(|e| panic!("op {i}: {e}"));
-        }
-        done.store(true, Ordering::Relaxed);
-        0
-    };
-    let cleans = async move {
-        let mut rolled_back = 0;
-        while !done.load(Ordering::Relaxed) {
-            rolled_back += cleaner.clean().await.unwrap().rolled_back;
-            o.pause(5).await;
-        }
-        rolled_back
-    };
-    let writes: Pin<Box<dyn Future<Output = u64>>> = Box::pin(writes);
-    let cleans: Pin<Box<dyn Future<Output = u64>>> = Box::pin(cleans);
-    let r = join_all(vec![writes, cleans]).await;
-    assert_eq!(r[1], 0, "the cleaner rolled back live replacements");
-    assert!(objs.made.load(Ordering::Relaxed) >= 10);
-    sound(cleaner, &objs, "r", TIMEOUT).await;
+    renewed_while_a_cleaner_cleans(&behind, &objs, TIMEOUT).await;
 }
 
 fn killed<T: std::fmt::Debug>(r: &loligo_kv::Result<T>) -> bool {

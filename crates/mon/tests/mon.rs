@@ -66,6 +66,19 @@ fn create(name: &str) -> MonRequest {
     })
 }
 
+/// A new group of `n` monitors in `dir`: their handles and addresses.
+async fn group(n: usize, dir: &Path) -> (Vec<Option<MonHandle>>, BTreeMap<u64, String>) {
+    let (ls, members) = listeners(n).await;
+    let mut hs = Vec::new();
+    for (i, l) in ls.into_iter().enumerate() {
+        let h = Monitor::start(cfg(i as u64, &members, dir), l)
+            .await
+            .unwrap();
+        hs.push(Some(h));
+    }
+    (hs, members)
+}
+
 /// `addr` bound again after the monitor that served it stopped (its
 /// accept task closes the port a moment after `stop` returns).
 async fn rebind(addr: &str) -> TcpListener {
@@ -326,15 +339,7 @@ async fn failure_reports_and_silence_mark_osds_down_then_out() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_monitors_survive_the_loss_of_the_leader() {
     let d = tempdir("three");
-    let (ls, members) = listeners(3).await;
-    let mut hs = Vec::new();
-    for (i, l) in ls.into_iter().enumerate() {
-        hs.push(Some(
-            Monitor::start(cfg(i as u64, &members, d.path()), l)
-                .await
-                .unwrap(),
-        ));
-    }
+    let (mut hs, members) = group(3, d.path()).await;
     let addrs: Vec<String> = members.values().cloned().collect();
     let mut c = MonClient::new(addrs.clone()).unwrap();
     boot(&mut c, 0).await;
@@ -1015,14 +1020,7 @@ async fn under_fire(n: usize, seed: u64, lasts: Duration) {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::{Arc, Mutex};
     let d = tempdir(&format!("fire{n}"));
-    let (ls, members) = listeners(n).await;
-    let mut hs: Vec<Option<MonHandle>> = Vec::new();
-    for (i, l) in ls.into_iter().enumerate() {
-        let h = Monitor::start(cfg(i as u64, &members, d.path()), l)
-            .await
-            .unwrap();
-        hs.push(Some(h));
-    }
+    let (mut hs, members) = group(n, d.path()).await;
     let addrs: Vec<String> = members.values().cloned().collect();
     let stop = Arc::new(AtomicBool::new(false));
     let acked: Arc<Mutex<Vec<String>>> = Arc::default();
@@ -1158,15 +1156,7 @@ async fn under_fire(n: usize, seed: u64, lasts: Duration) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_minority_of_monitors_changes_nothing_and_says_why() {
     let d = tempdir("minority");
-    let (ls, members) = listeners(3).await;
-    let mut hs = Vec::new();
-    for (i, l) in ls.into_iter().enumerate() {
-        hs.push(Some(
-            Monitor::start(cfg(i as u64, &members, d.path()), l)
-                .await
-                .unwrap(),
-        ));
-    }
+    let (mut hs, members) = group(3, d.path()).await;
     let addrs: Vec<String> = members.values().cloned().collect();
     let mut c = MonClient::new(addrs.clone()).unwrap();
     c.call(create("before")).await.unwrap();
