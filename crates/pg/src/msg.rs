@@ -129,11 +129,14 @@ pub enum PeerMsg {
     },
     /// Primary -> acting member: renew my read lease of `lease_ms`
     /// (answered `LeaseAck`, or refused by a copy outside my interval).
+    /// `prior`: the earlier primaries' leases I wait out (ms left on my
+    /// clock), which the member keeps for the next primary to wait out.
     Lease {
         pg: PgId,
         from: i32,
         ctx: crate::pg::RepCtx,
         lease_ms: u64,
+        prior: crate::pg::LeasesLeft,
     },
 }
 

@@ -194,6 +194,7 @@ fn peer_msg(r: &mut Rng) -> PeerMsg {
             from,
             ctx: ctx(r),
             lease_ms: r.next_u64(),
+            prior: loligo_pg::pg::LeasesLeft([(r.next_u64() as i32, r.next_u64()); 3]),
         },
         _ => PeerMsg::StrayCheck {
             pg,

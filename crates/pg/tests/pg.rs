@@ -844,7 +844,7 @@ fn writes_wait_until_the_monitors_record_the_write_set() {
     match &fx[..] {
         // The ask says what the primary saw of its interval: the map
         // epoch it had, and the interval's acting set and primary.
-        [Effect::RecordWriteSet(a), _, _] => {
+        [_, _, Effect::RecordWriteSet(a)] => {
             assert_eq!(
                 a.record,
                 WriteSetRecord {
@@ -3344,6 +3344,7 @@ fn lease_msg(from: i32, interval: u64, epoch: u64, acting: Vec<i32>) -> PeerMsg 
             change: None,
         },
         lease_ms: 1_000,
+        prior: Default::default(),
     }
 }
 
@@ -3468,4 +3469,155 @@ fn replies_to(fx: &[Effect], token: u64) -> Vec<Result<(), OpError>> {
             _ => None,
         })
         .collect()
+}
+
+/// As `settle`, but nothing is answered for the PG: its lease renewals
+/// and write-set record asks are among the effects returned.
+fn settle_unanswered(pg: &mut Pg, s: &dyn ObjectStore, input: Input) -> Vec<Effect> {
+    let (mut applied, mut rest) = apply(s, pg.handle(s, input));
+    while let Some(tid) = applied.pop() {
+        let done = Input::LocalDone {
+            tid,
+            result: Ok(()),
+        };
+        let (more, others) = apply(s, pg.handle(s, done));
+        applied.extend(more);
+        rest.extend(others);
+    }
+    rest
+}
+
+/// The renewals `fx` sends: (send id, to, the earlier leases they carry).
+fn renewals_with_prior(fx: &[Effect]) -> Vec<(u64, i32, Vec<(i32, u64)>)> {
+    sends(fx)
+        .into_iter()
+        .filter_map(|(id, to, msg)| match msg {
+            PeerMsg::Lease { prior, .. } => Some((id, to, prior.live().collect())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// osd.1 peers `map` at `now` ms; osd.2 reports a grant to osd.0 with
+/// 2,000 ms left, and every other member none: the effects of the last
+/// answer, nothing answered for the PG.
+fn peer_hearing_of_osd0s_lease(
+    pg: &mut Pg,
+    s: &MemStore,
+    map: Input,
+    members: &[i32],
+    now: u64,
+) -> Vec<Effect> {
+    let asked = pg.handle(s, map);
+    pg.clock(now);
+    let mut fx = Vec::new();
+    for &m in members {
+        let mut info: PeerInfo = PgInfo::default().into();
+        if m == 2 {
+            info.leases.0[0] = (0, 2_000);
+        }
+        let (_, interval) = queried(&asked, m);
+        fx = settle_unanswered(pg, s, info_reply(&asked, m, interval, Some(info)));
+    }
+    fx
+}
+
+/// A new primary that waits out an earlier primary's lease passes the
+/// wait on in its renewals, and asks the monitors to record its write set
+/// only once every member has acknowledged one: a later interval's
+/// primary that hears only from those members still learns of the lease
+/// (else a remap onto new OSDs, then another before the wait ended, let a
+/// primary serve while the old one's lease held).
+#[test]
+fn a_waiting_primary_passes_the_wait_on_before_its_write_set_is_recorded() {
+    let (s, _) = setup();
+    let mut pg = fresh_pg(PG, 1, PgInfo::default());
+    let now = 1_000;
+    let fx = peer_hearing_of_osd0s_lease(&mut pg, &s, map(1, vec![1, 2, 3], 2), &[2, 3], now);
+    let renewals = renewals_with_prior(&fx);
+    let wait = loligo_pg::pg::stretch(2_000);
+    assert_eq!(
+        renewals
+            .iter()
+            .map(|r| (r.1, r.2.clone()))
+            .collect::<Vec<_>>(),
+        vec![(2, vec![(0, wait)]), (3, vec![(0, wait)])],
+        "{fx:?}"
+    );
+    let records = |fx: &[Effect]| {
+        fx.iter()
+            .filter(|e| matches!(e, Effect::RecordWriteSet(_)))
+            .count()
+    };
+    assert_eq!(records(&fx), 0, "recorded before the members knew: {fx:?}");
+    let fx = pg.handle(&s, reply(renewals[0].0, PeerReply::LeaseAck));
+    assert_eq!(records(&fx), 0, "recorded before osd.3 knew: {fx:?}");
+    let fx = pg.handle(&s, reply(renewals[1].0, PeerReply::LeaseAck));
+    assert_eq!(records(&fx), 1, "{fx:?}");
+}
+
+/// A member keeps the wait its primary passed on as a grant of its own to
+/// the earlier primary, and reports it in its peering answers.
+#[test]
+fn a_member_reports_the_earlier_lease_its_primary_waited_out() {
+    let (s, _) = setup();
+    let mut pg = fresh_pg(PG, 2, PgInfo::default());
+    run(&mut pg, &s, map(1, vec![1, 2, 3], 2));
+    let mut msg = lease_msg(1, 1, 1, vec![1, 2, 3]);
+    if let PeerMsg::Lease { prior, .. } = &mut msg {
+        prior.0[0] = (0, 1_500);
+    }
+    let fx = run(&mut pg, &s, peer_msg(msg, 7, 100));
+    assert!(
+        matches!(answers(&fx)[..], [(7, PeerReply::LeaseAck)]),
+        "{fx:?}"
+    );
+    run(&mut pg, &s, map(2, vec![3, 2], 2));
+    let fx = run(&mut pg, &s, query(3, 2, 2, 9, 300));
+    let left = match answers(&fx)[..] {
+        [(9, PeerReply::Info(Some(i)))] => i.leases,
+        _ => panic!("{fx:?}"),
+    };
+    let stretch = loligo_pg::pg::stretch;
+    assert_eq!(
+        left.live().collect::<Vec<_>>(),
+        vec![
+            (0, 100 + stretch(1_500) - 300),
+            (1, 100 + stretch(1_000) - 300)
+        ]
+    );
+}
+
+/// A primary whose wait a new interval cuts short waits the rest out in
+/// the next one, though none of its new members granted the lease.
+#[test]
+fn a_wait_cut_short_by_a_new_interval_goes_on_in_the_next() {
+    let (s, _) = setup();
+    let mut pg = fresh_pg(PG, 1, PgInfo::default());
+    let now = 1_000;
+    let fx = peer_hearing_of_osd0s_lease(&mut pg, &s, map(1, vec![1, 2, 3], 2), &[2, 3], now);
+    for (id, _, _) in renewals_with_prior(&fx) {
+        pg.handle(&s, reply(id, PeerReply::LeaseAck));
+    }
+    let until = now + loligo_pg::pg::stretch(2_000);
+    // A new interval half-way through the wait, with new members only.
+    pg.clock(now + 500);
+    let asked = run(&mut pg, &s, map(2, vec![1, 4, 5], 2));
+    for m in [4, 5] {
+        let info = Some(PgInfo::default().into());
+        settle(&mut pg, &s, info_reply(&asked, m, 2, info));
+    }
+    assert!(
+        pg.stat().unwrap().state.to_string().contains("wait"),
+        "{:?}",
+        pg.stat()
+    );
+    assert!(
+        run(&mut pg, &s, read(1, "a", now + 500)).is_empty(),
+        "the read waits"
+    );
+    let fx = run(&mut pg, &s, Input::Tick { now_ms: until - 1 });
+    assert!(replies_to(&fx, 1).is_empty(), "{fx:?}");
+    let fx = run(&mut pg, &s, Input::Tick { now_ms: until });
+    assert_eq!(replies_to(&fx, 1), vec![Err(OpError::NotFound)]);
 }

@@ -647,15 +647,14 @@ impl Pg {
                 .record
                 .as_ref()
                 .is_some_and(|r| r.interval == self.map.interval && r.osds == osds);
-        if !recorded {
-            self.rec.record_asked = Some(osds.clone());
-            fx.push(self.record_ask(osds));
-        }
         self.role = Role::Activating {
             write_set,
             recorded,
         };
         self.lease_begin(fx);
+        if !recorded {
+            self.ask_record(osds, fx);
+        }
         let log = self.drop_stale_log(s, fx);
         self.send_logs_with(s, log, fx);
         self.maybe_go_active(s, fx);

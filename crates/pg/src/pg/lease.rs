@@ -18,6 +18,14 @@
 //! newest recorded write set, which every serving primary's lease
 //! needed.
 //!
+//! A wait outlives the interval that began it: the new primary keeps the
+//! leases it waits out as if it had granted them, and passes them on in
+//! its renewals (`PeerMsg::Lease::prior`); its members keep them the
+//! same way, and the monitors are asked to record its write set only
+//! once every member has acknowledged one (`Pg::lease_told`). So a later
+//! primary that hears only from the new write set (a remap onto new
+//! OSDs, then another before the wait ended) still waits them out.
+//!
 //! Clocks: each OSD measures durations only, on its own monotonic clock
 //! (its PG clock, `now_ms`); no two clocks are ever compared. Each
 //! duration that crosses from one OSD to another is stretched by the
@@ -93,8 +101,9 @@ impl LeasesLeft {
 pub(super) struct Lease {
     /// The lease this OSD asks its members for (ms).
     pub lease_ms: u64,
-    /// As a member: until when (this clock) each primary it granted a
-    /// lease may hold it.
+    /// Until when (this clock) each primary may hold a lease: those this
+    /// copy granted as a member, and those it learned of (waited out as
+    /// primary, or passed on by its primary).
     granted: BTreeMap<i32, u64>,
     /// As primary: renewals out, by tid, with their send times.
     out: BTreeMap<u64, u64>,
@@ -109,6 +118,8 @@ pub(super) struct Lease {
     heard: BTreeSet<i32>,
     /// As a new interval's primary: nothing is served before this.
     wait_until_ms: u64,
+    /// As primary: when the renewals that passed its wait on went out.
+    begun_ms: u64,
 }
 
 impl Lease {
@@ -131,6 +142,7 @@ impl Lease {
             prior: BTreeMap::new(),
             heard: BTreeSet::new(),
             wait_until_ms: 0,
+            begun_ms: 0,
         }
     }
 
@@ -138,16 +150,44 @@ impl Lease {
     /// or before `now_ms`.
     pub fn grant(&mut self, primary: i32, lease_ms: u64, now_ms: u64) {
         let until = now_ms.saturating_add(stretch(lease_ms.min(LEASE_MS_MAX)));
+        self.may_hold(primary, until);
+    }
+
+    /// `primary` may hold a lease until `until` (this clock).
+    fn may_hold(&mut self, primary: i32, until: u64) {
         let e = self.granted.entry(primary).or_default();
         *e = (*e).max(until);
     }
 
+    /// As a member: its primary, asked at or before `now_ms`, waits out
+    /// the leases `prior` (ms left on the primary's clock): this copy
+    /// keeps them as its own grants, for the next primary to wait out.
+    pub fn learn(&mut self, prior: &LeasesLeft, now_ms: u64) {
+        for (p, ms) in prior.live() {
+            // (A wait is at most a lease stretched at each hop; a larger
+            // one is not honest, and is cut to what could be.)
+            let ms = stretch(ms.min(2 * LEASE_MS_MAX));
+            self.may_hold(p, now_ms.saturating_add(ms));
+        }
+    }
+
     /// What is left of this copy's grants at `now_ms` (see `LeasesLeft`).
     pub fn left(&mut self, now_ms: u64) -> LeasesLeft {
+        self.left_but(None, now_ms)
+    }
+
+    /// As primary `me`: the earlier leases its renewals pass on.
+    pub fn passed_on(&mut self, me: i32, now_ms: u64) -> LeasesLeft {
+        self.left_but(Some(me), now_ms)
+    }
+
+    /// What is left at `now_ms` of the grants to any primary but `skip`.
+    fn left_but(&mut self, skip: Option<i32>, now_ms: u64) -> LeasesLeft {
         self.granted.retain(|_, until| *until > now_ms);
         let mut live: Vec<(i32, u64)> = self
             .granted
             .iter()
+            .filter(|(&p, _)| Some(p) != skip)
             .map(|(&p, &until)| (p, until - now_ms))
             .collect();
         live.sort_by_key(|&(_, left)| std::cmp::Reverse(left));
@@ -192,18 +232,39 @@ impl Lease {
         }
     }
 
-    /// Peering is over and `me` starts to serve: until when it must wait
-    /// for the leases earlier primaries may still hold (its own grants
-    /// and its members' reports, but those of primaries that answered).
-    pub fn begin(&mut self, me: i32) -> u64 {
-        let heard = &self.heard;
-        let counts = |p: &i32| *p == ANY_PRIMARY || (*p != me && !heard.contains(p));
-        self.wait_until_ms = (self.prior.iter().chain(&self.granted))
-            .filter(|(p, _)| counts(p))
+    /// Peering is over and `me` starts to serve at `now_ms`: until when
+    /// it must wait for the leases earlier primaries may still hold (its
+    /// own grants and its members' reports, but those of primaries that
+    /// answered). It keeps those leases as its own grants (a wait
+    /// outlives the interval), and forgets those of the primaries that
+    /// answered (they hold this map, so serve the old interval no more).
+    pub fn begin(&mut self, me: i32, now_ms: u64) -> u64 {
+        let heard = std::mem::take(&mut self.heard);
+        let counts = |p: i32| p == ANY_PRIMARY || (p != me && !heard.contains(&p));
+        self.granted.retain(|&p, _| counts(p) || p == me);
+        for (p, until) in std::mem::take(&mut self.prior) {
+            if counts(p) {
+                self.may_hold(p, until);
+            }
+        }
+        self.wait_until_ms = (self.granted.iter())
+            .filter(|(&p, _)| counts(p))
             .map(|(_, &until)| until)
             .max()
             .unwrap_or(0);
+        self.heard = heard;
+        self.begun_ms = now_ms;
         self.wait_until_ms
+    }
+
+    /// Whether every one of `members` knows the leases this primary waits
+    /// out at `now_ms`: it waits for none, or each acknowledged a renewal
+    /// sent since it began (which passed them on).
+    pub fn told(&self, members: impl IntoIterator<Item = i32>, now_ms: u64) -> bool {
+        !self.waiting(now_ms)
+            || members
+                .into_iter()
+                .all(|m| self.acked.get(&m).is_some_and(|&t| t >= self.begun_ms))
     }
 
     /// Whether earlier primaries' leases may still hold at `now_ms`.
@@ -223,8 +284,12 @@ impl Lease {
             .is_none_or(|t| now_ms >= t.saturating_add(every))
     }
 
-    /// A renewal `tid` went out at `now_ms`.
+    /// A renewal `tid` went out at `now_ms`. (Renewals unanswered for a
+    /// lease are forgotten: their answers could extend nothing.)
     pub fn sent(&mut self, tid: u64, now_ms: u64) {
+        let lease_ms = self.lease_ms;
+        self.out
+            .retain(|_, &mut t| t.saturating_add(lease_ms) > now_ms);
         self.out.insert(tid, now_ms);
         self.last_sent_ms = Some(now_ms);
     }
@@ -307,7 +372,7 @@ impl Pg {
     /// Peering is over: wait out earlier primaries' leases, and ask the
     /// members for this one's.
     pub(super) fn lease_begin(&mut self, fx: &mut Vec<Effect>) {
-        let until = self.lease.begin(self.whoami);
+        let until = self.lease.begin(self.whoami, self.now_ms);
         if until > self.now_ms {
             tracing::debug!(
                 "pg {}: waits {} ms for an earlier primary's read lease",
@@ -322,6 +387,7 @@ impl Pg {
     fn renew_lease(&mut self, fx: &mut Vec<Effect>) {
         let members: Vec<i32> = self.lease_members().collect();
         let now = self.now_ms;
+        let prior = self.lease.passed_on(self.whoami, now);
         for to in members {
             let tid = self.take_tid();
             let msg = PeerMsg::Lease {
@@ -329,6 +395,7 @@ impl Pg {
                 from: self.whoami,
                 ctx: self.rep_ctx(),
                 lease_ms: self.lease.lease_ms,
+                prior,
             };
             self.send(tid, to, msg, fx);
             self.lease.sent(tid, now);
@@ -352,6 +419,13 @@ impl Pg {
         if hurry && self.lease_holds() {
             self.rerun_waiting(s, fx);
         }
+        self.ask_held_record(fx);
+    }
+
+    /// Whether every member knows the leases this primary waits out, so
+    /// that its write set may go on record (see the module's comment).
+    pub(super) fn lease_told(&self) -> bool {
+        self.lease.told(self.lease_members(), self.now_ms)
     }
 
     /// An op waits while the PG leads: if for a lapsed lease, renew it
@@ -375,10 +449,14 @@ impl Pg {
             return self.lease.failed(tid);
         }
         let held = self.lease_holds();
-        if self.lease.acked(tid, from) && !held && self.leads() && self.lease_holds() {
+        if !self.lease.acked(tid, from) || !self.leads() {
+            return;
+        }
+        if !held && self.lease_holds() {
             // (Ops that waited for it run now, not at the next tick.)
             self.rerun_waiting(s, fx);
         }
+        self.ask_held_record(fx);
     }
 
     /// As a member: primary `from` renews its lease. Granted only to
@@ -390,12 +468,14 @@ impl Pg {
         from: i32,
         ctx: &RepCtx,
         lease_ms: u64,
+        prior: &LeasesLeft,
         token: u64,
         fx: &mut Vec<Effect>,
     ) {
         let result = self.fence(from, ctx, "lease renewal from");
         if result.is_ok() {
             self.lease.grant(from, lease_ms, self.now_ms);
+            self.lease.learn(prior, self.now_ms);
         }
         fx.push(Effect::answer(token, result, |()| PeerReply::LeaseAck));
     }
@@ -468,7 +548,7 @@ mod tests {
         l.heard(2, &from_member, 5_000);
         // osd.8 answered this peering itself: its lease is moot.
         l.heard(8, &LeasesLeft::default(), 5_000);
-        assert_eq!(l.begin(1), 5_000 + stretch(800));
+        assert_eq!(l.begin(1, 5_000), 5_000 + stretch(800));
         assert!(l.waiting(5_000 + stretch(800) - 1));
         assert!(!l.waiting(5_000 + stretch(800)));
     }
@@ -479,9 +559,9 @@ mod tests {
         l.left(5_000);
         l.grant(1, 1000, 5_000);
         l.peering();
-        assert_eq!(l.begin(1), 0);
+        assert_eq!(l.begin(1, 5_000), 0);
         l.grant(3, 1000, 5_000);
-        assert_eq!(l.begin(1), 5_000 + stretch(1000));
+        assert_eq!(l.begin(1, 5_000), 5_000 + stretch(1000));
     }
 
     #[test]

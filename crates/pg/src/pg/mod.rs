@@ -442,6 +442,9 @@ struct Recovery {
     pushed: u64,
     /// The write set this interval last asked the monitors to record.
     record_asked: Option<Vec<i32>>,
+    /// A write set to ask for once every member knows the leases this
+    /// primary waits out (`Pg::lease_told`).
+    record_held: Option<Vec<i32>>,
     /// The pg_temp this interval last asked the monitors for.
     temp_asked: Option<Vec<i32>>,
     /// When this interval last asked for a pg_temp or primary_temp

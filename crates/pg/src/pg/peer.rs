@@ -202,8 +202,9 @@ impl Pg {
                 from,
                 ctx,
                 lease_ms,
+                prior,
                 ..
-            } => self.on_lease(from, &ctx, lease_ms, token, fx),
+            } => self.on_lease(from, &ctx, lease_ms, &prior, token, fx),
             PeerMsg::StrayCheck {
                 from, epoch, shard, ..
             } => {

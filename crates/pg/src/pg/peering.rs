@@ -398,8 +398,30 @@ impl Pg {
             .as_ref()
             .is_some_and(|r| r.interval == self.map.interval && r.osds == osds);
         if !held && self.rec.record_asked.as_ref() != Some(&osds) {
-            self.rec.record_asked = Some(osds.clone());
-            fx.push(self.record_ask(osds));
+            self.ask_record(osds, fx);
+        }
+    }
+
+    /// Ask the monitors to record `osds` as this interval's write set,
+    /// once every member knows the leases this primary waits out (until
+    /// then it is held: see `lease`).
+    pub(super) fn ask_record(&mut self, osds: Vec<i32>, fx: &mut Vec<Effect>) {
+        if !self.lease_told() {
+            self.rec.record_held = Some(osds);
+            return;
+        }
+        self.rec.record_held = None;
+        self.rec.record_asked = Some(osds.clone());
+        fx.push(self.record_ask(osds));
+    }
+
+    /// Ask for the write set held by `ask_record` if every member knows
+    /// now.
+    pub(super) fn ask_held_record(&mut self, fx: &mut Vec<Effect>) {
+        if self.rec.record_held.is_some() && self.lease_told() {
+            if let Some(osds) = self.rec.record_held.take() {
+                self.ask_record(osds, fx);
+            }
         }
     }
 
