@@ -97,6 +97,10 @@ pub struct OsdArgs {
     /// Seconds a peer may be silent before it is reported.
     #[arg(long, default_value_t = 6.0)]
     heartbeat_grace: f64,
+    /// Stop, as a flapping OSD, once marked down while running more than
+    /// this many times within ten minutes (Ceph's osd_max_markdown_count).
+    #[arg(long, default_value_t = loligo_osd::MAX_MARKDOWN_COUNT)]
+    max_markdown_count: u32,
     /// Seconds a client op may wait for its PG (it is answered with why
     /// after five sixths of this, before a client with the same timeout
     /// gives up).
@@ -393,6 +397,7 @@ pub fn osd(a: OsdArgs) -> Result<(), CliError> {
     cfg.security = security;
     cfg.host = a.host.unwrap_or_else(hostname);
     cfg.heartbeat_grace = secs(a.heartbeat_grace, "--heartbeat-grace")?;
+    cfg.max_markdown_count = a.max_markdown_count;
     cfg.op_timeout = secs(a.op_timeout, "--op-timeout")?;
     if a.pg_log_entries == 0
         || a.backfill_chunk == 0

@@ -1,9 +1,10 @@
 //! Partition tests on hosts of one machine (`tools/hosts.sh`: network
-//! namespaces on a bridge, nftables cuts): a monitor, three OSDs on
-//! three hosts (CRUSH failure domain `host`) and a client host, each
-//! daemon a process of its own. Needs root, iproute2 and nftables (CI
+//! namespaces on a bridge, nftables cuts): one or three monitors, three
+//! OSDs on three hosts (CRUSH failure domain `host`) and a client host,
+//! each daemon a process of its own on a host of its own. Needs root, iproute2 and nftables (CI
 //! runs as root; `.ci/run` installs nftables); run as another user, the
-//! tests say so and stop.
+//! tests say so and stop. A failed test keeps its logs, and so does every
+//! test with `LOLIGO_KEEP_LABS=1`.
 
 mod common;
 
@@ -14,9 +15,6 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const OSDS: usize = 3;
-/// Host 0 runs the monitor, hosts 1..=3 one OSD each, host 4 a client.
-const HOSTS: usize = OSDS + 2;
-const CLIENT_HOST: usize = OSDS + 1;
 const MON_PORT: u16 = 6789;
 
 fn hosts_sh() -> PathBuf {
@@ -42,9 +40,12 @@ fn can_make_hosts() -> Result<(), String> {
 
 /// The hosts, the daemons on them and the cluster's folder; all taken
 /// down when dropped (a failed test keeps the folder's logs).
+/// Hosts 0..mons run a monitor each, the next `OSDS` an OSD each, the
+/// last a client; `daemons` holds the monitors, then the OSDs.
 struct Lab {
     name: String,
     dir: PathBuf,
+    mons: usize,
     addrs: Vec<String>,
     daemons: Vec<Child>,
     _turn: std::sync::MutexGuard<'static, ()>,
@@ -59,8 +60,8 @@ impl Drop for Lab {
             let _ = d.wait();
         }
         let _ = Command::new(hosts_sh()).args(["down", &self.name]).status();
-        if std::thread::panicking() {
-            eprintln!("test failed: logs kept in {}", self.dir.display());
+        if std::thread::panicking() || std::env::var_os("LOLIGO_KEEP_LABS").is_some() {
+            eprintln!("logs kept in {}", self.dir.display());
         } else {
             let _ = std::fs::remove_dir_all(self.dir.parent().unwrap_or(&self.dir));
         }
@@ -81,9 +82,9 @@ fn sh(args: &[&str]) -> String {
 }
 
 impl Lab {
-    /// Hosts up, keys made, the monitor and the OSDs started, pool
+    /// Hosts up, keys made, `mons` monitors and the OSDs started, pool
     /// `default` (3 replicas, min_size 2) clean.
-    fn start(tag: &str) -> Lab {
+    fn start(tag: &str, mons: usize) -> Lab {
         // One lab at a time: two could draw the same subnet.
         let turn = LABS.lock().unwrap_or_else(|e| e.into_inner());
         let name = format!("{tag}{}", std::process::id() % 100_000);
@@ -95,19 +96,22 @@ impl Lab {
         let mut lab = Lab {
             name: name.clone(),
             dir: dir.clone(),
+            mons,
             addrs: Vec::new(),
             daemons: Vec::new(),
             _turn: turn,
         };
-        sh(&["up", &name, &HOSTS.to_string()]);
-        lab.addrs = (0..HOSTS)
+        let hosts = mons + OSDS + 1;
+        sh(&["up", &name, &hosts.to_string()]);
+        lab.addrs = (0..hosts)
             .map(|i| sh(&["addr", &name, &i.to_string()]))
             .collect();
         let fsid = format!("lab-{name}");
         let keys = dir.join("keys");
         let keys_s = keys.to_string_lossy().into_owned();
         ok(&dir, &["auth", "ca", &keys_s, "--fsid", &fsid]);
-        let mut entities = vec!["mon.0".to_string(), "client.admin".to_string()];
+        let mut entities: Vec<String> = (0..mons).map(|i| format!("mon.{i}")).collect();
+        entities.push("client.admin".to_string());
         entities.extend((0..OSDS).map(|i| format!("osd.{i}")));
         for e in &entities {
             let out = keys.join(format!("{e}.keyring"));
@@ -124,11 +128,15 @@ impl Lab {
                 ],
             );
         }
-        let mon = format!("{}:{MON_PORT}", lab.addrs[0]);
+        let mon_addrs: Vec<String> = (0..mons)
+            .map(|i| format!("{}:{MON_PORT}", lab.addrs[i]))
+            .collect();
+        let quoted: Vec<String> = mon_addrs.iter().map(|a| format!("\"{a}\"")).collect();
         std::fs::write(
             dir.join("loligo.conf"),
             format!(
-                "fsid = \"{fsid}\"\nmon_addrs = [\"{mon}\"]\nkeyring = \"keys/client.admin.keyring\"\n"
+                "fsid = \"{fsid}\"\nmon_addrs = [{}]\nkeyring = \"keys/client.admin.keyring\"\n",
+                quoted.join(", ")
             ),
         )
         .unwrap();
@@ -138,33 +146,40 @@ impl Lab {
                 .into_owned()
         };
         let data = |d: &str| dir.join(d).to_string_lossy().into_owned();
-        lab.spawn(
-            0,
-            "mon.0",
-            &[
-                "mon",
-                "run",
-                "--id",
-                "0",
-                "--members",
-                &format!("0={mon}"),
-                "--data",
-                &data("mon"),
-                "--fsid",
-                &fsid,
-                "--mkfs",
-                "--keyring",
-                &keyring("mon.0"),
-                // An OSD that stops reporting (cut off from the monitors
-                // alone: its peers still hear it) is marked down soon.
-                "--report-timeout",
-                "4",
-            ],
-        );
-        for i in 0..OSDS {
-            let addr = format!("{}:6800", lab.addrs[1 + i]);
+        let members: Vec<String> = (0..mons).map(|i| format!("{i}={}", mon_addrs[i])).collect();
+        let members = members.join(",");
+        for i in 0..mons {
+            let id = i.to_string();
             lab.spawn(
-                1 + i,
+                i,
+                &format!("mon.{i}"),
+                &[
+                    "mon",
+                    "run",
+                    "--id",
+                    &id,
+                    "--members",
+                    &members,
+                    "--data",
+                    &data(&format!("mon.{i}")),
+                    "--fsid",
+                    &fsid,
+                    "--mkfs",
+                    "--keyring",
+                    &keyring(&format!("mon.{i}")),
+                    // An OSD that stops reporting (cut off from the
+                    // monitors alone: its peers still hear it) is marked
+                    // down soon.
+                    "--report-timeout",
+                    "4",
+                ],
+            );
+        }
+        let mon = mon_addrs.join(",");
+        for i in 0..OSDS {
+            let addr = format!("{}:6800", lab.addrs[lab.osd_host(i)]);
+            lab.spawn(
+                lab.osd_host(i),
                 &format!("osd.{i}"),
                 &[
                     "osd",
@@ -185,6 +200,8 @@ impl Lab {
                     &format!("host{i}"),
                     "--heartbeat-grace",
                     "2",
+                    "--max-markdown-count",
+                    "2",
                 ],
             );
         }
@@ -201,6 +218,21 @@ impl Lab {
             common::not_clean(&lab.dir).is_none().then_some(())
         });
         lab
+    }
+
+    /// The host of osd.`i`.
+    fn osd_host(&self, i: usize) -> usize {
+        self.mons + i
+    }
+
+    /// The host of the clients.
+    fn client_host(&self) -> usize {
+        self.mons + OSDS
+    }
+
+    /// The process of osd.`i`.
+    fn osd_daemon(&mut self, i: usize) -> &mut Child {
+        &mut self.daemons[self.mons + i]
     }
 
     /// Start `args` of `loligo` on host `host`, logging to NAME.log.
@@ -238,9 +270,54 @@ impl Lab {
             .unwrap_or_else(|| panic!("no acting primary in {out}")) as usize
     }
 
-    /// Host `host` loses the monitor (both ways), and only it.
-    fn cut_from_monitor(&self, host: usize) {
-        sh(&["cut", &self.name, &host.to_string(), &self.addrs[0], "both"]);
+    /// Host `host` loses every monitor (both ways), and only them.
+    fn cut_from_monitors(&self, host: usize) {
+        for m in 0..self.mons {
+            self.cut_between(host, m);
+        }
+    }
+
+    /// Hosts `a` and `b` lose each other (both ways), and only each other.
+    fn cut_between(&self, a: usize, b: usize) {
+        sh(&["cut", &self.name, &a.to_string(), &self.addrs[b], "both"]);
+    }
+
+    /// `loligo ARGS` run on host `host` (which reaches only what its
+    /// cuts leave it).
+    fn on_host(&self, host: usize, args: &[&str]) -> std::process::Output {
+        let conf = self.dir.join("loligo.conf");
+        Command::new(hosts_sh())
+            .args(["exec", &self.name, &host.to_string(), loligo_bin()])
+            .args(["-c", &conf.to_string_lossy()])
+            .args(args)
+            .output()
+            .expect("run loligo on a host")
+    }
+
+    /// `status --json` as the monitors answer it from the root host.
+    fn status(&self) -> Option<serde_json::Value> {
+        let s = loligo(&self.dir, &["status", "--json"]);
+        s.status
+            .success()
+            .then(|| serde_json::from_slice(&s.stdout).ok())
+            .flatten()
+    }
+
+    /// The monitors' leader, if they have one.
+    fn mon_leader(&self) -> Option<usize> {
+        self.status()?["monitors"]["leader"]
+            .as_u64()
+            .map(|l| l as usize)
+    }
+
+    /// Whether osd.`id` is up in the monitor's map.
+    fn is_up(&self, id: usize) -> bool {
+        let out = ok(&self.dir, &["osd", "dump"]);
+        let v: serde_json::Value = serde_json::from_str(&out).expect("osd dump");
+        v["osds"]
+            .as_array()
+            .and_then(|a| a.iter().find(|o| o["id"] == id))
+            .is_some_and(|o| o["up"] == true)
     }
 
     fn heal(&self, host: usize) {
@@ -306,14 +383,14 @@ fn an_osd_cut_off_from_the_monitor_serves_no_stale_reads() {
         eprintln!("skipped: hosts need root, iproute2 and nftables ({why})");
         return;
     }
-    let mut lab = Lab::start("lp");
-    let mut far = lab.client(CLIENT_HOST);
+    let mut lab = Lab::start("lp", 1);
+    let mut far = lab.client(lab.client_host());
     assert_eq!(far.ask("put x v1"), "ok");
     assert_eq!(far.ask("get x"), "value v1");
     let p = lab.primary_of("x");
     let old_epoch = far.ask("epoch");
-    lab.cut_from_monitor(1 + p);
-    lab.cut_from_monitor(CLIENT_HOST);
+    lab.cut_from_monitors(lab.osd_host(p));
+    lab.cut_from_monitors(lab.client_host());
     lab.wait_for(
         Duration::from_secs(30),
         "the cut-off primary marked down",
@@ -335,8 +412,8 @@ fn an_osd_cut_off_from_the_monitor_serves_no_stale_reads() {
         "a client on the old primary's side read {read:?} after v2 was acknowledged"
     );
     // Healed, the far client hears of the new map and reads v2.
-    lab.heal(1 + p);
-    lab.heal(CLIENT_HOST);
+    lab.heal(lab.osd_host(p));
+    lab.heal(lab.client_host());
     lab.wait_for(Duration::from_secs(30), "the far client to read v2", |_| {
         (far.ask("get x") == "value v2").then_some(())
     });
@@ -357,11 +434,11 @@ fn a_crashed_primary_is_replaced_within_seconds_of_the_grace() {
         eprintln!("skipped: hosts need root, iproute2 and nftables ({why})");
         return;
     }
-    let mut lab = Lab::start("lk");
-    let mut c = lab.client(CLIENT_HOST);
+    let mut lab = Lab::start("lk", 1);
+    let mut c = lab.client(lab.client_host());
     assert_eq!(c.ask("put y v0"), "ok");
     let p = lab.primary_of("y");
-    let d = &mut lab.daemons[1 + p];
+    let d = lab.osd_daemon(p);
     d.kill().unwrap();
     let killed = Instant::now();
     let _ = d.wait();
@@ -379,4 +456,120 @@ fn a_crashed_primary_is_replaced_within_seconds_of_the_grace() {
     eprintln!("writes resumed {gap:?} after the primary was killed ({errors} failed first)");
     assert_eq!(c.ask("get y"), format!("value v{n}"));
     assert!(gap < Duration::from_secs(15), "unavailable for {gap:?}");
+}
+
+/// An OSD that reaches some peers but not others: osd.0 and osd.1 lose
+/// each other, and nothing else. Each reports the other, and neither has
+/// the second reporter it takes to go down; after the standoff the
+/// monitor marks one down (on a tie, the higher id: osd.1), and PGs go on
+/// without it. It boots again, is reported again, and once marked down
+/// more often than its markdown count (2 here) it stops, as a flapping
+/// OSD. Writes through every PG (all hold both) go on; nothing is lost.
+#[test]
+fn an_osd_that_reaches_some_peers_but_not_others_is_marked_down_and_stops_flapping() {
+    if let Err(why) = can_make_hosts() {
+        eprintln!("skipped: hosts need root, iproute2 and nftables ({why})");
+        return;
+    }
+    let mut lab = Lab::start("lh", 1);
+    let mut c = lab.client(lab.client_host());
+    // An object whose primary is osd.0: its writes need osd.1 too.
+    let name = (0..)
+        .map(|i| format!("z{i}"))
+        .find(|n| lab.primary_of(n) == 0)
+        .expect("an object on osd.0");
+    assert_eq!(c.ask(&format!("put {name} v0")), "ok");
+    let cut = Instant::now();
+    lab.cut_between(lab.osd_host(0), lab.osd_host(1));
+    // Writes go on (each waits at most its op timeout).
+    let (mut n, mut errors) = (0, 0);
+    let mut up = true;
+    while lab.osd_daemon(1).try_wait().ok().flatten().is_none() {
+        n += 1;
+        if c.ask(&format!("put {name} v{n}")) != "ok" {
+            errors += 1;
+        }
+        if lab.is_up(1) != up {
+            up = !up;
+            eprintln!("{:?} after the cut: osd.1 up {up}", cut.elapsed());
+        }
+        assert!(
+            cut.elapsed() < Duration::from_secs(90),
+            "osd.1 did not stop as a flapping OSD"
+        );
+    }
+    eprintln!(
+        "osd.1 stopped as flapping {:?} after the cut; {n} writes, {errors} failed",
+        cut.elapsed()
+    );
+    assert!(lab.is_up(0), "osd.0 stays up");
+    lab.wait_for(Duration::from_secs(20), "osd.1 marked down", |lab| {
+        (!lab.is_up(1)).then_some(())
+    });
+    let t = Instant::now();
+    lab.wait_for(Duration::from_secs(30), "a write without osd.1", |_| {
+        n += 1;
+        (c.ask(&format!("put {name} v{n}")) == "ok").then_some(())
+    });
+    eprintln!("a write went through {:?} after osd.1 stopped", t.elapsed());
+    assert_eq!(c.ask(&format!("get {name}")), format!("value v{n}"));
+}
+
+/// Three monitors on three hosts. The leader loses the other two (both
+/// ways); OSDs and clients still reach every monitor. The two elect a
+/// leader and go on: they mark an OSD out, and a client's writes go on.
+/// The old leader, alone, changes nothing and says why: asked on its host
+/// (where it is the only monitor in reach), `status` and `osd in` fail
+/// with "no monitor quorum". Healed, it follows the majority: the map has
+/// the majority's change, at no older epoch.
+#[test]
+fn a_monitor_cut_off_from_the_others_changes_nothing_and_the_majority_goes_on() {
+    if let Err(why) = can_make_hosts() {
+        eprintln!("skipped: hosts need root, iproute2 and nftables ({why})");
+        return;
+    }
+    let mut lab = Lab::start("lm", 3);
+    let mut c = lab.client(lab.client_host());
+    assert_eq!(c.ask("put m v0"), "ok");
+    let old = lab.wait_for(Duration::from_secs(30), "a leader", Lab::mon_leader);
+    let others: Vec<usize> = (0..3).filter(|&m| m != old).collect();
+    for &m in &others {
+        lab.cut_between(old, m);
+    }
+    let cut = Instant::now();
+    let new = lab.wait_for(Duration::from_secs(60), "a new leader", |lab| {
+        lab.mon_leader().filter(|&l| l != old)
+    });
+    eprintln!(
+        "mon.{new} leads {:?} after mon.{old} was cut off",
+        cut.elapsed()
+    );
+    ok(&lab.dir, &["osd", "out", "2"]);
+    let epoch = lab.status().expect("status")["osdmap"]["epoch"]
+        .as_u64()
+        .expect("an epoch");
+    for args in [&["status"][..], &["osd", "in", "2"][..]] {
+        let out = lab.on_host(old, args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains("no monitor quorum"),
+            "{args:?} on the cut-off monitor's host: {err}"
+        );
+    }
+    for n in 1..=3 {
+        assert_eq!(c.ask(&format!("put m v{n}")), "ok");
+    }
+    lab.heal(old);
+    lab.wait_for(
+        Duration::from_secs(60),
+        "the old leader's host to see the map",
+        |lab| {
+            let out = lab.on_host(old, &["status", "--json"]);
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+            let seen = v["osdmap"]["epoch"].as_u64()?;
+            assert!(seen >= epoch, "epoch {seen} after {epoch}");
+            (v["osdmap"]["num_in_osds"] == OSDS - 1).then_some(())
+        },
+    );
+    assert_eq!(c.ask("get m"), "value v3");
 }

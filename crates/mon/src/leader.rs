@@ -59,6 +59,9 @@ pub struct Timeouts {
     pub min_down_reporters: usize,
     /// How long a failure report stays valid.
     pub report_valid: Duration,
+    /// How long two up OSDs may report each other (and no one else
+    /// either) before one of them is marked down (`LeaderState::standoff`).
+    pub standoff: Duration,
     /// Mark an OSD down when it has sent no report for this long.
     pub report_timeout: Duration,
     /// Mark a down OSD out after this long.
@@ -75,11 +78,20 @@ pub struct Reported {
     pub prev: Option<(Instant, OsdReport)>,
 }
 
+/// One OSD's reports that it cannot reach another.
+#[derive(Clone, Copy, Debug)]
+struct Accusation {
+    /// When the reports began (without a gap longer than their validity).
+    since: Instant,
+    /// The newest one.
+    last: Instant,
+}
+
 /// Leader-only soft state, rebuilt by each new leader.
 #[derive(Default, Debug)]
 pub struct LeaderState {
-    /// target -> reporter -> when.
-    failures: HashMap<i32, HashMap<i32, Instant>>,
+    /// target -> reporter -> its accusation.
+    failures: HashMap<i32, HashMap<i32, Accusation>>,
     reports: HashMap<i32, Reported>,
     /// When this leader first saw each OSD down (for auto-out).
     down_since: HashMap<i32, Instant>,
@@ -109,7 +121,8 @@ impl LeaderState {
     }
 
     /// `reporter` cannot reach `target`: the changes to make (marking it
-    /// down once enough distinct, up reporters agree within the validity).
+    /// down once enough distinct, up reporters agree within the validity,
+    /// or one of two that report each other: see `standoff`).
     pub fn on_failure(
         &mut self,
         map: &OsdMap,
@@ -118,17 +131,68 @@ impl LeaderState {
         now: Instant,
         t: &Timeouts,
     ) -> Vec<Change> {
-        if !map.is_up(reporter) || !map.is_up(target) {
+        if !map.is_up(reporter) || !map.is_up(target) || reporter == target {
             return vec![];
         }
+        let valid = |a: &Accusation| now.duration_since(a.last) < t.report_valid;
         let by = self.failures.entry(target).or_default();
-        by.insert(reporter, now);
-        by.retain(|r, at| now.duration_since(*at) < t.report_valid && map.is_up(*r));
-        if by.len() < t.min_down_reporters.max(1) {
-            return vec![];
+        let e = by.entry(reporter).or_insert(Accusation {
+            since: now,
+            last: now,
+        });
+        if !valid(e) {
+            e.since = now;
         }
-        self.failures.remove(&target);
-        vec![Change::OsdDown { id: target }]
+        e.last = now;
+        by.retain(|r, a| valid(a) && map.is_up(*r));
+        if by.len() >= t.min_down_reporters.max(1) {
+            self.failures.remove(&target);
+            return vec![Change::OsdDown { id: target }];
+        }
+        match self.standoff(map, reporter, target, now, t) {
+            Some(id) => {
+                self.failures.remove(&id);
+                vec![Change::OsdDown { id }]
+            }
+            None => vec![],
+        }
+    }
+
+    /// Two up OSDs that report each other (a link between them is cut,
+    /// or one way of it) while neither finds the reporters it takes to go
+    /// down: PGs over both would wait for good. Once both accusations
+    /// have stood for `Timeouts::standoff` (time for other reporters to
+    /// speak up), one goes down: the one more OSDs report, else the one
+    /// that reports more OSDs (its network is the likelier broken one),
+    /// else the higher id. One that keeps coming back stops at the OSD's
+    /// markdown count (`osd_max_markdown_count` in Ceph).
+    fn standoff(&self, map: &OsdMap, a: i32, b: i32, now: Instant, t: &Timeouts) -> Option<i32> {
+        let live = |acc: &Accusation, r: i32| {
+            now.duration_since(acc.last) < t.report_valid && map.is_up(r)
+        };
+        let stood = |target: i32, reporter: i32| {
+            self.failures
+                .get(&target)
+                .and_then(|by| by.get(&reporter))
+                .is_some_and(|acc| {
+                    live(acc, reporter) && now.duration_since(acc.since) >= t.standoff
+                })
+        };
+        if !stood(b, a) || !stood(a, b) {
+            return None;
+        }
+        let accusers = |o: i32| {
+            self.failures
+                .get(&o)
+                .map_or(0, |by| by.iter().filter(|(&r, acc)| live(acc, r)).count())
+        };
+        let accuses = |o: i32| {
+            (self.failures.values())
+                .filter(|by| by.get(&o).is_some_and(|acc| live(acc, o)))
+                .count()
+        };
+        let worse = |o: i32| (accusers(o), accuses(o), o);
+        Some(if worse(a) > worse(b) { a } else { b })
     }
 
     /// Periodic duties: up OSDs silent for longer than the report timeout
@@ -471,6 +535,7 @@ mod tests {
     const T: Timeouts = Timeouts {
         min_down_reporters: 2,
         report_valid: Duration::from_secs(40),
+        standoff: Duration::from_secs(6),
         report_timeout: Duration::from_secs(60),
         down_out_interval: Duration::from_secs(600),
         io_window: Duration::from_secs(10),
@@ -576,6 +641,75 @@ mod tests {
         .unwrap();
         assert!(l.on_failure(&m2, 1, 0, late, &T).is_empty());
         assert!(l.on_failure(&m2, 0, 1, late, &T).is_empty());
+    }
+
+    /// Two OSDs that cannot reach each other (and only each other) each
+    /// have one reporter, never two: once both accusations have stood
+    /// for the standoff, one goes down, so that PGs over both go on.
+    #[test]
+    fn of_two_osds_that_report_each_other_one_goes_down() {
+        let m = map();
+        let mut l = LeaderState::default();
+        let t0 = Instant::now();
+        assert!(l.on_failure(&m, 0, 1, t0, &T).is_empty());
+        assert!(l.on_failure(&m, 1, 0, t0, &T).is_empty(), "too soon");
+        let t1 = t0 + T.standoff - Duration::from_millis(1);
+        assert!(l.on_failure(&m, 0, 1, t1, &T).is_empty(), "too soon");
+        // A tie: the higher id goes.
+        let t2 = t0 + T.standoff;
+        assert_eq!(
+            l.on_failure(&m, 0, 1, t2, &T),
+            vec![Change::OsdDown { id: 1 }]
+        );
+        // One that also reports a third OSD goes instead (its network
+        // is the likelier broken one).
+        let mut l = LeaderState::default();
+        assert!(l.on_failure(&m, 0, 1, t0, &T).is_empty());
+        assert!(l.on_failure(&m, 1, 0, t0, &T).is_empty());
+        assert!(l.on_failure(&m, 0, 2, t0, &T).is_empty());
+        assert_eq!(
+            l.on_failure(&m, 1, 0, t2, &T),
+            vec![Change::OsdDown { id: 0 }]
+        );
+        // A gap longer than the validity starts the standoff again.
+        let mut l = LeaderState::default();
+        assert!(l.on_failure(&m, 0, 1, t0, &T).is_empty());
+        let t3 = t0 + T.report_valid + Duration::from_secs(1);
+        assert!(l.on_failure(&m, 1, 0, t3, &T).is_empty());
+        assert!(l.on_failure(&m, 0, 1, t3, &T).is_empty(), "a new one");
+        assert_eq!(
+            l.on_failure(&m, 0, 1, t3 + T.standoff, &T),
+            vec![Change::OsdDown { id: 1 }]
+        );
+    }
+
+    /// An OSD cut off from every other goes down by its reporters; the
+    /// one it reported first never does, though they reported each other.
+    #[test]
+    fn an_osd_cut_off_from_all_goes_down_not_the_one_it_reports() {
+        let m = map();
+        let mut l = LeaderState::default();
+        let t0 = Instant::now();
+        for other in [1, 2, 3] {
+            assert!(l.on_failure(&m, 0, other, t0, &T).is_empty());
+        }
+        assert!(l.on_failure(&m, 1, 0, t0, &T).is_empty());
+        let t1 = t0 + T.standoff;
+        // osd.1's report renewed after the standoff: osd.0 goes (it is
+        // reported by one, and reports three).
+        assert_eq!(
+            l.on_failure(&m, 1, 0, t1, &T),
+            vec![Change::OsdDown { id: 0 }]
+        );
+        let mut l = LeaderState::default();
+        for other in [1, 2, 3] {
+            assert!(l.on_failure(&m, 0, other, t0, &T).is_empty());
+        }
+        assert!(l.on_failure(&m, 1, 0, t0, &T).is_empty());
+        assert_eq!(
+            l.on_failure(&m, 2, 0, t0, &T),
+            vec![Change::OsdDown { id: 0 }]
+        );
     }
 
     #[test]

@@ -863,6 +863,9 @@ impl Monitor {
         Timeouts {
             min_down_reporters: self.cfg.min_down_reporters,
             report_valid: self.cfg.heartbeat_grace * 2,
+            // (The other reporters of an OSD cut off from all speak
+            // within a heartbeat or two of the first.)
+            standoff: self.cfg.heartbeat_grace / 4,
             report_timeout: self.cfg.report_timeout,
             down_out_interval: self.cfg.down_out_interval,
             io_window: Duration::from_millis(IO_WINDOW_MS),

@@ -10,5 +10,8 @@ pub mod error;
 // names the daemon and its users know.
 pub use loligo_pg::{backend, cls, ec, exec, msg, pg};
 
-pub use daemon::{device_wait, start, OsdConfig, OsdHandle, ReadErrorInjector};
+pub use daemon::{
+    device_wait, start, OsdConfig, OsdHandle, ReadErrorInjector, MAX_MARKDOWN_COUNT,
+    MAX_MARKDOWN_PERIOD_S,
+};
 pub use error::OsdError;
