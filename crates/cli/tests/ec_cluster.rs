@@ -2,7 +2,7 @@
 //! a Reed-Solomon 2+1 and a Zigzag 2+2 pool on four OSDs; objects of one
 //! and of several stripes written and read back; omap refused with a
 //! clear error; reads with m OSDs killed (kill -9) return the right
-//! bytes; the OSDs started again, every PG returns to active+clean and
+//! bytes (min_size k); the OSDs started again, every PG returns to active+clean and
 //! the objects read the same; writes after recovery land; two OSDs
 //! then declared lost, the RS PGs left with one shard are down and
 //! every other PG goes on, its objects intact.
@@ -68,6 +68,10 @@ fn ec_pools_serve_with_m_osds_down_and_heal() {
             "8",
             "--erasure",
             "rs21",
+            // (k: with m OSDs down a PG still serves; below min_size it
+            // would serve nothing, as in Ceph.)
+            "--min-size",
+            "2",
         ],
     );
     // Ceph's positional form: PG_NUM PGP_NUM erasure PROFILE.
@@ -129,7 +133,9 @@ fn ec_pools_serve_with_m_osds_down_and_heal() {
         check(&dir, &root, pool, "big", &big);
     }
     // Two killed: Zigzag 2+2 still reads everything, before and after
-    // the map shows them down (their positions then holes).
+    // the map shows them down (their positions then holes), once its
+    // min_size is k (below min_size a PG serves nothing, as in Ceph).
+    ok(&dir, &["pool", "set", "eczz", "min_size", "2"]);
     ok(&dir, &["stop", "osd.1", "--kill", "--data-dir", &d]);
     check(&dir, &root, "eczz", "small", &small);
     check(&dir, &root, "eczz", "big", &big);

@@ -916,7 +916,7 @@ fn reads_decode_around_missing_shards_and_writes_go_on_with_min_size() {
 #[test]
 fn a_returning_osd_gets_its_shards_rebuilt_from_the_others() {
     for plugin in [EcPlugin::ReedSolomon, EcPlugin::Zigzag] {
-        let mut c = Cluster::new(plugin, 5);
+        let mut c = Cluster::new(plugin, 4); // (min_size k: reads go on with m shards down)
         let mut rng = Rng::new(13);
         let mut model: BTreeMap<String, Vec<u8>> = BTreeMap::new();
         for i in 0..4 {
@@ -1063,7 +1063,7 @@ fn a_torn_write_rolls_back_below_k_shards_and_forward_from_k() {
 #[test]
 fn a_returning_primary_rebuilds_its_own_shards() {
     for plugin in [EcPlugin::ReedSolomon, EcPlugin::Zigzag] {
-        let mut c = Cluster::new(plugin, 5);
+        let mut c = Cluster::new(plugin, 4); // (min_size k: reads go on with m shards down)
         let mut rng = Rng::new(31);
         let mut model: BTreeMap<String, Vec<u8>> = BTreeMap::new();
         for i in 0..3 {
@@ -1114,7 +1114,7 @@ fn a_returning_primary_rebuilds_its_own_shards() {
 #[test]
 fn a_new_member_is_backfilled_with_its_rebuilt_shards() {
     for plugin in [EcPlugin::ReedSolomon, EcPlugin::Zigzag] {
-        let mut c = Cluster::new(plugin, 5);
+        let mut c = Cluster::new(plugin, 4); // (min_size k: reads go on with m shards down)
         for pg in &mut c.pgs {
             pg.log_entries_max = 3;
             pg.backfill_chunk_objects = 3;
@@ -1248,7 +1248,7 @@ fn a_backfill_target_keeps_what_its_chunks_said_it_lacks_missing_across_a_restar
 #[test]
 fn osds_that_change_position_are_backfilled_not_trusted() {
     for plugin in [EcPlugin::ReedSolomon, EcPlugin::Zigzag] {
-        let mut c = Cluster::new(plugin, 5);
+        let mut c = Cluster::new(plugin, 4); // (min_size k: reads go on with m shards down)
         let mut rng = Rng::new(51);
         let mut model: BTreeMap<String, Vec<u8>> = BTreeMap::new();
         for i in 0..6 {

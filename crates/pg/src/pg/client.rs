@@ -104,20 +104,19 @@ impl Pg {
     }
 
     /// Whether ops are served: activated (the write set on record and
-    /// every recovering member has merged the authoritative log), and,
-    /// on a replicated pool, with at least min_size members serving
-    /// (Ceph's `active`). While activating, or below min_size (`peered`),
-    /// not even reads are served: this copy's log may end in writes no
-    /// other member holds, which the next peering may roll back if this
-    /// primary fails (a read of one that a later read did not see again
-    /// broke linearizability in the simulator, both ways). An
-    /// erasure-coded read decodes what k shards hold, which rolls
-    /// forward, so it goes on below min_size (writes do not).
+    /// every recovering member has merged the authoritative log), with at
+    /// least min_size members serving (Ceph's `active`). While
+    /// activating, or below min_size (`peered`), not even reads are
+    /// served: this copy's log may end in writes no other member holds,
+    /// which the next peering may roll back if this primary fails (a read
+    /// of one that a later read did not see again broke linearizability
+    /// in the simulator, both ways). Erasure-coded pools alike: a read
+    /// below min_size decoded a write whose shards only this copy and a
+    /// stray held; the stray went down, the next peering rolled the write
+    /// back, and a later read returned the value before it.
     fn active(&self) -> bool {
         match &self.role {
-            Role::Primary { write_set } => {
-                self.ec.is_some() || self.serving(write_set) >= self.min_size()
-            }
+            Role::Primary { write_set } => self.serving(write_set) >= self.min_size(),
             _ => false,
         }
     }
