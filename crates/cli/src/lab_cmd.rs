@@ -11,7 +11,9 @@
 use crate::config::ConnArgs;
 use crate::CliError;
 use clap::Subcommand;
-use loligo_client::Cluster;
+use loligo_client::{Cluster, IoCtx};
+use loligo_kv::KvStore;
+use std::collections::HashMap;
 use std::io::{BufRead, Write};
 use std::time::{Duration, Instant};
 
@@ -19,8 +21,10 @@ use std::time::{Duration, Instant};
 pub enum LabCmd {
     /// A client session from stdin, one command a line, one answer a
     /// line: `put NAME VALUE` (ok), `get NAME` (value V | absent),
-    /// `epoch` (the newest map epoch it has); a failure answers
-    /// `error WHY`. Each answer ends with the op's time in ms.
+    /// `kvcreate STORE` (ok), `kvput STORE KEY VALUE` (ok), `kvget STORE
+    /// KEY` (value V | absent), `epoch` (the newest map epoch it has); a
+    /// failure answers `error WHY`. Each answer ends with the op's time
+    /// in ms.
     Client {
         /// Seconds an op may take before it fails.
         #[arg(long, default_value_t = 10.0)]
@@ -50,6 +54,7 @@ fn client(conn: &ConnArgs, op_timeout: f64) -> Result<(), CliError> {
             .await
             .map_err(|e| cfg.explain(e))?;
         let io = c.pool(&pool)?;
+        let mut kvs: HashMap<String, KvStore<IoCtx>> = HashMap::new();
         let mut out = std::io::stdout().lock();
         writeln!(out, "ready epoch {}", c.map().epoch)?;
         out.flush()?;
@@ -69,6 +74,28 @@ fn client(conn: &ConnArgs, op_timeout: f64) -> Result<(), CliError> {
                     Err(e) if e.is_not_found() => "absent".to_string(),
                     Err(e) => format!("error {e}"),
                 },
+                ["kvcreate", store] => match KvStore::create(io.clone(), store, KV_FANOUT).await {
+                    Ok(kv) => {
+                        kvs.insert(store.to_string(), kv);
+                        "ok".to_string()
+                    }
+                    Err(e) => format!("error {e}"),
+                },
+                ["kvput", store, key, value] => match kv_open(&mut kvs, &io, store).await {
+                    Ok(kv) => match kv.put(key.as_bytes(), value.as_bytes()).await {
+                        Ok(()) => "ok".to_string(),
+                        Err(e) => format!("error {e}"),
+                    },
+                    Err(e) => format!("error {e}"),
+                },
+                ["kvget", store, key] => match kv_open(&mut kvs, &io, store).await {
+                    Ok(kv) => match kv.get(key.as_bytes()).await {
+                        Ok(Some(v)) => format!("value {}", String::from_utf8_lossy(&v)),
+                        Ok(None) => "absent".to_string(),
+                        Err(e) => format!("error {e}"),
+                    },
+                    Err(e) => format!("error {e}"),
+                },
                 ["epoch"] => format!("epoch {}", c.map().epoch),
                 [] => continue,
                 _ => format!("error unknown command: {line}"),
@@ -79,4 +106,22 @@ fn client(conn: &ConnArgs, op_timeout: f64) -> Result<(), CliError> {
         }
         Ok(())
     })
+}
+
+/// Nodes of the stores `kvcreate` makes hold K..=2K entries: few, so
+/// that a short experiment splits nodes too.
+const KV_FANOUT: u64 = 8;
+
+/// Store `name`, opened once per session.
+async fn kv_open<'a>(
+    kvs: &'a mut HashMap<String, KvStore<IoCtx>>,
+    io: &IoCtx,
+    name: &str,
+) -> Result<&'a KvStore<IoCtx>, loligo_kv::KvError> {
+    if !kvs.contains_key(name) {
+        let kv = KvStore::open(io.clone(), name).await?;
+        kvs.insert(name.to_string(), kv);
+    }
+    kvs.get(name)
+        .ok_or_else(|| loligo_kv::KvError::Corrupt("the store just opened".into()))
 }

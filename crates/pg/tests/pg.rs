@@ -3487,8 +3487,12 @@ fn settle_unanswered(pg: &mut Pg, s: &dyn ObjectStore, input: Input) -> Vec<Effe
     rest
 }
 
-/// The renewals `fx` sends: (send id, to, the earlier leases they carry).
-fn renewals_with_prior(fx: &[Effect]) -> Vec<(u64, i32, Vec<(i32, u64)>)> {
+/// A renewal sent: (send id, to, the earlier leases it carries as
+/// (primary, ms left)).
+type Renewal = (u64, i32, Vec<(i32, u64)>);
+
+/// The renewals `fx` sends.
+fn renewals_with_prior(fx: &[Effect]) -> Vec<Renewal> {
     sends(fx)
         .into_iter()
         .filter_map(|(id, to, msg)| match msg {

@@ -1,0 +1,532 @@
+//! The soak: a lab of three monitors, four OSDs and a client host
+//! (`lab`: one process per daemon, each on a host of its own) under the
+//! partition tests' faults one after another, for as long as asked: OSDs
+//! killed (SIGKILL) and started again, an OSD cut off from the monitors
+//! alone, two OSDs cut off from each other, the monitors' leader cut off
+//! from the others, a monitor killed and started again, the client host
+//! cut off from one OSD. Meanwhile clients write and read registers on
+//! a replicated pool, an erasure-coded pool (Reed-Solomon 2+1, min_size
+//! 2) and a key-value store; every op is recorded (invoked, returned,
+//! answer; a write that failed has an unknown outcome) and each
+//! register's history is checked for linearizability
+//! (`loligo_testkit::lincheck`). Each fault is healed after a few
+//! seconds, and the time until every PG is active+clean again is taken.
+//! Registers are renamed after each fault, so that no history grows
+//! without bound.
+//!
+//! Run by `tools/soak.sh` (root: network namespaces). Reads
+//! `LOLIGO_SOAK_MINUTES` (default 10), `LOLIGO_SOAK_SEED` (0) and
+//! `LOLIGO_SOAK_OUT` (where `report.json` and `report.md` go; default
+//! `target/soak`). Fails if any history is not linearizable or any
+//! acknowledged write is lost.
+
+mod common;
+mod lab;
+
+use common::ok;
+use lab::{can_make_hosts, Lab, Session};
+use loligo_testkit::lincheck::{self, Op, Register, RegisterIn, RegisterOut};
+use loligo_testkit::Rng;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const MONS: usize = 3;
+const OSDS: usize = 4;
+/// Registers per kind at a time, and clients per kind.
+const REGISTERS: u64 = 3;
+const CLIENTS_PER_KIND: usize = 2;
+/// The key-value store the KV clients share.
+const KV_STORE: &str = "soakkv";
+/// Search steps per register history before it is reported undecided.
+const CHECK_BUDGET: u64 = 2_000_000;
+/// How long every PG may take to be clean after a fault is healed.
+const CLEAN_WITHIN: Duration = Duration::from_secs(180);
+
+/// What the clients work on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Kind {
+    Replicated,
+    Erasure,
+    Kv,
+}
+
+impl Kind {
+    const ALL: [Kind; 3] = [Kind::Replicated, Kind::Erasure, Kind::Kv];
+
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Replicated => "replicated",
+            Kind::Erasure => "erasure",
+            Kind::Kv => "kv",
+        }
+    }
+
+    fn pool(self) -> &'static str {
+        match self {
+            Kind::Erasure => "ecrs",
+            Kind::Replicated | Kind::Kv => "default",
+        }
+    }
+
+    fn write(self, key: &str, value: u64) -> String {
+        match self {
+            Kind::Kv => format!("kvput {KV_STORE} {key} {value}"),
+            _ => format!("put {key} {value}"),
+        }
+    }
+
+    fn read(self, key: &str) -> String {
+        match self {
+            Kind::Kv => format!("kvget {KV_STORE} {key}"),
+            _ => format!("get {key}"),
+        }
+    }
+}
+
+type RegOp = Op<RegisterIn<u64>, RegisterOut<u64>>;
+
+/// Every op of every client: ((kind, register key), op).
+type History = Arc<Mutex<Vec<((Kind, String), RegOp)>>>;
+
+/// Ms since the soak began, the clock every op is stamped with.
+fn ms(t0: Instant) -> u64 {
+    t0.elapsed().as_millis() as u64
+}
+
+/// A session's answer to a read, as the register's output (`None`: it
+/// failed, and tells nothing).
+fn read_answer(a: &str) -> Option<Option<u64>> {
+    if a == "absent" {
+        return Some(None);
+    }
+    a.strip_prefix("value ")
+        .and_then(|v| v.trim().parse().ok())
+        .map(Some)
+}
+
+/// One client: writes unique values to and reads the current registers
+/// of its kind until `stop`.
+#[allow(clippy::too_many_arguments)]
+fn client_loop(
+    kind: Kind,
+    id: u64,
+    mut s: Session,
+    gen: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+    history: History,
+    t0: Instant,
+    seed: u64,
+) -> (u64, u64) {
+    let mut rng = Rng::new(seed);
+    let (mut done, mut failed) = (0, 0);
+    let mut n = 0;
+    while !stop.load(Ordering::Relaxed) {
+        let key = format!(
+            "{}-g{}-r{}",
+            kind.name(),
+            gen.load(Ordering::Relaxed),
+            rng.below(REGISTERS)
+        );
+        let call = ms(t0);
+        let op = if rng.chance(500) {
+            n += 1;
+            let value = id * 1_000_000_000 + n;
+            let ok = s.ask(&kind.write(&key, value)) == "ok";
+            failed += u64::from(!ok);
+            Op {
+                input: RegisterIn::Write(value),
+                output: ok.then_some(RegisterOut::Written),
+                call,
+                ret: ms(t0),
+            }
+        } else {
+            let answer = s.ask(&kind.read(&key));
+            let Some(v) = read_answer(&answer) else {
+                failed += 1;
+                continue;
+            };
+            Op {
+                input: RegisterIn::Read,
+                output: Some(RegisterOut::Read(v)),
+                call,
+                ret: ms(t0),
+            }
+        };
+        done += 1;
+        history.lock().unwrap().push(((kind, key), op));
+    }
+    (done, failed)
+}
+
+/// One fault, as injected.
+#[derive(Clone, Debug)]
+enum Fault {
+    KillOsd(usize),
+    OsdFromMonitors(usize),
+    OsdPair(usize, usize),
+    MonLeaderCut(usize),
+    KillMon(usize),
+    ClientFromOsd(usize),
+}
+
+impl Fault {
+    fn kind(&self) -> &'static str {
+        match self {
+            Fault::KillOsd(_) => "kill_osd",
+            Fault::OsdFromMonitors(_) => "osd_cut_from_monitors",
+            Fault::OsdPair(..) => "osd_pair_cut",
+            Fault::MonLeaderCut(_) => "mon_leader_cut",
+            Fault::KillMon(_) => "kill_mon",
+            Fault::ClientFromOsd(_) => "client_cut_from_osd",
+        }
+    }
+
+    fn pick(lab: &Lab, rng: &mut Rng, i: u64) -> Fault {
+        let osd = rng.index(OSDS);
+        match i % 6 {
+            0 => Fault::KillOsd(osd),
+            1 => Fault::OsdFromMonitors(osd),
+            2 => Fault::OsdPair(osd, (osd + 1 + rng.index(OSDS - 1)) % OSDS),
+            3 => Fault::MonLeaderCut(lab.mon_leader().unwrap_or(0)),
+            4 => Fault::KillMon(rng.index(MONS)),
+            _ => Fault::ClientFromOsd(osd),
+        }
+    }
+
+    fn inject(&self, lab: &mut Lab) {
+        match *self {
+            Fault::KillOsd(o) => lab.kill(MONS + o),
+            Fault::OsdFromMonitors(o) => lab.cut_from_monitors(lab.osd_host(o)),
+            Fault::OsdPair(a, b) => lab.cut_between(lab.osd_host(a), lab.osd_host(b)),
+            Fault::MonLeaderCut(m) => {
+                for other in (0..MONS).filter(|&x| x != m) {
+                    lab.cut_between(m, other);
+                }
+            }
+            Fault::KillMon(m) => lab.kill(m),
+            Fault::ClientFromOsd(o) => lab.cut_between(lab.client_host(), lab.osd_host(o)),
+        }
+    }
+
+    /// Heal every cut and start every daemon that stopped (killed, or
+    /// stopped as flapping).
+    fn heal(lab: &mut Lab) {
+        for h in 0..MONS + OSDS + 1 {
+            lab.heal(h);
+        }
+        for i in 0..MONS + OSDS {
+            if !lab.runs(i) {
+                lab.restart(i);
+            }
+        }
+    }
+}
+
+/// One fault's record for the report.
+struct Injected {
+    fault: Fault,
+    at_s: f64,
+    held_s: f64,
+    /// Seconds from the heal until every PG was clean (`None`: not within
+    /// `CLEAN_WITHIN`).
+    clean_s: Option<f64>,
+}
+
+fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+#[test]
+#[ignore = "the soak runs for minutes: tools/soak.sh"]
+fn soak() {
+    if let Err(why) = can_make_hosts() {
+        eprintln!("skipped: hosts need root, iproute2 and nftables ({why})");
+        return;
+    }
+    let minutes = env_u64("LOLIGO_SOAK_MINUTES", 10);
+    let seed = env_u64("LOLIGO_SOAK_SEED", 0);
+    let out = std::env::var_os("LOLIGO_SOAK_OUT").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/soak"),
+        PathBuf::from,
+    );
+    let mut lab = Lab::start_with("ls", MONS, OSDS);
+    common::ec_profiles(&lab.dir);
+    ok(
+        &lab.dir,
+        &[
+            "pool",
+            "create",
+            "ecrs",
+            "--pg-num",
+            "8",
+            "--erasure",
+            "rs21",
+            "--min-size",
+            "2",
+        ],
+    );
+    lab.wait_for(CLEAN_WITHIN, "the pools clean", |lab| {
+        common::not_clean(&lab.dir).is_none().then_some(())
+    });
+    let mut kv = lab.client(lab.client_host());
+    assert_eq!(kv.ask(&format!("kvcreate {KV_STORE}")), "ok");
+    drop(kv);
+
+    let t0 = Instant::now();
+    let gen = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let history: History = Arc::default();
+    let mut workers = Vec::new();
+    for kind in Kind::ALL {
+        for c in 0..CLIENTS_PER_KIND {
+            let id = workers.len() as u64 + 1;
+            let s = lab.client_on(lab.client_host(), kind.pool());
+            let (gen, stop, history) = (gen.clone(), stop.clone(), history.clone());
+            let seed = seed * 100 + id;
+            workers.push((
+                kind,
+                c,
+                std::thread::spawn(move || client_loop(kind, id, s, gen, stop, history, t0, seed)),
+            ));
+        }
+    }
+
+    let mut rng = Rng::new(seed);
+    let deadline = Duration::from_secs(minutes * 60);
+    let mut injected = Vec::new();
+    let mut i = 0;
+    while t0.elapsed() < deadline {
+        let fault = Fault::pick(&lab, &mut rng, i);
+        i += 1;
+        let at = t0.elapsed();
+        fault.inject(&mut lab);
+        let hold = Duration::from_millis(3_000 + rng.below(7_000));
+        std::thread::sleep(hold);
+        Fault::heal(&mut lab);
+        let healed = Instant::now();
+        let mut clean_s = None;
+        while healed.elapsed() < CLEAN_WITHIN {
+            if common::not_clean(&lab.dir).is_none() {
+                clean_s = Some(healed.elapsed().as_secs_f64());
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        eprintln!(
+            "{:>6.1} s {:?}: held {:.1} s, clean {clean_s:?} s after",
+            at.as_secs_f64(),
+            fault,
+            hold.as_secs_f64()
+        );
+        injected.push(Injected {
+            fault,
+            at_s: at.as_secs_f64(),
+            held_s: hold.as_secs_f64(),
+            clean_s,
+        });
+        gen.fetch_add(1, Ordering::Relaxed);
+    }
+    stop.store(true, Ordering::Relaxed);
+    let mut ops: BTreeMap<Kind, (u64, u64)> = BTreeMap::new();
+    for (kind, _, w) in workers {
+        let (done, failed) = w.join().expect("a client thread");
+        let e = ops.entry(kind).or_default();
+        e.0 += done;
+        e.1 += failed;
+    }
+    Fault::heal(&mut lab);
+    lab.wait_for(CLEAN_WITHIN, "every PG clean at the end", |lab| {
+        common::not_clean(&lab.dir).is_none().then_some(())
+    });
+
+    // Every register read once more, after everything: an acknowledged
+    // write that is gone shows here.
+    let mut history = std::mem::take(&mut *history.lock().unwrap());
+    let keys: Vec<(Kind, String)> = {
+        let mut k: Vec<_> = history.iter().map(|(k, _)| k.clone()).collect();
+        k.sort();
+        k.dedup();
+        k
+    };
+    let mut sessions: BTreeMap<Kind, Session> = Kind::ALL
+        .iter()
+        .map(|&k| (k, lab.client_on(lab.client_host(), k.pool())))
+        .collect();
+    let mut lost = 0;
+    for (kind, key) in &keys {
+        let s = sessions.get_mut(kind).expect("a session per kind");
+        let call = ms(t0);
+        let answer = s.ask(&kind.read(key));
+        let v = read_answer(&answer)
+            .unwrap_or_else(|| panic!("the final read of {key} failed: {answer}"));
+        let acked = history
+            .iter()
+            .any(|((k, r), op)| k == kind && r == key && op.output == Some(RegisterOut::Written));
+        if v.is_none() && acked {
+            lost += 1;
+            eprintln!("lost: {key} reads absent after acknowledged writes");
+        }
+        history.push((
+            (*kind, key.clone()),
+            Op {
+                input: RegisterIn::Read,
+                output: Some(RegisterOut::Read(v)),
+                call,
+                ret: ms(t0),
+            },
+        ));
+    }
+
+    // Each register's history on its own (P-compositionality).
+    let mut by_key: BTreeMap<(Kind, String), Vec<RegOp>> = BTreeMap::new();
+    for (k, op) in history {
+        by_key.entry(k).or_default().push(op);
+    }
+    let model = Register::<u64>::new();
+    let (mut bad, mut undecided) = (Vec::new(), 0);
+    for (k, ops) in &by_key {
+        match lincheck::check(&model, ops, CHECK_BUDGET) {
+            Some(true) => {}
+            Some(false) => bad.push(k.1.clone()),
+            None => undecided += 1,
+        }
+    }
+    let report = Report {
+        minutes,
+        seed,
+        ops,
+        injected,
+        histories: by_key.len(),
+        bad: bad.clone(),
+        undecided,
+        lost,
+    };
+    std::fs::create_dir_all(&out).expect("the report's folder");
+    std::fs::write(out.join("report.json"), report.json()).expect("report.json");
+    std::fs::write(out.join("report.md"), report.markdown()).expect("report.md");
+    eprintln!("{}", report.markdown());
+    assert!(bad.is_empty(), "not linearizable: {bad:?}");
+    assert_eq!(lost, 0, "acknowledged writes lost");
+}
+
+/// What the soak found.
+struct Report {
+    minutes: u64,
+    seed: u64,
+    /// Per kind: ops answered, ops failed.
+    ops: BTreeMap<Kind, (u64, u64)>,
+    injected: Vec<Injected>,
+    histories: usize,
+    bad: Vec<String>,
+    undecided: usize,
+    lost: u64,
+}
+
+impl Report {
+    /// Per fault kind: (how many, the cleans' median and longest in s,
+    /// how many did not get clean in time).
+    fn by_fault(&self) -> BTreeMap<&'static str, (usize, f64, f64, usize)> {
+        let mut cleans: BTreeMap<&'static str, (Vec<f64>, usize)> = BTreeMap::new();
+        for f in &self.injected {
+            let e = cleans.entry(f.fault.kind()).or_default();
+            match f.clean_s {
+                Some(s) => e.0.push(s),
+                None => e.1 += 1,
+            }
+        }
+        cleans
+            .into_iter()
+            .map(|(k, (mut v, late))| {
+                v.sort_by(f64::total_cmp);
+                let median = v.get(v.len() / 2).copied().unwrap_or(0.0);
+                let max = v.last().copied().unwrap_or(0.0);
+                (k, (v.len() + late, median, max, late))
+            })
+            .collect()
+    }
+
+    fn json(&self) -> String {
+        let ops: serde_json::Map<String, serde_json::Value> = self
+            .ops
+            .iter()
+            .map(|(k, (done, failed))| {
+                (
+                    k.name().to_string(),
+                    serde_json::json!({"answered": done, "failed": failed}),
+                )
+            })
+            .collect();
+        let faults: Vec<serde_json::Value> = self
+            .injected
+            .iter()
+            .map(|f| {
+                serde_json::json!({
+                    "kind": f.fault.kind(),
+                    "fault": format!("{:?}", f.fault),
+                    "at_s": f.at_s,
+                    "held_s": f.held_s,
+                    "clean_s": f.clean_s,
+                })
+            })
+            .collect();
+        let by_fault: serde_json::Map<String, serde_json::Value> = self
+            .by_fault()
+            .into_iter()
+            .map(|(k, (n, median, max, late))| {
+                (
+                    k.to_string(),
+                    serde_json::json!({"count": n, "clean_median_s": median, "clean_max_s": max, "not_clean_in_time": late}),
+                )
+            })
+            .collect();
+        let v = serde_json::json!({
+            "minutes": self.minutes,
+            "seed": self.seed,
+            "ops": ops,
+            "faults_injected": self.injected.len(),
+            "by_fault": by_fault,
+            "faults": faults,
+            "histories_checked": self.histories,
+            "histories_not_linearizable": self.bad,
+            "histories_undecided": self.undecided,
+            "lost": self.lost,
+        });
+        serde_json::to_string_pretty(&v).unwrap_or_default()
+    }
+
+    fn markdown(&self) -> String {
+        use std::fmt::Write as _;
+        let mut o = String::new();
+        let _ = writeln!(
+            o,
+            "# Soak: {} min, seed {}\n\n| kind | ops answered | failed |\n|---|---|---|",
+            self.minutes, self.seed
+        );
+        for (k, (done, failed)) in &self.ops {
+            let _ = writeln!(o, "| {} | {done} | {failed} |", k.name());
+        }
+        let _ = writeln!(
+            o,
+            "\n| fault | injected | clean after (median s) | (max s) | not clean in {} s |\n|---|---|---|---|---|",
+            CLEAN_WITHIN.as_secs()
+        );
+        for (k, (n, median, max, late)) in self.by_fault() {
+            let _ = writeln!(o, "| {k} | {n} | {median:.1} | {max:.1} | {late} |");
+        }
+        let _ = writeln!(
+            o,
+            "\nRegister histories checked: {}; not linearizable: {}; undecided: {}; acknowledged writes lost: {}.",
+            self.histories,
+            self.bad.len(),
+            self.undecided,
+            self.lost
+        );
+        o
+    }
+}

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The soak: a lab of hosts on this machine (three monitors, four OSDs, a
+# client host; tools/hosts.sh) under faults one after another (OSD kills,
+# partitions between OSDs and from the monitors, the monitors' leader cut
+# off, monitor kills, a client cut off from an OSD) while clients write
+# and read a replicated pool, an erasure-coded pool and a key-value store.
+# Writes report.json and report.md (ops, faults, time to clean after each,
+# histories checked for linearizability, writes lost) to the output folder.
+#
+#   tools/soak.sh [--minutes N] [--quick] [--seed S] [--out DIR]
+#
+# --quick runs 5 minutes. Needs root (network namespaces), iproute2 and
+# nftables.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+minutes=60
+seed=0
+out="target/soak/$(date -u +%Y%m%dT%H%M%SZ)"
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --minutes) minutes="$2"; shift 2 ;;
+        --quick) minutes=5; shift ;;
+        --seed) seed="$2"; shift 2 ;;
+        --out) out="$2"; shift 2 ;;
+        -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        *) echo "soak.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
+    esac
+done
+if [ "$(id -u)" != 0 ]; then
+    echo "soak.sh: needs root (it makes network namespaces)" >&2
+    exit 1
+fi
+case "$minutes" in
+    ''|*[!0-9]*|0) echo "soak.sh: --minutes takes a whole number above 0, not '$minutes'" >&2; exit 2 ;;
+esac
+mkdir -p "$out"
+out="$(cd "$out" && pwd)"
+LOLIGO_SOAK_MINUTES="$minutes" LOLIGO_SOAK_SEED="$seed" LOLIGO_SOAK_OUT="$out" \
+    cargo test --release -p loligo-cli --test soak -- --ignored --nocapture
+echo "soak.sh: the report is in $out/report.md"
