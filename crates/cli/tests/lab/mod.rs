@@ -30,6 +30,21 @@ fn loligo_bin() -> &'static str {
 
 /// Whether this process may make namespaces (root with iproute2 and
 /// nftables); if not, why.
+/// Debian's libfaketime (package `faketime`), which offsets a process's
+/// wall clock.
+pub const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+
+/// Run `cmd` with its wall clock offset by `offset` (libfaketime's
+/// FAKETIME syntax, such as "+1h" or "-15s"); its monotonic clock, which
+/// read leases and timers use, is left alone (no two processes' monotonic
+/// clocks are ever compared).
+pub fn faketime(cmd: &mut Command, offset: &str) {
+    cmd.env("LD_PRELOAD", LIBFAKETIME)
+        .env("FAKETIME", offset)
+        .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
+        .env("FAKETIME_NO_CACHE", "1");
+}
+
 pub fn can_make_hosts() -> Result<(), String> {
     let uid = Command::new("id")
         .arg("-u")
@@ -57,6 +72,9 @@ pub struct Lab {
     /// How each daemon was started (host, name, arguments), to start it
     /// again.
     specs: Vec<(usize, String, Vec<String>)>,
+    /// Daemons whose wall clock is offset (libfaketime's FAKETIME, such
+    /// as "+1h"), by name.
+    clocks: Vec<(String, String)>,
     _turn: std::sync::MutexGuard<'static, ()>,
 }
 
@@ -99,6 +117,12 @@ impl Lab {
 
     /// As `start`, with `osds` OSDs.
     pub fn start_with(tag: &str, mons: usize, osds: usize) -> Lab {
+        Lab::start_clocked(tag, mons, osds, &[])
+    }
+
+    /// As `start_with`, the wall clocks of daemons offset:
+    /// (name, libfaketime offset such as "+1h"); see `faketime`.
+    pub fn start_clocked(tag: &str, mons: usize, osds: usize, clocks: &[(&str, &str)]) -> Lab {
         // One lab at a time: two could draw the same subnet.
         let turn = LABS.lock().unwrap_or_else(|e| e.into_inner());
         let name = format!("{tag}{}", std::process::id() % 100_000);
@@ -112,6 +136,10 @@ impl Lab {
             dir: dir.clone(),
             mons,
             osds,
+            clocks: clocks
+                .iter()
+                .map(|(n, o)| (n.to_string(), o.to_string()))
+                .collect(),
             addrs: Vec::new(),
             daemons: Vec::new(),
             clients: Vec::new(),
@@ -267,14 +295,16 @@ impl Lab {
             .append(true)
             .open(self.dir.join(format!("{name}.log")))
             .unwrap();
-        Command::new(hosts_sh())
-            .args(["exec", &self.name, &host.to_string(), loligo_bin()])
+        let mut cmd = Command::new(hosts_sh());
+        cmd.args(["exec", &self.name, &host.to_string(), loligo_bin()])
             .args(args)
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("start a daemon")
+            .stderr(log);
+        if let Some((_, offset)) = self.clocks.iter().find(|(n, _)| n == name) {
+            faketime(&mut cmd, offset);
+        }
+        cmd.spawn().expect("start a daemon")
     }
 
     /// Kill daemon `i` (SIGKILL; monitors first, then OSDs).
@@ -383,8 +413,17 @@ impl Lab {
 
     /// A `loligo lab client` session on host `host`, on pool `pool`.
     pub fn client_on(&mut self, host: usize, pool: &str) -> Session {
+        self.client_clocked(host, pool, None)
+    }
+
+    /// As `client_on`, its wall clock offset by `clock` (see `faketime`).
+    pub fn client_clocked(&mut self, host: usize, pool: &str, clock: Option<&str>) -> Session {
         let conf = self.dir.join("loligo.conf");
-        let mut child = Command::new(hosts_sh())
+        let mut cmd = Command::new(hosts_sh());
+        if let Some(offset) = clock {
+            faketime(&mut cmd, offset);
+        }
+        let mut child = cmd
             .args(["exec", &self.name, &host.to_string(), loligo_bin()])
             .args([
                 "-c",
