@@ -56,7 +56,7 @@ use std::collections::BTreeMap;
 /// How many old tombs a client finishes after each of its replacements.
 const SWEEP: u32 = 4;
 
-/// Sightings kept before the oldest are forgotten (forgetting one only
+/// Sightings kept before some are forgotten (forgetting one only
 /// restarts its count: a later rollback, never an early one).
 const SEEN_MAX: usize = 10_000;
 
@@ -79,11 +79,20 @@ impl Seen {
             }
         }
         if self.0.len() >= SEEN_MAX {
-            // The sightings older than three timeouts go first.
+            // The sightings older than three timeouts go first; if that
+            // is not enough, the newest half (the oldest are the nearest
+            // to a verdict, and forgetting them all would let a flood of
+            // new ones put every verdict off for good).
             self.0
                 .retain(|_, (_, since)| now_ms.saturating_sub(*since) <= 3 * timeout_ms);
             if self.0.len() >= SEEN_MAX {
-                self.0.clear();
+                let mut by_age: Vec<(u64, String)> = (self.0.iter())
+                    .map(|(t, &(_, since))| (since, t.clone()))
+                    .collect();
+                by_age.sort_unstable();
+                for (_, t) in by_age.split_off(by_age.len() / 2) {
+                    self.0.remove(&t);
+                }
             }
         }
         self.0.insert(token.to_string(), (stamp, now_ms));
@@ -333,7 +342,7 @@ impl<O: Objects> KvStore<O> {
         // 5. Delete the replaced nodes, then the tomb; then help with old
         // tombs of clients that died.
         self.finish_tomb(&intent.token, &tomb).await?;
-        self.sweep_tombs(SWEEP, &mut 0).await?;
+        self.sweep_tombs(Some(SWEEP), &mut 0).await?;
         Ok(Some(Attempt::Done(true)))
     }
 
@@ -539,26 +548,45 @@ impl<O: Objects> KvStore<O> {
             .map(|_| ())
     }
 
-    /// Finish up to `limit` tombs seen for longer than the timeout (left
-    /// by clients that died after their swap): how many; `left` counts
-    /// those not old yet.
-    async fn sweep_tombs(&self, limit: u32, left: &mut u64) -> Result<u64> {
+    /// Finish the tombs seen for longer than the timeout (left by clients
+    /// that died after their swap), looking at `limit` at most (`None`:
+    /// all, page by page): how many; `left` counts those not old yet.
+    async fn sweep_tombs(&self, limit: Option<u32>, left: &mut u64) -> Result<u64> {
+        const PAGE: u32 = 1000;
         let mut n = 0;
-        for (k, v) in self.list_index(b"", limit).await? {
-            if k.as_slice() >= index::TOMBS_END {
-                break;
+        let mut seen = 0;
+        let mut from: Vec<u8> = Vec::new();
+        loop {
+            let want = limit.map_or(PAGE, |l| (l - seen).min(PAGE));
+            let page = self.list_index(&from, want).await?;
+            let full = page.len() == want as usize;
+            let mut last = None;
+            for (k, v) in page {
+                if k.as_slice() >= index::TOMBS_END {
+                    return Ok(n);
+                }
+                seen += 1;
+                let tomb = Tomb::decode(&v)?;
+                let token = String::from_utf8_lossy(&k[1..]).into_owned();
+                // (Keyed apart from the intent of the same token.)
+                if self.stale(&format!("tomb {token}"), tomb.started_ms) {
+                    self.finish_tomb(&token, &tomb).await?;
+                    n += 1;
+                } else {
+                    *left += 1;
+                }
+                last = Some(k);
             }
-            let tomb = Tomb::decode(&v)?;
-            let token = String::from_utf8_lossy(&k[1..]).into_owned();
-            // (Keyed apart from the intent of the same token.)
-            if self.stale(&format!("tomb {token}"), tomb.started_ms) {
-                self.finish_tomb(&token, &tomb).await?;
-                n += 1;
-            } else {
-                *left += 1;
+            // The next page starts after the last key seen (those
+            // finished are gone, those left stay where they were).
+            match last {
+                Some(mut k) if full && limit.is_none_or(|l| seen < l) => {
+                    k.push(0);
+                    from = k;
+                }
+                _ => return Ok(n),
             }
         }
-        Ok(n)
     }
 
     /// The entry next to node `ik` (after it; before it for the last
@@ -619,13 +647,7 @@ impl<O: Objects> KvStore<O> {
     async fn clean_pass(&self) -> Result<(Cleaned, u64)> {
         let mut done = Cleaned::default();
         let mut left = 0;
-        loop {
-            let n = self.sweep_tombs(1000, &mut left).await?;
-            done.tombs += n;
-            if n < 1000 {
-                break;
-            }
-        }
+        done.tombs += self.sweep_tombs(None, &mut left).await?;
         for (ik, e) in self.index_entries().await? {
             let marked = match self.stat(&e.node).await? {
                 Some(st) => st.unwritable,
@@ -639,5 +661,25 @@ impl<O: Objects> KvStore<O> {
             }
         }
         Ok((done, left))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A table full of fresh sightings forgets the newest half, not every
+    /// one: the oldest stays on its way to a verdict (a flood of new
+    /// tokens must not put every rollback off for good).
+    #[test]
+    fn a_full_table_of_sightings_forgets_the_newest_half() {
+        let mut s = Seen::default();
+        let timeout = 10_000;
+        assert!(!s.stale("old", 7, 0, timeout));
+        for i in 0..SEEN_MAX as u64 {
+            assert!(!s.stale(&format!("t{i}"), 1, 1 + i / 100, timeout));
+        }
+        assert!(s.0.len() < SEEN_MAX, "{}", s.0.len());
+        assert!(s.stale("old", 7, timeout + 1, timeout), "forgotten");
     }
 }

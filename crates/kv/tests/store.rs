@@ -856,3 +856,38 @@ async fn nodes_hold_their_ranges_and_the_check_finds_damage() {
     assert!(all.contains(&format!("{a}: its count says")), "{all}");
     assert!(all.contains(&format!("node {b} is missing")), "{all}");
 }
+
+/// Tombs of clients that died, more than one page of the index listing
+/// (1,500): `clean` sees them all in its first pass, so its second, a
+/// timeout later, finishes them all (a sweep that stopped after a first
+/// page of tombs not old yet saw the rest only in that second pass, and
+/// left them).
+#[tokio::test]
+async fn clean_sees_every_tomb_not_only_the_first_page() {
+    use loligo_kv::index::{tomb_key, Tomb};
+    const TIMEOUT: u64 = 1_000;
+    let objs = MemObjects::new();
+    let kv = KvStore::create(&objs, "t", 4)
+        .await
+        .unwrap()
+        .with_timeout(TIMEOUT);
+    let started_ms = objs.now_ms();
+    use serde_bytes::ByteBuf;
+    let tombs: Vec<(ByteBuf, ByteBuf)> = (0..1_500)
+        .map(|i| {
+            let t = Tomb {
+                started_ms,
+                nodes: vec![format!("t.gone{i}")],
+            };
+            (
+                ByteBuf::from(tomb_key(&format!("dead{i:05}"))),
+                ByteBuf::from(t.encode()),
+            )
+        })
+        .collect();
+    objs.operate("t.index", vec![SubOp::OmapSet(tombs)])
+        .await
+        .unwrap();
+    let done = kv.clean().await.unwrap();
+    assert_eq!(done.tombs, 1_500, "{done:?}");
+}
