@@ -186,9 +186,12 @@ impl LeaderState {
                 .get(&o)
                 .map_or(0, |by| by.iter().filter(|(&r, acc)| live(acc, r)).count())
         };
+        // (Targets that went down another way count no more.)
         let accuses = |o: i32| {
-            (self.failures.values())
-                .filter(|by| by.get(&o).is_some_and(|acc| live(acc, o)))
+            (self.failures.iter())
+                .filter(|(&target, by)| {
+                    map.is_up(target) && by.get(&o).is_some_and(|acc| live(acc, o))
+                })
                 .count()
         };
         let worse = |o: i32| (accusers(o), accuses(o), o);

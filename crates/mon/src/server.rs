@@ -848,7 +848,13 @@ impl Monitor {
                 ..Default::default()
             });
         }
-        tracing::info!("marking osd.{target} down: failure reports");
+        for c in &changes {
+            if let Change::OsdDown { id } = c {
+                tracing::info!(
+                    "marking osd.{id} down: failure reports (osd.{reporter} on osd.{target})"
+                );
+            }
+        }
         // Proposed against the freshest map: only what still applies.
         self.change_with(|m| {
             Ok(changes

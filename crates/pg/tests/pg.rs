@@ -3292,7 +3292,8 @@ fn scrub_stamps_from_a_clock_ahead_count_as_now() {
 /// A PG with fewer than min_size members serving is `peered`, not
 /// active: it serves no reads either (its log may end in writes no other
 /// member holds, which a later peering may roll back: a read of one, and
-/// a later read without it, would go back in time). The read waits.
+/// a later read without it, would go back in time), nor listings. They
+/// wait.
 #[test]
 fn a_peered_pg_below_min_size_serves_no_reads() {
     // Object "a" written and on every member.
@@ -3320,6 +3321,14 @@ fn a_peered_pg_below_min_size_serves_no_reads() {
             .any(|e| matches!(e, Effect::Reply { token: 2, .. })),
         "a peered PG answered a read: {fx:?}"
     );
+    let listing = Input::List {
+        start: None,
+        limit: 100,
+        token: 3,
+        now_ms: 0,
+    };
+    let fx = run(&mut pg, &s, listing);
+    assert!(list_reply(&fx).is_none(), "a peered PG listed: {fx:?}");
 }
 
 /// A PG on an OSD that never ran before (so it granted no read lease it

@@ -583,7 +583,8 @@ impl Pg {
             });
             return fx.push(Effect::ListReply { token, result });
         }
-        if !matches!(self.role, Role::Primary { .. }) || !self.lease_holds() {
+        // (As ops: not below min_size, nor without the read lease.)
+        if !self.active() || !self.lease_holds() {
             if self.ops.lists.len() >= WAITING_MAX {
                 let result = Err(self.unavailable());
                 return fx.push(Effect::ListReply { token, result });
