@@ -10,7 +10,11 @@
 #   tools/hosts.sh cut NAME I ADDR [in|out|both]
 #                                   host I drops what it receives from
 #                                   ADDR (in), sends to it (out), or both
-#   tools/hosts.sh heal NAME I      remove host I's cuts
+#   tools/hosts.sh lose NAME I ADDR PERCENT
+#                                   host I drops PERCENT% of what it
+#                                   sends to and receives from ADDR, at
+#                                   random (loss; TCP turns it into delay)
+#   tools/hosts.sh heal NAME I      remove host I's cuts and losses
 #   tools/hosts.sh link NAME I up|down
 #                                   bring host I's link up or down
 #   tools/hosts.sh down NAME        remove the hosts and the bridge
@@ -37,7 +41,7 @@ check_name() {
 ns() { echo "$1-h$2"; }
 
 cmd=${1:-}
-[ -n "$cmd" ] || die "usage: up|addr|exec|cut|heal|link|down NAME ... (see the file's head)"
+[ -n "$cmd" ] || die "usage: up|addr|exec|cut|lose|heal|link|down NAME ... (see the file's head)"
 shift
 name=${1:-}
 check_name "$name"
@@ -92,6 +96,15 @@ cut)
     case "$way" in
     out | both) ip netns exec "$h" nft add rule inet hosts output ip daddr "$addr" drop ;;
     esac
+    ;;
+lose)
+    i=${1:?I}
+    addr=${2:?ADDR}
+    pct=${3:?PERCENT}
+    [[ "$pct" =~ ^[0-9]+$ ]] && [ "$pct" -le 100 ] || die "lose: PERCENT is a whole number 0..100, not $pct"
+    h=$(ns "$name" "$i")
+    ip netns exec "$h" nft add rule inet hosts input ip saddr "$addr" numgen random mod 100 lt "$pct" drop
+    ip netns exec "$h" nft add rule inet hosts output ip daddr "$addr" numgen random mod 100 lt "$pct" drop
     ;;
 heal)
     i=${1:?I}
