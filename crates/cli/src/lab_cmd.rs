@@ -118,10 +118,9 @@ async fn kv_open<'a>(
     io: &IoCtx,
     name: &str,
 ) -> Result<&'a KvStore<IoCtx>, loligo_kv::KvError> {
-    if !kvs.contains_key(name) {
-        let kv = KvStore::open(io.clone(), name).await?;
-        kvs.insert(name.to_string(), kv);
-    }
-    kvs.get(name)
-        .ok_or_else(|| loligo_kv::KvError::Corrupt("the store just opened".into()))
+    use std::collections::hash_map::Entry;
+    Ok(match kvs.entry(name.to_string()) {
+        Entry::Occupied(e) => e.into_mut(),
+        Entry::Vacant(e) => e.insert(KvStore::open(io.clone(), name).await?),
+    })
 }

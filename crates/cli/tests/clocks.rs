@@ -7,7 +7,7 @@
 mod common;
 mod lab;
 
-use lab::{can_make_hosts, Lab, Session, LIBFAKETIME};
+use lab::{hosts_or_skip, Lab, Session, LIBFAKETIME};
 use loligo_testkit::lincheck::{self, Op, Register, RegisterIn, RegisterOut};
 use loligo_testkit::Rng;
 use std::collections::BTreeMap;
@@ -73,8 +73,7 @@ fn kv_client(
 /// linearizable, and every key reads back its last value.
 #[test]
 fn clocks_that_disagree_across_daemons_and_clients_change_nothing() {
-    if let Err(why) = can_make_hosts() {
-        eprintln!("skipped: hosts need root, iproute2 and nftables ({why})");
+    if !hosts_or_skip() {
         return;
     }
     if !std::path::Path::new(LIBFAKETIME).exists() {

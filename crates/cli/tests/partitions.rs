@@ -9,7 +9,7 @@ mod common;
 mod lab;
 
 use common::ok;
-use lab::{can_make_hosts, Lab, OSDS};
+use lab::{hosts_or_skip, Lab, OSDS};
 use std::time::{Duration, Instant};
 
 /// The stale-read scenario: the primary of an object is cut off from the
@@ -22,8 +22,7 @@ use std::time::{Duration, Instant};
 /// Healed, every client reads the new value.
 #[test]
 fn an_osd_cut_off_from_the_monitor_serves_no_stale_reads() {
-    if let Err(why) = can_make_hosts() {
-        eprintln!("skipped: hosts need root, iproute2 and nftables ({why})");
+    if !hosts_or_skip() {
         return;
     }
     let mut lab = Lab::start("lp", 1);
@@ -60,9 +59,7 @@ fn an_osd_cut_off_from_the_monitor_serves_no_stale_reads() {
     lab.wait_for(Duration::from_secs(30), "the far client to read v2", |_| {
         (far.ask("get x") == "value v2").then_some(())
     });
-    lab.wait_for(Duration::from_secs(60), "the PGs clean", |lab| {
-        common::not_clean(&lab.dir).is_none().then_some(())
-    });
+    lab.wait_clean(Duration::from_secs(60), "the PGs clean");
 }
 
 /// How long an object is unavailable when its primary crashes: the
@@ -73,8 +70,7 @@ fn an_osd_cut_off_from_the_monitor_serves_no_stale_reads() {
 /// Printed, and bounded well above what it takes.
 #[test]
 fn a_crashed_primary_is_replaced_within_seconds_of_the_grace() {
-    if let Err(why) = can_make_hosts() {
-        eprintln!("skipped: hosts need root, iproute2 and nftables ({why})");
+    if !hosts_or_skip() {
         return;
     }
     let mut lab = Lab::start("lk", 1);
@@ -110,8 +106,7 @@ fn a_crashed_primary_is_replaced_within_seconds_of_the_grace() {
 /// OSD. Writes through every PG (all hold both) go on; nothing is lost.
 #[test]
 fn an_osd_that_reaches_some_peers_but_not_others_is_marked_down_and_stops_flapping() {
-    if let Err(why) = can_make_hosts() {
-        eprintln!("skipped: hosts need root, iproute2 and nftables ({why})");
+    if !hosts_or_skip() {
         return;
     }
     let mut lab = Lab::start("lh", 1);
@@ -167,8 +162,7 @@ fn an_osd_that_reaches_some_peers_but_not_others_is_marked_down_and_stops_flappi
 /// the majority's change, at no older epoch.
 #[test]
 fn a_monitor_cut_off_from_the_others_changes_nothing_and_the_majority_goes_on() {
-    if let Err(why) = can_make_hosts() {
-        eprintln!("skipped: hosts need root, iproute2 and nftables ({why})");
+    if !hosts_or_skip() {
         return;
     }
     let mut lab = Lab::start("lm", 3);

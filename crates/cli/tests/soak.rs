@@ -24,7 +24,7 @@ mod common;
 mod lab;
 
 use common::ok;
-use lab::{can_make_hosts, Lab, Session};
+use lab::{hosts_or_skip, Lab, Session};
 use loligo_testkit::lincheck::{self, Op, Register, RegisterIn, RegisterOut};
 use loligo_testkit::Rng;
 use std::collections::BTreeMap;
@@ -245,8 +245,7 @@ fn env_u64(name: &str, default: u64) -> u64 {
 #[test]
 #[ignore = "the soak runs for minutes: tools/soak.sh"]
 fn soak() {
-    if let Err(why) = can_make_hosts() {
-        eprintln!("skipped: hosts need root, iproute2 and nftables ({why})");
+    if !hosts_or_skip() {
         return;
     }
     let minutes = env_u64("LOLIGO_SOAK_MINUTES", 10);
@@ -271,9 +270,7 @@ fn soak() {
             "2",
         ],
     );
-    lab.wait_for(CLEAN_WITHIN, "the pools clean", |lab| {
-        common::not_clean(&lab.dir).is_none().then_some(())
-    });
+    lab.wait_clean(CLEAN_WITHIN, "the pools clean");
     let mut kv = lab.client(lab.client_host());
     assert_eq!(kv.ask(&format!("kvcreate {KV_STORE}")), "ok");
     drop(kv);
@@ -341,9 +338,7 @@ fn soak() {
         e.1 += failed;
     }
     Fault::heal(&mut lab);
-    lab.wait_for(CLEAN_WITHIN, "every PG clean at the end", |lab| {
-        common::not_clean(&lab.dir).is_none().then_some(())
-    });
+    lab.wait_clean(CLEAN_WITHIN, "every PG clean at the end");
 
     // Every register read once more, after everything: an acknowledged
     // write that is gone shows here.

@@ -45,7 +45,19 @@ pub fn faketime(cmd: &mut Command, offset: &str) {
         .env("FAKETIME_NO_CACHE", "1");
 }
 
-pub fn can_make_hosts() -> Result<(), String> {
+/// Whether this process may make hosts; if not, says why (the test
+/// then stops).
+pub fn hosts_or_skip() -> bool {
+    match can_make_hosts() {
+        Ok(()) => true,
+        Err(why) => {
+            eprintln!("skipped: hosts need root, iproute2 and nftables ({why})");
+            false
+        }
+    }
+}
+
+fn can_make_hosts() -> Result<(), String> {
     let uid = Command::new("id")
         .arg("-u")
         .output()
@@ -259,9 +271,7 @@ impl Lab {
             &dir,
             &["pool", "create", "default", "--pg-num", "8", "--size", "3"],
         );
-        lab.wait_for(Duration::from_secs(60), "the PGs clean", |lab| {
-            crate::common::not_clean(&lab.dir).is_none().then_some(())
-        });
+        lab.wait_clean(Duration::from_secs(60), "the PGs clean");
         lab
     }
 
@@ -324,6 +334,14 @@ impl Lab {
         let (host, name, args) = self.specs[i].clone();
         let args: Vec<String> = args.into_iter().filter(|a| a != "--mkfs").collect();
         self.daemons[i] = self.launch(host, &name, &args);
+    }
+
+    /// Wait at most `limit` for every OSD up and in and every PG
+    /// active+clean (`what` names the moment in a failure).
+    pub fn wait_clean(&self, limit: Duration, what: &str) {
+        self.wait_for(limit, what, |lab| {
+            crate::common::not_clean(&lab.dir).is_none().then_some(())
+        });
     }
 
     /// Poll `f` until it gives a value, for at most `limit`.

@@ -418,10 +418,11 @@ impl Pg {
     /// Ask for the write set held by `ask_record` if every member knows
     /// now.
     pub(super) fn ask_held_record(&mut self, fx: &mut Vec<Effect>) {
-        if self.rec.record_held.is_some() && self.lease_told() {
-            if let Some(osds) = self.rec.record_held.take() {
-                self.ask_record(osds, fx);
-            }
+        if self.rec.record_held.is_none() || !self.lease_told() {
+            return;
+        }
+        if let Some(osds) = self.rec.record_held.take() {
+            self.ask_record(osds, fx);
         }
     }
 
