@@ -22,7 +22,9 @@ pub enum LabCmd {
     /// A client session from stdin, one command a line, one answer a
     /// line: `put NAME VALUE` (ok), `get NAME` (value V | absent),
     /// `kvcreate STORE` (ok), `kvput STORE KEY VALUE` (ok), `kvget STORE
-    /// KEY` (value V | absent), `epoch` (the newest map epoch it has); a
+    /// KEY` (value V | absent), `epoch` (the newest map epoch it has),
+    /// `injected` (the message faults this process injected so far: see
+    /// `LOLIGO_MS_INJECT` in docs/testing.md); a
     /// failure answers `error WHY`. Each answer ends with the op's time
     /// in ms.
     Client {
@@ -97,6 +99,13 @@ fn client(conn: &ConnArgs, op_timeout: f64) -> Result<(), CliError> {
                     Err(e) => format!("error {e}"),
                 },
                 ["epoch"] => format!("epoch {}", c.map().epoch),
+                ["injected"] => {
+                    let n = loligo_proto::inject::counts();
+                    format!(
+                        "injected resets {} duplicates {} delays {}",
+                        n.resets, n.duplicates, n.delays
+                    )
+                }
                 [] => continue,
                 _ => format!("error unknown command: {line}"),
             };

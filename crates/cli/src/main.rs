@@ -225,6 +225,14 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(code) => return code,
     };
+    match loligo_proto::inject::install_from_env() {
+        Ok(Some(f)) => eprintln!("loligo: injecting message faults ({f:?})"),
+        Ok(None) => {}
+        Err(e) => {
+            eprintln!("loligo: error: {e}");
+            return ExitCode::from(2);
+        }
+    }
     let conn = &cli.conn;
     let res = match cli.cmd {
         Cmd::Up(a) => up_cmd::up(a),

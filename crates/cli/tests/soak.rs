@@ -4,7 +4,9 @@
 //! killed (SIGKILL) and started again, an OSD cut off from the monitors
 //! alone, two OSDs cut off from each other, the monitors' leader cut off
 //! from the others, a monitor killed and started again, the client host
-//! cut off from one OSD. Meanwhile clients write and read registers on
+//! cut off from one OSD, two OSDs losing 10 to 30% of their packets to
+//! each other. With `LOLIGO_MS_INJECT` set, every daemon and client also
+//! injects message faults throughout (resets, duplicates, delays). Meanwhile clients write and read registers on
 //! a replicated pool, an erasure-coded pool (Reed-Solomon 2+1, min_size
 //! 2) and a key-value store; every op is recorded (invoked, returned,
 //! answer; a write that failed has an unknown outcome) and each
@@ -23,14 +25,13 @@
 mod common;
 mod lab;
 
-use common::ok;
-use lab::{hosts_or_skip, Lab, Session};
-use loligo_testkit::lincheck::{self, Op, Register, RegisterIn, RegisterOut};
+use lab::registers::{self, Client, History, Kind};
+use lab::{hosts_or_skip, Lab};
 use loligo_testkit::Rng;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const MONS: usize = 3;
@@ -38,128 +39,8 @@ const OSDS: usize = 4;
 /// Registers per kind at a time, and clients per kind.
 const REGISTERS: u64 = 3;
 const CLIENTS_PER_KIND: usize = 2;
-/// The key-value store the KV clients share.
-const KV_STORE: &str = "soakkv";
-/// Search steps per register history before it is reported undecided.
-const CHECK_BUDGET: u64 = 2_000_000;
 /// How long every PG may take to be clean after a fault is healed.
 const CLEAN_WITHIN: Duration = Duration::from_secs(180);
-
-/// What the clients work on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum Kind {
-    Replicated,
-    Erasure,
-    Kv,
-}
-
-impl Kind {
-    const ALL: [Kind; 3] = [Kind::Replicated, Kind::Erasure, Kind::Kv];
-
-    fn name(self) -> &'static str {
-        match self {
-            Kind::Replicated => "replicated",
-            Kind::Erasure => "erasure",
-            Kind::Kv => "kv",
-        }
-    }
-
-    fn pool(self) -> &'static str {
-        match self {
-            Kind::Erasure => "ecrs",
-            Kind::Replicated | Kind::Kv => "default",
-        }
-    }
-
-    fn write(self, key: &str, value: u64) -> String {
-        match self {
-            Kind::Kv => format!("kvput {KV_STORE} {key} {value}"),
-            _ => format!("put {key} {value}"),
-        }
-    }
-
-    fn read(self, key: &str) -> String {
-        match self {
-            Kind::Kv => format!("kvget {KV_STORE} {key}"),
-            _ => format!("get {key}"),
-        }
-    }
-}
-
-type RegOp = Op<RegisterIn<u64>, RegisterOut<u64>>;
-
-/// Every op of every client: ((kind, register key), op).
-type History = Arc<Mutex<Vec<((Kind, String), RegOp)>>>;
-
-/// Ms since the soak began, the clock every op is stamped with.
-fn ms(t0: Instant) -> u64 {
-    t0.elapsed().as_millis() as u64
-}
-
-/// A session's answer to a read, as the register's output (`None`: it
-/// failed, and tells nothing).
-fn read_answer(a: &str) -> Option<Option<u64>> {
-    if a == "absent" {
-        return Some(None);
-    }
-    a.strip_prefix("value ")
-        .and_then(|v| v.trim().parse().ok())
-        .map(Some)
-}
-
-/// One client: writes unique values to and reads the current registers
-/// of its kind until `stop`.
-#[allow(clippy::too_many_arguments)]
-fn client_loop(
-    kind: Kind,
-    id: u64,
-    mut s: Session,
-    gen: Arc<AtomicU64>,
-    stop: Arc<AtomicBool>,
-    history: History,
-    t0: Instant,
-    seed: u64,
-) -> (u64, u64) {
-    let mut rng = Rng::new(seed);
-    let (mut done, mut failed) = (0, 0);
-    let mut n = 0;
-    while !stop.load(Ordering::Relaxed) {
-        let key = format!(
-            "{}-g{}-r{}",
-            kind.name(),
-            gen.load(Ordering::Relaxed),
-            rng.below(REGISTERS)
-        );
-        let call = ms(t0);
-        let op = if rng.chance(500) {
-            n += 1;
-            let value = id * 1_000_000_000 + n;
-            let ok = s.ask(&kind.write(&key, value)) == "ok";
-            failed += u64::from(!ok);
-            Op {
-                input: RegisterIn::Write(value),
-                output: ok.then_some(RegisterOut::Written),
-                call,
-                ret: ms(t0),
-            }
-        } else {
-            let answer = s.ask(&kind.read(&key));
-            let Some(v) = read_answer(&answer) else {
-                failed += 1;
-                continue;
-            };
-            Op {
-                input: RegisterIn::Read,
-                output: Some(RegisterOut::Read(v)),
-                call,
-                ret: ms(t0),
-            }
-        };
-        done += 1;
-        history.lock().unwrap().push(((kind, key), op));
-    }
-    (done, failed)
-}
 
 /// One fault, as injected.
 #[derive(Clone, Debug)]
@@ -170,6 +51,8 @@ enum Fault {
     MonLeaderCut(usize),
     KillMon(usize),
     ClientFromOsd(usize),
+    /// Two OSDs' hosts lose this share (%) of their packets to each other.
+    LossyLink(usize, usize, u32),
 }
 
 impl Fault {
@@ -181,18 +64,21 @@ impl Fault {
             Fault::MonLeaderCut(_) => "mon_leader_cut",
             Fault::KillMon(_) => "kill_mon",
             Fault::ClientFromOsd(_) => "client_cut_from_osd",
+            Fault::LossyLink(..) => "lossy_link",
         }
     }
 
     fn pick(lab: &Lab, rng: &mut Rng, i: u64) -> Fault {
         let osd = rng.index(OSDS);
-        match i % 6 {
+        let other = (osd + 1 + rng.index(OSDS - 1)) % OSDS;
+        match i % 7 {
             0 => Fault::KillOsd(osd),
             1 => Fault::OsdFromMonitors(osd),
-            2 => Fault::OsdPair(osd, (osd + 1 + rng.index(OSDS - 1)) % OSDS),
+            2 => Fault::OsdPair(osd, other),
             3 => Fault::MonLeaderCut(lab.mon_leader().unwrap_or(0)),
             4 => Fault::KillMon(rng.index(MONS)),
-            _ => Fault::ClientFromOsd(osd),
+            5 => Fault::ClientFromOsd(osd),
+            _ => Fault::LossyLink(osd, other, 10 + rng.below(21) as u32),
         }
     }
 
@@ -208,6 +94,7 @@ impl Fault {
             }
             Fault::KillMon(m) => lab.kill(m),
             Fault::ClientFromOsd(o) => lab.cut_between(lab.client_host(), lab.osd_host(o)),
+            Fault::LossyLink(a, b, p) => lab.lose_between(lab.osd_host(a), lab.osd_host(b), p),
         }
     }
 
@@ -255,25 +142,9 @@ fn soak() {
         PathBuf::from,
     );
     let mut lab = Lab::start_with("ls", MONS, OSDS);
-    common::ec_profiles(&lab.dir);
-    ok(
-        &lab.dir,
-        &[
-            "pool",
-            "create",
-            "ecrs",
-            "--pg-num",
-            "8",
-            "--erasure",
-            "rs21",
-            "--min-size",
-            "2",
-        ],
-    );
+    Kind::Erasure.prepare(&mut lab);
     lab.wait_clean(CLEAN_WITHIN, "the pools clean");
-    let mut kv = lab.client(lab.client_host());
-    assert_eq!(kv.ask(&format!("kvcreate {KV_STORE}")), "ok");
-    drop(kv);
+    Kind::Kv.prepare(&mut lab);
 
     let t0 = Instant::now();
     let gen = Arc::new(AtomicU64::new(0));
@@ -283,14 +154,18 @@ fn soak() {
     for kind in Kind::ALL {
         for c in 0..CLIENTS_PER_KIND {
             let id = workers.len() as u64 + 1;
-            let s = lab.client_on(lab.client_host(), kind.pool());
-            let (gen, stop, history) = (gen.clone(), stop.clone(), history.clone());
-            let seed = seed * 100 + id;
-            workers.push((
+            let mut s = lab.client_on(lab.client_host(), kind.pool());
+            let client = Client {
                 kind,
-                c,
-                std::thread::spawn(move || client_loop(kind, id, s, gen, stop, history, t0, seed)),
-            ));
+                id,
+                registers: REGISTERS,
+                gen: gen.clone(),
+                stop: stop.clone(),
+                history: history.clone(),
+                t0,
+                seed: seed * 100 + id,
+            };
+            workers.push((kind, c, std::thread::spawn(move || client.run(&mut s))));
         }
     }
 
@@ -340,66 +215,18 @@ fn soak() {
     Fault::heal(&mut lab);
     lab.wait_clean(CLEAN_WITHIN, "every PG clean at the end");
 
-    // Every register read once more, after everything: an acknowledged
-    // write that is gone shows here.
     let mut history = std::mem::take(&mut *history.lock().unwrap());
-    let keys: Vec<(Kind, String)> = {
-        let mut k: Vec<_> = history.iter().map(|(k, _)| k.clone()).collect();
-        k.sort();
-        k.dedup();
-        k
-    };
-    let mut sessions: BTreeMap<Kind, Session> = Kind::ALL
-        .iter()
-        .map(|&k| (k, lab.client_on(lab.client_host(), k.pool())))
-        .collect();
-    let mut lost = 0;
-    for (kind, key) in &keys {
-        let s = sessions.get_mut(kind).expect("a session per kind");
-        let call = ms(t0);
-        let answer = s.ask(&kind.read(key));
-        let v = read_answer(&answer)
-            .unwrap_or_else(|| panic!("the final read of {key} failed: {answer}"));
-        let acked = history
-            .iter()
-            .any(|((k, r), op)| k == kind && r == key && op.output == Some(RegisterOut::Written));
-        if v.is_none() && acked {
-            lost += 1;
-            eprintln!("lost: {key} reads absent after acknowledged writes");
-        }
-        history.push((
-            (*kind, key.clone()),
-            Op {
-                input: RegisterIn::Read,
-                output: Some(RegisterOut::Read(v)),
-                call,
-                ret: ms(t0),
-            },
-        ));
-    }
-
-    // Each register's history on its own (P-compositionality).
-    let mut by_key: BTreeMap<(Kind, String), Vec<RegOp>> = BTreeMap::new();
-    for (k, op) in history {
-        by_key.entry(k).or_default().push(op);
-    }
-    let model = Register::<u64>::new();
-    let (mut bad, mut undecided) = (Vec::new(), 0);
-    for (k, ops) in &by_key {
-        match lincheck::check(&model, ops, CHECK_BUDGET) {
-            Some(true) => {}
-            Some(false) => bad.push(k.1.clone()),
-            None => undecided += 1,
-        }
-    }
+    let lost = registers::final_reads(&mut lab, &mut history, t0);
+    let checked = registers::check(history);
+    let bad = checked.bad.clone();
     let report = Report {
         minutes,
         seed,
         ops,
         injected,
-        histories: by_key.len(),
-        bad: bad.clone(),
-        undecided,
+        histories: checked.histories,
+        bad: checked.bad,
+        undecided: checked.undecided,
         lost,
     };
     std::fs::create_dir_all(&out).expect("the report's folder");

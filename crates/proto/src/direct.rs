@@ -28,6 +28,9 @@
 //! [`MESSAGE_BYTES_MAX`] for one frame: a header that announces more, or
 //! more than [`BULK_MAX`] payloads, closes the connection.
 
+use crate::inject::CallFault;
+/// The message faults a connection injects (`inject`), if any.
+type Faults = Option<&'static (crate::inject::Faults, crate::inject::Rng)>;
 use crate::net::MESSAGE_BYTES_MAX;
 use crate::tls::Expect;
 use bytes::{Buf, Bytes, BytesMut};
@@ -324,12 +327,17 @@ const WRITE_BUFFER_BYTES: usize = 64 << 10;
 async fn write_frames<W: AsyncWrite + Unpin>(
     w: &mut tokio::io::BufWriter<W>,
     rx: &mut mpsc::Receiver<Option<Frame>>,
+    faults: Faults,
 ) -> std::io::Result<()> {
     while let Some(Some(f)) = rx.recv().await {
+        pause(w, faults).await?;
         write_frame(w, &f).await?;
         loop {
             match rx.try_recv() {
-                Ok(Some(f)) => write_frame(w, &f).await?,
+                Ok(Some(f)) => {
+                    pause(w, faults).await?;
+                    write_frame(w, &f).await?
+                }
                 Ok(None) => return w.flush().await,
                 Err(_) => break,
             }
@@ -339,6 +347,20 @@ async fn write_frames<W: AsyncWrite + Unpin>(
         w.flush().await?;
     }
     w.flush().await
+}
+
+/// An injected pause before the next frame (`inject`; none unless asked
+/// for): what was written before it goes out first, and what comes after
+/// waits.
+async fn pause<W: AsyncWrite + Unpin>(
+    w: &mut tokio::io::BufWriter<W>,
+    faults: Faults,
+) -> std::io::Result<()> {
+    if let Some(d) = faults.and_then(|(f, rng)| f.delay(rng)) {
+        w.flush().await?;
+        tokio::time::sleep(d).await;
+    }
+    Ok(())
 }
 
 /// A frame's header: which call, and how long its parts are.
@@ -543,7 +565,10 @@ where
         // A peer that stopped reading, or a connection that carried all
         // the records it may: the connection is over, and the peer sees
         // its calls fail.
-        if write_frames(&mut w, &mut rx).await.is_ok() {
+        if write_frames(&mut w, &mut rx, crate::inject::faults())
+            .await
+            .is_ok()
+        {
             let _ = w.shutdown().await;
         }
         // No more replies can go out: stop reading calls too.
@@ -724,6 +749,7 @@ struct Conn {
     waiting: Arc<Mutex<HashMap<u64, Waiter>>>,
     next: AtomicU64,
     dead: Arc<AtomicBool>,
+    reader: tokio::task::AbortHandle,
 }
 
 impl Conn {
@@ -732,6 +758,7 @@ impl Conn {
         expect: &crate::tls::Expect,
         timeout: Duration,
         security: Option<&crate::net::Security>,
+        faults: Faults,
     ) -> Result<Conn, String> {
         let s = tokio::time::timeout(timeout, TcpStream::connect(addr))
             .await
@@ -739,7 +766,7 @@ impl Conn {
             .map_err(|e| format!("{addr}: {e}"))?;
         let _ = s.set_nodelay(true);
         match security {
-            None => Conn::start(addr, s).await,
+            None => Conn::start(addr, s, faults).await,
             Some(sec) => {
                 // Whole records during the handshake, then the record
                 // layer is ours (see `record`).
@@ -755,14 +782,14 @@ impl Conn {
                 let mut s = crate::record::take_over(wire, conn)
                     .map_err(|e| format!("{addr}: TLS: {e}"))?;
                 s.limit_records(sec.records_max());
-                Conn::start(addr, s).await
+                Conn::start(addr, s, faults).await
             }
         }
     }
 
     /// The connection on `s`: its magic sent, then the writer and reader
     /// tasks.
-    async fn start<S>(addr: &str, mut s: S) -> Result<Conn, String>
+    async fn start<S>(addr: &str, mut s: S, faults: Faults) -> Result<Conn, String>
     where
         S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
@@ -791,10 +818,11 @@ impl Conn {
             }
             gone(&d, &wt);
         });
+        let reader_handle = reader.abort_handle();
         let (wt, d) = (waiting.clone(), dead.clone());
         tokio::spawn(async move {
             let mut w = tokio::io::BufWriter::with_capacity(WRITE_BUFFER_BYTES, w);
-            if write_frames(&mut w, &mut rx).await.is_err() {
+            if write_frames(&mut w, &mut rx, faults).await.is_err() {
                 // Nothing more can be sent (the socket failed, or the
                 // connection carried all the records it may): the calls
                 // on it fail now, not at their timeouts, and the socket
@@ -812,7 +840,28 @@ impl Conn {
             waiting,
             next: AtomicU64::new(1),
             dead,
+            reader: reader_handle,
         })
+    }
+
+    /// An injected socket failure: every call on the connection fails now
+    /// and no reply is read; frames already queued still go out (the
+    /// receiver may act on them), and the socket closes once the last
+    /// handle is gone.
+    fn reset(&self) {
+        self.dead.store(true, Ordering::Relaxed);
+        self.reader.abort();
+        self.waiting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+    }
+
+    /// Queue `msg` once more under an id of its own whose reply nobody
+    /// waits for (an injected duplicate).
+    async fn send_copy(&self, call: Call, msg: Message) {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let _ = self.tx.send(Some(Frame { id, call, msg })).await;
     }
 
     async fn call(&self, call: Call, msg: Message) -> Result<Message, String> {
@@ -850,6 +899,7 @@ pub struct Conns {
     conns: Mutex<HashMap<(String, Expect), Arc<Conn>>>,
     connect_timeout: Duration,
     security: Option<crate::net::Security>,
+    faults: Faults,
 }
 
 impl Conns {
@@ -858,7 +908,18 @@ impl Conns {
             conns: Mutex::new(HashMap::new()),
             connect_timeout,
             security: None,
+            faults: crate::inject::faults(),
         }
+    }
+
+    /// The same, injecting `faults` (with their generator) instead of
+    /// what the environment asks for.
+    pub fn injecting(
+        mut self,
+        faults: &'static (crate::inject::Faults, crate::inject::Rng),
+    ) -> Conns {
+        self.faults = Some(faults);
+        self
     }
 
     /// The same, its connections made with `security` (mutual TLS), or
@@ -880,7 +941,7 @@ impl Conns {
             }
         }
         let sec = self.security.as_ref();
-        let c = Arc::new(Conn::dial(addr, osd, self.connect_timeout, sec).await?);
+        let c = Arc::new(Conn::dial(addr, osd, self.connect_timeout, sec, self.faults).await?);
         let mut m = self.conns();
         // Two tasks may dial at once: keep a live one.
         let kept = m
@@ -908,7 +969,26 @@ impl Conns {
     ) -> Result<Message, String> {
         let r = tokio::time::timeout(timeout, async {
             let c = self.conn(osd, addr).await?;
-            c.call(call, msg).await
+            let Some((faults, rng)) = self.faults else {
+                return c.call(call, msg).await;
+            };
+            match faults.call(rng, call == Call::Op) {
+                None => c.call(call, msg).await,
+                Some(CallFault::ResetBefore) => {
+                    c.reset();
+                    Err(format!("{addr}: injected socket failure"))
+                }
+                Some(CallFault::ResetAfter) => {
+                    // Queued before the reset, so it is sent.
+                    c.send_copy(call, msg).await;
+                    c.reset();
+                    Err(format!("{addr}: injected socket failure"))
+                }
+                Some(CallFault::Duplicate) => {
+                    c.send_copy(call, msg.clone()).await;
+                    c.call(call, msg).await
+                }
+            }
         })
         .await
         .unwrap_or_else(|_| Err(format!("{addr}: no answer in {timeout:?}")));
@@ -1695,5 +1775,140 @@ mod tests {
             .await;
         assert!(r.unwrap_err().contains("no answer"));
         assert!(c.conns().is_empty());
+    }
+
+    /// Echoes the body, counting the calls it answered.
+    #[derive(Default)]
+    struct Counter(AtomicU64);
+
+    impl Handler for Counter {
+        fn call(
+            self: Arc<Self>,
+            _call: Call,
+            msg: Message,
+            _peer: Arc<crate::net::Peer>,
+        ) -> Pin<Box<dyn Future<Output = Option<Message>> + Send + 'static>> {
+            Box::pin(async move {
+                self.0.fetch_add(1, Ordering::SeqCst);
+                Some(Message {
+                    body: msg.body,
+                    bulk: Vec::new(),
+                })
+            })
+        }
+    }
+
+    fn injecting(spec: &str) -> &'static (crate::inject::Faults, crate::inject::Rng) {
+        let f = crate::inject::Faults::parse(spec).unwrap();
+        Box::leak(Box::new((f, crate::inject::Rng::new(11))))
+    }
+
+    async fn settle(n: &AtomicU64) -> u64 {
+        let mut last = n.load(Ordering::SeqCst);
+        loop {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let now = n.load(Ordering::SeqCst);
+            if now == last {
+                return now;
+            }
+            last = now;
+        }
+    }
+
+    #[tokio::test]
+    async fn injected_socket_failures_fail_calls_lose_replies_and_never_answer_wrongly() {
+        let counter = Arc::new(Counter::default());
+        let (addr, accepted, _h) = plain_listener(counter.clone()).await;
+        let c = Conns::new(Duration::from_secs(5)).injecting(injecting("socket_failures=4"));
+        let (mut answered, mut failed) = (0, 0);
+        for i in 0..400u32 {
+            let body = Bytes::copy_from_slice(&i.to_le_bytes());
+            let msg = Message {
+                body: body.clone(),
+                bulk: Vec::new(),
+            };
+            match c
+                .call(
+                    &Expect::osd(1),
+                    &addr,
+                    Call::Peer,
+                    msg,
+                    Duration::from_secs(5),
+                )
+                .await
+            {
+                Ok(r) => {
+                    assert_eq!(r.body, body, "the answer to another call");
+                    answered += 1;
+                }
+                Err(e) => {
+                    assert!(e.contains("injected socket failure"), "{e}");
+                    failed += 1;
+                }
+            }
+        }
+        assert!((60..140).contains(&failed), "{failed} of 400 failed");
+        // Each failure dialled again.
+        assert!(accepted.load(Ordering::SeqCst) >= 40);
+        // Half the failures came after the call was sent: the server
+        // answered those too, and their replies were lost.
+        let served = settle(&counter.0).await;
+        assert!(
+            served > answered + 20,
+            "{served} served, {answered} answered"
+        );
+        assert!(
+            served < answered + failed,
+            "{served} served of {}",
+            answered + failed
+        );
+    }
+
+    #[tokio::test]
+    async fn injected_duplicates_send_client_ops_twice_and_osd_messages_once() {
+        let counter = Arc::new(Counter::default());
+        let (addr, _, _h) = plain_listener(counter.clone()).await;
+        let osd = Expect::osd(1);
+        let c = Conns::new(Duration::from_secs(5)).injecting(injecting("dup_probability=1"));
+        for call in [Call::Op, Call::Peer] {
+            let before = counter.0.load(Ordering::SeqCst);
+            for i in 0..50u8 {
+                let msg = Message {
+                    body: Bytes::from(vec![i]),
+                    bulk: Vec::new(),
+                };
+                let r = c.call(&osd, &addr, call, msg, Duration::from_secs(5));
+                assert_eq!(r.await.unwrap().body, Bytes::from(vec![i]));
+            }
+            let served = settle(&counter.0).await - before;
+            let want = if call == Call::Op { 100 } else { 50 };
+            assert_eq!(served, want, "{call:?} calls served");
+        }
+    }
+
+    #[tokio::test]
+    async fn injected_delays_keep_answers_and_slow_each_frame() {
+        let (addr, _h) = listener().await;
+        let osd = Expect::osd(1);
+        let c = Conns::new(Duration::from_secs(5))
+            .injecting(injecting("delay_max_ms=4,delay_probability=1"));
+        let t = std::time::Instant::now();
+        for i in 0..20u8 {
+            let msg = Message {
+                body: Bytes::from(vec![0, i]),
+                bulk: Vec::new(),
+            };
+            let r = c.call(&osd, &addr, Call::Op, msg, Duration::from_secs(5));
+            assert_eq!(
+                r.await.unwrap().body,
+                Bytes::from(vec![0, i, Call::Op.code()])
+            );
+        }
+        // Every frame the client wrote waited at least 1 ms.
+        assert!(
+            t.elapsed() >= Duration::from_millis(20),
+            "{:?}",
+            t.elapsed()
+        );
     }
 }

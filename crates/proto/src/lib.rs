@@ -2,11 +2,13 @@
 //! time, the transport settings every endpoint shares (`net`: the
 //! message size limit and the connection cache), and the direct data path
 //! for OSD calls beside gRPC (`direct`), and the byte budget an OSD's
-//! gRPC calls share with it (`grpc_budget`). No protocol logic
+//! gRPC calls share with it (`grpc_budget`), and message faults for
+//! tests (`inject`, off unless the environment asks). No protocol logic
 //! belongs here: message bodies are the callers' own encodings.
 
 pub mod direct;
 pub mod grpc_budget;
+pub mod inject;
 pub mod net;
 pub mod record;
 pub mod tls;

@@ -10,6 +10,8 @@
 
 #![allow(dead_code)]
 
+pub mod registers;
+
 use crate::common::{loligo, ok};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -87,6 +89,9 @@ pub struct Lab {
     /// Daemons whose wall clock is offset (libfaketime's FAKETIME, such
     /// as "+1h"), by name.
     clocks: Vec<(String, String)>,
+    /// The message faults every daemon and client injects (the value of
+    /// `LOLIGO_MS_INJECT`), if any.
+    inject: Option<String>,
     _turn: std::sync::MutexGuard<'static, ()>,
 }
 
@@ -135,6 +140,23 @@ impl Lab {
     /// As `start_with`, the wall clocks of daemons offset:
     /// (name, libfaketime offset such as "+1h"); see `faketime`.
     pub fn start_clocked(tag: &str, mons: usize, osds: usize, clocks: &[(&str, &str)]) -> Lab {
+        Lab::start_full(tag, mons, osds, clocks, None)
+    }
+
+    /// As `start_with`, every daemon and client injecting the message
+    /// faults `spec` asks for (`LOLIGO_MS_INJECT`: lost, duplicated and
+    /// delayed messages, connection resets).
+    pub fn start_injecting(tag: &str, mons: usize, osds: usize, spec: &str) -> Lab {
+        Lab::start_full(tag, mons, osds, &[], Some(spec))
+    }
+
+    fn start_full(
+        tag: &str,
+        mons: usize,
+        osds: usize,
+        clocks: &[(&str, &str)],
+        inject: Option<&str>,
+    ) -> Lab {
         // One lab at a time: two could draw the same subnet.
         let turn = LABS.lock().unwrap_or_else(|e| e.into_inner());
         let name = format!("{tag}{}", std::process::id() % 100_000);
@@ -152,6 +174,7 @@ impl Lab {
                 .iter()
                 .map(|(n, o)| (n.to_string(), o.to_string()))
                 .collect(),
+            inject: inject.map(str::to_string),
             addrs: Vec::new(),
             daemons: Vec::new(),
             clients: Vec::new(),
@@ -314,6 +337,9 @@ impl Lab {
         if let Some((_, offset)) = self.clocks.iter().find(|(n, _)| n == name) {
             faketime(&mut cmd, offset);
         }
+        if let Some(spec) = &self.inject {
+            cmd.env(loligo_proto::inject::ENV, spec);
+        }
         cmd.spawn().expect("start a daemon")
     }
 
@@ -420,6 +446,14 @@ impl Lab {
             .is_some_and(|o| o["up"] == true)
     }
 
+    /// Hosts `a` and `b` lose `percent`% of what they send each other, at
+    /// random (TCP turns it into delay and stalls).
+    pub fn lose_between(&self, a: usize, b: usize, percent: u32) {
+        let p = percent.to_string();
+        sh(&["lose", &self.name, &a.to_string(), &self.addrs[b], &p]);
+    }
+
+    /// Remove host `host`'s cuts and losses.
     pub fn heal(&self, host: usize) {
         sh(&["heal", &self.name, &host.to_string()]);
     }
@@ -440,6 +474,9 @@ impl Lab {
         let mut cmd = Command::new(hosts_sh());
         if let Some(offset) = clock {
             faketime(&mut cmd, offset);
+        }
+        if let Some(spec) = &self.inject {
+            cmd.env(loligo_proto::inject::ENV, spec);
         }
         let mut child = cmd
             .args(["exec", &self.name, &host.to_string(), loligo_bin()])
