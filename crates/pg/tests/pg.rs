@@ -3468,6 +3468,47 @@ fn a_primary_whose_members_do_not_renew_its_lease_stops_serving() {
     assert_eq!(replies_to(&fx, 2), vec![Err(OpError::NotFound)]);
 }
 
+/// A member that holds the primary's interval over (it saw the interval
+/// end in a map the primary skipped) refuses its lease renewals for good:
+/// once they have been refused for a whole lease, the primary peers
+/// again, as for a refused recovery message, instead of staying laggy
+/// (a read-only PG would wait for a map that never comes). Sooner, it
+/// would peer again whenever a map merely reaches it late.
+#[test]
+fn lease_renewals_refused_as_stale_for_a_lease_make_the_primary_peer_again() {
+    let (s, mut pg) = setup();
+    let asked = run(&mut pg, &s, map(1, vec![0, 1], 1));
+    settle(
+        &mut pg,
+        &s,
+        info_reply(&asked, 1, 1, Some(PgInfo::default().into())),
+    );
+    // A later map that leaves the interval as it was.
+    run(&mut pg, &s, map(2, vec![0, 1], 1));
+    let lease_ms = loligo_pg::pg::READ_LEASE_MS;
+    let stale = |id| Input::Reply {
+        id,
+        reply: Err(RepError::Stale("osd.1 holds the interval over".into())),
+    };
+    let mut now = lease_ms / 2;
+    let mut refusals = 0;
+    loop {
+        let fx = pg.handle(&s, Input::Tick { now_ms: now });
+        let renewal = lease_renewals(&fx);
+        assert_eq!(renewal.len(), 1, "at {now} ms: {fx:?}");
+        let fx = pg.handle(&s, stale(renewal[0].0));
+        refusals += 1;
+        if now < lease_ms / 2 + lease_ms {
+            assert!(sends(&fx).is_empty(), "peered again at {now} ms: {fx:?}");
+        } else {
+            assert_eq!(queried(&fx, 1).1, 2, "osd.1 asked about a new interval");
+            break;
+        }
+        now += lease_ms / 4;
+    }
+    assert!(refusals > 2);
+}
+
 /// The results `fx` answers client op `token` with.
 fn replies_to(fx: &[Effect], token: u64) -> Vec<Result<(), OpError>> {
     fx.iter()

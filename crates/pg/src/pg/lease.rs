@@ -97,6 +97,17 @@ impl LeasesLeft {
 /// One copy's lease bookkeeping: as a member, what it granted; as a
 /// primary, the acknowledgements that make its lease, and the earlier
 /// leases it must wait out.
+/// A member's answer to a lease renewal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum LeaseAnswer {
+    /// Granted.
+    Acked,
+    /// Refused because the member holds the primary's interval over.
+    Refused,
+    /// Lost, or refused for another reason.
+    Failed,
+}
+
 #[derive(Debug)]
 pub(super) struct Lease {
     /// The lease this OSD asks its members for (ms).
@@ -110,6 +121,13 @@ pub(super) struct Lease {
     /// As primary: per member, the send time of the newest renewal it
     /// acknowledged in this interval.
     acked: BTreeMap<i32, u64>,
+    /// As primary: per member, the newest renewal (tid) it acknowledged.
+    acked_tid: BTreeMap<i32, u64>,
+    /// The newest renewal (tid) sent.
+    last_tid: u64,
+    /// As primary: since when members have refused its renewals as
+    /// stale, none acknowledging one since.
+    refused_since: Option<u64>,
     /// When the newest renewal went out.
     last_sent_ms: Option<u64>,
     /// As a peering primary: the grants its members reported (primary ->
@@ -118,8 +136,9 @@ pub(super) struct Lease {
     heard: BTreeSet<i32>,
     /// As a new interval's primary: nothing is served before this.
     wait_until_ms: u64,
-    /// As primary: when the renewals that passed its wait on went out.
-    begun_ms: u64,
+    /// As primary: the newest renewal sent before its wait began (those
+    /// after it pass the wait on).
+    begun_after_tid: u64,
 }
 
 impl Lease {
@@ -138,11 +157,14 @@ impl Lease {
             granted,
             out: BTreeMap::new(),
             acked: BTreeMap::new(),
+            acked_tid: BTreeMap::new(),
+            last_tid: 0,
+            refused_since: None,
             last_sent_ms: None,
             prior: BTreeMap::new(),
             heard: BTreeSet::new(),
             wait_until_ms: 0,
-            begun_ms: 0,
+            begun_after_tid: 0,
         }
     }
 
@@ -208,6 +230,8 @@ impl Lease {
     pub fn new_interval(&mut self) {
         self.out.clear();
         self.acked.clear();
+        self.acked_tid.clear();
+        self.refused_since = None;
         self.last_sent_ms = None;
         self.prior.clear();
         self.heard.clear();
@@ -232,13 +256,13 @@ impl Lease {
         }
     }
 
-    /// Peering is over and `me` starts to serve at `now_ms`: until when
+    /// Peering is over and `me` starts to serve: until when
     /// it must wait for the leases earlier primaries may still hold (its
     /// own grants and its members' reports, but those of primaries that
     /// answered). It keeps those leases as its own grants (a wait
     /// outlives the interval), and forgets those of the primaries that
     /// answered (they hold this map, so serve the old interval no more).
-    pub fn begin(&mut self, me: i32, now_ms: u64) -> u64 {
+    pub fn begin(&mut self, me: i32) -> u64 {
         let heard = std::mem::take(&mut self.heard);
         let counts = |p: i32| p == ANY_PRIMARY || (p != me && !heard.contains(&p));
         self.granted.retain(|&p, _| counts(p) || p == me);
@@ -253,18 +277,19 @@ impl Lease {
             .max()
             .unwrap_or(0);
         self.heard = heard;
-        self.begun_ms = now_ms;
+        self.begun_after_tid = self.last_tid;
         self.wait_until_ms
     }
 
     /// Whether every one of `members` knows the leases this primary waits
     /// out at `now_ms`: it waits for none, or each acknowledged a renewal
-    /// sent since it began (which passed them on).
+    /// sent after it began (which passed them on; told by tid, as one sent
+    /// in the same ms before it began did not).
     pub fn told(&self, members: impl IntoIterator<Item = i32>, now_ms: u64) -> bool {
         !self.waiting(now_ms)
             || members
                 .into_iter()
-                .all(|m| self.acked.get(&m).is_some_and(|&t| t >= self.begun_ms))
+                .all(|m| (self.acked_tid.get(&m)).is_some_and(|&t| t > self.begun_after_tid))
     }
 
     /// Whether earlier primaries' leases may still hold at `now_ms`.
@@ -291,6 +316,8 @@ impl Lease {
         self.out
             .retain(|_, &mut t| t.saturating_add(lease_ms) > now_ms);
         self.out.insert(tid, now_ms);
+        debug_assert!(tid > self.last_tid, "renewal tids only grow");
+        self.last_tid = self.last_tid.max(tid);
         self.last_sent_ms = Some(now_ms);
     }
 
@@ -301,7 +328,22 @@ impl Lease {
         };
         let e = self.acked.entry(from).or_default();
         *e = (*e).max(sent);
+        let e = self.acked_tid.entry(from).or_default();
+        *e = (*e).max(tid);
+        self.refused_since = None;
         true
+    }
+
+    /// Renewal `tid` of this interval was refused at `now_ms` because its
+    /// member holds the interval over: whether renewals have been refused
+    /// so for a whole lease, none acknowledged since (the primary missed
+    /// a map that ended its interval, and no map to come will tell it).
+    pub fn refused(&mut self, tid: u64, now_ms: u64) -> bool {
+        if self.out.remove(&tid).is_none() {
+            return false;
+        }
+        let since = *self.refused_since.get_or_insert(now_ms);
+        now_ms.saturating_sub(since) >= self.lease_ms
     }
 
     /// A renewal `tid` was refused or lost.
@@ -372,7 +414,7 @@ impl Pg {
     /// Peering is over: wait out earlier primaries' leases, and ask the
     /// members for this one's.
     pub(super) fn lease_begin(&mut self, fx: &mut Vec<Effect>) {
-        let until = self.lease.begin(self.whoami, self.now_ms);
+        let until = self.lease.begin(self.whoami);
         if until > self.now_ms {
             tracing::debug!(
                 "pg {}: waits {} ms for an earlier primary's read lease",
@@ -442,11 +484,23 @@ impl Pg {
         s: &dyn ObjectStore,
         tid: u64,
         from: i32,
-        acked: bool,
+        answer: LeaseAnswer,
         fx: &mut Vec<Effect>,
     ) {
-        if !acked {
-            return self.lease.failed(tid);
+        match answer {
+            LeaseAnswer::Acked => {}
+            LeaseAnswer::Failed => return self.lease.failed(tid),
+            LeaseAnswer::Refused => {
+                // Refused for a whole lease, this primary's interval is
+                // over for its members though no map says so here (a map
+                // it skipped ended it): peer again, as for a refused
+                // recovery message (see `member_ended_interval`). Sooner
+                // would peer again on every map that merely comes late.
+                if self.lease.refused(tid, self.now_ms) && self.map.primary == self.whoami {
+                    self.member_ended_interval(s, fx);
+                }
+                return;
+            }
         }
         let held = self.lease_holds();
         if !self.lease.acked(tid, from) || !self.leads() {
@@ -548,7 +602,7 @@ mod tests {
         l.heard(2, &from_member, 5_000);
         // osd.8 answered this peering itself: its lease is moot.
         l.heard(8, &LeasesLeft::default(), 5_000);
-        assert_eq!(l.begin(1, 5_000), 5_000 + stretch(800));
+        assert_eq!(l.begin(1), 5_000 + stretch(800));
         assert!(l.waiting(5_000 + stretch(800) - 1));
         assert!(!l.waiting(5_000 + stretch(800)));
     }
@@ -559,9 +613,9 @@ mod tests {
         l.left(5_000);
         l.grant(1, 1000, 5_000);
         l.peering();
-        assert_eq!(l.begin(1, 5_000), 0);
+        assert_eq!(l.begin(1), 0);
         l.grant(3, 1000, 5_000);
-        assert_eq!(l.begin(1, 5_000), 5_000 + stretch(1000));
+        assert_eq!(l.begin(1), 5_000 + stretch(1000));
     }
 
     #[test]

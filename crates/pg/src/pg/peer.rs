@@ -6,6 +6,7 @@
 //! Dispatch only: it must never decide anything the handlers decide.
 
 use super::io::{Asked, Sent};
+use super::lease::LeaseAnswer;
 use super::{replica, Effect, HeldLog, PeerInfo, PendingQuery, Pg, RepError};
 use crate::msg::{PeerMsg, PeerReply};
 use bytes::Bytes;
@@ -355,8 +356,12 @@ impl Pg {
                 self.on_scrub_released(tid, result, fx)
             }
             Asked::Lease => {
-                let acked = matches!(reply, Ok(PeerReply::LeaseAck));
-                self.on_lease_answer(s, tid, from, acked, fx)
+                let answer = match reply {
+                    Ok(PeerReply::LeaseAck) => LeaseAnswer::Acked,
+                    Err(RepError::Stale(_)) | Ok(PeerReply::Refused(_)) => LeaseAnswer::Refused,
+                    _ => LeaseAnswer::Failed,
+                };
+                self.on_lease_answer(s, tid, from, answer, fx)
             }
             Asked::ReadShard { shard } => {
                 let result = take(reply, |r| match r {
