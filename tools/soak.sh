@@ -1,28 +1,33 @@
 #!/usr/bin/env bash
-# The soak: a lab of hosts on this machine (three monitors, four OSDs, a
-# client host; tools/hosts.sh) under faults one after another (OSD kills,
-# partitions between OSDs and from the monitors, the monitors' leader cut
-# off, monitor kills, a client cut off from an OSD) while clients write
-# and read a replicated pool, an erasure-coded pool and a key-value store.
+# The soak: a lab of hosts on this machine (three or five monitors, four
+# OSDs, a client host; tools/hosts.sh) under faults one after another (OSD
+# kills, partitions between OSDs, one-way ones, and from the monitors, a
+# minority of monitors cut off, monitor kills, OSDs booting during a
+# monitor partition, a client cut off from an OSD, lossy links, links
+# down) while clients write and read a replicated pool, an erasure-coded
+# pool and a key-value store.
 # Writes report.json and report.md (ops, faults, time to clean after each,
 # histories checked for linearizability, writes lost) to the output folder.
 #
-#   tools/soak.sh [--minutes N] [--quick] [--seed S] [--out DIR]
+#   tools/soak.sh [--minutes N] [--quick] [--seed S] [--mons 3|5] [--out DIR]
 #
 # --quick runs 5 minutes. Needs root (network namespaces), iproute2 and
-# nftables.
+# nftables. With LOLIGO_MS_INJECT set (docs/tools.md), every daemon and
+# client also injects message faults.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 minutes=60
 seed=0
+mons=3
 out="target/soak/$(date -u +%Y%m%dT%H%M%SZ)"
 while [ $# -gt 0 ]; do
     case "$1" in
         --minutes) minutes="$2"; shift 2 ;;
         --quick) minutes=5; shift ;;
         --seed) seed="$2"; shift 2 ;;
+        --mons) mons="$2"; shift 2 ;;
         --out) out="$2"; shift 2 ;;
-        -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,/^[^#]/{/^#/p}' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "soak.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -33,8 +38,12 @@ fi
 case "$minutes" in
     ''|*[!0-9]*|0) echo "soak.sh: --minutes takes a whole number above 0, not '$minutes'" >&2; exit 2 ;;
 esac
+case "$mons" in
+    3|5) ;;
+    *) echo "soak.sh: --mons takes 3 or 5, not '$mons'" >&2; exit 2 ;;
+esac
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
-LOLIGO_SOAK_MINUTES="$minutes" LOLIGO_SOAK_SEED="$seed" LOLIGO_SOAK_OUT="$out" \
+LOLIGO_SOAK_MINUTES="$minutes" LOLIGO_SOAK_SEED="$seed" LOLIGO_SOAK_OUT="$out" LOLIGO_SOAK_MONS="$mons" \
     cargo test --release -p loligo-cli --test soak -- --ignored --nocapture
 echo "soak.sh: the report is in $out/report.md"

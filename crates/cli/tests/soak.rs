@@ -1,26 +1,28 @@
-//! The soak: a lab of three monitors, four OSDs and a client host
-//! (`lab`: one process per daemon, each on a host of its own) under the
-//! partition tests' faults one after another, for as long as asked: OSDs
-//! killed (SIGKILL) and started again, an OSD cut off from the monitors
-//! alone, two OSDs cut off from each other, the monitors' leader cut off
-//! from the others, a monitor killed and started again, the client host
-//! cut off from one OSD, two OSDs losing 10 to 30% of their packets to
-//! each other. With `LOLIGO_MS_INJECT` set, every daemon and client also
-//! injects message faults throughout (resets, duplicates, delays). Meanwhile clients write and read registers on
-//! a replicated pool, an erasure-coded pool (Reed-Solomon 2+1, min_size
-//! 2) and a key-value store; every op is recorded (invoked, returned,
-//! answer; a write that failed has an unknown outcome) and each
-//! register's history is checked for linearizability
-//! (`loligo_testkit::lincheck`). Each fault is healed after a few
-//! seconds, and the time until every PG is active+clean again is taken.
-//! Registers are renamed after each fault, so that no history grows
-//! without bound.
+//! The soak: a lab of three or five monitors, four OSDs and a client host
+//! (`lab`: one process per daemon, each on a host of its own) under
+//! faults one after another, for as long as asked: OSDs killed (SIGKILL)
+//! and started again, an OSD cut off from the monitors alone, two OSDs
+//! cut off from each other (both ways, or one way), the monitors' leader
+//! (with five, it and one other) cut off from the others, an OSD started
+//! again while the leader is cut off, a monitor killed and started again,
+//! the client host cut off from one OSD, two OSDs losing 10 to 30% of
+//! their packets to each other, an OSD's link down. With
+//! `LOLIGO_MS_INJECT` set, every daemon and client also injects message
+//! faults throughout (resets, duplicates, delays). Meanwhile clients
+//! write and read registers on a replicated pool, an erasure-coded pool
+//! (Reed-Solomon 2+1, min_size 2) and a key-value store; every op is
+//! recorded (invoked, returned, answer; a write that failed has an
+//! unknown outcome) and each register's history is checked for
+//! linearizability (`loligo_testkit::lincheck`). Each fault is healed
+//! after a few seconds, and the time until every PG is active+clean again
+//! is taken. Registers are renamed after each fault, so that no history
+//! grows without bound.
 //!
 //! Run by `tools/soak.sh` (root: network namespaces). Reads
-//! `LOLIGO_SOAK_MINUTES` (default 10), `LOLIGO_SOAK_SEED` (0) and
-//! `LOLIGO_SOAK_OUT` (where `report.json` and `report.md` go; default
-//! `target/soak`). Fails if any history is not linearizable or any
-//! acknowledged write is lost.
+//! `LOLIGO_SOAK_MINUTES` (default 10), `LOLIGO_SOAK_SEED` (0),
+//! `LOLIGO_SOAK_MONS` (3) and `LOLIGO_SOAK_OUT` (where `report.json` and
+//! `report.md` go; default `target/soak`). Fails if any history is not
+//! linearizable or any acknowledged write is lost.
 
 mod common;
 mod lab;
@@ -34,7 +36,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const MONS: usize = 3;
 const OSDS: usize = 4;
 /// Registers per kind at a time, and clients per kind.
 const REGISTERS: u64 = 3;
@@ -53,6 +54,16 @@ enum Fault {
     ClientFromOsd(usize),
     /// Two OSDs' hosts lose this share (%) of their packets to each other.
     LossyLink(usize, usize, u32),
+    /// The first OSD hears nothing from the second; the second hears it.
+    OneWay(usize, usize),
+    /// An OSD's host loses its link (every peer, monitor and client).
+    LinkDown(usize),
+    /// The monitors' leader cut off from the others, and meanwhile an
+    /// OSD killed and started again (it boots during the partition).
+    OsdBootsDuringMonCut(usize, usize),
+    /// A minority of the monitors (the leader among them) cut off from
+    /// the rest (with five: two of them).
+    MonMinorityCut(Vec<usize>),
 }
 
 impl Fault {
@@ -65,50 +76,97 @@ impl Fault {
             Fault::KillMon(_) => "kill_mon",
             Fault::ClientFromOsd(_) => "client_cut_from_osd",
             Fault::LossyLink(..) => "lossy_link",
+            Fault::OneWay(..) => "osd_one_way_cut",
+            Fault::LinkDown(_) => "osd_link_down",
+            Fault::OsdBootsDuringMonCut(..) => "osd_boots_during_mon_cut",
+            Fault::MonMinorityCut(_) => "mon_minority_cut",
         }
     }
 
     fn pick(lab: &Lab, rng: &mut Rng, i: u64) -> Fault {
         let osd = rng.index(OSDS);
         let other = (osd + 1 + rng.index(OSDS - 1)) % OSDS;
-        match i % 7 {
+        let leader = lab.mon_leader().unwrap_or(0);
+        match i % 11 {
             0 => Fault::KillOsd(osd),
             1 => Fault::OsdFromMonitors(osd),
             2 => Fault::OsdPair(osd, other),
-            3 => Fault::MonLeaderCut(lab.mon_leader().unwrap_or(0)),
-            4 => Fault::KillMon(rng.index(MONS)),
+            3 => Fault::MonLeaderCut(leader),
+            4 => Fault::KillMon(rng.index(lab.mons)),
             5 => Fault::ClientFromOsd(osd),
-            _ => Fault::LossyLink(osd, other, 10 + rng.below(21) as u32),
+            6 => Fault::LossyLink(osd, other, 10 + rng.below(21) as u32),
+            7 => Fault::OneWay(osd, other),
+            8 => Fault::LinkDown(osd),
+            9 => Fault::OsdBootsDuringMonCut(leader, osd),
+            _ => {
+                // The leader and, with five, one other: a minority.
+                let mut cut = vec![leader];
+                if lab.mons >= 5 {
+                    cut.push((leader + 1 + rng.index(lab.mons - 1)) % lab.mons);
+                }
+                Fault::MonMinorityCut(cut)
+            }
         }
     }
 
     fn inject(&self, lab: &mut Lab) {
         match *self {
-            Fault::KillOsd(o) => lab.kill(MONS + o),
+            Fault::KillOsd(o) => lab.kill(lab.mons + o),
             Fault::OsdFromMonitors(o) => lab.cut_from_monitors(lab.osd_host(o)),
             Fault::OsdPair(a, b) => lab.cut_between(lab.osd_host(a), lab.osd_host(b)),
-            Fault::MonLeaderCut(m) => {
-                for other in (0..MONS).filter(|&x| x != m) {
-                    lab.cut_between(m, other);
-                }
-            }
+            Fault::MonLeaderCut(m) => Fault::MonMinorityCut(vec![m]).inject(lab),
             Fault::KillMon(m) => lab.kill(m),
             Fault::ClientFromOsd(o) => lab.cut_between(lab.client_host(), lab.osd_host(o)),
             Fault::LossyLink(a, b, p) => lab.lose_between(lab.osd_host(a), lab.osd_host(b), p),
+            Fault::OneWay(a, b) => lab.cut_one_way(lab.osd_host(a), lab.osd_host(b)),
+            Fault::LinkDown(o) => lab.link(lab.osd_host(o), false),
+            Fault::OsdBootsDuringMonCut(m, o) => {
+                Fault::MonMinorityCut(vec![m]).inject(lab);
+                lab.restart(lab.mons + o);
+            }
+            Fault::MonMinorityCut(ref cut) => {
+                for &m in cut {
+                    for other in (0..lab.mons).filter(|x| !cut.contains(x)) {
+                        lab.cut_between(m, other);
+                    }
+                }
+            }
         }
     }
 
-    /// Heal every cut and start every daemon that stopped (killed, or
-    /// stopped as flapping).
-    fn heal(lab: &mut Lab) {
-        for h in 0..MONS + OSDS + 1 {
-            lab.heal(h);
+    /// The daemon this fault kills, if any (monitors first, then OSDs).
+    fn killed(&self, mons: usize) -> Option<usize> {
+        match *self {
+            Fault::KillOsd(o) => Some(mons + o),
+            Fault::KillMon(m) => Some(m),
+            _ => None,
         }
-        for i in 0..MONS + OSDS {
+    }
+
+    /// Heal every cut and start every daemon that stopped (`killed`, or
+    /// stopped on its own: see `restart_stopped`).
+    fn heal(lab: &mut Lab, killed: Option<usize>) -> Vec<String> {
+        for h in 0..lab.mons + OSDS + 1 {
+            lab.heal(h);
+            lab.link(h, true);
+        }
+        Fault::restart_stopped(lab, killed)
+    }
+
+    /// Start every daemon that stopped again; the ones that stopped on
+    /// their own (all but `killed`), such as an OSD stopped as flapping
+    /// (an operator starts it again once its network is fixed).
+    fn restart_stopped(lab: &mut Lab, killed: Option<usize>) -> Vec<String> {
+        let mut stopped = Vec::new();
+        for i in 0..lab.mons + OSDS {
             if !lab.runs(i) {
                 lab.restart(i);
+                if Some(i) != killed {
+                    stopped.push(lab.daemon_name(i));
+                }
             }
         }
+        stopped
     }
 }
 
@@ -120,6 +178,9 @@ struct Injected {
     /// Seconds from the heal until every PG was clean (`None`: not within
     /// `CLEAN_WITHIN`).
     clean_s: Option<f64>,
+    /// Daemons that stopped on their own (OSDs stopped as flapping),
+    /// started again as an operator would.
+    stopped: Vec<String>,
 }
 
 fn env_u64(name: &str, default: u64) -> u64 {
@@ -141,7 +202,9 @@ fn soak() {
         || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/soak"),
         PathBuf::from,
     );
-    let mut lab = Lab::start_with("ls", MONS, OSDS);
+    let mons = env_u64("LOLIGO_SOAK_MONS", 3) as usize;
+    assert!(mons % 2 == 1, "LOLIGO_SOAK_MONS: an odd number of monitors");
+    let mut lab = Lab::start_with("ls", mons, OSDS);
     Kind::Erasure.prepare(&mut lab);
     lab.wait_clean(CLEAN_WITHIN, "the pools clean");
     Kind::Kv.prepare(&mut lab);
@@ -180,10 +243,12 @@ fn soak() {
         fault.inject(&mut lab);
         let hold = Duration::from_millis(3_000 + rng.below(7_000));
         std::thread::sleep(hold);
-        Fault::heal(&mut lab);
+        let killed = fault.killed(lab.mons);
+        let mut stopped = Fault::heal(&mut lab, killed);
         let healed = Instant::now();
         let mut clean_s = None;
         while healed.elapsed() < CLEAN_WITHIN {
+            stopped.extend(Fault::restart_stopped(&mut lab, None));
             if common::not_clean(&lab.dir).is_none() {
                 clean_s = Some(healed.elapsed().as_secs_f64());
                 break;
@@ -191,7 +256,7 @@ fn soak() {
             std::thread::sleep(Duration::from_millis(250));
         }
         eprintln!(
-            "{:>6.1} s {:?}: held {:.1} s, clean {clean_s:?} s after",
+            "{:>6.1} s {:?}: held {:.1} s, clean {clean_s:?} s after; stopped on their own: {stopped:?}",
             at.as_secs_f64(),
             fault,
             hold.as_secs_f64()
@@ -201,6 +266,7 @@ fn soak() {
             at_s: at.as_secs_f64(),
             held_s: hold.as_secs_f64(),
             clean_s,
+            stopped,
         });
         gen.fetch_add(1, Ordering::Relaxed);
     }
@@ -212,7 +278,7 @@ fn soak() {
         e.0 += done;
         e.1 += failed;
     }
-    Fault::heal(&mut lab);
+    Fault::heal(&mut lab, None);
     lab.wait_clean(CLEAN_WITHIN, "every PG clean at the end");
 
     let mut history = std::mem::take(&mut *history.lock().unwrap());
@@ -221,6 +287,7 @@ fn soak() {
     let bad = checked.bad.clone();
     let report = Report {
         minutes,
+        mons,
         seed,
         ops,
         injected,
@@ -240,6 +307,7 @@ fn soak() {
 /// What the soak found.
 struct Report {
     minutes: u64,
+    mons: usize,
     seed: u64,
     /// Per kind: ops answered, ops failed.
     ops: BTreeMap<Kind, (u64, u64)>,
@@ -294,6 +362,7 @@ impl Report {
                     "at_s": f.at_s,
                     "held_s": f.held_s,
                     "clean_s": f.clean_s,
+                    "stopped_on_their_own": f.stopped,
                 })
             })
             .collect();
@@ -309,6 +378,7 @@ impl Report {
             .collect();
         let v = serde_json::json!({
             "minutes": self.minutes,
+            "monitors": self.mons,
             "seed": self.seed,
             "ops": ops,
             "faults_injected": self.injected.len(),
@@ -327,8 +397,8 @@ impl Report {
         let mut o = String::new();
         let _ = writeln!(
             o,
-            "# Soak: {} min, seed {}\n\n| kind | ops answered | failed |\n|---|---|---|",
-            self.minutes, self.seed
+            "# Soak: {} min, seed {}, {} monitors\n\n| kind | ops answered | failed |\n|---|---|---|",
+            self.minutes, self.seed, self.mons
         );
         for (k, (done, failed)) in &self.ops {
             let _ = writeln!(o, "| {} | {done} | {failed} |", k.name());
@@ -341,6 +411,12 @@ impl Report {
         for (k, (n, median, max, late)) in self.by_fault() {
             let _ = writeln!(o, "| {k} | {n} | {median:.1} | {max:.1} | {late} |");
         }
+        let stopped: Vec<&String> = self.injected.iter().flat_map(|f| &f.stopped).collect();
+        let _ = writeln!(
+            o,
+            "\nDaemons that stopped on their own (OSDs stopped as flapping) and were started again: {} {stopped:?}.",
+            stopped.len()
+        );
         let _ = writeln!(
             o,
             "\nRegister histories checked: {}; not linearizable: {}; undecided: {}; acknowledged writes lost: {}.",

@@ -29,8 +29,6 @@
 //! more than [`BULK_MAX`] payloads, closes the connection.
 
 use crate::inject::CallFault;
-/// The message faults a connection injects (`inject`), if any.
-type Faults = Option<&'static (crate::inject::Faults, crate::inject::Rng)>;
 use crate::net::MESSAGE_BYTES_MAX;
 use crate::tls::Expect;
 use bytes::{Buf, Bytes, BytesMut};
@@ -44,6 +42,9 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
+
+/// The message faults a connection injects (`inject`), if any.
+type Faults = Option<&'static (crate::inject::Faults, crate::inject::Rng)>;
 
 /// What a direct connection starts with (never the start of the HTTP/2
 /// preface, `PRI * HTTP/2.0`).

@@ -343,6 +343,11 @@ impl Lab {
         cmd.spawn().expect("start a daemon")
     }
 
+    /// Daemon `i`'s name (`mon.N` or `osd.N`).
+    pub fn daemon_name(&self, i: usize) -> String {
+        self.specs[i].1.clone()
+    }
+
     /// Kill daemon `i` (SIGKILL; monitors first, then OSDs).
     pub fn kill(&mut self, i: usize) {
         let _ = self.daemons[i].kill();
@@ -444,6 +449,17 @@ impl Lab {
             .as_array()
             .and_then(|a| a.iter().find(|o| o["id"] == id))
             .is_some_and(|o| o["up"] == true)
+    }
+
+    /// Host `a` hears nothing from host `b`; `b` still hears `a`.
+    pub fn cut_one_way(&self, a: usize, b: usize) {
+        sh(&["cut", &self.name, &a.to_string(), &self.addrs[b], "in"]);
+    }
+
+    /// Bring host `host`'s link up or down (down: it reaches no one).
+    pub fn link(&self, host: usize, up: bool) {
+        let state = if up { "up" } else { "down" };
+        sh(&["link", &self.name, &host.to_string(), state]);
     }
 
     /// Hosts `a` and `b` lose `percent`% of what they send each other, at
