@@ -140,6 +140,9 @@ pub struct Monitor {
     /// Whether this monitor said that the map records another key of it
     /// (said once per change, not every tick).
     told_other_key: std::sync::atomic::AtomicBool,
+    /// When a majority last confirmed this monitor leads (see
+    /// `quorum_recent`).
+    quorum_at: std::sync::Mutex<Option<Instant>>,
 }
 
 /// Open map watch streams by entity.
@@ -288,6 +291,7 @@ impl Monitor {
             watchers: Arc::default(),
             joiner: Mutex::new(None),
             told_other_key: std::sync::atomic::AtomicBool::new(false),
+            quorum_at: std::sync::Mutex::new(None),
         });
         // A call's size is checked from its frame's header, before its
         // body is read; Raft (snapshots of the map) has its own service.
@@ -602,6 +606,7 @@ impl Monitor {
                 if !self.is_leader() {
                     return Err(self.not_leader());
                 }
+                self.quorum_recent().await?;
                 {
                     let st = self.shared.read();
                     let map = st.map.as_ref().ok_or(MonError::NoMap)?;
@@ -927,16 +932,37 @@ impl Monitor {
             | Ok(Err(RaftError::Fatal(_))) => Err(self.not_leader()),
             // No majority confirmed it within a heartbeat, or at all.
             Ok(Err(RaftError::APIError(CheckIsLeaderError::QuorumNotEnough(_)))) | Err(_) => {
-                let metrics = self.raft.metrics().borrow().clone();
-                let members = metrics.membership_config.membership().voter_ids().count();
-                Err(MonError::NoQuorum(format!(
-                    "mon.{} reaches fewer than {} of the {members} monitors, so the cluster map cannot change; its newest map is epoch {}",
-                    self.cfg.id,
-                    members / 2 + 1,
-                    self.epoch()
-                )))
+                Err(self.no_quorum())
             }
         }
+    }
+
+    /// As `quorum`, for what comes too often to ask a majority each time
+    /// (OSD reports): a confirmation younger than `QUORUM_FRESH` stands.
+    /// A leader cut off answers `NoQuorum`: the others may have elected a
+    /// leader that waits for these reports and marks silent OSDs down.
+    async fn quorum_recent(&self) -> Result<(), MonError> {
+        let at = *self.quorum_at.lock().unwrap_or_else(|p| p.into_inner());
+        if at.is_some_and(|t| t.elapsed() < QUORUM_FRESH) {
+            return Ok(());
+        }
+        let asked = Instant::now();
+        self.quorum(QUORUM_WAIT_REPORT).await?;
+        let mut at = self.quorum_at.lock().unwrap_or_else(|p| p.into_inner());
+        *at = Some(at.map_or(asked, |t| t.max(asked)));
+        Ok(())
+    }
+
+    /// This monitor reaches no majority.
+    fn no_quorum(&self) -> MonError {
+        let metrics = self.raft.metrics().borrow().clone();
+        let members = metrics.membership_config.membership().voter_ids().count();
+        MonError::NoQuorum(format!(
+            "mon.{} reaches fewer than {} of the {members} monitors, so the cluster map cannot change; its newest map is epoch {}",
+            self.cfg.id,
+            members / 2 + 1,
+            self.epoch()
+        ))
     }
 
     /// The `status` report (leader only: it holds the PG stats).
@@ -958,6 +984,13 @@ impl Monitor {
 /// change, and before a status report.
 const QUORUM_WAIT_CHANGE: Duration = Duration::from_secs(5);
 const QUORUM_WAIT_STATUS: Duration = Duration::from_secs(2);
+/// How long a leader waits for a majority's confirmation before it takes
+/// an OSD report.
+const QUORUM_WAIT_REPORT: Duration = Duration::from_secs(1);
+/// How long a majority's confirmation stands for OSD reports: half the
+/// shortest election timeout, so that a leader cut off stops taking them
+/// before the others can have elected another.
+const QUORUM_FRESH: Duration = Duration::from_millis(300);
 
 /// Whether a change decided on an older map still changes the current one
 /// (an OSD marked down or out twice is no change).

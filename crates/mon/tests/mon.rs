@@ -1193,3 +1193,46 @@ async fn a_minority_of_monitors_changes_nothing_and_says_why() {
         h.stop().await;
     }
 }
+
+/// A leader that no longer hears from a majority takes no OSD reports:
+/// it answers `NoQuorum` (its lease from the majority is older than an
+/// election timeout), so an OSD's report goes on to the monitors that
+/// elect a new leader, which would otherwise mark the OSD down for
+/// silence while the old leader took its reports.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_cut_off_from_the_majority_takes_no_osd_reports() {
+    let d = tempdir("cutleader");
+    let (mut hs, members) = group(3, d.path()).await;
+    let addrs: Vec<String> = members.values().cloned().collect();
+    let mut c = MonClient::new(addrs).unwrap();
+    boot(&mut c, 0).await;
+    let li = hs
+        .iter()
+        .position(|h| h.as_ref().is_some_and(|h| h.mon.is_leader()))
+        .expect("a leader");
+    let report = || {
+        MonRequest::OsdReport(OsdReport {
+            osd: 0,
+            ..Default::default()
+        })
+    };
+    let mut to_leader = MonClient::new(vec![members[&(li as u64)].clone()]).unwrap();
+    to_leader.call(report()).await.unwrap();
+    for (i, h) in hs.iter_mut().enumerate() {
+        if i != li {
+            if let Some(h) = h.take() {
+                h.stop().await;
+            }
+        }
+    }
+    // (Past an election timeout without the majority's acks.)
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    to_leader.deadline = Duration::from_secs(2);
+    match to_leader.call(report()).await {
+        Err(MonError::NoQuorum(why)) => assert!(why.contains("cannot change"), "{why}"),
+        other => panic!("the cut-off leader answered {other:?}"),
+    }
+    for h in hs.into_iter().flatten() {
+        h.stop().await;
+    }
+}

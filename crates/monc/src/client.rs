@@ -28,6 +28,29 @@ use tonic::transport::{Channel, Endpoint};
 const CONNECT_TIMEOUT_MS: u64 = 2_000;
 /// How long one request to one monitor may take.
 const REQUEST_TIMEOUT_MS: u64 = 15_000;
+/// The least one attempt at one monitor is given within a call (see
+/// `MonClient::call`).
+const ATTEMPT_MIN_MS: u64 = 500;
+
+/// How often a client pings each monitor it is connected to, and how
+/// long an answer may take: a monitor whose host went dark fails the
+/// calls and the map watch on it within their sum (the watch then moves
+/// to another monitor), not when TCP gives up, minutes later.
+const PING_EVERY_MS: u64 = 1_000;
+/// See [`PING_EVERY_MS`].
+const PING_WITHIN_MS: u64 = 2_000;
+
+/// A client's connections to monitors.
+fn channels() -> Channels {
+    Channels::new(
+        Duration::from_millis(CONNECT_TIMEOUT_MS),
+        Some(Duration::from_millis(REQUEST_TIMEOUT_MS)),
+    )
+    .pinging(
+        Duration::from_millis(PING_EVERY_MS),
+        Duration::from_millis(PING_WITHIN_MS),
+    )
+}
 
 /// One monitor to ask: where, and whom to expect there.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -87,23 +110,14 @@ impl MonClient {
             })),
             preferred: 0,
             deadline: Duration::from_secs(30),
-            channels: Arc::new(Channels::new(
-                Duration::from_millis(CONNECT_TIMEOUT_MS),
-                Some(Duration::from_millis(REQUEST_TIMEOUT_MS)),
-            )),
+            channels: Arc::new(channels()),
         })
     }
 
     /// The same client, its connections made with `security` (mutual
     /// TLS as its entity), or plain without.
     pub fn secured(mut self, security: Option<&loligo_proto::net::Security>) -> MonClient {
-        self.channels = Arc::new(
-            Channels::new(
-                Duration::from_millis(CONNECT_TIMEOUT_MS),
-                Some(Duration::from_millis(REQUEST_TIMEOUT_MS)),
-            )
-            .secured(security),
-        );
+        self.channels = Arc::new(channels().secured(security));
         self
     }
 
@@ -200,7 +214,10 @@ impl MonClient {
     /// Send a request to the leader, retrying on other monitors, hints
     /// and transient unavailability until the deadline. The first call
     /// of a client asks for the map through the configured addresses
-    /// first, and then goes to the monitors it names.
+    /// first, and then goes to the monitors it names. One attempt at one
+    /// monitor takes at most the deadline's share of one monitor (half a
+    /// second at least), and the next call starts past a monitor that
+    /// failed to answer or reaches no majority.
     pub async fn call(&mut self, req: MonRequest) -> CallResult {
         let asked = self.targets().asked;
         if !asked {
@@ -228,9 +245,26 @@ impl MonClient {
         // that it reaches no majority.
         let mut leaderless = std::collections::BTreeSet::new();
         let mut quorumless: Option<MonError> = None;
+        // One attempt may take the deadline's share of one monitor (at
+        // least `ATTEMPT_MIN_MS`): a monitor whose host went dark (an open
+        // connection whose packets vanish) costs a call that share, not
+        // all of it, before the next is asked.
+        let count = self.targets().list.len().max(1);
+        let share = (self.deadline / count as u32).max(Duration::from_millis(ATTEMPT_MIN_MS));
         while start.elapsed() < self.deadline {
             let t = hint.take().unwrap_or_else(|| self.target(i));
-            match self.call_one(&t, req).await {
+            let attempt = share.min(self.deadline.saturating_sub(start.elapsed()));
+            let r = match tokio::time::timeout(attempt, self.call_one(&t, req)).await {
+                Ok(r) => r,
+                Err(_) => {
+                    self.channels.forget(&t.addr);
+                    Err(MonError::Timeout(format!(
+                        "{}: no answer in {attempt:?}",
+                        t.addr
+                    )))
+                }
+            };
+            match r {
                 Ok(r) => {
                     let at = self.targets().list.iter().position(|x| *x == t);
                     if let Some(p) = at {
@@ -259,10 +293,15 @@ impl MonClient {
                     quorumless = Some(e.clone());
                     last = e;
                     i += 1;
+                    self.preferred = i % count;
                 }
                 Err(e @ (MonError::Unavailable(_) | MonError::NoMap | MonError::Timeout(_))) => {
                     last = e;
                     i += 1;
+                    // The next call starts past it too (a report every
+                    // few seconds would otherwise spend each deadline on
+                    // the same dark or cut-off monitor).
+                    self.preferred = i % count;
                 }
                 Err(e) => return Err(e),
             }

@@ -699,6 +699,8 @@ pub struct Channels {
     request_timeout: Option<Duration>,
     /// TLS for new connections (`None`: plain).
     tls: Option<ClientTlsConfig>,
+    /// HTTP/2 pings from this side (every, answered within), idle or not.
+    keepalive: Option<(Duration, Duration)>,
 }
 
 impl Channels {
@@ -710,7 +712,17 @@ impl Channels {
             connect_timeout,
             request_timeout,
             tls: None,
+            keepalive: None,
         }
+    }
+
+    /// The same, pinging each peer every `every` (idle or not) and closing
+    /// a connection whose peer does not answer within `within`: a peer
+    /// whose host went dark (packets vanish, nothing is refused) fails
+    /// the calls and streams on it then, not when TCP gives up.
+    pub fn pinging(mut self, every: Duration, within: Duration) -> Channels {
+        self.keepalive = Some((every, within));
+        self
     }
 
     /// The same, its connections made with `security` (mutual TLS), or
@@ -743,6 +755,12 @@ impl Channels {
             .tcp_nodelay(true);
         if let Some(t) = self.request_timeout {
             ep = ep.timeout(t);
+        }
+        if let Some((every, within)) = self.keepalive {
+            ep = ep
+                .http2_keep_alive_interval(every)
+                .keep_alive_timeout(within)
+                .keep_alive_while_idle(true);
         }
         if let Some(tls) = &self.tls {
             ep = ep
