@@ -14,7 +14,11 @@
 #                                   host I drops PERCENT% of what it
 #                                   sends to and receives from ADDR, at
 #                                   random (loss; TCP turns it into delay)
-#   tools/hosts.sh heal NAME I      remove host I's cuts and losses
+#   tools/hosts.sh blackhole NAME I ADDR
+#                                   host I routes ADDR into a blackhole
+#                                   (its packets there are discarded)
+#   tools/hosts.sh heal NAME I      remove host I's cuts, losses and
+#                                   blackhole routes
 #   tools/hosts.sh link NAME I up|down
 #                                   bring host I's link up or down
 #   tools/hosts.sh down NAME        remove the hosts and the bridge
@@ -41,7 +45,7 @@ check_name() {
 ns() { echo "$1-h$2"; }
 
 cmd=${1:-}
-[ -n "$cmd" ] || die "usage: up|addr|exec|cut|lose|heal|link|down NAME ... (see the file's head)"
+[ -n "$cmd" ] || die "usage: up|addr|exec|cut|lose|blackhole|heal|link|down NAME ... (see the file's head)"
 shift
 name=${1:-}
 check_name "$name"
@@ -106,11 +110,18 @@ lose)
     ip netns exec "$h" nft add rule inet hosts input ip saddr "$addr" numgen random mod 100 lt "$pct" drop
     ip netns exec "$h" nft add rule inet hosts output ip daddr "$addr" numgen random mod 100 lt "$pct" drop
     ;;
+blackhole)
+    i=${1:?I}
+    addr=${2:?ADDR}
+    [[ "$addr" =~ ^10\.77\.$s\.[0-9]+$ ]] || die "blackhole: ADDR must be a host of $name (10.77.$s.N), not $addr"
+    ip -n "$(ns "$name" "$i")" route replace blackhole "$addr/32"
+    ;;
 heal)
     i=${1:?I}
     h=$(ns "$name" "$i")
     ip netns exec "$h" nft flush chain inet hosts input
     ip netns exec "$h" nft flush chain inet hosts output
+    ip -n "$h" route flush type blackhole 2>/dev/null || true
     ;;
 link)
     i=${1:?I}

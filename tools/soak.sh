@@ -4,7 +4,7 @@
 # kills, partitions between OSDs, one-way ones, and from the monitors, a
 # minority of monitors cut off, monitor kills, OSDs booting during a
 # monitor partition, a client cut off from an OSD, lossy links, links
-# down) while clients write and read a replicated pool, an erasure-coded
+# down, blackhole routes) while clients write and read a replicated pool, an erasure-coded
 # pool and a key-value store.
 # Writes report.json and report.md (ops, faults, time to clean after each,
 # histories checked for linearizability, writes lost) to the output folder.
@@ -12,8 +12,10 @@
 #   tools/soak.sh [--minutes N] [--quick] [--seed S] [--mons 3|5] [--out DIR]
 #
 # --quick runs 5 minutes. Needs root (network namespaces), iproute2 and
-# nftables. With LOLIGO_MS_INJECT set (docs/tools.md), every daemon and
-# client also injects message faults.
+# nftables. Every daemon and client also injects message faults
+# (LOLIGO_MS_INJECT, docs/tools.md; by default one call in 200 resets its
+# connection, one client op in 100 is sent twice, one frame in 100 is
+# held back up to 20 ms); set LOLIGO_MS_INJECT= (empty) for none.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 minutes=60
@@ -42,6 +44,8 @@ case "$mons" in
     3|5) ;;
     *) echo "soak.sh: --mons takes 3 or 5, not '$mons'" >&2; exit 2 ;;
 esac
+# (Unset: the default faults; set, even empty: as given.)
+export LOLIGO_MS_INJECT="${LOLIGO_MS_INJECT-socket_failures=200,dup_probability=0.01,delay_max_ms=20,delay_probability=0.01}"
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
 LOLIGO_SOAK_MINUTES="$minutes" LOLIGO_SOAK_SEED="$seed" LOLIGO_SOAK_OUT="$out" LOLIGO_SOAK_MONS="$mons" \

@@ -6,17 +6,18 @@
 //! (with five, it and one other) cut off from the others, an OSD started
 //! again while the leader is cut off, a monitor killed and started again,
 //! the client host cut off from one OSD, two OSDs losing 10 to 30% of
-//! their packets to each other, an OSD's link down. With
-//! `LOLIGO_MS_INJECT` set, every daemon and client also injects message
-//! faults throughout (resets, duplicates, delays). Meanwhile clients
-//! write and read registers on a replicated pool, an erasure-coded pool
-//! (Reed-Solomon 2+1, min_size 2) and a key-value store; every op is
-//! recorded (invoked, returned, answer; a write that failed has an
-//! unknown outcome) and each register's history is checked for
-//! linearizability (`loligo_testkit::lincheck`). Each fault is healed
-//! after a few seconds, and the time until every PG is active+clean again
-//! is taken. Registers are renamed after each fault, so that no history
-//! grows without bound.
+//! their packets to each other, an OSD's link down, a blackhole route
+//! from one OSD's host to another's. With `LOLIGO_MS_INJECT` set (as
+//! `tools/soak.sh` does unless told otherwise), every daemon and client
+//! also injects message faults throughout (resets, duplicates, delays). Meanwhile clients write and read registers on a
+//! replicated pool, an erasure-coded pool (Reed-Solomon 2+1, min_size 2)
+//! and a key-value store; every op is recorded (invoked, returned,
+//! answer; a write that failed has an unknown outcome) and each
+//! register's history is checked for linearizability
+//! (`loligo_testkit::lincheck`). Each fault is healed after a few
+//! seconds, and the time until every PG is active+clean again is taken.
+//! Registers are renamed after each fault, so that no history grows
+//! without bound.
 //!
 //! Run by `tools/soak.sh` (root: network namespaces). Reads
 //! `LOLIGO_SOAK_MINUTES` (default 10), `LOLIGO_SOAK_SEED` (0),
@@ -58,6 +59,8 @@ enum Fault {
     OneWay(usize, usize),
     /// An OSD's host loses its link (every peer, monitor and client).
     LinkDown(usize),
+    /// The first OSD's host routes the second's into a blackhole.
+    Blackhole(usize, usize),
     /// The monitors' leader cut off from the others, and meanwhile an
     /// OSD killed and started again (it boots during the partition).
     OsdBootsDuringMonCut(usize, usize),
@@ -78,6 +81,7 @@ impl Fault {
             Fault::LossyLink(..) => "lossy_link",
             Fault::OneWay(..) => "osd_one_way_cut",
             Fault::LinkDown(_) => "osd_link_down",
+            Fault::Blackhole(..) => "osd_blackhole_route",
             Fault::OsdBootsDuringMonCut(..) => "osd_boots_during_mon_cut",
             Fault::MonMinorityCut(_) => "mon_minority_cut",
         }
@@ -87,7 +91,7 @@ impl Fault {
         let osd = rng.index(OSDS);
         let other = (osd + 1 + rng.index(OSDS - 1)) % OSDS;
         let leader = lab.mon_leader().unwrap_or(0);
-        match i % 11 {
+        match i % 12 {
             0 => Fault::KillOsd(osd),
             1 => Fault::OsdFromMonitors(osd),
             2 => Fault::OsdPair(osd, other),
@@ -98,6 +102,7 @@ impl Fault {
             7 => Fault::OneWay(osd, other),
             8 => Fault::LinkDown(osd),
             9 => Fault::OsdBootsDuringMonCut(leader, osd),
+            10 => Fault::Blackhole(osd, other),
             _ => {
                 // The leader and, with five, one other: a minority.
                 let mut cut = vec![leader];
@@ -120,6 +125,7 @@ impl Fault {
             Fault::LossyLink(a, b, p) => lab.lose_between(lab.osd_host(a), lab.osd_host(b), p),
             Fault::OneWay(a, b) => lab.cut_one_way(lab.osd_host(a), lab.osd_host(b)),
             Fault::LinkDown(o) => lab.link(lab.osd_host(o), false),
+            Fault::Blackhole(a, b) => lab.blackhole(lab.osd_host(a), lab.osd_host(b)),
             Fault::OsdBootsDuringMonCut(m, o) => {
                 Fault::MonMinorityCut(vec![m]).inject(lab);
                 lab.restart(lab.mons + o);
@@ -288,6 +294,7 @@ fn soak() {
     let report = Report {
         minutes,
         mons,
+        inject: std::env::var(loligo_proto::inject::ENV).unwrap_or_default(),
         seed,
         ops,
         injected,
@@ -308,6 +315,8 @@ fn soak() {
 struct Report {
     minutes: u64,
     mons: usize,
+    /// The message faults every process injected (`LOLIGO_MS_INJECT`).
+    inject: String,
     seed: u64,
     /// Per kind: ops answered, ops failed.
     ops: BTreeMap<Kind, (u64, u64)>,
@@ -379,6 +388,7 @@ impl Report {
         let v = serde_json::json!({
             "minutes": self.minutes,
             "monitors": self.mons,
+            "message_faults": self.inject,
             "seed": self.seed,
             "ops": ops,
             "faults_injected": self.injected.len(),
@@ -397,8 +407,11 @@ impl Report {
         let mut o = String::new();
         let _ = writeln!(
             o,
-            "# Soak: {} min, seed {}, {} monitors\n\n| kind | ops answered | failed |\n|---|---|---|",
-            self.minutes, self.seed, self.mons
+            "# Soak: {} min, seed {}, {} monitors\n\nMessage faults: `{}`\n\n| kind | ops answered | failed |\n|---|---|---|",
+            self.minutes,
+            self.seed,
+            self.mons,
+            if self.inject.is_empty() { "none" } else { &self.inject }
         );
         for (k, (done, failed)) in &self.ops {
             let _ = writeln!(o, "| {} | {done} | {failed} |", k.name());

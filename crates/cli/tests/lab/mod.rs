@@ -456,6 +456,12 @@ impl Lab {
         sh(&["cut", &self.name, &a.to_string(), &self.addrs[b], "in"]);
     }
 
+    /// Host `a` routes host `b`'s address into a blackhole (what it
+    /// sends there is discarded; `b` still reaches it).
+    pub fn blackhole(&self, a: usize, b: usize) {
+        sh(&["blackhole", &self.name, &a.to_string(), &self.addrs[b]]);
+    }
+
     /// Bring host `host`'s link up or down (down: it reaches no one).
     pub fn link(&self, host: usize, up: bool) {
         let state = if up { "up" } else { "down" };
