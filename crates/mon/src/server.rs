@@ -985,8 +985,9 @@ impl Monitor {
 const QUORUM_WAIT_CHANGE: Duration = Duration::from_secs(5);
 const QUORUM_WAIT_STATUS: Duration = Duration::from_secs(2);
 /// How long a leader waits for a majority's confirmation before it takes
-/// an OSD report.
-const QUORUM_WAIT_REPORT: Duration = Duration::from_secs(1);
+/// an OSD report (less than a client's shortest attempt, `monc`'s one
+/// second, so that a cut-off leader says so within it).
+const QUORUM_WAIT_REPORT: Duration = Duration::from_millis(500);
 /// How long a majority's confirmation stands for OSD reports: half the
 /// shortest election timeout, so that a leader cut off stops taking them
 /// before the others can have elected another.

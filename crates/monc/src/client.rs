@@ -30,15 +30,16 @@ const CONNECT_TIMEOUT_MS: u64 = 2_000;
 const REQUEST_TIMEOUT_MS: u64 = 15_000;
 /// The least one attempt at one monitor is given within a call (see
 /// `MonClient::call`).
-const ATTEMPT_MIN_MS: u64 = 500;
+const ATTEMPT_MIN_MS: u64 = 1_000;
 
 /// How often a client pings each monitor it is connected to, and how
 /// long an answer may take: a monitor whose host went dark fails the
 /// calls and the map watch on it within their sum (the watch then moves
-/// to another monitor), not when TCP gives up, minutes later.
+/// to another monitor), not when TCP gives up, minutes later; a monitor
+/// starved of CPU for a moment is not taken for gone.
 const PING_EVERY_MS: u64 = 1_000;
 /// See [`PING_EVERY_MS`].
-const PING_WITHIN_MS: u64 = 2_000;
+const PING_WITHIN_MS: u64 = 5_000;
 
 /// A client's connections to monitors.
 fn channels() -> Channels {
@@ -132,6 +133,19 @@ impl MonClient {
         t.list[i % t.list.len()].clone()
     }
 
+    /// Calls start past `t` (a monitor that did not answer or reaches no
+    /// majority) from now on, if it is where they start now.
+    fn pass_over(&mut self, t: &Target) {
+        let (n, first) = {
+            let ts = self.targets();
+            let n = ts.list.len().max(1);
+            (n, ts.list.get(self.preferred % n) == Some(t))
+        };
+        if first {
+            self.preferred = (self.preferred + 1) % n;
+        }
+    }
+
     /// Where a `NotLeader` hint points: the monitor the map puts at that
     /// address, any monitor there before a map named them, or nothing
     /// (an address the map does not name is not dialled).
@@ -215,7 +229,7 @@ impl MonClient {
     /// and transient unavailability until the deadline. The first call
     /// of a client asks for the map through the configured addresses
     /// first, and then goes to the monitors it names. One attempt at one
-    /// monitor takes at most the deadline's share of one monitor (half a
+    /// monitor takes at most the deadline's share of one monitor (a
     /// second at least), and the next call starts past a monitor that
     /// failed to answer or reaches no majority.
     pub async fn call(&mut self, req: MonRequest) -> CallResult {
@@ -293,7 +307,7 @@ impl MonClient {
                     quorumless = Some(e.clone());
                     last = e;
                     i += 1;
-                    self.preferred = i % count;
+                    self.pass_over(&t);
                 }
                 Err(e @ (MonError::Unavailable(_) | MonError::NoMap | MonError::Timeout(_))) => {
                     last = e;
@@ -301,7 +315,7 @@ impl MonClient {
                     // The next call starts past it too (a report every
                     // few seconds would otherwise spend each deadline on
                     // the same dark or cut-off monitor).
-                    self.preferred = i % count;
+                    self.pass_over(&t);
                 }
                 Err(e) => return Err(e),
             }

@@ -3469,22 +3469,28 @@ fn a_primary_whose_members_do_not_renew_its_lease_stops_serving() {
 }
 
 /// A member that holds the primary's interval over (it saw the interval
-/// end in a map the primary skipped) refuses its lease renewals for good:
-/// once they have been refused for a whole lease, the primary peers
-/// again, as for a refused recovery message, instead of staying laggy
-/// (a read-only PG would wait for a map that never comes). Sooner, it
-/// would peer again whenever a map merely reaches it late.
+/// end in a map the primary skipped) refuses its lease renewals for good,
+/// while another member, which skipped that map too, grants them: once
+/// the first has refused for a whole lease, the primary peers again, as
+/// for a refused recovery message, instead of staying laggy (a read-only
+/// PG would wait for a map that never comes). Sooner, it would peer again
+/// whenever a map merely reaches it late.
 #[test]
 fn lease_renewals_refused_as_stale_for_a_lease_make_the_primary_peer_again() {
     let (s, mut pg) = setup();
-    let asked = run(&mut pg, &s, map(1, vec![0, 1], 1));
+    let asked = run(&mut pg, &s, map(1, vec![0, 1, 2], 1));
     settle(
         &mut pg,
         &s,
         info_reply(&asked, 1, 1, Some(PgInfo::default().into())),
     );
+    settle(
+        &mut pg,
+        &s,
+        info_reply(&asked, 2, 1, Some(PgInfo::default().into())),
+    );
     // A later map that leaves the interval as it was.
-    run(&mut pg, &s, map(2, vec![0, 1], 1));
+    run(&mut pg, &s, map(2, vec![0, 1, 2], 1));
     let lease_ms = loligo_pg::pg::READ_LEASE_MS;
     let stale = |id| Input::Reply {
         id,
@@ -3494,9 +3500,16 @@ fn lease_renewals_refused_as_stale_for_a_lease_make_the_primary_peer_again() {
     let mut refusals = 0;
     loop {
         let fx = pg.handle(&s, Input::Tick { now_ms: now });
-        let renewal = lease_renewals(&fx);
-        assert_eq!(renewal.len(), 1, "at {now} ms: {fx:?}");
-        let fx = pg.handle(&s, stale(renewal[0].0));
+        let renewals = lease_renewals(&fx);
+        assert_eq!(renewals.len(), 2, "at {now} ms: {fx:?}");
+        let mut fx = Vec::new();
+        for (id, to) in renewals {
+            let answer = match to {
+                1 => stale(id),
+                _ => reply(id, PeerReply::LeaseAck),
+            };
+            fx.extend(pg.handle(&s, answer));
+        }
         refusals += 1;
         if now < lease_ms / 2 + lease_ms {
             assert!(sends(&fx).is_empty(), "peered again at {now} ms: {fx:?}");

@@ -14,9 +14,11 @@
 //!   pause of up to D ms; the frames after it wait too, so order on a
 //!   connection is kept, as on a slow link.
 //! - `dup_probability=P`: with chance P, a client op (`Op` call) is sent
-//!   twice, the copy's reply dropped, as a client's resend after a reset
-//!   does (OSD-to-OSD messages are never sent twice: their senders do not
-//!   resend a message that may have arrived).
+//!   twice at once, the copy's reply dropped, as a client's resend after
+//!   a reset may arrive while the first is still in the OSD. OSD-to-OSD
+//!   messages are sent twice only as their senders do themselves: a
+//!   message whose reply a reset lost is sent again while its interval
+//!   lasts.
 //!
 //! Only the direct path (client ops and OSD-to-OSD messages) is touched;
 //! monitor traffic is not. With [`ENV`] unset nothing here runs beyond one

@@ -26,8 +26,10 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// Every kind.
     pub const ALL: [Kind; 3] = [Kind::Replicated, Kind::Erasure, Kind::Kv];
 
+    /// The kind's name in keys and reports.
     pub fn name(self) -> &'static str {
         match self {
             Kind::Replicated => "replicated",
@@ -86,6 +88,7 @@ impl Kind {
     }
 }
 
+/// One op on a register, as the checker takes it.
 pub type RegOp = Op<RegisterIn<u64>, RegisterOut<u64>>;
 
 /// Every op of every client: ((kind, register key), op).
@@ -111,13 +114,21 @@ fn read_answer(a: &str) -> Option<Option<u64>> {
 /// GEN the current `gen`) it writes unique values (client `id`'s) and
 /// reads, about half each, until `stop`.
 pub struct Client {
+    /// What it works on.
     pub kind: Kind,
+    /// Its id, the high part of every value it writes (unique values).
     pub id: u64,
+    /// How many registers of its kind it picks from.
     pub registers: u64,
+    /// The registers' generation (renamed after each fault).
     pub gen: Arc<AtomicU64>,
+    /// Set to stop it.
     pub stop: Arc<AtomicBool>,
+    /// Where it records its ops.
     pub history: History,
+    /// The clock its ops are stamped with.
     pub t0: Instant,
+    /// Its generator's seed.
     pub seed: u64,
 }
 

@@ -94,9 +94,6 @@ impl LeasesLeft {
     }
 }
 
-/// One copy's lease bookkeeping: as a member, what it granted; as a
-/// primary, the acknowledgements that make its lease, and the earlier
-/// leases it must wait out.
 /// A member's answer to a lease renewal.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum LeaseAnswer {
@@ -108,6 +105,9 @@ pub(super) enum LeaseAnswer {
     Failed,
 }
 
+/// One copy's lease bookkeeping: as a member, what it granted; as a
+/// primary, the acknowledgements that make its lease, and the earlier
+/// leases it must wait out.
 #[derive(Debug)]
 pub(super) struct Lease {
     /// The lease this OSD asks its members for (ms).
@@ -125,9 +125,9 @@ pub(super) struct Lease {
     acked_tid: BTreeMap<i32, u64>,
     /// The newest renewal (tid) sent.
     last_tid: u64,
-    /// As primary: since when members have refused its renewals as
-    /// stale, none acknowledging one since.
-    refused_since: Option<u64>,
+    /// As primary: per member, since when it has refused renewals as
+    /// stale, acknowledging none since.
+    refused_since: BTreeMap<i32, u64>,
     /// When the newest renewal went out.
     last_sent_ms: Option<u64>,
     /// As a peering primary: the grants its members reported (primary ->
@@ -159,7 +159,7 @@ impl Lease {
             acked: BTreeMap::new(),
             acked_tid: BTreeMap::new(),
             last_tid: 0,
-            refused_since: None,
+            refused_since: BTreeMap::new(),
             last_sent_ms: None,
             prior: BTreeMap::new(),
             heard: BTreeSet::new(),
@@ -231,7 +231,7 @@ impl Lease {
         self.out.clear();
         self.acked.clear();
         self.acked_tid.clear();
-        self.refused_since = None;
+        self.refused_since.clear();
         self.last_sent_ms = None;
         self.prior.clear();
         self.heard.clear();
@@ -330,19 +330,20 @@ impl Lease {
         *e = (*e).max(sent);
         let e = self.acked_tid.entry(from).or_default();
         *e = (*e).max(tid);
-        self.refused_since = None;
+        self.refused_since.remove(&from);
         true
     }
 
-    /// Renewal `tid` of this interval was refused at `now_ms` because its
-    /// member holds the interval over: whether renewals have been refused
-    /// so for a whole lease, none acknowledged since (the primary missed
-    /// a map that ended its interval, and no map to come will tell it).
-    pub fn refused(&mut self, tid: u64, now_ms: u64) -> bool {
+    /// Renewal `tid` of this interval was refused at `now_ms` by member
+    /// `from` because it holds the interval over: whether that member has
+    /// refused renewals so for a whole lease, acknowledging none since
+    /// (the primary missed a map that ended its interval, and no map to
+    /// come will tell it; one member is enough, as the lease needs all).
+    pub fn refused(&mut self, tid: u64, from: i32, now_ms: u64) -> bool {
         if self.out.remove(&tid).is_none() {
             return false;
         }
-        let since = *self.refused_since.get_or_insert(now_ms);
+        let since = *self.refused_since.entry(from).or_insert(now_ms);
         now_ms.saturating_sub(since) >= self.lease_ms
     }
 
@@ -496,7 +497,7 @@ impl Pg {
                 // it skipped ended it): peer again, as for a refused
                 // recovery message (see `member_ended_interval`). Sooner
                 // would peer again on every map that merely comes late.
-                if self.lease.refused(tid, self.now_ms) && self.map.primary == self.whoami {
+                if self.lease.refused(tid, from, self.now_ms) && self.map.primary == self.whoami {
                     self.member_ended_interval(s, fx);
                 }
                 return;

@@ -358,7 +358,10 @@ impl Pg {
             Asked::Lease => {
                 let answer = match reply {
                     Ok(PeerReply::LeaseAck) => LeaseAnswer::Acked,
-                    Err(RepError::Stale(_)) | Ok(PeerReply::Refused(_)) => LeaseAnswer::Refused,
+                    // (Only the fence's refusal: `Refused` is the OSD's
+                    // word on the sender's key or map, which peering again
+                    // would not mend.)
+                    Err(RepError::Stale(_)) => LeaseAnswer::Refused,
                     _ => LeaseAnswer::Failed,
                 };
                 self.on_lease_answer(s, tid, from, answer, fx)
