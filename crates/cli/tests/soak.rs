@@ -23,7 +23,8 @@
 //! `LOLIGO_SOAK_MINUTES` (default 10), `LOLIGO_SOAK_SEED` (0),
 //! `LOLIGO_SOAK_MONS` (3) and `LOLIGO_SOAK_OUT` (where `report.json` and
 //! `report.md` go; default `target/soak`). Fails if any history is not
-//! linearizable or any acknowledged write is lost.
+//! linearizable, any acknowledged write is lost, or the monitors' map
+//! epoch, read after each fault, is ever older than one read before.
 
 mod common;
 mod lab;
@@ -241,6 +242,9 @@ fn soak() {
     let mut rng = Rng::new(seed);
     let deadline = Duration::from_secs(minutes * 60);
     let mut injected = Vec::new();
+    // The newest map epoch the monitors' status showed, and how often a
+    // later status showed an older one (a leader that lost a commit).
+    let (mut epoch_seen, mut epochs_back) = (0, 0);
     let mut i = 0;
     while t0.elapsed() < deadline {
         let fault = Fault::pick(&lab, &mut rng, i);
@@ -274,6 +278,13 @@ fn soak() {
             clean_s,
             stopped,
         });
+        if let Some(e) = lab.status().and_then(|v| v["osdmap"]["epoch"].as_u64()) {
+            if e < epoch_seen {
+                epochs_back += 1;
+                eprintln!("the map went back: epoch {e} after {epoch_seen}");
+            }
+            epoch_seen = epoch_seen.max(e);
+        }
         gen.fetch_add(1, Ordering::Relaxed);
     }
     stop.store(true, Ordering::Relaxed);
@@ -302,6 +313,7 @@ fn soak() {
         bad: checked.bad,
         undecided: checked.undecided,
         lost,
+        epochs_back,
     };
     std::fs::create_dir_all(&out).expect("the report's folder");
     std::fs::write(out.join("report.json"), report.json()).expect("report.json");
@@ -309,6 +321,7 @@ fn soak() {
     eprintln!("{}", report.markdown());
     assert!(bad.is_empty(), "not linearizable: {bad:?}");
     assert_eq!(lost, 0, "acknowledged writes lost");
+    assert_eq!(epochs_back, 0, "the monitors' map went back");
 }
 
 /// What the soak found.
@@ -325,6 +338,8 @@ struct Report {
     bad: Vec<String>,
     undecided: usize,
     lost: u64,
+    /// Times the monitors' status showed an older map than before.
+    epochs_back: u64,
 }
 
 impl Report {
@@ -398,6 +413,7 @@ impl Report {
             "histories_not_linearizable": self.bad,
             "histories_undecided": self.undecided,
             "lost": self.lost,
+            "map_epochs_went_back": self.epochs_back,
         });
         serde_json::to_string_pretty(&v).unwrap_or_default()
     }
@@ -432,11 +448,12 @@ impl Report {
         );
         let _ = writeln!(
             o,
-            "\nRegister histories checked: {}; not linearizable: {}; undecided: {}; acknowledged writes lost: {}.",
+            "\nRegister histories checked: {}; not linearizable: {}; undecided: {}; acknowledged writes lost: {}; map epochs gone back: {}.",
             self.histories,
             self.bad.len(),
             self.undecided,
-            self.lost
+            self.lost,
+            self.epochs_back
         );
         o
     }
