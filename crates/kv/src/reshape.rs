@@ -328,7 +328,7 @@ impl<O: Objects> KvStore<O> {
         ops.push(SubOp::OmapSet(set));
         match self.objs.operate(&self.index(), ops).await {
             Ok(_) => {}
-            // Rolled back by another client: the caller cleans up.
+            // Rolled back by another client, who undoes it.
             Err(e) if lost_race(&e) => return Ok(None),
             Err(e) => return Err(e),
         }
@@ -340,9 +340,11 @@ impl<O: Objects> KvStore<O> {
             cache.extend(placed);
         }
         // 5. Delete the replaced nodes, then the tomb; then help with old
-        // tombs of clients that died.
-        self.finish_tomb(&intent.token, &tomb).await?;
-        self.sweep_tombs(Some(SWEEP), &mut 0).await?;
+        // tombs of clients that died. The write has committed: a failure
+        // here (a timeout) leaves the tomb to the sweepers, never undoes.
+        if self.finish_tomb(&intent.token, &tomb).await.is_ok() {
+            let _ = self.sweep_tombs(Some(SWEEP), &mut 0).await;
+        }
         Ok(Some(Attempt::Done(true)))
     }
 
@@ -373,16 +375,18 @@ impl<O: Objects> KvStore<O> {
         }
     }
 
-    /// Roll back this client's own replacement `intent` (not committed):
-    /// take it off the index, unmark its nodes, delete what it created.
+    /// Roll back this client's own replacement `intent`: take it off the
+    /// index, unmark its nodes, delete what it created. If it is not on
+    /// the index as last stamped, nothing is undone: another client rolled
+    /// it back (and undoes it), or it committed (a swap or renewal whose
+    /// answer was lost), and then its nodes are named and its marks must
+    /// stay until the replaced nodes are deleted.
     async fn abandon(&self, intent: &Intent) -> Result<()> {
         match self.take_off(intent, None).await {
-            // Taken off by someone else: it cannot commit either way.
-            Ok(_) => {}
-            Err(e) if lost_race(&e) => {}
-            Err(e) => return Err(e),
+            Ok(_) => self.undo(intent).await,
+            Err(e) if lost_race(&e) => Ok(()),
+            Err(e) => Err(e),
         }
-        self.undo(intent).await
     }
 
     /// Take `intent` off the index entries that carry it (all or none),

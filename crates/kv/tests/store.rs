@@ -118,14 +118,17 @@ impl Objects for MemObjects {
 
 /// A client process that dies after `left` more ops: its last op is
 /// either not sent or applied with the answer lost (`applies`); every op
-/// after fails.
+/// after fails. Or, `revives`, a client whose op meets a network fault
+/// there (a timeout, applied or not) and whose later ops all go through.
 struct Mortal<'a> {
     objs: &'a MemObjects,
     left: AtomicU64,
     applies: bool,
+    revives: bool,
 }
 
 const KILLED: &str = "killed";
+const TIMED_OUT: &str = "timed out";
 
 impl<'a> Mortal<'a> {
     fn new(objs: &'a MemObjects, left: u64, applies: bool) -> Mortal<'a> {
@@ -133,6 +136,14 @@ impl<'a> Mortal<'a> {
             objs,
             left: AtomicU64::new(left),
             applies,
+            revives: false,
+        }
+    }
+
+    fn timing_out(objs: &'a MemObjects, left: u64, applies: bool) -> Mortal<'a> {
+        Mortal {
+            revives: true,
+            ..Mortal::new(objs, left, applies)
         }
     }
 }
@@ -142,6 +153,9 @@ impl Objects for Mortal<'_> {
         self.objs.interleave().await;
         let left = self.left.load(Ordering::Relaxed);
         if left == 0 {
+            if self.revives {
+                return self.objs.apply(name, ops);
+            }
             return Err(KvError::Client(KILLED.into()));
         }
         self.left.store(left - 1, Ordering::Relaxed);
@@ -149,7 +163,8 @@ impl Objects for Mortal<'_> {
             if self.applies {
                 let _ = self.objs.apply(name, ops);
             }
-            return Err(KvError::Client(KILLED.into()));
+            let why = if self.revives { TIMED_OUT } else { KILLED };
+            return Err(KvError::Client(why.into()));
         }
         self.objs.apply(name, ops)
     }
@@ -434,6 +449,39 @@ async fn random_ops_match_a_model_through_splits_and_rebalances() {
     }
 }
 
+/// The writes of the runs that kill a client or time its op out, by key:
+/// (key, value or removal).
+type Script = Vec<(Vec<u8>, Option<Vec<u8>>)>;
+
+fn kill_script() -> Script {
+    let mut rng = Rng::new(5);
+    (0..100)
+        .map(|i| {
+            let key = format!("k{:02}", rng.below(24)).into_bytes();
+            let v = (rng.below(3) > 0).then(|| format!("v{i}").into_bytes());
+            (key, v)
+        })
+        .collect()
+}
+
+/// How many object ops `script` takes without a fault (enough to meet
+/// splits and rebalances).
+async fn script_ops(script: &Script) -> u64 {
+    let objs = MemObjects::new();
+    KvStore::create(&objs, "s", 2).await.unwrap();
+    let before = objs.clock.load(Ordering::Relaxed);
+    let kv = KvStore::open(&objs, "s").await.unwrap();
+    for (k, v) in script {
+        match v {
+            Some(v) => kv.put(k, v).await.unwrap(),
+            None => drop(kv.remove(k).await.unwrap()),
+        }
+    }
+    let total = objs.clock.load(Ordering::Relaxed) - before;
+    assert!(total > 150, "{total} ops");
+    total
+}
+
 /// One client is killed at its n-th op of a run of writes that splits and
 /// rebalances nodes, for every n, its last op applied or not; another
 /// client then carries on with the same keys (waiting out or rolling back
@@ -443,32 +491,8 @@ async fn random_ops_match_a_model_through_splits_and_rebalances() {
 #[tokio::test]
 async fn a_client_killed_at_any_step_leaves_a_sound_store() {
     const TIMEOUT: u64 = 500;
-    // The ops of one run, by key: (key, value or removal).
-    let script: Vec<(Vec<u8>, Option<Vec<u8>>)> = {
-        let mut rng = Rng::new(5);
-        (0..100)
-            .map(|i| {
-                let key = format!("k{:02}", rng.below(24)).into_bytes();
-                let v = (rng.below(3) > 0).then(|| format!("v{i}").into_bytes());
-                (key, v)
-            })
-            .collect()
-    };
-    // How many ops the run takes without a kill.
-    let total = {
-        let objs = MemObjects::new();
-        KvStore::create(&objs, "s", 2).await.unwrap();
-        let before = objs.clock.load(Ordering::Relaxed);
-        let kv = KvStore::open(&objs, "s").await.unwrap();
-        for (k, v) in &script {
-            match v {
-                Some(v) => kv.put(k, v).await.unwrap(),
-                None => drop(kv.remove(k).await.unwrap()),
-            }
-        }
-        objs.clock.load(Ordering::Relaxed) - before
-    };
-    assert!(total > 150, "{total} ops");
+    let script = kill_script();
+    let total = script_ops(&script).await;
     eprintln!("killing the client at each of its {total} ops, its last applied or not");
     for n in 1..=total {
         for applies in [false, true] {
@@ -525,6 +549,60 @@ async fn a_client_killed_at_any_step_leaves_a_sound_store() {
                     ),
                 }
             }
+            let all = kv.scan(b"", None, usize::MAX).await.unwrap();
+            let want: Vec<(Vec<u8>, Vec<u8>)> = model.into_iter().collect();
+            assert_eq!(all, want, "n {n} applies {applies}");
+            sound(&kv, &objs, "s", TIMEOUT).await;
+        }
+    }
+}
+
+/// One client's op meets a timeout at its n-th object op of a run of
+/// writes that splits and rebalances nodes, for every n, the op applied
+/// or not, and the client goes on with the run. Every acknowledged write
+/// is there, the one that failed is all there or not at all, and after a
+/// clean nothing is left behind: a client that gives up on a replacement
+/// whose commit it could not confirm must not undo it.
+#[tokio::test]
+async fn a_client_whose_op_times_out_at_any_step_goes_on_soundly() {
+    const TIMEOUT: u64 = 500;
+    let script = kill_script();
+    let total = script_ops(&script).await;
+    eprintln!("timing out the client's op at each of its {total} ops, applied or not");
+    for n in 1..=total {
+        for applies in [false, true] {
+            let objs = MemObjects::new();
+            KvStore::create(&objs, "s", 2).await.unwrap();
+            let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+            let flaky = Mortal::timing_out(&objs, n + 1, applies);
+            let kv = KvStore::open(&flaky, "s")
+                .await
+                .unwrap()
+                .with_timeout(TIMEOUT);
+            for (k, v) in &script {
+                let r = match v {
+                    Some(v) => kv.put(k, v).await,
+                    None => kv.remove(k).await.map(|_| ()),
+                };
+                match r {
+                    Ok(()) => {}
+                    Err(KvError::Client(m)) if m == TIMED_OUT => {
+                        // It took effect or not: see which, by its key.
+                        let now = kv.get(k).await.unwrap();
+                        if now == model.get(k).cloned() {
+                            continue;
+                        }
+                        assert_eq!(&now, v, "n {n} applies {applies}: key {k:?}");
+                    }
+                    Err(e) => panic!("n {n} applies {applies}: {e}"),
+                }
+                match v {
+                    Some(v) => model.insert(k.clone(), v.clone()),
+                    None => model.remove(k),
+                };
+            }
+            // (A run that took fewer ops never met the fault.)
+            flaky.left.store(0, Ordering::Relaxed);
             let all = kv.scan(b"", None, usize::MAX).await.unwrap();
             let want: Vec<(Vec<u8>, Vec<u8>)> = model.into_iter().collect();
             assert_eq!(all, want, "n {n} applies {applies}");
@@ -590,7 +668,8 @@ fn linearizable_reads(events: &[Event]) {
 }
 
 /// Many clients at once, each killed now and then (its op unanswered,
-/// applied or not) and replaced: every read is linearizable against the
+/// applied or not) and replaced, or meeting a timeout (the same) and
+/// going on: every read is linearizable against the
 /// writes, the final contents are the result of some order of them, and
 /// after cleanup the tree's invariants hold and nothing is orphaned.
 #[tokio::test]
@@ -605,7 +684,8 @@ async fn concurrent_clients_with_deaths_stay_linearizable() {
         .ok()
         .and_then(|s| s.parse().ok());
     let seeds = if only.is_some() { 1 } else { seeds };
-    let (mut kills, mut made, mut unmarked, mut reads, mut gave_up) = (0, 0, 0, 0, 0);
+    let (mut kills, mut timed_out, mut made, mut unmarked, mut reads, mut gave_up) =
+        (0, 0, 0, 0, 0, 0);
     for seed in only.map_or(1..=seeds, |s| s..=s) {
         let objs = MemObjects::shuffled(seed);
         let k = 2 + seed % 3;
@@ -613,10 +693,12 @@ async fn concurrent_clients_with_deaths_stay_linearizable() {
         let tick = AtomicU64::new(0);
         let deaths = AtomicU64::new(0);
         let busy = AtomicU64::new(0);
+        let timeouts = AtomicU64::new(0);
         let events: Mutex<Vec<Event>> = Mutex::new(Vec::new());
         let workers: Vec<_> = (0..4u64)
             .map(|w| {
-                let (objs, tick, events, deaths, busy) = (&objs, &tick, &events, &deaths, &busy);
+                let (objs, tick, events) = (&objs, &tick, &events);
+                let (deaths, busy, timeouts) = (&deaths, &busy, &timeouts);
                 async move {
                     let mut rng = Rng::new(seed * 100 + w);
                     let mut ops = 0;
@@ -625,11 +707,17 @@ async fn concurrent_clients_with_deaths_stay_linearizable() {
                             0 => u64::MAX,
                             _ => 1 + rng.below(60),
                         };
-                        let mortal = Mortal::new(objs, left, rng.below(2) == 0);
+                        // Half the clients meet a timeout instead of
+                        // dying, and go on.
+                        let applies = rng.below(2) == 0;
+                        let mortal = match rng.below(2) {
+                            0 => Mortal::new(objs, left, applies),
+                            _ => Mortal::timing_out(objs, left, applies),
+                        };
                         let kv = match KvStore::open(&mortal, "c").await {
                             // Some clients write with plain ops.
                             Ok(kv) => kv.with_timeout(TIMEOUT).with_plain_writes(w == 3),
-                            Err(e) if killed(&Err::<(), _>(e.clone())) => continue,
+                            Err(KvError::Client(m)) if m == KILLED || m == TIMED_OUT => continue,
                             Err(e) => panic!("{e}"),
                         };
                         while ops < 80 {
@@ -662,9 +750,23 @@ async fn concurrent_clients_with_deaths_stay_linearizable() {
                                 busy.fetch_add(1, Ordering::Relaxed);
                                 continue;
                             }
+                            let timed_out = matches!(&r, Err(KvError::Client(m)) if m == TIMED_OUT);
                             let dead = killed(&r);
                             if let Err(e) = &r {
-                                assert!(dead, "seed {seed} worker {w}: {e}");
+                                assert!(dead || timed_out, "seed {seed} worker {w}: {e}");
+                            }
+                            if timed_out {
+                                timeouts.fetch_add(1, Ordering::Relaxed);
+                                if write {
+                                    events.lock().unwrap().push(Event {
+                                        key,
+                                        write,
+                                        value,
+                                        start,
+                                        end: None,
+                                    });
+                                }
+                                continue;
                             }
                             if !dead || write {
                                 let end = (!dead).then(|| tick.fetch_add(1, Ordering::Relaxed));
@@ -708,20 +810,27 @@ async fn concurrent_clients_with_deaths_stay_linearizable() {
         }
         linearizable_reads(&events);
         kills += deaths.load(Ordering::Relaxed);
+        timed_out += timeouts.load(Ordering::Relaxed);
         gave_up += busy.load(Ordering::Relaxed);
         made += objs.made.load(Ordering::Relaxed);
         unmarked += objs.unmarked.load(Ordering::Relaxed);
         reads += events.iter().filter(|e| !e.write).count();
     }
     eprintln!(
-        "{seeds} seeds: {kills} clients killed, {made} nodes made by splits and \
+        "{seeds} seeds: {kills} clients killed, {timed_out} ops timed out, {made} nodes made by splits and \
          rebalances, {unmarked} marks removed, {reads} reads checked, {gave_up} ops \
          gave up waiting"
     );
     // Giving up takes a chain of dying clients on one node: rare.
     assert!(gave_up * 200 <= seeds * 320, "{gave_up} ops gave up");
     if only.is_none() {
-        assert!(kills > seeds && made > 10 * seeds && unmarked > 0 && reads > 50 * seeds as usize);
+        assert!(
+            kills > seeds
+                && timed_out > seeds
+                && made > 10 * seeds
+                && unmarked > 0
+                && reads > 50 * seeds as usize
+        );
     }
 }
 
