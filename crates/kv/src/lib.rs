@@ -942,8 +942,10 @@ impl<O: Objects> KvStore<O> {
                 .into_iter()
                 .take_while(|(k, _)| k.as_slice() < index::TOMBS_END)
                 .collect();
+            // (A tomb that does not decode names nothing to delete: the
+            // store goes anyway.)
             for (_, v) in &tombs {
-                doomed.extend(index::Tomb::decode(v)?.nodes);
+                doomed.extend(index::Tomb::decode(v).map(|t| t.nodes).unwrap_or_default());
             }
             if tombs.len() < 1000 {
                 break;
@@ -1048,14 +1050,24 @@ impl<O: Objects> KvStore<O> {
             c.problems
                 .push("the index has no last (unbounded) node".into());
         }
-        let tombs = self.list_index(b"", 1000).await?;
-        let tombs = tombs
-            .iter()
+        let page = self.list_index(b"", 1000).await?;
+        let tombs: Vec<&[u8]> = (page.iter())
             .filter(|(k, _)| k.as_slice() < index::TOMBS_END)
+            .map(|(_, v)| v.as_slice())
+            .collect();
+        let corrupt = tombs
+            .iter()
+            .filter(|v| index::Tomb::decode(v).is_err())
             .count();
-        if tombs > 0 {
+        if !tombs.is_empty() {
+            let of_them = match corrupt {
+                0 => String::new(),
+                1 => " (1 of them does not decode)".into(),
+                n => format!(" ({n} of them do not decode)"),
+            };
             c.problems.push(format!(
-                "{tombs} tomb(s) of replaced nodes are left to delete"
+                "{} tomb(s) of replaced nodes are left to delete{of_them}",
+                tombs.len()
             ));
         }
         let only = entries.len() == 1;

@@ -42,9 +42,12 @@
 //! the owner abandons it. A rollback by another client leaves a tomb
 //! naming the nodes the replacement may create, swept a timeout later, for
 //! an owner that stalled after its last renewal and creates one after the
-//! rollback. Only an owner that stalls longer than that between a renewal
-//! and its next op can leave a node behind, unnamed and never visible to
-//! readers.
+//! rollback; an owner's own rollback leaves one too, and removes it once
+//! everything is undone and no op of it ended in doubt (a timeout).
+//! Only an owner that stalls longer than that between a renewal and its
+//! next op can leave a node behind, unnamed and never visible to readers.
+//! An owner never undoes a replacement the index no longer shows as its
+//! own: the swap may have committed with its answer lost.
 
 use crate::index::{self, IndexEntry, Intent, Tomb};
 use crate::{data, decode, exec, omap, plan, unique, Attempt, KvError, KvStore, Objects, Result};
@@ -52,6 +55,14 @@ use loligo_types::cls::{KvChange, KvNodeStat, NodeRange, KV_UNWRITABLE_XATTR};
 use loligo_types::ops::{Cmp, OpError, SubOp};
 use serde_bytes::ByteBuf;
 use std::collections::BTreeMap;
+
+/// How a replacement its owner abandons ended: every op answered, or
+/// on an error (an op whose effect is unknown).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Ended {
+    Cleanly,
+    OnAnError,
+}
 
 /// How many old tombs a client finishes after each of its replacements.
 const SWEEP: u32 = 4;
@@ -188,19 +199,24 @@ impl<O: Objects> KvStore<O> {
         match self.objs.operate(&self.index(), ops).await {
             Ok(_) => {}
             Err(e) if lost_race(&e) => return Ok(Attempt::Stale),
-            Err(e) => return Err(e),
+            Err(e) => {
+                // Applied or not: if it was, take it off again (best
+                // effort: others roll it back after the timeout).
+                let _ = self.abandon(&intent, Ended::Cleanly).await;
+                return Err(e);
+            }
         }
         let mut intent = intent;
         match self.replace(&mut intent, changes).await {
             Ok(Some(r)) => Ok(r),
             Ok(None) => {
-                self.abandon(&intent).await?;
+                self.abandon(&intent, Ended::Cleanly).await?;
                 Ok(Attempt::Busy)
             }
             Err(e) => {
                 // Best effort: a failed abandon is rolled back by others
                 // after the timeout.
-                let _ = self.abandon(&intent).await;
+                let _ = self.abandon(&intent, Ended::OnAnError).await;
                 Err(e)
             }
         }
@@ -252,7 +268,7 @@ impl<O: Objects> KvStore<O> {
             let ok = c.expect.holds(present);
             if !ok || !range.holds(&c.key) {
                 // Nothing changes: the replacement is not needed now.
-                self.abandon(intent).await?;
+                self.abandon(intent, Ended::Cleanly).await?;
                 return Ok(Some(if ok {
                     Attempt::Stale
                 } else {
@@ -342,7 +358,11 @@ impl<O: Objects> KvStore<O> {
         // 5. Delete the replaced nodes, then the tomb; then help with old
         // tombs of clients that died. The write has committed: a failure
         // here (a timeout) leaves the tomb to the sweepers, never undoes.
-        if self.finish_tomb(&intent.token, &tomb).await.is_ok() {
+        if (self
+            .finish_tomb(&index::tomb_key(&intent.token), &tomb)
+            .await)
+            .is_ok()
+        {
             let _ = self.sweep_tombs(Some(SWEEP), &mut 0).await;
         }
         Ok(Some(Attempt::Done(true)))
@@ -376,17 +396,54 @@ impl<O: Objects> KvStore<O> {
     }
 
     /// Roll back this client's own replacement `intent`: take it off the
-    /// index, unmark its nodes, delete what it created. If it is not on
-    /// the index as last stamped, nothing is undone: another client rolled
-    /// it back (and undoes it), or it committed (a swap or renewal whose
-    /// answer was lost), and then its nodes are named and its marks must
-    /// stay until the replaced nodes are deleted.
-    async fn abandon(&self, intent: &Intent) -> Result<()> {
-        match self.take_off(intent, None).await {
-            Ok(_) => self.undo(intent).await,
-            Err(e) if lost_race(&e) => Ok(()),
-            Err(e) => Err(e),
+    /// index (with a tomb naming the nodes it may have created), unmark
+    /// its nodes, delete what it created, then the tomb, unless an op
+    /// ended `OnAnError` (a create that timed out may still land: the
+    /// tomb stays for the sweepers).
+    ///
+    /// If the entries do not carry the intent as last stamped, it was
+    /// renewed by an op whose answer was lost (taken off with the stamp
+    /// the index shows), or it is over: another client rolled it back
+    /// (and undoes it), or its swap committed (an answer lost), and then
+    /// its nodes are named and the replaced ones keep their marks until
+    /// deleted: nothing is undone.
+    async fn abandon(&self, intent: &Intent, ended: Ended) -> Result<()> {
+        let tomb_ms = self.objs.now_ms();
+        let mut taken = self.take_off(intent, Some(tomb_ms)).await;
+        if matches!(&taken, Err(e) if lost_race(e)) {
+            taken = match self.on_index(intent).await? {
+                Some(now) => self.take_off(&now, Some(tomb_ms)).await,
+                None => return Ok(()),
+            };
         }
+        match taken {
+            Ok(()) => {}
+            Err(e) if lost_race(&e) => return Ok(()),
+            Err(e) => return Err(e),
+        }
+        self.undo(intent).await?;
+        match ended {
+            Ended::Cleanly => self.drop_tomb(&index::tomb_key(&intent.token)).await,
+            Ended::OnAnError => Ok(()),
+        }
+    }
+
+    /// `intent` as the index holds it now, if it still holds it (by its
+    /// token, whatever its stamp).
+    async fn on_index(&self, intent: &Intent) -> Result<Option<Intent>> {
+        let Some((ik, _)) = intent.replaces.first() else {
+            return Ok(None);
+        };
+        let r = self
+            .objs
+            .operate(&self.index(), vec![SubOp::OmapGetKeys(vec![bb(ik)])])
+            .await?;
+        let Some((_, v)) = omap(r.into_iter().next())?.into_iter().next() else {
+            return Ok(None);
+        };
+        Ok(IndexEntry::decode(&v)?
+            .intent
+            .filter(|i| i.token == intent.token))
     }
 
     /// Take `intent` off the index entries that carry it (all or none),
@@ -535,19 +592,21 @@ impl<O: Objects> KvStore<O> {
         Ok(done)
     }
 
-    /// Delete the nodes of tomb `token`, then the tomb.
-    async fn finish_tomb(&self, token: &str, tomb: &Tomb) -> Result<()> {
+    /// Delete the nodes of the tomb at index key `key`, then the tomb.
+    async fn finish_tomb(&self, key: &[u8], tomb: &Tomb) -> Result<()> {
         for node in &tomb.nodes {
             match self.objs.operate(node, vec![SubOp::Remove]).await {
                 Ok(_) | Err(KvError::Op(OpError::NotFound)) => {}
                 Err(e) => return Err(e),
             }
         }
+        self.drop_tomb(key).await
+    }
+
+    /// Remove the tomb at index key `key`.
+    async fn drop_tomb(&self, key: &[u8]) -> Result<()> {
         self.objs
-            .operate(
-                &self.index(),
-                vec![SubOp::OmapRm(vec![bb(&index::tomb_key(token))])],
-            )
+            .operate(&self.index(), vec![SubOp::OmapRm(vec![bb(key)])])
             .await
             .map(|_| ())
     }
@@ -570,11 +629,17 @@ impl<O: Objects> KvStore<O> {
                     return Ok(n);
                 }
                 seen += 1;
-                let tomb = Tomb::decode(&v)?;
+                // A tomb that does not decode is left (for `check` to
+                // name) and the sweep goes on past it.
+                let Ok(tomb) = Tomb::decode(&v) else {
+                    *left += 1;
+                    last = Some(k);
+                    continue;
+                };
                 let token = String::from_utf8_lossy(&k[1..]).into_owned();
                 // (Keyed apart from the intent of the same token.)
                 if self.stale(&format!("tomb {token}"), tomb.started_ms) {
-                    self.finish_tomb(&token, &tomb).await?;
+                    self.finish_tomb(&k, &tomb).await?;
                     n += 1;
                 } else {
                     *left += 1;
