@@ -58,22 +58,9 @@ fn ec_pools_serve_with_m_osds_down_and_heal() {
         &["pool", "create", "x", "--erasure", "rs21", "--size", "3"],
     );
     assert_eq!(e.status.code(), Some(2));
-    ok(
-        &dir,
-        &[
-            "pool",
-            "create",
-            "ecrs",
-            "--pg-num",
-            "8",
-            "--erasure",
-            "rs21",
-            // (k: with m OSDs down a PG still serves; below min_size it
-            // would serve nothing, as in Ceph.)
-            "--min-size",
-            "2",
-        ],
-    );
+    // (min_size k: with m OSDs down a PG still serves; below min_size it
+    // would serve nothing, as in Ceph.)
+    common::create_ecrs_pool(&dir, Some(2));
     // Ceph's positional form: PG_NUM PGP_NUM erasure PROFILE.
     ok(
         &dir,

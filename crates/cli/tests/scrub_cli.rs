@@ -310,18 +310,7 @@ fn deep_scrub_finds_bad_ec_shards_and_repair_rebuilds_them() {
     let said = String::from_utf8_lossy(&e.stderr);
     assert!(said.contains("--debug-inject-read-err"), "{said}");
     common::ec_profiles(&dir);
-    ok(
-        &dir,
-        &[
-            "pool",
-            "create",
-            "ecrs",
-            "--pg-num",
-            "8",
-            "--erasure",
-            "rs21",
-        ],
-    );
+    common::create_ecrs_pool(&dir, None);
     let mut data: Vec<u8> = (0..1u32 << 20)
         .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
         .collect();

@@ -262,20 +262,7 @@ fn kill_9_and_out_in_under_load_lose_nothing_and_end_clean() {
     // (min_size k, so writes go on with a position empty); Zigzag 2+2
     // has none (a down OSD leaves a hole).
     ec_profiles(&dir);
-    ok(
-        &dir,
-        &[
-            "pool",
-            "create",
-            "ecrs",
-            "--pg-num",
-            "8",
-            "--erasure",
-            "rs21",
-            "--min-size",
-            "2",
-        ],
-    );
+    common::create_ecrs_pool(&dir, Some(2));
     ok(
         &dir,
         &[

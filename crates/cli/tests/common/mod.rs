@@ -109,6 +109,26 @@ pub fn ec_profiles(dir: &Path) {
     }
 }
 
+/// Pool `ecrs` of 8 PGs on profile `rs21` (Reed-Solomon 2+1; made by
+/// [`ec_profiles`]) with min_size `min_size` (Some(2), k: a PG with one
+/// OSD down still serves; None: the default, k + 1).
+pub fn create_ecrs_pool(dir: &Path, min_size: Option<u32>) {
+    let min = min_size.map(|m| m.to_string());
+    let mut args = vec![
+        "pool",
+        "create",
+        "ecrs",
+        "--pg-num",
+        "8",
+        "--erasure",
+        "rs21",
+    ];
+    if let Some(m) = &min {
+        args.extend(["--min-size", m.as_str()]);
+    }
+    ok(dir, &args);
+}
+
 /// Why the cluster is not all up, in and active+clean (`None`: it is).
 pub fn not_clean(dir: &Path) -> Option<String> {
     let o = loligo(dir, &["status", "--json"]);

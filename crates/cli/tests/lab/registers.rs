@@ -67,18 +67,7 @@ impl Kind {
             Kind::Replicated => {}
             Kind::Erasure => {
                 crate::common::ec_profiles(&lab.dir);
-                let pool = [
-                    "pool",
-                    "create",
-                    "ecrs",
-                    "--pg-num",
-                    "8",
-                    "--erasure",
-                    "rs21",
-                    "--min-size",
-                    "2",
-                ];
-                crate::common::ok(&lab.dir, &pool);
+                crate::common::create_ecrs_pool(&lab.dir, Some(2));
             }
             Kind::Kv => {
                 let mut s = lab.client(lab.client_host());
