@@ -25,6 +25,14 @@ pub enum OsdCmd {
     Run(Box<crate::daemon_cmd::OsdArgs>),
     /// The CRUSH hierarchy with each OSD's state.
     Tree(JsonFlag),
+    /// Write the OSD map the answering monitor holds (its own, leader or
+    /// not; Ceph's `osd getmap`) to FILE, in the encoding `loligo osdmap`
+    /// reads. With `--mon ADDR` one monitor's map can be compared with
+    /// another's.
+    Getmap {
+        #[arg(short = 'o', long = "out", value_name = "FILE")]
+        out: std::path::PathBuf,
+    },
     /// The OSD map (OSDs, pools, overrides) as JSON.
     Dump,
     /// Where object NAME of POOL lives: its PG, CRUSH's (up) set and the
@@ -57,12 +65,38 @@ pub enum OsdCmd {
         #[arg(long = "yes-i-really-mean-it")]
         confirm: bool,
     },
-    /// Set a cluster-wide flag: `noscrub` (no scrub starts by the
-    /// schedule; `pg scrub` still runs) or `nodeep-scrub` (the same for
-    /// deep scrubs). Health warns while one is set.
+    /// Set a cluster-wide flag (Ceph's): `noout` (down OSDs are not
+    /// marked out: maintenance), `noin` (booting OSDs are not marked in),
+    /// `noup` (boots wait), `nodown` (failure reports mark no OSD down),
+    /// `nobackfill`, `norebalance` (no backfill of PGs that lack no
+    /// copy), `norecover` (no background log recovery), `noscrub` (no
+    /// scrub starts by the schedule; `pg scrub` still runs),
+    /// `nodeep-scrub`. Health warns while one is set.
     Set { flag: String },
     /// Clear a flag `osd set` set.
     Unset { flag: String },
+    /// Whether OSDs may stop now without any PG becoming unavailable
+    /// (Ceph's `osd ok-to-stop`): each PG on them must be active and keep
+    /// at least min_size up members. Fails (exit 2) naming the PGs if not.
+    #[command(name = "ok-to-stop")]
+    OkToStop {
+        #[arg(required = true)]
+        ids: Vec<i32>,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
+    /// Share of a device in use at which writes to its PGs are refused
+    /// (default 0.95; at least the backfillfull ratio, at most 1).
+    #[command(name = "set-full-ratio")]
+    SetFullRatio { ratio: f64 },
+    /// Share of a device in use at which nothing is backfilled onto it
+    /// (default 0.90; between the nearfull and full ratios).
+    #[command(name = "set-backfillfull-ratio")]
+    SetBackfillfullRatio { ratio: f64 },
+    /// Share of a device in use at which health warns (default 0.85; at
+    /// most the backfillfull ratio).
+    #[command(name = "set-nearfull-ratio")]
+    SetNearfullRatio { ratio: f64 },
     /// Edit the cluster's CRUSH map: add, move, rm, tree.
     #[command(subcommand)]
     Crush(CrushLiveCmd),
@@ -354,6 +388,48 @@ pub fn print_json(v: &Value) {
     println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
 }
 
+/// `osd ok-to-stop ID...`: Ceph's answer, or an error naming the PGs.
+fn ok_to_stop(conn: &ConnArgs, ids: Vec<i32>, json: bool) -> Result<(), CliError> {
+    let shown: Vec<String> = ids.iter().map(i32::to_string).collect();
+    let v = call(conn, MonRequest::Admin(Admin::OsdOkToStop { ids }))?.value;
+    if json {
+        print_json(&v);
+    }
+    let names = |k: &str| -> Vec<String> {
+        (v[k].as_array().into_iter().flatten())
+            .filter_map(|p| p.as_str().map(String::from))
+            .collect()
+    };
+    if v["ok_to_stop"] != true {
+        let bad = names("bad_become_inactive");
+        return Err(CliError(format!(
+            "unsafe to stop osd(s) at this time ({} PGs are or would become offline: {})",
+            bad.len(),
+            bad.join(" ")
+        )));
+    }
+    if !json {
+        println!(
+            "OSD(s) {} are ok to stop without reducing availability, provided there are no \
+             other concurrent failures or interventions. {} PGs are likely to be degraded (but \
+             remain available) as a result.",
+            shown.join(","),
+            names("ok_become_degraded").len()
+        );
+    }
+    Ok(())
+}
+
+/// `osd set-{which}-ratio RATIO`.
+fn set_ratio(conn: &ConnArgs, which: &str, ratio: f64) -> Result<(), CliError> {
+    let which = which.to_string();
+    changed(&call(
+        conn,
+        MonRequest::Admin(Admin::OsdSetRatio { which, ratio }),
+    )?);
+    Ok(())
+}
+
 fn changed(r: &MonReply) {
     match r.value.get("message").and_then(Value::as_str) {
         Some(m) => println!("{m}"),
@@ -603,6 +679,19 @@ pub fn osd(conn: &ConnArgs, c: OsdCmd) -> Result<(), CliError> {
             }
         }
         OsdCmd::Dump => print_json(&call(conn, req(Admin::OsdDump))?.value),
+        OsdCmd::Getmap { out } => {
+            let r = call(conn, MonRequest::GetMap)?;
+            let map = r
+                .map
+                .ok_or_else(|| CliError("the monitor answered without a map".into()))?;
+            std::fs::write(&out, &map).map_err(|e| CliError(format!("{}: {e}", out.display())))?;
+            println!(
+                "got osdmap epoch {} ({} bytes) into {}",
+                r.epoch,
+                map.len(),
+                out.display()
+            );
+        }
         OsdCmd::Map { pool, name, json } => {
             let v = call(conn, req(Admin::OsdMapObject { pool, name }))?.value;
             if json.json {
@@ -631,6 +720,10 @@ pub fn osd(conn: &ConnArgs, c: OsdCmd) -> Result<(), CliError> {
         OsdCmd::Lost { id, confirm } => changed(&call(conn, req(Admin::OsdLost { id, confirm }))?),
         OsdCmd::Set { flag } => changed(&call(conn, req(Admin::OsdFlag { flag, on: true }))?),
         OsdCmd::Unset { flag } => changed(&call(conn, req(Admin::OsdFlag { flag, on: false }))?),
+        OsdCmd::OkToStop { ids, json } => ok_to_stop(conn, ids, json.json)?,
+        OsdCmd::SetFullRatio { ratio } => set_ratio(conn, "full", ratio)?,
+        OsdCmd::SetBackfillfullRatio { ratio } => set_ratio(conn, "backfillfull", ratio)?,
+        OsdCmd::SetNearfullRatio { ratio } => set_ratio(conn, "nearfull", ratio)?,
         OsdCmd::Crush(c) => match c {
             CrushLiveCmd::Add { id, host, weight } => {
                 changed(&call(conn, req(Admin::CrushAdd { id, host, weight }))?)

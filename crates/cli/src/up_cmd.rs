@@ -22,6 +22,10 @@ pub struct UpArgs {
     /// Number of OSDs (first start only; later starts keep the cluster's).
     #[arg(long, default_value_t = 4)]
     osds: u32,
+    /// Number of monitors: 1, 3 or 5 (first start only). A group of 3
+    /// goes on with one down, of 5 with two.
+    #[arg(long, default_value_t = 1)]
+    mons: u32,
     /// Directory holding the cluster's data, config, logs and pid files.
     #[arg(long, default_value = DEFAULT_DATA_DIR)]
     data_dir: PathBuf,
@@ -56,6 +60,10 @@ pub struct UpArgs {
     /// `loligo tell osd.N injectdataerr` then works, for testing scrub.
     #[arg(long)]
     debug_inject_read_err: bool,
+    /// Seconds an OSD may stay down before the monitor marks it out
+    /// (first start only; default 600, Ceph's `mon_osd_down_out_interval`).
+    #[arg(long)]
+    down_out_interval: Option<u32>,
 }
 
 #[derive(Args)]
@@ -69,7 +77,11 @@ pub struct DownArgs {
 #[derive(Serialize, Deserialize)]
 struct State {
     fsid: String,
+    /// mon.0's address.
     mon_addr: String,
+    /// The addresses of mon.1 and up, if the cluster has more monitors.
+    #[serde(default)]
+    more_mons: Vec<String>,
     osd_addrs: Vec<String>,
     osd_size: u64,
     /// `osd run --pg-log-entries` for every OSD (unset: the default).
@@ -84,6 +96,9 @@ struct State {
     /// `osd run --debug-inject-read-err` for every OSD.
     #[serde(default)]
     debug_inject_read_err: bool,
+    /// `mon run --down-out-interval` (unset: the default).
+    #[serde(default)]
+    down_out_interval: Option<u32>,
 }
 
 const STATE_NAME: &str = "cluster.toml";
@@ -297,18 +312,26 @@ fn stop_all(dir: &Path, names: &[String]) -> usize {
     stopped
 }
 
-/// The command line of daemon `name` (`mon.0`, `osd.N`) of the cluster.
+/// The command line of daemon `name` (`mon.N`, `osd.N`) of the cluster.
 fn daemon_args(st: &State, dir: &Path, name: &str) -> Result<Vec<String>, CliError> {
     let data = dir.join(name).to_string_lossy().into_owned();
-    if name == "mon.0" {
+    let mons = mon_addrs(st);
+    let mon = name
+        .strip_prefix("mon.")
+        .and_then(|i| i.parse::<usize>().ok())
+        .filter(|&i| i < mons.len());
+    if let Some(id) = mon {
         let reporters = if st.osd_addrs.len() >= 3 { 2 } else { 1 };
+        let members: Vec<String> = (mons.iter().enumerate())
+            .map(|(i, a)| format!("{i}={a}"))
+            .collect();
         return Ok(vec![
             "mon".into(),
             "run".into(),
             "--id".into(),
-            "0".into(),
+            id.to_string(),
             "--members".into(),
-            format!("0={}", st.mon_addr),
+            members.join(","),
             "--data".into(),
             data,
             "--fsid".into(),
@@ -321,6 +344,11 @@ fn daemon_args(st: &State, dir: &Path, name: &str) -> Result<Vec<String>, CliErr
             "30".into(),
         ]
         .into_iter()
+        .chain(
+            (st.down_out_interval)
+                .into_iter()
+                .flat_map(|s| ["--down-out-interval".to_string(), s.to_string()]),
+        )
         .chain(keyring_args(st, dir, name))
         .chain(authority_args(st, dir))
         .collect());
@@ -331,7 +359,8 @@ fn daemon_args(st: &State, dir: &Path, name: &str) -> Result<Vec<String>, CliErr
         .and_then(|i| st.osd_addrs.get(i).map(|a| (i, a)));
     let Some((i, addr)) = addr else {
         return Err(CliError(format!(
-            "no daemon '{name}' in this cluster (mon.0, osd.0 .. osd.{})",
+            "no daemon '{name}' in this cluster (mon.0 .. mon.{}, osd.0 .. osd.{})",
+            mons.len() - 1,
             st.osd_addrs.len().saturating_sub(1)
         )));
     };
@@ -343,7 +372,7 @@ fn daemon_args(st: &State, dir: &Path, name: &str) -> Result<Vec<String>, CliErr
         "--addr".into(),
         addr.clone(),
         "--mon".into(),
-        st.mon_addr.clone(),
+        mons.join(","),
         "--data".into(),
         data,
         "--size".into(),
@@ -387,8 +416,17 @@ fn authority_args(st: &State, dir: &Path) -> Vec<String> {
     ]
 }
 
+/// Every monitor's address, mon.0 first.
+fn mon_addrs(st: &State) -> Vec<String> {
+    std::iter::once(st.mon_addr.clone())
+        .chain(st.more_mons.iter().cloned())
+        .collect()
+}
+
+/// The daemons, monitors first.
 fn names(st: &State) -> Vec<String> {
-    let mut v = vec!["mon.0".to_string()];
+    let mons = 1 + st.more_mons.len();
+    let mut v: Vec<String> = (0..mons).map(|i| format!("mon.{i}")).collect();
     v.extend((0..st.osd_addrs.len()).map(|i| format!("osd.{i}")));
     v
 }
@@ -396,6 +434,12 @@ fn names(st: &State) -> Vec<String> {
 pub fn up(a: UpArgs) -> Result<(), CliError> {
     if a.osds == 0 || a.osds > 64 {
         return Err(CliError("--osds must be in 1..=64".into()));
+    }
+    if ![1, 3, 5].contains(&a.mons) {
+        return Err(CliError(format!(
+            "--mons must be 1, 3 or 5, not {} (a group of 2 or 4 survives no more losses than one of 1 or 3)",
+            a.mons
+        )));
     }
     if a.pg_log_entries == Some(0) {
         return Err(CliError("--pg-log-entries must be at least 1".into()));
@@ -420,12 +464,14 @@ pub fn up(a: UpArgs) -> Result<(), CliError> {
             let s = State {
                 fsid: new_fsid(),
                 mon_addr: addr()?,
+                more_mons: (1..a.mons).map(|_| addr()).collect::<Result<_, _>>()?,
                 osd_addrs: (0..a.osds).map(|_| addr()).collect::<Result<_, _>>()?,
                 osd_size: osd_size(&dir, a.osds, a.osd_size)?,
                 pg_log_entries: a.pg_log_entries,
                 merkle_leaves: a.merkle_leaves,
                 insecure: a.insecure,
                 debug_inject_read_err: a.debug_inject_read_err,
+                down_out_interval: a.down_out_interval,
             };
             std::fs::write(
                 dir.join(STATE_NAME),
@@ -452,27 +498,30 @@ pub fn up(a: UpArgs) -> Result<(), CliError> {
     }
     let conf = Config {
         fsid: st.fsid.clone(),
-        mon_addrs: vec![st.mon_addr.clone()],
+        mon_addrs: mon_addrs(&st),
         default_pool: DEFAULT_POOL.into(),
         keyring: (!st.insecure).then(|| PathBuf::from(KEYS_DIR).join(format!("{ADMIN}.keyring"))),
     };
     let conf_path = dir.join(CONF_NAME);
     conf.save(&conf_path)?;
     let n = st.osd_addrs.len();
+    let mons = mon_addrs(&st).len();
     let mut children = Vec::new();
-    // The monitor's first start makes its store; restarts never do.
-    let mut mon_args = daemon_args(&st, &dir, "mon.0")?;
-    if first {
-        mon_args.push("--mkfs".into());
-    }
-    // (Held ports: the monitor's first, then each OSD's in order.)
+    // (Held ports: the monitors' first, then each OSD's in order.)
     let mut release = |i: usize| {
         if let Some(l) = held.get_mut(i) {
             l.take();
         }
     };
-    release(0);
-    children.push(spawn(&dir, "mon.0", &mon_args, a.detach)?);
+    for (i, name) in all.iter().take(mons).enumerate() {
+        // A monitor's first start makes its store; restarts never do.
+        let mut mon_args = daemon_args(&st, &dir, name)?;
+        if first {
+            mon_args.push("--mkfs".into());
+        }
+        release(i);
+        children.push(spawn(&dir, name, &mon_args, a.detach)?);
+    }
     let rt = crate::config::runtime()?;
     let admin = Config::load(&conf_path)?;
     let started = rt.block_on(async {
@@ -485,13 +534,13 @@ pub fn up(a: UpArgs) -> Result<(), CliError> {
     if let Err(e) = started {
         stop_all(&dir, &all);
         return Err(CliError(format!(
-            "the monitor did not start ({e}); see {}",
+            "the monitors did not start ({e}); see {}",
             dir.join("mon.0.log").display()
         )));
     }
     for i in 0..n {
         let name = format!("osd.{i}");
-        release(i + 1);
+        release(mons + i);
         children.push(spawn(
             &dir,
             &name,
@@ -509,13 +558,8 @@ pub fn up(a: UpArgs) -> Result<(), CliError> {
             }
             // A daemon that exited (its port taken, its store refused)
             // will not come up: say which at once.
-            for (i, c) in children.iter_mut().enumerate() {
+            for (c, name) in children.iter_mut().zip(&all) {
                 if let Ok(Some(status)) = c.try_wait() {
-                    let name = if i == 0 {
-                        "mon.0".to_string()
-                    } else {
-                        format!("osd.{}", i - 1)
-                    };
                     return Err(MonError::Invalid(format!(
                         "{name} exited ({status}); see {}",
                         dir.join(format!("{name}.log")).display()
@@ -569,9 +613,14 @@ pub fn up(a: UpArgs) -> Result<(), CliError> {
         format!(" -c {}", conf_path.display())
     };
     println!(
-        "Loligo cluster {} is up: 1 monitor ({}), {n} OSDs, data in {}",
+        "Loligo cluster {} is up: {} ({}), {n} OSDs, data in {}",
         st.fsid,
-        st.mon_addr,
+        if mons == 1 {
+            "1 monitor".to_string()
+        } else {
+            format!("{mons} monitors")
+        },
+        mon_addrs(&st).join(", "),
         dir.display()
     );
     println!("  loligo{conf_hint} status");
@@ -623,7 +672,7 @@ pub fn down(a: DownArgs) -> Result<(), CliError> {
 /// `loligo start` / `loligo stop`: one daemon of a cluster `up` made.
 #[derive(Args)]
 pub struct DaemonArgs {
-    /// The daemon: `mon.0` or `osd.N`.
+    /// The daemon: `mon.N` or `osd.N`.
     name: String,
     /// The cluster's directory.
     #[arg(long, default_value = DEFAULT_DATA_DIR)]

@@ -180,3 +180,188 @@ fn local_cluster_round_trip_restart_and_errors() {
     assert_eq!(std::fs::read(&out).unwrap(), data);
     drop(guard);
 }
+
+/// Poll `f` every 200 ms until it returns `Some`, for at most `secs`.
+fn wait_for<T>(secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let t0 = std::time::Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(t0.elapsed().as_secs() < secs, "{what} within {secs} s");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
+/// osd.`id`'s entry in `osd dump`.
+fn osd_entry(dir: &std::path::Path, id: u64) -> serde_json::Value {
+    let v: serde_json::Value = serde_json::from_str(&ok(dir, &["osd", "dump"])).unwrap();
+    let osds = v["osds"].as_array().unwrap();
+    (osds.iter().find(|o| o["id"] == id).cloned()).unwrap_or_else(|| panic!("no osd.{id}: {v}"))
+}
+
+fn status(dir: &std::path::Path) -> serde_json::Value {
+    serde_json::from_str(&ok(dir, &["status", "--json"])).unwrap()
+}
+
+/// `osd ok-to-stop`, and the maintenance flags on a live cluster with a
+/// 2-second down-out interval: under `noout` a stopped OSD stays in past the interval (and
+/// health names the flag); without it the monitor marks it out, and its
+/// next boot marks it in again; under `noup` a started OSD stays down
+/// until the flag is cleared; under `norecover` a returning OSD's PGs
+/// wait in recovery_wait until it is cleared. The cluster ends clean.
+#[test]
+fn maintenance_flags_hold_outs_boots_and_recovery() {
+    let (root, dir, _guard) = common::start_with("flags", 3, 8, &["--down-out-interval", "2"]);
+    let d = dir.to_string_lossy().into_owned();
+    let clean = |what: &str| wait_for(60, what, || common::not_clean(&dir).is_none().then_some(()));
+    clean("clean at the start");
+    let file = root.join("in.bin");
+    std::fs::write(&file, vec![7u8; 10_000]).unwrap();
+    let put_some = |tag: &str| {
+        for i in 0..16 {
+            ok(
+                &dir,
+                &["put", &format!("{tag}-{i}"), file.to_str().unwrap()],
+            );
+        }
+    };
+    put_some("a");
+    // ok-to-stop: one of three may stop (size 3, min_size 2), two not.
+    let said = ok(&dir, &["osd", "ok-to-stop", "0"]);
+    assert!(said.contains("are ok to stop"), "{said}");
+    let e = loligo(&dir, &["osd", "ok-to-stop", "0", "1"]);
+    assert_eq!(e.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&e.stderr).contains("unsafe to stop osd(s)"));
+
+    // noout: down past the interval, still in.
+    ok(&dir, &["osd", "set", "noout"]);
+    let s = status(&dir);
+    assert_eq!(s["osdmap"]["flags"], serde_json::json!(["noout"]), "{s}");
+    let checks = s["health"]["checks"].to_string();
+    assert!(
+        checks.contains("OSDMAP_FLAGS: noout flag(s) set"),
+        "{checks}"
+    );
+    ok(&dir, &["stop", "osd.2", "--data-dir", &d]);
+    wait_for(20, "osd.2 down", || {
+        (osd_entry(&dir, 2)["up"] == false).then_some(())
+    });
+    std::thread::sleep(std::time::Duration::from_secs(5));
+    assert!(
+        osd_entry(&dir, 2)["weight"].as_u64() > Some(0),
+        "noout: osd.2 stays in"
+    );
+    ok(&dir, &["start", "osd.2", "--data-dir", &d]);
+    clean("clean after a restart under noout");
+    ok(&dir, &["osd", "unset", "noout"]);
+
+    // Without it: out after the interval, in again at its boot.
+    ok(&dir, &["stop", "osd.2", "--data-dir", &d]);
+    wait_for(30, "osd.2 marked out by the monitor", || {
+        let v: serde_json::Value = serde_json::from_str(&ok(&dir, &["osd", "dump"])).unwrap();
+        (v["auto_out"] == serde_json::json!([2])).then_some(())
+    });
+    assert_eq!(osd_entry(&dir, 2)["weight"], 0);
+    ok(&dir, &["start", "osd.2", "--data-dir", &d]);
+    clean("clean after the monitor's out is undone at boot");
+
+    // noup: a started OSD waits down.
+    ok(&dir, &["osd", "set", "noup"]);
+    ok(&dir, &["stop", "osd.1", "--data-dir", &d]);
+    wait_for(20, "osd.1 down", || {
+        (osd_entry(&dir, 1)["up"] == false).then_some(())
+    });
+    ok(&dir, &["start", "osd.1", "--data-dir", &d]);
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    assert_eq!(osd_entry(&dir, 1)["up"], false, "noup: osd.1 stays down");
+    ok(&dir, &["osd", "unset", "noup"]);
+    clean("clean once noup is cleared");
+
+    // norecover: what osd.0 missed waits until the flag is cleared.
+    ok(&dir, &["osd", "set", "norecover"]);
+    ok(&dir, &["stop", "osd.0", "--data-dir", &d]);
+    wait_for(20, "osd.0 down", || {
+        (osd_entry(&dir, 0)["up"] == false).then_some(())
+    });
+    put_some("b");
+    ok(&dir, &["start", "osd.0", "--data-dir", &d]);
+    wait_for(30, "PGs waiting in recovery_wait", || {
+        let s = status(&dir);
+        let waiting =
+            (s["pgs"]["by_state"].as_object().unwrap().keys()).any(|k| k.contains("recovery_wait"));
+        (waiting && s["osdmap"]["num_up_osds"] == 3).then_some(())
+    });
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    assert!(
+        common::not_clean(&dir).is_some(),
+        "norecover: still not clean"
+    );
+    ok(&dir, &["osd", "unset", "norecover"]);
+    clean("clean once norecover is cleared");
+    let out = root.join("out.bin");
+    ok(&dir, &["get", "b-15", out.to_str().unwrap()]);
+    assert_eq!(std::fs::read(&out).unwrap(), vec![7u8; 10_000]);
+    // Bad flags and ratios are refused, naming what is wanted.
+    let e = loligo(&dir, &["osd", "set", "nosuch"]);
+    assert!(String::from_utf8_lossy(&e.stderr).contains("unknown flag 'nosuch'"));
+    let e = loligo(&dir, &["osd", "set-nearfull-ratio", "0.99"]);
+    assert!(
+        String::from_utf8_lossy(&e.stderr).contains("nearfull <= backfillfull <= full"),
+        "{}",
+        String::from_utf8_lossy(&e.stderr)
+    );
+    ok(&dir, &["osd", "set-full-ratio", "0.97"]);
+    let v: serde_json::Value = serde_json::from_str(&ok(&dir, &["osd", "dump"])).unwrap();
+    assert_eq!(v["full_ratio"], 0.97);
+}
+
+/// `up --mons 3`: a local cluster with a group of three monitors, which
+/// goes on with its leader stopped (clients and OSDs turn to the others;
+/// the map still changes) and takes the monitor back. `--mons 2` is
+/// refused.
+#[test]
+fn three_monitors_go_on_with_the_leader_stopped() {
+    let (root, dir, _guard) = common::start_with("mons3", 3, 8, &["--mons", "3"]);
+    let d = dir.to_string_lossy().into_owned();
+    let s = status(&dir);
+    assert_eq!(
+        s["monitors"]["members"],
+        serde_json::json!([0, 1, 2]),
+        "{s}"
+    );
+    let leader = s["monitors"]["leader"].as_u64().expect("a leader");
+    let file = root.join("in.bin");
+    std::fs::write(&file, b"three monitors").unwrap();
+    ok(&dir, &["put", "a", file.to_str().unwrap()]);
+    ok(&dir, &["stop", &format!("mon.{leader}"), "--data-dir", &d]);
+    let other = wait_for(30, "a new leader", || {
+        let o = loligo(&dir, &["status", "--json"]);
+        let s: serde_json::Value = serde_json::from_slice(&o.stdout).ok()?;
+        s["monitors"]["leader"].as_u64().filter(|&l| l != leader)
+    });
+    assert_ne!(other, leader);
+    // The map still changes, and data still flows.
+    ok(&dir, &["osd", "set", "noscrub"]);
+    ok(&dir, &["put", "b", file.to_str().unwrap()]);
+    let out = root.join("out.bin");
+    ok(&dir, &["get", "a", out.to_str().unwrap()]);
+    assert_eq!(std::fs::read(&out).unwrap(), b"three monitors");
+    ok(&dir, &["start", &format!("mon.{leader}"), "--data-dir", &d]);
+    ok(&dir, &["osd", "unset", "noscrub"]);
+    wait_for(60, "clean with every monitor back", || {
+        common::not_clean(&dir).is_none().then_some(())
+    });
+    let e = loligo(
+        &dir,
+        &[
+            "up",
+            "--mons",
+            "2",
+            "--data-dir",
+            &root.join("two").to_string_lossy(),
+        ],
+    );
+    assert_eq!(e.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&e.stderr).contains("--mons must be 1, 3 or 5"));
+}

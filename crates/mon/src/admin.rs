@@ -52,6 +52,30 @@ fn weight_16_16(w: f64, what: &str) -> Result<u32, MonError> {
     Ok((w * 65536.0).round() as u32)
 }
 
+/// `osd set-{which}-ratio RATIO`: refused out of (0, 1] or out of order
+/// with the other two (Ceph warns of that; a refusal loses nothing).
+fn set_ratio(m: &OsdMap, which: &str, ratio: f64) -> Result<Outcome, MonError> {
+    use loligo_types::osdmap::{RatioKind, RATIO_ONE};
+    let kind = match which {
+        "nearfull" => RatioKind::NearFull,
+        "backfillfull" => RatioKind::BackfillFull,
+        "full" => RatioKind::Full,
+        _ => {
+            return Err(MonError::Invalid(format!(
+                "no {which} ratio: nearfull, backfillfull or full"
+            )))
+        }
+    };
+    if !(ratio > 0.0 && ratio <= 1.0) {
+        return Err(MonError::Invalid(format!(
+            "the {which} ratio must be above 0 and at most 1, not {ratio}"
+        )));
+    }
+    let ppm = (ratio * f64::from(RATIO_ONE)).round() as u32;
+    m.full_ratios.with(kind, ppm).map_err(MonError::Invalid)?;
+    Ok(Outcome::Changes(vec![Change::FullRatio { kind, ppm }]))
+}
+
 fn pool<'a>(m: &'a OsdMap, name: &str) -> Result<&'a loligo_types::Pool, MonError> {
     m.pool_by_name(name)
         .ok_or_else(|| loligo_types::MapError::NoSuchPool(name.into()).into())
@@ -62,9 +86,10 @@ fn pool<'a>(m: &'a OsdMap, name: &str) -> Result<&'a loligo_types::Pool, MonErro
 pub fn plan(m: &OsdMap, cmd: &Admin) -> Result<Outcome, MonError> {
     use Outcome::*;
     Ok(match cmd {
-        Admin::Status | Admin::PgLs { .. } => {
+        Admin::Status | Admin::PgLs { .. } | Admin::OsdOkToStop { .. } => {
             return Err(MonError::Invalid(
-                "status and pg ls are answered from the OSDs' reports, not the map".into(),
+                "status, pg ls and osd ok-to-stop are answered from the OSDs' reports, not the map"
+                    .into(),
             ))
         }
         // An EC pool's size comes from its profile.
@@ -123,6 +148,7 @@ pub fn plan(m: &OsdMap, cmd: &Admin) -> Result<Outcome, MonError> {
             flag: loligo_types::osdmap::OsdFlag::parse(flag).map_err(MonError::Invalid)?,
             on: *on,
         }]),
+        Admin::OsdSetRatio { which, ratio } => set_ratio(m, which, *ratio)?,
         Admin::PgMarkUnfoundLost { pg, confirm } => {
             let pg: loligo_types::PgId = pg.parse().map_err(MonError::Invalid)?;
             if !confirm {
@@ -351,6 +377,11 @@ fn osd_dump(m: &OsdMap) -> Value {
         "pg_upmap_items": m.pg_upmap_items.iter().map(|(pg, v)| json!({"pg": pg.to_string(), "items": v})).collect::<Vec<_>>(),
         "pg_write_sets": m.write_sets.iter().map(|(pg, r)| json!({"pg": pg.to_string(), "interval": r.interval, "osds": r.osds})).collect::<Vec<_>>(),
         "pg_unfound_lost": m.unfound_lost.iter().map(|(pg, e)| json!({"pg": pg.to_string(), "epoch": e})).collect::<Vec<_>>(),
+        "flags": m.flags.iter().map(|f| f.name()).collect::<Vec<_>>(),
+        "auto_out": m.auto_out,
+        "nearfull_ratio": m.full_ratios.get(loligo_types::osdmap::RatioKind::NearFull),
+        "backfillfull_ratio": m.full_ratios.get(loligo_types::osdmap::RatioKind::BackfillFull),
+        "full_ratio": m.full_ratios.get(loligo_types::osdmap::RatioKind::Full),
     })
 }
 

@@ -11,9 +11,8 @@ use loligo_monc::protocol::{
     ClientIo, Health, HealthStatus, MonError, MonStatus, OsdCounters, OsdMapStatus, PgRow,
     PgSummary, RecoveryIo, StatusReport, Usage,
 };
-use loligo_types::{
-    Change, Fullness, MapError, OsdMap, OsdReport, PgId, PgStat, PgState, FULL_RATIO,
-};
+use loligo_types::osdmap::{OsdFlag, RatioKind};
+use loligo_types::{Change, Fullness, MapError, OsdMap, OsdReport, PgId, PgStat, PgState};
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
@@ -47,6 +46,11 @@ pub fn check_report(map: &OsdMap, r: &mut OsdReport) -> Result<(), MonError> {
             && seen.insert(st.pg)
     });
     Ok(())
+}
+
+/// Whether `nodown` is set: no OSD is marked down but by its own word.
+fn nodown(map: &OsdMap) -> bool {
+    map.flags.contains(&OsdFlag::NoDown)
 }
 
 /// PG stats a report may carry beyond twice the map's PGs.
@@ -131,7 +135,7 @@ impl LeaderState {
         now: Instant,
         t: &Timeouts,
     ) -> Vec<Change> {
-        if !map.is_up(reporter) || !map.is_up(target) || reporter == target {
+        if !map.is_up(reporter) || !map.is_up(target) || reporter == target || nodown(map) {
             return vec![];
         }
         let valid = |a: &Accusation| now.duration_since(a.last) < t.report_valid;
@@ -199,29 +203,36 @@ impl LeaderState {
     }
 
     /// Periodic duties: up OSDs silent for longer than the report timeout
-    /// go down; OSDs down for longer than the down-out interval go out.
+    /// go down (not under `nodown`); OSDs down for longer than the
+    /// down-out interval go out (not under `noout`: the interval counts
+    /// from when the flag is cleared).
     pub fn tick(&mut self, map: &OsdMap, now: Instant, t: &Timeouts) -> Vec<Change> {
         let since = *self.since.get_or_insert(now);
+        let no_out = map.flags.contains(&OsdFlag::NoOut);
         let mut changes = Vec::new();
         for o in map.osds.values() {
             if o.up {
                 self.down_since.remove(&o.id);
                 let last = self.reports.get(&o.id).map_or(since, |r| r.at.max(since));
                 if now.duration_since(last) > t.report_timeout {
-                    changes.push(Change::OsdDown { id: o.id });
+                    if !nodown(map) {
+                        changes.push(Change::OsdDown { id: o.id });
+                    }
                 } else if let Some(r) = self.reports.get(&o.id) {
                     // A device that crossed a fullness threshold: the map
                     // says so, and primaries refuse writes to full ones.
                     let (used, total) = r.report.fill();
-                    let fullness = Fullness::of(used, total);
+                    let fullness = map.full_ratios.fullness(used, total);
                     if fullness != o.fullness {
                         changes.push(Change::OsdFullness { id: o.id, fullness });
                     }
                 }
+            } else if o.is_in() && no_out {
+                self.down_since.remove(&o.id);
             } else if o.is_in() {
                 let at = *self.down_since.entry(o.id).or_insert(now);
                 if now.duration_since(at) > t.down_out_interval {
-                    changes.push(Change::OsdOut { id: o.id });
+                    changes.push(Change::OsdAutoOut { id: o.id });
                 }
             }
         }
@@ -312,7 +323,7 @@ impl LeaderState {
                 num_osds: map.osds.len(),
                 num_up_osds: up,
                 num_in_osds: inn,
-                flags: map.flags.iter().map(|f| f.name().to_string()).collect(),
+                flags: flag_names(map).into_iter().map(String::from).collect(),
             },
             pools: map.pools.len(),
             pgs: PgSummary { total, by_state },
@@ -370,6 +381,50 @@ impl LeaderState {
         Ok(rows)
     }
 
+    /// What stopping OSDs `ids` now would do to the PGs on them (Ceph's
+    /// `osd ok-to-stop`): a PG not active now, or left with fewer up
+    /// members of its acting set than its pool's min_size, would be
+    /// unavailable; one left with fewer than all of them, degraded.
+    pub fn ok_to_stop(&self, map: &OsdMap, ids: &[i32]) -> Result<OkToStop, MapError> {
+        if let Some(id) = ids.iter().find(|id| !map.osds.contains_key(id)) {
+            return Err(MapError::NoSuchOsd(*id));
+        }
+        let stats = self.current_stats(map);
+        let mut placer = map.placer()?;
+        let mut r = OkToStop {
+            osds: ids.to_vec(),
+            ..OkToStop::default()
+        };
+        for p in map.pools.values() {
+            for ps in 0..p.pg_num {
+                let pg = PgId { pool: p.id, ps };
+                let m = placer.map_pg(pg)?;
+                let (state, stat) = state_of(&stats, pg, m.acting_primary);
+                let acting: Vec<i32> = match stat {
+                    Some(s) => s.acting.clone(),
+                    None => holes_as_minus_one(&m.acting),
+                };
+                let members: Vec<i32> = acting
+                    .into_iter()
+                    .filter(|&o| o >= 0 && map.is_up(o))
+                    .collect();
+                if !members.iter().any(|o| ids.contains(o)) {
+                    continue;
+                }
+                let left = members.iter().filter(|o| !ids.contains(o)).count();
+                if !state.is_active() || left < p.min_size as usize {
+                    r.bad_become_inactive.push(pg.to_string());
+                } else {
+                    r.ok_become_degraded.push(pg.to_string());
+                }
+            }
+        }
+        r.num_not_ok_pgs = r.bad_become_inactive.len();
+        r.num_ok_pgs = r.ok_become_degraded.len();
+        r.ok_to_stop = r.bad_become_inactive.is_empty();
+        Ok(r)
+    }
+
     /// The PG stats of the up OSDs' last reports, by PG and reporter.
     fn current_stats<'a>(&'a self, map: &OsdMap) -> HashMap<(PgId, i32), &'a PgStat> {
         self.reports
@@ -378,6 +433,19 @@ impl LeaderState {
             .flat_map(|r| r.report.pgs.iter().map(|p| ((p.pg, r.report.osd), p)))
             .collect()
     }
+}
+
+/// The answer to `osd ok-to-stop` (Ceph's fields).
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct OkToStop {
+    pub ok_to_stop: bool,
+    pub osds: Vec<i32>,
+    /// PGs on them that would stay available, degraded.
+    pub num_ok_pgs: usize,
+    /// PGs not active now or that would not be (below min_size).
+    pub num_not_ok_pgs: usize,
+    pub bad_become_inactive: Vec<String>,
+    pub ok_become_degraded: Vec<String>,
 }
 
 /// PG `pg`'s state with acting primary `primary`: its primary's report
@@ -405,6 +473,14 @@ struct Damage {
     unfound_pgs: u64,
     scrub_errors: u64,
     inconsistent_pgs: u64,
+}
+
+/// The flags set, in `status` order.
+fn flag_names(map: &OsdMap) -> Vec<&'static str> {
+    (OsdFlag::ALL.iter())
+        .filter(|f| map.flags.contains(f))
+        .map(|f| f.name())
+        .collect()
 }
 
 /// Health checks from OSD and PG states and the damage reported (unfound
@@ -499,10 +575,10 @@ fn health(map: &OsdMap, up: usize, by_state: &BTreeMap<PgState, u64>, damage: &D
     }
     if !bf.is_empty() {
         checks.push(format!(
-            "OSD_BACKFILLFULL: {} backfillfull osd(s) ({}): writes will be refused at {:.0}% used",
+            "OSD_BACKFILLFULL: {} backfillfull osd(s) ({}): writes will be refused at {:.1}% used",
             bf.len(),
             bf.join(", "),
-            FULL_RATIO * 100.0
+            map.full_ratios.get(RatioKind::Full) * 100.0
         ));
         level = level.max(HealthStatus::Warn);
     }
@@ -516,7 +592,7 @@ fn health(map: &OsdMap, up: usize, by_state: &BTreeMap<PgState, u64>, damage: &D
     }
     if !map.flags.is_empty() {
         // Ceph's OSDMAP_FLAGS.
-        let names: Vec<&str> = map.flags.iter().map(|f| f.name()).collect();
+        let names: Vec<&str> = flag_names(map);
         checks.push(format!("OSDMAP_FLAGS: {} flag(s) set", names.join(",")));
         level = level.max(HealthStatus::Warn);
     }
@@ -740,10 +816,152 @@ mod tests {
         for osd in 0..3 {
             l.on_report(beacon(osd), t2);
         }
-        assert_eq!(l.tick(&m, t2, &T), vec![Change::OsdOut { id: 3 }]);
+        assert_eq!(l.tick(&m, t2, &T), vec![Change::OsdAutoOut { id: 3 }]);
         // Booting again forgets the down time.
         l.on_boot(3);
         assert!(!l.down_since.contains_key(&3));
+    }
+
+    fn flag(m: &mut OsdMap, flag: OsdFlag, on: bool) {
+        m.apply(&Incremental {
+            epoch: m.epoch + 1,
+            changes: vec![Change::OsdFlag { flag, on }],
+        })
+        .unwrap();
+    }
+
+    /// `ok-to-stop`: with every PG active on OSDs 0-3 (size 3, min_size
+    /// 2), one OSD may stop (its PGs degrade); two that share a PG may
+    /// not; a PG not reported active counts against; unknown ids are
+    /// refused.
+    #[test]
+    fn ok_to_stop_counts_pgs_left_below_min_size() {
+        let m = map();
+        let mut l = LeaderState::default();
+        let now = Instant::now();
+        let mut placer = m.placer().unwrap();
+        let mut by_primary: HashMap<i32, Vec<PgStat>> = HashMap::new();
+        for ps in 0..8 {
+            let pg = PgId { pool: 1, ps };
+            let pm = placer.map_pg(pg).unwrap();
+            by_primary
+                .entry(pm.acting_primary)
+                .or_default()
+                .push(PgStat {
+                    pg,
+                    epoch: m.epoch,
+                    state: PgState::ACTIVE | PgState::CLEAN,
+                    acting: holes_as_minus_one(&pm.acting),
+                    objects: 0,
+                    bytes: 0,
+                    degraded: 0,
+                    misplaced: 0,
+                    waiting_for: Vec::new(),
+                    unfound: 0,
+                    scrub_errors: 0,
+                    last_scrub_stamp: 0,
+                    last_deep_scrub_stamp: 0,
+                });
+        }
+        for (osd, pgs) in by_primary {
+            l.on_report(
+                OsdReport {
+                    osd,
+                    pgs,
+                    ..Default::default()
+                },
+                now,
+            );
+        }
+        let one = l.ok_to_stop(&m, &[0]).unwrap();
+        assert!(one.ok_to_stop && one.num_not_ok_pgs == 0, "{one:?}");
+        assert!(one.num_ok_pgs > 0, "{one:?}");
+        let two = l.ok_to_stop(&m, &[0, 1]).unwrap();
+        assert!(!two.ok_to_stop && two.num_not_ok_pgs > 0, "{two:?}");
+        assert!(l.ok_to_stop(&m, &[9]).is_err());
+        // Without reports every PG is unknown: nothing is ok to stop.
+        let fresh = LeaderState::default().ok_to_stop(&m, &[0]).unwrap();
+        assert!(!fresh.ok_to_stop, "{fresh:?}");
+    }
+
+    /// Under `noout` a down OSD stays in however long it is down; once
+    /// the flag is cleared the down-out interval counts from then.
+    #[test]
+    fn noout_keeps_down_osds_in_and_the_interval_restarts_after() {
+        let mut m = map();
+        let mut l = LeaderState::default();
+        let t0 = Instant::now();
+        flag(&mut m, OsdFlag::NoOut, true);
+        m.apply(&Incremental {
+            epoch: m.epoch + 1,
+            changes: vec![Change::OsdDown { id: 3 }],
+        })
+        .unwrap();
+        assert!(l.tick(&m, t0, &T).is_empty());
+        let t1 = t0 + 3 * T.down_out_interval;
+        for osd in 0..3 {
+            l.on_report(
+                OsdReport {
+                    osd,
+                    ..Default::default()
+                },
+                t1,
+            );
+        }
+        assert!(l.tick(&m, t1, &T).is_empty(), "noout: stays in");
+        flag(&mut m, OsdFlag::NoOut, false);
+        assert!(l.tick(&m, t1, &T).is_empty(), "the interval starts now");
+        let t2 = t1 + T.down_out_interval + Duration::from_secs(1);
+        for osd in 0..3 {
+            l.on_report(
+                OsdReport {
+                    osd,
+                    ..Default::default()
+                },
+                t2,
+            );
+        }
+        assert_eq!(l.tick(&m, t2, &T), vec![Change::OsdAutoOut { id: 3 }]);
+    }
+
+    /// Under `nodown` neither failure reports nor a silent OSD mark one
+    /// down; cleared, both do again.
+    #[test]
+    fn nodown_marks_no_osd_down() {
+        let mut m = map();
+        let mut l = LeaderState::default();
+        let t0 = Instant::now();
+        flag(&mut m, OsdFlag::NoDown, true);
+        assert!(l.tick(&m, t0, &T).is_empty());
+        assert!(l.on_failure(&m, 1, 0, t0, &T).is_empty());
+        assert!(l.on_failure(&m, 2, 0, t0, &T).is_empty());
+        let t1 = t0 + T.report_timeout + Duration::from_secs(1);
+        for osd in 0..3 {
+            l.on_report(
+                OsdReport {
+                    osd,
+                    ..Default::default()
+                },
+                t1,
+            );
+        }
+        assert!(l.tick(&m, t1, &T).is_empty(), "osd.3 is silent but nodown");
+        let st = l.status(&m, mons(), t1, &T).unwrap();
+        assert!(
+            st.health
+                .checks
+                .iter()
+                .any(|c| c == "OSDMAP_FLAGS: nodown flag(s) set"),
+            "{:?}",
+            st.health.checks
+        );
+        flag(&mut m, OsdFlag::NoDown, false);
+        assert_eq!(l.tick(&m, t1, &T), vec![Change::OsdDown { id: 3 }]);
+        assert!(l.on_failure(&m, 1, 0, t1, &T).is_empty());
+        assert_eq!(
+            l.on_failure(&m, 2, 0, t1, &T),
+            vec![Change::OsdDown { id: 0 }]
+        );
     }
 
     #[test]

@@ -556,6 +556,10 @@ impl Monitor {
                 // Alone first: a malformed boot must not fail the epoch
                 // of the boots gathered with it.
                 loligo_types::osdmap::check_boot(id, &addr, &host, crush_weight)?;
+                let noup = loligo_types::osdmap::OsdFlag::NoUp;
+                if (self.shared.read().map.as_ref()).is_some_and(|m| m.flags.contains(&noup)) {
+                    return Err(MonError::Flagged(noup.name().into()));
+                }
                 let r = self
                     .gather(Gather::Boot(Change::OsdBoot {
                         id,
@@ -628,6 +632,25 @@ impl Monitor {
                 let report = self.status().await?;
                 let value = serde_json::to_value(&report)
                     .map_err(|e| MonError::Unavailable(format!("status: {e}")))?;
+                Ok(MonReply {
+                    epoch: self.epoch(),
+                    value,
+                    map: None,
+                })
+            }
+            MonRequest::Admin(Admin::OsdOkToStop { ids }) => {
+                if !self.is_leader() {
+                    return Err(self.not_leader());
+                }
+                self.quorum(QUORUM_WAIT_STATUS).await?;
+                let answer = {
+                    let l = self.leader.lock().await;
+                    let st = self.shared.read();
+                    let map = st.map.as_ref().ok_or(MonError::NoMap)?;
+                    l.ok_to_stop(map, &ids)?
+                };
+                let value = serde_json::to_value(&answer)
+                    .map_err(|e| MonError::Unavailable(format!("ok-to-stop: {e}")))?;
                 Ok(MonReply {
                     epoch: self.epoch(),
                     value,
@@ -993,12 +1016,17 @@ const QUORUM_WAIT_REPORT: Duration = Duration::from_millis(500);
 /// before the others can have elected another.
 const QUORUM_FRESH: Duration = Duration::from_millis(300);
 
-/// Whether a change decided on an older map still changes the current one
-/// (an OSD marked down or out twice is no change).
+/// Whether a change the leader decided on an older map still changes the
+/// current one (an OSD marked down or out twice is no change) and no flag
+/// set since holds it back.
 fn still_applies(m: &loligo_types::OsdMap, c: &Change) -> bool {
+    use loligo_types::osdmap::OsdFlag;
     match c {
-        Change::OsdDown { id } => m.is_up(*id),
+        Change::OsdDown { id } => m.is_up(*id) && !m.flags.contains(&OsdFlag::NoDown),
         Change::OsdOut { id } => m.osds.get(id).is_some_and(|o| !o.up && o.is_in()),
+        Change::OsdAutoOut { id } => {
+            m.osds.get(id).is_some_and(|o| !o.up && o.is_in()) && !m.flags.contains(&OsdFlag::NoOut)
+        }
         Change::OsdFullness { id, fullness } => m
             .osds
             .get(id)

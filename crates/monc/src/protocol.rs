@@ -194,6 +194,17 @@ pub enum Admin {
         flag: String,
         on: bool,
     },
+    /// Set one of the full ratios (`osd set-full-ratio 0.97`; `which` is
+    /// `nearfull`, `backfillfull` or `full`).
+    OsdSetRatio {
+        which: String,
+        ratio: f64,
+    },
+    /// Whether these OSDs may stop now without PGs becoming unavailable
+    /// (Ceph's `osd ok-to-stop`), from the PGs' reports.
+    OsdOkToStop {
+        ids: Vec<i32>,
+    },
 }
 
 impl Admin {
@@ -209,6 +220,7 @@ impl Admin {
             | OsdTree
             | OsdDump
             | OsdMapObject { .. }
+            | OsdOkToStop { .. }
             | EcProfileGet { .. }
             | EcProfileLs => MonCap::Read,
             AuthAdd { .. }
@@ -227,6 +239,7 @@ impl Admin {
             | OsdRm { .. }
             | OsdLost { .. }
             | OsdFlag { .. }
+            | OsdSetRatio { .. }
             | PgMarkUnfoundLost { .. }
             | CrushAdd { .. }
             | CrushMove { .. }
@@ -285,6 +298,10 @@ pub enum MonError {
     /// The caller's entity may not make this request.
     #[error("permission denied: {0}")]
     Denied(String),
+    /// A cluster-wide flag holds this request back (an OSD's boot under
+    /// `noup`): it waits until an operator clears the flag.
+    #[error("the {0} flag is set: `loligo osd unset {0}` lets this through")]
+    Flagged(String),
 }
 
 /// The JSON body of `Call` replies.

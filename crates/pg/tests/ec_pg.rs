@@ -378,6 +378,7 @@ impl Cluster {
             record: None,
             record_up: vec![],
             toofull: vec![],
+            holds: Default::default(),
             spares: vec![],
             striper: Some(self.striper.clone()),
             primary_temp: None,

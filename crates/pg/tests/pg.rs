@@ -7,7 +7,9 @@
 //! member of the recorded write set serves nothing.
 
 use loligo_pg::msg::{PeerMsg, PeerReply};
-use loligo_pg::pg::{Cursor, Effect, Input, LogAnswer, PeerInfo, Pg, PgInfo, RepCtx, RepError};
+use loligo_pg::pg::{
+    Cursor, Effect, Holds, Input, LogAnswer, PeerInfo, Pg, PgInfo, RepCtx, RepError,
+};
 use loligo_store::{CollectionId, MemStore, ObjectStore, Transaction};
 use loligo_types::ops::{ClientOp, OpError, SubOp, Version};
 use loligo_types::{OsdMap, PgId, PgState, Pool, WriteSetRecord};
@@ -197,6 +199,7 @@ fn map_record(
         record,
         record_up,
         toofull: vec![],
+        holds: Holds::default(),
         spares: vec![],
         striper: None,
         primary_temp: None,
@@ -585,6 +588,11 @@ fn backfill_waits_for_a_recovery_slot_and_gives_it_back_when_done() {
 /// Map `epoch` of PG 1.0 on OSDs 0, 1, 2 with `toofull` too full to
 /// backfill onto.
 fn map_toofull(epoch: u64, toofull: Vec<i32>) -> Input {
+    map_holding(epoch, toofull, Holds::default())
+}
+
+/// [`map_toofull`] with the flags' `holds`.
+fn map_holding(epoch: u64, toofull: Vec<i32>, holds: Holds) -> Input {
     Input::Map {
         epoch,
         primary: 0,
@@ -595,6 +603,7 @@ fn map_toofull(epoch: u64, toofull: Vec<i32>) -> Input {
         record: None,
         record_up: vec![],
         toofull,
+        holds,
         spares: vec![],
         striper: None,
         primary_temp: None,
@@ -662,6 +671,58 @@ fn a_backfill_onto_a_too_full_member_waits_for_room_without_a_slot() {
     );
     let st = pg.stat().unwrap().state;
     assert!(!st.contains(PgState::BACKFILL_TOOFULL), "{st}");
+}
+
+/// Whether `fx` asks for a recovery slot or scans a member.
+fn copies(fx: &[Effect]) -> bool {
+    fx.iter().any(|e| {
+        matches!(
+            e,
+            Effect::Reserve { .. }
+                | Effect::Send {
+                    msg: PeerMsg::Scan { .. },
+                    ..
+                }
+        )
+    })
+}
+
+/// `nobackfill` holds a backfill back in `backfill_wait` with no slot
+/// asked for; `norebalance` does not hold this one (it lacks a copy:
+/// degraded, not only misplaced); cleared, the backfill asks for a slot
+/// and starts.
+#[test]
+fn nobackfill_holds_a_backfill_and_norebalance_not_a_degraded_one() {
+    let (s, mut pg) = setup();
+    let nobackfill = Holds {
+        backfill: true,
+        ..Holds::default()
+    };
+    let fx = backfill_member_2(&s, &mut pg, map_holding(1, vec![], nobackfill));
+    assert!(!copies(&fx), "{fx:?}");
+    let fx = pg.handle(&s, Input::Tick { now_ms: 10_000 });
+    assert!(!copies(&fx), "{fx:?}");
+    let st = pg.stat().unwrap().state;
+    assert!(st.contains(PgState::BACKFILL_WAIT), "{st}");
+    assert!(!st.contains(PgState::BACKFILLING), "{st}");
+    assert!(!st.contains(PgState::BACKFILL_TOOFULL), "{st}");
+    // norebalance instead: this PG lacks a copy, so it backfills.
+    let norebalance = Holds {
+        rebalance: true,
+        ..Holds::default()
+    };
+    run(&mut pg, &s, map_holding(2, vec![], norebalance));
+    let fx = pg.handle(&s, Input::Tick { now_ms: 20_000 });
+    let ask = fx
+        .iter()
+        .find_map(|e| match e {
+            Effect::Reserve { ask, .. } => Some(*ask),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no slot asked for: {fx:?}"));
+    let fx = pg.handle(&s, Input::Reserved { ask });
+    assert!(copies(&fx), "no scan once granted: {fx:?}");
+    assert!(pg.stat().unwrap().state.contains(PgState::BACKFILLING));
 }
 
 /// A primary that is behind first asks complete member `from` for its

@@ -576,7 +576,9 @@ impl Monitor for ModelMon {
                     .chain(members(&at.acting[p]))
                     .filter(|&o| at.toofull[o as usize])
                     .collect(),
-                // The model names no spares: its seeds replay as found.
+                // The model sets no flags and names no spares: its seeds
+                // replay as found.
+                holds: Default::default(),
                 spares: vec![],
                 striper: striper.clone(),
                 primary_temp: at.primary_temp[p],

@@ -133,22 +133,10 @@ pub enum Fullness {
 }
 
 impl Fullness {
-    /// The state of a device with `used` of `total` bytes in use (a
-    /// device of unknown size counts as not full).
+    /// The state of a device with `used` of `total` bytes in use, by the
+    /// default ratios ([`FullRatios::fullness`] by a map's).
     pub fn of(used: u64, total: u64) -> Fullness {
-        if total == 0 {
-            return Fullness::Ok;
-        }
-        let r = used as f64 / total as f64;
-        if r >= FULL_RATIO {
-            Fullness::Full
-        } else if r >= BACKFILLFULL_RATIO {
-            Fullness::BackfillFull
-        } else if r >= NEARFULL_RATIO {
-            Fullness::NearFull
-        } else {
-            Fullness::Ok
-        }
+        FullRatios::default().fullness(used, total)
     }
 }
 
@@ -425,9 +413,22 @@ pub enum Change {
         flag: OsdFlag,
         on: bool,
     },
+    /// The monitors mark a down OSD out (the down-out interval passed):
+    /// as `OsdOut`, remembered in [`OsdMap::auto_out`] so its next boot
+    /// marks it in again (unless `noin`).
+    OsdAutoOut {
+        id: i32,
+    },
+    /// Set one of the [`FullRatios`] (`osd set-full-ratio` and its
+    /// kin), in millionths; the ratios must stay in order.
+    FullRatio {
+        kind: RatioKind,
+        ppm: u32,
+    },
 }
 
 /// A cluster-wide flag the operator sets (`osd set`; Ceph's names).
+/// New flags go at the end: the encoding numbers them in this order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum OsdFlag {
     /// No scrub starts by the schedule (an operator's `pg scrub` still
@@ -435,17 +436,51 @@ pub enum OsdFlag {
     NoScrub,
     /// As `NoScrub`, for deep scrubs.
     NoDeepScrub,
+    /// Down OSDs are not marked out after the down-out interval (for
+    /// maintenance: a restart moves no data).
+    NoOut,
+    /// Booting OSDs are not marked in: a new one starts out, and one the
+    /// monitors marked out stays out.
+    NoIn,
+    /// Boots are refused: down OSDs stay down (they retry).
+    NoUp,
+    /// Failure reports and missed beacons mark no OSD down.
+    NoDown,
+    /// PGs that lack no copy (only misplaced) do not backfill.
+    NoRebalance,
+    /// No PG backfills (a chunk under way is finished).
+    NoBackfill,
+    /// No PG recovers from its log in the background (an object a client
+    /// op waits for still is).
+    NoRecover,
 }
 
 impl OsdFlag {
     /// Every flag, in the order `status` shows them.
-    pub const ALL: [OsdFlag; 2] = [OsdFlag::NoScrub, OsdFlag::NoDeepScrub];
+    pub const ALL: [OsdFlag; 9] = [
+        OsdFlag::NoUp,
+        OsdFlag::NoDown,
+        OsdFlag::NoOut,
+        OsdFlag::NoIn,
+        OsdFlag::NoBackfill,
+        OsdFlag::NoRebalance,
+        OsdFlag::NoRecover,
+        OsdFlag::NoScrub,
+        OsdFlag::NoDeepScrub,
+    ];
 
     /// Its name (as `osd set` takes it).
     pub fn name(self) -> &'static str {
         match self {
             OsdFlag::NoScrub => "noscrub",
             OsdFlag::NoDeepScrub => "nodeep-scrub",
+            OsdFlag::NoOut => "noout",
+            OsdFlag::NoIn => "noin",
+            OsdFlag::NoUp => "noup",
+            OsdFlag::NoDown => "nodown",
+            OsdFlag::NoRebalance => "norebalance",
+            OsdFlag::NoBackfill => "nobackfill",
+            OsdFlag::NoRecover => "norecover",
         }
     }
 
@@ -455,25 +490,129 @@ impl OsdFlag {
         if let Some(f) = OsdFlag::ALL.iter().find(|f| f.name() == name) {
             return Ok(*f);
         }
-        const LATER: [&str; 9] = [
-            "noout",
-            "noin",
-            "noup",
-            "nodown",
-            "norebalance",
-            "nobackfill",
-            "norecover",
-            "pause",
-            "full",
-        ];
+        let names: Vec<&str> = OsdFlag::ALL.iter().map(|f| f.name()).collect();
+        const LATER: [&str; 4] = ["pause", "pauserd", "pausewr", "full"];
         if LATER.contains(&name) {
             return Err(format!(
-                "the {name} flag is not supported yet (supported: noscrub, nodeep-scrub)"
+                "the {name} flag is not supported yet (supported: {})",
+                names.join(", ")
             ));
         }
         Err(format!(
-            "unknown flag '{name}' (supported: noscrub, nodeep-scrub)"
+            "unknown flag '{name}' (supported: {})",
+            names.join(", ")
         ))
+    }
+}
+
+/// The shares of a device in use at which an OSD is near full, too full
+/// to backfill onto, and full (Ceph's `mon_osd_nearfull_ratio`,
+/// `..._backfillfull_ratio`, `..._full_ratio`), in millionths, ordered
+/// `nearfull <= backfillfull <= full <= 1`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FullRatios {
+    pub nearfull: u32,
+    pub backfillfull: u32,
+    pub full: u32,
+}
+
+/// Millionths in one.
+pub const RATIO_ONE: u32 = 1_000_000;
+
+impl Default for FullRatios {
+    fn default() -> FullRatios {
+        let ppm = |r: f64| (r * f64::from(RATIO_ONE)).round() as u32;
+        FullRatios {
+            nearfull: ppm(NEARFULL_RATIO),
+            backfillfull: ppm(BACKFILLFULL_RATIO),
+            full: ppm(FULL_RATIO),
+        }
+    }
+}
+
+/// Which of the [`FullRatios`] (`osd set-*-ratio`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RatioKind {
+    NearFull,
+    BackfillFull,
+    Full,
+}
+
+impl RatioKind {
+    /// The command's word for it (`osd set-{word}-ratio`).
+    pub fn word(self) -> &'static str {
+        match self {
+            RatioKind::NearFull => "nearfull",
+            RatioKind::BackfillFull => "backfillfull",
+            RatioKind::Full => "full",
+        }
+    }
+}
+
+impl FullRatios {
+    /// These ratios with `kind` set to `ppm` millionths, or why not: out
+    /// of 1..=1,000,000, or out of order with the others.
+    pub fn with(self, kind: RatioKind, ppm: u32) -> std::result::Result<FullRatios, String> {
+        let mut r = self;
+        match kind {
+            RatioKind::NearFull => r.nearfull = ppm,
+            RatioKind::BackfillFull => r.backfillfull = ppm,
+            RatioKind::Full => r.full = ppm,
+        }
+        r.check().map(|()| r)
+    }
+
+    /// Whether the ratios are in range and in order.
+    pub fn check(&self) -> std::result::Result<(), String> {
+        let show = |v: u32| format!("{:.4}", f64::from(v) / f64::from(RATIO_ONE));
+        if self.nearfull == 0 || self.full > RATIO_ONE {
+            return Err(format!(
+                "ratios must be above 0 and at most 1 (nearfull {}, full {})",
+                show(self.nearfull),
+                show(self.full)
+            ));
+        }
+        if !(self.nearfull <= self.backfillfull && self.backfillfull <= self.full) {
+            return Err(format!(
+                "ratios must keep nearfull <= backfillfull <= full; that would make them {}, {}, {}",
+                show(self.nearfull),
+                show(self.backfillfull),
+                show(self.full)
+            ));
+        }
+        Ok(())
+    }
+
+    /// The state of a device with `used` of `total` bytes in use (a
+    /// device of unknown size counts as not full).
+    pub fn fullness(&self, used: u64, total: u64) -> Fullness {
+        if total == 0 {
+            return Fullness::Ok;
+        }
+        // used / total >= ppm / 1e6, in integers (no rounding at the edge).
+        let at = |ppm: u32| {
+            u128::from(used) * u128::from(RATIO_ONE) >= u128::from(total) * u128::from(ppm)
+        };
+        if at(self.full) {
+            Fullness::Full
+        } else if at(self.backfillfull) {
+            Fullness::BackfillFull
+        } else if at(self.nearfull) {
+            Fullness::NearFull
+        } else {
+            Fullness::Ok
+        }
+    }
+
+    /// One ratio as a fraction.
+    pub fn get(&self, kind: RatioKind) -> f64 {
+        let v = match kind {
+            RatioKind::NearFull => self.nearfull,
+            RatioKind::BackfillFull => self.backfillfull,
+            RatioKind::Full => self.full,
+        };
+        f64::from(v) / f64::from(RATIO_ONE)
     }
 }
 
@@ -523,6 +662,7 @@ impl Change {
             Change::OsdBoot { .. }
             | Change::OsdDown { .. }
             | Change::OsdOut { .. }
+            | Change::OsdAutoOut { .. }
             | Change::OsdIn { .. }
             | Change::OsdReweight { .. }
             | Change::OsdRemove { .. }
@@ -546,7 +686,8 @@ impl Change {
             | Change::AuthPut { .. }
             | Change::AuthRm { .. }
             | Change::MonMap { .. }
-            | Change::OsdFlag { .. } => Reach::Nothing,
+            | Change::OsdFlag { .. }
+            | Change::FullRatio { .. } => Reach::Nothing,
         }
     }
 }
@@ -632,6 +773,11 @@ pub struct OsdMap {
     pub mons: BTreeMap<u64, String>,
     /// The cluster-wide flags set (`osd set`).
     pub flags: BTreeSet<OsdFlag>,
+    /// OSDs the monitors marked out after the down-out interval (not an
+    /// operator): marked in again when they boot, unless `noin` is set.
+    pub auto_out: BTreeSet<i32>,
+    /// When a device counts as near full, backfill full and full.
+    pub full_ratios: FullRatios,
 }
 
 /// Most monitors a map names (Raft groups have 1, 3 or 5).
@@ -695,6 +841,8 @@ impl OsdMap {
             unfound_lost: BTreeMap::new(),
             mons: BTreeMap::new(),
             flags: BTreeSet::new(),
+            auto_out: BTreeSet::new(),
+            full_ratios: FullRatios::default(),
         })
     }
 
@@ -849,26 +997,25 @@ impl OsdMap {
                     o.down_at = self.epoch;
                 }
             }
+            // An operator's in, out or reweight overrides the monitors'.
             Change::OsdOut { id } => {
-                self.osds
-                    .get_mut(id)
-                    .ok_or(MapError::NoSuchOsd(*id))?
-                    .weight = 0;
+                self.osd_mut(*id)?.weight = 0;
+                self.auto_out.remove(id);
+            }
+            Change::OsdAutoOut { id } => {
+                self.osd_mut(*id)?.weight = 0;
+                self.auto_out.insert(*id);
             }
             Change::OsdIn { id } => {
-                self.osds
-                    .get_mut(id)
-                    .ok_or(MapError::NoSuchOsd(*id))?
-                    .weight = WEIGHT_IN;
+                self.osd_mut(*id)?.weight = WEIGHT_IN;
+                self.auto_out.remove(id);
             }
             Change::OsdReweight { id, weight } => {
                 if *weight > WEIGHT_IN {
                     return Err(MapError::Invalid("reweight must be in 0..=1".into()));
                 }
-                self.osds
-                    .get_mut(id)
-                    .ok_or(MapError::NoSuchOsd(*id))?
-                    .weight = *weight;
+                self.osd_mut(*id)?.weight = *weight;
+                self.auto_out.remove(id);
             }
             Change::OsdFullness { id, fullness } => {
                 self.osds
@@ -955,8 +1102,18 @@ impl OsdMap {
             Change::OsdFlag { flag, on: false } => {
                 self.flags.remove(flag);
             }
+            Change::FullRatio { kind, ppm } => {
+                self.full_ratios = self
+                    .full_ratios
+                    .with(*kind, *ppm)
+                    .map_err(MapError::Invalid)?;
+            }
         }
         Ok(())
+    }
+
+    fn osd_mut(&mut self, id: i32) -> Result<&mut OsdInfo> {
+        self.osds.get_mut(&id).ok_or(MapError::NoSuchOsd(id))
     }
 
     /// An OSD up at its address; placed in CRUSH (host, weight) only if
@@ -967,11 +1124,12 @@ impl OsdMap {
         // monitor's log must replay as it first applied (`check_boot`'s
         // newer bounds are the monitor's, before a boot is proposed).
         check_boot_applies(id, addr)?;
+        let no_in = self.flags.contains(&OsdFlag::NoIn);
         let o = self.osds.entry(id).or_insert(OsdInfo {
             id,
             addr: String::new(),
             up: false,
-            weight: WEIGHT_IN,
+            weight: if no_in { 0 } else { WEIGHT_IN },
             up_from: e,
             down_at: 0,
             fullness: Fullness::Ok,
@@ -979,6 +1137,9 @@ impl OsdMap {
         o.addr = addr.to_string();
         o.up = true;
         o.up_from = e;
+        if !no_in && self.auto_out.remove(&id) {
+            o.weight = WEIGHT_IN;
+        }
         if crush_edit::item_id(&self.crush, &format!("osd.{id}")).is_none()
             || !self
                 .crush
@@ -1000,6 +1161,7 @@ impl OsdMap {
             )));
         }
         self.osds.remove(&id);
+        self.auto_out.remove(&id);
         let name = format!("osd.{id}");
         if crush_edit::item_id(&self.crush, &name).is_some() {
             crush_edit::remove(&mut self.crush, &name)?;
@@ -1294,6 +1456,12 @@ impl OsdMap {
             e.validate(entity).map_err(MapError::Invalid)?;
         }
         check_mons(&self.mons)?;
+        if let Some(id) = self.auto_out.iter().find(|id| !self.osds.contains_key(id)) {
+            return bad(format!(
+                "osd.{id} marked out by the monitors is not in the map"
+            ));
+        }
+        self.full_ratios.check().map_err(MapError::Invalid)?;
         let compiled = match base {
             Some(b) if b.crush == self.crush => None,
             _ => Some(CompiledMap::compile(&self.crush)?),
@@ -1502,7 +1670,10 @@ mod crush_as_json {
 }
 
 /// Magic and format version in front of every encoded map and incremental.
-const MAGIC: [u8; 4] = *b"LGM6";
+const MAGIC: [u8; 4] = *b"LGM7";
+/// The version before maps held the monitors' outs and the full ratios:
+/// still read (see [`v6`]).
+const MAGIC_V6: [u8; 4] = *b"LGM6";
 /// The version before maps held flags: still read (see [`v5`]).
 const MAGIC_V5: [u8; 4] = *b"LGM5";
 /// The version before maps held the monitor map: still read (see [`v4`]).
@@ -1511,6 +1682,29 @@ const MAGIC_V4: [u8; 4] = *b"LGM4";
 const MAGIC_V3: [u8; 4] = *b"LGM3";
 /// The version before maps held users: still read (see [`v2`]).
 const MAGIC_V2: [u8; 4] = *b"LGM2";
+
+/// The `LGM6` map: today's without the monitors' outs and the full
+/// ratios (the defaults then). Incrementals of every version read alike
+/// (changes were only added at the end).
+mod v6 {
+    use super::*;
+
+    /// The `LGM5` map's fields, then the flags.
+    #[derive(Deserialize)]
+    pub struct OsdMap {
+        lgm5: v5::OsdMap,
+        flags: BTreeSet<OsdFlag>,
+    }
+
+    impl From<OsdMap> for super::OsdMap {
+        fn from(m: OsdMap) -> Self {
+            super::OsdMap {
+                flags: m.flags,
+                ..m.lgm5.into()
+            }
+        }
+    }
+}
 
 /// The `LGM5` map: today's without the flags. Incrementals of every
 /// version read alike (changes were only added at the end).
@@ -1618,6 +1812,8 @@ mod v2 {
                 unfound_lost: BTreeMap::new(),
                 mons: BTreeMap::new(),
                 flags: BTreeSet::new(),
+                auto_out: BTreeSet::new(),
+                full_ratios: FullRatios::default(),
             }
         }
     }
@@ -1645,6 +1841,8 @@ pub fn decode_map(b: &[u8]) -> Result<OsdMap> {
         whole::<v4::OsdMap>("map", body)?.into()
     } else if let Some(body) = b.strip_prefix(&MAGIC_V5) {
         whole::<v5::OsdMap>("map", body)?.into()
+    } else if let Some(body) = b.strip_prefix(&MAGIC_V6) {
+        whole::<v6::OsdMap>("map", body)?.into()
     } else {
         decode("map", b)?
     };
@@ -1654,7 +1852,7 @@ pub fn decode_map(b: &[u8]) -> Result<OsdMap> {
 
 /// Decode what [`encode`] wrote; foreign or truncated bytes are an error.
 pub fn decode<T: for<'de> Deserialize<'de>>(what: &'static str, b: &[u8]) -> Result<T> {
-    let body = [MAGIC, MAGIC_V5, MAGIC_V4, MAGIC_V3, MAGIC_V2]
+    let body = [MAGIC, MAGIC_V6, MAGIC_V5, MAGIC_V4, MAGIC_V3, MAGIC_V2]
         .iter()
         .find_map(|m| b.strip_prefix(m.as_slice()));
     let body = body.ok_or_else(|| MapError::Decode {

@@ -547,14 +547,20 @@ fn users_and_daemon_keys_are_limited_apart() {
 
 #[test]
 fn maps_of_the_previous_formats_still_read() {
-    // An LGM5 map is today's without the flags, an LGM4 map that without
-    // the monitor map, an LGM3 map that without the unfound-lost marks,
-    // and an LGM2 map that without the user table; postcard ends each
-    // with one byte (the empty table's length).
+    // An LGM6 map is today's without the monitors' outs (one byte, the
+    // empty set's length) and the full ratios (three varints of three
+    // bytes at their defaults); an LGM5 map that without the flags, an
+    // LGM4 map that without the monitor map, an LGM3 map that without
+    // the unfound-lost marks, and an LGM2 map that without the user
+    // table; postcard ends each with one byte (the empty table's length).
     let m = cluster(3);
     let now = encode(&m);
-    assert_eq!(&now[..4], b"LGM6");
-    assert_eq!(now[now.len() - 4..], [0, 0, 0, 0]);
+    assert_eq!(&now[..4], b"LGM7");
+    const LGM7_TAIL: usize = 1 + 3 * 3;
+    assert_eq!(
+        now[now.len() - LGM7_TAIL - 4..now.len() - 9],
+        [0, 0, 0, 0, 0]
+    );
     // An older map with a user: its table reads back.
     use loligo_types::caps::{AuthEntry, Caps};
     let mut users = m.clone();
@@ -571,10 +577,11 @@ fn maps_of_the_previous_formats_still_read() {
     .unwrap();
     let with_users = encode(&users);
     for (magic, cut, want) in [
-        (b"LGM5", 1, &users),
-        (b"LGM4", 2, &users),
-        (b"LGM3", 3, &users),
-        (b"LGM2", 4, &m),
+        (b"LGM6", LGM7_TAIL, &users),
+        (b"LGM5", LGM7_TAIL + 1, &users),
+        (b"LGM4", LGM7_TAIL + 2, &users),
+        (b"LGM3", LGM7_TAIL + 3, &users),
+        (b"LGM2", LGM7_TAIL + 4, &m),
     ] {
         let bytes = if magic == b"LGM2" { &now } else { &with_users };
         let mut old = magic.to_vec();
@@ -605,12 +612,111 @@ fn flags_are_set_and_cleared_and_unknown_ones_refused() {
     step(&mut m, set(OsdFlag::NoScrub, false)).unwrap();
     assert_eq!(m.flags.len(), 1);
     assert_eq!(OsdFlag::parse("nodeep-scrub"), Ok(OsdFlag::NoDeepScrub));
-    assert!(OsdFlag::parse("noout")
+    for f in OsdFlag::ALL {
+        assert_eq!(OsdFlag::parse(f.name()), Ok(f));
+    }
+    assert!(OsdFlag::parse("pause")
         .unwrap_err()
         .contains("not supported yet"));
     assert!(OsdFlag::parse("nosuch")
         .unwrap_err()
         .contains("unknown flag"));
+}
+
+/// An OSD the monitors marked out comes back in when it boots, unless
+/// `noin` is set; one an operator marked out stays out; with `noin` a
+/// new OSD starts out. The maps read back.
+#[test]
+fn monitors_outs_come_back_in_at_boot_unless_noin() {
+    use loligo_types::osdmap::OsdFlag;
+    let mut m = cluster(4);
+    let boot = |id: i32| Change::OsdBoot {
+        id,
+        addr: format!("127.0.0.1:{}", 6800 + id),
+        host: format!("h{id}"),
+        crush_weight: 0x10000,
+    };
+    let down = |id| Change::OsdDown { id };
+    step(&mut m, vec![down(0), down(1), down(2)]).unwrap();
+    step(
+        &mut m,
+        vec![
+            Change::OsdAutoOut { id: 0 },
+            Change::OsdAutoOut { id: 1 },
+            Change::OsdOut { id: 2 },
+        ],
+    )
+    .unwrap();
+    assert_eq!(m.auto_out.iter().copied().collect::<Vec<_>>(), vec![0, 1]);
+    assert_eq!(decode_map(&encode(&m)).unwrap(), m);
+    step(
+        &mut m,
+        vec![Change::OsdFlag {
+            flag: OsdFlag::NoIn,
+            on: true,
+        }],
+    )
+    .unwrap();
+    step(&mut m, vec![boot(1), boot(2), boot(9)]).unwrap();
+    let is_in = |m: &loligo_types::OsdMap, id| m.osds[&id].is_in();
+    assert!(!is_in(&m, 1) && !is_in(&m, 2) && !is_in(&m, 9));
+    assert!(
+        m.auto_out.contains(&1),
+        "noin keeps the mark for a later boot"
+    );
+    step(
+        &mut m,
+        vec![Change::OsdFlag {
+            flag: OsdFlag::NoIn,
+            on: false,
+        }],
+    )
+    .unwrap();
+    step(&mut m, vec![boot(0)]).unwrap();
+    assert!(is_in(&m, 0) && !m.auto_out.contains(&0));
+    step(&mut m, vec![down(2)]).unwrap();
+    step(&mut m, vec![boot(2)]).unwrap();
+    assert!(!is_in(&m, 2), "an operator's out stays out");
+    // An operator's in clears the monitors' mark; removal forgets it.
+    step(&mut m, vec![Change::OsdIn { id: 1 }]).unwrap();
+    assert!(is_in(&m, 1) && !m.auto_out.contains(&1));
+    step(&mut m, vec![down(3)]).unwrap();
+    step(&mut m, vec![Change::OsdAutoOut { id: 3 }]).unwrap();
+    step(&mut m, vec![Change::OsdRemove { id: 3 }]).unwrap();
+    assert!(m.auto_out.is_empty());
+    assert_eq!(decode_map(&encode(&m)).unwrap(), m);
+}
+
+/// The full ratios are set one at a time and must stay in order; the
+/// fullness of a device follows them exactly at the edges.
+#[test]
+fn full_ratios_stay_in_order_and_decide_fullness() {
+    use loligo_types::osdmap::{FullRatios, RatioKind};
+    use loligo_types::Fullness;
+    let mut m = cluster(3);
+    assert_eq!(m.full_ratios, FullRatios::default());
+    let set = |kind, ppm| vec![Change::FullRatio { kind, ppm }];
+    step(&mut m, set(RatioKind::Full, 970_000)).unwrap();
+    step(&mut m, set(RatioKind::BackfillFull, 930_000)).unwrap();
+    let e = step(&mut m, set(RatioKind::NearFull, 940_000)).unwrap_err();
+    assert!(
+        e.to_string().contains("nearfull <= backfillfull <= full"),
+        "{e}"
+    );
+    assert!(step(&mut m, set(RatioKind::Full, 1_000_001)).is_err());
+    assert!(step(&mut m, set(RatioKind::NearFull, 0)).is_err());
+    assert_eq!(m.full_ratios.full, 970_000);
+    assert_eq!(decode_map(&encode(&m)).unwrap(), m);
+    let r = m.full_ratios;
+    assert_eq!(r.fullness(97, 100), Fullness::Full);
+    assert_eq!(r.fullness(96, 100), Fullness::BackfillFull);
+    assert_eq!(r.fullness(93, 100), Fullness::BackfillFull);
+    assert_eq!(r.fullness(929_999, 1_000_000), Fullness::NearFull);
+    assert_eq!(r.fullness(84, 100), Fullness::Ok);
+    assert_eq!(r.fullness(u64::MAX, u64::MAX), Fullness::Full);
+    assert_eq!(r.fullness(5, 0), Fullness::Ok);
+    assert_eq!(Fullness::of(95, 100), Fullness::Full);
+    assert_eq!(Fullness::of(94, 100), Fullness::BackfillFull);
 }
 
 #[test]

@@ -113,6 +113,7 @@ mod tests {
             record: None,
             record_up: vec![],
             toofull: vec![],
+            holds: Default::default(),
             spares: vec![],
             striper: None,
             primary_temp: None,

@@ -382,9 +382,10 @@ impl OsdShared {
             return self.self_full.load(Ordering::Relaxed);
         }
         self.full_checked_ms.store(now, Ordering::Relaxed);
+        let ratios = self.map().map(|m| m.full_ratios).unwrap_or_default();
         let full = self.store.statfs().is_ok_and(|x| {
             let (used, total) = x.fill();
-            Fullness::of(used, total) == Fullness::Full
+            ratios.fullness(used, total) == Fullness::Full
         });
         if full != self.self_full.swap(full, Ordering::Relaxed) {
             if full {
@@ -667,6 +668,30 @@ pub fn device_wait(read: &mut dyn FnMut()) {
     }
 }
 
+/// Ask the monitors to mark this OSD up, waiting while they hold boots
+/// back (`noup`: the OSD stays down, as Ceph's do, until it is cleared).
+async fn boot(s: &OsdShared, mc: &mut MonClient) -> Result<(), OsdError> {
+    let mut told = false;
+    loop {
+        match mc.call(s.cfg.boot_request()).await {
+            Err(loligo_monc::protocol::MonError::Flagged(flag)) => {
+                if !told {
+                    tracing::warn!(
+                        "osd.{} waits to boot: the monitors' {flag} flag is set",
+                        s.cfg.id
+                    );
+                    told = true;
+                }
+                tokio::time::sleep(Duration::from_millis(BOOT_HELD_RETRY_MS)).await;
+            }
+            r => return r.map(|_| ()).map_err(OsdError::from),
+        }
+    }
+}
+
+/// How often a boot held back by a flag is asked again.
+const BOOT_HELD_RETRY_MS: u64 = 1_000;
+
 /// An OSD whose store holds PGs may have run before and granted read
 /// leases it no longer remembers (its PGs report a grant to any primary
 /// for one lease after the start, see `loligo_pg::pg::lease`): it boots
@@ -773,7 +798,7 @@ pub async fn start(
     let mut mc = shared.cfg.mon_client()?;
     mc.deadline = Duration::from_millis(BOOT_TIMEOUT_MS);
     wait_out_forgotten_leases(&shared).await;
-    mc.call(shared.cfg.boot_request()).await?;
+    boot(&shared, &mut mc).await?;
     let s = shared.clone();
     let mut wc = mc.clone();
     tasks.push(tokio::spawn(async move {

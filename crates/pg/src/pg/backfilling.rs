@@ -27,6 +27,7 @@ impl Pg {
                 .backfill
                 .keys()
                 .all(|&to| self.backfill_toofull(to))
+            || self.backfill_flagged()
         {
             return;
         }
@@ -39,6 +40,8 @@ impl Pg {
             return;
         }
         let targets: Vec<i32> = self.rec.backfill.keys().copied().collect();
+        // A flag holds new targets' steps back; those under way finish.
+        let held = self.backfill_flags_hold();
         // This copy's tree's leaf count (`None`: no tree).
         let tree_leaves = self.tree().map(merkle::Tree::leaf_count);
         for to in targets {
@@ -56,6 +59,7 @@ impl Pg {
                 BfStep::Idle
                     if self.now_ms >= b.retry_ms
                         && !self.map.toofull.contains(&to)
+                        && !held
                         && matches!(b.leaves, Leaves::Unknown { .. }) =>
                 {
                     // First the trees: the target's root.
@@ -63,7 +67,9 @@ impl Pg {
                         self.compare_roots(to, leaves, fx);
                     }
                 }
-                BfStep::Idle if self.now_ms >= b.retry_ms && !self.map.toofull.contains(&to) => {
+                BfStep::Idle
+                    if self.now_ms >= b.retry_ms && !self.map.toofull.contains(&to) && !held =>
+                {
                     let after = b.done.clone();
                     self.start_scan(s, to, &after, tree_leaves, limit, fx);
                 }

@@ -74,6 +74,22 @@ pub enum RepError {
     Damaged(String),
 }
 
+/// Background copying an operator holds back with the map's flags
+/// (`osd set norecover|nobackfill|norebalance`): a PG waits in
+/// `recovery_wait` or `backfill_wait` with its slot given back; pushes and
+/// chunks under way are finished, and an object a client op waits for
+/// is still recovered.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Holds {
+    /// `norecover`: no log recovery.
+    pub recovery: bool,
+    /// `nobackfill`: no backfill.
+    pub backfill: bool,
+    /// `norebalance`: no backfill of a PG that lacks no copy (only
+    /// misplaced ones).
+    pub rebalance: bool,
+}
+
 /// Inputs to a PG.
 #[derive(Debug)]
 pub enum Input {
@@ -97,6 +113,8 @@ pub enum Input {
         /// OSDs of `up` and `acting` whose devices are backfillfull or
         /// full: nothing is backfilled onto them.
         toofull: Vec<i32>,
+        /// The background copying the cluster's flags hold back.
+        holds: Holds,
         /// For an erasure-coded PG: OSDs up, in and with room that CRUSH's
         /// set does not name (a few), which a pg_temp may take for a while
         /// so that two members can swap positions

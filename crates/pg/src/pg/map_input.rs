@@ -6,9 +6,10 @@
 //!
 //! It must never do I/O.
 
-use super::Input;
+use super::{Holds, Input};
 use loligo_crush::placement::PgMapping;
 use loligo_ec::stripe::Striper;
+use loligo_types::osdmap::OsdFlag;
 use loligo_types::{Epoch, Fullness, OsdMap, PgId, Pool};
 use std::sync::Arc;
 
@@ -59,6 +60,11 @@ pub fn map_input(
                     .is_some_and(|i| i.fullness >= Fullness::BackfillFull)
             })
             .collect(),
+        holds: Holds {
+            recovery: map.flags.contains(&OsdFlag::NoRecover),
+            backfill: map.flags.contains(&OsdFlag::NoBackfill),
+            rebalance: map.flags.contains(&OsdFlag::NoRebalance),
+        },
         spares: match striper.is_some() {
             true => spares(map, pg, pm),
             false => Vec::new(),

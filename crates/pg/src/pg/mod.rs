@@ -47,7 +47,7 @@ pub use backfill::{Chunk, Cursor, Filter, Scan};
 pub use erasure::SHARD_KEY;
 use io::Sent;
 pub use io::{
-    route, CommandResult, Effect, Host, Input, ListResult, MonAsk, PgView, RepCtx, RepError,
+    route, CommandResult, Effect, Holds, Host, Input, ListResult, MonAsk, PgView, RepCtx, RepError,
 };
 pub use lease::{
     stretch, LeasesLeft, ANY_PRIMARY, CLOCK_DRIFT_PPM, READ_LEASE_MS, READ_LEASE_RATIO,
@@ -822,6 +822,8 @@ struct MapState {
     acting_up_from: Epoch,
     /// Members too full to backfill onto.
     toofull: Vec<i32>,
+    /// What the map's flags hold back.
+    holds: Holds,
     /// OSDs a pg_temp may take for a while (`Input::Map::spares`).
     spares: Vec<i32>,
     /// The PG's primary_temp.
@@ -842,6 +844,7 @@ impl Default for MapState {
             up: Vec::new(),
             acting_up_from: 0,
             toofull: Vec::new(),
+            holds: Holds::default(),
             spares: Vec::new(),
             primary_temp: None,
             record: None,
@@ -1492,6 +1495,7 @@ impl Pg {
             record,
             record_up,
             toofull,
+            holds,
             spares,
             striper,
             primary_temp,
@@ -1508,6 +1512,7 @@ impl Pg {
             let (up, acting) = (holes_as_none(up), holes_as_none(acting));
             self.take_layout(s, striper, fx);
             self.map.toofull = toofull;
+            self.map.holds = holds;
             self.map.spares = spares;
             let restarted = acting_up_from > self.map.interval || self.interval_ended;
             let (record, record_up) =

@@ -113,6 +113,7 @@ impl Pg {
         if !matches!(self.role, Role::Primary { .. })
             || !self.settled()
             || self.rec.missing.is_empty()
+            || self.map.holds.recovery
             || !self.may_copy(fx)
         {
             return;
@@ -260,26 +261,47 @@ impl Pg {
         self.backfill_some(s, fx);
     }
 
-    /// Whether this primary has members to recover or backfill.
+    /// Whether this primary has members to recover or backfill that no
+    /// flag holds back (or pushes under way).
     pub(super) fn wants_slot(&self) -> bool {
+        let recovery = !self.rec.missing.is_empty()
+            && (!self.map.holds.recovery || !self.rec.pushing.is_empty());
         matches!(self.role, Role::Primary { .. } | Role::Activating { .. })
-            && (!self.rec.missing.is_empty()
-                || self
-                    .rec
-                    .backfill
-                    .keys()
-                    .any(|&to| !self.backfill_toofull(to)))
+            && (recovery
+                || (self.rec.backfill.keys()).any(|&to| !self.backfill_toofull(to))
+                    && !self.backfill_flagged())
     }
 
     /// Whether backfill target `to` waits for room: its device is too
     /// full and no chunk of it is under way (one under way is finished).
     pub(super) fn backfill_toofull(&self, to: i32) -> bool {
-        self.map.toofull.contains(&to)
-            && self
-                .rec
-                .backfill
-                .get(&to)
-                .is_some_and(|b| matches!(b.step, BfStep::Idle))
+        self.map.toofull.contains(&to) && self.backfill_idle(to)
+    }
+
+    /// Whether no chunk of backfill target `to` is under way.
+    fn backfill_idle(&self, to: i32) -> bool {
+        (self.rec.backfill.get(&to)).is_some_and(|b| matches!(b.step, BfStep::Idle))
+    }
+
+    /// Whether the map's flags hold this PG's backfill back (`nobackfill`,
+    /// or `norebalance` when it lacks no copy) with no chunk under way.
+    pub(super) fn backfill_flagged(&self) -> bool {
+        self.backfill_flags_hold() && self.rec.backfill.keys().all(|&to| self.backfill_idle(to))
+    }
+
+    /// Whether the map's flags hold back new backfill steps of this PG.
+    pub(super) fn backfill_flags_hold(&self) -> bool {
+        self.map.holds.backfill || (self.map.holds.rebalance && !self.lacks_copies())
+    }
+
+    /// Whether fewer than the pool's size of this primary's write set are
+    /// complete (Ceph's degraded, as against only misplaced).
+    fn lacks_copies(&self) -> bool {
+        let (Role::Primary { write_set } | Role::Activating { write_set, .. }) = &self.role else {
+            return false;
+        };
+        let size = self.map.pool.as_ref().map_or(0, |p| p.size as usize);
+        self.complete_of(write_set).len() < size
     }
 
     /// Whether pushes and chunks no client op waits for may start now:

@@ -179,6 +179,7 @@ impl Pg {
             st |= PgState::BACKFILL_TOOFULL;
         }
         let copying = matches!(self.rec.slot, Slot::Held(_))
+            && !self.backfill_flagged()
             && self
                 .rec
                 .backfill
