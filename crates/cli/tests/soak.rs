@@ -297,6 +297,7 @@ fn soak() {
     }
     Fault::heal(&mut lab, None);
     lab.wait_clean(CLEAN_WITHIN, "every PG clean at the end");
+    let maps_agree = every_monitor_holds_one_map(&lab);
 
     let mut history = std::mem::take(&mut *history.lock().unwrap());
     let lost = registers::final_reads(&mut lab, &mut history, t0);
@@ -314,6 +315,7 @@ fn soak() {
         undecided: checked.undecided,
         lost,
         epochs_back,
+        maps_agree,
     };
     std::fs::create_dir_all(&out).expect("the report's folder");
     std::fs::write(out.join("report.json"), report.json()).expect("report.json");
@@ -322,6 +324,33 @@ fn soak() {
     assert!(bad.is_empty(), "not linearizable: {bad:?}");
     assert_eq!(lost, 0, "acknowledged writes lost");
     assert_eq!(epochs_back, 0, "the monitors' map went back");
+    assert!(maps_agree, "the monitors hold different maps at the end");
+}
+
+/// Whether every monitor, asked alone, holds the same map (same epoch,
+/// same bytes) once the cluster is quiet: the map never forked. Followers
+/// may lag a moment: asked again for up to 30 s.
+fn every_monitor_holds_one_map(lab: &lab::Lab) -> bool {
+    let t0 = Instant::now();
+    loop {
+        let maps = lab.mon_maps();
+        let first = maps.first().cloned().flatten();
+        if first.is_some() && maps.iter().all(|m| *m == first) {
+            return true;
+        }
+        if t0.elapsed() > Duration::from_secs(30) {
+            let epochs: Vec<Option<u64>> = (maps.iter())
+                .map(|m| {
+                    m.as_ref()
+                        .and_then(|b| loligo_types::decode_map(b).ok())
+                        .map(|m| m.epoch)
+                })
+                .collect();
+            eprintln!("the monitors' maps differ: epochs {epochs:?}");
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
 }
 
 /// What the soak found.
@@ -340,6 +369,8 @@ struct Report {
     lost: u64,
     /// Times the monitors' status showed an older map than before.
     epochs_back: u64,
+    /// Whether every monitor held the same map at the end.
+    maps_agree: bool,
 }
 
 impl Report {
@@ -414,6 +445,7 @@ impl Report {
             "histories_undecided": self.undecided,
             "lost": self.lost,
             "map_epochs_went_back": self.epochs_back,
+            "monitors_maps_agree_at_end": self.maps_agree,
         });
         serde_json::to_string_pretty(&v).unwrap_or_default()
     }
@@ -448,12 +480,13 @@ impl Report {
         );
         let _ = writeln!(
             o,
-            "\nRegister histories checked: {}; not linearizable: {}; undecided: {}; acknowledged writes lost: {}; map epochs gone back: {}.",
+            "\nRegister histories checked: {}; not linearizable: {}; undecided: {}; acknowledged writes lost: {}; map epochs gone back: {}; every monitor's map the same at the end: {}.",
             self.histories,
             self.bad.len(),
             self.undecided,
             self.lost,
-            self.epochs_back
+            self.epochs_back,
+            if self.maps_agree { "yes" } else { "no" }
         );
         o
     }

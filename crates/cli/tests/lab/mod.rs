@@ -426,6 +426,35 @@ impl Lab {
     }
 
     /// `status --json` as the monitors answer it from the root host.
+    /// Each monitor's own map (`osd getmap` asked of it alone), encoded;
+    /// `None` for one that did not answer.
+    pub fn mon_maps(&self) -> Vec<Option<Vec<u8>>> {
+        let keyring = self.dir.join("keys/client.admin.keyring");
+        (0..self.mons)
+            .map(|i| {
+                let out = self.dir.join(format!("mon.{i}.getmap"));
+                let _ = std::fs::remove_file(&out);
+                let o = loligo(
+                    &self.dir,
+                    &[
+                        "--mon",
+                        &format!("{}:{MON_PORT}", self.addrs[i]),
+                        "--keyring",
+                        &keyring.to_string_lossy(),
+                        "osd",
+                        "getmap",
+                        "-o",
+                        &out.to_string_lossy(),
+                    ],
+                );
+                o.status
+                    .success()
+                    .then(|| std::fs::read(&out).ok())
+                    .flatten()
+            })
+            .collect()
+    }
+
     pub fn status(&self) -> Option<serde_json::Value> {
         let s = loligo(&self.dir, &["status", "--json"]);
         s.status
