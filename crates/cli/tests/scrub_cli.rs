@@ -292,7 +292,7 @@ fn deep_scrub_finds_bad_copies_repair_mends_them_through_the_cli() {
         .1
         .iter()
         .any(|c| c == "OSDMAP_FLAGS: noscrub flag(s) set"));
-    let e = loligo(&dir, &["osd", "set", "noout"]);
+    let e = loligo(&dir, &["osd", "set", "pause"]);
     assert_eq!(e.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&e.stderr).contains("not supported yet"));
     ok(&dir, &["osd", "unset", "noscrub"]);

@@ -822,6 +822,17 @@ mod tests {
         assert!(!l.down_since.contains_key(&3));
     }
 
+    /// A report (a beacon) from each of `osds` at `at`.
+    fn beacons(l: &mut LeaderState, osds: std::ops::Range<i32>, at: Instant) {
+        for osd in osds {
+            let r = OsdReport {
+                osd,
+                ..Default::default()
+            };
+            l.on_report(r, at);
+        }
+    }
+
     fn flag(m: &mut OsdMap, flag: OsdFlag, on: bool) {
         m.apply(&Incremental {
             epoch: m.epoch + 1,
@@ -899,28 +910,12 @@ mod tests {
         .unwrap();
         assert!(l.tick(&m, t0, &T).is_empty());
         let t1 = t0 + 3 * T.down_out_interval;
-        for osd in 0..3 {
-            l.on_report(
-                OsdReport {
-                    osd,
-                    ..Default::default()
-                },
-                t1,
-            );
-        }
+        beacons(&mut l, 0..3, t1);
         assert!(l.tick(&m, t1, &T).is_empty(), "noout: stays in");
         flag(&mut m, OsdFlag::NoOut, false);
         assert!(l.tick(&m, t1, &T).is_empty(), "the interval starts now");
         let t2 = t1 + T.down_out_interval + Duration::from_secs(1);
-        for osd in 0..3 {
-            l.on_report(
-                OsdReport {
-                    osd,
-                    ..Default::default()
-                },
-                t2,
-            );
-        }
+        beacons(&mut l, 0..3, t2);
         assert_eq!(l.tick(&m, t2, &T), vec![Change::OsdAutoOut { id: 3 }]);
     }
 
@@ -936,15 +931,7 @@ mod tests {
         assert!(l.on_failure(&m, 1, 0, t0, &T).is_empty());
         assert!(l.on_failure(&m, 2, 0, t0, &T).is_empty());
         let t1 = t0 + T.report_timeout + Duration::from_secs(1);
-        for osd in 0..3 {
-            l.on_report(
-                OsdReport {
-                    osd,
-                    ..Default::default()
-                },
-                t1,
-            );
-        }
+        beacons(&mut l, 0..3, t1);
         assert!(l.tick(&m, t1, &T).is_empty(), "osd.3 is silent but nodown");
         let st = l.status(&m, mons(), t1, &T).unwrap();
         assert!(

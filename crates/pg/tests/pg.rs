@@ -650,13 +650,7 @@ fn a_backfill_onto_a_too_full_member_waits_for_room_without_a_slot() {
     // granted, starts.
     run(&mut pg, &s, map_toofull(2, vec![]));
     let fx = pg.handle(&s, Input::Tick { now_ms: 20_000 });
-    let ask = fx
-        .iter()
-        .find_map(|e| match e {
-            Effect::Reserve { ask, .. } => Some(*ask),
-            _ => None,
-        })
-        .unwrap_or_else(|| panic!("no slot asked for: {fx:?}"));
+    let ask = slot_asked(&fx);
     let fx = pg.handle(&s, Input::Reserved { ask });
     assert!(
         fx.iter().any(|e| matches!(
@@ -671,6 +665,16 @@ fn a_backfill_onto_a_too_full_member_waits_for_room_without_a_slot() {
     );
     let st = pg.stat().unwrap().state;
     assert!(!st.contains(PgState::BACKFILL_TOOFULL), "{st}");
+}
+
+/// The recovery slot `fx` asks for.
+fn slot_asked(fx: &[Effect]) -> u64 {
+    fx.iter()
+        .find_map(|e| match e {
+            Effect::Reserve { ask, .. } => Some(*ask),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no slot asked for: {fx:?}"))
 }
 
 /// Whether `fx` asks for a recovery slot or scans a member.
@@ -713,13 +717,7 @@ fn nobackfill_holds_a_backfill_and_norebalance_not_a_degraded_one() {
     };
     run(&mut pg, &s, map_holding(2, vec![], norebalance));
     let fx = pg.handle(&s, Input::Tick { now_ms: 20_000 });
-    let ask = fx
-        .iter()
-        .find_map(|e| match e {
-            Effect::Reserve { ask, .. } => Some(*ask),
-            _ => None,
-        })
-        .unwrap_or_else(|| panic!("no slot asked for: {fx:?}"));
+    let ask = slot_asked(&fx);
     let fx = pg.handle(&s, Input::Reserved { ask });
     assert!(copies(&fx), "no scan once granted: {fx:?}");
     assert!(pg.stat().unwrap().state.contains(PgState::BACKFILLING));
