@@ -386,6 +386,9 @@ impl LeaderState {
     /// members of its acting set than its pool's min_size, would be
     /// unavailable; one left with fewer than all of them, degraded.
     pub fn ok_to_stop(&self, map: &OsdMap, ids: &[i32]) -> Result<OkToStop, MapError> {
+        if ids.is_empty() {
+            return Err(MapError::Invalid("ok-to-stop names no OSD".into()));
+        }
         if let Some(id) = ids.iter().find(|id| !map.osds.contains_key(id)) {
             return Err(MapError::NoSuchOsd(*id));
         }
@@ -411,8 +414,15 @@ impl LeaderState {
                 if !members.iter().any(|o| ids.contains(o)) {
                     continue;
                 }
+                // Members past the pool's size are backfill targets, which
+                // serve nothing yet: counted as the ones left (the worst
+                // case), unless the PG is clean.
+                let extra = match state.contains(PgState::CLEAN) {
+                    true => 0,
+                    false => members.len().saturating_sub(p.size as usize),
+                };
                 let left = members.iter().filter(|o| !ids.contains(o)).count();
-                if !state.is_active() || left < p.min_size as usize {
+                if !state.is_active() || left.saturating_sub(extra) < p.min_size as usize {
                     r.bad_become_inactive.push(pg.to_string());
                 } else {
                     r.ok_become_degraded.push(pg.to_string());
@@ -890,6 +900,7 @@ mod tests {
         let two = l.ok_to_stop(&m, &[0, 1]).unwrap();
         assert!(!two.ok_to_stop && two.num_not_ok_pgs > 0, "{two:?}");
         assert!(l.ok_to_stop(&m, &[9]).is_err());
+        assert!(l.ok_to_stop(&m, &[]).is_err());
         // Without reports every PG is unknown: nothing is ok to stop.
         let fresh = LeaderState::default().ok_to_stop(&m, &[0]).unwrap();
         assert!(!fresh.ok_to_stop, "{fresh:?}");
