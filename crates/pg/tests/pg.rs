@@ -2510,6 +2510,127 @@ fn a_backfill_keeps_two_chunks_on_their_way_and_resends_them_in_order() {
     assert_eq!(objects_of(&target), objects_of(&s), "the target differs");
 }
 
+/// `nobackfill` set while chunks are on their way: those finish, no scan
+/// or chunk starts after them, the slot goes back and the PG waits in
+/// `backfill_wait`; cleared, the backfill goes on from where it stopped
+/// and the target ends equal to the primary.
+#[test]
+fn nobackfill_set_mid_backfill_stops_it_after_the_chunks_under_way() {
+    use loligo_pg::pg::{backfill, Chunk, Filter};
+    let (s, mut pg) = setup();
+    pg.backfill_chunk_objects = 16;
+    let c = CollectionId::pg(1, 0);
+    let target = MemStore::new();
+    let mut t = Transaction::new();
+    t.create_collection(c);
+    target.apply(t).unwrap();
+    for i in 0..200u64 {
+        put_obj(&s, &format!("o{i}"), 1 + i % 5);
+    }
+    let mut queue = tree_backfill_of_member_2(&s, &mut pg);
+    let mut cursor = Cursor::Start;
+    let mut flying: Vec<(u64, Chunk)> = Vec::new();
+    let (mut held, mut resumed, mut rounds) = (false, false, 0);
+    loop {
+        rounds += 1;
+        assert!(rounds < 1_000, "the backfill never ends");
+        while let Some(e) = queue.pop_front() {
+            match e {
+                Effect::Send {
+                    id,
+                    to: 2,
+                    msg:
+                        PeerMsg::Scan {
+                            after,
+                            upto,
+                            limit,
+                            filter,
+                            ..
+                        },
+                } => {
+                    assert!(!held || resumed, "a scan while nobackfill is set");
+                    let result = match &filter {
+                        Filter::Nodes { .. } => loligo_pg::pg::Scan {
+                            objects: vec![],
+                            end: after,
+                            nodes: None,
+                        },
+                        f => backfill::scan_in(
+                            &target,
+                            c,
+                            &after,
+                            &upto,
+                            limit as usize,
+                            None,
+                            &f.hashes().unwrap(),
+                        )
+                        .unwrap(),
+                    };
+                    queue.extend(run(&mut pg, &s, reply(id, PeerReply::Scanned(result))));
+                }
+                Effect::Send {
+                    id,
+                    to: 2,
+                    msg: PeerMsg::Chunk { chunk, .. },
+                } => {
+                    assert!(!held || resumed, "a chunk sent while nobackfill is set");
+                    flying.push((id, chunk));
+                }
+                _ => {}
+            }
+        }
+        if !held && flying.len() == 2 {
+            // The flag arrives with two chunks on their way.
+            held = true;
+            let nobackfill = Holds {
+                backfill: true,
+                ..Holds::default()
+            };
+            queue.extend(run(&mut pg, &s, map_holding(2, vec![], nobackfill)));
+            continue;
+        }
+        if flying.is_empty() {
+            if !held || resumed {
+                break;
+            }
+            // Both answered: nothing more goes, the slot went back.
+            let fx = run(&mut pg, &s, Input::Tick { now_ms: 10_000 });
+            assert!(!copies(&fx), "{fx:?}");
+            let st = pg.stat().unwrap().state;
+            assert!(st.contains(PgState::BACKFILL_WAIT), "{st}");
+            assert!(!st.contains(PgState::BACKFILLING), "{st}");
+            assert!(cursor != Cursor::End, "the backfill ended before the flag");
+            // Cleared: a slot is asked for and the backfill goes on.
+            resumed = true;
+            run(&mut pg, &s, map_holding(3, vec![], Holds::default()));
+            // (`run` grants the slot asked for at once.)
+            let fx = run(&mut pg, &s, Input::Tick { now_ms: 20_000 });
+            slot_asked(&fx);
+            queue.extend(fx);
+            continue;
+        }
+        let (id, ch) = flying.remove(0);
+        assert_eq!(ch.after, cursor, "a chunk applied out of order");
+        target
+            .apply(backfill::chunk_txn(c, &ch, |_| {
+                loligo_pg::pg::recovery::Prior::Replicated
+            }))
+            .unwrap();
+        cursor = ch.end.clone();
+        let fx = run(&mut pg, &s, ack(id));
+        if held && !resumed && flying.is_empty() {
+            assert!(
+                fx.iter().any(|e| matches!(e, Effect::Release { .. })),
+                "the slot is kept while held: {fx:?}"
+            );
+        }
+        queue.extend(fx);
+    }
+    assert!(held && resumed);
+    assert_eq!(cursor, Cursor::End);
+    assert_eq!(objects_of(&target), objects_of(&s), "the target differs");
+}
+
 /// Write `tid` is durable here and on osd.1 and osd.2 (each acknowledges
 /// the send of it, of `sent`: (send id, to)): the effects of the last
 /// answer.

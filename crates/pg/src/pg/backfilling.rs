@@ -40,7 +40,7 @@ impl Pg {
             return;
         }
         let targets: Vec<i32> = self.rec.backfill.keys().copied().collect();
-        // A flag holds new targets' steps back; those under way finish.
+        // A flag holds back every step but the chunks under way.
         let held = self.backfill_flags_hold();
         // This copy's tree's leaf count (`None`: no tree).
         let tree_leaves = self.tree().map(merkle::Tree::leaf_count);
@@ -73,6 +73,14 @@ impl Pg {
                     let after = b.done.clone();
                     self.start_scan(s, to, &after, tree_leaves, limit, fx);
                 }
+                BfStep::Scanned { .. } if held => {
+                    // Held: the listing is dropped and made again from
+                    // the cursor once the flag is cleared (it holds no
+                    // slot meanwhile).
+                    if let Some(b) = self.rec.backfill.get_mut(&to) {
+                        b.step = BfStep::Idle;
+                    }
+                }
                 BfStep::Scanned { theirs, mine } => {
                     let (after, theirs) = (b.done.clone(), theirs.clone());
                     let mine = self.still_listed(mine.as_ref());
@@ -96,7 +104,7 @@ impl Pg {
                 BfStep::Copying { flights, .. } if flights.first().is_some_and(|f| f.tid == 0) => {
                     self.resend_first_chunk(to, fx)
                 }
-                BfStep::Copying { .. } => self.backfill_ahead(s, to, tree_leaves, fx),
+                BfStep::Copying { .. } if !held => self.backfill_ahead(s, to, tree_leaves, fx),
                 _ => {}
             }
         }
