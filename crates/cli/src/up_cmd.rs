@@ -12,6 +12,7 @@ use crate::config::{Config, CONF_NAME, DEFAULT_DATA_DIR, DEFAULT_POOL};
 use crate::CliError;
 use clap::Args;
 use loligo_monc::protocol::{Admin, MonError, MonRequest, StatusReport};
+use loligo_types::osdmap::OsdFlag;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -19,13 +20,14 @@ use std::time::{Duration, Instant};
 
 #[derive(Args)]
 pub struct UpArgs {
-    /// Number of OSDs (first start only; later starts keep the cluster's).
-    #[arg(long, default_value_t = 4)]
-    osds: u32,
+    /// Number of OSDs (first start only, default 4; later starts keep
+    /// the cluster's).
+    #[arg(long)]
+    osds: Option<u32>,
     /// Number of monitors: 1, 3 or 5 (first start only). A group of 3
-    /// goes on with one down, of 5 with two.
-    #[arg(long, default_value_t = 1)]
-    mons: u32,
+    /// goes on with one down, of 5 with two. Default 1.
+    #[arg(long)]
+    mons: Option<u32>,
     /// Directory holding the cluster's data, config, logs and pid files.
     #[arg(long, default_value = DEFAULT_DATA_DIR)]
     data_dir: PathBuf,
@@ -37,9 +39,9 @@ pub struct UpArgs {
     /// least 1 GiB).
     #[arg(long)]
     osd_size: Option<u64>,
-    /// PGs of the default pool (first start only).
-    #[arg(long, default_value_t = 32)]
-    pg_num: u32,
+    /// PGs of the default pool (first start only, default 32).
+    #[arg(long)]
+    pg_num: Option<u32>,
     /// PG log entries each OSD keeps (first start only; default 1,000).
     /// A short log makes an OSD that was away backfill instead of
     /// recovering from the log.
@@ -416,6 +418,46 @@ fn authority_args(st: &State, dir: &Path) -> Vec<String> {
     ]
 }
 
+/// Say which first-start-only options `a` gives that an existing
+/// cluster `st` does not follow (they would otherwise pass unnoticed).
+fn warn_first_start_only(a: &UpArgs, st: &State) {
+    let n_mons = 1 + st.more_mons.len() as u32;
+    let n_osds = st.osd_addrs.len() as u32;
+    let mut ignored = Vec::new();
+    let mut differs = |given: bool, name: &str| {
+        if given {
+            ignored.push(name.to_string());
+        }
+    };
+    differs(a.mons.is_some_and(|m| m != n_mons), "--mons");
+    differs(a.osds.is_some_and(|n| n != n_osds), "--osds");
+    differs(a.osd_size.is_some_and(|z| z != st.osd_size), "--osd-size");
+    differs(a.pg_num.is_some(), "--pg-num");
+    differs(
+        a.pg_log_entries.is_some() && a.pg_log_entries != st.pg_log_entries,
+        "--pg-log-entries",
+    );
+    differs(
+        a.merkle_leaves.is_some() && a.merkle_leaves != st.merkle_leaves,
+        "--merkle-leaves",
+    );
+    differs(a.insecure && !st.insecure, "--insecure");
+    differs(
+        a.debug_inject_read_err && !st.debug_inject_read_err,
+        "--debug-inject-read-err",
+    );
+    differs(
+        a.down_out_interval.is_some() && a.down_out_interval != st.down_out_interval,
+        "--down-out-interval",
+    );
+    if !ignored.is_empty() {
+        eprintln!(
+            "warning: {} ignored: they apply to a cluster's first start only, and this one keeps its {n_mons} monitor(s), {n_osds} OSDs and settings",
+            ignored.join(", ")
+        );
+    }
+}
+
 /// Every monitor's address, mon.0 first.
 fn mon_addrs(st: &State) -> Vec<String> {
     std::iter::once(st.mon_addr.clone())
@@ -432,13 +474,13 @@ fn names(st: &State) -> Vec<String> {
 }
 
 pub fn up(a: UpArgs) -> Result<(), CliError> {
-    if a.osds == 0 || a.osds > 64 {
+    let (osds, mons) = (a.osds.unwrap_or(4), a.mons.unwrap_or(1));
+    if osds == 0 || osds > 64 {
         return Err(CliError("--osds must be in 1..=64".into()));
     }
-    if ![1, 3, 5].contains(&a.mons) {
+    if ![1, 3, 5].contains(&mons) {
         return Err(CliError(format!(
-            "--mons must be 1, 3 or 5, not {} (a group of 2 or 4 survives no more losses than one of 1 or 3)",
-            a.mons
+            "--mons must be 1, 3 or 5, not {mons} (a group of 2 or 4 survives no more losses than one of 1 or 3)"
         )));
     }
     if a.pg_log_entries == Some(0) {
@@ -454,7 +496,10 @@ pub fn up(a: UpArgs) -> Result<(), CliError> {
     // A first start's ports, held until their daemons start.
     let mut held: Vec<Option<std::net::TcpListener>> = Vec::new();
     let st = match load_state(&dir)? {
-        Some(s) => s,
+        Some(s) => {
+            warn_first_start_only(&a, &s);
+            s
+        }
         None => {
             let mut addr = || -> Result<String, CliError> {
                 let (port, l) = free_port()?;
@@ -464,9 +509,9 @@ pub fn up(a: UpArgs) -> Result<(), CliError> {
             let s = State {
                 fsid: new_fsid(),
                 mon_addr: addr()?,
-                more_mons: (1..a.mons).map(|_| addr()).collect::<Result<_, _>>()?,
-                osd_addrs: (0..a.osds).map(|_| addr()).collect::<Result<_, _>>()?,
-                osd_size: osd_size(&dir, a.osds, a.osd_size)?,
+                more_mons: (1..mons).map(|_| addr()).collect::<Result<_, _>>()?,
+                osd_addrs: (0..osds).map(|_| addr()).collect::<Result<_, _>>()?,
+                osd_size: osd_size(&dir, osds, a.osd_size)?,
                 pg_log_entries: a.pg_log_entries,
                 merkle_leaves: a.merkle_leaves,
                 insecure: a.insecure,
@@ -556,6 +601,13 @@ pub fn up(a: UpArgs) -> Result<(), CliError> {
             if m.up_in().0 == n {
                 break;
             }
+            if m.flags.contains(&OsdFlag::NoUp) {
+                // Started, but held down on purpose: no use waiting.
+                eprintln!(
+                    "warning: the cluster's noup flag is set: its OSDs stay down until `loligo osd unset noup`"
+                );
+                return Ok(());
+            }
             // A daemon that exited (its port taken, its store refused)
             // will not come up: say which at once.
             for (c, name) in children.iter_mut().zip(&all) {
@@ -578,7 +630,7 @@ pub fn up(a: UpArgs) -> Result<(), CliError> {
             let size = (n as u32).min(3);
             mc.call(MonRequest::Admin(Admin::PoolCreate {
                 name: DEFAULT_POOL.into(),
-                pg_num: a.pg_num,
+                pg_num: a.pg_num.unwrap_or(32),
                 size,
                 min_size: None,
                 erasure_profile: None,

@@ -568,6 +568,12 @@ impl Monitor {
                         crush_weight,
                     }))
                     .await?;
+                // Left out of its batch: `noup` was set meanwhile.
+                if (self.shared.read().map.as_ref())
+                    .is_some_and(|m| m.flags.contains(&noup) && !m.is_up(id))
+                {
+                    return Err(MonError::Flagged(noup.name().into()));
+                }
                 self.leader.lock().await.on_boot(id);
                 Ok(r)
             }
@@ -1265,6 +1271,26 @@ mod tests {
             .unwrap();
         let (c, _) = gathered_changes(&keyed, &VecDeque::new(), &[put("osd.1", "dd")]);
         assert!(c.is_empty(), "{c:?}");
+    }
+
+    #[test]
+    fn a_boot_gathered_before_noup_was_set_is_left_out() {
+        use loligo_types::osdmap::OsdFlag;
+        let mut m = crate::auth::tests::cluster();
+        let boot = |id| {
+            Gather::Boot(Change::OsdBoot {
+                id,
+                addr: format!("127.0.0.1:{}", 7000 + id),
+                host: "h".into(),
+                crush_weight: 0x10000,
+            })
+        };
+        let (c, v) = gathered_changes(&m, &VecDeque::new(), &[boot(9)]);
+        assert_eq!((c.len(), v.len()), (1, 1));
+        m.flags.insert(OsdFlag::NoUp);
+        let (c, v) = gathered_changes(&m, &VecDeque::new(), &[boot(9), boot(10)]);
+        assert!(c.is_empty(), "{c:?}");
+        assert_eq!(v.len(), 2, "one answer per item");
     }
 
     #[test]

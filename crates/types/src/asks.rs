@@ -259,6 +259,12 @@ pub fn gathered_changes(
         match item {
             Gather::Boot(c) => {
                 if let Change::OsdBoot { id, .. } = c {
+                    if map.flags.contains(&crate::osdmap::OsdFlag::NoUp) {
+                        // `noup` set since the boot was asked: it is left
+                        // out (the caller is told the flag holds it).
+                        values.push(None);
+                        continue;
+                    }
                     booted.insert(*id);
                 }
                 let replaces = matches!(c, Change::AuthPut { entity, .. }
