@@ -85,6 +85,45 @@ pub enum OsdCmd {
         #[command(flatten)]
         json: JsonFlag,
     },
+    /// Whether OSDs hold nothing the cluster still needs (Ceph's `osd
+    /// safe-to-destroy`): no PG placed on them or recorded with them, and
+    /// every PG reported. Fails naming why not.
+    #[command(name = "safe-to-destroy")]
+    SafeToDestroy {
+        #[arg(required = true)]
+        ids: Vec<i32>,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
+    /// Mark a down OSD destroyed: out, its key revoked, whatever it holds
+    /// given up; its id and CRUSH place are kept for a replacement
+    /// (`osd new ID`, then start a fresh store under the id). Refused
+    /// unless it is safe to destroy, or --force.
+    Destroy {
+        id: i32,
+        #[arg(long = "yes-i-really-mean-it")]
+        confirm: bool,
+        /// Destroy it even if PGs still need it (their data on it is lost).
+        #[arg(long)]
+        force: bool,
+    },
+    /// As destroy, then remove the OSD from the map and CRUSH for good.
+    Purge {
+        id: i32,
+        #[arg(long = "yes-i-really-mean-it")]
+        confirm: bool,
+        /// Purge it even if PGs still need it (their data on it is lost).
+        #[arg(long)]
+        force: bool,
+    },
+    /// Make way for an OSD: a destroyed ID taken again by its replacement,
+    /// or (no ID) the lowest unused id. Prints the id; the new keyring
+    /// (none in an --insecure cluster) goes to FILE, or is printed.
+    New {
+        id: Option<i32>,
+        #[arg(short = 'o', long = "out", value_name = "FILE")]
+        out: Option<std::path::PathBuf>,
+    },
     /// Share of a device in use at which writes to its PGs are refused
     /// (default 0.95; at least the backfillfull ratio, at most 1).
     #[command(name = "set-full-ratio")]
@@ -721,6 +760,16 @@ pub fn osd(conn: &ConnArgs, c: OsdCmd) -> Result<(), CliError> {
         OsdCmd::Set { flag } => changed(&call(conn, req(Admin::OsdFlag { flag, on: true }))?),
         OsdCmd::Unset { flag } => changed(&call(conn, req(Admin::OsdFlag { flag, on: false }))?),
         OsdCmd::OkToStop { ids, json } => ok_to_stop(conn, ids, json.json)?,
+        OsdCmd::SafeToDestroy { ids, json } => {
+            crate::osd_replace_cmd::safe_to_destroy(conn, ids, json.json)?
+        }
+        OsdCmd::Destroy { id, confirm, force } => {
+            crate::osd_replace_cmd::destroy(conn, id, confirm, force, false)?
+        }
+        OsdCmd::Purge { id, confirm, force } => {
+            crate::osd_replace_cmd::destroy(conn, id, confirm, force, true)?
+        }
+        OsdCmd::New { id, out } => crate::osd_replace_cmd::new(conn, id, out)?,
         OsdCmd::SetFullRatio { ratio } => set_ratio(conn, "full", ratio)?,
         OsdCmd::SetBackfillfullRatio { ratio } => set_ratio(conn, "backfillfull", ratio)?,
         OsdCmd::SetNearfullRatio { ratio } => set_ratio(conn, "nearfull", ratio)?,

@@ -20,6 +20,7 @@ mod kv_cmd;
 mod lab_cmd;
 mod malloc;
 mod map_pgs_cmd;
+mod osd_replace_cmd;
 mod osdmap_cmd;
 mod scale_cmd;
 mod scale_peering;

@@ -365,3 +365,109 @@ fn three_monitors_go_on_with_the_leader_stopped() {
     assert_eq!(e.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&e.stderr).contains("--mons must be 1, 3 or 5"));
 }
+
+/// A disk replaced under its OSD's id: `safe-to-destroy` says no while
+/// PGs are placed on the OSD and yes once it is out and they moved;
+/// `destroy` is refused while it is up or unconfirmed, then marks it
+/// destroyed and revokes its key; `osd new` gives the id a new keyring,
+/// and a fresh store started under it boots in and is backfilled, every
+/// object readable. `osd new` with no id takes the lowest unused one;
+/// `purge` of an OSD PGs still need is refused without --force, and with
+/// it the OSD leaves the map and the cluster ends clean without it.
+#[test]
+fn a_destroyed_osd_is_replaced_under_its_id_and_backfilled() {
+    let (root, dir, _guard) = common::start("replace", 4, 8);
+    let d = dir.to_string_lossy().into_owned();
+    let clean = |what: &str| wait_for(90, what, || common::not_clean(&dir).is_none().then_some(()));
+    clean("clean at the start");
+    let file = root.join("in.bin");
+    for i in 0..24 {
+        std::fs::write(&file, format!("object {i}").repeat(100)).unwrap();
+        ok(&dir, &["put", &format!("o{i}"), file.to_str().unwrap()]);
+    }
+    let refused = |args: &[&str], why: &str| {
+        let o = loligo(&dir, args);
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert!(!o.status.success() && err.contains(why), "{args:?}: {err}");
+    };
+    refused(&["osd", "safe-to-destroy", "3"], "not safe to destroy");
+    refused(&["osd", "destroy", "3", "--yes-i-really-mean-it"], "is up");
+    ok(&dir, &["osd", "out", "3"]);
+    wait_for(90, "every PG clean with osd.3 out", || {
+        let s = status(&dir);
+        (s["pgs"]["by_state"]["active+clean"] == s["pgs"]["total"]).then_some(())
+    });
+    wait_for(30, "osd.3 safe to destroy", || {
+        loligo(&dir, &["osd", "safe-to-destroy", "3"])
+            .status
+            .success()
+            .then_some(())
+    });
+    ok(&dir, &["stop", "osd.3", "--data-dir", &d]);
+    wait_for(20, "osd.3 down", || {
+        (osd_entry(&dir, 3)["up"] == false).then_some(())
+    });
+    refused(&["osd", "destroy", "3"], "--yes-i-really-mean-it");
+    ok(&dir, &["osd", "destroy", "3", "--yes-i-really-mean-it"]);
+    let tree = ok(&dir, &["osd", "tree"]);
+    assert!(
+        tree.lines()
+            .any(|l| l.contains("osd.3") && l.contains("destroyed")),
+        "{tree}"
+    );
+    refused(&["osd", "new", "2"], "not destroyed");
+    // The disk is replaced: a fresh store, a new key.
+    std::fs::remove_dir_all(dir.join("osd.3")).unwrap();
+    let keyring = dir.join("keys").join("osd.3.keyring");
+    refused(
+        &["osd", "new", "3", "-o", keyring.to_str().unwrap()],
+        "exists",
+    );
+    std::fs::remove_file(&keyring).unwrap();
+    let id = ok(&dir, &["osd", "new", "3", "-o", keyring.to_str().unwrap()]);
+    assert_eq!(id.trim(), "3");
+    ok(&dir, &["start", "osd.3", "--data-dir", &d]);
+    wait_for(30, "the replacement up and in", || {
+        let o = osd_entry(&dir, 3);
+        (o["up"] == true && o["weight"].as_u64() > Some(0)).then_some(())
+    });
+    clean("clean with the replacement backfilled");
+    let rows: serde_json::Value = serde_json::from_str(&ok(&dir, &["pg", "ls", "--json"])).unwrap();
+    let on_3 = (rows.as_array().unwrap().iter())
+        .filter(|r| {
+            r["acting"]
+                .as_array()
+                .unwrap()
+                .contains(&serde_json::json!(3))
+        })
+        .count();
+    assert!(on_3 > 0, "no PG on the replacement: {rows}");
+    let out = root.join("out.bin");
+    for i in 0..24 {
+        ok(&dir, &["get", &format!("o{i}"), out.to_str().unwrap()]);
+        assert_eq!(
+            std::fs::read(&out).unwrap(),
+            format!("object {i}").repeat(100).into_bytes()
+        );
+    }
+    // `osd new` with no id: the lowest no OSD has (its keyring printed).
+    let o = ok(&dir, &["osd", "new"]);
+    assert_eq!(o.lines().next(), Some("4"), "{o}");
+    assert!(o.contains("osd.4"), "{o}");
+    // A purge of an OSD PGs still need: only with --force.
+    ok(&dir, &["stop", "osd.3", "--data-dir", &d]);
+    wait_for(20, "osd.3 down again", || {
+        (osd_entry(&dir, 3)["up"] == false).then_some(())
+    });
+    refused(&["osd", "purge", "3", "--yes-i-really-mean-it"], "--force");
+    ok(
+        &dir,
+        &["osd", "purge", "3", "--yes-i-really-mean-it", "--force"],
+    );
+    let v: serde_json::Value = serde_json::from_str(&ok(&dir, &["osd", "dump"])).unwrap();
+    assert!(
+        !(v["osds"].as_array().unwrap().iter()).any(|o| o["id"] == 3),
+        "{v}"
+    );
+    clean("clean without osd.3");
+}

@@ -21,6 +21,8 @@ pub enum Outcome {
     Issue {
         entity: String,
         caps: Caps,
+        /// Changes made in the same epoch (`osd new`'s).
+        also: Vec<Change>,
     },
 }
 
@@ -76,6 +78,66 @@ fn set_ratio(m: &OsdMap, which: &str, ratio: f64) -> Result<Outcome, MonError> {
     Ok(Outcome::Changes(vec![Change::FullRatio { kind, ppm }]))
 }
 
+/// The revocation of every key of `osd.{id}`.
+fn revoke_osd(id: i32) -> Change {
+    Change::AuthPut {
+        entity: format!("osd.{id}"),
+        entry: AuthEntry {
+            caps: Caps::default(),
+            serial: REVOKED_SERIAL.into(),
+        },
+    }
+}
+
+/// `osd destroy ID` (`purge`: and `osd rm`): whether it is safe is the
+/// service's question (it needs the reports), asked before this.
+fn osd_destroy(m: &OsdMap, id: i32, confirm: bool, purge: bool) -> Result<Outcome, MonError> {
+    let verb = if purge { "purge" } else { "destroy" };
+    let o = (m.osds.get(&id)).ok_or(loligo_types::MapError::NoSuchOsd(id))?;
+    if !confirm {
+        return Err(MonError::Invalid(format!(
+            "{verb} gives up every byte osd.{id} holds and revokes its key: add --yes-i-really-mean-it"
+        )));
+    }
+    if o.up {
+        return Err(MonError::Invalid(format!(
+            "osd.{id} is up: stop it first (`loligo stop osd.{id}`, or `osd down {id}` once its daemon is gone)"
+        )));
+    }
+    let mut c = vec![Change::OsdDestroy { id }, revoke_osd(id)];
+    if purge {
+        c.push(Change::OsdRemove { id });
+    }
+    Ok(Outcome::Changes(c))
+}
+
+/// `osd new [ID]`: a destroyed id made way for, or the lowest id no OSD
+/// has; a new key for it in either case.
+fn osd_new(m: &OsdMap, id: Option<i32>) -> Result<Outcome, MonError> {
+    let (id, also) = match id {
+        Some(id) if m.destroyed.contains(&id) => (id, vec![Change::OsdNew { id }]),
+        Some(id) if m.osds.contains_key(&id) => {
+            return Err(MonError::Invalid(format!(
+                "osd.{id} is not destroyed: `osd destroy {id}` first (or `osd new` for a new id)"
+            )))
+        }
+        Some(id) if (0..loligo_types::osdmap::OSDS_MAX).contains(&id) => (id, vec![]),
+        Some(id) => return Err(MonError::Invalid(format!("no OSD id {id}"))),
+        None => {
+            let free = (0..loligo_types::osdmap::OSDS_MAX).find(|i| !m.osds.contains_key(i));
+            (
+                free.ok_or_else(|| MonError::Invalid("every OSD id is taken".into()))?,
+                vec![],
+            )
+        }
+    };
+    Ok(Outcome::Issue {
+        entity: format!("osd.{id}"),
+        caps: Caps::default(),
+        also,
+    })
+}
+
 fn pool<'a>(m: &'a OsdMap, name: &str) -> Result<&'a loligo_types::Pool, MonError> {
     m.pool_by_name(name)
         .ok_or_else(|| loligo_types::MapError::NoSuchPool(name.into()).into())
@@ -86,12 +148,18 @@ fn pool<'a>(m: &'a OsdMap, name: &str) -> Result<&'a loligo_types::Pool, MonErro
 pub fn plan(m: &OsdMap, cmd: &Admin) -> Result<Outcome, MonError> {
     use Outcome::*;
     Ok(match cmd {
-        Admin::Status | Admin::PgLs { .. } | Admin::OsdOkToStop { .. } => {
+        Admin::Status
+        | Admin::PgLs { .. }
+        | Admin::OsdOkToStop { .. }
+        | Admin::OsdSafeToDestroy { .. } => {
             return Err(MonError::Invalid(
-                "status, pg ls and osd ok-to-stop are answered from the OSDs' reports, not the map"
+                "status, pg ls, osd ok-to-stop and safe-to-destroy are answered from the OSDs' reports, not the map"
                     .into(),
             ))
         }
+        Admin::OsdDestroy { id, confirm, .. } => osd_destroy(m, *id, *confirm, false)?,
+        Admin::OsdPurge { id, confirm, .. } => osd_destroy(m, *id, *confirm, true)?,
+        Admin::OsdNew { id } => osd_new(m, *id)?,
         // An EC pool's size comes from its profile.
         Admin::PoolCreate {
             name,
@@ -125,16 +193,7 @@ pub fn plan(m: &OsdMap, cmd: &Admin) -> Result<Outcome, MonError> {
             Changes(vec![Change::OsdReweight { id: *id, weight: w }])
         }
         // Its keys go with it: a removed OSD's key never serves again.
-        Admin::OsdRm { id } => Changes(vec![
-            Change::OsdRemove { id: *id },
-            Change::AuthPut {
-                entity: format!("osd.{id}"),
-                entry: AuthEntry {
-                    caps: Caps::default(),
-                    serial: REVOKED_SERIAL.into(),
-                },
-            },
-        ]),
+        Admin::OsdRm { id } => Changes(vec![Change::OsdRemove { id: *id }, revoke_osd(*id)]),
         Admin::OsdLost { id, confirm } => {
             if !confirm {
                 return Err(MonError::Invalid(format!(
@@ -379,6 +438,7 @@ fn osd_dump(m: &OsdMap) -> Value {
         "pg_unfound_lost": m.unfound_lost.iter().map(|(pg, e)| json!({"pg": pg.to_string(), "epoch": e})).collect::<Vec<_>>(),
         "flags": m.flags.iter().map(|f| f.name()).collect::<Vec<_>>(),
         "auto_out": m.auto_out,
+        "destroyed": m.destroyed,
         "nearfull_ratio": m.full_ratios.get(loligo_types::osdmap::RatioKind::NearFull),
         "backfillfull_ratio": m.full_ratios.get(loligo_types::osdmap::RatioKind::BackfillFull),
         "full_ratio": m.full_ratios.get(loligo_types::osdmap::RatioKind::Full),
@@ -402,6 +462,7 @@ fn auth_add(m: &OsdMap, entity: &str, caps: &[(String, String)]) -> Result<Outco
     Ok(Outcome::Issue {
         entity: entity.to_string(),
         caps,
+        also: vec![],
     })
 }
 
@@ -423,6 +484,7 @@ fn auth_rotate(m: &OsdMap, entity: &str) -> Result<Outcome, MonError> {
     Ok(Outcome::Issue {
         entity: entity.to_string(),
         caps,
+        also: vec![],
     })
 }
 
@@ -481,8 +543,9 @@ pub fn tree(m: &OsdMap) -> Value {
                 let o = m.osds.get(&id);
                 r["status"] = json!(match o {
                     Some(o) if o.up => "up",
+                    _ if m.destroyed.contains(&id) => "destroyed",
                     Some(_) => "down",
-                    None => "destroyed",
+                    None => "does not exist",
                 });
                 r["reweight"] = json!(o.map_or(0.0, |o| o.weight as f64 / 65536.0));
             }
@@ -669,7 +732,7 @@ mod tests {
             entity: "osd.3".into(),
         };
         match plan(&m, &rotate) {
-            Ok(Outcome::Issue { entity, caps }) => {
+            Ok(Outcome::Issue { entity, caps, .. }) => {
                 assert_eq!(entity, "osd.3");
                 assert_eq!(caps, Caps::default());
             }

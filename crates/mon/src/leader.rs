@@ -13,7 +13,7 @@ use loligo_monc::protocol::{
 };
 use loligo_types::osdmap::{OsdFlag, RatioKind};
 use loligo_types::{Change, Fullness, MapError, OsdMap, OsdReport, PgId, PgStat, PgState};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
 /// What the leader keeps of report `r`, bounded by the map: refused from
@@ -435,6 +435,61 @@ impl LeaderState {
         Ok(r)
     }
 
+    /// Whether OSDs `ids` hold nothing the cluster still needs (Ceph's
+    /// `osd safe-to-destroy`): no PG is placed on one (up or acting, by
+    /// the map or its primary's report), no write-set record names one
+    /// (it may hold writes others lack), and every PG is reported
+    /// active+clean (one without a report cannot be judged; one degraded
+    /// may lack copies only a down OSD still holds).
+    pub fn safe_to_destroy(&self, map: &OsdMap, ids: &[i32]) -> Result<SafeToDestroy, MapError> {
+        if ids.is_empty() {
+            return Err(MapError::Invalid("safe-to-destroy names no OSD".into()));
+        }
+        if let Some(id) = ids.iter().find(|id| !map.osds.contains_key(id)) {
+            return Err(MapError::NoSuchOsd(*id));
+        }
+        let stats = self.current_stats(map);
+        let mut placer = map.placer()?;
+        let mut stored: BTreeMap<i32, usize> = ids.iter().map(|&id| (id, 0)).collect();
+        let (mut unknown, mut not_clean) = (0usize, 0usize);
+        for p in map.pools.values() {
+            for ps in 0..p.pg_num {
+                let pg = PgId { pool: p.id, ps };
+                let m = placer.map_pg(pg)?;
+                let (state, stat) = state_of(&stats, pg, m.acting_primary);
+                if stat.is_none() {
+                    unknown += 1;
+                } else if !state.contains(PgState::ACTIVE | PgState::CLEAN) {
+                    not_clean += 1;
+                }
+                let record = map.write_sets.get(&pg);
+                let named = (m.up.iter().chain(&m.acting))
+                    .chain(stat.iter().flat_map(|s| &s.acting))
+                    .chain(record.iter().flat_map(|r| &r.osds));
+                let named: BTreeSet<i32> = named.copied().collect();
+                for (id, n) in stored.iter_mut() {
+                    *n += usize::from(named.contains(id));
+                }
+            }
+        }
+        let mut r = SafeToDestroy {
+            unknown_pgs: unknown,
+            not_clean_pgs: not_clean,
+            ..SafeToDestroy::default()
+        };
+        for (&id, &n) in &stored {
+            if n > 0 || not_clean > 0 {
+                r.active.push(id);
+                r.stored_pgs.push((id, n));
+            } else if unknown > 0 {
+                r.missing_stats.push(id);
+            } else {
+                r.safe_to_destroy.push(id);
+            }
+        }
+        Ok(r)
+    }
+
     /// The PG stats of the up OSDs' last reports, by PG and reporter.
     fn current_stats<'a>(&'a self, map: &OsdMap) -> HashMap<(PgId, i32), &'a PgStat> {
         self.reports
@@ -442,6 +497,45 @@ impl LeaderState {
             .filter(|r| map.is_up(r.report.osd))
             .flat_map(|r| r.report.pgs.iter().map(|p| ((p.pg, r.report.osd), p)))
             .collect()
+    }
+}
+
+/// The answer to `osd safe-to-destroy` (Ceph's fields).
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct SafeToDestroy {
+    /// OSDs that hold nothing the cluster needs.
+    pub safe_to_destroy: Vec<i32>,
+    /// OSDs PGs are still placed on or recorded with.
+    pub active: Vec<i32>,
+    /// OSDs that may be safe, but some PGs have no report to tell.
+    pub missing_stats: Vec<i32>,
+    /// `(osd, PGs)` for each active OSD.
+    pub stored_pgs: Vec<(i32, usize)>,
+    /// PGs with no report from their primary.
+    pub unknown_pgs: usize,
+    /// PGs reported but not active+clean.
+    pub not_clean_pgs: usize,
+}
+
+impl SafeToDestroy {
+    /// Why `id` is not safe to destroy (`None`: it is), in words.
+    pub fn why_not(&self, id: i32) -> Option<String> {
+        if self.safe_to_destroy.contains(&id) {
+            return None;
+        }
+        Some(match self.stored_pgs.iter().find(|(o, _)| *o == id) {
+            Some((_, 0)) => format!(
+                "{} PGs are not active+clean: osd.{id} may hold copies they lack (wait until they are clean)",
+                self.not_clean_pgs
+            ),
+            Some((_, n)) => format!(
+                "osd.{id} still holds or is recorded with {n} PGs (mark it out and wait until they move: `osd safe-to-destroy {id}`)"
+            ),
+            None => format!(
+                "{} PGs have no report yet, so whether osd.{id} holds data they need cannot be told",
+                self.unknown_pgs
+            ),
+        })
     }
 }
 
@@ -646,6 +740,49 @@ mod tests {
         m
     }
 
+    /// A PG's stat with nothing counted.
+    fn pg_stat(pg: PgId, epoch: u64, state: PgState, acting: Vec<i32>) -> PgStat {
+        PgStat {
+            pg,
+            epoch,
+            state,
+            acting,
+            objects: 0,
+            bytes: 0,
+            degraded: 0,
+            misplaced: 0,
+            waiting_for: Vec::new(),
+            unfound: 0,
+            scrub_errors: 0,
+            last_scrub_stamp: 0,
+            last_deep_scrub_stamp: 0,
+        }
+    }
+
+    /// Every PG of `m` reported in `state` by its primary, on the set the
+    /// map places it on.
+    fn report_every_pg(l: &mut LeaderState, m: &OsdMap, state: PgState) {
+        let mut placer = m.placer().unwrap();
+        let mut by_primary: HashMap<i32, Vec<PgStat>> = HashMap::new();
+        for p in m.pools.values() {
+            for ps in 0..p.pg_num {
+                let pg = PgId { pool: p.id, ps };
+                let pm = placer.map_pg(pg).unwrap();
+                let acting = holes_as_minus_one(&pm.acting);
+                let stat = pg_stat(pg, m.epoch, state, acting);
+                by_primary.entry(pm.acting_primary).or_default().push(stat);
+            }
+        }
+        for (osd, pgs) in by_primary {
+            let report = OsdReport {
+                osd,
+                pgs,
+                ..Default::default()
+            };
+            l.on_report(report, Instant::now());
+        }
+    }
+
     fn mons() -> MonStatus {
         MonStatus {
             members: vec![0],
@@ -657,21 +794,8 @@ mod tests {
     #[test]
     fn reports_the_map_cannot_hold_are_refused_or_trimmed() {
         let m = map();
-        let stat = |ps: u32, acting: Vec<i32>| PgStat {
-            pg: PgId { pool: 1, ps },
-            epoch: m.epoch,
-            state: PgState::default(),
-            acting,
-            objects: 0,
-            bytes: 0,
-            degraded: 0,
-            misplaced: 0,
-            waiting_for: Vec::new(),
-            unfound: 0,
-            scrub_errors: 0,
-            last_scrub_stamp: 0,
-            last_deep_scrub_stamp: 0,
-        };
+        let stat =
+            |ps: u32, acting| pg_stat(PgId { pool: 1, ps }, m.epoch, PgState::default(), acting);
         let report = |osd, pgs| OsdReport {
             osd,
             pgs,
@@ -859,41 +983,7 @@ mod tests {
     fn ok_to_stop_counts_pgs_left_below_min_size() {
         let m = map();
         let mut l = LeaderState::default();
-        let now = Instant::now();
-        let mut placer = m.placer().unwrap();
-        let mut by_primary: HashMap<i32, Vec<PgStat>> = HashMap::new();
-        for ps in 0..8 {
-            let pg = PgId { pool: 1, ps };
-            let pm = placer.map_pg(pg).unwrap();
-            by_primary
-                .entry(pm.acting_primary)
-                .or_default()
-                .push(PgStat {
-                    pg,
-                    epoch: m.epoch,
-                    state: PgState::ACTIVE | PgState::CLEAN,
-                    acting: holes_as_minus_one(&pm.acting),
-                    objects: 0,
-                    bytes: 0,
-                    degraded: 0,
-                    misplaced: 0,
-                    waiting_for: Vec::new(),
-                    unfound: 0,
-                    scrub_errors: 0,
-                    last_scrub_stamp: 0,
-                    last_deep_scrub_stamp: 0,
-                });
-        }
-        for (osd, pgs) in by_primary {
-            l.on_report(
-                OsdReport {
-                    osd,
-                    pgs,
-                    ..Default::default()
-                },
-                now,
-            );
-        }
+        report_every_pg(&mut l, &m, PgState::ACTIVE | PgState::CLEAN);
         let one = l.ok_to_stop(&m, &[0]).unwrap();
         assert!(one.ok_to_stop && one.num_not_ok_pgs == 0, "{one:?}");
         assert!(one.num_ok_pgs > 0, "{one:?}");
@@ -904,6 +994,52 @@ mod tests {
         // Without reports every PG is unknown: nothing is ok to stop.
         let fresh = LeaderState::default().ok_to_stop(&m, &[0]).unwrap();
         assert!(!fresh.ok_to_stop, "{fresh:?}");
+    }
+
+    /// `safe-to-destroy`: an OSD PGs are placed on is not safe; once it
+    /// is out and the PGs report sets without it it is, unless a
+    /// write-set record still names it; without reports nothing is.
+    #[test]
+    fn safe_to_destroy_wants_no_pg_placed_or_recorded_on_the_osd() {
+        let mut m = map();
+        let mut l = LeaderState::default();
+        report_every_pg(&mut l, &m, PgState::ACTIVE | PgState::CLEAN);
+        let r = l.safe_to_destroy(&m, &[3]).unwrap();
+        assert_eq!(r.active, vec![3], "{r:?}");
+        assert!(r.why_not(3).unwrap().contains("PGs"), "{r:?}");
+        assert!(l.safe_to_destroy(&m, &[9]).is_err());
+        assert!(l.safe_to_destroy(&m, &[]).is_err());
+        let fresh = LeaderState::default().safe_to_destroy(&m, &[3]).unwrap();
+        assert!(fresh.why_not(3).is_some(), "{fresh:?}");
+        let out = |m: &mut OsdMap, changes| {
+            let epoch = m.epoch + 1;
+            m.apply(&Incremental { epoch, changes }).unwrap();
+        };
+        out(&mut m, vec![Change::OsdOut { id: 3 }]);
+        // Reports still from before the out: the old sets name it.
+        let r = l.safe_to_destroy(&m, &[3]).unwrap();
+        assert_eq!(r.active, vec![3], "{r:?}");
+        let mut l = LeaderState::default();
+        report_every_pg(&mut l, &m, PgState::ACTIVE | PgState::CLEAN);
+        let r = l.safe_to_destroy(&m, &[3]).unwrap();
+        assert_eq!(r.safe_to_destroy, vec![3], "{r:?}");
+        assert_eq!(r.why_not(3), None);
+        // PGs degraded elsewhere: it may hold copies they lack.
+        let mut degraded = LeaderState::default();
+        report_every_pg(&mut degraded, &m, PgState::ACTIVE | PgState::DEGRADED);
+        let r = degraded.safe_to_destroy(&m, &[3]).unwrap();
+        assert!(r.why_not(3).unwrap().contains("not active+clean"), "{r:?}");
+        // A record naming it: it may hold writes no other copy has.
+        let record = loligo_types::WriteSetRecord {
+            interval: 9,
+            osds: vec![3, 0, 1],
+        };
+        let pg = PgId { pool: 1, ps: 0 };
+        out(&mut m, vec![Change::RecordWriteSet { pg, record }]);
+        let mut l = LeaderState::default();
+        report_every_pg(&mut l, &m, PgState::ACTIVE | PgState::CLEAN);
+        let r = l.safe_to_destroy(&m, &[3]).unwrap();
+        assert_eq!(r.stored_pgs, vec![(3, 1)], "{r:?}");
     }
 
     /// Under `noout` a down OSD stays in however long it is down; once
@@ -1062,19 +1198,8 @@ mod tests {
             let r = reports.entry(pm.acting_primary).or_default();
             r.osd = pm.acting_primary;
             r.pgs.push(PgStat {
-                pg,
-                epoch: m.epoch,
-                state,
-                acting: pm.acting.clone(),
                 objects: 10,
-                bytes: 0,
-                degraded: 0,
-                misplaced: 0,
-                waiting_for: Vec::new(),
-                unfound: 0,
-                scrub_errors: 0,
-                last_scrub_stamp: 0,
-                last_deep_scrub_stamp: 0,
+                ..pg_stat(pg, m.epoch, state, pm.acting.clone())
             });
         }
         for (_, r) in reports {
@@ -1175,19 +1300,11 @@ mod tests {
             let r = reports.entry(by).or_default();
             r.osd = by;
             r.pgs.push(PgStat {
-                pg,
-                epoch: m.epoch,
-                state,
-                acting,
                 objects: u64::from(ps),
                 bytes: 100,
-                degraded: 0,
-                misplaced: 0,
                 waiting_for,
                 unfound: if ps == 3 { 2 } else { 0 },
-                scrub_errors: 0,
-                last_scrub_stamp: 0,
-                last_deep_scrub_stamp: 0,
+                ..pg_stat(pg, m.epoch, state, acting)
             });
         }
         for (_, r) in reports {

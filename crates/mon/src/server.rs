@@ -663,6 +663,19 @@ impl Monitor {
                     map: None,
                 })
             }
+            MonRequest::Admin(Admin::OsdSafeToDestroy { ids }) => {
+                let answer = self.safe_to_destroy(&ids).await?;
+                let value = serde_json::to_value(&answer)
+                    .map_err(|e| MonError::Unavailable(format!("safe-to-destroy: {e}")))?;
+                Ok(MonReply {
+                    epoch: self.epoch(),
+                    value,
+                    map: None,
+                })
+            }
+            MonRequest::Admin(a @ (Admin::OsdDestroy { .. } | Admin::OsdPurge { .. })) => {
+                self.destroy(a).await
+            }
             MonRequest::Admin(Admin::PgLs { pool }) => {
                 if !self.is_leader() {
                     return Err(self.not_leader());
@@ -830,7 +843,47 @@ impl Monitor {
     /// `auth add` or `auth rotate`: a new keyring for the user the plan
     /// names, its serial recorded with the caps; the keyring goes back
     /// in the reply and is kept nowhere (not in the map, not in the log).
+    /// `osd safe-to-destroy` (leader only: it holds the PG reports).
+    async fn safe_to_destroy(&self, ids: &[i32]) -> Result<crate::leader::SafeToDestroy, MonError> {
+        if !self.is_leader() {
+            return Err(self.not_leader());
+        }
+        self.quorum(QUORUM_WAIT_STATUS).await?;
+        let l = self.leader.lock().await;
+        let st = self.shared.read();
+        let map = st.map.as_ref().ok_or(MonError::NoMap)?;
+        Ok(l.safe_to_destroy(map, ids)?)
+    }
+
+    /// `osd destroy` and `osd purge`: refused unless the OSD is safe to
+    /// destroy, or the operator forces it.
+    async fn destroy(&self, a: Admin) -> CallResult {
+        let (Admin::OsdDestroy { id, force, .. } | Admin::OsdPurge { id, force, .. }) = a else {
+            return Err(MonError::Invalid("not a destroy".into()));
+        };
+        {
+            // The map's own refusals first (no such OSD, up, unconfirmed).
+            let st = self.shared.read();
+            admin::plan(st.map.as_ref().ok_or(MonError::NoMap)?, &a)?;
+        }
+        if !force {
+            if let Some(why) = self.safe_to_destroy(&[id]).await?.why_not(id) {
+                return Err(MonError::Invalid(format!(
+                    "{why}; --force destroys it anyway, giving up what only it holds"
+                )));
+            }
+        }
+        self.change_with(|m| match admin::plan(m, &a)? {
+            Outcome::Changes(c) => Ok(c),
+            Outcome::Answer(_) | Outcome::Issue { .. } => Ok(vec![]),
+        })
+        .await
+    }
+
     async fn issue(&self, a: &Admin) -> CallResult {
+        if self.cfg.security.is_none() {
+            return self.issue_no_key(a).await;
+        }
         let ca = self.cfg.authority.clone().ok_or_else(|| {
             MonError::Unsupported(
                 "this monitor holds no certificate authority (`mon run --authority DIR`), so it makes no keys; \
@@ -841,7 +894,7 @@ impl Monitor {
         let mut made = None;
         let mut r = self
             .change_with(|m| match admin::plan(m, a)? {
-                Outcome::Issue { entity, caps } => {
+                Outcome::Issue { entity, caps, also } => {
                     let k = ca
                         .issue(&entity)
                         .map_err(|e| MonError::Unavailable(format!("making a key: {e}")))?;
@@ -850,10 +903,11 @@ impl Monitor {
                         .map_err(|e| MonError::Unavailable(format!("making a key: {e}")))?
                         .serial;
                     made = Some(k);
-                    Ok(vec![Change::AuthPut {
+                    let put = Change::AuthPut {
                         entity,
                         entry: AuthEntry { caps, serial },
-                    }])
+                    };
+                    Ok(also.into_iter().chain([put]).collect())
                 }
                 Outcome::Answer(_) | Outcome::Changes(_) => Ok(vec![]),
             })
@@ -863,6 +917,30 @@ impl Monitor {
             .to_text()
             .map_err(|e| MonError::Unavailable(format!("the keyring: {e}")))?;
         r.value = serde_json::json!({ "entity": k.entity, "keyring": text });
+        Ok(r)
+    }
+
+    /// `osd new` in a cluster without keys: its changes alone (other
+    /// issues need keys, and are refused).
+    async fn issue_no_key(&self, a: &Admin) -> CallResult {
+        if !matches!(a, Admin::OsdNew { .. }) {
+            return Err(MonError::Unsupported(
+                "a cluster run with --insecure has no keys to make".into(),
+            ));
+        }
+        let mut entity = None;
+        let mut r = self
+            .change_with(|m| match admin::plan(m, a)? {
+                Outcome::Issue {
+                    entity: e, also, ..
+                } => {
+                    entity = Some(e);
+                    Ok(also)
+                }
+                Outcome::Answer(_) | Outcome::Changes(_) => Ok(vec![]),
+            })
+            .await?;
+        r.value = serde_json::json!({ "entity": entity });
         Ok(r)
     }
 

@@ -136,6 +136,21 @@ fn command(r: &mut Rng) -> Admin {
             stripe_unit: u32_hostile(r),
         },
         15 => Admin::EcProfileRm { name: name(r) },
+        16 => match r.below(3) {
+            0 => Admin::OsdDestroy {
+                id: id(r),
+                confirm: r.chance(700),
+                force: r.chance(500),
+            },
+            1 => Admin::OsdPurge {
+                id: id(r),
+                confirm: r.chance(700),
+                force: r.chance(500),
+            },
+            _ => Admin::OsdNew {
+                id: r.chance(700).then(|| id(r)),
+            },
+        },
         17 => Admin::AuthAdd {
             entity: user(r),
             caps: caps(r),
@@ -224,13 +239,16 @@ fn hostile_admin_commands_are_refused_or_leave_a_valid_map() {
                     Ok(Outcome::Changes(c)) => c,
                     Ok(Outcome::Answer(_)) => continue,
                     // What the monitor proposes once it made the key.
-                    Ok(Outcome::Issue { entity, caps }) => vec![Change::AuthPut {
-                        entity,
-                        entry: loligo_types::caps::AuthEntry {
-                            caps,
-                            serial: format!("{:x}", r.next_u64() | 1),
-                        },
-                    }],
+                    Ok(Outcome::Issue { entity, caps, also }) => {
+                        let put = Change::AuthPut {
+                            entity,
+                            entry: loligo_types::caps::AuthEntry {
+                                caps,
+                                serial: format!("{:x}", r.next_u64() | 1),
+                            },
+                        };
+                        also.into_iter().chain([put]).collect()
+                    }
                     Err(_) => {
                         counts.1 += 1;
                         continue;

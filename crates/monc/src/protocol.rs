@@ -205,6 +205,33 @@ pub enum Admin {
     OsdOkToStop {
         ids: Vec<i32>,
     },
+    /// Whether these OSDs hold nothing the cluster still needs, so their
+    /// devices may be destroyed without reducing durability (Ceph's
+    /// `osd safe-to-destroy`), from the PGs' reports and the map.
+    OsdSafeToDestroy {
+        ids: Vec<i32>,
+    },
+    /// Mark a down OSD destroyed: out, its key revoked, its data given up;
+    /// its id and CRUSH place kept for a replacement (`osd new`). Needs
+    /// `confirm`; refused unless safe to destroy, or `force`.
+    OsdDestroy {
+        id: i32,
+        confirm: bool,
+        force: bool,
+    },
+    /// As `OsdDestroy`, then remove it from the map and CRUSH for good
+    /// (Ceph's `osd purge`).
+    OsdPurge {
+        id: i32,
+        confirm: bool,
+        force: bool,
+    },
+    /// Make way for a new OSD: a destroyed id taken again, or (`None`)
+    /// the lowest unused id; the reply carries its new keyring (none in a
+    /// cluster without keys).
+    OsdNew {
+        id: Option<i32>,
+    },
 }
 
 impl Admin {
@@ -221,6 +248,7 @@ impl Admin {
             | OsdDump
             | OsdMapObject { .. }
             | OsdOkToStop { .. }
+            | OsdSafeToDestroy { .. }
             | EcProfileGet { .. }
             | EcProfileLs => MonCap::Read,
             AuthAdd { .. }
@@ -228,7 +256,8 @@ impl Admin {
             | AuthLs
             | AuthRm { .. }
             | AuthCaps { .. }
-            | AuthRotate { .. } => MonCap::All,
+            | AuthRotate { .. }
+            | OsdNew { .. } => MonCap::All,
             PoolCreate { .. }
             | PoolDelete { .. }
             | PoolSet { .. }
@@ -237,6 +266,8 @@ impl Admin {
             | OsdIn { .. }
             | OsdReweight { .. }
             | OsdRm { .. }
+            | OsdDestroy { .. }
+            | OsdPurge { .. }
             | OsdLost { .. }
             | OsdFlag { .. }
             | OsdSetRatio { .. }

@@ -425,6 +425,18 @@ pub enum Change {
         kind: RatioKind,
         ppm: u32,
     },
+    /// A down OSD's device is gone for good (`osd destroy`): it is marked
+    /// out and destroyed, and no write-set record names it any more (as
+    /// `OsdLost`); its id and CRUSH place stay for a replacement. It
+    /// boots again only after `OsdNew`.
+    OsdDestroy {
+        id: i32,
+    },
+    /// A replacement for destroyed OSD `id` (`osd new`): it may boot,
+    /// and is marked in when it does (unless `noin`).
+    OsdNew {
+        id: i32,
+    },
 }
 
 /// A cluster-wide flag the operator sets (`osd set`; Ceph's names).
@@ -666,6 +678,8 @@ impl Change {
             | Change::OsdIn { .. }
             | Change::OsdReweight { .. }
             | Change::OsdRemove { .. }
+            | Change::OsdDestroy { .. }
+            | Change::OsdNew { .. }
             | Change::CrushAddOsd { .. }
             | Change::CrushMove { .. }
             | Change::CrushRemove { .. }
@@ -778,6 +792,9 @@ pub struct OsdMap {
     pub auto_out: BTreeSet<i32>,
     /// When a device counts as near full, backfill full and full.
     pub full_ratios: FullRatios,
+    /// OSDs destroyed (`osd destroy`): their data and keys are gone,
+    /// their ids and CRUSH places kept for a replacement (`osd new`).
+    pub destroyed: BTreeSet<i32>,
 }
 
 /// Most monitors a map names (Raft groups have 1, 3 or 5).
@@ -843,6 +860,7 @@ impl OsdMap {
             flags: BTreeSet::new(),
             auto_out: BTreeSet::new(),
             full_ratios: FullRatios::default(),
+            destroyed: BTreeSet::new(),
         })
     }
 
@@ -1108,7 +1126,37 @@ impl OsdMap {
                     .with(*kind, *ppm)
                     .map_err(MapError::Invalid)?;
             }
+            Change::OsdDestroy { id } => self.osd_destroy(*id)?,
+            Change::OsdNew { id } => self.osd_new(*id)?,
         }
+        Ok(())
+    }
+
+    /// `Change::OsdDestroy`.
+    fn osd_destroy(&mut self, id: i32) -> Result<()> {
+        let o = self.osd_mut(id)?;
+        if o.up {
+            return Err(MapError::Invalid(format!(
+                "osd.{id} is up: stop it before destroying it"
+            )));
+        }
+        o.weight = 0;
+        self.auto_out.remove(&id);
+        self.osd_lost(id)?;
+        self.destroyed.insert(id);
+        Ok(())
+    }
+
+    /// `Change::OsdNew`: a destroyed OSD's id taken again.
+    fn osd_new(&mut self, id: i32) -> Result<()> {
+        if !self.destroyed.remove(&id) {
+            return Err(MapError::Invalid(match self.osds.contains_key(&id) {
+                true => format!("osd.{id} is not destroyed (`osd destroy {id}` first)"),
+                false => format!("osd.{id} does not exist: a new OSD's first boot adds it"),
+            }));
+        }
+        // In once it boots (as an OSD the monitors marked out).
+        self.auto_out.insert(id);
         Ok(())
     }
 
@@ -1124,6 +1172,11 @@ impl OsdMap {
         // monitor's log must replay as it first applied (`check_boot`'s
         // newer bounds are the monitor's, before a boot is proposed).
         check_boot_applies(id, addr)?;
+        if self.destroyed.contains(&id) {
+            return Err(MapError::Invalid(format!(
+                "osd.{id} is destroyed: `osd new {id}` makes way for its replacement"
+            )));
+        }
         let no_in = self.flags.contains(&OsdFlag::NoIn);
         let o = self.osds.entry(id).or_insert(OsdInfo {
             id,
@@ -1162,6 +1215,7 @@ impl OsdMap {
         }
         self.osds.remove(&id);
         self.auto_out.remove(&id);
+        self.destroyed.remove(&id);
         let name = format!("osd.{id}");
         if crush_edit::item_id(&self.crush, &name).is_some() {
             crush_edit::remove(&mut self.crush, &name)?;
@@ -1462,6 +1516,9 @@ impl OsdMap {
             ));
         }
         self.full_ratios.check().map_err(MapError::Invalid)?;
+        if let Some(id) = self.destroyed.iter().find(|id| !self.osds.contains_key(id)) {
+            return bad(format!("destroyed osd.{id} is not in the map"));
+        }
         let compiled = match base {
             Some(b) if b.crush == self.crush => None,
             _ => Some(CompiledMap::compile(&self.crush)?),
@@ -1654,6 +1711,8 @@ impl OsdMap {
     }
 }
 
+mod older;
+
 mod crush_as_json {
     use loligo_crush::CrushMap;
     use serde::{de::Error, Deserialize, Deserializer, Serializer};
@@ -1670,154 +1729,7 @@ mod crush_as_json {
 }
 
 /// Magic and format version in front of every encoded map and incremental.
-const MAGIC: [u8; 4] = *b"LGM7";
-/// The version before maps held the monitors' outs and the full ratios:
-/// still read (see [`v6`]).
-const MAGIC_V6: [u8; 4] = *b"LGM6";
-/// The version before maps held flags: still read (see [`v5`]).
-const MAGIC_V5: [u8; 4] = *b"LGM5";
-/// The version before maps held the monitor map: still read (see [`v4`]).
-const MAGIC_V4: [u8; 4] = *b"LGM4";
-/// The version before maps held unfound-lost marks: still read (see [`v3`]).
-const MAGIC_V3: [u8; 4] = *b"LGM3";
-/// The version before maps held users: still read (see [`v2`]).
-const MAGIC_V2: [u8; 4] = *b"LGM2";
-
-/// The `LGM6` map: today's without the monitors' outs and the full
-/// ratios (the defaults then). Incrementals of every version read alike
-/// (changes were only added at the end).
-mod v6 {
-    use super::*;
-
-    /// The `LGM5` map's fields, then the flags.
-    #[derive(Deserialize)]
-    pub struct OsdMap {
-        lgm5: v5::OsdMap,
-        flags: BTreeSet<OsdFlag>,
-    }
-
-    impl From<OsdMap> for super::OsdMap {
-        fn from(m: OsdMap) -> Self {
-            super::OsdMap {
-                flags: m.flags,
-                ..m.lgm5.into()
-            }
-        }
-    }
-}
-
-/// The `LGM5` map: today's without the flags. Incrementals of every
-/// version read alike (changes were only added at the end).
-mod v5 {
-    use super::*;
-
-    /// The `LGM4` map's fields, then the monitor map.
-    #[derive(Deserialize)]
-    pub struct OsdMap {
-        lgm4: v4::OsdMap,
-        mons: BTreeMap<u64, String>,
-    }
-
-    impl From<OsdMap> for super::OsdMap {
-        fn from(m: OsdMap) -> Self {
-            super::OsdMap {
-                mons: m.mons,
-                ..m.lgm4.into()
-            }
-        }
-    }
-}
-
-/// The `LGM4` map: today's without the monitor map. Incrementals of every
-/// version read alike (changes were only added at the end).
-mod v4 {
-    use super::*;
-
-    /// The `LGM3` map's fields, then the unfound-lost marks.
-    #[derive(Deserialize)]
-    pub struct OsdMap {
-        lgm3: v3::OsdMap,
-        unfound_lost: BTreeMap<PgId, Epoch>,
-    }
-
-    impl From<OsdMap> for super::OsdMap {
-        fn from(m: OsdMap) -> Self {
-            super::OsdMap {
-                unfound_lost: m.unfound_lost,
-                ..m.lgm3.into()
-            }
-        }
-    }
-}
-
-/// The `LGM3` map: today's without the unfound-lost marks. Incrementals
-/// of every version read alike (changes were only added at the end).
-mod v3 {
-    use super::*;
-
-    /// Postcard writes a struct as its fields in order with nothing
-    /// around them, so this is the `LGM2` map's fields, then the users.
-    #[derive(Deserialize)]
-    pub struct OsdMap {
-        lgm2: v2::OsdMap,
-        auth: BTreeMap<String, AuthEntry>,
-    }
-
-    impl From<OsdMap> for super::OsdMap {
-        fn from(m: OsdMap) -> Self {
-            super::OsdMap {
-                auth: m.auth,
-                ..m.lgm2.into()
-            }
-        }
-    }
-}
-
-/// The `LGM2` map: today's without the user table. Incrementals of both
-/// versions read alike (changes were only added at the end).
-mod v2 {
-    use super::*;
-
-    #[derive(Deserialize)]
-    pub struct OsdMap {
-        fsid: String,
-        epoch: Epoch,
-        osds: BTreeMap<i32, OsdInfo>,
-        pools: BTreeMap<u64, Pool>,
-        pool_max: u64,
-        ec_profiles: BTreeMap<String, EcProfile>,
-        #[serde(with = "crush_as_json")]
-        crush: CrushMap,
-        pg_temp: BTreeMap<PgId, Vec<i32>>,
-        primary_temp: BTreeMap<PgId, i32>,
-        pg_upmap_items: BTreeMap<PgId, Vec<(i32, i32)>>,
-        write_sets: BTreeMap<PgId, WriteSetRecord>,
-    }
-
-    impl From<OsdMap> for super::OsdMap {
-        fn from(m: OsdMap) -> Self {
-            super::OsdMap {
-                fsid: m.fsid,
-                epoch: m.epoch,
-                osds: m.osds,
-                pools: m.pools,
-                pool_max: m.pool_max,
-                ec_profiles: m.ec_profiles,
-                crush: m.crush,
-                pg_temp: m.pg_temp,
-                primary_temp: m.primary_temp,
-                pg_upmap_items: m.pg_upmap_items,
-                write_sets: m.write_sets.into_iter().collect(),
-                auth: BTreeMap::new(),
-                unfound_lost: BTreeMap::new(),
-                mons: BTreeMap::new(),
-                flags: BTreeSet::new(),
-                auto_out: BTreeSet::new(),
-                full_ratios: FullRatios::default(),
-            }
-        }
-    }
-}
+const MAGIC: [u8; 4] = *b"LGM8";
 
 /// Encode compactly (postcard, behind a magic and version).
 pub fn encode<T: Serialize>(v: &T) -> Vec<u8> {
@@ -1833,18 +1745,9 @@ pub fn encode<T: Serialize>(v: &T) -> Vec<u8> {
 /// receiver of a map from the wire or a snapshot uses, so that a
 /// malformed map is an error, never an index out of range later.
 pub fn decode_map(b: &[u8]) -> Result<OsdMap> {
-    let m: OsdMap = if let Some(body) = b.strip_prefix(&MAGIC_V2) {
-        whole::<v2::OsdMap>("map", body)?.into()
-    } else if let Some(body) = b.strip_prefix(&MAGIC_V3) {
-        whole::<v3::OsdMap>("map", body)?.into()
-    } else if let Some(body) = b.strip_prefix(&MAGIC_V4) {
-        whole::<v4::OsdMap>("map", body)?.into()
-    } else if let Some(body) = b.strip_prefix(&MAGIC_V5) {
-        whole::<v5::OsdMap>("map", body)?.into()
-    } else if let Some(body) = b.strip_prefix(&MAGIC_V6) {
-        whole::<v6::OsdMap>("map", body)?.into()
-    } else {
-        decode("map", b)?
+    let m: OsdMap = match older::decode_map(b) {
+        Some(m) => m?,
+        None => decode("map", b)?,
     };
     m.validate()?;
     Ok(m)
@@ -1852,8 +1755,8 @@ pub fn decode_map(b: &[u8]) -> Result<OsdMap> {
 
 /// Decode what [`encode`] wrote; foreign or truncated bytes are an error.
 pub fn decode<T: for<'de> Deserialize<'de>>(what: &'static str, b: &[u8]) -> Result<T> {
-    let body = [MAGIC, MAGIC_V6, MAGIC_V5, MAGIC_V4, MAGIC_V3, MAGIC_V2]
-        .iter()
+    let body = std::iter::once(&MAGIC)
+        .chain(older::MAGICS)
         .find_map(|m| b.strip_prefix(m.as_slice()));
     let body = body.ok_or_else(|| MapError::Decode {
         what: what.into(),

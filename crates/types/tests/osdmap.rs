@@ -547,18 +547,20 @@ fn users_and_daemon_keys_are_limited_apart() {
 
 #[test]
 fn maps_of_the_previous_formats_still_read() {
-    // An LGM6 map is today's without the monitors' outs (one byte, the
-    // empty set's length) and the full ratios (three varints of three
-    // bytes at their defaults); an LGM5 map that without the flags, an
-    // LGM4 map that without the monitor map, an LGM3 map that without
-    // the unfound-lost marks, and an LGM2 map that without the user
-    // table; postcard ends each with one byte (the empty table's length).
+    // An LGM7 map is today's without the destroyed OSDs (one byte, the
+    // empty set's length); an LGM6 map that without the monitors' outs
+    // (one byte) and the full ratios (three varints of three bytes at
+    // their defaults); an LGM5 map that without the flags, an LGM4 map
+    // that without the monitor map, an LGM3 map that without the
+    // unfound-lost marks, and an LGM2 map that without the user table;
+    // postcard ends each with one byte (the empty table's length).
     let m = cluster(3);
     let now = encode(&m);
-    assert_eq!(&now[..4], b"LGM7");
-    const LGM7_TAIL: usize = 1 + 3 * 3;
+    assert_eq!(&now[..4], b"LGM8");
+    const LGM8_TAIL: usize = 1;
+    const LGM7_TAIL: usize = LGM8_TAIL + 1 + 3 * 3;
     assert_eq!(
-        now[now.len() - LGM7_TAIL - 4..now.len() - 9],
+        now[now.len() - LGM7_TAIL - 4..now.len() - 9 - LGM8_TAIL],
         [0, 0, 0, 0, 0]
     );
     // An older map with a user: its table reads back.
@@ -577,6 +579,7 @@ fn maps_of_the_previous_formats_still_read() {
     .unwrap();
     let with_users = encode(&users);
     for (magic, cut, want) in [
+        (b"LGM7", LGM8_TAIL, &users),
         (b"LGM6", LGM7_TAIL, &users),
         (b"LGM5", LGM7_TAIL + 1, &users),
         (b"LGM4", LGM7_TAIL + 2, &users),
@@ -592,6 +595,62 @@ fn maps_of_the_previous_formats_still_read() {
         lie.extend_from_slice(&bytes[4..]);
         assert!(decode_map(&lie).is_err(), "{magic:?}");
     }
+}
+
+/// A destroyed OSD is out, named by no write-set record and refused at
+/// boot until `osd new` makes way for its replacement, which boots in
+/// under the same id and CRUSH place; an up OSD is never destroyed;
+/// `osd new` of any other OSD is refused. The maps read back.
+#[test]
+fn a_destroyed_osd_boots_again_only_after_osd_new() {
+    use loligo_types::WriteSetRecord;
+    let mut m = cluster(4);
+    let boot = |id: i32| Change::OsdBoot {
+        id,
+        addr: format!("127.0.0.1:{}", 6800 + id),
+        host: format!("h{id}"),
+        crush_weight: 0x10000,
+    };
+    let pg = loligo_types::PgId { pool: 1, ps: 0 };
+    let record = WriteSetRecord {
+        interval: 2,
+        osds: vec![3, 1, 2],
+    };
+    step(&mut m, vec![Change::RecordWriteSet { pg, record }]).unwrap();
+    let crush_before = m.crush.clone();
+    let e = step(&mut m, vec![Change::OsdDestroy { id: 3 }]).unwrap_err();
+    assert!(e.to_string().contains("is up"), "{e}");
+    step(&mut m, vec![Change::OsdDown { id: 3 }]).unwrap();
+    step(&mut m, vec![Change::OsdDestroy { id: 3 }]).unwrap();
+    assert!(m.destroyed.contains(&3) && !m.osds[&3].is_in());
+    assert_eq!(
+        m.write_sets.get(&pg).map(|r| r.osds.clone()),
+        Some(vec![1, 2])
+    );
+    assert_eq!(m.crush, crush_before, "its CRUSH place stays");
+    assert_eq!(decode_map(&encode(&m)).unwrap(), m);
+    let e = step(&mut m, vec![boot(3)]).unwrap_err();
+    assert!(e.to_string().contains("destroyed"), "{e}");
+    let e = step(&mut m, vec![Change::OsdNew { id: 1 }]).unwrap_err();
+    assert!(e.to_string().contains("not destroyed"), "{e}");
+    step(&mut m, vec![Change::OsdNew { id: 3 }]).unwrap();
+    assert!(m.destroyed.is_empty());
+    step(&mut m, vec![boot(3)]).unwrap();
+    assert!(
+        m.osds[&3].up && m.osds[&3].is_in(),
+        "the replacement boots in"
+    );
+    assert_eq!(m.crush, crush_before);
+    // Only a destroyed OSD is made way for.
+    let e = step(&mut m, vec![Change::OsdNew { id: 7 }]).unwrap_err();
+    assert!(e.to_string().contains("does not exist"), "{e}");
+    step(&mut m, vec![boot(7)]).unwrap();
+    // Removal forgets a destroyed OSD.
+    step(&mut m, vec![Change::OsdDown { id: 7 }]).unwrap();
+    step(&mut m, vec![Change::OsdDestroy { id: 7 }]).unwrap();
+    step(&mut m, vec![Change::OsdRemove { id: 7 }]).unwrap();
+    assert!(m.destroyed.is_empty() && !m.osds.contains_key(&7));
+    assert_eq!(decode_map(&encode(&m)).unwrap(), m);
 }
 
 /// `osd set` and `osd unset` keep a flag in the map, which encodes it;
