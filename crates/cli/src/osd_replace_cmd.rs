@@ -94,6 +94,13 @@ pub fn new(conn: &ConnArgs, id: Option<i32>, out: Option<PathBuf>) -> Result<(),
     println!("{id}");
     match v.get("keyring").and_then(Value::as_str) {
         Some(text) => save_keyring(text, out.as_deref()),
+        None if v["offline_key"] == true => {
+            eprintln!(
+                "the monitors make no keys (no --authority): make {entity}'s keyring with \
+                 `loligo auth keyring {entity} --ca DIR`; its first boot records it"
+            );
+            Ok(())
+        }
         None if out.is_some() => Err(CliError(
             "this cluster has no keys (--insecure): no keyring to write".into(),
         )),

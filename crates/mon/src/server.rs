@@ -881,8 +881,10 @@ impl Monitor {
     }
 
     async fn issue(&self, a: &Admin) -> CallResult {
-        if self.cfg.security.is_none() {
-            return self.issue_no_key(a).await;
+        if self.cfg.security.is_none() || self.cfg.authority.is_none() {
+            if let Admin::OsdNew { .. } = a {
+                return self.osd_new_no_key(a).await;
+            }
         }
         let ca = self.cfg.authority.clone().ok_or_else(|| {
             MonError::Unsupported(
@@ -920,27 +922,30 @@ impl Monitor {
         Ok(r)
     }
 
-    /// `osd new` in a cluster without keys: its changes alone (other
-    /// issues need keys, and are refused).
-    async fn issue_no_key(&self, a: &Admin) -> CallResult {
-        if !matches!(a, Admin::OsdNew { .. }) {
-            return Err(MonError::Unsupported(
-                "a cluster run with --insecure has no keys to make".into(),
-            ));
-        }
+    /// `osd new` by a monitor that makes no keys: in a cluster without
+    /// keys its changes alone; in one whose monitors hold no authority,
+    /// the OSD's revoked key is also forgotten, so that the replacement's
+    /// first boot records the key made for it offline (`auth keyring`).
+    async fn osd_new_no_key(&self, a: &Admin) -> CallResult {
+        let keys = self.cfg.security.is_some();
         let mut entity = None;
         let mut r = self
             .change_with(|m| match admin::plan(m, a)? {
                 Outcome::Issue {
-                    entity: e, also, ..
+                    entity: e,
+                    mut also,
+                    ..
                 } => {
+                    if keys && m.auth.contains_key(&e) {
+                        also.push(Change::AuthRm { entity: e.clone() });
+                    }
                     entity = Some(e);
                     Ok(also)
                 }
                 Outcome::Answer(_) | Outcome::Changes(_) => Ok(vec![]),
             })
             .await?;
-        r.value = serde_json::json!({ "entity": entity });
+        r.value = serde_json::json!({ "entity": entity, "offline_key": keys });
         Ok(r)
     }
 

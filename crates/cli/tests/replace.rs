@@ -1,0 +1,144 @@
+//! Operations under load on hosts of one machine (`lab`): a failed disk
+//! replaced under its OSD's id while clients write and read registers on
+//! a replicated pool, an erasure-coded pool and a KV store, every
+//! register's history checked for linearizability. Needs root, iproute2
+//! and nftables, as the partition tests do; run as another user, the
+//! test says so and stops.
+
+mod common;
+mod lab;
+
+use common::ok;
+use lab::registers::{self, Client, History, Kind};
+use lab::{hosts_or_skip, Lab};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// osd.2's disk dies (SIGKILL, then its store is wiped) while clients
+/// work. Once the monitors mark it down, `safe-to-destroy` says no (its
+/// PGs are degraded) and `destroy` is refused without --force; forced,
+/// the OSD is destroyed; `osd new 2` makes way (the lab's monitors make
+/// no keys: the old key is forgotten and a keyring made offline is
+/// recorded at the first boot), and a fresh store started under the id
+/// boots and is backfilled. Every history is linearizable, nothing
+/// acknowledged is lost, and the PGs end clean with osd.2 in them.
+#[test]
+fn a_failed_disk_is_replaced_under_its_id_while_clients_work() {
+    if !hosts_or_skip() {
+        return;
+    }
+    let mut lab = Lab::start("lr", 1);
+    for kind in Kind::ALL {
+        kind.prepare(&mut lab);
+    }
+    lab.wait_clean(Duration::from_secs(60), "the pools clean");
+    let t0 = Instant::now();
+    let stop = Arc::new(AtomicBool::new(false));
+    let history: History = Arc::default();
+    let mut workers = Vec::new();
+    for (i, kind) in [Kind::Replicated, Kind::Replicated, Kind::Erasure, Kind::Kv]
+        .into_iter()
+        .enumerate()
+    {
+        let mut s = lab.client_on(lab.client_host(), kind.pool());
+        let client = Client {
+            kind,
+            id: i as u64 + 1,
+            registers: 2,
+            gen: Arc::default(),
+            stop: stop.clone(),
+            history: history.clone(),
+            t0,
+            seed: i as u64,
+        };
+        workers.push(std::thread::spawn(move || client.run(&mut s)));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    // The disk dies.
+    let victim = lab.mons + 2;
+    lab.kill(victim);
+    std::fs::remove_dir_all(lab.dir.join("osd.2")).unwrap();
+    lab.wait_for(Duration::from_secs(30), "osd.2 marked down", |lab| {
+        (!lab.is_up(2)).then_some(())
+    });
+    let refused = |args: &[&str], why: &str| {
+        let o = common::loligo(&lab.dir, args);
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert!(!o.status.success() && err.contains(why), "{args:?}: {err}");
+    };
+    refused(&["osd", "safe-to-destroy", "2"], "not safe to destroy");
+    refused(
+        &["osd", "destroy", "2", "--yes-i-really-mean-it"],
+        "--force",
+    );
+    ok(
+        &lab.dir,
+        &["osd", "destroy", "2", "--yes-i-really-mean-it", "--force"],
+    );
+    // The new disk: a new id's way made, a keyring made offline.
+    assert_eq!(ok(&lab.dir, &["osd", "new", "2"]).trim(), "2");
+    let keys = lab.dir.join("keys");
+    let keyring = keys.join("osd.2.keyring");
+    std::fs::remove_file(&keyring).unwrap();
+    ok(
+        &lab.dir,
+        &[
+            "auth",
+            "keyring",
+            "osd.2",
+            "--ca",
+            keys.to_str().unwrap(),
+            "-o",
+            keyring.to_str().unwrap(),
+        ],
+    );
+    let replaced = Instant::now();
+    lab.restart(victim);
+    lab.wait_for(Duration::from_secs(30), "the replacement up", |lab| {
+        lab.is_up(2).then_some(())
+    });
+    eprintln!(
+        "the replacement was up {:?} after its start",
+        replaced.elapsed()
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    stop.store(true, Ordering::Relaxed);
+    let (mut done, mut failed) = (0, 0);
+    for w in workers {
+        let (d, f) = w.join().expect("a client thread");
+        done += d;
+        failed += f;
+    }
+    let mut history = std::mem::take(&mut *history.lock().unwrap());
+    let lost = registers::final_reads(&mut lab, &mut history, t0);
+    let checked = registers::check(history);
+    eprintln!(
+        "{done} ops answered, {failed} failed; {} histories, {} undecided",
+        checked.histories, checked.undecided
+    );
+    assert!(done > 100, "only {done} ops answered");
+    assert!(
+        checked.bad.is_empty(),
+        "not linearizable: {:?}",
+        checked.bad
+    );
+    assert_eq!(lost, 0, "acknowledged writes lost");
+    let t = Instant::now();
+    lab.wait_clean(
+        Duration::from_secs(90),
+        "the PGs clean with the replacement",
+    );
+    eprintln!("clean {:?} after the clients stopped", t.elapsed());
+    let rows: serde_json::Value =
+        serde_json::from_str(&ok(&lab.dir, &["pg", "ls", "--json"])).unwrap();
+    let on_2 = (rows.as_array().unwrap().iter())
+        .filter(|r| {
+            r["acting"]
+                .as_array()
+                .unwrap()
+                .contains(&serde_json::json!(2))
+        })
+        .count();
+    assert!(on_2 > 0, "no PG on the replacement: {rows}");
+}
