@@ -840,9 +840,6 @@ impl Monitor {
         }
     }
 
-    /// `auth add` or `auth rotate`: a new keyring for the user the plan
-    /// names, its serial recorded with the caps; the keyring goes back
-    /// in the reply and is kept nowhere (not in the map, not in the log).
     /// `osd safe-to-destroy` (leader only: it holds the PG reports).
     async fn safe_to_destroy(&self, ids: &[i32]) -> Result<crate::leader::SafeToDestroy, MonError> {
         if !self.is_leader() {
@@ -880,6 +877,9 @@ impl Monitor {
         .await
     }
 
+    /// `auth add` or `auth rotate`: a new keyring for the user the plan
+    /// names, its serial recorded with the caps; the keyring goes back
+    /// in the reply and is kept nowhere (not in the map, not in the log).
     async fn issue(&self, a: &Admin) -> CallResult {
         if self.cfg.security.is_none() || self.cfg.authority.is_none() {
             if let Admin::OsdNew { .. } = a {
