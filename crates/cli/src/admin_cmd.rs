@@ -586,9 +586,14 @@ fn status_text(s: &StatusReport) -> String {
         .monitors
         .leader
         .map_or("none".to_string(), |l| l.to_string());
+    let quorum: Vec<String> = s.monitors.quorum.iter().map(u64::to_string).collect();
+    let quorum = match quorum.is_empty() {
+        true => String::new(),
+        false => format!(", quorum {}", quorum.join(",")),
+    };
     let _ = writeln!(
         o,
-        "    mon: {} daemons, leader {leader}, members {:?}",
+        "    mon: {} daemons, leader {leader}, members {:?}{quorum}",
         s.monitors.members.len(),
         s.monitors.members
     );
@@ -1139,6 +1144,17 @@ fn pg_table(rows: &[PgRow]) -> String {
 pub enum MonCmd {
     /// Run a monitor daemon in the foreground.
     Run(crate::daemon_cmd::MonArgs),
+    /// Add monitor ID serving at ADDR (HOST:PORT) to the group (Ceph's
+    /// `mon add`). Start it first with `mon run --id ID --members
+    /// (the group's monitors and itself) --mkfs --join`: it catches up as a
+    /// learner, then becomes a voter.
+    Add { id: u64, addr: String },
+    /// Remove monitor ID from the group (the leader too: another then
+    /// leads). Refused if the monitors left would not reach a majority of
+    /// themselves. Stop its daemon after.
+    Rm { id: u64 },
+    /// The monitor group in a line: members, leader, term, quorum.
+    Stat,
 }
 
 #[cfg(test)]
@@ -1317,6 +1333,8 @@ mod tests {
                 members: vec![0, 1, 2],
                 leader: Some(1),
                 term: 3,
+                quorum: vec![0, 1],
+                addrs: Default::default(),
             },
             osdmap: OsdMapStatus {
                 epoch: 40,
@@ -1348,7 +1366,7 @@ mod tests {
         let t = status_text(&s);
         assert!(t.contains("    health: HEALTH_ERR\n"), "{t}");
         assert!(
-            t.contains("mon: 3 daemons, leader 1, members [0, 1, 2]"),
+            t.contains("mon: 3 daemons, leader 1, members [0, 1, 2], quorum 0,1\n"),
             "{t}"
         );
         assert!(t.contains("osd: 4 osds: 3 up, 4 in (map epoch 40)"), "{t}");

@@ -46,6 +46,11 @@ pub struct MonArgs {
     /// store was wiped must not rejoin under its old id.
     #[arg(long)]
     mkfs: bool,
+    /// Join a running group instead of starting one: --members names its
+    /// monitors and this one; the leader adds it with `loligo mon add ID
+    /// ADDR` once it runs.
+    #[arg(long)]
+    join: bool,
     /// This monitor's keyring (made by `loligo up` or `loligo auth`): every
     /// connection to and from it is mutual TLS, and only this cluster's
     /// entities get through. Required unless --insecure is given.
@@ -294,6 +299,7 @@ pub fn mon(a: MonArgs) -> Result<(), CliError> {
     cfg.report_timeout = secs(a.report_timeout, "--report-timeout")?;
     cfg.down_out_interval = secs(a.down_out_interval, "--down-out-interval")?;
     cfg.create = a.mkfs;
+    cfg.join = a.join;
     cfg.security = security;
     if let Some(dir) = &a.authority {
         let ca = loligo_proto::tls::Authority::load(dir).map_err(|e| CliError(e.to_string()))?;

@@ -20,6 +20,7 @@ mod kv_cmd;
 mod lab_cmd;
 mod malloc;
 mod map_pgs_cmd;
+mod mon_cmd;
 mod osd_replace_cmd;
 mod osdmap_cmd;
 mod scale_cmd;
@@ -65,9 +66,13 @@ enum Cmd {
         #[arg(short = 'w', long)]
         watch: bool,
     },
-    /// Monitor daemon.
+    /// Monitors: run a daemon; add, rm, stat.
     #[command(subcommand)]
     Mon(admin_cmd::MonCmd),
+    /// The monitor group as JSON: members, leader, term and the quorum
+    /// (the members the leader hears), as Ceph's `quorum_status`.
+    #[command(name = "quorum_status", alias = "quorum-status")]
+    QuorumStatus,
     /// OSDs: tree, dump, down/out/in, reweight, rm; `osd run` starts a daemon.
     #[command(subcommand)]
     Osd(admin_cmd::OsdCmd),
@@ -242,6 +247,8 @@ fn main() -> ExitCode {
         Cmd::Stop(a) => up_cmd::stop(a),
         Cmd::Status { json, watch } => admin_cmd::status(conn, json, watch),
         Cmd::Mon(admin_cmd::MonCmd::Run(a)) => daemon_cmd::mon(a),
+        Cmd::Mon(c) => mon_cmd::mon(conn, c),
+        Cmd::QuorumStatus => mon_cmd::quorum_status(conn),
         Cmd::Osd(c) => admin_cmd::osd(conn, c),
         Cmd::Pool(c) => admin_cmd::pool(conn, c),
         Cmd::Pg(c) => admin_cmd::pg(conn, c),

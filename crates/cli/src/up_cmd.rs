@@ -757,7 +757,22 @@ pub fn start(a: DaemonArgs) -> Result<(), CliError> {
             a.name
         )));
     }
-    let child = spawn(&dir, &a.name, &daemon_args(&st, &dir, &a.name)?, true)?;
+    let mut args = daemon_args(&st, &dir, &a.name)?;
+    let joins = a.name.starts_with("mon.") && !dir.join(&a.name).exists();
+    if joins {
+        args.extend(rejoin_args(&dir, &a.name)?);
+    }
+    let child = spawn(&dir, &a.name, &args, true)?;
+    if joins {
+        let addr = (mon_addrs(&st).into_iter())
+            .nth(a.name[4..].parse::<usize>().unwrap_or(usize::MAX))
+            .unwrap_or_default();
+        println!(
+            "{} has no store: started it to join the group; add it with `loligo mon add {} {addr}`",
+            a.name,
+            &a.name[4..]
+        );
+    }
     println!(
         "started {} (pid {}); log in {}",
         a.name,
@@ -765,6 +780,41 @@ pub fn start(a: DaemonArgs) -> Result<(), CliError> {
         dir.join(format!("{}.log", a.name)).display()
     );
     Ok(())
+}
+
+/// The arguments that start monitor `name`, whose store is gone, as a new
+/// member joining the group (`--mkfs --join`): only once the group no
+/// longer counts it (`mon rm`), as a wiped member must never rejoin
+/// under its old id.
+fn rejoin_args(dir: &Path, name: &str) -> Result<Vec<String>, CliError> {
+    let id: u64 = name[4..]
+        .parse()
+        .map_err(|_| CliError(format!("no monitor '{name}'")))?;
+    let admin = Config::load(&dir.join(CONF_NAME))?;
+    let rt = crate::config::runtime()?;
+    // The leader's group, which the map's monitor map follows a moment
+    // later.
+    let group = rt
+        .block_on(async {
+            let mut mc = admin.mon_client().map_err(|e| MonError::Invalid(e.0))?;
+            mc.deadline = Duration::from_secs(10);
+            mc.call(MonRequest::Admin(Admin::QuorumStatus)).await
+        })
+        .map_err(|e| {
+            CliError(format!(
+                "asking the monitors whether {name} is a member: {e}"
+            ))
+        })?
+        .value;
+    let member = (group["monmap"]["mons"].as_array().into_iter().flatten())
+        .any(|m| m["rank"].as_u64() == Some(id));
+    if member {
+        return Err(CliError(format!(
+            "{name} has no store but is still a member of the monitor group: remove it first \
+             (`loligo mon rm {id}`), then start it again to join anew"
+        )));
+    }
+    Ok(vec!["--mkfs".into(), "--join".into()])
 }
 
 /// Stop one daemon: cleanly (it tells the monitors first), or with

@@ -471,3 +471,134 @@ fn a_destroyed_osd_is_replaced_under_its_id_and_backfilled() {
     );
     clean("clean without osd.3");
 }
+
+/// A three-monitor group changes shape while a client writes: a
+/// follower's store is lost (health says `MON_DOWN`), `start` refuses to
+/// bring it back while it is a member, `mon rm` removes it, and it joins
+/// anew (`start` makes a store to join; `mon add` makes it a voter once
+/// it caught up); then the leader removes itself, another leads, and the
+/// old leader, wiped, joins again. `mon stat` and `quorum_status` say
+/// who is in; every acknowledged write reads back.
+#[test]
+fn monitors_are_removed_replaced_and_added_while_the_cluster_serves() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let (root, dir, _guard) = common::start_with("monmove", 3, 8, &["--mons", "3"]);
+    let d = dir.to_string_lossy().into_owned();
+    let quorum = |n: usize, what: &str| {
+        wait_for(60, what, || {
+            let o = loligo(&dir, &["quorum_status"]);
+            let v: serde_json::Value = serde_json::from_slice(&o.stdout).ok()?;
+            (v["quorum"].as_array()?.len() == n && v["monmap"]["mons"].as_array()?.len() == n)
+                .then_some(v)
+        })
+    };
+    let v = quorum(3, "three monitors in quorum");
+    let addr_of = |id: u64| -> String {
+        (v["monmap"]["mons"].as_array().unwrap().iter())
+            .find(|m| m["rank"] == id)
+            .and_then(|m| m["addr"].as_str())
+            .unwrap()
+            .to_string()
+    };
+    let addrs: Vec<String> = (0..3).map(addr_of).collect();
+    let stat = ok(&dir, &["mon", "stat"]);
+    assert!(stat.contains(": 3 mons at {0="), "{stat}");
+    // A client writes all along.
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let count = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let writer = {
+        let (dir, root, stop) = (dir.clone(), root.clone(), stop.clone());
+        let count = count.clone();
+        std::thread::spawn(move || {
+            let mut acked = Vec::new();
+            for i in 0.. {
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                let f = root.join("w.bin");
+                std::fs::write(&f, format!("write {i}")).unwrap();
+                let name = format!("w{i}");
+                if loligo(&dir, &["put", &name, f.to_str().unwrap()])
+                    .status
+                    .success()
+                {
+                    acked.push(i);
+                    count.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            acked
+        })
+    };
+    let leader = |v: &serde_json::Value| -> u64 {
+        let name = v["quorum_leader_name"].as_str().unwrap();
+        name[4..].parse().unwrap()
+    };
+    let first_leader = leader(&v);
+    let victim = (0..3).find(|&i| i != first_leader).unwrap();
+    // A follower's disk is lost.
+    ok(
+        &dir,
+        &["stop", &format!("mon.{victim}"), "--kill", "--data-dir", &d],
+    );
+    wait_for(30, "MON_DOWN", || {
+        let s = status(&dir);
+        let checks = s["health"]["checks"].to_string();
+        checks.contains("MON_DOWN: 1/3 mons down").then_some(())
+    });
+    std::fs::remove_dir_all(dir.join(format!("mon.{victim}"))).unwrap();
+    let o = loligo(&dir, &["start", &format!("mon.{victim}"), "--data-dir", &d]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("still a member"),
+        "{err}"
+    );
+    let said = ok(&dir, &["mon", "rm", &victim.to_string()]);
+    assert!(said.contains("removed"), "{said}");
+    quorum(2, "two monitors after the removal");
+    let said = ok(&dir, &["start", &format!("mon.{victim}"), "--data-dir", &d]);
+    assert!(said.contains("mon add"), "{said}");
+    let said = ok(
+        &dir,
+        &["mon", "add", &victim.to_string(), &addrs[victim as usize]],
+    );
+    assert!(said.contains("added"), "{said}");
+    let v = quorum(3, "three monitors with the replacement");
+    let o = loligo(
+        &dir,
+        &["mon", "add", &victim.to_string(), &addrs[victim as usize]],
+    );
+    assert!(String::from_utf8_lossy(&o.stderr).contains("a member already"));
+    // The leader removes itself; another leads.
+    let old = leader(&v);
+    ok(&dir, &["mon", "rm", &old.to_string()]);
+    let v = quorum(2, "two monitors without the old leader");
+    assert_ne!(leader(&v), old);
+    ok(&dir, &["stop", &format!("mon.{old}"), "--data-dir", &d]);
+    std::fs::remove_dir_all(dir.join(format!("mon.{old}"))).unwrap();
+    ok(&dir, &["start", &format!("mon.{old}"), "--data-dir", &d]);
+    ok(
+        &dir,
+        &["mon", "add", &old.to_string(), &addrs[old as usize]],
+    );
+    quorum(3, "three monitors again");
+    let before = count.load(Ordering::Relaxed);
+    wait_for(60, "writes going on after the changes", || {
+        (count.load(Ordering::Relaxed) >= before + 5).then_some(())
+    });
+    stop.store(true, Ordering::Relaxed);
+    let acked = writer.join().unwrap();
+    assert!(acked.len() >= 5, "only {} writes acknowledged", acked.len());
+    let out = root.join("out.bin");
+    for i in acked {
+        ok(&dir, &["get", &format!("w{i}"), out.to_str().unwrap()]);
+        assert_eq!(
+            std::fs::read(&out).unwrap(),
+            format!("write {i}").into_bytes()
+        );
+    }
+    let s = status(&dir);
+    assert!(
+        !s["health"]["checks"].to_string().contains("MON_DOWN"),
+        "{s}"
+    );
+}

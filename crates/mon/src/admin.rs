@@ -157,6 +157,11 @@ pub fn plan(m: &OsdMap, cmd: &Admin) -> Result<Outcome, MonError> {
                     .into(),
             ))
         }
+        Admin::MonAdd { .. } | Admin::MonRm { .. } | Admin::QuorumStatus => {
+            return Err(MonError::Invalid(
+                "mon add, mon rm and quorum_status are the monitor group's, not the map's".into(),
+            ))
+        }
         Admin::OsdDestroy { id, confirm, .. } => osd_destroy(m, *id, *confirm, false)?,
         Admin::OsdPurge { id, confirm, .. } => osd_destroy(m, *id, *confirm, true)?,
         Admin::OsdNew { id } => osd_new(m, *id)?,

@@ -313,7 +313,11 @@ impl LeaderState {
             })
             .collect();
         osd_counters.sort_by_key(|c| c.osd);
-        let health = health(map, up, &by_state, &damage);
+        let mut health = health(map, &by_state, &damage);
+        if let Some(down) = mon_down(&monitors) {
+            health.checks.insert(0, down);
+            health.status = health.status.max(HealthStatus::Warn);
+        }
         Ok(StatusReport {
             fsid: map.fsid.clone(),
             health,
@@ -587,9 +591,29 @@ fn flag_names(map: &OsdMap) -> Vec<&'static str> {
         .collect()
 }
 
+/// Ceph's `MON_DOWN` from the leader's view of the group (`None`: all
+/// members are heard, or the quorum is not known).
+fn mon_down(m: &MonStatus) -> Option<String> {
+    let down: Vec<String> = (m.members.iter())
+        .filter(|id| !m.quorum.contains(id))
+        .map(|id| format!("mon.{id}"))
+        .collect();
+    if m.quorum.is_empty() || down.is_empty() {
+        return None;
+    }
+    let quorum: Vec<String> = m.quorum.iter().map(u64::to_string).collect();
+    Some(format!(
+        "MON_DOWN: {}/{} mons down, quorum {} ({} not heard by the leader)",
+        down.len(),
+        m.members.len(),
+        quorum.join(","),
+        down.join(", ")
+    ))
+}
+
 /// Health checks from OSD and PG states and the damage reported (unfound
 /// objects, scrub errors), worst level first found.
-fn health(map: &OsdMap, up: usize, by_state: &BTreeMap<PgState, u64>, damage: &Damage) -> Health {
+fn health(map: &OsdMap, by_state: &BTreeMap<PgState, u64>, damage: &Damage) -> Health {
     let Damage {
         unfound,
         unfound_pgs,
@@ -609,7 +633,10 @@ fn health(map: &OsdMap, up: usize, by_state: &BTreeMap<PgState, u64>, damage: &D
     let down = count(&|s| s.contains(PgState::DOWN));
     let mut checks = Vec::new();
     let mut level = HealthStatus::Ok;
-    let osds_down = map.osds.len() - up;
+    // A destroyed OSD is down for good, on purpose: not a problem.
+    let osds_down = (map.osds.values())
+        .filter(|o| !o.up && !map.destroyed.contains(&o.id))
+        .count();
     if osds_down > 0 {
         checks.push(format!("{osds_down} osds down"));
         level = level.max(HealthStatus::Warn);
@@ -788,7 +815,39 @@ mod tests {
             members: vec![0],
             leader: Some(0),
             term: 1,
+            quorum: vec![0],
+            addrs: BTreeMap::new(),
         }
+    }
+
+    /// MON_DOWN names the members the leader does not hear; with all
+    /// heard, or no quorum known (not the leader), it says nothing.
+    #[test]
+    fn mon_down_names_the_members_the_leader_does_not_hear() {
+        let m = MonStatus {
+            members: vec![0, 1, 2],
+            quorum: vec![0, 2],
+            ..mons()
+        };
+        assert_eq!(
+            mon_down(&m).as_deref(),
+            Some("MON_DOWN: 1/3 mons down, quorum 0,2 (mon.1 not heard by the leader)")
+        );
+        let all = MonStatus {
+            quorum: vec![0, 1, 2],
+            ..m.clone()
+        };
+        assert_eq!(mon_down(&all), None);
+        let unknown = MonStatus {
+            quorum: vec![],
+            ..m
+        };
+        assert_eq!(mon_down(&unknown), None);
+        let map = map();
+        let s = LeaderState::default()
+            .status(&map, all, Instant::now(), &T)
+            .unwrap();
+        assert!(!s.health.checks.iter().any(|c| c.starts_with("MON_DOWN")));
     }
 
     #[test]

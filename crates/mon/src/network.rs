@@ -20,11 +20,15 @@ use openraft::raft::{
 };
 use openraft::BasicNode;
 use serde::{de::DeserializeOwned, Serialize};
-use std::sync::Arc;
-use std::time::Duration;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// How long dialling a peer monitor may take.
 const CONNECT_TIMEOUT_MS: u64 = 1_000;
+
+/// When each peer monitor last answered a Raft message, by id.
+pub type Heard = Arc<Mutex<BTreeMap<u64, Instant>>>;
 
 /// Makes a client per peer monitor; all share one connection cache.
 #[derive(Clone)]
@@ -32,6 +36,7 @@ pub struct Network {
     channels: Arc<Channels>,
     /// This monitor's state: the map says which key each peer holds.
     shared: Arc<Shared>,
+    heard: Heard,
 }
 
 impl Network {
@@ -44,7 +49,14 @@ impl Network {
                 Channels::new(Duration::from_millis(CONNECT_TIMEOUT_MS), None).secured(security),
             ),
             shared,
+            heard: Heard::default(),
         }
+    }
+
+    /// When each peer last answered (a leader sends to every member at
+    /// least each heartbeat interval): who is in touch with it.
+    pub fn heard(&self) -> Heard {
+        self.heard.clone()
     }
 }
 
@@ -55,6 +67,7 @@ pub struct Peer {
     addr: String,
     channels: Arc<Channels>,
     shared: Arc<Shared>,
+    heard: Heard,
 }
 
 impl RaftNetworkFactory<TypeConfig> for Network {
@@ -66,6 +79,7 @@ impl RaftNetworkFactory<TypeConfig> for Network {
             addr: node.addr.clone(),
             channels: self.channels.clone(),
             shared: self.shared.clone(),
+            heard: self.heard.clone(),
         }
     }
 }
@@ -120,6 +134,9 @@ impl Peer {
         };
         let r: Result<Resp, RaftError<u64, E>> =
             serde_json::from_slice(&raw).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
+        if let Ok(mut h) = self.heard.lock() {
+            h.insert(self.target, Instant::now());
+        }
         if let Err(RaftError::Fatal(_)) = &r {
             // The server's Raft stopped: whatever serves there next (the
             // member started again) is dialled anew.

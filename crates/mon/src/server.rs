@@ -84,6 +84,10 @@ pub struct MonConfig {
     /// The cluster's certificate authority, with which the leader makes
     /// users' keys (`auth add`, `auth rotate`); `None`: those are refused.
     pub authority: Option<Arc<loligo_proto::tls::Authority>>,
+    /// A monitor joining a running group (`mon run --join`): it never
+    /// starts a group of its own, and waits for the leader to add it
+    /// (`mon add`); `members` names the group's monitors and itself.
+    pub join: bool,
 }
 
 /// Default of [`MonConfig::watches_per_entity_max`].
@@ -111,6 +115,7 @@ impl MonConfig {
             watches_per_entity_max: WATCHES_PER_ENTITY_MAX,
             security: None,
             authority: None,
+            join: false,
         }
     }
 }
@@ -143,7 +148,17 @@ pub struct Monitor {
     /// When a majority last confirmed this monitor leads (see
     /// `quorum_recent`).
     quorum_at: std::sync::Mutex<Option<Instant>>,
+    /// When each peer monitor last answered this one's Raft messages.
+    heard: crate::network::Heard,
+    /// Serialises membership changes (`mon add`, `mon rm`).
+    membership_lock: Mutex<()>,
 }
+
+mod membership;
+
+/// Most monitor-map changes the leader makes in one tick (the map, the
+/// keys of monitors gone, its own key).
+const MON_MAP_CHANGES_MAX: usize = 4;
 
 /// Open map watch streams by entity.
 type Watchers = Arc<std::sync::Mutex<HashMap<String, usize>>>;
@@ -252,24 +267,25 @@ impl Monitor {
                      --mkfs). If this monitor was a member and its store was lost or wiped, it \
                      must not rejoin under its old id: Raft's safety rests on the vote and log \
                      it lost. Restore the store from a backup, or, with the other members up, \
-                     remove monitor {} from the members and add a new one (not supported yet)",
+                     remove it (`loligo mon rm {}`), then start it with --mkfs --join and add it \
+                     again (`loligo mon add {} ADDR`)",
                     cfg.id,
                     cfg.data_dir.display(),
+                    cfg.id,
                     cfg.id
                 ))
             }
         }
         let shared = store.shared.clone();
-        let raft = openraft::Raft::new(
-            cfg.id,
-            raft_config()?,
-            Network::new(cfg.security.as_ref(), shared.clone()),
-            store.clone(),
-            store,
-        )
-        .await
-        .map_err(|e| e.to_string())?;
-        if cfg.members.keys().next() == Some(&cfg.id)
+        let network = Network::new(cfg.security.as_ref(), shared.clone());
+        let heard = network.heard();
+        let raft = openraft::Raft::new(cfg.id, raft_config()?, network, store.clone(), store)
+            .await
+            .map_err(|e| e.to_string())?;
+        // The lowest member starts a new group; a joining monitor never
+        // does (it may have the lowest id of those it names).
+        if !cfg.join
+            && cfg.members.keys().next() == Some(&cfg.id)
             && !raft.is_initialized().await.map_err(|e| e.to_string())?
         {
             let members: BTreeMap<u64, BasicNode> = cfg
@@ -292,6 +308,8 @@ impl Monitor {
             joiner: Mutex::new(None),
             told_other_key: std::sync::atomic::AtomicBool::new(false),
             quorum_at: std::sync::Mutex::new(None),
+            heard,
+            membership_lock: Mutex::new(()),
         });
         // A call's size is checked from its frame's header, before its
         // body is read; Raft (snapshots of the map) has its own service.
@@ -401,7 +419,16 @@ impl Monitor {
     /// Whether the peer (entity, serial) may send Raft messages to this
     /// monitor: a member, with its recorded key.
     fn authorize_raft(&self, peer: Option<(&str, &str)>) -> Result<(), MonError> {
-        let members = self.cfg.members.keys().copied();
+        // The group as Raft has it (learners too), once it has one: a
+        // monitor removed since the start is refused.
+        let group: Vec<u64> = {
+            let m = self.raft.metrics().borrow().membership_config.clone();
+            m.membership().nodes().map(|(id, _)| *id).collect()
+        };
+        let members = match group.is_empty() {
+            true => self.cfg.members.keys().copied().collect(),
+            false => group,
+        };
         let caller = Caller::of(self.cfg.security.is_some(), peer);
         let st = self.shared.read();
         crate::auth::authorize_raft(caller, members, st.map.as_ref())
@@ -676,6 +703,9 @@ impl Monitor {
             MonRequest::Admin(a @ (Admin::OsdDestroy { .. } | Admin::OsdPurge { .. })) => {
                 self.destroy(a).await
             }
+            MonRequest::Admin(Admin::MonAdd { id, addr }) => self.mon_add(id, addr).await,
+            MonRequest::Admin(Admin::MonRm { id }) => self.mon_rm(id).await,
+            MonRequest::Admin(Admin::QuorumStatus) => self.quorum_status().await,
             MonRequest::Admin(Admin::PgLs { pool }) => {
                 if !self.is_leader() {
                     return Err(self.not_leader());
@@ -766,28 +796,28 @@ impl Monitor {
     /// monitor's own key.
     async fn keep_mon_map(&self) {
         let members = self.members();
+        let learners: std::collections::BTreeSet<u64> = {
+            let m = self.raft.metrics().borrow().membership_config.clone();
+            m.membership().learner_ids().collect()
+        };
         let serial = self.own_serial();
         let authority = self.cfg.authority.is_some();
         let me = serial.as_deref().map(|s| (self.cfg.id, s, authority));
-        let pending = {
-            let st = self.shared.read();
-            st.map
-                .as_ref()
-                .is_some_and(|m| !crate::monmap::leader_changes(m, &members, me).is_empty())
-        };
-        if pending {
-            // One change at a time: a key the map refuses (a full user
-            // table) does not hold the monitor map back.
-            for i in 0..2 {
-                let r = self
-                    .change_with(|m| {
-                        let c = crate::monmap::leader_changes(m, &members, me);
-                        Ok(c.into_iter().nth(i).into_iter().collect())
-                    })
-                    .await;
-                if let Err(e) = r {
-                    tracing::warn!("cannot keep the monitor map yet: {e}");
-                }
+        let changes =
+            |m: &loligo_types::OsdMap| crate::monmap::leader_changes(m, &members, &learners, me);
+        // One change at a time, in order: a key the map refuses (a full
+        // user table) comes last and holds nothing else back.
+        for _ in 0..MON_MAP_CHANGES_MAX {
+            let pending = (self.shared.read().map.as_ref()).is_some_and(|m| !changes(m).is_empty());
+            if !pending {
+                return;
+            }
+            let r = self
+                .change_with(|m| Ok(changes(m).into_iter().take(1).collect()))
+                .await;
+            if let Err(e) = r {
+                tracing::warn!("cannot keep the monitor map yet: {e}");
+                return;
             }
         }
     }
@@ -1079,12 +1109,7 @@ impl Monitor {
 
     /// The `status` report (leader only: it holds the PG stats).
     async fn status(&self) -> Result<StatusReport, MonError> {
-        let metrics = self.raft.metrics().borrow().clone();
-        let monitors = MonStatus {
-            members: metrics.membership_config.membership().voter_ids().collect(),
-            leader: metrics.current_leader,
-            term: metrics.current_term,
-        };
+        let monitors = self.mon_status();
         let l = self.leader.lock().await;
         let st = self.shared.read();
         let map = st.map.as_ref().ok_or(MonError::NoMap)?;

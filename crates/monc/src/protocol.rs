@@ -232,6 +232,21 @@ pub enum Admin {
     OsdNew {
         id: Option<i32>,
     },
+    /// Add monitor `id` serving at `addr` to the group (Ceph's `mon
+    /// add`): it must already run (`mon run --join`) and catch up as a
+    /// learner before it becomes a voter.
+    MonAdd {
+        id: u64,
+        addr: String,
+    },
+    /// Remove monitor `id` from the group (Ceph's `mon rm`), the leader
+    /// itself included; its recorded key is forgotten.
+    MonRm {
+        id: u64,
+    },
+    /// The group's members, leader, term and which members the leader
+    /// hears (Ceph's `quorum_status`; `mon stat` prints it in a line).
+    QuorumStatus,
 }
 
 impl Admin {
@@ -249,6 +264,7 @@ impl Admin {
             | OsdMapObject { .. }
             | OsdOkToStop { .. }
             | OsdSafeToDestroy { .. }
+            | QuorumStatus
             | EcProfileGet { .. }
             | EcProfileLs => MonCap::Read,
             AuthAdd { .. }
@@ -257,7 +273,9 @@ impl Admin {
             | AuthRm { .. }
             | AuthCaps { .. }
             | AuthRotate { .. }
-            | OsdNew { .. } => MonCap::All,
+            | OsdNew { .. }
+            | MonAdd { .. }
+            | MonRm { .. } => MonCap::All,
             PoolCreate { .. }
             | PoolDelete { .. }
             | PoolSet { .. }
@@ -452,6 +470,13 @@ pub struct MonStatus {
     pub members: Vec<u64>,
     pub leader: Option<u64>,
     pub term: u64,
+    /// The members the leader heard from lately, itself included (Ceph's
+    /// quorum); the rest count as down.
+    #[serde(default)]
+    pub quorum: Vec<u64>,
+    /// Each member's address.
+    #[serde(default)]
+    pub addrs: BTreeMap<u64, String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -525,6 +550,8 @@ mod tests {
                 members: vec![0],
                 leader: Some(0),
                 term: 1,
+                quorum: vec![0],
+                addrs: [(0, "h:1".to_string())].into(),
             },
             osdmap: OsdMapStatus {
                 epoch: 9,

@@ -803,7 +803,7 @@ pub const MONS_MAX: usize = 16;
 /// Whether a monitor map is one a cluster can have: at most
 /// [`MONS_MAX`] monitors, ids that are entity numbers, each with a
 /// `host:port` address.
-fn check_mons(mons: &BTreeMap<u64, String>) -> Result<()> {
+pub fn check_mons(mons: &BTreeMap<u64, String>) -> Result<()> {
     if mons.len() > MONS_MAX {
         return Err(MapError::Invalid(format!(
             "{} monitors, at most {MONS_MAX}",

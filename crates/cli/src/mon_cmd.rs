@@ -1,0 +1,88 @@
+//! `mon add`, `mon rm`, `mon stat` and `quorum_status`: the monitor
+//! group's membership as an operator sees it (Ceph's verbs). The leader
+//! decides and refuses; this only asks and prints.
+
+use crate::admin_cmd::{call, print_json, MonCmd};
+use crate::config::ConnArgs;
+use crate::CliError;
+use loligo_monc::protocol::{Admin, MonRequest};
+use serde_json::Value;
+
+/// `mon add|rm|stat`.
+pub fn mon(conn: &ConnArgs, c: MonCmd) -> Result<(), CliError> {
+    let said =
+        |r: loligo_monc::protocol::MonReply| match r.value.get("message").and_then(Value::as_str) {
+            Some(m) => println!("{m}"),
+            None => println!("done (map epoch {})", r.epoch),
+        };
+    match c {
+        MonCmd::Run(_) => Err(CliError("mon run is a daemon, not a command".into())),
+        MonCmd::Add { id, addr } => {
+            said(call(conn, MonRequest::Admin(Admin::MonAdd { id, addr }))?);
+            Ok(())
+        }
+        MonCmd::Rm { id } => {
+            said(call(conn, MonRequest::Admin(Admin::MonRm { id }))?);
+            Ok(())
+        }
+        MonCmd::Stat => {
+            let v = call(conn, MonRequest::Admin(Admin::QuorumStatus))?.value;
+            println!("{}", stat_line(&v));
+            Ok(())
+        }
+    }
+}
+
+/// `quorum_status`: the leader's JSON.
+pub fn quorum_status(conn: &ConnArgs) -> Result<(), CliError> {
+    print_json(&call(conn, MonRequest::Admin(Admin::QuorumStatus))?.value);
+    Ok(())
+}
+
+/// Ceph's `mon stat` line from a `quorum_status` answer: `e12: 3 mons at
+/// {0=h:1,1=h:2,2=h:3}, election epoch 5, leader 0 mon.0, quorum 0,1,2
+/// mon.0,mon.1,mon.2`.
+fn stat_line(v: &Value) -> String {
+    let mons = v["monmap"]["mons"].as_array().cloned().unwrap_or_default();
+    let at: Vec<String> = (mons.iter())
+        .map(|m| format!("{}={}", m["rank"], m["addr"].as_str().unwrap_or("?")))
+        .collect();
+    let ids = |k: &str| -> Vec<String> {
+        (v[k].as_array().into_iter().flatten())
+            .map(|x| x.as_str().map_or_else(|| x.to_string(), str::to_string))
+            .collect()
+    };
+    let leader = v["quorum_leader_name"].as_str().unwrap_or("none");
+    let rank = leader.strip_prefix("mon.").unwrap_or("?");
+    format!(
+        "e{}: {} mons at {{{}}}, election epoch {}, leader {rank} {leader}, quorum {} {}",
+        v["monmap"]["epoch"],
+        mons.len(),
+        at.join(","),
+        v["election_epoch"],
+        ids("quorum").join(","),
+        ids("quorum_names").join(",")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn mon_stat_reads_like_cephs() {
+        let v = serde_json::json!({
+            "election_epoch": 5,
+            "quorum": [0, 2],
+            "quorum_names": ["mon.0", "mon.2"],
+            "quorum_leader_name": "mon.0",
+            "monmap": {"epoch": 12, "mons": [
+                {"rank": 0, "name": "mon.0", "addr": "h:1"},
+                {"rank": 1, "name": "mon.1", "addr": "h:2"},
+                {"rank": 2, "name": "mon.2", "addr": "h:3"},
+            ]},
+        });
+        assert_eq!(
+            super::stat_line(&v),
+            "e12: 3 mons at {0=h:1,1=h:2,2=h:3}, election epoch 5, leader 0 mon.0, quorum 0,2 mon.0,mon.2"
+        );
+    }
+}
