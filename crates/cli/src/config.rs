@@ -134,8 +134,9 @@ pub struct ConnArgs {
     /// Pool for object commands (default: the config's default pool).
     #[arg(short = 'p', long = "pool", global = true)]
     pub pool: Option<String>,
-    /// Keyring to connect with (default: the config's `keyring`; with
-    /// --mon and no keyring, plain connections).
+    /// Keyring to connect with (default: the config's `keyring`, with
+    /// --mon too when a config is found; with neither, plain
+    /// connections).
     #[arg(long = "keyring", global = true, value_name = "FILE")]
     pub keyring: Option<PathBuf>,
 }
@@ -144,11 +145,14 @@ impl ConnArgs {
     /// The config these options select.
     pub fn config(&self) -> Result<Config, CliError> {
         if let Some(m) = &self.mon {
+            // The config, if there is one, still says who this is.
+            let found = Config::find(self.conf.as_deref()).ok();
+            let keyring = (self.keyring.clone()).or_else(|| found.as_ref()?.keyring.clone());
             return Ok(Config {
-                fsid: String::new(),
+                fsid: found.map(|c| c.fsid).unwrap_or_default(),
                 mon_addrs: m.split(',').map(|s| s.trim().to_string()).collect(),
                 default_pool: default_pool(),
-                keyring: self.keyring.clone(),
+                keyring,
             });
         }
         let mut c = Config::find(self.conf.as_deref())?;

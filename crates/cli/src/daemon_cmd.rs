@@ -51,6 +51,13 @@ pub struct MonArgs {
     /// ADDR` once it runs.
     #[arg(long)]
     join: bool,
+    /// Start a new group (with --mkfs, this monitor its only member) from
+    /// FILE, the map of a group that lost a majority of its monitors for
+    /// good (`loligo osd getmap --mon ADDR -o FILE` from the survivor with
+    /// the newest map). Its epoch moves on by 100,000; add the other
+    /// monitors afresh with `mon add`.
+    #[arg(long, value_name = "FILE", requires = "mkfs", conflicts_with = "join")]
+    restore: Option<PathBuf>,
     /// This monitor's keyring (made by `loligo up` or `loligo auth`): every
     /// connection to and from it is mutual TLS, and only this cluster's
     /// entities get through. Required unless --insecure is given.
@@ -300,6 +307,32 @@ pub fn mon(a: MonArgs) -> Result<(), CliError> {
     cfg.down_out_interval = secs(a.down_out_interval, "--down-out-interval")?;
     cfg.create = a.mkfs;
     cfg.join = a.join;
+    if let Some(f) = &a.restore {
+        let bytes = std::fs::read(f).map_err(|e| CliError(format!("{}: {e}", f.display())))?;
+        let map = loligo_types::decode_map(&bytes)
+            .map_err(|e| CliError(format!("{}: not a cluster map: {e}", f.display())))?;
+        if map.fsid != a.fsid {
+            return Err(CliError(format!(
+                "{} is the map of cluster {}, not {}",
+                f.display(),
+                map.fsid,
+                a.fsid
+            )));
+        }
+        if cfg.members.len() != 1 {
+            return Err(CliError(
+                "--restore starts a group of one: --members names this monitor alone (add the others after)".into(),
+            ));
+        }
+        eprintln!(
+            "mon.{}: a new group from the map of epoch {} in {} (epochs go on from {})",
+            a.id,
+            map.epoch,
+            f.display(),
+            map.epoch + loligo_mon::raft::RESTORE_EPOCH_JUMP
+        );
+        cfg.restore = Some(bytes);
+    }
     cfg.security = security;
     if let Some(dir) = &a.authority {
         let ca = loligo_proto::tls::Authority::load(dir).map_err(|e| CliError(e.to_string()))?;

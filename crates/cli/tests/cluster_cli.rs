@@ -602,3 +602,120 @@ fn monitors_are_removed_replaced_and_added_while_the_cluster_serves() {
         "{s}"
     );
 }
+
+/// A three-monitor group loses two members for good: nothing can change
+/// the map (status says there is no quorum). The survivor's map is taken
+/// (`osd getmap --mon`), and a new group of one is started from it
+/// (`mon run --mkfs --restore`): the OSDs, still running, follow its
+/// map (its epoch moved on by 100,000), every object reads back, writes
+/// go on, and the lost monitors join the new group anew.
+#[test]
+fn a_group_that_lost_its_majority_is_restored_from_a_survivors_map() {
+    let (root, dir, _guard) = common::start_with("monlost", 3, 8, &["--mons", "3"]);
+    let d = dir.to_string_lossy().into_owned();
+    let file = root.join("in.bin");
+    for i in 0..8 {
+        std::fs::write(&file, format!("before {i}")).unwrap();
+        ok(&dir, &["put", &format!("b{i}"), file.to_str().unwrap()]);
+    }
+    let v: serde_json::Value = serde_json::from_str(&ok(&dir, &["quorum_status"])).unwrap();
+    let addrs: Vec<String> = (0..3u64)
+        .map(|id| {
+            (v["monmap"]["mons"].as_array().unwrap().iter())
+                .find(|m| m["rank"] == id)
+                .and_then(|m| m["addr"].as_str())
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    let dump: serde_json::Value = serde_json::from_str(&ok(&dir, &["osd", "dump"])).unwrap();
+    let (fsid, epoch) = (
+        dump["fsid"].as_str().unwrap().to_string(),
+        dump["epoch"].as_u64().unwrap(),
+    );
+    for id in [1, 2] {
+        ok(
+            &dir,
+            &["stop", &format!("mon.{id}"), "--kill", "--data-dir", &d],
+        );
+    }
+    let o = loligo(&dir, &["osd", "set", "noscrub"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("quorum"), "{err}");
+    let map = root.join("survivor.map");
+    ok(
+        &dir,
+        &[
+            "osd",
+            "getmap",
+            "--mon",
+            &addrs[0],
+            "-o",
+            map.to_str().unwrap(),
+        ],
+    );
+    ok(&dir, &["stop", "mon.0", "--data-dir", &d]);
+    std::fs::rename(dir.join("mon.0"), root.join("mon.0.old")).unwrap();
+    let keys = dir.join("keys");
+    let log = std::fs::File::create(dir.join("mon.0.log")).unwrap();
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_loligo"))
+        .args([
+            "mon",
+            "run",
+            "--id",
+            "0",
+            "--members",
+            &format!("0={}", addrs[0]),
+            "--data",
+            dir.join("mon.0").to_str().unwrap(),
+            "--fsid",
+            &fsid,
+            "--failure-domain",
+            "osd",
+            "--min-down-reporters",
+            "2",
+            "--mkfs",
+            "--restore",
+            map.to_str().unwrap(),
+            "--keyring",
+            keys.join("mon.0.keyring").to_str().unwrap(),
+            "--authority",
+            keys.to_str().unwrap(),
+        ])
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    // `loligo down` stops it with the others.
+    std::fs::write(dir.join("mon.0.pid"), child.id().to_string()).unwrap();
+    let restored = wait_for(60, "the restored group answering", || {
+        let o = loligo(&dir, &["osd", "dump"]);
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).ok()?;
+        v["epoch"].as_u64().filter(|&e| e >= epoch + 100_000)
+    });
+    eprintln!("restored at epoch {restored} from {epoch}");
+    wait_for(90, "every PG clean under the new group", || {
+        let s = status(&dir);
+        (s["pgs"]["by_state"]["active+clean"] == s["pgs"]["total"]).then_some(())
+    });
+    let out = root.join("out.bin");
+    for i in 0..8 {
+        ok(&dir, &["get", &format!("b{i}"), out.to_str().unwrap()]);
+        assert_eq!(
+            std::fs::read(&out).unwrap(),
+            format!("before {i}").into_bytes()
+        );
+    }
+    ok(&dir, &["put", "after", file.to_str().unwrap()]);
+    // The lost monitors join the new group anew.
+    for id in [1u64, 2] {
+        std::fs::remove_dir_all(dir.join(format!("mon.{id}"))).unwrap();
+        ok(&dir, &["start", &format!("mon.{id}"), "--data-dir", &d]);
+        ok(&dir, &["mon", "add", &id.to_string(), &addrs[id as usize]]);
+    }
+    wait_for(60, "three monitors in quorum again", || {
+        let o = loligo(&dir, &["quorum_status"]);
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).ok()?;
+        (v["quorum"].as_array()?.len() == 3).then_some(())
+    });
+}

@@ -38,7 +38,16 @@ pub enum MonCmd {
     },
     /// The next epoch's changes.
     Changes(Vec<Change>),
+    /// Start a new group's map from the encoded map of a group that lost
+    /// its majority (`mon run --restore`), its epoch moved on by
+    /// [`RESTORE_EPOCH_JUMP`] (ignored once a map exists).
+    Restore(Vec<u8>),
 }
+
+/// How far a restored map's epoch moves past the map it was made from:
+/// epochs the lost group committed after it (which some OSD or client may
+/// hold) are never reused for other maps.
+pub const RESTORE_EPOCH_JUMP: u64 = 100_000;
 
 /// The result of applying one command: the map's epoch after it.
 pub type MonResponse = Result<Epoch, MapError>;
@@ -103,6 +112,15 @@ impl MonState {
             } => {
                 if self.map.is_none() {
                     self.map = Some(OsdMap::new(fsid, failure_domain)?);
+                }
+                Ok(self.epoch())
+            }
+            MonCmd::Restore(bytes) => {
+                if self.map.is_none() {
+                    let mut m = loligo_types::decode_map(bytes)?;
+                    m.epoch = m.epoch.saturating_add(RESTORE_EPOCH_JUMP);
+                    self.incs.clear();
+                    self.map = Some(m);
                 }
                 Ok(self.epoch())
             }

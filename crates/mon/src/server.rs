@@ -88,6 +88,10 @@ pub struct MonConfig {
     /// starts a group of its own, and waits for the leader to add it
     /// (`mon add`); `members` names the group's monitors and itself.
     pub join: bool,
+    /// The encoded map a new group starts from (`mon run --restore`), in
+    /// place of a new cluster's first map: the way back for a group that
+    /// lost a majority of its members for good.
+    pub restore: Option<Vec<u8>>,
 }
 
 /// Default of [`MonConfig::watches_per_entity_max`].
@@ -116,6 +120,7 @@ impl MonConfig {
             security: None,
             authority: None,
             join: false,
+            restore: None,
         }
     }
 }
@@ -1034,9 +1039,12 @@ impl Monitor {
         }
         let has_map = self.shared.read().map.is_some();
         if !has_map {
-            let cmd = MonCmd::Init {
-                fsid: self.cfg.fsid.clone(),
-                failure_domain: self.cfg.failure_domain.clone(),
+            let cmd = match &self.cfg.restore {
+                Some(map) => MonCmd::Restore(map.clone()),
+                None => MonCmd::Init {
+                    fsid: self.cfg.fsid.clone(),
+                    failure_domain: self.cfg.failure_domain.clone(),
+                },
             };
             let _g = self.propose_lock.lock().await;
             if let Err(e) = self.propose(cmd).await {
