@@ -658,7 +658,7 @@ fn a_group_that_lost_its_majority_is_restored_from_a_survivors_map() {
     std::fs::rename(dir.join("mon.0"), root.join("mon.0.old")).unwrap();
     let keys = dir.join("keys");
     let log = std::fs::File::create(dir.join("mon.0.log")).unwrap();
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_loligo"))
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_loligo"))
         .args([
             "mon",
             "run",
@@ -718,4 +718,6 @@ fn a_group_that_lost_its_majority_is_restored_from_a_survivors_map() {
         let v: serde_json::Value = serde_json::from_slice(&o.stdout).ok()?;
         (v["quorum"].as_array()?.len() == 3).then_some(())
     });
+    ok(&dir, &["stop", "mon.0", "--data-dir", &d]);
+    let _ = child.wait();
 }
