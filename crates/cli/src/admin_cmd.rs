@@ -145,8 +145,27 @@ pub enum OsdCmd {
 pub enum CrushLiveCmd {
     /// Place osd.ID under HOST (created under the root if missing) with WEIGHT.
     Add { id: i32, host: String, weight: f64 },
-    /// Move bucket NAME under bucket PARENT.
+    /// Move bucket NAME, or osd.ID, under bucket PARENT.
     Move { name: String, parent: String },
+    /// Place osd.ID at a location of TYPE=NAME pairs, lowest first or
+    /// not (`host=h2`, `host=h2 rack=r1`): buckets missing are made, up
+    /// to the first that exists; its weight stays. An OSD started with
+    /// another --host moves to that host on its own (Ceph's
+    /// osd_crush_update_on_start).
+    #[command(name = "set-location")]
+    SetLocation {
+        /// osd.ID (or ID).
+        osd: String,
+        #[arg(required = true, value_name = "TYPE=NAME")]
+        location: Vec<String>,
+    },
+    /// Set the CRUSH weight of osd.ID (its share of data: by custom its
+    /// size in TiB).
+    Reweight {
+        /// osd.ID (or ID).
+        osd: String,
+        weight: f64,
+    },
     /// Remove a device or an empty bucket.
     Rm { name: String },
     /// The hierarchy (same as `osd tree`).
@@ -457,6 +476,14 @@ fn ok_to_stop(conn: &ConnArgs, ids: Vec<i32>, json: bool) -> Result<(), CliError
         );
     }
     Ok(())
+}
+
+/// An OSD named `osd.N` or `N`.
+fn osd_id(name: &str) -> Result<i32, CliError> {
+    (name.strip_prefix("osd.").unwrap_or(name).parse::<i32>())
+        .ok()
+        .filter(|id| *id >= 0)
+        .ok_or_else(|| CliError(format!("'{name}' is not an OSD (osd.N)")))
 }
 
 /// `osd set-{which}-ratio RATIO`.
@@ -786,6 +813,14 @@ pub fn osd(conn: &ConnArgs, c: OsdCmd) -> Result<(), CliError> {
                 changed(&call(conn, req(Admin::CrushMove { name, parent }))?)
             }
             CrushLiveCmd::Rm { name } => changed(&call(conn, req(Admin::CrushRm { name }))?),
+            CrushLiveCmd::SetLocation { osd, location } => {
+                let id = osd_id(&osd)?;
+                changed(&call(conn, req(Admin::CrushSetLocation { id, location }))?)
+            }
+            CrushLiveCmd::Reweight { osd, weight } => {
+                let id = osd_id(&osd)?;
+                changed(&call(conn, req(Admin::CrushReweight { id, weight }))?)
+            }
             CrushLiveCmd::Tree(j) => return osd(conn, OsdCmd::Tree(j)),
         },
     }

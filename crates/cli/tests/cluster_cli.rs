@@ -721,3 +721,68 @@ fn a_group_that_lost_its_majority_is_restored_from_a_survivors_map() {
     ok(&dir, &["stop", "mon.0", "--data-dir", &d]);
     let _ = child.wait();
 }
+
+/// CRUSH changes on a live cluster: `osd crush set-location` puts an OSD
+/// under a new host (made under the root), `osd crush reweight` changes
+/// its share, `osd crush move` takes an OSD too; the data follows each
+/// (PGs clean, every object readable), and an OSD restarted with its
+/// old `--host` moves back under it on its own.
+#[test]
+fn crush_locations_change_live_and_a_restarted_osd_follows_its_host() {
+    let (root, dir, _guard) = common::start("crushloc", 3, 8);
+    let d = dir.to_string_lossy().into_owned();
+    let file = root.join("in.bin");
+    for i in 0..12 {
+        std::fs::write(&file, format!("object {i}")).unwrap();
+        ok(&dir, &["put", &format!("o{i}"), file.to_str().unwrap()]);
+    }
+    let under = |osd: &str| -> String {
+        // The bucket the OSD's row follows in `osd tree --json`.
+        let rows: serde_json::Value =
+            serde_json::from_str(&ok(&dir, &["osd", "tree", "--json"])).unwrap();
+        let rows = rows.as_array().unwrap();
+        let i = rows.iter().position(|r| r["name"] == osd).unwrap();
+        let depth = rows[i]["depth"].as_u64().unwrap();
+        let parent = rows[..i]
+            .iter()
+            .rev()
+            .find(|r| r["depth"].as_u64() == Some(depth - 1));
+        parent.unwrap()["name"].as_str().unwrap().to_string()
+    };
+    let settled = |what: &str| {
+        wait_for(60, what, || common::not_clean(&dir).is_none().then_some(()));
+        let out = root.join("out.bin");
+        for i in 0..12 {
+            ok(&dir, &["get", &format!("o{i}"), out.to_str().unwrap()]);
+            assert_eq!(
+                std::fs::read(&out).unwrap(),
+                format!("object {i}").into_bytes()
+            );
+        }
+    };
+    settled("clean at the start");
+    let home = under("osd.2");
+    ok(&dir, &["osd", "crush", "set-location", "osd.2", "host=h2"]);
+    assert_eq!(under("osd.2"), "h2");
+    settled("clean with osd.2 under h2");
+    ok(&dir, &["osd", "crush", "reweight", "osd.2", "0.5"]);
+    let rows: serde_json::Value =
+        serde_json::from_str(&ok(&dir, &["osd", "tree", "--json"])).unwrap();
+    let row = (rows.as_array().unwrap().iter())
+        .find(|r| r["name"] == "osd.2")
+        .unwrap();
+    assert_eq!(row["crush_weight"], 0.5, "{row}");
+    settled("clean with osd.2 reweighted");
+    ok(&dir, &["osd", "crush", "move", "osd.1", "h2"]);
+    assert_eq!(under("osd.1"), "h2");
+    settled("clean with osd.1 moved");
+    let e = loligo(&dir, &["osd", "crush", "set-location", "osd.1", "hostx"]);
+    assert!(String::from_utf8_lossy(&e.stderr).contains("TYPE=NAME"));
+    // Restarted with its --host, osd.2 goes home.
+    ok(&dir, &["stop", "osd.2", "--data-dir", &d]);
+    ok(&dir, &["start", "osd.2", "--data-dir", &d]);
+    wait_for(30, "osd.2 back under its host", || {
+        (under("osd.2") == home).then_some(())
+    });
+    settled("clean with osd.2 home");
+}

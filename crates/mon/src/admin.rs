@@ -233,6 +233,21 @@ pub fn plan(m: &OsdMap, cmd: &Admin) -> Result<Outcome, MonError> {
             parent: parent.clone(),
         }]),
         Admin::CrushRm { name } => Changes(vec![Change::CrushRemove { name: name.clone() }]),
+        Admin::CrushSetLocation { id, location } => {
+            let location = (location.iter())
+                .map(|kv| match kv.split_once('=') {
+                    Some((k, v)) if !k.is_empty() && !v.is_empty() => Ok((k.to_string(), v.to_string())),
+                    _ => Err(MonError::Invalid(format!(
+                        "'{kv}' is not TYPE=NAME (such as host=h1)"
+                    ))),
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            Changes(vec![Change::CrushSetLocation { id: *id, location }])
+        }
+        Admin::CrushReweight { id, weight } => Changes(vec![Change::CrushReweight {
+            id: *id,
+            weight: weight_16_16(*weight, "weight")?,
+        }]),
         Admin::EcProfileSet {
             name,
             plugin,

@@ -1389,6 +1389,51 @@ mod tests {
         assert!(c.is_empty(), "{c:?}");
     }
 
+    /// An OSD that boots with another host than CRUSH has it under is
+    /// moved there in the boot's epoch (Ceph's osd_crush_update_on_start);
+    /// one with the same host, or not placed yet, is not.
+    #[test]
+    fn a_boot_with_another_host_moves_the_osd_in_crush() {
+        let m = crate::auth::tests::cluster();
+        let boot = |id, host: &str| {
+            Gather::Boot(Change::OsdBoot {
+                id,
+                addr: format!("127.0.0.1:{}", 7000 + id),
+                host: host.into(),
+                crush_weight: 0x10000,
+            })
+        };
+        let under = loligo_types::crush_edit::parent_name(&m.crush, 1)
+            .unwrap()
+            .to_string();
+        let (c, _) = gathered_changes(&m, &VecDeque::new(), &[boot(1, &under)]);
+        assert_eq!(c.len(), 1, "{c:?}");
+        let (c, _) = gathered_changes(
+            &m,
+            &VecDeque::new(),
+            &[boot(1, "elsewhere"), boot(60, "new")],
+        );
+        assert_eq!(
+            c[1],
+            Change::CrushSetLocation {
+                id: 1,
+                location: vec![("host".into(), "elsewhere".into())]
+            }
+        );
+        assert_eq!(c.len(), 3, "{c:?}");
+        let mut moved = m.clone();
+        moved
+            .apply(&Incremental {
+                epoch: m.epoch + 1,
+                changes: c,
+            })
+            .unwrap();
+        assert_eq!(
+            loligo_types::crush_edit::parent_name(&moved.crush, 1),
+            Some("elsewhere")
+        );
+    }
+
     #[test]
     fn a_boot_gathered_before_noup_was_set_is_left_out() {
         use loligo_types::osdmap::OsdFlag;

@@ -123,7 +123,25 @@ fn command(r: &mut Rng) -> Admin {
             name: name(r),
             parent: name(r),
         },
-        12 => Admin::CrushRm { name: name(r) },
+        12 => match r.below(3) {
+            0 => Admin::CrushRm { name: name(r) },
+            1 => Admin::CrushSetLocation {
+                id: id(r),
+                location: (0..r.index(3))
+                    .map(|_| {
+                        format!(
+                            "{}={}",
+                            ["host", "rack", "root", "osd", ""][r.index(5)],
+                            name(r)
+                        )
+                    })
+                    .collect(),
+            },
+            _ => Admin::CrushReweight {
+                id: id(r),
+                weight: weight(r),
+            },
+        },
         13 | 14 => Admin::EcProfileSet {
             name: name(r),
             plugin: [EcPlugin::ReedSolomon, EcPlugin::Zigzag, EcPlugin::Lrc][r.index(3)],

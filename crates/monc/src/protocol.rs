@@ -247,6 +247,17 @@ pub enum Admin {
     /// The group's members, leader, term and which members the leader
     /// hears (Ceph's `quorum_status`; `mon stat` prints it in a line).
     QuorumStatus,
+    /// Place an OSD at a CRUSH location: `TYPE=NAME` pairs such as
+    /// `host=h1` (Ceph's `osd crush set-location`).
+    CrushSetLocation {
+        id: i32,
+        location: Vec<String>,
+    },
+    /// Set an OSD's CRUSH weight (Ceph's `osd crush reweight`).
+    CrushReweight {
+        id: i32,
+        weight: f64,
+    },
 }
 
 impl Admin {
@@ -292,6 +303,8 @@ impl Admin {
             | PgMarkUnfoundLost { .. }
             | CrushAdd { .. }
             | CrushMove { .. }
+            | CrushSetLocation { .. }
+            | CrushReweight { .. }
             | CrushRm { .. }
             | EcProfileSet { .. }
             | EcProfileRm { .. } => MonCap::ReadWrite,

@@ -215,6 +215,21 @@ fn claim_holds<'m>(
     }
 }
 
+/// The move of an OSD that boots with another host than the CRUSH
+/// bucket it is under (Ceph's `osd_crush_update_on_start`): its data
+/// follows to the new place. Decided when the boot is proposed and
+/// logged as its own change, so a boot replays as it first applied.
+fn moved_host(map: &OsdMap, boot: &Change) -> Option<Change> {
+    let Change::OsdBoot { id, host, .. } = boot else {
+        return None;
+    };
+    let under = crate::crush_edit::parent_name(&map.crush, *id)?;
+    (under != host).then(|| Change::CrushSetLocation {
+        id: *id,
+        location: vec![("host".into(), host.clone())],
+    })
+}
+
 /// The changes `items` make on `map`, in order, and each item's reply
 /// value: for records, the PGs whose record holds once the changes are
 /// in. A record is left out when it is older than the map's (or than an
@@ -271,6 +286,9 @@ pub fn gathered_changes(
                     if map.auth.contains_key(entity) || !keyed.insert(entity.as_str()));
                 if !replaces {
                     changes.push(c.clone());
+                }
+                if let Some(moved) = moved_host(map, c) {
+                    changes.push(moved);
                 }
                 values.push(None);
             }

@@ -254,8 +254,122 @@ pub fn remove(map: &mut CrushMap, name: &str) -> Result<()> {
     fix_weights(map)
 }
 
-/// Move bucket `name` under bucket `parent`.
+/// The name of the bucket device `osd.id` is placed in (`None`: not
+/// placed).
+pub fn parent_name(map: &CrushMap, id: i32) -> Option<&str> {
+    parent_of(map, id).map(|i| map.buckets[i].name.as_str())
+}
+
+/// Place `osd.id` at `location` (Ceph's `osd crush set-location`: pairs
+/// of type and bucket name, such as `host=h1 rack=r2`), keeping its
+/// weight. As Ceph does, the named buckets are walked from the lowest
+/// up: each missing one is made and put under the next named (the
+/// highest under the root `default`), up to the first that exists, which
+/// stays where it is. The device goes under the lowest.
+pub fn set_location(map: &mut CrushMap, id: i32, location: &[(String, String)]) -> Result<()> {
+    let weight = (map.buckets.iter())
+        .flat_map(|b| &b.items)
+        .find(|it| it.id == id)
+        .map(|it| it.weight)
+        .ok_or_else(|| err(format!("osd.{id} is not placed in CRUSH")))?;
+    if location.is_empty() {
+        return Err(err(
+            "a location names at least one bucket (host=NAME)".into()
+        ));
+    }
+    let mut chain: Vec<(i32, String)> = Vec::with_capacity(location.len());
+    for (ty, name) in location {
+        let t = type_id(map, ty)?;
+        if t == 0 {
+            return Err(err(format!("'{ty}' is the devices' type, not a bucket's")));
+        }
+        if name.is_empty()
+            || name.len() > crate::osdmap::NAME_LEN_MAX
+            || name.contains(char::is_whitespace)
+        {
+            return Err(err(format!("bad bucket name '{name}'")));
+        }
+        if chain.iter().any(|(u, _)| *u == t) {
+            return Err(err(format!("type '{ty}' named twice")));
+        }
+        chain.push((t, name.clone()));
+    }
+    chain.sort_by_key(|(t, _)| *t);
+    // The missing buckets from the lowest up, then each linked under the
+    // next (made by then).
+    let mut made: Vec<(ItemId, &str)> = Vec::new();
+    for w in 0..chain.len() {
+        let (t, name) = chain[w].clone();
+        if let Some(i) = bucket_by_name(map, &name) {
+            if map.buckets[i].type_id != t {
+                return Err(err(format!(
+                    "bucket '{name}' is a '{}', not a '{}'",
+                    map.type_name(map.buckets[i].type_id).unwrap_or("?"),
+                    map.type_name(t).unwrap_or("?")
+                )));
+            }
+            break;
+        }
+        let parent = chain.get(w + 1).map_or(DEFAULT_ROOT, |(_, n)| n.as_str());
+        let parent_t = match chain.get(w + 1) {
+            Some((pt, _)) => *pt,
+            None => {
+                let r = bucket_by_name(map, DEFAULT_ROOT).ok_or_else(|| {
+                    err(format!("no root '{DEFAULT_ROOT}' to put '{name}' under"))
+                })?;
+                map.buckets[r].type_id
+            }
+        };
+        if parent_t <= t {
+            return Err(err(format!("'{parent}' cannot hold '{name}'")));
+        }
+        let bid = new_bucket_id(map);
+        map.buckets.insert(
+            0,
+            Bucket {
+                id: bid,
+                name: name.clone(),
+                type_id: t,
+                alg: BucketAlg::Straw2,
+                hash: 0,
+                items: Vec::new(),
+                class_ids: Default::default(),
+            },
+        );
+        made.push((bid, parent));
+    }
+    for (bid, parent) in made {
+        let p = bucket_by_name(map, parent).ok_or_else(|| err(format!("no bucket '{parent}'")))?;
+        map.buckets[p].items.push(BucketItem { id: bid, weight: 0 });
+    }
+    put_device(map, id, weight, &chain[0].1)
+}
+
+/// Take device `id` out of every bucket and put it, with `weight`, under
+/// bucket `parent`.
+fn put_device(map: &mut CrushMap, id: i32, weight: u32, parent: &str) -> Result<()> {
+    let p = bucket_by_name(map, parent).ok_or_else(|| err(format!("no bucket '{parent}'")))?;
+    if map.buckets[p].type_id == 0 {
+        return Err(err(format!("'{parent}' is not a bucket")));
+    }
+    for b in map.buckets.iter_mut() {
+        b.items.retain(|it| it.id != id);
+    }
+    let p = bucket_by_name(map, parent).ok_or_else(|| err(format!("no bucket '{parent}'")))?;
+    map.buckets[p].items.push(BucketItem { id, weight });
+    fix_weights(map)
+}
+
+/// Move bucket `name`, or device `osd.N` (with its weight), under bucket
+/// `parent`.
 pub fn move_bucket(map: &mut CrushMap, name: &str, parent: &str) -> Result<()> {
+    if let Some(id) = map.devices.iter().find(|d| d.name == name).map(|d| d.id) {
+        let weight = (map.buckets.iter())
+            .flat_map(|b| &b.items)
+            .find(|it| it.id == id)
+            .map_or(0, |it| it.weight);
+        return put_device(map, id, weight, parent);
+    }
     let i = bucket_by_name(map, name).ok_or_else(|| err(format!("no bucket '{name}'")))?;
     let p = bucket_by_name(map, parent).ok_or_else(|| err(format!("no bucket '{parent}'")))?;
     let (id, pid) = (map.buckets[i].id, map.buckets[p].id);

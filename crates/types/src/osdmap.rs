@@ -437,6 +437,18 @@ pub enum Change {
     OsdNew {
         id: i32,
     },
+    /// Place an OSD at a CRUSH location (`osd crush set-location`, and an
+    /// OSD that boots with another host than CRUSH has it under: Ceph's
+    /// `osd_crush_update_on_start`); see [`crush_edit::set_location`].
+    CrushSetLocation {
+        id: i32,
+        location: Vec<(String, String)>,
+    },
+    /// An OSD's CRUSH weight, 16.16 (`osd crush reweight`).
+    CrushReweight {
+        id: i32,
+        weight: u32,
+    },
 }
 
 /// A cluster-wide flag the operator sets (`osd set`; Ceph's names).
@@ -680,6 +692,8 @@ impl Change {
             | Change::OsdRemove { .. }
             | Change::OsdDestroy { .. }
             | Change::OsdNew { .. }
+            | Change::CrushSetLocation { .. }
+            | Change::CrushReweight { .. }
             | Change::CrushAddOsd { .. }
             | Change::CrushMove { .. }
             | Change::CrushRemove { .. }
@@ -1128,6 +1142,20 @@ impl OsdMap {
             }
             Change::OsdDestroy { id } => self.osd_destroy(*id)?,
             Change::OsdNew { id } => self.osd_new(*id)?,
+            Change::CrushSetLocation { id, location } => {
+                crush_edit::set_location(&mut self.crush, *id, location)?
+            }
+            Change::CrushReweight { id, weight } => {
+                if *weight > BOOT_WEIGHT_MAX {
+                    return Err(MapError::Invalid(format!(
+                        "a CRUSH weight of {:.2} is above {:.0}",
+                        f64::from(*weight) / 65536.0,
+                        f64::from(BOOT_WEIGHT_MAX) / 65536.0
+                    )));
+                }
+                crush_edit::parent_name(&self.crush, *id).ok_or(MapError::NoSuchOsd(*id))?;
+                crush_edit::set_weight(&mut self.crush, *id, *weight)?
+            }
         }
         Ok(())
     }

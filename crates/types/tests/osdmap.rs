@@ -1028,3 +1028,78 @@ fn a_pgs_record_is_short_below_k_members() {
     };
     assert_eq!(rec.reach(), Reach::Nothing);
 }
+
+/// `osd crush set-location` makes the buckets it names that are missing,
+/// each under the next (the highest under the root), up to the first
+/// that exists, and moves the OSD there with its weight; a device type,
+/// a bucket of another type or an unplaced OSD is refused; `osd crush
+/// move` takes an OSD too; `osd crush reweight` sets its weight. The
+/// map compiles after each and reads back.
+#[test]
+fn an_osd_is_placed_moved_and_reweighted_in_crush() {
+    use loligo_types::crush_edit::{parent_name, tree};
+    let mut m = cluster(4);
+    let loc = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    let set = |id, pairs: &[(&str, &str)]| Change::CrushSetLocation {
+        id,
+        location: loc(pairs),
+    };
+    let weight_of = |m: &loligo_types::OsdMap, id: i32| {
+        (m.crush.buckets.iter())
+            .flat_map(|b| &b.items)
+            .find(|it| it.id == id)
+            .map(|it| it.weight)
+    };
+    let w3 = weight_of(&m, 3);
+    step(&mut m, vec![set(3, &[("host", "h9")])]).unwrap();
+    assert_eq!(parent_name(&m.crush, 3), Some("h9"));
+    assert_eq!(weight_of(&m, 3), w3, "its weight stays");
+    // A rack made under the root, a new host under it.
+    step(&mut m, vec![set(2, &[("rack", "r1"), ("host", "h8")])]).unwrap();
+    assert_eq!(parent_name(&m.crush, 2), Some("h8"));
+    let rows = tree(&m.crush);
+    let depth = |name: &str| rows.iter().find(|r| r.3 == name).map(|r| r.0);
+    assert_eq!(depth("r1"), Some(1));
+    assert_eq!(depth("h8"), Some(2));
+    assert_eq!(depth("osd.2"), Some(3));
+    // An existing host stays where it is; only the OSD moves.
+    step(&mut m, vec![set(1, &[("rack", "r2"), ("host", "h8")])]).unwrap();
+    assert_eq!(parent_name(&m.crush, 1), Some("h8"));
+    assert_eq!(depth("h8"), Some(2));
+    for bad in [
+        set(1, &[("osd", "x")]),
+        set(1, &[("host", "r1")]),
+        set(1, &[]),
+        set(9, &[("host", "h1")]),
+        set(1, &[("nosuchtype", "x")]),
+    ] {
+        assert!(step(&mut m, vec![bad.clone()]).is_err(), "{bad:?}");
+    }
+    // `crush move` of an OSD, then a reweight.
+    step(
+        &mut m,
+        vec![Change::CrushMove {
+            name: "osd.1".into(),
+            parent: "h9".into(),
+        }],
+    )
+    .unwrap();
+    assert_eq!(parent_name(&m.crush, 1), Some("h9"));
+    step(
+        &mut m,
+        vec![Change::CrushReweight {
+            id: 1,
+            weight: 0x28000,
+        }],
+    )
+    .unwrap();
+    assert_eq!(weight_of(&m, 1), Some(0x28000));
+    assert!(step(&mut m, vec![Change::CrushReweight { id: 9, weight: 1 }]).is_err());
+    assert!(m.placer().is_ok());
+    assert_eq!(decode_map(&encode(&m)).unwrap(), m);
+}
