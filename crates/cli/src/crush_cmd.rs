@@ -1,4 +1,5 @@
-//! `loligo crush ...`: test, compile, decompile, tree and bench.
+//! `loligo crush ...`: test, compile, decompile, tree and bench offline;
+//! set and get on a running cluster.
 
 use crate::CliError;
 use clap::{Args, Subcommand};
@@ -38,6 +39,31 @@ pub enum CrushCmd {
     /// PGs per OSD for one pool: plain CRUSH, pps bijection, linear
     /// buckets with a balance parameter, upmap balancing.
     MapPgs(crate::map_pgs_cmd::MapPgsArgs),
+    /// Install a CRUSH map (text or JSON) in the running cluster, in
+    /// place of its own (Ceph's `osd setcrushmap`): it must compile and
+    /// hold every OSD and every rule a pool uses. Data moves to where the
+    /// new map places it.
+    Set(SetArgs),
+    /// The running cluster's CRUSH map, as JSON (or --text) to FILE or
+    /// standard output (Ceph's `osd getcrushmap`).
+    Get(GetArgs),
+}
+
+#[derive(Args)]
+pub struct SetArgs {
+    /// The map: text (crushtool -d syntax) or Loligo JSON.
+    #[arg(short = 'i', long = "input", value_name = "MAP")]
+    input: PathBuf,
+}
+
+#[derive(Args)]
+pub struct GetArgs {
+    /// Output file (default: standard output).
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    output: Option<PathBuf>,
+    /// crushtool -d text instead of JSON.
+    #[arg(long)]
+    text: bool,
 }
 
 #[derive(Args)]
@@ -146,7 +172,62 @@ pub fn run(cmd: CrushCmd) -> Result<(), CliError> {
         }
         CrushCmd::Bench(a) => crate::crush_bench::run(a),
         CrushCmd::MapPgs(a) => crate::map_pgs_cmd::run(a),
+        CrushCmd::Set(_) | CrushCmd::Get(_) => Err(CliError(
+            "crush set and crush get speak to a cluster".into(),
+        )),
     }
+}
+
+/// `crush set -i MAP` and `crush get`: the running cluster's map.
+pub fn live(conn: &crate::config::ConnArgs, cmd: CrushCmd) -> Result<(), CliError> {
+    use loligo_monc::protocol::{Admin, MonRequest};
+    let call = |a| crate::admin_cmd::call(conn, MonRequest::Admin(a));
+    match cmd {
+        CrushCmd::Set(a) => {
+            let map = load_map(&a.input)?;
+            CompiledMap::compile(&map)
+                .map_err(|e| CliError(format!("{}: {e}", a.input.display())))?;
+            for w in linear_warnings(&map) {
+                eprintln!("warning: {w}");
+            }
+            let r = call(Admin::CrushSet {
+                map: serde_json::to_string(&map)?,
+            })?;
+            println!("set the CRUSH map (map epoch {})", r.epoch);
+            Ok(())
+        }
+        CrushCmd::Get(a) => {
+            let v = call(Admin::CrushGet)?.value;
+            let map: CrushMap = serde_json::from_value(v)
+                .map_err(|e| CliError(format!("the monitor's CRUSH map: {e}")))?;
+            let s = match a.text {
+                true => text::write(&map),
+                false => serde_json::to_string_pretty(&map)? + "\n",
+            };
+            write_out(&a.output, &s)
+        }
+        other => run(other),
+    }
+}
+
+/// What an operator should know before installing `map`: linear buckets
+/// under a map whose `chooseleaf_vary_r` is not 0 (the balanced-placement
+/// work's gains were measured with it 0: retries then vary the input the
+/// same way at every level).
+pub fn linear_warnings(map: &CrushMap) -> Vec<String> {
+    let vary_r = map.tunables.chooseleaf_vary_r;
+    if vary_r == 0 {
+        return Vec::new();
+    }
+    (map.buckets.iter())
+        .filter(|b| b.alg == loligo_crush::map::BucketAlg::Linear)
+        .map(|b| {
+            format!(
+                "bucket '{}' is linear and chooseleaf_vary_r is {vary_r}: its balance gains assume 0 (`tunable chooseleaf_vary_r 0`)",
+                b.name
+            )
+        })
+        .collect()
 }
 
 /// One row of the tree listing.

@@ -147,7 +147,8 @@ enum Cmd {
     /// monitors). The hosts harness is `tools/hosts.sh`.
     #[command(subcommand)]
     Lab(lab_cmd::LabCmd),
-    /// CRUSH map tools (crushtool-compatible test, compile, decompile, tree, bench).
+    /// CRUSH map tools (crushtool-compatible test, compile, decompile, tree, bench),
+    /// and the running cluster's map (set, get).
     #[command(subcommand)]
     Crush(crush_cmd::CrushCmd),
     /// Placement queries in the way of osdmaptool.
@@ -267,6 +268,9 @@ fn main() -> ExitCode {
         Cmd::Kv(c) => kv_cmd::run(conn, c),
         Cmd::Bench(a) => data_cmd::bench(conn, a),
         Cmd::Lab(c) => lab_cmd::lab(conn, c),
+        Cmd::Crush(c @ (crush_cmd::CrushCmd::Set(_) | crush_cmd::CrushCmd::Get(_))) => {
+            crush_cmd::live(conn, c)
+        }
         Cmd::Crush(c) => crush_cmd::run(c),
         Cmd::Osdmap(c) => osdmap_cmd::run(c),
         Cmd::Ec(c) => ec_cmd::run(c),

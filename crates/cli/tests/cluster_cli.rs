@@ -786,3 +786,64 @@ fn crush_locations_change_live_and_a_restarted_osd_follows_its_host() {
     });
     settled("clean with osd.2 home");
 }
+
+/// A CRUSH map installed live (`crush set -i`): the running map, taken
+/// as text (`crush get --text`), with its host bucket made linear, is
+/// installed (a warning names the linear bucket while chooseleaf_vary_r
+/// is not 0), a pool's `balance_param` set; the data moves where the new
+/// map places it and every object reads back. A map that does not hold
+/// every OSD is refused.
+#[test]
+fn a_crush_map_with_linear_buckets_installed_live_serves() {
+    let (root, dir, _guard) = common::start("crushset", 4, 16);
+    let file = root.join("in.bin");
+    for i in 0..16 {
+        std::fs::write(&file, format!("object {i}")).unwrap();
+        ok(&dir, &["put", &format!("o{i}"), file.to_str().unwrap()]);
+    }
+    let settled = |what: &str| {
+        wait_for(90, what, || common::not_clean(&dir).is_none().then_some(()));
+        let out = root.join("out.bin");
+        for i in 0..16 {
+            ok(&dir, &["get", &format!("o{i}"), out.to_str().unwrap()]);
+            assert_eq!(
+                std::fs::read(&out).unwrap(),
+                format!("object {i}").into_bytes()
+            );
+        }
+    };
+    settled("clean at the start");
+    let text = ok(&dir, &["crush", "get", "--text"]);
+    assert!(text.contains("alg straw2"), "{text}");
+    let linear = root.join("linear.txt");
+    std::fs::write(&linear, text.replace("alg straw2", "alg linear")).unwrap();
+    let o = loligo(&dir, &["crush", "set", "-i", linear.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("is linear and chooseleaf_vary_r is 1"),
+        "{err}"
+    );
+    let got = ok(&dir, &["crush", "get", "--text"]);
+    assert!(
+        got.contains("alg linear") && !got.contains("alg straw2"),
+        "{got}"
+    );
+    settled("clean on the linear map");
+    ok(&dir, &["pool", "set", "default", "balance_param", "1.5"]);
+    let v: serde_json::Value =
+        serde_json::from_str(&ok(&dir, &["pool", "get", "default"])).unwrap();
+    assert_eq!(v["balance_param"], 98304, "{v}");
+    settled("clean with the balance parameter");
+    let e = loligo(&dir, &["pool", "set", "default", "balance_param", "0.5"]);
+    assert!(String::from_utf8_lossy(&e.stderr).contains("balance_param must be in"));
+    // A map without osd.3 is refused, and changes nothing.
+    let without: String = (got.lines())
+        .filter(|l| !l.contains("osd.3"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&linear, without).unwrap();
+    let o = loligo(&dir, &["crush", "set", "-i", linear.to_str().unwrap()]);
+    assert!(!o.status.success(), "a map without osd.3 was taken");
+    assert_eq!(ok(&dir, &["crush", "get", "--text"]), got);
+}

@@ -100,6 +100,12 @@ impl PoolPlacement {
                 self.size
             ));
         }
+        if self.balance_param < BALANCE_ONE {
+            return bad(format!(
+                "balance_param {:.3} is below 1",
+                f64::from(self.balance_param) / 65536.0
+            ));
+        }
         Ok(())
     }
 

@@ -244,6 +244,16 @@ pub fn plan(m: &OsdMap, cmd: &Admin) -> Result<Outcome, MonError> {
                 .collect::<Result<Vec<_>, _>>()?;
             Changes(vec![Change::CrushSetLocation { id: *id, location }])
         }
+        Admin::CrushSet { map } => {
+            let crush: loligo_crush::CrushMap = serde_json::from_str(map)
+                .map_err(|e| MonError::Invalid(format!("not a CRUSH map in JSON: {e}")))?;
+            loligo_crush::CompiledMap::compile(&crush)
+                .map_err(|e| MonError::Invalid(format!("the CRUSH map does not compile: {e}")))?;
+            // The map checks the rest when the change applies (every OSD
+            // a device, every pool's rule there).
+            Changes(vec![Change::CrushSet(crush)])
+        }
+        Admin::CrushGet => Answer(json!(m.crush)),
         Admin::CrushReweight { id, weight } => Changes(vec![Change::CrushReweight {
             id: *id,
             weight: weight_16_16(*weight, "weight")?,
@@ -389,6 +399,9 @@ fn pool_delete(m: &OsdMap, name: &str, confirm: &str) -> Result<Outcome, MonErro
 }
 
 /// `osd pool set NAME KEY VALUE`.
+/// Largest balance parameter of a pool's linear buckets.
+const BALANCE_PARAM_MAX: f64 = 64.0;
+
 fn pool_set(m: &OsdMap, name: &str, key: &str, value: &str) -> Result<Outcome, MonError> {
     let mut p = pool(m, name)?.clone();
     let num = || -> Result<u64, MonError> {
@@ -407,6 +420,17 @@ fn pool_set(m: &OsdMap, name: &str, key: &str, value: &str) -> Result<Outcome, M
             p.pps_mode = serde_json::from_value(json!(value))
                 .map_err(|_| MonError::Invalid("pps_mode is rjenkins or bijection".into()))?
         }
+        "balance_param" => {
+            let v: f64 = value.parse().map_err(|_| {
+                MonError::Invalid(format!("balance_param: '{value}' is not a number"))
+            })?;
+            if !(1.0..=BALANCE_PARAM_MAX).contains(&v) {
+                return Err(MonError::Invalid(format!(
+                    "balance_param must be in 1..={BALANCE_PARAM_MAX}, not {value} (1: linear buckets place as plain weights)"
+                )));
+            }
+            p.balance_param = (v * 65536.0).round() as u32;
+        }
         "pg_num" => {
             return Err(MonError::Invalid(
                 "changing pg_num (PG split/merge) is not supported yet".into(),
@@ -415,7 +439,7 @@ fn pool_set(m: &OsdMap, name: &str, key: &str, value: &str) -> Result<Outcome, M
         _ => {
             return Err(MonError::Invalid(format!(
                 "unknown pool setting '{key}' (size, min_size, pgp_num, crush_rule, \
-                 object_size_max, name, pps_mode)"
+                 object_size_max, name, pps_mode, balance_param)"
             )))
         }
     }

@@ -119,6 +119,13 @@ fn command(r: &mut Rng) -> Admin {
             host: name(r),
             weight: weight(r),
         },
+        11 if r.chance(300) => Admin::CrushSet {
+            map: if r.chance(500) {
+                serde_json::to_string(&base().crush).unwrap()
+            } else {
+                name(r)
+            },
+        },
         11 => Admin::CrushMove {
             name: name(r),
             parent: name(r),

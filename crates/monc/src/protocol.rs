@@ -258,6 +258,14 @@ pub enum Admin {
         id: i32,
         weight: f64,
     },
+    /// Install a whole CRUSH map, in Loligo's JSON form (Ceph's `osd
+    /// setcrushmap`): it must compile, hold every OSD of the map and
+    /// every rule a pool uses.
+    CrushSet {
+        map: String,
+    },
+    /// The CRUSH map in Loligo's JSON form (Ceph's `osd getcrushmap`).
+    CrushGet,
 }
 
 impl Admin {
@@ -276,6 +284,7 @@ impl Admin {
             | OsdOkToStop { .. }
             | OsdSafeToDestroy { .. }
             | QuorumStatus
+            | CrushGet
             | EcProfileGet { .. }
             | EcProfileLs => MonCap::Read,
             AuthAdd { .. }
@@ -305,6 +314,7 @@ impl Admin {
             | CrushMove { .. }
             | CrushSetLocation { .. }
             | CrushReweight { .. }
+            | CrushSet { .. }
             | CrushRm { .. }
             | EcProfileSet { .. }
             | EcProfileRm { .. } => MonCap::ReadWrite,
