@@ -1179,6 +1179,14 @@ fn pg_table(rows: &[PgRow]) -> String {
 pub enum MonCmd {
     /// Run a monitor daemon in the foreground.
     Run(crate::daemon_cmd::MonArgs),
+    /// Make a new monitor's store in DATA and exit (what `mon run --mkfs`
+    /// does first), for a daemon a service manager then starts without
+    /// --mkfs. Refused if DATA holds a store.
+    Mkfs {
+        /// Where the monitor will keep its Raft log and snapshots.
+        #[arg(long)]
+        data: std::path::PathBuf,
+    },
     /// Add monitor ID serving at ADDR (HOST:PORT) to the group (Ceph's
     /// `mon add`). Start it first with `mon run --id ID --members
     /// (the group's monitors and itself) --mkfs --join`: it catches up as a

@@ -17,6 +17,7 @@ pub fn mon(conn: &ConnArgs, c: MonCmd) -> Result<(), CliError> {
         };
     match c {
         MonCmd::Run(_) => Err(CliError("mon run is a daemon, not a command".into())),
+        MonCmd::Mkfs { data } => mkfs(&data),
         MonCmd::Add { id, addr } => {
             said(call(conn, MonRequest::Admin(Admin::MonAdd { id, addr }))?);
             Ok(())
@@ -31,6 +32,21 @@ pub fn mon(conn: &ConnArgs, c: MonCmd) -> Result<(), CliError> {
             Ok(())
         }
     }
+}
+
+/// `mon mkfs --data DIR`: a new, empty monitor store, marked made.
+fn mkfs(data: &std::path::Path) -> Result<(), CliError> {
+    std::fs::create_dir_all(data).map_err(|e| CliError(format!("{}: {e}", data.display())))?;
+    let store = loligo_mon::raft::MonStore::open(data).map_err(CliError)?;
+    if store.made().map_err(CliError)? {
+        return Err(CliError(format!(
+            "{} already holds a monitor store; mkfs is only for a new one",
+            data.display()
+        )));
+    }
+    store.mark_made().map_err(CliError)?;
+    println!("made a monitor store in {}", data.display());
+    Ok(())
 }
 
 /// `quorum_status`: the leader's JSON.
