@@ -69,6 +69,14 @@ enum Cmd {
     /// Monitors: run a daemon; add, rm, stat.
     #[command(subcommand)]
     Mon(admin_cmd::MonCmd),
+    /// The upmap balancer (Ceph's, in upmap mode): `on`, `off`, `status`.
+    /// While on and every PG is active+clean, the monitors add
+    /// pg_upmap_items that bring each OSD within one PG of its weighted
+    /// target, moving at most 5% of the PG copies at a time.
+    Balancer {
+        #[arg(value_parser = ["on", "off", "status"])]
+        what: String,
+    },
     /// The monitor group as JSON: members, leader, term and the quorum
     /// (the members the leader hears), as Ceph's `quorum_status`.
     #[command(name = "quorum_status", alias = "quorum-status")]
@@ -250,6 +258,7 @@ fn main() -> ExitCode {
         Cmd::Mon(admin_cmd::MonCmd::Run(a)) => daemon_cmd::mon(a),
         Cmd::Mon(c) => mon_cmd::mon(conn, c),
         Cmd::QuorumStatus => mon_cmd::quorum_status(conn),
+        Cmd::Balancer { what } => mon_cmd::balancer(conn, &what),
         Cmd::Osd(c) => admin_cmd::osd(conn, c),
         Cmd::Pool(c) => admin_cmd::pool(conn, c),
         Cmd::Pg(c) => admin_cmd::pg(conn, c),

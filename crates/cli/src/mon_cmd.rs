@@ -49,6 +49,21 @@ fn mkfs(data: &std::path::Path) -> Result<(), CliError> {
     Ok(())
 }
 
+/// `balancer on|off|status`.
+pub fn balancer(conn: &ConnArgs, what: &str) -> Result<(), CliError> {
+    let on = match what {
+        "on" => Some(true),
+        "off" => Some(false),
+        _ => None,
+    };
+    let r = call(conn, MonRequest::Admin(Admin::Balancer { on }))?;
+    match on {
+        Some(_) => println!("balancer {what} (map epoch {})", r.epoch),
+        None => print_json(&r.value),
+    }
+    Ok(())
+}
+
 /// `quorum_status`: the leader's JSON.
 pub fn quorum_status(conn: &ConnArgs) -> Result<(), CliError> {
     print_json(&call(conn, MonRequest::Admin(Admin::QuorumStatus))?.value);

@@ -254,6 +254,12 @@ pub fn plan(m: &OsdMap, cmd: &Admin) -> Result<Outcome, MonError> {
             Changes(vec![Change::CrushSet(crush)])
         }
         Admin::CrushGet => Answer(json!(m.crush)),
+        Admin::Balancer { on: Some(on) } => Changes(vec![Change::Balancer { on: *on }]),
+        Admin::Balancer { on: None } => {
+            return Err(MonError::Invalid(
+                "balancer status is the leader's, from its last run".into(),
+            ))
+        }
         Admin::CrushReweight { id, weight } => Changes(vec![Change::CrushReweight {
             id: *id,
             weight: weight_16_16(*weight, "weight")?,

@@ -101,6 +101,9 @@ pub struct LeaderState {
     down_since: HashMap<i32, Instant>,
     /// When this member became leader (beacon timeouts count from here).
     since: Option<Instant>,
+    /// When the balancer last ran, and what it said.
+    balanced_at: Option<Instant>,
+    balancer_note: String,
 }
 
 impl LeaderState {
@@ -492,6 +495,65 @@ impl LeaderState {
             }
         }
         Ok(r)
+    }
+
+    /// PGs whose primary's report does not say active+clean (unknown
+    /// ones included).
+    pub fn not_clean_pgs(&self, map: &OsdMap) -> Result<u64, MapError> {
+        let stats = self.current_stats(map);
+        let mut placer = map.placer()?;
+        let mut n = 0;
+        for p in map.pools.values() {
+            for ps in 0..p.pg_num {
+                let pg = PgId { pool: p.id, ps };
+                let (state, _) = state_of(&stats, pg, placer.map_pg(pg)?.acting_primary);
+                n += u64::from(!state.contains(PgState::ACTIVE | PgState::CLEAN));
+            }
+        }
+        Ok(n)
+    }
+
+    /// The balancer's run, if it is on and due (every
+    /// [`crate::balancer::EVERY`]): the overrides to propose.
+    pub fn balance(&mut self, map: &OsdMap, now: Instant) -> Vec<Change> {
+        if !map.balancer {
+            self.balancer_note = "off".into();
+            return Vec::new();
+        }
+        if self
+            .balanced_at
+            .is_some_and(|t| now.duration_since(t) < crate::balancer::EVERY)
+        {
+            return Vec::new();
+        }
+        self.balanced_at = Some(now);
+        let run = self
+            .not_clean_pgs(map)
+            .map_err(|e| e.to_string())
+            .and_then(|n| crate::balancer::run(map, n));
+        match run {
+            Ok(r) => {
+                self.balancer_note = r.note;
+                r.changes
+            }
+            Err(e) => {
+                self.balancer_note = format!("failed: {e}");
+                Vec::new()
+            }
+        }
+    }
+
+    /// `balancer status`: whether it is on and what its last run said.
+    pub fn balancer_status(&self, map: &OsdMap, now: Instant) -> serde_json::Value {
+        serde_json::json!({
+            "active": map.balancer,
+            "mode": "upmap",
+            "max_deviation": crate::balancer::MAX_DEVIATION,
+            "target_max_misplaced_ratio": crate::balancer::TARGET_MAX_MISPLACED_RATIO,
+            "last_run_secs_ago": self.balanced_at.map(|t| now.duration_since(t).as_secs()),
+            "optimize_result": self.balancer_note,
+            "pg_upmap_items": map.pg_upmap_items.len(),
+        })
     }
 
     /// The PG stats of the up OSDs' last reports, by PG and reporter.
@@ -1099,6 +1161,79 @@ mod tests {
         report_every_pg(&mut l, &m, PgState::ACTIVE | PgState::CLEAN);
         let r = l.safe_to_destroy(&m, &[3]).unwrap();
         assert_eq!(r.stored_pgs, vec![(3, 1)], "{r:?}");
+    }
+
+    /// The balancer: off, nothing; on with a PG not clean, it waits;
+    /// on with every PG clean, its overrides (applied) bring each OSD
+    /// within one PG of its target, and the next run has nothing to do.
+    #[test]
+    fn the_balancer_waits_for_clean_pgs_and_evens_the_osds() {
+        let mut m = OsdMap::new("f", "osd").unwrap();
+        let mut changes: Vec<Change> = (0..5)
+            .map(|id| Change::OsdBoot {
+                id,
+                addr: format!("h:{id}"),
+                host: "h".into(),
+                crush_weight: 0x10000,
+            })
+            .collect();
+        changes.push(Change::PoolCreate(m.replicated_pool("p", 64, 3, 2)));
+        m.apply(&Incremental { epoch: 2, changes }).unwrap();
+        let spread = |m: &OsdMap| {
+            let mut placer = m.placer().unwrap();
+            let mut per: BTreeMap<i32, i64> = BTreeMap::new();
+            for ps in 0..64 {
+                for o in placer.map_pg(PgId { pool: 1, ps }).unwrap().up {
+                    *per.entry(o).or_default() += 1;
+                }
+            }
+            per.values().max().unwrap() - per.values().min().unwrap()
+        };
+        let before = spread(&m);
+        assert!(
+            before > 2,
+            "CRUSH alone is even here ({before}): nothing to test"
+        );
+        let now = Instant::now();
+        let mut l = LeaderState::default();
+        report_every_pg(&mut l, &m, PgState::ACTIVE | PgState::CLEAN);
+        assert!(l.balance(&m, now).is_empty(), "off: nothing");
+        let on = |m: &mut OsdMap, on| {
+            let epoch = m.epoch + 1;
+            m.apply(&Incremental {
+                epoch,
+                changes: vec![Change::Balancer { on }],
+            })
+            .unwrap();
+        };
+        on(&mut m, true);
+        let mut waiting = LeaderState::default();
+        report_every_pg(&mut waiting, &m, PgState::ACTIVE | PgState::DEGRADED);
+        assert!(waiting.balance(&m, now).is_empty());
+        assert!(waiting.balancer_note.contains("not active+clean"));
+        for round in 0..20 {
+            let mut l = LeaderState::default();
+            report_every_pg(&mut l, &m, PgState::ACTIVE | PgState::CLEAN);
+            let c = l.balance(&m, now);
+            if c.is_empty() {
+                assert!(
+                    l.balancer_note.starts_with("balanced"),
+                    "{}",
+                    l.balancer_note
+                );
+                break;
+            }
+            assert!(round < 19, "never balanced");
+            let epoch = m.epoch + 1;
+            m.apply(&Incremental { epoch, changes: c }).unwrap();
+        }
+        // Every OSD within one PG of its target (64 * 3 / 5 = 38.4).
+        assert!(
+            spread(&m) <= 2,
+            "spread {} after, {before} before",
+            spread(&m)
+        );
+        assert!(!m.pg_upmap_items.is_empty());
     }
 
     /// Under `noout` a down OSD stays in however long it is down; once

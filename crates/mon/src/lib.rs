@@ -6,6 +6,7 @@
 
 pub mod admin;
 pub mod auth;
+pub mod balancer;
 pub mod kv;
 pub mod leader;
 pub mod monmap;

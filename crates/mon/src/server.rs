@@ -711,6 +711,22 @@ impl Monitor {
             MonRequest::Admin(Admin::MonAdd { id, addr }) => self.mon_add(id, addr).await,
             MonRequest::Admin(Admin::MonRm { id }) => self.mon_rm(id).await,
             MonRequest::Admin(Admin::QuorumStatus) => self.quorum_status().await,
+            MonRequest::Admin(Admin::Balancer { on: None }) => {
+                if !self.is_leader() {
+                    return Err(self.not_leader());
+                }
+                let value = {
+                    let l = self.leader.lock().await;
+                    let st = self.shared.read();
+                    let map = st.map.as_ref().ok_or(MonError::NoMap)?;
+                    l.balancer_status(map, Instant::now())
+                };
+                Ok(MonReply {
+                    epoch: self.epoch(),
+                    value,
+                    map: None,
+                })
+            }
             MonRequest::Admin(Admin::PgLs { pool }) => {
                 if !self.is_leader() {
                     return Err(self.not_leader());
@@ -1069,6 +1085,24 @@ impl Monitor {
                         .collect())
                 })
                 .await;
+        }
+        self.balance().await;
+    }
+
+    /// Leader: the upmap balancer's run, when it is on and due.
+    async fn balance(&self) {
+        let changes = {
+            let mut l = self.leader.lock().await;
+            let st = self.shared.read();
+            let Some(map) = st.map.as_ref() else { return };
+            l.balance(map, Instant::now())
+        };
+        if changes.is_empty() {
+            return;
+        }
+        tracing::info!("balancer: {} PG overrides", changes.len());
+        if let Err(e) = self.change_with(|_| Ok(changes)).await {
+            tracing::warn!("balancer: {e}");
         }
     }
 

@@ -160,6 +160,9 @@ fn command(r: &mut Rng) -> Admin {
             alignment: u32_hostile(r),
             stripe_unit: u32_hostile(r),
         },
+        15 if r.chance(200) => Admin::Balancer {
+            on: Some(r.chance(500)),
+        },
         15 => Admin::EcProfileRm { name: name(r) },
         16 => match r.below(3) {
             0 => Admin::OsdDestroy {

@@ -266,6 +266,11 @@ pub enum Admin {
     },
     /// The CRUSH map in Loligo's JSON form (Ceph's `osd getcrushmap`).
     CrushGet,
+    /// Turn the upmap balancer on or off (`Some`), or ask how it stands
+    /// (`None`: Ceph's `balancer status`).
+    Balancer {
+        on: Option<bool>,
+    },
 }
 
 impl Admin {
@@ -284,6 +289,7 @@ impl Admin {
             | OsdOkToStop { .. }
             | OsdSafeToDestroy { .. }
             | QuorumStatus
+            | Balancer { on: None }
             | CrushGet
             | EcProfileGet { .. }
             | EcProfileLs => MonCap::Read,
@@ -315,6 +321,7 @@ impl Admin {
             | CrushSetLocation { .. }
             | CrushReweight { .. }
             | CrushSet { .. }
+            | Balancer { on: Some(_) }
             | CrushRm { .. }
             | EcProfileSet { .. }
             | EcProfileRm { .. } => MonCap::ReadWrite,

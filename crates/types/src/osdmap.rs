@@ -449,6 +449,10 @@ pub enum Change {
         id: i32,
         weight: u32,
     },
+    /// Turn the monitors' upmap balancer on or off (`balancer on|off`).
+    Balancer {
+        on: bool,
+    },
 }
 
 /// A cluster-wide flag the operator sets (`osd set`; Ceph's names).
@@ -715,6 +719,7 @@ impl Change {
             | Change::AuthRm { .. }
             | Change::MonMap { .. }
             | Change::OsdFlag { .. }
+            | Change::Balancer { .. }
             | Change::FullRatio { .. } => Reach::Nothing,
         }
     }
@@ -809,6 +814,8 @@ pub struct OsdMap {
     /// OSDs destroyed (`osd destroy`): their data and keys are gone,
     /// their ids and CRUSH places kept for a replacement (`osd new`).
     pub destroyed: BTreeSet<i32>,
+    /// Whether the monitors' upmap balancer runs (`balancer on`).
+    pub balancer: bool,
 }
 
 /// Most monitors a map names (Raft groups have 1, 3 or 5).
@@ -875,6 +882,7 @@ impl OsdMap {
             auto_out: BTreeSet::new(),
             full_ratios: FullRatios::default(),
             destroyed: BTreeSet::new(),
+            balancer: false,
         })
     }
 
@@ -1142,6 +1150,7 @@ impl OsdMap {
             }
             Change::OsdDestroy { id } => self.osd_destroy(*id)?,
             Change::OsdNew { id } => self.osd_new(*id)?,
+            Change::Balancer { on } => self.balancer = *on,
             Change::CrushSetLocation { id, location } => {
                 crush_edit::set_location(&mut self.crush, *id, location)?
             }

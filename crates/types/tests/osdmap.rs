@@ -548,7 +548,7 @@ fn users_and_daemon_keys_are_limited_apart() {
 #[test]
 fn maps_of_the_previous_formats_still_read() {
     // An LGM7 map is today's without the destroyed OSDs (one byte, the
-    // empty set's length); an LGM6 map that without the monitors' outs
+    // empty set's length) and the balancer's switch (one byte); an LGM6 map that without the monitors' outs
     // (one byte) and the full ratios (three varints of three bytes at
     // their defaults); an LGM5 map that without the flags, an LGM4 map
     // that without the monitor map, an LGM3 map that without the
@@ -557,7 +557,7 @@ fn maps_of_the_previous_formats_still_read() {
     let m = cluster(3);
     let now = encode(&m);
     assert_eq!(&now[..4], b"LGM8");
-    const LGM8_TAIL: usize = 1;
+    const LGM8_TAIL: usize = 2;
     const LGM7_TAIL: usize = LGM8_TAIL + 1 + 3 * 3;
     assert_eq!(
         now[now.len() - LGM7_TAIL - 4..now.len() - 9 - LGM8_TAIL],

@@ -32,7 +32,7 @@ pub(super) fn decode_map(b: &[u8]) -> Option<Result<OsdMap>> {
     })
 }
 
-/// The version before maps held destroyed OSDs.
+/// The version before maps held destroyed OSDs and the balancer's switch.
 const MAGIC_V7: [u8; 4] = *b"LGM7";
 /// The version before maps held the monitors' outs and the full ratios:
 /// still read (see [`v6`]).
@@ -178,12 +178,14 @@ mod v2 {
                 auto_out: BTreeSet::new(),
                 full_ratios: FullRatios::default(),
                 destroyed: BTreeSet::new(),
+                balancer: false,
             }
         }
     }
 }
 
-/// The `LGM7` map: today's without the destroyed OSDs.
+/// The `LGM7` map: today's without the destroyed OSDs and the balancer's
+/// switch.
 mod v7 {
     use super::*;
 
