@@ -118,11 +118,22 @@ pub enum OsdCmd {
     },
     /// Make way for an OSD: a destroyed ID taken again by its replacement,
     /// or (no ID) the lowest unused id. Prints the id; the new keyring
-    /// (none in an --insecure cluster) goes to FILE, or is printed.
+    /// (none in an --insecure cluster, or with -i) goes to FILE, or is
+    /// printed.
     New {
         id: Option<i32>,
         #[arg(short = 'o', long = "out", value_name = "FILE")]
         out: Option<std::path::PathBuf>,
+        /// Record the key of this keyring, made offline (`auth keyring
+        /// osd.N --ca DIR`), instead of having the monitors make one (they
+        /// make none without --authority).
+        #[arg(
+            short = 'i',
+            long = "in",
+            value_name = "KEYRING",
+            conflicts_with = "out"
+        )]
+        given: Option<std::path::PathBuf>,
     },
     /// Share of a device in use at which writes to its PGs are refused
     /// (default 0.95; at least the backfillfull ratio, at most 1).
@@ -801,7 +812,7 @@ pub fn osd(conn: &ConnArgs, c: OsdCmd) -> Result<(), CliError> {
         OsdCmd::Purge { id, confirm, force } => {
             crate::osd_replace_cmd::destroy(conn, id, confirm, force, true)?
         }
-        OsdCmd::New { id, out } => crate::osd_replace_cmd::new(conn, id, out)?,
+        OsdCmd::New { id, out, given } => crate::osd_replace_cmd::new(conn, id, out, given)?,
         OsdCmd::SetFullRatio { ratio } => set_ratio(conn, "full", ratio)?,
         OsdCmd::SetBackfillfullRatio { ratio } => set_ratio(conn, "backfillfull", ratio)?,
         OsdCmd::SetNearfullRatio { ratio } => set_ratio(conn, "nearfull", ratio)?,

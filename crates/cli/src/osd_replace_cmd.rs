@@ -79,30 +79,47 @@ pub fn destroy(
     Ok(())
 }
 
-/// `osd new [ID] [-o FILE]`: the OSD's id on stdout; its new keyring to
-/// FILE (or printed after the id), if the cluster has keys.
-pub fn new(conn: &ConnArgs, id: Option<i32>, out: Option<PathBuf>) -> Result<(), CliError> {
+/// `osd new [ID] [-o FILE | -i KEYRING]`: the OSD's id on stdout; its
+/// new keyring to FILE (or printed after the id), if the monitors made
+/// one; with `-i`, the key of a keyring made offline is recorded.
+pub fn new(
+    conn: &ConnArgs,
+    id: Option<i32>,
+    out: Option<PathBuf>,
+    given: Option<PathBuf>,
+) -> Result<(), CliError> {
     if let Some(p) = out.as_deref().filter(|p| p.exists()) {
         return Err(CliError(format!(
             "{} exists: not replaced (a replaced OSD's old keyring is revoked; remove it first)",
             p.display()
         )));
     }
-    let v = call(conn, MonRequest::Admin(Admin::OsdNew { id }))?.value;
+    let serial = match &given {
+        None => None,
+        Some(p) => {
+            let k = loligo_proto::tls::Keyring::load(p)
+                .map_err(|e| CliError(format!("{}: {e}", p.display())))?;
+            let who = k.identity().map_err(|e| CliError(e.to_string()))?;
+            let named = id.map(|i| format!("osd.{i}"));
+            if named.as_deref().is_some_and(|n| n != k.entity) {
+                return Err(CliError(format!(
+                    "{} is {}'s keyring, not {}'s",
+                    p.display(),
+                    k.entity,
+                    named.unwrap_or_default()
+                )));
+            }
+            Some(who.serial)
+        }
+    };
+    let v = call(conn, MonRequest::Admin(Admin::OsdNew { id, serial }))?.value;
     let entity = v["entity"].as_str().unwrap_or_default();
     let id = entity.strip_prefix("osd.").unwrap_or(entity);
     println!("{id}");
     match v.get("keyring").and_then(Value::as_str) {
         Some(text) => save_keyring(text, out.as_deref()),
-        None if v["offline_key"] == true => {
-            eprintln!(
-                "the monitors make no keys (no --authority): make {entity}'s keyring with \
-                 `loligo auth keyring {entity} --ca DIR`; its first boot records it"
-            );
-            Ok(())
-        }
         None if out.is_some() => Err(CliError(
-            "this cluster has no keys (--insecure): no keyring to write".into(),
+            "no keyring was made (this cluster has no keys, or -i gave one)".into(),
         )),
         None => Ok(()),
     }

@@ -570,9 +570,14 @@ fn monitors_are_removed_replaced_and_added_while_the_cluster_serves() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("a member already"));
     // The leader removes itself; another leads.
     let old = leader(&v);
+    let t = std::time::Instant::now();
     ok(&dir, &["mon", "rm", &old.to_string()]);
     let v = quorum(2, "two monitors without the old leader");
     assert_ne!(leader(&v), old);
+    eprintln!(
+        "the leader removed itself; another led, its quorum answering, {:?} after the command",
+        t.elapsed()
+    );
     ok(&dir, &["stop", &format!("mon.{old}"), "--data-dir", &d]);
     std::fs::remove_dir_all(dir.join(format!("mon.{old}"))).unwrap();
     ok(&dir, &["start", &format!("mon.{old}"), "--data-dir", &d]);

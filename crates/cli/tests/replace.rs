@@ -18,9 +18,9 @@ use std::time::{Duration, Instant};
 /// osd.2's disk dies (SIGKILL, then its store is wiped) while clients
 /// work. Once the monitors mark it down, `safe-to-destroy` says no (its
 /// PGs are degraded) and `destroy` is refused without --force; forced,
-/// the OSD is destroyed; `osd new 2` makes way (the lab's monitors make
-/// no keys: the old key is forgotten and a keyring made offline is
-/// recorded at the first boot), and a fresh store started under the id
+/// the OSD is destroyed; `osd new 2 -i KEYRING` makes way (the lab's
+/// monitors make no keys: one made offline is recorded, the old one stays
+/// refused), and a fresh store started under the id
 /// boots and is backfilled. Every history is linearizable, nothing
 /// acknowledged is lost, and the PGs end clean with osd.2 in them.
 #[test]
@@ -76,11 +76,13 @@ fn a_failed_disk_is_replaced_under_its_id_while_clients_work() {
         &lab.dir,
         &["osd", "destroy", "2", "--yes-i-really-mean-it", "--force"],
     );
-    // The new disk: a new id's way made, a keyring made offline.
-    assert_eq!(ok(&lab.dir, &["osd", "new", "2"]).trim(), "2");
+    // The new disk: a keyring made offline (the lab's monitors make no
+    // keys), its key recorded by `osd new`.
     let keys = lab.dir.join("keys");
     let keyring = keys.join("osd.2.keyring");
-    std::fs::remove_file(&keyring).unwrap();
+    let old_keyring = keys.join("osd.2.old");
+    std::fs::rename(&keyring, &old_keyring).unwrap();
+    refused(&["osd", "new", "2"], "-i FILE");
     ok(
         &lab.dir,
         &[
@@ -93,6 +95,26 @@ fn a_failed_disk_is_replaced_under_its_id_while_clients_work() {
             keyring.to_str().unwrap(),
         ],
     );
+    let id = ok(
+        &lab.dir,
+        &["osd", "new", "2", "-i", keyring.to_str().unwrap()],
+    );
+    assert_eq!(id.trim(), "2");
+    // The destroyed disk's key stays refused; the new one gets the map.
+    let out = lab.dir.join("map.bin");
+    let getmap = |k: &std::path::Path| {
+        let args = [
+            "--keyring",
+            k.to_str().unwrap(),
+            "osd",
+            "getmap",
+            "-o",
+            out.to_str().unwrap(),
+        ];
+        common::loligo(&lab.dir, &args).status.success()
+    };
+    assert!(!getmap(&old_keyring), "the old key of osd.2 got in");
+    assert!(getmap(&keyring), "the new key of osd.2 was refused");
     let replaced = Instant::now();
     lab.restart(victim);
     lab.wait_for(Duration::from_secs(30), "the replacement up", |lab| {

@@ -66,8 +66,11 @@ fn a_local_cluster_takes_only_its_own_members() {
         }
     }
 
-    // No key: refused, with a hint.
-    let o = loligo(&dir, &["--mon", &mon, "status"]);
+    // No key (no config to take one from): refused, with a hint.
+    let o = loligo(
+        &dir,
+        &["-c", "/nonexistent/loligo.conf", "--mon", &mon, "status"],
+    );
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("no keyring given"), "{err}");

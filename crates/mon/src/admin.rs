@@ -164,7 +164,7 @@ pub fn plan(m: &OsdMap, cmd: &Admin) -> Result<Outcome, MonError> {
         }
         Admin::OsdDestroy { id, confirm, .. } => osd_destroy(m, *id, *confirm, false)?,
         Admin::OsdPurge { id, confirm, .. } => osd_destroy(m, *id, *confirm, true)?,
-        Admin::OsdNew { id } => osd_new(m, *id)?,
+        Admin::OsdNew { id, .. } => osd_new(m, *id)?,
         // An EC pool's size comes from its profile.
         Admin::PoolCreate {
             name,

@@ -104,6 +104,9 @@ pub struct LeaderState {
     /// When the balancer last ran, and what it said.
     balanced_at: Option<Instant>,
     balancer_note: String,
+    /// The epoch its last overrides were committed in: a PG's report
+    /// older than that does not show their moves yet.
+    balanced_epoch: u64,
 }
 
 impl LeaderState {
@@ -497,20 +500,27 @@ impl LeaderState {
         Ok(r)
     }
 
-    /// PGs whose primary's report does not say active+clean (unknown
-    /// ones included).
-    pub fn not_clean_pgs(&self, map: &OsdMap) -> Result<u64, MapError> {
+    /// PGs whose primary's report does not say active+clean as of epoch
+    /// `since` or later (unknown ones, and older reports, included).
+    pub fn not_clean_pgs(&self, map: &OsdMap, since: u64) -> Result<u64, MapError> {
         let stats = self.current_stats(map);
         let mut placer = map.placer()?;
         let mut n = 0;
         for p in map.pools.values() {
             for ps in 0..p.pg_num {
                 let pg = PgId { pool: p.id, ps };
-                let (state, _) = state_of(&stats, pg, placer.map_pg(pg)?.acting_primary);
-                n += u64::from(!state.contains(PgState::ACTIVE | PgState::CLEAN));
+                let (state, stat) = state_of(&stats, pg, placer.map_pg(pg)?.acting_primary);
+                let clean = state.contains(PgState::ACTIVE | PgState::CLEAN)
+                    && stat.is_some_and(|s| s.epoch >= since);
+                n += u64::from(!clean);
             }
         }
         Ok(n)
+    }
+
+    /// The balancer's overrides were committed in `epoch`.
+    pub fn on_balanced(&mut self, epoch: u64) {
+        self.balanced_epoch = self.balanced_epoch.max(epoch);
     }
 
     /// The balancer's run, if it is on and due (every
@@ -528,7 +538,7 @@ impl LeaderState {
         }
         self.balanced_at = Some(now);
         let run = self
-            .not_clean_pgs(map)
+            .not_clean_pgs(map, self.balanced_epoch)
             .map_err(|e| e.to_string())
             .and_then(|n| crate::balancer::run(map, n));
         match run {
@@ -902,7 +912,7 @@ mod tests {
         assert_eq!(mon_down(&all), None);
         let unknown = MonStatus {
             quorum: vec![],
-            ..m
+            ..m.clone()
         };
         assert_eq!(mon_down(&unknown), None);
         let map = map();
@@ -910,6 +920,15 @@ mod tests {
             .status(&map, all, Instant::now(), &T)
             .unwrap();
         assert!(!s.health.checks.iter().any(|c| c.starts_with("MON_DOWN")));
+        let s = LeaderState::default()
+            .status(&map, m, Instant::now(), &T)
+            .unwrap();
+        assert!(
+            s.health.checks[0].starts_with("MON_DOWN: 1/3"),
+            "{:?}",
+            s.health
+        );
+        assert_ne!(s.health.status, HealthStatus::Ok);
     }
 
     #[test]
@@ -1211,6 +1230,12 @@ mod tests {
         report_every_pg(&mut waiting, &m, PgState::ACTIVE | PgState::DEGRADED);
         assert!(waiting.balance(&m, now).is_empty());
         assert!(waiting.balancer_note.contains("not active+clean"));
+        // Clean reports from before its last overrides' epoch: it waits.
+        let mut stale = LeaderState::default();
+        report_every_pg(&mut stale, &m, PgState::ACTIVE | PgState::CLEAN);
+        stale.on_balanced(m.epoch + 1);
+        assert!(stale.balance(&m, now).is_empty());
+        assert!(stale.balancer_note.contains("not active+clean"));
         for round in 0..20 {
             let mut l = LeaderState::default();
             report_every_pg(&mut l, &m, PgState::ACTIVE | PgState::CLEAN);

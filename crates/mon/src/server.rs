@@ -321,8 +321,8 @@ impl Monitor {
         let svc = MonServer::new(Service(mon.clone()))
             .max_decoding_message_size(CALL_FRAME_BYTES_MAX)
             .max_encoding_message_size(MESSAGE_BYTES_MAX);
-        // Raft messages may be as large as any message: only a member
-        // monitor's (by name and recorded key) are read at all, judged
+        // Raft messages may be as large as any message: only a monitor's
+        // of this cluster (with its recorded key) are read at all, judged
         // from the connection before the body is decoded.
         let gate = mon.clone();
         let peer_svc = tonic::service::interceptor::InterceptedService::new(
@@ -422,21 +422,35 @@ impl Monitor {
     }
 
     /// Whether the peer (entity, serial) may send Raft messages to this
-    /// monitor: a member, with its recorded key.
+    /// monitor: a monitor of the cluster, with its recorded key.
     fn authorize_raft(&self, peer: Option<(&str, &str)>) -> Result<(), MonError> {
-        // The group as Raft has it (learners too), once it has one: a
-        // monitor removed since the start is refused.
-        let group: Vec<u64> = {
-            let m = self.raft.metrics().borrow().membership_config.clone();
-            m.membership().nodes().map(|(id, _)| *id).collect()
-        };
-        let members = match group.is_empty() {
-            true => self.cfg.members.keys().copied().collect(),
-            false => group,
-        };
         let caller = Caller::of(self.cfg.security.is_some(), peer);
         let st = self.shared.read();
-        crate::auth::authorize_raft(caller, members, st.map.as_ref())
+        crate::auth::authorize_raft(caller, st.map.as_ref())
+    }
+
+    /// Whether the peer may ask this monitor for its vote: a monitor it
+    /// knows as a member (of the group as Raft has it, learners too, of
+    /// the monitor map, or of those it was started with). Appends and
+    /// snapshots come from any monitor of the cluster: a leader added
+    /// while this one was away must be heard (its term is Raft's check).
+    fn authorize_vote(&self, peer: Option<(&str, &str)>) -> Result<(), MonError> {
+        let Some(id) = peer.and_then(|(e, _)| loligo_proto::tls::mon_of(e)) else {
+            return match self.cfg.security {
+                None => Ok(()),
+                Some(_) => Err(MonError::Denied("only a monitor votes".into())),
+            };
+        };
+        let group = self.raft.metrics().borrow().membership_config.clone();
+        let in_group = group.membership().nodes().any(|(n, _)| *n == id);
+        let in_map = (self.shared.read().map.as_ref()).is_some_and(|m| m.mons.contains_key(&id));
+        if in_group || in_map || self.cfg.members.contains_key(&id) {
+            Ok(())
+        } else {
+            Err(MonError::Denied(format!(
+                "mon.{id} is not a member of this monitor group: it may not ask for votes"
+            )))
+        }
     }
 
     /// Propose a command; the epoch after it is applied.
@@ -932,9 +946,16 @@ impl Monitor {
     /// names, its serial recorded with the caps; the keyring goes back
     /// in the reply and is kept nowhere (not in the map, not in the log).
     async fn issue(&self, a: &Admin) -> CallResult {
-        if self.cfg.security.is_none() || self.cfg.authority.is_none() {
-            if let Admin::OsdNew { .. } = a {
+        if let Admin::OsdNew { serial, .. } = a {
+            if serial.is_some() || self.cfg.security.is_none() {
                 return self.osd_new_no_key(a).await;
+            }
+            if self.cfg.authority.is_none() {
+                return Err(MonError::Unsupported(
+                    "the monitors make no keys (no --authority): make the OSD's keyring with \
+                     `loligo auth keyring osd.N --ca DIR -o FILE` and give it: `osd new N -i FILE`"
+                        .into(),
+                ));
             }
         }
         let ca = self.cfg.authority.clone().ok_or_else(|| {
@@ -973,22 +994,30 @@ impl Monitor {
         Ok(r)
     }
 
-    /// `osd new` by a monitor that makes no keys: in a cluster without
-    /// keys its changes alone; in one whose monitors hold no authority,
-    /// the OSD's revoked key is also forgotten, so that the replacement's
-    /// first boot records the key made for it offline (`auth keyring`).
+    /// `osd new` without a key made here: in a cluster without keys its
+    /// changes alone; with a keyring made offline, its serial recorded as
+    /// the OSD's key (replacing a revoked one: only that key gets in).
     async fn osd_new_no_key(&self, a: &Admin) -> CallResult {
-        let keys = self.cfg.security.is_some();
+        let serial = match a {
+            Admin::OsdNew { serial, .. } => serial.clone(),
+            _ => None,
+        };
         let mut entity = None;
         let mut r = self
             .change_with(|m| match admin::plan(m, a)? {
                 Outcome::Issue {
                     entity: e,
+                    caps,
                     mut also,
-                    ..
                 } => {
-                    if keys && m.auth.contains_key(&e) {
-                        also.push(Change::AuthRm { entity: e.clone() });
+                    if let Some(serial) = &serial {
+                        also.push(Change::AuthPut {
+                            entity: e.clone(),
+                            entry: AuthEntry {
+                                caps,
+                                serial: serial.clone(),
+                            },
+                        });
                     }
                     entity = Some(e);
                     Ok(also)
@@ -996,7 +1025,7 @@ impl Monitor {
                 Outcome::Answer(_) | Outcome::Changes(_) => Ok(vec![]),
             })
             .await?;
-        r.value = serde_json::json!({ "entity": entity, "offline_key": keys });
+        r.value = serde_json::json!({ "entity": entity });
         Ok(r)
     }
 
@@ -1091,18 +1120,26 @@ impl Monitor {
 
     /// Leader: the upmap balancer's run, when it is on and due.
     async fn balance(&self) {
-        let changes = {
+        let (epoch, changes) = {
             let mut l = self.leader.lock().await;
             let st = self.shared.read();
             let Some(map) = st.map.as_ref() else { return };
-            l.balance(map, Instant::now())
+            (map.epoch, l.balance(map, Instant::now()))
         };
         if changes.is_empty() {
             return;
         }
         tracing::info!("balancer: {} PG overrides", changes.len());
-        if let Err(e) = self.change_with(|_| Ok(changes)).await {
-            tracing::warn!("balancer: {e}");
+        // Only onto the map they were computed on, the balancer still on.
+        let r = self
+            .change_with(|m| match m.epoch == epoch && m.balancer {
+                true => Ok(changes),
+                false => Ok(Vec::new()),
+            })
+            .await;
+        match r {
+            Ok(r) => self.leader.lock().await.on_balanced(r.epoch),
+            Err(e) => tracing::warn!("balancer: {e}"),
         }
     }
 
@@ -1217,6 +1254,12 @@ impl Service {
         if let Err(e) = self.0.authorize_raft(peer_identity(&req)) {
             tracing::warn!("refused: {e}");
             return Err(Status::permission_denied(e.to_string()));
+        }
+        if req.get_ref().kind == "vote" {
+            if let Err(e) = self.0.authorize_vote(peer_identity(&req)) {
+                tracing::warn!("refused: {e}");
+                return Err(Status::permission_denied(e.to_string()));
+            }
         }
         let m = req.into_inner();
         let raft = &self.0.raft;
@@ -1455,6 +1498,10 @@ mod tests {
             }
         );
         assert_eq!(c.len(), 3, "{c:?}");
+        // A host the map cannot move it to (the root's name): the boot
+        // goes on, unmoved.
+        let (unmoved, _) = gathered_changes(&m, &VecDeque::new(), &[boot(1, "default")]);
+        assert_eq!(unmoved.len(), 1, "{unmoved:?}");
         let mut moved = m.clone();
         moved
             .apply(&Incremental {

@@ -177,6 +177,7 @@ fn command(r: &mut Rng) -> Admin {
             },
             _ => Admin::OsdNew {
                 id: r.chance(700).then(|| id(r)),
+                serial: None,
             },
         },
         17 => Admin::AuthAdd {

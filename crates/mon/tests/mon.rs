@@ -544,8 +544,9 @@ async fn a_monitor_with_tls_bounds_each_entitys_watches_and_refuses_forgeries() 
     };
     assert_eq!(e.code(), tonic::Code::ResourceExhausted, "{e}");
     assert!(e.message().contains("client.admin"), "{e}");
-    // Raft messages from anyone but a monitor of the group are refused
-    // before they are read: a client, an OSD, a monitor of another group.
+    // Raft messages from anyone but a monitor are refused before they
+    // are read (a client, an OSD); a vote asked by a monitor outside the
+    // group is refused too.
     let vote = serde_json::json!({
         "vote": {"leader_id": {"term": 99, "node_id": 7}, "committed": false},
         "last_log_id": null

@@ -228,9 +228,13 @@ pub enum Admin {
     },
     /// Make way for a new OSD: a destroyed id taken again, or (`None`)
     /// the lowest unused id; the reply carries its new keyring (none in a
-    /// cluster without keys).
+    /// cluster without keys, or when `serial` names one made offline).
     OsdNew {
         id: Option<i32>,
+        /// The serial of a keyring made offline (`auth keyring osd.N`):
+        /// recorded as the OSD's key instead of making one.
+        #[serde(default)]
+        serial: Option<String>,
     },
     /// Add monitor `id` serving at `addr` to the group (Ceph's `mon
     /// add`): it must already run (`mon run --join`) and catch up as a

@@ -224,10 +224,16 @@ fn moved_host(map: &OsdMap, boot: &Change) -> Option<Change> {
         return None;
     };
     let under = crate::crush_edit::parent_name(&map.crush, *id)?;
-    (under != host).then(|| Change::CrushSetLocation {
-        id: *id,
-        location: vec![("host".into(), host.clone())],
-    })
+    if under == host {
+        return None;
+    }
+    let location = vec![("host".to_string(), host.clone())];
+    // Only a move the map takes: one it refuses (no root `default`, a
+    // bucket of another type by that name) must not refuse the boot.
+    let mut crush = map.crush.clone();
+    crate::crush_edit::set_location(&mut crush, *id, &location).ok()?;
+    loligo_crush::CompiledMap::compile(&crush).ok()?;
+    Some(Change::CrushSetLocation { id: *id, location })
 }
 
 /// The changes `items` make on `map`, in order, and each item's reply

@@ -267,6 +267,9 @@ pub fn parent_name(map: &CrushMap, id: i32) -> Option<&str> {
 /// highest under the root `default`), up to the first that exists, which
 /// stays where it is. The device goes under the lowest.
 pub fn set_location(map: &mut CrushMap, id: i32, location: &[(String, String)]) -> Result<()> {
+    if id < 0 || !map.devices.iter().any(|d| d.id == id) {
+        return Err(err(format!("osd.{id} is not a CRUSH device")));
+    }
     let weight = (map.buckets.iter())
         .flat_map(|b| &b.items)
         .find(|it| it.id == id)
@@ -286,6 +289,7 @@ pub fn set_location(map: &mut CrushMap, id: i32, location: &[(String, String)]) 
         if name.is_empty()
             || name.len() > crate::osdmap::NAME_LEN_MAX
             || name.contains(char::is_whitespace)
+            || map.devices.iter().any(|d| d.name == *name)
         {
             return Err(err(format!("bad bucket name '{name}'")));
         }

@@ -1162,7 +1162,10 @@ impl OsdMap {
                         f64::from(BOOT_WEIGHT_MAX) / 65536.0
                     )));
                 }
-                crush_edit::parent_name(&self.crush, *id).ok_or(MapError::NoSuchOsd(*id))?;
+                let device = *id >= 0 && self.crush.devices.iter().any(|d| d.id == *id);
+                if !device || crush_edit::parent_name(&self.crush, *id).is_none() {
+                    return Err(MapError::NoSuchOsd(*id));
+                }
                 crush_edit::set_weight(&mut self.crush, *id, *weight)?
             }
         }

@@ -1077,6 +1077,8 @@ fn an_osd_is_placed_moved_and_reweighted_in_crush() {
         set(1, &[]),
         set(9, &[("host", "h1")]),
         set(1, &[("nosuchtype", "x")]),
+        set(-2, &[("host", "h9")]),
+        set(1, &[("host", "osd.0")]),
     ] {
         assert!(step(&mut m, vec![bad.clone()]).is_err(), "{bad:?}");
     }
@@ -1100,6 +1102,7 @@ fn an_osd_is_placed_moved_and_reweighted_in_crush() {
     .unwrap();
     assert_eq!(weight_of(&m, 1), Some(0x28000));
     assert!(step(&mut m, vec![Change::CrushReweight { id: 9, weight: 1 }]).is_err());
+    assert!(step(&mut m, vec![Change::CrushReweight { id: -1, weight: 1 }]).is_err());
     assert!(m.placer().is_ok());
     assert_eq!(decode_map(&encode(&m)).unwrap(), m);
 }
