@@ -39,6 +39,28 @@ pub enum CrushCmd {
     /// PGs per OSD for one pool: plain CRUSH, pps bijection, linear
     /// buckets with a balance parameter, upmap balancing.
     MapPgs(crate::map_pgs_cmd::MapPgsArgs),
+    /// Edit a map offline as crushtool does: add, reweight or remove an
+    /// item, add a replicated rule. The result (compiled first) goes to
+    /// -o in the input's form (text or JSON).
+    Edit(EditArgs),
+    /// Where item NAME (osd.N or a bucket) sits: the buckets above it,
+    /// lowest first, as `TYPE<tab>NAME` lines (crushtool's
+    /// --show-location).
+    ShowLocation {
+        /// The map: text or Loligo JSON.
+        #[arg(short = 'i', long = "input", value_name = "MAP")]
+        input: PathBuf,
+        name: String,
+    },
+    /// Check a map: it compiles, and (with --max-id N) every device id is
+    /// below N (crushtool's --check). Silent when it passes.
+    Check {
+        /// The map: text or Loligo JSON.
+        #[arg(short = 'i', long = "input", value_name = "MAP")]
+        input: PathBuf,
+        #[arg(long, value_name = "N")]
+        max_id: Option<i32>,
+    },
     /// Install a CRUSH map (text or JSON) in the running cluster, in
     /// place of its own (Ceph's `osd setcrushmap`): it must compile and
     /// hold every OSD and every rule a pool uses. Data moves to where the
@@ -47,6 +69,32 @@ pub enum CrushCmd {
     /// The running cluster's CRUSH map, as JSON (or --text) to FILE or
     /// standard output (Ceph's `osd getcrushmap`).
     Get(GetArgs),
+}
+
+#[derive(Args)]
+pub struct EditArgs {
+    /// The map: text or Loligo JSON.
+    #[arg(short = 'i', long = "input", value_name = "MAP")]
+    input: PathBuf,
+    /// Output file (default: standard output).
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    output: Option<PathBuf>,
+    /// Add device ID called NAME with CRUSH weight WEIGHT at --loc.
+    #[arg(long, num_args = 3, value_names = ["ID", "WEIGHT", "NAME"])]
+    add_item: Option<Vec<String>>,
+    /// Where --add-item puts it: TYPE NAME pairs (repeat: --loc host h1
+    /// --loc root default); missing buckets are made.
+    #[arg(long, num_args = 2, value_names = ["TYPE", "NAME"], action = clap::ArgAction::Append)]
+    loc: Vec<String>,
+    /// Set the CRUSH weight of device NAME.
+    #[arg(long, num_args = 2, value_names = ["NAME", "WEIGHT"])]
+    reweight_item: Option<Vec<String>>,
+    /// Remove device NAME, or an empty bucket.
+    #[arg(long, value_name = "NAME")]
+    remove_item: Option<String>,
+    /// Add rule NAME placing replicas under bucket ROOT, one per TYPE.
+    #[arg(long, num_args = 3, value_names = ["NAME", "ROOT", "TYPE"])]
+    create_replicated_rule: Option<Vec<String>>,
 }
 
 #[derive(Args)]
@@ -172,10 +220,83 @@ pub fn run(cmd: CrushCmd) -> Result<(), CliError> {
         }
         CrushCmd::Bench(a) => crate::crush_bench::run(a),
         CrushCmd::MapPgs(a) => crate::map_pgs_cmd::run(a),
+        CrushCmd::Edit(a) => edit(a),
+        CrushCmd::ShowLocation { input, name } => {
+            let map = load_map(&input)?;
+            let loc = loligo_types::crush_edit::location_of(&map, &name)
+                .ok_or_else(|| CliError(format!("no item '{name}' in {}", input.display())))?;
+            let lines: String = loc.iter().map(|(t, n)| format!("{t}\t{n}\n")).collect();
+            write_out(&None, &lines)
+        }
+        CrushCmd::Check { input, max_id } => {
+            let map = load_map(&input)?;
+            CompiledMap::compile(&map)
+                .map_err(|e| CliError(format!("{}: {e}", input.display())))?;
+            match max_id.and_then(|m| map.devices.iter().find(|d| d.id >= m)) {
+                Some(d) => Err(CliError(format!(
+                    "item id {} ({}) is not below --max-id {}",
+                    d.id,
+                    d.name,
+                    max_id.unwrap_or_default()
+                ))),
+                None => Ok(()),
+            }
+        }
         CrushCmd::Set(_) | CrushCmd::Get(_) => Err(CliError(
             "crush set and crush get speak to a cluster".into(),
         )),
     }
+}
+
+/// `crush edit`: crushtool's editing verbs, applied in the order add,
+/// reweight, remove, rule; the result compiled, then written in the
+/// input's form.
+fn edit(a: EditArgs) -> Result<(), CliError> {
+    use loligo_types::crush_edit as ce;
+    let mut map = load_map(&a.input)?;
+    let weight = |w: &str| -> Result<u32, CliError> {
+        w.parse::<f64>()
+            .ok()
+            .filter(|w| (0.0..=65535.0).contains(w))
+            .map(|w| (w * 65536.0).round() as u32)
+            .ok_or_else(|| CliError(format!("'{w}' is not a weight (0 to 65535)")))
+    };
+    let bad = |e: loligo_types::MapError| CliError(e.to_string());
+    if let Some(v) = &a.add_item {
+        let id: i32 = v[0]
+            .parse()
+            .map_err(|_| CliError(format!("'{}' is not an item id", v[0])))?;
+        let loc: Vec<(String, String)> = a
+            .loc
+            .chunks(2)
+            .map(|p| (p[0].clone(), p[1].clone()))
+            .collect();
+        ce::add_device(&mut map, id, &v[2], weight(&v[1])?, &loc).map_err(bad)?;
+    } else if !a.loc.is_empty() {
+        return Err(CliError("--loc goes with --add-item".into()));
+    }
+    if let Some(v) = &a.reweight_item {
+        let id = ce::item_id(&map, &v[0])
+            .filter(|id| *id >= 0)
+            .ok_or_else(|| CliError(format!("no device '{}'", v[0])))?;
+        ce::set_weight(&mut map, id, weight(&v[1])?).map_err(bad)?;
+    }
+    if let Some(name) = &a.remove_item {
+        ce::remove(&mut map, name).map_err(bad)?;
+    }
+    if let Some(v) = &a.create_replicated_rule {
+        let id = ce::add_replicated_rule(&mut map, &v[0], &v[1], &v[2]).map_err(bad)?;
+        eprintln!("rule {id} '{}'", v[0]);
+    }
+    CompiledMap::compile(&map).map_err(|e| CliError(format!("the edited map: {e}")))?;
+    let json = std::fs::read_to_string(&a.input)
+        .map(|t| t.trim_start().starts_with('{'))
+        .unwrap_or(false);
+    let out = match json {
+        true => serde_json::to_string_pretty(&map)? + "\n",
+        false => text::write(&map),
+    };
+    write_out(&a.output, &out)
 }
 
 /// `crush set -i MAP` and `crush get`: the running cluster's map.

@@ -622,3 +622,99 @@ fn store_bench_with_incompressible_overwrites() {
     assert!(!dir.join("loligo-bench-store").exists());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// crushtool's editing verbs, offline: an item added at a location of
+/// new and existing buckets, found there by `show-location`, reweighted,
+/// another removed, a replicated rule added (and mapping through it);
+/// `check` passes, and fails with a --max-id below the devices'; bad
+/// input is refused and writes nothing.
+#[test]
+fn crush_edit_adds_moves_removes_and_checks_as_crushtool() {
+    let map = vectors().join("crush/s03_straw2_racks_nonuniform/map.txt");
+    let m = map.to_str().unwrap();
+    let dir = std::env::temp_dir().join(format!("loligo-crush-edit-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("e.txt");
+    let o = out.to_str().unwrap();
+    let loc = ok_stdout(&["crush", "show-location", "-i", m, "osd.0"]);
+    assert_eq!(loc, "host\thost0\nrack\track0\nroot\tdefault\n");
+    ok_stdout(&[
+        "crush",
+        "edit",
+        "-i",
+        m,
+        "-o",
+        o,
+        "--add-item",
+        "99",
+        "1.5",
+        "osd.99",
+        "--loc",
+        "host",
+        "newhost",
+        "--loc",
+        "rack",
+        "rack0",
+        "--create-replicated-rule",
+        "r2",
+        "default",
+        "host",
+    ]);
+    let loc = ok_stdout(&["crush", "show-location", "-i", o, "osd.99"]);
+    assert_eq!(loc, "host\tnewhost\nrack\track0\nroot\tdefault\n");
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(text.contains("rule r2 {"), "{text}");
+    assert!(text.contains("item osd.99 weight 1.500\n"), "{text}");
+    let maps = ok_stdout(&[
+        "crush",
+        "test",
+        "-i",
+        o,
+        "--rule",
+        "3",
+        "--num-rep",
+        "3",
+        "--x",
+        "7",
+        "--show-mappings",
+    ]);
+    assert!(maps.starts_with("CRUSH rule 3 x 7 ["), "{maps}");
+    let edited = ok_stdout(&[
+        "crush",
+        "edit",
+        "-i",
+        o,
+        "--reweight-item",
+        "osd.99",
+        "2",
+        "--remove-item",
+        "osd.0",
+    ]);
+    assert!(edited.contains("item osd.99 weight 2.000\n"), "{edited}");
+    assert!(!edited.contains("item osd.0 "), "{edited}");
+    ok_stdout(&["crush", "check", "-i", o]);
+    let e = loligo(&["crush", "check", "-i", o, "--max-id", "10"]);
+    assert!(!e.status.success());
+    for bad in [
+        vec!["--add-item", "99", "1", "osd.99b", "--loc", "host", "h"],
+        vec![
+            "--add-item",
+            "100",
+            "1",
+            "osd.100",
+            "--loc",
+            "nosuchtype",
+            "h",
+        ],
+        vec!["--reweight-item", "nosuch", "1"],
+        vec!["--remove-item", "rack0"],
+        vec!["--create-replicated-rule", "r2", "default", "host"],
+        vec!["--loc", "host", "h"],
+    ] {
+        let mut args = vec!["crush", "edit", "-i", o];
+        args.extend(bad.iter());
+        let e = loligo(&args);
+        assert!(!e.status.success() && e.stdout.is_empty(), "{bad:?}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

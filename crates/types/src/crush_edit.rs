@@ -275,6 +275,41 @@ pub fn set_location(map: &mut CrushMap, id: i32, location: &[(String, String)]) 
         .find(|it| it.id == id)
         .map(|it| it.weight)
         .ok_or_else(|| err(format!("osd.{id} is not placed in CRUSH")))?;
+    place(map, id, weight, location)
+}
+
+/// Add device `id` called `name` with CRUSH weight `weight` (16.16) at
+/// `location`, as [`set_location`] places one (crushtool's `--add-item
+/// ID WEIGHT NAME --loc TYPE NAME ...`).
+pub fn add_device(
+    map: &mut CrushMap,
+    id: i32,
+    name: &str,
+    weight: u32,
+    location: &[(String, String)],
+) -> Result<()> {
+    if id < 0 {
+        return Err(err(format!("device id {id} is negative")));
+    }
+    if map.devices.iter().any(|d| d.id == id || d.name == name)
+        || bucket_by_name(map, name).is_some()
+    {
+        return Err(err(format!("an item {id} or '{name}' exists already")));
+    }
+    if name.is_empty() || name.contains(char::is_whitespace) {
+        return Err(err(format!("bad device name '{name}'")));
+    }
+    map.devices.push(Device {
+        id,
+        name: name.to_string(),
+        class: None,
+    });
+    map.devices.sort_by_key(|d| d.id);
+    place(map, id, weight, location)
+}
+
+/// Put device `id` with `weight` at `location` (see [`set_location`]).
+fn place(map: &mut CrushMap, id: i32, weight: u32, location: &[(String, String)]) -> Result<()> {
     if location.is_empty() {
         return Err(err(
             "a location names at least one bucket (host=NAME)".into()
@@ -456,6 +491,66 @@ fn fix_weights(map: &mut CrushMap) -> Result<()> {
     }
     map.buckets = order;
     Ok(())
+}
+
+/// The buckets above item `name`, lowest first, as (type, name) pairs
+/// (crushtool's `--show-location`); `None` if there is no such item.
+pub fn location_of(map: &CrushMap, name: &str) -> Option<Vec<(String, String)>> {
+    let mut cur = item_id(map, name)?;
+    let mut out = Vec::new();
+    for _ in 0..=map.buckets.len() {
+        let Some(p) = parent_of(map, cur) else { break };
+        let b = &map.buckets[p];
+        out.push((
+            map.type_name(b.type_id).unwrap_or("?").to_string(),
+            b.name.clone(),
+        ));
+        cur = b.id;
+    }
+    Some(out)
+}
+
+/// Add rule `name` placing replicas under bucket `root`, each in a
+/// different `failure_domain` (crushtool's `--create-replicated-rule`);
+/// its id is the next free one, returned.
+pub fn add_replicated_rule(
+    map: &mut CrushMap,
+    name: &str,
+    root: &str,
+    failure_domain: &str,
+) -> Result<i32> {
+    if map.rules.iter().any(|r| r.name == name) {
+        return Err(err(format!("rule '{name}' exists already")));
+    }
+    let root_id = bucket_by_name(map, root)
+        .map(|i| map.buckets[i].id)
+        .ok_or_else(|| err(format!("no bucket '{root}'")))?;
+    let type_id = type_id(map, failure_domain)?;
+    let id = (0..)
+        .find(|i| !map.rules.iter().any(|r| r.id == *i))
+        .unwrap_or(0);
+    map.rules.push(Rule {
+        id,
+        name: name.to_string(),
+        rule_type: 1,
+        min_size: 1,
+        max_size: 10,
+        steps: vec![
+            Step::Take {
+                item: root_id,
+                class: None,
+            },
+            Step::Choose {
+                leaf: type_id != 0,
+                mode: ChooseMode::Firstn,
+                count: 0,
+                type_id,
+            },
+            Step::Emit,
+        ],
+    });
+    map.rules.sort_by_key(|r| r.id);
+    Ok(id)
 }
 
 /// `osd tree` rows: (depth, id, type name, name, CRUSH weight 16.16),
