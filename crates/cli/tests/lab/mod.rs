@@ -140,14 +140,20 @@ impl Lab {
     /// As `start_with`, the wall clocks of daemons offset:
     /// (name, libfaketime offset such as "+1h"); see `faketime`.
     pub fn start_clocked(tag: &str, mons: usize, osds: usize, clocks: &[(&str, &str)]) -> Lab {
-        Lab::start_full(tag, mons, osds, clocks, None)
+        Lab::start_full(tag, mons, osds, clocks, None, &[])
+    }
+
+    /// As `start`, each monitor given `mon_args` too (such as
+    /// `--down-out-interval 2`).
+    pub fn start_mon_args(tag: &str, mons: usize, mon_args: &[&str]) -> Lab {
+        Lab::start_full(tag, mons, OSDS, &[], None, mon_args)
     }
 
     /// As `start_with`, every daemon and client injecting the message
     /// faults `spec` asks for (`LOLIGO_MS_INJECT`: lost, duplicated and
     /// delayed messages, connection resets).
     pub fn start_injecting(tag: &str, mons: usize, osds: usize, spec: &str) -> Lab {
-        Lab::start_full(tag, mons, osds, &[], Some(spec))
+        Lab::start_full(tag, mons, osds, &[], Some(spec), &[])
     }
 
     fn start_full(
@@ -156,6 +162,7 @@ impl Lab {
         osds: usize,
         clocks: &[(&str, &str)],
         inject: Option<&str>,
+        mon_args: &[&str],
     ) -> Lab {
         // One lab at a time: two could draw the same subnet.
         let turn = LABS.lock().unwrap_or_else(|e| e.into_inner());
@@ -230,30 +237,28 @@ impl Lab {
         let members = members.join(",");
         for i in 0..mons {
             let id = i.to_string();
-            lab.spawn(
-                i,
-                &format!("mon.{i}"),
-                &[
-                    "mon",
-                    "run",
-                    "--id",
-                    &id,
-                    "--members",
-                    &members,
-                    "--data",
-                    &data(&format!("mon.{i}")),
-                    "--fsid",
-                    &fsid,
-                    "--mkfs",
-                    "--keyring",
-                    &keyring(&format!("mon.{i}")),
-                    // An OSD that stops reporting (cut off from the
-                    // monitors alone: its peers still hear it) is marked
-                    // down soon.
-                    "--report-timeout",
-                    "4",
-                ],
-            );
+            let (data, key) = (data(&format!("mon.{i}")), keyring(&format!("mon.{i}")));
+            let mut args = vec![
+                "mon",
+                "run",
+                "--id",
+                &id,
+                "--members",
+                &members,
+                "--data",
+                &data,
+                "--fsid",
+                &fsid,
+                "--mkfs",
+                "--keyring",
+                &key,
+                // An OSD that stops reporting (cut off from the monitors
+                // alone: its peers still hear it) is marked down soon.
+                "--report-timeout",
+                "4",
+            ];
+            args.extend(mon_args);
+            lab.spawn(i, &format!("mon.{i}"), &args);
         }
         let mon = mon_addrs.join(",");
         for i in 0..osds {
