@@ -120,7 +120,7 @@ fn free(out: &Option<PathBuf>) -> Result<(), CliError> {
 }
 
 /// Write (or print) the keyring a monitor's reply carries.
-fn deliver(reply: &serde_json::Value, out: Option<&Path>) -> Result<(), CliError> {
+pub(crate) fn deliver(reply: &serde_json::Value, out: Option<&Path>) -> Result<(), CliError> {
     let text = reply
         .get("keyring")
         .and_then(serde_json::Value::as_str)

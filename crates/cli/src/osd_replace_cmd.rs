@@ -8,7 +8,7 @@ use crate::config::ConnArgs;
 use crate::CliError;
 use loligo_monc::protocol::{Admin, MonRequest};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// `osd safe-to-destroy ID...`: Ceph's answer, or an error saying why
 /// not.
@@ -117,22 +117,10 @@ pub fn new(
     let id = entity.strip_prefix("osd.").unwrap_or(entity);
     println!("{id}");
     match v.get("keyring").and_then(Value::as_str) {
-        Some(text) => save_keyring(text, out.as_deref()),
+        Some(_) => crate::auth_cmd::deliver(&v, out.as_deref()),
         None if out.is_some() => Err(CliError(
             "no keyring was made (this cluster has no keys, or -i gave one)".into(),
         )),
         None => Ok(()),
     }
-}
-
-fn save_keyring(text: &str, out: Option<&Path>) -> Result<(), CliError> {
-    let k = loligo_proto::tls::Keyring::from_text(text).map_err(|e| CliError(e.to_string()))?;
-    match out {
-        Some(p) => {
-            k.save(p).map_err(|e| CliError(e.to_string()))?;
-            eprintln!("{} keyring in {}", k.entity, p.display());
-        }
-        None => print!("{text}"),
-    }
-    Ok(())
 }

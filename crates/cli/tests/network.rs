@@ -8,11 +8,9 @@
 mod common;
 mod lab;
 
-use lab::registers::{self, Client, History, Kind};
+use lab::registers::{Kind, Workload};
 use lab::{hosts_or_skip, Lab, OSDS};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A messy network: every daemon and client resets about one call in 40
 /// on its OSD connections (half of them after sending: the receiver acts
@@ -35,37 +33,16 @@ fn a_messy_network_loses_duplicates_and_delays_messages_and_no_answer_is_wrong()
     }
     lab.wait_clean(Duration::from_secs(60), "the pools clean");
     lab.lose_between(lab.client_host(), lab.osd_host(0), 5);
-    let t0 = Instant::now();
-    let stop = Arc::new(AtomicBool::new(false));
-    let history: History = Arc::default();
-    let mut workers = Vec::new();
-    for (i, kind) in [Kind::Replicated, Kind::Replicated, Kind::Erasure, Kind::Kv]
-        .into_iter()
-        .enumerate()
-    {
-        let mut s = lab.client_on(lab.client_host(), kind.pool());
-        let client = Client {
-            kind,
-            id: i as u64 + 1,
-            registers: 2,
-            gen: Arc::default(),
-            stop: stop.clone(),
-            history: history.clone(),
-            t0,
-            seed: i as u64,
-        };
-        workers.push(std::thread::spawn(move || (client.run(&mut s), s)));
-    }
+    let mut work = Workload::start(
+        &mut lab,
+        &[Kind::Replicated, Kind::Replicated, Kind::Erasure, Kind::Kv],
+    );
     std::thread::sleep(Duration::from_secs(10));
-    stop.store(true, Ordering::Relaxed);
-    let (mut done, mut failed) = (0, 0);
-    let mut injected = Vec::new();
-    for w in workers {
-        let ((d, f), mut s) = w.join().expect("a client thread");
-        done += d;
-        failed += f;
-        injected.push(s.ask("injected"));
-    }
+    let (done, failed, sessions) = work.stop();
+    let injected: Vec<String> = sessions
+        .into_iter()
+        .map(|mut s| s.ask("injected"))
+        .collect();
     eprintln!("{injected:?}");
     // Each client met every fault (its ops are most of its calls).
     for i in &injected {
@@ -73,19 +50,6 @@ fn a_messy_network_loses_duplicates_and_delays_messages_and_no_answer_is_wrong()
         assert!(n.len() == 3 && n.iter().all(|&n| n > 0), "{i}");
     }
     lab.heal(lab.client_host());
-    let mut history = std::mem::take(&mut *history.lock().unwrap());
-    let lost = registers::final_reads(&mut lab, &mut history, t0);
-    let checked = registers::check(history);
-    eprintln!(
-        "{done} ops answered, {failed} failed; {} histories, {} undecided",
-        checked.histories, checked.undecided
-    );
-    assert!(done > 100, "only {done} ops answered");
-    assert!(
-        checked.bad.is_empty(),
-        "not linearizable: {:?}",
-        checked.bad
-    );
-    assert_eq!(lost, 0, "acknowledged writes lost");
+    work.check(&mut lab, done, failed);
     lab.wait_clean(Duration::from_secs(60), "the PGs clean");
 }

@@ -10,10 +10,8 @@ mod common;
 mod lab;
 
 use common::ok;
-use lab::registers::{self, Client, History, Kind};
+use lab::registers::{Kind, Workload};
 use lab::{hosts_or_skip, Lab};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// osd.2's disk dies (SIGKILL, then its store is wiped) while clients
@@ -34,27 +32,10 @@ fn a_failed_disk_is_replaced_under_its_id_while_clients_work() {
         kind.prepare(&mut lab);
     }
     lab.wait_clean(Duration::from_secs(60), "the pools clean");
-    let t0 = Instant::now();
-    let stop = Arc::new(AtomicBool::new(false));
-    let history: History = Arc::default();
-    let mut workers = Vec::new();
-    for (i, kind) in [Kind::Replicated, Kind::Replicated, Kind::Erasure, Kind::Kv]
-        .into_iter()
-        .enumerate()
-    {
-        let mut s = lab.client_on(lab.client_host(), kind.pool());
-        let client = Client {
-            kind,
-            id: i as u64 + 1,
-            registers: 2,
-            gen: Arc::default(),
-            stop: stop.clone(),
-            history: history.clone(),
-            t0,
-            seed: i as u64,
-        };
-        workers.push(std::thread::spawn(move || client.run(&mut s)));
-    }
+    let mut work = Workload::start(
+        &mut lab,
+        &[Kind::Replicated, Kind::Replicated, Kind::Erasure, Kind::Kv],
+    );
     std::thread::sleep(Duration::from_secs(2));
     // The disk dies.
     let victim = lab.mons + 2;
@@ -126,27 +107,8 @@ fn a_failed_disk_is_replaced_under_its_id_while_clients_work() {
         replaced.elapsed()
     );
     std::thread::sleep(Duration::from_secs(3));
-    stop.store(true, Ordering::Relaxed);
-    let (mut done, mut failed) = (0, 0);
-    for w in workers {
-        let (d, f) = w.join().expect("a client thread");
-        done += d;
-        failed += f;
-    }
-    let mut history = std::mem::take(&mut *history.lock().unwrap());
-    let lost = registers::final_reads(&mut lab, &mut history, t0);
-    let checked = registers::check(history);
-    eprintln!(
-        "{done} ops answered, {failed} failed; {} histories, {} undecided",
-        checked.histories, checked.undecided
-    );
-    assert!(done > 100, "only {done} ops answered");
-    assert!(
-        checked.bad.is_empty(),
-        "not linearizable: {:?}",
-        checked.bad
-    );
-    assert_eq!(lost, 0, "acknowledged writes lost");
+    let (done, failed, _) = work.stop();
+    work.check(&mut lab, done, failed);
     let t = Instant::now();
     lab.wait_clean(
         Duration::from_secs(90),
@@ -183,27 +145,7 @@ fn noout_keeps_an_osd_restart_from_moving_data_while_clients_work() {
     }
     lab.wait_clean(Duration::from_secs(60), "the pools clean");
     ok(&lab.dir, &["osd", "set", "noout"]);
-    let t0 = Instant::now();
-    let stop = Arc::new(AtomicBool::new(false));
-    let history: History = Arc::default();
-    let mut workers = Vec::new();
-    for (i, kind) in [Kind::Replicated, Kind::Erasure, Kind::Kv]
-        .into_iter()
-        .enumerate()
-    {
-        let mut s = lab.client_on(lab.client_host(), kind.pool());
-        let client = Client {
-            kind,
-            id: i as u64 + 1,
-            registers: 2,
-            gen: Arc::default(),
-            stop: stop.clone(),
-            history: history.clone(),
-            t0,
-            seed: i as u64,
-        };
-        workers.push(std::thread::spawn(move || client.run(&mut s)));
-    }
+    let mut work = Workload::start(&mut lab, &[Kind::Replicated, Kind::Erasure, Kind::Kv]);
     std::thread::sleep(Duration::from_secs(1));
     let osd = lab.mons + 1;
     lab.kill(osd);
@@ -237,27 +179,8 @@ fn noout_keeps_an_osd_restart_from_moving_data_while_clients_work() {
         lab.is_up(1).then_some(())
     });
     std::thread::sleep(Duration::from_secs(2));
-    stop.store(true, Ordering::Relaxed);
-    let (mut done, mut failed) = (0, 0);
-    for w in workers {
-        let (d, f) = w.join().expect("a client thread");
-        done += d;
-        failed += f;
-    }
+    let (done, failed, _) = work.stop();
     ok(&lab.dir, &["osd", "unset", "noout"]);
-    let mut history = std::mem::take(&mut *history.lock().unwrap());
-    let lost = registers::final_reads(&mut lab, &mut history, t0);
-    let checked = registers::check(history);
-    eprintln!(
-        "{done} ops answered, {failed} failed; {} histories, {} undecided",
-        checked.histories, checked.undecided
-    );
-    assert!(done > 100, "only {done} ops answered");
-    assert!(
-        checked.bad.is_empty(),
-        "not linearizable: {:?}",
-        checked.bad
-    );
-    assert_eq!(lost, 0, "acknowledged writes lost");
+    work.check(&mut lab, done, failed);
     lab.wait_clean(Duration::from_secs(60), "the PGs clean after the restart");
 }

@@ -166,6 +166,80 @@ impl Client {
     }
 }
 
+/// Clients on the client host, one per kind of `kinds` (ids from 1,
+/// two registers each), working from their start until stopped.
+pub struct Workload {
+    stop: Arc<AtomicBool>,
+    history: History,
+    t0: Instant,
+    workers: Vec<std::thread::JoinHandle<((u64, u64), Session)>>,
+}
+
+impl Workload {
+    /// Start the clients.
+    pub fn start(lab: &mut Lab, kinds: &[Kind]) -> Workload {
+        let (t0, stop, history) = (
+            Instant::now(),
+            Arc::new(AtomicBool::new(false)),
+            History::default(),
+        );
+        let mut workers = Vec::new();
+        for (i, &kind) in kinds.iter().enumerate() {
+            let mut s = lab.client_on(lab.client_host(), kind.pool());
+            let client = Client {
+                kind,
+                id: i as u64 + 1,
+                registers: 2,
+                gen: Arc::default(),
+                stop: stop.clone(),
+                history: history.clone(),
+                t0,
+                seed: i as u64,
+            };
+            workers.push(std::thread::spawn(move || (client.run(&mut s), s)));
+        }
+        Workload {
+            stop,
+            history,
+            t0,
+            workers,
+        }
+    }
+
+    /// Stop the clients: ops answered, ops failed, their sessions.
+    pub fn stop(&mut self) -> (u64, u64, Vec<Session>) {
+        self.stop.store(true, Ordering::Relaxed);
+        let (mut done, mut failed, mut sessions) = (0, 0, Vec::new());
+        for w in self.workers.drain(..) {
+            let ((d, f), s) = w.join().expect("a client thread");
+            done += d;
+            failed += f;
+            sessions.push(s);
+        }
+        (done, failed, sessions)
+    }
+
+    /// Read every register once more and check the histories: panics
+    /// unless more than 100 ops were answered (`done`), every history is
+    /// linearizable and no acknowledged write is lost.
+    pub fn check(&mut self, lab: &mut Lab, done: u64, failed: u64) {
+        let mut history = std::mem::take(&mut *self.history.lock().unwrap());
+        let lost = final_reads(lab, &mut history, self.t0);
+        let checked = check(history);
+        eprintln!(
+            "{done} ops answered, {failed} failed; {} histories, {} undecided",
+            checked.histories, checked.undecided
+        );
+        assert!(done > 100, "only {done} ops answered");
+        assert!(
+            checked.bad.is_empty(),
+            "not linearizable: {:?}",
+            checked.bad
+        );
+        assert_eq!(lost, 0, "acknowledged writes lost");
+    }
+}
+
 /// Read every register of `history` once more through fresh sessions
 /// from the client host, after everything, and add the reads to it: an
 /// acknowledged write that is gone shows here. Returns how many
