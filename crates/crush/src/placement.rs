@@ -146,6 +146,21 @@ impl PoolPlacement {
     }
 }
 
+/// The PG seed that `ps` folds into when its pool has `pg_num` PGs: its
+/// parent once the pool grew past `pg_num` (Ceph's `pg_t::get_parent`
+/// chain, in one step). Objects follow: an object whose seed under a
+/// larger count is `ps` has seed `ancestor(ps, pg_num)` under `pg_num`.
+pub fn ancestor(ps: u32, pg_num: u32) -> u32 {
+    stable_mod(ps, pg_num, stable_mod_mask(pg_num))
+}
+
+/// The PGs that PG `ps` splits into when its pool grows from `old` to
+/// `new` PGs (`ps` itself keeps its seed and is not among them): the new
+/// seeds whose objects were `ps`'s.
+pub fn split_children(ps: u32, old: u32, new: u32) -> impl Iterator<Item = u32> {
+    (old..new).filter(move |&c| ancestor(c, old) == ps)
+}
+
 /// A PG id: pool and seed, printed like Ceph (`7.4b`).
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
@@ -399,7 +414,33 @@ pub fn pg_dump_line(pg: PgId, m: &PgMapping) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::PgId;
+    use super::{ancestor, split_children, PgId};
+
+    /// Splitting is consistent: an object's seed under a larger count
+    /// folds back to its seed under a smaller one (so a PG's objects go
+    /// only to its children, for any counts, powers of two or not), and
+    /// the children of the PGs under `old` are exactly the new seeds.
+    #[test]
+    fn objects_split_into_the_children_of_their_pg() {
+        let counts = [1u32, 2, 3, 5, 8, 12, 16, 24, 32, 100, 128, 1000];
+        let mut h = 0x9e37_79b9u32;
+        for &old in &counts {
+            for &new in counts.iter().filter(|&&n| n >= old) {
+                for _ in 0..2000 {
+                    h ^= h << 13;
+                    h ^= h >> 17;
+                    h ^= h << 5;
+                    let (o, n) = (ancestor(h, old), ancestor(h, new));
+                    assert_eq!(ancestor(n, old), o, "hash {h:x}: {old} -> {new}");
+                    assert!(n == o || split_children(o, old, new).any(|c| c == n));
+                }
+                let mut all: Vec<u32> = (0..old).flat_map(|p| split_children(p, old, new)).collect();
+                all.sort_unstable();
+                assert_eq!(all, (old..new).collect::<Vec<_>>(), "{old} -> {new}");
+            }
+        }
+        assert_eq!(split_children(1, 4, 16).collect::<Vec<_>>(), vec![5, 9, 13]);
+    }
 
     #[test]
     fn pg_ids_parse_as_they_print() {

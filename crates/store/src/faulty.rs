@@ -109,6 +109,14 @@ impl<S: ObjectStore> FaultyStore<S> {
                 Op::Clone { coll, dst, .. } => {
                     r.remove(&(*coll, dst.clone()));
                 }
+                // (A moved object keeps its rot, under its new collection.)
+                Op::MoveObjects { from, to, oids } => {
+                    for o in oids {
+                        if r.remove(&(*from, o.clone())) {
+                            r.insert((*to, o.clone()));
+                        }
+                    }
+                }
                 _ => {}
             }
         }

@@ -319,6 +319,35 @@ fn apply_op(
                 })?;
             *obj_mut(colls, *coll, dst, true, undo, saved, log)? = copy;
         }
+        Op::MoveObjects { from, to, oids } => {
+            // (Checked whole first: an op fails before it mutates.)
+            let (src, dst) = match (colls.get(from), colls.get(to)) {
+                (Some(f), Some(t)) => (f, t),
+                (None, _) => return Err(StoreError::NoCollection(*from)),
+                (_, None) => return Err(StoreError::NoCollection(*to)),
+            };
+            let mut seen = HashSet::new();
+            for o in oids {
+                if !src.objects.contains_key(o) || !seen.insert(o) {
+                    return Err(StoreError::NoObject {
+                        coll: *from,
+                        oid: o.clone(),
+                    });
+                }
+                if dst.objects.contains_key(o) {
+                    return Err(StoreError::Invalid(format!(
+                        "object {o} moved into {to}, which holds it already"
+                    )));
+                }
+            }
+            for o in oids {
+                let obj = std::mem::take(obj_mut(colls, *from, o, false, undo, saved, log)?);
+                if let Some(c) = colls.get_mut(from) {
+                    c.objects.remove(o);
+                }
+                *obj_mut(colls, *to, o, true, undo, saved, log)? = obj;
+            }
+        }
         Op::SetAttrs { coll, oid, attrs } => {
             let obj = obj_mut(colls, *coll, oid, true, undo, saved, log)?;
             for (k, v) in attrs {

@@ -102,6 +102,14 @@ pub enum Op {
         coll: CollectionId,
         key: Vec<u8>,
     },
+    /// Move objects, each whole (data, xattrs, omap, header) and under the
+    /// same id, from collection `from` to collection `to` (a PG split).
+    /// Each must exist in `from` and not in `to`; no data is copied.
+    MoveObjects {
+        from: CollectionId,
+        to: CollectionId,
+        oids: Vec<ObjectId>,
+    },
 }
 
 impl Op {
@@ -127,6 +135,7 @@ impl Op {
             | Op::OmapSetHeader { coll, .. }
             | Op::SetRecord { coll, .. }
             | Op::RmRecord { coll, .. } => *coll,
+            Op::MoveObjects { to, .. } => *to,
         }
     }
 }
@@ -300,6 +309,17 @@ impl Transaction {
             value: value.into(),
         })
     }
+    /// Move `oids` whole from collection `from` to `to` (see
+    /// [`Op::MoveObjects`]).
+    pub fn move_objects(
+        &mut self,
+        from: CollectionId,
+        to: CollectionId,
+        oids: Vec<ObjectId>,
+    ) -> &mut Self {
+        self.push(Op::MoveObjects { from, to, oids })
+    }
+
     pub fn rm_record(&mut self, c: CollectionId, key: &[u8]) -> &mut Self {
         self.push(Op::RmRecord {
             coll: c,
@@ -394,6 +414,19 @@ impl Transaction {
                     too("record value", value.len(), l.value_len_max)?;
                 }
                 Op::RmRecord { key, .. } => too("record key", key.len(), l.key_len_max)?,
+                Op::MoveObjects { from, to, oids } => {
+                    if from == to {
+                        return Err(StoreError::Invalid(
+                            "objects moved to the collection they are in".into(),
+                        ));
+                    }
+                    for o in oids {
+                        if o.name.is_empty() {
+                            return Err(StoreError::Invalid("empty object name".into()));
+                        }
+                        too("object name", o.name.len(), l.name_len_max)?;
+                    }
+                }
                 _ => {}
             }
         }
@@ -408,7 +441,8 @@ pub fn op_object(op: &Op) -> Option<&ObjectId> {
         | Op::RemoveCollection(_)
         | Op::SetCompression(..)
         | Op::SetRecord { .. }
-        | Op::RmRecord { .. } => None,
+        | Op::RmRecord { .. }
+        | Op::MoveObjects { .. } => None,
         Op::Touch(_, o) | Op::Remove(_, o) | Op::OmapClear(_, o) => Some(o),
         Op::Write { oid, .. }
         | Op::WriteFull { oid, .. }

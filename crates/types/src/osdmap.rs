@@ -1301,7 +1301,11 @@ impl OsdMap {
         Ok(())
     }
 
-    /// A pool's settings change (not its kind nor its pg_num).
+    /// A pool's settings change (not its kind). A larger pg_num splits
+    /// its PGs: each new PG starts as a copy of its parent's place (its
+    /// pg_temp, primary_temp, upmap items, write-set record and lost
+    /// mark), so that with pgp_num unchanged it maps where its parent
+    /// does and its OSDs split their copies in place.
     fn pool_update(&mut self, p: &Pool) -> Result<()> {
         let old = self
             .pools
@@ -1310,11 +1314,13 @@ impl OsdMap {
         if old.kind != p.kind {
             return Err(MapError::Invalid("a pool's kind cannot change".into()));
         }
-        if p.pg_num != old.pg_num {
-            return Err(MapError::Invalid(
-                "changing pg_num (PG split/merge) is not supported yet".into(),
-            ));
+        if p.pg_num < old.pg_num {
+            return Err(MapError::Invalid(format!(
+                "pg_num {} is below {}: merging PGs is not supported yet",
+                p.pg_num, old.pg_num
+            )));
         }
+        let split = (p.pg_num > old.pg_num).then_some((old.pg_num, p.pg_num));
         if let Some(o) = self.pool_by_name(&p.name) {
             if o.id != p.id {
                 return Err(MapError::PoolExists(p.name.clone()));
@@ -1323,8 +1329,39 @@ impl OsdMap {
         let created = old.created;
         let mut p = p.clone();
         p.created = created;
-        self.pools.insert(p.id, p);
+        let id = p.id;
+        self.pools.insert(id, p);
+        if let Some((from, to)) = split {
+            self.split_pg_entries(id, from, to);
+        }
         Ok(())
+    }
+
+    /// Pool `pool` grew from `from` to `to` PGs: each new PG takes its
+    /// parent's per-PG entries.
+    fn split_pg_entries(&mut self, pool: u64, from: u32, to: u32) {
+        for ps in from..to {
+            let child = PgId { pool, ps };
+            let parent = PgId {
+                pool,
+                ps: loligo_crush::placement::ancestor(ps, from),
+            };
+            if let Some(v) = self.pg_temp.get(&parent).cloned() {
+                self.pg_temp.insert(child, v);
+            }
+            if let Some(&o) = self.primary_temp.get(&parent) {
+                self.primary_temp.insert(child, o);
+            }
+            if let Some(v) = self.pg_upmap_items.get(&parent).cloned() {
+                self.pg_upmap_items.insert(child, v);
+            }
+            if let Some(r) = self.write_sets.get(&parent).cloned() {
+                self.write_sets.insert(child, r);
+            }
+            if let Some(&e) = self.unfound_lost.get(&parent) {
+                self.unfound_lost.insert(child, e);
+            }
+        }
     }
 
     /// A PG's pg_temp set (empty: cleared).
@@ -1473,8 +1510,8 @@ impl OsdMap {
     /// [`OsdMap::validate`]; with `base`, a valid map this one was made
     /// from by changes that each checked what they wrote, the checks
     /// whose inputs cannot have changed are left out: the write sets (a
-    /// record per PG; `Change::RecordWriteSet` checks its own, and no
-    /// other change can make one invalid, as pg_num never changes) and
+    /// record per PG; `Change::RecordWriteSet` checks its own, a split
+    /// copies valid ones to PGs it makes, and no change lowers pg_num) and
     /// the CRUSH compile when the CRUSH map is the same. Applying an
     /// incremental then costs what it changes, not the map's size.
     fn check(&self, base: Option<&OsdMap>) -> Result<()> {

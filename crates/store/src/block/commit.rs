@@ -1127,6 +1127,12 @@ impl Ctx<'_> {
                 self.remove_obj(*c, o, &on)?;
             }
             Op::Clone { coll, src, dst } => self.clone_op(*coll, src, dst)?,
+            Op::MoveObjects { from, to, oids } => {
+                self.need_coll(*to)?;
+                for o in oids {
+                    self.move_op(*from, *to, o)?;
+                }
+            }
             Op::SetAttrs { coll, oid, attrs } => {
                 let mut on = self.obj(*coll, oid, true)?;
                 for (k, v) in attrs {
@@ -1303,6 +1309,29 @@ impl Ctx<'_> {
 
     /// `dst` becomes a copy of `src` sharing its blobs (its old self
     /// removed first), with a copy of its omap.
+    /// Object `o` goes from collection `from` to `to`: its onode and omap
+    /// rows are keyed anew; its blobs (and their references) stay.
+    fn move_op(&mut self, from: CollectionId, to: CollectionId, o: &ObjectId) -> Result<()> {
+        let on = self.obj(from, o, false)?;
+        if self.onode(to, o)?.is_some() {
+            return Err(StoreError::Invalid(format!(
+                "object {o} moved into {to}, which holds it already"
+            )));
+        }
+        if on.omap {
+            let (sp, dp) = (omap_prefix(from, o), omap_prefix(to, o));
+            for (k, v) in self.scan(&sp, &prefix_end(&sp))? {
+                let mut nk = dp.clone();
+                nk.extend_from_slice(&k[sp.len()..]);
+                self.del(k);
+                self.put(nk, v);
+            }
+        }
+        self.onodes.insert(onode_key(from, o), None);
+        self.save(to, o, on);
+        Ok(())
+    }
+
     fn clone_op(&mut self, coll: CollectionId, src: &ObjectId, dst: &ObjectId) -> Result<()> {
         let on = self.obj(coll, src, false)?;
         if src == dst {

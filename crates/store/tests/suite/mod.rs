@@ -285,6 +285,62 @@ pub fn clone_independence(s: &dyn ObjectStore) {
     assert_eq!(read_all(s, &b), want_b);
 }
 
+/// Objects moved to another collection keep their data, xattrs, omap and
+/// header there and are gone from the first; a move onto an object the
+/// destination holds, or of a missing one, fails and moves nothing.
+pub fn move_objects(s: &dyn ObjectStore) {
+    setup(s);
+    let c2 = CollectionId::pg(1, 9);
+    let (a, b, stay) = (oid(7, "a"), oid(9, "b"), oid(7, "stay"));
+    let big: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    let mut t = Transaction::new();
+    t.create_collection(c2)
+        .write_full(c1(), &a, big.clone())
+        .setattr(c1(), &a, "x", b"1".to_vec())
+        .omap_setkeys(c1(), &a, vec![(b"k".to_vec(), b"v".to_vec())])
+        .omap_setheader(c1(), &a, b"h".to_vec())
+        .write_full(c1(), &b, b"small".to_vec())
+        .write_full(c1(), &stay, b"here".to_vec());
+    s.apply(t).unwrap();
+    let mut t = Transaction::new();
+    t.move_objects(c1(), c2, vec![a.clone(), b.clone()]);
+    s.apply(t).unwrap();
+    for o in [&a, &b] {
+        assert!(!s.exists(c1(), o).unwrap(), "{o} left behind");
+        assert!(s.exists(c2, o).unwrap(), "{o} not moved");
+    }
+    assert_eq!(s.read_bytes(c2, &a, 0, big.len() as u64).unwrap(), big);
+    assert_eq!(s.getattr(c2, &a, "x").unwrap(), b"1");
+    assert_eq!(s.omap_header(c2, &a).unwrap(), b"h");
+    let kv = s.omap_range(c2, &a, b"", None, 10).unwrap();
+    assert_eq!(kv.len(), 1);
+    assert_eq!(&s.read_bytes(c2, &b, 0, 5).unwrap()[..], b"small");
+    assert_eq!(&s.read_bytes(c1(), &stay, 0, 4).unwrap()[..], b"here");
+    let (listed, _) = s.list(c1(), None, 10).unwrap();
+    assert_eq!(listed, vec![stay.clone()]);
+    // Writing the moved object where it went works, and changes nothing
+    // in the first collection.
+    let mut t = Transaction::new();
+    t.write(c2, &a, 0, b"NEW".to_vec());
+    s.apply(t).unwrap();
+    assert_eq!(&s.read_bytes(c2, &a, 0, 3).unwrap()[..], b"NEW");
+    // Refused whole: a move onto an object there, beside a good one.
+    let mut t = Transaction::new();
+    t.write_full(c1(), &b, b"again".to_vec());
+    s.apply(t).unwrap();
+    let mut t = Transaction::new();
+    t.move_objects(c1(), c2, vec![stay.clone(), b.clone()]);
+    assert!(s.apply(t).is_err());
+    assert!(s.exists(c1(), &stay).unwrap());
+    assert_eq!(&s.read_bytes(c2, &b, 0, 5).unwrap()[..], b"small");
+    let mut t = Transaction::new();
+    t.move_objects(c1(), c2, vec![oid(3, "missing")]);
+    assert!(matches!(s.apply(t), Err(StoreError::NoObject { .. })));
+    let mut t = Transaction::new();
+    t.move_objects(c1(), c1(), vec![stay]);
+    assert!(matches!(s.apply(t), Err(StoreError::Invalid(_))));
+}
+
 pub fn failed_transaction_applies_nothing(s: &dyn ObjectStore) {
     setup(s);
     let o = oid(1, "keep");
@@ -654,6 +710,10 @@ macro_rules! store_suite {
         #[test]
         fn clone_independence() {
             suite::clone_independence(suite::AsStore::as_store(&$make));
+        }
+        #[test]
+        fn move_objects() {
+            suite::move_objects(suite::AsStore::as_store(&$make));
         }
         #[test]
         fn failed_transaction_applies_nothing() {
