@@ -189,7 +189,7 @@ pub enum PoolCmd {
     ///
     /// Ceph's form works too: `pool create NAME [PG_NUM [PGP_NUM]]
     /// [replicated|erasure [PROFILE]]`. PGP_NUM, if given, must equal
-    /// PG_NUM (change it later with `pool set NAME pgp_num N`); `erasure`
+    /// PG_NUM (pgp_num follows pg_num); `erasure`
     /// without a profile is refused, as Loligo has no default profile.
     Create {
         name: String,
@@ -216,9 +216,11 @@ pub enum PoolCmd {
     Ls(JsonFlag),
     /// Show a pool's settings (JSON).
     Get { name: String },
-    /// Change a setting: size, min_size, pgp_num, crush_rule, object_size_max, name, pps_mode.
-    /// Settings that remap PGs (size, pgp_num, crush_rule, pps_mode) move data by log-based
-    /// recovery or backfill.
+    /// Change a setting: size, min_size, pg_num, pgp_num, crush_rule, object_size_max, name,
+    /// pps_mode, balance_param. A larger pg_num splits every PG in place; the monitors then
+    /// raise pgp_num to it in steps that keep misplaced objects under 5%, and the new PGs move.
+    /// pg_num cannot go down yet (no PG merge). Settings that remap PGs (size, crush_rule,
+    /// pps_mode) move data by log-based recovery or backfill.
     Set {
         name: String,
         key: String,
@@ -392,8 +394,8 @@ fn pool_create_ceph_form(
     if let Some(&pgp) = numbers.get(1) {
         if pgp != pg_num {
             return Err(format!(
-                "PGP_NUM {pgp} differs from PG_NUM {pg_num}: create the pool with both equal, \
-                 then `pool set NAME pgp_num {pgp}`"
+                "PGP_NUM {pgp} differs from PG_NUM {pg_num}: pgp_num follows pg_num \
+                 (give both equal, or PG_NUM alone)"
             ));
         }
     }

@@ -434,7 +434,8 @@ mod tests {
                     assert_eq!(ancestor(n, old), o, "hash {h:x}: {old} -> {new}");
                     assert!(n == o || split_children(o, old, new).any(|c| c == n));
                 }
-                let mut all: Vec<u32> = (0..old).flat_map(|p| split_children(p, old, new)).collect();
+                let mut all: Vec<u32> =
+                    (0..old).flat_map(|p| split_children(p, old, new)).collect();
                 all.sort_unstable();
                 assert_eq!(all, (old..new).collect::<Vec<_>>(), "{old} -> {new}");
             }

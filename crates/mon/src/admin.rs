@@ -442,7 +442,19 @@ fn pool_set(m: &OsdMap, name: &str, key: &str, value: &str) -> Result<Outcome, M
     match key {
         "size" => p.size = num()? as u32,
         "min_size" => p.min_size = num()? as u32,
-        "pgp_num" => p.pgp_num = num()? as u32,
+        "pgp_num" => {
+            let n = u32::try_from(num()?).unwrap_or(u32::MAX);
+            if n != p.pg_num {
+                return Err(MonError::Invalid(format!(
+                    "pgp_num follows pg_num: the monitors raise it to pg_num {} in steps that \
+                     keep misplaced objects under {}% (set pg_num instead; pgp_num {n} would \
+                     leave it short)",
+                    p.pg_num,
+                    crate::balancer::TARGET_MAX_MISPLACED_RATIO * 100.0
+                )));
+            }
+            p.pgp_num = n;
+        }
         "crush_rule" => p.crush_rule = num()? as i32,
         "object_size_max" => p.object_size_max = num()?,
         "name" => p.name = value.to_string(),
@@ -463,13 +475,19 @@ fn pool_set(m: &OsdMap, name: &str, key: &str, value: &str) -> Result<Outcome, M
             p.balance_param = (v * 65536.0).round() as u32;
         }
         "pg_num" => {
-            return Err(MonError::Invalid(
-                "changing pg_num (PG split/merge) is not supported yet".into(),
-            ))
+            let n = u32::try_from(num()?).unwrap_or(u32::MAX);
+            if n < p.pg_num {
+                return Err(MonError::Invalid(format!(
+                    "pg_num {n} is below the pool's {}: merging PGs is not supported yet",
+                    p.pg_num
+                )));
+            }
+            // Split in place; pgp_num follows in steps (`pg_num::step`).
+            p.pg_num = n;
         }
         _ => {
             return Err(MonError::Invalid(format!(
-                "unknown pool setting '{key}' (size, min_size, pgp_num, crush_rule, \
+                "unknown pool setting '{key}' (size, min_size, pg_num, pgp_num, crush_rule, \
                  object_size_max, name, pps_mode, balance_param)"
             )))
         }

@@ -107,6 +107,9 @@ pub struct LeaderState {
     /// The epoch its last overrides were committed in: a PG's report
     /// older than that does not show their moves yet.
     balanced_epoch: u64,
+    /// The epoch of the last pgp_num step, and what the last look said.
+    pgp_epoch: u64,
+    pgp_note: String,
 }
 
 impl LeaderState {
@@ -516,6 +519,35 @@ impl LeaderState {
             }
         }
         Ok(n)
+    }
+
+    /// The pgp_num step to propose, if a pool's pgp_num is short of its
+    /// pg_num and every PG is clean since the last step
+    /// ([`crate::pg_num::step`]).
+    pub fn pgp_step(&mut self, map: &OsdMap) -> Vec<Change> {
+        if map.pools.values().all(|p| p.pgp_num >= p.pg_num) {
+            self.pgp_note.clear();
+            return Vec::new();
+        }
+        let step = match self.not_clean_pgs(map, self.pgp_epoch) {
+            Ok(n) => crate::pg_num::step(map, n),
+            Err(e) => crate::pg_num::Step {
+                changes: Vec::new(),
+                note: format!("failed: {e}"),
+            },
+        };
+        self.pgp_note = step.note;
+        step.changes
+    }
+
+    /// A pgp_num step was committed in `epoch`.
+    pub fn on_pgp_stepped(&mut self, epoch: u64) {
+        self.pgp_epoch = self.pgp_epoch.max(epoch);
+    }
+
+    /// What the pgp_num follower last said (empty: nothing to do).
+    pub fn pgp_note(&self) -> &str {
+        &self.pgp_note
     }
 
     /// The balancer's overrides were committed in `epoch`.

@@ -1116,6 +1116,32 @@ impl Monitor {
                 .await;
         }
         self.balance().await;
+        self.step_pgp().await;
+    }
+
+    /// Leader: pgp_num's next step toward pg_num, when one is due.
+    async fn step_pgp(&self) {
+        let (epoch, changes) = {
+            let mut l = self.leader.lock().await;
+            let st = self.shared.read();
+            let Some(map) = st.map.as_ref() else { return };
+            (map.epoch, l.pgp_step(map))
+        };
+        if changes.is_empty() {
+            return;
+        }
+        tracing::info!("{}", self.leader.lock().await.pgp_note());
+        // Only onto the map it was computed on.
+        let r = self
+            .change_with(|m| match m.epoch == epoch {
+                true => Ok(changes),
+                false => Ok(Vec::new()),
+            })
+            .await;
+        match r {
+            Ok(r) => self.leader.lock().await.on_pgp_stepped(r.epoch),
+            Err(e) => tracing::warn!("pgp_num step: {e}"),
+        }
     }
 
     /// Leader: the upmap balancer's run, when it is on and due.

@@ -23,6 +23,7 @@ mod pg_task;
 /// The recovery slots (pure; kept with the PG core).
 pub use loligo_pg::reserve;
 mod service;
+mod split;
 
 use crate::error::OsdError;
 use crate::pg::{map_input, seen_since, Input, PgInfo, PgView, INFO_KEY};
@@ -320,6 +321,8 @@ pub struct OsdShared {
     /// Erasure-coded pools' striping, built once per profile (and again
     /// if the profile named changes).
     stripers: Mutex<HashMap<String, (EcProfile, Arc<Striper>)>>,
+    /// PGs waiting for their parent's copy here to split (`split`).
+    splitting: Mutex<std::collections::HashSet<PgId>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -476,6 +479,14 @@ impl OsdShared {
         }
         let mut t = Transaction::new();
         t.create_collection(c);
+        // A new copy is of the PG as the current map counts them.
+        if let Some(p) = self.map().and_then(|m| m.pools.get(&pg.pool).cloned()) {
+            t.set_record(
+                c,
+                crate::pg::split::PG_NUM_KEY,
+                crate::pg::record::encode_pg_num(p.pg_num),
+            );
+        }
         match self.store.apply(t) {
             Ok(()) | Err(loligo_store::StoreError::CollectionExists(_)) => Ok(()),
             Err(e) => Err(e.into()),
@@ -488,7 +499,7 @@ impl OsdShared {
         if let Some(m) = lock(&self.pgs).get(&pg) {
             return Some(m.clone());
         }
-        if !spawn {
+        if !spawn || split::pending(self, pg) {
             return None;
         }
         let mb = pg_task::spawn(self, pg)?;
@@ -776,6 +787,7 @@ pub async fn start(
         seen_up: AtomicBool::new(false),
         markdowns: Mutex::new(std::collections::VecDeque::new()),
         stripers: Mutex::new(HashMap::new()),
+        splitting: Mutex::new(Default::default()),
     });
     // A scrub slot given back wakes the PGs that waited for one (a weak
     // reference: the slots live in what they would point back to).
@@ -926,6 +938,29 @@ fn on_map(s: &Arc<OsdShared>, m: &OsdMap) {
     let since = seen_since(carried, s.seen_since.load(Ordering::Relaxed), m.epoch);
     s.seen_since.store(since, Ordering::Relaxed);
     let map = Arc::new(m.clone());
+    // Once: every PG copy this OSD holds gets its task, mapped here or not.
+    let on_disk: std::collections::HashSet<PgId> = if s.strays_started.swap(true, Ordering::Relaxed)
+    {
+        Default::default()
+    } else {
+        s.store
+            .collections()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|c| c.shard == CollectionId::NO_SHARD && c != &CollectionId::meta())
+            .map(|c| PgId {
+                pool: c.pool,
+                ps: c.pg,
+            })
+            .collect()
+    };
+    // Splits: the children of copies here wait for them, from before
+    // anything can start one under this map.
+    {
+        let mut copies: std::collections::HashSet<PgId> = lock(&s.pgs).keys().copied().collect();
+        copies.extend(&on_disk);
+        split::mark_pending(s, s.map().as_deref(), &map, &copies);
+    }
     {
         let mut held = s.map.write().unwrap_or_else(|p| p.into_inner());
         // The watcher passes over older maps: epochs never go back.
@@ -947,22 +982,6 @@ fn on_map(s: &Arc<OsdShared>, m: &OsdMap) {
         .map(|o| o.id)
         .collect();
     let now_ms = s.now_ms();
-    // Once: every PG copy this OSD holds gets its task, mapped here or not.
-    let on_disk: std::collections::HashSet<PgId> = if s.strays_started.swap(true, Ordering::Relaxed)
-    {
-        Default::default()
-    } else {
-        s.store
-            .collections()
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|c| c.shard == CollectionId::NO_SHARD && c != &CollectionId::meta())
-            .map(|c| PgId {
-                pool: c.pool,
-                ps: c.pg,
-            })
-            .collect()
-    };
     let mut mappings = lock(&s.mappings);
     // The PGs whose mapping may have changed: what the carried mappings
     // say (an OSD marked down moves only the PGs that name it), or, when
@@ -989,6 +1008,10 @@ fn on_map(s: &Arc<OsdShared>, m: &OsdMap) {
         let (Some(pool), Some(pm)) = (map.pools.get(&pg.pool), cache.mapping(&map, pg)) else {
             continue;
         };
+        if split::pending(s, pg) {
+            // (Its parent's task starts it once the split is durable.)
+            continue;
+        }
         let mine = pm.acting.contains(&me) || pm.up.contains(&me) || on_disk.contains(&pg);
         let existing = lock(&s.pgs).get(&pg).cloned();
         let mb = match (existing, mine) {

@@ -89,6 +89,8 @@ async fn run(s: Arc<OsdShared>, me: Mailbox, mut inbox: Inbox, mut core: Pg) {
     let mut waiters: HashMap<u64, Waiter> = HashMap::new();
     let mut next_token = 1u64;
     let mut tick = tokio::time::interval(Duration::from_millis(PG_TICK_MS));
+    // The pg_num this copy is split for, once a map's was checked.
+    let mut split_for: Option<u32> = None;
     let multi_thread = tokio::runtime::Handle::current().runtime_flavor()
         == tokio::runtime::RuntimeFlavor::MultiThread;
     loop {
@@ -121,6 +123,17 @@ async fn run(s: Arc<OsdShared>, me: Mailbox, mut inbox: Inbox, mut core: Pg) {
             waiters.insert(token, w);
         }
         let is_map = matches!(input, Input::Map { .. });
+        // A map that grew the pool: this copy splits before taking it.
+        let mut children = Vec::new();
+        if let Input::Map { pool, .. } = &input {
+            if split_for != Some(pool.pg_num) {
+                match super::split::split_before_map(&s, &mut core, pool.pg_num, &pool.kind) {
+                    Ok(c) => children = c,
+                    Err(e) => return s.fail(format!("pg {pg}: cannot split its copy: {e}")),
+                }
+                split_for = Some(pool.pg_num);
+            }
+        }
         // Stats for the monitors are refreshed on every input but the
         // per-op ones (ticks come every PG_TICK_MS): building them for
         // each op cost a few allocations on the read path.
@@ -161,6 +174,9 @@ async fn run(s: Arc<OsdShared>, me: Mailbox, mut inbox: Inbox, mut core: Pg) {
             waiters: &mut waiters,
         };
         crate::pg::route(fx, &mut shell);
+        if !children.is_empty() {
+            super::split::start_children(&s, &children);
+        }
         if per_op {
             continue;
         }

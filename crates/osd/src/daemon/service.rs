@@ -291,6 +291,14 @@ impl Service {
                 epoch: self.0.epoch(),
             };
         };
+        if super::split::pending(&self.0, pg) {
+            // Its copy is still its parent's here: ask again.
+            let why = format!("pg {pg} is being split from its parent here");
+            return match m {
+                PeerMsg::GetInfo { .. } => PeerReply::Refused(why),
+                _ => PeerReply::RepDone(Err(why)),
+            };
+        }
         match &m {
             // A peering query: answered by the PG's task once this OSD's
             // copy has the querying primary's map (the fence against

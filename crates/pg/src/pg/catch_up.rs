@@ -138,7 +138,7 @@ impl Pg {
             return Err(format!("its log does not hold {head:?}"));
         }
         log.info.last_update = head;
-        let merged = recovery::merge(
+        let merged = recovery::merge_owned(
             s,
             self.coll,
             self.info.last_update,
@@ -146,6 +146,7 @@ impl Pg {
             None,
             &log,
             true,
+            self.owner(),
         )?;
         let recovery::Merge::Merged { txn, missing, info } = merged else {
             return Err("its own log does not overlap itself".into());
@@ -259,7 +260,7 @@ impl Pg {
             Ok(i) => i.unwrap_or_default().last_update,
             Err(e) => return self.pull_failed(&format!("this copy's info: {e}"), fx),
         };
-        let merged = recovery::merge(
+        let merged = recovery::merge_owned(
             s,
             self.coll,
             mine,
@@ -267,6 +268,7 @@ impl Pg {
             self.backfill.as_ref(),
             &auth,
             self.ec.is_some(),
+            self.owner(),
         );
         match merged {
             Ok(recovery::Merge::Merged { txn, missing, info }) => {
@@ -589,7 +591,8 @@ impl Pg {
         let mut history: BTreeMap<String, BTreeSet<Version>> = BTreeMap::new();
         let mut removals: BTreeMap<String, BTreeSet<Version>> = BTreeMap::new();
         let mut befores = BTreeMap::new();
-        for e in log.entries.iter().filter(|e| !e.is_reset()) {
+        let owner = self.owner();
+        for e in (log.entries.iter()).filter(|e| !e.is_reset() && owner.owns(&e.name)) {
             let to = if e.removed {
                 &mut removals
             } else {
@@ -632,7 +635,8 @@ impl Pg {
         fx: &mut Vec<Effect>,
     ) -> Result<(), String> {
         let mut newest: BTreeMap<&str, &LogEntry> = BTreeMap::new();
-        for e in log.entries.iter().filter(|e| !e.is_reset()) {
+        let owner = self.owner();
+        for e in (log.entries.iter()).filter(|e| !e.is_reset() && owner.owns(&e.name)) {
             newest.insert(&e.name, e);
         }
         let mut t = Transaction::new();

@@ -310,7 +310,7 @@ impl Pg {
         let merged = if moved {
             Ok(recovery::Merge::NoOverlap)
         } else {
-            recovery::merge(
+            recovery::merge_owned(
                 s,
                 self.coll,
                 mine,
@@ -318,6 +318,7 @@ impl Pg {
                 self.backfill.as_ref(),
                 &h.log,
                 self.ec.is_some(),
+                self.owner(),
             )
         };
         match merged {

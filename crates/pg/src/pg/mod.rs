@@ -39,6 +39,7 @@ mod scrub_build;
 pub mod scrub_map;
 mod scrub_parity;
 mod scrub_reserve;
+pub mod split;
 mod stat;
 mod stray;
 pub mod tree;
@@ -1246,6 +1247,29 @@ impl Pg {
         self.remove_records(&keys, true, fx);
     }
 
+    /// The objects this PG owns under its pool's pg_num (every object
+    /// until a map says it): a log a split left holds entries of its
+    /// siblings' objects too.
+    fn owner(&self) -> split::Owner {
+        match &self.map.pool {
+            Some(p) if self.id.ps < p.pg_num => split::Owner::new(self.id.ps, p.pg_num),
+            _ => split::Owner::ALL,
+        }
+    }
+
+    /// The store split this copy (`split::plan`, applied): `info` is
+    /// what it kept. What was read from its records is read again (its
+    /// missing set and backfill cursor, at the next input), and its
+    /// Merkle tree is rebuilt from the objects it kept at the next map,
+    /// which ends its interval (pg_num changed).
+    pub fn split_done(&mut self, info: PgInfo) {
+        self.info = info;
+        self.missing.clear();
+        self.missing_loaded = false;
+        self.backfill = None;
+        self.tree = TreeState::Unloaded;
+    }
+
     /// The version of the next entry this primary logs.
     fn next_version(&self) -> Version {
         Version {
@@ -1514,7 +1538,9 @@ impl Pg {
             self.map.toofull = toofull;
             self.map.holds = holds;
             self.map.spares = spares;
-            let restarted = acting_up_from > self.map.interval || self.interval_ended;
+            // A pg_num change (a split) ends every interval of the pool.
+            let split = (self.map.pool.as_ref()).is_some_and(|p| p.pg_num != pool.pg_num);
+            let restarted = acting_up_from > self.map.interval || self.interval_ended || split;
             let (record, record_up) =
                 self.record_to_keep(&acting, primary, restarted, record, record_up);
             let record_changed = record != self.map.record || record_up != self.map.record_up;

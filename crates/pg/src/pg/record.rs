@@ -58,6 +58,9 @@ pub const TREE_V2: &[u8; 4] = b"LPT2";
 pub const PAGE_V1: &[u8; 4] = b"LPP1";
 /// Marker of a scrub stamps record, format 1.
 pub const SCRUB_V1: &[u8; 4] = b"LPS1";
+/// Marker of the record of the pg_num a copy was made or split for,
+/// format 1.
+pub const PG_NUM_V1: &[u8; 4] = b"LPN1";
 
 /// What a write did to its copy's Merkle tree, carried in the log entry
 /// the write persists anyway (no record of its own): leaf `leaf` holds
@@ -303,6 +306,16 @@ pub fn encode_scrub_stamps(last: u64, last_deep: u64) -> Vec<u8> {
 /// A primary's scrub stamps from their stored bytes.
 pub fn decode_scrub_stamps(b: &[u8]) -> Result<(u64, u64), RecordError> {
     decode("scrub stamps", SCRUB_V1, b)
+}
+
+/// The stored bytes of the pg_num a copy was made or last split for.
+pub fn encode_pg_num(pg_num: u32) -> Vec<u8> {
+    encode(PG_NUM_V1, &pg_num)
+}
+
+/// The pg_num a copy was made or last split for, from its stored bytes.
+pub fn decode_pg_num(b: &[u8]) -> Result<u32, RecordError> {
+    decode("pg_num", PG_NUM_V1, b)
 }
 
 /// The stored bytes of a Merkle tree's shape: its leaf count and leaves

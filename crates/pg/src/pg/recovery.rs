@@ -105,6 +105,8 @@ pub enum Merge {
     NoOverlap,
 }
 
+pub use super::split::Owner;
+
 /// A PG's object id for `name`.
 pub fn oid(name: &str) -> ObjectId {
     ObjectId::new(
@@ -252,7 +254,24 @@ pub fn merge(
     auth: &AuthLog,
     ec: bool,
 ) -> Result<Merge, String> {
-    let ours = |name: &str| backfill.is_none_or(|c| c.covers(&oid(name)));
+    merge_owned(s, coll, mine, missing, backfill, auth, ec, Owner::ALL)
+}
+
+/// [`merge`] for a copy that owns only what `owner` says: entries a split
+/// left in its log that name another PG's objects mark nothing missing
+/// and undo nothing here.
+#[allow(clippy::too_many_arguments)] // merge's, and whose objects count
+pub fn merge_owned(
+    s: &dyn ObjectStore,
+    coll: CollectionId,
+    mine: Version,
+    missing: &BTreeMap<String, Version>,
+    backfill: Option<&super::Cursor>,
+    auth: &AuthLog,
+    ec: bool,
+    owner: Owner,
+) -> Result<Merge, String> {
+    let ours = |name: &str| owner.owns(name) && backfill.is_none_or(|c| c.covers(&oid(name)));
     let head = auth.info.last_update;
     let tail = auth.tail();
     check_contiguous(auth)?;
