@@ -903,3 +903,49 @@ fn the_balancer_evens_a_skewed_cluster() {
     }
     ok(&dir, &["balancer", "off"]);
 }
+
+/// `pool set NAME pg_num` on a replicated and an erasure-coded pool of 8
+/// PGs: 8 -> 32 splits every PG in place, the monitors raise pgp_num to
+/// 32 in steps, the new PGs move, the cluster ends clean with 32 PGs per
+/// pool, and every object reads back. Going down (a merge) and a pgp_num
+/// other than pg_num are refused and change nothing.
+#[test]
+fn pg_num_grows_on_replicated_and_erasure_coded_pools() {
+    let (root, dir, _guard) = common::start("split", 4, 8);
+    common::ec_profiles(&dir);
+    common::create_ecrs_pool(&dir, None);
+    common::put_objects(&dir, &root, None, "r", 40);
+    common::put_objects(&dir, &root, Some("ecrs"), "e", 40);
+    wait_for(60, "clean at the start", || {
+        common::not_clean(&dir).is_none().then_some(())
+    });
+    let pool = |name: &str| -> serde_json::Value {
+        serde_json::from_str(&ok(&dir, &["pool", "get", name])).unwrap()
+    };
+    for name in ["default", "ecrs"] {
+        ok(&dir, &["pool", "set", name, "pg_num", "32"]);
+        assert_eq!(pool(name)["pg_num"], 32);
+        assert!(pool(name)["pgp_num"].as_u64().unwrap() < 32);
+    }
+    // The objects are there at once (the split moves none off its OSDs).
+    common::read_back(&dir, &root, None, "r", 40);
+    common::read_back(&dir, &root, Some("ecrs"), "e", 40);
+    wait_for(240, "pgp_num 32 and clean", || {
+        let done = ["default", "ecrs"].iter().all(|n| pool(n)["pgp_num"] == 32);
+        (done && common::not_clean(&dir).is_none()).then_some(())
+    });
+    assert_eq!(status(&dir)["pgs"]["total"], 64);
+    common::read_back(&dir, &root, None, "r", 40);
+    common::read_back(&dir, &root, Some("ecrs"), "e", 40);
+    let e = loligo(&dir, &["pool", "set", "default", "pg_num", "16"]);
+    assert!(String::from_utf8_lossy(&e.stderr).contains("merging PGs is not supported yet"));
+    let e = loligo(&dir, &["pool", "set", "ecrs", "pgp_num", "16"]);
+    assert!(String::from_utf8_lossy(&e.stderr).contains("pgp_num follows pg_num"));
+    assert_eq!(
+        (
+            pool("default")["pg_num"].clone(),
+            pool("ecrs")["pgp_num"].clone()
+        ),
+        (32.into(), 32.into())
+    );
+}

@@ -536,6 +536,9 @@ impl LeaderState {
                 note: format!("failed: {e}"),
             },
         };
+        if step.note != self.pgp_note && step.changes.is_empty() {
+            tracing::info!("pgp_num: {}", step.note);
+        }
         self.pgp_note = step.note;
         step.changes
     }

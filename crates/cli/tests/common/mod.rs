@@ -141,3 +141,36 @@ pub fn not_clean(dir: &Path) -> Option<String> {
         && s["osdmap"]["num_in_osds"] == s["osdmap"]["num_osds"];
     (!all).then(|| s["pgs"].to_string())
 }
+
+/// Put objects `{tag}{i}` (`i` in `0..n`) holding "{tag} object {i}"
+/// into `pool` (`None`: the default pool), through files under `root`.
+pub fn put_objects(dir: &Path, root: &Path, pool: Option<&str>, tag: &str, n: usize) {
+    let file = root.join(format!("{tag}.in"));
+    for i in 0..n {
+        std::fs::write(&file, format!("{tag} object {i}")).unwrap();
+        let name = format!("{tag}{i}");
+        let mut args = vec!["put", name.as_str(), file.to_str().unwrap()];
+        if let Some(p) = pool {
+            args.extend(["-p", p]);
+        }
+        ok(dir, &args);
+    }
+}
+
+/// Read back every object [`put_objects`] put, asserting its bytes.
+pub fn read_back(dir: &Path, root: &Path, pool: Option<&str>, tag: &str, n: usize) {
+    let file = root.join(format!("{tag}.out"));
+    for i in 0..n {
+        let name = format!("{tag}{i}");
+        let mut args = vec!["get", name.as_str(), file.to_str().unwrap()];
+        if let Some(p) = pool {
+            args.extend(["-p", p]);
+        }
+        ok(dir, &args);
+        assert_eq!(
+            std::fs::read_to_string(&file).unwrap(),
+            format!("{tag} object {i}"),
+            "{name} in {pool:?}"
+        );
+    }
+}

@@ -37,6 +37,11 @@ impl Pg {
         if !self.is_primary() {
             return fx.push(fail(&p, OpError::WrongPrimary { epoch }));
         }
+        // An op queued before a split, for an object a child took: the
+        // client sends it again to the child's primary.
+        if !self.owner().owns(&p.op.name) {
+            return fx.push(fail(&p, OpError::WrongPrimary { epoch }));
+        }
         if let Err(e) = exec::validate(&p.op.name, &p.op.ops) {
             return fx.push(fail(&p, e));
         }

@@ -1,8 +1,8 @@
 //! Operations under load on hosts of one machine (`lab`): a failed disk
-//! replaced under its OSD's id, and an OSD restarted under `noout`,
-//! while clients write and read registers on a replicated pool, an
-//! erasure-coded pool and a KV store, every register's history checked
-//! for linearizability. Needs root, iproute2
+//! replaced under its OSD's id, an OSD restarted under `noout`, and
+//! pools' PG counts grown (PG split), while clients write and read
+//! registers on a replicated pool, an erasure-coded pool and a KV store,
+//! every register's history checked for linearizability. Needs root, iproute2
 //! and nftables, as the partition tests do; run as another user, the
 //! test says so and stops.
 
@@ -183,4 +183,56 @@ fn noout_keeps_an_osd_restart_from_moving_data_while_clients_work() {
     ok(&lab.dir, &["osd", "unset", "noout"]);
     work.check(&mut lab, done, failed);
     lab.wait_clean(Duration::from_secs(60), "the PGs clean after the restart");
+}
+
+/// PG split under load: clients work registers on the replicated pool,
+/// the erasure-coded pool and the KV store while both pools go from 8 to
+/// 32 PGs (`pool set NAME pg_num 32`): every copy splits in place, the
+/// monitors raise pgp_num in steps, the new PGs move. Every history is
+/// linearizable, nothing acknowledged is lost, and both pools end with
+/// pgp_num 32 and every PG clean.
+#[test]
+fn pg_num_grows_while_clients_work() {
+    if !hosts_or_skip() {
+        return;
+    }
+    // Four OSDs: on exactly k + m OSDs a pgp_num step can rotate an
+    // erasure-coded PG's positions, which this version cannot finish.
+    let mut lab = Lab::start_with("ls", 1, 4);
+    for kind in Kind::ALL {
+        kind.prepare(&mut lab);
+    }
+    lab.wait_clean(Duration::from_secs(60), "the pools clean");
+    let mut work = Workload::start(&mut lab, &[Kind::Replicated, Kind::Erasure, Kind::Kv]);
+    std::thread::sleep(Duration::from_secs(2));
+    let t = Instant::now();
+    for pool in ["default", "ecrs"] {
+        ok(&lab.dir, &["pool", "set", pool, "pg_num", "32"]);
+    }
+    let pgp = |lab: &Lab, pool: &str| -> u64 {
+        let v: serde_json::Value =
+            serde_json::from_str(&ok(&lab.dir, &["pool", "get", pool])).unwrap();
+        v["pgp_num"].as_u64().unwrap()
+    };
+    let until = Instant::now() + Duration::from_secs(240);
+    while pgp(&lab, "default") < 32 || pgp(&lab, "ecrs") < 32 {
+        if Instant::now() > until {
+            let rows: serde_json::Value =
+                serde_json::from_str(&ok(&lab.dir, &["pg", "ls", "--json"])).unwrap();
+            let stuck: Vec<_> = (rows.as_array().unwrap().iter())
+                .filter(|r| r["state"] != "active+clean")
+                .collect();
+            panic!("pgp_num short of 32 after 240 s; not clean: {stuck:?}");
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    lab.wait_clean(Duration::from_secs(120), "the PGs clean at 32 per pool");
+    eprintln!(
+        "8 -> 32 PGs on both pools: clean {:?} after pg_num was set",
+        t.elapsed()
+    );
+    let (done, failed, _) = work.stop();
+    work.check(&mut lab, done, failed);
+    let st: serde_json::Value = serde_json::from_str(&ok(&lab.dir, &["status", "--json"])).unwrap();
+    assert_eq!(st["pgs"]["total"], 64, "{st}");
 }
