@@ -432,6 +432,9 @@ fn pool_delete(m: &OsdMap, name: &str, confirm: &str) -> Result<Outcome, MonErro
 /// Largest balance parameter of a pool's linear buckets.
 const BALANCE_PARAM_MAX: f64 = 64.0;
 
+/// Most a pool's pg_num may grow by in one change (a factor).
+const SPLIT_MAX: u64 = 32;
+
 fn pool_set(m: &OsdMap, name: &str, key: &str, value: &str) -> Result<Outcome, MonError> {
     let mut p = pool(m, name)?.clone();
     let num = || -> Result<u64, MonError> {
@@ -479,6 +482,15 @@ fn pool_set(m: &OsdMap, name: &str, key: &str, value: &str) -> Result<Outcome, M
             if n < p.pg_num {
                 return Err(MonError::Invalid(format!(
                     "pg_num {n} is below the pool's {}: merging PGs is not supported yet",
+                    p.pg_num
+                )));
+            }
+            // Each copy splits in one transaction, which holds a copy of
+            // its log per child: at most 32 children per PG at once
+            // (Ceph's `mon_osd_max_split_count`).
+            if u64::from(n) > u64::from(p.pg_num) * SPLIT_MAX {
+                return Err(MonError::Invalid(format!(
+                    "pg_num {n} is more than {SPLIT_MAX} times the pool's {}: grow it in steps",
                     p.pg_num
                 )));
             }

@@ -48,8 +48,14 @@ pub fn step(map: &OsdMap, not_clean: u64) -> Step {
         .map(|p| u64::from(p.pg_num) * u64::from(p.size))
         .sum();
     let budget = (copies as f64 * TARGET_MAX_MISPLACED_RATIO) as u64;
-    let pgs = (budget / u64::from(pool.size.max(1))).max(1);
-    let to = (u64::from(pool.pgp_num) + pgs).min(u64::from(pool.pg_num)) as u32;
+    let most = (budget / u64::from(pool.size.max(1))).max(1);
+    // The largest pgp_num whose step reseeds at most `most` PGs (at
+    // least one more): a step reseeds every PG whose seed folds anew,
+    // more than the step's size once pg_num is past pgp_num's power of two.
+    let mut to = pool.pgp_num + 1;
+    while to < pool.pg_num && reseeded(pool.pg_num, pool.pgp_num, to + 1) <= most {
+        to += 1;
+    }
     let mut p = pool.clone();
     p.pgp_num = to;
     Step {
@@ -59,6 +65,15 @@ pub fn step(map: &OsdMap, not_clean: u64) -> Step {
         ),
         changes: vec![Change::PoolUpdate(p)],
     }
+}
+
+/// How many of `pg_num` PGs a change of pgp_num from `from` to `to` gives
+/// another placement seed.
+fn reseeded(pg_num: u32, from: u32, to: u32) -> u64 {
+    use loligo_crush::placement::ancestor;
+    (0..pg_num)
+        .filter(|&ps| ancestor(ps, from) != ancestor(ps, to))
+        .count() as u64
 }
 
 #[cfg(test)]
@@ -94,8 +109,10 @@ mod tests {
     #[test]
     fn pgp_num_rises_in_bounded_steps_while_clean() {
         assert_eq!(step(&map_with(32, 32), 0), Step::default());
-        // 128 PGs x 3: 5% is 19 copies, 6 PGs.
-        assert_eq!(pgp(&step(&map_with(128, 32), 0)), Some(38));
+        // 128 PGs x 3: 5% is 19 copies, 6 PGs; past 32, each pgp_num
+        // reseeds two PGs (ps and ps + 64), so three steps of one.
+        assert_eq!(pgp(&step(&map_with(128, 32), 0)), Some(35));
+        assert_eq!(reseeded(128, 32, 35), 6);
         assert_eq!(pgp(&step(&map_with(32, 8), 0)), Some(9));
         assert_eq!(pgp(&step(&map_with(128, 125), 0)), Some(128));
         let s = step(&map_with(128, 32), 3);

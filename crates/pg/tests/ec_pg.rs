@@ -36,10 +36,11 @@ fn profile(plugin: EcPlugin) -> EcProfile {
     }
 }
 
+/// The PG's pool: of one PG, so that PG owns every object the tests name.
 fn pool(min_size: u32) -> Pool {
     let mut p = OsdMap::new("f", "osd")
         .unwrap()
-        .replicated_pool("p", 8, N as u32, min_size);
+        .replicated_pool("p", 1, N as u32, min_size);
     p.kind = PoolKind::Erasure {
         profile: "p".into(),
     };

@@ -164,10 +164,11 @@ fn info_replies(fx: &[Effect], tokens: &[u64]) -> Vec<(u64, Result<Option<PeerIn
         .collect()
 }
 
+/// The PGs' pool: of one PG, so that PG owns every object the tests name.
 fn pool(min_size: u32) -> Pool {
     OsdMap::new("f", "osd")
         .unwrap()
-        .replicated_pool("p", 8, 3, min_size)
+        .replicated_pool("p", 1, 3, min_size)
 }
 
 fn setup() -> (MemStore, Pg) {

@@ -457,7 +457,7 @@ impl Sim {
         let (Some(_), Some(copy)) = (&self.ec, &push.copy) else {
             return;
         };
-        let Some(obj) = push.name.strip_prefix('o').and_then(|n| n.parse().ok()) else {
+        let Some(obj) = crate::obj_of(&push.name) else {
             return;
         };
         let shard = copy

@@ -354,7 +354,7 @@ impl Sim {
         };
         let op = ClientOp {
             pool: POOL,
-            name: format!("o{obj}"),
+            name: crate::obj_name(obj),
             epoch,
             ops,
             reqid: Some(p.reqid),

@@ -110,6 +110,31 @@ fn pg_of(obj: usize) -> usize {
     obj % PGS
 }
 
+/// Object `obj`'s name: `o{obj}`, with a suffix `_{k}` (the first `k`
+/// that does it) where that is needed for the name to hash into
+/// [`pg_of`]'s PG, as every name does on a cluster (a PG passes over
+/// objects that hash to another PG, as after a split).
+pub(crate) fn obj_name(obj: usize) -> String {
+    let fits = |n: &str| {
+        let h = loligo_crush::hash::str_hash_rjenkins(n.as_bytes());
+        loligo_crush::placement::ancestor(h, PGS as u32) as usize == pg_of(obj)
+    };
+    let plain = format!("o{obj}");
+    if fits(&plain) {
+        return plain;
+    }
+    (1..)
+        .map(|k| format!("o{obj}_{k}"))
+        .find(|n| fits(n))
+        .unwrap_or(plain)
+}
+
+/// The object a name from [`obj_name`] names.
+pub(crate) fn obj_of(name: &str) -> Option<usize> {
+    let n = name.strip_prefix('o')?;
+    n.split('_').next()?.parse().ok()
+}
+
 /// Chance (per mille) that an input's handling meets a read error.
 const EIO_PER_MILLE: u64 = 10;
 

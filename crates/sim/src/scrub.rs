@@ -36,7 +36,7 @@ pub(crate) const SIM_SCHEDULE: loligo_pg::pg::scrub::ScrubSchedule =
 const PASS_STEPS: usize = 2_000;
 
 fn oid_of(obj: usize) -> ObjectId {
-    let name = format!("o{obj}");
+    let name = crate::obj_name(obj);
     ObjectId::new(loligo_crush::hash::str_hash_rjenkins(name.as_bytes()), name)
 }
 

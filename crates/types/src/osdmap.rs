@@ -1485,6 +1485,12 @@ impl OsdMap {
             .map(|p| p.name.clone())
     }
 
+    /// Whether PG `pg` exists: its pool does, and `pg` is within its
+    /// pg_num.
+    pub fn pg_exists(&self, pg: PgId) -> bool {
+        self.pools.get(&pg.pool).is_some_and(|p| pg.ps < p.pg_num)
+    }
+
     /// The pool of `pg`, if the pool exists and `pg` is within its pg_num.
     pub fn pool_of(&self, pg: PgId) -> Result<&Pool> {
         let p = self

@@ -499,7 +499,10 @@ impl OsdShared {
         if let Some(m) = lock(&self.pgs).get(&pg) {
             return Some(m.clone());
         }
-        if !spawn || split::pending(self, pg) {
+        // (Never a PG the map does not have yet, nor one whose parent's
+        // copy here has still to split: its copy would start empty.)
+        let known = self.map().is_some_and(|m| m.pg_exists(pg));
+        if !spawn || !known || split::pending(self, pg) {
             return None;
         }
         let mb = pg_task::spawn(self, pg)?;
@@ -956,11 +959,7 @@ fn on_map(s: &Arc<OsdShared>, m: &OsdMap) {
     };
     // Splits: the children of copies here wait for them, from before
     // anything can start one under this map.
-    {
-        let mut copies: std::collections::HashSet<PgId> = lock(&s.pgs).keys().copied().collect();
-        copies.extend(&on_disk);
-        split::mark_pending(s, s.map().as_deref(), &map, &copies);
-    }
+    split::mark_pending(s, s.map().as_deref(), &map);
     {
         let mut held = s.map.write().unwrap_or_else(|p| p.into_inner());
         // The watcher passes over older maps: epochs never go back.

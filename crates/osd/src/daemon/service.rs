@@ -291,23 +291,27 @@ impl Service {
                 epoch: self.0.epoch(),
             };
         };
-        if super::split::pending(&self.0, pg) {
-            // Its copy is still its parent's here: ask again.
-            let why = format!("pg {pg} is being split from its parent here");
+        if let PeerMsg::GetInfo { epoch, .. } = &m {
+            // (Answered once this OSD has the querying primary's map: the
+            // fence against older primaries, and a split it brings.)
+            self.catch_up(*epoch).await;
+        }
+        // A PG this OSD's map does not have yet (its pool grew in a map
+        // still on its way), or one whose parent's copy here has not
+        // split: ask again, never "no copy".
+        let known = (self.0.map()).is_some_and(|map| map.pg_exists(pg));
+        if !known || super::split::pending(&self.0, pg) {
+            let why = format!("pg {pg}: not split here yet; ask again");
             return match m {
                 PeerMsg::GetInfo { .. } => PeerReply::Refused(why),
+                PeerMsg::StrayCheck { .. } => PeerReply::Clean(None),
                 _ => PeerReply::RepDone(Err(why)),
             };
         }
         match &m {
-            // A peering query: answered by the PG's task once this OSD's
-            // copy has the querying primary's map (the fence against
-            // older primaries); no collection here means no copy.
-            PeerMsg::GetInfo { epoch, .. } => {
-                if self.0.read_info(pg).is_none() {
-                    return PeerReply::Info(None);
-                }
-                self.catch_up(*epoch).await;
+            // A peering query: no collection here means no copy.
+            PeerMsg::GetInfo { .. } if self.0.read_info(pg).is_none() => {
+                return PeerReply::Info(None);
             }
             PeerMsg::Push { .. } | PeerMsg::Chunk { .. } => {
                 let Some(_turn) = self.0.incoming_turn().await else {

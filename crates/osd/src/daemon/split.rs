@@ -18,15 +18,12 @@ use loligo_types::{OsdMap, PgId, PoolKind};
 use std::collections::HashSet;
 use std::sync::Arc;
 
-/// Mark pending the children of the copies in `held` whose pools `map`
-/// grew (with `old`, the map before it, `None` at the first): called
-/// before `map` is published, so nothing starts a child first.
-pub(super) fn mark_pending(
-    s: &OsdShared,
-    old: Option<&OsdMap>,
-    map: &OsdMap,
-    held: &HashSet<PgId>,
-) {
+/// Mark pending the children of the copies on this OSD's store whose
+/// pools `map` grew (with `old`, the map before it, `None` at the first):
+/// called before `map` is published, so nothing starts a child first. The
+/// store, not the running PGs, says which copies there are: a child just
+/// split has a copy before its task runs.
+pub(super) fn mark_pending(s: &OsdShared, old: Option<&OsdMap>, map: &OsdMap) {
     let grown: Vec<(u64, u32)> = (map.pools.values())
         .filter(|p| old.is_none_or(|o| o.pools.get(&p.id).is_none_or(|q| q.pg_num < p.pg_num)))
         .map(|p| (p.id, p.pg_num))
@@ -34,6 +31,19 @@ pub(super) fn mark_pending(
     if grown.is_empty() {
         return;
     }
+    let held: HashSet<PgId> = match s.store.collections() {
+        Ok(c) => (c.into_iter())
+            .filter(|c| c.shard == CollectionId::NO_SHARD && c != &CollectionId::meta())
+            .map(|c| PgId {
+                pool: c.pool,
+                ps: c.pg,
+            })
+            .collect(),
+        Err(e) => {
+            tracing::error!("cannot list the PG copies here: {e}");
+            return;
+        }
+    };
     let mut pending = lock(&s.splitting);
     for &(pool, pg_num) in &grown {
         for pg in held.iter().filter(|pg| pg.pool == pool && pg.ps < pg_num) {

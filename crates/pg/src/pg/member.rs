@@ -51,7 +51,7 @@ impl Pg {
         if let Err(e) = self.fence(w.from, &w.ctx, "write from") {
             return fx.push(fail(e));
         }
-        if let Some(e) = replica::check_txn(self.coll, &w.txn) {
+        if let Some(e) = replica::check_txn(self.coll, self.owner(), &w.txn) {
             return fx.push(fail(RepError::Failed(format!("pg {}: {e}", self.id))));
         }
         if self.rep.merging() {

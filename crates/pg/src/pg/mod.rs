@@ -832,6 +832,10 @@ struct MapState {
     /// The recorded write set and its members that are up.
     record: Option<WriteSetRecord>,
     record_up: Vec<i32>,
+    /// The epoch of the map in which this PG saw its pool's pg_num change
+    /// (0: never): messages from a primary on an older map are refused,
+    /// as it may not have split yet.
+    split_epoch: Epoch,
 }
 
 impl Default for MapState {
@@ -850,6 +854,7 @@ impl Default for MapState {
             primary_temp: None,
             record: None,
             record_up: Vec::new(),
+            split_epoch: 0,
         }
     }
 }
@@ -1540,6 +1545,9 @@ impl Pg {
             self.map.spares = spares;
             // A pg_num change (a split) ends every interval of the pool.
             let split = (self.map.pool.as_ref()).is_some_and(|p| p.pg_num != pool.pg_num);
+            if split {
+                self.map.split_epoch = epoch;
+            }
             let restarted = acting_up_from > self.map.interval || self.interval_ended || split;
             let (record, record_up) =
                 self.record_to_keep(&acting, primary, restarted, record, record_up);
@@ -1786,6 +1794,7 @@ impl Pg {
         let peered_since = (self.held.answered_intervals.get(&from))
             .is_some_and(|&interval| ctx.interval < interval);
         if ctx.epoch >= self.held.answered_epoch
+            && ctx.epoch >= self.map.split_epoch
             && !peered_since
             && replica_accepts(&self.view(), from, ctx)
         {

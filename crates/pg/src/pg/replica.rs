@@ -169,12 +169,25 @@ impl Lane {
 }
 
 /// Why a replica's transaction cannot be applied as sent (`None`: fine):
-/// every op must work on the PG's own collection and objects, never create
-/// or remove a collection.
-pub(super) fn check_txn(coll: CollectionId, txn: &Transaction) -> Option<String> {
+/// every op must work on the PG's own collection and on objects the PG
+/// owns (`owner`: a primary that has not split yet may send a sibling's),
+/// never create or remove a collection nor move objects.
+pub(super) fn check_txn(
+    coll: CollectionId,
+    owner: super::split::Owner,
+    txn: &Transaction,
+) -> Option<String> {
     txn.ops.iter().find_map(|op| match op {
-        Op::CreateCollection(_) | Op::RemoveCollection(_) | Op::SetCompression(..) => {
-            Some("a replica write may not change collections".to_string())
+        Op::CreateCollection(_)
+        | Op::RemoveCollection(_)
+        | Op::SetCompression(..)
+        | Op::MoveObjects { .. } => Some("a replica write may not change collections".to_string()),
+        op if loligo_store::txn::op_object(op)
+            .is_some_and(|o| !owner.owns(o.name.split('\0').next().unwrap_or(""))) =>
+        {
+            Some(format!(
+                "a replica write for {coll:?} touches an object of another PG (split)"
+            ))
         }
         op if op.collection() != coll => Some(format!(
             "a replica write for collection {coll:?} touches {:?}",

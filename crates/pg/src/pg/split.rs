@@ -71,8 +71,8 @@ struct Share {
 
 /// Plan the split of PG `pg`'s copy, made for `from` PGs, for `to` PGs
 /// (`ec`: an erasure-coded pool, whose objects' sizes are their `_s`).
-/// Refused when a child already has a collection here (a copy this split
-/// would mix with).
+/// Refused when a child already has a copy here (objects or records: one
+/// this split would mix with); an empty collection of one is taken over.
 pub fn plan(s: &dyn ObjectStore, pg: PgId, from: u32, to: u32, ec: bool) -> Result<Split, String> {
     debug_assert!(
         from < to && pg.ps < from,
@@ -82,13 +82,20 @@ pub fn plan(s: &dyn ObjectStore, pg: PgId, from: u32, to: u32, ec: bool) -> Resu
     let children: Vec<PgId> = split_children(pg.ps, from, to)
         .map(|ps| PgId { pool: pg.pool, ps })
         .collect();
+    let mut exist = Vec::new();
     for c in &children {
         let coll = CollectionId::pg(c.pool, c.ps);
-        if s.collection_exists(coll).map_err(|e| e.to_string())? {
+        if !s.collection_exists(coll).map_err(|e| e.to_string())? {
+            continue;
+        }
+        let objects = s.list(coll, None, 1).map_err(|e| e.to_string())?.0;
+        let records = s.records(coll, b"", 1).map_err(|e| e.to_string())?;
+        if !objects.is_empty() || !records.is_empty() {
             return Err(format!(
                 "cannot split pg {pg}: pg {c}, one of its children, already has a copy here"
             ));
         }
+        exist.push(c.ps);
     }
     let mut shares: BTreeMap<u32, Share> =
         children.iter().map(|c| (c.ps, Share::default())).collect();
@@ -102,9 +109,11 @@ pub fn plan(s: &dyn ObjectStore, pg: PgId, from: u32, to: u32, ec: bool) -> Resu
             if ps == pg.ps {
                 continue;
             }
-            let share = shares
-                .get_mut(&ps)
-                .ok_or_else(|| format!("{parent}: object {o} hashes to pg {ps}, not a child"))?;
+            let Some(share) = shares.get_mut(&ps) else {
+                // (Not this PG's before either: left where it is.)
+                tracing::warn!("{parent}: object {o} hashes to pg {ps}, not a child of this PG");
+                continue;
+            };
             if !crate::ec::is_internal(&o.name) {
                 share.objects += 1;
                 share.bytes += object_bytes(s, parent, &o, ec)?;
@@ -125,7 +134,9 @@ pub fn plan(s: &dyn ObjectStore, pg: PgId, from: u32, to: u32, ec: bool) -> Resu
     let (mut moved, mut moved_bytes) = (0u64, 0u64);
     for (ps, share) in shares {
         let coll = CollectionId::pg(pg.pool, ps);
-        txn.create_collection(coll);
+        if !exist.contains(&ps) {
+            txn.create_collection(coll);
+        }
         for (k, v) in &records {
             if let Some(v) = child_record(k, v, ps, to) {
                 txn.set_record(coll, k, v);
@@ -322,6 +333,8 @@ mod tests {
             record::encode_tree(1024, 64),
         );
         t.set_record(coll(), PG_NUM_KEY, record::encode_pg_num(2));
+        // An empty collection of a child (nothing in it) is taken over.
+        t.create_collection(CollectionId::pg(POOL, 2));
         s.apply(t).unwrap();
         let split = plan(&s, pg, 2, 8, false).unwrap();
         let want: Vec<u32> = vec![2, 4, 6];
