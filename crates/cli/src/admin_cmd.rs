@@ -722,6 +722,12 @@ fn status_text(s: &StatusReport) -> String {
             io.write_ops_s
         );
     }
+    if !s.progress.is_empty() {
+        let _ = writeln!(o, "\n  progress:");
+        for p in &s.progress {
+            let _ = writeln!(o, "    {p}");
+        }
+    }
     o
 }
 
@@ -1243,7 +1249,7 @@ mod tests {
             assert!(e.contains(says), "{v:?}: '{e}' does not say '{says}'");
         };
         refused(&["64"], Some(64), None, "given twice");
-        refused(&["64", "32"], None, None, "pgp_num 32");
+        refused(&["64", "32"], None, None, "PGP_NUM 32 differs");
         refused(&["1", "1", "1"], None, None, "third number");
         refused(&["erasure"], None, None, "needs a profile");
         refused(&["erasure", "p"], None, Some("q"), "given twice");
@@ -1418,6 +1424,7 @@ mod tests {
             io: ClientIo::default(),
             recovery: RecoveryIo::default(),
             osd_counters: Vec::new(),
+            progress: vec!["pool 'p': pgp_num 8 -> 9 of pg_num 32".into()],
         };
         let t = status_text(&s);
         assert!(t.contains("    health: HEALTH_ERR\n"), "{t}");
@@ -1455,6 +1462,10 @@ mod tests {
             bytes_s: 2.5 * 1048576.0,
         };
         let t = status_text(&s);
+        assert!(
+            t.contains("\n  progress:\n    pool 'p': pgp_num 8 -> 9 of pg_num 32\n"),
+            "{t}"
+        );
         assert!(
             t.contains("    recovery: 2.5 MiB/s, 310 objects/s\n"),
             "{t}"

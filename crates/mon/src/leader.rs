@@ -354,6 +354,10 @@ impl LeaderState {
             io,
             recovery,
             osd_counters,
+            progress: (!self.pgp_note.is_empty())
+                .then(|| self.pgp_note.clone())
+                .into_iter()
+                .collect(),
         })
     }
 

@@ -420,6 +420,10 @@ pub struct StatusReport {
     /// (what recovery experiments hold to the theory).
     #[serde(default)]
     pub osd_counters: Vec<OsdCounters>,
+    /// Work the monitors are walking through, in words (`ceph -s`'s
+    /// progress: pgp_num following pg_num).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub progress: Vec<String>,
 }
 
 /// One PG as `pg ls` lists it.
@@ -620,6 +624,7 @@ mod tests {
                 device_read_bytes: 4096,
                 ..OsdCounters::default()
             }],
+            progress: Vec::new(),
         };
         let v = serde_json::to_value(&r).unwrap();
         assert_eq!(v["health"]["status"], "HEALTH_WARN");
