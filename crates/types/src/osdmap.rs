@@ -1320,6 +1320,11 @@ impl OsdMap {
                 p.pg_num, old.pg_num
             )));
         }
+        // (Checked before the split's entries are copied: a count past
+        // any pool's is refused, not looped over.)
+        p.placement()
+            .validate()
+            .map_err(|e| MapError::Invalid(format!("pool '{}': {e}", p.name)))?;
         let split = (p.pg_num > old.pg_num).then_some((old.pg_num, p.pg_num));
         if let Some(o) = self.pool_by_name(&p.name) {
             if o.id != p.id {
@@ -1340,6 +1345,15 @@ impl OsdMap {
     /// Pool `pool` grew from `from` to `to` PGs: each new PG takes its
     /// parent's per-PG entries.
     fn split_pg_entries(&mut self, pool: u64, from: u32, to: u32) {
+        let of_pool = |pg: &PgId| pg.pool == pool;
+        let any = self.pg_temp.keys().any(of_pool)
+            || self.primary_temp.keys().any(of_pool)
+            || self.pg_upmap_items.keys().any(of_pool)
+            || self.write_sets.keys().any(of_pool)
+            || self.unfound_lost.keys().any(of_pool);
+        if !any {
+            return;
+        }
         for ps in from..to {
             let child = PgId { pool, ps };
             let parent = PgId {

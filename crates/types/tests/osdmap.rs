@@ -1106,3 +1106,56 @@ fn an_osd_is_placed_moved_and_reweighted_in_crush() {
     assert!(m.placer().is_ok());
     assert_eq!(decode_map(&encode(&m)).unwrap(), m);
 }
+
+/// A larger pg_num splits a pool's PGs: with pgp_num unchanged each new
+/// PG maps exactly as its parent does, its parent's pg_temp and upmap
+/// items included; pg_num cannot go down, and a count past any pool's is
+/// refused and changes nothing.
+#[test]
+fn a_split_gives_new_pgs_their_parents_place() {
+    let mut m = cluster(5);
+    let parent = PgId { pool: 1, ps: 3 };
+    let base = m.placer().unwrap().map_pg(parent).unwrap();
+    let spare = (0..5).find(|o| !base.up.contains(o)).unwrap();
+    step(
+        &mut m,
+        vec![
+            Change::PgUpmapItems {
+                pg: parent,
+                items: vec![(base.up[1], spare)],
+            },
+            Change::PgTemp {
+                pg: parent,
+                osds: vec![base.up[2], base.up[0], spare],
+            },
+        ],
+    )
+    .unwrap();
+    let before = m.placer().unwrap().map_pg(parent).unwrap();
+    let mut p = m.pool_by_name("rbd").unwrap().clone();
+    p.pg_num = 128;
+    step(&mut m, vec![Change::PoolUpdate(p.clone())]).unwrap();
+    assert_eq!(m.pool_by_name("rbd").unwrap().pgp_num, 32);
+    let mut placer = m.placer().unwrap();
+    for ps in [35u32, 67, 99] {
+        let child = PgId { pool: 1, ps };
+        let cm = placer.map_pg(child).unwrap();
+        assert_eq!(
+            (cm.up, cm.acting),
+            (before.up.clone(), before.acting.clone()),
+            "{child}"
+        );
+    }
+    let epoch = m.epoch;
+    for bad in [64, 1 << 25] {
+        p.pg_num = bad;
+        assert!(
+            step(&mut m, vec![Change::PoolUpdate(p.clone())]).is_err(),
+            "{bad}"
+        );
+    }
+    assert_eq!(
+        (m.epoch, m.pool_by_name("rbd").unwrap().pg_num),
+        (epoch, 128)
+    );
+}
