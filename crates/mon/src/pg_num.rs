@@ -52,10 +52,17 @@ pub fn step(map: &OsdMap, not_clean: u64) -> Step {
     // The largest pgp_num whose step reseeds at most `most` PGs (at
     // least one more): a step reseeds every PG whose seed folds anew,
     // more than the step's size once pg_num is past pgp_num's power of two.
-    let mut to = pool.pgp_num + 1;
-    while to < pool.pg_num && reseeded(pool.pg_num, pool.pgp_num, to + 1) <= most {
-        to += 1;
+    // (What a step reseeds only grows with it: a binary search.)
+    let (mut lo, mut hi) = (pool.pgp_num + 1, pool.pg_num);
+    while lo < hi {
+        let mid = lo + (hi - lo).div_ceil(2);
+        if reseeded(pool.pg_num, pool.pgp_num, mid) <= most {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
     }
+    let to = lo;
     let mut p = pool.clone();
     p.pgp_num = to;
     Step {
@@ -67,18 +74,19 @@ pub fn step(map: &OsdMap, not_clean: u64) -> Step {
     }
 }
 
-/// How many of `pg_num` PGs a change of pgp_num from `from` to `to` gives
-/// another placement seed.
+/// How many of `pg_num` PGs a change of pgp_num from `from` to `to`
+/// (larger) gives another placement seed: those whose seed under `to` is
+/// `from` or more (a seed below `from` folds to itself under `from`).
 fn reseeded(pg_num: u32, from: u32, to: u32) -> u64 {
     use loligo_crush::placement::ancestor;
-    (0..pg_num)
-        .filter(|&ps| ancestor(ps, from) != ancestor(ps, to))
-        .count() as u64
+    debug_assert!(from <= to);
+    (0..pg_num).filter(|&ps| ancestor(ps, to) >= from).count() as u64
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use loligo_crush::placement::ancestor;
     use loligo_types::{Incremental, Pool};
 
     fn map_with(pg_num: u32, pgp_num: u32) -> OsdMap {
@@ -113,6 +121,12 @@ mod tests {
         // reseeds two PGs (ps and ps + 64), so three steps of one.
         assert_eq!(pgp(&step(&map_with(128, 32), 0)), Some(35));
         assert_eq!(reseeded(128, 32, 35), 6);
+        for to in 32..=128 {
+            let moved = (0..128u32)
+                .filter(|&ps| ancestor(ps, 32) != ancestor(ps, to))
+                .count() as u64;
+            assert_eq!(reseeded(128, 32, to), moved, "to {to}");
+        }
         assert_eq!(pgp(&step(&map_with(32, 8), 0)), Some(9));
         assert_eq!(pgp(&step(&map_with(128, 125), 0)), Some(128));
         let s = step(&map_with(128, 32), 3);

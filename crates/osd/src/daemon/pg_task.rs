@@ -125,9 +125,10 @@ async fn run(s: Arc<OsdShared>, me: Mailbox, mut inbox: Inbox, mut core: Pg) {
         let is_map = matches!(input, Input::Map { .. });
         // A map that grew the pool: this copy splits before taking it.
         let mut children = Vec::new();
-        if let Input::Map { pool, .. } = &input {
+        if let Input::Map { pool, epoch, .. } = &input {
             if split_for != Some(pool.pg_num) {
-                match super::split::split_before_map(&s, &mut core, pool.pg_num, &pool.kind) {
+                let (n, kind) = (pool.pg_num, &pool.kind);
+                match super::split::split_before_map(&s, &mut core, *epoch, n, kind) {
                     Ok(c) => children = c,
                     Err(e) => return s.fail(format!("pg {pg}: cannot split its copy: {e}")),
                 }

@@ -76,6 +76,7 @@ pub(super) fn pending(s: &OsdShared, pg: PgId) -> bool {
 pub(super) fn split_before_map(
     s: &OsdShared,
     core: &mut Pg,
+    epoch: loligo_types::Epoch,
     pg_num: u32,
     kind: &PoolKind,
 ) -> Result<Vec<PgId>, String> {
@@ -112,7 +113,7 @@ pub(super) fn split_before_map(
         plan.children.len()
     );
     wait(store, plan.txn)?;
-    core.split_done(plan.info);
+    core.split_done(plan.info, epoch);
     Ok(plan.children)
 }
 

@@ -1267,7 +1267,11 @@ impl Pg {
     /// missing set and backfill cursor, at the next input), and its
     /// Merkle tree is rebuilt from the objects it kept at the next map,
     /// which ends its interval (pg_num changed).
-    pub fn split_done(&mut self, info: PgInfo) {
+    /// `epoch` is the map's that grew pg_num: messages from primaries on
+    /// older maps are fenced off (a child that splits again at its first
+    /// map has seen no pg_num change of its own).
+    pub fn split_done(&mut self, info: PgInfo, epoch: Epoch) {
+        self.map.split_epoch = self.map.split_epoch.max(epoch);
         self.info = info;
         self.missing.clear();
         self.missing_loaded = false;
