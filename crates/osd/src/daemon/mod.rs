@@ -921,6 +921,20 @@ fn flapping(s: &Arc<OsdShared>) -> bool {
     true
 }
 
+/// The PGs this OSD's store holds a copy of (its collections but its
+/// own metadata's).
+fn pg_copies(
+    store: &dyn ObjectStore,
+) -> Result<std::collections::HashSet<PgId>, loligo_store::StoreError> {
+    Ok((store.collections()?.into_iter())
+        .filter(|c| c.shard == CollectionId::NO_SHARD && c != &CollectionId::meta())
+        .map(|c| PgId {
+            pool: c.pool,
+            ps: c.pg,
+        })
+        .collect())
+}
+
 /// A new map: start the PGs this OSD now serves and tell every PG (no map
 /// is ever dropped: a PG's control queue has no bound). A map that shows
 /// this running OSD down makes it boot again.
@@ -946,16 +960,7 @@ fn on_map(s: &Arc<OsdShared>, m: &OsdMap) {
     {
         Default::default()
     } else {
-        s.store
-            .collections()
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|c| c.shard == CollectionId::NO_SHARD && c != &CollectionId::meta())
-            .map(|c| PgId {
-                pool: c.pool,
-                ps: c.pg,
-            })
-            .collect()
+        pg_copies(&*s.store).unwrap_or_default()
     };
     // Splits: the children of copies here wait for them, from before
     // anything can start one under this map.

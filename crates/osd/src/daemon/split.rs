@@ -15,7 +15,6 @@ use crate::pg::split::{self, stored_pg_num};
 use crate::pg::Pg;
 use loligo_store::{CollectionId, ObjectStore, Transaction};
 use loligo_types::{OsdMap, PgId, PoolKind};
-use std::collections::HashSet;
 use std::sync::Arc;
 
 /// Mark pending the children of the copies on this OSD's store whose
@@ -31,14 +30,8 @@ pub(super) fn mark_pending(s: &OsdShared, old: Option<&OsdMap>, map: &OsdMap) {
     if grown.is_empty() {
         return;
     }
-    let held: HashSet<PgId> = match s.store.collections() {
-        Ok(c) => (c.into_iter())
-            .filter(|c| c.shard == CollectionId::NO_SHARD && c != &CollectionId::meta())
-            .map(|c| PgId {
-                pool: c.pool,
-                ps: c.pg,
-            })
-            .collect(),
+    let held = match super::pg_copies(&*s.store) {
+        Ok(h) => h,
         Err(e) => {
             tracing::error!("cannot list the PG copies here: {e}");
             return;
