@@ -8,7 +8,7 @@
 use crate::protocol::{Admin, AuthInfo, MonError};
 use loligo_types::caps::{is_client, is_daemon, AuthEntry, Caps, ADMIN, REVOKED_SERIAL};
 use loligo_types::osdmap::{OBJECT_SIZE_MAX_DEFAULT, WEIGHT_IN};
-use loligo_types::{crush_edit, Change, EcProfile, OsdMap, PoolKind};
+use loligo_types::{crush_edit, Change, EcProfile, OsdMap, Pool, PoolKind};
 use serde_json::{json, Value};
 
 /// What an admin command needs: changes to propose, or an answer now.
@@ -479,11 +479,11 @@ fn pool_set(m: &OsdMap, name: &str, key: &str, value: &str) -> Result<Outcome, M
         }
         "pg_num" => {
             let n = u32::try_from(num()?).unwrap_or(u32::MAX);
-            if n < p.pg_num {
-                return Err(MonError::Invalid(format!(
-                    "pg_num {n} is below the pool's {}: merging PGs is not supported yet",
-                    p.pg_num
-                )));
+            let merging = m.pg_merges.get(&p.id);
+            // Below pg_num: a merge target (`pg_num::step` goes there
+            // once every PG is clean); at pg_num: a merge called off.
+            if n < p.pg_num || (n == p.pg_num && merging.is_some()) {
+                return merge_target(&p, n);
             }
             // Each copy splits in one transaction, which holds a copy of
             // its log per child: at most 32 children per PG at once
@@ -496,6 +496,14 @@ fn pool_set(m: &OsdMap, name: &str, key: &str, value: &str) -> Result<Outcome, M
             }
             // Split in place; pgp_num follows in steps (`pg_num::step`).
             p.pg_num = n;
+            if merging.is_some() {
+                check_pg_budget(m, &p)?;
+                let off = Change::PgMergeTarget {
+                    pool: p.id,
+                    to: p.pg_num,
+                };
+                return Ok(Outcome::Changes(vec![off, Change::PoolUpdate(p)]));
+            }
         }
         _ => {
             return Err(MonError::Invalid(format!(
@@ -662,6 +670,25 @@ pub fn tree(m: &OsdMap) -> Value {
 
 /// Default largest object (re-exported for the CLI's help text).
 pub const OBJECT_SIZE_MAX: u64 = OBJECT_SIZE_MAX_DEFAULT;
+
+/// `pool set NAME pg_num N` below the pool's pg_num (or at it, with a
+/// merge under way: called off).
+fn merge_target(p: &Pool, n: u32) -> Result<Outcome, MonError> {
+    if n == 0 {
+        return Err(MonError::Invalid("pg_num must be at least 1".into()));
+    }
+    // A target's copy takes in all its sources in one transaction.
+    if u64::from(p.pg_num) > u64::from(n) * SPLIT_MAX {
+        return Err(MonError::Invalid(format!(
+            "pg_num {n} is less than 1/{SPLIT_MAX} of the pool's {}: merge in steps",
+            p.pg_num
+        )));
+    }
+    Ok(Outcome::Changes(vec![Change::PgMergeTarget {
+        pool: p.id,
+        to: n,
+    }]))
+}
 
 /// Most PGs one pool may have (Ceph's `mon_max_pool_pg_num`).
 pub const PG_NUM_MAX: u32 = 65_536;

@@ -55,7 +55,11 @@ pub fn run(map: &OsdMap, not_clean: u64) -> Result<Run, String> {
     let crush = CompiledMap::compile(&map.crush).map_err(|e| e.to_string())?;
     let states = map.osd_states();
     let mut out = Run::default();
-    for pool in map.pools.values() {
+    // (Not a pool whose PGs split or merge: pgp_num steps move its PGs,
+    // and a merge's sources must sit where their targets do.)
+    let settled =
+        |p: &&loligo_types::Pool| p.pgp_num == p.pg_num && !map.pg_merges.contains_key(&p.id);
+    for pool in map.pools.values().filter(settled) {
         let left = budget.saturating_sub(out.moves);
         if left == 0 {
             break;

@@ -529,13 +529,14 @@ impl LeaderState {
     /// pg_num and every PG is clean since the last step
     /// ([`crate::pg_num::step`]).
     pub fn pgp_step(&mut self, map: &OsdMap) -> Vec<Change> {
-        if map.pools.values().all(|p| p.pgp_num >= p.pg_num) {
+        if map.pools.values().all(|p| p.pgp_num >= p.pg_num) && map.pg_merges.is_empty() {
             self.pgp_note.clear();
             return Vec::new();
         }
-        let step = match self.not_clean_pgs(map, self.pgp_epoch) {
-            Ok(n) => crate::pg_num::step(map, n),
-            Err(e) => crate::pg_num::Step {
+        let ready = self.merge_ready(map);
+        let step = match (self.not_clean_pgs(map, self.pgp_epoch), ready) {
+            (Ok(n), Ok(ready)) => crate::pg_num::step(map, n, &ready),
+            (Err(e), _) | (_, Err(e)) => crate::pg_num::Step {
                 changes: Vec::new(),
                 note: format!("failed: {e}"),
             },
@@ -545,6 +546,25 @@ impl LeaderState {
         }
         self.pgp_note = step.note;
         step.changes
+    }
+
+    /// The reports of acting primaries whose PGs say they are ready to
+    /// merge (for [`crate::pg_num::step`]).
+    fn merge_ready(&self, map: &OsdMap) -> Result<HashMap<PgId, PgStat>, MapError> {
+        if map.pg_merges.values().all(|m| m.ready_since == 0) {
+            return Ok(HashMap::new());
+        }
+        let mut placer = map.placer()?;
+        let mut out = HashMap::new();
+        for ((pg, osd), st) in self.current_stats(map) {
+            if st.merge_ready.is_some()
+                && map.pg_exists(pg)
+                && placer.map_pg(pg)?.acting_primary == osd
+            {
+                out.insert(pg, st.clone());
+            }
+        }
+        Ok(out)
     }
 
     /// A pgp_num step was committed in `epoch`.
@@ -894,6 +914,7 @@ mod tests {
             scrub_errors: 0,
             last_scrub_stamp: 0,
             last_deep_scrub_stamp: 0,
+            merge_ready: None,
         }
     }
 

@@ -156,6 +156,7 @@ fn request(r: &mut Rng, m: &OsdMap) -> MonRequest {
                     scrub_errors: r.next_u64(),
                     last_scrub_stamp: r.next_u64(),
                     last_deep_scrub_stamp: r.next_u64(),
+                    merge_ready: None,
                 })
                 .collect();
             MonRequest::OsdReport(OsdReport {

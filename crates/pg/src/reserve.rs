@@ -54,6 +54,14 @@ impl Reserver {
         self.grant()
     }
 
+    /// Free every slot PG `pg` holds and withdraw its asks (its task
+    /// ended); the asks granted now.
+    pub fn release_pg(&mut self, pg: PgId) -> Vec<Ask> {
+        self.held.retain(|a| a.0 != pg);
+        self.waiting.retain(|_, a| a.0 != pg);
+        self.grant()
+    }
+
     /// PGs holding a slot.
     pub fn held(&self) -> usize {
         self.held.len()

@@ -3869,3 +3869,52 @@ fn a_wait_cut_short_by_a_new_interval_goes_on_in_the_next() {
     let fx = run(&mut pg, &s, Input::Tick { now_ms: until });
     assert_eq!(replies_to(&fx, 1), vec![Err(OpError::NotFound)]);
 }
+
+/// A merge's hold (`Holds::merge`): the map that starts it ends the
+/// interval; once the PG has peered again and is clean, its primary
+/// reports itself ready at its head, and a write waits (nothing is sent
+/// to the members) without taking that back; the map that ends the hold
+/// ends the interval again, and the write runs once the PG is active.
+#[test]
+fn a_merge_hold_makes_writes_wait_and_the_clean_primary_report_ready() {
+    let (s, mut pg) = setup();
+    let asked = run(&mut pg, &s, map(1, vec![0, 1, 2], 2));
+    let fx = peer_with_empty_members(&mut pg, &s, &asked);
+    land(&mut pg, &s, fx);
+    let fx = run(&mut pg, &s, write(1, "a", b"x", 0));
+    let rest = land(&mut pg, &s, fx);
+    for (id, ..) in rep_ops(&rest) {
+        run(&mut pg, &s, ack(id));
+    }
+    assert!(pg.is_clean());
+    assert_eq!(pg.stat().unwrap().merge_ready, None, "no hold, not ready");
+    let head = head_of(&s);
+    let hold = Holds {
+        merge: true,
+        ..Holds::default()
+    };
+    let asked = run(&mut pg, &s, map_holding(2, vec![], hold));
+    let (_, interval) = queried(&asked, 1);
+    assert_eq!(interval, 2, "the hold starts an interval");
+    assert_eq!(pg.stat().unwrap().merge_ready, None, "peering: not ready");
+    let at_head = PgInfo {
+        last_update: head,
+        objects: 1,
+        ..PgInfo::default()
+    };
+    run(&mut pg, &s, info_reply(&asked, 1, 2, Some(at_head.into())));
+    let fx = run(&mut pg, &s, info_reply(&asked, 2, 2, Some(at_head.into())));
+    land(&mut pg, &s, fx);
+    assert!(pg.is_clean());
+    assert_eq!(pg.stat().unwrap().merge_ready, Some(head));
+    let fx = run(&mut pg, &s, write(2, "b", b"y", 0));
+    assert!(rep_ops(&fx).is_empty() && answers(&fx).is_empty(), "{fx:?}");
+    assert_eq!(pg.stat().unwrap().merge_ready, Some(head));
+    // The hold ends: a new interval, and the write runs once active.
+    let asked = run(&mut pg, &s, map(3, vec![0, 1, 2], 2));
+    run(&mut pg, &s, info_reply(&asked, 1, 3, Some(at_head.into())));
+    let fx = run(&mut pg, &s, info_reply(&asked, 2, 3, Some(at_head.into())));
+    let fx = land(&mut pg, &s, fx);
+    assert_eq!(rep_ops(&fx).len(), 2, "the waiting write goes out: {fx:?}");
+    assert_eq!(pg.stat().unwrap().merge_ready, None);
+}

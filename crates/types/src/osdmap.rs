@@ -11,6 +11,7 @@
 use crate::caps::{AuthEntry, Caps, ADMIN};
 use crate::crush_edit;
 use crate::error::{MapError, Result};
+use crate::ops::Version;
 use loligo_crush::placement::{
     map_pg_with_upmap, OsdStates, PgId, PgMapping, PoolPlacement, PpsMode,
 };
@@ -453,6 +454,25 @@ pub enum Change {
     Balancer {
         on: bool,
     },
+    /// Merge pool `pool`'s PGs down to `to` (`pool set NAME pg_num N`
+    /// below pg_num; `to` equal to pg_num calls a merge off): the leader
+    /// steps pgp_num down to it, then merges ([`merge`]).
+    PgMergeTarget {
+        pool: u64,
+        to: u32,
+    },
+    /// The PGs a merge of pool `pool` joins hold their writes from this
+    /// epoch on, and report when they are ready.
+    PgMergeReady {
+        pool: u64,
+    },
+    /// The merge of pool `pool` is done: pg_num falls to the target, and
+    /// each PG's version when it was ready (seed -> last_update) is kept
+    /// for its copies to check theirs against ([`PgMerged`]).
+    PgMerged {
+        pool: u64,
+        versions: BTreeMap<u32, Version>,
+    },
 }
 
 /// A cluster-wide flag the operator sets (`osd set`; Ceph's names).
@@ -704,6 +724,9 @@ impl Change {
             | Change::CrushSet(_) => Reach::All,
             Change::PoolCreate(p) | Change::PoolUpdate(p) => Reach::Pool(p.id),
             Change::PoolDelete { id } => Reach::Pool(*id),
+            Change::PgMergeTarget { pool, .. }
+            | Change::PgMergeReady { pool }
+            | Change::PgMerged { pool, .. } => Reach::Pool(*pool),
             Change::PgTemp { pg, .. }
             | Change::PrimaryTemp { pg, .. }
             | Change::PgUpmapItems { pg, .. } => Reach::Pg(*pg),
@@ -816,6 +839,11 @@ pub struct OsdMap {
     pub destroyed: BTreeSet<i32>,
     /// Whether the monitors' upmap balancer runs (`balancer on`).
     pub balancer: bool,
+    /// Per pool, a merge of its PGs under way.
+    pub pg_merges: BTreeMap<u64, PgMerge>,
+    /// Per pool, its last merge (what copies that merge later check
+    /// theirs against).
+    pub pg_merged: BTreeMap<u64, PgMerged>,
 }
 
 /// Most monitors a map names (Raft groups have 1, 3 or 5).
@@ -883,6 +911,8 @@ impl OsdMap {
             full_ratios: FullRatios::default(),
             destroyed: BTreeSet::new(),
             balancer: false,
+            pg_merges: BTreeMap::new(),
+            pg_merged: BTreeMap::new(),
         })
     }
 
@@ -1151,6 +1181,9 @@ impl OsdMap {
             Change::OsdDestroy { id } => self.osd_destroy(*id)?,
             Change::OsdNew { id } => self.osd_new(*id)?,
             Change::Balancer { on } => self.balancer = *on,
+            Change::PgMergeTarget { pool, to } => self.merge_target(*pool, *to)?,
+            Change::PgMergeReady { pool } => self.merge_ready(*pool)?,
+            Change::PgMerged { pool, versions } => self.merged(*pool, versions)?,
             Change::CrushSetLocation { id, location } => {
                 crush_edit::set_location(&mut self.crush, *id, location)?
             }
@@ -1298,6 +1331,8 @@ impl OsdMap {
             .collect();
         self.pg_upmap_items.retain(|pg, _| pg.pool != id);
         self.unfound_lost.retain(|pg, _| pg.pool != id);
+        self.pg_merges.remove(&id);
+        self.pg_merged.remove(&id);
         Ok(())
     }
 
@@ -1316,8 +1351,14 @@ impl OsdMap {
         }
         if p.pg_num < old.pg_num {
             return Err(MapError::Invalid(format!(
-                "pg_num {} is below {}: merging PGs is not supported yet",
+                "pg_num {} is below {}: PGs merge by a merge target, never by an update",
                 p.pg_num, old.pg_num
+            )));
+        }
+        if p.pg_num != old.pg_num && self.pg_merges.contains_key(&p.id) {
+            return Err(MapError::Invalid(format!(
+                "pool '{}' is merging its PGs: call the merge off first",
+                p.name
             )));
         }
         // (Checked before the split's entries are copied: a count past
@@ -1596,6 +1637,7 @@ impl OsdMap {
                 }
             }
         }
+        self.check_merges()?;
         let (users, daemons) = self.auth_counts();
         if users > AUTH_ENTRIES_MAX || daemons > DAEMON_ENTRIES_MAX {
             return bad(format!(
@@ -1808,7 +1850,9 @@ impl OsdMap {
     }
 }
 
+mod merge;
 mod older;
+pub use merge::{merge_sources, PgMerge, PgMerged};
 
 mod crush_as_json {
     use loligo_crush::CrushMap;
@@ -1826,7 +1870,7 @@ mod crush_as_json {
 }
 
 /// Magic and format version in front of every encoded map and incremental.
-const MAGIC: [u8; 4] = *b"LGM8";
+const MAGIC: [u8; 4] = *b"LGM9";
 
 /// Encode compactly (postcard, behind a magic and version).
 pub fn encode<T: Serialize>(v: &T) -> Vec<u8> {

@@ -42,6 +42,11 @@ pub struct PgStat {
     pub last_scrub_stamp: u64,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub last_deep_scrub_stamp: u64,
+    /// A PG that joins a merge, holding its writes, clean and with none
+    /// in flight: its `last_update` (what its copies must hold to merge
+    /// into one that serves; see `osdmap::PgMerged`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merge_ready: Option<crate::ops::Version>,
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -547,7 +547,8 @@ fn users_and_daemon_keys_are_limited_apart() {
 
 #[test]
 fn maps_of_the_previous_formats_still_read() {
-    // An LGM7 map is today's without the destroyed OSDs (one byte, the
+    // An LGM8 map is today's without the PG merges (two bytes, the empty
+    // tables' lengths); an LGM7 map that without the destroyed OSDs (one byte, the
     // empty set's length) and the balancer's switch (one byte); an LGM6 map that without the monitors' outs
     // (one byte) and the full ratios (three varints of three bytes at
     // their defaults); an LGM5 map that without the flags, an LGM4 map
@@ -556,8 +557,9 @@ fn maps_of_the_previous_formats_still_read() {
     // postcard ends each with one byte (the empty table's length).
     let m = cluster(3);
     let now = encode(&m);
-    assert_eq!(&now[..4], b"LGM8");
-    const LGM8_TAIL: usize = 2;
+    assert_eq!(&now[..4], b"LGM9");
+    const LGM9_TAIL: usize = 2;
+    const LGM8_TAIL: usize = LGM9_TAIL + 2;
     const LGM7_TAIL: usize = LGM8_TAIL + 1 + 3 * 3;
     assert_eq!(
         now[now.len() - LGM7_TAIL - 4..now.len() - 9 - LGM8_TAIL],
@@ -579,6 +581,7 @@ fn maps_of_the_previous_formats_still_read() {
     .unwrap();
     let with_users = encode(&users);
     for (magic, cut, want) in [
+        (b"LGM8", LGM9_TAIL, &users),
         (b"LGM7", LGM8_TAIL, &users),
         (b"LGM6", LGM7_TAIL, &users),
         (b"LGM5", LGM7_TAIL + 1, &users),

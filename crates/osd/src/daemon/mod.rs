@@ -17,6 +17,7 @@
 
 mod heartbeat;
 mod mailbox;
+mod merge;
 mod monitor;
 mod peers;
 mod pg_task;
@@ -323,6 +324,9 @@ pub struct OsdShared {
     stripers: Mutex<HashMap<String, (EcProfile, Arc<Striper>)>>,
     /// PGs waiting for their parent's copy here to split (`split`).
     splitting: Mutex<std::collections::HashSet<PgId>>,
+    /// Merge sources here, and whether their tasks have stopped
+    /// (`merge`).
+    retiring: Mutex<HashMap<PgId, bool>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -502,7 +506,7 @@ impl OsdShared {
         // (Never a PG the map does not have yet, nor one whose parent's
         // copy here has still to split: its copy would start empty.)
         let known = self.map().is_some_and(|m| m.pg_exists(pg));
-        if !spawn || !known || split::pending(self, pg) {
+        if !spawn || !known || split::pending(self, pg) || merge::retiring(self, pg) {
             return None;
         }
         let mb = pg_task::spawn(self, pg)?;
@@ -791,6 +795,7 @@ pub async fn start(
         markdowns: Mutex::new(std::collections::VecDeque::new()),
         stripers: Mutex::new(HashMap::new()),
         splitting: Mutex::new(Default::default()),
+        retiring: Mutex::new(Default::default()),
     });
     // A scrub slot given back wakes the PGs that waited for one (a weak
     // reference: the slots live in what they would point back to).
@@ -965,6 +970,8 @@ fn on_map(s: &Arc<OsdShared>, m: &OsdMap) {
     // Splits: the children of copies here wait for them, from before
     // anything can start one under this map.
     split::mark_pending(s, s.map().as_deref(), &map);
+    // Merges: the sources stop, and their targets here are told.
+    let targets = merge::mark_sources(s, s.map().as_deref(), &map);
     {
         let mut held = s.map.write().unwrap_or_else(|p| p.into_inner());
         // The watcher passes over older maps: epochs never go back.
@@ -1006,6 +1013,7 @@ fn on_map(s: &Arc<OsdShared>, m: &OsdMap) {
     let held = lock(&s.pgs)
         .keys()
         .chain(&on_disk)
+        .chain(&targets)
         .copied()
         .collect::<Vec<_>>();
     for pg in pgs_to_tell(me, &map, cache, &changed, held) {
@@ -1016,7 +1024,10 @@ fn on_map(s: &Arc<OsdShared>, m: &OsdMap) {
             // (Its parent's task starts it once the split is durable.)
             continue;
         }
-        let mine = pm.acting.contains(&me) || pm.up.contains(&me) || on_disk.contains(&pg);
+        let mine = pm.acting.contains(&me)
+            || pm.up.contains(&me)
+            || on_disk.contains(&pg)
+            || targets.contains(&pg);
         let existing = lock(&s.pgs).get(&pg).cloned();
         let mb = match (existing, mine) {
             (Some(mb), _) => mb,

@@ -101,6 +101,10 @@ async fn run(s: Arc<OsdShared>, me: Mailbox, mut inbox: Inbox, mut core: Pg) {
         if s.stopped.load(Ordering::Relaxed) {
             return;
         }
+        if super::merge::retiring(&s, pg) {
+            // Merged away: its target takes its copy in once it is gone.
+            return super::merge::stopped(&s, pg);
+        }
         if matches!(msg.input, Input::Continue) {
             // (Work a piece at a time: the PGs beside this one go first.)
             tokio::task::yield_now().await;
@@ -123,11 +127,16 @@ async fn run(s: Arc<OsdShared>, me: Mailbox, mut inbox: Inbox, mut core: Pg) {
             waiters.insert(token, w);
         }
         let is_map = matches!(input, Input::Map { .. });
-        // A map that grew the pool: this copy splits before taking it.
+        // A map that changed the pool's pg_num: this copy splits, or
+        // takes its merge sources in, before taking it.
         let mut children = Vec::new();
         if let Input::Map { pool, epoch, .. } = &input {
             if split_for != Some(pool.pg_num) {
                 let (n, kind) = (pool.pg_num, &pool.kind);
+                let merged = super::merge::merge_before_map(&s, &mut core, *epoch, n).await;
+                if let Err(e) = merged {
+                    return s.fail(format!("pg {pg}: cannot merge its sources' copies in: {e}"));
+                }
                 match super::split::split_before_map(&s, &mut core, *epoch, n, kind) {
                     Ok(c) => children = c,
                     Err(e) => return s.fail(format!("pg {pg}: cannot split its copy: {e}")),
@@ -211,7 +220,7 @@ fn count_recovery(s: &OsdShared, pushes: &[crate::pg::Push]) {
 
 /// Tell the PGs whose asks were granted; a PG whose task has ended
 /// gives its slot back at once.
-fn grant(s: &Arc<OsdShared>, mut granted: Vec<(PgId, u64)>) {
+pub(super) fn grant(s: &Arc<OsdShared>, mut granted: Vec<(PgId, u64)>) {
     while let Some((pg, ask)) = granted.pop() {
         let mb = lock(&s.pgs).get(&pg).cloned();
         if !mb.is_some_and(|m| m.control(Input::Reserved { ask })) {

@@ -106,7 +106,7 @@ pub(super) fn split_before_map(
         plan.children.len()
     );
     wait(store, plan.txn)?;
-    core.split_done(plan.info, epoch);
+    core.reshaped(plan.info, epoch);
     Ok(plan.children)
 }
 
@@ -127,7 +127,7 @@ pub(super) fn start_children(s: &Arc<OsdShared>, children: &[PgId]) {
 
 /// Apply `t` and wait until it is durable (off the async workers when
 /// the runtime has others to run them).
-fn wait(store: &dyn ObjectStore, t: Transaction) -> Result<(), String> {
+pub(super) fn wait(store: &dyn ObjectStore, t: Transaction) -> Result<(), String> {
     let run = || store.queue_transaction(t).wait().map_err(|e| e.to_string());
     match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
         Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(run),

@@ -568,7 +568,10 @@ impl Pg {
                 .as_ref()
                 .is_some_and(|r| r.interval == self.map.interval && r.osds.len() >= st.k())
         });
-        recorded && self.serving(write_set) >= self.min_size() && !self.rec.waiting_moved_drain
+        recorded
+            && self.serving(write_set) >= self.min_size()
+            && !self.rec.waiting_moved_drain
+            && !self.map.holds.merge
     }
 
     pub(super) fn min_size(&self) -> usize {

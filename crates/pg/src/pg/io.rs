@@ -88,6 +88,10 @@ pub struct Holds {
     /// `norebalance`: no backfill of a PG that lacks no copy (only
     /// misplaced ones).
     pub rebalance: bool,
+    /// The PG joins a merge of its pool's PGs that is getting ready
+    /// (`osdmap::PgMerge`): no write starts (they wait), and the
+    /// primary, once clean, reports its version.
+    pub merge: bool,
 }
 
 /// Inputs to a PG.

@@ -64,6 +64,8 @@ pub fn map_input(
             recovery: map.flags.contains(&OsdFlag::NoRecover),
             backfill: map.flags.contains(&OsdFlag::NoBackfill),
             rebalance: map.flags.contains(&OsdFlag::NoRebalance),
+            merge: (map.pg_merges.get(&pg.pool))
+                .is_some_and(|m| m.ready_since > 0 && m.joins(pg.ps, pool.pg_num)),
         },
         spares: match striper.is_some() {
             true => spares(map, pg, pm),

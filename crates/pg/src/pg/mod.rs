@@ -27,6 +27,7 @@ mod lease;
 mod map_input;
 mod member;
 mod mend;
+pub mod merge;
 pub mod merkle;
 mod peer;
 mod peering;
@@ -1262,15 +1263,16 @@ impl Pg {
         }
     }
 
-    /// The store split this copy (`split::plan`, applied): `info` is
-    /// what it kept. What was read from its records is read again (its
-    /// missing set and backfill cursor, at the next input), and its
-    /// Merkle tree is rebuilt from the objects it kept at the next map,
-    /// which ends its interval (pg_num changed).
-    /// `epoch` is the map's that grew pg_num: messages from primaries on
-    /// older maps are fenced off (a child that splits again at its first
-    /// map has seen no pg_num change of its own).
-    pub fn split_done(&mut self, info: PgInfo, epoch: Epoch) {
+    /// The store split this copy or merged others into it
+    /// (`split::plan` or `merge::plan`, applied): `info` is what it holds
+    /// now. What was read from its records is read again (its missing set
+    /// and backfill cursor, at the next input), and its Merkle tree is
+    /// rebuilt from its objects at the next map, which ends its interval
+    /// (pg_num changed). `epoch` is the map's that changed pg_num:
+    /// messages from primaries on older maps are fenced off (a child that
+    /// splits again at its first map has seen no pg_num change of its
+    /// own).
+    pub fn reshaped(&mut self, info: PgInfo, epoch: Epoch) {
         self.map.split_epoch = self.map.split_epoch.max(epoch);
         self.info = info;
         self.missing.clear();
@@ -1545,14 +1547,20 @@ impl Pg {
             let (up, acting) = (holes_as_none(up), holes_as_none(acting));
             self.take_layout(s, striper, fx);
             self.map.toofull = toofull;
+            // A merge's holds start and end intervals: writes of the one
+            // before are done or never acknowledged, and the PG peers
+            // anew, so its copies agree on the version it reports.
+            let merge_hold = self.map.holds.merge != holds.merge;
             self.map.holds = holds;
             self.map.spares = spares;
-            // A pg_num change (a split) ends every interval of the pool.
+            // A pg_num change (a split or a merge) ends every interval of
+            // the pool.
             let split = (self.map.pool.as_ref()).is_some_and(|p| p.pg_num != pool.pg_num);
             if split {
                 self.map.split_epoch = epoch;
             }
-            let restarted = acting_up_from > self.map.interval || self.interval_ended || split;
+            let restarted =
+                acting_up_from > self.map.interval || self.interval_ended || split || merge_hold;
             let (record, record_up) =
                 self.record_to_keep(&acting, primary, restarted, record, record_up);
             let record_changed = record != self.map.record || record_up != self.map.record_up;

@@ -110,7 +110,19 @@ impl Pg {
             scrub_errors: self.scrubber.errors() as u64,
             last_scrub_stamp: self.wall_ms(self.scrubber.last_ms),
             last_deep_scrub_stamp: self.wall_ms(self.scrubber.last_deep_ms),
+            merge_ready: self.merge_ready(state),
         })
+    }
+
+    /// A primary holding writes for a merge, clean, with none in flight:
+    /// its version, which its members hold too (see `Holds::merge`).
+    fn merge_ready(&self, state: PgState) -> Option<Version> {
+        let ready = self.map.holds.merge
+            && state.contains(PgState::ACTIVE | PgState::CLEAN)
+            && matches!(self.role, Role::Primary { .. })
+            && self.ops.inflight.is_empty()
+            && self.settled_all();
+        ready.then_some(self.info.last_update)
     }
 
     /// A stamp of `wall_now`'s clock as Unix milliseconds (0: none, or

@@ -1,4 +1,4 @@
-//! Maps in the formats before this one (`LGM2` to `LGM7`): each is
+//! Maps in the formats before this one (`LGM2` to `LGM8`): each is
 //! read into today's [`OsdMap`], the fields it lacked at their defaults.
 //! A format's fields are the one before it's, then what it added
 //! (postcard writes a struct as its fields in order, nothing around
@@ -9,7 +9,9 @@
 use super::*;
 
 /// The magics of the older formats, newest first.
-pub(super) const MAGICS: &[[u8; 4]] = &[MAGIC_V7, MAGIC_V6, MAGIC_V5, MAGIC_V4, MAGIC_V3, MAGIC_V2];
+pub(super) const MAGICS: &[[u8; 4]] = &[
+    MAGIC_V8, MAGIC_V7, MAGIC_V6, MAGIC_V5, MAGIC_V4, MAGIC_V3, MAGIC_V2,
+];
 
 /// A map in an older format, read into today's (unchecked); `None` when
 /// `b` is in none of them.
@@ -27,11 +29,15 @@ pub(super) fn decode_map(b: &[u8]) -> Option<Result<OsdMap>> {
         whole::<v6::OsdMap>("map", body).map(Into::into)
     } else if let Some(body) = strip(MAGIC_V7) {
         whole::<v7::OsdMap>("map", body).map(Into::into)
+    } else if let Some(body) = strip(MAGIC_V8) {
+        whole::<v8::OsdMap>("map", body).map(Into::into)
     } else {
         return None;
     })
 }
 
+/// The version before maps held PG merges.
+const MAGIC_V8: [u8; 4] = *b"LGM8";
 /// The version before maps held destroyed OSDs and the balancer's switch.
 const MAGIC_V7: [u8; 4] = *b"LGM7";
 /// The version before maps held the monitors' outs and the full ratios:
@@ -179,6 +185,8 @@ mod v2 {
                 full_ratios: FullRatios::default(),
                 destroyed: BTreeSet::new(),
                 balancer: false,
+                pg_merges: BTreeMap::new(),
+                pg_merged: BTreeMap::new(),
             }
         }
     }
@@ -203,6 +211,30 @@ mod v7 {
                 auto_out: m.auto_out,
                 full_ratios: m.full_ratios,
                 ..m.lgm6.into()
+            }
+        }
+    }
+}
+
+/// The `LGM8` map: today's without the PG merges.
+mod v8 {
+    use super::*;
+
+    /// The `LGM7` map's fields, then the destroyed OSDs and the
+    /// balancer's switch.
+    #[derive(Deserialize)]
+    pub struct OsdMap {
+        lgm7: v7::OsdMap,
+        destroyed: BTreeSet<i32>,
+        balancer: bool,
+    }
+
+    impl From<OsdMap> for super::OsdMap {
+        fn from(m: OsdMap) -> Self {
+            super::OsdMap {
+                destroyed: m.destroyed,
+                balancer: m.balancer,
+                ..m.lgm7.into()
             }
         }
     }

@@ -1,0 +1,199 @@
+//! PG merges on this OSD: when a map lowers a pool's pg_num, each source
+//! PG's task here stops (its copy stays on the store), and its target's
+//! task merges the sources' copies into its own (`loligo_pg::pg::merge`)
+//! before it takes that map.
+//!
+//! A source is *retiring* from the moment the map is seen, before it is
+//! published: no task starts for it again, and its running one ends at
+//! its next input. Its target waits for that, then for what it queued
+//! to land, then plans the merge.
+//!
+//! It must never merge a source's copy while a task of that source runs.
+
+use super::{lock, pg_copies, split, OsdShared};
+use crate::pg::merge;
+use crate::pg::split::stored_pg_num;
+use crate::pg::Pg;
+use loligo_store::{CollectionId, Transaction};
+use loligo_types::osdmap::merge_sources;
+use loligo_types::{OsdMap, PgId};
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How often a target looks whether its sources' tasks have stopped.
+const STOPPED_POLL_MS: u64 = 10;
+
+/// Mark retiring the source PGs here of every pool `map` lowers pg_num
+/// of (with `old`, the map before it, `None` at the first: then the
+/// copies on the store say so), called before `map` is published. Returns
+/// the targets here that merge: each gets a copy (its collection made,
+/// for the old count, if it had none), so its task merges the sources in.
+pub(super) fn mark_sources(s: &OsdShared, old: Option<&OsdMap>, map: &OsdMap) -> BTreeSet<PgId> {
+    let shrunk = |pool: u64, pg_num: u32| {
+        old.is_none_or(|o| o.pools.get(&pool).is_none_or(|q| q.pg_num > pg_num))
+    };
+    let pools: Vec<(u64, u32)> = (map.pools.values())
+        .filter(|p| shrunk(p.id, p.pg_num))
+        .map(|p| (p.id, p.pg_num))
+        .collect();
+    let mut targets = BTreeSet::new();
+    if pools.is_empty() {
+        return targets;
+    }
+    let mut copies = match pg_copies(&*s.store) {
+        Ok(h) => h,
+        Err(e) => {
+            tracing::error!("cannot list the PG copies here: {e}");
+            return targets;
+        }
+    };
+    let running: Vec<PgId> = lock(&s.pgs).keys().copied().collect();
+    copies.extend(running.iter().copied());
+    for &(pool, pg_num) in &pools {
+        let old_num = old.and_then(|o| o.pools.get(&pool)).map(|p| p.pg_num);
+        let sources: Vec<PgId> = (copies.iter())
+            .filter(|pg| pg.pool == pool && pg.ps >= pg_num)
+            .copied()
+            .collect();
+        for pg in &sources {
+            // (A task that runs stops at its next input; one that does
+            // not has nothing to stop.)
+            let runs = lock(&s.pgs).remove(pg).is_some();
+            lock(&s.retiring).entry(*pg).or_insert(!runs);
+            let target = PgId {
+                pool,
+                ps: loligo_crush::placement::ancestor(pg.ps, pg_num),
+            };
+            let coll = CollectionId::pg(pool, pg.ps);
+            if !copies.contains(&target) && empty(s, coll) {
+                // A stray's leftover (its objects and records removed):
+                // nothing to merge; gone now if no task holds it.
+                if !runs {
+                    let mut t = Transaction::new();
+                    t.remove_collection(coll);
+                    if let Err(e) = s.store.apply(t) {
+                        tracing::warn!("pg {pg}: cannot remove its empty copy: {e}");
+                    }
+                }
+                continue;
+            }
+            if !copies.contains(&target) {
+                // Made for the count the source's copy was made for.
+                let from = match stored_pg_num(&*s.store, coll) {
+                    Ok(Some(n)) => n,
+                    _ => old_num.unwrap_or(pg.ps + 1),
+                };
+                if let Err(e) = target_copy(s, target, from) {
+                    tracing::error!("pg {target}: cannot make its copy to merge into: {e}");
+                    continue;
+                }
+                copies.insert(target);
+            }
+            targets.insert(target);
+        }
+    }
+    targets
+}
+
+/// Whether copy `coll` holds nothing: no object, no record but its
+/// pg_num (a stray's, once removed); a store error says no.
+fn empty(s: &OsdShared, coll: CollectionId) -> bool {
+    let objects = s.store.list(coll, None, 1).map(|(o, _)| o.is_empty());
+    let records = crate::pg::recovery::records_with(&*s.store, coll, b"", None)
+        .map(|r| r.iter().all(|(k, _)| k == crate::pg::split::PG_NUM_KEY));
+    matches!((objects, records), (Ok(true), Ok(true)))
+}
+
+/// An empty copy of target `pg`, made for `from` PGs (its merge then
+/// takes its sources in, and it is to be backfilled).
+fn target_copy(s: &OsdShared, pg: PgId, from: u32) -> Result<(), String> {
+    let coll = CollectionId::pg(pg.pool, pg.ps);
+    let mut t = Transaction::new();
+    t.create_collection(coll);
+    let n = crate::pg::record::encode_pg_num(from);
+    t.set_record(coll, crate::pg::split::PG_NUM_KEY, n);
+    match s.store.apply(t) {
+        Ok(()) | Err(loligo_store::StoreError::CollectionExists(_)) => Ok(()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Whether `pg` is a source that merges away here (no task starts for
+/// it; a running one stops).
+pub(super) fn retiring(s: &OsdShared, pg: PgId) -> bool {
+    lock(&s.retiring).contains_key(&pg)
+}
+
+/// Source `pg`'s task ends: nothing of it is reported or reserved any
+/// more, and its target may go on.
+pub(super) fn stopped(s: &Arc<OsdShared>, pg: PgId) {
+    lock(&s.stats).remove(&pg);
+    lock(&s.views).remove(&pg);
+    let granted = lock(&s.reserver).release_pg(pg);
+    super::pg_task::grant(s, granted);
+    if let Some(done) = lock(&s.retiring).get_mut(&pg) {
+        *done = true;
+    }
+}
+
+/// Before target `core` takes a map in which its pool has `pg_num` PGs:
+/// merge its sources' copies here into its own if it was made for more.
+/// `Err` when the store cannot do it (the OSD then stops).
+pub(super) async fn merge_before_map(
+    s: &Arc<OsdShared>,
+    core: &mut Pg,
+    epoch: loligo_types::Epoch,
+    pg_num: u32,
+) -> Result<(), String> {
+    let pg = core.id;
+    let coll = CollectionId::pg(pg.pool, pg.ps);
+    if pg.ps >= pg_num || !s.store.collection_exists(coll).map_err(|e| e.to_string())? {
+        return Ok(());
+    }
+    let from = match stored_pg_num(&*s.store, coll)? {
+        Some(n) if n > pg_num => n,
+        _ => return Ok(()),
+    };
+    let sources: Vec<PgId> = merge_sources(pg.ps, pg_num, from)
+        .map(|ps| PgId { pool: pg.pool, ps })
+        .collect();
+    let mut waited = 0u64;
+    while sources
+        .iter()
+        .any(|p| lock(&s.retiring).get(p) == Some(&false))
+    {
+        tokio::time::sleep(Duration::from_millis(STOPPED_POLL_MS)).await;
+        waited += STOPPED_POLL_MS;
+        if waited.is_multiple_of(10_000) {
+            tracing::warn!(
+                "pg {pg}: waiting {} s for its sources' tasks to stop",
+                waited / 1000
+            );
+        }
+    }
+    // What the sources and this PG queued lands first (the store commits
+    // in queue order): the plan must see every object they wrote.
+    split::wait(&*s.store, Transaction::new())?;
+    let merged = s.map().and_then(|m| m.pg_merged.get(&pg.pool).cloned());
+    let plan = merge::plan(&*s.store, pg, from, pg_num, merged.as_ref())?;
+    match &plan.incomplete {
+        None => tracing::info!(
+            "pg {pg}: merging {} sources for pg_num {pg_num} (from {from}): {} objects moved in",
+            plan.sources.len(),
+            plan.moved
+        ),
+        Some(why) => tracing::warn!(
+            "pg {pg}: merging {} sources for pg_num {pg_num} (from {from}); this copy is to be \
+             backfilled: {why}",
+            plan.sources.len()
+        ),
+    }
+    split::wait(&*s.store, plan.txn)?;
+    core.reshaped(plan.info, epoch);
+    let mut retiring = lock(&s.retiring);
+    for p in &plan.sources {
+        retiring.remove(p);
+    }
+    Ok(())
+}

@@ -1,0 +1,408 @@
+//! Merging PG copies on one OSD when a pool's pg_num falls (Ceph's PG
+//! merge): each source PG's copy here (seed `to` or more) moves its
+//! objects, whole and without copying data, into its target's copy (its
+//! ancestor below `to`), and its collection goes. The monitors lowered
+//! pg_num only once every PG that joins was clean and held its writes
+//! (`osdmap::PgMerge`), and kept each one's version then
+//! (`osdmap::PgMerged`). The merged copy is then:
+//!
+//! - *complete* when this OSD held every joining copy at exactly those
+//!   versions, none lacking an object or mid-backfill (an erasure-coded
+//!   one: the same shard in each): its info names a head past all of them
+//!   (`(merge epoch, largest counter)`), the same on every complete copy,
+//!   with the objects and bytes of all;
+//! - *to be backfilled* otherwise (a copy that missed writes, or was never
+//!   all here): no head and a backfill cursor at the start, so peering
+//!   never takes it as a source and the primary copies whatever differs.
+//!
+//! Logs are not merged: their version counters are the PGs' own, and
+//! every copy that serves agrees on the head, so the log starts empty
+//! there (an erasure-coded copy's rollback objects go with it). The
+//! Merkle tree is rebuilt from the objects at the next map, and the
+//! `pg_num` record says the merge is done.
+//!
+//! All of it is one store transaction. The module only plans it (it reads
+//! the store); the host applies it before the target takes the map that
+//! lowered pg_num, once the sources' tasks here have stopped.
+//!
+//! It must never call a copy complete that lacks a write the monitors
+//! counted, nor leave a source's object outside the target.
+
+use super::split::PG_NUM_KEY;
+use super::{backfill, erasure, record, recovery, Cursor, PgInfo, INFO_KEY};
+use loligo_store::{CollectionId, ObjectId, ObjectStore, Transaction};
+use loligo_types::ops::Version;
+use loligo_types::osdmap::{merge_sources, PgMerged};
+use loligo_types::PgId;
+
+/// Objects listed per store call while planning.
+const LIST_PAGE: usize = 1024;
+
+/// A planned merge into one target copy.
+#[derive(Debug)]
+pub struct Merge {
+    /// Everything, in one transaction.
+    pub txn: Transaction,
+    /// The source PGs whose copies here it takes in.
+    pub sources: Vec<PgId>,
+    /// Objects moved in (internal ones not counted).
+    pub moved: u64,
+    /// The target's info once merged.
+    pub info: PgInfo,
+    /// Why the merged copy is to be backfilled (`None`: complete).
+    pub incomplete: Option<String>,
+}
+
+/// One joining copy here, as its records say.
+struct Held {
+    info: PgInfo,
+    shard: Option<Vec<u8>>,
+}
+
+/// Plan the merge into target `pg`'s copy here (its collection exists),
+/// made for `from` PGs, of its sources' copies here, for `to` PGs;
+/// `merged` is the pool's last merge in the map (its versions are what a
+/// complete copy holds; another merge's, or none: the copy is to be
+/// backfilled).
+pub fn plan(
+    s: &dyn ObjectStore,
+    pg: PgId,
+    from: u32,
+    to: u32,
+    merged: Option<&PgMerged>,
+) -> Result<Merge, String> {
+    debug_assert!(
+        to < from && pg.ps < to,
+        "merge into {pg} from {from} to {to}"
+    );
+    let target = CollectionId::pg(pg.pool, pg.ps);
+    let mut txn = Transaction::new();
+    let mut sources = Vec::new();
+    let mut held = vec![(pg.ps, read_held(s, target)?)];
+    let mut moved = 0u64;
+    for ps in merge_sources(pg.ps, to, from) {
+        let coll = CollectionId::pg(pg.pool, ps);
+        if !s.collection_exists(coll).map_err(|e| e.to_string())? {
+            continue;
+        }
+        sources.push(PgId { pool: pg.pool, ps });
+        held.push((ps, read_held(s, coll)?));
+        let (keep, internal) = objects_of(s, coll)?;
+        moved += keep
+            .iter()
+            .filter(|o| !crate::ec::is_internal(&o.name))
+            .count() as u64;
+        for o in &internal {
+            txn.remove(coll, o);
+        }
+        if !keep.is_empty() {
+            txn.move_objects(coll, target, keep);
+        }
+        txn.remove_collection(coll);
+    }
+    let incomplete = why_incomplete(s, pg, from, to, merged, &held, &sources)?;
+    // The target's own log, tree and rollback objects go; so do its
+    // missing records when the copy is to be backfilled.
+    for (k, _) in recovery::records_with(s, target, b"", None)? {
+        let drop = k.starts_with(b"log/")
+            || k.starts_with(super::tree::TREE_KEY)
+            || (incomplete.is_some() && k.starts_with(recovery::MISSING_PREFIX));
+        if drop {
+            txn.rm_record(target, &k);
+        }
+    }
+    for o in objects_of(s, target)?.1 {
+        txn.remove(target, &o);
+    }
+    let info = match (&incomplete, merged) {
+        (None, Some(m)) => PgInfo {
+            last_update: Version {
+                epoch: m.epoch,
+                v: m.versions.values().map(|v| v.v).max().unwrap_or(0),
+            },
+            last_epoch_started: held
+                .iter()
+                .map(|(_, h)| h.info.last_epoch_started)
+                .max()
+                .unwrap_or(0),
+            objects: held.iter().map(|(_, h)| h.info.objects).sum(),
+            bytes: held.iter().map(|(_, h)| h.info.bytes).sum(),
+        },
+        _ => {
+            txn.set_record(
+                target,
+                backfill::BACKFILL_KEY,
+                record::encode_cursor(&Cursor::Start),
+            );
+            PgInfo::default()
+        }
+    };
+    txn.set_record(target, INFO_KEY, record::encode_info(&info));
+    txn.set_record(target, PG_NUM_KEY, record::encode_pg_num(to));
+    Ok(Merge {
+        txn,
+        sources,
+        moved,
+        info,
+        incomplete,
+    })
+}
+
+/// Why the merged copy cannot serve as it is (`None`: it can).
+fn why_incomplete(
+    s: &dyn ObjectStore,
+    pg: PgId,
+    from: u32,
+    to: u32,
+    merged: Option<&PgMerged>,
+    held: &[(u32, Held)],
+    sources: &[PgId],
+) -> Result<Option<String>, String> {
+    let Some(m) = merged.filter(|m| m.from == from && m.to == to) else {
+        return Ok(Some("the map keeps no versions of this merge".into()));
+    };
+    let want = merge_sources(pg.ps, to, from).count();
+    if sources.len() != want {
+        return Ok(Some(format!(
+            "{} of its {want} sources are here",
+            sources.len()
+        )));
+    }
+    for (ps, h) in held {
+        if m.versions.get(ps) != Some(&h.info.last_update) {
+            return Ok(Some(format!(
+                "pg {}.{ps:x} is at {} here, not {}",
+                pg.pool,
+                h.info.last_update,
+                m.versions.get(ps).map_or("named".into(), |v| v.to_string())
+            )));
+        }
+        let coll = CollectionId::pg(pg.pool, *ps);
+        if s.record(coll, backfill::BACKFILL_KEY)
+            .map_err(|e| e.to_string())?
+            .is_some()
+        {
+            return Ok(Some(format!("pg {}.{ps:x} is mid-backfill here", pg.pool)));
+        }
+        if !recovery::record_keys(s, coll, recovery::MISSING_PREFIX, None)?.is_empty() {
+            return Ok(Some(format!("pg {}.{ps:x} lacks objects here", pg.pool)));
+        }
+        if h.shard != held[0].1.shard {
+            return Ok(Some(format!(
+                "pg {}.{ps:x} holds another shard here than its target",
+                pg.pool
+            )));
+        }
+    }
+    Ok(None)
+}
+
+fn read_held(s: &dyn ObjectStore, coll: CollectionId) -> Result<Held, String> {
+    let info = match s.record(coll, INFO_KEY).map_err(|e| e.to_string())? {
+        Some(b) => record::decode_info(&b).map_err(|e| format!("{coll}: {e}"))?,
+        None => PgInfo::default(),
+    };
+    let shard = s
+        .record(coll, erasure::SHARD_KEY)
+        .map_err(|e| e.to_string())?;
+    Ok(Held { info, shard })
+}
+
+/// A copy's objects: those that move (clients' objects) and the OSD's own
+/// (rollback objects, which go with the log).
+fn objects_of(
+    s: &dyn ObjectStore,
+    coll: CollectionId,
+) -> Result<(Vec<ObjectId>, Vec<ObjectId>), String> {
+    let (mut keep, mut internal) = (Vec::new(), Vec::new());
+    let mut start: Option<ObjectId> = None;
+    loop {
+        let (page, next) = (s.list(coll, start.as_ref(), LIST_PAGE)).map_err(|e| e.to_string())?;
+        for o in page {
+            match crate::ec::is_internal(&o.name) {
+                true => internal.push(o),
+                false => keep.push(o),
+            }
+        }
+        match next {
+            Some(n) => start = Some(n),
+            None => return Ok((keep, internal)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pg::{log_key, Before, LogEntry};
+    use loligo_store::MemStore;
+    use std::collections::BTreeMap;
+
+    const POOL: u64 = 1;
+
+    fn coll(ps: u32) -> CollectionId {
+        CollectionId::pg(POOL, ps)
+    }
+
+    /// The `i`th name whose object is in PG `ps` of `pg_num`.
+    fn name_in(ps: u32, pg_num: u32, i: usize) -> String {
+        (0..)
+            .map(|n| format!("obj-{n}"))
+            .filter(|n| {
+                let h = loligo_crush::hash::str_hash_rjenkins(n.as_bytes());
+                loligo_crush::placement::ancestor(h, pg_num) == ps
+            })
+            .nth(i)
+            .unwrap()
+    }
+
+    /// A copy of PG `ps` (made for 4 PGs) at version `3'head` with
+    /// `n` objects of 100 bytes, a log entry per object, a tree record,
+    /// a missing record if `lacking`, and a rollback object.
+    fn copy(s: &MemStore, ps: u32, head: u64, n: usize, lacking: bool) -> Vec<String> {
+        let c = coll(ps);
+        let mut t = Transaction::new();
+        t.create_collection(c);
+        let names: Vec<String> = (0..n).map(|i| name_in(ps, 4, i)).collect();
+        for (i, name) in names.iter().enumerate() {
+            let o = recovery::oid(name);
+            t.write_full(c, &o, vec![7; 100]);
+            let v = Version {
+                epoch: 3,
+                v: head - (n - 1 - i) as u64,
+            };
+            let e = LogEntry {
+                version: v,
+                name: name.clone(),
+                removed: false,
+                reqid: None,
+                before: Before::Absent,
+                gave_up: None,
+                prev: None,
+            };
+            t.set_record(c, &log_key(v.v), record::encode_log(&e));
+        }
+        t.write_full(
+            c,
+            &crate::ec::rollback_oid(&recovery::oid(&names[0])),
+            vec![1],
+        );
+        let info = PgInfo {
+            last_update: Version { epoch: 3, v: head },
+            last_epoch_started: 3 + u64::from(ps),
+            objects: n as u64,
+            bytes: 100 * n as u64,
+        };
+        t.set_record(c, INFO_KEY, record::encode_info(&info));
+        t.set_record(c, PG_NUM_KEY, record::encode_pg_num(4));
+        t.set_record(
+            c,
+            super::super::tree::TREE_KEY,
+            record::encode_tree(1024, 64),
+        );
+        if lacking {
+            let need = Version { epoch: 3, v: head };
+            t.set_record(
+                c,
+                &recovery::missing_key(&names[0]),
+                record::encode_missing(&need),
+            );
+        }
+        s.apply(t).unwrap();
+        names
+    }
+
+    fn merged(target: u64, source: u64) -> PgMerged {
+        let v = |v| Version { epoch: 3, v };
+        PgMerged {
+            epoch: 9,
+            from: 4,
+            to: 2,
+            versions: BTreeMap::from([(0, v(target)), (1, v(1)), (2, v(source)), (3, v(1))]),
+        }
+    }
+
+    /// 4 -> 2 PGs: PG 1.2's copy moves into 1.0's, its collection goes;
+    /// at the versions the map kept, the copy is complete, its head past
+    /// both (the merge's epoch, the larger counter), its counts the sum,
+    /// its log, tree and rollback objects gone, its pg_num 2.
+    #[test]
+    fn a_copy_at_the_kept_versions_merges_complete() {
+        let s = MemStore::new();
+        let mut names = copy(&s, 0, 5, 3, false);
+        names.extend(copy(&s, 2, 7, 2, false));
+        let pg = PgId { pool: POOL, ps: 0 };
+        let m = plan(&s, pg, 4, 2, Some(&merged(5, 7))).unwrap();
+        assert_eq!(m.incomplete, None);
+        assert_eq!((m.sources, m.moved), (vec![PgId { pool: POOL, ps: 2 }], 2));
+        s.apply(m.txn).unwrap();
+        assert!(!s.collection_exists(coll(2)).unwrap());
+        let (objs, _) = s.list(coll(0), None, 100).unwrap();
+        let mut got: Vec<String> = objs.into_iter().map(|o| o.name).collect();
+        got.sort();
+        names.sort();
+        assert_eq!(got, names, "every object, no rollback object");
+        let info = record::decode_info(&s.record(coll(0), INFO_KEY).unwrap().unwrap()).unwrap();
+        let head = Version { epoch: 9, v: 7 };
+        assert_eq!(
+            info,
+            PgInfo {
+                last_update: head,
+                last_epoch_started: 5,
+                objects: 5,
+                bytes: 500
+            }
+        );
+        assert_eq!(m.info, info);
+        let left = recovery::records_with(&s, coll(0), b"", None).unwrap();
+        let keys: Vec<&[u8]> = left.iter().map(|(k, _)| k.as_slice()).collect();
+        assert_eq!(keys, vec![INFO_KEY, PG_NUM_KEY]);
+        assert_eq!(
+            super::super::split::stored_pg_num(&s, coll(0)).unwrap(),
+            Some(2)
+        );
+    }
+
+    /// A copy that is behind the kept version, lacks an object, or misses
+    /// a source, or a map with another merge's versions: the objects still
+    /// move in, and the copy is to be backfilled (no head, cursor at the
+    /// start, no missing records).
+    #[test]
+    fn a_copy_off_the_kept_versions_merges_to_be_backfilled() {
+        type Case = (u64, bool, bool, Option<PgMerged>, &'static str);
+        let other = PgMerged {
+            from: 8,
+            ..merged(5, 7)
+        };
+        let cases: [Case; 5] = [
+            (6, false, true, Some(merged(5, 7)), "at 3'6 here, not 3'7"),
+            (7, true, true, Some(merged(5, 7)), "lacks objects"),
+            (7, false, false, Some(merged(5, 7)), "0 of its 1 sources"),
+            (7, false, true, Some(other), "no versions"),
+            (7, false, true, None, "no versions"),
+        ];
+        for (source, lacking, with_source, kept, why) in cases {
+            let s = MemStore::new();
+            copy(&s, 0, 5, 3, false);
+            if with_source {
+                copy(&s, 2, source, 2, lacking);
+            }
+            let pg = PgId { pool: POOL, ps: 0 };
+            let m = plan(&s, pg, 4, 2, kept.as_ref()).unwrap();
+            let said = m.incomplete.clone().unwrap_or_default();
+            assert!(said.contains(why), "{said:?}, not {why:?}");
+            s.apply(m.txn).unwrap();
+            let (objs, _) = s.list(coll(0), None, 100).unwrap();
+            assert_eq!(objs.len(), if with_source { 5 } else { 3 });
+            let info = record::decode_info(&s.record(coll(0), INFO_KEY).unwrap().unwrap()).unwrap();
+            assert_eq!(info, PgInfo::default());
+            let cursor = s.record(coll(0), backfill::BACKFILL_KEY).unwrap().unwrap();
+            assert_eq!(cursor, record::encode_cursor(&Cursor::Start));
+            assert!(
+                recovery::records_with(&s, coll(0), recovery::MISSING_PREFIX, None)
+                    .unwrap()
+                    .is_empty()
+            );
+        }
+    }
+}
