@@ -185,14 +185,16 @@ fn noout_keeps_an_osd_restart_from_moving_data_while_clients_work() {
     lab.wait_clean(Duration::from_secs(60), "the PGs clean after the restart");
 }
 
-/// PG split under load: clients work registers on the replicated pool,
-/// the erasure-coded pool and the KV store while both pools go from 8 to
-/// 32 PGs (`pool set NAME pg_num 32`): every copy splits in place, the
-/// monitors raise pgp_num in steps, the new PGs move. Every history is
-/// linearizable, nothing acknowledged is lost, and both pools end with
-/// pgp_num 32 and every PG clean.
+/// PG split and merge under load: clients work registers on the
+/// replicated pool, the erasure-coded pool and the KV store while both
+/// pools go from 8 to 32 PGs (`pool set NAME pg_num 32`: every copy
+/// splits in place, the monitors raise pgp_num in steps, the new PGs
+/// move) and back to 8 (pgp_num falls in steps, then the PGs hold their
+/// writes and merge). Every history is linearizable, nothing
+/// acknowledged is lost, no op fails, and both pools end with 8 PGs,
+/// every one clean.
 #[test]
-fn pg_num_grows_while_clients_work() {
+fn pg_num_grows_and_shrinks_while_clients_work() {
     if !hosts_or_skip() {
         return;
     }
@@ -209,30 +211,51 @@ fn pg_num_grows_while_clients_work() {
     for pool in ["default", "ecrs"] {
         ok(&lab.dir, &["pool", "set", pool, "pg_num", "32"]);
     }
-    let pgp = |lab: &Lab, pool: &str| -> u64 {
+    let nums = |lab: &Lab, pool: &str| -> (u64, u64) {
         let v: serde_json::Value =
             serde_json::from_str(&ok(&lab.dir, &["pool", "get", pool])).unwrap();
-        v["pgp_num"].as_u64().unwrap()
+        (
+            v["pg_num"].as_u64().unwrap(),
+            v["pgp_num"].as_u64().unwrap(),
+        )
     };
-    let until = Instant::now() + Duration::from_secs(240);
-    while pgp(&lab, "default") < 32 || pgp(&lab, "ecrs") < 32 {
-        if Instant::now() > until {
-            let rows: serde_json::Value =
-                serde_json::from_str(&ok(&lab.dir, &["pg", "ls", "--json"])).unwrap();
-            let stuck: Vec<_> = (rows.as_array().unwrap().iter())
-                .filter(|r| r["state"] != "active+clean")
-                .collect();
-            panic!("pgp_num short of 32 after 240 s; not clean: {stuck:?}");
+    let wait_for = |lab: &Lab, n: u64| {
+        let until = Instant::now() + Duration::from_secs(240);
+        while ["default", "ecrs"].iter().any(|p| nums(lab, p) != (n, n)) {
+            if Instant::now() > until {
+                let rows: serde_json::Value =
+                    serde_json::from_str(&ok(&lab.dir, &["pg", "ls", "--json"])).unwrap();
+                let stuck: Vec<_> = (rows.as_array().unwrap().iter())
+                    .filter(|r| r["state"] != "active+clean")
+                    .collect();
+                panic!("pg_num and pgp_num not {n} after 240 s; not clean: {stuck:?}");
+            }
+            std::thread::sleep(Duration::from_millis(500));
         }
-        std::thread::sleep(Duration::from_millis(500));
-    }
+    };
+    wait_for(&lab, 32);
     lab.wait_clean(Duration::from_secs(120), "the PGs clean at 32 per pool");
     eprintln!(
         "8 -> 32 PGs on both pools: clean {:?} after pg_num was set",
         t.elapsed()
     );
-    let (done, failed, _) = work.stop();
-    work.check(&mut lab, done, failed);
     let st: serde_json::Value = serde_json::from_str(&ok(&lab.dir, &["status", "--json"])).unwrap();
     assert_eq!(st["pgs"]["total"], 64, "{st}");
+    let t = Instant::now();
+    for pool in ["default", "ecrs"] {
+        ok(&lab.dir, &["pool", "set", pool, "pg_num", "8"]);
+    }
+    wait_for(&lab, 8);
+    lab.wait_clean(Duration::from_secs(120), "the PGs clean at 8 per pool");
+    eprintln!(
+        "32 -> 8 PGs on both pools: clean {:?} after pg_num was set",
+        t.elapsed()
+    );
+    let (done, failed, _) = work.stop();
+    work.check(&mut lab, done, failed);
+    // No OSD goes down: every op is answered (one sent to a PG that
+    // merged away goes to the PG its object is in now).
+    assert_eq!(failed, 0, "ops failed");
+    let st: serde_json::Value = serde_json::from_str(&ok(&lab.dir, &["status", "--json"])).unwrap();
+    assert_eq!(st["pgs"]["total"], 16, "{st}");
 }

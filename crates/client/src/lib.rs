@@ -351,13 +351,21 @@ impl Inner {
         }
     }
 
-    /// Send `req` for PG `pg` to its primary until a definite answer.
+    /// Send `req` for PG `pg` to its primary until a definite answer. An
+    /// object's op goes to the PG its name hashes to in each map it is
+    /// sent under: a split or a merge moves objects between PGs.
     async fn send(&self, pg: PgId, mut req: ClientRequest) -> Result<ClientReply, ClientError> {
         let start = tokio::time::Instant::now();
         let mut why = String::from("no primary");
         while start.elapsed() < self.op_timeout {
             let t = self.table();
             let epoch = t.map.epoch;
+            let pg = match &req {
+                ClientRequest::Op(op) => {
+                    (t.map.pools.get(&op.pool)).map_or(pg, |p| p.object_pg(op.name.as_bytes()))
+                }
+                _ => pg,
+            };
             match &mut req {
                 ClientRequest::Op(op) => op.epoch = epoch,
                 ClientRequest::List { epoch: e, .. } | ClientRequest::Pg { epoch: e, .. } => {

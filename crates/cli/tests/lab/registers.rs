@@ -138,8 +138,15 @@ impl Client {
             let op = if rng.chance(500) {
                 n += 1;
                 let value = self.id * 1_000_000_000 + n;
-                let ok = s.ask(&self.kind.write(&key, value)) == "ok";
-                failed += u64::from(!ok);
+                let answer = s.ask(&self.kind.write(&key, value));
+                let ok = answer == "ok";
+                if !ok {
+                    failed += 1;
+                    eprintln!(
+                        "{} write of {key} at {call} ms failed: {answer}",
+                        self.kind.name()
+                    );
+                }
                 Op {
                     input: RegisterIn::Write(value),
                     output: ok.then_some(RegisterOut::Written),
@@ -150,6 +157,10 @@ impl Client {
                 let answer = s.ask(&self.kind.read(&key));
                 let Some(v) = read_answer(&answer) else {
                     failed += 1;
+                    eprintln!(
+                        "{} read of {key} at {call} ms failed: {answer}",
+                        self.kind.name()
+                    );
                     continue;
                 };
                 Op {
