@@ -945,6 +945,7 @@ fn pg_num_grows_and_shrinks_on_replicated_and_erasure_coded_pools() {
     // Down again: pgp_num falls, then the PGs merge.
     for name in ["default", "ecrs"] {
         ok(&dir, &["pool", "set", name, "pg_num", "8"]);
+        assert_eq!(pool(name)["pg_num_target"], 8);
     }
     wait_for(300, "pg_num 8 and clean", || {
         let done = ["default", "ecrs"]

@@ -182,7 +182,15 @@ pub fn plan(m: &OsdMap, cmd: &Admin) -> Result<Outcome, MonError> {
         } => replicated_pool_create(m, name, *pg_num, *size, *min_size)?,
         Admin::PoolDelete { name, confirm } => pool_delete(m, name, confirm)?,
         Admin::PoolLs => Answer(json!(m.pools.values().map(|p| &p.name).collect::<Vec<_>>())),
-        Admin::PoolGet { name } => Answer(json!(pool(m, name)?)),
+        Admin::PoolGet { name } => {
+            let p = pool(m, name)?;
+            let mut v = json!(p);
+            // (Ceph's name for where a merge takes pg_num.)
+            if let Some(merge) = m.pg_merges.get(&p.id) {
+                v["pg_num_target"] = json!(merge.to);
+            }
+            Answer(v)
+        }
         Admin::PoolSet { name, key, value } => pool_set(m, name, key, value)?,
         Admin::OsdTree => Answer(tree(m)),
         Admin::OsdMapObject { pool: p, name } => Answer(map_object(m, p, name)?),
