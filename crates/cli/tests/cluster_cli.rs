@@ -908,8 +908,9 @@ fn the_balancer_evens_a_skewed_cluster() {
 /// PGs: 8 -> 32 splits every PG in place, the monitors raise pgp_num to
 /// 32 in steps, the new PGs move, the cluster ends clean with 32 PGs per
 /// pool, and every object reads back; a pgp_num other than pg_num is
-/// refused. 32 -> 8 then lowers pgp_num in steps and merges: clean with
-/// 8 PGs per pool, every object reads back, and new writes land.
+/// refused. 32 -> 12 -> 8 then lowers pgp_num in steps and merges: clean
+/// with 12, then 8 PGs per pool, every joining copy merged complete,
+/// every object reads back, and new writes land.
 #[test]
 fn pg_num_grows_and_shrinks_on_replicated_and_erasure_coded_pools() {
     let (root, dir, _guard) = common::start("split", 4, 8);
@@ -942,28 +943,40 @@ fn pg_num_grows_and_shrinks_on_replicated_and_erasure_coded_pools() {
     assert!(String::from_utf8_lossy(&e.stderr).contains("pgp_num follows pg_num"));
     let e = loligo(&dir, &["pool", "set", "default", "pg_num", "0"]);
     assert!(String::from_utf8_lossy(&e.stderr).contains("at least 1"));
-    // Down again: pgp_num falls, then the PGs merge.
-    for name in ["default", "ecrs"] {
-        ok(&dir, &["pool", "set", name, "pg_num", "8"]);
-        assert_eq!(pool(name)["pg_num_target"], 8);
+    // Down again: pgp_num falls, then the PGs merge; 32 -> 12 -> 8 (in the
+    // second, PGs 1.4 to 1.7 have no sources: their copies stay as they
+    // are).
+    let logs = || -> String {
+        (0..4)
+            .map(|i| std::fs::read_to_string(dir.join(format!("osd.{i}.log"))).unwrap_or_default())
+            .collect()
+    };
+    for (n, joining) in [(12u64, 12), (8, 4)] {
+        for name in ["default", "ecrs"] {
+            ok(&dir, &["pool", "set", name, "pg_num", &n.to_string()]);
+            assert_eq!(pool(name)["pg_num_target"], n);
+        }
+        wait_for(300, &format!("pg_num {n} and clean"), || {
+            let done = ["default", "ecrs"]
+                .iter()
+                .all(|p| pool(p)["pg_num"] == n && pool(p)["pgp_num"] == n);
+            (done && common::not_clean(&dir).is_none()).then_some(())
+        });
+        assert_eq!(status(&dir)["pgs"]["total"], 2 * n);
+        // Each joining PG's three members merged complete copies: the PGs
+        // held their writes and were clean, so none had to be backfilled
+        // (a stray's leftovers may merge into one that is, then removed).
+        let complete = (logs().lines())
+            .filter(|l| l.contains(&format!("sources for pg_num {n} ")))
+            .filter(|l| l.contains("objects moved in"))
+            .count();
+        assert!(
+            complete >= 2 * joining * 3,
+            "{complete} copies merged complete"
+        );
+        common::read_back(&dir, &root, None, "r", 40);
+        common::read_back(&dir, &root, Some("ecrs"), "e", 40);
     }
-    wait_for(300, "pg_num 8 and clean", || {
-        let done = ["default", "ecrs"]
-            .iter()
-            .all(|n| pool(n)["pg_num"] == 8 && pool(n)["pgp_num"] == 8);
-        (done && common::not_clean(&dir).is_none()).then_some(())
-    });
-    assert_eq!(status(&dir)["pgs"]["total"], 16);
-    // Each PG's three members merged complete copies: the PGs held their
-    // writes and were clean, so none had to be backfilled (a stray's
-    // leftovers may merge into one that is, and is then removed).
-    let logs: String = (0..4)
-        .map(|i| std::fs::read_to_string(dir.join(format!("osd.{i}.log"))).unwrap_or_default())
-        .collect();
-    let complete = (logs.lines())
-        .filter(|l| l.contains("sources for pg_num 8") && l.contains("objects moved in"))
-        .count();
-    assert!(complete >= 16 * 3, "{complete} copies merged complete");
     common::read_back(&dir, &root, None, "r", 40);
     common::read_back(&dir, &root, Some("ecrs"), "e", 40);
     // And the merged PGs take writes.

@@ -1,7 +1,8 @@
 //! What `deploy/` ships, checked: the systemd units pass `systemd-analyze
 //! verify` (units cannot start here: systemd is not PID 1) and start the
 //! daemons with options the binary has; every daemon option is in the
-//! configuration reference.
+//! configuration reference; the container image builds and its binary
+//! runs (an ignored test: it takes minutes).
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -106,4 +107,57 @@ fn the_configuration_reference_names_every_daemon_option() {
             );
         }
     }
+}
+
+/// `buildah --storage-driver vfs ARGS`: its stdout, the test failing
+/// with its stderr if it fails.
+fn buildah(args: &[&str]) -> String {
+    let o = Command::new("buildah")
+        .args(["--storage-driver", "vfs"])
+        .args(args)
+        .output()
+        .expect("run buildah");
+    assert!(
+        o.status.success(),
+        "buildah {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+/// The container image (`deploy/container/Containerfile`, built by
+/// `tools/image.sh`): from scratch, the statically linked binary its
+/// entrypoint, and that binary runs on the image's empty root.
+#[test]
+#[ignore = "links a static release binary and builds an image (minutes): run with --ignored"]
+fn the_container_image_builds_and_its_binary_runs() {
+    if Command::new("buildah").arg("--version").output().is_err() {
+        eprintln!("buildah not found: the image is not built here");
+        return;
+    }
+    let tag = format!("localhost/loligo-test:{}", std::process::id());
+    let o = Command::new(repo().join("tools/image.sh"))
+        .arg(&tag)
+        .output()
+        .expect("run tools/image.sh");
+    assert!(
+        o.status.success(),
+        "tools/image.sh: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let entry = buildah(&["inspect", "--format", "{{.OCIv1.Config.Entrypoint}}", &tag]);
+    assert_eq!(entry, "[/usr/bin/loligo]");
+    let ctr = buildah(&["from", "--quiet", &tag]);
+    let version = buildah(&[
+        "run",
+        "--isolation",
+        "chroot",
+        &ctr,
+        "--",
+        "/usr/bin/loligo",
+        "--version",
+    ]);
+    buildah(&["rm", &ctr]);
+    buildah(&["rmi", &tag]);
+    assert_eq!(version, format!("loligo {}", env!("CARGO_PKG_VERSION")));
 }

@@ -455,6 +455,12 @@ fn pool_set(m: &OsdMap, name: &str, key: &str, value: &str) -> Result<Outcome, M
         "min_size" => p.min_size = num()? as u32,
         "pgp_num" => {
             let n = u32::try_from(num()?).unwrap_or(u32::MAX);
+            if let Some(merge) = m.pg_merges.get(&p.id) {
+                return Err(MonError::Invalid(format!(
+                    "pool '{name}' is merging its PGs to {}: the monitors move pgp_num there",
+                    merge.to
+                )));
+            }
             if n != p.pg_num {
                 return Err(MonError::Invalid(format!(
                     "pgp_num follows pg_num: the monitors raise it to pg_num {} in steps that \
@@ -503,13 +509,13 @@ fn pool_set(m: &OsdMap, name: &str, key: &str, value: &str) -> Result<Outcome, M
                 )));
             }
             // Split in place; pgp_num follows in steps (`pg_num::step`).
+            let off = Change::PgMergeTarget {
+                pool: p.id,
+                to: p.pg_num,
+            };
             p.pg_num = n;
             if merging.is_some() {
                 check_pg_budget(m, &p)?;
-                let off = Change::PgMergeTarget {
-                    pool: p.id,
-                    to: p.pg_num,
-                };
                 return Ok(Outcome::Changes(vec![off, Change::PoolUpdate(p)]));
             }
         }
@@ -984,5 +990,50 @@ mod tests {
             caps: vec![("mon".into(), "allow *".into())],
         };
         assert!(matches!(plan(&m, &caps), Err(MonError::Invalid(e)) if e.contains("no caps")));
+    }
+
+    /// `pool set p pg_num`: down sets a merge target; the same count calls
+    /// it off; a larger one calls it off and splits, in one map; pgp_num
+    /// is not the operator's while a merge is under way. Each applies.
+    #[test]
+    fn pg_num_down_merges_and_a_merge_is_called_off() {
+        let mut m = OsdMap::new("f", "osd").unwrap();
+        let mut changes: Vec<Change> = (0..4)
+            .map(|id| Change::OsdBoot {
+                id,
+                addr: format!("h:{id}"),
+                host: format!("h{id}"),
+                crush_weight: 0x10000,
+            })
+            .collect();
+        changes.push(Change::PoolCreate(m.replicated_pool("p", 32, 3, 2)));
+        m.apply(&Incremental { epoch: 2, changes }).unwrap();
+        let set = |m: &mut OsdMap, key: &str, value: &str| -> Result<(), MonError> {
+            let cmd = Admin::PoolSet {
+                name: "p".into(),
+                key: key.into(),
+                value: value.into(),
+            };
+            let Outcome::Changes(changes) = plan(m, &cmd)? else {
+                panic!("no changes");
+            };
+            let epoch = m.epoch + 1;
+            m.apply(&Incremental { epoch, changes })
+                .map_err(|e| MonError::Invalid(e.to_string()))
+        };
+        let id = m.pool_by_name("p").unwrap().id;
+        assert!(set(&mut m, "pg_num", "0").is_err());
+        set(&mut m, "pg_num", "8").unwrap();
+        assert_eq!(m.pg_merges[&id].to, 8);
+        assert_eq!(m.pools[&id].pg_num, 32, "pg_num falls only by the merge");
+        let e = set(&mut m, "pgp_num", "32").unwrap_err();
+        assert!(e.to_string().contains("merging"), "{e}");
+        set(&mut m, "pg_num", "32").unwrap();
+        assert!(m.pg_merges.is_empty(), "called off");
+        set(&mut m, "pg_num", "4").unwrap();
+        set(&mut m, "pg_num", "64").unwrap();
+        assert!(m.pg_merges.is_empty(), "called off by a split");
+        assert_eq!(m.pools[&id].pg_num, 64);
+        assert!(set(&mut m, "pg_num", "1").is_err(), "below 1/32");
     }
 }

@@ -557,10 +557,12 @@ impl LeaderState {
         let mut placer = map.placer()?;
         let mut out = HashMap::new();
         for ((pg, osd), st) in self.current_stats(map) {
-            if st.merge_ready.is_some()
-                && map.pg_exists(pg)
-                && placer.map_pg(pg)?.acting_primary == osd
-            {
+            if st.merge_ready.is_none() || !map.pg_exists(pg) {
+                continue;
+            }
+            // (From the current primary, under the current acting set.)
+            let pm = placer.map_pg(pg)?;
+            if pm.acting_primary == osd && holes_as_minus_one(&pm.acting) == st.acting {
                 out.insert(pg, st.clone());
             }
         }

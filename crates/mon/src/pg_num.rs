@@ -34,15 +34,23 @@ pub struct Step {
 /// `ready` holds the reports of acting primaries that say their PG is
 /// ready to merge.
 pub fn step(map: &OsdMap, not_clean: u64, ready: &HashMap<PgId, PgStat>) -> Step {
+    // A merge whose PGs hold their writes first, then pgp_num steps, then
+    // merges that may start holding.
+    let merges = |holding: bool| {
+        (map.pg_merges.iter())
+            .filter(move |(_, m)| (m.ready_since > 0) == holding)
+            .filter_map(|(id, m)| Some((map.pools.get(id)?, m)))
+            .filter(|(p, m)| p.pgp_num == m.to)
+    };
+    if let Some((pool, m)) = merges(true).next() {
+        return merge_step(map, pool, m, not_clean, ready);
+    }
     let Some((pool, target)) = map.pools.values().find_map(|p| {
         let target = map.pg_merges.get(&p.id).map_or(p.pg_num, |m| m.to);
         (p.pgp_num != target).then_some((p, target))
     }) else {
-        return match map.pg_merges.iter().next() {
-            Some((id, m)) => match map.pools.get(id) {
-                Some(pool) => merge_step(map, pool, m, not_clean, ready),
-                None => Step::default(),
-            },
+        return match merges(false).next() {
+            Some((pool, m)) => merge_step(map, pool, m, not_clean, ready),
             None => Step::default(),
         };
     };

@@ -3872,8 +3872,9 @@ fn a_wait_cut_short_by_a_new_interval_goes_on_in_the_next() {
 
 /// A merge's hold (`Holds::merge`): the map that starts it ends the
 /// interval; once the PG has peered again and is clean, its primary
-/// reports itself ready at its head, and a write waits (nothing is sent
-/// to the members) without taking that back; the map that ends the hold
+/// reports itself ready at its head, a write waits (nothing is sent to
+/// the members) without taking that back, and a retry of a write in the
+/// log is answered at once; the map that ends the hold
 /// ends the interval again, and the write runs once the PG is active.
 #[test]
 fn a_merge_hold_makes_writes_wait_and_the_clean_primary_report_ready() {
@@ -3910,6 +3911,13 @@ fn a_merge_hold_makes_writes_wait_and_the_clean_primary_report_ready() {
     let fx = run(&mut pg, &s, write(2, "b", b"y", 0));
     assert!(rep_ops(&fx).is_empty() && answers(&fx).is_empty(), "{fx:?}");
     assert_eq!(pg.stat().unwrap().merge_ready, Some(head));
+    // A retry of the write in the log is answered, not held (the log,
+    // which knows it, goes with the merge).
+    let fx = run(&mut pg, &s, write(1, "a", b"x", 0));
+    match &fx[..] {
+        [Effect::Reply { token: 1, reply }] => assert!(reply.result.is_ok(), "{reply:?}"),
+        other => panic!("{other:?}"),
+    }
     // The hold ends: a new interval, and the write runs once active.
     let asked = run(&mut pg, &s, map(3, vec![0, 1, 2], 2));
     run(&mut pg, &s, info_reply(&asked, 1, 3, Some(at_head.into())));

@@ -14,8 +14,8 @@ use super::{lock, pg_copies, split, OsdShared};
 use crate::pg::merge;
 use crate::pg::split::stored_pg_num;
 use crate::pg::Pg;
+use loligo_crush::placement::ancestor;
 use loligo_store::{CollectionId, Transaction};
-use loligo_types::osdmap::merge_sources;
 use loligo_types::{OsdMap, PgId};
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -58,15 +58,19 @@ pub(super) fn mark_sources(s: &OsdShared, old: Option<&OsdMap>, map: &OsdMap) ->
             .collect();
         for pg in &sources {
             // (A task that runs stops at its next input; one that does
-            // not has nothing to stop.)
+            // not has nothing to stop. Marked first: no task starts for
+            // it once it is marked, see `pg_task::spawn`.)
+            lock(&s.retiring).entry(*pg).or_insert(false);
             let runs = lock(&s.pgs).remove(pg).is_some();
-            lock(&s.retiring).entry(*pg).or_insert(!runs);
+            if !runs {
+                lock(&s.retiring).insert(*pg, true);
+            }
             let target = PgId {
                 pool,
-                ps: loligo_crush::placement::ancestor(pg.ps, pg_num),
+                ps: ancestor(pg.ps, pg_num),
             };
             let coll = CollectionId::pg(pool, pg.ps);
-            if !copies.contains(&target) && empty(s, coll) {
+            if !copies.contains(&target) && merge::is_empty_copy(&*s.store, coll).unwrap_or(false) {
                 // A stray's leftover (its objects and records removed):
                 // nothing to merge; gone now if no task holds it.
                 if !runs {
@@ -94,15 +98,6 @@ pub(super) fn mark_sources(s: &OsdShared, old: Option<&OsdMap>, map: &OsdMap) ->
         }
     }
     targets
-}
-
-/// Whether copy `coll` holds nothing: no object, no record but its
-/// pg_num (a stray's, once removed); a store error says no.
-fn empty(s: &OsdShared, coll: CollectionId) -> bool {
-    let objects = s.store.list(coll, None, 1).map(|(o, _)| o.is_empty());
-    let records = crate::pg::recovery::records_with(&*s.store, coll, b"", None)
-        .map(|r| r.iter().all(|(k, _)| k == crate::pg::split::PG_NUM_KEY));
-    matches!((objects, records), (Ok(true), Ok(true)))
 }
 
 /// An empty copy of target `pg`, made for `from` PGs (its merge then
@@ -155,14 +150,12 @@ pub(super) async fn merge_before_map(
         Some(n) if n > pg_num => n,
         _ => return Ok(()),
     };
-    let sources: Vec<PgId> = merge_sources(pg.ps, pg_num, from)
-        .map(|ps| PgId { pool: pg.pool, ps })
-        .collect();
+    // Every copy here that folds into this PG: its sources, and any left
+    // by an earlier merge this OSD missed.
+    let folds = |p: &PgId| p.pool == pg.pool && p.ps >= pg_num && ancestor(p.ps, pg_num) == pg.ps;
+    let running = || (lock(&s.retiring).iter()).any(|(p, stopped)| folds(p) && !stopped);
     let mut waited = 0u64;
-    while sources
-        .iter()
-        .any(|p| lock(&s.retiring).get(p) == Some(&false))
-    {
+    while running() {
         tokio::time::sleep(Duration::from_millis(STOPPED_POLL_MS)).await;
         waited += STOPPED_POLL_MS;
         if waited.is_multiple_of(10_000) {
@@ -177,6 +170,9 @@ pub(super) async fn merge_before_map(
     split::wait(&*s.store, Transaction::new())?;
     let merged = s.map().and_then(|m| m.pg_merged.get(&pg.pool).cloned());
     let plan = merge::plan(&*s.store, pg, from, pg_num, merged.as_ref())?;
+    if !plan.joins {
+        return split::wait(&*s.store, plan.txn);
+    }
     match &plan.incomplete {
         None => tracing::info!(
             "pg {pg}: merging {} sources for pg_num {pg_num} (from {from}): {} objects moved in",

@@ -78,6 +78,10 @@ pub(super) fn spawn(s: &Arc<OsdShared>, pg: PgId) -> Option<Mailbox> {
         if let Some(m) = pgs.get(&pg) {
             return Some(m.clone());
         }
+        // (Under the lock `merge::mark_sources` takes it out with.)
+        if super::merge::retiring(s, pg) {
+            return None;
+        }
         pgs.insert(pg, mb.clone());
     }
     tokio::spawn(run(s.clone(), mb.clone(), inbox, core));

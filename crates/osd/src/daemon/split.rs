@@ -37,6 +37,9 @@ pub(super) fn mark_pending(s: &OsdShared, old: Option<&OsdMap>, map: &OsdMap) {
             return;
         }
     };
+    // Merge sources of these pools whose tasks stopped and that no merge
+    // took in (a stray's leftovers) are PGs like any other again.
+    lock(&s.retiring).retain(|pg, stopped| !(*stopped && grown.iter().any(|g| g.0 == pg.pool)));
     let mut pending = lock(&s.splitting);
     for &(pool, pg_num) in &grown {
         for pg in held.iter().filter(|pg| pg.pool == pool && pg.ps < pg_num) {

@@ -92,6 +92,13 @@ impl Pg {
             q.push_back(p);
             return;
         }
+        // A retry of a write in the agreed log is answered even while new
+        // writes wait (a merge's hold: the log goes with the merge).
+        if writes && self.active() {
+            if let Some(r) = self.retry_answer(&p) {
+                return fx.push(r);
+            }
+        }
         // (An unfound object is removed as the PG goes active.)
         // Nothing is served without the read lease (see `lease`).
         if !self.active()
@@ -146,6 +153,20 @@ impl Pg {
         }
     }
 
+    /// The answer to write `p` if it is a retry of one already in the
+    /// log: never applied again. One that failed on a replica is in no
+    /// agreed log yet: the client retries after peering.
+    fn retry_answer(&self, p: &Pending) -> Option<Effect> {
+        let epoch = self.map.epoch;
+        let (v, committed) = p.op.reqid.and_then(|r| self.ops.recent.get(&r).copied())?;
+        let result = if committed {
+            Ok(vec![SubResult::None; p.op.ops.len()])
+        } else {
+            Err(OpError::WrongPrimary { epoch })
+        };
+        Some(reply(p.token, result, v, epoch))
+    }
+
     pub(super) fn execute(&mut self, s: &dyn ObjectStore, p: Pending, fx: &mut Vec<Effect>) {
         debug_assert!(self.active(), "pg {}: an op ran while not active", self.id);
         debug_assert!(
@@ -168,17 +189,9 @@ impl Pg {
             p.op.name.clone(),
         );
         let writes = p.op.ops.iter().any(crate::exec::writes);
-        if let Some((v, committed)) = p.op.reqid.and_then(|r| self.ops.recent.get(&r).copied()) {
-            if writes {
-                // A retry of a write already in the log: answer, do not
-                // apply it again. One that failed on a replica is in no
-                // agreed log yet: the client retries after peering.
-                let result = if committed {
-                    Ok(vec![SubResult::None; p.op.ops.len()])
-                } else {
-                    Err(OpError::WrongPrimary { epoch })
-                };
-                return fx.push(reply(p.token, result, v, epoch));
+        if writes {
+            if let Some(r) = self.retry_answer(&p) {
+                return fx.push(r);
             }
         }
         if self.ec.is_some() {

@@ -30,19 +30,20 @@
 
 use super::split::PG_NUM_KEY;
 use super::{backfill, erasure, record, recovery, Cursor, PgInfo, INFO_KEY};
-use loligo_store::{CollectionId, ObjectId, ObjectStore, Transaction};
+use loligo_store::{CollectionId, ObjectStore, Transaction};
 use loligo_types::ops::Version;
 use loligo_types::osdmap::{merge_sources, PgMerged};
 use loligo_types::PgId;
-
-/// Objects listed per store call while planning.
-const LIST_PAGE: usize = 1024;
 
 /// A planned merge into one target copy.
 #[derive(Debug)]
 pub struct Merge {
     /// Everything, in one transaction.
     pub txn: Transaction,
+    /// Whether the PG joins the merge (has sources, here or anywhere):
+    /// one that does not only has its `pg_num` record set, and keeps its
+    /// info and log.
+    pub joins: bool,
     /// The source PGs whose copies here it takes in.
     pub sources: Vec<PgId>,
     /// Objects moved in (internal ones not counted).
@@ -60,10 +61,11 @@ struct Held {
 }
 
 /// Plan the merge into target `pg`'s copy here (its collection exists),
-/// made for `from` PGs, of its sources' copies here, for `to` PGs;
-/// `merged` is the pool's last merge in the map (its versions are what a
-/// complete copy holds; another merge's, or none: the copy is to be
-/// backfilled).
+/// made for `from` PGs, for `to` PGs, of every copy here that folds into
+/// it (its sources under `from`, and any left from an earlier merge this
+/// OSD missed); `merged` is the pool's last merge in the map (its
+/// versions are what a complete copy holds; another merge's, or none: the
+/// copy is to be backfilled).
 pub fn plan(
     s: &dyn ObjectStore,
     pg: PgId,
@@ -76,25 +78,52 @@ pub fn plan(
         "merge into {pg} from {from} to {to}"
     );
     let target = CollectionId::pg(pg.pool, pg.ps);
+    let own = read_held(s, target)?;
     let mut txn = Transaction::new();
+    // (Empty copies, a removed stray's, go; they hold nothing to merge.)
     let mut sources = Vec::new();
-    let mut held = vec![(pg.ps, read_held(s, target)?)];
+    for src in folding_in(s, pg, from, to)? {
+        let coll = CollectionId::pg(src.pool, src.ps);
+        if is_empty_copy(s, coll)? {
+            txn.remove_collection(coll);
+        } else {
+            sources.push(src);
+        }
+    }
+    txn.set_record(target, PG_NUM_KEY, record::encode_pg_num(to));
+    if sources.is_empty() && merge_sources(pg.ps, to, from).next().is_none() {
+        return Ok(Merge {
+            txn,
+            joins: false,
+            sources,
+            moved: 0,
+            info: own.info,
+            incomplete: None,
+        });
+    }
+    let mut held = vec![(pg.ps, own)];
     let mut moved = 0u64;
-    for ps in merge_sources(pg.ps, to, from) {
-        let coll = CollectionId::pg(pg.pool, ps);
-        if !s.collection_exists(coll).map_err(|e| e.to_string())? {
-            continue;
+    // (A name two copies here hold, one left by a merge this OSD missed:
+    // the first one's moves, the source's first, and the copy is to be
+    // backfilled anyway.)
+    let mut taken = std::collections::HashSet::new();
+    for src in &sources {
+        let coll = CollectionId::pg(src.pool, src.ps);
+        held.push((src.ps, read_held(s, coll)?));
+        let mut keep = Vec::new();
+        for o in recovery::all_objects(s, coll)? {
+            if crate::ec::is_internal(&o.name) || !taken.insert(o.clone()) {
+                txn.remove(coll, &o);
+                continue;
+            }
+            // (A stray object of the same name in the target, left by an
+            // earlier split: the source's is its PG's copy.)
+            if s.exists(target, &o).map_err(|e| e.to_string())? {
+                txn.remove(target, &o);
+            }
+            keep.push(o);
         }
-        sources.push(PgId { pool: pg.pool, ps });
-        held.push((ps, read_held(s, coll)?));
-        let (keep, internal) = objects_of(s, coll)?;
-        moved += keep
-            .iter()
-            .filter(|o| !crate::ec::is_internal(&o.name))
-            .count() as u64;
-        for o in &internal {
-            txn.remove(coll, o);
-        }
+        moved += keep.len() as u64;
         if !keep.is_empty() {
             txn.move_objects(coll, target, keep);
         }
@@ -111,8 +140,10 @@ pub fn plan(
             txn.rm_record(target, &k);
         }
     }
-    for o in objects_of(s, target)?.1 {
-        txn.remove(target, &o);
+    for o in recovery::all_objects(s, target)? {
+        if crate::ec::is_internal(&o.name) {
+            txn.remove(target, &o);
+        }
     }
     let info = match (&incomplete, merged) {
         (None, Some(m)) => PgInfo {
@@ -120,8 +151,7 @@ pub fn plan(
                 epoch: m.epoch,
                 v: m.versions.values().map(|v| v.v).max().unwrap_or(0),
             },
-            last_epoch_started: held
-                .iter()
+            last_epoch_started: (held.iter())
                 .map(|(_, h)| h.info.last_epoch_started)
                 .max()
                 .unwrap_or(0),
@@ -129,23 +159,47 @@ pub fn plan(
             bytes: held.iter().map(|(_, h)| h.info.bytes).sum(),
         },
         _ => {
-            txn.set_record(
-                target,
-                backfill::BACKFILL_KEY,
-                record::encode_cursor(&Cursor::Start),
-            );
+            let start = record::encode_cursor(&Cursor::Start);
+            txn.set_record(target, backfill::BACKFILL_KEY, start);
             PgInfo::default()
         }
     };
     txn.set_record(target, INFO_KEY, record::encode_info(&info));
-    txn.set_record(target, PG_NUM_KEY, record::encode_pg_num(to));
     Ok(Merge {
         txn,
+        joins: true,
         sources,
         moved,
         info,
         incomplete,
     })
+}
+
+/// Whether copy `coll` holds nothing: no object, and no record but its
+/// pg_num (a stray's once it was removed).
+pub fn is_empty_copy(s: &dyn ObjectStore, coll: CollectionId) -> Result<bool, String> {
+    if !(s.list(coll, None, 1).map_err(|e| e.to_string())?.0).is_empty() {
+        return Ok(false);
+    }
+    let records = recovery::records_with(s, coll, b"", None)?;
+    Ok(records.iter().all(|(k, _)| k == PG_NUM_KEY))
+}
+
+/// The copies here that fold into `pg` when its pool has `to` PGs (made
+/// for `from`).
+fn folding_in(s: &dyn ObjectStore, pg: PgId, from: u32, to: u32) -> Result<Vec<PgId>, String> {
+    let mut out: Vec<PgId> = (s.collections().map_err(|e| e.to_string())?.into_iter())
+        .filter(|c| c.pool == pg.pool && c.shard == CollectionId::NO_SHARD && c.pg >= to)
+        .filter(|c| loligo_crush::placement::ancestor(c.pg, to) == pg.ps)
+        .map(|c| PgId {
+            pool: c.pool,
+            ps: c.pg,
+        })
+        .collect();
+    // This merge's sources first (they hold the objects' current copies).
+    let want: Vec<u32> = merge_sources(pg.ps, to, from).collect();
+    out.sort_by_key(|p| (!want.contains(&p.ps), p.ps));
+    Ok(out)
 }
 
 /// Why the merged copy cannot serve as it is (`None`: it can).
@@ -161,11 +215,12 @@ fn why_incomplete(
     let Some(m) = merged.filter(|m| m.from == from && m.to == to) else {
         return Ok(Some("the map keeps no versions of this merge".into()));
     };
-    let want = merge_sources(pg.ps, to, from).count();
-    if sources.len() != want {
+    let want: Vec<u32> = merge_sources(pg.ps, to, from).collect();
+    let mut here: Vec<u32> = sources.iter().map(|p| p.ps).collect();
+    here.sort_unstable();
+    if here != want {
         return Ok(Some(format!(
-            "{} of its {want} sources are here",
-            sources.len()
+            "the copies here that fold into it are of seeds {here:?}, not {want:?}"
         )));
     }
     for (ps, h) in held {
@@ -178,10 +233,8 @@ fn why_incomplete(
             )));
         }
         let coll = CollectionId::pg(pg.pool, *ps);
-        if s.record(coll, backfill::BACKFILL_KEY)
-            .map_err(|e| e.to_string())?
-            .is_some()
-        {
+        let mid_backfill = (s.record(coll, backfill::BACKFILL_KEY)).map_err(|e| e.to_string())?;
+        if mid_backfill.is_some() {
             return Ok(Some(format!("pg {}.{ps:x} is mid-backfill here", pg.pool)));
         }
         if !recovery::record_keys(s, coll, recovery::MISSING_PREFIX, None)?.is_empty() {
@@ -206,29 +259,6 @@ fn read_held(s: &dyn ObjectStore, coll: CollectionId) -> Result<Held, String> {
         .record(coll, erasure::SHARD_KEY)
         .map_err(|e| e.to_string())?;
     Ok(Held { info, shard })
-}
-
-/// A copy's objects: those that move (clients' objects) and the OSD's own
-/// (rollback objects, which go with the log).
-fn objects_of(
-    s: &dyn ObjectStore,
-    coll: CollectionId,
-) -> Result<(Vec<ObjectId>, Vec<ObjectId>), String> {
-    let (mut keep, mut internal) = (Vec::new(), Vec::new());
-    let mut start: Option<ObjectId> = None;
-    loop {
-        let (page, next) = (s.list(coll, start.as_ref(), LIST_PAGE)).map_err(|e| e.to_string())?;
-        for o in page {
-            match crate::ec::is_internal(&o.name) {
-                true => internal.push(o),
-                false => keep.push(o),
-            }
-        }
-        match next {
-            Some(n) => start = Some(n),
-            None => return Ok((keep, internal)),
-        }
-    }
 }
 
 #[cfg(test)]
@@ -331,12 +361,19 @@ mod tests {
         let s = MemStore::new();
         let mut names = copy(&s, 0, 5, 3, false);
         names.extend(copy(&s, 2, 7, 2, false));
+        // A removed stray's empty copy, left from when the pool had 16
+        // PGs: it goes, and does not count.
+        let mut t = Transaction::new();
+        t.create_collection(coll(10));
+        t.set_record(coll(10), PG_NUM_KEY, record::encode_pg_num(16));
+        s.apply(t).unwrap();
         let pg = PgId { pool: POOL, ps: 0 };
         let m = plan(&s, pg, 4, 2, Some(&merged(5, 7))).unwrap();
         assert_eq!(m.incomplete, None);
         assert_eq!((m.sources, m.moved), (vec![PgId { pool: POOL, ps: 2 }], 2));
         s.apply(m.txn).unwrap();
         assert!(!s.collection_exists(coll(2)).unwrap());
+        assert!(!s.collection_exists(coll(10)).unwrap());
         let (objs, _) = s.list(coll(0), None, 100).unwrap();
         let mut got: Vec<String> = objs.into_iter().map(|o| o.name).collect();
         got.sort();
@@ -377,7 +414,7 @@ mod tests {
         let cases: [Case; 5] = [
             (6, false, true, Some(merged(5, 7)), "at 3'6 here, not 3'7"),
             (7, true, true, Some(merged(5, 7)), "lacks objects"),
-            (7, false, false, Some(merged(5, 7)), "0 of its 1 sources"),
+            (7, false, false, Some(merged(5, 7)), "of seeds [], not [2]"),
             (7, false, true, Some(other), "no versions"),
             (7, false, true, None, "no versions"),
         ];
@@ -402,6 +439,66 @@ mod tests {
                 recovery::records_with(&s, coll(0), recovery::MISSING_PREFIX, None)
                     .unwrap()
                     .is_empty()
+            );
+        }
+    }
+
+    /// A PG with no source (4 -> 3 PGs: only 1.3 merges, into 1.1) does
+    /// not join: its copy keeps its info and log, and only its pg_num
+    /// record changes.
+    #[test]
+    fn a_pg_without_sources_keeps_its_copy_as_it_is() {
+        let s = MemStore::new();
+        copy(&s, 0, 5, 3, false);
+        let before = recovery::records_with(&s, coll(0), b"log/", None).unwrap();
+        let pg = PgId { pool: POOL, ps: 0 };
+        let m = plan(&s, pg, 4, 3, Some(&merged(5, 7))).unwrap();
+        assert!(!m.joins && m.sources.is_empty() && m.incomplete.is_none());
+        s.apply(m.txn).unwrap();
+        let info = record::decode_info(&s.record(coll(0), INFO_KEY).unwrap().unwrap()).unwrap();
+        assert_eq!(info.last_update, Version { epoch: 3, v: 5 });
+        assert_eq!(m.info, info);
+        assert_eq!(
+            recovery::records_with(&s, coll(0), b"log/", None).unwrap(),
+            before
+        );
+        assert_eq!(
+            super::super::split::stored_pg_num(&s, coll(0)).unwrap(),
+            Some(3)
+        );
+    }
+
+    /// A copy left by an earlier merge this OSD missed (1.6, of 8 PGs,
+    /// while 1.0 was made for 4) folds in too, and the copy is to be
+    /// backfilled; a stray object in the target with a source object's
+    /// name gives way to the source's.
+    #[test]
+    fn every_copy_that_folds_in_moves_and_strays_give_way() {
+        let s = MemStore::new();
+        copy(&s, 0, 5, 3, false);
+        let names = copy(&s, 2, 7, 2, false);
+        let mut t = Transaction::new();
+        t.create_collection(coll(6));
+        // (Its object, and one of the same name as 1.2's: 1.2's moves.)
+        t.write_full(coll(6), &recovery::oid(&name_in(6, 8, 10)), vec![3; 10]);
+        t.write_full(coll(6), &recovery::oid(&names[0]), vec![4; 10]);
+        t.write_full(coll(0), &recovery::oid(&names[1]), vec![9; 10]);
+        s.apply(t).unwrap();
+        let pg = PgId { pool: POOL, ps: 0 };
+        let m = plan(&s, pg, 4, 2, Some(&merged(5, 7))).unwrap();
+        let seeds: Vec<u32> = m.sources.iter().map(|p| p.ps).collect();
+        assert_eq!(seeds, vec![2, 6]);
+        let said = m.incomplete.clone().unwrap();
+        assert!(said.contains("[2, 6], not [2]"), "{said}");
+        s.apply(m.txn).unwrap();
+        assert!(!s.collection_exists(coll(6)).unwrap());
+        let (objs, _) = s.list(coll(0), None, 100).unwrap();
+        assert_eq!(objs.len(), 6);
+        for n in &names {
+            let o = recovery::oid(n);
+            assert_eq!(
+                s.read(coll(0), &o, &[(0, 1000)]).unwrap(),
+                vec![vec![7; 100]]
             );
         }
     }

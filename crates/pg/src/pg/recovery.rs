@@ -482,6 +482,20 @@ pub fn record_keys(
 /// Records as (key, value) pairs.
 pub type Records = Vec<(Vec<u8>, Vec<u8>)>;
 
+/// Every object of copy `coll`, in the store's order.
+pub fn all_objects(s: &dyn ObjectStore, coll: CollectionId) -> Result<Vec<ObjectId>, String> {
+    let mut out = Vec::new();
+    let mut start: Option<ObjectId> = None;
+    loop {
+        let (page, next) = (s.list(coll, start.as_ref(), 1024)).map_err(|e| e.to_string())?;
+        out.extend(page);
+        match next {
+            Some(n) => start = Some(n),
+            None => return Ok(out),
+        }
+    }
+}
+
 /// This copy's records whose keys start with `prefix`, with their values,
 /// in order, stopping before `end` if given.
 pub fn records_with(

@@ -33,9 +33,6 @@ use std::collections::BTreeMap;
 /// Record key of the pg_num this copy was made or last split for.
 pub const PG_NUM_KEY: &[u8] = b"pg_num";
 
-/// Objects listed per store call while planning.
-const LIST_PAGE: usize = 1024;
-
 /// The pg_num copy `coll` was made or last split for (`None`: a copy made
 /// before splits existed, or no copy).
 pub fn stored_pg_num(s: &dyn ObjectStore, coll: CollectionId) -> Result<Option<u32>, String> {
@@ -107,32 +104,22 @@ pub fn plan(s: &dyn ObjectStore, pg: PgId, from: u32, to: u32, ec: bool) -> Resu
         .collect();
     let mut shares: BTreeMap<u32, Share> =
         children.iter().map(|c| (c.ps, Share::default())).collect();
-    let mut start: Option<ObjectId> = None;
-    loop {
-        let (page, next) = s
-            .list(parent, start.as_ref(), LIST_PAGE)
-            .map_err(|e| e.to_string())?;
-        for o in page {
-            let ps = ancestor(o.hash, to);
-            if ps == pg.ps {
-                continue;
-            }
-            let Some(share) = shares.get_mut(&ps) else {
-                // (Not this PG's before either, or a child with a copy
-                // of its own: left where it is.)
-                tracing::warn!("{parent}: object {o} hashes to pg {ps}, not a child of this PG");
-                continue;
-            };
-            if !crate::ec::is_internal(&o.name) {
-                share.objects += 1;
-                share.bytes += object_bytes(s, parent, &o, ec)?;
-            }
-            share.oids.push(o);
+    for o in recovery::all_objects(s, parent)? {
+        let ps = ancestor(o.hash, to);
+        if ps == pg.ps {
+            continue;
         }
-        match next {
-            Some(n) => start = Some(n),
-            None => break,
+        let Some(share) = shares.get_mut(&ps) else {
+            // (Not this PG's before either, or a child with a copy of its
+            // own: left where it is.)
+            tracing::warn!("{parent}: object {o} hashes to pg {ps}, not a child of this PG");
+            continue;
+        };
+        if !crate::ec::is_internal(&o.name) {
+            share.objects += 1;
+            share.bytes += object_bytes(s, parent, &o, ec)?;
         }
+        share.oids.push(o);
     }
     let info = match s.record(parent, INFO_KEY).map_err(|e| e.to_string())? {
         Some(b) => record::decode_info(&b).map_err(|e| format!("{parent}: {e}"))?,

@@ -143,10 +143,11 @@ impl OsdMap {
     pub(super) fn check_merges(&self) -> Result<()> {
         for (id, m) in &self.pg_merges {
             let p = (self.pools.get(id)).ok_or_else(|| MapError::NoSuchPool(id.to_string()))?;
-            if m.to == 0 || m.to >= p.pg_num || m.ready_since > self.epoch {
+            let held_off = m.ready_since > 0 && p.pgp_num != m.to;
+            if m.to == 0 || m.to >= p.pg_num || m.ready_since > self.epoch || held_off {
                 return Err(MapError::Invalid(format!(
-                    "pool '{}': a merge to {} PGs of {} (ready since {})",
-                    p.name, m.to, p.pg_num, m.ready_since
+                    "pool '{}': a merge to {} PGs of {} (pgp_num {}, ready since {})",
+                    p.name, m.to, p.pg_num, p.pgp_num, m.ready_since
                 )));
             }
         }
