@@ -25,6 +25,11 @@ pub enum OsdCmd {
     Run(Box<crate::daemon_cmd::OsdArgs>),
     /// The CRUSH hierarchy with each OSD's state.
     Tree(JsonFlag),
+    /// Each OSD's weights, space, use and PG count (PGs on every OSD of
+    /// their up sets in the live map), with the spread: min/max variance
+    /// from the mean use, its standard deviation, and the PG counts'
+    /// (Ceph's `osd df`).
+    Df(JsonFlag),
     /// Write the OSD map the answering monitor holds (its own, leader or
     /// not; Ceph's `osd getmap`) to FILE, in the encoding `loligo osdmap`
     /// reads. With `--mon ADDR` one monitor's map can be compared with
@@ -769,6 +774,7 @@ pub fn osd(conn: &ConnArgs, c: OsdCmd) -> Result<(), CliError> {
             }
         }
         OsdCmd::Dump => print_json(&call(conn, req(Admin::OsdDump))?.value),
+        OsdCmd::Df(j) => crate::osd_df::run(conn, j.json)?,
         OsdCmd::Getmap { out } => {
             let r = call(conn, MonRequest::GetMap)?;
             let map = r

@@ -21,6 +21,7 @@ mod lab_cmd;
 mod malloc;
 mod map_pgs_cmd;
 mod mon_cmd;
+mod osd_df;
 mod osd_replace_cmd;
 mod osdmap_cmd;
 mod scale_cmd;

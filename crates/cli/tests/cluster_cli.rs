@@ -796,8 +796,10 @@ fn crush_locations_change_live_and_a_restarted_osd_follows_its_host() {
 /// as text (`crush get --text`), with its host bucket made linear, is
 /// installed (a warning names the linear bucket while chooseleaf_vary_r
 /// is not 0), a pool's `balance_param` set; the data moves where the new
-/// map places it and every object reads back. A map that does not hold
-/// every OSD is refused.
+/// map places it and every object reads back. PGs per OSD from the live
+/// map (`osd df`) are what `crush map-pgs` computes offline for the same
+/// map, and the adaptive parameter spreads them no worse than straw2. A
+/// map that does not hold every OSD is refused.
 #[test]
 fn a_crush_map_with_linear_buckets_installed_live_serves() {
     let (root, dir, _guard) = common::start("crushset", 4, 16);
@@ -818,6 +820,50 @@ fn a_crush_map_with_linear_buckets_installed_live_serves() {
         }
     };
     settled("clean at the start");
+    // PGs per OSD from the live map (`osd df`) are what the offline tool
+    // computes from the same CRUSH map and pool: (per OSD, stdev).
+    let pool = |k: &str| -> serde_json::Value {
+        let v: serde_json::Value =
+            serde_json::from_str(&ok(&dir, &["pool", "get", "default"])).unwrap();
+        v[k].clone()
+    };
+    let live = || -> (Vec<u64>, f64) {
+        let v: serde_json::Value =
+            serde_json::from_str(&ok(&dir, &["osd", "df", "--json"])).unwrap();
+        let per = (v["nodes"].as_array().unwrap().iter())
+            .map(|n| n["pgs"].as_u64().unwrap())
+            .collect();
+        (per, v["summary"]["pgs_dev"].as_f64().unwrap())
+    };
+    let offline = || -> (Vec<u64>, f64) {
+        let map = root.join("live.txt");
+        std::fs::write(&map, ok(&dir, &["crush", "get", "--text"])).unwrap();
+        let bp = pool("balance_param").as_f64().unwrap() / 65536.0;
+        let (id, pg_num, size) = (pool("id"), pool("pg_num"), pool("size"));
+        let args = [
+            "crush",
+            "map-pgs",
+            "-i",
+            map.to_str().unwrap(),
+            "--pool-id",
+            &id.to_string(),
+            "--pg-num",
+            &pg_num.to_string(),
+            "--size",
+            &size.to_string(),
+            "--balance-param",
+            &bp.to_string(),
+            "--json",
+        ];
+        let v: serde_json::Value = serde_json::from_str(&ok(&dir, &args)).unwrap();
+        let per = (v["per_osd"].as_object().unwrap().values())
+            .map(|c| c.as_u64().unwrap())
+            .collect();
+        (per, v["stdev"].as_f64().unwrap())
+    };
+    let straw2 = live();
+    assert_eq!(straw2.0.iter().sum::<u64>(), 16 * 3, "{straw2:?}");
+    assert_eq!(straw2, offline());
     let text = ok(&dir, &["crush", "get", "--text"]);
     assert!(text.contains("alg straw2"), "{text}");
     let linear = root.join("linear.txt");
@@ -842,6 +888,14 @@ fn a_crush_map_with_linear_buckets_installed_live_serves() {
     settled("clean with the balance parameter");
     let e = loligo(&dir, &["pool", "set", "default", "balance_param", "0.5"]);
     assert!(String::from_utf8_lossy(&e.stderr).contains("balance_param must be in"));
+    // The adaptive parameter: the live spread is the offline one, and no
+    // worse than straw2's on this cluster.
+    ok(&dir, &["pool", "set", "default", "balance_param", "auto"]);
+    settled("clean with the adaptive balance parameter");
+    let linear = live();
+    eprintln!("PGs per OSD: straw2 {straw2:?}, linear with the adaptive parameter {linear:?}");
+    assert_eq!(linear, offline());
+    assert!(linear.1 <= straw2.1, "{linear:?} against {straw2:?}");
     // A map without osd.3 is refused, and changes nothing.
     let without: String = (got.lines())
         .filter(|l| !l.contains("osd.3"))
@@ -966,14 +1020,16 @@ fn pg_num_grows_and_shrinks_on_replicated_and_erasure_coded_pools() {
         // Each joining PG's three members merged complete copies: the PGs
         // held their writes and were clean, so none had to be backfilled
         // (a stray's leftovers may merge into one that is, then removed).
-        let complete = (logs().lines())
-            .filter(|l| l.contains(&format!("sources for pg_num {n} ")))
-            .filter(|l| l.contains("objects moved in"))
-            .count();
-        assert!(
-            complete >= 2 * joining * 3,
-            "{complete} copies merged complete"
-        );
+        // (Polled: the daemons' log lines may land after the states.)
+        let complete = || {
+            (logs().lines())
+                .filter(|l| l.contains(&format!("sources for pg_num {n} ")))
+                .filter(|l| l.contains("objects moved in"))
+                .count()
+        };
+        wait_for(30, "every joining member's copy merged complete", || {
+            (complete() >= 2 * joining * 3).then_some(())
+        });
         common::read_back(&dir, &root, None, "r", 40);
         common::read_back(&dir, &root, Some("ecrs"), "e", 40);
     }
@@ -984,4 +1040,43 @@ fn pg_num_grows_and_shrinks_on_replicated_and_erasure_coded_pools() {
     common::put_objects(&dir, &root, Some("ecrs"), "e2", 10);
     common::read_back(&dir, &root, None, "r2", 10);
     common::read_back(&dir, &root, Some("ecrs"), "e2", 10);
+}
+
+/// `pool rm` gives the pool's space back: each OSD stops the deleted
+/// pool's PGs and removes their copies in the background (`osd df` shows
+/// the space freed), and the other pool's objects still read.
+#[test]
+fn a_deleted_pools_copies_are_removed_and_its_space_comes_back() {
+    let (root, dir, _guard) = common::start("poolrm", 3, 8);
+    ok(&dir, &["pool", "create", "big", "--pg-num", "8"]);
+    let file = root.join("big.in");
+    std::fs::write(&file, vec![7u8; 1 << 20]).unwrap();
+    for i in 0..24 {
+        ok(
+            &dir,
+            &["put", &format!("b{i}"), file.to_str().unwrap(), "-p", "big"],
+        );
+    }
+    common::put_objects(&dir, &root, None, "r", 10);
+    let used_mib = || -> u64 {
+        let v: serde_json::Value =
+            serde_json::from_str(&ok(&dir, &["osd", "df", "--json"])).unwrap();
+        v["summary"]["total_kb_used"].as_u64().unwrap() / 1024
+    };
+    let before = wait_for(60, "the big pool's 72 MiB used", || {
+        let u = used_mib();
+        (u >= 70).then_some(u)
+    });
+    ok(&dir, &["pool", "rm", "big", "big"]);
+    let after = wait_for(60, "the big pool's space back", || {
+        let u = used_mib();
+        (u + 60 <= before).then_some(u)
+    });
+    eprintln!("used: {before} MiB, then {after} MiB after the pool was deleted");
+    let logs: String = (0..3)
+        .map(|i| std::fs::read_to_string(dir.join(format!("osd.{i}.log"))).unwrap_or_default())
+        .collect();
+    let removed = logs.matches("its pool is gone; copy removed").count();
+    assert_eq!(removed, 8 * 3, "every copy of the 8 PGs removed");
+    common::read_back(&dir, &root, None, "r", 10);
 }

@@ -310,6 +310,7 @@ impl LeaderState {
                 OsdCounters {
                     osd: x.osd,
                     bytes_used: x.bytes_used,
+                    bytes_total: x.bytes_total,
                     device_read_bytes: x.device_read_bytes,
                     device_reads: x.device_reads,
                     recovery_objects: x.recovery_objects,

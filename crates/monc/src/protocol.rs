@@ -468,6 +468,9 @@ pub struct OsdCounters {
     pub osd: i32,
     /// Bytes the OSD's store holds.
     pub bytes_used: u64,
+    /// The store's space (what `bytes_used` is judged against).
+    #[serde(default)]
+    pub bytes_total: u64,
     pub device_read_bytes: u64,
     pub device_reads: u64,
     pub recovery_objects: u64,

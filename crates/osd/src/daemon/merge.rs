@@ -3,14 +3,13 @@
 //! task merges the sources' copies into its own (`loligo_pg::pg::merge`)
 //! before it takes that map.
 //!
-//! A source is *retiring* from the moment the map is seen, before it is
-//! published: no task starts for it again, and its running one ends at
-//! its next input. Its target waits for that, then for what it queued
-//! to land, then plans the merge.
+//! A source is *retiring* (`retire`) from the moment the map is seen,
+//! before it is published. Its target waits for its task to end, then for
+//! what it queued to land, then plans the merge.
 //!
 //! It must never merge a source's copy while a task of that source runs.
 
-use super::{lock, pg_copies, split, OsdShared};
+use super::{lock, pg_copies, retire, split, OsdShared};
 use crate::pg::merge;
 use crate::pg::split::stored_pg_num;
 use crate::pg::Pg;
@@ -57,14 +56,8 @@ pub(super) fn mark_sources(s: &OsdShared, old: Option<&OsdMap>, map: &OsdMap) ->
             .copied()
             .collect();
         for pg in &sources {
-            // (A task that runs stops at its next input; one that does
-            // not has nothing to stop. Marked first: no task starts for
-            // it once it is marked, see `pg_task::spawn`.)
-            lock(&s.retiring).entry(*pg).or_insert(false);
-            let runs = lock(&s.pgs).remove(pg).is_some();
-            if !runs {
-                lock(&s.retiring).insert(*pg, true);
-            }
+            retire::mark(s, *pg);
+            let runs = !retire::stopped(s, *pg);
             let target = PgId {
                 pool,
                 ps: ancestor(pg.ps, pg_num),
@@ -111,24 +104,6 @@ fn target_copy(s: &OsdShared, pg: PgId, from: u32) -> Result<(), String> {
     match s.store.apply(t) {
         Ok(()) | Err(loligo_store::StoreError::CollectionExists(_)) => Ok(()),
         Err(e) => Err(e.to_string()),
-    }
-}
-
-/// Whether `pg` is a source that merges away here (no task starts for
-/// it; a running one stops).
-pub(super) fn retiring(s: &OsdShared, pg: PgId) -> bool {
-    lock(&s.retiring).contains_key(&pg)
-}
-
-/// Source `pg`'s task ends: nothing of it is reported or reserved any
-/// more, and its target may go on.
-pub(super) fn stopped(s: &Arc<OsdShared>, pg: PgId) {
-    lock(&s.stats).remove(&pg);
-    lock(&s.views).remove(&pg);
-    let granted = lock(&s.reserver).release_pg(pg);
-    super::pg_task::grant(s, granted);
-    if let Some(done) = lock(&s.retiring).get_mut(&pg) {
-        *done = true;
     }
 }
 

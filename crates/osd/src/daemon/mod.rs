@@ -15,12 +15,14 @@
 //! It must never decide anything a PG decides: every client op, replica
 //! write, listing and PG state change goes through the PG's task.
 
+mod gone;
 mod heartbeat;
 mod mailbox;
 mod merge;
 mod monitor;
 mod peers;
 mod pg_task;
+mod retire;
 /// The recovery slots (pure; kept with the PG core).
 pub use loligo_pg::reserve;
 mod service;
@@ -324,9 +326,11 @@ pub struct OsdShared {
     stripers: Mutex<HashMap<String, (EcProfile, Arc<Striper>)>>,
     /// PGs waiting for their parent's copy here to split (`split`).
     splitting: Mutex<std::collections::HashSet<PgId>>,
-    /// Merge sources here, and whether their tasks have stopped
-    /// (`merge`).
+    /// Retiring PGs here, and whether their tasks have stopped
+    /// (`retire`).
     retiring: Mutex<HashMap<PgId, bool>>,
+    /// Copies of deleted pools being removed (`gone`).
+    removing: Mutex<std::collections::HashSet<PgId>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -506,7 +510,7 @@ impl OsdShared {
         // (Never a PG the map does not have yet, nor one whose parent's
         // copy here has still to split: its copy would start empty.)
         let known = self.map().is_some_and(|m| m.pg_exists(pg));
-        if !spawn || !known || split::pending(self, pg) || merge::retiring(self, pg) {
+        if !spawn || !known || split::pending(self, pg) || retire::retiring(self, pg) {
             return None;
         }
         let mb = pg_task::spawn(self, pg)?;
@@ -796,6 +800,7 @@ pub async fn start(
         stripers: Mutex::new(HashMap::new()),
         splitting: Mutex::new(Default::default()),
         retiring: Mutex::new(Default::default()),
+        removing: Mutex::new(Default::default()),
     });
     // A scrub slot given back wakes the PGs that waited for one (a weak
     // reference: the slots live in what they would point back to).
@@ -972,6 +977,8 @@ fn on_map(s: &Arc<OsdShared>, m: &OsdMap) {
     split::mark_pending(s, s.map().as_deref(), &map);
     // Merges: the sources stop, and their targets here are told.
     let targets = merge::mark_sources(s, s.map().as_deref(), &map);
+    // Deleted pools: their copies here go.
+    gone::mark(s, s.map().as_deref(), &map);
     {
         let mut held = s.map.write().unwrap_or_else(|p| p.into_inner());
         // The watcher passes over older maps: epochs never go back.

@@ -79,7 +79,7 @@ pub(super) fn spawn(s: &Arc<OsdShared>, pg: PgId) -> Option<Mailbox> {
             return Some(m.clone());
         }
         // (Under the lock `merge::mark_sources` takes it out with.)
-        if super::merge::retiring(s, pg) {
+        if super::retire::retiring(s, pg) {
             return None;
         }
         pgs.insert(pg, mb.clone());
@@ -105,9 +105,10 @@ async fn run(s: Arc<OsdShared>, me: Mailbox, mut inbox: Inbox, mut core: Pg) {
         if s.stopped.load(Ordering::Relaxed) {
             return;
         }
-        if super::merge::retiring(&s, pg) {
-            // Merged away: its target takes its copy in once it is gone.
-            return super::merge::stopped(&s, pg);
+        if super::retire::retiring(&s, pg) {
+            // Merged away or its pool deleted: its copy is taken over
+            // once the task is gone.
+            return super::retire::task_ended(&s, pg);
         }
         if matches!(msg.input, Input::Continue) {
             // (Work a piece at a time: the PGs beside this one go first.)

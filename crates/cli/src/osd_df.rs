@@ -1,0 +1,267 @@
+//! `loligo osd df` (Ceph's `ceph osd df`): each OSD's CRUSH weight,
+//! reweight, space, use, variance from the mean use, and PG count, with
+//! the spread over all of them. Space comes from the OSDs' last reports
+//! (the monitors' status), PG counts from the live map: each PG counts on
+//! every OSD of its up set (CRUSH, then upmap items), as the balanced
+//! placement work counts them.
+//!
+//! It must never change anything: it only reads the map and the status.
+
+use crate::admin_cmd::{call, print_json};
+use crate::config::ConnArgs;
+use crate::CliError;
+use loligo_monc::protocol::{Admin, MonRequest, OsdCounters, StatusReport};
+use loligo_types::{OsdMap, PgId};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+
+/// One OSD's row.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Row {
+    pub id: i32,
+    pub crush_weight: f64,
+    pub reweight: f64,
+    pub size: u64,
+    pub used: u64,
+    pub pgs: u64,
+    pub up: bool,
+}
+
+impl Row {
+    /// Share of its space in use, in percent (0 with no space known).
+    pub fn utilization(&self) -> f64 {
+        match self.size {
+            0 => 0.0,
+            s => self.used as f64 * 100.0 / s as f64,
+        }
+    }
+}
+
+/// The spread over the OSDs that hold data (up and in).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Summary {
+    pub size: u64,
+    pub used: u64,
+    /// Mean utilization (percent, weighted by space, as Ceph's).
+    pub average_utilization: f64,
+    pub min_var: f64,
+    pub max_var: f64,
+    /// Standard deviation of the utilization (Ceph's `dev`).
+    pub dev: f64,
+    /// Mean and standard deviation of the PG counts.
+    pub pgs_mean: f64,
+    pub pgs_dev: f64,
+}
+
+/// Each OSD of `map` with its space from its last report (`counters`)
+/// and its PG count; the summary over those up and in.
+pub fn table(map: &OsdMap, counters: &[OsdCounters]) -> Result<(Vec<Row>, Summary), String> {
+    let mut pgs: BTreeMap<i32, u64> = map.osds.keys().map(|&o| (o, 0)).collect();
+    let mut placer = map.placer().map_err(|e| e.to_string())?;
+    for pool in map.pools.values() {
+        for ps in 0..pool.pg_num {
+            let pm = (placer.map_pg(PgId { pool: pool.id, ps })).map_err(|e| e.to_string())?;
+            for o in pm.up {
+                if let Some(n) = pgs.get_mut(&o) {
+                    *n += 1;
+                }
+            }
+        }
+    }
+    let space: BTreeMap<i32, (u64, u64)> = (counters.iter())
+        .map(|c| (c.osd, (c.bytes_total, c.bytes_used)))
+        .collect();
+    let weights: BTreeMap<i32, u32> = (loligo_types::crush_edit::tree(&map.crush).into_iter())
+        .filter(|r| r.1 >= 0)
+        .map(|(_, id, _, _, w)| (id, w))
+        .collect();
+    let rows: Vec<Row> = (map.osds.values())
+        .map(|o| {
+            let (size, used) = space.get(&o.id).copied().unwrap_or((0, 0));
+            Row {
+                id: o.id,
+                crush_weight: weights.get(&o.id).copied().unwrap_or(0) as f64 / 65536.0,
+                reweight: f64::from(o.weight) / 65536.0,
+                size,
+                used,
+                pgs: pgs.get(&o.id).copied().unwrap_or(0),
+                up: o.up,
+            }
+        })
+        .collect();
+    Ok((rows.clone(), summary(&rows)))
+}
+
+fn summary(rows: &[Row]) -> Summary {
+    let live: Vec<&Row> = rows.iter().filter(|r| r.up && r.reweight > 0.0).collect();
+    let mut s = Summary {
+        size: live.iter().map(|r| r.size).sum(),
+        used: live.iter().map(|r| r.used).sum(),
+        ..Summary::default()
+    };
+    if live.is_empty() {
+        return s;
+    }
+    let n = live.len() as f64;
+    let mean_dev = |xs: &[f64]| {
+        let mean = xs.iter().sum::<f64>() / n;
+        let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n;
+        (mean, var.sqrt())
+    };
+    let counts: Vec<f64> = live.iter().map(|r| r.pgs as f64).collect();
+    (s.pgs_mean, s.pgs_dev) = mean_dev(&counts);
+    let utils: Vec<f64> = live.iter().map(|r| r.utilization()).collect();
+    s.dev = mean_dev(&utils).1;
+    if s.size > 0 {
+        s.average_utilization = s.used as f64 * 100.0 / s.size as f64;
+    }
+    let var = |r: &&Row| match s.average_utilization {
+        a if a > 0.0 => r.utilization() / a,
+        _ => 0.0,
+    };
+    s.min_var = live.iter().map(var).fold(f64::INFINITY, f64::min);
+    s.max_var = live.iter().map(var).fold(0.0, f64::max);
+    s
+}
+
+/// `osd df [--json]`.
+pub fn run(conn: &ConnArgs, json: bool) -> Result<(), CliError> {
+    let r = call(conn, MonRequest::GetMap)?;
+    let bytes = (r.map).ok_or_else(|| CliError("the monitor answered without a map".into()))?;
+    let map = loligo_types::osdmap::decode_map(&bytes).map_err(|e| CliError(e.to_string()))?;
+    let v = call(conn, MonRequest::Admin(Admin::Status))?.value;
+    let status: StatusReport =
+        serde_json::from_value(v).map_err(|e| CliError(format!("status: {e}")))?;
+    let (rows, s) = table(&map, &status.osd_counters).map_err(CliError)?;
+    if json {
+        print_json(&as_json(&rows, &s));
+        return Ok(());
+    }
+    let gib = |b: u64| b as f64 / f64::from(1u32 << 30);
+    println!(
+        "{:>4} {:>8} {:>8} {:>9} {:>9} {:>9} {:>6} {:>5} {:>4}  STATUS",
+        "ID", "WEIGHT", "REWEIGHT", "SIZE", "USE", "AVAIL", "%USE", "VAR", "PGS"
+    );
+    for r in &rows {
+        let var = match s.average_utilization {
+            a if a > 0.0 => r.utilization() / a,
+            _ => 0.0,
+        };
+        println!(
+            "{:>4} {:>8.5} {:>8.5} {:>5.1} GiB {:>5.1} GiB {:>5.1} GiB {:>6.2} {:>5.2} {:>4}  {}",
+            r.id,
+            r.crush_weight,
+            r.reweight,
+            gib(r.size),
+            gib(r.used),
+            gib(r.size.saturating_sub(r.used)),
+            r.utilization(),
+            var,
+            r.pgs,
+            if r.up { "up" } else { "down" }
+        );
+    }
+    println!(
+        "TOTAL {:.1} GiB, {:.1} GiB used, {:.1} GiB avail, {:.2}% used",
+        gib(s.size),
+        gib(s.used),
+        gib(s.size.saturating_sub(s.used)),
+        s.average_utilization
+    );
+    println!(
+        "MIN/MAX VAR: {:.2}/{:.2}  STDDEV: {:.2}  PGS MEAN: {:.2}  PGS STDDEV: {:.2}",
+        s.min_var, s.max_var, s.dev, s.pgs_mean, s.pgs_dev
+    );
+    Ok(())
+}
+
+/// Ceph's `osd df -f json` shape (sizes in KiB), with the PG spread.
+fn as_json(rows: &[Row], s: &Summary) -> Value {
+    let nodes: Vec<Value> = rows
+        .iter()
+        .map(|r| {
+            json!({
+                "id": r.id,
+                "name": format!("osd.{}", r.id),
+                "type": "osd",
+                "crush_weight": r.crush_weight,
+                "reweight": r.reweight,
+                "kb": r.size / 1024,
+                "kb_used": r.used / 1024,
+                "kb_avail": r.size.saturating_sub(r.used) / 1024,
+                "utilization": r.utilization(),
+                "var": match s.average_utilization {
+                    a if a > 0.0 => r.utilization() / a,
+                    _ => 0.0,
+                },
+                "pgs": r.pgs,
+                "status": if r.up { "up" } else { "down" },
+            })
+        })
+        .collect();
+    json!({
+        "nodes": nodes,
+        "summary": {
+            "total_kb": s.size / 1024,
+            "total_kb_used": s.used / 1024,
+            "total_kb_avail": s.size.saturating_sub(s.used) / 1024,
+            "average_utilization": s.average_utilization,
+            "min_var": s.min_var,
+            "max_var": s.max_var,
+            "dev": s.dev,
+            "pgs_mean": s.pgs_mean,
+            "pgs_dev": s.pgs_dev,
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use loligo_types::{Change, Incremental};
+
+    /// PG counts are the up sets' (upmap items included), space the
+    /// reports', the spread over OSDs up and in only.
+    #[test]
+    fn rows_count_up_sets_and_the_summary_skips_out_osds() {
+        let mut m = OsdMap::new("f", "osd").unwrap();
+        let mut changes: Vec<Change> = (0..4)
+            .map(|id| Change::OsdBoot {
+                id,
+                addr: format!("h:{id}"),
+                host: format!("h{id}"),
+                crush_weight: 0x10000,
+            })
+            .collect();
+        changes.push(Change::PoolCreate(m.replicated_pool("p", 16, 3, 2)));
+        m.apply(&Incremental { epoch: 2, changes }).unwrap();
+        let counters: Vec<OsdCounters> = (0..4)
+            .map(|osd| OsdCounters {
+                osd,
+                bytes_total: 100 << 20,
+                bytes_used: (10 + 10 * osd as u64) << 20,
+                ..Default::default()
+            })
+            .collect();
+        let (rows, s) = table(&m, &counters).unwrap();
+        assert_eq!(rows.iter().map(|r| r.pgs).sum::<u64>(), 48);
+        assert_eq!(rows[3].utilization(), 40.0);
+        assert_eq!(s.average_utilization, 25.0);
+        assert!((s.pgs_mean - 12.0).abs() < 1e-9);
+        let counts: Vec<f64> = rows.iter().map(|r| r.pgs as f64).collect();
+        let dev = (counts.iter().map(|c| (c - 12.0).powi(2)).sum::<f64>() / 4.0).sqrt();
+        assert!((s.pgs_dev - dev).abs() < 1e-9);
+        assert!((s.min_var - 0.4).abs() < 1e-9 && (s.max_var - 1.6).abs() < 1e-9);
+        // Out: its row stays, the spread leaves it out.
+        m.apply(&Incremental {
+            epoch: 3,
+            changes: vec![Change::OsdOut { id: 3 }],
+        })
+        .unwrap();
+        let (rows, s) = table(&m, &counters).unwrap();
+        assert_eq!(rows.len(), 4);
+        assert_eq!(rows[3].pgs, 0);
+        assert_eq!(s.size, 300 << 20);
+        assert!((s.pgs_mean - 16.0).abs() < 1e-9);
+    }
+}
