@@ -92,13 +92,49 @@ struct Handoff {
     alloc_ops: Vec<KvOp>,
     ids: (u64, u64),
     sync: bool,
+    /// An idle committer's empty batch: deferred data is synced too, so
+    /// that quarantined space can go.
+    release: bool,
     done: Vec<(Completer, Result<()>)>,
     prepared_in: std::time::Duration,
 }
 
+/// How long an idle committer waits before it commits an empty batch to
+/// release quarantined freed space.
+const IDLE_RELEASE: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// Most empty batches an idle committer commits before it waits for a
+/// job again (two release everything: one makes the freeing batch and
+/// the deferred data durable, the next lets the space go).
+const IDLE_RELEASES_MAX: u32 = 3;
+
 impl Committer {
     pub(super) fn run(&mut self, rx: Receiver<Job>, mut syncer: Syncer) {
-        while let Ok(first) = rx.recv() {
+        use std::sync::mpsc::RecvTimeoutError;
+        // Empty batches since the last job (a few at most).
+        let mut idle = 0;
+        loop {
+            // Idle with freed space in quarantine: an empty batch, synced
+            // with the deferred data, lets it go (it waits for a later
+            // batch; on an idle store none came, and freed space never
+            // showed as free).
+            let first = match syncer.quarantine.is_empty() || idle >= IDLE_RELEASES_MAX {
+                true => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+                false => rx.recv_timeout(IDLE_RELEASE),
+            };
+            let first = match first {
+                Ok(j) => j,
+                Err(RecvTimeoutError::Timeout) => {
+                    idle += 1;
+                    if let Some(mut h) = self.batch(Vec::new()) {
+                        (h.sync, h.release) = (true, true);
+                        syncer.handle(&mut h);
+                    }
+                    continue;
+                }
+                Err(RecvTimeoutError::Disconnected) => break,
+            };
+            idle = 0;
             let mut jobs = vec![first];
             while jobs.len() < self.batch_max {
                 match rx.try_recv() {
@@ -146,6 +182,7 @@ impl Committer {
             alloc_ops,
             ids: (self.next_blob, self.next_seq),
             sync,
+            release: false,
             done,
             prepared_in: t0.elapsed(),
         })
@@ -281,7 +318,7 @@ impl Syncer {
         let free = s.free_bytes.load(Ordering::Relaxed);
         let pressure = !self.quarantine.is_empty() && quarantined >= QUARANTINE_MAX.min(free / 8);
         let flush_deferred = !self.unsynced.is_empty()
-            && (b.wrote_data || self.unsynced.len() >= DEFERRED_SYNC_MAX || pressure);
+            && (b.wrote_data || self.unsynced.len() >= DEFERRED_SYNC_MAX || pressure || h.release);
         // Data on the device (new extents, deferred records written in
         // place after the commit) must never outlive a lost commit of the
         // metadata it replaces: a batch that put any there is synced. So
@@ -291,7 +328,7 @@ impl Syncer {
         // A background sync of deferred data that has ended (or, before a
         // sync here, that is waited for): its records go.
         if let Some(f) = self.flushing.take() {
-            let r = if b.wrote_data || flush_deferred {
+            let r = if b.wrote_data || flush_deferred || h.release {
                 Some(f.done.recv().unwrap_or_else(|_| Err(closed_flusher())))
             } else {
                 f.done.try_recv().ok()
