@@ -89,7 +89,8 @@ pub fn table(map: &OsdMap, counters: &[OsdCounters]) -> Result<(Vec<Row>, Summar
             }
         })
         .collect();
-    Ok((rows.clone(), summary(&rows)))
+    let s = summary(&rows);
+    Ok((rows, s))
 }
 
 fn summary(rows: &[Row]) -> Summary {
@@ -115,13 +116,19 @@ fn summary(rows: &[Row]) -> Summary {
     if s.size > 0 {
         s.average_utilization = s.used as f64 * 100.0 / s.size as f64;
     }
-    let var = |r: &&Row| match s.average_utilization {
-        a if a > 0.0 => r.utilization() / a,
-        _ => 0.0,
-    };
-    s.min_var = live.iter().map(var).fold(f64::INFINITY, f64::min);
-    s.max_var = live.iter().map(var).fold(0.0, f64::max);
+    s.min_var = live.iter().map(|r| s.var(r)).fold(f64::INFINITY, f64::min);
+    s.max_var = live.iter().map(|r| s.var(r)).fold(0.0, f64::max);
     s
+}
+
+impl Summary {
+    /// Row `r`'s use against the mean (Ceph's VAR; 0 with none known).
+    pub fn var(&self, r: &Row) -> f64 {
+        match self.average_utilization {
+            a if a > 0.0 => r.utilization() / a,
+            _ => 0.0,
+        }
+    }
 }
 
 /// `osd df [--json]`.
@@ -143,10 +150,7 @@ pub fn run(conn: &ConnArgs, json: bool) -> Result<(), CliError> {
         "ID", "WEIGHT", "REWEIGHT", "SIZE", "USE", "AVAIL", "%USE", "VAR", "PGS"
     );
     for r in &rows {
-        let var = match s.average_utilization {
-            a if a > 0.0 => r.utilization() / a,
-            _ => 0.0,
-        };
+        let var = s.var(r);
         println!(
             "{:>4} {:>8.5} {:>8.5} {:>5.1} GiB {:>5.1} GiB {:>5.1} GiB {:>6.2} {:>5.2} {:>4}  {}",
             r.id,
@@ -190,10 +194,7 @@ fn as_json(rows: &[Row], s: &Summary) -> Value {
                 "kb_used": r.used / 1024,
                 "kb_avail": r.size.saturating_sub(r.used) / 1024,
                 "utilization": r.utilization(),
-                "var": match s.average_utilization {
-                    a if a > 0.0 => r.utilization() / a,
-                    _ => 0.0,
-                },
+                "var": s.var(r),
                 "pgs": r.pgs,
                 "status": if r.up { "up" } else { "down" },
             })

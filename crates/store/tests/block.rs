@@ -219,9 +219,6 @@ fn full_disk_is_an_error_and_the_store_stays_usable() {
     clean(&t);
 }
 
-/// Omap and small objects grow the metadata, not the block allocator:
-/// statfs counts them (`meta`, in `stored` and in `fill`), and says how
-/// full the file system they grow on is.
 /// Removing objects, then their collection, gives their blocks back on
 /// an idle store too: the data allocated falls to what it was before
 /// they were written.
@@ -260,6 +257,9 @@ fn removed_objects_give_their_blocks_back() {
     }
 }
 
+/// Omap and small objects grow the metadata, not the block allocator:
+/// statfs counts them (`meta`, in `stored` and in `fill`), and says how
+/// full the file system they grow on is.
 #[test]
 fn metadata_counts_towards_what_the_store_holds() {
     let t = TempBlock::small();

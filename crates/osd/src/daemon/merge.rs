@@ -18,10 +18,6 @@ use loligo_store::{CollectionId, Transaction};
 use loligo_types::{OsdMap, PgId};
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::time::Duration;
-
-/// How often a target looks whether its sources' tasks have stopped.
-const STOPPED_POLL_MS: u64 = 10;
 
 /// Mark retiring the source PGs here of every pool `map` lowers pg_num
 /// of (with `old`, the map before it, `None` at the first: then the
@@ -128,17 +124,8 @@ pub(super) async fn merge_before_map(
     // Every copy here that folds into this PG: its sources, and any left
     // by an earlier merge this OSD missed.
     let folds = |p: &PgId| p.pool == pg.pool && p.ps >= pg_num && ancestor(p.ps, pg_num) == pg.ps;
-    let running = || (lock(&s.retiring).iter()).any(|(p, stopped)| folds(p) && !stopped);
-    let mut waited = 0u64;
-    while running() {
-        tokio::time::sleep(Duration::from_millis(STOPPED_POLL_MS)).await;
-        waited += STOPPED_POLL_MS;
-        if waited.is_multiple_of(10_000) {
-            tracing::warn!(
-                "pg {pg}: waiting {} s for its sources' tasks to stop",
-                waited / 1000
-            );
-        }
+    if !retire::wait_stopped(s, &format!("pg {pg}: merging"), folds).await {
+        return Err("the OSD stops".into());
     }
     // What the sources and this PG queued lands first (the store commits
     // in queue order): the plan must see every object they wrote.

@@ -329,8 +329,8 @@ pub struct OsdShared {
     /// Retiring PGs here, and whether their tasks have stopped
     /// (`retire`).
     retiring: Mutex<HashMap<PgId, bool>>,
-    /// Copies of deleted pools being removed (`gone`).
-    removing: Mutex<std::collections::HashSet<PgId>>,
+    /// Deleted pools whose copies here are being removed (`gone`).
+    removing: Mutex<std::collections::HashSet<u64>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -25,6 +25,11 @@ const PG_TICK_MS: u64 = 250;
 /// Start PG `pg`'s task (its collection is created first); `None` if the
 /// store cannot hold it.
 pub(super) fn spawn(s: &Arc<OsdShared>, pg: PgId) -> Option<Mailbox> {
+    // (A retiring PG's copy is another's to take over or remove: none is
+    // made for it either.)
+    if super::retire::retiring(s, pg) {
+        return None;
+    }
     if let Err(e) = s.ensure_collection(pg) {
         tracing::error!("pg {pg}: cannot create its collection: {e}");
         return None;

@@ -21,11 +21,42 @@ pub(super) fn retiring(s: &OsdShared, pg: PgId) -> bool {
 /// one stops at its next input. Marked first, so that no task starts for
 /// it in between (`pg_task::spawn` looks under the table's lock).
 pub(super) fn mark(s: &OsdShared, pg: PgId) {
-    lock(&s.retiring).entry(pg).or_insert(false);
+    {
+        // (Marked already: its task's state is known.)
+        let mut r = lock(&s.retiring);
+        if r.contains_key(&pg) {
+            return;
+        }
+        r.insert(pg, false);
+    }
     if lock(&s.pgs).remove(&pg).is_none() {
         lock(&s.retiring).insert(pg, true);
     }
 }
+
+/// Wait until no retiring PG for which `which` holds has a task left
+/// (false: the OSD stopped first). Says so now and then while it waits.
+pub(super) async fn wait_stopped(s: &OsdShared, what: &str, which: impl Fn(&PgId) -> bool) -> bool {
+    let mut waited = 0u64;
+    loop {
+        let running = (lock(&s.retiring).iter()).any(|(p, stopped)| which(p) && !stopped)
+            || lock(&s.pgs).keys().any(&which);
+        if !running {
+            return true;
+        }
+        if s.stopped.load(std::sync::atomic::Ordering::Relaxed) {
+            return false;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(STOPPED_POLL_MS)).await;
+        waited += STOPPED_POLL_MS;
+        if waited.is_multiple_of(10_000) {
+            tracing::warn!("{what}: waiting {} s for PG tasks to stop", waited / 1000);
+        }
+    }
+}
+
+/// How often a waiter looks whether the tasks it waits for have stopped.
+const STOPPED_POLL_MS: u64 = 10;
 
 /// Whether `pg`'s task has stopped (or it had none): its copy is free to
 /// take over.

@@ -92,10 +92,11 @@ impl Pg {
             q.push_back(p);
             return;
         }
-        // A retry of a write in the agreed log is answered even while new
-        // writes wait (a merge's hold: the log goes with the merge).
-        if writes && self.active() {
-            if let Some(r) = self.retry_answer(&p) {
+        // A retry of a write in the agreed log is answered even while a
+        // merge's hold makes new writes wait (the log goes with the
+        // merge; it would be applied again after).
+        if writes && self.map.holds.merge && self.active() && self.writable() {
+            if let Some(r) = self.retry_answer(&p, true) {
                 return fx.push(r);
             }
         }
@@ -155,10 +156,14 @@ impl Pg {
 
     /// The answer to write `p` if it is a retry of one already in the
     /// log: never applied again. One that failed on a replica is in no
-    /// agreed log yet: the client retries after peering.
-    fn retry_answer(&self, p: &Pending) -> Option<Effect> {
+    /// agreed log yet: the client retries after peering (with
+    /// `committed_only`, no answer: it waits with the other writes).
+    fn retry_answer(&self, p: &Pending, committed_only: bool) -> Option<Effect> {
         let epoch = self.map.epoch;
         let (v, committed) = p.op.reqid.and_then(|r| self.ops.recent.get(&r).copied())?;
+        if committed_only && !committed {
+            return None;
+        }
         let result = if committed {
             Ok(vec![SubResult::None; p.op.ops.len()])
         } else {
@@ -190,7 +195,7 @@ impl Pg {
         );
         let writes = p.op.ops.iter().any(crate::exec::writes);
         if writes {
-            if let Some(r) = self.retry_answer(&p) {
+            if let Some(r) = self.retry_answer(&p, false) {
                 return fx.push(r);
             }
         }
@@ -569,7 +574,13 @@ impl Pg {
         }
     }
 
+    /// Whether writes are served: [`Pg::writable`], and no merge's hold.
     pub(super) fn can_write(&self) -> bool {
+        self.writable() && !self.map.holds.merge
+    }
+
+    /// Whether writes could be served but for a merge's hold.
+    fn writable(&self) -> bool {
         let Role::Primary { write_set } = &self.role else {
             return false;
         };
@@ -581,10 +592,7 @@ impl Pg {
                 .as_ref()
                 .is_some_and(|r| r.interval == self.map.interval && r.osds.len() >= st.k())
         });
-        recorded
-            && self.serving(write_set) >= self.min_size()
-            && !self.rec.waiting_moved_drain
-            && !self.map.holds.merge
+        recorded && self.serving(write_set) >= self.min_size() && !self.rec.waiting_moved_drain
     }
 
     pub(super) fn min_size(&self) -> usize {

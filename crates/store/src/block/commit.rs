@@ -104,8 +104,8 @@ struct Handoff {
 const IDLE_RELEASE: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// Most empty batches an idle committer commits before it waits for a
-/// job again (two release everything: one makes the freeing batch and
-/// the deferred data durable, the next lets the space go).
+/// job again (one usually releases everything; a second is needed when a
+/// background flush of deferred data was running).
 const IDLE_RELEASES_MAX: u32 = 3;
 
 impl Committer {
