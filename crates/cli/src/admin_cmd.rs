@@ -224,8 +224,10 @@ pub enum PoolCmd {
     /// Change a setting: size, min_size, pg_num, pgp_num, crush_rule, object_size_max, name,
     /// pps_mode, balance_param. A larger pg_num splits every PG in place; the monitors then
     /// raise pgp_num to it in steps that keep misplaced objects under 5%, and the new PGs move.
-    /// pg_num cannot go down yet (no PG merge). Settings that remap PGs (size, crush_rule,
-    /// pps_mode) move data by log-based recovery or backfill.
+    /// A smaller one merges PGs: the monitors lower pgp_num in such steps, then the PGs that
+    /// merge hold writes for a few seconds and fold together (`pool get` shows pg_num_target
+    /// meanwhile; setting the current count calls it off). Settings that remap PGs (size,
+    /// crush_rule, pps_mode) move data by log-based recovery or backfill.
     Set {
         name: String,
         key: String,
