@@ -43,8 +43,7 @@ pub(super) fn mark_sources(s: &OsdShared, old: Option<&OsdMap>, map: &OsdMap) ->
             return targets;
         }
     };
-    let running: Vec<PgId> = lock(&s.pgs).keys().copied().collect();
-    copies.extend(running.iter().copied());
+    copies.extend(lock(&s.pgs).keys().copied());
     for &(pool, pg_num) in &pools {
         let old_num = old.and_then(|o| o.pools.get(&pool)).map(|p| p.pg_num);
         let sources: Vec<PgId> = (copies.iter())
@@ -77,7 +76,8 @@ pub(super) fn mark_sources(s: &OsdShared, old: Option<&OsdMap>, map: &OsdMap) ->
                     Ok(Some(n)) => n,
                     _ => old_num.unwrap_or(pg.ps + 1),
                 };
-                if let Err(e) = target_copy(s, target, from) {
+                // (Empty: its merge takes the sources in, to be backfilled.)
+                if let Err(e) = s.make_copy(target, Some(from)) {
                     tracing::error!("pg {target}: cannot make its copy to merge into: {e}");
                     continue;
                 }
@@ -87,20 +87,6 @@ pub(super) fn mark_sources(s: &OsdShared, old: Option<&OsdMap>, map: &OsdMap) ->
         }
     }
     targets
-}
-
-/// An empty copy of target `pg`, made for `from` PGs (its merge then
-/// takes its sources in, and it is to be backfilled).
-fn target_copy(s: &OsdShared, pg: PgId, from: u32) -> Result<(), String> {
-    let coll = CollectionId::pg(pg.pool, pg.ps);
-    let mut t = Transaction::new();
-    t.create_collection(coll);
-    let n = crate::pg::record::encode_pg_num(from);
-    t.set_record(coll, crate::pg::split::PG_NUM_KEY, n);
-    match s.store.apply(t) {
-        Ok(()) | Err(loligo_store::StoreError::CollectionExists(_)) => Ok(()),
-        Err(e) => Err(e.to_string()),
-    }
 }
 
 /// Before target `core` takes a map in which its pool has `pg_num` PGs:

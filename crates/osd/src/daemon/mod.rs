@@ -481,19 +481,25 @@ impl OsdShared {
     }
 
     fn ensure_collection(&self, pg: PgId) -> Result<(), OsdError> {
+        // A new copy is of the PG as the current map counts them.
+        let pg_num = self
+            .map()
+            .and_then(|m| m.pools.get(&pg.pool).map(|p| p.pg_num));
+        self.make_copy(pg, pg_num)
+    }
+
+    /// Make PG `pg`'s collection here if it has none, with the pg_num
+    /// record it is made for (none: no record).
+    fn make_copy(&self, pg: PgId, pg_num: Option<u32>) -> Result<(), OsdError> {
         let c = CollectionId::pg(pg.pool, pg.ps);
         if self.store.collection_exists(c)? {
             return Ok(());
         }
         let mut t = Transaction::new();
         t.create_collection(c);
-        // A new copy is of the PG as the current map counts them.
-        if let Some(p) = self.map().and_then(|m| m.pools.get(&pg.pool).cloned()) {
-            t.set_record(
-                c,
-                crate::pg::split::PG_NUM_KEY,
-                crate::pg::record::encode_pg_num(p.pg_num),
-            );
+        if let Some(n) = pg_num {
+            let key = crate::pg::split::PG_NUM_KEY;
+            t.set_record(c, key, crate::pg::record::encode_pg_num(n));
         }
         match self.store.apply(t) {
             Ok(()) | Err(loligo_store::StoreError::CollectionExists(_)) => Ok(()),
