@@ -207,10 +207,11 @@ impl Media for DirMedia {
         #[allow(clippy::unnecessary_cast)]
         let (host_total, host_free) =
             nix::sys::statvfs::statvfs(&dir.join(KV_DIR)).map_or((0, 0), |v| {
-                let unit = v.fragment_size() as u64;
-                (
-                    (v.blocks() as u64).saturating_mul(unit),
-                    (v.blocks_available() as u64).saturating_mul(unit),
+                user_space(
+                    v.blocks() as u64,
+                    v.blocks_free() as u64,
+                    v.blocks_available() as u64,
+                    v.fragment_size() as u64,
                 )
             });
         // A block file on that file system is the data space's, counted
@@ -237,6 +238,21 @@ impl Media for DirMedia {
     }
 }
 
+/// A file system's (total, free) bytes as its unprivileged users see it,
+/// from statvfs's blocks, free blocks, blocks available to them and block
+/// size: the blocks kept back for root (a few percent on ext4, far more on
+/// some hosts) count as neither, as `df` counts them, so a file system
+/// with a large reserve does not look full while most of what the store
+/// may use is free.
+fn user_space(blocks: u64, free: u64, available: u64, unit: u64) -> (u64, u64) {
+    let available = available.min(free).min(blocks);
+    let used = blocks.saturating_sub(free);
+    (
+        used.saturating_add(available).saturating_mul(unit),
+        available.saturating_mul(unit),
+    )
+}
+
 /// Bytes a file takes on its file system (its allocated blocks: a sparse
 /// file counts what it holds, a preallocated one all of it); 0 if absent.
 fn file_bytes(p: &Path) -> u64 {
@@ -258,4 +274,20 @@ fn dir_bytes(dir: &Path) -> u64 {
             _ => 0,
         })
         .fold(0u64, u64::saturating_add)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::user_space;
+
+    #[test]
+    fn blocks_reserved_for_root_count_as_neither_used_nor_free() {
+        // 100 blocks, 20 in use, 80 free of which only 10 are available
+        // to users: 20 used of 30 (what df shows as 67%), not 90 of 100.
+        assert_eq!(user_space(100, 80, 10, 4096), (30 * 4096, 10 * 4096));
+        // No reserve: all of it.
+        assert_eq!(user_space(100, 80, 80, 512), (100 * 512, 80 * 512));
+        // A nonsensical answer (more available than free) stays bounded.
+        assert_eq!(user_space(100, 80, 90, 1), (100, 80));
+    }
 }
