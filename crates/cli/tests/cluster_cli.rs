@@ -1084,3 +1084,47 @@ fn a_deleted_pools_copies_are_removed_and_its_space_comes_back() {
     });
     common::read_back(&dir, &root, None, "r", 10);
 }
+
+/// An erasure-coded pool with one parity shard on exactly k+m OSDs: a
+/// pgp_num step moves some PGs' shards among their own OSDs, which an OSD
+/// holding one collection per PG cannot do without a spare OSD. Those PGs
+/// keep their places, fully redundant (active+clean+remapped), so pgp_num
+/// still reaches pg_num; a merge, which would have to move them, is
+/// refused with the reason instead of waiting for good.
+#[test]
+fn erasure_pgs_that_cannot_rotate_without_a_spare_stay_clean_in_place() {
+    let (root, dir, _guard) = common::start("ekm", 3, 8);
+    common::ec_profiles(&dir);
+    common::create_ecrs_pool(&dir, None);
+    common::put_objects(&dir, &root, Some("ecrs"), "e", 40);
+    wait_for(60, "clean at the start", || {
+        common::not_clean(&dir).is_none().then_some(())
+    });
+    let pool = || -> serde_json::Value {
+        serde_json::from_str(&ok(&dir, &["pool", "get", "ecrs"])).unwrap()
+    };
+    ok(&dir, &["pool", "set", "ecrs", "pg_num", "16"]);
+    let clean = |s: &serde_json::Value| -> u64 {
+        let states = s["pgs"]["by_state"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        (states.iter())
+            .filter(|(k, _)| k.split('+').any(|f| f == "clean"))
+            .map(|(_, n)| n.as_u64().unwrap_or(0))
+            .sum()
+    };
+    let s = wait_for(240, "pgp_num 16 with every PG clean", || {
+        let s = status(&dir);
+        (pool()["pgp_num"] == 16 && Some(clean(&s)) == s["pgs"]["total"].as_u64()).then_some(s)
+    });
+    assert_eq!(s["pgs"]["total"], 24);
+    common::read_back(&dir, &root, Some("ecrs"), "e", 40);
+    let e = loligo(&dir, &["pool", "set", "ecrs", "pg_num", "8"]);
+    let err = String::from_utf8_lossy(&e.stderr);
+    assert!(
+        err.contains("one parity shard") && err.contains("add an OSD"),
+        "{err}"
+    );
+    assert_eq!(pool()["pg_num"], 16);
+}

@@ -497,7 +497,7 @@ fn pool_set(m: &OsdMap, name: &str, key: &str, value: &str) -> Result<Outcome, M
             // Below pg_num: a merge target (`pg_num::step` goes there
             // once every PG is clean); at pg_num: a merge called off.
             if n < p.pg_num || (n == p.pg_num && merging.is_some()) {
-                return merge_target(&p, n);
+                return merge_target(m, &p, n);
             }
             // Each copy splits in one transaction, which holds a copy of
             // its log per child: at most 32 children per PG at once
@@ -687,9 +687,25 @@ pub const OBJECT_SIZE_MAX: u64 = OBJECT_SIZE_MAX_DEFAULT;
 
 /// `pool set NAME pg_num N` below the pool's pg_num (or at it, with a
 /// merge under way: called off).
-fn merge_target(p: &Pool, n: u32) -> Result<Outcome, MonError> {
+fn merge_target(m: &OsdMap, p: &Pool, n: u32) -> Result<Outcome, MonError> {
     if n == 0 {
         return Err(MonError::Invalid("pg_num must be at least 1".into()));
+    }
+    // A source joins its target on the same OSDs at the same positions.
+    // With one parity shard, shards that must change places among a PG's
+    // own OSDs move through a spare OSD outside its set (an OSD holds one
+    // collection per PG); without one the merge would wait for good.
+    if let PoolKind::Erasure { profile } = &p.kind {
+        let k = m.ec_profiles.get(profile).map_or(p.size, |e| e.k);
+        let usable = m.osds.values().filter(|o| o.is_in()).count();
+        if n < p.pg_num && p.size.saturating_sub(k) < 2 && usable <= p.size as usize {
+            return Err(MonError::Invalid(format!(
+                "pool '{}' has one parity shard and {usable} in OSDs for its {} shards: \
+                 merging its PGs moves shards among their OSDs, which takes an OSD outside \
+                 each PG's set; add an OSD first",
+                p.name, p.size
+            )));
+        }
     }
     // A target's copy takes in all its sources in one transaction.
     if u64::from(p.pg_num) > u64::from(n) * SPLIT_MAX {
@@ -1035,5 +1051,71 @@ mod tests {
         assert!(m.pg_merges.is_empty(), "called off by a split");
         assert_eq!(m.pools[&id].pg_num, 64);
         assert!(set(&mut m, "pg_num", "1").is_err(), "below 1/32");
+    }
+
+    /// An erasure-coded pool with one parity shard on no more in OSDs than
+    /// it has shards cannot merge (its shards could not change places):
+    /// refused at once, not left to wait for good; with a fourth OSD in,
+    /// or two parity shards, it may.
+    #[test]
+    fn a_merge_that_would_need_a_spare_osd_is_refused_without_one() {
+        let mut m = OsdMap::new("f", "osd").unwrap();
+        let mut changes: Vec<Change> = (0..4)
+            .map(|id| Change::OsdBoot {
+                id,
+                addr: format!("h:{id}"),
+                host: format!("h{id}"),
+                crush_weight: 0x10000,
+            })
+            .collect();
+        let profile = |name: &str, k: u32, m: u32| EcProfile {
+            name: name.into(),
+            plugin: loligo_types::osdmap::EcPlugin::ReedSolomon,
+            k,
+            m,
+            s: 0,
+            l: 0,
+            optimal: false,
+            alignment: 4096,
+            stripe_unit: 0,
+        };
+        let pool = |m: &mut OsdMap, name: &str, k: u32, parity: u32| {
+            let mut p = m.replicated_pool(name, 8, k + parity, k);
+            p.kind = PoolKind::Erasure {
+                profile: name.into(),
+            };
+            m.ec_profiles.insert(name.into(), profile(name, k, parity));
+            p
+        };
+        changes.push(Change::OsdOut { id: 3 });
+        m.apply(&Incremental { epoch: 2, changes }).unwrap();
+        // (Put in place directly: the plan looks only at the pool's kind,
+        // size and profile, and at the OSDs.)
+        for (id, name, parity) in [(1, "rs21", 1), (2, "rs22", 2)] {
+            let mut p = pool(&mut m, name, 2, parity);
+            p.id = id;
+            m.pools.insert(id, p);
+        }
+        let merge = |m: &OsdMap, name: &str| {
+            let cmd = Admin::PoolSet {
+                name: name.into(),
+                key: "pg_num".into(),
+                value: "4".into(),
+            };
+            plan(m, &cmd)
+        };
+        let Err(e) = merge(&m, "rs21") else {
+            panic!("a merge without a spare OSD is refused");
+        };
+        let e = e.to_string();
+        assert!(
+            e.contains("one parity shard") && e.contains("add an OSD"),
+            "{e}"
+        );
+        assert!(merge(&m, "rs22").is_ok());
+        if let Some(o) = m.osds.get_mut(&3) {
+            o.weight = WEIGHT_IN;
+        }
+        assert!(merge(&m, "rs21").is_ok());
     }
 }

@@ -2112,6 +2112,29 @@ pub(super) fn ec_temp_unstick(
     (next != acting && walks_to_crush(&next, up, k, spares)).then(|| as_temp(&next))
 }
 
+/// Whether a settled, erasure-coded `acting` set (a pg_temp) is whole
+/// (`size` members, no hole) and yet cannot take a step toward CRUSH's
+/// `up`: its members must change places among themselves, and with one
+/// parity shard and no spare OSD every step would leave fewer than `k`
+/// in place (an OSD holds one collection per PG, so it cannot hold its
+/// old shard while it is backfilled to its new one). Such a PG keeps its
+/// placement, fully redundant: active+clean+remapped, as Ceph shows a PG
+/// whose complete acting set is not CRUSH's. A spare OSD that comes later
+/// lets it walk (`ec_temp_step`'s rule 4).
+pub(super) fn stuck_in_place(
+    acting: &[i32],
+    up: &[i32],
+    k: usize,
+    size: usize,
+    spares: &[i32],
+) -> bool {
+    let whole = acting.len() == size && acting.iter().all(|&o| o >= 0);
+    whole
+        && acting != up
+        && ec_temp_step(acting, up, k, true, spares).is_none()
+        && ec_temp_unstick(acting, up, k, spares).is_none()
+}
+
 /// Whether [`ec_temp_step`] walks `acting` (a pg_temp; holes
 /// `ITEM_NONE` or -1) all the way to CRUSH's `up`, each step's backfills
 /// ending at once. One it cannot walk would hold for good: with one
@@ -2215,7 +2238,9 @@ fn plan_gather(
 
 #[cfg(test)]
 mod tests {
-    use super::{ec_temp_step, ec_temp_unstick, moved_back, moved_to_wait, walks_to_crush};
+    use super::{
+        ec_temp_step, ec_temp_unstick, moved_back, moved_to_wait, stuck_in_place, walks_to_crush,
+    };
     use loligo_crush::ITEM_NONE;
     use loligo_testkit::Rng;
     use std::collections::BTreeMap;
@@ -2411,6 +2436,21 @@ mod tests {
         assert_eq!(ec_temp_step(&[2, -1, 3], &[3, 2, 1], 2, true, &[0]), None);
         // Nor before every member is complete.
         assert_eq!(ec_temp_step(&[2, 1, 3], &[3, 1, 2], 2, false, &[0]), None);
+    }
+
+    /// With one parity shard on exactly k+m OSDs, a pgp_num step moves a
+    /// PG's shards among its own OSDs: the whole set keeps its places
+    /// (clean, remapped) until a spare OSD lets it walk; a set with a
+    /// hole, or one that can step, is not stuck.
+    #[test]
+    fn a_whole_set_that_must_rotate_without_a_spare_is_stuck_in_place() {
+        assert!(stuck_in_place(&[0, 1, 2], &[1, 2, 0], 2, 3, &[]));
+        assert!(stuck_in_place(&[2, 1, 0], &[0, 1, 2], 2, 3, &[]));
+        assert!(!stuck_in_place(&[2, 1, 0], &[0, 1, 2], 2, 3, &[3]));
+        assert!(!stuck_in_place(&[2, -1, 0], &[0, 1, 2], 2, 3, &[]));
+        assert!(!stuck_in_place(&[0, 1, 2], &[0, 1, 2], 2, 3, &[]));
+        // Two parity shards: a rotation walks, one swap at a time.
+        assert!(!stuck_in_place(&[0, 1, 2, 3], &[1, 2, 3, 0], 2, 4, &[]));
     }
 
     #[test]

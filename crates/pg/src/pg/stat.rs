@@ -29,7 +29,9 @@ impl Pg {
     }
 
     /// Whether this primary's PG is active with every member complete and
-    /// CRUSH's set in charge.
+    /// CRUSH's set in charge (or, erasure-coded, a whole set that cannot
+    /// move toward CRUSH's without a spare OSD: see
+    /// `erasure::stuck_in_place`).
     pub fn is_clean(&self) -> bool {
         self.stat()
             .is_some_and(|st| st.state.contains(PgState::CLEAN))
@@ -165,7 +167,9 @@ impl Pg {
         if (!self.map.up.is_empty() && self.map.up != self.map.acting) || temp_primary {
             st |= PgState::REMAPPED;
         }
-        if st == PgState::ACTIVE {
+        if st == PgState::ACTIVE
+            || (st == PgState::ACTIVE | PgState::REMAPPED && self.stuck_in_place())
+        {
             st |= PgState::CLEAN;
         }
         if !self.scrub.differ.is_empty() || self.scrubber.errors() > 0 {
@@ -178,6 +182,22 @@ impl Pg {
             }
         }
         st
+    }
+
+    /// An erasure-coded primary whose whole, settled pg_temp cannot walk
+    /// toward CRUSH's set (see `erasure::stuck_in_place`).
+    fn stuck_in_place(&self) -> bool {
+        let (Some(ec), Some(pool)) = (self.ec.as_ref(), self.map.pool.as_ref()) else {
+            return false;
+        };
+        self.rec.nothing_left()
+            && erasure::stuck_in_place(
+                &self.map.acting,
+                &self.map.up,
+                ec.k(),
+                pool.size as usize,
+                &self.map.spares,
+            )
     }
 
     /// The flags of a primary with backfill targets: toofull, backfilling
