@@ -372,6 +372,18 @@ impl Lab {
         self.daemons[i] = self.launch(host, &name, &args);
     }
 
+    /// Start daemon `i` again with `flag`'s value changed to `value` (as
+    /// an operator who edits a daemon's options and restarts it).
+    pub fn restart_changed(&mut self, i: usize, flag: &str, value: &str) {
+        let args = &mut self.specs[i].2;
+        let at = args.iter().position(|a| a == flag);
+        match at.and_then(|at| args.get_mut(at + 1)) {
+            Some(v) => *v = value.to_string(),
+            None => args.extend([flag.to_string(), value.to_string()]),
+        }
+        self.restart(i);
+    }
+
     /// Wait at most `limit` for every OSD up and in and every PG
     /// active+clean (`what` names the moment in a failure).
     pub fn wait_clean(&self, limit: Duration, what: &str) {
