@@ -3,7 +3,8 @@
 //! answer against a model; four on a replicated pool, two on a
 //! Reed-Solomon 2+1 pool with min_size 2, two on a Zigzag 2+2 pool), OSDs
 //! are killed with SIGKILL and started again
-//! and marked out and in, one at a time. The model: a read returns at
+//! and marked out and in, one at a time, while two pools' PG counts are
+//! doubled and halved again (PG split and merge). The model: a read returns at
 //! least the newest value acknowledged before it was sent and never a
 //! value that was not written. Afterwards every PG must be active+clean
 //! within a bound and every object must read back its newest acknowledged
@@ -37,6 +38,12 @@ const OSDS: usize = 4;
 /// Clients per pool: the replicated `default`, then the EC pools.
 const POOLS: [(&str, usize); 3] = [("default", 4), ("ecrs", 2), ("eczz", 2)];
 const OBJECTS_PER_CLIENT: usize = 6;
+/// The PG counts the thrasher asks for, one step early and one half way:
+/// splits, then merges back (the Zigzag pool keeps its count).
+const PG_NUMS: [&[(&str, u32)]; 2] = [
+    &[("default", 32), ("ecrs", 16)],
+    &[("default", 16), ("ecrs", 8)],
+];
 
 fn env_or(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -320,10 +327,24 @@ fn kill_9_and_out_in_under_load_lose_nothing_and_end_clean() {
         })
         .collect();
     // The thrasher: one OSD at a time killed (SIGKILL) and started again,
-    // or marked out and back in.
+    // or marked out and back in; early on the replicated pool and the RS
+    // pool double their PG counts (splits, then pgp_num steps), and half
+    // way they halve them again (pgp_num steps, then merges, each once
+    // its PGs are clean), all while OSDs die.
     let mut rng = Rng::new(99 + seed);
     let mut events = Vec::new();
+    let mut pg_nums = PG_NUMS.iter();
+    let mut next_pg_num = Instant::now() + Duration::from_secs(2);
     while Instant::now() + Duration::from_secs(6) < until {
+        if Instant::now() >= next_pg_num {
+            if let Some(nums) = pg_nums.next() {
+                for (pool, n) in *nums {
+                    ok(&dir, &["pool", "set", pool, "pg_num", &n.to_string()]);
+                    events.push(format!("{pool} pg_num {n}"));
+                }
+                next_pg_num = Instant::now() + Duration::from_secs(secs / 2);
+            }
+        }
         let osd = rng.index(OSDS).to_string();
         std::thread::sleep(Duration::from_millis(1000 + rng.below(2000)));
         if rng.chance(300) {
@@ -357,13 +378,32 @@ fn kill_9_and_out_in_under_load_lose_nothing_and_end_clean() {
         }
     }
     assert!(ops > 100, "the register clients did little: {ops} ops");
-    // Healing: every PG active+clean within a bound, with no manual step.
+    // Healing: every PG active+clean within a bound, with no manual step,
+    // and every pool at the PG count last asked (pgp_num steps and merges
+    // wait for clean PGs, so some finish only now).
     let heal0 = Instant::now();
+    // (The last count asked of each pool.)
+    let asked: std::collections::BTreeMap<&str, u32> = (PG_NUMS[..PG_NUMS.len() - pg_nums.len()]
+        .iter())
+    .flat_map(|nums| nums.iter().copied())
+    .collect();
+    let at_counts = || {
+        asked.iter().all(|(&pool, &n)| {
+            let v: serde_json::Value =
+                serde_json::from_str(&ok(&dir, &["pool", "get", pool])).unwrap_or_default();
+            v["pg_num"] == n && v["pgp_num"] == n
+        })
+    };
     let mut last = not_clean(&dir);
-    while let Some(state) = &last {
+    loop {
+        let state = match &last {
+            Some(state) => state.clone(),
+            None if at_counts() => break,
+            None => "PG counts not reached yet".to_string(),
+        };
         assert!(
-            heal0.elapsed() < Duration::from_secs(90),
-            "not clean 90 s after thrashing ({events:?}): {state}"
+            heal0.elapsed() < Duration::from_secs(150),
+            "not clean 150 s after thrashing ({events:?}): {state}"
         );
         std::thread::sleep(Duration::from_millis(500));
         last = not_clean(&dir);

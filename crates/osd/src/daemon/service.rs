@@ -299,9 +299,15 @@ impl Service {
         // A PG this OSD's map does not have yet (its pool grew in a map
         // still on its way), or one whose parent's copy here has not
         // split: ask again, never "no copy".
-        let known = (self.0.map()).is_some_and(|map| map.pg_exists(pg));
-        if !known || super::split::pending(&self.0, pg) {
-            let why = format!("pg {pg}: not split here yet; ask again");
+        let known = (self.0.map()).map(|map| map.pg_exists(pg));
+        let wait = match known {
+            None => Some("this OSD has no map yet (it is starting)"),
+            Some(false) => Some("not in this OSD's map yet"),
+            Some(true) if super::split::pending(&self.0, pg) => Some("not split here yet"),
+            Some(true) => None,
+        };
+        if let Some(wait) = wait {
+            let why = format!("pg {pg}: {wait}; ask again");
             return match m {
                 PeerMsg::GetInfo { .. } => PeerReply::Refused(why),
                 PeerMsg::StrayCheck { .. } => PeerReply::Clean(None),
