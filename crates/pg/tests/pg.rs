@@ -3926,3 +3926,60 @@ fn a_merge_hold_makes_writes_wait_and_the_clean_primary_report_ready() {
     assert_eq!(rep_ops(&fx).len(), 2, "the waiting write goes out: {fx:?}");
     assert_eq!(pg.stat().unwrap().merge_ready, None);
 }
+
+/// A merged copy's log starts empty, and it carries the joined logs'
+/// request ids (`DUPS_KEY`, see `merge::plan`): under a new interval, a
+/// retry of a write acknowledged before the merge is answered without
+/// being applied again (nothing goes to the members), while a new write
+/// runs. Without the carried ids the retry was a new write, which could
+/// undo a later client's write to the same object.
+#[test]
+fn a_retry_of_a_write_acknowledged_before_a_merge_is_answered_not_applied() {
+    use loligo_pg::pg::{record, recovery, DUPS_KEY};
+    let (s, mut pg) = setup();
+    let asked = run(&mut pg, &s, map(1, vec![0, 1, 2], 2));
+    let fx = peer_with_empty_members(&mut pg, &s, &asked);
+    land(&mut pg, &s, fx);
+    let fx = run(&mut pg, &s, write(1, "a", b"x", 0));
+    let rest = land(&mut pg, &s, fx);
+    for (id, ..) in rep_ops(&rest) {
+        run(&mut pg, &s, ack(id));
+    }
+    let head = head_of(&s);
+    let at_head = PgInfo {
+        last_update: head,
+        objects: 1,
+        ..PgInfo::default()
+    };
+    // The merge's hold, then the merge.
+    let hold = Holds {
+        merge: true,
+        ..Holds::default()
+    };
+    let asked = run(&mut pg, &s, map_holding(2, vec![], hold));
+    run(&mut pg, &s, info_reply(&asked, 1, 2, Some(at_head.into())));
+    let fx = run(&mut pg, &s, info_reply(&asked, 2, 2, Some(at_head.into())));
+    land(&mut pg, &s, fx);
+    // What the merge leaves: no log, the ids carried.
+    let c = CollectionId::pg(1, 0);
+    let mut t = Transaction::new();
+    for (k, _) in recovery::records_with(&s, c, b"log/", None).unwrap() {
+        t.rm_record(c, &k);
+    }
+    let id = loligo_types::ops::ReqId { client: 9, tid: 1 };
+    t.set_record(c, DUPS_KEY, record::encode_dups(&[(id, head)]));
+    s.apply(t).unwrap();
+    let asked = run(&mut pg, &s, map(3, vec![0, 1, 2], 2));
+    run(&mut pg, &s, info_reply(&asked, 1, 3, Some(at_head.into())));
+    let fx = run(&mut pg, &s, info_reply(&asked, 2, 3, Some(at_head.into())));
+    land(&mut pg, &s, fx);
+    assert!(pg.is_clean());
+    let fx = run(&mut pg, &s, write(1, "a", b"x", 0));
+    match &fx[..] {
+        [Effect::Reply { token: 1, reply }] => assert!(reply.result.is_ok(), "{reply:?}"),
+        other => panic!("the retry was not answered at once: {other:?}"),
+    }
+    let fx = run(&mut pg, &s, write(2, "a", b"y", 0));
+    let rest = land(&mut pg, &s, fx);
+    assert_eq!(rep_ops(&rest).len(), 2, "a new write runs: {rest:?}");
+}

@@ -117,7 +117,8 @@ pub(super) async fn merge_before_map(
     // in queue order): the plan must see every object they wrote.
     split::wait(&*s.store, Transaction::new())?;
     let merged = s.map().and_then(|m| m.pg_merged.get(&pg.pool).cloned());
-    let plan = merge::plan(&*s.store, pg, from, pg_num, merged.as_ref())?;
+    let dups_max = usize::try_from(core.log_entries_max).unwrap_or(usize::MAX);
+    let plan = merge::plan(&*s.store, pg, from, pg_num, merged.as_ref(), dups_max)?;
     if !plan.joins {
         return split::wait(&*s.store, plan.txn);
     }

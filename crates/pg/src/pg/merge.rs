@@ -18,6 +18,9 @@
 //! Logs are not merged: their version counters are the PGs' own, and
 //! every copy that serves agrees on the head, so the log starts empty
 //! there (an erasure-coded copy's rollback objects go with it). The
+//! request ids of the joining logs' writes are carried over (`dups`), so
+//! that a client retrying a write acknowledged before the merge is
+//! answered, not applied twice. The
 //! Merkle tree is rebuilt from the objects at the next map, and the
 //! `pg_num` record says the merge is done.
 //!
@@ -29,9 +32,12 @@
 //! counted, nor leave a source's object outside the target.
 
 use super::split::PG_NUM_KEY;
-use super::{backfill, erasure, record, recovery, Cursor, PgInfo, INFO_KEY};
+use super::{
+    backfill, committed_reqids, erasure, record, recovery, Cursor, LogEntry, PgInfo, DUPS_KEY,
+    INFO_KEY,
+};
 use loligo_store::{CollectionId, ObjectStore, Transaction};
-use loligo_types::ops::Version;
+use loligo_types::ops::{ReqId, Version};
 use loligo_types::osdmap::{merge_sources, PgMerged};
 use loligo_types::PgId;
 
@@ -72,6 +78,7 @@ pub fn plan(
     from: u32,
     to: u32,
     merged: Option<&PgMerged>,
+    dups_max: usize,
 ) -> Result<Merge, String> {
     debug_assert!(
         to < from && pg.ps < to,
@@ -130,10 +137,23 @@ pub fn plan(
         txn.remove_collection(coll);
     }
     let incomplete = why_incomplete(s, pg, from, to, merged, &held, &sources)?;
-    // The target's own log, tree and rollback objects go; so do its
-    // missing records when the copy is to be backfilled.
+    // A complete copy answers retries of the writes the joining logs
+    // hold (a client may retry one acknowledged before the merge).
+    if incomplete.is_none() {
+        let joined: Vec<CollectionId> = std::iter::once(pg)
+            .chain(sources.iter().copied())
+            .map(|p| CollectionId::pg(p.pool, p.ps))
+            .collect();
+        let dups = carried_dups(s, &joined, dups_max)?;
+        if !dups.is_empty() {
+            txn.set_record(target, DUPS_KEY, record::encode_dups(&dups));
+        }
+    }
+    // The target's own log, tree, rollback objects and carried ids go;
+    // so do its missing records when the copy is to be backfilled.
     for (k, _) in recovery::records_with(s, target, b"", None)? {
         let drop = k.starts_with(b"log/")
+            || k == DUPS_KEY
             || k.starts_with(super::tree::TREE_KEY)
             || (incomplete.is_some() && k.starts_with(recovery::MISSING_PREFIX));
         if drop {
@@ -173,6 +193,33 @@ pub fn plan(
         info,
         incomplete,
     })
+}
+
+/// The request ids the copies `colls` answer retries of (their logs'
+/// standing writes, and what an earlier merge carried into them), with
+/// their versions: the `max` newest.
+fn carried_dups(
+    s: &dyn ObjectStore,
+    colls: &[CollectionId],
+    max: usize,
+) -> Result<Vec<(ReqId, Version)>, String> {
+    let mut all = Vec::new();
+    for &c in colls {
+        // (A damaged record carries nothing: retries are then new writes,
+        // as before merges kept any.)
+        let old = s.record(c, DUPS_KEY).map_err(|e| e.to_string())?;
+        all.extend(
+            old.and_then(|b| record::decode_dups(&b).ok())
+                .unwrap_or_default(),
+        );
+        let entries: Vec<LogEntry> = (recovery::records_with(s, c, b"log/", None)?.iter())
+            .filter_map(|(_, v)| record::decode_log(v).ok())
+            .collect();
+        all.extend(committed_reqids(&entries));
+    }
+    all.sort_by_key(|&(_, v)| v);
+    let newest = all.len().saturating_sub(max);
+    Ok(all.split_off(newest))
 }
 
 /// Whether copy `coll` holds nothing: no object, and no record but its
@@ -305,7 +352,10 @@ mod tests {
                 version: v,
                 name: name.clone(),
                 removed: false,
-                reqid: None,
+                reqid: Some(ReqId {
+                    client: u64::from(ps),
+                    tid: v.v,
+                }),
                 before: Before::Absent,
                 gave_up: None,
                 prev: None,
@@ -368,7 +418,7 @@ mod tests {
         t.set_record(coll(10), PG_NUM_KEY, record::encode_pg_num(16));
         s.apply(t).unwrap();
         let pg = PgId { pool: POOL, ps: 0 };
-        let m = plan(&s, pg, 4, 2, Some(&merged(5, 7))).unwrap();
+        let m = plan(&s, pg, 4, 2, Some(&merged(5, 7)), 100).unwrap();
         assert_eq!(m.incomplete, None);
         assert_eq!((m.sources, m.moved), (vec![PgId { pool: POOL, ps: 2 }], 2));
         s.apply(m.txn).unwrap();
@@ -393,7 +443,20 @@ mod tests {
         assert_eq!(m.info, info);
         let left = recovery::records_with(&s, coll(0), b"", None).unwrap();
         let keys: Vec<&[u8]> = left.iter().map(|(k, _)| k.as_slice()).collect();
-        assert_eq!(keys, vec![INFO_KEY, PG_NUM_KEY]);
+        assert_eq!(keys, vec![DUPS_KEY, INFO_KEY, PG_NUM_KEY]);
+        // The joined logs' request ids, oldest first, answer retries.
+        let dups = record::decode_dups(&s.record(coll(0), DUPS_KEY).unwrap().unwrap()).unwrap();
+        let ids: Vec<(u64, u64)> = dups.iter().map(|(r, _)| (r.client, r.tid)).collect();
+        assert_eq!(ids, vec![(0, 3), (0, 4), (0, 5), (2, 6), (2, 7)]);
+        // At most the newest `dups_max`.
+        let s2 = MemStore::new();
+        copy(&s2, 0, 5, 3, false);
+        copy(&s2, 2, 7, 2, false);
+        let m2 = plan(&s2, pg, 4, 2, Some(&merged(5, 7)), 2).unwrap();
+        s2.apply(m2.txn).unwrap();
+        let dups = record::decode_dups(&s2.record(coll(0), DUPS_KEY).unwrap().unwrap()).unwrap();
+        assert_eq!(dups.len(), 2);
+        assert_eq!((dups[1].0.client, dups[1].0.tid), (2, 7));
         assert_eq!(
             super::super::split::stored_pg_num(&s, coll(0)).unwrap(),
             Some(2)
@@ -425,7 +488,7 @@ mod tests {
                 copy(&s, 2, source, 2, lacking);
             }
             let pg = PgId { pool: POOL, ps: 0 };
-            let m = plan(&s, pg, 4, 2, kept.as_ref()).unwrap();
+            let m = plan(&s, pg, 4, 2, kept.as_ref(), 100).unwrap();
             let said = m.incomplete.clone().unwrap_or_default();
             assert!(said.contains(why), "{said:?}, not {why:?}");
             s.apply(m.txn).unwrap();
@@ -435,6 +498,8 @@ mod tests {
             assert_eq!(info, PgInfo::default());
             let cursor = s.record(coll(0), backfill::BACKFILL_KEY).unwrap().unwrap();
             assert_eq!(cursor, record::encode_cursor(&Cursor::Start));
+            // (Its primary will not be this copy: it carries no ids.)
+            assert_eq!(s.record(coll(0), DUPS_KEY).unwrap(), None);
             assert!(
                 recovery::records_with(&s, coll(0), recovery::MISSING_PREFIX, None)
                     .unwrap()
@@ -452,7 +517,7 @@ mod tests {
         copy(&s, 0, 5, 3, false);
         let before = recovery::records_with(&s, coll(0), b"log/", None).unwrap();
         let pg = PgId { pool: POOL, ps: 0 };
-        let m = plan(&s, pg, 4, 3, Some(&merged(5, 7))).unwrap();
+        let m = plan(&s, pg, 4, 3, Some(&merged(5, 7)), 100).unwrap();
         assert!(!m.joins && m.sources.is_empty() && m.incomplete.is_none());
         s.apply(m.txn).unwrap();
         let info = record::decode_info(&s.record(coll(0), INFO_KEY).unwrap().unwrap()).unwrap();
@@ -485,7 +550,7 @@ mod tests {
         t.write_full(coll(0), &recovery::oid(&names[1]), vec![9; 10]);
         s.apply(t).unwrap();
         let pg = PgId { pool: POOL, ps: 0 };
-        let m = plan(&s, pg, 4, 2, Some(&merged(5, 7))).unwrap();
+        let m = plan(&s, pg, 4, 2, Some(&merged(5, 7)), 100).unwrap();
         let seeds: Vec<u32> = m.sources.iter().map(|p| p.ps).collect();
         assert_eq!(seeds, vec![2, 6]);
         let said = m.incomplete.clone().unwrap();

@@ -82,6 +82,10 @@ pub const WAITING_MAX: usize = 4096;
 pub const PEER_RETRY_MS: u64 = 3_000;
 /// Record key of the PG info.
 pub const INFO_KEY: &[u8] = b"info";
+/// Record key of the request ids a merge carried over (see
+/// `merge::plan`): a merged copy's log starts empty, and a client that
+/// retries a write acknowledged before the merge is answered from them.
+pub const DUPS_KEY: &[u8] = b"dups";
 
 /// What a PG persists about itself (in the same transaction as writes).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -1031,6 +1035,29 @@ struct HeldLog {
     deadline_ms: u64,
 }
 
+/// The request ids of `entries` (a copy's log, oldest first) whose
+/// writes still stand, with their versions: a write an entry gave up
+/// (rolled back or removed) answers no retry, its effect is gone.
+pub(crate) fn committed_reqids(entries: &[LogEntry]) -> Vec<(ReqId, Version)> {
+    let undone: HashSet<ReqId> = entries
+        .iter()
+        .enumerate()
+        .filter_map(|(i, g)| match g.gave_up {
+            Some(GaveUp::Object(to)) => Some((i, g, to)),
+            _ => None,
+        })
+        .flat_map(|(i, g, to)| {
+            entries[..i]
+                .iter()
+                .filter(move |e| e.name == g.name && e.version > to)
+                .filter_map(|e| e.reqid)
+        })
+        .collect();
+    (entries.iter())
+        .filter_map(|e| Some((e.reqid.filter(|r| !undone.contains(r))?, e.version)))
+        .collect()
+}
+
 fn reply(
     token: u64,
     result: Result<Vec<loligo_types::ops::SubResult>, OpError>,
@@ -1722,35 +1749,32 @@ impl Pg {
     fn load_recent(&mut self, s: &dyn ObjectStore) {
         self.ops.recent.clear();
         self.ops.recent_order.clear();
+        // A merged copy's carried-over ids first: its log, newer, may
+        // push them out.
+        let dups = s.record(self.coll, DUPS_KEY).ok().flatten();
+        for (r, v) in dups
+            .and_then(|b| record::decode_dups(&b).ok())
+            .unwrap_or_default()
+        {
+            self.remember(r, v, true);
+        }
         let Ok(entries) = self.recent_entries(s) else {
             return;
         };
-        // Writes an entry gave up (rolled back or removed) answer no
-        // retry: their effect is gone.
-        let undone: HashSet<ReqId> = entries
-            .iter()
-            .enumerate()
-            .filter_map(|(i, g)| match g.gave_up {
-                Some(GaveUp::Object(to)) => Some((i, g, to)),
-                _ => None,
-            })
-            .flat_map(|(i, g, to)| {
-                entries[..i]
-                    .iter()
-                    .filter(move |e| e.name == g.name && e.version > to)
-                    .filter_map(|e| e.reqid)
-            })
-            .collect();
-        for e in entries {
-            if let Some(r) = e.reqid.filter(|r| !undone.contains(r)) {
-                // Peering made every write-set member's log equal to
-                // this one: what it holds is committed.
-                self.remember(r, e.version, true);
-            }
+        // Peering made every write-set member's log equal to this one:
+        // what it holds is committed.
+        for (r, v) in committed_reqids(&entries) {
+            self.remember(r, v, true);
         }
     }
 
     fn remember(&mut self, r: ReqId, v: Version, committed: bool) {
+        // (Ids forgotten as undone leave their place in the order.)
+        debug_assert!(
+            self.ops.recent.len() <= self.ops.recent_order.len(),
+            "pg {}: request ids indexed out of their order",
+            self.id
+        );
         if self.ops.recent.insert(r, (v, committed)).is_none() {
             self.ops.recent_order.push_back(r);
         }

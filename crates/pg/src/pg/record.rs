@@ -61,6 +61,9 @@ pub const SCRUB_V1: &[u8; 4] = b"LPS1";
 /// Marker of the record of the pg_num a copy was made or split for,
 /// format 1.
 pub const PG_NUM_V1: &[u8; 4] = b"LPN1";
+/// Marker of the request ids a merge carried over from the logs of the
+/// copies it joined, format 1.
+pub const DUPS_V1: &[u8; 4] = b"LPD1";
 
 /// What a write did to its copy's Merkle tree, carried in the log entry
 /// the write persists anyway (no record of its own): leaf `leaf` holds
@@ -316,6 +319,17 @@ pub fn encode_pg_num(pg_num: u32) -> Vec<u8> {
 /// The pg_num a copy was made or last split for, from its stored bytes.
 pub fn decode_pg_num(b: &[u8]) -> Result<u32, RecordError> {
     decode("pg_num", PG_NUM_V1, b)
+}
+
+/// The stored bytes of the request ids (each with its write's version)
+/// a merged copy answers retries of.
+pub fn encode_dups(dups: &[(ReqId, Version)]) -> Vec<u8> {
+    encode(DUPS_V1, &dups)
+}
+
+/// Request ids a merged copy answers retries of, from their stored bytes.
+pub fn decode_dups(b: &[u8]) -> Result<Vec<(ReqId, Version)>, RecordError> {
+    decode("dups", DUPS_V1, b)
 }
 
 /// The stored bytes of a Merkle tree's shape: its leaf count and leaves
