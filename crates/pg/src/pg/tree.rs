@@ -304,7 +304,11 @@ impl Kept {
         let tree =
             super::backfill::rebuild_tree(s, coll, &empty, None).map_err(|e| e.to_string())?;
         let old = recovery::records_with(s, coll, TREE_KEY, None)?;
-        if shape.is_none() && old.is_empty() && tree.root() == 0 {
+        // An empty tree need not be written, unless the log holds stamps
+        // (`seq` past 0): a split copies its parent's log, stamps and all,
+        // into each child, and once a write persists the shape, pages not
+        // written would leave those stamps newer than every page.
+        if shape.is_none() && old.is_empty() && tree.root() == 0 && seq == 0 {
             return Ok((Kept::new(tree, false, seq), None));
         }
         let mut t = Transaction::new();
@@ -834,6 +838,58 @@ mod tests {
             c.page_writes
         );
         c.check();
+    }
+
+    /// A copy with no tree records and no objects whose log holds
+    /// another tree's stamps (a split copies its parent's log, stamps and
+    /// all, into each child, and drops every tree record): the rebuild is
+    /// persisted, pages `as_of` past those stamps, so that once a write
+    /// has persisted the tree's shape, a load never takes an old stamp
+    /// for one of this tree's leaves (a child that restarted kept a leaf
+    /// of its parent's object).
+    #[test]
+    fn an_empty_copy_whose_log_holds_foreign_stamps_persists_its_rebuild() {
+        let s = store();
+        let entry = |v: u64, name: &str| LogEntry {
+            version: ver(v),
+            name: name.into(),
+            removed: false,
+            reqid: None,
+            gave_up: None,
+            before: crate::pg::Before::Absent,
+            prev: (v > 1).then(|| ver(v - 1)),
+        };
+        let foreign = LeafStamp {
+            seq: 0,
+            leaf: 915,
+            value: 0x5eed,
+        };
+        let b = record::stamp_log(&record::encode_log(&entry(1, "theirs")), &foreign).unwrap();
+        let mut t = Transaction::new();
+        t.set_record(coll(), &log_key(1), b);
+        s.apply(t).unwrap();
+        let (mut k, t) = Kept::load(&s, coll(), 1024).unwrap();
+        s.apply(t.expect("the rebuild is persisted past the log's stamps"))
+            .unwrap();
+        // A write of this copy's own object, stamped and shaped.
+        let o = recovery::oid("mine");
+        let mut t = Transaction::new();
+        object_ops(&mut t, &o, Some(ver(2)));
+        t.set_record(coll(), &log_key(2), record::encode_log(&entry(2, "mine")));
+        let before = k.before(&s, coll(), &o).unwrap();
+        let own = k.change_logged(coll(), &o, before, Some(ver(2)), 1, 2, &t);
+        t.ops.extend(own.ops);
+        s.apply(t).unwrap();
+        k.durable(1);
+        let (loaded, t) = Kept::load(&s, coll(), 1024).unwrap();
+        assert!(t.is_none());
+        let rebuilt = rebuild_tree(&s, coll(), loaded.tree(), None).unwrap();
+        assert_eq!(
+            loaded.tree(),
+            &rebuilt,
+            "{:?}",
+            loaded.tree().diff(&rebuilt)
+        );
     }
 
     #[test]
