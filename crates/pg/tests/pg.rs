@@ -3983,3 +3983,25 @@ fn a_retry_of_a_write_acknowledged_before_a_merge_is_answered_not_applied() {
     let rest = land(&mut pg, &s, fx);
     assert_eq!(rep_ops(&rest).len(), 2, "a new write runs: {rest:?}");
 }
+
+/// A write's object change goes to the members whether or not the
+/// primary keeps a Merkle tree itself (its own load may have failed, or
+/// it keeps none): each member stamps its own tree from it. A primary
+/// whose tree load met a read error sent none, and the members' trees
+/// missed its writes (found by the simulator with PG splits).
+#[test]
+fn a_primary_without_a_tree_still_tells_members_what_its_write_changed() {
+    let (s, mut pg) = setup();
+    pg.merkle_leaves = 0;
+    let asked = run(&mut pg, &s, map(1, vec![0, 1, 2], 2));
+    let fx = peer_with_empty_members(&mut pg, &s, &asked);
+    land(&mut pg, &s, fx);
+    assert!(pg.tree().is_none(), "this primary keeps no tree");
+    let fx = run(&mut pg, &s, write(1, "a", b"x", 0));
+    let sent = rep_ops(&fx);
+    assert_eq!(sent.len(), 2);
+    for (_, to, ctx, _) in sent {
+        let c = ctx.change.as_ref().unwrap_or_else(|| panic!("osd.{to}: no change"));
+        assert_eq!((c.name.as_str(), c.old, c.new), ("a", None, Some(ctx.version)));
+    }
+}

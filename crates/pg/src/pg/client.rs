@@ -255,20 +255,22 @@ impl Pg {
         self.applying.insert(tid, self.map.interval);
         // The Merkle tree: this copy's leaf stamp (its log entry again,
         // stamped) goes in its own transaction only; each replica stamps
-        // its own leaf from the same change.
-        let mut own = Transaction::new();
-        let change = match &mut self.tree {
-            TreeState::Kept(k) => {
-                let c = tree::ObjChange {
-                    name: by.name().to_string(),
-                    old: st.exists.then_some(st.version),
-                    new: out.exists_after.then_some(version),
-                };
-                own = k.change_logged(self.coll, &oid, c.old, c.new, tid, version.v, &t);
-                Some(c)
-            }
-            _ => None,
+        // its own leaf from the same change, which is the write's, not
+        // this copy's tree's: it goes out even when this copy keeps no
+        // tree (one whose load failed sent none, and its members' trees
+        // missed the write).
+        let c = tree::ObjChange {
+            name: by.name().to_string(),
+            old: st.exists.then_some(st.version),
+            new: out.exists_after.then_some(version),
         };
+        let own = match &mut self.tree {
+            TreeState::Kept(k) => {
+                k.change_logged(self.coll, &oid, c.old, c.new, tid, version.v, &t)
+            }
+            _ => Transaction::new(),
+        };
+        let change = Some(c);
         let ctx = RepCtx {
             interval: self.map.interval,
             epoch: self.map.epoch,
