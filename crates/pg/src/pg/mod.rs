@@ -1000,6 +1000,10 @@ struct Scrub {
 enum TreeState {
     /// Loaded (or rebuilt) on the first input.
     Unloaded,
+    /// Its load failed (a read error): rebuilt from the objects, whatever
+    /// was persisted, at the next map or tick (writes meanwhile go
+    /// unstamped here).
+    Rebuild,
     Off,
     Kept(Box<tree::Kept>),
 }
@@ -1231,7 +1235,14 @@ impl Pg {
         if self.merkle_leaves == 0 || self.ec.is_some() {
             return self.drop_tree(s, fx);
         }
-        match tree::Kept::load(s, self.coll, self.merkle_leaves) {
+        let rebuild = matches!(self.tree, TreeState::Rebuild);
+        let loaded = match rebuild {
+            false => tree::Kept::load(s, self.coll, self.merkle_leaves),
+            true => {
+                tree::Kept::rebuild(s, self.coll, self.merkle_leaves).map(|(k, t)| (k, Some(t)))
+            }
+        };
+        match loaded {
             Ok((k, t)) => {
                 self.tree = TreeState::Kept(Box::new(k));
                 if let Some(txn) = t {
@@ -1240,9 +1251,12 @@ impl Pg {
                 }
             }
             Err(e) => {
-                // Without a tree this copy is backfilled by full scans.
-                tracing_error(self.id, &format!("Merkle tree: {e}"));
-                self.tree = TreeState::Off;
+                // Without a tree meanwhile, this copy is backfilled by
+                // full scans; its writes are not stamped, so what it
+                // persisted is rebuilt over, never trusted again (it was
+                // Off for good, and a restart loaded the stale pages).
+                tracing_error(self.id, &format!("Merkle tree: {e}; rebuilt later"));
+                self.tree = TreeState::Rebuild;
             }
         }
     }
@@ -1489,6 +1503,9 @@ impl Pg {
             Input::Reply { id, reply } => self.on_reply(s, id, reply, &mut fx),
             Input::Tick { now_ms } => {
                 self.clock(now_ms);
+                if matches!(self.tree, TreeState::Rebuild) && self.settled_all() {
+                    self.load_tree(s, &mut fx);
+                }
                 self.lease_tick(s, &mut fx);
                 self.check_stray(s, &mut fx);
                 self.resend_writes(&mut fx);
@@ -1637,7 +1654,10 @@ impl Pg {
                 self.drop_tree(s, fx);
             }
         }
-        if matches!(self.tree, TreeState::Unloaded) {
+        // (A rebuild waits until what this copy queued is durable: it
+        // reads the objects, and the writes meanwhile were not stamped.)
+        let rebuild = matches!(self.tree, TreeState::Rebuild) && self.settled_all();
+        if matches!(self.tree, TreeState::Unloaded) || rebuild {
             self.load_tree(s, fx);
         }
     }

@@ -311,16 +311,51 @@ impl Kept {
         if shape.is_none() && old.is_empty() && tree.root() == 0 && seq == 0 {
             return Ok((Kept::new(tree, false, seq), None));
         }
+        Ok(Kept::persist_rebuilt(coll, tree, &old, seq))
+    }
+
+    /// The copy's tree rebuilt from its objects whatever it persisted
+    /// (a copy whose tree could not be loaded, then wrote unstamped: its
+    /// pages and stamps no longer tell its objects), with the transaction
+    /// that replaces every tree record (queued first).
+    pub fn rebuild(
+        s: &dyn ObjectStore,
+        coll: CollectionId,
+        leaves: u32,
+    ) -> Result<(Kept, Transaction), String> {
+        let empty = Tree::new(leaves).map_err(|e| e.to_string())?;
+        // Past every stamp in the log: none is newer than the pages.
+        let seq = (read_stamps(s, coll)?.iter())
+            .map(|(_, st)| st.seq + 1)
+            .max()
+            .unwrap_or(0);
+        let tree =
+            super::backfill::rebuild_tree(s, coll, &empty, None).map_err(|e| e.to_string())?;
+        let old = recovery::records_with(s, coll, TREE_KEY, None)?;
+        let (k, t) = Kept::persist_rebuilt(coll, tree, &old, seq);
+        Ok((k, t.unwrap_or_default()))
+    }
+
+    /// A rebuilt `tree` kept from stamp `seq` on, and the transaction that
+    /// replaces the `old` tree records with its shape and every page.
+    fn persist_rebuilt(
+        coll: CollectionId,
+        tree: Tree,
+        old: &[(Vec<u8>, Vec<u8>)],
+        seq: u64,
+    ) -> (Kept, Option<Transaction>) {
+        let pl = page_leaves(tree.leaf_count());
         let mut t = Transaction::new();
-        for (k, _) in &old {
+        for (k, _) in old {
             t.rm_record(coll, k);
         }
+        let pages = tree.leaf_count() / pl;
         let mut k = Kept::new(tree, false, seq);
         k.shape_into(coll, &mut t);
-        for p in 0..leaves / pl {
+        for p in 0..pages {
             k.write_page(coll, p, &mut t);
         }
-        Ok((k, Some(t)))
+        (k, Some(t))
     }
 
     fn new(tree: Tree, shaped: bool, seq: u64) -> Kept {
@@ -890,6 +925,33 @@ mod tests {
             "{:?}",
             loaded.tree().diff(&rebuilt)
         );
+    }
+
+    /// A copy whose tree could not be loaded wrote without stamps, so its
+    /// persisted pages no longer tell its objects: `Kept::rebuild` goes
+    /// by the objects alone and replaces every tree record, so a later
+    /// load is right again (a load would have trusted the stale pages).
+    #[test]
+    fn a_rebuild_replaces_pages_that_missed_unstamped_writes() {
+        let s = store();
+        let mut t = Transaction::new();
+        object_ops(&mut t, &recovery::oid("x"), Some(ver(1)));
+        s.apply(t).unwrap();
+        let (_, t) = Kept::load(&s, coll(), 1024).unwrap();
+        s.apply(t.expect("persisted")).unwrap();
+        // Written while the copy kept no tree: no stamp, no page.
+        let mut t = Transaction::new();
+        object_ops(&mut t, &recovery::oid("y"), Some(ver(2)));
+        s.apply(t).unwrap();
+        let (stale, _) = Kept::load(&s, coll(), 1024).unwrap();
+        let truth = rebuild_tree(&s, coll(), stale.tree(), None).unwrap();
+        assert_ne!(stale.tree(), &truth, "the pages missed the write");
+        let (k, t) = Kept::rebuild(&s, coll(), 1024).unwrap();
+        assert_eq!(k.tree(), &truth);
+        s.apply(t).unwrap();
+        let (loaded, fix) = Kept::load(&s, coll(), 1024).unwrap();
+        assert!(fix.is_none());
+        assert_eq!(loaded.tree(), &truth);
     }
 
     #[test]
