@@ -4001,7 +4001,13 @@ fn a_primary_without_a_tree_still_tells_members_what_its_write_changed() {
     let sent = rep_ops(&fx);
     assert_eq!(sent.len(), 2);
     for (_, to, ctx, _) in sent {
-        let c = ctx.change.as_ref().unwrap_or_else(|| panic!("osd.{to}: no change"));
-        assert_eq!((c.name.as_str(), c.old, c.new), ("a", None, Some(ctx.version)));
+        let c = ctx
+            .change
+            .as_ref()
+            .unwrap_or_else(|| panic!("osd.{to}: no change"));
+        assert_eq!(
+            (c.name.as_str(), c.old, c.new),
+            ("a", None, Some(ctx.version))
+        );
     }
 }

@@ -148,6 +148,7 @@ impl Sim {
                 self.reconnect(o);
             }
         }
+        self.finish_pgp();
         let toofull = self.mon.newest().toofull;
         let room = (0..OSDS).filter(|&o| toofull[o]);
         let room = room.map(|o| monitor::fullness(o, false)).collect();
@@ -187,11 +188,11 @@ impl Sim {
                     .values()
                     .any(|p| matches!(p.kind, Kind::Read { .. }))
             };
-            for _ in 0..PGS {
+            for _ in 0..self.pg_count() {
                 if !waiting(self) {
                     break;
                 }
-                self.marked_ms = [None; PGS];
+                self.marked_ms = [None; PGS_MAX];
                 self.mark_unfound_lost();
                 self.drain(4_000);
             }
@@ -204,7 +205,12 @@ impl Sim {
         if let Some(obj) = rotted {
             // (Reported: its PG's primary counts it unfound.)
             let primary = self.primary_of(obj);
-            let stat = primary.and_then(|o| self.osds[o].pgs[pg_of(obj)].stat());
+            let stat = primary.and_then(|o| {
+                self.osds[o]
+                    .pgs
+                    .get(self.pg_now(obj))
+                    .and_then(|pg| pg.stat())
+            });
             assert!(
                 stat.as_ref().is_some_and(|s| s.unfound > 0),
                 "object {obj}, lost to rot, is not unfound on its primary osd.{primary:?}: {stat:?}"
@@ -245,13 +251,13 @@ impl Sim {
     pub(crate) fn check_clean(&mut self) {
         let mut clean = false;
         for _ in 0..CLEAN_STEPS {
-            if (0..PGS).all(|p| self.is_clean(p)) {
+            if (0..self.pg_count()).all(|p| self.is_clean(p)) {
                 clean = true;
                 break;
             }
             self.step();
         }
-        for p in 0..PGS {
+        for p in 0..self.pg_count() {
             let at = self.mon.newest().clone();
             let acting = at.acting[p].clone();
             let primary = at.primary_temp[p]
@@ -328,7 +334,8 @@ impl Sim {
                     || !c.log.is_empty()
                     || !c.missing.is_empty())
         };
-        let any_stray = |sim: &Sim| (0..OSDS).any(|o| (0..PGS).any(|p| stray(sim, o, p)));
+        let any_stray =
+            |sim: &Sim| (0..OSDS).any(|o| (0..sim.pg_count()).any(|p| stray(sim, o, p)));
         for _ in 0..STRAY_STEPS {
             if !any_stray(self) {
                 break;
@@ -336,7 +343,7 @@ impl Sim {
             self.step();
         }
         for o in 0..OSDS {
-            for p in 0..PGS {
+            for p in 0..self.pg_count() {
                 assert!(
                     !stray(self, o, p),
                     "osd.{o} still holds a stray copy of pg {p}"
@@ -388,7 +395,7 @@ impl Sim {
     /// the one a rebuild from its objects computes; the members of a PG
     /// agree on the root.
     pub(crate) fn check_trees(&mut self) {
-        for p in 0..PGS {
+        for p in 0..self.pg_count() {
             let mut roots = BTreeMap::new();
             for (o, osd) in self.osds.iter().enumerate() {
                 let Some(pg) = osd.pgs.get(p) else { continue };

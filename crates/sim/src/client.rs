@@ -255,13 +255,14 @@ impl Sim {
         } else if !self.scripted && self.rng.chance(STALE_CLIENT_PER_MILLE) {
             epoch = epoch.saturating_sub(1 + self.rng.below(3)).max(1);
         }
-        let pg = pg_of(match self.pending[&key].kind {
+        let obj = match self.pending[&key].kind {
             Kind::Write { obj, .. } | Kind::Read { obj, .. } => obj,
-        });
-        let primary = match self.mon.at(epoch) {
-            Some(at) => at.primary[pg],
-            None => self.mon.newest().primary[pg],
         };
+        // (Its PG under the map it sends with: after a split, a client
+        // on an older map sends to the parent.)
+        let at = self.mon.at(epoch).unwrap_or_else(|| self.mon.newest());
+        let pg = pg_in(obj, at.acting.len());
+        let primary = at.primary[pg];
         let Some(primary) = primary else {
             return;
         };

@@ -39,6 +39,10 @@ pub(crate) const TOOFULL_PER_MILLE: u64 = 2;
 /// Chance (per mille), at each step, that an OSD holding unsynced
 /// backfill chunks crashes.
 pub(crate) const VOLATILE_CRASH_PER_MILLE: u64 = 100;
+/// Chances (per mille, per step) of the operator's split and of each
+/// pgp_num step after it (`Run::splits`).
+const SPLIT_PER_MILLE: u64 = 1;
+const PGP_STEP_PER_MILLE: u64 = 2;
 
 impl Sim {
     pub(crate) fn faults(&mut self) {
@@ -65,6 +69,7 @@ impl Sim {
             self.propose(vec![monitor::fullness(o, toofull)]);
         }
         self.partition_faults();
+        self.split_faults();
         self.election_faults();
         self.scrub_faults();
         let electing = self.elections.electing();
@@ -88,6 +93,47 @@ impl Sim {
             }
         }
         self.auto_out();
+    }
+
+    /// With `Run::splits`: now and then the operator doubles the pool's
+    /// PG count (each copy splits in place as its OSD takes the map),
+    /// and then, a step at a time, pgp_num follows, moving the children
+    /// to their own OSDs (the monitors' leader steps it once the PGs are
+    /// clean; here the steps come whenever, the harder case).
+    pub(crate) fn split_faults(&mut self) {
+        if !self.splits || self.elections.electing() {
+            return;
+        }
+        let Some(pool) = self.mon.pool() else { return };
+        if (pool.pg_num as usize) < PGS_MAX && self.rng.chance(SPLIT_PER_MILLE) {
+            self.propose(vec![Change::PoolUpdate(Pool {
+                pg_num: PGS_MAX as u32,
+                ..pool
+            })]);
+        } else if pool.pgp_num < pool.pg_num && self.rng.chance(PGP_STEP_PER_MILLE) {
+            self.stats.pgp_steps += 1;
+            self.propose(vec![Change::PoolUpdate(Pool {
+                pgp_num: pool.pgp_num + 1,
+                ..pool
+            })]);
+        }
+    }
+
+    /// Healing a split run: pgp_num reaches pg_num (as the leader's
+    /// steps end once the PGs are clean).
+    pub(crate) fn finish_pgp(&mut self) {
+        let Some(pool) = self
+            .mon
+            .pool()
+            .filter(|p| self.splits && p.pgp_num < p.pg_num)
+        else {
+            return;
+        };
+        self.stats.pgp_steps += 1;
+        self.propose(vec![Change::PoolUpdate(Pool {
+            pgp_num: pool.pg_num,
+            ..pool
+        })]);
     }
 
     pub(crate) fn crash(&mut self, o: usize) {
@@ -341,13 +387,14 @@ impl Sim {
     /// and later ones expect nothing of them (never a value not written,
     /// a torn one or a removed one).
     pub(crate) fn may_have_lost(&mut self, p: usize) {
-        for obj in (0..OBJECTS).filter(|&obj| pg_of(obj) == p) {
+        let pgs = self.pg_count();
+        for obj in (0..OBJECTS).filter(|&obj| pg_in(obj, pgs) == p) {
             self.lost_upto[obj] = self.next_value[obj];
             self.acked[obj] = 0;
         }
         for pending in self.pending.values_mut() {
             if let Kind::Read { obj, floor } = &mut pending.kind {
-                if pg_of(*obj) == p {
+                if pg_in(*obj, pgs) == p {
                     *floor = 0;
                 }
             }
@@ -362,7 +409,7 @@ impl Sim {
         // An operator gives the last mark time to act (each mark is a
         // new map, which restarts what recovery has in flight).
         let now = self.now_ms;
-        let unfound: Vec<usize> = (0..PGS)
+        let unfound: Vec<usize> = (0..self.pg_count())
             .filter(|&p| self.marked_ms[p].is_none_or(|t| now >= t + MARK_UNFOUND_AGAIN_MS))
             .filter(|&p| {
                 let primary = self.mon.newest().primary[p];

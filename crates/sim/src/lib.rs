@@ -1,4 +1,6 @@
-//! A seeded simulation of three PGs on four OSDs: the real `Pg` state
+//! A seeded simulation of three PGs on four OSDs (six once a split run,
+//! `Run::splits`, doubles the pool's PG count: each OSD splits its copies
+//! in place as the daemon does, and pgp_num then climbs): the real `Pg` state
 //! machines (primary, replica, peering-query and recovery paths, the same
 //! code the daemon runs) over one store per OSD (a `MemStore` with a model
 //! of what a crash keeps, or the `BlockStore` on simulated media whose
@@ -58,7 +60,7 @@ use loligo_ec::stripe::{Fetched, Striper};
 use loligo_pg::msg::{PeerMsg, PeerReply};
 use loligo_pg::pg::{
     backfill::rebuild_tree, merkle, route, stored_info, tree::Kept, Host, Input, ListResult,
-    MonAsk, Pg, RepError,
+    MonAsk, Pg, PgInfo, RepError,
 };
 use loligo_pg::reserve::Reserver;
 use loligo_store::{CollectionId, ObjectStore, Transaction};
@@ -83,7 +85,10 @@ use client::{Kind, Pending};
 pub use run::{Monitors, Run};
 
 pub(crate) const OSDS: usize = 4;
+/// The pool's PGs as a run starts.
 pub(crate) const PGS: usize = 3;
+/// Its PGs once a split run (`Run::splits`) has grown it.
+pub(crate) const PGS_MAX: usize = 6;
 const OBJECTS: usize = 9;
 const POOL: u64 = 1;
 const STEP_MS: u64 = 5;
@@ -105,9 +110,22 @@ fn coll(p: usize) -> CollectionId {
     CollectionId::pg(POOL, p as u32)
 }
 
-/// The PG an object lives in.
+/// The PG an object lives in while the pool has [`PGS`] PGs.
 fn pg_of(obj: usize) -> usize {
     obj % PGS
+}
+
+/// The PG object `obj` lives in when the pool has `pg_num` PGs (its
+/// name's hash, as on a cluster: after a split, [`pg_of`]'s or one of its
+/// children).
+pub(crate) fn pg_in(obj: usize, pg_num: usize) -> usize {
+    static HASHES: std::sync::OnceLock<Vec<u32>> = std::sync::OnceLock::new();
+    let hashes = HASHES.get_or_init(|| {
+        (0..OBJECTS)
+            .map(|o| loligo_crush::hash::str_hash_rjenkins(obj_name(o).as_bytes()))
+            .collect()
+    });
+    loligo_crush::placement::ancestor(hashes[obj], pg_num as u32) as usize
 }
 
 /// Object `obj`'s name: `o{obj}`, with a suffix `_{k}` (the first `k`
@@ -363,6 +381,10 @@ pub struct Sim {
     scrubs: bool,
     /// Erasure-coded objects span several stripes (`Run::stripes`).
     ec_stripes: bool,
+    /// The pool's PGs split mid-run (`Run::splits`).
+    splits: bool,
+    /// In split runs, when the last map sent to each OSD is due.
+    map_due: [u64; OSDS],
     rot: bool,
     /// The pool's striping when it is erasure-coded.
     ec: Option<Arc<Striper>>,
@@ -381,7 +403,7 @@ pub struct Sim {
     out_after_ms: u64,
     down_since_ms: [Option<u64>; OSDS],
     /// When the operator last marked each PG's unfound objects lost.
-    marked_ms: [Option<u64>; PGS],
+    marked_ms: [Option<u64>; PGS_MAX],
     /// Per object, values below which an acknowledgement binds nothing:
     /// they were written before the PG's whole recorded write set was
     /// declared lost.
@@ -499,6 +521,11 @@ pub struct Stats {
     /// a member's: another scrub held it), by the PGs alive at the clean
     /// check.
     pub scrub_slots_refused: u64,
+    /// PG copies split in place (`Run::splits`), objects they moved to
+    /// children, and pgp_num steps taken.
+    pub splits: u64,
+    pub split_objects: u64,
+    pub pgp_steps: u64,
 }
 
 /// A number from the environment, if set and a number.
@@ -516,6 +543,9 @@ impl Stats {
     /// one seed).
     pub fn add(&mut self, st: &Stats) {
         self.acked_writes += st.acked_writes;
+        self.splits += st.splits;
+        self.split_objects += st.split_objects;
+        self.pgp_steps += st.pgp_steps;
         self.good_reads += st.good_reads;
         self.crashes += st.crashes;
         self.clean_checks += st.clean_checks;
@@ -698,7 +728,7 @@ impl Sim {
     /// Run until every PG is clean (at most `SCENARIO_STEPS` steps).
     pub fn settle(&mut self) {
         for _ in 0..SCENARIO_STEPS {
-            if (0..PGS).all(|p| self.pg_clean(p)) {
+            if (0..self.pg_count()).all(|p| self.pg_clean(p)) {
                 return;
             }
             self.step();
@@ -710,9 +740,19 @@ impl Sim {
         self.mon.epoch()
     }
 
+    /// The pool's PGs in the newest map.
+    pub(crate) fn pg_count(&self) -> usize {
+        self.mon.newest().acting.len()
+    }
+
+    /// The PG object `obj` lives in under the newest map.
+    pub(crate) fn pg_now(&self, obj: usize) -> usize {
+        pg_in(obj, self.pg_count())
+    }
+
     /// The acting set of object `obj`'s PG in the newest map.
     pub fn acting_of(&self, obj: usize) -> Vec<i32> {
-        self.mon.newest().acting[pg_of(obj)].clone()
+        self.mon.newest().acting[self.pg_now(obj)].clone()
     }
 
     /// A replica of object `obj`'s PG in the newest map: an acting
@@ -726,7 +766,7 @@ impl Sim {
 
     /// The primary of object `obj`'s PG in the newest map.
     pub fn primary_of(&self, obj: usize) -> Option<usize> {
-        self.mon.newest().primary[pg_of(obj)].map(|o| o as usize)
+        self.mon.newest().primary[self.pg_now(obj)].map(|o| o as usize)
     }
 
     /// Write the next value of object `obj` and wait for its answer: the
@@ -960,6 +1000,8 @@ impl Sim {
             rot: run.rot,
             linearizable: run.linearizable,
             ec_stripes: run.stripes,
+            splits: run.splits && real,
+            map_due: [0; OSDS],
             rng,
             now_ms: 0,
             osds,
@@ -985,7 +1027,7 @@ impl Sim {
             written: BTreeMap::new(),
             shipped: Vec::new(),
             lose: run.lose,
-            marked_ms: [None; PGS],
+            marked_ms: [None; PGS_MAX],
             lost_upto: [0; OBJECTS],
         };
         for o in 0..OSDS {
@@ -1038,7 +1080,25 @@ impl Sim {
                 self.stats.shard_answers_overtaken += 1;
             }
         }
+        let at = self.in_order(&ev, at);
         self.queue.push((at, ev));
+    }
+
+    /// When map `ev` (any other event: as it is) may reach its OSD: in a
+    /// split run, after every map sent to that OSD before it, as the
+    /// monitors' map stream delivers them. (Other runs reorder maps, and
+    /// an OSD that gets a later map first restarts every interval: with
+    /// twice the PGs asking for write-set records, each record a map,
+    /// the reordered maps restarted intervals faster than the PGs peered.)
+    fn in_order(&mut self, ev: &Ev, at: u64) -> u64 {
+        match ev {
+            Ev::Map { osd, .. } if self.splits => {
+                let at = at.max(self.map_due[*osd] + STEP_MS);
+                self.map_due[*osd] = at;
+                at
+            }
+            _ => at,
+        }
     }
 
     /// The monitors commit `changes` as the next epoch, and every OSD
@@ -1047,6 +1107,9 @@ impl Sim {
         if self.elections.electing() {
             self.elections.defer(changes);
             return;
+        }
+        if self.trace && !changes.is_empty() {
+            eprintln!("{:>6}ms commit {changes:?}", self.now_ms);
         }
         if self.mon.commit(changes) {
             self.publish();
@@ -1071,7 +1134,8 @@ impl Sim {
                 }
                 if !self.scripted && self.rng.chance(MAP_LATE_PER_MILLE) {
                     let steps = MAP_LATE_STEPS_MIN + self.rng.below(MAP_LATE_STEPS_MIN * 4);
-                    self.queue.push((self.now_ms + steps * STEP_MS, ev));
+                    let at = self.in_order(&ev, self.now_ms + steps * STEP_MS);
+                    self.queue.push((at, ev));
                 } else {
                     self.send(ev);
                 }
@@ -1080,31 +1144,21 @@ impl Sim {
     }
 
     fn start(&mut self, o: usize) {
-        let ec = self.ec.is_some();
-        let scrubs = self.scrubs;
-        let now_ms = self.now_ms;
-        let osd = &mut self.osds[o];
-        osd.gen += 1;
-        for p in 0..PGS {
-            let info = stored_info(osd.disk.inner(), coll(p))
+        self.osds[o].gen += 1;
+        // A copy for each PG whose collection the disk holds (a split
+        // made its children's; a new disk holds the first PGs').
+        let disk = self.osds[o].disk.inner();
+        let held = (0..PGS_MAX)
+            .take_while(|&p| disk.collection_exists(coll(p)).unwrap_or(false))
+            .count();
+        for p in 0..held {
+            let info = stored_info(self.osds[o].disk.inner(), coll(p))
                 .expect("info records read")
                 .unwrap_or_default();
-            let mut pg = Pg::new(pg_id(p), o as i32, info);
-            pg.op_timeout_ms = 2_000;
-            pg.set_read_lease(READ_LEASE_MS, Some(now_ms));
-            pg.log_entries_max = self.log_max;
-            pg.backfill_chunk_objects = self.chunk_objects;
-            // The smallest trees: a PG's few objects share leaves.
-            pg.merkle_leaves = if ec { 0 } else { merkle::LEAVES_MIN };
-            // Roots compared often: a false difference fails the run.
-            pg.scrub_interval_ms = 1_000;
-            if scrubs {
-                // Scrubs come due on their own too, every few seconds.
-                pg.scrub_schedule = scrub::SIM_SCHEDULE;
-            }
-            pg.scrub_slots = osd.scrub_slots.clone();
-            osd.pgs.push(pg);
+            let pg = self.make_pg(o, p, info);
+            self.osds[o].pgs.push(pg);
         }
+        let osd = &mut self.osds[o];
         osd.seen = Seen::default();
         // An OSD the monitors marked out is marked in as it boots (as an
         // operator's `osd in`, or Ceph's auto-out-in, would).
@@ -1114,6 +1168,66 @@ impl Sim {
             changes.push(Change::OsdIn { id: o as i32 });
         }
         self.propose(changes);
+    }
+
+    /// OSD `o`'s state machine for PG `p`, whose copy holds `info`.
+    fn make_pg(&self, o: usize, p: usize, info: PgInfo) -> Pg {
+        let mut pg = Pg::new(pg_id(p), o as i32, info);
+        pg.op_timeout_ms = 2_000;
+        pg.set_read_lease(READ_LEASE_MS, Some(self.now_ms));
+        pg.log_entries_max = self.log_max;
+        pg.backfill_chunk_objects = self.chunk_objects;
+        // The smallest trees: a PG's few objects share leaves.
+        pg.merkle_leaves = match self.ec {
+            Some(_) => 0,
+            None => merkle::LEAVES_MIN,
+        };
+        // Roots compared often: a false difference fails the run.
+        pg.scrub_interval_ms = 1_000;
+        if self.scrubs {
+            // Scrubs come due on their own too, every few seconds.
+            pg.scrub_schedule = scrub::SIM_SCHEDULE;
+        }
+        pg.scrub_slots = self.osds[o].scrub_slots.clone();
+        pg
+    }
+
+    /// OSD `o` takes the map of `epoch`, in which the pool has `to` PGs,
+    /// more than its copies were made for: as the daemon, each copy
+    /// splits in place (`split::plan`, durable) before its PG takes the
+    /// map, and the children's PGs start. What its PGs queued is
+    /// committed first (the store commits in queue order): each plan sees
+    /// every object written.
+    fn split(&mut self, o: usize, to: usize, epoch: Epoch) {
+        let from = self.osds[o].pgs.len();
+        if self.trace {
+            eprintln!(
+                "{:>6}ms osd.{o}: split {from} -> {to} at epoch {epoch}",
+                self.now_ms
+            );
+        }
+        debug_assert!(from < to && to <= PGS_MAX, "osd.{o}: split {from} -> {to}");
+        if let Some(&(pg, tid, ..)) = self.osds[o].disk.queued.back() {
+            self.osds[o].disk.commit_through(pg, tid);
+        }
+        let ec = self.ec.is_some();
+        for p in 0..from {
+            let disk = &mut self.osds[o].disk;
+            let plan =
+                loligo_pg::pg::split::plan(disk.inner(), pg_id(p), from as u32, to as u32, ec)
+                    .unwrap_or_else(|e| panic!("osd.{o} pg {p}: the split cannot be planned: {e}"));
+            self.stats.splits += 1;
+            self.stats.split_objects += plan.moved;
+            disk.commit(plan.txn, true);
+            self.osds[o].pgs[p].reshaped(plan.info, epoch);
+        }
+        for c in from..to {
+            let info = stored_info(self.osds[o].disk.inner(), coll(c))
+                .expect("info records read")
+                .unwrap_or_default();
+            let pg = self.make_pg(o, c, info);
+            self.osds[o].pgs.push(pg);
+        }
     }
 
     /// Feed `input` to OSD `o`'s PG `p`; then, once every transaction of
@@ -1391,6 +1505,10 @@ impl Sim {
         let inputs = self.mon.inputs(input_epoch, &mut seen, &self.ec, now_ms);
         self.osds[osd].seen = seen;
         let fed = inputs.is_some();
+        let pgs = inputs.as_ref().map_or(0, Vec::len);
+        if pgs > self.osds[osd].pgs.len() {
+            self.split(osd, pgs, input_epoch);
+        }
         for (p, input) in inputs.into_iter().flatten().enumerate() {
             self.feed(osd, p, input);
         }
@@ -1447,6 +1565,18 @@ impl Sim {
             let ev = m.answer(Err(RepError::Failed("unreachable".into())));
             return self.send(ev);
         }
+        if m.pg >= self.osds[m.to].pgs.len() {
+            // A PG this OSD's map does not have yet (a split on its way):
+            // as the daemon, ask again, never "no copy".
+            let why = format!("pg {}: not in this OSD's map yet; ask again", pg_id(m.pg));
+            let reply = match m.msg {
+                PeerMsg::GetInfo { .. } => PeerReply::Refused(why),
+                PeerMsg::StrayCheck { .. } => PeerReply::Clean(None),
+                _ => PeerReply::RepDone(Err(why)),
+            };
+            let ev = m.answer(Ok(reply));
+            return self.send(ev);
+        }
         let token = self.next_token;
         self.next_token += 1;
         let (to, pg, msg) = (m.to, m.pg, m.msg.clone());
@@ -1476,7 +1606,10 @@ impl Sim {
         if self.now_ms.is_multiple_of(250) {
             let now_ms = self.now_ms;
             for o in 0..OSDS {
-                for p in 0..PGS {
+                // (A stopped OSD's PGs too, as if there: each feed draws
+                // from the seed, and a run without splits replays as
+                // before they existed.)
+                for p in 0..self.osds[o].pgs.len().max(PGS) {
                     self.feed(o, p, Input::Tick { now_ms });
                 }
             }

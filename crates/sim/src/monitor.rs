@@ -106,6 +106,11 @@ pub(crate) trait Monitor {
     fn steer(&self, from: usize, p: usize, ask: Steer) -> Vec<Change>;
     /// What OSD `from`'s ask to record `ask` comes to.
     fn judge(&self, from: usize, p: usize, ask: &RecordAsk) -> Judged;
+    /// The pool as the newest map has it (`None`: the model, whose pool
+    /// never changes).
+    fn pool(&self) -> Option<Pool> {
+        None
+    }
     /// Whether these are the monitors' own logic: the faults that only
     /// they take (auto-out, an operator's out and in, partitions with
     /// reboots, lost pg_temp asks) apply; the model takes none, so its
@@ -191,7 +196,12 @@ impl RealMon {
 
     fn read(map: &OsdMap) -> (MapAt, Vec<PgMapping>) {
         let mut placer = map.placer().expect("the map's CRUSH compiles");
-        let pms: Vec<PgMapping> = (0..PGS)
+        // (The pool's PGs at this epoch: more after a split.)
+        let pgs = map
+            .pools
+            .get(&pg_id(0).pool)
+            .map_or(PGS, |p| p.pg_num as usize);
+        let pms: Vec<PgMapping> = (0..pgs)
             .map(|p| placer.map_pg(pg_id(p)).expect("every PG is placed"))
             .collect();
         let osd = |o: usize| map.osds.get(&(o as i32));
@@ -201,16 +211,16 @@ impl RealMon {
                 .iter()
                 .map(|m| Some(m.acting_primary).filter(|&o| o >= 0 && o != ITEM_NONE))
                 .collect(),
-            primary_temp: (0..PGS)
+            primary_temp: (0..pgs)
                 .map(|p| map.primary_temp.get(&pg_id(p)).copied())
                 .collect(),
-            pg_temp: (0..PGS)
+            pg_temp: (0..pgs)
                 .map(|p| map.pg_temp.get(&pg_id(p)).cloned())
                 .collect(),
-            record: (0..PGS)
+            record: (0..pgs)
                 .map(|p| map.write_sets.get(&pg_id(p)).cloned())
                 .collect(),
-            unfound_lost: (0..PGS)
+            unfound_lost: (0..pgs)
                 .map(|p| map.unfound_lost.get(&pg_id(p)).copied().unwrap_or(0))
                 .collect(),
             crush: pms.iter().map(|m| m.up.clone()).collect(),
@@ -226,6 +236,10 @@ impl RealMon {
 }
 
 impl Monitor for RealMon {
+    fn pool(&self) -> Option<Pool> {
+        self.map.pools.get(&self.pool.id).cloned()
+    }
+
     fn epoch(&self) -> Epoch {
         self.map.epoch
     }
@@ -275,7 +289,7 @@ impl Monitor for RealMon {
         seen.newest = Some(epoch);
         let pool = map.pools.get(&self.pool.id)?;
         Some(
-            (0..PGS)
+            (0..pool.pg_num as usize)
                 .map(|p| {
                     let st = striper.clone();
                     map_input(map, pool, pg_id(p), &pms[p], st, seen.since, now_ms)

@@ -61,6 +61,12 @@ pub struct Run {
     /// default; `LOLIGO_SIM_LINEARIZABLE=0` only counts them, in
     /// `Stats::histories_bad`).
     pub linearizable: bool,
+    /// The pool's PG count doubles mid-run (the monitors' `pool set
+    /// pg_num`; the real monitors only): every copy splits in place as
+    /// its OSD takes the map, and pgp_num then climbs a step at a time,
+    /// moving the children, while the faults go on
+    /// (`LOLIGO_SIM_SPLITS=1`).
+    pub splits: bool,
 }
 
 impl Run {
@@ -91,6 +97,14 @@ impl Run {
             rot: false,
             stripes: false,
             linearizable: std::env::var("LOLIGO_SIM_LINEARIZABLE").map_or(true, |v| v != "0"),
+            splits: false,
+        }
+    }
+
+    pub fn splitting(self) -> Run {
+        Run {
+            splits: true,
+            ..self
         }
     }
 
@@ -204,6 +218,7 @@ impl Run {
         };
         let run = Run {
             stripes: run.stripes || set("LOLIGO_SIM_EC_STRIPES"),
+            splits: run.splits || set("LOLIGO_SIM_SPLITS"),
             ..run
         };
         match set("LOLIGO_SIM_MODEL") || moves || strict {
@@ -245,6 +260,9 @@ impl Run {
         }
         if !self.linearizable {
             env += "LOLIGO_SIM_LINEARIZABLE=0 ";
+        }
+        if self.splits {
+            env += "LOLIGO_SIM_SPLITS=1 ";
         }
         format!("{env}{seed_var}={}", self.seed)
     }

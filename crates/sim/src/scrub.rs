@@ -49,7 +49,7 @@ impl Sim {
             self.check_found(o);
         }
         if self.rng.chance(SCRUB_ASK_PER_MILLE) {
-            let (o, p) = (self.rng.index(OSDS), self.rng.index(PGS));
+            let (o, p) = (self.rng.index(OSDS), self.rng.index(self.pg_count()));
             let kind = ScrubKind {
                 deep: self.rng.chance(500),
                 repair: self.rng.chance(500),
@@ -64,7 +64,7 @@ impl Sim {
         }
         if self.rot && self.rng.chance(ROT_PER_MILLE) && self.rotten_now() == 0 {
             let (obj, o) = (self.rng.index(OBJECTS), self.rng.index(OSDS));
-            let (c, oid) = (coll(pg_of(obj)), oid_of(obj));
+            let (c, oid) = (coll(self.pg_now(obj)), oid_of(obj));
             // (Only a copy another OSD also holds at its version: rot of
             // the sole copy of a write loses it, whatever the PG does.)
             let version = |sim: &Sim, o: usize| {
@@ -94,7 +94,7 @@ impl Sim {
     /// Whether object `obj`'s only copies at the version of a rotten one
     /// are rotten: a good copy of it is nowhere.
     pub(crate) fn rot_lost(&self, obj: usize) -> bool {
-        let (c, oid) = (coll(pg_of(obj)), oid_of(obj));
+        let (c, oid) = (coll(self.pg_now(obj)), oid_of(obj));
         let version = |o: usize| {
             loligo_pg::pg::recovery::stored_version(self.osds[o].disk.inner(), c, &oid)
                 .ok()
@@ -110,7 +110,7 @@ impl Sim {
     /// How many copies of object `obj` at version `v` the OSDs not
     /// `skipped` hold: OSDs, or distinct shards (by their label).
     fn copies_at(&self, obj: usize, v: Option<Version>, skipped: &dyn Fn(usize) -> bool) -> usize {
-        let (c, oid) = (coll(pg_of(obj)), oid_of(obj));
+        let (c, oid) = (coll(self.pg_now(obj)), oid_of(obj));
         let holders = (0..OSDS).filter(|&x| {
             !skipped(x)
                 && loligo_pg::pg::recovery::stored_version(self.osds[x].disk.inner(), c, &oid)
@@ -139,7 +139,7 @@ impl Sim {
 
     /// Where object `obj`'s copies are: (OSD, version, rotten).
     pub(crate) fn copies_of(&self, obj: usize) -> Vec<(usize, Option<Version>, bool)> {
-        let (c, oid) = (coll(pg_of(obj)), oid_of(obj));
+        let (c, oid) = (coll(self.pg_now(obj)), oid_of(obj));
         (0..OSDS)
             .filter_map(|o| {
                 let v = loligo_pg::pg::recovery::stored_version(self.osds[o].disk.inner(), c, &oid)
@@ -204,7 +204,11 @@ impl Sim {
                     }
                 }
             }
-            assert_eq!(asked.len(), PGS, "a primary for every PG: {asked:?}");
+            assert_eq!(
+                asked.len(),
+                self.pg_count(),
+                "a primary for every PG: {asked:?}"
+            );
             let done = |sim: &Sim| {
                 asked
                     .iter()

@@ -952,3 +952,54 @@ fn rot_under_faults_is_mended_and_repaired() {
     assert!(total.read_repairs > seeds / 10, "{total:?}");
     assert!(total.acked_writes > seeds * 10, "{total:?}");
 }
+
+/// PG split under faults (`Run::splits`): mid-run the pool's PG count
+/// doubles, every copy splits in place as its OSD takes the map (OSDs
+/// crashing, maps late, clients on older maps sending to the parent), and
+/// pgp_num climbs a step at a time, moving the children; every
+/// acknowledged write survives, the history is linearizable, and every
+/// PG, children included, ends clean with equal copies. Replicated and
+/// erasure-coded seeds alternate; some add partitions, leader elections,
+/// the block store or (replicated) scrubs.
+#[test]
+fn pgs_split_under_faults_lose_nothing_and_end_clean() {
+    let run = |seed: u64| {
+        let run = match seed % 2 {
+            0 => Run::replicated(seed).splitting(),
+            _ => Run::ec_mixed(seed).splitting(),
+        };
+        let run = if seed % 3 == 1 {
+            run.partitioned()
+        } else {
+            run
+        };
+        let run = if seed % 5 == 2 { run.electing() } else { run };
+        let run = if seed % 7 == 3 {
+            run.on_block_store()
+        } else {
+            run
+        };
+        if seed % 6 == 4 {
+            run.scrubbing()
+        } else {
+            run
+        }
+    };
+    if let Some(seed) = env_u64_opt("LOLIGO_SIM_SPLIT_SEED") {
+        let st = run(seed).as_asked().go();
+        println!("{st:?}");
+        return;
+    }
+    let seeds: u64 = env_u64("LOLIGO_SIM_SPLIT_SEEDS", 200);
+    let first: u64 = env_u64("LOLIGO_SIM_FIRST", 0);
+    let mut total = Stats::default();
+    for seed in first..first + seeds {
+        total.add(&run(seed).go_named("LOLIGO_SIM_SPLIT_SEED"));
+    }
+    println!(
+        "{seeds} split seeds: {} copies split, {} objects moved to children, {} pgp_num steps, \
+         {} acked writes, {} crashes",
+        total.splits, total.split_objects, total.pgp_steps, total.acked_writes, total.crashes
+    );
+    assert!(total.splits > 0 && total.split_objects > 0 && total.pgp_steps > 0);
+}
