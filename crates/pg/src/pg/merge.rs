@@ -31,7 +31,7 @@
 //! It must never call a copy complete that lacks a write the monitors
 //! counted, nor leave a source's object outside the target.
 
-use super::split::PG_NUM_KEY;
+use super::split::{Owner, PG_NUM_KEY};
 use super::{
     backfill, committed_reqids, erasure, record, recovery, Cursor, LogEntry, PgInfo, DUPS_KEY,
     INFO_KEY,
@@ -140,9 +140,9 @@ pub fn plan(
     // A complete copy answers retries of the writes the joining logs
     // hold (a client may retry one acknowledged before the merge).
     if incomplete.is_none() {
-        let joined: Vec<CollectionId> = std::iter::once(pg)
+        let joined: Vec<(CollectionId, Owner)> = std::iter::once(pg)
             .chain(sources.iter().copied())
-            .map(|p| CollectionId::pg(p.pool, p.ps))
+            .map(|p| (CollectionId::pg(p.pool, p.ps), Owner::new(p.ps, from)))
             .collect();
         let dups = carried_dups(s, &joined, dups_max)?;
         if !dups.is_empty() {
@@ -196,15 +196,20 @@ pub fn plan(
 }
 
 /// The request ids the copies `colls` answer retries of (their logs'
-/// standing writes, and what an earlier merge carried into them), with
-/// their versions: the `max` newest.
+/// standing writes to objects each copy owns, and what an earlier merge
+/// carried into them), with their versions: the `max` newest. A log a
+/// split left holds entries of its siblings' objects too, and the PG that
+/// owned those judged them, not this one: a parent kept a divergent write
+/// to its child's object that the child rolled back, the merge carried
+/// it, and a retry of the write was answered as done with the object not
+/// there (found by the simulator).
 fn carried_dups(
     s: &dyn ObjectStore,
-    colls: &[CollectionId],
+    colls: &[(CollectionId, Owner)],
     max: usize,
 ) -> Result<Vec<(ReqId, Version)>, String> {
     let mut all = Vec::new();
-    for &c in colls {
+    for &(c, owner) in colls {
         // (A damaged record carries nothing: retries are then new writes,
         // as before merges kept any.)
         let old = s.record(c, DUPS_KEY).map_err(|e| e.to_string())?;
@@ -214,6 +219,7 @@ fn carried_dups(
         );
         let entries: Vec<LogEntry> = (recovery::records_with(s, c, b"log/", None)?.iter())
             .filter_map(|(_, v)| record::decode_log(v).ok())
+            .filter(|e| owner.owns(&e.name))
             .collect();
         all.extend(committed_reqids(&entries));
     }
@@ -411,6 +417,20 @@ mod tests {
         let s = MemStore::new();
         let mut names = copy(&s, 0, 5, 3, false);
         names.extend(copy(&s, 2, 7, 2, false));
+        // An entry of PG 1.0's log for PG 1.2's object (left by a split, a
+        // write the owner judged): not carried.
+        let stray_entry = LogEntry {
+            version: Version { epoch: 2, v: 1 },
+            name: name_in(2, 4, 9),
+            removed: false,
+            reqid: Some(ReqId { client: 99, tid: 1 }),
+            before: Before::Absent,
+            gave_up: None,
+            prev: None,
+        };
+        let mut t = Transaction::new();
+        t.set_record(coll(0), &log_key(0), record::encode_log(&stray_entry));
+        s.apply(t).unwrap();
         // A removed stray's empty copy, left from when the pool had 16
         // PGs: it goes, and does not count.
         let mut t = Transaction::new();
