@@ -227,7 +227,11 @@ impl Pg {
     /// The answer of this copy, which lacks `name` at version `v` (`why`),
     /// to a shard read or a pull: erasure-coded, with nothing of its own in
     /// flight (the store then shows all it took), it says whether it never
-    /// took that write (`NeverTook`, a proof the asker may act on).
+    /// took that write (`NeverTook`, a proof the asker may act on), for an
+    /// object its PG owns only: once a split moved the object to a child,
+    /// its absence here proves nothing (a primary still on the map before
+    /// the split took it for proof and removed an acknowledged object;
+    /// found by the simulator).
     pub(super) fn lacks(
         &self,
         s: &dyn ObjectStore,
@@ -235,7 +239,8 @@ impl Pg {
         v: Version,
         why: String,
     ) -> RepError {
-        match self.ec.is_some() && self.settled_all() && self.never_took(s, name, v) {
+        let proves = self.ec.is_some() && self.owner().owns(name) && self.settled_all();
+        match proves && self.never_took(s, name, v) {
             true => RepError::NeverTook(why),
             false => RepError::Absent(why),
         }
