@@ -42,6 +42,9 @@ pub(crate) const VOLATILE_CRASH_PER_MILLE: u64 = 100;
 /// Chances (per mille, per step) of the operator's split and of each
 /// pgp_num step after it (`Run::splits`).
 const SPLIT_PER_MILLE: u64 = 1;
+/// Chance (per mille, per step, once pgp_num has reached pg_num after a
+/// split) that the operator merges the PGs back.
+const MERGE_PER_MILLE: u64 = 2;
 const PGP_STEP_PER_MILLE: u64 = 2;
 
 impl Sim {
@@ -105,7 +108,19 @@ impl Sim {
             return;
         }
         let Some(pool) = self.mon.pool() else { return };
-        if (pool.pg_num as usize) < PGS_MAX && self.rng.chance(SPLIT_PER_MILLE) {
+        let merging = self.mon.map().is_some_and(|m| !m.pg_merges.is_empty());
+        if merging {
+            // (The leader steps pgp_num down: `pg_num_leader`.)
+            return;
+        }
+        let merge = pool.pg_num as usize == PGS_MAX && pool.pgp_num == pool.pg_num;
+        if merge && self.rng.chance(MERGE_PER_MILLE) {
+            // `pool set p pg_num 3`: back to where the run began.
+            self.propose(vec![Change::PgMergeTarget {
+                pool: pool.id,
+                to: PGS as u32,
+            }]);
+        } else if (pool.pg_num as usize) < PGS_MAX && self.rng.chance(SPLIT_PER_MILLE) {
             self.propose(vec![Change::PoolUpdate(Pool {
                 pg_num: PGS_MAX as u32,
                 ..pool
@@ -122,6 +137,10 @@ impl Sim {
     /// Healing a split run: pgp_num reaches pg_num (as the leader's
     /// steps end once the PGs are clean).
     pub(crate) fn finish_pgp(&mut self) {
+        if self.mon.map().is_some_and(|m| !m.pg_merges.is_empty()) {
+            // (A merge under way: the leader finishes it.)
+            return;
+        }
         let Some(pool) = self
             .mon
             .pool()

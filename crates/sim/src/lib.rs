@@ -1,6 +1,7 @@
 //! A seeded simulation of three PGs on four OSDs (six once a split run,
 //! `Run::splits`, doubles the pool's PG count: each OSD splits its copies
-//! in place as the daemon does, and pgp_num then climbs): the real `Pg` state
+//! in place as the daemon does, and pgp_num then climbs; the monitors'
+//! leader may merge them back): the real `Pg` state
 //! machines (primary, replica, peering-query and recovery paths, the same
 //! code the daemon runs) over one store per OSD (a `MemStore` with a model
 //! of what a crash keeps, or the `BlockStore` on simulated media whose
@@ -526,6 +527,12 @@ pub struct Stats {
     pub splits: u64,
     pub split_objects: u64,
     pub pgp_steps: u64,
+    /// PG copies that took their merge sources in (`Run::splits`, after a
+    /// split), objects they took, and merged copies left to be
+    /// backfilled (they missed writes).
+    pub merges: u64,
+    pub merged_objects: u64,
+    pub merged_incomplete: u64,
 }
 
 /// A number from the environment, if set and a number.
@@ -546,6 +553,9 @@ impl Stats {
         self.splits += st.splits;
         self.split_objects += st.split_objects;
         self.pgp_steps += st.pgp_steps;
+        self.merges += st.merges;
+        self.merged_objects += st.merged_objects;
+        self.merged_incomplete += st.merged_incomplete;
         self.good_reads += st.good_reads;
         self.crashes += st.crashes;
         self.clean_checks += st.clean_checks;
@@ -1230,6 +1240,95 @@ impl Sim {
         }
     }
 
+    /// OSD `o` takes the map of `epoch`, in which the pool has `to` PGs,
+    /// fewer than its copies were made for: as the daemon, the merged-away
+    /// PGs stop here (their recovery slots go; messages they held are
+    /// sent again, to be told to ask the PGs their objects are in now),
+    /// and each remaining copy takes in its sources' (`merge::plan`,
+    /// durable) before its PG takes the map.
+    fn merge(&mut self, o: usize, to: usize, epoch: Epoch) {
+        let from = self.osds[o].pgs.len();
+        debug_assert!(to < from, "osd.{o}: merge {from} -> {to}");
+        if self.trace {
+            eprintln!(
+                "{:>6}ms osd.{o}: merge {from} -> {to} at epoch {epoch}",
+                self.now_ms
+            );
+        }
+        if let Some(&(pg, tid, ..)) = self.osds[o].disk.queued.back() {
+            self.osds[o].disk.commit_through(pg, tid);
+        }
+        for p in to..from {
+            let granted = self.osds[o].slots.release_pg(pg_id(p));
+            self.grant(o, granted);
+        }
+        self.osds[o].asks.retain(|&(p, _)| p < to);
+        self.osds[o].pgs.truncate(to);
+        for m in take_held(&mut self.held, |m| m.to == o && m.pg >= to) {
+            self.send(Ev::Peer(m));
+        }
+        let merged = (self.mon.map()).and_then(|m| m.pg_merged.get(&POOL).cloned());
+        let dups_max = usize::try_from(self.log_max).unwrap_or(usize::MAX);
+        for t in 0..to {
+            let disk = &mut self.osds[o].disk;
+            let plan = loligo_pg::pg::merge::plan(
+                disk.inner(),
+                pg_id(t),
+                from as u32,
+                to as u32,
+                merged.as_ref(),
+                dups_max,
+            )
+            .unwrap_or_else(|e| panic!("osd.{o} pg {t}: the merge cannot be planned: {e}"));
+            disk.commit(plan.txn, true);
+            if plan.joins {
+                self.stats.merges += 1;
+                self.stats.merged_objects += plan.moved;
+                self.stats.merged_incomplete += u64::from(plan.incomplete.is_some());
+                self.osds[o].pgs[t].reshaped(plan.info, epoch);
+            }
+        }
+    }
+
+    /// The monitors' leader steps pgp_num toward a merge's target and
+    /// drives the merge (`pg_num::step`), from the PGs' reports: each
+    /// PG's state as its primary in the newest map has it.
+    pub(crate) fn pg_num_leader(&mut self) {
+        if !self.splits || self.elections.electing() {
+            return;
+        }
+        let Some(map) = self.mon.map() else { return };
+        if map.pg_merges.is_empty() {
+            return;
+        }
+        let at = self.mon.newest();
+        let mut ready = std::collections::HashMap::new();
+        let mut not_clean = 0;
+        for p in 0..at.acting.len() {
+            let primary = at.primary[p].map(|o| o as usize);
+            let stat = primary.and_then(|o| self.osds[o].pgs.get(p)?.stat());
+            let clean = stat.as_ref().is_some_and(|st| {
+                st.state.contains(PgState::ACTIVE | PgState::CLEAN) && st.epoch == map.epoch
+            });
+            not_clean += u64::from(!clean);
+            if let Some(st) = stat {
+                ready.insert(pg_id(p), st);
+            }
+        }
+        let step = loligo_mon::pg_num::step(map, not_clean, &ready);
+        if !step.changes.is_empty() {
+            if self.trace {
+                eprintln!("{:>6}ms leader: {}", self.now_ms, step.note);
+            }
+            self.stats.pgp_steps += u64::from(
+                step.changes
+                    .iter()
+                    .any(|c| matches!(c, Change::PoolUpdate(_))),
+            );
+            self.propose(step.changes);
+        }
+    }
+
     /// Feed `input` to OSD `o`'s PG `p`; then, once every transaction of
     /// that OSD is durable, its kept Merkle tree must be the one a rebuild
     /// from its objects computes (not only after healing: after every
@@ -1508,6 +1607,8 @@ impl Sim {
         let pgs = inputs.as_ref().map_or(0, Vec::len);
         if pgs > self.osds[osd].pgs.len() {
             self.split(osd, pgs, input_epoch);
+        } else if pgs > 0 && pgs < self.osds[osd].pgs.len() {
+            self.merge(osd, pgs, input_epoch);
         }
         for (p, input) in inputs.into_iter().flatten().enumerate() {
             self.feed(osd, p, input);
@@ -1604,6 +1705,7 @@ impl Sim {
             self.deliver(ev);
         }
         if self.now_ms.is_multiple_of(250) {
+            self.pg_num_leader();
             let now_ms = self.now_ms;
             for o in 0..OSDS {
                 // (A stopped OSD's PGs too, as if there: each feed draws

@@ -111,6 +111,10 @@ pub(crate) trait Monitor {
     fn pool(&self) -> Option<Pool> {
         None
     }
+    /// The newest map (`None`: the model, which keeps no real one).
+    fn map(&self) -> Option<&OsdMap> {
+        None
+    }
     /// Whether these are the monitors' own logic: the faults that only
     /// they take (auto-out, an operator's out and in, partitions with
     /// reboots, lost pg_temp asks) apply; the model takes none, so its
@@ -238,6 +242,10 @@ impl RealMon {
 impl Monitor for RealMon {
     fn pool(&self) -> Option<Pool> {
         self.map.pools.get(&self.pool.id).cloned()
+    }
+
+    fn map(&self) -> Option<&OsdMap> {
+        Some(&self.map)
     }
 
     fn epoch(&self) -> Epoch {

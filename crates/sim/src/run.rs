@@ -64,7 +64,8 @@ pub struct Run {
     /// The pool's PG count doubles mid-run (the monitors' `pool set
     /// pg_num`; the real monitors only): every copy splits in place as
     /// its OSD takes the map, and pgp_num then climbs a step at a time,
-    /// moving the children, while the faults go on
+    /// moving the children, while the faults go on; later the PGs may
+    /// merge back (the leader's `pg_num::step`) and split again
     /// (`LOLIGO_SIM_SPLITS=1`).
     pub splits: bool,
 }
