@@ -225,17 +225,7 @@ mod tests {
     /// reports', the spread over OSDs up and in only.
     #[test]
     fn rows_count_up_sets_and_the_summary_skips_out_osds() {
-        let mut m = OsdMap::new("f", "osd").unwrap();
-        let mut changes: Vec<Change> = (0..4)
-            .map(|id| Change::OsdBoot {
-                id,
-                addr: format!("h:{id}"),
-                host: format!("h{id}"),
-                crush_weight: 0x10000,
-            })
-            .collect();
-        changes.push(Change::PoolCreate(m.replicated_pool("p", 16, 3, 2)));
-        m.apply(&Incremental { epoch: 2, changes }).unwrap();
+        let mut m = OsdMap::test_cluster(4, 16);
         let counters: Vec<OsdCounters> = (0..4)
             .map(|osd| OsdCounters {
                 osd,

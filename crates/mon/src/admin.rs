@@ -7,7 +7,7 @@
 
 use crate::protocol::{Admin, AuthInfo, MonError};
 use loligo_types::caps::{is_client, is_daemon, AuthEntry, Caps, ADMIN, REVOKED_SERIAL};
-use loligo_types::osdmap::{OBJECT_SIZE_MAX_DEFAULT, WEIGHT_IN};
+use loligo_types::osdmap::{Fullness, OBJECT_SIZE_MAX_DEFAULT, WEIGHT_IN};
 use loligo_types::{crush_edit, Change, EcProfile, OsdMap, Pool, PoolKind};
 use serde_json::{json, Value};
 
@@ -697,12 +697,15 @@ fn merge_target(m: &OsdMap, p: &Pool, n: u32) -> Result<Outcome, MonError> {
     // collection per PG); without one the merge would wait for good.
     if let PoolKind::Erasure { profile } = &p.kind {
         let k = m.ec_profiles.get(profile).map_or(p.size, |e| e.k);
-        let usable = m.osds.values().filter(|o| o.is_in()).count();
+        // (As a PG counts its spares: up, in and with room to backfill.)
+        let usable = (m.osds.values())
+            .filter(|o| o.up && o.is_in() && o.fullness < Fullness::BackfillFull)
+            .count();
         if n < p.pg_num && p.size.saturating_sub(k) < 2 && usable <= p.size as usize {
             return Err(MonError::Invalid(format!(
-                "pool '{}' has one parity shard and {usable} in OSDs for its {} shards: \
-                 merging its PGs moves shards among their OSDs, which takes an OSD outside \
-                 each PG's set; add an OSD first",
+                "pool '{}' has one parity shard and {usable} OSDs up, in and with room for \
+                 its {} shards: merging its PGs moves shards among their OSDs, which takes \
+                 an OSD outside each PG's set; add an OSD first",
                 p.name, p.size
             )));
         }
@@ -1013,17 +1016,7 @@ mod tests {
     /// is not the operator's while a merge is under way. Each applies.
     #[test]
     fn pg_num_down_merges_and_a_merge_is_called_off() {
-        let mut m = OsdMap::new("f", "osd").unwrap();
-        let mut changes: Vec<Change> = (0..4)
-            .map(|id| Change::OsdBoot {
-                id,
-                addr: format!("h:{id}"),
-                host: format!("h{id}"),
-                crush_weight: 0x10000,
-            })
-            .collect();
-        changes.push(Change::PoolCreate(m.replicated_pool("p", 32, 3, 2)));
-        m.apply(&Incremental { epoch: 2, changes }).unwrap();
+        let mut m = OsdMap::test_cluster(4, 32);
         let set = |m: &mut OsdMap, key: &str, value: &str| -> Result<(), MonError> {
             let cmd = Admin::PoolSet {
                 name: "p".into(),

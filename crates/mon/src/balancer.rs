@@ -16,9 +16,7 @@ use std::time::Duration;
 
 /// Most PGs an OSD may be from its weighted target once balanced.
 pub const MAX_DEVIATION: f64 = 1.0;
-/// Most of all PG copies one run may move (Ceph's
-/// `target_max_misplaced_ratio`).
-pub const TARGET_MAX_MISPLACED_RATIO: f64 = 0.05;
+pub use loligo_types::pg_num::TARGET_MAX_MISPLACED_RATIO;
 /// How often the leader runs it.
 pub const EVERY: Duration = Duration::from_secs(5);
 

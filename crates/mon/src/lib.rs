@@ -11,7 +11,7 @@ pub mod kv;
 pub mod leader;
 pub mod monmap;
 pub mod network;
-pub mod pg_num;
+pub use loligo_types::pg_num;
 pub mod raft;
 pub mod server;
 

@@ -1315,7 +1315,7 @@ impl Sim {
                 ready.insert(pg_id(p), st);
             }
         }
-        let step = loligo_mon::pg_num::step(map, not_clean, &ready);
+        let step = loligo_types::pg_num::step(map, not_clean, &ready);
         if !step.changes.is_empty() {
             if self.trace {
                 eprintln!("{:>6}ms leader: {}", self.now_ms, step.note);
@@ -1667,9 +1667,12 @@ impl Sim {
             return self.send(ev);
         }
         if m.pg >= self.osds[m.to].pgs.len() {
-            // A PG this OSD's map does not have yet (a split on its way):
-            // as the daemon, ask again, never "no copy".
-            let why = format!("pg {}: not in this OSD's map yet; ask again", pg_id(m.pg));
+            // A PG this OSD's map does not have (a split on its way, or
+            // merged away): as the daemon, ask again, never "no copy".
+            let why = format!(
+                "pg {}: not in this OSD's map (a split on its way, or merged away); ask again",
+                pg_id(m.pg)
+            );
             let reply = match m.msg {
                 PeerMsg::GetInfo { .. } => PeerReply::Refused(why),
                 PeerMsg::StrayCheck { .. } => PeerReply::Clean(None),

@@ -12,6 +12,7 @@ pub mod error;
 pub mod mapping;
 pub mod ops;
 pub mod osdmap;
+pub mod pg_num;
 pub mod pg_state;
 pub mod scrub;
 pub mod stats;

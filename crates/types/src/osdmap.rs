@@ -992,6 +992,26 @@ impl OsdMap {
         self.auth.get(entity).map(|e| e.serial.as_str())
     }
 
+    /// The map several crates' tests start from: OSDs `0..osds` booted at
+    /// epoch 2, each on a host of its own (`h0`, `h1`, ...) with weight
+    /// 1, and replicated pool `p` (size 3, min_size 2) of `pg_num` PGs.
+    /// A test fixture (it panics if the map refuses it), not for use.
+    #[doc(hidden)]
+    pub fn test_cluster(osds: i32, pg_num: u32) -> OsdMap {
+        let mut m = OsdMap::new("f", "osd").expect("a new map");
+        let boot = |id| Change::OsdBoot {
+            id,
+            addr: format!("127.0.0.1:{}", 6800 + id),
+            host: format!("h{id}"),
+            crush_weight: 0x10000,
+        };
+        let p = m.replicated_pool("p", pg_num, 3, 2);
+        let changes = (0..osds).map(boot).chain([Change::PoolCreate(p)]).collect();
+        m.apply(&Incremental { epoch: 2, changes })
+            .expect("the test cluster's map applies");
+        m
+    }
+
     /// A replicated pool as `pool create` makes it (the next pool id, rule
     /// 0, Ceph's placement). Checked when the change is applied.
     pub fn replicated_pool(&self, name: &str, pg_num: u32, size: u32, min_size: u32) -> Pool {

@@ -169,17 +169,7 @@ mod tests {
     use super::*;
 
     fn map_with(pg_num: u32) -> OsdMap {
-        let mut m = OsdMap::new("f", "osd").unwrap();
-        let boot = |id| Change::OsdBoot {
-            id,
-            addr: format!("127.0.0.1:{}", 6800 + id),
-            host: format!("h{id}"),
-            crush_weight: 0x10000,
-        };
-        let p = m.replicated_pool("p", pg_num, 3, 2);
-        let changes = (0..4).map(boot).chain([Change::PoolCreate(p)]).collect();
-        m.apply(&Incremental { epoch: 2, changes }).unwrap();
-        m
+        OsdMap::test_cluster(4, pg_num)
     }
 
     fn next(m: &mut OsdMap, changes: Vec<Change>) -> Result<()> {

@@ -9,17 +9,21 @@
 //! steps, as Ceph's manager does, each moving at most 5% of all PG copies
 //! (`target_max_misplaced_ratio`), the next one only once every PG is
 //! active+clean again. A pure function of the map and the PG reports; the
-//! leader runs it at each tick.
+//! leader runs it at each tick (and the simulator, as its leader).
 //!
 //! It must never step while a PG is not active+clean, or while
 //! `norebalance` or `nobackfill` holds data where it is, and never lower
 //! pg_num before every PG that joins the merge reported ready under it.
 
-use crate::balancer::TARGET_MAX_MISPLACED_RATIO;
+use crate::osdmap::{OsdFlag, PgMerge};
+use crate::{Change, OsdMap, PgId, PgStat, Pool};
 use loligo_crush::placement::ancestor;
-use loligo_types::osdmap::{OsdFlag, PgMerge};
-use loligo_types::{Change, OsdMap, PgId, PgStat, Pool};
 use std::collections::{BTreeMap, HashMap};
+
+/// Most PG copies one step may move, as a share of all of them (Ceph's
+/// `target_max_misplaced_ratio`): pgp_num steps here, and the monitors'
+/// balancer's rounds.
+pub const TARGET_MAX_MISPLACED_RATIO: f64 = 0.05;
 
 /// One look at the map: the step to propose, if any, and what it says
 /// (for `pg_num status` in words: empty when no pool is stepping).
@@ -161,6 +165,22 @@ fn merge_step(
                 changes: align,
             };
         }
+        // No write is held until every source sits where its target does,
+        // acting set and all: a source kept elsewhere by a pg_temp (an
+        // erasure-coded one that cannot move its shards without a spare
+        // OSD, clean in place) never reports ready beside its target, and
+        // its writes would wait for good.
+        let apart = match sources_apart(map, pool, m) {
+            Ok(a) => a,
+            Err(e) => return waiting(format!("cannot place its PGs: {e}")),
+        };
+        if let Some(&ps) = apart.first() {
+            return waiting(format!(
+                "{} PGs are not yet on their targets' OSDs (pg {})",
+                apart.len(),
+                pg(ps)
+            ));
+        }
         return Step {
             note: note("its PGs hold writes until they merge".into()),
             changes: vec![Change::PgMergeReady { pool: pool.id }],
@@ -201,24 +221,38 @@ fn merge_step(
     }
 }
 
+/// The seeds of merge `m`'s sources whose acting sets (pg_temp and all)
+/// are not their targets'.
+fn sources_apart(map: &OsdMap, pool: &Pool, m: &PgMerge) -> Result<Vec<u32>, String> {
+    let mut placer = map.placer().map_err(|e| e.to_string())?;
+    let mut acting = |ps: u32| {
+        placer
+            .map_pg(PgId { pool: pool.id, ps })
+            .map(|p| p.acting)
+            .map_err(|e| e.to_string())
+    };
+    let mut apart = Vec::new();
+    for ps in (m.to..pool.pg_num).filter(|&ps| m.joins(ps, pool.pg_num)) {
+        if acting(ps)? != acting(ancestor(ps, m.to))? {
+            apart.push(ps);
+        }
+    }
+    Ok(apart)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use loligo_types::ops::Version;
-    use loligo_types::{Incremental, PgState, WriteSetRecord};
+    use crate::ops::Version;
+    use crate::{Incremental, PgState, WriteSetRecord};
 
     fn map_with(pg_num: u32, pgp_num: u32) -> OsdMap {
-        let mut m = OsdMap::new("f", "osd").unwrap();
-        let boot = |id| Change::OsdBoot {
-            id,
-            addr: format!("127.0.0.1:{}", 6800 + id),
-            host: format!("h{id}"),
-            crush_weight: 0x10000,
-        };
-        let mut p = m.replicated_pool("p", pg_num, 3, 2);
-        p.pgp_num = pgp_num;
-        let changes = (0..4).map(boot).chain([Change::PoolCreate(p)]).collect();
-        m.apply(&Incremental { epoch: 2, changes }).unwrap();
+        let mut m = OsdMap::test_cluster(4, pg_num);
+        if pgp_num != pg_num {
+            let mut p = m.pool_by_name("p").unwrap().clone();
+            p.pgp_num = pgp_num;
+            apply(&mut m, vec![Change::PoolUpdate(p)]);
+        }
         m
     }
 
@@ -255,14 +289,13 @@ mod tests {
         assert_eq!(pgp(&s), None);
         assert!(s.note.contains("3 PGs"), "{}", s.note);
         let mut m = map_with(128, 32);
-        m.apply(&Incremental {
-            epoch: 3,
-            changes: vec![Change::OsdFlag {
+        apply(
+            &mut m,
+            vec![Change::OsdFlag {
                 flag: OsdFlag::NoRebalance,
                 on: true,
             }],
-        })
-        .unwrap();
+        );
         let s = step_(&m, 0);
         assert_eq!(pgp(&s), None);
         assert!(s.note.contains("norebalance"), "{}", s.note);
@@ -337,6 +370,25 @@ mod tests {
         );
         apply(&mut m, s.changes);
         assert!(step(&m, 1, &none).changes.is_empty());
+        // A source held elsewhere by a pg_temp (clean there, as an EC PG
+        // that cannot move its shards without a spare OSD is): no write
+        // is held until it sits on its target's OSDs.
+        let target = m.placer().unwrap().map_pg(PgId { pool: 1, ps: 1 }).unwrap();
+        let mut elsewhere = target.acting.clone();
+        elsewhere.reverse();
+        let temp = |osds: Vec<i32>| Change::PgTemp {
+            pg: PgId { pool: 1, ps: 5 },
+            osds,
+        };
+        apply(&mut m, vec![temp(elsewhere)]);
+        let s = step(&m, 0, &none);
+        assert!(s.changes.is_empty(), "{s:?}");
+        assert!(
+            s.note.contains("not yet on their targets' OSDs (pg 1.5)"),
+            "{}",
+            s.note
+        );
+        apply(&mut m, vec![temp(Vec::new())]);
         let s = step(&m, 0, &none);
         assert_eq!(s.changes, vec![Change::PgMergeReady { pool: 1 }]);
         apply(&mut m, s.changes);
