@@ -102,6 +102,8 @@ impl Run {
         }
     }
 
+    /// This run with the pool's PGs split (and perhaps merged back)
+    /// mid-run: see [`Run::splits`].
     pub fn splitting(self) -> Run {
         Run {
             splits: true,

@@ -78,8 +78,9 @@ impl Device for File {
 pub struct MetaSpace {
     /// Bytes of the engine's files and the journal.
     pub meta: u64,
-    /// The host file system's size, without the data device if it is a
-    /// file there.
+    /// The host file system's space as an unprivileged writer sees it
+    /// (used plus available: blocks kept for root count as neither),
+    /// without the data device if it is a file there.
     pub host_total: u64,
     /// What an unprivileged writer may still use there.
     pub host_free: u64,

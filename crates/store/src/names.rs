@@ -164,8 +164,10 @@ pub struct StoreStats {
     /// Bytes the metadata (the KV's files and the journal: omap, small
     /// objects kept inline, xattrs, PG logs) takes on its file system.
     pub meta: u64,
-    /// Size of the file system the metadata is on, less the block file
-    /// if that is on it too (0: none, as in memory).
+    /// Space of the file system the metadata is on as its unprivileged
+    /// users see it (used plus available; blocks kept for root count as
+    /// neither), less the block file if that is on it too (0: none, as
+    /// in memory).
     pub host_total: u64,
     /// Bytes free on it for the store's user.
     pub host_free: u64,

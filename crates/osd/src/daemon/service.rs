@@ -296,13 +296,13 @@ impl Service {
             // fence against older primaries, and a split it brings.)
             self.catch_up(*epoch).await;
         }
-        // A PG this OSD's map does not have yet (its pool grew in a map
-        // still on its way), or one whose parent's copy here has not
-        // split: ask again, never "no copy".
+        // A PG this OSD's map does not have (its pool grew in a map still
+        // on its way, or the PG merged away), or one whose parent's copy
+        // here has not split: ask again, never "no copy".
         let known = (self.0.map()).map(|map| map.pg_exists(pg));
         let wait = match known {
             None => Some("this OSD has no map yet (it is starting)"),
-            Some(false) => Some("not in this OSD's map yet"),
+            Some(false) => Some("not in this OSD's map (a split on its way, or merged away)"),
             Some(true) if super::split::pending(&self.0, pg) => Some("not split here yet"),
             Some(true) => None,
         };

@@ -71,7 +71,8 @@ struct Held {
 /// it (its sources under `from`, and any left from an earlier merge this
 /// OSD missed); `merged` is the pool's last merge in the map (its
 /// versions are what a complete copy holds; another merge's, or none: the
-/// copy is to be backfilled).
+/// copy is to be backfilled); a complete copy carries the request ids of
+/// at most `dups_max` joined writes (see [`DUPS_KEY`]).
 pub fn plan(
     s: &dyn ObjectStore,
     pg: PgId,
@@ -137,18 +138,6 @@ pub fn plan(
         txn.remove_collection(coll);
     }
     let incomplete = why_incomplete(s, pg, from, to, merged, &held, &sources)?;
-    // A complete copy answers retries of the writes the joining logs
-    // hold (a client may retry one acknowledged before the merge).
-    if incomplete.is_none() {
-        let joined: Vec<(CollectionId, Owner)> = std::iter::once(pg)
-            .chain(sources.iter().copied())
-            .map(|p| (CollectionId::pg(p.pool, p.ps), Owner::new(p.ps, from)))
-            .collect();
-        let dups = carried_dups(s, &joined, dups_max)?;
-        if !dups.is_empty() {
-            txn.set_record(target, DUPS_KEY, record::encode_dups(&dups));
-        }
-    }
     // The target's own log, tree, rollback objects and carried ids go;
     // so do its missing records when the copy is to be backfilled.
     for (k, _) in recovery::records_with(s, target, b"", None)? {
@@ -158,6 +147,21 @@ pub fn plan(
             || (incomplete.is_some() && k.starts_with(recovery::MISSING_PREFIX));
         if drop {
             txn.rm_record(target, &k);
+        }
+    }
+    // A complete copy answers retries of the writes the joining logs
+    // hold (a client may retry one acknowledged before the merge), and of
+    // what an earlier merge carried. (Set after the removals above: the
+    // store applies a transaction's ops in order, and a second merge's
+    // record was removed with the first's.)
+    if incomplete.is_none() {
+        let joined: Vec<(CollectionId, Owner)> = std::iter::once(pg)
+            .chain(sources.iter().copied())
+            .map(|p| (CollectionId::pg(p.pool, p.ps), Owner::new(p.ps, from)))
+            .collect();
+        let dups = carried_dups(s, &joined, dups_max)?;
+        if !dups.is_empty() {
+            txn.set_record(target, DUPS_KEY, record::encode_dups(&dups));
         }
     }
     for o in recovery::all_objects(s, target)? {
@@ -223,6 +227,10 @@ fn carried_dups(
             .collect();
         all.extend(committed_reqids(&entries));
     }
+    // One each (a split copies the record to every child, so the sources
+    // of a second merge bring the same ids), the newest version kept.
+    all.sort_by_key(|&(r, v)| (r.client, r.tid, std::cmp::Reverse(v)));
+    all.dedup_by_key(|(r, _)| *r);
     all.sort_by_key(|&(_, v)| v);
     let newest = all.len().saturating_sub(max);
     Ok(all.split_off(newest))
@@ -477,6 +485,23 @@ mod tests {
         let dups = record::decode_dups(&s2.record(coll(0), DUPS_KEY).unwrap().unwrap()).unwrap();
         assert_eq!(dups.len(), 2);
         assert_eq!((dups[1].0.client, dups[1].0.tid), (2, 7));
+        // A second merge into a copy that holds carried ids (the first
+        // merge's, copied to both children by a split since): the ids
+        // stay, once each.
+        let s3 = MemStore::new();
+        copy(&s3, 0, 5, 3, false);
+        copy(&s3, 2, 7, 2, false);
+        let carried = [(ReqId { client: 7, tid: 7 }, Version { epoch: 1, v: 9 })];
+        let mut t = Transaction::new();
+        for ps in [0, 2] {
+            t.set_record(coll(ps), DUPS_KEY, record::encode_dups(&carried));
+        }
+        s3.apply(t).unwrap();
+        let m3 = plan(&s3, pg, 4, 2, Some(&merged(5, 7)), 100).unwrap();
+        s3.apply(m3.txn).unwrap();
+        let dups = record::decode_dups(&s3.record(coll(0), DUPS_KEY).unwrap().unwrap()).unwrap();
+        let ids: Vec<(u64, u64)> = dups.iter().map(|(r, _)| (r.client, r.tid)).collect();
+        assert_eq!(ids, vec![(7, 7), (0, 3), (0, 4), (0, 5), (2, 6), (2, 7)]);
         assert_eq!(
             super::super::split::stored_pg_num(&s, coll(0)).unwrap(),
             Some(2)

@@ -1257,6 +1257,14 @@ impl Pg {
                 // Off for good, and a restart loaded the stale pages).
                 tracing_error(self.id, &format!("Merkle tree: {e}; rebuilt later"));
                 self.tree = TreeState::Rebuild;
+                // Its shape record goes now (no read needed): a start
+                // before the rebuild then rebuilds too, never trusting
+                // the pages the unstamped writes left behind.
+                if s.collection_exists(self.coll).unwrap_or(false) {
+                    let mut t = Transaction::new();
+                    t.rm_record(self.coll, tree::TREE_KEY);
+                    self.apply_own(t, true, fx);
+                }
             }
         }
     }

@@ -324,8 +324,10 @@ impl Kept {
         leaves: u32,
     ) -> Result<(Kept, Transaction), String> {
         let empty = Tree::new(leaves).map_err(|e| e.to_string())?;
-        // Past every stamp in the log: none is newer than the pages.
-        let seq = (read_stamps(s, coll)?.iter())
+        // Past every stamp in the log: none is newer than the pages. (A
+        // log that cannot be read for stamps makes every load rebuild
+        // anyway: its pages are never trusted.)
+        let seq = (read_stamps(s, coll).unwrap_or_default().iter())
             .map(|(_, st)| st.seq + 1)
             .max()
             .unwrap_or(0);
