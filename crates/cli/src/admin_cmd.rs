@@ -8,7 +8,7 @@
 use crate::config::ConnArgs;
 use crate::CliError;
 use clap::{Args, Subcommand, ValueEnum};
-use loligo_monc::protocol::{Admin, MonReply, MonRequest, PgRow, StatusReport};
+use loligo_monc::protocol::{Admin, Health, MonReply, MonRequest, PgRow, StatusReport};
 use loligo_types::{EcPlugin, PgState};
 use serde_json::Value;
 
@@ -536,6 +536,38 @@ pub fn status(conn: &ConnArgs, json: bool, watch: bool) -> Result<(), CliError> 
         .map_err(|e| CliError(format!("the monitor's status report does not parse: {e}")))?;
     print!("{}", status_text(&s));
     Ok(())
+}
+
+/// `health [detail]`: the status report's health, as `ceph health`.
+pub fn health(conn: &ConnArgs, detail: bool, json: bool) -> Result<(), CliError> {
+    let v = call(conn, MonRequest::Admin(Admin::Status))?.value;
+    let s: StatusReport = serde_json::from_value(v)
+        .map_err(|e| CliError(format!("the monitor's status report does not parse: {e}")))?;
+    if json {
+        let v = serde_json::to_value(&s.health)
+            .map_err(|e| CliError(format!("cannot print the health: {e}")))?;
+        print_json(&v);
+        return Ok(());
+    }
+    print!("{}", health_text(&s.health, detail));
+    Ok(())
+}
+
+/// Health as `ceph health` prints it: the status, then its problems
+/// joined on the same line; with `detail`, each on a line of its own.
+fn health_text(h: &Health, detail: bool) -> String {
+    let status = serde_json::to_value(h.status)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default();
+    match (detail, h.checks.is_empty()) {
+        (_, true) => format!("{status}\n"),
+        (false, false) => format!("{status} {}\n", h.checks.join("; ")),
+        (true, false) => {
+            let lines: Vec<String> = h.checks.iter().map(|c| format!("    {c}\n")).collect();
+            format!("{status}\n{}", lines.concat())
+        }
+    }
 }
 
 /// `status --watch`: one line a second until interrupted.
@@ -1386,6 +1418,28 @@ mod tests {
         let at = lines[0].find("STATE").unwrap();
         assert_eq!(lines[1].find("active+clean"), Some(at));
         assert_eq!(lines[2].find("down"), Some(at));
+    }
+
+    #[test]
+    fn health_prints_like_ceph_health() {
+        let ok = Health {
+            status: HealthStatus::Ok,
+            checks: Vec::new(),
+        };
+        assert_eq!(health_text(&ok, false), "HEALTH_OK\n");
+        assert_eq!(health_text(&ok, true), "HEALTH_OK\n");
+        let warn = Health {
+            status: HealthStatus::Warn,
+            checks: vec!["noout flag(s) set".into(), "1 osds down".into()],
+        };
+        assert_eq!(
+            health_text(&warn, false),
+            "HEALTH_WARN noout flag(s) set; 1 osds down\n"
+        );
+        assert_eq!(
+            health_text(&warn, true),
+            "HEALTH_WARN\n    noout flag(s) set\n    1 osds down\n"
+        );
     }
 
     #[test]

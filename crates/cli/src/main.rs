@@ -67,6 +67,16 @@ enum Cmd {
         #[arg(short = 'w', long)]
         watch: bool,
     },
+    /// Cluster health as Ceph's `ceph health` prints it: the status and
+    /// its problems on one line (`detail`: one problem per line).
+    Health {
+        /// `detail`: every problem on a line of its own.
+        #[arg(value_parser = ["detail"])]
+        detail: Option<String>,
+        /// Print JSON ({"status", "checks"}).
+        #[arg(long)]
+        json: bool,
+    },
     /// Monitors: run a daemon; add, rm, stat.
     #[command(subcommand)]
     Mon(admin_cmd::MonCmd),
@@ -256,6 +266,7 @@ fn main() -> ExitCode {
         Cmd::Start(a) => up_cmd::start(a),
         Cmd::Stop(a) => up_cmd::stop(a),
         Cmd::Status { json, watch } => admin_cmd::status(conn, json, watch),
+        Cmd::Health { detail, json } => admin_cmd::health(conn, detail.is_some(), json),
         Cmd::Mon(admin_cmd::MonCmd::Run(a)) => daemon_cmd::mon(a),
         Cmd::Mon(c) => mon_cmd::mon(conn, c),
         Cmd::QuorumStatus => mon_cmd::quorum_status(conn),

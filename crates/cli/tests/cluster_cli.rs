@@ -1119,6 +1119,11 @@ fn erasure_pgs_that_cannot_rotate_without_a_spare_stay_clean_in_place() {
         (pool()["pgp_num"] == 16 && Some(clean(&s)) == s["pgs"]["total"].as_u64()).then_some(s)
     });
     assert_eq!(s["pgs"]["total"], 24);
+    // `health` as Ceph's: the status first; --json in the report's shape.
+    assert!(ok(&dir, &["health"]).starts_with("HEALTH_"));
+    let h: serde_json::Value =
+        serde_json::from_str(&ok(&dir, &["health", "detail", "--json"])).unwrap();
+    assert!(h["status"].as_str().unwrap().starts_with("HEALTH_"), "{h}");
     common::read_back(&dir, &root, Some("ecrs"), "e", 40);
     let e = loligo(&dir, &["pool", "set", "ecrs", "pg_num", "8"]);
     let err = String::from_utf8_lossy(&e.stderr);
