@@ -1063,9 +1063,19 @@ fn a_deleted_pools_copies_are_removed_and_its_space_comes_back() {
             serde_json::from_str(&ok(&dir, &["osd", "df", "--json"])).unwrap();
         v["summary"]["total_kb_used"].as_u64().unwrap() / 1024
     };
-    let before = wait_for(60, "the big pool's 72 MiB used", || {
+    // (Every OSD's report counted, and no later one changing it: the
+    // first reading past 70 MiB could leave a report out, and the space
+    // freed then looked short of the 60 MiB asked for.)
+    let mut last = 0;
+    let before = wait_for(60, "the big pool's 72 MiB used, steady", || {
         let u = used_mib();
-        (u >= 70).then_some(u)
+        let steady = u >= 70 && u == last;
+        last = u;
+        // (An OSD reports every 2 s: two readings apart by more.)
+        if !steady {
+            std::thread::sleep(std::time::Duration::from_millis(2500));
+        }
+        steady.then_some(u)
     });
     ok(&dir, &["pool", "rm", "big", "big"]);
     let after = wait_for(60, "the big pool's space back", || {
