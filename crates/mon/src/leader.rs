@@ -903,22 +903,7 @@ mod tests {
 
     /// A PG's stat with nothing counted.
     fn pg_stat(pg: PgId, epoch: u64, state: PgState, acting: Vec<i32>) -> PgStat {
-        PgStat {
-            pg,
-            epoch,
-            state,
-            acting,
-            objects: 0,
-            bytes: 0,
-            degraded: 0,
-            misplaced: 0,
-            waiting_for: Vec::new(),
-            unfound: 0,
-            scrub_errors: 0,
-            last_scrub_stamp: 0,
-            last_deep_scrub_stamp: 0,
-            merge_ready: None,
-        }
+        PgStat::new(pg, epoch, state, acting)
     }
 
     /// Every PG of `m` reported in `state` by its primary, on the set the

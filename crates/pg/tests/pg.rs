@@ -3870,14 +3870,9 @@ fn a_wait_cut_short_by_a_new_interval_goes_on_in_the_next() {
     assert_eq!(replies_to(&fx, 1), vec![Err(OpError::NotFound)]);
 }
 
-/// A merge's hold (`Holds::merge`): the map that starts it ends the
-/// interval; once the PG has peered again and is clean, its primary
-/// reports itself ready at its head, a write waits (nothing is sent to
-/// the members) without taking that back, and a retry of a write in the
-/// log is answered at once; the map that ends the hold
-/// ends the interval again, and the write runs once the PG is active.
-#[test]
-fn a_merge_hold_makes_writes_wait_and_the_clean_primary_report_ready() {
+/// A primary of osd.0, osd.1 and osd.2, active, whose write of "a"
+/// (request 1) every member acknowledged.
+fn clean_with_one_write() -> (MemStore, Pg) {
     let (s, mut pg) = setup();
     let asked = run(&mut pg, &s, map(1, vec![0, 1, 2], 2));
     let fx = peer_with_empty_members(&mut pg, &s, &asked);
@@ -3887,6 +3882,18 @@ fn a_merge_hold_makes_writes_wait_and_the_clean_primary_report_ready() {
     for (id, ..) in rep_ops(&rest) {
         run(&mut pg, &s, ack(id));
     }
+    (s, pg)
+}
+
+/// A merge's hold (`Holds::merge`): the map that starts it ends the
+/// interval; once the PG has peered again and is clean, its primary
+/// reports itself ready at its head, a write waits (nothing is sent to
+/// the members) without taking that back, and a retry of a write in the
+/// log is answered at once; the map that ends the hold
+/// ends the interval again, and the write runs once the PG is active.
+#[test]
+fn a_merge_hold_makes_writes_wait_and_the_clean_primary_report_ready() {
+    let (s, mut pg) = clean_with_one_write();
     assert!(pg.is_clean());
     assert_eq!(pg.stat().unwrap().merge_ready, None, "no hold, not ready");
     let head = head_of(&s);
@@ -3936,15 +3943,7 @@ fn a_merge_hold_makes_writes_wait_and_the_clean_primary_report_ready() {
 #[test]
 fn a_retry_of_a_write_acknowledged_before_a_merge_is_answered_not_applied() {
     use loligo_pg::pg::{record, recovery, DUPS_KEY};
-    let (s, mut pg) = setup();
-    let asked = run(&mut pg, &s, map(1, vec![0, 1, 2], 2));
-    let fx = peer_with_empty_members(&mut pg, &s, &asked);
-    land(&mut pg, &s, fx);
-    let fx = run(&mut pg, &s, write(1, "a", b"x", 0));
-    let rest = land(&mut pg, &s, fx);
-    for (id, ..) in rep_ops(&rest) {
-        run(&mut pg, &s, ack(id));
-    }
+    let (s, mut pg) = clean_with_one_write();
     let head = head_of(&s);
     let at_head = PgInfo {
         last_update: head,

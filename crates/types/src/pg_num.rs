@@ -308,24 +308,13 @@ mod tests {
 
     /// A ready report of PG `ps` under `m`, acting on `acting`.
     fn ready(m: &OsdMap, ps: u32, acting: Vec<i32>) -> PgStat {
+        let pg = PgId { pool: 1, ps };
         PgStat {
-            pg: PgId { pool: 1, ps },
-            epoch: m.epoch,
-            state: PgState::ACTIVE | PgState::CLEAN,
-            acting,
-            objects: 0,
-            bytes: 0,
-            degraded: 0,
-            misplaced: 0,
-            waiting_for: Vec::new(),
-            unfound: 0,
-            scrub_errors: 0,
-            last_scrub_stamp: 0,
-            last_deep_scrub_stamp: 0,
             merge_ready: Some(Version {
                 epoch: 2,
                 v: u64::from(ps) + 10,
             }),
+            ..PgStat::new(pg, m.epoch, PgState::ACTIVE | PgState::CLEAN, acting)
         }
     }
 

@@ -53,6 +53,29 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
+impl PgStat {
+    /// PG `pg`'s report in `state` on `acting` under the map of `epoch`,
+    /// with nothing counted, no scrub stamp and no merge readiness.
+    pub fn new(pg: PgId, epoch: Epoch, state: PgState, acting: Vec<i32>) -> PgStat {
+        PgStat {
+            pg,
+            epoch,
+            state,
+            acting,
+            objects: 0,
+            bytes: 0,
+            degraded: 0,
+            misplaced: 0,
+            waiting_for: Vec::new(),
+            unfound: 0,
+            scrub_errors: 0,
+            last_scrub_stamp: 0,
+            last_deep_scrub_stamp: 0,
+            merge_ready: None,
+        }
+    }
+}
+
 impl OsdReport {
     /// The (used, total) its fullness is judged by.
     pub fn fill(&self) -> (u64, u64) {
