@@ -3,8 +3,9 @@
 started: a size-3 pool of FROM PGs (autoscaler off), OBJECTS x 4 KiB
 written, random reads (16 in flight) for a baseline, then pg_num set to TO
 with reads going on until pg_num = pgp_num = TO and every PG is
-active+clean. Prints one CSV line `ceph,OBJECTS,FROM,TO,CLEAN_S,BASE,DURING`
-(progress on stderr)."""
+active+clean; then back to FROM (PGs merge) the same way. Prints one CSV
+line per change, `ceph,OBJECTS,FROM,TO,CLEAN_S,BASE,DURING` (progress on
+stderr)."""
 import argparse
 import json
 import os
@@ -112,20 +113,21 @@ def main():
     wait(lambda: all_clean(r), 300, "clean after the load")
     reader = Reader(io, names)
     reader.thread.start()
-    base = reader.measure(lambda: time.sleep(a.base))
 
     def counts():
         p = command(r, prefix="osd pool get", pool=pool, var="all")
         return p["pg_num"], p["pgp_num"]
 
-    t0 = time.time()
-    command(r, prefix="osd pool set", pool=pool, var="pg_num", val=str(a.to))
-    during = reader.measure(
-        lambda: wait(lambda: counts() == (a.to, a.to) and all_clean(r), 1800, "split and clean"))
-    clean = time.time() - t0
-    say("%d -> %d PGs with %d objects: clean %.2fs; reads %.0f ops/s before, %.0f during (%d errors)"
-        % (a.frm, a.to, a.objects, clean, base, during, reader.errors))
-    print("ceph,%d,%d,%d,%.2f,%.1f,%.1f" % (a.objects, a.frm, a.to, clean, base, during), flush=True)
+    for frm, to in [(a.frm, a.to), (a.to, a.frm)]:
+        base = reader.measure(lambda: time.sleep(a.base))
+        t0 = time.time()
+        command(r, prefix="osd pool set", pool=pool, var="pg_num", val=str(to))
+        during = reader.measure(
+            lambda: wait(lambda: counts() == (to, to) and all_clean(r), 3600, "%d PGs and clean" % to))
+        clean = time.time() - t0
+        say("%d -> %d PGs with %d objects: clean %.2fs; reads %.0f ops/s before, %.0f during (%d errors)"
+            % (frm, to, a.objects, clean, base, during, reader.errors))
+        print("ceph,%d,%d,%d,%.2f,%.1f,%.1f" % (a.objects, frm, to, clean, base, during), flush=True)
     reader.stop.set()
     reader.thread.join()
     # Every read in flight answered before the context goes (a callback

@@ -8,8 +8,10 @@
 #      manager raise it in steps under 5% misplaced), random reads going
 #      on: seconds until pg_num = pgp_num = 128 and every PG active+clean,
 #      and the reads' ops/s over that time
-# Writes out/results.csv, out/summary.json (each system's seconds to clean,
-# ops/s before and during, the ratios), out/pg_split.png and out/RESULTS.md.
+#   5. pg_num set back to 32 (PGs merge: pgp_num steps down first, then
+#      pg_num follows, as in Ceph), measured the same way
+# Writes out/results.csv (one row per system and change), out/summary.json
+# (seconds to clean, ops/s before and during, the ratios), out/pg_split.png and out/RESULTS.md.
 #
 #   bash experiments/pg_split/run.sh            # 20,000 objects
 #   bash experiments/pg_split/run.sh --quick    # 4,000 objects (a few minutes)
@@ -49,30 +51,39 @@ read_until() {
     echo "$ops $secs"
 }
 
+# Sets pg_num of the cluster of config $1 from $3 to $4 with reads going
+# on (a baseline of reads/s measured first); appends the CSV row once
+# pg_num = pgp_num = $5 and every PG is active+clean.
+change() {
+    local conf="$1" dir="$2" from="$3" to="$4" base t0 clean during reader
+    base=$("$B" -c "$conf" bench "$BASE_S" rand -b 4096 -t 16 --json | "$PY" -c "import json,sys; print(json.load(sys.stdin)['ops_per_s'])")
+    rm -f "$dir/stop"
+    read_until "$conf" "$dir/stop" >"$dir/during" &
+    reader=$!
+    t0=$(now)
+    "$B" -c "$conf" pool set default pg_num "$to" >&2
+    until "$B" -c "$conf" pool get default | "$PY" -c "import json,sys; p=json.load(sys.stdin); sys.exit(0 if p['pg_num'] == $to and p['pgp_num'] == $to else 1)"; do
+        sleep 0.2
+    done
+    lol_wait "$conf" 900 "$ALL_CLEAN and pgs['total'] == $to" >/dev/null
+    clean=$(since "$t0")
+    touch "$dir/stop"
+    wait "$reader"
+    during=$("$PY" -c "import sys; o, s = map(float, open(sys.argv[1]).read().split()); print(round(o / s, 1) if s else 0)" "$dir/during")
+    say "Loligo: $from -> $to PGs with $OBJECTS objects: clean ${clean}s; reads ${base} ops/s before, ${during} during"
+    echo "loligo,$OBJECTS,$from,$to,$clean,$base,$during" >>"$CSV"
+}
+
 run_loligo() {
-    local dir conf base during t0 clean
+    local dir conf
     dir=$(mktemp -d /tmp/loligo-pgsplit.XXXXXX)
     conf="$dir/c/loligo.conf"
     "$B" up --detach --osds 4 --pg-num "$FROM" --osd-size $((2 << 30)) --data-dir "$dir/c" >&2
     lol_wait "$conf" 120 "$ALL_CLEAN" >/dev/null
     "$B" -c "$conf" bench 600 write -b 4096 -t 64 --max-objects "$OBJECTS" --no-cleanup --json >"$dir/load.json"
     lol_wait "$conf" 120 "$ALL_CLEAN" >/dev/null
-    base=$("$B" -c "$conf" bench "$BASE_S" rand -b 4096 -t 16 --json | "$PY" -c "import json,sys; print(json.load(sys.stdin)['ops_per_s'])")
-    read_until "$conf" "$dir/stop" >"$dir/during" &
-    local reader=$!
-    t0=$(now)
-    "$B" -c "$conf" pool set default pg_num "$TO" >&2
-    lol_wait "$conf" 900 "$ALL_CLEAN and pgs['total'] == $TO" >/dev/null
-    until "$B" -c "$conf" pool get default | "$PY" -c "import json,sys; p=json.load(sys.stdin); sys.exit(0 if p['pgp_num'] == $TO else 1)"; do
-        sleep 0.2
-    done
-    lol_wait "$conf" 900 "$ALL_CLEAN" >/dev/null
-    clean=$(since "$t0")
-    touch "$dir/stop"
-    wait "$reader"
-    during=$("$PY" -c "import sys; o, s = map(float, open(sys.argv[1]).read().split()); print(round(o / s, 1) if s else 0)" "$dir/during")
-    say "Loligo: $FROM -> $TO PGs with $OBJECTS objects: clean ${clean}s; reads ${base} ops/s before, ${during} during"
-    echo "loligo,$OBJECTS,$FROM,$TO,$clean,$base,$during" >>"$CSV"
+    change "$conf" "$dir" "$FROM" "$TO"
+    change "$conf" "$dir" "$TO" "$FROM"
     "$B" down --data-dir "$dir/c" >&2 || true
     rm -rf "$dir"
 }
