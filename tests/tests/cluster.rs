@@ -941,14 +941,17 @@ async fn a_full_osd_refuses_writes_without_stopping_and_deletes_free_it() {
     let mut health = serde_json::Value::Null;
     for _ in 0..50 {
         health = c.mon(MonRequest::Admin(Admin::Status)).await.unwrap().value["health"].clone();
-        if health.to_string().contains("1 full osd(s) (osd.4)") {
+        if health["checks"]["OSD_FULL"]["detail"][0]["message"]
+            .to_string()
+            .contains("osd.4 is full")
+        {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(health["status"], "HEALTH_ERR", "{health}");
-    assert!(
-        health.to_string().contains("1 full osd(s) (osd.4)"),
+    assert_eq!(
+        health["checks"]["OSD_FULL"]["summary"]["message"], "1 full osd(s)",
         "{health}"
     );
     // Deletes go on; once osd.4 has room again, writes are taken.

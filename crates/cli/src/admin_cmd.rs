@@ -553,21 +553,28 @@ pub fn health(conn: &ConnArgs, detail: bool, json: bool) -> Result<(), CliError>
     Ok(())
 }
 
-/// Health as `ceph health` prints it: the status, then its problems
-/// joined on the same line; with `detail`, each on a line of its own.
+/// Health as `ceph health` prints it: the status, then the checks'
+/// summaries joined on the same line; with `detail`, each check on a line
+/// of its own (`[WRN] CODE: summary`) followed by its detail lines.
 fn health_text(h: &Health, detail: bool) -> String {
-    let status = serde_json::to_value(h.status)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default();
-    match (detail, h.checks.is_empty()) {
-        (_, true) => format!("{status}\n"),
-        (false, false) => format!("{status} {}\n", h.checks.join("; ")),
-        (true, false) => {
-            let lines: Vec<String> = h.checks.iter().map(|c| format!("    {c}\n")).collect();
-            format!("{status}\n{}", lines.concat())
+    let checks = h.ordered();
+    let summaries: Vec<&str> = checks
+        .iter()
+        .map(|(_, c)| c.summary.message.as_str())
+        .collect();
+    let mut out = match summaries.is_empty() {
+        true => format!("{}\n", h.status.name()),
+        false => format!("{} {}\n", h.status.name(), summaries.join("; ")),
+    };
+    if detail {
+        for (code, c) in checks {
+            out += &format!("{} {code}: {}\n", c.severity.tag(), c.summary.message);
+            for d in &c.detail {
+                out += &format!("    {}\n", d.message);
+            }
         }
     }
+    out
 }
 
 /// `status --watch`: one line a second until interrupted.
@@ -609,10 +616,7 @@ fn watch_line(s: &StatusReport, most_left: u64, at: &str) -> String {
     let mut states: Vec<_> = s.pgs.by_state.iter().collect();
     states.sort_by(|a, b| b.1.cmp(a.1).then(a.0.to_string().cmp(&b.0.to_string())));
     let pgs: Vec<String> = states.iter().map(|(st, n)| format!("{n} {st}")).collect();
-    let health = serde_json::to_value(s.health.status)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default();
+    let health = s.health.status.name();
     let mut line = format!("{at}  {health}; {} pgs: {}", s.pgs.total, pgs.join(", "));
     let (d, m) = (s.usage.degraded_objects, s.usage.misplaced_objects);
     if most_left > 0 {
@@ -650,15 +654,11 @@ fn watch_line(s: &StatusReport, most_left: u64, at: &str) -> String {
 fn status_text(s: &StatusReport) -> String {
     use std::fmt::Write as _;
     let mut o = String::new();
-    let health = serde_json::to_value(s.health.status)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default();
     let _ = writeln!(o, "  cluster:");
     let _ = writeln!(o, "    id:     {}", s.fsid);
-    let _ = writeln!(o, "    health: {health}");
-    for c in &s.health.checks {
-        let _ = writeln!(o, "            {c}");
+    let _ = writeln!(o, "    health: {}", s.health.status.name());
+    for (_, c) in s.health.ordered() {
+        let _ = writeln!(o, "            {}", c.summary.message);
     }
     let _ = writeln!(o, "\n  services:");
     let leader = s
@@ -1355,7 +1355,8 @@ mod tests {
         }
     }
     use loligo_monc::protocol::{
-        ClientIo, Health, HealthStatus, MonStatus, OsdMapStatus, PgSummary, RecoveryIo, Usage,
+        ClientIo, Health, HealthCheck, HealthStatus, MonStatus, OsdMapStatus, PgSummary,
+        RecoveryIo, Usage,
     };
     use loligo_types::PgState;
 
@@ -1424,21 +1425,39 @@ mod tests {
     fn health_prints_like_ceph_health() {
         let ok = Health {
             status: HealthStatus::Ok,
-            checks: Vec::new(),
+            checks: Default::default(),
         };
         assert_eq!(health_text(&ok, false), "HEALTH_OK\n");
         assert_eq!(health_text(&ok, true), "HEALTH_OK\n");
         let warn = Health {
-            status: HealthStatus::Warn,
-            checks: vec!["noout flag(s) set".into(), "1 osds down".into()],
+            status: HealthStatus::Err,
+            checks: [
+                (
+                    "OSDMAP_FLAGS".to_string(),
+                    HealthCheck::new(HealthStatus::Warn, "noout flag(s) set".into(), 1, vec![]),
+                ),
+                (
+                    "OSD_FULL".to_string(),
+                    HealthCheck::new(
+                        HealthStatus::Err,
+                        "1 full osd(s)".into(),
+                        1,
+                        vec!["osd.2 is full".into()],
+                    ),
+                ),
+            ]
+            .into(),
         };
+        // Worst first, as Ceph orders them.
         assert_eq!(
             health_text(&warn, false),
-            "HEALTH_WARN noout flag(s) set; 1 osds down\n"
+            "HEALTH_ERR 1 full osd(s); noout flag(s) set\n"
         );
         assert_eq!(
             health_text(&warn, true),
-            "HEALTH_WARN\n    noout flag(s) set\n    1 osds down\n"
+            "HEALTH_ERR 1 full osd(s); noout flag(s) set\n\
+             [ERR] OSD_FULL: 1 full osd(s)\n    osd.2 is full\n\
+             [WRN] OSDMAP_FLAGS: noout flag(s) set\n"
         );
     }
 
@@ -1450,8 +1469,17 @@ mod tests {
         let s = StatusReport {
             fsid: "abc".into(),
             health: Health {
-                status: HealthStatus::Err,
-                checks: vec!["Reduced data availability: 4 pgs inactive".into()],
+                status: HealthStatus::Warn,
+                checks: [(
+                    "PG_AVAILABILITY".to_string(),
+                    HealthCheck::new(
+                        HealthStatus::Warn,
+                        "Reduced data availability: 4 pgs inactive".into(),
+                        4,
+                        vec![],
+                    ),
+                )]
+                .into(),
             },
             monitors: MonStatus {
                 members: vec![0, 1, 2],
@@ -1489,7 +1517,7 @@ mod tests {
             progress: vec!["pool 'p': pgp_num 8 -> 9 of pg_num 32".into()],
         };
         let t = status_text(&s);
-        assert!(t.contains("    health: HEALTH_ERR\n"), "{t}");
+        assert!(t.contains("    health: HEALTH_WARN\n"), "{t}");
         assert!(
             t.contains("mon: 3 daemons, leader 1, members [0, 1, 2], quorum 0,1\n"),
             "{t}"
@@ -1534,7 +1562,7 @@ mod tests {
         );
         let w = watch_line(&s, 20, "10:00:00");
         assert!(
-            w.starts_with("10:00:00  HEALTH_ERR; 64 pgs: 60 active+clean, 4 down"),
+            w.starts_with("10:00:00  HEALTH_WARN; 64 pgs: 60 active+clean, 4 down"),
             "{w}"
         );
         assert!(

@@ -73,6 +73,13 @@ pub struct MonArgs {
     /// auth add`, `auth rotate`). Without it those are refused.
     #[arg(long, value_name = "DIR", requires = "keyring")]
     authority: Option<PathBuf>,
+    /// Where to serve HTTP (`/metrics`: the cluster's metrics in
+    /// Prometheus' format under Ceph's names, from the leader), as
+    /// HOST:PORT (Ceph's manager port by default, on loopback); `off` for
+    /// none. Plain HTTP: give a loopback or monitoring-network address. A
+    /// port already taken is logged, and the monitor runs without it.
+    #[arg(long, value_name = "HOST:PORT|off", default_value = "127.0.0.1:9283")]
+    http_addr: String,
 }
 
 #[derive(Args)]
@@ -346,6 +353,24 @@ pub fn mon(a: MonArgs) -> Result<(), CliError> {
             .map_err(|e| CliError(format!("cannot listen on {addr}: {e}")))?;
         let h = Monitor::start(cfg, l).await.map_err(CliError)?;
         tracing::info!("mon.{} serving on {}", a.id, h.addr);
+        if a.http_addr != "off" {
+            match tokio::net::TcpListener::bind(&a.http_addr).await {
+                Ok(l) => {
+                    tracing::info!("mon.{} serving HTTP (metrics) on {}", a.id, a.http_addr);
+                    let mon = h.mon.clone();
+                    tokio::spawn(async move {
+                        if let Err(e) = loligo_mon::server::http::serve(mon, l).await {
+                            tracing::error!("HTTP server stopped: {e}");
+                        }
+                    });
+                }
+                Err(e) => tracing::warn!(
+                    "mon.{}: no HTTP (metrics): cannot listen on {}: {e}",
+                    a.id,
+                    a.http_addr
+                ),
+            }
+        }
         stop_signal().await;
         tracing::info!("mon.{} stopping", a.id);
         h.stop().await;
@@ -423,6 +448,8 @@ pub fn osd(a: OsdArgs) -> Result<(), CliError> {
     }
     let block = Arc::new(BlockStore::mount(&a.data, &bcfg)?);
     let mut cfg = OsdConfig::new(a.id, &a.addr, mons);
+    cfg.device = std::fs::canonicalize(a.data.join("block"))
+        .map_or_else(|_| String::new(), |p| p.display().to_string());
     let store: Arc<dyn ObjectStore> = if a.debug_inject_read_err {
         let faulty = Arc::new(loligo_store::FaultyStore::new(block));
         let rot = faulty.clone();

@@ -68,12 +68,24 @@ enum Cmd {
         watch: bool,
     },
     /// Cluster health as Ceph's `ceph health` prints it: the status and
-    /// its problems on one line (`detail`: one problem per line).
+    /// its checks' summaries on one line (`detail`: each check with its
+    /// code, `[WRN] OSD_DOWN: 1 osds down`, and a line per OSD or PG).
     Health {
-        /// `detail`: every problem on a line of its own.
+        /// `detail`: every check on a line of its own, with its details.
         #[arg(value_parser = ["detail"])]
         detail: Option<String>,
-        /// Print JSON ({"status", "checks"}).
+        /// Print JSON in Ceph's shape ({"status", "checks": {CODE:
+        /// {"severity", "summary", "detail"}}}).
+        #[arg(long)]
+        json: bool,
+    },
+    /// The leading monitor's HTTP services (`services`), as Ceph's `mgr
+    /// services` prints them: {"prometheus": URL}. Loligo has no manager:
+    /// the monitors serve what Ceph's manager would.
+    Mgr {
+        #[arg(value_parser = ["services"])]
+        what: String,
+        /// Accepted for Ceph's habit; the answer is JSON either way.
         #[arg(long)]
         json: bool,
     },
@@ -270,6 +282,7 @@ fn main() -> ExitCode {
         Cmd::Mon(admin_cmd::MonCmd::Run(a)) => daemon_cmd::mon(a),
         Cmd::Mon(c) => mon_cmd::mon(conn, c),
         Cmd::QuorumStatus => mon_cmd::quorum_status(conn),
+        Cmd::Mgr { what: _, json: _ } => mon_cmd::mgr_services(conn),
         Cmd::Balancer { what } => mon_cmd::balancer(conn, &what),
         Cmd::Osd(c) => admin_cmd::osd(conn, c),
         Cmd::Pool(c) => admin_cmd::pool(conn, c),

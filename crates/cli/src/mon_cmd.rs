@@ -64,6 +64,12 @@ pub fn balancer(conn: &ConnArgs, what: &str) -> Result<(), CliError> {
     Ok(())
 }
 
+/// `mgr services`: the leader's HTTP services, as JSON.
+pub fn mgr_services(conn: &ConnArgs) -> Result<(), CliError> {
+    print_json(&call(conn, MonRequest::Admin(Admin::MgrServices))?.value);
+    Ok(())
+}
+
 /// `quorum_status`: the leader's JSON.
 pub fn quorum_status(conn: &ConnArgs) -> Result<(), CliError> {
     print_json(&call(conn, MonRequest::Admin(Admin::QuorumStatus))?.value);

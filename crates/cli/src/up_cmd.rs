@@ -101,6 +101,10 @@ struct State {
     /// `mon run --down-out-interval` (unset: the default).
     #[serde(default)]
     down_out_interval: Option<u32>,
+    /// Each monitor's HTTP address (metrics), mon.0 first; a cluster made
+    /// before monitors served HTTP gets them at its next start.
+    #[serde(default)]
+    http_addrs: Vec<String>,
 }
 
 const STATE_NAME: &str = "cluster.toml";
@@ -344,6 +348,11 @@ fn daemon_args(st: &State, dir: &Path, name: &str) -> Result<Vec<String>, CliErr
             reporters.to_string(),
             "--report-timeout".into(),
             "30".into(),
+            "--http-addr".into(),
+            st.http_addrs
+                .get(id)
+                .cloned()
+                .unwrap_or_else(|| "off".into()),
         ]
         .into_iter()
         .chain(
@@ -493,9 +502,11 @@ pub fn up(a: UpArgs) -> Result<(), CliError> {
     std::fs::create_dir_all(&a.data_dir)?;
     let dir = std::fs::canonicalize(&a.data_dir)?;
     let first = load_state(&dir)?.is_none();
-    // A first start's ports, held until their daemons start.
+    // A first start's ports, held until their daemons start; and the
+    // monitors' HTTP ports, held until each monitor starts.
     let mut held: Vec<Option<std::net::TcpListener>> = Vec::new();
-    let st = match load_state(&dir)? {
+    let mut held_http: Vec<Option<std::net::TcpListener>> = Vec::new();
+    let mut st = match load_state(&dir)? {
         Some(s) => {
             warn_first_start_only(&a, &s);
             s
@@ -506,7 +517,7 @@ pub fn up(a: UpArgs) -> Result<(), CliError> {
                 held.push(Some(l));
                 Ok(format!("127.0.0.1:{port}"))
             };
-            let s = State {
+            State {
                 fsid: new_fsid(),
                 mon_addr: addr()?,
                 more_mons: (1..mons).map(|_| addr()).collect::<Result<_, _>>()?,
@@ -517,14 +528,24 @@ pub fn up(a: UpArgs) -> Result<(), CliError> {
                 insecure: a.insecure,
                 debug_inject_read_err: a.debug_inject_read_err,
                 down_out_interval: a.down_out_interval,
-            };
-            std::fs::write(
-                dir.join(STATE_NAME),
-                toml::to_string(&s).map_err(|e| CliError(e.to_string()))?,
-            )?;
-            s
+                http_addrs: Vec::new(),
+            }
         }
     };
+    if st.http_addrs.len() != mon_addrs(&st).len() {
+        st.http_addrs = (0..mon_addrs(&st).len())
+            .map(|_| {
+                let (port, l) = free_port()?;
+                held_http.push(Some(l));
+                Ok(format!("127.0.0.1:{port}"))
+            })
+            .collect::<Result<_, CliError>>()?;
+    }
+    std::fs::write(
+        dir.join(STATE_NAME),
+        toml::to_string(&st).map_err(|e| CliError(e.to_string()))?,
+    )?;
+    let st = st;
     let all = names(&st);
     let live: Vec<&String> = all.iter().filter(|n| running(&dir, n).is_some()).collect();
     if !live.is_empty() {
@@ -565,6 +586,9 @@ pub fn up(a: UpArgs) -> Result<(), CliError> {
             mon_args.push("--mkfs".into());
         }
         release(i);
+        if let Some(l) = held_http.get_mut(i) {
+            l.take();
+        }
         children.push(spawn(&dir, name, &mon_args, a.detach)?);
     }
     let rt = crate::config::runtime()?;
@@ -674,6 +698,13 @@ pub fn up(a: UpArgs) -> Result<(), CliError> {
         },
         mon_addrs(&st).join(", "),
         dir.display()
+    );
+    let metrics: Vec<String> = (st.http_addrs.iter())
+        .map(|h| format!("http://{h}/metrics"))
+        .collect();
+    println!(
+        "  metrics (Prometheus, Ceph's names; served by the leading monitor): {}",
+        metrics.join(", ")
     );
     println!("  loligo{conf_hint} status");
     println!("  loligo{conf_hint} put NAME FILE        (pool '{DEFAULT_POOL}' unless -p POOL)");

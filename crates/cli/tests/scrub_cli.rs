@@ -169,10 +169,11 @@ fn found_then_repaired(dir: &Path, pg: &str, name: &str, bad: &[(i64, &[&str])])
     assert!(inconsistent(dir, pg).is_empty());
 }
 
+/// The health status and each check as `CODE: summary`.
 fn health(dir: &Path) -> (String, Vec<String>) {
     let s: Value = serde_json::from_str(&ok(dir, &["status", "--json"])).unwrap();
-    let checks = (s["health"]["checks"].as_array().unwrap().iter())
-        .map(|c| c.as_str().unwrap().to_string())
+    let checks = (s["health"]["checks"].as_object().unwrap().iter())
+        .map(|(code, c)| format!("{code}: {}", c["summary"]["message"].as_str().unwrap()))
         .collect();
     (s["health"]["status"].as_str().unwrap().to_string(), checks)
 }

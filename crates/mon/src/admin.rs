@@ -157,9 +157,10 @@ pub fn plan(m: &OsdMap, cmd: &Admin) -> Result<Outcome, MonError> {
                     .into(),
             ))
         }
-        Admin::MonAdd { .. } | Admin::MonRm { .. } | Admin::QuorumStatus => {
+        Admin::MonAdd { .. } | Admin::MonRm { .. } | Admin::QuorumStatus | Admin::MgrServices => {
             return Err(MonError::Invalid(
-                "mon add, mon rm and quorum_status are the monitor group's, not the map's".into(),
+                "mon add, mon rm, quorum_status and mgr services are the monitor group's, not the map's"
+                    .into(),
             ))
         }
         Admin::OsdDestroy { id, confirm, .. } => osd_destroy(m, *id, *confirm, false)?,

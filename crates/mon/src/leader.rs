@@ -6,13 +6,14 @@
 //! It must never change the map or read the clock: it returns `Change`s
 //! and takes `now` as an argument.
 
+use crate::health::Census;
 use loligo_crush::placement::holes_as_minus_one;
 use loligo_monc::protocol::{
-    ClientIo, Health, HealthStatus, MonError, MonStatus, OsdCounters, OsdMapStatus, PgRow,
-    PgSummary, RecoveryIo, StatusReport, Usage,
+    ClientIo, MonError, MonStatus, OsdCounters, OsdMapStatus, PgRow, PgSummary, RecoveryIo,
+    StatusReport, Usage,
 };
-use loligo_types::osdmap::{OsdFlag, RatioKind};
-use loligo_types::{Change, Fullness, MapError, OsdMap, OsdReport, PgId, PgStat, PgState};
+use loligo_types::osdmap::OsdFlag;
+use loligo_types::{Change, MapError, OsdMap, OsdReport, PgId, PgStat, PgState};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
@@ -39,6 +40,13 @@ pub fn check_report(map: &OsdMap, r: &mut OsdReport) -> Result<(), MonError> {
             r.pgs.len()
         )));
     }
+    if r.device.len() > DEVICE_NAME_MAX {
+        return Err(MonError::Invalid(format!(
+            "osd.{} names a device of {} bytes",
+            r.osd,
+            r.device.len()
+        )));
+    }
     let mut seen = std::collections::HashSet::with_capacity(r.pgs.len());
     r.pgs.retain(|st| {
         map.pool_of(st.pg).is_ok()
@@ -47,6 +55,9 @@ pub fn check_report(map: &OsdMap, r: &mut OsdReport) -> Result<(), MonError> {
     });
     Ok(())
 }
+
+/// Longest device name a report may carry (Linux's PATH_MAX).
+const DEVICE_NAME_MAX: usize = 4096;
 
 /// Whether `nodown` is set: no OSD is marked down but by its own word.
 fn nodown(map: &OsdMap) -> bool {
@@ -257,28 +268,46 @@ impl LeaderState {
         now: Instant,
         t: &Timeouts,
     ) -> Result<StatusReport, MapError> {
+        Ok(self.census(map, monitors, now, t)?.0)
+    }
+
+    /// The cluster's metrics in Prometheus' text format, under Ceph's
+    /// names ([`crate::metrics`]).
+    pub fn metrics(
+        &self,
+        map: &OsdMap,
+        monitors: MonStatus,
+        now: Instant,
+        t: &Timeouts,
+    ) -> Result<String, MapError> {
+        let (status, census) = self.census(map, monitors, now, t)?;
+        let reports = self.reports.values().map(|r| &r.report).collect();
+        Ok(crate::metrics::render(&crate::metrics::View {
+            map,
+            status: &status,
+            census: &census,
+            reports,
+        }))
+    }
+
+    /// The status report and the census of every PG it was made from.
+    fn census(
+        &self,
+        map: &OsdMap,
+        monitors: MonStatus,
+        now: Instant,
+        t: &Timeouts,
+    ) -> Result<(StatusReport, Census), MapError> {
         let (up, inn) = map.up_in();
         let stats = self.current_stats(map);
-        let mut by_state: BTreeMap<PgState, u64> = BTreeMap::new();
-        let (mut total, mut objects, mut degraded, mut misplaced) = (0u64, 0u64, 0u64, 0u64);
-        let mut damage = Damage::default();
+        let mut census = Census::default();
         let mut placer = map.placer()?;
         for pool in map.pools.values() {
             for ps in 0..pool.pg_num {
                 let pg = PgId { pool: pool.id, ps };
-                total += 1;
-                let primary = placer.map_pg(pg)?.acting_primary;
-                let (state, stat) = state_of(&stats, pg, primary);
-                if let Some(s) = stat {
-                    objects = objects.saturating_add(s.objects);
-                    degraded = degraded.saturating_add(s.degraded);
-                    misplaced = misplaced.saturating_add(s.misplaced);
-                    damage.unfound = damage.unfound.saturating_add(s.unfound);
-                    damage.unfound_pgs += u64::from(s.unfound > 0);
-                    damage.scrub_errors = damage.scrub_errors.saturating_add(s.scrub_errors);
-                    damage.inconsistent_pgs += u64::from(s.scrub_errors > 0);
-                }
-                *by_state.entry(state).or_default() += 1;
+                let m = placer.map_pg(pg)?;
+                let (state, stat) = state_of(&stats, pg, m.acting_primary);
+                census.add(pg, pool.size, state, stat, &m.acting);
             }
         }
         let (mut used, mut capacity) = (0u64, 0u64);
@@ -323,12 +352,8 @@ impl LeaderState {
             })
             .collect();
         osd_counters.sort_by_key(|c| c.osd);
-        let mut health = health(map, &by_state, &damage);
-        if let Some(down) = mon_down(&monitors) {
-            health.checks.insert(0, down);
-            health.status = health.status.max(HealthStatus::Warn);
-        }
-        Ok(StatusReport {
+        let health = crate::health::checks(map, &census, &monitors);
+        let report = StatusReport {
             fsid: map.fsid.clone(),
             health,
             monitors,
@@ -340,15 +365,18 @@ impl LeaderState {
                 flags: flag_names(map).into_iter().map(String::from).collect(),
             },
             pools: map.pools.len(),
-            pgs: PgSummary { total, by_state },
+            pgs: PgSummary {
+                total: census.total,
+                by_state: census.by_state.clone(),
+            },
             usage: Usage {
-                objects,
-                degraded_objects: degraded,
-                misplaced_objects: misplaced,
-                unfound_objects: damage.unfound,
-                unfound_pgs: damage.unfound_pgs,
-                scrub_errors: damage.scrub_errors,
-                inconsistent_pgs: damage.inconsistent_pgs,
+                objects: census.objects,
+                degraded_objects: census.degraded,
+                misplaced_objects: census.misplaced,
+                unfound_objects: census.unfound,
+                unfound_pgs: census.unfound_pgs,
+                scrub_errors: census.scrub_errors,
+                inconsistent_pgs: census.inconsistent_pgs,
                 used_bytes: used,
                 total_bytes: capacity,
             },
@@ -359,7 +387,8 @@ impl LeaderState {
                 .then(|| self.pgp_note.clone())
                 .into_iter()
                 .collect(),
-        })
+        };
+        Ok((report, census))
     }
 
     /// Every PG of `pool` (every pool: None) under `map`, with its sets
@@ -707,16 +736,6 @@ fn state_of<'a>(
     }
 }
 
-/// Objects the PGs' primaries report unfound or inconsistent, and the
-/// PGs holding them.
-#[derive(Default)]
-struct Damage {
-    unfound: u64,
-    unfound_pgs: u64,
-    scrub_errors: u64,
-    inconsistent_pgs: u64,
-}
-
 /// The flags set, in `status` order.
 fn flag_names(map: &OsdMap) -> Vec<&'static str> {
     (OsdFlag::ALL.iter())
@@ -725,156 +744,11 @@ fn flag_names(map: &OsdMap) -> Vec<&'static str> {
         .collect()
 }
 
-/// Ceph's `MON_DOWN` from the leader's view of the group (`None`: all
-/// members are heard, or the quorum is not known).
-fn mon_down(m: &MonStatus) -> Option<String> {
-    let down: Vec<String> = (m.members.iter())
-        .filter(|id| !m.quorum.contains(id))
-        .map(|id| format!("mon.{id}"))
-        .collect();
-    if m.quorum.is_empty() || down.is_empty() {
-        return None;
-    }
-    let quorum: Vec<String> = m.quorum.iter().map(u64::to_string).collect();
-    Some(format!(
-        "MON_DOWN: {}/{} mons down, quorum {} ({} not heard by the leader)",
-        down.len(),
-        m.members.len(),
-        quorum.join(","),
-        down.join(", ")
-    ))
-}
-
-/// Health checks from OSD and PG states and the damage reported (unfound
-/// objects, scrub errors), worst level first found.
-fn health(map: &OsdMap, by_state: &BTreeMap<PgState, u64>, damage: &Damage) -> Health {
-    let Damage {
-        unfound,
-        unfound_pgs,
-        scrub_errors,
-        inconsistent_pgs,
-    } = *damage;
-    let count = |f: &dyn Fn(PgState) -> bool| -> u64 {
-        by_state
-            .iter()
-            .filter(|(s, _)| f(**s))
-            .map(|(_, n)| n)
-            .sum()
-    };
-    let inactive = count(&|s| !s.is_active() && !s.is_unknown());
-    let unknown = count(&|s| s.is_unknown());
-    let degraded = count(&|s| s.is_degraded());
-    let down = count(&|s| s.contains(PgState::DOWN));
-    let mut checks = Vec::new();
-    let mut level = HealthStatus::Ok;
-    // A destroyed OSD is down for good, on purpose: not a problem.
-    let osds_down = (map.osds.values())
-        .filter(|o| !o.up && !map.destroyed.contains(&o.id))
-        .count();
-    if osds_down > 0 {
-        checks.push(format!("{osds_down} osds down"));
-        level = level.max(HealthStatus::Warn);
-    }
-    if inactive > 0 {
-        let also = if down > 0 {
-            format!(
-                ", {down} pgs down (they wait for their OSDs to return: \
-                 `loligo pg ls --state down` names them)"
-            )
-        } else {
-            String::new()
-        };
-        checks.push(format!(
-            "Reduced data availability: {inactive} pgs inactive{also}"
-        ));
-        level = HealthStatus::Err;
-    }
-    if unknown > 0 {
-        checks.push(format!(
-            "{unknown} pgs unknown (no report from their primary yet)"
-        ));
-        level = level.max(HealthStatus::Warn);
-    }
-    if degraded > 0 {
-        checks.push(format!("Degraded data redundancy: {degraded} pgs degraded"));
-        level = level.max(HealthStatus::Warn);
-    }
-    if unfound > 0 {
-        // Ceph's OBJECT_UNFOUND: data that exists somewhere no up OSD is.
-        checks.push(format!(
-            "Possible data damage: {unfound} objects unfound in {unfound_pgs} pgs (reads of \
-             them wait for the OSDs that hold them: `loligo pg ls` names the pgs; bring \
-             those OSDs back, or `osd lost` the ones that will not return)"
-        ));
-        level = HealthStatus::Err;
-    }
-    if scrub_errors > 0 {
-        // Ceph's OSD_SCRUB_ERRORS and PG_DAMAGED.
-        checks.push(format!("OSD_SCRUB_ERRORS: {scrub_errors} scrub errors"));
-        checks.push(format!(
-            "PG_DAMAGED: Possible data damage: {inconsistent_pgs} pgs inconsistent \
-             (`loligo pg ls --state inconsistent` names them, `loligo list-inconsistent-obj \
-             PG` what is wrong, `loligo pg repair PG` mends it)"
-        ));
-        level = HealthStatus::Err;
-    }
-    let full = |f: Fullness| -> Vec<String> {
-        map.osds
-            .values()
-            .filter(|o| o.fullness == f)
-            .map(|o| format!("osd.{}", o.id))
-            .collect()
-    };
-    let (n, bf, f) = (
-        full(Fullness::NearFull),
-        full(Fullness::BackfillFull),
-        full(Fullness::Full),
-    );
-    if !f.is_empty() {
-        checks.push(format!(
-            "OSD_FULL: {} full osd(s) ({}): writes to their PGs are refused; delete data or add OSDs",
-            f.len(),
-            f.join(", ")
-        ));
-        level = HealthStatus::Err;
-    }
-    if !bf.is_empty() {
-        checks.push(format!(
-            "OSD_BACKFILLFULL: {} backfillfull osd(s) ({}): writes will be refused at {:.1}% used",
-            bf.len(),
-            bf.join(", "),
-            map.full_ratios.get(RatioKind::Full) * 100.0
-        ));
-        level = level.max(HealthStatus::Warn);
-    }
-    if !n.is_empty() {
-        checks.push(format!(
-            "OSD_NEARFULL: {} nearfull osd(s) ({})",
-            n.len(),
-            n.join(", ")
-        ));
-        level = level.max(HealthStatus::Warn);
-    }
-    if !map.flags.is_empty() {
-        // Ceph's OSDMAP_FLAGS.
-        let names: Vec<&str> = flag_names(map);
-        checks.push(format!("OSDMAP_FLAGS: {} flag(s) set", names.join(",")));
-        level = level.max(HealthStatus::Warn);
-    }
-    if map.osds.is_empty() {
-        checks.push("no OSDs".into());
-        level = level.max(HealthStatus::Warn);
-    }
-    Health {
-        status: level,
-        checks,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use loligo_types::Incremental;
+    use loligo_monc::protocol::HealthStatus;
+    use loligo_types::{Fullness, Incremental};
 
     const T: Timeouts = Timeouts {
         min_down_reporters: 2,
@@ -947,36 +821,35 @@ mod tests {
         let m = MonStatus {
             members: vec![0, 1, 2],
             quorum: vec![0, 2],
+            addrs: [(1, "h:7".to_string())].into(),
             ..mons()
         };
-        assert_eq!(
-            mon_down(&m).as_deref(),
-            Some("MON_DOWN: 1/3 mons down, quorum 0,2 (mon.1 not heard by the leader)")
-        );
         let all = MonStatus {
             quorum: vec![0, 1, 2],
             ..m.clone()
         };
-        assert_eq!(mon_down(&all), None);
         let unknown = MonStatus {
             quorum: vec![],
             ..m.clone()
         };
-        assert_eq!(mon_down(&unknown), None);
         let map = map();
-        let s = LeaderState::default()
-            .status(&map, all, Instant::now(), &T)
-            .unwrap();
-        assert!(!s.health.checks.iter().any(|c| c.starts_with("MON_DOWN")));
-        let s = LeaderState::default()
-            .status(&map, m, Instant::now(), &T)
-            .unwrap();
+        let status = |mons: MonStatus| {
+            LeaderState::default()
+                .status(&map, mons, Instant::now(), &T)
+                .unwrap()
+                .health
+        };
+        assert!(!status(all).checks.contains_key("MON_DOWN"));
+        assert!(!status(unknown).checks.contains_key("MON_DOWN"));
+        let h = status(m);
+        let down = &h.checks["MON_DOWN"];
+        assert_eq!(down.summary.message, "1/3 mons down, quorum 0,2");
+        assert_eq!(down.summary.count, 1);
         assert!(
-            s.health.checks[0].starts_with("MON_DOWN: 1/3"),
-            "{:?}",
-            s.health
+            down.detail[0].message.starts_with("mon.1 at h:7 is down"),
+            "{h:?}"
         );
-        assert_ne!(s.health.status, HealthStatus::Ok);
+        assert_ne!(h.status, HealthStatus::Ok);
     }
 
     #[test]
@@ -1349,10 +1222,7 @@ mod tests {
         assert!(l.tick(&m, t1, &T).is_empty(), "osd.3 is silent but nodown");
         let st = l.status(&m, mons(), t1, &T).unwrap();
         assert!(
-            st.health
-                .checks
-                .iter()
-                .any(|c| c == "OSDMAP_FLAGS: nodown flag(s) set"),
+            (st.health.lines().iter()).any(|c| c == "OSDMAP_FLAGS: nodown flag(s) set"),
             "{:?}",
             st.health.checks
         );
@@ -1409,14 +1279,17 @@ mod tests {
         assert!(l.tick(&m, t0, &T).is_empty(), "already in the map");
         let h = l.status(&m, mons(), t0, &T).unwrap().health;
         assert_eq!(h.status, HealthStatus::Err);
-        let all = h.checks.join("\n");
-        assert!(all.contains("OSD_FULL: 1 full osd(s) (osd.2)"), "{all}");
+        let all = h.lines().join("\n");
         assert!(
-            all.contains("OSD_BACKFILLFULL: 1 backfillfull osd(s) (osd.3)"),
+            all.contains("OSD_FULL: 1 full osd(s)\n    osd.2 is full"),
             "{all}"
         );
         assert!(
-            all.contains("OSD_NEARFULL: 1 nearfull osd(s) (osd.1)"),
+            all.contains("OSD_BACKFILLFULL: 1 backfillfull osd(s)\n    osd.3 is backfillfull"),
+            "{all}"
+        );
+        assert!(
+            all.contains("OSD_NEARFULL: 1 nearfull osd(s)\n    osd.1 is nearfull"),
             "{all}"
         );
         // A device with room whose metadata's file system is full is full.
@@ -1476,10 +1349,17 @@ mod tests {
         assert_eq!(s.pgs.by_state[&(PgState::ACTIVE | PgState::CLEAN)], 7);
         assert_eq!(s.usage.objects, 80);
         assert_eq!(s.health.status, HealthStatus::Warn);
+        let degraded = &s.health.checks["PG_DEGRADED"];
         assert!(
-            s.health.checks[0].contains("1 pgs degraded"),
+            degraded.summary.message.ends_with("1 pgs degraded"),
             "{:?}",
             s.health
+        );
+        assert!(
+            degraded.detail[0]
+                .message
+                .contains("is active+undersized+degraded, acting ["),
+            "{degraded:?}"
         );
         assert_eq!(s.usage.unfound_objects, 0);
         // A PG whose scrub found inconsistent objects: OSD_SCRUB_ERRORS
@@ -1490,18 +1370,13 @@ mod tests {
         let s = l.status(&m, mons(), t0, &T).unwrap();
         assert_eq!((s.usage.scrub_errors, s.usage.inconsistent_pgs), (2, 1));
         assert_eq!(s.health.status, HealthStatus::Err);
-        assert!(s
-            .health
-            .checks
+        let lines = s.health.lines();
+        assert!(lines
             .iter()
             .any(|c| c == "OSD_SCRUB_ERRORS: 2 scrub errors"));
         assert!(
-            s.health
-                .checks
-                .iter()
-                .any(|c| c.starts_with("PG_DAMAGED") && c.contains("1 pgs inconsistent")),
-            "{:?}",
-            s.health
+            lines.contains(&"PG_DAMAGED: Possible data damage: 1 pgs inconsistent".to_string()),
+            "{lines:?}"
         );
         r.pgs[0].scrub_errors = 0;
         l.on_report(r, t0);
@@ -1510,11 +1385,7 @@ mod tests {
         flagged.flags.insert(loligo_types::osdmap::OsdFlag::NoScrub);
         let s = l.status(&flagged, mons(), t0, &T).unwrap();
         assert_eq!(s.osdmap.flags, vec!["noscrub".to_string()]);
-        assert!(s
-            .health
-            .checks
-            .iter()
-            .any(|c| c == "OSDMAP_FLAGS: noscrub flag(s) set"));
+        assert!((s.health.lines().iter()).any(|c| c == "OSDMAP_FLAGS: noscrub flag(s) set"));
         // A PG with unfound objects: counted, and the health is an error
         // that says what to do.
         let mut r = l.reports.values().next().unwrap().report.clone();
@@ -1522,14 +1393,17 @@ mod tests {
         l.on_report(r, t0);
         let s = l.status(&m, mons(), t0, &T).unwrap();
         assert_eq!((s.usage.unfound_objects, s.usage.unfound_pgs), (3, 1));
-        assert_eq!(s.health.status, HealthStatus::Err);
+        assert_eq!(
+            s.health.status,
+            HealthStatus::Warn,
+            "OBJECT_UNFOUND warns, as Ceph's"
+        );
+        let all = s.health.lines().join("\n");
         assert!(
-            s.health
-                .checks
-                .iter()
-                .any(|c| c.contains("3 objects unfound in 1 pgs") && c.contains("osd lost")),
-            "{:?}",
-            s.health
+            all.contains("OBJECT_UNFOUND: 3/80 objects unfound (3.750%) in 1 pgs")
+                && all.contains("has 3 unfound objects")
+                && all.contains("osd lost"),
+            "{all}"
         );
     }
 

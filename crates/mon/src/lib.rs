@@ -7,8 +7,10 @@
 pub mod admin;
 pub mod auth;
 pub mod balancer;
+pub mod health;
 pub mod kv;
 pub mod leader;
+pub mod metrics;
 pub mod monmap;
 pub mod network;
 pub use loligo_types::pg_num;

@@ -157,8 +157,11 @@ pub struct Monitor {
     heard: crate::network::Heard,
     /// Serialises membership changes (`mon add`, `mon rm`).
     membership_lock: Mutex<()>,
+    /// Where its HTTP services are, once they serve ([`http`]).
+    http_url: std::sync::OnceLock<String>,
 }
 
+pub mod http;
 mod membership;
 
 /// Most monitor-map changes the leader makes in one tick (the map, the
@@ -315,6 +318,7 @@ impl Monitor {
             quorum_at: std::sync::Mutex::new(None),
             heard,
             membership_lock: Mutex::new(()),
+            http_url: std::sync::OnceLock::new(),
         });
         // A call's size is checked from its frame's header, before its
         // body is read; Raft (snapshots of the map) has its own service.
@@ -360,6 +364,11 @@ impl Monitor {
             server,
             ticker,
         })
+    }
+
+    /// This monitor's id.
+    pub fn id(&self) -> u64 {
+        self.cfg.id
     }
 
     /// Whether this member leads now.
@@ -725,6 +734,20 @@ impl Monitor {
             MonRequest::Admin(Admin::MonAdd { id, addr }) => self.mon_add(id, addr).await,
             MonRequest::Admin(Admin::MonRm { id }) => self.mon_rm(id).await,
             MonRequest::Admin(Admin::QuorumStatus) => self.quorum_status().await,
+            MonRequest::Admin(Admin::MgrServices) => {
+                if !self.is_leader() {
+                    return Err(self.not_leader());
+                }
+                let mut services = serde_json::Map::new();
+                if let Some(url) = self.http_url.get() {
+                    services.insert("prometheus".into(), format!("{url}metrics").into());
+                }
+                Ok(MonReply {
+                    epoch: self.epoch(),
+                    value: services.into(),
+                    map: None,
+                })
+            }
             MonRequest::Admin(Admin::Balancer { on: None }) => {
                 if !self.is_leader() {
                     return Err(self.not_leader());
@@ -1210,6 +1233,35 @@ impl Monitor {
             members / 2 + 1,
             self.epoch()
         ))
+    }
+
+    /// The cluster's metrics in Prometheus' text format while this member
+    /// leads and hears a majority; empty otherwise (as a standby Ceph
+    /// manager's page is), so that a Prometheus scraping every monitor
+    /// gets each series once, from the leader.
+    pub async fn metrics_text(&self) -> String {
+        if !self.is_leader() || self.quorum(QUORUM_WAIT_STATUS).await.is_err() {
+            return String::new();
+        }
+        let monitors = self.mon_status();
+        let l = self.leader.lock().await;
+        let st = self.shared.read();
+        let Some(map) = st.map.as_ref() else {
+            return String::new();
+        };
+        match l.metrics(map, monitors, Instant::now(), &self.timeouts()) {
+            Ok(text) => text,
+            Err(e) => {
+                tracing::warn!("metrics: {e}");
+                String::new()
+            }
+        }
+    }
+
+    /// Where this monitor's HTTP services are (`http://HOST:PORT/`), once
+    /// they serve: what `mgr services` names while it leads. Set once.
+    pub fn set_http_url(&self, url: String) {
+        let _ = self.http_url.set(url);
     }
 
     /// The `status` report (leader only: it holds the PG stats).

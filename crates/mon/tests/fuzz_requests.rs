@@ -167,6 +167,15 @@ fn request(r: &mut Rng, m: &OsdMap) -> MonRequest {
                 bytes_total: r.next_u64(),
                 fill_used: r.next_u64(),
                 fill_total: r.next_u64(),
+                read_ops: r.next_u64(),
+                read_latency_us: r.next_u64(),
+                write_latency_us: r.next_u64(),
+                commit_latency_us: r.next_u64(),
+                device: match r.below(3) {
+                    0 => String::new(),
+                    1 => "/dev/\"sd\\a\n".into(),
+                    _ => "d".repeat(r.below(9000) as usize),
+                },
                 ..Default::default()
             })
         }
@@ -239,6 +248,8 @@ fn hostile_monitor_requests_are_refused_or_leave_a_valid_map() {
             let mut r = Rng::new(seed);
             let mut m = base();
             let mut counts = (0u64, 0u64, 0u64);
+            let mut leader = loligo_mon::leader::LeaderState::default();
+            let now = std::time::Instant::now();
             for _ in 0..8 {
                 let req = request(&mut r, &m);
                 let mut json = serde_json::to_vec(&req).unwrap();
@@ -260,7 +271,9 @@ fn hostile_monitor_requests_are_refused_or_leave_a_valid_map() {
                 }
                 counts.0 += 1;
                 if let MonRequest::OsdReport(rep) = &mut req {
-                    let _ = check_report(&m, rep);
+                    if check_report(&m, rep).is_ok() {
+                        leader.on_report(rep.clone(), now);
+                    }
                 }
                 let inc = Incremental {
                     epoch: m.epoch + 1,
@@ -268,6 +281,33 @@ fn hostile_monitor_requests_are_refused_or_leave_a_valid_map() {
                 };
                 if !inc.changes.is_empty() && m.apply(&inc).is_ok() {
                     m.validate().expect("an applied change leaves a valid map");
+                }
+            }
+            // Whatever the reports said, the metrics render, one sample
+            // or comment per line.
+            let monitors = loligo_mon::protocol::MonStatus {
+                members: vec![0],
+                leader: Some(0),
+                term: 1,
+                quorum: vec![0],
+                addrs: Default::default(),
+            };
+            let secs = std::time::Duration::from_secs;
+            let t = loligo_mon::leader::Timeouts {
+                min_down_reporters: 2,
+                report_valid: secs(40),
+                standoff: secs(6),
+                report_timeout: secs(60),
+                down_out_interval: secs(600),
+                io_window: secs(10),
+            };
+            if let Ok(text) = leader.metrics(&m, monitors, now, &t) {
+                for line in text.lines() {
+                    let value = line.rsplit(' ').next().unwrap_or("");
+                    assert!(
+                        line.starts_with('#') || value.parse::<f64>().is_ok(),
+                        "a sample line that does not parse: {line:?}"
+                    );
                 }
             }
             counts

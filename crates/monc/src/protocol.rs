@@ -275,6 +275,9 @@ pub enum Admin {
     Balancer {
         on: Option<bool>,
     },
+    /// The URLs the leader serves its HTTP services on, as a JSON object
+    /// (`{"prometheus": URL}`; Ceph's `mgr services`).
+    MgrServices,
 }
 
 impl Admin {
@@ -293,6 +296,7 @@ impl Admin {
             | OsdOkToStop { .. }
             | OsdSafeToDestroy { .. }
             | QuorumStatus
+            | MgrServices
             | Balancer { on: None }
             | CrushGet
             | EcProfileGet { .. }
@@ -499,11 +503,90 @@ pub enum HealthStatus {
     Err,
 }
 
+/// The cluster's health: the worst severity, and each check that holds
+/// by its Ceph code (`OSD_DOWN`, `PG_DEGRADED`, ...), in Ceph's JSON
+/// shape (`ceph health detail -f json`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Health {
     pub status: HealthStatus,
-    /// One line per problem.
-    pub checks: Vec<String>,
+    pub checks: BTreeMap<String, HealthCheck>,
+}
+
+/// One health check: how bad, a one-line summary with the count of
+/// things it is about, and a line per thing.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HealthCheck {
+    pub severity: HealthStatus,
+    pub summary: HealthSummary,
+    #[serde(default)]
+    pub detail: Vec<HealthDetail>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HealthSummary {
+    pub message: String,
+    pub count: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HealthDetail {
+    pub message: String,
+}
+
+impl HealthCheck {
+    pub fn new(severity: HealthStatus, summary: String, count: u64, detail: Vec<String>) -> Self {
+        HealthCheck {
+            severity,
+            summary: HealthSummary {
+                message: summary,
+                count,
+            },
+            detail: (detail.into_iter())
+                .map(|message| HealthDetail { message })
+                .collect(),
+        }
+    }
+}
+
+impl HealthStatus {
+    /// Ceph's name (`HEALTH_WARN`).
+    pub fn name(self) -> &'static str {
+        match self {
+            HealthStatus::Ok => "HEALTH_OK",
+            HealthStatus::Warn => "HEALTH_WARN",
+            HealthStatus::Err => "HEALTH_ERR",
+        }
+    }
+
+    /// `ceph health detail`'s tag (`[WRN]`).
+    pub fn tag(self) -> &'static str {
+        match self {
+            HealthStatus::Ok => "[OK]",
+            HealthStatus::Warn => "[WRN]",
+            HealthStatus::Err => "[ERR]",
+        }
+    }
+}
+
+impl Health {
+    /// The checks, worst first, then by code.
+    pub fn ordered(&self) -> Vec<(&str, &HealthCheck)> {
+        let mut v: Vec<(&str, &HealthCheck)> =
+            self.checks.iter().map(|(k, c)| (k.as_str(), c)).collect();
+        v.sort_by(|a, b| b.1.severity.cmp(&a.1.severity).then(a.0.cmp(b.0)));
+        v
+    }
+
+    /// `CODE: summary` per check, then its detail lines indented (worst
+    /// first): what tests and logs look for.
+    pub fn lines(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for (code, c) in self.ordered() {
+            out.push(format!("{code}: {}", c.summary.message));
+            out.extend(c.detail.iter().map(|d| format!("    {}", d.message)));
+        }
+        out
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -585,7 +668,16 @@ mod tests {
             fsid: "f".into(),
             health: Health {
                 status: HealthStatus::Warn,
-                checks: vec!["4 pgs unknown".into()],
+                checks: [(
+                    "PG_AVAILABILITY".to_string(),
+                    HealthCheck::new(
+                        HealthStatus::Warn,
+                        "Reduced data availability: 4 pgs inactive".into(),
+                        4,
+                        vec!["pg 1.0 is unknown".into()],
+                    ),
+                )]
+                .into(),
             },
             monitors: MonStatus {
                 members: vec![0],
@@ -631,6 +723,11 @@ mod tests {
         };
         let v = serde_json::to_value(&r).unwrap();
         assert_eq!(v["health"]["status"], "HEALTH_WARN");
+        // Ceph's shape: checks by code, summary and detail messages.
+        let c = &v["health"]["checks"]["PG_AVAILABILITY"];
+        assert_eq!(c["severity"], "HEALTH_WARN");
+        assert_eq!(c["summary"]["count"], 4);
+        assert_eq!(c["detail"][0]["message"], "pg 1.0 is unknown");
         assert_eq!(v["pgs"]["by_state"]["active+clean"], 60);
         assert_eq!(v["pgs"]["by_state"]["unknown"], 4);
         assert_eq!(v["recovery"]["objects_s"], 3.0);

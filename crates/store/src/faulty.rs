@@ -291,6 +291,9 @@ impl<S: ObjectStore> ObjectStore for FaultyStore<S> {
     fn device_reads(&self) -> (u64, u64) {
         self.inner.device_reads()
     }
+    fn commit_latency(&self) -> (u64, u64) {
+        self.inner.commit_latency()
+    }
 }
 
 #[cfg(test)]

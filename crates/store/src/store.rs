@@ -215,6 +215,14 @@ pub trait ObjectStore: Send + Sync {
     fn device_reads(&self) -> (u64, u64) {
         (0, 0)
     }
+
+    /// Transactions the store has committed durably since it was opened,
+    /// and the microseconds they took in all, from queueing to
+    /// completion (Ceph's commit latency; a store that does not measure
+    /// says (0, 0)).
+    fn commit_latency(&self) -> (u64, u64) {
+        (0, 0)
+    }
 }
 
 /// A shared store is a store: every call goes to the one it shares (for
@@ -342,6 +350,9 @@ impl<S: ObjectStore + ?Sized> ObjectStore for Arc<S> {
     fn device_reads(&self) -> (u64, u64) {
         (**self).device_reads()
     }
+    fn commit_latency(&self) -> (u64, u64) {
+        (**self).commit_latency()
+    }
 }
 
 struct CommitState {
@@ -359,6 +370,9 @@ pub struct Commit {
 /// completes the commit with [`StoreError::Closed`].
 pub struct Completer {
     state: Option<Arc<CommitState>>,
+    /// When the commit was made (queued): its age at completion is the
+    /// store's commit latency.
+    born: std::time::Instant,
 }
 
 impl Commit {
@@ -379,7 +393,10 @@ impl Commit {
             Commit {
                 state: state.clone(),
             },
-            Completer { state: Some(state) },
+            Completer {
+                state: Some(state),
+                born: std::time::Instant::now(),
+            },
         )
     }
 
@@ -412,6 +429,11 @@ impl Future for Commit {
 }
 
 impl Completer {
+    /// How long since the commit was made.
+    pub fn age(&self) -> std::time::Duration {
+        self.born.elapsed()
+    }
+
     /// Report the outcome.
     pub fn complete(mut self, r: Result<()>) {
         self.fire(r);

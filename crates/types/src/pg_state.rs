@@ -91,6 +91,13 @@ impl PgState {
         (PgState::WAIT_PG_TEMP, "wait_pg_temp"),
     ];
 
+    /// The flag Ceph and Loligo call `name` (`"backfill_wait"`), if any.
+    pub fn flag_named(name: &str) -> Option<PgState> {
+        (Self::NAMES.iter())
+            .find(|(_, n)| *n == name)
+            .map(|(f, _)| *f)
+    }
+
     /// Whether every flag of `other` is set.
     pub fn contains(self, other: PgState) -> bool {
         self.0 & other.0 == other.0

@@ -134,4 +134,19 @@ pub struct OsdReport {
     /// Shard bytes this OSD sent in answer to other OSDs' shard reads.
     #[serde(default)]
     pub shard_bytes_sent: u64,
+    /// Microseconds its client reads and writes took, summed since it
+    /// started (from the op's arrival to its answer; divide by
+    /// `read_ops`/`write_ops` for the mean).
+    #[serde(default)]
+    pub read_latency_us: u64,
+    #[serde(default)]
+    pub write_latency_us: u64,
+    /// Mean microseconds its store took to commit a transaction durably
+    /// over the interval since its last report (0: none committed).
+    #[serde(default)]
+    pub commit_latency_us: u64,
+    /// The device or file its store's data lives on (Ceph's
+    /// `ceph_disk_occupation`); empty when not known.
+    #[serde(default)]
+    pub device: String,
 }

@@ -270,19 +270,16 @@ async fn deep_scrub_finds_bad_copies_and_repair_mends_them() {
     let mut health = serde_json::Value::Null;
     for _ in 0..50 {
         health = c.mon(MonRequest::Admin(Admin::Status)).await.unwrap().value["health"].clone();
-        if health
-            .to_string()
-            .contains("OSD_SCRUB_ERRORS: 4 scrub errors")
-        {
+        if health["checks"]["OSD_SCRUB_ERRORS"]["summary"]["message"] == "4 scrub errors" {
             break;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let h = health.to_string();
-    assert!(
-        h.contains("OSD_SCRUB_ERRORS: 4 scrub errors") && h.contains("PG_DAMAGED"),
-        "{h}"
+    assert_eq!(
+        health["checks"]["OSD_SCRUB_ERRORS"]["summary"]["message"], "4 scrub errors",
+        "{health}"
     );
+    assert!(health["checks"].get("PG_DAMAGED").is_some(), "{health}");
 
     scrub(&c, pg, true, true).await;
     wait_consistent(&c, pg).await;

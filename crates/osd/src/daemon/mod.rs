@@ -72,6 +72,9 @@ pub struct OsdConfig {
     pub mon_addrs: Vec<String>,
     /// CRUSH host this OSD sits under.
     pub host: String,
+    /// The device or file the store's data lives on, as reported for
+    /// `ceph_disk_occupation` (empty: not known).
+    pub device: String,
     /// CRUSH weight (16.16).
     pub crush_weight: u32,
     pub heartbeat_interval: Duration,
@@ -184,6 +187,7 @@ impl OsdConfig {
             addr: addr.to_string(),
             mon_addrs,
             host: "localhost".into(),
+            device: String::new(),
             crush_weight: 0x10000,
             heartbeat_interval: Duration::from_secs(1),
             heartbeat_grace: Duration::from_secs(6),
@@ -240,6 +244,9 @@ struct Counters {
     write_ops: AtomicU64,
     read_bytes: AtomicU64,
     write_bytes: AtomicU64,
+    /// Microseconds client reads and writes took, summed.
+    read_latency_us: AtomicU64,
+    write_latency_us: AtomicU64,
     /// Sent to other copies by recovery and backfill.
     recovery_objects: AtomicU64,
     recovery_bytes: AtomicU64,

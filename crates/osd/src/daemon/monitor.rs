@@ -109,6 +109,8 @@ fn send_once(s: &OsdShared, pg: PgId, what: &'static str, req: MonRequest) {
 /// Report PG stats, usage and I/O counters every report interval.
 pub(super) async fn reports(s: Arc<OsdShared>, mut mc: MonClient) {
     let mut t = tokio::time::interval(s.cfg.report_interval);
+    // The store's commit count and time at the last report.
+    let mut commits_before = (0u64, 0u64);
     loop {
         tokio::select! {
             _ = t.tick() => {}
@@ -122,6 +124,11 @@ pub(super) async fn reports(s: Arc<OsdShared>, mut mc: MonClient) {
         s.scrub_load_ok.store(load_ok, Ordering::Relaxed);
         let stats = s.store.statfs().ok();
         let (device_read_bytes, device_reads) = s.store.device_reads();
+        let commits = s.store.commit_latency();
+        let commit_latency_us = (commits.1.saturating_sub(commits_before.1))
+            .checked_div(commits.0.saturating_sub(commits_before.0))
+            .unwrap_or(0);
+        commits_before = commits;
         let c = &s.counters;
         let r = OsdReport {
             osd: s.cfg.id,
@@ -143,6 +150,10 @@ pub(super) async fn reports(s: Arc<OsdShared>, mut mc: MonClient) {
             rebuild_theory_bytes: c.rebuild_theory_bytes.load(Ordering::Relaxed),
             rebuild_fetched_bytes: c.rebuild_fetched_bytes.load(Ordering::Relaxed),
             shard_bytes_sent: c.shard_bytes_sent.load(Ordering::Relaxed),
+            read_latency_us: c.read_latency_us.load(Ordering::Relaxed),
+            write_latency_us: c.write_latency_us.load(Ordering::Relaxed),
+            commit_latency_us,
+            device: s.cfg.device.clone(),
         };
         mc.deadline = s.cfg.report_interval;
         let _ = mc.call(MonRequest::OsdReport(r)).await;

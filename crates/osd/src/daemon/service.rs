@@ -149,6 +149,7 @@ impl Service {
     }
 
     async fn op(&self, op: ClientOp, peer: Peer<'_>) -> OpReply {
+        let t0 = std::time::Instant::now();
         let epoch = self.catch_up(op.epoch).await;
         let fail = |e: OpError| OpReply {
             result: Err(e),
@@ -189,11 +190,14 @@ impl Service {
         };
         if r.result.is_ok() {
             let c = &self.0.counters;
+            let us = u64::try_from(t0.elapsed().as_micros()).unwrap_or(u64::MAX);
             if writes {
                 c.write_ops.fetch_add(1, Ordering::Relaxed);
                 c.write_bytes.fetch_add(in_bytes, Ordering::Relaxed);
+                c.write_latency_us.fetch_add(us, Ordering::Relaxed);
             } else {
                 c.read_ops.fetch_add(1, Ordering::Relaxed);
+                c.read_latency_us.fetch_add(us, Ordering::Relaxed);
                 let out: u64 = r.result.iter().flatten().map(result_len).sum();
                 c.read_bytes.fetch_add(out, Ordering::Relaxed);
             }

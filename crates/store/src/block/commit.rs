@@ -285,7 +285,15 @@ impl Syncer {
             fail_all(std::mem::take(&mut h.done), e);
             return;
         }
-        for (c, r) in std::mem::take(&mut h.done) {
+        let done = std::mem::take(&mut h.done);
+        let us: u64 = (done.iter())
+            .map(|(c, _)| u64::try_from(c.age().as_micros()).unwrap_or(u64::MAX))
+            .fold(0, u64::saturating_add);
+        self.s
+            .commits
+            .fetch_add(done.len() as u64, Ordering::Relaxed);
+        self.s.commit_us.fetch_add(us, Ordering::Relaxed);
+        for (c, r) in done {
             c.complete(r);
         }
     }

@@ -252,6 +252,10 @@ struct Shared {
     /// Bytes and requests read from the device.
     read_bytes: AtomicU64,
     read_ops: AtomicU64,
+    /// Transactions committed, and their microseconds from queueing to
+    /// completion, summed.
+    commits: AtomicU64,
+    commit_us: AtomicU64,
     failed: AtomicBool,
     /// Shared by the committer and by writers that reserve space and
     /// write large objects in their own thread before queueing.
@@ -552,6 +556,8 @@ impl BlockStore {
             csum_errors: AtomicU64::new(0),
             read_bytes: AtomicU64::new(0),
             read_ops: AtomicU64::new(0),
+            commits: AtomicU64::new(0),
+            commit_us: AtomicU64::new(0),
             failed: AtomicBool::new(false),
             alloc: Mutex::new(alloc),
             buf_pool: BufPool::default(),
@@ -1710,6 +1716,13 @@ impl ObjectStore for BlockStore {
         (
             self.shared.read_bytes.load(Ordering::Relaxed),
             self.shared.read_ops.load(Ordering::Relaxed),
+        )
+    }
+
+    fn commit_latency(&self) -> (u64, u64) {
+        (
+            self.shared.commits.load(Ordering::Relaxed),
+            self.shared.commit_us.load(Ordering::Relaxed),
         )
     }
 
