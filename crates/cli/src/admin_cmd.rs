@@ -38,8 +38,13 @@ pub enum OsdCmd {
         #[arg(short = 'o', long = "out", value_name = "FILE")]
         out: std::path::PathBuf,
     },
-    /// The OSD map (OSDs, pools, overrides) as JSON.
-    Dump,
+    /// The OSD map as Ceph's `osd dump` prints it: epoch, flags, ratios,
+    /// a line per pool and per OSD, the overrides (`--json`: everything,
+    /// the monitor map and write-set records included).
+    Dump(JsonFlag),
+    /// Each up OSD's store commit and apply latency in ms, the mean over
+    /// its last report's interval (Ceph's `osd perf`).
+    Perf(JsonFlag),
     /// Where object NAME of POOL lives: its PG, CRUSH's (up) set and the
     /// acting set with their primaries (an erasure-coded pool's position
     /// i holds shard i; -1 is an empty position).
@@ -807,7 +812,14 @@ pub fn osd(conn: &ConnArgs, c: OsdCmd) -> Result<(), CliError> {
                 );
             }
         }
-        OsdCmd::Dump => print_json(&call(conn, req(Admin::OsdDump))?.value),
+        OsdCmd::Dump(j) => {
+            let v = call(conn, req(Admin::OsdDump))?.value;
+            match j.json {
+                true => print_json(&v),
+                false => print!("{}", crate::report_cmd::osd_dump_text(&v)?),
+            }
+        }
+        OsdCmd::Perf(j) => crate::report_cmd::osd_perf(conn, j.json)?,
         OsdCmd::Df(j) => crate::osd_df::run(conn, j.json)?,
         OsdCmd::Getmap { out } => {
             let r = call(conn, MonRequest::GetMap)?;
@@ -1053,6 +1065,17 @@ pub enum PgCmd {
     /// A deep scrub, then the authoritative copy of each inconsistent
     /// object written over the bad ones.
     Repair { pg: String },
+    /// PG states in a line, objects, space and client I/O (Ceph's `pg
+    /// stat`).
+    Stat(JsonFlag),
+    /// Every PG (Ceph's `pg dump`): the `pg ls` table; `pgs_brief`: state,
+    /// up and acting sets and their primaries only.
+    Dump {
+        #[arg(value_parser = ["pgs_brief"])]
+        what: Option<String>,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
 }
 
 /// `loligo pg ...`.
@@ -1065,6 +1088,10 @@ pub fn pg(conn: &ConnArgs, c: PgCmd) -> Result<(), CliError> {
         PgCmd::Scrub { pg } => return crate::scrub_cmd::start(conn, &pg, false, false, false),
         PgCmd::DeepScrub { pg } => return crate::scrub_cmd::start(conn, &pg, false, true, false),
         PgCmd::Repair { pg } => return crate::scrub_cmd::start(conn, &pg, false, true, true),
+        PgCmd::Stat(j) => return crate::report_cmd::pg_stat(conn, j.json),
+        PgCmd::Dump { what, json } => {
+            return crate::report_cmd::pg_dump(conn, what.is_some(), json.json)
+        }
     };
     let flags = states
         .iter()
@@ -1098,7 +1125,7 @@ pub fn pg(conn: &ConnArgs, c: PgCmd) -> Result<(), CliError> {
 }
 
 /// Every PG (of `pool`, if named) as the monitor lists it.
-fn pg_rows(conn: &ConnArgs, pool: Option<String>) -> Result<Vec<PgRow>, CliError> {
+pub(crate) fn pg_rows(conn: &ConnArgs, pool: Option<String>) -> Result<Vec<PgRow>, CliError> {
     let v = call(conn, MonRequest::Admin(Admin::PgLs { pool }))?.value;
     serde_json::from_value(v)
         .map_err(|e| CliError(format!("the monitor's PG list does not parse: {e}")))
@@ -1187,7 +1214,7 @@ fn utc_stamp(ms: u64) -> String {
 }
 
 /// `pg ls` as a table, one PG a line.
-fn pg_table(rows: &[PgRow]) -> String {
+pub(crate) fn pg_table(rows: &[PgRow]) -> String {
     let set = |v: &[i32]| {
         let items: Vec<String> = v.iter().map(i32::to_string).collect();
         format!("[{}]", items.join(","))

@@ -24,6 +24,7 @@ mod mon_cmd;
 mod osd_df;
 mod osd_replace_cmd;
 mod osdmap_cmd;
+mod report_cmd;
 mod scale_cmd;
 mod scale_peering;
 mod scrub_cmd;
@@ -76,6 +77,17 @@ enum Cmd {
         detail: Option<String>,
         /// Print JSON in Ceph's shape ({"status", "checks": {CODE:
         /// {"severity", "summary", "detail"}}}).
+        #[arg(long)]
+        json: bool,
+    },
+    /// The cluster's space and each pool's: stored, objects, raw use, and
+    /// how much more it can take before the first OSD is full (Ceph's
+    /// `df`; `detail` adds the quota and compression columns, `N/A` and
+    /// `0 B`: Loligo has neither).
+    Df {
+        #[arg(value_parser = ["detail"])]
+        detail: Option<String>,
+        /// Print JSON in Ceph's shape ({"stats", "pools"}).
         #[arg(long)]
         json: bool,
     },
@@ -283,6 +295,7 @@ fn main() -> ExitCode {
         Cmd::Mon(c) => mon_cmd::mon(conn, c),
         Cmd::QuorumStatus => mon_cmd::quorum_status(conn),
         Cmd::Mgr { what: _, json: _ } => mon_cmd::mgr_services(conn),
+        Cmd::Df { detail, json } => report_cmd::df(conn, detail.is_some(), json),
         Cmd::Balancer { what } => mon_cmd::balancer(conn, &what),
         Cmd::Osd(c) => admin_cmd::osd(conn, c),
         Cmd::Pool(c) => admin_cmd::pool(conn, c),

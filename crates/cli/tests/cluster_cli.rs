@@ -57,6 +57,7 @@ fn local_cluster_round_trip_restart_and_errors() {
     }
     let table = ok(&dir, &["pg", "ls", "--state", "clean"]);
     assert!(table.starts_with("PG "), "{table}");
+    ceph_report_verbs_print_the_cluster(&dir);
     assert!(ok(&dir, &["pg", "ls", "--state", "down"]).lines().count() == 1);
     let e = loligo(&dir, &["pg", "ls", "nope"]);
     assert_eq!(e.status.code(), Some(2));
@@ -181,6 +182,78 @@ fn local_cluster_round_trip_restart_and_errors() {
     drop(guard);
 }
 
+/// Ceph's report verbs on a clean 3-OSD, 16-PG cluster holding one
+/// 300,000-byte object in pool `default`: each as text and as JSON.
+fn ceph_report_verbs_print_the_cluster(dir: &std::path::Path) {
+    let json = |args: &[&str]| -> serde_json::Value {
+        let mut a = args.to_vec();
+        a.push("--json");
+        serde_json::from_str(&ok(dir, &a)).unwrap()
+    };
+    let df = json(&["df"]);
+    let pool = (df["pools"].as_array().unwrap().iter())
+        .find(|p| p["name"] == "default")
+        .unwrap_or_else(|| panic!("no pool 'default' in {df}"));
+    let s = &pool["stats"];
+    assert!(s["objects"].as_u64().unwrap() >= 1, "{df}");
+    let stored = s["stored"].as_u64().unwrap();
+    assert!(stored >= 300_000, "{df}");
+    assert_eq!(s["bytes_used"].as_u64().unwrap(), 3 * stored, "{df}");
+    assert!(s["max_avail"].as_u64().unwrap() > 0, "{df}");
+    assert!(df["stats"]["total_bytes"].as_u64().unwrap() > 0, "{df}");
+    let text = ok(dir, &["df"]);
+    assert!(text.starts_with("--- RAW STORAGE ---\nCLASS"), "{text}");
+    assert!(text.contains("\n--- POOLS ---\nPOOL"), "{text}");
+    assert!(text.lines().any(|l| l.starts_with("default ")), "{text}");
+    assert!(ok(dir, &["df", "detail"]).contains("QUOTA OBJECTS"));
+
+    let stat = ok(dir, &["pg", "stat"]);
+    assert!(stat.starts_with("16 pgs: 16 active+clean; "), "{stat}");
+    assert_eq!(json(&["pg", "stat"])["pg_summary"]["num_pgs"], 16);
+    let brief = ok(dir, &["pg", "dump", "pgs_brief"]);
+    assert!(brief.starts_with("PG_STAT  STATE"), "{brief}");
+    assert_eq!(brief.lines().count(), 17, "{brief}");
+    let rows = json(&["pg", "dump", "pgs_brief"]);
+    let rows = rows["pg_stats"].as_array().unwrap();
+    assert_eq!(rows.len(), 16);
+    for r in rows {
+        let acting = r["acting"].as_array().unwrap();
+        assert_eq!(acting.len(), 3, "{r}");
+        assert!(acting.contains(&r["acting_primary"]), "{r}");
+    }
+    let dump = json(&["pg", "dump"]);
+    assert_eq!(dump["pg_map"]["pg_stats"].as_array().unwrap().len(), 16);
+
+    let perf = ok(dir, &["osd", "perf"]);
+    assert!(
+        perf.starts_with("osd  commit_latency(ms)  apply_latency(ms)"),
+        "{perf}"
+    );
+    assert_eq!(perf.lines().count(), 4, "{perf}");
+    let infos = json(&["osd", "perf"]);
+    assert_eq!(
+        infos["osdstats"]["osd_perf_infos"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
+
+    let dump = ok(dir, &["osd", "dump"]);
+    assert!(dump.starts_with("epoch "), "{dump}");
+    assert!(
+        dump.contains("\npool 1 'default' replicated size 3 min_size 2 "),
+        "{dump}"
+    );
+    assert!(dump.contains("\nmax_osd 3\n"), "{dump}");
+    for id in 0..3 {
+        assert!(
+            dump.contains(&format!("\nosd.{id} up in weight ")),
+            "{dump}"
+        );
+    }
+}
+
 /// Poll `f` every 200 ms until it returns `Some`, for at most `secs`.
 fn wait_for<T>(secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
     let t0 = std::time::Instant::now();
@@ -195,7 +268,7 @@ fn wait_for<T>(secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
 
 /// osd.`id`'s entry in `osd dump`.
 fn osd_entry(dir: &std::path::Path, id: u64) -> serde_json::Value {
-    let v: serde_json::Value = serde_json::from_str(&ok(dir, &["osd", "dump"])).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&ok(dir, &["osd", "dump", "--json"])).unwrap();
     let osds = v["osds"].as_array().unwrap();
     (osds.iter().find(|o| o["id"] == id).cloned()).unwrap_or_else(|| panic!("no osd.{id}: {v}"))
 }
@@ -258,7 +331,8 @@ fn maintenance_flags_hold_outs_boots_and_recovery() {
     // Without it: out after the interval, in again at its boot.
     ok(&dir, &["stop", "osd.2", "--data-dir", &d]);
     wait_for(30, "osd.2 marked out by the monitor", || {
-        let v: serde_json::Value = serde_json::from_str(&ok(&dir, &["osd", "dump"])).unwrap();
+        let v: serde_json::Value =
+            serde_json::from_str(&ok(&dir, &["osd", "dump", "--json"])).unwrap();
         (v["auto_out"] == serde_json::json!([2])).then_some(())
     });
     assert_eq!(osd_entry(&dir, 2)["weight"], 0);
@@ -311,7 +385,7 @@ fn maintenance_flags_hold_outs_boots_and_recovery() {
         String::from_utf8_lossy(&e.stderr)
     );
     ok(&dir, &["osd", "set-full-ratio", "0.97"]);
-    let v: serde_json::Value = serde_json::from_str(&ok(&dir, &["osd", "dump"])).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&ok(&dir, &["osd", "dump", "--json"])).unwrap();
     assert_eq!(v["full_ratio"], 0.97);
 }
 
@@ -463,7 +537,7 @@ fn a_destroyed_osd_is_replaced_under_its_id_and_backfilled() {
         &dir,
         &["osd", "purge", "3", "--yes-i-really-mean-it", "--force"],
     );
-    let v: serde_json::Value = serde_json::from_str(&ok(&dir, &["osd", "dump"])).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&ok(&dir, &["osd", "dump", "--json"])).unwrap();
     assert!(
         !(v["osds"].as_array().unwrap().iter()).any(|o| o["id"] == 3),
         "{v}"
@@ -629,7 +703,8 @@ fn a_group_that_lost_its_majority_is_restored_from_a_survivors_map() {
                 .to_string()
         })
         .collect();
-    let dump: serde_json::Value = serde_json::from_str(&ok(&dir, &["osd", "dump"])).unwrap();
+    let dump: serde_json::Value =
+        serde_json::from_str(&ok(&dir, &["osd", "dump", "--json"])).unwrap();
     let (fsid, epoch) = (
         dump["fsid"].as_str().unwrap().to_string(),
         dump["epoch"].as_u64().unwrap(),
@@ -690,7 +765,7 @@ fn a_group_that_lost_its_majority_is_restored_from_a_survivors_map() {
     // `loligo down` stops it with the others.
     std::fs::write(dir.join("mon.0.pid"), child.id().to_string()).unwrap();
     let restored = wait_for(60, "the restored group answering", || {
-        let o = loligo(&dir, &["osd", "dump"]);
+        let o = loligo(&dir, &["osd", "dump", "--json"]);
         let v: serde_json::Value = serde_json::from_slice(&o.stdout).ok()?;
         v["epoch"].as_u64().filter(|&e| e >= epoch + 100_000)
     });

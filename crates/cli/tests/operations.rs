@@ -167,7 +167,8 @@ fn noout_keeps_an_osd_restart_from_moving_data_while_clients_work() {
         assert!(!moved(&lab), "a PG moved while noout held osd.1 in");
         std::thread::sleep(Duration::from_millis(500));
     }
-    let dump: serde_json::Value = serde_json::from_str(&ok(&lab.dir, &["osd", "dump"])).unwrap();
+    let dump: serde_json::Value =
+        serde_json::from_str(&ok(&lab.dir, &["osd", "dump", "--json"])).unwrap();
     let o1 = (dump["osds"].as_array().unwrap().iter())
         .find(|o| o["id"] == 1)
         .unwrap();

@@ -150,10 +150,11 @@ pub fn plan(m: &OsdMap, cmd: &Admin) -> Result<Outcome, MonError> {
     Ok(match cmd {
         Admin::Status
         | Admin::PgLs { .. }
+        | Admin::Df
         | Admin::OsdOkToStop { .. }
         | Admin::OsdSafeToDestroy { .. } => {
             return Err(MonError::Invalid(
-                "status, pg ls, osd ok-to-stop and safe-to-destroy are answered from the OSDs' reports, not the map"
+                "status, pg ls, df, osd ok-to-stop and safe-to-destroy are answered from the OSDs' reports, not the map"
                     .into(),
             ))
         }

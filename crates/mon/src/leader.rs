@@ -290,15 +290,8 @@ impl LeaderState {
         }))
     }
 
-    /// The status report and the census of every PG it was made from.
-    fn census(
-        &self,
-        map: &OsdMap,
-        monitors: MonStatus,
-        now: Instant,
-        t: &Timeouts,
-    ) -> Result<(StatusReport, Census), MapError> {
-        let (up, inn) = map.up_in();
+    /// Every PG under `map`, each by its current primary's last report.
+    fn pg_census(&self, map: &OsdMap) -> Result<Census, MapError> {
         let stats = self.current_stats(map);
         let mut census = Census::default();
         let mut placer = map.placer()?;
@@ -310,6 +303,26 @@ impl LeaderState {
                 census.add(pg, pool.size, state, stat, &m.acting);
             }
         }
+        Ok(census)
+    }
+
+    /// The cluster's and each pool's space (Ceph's `df`, [`crate::df`]).
+    pub fn df(&self, map: &OsdMap) -> Result<loligo_monc::protocol::DfReport, MapError> {
+        let census = self.pg_census(map)?;
+        let reports: Vec<&OsdReport> = self.reports.values().map(|r| &r.report).collect();
+        Ok(crate::df::report(map, &census, &reports))
+    }
+
+    /// The status report and the census of every PG it was made from.
+    fn census(
+        &self,
+        map: &OsdMap,
+        monitors: MonStatus,
+        now: Instant,
+        t: &Timeouts,
+    ) -> Result<(StatusReport, Census), MapError> {
+        let (up, inn) = map.up_in();
+        let census = self.pg_census(map)?;
         let (mut used, mut capacity) = (0u64, 0u64);
         let mut io = ClientIo::default();
         let mut recovery = RecoveryIo::default();
@@ -348,6 +361,7 @@ impl LeaderState {
                     rebuild_theory_bytes: x.rebuild_theory_bytes,
                     rebuild_fetched_bytes: x.rebuild_fetched_bytes,
                     shard_bytes_sent: x.shard_bytes_sent,
+                    commit_latency_us: x.commit_latency_us,
                 }
             })
             .collect();

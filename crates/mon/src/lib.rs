@@ -7,6 +7,7 @@
 pub mod admin;
 pub mod auth;
 pub mod balancer;
+pub mod df;
 pub mod health;
 pub mod kv;
 pub mod leader;

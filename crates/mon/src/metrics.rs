@@ -485,44 +485,6 @@ fn osd_counters(t: &mut Text, v: &View) {
     }
 }
 
-/// Share of a pool's raw bytes that is its data (1/size replicated, k/size
-/// erasure-coded).
-fn data_share(map: &OsdMap, p: &loligo_types::Pool) -> f64 {
-    let size = f64::from(p.size.max(1));
-    match &p.kind {
-        PoolKind::Replicated => 1.0 / size,
-        PoolKind::Erasure { profile } => map
-            .ec_profiles
-            .get(profile)
-            .map_or(1.0 / size, |e| f64::from(e.k) / size),
-    }
-}
-
-/// Raw bytes that can still be written before the first OSD of the
-/// cluster reaches the full ratio, when new data spreads by CRUSH weight
-/// (Ceph's projection for `max_avail`); 0 without reports.
-fn raw_avail(v: &View) -> f64 {
-    let weights: std::collections::BTreeMap<i32, u32> = (crush_edit::tree(&v.map.crush)
-        .into_iter())
-    .filter(|r| r.1 >= 0)
-    .map(|(_, id, _, _, w)| (id, w))
-    .collect();
-    let full = v.map.full_ratios.get(RatioKind::Full);
-    let live: Vec<(f64, f64)> = (v.reports.iter())
-        .filter(|r| v.map.osds.get(&r.osd).is_some_and(|o| o.up && o.is_in()))
-        .filter_map(|r| {
-            let w = f64::from(*weights.get(&r.osd)?);
-            let room = (r.bytes_total as f64 * full - r.bytes_used as f64).max(0.0);
-            (w > 0.0).then_some((w, room))
-        })
-        .collect();
-    let total: f64 = live.iter().map(|(w, _)| w).sum();
-    (live.iter())
-        .map(|(w, room)| room * total / w)
-        .fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.min(x))))
-        .unwrap_or(0.0)
-}
-
 fn pools(t: &mut Text, v: &View) {
     let map = v.map;
     t.family("ceph_pool_metadata", Kind::Untyped, "POOL Metadata");
@@ -548,60 +510,29 @@ fn pools(t: &mut Text, v: &View) {
             1.0,
         );
     }
-    let avail = raw_avail(v);
-    let per_pool =
-        |t: &mut Text,
-         name: &str,
-         kind: Kind,
-         help: &str,
-         f: &dyn Fn(&loligo_types::Pool, &crate::health::PoolCensus) -> f64| {
-            t.family(name, kind, help);
-            for p in map.pools.values() {
-                let c = v.census.pools.get(&p.id).cloned().unwrap_or_default();
-                t.sample(&[("pool_id", &p.id.to_string())], f(p, &c));
-            }
-        };
-    per_pool(
-        t,
-        "ceph_pool_objects",
-        Kind::Gauge,
-        "DF pool objects",
-        &|_, c| c.objects as f64,
-    );
-    per_pool(
-        t,
-        "ceph_pool_stored",
-        Kind::Gauge,
-        "DF pool stored",
-        &|_, c| c.bytes as f64,
-    );
-    per_pool(
-        t,
-        "ceph_pool_stored_raw",
-        Kind::Gauge,
-        "DF pool stored_raw",
-        &|p, c| c.bytes as f64 / data_share(map, p),
-    );
-    per_pool(
-        t,
-        "ceph_pool_max_avail",
-        Kind::Gauge,
-        "DF pool max_avail",
-        &|p, _| (avail * data_share(map, p)).floor(),
-    );
-    per_pool(
-        t,
-        "ceph_pool_percent_used",
-        Kind::Gauge,
-        "DF pool percent_used (a ratio, as Ceph's)",
-        &|p, c| {
-            let used = c.bytes as f64 / data_share(map, p);
-            match used + avail {
-                x if x > 0.0 => used / x,
-                _ => 0.0,
-            }
-        },
-    );
+    let usage = crate::df::pools(v.map, v.census, &v.reports);
+    type Get = fn(&loligo_monc::protocol::DfPoolStats) -> f64;
+    let families: [(&str, &str, Get); 5] = [
+        ("ceph_pool_objects", "DF pool objects", |u| u.objects as f64),
+        ("ceph_pool_stored", "DF pool stored", |u| u.stored as f64),
+        ("ceph_pool_stored_raw", "DF pool stored_raw", |u| {
+            u.bytes_used as f64
+        }),
+        ("ceph_pool_max_avail", "DF pool max_avail", |u| {
+            u.max_avail as f64
+        }),
+        (
+            "ceph_pool_percent_used",
+            "DF pool percent_used (a ratio, as Ceph's)",
+            |u| u.percent_used,
+        ),
+    ];
+    for (name, help, get) in families {
+        t.family(name, Kind::Gauge, help);
+        for u in &usage {
+            t.sample(&[("pool_id", &u.id.to_string())], get(&u.stats));
+        }
+    }
 }
 
 fn pgs(t: &mut Text, v: &View) {

@@ -734,6 +734,25 @@ impl Monitor {
             MonRequest::Admin(Admin::MonAdd { id, addr }) => self.mon_add(id, addr).await,
             MonRequest::Admin(Admin::MonRm { id }) => self.mon_rm(id).await,
             MonRequest::Admin(Admin::QuorumStatus) => self.quorum_status().await,
+            MonRequest::Admin(Admin::Df) => {
+                if !self.is_leader() {
+                    return Err(self.not_leader());
+                }
+                self.quorum(QUORUM_WAIT_STATUS).await?;
+                let report = {
+                    let l = self.leader.lock().await;
+                    let st = self.shared.read();
+                    let map = st.map.as_ref().ok_or(MonError::NoMap)?;
+                    l.df(map)?
+                };
+                let value = serde_json::to_value(&report)
+                    .map_err(|e| MonError::Unavailable(format!("df: {e}")))?;
+                Ok(MonReply {
+                    epoch: self.epoch(),
+                    value,
+                    map: None,
+                })
+            }
             MonRequest::Admin(Admin::MgrServices) => {
                 if !self.is_leader() {
                     return Err(self.not_leader());

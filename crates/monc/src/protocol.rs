@@ -278,6 +278,8 @@ pub enum Admin {
     /// The URLs the leader serves its HTTP services on, as a JSON object
     /// (`{"prometheus": URL}`; Ceph's `mgr services`).
     MgrServices,
+    /// The cluster's and each pool's space ([`DfReport`]; Ceph's `df`).
+    Df,
 }
 
 impl Admin {
@@ -297,6 +299,7 @@ impl Admin {
             | OsdSafeToDestroy { .. }
             | QuorumStatus
             | MgrServices
+            | Df
             | Balancer { on: None }
             | CrushGet
             | EcProfileGet { .. }
@@ -483,6 +486,9 @@ pub struct OsdCounters {
     pub rebuild_theory_bytes: u64,
     pub rebuild_fetched_bytes: u64,
     pub shard_bytes_sent: u64,
+    /// The store's mean commit time over its last report's interval.
+    #[serde(default)]
+    pub commit_latency_us: u64,
 }
 
 /// Objects and bytes copied per second by recovery and backfill.
@@ -490,6 +496,51 @@ pub struct OsdCounters {
 pub struct RecoveryIo {
     pub objects_s: f64,
     pub bytes_s: f64,
+}
+
+/// `df`, in the shape of Ceph's `df -f json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DfReport {
+    pub stats: DfStats,
+    pub pools: Vec<DfPool>,
+}
+
+/// The cluster's space, from the up OSDs' last reports.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct DfStats {
+    pub total_bytes: u64,
+    pub total_avail_bytes: u64,
+    pub total_used_bytes: u64,
+    pub total_used_raw_bytes: u64,
+    pub total_used_raw_ratio: f64,
+    pub num_osds: usize,
+}
+
+/// One pool's line of `df`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DfPool {
+    pub name: String,
+    pub id: u64,
+    /// Its PG count (Ceph's `df` prints it; its JSON does not).
+    #[serde(default)]
+    pub pgs: u32,
+    pub stats: DfPoolStats,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct DfPoolStats {
+    /// Bytes its objects hold (before replication or coding).
+    pub stored: u64,
+    pub objects: u64,
+    /// Bytes they take on the OSDs (copies or shards), and in KiB.
+    pub bytes_used: u64,
+    pub kb_used: u64,
+    /// `bytes_used` over itself plus the raw room left (a ratio, as
+    /// Ceph's).
+    pub percent_used: f64,
+    /// Bytes of data the pool can still take before the first OSD is
+    /// full.
+    pub max_avail: u64,
 }
 
 /// The cluster's health, Ceph's three levels.

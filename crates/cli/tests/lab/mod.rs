@@ -489,7 +489,7 @@ impl Lab {
 
     /// Whether osd.`id` is up in the monitor's map.
     pub fn is_up(&self, id: usize) -> bool {
-        let out = ok(&self.dir, &["osd", "dump"]);
+        let out = ok(&self.dir, &["osd", "dump", "--json"]);
         let v: serde_json::Value = serde_json::from_str(&out).expect("osd dump");
         v["osds"]
             .as_array()
