@@ -28,8 +28,15 @@ pub enum OsdCmd {
     /// Each OSD's weights, space, use and PG count (PGs on every OSD of
     /// their up sets in the live map), with the spread: min/max variance
     /// from the mean use, its standard deviation, and the PG counts'
-    /// (Ceph's `osd df`).
-    Df(JsonFlag),
+    /// (Ceph's `osd df`; `tree` adds the CRUSH buckets, each with the
+    /// sums of the OSDs under it).
+    Df {
+        #[arg(value_parser = ["tree"])]
+        tree: Option<String>,
+        /// Print JSON in Ceph's shape ({"nodes", "summary"}).
+        #[arg(long)]
+        json: bool,
+    },
     /// Write the OSD map the answering monitor holds (its own, leader or
     /// not; Ceph's `osd getmap`) to FILE, in the encoding `loligo osdmap`
     /// reads. With `--mon ADDR` one monitor's map can be compared with
@@ -820,7 +827,7 @@ pub fn osd(conn: &ConnArgs, c: OsdCmd) -> Result<(), CliError> {
             }
         }
         OsdCmd::Perf(j) => crate::report_cmd::osd_perf(conn, j.json)?,
-        OsdCmd::Df(j) => crate::osd_df::run(conn, j.json)?,
+        OsdCmd::Df { tree, json } => crate::osd_df::run(conn, tree.is_some(), json)?,
         OsdCmd::Getmap { out } => {
             let r = call(conn, MonRequest::GetMap)?;
             let map = r
@@ -1189,7 +1196,7 @@ const PG_LS_COLUMNS: [&str; 13] = [
 
 /// Unix milliseconds as `YYYY-MM-DDTHH:MM:SS.mmm` (UTC; `-` for 0:
 /// never).
-fn utc_stamp(ms: u64) -> String {
+pub(crate) fn utc_stamp(ms: u64) -> String {
     if ms == 0 {
         return "-".into();
     }

@@ -68,6 +68,31 @@ enum Cmd {
         #[arg(short = 'w', long)]
         watch: bool,
     },
+    /// The status, then the cluster log as it happens, until Ctrl-C
+    /// (Ceph's `ceph -w`).
+    #[command(short_flag = 'w', long_flag = "watch")]
+    Watch {
+        /// The least level shown: debug, info, warn or error.
+        #[arg(long, value_enum, default_value = "info")]
+        level: report_cmd::Level,
+    },
+    /// The cluster log (Ceph's `log last`): OSDs booting, down, out and
+    /// in, pools made and changed, flags, health checks raised, updated
+    /// and cleared.
+    Log {
+        #[arg(value_parser = ["last"])]
+        what: String,
+        /// How many entries, the newest.
+        #[arg(default_value_t = 20)]
+        n: u32,
+        /// The least level shown: debug, info, warn or error.
+        #[arg(value_enum, default_value = "info")]
+        level: report_cmd::Level,
+        /// Print JSON in Ceph's shape (an array of {"name", "stamp",
+        /// "seq", "channel", "priority", "message"}).
+        #[arg(long)]
+        json: bool,
+    },
     /// Cluster health as Ceph's `ceph health` prints it: the status and
     /// its checks' summaries on one line (`detail`: each check with its
     /// code, `[WRN] OSD_DOWN: 1 osds down`, and a line per OSD or PG).
@@ -290,6 +315,13 @@ fn main() -> ExitCode {
         Cmd::Start(a) => up_cmd::start(a),
         Cmd::Stop(a) => up_cmd::stop(a),
         Cmd::Status { json, watch } => admin_cmd::status(conn, json, watch),
+        Cmd::Watch { level } => report_cmd::watch(conn, level),
+        Cmd::Log {
+            what: _,
+            n,
+            level,
+            json,
+        } => report_cmd::log_last(conn, n, level, json),
         Cmd::Health { detail, json } => admin_cmd::health(conn, detail.is_some(), json),
         Cmd::Mon(admin_cmd::MonCmd::Run(a)) => daemon_cmd::mon(a),
         Cmd::Mon(c) => mon_cmd::mon(conn, c),

@@ -131,8 +131,79 @@ impl Summary {
     }
 }
 
-/// `osd df [--json]`.
-pub fn run(conn: &ConnArgs, json: bool) -> Result<(), CliError> {
+/// One line of `osd df tree`: a CRUSH bucket with the sums of the OSDs
+/// under it, or an OSD's own row, at its depth in the hierarchy.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TreeLine {
+    pub depth: usize,
+    /// CRUSH type name (`root`, `host`, ..., `osd`) and item name.
+    pub kind: String,
+    pub name: String,
+    /// A bucket's `id` is its negative CRUSH id, its `reweight` 0.
+    pub row: Row,
+    /// A bucket's direct children's ids (empty for an OSD).
+    pub children: Vec<i32>,
+}
+
+impl TreeLine {
+    pub fn is_bucket(&self) -> bool {
+        self.row.id < 0
+    }
+}
+
+/// `rows` placed in the CRUSH hierarchy of `map`, each bucket summing
+/// the OSD rows under it (an OSD in several buckets counts in each).
+pub fn tree(map: &OsdMap, rows: &[Row]) -> Vec<TreeLine> {
+    let items = loligo_types::crush_edit::tree(&map.crush);
+    let row_of = |id: i32, weight: u32| {
+        let w = f64::from(weight) / 65536.0;
+        (rows.iter().find(|r| r.id == id).cloned()).unwrap_or(Row {
+            id,
+            crush_weight: w,
+            reweight: 0.0,
+            size: 0,
+            used: 0,
+            pgs: 0,
+            up: false,
+        })
+    };
+    (items.iter().enumerate())
+        .map(|(i, (depth, id, kind, name, weight))| {
+            let under = items[i + 1..].iter().take_while(|it| it.0 > *depth);
+            let row = match *id >= 0 {
+                true => row_of(*id, *weight),
+                false => {
+                    let osds: Vec<Row> = (under.clone())
+                        .filter(|it| it.1 >= 0)
+                        .map(|it| row_of(it.1, it.4))
+                        .collect();
+                    Row {
+                        id: *id,
+                        crush_weight: f64::from(*weight) / 65536.0,
+                        reweight: 0.0,
+                        size: osds.iter().map(|r| r.size).sum(),
+                        used: osds.iter().map(|r| r.used).sum(),
+                        pgs: osds.iter().map(|r| r.pgs).sum(),
+                        up: true,
+                    }
+                }
+            };
+            TreeLine {
+                depth: *depth,
+                kind: kind.clone(),
+                name: name.clone(),
+                row,
+                children: under
+                    .filter(|it| it.0 == depth + 1)
+                    .map(|it| it.1)
+                    .collect(),
+            }
+        })
+        .collect()
+}
+
+/// `osd df [tree] [--json]`.
+pub fn run(conn: &ConnArgs, as_tree: bool, json: bool) -> Result<(), CliError> {
     let r = call(conn, MonRequest::GetMap)?;
     let bytes = (r.map).ok_or_else(|| CliError("the monitor answered without a map".into()))?;
     let map = loligo_types::osdmap::decode_map(&bytes).map_err(|e| CliError(e.to_string()))?;
@@ -140,66 +211,118 @@ pub fn run(conn: &ConnArgs, json: bool) -> Result<(), CliError> {
     let status: StatusReport =
         serde_json::from_value(v).map_err(|e| CliError(format!("status: {e}")))?;
     let (rows, s) = table(&map, &status.osd_counters).map_err(CliError)?;
-    if json {
-        print_json(&as_json(&rows, &s));
-        return Ok(());
+    let lines = as_tree.then(|| tree(&map, &rows));
+    match json {
+        true => print_json(&as_json(&rows, lines.as_deref(), &s)),
+        false => print!("{}", text(&rows, lines.as_deref(), &s)),
     }
+    Ok(())
+}
+
+/// The table as Ceph prints it: a row per OSD (or per line of the
+/// tree, buckets with `-` for what only an OSD has), then the totals
+/// and the spread.
+pub fn text(rows: &[Row], tree: Option<&[TreeLine]>, s: &Summary) -> String {
     let gib = |b: u64| b as f64 / f64::from(1u32 << 30);
-    println!(
-        "{:>4} {:>8} {:>8} {:>9} {:>9} {:>9} {:>6} {:>5} {:>4}  STATUS",
-        "ID", "WEIGHT", "REWEIGHT", "SIZE", "USE", "AVAIL", "%USE", "VAR", "PGS"
+    let mut out = format!(
+        "{:>4} {:>8} {:>8} {:>9} {:>9} {:>9} {:>6} {:>5} {:>4}  {:<6}{}\n",
+        "ID",
+        "WEIGHT",
+        "REWEIGHT",
+        "SIZE",
+        "USE",
+        "AVAIL",
+        "%USE",
+        "VAR",
+        "PGS",
+        "STATUS",
+        if tree.is_some() { "  TYPE NAME" } else { "" }
     );
-    for r in &rows {
-        let var = s.var(r);
-        println!(
-            "{:>4} {:>8.5} {:>8.5} {:>5.1} GiB {:>5.1} GiB {:>5.1} GiB {:>6.2} {:>5.2} {:>4}  {}",
+    let line = |r: &Row, name: Option<String>, bucket: bool| {
+        let dash = |v: String| if bucket { "-".to_string() } else { v };
+        let status = match (bucket, r.up) {
+            (true, _) => "",
+            (false, true) => "up",
+            (false, false) => "down",
+        };
+        let name = name.map(|n| format!("  {n}")).unwrap_or_default();
+        format!(
+            "{:>4} {:>8.5} {:>8} {:>5.1} GiB {:>5.1} GiB {:>5.1} GiB {:>6.2} {:>5.2} {:>4}  {:<6}{name}",
             r.id,
             r.crush_weight,
-            r.reweight,
+            dash(format!("{:.5}", r.reweight)),
             gib(r.size),
             gib(r.used),
             gib(r.size.saturating_sub(r.used)),
             r.utilization(),
-            var,
-            r.pgs,
-            if r.up { "up" } else { "down" }
-        );
+            s.var(r),
+            dash(r.pgs.to_string()),
+            status,
+        )
+        .trim_end()
+        .to_string()
+            + "\n"
+    };
+    match tree {
+        Some(lines) => {
+            for l in lines {
+                let name = format!("{}{} {}", "    ".repeat(l.depth), l.kind, l.name);
+                out += &line(&l.row, Some(name), l.is_bucket());
+            }
+        }
+        None => rows.iter().for_each(|r| out += &line(r, None, false)),
     }
-    println!(
-        "TOTAL {:.1} GiB, {:.1} GiB used, {:.1} GiB avail, {:.2}% used",
+    out += &format!(
+        "TOTAL {:.1} GiB, {:.1} GiB used, {:.1} GiB avail, {:.2}% used\n",
         gib(s.size),
         gib(s.used),
         gib(s.size.saturating_sub(s.used)),
         s.average_utilization
     );
-    println!(
-        "MIN/MAX VAR: {:.2}/{:.2}  STDDEV: {:.2}  PGS MEAN: {:.2}  PGS STDDEV: {:.2}",
+    out += &format!(
+        "MIN/MAX VAR: {:.2}/{:.2}  STDDEV: {:.2}  PGS MEAN: {:.2}  PGS STDDEV: {:.2}\n",
         s.min_var, s.max_var, s.dev, s.pgs_mean, s.pgs_dev
     );
-    Ok(())
+    out
 }
 
-/// Ceph's `osd df -f json` shape (sizes in KiB), with the PG spread.
-fn as_json(rows: &[Row], s: &Summary) -> Value {
-    let nodes: Vec<Value> = rows
-        .iter()
-        .map(|r| {
-            json!({
-                "id": r.id,
-                "name": format!("osd.{}", r.id),
-                "type": "osd",
-                "crush_weight": r.crush_weight,
-                "reweight": r.reweight,
-                "kb": r.size / 1024,
-                "kb_used": r.used / 1024,
-                "kb_avail": r.size.saturating_sub(r.used) / 1024,
-                "utilization": r.utilization(),
-                "var": s.var(r),
-                "pgs": r.pgs,
-                "status": if r.up { "up" } else { "down" },
+/// One node of Ceph's `osd df -f json` (sizes in KiB).
+fn node(r: &Row, s: &Summary, kind: &str, name: &str) -> Value {
+    json!({
+        "id": r.id,
+        "name": name,
+        "type": kind,
+        "crush_weight": r.crush_weight,
+        "reweight": r.reweight,
+        "kb": r.size / 1024,
+        "kb_used": r.used / 1024,
+        "kb_avail": r.size.saturating_sub(r.used) / 1024,
+        "utilization": r.utilization(),
+        "var": s.var(r),
+        "pgs": r.pgs,
+        "status": if r.up { "up" } else { "down" },
+    })
+}
+
+/// Ceph's `osd df [tree] -f json` shape, with the PG spread: a tree's
+/// nodes are its lines, buckets with their `children` and `depth`.
+fn as_json(rows: &[Row], tree: Option<&[TreeLine]>, s: &Summary) -> Value {
+    let nodes: Vec<Value> = match tree {
+        None => (rows.iter())
+            .map(|r| node(r, s, "osd", &format!("osd.{}", r.id)))
+            .collect(),
+        Some(lines) => (lines.iter())
+            .map(|l| {
+                let mut n = node(&l.row, s, &l.kind, &l.name);
+                n["depth"] = json!(l.depth);
+                if l.is_bucket() {
+                    n["children"] = json!(l.children);
+                    n.as_object_mut().map(|o| o.remove("status"));
+                }
+                n
             })
-        })
-        .collect();
+            .collect(),
+    };
     json!({
         "nodes": nodes,
         "summary": {
@@ -254,5 +377,58 @@ mod tests {
         assert_eq!(rows[3].pgs, 0);
         assert_eq!(s.size, 300 << 20);
         assert!((s.pgs_mean - 16.0).abs() < 1e-9);
+    }
+
+    /// `osd df tree`: each bucket sums the OSDs under it; OSDs keep
+    /// their own rows; the text marks what a bucket lacks with `-`.
+    #[test]
+    fn the_tree_sums_each_buckets_osds() {
+        let m = OsdMap::test_cluster(4, 16);
+        let counters: Vec<OsdCounters> = (0..4)
+            .map(|osd| OsdCounters {
+                osd,
+                bytes_total: 100 << 20,
+                bytes_used: (10 + 10 * osd as u64) << 20,
+                ..Default::default()
+            })
+            .collect();
+        let (rows, s) = table(&m, &counters).unwrap();
+        let lines = tree(&m, &rows);
+        assert_eq!(lines.len(), 9, "{lines:?}");
+        let root = &lines[0];
+        assert_eq!((root.depth, root.kind.as_str()), (0, "root"));
+        assert!(root.is_bucket());
+        assert_eq!(root.row.size, 400 << 20);
+        assert_eq!(root.row.used, 100 << 20);
+        assert_eq!(root.row.pgs, 48);
+        assert_eq!(root.children.len(), 4);
+        let hosts: Vec<&TreeLine> = lines.iter().filter(|l| l.kind == "host").collect();
+        assert_eq!(hosts.len(), 4);
+        assert!(hosts.iter().all(|h| root.children.contains(&h.row.id)));
+        for h in hosts {
+            let i = lines.iter().position(|l| l == h).unwrap();
+            let osd = &lines[i + 1];
+            assert_eq!((osd.depth, osd.kind.as_str()), (2, "osd"));
+            assert_eq!(h.children, [osd.row.id]);
+            assert_eq!(
+                (h.row.size, h.row.used, h.row.pgs),
+                (osd.row.size, osd.row.used, osd.row.pgs)
+            );
+        }
+        let t = text(&rows, Some(&lines), &s);
+        let first = t.lines().nth(1).unwrap();
+        assert!(first.ends_with("  root default"), "{t}");
+        assert!(
+            first.contains(" - "),
+            "a bucket has no reweight or PG count: {t}"
+        );
+        assert!(
+            t.lines()
+                .any(|l| l.contains(" up ") && l.ends_with("        osd osd.3")),
+            "{t}"
+        );
+        let j = as_json(&rows, Some(&lines), &s);
+        assert_eq!(j["nodes"][0]["children"].as_array().unwrap().len(), 4);
+        assert_eq!(j["nodes"][0]["kb"], 400 * 1024);
     }
 }

@@ -11,7 +11,7 @@
 use crate::admin_cmd::{call, print_json};
 use crate::config::ConnArgs;
 use crate::CliError;
-use loligo_monc::protocol::{Admin, DfReport, MonRequest, PgRow, StatusReport};
+use loligo_monc::protocol::{Admin, DfReport, LogEntry, LogLevel, MonRequest, PgRow, StatusReport};
 use loligo_types::osdmap::{OsdInfo, Pool, PoolKind};
 use serde_json::{json, Value};
 
@@ -397,6 +397,105 @@ pub fn osd_dump_text(v: &Value) -> Result<String, CliError> {
         );
     }
     Ok(o)
+}
+
+/// A cluster log level as the command line takes it.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum Level {
+    Debug,
+    Info,
+    Warn,
+    Error,
+}
+
+impl From<Level> for LogLevel {
+    fn from(l: Level) -> LogLevel {
+        match l {
+            Level::Debug => LogLevel::Debug,
+            Level::Info => LogLevel::Info,
+            Level::Warn => LogLevel::Warn,
+            Level::Error => LogLevel::Error,
+        }
+    }
+}
+
+fn log_entries(
+    conn: &ConnArgs,
+    n: u32,
+    level: LogLevel,
+    since: Option<u64>,
+) -> Result<Vec<LogEntry>, CliError> {
+    let v = call(
+        conn,
+        MonRequest::Admin(Admin::LogLast {
+            n,
+            level: Some(level),
+            since,
+        }),
+    )?
+    .value;
+    serde_json::from_value(v)
+        .map_err(|e| CliError(format!("the monitor's log does not parse: {e}")))
+}
+
+/// A log entry as Ceph prints it: `STAMP NAME SEQ : cluster [INF] MESSAGE`.
+pub fn log_line(e: &LogEntry) -> String {
+    format!(
+        "{}+0000 {} {} : cluster {} {}",
+        crate::admin_cmd::utc_stamp(e.stamp_ms),
+        e.name,
+        e.seq,
+        e.level.tag(),
+        e.message
+    )
+}
+
+/// A log entry in the shape of Ceph's `log last -f json`.
+pub fn log_json(e: &LogEntry) -> Value {
+    json!({
+        "name": e.name,
+        "stamp": format!("{}+0000", crate::admin_cmd::utc_stamp(e.stamp_ms)),
+        "seq": e.seq,
+        "channel": "cluster",
+        "priority": e.level.tag(),
+        "message": e.message,
+    })
+}
+
+/// `log last [N] [LEVEL]`.
+pub fn log_last(conn: &ConnArgs, n: u32, level: Level, json: bool) -> Result<(), CliError> {
+    let entries = log_entries(conn, n, level.into(), None)?;
+    match json {
+        true => print_json(&Value::Array(entries.iter().map(log_json).collect())),
+        false => entries.iter().for_each(|e| println!("{}", log_line(e))),
+    }
+    Ok(())
+}
+
+/// `-w`: the status, then each new log entry at `level` or worse, polled
+/// once a second, until interrupted.
+pub fn watch(conn: &ConnArgs, level: Level) -> Result<(), CliError> {
+    let level = LogLevel::from(level);
+    // The newest entry of any level: what follows it is new.
+    let mut since = (log_entries(conn, 1, LogLevel::Debug, None)?.last()).map(|e| e.seq);
+    crate::admin_cmd::status(conn, false, false)?;
+    println!();
+    loop {
+        std::thread::sleep(std::time::Duration::from_secs(1));
+        let entries = match log_entries(conn, 1000, level, since) {
+            Ok(e) => e,
+            Err(e) => {
+                eprintln!("{}", e.0);
+                continue;
+            }
+        };
+        for e in &entries {
+            println!("{}", log_line(e));
+        }
+        if let Some(e) = entries.last() {
+            since = Some(e.seq);
+        }
+    }
 }
 
 #[cfg(test)]

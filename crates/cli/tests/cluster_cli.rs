@@ -1348,6 +1348,14 @@ fn the_leader_serves_cephs_metrics_and_they_follow_the_cluster() {
             "promtool not installed: the exposition's syntax is checked by the unit tests only"
         );
     }
+    // `-w` follows the cluster log from here on.
+    let mut watcher = std::process::Command::new(env!("CARGO_BIN_EXE_loligo"))
+        .arg("-w")
+        .env("LOLIGO_CONF", dir.join("loligo.conf"))
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("loligo -w");
+    std::thread::sleep(std::time::Duration::from_secs(2));
     // An OSD stopped: down, OSD_DOWN raised and named.
     ok(&dir, &["stop", "osd.2", "--data-dir", &d]);
     wait_for(30, "osd.2 down in the metrics", || {
@@ -1371,6 +1379,41 @@ fn the_leader_serves_cephs_metrics_and_they_follow_the_cluster() {
         ) == Some(0.0))
         .then_some(())
     });
+    // The cluster log says it all once, in Ceph's words, and `-w` saw
+    // it as it happened.
+    let said = |what: &str| {
+        let v: serde_json::Value =
+            serde_json::from_str(&ok(&dir, &["log", "last", "200", "--json"])).unwrap();
+        (v.as_array().unwrap().iter())
+            .filter(|e| e["message"].as_str().unwrap().contains(what))
+            .count()
+    };
+    let events = [
+        "osd.2 marked down",
+        "Health check failed: 1 osds down (OSD_DOWN)",
+        "Health check cleared: OSD_DOWN (was: 1 osds down)",
+    ];
+    wait_for(10, "the log to say OSD_DOWN cleared", || {
+        (said(events[2]) == 1).then_some(())
+    });
+    for e in events {
+        assert_eq!(said(e), 1, "{e}: {}", ok(&dir, &["log", "last", "200"]));
+    }
+    assert!(said("osd.2 127.0.0.1:") >= 1, "its boot");
+    let text = ok(&dir, &["log", "last", "200"]);
+    assert!(
+        text.lines()
+            .any(|l| l.contains(" : cluster [WRN] Health check failed: 1 osds down")),
+        "{text}"
+    );
+    watcher.kill().unwrap();
+    let out = watcher.wait_with_output().unwrap();
+    let watched = String::from_utf8_lossy(&out.stdout);
+    assert!(watched.contains("health:"), "the status first: {watched}");
+    assert!(
+        watched.contains("[INF] osd.2 marked down") && watched.contains("OSD_DOWN"),
+        "{watched}"
+    );
     // The leader stopped: the next serves, and counts it out.
     let leader = status(&dir)["monitors"]["leader"].as_u64().unwrap();
     ok(&dir, &["stop", &format!("mon.{leader}"), "--data-dir", &d]);
@@ -1395,6 +1438,14 @@ fn the_leader_serves_cephs_metrics_and_they_follow_the_cluster() {
         old.contains("ceph_mon_metadata{ceph_daemon=\"mon.0\""),
         "{old}"
     );
+    // The next leader carries the log on: what was said stays, once, and
+    // the monitor's absence is said.
+    wait_for(30, "MON_DOWN in the log", || {
+        (said("(MON_DOWN)") >= 1).then_some(())
+    });
+    for e in events {
+        assert_eq!(said(e), 1, "{e}: {}", ok(&dir, &["log", "last", "200"]));
+    }
 }
 
 /// Whether promtool's `check metrics` output holds only the naming notes

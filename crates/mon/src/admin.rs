@@ -158,9 +158,13 @@ pub fn plan(m: &OsdMap, cmd: &Admin) -> Result<Outcome, MonError> {
                     .into(),
             ))
         }
-        Admin::MonAdd { .. } | Admin::MonRm { .. } | Admin::QuorumStatus | Admin::MgrServices => {
+        Admin::MonAdd { .. }
+        | Admin::MonRm { .. }
+        | Admin::QuorumStatus
+        | Admin::MgrServices
+        | Admin::LogLast { .. } => {
             return Err(MonError::Invalid(
-                "mon add, mon rm, quorum_status and mgr services are the monitor group's, not the map's"
+                "mon add, mon rm, quorum_status, mgr services and log last are the monitor group's, not the map's"
                     .into(),
             ))
         }

@@ -9,7 +9,7 @@
 use crate::health::Census;
 use loligo_crush::placement::holes_as_minus_one;
 use loligo_monc::protocol::{
-    ClientIo, MonError, MonStatus, OsdCounters, OsdMapStatus, PgRow, PgSummary, RecoveryIo,
+    ClientIo, Health, MonError, MonStatus, OsdCounters, OsdMapStatus, PgRow, PgSummary, RecoveryIo,
     StatusReport, Usage,
 };
 use loligo_types::osdmap::OsdFlag;
@@ -269,6 +269,30 @@ impl LeaderState {
         t: &Timeouts,
     ) -> Result<StatusReport, MapError> {
         Ok(self.census(map, monitors, now, t)?.0)
+    }
+
+    /// The health checks under `map`, once this leader has heard every
+    /// up OSD (or waited a report timeout for them): a new leader's
+    /// first look sees PGs unknown that are not, and the cluster log
+    /// must not say so.
+    pub fn settled_health(
+        &self,
+        map: &OsdMap,
+        monitors: &MonStatus,
+        now: Instant,
+        t: &Timeouts,
+    ) -> Result<Option<Health>, MapError> {
+        let heard_all = (map.osds.values())
+            .filter(|o| o.up)
+            .all(|o| self.reports.contains_key(&o.id));
+        let waited = self
+            .since
+            .is_some_and(|s| now.duration_since(s) >= t.report_timeout);
+        if !(heard_all || waited) {
+            return Ok(None);
+        }
+        let census = self.pg_census(map)?;
+        Ok(Some(crate::health::checks(map, &census, monitors)))
     }
 
     /// The cluster's metrics in Prometheus' text format, under Ceph's

@@ -7,6 +7,7 @@
 pub mod admin;
 pub mod auth;
 pub mod balancer;
+pub mod clog;
 pub mod df;
 pub mod health;
 pub mod kv;

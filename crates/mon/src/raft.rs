@@ -42,6 +42,9 @@ pub enum MonCmd {
     /// its majority (`mon run --restore`), its epoch moved on by
     /// [`RESTORE_EPOCH_JUMP`] (ignored once a map exists).
     Restore(Vec<u8>),
+    /// Cluster log entries the leader saw ([`crate::clog`]); the map is
+    /// unchanged.
+    Log(crate::clog::LogBatch),
 }
 
 /// How far a restored map's epoch moves past the map it was made from:
@@ -78,6 +81,8 @@ pub struct MonState {
     pub incs: VecDeque<Incremental>,
     pub last_applied: Option<LogId<u64>>,
     pub membership: StoredMembership<u64, BasicNode>,
+    /// The cluster log.
+    pub log: crate::clog::ClusterLog,
 }
 
 impl MonState {
@@ -124,6 +129,10 @@ impl MonState {
                 }
                 Ok(self.epoch())
             }
+            MonCmd::Log(batch) => {
+                self.log.apply(batch);
+                Ok(self.epoch())
+            }
             MonCmd::Changes(changes) => {
                 let map = self.map.as_mut().ok_or(MapError::Invalid(
                     "the cluster map is not initialised".into(),
@@ -149,17 +158,28 @@ impl MonState {
 struct SnapBody {
     map: Option<Vec<u8>>,
     incs: Vec<Vec<u8>>,
+    /// Absent from snapshots made before the cluster log.
+    #[serde(default)]
+    log: crate::clog::ClusterLog,
 }
 
 fn to_body(s: &MonState) -> Vec<u8> {
     let b = SnapBody {
         map: s.map.as_ref().map(encode),
         incs: s.incs.iter().map(encode).collect(),
+        log: s.log.clone(),
     };
     serde_json::to_vec(&b).unwrap_or_default()
 }
 
-fn from_body(b: &[u8]) -> Result<(Option<OsdMap>, VecDeque<Incremental>), String> {
+/// A snapshot's map, incrementals and cluster log.
+type Body = (
+    Option<OsdMap>,
+    VecDeque<Incremental>,
+    crate::clog::ClusterLog,
+);
+
+fn from_body(b: &[u8]) -> Result<Body, String> {
     let body: SnapBody = serde_json::from_slice(b).map_err(|e| e.to_string())?;
     let map = match body.map {
         Some(m) => Some(loligo_types::decode_map(&m).map_err(|e| e.to_string())?),
@@ -170,7 +190,7 @@ fn from_body(b: &[u8]) -> Result<(Option<OsdMap>, VecDeque<Incremental>), String
         .iter()
         .map(|i| decode::<Incremental>("incremental", i).map_err(|e| e.to_string()))
         .collect::<Result<_, _>>()?;
-    Ok((map, incs))
+    Ok((map, incs, body.log))
 }
 
 /// The state machine shared between Raft and the monitor's service.
@@ -226,12 +246,13 @@ impl MonStore {
         let mut st = MonState::default();
         if let Some(b) = kv.get(K_SNAP).map_err(|e| e.to_string())? {
             let s: StoredSnap = serde_json::from_slice(&b).map_err(|e| e.to_string())?;
-            let (map, incs) = from_body(&s.data)?;
+            let (map, incs, log) = from_body(&s.data)?;
             st = MonState {
                 map,
                 incs,
                 last_applied: s.meta.last_log_id,
                 membership: s.meta.last_membership,
+                log,
             };
         }
         let (epoch_tx, _) = tokio::sync::watch::channel(st.epoch());
@@ -488,7 +509,7 @@ impl RaftStateMachine<TypeConfig> for MonStore {
         snapshot: Box<Cursor<Vec<u8>>>,
     ) -> Result<(), SErr> {
         let data = snapshot.into_inner();
-        let (map, incs) = from_body(&data).map_err(|e| {
+        let (map, incs, log) = from_body(&data).map_err(|e| {
             StorageIOError::read_snapshot(Some(meta.signature()), &std::io::Error::other(e))
         })?;
         self.save_snapshot(&StoredSnap {
@@ -502,6 +523,7 @@ impl RaftStateMachine<TypeConfig> for MonStore {
                 incs,
                 last_applied: meta.last_log_id,
                 membership: meta.last_membership.clone(),
+                log,
             };
             st.epoch()
         };
@@ -515,5 +537,42 @@ impl RaftStateMachine<TypeConfig> for MonStore {
             meta: s.meta,
             snapshot: Box::new(Cursor::new(s.data)),
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clog::LogBatch;
+    use loligo_monc::protocol::LogLevel;
+
+    /// A snapshot carries the cluster log to a monitor that installs it;
+    /// one made before the log existed still installs, with an empty log.
+    #[test]
+    fn snapshots_carry_the_cluster_log_and_older_ones_still_read() {
+        let mut st = MonState {
+            map: Some(OsdMap::test_cluster(3, 8)),
+            ..MonState::default()
+        };
+        let batch = LogBatch {
+            stamp_ms: 5,
+            name: "mon.0".into(),
+            entries: vec![(LogLevel::Info, "osd.1 marked down".into())],
+            through_epoch: 2,
+            health: Some(Default::default()),
+        };
+        assert_eq!(
+            st.apply_cmd(&MonCmd::Log(batch)),
+            Ok(2),
+            "the map is unchanged"
+        );
+        let (map, _, log) = from_body(&to_body(&st)).unwrap();
+        assert_eq!(map.map(|m| m.epoch), Some(2));
+        assert_eq!(log, st.log);
+        assert_eq!(log.entries[0].message, "osd.1 marked down");
+        let old = serde_json::json!({ "map": null, "incs": [] }).to_string();
+        let (map, incs, log) = from_body(old.as_bytes()).unwrap();
+        assert!(map.is_none() && incs.is_empty());
+        assert_eq!(log, crate::clog::ClusterLog::default());
     }
 }

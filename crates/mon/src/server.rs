@@ -159,8 +159,11 @@ pub struct Monitor {
     membership_lock: Mutex<()>,
     /// Where its HTTP services are, once they serve ([`http`]).
     http_url: std::sync::OnceLock<String>,
+    /// The leader's reading of the map for the cluster log.
+    log_pump: Mutex<clog_pump::LogPump>,
 }
 
+mod clog_pump;
 pub mod http;
 mod membership;
 
@@ -319,6 +322,7 @@ impl Monitor {
             heard,
             membership_lock: Mutex::new(()),
             http_url: std::sync::OnceLock::new(),
+            log_pump: Mutex::new(clog_pump::LogPump::default()),
         });
         // A call's size is checked from its frame's header, before its
         // body is read; Raft (snapshots of the map) has its own service.
@@ -734,6 +738,7 @@ impl Monitor {
             MonRequest::Admin(Admin::MonAdd { id, addr }) => self.mon_add(id, addr).await,
             MonRequest::Admin(Admin::MonRm { id }) => self.mon_rm(id).await,
             MonRequest::Admin(Admin::QuorumStatus) => self.quorum_status().await,
+            MonRequest::Admin(Admin::LogLast { n, level, since }) => self.log_last(n, level, since),
             MonRequest::Admin(Admin::Df) => {
                 if !self.is_leader() {
                     return Err(self.not_leader());
@@ -1121,6 +1126,7 @@ impl Monitor {
     async fn tick(&self) {
         if !self.is_leader() {
             *self.leader.lock().await = LeaderState::default();
+            *self.log_pump.lock().await = clog_pump::LogPump::default();
             self.join().await;
             return;
         }
@@ -1159,6 +1165,7 @@ impl Monitor {
         }
         self.balance().await;
         self.step_pgp().await;
+        self.log_events().await;
     }
 
     /// Leader: pgp_num's next step toward pg_num, when one is due.

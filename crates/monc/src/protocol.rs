@@ -280,6 +280,16 @@ pub enum Admin {
     MgrServices,
     /// The cluster's and each pool's space ([`DfReport`]; Ceph's `df`).
     Df,
+    /// The cluster log's last `n` entries at `level` or worse, after
+    /// sequence number `since` when given, oldest first (a JSON array of
+    /// [`LogEntry`]; Ceph's `log last`).
+    LogLast {
+        n: u32,
+        #[serde(default)]
+        level: Option<LogLevel>,
+        #[serde(default)]
+        since: Option<u64>,
+    },
 }
 
 impl Admin {
@@ -300,6 +310,7 @@ impl Admin {
             | QuorumStatus
             | MgrServices
             | Df
+            | LogLast { .. }
             | Balancer { on: None }
             | CrushGet
             | EcProfileGet { .. }
@@ -541,6 +552,42 @@ pub struct DfPoolStats {
     /// Bytes of data the pool can still take before the first OSD is
     /// full.
     pub max_avail: u64,
+}
+
+/// A cluster log entry's level, as Ceph's: debug, info, warning, error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogLevel {
+    Debug,
+    Info,
+    Warn,
+    Error,
+}
+
+impl LogLevel {
+    /// Ceph's tag in a log line (`[INF]`).
+    pub fn tag(self) -> &'static str {
+        match self {
+            LogLevel::Debug => "[DBG]",
+            LogLevel::Info => "[INF]",
+            LogLevel::Warn => "[WRN]",
+            LogLevel::Error => "[ERR]",
+        }
+    }
+}
+
+/// One entry of the cluster log: what happened to the cluster, said by
+/// the monitor that saw it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogEntry {
+    /// Its place in the log: one more than the entry before.
+    pub seq: u64,
+    /// When the monitor saw it (Unix milliseconds).
+    pub stamp_ms: u64,
+    /// The monitor (`mon.0`).
+    pub name: String,
+    pub level: LogLevel,
+    pub message: String,
 }
 
 /// The cluster's health, Ceph's three levels.
