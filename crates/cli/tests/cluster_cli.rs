@@ -1585,10 +1585,9 @@ fn cephs_alert_rules_fire_on_a_live_cluster() {
     ] {
         ok(&dir, &["osd", verb, r]);
     }
-    let full = wait_for(60, "CephOSDFull", || {
-        firing().filter(|f| f.iter().any(|n| n == "CephOSDFull"))
+    let full = wait_for(60, "CephOSDFull and CephHealthError", || {
+        firing().filter(|f| has(f, "CephOSDFull") && has(f, "CephHealthError"))
     });
-    assert!(full.iter().any(|n| n == "CephHealthError"), "{full:?}");
     assert!(
         !full.iter().any(|n| n == "CephOSDDown"),
         "osd.2 is back: {full:?}"
