@@ -1542,6 +1542,7 @@ mod tests {
                 unfound_pgs: 0,
                 scrub_errors: 0,
                 inconsistent_pgs: 0,
+                stored_bytes: 300 << 20,
                 used_bytes: 1 << 30,
                 total_bytes: 4 << 30,
             },

@@ -347,6 +347,15 @@ pub fn mon(a: MonArgs) -> Result<(), CliError> {
     }
     check_fsid(&a.data, &a.fsid)?;
     let rt = crate::config::runtime()?;
+    if a.http_addr != "off" {
+        use std::net::ToSocketAddrs;
+        if let Err(e) = a.http_addr.to_socket_addrs() {
+            return Err(CliError(format!(
+                "--http-addr {}: not an address to listen on (HOST:PORT, or off): {e}",
+                a.http_addr
+            )));
+        }
+    }
     rt.block_on(async move {
         let l = tokio::net::TcpListener::bind(&addr)
             .await

@@ -12,7 +12,7 @@ use crate::admin_cmd::{call, print_json};
 use crate::config::ConnArgs;
 use crate::CliError;
 use loligo_monc::protocol::{Admin, DfReport, LogEntry, LogLevel, MonRequest, PgRow, StatusReport};
-use loligo_types::osdmap::{OsdInfo, Pool, PoolKind};
+use loligo_types::osdmap::{Fullness, OsdInfo, Pool, PoolKind};
 use serde_json::{json, Value};
 
 /// Bytes as Ceph's `byte_u_t` prints them: `0 B`, `4.0 KiB`, `78 MiB`,
@@ -171,10 +171,10 @@ pub fn pg_stat_text(s: &StatusReport) -> String {
     let u = &s.usage;
     let io = &s.io;
     format!(
-        "{} pgs: {}; {} objects, {} used, {} / {} avail; {}/s rd, {}/s wr, {:.0} op/s rd, {:.0} op/s wr",
+        "{} pgs: {}; {} data, {} used, {} / {} avail; {}/s rd, {}/s wr, {:.0} op/s rd, {:.0} op/s wr",
         s.pgs.total,
         by.join(", "),
-        u.objects,
+        bytes(u.stored_bytes),
         bytes(u.used_bytes),
         bytes(u.total_bytes.saturating_sub(u.used_bytes)),
         bytes(u.total_bytes),
@@ -195,6 +195,7 @@ pub fn pg_stat_json(s: &StatusReport) -> Value {
         "pg_summary": {
             "num_pg_by_state": by,
             "num_pgs": s.pgs.total,
+            "num_bytes": u.stored_bytes,
             "num_objects": u.objects,
             "total_bytes": u.total_bytes,
             "total_avail_bytes": u.total_bytes.saturating_sub(u.used_bytes),
@@ -352,22 +353,30 @@ pub fn osd_dump_text(v: &Value) -> Result<String, CliError> {
         .filter_map(Value::as_i64)
         .collect();
     for d in &osds {
-        let mut state = vec![
-            if d.up { "up" } else { "down" },
-            if d.is_in() { "in" } else { "out" },
-        ];
+        // Ceph's state list: destroyed, exists, a fullness, up.
+        let mut flags = vec!["exists"];
         if destroyed.contains(&i64::from(d.id)) {
-            state.push("destroyed");
+            flags.insert(0, "destroyed");
+        }
+        match d.fullness {
+            Fullness::Ok => {}
+            Fullness::NearFull => flags.push("nearfull"),
+            Fullness::BackfillFull => flags.push("backfillfull"),
+            Fullness::Full => flags.push("full"),
+        }
+        if d.up {
+            flags.push("up");
         }
         o += &format!(
-            "osd.{} {} weight {} up_from {} down_at {} {} {:?}\n",
+            "osd.{} {} {} weight {} up_from {} down_at {} {} {}\n",
             d.id,
-            state.join(" "),
+            if d.up { "up" } else { "down" },
+            if d.is_in() { "in" } else { "out" },
             f64::from(d.weight) / 65536.0,
             d.up_from,
             d.down_at,
             if d.addr.is_empty() { "-" } else { &d.addr },
-            d.fullness
+            flags.join(",")
         );
     }
     for (key, what) in [
@@ -550,7 +559,19 @@ mod tests {
         );
         assert!(lines.contains(&"max_osd 3"), "{t}");
         assert!(t.contains("\nosd.0 up in weight 1 "), "{t}");
-        assert!(t.contains("\nosd.2 up in destroyed weight 1 "), "{t}");
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with("osd.2 up in weight 1 ")
+                    && l.ends_with(" destroyed,exists,up")),
+            "{t}"
+        );
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with("osd.0 ") && l.ends_with(" exists,up")),
+            "{t}"
+        );
         assert!(lines.contains(&"pg_temp 1.3 [0,1]"), "{t}");
         assert!(
             lines.contains(&"mon.0 127.0.0.1:6789 key_serial \"ab\""),

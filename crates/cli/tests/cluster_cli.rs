@@ -209,7 +209,10 @@ fn ceph_report_verbs_print_the_cluster(dir: &std::path::Path) {
 
     let stat = ok(dir, &["pg", "stat"]);
     assert!(stat.starts_with("16 pgs: 16 active+clean; "), "{stat}");
-    assert_eq!(json(&["pg", "stat"])["pg_summary"]["num_pgs"], 16);
+    assert!(stat.contains(" KiB data, "), "the object's 293 KiB: {stat}");
+    let summary = &json(&["pg", "stat"])["pg_summary"];
+    assert_eq!(summary["num_pgs"], 16);
+    assert_eq!(summary["num_bytes"], stored, "as df counts it");
     let brief = ok(dir, &["pg", "dump", "pgs_brief"]);
     assert!(brief.starts_with("PG_STAT  STATE"), "{brief}");
     assert_eq!(brief.lines().count(), 17, "{brief}");
@@ -1344,6 +1347,7 @@ fn the_leader_serves_cephs_metrics_and_they_follow_the_cluster() {
             + &String::from_utf8_lossy(&out.stderr);
         assert!(promtool_ok(&problems), "promtool check metrics: {problems}");
     } else {
+        assert!(!prometheus_required(), "promtool is required here");
         eprintln!(
             "promtool not installed: the exposition's syntax is checked by the unit tests only"
         );
@@ -1446,6 +1450,21 @@ fn the_leader_serves_cephs_metrics_and_they_follow_the_cluster() {
     for e in events {
         assert_eq!(said(e), 1, "{e}: {}", ok(&dir, &["log", "last", "200"]));
     }
+    // A majority lost: the monitor left answers 503, so that the scrape
+    // fails (and alerts do not resolve on a cluster gone dark).
+    let second = status(&dir)["monitors"]["leader"].as_u64().unwrap();
+    ok(&dir, &["stop", &format!("mon.{second}"), "--data-dir", &d]);
+    let last = (0..3u64).find(|m| *m != leader && *m != second).unwrap();
+    wait_for(30, "503 from the monitor left alone", || {
+        let (line, _) = try_http_get(&http[last as usize])?;
+        line.contains("503").then_some(())
+    });
+}
+
+/// Whether the environment says Prometheus' tools are installed, so
+/// the tests that use them must not skip (`.ci/run` sets it).
+fn prometheus_required() -> bool {
+    std::env::var_os("LOLIGO_REQUIRE_PROMETHEUS").is_some()
 }
 
 /// Whether promtool's `check metrics` output holds only the naming notes
@@ -1483,6 +1502,10 @@ fn cephs_alert_rules_fire_on_a_live_cluster() {
             .is_ok_and(|o| o.status.success())
     };
     if !have("prometheus") || !std::path::Path::new(RULES).exists() {
+        assert!(
+            !prometheus_required(),
+            "prometheus and {RULES} are required here"
+        );
         eprintln!("prometheus or {RULES} not installed (.ci/run installs them): not run");
         return;
     }

@@ -207,11 +207,13 @@ fn mon_down(m: &MonStatus) -> Option<HealthCheck> {
     ))
 }
 
-/// Ceph's `OSD_DOWN`: OSDs down that are not destroyed (a destroyed OSD
-/// is down for good, on purpose), each with its CRUSH location.
+/// Ceph's `OSD_DOWN`: OSDs down and still in, each with its CRUSH
+/// location. One marked out (by hand or after the down-out interval) no
+/// longer counts, as in Ceph: its data has moved on; nor does a
+/// destroyed one (down for good, on purpose, and out).
 fn osd_down(map: &OsdMap) -> Option<HealthCheck> {
     let down: Vec<i32> = (map.osds.values())
-        .filter(|o| !o.up && !map.destroyed.contains(&o.id))
+        .filter(|o| !o.up && o.is_in() && !map.destroyed.contains(&o.id))
         .map(|o| o.id)
         .collect();
     if down.is_empty() {
@@ -522,6 +524,10 @@ mod tests {
         );
         let h = checks(&m, &census, &ok);
         assert_eq!(codes(&h), ["OSD_DOWN"]);
+        // Marked out (the down-out interval passed): no longer a warning.
+        apply(&mut m, vec![Change::OsdAutoOut { id: 3 }]);
+        let h = checks(&m, &census, &ok);
+        assert!(h.checks.is_empty(), "{h:?}");
     }
 
     #[test]

@@ -41,11 +41,14 @@ pub fn check_report(map: &OsdMap, r: &mut OsdReport) -> Result<(), MonError> {
         )));
     }
     if r.device.len() > DEVICE_NAME_MAX {
-        return Err(MonError::Invalid(format!(
-            "osd.{} names a device of {} bytes",
+        // Not a device name: dropped, the report kept (an OSD whose
+        // reports were all refused would be marked down).
+        tracing::warn!(
+            "osd.{} names a device of {} bytes: left out",
             r.osd,
             r.device.len()
-        )));
+        );
+        r.device.clear();
     }
     let mut seen = std::collections::HashSet::with_capacity(r.pgs.len());
     r.pgs.retain(|st| {
@@ -228,6 +231,8 @@ impl LeaderState {
     /// from when the flag is cleared).
     pub fn tick(&mut self, map: &OsdMap, now: Instant, t: &Timeouts) -> Vec<Change> {
         let since = *self.since.get_or_insert(now);
+        // A removed (purged) OSD's last report says nothing any more.
+        self.reports.retain(|id, _| map.osds.contains_key(id));
         let no_out = map.flags.contains(&OsdFlag::NoOut);
         let mut changes = Vec::new();
         for o in map.osds.values() {
@@ -305,7 +310,10 @@ impl LeaderState {
         t: &Timeouts,
     ) -> Result<String, MapError> {
         let (status, census) = self.census(map, monitors, now, t)?;
-        let reports = self.reports.values().map(|r| &r.report).collect();
+        let reports = (self.reports.values())
+            .filter(|r| map.osds.contains_key(&r.report.osd))
+            .map(|r| &r.report)
+            .collect();
         Ok(crate::metrics::render(&crate::metrics::View {
             map,
             status: &status,
@@ -352,9 +360,12 @@ impl LeaderState {
         let mut recovery = RecoveryIo::default();
         for r in self.reports.values() {
             // Reported numbers are the OSDs' word: an unbounded device
-            // says u64::MAX (saturate, never overflow).
-            used = used.saturating_add(r.report.bytes_used);
-            capacity = capacity.saturating_add(r.report.bytes_total);
+            // says u64::MAX (saturate, never overflow). Space is the up
+            // OSDs' (as `df` counts it).
+            if map.is_up(r.report.osd) {
+                used = used.saturating_add(r.report.bytes_used);
+                capacity = capacity.saturating_add(r.report.bytes_total);
+            }
             let Some((pt, p)) = &r.prev else { continue };
             let dt = r.at.duration_since(*pt).as_secs_f64();
             if dt > 0.0 && now.duration_since(r.at) < t.io_window {
@@ -415,6 +426,7 @@ impl LeaderState {
                 unfound_pgs: census.unfound_pgs,
                 scrub_errors: census.scrub_errors,
                 inconsistent_pgs: census.inconsistent_pgs,
+                stored_bytes: (census.pools.values()).fold(0, |a, p| a.saturating_add(p.bytes)),
                 used_bytes: used,
                 total_bytes: capacity,
             },
@@ -930,6 +942,13 @@ mod tests {
         let kept: Vec<(u32, Vec<i32>)> =
             r.pgs.iter().map(|s| (s.pg.ps, s.acting.clone())).collect();
         assert_eq!(kept, vec![(1, vec![0]), (5, vec![0, 1])]);
+        // A device name no device has: dropped, the report kept.
+        let mut r = OsdReport {
+            device: "d".repeat(DEVICE_NAME_MAX + 1),
+            ..report(1, vec![stat(0, vec![1])])
+        };
+        assert_eq!(check_report(&m, &mut r), Ok(()));
+        assert!(r.device.is_empty() && r.pgs.len() == 1);
     }
 
     #[test]

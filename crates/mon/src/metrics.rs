@@ -603,6 +603,7 @@ mod tests {
                 unfound_pgs: 0,
                 scrub_errors: 0,
                 inconsistent_pgs: 0,
+                stored_bytes: 1 << 20,
                 used_bytes: 4 << 20,
                 total_bytes: 4 << 30,
             },

@@ -161,6 +161,8 @@ pub struct Monitor {
     http_url: std::sync::OnceLock<String>,
     /// The leader's reading of the map for the cluster log.
     log_pump: Mutex<clog_pump::LogPump>,
+    /// The last `/metrics` rendering and when it was made.
+    metrics_cache: Mutex<Option<(Instant, String)>>,
 }
 
 mod clog_pump;
@@ -323,6 +325,7 @@ impl Monitor {
             membership_lock: Mutex::new(()),
             http_url: std::sync::OnceLock::new(),
             log_pump: Mutex::new(clog_pump::LogPump::default()),
+            metrics_cache: Mutex::new(None),
         });
         // A call's size is checked from its frame's header, before its
         // body is read; Raft (snapshots of the map) has its own service.
@@ -1261,27 +1264,50 @@ impl Monitor {
         ))
     }
 
-    /// The cluster's metrics in Prometheus' text format while this member
-    /// leads and hears a majority; empty otherwise (as a standby Ceph
-    /// manager's page is), so that a Prometheus scraping every monitor
-    /// gets each series once, from the leader.
-    pub async fn metrics_text(&self) -> String {
-        if !self.is_leader() || self.quorum(QUORUM_WAIT_STATUS).await.is_err() {
-            return String::new();
+    /// `/metrics` now ([`http::MetricsPage`]): the cluster's metrics in
+    /// Prometheus' text format while this member leads and hears a
+    /// majority, rendered at most once per [`METRICS_FRESH`] however
+    /// many scrape; empty on a follower that knows the leader; 503 with
+    /// no leader known or no majority heard.
+    pub async fn metrics_page(&self) -> http::MetricsPage {
+        use http::MetricsPage;
+        if !self.is_leader() {
+            return match self.raft.metrics().borrow().current_leader {
+                Some(_) => MetricsPage::Standby,
+                None => MetricsPage::Unavailable(format!("mon.{} knows no leader", self.cfg.id)),
+            };
         }
-        let monitors = self.mon_status();
-        let l = self.leader.lock().await;
-        let st = self.shared.read();
-        let Some(map) = st.map.as_ref() else {
-            return String::new();
-        };
-        match l.metrics(map, monitors, Instant::now(), &self.timeouts()) {
-            Ok(text) => text,
-            Err(e) => {
-                tracing::warn!("metrics: {e}");
-                String::new()
+        if let Err(e) = self.quorum_recent().await {
+            return MetricsPage::Unavailable(e.to_string());
+        }
+        let mut cache = self.metrics_cache.lock().await;
+        if let Some((at, text)) = cache.as_ref() {
+            if at.elapsed() < METRICS_FRESH {
+                return MetricsPage::Leader(text.clone());
             }
         }
+        let monitors = self.mon_status();
+        let text = {
+            let l = self.leader.lock().await;
+            let st = self.shared.read();
+            let Some(map) = st.map.as_ref() else {
+                return MetricsPage::Unavailable("no map yet".into());
+            };
+            match l.metrics(map, monitors, Instant::now(), &self.timeouts()) {
+                Ok(text) => text,
+                Err(e) => return MetricsPage::Unavailable(format!("metrics: {e}")),
+            }
+        };
+        *cache = Some((Instant::now(), text.clone()));
+        MetricsPage::Leader(text)
+    }
+
+    /// The IP address this monitor serves its clients on (from the
+    /// monitor map), when it is one.
+    pub fn serving_ip(&self) -> Option<std::net::IpAddr> {
+        let addr = self.cfg.members.get(&self.cfg.id)?;
+        let sa: std::net::SocketAddr = addr.parse().ok()?;
+        (!sa.ip().is_unspecified()).then_some(sa.ip())
     }
 
     /// Where this monitor's HTTP services are (`http://HOST:PORT/`), once
@@ -1299,6 +1325,9 @@ impl Monitor {
         Ok(l.status(map, monitors, Instant::now(), &self.timeouts())?)
     }
 }
+
+/// How long one rendering of `/metrics` serves every scrape.
+const METRICS_FRESH: Duration = Duration::from_secs(1);
 
 /// How long a leader waits to hear a majority confirm it leads, before a
 /// change, and before a status report.

@@ -740,6 +740,9 @@ pub struct Usage {
     pub scrub_errors: u64,
     #[serde(default)]
     pub inconsistent_pgs: u64,
+    /// Bytes the objects hold, before copies or coding (Ceph's `data`).
+    #[serde(default)]
+    pub stored_bytes: u64,
     pub used_bytes: u64,
     pub total_bytes: u64,
 }
@@ -804,6 +807,7 @@ mod tests {
                 unfound_pgs: 0,
                 scrub_errors: 0,
                 inconsistent_pgs: 0,
+                stored_bytes: 0,
                 used_bytes: 0,
                 total_bytes: 1,
             },
