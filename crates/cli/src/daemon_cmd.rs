@@ -125,6 +125,11 @@ pub struct OsdArgs {
     /// gives up).
     #[arg(long, default_value_t = 30.0)]
     op_timeout: f64,
+    /// Seconds after which a client op still in flight is a slow op:
+    /// counted in this OSD's reports, raising SLOW_OPS (Ceph's
+    /// osd_op_complaint_time).
+    #[arg(long, default_value_t = 30.0)]
+    op_complaint_time: f64,
     /// PG log entries kept per PG (a copy that missed more writes than
     /// this is backfilled: its objects are scanned and compared).
     #[arg(long, default_value_t = loligo_osd::pg::LOG_ENTRIES_MAX)]
@@ -474,6 +479,7 @@ pub fn osd(a: OsdArgs) -> Result<(), CliError> {
     cfg.heartbeat_grace = secs(a.heartbeat_grace, "--heartbeat-grace")?;
     cfg.max_markdown_count = a.max_markdown_count;
     cfg.op_timeout = secs(a.op_timeout, "--op-timeout")?;
+    cfg.op_complaint_time = secs(a.op_complaint_time, "--op-complaint-time")?;
     if a.pg_log_entries == 0
         || a.backfill_chunk == 0
         || a.recovery_max_active == 0

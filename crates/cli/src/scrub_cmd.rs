@@ -76,6 +76,11 @@ pub enum TellCmd {
     /// a bad checksum would, until the copy is written or removed (Ceph's
     /// `injectdataerr`): a read error for a scrub or a read to meet.
     Injectdataerr { pool: String, obj: String },
+    /// The client ops the OSD serves now, oldest first, each with its
+    /// description and age in seconds, as JSON (Ceph's
+    /// `dump_ops_in_flight`; ops of pools the caller may read).
+    #[command(name = "dump_ops_in_flight")]
+    DumpOpsInFlight,
 }
 
 /// `tell osd.N CMD`.
@@ -90,6 +95,7 @@ pub fn tell(conn: &crate::config::ConnArgs, target: &str, cmd: TellCmd) -> Resul
         return Err(CliError(format!("osd.{osd} does not exist")));
     }
     let cmd = match cmd {
+        TellCmd::DumpOpsInFlight => OsdCommand::DumpOpsInFlight,
         TellCmd::Injectdataerr { pool, obj } => {
             let p = (map.pools.values().find(|p| p.name == pool))
                 .ok_or_else(|| CliError(format!("pool '{pool}' does not exist")))?;

@@ -66,6 +66,11 @@ pub struct UpArgs {
     /// (first start only; default 600, Ceph's `mon_osd_down_out_interval`).
     #[arg(long)]
     down_out_interval: Option<u32>,
+    /// Seconds after which an OSD counts a client op still in flight as
+    /// slow (first start only; default 30, Ceph's
+    /// `osd_op_complaint_time`).
+    #[arg(long)]
+    op_complaint_time: Option<f64>,
 }
 
 #[derive(Args)]
@@ -101,6 +106,9 @@ struct State {
     /// `mon run --down-out-interval` (unset: the default).
     #[serde(default)]
     down_out_interval: Option<u32>,
+    /// `osd run --op-complaint-time` for every OSD (unset: the default).
+    #[serde(default)]
+    op_complaint_time: Option<f64>,
     /// Each monitor's HTTP address (metrics), mon.0 first; a cluster made
     /// before monitors served HTTP gets them at its next start.
     #[serde(default)]
@@ -400,6 +408,9 @@ fn daemon_args(st: &State, dir: &Path, name: &str) -> Result<Vec<String>, CliErr
     if st.debug_inject_read_err {
         args.push("--debug-inject-read-err".into());
     }
+    if let Some(t) = st.op_complaint_time {
+        args.extend(["--op-complaint-time".into(), t.to_string()]);
+    }
     args.extend(keyring_args(st, dir, name));
     Ok(args)
 }
@@ -458,6 +469,10 @@ fn warn_first_start_only(a: &UpArgs, st: &State) {
     differs(
         a.down_out_interval.is_some() && a.down_out_interval != st.down_out_interval,
         "--down-out-interval",
+    );
+    differs(
+        a.op_complaint_time.is_some() && a.op_complaint_time != st.op_complaint_time,
+        "--op-complaint-time",
     );
     if !ignored.is_empty() {
         eprintln!(
@@ -528,6 +543,7 @@ pub fn up(a: UpArgs) -> Result<(), CliError> {
                 insecure: a.insecure,
                 debug_inject_read_err: a.debug_inject_read_err,
                 down_out_interval: a.down_out_interval,
+                op_complaint_time: a.op_complaint_time,
                 http_addrs: Vec::new(),
             }
         }

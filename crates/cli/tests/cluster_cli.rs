@@ -1608,8 +1608,10 @@ fn cephs_alert_rules_fire_on_a_live_cluster() {
     ] {
         ok(&dir, &["osd", verb, r]);
     }
-    let full = wait_for(60, "CephOSDFull and CephHealthError", || {
-        firing().filter(|f| has(f, "CephOSDFull") && has(f, "CephHealthError"))
+    let full = wait_for(60, "CephOSDFull, CephPoolFull and CephHealthError", || {
+        firing().filter(|f| {
+            has(f, "CephOSDFull") && has(f, "CephPoolFull") && has(f, "CephHealthError")
+        })
     });
     assert!(
         !full.iter().any(|n| n == "CephOSDDown"),
@@ -1625,4 +1627,90 @@ fn cephs_alert_rules_fire_on_a_live_cluster() {
     wait_for(60, "every alert resolved", || {
         firing().filter(|f| f.is_empty()).map(|_| ())
     });
+}
+
+/// A write stuck on a frozen replica (SIGSTOP, under `nodown` so it is
+/// not marked down): its primary counts the op slow past the 1-second
+/// complaint time, SLOW_OPS names the primary, `tell osd.N
+/// dump_ops_in_flight` lists the op, the slow-ops series counts it; once
+/// the replica runs again the write completes and SLOW_OPS clears.
+#[test]
+fn a_write_stuck_on_a_frozen_replica_raises_slow_ops() {
+    let (root, dir, _guard) = common::start_with("slowops", 3, 8, &["--op-complaint-time", "1"]);
+    let url = prometheus_url(&dir);
+    ok(&dir, &["osd", "set", "nodown"]);
+    // An object whose primary is not osd.2: osd.2 holds a copy of every
+    // PG (3 OSDs, size 3).
+    let (name, primary) = (0..100)
+        .find_map(|i| {
+            let name = format!("stuck-{i}");
+            let v: serde_json::Value =
+                serde_json::from_str(&ok(&dir, &["osd", "map", "default", &name, "--json"]))
+                    .unwrap();
+            let p = v["acting_primary"].as_i64().unwrap();
+            (p != 2).then_some((name, p))
+        })
+        .expect("an object with another primary");
+    let pid = std::fs::read_to_string(dir.join("osd.2.pid")).unwrap();
+    let signal = |sig: &str| {
+        let s = std::process::Command::new("kill")
+            .args([sig, pid.trim()])
+            .status()
+            .unwrap();
+        assert!(s.success(), "kill {sig}");
+    };
+    signal("-STOP");
+    let file = root.join("in.bin");
+    std::fs::write(&file, vec![7u8; 4096]).unwrap();
+    let put = std::process::Command::new(env!("CARGO_BIN_EXE_loligo"))
+        .args(["put", &name, file.to_str().unwrap()])
+        .env("LOLIGO_CONF", dir.join("loligo.conf"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let detail = wait_for(20, "SLOW_OPS raised", || {
+        let d = ok(&dir, &["health", "detail"]);
+        d.contains("[WRN] SLOW_OPS: 1 slow ops").then_some(d)
+    });
+    assert!(
+        detail.contains(&format!("daemons [osd.{primary}] have slow ops.")),
+        "{detail}"
+    );
+    let dump: serde_json::Value = serde_json::from_str(&ok(
+        &dir,
+        &["tell", &format!("osd.{primary}"), "dump_ops_in_flight"],
+    ))
+    .unwrap();
+    assert_eq!(dump["num_ops"], 1, "{dump}");
+    let op = &dump["ops"][0];
+    assert!(
+        op["description"]
+            .as_str()
+            .unwrap()
+            .contains(&format!(":{name} [writefull")),
+        "{dump}"
+    );
+    assert!(op["age"].as_f64().unwrap() > 1.0, "{dump}");
+    wait_for(10, "the slow-ops series", || {
+        let (_, t) = http_get(&url);
+        (sample(&t, "ceph_healthcheck_slow_ops") == Some(1.0)).then_some(())
+    });
+    signal("-CONT");
+    let out = put.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "the write completes: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    wait_for(20, "SLOW_OPS cleared", || {
+        (!ok(&dir, &["health", "detail"]).contains("SLOW_OPS")).then_some(())
+    });
+    let dump: serde_json::Value = serde_json::from_str(&ok(
+        &dir,
+        &["tell", &format!("osd.{primary}"), "dump_ops_in_flight"],
+    ))
+    .unwrap();
+    assert_eq!(dump["num_ops"], 0, "{dump}");
+    ok(&dir, &["osd", "unset", "nodown"]);
 }

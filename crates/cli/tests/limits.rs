@@ -402,11 +402,11 @@ fn an_osd_whose_metadata_file_system_fills_turns_full_and_serves_on() {
     assert!(loligo(&dir, &["stat", "o0-0"]).status.success());
     // The monitors say so once its next report arrives.
     let t0 = Instant::now();
-    let mut status = ok(&dir, &["status"]);
-    while !status.contains("OSD_FULL") && t0.elapsed() < Duration::from_secs(20) {
+    let mut health = ok(&dir, &["health", "detail"]);
+    while !health.contains("OSD_FULL") && t0.elapsed() < Duration::from_secs(20) {
         std::thread::sleep(Duration::from_millis(500));
-        status = ok(&dir, &["status"]);
+        health = ok(&dir, &["health", "detail"]);
     }
-    assert!(status.contains("OSD_FULL"), "{status}");
+    assert!(health.contains("[ERR] OSD_FULL: 1 full osd(s)"), "{health}");
     drop(root);
 }

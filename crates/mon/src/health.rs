@@ -7,6 +7,7 @@
 //! It must never call a cluster healthy that it cannot see: a PG without
 //! a report counts as inactive, as in Ceph.
 
+use loligo_crush::balance::Eligible;
 use loligo_monc::protocol::{Health, HealthCheck, HealthStatus, MonStatus};
 use loligo_types::osdmap::OsdFlag;
 use loligo_types::{crush_edit, Fullness, OsdMap, PgId, PgStat, PgState};
@@ -18,7 +19,7 @@ pub const MAX_DETAIL: usize = 50;
 
 /// Every check this module raises, with its severity: the metrics send
 /// each (0 while it does not hold), so a cleared check reads as cleared.
-pub const CODES: [(&str, HealthStatus); 12] = [
+pub const CODES: [(&str, HealthStatus); 16] = [
     ("MON_DOWN", HealthStatus::Warn),
     ("OSD_DOWN", HealthStatus::Warn),
     ("TOO_FEW_OSDS", HealthStatus::Warn),
@@ -31,6 +32,10 @@ pub const CODES: [(&str, HealthStatus); 12] = [
     ("OBJECT_UNFOUND", HealthStatus::Warn),
     ("OSD_SCRUB_ERRORS", HealthStatus::Err),
     ("PG_DAMAGED", HealthStatus::Err),
+    ("SLOW_OPS", HealthStatus::Warn),
+    ("POOL_FULL", HealthStatus::Warn),
+    ("POOL_BACKFILLFULL", HealthStatus::Warn),
+    ("POOL_NEAR_FULL", HealthStatus::Warn),
 ];
 
 /// One pool's share of a census.
@@ -64,6 +69,9 @@ pub struct Census {
     pub inconsistent_pgs: u64,
     /// PGs not active+clean, or holding unfound or inconsistent objects.
     pub noted: Vec<Noted>,
+    /// Up OSDs with slow ops: how many, and the oldest one's age (ms),
+    /// from their last reports.
+    pub slow_ops: BTreeMap<i32, (u64, u64)>,
 }
 
 /// One PG a check may name.
@@ -146,11 +154,16 @@ pub fn checks(map: &OsdMap, census: &Census, monitors: &MonStatus) -> Health {
     raise("OSD_BACKFILLFULL", fullness(map, Fullness::BackfillFull));
     raise("OSD_NEARFULL", fullness(map, Fullness::NearFull));
     raise("OSDMAP_FLAGS", flags(map));
+    let [full, backfillfull, nearfull] = pool_fullness(map);
+    raise("POOL_FULL", full);
+    raise("POOL_BACKFILLFULL", backfillfull);
+    raise("POOL_NEAR_FULL", nearfull);
     raise("PG_AVAILABILITY", availability(census));
     raise("PG_DEGRADED", degraded(census));
     raise("OBJECT_UNFOUND", unfound(census));
     raise("OSD_SCRUB_ERRORS", scrub_errors(census));
     raise("PG_DAMAGED", damaged(census));
+    raise("SLOW_OPS", slow_ops(census));
     let status = (checks.values().map(|c| c.severity))
         .max()
         .unwrap_or(HealthStatus::Ok);
@@ -178,6 +191,40 @@ fn check(
         detail.push(format!("... and {more} more"));
     }
     HealthCheck::new(severity, summary, count, detail)
+}
+
+/// Ceph's `SLOW_OPS`: client ops in flight longer than the OSDs'
+/// complaint time, in Ceph's words, with a line per OSD.
+fn slow_ops(c: &Census) -> Option<HealthCheck> {
+    if c.slow_ops.is_empty() {
+        return None;
+    }
+    let total = c
+        .slow_ops
+        .values()
+        .map(|(n, _)| n)
+        .fold(0u64, |a, n| a.saturating_add(*n));
+    let oldest_s = c
+        .slow_ops
+        .values()
+        .map(|(_, ms)| ms / 1000)
+        .max()
+        .unwrap_or(0);
+    let daemons: Vec<String> = c.slow_ops.keys().map(|id| format!("osd.{id}")).collect();
+    Some(check(
+        HealthStatus::Warn,
+        total,
+        format!(
+            "{total} slow ops, oldest one blocked for {oldest_s} sec, daemons [{}] have slow ops.",
+            daemons.join(",")
+        ),
+        (c.slow_ops.iter()).map(|(id, (n, ms))| {
+            format!(
+                "osd.{id} has {n} slow ops, the oldest blocked for {} sec",
+                ms / 1000
+            )
+        }),
+    ))
 }
 
 /// Ceph's `MON_DOWN`, from the leader's view of the group (none when
@@ -278,6 +325,52 @@ fn fullness(map: &OsdMap, f: Fullness) -> Option<HealthCheck> {
         format!("{} {word} osd(s)", ids.len()),
         ids.iter().map(|id| format!("osd.{id} is {word}: {what}")),
     ))
+}
+
+/// Ceph's `POOL_FULL`, `POOL_BACKFILLFULL` and `POOL_NEAR_FULL`: pools
+/// whose CRUSH rule places data on an up and in OSD past that ratio
+/// (each pool under its worst), as Ceph flags them (Loligo has no
+/// quotas).
+fn pool_fullness(map: &OsdMap) -> [Option<HealthCheck>; 3] {
+    let levels = [Fullness::Full, Fullness::BackfillFull, Fullness::NearFull];
+    let mut worst: BTreeMap<u64, Fullness> = BTreeMap::new();
+    let any = (map.osds.values()).any(|o| o.up && o.is_in() && o.fullness != Fullness::Ok);
+    if any {
+        if let Ok(crush) = loligo_crush::CompiledMap::compile(&map.crush) {
+            let states = map.osd_states();
+            for p in map.pools.values() {
+                let Ok(e) = Eligible::for_rule(&crush, p.crush_rule, &states) else {
+                    continue;
+                };
+                let f = (e.osds.keys())
+                    .filter_map(|id| map.osds.get(id))
+                    .map(|o| o.fullness)
+                    .max_by_key(|f| levels.iter().position(|l| l == f).map_or(0, |i| 3 - i));
+                if let Some(f) = f.filter(|f| *f != Fullness::Ok) {
+                    worst.insert(p.id, f);
+                }
+            }
+        }
+    }
+    levels.map(|level| {
+        let names: Vec<&str> = (worst.iter())
+            .filter(|(_, f)| **f == level)
+            .filter_map(|(id, _)| map.pools.get(id).map(|p| p.name.as_str()))
+            .collect();
+        let (word, why) = match level {
+            Fullness::Full => ("full", " (no space)"),
+            Fullness::BackfillFull => ("backfillfull", ""),
+            _ => ("nearfull", ""),
+        };
+        (!names.is_empty()).then(|| {
+            check(
+                HealthStatus::Warn,
+                names.len() as u64,
+                format!("{} pool(s) {word}", names.len()),
+                names.iter().map(|n| format!("pool '{n}' is {word}{why}")),
+            )
+        })
+    })
 }
 
 /// Ceph's `OSDMAP_FLAGS`: cluster-wide flags set.
@@ -495,8 +588,15 @@ mod tests {
             ],
         );
         let h = checks(&m, &census, &ok);
-        assert_eq!(codes(&h), ["OSD_DOWN", "OSD_FULL", "OSD_NEARFULL"]);
+        assert_eq!(
+            codes(&h),
+            ["OSD_DOWN", "OSD_FULL", "OSD_NEARFULL", "POOL_FULL"]
+        );
         assert_eq!(h.status, HealthStatus::Err, "a full OSD is an error");
+        // The pool whose rule places on the full OSD, under its worst.
+        let pool = &h.checks["POOL_FULL"];
+        assert_eq!(pool.summary.message, "1 pool(s) full");
+        assert_eq!(pool.detail[0].message, "pool 'p' is full (no space)");
         assert!(h.checks["OSD_FULL"].detail[0]
             .message
             .starts_with("osd.0 is full"));
@@ -528,6 +628,55 @@ mod tests {
         apply(&mut m, vec![Change::OsdAutoOut { id: 3 }]);
         let h = checks(&m, &census, &ok);
         assert!(h.checks.is_empty(), "{h:?}");
+    }
+
+    /// A pool is as full as the fullest up and in OSD its rule places
+    /// on; an OSD marked out no longer counts for it.
+    #[test]
+    fn pools_take_the_fullness_of_the_osds_they_use() {
+        let mut m = OsdMap::test_cluster(4, 8);
+        let census = clean(&m);
+        let ok = mons(vec![0, 1, 2]);
+        let near = |id| Change::OsdFullness {
+            id,
+            fullness: Fullness::NearFull,
+        };
+        apply(&mut m, vec![near(2)]);
+        let h = checks(&m, &census, &ok);
+        assert_eq!(codes(&h), ["OSD_NEARFULL", "POOL_NEAR_FULL"]);
+        assert_eq!(
+            h.checks["POOL_NEAR_FULL"].detail[0].message,
+            "pool 'p' is nearfull"
+        );
+        apply(&mut m, vec![Change::OsdOut { id: 2 }]);
+        let h = checks(&m, &census, &ok);
+        assert_eq!(codes(&h), ["OSD_NEARFULL"], "out: the pool does not use it");
+    }
+
+    /// SLOW_OPS while an up OSD reports ops past its complaint time, in
+    /// Ceph's words, with a line per OSD; gone when none does.
+    #[test]
+    fn slow_ops_name_each_osd_that_has_them() {
+        let m = OsdMap::test_cluster(4, 8);
+        let ok = mons(vec![0, 1, 2]);
+        let mut census = clean(&m);
+        census.slow_ops.insert(0, (3, 41_500));
+        census.slow_ops.insert(2, (1, 35_000));
+        let h = checks(&m, &census, &ok);
+        assert_eq!(codes(&h), ["SLOW_OPS"]);
+        let c = &h.checks["SLOW_OPS"];
+        assert_eq!(
+            c.summary.message,
+            "4 slow ops, oldest one blocked for 41 sec, daemons [osd.0,osd.2] have slow ops."
+        );
+        assert_eq!(c.summary.count, 4);
+        assert_eq!(
+            c.detail[1].message,
+            "osd.2 has 1 slow ops, the oldest blocked for 35 sec"
+        );
+        assert_eq!(h.status, HealthStatus::Warn);
+        census.slow_ops.clear();
+        assert!(checks(&m, &census, &ok).checks.is_empty());
     }
 
     #[test]

@@ -335,6 +335,15 @@ impl LeaderState {
                 census.add(pg, pool.size, state, stat, &m.acting);
             }
         }
+        census.slow_ops = (self.reports.values())
+            .filter(|r| r.report.slow_ops > 0 && map.is_up(r.report.osd))
+            .map(|r| {
+                (
+                    r.report.osd,
+                    (r.report.slow_ops, r.report.oldest_slow_op_ms),
+                )
+            })
+            .collect();
         Ok(census)
     }
 

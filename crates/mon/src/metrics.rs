@@ -213,6 +213,23 @@ fn cluster(t: &mut Text, v: &View) {
             t.sample(&[("name", code), ("severity", c.severity.name())], 1.0);
         }
     }
+    let slow = (s.health.checks.get("SLOW_OPS")).map_or(0, |c| c.summary.count);
+    t.single(
+        "ceph_healthcheck_slow_ops",
+        Kind::Gauge,
+        "OSD or Monitor requests taking a long time to process",
+        slow as f64,
+    );
+    t.family(
+        "ceph_daemon_health_metrics",
+        Kind::Gauge,
+        "Health metrics for Ceph daemons",
+    );
+    for o in v.map.osds.values().filter(|o| o.up) {
+        let n = v.census.slow_ops.get(&o.id).map_or(0, |(n, _)| *n);
+        let daemon = format!("osd.{}", o.id);
+        t.sample(&[("type", "SLOW_OPS"), ("ceph_daemon", &daemon)], n as f64);
+    }
     let u = &s.usage;
     t.single(
         "ceph_cluster_total_bytes",
@@ -694,6 +711,8 @@ mod tests {
         for name in [
             "ceph_health_status",
             "ceph_health_detail",
+            "ceph_healthcheck_slow_ops",
+            "ceph_daemon_health_metrics",
             "ceph_mon_quorum_status",
             "ceph_mon_metadata",
             "ceph_osd_metadata",

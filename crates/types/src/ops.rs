@@ -137,6 +137,38 @@ pub enum SubOp {
 pub const CLASS_NAME_MAX: usize = 64;
 
 impl SubOp {
+    /// Its name as Ceph's op descriptions print it (`write`, `omap-set`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            SubOp::AssertExists => "assert-exists",
+            SubOp::AssertNotExists => "assert-not-exists",
+            SubOp::AssertVersion(_) => "assert-version",
+            SubOp::CmpXattr { .. } => "cmpxattr",
+            SubOp::CmpOmap { .. } => "omap-cmp",
+            SubOp::Create => "create",
+            SubOp::WriteFull(_) => "writefull",
+            SubOp::Write { .. } => "write",
+            SubOp::Append(_) => "append",
+            SubOp::Truncate(_) => "truncate",
+            SubOp::Zero { .. } => "zero",
+            SubOp::Remove => "delete",
+            SubOp::SetXattr { .. } => "setxattr",
+            SubOp::RmXattr(_) => "rmxattr",
+            SubOp::OmapSet(_) => "omap-set-vals",
+            SubOp::OmapRm(_) => "omap-rm-keys",
+            SubOp::OmapClear => "omap-clear",
+            SubOp::OmapSetHeader(_) => "omap-set-header",
+            SubOp::Read { .. } => "read",
+            SubOp::Stat => "stat",
+            SubOp::GetXattr(_) => "getxattr",
+            SubOp::GetXattrs => "getxattrs",
+            SubOp::OmapGetKeys(_) => "omap-get-vals-by-keys",
+            SubOp::OmapList { .. } => "omap-get-vals",
+            SubOp::OmapGetHeader => "omap-get-header",
+            SubOp::Exec { .. } => "call",
+        }
+    }
+
     /// Whether this sub-op changes the object. An `Exec` is not counted
     /// here: whether it writes is its method's, which only the OSD knows.
     pub fn is_write(&self) -> bool {

@@ -144,6 +144,10 @@ pub enum OsdCommand {
     /// scrub and read repair to meet. Only an OSD started with
     /// `--debug-inject-read-err` takes it.
     InjectDataErr { pool: u64, name: String },
+    /// The client ops this OSD serves now, with their ages, as JSON
+    /// (Ceph's `dump_ops_in_flight`; the ops of pools the caller may
+    /// read).
+    DumpOpsInFlight,
 }
 
 /// The primary's answer to a [`PgCommand`].

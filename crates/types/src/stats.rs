@@ -145,6 +145,12 @@ pub struct OsdReport {
     /// over the interval since its last report (0: none committed).
     #[serde(default)]
     pub commit_latency_us: u64,
+    /// Client ops in flight longer than the OSD's complaint time, and
+    /// the oldest one's age in ms (Ceph's slow ops).
+    #[serde(default)]
+    pub slow_ops: u64,
+    #[serde(default)]
+    pub oldest_slow_op_ms: u64,
     /// The device or file its store's data lives on (Ceph's
     /// `ceph_disk_occupation`); empty when not known.
     #[serde(default)]

@@ -20,6 +20,7 @@ mod heartbeat;
 mod mailbox;
 mod merge;
 mod monitor;
+mod ops;
 mod peers;
 mod pg_task;
 mod retire;
@@ -89,6 +90,10 @@ pub struct OsdConfig {
     /// How long a client op (or a replica write waiting for its
     /// predecessor) may wait in its PG.
     pub op_timeout: Duration,
+    /// A client op in flight longer than this is a slow op (Ceph's
+    /// `osd_op_complaint_time`, 30 s): counted in reports for the
+    /// monitors' `SLOW_OPS`.
+    pub op_complaint_time: Duration,
     pub report_interval: Duration,
     /// PG log entries each PG keeps: a copy that missed more writes than
     /// this is backfilled instead of recovered from the log.
@@ -194,6 +199,7 @@ impl OsdConfig {
             max_markdown_count: MAX_MARKDOWN_COUNT,
             max_markdown_period: Duration::from_secs(MAX_MARKDOWN_PERIOD_S),
             op_timeout: Duration::from_secs(30),
+            op_complaint_time: Duration::from_secs(30),
             report_interval: Duration::from_secs(2),
             pg_log_entries: crate::pg::LOG_ENTRIES_MAX,
             backfill_chunk_objects: crate::pg::backfill::CHUNK_OBJECTS,
@@ -276,6 +282,8 @@ pub struct OsdShared {
     /// Direct data-path connections to peers (`loligo_proto::direct`).
     direct: loligo_proto::direct::Conns,
     counters: Counters,
+    /// The client ops being served now.
+    ops: Arc<ops::OpTracker>,
     start: Instant,
     /// The Unix time (ms) at `start`: PGs report scrub stamps by it.
     clock_base_unix_ms: u64,
@@ -784,6 +792,7 @@ pub async fn start(
         )
         .secured(security.as_ref()),
         counters: Counters::default(),
+        ops: Arc::default(),
         start: Instant::now(),
         clock_base_unix_ms: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)

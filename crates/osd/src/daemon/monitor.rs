@@ -15,7 +15,7 @@ use loligo_monc::MonClient;
 use loligo_types::{Epoch, OsdReport, PgId};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Pause before asking again after the monitors could not record.
 const RECORD_RETRY_MS: u64 = 500;
@@ -129,6 +129,7 @@ pub(super) async fn reports(s: Arc<OsdShared>, mut mc: MonClient) {
             .checked_div(commits.0.saturating_sub(commits_before.0))
             .unwrap_or(0);
         commits_before = commits;
+        let (slow_ops, oldest_slow) = s.ops.slow(Instant::now(), s.cfg.op_complaint_time);
         let c = &s.counters;
         let r = OsdReport {
             osd: s.cfg.id,
@@ -154,6 +155,8 @@ pub(super) async fn reports(s: Arc<OsdShared>, mut mc: MonClient) {
             write_latency_us: c.write_latency_us.load(Ordering::Relaxed),
             commit_latency_us,
             device: s.cfg.device.clone(),
+            slow_ops,
+            oldest_slow_op_ms: u64::try_from(oldest_slow.as_millis()).unwrap_or(u64::MAX),
         };
         mc.deadline = s.cfg.report_interval;
         let _ = mc.call(MonRequest::OsdReport(r)).await;

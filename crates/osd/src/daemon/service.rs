@@ -150,6 +150,7 @@ impl Service {
 
     async fn op(&self, op: ClientOp, peer: Peer<'_>) -> OpReply {
         let t0 = std::time::Instant::now();
+        let _tracked = self.0.ops.track(op.pool, describe(&op, peer));
         let epoch = self.catch_up(op.epoch).await;
         let fail = |e: OpError| OpReply {
             result: Err(e),
@@ -283,6 +284,17 @@ impl Service {
                     "injected a read error into osd.{me}'s copy of '{name}' in pg {pg}"
                 ))
             }
+            OsdCommand::DumpOpsInFlight => {
+                // Ops of the pools the caller may read (their object
+                // names are in the descriptions).
+                let readable = |pool: u64| {
+                    (map.pools.get(&pool))
+                        .is_some_and(|p| allowed(&map, peer, &p.name, true, false, false).is_ok())
+                };
+                let d = self.0.ops.dump(std::time::Instant::now(), readable);
+                serde_json::to_string_pretty(&d)
+                    .map_err(|e| OpError::Invalid(format!("dump_ops_in_flight: {e}")))
+            }
         }
     }
 
@@ -375,6 +387,17 @@ fn busy(pg: PgId) -> PeerReply {
 
 /// Who sent a request (anyone only on an OSD without TLS).
 type Peer<'a> = loligo_proto::net::Caller<'a>;
+
+/// A client op as Ceph's op tracker describes it:
+/// `osd_op(client.admin 1:name [write,setxattr])`.
+fn describe(op: &ClientOp, peer: Peer<'_>) -> String {
+    let who = match peer {
+        loligo_proto::net::Caller::Entity { entity, .. } => entity,
+        _ => "client",
+    };
+    let subs: Vec<&str> = op.ops.iter().map(|s| s.name()).collect();
+    format!("osd_op({who} {}:{} [{}])", op.pool, op.name, subs.join(","))
+}
 
 /// The rights a client op needs: read, write, exec. An object class call
 /// needs `x`, and `r` and (if the method may write) `w` as well, as the
