@@ -127,8 +127,9 @@ pub struct OsdArgs {
     op_timeout: f64,
     /// Seconds after which a client op still in flight is a slow op:
     /// counted in this OSD's reports, raising SLOW_OPS (Ceph's
-    /// osd_op_complaint_time).
-    #[arg(long, default_value_t = 30.0)]
+    /// osd_op_complaint_time, 30 there). Less than five sixths of
+    /// --op-timeout, when a stuck op is answered.
+    #[arg(long, default_value_t = 10.0)]
     op_complaint_time: f64,
     /// PG log entries kept per PG (a copy that missed more writes than
     /// this is backfilled: its objects are scanned and compared).
@@ -480,6 +481,12 @@ pub fn osd(a: OsdArgs) -> Result<(), CliError> {
     cfg.max_markdown_count = a.max_markdown_count;
     cfg.op_timeout = secs(a.op_timeout, "--op-timeout")?;
     cfg.op_complaint_time = secs(a.op_complaint_time, "--op-complaint-time")?;
+    if cfg.op_complaint_time >= cfg.op_timeout * 5 / 6 {
+        return Err(CliError(format!(
+            "--op-complaint-time {} must be under five sixths of --op-timeout {} (when a stuck op is answered): no op would ever count as slow",
+            a.op_complaint_time, a.op_timeout
+        )));
+    }
     if a.pg_log_entries == 0
         || a.backfill_chunk == 0
         || a.recovery_max_active == 0

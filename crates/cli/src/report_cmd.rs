@@ -447,11 +447,18 @@ fn log_entries(
         .map_err(|e| CliError(format!("the monitor's log does not parse: {e}")))
 }
 
-/// A log entry as Ceph prints it: `STAMP NAME SEQ : cluster [INF] MESSAGE`.
+/// A log entry's time as Ceph prints it (microseconds, UTC).
+fn log_stamp(ms: u64) -> String {
+    format!("{}000+0000", crate::admin_cmd::utc_stamp(ms))
+}
+
+/// A log entry as Ceph prints it: `STAMP NAME (RANK) SEQ : cluster [INF]
+/// MESSAGE` (a monitor's name is its rank here).
 pub fn log_line(e: &LogEntry) -> String {
     format!(
-        "{}+0000 {} {} : cluster {} {}",
-        crate::admin_cmd::utc_stamp(e.stamp_ms),
+        "{} {} ({}) {} : cluster {} {}",
+        log_stamp(e.stamp_ms),
+        e.name,
         e.name,
         e.seq,
         e.level.tag(),
@@ -463,7 +470,7 @@ pub fn log_line(e: &LogEntry) -> String {
 pub fn log_json(e: &LogEntry) -> Value {
     json!({
         "name": e.name,
-        "stamp": format!("{}+0000", crate::admin_cmd::utc_stamp(e.stamp_ms)),
+        "stamp": log_stamp(e.stamp_ms),
         "seq": e.seq,
         "channel": "cluster",
         "priority": e.level.tag(),

@@ -1674,7 +1674,7 @@ fn a_write_stuck_on_a_frozen_replica_raises_slow_ops() {
         d.contains("[WRN] SLOW_OPS: 1 slow ops").then_some(d)
     });
     assert!(
-        detail.contains(&format!("daemons [osd.{primary}] have slow ops.")),
+        detail.contains(&format!(", osd.{primary} has slow ops")),
         "{detail}"
     );
     let dump: serde_json::Value = serde_json::from_str(&ok(

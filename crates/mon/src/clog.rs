@@ -3,19 +3,22 @@
 //! made and changed, flags, and each health check raised, updated and
 //! cleared, in Ceph's words.
 //!
-//! The leader turns map changes and health transitions into a
-//! [`LogBatch`] and commits it through Raft; every monitor applies it to
-//! its [`ClusterLog`], so the log outlives a change of leader, and the
-//! next leader carries on from the epoch and the health the log last
-//! recorded (nothing said twice, nothing dropped). Applying a batch is
-//! deterministic: the stamp is the leader's, in the batch.
+//! The leader reads each map change against the map it applies to as it
+//! proposes it, and health transitions against the health the log last
+//! recorded, and commits the lines as a [`LogBatch`] through Raft; every
+//! monitor applies it to its [`ClusterLog`], so the log outlives a change
+//! of leader, and the next leader carries on from the health the log
+//! last recorded. A batch names the sequence number it follows: one
+//! built from a log that has moved on since (a proposal that timed out
+//! and committed after all, a leader that changed) is skipped, so
+//! nothing is said twice. Applying a batch is deterministic: the stamp
+//! is the leader's, in the batch.
 //!
 //! It must never consult the clock while applying, and never hold more
 //! than [`LOG_MAX`] entries.
 
 use loligo_monc::protocol::{Health, HealthStatus, LogEntry, LogLevel};
 use loligo_types::osdmap::{Change, OsdMap, Pool};
-use loligo_types::Epoch;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
 
@@ -32,8 +35,6 @@ pub struct ClusterLog {
     pub entries: VecDeque<LogEntry>,
     /// The sequence number the next entry gets.
     pub next_seq: u64,
-    /// The map epoch whose changes the log has said (0: none yet).
-    pub through_epoch: Epoch,
     /// The health checks as the log last said them (None: not yet).
     pub health: Option<HealthSeen>,
 }
@@ -41,19 +42,23 @@ pub struct ClusterLog {
 /// One commit to the log: events seen by monitor `name` at `stamp_ms`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LogBatch {
+    /// The log's `next_seq` the batch was built from: applied only to a
+    /// log still there.
+    pub base_seq: u64,
     pub stamp_ms: u64,
     pub name: String,
     pub entries: Vec<(LogLevel, String)>,
-    /// The epoch the map events were read through (the log keeps the
-    /// later of this and what it had).
-    pub through_epoch: Epoch,
     /// The health checks as now said (None: unchanged).
     pub health: Option<HealthSeen>,
 }
 
 impl ClusterLog {
-    /// Append `b`'s entries in order, oldest dropped past [`LOG_MAX`].
+    /// Append `b`'s entries in order, oldest dropped past [`LOG_MAX`];
+    /// nothing if the log has moved past the batch's base.
     pub fn apply(&mut self, b: &LogBatch) {
+        if b.base_seq != self.next_seq {
+            return;
+        }
         for (level, message) in &b.entries {
             self.entries.push_back(LogEntry {
                 seq: self.next_seq,
@@ -67,7 +72,6 @@ impl ClusterLog {
         while self.entries.len() > LOG_MAX {
             self.entries.pop_front();
         }
-        self.through_epoch = self.through_epoch.max(b.through_epoch);
         if let Some(h) = &b.health {
             self.health = Some(h.clone());
         }
@@ -252,12 +256,12 @@ mod tests {
     use super::*;
     use loligo_types::Incremental;
 
-    fn batch(entries: &[(LogLevel, &str)], through: Epoch) -> LogBatch {
+    fn batch(log: &ClusterLog, entries: &[(LogLevel, &str)]) -> LogBatch {
         LogBatch {
+            base_seq: log.next_seq,
             stamp_ms: 1_700_000_000_000,
             name: "mon.0".into(),
             entries: entries.iter().map(|(l, m)| (*l, m.to_string())).collect(),
-            through_epoch: through,
             health: None,
         }
     }
@@ -266,15 +270,20 @@ mod tests {
     fn entries_are_numbered_filtered_and_bounded() {
         let mut log = ClusterLog::default();
         log.apply(&batch(
+            &log,
             &[
                 (LogLevel::Info, "a"),
                 (LogLevel::Debug, "b"),
                 (LogLevel::Warn, "c"),
             ],
-            5,
         ));
-        log.apply(&batch(&[(LogLevel::Error, "d")], 3));
-        assert_eq!(log.through_epoch, 5, "the later epoch stays");
+        let d = batch(&log, &[(LogLevel::Error, "d")]);
+        log.apply(&d);
+        log.apply(&d);
+        assert_eq!(
+            log.next_seq, 4,
+            "a batch applied again (committed twice) adds nothing"
+        );
         let msgs = |v: Vec<LogEntry>| {
             v.into_iter()
                 .map(|e| (e.seq, e.message))
@@ -293,7 +302,7 @@ mod tests {
             [(3, "d".into())]
         );
         for i in 0..LOG_MAX {
-            log.apply(&batch(&[(LogLevel::Info, &i.to_string())], 6));
+            log.apply(&batch(&log, &[(LogLevel::Info, &i.to_string())]));
         }
         assert_eq!(log.entries.len(), LOG_MAX);
         assert_eq!(log.next_seq, LOG_MAX as u64 + 4);

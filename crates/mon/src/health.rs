@@ -211,13 +211,16 @@ fn slow_ops(c: &Census) -> Option<HealthCheck> {
         .max()
         .unwrap_or(0);
     let daemons: Vec<String> = c.slow_ops.keys().map(|id| format!("osd.{id}")).collect();
+    // Ceph's words: one daemon by name, more in brackets (ten at most).
+    let who = match daemons.as_slice() {
+        [one] => format!("{one} has slow ops"),
+        many if many.len() > 10 => format!("daemons [{},...] have slow ops.", many[..10].join(",")),
+        many => format!("daemons [{}] have slow ops.", many.join(",")),
+    };
     Some(check(
         HealthStatus::Warn,
         total,
-        format!(
-            "{total} slow ops, oldest one blocked for {oldest_s} sec, daemons [{}] have slow ops.",
-            daemons.join(",")
-        ),
+        format!("{total} slow ops, oldest one blocked for {oldest_s} sec, {who}"),
         (c.slow_ops.iter()).map(|(id, (n, ms))| {
             format!(
                 "osd.{id} has {n} slow ops, the oldest blocked for {} sec",
@@ -675,6 +678,11 @@ mod tests {
             "osd.2 has 1 slow ops, the oldest blocked for 35 sec"
         );
         assert_eq!(h.status, HealthStatus::Warn);
+        census.slow_ops.remove(&0);
+        assert_eq!(
+            checks(&m, &census, &ok).checks["SLOW_OPS"].summary.message,
+            "1 slow ops, oldest one blocked for 35 sec, osd.2 has slow ops"
+        );
         census.slow_ops.clear();
         assert!(checks(&m, &census, &ok).checks.is_empty());
     }

@@ -555,10 +555,10 @@ mod tests {
             ..MonState::default()
         };
         let batch = LogBatch {
+            base_seq: 0,
             stamp_ms: 5,
             name: "mon.0".into(),
             entries: vec![(LogLevel::Info, "osd.1 marked down".into())],
-            through_epoch: 2,
             health: Some(Default::default()),
         };
         assert_eq!(

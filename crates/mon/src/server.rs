@@ -579,10 +579,16 @@ impl Monitor {
             return Err(self.not_leader());
         }
         self.quorum(QUORUM_WAIT_CHANGE).await?;
-        let changes = {
+        let (changes, lines) = {
             let st = self.shared.read();
             let map = st.map.as_ref().ok_or(MonError::NoMap)?;
-            f(map, &st.incs)?
+            let changes = f(map, &st.incs)?;
+            // The cluster log's lines, read against the map the changes
+            // apply to (proposals are serialised by `propose_lock`).
+            let lines: Vec<_> = (changes.iter())
+                .filter_map(|c| crate::clog::change_event(map, c))
+                .collect();
+            (changes, lines)
         };
         if changes.is_empty() {
             return Ok(MonReply {
@@ -591,6 +597,7 @@ impl Monitor {
             });
         }
         let epoch = self.propose(MonCmd::Changes(changes)).await?;
+        self.log_change_lines(lines).await;
         Ok(MonReply {
             epoch,
             ..Default::default()
@@ -1168,7 +1175,7 @@ impl Monitor {
         }
         self.balance().await;
         self.step_pgp().await;
-        self.log_events().await;
+        self.log_health().await;
     }
 
     /// Leader: pgp_num's next step toward pg_num, when one is due.

@@ -1,20 +1,20 @@
-//! The leader's side of the cluster log ([`crate::clog`]): each tick it
-//! reads the map changes since the epoch the log last said and the
-//! health checks against the ones the log last recorded, and commits
-//! what is new as one batch. Any monitor answers `log last` from its own
-//! copy.
+//! The leader's side of the cluster log ([`crate::clog`]): the lines of
+//! each map change it proposes, read against the map the change applies
+//! to, committed right after the change; and each tick, the health
+//! checks against the ones the log last recorded. Any monitor answers
+//! `log last` from its own copy.
 //!
-//! It must never commit a batch that says nothing new: an idle cluster
-//! adds nothing to the Raft log.
+//! It must never commit a batch that says nothing new (an idle cluster
+//! adds nothing to the Raft log), and never build a batch without
+//! holding `propose_lock` (a batch names the log it follows).
 
 use super::*;
 use crate::clog::{self, LogBatch};
+use loligo_monc::protocol::LogLevel;
 
-/// The map as the cluster log last read it, kept by the leader so that
-/// each change is read against the map it applied to.
+/// The leader's memory for the cluster log.
 #[derive(Default)]
 pub(super) struct LogPump {
-    before: Option<loligo_types::OsdMap>,
     /// When the log last recorded a change of health.
     health_at: Option<Instant>,
 }
@@ -31,8 +31,38 @@ fn now_ms() -> u64 {
 }
 
 impl Monitor {
-    /// Leader: commit the cluster log entries since the last batch.
-    pub(super) async fn log_events(&self) {
+    /// A batch of `entries` (and `health`, when it moved) following the
+    /// log as it is now; the caller holds `propose_lock`.
+    fn log_batch(
+        &self,
+        entries: Vec<(LogLevel, String)>,
+        health: Option<clog::HealthSeen>,
+    ) -> LogBatch {
+        LogBatch {
+            base_seq: self.shared.read().log.next_seq,
+            stamp_ms: now_ms(),
+            name: format!("mon.{}", self.cfg.id),
+            entries,
+            health,
+        }
+    }
+
+    /// Commit the log lines of a map change just committed; the caller
+    /// holds `propose_lock`. (A leader lost between the two commits
+    /// loses the lines, not the change.)
+    pub(super) async fn log_change_lines(&self, lines: Vec<(LogLevel, String)>) {
+        if lines.is_empty() {
+            return;
+        }
+        let batch = self.log_batch(lines, None);
+        if let Err(e) = self.propose(MonCmd::Log(batch)).await {
+            tracing::warn!("cluster log: {e}");
+        }
+    }
+
+    /// Leader: commit the health checks' changes since the log last
+    /// recorded them.
+    pub(super) async fn log_health(&self) {
         // Without a majority nothing commits: a proposal would only wait
         // (and hold up the answers that say so).
         if self.quorum_recent().await.is_err() {
@@ -44,87 +74,32 @@ impl Monitor {
             let st = self.shared.read();
             let Some(map) = st.map.as_ref() else { return };
             match l.settled_health(map, &monitors, Instant::now(), &self.timeouts()) {
-                Ok(h) => h.map(|h| clog::health_seen(&h)),
+                Ok(Some(h)) => clog::health_seen(&h),
+                Ok(None) => return,
                 Err(e) => {
                     tracing::warn!("cluster log: health: {e}");
-                    None
+                    return;
                 }
-            }
-        };
-        let batch = {
-            let mut pump = self.log_pump.lock().await;
-            let st = self.shared.read();
-            let Some(map) = st.map.as_ref() else { return };
-            let mut entries = Vec::new();
-            let through = match st.log.through_epoch {
-                // A new log starts at the map as it is.
-                0 => map.epoch,
-                e => e,
-            };
-            let incs: Vec<&loligo_types::Incremental> =
-                st.incs.iter().filter(|i| i.epoch > through).collect();
-            if let Some(first) = incs.first() {
-                if first.epoch > through + 1 {
-                    entries.push((
-                        loligo_monc::protocol::LogLevel::Info,
-                        format!(
-                            "osdmap e{}..e{}: changes no longer kept, not shown",
-                            through + 1,
-                            first.epoch - 1
-                        ),
-                    ));
-                }
-            }
-            for inc in incs {
-                // Each change read against the map it applied to, when
-                // the pump holds it; else against the newest (names of
-                // pools since removed are then lost).
-                let fresh = pump
-                    .before
-                    .as_ref()
-                    .is_some_and(|b| b.epoch + 1 == inc.epoch);
-                if !fresh {
-                    pump.before = None;
-                }
-                let ctx = pump.before.as_ref().unwrap_or(map);
-                entries.extend(
-                    inc.changes
-                        .iter()
-                        .filter_map(|c| clog::change_event(ctx, c)),
-                );
-                if let Some(b) = pump.before.as_mut() {
-                    if b.apply(inc).is_err() {
-                        pump.before = None;
-                    }
-                }
-            }
-            if pump.before.as_ref().is_none_or(|b| b.epoch != map.epoch) {
-                pump.before = Some(map.clone());
-            }
-            let was = st.log.health.clone().unwrap_or_default();
-            let same_checks =
-                |now: &clog::HealthSeen| st.log.health.is_some() && was.keys().eq(now.keys());
-            let recent = (pump.health_at).is_some_and(|t| t.elapsed() < HEALTH_UPDATE_PERIOD);
-            let health = health.filter(|now| !(recent && same_checks(now)));
-            if let Some(now) = &health {
-                entries.extend(clog::health_events(&was, now));
-            }
-            let health_moved = health.is_some() && health != st.log.health;
-            if entries.is_empty() && !health_moved && through == st.log.through_epoch {
-                return;
-            }
-            if health_moved {
-                pump.health_at = Some(Instant::now());
-            }
-            LogBatch {
-                stamp_ms: now_ms(),
-                name: format!("mon.{}", self.cfg.id),
-                entries,
-                through_epoch: map.epoch,
-                health,
             }
         };
         let _g = self.propose_lock.lock().await;
+        let mut pump = self.log_pump.lock().await;
+        let batch = {
+            let st = self.shared.read();
+            if st.log.health.as_ref() == Some(&health) {
+                return;
+            }
+            let was = st.log.health.clone().unwrap_or_default();
+            let same_checks = st.log.health.is_some() && was.keys().eq(health.keys());
+            let recent = (pump.health_at).is_some_and(|t| t.elapsed() < HEALTH_UPDATE_PERIOD);
+            if recent && same_checks {
+                return;
+            }
+            let entries = clog::health_events(&was, &health);
+            drop(st);
+            self.log_batch(entries, Some(health))
+        };
+        pump.health_at = Some(Instant::now());
         if let Err(e) = self.propose(MonCmd::Log(batch)).await {
             tracing::warn!("cluster log: {e}");
         }
@@ -134,13 +109,13 @@ impl Monitor {
     pub(super) fn log_last(
         &self,
         n: u32,
-        level: Option<loligo_monc::protocol::LogLevel>,
+        level: Option<LogLevel>,
         since: Option<u64>,
     ) -> CallResult {
         let entries = {
             let st = self.shared.read();
-            let level = level.unwrap_or(loligo_monc::protocol::LogLevel::Debug);
-            st.log.last(n as usize, level, since)
+            st.log
+                .last(n as usize, level.unwrap_or(LogLevel::Debug), since)
         };
         let value = serde_json::to_value(&entries)
             .map_err(|e| MonError::Unavailable(format!("log last: {e}")))?;

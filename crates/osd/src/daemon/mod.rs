@@ -91,8 +91,9 @@ pub struct OsdConfig {
     /// predecessor) may wait in its PG.
     pub op_timeout: Duration,
     /// A client op in flight longer than this is a slow op (Ceph's
-    /// `osd_op_complaint_time`, 30 s): counted in reports for the
-    /// monitors' `SLOW_OPS`.
+    /// `osd_op_complaint_time`): counted in reports for the monitors'
+    /// `SLOW_OPS`. Under the time a stuck op is answered in (five sixths
+    /// of `op_timeout`), or no op would ever be slow.
     pub op_complaint_time: Duration,
     pub report_interval: Duration,
     /// PG log entries each PG keeps: a copy that missed more writes than
@@ -199,7 +200,7 @@ impl OsdConfig {
             max_markdown_count: MAX_MARKDOWN_COUNT,
             max_markdown_period: Duration::from_secs(MAX_MARKDOWN_PERIOD_S),
             op_timeout: Duration::from_secs(30),
-            op_complaint_time: Duration::from_secs(30),
+            op_complaint_time: Duration::from_secs(10),
             report_interval: Duration::from_secs(2),
             pg_log_entries: crate::pg::LOG_ENTRIES_MAX,
             backfill_chunk_objects: crate::pg::backfill::CHUNK_OBJECTS,
@@ -774,6 +775,7 @@ pub async fn start(
     let reserver = Mutex::new(reserve::Reserver::new(cfg.recovery_max_active));
     let scrub_slots = loligo_pg::scrub_slots::ScrubSlots::new(cfg.max_scrubs);
     let incoming = tokio::sync::Semaphore::new(cfg.recovery_max_incoming.max(1));
+    let tracker = Arc::new(ops::OpTracker::new(cfg.op_complaint_time));
     let security = cfg.security.clone();
     let shared = Arc::new(OsdShared {
         cfg,
@@ -792,7 +794,7 @@ pub async fn start(
         )
         .secured(security.as_ref()),
         counters: Counters::default(),
-        ops: Arc::default(),
+        ops: tracker,
         start: Instant::now(),
         clock_base_unix_ms: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)

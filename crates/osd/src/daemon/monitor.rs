@@ -129,7 +129,7 @@ pub(super) async fn reports(s: Arc<OsdShared>, mut mc: MonClient) {
             .checked_div(commits.0.saturating_sub(commits_before.0))
             .unwrap_or(0);
         commits_before = commits;
-        let (slow_ops, oldest_slow) = s.ops.slow(Instant::now(), s.cfg.op_complaint_time);
+        let (slow_ops, oldest_slow) = s.ops.slow(Instant::now());
         let c = &s.counters;
         let r = OsdReport {
             osd: s.cfg.id,

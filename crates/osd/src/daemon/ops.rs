@@ -1,7 +1,11 @@
 //! The client ops this OSD is serving now (Ceph's op tracker): what
 //! `tell osd.N dump_ops_in_flight` lists, and what the reports count as
-//! slow ops (in flight longer than the complaint time, Ceph's
-//! `osd_op_complaint_time`) for the monitors' `SLOW_OPS` check.
+//! slow ops for the monitors' `SLOW_OPS` check: in flight longer than
+//! the complaint time (Ceph's `osd_op_complaint_time`), or ended so
+//! within the last complaint time. (A Loligo op stuck in its PG is
+//! answered after five sixths of the op timeout and the client asks
+//! again; counting the ones that ended slow keeps a stuck PG's slow ops
+//! counted between one attempt and the next.)
 //!
 //! It must never outlive an op: each entry is removed by the guard the
 //! op holds, however the op ends (answered, failed or dropped).
@@ -23,12 +27,19 @@ struct Tracked {
     description: String,
 }
 
-/// Ops in flight, by a number each gets as it comes.
-#[derive(Default)]
+/// Ops in flight, by a number each gets as it comes, and the ages of
+/// those that ended slow lately.
 pub struct OpTracker {
     next: AtomicU64,
     ops: Mutex<BTreeMap<u64, Tracked>>,
+    complaint: Duration,
+    /// (when it ended, how long it took) of ops that ended slow within
+    /// the last `complaint`, oldest first; at most [`ENDED_SLOW_MAX`].
+    ended_slow: Mutex<std::collections::VecDeque<(Instant, Duration)>>,
 }
+
+/// Most slow ops remembered after they end.
+const ENDED_SLOW_MAX: usize = 10_000;
 
 /// Held by an op while it is served; its drop takes the op off.
 pub struct OpGuard {
@@ -38,7 +49,18 @@ pub struct OpGuard {
 
 impl Drop for OpGuard {
     fn drop(&mut self) {
-        self.tracker.lock().remove(&self.id);
+        let Some(t) = self.tracker.lock().remove(&self.id) else {
+            return;
+        };
+        let now = Instant::now();
+        let age = now.saturating_duration_since(t.started);
+        if age > self.tracker.complaint {
+            let mut ended = self.tracker.ended();
+            ended.push_back((now, age));
+            while ended.len() > ENDED_SLOW_MAX {
+                ended.pop_front();
+            }
+        }
     }
 }
 
@@ -66,6 +88,20 @@ fn unix_ms() -> u64 {
 }
 
 impl OpTracker {
+    /// A tracker counting ops slow past `complaint`.
+    pub fn new(complaint: Duration) -> OpTracker {
+        OpTracker {
+            next: AtomicU64::new(0),
+            ops: Mutex::default(),
+            complaint,
+            ended_slow: Mutex::default(),
+        }
+    }
+
+    fn ended(&self) -> std::sync::MutexGuard<'_, std::collections::VecDeque<(Instant, Duration)>> {
+        self.ended_slow.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, Tracked>> {
         self.ops.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -89,7 +125,7 @@ impl OpTracker {
     /// Every op in flight on a pool `visible` lets through, oldest
     /// first, with its age at `now`.
     pub fn dump(&self, now: Instant, visible: impl Fn(u64) -> bool) -> OpsInFlight {
-        let ops: Vec<OpDump> = (self.lock().values())
+        let mut ops: Vec<OpDump> = (self.lock().values())
             .filter(|t| visible(t.pool))
             .map(|t| OpDump {
                 description: t.description.clone(),
@@ -97,24 +133,35 @@ impl OpTracker {
                 age: now.saturating_duration_since(t.started).as_secs_f64(),
             })
             .collect();
-        debug_assert!(ops.windows(2).all(|w| w[0].age >= w[1].age));
+        // (Numbers are taken before the clock is read: two ops may come
+        // out of order by a hair.)
+        ops.sort_by(|a, b| b.age.total_cmp(&a.age));
         OpsInFlight {
             num_ops: ops.len(),
             ops,
         }
     }
 
-    /// How many ops have been in flight longer than `complaint` at
-    /// `now`, and the oldest one's age (zero when none).
-    pub fn slow(&self, now: Instant, complaint: Duration) -> (u64, Duration) {
-        let ops = self.lock();
-        let ages = ops
-            .values()
-            .map(|t| now.saturating_duration_since(t.started));
-        let slow: Vec<Duration> = ages.filter(|a| *a > complaint).collect();
+    /// How many ops are slow at `now` (in flight past the complaint
+    /// time, or ended so within the last complaint time), and the
+    /// oldest one's age (zero when none).
+    pub fn slow(&self, now: Instant) -> (u64, Duration) {
+        let complaint = self.complaint;
+        let mut ages: Vec<Duration> = (self.lock().values())
+            .map(|t| now.saturating_duration_since(t.started))
+            .filter(|a| *a > complaint)
+            .collect();
+        let mut ended = self.ended();
+        while ended
+            .front()
+            .is_some_and(|(at, _)| now.saturating_duration_since(*at) > complaint)
+        {
+            ended.pop_front();
+        }
+        ages.extend(ended.iter().map(|(_, age)| *age));
         (
-            slow.len() as u64,
-            slow.iter().copied().max().unwrap_or_default(),
+            ages.len() as u64,
+            ages.iter().copied().max().unwrap_or_default(),
         )
     }
 }
@@ -125,7 +172,7 @@ mod tests {
 
     #[test]
     fn ops_are_listed_while_served_and_counted_slow_past_the_complaint_time() {
-        let t = Arc::new(OpTracker::default());
+        let t = Arc::new(OpTracker::new(Duration::from_millis(20)));
         let a = t.track(1, "osd_op(a)".into());
         std::thread::sleep(Duration::from_millis(30));
         let b = t.track(2, "osd_op(b)".into());
@@ -135,10 +182,9 @@ mod tests {
         assert_eq!(d.num_ops, 2);
         assert_eq!(d.ops[0].description, "osd_op(a)", "oldest first");
         assert!(d.ops[0].age >= 0.03);
-        let (n, oldest) = t.slow(now, Duration::from_millis(20));
+        let (n, oldest) = t.slow(now);
         assert_eq!(n, 1, "only the first is past 20 ms");
         assert!(oldest >= Duration::from_millis(30));
-        assert_eq!(t.slow(now, Duration::from_secs(30)), (0, Duration::ZERO));
         let pool_2 = t.dump(now, |p| p == 2);
         assert_eq!(pool_2.num_ops, 1, "a caller sees the pools it may read");
         assert_eq!(pool_2.ops[0].description, "osd_op(b)");
