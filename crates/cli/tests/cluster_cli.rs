@@ -1398,11 +1398,25 @@ fn the_leader_serves_cephs_metrics_and_they_follow_the_cluster() {
         "Health check cleared: OSD_DOWN (was: 1 osds down)",
     ];
     wait_for(10, "the log to say OSD_DOWN cleared", || {
-        (said(events[2]) == 1).then_some(())
+        (said(events[2]) >= 1).then_some(())
     });
+    // (Each at least once: a loaded machine may see osd.2 marked down
+    // and boot again before this, and the log says so.)
     for e in events {
-        assert_eq!(said(e), 1, "{e}: {}", ok(&dir, &["log", "last", "200"]));
+        assert!(said(e) >= 1, "{e}: {}", ok(&dir, &["log", "last", "200"]));
     }
+    let said_before: Vec<usize> = events.iter().map(|e| said(e)).collect();
+    let entries = || -> Vec<(u64, String)> {
+        let v: serde_json::Value =
+            serde_json::from_str(&ok(&dir, &["log", "last", "200", "--json"])).unwrap();
+        (v.as_array().unwrap().iter())
+            .map(|e| {
+                let m = e["message"].as_str().unwrap().to_string();
+                (e["seq"].as_u64().unwrap(), m)
+            })
+            .collect()
+    };
+    let before = entries();
     assert!(said("osd.2 127.0.0.1:") >= 1, "its boot");
     let text = ok(&dir, &["log", "last", "200"]);
     assert!(
@@ -1447,8 +1461,18 @@ fn the_leader_serves_cephs_metrics_and_they_follow_the_cluster() {
     wait_for(30, "MON_DOWN in the log", || {
         (said("(MON_DOWN)") >= 1).then_some(())
     });
-    for e in events {
-        assert_eq!(said(e), 1, "{e}: {}", ok(&dir, &["log", "last", "200"]));
+    let after = entries();
+    for b in &before {
+        assert!(
+            after.contains(b),
+            "{b:?} kept by the next leader: {after:?}"
+        );
+    }
+    // Nothing said again by the next leader (unless osd.2 really went
+    // down again meanwhile, on a loaded machine).
+    let said_after: Vec<usize> = events.iter().map(|e| said(e)).collect();
+    if said_after[0] == said_before[0] {
+        assert_eq!(said_after, said_before, "nothing said again: {after:?}");
     }
     // A majority lost: the monitor left answers 503, so that the scrape
     // fails (and alerts do not resolve on a cluster gone dark).
