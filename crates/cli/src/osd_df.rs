@@ -344,19 +344,24 @@ mod tests {
     use super::*;
     use loligo_types::{Change, Incremental};
 
-    /// PG counts are the up sets' (upmap items included), space the
-    /// reports', the spread over OSDs up and in only.
-    #[test]
-    fn rows_count_up_sets_and_the_summary_skips_out_osds() {
-        let mut m = OsdMap::test_cluster(4, 16);
-        let counters: Vec<OsdCounters> = (0..4)
+    /// Four OSDs of 100 MiB using 10, 20, 30 and 40 MiB.
+    fn counters() -> Vec<OsdCounters> {
+        (0..4)
             .map(|osd| OsdCounters {
                 osd,
                 bytes_total: 100 << 20,
                 bytes_used: (10 + 10 * osd as u64) << 20,
                 ..Default::default()
             })
-            .collect();
+            .collect()
+    }
+
+    /// PG counts are the up sets' (upmap items included), space the
+    /// reports', the spread over OSDs up and in only.
+    #[test]
+    fn rows_count_up_sets_and_the_summary_skips_out_osds() {
+        let mut m = OsdMap::test_cluster(4, 16);
+        let counters = counters();
         let (rows, s) = table(&m, &counters).unwrap();
         assert_eq!(rows.iter().map(|r| r.pgs).sum::<u64>(), 48);
         assert_eq!(rows[3].utilization(), 40.0);
@@ -384,14 +389,7 @@ mod tests {
     #[test]
     fn the_tree_sums_each_buckets_osds() {
         let m = OsdMap::test_cluster(4, 16);
-        let counters: Vec<OsdCounters> = (0..4)
-            .map(|osd| OsdCounters {
-                osd,
-                bytes_total: 100 << 20,
-                bytes_used: (10 + 10 * osd as u64) << 20,
-                ..Default::default()
-            })
-            .collect();
+        let counters = counters();
         let (rows, s) = table(&m, &counters).unwrap();
         let lines = tree(&m, &rows);
         assert_eq!(lines.len(), 9, "{lines:?}");
