@@ -3,7 +3,8 @@
 # then random 4 KiB reads, 16 in flight) on a 3-OSD cluster, with
 # nothing scraping and with a scraper fetching the leader's /metrics
 # every second (15 times Prometheus' default interval: an upper bound),
-# in both orders (off, on, on, off) each round. The OSDs track every op
+# in both orders (off, on, on, off) each round, after a warm-up run
+# that is not counted. The OSDs track every op
 # and report their counters either way; what the scrape adds is the
 # leader's rendering and its HTTP serving.
 # Writes out/results.csv (one row per run), out/summary.json (ops/s per
@@ -84,6 +85,13 @@ run() {
     echo "$round,$order,$mode,write,$w,$n" >>"$CSV"
     echo "$round,$order,$mode,read,$r,$n" >>"$CSV"
 }
+
+# A warm-up run, not counted: a new store's first writes allocate and
+# its first reads fill caches, which made the first counted run of each
+# round slower than the rest.
+say "warm-up run (not counted)"
+"$B" -c "$conf" bench "$SECS" write -b 4096 -t 16 --no-cleanup >/dev/null
+"$B" -c "$conf" bench "$SECS" rand -b 4096 -t 16 >/dev/null
 
 for round in $(seq 1 "$ROUNDS"); do
     order=0

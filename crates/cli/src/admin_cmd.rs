@@ -167,6 +167,9 @@ pub enum OsdCmd {
     /// Edit the cluster's CRUSH map: add, move, rm, tree.
     #[command(subcommand)]
     Crush(CrushLiveCmd),
+    /// Pools, as `loligo pool` (Ceph's `osd pool ...` spelling).
+    #[command(subcommand)]
+    Pool(PoolCmd),
 }
 
 #[derive(Subcommand)]
@@ -257,6 +260,16 @@ pub enum PoolCmd {
     DeepScrub { name: String },
     /// Deep-scrub every PG of the pool and repair what it finds.
     Repair { name: String },
+    /// Each pool's (or NAME's) client and recovery I/O per second, over
+    /// the OSDs' last two reports, and its degraded and misplaced copies
+    /// (Ceph's `osd pool stats`).
+    Stats {
+        name: Option<String>,
+        /// Print JSON in Ceph's shape ([{"pool_name", "pool_id",
+        /// "recovery", "recovery_rate", "client_io_rate"}]).
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -827,6 +840,7 @@ pub fn osd(conn: &ConnArgs, c: OsdCmd) -> Result<(), CliError> {
             }
         }
         OsdCmd::Perf(j) => crate::report_cmd::osd_perf(conn, j.json)?,
+        OsdCmd::Pool(c) => return pool(conn, c),
         OsdCmd::Df { tree, json } => crate::osd_df::run(conn, tree.is_some(), json)?,
         OsdCmd::Getmap { out } => {
             let r = call(conn, MonRequest::GetMap)?;
@@ -956,6 +970,7 @@ pub fn pool(conn: &ConnArgs, c: PoolCmd) -> Result<(), CliError> {
         PoolCmd::Rm { name, confirm } => {
             changed(&call(conn, req(Admin::PoolDelete { name, confirm }))?)
         }
+        PoolCmd::Stats { name, json } => crate::report_cmd::pool_stats(conn, name, json)?,
         PoolCmd::Scrub { name } => crate::scrub_cmd::start(conn, &name, true, false, false)?,
         PoolCmd::DeepScrub { name } => crate::scrub_cmd::start(conn, &name, true, true, false)?,
         PoolCmd::Repair { name } => crate::scrub_cmd::start(conn, &name, true, true, true)?,
@@ -1290,7 +1305,12 @@ pub enum MonCmd {
     /// themselves. Stop its daemon after.
     Rm { id: u64 },
     /// The monitor group in a line: members, leader, term, quorum.
-    Stat,
+    Stat {
+        /// Print JSON in Ceph's shape ({"epoch", "num_mons", "leader",
+        /// "quorum": [{"rank", "name"}]}).
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[cfg(test)]

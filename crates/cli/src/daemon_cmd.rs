@@ -74,12 +74,20 @@ pub struct MonArgs {
     #[arg(long, value_name = "DIR", requires = "keyring")]
     authority: Option<PathBuf>,
     /// Where to serve HTTP (`/metrics`: the cluster's metrics in
-    /// Prometheus' format under Ceph's names, from the leader), as
+    /// Prometheus' format under Ceph's names, from the leader; `/`: the
+    /// dashboard, for a token from `loligo dashboard create-token`), as
     /// HOST:PORT (Ceph's manager port by default, on loopback); `off` for
-    /// none. Plain HTTP: give a loopback or monitoring-network address. A
-    /// port already taken is logged, and the monitor runs without it.
+    /// none. Plain HTTP on loopback; beyond it, HTTPS with the monitor's
+    /// certificate from its keyring (with --insecure: plain, and the
+    /// metrics only). A port already taken is logged, and the monitor
+    /// runs without it.
     #[arg(long, value_name = "HOST:PORT|off", default_value = "127.0.0.1:9283")]
     http_addr: String,
+    /// Leave the OSDs' own counters (`ceph_osd_op_r`, ...) out of
+    /// `/metrics`, for a Prometheus that scrapes each OSD's own endpoint
+    /// (`osd run --http-addr`; Ceph's `exclude_perf_counters`).
+    #[arg(long)]
+    exclude_perf_counters: bool,
 }
 
 #[derive(Args)]
@@ -113,6 +121,14 @@ pub struct OsdArgs {
     /// CRUSH host name (default: this machine's hostname).
     #[arg(long)]
     host: Option<String>,
+    /// Where to serve this OSD's own metrics (`/metrics`: its counters
+    /// under Ceph's names, as of its last report; Ceph's ceph-exporter),
+    /// as HOST:PORT (port 0: any free one); `off` for none. Its reports
+    /// name it, and the monitors' `/sd/prometheus/sd-config?service=ceph-exporter`
+    /// lists it for Prometheus. Plain HTTP on loopback; beyond it, HTTPS
+    /// with the OSD's certificate (with --insecure: plain).
+    #[arg(long, value_name = "HOST:PORT|off", default_value = "off")]
+    http_addr: String,
     /// Seconds a peer may be silent before it is reported.
     #[arg(long, default_value_t = 6.0)]
     heartbeat_grace: f64,
@@ -346,7 +362,11 @@ pub fn mon(a: MonArgs) -> Result<(), CliError> {
         );
         cfg.restore = Some(bytes);
     }
+    // Beyond loopback, HTTP is served over TLS with the monitor's own
+    // certificate (without one, the metrics alone, in the clear).
+    let web_tls = web_tls(security.as_ref(), &a.http_addr)?;
     cfg.security = security;
+    cfg.exclude_perf_counters = a.exclude_perf_counters;
     if let Some(dir) = &a.authority {
         let ca = loligo_proto::tls::Authority::load(dir).map_err(|e| CliError(e.to_string()))?;
         cfg.authority = Some(std::sync::Arc::new(ca));
@@ -374,7 +394,7 @@ pub fn mon(a: MonArgs) -> Result<(), CliError> {
                     tracing::info!("mon.{} serving HTTP (metrics) on {}", a.id, a.http_addr);
                     let mon = h.mon.clone();
                     tokio::spawn(async move {
-                        if let Err(e) = loligo_mon::server::http::serve(mon, l).await {
+                        if let Err(e) = loligo_mon::server::http::serve(mon, l, web_tls).await {
                             tracing::error!("HTTP server stopped: {e}");
                         }
                     });
@@ -428,6 +448,30 @@ fn security(
         )));
     }
     Ok(Some(sec))
+}
+
+/// A daemon's HTTP TLS configuration: its own certificate when
+/// `--http-addr` listens beyond loopback and it has a keyring; none on
+/// loopback, or without a keyring (`--insecure`).
+fn web_tls(
+    security: Option<&loligo_proto::net::Security>,
+    http_addr: &str,
+) -> Result<Option<Arc<loligo_proto::http::ServerConfig>>, CliError> {
+    match security.filter(|_| http_beyond_loopback(http_addr)) {
+        Some(sec) => (sec.keyring().web_server_config())
+            .map(Some)
+            .map_err(|e| CliError(format!("HTTP TLS: {e}"))),
+        None => Ok(None),
+    }
+}
+
+/// Whether `--http-addr` listens beyond loopback (`off` does not).
+fn http_beyond_loopback(addr: &str) -> bool {
+    use std::net::ToSocketAddrs;
+    addr != "off"
+        && (addr.to_socket_addrs())
+            .map(|mut it| it.any(|sa| !sa.ip().is_loopback()))
+            .unwrap_or(false)
 }
 
 /// A data directory remembers the fsid it was made for.
@@ -553,13 +597,39 @@ pub fn osd(a: OsdArgs) -> Result<(), CliError> {
     } else {
         secs(a.scrub_busy_sleep, "--scrub-busy-sleep")?
     };
+    let web_tls = web_tls(cfg.security.as_ref(), &a.http_addr)?;
     let rt = crate::config::runtime()?;
     rt.block_on(async move {
         let l = tokio::net::TcpListener::bind(&a.addr)
             .await
             .map_err(|e| CliError(format!("cannot listen on {}: {e}", a.addr)))?;
+        let http = match a.http_addr.as_str() {
+            "off" => None,
+            at => {
+                let hl = tokio::net::TcpListener::bind(at).await.map_err(|e| {
+                    CliError(format!("--http-addr {at}: cannot listen: {e}"))
+                })?;
+                let mut bound = hl.local_addr().map_err(|e| CliError(e.to_string()))?;
+                if bound.ip().is_unspecified() {
+                    // Every address: name the one the OSD serves on.
+                    if let Ok(sa) = a.addr.parse::<std::net::SocketAddr>() {
+                        bound.set_ip(sa.ip());
+                    }
+                }
+                cfg.metrics_addr = bound.to_string();
+                Some(hl)
+            }
+        };
         let h = loligo_osd::start(cfg, store, l).await?;
         tracing::info!("osd.{} up on {}", a.id, h.addr);
+        if let Some(hl) = http {
+            let shared = h.shared.clone();
+            tokio::spawn(async move {
+                if let Err(e) = loligo_osd::serve_metrics(shared, hl, web_tls).await {
+                    tracing::error!("HTTP server stopped: {e}");
+                }
+            });
+        }
         tokio::select! {
             _ = stop_signal() => {
                 tracing::info!("osd.{} stopping", a.id);

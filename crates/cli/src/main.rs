@@ -14,6 +14,7 @@ mod config;
 mod crush_bench;
 mod crush_cmd;
 mod daemon_cmd;
+mod dashboard_cmd;
 mod data_cmd;
 mod ec_cmd;
 mod kv_cmd;
@@ -116,8 +117,13 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// The dashboard's access tokens: `create-token`, `ls-tokens`,
+    /// `revoke-tokens` (the page is served with the metrics: `mgr
+    /// services` names it).
+    #[command(subcommand)]
+    Dashboard(dashboard_cmd::DashboardCmd),
     /// The leading monitor's HTTP services (`services`), as Ceph's `mgr
-    /// services` prints them: {"prometheus": URL}. Loligo has no manager:
+    /// services` prints them: {"dashboard": URL, "prometheus": URL}. Loligo has no manager:
     /// the monitors serve what Ceph's manager would.
     Mgr {
         #[arg(value_parser = ["services"])]
@@ -140,7 +146,11 @@ enum Cmd {
     /// The monitor group as JSON: members, leader, term and the quorum
     /// (the members the leader hears), as Ceph's `quorum_status`.
     #[command(name = "quorum_status", alias = "quorum-status")]
-    QuorumStatus,
+    QuorumStatus {
+        /// Accepted for Ceph's habit; the answer is JSON either way.
+        #[arg(long)]
+        json: bool,
+    },
     /// OSDs: tree, dump, down/out/in, reweight, rm; `osd run` starts a daemon.
     #[command(subcommand)]
     Osd(admin_cmd::OsdCmd),
@@ -325,8 +335,9 @@ fn main() -> ExitCode {
         Cmd::Health { detail, json } => admin_cmd::health(conn, detail.is_some(), json),
         Cmd::Mon(admin_cmd::MonCmd::Run(a)) => daemon_cmd::mon(a),
         Cmd::Mon(c) => mon_cmd::mon(conn, c),
-        Cmd::QuorumStatus => mon_cmd::quorum_status(conn),
+        Cmd::QuorumStatus { json: _ } => mon_cmd::quorum_status(conn),
         Cmd::Mgr { what: _, json: _ } => mon_cmd::mgr_services(conn),
+        Cmd::Dashboard(c) => dashboard_cmd::dashboard(conn, c),
         Cmd::Df { detail, json } => report_cmd::df(conn, detail.is_some(), json),
         Cmd::Balancer { what } => mon_cmd::balancer(conn, &what),
         Cmd::Osd(c) => admin_cmd::osd(conn, c),

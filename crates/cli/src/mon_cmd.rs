@@ -26,9 +26,12 @@ pub fn mon(conn: &ConnArgs, c: MonCmd) -> Result<(), CliError> {
             said(call(conn, MonRequest::Admin(Admin::MonRm { id }))?);
             Ok(())
         }
-        MonCmd::Stat => {
+        MonCmd::Stat { json } => {
             let v = call(conn, MonRequest::Admin(Admin::QuorumStatus))?.value;
-            println!("{}", stat_line(&v));
+            match json {
+                true => print_json(&stat_json(&v)),
+                false => println!("{}", stat_line(&v)),
+            }
             Ok(())
         }
     }
@@ -102,6 +105,22 @@ fn stat_line(v: &Value) -> String {
     )
 }
 
+/// Ceph's `mon stat -f json` from a `quorum_status` answer: `{"epoch",
+/// "num_mons", "leader", "quorum": [{"rank", "name"}]}`.
+fn stat_json(v: &Value) -> Value {
+    let mons = v["monmap"]["mons"].as_array().cloned().unwrap_or_default();
+    let quorum: Vec<Value> = (v["quorum"].as_array().into_iter().flatten())
+        .filter_map(Value::as_u64)
+        .map(|r| serde_json::json!({ "rank": r, "name": format!("mon.{r}") }))
+        .collect();
+    serde_json::json!({
+        "epoch": v["monmap"]["epoch"],
+        "num_mons": mons.len(),
+        "leader": v["quorum_leader_name"],
+        "quorum": quorum,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -120,6 +139,11 @@ mod tests {
         assert_eq!(
             super::stat_line(&v),
             "e12: 3 mons at {0=h:1,1=h:2,2=h:3}, election epoch 5, leader 0 mon.0, quorum 0,2 mon.0,mon.2"
+        );
+        assert_eq!(
+            super::stat_json(&v),
+            serde_json::json!({"epoch": 12, "num_mons": 3, "leader": "mon.0",
+                "quorum": [{"rank": 0, "name": "mon.0"}, {"rank": 2, "name": "mon.2"}]})
         );
     }
 }

@@ -32,6 +32,65 @@ pub fn bytes(n: u64) -> String {
     }
 }
 
+/// `pool stats [NAME]`: each pool's I/O now.
+pub fn pool_stats(conn: &ConnArgs, pool: Option<String>, json: bool) -> Result<(), CliError> {
+    let v = call(conn, MonRequest::Admin(Admin::PoolStats { pool }))?.value;
+    match json {
+        true => print_json(&v),
+        false => print!("{}", pool_stats_text(&v)),
+    }
+    Ok(())
+}
+
+/// Ceph's `osd pool stats` text: per pool, its degraded and misplaced
+/// copies, recovery and client I/O, or "nothing is going on".
+pub fn pool_stats_text(v: &Value) -> String {
+    let mut out = String::new();
+    let num = |x: &Value, k: &str| x.get(k).and_then(Value::as_u64);
+    for p in v.as_array().into_iter().flatten() {
+        let name = p["pool_name"].as_str().unwrap_or("?");
+        out += &format!("pool {name} id {}\n", p["pool_id"]);
+        let mut said = false;
+        let rec = &p["recovery"];
+        for what in ["degraded", "misplaced"] {
+            let n = num(rec, &format!("{what}_objects"));
+            let total = num(rec, &format!("{what}_total"));
+            if let (Some(n), Some(total)) = (n, total) {
+                let pct = n as f64 * 100.0 / total.max(1) as f64;
+                out += &format!("  {n}/{total} objects {what} ({pct:.3}%)\n");
+                said = true;
+            }
+        }
+        let rate = &p["recovery_rate"];
+        let (objs, rb) = (
+            num(rate, "recovering_objects_per_sec"),
+            num(rate, "recovering_bytes_per_sec"),
+        );
+        if objs.is_some() || rb.is_some() {
+            let b = bytes(rb.unwrap_or(0));
+            out += &format!("  recovery io {b}/s, {} objects/s\n", objs.unwrap_or(0));
+            said = true;
+        }
+        let io = &p["client_io_rate"];
+        let client = [
+            num(io, "read_bytes_sec").map(|n| format!("{}/s rd", bytes(n))),
+            num(io, "write_bytes_sec").map(|n| format!("{}/s wr", bytes(n))),
+            num(io, "read_op_per_sec").map(|n| format!("{n} op/s rd")),
+            num(io, "write_op_per_sec").map(|n| format!("{n} op/s wr")),
+        ];
+        let client: Vec<String> = client.into_iter().flatten().collect();
+        if !client.is_empty() {
+            out += &format!("  client io {}\n", client.join(", "));
+            said = true;
+        }
+        if !said {
+            out += "  nothing is going on\n";
+        }
+        out += "\n";
+    }
+    out
+}
+
 /// Rows under a header, each column as wide as its widest cell, columns
 /// `right` aligned right (numbers), the rest left.
 fn table(header: &[&str], rows: &[Vec<String>], right: &[usize]) -> String {
@@ -526,6 +585,21 @@ mod tests {
         assert_eq!(bytes(78 << 20), "78 MiB");
         assert_eq!(bytes(1503238553), "1.4 GiB");
         assert_eq!(bytes(32 << 30), "32 GiB");
+    }
+
+    #[test]
+    fn pool_stats_print_as_cephs() {
+        let v = json!([
+            {"pool_name": "rbd", "pool_id": 1,
+             "recovery": {"degraded_objects": 3, "degraded_total": 30, "degraded_ratio": 0.1},
+             "recovery_rate": {"recovering_bytes_per_sec": 2048, "recovering_objects_per_sec": 2},
+             "client_io_rate": {"read_bytes_sec": 4096, "read_op_per_sec": 1, "write_op_per_sec": 5}},
+            {"pool_name": "idle", "pool_id": 2, "recovery": {}, "recovery_rate": {}, "client_io_rate": {}}
+        ]);
+        assert_eq!(
+            pool_stats_text(&v),
+            "pool rbd id 1\n  3/30 objects degraded (10.000%)\n  recovery io 2.0 KiB/s, 2 objects/s\n  client io 4.0 KiB/s rd, 1 op/s rd, 5 op/s wr\n\npool idle id 2\n  nothing is going on\n\n"
+        );
     }
 
     #[test]

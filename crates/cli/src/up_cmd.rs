@@ -67,8 +67,8 @@ pub struct UpArgs {
     #[arg(long)]
     down_out_interval: Option<u32>,
     /// Seconds after which an OSD counts a client op still in flight as
-    /// slow (first start only; default 30, Ceph's
-    /// `osd_op_complaint_time`).
+    /// slow (first start only; default 10: under the 25 s after which a
+    /// stuck op is answered; Ceph's `osd_op_complaint_time` is 30).
     #[arg(long)]
     op_complaint_time: Option<f64>,
 }
@@ -411,6 +411,8 @@ fn daemon_args(st: &State, dir: &Path, name: &str) -> Result<Vec<String>, CliErr
     if let Some(t) = st.op_complaint_time {
         args.extend(["--op-complaint-time".into(), t.to_string()]);
     }
+    // Each OSD's own metrics, on a free port it names in its reports.
+    args.extend(["--http-addr".into(), "127.0.0.1:0".into()]);
     args.extend(keyring_args(st, dir, name));
     Ok(args)
 }

@@ -106,6 +106,12 @@ fn local_cluster_round_trip_restart_and_errors() {
     let check = ok(&dir, &["kv", "check", "s"]);
     assert!(check.contains("11 entries; 0 problems"), "{check}");
     assert!(ok(&dir, &["kv", "clean", "s"]).contains("0 rolled back"));
+    // The OSDs count the store's class calls, for the metrics.
+    let url = prometheus_url(&dir);
+    wait_for(30, "the key-value store's calls counted", || {
+        let (_, t) = http_get(&url);
+        (per_osd_sum(&t, "loligo_osd_kv_calls") >= 10.0).then_some(())
+    });
     let e = loligo(&dir, &["kv", "get", "nostore", "a"]);
     assert_eq!(e.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&e.stderr).contains("no key-value store 'nostore'"));
@@ -579,6 +585,10 @@ fn monitors_are_removed_replaced_and_added_while_the_cluster_serves() {
     let addrs: Vec<String> = (0..3).map(addr_of).collect();
     let stat = ok(&dir, &["mon", "stat"]);
     assert!(stat.contains(": 3 mons at {0="), "{stat}");
+    let stat: serde_json::Value =
+        serde_json::from_str(&ok(&dir, &["mon", "stat", "--json"])).unwrap();
+    assert_eq!(stat["num_mons"], 3, "{stat}");
+    assert_eq!(stat["quorum"].as_array().map(Vec::len), Some(3), "{stat}");
     // A client writes all along.
     let stop = std::sync::Arc::new(AtomicBool::new(false));
     let count = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -1332,6 +1342,16 @@ fn the_leader_serves_cephs_metrics_and_they_follow_the_cluster() {
         "{text}"
     );
     assert!(per_osd_sum(&text, "ceph_osd_stat_bytes") > 0.0, "{text}");
+    // Each op is counted once, by its primary, into its pool too.
+    let pool_wr = sample(&text, "ceph_pool_wr{pool_id=\"1\"}").unwrap_or(0.0);
+    // (One pool: the pool's writes are every OSD's, none twice.)
+    assert!(
+        pool_wr >= ops && pool_wr == per_osd_sum(&text, "ceph_osd_op_w"),
+        "ceph_pool_wr {pool_wr}, {ops} writes: {text}"
+    );
+    let osd_page = each_osd_serves_its_own_metrics(&url, &http, &text);
+    cephs_grafana_dashboards_find_their_series(&(text.clone() + &osd_page));
+    pool_stats_show_client_io(&dir);
     if let Ok(out) = std::process::Command::new("promtool")
         .args(["check", "metrics"])
         .stdin(std::process::Stdio::piped())
@@ -1483,6 +1503,203 @@ fn the_leader_serves_cephs_metrics_and_they_follow_the_cluster() {
         let (line, _) = try_http_get(&http[last as usize])?;
         line.contains("503").then_some(())
     });
+}
+
+/// The series Ceph's Grafana dashboards for RADOS (Debian's
+/// ceph-grafana-dashboards: cluster, hosts, OSDs, pools) query that
+/// Loligo does not send: BlueStore's internals, and the host panels'
+/// CephFS and RGW daemons.
+const GRAFANA_NOT_SENT: [&str; 5] = [
+    "ceph_bluefs_wal_total_bytes",
+    "ceph_bluestore_onode_hits",
+    "ceph_bluestore_onode_misses",
+    "ceph_mds_inodes",
+    "ceph_rgw_metadata",
+];
+
+/// Where Debian's ceph-grafana-dashboards puts Ceph's dashboards.
+const GRAFANA_DIR: &str = "/etc/grafana/dashboards/ceph-dashboard";
+
+/// Every `ceph_` series name in `text` (a dashboard's JSON), but labels
+/// and template variables (`ceph_hosts`, used as `$ceph_hosts`).
+fn ceph_series_in(text: &str) -> std::collections::BTreeSet<String> {
+    const LABELS: [&str; 3] = ["ceph_daemon", "ceph_version", "ceph_hosts"];
+    let b = text.as_bytes();
+    let mut out = std::collections::BTreeSet::new();
+    let mut at = 0;
+    while let Some(i) = text[at..].find("ceph_").map(|i| at + i) {
+        let before = i.checked_sub(1).map(|j| b[j]);
+        let end = (i..b.len())
+            .find(|&j| !(b[j].is_ascii_lowercase() || b[j].is_ascii_digit() || b[j] == b'_'))
+            .unwrap_or(b.len());
+        let name = &text[i..end];
+        if !before.is_some_and(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'$')
+            && !LABELS.contains(&name)
+        {
+            out.insert(name.to_string());
+        }
+        at = end.max(i + 1);
+    }
+    out
+}
+
+/// Ceph's own Grafana dashboards for the cluster, its hosts, OSDs and
+/// pools find every series they query in what a live cluster serves (the
+/// leader's page and an OSD's own), but those [`GRAFANA_NOT_SENT`] names;
+/// the dashboards of services Loligo lacks (CephFS, RGW, RBD) are not
+/// read.
+fn cephs_grafana_dashboards_find_their_series(served: &str) {
+    const RADOS: [&str; 7] = [
+        "ceph-cluster.json",
+        "host-details.json",
+        "hosts-overview.json",
+        "osd-device-details.json",
+        "osds-overview.json",
+        "pool-detail.json",
+        "pool-overview.json",
+    ];
+    let dir = std::path::Path::new(GRAFANA_DIR);
+    if !dir.exists() {
+        assert!(!prometheus_required(), "{GRAFANA_DIR} is required here");
+        eprintln!("{GRAFANA_DIR} missing (apt-get install ceph-grafana-dashboards): skipped");
+        return;
+    }
+    let families: std::collections::BTreeSet<&str> = (served.lines())
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split(' ').next())
+        .collect();
+    let mut unsent_seen = std::collections::BTreeSet::new();
+    for file in RADOS {
+        let text = std::fs::read_to_string(dir.join(file)).unwrap();
+        for series in ceph_series_in(&text) {
+            if GRAFANA_NOT_SENT.contains(&series.as_str()) {
+                unsent_seen.insert(series);
+                continue;
+            }
+            assert!(
+                families.contains(series.as_str()),
+                "{file} queries {series}, not sent"
+            );
+        }
+    }
+    let listed: std::collections::BTreeSet<String> =
+        GRAFANA_NOT_SENT.iter().map(|s| s.to_string()).collect();
+    assert_eq!(
+        unsent_seen, listed,
+        "the not-sent list names only what they query"
+    );
+}
+
+/// The leader's service discovery names the three OSDs' own endpoints
+/// (the followers' none); each serves its own counters under Ceph's
+/// names, no fewer writes than the leader's page counted for it. One
+/// OSD's page.
+fn each_osd_serves_its_own_metrics(url: &str, monitors: &[String], leader_text: &str) -> String {
+    let sd = |metrics_url: &str| -> Vec<String> {
+        let base = metrics_url.trim_end_matches("metrics");
+        let (line, body) = http_get(&format!(
+            "{base}sd/prometheus/sd-config?service=ceph-exporter"
+        ));
+        assert!(line.contains("200"), "{line} {body}");
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        (v[0]["targets"].as_array().unwrap().iter())
+            .map(|t| t.as_str().unwrap().to_string())
+            .collect()
+    };
+    let targets = sd(url);
+    assert_eq!(targets.len(), 3, "{targets:?}");
+    let mut page = String::new();
+    for other in monitors.iter().filter(|u| *u != url) {
+        assert!(sd(other).is_empty(), "a follower names no targets");
+    }
+    for (osd, target) in targets.iter().enumerate() {
+        let series = format!("ceph_osd_op_w{{ceph_daemon=\"osd.{osd}\"}}");
+        let leader = sample(leader_text, &series).unwrap_or(0.0);
+        let (line, own) = http_get(&format!("http://{target}/metrics"));
+        assert!(line.contains("200"), "{target}: {line}");
+        let mine = sample(&own, &series).unwrap_or_else(|| panic!("{series} in {own}"));
+        assert!(mine >= leader, "osd.{osd}: {mine} < the leader's {leader}");
+        assert!(
+            own.contains("# TYPE loligo_osd_rebuild_fetched_bytes counter"),
+            "{own}"
+        );
+        assert_eq!(
+            own.matches("# TYPE ").count(),
+            25,
+            "one OSD's families: {own}"
+        );
+        page = own;
+    }
+    page
+}
+
+/// `osd pool stats` shows a pool's client reads while they go on, and
+/// says "nothing is going on" of a pool without any.
+fn pool_stats_show_client_io(dir: &std::path::Path) {
+    ok(dir, &["pool", "create", "quiet", "8"]);
+    // Reads: the OSDs are small.
+    let write = ["bench", "10", "write", "-b", "4096", "--max-objects", "100"];
+    ok(dir, &[&write[..], &["--no-cleanup"]].concat());
+    let mut bench = std::process::Command::new(env!("CARGO_BIN_EXE_loligo"))
+        .args(["bench", "40", "rand", "-t", "2"])
+        .env("LOLIGO_CONF", dir.join("loligo.conf"))
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let v = wait_for(35, "pool stats never showed the reads", || {
+        let v: serde_json::Value =
+            serde_json::from_str(&ok(dir, &["osd", "pool", "stats", "--json"])).unwrap();
+        (v[0]["client_io_rate"]["read_op_per_sec"].as_u64() > Some(0)).then_some(v)
+    });
+    assert_eq!(v[0]["pool_name"], "default", "{v}");
+    assert_eq!(v[1]["pool_name"], "quiet", "{v}");
+    assert_eq!(v[1]["client_io_rate"], serde_json::json!({}), "{v}");
+    let text = ok(dir, &["pool", "stats", "quiet"]);
+    assert!(
+        text.contains("pool quiet id 2\n  nothing is going on"),
+        "{text}"
+    );
+    let _ = bench.kill();
+    let _ = bench.wait();
+    ok(dir, &["pool", "rm", "quiet", "quiet"]);
+}
+
+/// An OSD that missed more writes than the PG logs keep is backfilled by
+/// comparing Merkle trees; the primaries count it, and the leader's
+/// metrics show it under Loligo's own names.
+#[test]
+fn merkle_backfills_show_in_the_metrics() {
+    let (root, dir, _guard) =
+        common::start_with("merkle-metrics", 3, 8, &["--pg-log-entries", "2"]);
+    let d = dir.to_string_lossy().into_owned();
+    common::put_objects(&dir, &root, None, "before", 16);
+    wait_for(60, "clean before", || {
+        common::not_clean(&dir).is_none().then_some(())
+    });
+    ok(&dir, &["osd", "set", "noout"]);
+    ok(&dir, &["stop", "osd.2", "--data-dir", &d]);
+    // Far more writes per PG than the logs keep.
+    common::put_objects(&dir, &root, None, "while-down", 80);
+    ok(&dir, &["start", "osd.2", "--data-dir", &d]);
+    wait_for(120, "clean after", || {
+        common::not_clean(&dir).is_none().then_some(())
+    });
+    let url = prometheus_url(&dir);
+    let text = wait_for(30, "the backfills counted", || {
+        let (_, t) = http_get(&url);
+        (per_osd_sum(&t, "loligo_osd_backfills_by_merkle_tree") >= 1.0).then_some(t)
+    });
+    let backfills = per_osd_sum(&text, "loligo_osd_backfills");
+    assert!(backfills >= per_osd_sum(&text, "loligo_osd_backfills_by_merkle_tree"));
+    assert!(
+        per_osd_sum(&text, "loligo_osd_backfill_merkle_nodes") > 0.0,
+        "{text}"
+    );
+    assert!(
+        per_osd_sum(&text, "loligo_osd_backfill_objects_copied") >= 1.0,
+        "{text}"
+    );
+    common::read_back(&dir, &root, None, "while-down", 80);
 }
 
 /// Whether the environment says Prometheus' tools are installed, so

@@ -138,7 +138,8 @@ fn osd_new(m: &OsdMap, id: Option<i32>) -> Result<Outcome, MonError> {
     })
 }
 
-fn pool<'a>(m: &'a OsdMap, name: &str) -> Result<&'a loligo_types::Pool, MonError> {
+/// Pool `name` of `m`, or `NoSuchPool`.
+pub fn pool<'a>(m: &'a OsdMap, name: &str) -> Result<&'a loligo_types::Pool, MonError> {
     m.pool_by_name(name)
         .ok_or_else(|| loligo_types::MapError::NoSuchPool(name.into()).into())
 }
@@ -151,10 +152,11 @@ pub fn plan(m: &OsdMap, cmd: &Admin) -> Result<Outcome, MonError> {
         Admin::Status
         | Admin::PgLs { .. }
         | Admin::Df
+        | Admin::PoolStats { .. }
         | Admin::OsdOkToStop { .. }
         | Admin::OsdSafeToDestroy { .. } => {
             return Err(MonError::Invalid(
-                "status, pg ls, df, osd ok-to-stop and safe-to-destroy are answered from the OSDs' reports, not the map"
+                "status, pg ls, df, pool stats, osd ok-to-stop and safe-to-destroy are answered from the OSDs' reports, not the map"
                     .into(),
             ))
         }
@@ -162,9 +164,12 @@ pub fn plan(m: &OsdMap, cmd: &Admin) -> Result<Outcome, MonError> {
         | Admin::MonRm { .. }
         | Admin::QuorumStatus
         | Admin::MgrServices
-        | Admin::LogLast { .. } => {
+        | Admin::LogLast { .. }
+        | Admin::DashboardCreateToken { .. }
+        | Admin::DashboardLsTokens
+        | Admin::DashboardRevokeTokens { .. } => {
             return Err(MonError::Invalid(
-                "mon add, mon rm, quorum_status, mgr services and log last are the monitor group's, not the map's"
+                "mon add, mon rm, quorum_status, mgr services, log last and the dashboard's tokens are the monitor group's, not the map's"
                     .into(),
             ))
         }

@@ -184,10 +184,10 @@ pub(crate) mod tests {
             failed_for_ms: 1,
         };
         let report = |osd| {
-            MonRequest::OsdReport(OsdReport {
+            MonRequest::OsdReport(Box::new(OsdReport {
                 osd,
                 ..OsdReport::default()
-            })
+            }))
         };
         let admin = MonRequest::Admin(Admin::Status);
         let create = MonRequest::Admin(Admin::PoolLs);

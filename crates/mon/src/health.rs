@@ -46,6 +46,11 @@ pub struct PoolCensus {
     pub objects: u64,
     /// Bytes its objects hold (before replication or coding).
     pub bytes: u64,
+    /// Object copies it should hold (objects times size), and those
+    /// missing or in the wrong place.
+    pub copies: u64,
+    pub degraded: u64,
+    pub misplaced: u64,
 }
 
 /// What one pass over every PG found: counts by state, objects, and the
@@ -103,6 +108,10 @@ impl Census {
         if let Some(s) = stat {
             pool.objects = pool.objects.saturating_add(s.objects);
             pool.bytes = pool.bytes.saturating_add(s.bytes);
+            let copies = s.objects.saturating_mul(u64::from(size));
+            pool.copies = pool.copies.saturating_add(copies);
+            pool.degraded = pool.degraded.saturating_add(s.degraded);
+            pool.misplaced = pool.misplaced.saturating_add(s.misplaced);
         }
         for &o in acting.iter().filter(|&&o| o >= 0) {
             *self.numpg.entry(o).or_default() += 1;

@@ -7,6 +7,7 @@
 //! and takes `now` as an argument.
 
 use crate::health::Census;
+use crate::pool_stats::PoolRates;
 use loligo_crush::placement::holes_as_minus_one;
 use loligo_monc::protocol::{
     ClientIo, Health, MonError, MonStatus, OsdCounters, OsdMapStatus, PgRow, PgSummary, RecoveryIo,
@@ -56,6 +57,17 @@ pub fn check_report(map: &OsdMap, r: &mut OsdReport) -> Result<(), MonError> {
             && st.acting.len() <= loligo_crush::MAX_NUM_REP
             && seen.insert(st.pg)
     });
+    // Counters of pools the map does not have (deleted, or made up) are
+    // not kept: the leader sums them per pool.
+    r.pool_io.retain(|pool, _| map.pools.contains_key(pool));
+    let scrapable = |a: &str| {
+        a.parse::<std::net::SocketAddr>()
+            .is_ok_and(|sa| !sa.ip().is_unspecified() && sa.port() != 0)
+    };
+    if !r.metrics_addr.is_empty() && !scrapable(&r.metrics_addr) {
+        tracing::warn!("osd.{} names no address for its metrics: left out", r.osd);
+        r.metrics_addr.clear();
+    }
     Ok(())
 }
 
@@ -96,6 +108,17 @@ pub struct Reported {
     pub prev: Option<(Instant, OsdReport)>,
 }
 
+impl Reported {
+    /// The report before this one and the seconds between them, when
+    /// both count toward rates at `now` (the last one within the I/O
+    /// window, time between them).
+    fn rated(&self, now: Instant, t: &Timeouts) -> Option<(&OsdReport, f64)> {
+        let (pt, p) = self.prev.as_ref()?;
+        let dt = self.at.duration_since(*pt).as_secs_f64();
+        (dt > 0.0 && now.duration_since(self.at) < t.io_window).then_some((p, dt))
+    }
+}
+
 /// One OSD's reports that it cannot reach another.
 #[derive(Clone, Copy, Debug)]
 struct Accusation {
@@ -124,6 +147,15 @@ pub struct LeaderState {
     /// The epoch of the last pgp_num step, and what the last look said.
     pgp_epoch: u64,
     pgp_note: String,
+    /// Per pool, the OSDs' I/O as this leader sums it: their counts since
+    /// they started as it first saw them, plus what followed (the
+    /// `ceph_pool_rd`, ... counters).
+    pool_io: BTreeMap<u64, loligo_types::PoolIo>,
+    /// Per OSD, the pool counters of its last report: what its next one
+    /// is counted from. Kept across a boot (an OSD boots again without
+    /// restarting when wrongly marked down; a restarted one's counters
+    /// go back, which `PoolIo::since` takes as counting from zero).
+    pool_io_seen: HashMap<i32, BTreeMap<u64, loligo_types::PoolIo>>,
 }
 
 impl LeaderState {
@@ -137,6 +169,11 @@ impl LeaderState {
     /// An OSD's periodic report (also its beacon).
     pub fn on_report(&mut self, r: OsdReport, now: Instant) {
         let prev = self.reports.remove(&r.osd).map(|x| (x.at, x.report));
+        let before = self.pool_io_seen.get(&r.osd);
+        for (pool, delta) in crate::pool_stats::deltas(&r.pool_io, before) {
+            self.pool_io.entry(pool).or_default().add(&delta);
+        }
+        self.pool_io_seen.insert(r.osd, r.pool_io.clone());
         self.reports.insert(
             r.osd,
             Reported {
@@ -301,13 +338,15 @@ impl LeaderState {
     }
 
     /// The cluster's metrics in Prometheus' text format, under Ceph's
-    /// names ([`crate::metrics`]).
+    /// names ([`crate::metrics`]); the OSDs' own counters only with
+    /// `perf_counters`.
     pub fn metrics(
         &self,
         map: &OsdMap,
         monitors: MonStatus,
         now: Instant,
         t: &Timeouts,
+        perf_counters: bool,
     ) -> Result<String, MapError> {
         let (status, census) = self.census(map, monitors, now, t)?;
         let reports = (self.reports.values())
@@ -319,7 +358,71 @@ impl LeaderState {
             status: &status,
             census: &census,
             reports,
+            pool_io: &self.pool_io,
+            pool_rates: self.pool_rates(now, t),
+            perf_counters,
         }))
+    }
+
+    /// What the dashboard shows, but for who asks and the log: status,
+    /// space and each OSD's row, from one census.
+    pub fn dashboard(
+        &self,
+        map: &OsdMap,
+        monitors: MonStatus,
+        now: Instant,
+        t: &Timeouts,
+    ) -> Result<crate::dashboard::LeaderView, MapError> {
+        let (status, census) = self.census(map, monitors, now, t)?;
+        let reports: Vec<&OsdReport> = (self.reports.values())
+            .filter(|r| map.osds.contains_key(&r.report.osd))
+            .map(|r| &r.report)
+            .collect();
+        Ok(crate::dashboard::LeaderView {
+            df: crate::df::report(map, &census, &reports),
+            osds: crate::dashboard::osd_rows(map, &census, &reports),
+            pool_io: self.pool_rates(now, t),
+            status,
+        })
+    }
+
+    /// Per pool, its I/O per second over each OSD's last two reports
+    /// (those within the I/O window).
+    pub fn pool_rates(&self, now: Instant, t: &Timeouts) -> BTreeMap<u64, PoolRates> {
+        let mut rates: BTreeMap<u64, PoolRates> = BTreeMap::new();
+        for r in self.reports.values() {
+            let Some((p, dt)) = r.rated(now, t) else {
+                continue;
+            };
+            for (pool, d) in crate::pool_stats::deltas(&r.report.pool_io, Some(&p.pool_io)) {
+                rates.entry(pool).or_default().add(&d, dt);
+            }
+        }
+        rates
+    }
+
+    /// The up OSDs' own metrics endpoints (`HOST:PORT`), from their last
+    /// reports, in OSD order.
+    pub fn metrics_targets(&self, map: &OsdMap) -> Vec<String> {
+        let mut v: Vec<(i32, String)> = (self.reports.values())
+            .filter(|r| map.is_up(r.report.osd) && !r.report.metrics_addr.is_empty())
+            .map(|r| (r.report.osd, r.report.metrics_addr.clone()))
+            .collect();
+        v.sort();
+        v.into_iter().map(|(_, a)| a).collect()
+    }
+
+    /// `osd pool stats` (of pool `only`, or all) in Ceph's JSON shape.
+    pub fn pool_stats(
+        &self,
+        map: &OsdMap,
+        only: Option<u64>,
+        now: Instant,
+        t: &Timeouts,
+    ) -> Result<serde_json::Value, MapError> {
+        let census = self.pg_census(map)?;
+        let rates = self.pool_rates(now, t);
+        Ok(crate::pool_stats::ceph_json(map, &census, &rates, only))
     }
 
     /// Every PG under `map`, each by its current primary's last report.
@@ -375,9 +478,7 @@ impl LeaderState {
                 used = used.saturating_add(r.report.bytes_used);
                 capacity = capacity.saturating_add(r.report.bytes_total);
             }
-            let Some((pt, p)) = &r.prev else { continue };
-            let dt = r.at.duration_since(*pt).as_secs_f64();
-            if dt > 0.0 && now.duration_since(r.at) < t.io_window {
+            if let Some((p, dt)) = r.rated(now, t) {
                 let rate = |a: u64, b: u64| a.saturating_sub(b) as f64 / dt;
                 io.read_ops_s += rate(r.report.read_ops, p.read_ops);
                 io.write_ops_s += rate(r.report.write_ops, p.write_ops);
@@ -958,6 +1059,64 @@ mod tests {
         };
         assert_eq!(check_report(&m, &mut r), Ok(()));
         assert!(r.device.is_empty() && r.pgs.len() == 1);
+        // Counters of pools the map lacks, and a metrics address that is
+        // none: dropped, the report kept.
+        let pool = *m.pools.keys().next().expect("a pool");
+        let mut r = OsdReport {
+            pool_io: [(pool, Default::default()), (9_999, Default::default())].into(),
+            metrics_addr: "not an address".into(),
+            ..report(1, vec![])
+        };
+        assert_eq!(check_report(&m, &mut r), Ok(()));
+        assert_eq!(r.pool_io.keys().copied().collect::<Vec<_>>(), vec![pool]);
+        assert!(r.metrics_addr.is_empty());
+        // Nor an address nothing can scrape; a real one is kept.
+        for (addr, kept) in [
+            ("0.0.0.0:9926", false),
+            ("127.0.0.1:0", false),
+            ("10.0.0.5:9926", true),
+        ] {
+            let mut r = OsdReport {
+                metrics_addr: addr.into(),
+                ..report(1, vec![])
+            };
+            assert_eq!(check_report(&m, &mut r), Ok(()));
+            assert_eq!(r.metrics_addr == addr, kept, "{addr}");
+        }
+    }
+
+    #[test]
+    fn pool_io_is_summed_from_each_osds_reports_and_rated_over_its_last_two() {
+        let m = map();
+        let pool = *m.pools.keys().next().expect("a pool");
+        let mut l = LeaderState::default();
+        let t0 = Instant::now();
+        let with = |osd, read_ops| OsdReport {
+            osd,
+            pool_io: [(
+                pool,
+                loligo_types::PoolIo {
+                    read_ops,
+                    ..Default::default()
+                },
+            )]
+            .into(),
+            ..OsdReport::default()
+        };
+        l.on_report(with(0, 100), t0);
+        l.on_report(with(1, 50), t0);
+        l.on_report(with(0, 130), t0 + Duration::from_secs(2));
+        // osd.1 restarted: its counters begin again.
+        l.on_report(with(1, 4), t0 + Duration::from_secs(2));
+        assert_eq!(l.pool_io[&pool].read_ops, 100 + 50 + 30 + 4);
+        let rates = l.pool_rates(t0 + Duration::from_secs(3), &T);
+        let want = (30.0 + 4.0) / 2.0;
+        assert!((rates[&pool].read_ops_s - want).abs() < 1e-9, "{rates:?}");
+        // osd.0 boots again without restarting (wrongly marked down):
+        // its counters go on, nothing counted twice.
+        l.on_boot(0);
+        l.on_report(with(0, 131), t0 + Duration::from_secs(3));
+        assert_eq!(l.pool_io[&pool].read_ops, 100 + 50 + 30 + 4 + 1);
     }
 
     #[test]

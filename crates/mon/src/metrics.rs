@@ -16,10 +16,12 @@
 //! left out, not sent as zero.
 
 use crate::health::{Census, CODES};
+use crate::pool_stats::PoolRates;
 use loligo_monc::protocol::{HealthStatus, StatusReport};
 use loligo_types::osdmap::{OsdFlag, PoolKind, RatioKind};
-use loligo_types::{crush_edit, OsdMap, OsdReport, PgState};
-use std::fmt::Write as _;
+use loligo_types::prom::{Kind, Text};
+use loligo_types::{crush_edit, OsdMap, OsdReport, PgState, PoolIo};
+use std::collections::BTreeMap;
 
 /// What the leader knows, for one scrape.
 pub struct View<'a> {
@@ -28,90 +30,13 @@ pub struct View<'a> {
     pub census: &'a Census,
     /// Each OSD's last report (any order).
     pub reports: Vec<&'a OsdReport>,
-}
-
-/// A metric family's type, as the text format names it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    Gauge,
-    Counter,
-    Untyped,
-}
-
-/// A text-format writer: each family's `# HELP` and `# TYPE` once, then
-/// its samples.
-#[derive(Default)]
-pub struct Text {
-    out: String,
-    family: String,
-}
-
-impl Text {
-    /// Start family `name`; samples until the next call belong to it.
-    pub fn family(&mut self, name: &str, kind: Kind, help: &str) -> &mut Self {
-        debug_assert!(valid_name(name), "metric name {name}");
-        let kind = match kind {
-            Kind::Gauge => "gauge",
-            Kind::Counter => "counter",
-            Kind::Untyped => "untyped",
-        };
-        let help = help.replace('\\', "\\\\").replace('\n', "\\n");
-        let _ = writeln!(self.out, "# HELP {name} {help}\n# TYPE {name} {kind}");
-        self.family = name.to_string();
-        self
-    }
-
-    /// One sample of the current family.
-    pub fn sample(&mut self, labels: &[(&str, &str)], value: f64) -> &mut Self {
-        debug_assert!(!self.family.is_empty(), "a sample before any family");
-        self.out.push_str(&self.family);
-        if !labels.is_empty() {
-            self.out.push('{');
-            for (i, (k, v)) in labels.iter().enumerate() {
-                debug_assert!(valid_name(k), "label name {k}");
-                if i > 0 {
-                    self.out.push(',');
-                }
-                let v = (v.replace('\\', "\\\\"))
-                    .replace('"', "\\\"")
-                    .replace('\n', "\\n");
-                let _ = write!(self.out, "{k}=\"{v}\"");
-            }
-            self.out.push('}');
-        }
-        let _ = writeln!(self.out, " {}", number(value));
-        self
-    }
-
-    /// A family of one sample without labels.
-    pub fn single(&mut self, name: &str, kind: Kind, help: &str, value: f64) -> &mut Self {
-        self.family(name, kind, help).sample(&[], value)
-    }
-
-    pub fn finish(self) -> String {
-        self.out
-    }
-}
-
-/// A value as the text format spells it (Go's float syntax).
-fn number(v: f64) -> String {
-    if v.is_nan() {
-        "NaN".into()
-    } else if v == f64::INFINITY {
-        "+Inf".into()
-    } else if v == f64::NEG_INFINITY {
-        "-Inf".into()
-    } else {
-        format!("{v}")
-    }
-}
-
-fn valid_name(n: &str) -> bool {
-    let mut chars = n.chars();
-    chars
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == ':')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+    /// Per pool, I/O counted since this monitor began leading, and its
+    /// rates now.
+    pub pool_io: &'a BTreeMap<u64, PoolIo>,
+    pub pool_rates: BTreeMap<u64, PoolRates>,
+    /// Whether the OSDs' own counter families go in (not when each OSD
+    /// serves them itself).
+    pub perf_counters: bool,
 }
 
 /// The version every `ceph_version` label carries.
@@ -177,7 +102,9 @@ pub fn render(v: &View) -> String {
     cluster(&mut t, v);
     monitors(&mut t, v);
     osds(&mut t, v);
-    osd_counters(&mut t, v);
+    if v.perf_counters {
+        osd_counters(&mut t, v);
+    }
     pools(&mut t, v);
     pgs(&mut t, v);
     t.finish()
@@ -318,10 +245,23 @@ fn monitors(t: &mut Text, v: &View) {
             f64::from(u8::from(on)),
         );
     }
+    // The monitors do a manager's work: the leader is the active one.
+    t.family(
+        "ceph_mgr_status",
+        Kind::Gauge,
+        "MGR status (0=standby, 1=active): the monitors serve as managers, the leader active",
+    );
+    for id in &m.members {
+        let active = m.leader == Some(*id);
+        t.sample(
+            &[("ceph_daemon", &format!("mon.{id}"))],
+            f64::from(u8::from(active)),
+        );
+    }
 }
 
 /// The CRUSH host of OSD `id` ("" when it has none).
-fn host_of(map: &OsdMap, id: i32) -> String {
+pub(crate) fn host_of(map: &OsdMap, id: i32) -> String {
     crush_edit::location_of(&map.crush, &format!("osd.{id}"))
         .and_then(|loc| loc.into_iter().find(|(t, _)| t == "host"))
         .map_or_else(String::new, |(_, h)| h)
@@ -349,26 +289,33 @@ fn osds(t: &mut Text, v: &View) {
             1.0,
         );
     }
-    t.family(
-        "ceph_disk_occupation",
-        Kind::Untyped,
-        "Associate Ceph daemon with disk used",
-    );
-    for r in &v.reports {
-        if r.device.is_empty() {
-            continue;
+    for (name, help) in [
+        (
+            "ceph_disk_occupation",
+            "Associate Ceph daemon with disk used",
+        ),
+        (
+            "ceph_disk_occupation_human",
+            "Associate Ceph daemon with disk used for displaying to humans",
+        ),
+    ] {
+        t.family(name, Kind::Untyped, help);
+        for r in &v.reports {
+            if r.device.is_empty() {
+                continue;
+            }
+            let host = host_of(map, r.osd);
+            t.sample(
+                &[
+                    ("ceph_daemon", &format!("osd.{}", r.osd)),
+                    ("device", &r.device),
+                    ("db_device", ""),
+                    ("wal_device", ""),
+                    ("instance", &host),
+                ],
+                1.0,
+            );
         }
-        let host = host_of(map, r.osd);
-        t.sample(
-            &[
-                ("ceph_daemon", &format!("osd.{}", r.osd)),
-                ("device", &r.device),
-                ("db_device", ""),
-                ("wal_device", ""),
-                ("instance", &host),
-            ],
-            1.0,
-        );
     }
     let each = |t: &mut Text,
                 name: &str,
@@ -401,105 +348,7 @@ fn osd_counters(t: &mut Text, v: &View) {
         .filter(|r| v.map.is_up(r.osd))
         .collect();
     reports.sort_by_key(|r| r.osd);
-    type Get = fn(&OsdReport) -> f64;
-    let families: [(&str, Kind, &str, Get); 16] = [
-        ("ceph_osd_stat_bytes", Kind::Gauge, "OSD size", |r| {
-            r.bytes_total as f64
-        }),
-        ("ceph_osd_stat_bytes_used", Kind::Gauge, "Used space", |r| {
-            r.bytes_used as f64
-        }),
-        (
-            "ceph_osd_op_r",
-            Kind::Counter,
-            "Client read operations",
-            |r| r.read_ops as f64,
-        ),
-        (
-            "ceph_osd_op_w",
-            Kind::Counter,
-            "Client write operations",
-            |r| r.write_ops as f64,
-        ),
-        (
-            "ceph_osd_op_r_out_bytes",
-            Kind::Counter,
-            "Client data read",
-            |r| r.read_bytes as f64,
-        ),
-        (
-            "ceph_osd_op_w_in_bytes",
-            Kind::Counter,
-            "Client data written",
-            |r| r.write_bytes as f64,
-        ),
-        (
-            "ceph_osd_op_r_latency_sum",
-            Kind::Counter,
-            "Latency of read operation (seconds, summed)",
-            |r| r.read_latency_us as f64 / 1e6,
-        ),
-        (
-            "ceph_osd_op_r_latency_count",
-            Kind::Counter,
-            "Latency of read operation (count)",
-            |r| r.read_ops as f64,
-        ),
-        (
-            "ceph_osd_op_w_latency_sum",
-            Kind::Counter,
-            "Latency of write operation (seconds, summed)",
-            |r| r.write_latency_us as f64 / 1e6,
-        ),
-        (
-            "ceph_osd_op_w_latency_count",
-            Kind::Counter,
-            "Latency of write operation (count)",
-            |r| r.write_ops as f64,
-        ),
-        (
-            "ceph_osd_commit_latency_ms",
-            Kind::Gauge,
-            "OSD stat commit_latency_ms (mean over the last report's interval)",
-            |r| r.commit_latency_us as f64 / 1e3,
-        ),
-        (
-            "ceph_osd_apply_latency_ms",
-            Kind::Gauge,
-            "OSD stat apply_latency_ms (a transaction applies when it commits)",
-            |r| r.commit_latency_us as f64 / 1e3,
-        ),
-        (
-            "ceph_osd_recovery_ops",
-            Kind::Counter,
-            "Started recovery operations",
-            |r| r.recovery_objects as f64,
-        ),
-        (
-            "ceph_osd_recovery_bytes",
-            Kind::Counter,
-            "Recovered bytes",
-            |r| r.recovery_bytes as f64,
-        ),
-        (
-            "loligo_osd_device_read_bytes",
-            Kind::Counter,
-            "Bytes the OSD's store read from its device",
-            |r| r.device_read_bytes as f64,
-        ),
-        (
-            "loligo_osd_rebuilt_shards",
-            Kind::Counter,
-            "Erasure-coded shards this OSD rebuilt as primary",
-            |r| r.rebuilt_shards as f64,
-        ),
-    ];
-    for (name, kind, help, get) in families {
-        t.family(name, kind, help);
-        for r in &reports {
-            t.sample(&[("ceph_daemon", &format!("osd.{}", r.osd))], get(r));
-        }
-    }
+    loligo_types::prom::osd_counters(t, &reports);
 }
 
 fn pools(t: &mut Text, v: &View) {
@@ -529,7 +378,22 @@ fn pools(t: &mut Text, v: &View) {
     }
     let usage = crate::df::pools(v.map, v.census, &v.reports);
     type Get = fn(&loligo_monc::protocol::DfPoolStats) -> f64;
-    let families: [(&str, &str, Get); 5] = [
+    let families: [(&str, &str, Get); 8] = [
+        ("ceph_pool_bytes_used", "DF pool bytes_used", |u| {
+            u.bytes_used as f64
+        }),
+        // No compression: what Ceph reads for a pool that compresses
+        // nothing.
+        (
+            "ceph_pool_compress_bytes_used",
+            "DF pool compress_bytes_used",
+            |_| 0.0,
+        ),
+        (
+            "ceph_pool_compress_under_bytes",
+            "DF pool compress_under_bytes",
+            |_| 0.0,
+        ),
         ("ceph_pool_objects", "DF pool objects", |u| u.objects as f64),
         ("ceph_pool_stored", "DF pool stored", |u| u.stored as f64),
         ("ceph_pool_stored_raw", "DF pool stored_raw", |u| {
@@ -548,6 +412,61 @@ fn pools(t: &mut Text, v: &View) {
         t.family(name, Kind::Gauge, help);
         for u in &usage {
             t.sample(&[("pool_id", &u.id.to_string())], get(&u.stats));
+        }
+    }
+    pool_io(t, v);
+}
+
+/// Each pool's client and recovery I/O: counters since this monitor
+/// began leading, and recovery rates now.
+fn pool_io(t: &mut Text, v: &View) {
+    type Get = fn(&PoolIo) -> u64;
+    let counters: [(&str, &str, Get); 6] = [
+        ("ceph_pool_rd", "Pool client reads", |p| p.read_ops),
+        ("ceph_pool_rd_bytes", "Pool client bytes read", |p| {
+            p.read_bytes
+        }),
+        ("ceph_pool_wr", "Pool client writes", |p| p.write_ops),
+        ("ceph_pool_wr_bytes", "Pool client bytes written", |p| {
+            p.write_bytes
+        }),
+        (
+            "ceph_pool_num_objects_recovered",
+            "Pool objects recovered",
+            |p| p.recovery_objects,
+        ),
+        (
+            "ceph_pool_num_bytes_recovered",
+            "Pool bytes recovered",
+            |p| p.recovery_bytes,
+        ),
+    ];
+    let none = PoolIo::default();
+    for (name, help, get) in counters {
+        t.family(name, Kind::Counter, help);
+        for id in v.map.pools.keys() {
+            let io = v.pool_io.get(id).unwrap_or(&none);
+            t.sample(&[("pool_id", &id.to_string())], get(io) as f64);
+        }
+    }
+    type Rate = fn(&PoolRates) -> f64;
+    let rates: [(&str, &str, Rate); 2] = [
+        (
+            "ceph_pool_recovering_objects_per_sec",
+            "Pool objects recovered per second",
+            |r| r.recovery_objects_s,
+        ),
+        (
+            "ceph_pool_recovering_bytes_per_sec",
+            "Pool bytes recovered per second",
+            |r| r.recovery_bytes_s,
+        ),
+    ];
+    for (name, help, get) in rates {
+        t.family(name, Kind::Gauge, help);
+        for id in v.map.pools.keys() {
+            let r = v.pool_rates.get(id).copied().unwrap_or_default();
+            t.sample(&[("pool_id", &id.to_string())], get(&r));
         }
     }
 }
@@ -668,12 +587,37 @@ mod tests {
     }
 
     fn render_cluster(map: &OsdMap, census: &Census, reports: &[OsdReport]) -> String {
+        render_with(map, census, reports, true)
+    }
+
+    fn render_with(
+        map: &OsdMap,
+        census: &Census,
+        reports: &[OsdReport],
+        perf_counters: bool,
+    ) -> String {
         let s = status(map, census, vec![0, 1]);
+        let pool_io: BTreeMap<u64, PoolIo> = [(
+            1,
+            PoolIo {
+                read_ops: 7,
+                write_bytes: 4096,
+                ..PoolIo::default()
+            },
+        )]
+        .into();
+        let rates = PoolRates {
+            recovery_bytes_s: 5.0,
+            ..PoolRates::default()
+        };
         render(&View {
             map,
             status: &s,
             census,
             reports: reports.iter().collect(),
+            pool_io: &pool_io,
+            pool_rates: [(1, rates)].into(),
+            perf_counters,
         })
     }
 
@@ -681,6 +625,22 @@ mod tests {
     fn value(text: &str, series: &str) -> Option<f64> {
         text.lines()
             .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+    }
+
+    #[test]
+    fn excluded_perf_counters_leave_the_osds_counters_to_their_own_endpoints() {
+        let (map, census, reports) = cluster();
+        let text = render_with(&map, &census, &reports, false);
+        assert!(!text.contains("ceph_osd_op_r"), "{text}");
+        assert!(!text.contains("loligo_osd_kv_calls"), "{text}");
+        assert!(
+            text.contains("# TYPE ceph_osd_up untyped"),
+            "the map's OSD series stay"
+        );
+        assert!(
+            text.contains("# TYPE ceph_pool_rd counter"),
+            "pool series stay"
+        );
     }
 
     #[test]
@@ -737,9 +697,25 @@ mod tests {
             "ceph_pool_max_avail",
             "ceph_num_objects_degraded",
             "ceph_disk_occupation",
+            "ceph_disk_occupation_human",
+            "ceph_mgr_status",
+            "ceph_pool_bytes_used",
+            "ceph_pool_rd",
+            "ceph_pool_wr_bytes",
+            "ceph_pool_recovering_bytes_per_sec",
         ] {
             assert!(typed.contains(name), "{name} missing");
         }
+        assert_eq!(value(&text, "ceph_pool_rd{pool_id=\"1\"}"), Some(7.0));
+        assert_eq!(
+            value(&text, "ceph_pool_wr_bytes{pool_id=\"1\"}"),
+            Some(4096.0)
+        );
+        assert_eq!(value(&text, "ceph_pool_wr{pool_id=\"1\"}"), Some(0.0));
+        assert_eq!(
+            value(&text, "ceph_pool_recovering_bytes_per_sec{pool_id=\"1\"}"),
+            Some(5.0)
+        );
     }
 
     /// The values say what the map and the reports say, under Ceph's

@@ -45,6 +45,9 @@ pub enum MonCmd {
     /// Cluster log entries the leader saw ([`crate::clog`]); the map is
     /// unchanged.
     Log(crate::clog::LogBatch),
+    /// A change to the dashboard's access tokens ([`crate::tokens`]);
+    /// the map is unchanged.
+    Dashboard(crate::tokens::TokenCmd),
 }
 
 /// How far a restored map's epoch moves past the map it was made from:
@@ -83,6 +86,8 @@ pub struct MonState {
     pub membership: StoredMembership<u64, BasicNode>,
     /// The cluster log.
     pub log: crate::clog::ClusterLog,
+    /// The dashboard's access tokens (their hashes).
+    pub tokens: crate::tokens::Tokens,
 }
 
 impl MonState {
@@ -133,6 +138,10 @@ impl MonState {
                 self.log.apply(batch);
                 Ok(self.epoch())
             }
+            MonCmd::Dashboard(cmd) => {
+                self.tokens.apply(cmd);
+                Ok(self.epoch())
+            }
             MonCmd::Changes(changes) => {
                 let map = self.map.as_mut().ok_or(MapError::Invalid(
                     "the cluster map is not initialised".into(),
@@ -161,6 +170,9 @@ struct SnapBody {
     /// Absent from snapshots made before the cluster log.
     #[serde(default)]
     log: crate::clog::ClusterLog,
+    /// Absent from snapshots made before the dashboard's tokens.
+    #[serde(default)]
+    tokens: crate::tokens::Tokens,
 }
 
 fn to_body(s: &MonState) -> Vec<u8> {
@@ -168,18 +180,14 @@ fn to_body(s: &MonState) -> Vec<u8> {
         map: s.map.as_ref().map(encode),
         incs: s.incs.iter().map(encode).collect(),
         log: s.log.clone(),
+        tokens: s.tokens.clone(),
     };
     serde_json::to_vec(&b).unwrap_or_default()
 }
 
-/// A snapshot's map, incrementals and cluster log.
-type Body = (
-    Option<OsdMap>,
-    VecDeque<Incremental>,
-    crate::clog::ClusterLog,
-);
-
-fn from_body(b: &[u8]) -> Result<Body, String> {
+/// The state a snapshot holds, without the Raft metadata that comes
+/// beside it (last applied, membership: the caller sets them).
+fn from_body(b: &[u8]) -> Result<MonState, String> {
     let body: SnapBody = serde_json::from_slice(b).map_err(|e| e.to_string())?;
     let map = match body.map {
         Some(m) => Some(loligo_types::decode_map(&m).map_err(|e| e.to_string())?),
@@ -190,7 +198,13 @@ fn from_body(b: &[u8]) -> Result<Body, String> {
         .iter()
         .map(|i| decode::<Incremental>("incremental", i).map_err(|e| e.to_string()))
         .collect::<Result<_, _>>()?;
-    Ok((map, incs, body.log))
+    Ok(MonState {
+        map,
+        incs,
+        log: body.log,
+        tokens: body.tokens,
+        ..MonState::default()
+    })
 }
 
 /// The state machine shared between Raft and the monitor's service.
@@ -246,13 +260,10 @@ impl MonStore {
         let mut st = MonState::default();
         if let Some(b) = kv.get(K_SNAP).map_err(|e| e.to_string())? {
             let s: StoredSnap = serde_json::from_slice(&b).map_err(|e| e.to_string())?;
-            let (map, incs, log) = from_body(&s.data)?;
             st = MonState {
-                map,
-                incs,
                 last_applied: s.meta.last_log_id,
                 membership: s.meta.last_membership,
-                log,
+                ..from_body(&s.data)?
             };
         }
         let (epoch_tx, _) = tokio::sync::watch::channel(st.epoch());
@@ -509,7 +520,7 @@ impl RaftStateMachine<TypeConfig> for MonStore {
         snapshot: Box<Cursor<Vec<u8>>>,
     ) -> Result<(), SErr> {
         let data = snapshot.into_inner();
-        let (map, incs, log) = from_body(&data).map_err(|e| {
+        let restored = from_body(&data).map_err(|e| {
             StorageIOError::read_snapshot(Some(meta.signature()), &std::io::Error::other(e))
         })?;
         self.save_snapshot(&StoredSnap {
@@ -519,11 +530,9 @@ impl RaftStateMachine<TypeConfig> for MonStore {
         let epoch = {
             let mut st = self.shared.write();
             *st = MonState {
-                map,
-                incs,
                 last_applied: meta.last_log_id,
                 membership: meta.last_membership.clone(),
-                log,
+                ..restored
             };
             st.epoch()
         };
@@ -549,7 +558,7 @@ mod tests {
     /// A snapshot carries the cluster log to a monitor that installs it;
     /// one made before the log existed still installs, with an empty log.
     #[test]
-    fn snapshots_carry_the_cluster_log_and_older_ones_still_read() {
+    fn snapshots_carry_the_cluster_log_and_tokens_and_older_ones_still_read() {
         let mut st = MonState {
             map: Some(OsdMap::test_cluster(3, 8)),
             ..MonState::default()
@@ -566,13 +575,27 @@ mod tests {
             Ok(2),
             "the map is unchanged"
         );
-        let (map, _, log) = from_body(&to_body(&st)).unwrap();
-        assert_eq!(map.map(|m| m.epoch), Some(2));
-        assert_eq!(log, st.log);
-        assert_eq!(log.entries[0].message, "osd.1 marked down");
+        let record = crate::tokens::TokenRecord {
+            user: "client.admin".into(),
+            serial: String::new(),
+            created: 1,
+            expires: 2,
+        };
+        let add = crate::tokens::TokenCmd::Add {
+            hash: "ab".into(),
+            record,
+        };
+        assert_eq!(st.apply_cmd(&MonCmd::Dashboard(add)), Ok(2));
+        assert_eq!(st.tokens.len(), 1);
+        let back = from_body(&to_body(&st)).unwrap();
+        assert_eq!(back.map.map(|m| m.epoch), Some(2));
+        assert_eq!(back.log, st.log);
+        assert_eq!(back.log.entries[0].message, "osd.1 marked down");
+        assert_eq!(back.tokens, st.tokens);
         let old = serde_json::json!({ "map": null, "incs": [] }).to_string();
-        let (map, incs, log) = from_body(old.as_bytes()).unwrap();
-        assert!(map.is_none() && incs.is_empty());
-        assert_eq!(log, crate::clog::ClusterLog::default());
+        let back = from_body(old.as_bytes()).unwrap();
+        assert!(back.map.is_none() && back.incs.is_empty());
+        assert_eq!(back.log, crate::clog::ClusterLog::default());
+        assert!(back.tokens.is_empty());
     }
 }

@@ -92,6 +92,9 @@ pub struct MonConfig {
     /// place of a new cluster's first map: the way back for a group that
     /// lost a majority of its members for good.
     pub restore: Option<Vec<u8>>,
+    /// Leave the OSDs' own counter families out of `/metrics` (each OSD
+    /// serves them on its own endpoint: Ceph's `exclude_perf_counters`).
+    pub exclude_perf_counters: bool,
 }
 
 /// Default of [`MonConfig::watches_per_entity_max`].
@@ -121,6 +124,7 @@ impl MonConfig {
             authority: None,
             join: false,
             restore: None,
+            exclude_perf_counters: false,
         }
     }
 }
@@ -157,15 +161,19 @@ pub struct Monitor {
     heard: crate::network::Heard,
     /// Serialises membership changes (`mon add`, `mon rm`).
     membership_lock: Mutex<()>,
-    /// Where its HTTP services are, once they serve ([`http`]).
-    http_url: std::sync::OnceLock<String>,
+    /// Where its HTTP services are, once they serve ([`http`]), and
+    /// whether the dashboard is among them.
+    http_url: std::sync::OnceLock<(String, bool)>,
     /// The leader's reading of the map for the cluster log.
     log_pump: Mutex<clog_pump::LogPump>,
     /// The last `/metrics` rendering and when it was made.
     metrics_cache: Mutex<Option<(Instant, String)>>,
+    /// The last dashboard view (but for who asked) and when it was made.
+    dashboard_cache: Mutex<Option<(Instant, crate::dashboard::LeaderView)>>,
 }
 
 mod clog_pump;
+pub mod dashboard;
 pub mod http;
 mod membership;
 
@@ -326,6 +334,7 @@ impl Monitor {
             http_url: std::sync::OnceLock::new(),
             log_pump: Mutex::new(clog_pump::LogPump::default()),
             metrics_cache: Mutex::new(None),
+            dashboard_cache: Mutex::new(None),
         });
         // A call's size is checked from its frame's header, before its
         // body is read; Raft (snapshots of the map) has its own service.
@@ -691,7 +700,7 @@ impl Monitor {
                     let map = st.map.as_ref().ok_or(MonError::NoMap)?;
                     crate::leader::check_report(map, &mut r)?;
                 }
-                self.leader.lock().await.on_report(r, Instant::now());
+                self.leader.lock().await.on_report(*r, Instant::now());
                 Ok(MonReply {
                     epoch: self.epoch(),
                     ..Default::default()
@@ -748,6 +757,11 @@ impl Monitor {
             MonRequest::Admin(Admin::MonAdd { id, addr }) => self.mon_add(id, addr).await,
             MonRequest::Admin(Admin::MonRm { id }) => self.mon_rm(id).await,
             MonRequest::Admin(Admin::QuorumStatus) => self.quorum_status().await,
+            MonRequest::Admin(
+                a @ (Admin::DashboardCreateToken { .. }
+                | Admin::DashboardLsTokens
+                | Admin::DashboardRevokeTokens { .. }),
+            ) => self.dashboard_admin(a).await,
             MonRequest::Admin(Admin::LogLast { n, level, since }) => self.log_last(n, level, since),
             MonRequest::Admin(Admin::Df) => {
                 if !self.is_leader() {
@@ -768,12 +782,36 @@ impl Monitor {
                     map: None,
                 })
             }
+            MonRequest::Admin(Admin::PoolStats { pool }) => {
+                if !self.is_leader() {
+                    return Err(self.not_leader());
+                }
+                self.quorum(QUORUM_WAIT_STATUS).await?;
+                let value = {
+                    let l = self.leader.lock().await;
+                    let st = self.shared.read();
+                    let map = st.map.as_ref().ok_or(MonError::NoMap)?;
+                    let only = match &pool {
+                        Some(name) => Some(admin::pool(map, name)?.id),
+                        None => None,
+                    };
+                    l.pool_stats(map, only, Instant::now(), &self.timeouts())?
+                };
+                Ok(MonReply {
+                    epoch: self.epoch(),
+                    value,
+                    map: None,
+                })
+            }
             MonRequest::Admin(Admin::MgrServices) => {
                 if !self.is_leader() {
                     return Err(self.not_leader());
                 }
                 let mut services = serde_json::Map::new();
-                if let Some(url) = self.http_url.get() {
+                if let Some((url, dashboard)) = self.http_url.get() {
+                    if *dashboard {
+                        services.insert("dashboard".into(), url.clone().into());
+                    }
                     services.insert("prometheus".into(), format!("{url}metrics").into());
                 }
                 Ok(MonReply {
@@ -1300,7 +1338,8 @@ impl Monitor {
             let Some(map) = st.map.as_ref() else {
                 return MetricsPage::Unavailable("no map yet".into());
             };
-            match l.metrics(map, monitors, Instant::now(), &self.timeouts()) {
+            let perf = !self.cfg.exclude_perf_counters;
+            match l.metrics(map, monitors, Instant::now(), &self.timeouts(), perf) {
                 Ok(text) => text,
                 Err(e) => return MetricsPage::Unavailable(format!("metrics: {e}")),
             }
@@ -1318,9 +1357,17 @@ impl Monitor {
     }
 
     /// Where this monitor's HTTP services are (`http://HOST:PORT/`), once
-    /// they serve: what `mgr services` names while it leads. Set once.
-    pub fn set_http_url(&self, url: String) {
-        let _ = self.http_url.set(url);
+    /// they serve, and whether the dashboard is served there: what `mgr
+    /// services` names while it leads. Set once.
+    pub fn set_http_url(&self, url: String, dashboard: bool) {
+        let _ = self.http_url.set((url, dashboard));
+    }
+
+    /// The dashboard's URL, when this monitor serves it.
+    pub fn dashboard_url(&self) -> Option<&str> {
+        (self.http_url.get())
+            .filter(|(_, dashboard)| *dashboard)
+            .map(|(url, _)| url.as_str())
     }
 
     /// The `status` report (leader only: it holds the PG stats).

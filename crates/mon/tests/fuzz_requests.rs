@@ -159,7 +159,7 @@ fn request(r: &mut Rng, m: &OsdMap) -> MonRequest {
                     merge_ready: None,
                 })
                 .collect();
-            MonRequest::OsdReport(OsdReport {
+            MonRequest::OsdReport(Box::new(OsdReport {
                 osd: osd(r),
                 epoch: epoch(r, m),
                 pgs,
@@ -177,7 +177,7 @@ fn request(r: &mut Rng, m: &OsdMap) -> MonRequest {
                     _ => "d".repeat(r.below(9000) as usize),
                 },
                 ..Default::default()
-            })
+            }))
         }
         8 => MonRequest::MonJoin {
             id: [0, 1, u64::MAX][r.index(3)],
@@ -272,7 +272,7 @@ fn hostile_monitor_requests_are_refused_or_leave_a_valid_map() {
                 counts.0 += 1;
                 if let MonRequest::OsdReport(rep) = &mut req {
                     if check_report(&m, rep).is_ok() {
-                        leader.on_report(rep.clone(), now);
+                        leader.on_report((**rep).clone(), now);
                     }
                 }
                 let inc = Incremental {
@@ -301,7 +301,7 @@ fn hostile_monitor_requests_are_refused_or_leave_a_valid_map() {
                 down_out_interval: secs(600),
                 io_window: secs(10),
             };
-            if let Ok(text) = leader.metrics(&m, monitors, now, &t) {
+            if let Ok(text) = leader.metrics(&m, monitors, now, &t, true) {
                 for line in text.lines() {
                     let value = line.rsplit(' ').next().unwrap_or("");
                     assert!(

@@ -288,10 +288,10 @@ async fn failure_reports_and_silence_mark_osds_down_then_out() {
         boot(&mut c, i).await;
     }
     let report = |osd| {
-        MonRequest::OsdReport(OsdReport {
+        MonRequest::OsdReport(Box::new(OsdReport {
             osd,
             ..Default::default()
-        })
+        }))
     };
     let fail = |reporter| MonRequest::OsdFailure {
         reporter,
@@ -1212,10 +1212,10 @@ async fn a_leader_cut_off_from_the_majority_takes_no_osd_reports() {
         .position(|h| h.as_ref().is_some_and(|h| h.mon.is_leader()))
         .expect("a leader");
     let report = || {
-        MonRequest::OsdReport(OsdReport {
+        MonRequest::OsdReport(Box::new(OsdReport {
             osd: 0,
             ..Default::default()
-        })
+        }))
     };
     let mut to_leader = MonClient::new(vec![members[&(li as u64)].clone()]).unwrap();
     to_leader.call(report()).await.unwrap();

@@ -54,7 +54,7 @@ pub enum MonRequest {
     /// left out (see [`RecordAsk`]).
     RecordWriteSets { items: Vec<RecordAsk> },
     /// PG stats and counters (also the OSD's liveness beacon).
-    OsdReport(OsdReport),
+    OsdReport(Box<OsdReport>),
     /// An administrator's command.
     Admin(Admin),
     /// Monitor `id` of the group says it serves with the key it connects
@@ -280,6 +280,13 @@ pub enum Admin {
     MgrServices,
     /// The cluster's and each pool's space ([`DfReport`]; Ceph's `df`).
     Df,
+    /// Each pool's (or `pool`'s) client and recovery I/O per second and
+    /// its degraded and misplaced copies, in the shape of Ceph's `osd
+    /// pool stats -f json`.
+    PoolStats {
+        #[serde(default)]
+        pool: Option<String>,
+    },
     /// The cluster log's last `n` entries at `level` or worse, after
     /// sequence number `since` when given, oldest first (a JSON array of
     /// [`LogEntry`]; Ceph's `log last`).
@@ -289,6 +296,20 @@ pub enum Admin {
         level: Option<LogLevel>,
         #[serde(default)]
         since: Option<u64>,
+    },
+    /// Make a dashboard access token for `user`, a client with mon
+    /// `allow r`, lasting `ttl_secs` (`{"user", "token", "expires",
+    /// "url"}`; the token is shown once and never kept).
+    DashboardCreateToken {
+        user: String,
+        ttl_secs: u64,
+    },
+    /// The dashboard tokens in force: user, when made and when they
+    /// expire, and an id (never the token).
+    DashboardLsTokens,
+    /// Revoke the dashboard tokens of `user`, or every one.
+    DashboardRevokeTokens {
+        user: Option<String>,
     },
 }
 
@@ -310,6 +331,7 @@ impl Admin {
             | QuorumStatus
             | MgrServices
             | Df
+            | PoolStats { .. }
             | LogLast { .. }
             | Balancer { on: None }
             | CrushGet
@@ -322,6 +344,9 @@ impl Admin {
             | AuthCaps { .. }
             | AuthRotate { .. }
             | OsdNew { .. }
+            | DashboardCreateToken { .. }
+            | DashboardLsTokens
+            | DashboardRevokeTokens { .. }
             | MonAdd { .. }
             | MonRm { .. } => MonCap::All,
             PoolCreate { .. }

@@ -11,7 +11,7 @@ pub mod error;
 pub use loligo_pg::{backend, cls, ec, exec, msg, pg};
 
 pub use daemon::{
-    device_wait, start, OsdConfig, OsdHandle, ReadErrorInjector, MAX_MARKDOWN_COUNT,
+    device_wait, serve_metrics, start, OsdConfig, OsdHandle, ReadErrorInjector, MAX_MARKDOWN_COUNT,
     MAX_MARKDOWN_PERIOD_S,
 };
 pub use error::OsdError;

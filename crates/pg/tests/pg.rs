@@ -2282,6 +2282,13 @@ fn a_backfill_compares_merkle_trees_and_copies_only_where_they_differ() {
     assert_eq!(objects_of(&target), objects_of(&s), "the target differs");
     // o3, o7 and stale, and o150: the target listed a few objects, not 200.
     assert!(listed <= 8, "the target listed {listed} objects");
+    // What the OSD's counters take: one backfill, by tree, at this cost.
+    let done = pg.take_backfills();
+    assert_eq!((done.finished, done.by_tree), (1, 1), "{done:?}");
+    // (A scan answer made stale by the remove is not counted.)
+    assert!(done.listed > 0 && done.listed <= listed as u64, "{done:?}");
+    assert!(done.tree_nodes > 0 && done.copied >= 3, "{done:?}");
+    assert_eq!(pg.take_backfills(), Default::default(), "taken once");
 }
 
 /// The scrub asks of a clean PG's members, send id by member.

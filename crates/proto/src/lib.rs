@@ -8,6 +8,7 @@
 
 pub mod direct;
 pub mod grpc_budget;
+pub mod http;
 pub mod inject;
 pub mod net;
 pub mod record;

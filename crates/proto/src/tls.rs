@@ -576,6 +576,23 @@ impl Keyring {
         Ok(Arc::new(c))
     }
 
+    /// A web server's TLS configuration (a monitor's dashboard and
+    /// metrics beyond loopback): this entity's certificate, any client
+    /// (browsers carry no cluster certificate; the page asks for a
+    /// token), HTTP/1.1.
+    pub fn web_server_config(&self) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let (certs, key) = self.chain()?;
+        let mut c = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| key_err("TLS versions", e))?
+            .with_no_client_auth()
+            .with_single_cert(certs, key)
+            .map_err(|e| key_err("this entity's certificate and key", e))?;
+        c.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Ok(Arc::new(c))
+    }
+
     /// A client's TLS configuration: this entity's certificate, and only
     /// servers with a certificate the cluster's authority signed.
     pub fn client_config(&self) -> Result<Arc<rustls::ClientConfig>, TlsError> {

@@ -14,6 +14,7 @@ pub mod ops;
 pub mod osdmap;
 pub mod pg_num;
 pub mod pg_state;
+pub mod prom;
 pub mod scrub;
 pub mod stats;
 
@@ -25,4 +26,4 @@ pub use osdmap::{
     FULL_RATIO, NEARFULL_RATIO,
 };
 pub use pg_state::PgState;
-pub use stats::{OsdReport, PgStat};
+pub use stats::{OsdReport, PgStat, PoolIo};

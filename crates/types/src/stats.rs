@@ -5,6 +5,7 @@ use crate::osdmap::Epoch;
 use crate::pg_state::PgState;
 use loligo_crush::placement::PgId;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// One PG as its primary sees it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -155,4 +156,126 @@ pub struct OsdReport {
     /// `ceph_disk_occupation`); empty when not known.
     #[serde(default)]
     pub device: String,
+    /// Per pool id, the client ops it served as primary and what it
+    /// sent to recover copies, since it started (Ceph's pool stats).
+    #[serde(default)]
+    pub pool_io: BTreeMap<u64, PoolIo>,
+    /// Backfills it finished as primary since it started, those that
+    /// compared Merkle trees and scanned only differing leaves, and what
+    /// they cost: tree nodes the targets sent, objects the targets'
+    /// scans listed, objects copied or removed.
+    #[serde(default)]
+    pub backfills: u64,
+    #[serde(default)]
+    pub backfills_by_tree: u64,
+    #[serde(default)]
+    pub backfill_tree_nodes: u64,
+    #[serde(default)]
+    pub backfill_listed: u64,
+    #[serde(default)]
+    pub backfill_copied: u64,
+    /// Calls of the key-value store's object class (`kv`) it served as
+    /// primary since it started.
+    #[serde(default)]
+    pub kv_calls: u64,
+    /// Where the OSD serves its own metrics (`HOST:PORT`), empty when it
+    /// does not: what the monitors' service discovery names.
+    #[serde(default)]
+    pub metrics_addr: String,
+}
+
+/// One pool's I/O counters on one OSD since it started (or, summed by a
+/// monitor, since it began leading): client ops served as primary, and
+/// objects and bytes sent to recover or backfill other copies.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolIo {
+    #[serde(default)]
+    pub read_ops: u64,
+    #[serde(default)]
+    pub write_ops: u64,
+    #[serde(default)]
+    pub read_bytes: u64,
+    #[serde(default)]
+    pub write_bytes: u64,
+    #[serde(default)]
+    pub recovery_objects: u64,
+    #[serde(default)]
+    pub recovery_bytes: u64,
+}
+
+impl PoolIo {
+    fn fields(&self) -> [u64; 6] {
+        [
+            self.read_ops,
+            self.write_ops,
+            self.read_bytes,
+            self.write_bytes,
+            self.recovery_objects,
+            self.recovery_bytes,
+        ]
+    }
+
+    fn from_fields(f: [u64; 6]) -> PoolIo {
+        PoolIo {
+            read_ops: f[0],
+            write_ops: f[1],
+            read_bytes: f[2],
+            write_bytes: f[3],
+            recovery_objects: f[4],
+            recovery_bytes: f[5],
+        }
+    }
+
+    /// What was counted since `before`, the same OSD's earlier counters:
+    /// the difference, or all of these if any counter went back (the
+    /// OSD restarted and counts from zero again).
+    pub fn since(&self, before: &PoolIo) -> PoolIo {
+        let (now, then) = (self.fields(), before.fields());
+        if now.iter().zip(&then).any(|(n, t)| n < t) {
+            return *self;
+        }
+        PoolIo::from_fields(std::array::from_fn(|i| now[i] - then[i]))
+    }
+
+    /// Add `other`'s counts (saturating: reports are the OSDs' word).
+    pub fn add(&mut self, other: &PoolIo) {
+        let (a, b) = (self.fields(), other.fields());
+        *self = PoolIo::from_fields(std::array::from_fn(|i| a[i].saturating_add(b[i])));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pool_io_since_takes_differences_and_restarts_count_from_zero() {
+        let before = PoolIo {
+            read_ops: 10,
+            write_bytes: 100,
+            ..PoolIo::default()
+        };
+        let now = PoolIo {
+            read_ops: 15,
+            write_bytes: 160,
+            recovery_objects: 2,
+            ..PoolIo::default()
+        };
+        let d = now.since(&before);
+        assert_eq!((d.read_ops, d.write_bytes, d.recovery_objects), (5, 60, 2));
+        // Restarted: fewer reads than before, so all of these are new.
+        let restarted = PoolIo {
+            read_ops: 3,
+            write_bytes: 500,
+            ..PoolIo::default()
+        };
+        assert_eq!(restarted.since(&before), restarted);
+        let mut total = PoolIo {
+            read_ops: u64::MAX - 1,
+            ..PoolIo::default()
+        };
+        total.add(&now);
+        assert_eq!(total.read_ops, u64::MAX, "saturates");
+        assert_eq!(total.write_bytes, 160);
+    }
 }

@@ -17,6 +17,8 @@
 
 mod gone;
 mod heartbeat;
+mod http;
+pub use http::serve_metrics;
 mod mailbox;
 mod merge;
 mod monitor;
@@ -76,6 +78,10 @@ pub struct OsdConfig {
     /// The device or file the store's data lives on, as reported for
     /// `ceph_disk_occupation` (empty: not known).
     pub device: String,
+    /// Where this OSD serves its own metrics (`HOST:PORT`), as its
+    /// reports name it for the monitors' service discovery (empty:
+    /// nowhere).
+    pub metrics_addr: String,
     /// CRUSH weight (16.16).
     pub crush_weight: u32,
     pub heartbeat_interval: Duration,
@@ -194,6 +200,7 @@ impl OsdConfig {
             mon_addrs,
             host: "localhost".into(),
             device: String::new(),
+            metrics_addr: String::new(),
             crush_weight: 0x10000,
             heartbeat_interval: Duration::from_secs(1),
             heartbeat_grace: Duration::from_secs(6),
@@ -262,10 +269,72 @@ struct Counters {
     rebuild_theory_bytes: AtomicU64,
     rebuild_fetched_bytes: AtomicU64,
     shard_bytes_sent: AtomicU64,
+    /// Per pool: client ops served as primary, recovery sent (a read
+    /// lock and atomics on the op path; the write lock only for a pool's
+    /// first op).
+    pools: RwLock<HashMap<u64, Arc<PoolCounters>>>,
+    /// Backfills finished as primary (see `OsdReport`).
+    backfills: AtomicU64,
+    backfills_by_tree: AtomicU64,
+    backfill_tree_nodes: AtomicU64,
+    backfill_listed: AtomicU64,
+    backfill_copied: AtomicU64,
+    /// Calls of the key-value store's object class served.
+    kv_calls: AtomicU64,
+}
+
+/// One pool's counters on this OSD (see `loligo_types::PoolIo`).
+#[derive(Default)]
+struct PoolCounters {
+    read_ops: AtomicU64,
+    write_ops: AtomicU64,
+    read_bytes: AtomicU64,
+    write_bytes: AtomicU64,
+    recovery_objects: AtomicU64,
+    recovery_bytes: AtomicU64,
+}
+
+impl PoolCounters {
+    fn read(&self) -> loligo_types::PoolIo {
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        loligo_types::PoolIo {
+            read_ops: get(&self.read_ops),
+            write_ops: get(&self.write_ops),
+            read_bytes: get(&self.read_bytes),
+            write_bytes: get(&self.write_bytes),
+            recovery_objects: get(&self.recovery_objects),
+            recovery_bytes: get(&self.recovery_bytes),
+        }
+    }
+}
+
+impl Counters {
+    /// Pool `pool`'s counters, made at its first use.
+    fn pool(&self, pool: u64) -> Arc<PoolCounters> {
+        let known = (self.pools.read().unwrap_or_else(|p| p.into_inner()))
+            .get(&pool)
+            .cloned();
+        known.unwrap_or_else(|| {
+            let mut w = self.pools.write().unwrap_or_else(|p| p.into_inner());
+            w.entry(pool).or_default().clone()
+        })
+    }
+
+    /// The counters of the pools `map` has, for a report.
+    fn pools(&self, map: Option<&OsdMap>) -> std::collections::BTreeMap<u64, loligo_types::PoolIo> {
+        let pools = self.pools.read().unwrap_or_else(|p| p.into_inner());
+        (pools.iter())
+            .filter(|(p, _)| map.is_none_or(|m| m.pools.contains_key(p)))
+            .map(|(p, c)| (*p, c.read()))
+            .collect()
+    }
 }
 
 /// State shared by the OSD's tasks.
 pub struct OsdShared {
+    /// Its last report to the monitors, without the PG stats: what its
+    /// own metrics endpoint serves.
+    last_report: Mutex<Option<loligo_types::OsdReport>>,
     cfg: OsdConfig,
     store: Arc<dyn ObjectStore>,
     map: RwLock<Option<Arc<OsdMap>>>,
@@ -784,6 +853,7 @@ pub async fn start(
         epoch_tx,
         pgs: Mutex::new(HashMap::new()),
         views: Mutex::new(HashMap::new()),
+        last_report: Mutex::new(None),
         stats: Mutex::new(HashMap::new()),
         stats_changed: tokio::sync::Notify::new(),
         direct: loligo_proto::direct::Conns::new(Duration::from_millis(PEER_CONNECT_TIMEOUT_MS))

@@ -131,7 +131,7 @@ pub(super) async fn reports(s: Arc<OsdShared>, mut mc: MonClient) {
         commits_before = commits;
         let (slow_ops, oldest_slow) = s.ops.slow(Instant::now());
         let c = &s.counters;
-        let r = OsdReport {
+        let mut r = OsdReport {
             osd: s.cfg.id,
             epoch: s.epoch(),
             pgs: lock(&s.stats).values().cloned().collect(),
@@ -157,9 +157,20 @@ pub(super) async fn reports(s: Arc<OsdShared>, mut mc: MonClient) {
             device: s.cfg.device.clone(),
             slow_ops,
             oldest_slow_op_ms: u64::try_from(oldest_slow.as_millis()).unwrap_or(u64::MAX),
+            pool_io: c.pools(s.map().as_deref()),
+            backfills: c.backfills.load(Ordering::Relaxed),
+            backfills_by_tree: c.backfills_by_tree.load(Ordering::Relaxed),
+            backfill_tree_nodes: c.backfill_tree_nodes.load(Ordering::Relaxed),
+            backfill_listed: c.backfill_listed.load(Ordering::Relaxed),
+            backfill_copied: c.backfill_copied.load(Ordering::Relaxed),
+            kv_calls: c.kv_calls.load(Ordering::Relaxed),
+            metrics_addr: s.cfg.metrics_addr.clone(),
         };
+        let pgs = std::mem::take(&mut r.pgs);
+        *lock(&s.last_report) = Some(r.clone());
+        r.pgs = pgs;
         mc.deadline = s.cfg.report_interval;
-        let _ = mc.call(MonRequest::OsdReport(r)).await;
+        let _ = mc.call(MonRequest::OsdReport(Box::new(r))).await;
     }
 }
 

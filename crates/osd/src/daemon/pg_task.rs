@@ -184,6 +184,16 @@ async fn run(s: Arc<OsdShared>, me: Mailbox, mut inbox: Inbox, mut core: Pg) {
             c.rebuild_fetched_bytes
                 .fetch_add(fetched, Ordering::Relaxed);
         }
+        let bf = core.take_backfills();
+        if bf.finished > 0 {
+            let c = &s.counters;
+            c.backfills.fetch_add(bf.finished, Ordering::Relaxed);
+            c.backfills_by_tree.fetch_add(bf.by_tree, Ordering::Relaxed);
+            c.backfill_tree_nodes
+                .fetch_add(bf.tree_nodes, Ordering::Relaxed);
+            c.backfill_listed.fetch_add(bf.listed, Ordering::Relaxed);
+            c.backfill_copied.fetch_add(bf.copied, Ordering::Relaxed);
+        }
         if is_map {
             lock(&s.views).insert(pg, core.view());
         }
@@ -216,7 +226,7 @@ async fn run(s: Arc<OsdShared>, me: Mailbox, mut inbox: Inbox, mut core: Pg) {
 
 /// Objects and bytes sent to other copies, for the monitors' recovery
 /// rate.
-fn count_recovery(s: &OsdShared, pushes: &[crate::pg::Push]) {
+fn count_recovery(s: &OsdShared, pool: u64, pushes: &[crate::pg::Push]) {
     let bytes: u64 = pushes
         .iter()
         .filter_map(|p| p.copy.as_ref())
@@ -226,6 +236,10 @@ fn count_recovery(s: &OsdShared, pushes: &[crate::pg::Push]) {
     c.recovery_objects
         .fetch_add(pushes.len() as u64, Ordering::Relaxed);
     c.recovery_bytes.fetch_add(bytes, Ordering::Relaxed);
+    let p = c.pool(pool);
+    p.recovery_objects
+        .fetch_add(pushes.len() as u64, Ordering::Relaxed);
+    p.recovery_bytes.fetch_add(bytes, Ordering::Relaxed);
 }
 
 /// Tell the PGs whose asks were granted; a PG whose task has ended
@@ -270,8 +284,10 @@ impl Host for Shell<'_> {
 
     fn send(&mut self, id: u64, to: i32, msg: PeerMsg) {
         match &msg {
-            PeerMsg::Push { push, .. } => count_recovery(self.s, std::slice::from_ref(push)),
-            PeerMsg::Chunk { chunk, .. } => count_recovery(self.s, &chunk.pushes),
+            PeerMsg::Push { push, .. } => {
+                count_recovery(self.s, self.pg.pool, std::slice::from_ref(push))
+            }
+            PeerMsg::Chunk { chunk, .. } => count_recovery(self.s, self.pg.pool, &chunk.pushes),
             _ => {}
         }
         let send = peers::send(self.s.clone(), self.me.clone(), self.pg, id, to, msg);

@@ -179,6 +179,9 @@ impl Service {
         }
         let writes = op.ops.iter().any(crate::exec::writes);
         let in_bytes: u64 = op.ops.iter().map(payload_len).sum();
+        let kv_calls = (op.ops.iter())
+            .filter(|o| matches!(o, SubOp::Exec { class, .. } if class == "kv"))
+            .count() as u64;
         let (tx, rx) = oneshot::channel();
         let input = Input::Op {
             op,
@@ -191,16 +194,23 @@ impl Service {
         };
         if r.result.is_ok() {
             let c = &self.0.counters;
+            c.kv_calls.fetch_add(kv_calls, Ordering::Relaxed);
             let us = u64::try_from(t0.elapsed().as_micros()).unwrap_or(u64::MAX);
             if writes {
                 c.write_ops.fetch_add(1, Ordering::Relaxed);
                 c.write_bytes.fetch_add(in_bytes, Ordering::Relaxed);
                 c.write_latency_us.fetch_add(us, Ordering::Relaxed);
+                let p = c.pool(pg.pool);
+                p.write_ops.fetch_add(1, Ordering::Relaxed);
+                p.write_bytes.fetch_add(in_bytes, Ordering::Relaxed);
             } else {
                 c.read_ops.fetch_add(1, Ordering::Relaxed);
                 c.read_latency_us.fetch_add(us, Ordering::Relaxed);
                 let out: u64 = r.result.iter().flatten().map(result_len).sum();
                 c.read_bytes.fetch_add(out, Ordering::Relaxed);
+                let p = c.pool(pg.pool);
+                p.read_ops.fetch_add(1, Ordering::Relaxed);
+                p.read_bytes.fetch_add(out, Ordering::Relaxed);
             }
         }
         r

@@ -714,10 +714,17 @@ impl Pg {
         self.rec.next_copy_ms = self.now_ms + self.recovery_sleep_ms;
         if end == Cursor::End {
             let c = &b.cost;
+            let by_tree = matches!(b.leaves, Leaves::Some(_));
             let how = match &b.leaves {
                 Leaves::Some(set) => format!("{} differing Merkle leaves", set.len()),
                 _ => "a full scan".to_string(),
             };
+            let done = &mut self.backfills_done;
+            done.finished += 1;
+            done.by_tree += u64::from(by_tree);
+            done.tree_nodes = done.tree_nodes.saturating_add(c.nodes);
+            done.listed = done.listed.saturating_add(c.listed);
+            done.copied = done.copied.saturating_add(c.copied);
             tracing::info!(
                 "pg {}: osd.{from} backfilled by {how}: {} tree nodes exchanged, {} of its objects listed, {} copied or removed in {} chunks",
                 self.id,

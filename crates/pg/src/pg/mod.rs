@@ -578,6 +578,21 @@ struct Backfill {
     cost: BfCost,
 }
 
+/// What the backfills this primary finished cost, summed (taken by the
+/// OSD for its counters: `Pg::take_backfills`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BackfillCounts {
+    /// Backfills finished, and those that compared Merkle trees and
+    /// scanned only the leaves that differed.
+    pub finished: u64,
+    pub by_tree: u64,
+    /// Tree nodes the targets sent, objects their scans listed, and
+    /// objects copied or removed.
+    pub tree_nodes: u64,
+    pub listed: u64,
+    pub copied: u64,
+}
+
 /// What one backfill cost.
 #[derive(Default)]
 struct BfCost {
@@ -913,6 +928,8 @@ pub struct Pg {
     applying: BTreeMap<u64, Epoch>,
     /// As primary: the members being recovered.
     rec: Recovery,
+    /// Backfills finished since the OSD last took the counts.
+    backfills_done: BackfillCounts,
     /// PG log entries kept.
     pub log_entries_max: u64,
     /// As a backfill target: the persisted cursor (`None`: not
@@ -1108,6 +1125,7 @@ impl Pg {
             missing_loaded: false,
             applying: BTreeMap::new(),
             rec: Recovery::default(),
+            backfills_done: BackfillCounts::default(),
             backfilled_in: None,
             scans_ahead: 0,
             log_entries_max: LOG_ENTRIES_MAX,

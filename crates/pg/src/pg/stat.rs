@@ -13,6 +13,11 @@ impl Pg {
         std::mem::take(&mut self.ecs.rebuilt)
     }
 
+    /// Backfills finished as primary since the last call, summed.
+    pub fn take_backfills(&mut self) -> BackfillCounts {
+        std::mem::take(&mut self.backfills_done)
+    }
+
     pub fn idle(&self) -> bool {
         self.ops.inflight.is_empty()
             && self.ecs.gathers.is_empty()
