@@ -54,6 +54,18 @@ fn crates_link_only_the_layers_below_them() {
             ],
         ),
         ("loligo-monc", &["openraft", "fjall", "loligo-mon"]),
+        // The S3 gateway is a client: stateless, it links no server.
+        (
+            "loligo-s3",
+            &[
+                "openraft",
+                "fjall",
+                "loligo-mon",
+                "loligo-osd",
+                "loligo-pg",
+                "loligo-store",
+            ],
+        ),
         ("loligo-osd", &["openraft", "loligo-mon"]),
         // The PG core is sans-I/O: no runtime, no network, no monitor;
         // the daemon and the simulator run the same code.

@@ -26,6 +26,7 @@ mod osd_df;
 mod osd_replace_cmd;
 mod osdmap_cmd;
 mod report_cmd;
+mod s3_cmd;
 mod scale_cmd;
 mod scale_peering;
 mod scrub_cmd;
@@ -122,6 +123,11 @@ enum Cmd {
     /// services` names it).
     #[command(subcommand)]
     Dashboard(dashboard_cmd::DashboardCmd),
+    /// The S3 gateway (`s3 run`) and its users and keys (`s3 user
+    /// create | rm | info | ls`, `s3 key create | rm`), which the
+    /// monitors keep apart from the cluster map.
+    #[command(subcommand)]
+    S3(s3_cmd::S3Cmd),
     /// The leading monitor's HTTP services (`services`), as Ceph's `mgr
     /// services` prints them: {"dashboard": URL, "prometheus": URL}. Loligo has no manager:
     /// the monitors serve what Ceph's manager would.
@@ -338,6 +344,7 @@ fn main() -> ExitCode {
         Cmd::QuorumStatus { json: _ } => mon_cmd::quorum_status(conn),
         Cmd::Mgr { what: _, json: _ } => mon_cmd::mgr_services(conn),
         Cmd::Dashboard(c) => dashboard_cmd::dashboard(conn, c),
+        Cmd::S3(c) => s3_cmd::s3(conn, c),
         Cmd::Df { detail, json } => report_cmd::df(conn, detail.is_some(), json),
         Cmd::Balancer { what } => mon_cmd::balancer(conn, &what),
         Cmd::Osd(c) => admin_cmd::osd(conn, c),

@@ -167,9 +167,16 @@ pub fn plan(m: &OsdMap, cmd: &Admin) -> Result<Outcome, MonError> {
         | Admin::LogLast { .. }
         | Admin::DashboardCreateToken { .. }
         | Admin::DashboardLsTokens
-        | Admin::DashboardRevokeTokens { .. } => {
+        | Admin::DashboardRevokeTokens { .. }
+        | Admin::S3UserCreate { .. }
+        | Admin::S3UserRm { .. }
+        | Admin::S3UserInfo { .. }
+        | Admin::S3UserLs
+        | Admin::S3KeyCreate { .. }
+        | Admin::S3KeyRm { .. }
+        | Admin::S3Secret { .. } => {
             return Err(MonError::Invalid(
-                "mon add, mon rm, quorum_status, mgr services, log last and the dashboard's tokens are the monitor group's, not the map's"
+                "mon add, mon rm, quorum_status, mgr services, log last, the dashboard's tokens and S3 users are the monitor group's, not the map's"
                     .into(),
             ))
         }

@@ -19,6 +19,7 @@ pub mod network;
 pub mod pool_stats;
 pub use loligo_types::pg_num;
 pub mod raft;
+pub mod s3users;
 pub mod server;
 pub mod tokens;
 

@@ -48,6 +48,9 @@ pub enum MonCmd {
     /// A change to the dashboard's access tokens ([`crate::tokens`]);
     /// the map is unchanged.
     Dashboard(crate::tokens::TokenCmd),
+    /// A change to the S3 gateway's users and keys ([`crate::s3users`]);
+    /// the map is unchanged.
+    S3(crate::s3users::S3Cmd),
 }
 
 /// How far a restored map's epoch moves past the map it was made from:
@@ -88,6 +91,8 @@ pub struct MonState {
     pub log: crate::clog::ClusterLog,
     /// The dashboard's access tokens (their hashes).
     pub tokens: crate::tokens::Tokens,
+    /// The S3 gateway's users and keys.
+    pub s3: crate::s3users::S3Users,
 }
 
 impl MonState {
@@ -142,6 +147,10 @@ impl MonState {
                 self.tokens.apply(cmd);
                 Ok(self.epoch())
             }
+            MonCmd::S3(cmd) => {
+                self.s3.apply(cmd).map_err(MapError::Invalid)?;
+                Ok(self.epoch())
+            }
             MonCmd::Changes(changes) => {
                 let map = self.map.as_mut().ok_or(MapError::Invalid(
                     "the cluster map is not initialised".into(),
@@ -173,6 +182,9 @@ struct SnapBody {
     /// Absent from snapshots made before the dashboard's tokens.
     #[serde(default)]
     tokens: crate::tokens::Tokens,
+    /// Absent from snapshots made before the S3 gateway's users.
+    #[serde(default)]
+    s3: crate::s3users::S3Users,
 }
 
 fn to_body(s: &MonState) -> Vec<u8> {
@@ -181,6 +193,7 @@ fn to_body(s: &MonState) -> Vec<u8> {
         incs: s.incs.iter().map(encode).collect(),
         log: s.log.clone(),
         tokens: s.tokens.clone(),
+        s3: s.s3.clone(),
     };
     serde_json::to_vec(&b).unwrap_or_default()
 }
@@ -203,6 +216,7 @@ fn from_body(b: &[u8]) -> Result<MonState, String> {
         incs,
         log: body.log,
         tokens: body.tokens,
+        s3: body.s3,
         ..MonState::default()
     })
 }
@@ -558,7 +572,7 @@ mod tests {
     /// A snapshot carries the cluster log to a monitor that installs it;
     /// one made before the log existed still installs, with an empty log.
     #[test]
-    fn snapshots_carry_the_cluster_log_and_tokens_and_older_ones_still_read() {
+    fn snapshots_carry_the_cluster_log_tokens_and_s3_users_and_older_ones_still_read() {
         let mut st = MonState {
             map: Some(OsdMap::test_cluster(3, 8)),
             ..MonState::default()
@@ -587,7 +601,24 @@ mod tests {
         };
         assert_eq!(st.apply_cmd(&MonCmd::Dashboard(add)), Ok(2));
         assert_eq!(st.tokens.len(), 1);
+        let user = crate::s3users::S3Cmd::UserCreate {
+            uid: "alice".into(),
+            record: crate::s3users::UserRecord {
+                display_name: "Alice".into(),
+                created: 1,
+            },
+            key: crate::s3users::S3Key {
+                access_key: "AK".into(),
+                secret_key: "SK".into(),
+            },
+        };
+        assert_eq!(st.apply_cmd(&MonCmd::S3(user.clone())), Ok(2));
+        assert!(
+            st.apply_cmd(&MonCmd::S3(user)).is_err(),
+            "a user made twice is refused by every member"
+        );
         let back = from_body(&to_body(&st)).unwrap();
+        assert_eq!(back.s3.secret("AK"), Some(("alice", "SK")));
         assert_eq!(back.map.map(|m| m.epoch), Some(2));
         assert_eq!(back.log, st.log);
         assert_eq!(back.log.entries[0].message, "osd.1 marked down");
@@ -597,5 +628,6 @@ mod tests {
         assert!(back.map.is_none() && back.incs.is_empty());
         assert_eq!(back.log, crate::clog::ClusterLog::default());
         assert!(back.tokens.is_empty());
+        assert!(back.s3.is_empty());
     }
 }

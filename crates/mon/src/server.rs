@@ -176,6 +176,7 @@ mod clog_pump;
 pub mod dashboard;
 pub mod http;
 mod membership;
+mod s3users;
 
 /// Most monitor-map changes the leader makes in one tick (the map, the
 /// keys of monitors gone, its own key).
@@ -762,6 +763,15 @@ impl Monitor {
                 | Admin::DashboardLsTokens
                 | Admin::DashboardRevokeTokens { .. }),
             ) => self.dashboard_admin(a).await,
+            MonRequest::Admin(
+                a @ (Admin::S3UserCreate { .. }
+                | Admin::S3UserRm { .. }
+                | Admin::S3UserInfo { .. }
+                | Admin::S3UserLs
+                | Admin::S3KeyCreate { .. }
+                | Admin::S3KeyRm { .. }
+                | Admin::S3Secret { .. }),
+            ) => self.s3_admin(a).await,
             MonRequest::Admin(Admin::LogLast { n, level, since }) => self.log_last(n, level, since),
             MonRequest::Admin(Admin::Df) => {
                 if !self.is_leader() {

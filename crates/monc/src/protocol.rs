@@ -311,6 +311,46 @@ pub enum Admin {
     DashboardRevokeTokens {
         user: Option<String>,
     },
+    /// A new S3 user with one key pair, made by the leader unless both
+    /// halves are given (`s3 user create`); the reply is the user with
+    /// its keys, as `radosgw-admin user create` prints it.
+    S3UserCreate {
+        uid: String,
+        #[serde(default)]
+        display_name: Option<String>,
+        #[serde(default)]
+        access_key: Option<String>,
+        #[serde(default)]
+        secret_key: Option<String>,
+    },
+    /// Remove an S3 user and its keys (`s3 user rm`).
+    S3UserRm {
+        uid: String,
+    },
+    /// An S3 user with its keys, secrets included (`s3 user info`).
+    S3UserInfo {
+        uid: String,
+    },
+    /// Every S3 user id (`s3 user ls`; no keys).
+    S3UserLs,
+    /// Another key pair for an S3 user (`s3 key create`), made by the
+    /// leader unless both halves are given; the reply is the user.
+    S3KeyCreate {
+        uid: String,
+        #[serde(default)]
+        access_key: Option<String>,
+        #[serde(default)]
+        secret_key: Option<String>,
+    },
+    /// Withdraw one S3 key (`s3 key rm`).
+    S3KeyRm {
+        access_key: String,
+    },
+    /// The user and secret key of an access key (`{"user", "secret_key"}`):
+    /// what a gateway checks a request's signature with.
+    S3Secret {
+        access_key: String,
+    },
 }
 
 impl Admin {
@@ -336,7 +376,8 @@ impl Admin {
             | Balancer { on: None }
             | CrushGet
             | EcProfileGet { .. }
-            | EcProfileLs => MonCap::Read,
+            | EcProfileLs
+            | S3UserLs => MonCap::Read,
             AuthAdd { .. }
             | AuthGet { .. }
             | AuthLs
@@ -347,6 +388,11 @@ impl Admin {
             | DashboardCreateToken { .. }
             | DashboardLsTokens
             | DashboardRevokeTokens { .. }
+            | S3UserCreate { .. }
+            | S3UserRm { .. }
+            | S3UserInfo { .. }
+            | S3KeyCreate { .. }
+            | S3KeyRm { .. }
             | MonAdd { .. }
             | MonRm { .. } => MonCap::All,
             PoolCreate { .. }
@@ -371,7 +417,9 @@ impl Admin {
             | Balancer { on: Some(_) }
             | CrushRm { .. }
             | EcProfileSet { .. }
-            | EcProfileRm { .. } => MonCap::ReadWrite,
+            | EcProfileRm { .. }
+            // A gateway's cap (mon 'allow rw', as RGW's keyring has).
+            | S3Secret { .. } => MonCap::ReadWrite,
         }
     }
 }
@@ -424,6 +472,9 @@ pub enum MonError {
     /// The caller's entity may not make this request.
     #[error("permission denied: {0}")]
     Denied(String),
+    /// What the request names does not exist (an S3 user or key).
+    #[error("{0}")]
+    NotFound(String),
     /// A cluster-wide flag holds this request back (an OSD's boot under
     /// `noup`): it waits until an operator clears the flag.
     #[error("the {0} flag is set: `loligo osd unset {0}` lets this through")]

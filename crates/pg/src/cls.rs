@@ -25,6 +25,8 @@ use loligo_types::cls::{
 use loligo_types::ops::{OpError, Version};
 use serde::{Deserialize, Serialize};
 
+mod s3;
+
 /// Cost units one call may spend: one per store call, one per omap entry
 /// or xattr read or written, one per 4 KiB of data.
 pub const BUDGET: u64 = 1 << 20;
@@ -100,6 +102,36 @@ pub static METHODS: &[Method] = &[
         name: "stat",
         writes: false,
         run: kv_stat,
+    },
+    Method {
+        class: "s3",
+        name: "commit",
+        writes: true,
+        run: s3::commit,
+    },
+    Method {
+        class: "s3",
+        name: "remove",
+        writes: true,
+        run: s3::remove,
+    },
+    Method {
+        class: "s3",
+        name: "abandon",
+        writes: true,
+        run: s3::abandon,
+    },
+    Method {
+        class: "s3",
+        name: "seal",
+        writes: true,
+        run: s3::seal,
+    },
+    Method {
+        class: "s3",
+        name: "unseal",
+        writes: true,
+        run: s3::unseal,
     },
 ];
 
@@ -923,5 +955,169 @@ mod tests {
                 .unwritable
         );
         assert_eq!(omap(&s, "n").len(), 3);
+    }
+
+    fn s3_entry(tails: Option<&str>) -> Vec<u8> {
+        use loligo_types::s3::{IndexEntry, Layout, Segment, Tails};
+        let layout = match tails {
+            None => Layout::Inline,
+            Some(p) => Layout::Striped {
+                stripe: 4,
+                segments: vec![Segment {
+                    size: 8,
+                    tails: Tails {
+                        prefix: p.into(),
+                        count: 2,
+                    },
+                }],
+            },
+        };
+        let e = IndexEntry {
+            size: if tails.is_some() { 8 } else { 2 },
+            etag: format!("etag-{}", tails.unwrap_or("inline")),
+            mtime_ms: 1,
+            owner: "u".into(),
+            layout,
+            content_type: None,
+            meta: Default::default(),
+            headers: Default::default(),
+            checksums: Default::default(),
+            acl: None,
+            parts: 0,
+        };
+        serde_json::to_vec(&e).unwrap()
+    }
+
+    fn s3_commit(
+        tails: Option<&str>,
+        pending: Option<&str>,
+        cond: loligo_types::s3::Condition,
+    ) -> SubOp {
+        let c = loligo_types::s3::Commit {
+            key: "k".into(),
+            entry: s3_entry(tails),
+            inline: tails.is_none().then(|| b"hi".to_vec()),
+            pending: pending.map(str::to_string),
+            condition: cond,
+            now_ms: 5,
+        };
+        exec("s3", "commit", postcard::to_stdvec(&c).unwrap())
+    }
+
+    fn prefixed(s: &MemStore, name: &str, p: u8) -> Vec<Vec<u8>> {
+        omap(s, name)
+            .into_iter()
+            .map(|(k, _)| k)
+            .filter(|k| k[0] == p)
+            .collect()
+    }
+
+    /// The S3 index: an overwrite or a delete moves the old entry's data
+    /// to the garbage list in the same op; a commit needs its upload's
+    /// pending record and an unsealed shard; conditions and seals refuse.
+    #[test]
+    fn s3_index_changes_keep_every_tail_accounted_for() {
+        use loligo_types::s3::{Condition, Garbage, GARBAGE, INLINE, PENDING};
+        let s = store();
+        let cond = Condition::default;
+        // Striped data needs its pending record.
+        let r = run(&s, "shard", &[s3_commit(Some("b.t1"), Some("t1"), cond())]);
+        assert!(
+            matches!(r, Err(OpError::MethodRefused { code: 1, .. })),
+            "{r:?}"
+        );
+        let pending = serde_json::to_vec(&Garbage {
+            tails: vec![],
+            ms: 1,
+            key: "k".into(),
+        })
+        .unwrap();
+        let set = |tag: &str| {
+            SubOp::OmapSet(vec![(
+                serde_bytes::ByteBuf::from(loligo_types::s3::omap_key(PENDING, tag.as_bytes())),
+                serde_bytes::ByteBuf::from(pending.clone()),
+            )])
+        };
+        run(&s, "shard", &[set("t1")]).unwrap();
+        run(&s, "shard", &[s3_commit(Some("b.t1"), Some("t1"), cond())]).unwrap();
+        assert!(
+            prefixed(&s, "shard", PENDING).is_empty(),
+            "the commit takes its pending record"
+        );
+        // An inline overwrite sends the striped data to the garbage list.
+        run(&s, "shard", &[s3_commit(None, None, cond())]).unwrap();
+        let g = prefixed(&s, "shard", GARBAGE);
+        assert_eq!(g.len(), 1);
+        let rec = s.omap_get(coll(), &ObjectId::new(7, "shard"), &g).unwrap();
+        let rec: Garbage = serde_json::from_slice(rec.values().next().unwrap()).unwrap();
+        assert_eq!(rec.tails[0].prefix, "b.t1");
+        assert_eq!(prefixed(&s, "shard", INLINE).len(), 1);
+        // Conditions: create-only and ETag compare.
+        let only_new = Condition {
+            if_match: None,
+            if_none_match: true,
+        };
+        let r = run(&s, "shard", &[s3_commit(None, None, only_new)]);
+        assert!(
+            matches!(r, Err(OpError::MethodRefused { code: 2, .. })),
+            "{r:?}"
+        );
+        let wrong = Condition {
+            if_match: Some("nope".into()),
+            if_none_match: false,
+        };
+        let r = run(&s, "shard", &[s3_commit(None, None, wrong)]);
+        assert!(
+            matches!(r, Err(OpError::MethodRefused { code: 2, .. })),
+            "{r:?}"
+        );
+        // A shard holding an object cannot be sealed.
+        let r = run(&s, "shard", &[exec("s3", "seal", vec![])]);
+        assert!(
+            matches!(r, Err(OpError::MethodRefused { code: 5, .. })),
+            "{r:?}"
+        );
+        // Removal: the entry and its inline data go; then it may be sealed,
+        // and a sealed shard takes no entry.
+        let rm = loligo_types::s3::Remove {
+            key: "k".into(),
+            condition: cond(),
+            now_ms: 9,
+        };
+        let out = run(
+            &s,
+            "shard",
+            &[exec("s3", "remove", postcard::to_stdvec(&rm).unwrap())],
+        )
+        .unwrap();
+        assert!(postcard::from_bytes::<bool>(&out[0]).unwrap());
+        assert!(prefixed(&s, "shard", INLINE).is_empty());
+        run(&s, "shard", &[exec("s3", "seal", vec![])]).unwrap();
+        let r = run(&s, "shard", &[s3_commit(None, None, cond())]);
+        assert!(
+            matches!(r, Err(OpError::MethodRefused { code: 4, .. })),
+            "{r:?}"
+        );
+        run(&s, "shard", &[exec("s3", "unseal", vec![])]).unwrap();
+        run(&s, "shard", &[s3_commit(None, None, cond())]).unwrap();
+        // An abandoned upload's pending record becomes garbage; a late
+        // commit of it is refused.
+        run(&s, "shard", &[set("t2")]).unwrap();
+        let a = loligo_types::s3::Abandon {
+            tag: "t2".into(),
+            now_ms: 10,
+        };
+        run(
+            &s,
+            "shard",
+            &[exec("s3", "abandon", postcard::to_stdvec(&a).unwrap())],
+        )
+        .unwrap();
+        assert_eq!(prefixed(&s, "shard", GARBAGE).len(), 2);
+        let r = run(&s, "shard", &[s3_commit(Some("b.t2"), Some("t2"), cond())]);
+        assert!(
+            matches!(r, Err(OpError::MethodRefused { code: 1, .. })),
+            "{r:?}"
+        );
     }
 }

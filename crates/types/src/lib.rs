@@ -15,6 +15,7 @@ pub mod osdmap;
 pub mod pg_num;
 pub mod pg_state;
 pub mod prom;
+pub mod s3;
 pub mod scrub;
 pub mod stats;
 

@@ -1,0 +1,197 @@
+//! Buckets: their records in the registry object (one omap entry each,
+//! set only if absent, so two gateways creating one name cannot both
+//! win), and deletion (every index shard sealed first, so no entry lands
+//! in a bucket being deleted).
+//!
+//! It must never delete a bucket that holds an object.
+
+use crate::names::{self, BUCKET, REGISTRY};
+use crate::{internal, Gateway};
+use loligo_client::{ClientError, IoCtx};
+use loligo_types::ops::{Cmp, OpError, SubOp};
+use loligo_types::s3::{omap_key, S3_NOT_EMPTY};
+use s3s::{s3_error, S3Error};
+use serde::{Deserialize, Serialize};
+use serde_bytes::ByteBuf;
+
+/// One bucket, as the registry keeps it (JSON).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BucketRecord {
+    pub name: String,
+    /// This instance's id: a bucket deleted and made again gets a new
+    /// one, so nothing of the old can be read as the new's.
+    pub id: String,
+    /// The owner's user id.
+    pub owner: String,
+    /// Milliseconds since the Unix epoch.
+    pub created_ms: u64,
+    pub shards: u32,
+    /// The canned ACL (`private`, `public-read`).
+    #[serde(default)]
+    pub acl: Option<String>,
+}
+
+impl BucketRecord {
+    /// The index object holding `key`'s entry.
+    pub fn shard_object(&self, key: &str) -> String {
+        names::index_object(&self.id, names::shard_of(key, self.shards))
+    }
+
+    /// Every index object of the bucket.
+    pub fn shard_objects(&self) -> Vec<String> {
+        (0..self.shards)
+            .map(|s| names::index_object(&self.id, s))
+            .collect()
+    }
+
+    /// Whether anyone may read it (`public-read`).
+    pub fn public_read(&self) -> bool {
+        self.acl.as_deref() == Some("public-read")
+    }
+}
+
+fn record_key(name: &str) -> Vec<u8> {
+    omap_key(BUCKET, name.as_bytes())
+}
+
+/// The omap of `obj`, treating a missing object as empty.
+fn absent_is_empty<T: Default>(r: Result<T, ClientError>) -> Result<T, S3Error> {
+    match r {
+        Err(e) if e.is_not_found() => Ok(T::default()),
+        r => r.map_err(internal),
+    }
+}
+
+/// Bucket `name`'s record, if it exists.
+pub async fn get(index: &IoCtx, name: &str) -> Result<Option<BucketRecord>, S3Error> {
+    let k = record_key(name);
+    let mut got = absent_is_empty(index.omap_get(REGISTRY, vec![k.clone()]).await)?;
+    match got.remove(&k) {
+        Some(v) => serde_json::from_slice(&v)
+            .map(Some)
+            .map_err(|e| s3_error!(InternalError, "bucket record of '{name}': {e}")),
+        None => Ok(None),
+    }
+}
+
+/// Every bucket, in name order.
+pub async fn list(index: &IoCtx) -> Result<Vec<BucketRecord>, S3Error> {
+    let mut out = Vec::new();
+    let mut start = vec![BUCKET];
+    loop {
+        let page = absent_is_empty(index.omap_list(REGISTRY, &start, 1000).await)?;
+        let full = page.len() == 1000;
+        for (k, v) in page {
+            if k.first() != Some(&BUCKET) {
+                return Ok(out);
+            }
+            let r: BucketRecord = serde_json::from_slice(&v)
+                .map_err(|e| s3_error!(InternalError, "a bucket record: {e}"))?;
+            start = k;
+            start.push(0);
+            out.push(r);
+        }
+        if !full {
+            return Ok(out);
+        }
+    }
+}
+
+impl Gateway {
+    /// Make bucket `name` for `owner`.
+    pub async fn create_bucket(
+        &self,
+        name: &str,
+        owner: &str,
+        acl: Option<String>,
+    ) -> Result<BucketRecord, S3Error> {
+        names::check_bucket_name(name).map_err(|m| s3_error!(InvalidBucketName, "{m}"))?;
+        let rec = BucketRecord {
+            name: name.to_string(),
+            id: names::new_tag().map_err(|m| s3_error!(InternalError, "{m}"))?,
+            owner: owner.to_string(),
+            created_ms: crate::now_ms(),
+            shards: self.config().shards,
+            acl,
+        };
+        let value = serde_json::to_vec(&rec).map_err(|e| s3_error!(InternalError, "{e}"))?;
+        let k = record_key(name);
+        let ops = vec![
+            SubOp::CmpOmap {
+                key: k.clone(),
+                cmp: Cmp::Eq,
+                value: Vec::new(),
+            },
+            SubOp::OmapSet(vec![(ByteBuf::from(k), ByteBuf::from(value))]),
+        ];
+        let mut r = self.index().operate(REGISTRY, ops.clone()).await;
+        if r.as_ref().is_err_and(|e| e.is_not_found()) {
+            // The first bucket: make the registry, then ask again.
+            (self.index().operate(REGISTRY, vec![SubOp::Create]).await).map_err(internal)?;
+            r = self.index().operate(REGISTRY, ops).await;
+        }
+        match r {
+            Ok(_) => Ok(rec),
+            Err(ClientError::Op(OpError::AssertFailed { .. })) => {
+                match get(self.index(), name).await? {
+                    Some(r) if r.owner == owner => Err(s3_error!(
+                        BucketAlreadyOwnedByYou,
+                        "you already own bucket '{name}'"
+                    )),
+                    _ => Err(s3_error!(
+                        BucketAlreadyExists,
+                        "bucket '{name}' exists and is another user's"
+                    )),
+                }
+            }
+            Err(e) => Err(internal(e)),
+        }
+    }
+
+    /// Delete bucket `rec`: refused if it holds an object. Every shard is
+    /// sealed (or, if one holds an object, every seal taken back), its
+    /// garbage collected now, and the record removed. The sealed shards
+    /// stay (empty but for the seal): a gateway holding a stale record
+    /// of the bucket must find its writes refused, not a fresh shard.
+    pub async fn delete_bucket(&self, rec: &BucketRecord) -> Result<(), S3Error> {
+        let shards = rec.shard_objects();
+        for (i, s) in shards.iter().enumerate() {
+            match self.index().exec(s, "s3", "seal", Vec::new()).await {
+                Ok(_) => {}
+                Err(e) => {
+                    for t in &shards[..i] {
+                        // Best effort: a seal left behind only refuses
+                        // writes until the delete is retried.
+                        let _ = self.index().exec(t, "s3", "unseal", Vec::new()).await;
+                    }
+                    return Err(match e {
+                        ClientError::Op(OpError::MethodRefused { code, .. })
+                            if code == S3_NOT_EMPTY =>
+                        {
+                            s3_error!(BucketNotEmpty, "bucket '{}' is not empty", rec.name)
+                        }
+                        e => internal(e),
+                    });
+                }
+            }
+        }
+        self.forget_bucket(&rec.name);
+        for s in &shards {
+            self.collect_shard(s, u64::MAX, u64::MAX).await?;
+        }
+        let k = record_key(&rec.name);
+        let current = serde_json::to_vec(rec).map_err(|e| s3_error!(InternalError, "{e}"))?;
+        let ops = vec![
+            SubOp::CmpOmap {
+                key: k.clone(),
+                cmp: Cmp::Eq,
+                value: current,
+            },
+            SubOp::OmapRm(vec![ByteBuf::from(k)]),
+        ];
+        match self.index().operate(REGISTRY, ops).await {
+            Ok(_) | Err(ClientError::Op(OpError::AssertFailed { .. })) => Ok(()),
+            Err(e) => Err(internal(e)),
+        }
+    }
+}

@@ -1,0 +1,253 @@
+//! The S3 gateway's bucket index as the OSDs see it: the records kept in
+//! an index shard's object map, the RADOS objects an S3 object's data
+//! lives in, and the inputs and refusal codes of the `s3` object class
+//! methods that change a shard atomically (`loligo_pg::cls`).
+//!
+//! An index shard is one RADOS object of the index pool; its omap holds,
+//! by key prefix:
+//!
+//! | prefix | key after it | value |
+//! | --- | --- | --- |
+//! | [`ENTRY`] | the S3 object key | [`IndexEntry`] (JSON) |
+//! | [`INLINE`] | the S3 object key | the data of a small object |
+//! | [`PENDING`] | an upload's tag | [`Garbage`]: tails being written |
+//! | [`GARBAGE`] | `{ms:020}.{tag}` | [`Garbage`]: tails to delete |
+//!
+//! The entry is the commit point: an object exists once its entry is
+//! set, and every set or removal moves the tails the old entry named to
+//! the garbage list in the same transaction, so data is never lost to an
+//! overwrite and never leaked by one. Tails are written under a fresh tag
+//! before the entry names them, with a pending record first, so a writer
+//! that dies leaves a record for the collector.
+//!
+//! Stored records are JSON (they live for years and grow fields); method
+//! inputs are postcard, like the other classes'. Pure: no I/O.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Omap key prefix of an object's entry.
+pub const ENTRY: u8 = b'o';
+/// Omap key prefix of a small object's data kept in the index.
+pub const INLINE: u8 = b'd';
+/// Omap key prefix of an upload's pending record.
+pub const PENDING: u8 = b'p';
+/// Omap key prefix of a garbage record.
+pub const GARBAGE: u8 = b'g';
+/// Omap key set on every shard of a bucket being deleted (`s3.seal`):
+/// no entry is set in a sealed shard.
+pub const SEALED: &[u8] = b"!sealed";
+
+/// `prefix` followed by `rest`: an omap key.
+pub fn omap_key(prefix: u8, rest: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(rest.len() + 1);
+    k.push(prefix);
+    k.extend_from_slice(rest);
+    k
+}
+
+/// The key of a garbage record made at `ms` for `tag` (records sort by
+/// time, so the collector reads the old ones first).
+pub fn garbage_key(ms: u64, tag: &str) -> Vec<u8> {
+    omap_key(GARBAGE, format!("{ms:020}.{tag}").as_bytes())
+}
+
+/// The time a garbage key was made at, if it is one.
+pub fn garbage_time(key: &[u8]) -> Option<u64> {
+    let rest = key.strip_prefix(&[GARBAGE])?;
+    std::str::from_utf8(rest.get(..20)?).ok()?.parse().ok()
+}
+
+/// A run of data objects: `{prefix}.0` .. `{prefix}.{count - 1}` in the
+/// data pool.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tails {
+    pub prefix: String,
+    pub count: u32,
+}
+
+impl Tails {
+    /// The name of the `n`th object of the run.
+    pub fn object(&self, n: u32) -> String {
+        debug_assert!(n < self.count);
+        format!("{}.{n}", self.prefix)
+    }
+}
+
+/// What a pending or garbage record holds: the data objects to delete
+/// (in the data pool) once the record is old enough, and when it was made.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Garbage {
+    pub tails: Vec<Tails>,
+    /// Milliseconds since the Unix epoch, by the gateway that wrote it.
+    pub ms: u64,
+    /// The S3 key the data was for (for an operator reading the records).
+    #[serde(default)]
+    pub key: String,
+}
+
+/// One part of an object's data, in order: `size` bytes striped over
+/// `tails` in objects of the entry's stripe size.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Segment {
+    pub size: u64,
+    pub tails: Tails,
+}
+
+/// Where an object's data is.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Layout {
+    /// In the index shard itself, under [`INLINE`] + key.
+    Inline,
+    /// In data objects of `stripe` bytes (the last of a segment shorter).
+    Striped { stripe: u64, segments: Vec<Segment> },
+}
+
+/// One object's index entry: what HEAD answers and where its data is.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IndexEntry {
+    pub size: u64,
+    /// Without quotes: hex MD5, or `{hex}-{parts}` for a multipart object.
+    pub etag: String,
+    /// Last modified, milliseconds since the Unix epoch.
+    pub mtime_ms: u64,
+    /// The owner's user id.
+    pub owner: String,
+    pub layout: Layout,
+    #[serde(default)]
+    pub content_type: Option<String>,
+    /// User metadata (`x-amz-meta-*`, names lower-case, without prefix).
+    #[serde(default)]
+    pub meta: BTreeMap<String, String>,
+    /// Other stored headers (content-encoding, -disposition, -language,
+    /// cache-control, expires), by their lower-case names.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// Checksums given and checked at upload (`crc32` -> base64).
+    #[serde(default)]
+    pub checksums: BTreeMap<String, String>,
+    /// The canned ACL (`private`, `public-read`).
+    #[serde(default)]
+    pub acl: Option<String>,
+    /// Parts of a multipart object (0: a single PUT).
+    #[serde(default)]
+    pub parts: u32,
+}
+
+impl IndexEntry {
+    /// The data objects this entry names.
+    pub fn tails(&self) -> Vec<Tails> {
+        match &self.layout {
+            Layout::Inline => Vec::new(),
+            Layout::Striped { segments, .. } => segments.iter().map(|s| s.tails.clone()).collect(),
+        }
+    }
+}
+
+/// A condition a write of an entry must meet (S3's conditional PUT and
+/// DELETE), checked in the same transaction as the write.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Condition {
+    /// The object must exist with this ETag (`If-Match`; `Some("*")`:
+    /// exist at all).
+    pub if_match: Option<String>,
+    /// The object must not exist (`If-None-Match: *`).
+    pub if_none_match: bool,
+}
+
+/// Input of `s3.commit`: set `key`'s entry (and its inline data, or
+/// remove a stale one), moving the old entry's tails to the garbage list.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Commit {
+    pub key: String,
+    /// The entry, JSON ([`IndexEntry`]).
+    pub entry: Vec<u8>,
+    /// The object's data when its layout is inline.
+    pub inline: Option<Vec<u8>>,
+    /// The pending record of the upload that wrote the tails: it must
+    /// still be there (the collector has not taken it) and goes.
+    pub pending: Option<String>,
+    pub condition: Condition,
+    /// The gateway's clock, for the garbage record.
+    pub now_ms: u64,
+}
+
+/// Input of `s3.remove`: remove `key`'s entry and inline data, moving its
+/// tails to the garbage list. Output: postcard `bool`, whether it existed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Remove {
+    pub key: String,
+    pub condition: Condition,
+    pub now_ms: u64,
+}
+
+/// Input of `s3.abandon`: move pending record `tag` to the garbage list
+/// if it is still there (a writer that has not committed for too long).
+/// Output: postcard `bool`, whether it was.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Abandon {
+    pub tag: String,
+    pub now_ms: u64,
+}
+
+/// `s3.commit` refusal: the upload's pending record is gone (the
+/// collector took it, with the tails); the upload must start again.
+pub const S3_PENDING_GONE: u32 = 1;
+/// `s3.commit` and `s3.remove` refusal: the condition does not hold.
+pub const S3_PRECONDITION: u32 = 2;
+/// `s3.remove` with a condition: the object does not exist.
+pub const S3_NO_SUCH_KEY: u32 = 3;
+/// `s3.commit` refusal: the shard is sealed (its bucket is being or was
+/// deleted); the gateway's record of the bucket is stale.
+pub const S3_BUCKET_GONE: u32 = 4;
+/// `s3.seal` refusal: the shard holds an object.
+pub const S3_NOT_EMPTY: u32 = 5;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn garbage_keys_sort_by_time_and_read_back() {
+        let a = garbage_key(999, "zz");
+        let b = garbage_key(1_000, "aa");
+        assert!(a < b, "older records come first whatever their tags");
+        assert_eq!(garbage_time(&a), Some(999));
+        assert_eq!(garbage_time(&b), Some(1_000));
+        assert_eq!(garbage_time(b"o/x"), None);
+        assert_eq!(garbage_time(b"g12"), None);
+    }
+
+    #[test]
+    fn entries_read_with_fields_they_lack() {
+        let e = IndexEntry {
+            size: 5,
+            etag: "abc".into(),
+            mtime_ms: 1,
+            owner: "u".into(),
+            layout: Layout::Striped {
+                stripe: 4,
+                segments: vec![Segment {
+                    size: 5,
+                    tails: Tails {
+                        prefix: "b.t".into(),
+                        count: 2,
+                    },
+                }],
+            },
+            content_type: None,
+            meta: BTreeMap::new(),
+            headers: BTreeMap::new(),
+            checksums: BTreeMap::new(),
+            acl: None,
+            parts: 0,
+        };
+        let text = serde_json::to_string(&e).unwrap();
+        assert_eq!(serde_json::from_str::<IndexEntry>(&text).unwrap(), e);
+        let minimal = r#"{"size":1,"etag":"x","mtime_ms":2,"owner":"u","layout":"inline"}"#;
+        let m: IndexEntry = serde_json::from_str(minimal).unwrap();
+        assert!(m.tails().is_empty() && m.meta.is_empty() && m.parts == 0);
+        assert_eq!(e.tails()[0].object(1), "b.t.1");
+    }
+}
