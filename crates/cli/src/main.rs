@@ -33,6 +33,7 @@ mod scrub_cmd;
 mod store_cmd;
 mod store_edit;
 mod up_cmd;
+mod up_s3;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

@@ -63,6 +63,15 @@ pub struct RunArgs {
     /// requests are always served.
     #[arg(long)]
     pub domain: Option<String>,
+    /// Serve HTTPS with this certificate chain (PEM).
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// The private key of --tls-cert (PEM).
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<std::path::PathBuf>,
+    /// PGs of each pool the gateway makes (when its pools are missing).
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub pool_pg_num: u32,
 }
 
 /// `s3 user ...`.
@@ -206,7 +215,11 @@ pub fn s3(conn: &ConnArgs, c: S3Cmd) -> Result<(), CliError> {
 }
 
 /// Make `name` a replicated pool if it does not exist.
-async fn ensure_pool(cluster: &loligo_client::Cluster, name: &str) -> Result<(), CliError> {
+async fn ensure_pool(
+    cluster: &loligo_client::Cluster,
+    name: &str,
+    pg_num: u32,
+) -> Result<(), CliError> {
     if cluster.map().pool_by_name(name).is_some() {
         return Ok(());
     }
@@ -214,7 +227,7 @@ async fn ensure_pool(cluster: &loligo_client::Cluster, name: &str) -> Result<(),
     let size = (cluster.map().osds.len() as u32).clamp(1, 3);
     let req = MonRequest::Admin(Admin::PoolCreate {
         name: name.to_string(),
-        pg_num: 32,
+        pg_num,
         size,
         min_size: None,
         erasure_profile: None,
@@ -222,7 +235,7 @@ async fn ensure_pool(cluster: &loligo_client::Cluster, name: &str) -> Result<(),
     match cluster.mon(req).await {
         Ok(r) => {
             cluster.wait_for_epoch(r.epoch).await;
-            eprintln!("made pool {name} (replicated, size {size}, 32 PGs)");
+            eprintln!("made pool {name} (replicated, size {size}, {pg_num} PGs)");
             Ok(())
         }
         Err(e) if cluster.map().pool_by_name(name).is_some() => {
@@ -248,8 +261,8 @@ fn run(conn: &ConnArgs, a: RunArgs) -> Result<(), CliError> {
         )
         .await
         .map_err(|e| cfg.explain(e))?;
-        ensure_pool(&cluster, &a.index_pool).await?;
-        ensure_pool(&cluster, &a.data_pool).await?;
+        ensure_pool(&cluster, &a.index_pool, a.pool_pg_num).await?;
+        ensure_pool(&cluster, &a.data_pool, a.pool_pg_num).await?;
         let gcfg = loligo_s3::Config {
             index_pool: a.index_pool,
             data_pool: a.data_pool,
@@ -264,10 +277,15 @@ fn run(conn: &ConnArgs, a: RunArgs) -> Result<(), CliError> {
         let listener = tokio::net::TcpListener::bind(&a.listen)
             .await
             .map_err(|e| CliError(format!("cannot listen on {}: {e}", a.listen)))?;
+        let tls = match (&a.tls_cert, &a.tls_key) {
+            (Some(c), Some(k)) => Some(loligo_s3::serve::tls_config(c, k)?),
+            _ => None,
+        };
         let addr = listener.local_addr()?;
-        println!("s3 gateway serving on http://{addr}");
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        println!("s3 gateway serving on {scheme}://{addr}");
         tokio::spawn(gw.clone().run_collector());
-        let serve = loligo_s3::serve::serve(gw, listener, a.domain, None);
+        let serve = loligo_s3::serve::serve(gw, listener, a.domain, tls);
         tokio::select! {
             r = serve => r.map_err(|e| CliError(format!("s3 gateway: {e}"))),
             _ = tokio::signal::ctrl_c() => Ok(()),

@@ -71,6 +71,11 @@ pub struct UpArgs {
     /// stuck op is answered; Ceph's `osd_op_complaint_time` is 30).
     #[arg(long)]
     op_complaint_time: Option<f64>,
+    /// Where the S3 gateway (rgw.0) serves (first start only): an
+    /// address, `auto` (127.0.0.1:7480, or a free port if that is
+    /// taken) or `off`.
+    #[arg(long, default_value = "auto", overrides_with = "s3")]
+    s3: String,
 }
 
 #[derive(Args)]
@@ -113,6 +118,9 @@ struct State {
     /// before monitors served HTTP gets them at its next start.
     #[serde(default)]
     http_addrs: Vec<String>,
+    /// Where the S3 gateway serves (`None`: no gateway).
+    #[serde(default)]
+    s3_addr: Option<String>,
 }
 
 const STATE_NAME: &str = "cluster.toml";
@@ -294,14 +302,16 @@ fn alive(pid: i32) -> bool {
             .unwrap_or(true)
 }
 
-/// Stop the daemons named (OSDs first), politely then firmly.
+/// Stop the daemons named (the gateway, then OSDs, then monitors),
+/// politely then firmly.
 fn stop_all(dir: &Path, names: &[String]) -> usize {
     let mut stopped = 0;
     for group in [
         names
             .iter()
-            .filter(|n| n.starts_with("osd"))
+            .filter(|n| n.starts_with("rgw"))
             .collect::<Vec<_>>(),
+        names.iter().filter(|n| n.starts_with("osd")).collect(),
         names.iter().filter(|n| n.starts_with("mon")).collect(),
     ] {
         let pids: Vec<(String, i32)> = group
@@ -328,6 +338,9 @@ fn stop_all(dir: &Path, names: &[String]) -> usize {
 
 /// The command line of daemon `name` (`mon.N`, `osd.N`) of the cluster.
 fn daemon_args(st: &State, dir: &Path, name: &str) -> Result<Vec<String>, CliError> {
+    if let (crate::up_s3::GATEWAY, Some(addr)) = (name, &st.s3_addr) {
+        return Ok(crate::up_s3::args(dir, addr));
+    }
     let data = dir.join(name).to_string_lossy().into_owned();
     let mons = mon_addrs(st);
     let mon = name
@@ -491,11 +504,14 @@ fn mon_addrs(st: &State) -> Vec<String> {
         .collect()
 }
 
-/// The daemons, monitors first.
+/// The daemons: monitors, OSDs, then the S3 gateway if there is one.
 fn names(st: &State) -> Vec<String> {
     let mons = 1 + st.more_mons.len();
     let mut v: Vec<String> = (0..mons).map(|i| format!("mon.{i}")).collect();
     v.extend((0..st.osd_addrs.len()).map(|i| format!("osd.{i}")));
+    if st.s3_addr.is_some() {
+        v.push(crate::up_s3::GATEWAY.into());
+    }
     v
 }
 
@@ -547,6 +563,7 @@ pub fn up(a: UpArgs) -> Result<(), CliError> {
                 down_out_interval: a.down_out_interval,
                 op_complaint_time: a.op_complaint_time,
                 http_addrs: Vec::new(),
+                s3_addr: crate::up_s3::pick_addr(&a.s3)?,
             }
         }
     };
@@ -576,7 +593,10 @@ pub fn up(a: UpArgs) -> Result<(), CliError> {
     }
     let mut rotate = Vec::new();
     if !st.insecure {
+        // The daemons' and the admin's (the gateway's is a client's,
+        // made by the monitors with its caps).
         let mut entities = all.clone();
+        entities.retain(|n| n != crate::up_s3::GATEWAY);
         entities.push(ADMIN.into());
         rotate = make_keys(&dir, &st.fsid, &entities)?;
     }
@@ -700,6 +720,19 @@ pub fn up(a: UpArgs) -> Result<(), CliError> {
             dir.display()
         )));
     }
+    let s3_keys = match &st.s3_addr {
+        Some(addr) => match start_gateway(&rt, &admin, &st, &dir, addr, a.detach) {
+            Ok((child, keys)) => {
+                children.push(child);
+                Some(keys)
+            }
+            Err(e) => {
+                stop_all(&dir, &all);
+                return Err(e);
+            }
+        },
+        None => None,
+    };
     let here = std::env::current_dir().ok();
     let conf_hint = if here.as_deref().map(|h| h.join(DEFAULT_DATA_DIR)) == Some(dir.clone()) {
         String::new()
@@ -728,6 +761,12 @@ pub fn up(a: UpArgs) -> Result<(), CliError> {
     println!("  loligo{conf_hint} put NAME FILE        (pool '{DEFAULT_POOL}' unless -p POOL)");
     println!("  loligo{conf_hint} get NAME FILE");
     println!("  loligo{conf_hint} bench 10 write");
+    if let (Some(addr), Some((access, secret))) = (&st.s3_addr, &s3_keys) {
+        println!("  S3: http://{addr}  access key {access}  secret key {secret}");
+        println!(
+            "    aws --endpoint-url http://{addr} s3 ls   (with AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY set to those)"
+        );
+    }
     if a.detach {
         println!(
             "Running in the background; stop it with: loligo down --data-dir {}",
@@ -756,6 +795,31 @@ pub fn up(a: UpArgs) -> Result<(), CliError> {
     Ok(())
 }
 
+/// Start the S3 gateway of `st` on `addr` once its folder is ready: the
+/// gateway and the admin's S3 keys.
+fn start_gateway(
+    rt: &tokio::runtime::Runtime,
+    admin: &Config,
+    st: &State,
+    dir: &Path,
+    addr: &str,
+    detach: bool,
+) -> Result<(Child, (String, String)), CliError> {
+    let keys = rt
+        .block_on(async {
+            let mut mc = admin.mon_client().map_err(|e| MonError::Invalid(e.0))?;
+            mc.deadline = Duration::from_secs(30);
+            crate::up_s3::prepare(&mut mc, dir, &st.fsid, mon_addrs(st), st.insecure).await?;
+            crate::up_s3::admin_keys(&mut mc).await
+        })
+        .map_err(|e| CliError(format!("the S3 gateway's keys: {e}")))?;
+    let name = crate::up_s3::GATEWAY;
+    let mut child = spawn(dir, name, &daemon_args(st, dir, name)?, detach)?;
+    let log = dir.join(format!("{name}.log"));
+    crate::up_s3::wait_serving(addr, &mut child, &log)?;
+    Ok((child, keys))
+}
+
 pub fn down(a: DownArgs) -> Result<(), CliError> {
     let dir = std::fs::canonicalize(&a.data_dir)
         .map_err(|e| CliError(format!("{}: {e}", a.data_dir.display())))?;
@@ -773,7 +837,7 @@ pub fn down(a: DownArgs) -> Result<(), CliError> {
 /// `loligo start` / `loligo stop`: one daemon of a cluster `up` made.
 #[derive(Args)]
 pub struct DaemonArgs {
-    /// The daemon: `mon.N` or `osd.N`.
+    /// The daemon: `mon.N`, `osd.N` or `rgw.0` (the S3 gateway).
     name: String,
     /// The cluster's directory.
     #[arg(long, default_value = DEFAULT_DATA_DIR)]

@@ -253,6 +253,8 @@ fn kill_9_and_out_in_under_load_lose_nothing_and_end_clean() {
         &[
             "up",
             "--detach",
+            "--s3",
+            "off",
             "--osds",
             &OSDS.to_string(),
             "--osd-size",

@@ -133,6 +133,24 @@ pub static METHODS: &[Method] = &[
         writes: true,
         run: s3::unseal,
     },
+    Method {
+        class: "s3",
+        name: "part",
+        writes: true,
+        run: s3::put_part,
+    },
+    Method {
+        class: "s3",
+        name: "complete",
+        writes: true,
+        run: s3::complete,
+    },
+    Method {
+        class: "s3",
+        name: "abort",
+        writes: true,
+        run: s3::abort,
+    },
 ];
 
 /// The method `class.name`, if the registry has it.
@@ -1117,6 +1135,147 @@ mod tests {
         let r = run(&s, "shard", &[s3_commit(Some("b.t2"), Some("t2"), cond())]);
         assert!(
             matches!(r, Err(OpError::MethodRefused { code: 1, .. })),
+            "{r:?}"
+        );
+    }
+
+    /// Multipart: a part uploaded again sends the old one's data to the
+    /// garbage list; completing checks each segment against its part's
+    /// record, takes the upload's records away and sends the parts not
+    /// named to the garbage list; a gone upload refuses parts and aborts.
+    #[test]
+    fn s3_multipart_records_keep_every_part_accounted_for() {
+        use loligo_types::s3::{
+            omap_key, part_prefix, upload_key, Abort, Complete, Condition, Garbage, IndexEntry,
+            Layout, Part, PutPart, Segment, Tails, GARBAGE, PART, PENDING, UPLOAD,
+        };
+        let s = store();
+        let set = |k: Vec<u8>, v: Vec<u8>| {
+            SubOp::OmapSet(vec![(
+                serde_bytes::ByteBuf::from(k),
+                serde_bytes::ByteBuf::from(v),
+            )])
+        };
+        let pending = serde_json::to_vec(&Garbage {
+            tails: vec![],
+            ms: 1,
+            key: "k".into(),
+        })
+        .unwrap();
+        let tails = |p: &str| Tails {
+            prefix: p.into(),
+            count: 1,
+        };
+        let part = |p: &str| Part {
+            size: 6 << 20,
+            etag: format!("e-{p}"),
+            mtime_ms: 1,
+            tails: tails(p),
+            checksums: Default::default(),
+        };
+        let put = |n: u32, p: &str| {
+            let i = PutPart {
+                key: "k".into(),
+                upload_id: "U".into(),
+                number: n,
+                part: serde_json::to_vec(&part(p)).unwrap(),
+                pending: p.into(),
+                now_ms: 3,
+            };
+            exec("s3", "part", postcard::to_stdvec(&i).unwrap())
+        };
+        // No upload yet: refused.
+        run(
+            &s,
+            "shard",
+            &[set(omap_key(PENDING, b"t1"), pending.clone())],
+        )
+        .unwrap();
+        let r = run(&s, "shard", &[put(1, "t1")]);
+        assert!(
+            matches!(r, Err(OpError::MethodRefused { code: 6, .. })),
+            "{r:?}"
+        );
+        run(&s, "shard", &[set(upload_key("k", "U"), b"{}".to_vec())]).unwrap();
+        for (n, tag) in [(1, "t1"), (1, "t2"), (2, "t3"), (3, "t4")] {
+            run(
+                &s,
+                "shard",
+                &[set(omap_key(PENDING, tag.as_bytes()), pending.clone())],
+            )
+            .unwrap();
+            run(&s, "shard", &[put(n, tag)]).unwrap();
+        }
+        assert_eq!(
+            prefixed(&s, "shard", GARBAGE).len(),
+            1,
+            "part 1's first data"
+        );
+        assert!(prefixed(&s, "shard", PENDING).is_empty());
+        let entry = |segs: &[&str]| IndexEntry {
+            size: 0,
+            etag: "x-2".into(),
+            mtime_ms: 4,
+            owner: "u".into(),
+            layout: Layout::Striped {
+                stripe: 4 << 20,
+                segments: segs
+                    .iter()
+                    .map(|p| Segment {
+                        size: 6 << 20,
+                        tails: tails(p),
+                    })
+                    .collect(),
+            },
+            content_type: None,
+            meta: Default::default(),
+            headers: Default::default(),
+            checksums: Default::default(),
+            acl: None,
+            parts: 2,
+        };
+        let complete = |segs: &[&str]| {
+            let c = Complete {
+                key: "k".into(),
+                upload_id: "U".into(),
+                entry: serde_json::to_vec(&entry(segs)).unwrap(),
+                parts: vec![1, 2],
+                condition: Condition::default(),
+                now_ms: 5,
+            };
+            exec("s3", "complete", postcard::to_stdvec(&c).unwrap())
+        };
+        // Part 1 is t2 now, not t1.
+        let r = run(&s, "shard", &[complete(&["t1", "t3"])]);
+        assert!(
+            matches!(r, Err(OpError::MethodRefused { code: 7, .. })),
+            "{r:?}"
+        );
+        run(&s, "shard", &[complete(&["t2", "t3"])]).unwrap();
+        assert!(prefixed(&s, "shard", UPLOAD).is_empty());
+        assert!(
+            prefixed(&s, "shard", PART).is_empty(),
+            "{:?}",
+            part_prefix("U")
+        );
+        assert_eq!(
+            prefixed(&s, "shard", GARBAGE).len(),
+            2,
+            "and part 3, not named"
+        );
+        assert_eq!(prefixed(&s, "shard", b'o').len(), 1);
+        let a = Abort {
+            key: "k".into(),
+            upload_id: "U".into(),
+            now_ms: 6,
+        };
+        let r = run(
+            &s,
+            "shard",
+            &[exec("s3", "abort", postcard::to_stdvec(&a).unwrap())],
+        );
+        assert!(
+            matches!(r, Err(OpError::MethodRefused { code: 6, .. })),
             "{r:?}"
         );
     }

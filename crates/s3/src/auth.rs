@@ -115,3 +115,30 @@ impl S3Auth for Auth {
         }
     }
 }
+
+/// Operations an anonymous request may ask for: reads, which the handler
+/// then allows only on what a `public-read` ACL opens.
+const ANONYMOUS_OPS: &[&str] = &[
+    "GetObject",
+    "HeadObject",
+    "ListObjects",
+    "ListObjectsV2",
+    "HeadBucket",
+];
+
+/// Who may ask what before a handler looks: a signed request may ask
+/// anything (the handler checks ownership); an anonymous one only reads.
+pub struct Access;
+
+#[async_trait::async_trait]
+impl s3s::access::S3Access for Access {
+    async fn check(&self, cx: &mut s3s::access::S3AccessContext<'_>) -> S3Result<()> {
+        if cx.credentials().is_some() || ANONYMOUS_OPS.contains(&cx.s3_op().name()) {
+            return Ok(());
+        }
+        Err(s3_error!(
+            AccessDenied,
+            "anonymous requests may only read public data"
+        ))
+    }
+}

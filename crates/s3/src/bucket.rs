@@ -150,7 +150,8 @@ impl Gateway {
 
     /// Delete bucket `rec`: refused if it holds an object. Every shard is
     /// sealed (or, if one holds an object, every seal taken back), its
-    /// garbage collected now, and the record removed. The sealed shards
+    /// uploads in progress aborted, its garbage collected now, and the
+    /// record removed. The sealed shards
     /// stay (empty but for the seal): a gateway holding a stale record
     /// of the bucket must find its writes refused, not a fresh shard.
     pub async fn delete_bucket(&self, rec: &BucketRecord) -> Result<(), S3Error> {
@@ -176,6 +177,15 @@ impl Gateway {
             }
         }
         self.forget_bucket(&rec.name);
+        // Uploads in progress are dropped with the bucket.
+        let (uploads, _) = self.list_uploads(rec, "", None, usize::MAX).await?;
+        for u in uploads {
+            match self.abort_upload(rec, &u.key, &u.id).await {
+                Ok(()) => {}
+                Err(e) if e.code() == &s3s::S3ErrorCode::NoSuchUpload => {}
+                Err(e) => return Err(e),
+            }
+        }
         for s in &shards {
             self.collect_shard(s, u64::MAX, u64::MAX).await?;
         }

@@ -18,6 +18,7 @@ pub mod auth;
 pub mod bucket;
 pub mod gc;
 pub mod list;
+pub mod multipart;
 pub mod names;
 pub mod object;
 pub mod serve;

@@ -94,6 +94,9 @@ impl Gateway {
     /// A page of bucket `b`'s listing.
     pub async fn list(&self, b: &BucketRecord, q: &Query) -> Result<Page, S3Error> {
         let max = q.max_keys.min(MAX_KEYS);
+        if max == 0 {
+            return Ok(Page::default());
+        }
         let start = match &q.after {
             Some(a) if a.as_str() >= q.prefix.as_str() => {
                 let mut k = omap_key(ENTRY, a.as_bytes());

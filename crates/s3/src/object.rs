@@ -124,6 +124,24 @@ impl Gateway {
             let data = read_all(body, len, seen).await?;
             return Ok(Written::Inline(data));
         }
+        self.write_striped(b, key, body, len, seen).await
+    }
+
+    /// Write `len` bytes from `body` in data objects under a fresh tag,
+    /// with a pending record first (what a crash leaves for the
+    /// collector).
+    pub(crate) async fn write_striped<S, E>(
+        &self,
+        b: &BucketRecord,
+        key: &str,
+        body: S,
+        len: u64,
+        seen: &mut (dyn FnMut(&[u8]) + Send),
+    ) -> Result<Written, S3Error>
+    where
+        S: Stream<Item = Result<Bytes, E>> + Unpin,
+        E: std::fmt::Display,
+    {
         let tag = names::new_tag().map_err(|m| s3_error!(InternalError, "{m}"))?;
         let tails = Tails {
             prefix: names::tails_prefix(&b.id, &tag),
@@ -253,7 +271,7 @@ impl Gateway {
 
     /// Hand an upload that will not commit to the collector now (best
     /// effort: otherwise it is taken after `pending_max_age`).
-    async fn abandon(&self, shard: &str, tag: &str) {
+    pub(crate) async fn abandon(&self, shard: &str, tag: &str) {
         let a = loligo_types::s3::Abandon {
             tag: tag.to_string(),
             now_ms: now_ms(),

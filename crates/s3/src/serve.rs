@@ -12,16 +12,82 @@ use std::sync::Arc;
 /// Connections served at once (S3 clients open many).
 pub const CONNECTIONS_MAX: usize = 1024;
 
+/// Virtual-hosted addressing under one domain: `BUCKET.DOMAIN[:PORT]`
+/// names a bucket; any other host (the domain itself, an IP address, a
+/// name of the machine) is path-style.
+#[derive(Debug)]
+pub struct Domain(String);
+
+impl Domain {
+    /// The bucket a `Host` header names, if it names one.
+    pub fn bucket_of<'a>(&self, host: &'a str) -> Option<&'a str> {
+        let name = match host.rsplit_once(':') {
+            Some((h, port)) if port.bytes().all(|b| b.is_ascii_digit()) => h,
+            _ => host,
+        };
+        let b = name.strip_suffix(self.0.as_str())?.strip_suffix('.')?;
+        (!b.is_empty()).then_some(b)
+    }
+}
+
+impl s3s::host::S3Host for Domain {
+    fn parse_host_header<'a>(&'a self, host: &'a str) -> s3s::S3Result<s3s::host::VirtualHost<'a>> {
+        let vh = s3s::host::VirtualHost::new(self.0.as_str());
+        Ok(match self.bucket_of(host) {
+            Some(b) => vh.with_bucket(b),
+            None => vh,
+        })
+    }
+}
+
 /// The S3 service of `gw` (`domain`: the base of virtual-hosted names).
 pub fn service(gw: Gateway, domain: Option<&str>) -> std::io::Result<s3s::service::S3Service> {
     let mut b = s3s::service::S3ServiceBuilder::new(gw.clone());
     b.set_auth(crate::auth::Auth(gw));
+    b.set_access(crate::auth::Access);
     if let Some(d) = domain {
-        let host = s3s::host::SingleDomain::new(d)
-            .map_err(|e| std::io::Error::other(format!("domain '{d}': {e}")))?;
-        b.set_host(host);
+        let ok = !d.is_empty()
+            && d.split('.').all(|l| {
+                !l.is_empty() && l.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-')
+            });
+        if !ok {
+            return Err(std::io::Error::other(format!("'{d}' is not a domain name")));
+        }
+        b.set_host(Domain(d.to_ascii_lowercase()));
     }
     Ok(b.build())
+}
+
+/// The TLS configuration of a gateway from a certificate chain and its
+/// private key (PEM files, as RGW's `ssl_certificate` and
+/// `ssl_private_key` take them).
+pub fn tls_config(
+    cert: &std::path::Path,
+    key: &std::path::Path,
+) -> std::io::Result<Arc<loligo_proto::http::ServerConfig>> {
+    use tokio_rustls::rustls;
+    use tokio_rustls::rustls::pki_types::pem::PemObject;
+    use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let bad = |what: &std::path::Path, e: &dyn std::fmt::Display| {
+        std::io::Error::other(format!("{}: {e}", what.display()))
+    };
+    let certs = CertificateDer::pem_file_iter(cert)
+        .map_err(|e| bad(cert, &e))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| bad(cert, &e))?;
+    if certs.is_empty() {
+        return Err(bad(cert, &"no certificate in it"));
+    }
+    let key_der = PrivateKeyDer::from_pem_file(key).map_err(|e| bad(key, &e))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut c = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| std::io::Error::other(format!("TLS versions: {e}")))?
+        .with_no_client_auth()
+        .with_single_cert(certs, key_der)
+        .map_err(|e| bad(cert, &e))?;
+    c.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(c))
 }
 
 /// Serve `gw` on `listener` until the task is dropped.
@@ -37,4 +103,21 @@ pub async fn serve(
         life: None,
     };
     loligo_proto::http::serve_service(listener, svc, tls, limits).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_name_buckets_only_under_the_domain() {
+        let d = Domain("s3.example.com".into());
+        assert_eq!(d.bucket_of("photos.s3.example.com"), Some("photos"));
+        assert_eq!(d.bucket_of("photos.s3.example.com:7480"), Some("photos"));
+        assert_eq!(d.bucket_of("a.b.s3.example.com"), Some("a.b"));
+        assert_eq!(d.bucket_of("s3.example.com:7480"), None);
+        assert_eq!(d.bucket_of("127.0.0.1:7480"), None);
+        assert_eq!(d.bucket_of("evils3.example.com"), None);
+        assert_eq!(d.bucket_of("[::1]:7480"), None);
+    }
 }

@@ -24,6 +24,55 @@ const CONTENT_DISPOSITION: &str = "content-disposition";
 const CONTENT_LANGUAGE: &str = "content-language";
 const CACHE_CONTROL: &str = "cache-control";
 
+mod multipart;
+
+/// The length of a request's body: its Content-Length, or for an
+/// `aws-chunked` body sent without one (boto3's trailing checksums over
+/// HTTPS) its `x-amz-decoded-content-length`.
+fn body_length(headers: &http::HeaderMap, given: Option<i64>, has_body: bool) -> S3Result<u64> {
+    if let Some(n) = given.filter(|&n| n >= 0) {
+        return Ok(n as u64);
+    }
+    if let Some(v) = headers.get("x-amz-decoded-content-length") {
+        return (v.to_str().ok().and_then(|s| s.parse().ok())).ok_or_else(|| {
+            s3_error!(
+                InvalidArgument,
+                "x-amz-decoded-content-length is not a number"
+            )
+        });
+    }
+    match has_body {
+        false => Ok(0),
+        true => Err(s3_error!(MissingContentLength)),
+    }
+}
+
+/// The content headers a PUT stores, by their lower-case names
+/// (`aws-chunked`, a transfer detail, is not kept as an encoding).
+fn content_headers(
+    encoding: Option<String>,
+    disposition: Option<String>,
+    language: Option<String>,
+    cache_control: Option<String>,
+) -> BTreeMap<String, String> {
+    let encoding = encoding.map(|e| {
+        (e.split(','))
+            .map(str::trim)
+            .filter(|t| !t.eq_ignore_ascii_case("aws-chunked"))
+            .collect::<Vec<_>>()
+            .join(",")
+    });
+    [
+        (CONTENT_ENCODING, encoding),
+        (CONTENT_DISPOSITION, disposition),
+        (CONTENT_LANGUAGE, language),
+        (CACHE_CONTROL, cache_control),
+    ]
+    .into_iter()
+    .filter_map(|(n, v)| Some((n.to_string(), v.filter(|v| !v.is_empty())?)))
+    .collect()
+}
+
 fn timestamp(ms: u64) -> Timestamp {
     Timestamp::from(UNIX_EPOCH + Duration::from_millis(ms))
 }
@@ -267,13 +316,55 @@ impl Gateway {
         }
     }
 
+    /// The user who signed `req`, or `None` for an anonymous read (what
+    /// the access check lets through).
+    async fn reader<T>(&self, req: &S3Request<T>) -> S3Result<Option<String>> {
+        match &req.credentials {
+            Some(c) => self.secrets().user_of(&c.access_key).await.map(Some),
+            None => Ok(None),
+        }
+    }
+
     /// Bucket `name` if `uid` owns it (or, for a read, it is public).
     async fn bucket_for(&self, name: &str, uid: &str, read: bool) -> S3Result<BucketRecord> {
+        self.bucket_as(name, Some(uid), read).await
+    }
+
+    /// Bucket `name` if `uid` (`None`: anyone) owns it, or, for a read,
+    /// it is public.
+    async fn bucket_as(&self, name: &str, uid: Option<&str>, read: bool) -> S3Result<BucketRecord> {
         let b = self.bucket(name).await?;
-        if b.owner == uid || (read && b.public_read()) {
+        if uid == Some(b.owner.as_str()) || (read && b.public_read()) {
             return Ok(b);
         }
-        Err(s3_error!(AccessDenied, "bucket '{name}' is another user's"))
+        Err(s3_error!(
+            AccessDenied,
+            "bucket '{name}' is not yours to reach"
+        ))
+    }
+
+    /// `key` of bucket `b` if `uid` (`None`: anonymous) may read it: the
+    /// bucket's owner, anyone in a `public-read` bucket or on a
+    /// `public-read` object. Where the bucket is closed to the caller, a
+    /// missing key is `AccessDenied` too (as S3 answers without the
+    /// right to list).
+    async fn readable(
+        &self,
+        b: &BucketRecord,
+        key: &str,
+        uid: Option<&str>,
+    ) -> S3Result<(IndexEntry, bytes::Bytes)> {
+        let open = uid == Some(b.owner.as_str()) || b.public_read();
+        match self.entry(b, key).await {
+            Ok((e, d)) if open || e.acl.as_deref() == Some("public-read") => Ok((e, d)),
+            Ok(_) => Err(s3_error!(AccessDenied, "'{key}' is not yours to read")),
+            Err(e) if !open && e.code() == &s3s::S3ErrorCode::NoSuchKey => Err(s3_error!(
+                AccessDenied,
+                "bucket '{}' is not yours to read",
+                b.name
+            )),
+            Err(e) => Err(e),
+        }
     }
 
     /// `key`'s entry, or `NoSuchKey` (after making sure the bucket's
@@ -329,8 +420,6 @@ impl Gateway {
                 return Err(e);
             }
         };
-        let mut headers = h.headers;
-        headers.retain(|_, v| !v.is_empty());
         let entry = IndexEntry {
             size: len,
             etag,
@@ -339,7 +428,7 @@ impl Gateway {
             layout: written.layout(),
             content_type: h.content_type,
             meta: h.meta.unwrap_or_default().into_iter().collect(),
-            headers,
+            headers: h.headers,
             checksums,
             acl: h.acl,
             parts: 0,
@@ -350,16 +439,7 @@ impl Gateway {
     /// Give up data written for an upload that will not commit.
     async fn drop_written(&self, b: &BucketRecord, key: &str, w: Written) {
         if let Written::Striped { tag, .. } = w {
-            let a = loligo_types::s3::Abandon {
-                tag,
-                now_ms: crate::now_ms(),
-            };
-            if let Ok(input) = postcard::to_stdvec(&a) {
-                let _ = self
-                    .index()
-                    .exec(&b.shard_object(key), "s3", "abandon", input)
-                    .await;
-            }
+            self.abandon(&b.shard_object(key), &tag).await;
         }
     }
 
@@ -380,6 +460,48 @@ impl Gateway {
             after: after.filter(|a| !a.is_empty()),
             max_keys,
         })
+    }
+}
+
+/// Whether a listing answers with its keys URL-encoded
+/// (`encoding-type=url`, which boto3 asks for and decodes).
+struct Enc(bool);
+
+impl Enc {
+    fn of(t: Option<&EncodingType>) -> Enc {
+        Enc(t.is_some_and(|t| t.as_str() == EncodingType::URL))
+    }
+
+    /// `s`, encoded if asked: everything but unreserved characters and
+    /// '/' as %XX.
+    fn s(&self, s: &str) -> String {
+        if !self.0 {
+            return s.to_string();
+        }
+        let mut out = String::with_capacity(s.len());
+        for b in s.bytes() {
+            match b {
+                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => {
+                    out.push(b as char)
+                }
+                _ => out.push_str(&format!("%{b:02X}")),
+            }
+        }
+        out
+    }
+
+    fn opt(&self, s: Option<&str>) -> Option<String> {
+        s.map(|s| self.s(s))
+    }
+
+    /// The page with its keys and prefixes encoded if asked.
+    fn page(&self, mut p: Page) -> Page {
+        if self.0 {
+            p.entries.iter_mut().for_each(|(k, _)| *k = self.s(k));
+            p.prefixes.iter_mut().for_each(|c| *c = self.s(c));
+            p.last = self.opt(p.last.as_deref());
+        }
+        p
     }
 }
 
@@ -489,8 +611,9 @@ impl S3 for Gateway {
         &self,
         req: S3Request<HeadBucketInput>,
     ) -> S3Result<S3Response<HeadBucketOutput>> {
-        let uid = self.requester(&req).await?;
-        self.bucket_for(&req.input.bucket, &uid, true).await?;
+        let uid = self.reader(&req).await?;
+        self.bucket_as(&req.input.bucket, uid.as_deref(), true)
+            .await?;
         Ok(S3Response::new(HeadBucketOutput {
             bucket_region: Some(self.config().region.clone()),
             ..Default::default()
@@ -514,20 +637,20 @@ impl S3 for Gateway {
     ) -> S3Result<S3Response<PutObjectOutput>> {
         let uid = self.requester(&req).await?;
         let trailer = req.trailing_headers.clone();
+        let len = body_length(
+            &req.headers,
+            req.input.content_length,
+            req.input.body.is_some(),
+        )?;
         let i = req.input;
         let b = self.bucket_for(&i.bucket, &uid, false).await?;
         let cond = write_condition(i.if_match.as_ref(), i.if_none_match.as_ref())?;
-        let mut headers = BTreeMap::new();
-        for (name, v) in [
-            (CONTENT_ENCODING, i.content_encoding),
-            (CONTENT_DISPOSITION, i.content_disposition),
-            (CONTENT_LANGUAGE, i.content_language),
-            (CACHE_CONTROL, i.cache_control),
-        ] {
-            if let Some(v) = v {
-                headers.insert(name.to_string(), v);
-            }
-        }
+        let headers = content_headers(
+            i.content_encoding,
+            i.content_disposition,
+            i.content_language,
+            i.cache_control,
+        );
         let h = PutHeaders {
             content_type: i.content_type,
             meta: i.metadata,
@@ -544,7 +667,7 @@ impl S3 for Gateway {
             },
             algorithm: i.checksum_algorithm,
         };
-        let (body, len) = (i.body, i.content_length);
+        let (body, len) = (i.body, Some(len as i64));
         let e = self
             .put(&b, &i.key, &uid, body, len, h, cond, trailer)
             .await?;
@@ -564,13 +687,10 @@ impl S3 for Gateway {
         &self,
         req: S3Request<GetObjectInput>,
     ) -> S3Result<S3Response<GetObjectOutput>> {
-        let uid = self.requester(&req).await?;
+        let uid = self.reader(&req).await?;
         let i = &req.input;
-        let b = self.bucket_for(&i.bucket, &uid, true).await?;
-        let (e, inline) = self.entry(&b, &i.key).await?;
-        if b.owner != uid && e.acl.as_deref() != Some("public-read") && !b.public_read() {
-            return Err(s3_error!(AccessDenied));
-        }
+        let b = self.bucket(&i.bucket).await?;
+        let (e, inline) = self.readable(&b, &i.key, uid.as_deref()).await?;
         check_read_conditions(
             &e,
             i.if_match.as_ref(),
@@ -632,13 +752,10 @@ impl S3 for Gateway {
         &self,
         req: S3Request<HeadObjectInput>,
     ) -> S3Result<S3Response<HeadObjectOutput>> {
-        let uid = self.requester(&req).await?;
+        let uid = self.reader(&req).await?;
         let i = &req.input;
-        let b = self.bucket_for(&i.bucket, &uid, true).await?;
-        let (e, _) = self.entry(&b, &i.key).await?;
-        if b.owner != uid && e.acl.as_deref() != Some("public-read") && !b.public_read() {
-            return Err(s3_error!(AccessDenied));
-        }
+        let b = self.bucket(&i.bucket).await?;
+        let (e, _) = self.readable(&b, &i.key, uid.as_deref()).await?;
         check_read_conditions(
             &e,
             i.if_match.as_ref(),
@@ -735,8 +852,8 @@ impl S3 for Gateway {
         if version_id.as_deref().is_some_and(|v| v != "null") {
             return Err(s3_error!(NoSuchVersion, "this gateway keeps no versions"));
         }
-        let src_b = self.bucket_for(src_bucket, &uid, true).await?;
-        let (src, inline) = self.entry(&src_b, src_key).await?;
+        let src_b = self.bucket(src_bucket).await?;
+        let (src, inline) = self.readable(&src_b, src_key, Some(&uid)).await?;
         check_read_conditions(
             &src,
             i.copy_source_if_match.as_ref(),
@@ -757,17 +874,12 @@ impl S3 for Gateway {
             ));
         }
         let (content_type, meta, headers) = if replace {
-            let mut headers = BTreeMap::new();
-            for (name, v) in [
-                (CONTENT_ENCODING, i.content_encoding),
-                (CONTENT_DISPOSITION, i.content_disposition),
-                (CONTENT_LANGUAGE, i.content_language),
-                (CACHE_CONTROL, i.cache_control),
-            ] {
-                if let Some(v) = v {
-                    headers.insert(name.to_string(), v);
-                }
-            }
+            let headers = content_headers(
+                i.content_encoding,
+                i.content_disposition,
+                i.content_language,
+                i.cache_control,
+            );
             (i.content_type, i.metadata, headers)
         } else {
             (
@@ -811,25 +923,26 @@ impl S3 for Gateway {
         &self,
         req: S3Request<ListObjectsInput>,
     ) -> S3Result<S3Response<ListObjectsOutput>> {
-        let uid = self.requester(&req).await?;
+        let uid = self.reader(&req).await?;
         let i = req.input;
-        let b = self.bucket_for(&i.bucket, &uid, true).await?;
+        let b = self.bucket_as(&i.bucket, uid.as_deref(), true).await?;
         let q = Gateway::listing_query(
             i.prefix.clone(),
             i.delimiter.clone(),
             i.marker.clone(),
             i.max_keys,
         )?;
-        let page = self.list(&b, &q).await?;
+        let enc = Enc::of(i.encoding_type.as_ref());
+        let page = enc.page(self.list(&b, &q).await?);
         let next_marker = (page.truncated && q.delimiter.is_some())
             .then(|| page.last.clone())
             .flatten();
         Ok(S3Response::new(ListObjectsOutput {
             name: Some(i.bucket),
-            prefix: Some(q.prefix.clone()),
-            marker: Some(i.marker.unwrap_or_default()),
+            prefix: Some(enc.s(&q.prefix)),
+            marker: Some(enc.s(i.marker.as_deref().unwrap_or_default())),
             max_keys: Some(q.max_keys as i32),
-            delimiter: q.delimiter.clone(),
+            delimiter: enc.opt(q.delimiter.as_deref()),
             is_truncated: Some(page.truncated),
             next_marker,
             contents: Some(contents(&page, true)),
@@ -843,9 +956,9 @@ impl S3 for Gateway {
         &self,
         req: S3Request<ListObjectsV2Input>,
     ) -> S3Result<S3Response<ListObjectsV2Output>> {
-        let uid = self.requester(&req).await?;
+        let uid = self.reader(&req).await?;
         let i = req.input;
-        let b = self.bucket_for(&i.bucket, &uid, true).await?;
+        let b = self.bucket_as(&i.bucket, uid.as_deref(), true).await?;
         let after = match &i.continuation_token {
             Some(t) => Some(token_key(t)?),
             None => i.start_after.clone(),
@@ -855,19 +968,21 @@ impl S3 for Gateway {
         let next = (page.truncated)
             .then(|| page.last.as_deref().map(token_of))
             .flatten();
+        let enc = Enc::of(i.encoding_type.as_ref());
+        let page = enc.page(page);
         let c = contents(&page, i.fetch_owner.unwrap_or(false));
         Ok(S3Response::new(ListObjectsV2Output {
             name: Some(i.bucket),
-            prefix: Some(q.prefix.clone()),
+            prefix: Some(enc.s(&q.prefix)),
             max_keys: Some(q.max_keys as i32),
             key_count: Some((page.entries.len() + page.prefixes.len()) as i32),
             continuation_token: i.continuation_token,
-            start_after: i.start_after,
+            start_after: enc.opt(i.start_after.as_deref()),
             is_truncated: Some(page.truncated),
             next_continuation_token: next,
             contents: Some(c),
             common_prefixes: prefixes(&page),
-            delimiter: q.delimiter.clone(),
+            delimiter: enc.opt(q.delimiter.as_deref()),
             encoding_type: i.encoding_type,
             ..Default::default()
         }))
@@ -877,16 +992,17 @@ impl S3 for Gateway {
         &self,
         req: S3Request<ListObjectVersionsInput>,
     ) -> S3Result<S3Response<ListObjectVersionsOutput>> {
-        let uid = self.requester(&req).await?;
+        let uid = self.reader(&req).await?;
         let i = req.input;
-        let b = self.bucket_for(&i.bucket, &uid, true).await?;
+        let b = self.bucket_as(&i.bucket, uid.as_deref(), true).await?;
         let q = Gateway::listing_query(
             i.prefix.clone(),
             i.delimiter.clone(),
             i.key_marker.clone(),
             i.max_keys,
         )?;
-        let page = self.list(&b, &q).await?;
+        let enc = Enc::of(i.encoding_type.as_ref());
+        let page = enc.page(self.list(&b, &q).await?);
         // An unversioned bucket: each object is its one version, "null".
         let versions: Vec<ObjectVersion> = (page.entries.iter())
             .map(|(k, e)| ObjectVersion {
@@ -905,10 +1021,10 @@ impl S3 for Gateway {
             .collect();
         Ok(S3Response::new(ListObjectVersionsOutput {
             name: Some(i.bucket),
-            prefix: Some(q.prefix.clone()),
-            key_marker: i.key_marker,
+            prefix: Some(enc.s(&q.prefix)),
+            key_marker: enc.opt(i.key_marker.as_deref()),
             max_keys: Some(q.max_keys as i32),
-            delimiter: q.delimiter.clone(),
+            delimiter: enc.opt(q.delimiter.as_deref()),
             is_truncated: Some(page.truncated),
             next_key_marker: page.truncated.then(|| page.last.clone()).flatten(),
             next_version_id_marker: page.truncated.then(|| "null".to_string()),
@@ -917,5 +1033,54 @@ impl S3 for Gateway {
             encoding_type: i.encoding_type,
             ..Default::default()
         }))
+    }
+
+    async fn create_multipart_upload(
+        &self,
+        req: S3Request<CreateMultipartUploadInput>,
+    ) -> S3Result<S3Response<CreateMultipartUploadOutput>> {
+        self.s3_create_multipart_upload(req).await
+    }
+
+    async fn upload_part(
+        &self,
+        req: S3Request<UploadPartInput>,
+    ) -> S3Result<S3Response<UploadPartOutput>> {
+        self.s3_upload_part(req).await
+    }
+
+    async fn upload_part_copy(
+        &self,
+        req: S3Request<UploadPartCopyInput>,
+    ) -> S3Result<S3Response<UploadPartCopyOutput>> {
+        self.s3_upload_part_copy(req).await
+    }
+
+    async fn complete_multipart_upload(
+        &self,
+        req: S3Request<CompleteMultipartUploadInput>,
+    ) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
+        self.s3_complete_multipart_upload(req).await
+    }
+
+    async fn abort_multipart_upload(
+        &self,
+        req: S3Request<AbortMultipartUploadInput>,
+    ) -> S3Result<S3Response<AbortMultipartUploadOutput>> {
+        self.s3_abort_multipart_upload(req).await
+    }
+
+    async fn list_parts(
+        &self,
+        req: S3Request<ListPartsInput>,
+    ) -> S3Result<S3Response<ListPartsOutput>> {
+        self.s3_list_parts(req).await
+    }
+
+    async fn list_multipart_uploads(
+        &self,
+        req: S3Request<ListMultipartUploadsInput>,
+    ) -> S3Result<S3Response<ListMultipartUploadsOutput>> {
+        self.s3_list_multipart_uploads(req).await
     }
 }

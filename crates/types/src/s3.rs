@@ -12,6 +12,8 @@
 //! | [`INLINE`] | the S3 object key | the data of a small object |
 //! | [`PENDING`] | an upload's tag | [`Garbage`]: tails being written |
 //! | [`GARBAGE`] | `{ms:020}.{tag}` | [`Garbage`]: tails to delete |
+//! | [`UPLOAD`] | key, 0, upload id | [`Upload`]: a multipart upload |
+//! | [`PART`] | upload id, 0, part number | [`Part`]: one uploaded part |
 //!
 //! The entry is the commit point: an object exists once its entry is
 //! set, and every set or removal moves the tails the old entry named to
@@ -37,6 +39,34 @@ pub const GARBAGE: u8 = b'g';
 /// Omap key set on every shard of a bucket being deleted (`s3.seal`):
 /// no entry is set in a sealed shard.
 pub const SEALED: &[u8] = b"!sealed";
+/// Omap key prefix of a multipart upload's record.
+pub const UPLOAD: u8 = b'u';
+/// Omap key prefix of an uploaded part's record.
+pub const PART: u8 = b'm';
+/// The most parts of a multipart upload (S3's).
+pub const PARTS_MAX: u32 = 10_000;
+
+/// The key of upload `id` of object `key` (uploads sort by key, then id).
+pub fn upload_key(key: &str, id: &str) -> Vec<u8> {
+    let mut k = omap_key(UPLOAD, key.as_bytes());
+    k.push(0);
+    k.extend_from_slice(id.as_bytes());
+    k
+}
+
+/// The key of part `n` of upload `id` (parts sort by number).
+pub fn part_key(id: &str, n: u32) -> Vec<u8> {
+    let mut k = part_prefix(id);
+    k.extend_from_slice(format!("{n:05}").as_bytes());
+    k
+}
+
+/// Every part key of upload `id` starts with this.
+pub fn part_prefix(id: &str) -> Vec<u8> {
+    let mut k = omap_key(PART, id.as_bytes());
+    k.push(0);
+    k
+}
 
 /// `prefix` followed by `rest`: an omap key.
 pub fn omap_key(prefix: u8, rest: &[u8]) -> Vec<u8> {
@@ -145,6 +175,72 @@ impl IndexEntry {
     }
 }
 
+/// A multipart upload in progress: what the object will carry.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Upload {
+    pub owner: String,
+    /// Milliseconds since the Unix epoch.
+    pub initiated_ms: u64,
+    #[serde(default)]
+    pub content_type: Option<String>,
+    #[serde(default)]
+    pub meta: BTreeMap<String, String>,
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    #[serde(default)]
+    pub acl: Option<String>,
+}
+
+/// One uploaded part.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Part {
+    pub size: u64,
+    /// Hex MD5 of the part, without quotes.
+    pub etag: String,
+    pub mtime_ms: u64,
+    pub tails: Tails,
+    #[serde(default)]
+    pub checksums: BTreeMap<String, String>,
+}
+
+/// Input of `s3.part`: keep part `number` of upload `upload_id` (of
+/// `key`), whose data the pending record `pending` names; a part of the
+/// same number uploaded before goes to the garbage list.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PutPart {
+    pub key: String,
+    pub upload_id: String,
+    pub number: u32,
+    /// The part, JSON ([`Part`]).
+    pub part: Vec<u8>,
+    pub pending: String,
+    pub now_ms: u64,
+}
+
+/// Input of `s3.complete`: make upload `upload_id` object `key` with
+/// `entry`, whose segments must be the records of `parts`, in order; the
+/// upload's other parts go to the garbage list, with the data of the
+/// entry it replaces.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Complete {
+    pub key: String,
+    pub upload_id: String,
+    /// The entry, JSON ([`IndexEntry`]).
+    pub entry: Vec<u8>,
+    pub parts: Vec<u32>,
+    pub condition: Condition,
+    pub now_ms: u64,
+}
+
+/// Input of `s3.abort`: drop upload `upload_id` of `key`, its parts' data
+/// to the garbage list.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Abort {
+    pub key: String,
+    pub upload_id: String,
+    pub now_ms: u64,
+}
+
 /// A condition a write of an entry must meet (S3's conditional PUT and
 /// DELETE), checked in the same transaction as the write.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -203,6 +299,12 @@ pub const S3_NO_SUCH_KEY: u32 = 3;
 pub const S3_BUCKET_GONE: u32 = 4;
 /// `s3.seal` refusal: the shard holds an object.
 pub const S3_NOT_EMPTY: u32 = 5;
+/// `s3.part`, `s3.complete`, `s3.abort` refusal: no such upload (never
+/// made, completed or aborted).
+pub const S3_NO_SUCH_UPLOAD: u32 = 6;
+/// `s3.complete` refusal: a part named is not the one uploaded (missing,
+/// or uploaded again since the gateway read it).
+pub const S3_INVALID_PART: u32 = 7;
 
 #[cfg(test)]
 mod tests {

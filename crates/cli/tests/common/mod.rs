@@ -61,6 +61,9 @@ pub fn up_args(dir: &Path, osds: u32, pg_num: u32) -> Vec<String> {
         pg_num.to_string(),
         "--data-dir".into(),
         dir.to_string_lossy().into_owned(),
+        // No S3 gateway (and its pools): tests of it start their own.
+        "--s3".into(),
+        "off".into(),
     ]
     .to_vec()
 }

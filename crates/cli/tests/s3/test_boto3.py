@@ -2,10 +2,14 @@
 checksums and signatures, refusals included. Run by `cargo test` (s3.rs)
 against a live gateway; the endpoint and keys come in the environment:
 S3_ENDPOINT, S3_ACCESS_KEY, S3_SECRET_KEY, S3_OTHER_ACCESS_KEY,
-S3_OTHER_SECRET_KEY (a second user's)."""
+S3_OTHER_SECRET_KEY (a second user's), and S3_CA_BUNDLE for HTTPS (over
+which boto3 sends its bodies aws-chunked with trailing checksums)."""
 
 import hashlib
+import http.client
+import urllib.parse
 import os
+import ssl
 import time
 import unittest
 import urllib.request
@@ -16,16 +20,18 @@ import botocore
 from botocore.config import Config
 
 ENDPOINT = os.environ["S3_ENDPOINT"]
+TLS = ssl.create_default_context(cafile=os.environ.get("S3_CA_BUNDLE") or None)
 
 
-def client(access=None, secret=None, **cfg):
+def client(access=None, secret=None, endpoint=None, addressing="path", **cfg):
     return boto3.client(
         "s3",
-        endpoint_url=ENDPOINT,
+        endpoint_url=endpoint or ENDPOINT,
         aws_access_key_id=access or os.environ["S3_ACCESS_KEY"],
         aws_secret_access_key=secret or os.environ["S3_SECRET_KEY"],
         region_name="default",
-        config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}, **cfg),
+        verify=os.environ.get("S3_CA_BUNDLE") or None,
+        config=Config(s3={"addressing_style": addressing}, retries={"max_attempts": 1}, **cfg),
     )
 
 
@@ -202,6 +208,111 @@ class Gateway(unittest.TestCase):
             self.s3.list_objects_v2(Bucket=b)
         self.assertEqual(code(e.exception), "NoSuchBucket")
 
+    def test_keys_with_any_characters(self):
+        keys = ["sp ace+plus%pct&amp", "ünï/cödé", "tab\tnew?q=1#frag", "dots/../x"]
+        for k in keys:
+            self.s3.put_object(Bucket=self.bucket, Key="odd/" + k, Body=k.encode())
+        for v2 in (True, False):
+            r = (self.s3.list_objects_v2 if v2 else self.s3.list_objects)(Bucket=self.bucket, Prefix="odd/")
+            self.assertEqual(sorted(o["Key"] for o in r["Contents"]), sorted("odd/" + k for k in keys))
+        for k in keys:
+            self.assertEqual(self.s3.get_object(Bucket=self.bucket, Key="odd/" + k)["Body"].read(), k.encode())
+            self.s3.delete_object(Bucket=self.bucket, Key="odd/" + k)
+        self.assertEqual(self.s3.list_objects_v2(Bucket=self.bucket, Prefix="odd/", MaxKeys=0)["KeyCount"], 0)
+
+    def test_multipart(self):
+        mib = 1024 * 1024
+        b = self.bucket
+        self.s3.put_object(Bucket=b, Key="src", Body=bytes(range(256)) * 8)
+        up = self.s3.create_multipart_upload(Bucket=b, Key="mp", ContentType="video/x-test",
+                                             Metadata={"kind": "multi"})
+        uid = up["UploadId"]
+        p1, p2 = os.urandom(5 * mib), os.urandom(5 * mib + 7)
+        first = self.s3.upload_part(Bucket=b, Key="mp", UploadId=uid, PartNumber=1, Body=os.urandom(5 * mib))
+        # The same number again replaces the part.
+        r1 = self.s3.upload_part(Bucket=b, Key="mp", UploadId=uid, PartNumber=1, Body=p1)
+        self.assertNotEqual(first["ETag"], r1["ETag"])
+        r2 = self.s3.upload_part(Bucket=b, Key="mp", UploadId=uid, PartNumber=2, Body=p2)
+        r3 = self.s3.upload_part_copy(Bucket=b, Key="mp", UploadId=uid, PartNumber=3,
+                                      CopySource={"Bucket": b, "Key": "src"}, CopySourceRange="bytes=10-999")
+        p3 = (bytes(range(256)) * 8)[10:1000]
+        parts = self.s3.list_parts(Bucket=b, Key="mp", UploadId=uid)["Parts"]
+        self.assertEqual([(p["PartNumber"], p["Size"]) for p in parts], [(1, len(p1)), (2, len(p2)), (3, len(p3))])
+        ups = self.s3.list_multipart_uploads(Bucket=b)["Uploads"]
+        self.assertIn(("mp", uid), [(u["Key"], u["UploadId"]) for u in ups])
+        tags = [r1["ETag"], r2["ETag"], r3["CopyPartResult"]["ETag"]]
+        named = [{"PartNumber": n + 1, "ETag": t} for n, t in enumerate(tags)]
+        for bad, why in [([named[1], named[0], named[2]], "InvalidPartOrder"),
+                         ([named[0], {"PartNumber": 2, "ETag": '"%s"' % ("0" * 32)}, named[2]], "InvalidPart"),
+                         ([named[0], named[2], {"PartNumber": 4, "ETag": tags[1]}], "InvalidPart")]:
+            with self.assertRaises(botocore.exceptions.ClientError) as e:
+                self.s3.complete_multipart_upload(Bucket=b, Key="mp", UploadId=uid,
+                                                  MultipartUpload={"Parts": bad})
+            self.assertEqual(code(e.exception), why)
+        # Each part but the last is at least 5 MiB.
+        small = self.s3.create_multipart_upload(Bucket=b, Key="small-parts")["UploadId"]
+        st = [self.s3.upload_part(Bucket=b, Key="small-parts", UploadId=small, PartNumber=n,
+                                  Body=b"z" * 100)["ETag"] for n in (1, 2)]
+        with self.assertRaises(botocore.exceptions.ClientError) as e:
+            self.s3.complete_multipart_upload(
+                Bucket=b, Key="small-parts", UploadId=small,
+                MultipartUpload={"Parts": [{"PartNumber": n + 1, "ETag": t} for n, t in enumerate(st)]})
+        self.assertEqual(code(e.exception), "EntityTooSmall")
+        self.s3.abort_multipart_upload(Bucket=b, Key="small-parts", UploadId=small)
+        done = self.s3.complete_multipart_upload(Bucket=b, Key="mp", UploadId=uid,
+                                                 MultipartUpload={"Parts": named})
+        md5s = b"".join(bytes.fromhex(t.strip('"')) for t in tags)
+        self.assertEqual(done["ETag"], '"%s-3"' % hashlib.md5(md5s).hexdigest())
+        whole = p1 + p2 + p3
+        got = self.s3.get_object(Bucket=b, Key="mp")
+        self.assertEqual(got["Body"].read(), whole)
+        self.assertEqual(got["ContentType"], "video/x-test")
+        self.assertEqual(got["Metadata"], {"kind": "multi"})
+        span = self.s3.get_object(Bucket=b, Key="mp", Range="bytes=%d-%d" % (len(p1) - 5, len(p1) + len(p2) + 5))
+        self.assertEqual(span["Body"].read(), whole[len(p1) - 5:len(p1) + len(p2) + 6])
+        with self.assertRaises(botocore.exceptions.ClientError) as e:
+            self.s3.list_parts(Bucket=b, Key="mp", UploadId=uid)
+        self.assertEqual(code(e.exception), "NoSuchUpload")
+        # An aborted upload is gone with its parts.
+        up = self.s3.create_multipart_upload(Bucket=b, Key="gone")
+        self.s3.upload_part(Bucket=b, Key="gone", UploadId=up["UploadId"], PartNumber=1, Body=b"x" * 100)
+        self.s3.abort_multipart_upload(Bucket=b, Key="gone", UploadId=up["UploadId"])
+        with self.assertRaises(botocore.exceptions.ClientError) as e:
+            self.s3.upload_part(Bucket=b, Key="gone", UploadId=up["UploadId"], PartNumber=2, Body=b"y")
+        self.assertEqual(code(e.exception), "NoSuchUpload")
+        # boto3's own multipart transfer.
+        from boto3.s3.transfer import TransferConfig
+        import io
+        data = os.urandom(12 * mib + 5)
+        cfg = TransferConfig(multipart_threshold=5 * mib, multipart_chunksize=5 * mib)
+        self.s3.upload_fileobj(io.BytesIO(data), b, "transfer", Config=cfg)
+        out = io.BytesIO()
+        self.s3.download_fileobj(b, "transfer", out, Config=cfg)
+        self.assertEqual(out.getvalue(), data)
+        self.assertTrue(self.s3.head_object(Bucket=b, Key="transfer")["ETag"].endswith('-3"'))
+        # Deleted, their parts' data is collected (s3.rs counts what is left).
+        for k in ["mp", "transfer", "src"]:
+            self.s3.delete_object(Bucket=b, Key=k)
+
+    def test_virtual_hosted(self):
+        dom = os.environ.get("S3_DOMAIN")
+        if not dom:
+            self.skipTest("the gateway serves no domain")
+        self.s3.put_object(Bucket=self.bucket, Key="vhost", Body=b"virtual")
+        u = urllib.parse.urlsplit(ENDPOINT)
+        vc = client(endpoint="%s://%s:%d" % (u.scheme, dom, u.port), addressing="virtual")
+        url = urllib.parse.urlsplit(vc.generate_presigned_url(
+            "get_object", Params={"Bucket": self.bucket, "Key": "vhost"}, ExpiresIn=60))
+        self.assertEqual(url.hostname, "%s.%s" % (self.bucket, dom))
+        # Sent to the gateway's address with the bucket's name as Host.
+        if u.scheme == "https":
+            conn = http.client.HTTPSConnection(u.hostname, u.port, context=TLS)
+        else:
+            conn = http.client.HTTPConnection(u.hostname, u.port)
+        conn.request("GET", url.path + "?" + url.query, headers={"Host": url.netloc})
+        r = conn.getresponse()
+        self.assertEqual((r.status, r.read()), (200, b"virtual"))
+
     def test_signatures(self):
         bad = client(secret="wrong-secret")
         with self.assertRaises(botocore.exceptions.ClientError) as e:
@@ -213,18 +324,35 @@ class Gateway(unittest.TestCase):
         self.assertEqual(code(e.exception), "InvalidAccessKeyId")
         # Anonymous requests are refused.
         with self.assertRaises(urllib.error.HTTPError) as e:
-            urllib.request.urlopen("%s/%s/x" % (ENDPOINT, self.bucket))
+            urllib.request.urlopen("%s/%s/x" % (ENDPOINT, self.bucket), context=TLS)
         self.assertEqual(e.exception.code, 403)
+        # Canned ACLs: a public-read object, and a public-read bucket,
+        # are open to anonymous reads (and only reads).
+        self.s3.put_object(Bucket=self.bucket, Key="open", Body=b"for all", ACL="public-read")
+        got = urllib.request.urlopen("%s/%s/open" % (ENDPOINT, self.bucket), context=TLS).read()
+        self.assertEqual(got, b"for all")
+        pub = "pub-%d" % os.getpid()
+        self.s3.create_bucket(Bucket=pub, ACL="public-read")
+        self.s3.put_object(Bucket=pub, Key="k", Body=b"v")
+        listing = urllib.request.urlopen("%s/%s?list-type=2" % (ENDPOINT, pub), context=TLS).read()
+        self.assertIn(b"<Key>k</Key>", listing)
+        self.assertEqual(urllib.request.urlopen("%s/%s/k" % (ENDPOINT, pub), context=TLS).read(), b"v")
+        put = urllib.request.Request("%s/%s/new" % (ENDPOINT, pub), data=b"x", method="PUT")
+        with self.assertRaises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(put, context=TLS)
+        self.assertEqual(e.exception.code, 403)
+        self.s3.delete_object(Bucket=pub, Key="k")
+        self.s3.delete_bucket(Bucket=pub)
         # Presigned URLs: good until they expire.
         self.s3.put_object(Bucket=self.bucket, Key="shared", Body=b"presigned")
         url = self.s3.generate_presigned_url("get_object", Params={"Bucket": self.bucket, "Key": "shared"},
                                              ExpiresIn=60)
-        self.assertEqual(urllib.request.urlopen(url).read(), b"presigned")
+        self.assertEqual(urllib.request.urlopen(url, context=TLS).read(), b"presigned")
         url = self.s3.generate_presigned_url("get_object", Params={"Bucket": self.bucket, "Key": "shared"},
                                              ExpiresIn=1)
         time.sleep(2)
         with self.assertRaises(urllib.error.HTTPError) as e:
-            urllib.request.urlopen(url)
+            urllib.request.urlopen(url, context=TLS)
         self.assertEqual(e.exception.code, 403)
         self.assertIn(b"AccessDenied", e.exception.read())
 

@@ -10,9 +10,10 @@
 use super::{decode, encode, refused, ClsError, ClsResult, Ctx};
 use loligo_types::ops::OpError;
 use loligo_types::s3::{
-    garbage_key, omap_key, Abandon, Commit, Condition, Garbage, IndexEntry, Remove, ENTRY, INLINE,
-    PENDING, S3_BUCKET_GONE, S3_NOT_EMPTY, S3_NO_SUCH_KEY, S3_PENDING_GONE, S3_PRECONDITION,
-    SEALED,
+    garbage_key, omap_key, part_key, part_prefix, upload_key, Abandon, Abort, Commit, Complete,
+    Condition, Garbage, IndexEntry, Layout, Part, PutPart, Remove, Tails, ENTRY, INLINE, PARTS_MAX,
+    PENDING, S3_BUCKET_GONE, S3_INVALID_PART, S3_NOT_EMPTY, S3_NO_SUCH_KEY, S3_NO_SUCH_UPLOAD,
+    S3_PENDING_GONE, S3_PRECONDITION, SEALED,
 };
 
 fn bad(what: &str, e: serde_json::Error) -> ClsError {
@@ -46,24 +47,12 @@ fn check(cond: &Condition, old: Option<&IndexEntry>) -> Result<(), ClsError> {
     }
 }
 
-/// The garbage record for `old`'s tails, if it has any.
-fn garbage_of(
-    key: &str,
-    old: Option<&IndexEntry>,
-    ms: u64,
-    tag: &str,
-) -> Option<(Vec<u8>, Vec<u8>)> {
-    let tails = old?.tails();
-    if tails.is_empty() {
-        return None;
-    }
-    let g = Garbage {
-        tails,
-        ms,
-        key: key.to_string(),
-    };
-    let value = serde_json::to_vec(&g).ok()?;
-    Some((garbage_key(ms, tag), value))
+/// An omap entry: key and value.
+type Entry = (Vec<u8>, Vec<u8>);
+
+/// The garbage record for the tails `old` names, if it names any.
+fn garbage_of(key: &str, old: &IndexEntry, ms: u64) -> Result<Option<Entry>, ClsError> {
+    garbage_record(key, old.tails(), ms, &old_tag(old))
 }
 
 /// A tag for the garbage record of `key`'s old entry, unique among the
@@ -81,11 +70,13 @@ fn old_tag(old: &IndexEntry) -> String {
 /// Output: empty.
 pub fn commit(cx: &mut Ctx<'_>, input: &[u8]) -> ClsResult {
     let c: Commit = decode(input)?;
-    if cx.omap_get(&[SEALED.to_vec()])?.contains_key(SEALED) {
-        return Err(refused(S3_BUCKET_GONE, "the bucket was deleted".into()));
-    }
+    unsealed(cx)?;
     let entry: IndexEntry = serde_json::from_slice(&c.entry).map_err(|e| bad("new entry", e))?;
-    debug_assert!(matches!(entry.layout, loligo_types::s3::Layout::Inline) == c.inline.is_some());
+    if matches!(entry.layout, Layout::Inline) != c.inline.is_some() {
+        return Err(ClsError::Op(OpError::Invalid(
+            "s3.commit: inline data goes with an inline entry only".into(),
+        )));
+    }
     let mut rm = Vec::new();
     if let Some(tag) = &c.pending {
         let k = omap_key(PENDING, tag.as_bytes());
@@ -107,7 +98,7 @@ pub fn commit(cx: &mut Ctx<'_>, input: &[u8]) -> ClsResult {
         None => {}
     }
     if let Some(o) = &old {
-        set.extend(garbage_of(&c.key, Some(o), c.now_ms, &old_tag(o)));
+        set.extend(garbage_of(&c.key, o, c.now_ms)?);
     }
     cx.omap_set(set)?;
     if !rm.is_empty() {
@@ -126,7 +117,7 @@ pub fn remove(cx: &mut Ctx<'_>, input: &[u8]) -> ClsResult {
     let Some(o) = old else {
         return encode(&false);
     };
-    if let Some(g) = garbage_of(&r.key, Some(&o), r.now_ms, &old_tag(&o)) {
+    if let Some(g) = garbage_of(&r.key, &o, r.now_ms)? {
         cx.omap_set(vec![g])?;
     }
     cx.omap_rm(vec![
@@ -172,5 +163,160 @@ pub fn unseal(cx: &mut Ctx<'_>, _input: &[u8]) -> ClsResult {
     if cx.omap_get(&[SEALED.to_vec()])?.contains_key(SEALED) {
         cx.omap_rm(vec![SEALED.to_vec()])?;
     }
+    Ok(Vec::new())
+}
+
+/// Refused unless the shard is unsealed.
+fn unsealed(cx: &mut Ctx<'_>) -> Result<(), ClsError> {
+    match cx.omap_get(&[SEALED.to_vec()])?.contains_key(SEALED) {
+        true => Err(refused(S3_BUCKET_GONE, "the bucket was deleted".into())),
+        false => Ok(()),
+    }
+}
+
+/// Refused unless upload `id` of `key` exists; its record's key.
+fn upload_exists(cx: &mut Ctx<'_>, key: &str, id: &str) -> Result<Vec<u8>, ClsError> {
+    let k = upload_key(key, id);
+    match cx.omap_get(std::slice::from_ref(&k))?.contains_key(&k) {
+        true => Ok(k),
+        false => Err(refused(
+            S3_NO_SUCH_UPLOAD,
+            format!("no upload {id} of '{key}'"),
+        )),
+    }
+}
+
+/// Every part record of upload `id`, by number.
+type PartRecords = std::collections::BTreeMap<u32, (Vec<u8>, Part)>;
+
+fn parts_of(cx: &mut Ctx<'_>, id: &str) -> Result<PartRecords, ClsError> {
+    let start = part_prefix(id);
+    let mut end = start.clone();
+    if let Some(last) = end.last_mut() {
+        *last = 1;
+    }
+    let mut out = PartRecords::new();
+    for (k, v) in cx.omap_range(&start, Some(&end), PARTS_MAX as usize + 1)? {
+        let n = std::str::from_utf8(&k[start.len()..])
+            .ok()
+            .and_then(|s| s.parse::<u32>().ok())
+            .ok_or_else(|| ClsError::Op(OpError::Invalid("a part key without a number".into())))?;
+        let p: Part = serde_json::from_slice(&v).map_err(|e| bad("part record", e))?;
+        out.insert(n, (k, p));
+    }
+    Ok(out)
+}
+
+/// A garbage record for `tails`, if there are any.
+fn garbage_record(
+    key: &str,
+    tails: Vec<Tails>,
+    ms: u64,
+    tag: &str,
+) -> Result<Option<Entry>, ClsError> {
+    if tails.is_empty() {
+        return Ok(None);
+    }
+    let g = Garbage {
+        tails,
+        ms,
+        key: key.to_string(),
+    };
+    let value = serde_json::to_vec(&g).map_err(|e| bad("garbage record", e))?;
+    Ok(Some((garbage_key(ms, tag), value)))
+}
+
+/// `s3.part` ([`PutPart`]): keep an uploaded part. Refused with
+/// [`S3_NO_SUCH_UPLOAD`] if the upload is gone, [`S3_PENDING_GONE`] if
+/// the part's pending record is. Output: empty.
+pub fn put_part(cx: &mut Ctx<'_>, input: &[u8]) -> ClsResult {
+    let p: PutPart = decode(input)?;
+    let _: Part = serde_json::from_slice(&p.part).map_err(|e| bad("part", e))?;
+    unsealed(cx)?;
+    upload_exists(cx, &p.key, &p.upload_id)?;
+    let pk = omap_key(PENDING, p.pending.as_bytes());
+    if !cx.omap_get(std::slice::from_ref(&pk))?.contains_key(&pk) {
+        return Err(refused(
+            S3_PENDING_GONE,
+            format!(
+                "part upload {} was collected before it committed",
+                p.pending
+            ),
+        ));
+    }
+    let k = part_key(&p.upload_id, p.number);
+    let mut set = Vec::new();
+    if let Some(old) = cx.omap_get(std::slice::from_ref(&k))?.remove(&k) {
+        let old: Part = serde_json::from_slice(&old).map_err(|e| bad("part record", e))?;
+        let tag = old.tails.prefix.replace('.', "-");
+        set.extend(garbage_record(&p.key, vec![old.tails], p.now_ms, &tag)?);
+    }
+    set.push((k, p.part));
+    cx.omap_set(set)?;
+    cx.omap_rm(vec![pk])?;
+    Ok(Vec::new())
+}
+
+/// `s3.complete` ([`Complete`]): make an upload its object. Refused with
+/// [`S3_NO_SUCH_UPLOAD`], [`S3_INVALID_PART`] (a segment is not the
+/// named part's record), or as `s3.commit` is. Output: empty.
+pub fn complete(cx: &mut Ctx<'_>, input: &[u8]) -> ClsResult {
+    let c: Complete = decode(input)?;
+    let entry: IndexEntry = serde_json::from_slice(&c.entry).map_err(|e| bad("new entry", e))?;
+    unsealed(cx)?;
+    let uk = upload_exists(cx, &c.key, &c.upload_id)?;
+    let mut parts = parts_of(cx, &c.upload_id)?;
+    let Layout::Striped { segments, .. } = &entry.layout else {
+        return Err(refused(
+            S3_INVALID_PART,
+            "a multipart entry is striped".into(),
+        ));
+    };
+    if segments.len() != c.parts.len() {
+        return Err(refused(S3_INVALID_PART, "one segment per part".into()));
+    }
+    let mut rm = vec![uk];
+    for (n, seg) in c.parts.iter().zip(segments) {
+        match parts.remove(n) {
+            Some((k, p)) if p.tails == seg.tails && p.size == seg.size => rm.push(k),
+            _ => {
+                return Err(refused(
+                    S3_INVALID_PART,
+                    format!("part {n} is not the one uploaded"),
+                ))
+            }
+        }
+    }
+    let old = entry_of(cx, &c.key)?;
+    check(&c.condition, old.as_ref())?;
+    let mut set = vec![(omap_key(ENTRY, c.key.as_bytes()), c.entry)];
+    if let Some(o) = &old {
+        set.extend(garbage_of(&c.key, o, c.now_ms)?);
+        if o.tails().is_empty() {
+            rm.push(omap_key(INLINE, c.key.as_bytes()));
+        }
+    }
+    let unused: Vec<Tails> = parts.values().map(|(_, p)| p.tails.clone()).collect();
+    rm.extend(parts.into_values().map(|(k, _)| k));
+    let tag = format!("{}-unused", c.upload_id);
+    set.extend(garbage_record(&c.key, unused, c.now_ms, &tag)?);
+    cx.omap_set(set)?;
+    cx.omap_rm(rm)?;
+    Ok(Vec::new())
+}
+
+/// `s3.abort` ([`Abort`]): drop an upload, its parts' data to the
+/// garbage list. Refused with [`S3_NO_SUCH_UPLOAD`]. Output: empty.
+pub fn abort(cx: &mut Ctx<'_>, input: &[u8]) -> ClsResult {
+    let a: Abort = decode(input)?;
+    let uk = upload_exists(cx, &a.key, &a.upload_id)?;
+    let parts = parts_of(cx, &a.upload_id)?;
+    let tails: Vec<Tails> = parts.values().map(|(_, p)| p.tails.clone()).collect();
+    let mut rm = vec![uk];
+    rm.extend(parts.into_values().map(|(k, _)| k));
+    if let Some(g) = garbage_record(&a.key, tails, a.now_ms, &a.upload_id)? {
+        cx.omap_set(vec![g])?;
+    }
+    cx.omap_rm(rm)?;
     Ok(Vec::new())
 }
