@@ -133,10 +133,13 @@ impl Gateway {
         match r {
             Ok(_) => Ok(rec),
             Err(ClientError::Op(OpError::AssertFailed { .. })) => {
+                // As RGW and S3's first region: making again a bucket one
+                // owns, as it is, succeeds and changes nothing.
                 match get(self.index(), name).await? {
+                    Some(r) if r.owner == owner && r.acl == rec.acl => Ok(r),
                     Some(r) if r.owner == owner => Err(s3_error!(
-                        BucketAlreadyOwnedByYou,
-                        "you already own bucket '{name}'"
+                        BucketAlreadyExists,
+                        "you own bucket '{name}' already, with another ACL"
                     )),
                     _ => Err(s3_error!(
                         BucketAlreadyExists,

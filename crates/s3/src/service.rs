@@ -122,13 +122,23 @@ fn check_read_conditions(
         }
     }
     match if_none_match {
-        Some(c) if matches(c, e) => Err(s3_error!(NotModified)),
+        Some(c) if matches(c, e) => Err(not_modified(e)),
         Some(_) => Ok(()),
-        None if if_modified_since.is_some_and(|t| mtime <= secs_of(t)) => {
-            Err(s3_error!(NotModified))
-        }
+        None if if_modified_since.is_some_and(|t| mtime <= secs_of(t)) => Err(not_modified(e)),
         None => Ok(()),
     }
+}
+
+/// S3's 304: "Not Modified", with the object's ETag and date (clients
+/// keep their copy by them).
+fn not_modified(e: &IndexEntry) -> s3s::S3Error {
+    let mut err = s3s::S3Error::with_message(s3s::S3ErrorCode::NotModified, "Not Modified");
+    let mut h = http::HeaderMap::new();
+    if let Ok(v) = http::HeaderValue::from_str(&format!("\"{}\"", e.etag)) {
+        h.insert(http::header::ETAG, v);
+    }
+    err.set_headers(h);
+    err
 }
 
 /// The write condition of a PUT's `If-Match` / `If-None-Match`.

@@ -56,9 +56,14 @@ class Gateway(unittest.TestCase):
         self.s3.head_bucket(Bucket=self.bucket)
         loc = self.s3.get_bucket_location(Bucket=self.bucket)
         self.assertEqual(loc["LocationConstraint"], "default")
+        # Making one's own bucket again succeeds (as RGW and us-east-1);
+        # with another ACL it is refused.
+        self.s3.put_object(Bucket=self.bucket, Key="kept", Body=b"kept")
+        self.s3.create_bucket(Bucket=self.bucket)
+        self.assertEqual(self.s3.get_object(Bucket=self.bucket, Key="kept")["Body"].read(), b"kept")
         with self.assertRaises(botocore.exceptions.ClientError) as e:
-            self.s3.create_bucket(Bucket=self.bucket)
-        self.assertEqual(code(e.exception), "BucketAlreadyOwnedByYou")
+            self.s3.create_bucket(Bucket=self.bucket, ACL="public-read")
+        self.assertEqual(code(e.exception), "BucketAlreadyExists")
         with self.assertRaises(botocore.exceptions.ClientError) as e:
             self.s3.create_bucket(Bucket="Bad_Name")
         self.assertEqual(code(e.exception), "InvalidBucketName")
@@ -115,6 +120,7 @@ class Gateway(unittest.TestCase):
         with self.assertRaises(botocore.exceptions.ClientError) as e:
             self.s3.get_object(Bucket=self.bucket, Key="cond", IfNoneMatch=tag)
         self.assertEqual(status(e.exception), 304)
+        self.assertEqual(e.exception.response["ResponseMetadata"]["HTTPHeaders"]["etag"], tag)
         with self.assertRaises(botocore.exceptions.ClientError) as e:
             self.s3.get_object(Bucket=self.bucket, Key="cond", IfMatch='"0000"')
         self.assertEqual(status(e.exception), 412)
