@@ -90,8 +90,9 @@ pub enum UserCmd {
         #[arg(long)]
         json: bool,
     },
-    /// Remove a user and its keys (its buckets stay, owned by no one
-    /// who can sign: empty and delete them first).
+    /// Remove a user and its keys. Its buckets stay, owned by its user
+    /// id (a user made again under that id owns them again): empty and
+    /// delete them first.
     Rm { uid: String },
     /// A user with its keys.
     Info {

@@ -326,7 +326,8 @@ fn finished(c: Child, name: &str) -> String {
 
 /// Two gateways and eight writers overwriting one key leave one whole
 /// version that HEAD and the listing agree on; a PUT whose gateway is
-/// killed mid-body leaves nothing visible and its data is collected;
+/// killed mid-body leaves nothing visible and its data is collected; a
+/// PUT whose bucket is deleted under it is refused and leaves no data;
 /// writes go on while an OSD is killed and restarted, and every
 /// acknowledged one reads back whole through a gateway started after.
 #[test]
@@ -369,6 +370,17 @@ fn s3_survives_races_killed_gateways_and_osds() {
         std::thread::sleep(Duration::from_millis(500));
     }
     drop(c);
+    // A bucket deleted under a PUT: refused, and its data gone without a
+    // collector (no record of a deleted bucket is ever read again).
+    finished(failures(&python, "doomed", &[&a], &[]), "doomed");
+    let t0 = Instant::now();
+    while objects(&dir, "s3.data").len() != stripes {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "the doomed PUT's data is left"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
 
     let state = (
         "S3_STATE",

@@ -20,6 +20,9 @@ use loligo_proto::tls::{mon_of, osd_of};
 use loligo_types::caps::{is_daemon, Caps, MonCap, ADMIN};
 use loligo_types::{asks, OsdMap};
 
+/// The entities that may look up S3 secrets (with mon 'allow rw').
+pub const S3_GATEWAY_PREFIX: &str = "client.rgw.";
+
 fn denied(entity: &str, what: &str) -> MonError {
     MonError::Denied(format!("{entity} may not {what}"))
 }
@@ -74,6 +77,18 @@ pub fn authorize(
                     cap_text(need),
                     cap_text(have)
                 ),
+            ));
+        }
+        // An S3 secret signs as its user: only gateways look one up
+        // (and the users' own administrators, who may read them anyway).
+        let secret = matches!(
+            req,
+            MonRequest::Admin(loligo_monc::protocol::Admin::S3Secret { .. })
+        );
+        if secret && !e.starts_with(S3_GATEWAY_PREFIX) && have < MonCap::All {
+            return Err(denied(
+                e,
+                &format!("look up S3 secrets: only gateways ({S3_GATEWAY_PREFIX}NAME) may"),
             ));
         }
         return Ok(());
@@ -164,10 +179,31 @@ pub(crate) mod tests {
             changes: vec![
                 user("client.reader", "allow r"),
                 user("client.ops", "allow rw"),
+                user("client.rgw.a", "allow rw"),
+                user("client.rgw.weak", "allow r"),
             ],
         })
         .unwrap();
         m
+    }
+
+    /// An S3 secret goes to a gateway (client.rgw.NAME with mon 'allow
+    /// rw'), not to any client that may change the map.
+    #[test]
+    fn only_gateways_look_up_s3_secrets() {
+        let m = map_with_users();
+        let ask = MonRequest::Admin(Admin::S3Secret {
+            access_key: "AK".into(),
+        });
+        let as_ = |entity: &'static str| Caller::Entity {
+            entity,
+            serial: "aa",
+        };
+        assert!(authorize(as_("client.rgw.a"), Some(&m), &ask).is_ok());
+        for who in ["client.ops", "client.reader", "client.rgw.weak"] {
+            let e = authorize(as_(who), Some(&m), &ask).unwrap_err();
+            assert!(matches!(e, MonError::Denied(_)), "{who}: {e}");
+        }
     }
 
     #[test]

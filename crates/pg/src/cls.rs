@@ -135,6 +135,12 @@ pub static METHODS: &[Method] = &[
     },
     Method {
         class: "s3",
+        name: "begin",
+        writes: true,
+        run: s3::begin,
+    },
+    Method {
+        class: "s3",
         name: "part",
         writes: true,
         run: s3::put_part,

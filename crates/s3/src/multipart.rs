@@ -46,6 +46,15 @@ fn refusal(e: ClientError, bucket: &str, key: &str, id: &str) -> S3Error {
     }
 }
 
+/// Refused unless `id` is an upload id this gateway makes (32 hex
+/// digits): records are keyed by it, so nothing else may pass.
+fn check_upload_id(id: &str) -> S3Result<()> {
+    match id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit()) {
+        true => Ok(()),
+        false => Err(s3_error!(NoSuchUpload, "'{id}' is not an upload id")),
+    }
+}
+
 /// One upload in progress, as listings show it.
 #[derive(Clone, Debug)]
 pub struct UploadInfo {
@@ -82,9 +91,7 @@ impl Gateway {
         key: &str,
         upload: &Upload,
     ) -> S3Result<String> {
-        if key.is_empty() || key.len() > 1024 {
-            return Err(s3_error!(KeyTooLongError, "a key is 1 to 1024 bytes"));
-        }
+        crate::names::check_object_key(key).map_err(|m| s3_error!(KeyTooLongError, "{m}"))?;
         let id = names::new_tag().map_err(|m| s3_error!(InternalError, "{m}"))?;
         let value = serde_json::to_vec(upload).map_err(|e| s3_error!(InternalError, "{e}"))?;
         (self
@@ -97,6 +104,7 @@ impl Gateway {
 
     /// Upload `id` of `key`, or `NoSuchUpload`.
     pub async fn upload(&self, b: &BucketRecord, key: &str, id: &str) -> S3Result<Upload> {
+        check_upload_id(id)?;
         let k = upload_key(key, id);
         let got = match self
             .index()
@@ -145,7 +153,7 @@ impl Gateway {
         part: &Part,
         written: Written,
     ) -> S3Result<()> {
-        let Written::Striped { tag, .. } = written else {
+        let Written::Striped { tag, segment } = written else {
             return Err(s3_error!(InternalError, "a part's data is always striped"));
         };
         let p = PutPart {
@@ -161,7 +169,7 @@ impl Gateway {
         match self.index().exec(&shard, "s3", "part", input).await {
             Ok(_) => Ok(()),
             Err(e) => {
-                self.abandon(&shard, &tag).await;
+                self.give_up(&shard, &tag, &segment.tails, &e).await;
                 Err(refusal(e, &b.name, key, id))
             }
         }
@@ -296,6 +304,7 @@ impl Gateway {
 
     /// Drop upload `id` of `key`; its parts' data goes to the collector.
     pub async fn abort_upload(&self, b: &BucketRecord, key: &str, id: &str) -> S3Result<()> {
+        check_upload_id(id)?;
         let a = Abort {
             key: key.to_string(),
             upload_id: id.to_string(),

@@ -54,6 +54,15 @@ pub fn new_tag() -> Result<String, String> {
     Ok(hex(&b))
 }
 
+/// Whether `key` may name an object: 1 to 1024 bytes (S3's limit), no
+/// NUL (upload records keep a key before a NUL and the upload id).
+pub fn check_object_key(key: &str) -> Result<(), String> {
+    match !key.is_empty() && key.len() <= 1024 && !key.contains('\0') {
+        true => Ok(()),
+        false => Err("a key is 1 to 1024 bytes, without NUL".into()),
+    }
+}
+
 /// Whether `name` is a valid bucket name by S3's rules: 3-63 characters
 /// of lower-case letters, digits, '.' and '-', starting and ending with a
 /// letter or digit, no "..", and not an IPv4 address.

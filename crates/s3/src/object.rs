@@ -14,7 +14,7 @@ use loligo_client::ClientError;
 use loligo_types::ops::OpError;
 use loligo_types::s3::{
     omap_key, Commit, Condition, Garbage, IndexEntry, Layout, Remove, Segment, Tails, ENTRY,
-    INLINE, PENDING, S3_BUCKET_GONE, S3_NO_SUCH_KEY, S3_PENDING_GONE, S3_PRECONDITION,
+    INLINE, S3_BUCKET_GONE, S3_NO_SUCH_KEY, S3_PENDING_GONE, S3_PRECONDITION,
 };
 use s3s::{s3_error, S3Error};
 
@@ -152,14 +152,29 @@ impl Gateway {
             ms: now_ms(),
             key: key.to_string(),
         };
-        let value = serde_json::to_vec(&pending).map_err(|e| s3_error!(InternalError, "{e}"))?;
-        let pk = omap_key(PENDING, tag.as_bytes());
-        (self
+        let record = serde_json::to_vec(&pending).map_err(|e| s3_error!(InternalError, "{e}"))?;
+        let begin = loligo_types::s3::Begin {
+            tag: tag.clone(),
+            record,
+        };
+        let input = postcard::to_stdvec(&begin).map_err(|e| s3_error!(InternalError, "{e}"))?;
+        match self
             .index()
-            .omap_set(&b.shard_object(key), vec![(pk, value)])
-            .await)
-            .map_err(internal)?;
-        self.write_stripes(body, len, &tails, seen).await?;
+            .exec(&b.shard_object(key), "s3", "begin", input)
+            .await
+        {
+            Ok(_) => {}
+            Err(e) => {
+                self.forget_bucket(&b.name);
+                return Err(refusal(e, &b.name, key));
+            }
+        }
+        if let Err(e) = self.write_stripes(body, len, &tails, seen).await {
+            // Handed to the collector now, rather than after
+            // `pending_max_age`.
+            self.abandon(&b.shard_object(key), &tag).await;
+            return Err(e);
+        }
         Ok(Written::Striped {
             tag,
             segment: Segment { size: len, tails },
@@ -240,9 +255,9 @@ impl Gateway {
         condition: Condition,
     ) -> Result<IndexEntry, S3Error> {
         entry.layout = written.layout();
-        let (inline, pending) = match written {
-            Written::Inline(d) => (Some(d.to_vec()), None),
-            Written::Striped { tag, .. } => (None, Some(tag)),
+        let (inline, pending, tails) = match written {
+            Written::Inline(d) => (Some(d.to_vec()), None, None),
+            Written::Striped { tag, segment } => (None, Some(tag), Some(segment.tails)),
         };
         let c = Commit {
             key: key.to_string(),
@@ -257,14 +272,35 @@ impl Gateway {
         match self.index().exec(&shard, "s3", "commit", input).await {
             Ok(_) => Ok(entry),
             Err(e) => {
-                if let Some(tag) = pending {
-                    self.abandon(&shard, &tag).await;
+                if let (Some(tag), Some(tails)) = (pending, &tails) {
+                    self.give_up(&shard, &tag, tails, &e).await;
                 }
                 if matches!(&e, ClientError::Op(OpError::MethodRefused { code, .. }) if *code == S3_BUCKET_GONE)
                 {
                     self.forget_bucket(&b.name);
                 }
                 Err(refusal(e, &b.name, key))
+            }
+        }
+    }
+
+    /// After a refused commit of the data objects `tails` written under
+    /// `tag`: data that no record leads the collector to any more (the
+    /// bucket was deleted, or the collector took the pending record, and
+    /// perhaps deleted what was written until then) is deleted now;
+    /// otherwise the pending record goes to the garbage list.
+    pub(crate) async fn give_up(&self, shard: &str, tag: &str, tails: &Tails, e: &ClientError) {
+        let orphaned = matches!(e, ClientError::Op(OpError::MethodRefused { code, .. })
+            if *code == S3_BUCKET_GONE || *code == S3_PENDING_GONE);
+        if !orphaned {
+            self.abandon(shard, tag).await;
+            return;
+        }
+        for n in 0..tails.count {
+            if let Err(err) = self.data().remove(&tails.object(n)).await {
+                if !err.is_not_found() {
+                    tracing::warn!("{}: left behind ({err})", tails.object(n));
+                }
             }
         }
     }

@@ -141,6 +141,45 @@ fn not_modified(e: &IndexEntry) -> s3s::S3Error {
     err
 }
 
+/// Refused: reading one part of a multipart object, or a version
+/// (objects have one, `null`).
+fn refuse_part_and_version(part: Option<i32>, version: Option<&str>) -> S3Result<()> {
+    if part.is_some() {
+        return Err(s3_error!(
+            NotImplemented,
+            "reading one part (partNumber): read its byte range instead"
+        ));
+    }
+    match version {
+        Some(v) if v != "null" => Err(s3_error!(
+            NoSuchVersion,
+            "this gateway keeps one version of an object, 'null'"
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Refused: what a PUT asks for that the gateway does not do (rather
+/// than store the object without it).
+fn refuse_unsupported_put(
+    sse: bool,
+    sse_customer: bool,
+    kms: bool,
+    tagging: bool,
+    lock: bool,
+) -> S3Result<()> {
+    let what = [
+        (sse || kms, "server-side encryption"),
+        (sse_customer, "server-side encryption with a customer key"),
+        (tagging, "object tagging"),
+        (lock, "object lock"),
+    ];
+    match what.iter().find(|(asked, _)| *asked) {
+        Some((_, name)) => Err(s3_error!(NotImplemented, "{name} is not supported yet")),
+        None => Ok(()),
+    }
+}
+
 /// The write condition of a PUT's `If-Match` / `If-None-Match`.
 fn write_condition(
     if_match: Option<&ETagCondition>,
@@ -295,7 +334,7 @@ fn sums_of(e: &IndexEntry) -> Checksum {
     }
 }
 
-/// `ms` as HTTP's `Expires` value, if it is one.
+/// Stored header `name` of `e`.
 fn header(e: &IndexEntry, name: &str) -> Option<String> {
     e.headers.get(name).cloned()
 }
@@ -354,19 +393,20 @@ impl Gateway {
     }
 
     /// `key` of bucket `b` if `uid` (`None`: anonymous) may read it: the
-    /// bucket's owner, anyone in a `public-read` bucket or on a
-    /// `public-read` object. Where the bucket is closed to the caller, a
-    /// missing key is `AccessDenied` too (as S3 answers without the
-    /// right to list).
+    /// bucket's owner, or anyone on a `public-read` object (a bucket's
+    /// `public-read` lets anyone list it, not read its objects, as in
+    /// S3). Where the caller may not list the bucket, a missing key is
+    /// `AccessDenied` too (as S3 answers without the right to list).
     async fn readable(
         &self,
         b: &BucketRecord,
         key: &str,
         uid: Option<&str>,
     ) -> S3Result<(IndexEntry, bytes::Bytes)> {
-        let open = uid == Some(b.owner.as_str()) || b.public_read();
+        let owner = uid == Some(b.owner.as_str());
+        let open = owner || b.public_read();
         match self.entry(b, key).await {
-            Ok((e, d)) if open || e.acl.as_deref() == Some("public-read") => Ok((e, d)),
+            Ok((e, d)) if owner || e.acl.as_deref() == Some("public-read") => Ok((e, d)),
             Ok(_) => Err(s3_error!(AccessDenied, "'{key}' is not yours to read")),
             Err(e) if !open && e.code() == &s3s::S3ErrorCode::NoSuchKey => Err(s3_error!(
                 AccessDenied,
@@ -383,12 +423,10 @@ impl Gateway {
         if let Some(found) = self.lookup(b, key).await? {
             return Ok(found);
         }
-        let fresh = self.bucket_fresh(&b.name).await?;
-        if fresh.id != b.id {
-            if let Some(found) = self.lookup(&fresh, key).await? {
-                return Ok(found);
-            }
-        }
+        // A miss refreshes the cached record: a bucket deleted and made
+        // again (perhaps by another user) is found by the next request,
+        // whose access is then judged on the new record.
+        self.bucket_fresh(&b.name).await?;
         Err(s3_error!(NoSuchKey, "'{key}' does not exist"))
     }
 
@@ -405,9 +443,7 @@ impl Gateway {
         cond: Condition,
         trailer: Option<s3s::TrailingHeaders>,
     ) -> S3Result<IndexEntry> {
-        if key.is_empty() || key.len() > 1024 {
-            return Err(s3_error!(KeyTooLongError, "a key is 1 to 1024 bytes"));
-        }
+        crate::names::check_object_key(key).map_err(|m| s3_error!(KeyTooLongError, "{m}"))?;
         let len = match (len, &body) {
             (Some(n), _) if n >= 0 => n as u64,
             (_, None) => 0,
@@ -653,6 +689,13 @@ impl S3 for Gateway {
             req.input.body.is_some(),
         )?;
         let i = req.input;
+        refuse_unsupported_put(
+            i.server_side_encryption.is_some(),
+            i.sse_customer_algorithm.is_some(),
+            i.ssekms_key_id.is_some(),
+            i.tagging.is_some(),
+            i.object_lock_mode.is_some() || i.object_lock_legal_hold_status.is_some(),
+        )?;
         let b = self.bucket_for(&i.bucket, &uid, false).await?;
         let cond = write_condition(i.if_match.as_ref(), i.if_none_match.as_ref())?;
         let headers = content_headers(
@@ -699,6 +742,7 @@ impl S3 for Gateway {
     ) -> S3Result<S3Response<GetObjectOutput>> {
         let uid = self.reader(&req).await?;
         let i = &req.input;
+        refuse_part_and_version(i.part_number, i.version_id.as_deref())?;
         let b = self.bucket(&i.bucket).await?;
         let (e, inline) = self.readable(&b, &i.key, uid.as_deref()).await?;
         check_read_conditions(
@@ -743,17 +787,20 @@ impl S3 for Gateway {
             last_modified: Some(timestamp(e.mtime_ms)),
             e_tag: Some(etag(&e)),
             metadata: user_meta(&e),
-            content_type: e.content_type.clone(),
-            content_encoding: header(&e, CONTENT_ENCODING),
-            content_disposition: header(&e, CONTENT_DISPOSITION),
-            content_language: header(&e, CONTENT_LANGUAGE),
-            cache_control: header(&e, CACHE_CONTROL),
+            // A presigned link may ask for other response headers.
+            content_type: (i.response_content_type.clone()).or_else(|| e.content_type.clone()),
+            content_encoding: (i.response_content_encoding.clone())
+                .or_else(|| header(&e, CONTENT_ENCODING)),
+            content_disposition: (i.response_content_disposition.clone())
+                .or_else(|| header(&e, CONTENT_DISPOSITION)),
+            content_language: (i.response_content_language.clone())
+                .or_else(|| header(&e, CONTENT_LANGUAGE)),
+            cache_control: (i.response_cache_control.clone()).or_else(|| header(&e, CACHE_CONTROL)),
             checksum_crc32: s.checksum_crc32,
             checksum_crc32c: s.checksum_crc32c,
             checksum_sha1: s.checksum_sha1,
             checksum_sha256: s.checksum_sha256,
             checksum_crc64nvme: s.checksum_crc64nvme,
-            parts_count: (e.parts > 0).then_some(e.parts as i32),
             ..Default::default()
         }))
     }
@@ -764,6 +811,7 @@ impl S3 for Gateway {
     ) -> S3Result<S3Response<HeadObjectOutput>> {
         let uid = self.reader(&req).await?;
         let i = &req.input;
+        refuse_part_and_version(i.part_number, i.version_id.as_deref())?;
         let b = self.bucket(&i.bucket).await?;
         let (e, _) = self.readable(&b, &i.key, uid.as_deref()).await?;
         check_read_conditions(
@@ -790,7 +838,6 @@ impl S3 for Gateway {
             checksum_sha1: s.checksum_sha1,
             checksum_sha256: s.checksum_sha256,
             checksum_crc64nvme: s.checksum_crc64nvme,
-            parts_count: (e.parts > 0).then_some(e.parts as i32),
             ..Default::default()
         }))
     }

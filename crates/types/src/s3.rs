@@ -151,7 +151,7 @@ pub struct IndexEntry {
     #[serde(default)]
     pub meta: BTreeMap<String, String>,
     /// Other stored headers (content-encoding, -disposition, -language,
-    /// cache-control, expires), by their lower-case names.
+    /// cache-control), by their lower-case names.
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
     /// Checksums given and checked at upload (`crc32` -> base64).
@@ -276,6 +276,15 @@ pub struct Remove {
     pub key: String,
     pub condition: Condition,
     pub now_ms: u64,
+}
+
+/// Input of `s3.begin`: keep pending record `tag` ([`Garbage`], JSON)
+/// before an upload writes its data, unless the shard is sealed (refused
+/// with [`S3_BUCKET_GONE`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Begin {
+    pub tag: String,
+    pub record: Vec<u8>,
 }
 
 /// Input of `s3.abandon`: move pending record `tag` to the garbage list

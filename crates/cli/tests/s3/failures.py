@@ -4,6 +4,8 @@
   race      two gateways, many writers overwriting one key: every read
             is one whole version, and HEAD and the listing agree with it
   killed    a PUT whose gateway is killed mid-body leaves nothing visible
+  doomed    a PUT whose bucket is deleted mid-body is refused (the test
+            then checks its data is gone)
   acked     writes for S3_SECONDS (while the test kills and restarts an
             OSD), then every acknowledged object reads back whole; the
             acknowledged keys are kept in the file S3_STATE
@@ -132,6 +134,27 @@ def killed():
     print("killed: nothing visible of the interrupted PUT")
 
 
+def doomed():
+    c = client(ENDPOINTS[0])
+    name = BUCKET + "-doomed"
+    c.create_bucket(Bucket=name)
+    mib = 1024 * 1024
+    url = urllib.parse.urlsplit(c.generate_presigned_url(
+        "put_object", Params={"Bucket": name, "Key": "late"}, ExpiresIn=300))
+    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=60)
+    conn.putrequest("PUT", url.path + "?" + url.query)
+    conn.putheader("Content-Length", str(24 * mib))
+    conn.endheaders()
+    for sent in range(1, 25):
+        conn.send(b"d" * mib)
+        if sent == 8:
+            time.sleep(1)  # the upload has begun: its pending record is in
+            c.delete_bucket(Bucket=name)
+    status = conn.getresponse().status
+    assert status == 404, "a PUT into a bucket deleted under it answered %d" % status
+    print("doomed: the PUT into a bucket deleted under it was refused")
+
+
 def acked():
     c = client(ENDPOINTS[0], retries=3)
     seconds = float(os.environ.get("S3_SECONDS", "12"))
@@ -165,4 +188,5 @@ def reread():
 
 
 if __name__ == "__main__":
-    {"race": race, "killed": killed, "acked": acked, "reread": reread}[sys.argv[1]]()
+    {"race": race, "killed": killed, "doomed": doomed, "acked": acked,
+     "reread": reread}[sys.argv[1]]()

@@ -141,6 +141,21 @@ class Gateway(unittest.TestCase):
         self.assertEqual(self.s3.get_object(Bucket=self.bucket, Key="cond")["Body"].read(), b"v2")
         self.s3.put_object(Bucket=self.bucket, Key="fresh", Body=b"x", IfNoneMatch="*")
 
+    def test_unsupported_features_are_refused(self):
+        for kw in [{"ServerSideEncryption": "AES256"}, {"Tagging": "a=b"}]:
+            with self.assertRaises(botocore.exceptions.ClientError) as e:
+                self.s3.put_object(Bucket=self.bucket, Key="refused", Body=b"x", **kw)
+            self.assertEqual(code(e.exception), "NotImplemented", kw)
+        with self.assertRaises(botocore.exceptions.ClientError):
+            self.s3.head_object(Bucket=self.bucket, Key="refused")
+        self.s3.put_object(Bucket=self.bucket, Key="one-version", Body=b"x")
+        with self.assertRaises(botocore.exceptions.ClientError) as e:
+            self.s3.get_object(Bucket=self.bucket, Key="one-version", PartNumber=1)
+        self.assertEqual(code(e.exception), "NotImplemented")
+        with self.assertRaises(botocore.exceptions.ClientError) as e:
+            self.s3.get_object(Bucket=self.bucket, Key="one-version", VersionId="v2")
+        self.assertEqual(code(e.exception), "NoSuchVersion")
+
     def test_digests(self):
         import base64
         bad = base64.b64encode(hashlib.md5(b"other").digest()).decode()
@@ -332,8 +347,8 @@ class Gateway(unittest.TestCase):
         with self.assertRaises(urllib.error.HTTPError) as e:
             urllib.request.urlopen("%s/%s/x" % (ENDPOINT, self.bucket), context=TLS)
         self.assertEqual(e.exception.code, 403)
-        # Canned ACLs: a public-read object, and a public-read bucket,
-        # are open to anonymous reads (and only reads).
+        # Canned ACLs: a public-read object is open to anonymous reads; a
+        # public-read bucket to anonymous listing (and only that).
         self.s3.put_object(Bucket=self.bucket, Key="open", Body=b"for all", ACL="public-read")
         got = urllib.request.urlopen("%s/%s/open" % (ENDPOINT, self.bucket), context=TLS).read()
         self.assertEqual(got, b"for all")
@@ -342,18 +357,25 @@ class Gateway(unittest.TestCase):
         self.s3.put_object(Bucket=pub, Key="k", Body=b"v")
         listing = urllib.request.urlopen("%s/%s?list-type=2" % (ENDPOINT, pub), context=TLS).read()
         self.assertIn(b"<Key>k</Key>", listing)
-        self.assertEqual(urllib.request.urlopen("%s/%s/k" % (ENDPOINT, pub), context=TLS).read(), b"v")
+        with self.assertRaises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen("%s/%s/k" % (ENDPOINT, pub), context=TLS)
+        self.assertEqual(e.exception.code, 403, "a private object in a public bucket")
         put = urllib.request.Request("%s/%s/new" % (ENDPOINT, pub), data=b"x", method="PUT")
         with self.assertRaises(urllib.error.HTTPError) as e:
             urllib.request.urlopen(put, context=TLS)
         self.assertEqual(e.exception.code, 403)
         self.s3.delete_object(Bucket=pub, Key="k")
         self.s3.delete_bucket(Bucket=pub)
-        # Presigned URLs: good until they expire.
+        # Presigned URLs: good until they expire, and may ask for other
+        # response headers.
         self.s3.put_object(Bucket=self.bucket, Key="shared", Body=b"presigned")
         url = self.s3.generate_presigned_url("get_object", Params={"Bucket": self.bucket, "Key": "shared"},
                                              ExpiresIn=60)
         self.assertEqual(urllib.request.urlopen(url, context=TLS).read(), b"presigned")
+        url = self.s3.generate_presigned_url("get_object", ExpiresIn=60, Params={
+            "Bucket": self.bucket, "Key": "shared", "ResponseContentDisposition": "attachment; filename=x.txt"})
+        r = urllib.request.urlopen(url, context=TLS)
+        self.assertEqual(r.headers["Content-Disposition"], "attachment; filename=x.txt")
         url = self.s3.generate_presigned_url("get_object", Params={"Bucket": self.bucket, "Key": "shared"},
                                              ExpiresIn=1)
         time.sleep(2)

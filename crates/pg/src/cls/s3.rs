@@ -10,10 +10,10 @@
 use super::{decode, encode, refused, ClsError, ClsResult, Ctx};
 use loligo_types::ops::OpError;
 use loligo_types::s3::{
-    garbage_key, omap_key, part_key, part_prefix, upload_key, Abandon, Abort, Commit, Complete,
-    Condition, Garbage, IndexEntry, Layout, Part, PutPart, Remove, Tails, ENTRY, INLINE, PARTS_MAX,
-    PENDING, S3_BUCKET_GONE, S3_INVALID_PART, S3_NOT_EMPTY, S3_NO_SUCH_KEY, S3_NO_SUCH_UPLOAD,
-    S3_PENDING_GONE, S3_PRECONDITION, SEALED,
+    garbage_key, omap_key, part_key, part_prefix, upload_key, Abandon, Abort, Begin, Commit,
+    Complete, Condition, Garbage, IndexEntry, Layout, Part, PutPart, Remove, Tails, ENTRY, INLINE,
+    PARTS_MAX, PENDING, S3_BUCKET_GONE, S3_INVALID_PART, S3_NOT_EMPTY, S3_NO_SUCH_KEY,
+    S3_NO_SUCH_UPLOAD, S3_PENDING_GONE, S3_PRECONDITION, SEALED,
 };
 
 fn bad(what: &str, e: serde_json::Error) -> ClsError {
@@ -318,5 +318,15 @@ pub fn abort(cx: &mut Ctx<'_>, input: &[u8]) -> ClsResult {
         cx.omap_set(vec![g])?;
     }
     cx.omap_rm(rm)?;
+    Ok(Vec::new())
+}
+
+/// `s3.begin` ([`Begin`]): keep an upload's pending record, unless the
+/// shard is sealed. Output: empty.
+pub fn begin(cx: &mut Ctx<'_>, input: &[u8]) -> ClsResult {
+    let b: Begin = decode(input)?;
+    let _: Garbage = serde_json::from_slice(&b.record).map_err(|e| bad("pending record", e))?;
+    unsealed(cx)?;
+    cx.omap_set(vec![(omap_key(PENDING, b.tag.as_bytes()), b.record)])?;
     Ok(Vec::new())
 }

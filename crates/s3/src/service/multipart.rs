@@ -62,6 +62,13 @@ impl Gateway {
     ) -> S3Result<S3Response<CreateMultipartUploadOutput>> {
         let uid = self.requester(&req).await?;
         let i = req.input;
+        super::refuse_unsupported_put(
+            i.server_side_encryption.is_some(),
+            i.sse_customer_algorithm.is_some(),
+            i.ssekms_key_id.is_some(),
+            i.tagging.is_some(),
+            i.object_lock_mode.is_some() || i.object_lock_legal_hold_status.is_some(),
+        )?;
         let b = self.bucket_for(&i.bucket, &uid, false).await?;
         let upload = Upload {
             owner: uid,
@@ -185,6 +192,9 @@ impl Gateway {
             _ => e,
         })?;
         let range = copy_range(i.copy_source_range.as_deref(), src.size)?;
+        if range.end - range.start > crate::PUT_MAX {
+            return Err(s3_error!(EntityTooLarge, "a part is at most 5 GiB"));
+        }
         let b = self.bucket_for(&i.bucket, &uid, false).await?;
         self.upload(&b, &i.key, &i.upload_id).await?;
         let len = range.end - range.start;
@@ -267,9 +277,10 @@ impl Gateway {
             .map_or(PAGE_MAX, |m| m.clamp(0, PAGE_MAX as i32) as usize);
         let after = i.part_number_marker.unwrap_or(0).max(0) as u32;
         let upload = self.upload(&b, &i.key, &i.upload_id).await?;
-        let (parts, more) = self
-            .list_parts(&b, &i.key, &i.upload_id, after, max)
-            .await?;
+        let (parts, more) = match max {
+            0 => (Vec::new(), false),
+            _ => (self.list_parts(&b, &i.key, &i.upload_id, after, max)).await?,
+        };
         let next = parts.last().map(|(n, _)| *n as i32);
         Ok(S3Response::new(ListPartsOutput {
             bucket: Some(i.bucket),
@@ -296,6 +307,12 @@ impl Gateway {
     ) -> S3Result<S3Response<ListMultipartUploadsOutput>> {
         let uid = self.requester(&req).await?;
         let i = req.input;
+        if i.delimiter.as_deref().is_some_and(|d| !d.is_empty()) {
+            return Err(s3_error!(
+                NotImplemented,
+                "listing uploads with a delimiter is not supported yet"
+            ));
+        }
         let b = self.bucket_for(&i.bucket, &uid, false).await?;
         let max = i
             .max_uploads
