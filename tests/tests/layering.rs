@@ -66,6 +66,19 @@ fn crates_link_only_the_layers_below_them() {
                 "loligo-store",
             ],
         ),
+        // The Python binding is a client too: a wheel of the client
+        // library and the key-value store, no server.
+        (
+            "loligo-python",
+            &[
+                "openraft",
+                "fjall",
+                "loligo-mon",
+                "loligo-osd",
+                "loligo-pg",
+                "loligo-store",
+            ],
+        ),
         ("loligo-osd", &["openraft", "loligo-mon"]),
         // The PG core is sans-I/O: no runtime, no network, no monitor;
         // the daemon and the simulator run the same code.
