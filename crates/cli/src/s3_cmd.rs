@@ -90,10 +90,14 @@ pub enum UserCmd {
         #[arg(long)]
         json: bool,
     },
-    /// Remove a user and its keys. Its buckets stay, owned by its user
-    /// id (a user made again under that id owns them again): empty and
-    /// delete them first.
-    Rm { uid: String },
+    /// Remove a user and its keys: refused while it owns a bucket (as
+    /// radosgw-admin refuses; empty and delete its buckets first).
+    Rm {
+        uid: String,
+        /// The gateways' index pool, where buckets are registered.
+        #[arg(long, default_value = "s3.index")]
+        index_pool: String,
+    },
     /// A user with its keys.
     Info {
         uid: String,
@@ -165,7 +169,15 @@ pub fn s3(conn: &ConnArgs, c: S3Cmd) -> Result<(), CliError> {
             print_user(&call(conn, MonRequest::Admin(admin))?.value, json);
             Ok(())
         }
-        S3Cmd::User(UserCmd::Rm { uid }) => {
+        S3Cmd::User(UserCmd::Rm { uid, index_pool }) => {
+            let owned = buckets_of(conn, &uid, &index_pool)?;
+            if !owned.is_empty() {
+                return Err(CliError(format!(
+                    "user {uid} owns {} bucket(s) ({}): empty and delete them first",
+                    owned.len(),
+                    owned.join(", ")
+                )));
+            }
             call(
                 conn,
                 MonRequest::Admin(Admin::S3UserRm { uid: uid.clone() }),
@@ -247,6 +259,35 @@ async fn ensure_pool(
             "pool {name} is missing and could not be made: {e}"
         ))),
     }
+}
+
+/// The buckets user `uid` owns (none where there is no index pool).
+fn buckets_of(conn: &ConnArgs, uid: &str, index_pool: &str) -> Result<Vec<String>, CliError> {
+    let cfg = conn.config()?;
+    let sec = cfg.security()?;
+    let rt = crate::config::runtime()?;
+    rt.block_on(async move {
+        let cluster = loligo_client::Cluster::connect_secured(
+            cfg.mon_addrs.clone(),
+            Duration::from_secs(30),
+            sec,
+        )
+        .await
+        .map_err(|e| cfg.explain(e))?;
+        if cluster.map().pool_by_name(index_pool).is_none() {
+            return Ok(Vec::new());
+        }
+        let io = cluster
+            .pool(index_pool)
+            .map_err(|e| CliError(e.to_string()))?;
+        let all = (loligo_s3::bucket::list(&io).await)
+            .map_err(|e| CliError(format!("the bucket registry: {e}")))?;
+        Ok(all
+            .into_iter()
+            .filter(|b| b.owner == uid)
+            .map(|b| b.name)
+            .collect())
+    })
 }
 
 /// `s3 run`: serve until interrupted.

@@ -2,12 +2,15 @@
 //! monitors (never in `auth ls`, `osd dump` or the map), a gateway run as
 //! its own entity (`client.rgw.NAME`, mon 'allow rw'), boto3's view of
 //! the API (`s3/test_boto3.py`: buckets, objects, listings, conditions,
-//! digests, signatures and refusals), and the collector taking the data
-//! of overwritten and deleted objects.
+//! digests, signatures and refusals), the AWS CLI's (`s3/test_awscli.py`:
+//! cp with multipart, sync both ways, s3api calls, presign, refusals), and
+//! the collector taking the data of overwritten and deleted objects.
 //!
 //! The boto3 part skips where boto3 cannot be imported, unless
 //! `LOLIGO_REQUIRE_BOTO3` is set (`.ci/run` installs it and sets it);
-//! `LOLIGO_PYTHON` names the interpreter (default `python3`).
+//! `LOLIGO_PYTHON` names the interpreter (default `python3`). The awscli
+//! part runs the `aws` beside that interpreter (or on the PATH), and skips
+//! without one unless `LOLIGO_REQUIRE_AWSCLI` is set.
 
 mod common;
 
@@ -40,6 +43,31 @@ fn python() -> Option<String> {
         return None;
     }
     Some(python)
+}
+
+/// The AWS CLI installed beside `python` (a virtualenv's `aws`), or on
+/// the PATH; `None` (its suite skips) where there is none and none is
+/// required (`LOLIGO_REQUIRE_AWSCLI`).
+fn aws_cli(python: &str) -> Option<std::path::PathBuf> {
+    let beside = Path::new(python).with_file_name("aws");
+    let aws = if beside.exists() {
+        beside
+    } else {
+        std::path::PathBuf::from("aws")
+    };
+    let works = Command::new(&aws)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !works {
+        assert!(
+            std::env::var_os("LOLIGO_REQUIRE_AWSCLI").is_none(),
+            "LOLIGO_REQUIRE_AWSCLI is set but there is no `aws`"
+        );
+        eprintln!("skipped the awscli suite: no `aws`");
+        return None;
+    }
+    Some(aws)
 }
 
 /// A fresh `client.rgw.test` keyring in `root` and the test users.
@@ -273,6 +301,23 @@ fn boto3_sees_a_working_s3_and_garbage_is_collected() {
             gw.endpoint
         );
         assert!(report.contains("OK"), "{report}");
+        if let Some(aws) = aws_cli(&python) {
+            let out = Command::new(&python)
+                .arg(script.with_file_name("test_awscli.py"))
+                .env("AWS_CLI", &aws)
+                .env("S3_ENDPOINT", &gw.endpoint)
+                .env("S3_CA_BUNDLE", ca)
+                .env("S3_ACCESS_KEY", "TESTERKEY")
+                .env("S3_SECRET_KEY", "testersecret")
+                .output()
+                .expect("run the awscli suite");
+            let report = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                out.status.success() && report.contains("OK"),
+                "awscli suite on {} failed:\n{report}",
+                gw.endpoint
+            );
+        }
     }
     // What remains in the data pool: one object per striped object that
     // still exists (each run's three checksummed 70,000-byte objects);
@@ -292,6 +337,12 @@ fn boto3_sees_a_working_s3_and_garbage_is_collected() {
         std::thread::sleep(Duration::from_millis(500));
     }
     drop(gw);
+    // A user who owns buckets is not removed (as radosgw-admin refuses):
+    // its buckets would be left without an owner who can sign for them.
+    let o = loligo(&dir, &["s3", "user", "rm", "tester"]);
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && said.contains("owns"), "{said}");
+    ok(&dir, &["s3", "user", "info", "tester"]);
 }
 
 /// Run scenario `name` of `s3/failures.py` against `endpoints`.

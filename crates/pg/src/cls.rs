@@ -1116,13 +1116,23 @@ mod tests {
         .unwrap();
         assert!(postcard::from_bytes::<bool>(&out[0]).unwrap());
         assert!(prefixed(&s, "shard", INLINE).is_empty());
-        run(&s, "shard", &[exec("s3", "seal", vec![])]).unwrap();
+        run(&s, "shard", &[exec("s3", "seal", b"del-a".to_vec())]).unwrap();
         let r = run(&s, "shard", &[s3_commit(None, None, cond())]);
         assert!(
             matches!(r, Err(OpError::MethodRefused { code: 4, .. })),
             "{r:?}"
         );
-        run(&s, "shard", &[exec("s3", "unseal", vec![])]).unwrap();
+        // Two deletions at once: the later seal is the shard's, and the
+        // earlier one, giving up, cannot take it away (its unseal leaves
+        // the shard sealed); only the holder's token unseals.
+        run(&s, "shard", &[exec("s3", "seal", b"del-b".to_vec())]).unwrap();
+        run(&s, "shard", &[exec("s3", "unseal", b"del-a".to_vec())]).unwrap();
+        let r = run(&s, "shard", &[s3_commit(None, None, cond())]);
+        assert!(
+            matches!(r, Err(OpError::MethodRefused { code: 4, .. })),
+            "{r:?}"
+        );
+        run(&s, "shard", &[exec("s3", "unseal", b"del-b".to_vec())]).unwrap();
         run(&s, "shard", &[s3_commit(None, None, cond())]).unwrap();
         // An abandoned upload's pending record becomes garbage; a late
         // commit of it is refused.

@@ -9,7 +9,7 @@ use crate::names::{self, BUCKET, REGISTRY};
 use crate::{internal, Gateway};
 use loligo_client::{ClientError, IoCtx};
 use loligo_types::ops::{Cmp, OpError, SubOp};
-use loligo_types::s3::{omap_key, S3_NOT_EMPTY};
+use loligo_types::s3::{omap_key, S3_NOT_EMPTY, SEALED};
 use s3s::{s3_error, S3Error};
 use serde::{Deserialize, Serialize};
 use serde_bytes::ByteBuf;
@@ -64,11 +64,16 @@ fn absent_is_empty<T: Default>(r: Result<T, ClientError>) -> Result<T, S3Error> 
 
 /// Bucket `name`'s record, if it exists.
 pub async fn get(index: &IoCtx, name: &str) -> Result<Option<BucketRecord>, S3Error> {
+    Ok(get_raw(index, name).await?.map(|(r, _)| r))
+}
+
+/// Bucket `name`'s record and its bytes as stored, if it exists.
+async fn get_raw(index: &IoCtx, name: &str) -> Result<Option<(BucketRecord, Vec<u8>)>, S3Error> {
     let k = record_key(name);
     let mut got = absent_is_empty(index.omap_get(REGISTRY, vec![k.clone()]).await)?;
     match got.remove(&k) {
         Some(v) => serde_json::from_slice(&v)
-            .map(Some)
+            .map(|r| Some((r, v)))
             .map_err(|e| s3_error!(InternalError, "bucket record of '{name}': {e}")),
         None => Ok(None),
     }
@@ -152,33 +157,64 @@ impl Gateway {
     }
 
     /// Delete bucket `rec`: refused if it holds an object. Every shard is
-    /// sealed (or, if one holds an object, every seal taken back), its
-    /// uploads in progress aborted, its garbage collected now, and the
-    /// record removed. The sealed shards
-    /// stay (empty but for the seal): a gateway holding a stale record
-    /// of the bucket must find its writes refused, not a fresh shard.
+    /// sealed under this deletion's token; then, if every seal is still
+    /// its own (no other deletion of the bucket sealed a shard since), its
+    /// uploads in progress are aborted, its garbage collected, and its
+    /// record removed. The sealed shards of a deleted bucket stay (empty
+    /// but for the seal): a gateway holding a stale record of it must
+    /// find its writes refused, not a fresh shard.
+    ///
+    /// Seals are taken back only when a shard holds an object: then no
+    /// other deletion can have finished (it would have had to seal that
+    /// shard after the object went and then find every seal its own). A
+    /// deletion that fails after sealing leaves the seals, and the bucket
+    /// refuses writes until DeleteBucket is tried again.
     pub async fn delete_bucket(&self, rec: &BucketRecord) -> Result<(), S3Error> {
         let shards = rec.shard_objects();
+        let token = names::new_tag().map_err(|m| s3_error!(InternalError, "{m}"))?;
         for (i, s) in shards.iter().enumerate() {
-            match self.index().exec(s, "s3", "seal", Vec::new()).await {
+            match self
+                .index()
+                .exec(s, "s3", "seal", token.clone().into())
+                .await
+            {
                 Ok(_) => {}
-                Err(e) => {
+                Err(ClientError::Op(OpError::MethodRefused { code, .. }))
+                    if code == S3_NOT_EMPTY =>
+                {
                     for t in &shards[..i] {
-                        // Best effort: a seal left behind only refuses
-                        // writes until the delete is retried.
-                        let _ = self.index().exec(t, "s3", "unseal", Vec::new()).await;
+                        // Best effort: a seal left behind refuses writes
+                        // until the deletion is tried again.
+                        let _ = (self.index())
+                            .exec(t, "s3", "unseal", token.clone().into())
+                            .await;
                     }
-                    return Err(match e {
-                        ClientError::Op(OpError::MethodRefused { code, .. })
-                            if code == S3_NOT_EMPTY =>
-                        {
-                            s3_error!(BucketNotEmpty, "bucket '{}' is not empty", rec.name)
-                        }
-                        e => internal(e),
-                    });
+                    let name = &rec.name;
+                    return Err(s3_error!(BucketNotEmpty, "bucket '{name}' is not empty"));
                 }
+                Err(e) => return Err(internal(e)),
             }
         }
+        let seal = SEALED.to_vec();
+        for s in &shards {
+            let held = (self.index().omap_get(s, vec![seal.clone()]).await)
+                .map_err(internal)?
+                .remove(&seal);
+            if held.as_deref() != Some(token.as_bytes()) {
+                return Err(s3_error!(
+                    OperationAborted,
+                    "another deletion of bucket '{}' is in progress: try again",
+                    rec.name
+                ));
+            }
+        }
+        self.empty_and_forget(rec).await
+    }
+
+    /// The rest of a deletion once every shard is sealed: uploads
+    /// aborted, garbage collected, the record removed (if it is still
+    /// this instance's: compared as stored, byte for byte).
+    async fn empty_and_forget(&self, rec: &BucketRecord) -> Result<(), S3Error> {
         self.forget_bucket(&rec.name);
         // Uploads in progress are dropped with the bucket.
         let (uploads, _) = self.list_uploads(rec, "", None, usize::MAX).await?;
@@ -189,11 +225,15 @@ impl Gateway {
                 Err(e) => return Err(e),
             }
         }
-        for s in &shards {
+        for s in &rec.shard_objects() {
             self.collect_shard(s, u64::MAX, u64::MAX).await?;
         }
+        let current = match get_raw(self.index(), &rec.name).await? {
+            Some((now, raw)) if now.id == rec.id => raw,
+            // Gone, or made again by someone: this instance is deleted.
+            _ => return Ok(()),
+        };
         let k = record_key(&rec.name);
-        let current = serde_json::to_vec(rec).map_err(|e| s3_error!(InternalError, "{e}"))?;
         let ops = vec![
             SubOp::CmpOmap {
                 key: k.clone(),

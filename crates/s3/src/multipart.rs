@@ -324,7 +324,8 @@ impl Gateway {
 
     /// The uploads in progress of bucket `b` with keys starting `prefix`,
     /// in (key, id) order, after (`key_marker`, `id_marker`), at most
-    /// `max`; and whether there are more.
+    /// `max`; and whether there are more. Each shard is read from the
+    /// marker on and for at most `max + 1` uploads (enough to merge).
     pub async fn list_uploads(
         &self,
         b: &BucketRecord,
@@ -333,16 +334,26 @@ impl Gateway {
         max: usize,
     ) -> S3Result<(Vec<UploadInfo>, bool)> {
         let mut all = Vec::new();
+        let mut from = upload_key(prefix, "");
+        from.pop();
+        if let Some((k, id)) = marker {
+            // The first record after the marker's, if that is further on.
+            let mut after = upload_key(k, id);
+            after.push(0);
+            from = from.max(after);
+        }
+        let per_shard = max.saturating_add(1);
         for shard in b.shard_objects() {
-            let mut start = upload_key(prefix, "");
-            start.pop();
-            loop {
-                let got = match self.index().omap_list(&shard, &start, 1000).await {
+            let mut start = from.clone();
+            let mut taken = 0;
+            while taken < per_shard {
+                let limit = (per_shard - taken).min(1000);
+                let got = match self.index().omap_list(&shard, &start, limit as u32).await {
                     Ok(g) => g,
                     Err(e) if e.is_not_found() => Vec::new(),
                     Err(e) => return Err(internal(e)),
                 };
-                let full = got.len() == 1000;
+                let full = got.len() == limit;
                 let mut stop = !full;
                 for (k, v) in got {
                     if k.first() != Some(&UPLOAD) {
@@ -364,6 +375,10 @@ impl Gateway {
                     start = k;
                     start.push(0);
                     all.push(UploadInfo { key, id, upload });
+                    taken += 1;
+                    if taken == per_shard {
+                        break;
+                    }
                 }
                 if stop {
                     break;

@@ -11,6 +11,10 @@ use std::sync::Arc;
 
 /// Connections served at once (S3 clients open many).
 pub const CONNECTIONS_MAX: usize = 1024;
+/// How long a connection may move no byte while a request is served (a
+/// body that stops coming): RGW's request timeout is 65 s; the longest of
+/// ours that moves nothing, a 5 GiB CopyObject, takes well under this.
+pub const IDLE_MAX: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// Virtual-hosted addressing under one domain: `BUCKET.DOMAIN[:PORT]`
 /// names a bucket; any other host (the domain itself, an IP address, a
@@ -101,6 +105,7 @@ pub async fn serve(
     let limits = loligo_proto::http::Limits {
         connections: CONNECTIONS_MAX,
         life: None,
+        idle: IDLE_MAX,
     };
     loligo_proto::http::serve_service(listener, svc, tls, limits).await
 }

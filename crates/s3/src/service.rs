@@ -104,6 +104,14 @@ fn matches(c: &ETagCondition, e: &IndexEntry) -> bool {
 /// S3's read conditions (RFC 9110's order): `If-Match` and
 /// `If-Unmodified-Since` fail with 412, `If-None-Match` and
 /// `If-Modified-Since` with 304.
+/// The `x-amz-copy-source-if-*` conditions of a copy.
+pub(super) struct CopyConditions<'a> {
+    pub if_match: Option<&'a ETagCondition>,
+    pub if_none_match: Option<&'a ETagCondition>,
+    pub if_modified_since: Option<&'a Timestamp>,
+    pub if_unmodified_since: Option<&'a Timestamp>,
+}
+
 fn check_read_conditions(
     e: &IndexEntry,
     if_match: Option<&ETagCondition>,
@@ -397,6 +405,42 @@ impl Gateway {
     /// `public-read` lets anyone list it, not read its objects, as in
     /// S3). Where the caller may not list the bucket, a missing key is
     /// `AccessDenied` too (as S3 answers without the right to list).
+    /// The object a copy reads (`uid` must be allowed to read it), with
+    /// its bucket and inline data, its conditions met (a condition that
+    /// would make a GET answer 304 fails the copy with 412, as S3 does).
+    pub(super) async fn copy_source(
+        &self,
+        uid: &str,
+        source: &CopySource,
+        c: CopyConditions<'_>,
+    ) -> S3Result<(BucketRecord, IndexEntry, bytes::Bytes)> {
+        let CopySource::Bucket {
+            bucket,
+            key,
+            version_id,
+        } = source
+        else {
+            return Err(s3_error!(NotImplemented, "copying from an access point"));
+        };
+        if version_id.as_deref().is_some_and(|v| v != "null") {
+            return Err(s3_error!(NoSuchVersion, "this gateway keeps no versions"));
+        }
+        let b = self.bucket(bucket).await?;
+        let (e, inline) = self.readable(&b, key, Some(uid)).await?;
+        let met = check_read_conditions(
+            &e,
+            c.if_match,
+            c.if_none_match,
+            c.if_modified_since,
+            c.if_unmodified_since,
+        );
+        met.map_err(|e| match e.code() {
+            s3s::S3ErrorCode::NotModified => s3_error!(PreconditionFailed),
+            _ => e,
+        })?;
+        Ok((b, e, inline))
+    }
+
     async fn readable(
         &self,
         b: &BucketRecord,
@@ -898,33 +942,18 @@ impl S3 for Gateway {
     ) -> S3Result<S3Response<CopyObjectOutput>> {
         let uid = self.requester(&req).await?;
         let i = req.input;
-        let CopySource::Bucket {
-            bucket: src_bucket,
-            key: src_key,
-            version_id,
-        } = &i.copy_source
-        else {
-            return Err(s3_error!(NotImplemented, "copying from an access point"));
+        let conditions = CopyConditions {
+            if_match: i.copy_source_if_match.as_ref(),
+            if_none_match: i.copy_source_if_none_match.as_ref(),
+            if_modified_since: i.copy_source_if_modified_since.as_ref(),
+            if_unmodified_since: i.copy_source_if_unmodified_since.as_ref(),
         };
-        if version_id.as_deref().is_some_and(|v| v != "null") {
-            return Err(s3_error!(NoSuchVersion, "this gateway keeps no versions"));
-        }
-        let src_b = self.bucket(src_bucket).await?;
-        let (src, inline) = self.readable(&src_b, src_key, Some(&uid)).await?;
-        check_read_conditions(
-            &src,
-            i.copy_source_if_match.as_ref(),
-            i.copy_source_if_none_match.as_ref(),
-            i.copy_source_if_modified_since.as_ref(),
-            i.copy_source_if_unmodified_since.as_ref(),
-        )
-        .map_err(|e| match e.code() {
-            s3s::S3ErrorCode::NotModified => s3_error!(PreconditionFailed),
-            _ => e,
-        })?;
+        let (_, src, inline) = self.copy_source(&uid, &i.copy_source, conditions).await?;
+        let onto_itself = matches!(&i.copy_source, CopySource::Bucket { bucket, key, .. }
+            if bucket.as_ref() == i.bucket && key.as_ref() == i.key);
         let dst_b = self.bucket_for(&i.bucket, &uid, false).await?;
         let replace = i.metadata_directive.as_ref().map(|d| d.as_str()) == Some("REPLACE");
-        if !replace && src_bucket.as_ref() == i.bucket && src_key.as_ref() == i.key {
+        if !replace && onto_itself {
             return Err(s3_error!(
                 InvalidRequest,
                 "copying an object onto itself changes nothing: give MetadataDirective REPLACE"

@@ -36,8 +36,8 @@ pub const INLINE: u8 = b'd';
 pub const PENDING: u8 = b'p';
 /// Omap key prefix of a garbage record.
 pub const GARBAGE: u8 = b'g';
-/// Omap key set on every shard of a bucket being deleted (`s3.seal`):
-/// no entry is set in a sealed shard.
+/// Omap key set on every shard of a bucket being deleted (`s3.seal`; its
+/// value is the deletion's token): no entry is set in a sealed shard.
 pub const SEALED: &[u8] = b"!sealed";
 /// Omap key prefix of a multipart upload's record.
 pub const UPLOAD: u8 = b'u';

@@ -145,22 +145,26 @@ pub fn abandon(cx: &mut Ctx<'_>, input: &[u8]) -> ClsResult {
 }
 
 /// `s3.seal`: mark the shard sealed (its bucket is being deleted), if it
-/// holds no object; refused with [`S3_NOT_EMPTY`] otherwise. Output:
-/// empty.
-pub fn seal(cx: &mut Ctx<'_>, _input: &[u8]) -> ClsResult {
+/// holds no object; refused with [`S3_NOT_EMPTY`] otherwise. Input: the
+/// deletion's token, which the seal keeps: a later deletion's seal
+/// replaces an earlier one's, so a deletion that gives up can never
+/// unseal a shard another deletion counts on. Output: empty.
+pub fn seal(cx: &mut Ctx<'_>, input: &[u8]) -> ClsResult {
     let first = cx.omap_range(&[ENTRY], Some(&[ENTRY + 1]), 1)?;
     if let Some((k, _)) = first.first() {
         let key = String::from_utf8_lossy(&k[1..]).into_owned();
         return Err(refused(S3_NOT_EMPTY, format!("the bucket holds '{key}'")));
     }
-    cx.omap_set(vec![(SEALED.to_vec(), Vec::new())])?;
+    cx.omap_set(vec![(SEALED.to_vec(), input.to_vec())])?;
     Ok(Vec::new())
 }
 
-/// `s3.unseal`: take a seal away (a bucket's deletion found another shard
-/// not empty). Output: empty.
-pub fn unseal(cx: &mut Ctx<'_>, _input: &[u8]) -> ClsResult {
-    if cx.omap_get(&[SEALED.to_vec()])?.contains_key(SEALED) {
+/// `s3.unseal`: take a seal away (its deletion found another shard not
+/// empty, or failed), if it is still the seal of the token given as
+/// input. Output: empty.
+pub fn unseal(cx: &mut Ctx<'_>, input: &[u8]) -> ClsResult {
+    let held = cx.omap_get(&[SEALED.to_vec()])?.remove(SEALED);
+    if held.as_deref() == Some(input) {
         cx.omap_rm(vec![SEALED.to_vec()])?;
     }
     Ok(Vec::new())

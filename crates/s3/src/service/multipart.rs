@@ -3,8 +3,8 @@
 //! trait methods in `service.rs` call these.
 
 use super::{
-    body_length, canned_object_acl, check_read_conditions, content_headers, owner, timestamp,
-    write_condition, Digests, PutHeaders,
+    body_length, canned_object_acl, content_headers, owner, timestamp, write_condition, Digests,
+    PutHeaders,
 };
 use crate::Gateway;
 use loligo_types::s3::{Part, Tails, Upload, PARTS_MAX};
@@ -170,27 +170,13 @@ impl Gateway {
     ) -> S3Result<S3Response<UploadPartCopyOutput>> {
         let uid = self.requester(&req).await?;
         let i = req.input;
-        let CopySource::Bucket {
-            bucket: src_bucket,
-            key: src_key,
-            ..
-        } = &i.copy_source
-        else {
-            return Err(s3_error!(NotImplemented, "copying from an access point"));
+        let conditions = super::CopyConditions {
+            if_match: i.copy_source_if_match.as_ref(),
+            if_none_match: i.copy_source_if_none_match.as_ref(),
+            if_modified_since: i.copy_source_if_modified_since.as_ref(),
+            if_unmodified_since: i.copy_source_if_unmodified_since.as_ref(),
         };
-        let src_b = self.bucket(src_bucket).await?;
-        let (src, inline) = self.readable(&src_b, src_key, Some(&uid)).await?;
-        check_read_conditions(
-            &src,
-            i.copy_source_if_match.as_ref(),
-            i.copy_source_if_none_match.as_ref(),
-            i.copy_source_if_modified_since.as_ref(),
-            i.copy_source_if_unmodified_since.as_ref(),
-        )
-        .map_err(|e| match e.code() {
-            s3s::S3ErrorCode::NotModified => s3_error!(PreconditionFailed),
-            _ => e,
-        })?;
+        let (_, src, inline) = self.copy_source(&uid, &i.copy_source, conditions).await?;
         let range = copy_range(i.copy_source_range.as_deref(), src.size)?;
         if range.end - range.start > crate::PUT_MAX {
             return Err(s3_error!(EntityTooLarge, "a part is at most 5 GiB"));
