@@ -6,7 +6,8 @@ For each configuration (k, r = m, Zigzag duplication s) and object size:
   1. a fresh cluster of k + r + 1 OSD processes; an EC pool of one PG (so
      the failed OSD holds a shard of every object; the extra OSD is the
      spare CRUSH puts in its place)
-  2. objects written with `loligo put`, the cluster left to settle
+  2. objects written through the Python binding (`loligo.Ioctx`), the
+     cluster left to settle
   3. one member of the PG killed (SIGKILL), marked down and out: the spare
      is backfilled, each of its shards rebuilt by the code's plan
   4. until every PG is active+clean: seconds from `osd out`; bytes the
@@ -17,6 +18,10 @@ For each configuration (k, r = m, Zigzag duplication s) and object size:
 Then, offline from `loligo ec plan`: the paper's Table 5.3 (blocks read
 per failed block, RS / Zigzag / Pyramid LRC) and aggressive against
 conservative coalescing (its Fig. 5.6).
+
+The driver speaks to the cluster through the Python binding (run.sh
+builds it into target/pyenv): writes and the status polls that time the
+recovery, without a process per poll taking CPU from the OSDs measured.
 
 Writes OUT/results.csv, OUT/plans.json, OUT/summary.json, OUT/*.png and
 OUT/RESULTS.md (via summarize.py).
@@ -30,6 +35,11 @@ import subprocess
 import sys
 import tempfile
 import time
+
+try:
+    import loligo
+except ImportError:
+    sys.exit("the Python binding is missing: run this through run.sh (it builds it)")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
@@ -58,8 +68,21 @@ def run(*args, conf=None, check=True):
     return p.stdout
 
 
+# One binding handle per cluster config, kept while the cluster runs.
+_handles = {}
+
+
+def handle(conf):
+    c = _handles.get(conf)
+    if c is None:
+        c = loligo.Rados(conffile=conf, op_timeout=10)
+        c.connect()
+        _handles[conf] = c
+    return c
+
+
 def status(conf):
-    return json.loads(run("status", "--json", conf=conf))
+    return handle(conf).status()
 
 
 def wait(conf, what, cond, limit):
@@ -69,7 +92,7 @@ def wait(conf, what, cond, limit):
             s = status(conf)
             if cond(s):
                 return time.time() - t0
-        except (RuntimeError, ValueError):
+        except (RuntimeError, ValueError, loligo.Error):
             pass
         if time.time() - t0 > limit:
             raise RuntimeError("%s not reached in %ss" % (what, limit))
@@ -150,11 +173,12 @@ def fill(plugin, k, r, s, pgs, obj_mib, objects, osd_size, n, tmp, data, conf):
     run(*prof, conf=conf)
     run("pool", "create", "ec", "--pg-num", str(pgs), "--erasure", "p", conf=conf)
     wait(conf, "pool clean", all_clean, 120)
-    blob = os.path.join(tmp, "blob")
-    with open(blob, "wb") as f:
-        f.write(os.urandom(obj_mib << 20))
-    for i in range(objects):
-        run("-p", "ec", "put", "obj%d" % i, blob, conf=conf)
+    blob = os.urandom(obj_mib << 20)
+    c = handle(conf)
+    c.wait_for_latest_osdmap()
+    with c.open_ioctx("ec") as io:
+        for i in range(objects):
+            io.write_full("obj%d" % i, blob)
     wait(conf, "clean after writes", all_clean, 300)
 
 
@@ -170,6 +194,9 @@ def fail(conf, data, victim, n):
 
 
 def stop(data, tmp):
+    c = _handles.pop(os.path.join(data, "loligo.conf"), None)
+    if c is not None:
+        c.shutdown()
     run("down", "--data-dir", data, check=False)
     if not os.environ.get("ECREC_KEEP"):
         shutil.rmtree(tmp, ignore_errors=True)

@@ -17,5 +17,7 @@ set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 cargo build --release -p loligo-cli --manifest-path "$ROOT/Cargo.toml" >&2
-python3 -c "import matplotlib" 2>/dev/null || python3 -m pip install -q matplotlib >&2 || true
-exec python3 "$HERE/run.py" "$@"
+# The driver runs on the Python binding (an optimised wheel) in a
+# virtualenv with matplotlib for the plots.
+bash "$ROOT/tools/python-binding.sh" --release matplotlib
+exec "$ROOT/target/pyenv/bin/python" "$HERE/run.py" "$@"
