@@ -186,6 +186,18 @@ impl Gateway {
         max: usize,
     ) -> S3Result<(Vec<(u32, Part)>, bool)> {
         self.upload(b, key, id).await?;
+        self.parts_after(b, key, id, after, max).await
+    }
+
+    /// [`Gateway::list_parts`] of an upload known to exist.
+    async fn parts_after(
+        &self,
+        b: &BucketRecord,
+        key: &str,
+        id: &str,
+        after: u32,
+        max: usize,
+    ) -> S3Result<(Vec<(u32, Part)>, bool)> {
         let prefix = part_prefix(id);
         let start = part_key(id, after.saturating_add(1));
         let limit = (max + 1).min(PARTS_MAX as usize + 1) as u32;
@@ -237,7 +249,7 @@ impl Gateway {
                 "parts are listed in ascending order"
             ));
         }
-        let (have, _) = self.list_parts(b, key, id, 0, PARTS_MAX as usize).await?;
+        let (have, _) = self.parts_after(b, key, id, 0, PARTS_MAX as usize).await?;
         let have: std::collections::BTreeMap<u32, Part> = have.into_iter().collect();
         // Every part named must be the one uploaded, before any size is
         // judged.

@@ -104,6 +104,22 @@ fn matches(c: &ETagCondition, e: &IndexEntry) -> bool {
 /// S3's read conditions (RFC 9110's order): `If-Match` and
 /// `If-Unmodified-Since` fail with 412, `If-None-Match` and
 /// `If-Modified-Since` with 304.
+/// The `x-amz-checksum-*` values a request input carries (PutObject and
+/// UploadPart have the same fields), moved out of it.
+macro_rules! checksums_of {
+    ($i:expr) => {
+        Checksum {
+            checksum_crc32: $i.checksum_crc32,
+            checksum_crc32c: $i.checksum_crc32c,
+            checksum_sha1: $i.checksum_sha1,
+            checksum_sha256: $i.checksum_sha256,
+            checksum_crc64nvme: $i.checksum_crc64nvme,
+            ..Default::default()
+        }
+    };
+}
+pub(super) use checksums_of;
+
 /// The `x-amz-copy-source-if-*` conditions of a copy.
 pub(super) struct CopyConditions<'a> {
     pub if_match: Option<&'a ETagCondition>,
@@ -754,14 +770,7 @@ impl S3 for Gateway {
             headers,
             acl: canned_object_acl(i.acl.as_ref())?,
             content_md5: i.content_md5,
-            sums: Checksum {
-                checksum_crc32: i.checksum_crc32,
-                checksum_crc32c: i.checksum_crc32c,
-                checksum_sha1: i.checksum_sha1,
-                checksum_sha256: i.checksum_sha256,
-                checksum_crc64nvme: i.checksum_crc64nvme,
-                ..Default::default()
-            },
+            sums: checksums_of!(i),
             algorithm: i.checksum_algorithm,
         };
         let (body, len) = (i.body, Some(len as i64));

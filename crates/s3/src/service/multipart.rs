@@ -3,8 +3,8 @@
 //! trait methods in `service.rs` call these.
 
 use super::{
-    body_length, canned_object_acl, content_headers, owner, timestamp, write_condition, Digests,
-    PutHeaders,
+    body_length, canned_object_acl, checksums_of, content_headers, owner, timestamp,
+    write_condition, Digests, PutHeaders,
 };
 use crate::Gateway;
 use loligo_types::s3::{Part, Tails, Upload, PARTS_MAX};
@@ -112,14 +112,7 @@ impl Gateway {
             headers: Default::default(),
             acl: None,
             content_md5: i.content_md5,
-            sums: Checksum {
-                checksum_crc32: i.checksum_crc32,
-                checksum_crc32c: i.checksum_crc32c,
-                checksum_sha1: i.checksum_sha1,
-                checksum_sha256: i.checksum_sha256,
-                checksum_crc64nvme: i.checksum_crc64nvme,
-                ..Default::default()
-            },
+            sums: checksums_of!(i),
             algorithm: i.checksum_algorithm,
         };
         if len > crate::PUT_MAX {
