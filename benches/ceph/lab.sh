@@ -7,6 +7,10 @@
 #   lab.sh down          stops what `up` started and removes the lab folder
 #   lab.sh wait-clean    waits for all OSDs up+in and all PGs active+clean
 #   lab.sh stop-osd ID   stops one OSD (SIGTERM); start-osd ID starts it again
+#   lab.sh rgw-up ACCESS SECRET
+#                        starts RGW (radosgw, Debian's radosgw package) on
+#                        127.0.0.1:$CEPHLAB_RGW_PORT (default 40380) with a
+#                        user `bench` holding that key; `down` stops it
 #   lab.sh bench SECS OUT   rados bench write/seq/rand with 4 KiB and 4 MiB
 #                        objects, 16 in flight, on a size-3 pool of 64 PGs;
 #                        writes OUT/table.md; each read phase is then run
@@ -171,8 +175,38 @@ up() {
     say "up: $n OSDs in $DATA"
 }
 
+# rgw-up ACCESS SECRET: RGW with the settings of s3-tests' README (a
+# 64-thread beast frontend, garbage collected at once) and one user.
+rgw_up() {
+    local port="${CEPHLAB_RGW_PORT:-40380}"
+    cat >>"$CEPH_CONF" <<CONF
+
+[client.rgw.x]
+keyring = $DATA/rgw.x.keyring
+rgw_frontends = beast endpoint=127.0.0.1:$port tcp_nodelay=1
+rgw_data = $DATA/rgw.x
+rgw_thread_pool_size = 64
+rgw_gc_obj_min_wait = 0
+log_file = $DATA/log/rgw.x.log
+CONF
+    mkdir -p "$DATA/rgw.x"
+    c auth get-or-create client.rgw.x mon 'allow rw' osd 'allow rwx' mgr 'allow rw' \
+        -o "$DATA/rgw.x.keyring" >/dev/null
+    radosgw -n client.rgw.x
+    for _ in $(seq 120); do
+        curl -s -o /dev/null "http://127.0.0.1:$port/" && break
+        sleep 1
+    done
+    curl -s -o /dev/null "http://127.0.0.1:$port/" || { say "RGW did not answer"; return 1; }
+    radosgw-admin user create --uid bench --display-name bench \
+        --access-key "$1" --secret "$2" >/dev/null
+    wait_clean 300
+    say "RGW on 127.0.0.1:$port"
+}
+
 down() {
     if [ -d "$DATA/run" ]; then
+        stop client.rgw.x
         for f in "$DATA"/run/osd.*.pid; do
             [ -e "$f" ] && stop "$(basename "$f" .pid)"
         done
@@ -236,8 +270,9 @@ wait-clean) wait_clean "${2:-600}" ;;
 stop-osd) stop "osd.${2:?osd id}" ;;
 start-osd) ceph-osd -i "${2:?osd id}" ;;
 bench) bench "${2:?seconds}" "${3:?output folder}" ;;
+rgw-up) rgw_up "${2:?access key}" "${3:?secret key}" ;;
 *)
-    echo "usage: $0 up [N] | down | wait-clean [SECS] | stop-osd ID | start-osd ID | bench SECS OUT" >&2
+    echo "usage: $0 up [N] | down | wait-clean [SECS] | stop-osd ID | start-osd ID | bench SECS OUT | rgw-up ACCESS SECRET" >&2
     exit 2
     ;;
 esac

@@ -1,7 +1,7 @@
 //! Listing a bucket: the entries of all its index shards merged in key
 //! order, with S3's prefix, delimiter (keys rolled up into common
 //! prefixes), marker and page size. Each shard is read a page at a time,
-//! only as far as the merge needs.
+//! only as far as the merge needs, all shards running low read together.
 //!
 //! It must never skip or repeat a key between pages (a page ends at a
 //! key or a common prefix, and the next starts after it).
@@ -53,9 +53,16 @@ fn past(prefix: &str) -> Vec<u8> {
 }
 
 impl Cursor {
-    /// Read another page if the buffer is empty and the shard has more.
-    async fn fill(&mut self, gw: &Gateway, page: u32) -> Result<(), S3Error> {
-        let Some(start) = self.next.clone().filter(|_| self.buf.is_empty()) else {
+    /// Whether the merge must wait for this shard: nothing buffered, more
+    /// to read.
+    fn starved(&self) -> bool {
+        self.buf.is_empty() && self.next.is_some()
+    }
+
+    /// Read another page if fewer than `low` entries are buffered and the
+    /// shard has more.
+    async fn fill(&mut self, gw: &Gateway, page: u32, low: usize) -> Result<(), S3Error> {
+        let Some(start) = self.next.clone().filter(|_| self.buf.len() < low) else {
             return Ok(());
         };
         let got = match gw.index().omap_list(&self.object, &start, page).await {
@@ -105,8 +112,10 @@ impl Gateway {
             }
             _ => omap_key(ENTRY, q.prefix.as_bytes()),
         };
-        // Each shard is asked for its share of the page and a little more.
-        let per = (max / b.shards.max(1) as usize * 3 / 2 + 16).min(MAX_KEYS + 1) as u32;
+        // Each shard is asked for its share of the page and a quarter more
+        // (keys hash evenly over shards; what is read and not listed is
+        // thrown away, so more costs the OSDs work, less costs rounds).
+        let per = (max / b.shards.max(1) as usize * 5 / 4 + 8).min(MAX_KEYS + 1) as u32;
         let mut cursors: Vec<Cursor> = (b.shard_objects().into_iter())
             .map(|object| Cursor {
                 object,
@@ -116,9 +125,15 @@ impl Gateway {
             .collect();
         let mut page = Page::default();
         let mut count = 0;
+        // Shards run down at about the same pace: when one is starved,
+        // every shard below half a read is read ahead in the same round,
+        // so a page waits on one round of reads, not one per shard.
+        let low = (per as usize / 2).max(1);
         loop {
-            let fills = cursors.iter_mut().map(|c| c.fill(self, per));
-            futures::future::try_join_all(fills).await?;
+            if cursors.iter().any(Cursor::starved) {
+                let fills = cursors.iter_mut().map(|c| c.fill(self, per, low));
+                futures::future::try_join_all(fills).await?;
+            }
             let Some(i) = (0..cursors.len())
                 .filter(|&i| !cursors[i].buf.is_empty())
                 .min_by(|&a, &b| cursors[a].buf[0].0.cmp(&cursors[b].buf[0].0))
