@@ -6,7 +6,9 @@
 #
 #   bash tools/python-binding.sh [--release] [--venv DIR] [PACKAGE...]
 #
-# Exit status 3: PyPI could not give a package (nothing was built).
+# Exit status 3: PyPI could not give a package (the wheel is installed
+# only if it was maturin's turn that passed); 4: no virtualenv can be made
+# (Debian: apt-get install python3-venv).
 # --release builds an optimised wheel (experiments); without it the wheel
 # shares the dev build with `cargo test`. VENV defaults to target/pyenv;
 # the wheel lands in target/wheels.
@@ -24,16 +26,28 @@ while [ $# -gt 0 ]; do
     esac
     shift
 done
-if [ ! -x "$venv/bin/python" ]; then
-    python3 -m venv "$venv"
+# A virtualenv with pip (a half-made one, from a Python without venv
+# support, is made again). Exit status 4: none can be made.
+if [ ! -x "$venv/bin/pip" ]; then
+    rm -rf "$venv"
+    python3 -m venv "$venv" || { rm -rf "$venv"; exit 4; }
+    [ -x "$venv/bin/pip" ] || { rm -rf "$venv"; exit 4; }
 fi
+# Any wheel installed before is taken out first, so a failure below
+# never leaves an older build to be tested.
+"$venv/bin/pip" uninstall -q -y loligo >/dev/null 2>&1 || true
 # maturin (a Rust binary on PyPI) builds the wheel. Exit status 3: a
-# package could not be had from PyPI (nothing was built).
+# package could not be had from PyPI.
 if ! "$venv/bin/python" -c "import maturin" 2>/dev/null; then
     "$venv/bin/pip" install -q "maturin>=1.16,<2" || exit 3
 fi
-# Missing packages in one pip call, so their pins agree (boto3 and
-# awscli each pin botocore).
+rm -rf "$ROOT/target/wheels"
+"$venv/bin/maturin" build --quiet ${profile[@]+"${profile[@]}"} \
+    -m "$ROOT/crates/python/Cargo.toml" --out "$ROOT/target/wheels" >&2
+"$venv/bin/pip" install -q --force-reinstall --no-deps "$ROOT"/target/wheels/loligo-*.whl
+"$venv/bin/python" -c "import loligo"
+# The other packages, missing ones in one pip call so their pins agree
+# (boto3 and awscli each pin botocore).
 missing=()
 for p in ${pkgs[@]+"${pkgs[@]}"}; do
     "$venv/bin/python" -c "import $p" 2>/dev/null || missing+=("$p")
@@ -41,8 +55,3 @@ done
 if [ ${#missing[@]} -gt 0 ]; then
     "$venv/bin/pip" install -q "${missing[@]}" || exit 3
 fi
-rm -rf "$ROOT/target/wheels"
-"$venv/bin/maturin" build --quiet ${profile[@]+"${profile[@]}"} \
-    -m "$ROOT/crates/python/Cargo.toml" --out "$ROOT/target/wheels" >&2
-"$venv/bin/pip" install -q --force-reinstall --no-deps "$ROOT"/target/wheels/loligo-*.whl
-"$venv/bin/python" -c "import loligo"

@@ -14,7 +14,8 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Where a config is looked for when none is named (as the CLI does).
@@ -49,6 +50,20 @@ pub struct Rados {
     target: Target,
     op_timeout: Duration,
     state: Mutex<State>,
+    /// Cleared by `shutdown()`: every Ioctx and store opened through this
+    /// handle checks it before each call.
+    live: Arc<AtomicBool>,
+}
+
+/// Seconds from Python as a duration, or a clear refusal (never a panic
+/// on huge, negative or non-finite values).
+fn seconds(what: &str, s: f64) -> PyResult<Duration> {
+    match Duration::try_from_secs_f64(s) {
+        Ok(d) if !d.is_zero() => Ok(d),
+        _ => Err(bad(format!(
+            "{what} must be a positive number of seconds, not {s}"
+        ))),
+    }
 }
 
 fn bad(msg: String) -> PyErr {
@@ -174,15 +189,11 @@ impl Rados {
                 "no monitor addresses (mon_addrs in the config, or conf={'mon_host': ...})".into(),
             ));
         }
-        if !(op_timeout.is_finite() && op_timeout > 0.0) {
-            return Err(bad(format!(
-                "op_timeout must be positive seconds, not {op_timeout}"
-            )));
-        }
         Ok(Rados {
             target,
-            op_timeout: Duration::from_secs_f64(op_timeout),
+            op_timeout: seconds("op_timeout", op_timeout)?,
             state: Mutex::new(State::Configuring),
+            live: Arc::new(AtomicBool::new(true)),
         })
     }
 
@@ -202,8 +213,8 @@ impl Rados {
             None => None,
         };
         let wait = match timeout {
-            t if t > 0.0 && t.is_finite() => Duration::from_secs_f64(t),
-            _ => self.op_timeout,
+            0.0 => self.op_timeout,
+            t => seconds("timeout", t)?,
         };
         let (addrs, op_timeout) = (self.target.mon_addrs.clone(), self.op_timeout);
         let c = block(py, async move {
@@ -221,8 +232,10 @@ impl Rados {
         Ok(())
     }
 
-    /// Close the connection (ops of open Ioctxs fail from here on).
+    /// Close the connection: calls on this handle and on every Ioctx and
+    /// store opened through it raise RadosStateError from here on.
     fn shutdown(&self) -> PyResult<()> {
+        self.live.store(false, Ordering::Relaxed);
         *self
             .state
             .lock()
@@ -295,8 +308,14 @@ impl Rados {
         self.admin(py, a, true).map(|_| ())
     }
 
-    /// Delete pool `name` and every object in it.
+    /// Delete pool `name` and every object in it (ObjectNotFound if there
+    /// is none).
     fn delete_pool(&self, py: Python<'_>, name: String) -> PyResult<()> {
+        if self.cluster()?.map().pool_by_name(&name).is_none() {
+            return Err(crate::errors::ObjectNotFound::new_err(format!(
+                "pool '{name}' does not exist"
+            )));
+        }
         let a = Admin::PoolDelete {
             confirm: name.clone(),
             name,
@@ -308,7 +327,7 @@ impl Rados {
     fn open_ioctx(&self, name: &str) -> PyResult<Ioctx> {
         let c = self.cluster()?;
         let io = c.pool(name).map_err(client_err)?;
-        Ok(Ioctx::new(c, io))
+        Ok(Ioctx::new(c, io, self.live.clone()))
     }
 
     /// The cluster's space: `kb`, `kb_used`, `kb_avail`, `num_objects`

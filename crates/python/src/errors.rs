@@ -6,6 +6,7 @@ use loligo_client::ClientError;
 use loligo_kv::KvError;
 use loligo_monc::protocol::MonError;
 use loligo_types::ops::OpError;
+use loligo_types::MapError;
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
@@ -131,6 +132,10 @@ pub fn mon_err(e: MonError) -> PyErr {
     let msg = e.to_string();
     match e {
         MonError::NotFound(_) => ObjectNotFound::new_err(msg),
+        MonError::Map(MapError::PoolExists(_)) => ObjectExists::new_err(msg),
+        MonError::Map(MapError::NoSuchPool(_) | MapError::NoSuchProfile(_)) => {
+            ObjectNotFound::new_err(msg)
+        }
         MonError::Invalid(_) | MonError::Map(_) => InvalidArgumentError::new_err(msg),
         MonError::Denied(_) => PermissionError::new_err(msg),
         MonError::Timeout(_) => TimedOut::new_err(msg),

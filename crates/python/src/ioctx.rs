@@ -14,6 +14,17 @@ use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBytes, PyList};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// An error unless the `Rados` handle behind `flag` is still connected.
+pub fn live(flag: &AtomicBool) -> PyResult<()> {
+    match flag.load(Ordering::Relaxed) {
+        true => Ok(()),
+        false => Err(crate::errors::RadosStateError::new_err(
+            "the cluster handle was shut down",
+        )),
+    }
+}
 
 /// python-rados' default read length.
 const READ_DEFAULT: u64 = 8192;
@@ -30,22 +41,32 @@ pub struct Ioctx {
     cluster: Cluster,
     io: IoCtx,
     closed: AtomicBool,
+    /// The `Rados` handle's: cleared when it shuts down.
+    live: Arc<AtomicBool>,
 }
 
 impl Ioctx {
-    pub fn new(cluster: Cluster, io: IoCtx) -> Ioctx {
+    pub fn new(cluster: Cluster, io: IoCtx, live: Arc<AtomicBool>) -> Ioctx {
         Ioctx {
             cluster,
             io,
             closed: AtomicBool::new(false),
+            live,
         }
     }
 
-    /// The pool handle (an error once closed).
+    /// The handle's liveness flag, for what is opened through this Ioctx.
+    pub fn live(&self) -> Arc<AtomicBool> {
+        self.live.clone()
+    }
+
+    /// The pool handle (an error once this Ioctx is closed or its `Rados`
+    /// shut down).
     pub fn io(&self) -> PyResult<IoCtx> {
         if self.closed.load(Ordering::Relaxed) {
             return Err(IoctxStateError::new_err("the Ioctx is closed"));
         }
+        live(&self.live)?;
         Ok(self.io.clone())
     }
 
@@ -235,6 +256,7 @@ impl Ioctx {
     /// The pool's usage (`num_bytes`, `num_kb`, `num_objects`) from the
     /// monitors' last census.
     fn get_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        live(&self.live)?;
         let c = self.cluster.clone();
         let v = block(py, async move {
             c.mon(loligo_monc::protocol::MonRequest::Admin(
@@ -280,7 +302,11 @@ impl Ioctx {
         flags: i64,
     ) -> PyResult<()> {
         let _ = (mtime, flags);
-        self.operate(py, key, op.take()).map(|_| ())
+        let ops = op.take();
+        if ops.is_empty() {
+            return Ok(()); // nothing to apply
+        }
+        self.operate(py, key, ops).map(|_| ())
     }
 
     /// Apply `op` to `key`; its iterators hold the results after.
@@ -288,6 +314,9 @@ impl Ioctx {
     fn operate_read_op(&self, py: Python<'_>, op: &ReadOp, key: &str, flag: i64) -> PyResult<()> {
         let _ = flag;
         let (ops, slots) = op.take();
+        if ops.is_empty() {
+            return Ok(()); // nothing to read (its iterators stay empty)
+        }
         let results = self.operate(py, key, ops)?;
         crate::ops::fill(py, slots, results)
     }

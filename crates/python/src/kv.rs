@@ -11,6 +11,7 @@ use loligo_client::IoCtx;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBytes, PyDict};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 /// The node size bound `loligo kv create` uses when none is given.
@@ -22,6 +23,16 @@ pub struct KvStore {
     io: IoCtx,
     name: String,
     kv: Arc<loligo_kv::KvStore<IoCtx>>,
+    /// The `Rados` handle's: cleared when it shuts down.
+    live: Arc<AtomicBool>,
+}
+
+impl KvStore {
+    /// The store (an error once the `Rados` handle is shut down).
+    fn kv(&self) -> PyResult<Arc<loligo_kv::KvStore<IoCtx>>> {
+        crate::ioctx::live(&self.live)?;
+        Ok(self.kv.clone())
+    }
 }
 
 #[pymethods]
@@ -48,6 +59,7 @@ impl KvStore {
             io,
             name,
             kv: Arc::new(kv),
+            live: ioctx.live(),
         })
     }
 
@@ -62,6 +74,7 @@ impl KvStore {
             io,
             name,
             kv: Arc::new(kv),
+            live: ioctx.live(),
         })
     }
 
@@ -73,32 +86,32 @@ impl KvStore {
 
     /// The value of `key`, or None.
     fn get<'py>(&self, py: Python<'py>, key: Key) -> PyResult<Option<Bound<'py, PyBytes>>> {
-        let kv = self.kv.clone();
+        let kv = self.kv()?;
         let v = block(py, async move { kv.get(&key.0).await })?.map_err(kv_err)?;
         Ok(v.map(|v| PyBytes::new(py, &v)))
     }
 
     /// Set `key` to `value`.
     fn put(&self, py: Python<'_>, key: Key, value: PyBackedBytes) -> PyResult<()> {
-        let kv = self.kv.clone();
+        let kv = self.kv()?;
         block(py, async move { kv.put(&key.0, &value).await })?.map_err(kv_err)
     }
 
     /// Set `key` to `value` if it is absent: whether it was.
     fn insert(&self, py: Python<'_>, key: Key, value: PyBackedBytes) -> PyResult<bool> {
-        let kv = self.kv.clone();
+        let kv = self.kv()?;
         block(py, async move { kv.insert(&key.0, &value).await })?.map_err(kv_err)
     }
 
     /// Remove `key`: whether it was there.
     fn remove(&self, py: Python<'_>, key: Key) -> PyResult<bool> {
-        let kv = self.kv.clone();
+        let kv = self.kv()?;
         block(py, async move { kv.remove(&key.0).await })?.map_err(kv_err)
     }
 
     /// Set many `(key, value)` pairs (each node's share atomically).
     fn put_many(&self, py: Python<'_>, entries: Vec<(Key, PyBackedBytes)>) -> PyResult<()> {
-        let kv = self.kv.clone();
+        let kv = self.kv()?;
         let entries = entries
             .into_iter()
             .map(|(k, v)| (k.0, v.to_vec()))
@@ -116,7 +129,7 @@ impl KvStore {
         end: Option<Key>,
         limit: usize,
     ) -> PyResult<Vec<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)>> {
-        let kv = self.kv.clone();
+        let kv = self.kv()?;
         let start = start.map(|k| k.0).unwrap_or_default();
         let end = end.map(|k| k.0);
         let got = block(
@@ -132,7 +145,7 @@ impl KvStore {
 
     /// `nodes`, `entries` and `depth`.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let kv = self.kv.clone();
+        let kv = self.kv()?;
         let s = block(py, async move { kv.stats().await })?.map_err(kv_err)?;
         let d = PyDict::new(py);
         d.set_item("nodes", s.nodes)?;
@@ -144,7 +157,7 @@ impl KvStore {
     /// Check the store's invariants: `nodes`, `entries` and `problems`
     /// (empty for a sound store).
     fn check<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let kv = self.kv.clone();
+        let kv = self.kv()?;
         let c = block(py, async move { kv.check().await })?.map_err(kv_err)?;
         let d = PyDict::new(py);
         d.set_item("nodes", c.nodes)?;
@@ -156,6 +169,7 @@ impl KvStore {
     /// Remove the store and every object of it (no one may use it
     /// meanwhile).
     fn destroy(&self, py: Python<'_>) -> PyResult<()> {
+        crate::ioctx::live(&self.live)?;
         let (io, name) = (self.io.clone(), self.name.clone());
         block(py, async move {
             loligo_kv::KvStore::open(io, &name).await?.destroy().await

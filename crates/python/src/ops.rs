@@ -25,9 +25,10 @@ pub const CMP_CONSTANTS: &[(&str, u8)] = &[
     ("LIBRADOS_CMPXATTR_OP_LTE", 6),
 ];
 
-/// The comparison of constant `op`, read as Ceph reads it: the value the
-/// caller gives OP the stored one (GT holds when the given value is
-/// greater). Loligo's `Cmp` reads the other way round (stored OP given).
+/// The comparison of `cmpxattr`'s constant `op`, read as Ceph reads it:
+/// the value the caller gives OP the stored one (GT holds when the given
+/// value is greater). Loligo's `Cmp` reads the other way round (stored OP
+/// given).
 fn cmp_of(op: u8) -> PyResult<Cmp> {
     Ok(match op {
         1 => Cmp::Eq,
@@ -39,6 +40,21 @@ fn cmp_of(op: u8) -> PyResult<Cmp> {
         _ => {
             return Err(InvalidArgumentError::new_err(format!(
                 "comparison {op} is not one of LIBRADOS_CMPXATTR_OP_EQ..LTE (1..=6)"
+            )))
+        }
+    })
+}
+
+/// The comparison of `omap_cmp`'s constant `op`, read as Ceph reads it:
+/// the stored value OP the given one, and only EQ, LT and GT.
+fn omap_cmp_of(op: u8) -> PyResult<Cmp> {
+    Ok(match op {
+        1 => Cmp::Eq,
+        3 => Cmp::Gt,
+        5 => Cmp::Lt,
+        _ => {
+            return Err(InvalidArgumentError::new_err(format!(
+                "omap_cmp takes LIBRADOS_CMPXATTR_OP_EQ, _GT or _LT, not {op}"
             )))
         }
     })
@@ -199,13 +215,13 @@ impl WriteOp {
         })
     }
 
-    /// Fail (OperationCanceled) unless `val` OP omap `key`'s value holds (a
-    /// missing key compares as empty).
+    /// Fail (OperationCanceled) unless omap `key`'s value OP `val` holds
+    /// (a missing key compares as empty; EQ, GT or LT, as Ceph's).
     #[pyo3(signature = (key, val, cmp_op=1))]
     fn omap_cmp(&self, key: Key, val: PyBackedBytes, cmp_op: u8) -> PyResult<()> {
         self.push(SubOp::CmpOmap {
             key: key.0,
-            cmp: cmp_of(cmp_op)?,
+            cmp: omap_cmp_of(cmp_op)?,
             value: val.to_vec(),
         })
     }
@@ -260,6 +276,7 @@ impl ReadOp {
     /// keys starting with `prefix`. Keys with one prefix are contiguous in
     /// key order, so listing from the prefix on and keeping those that
     /// match returns exactly the first `max` matching entries (or all).
+    /// `max` 0 reads nothing (its iterator stays empty).
     pub fn list(
         &self,
         py: Python<'_>,
@@ -277,6 +294,9 @@ impl ReadOp {
             start = prefix.clone();
         }
         let it = Py::new(py, OmapIterator::default())?;
+        if max == 0 {
+            return Ok((it, 0));
+        }
         let op = SubOp::OmapList { start, limit: max };
         let slot = Slot::Omap {
             it: it.clone_ref(py),
@@ -375,12 +395,12 @@ impl ReadOp {
         self.push(op, Slot::None)
     }
 
-    /// Fail (OperationCanceled) unless `val` OP omap `key`'s value holds.
+    /// Fail (OperationCanceled) unless omap `key`'s value OP `val` holds.
     #[pyo3(signature = (key, val, cmp_op=1))]
     fn omap_cmp(&self, key: Key, val: PyBackedBytes, cmp_op: u8) -> PyResult<()> {
         let op = SubOp::CmpOmap {
             key: key.0,
-            cmp: cmp_of(cmp_op)?,
+            cmp: omap_cmp_of(cmp_op)?,
             value: val.to_vec(),
         };
         self.push(op, Slot::None)

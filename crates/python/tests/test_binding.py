@@ -32,10 +32,15 @@ class Connect(unittest.TestCase):
         r.connect()
         self.assertEqual(r.state, "connected")
         self.assertIn(POOL, r.list_pools())
+        io = r.open_ioctx(POOL)
+        io.write_full("before-shutdown", b"x")
         r.shutdown()
         self.assertEqual(r.state, "shutdown")
         with self.assertRaises(loligo.RadosStateError):
             r.open_ioctx(POOL)
+        # What was opened through the handle goes with it.
+        with self.assertRaises(loligo.RadosStateError):
+            io.read("before-shutdown")
 
     def test_config_from_environment(self):
         # LOLIGO_CONF names the config when no conffile is given.
@@ -50,11 +55,18 @@ class Connect(unittest.TestCase):
         with self.assertRaises(loligo.InvalidArgumentError):
             loligo.Rados(conffile=CONF, op_timeout=0)
         with self.assertRaises(loligo.InvalidArgumentError):
+            loligo.Rados(conffile=CONF, op_timeout=1e300)
+        with self.assertRaises(loligo.InvalidArgumentError):
+            loligo.Rados(conffile=CONF, conf={"rados_osd_op_timeout": "nan"})
+        with self.assertRaises(loligo.InvalidArgumentError):
             loligo.Rados(conffile=CONF, keyring="/nonexistent/keyring").connect()
 
     def test_mon_host_without_a_file(self):
         # The monitors named in conf=, with the keyring the config names.
-        import tomllib
+        try:
+            import tomllib
+        except ImportError:  # Python < 3.11
+            self.skipTest("tomllib needs Python 3.11")
 
         with open(CONF, "rb") as f:
             conf = tomllib.load(f)
@@ -91,6 +103,8 @@ class Pools(unittest.TestCase):
         self.assertIsNone(self.c.pool_lookup("pybind-tmp"))
         with self.assertRaises(loligo.ObjectNotFound):
             self.c.open_ioctx("pybind-tmp")
+        with self.assertRaises(loligo.ObjectNotFound):
+            self.c.delete_pool("pybind-tmp")
 
     def test_stats_and_status(self):
         s = self.c.get_cluster_stats()
@@ -242,6 +256,7 @@ class Omap(unittest.TestCase):
         self.assertEqual([k for k, _ in self.vals(prefix="b")], ["b1", "b2"])
         self.assertEqual([k for k, _ in self.vals(start_after="b1", prefix="b")], ["b2"])
         self.assertEqual([k for k, _ in self.vals(n=2)], ["a1", "a2"])
+        self.assertEqual(self.vals(n=0), [])
         with loligo.ReadOpCtx() as op:
             it, _ = self.io.get_omap_keys(op, "", 10)
             by, _ = self.io.get_omap_vals_by_keys(op, ("c1", "zz"))
@@ -331,8 +346,16 @@ class Compound(unittest.TestCase):
                 io.operate_write_op(op, "cw")
             with self.assertRaises(loligo.InvalidArgumentError):
                 op.cmpxattr("v", 99, b"9")
-        # An omap compare and a version assert.
+        # An omap compare (as Ceph's: the stored value OP the given one)
+        # and a version assert.
         with loligo.WriteOpCtx() as op:
+            op.omap_cmp("k", b"2", loligo.LIBRADOS_CMPXATTR_OP_GT)  # "1" > "2"
+            with self.assertRaises(loligo.OperationCanceled):
+                io.operate_write_op(op, "cw")
+            with self.assertRaises(loligo.InvalidArgumentError):
+                op.omap_cmp("k", b"2", loligo.LIBRADOS_CMPXATTR_OP_GTE)
+        with loligo.WriteOpCtx() as op:
+            op.omap_cmp("k", b"2", loligo.LIBRADOS_CMPXATTR_OP_LT)  # "1" < "2"
             op.omap_cmp("k", b"1", loligo.LIBRADOS_CMPXATTR_OP_EQ)
             op.truncate(2)
             io.operate_write_op(op, "cw")

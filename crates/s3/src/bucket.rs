@@ -50,6 +50,10 @@ impl BucketRecord {
     }
 }
 
+/// How many times a deletion seals a bucket's shards before it gives up
+/// to another deletion sealing them at the same time.
+const SEAL_ATTEMPTS: u64 = 6;
+
 fn record_key(name: &str) -> Vec<u8> {
     omap_key(BUCKET, name.as_bytes())
 }
@@ -168,14 +172,50 @@ impl Gateway {
     /// other deletion can have finished (it would have had to seal that
     /// shard after the object went and then find every seal its own). A
     /// deletion that fails after sealing leaves the seals, and the bucket
-    /// refuses writes until DeleteBucket is tried again.
+    /// refuses writes until DeleteBucket is tried again. Two deletions
+    /// whose seals interleave each seal again after a random pause, a few
+    /// times, so one of them finds every seal its own.
     pub async fn delete_bucket(&self, rec: &BucketRecord) -> Result<(), S3Error> {
-        let shards = rec.shard_objects();
         let token = names::new_tag().map_err(|m| s3_error!(InternalError, "{m}"))?;
+        for attempt in 1..=SEAL_ATTEMPTS {
+            self.seal_all(rec, &token).await?;
+            if self.holds_every_seal(rec, &token).await? {
+                return self.empty_and_forget(rec).await;
+            }
+            if attempt < SEAL_ATTEMPTS {
+                let jitter = u64::from(names::new_tag().map_or(0, |t| t.as_bytes()[0]) % 50);
+                tokio::time::sleep(std::time::Duration::from_millis(20 * attempt + jitter)).await;
+            }
+        }
+        Err(s3_error!(
+            OperationAborted,
+            "another deletion of bucket '{}' kept sealing it at the same time: try again",
+            rec.name
+        ))
+    }
+
+    /// Whether every shard of `rec` holds the seal of `token`.
+    async fn holds_every_seal(&self, rec: &BucketRecord, token: &str) -> Result<bool, S3Error> {
+        let seal = SEALED.to_vec();
+        for s in &rec.shard_objects() {
+            let held = (self.index().omap_get(s, vec![seal.clone()]).await)
+                .map_err(internal)?
+                .remove(&seal);
+            if held.as_deref() != Some(token.as_bytes()) {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Seal every shard of `rec` with `token`; if one holds an object,
+    /// take back this deletion's seals and answer BucketNotEmpty.
+    async fn seal_all(&self, rec: &BucketRecord, token: &str) -> Result<(), S3Error> {
+        let shards = rec.shard_objects();
         for (i, s) in shards.iter().enumerate() {
             match self
                 .index()
-                .exec(s, "s3", "seal", token.clone().into())
+                .exec(s, "s3", "seal", token.as_bytes().to_vec())
                 .await
             {
                 Ok(_) => {}
@@ -186,7 +226,7 @@ impl Gateway {
                         // Best effort: a seal left behind refuses writes
                         // until the deletion is tried again.
                         let _ = (self.index())
-                            .exec(t, "s3", "unseal", token.clone().into())
+                            .exec(t, "s3", "unseal", token.as_bytes().to_vec())
                             .await;
                     }
                     let name = &rec.name;
@@ -195,20 +235,7 @@ impl Gateway {
                 Err(e) => return Err(internal(e)),
             }
         }
-        let seal = SEALED.to_vec();
-        for s in &shards {
-            let held = (self.index().omap_get(s, vec![seal.clone()]).await)
-                .map_err(internal)?
-                .remove(&seal);
-            if held.as_deref() != Some(token.as_bytes()) {
-                return Err(s3_error!(
-                    OperationAborted,
-                    "another deletion of bucket '{}' is in progress: try again",
-                    rec.name
-                ));
-            }
-        }
-        self.empty_and_forget(rec).await
+        Ok(())
     }
 
     /// The rest of a deletion once every shard is sealed: uploads

@@ -12,9 +12,12 @@ use std::sync::Arc;
 /// Connections served at once (S3 clients open many).
 pub const CONNECTIONS_MAX: usize = 1024;
 /// How long a connection may move no byte while a request is served (a
-/// body that stops coming): RGW's request timeout is 65 s; the longest of
-/// ours that moves nothing, a 5 GiB CopyObject, takes well under this.
-pub const IDLE_MAX: std::time::Duration = std::time::Duration::from_secs(120);
+/// client gone silent mid-body). It must outlast what the gateway does
+/// without sending a byte: a 5 GiB CopyObject at the 17 MiB/s one stream
+/// gets under load takes five minutes (RGW sends whitespace while it
+/// copies; this gateway does not yet), a DeleteBucket collects its
+/// garbage before answering.
+pub const IDLE_MAX: std::time::Duration = std::time::Duration::from_secs(15 * 60);
 
 /// Virtual-hosted addressing under one domain: `BUCKET.DOMAIN[:PORT]`
 /// names a bucket; any other host (the domain itself, an IP address, a

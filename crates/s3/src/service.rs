@@ -101,9 +101,6 @@ fn matches(c: &ETagCondition, e: &IndexEntry) -> bool {
     }
 }
 
-/// S3's read conditions (RFC 9110's order): `If-Match` and
-/// `If-Unmodified-Since` fail with 412, `If-None-Match` and
-/// `If-Modified-Since` with 304.
 /// The `x-amz-checksum-*` values a request input carries (PutObject and
 /// UploadPart have the same fields), moved out of it.
 macro_rules! checksums_of {
@@ -128,6 +125,9 @@ pub(super) struct CopyConditions<'a> {
     pub if_unmodified_since: Option<&'a Timestamp>,
 }
 
+/// S3's read conditions (RFC 9110's order): `If-Match` and
+/// `If-Unmodified-Since` fail with 412, `If-None-Match` and
+/// `If-Modified-Since` with 304.
 fn check_read_conditions(
     e: &IndexEntry,
     if_match: Option<&ETagCondition>,
@@ -416,11 +416,6 @@ impl Gateway {
         ))
     }
 
-    /// `key` of bucket `b` if `uid` (`None`: anonymous) may read it: the
-    /// bucket's owner, or anyone on a `public-read` object (a bucket's
-    /// `public-read` lets anyone list it, not read its objects, as in
-    /// S3). Where the caller may not list the bucket, a missing key is
-    /// `AccessDenied` too (as S3 answers without the right to list).
     /// The object a copy reads (`uid` must be allowed to read it), with
     /// its bucket and inline data, its conditions met (a condition that
     /// would make a GET answer 304 fails the copy with 412, as S3 does).
@@ -457,6 +452,11 @@ impl Gateway {
         Ok((b, e, inline))
     }
 
+    /// `key` of bucket `b` if `uid` (`None`: anonymous) may read it: the
+    /// bucket's owner, or anyone on a `public-read` object (a bucket's
+    /// `public-read` lets anyone list it, not read its objects, as in
+    /// S3). Where the caller may not list the bucket, a missing key is
+    /// `AccessDenied` too (as S3 answers without the right to list).
     async fn readable(
         &self,
         b: &BucketRecord,
