@@ -174,7 +174,8 @@ pub fn plan(m: &OsdMap, cmd: &Admin) -> Result<Outcome, MonError> {
         | Admin::S3UserLs
         | Admin::S3KeyCreate { .. }
         | Admin::S3KeyRm { .. }
-        | Admin::S3Secret { .. } => {
+        | Admin::S3Secret { .. }
+        | Admin::S3UserName { .. } => {
             return Err(MonError::Invalid(
                 "mon add, mon rm, quorum_status, mgr services, log last, the dashboard's tokens and S3 users are the monitor group's, not the map's"
                     .into(),

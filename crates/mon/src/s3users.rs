@@ -168,6 +168,11 @@ impl S3Users {
         })
     }
 
+    /// The display name of user `uid`.
+    pub fn display_name(&self, uid: &str) -> Option<&str> {
+        self.users.get(uid).map(|r| r.display_name.as_str())
+    }
+
     /// The user and secret key of `access_key`.
     pub fn secret(&self, access_key: &str) -> Option<(&str, &str)> {
         let (u, s) = self.keys.get(access_key)?;

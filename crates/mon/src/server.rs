@@ -770,7 +770,8 @@ impl Monitor {
                 | Admin::S3UserLs
                 | Admin::S3KeyCreate { .. }
                 | Admin::S3KeyRm { .. }
-                | Admin::S3Secret { .. }),
+                | Admin::S3Secret { .. }
+                | Admin::S3UserName { .. }),
             ) => self.s3_admin(a).await,
             MonRequest::Admin(Admin::LogLast { n, level, since }) => self.log_last(n, level, since),
             MonRequest::Admin(Admin::Df) => {

@@ -351,6 +351,11 @@ pub enum Admin {
     S3Secret {
         access_key: String,
     },
+    /// A user's display name (`{"user", "display_name"}`; no keys): what
+    /// a gateway shows beside a user id in an ACL or a listing.
+    S3UserName {
+        uid: String,
+    },
 }
 
 impl Admin {
@@ -419,7 +424,8 @@ impl Admin {
             | EcProfileSet { .. }
             | EcProfileRm { .. }
             // A gateway's cap (mon 'allow rw', as RGW's keyring has).
-            | S3Secret { .. } => MonCap::ReadWrite,
+            | S3Secret { .. }
+            | S3UserName { .. } => MonCap::ReadWrite,
         }
     }
 }

@@ -26,6 +26,7 @@ use loligo_types::ops::{OpError, Version};
 use serde::{Deserialize, Serialize};
 
 mod s3;
+mod s3v;
 
 /// Cost units one call may spend: one per store call, one per omap entry
 /// or xattr read or written, one per 4 KiB of data.
@@ -156,6 +157,24 @@ pub static METHODS: &[Method] = &[
         name: "abort",
         writes: true,
         run: s3::abort,
+    },
+    Method {
+        class: "s3",
+        name: "vcommit",
+        writes: true,
+        run: s3v::vcommit,
+    },
+    Method {
+        class: "s3",
+        name: "vcomplete",
+        writes: true,
+        run: s3v::vcomplete,
+    },
+    Method {
+        class: "s3",
+        name: "vremove",
+        writes: true,
+        run: s3v::vremove,
     },
 ];
 
@@ -508,7 +527,7 @@ fn kv_write(cx: &mut Ctx<'_>, input: &[u8]) -> ClsResult {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::exec::{execute, obj_state, validate, VERSION_ATTR};
     use loligo_store::MemStore;
@@ -519,7 +538,7 @@ mod tests {
         CollectionId::pg(1, 0)
     }
 
-    fn store() -> MemStore {
+    pub(crate) fn store() -> MemStore {
         let s = MemStore::new();
         let mut t = Transaction::new();
         t.create_collection(coll());
@@ -527,7 +546,7 @@ mod tests {
         s
     }
 
-    fn exec(class: &str, method: &str, input: Vec<u8>) -> SubOp {
+    pub(crate) fn exec(class: &str, method: &str, input: Vec<u8>) -> SubOp {
         SubOp::Exec {
             class: class.into(),
             method: method.into(),
@@ -543,7 +562,7 @@ mod tests {
     }
 
     /// Run `ops` on object `name` and apply what they write.
-    fn run(s: &MemStore, name: &str, ops: &[SubOp]) -> Result<Vec<Vec<u8>>, OpError> {
+    pub(crate) fn run(s: &MemStore, name: &str, ops: &[SubOp]) -> Result<Vec<Vec<u8>>, OpError> {
         validate(name, ops)?;
         let o = ObjectId::new(7, name);
         let st = obj_state(s, coll(), &o)?;
@@ -559,7 +578,7 @@ mod tests {
             .collect())
     }
 
-    fn omap(s: &MemStore, name: &str) -> Vec<(Vec<u8>, Vec<u8>)> {
+    pub(crate) fn omap(s: &MemStore, name: &str) -> Vec<(Vec<u8>, Vec<u8>)> {
         s.omap_range(coll(), &ObjectId::new(7, name), b"", None, 1000)
             .unwrap_or_default()
     }
@@ -814,7 +833,7 @@ mod tests {
         exec("kv", "write", postcard::to_stdvec(&w).unwrap())
     }
 
-    fn refusal(r: Result<Vec<Vec<u8>>, OpError>) -> u32 {
+    pub(crate) fn refusal(r: Result<Vec<Vec<u8>>, OpError>) -> u32 {
         match r {
             Err(OpError::MethodRefused { code, .. }) => code,
             other => panic!("not refused: {other:?}"),
@@ -1007,7 +1026,14 @@ mod tests {
             headers: Default::default(),
             checksums: Default::default(),
             acl: None,
+            grants: None,
             parts: 0,
+            tags: Default::default(),
+            version_id: None,
+            vseq: 0,
+            delete_marker: false,
+            retention: None,
+            legal_hold: false,
         };
         serde_json::to_vec(&e).unwrap()
     }
@@ -1248,7 +1274,14 @@ mod tests {
             headers: Default::default(),
             checksums: Default::default(),
             acl: None,
+            grants: None,
             parts: 2,
+            tags: Default::default(),
+            version_id: None,
+            vseq: 0,
+            delete_marker: false,
+            retention: None,
+            legal_hold: false,
         };
         let complete = |segs: &[&str]| {
             let c = Complete {

@@ -33,6 +33,8 @@ enum Found {
 pub struct Secrets {
     cluster: Cluster,
     cache: Mutex<HashMap<String, (Instant, Found)>>,
+    /// Display names by user id (`None`: no such user), kept as long.
+    names: Mutex<HashMap<String, (Instant, Option<String>)>>,
 }
 
 impl Secrets {
@@ -40,7 +42,45 @@ impl Secrets {
         Secrets {
             cluster,
             cache: Mutex::new(HashMap::new()),
+            names: Mutex::new(HashMap::new()),
         }
+    }
+
+    fn remember_name(&self, uid: &str, name: Option<String>) {
+        let mut names = self.names.lock().unwrap_or_else(|p| p.into_inner());
+        if names.len() >= CACHE_MAX {
+            names.retain(|_, (at, _)| at.elapsed() < SECRET_TTL);
+        }
+        if names.len() < CACHE_MAX {
+            names.insert(uid.to_string(), (Instant::now(), name));
+        }
+    }
+
+    /// The display name of user `uid`, or `None` if there is no such
+    /// user (the anonymous user's name is its id).
+    pub async fn display_name(&self, uid: &str) -> S3Result<Option<String>> {
+        if uid == crate::acl::ANONYMOUS {
+            return Ok(Some(uid.to_string()));
+        }
+        {
+            let names = self.names.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some((at, n)) = names.get(uid) {
+                let ttl = if n.is_some() { SECRET_TTL } else { UNKNOWN_TTL };
+                if at.elapsed() < ttl {
+                    return Ok(n.clone());
+                }
+            }
+        }
+        let req = MonRequest::Admin(Admin::S3UserName {
+            uid: uid.to_string(),
+        });
+        let name = match self.cluster.mon(req).await {
+            Ok(r) => Some(r.value["display_name"].as_str().unwrap_or(uid).to_string()),
+            Err(ClientError::Mon(MonError::NotFound(_))) => None,
+            Err(e) => return Err(s3_error!(ServiceUnavailable, "the monitors: {e}")),
+        };
+        self.remember_name(uid, name.clone());
+        Ok(name)
     }
 
     fn cached(&self, access_key: &str) -> Option<Found> {
@@ -72,10 +112,15 @@ impl Secrets {
         });
         let found = match self.cluster.mon(req).await {
             Ok(r) => match (r.value["user"].as_str(), r.value["secret_key"].as_str()) {
-                (Some(u), Some(s)) => Found::Key {
-                    user: u.to_string(),
-                    secret: s.to_string(),
-                },
+                (Some(u), Some(s)) => {
+                    if let Some(n) = r.value["display_name"].as_str() {
+                        self.remember_name(u, Some(n.to_string()));
+                    }
+                    Found::Key {
+                        user: u.to_string(),
+                        secret: s.to_string(),
+                    }
+                }
                 _ => return Err(s3_error!(InternalError, "the monitors answered no secret")),
             },
             Err(ClientError::Mon(MonError::NotFound(_))) => Found::Unknown,
@@ -113,32 +158,5 @@ impl S3Auth for Auth {
                 "the access key does not exist in our records"
             )),
         }
-    }
-}
-
-/// Operations an anonymous request may ask for: reads, which the handler
-/// then allows only on what a `public-read` ACL opens.
-const ANONYMOUS_OPS: &[&str] = &[
-    "GetObject",
-    "HeadObject",
-    "ListObjects",
-    "ListObjectsV2",
-    "HeadBucket",
-];
-
-/// Who may ask what before a handler looks: a signed request may ask
-/// anything (the handler checks ownership); an anonymous one only reads.
-pub struct Access;
-
-#[async_trait::async_trait]
-impl s3s::access::S3Access for Access {
-    async fn check(&self, cx: &mut s3s::access::S3AccessContext<'_>) -> S3Result<()> {
-        if cx.credentials().is_some() || ANONYMOUS_OPS.contains(&cx.s3_op().name()) {
-            return Ok(());
-        }
-        Err(s3_error!(
-            AccessDenied,
-            "anonymous requests may only read public data"
-        ))
     }
 }

@@ -9,7 +9,9 @@ use crate::names::{self, BUCKET, REGISTRY};
 use crate::{internal, Gateway};
 use loligo_client::{ClientError, IoCtx};
 use loligo_types::ops::{Cmp, OpError, SubOp};
-use loligo_types::s3::{omap_key, S3_NOT_EMPTY, SEALED};
+use loligo_types::s3::{
+    omap_key, Grant, LockMode, Permission, Retention, Versioning, S3_NOT_EMPTY, SEALED,
+};
 use s3s::{s3_error, S3Error};
 use serde::{Deserialize, Serialize};
 use serde_bytes::ByteBuf;
@@ -26,10 +28,78 @@ pub struct BucketRecord {
     /// Milliseconds since the Unix epoch.
     pub created_ms: u64,
     pub shards: u32,
-    /// The canned ACL (`private`, `public-read`).
+    /// The canned ACL (`private`, `public-read`, ...), when `grants` is
+    /// not given.
     #[serde(default)]
     pub acl: Option<String>,
+    /// The access control list, when given grant by grant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grants: Option<Vec<Grant>>,
+    /// Whether it keeps versions.
+    #[serde(default)]
+    pub versioning: Versioning,
+    /// The bucket's tags.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub tags: crate::tags::Tags,
+    /// What of public access is blocked (S3's public access block).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub public_block: Option<PublicBlock>,
+    /// Who owns what is written (S3's object ownership): `ObjectWriter`,
+    /// `BucketOwnerPreferred` or `BucketOwnerEnforced`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ownership: Option<String>,
+    /// The bucket policy (a JSON document, checked when set).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
+    /// S3's object lock, if the bucket was made with it (it then keeps
+    /// versions for good).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub object_lock: Option<ObjectLock>,
 }
+
+/// A bucket's object lock: the retention new versions get by default.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObjectLock {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<DefaultRetention>,
+}
+
+/// The retention a bucket's object lock gives new versions.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DefaultRetention {
+    pub mode: LockMode,
+    /// Days, or (`years`) years of 365 days.
+    pub days: u32,
+    pub years: bool,
+}
+
+impl DefaultRetention {
+    /// The retention of a version made at `now_ms`.
+    pub fn from(&self, now_ms: u64) -> Retention {
+        let days = u64::from(self.days) * if self.years { 365 } else { 1 };
+        Retention {
+            mode: self.mode,
+            until_ms: now_ms.saturating_add(days * 86_400_000),
+        }
+    }
+}
+
+/// S3's public access block of a bucket.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PublicBlock {
+    /// ACLs that open the bucket or an object to the public are refused.
+    pub block_public_acls: bool,
+    /// Grants to the public are not honoured.
+    pub ignore_public_acls: bool,
+    /// Bucket policies that open the bucket are refused.
+    pub block_public_policy: bool,
+    /// Public access by policy is limited to the owner's account.
+    pub restrict_public_buckets: bool,
+}
+
+/// The object ownership under which ACLs are not used: the bucket's
+/// owner owns and alone reaches everything.
+pub const OWNER_ENFORCED: &str = "BucketOwnerEnforced";
 
 impl BucketRecord {
     /// The index object holding `key`'s entry.
@@ -44,15 +114,91 @@ impl BucketRecord {
             .collect()
     }
 
-    /// Whether anyone may read it (`public-read`).
-    pub fn public_read(&self) -> bool {
-        self.acl.as_deref() == Some("public-read")
+    /// The grants in force.
+    pub fn grants(&self) -> Vec<Grant> {
+        let g = crate::acl::effective(
+            self.acl.as_deref(),
+            self.grants.as_deref(),
+            &self.owner,
+            &self.owner,
+        );
+        self.honoured(g)
+    }
+
+    /// Of the grants of the bucket or one of its objects, those honoured:
+    /// none but the bucket owner's when ACLs are not used, none to the
+    /// public when the public access block ignores public ACLs.
+    pub fn honoured(&self, mut g: Vec<Grant>) -> Vec<Grant> {
+        if self.acls_disabled() {
+            return crate::acl::canned("private", &self.owner, &self.owner).unwrap_or_default();
+        }
+        if self
+            .public_block
+            .as_ref()
+            .is_some_and(|p| p.ignore_public_acls)
+        {
+            g.retain(|g| !crate::acl::is_public(std::slice::from_ref(g)));
+        }
+        g
+    }
+
+    /// Whether ACLs are not used (`BucketOwnerEnforced`).
+    pub fn acls_disabled(&self) -> bool {
+        self.ownership.as_deref() == Some(OWNER_ENFORCED)
+    }
+
+    /// Refused if ACL `acl` may not be set on the bucket or on an object
+    /// of it owned by `owner`: a public one under a public access block
+    /// that blocks public ACLs, any but the owner's own when ACLs are
+    /// not used.
+    pub fn check_acl(&self, acl: &crate::acl::Given, owner: &str) -> Result<(), S3Error> {
+        let g = crate::acl::effective(
+            acl.canned.as_deref(),
+            acl.grants.as_deref(),
+            owner,
+            &self.owner,
+        );
+        if self.acls_disabled() {
+            let own = matches!(
+                acl.canned.as_deref(),
+                Some("bucket-owner-full-control" | "private")
+            ) || *acl == crate::acl::Given::default();
+            if !own {
+                return Err(s3_error!(
+                    AccessControlListNotSupported,
+                    "bucket '{}' does not use ACLs (BucketOwnerEnforced)",
+                    self.name
+                ));
+            }
+        }
+        if self
+            .public_block
+            .as_ref()
+            .is_some_and(|p| p.block_public_acls)
+            && crate::acl::is_public(&g)
+        {
+            return Err(s3_error!(
+                AccessDenied,
+                "bucket '{}' blocks public ACLs",
+                self.name
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether `who` (`None`: anonymous) may do `want` to the bucket.
+    pub fn allows(&self, who: Option<&str>, want: Permission) -> bool {
+        crate::acl::allows(&self.grants(), &self.owner, who, want)
     }
 }
 
 /// How many times a deletion seals a bucket's shards before it gives up
 /// to another deletion sealing them at the same time.
 const SEAL_ATTEMPTS: u64 = 6;
+
+/// How many times a change of a bucket's record is tried against others
+/// changing it at the same time.
+const UPDATE_ATTEMPTS: usize = 8;
 
 fn record_key(name: &str) -> Vec<u8> {
     omap_key(BUCKET, name.as_bytes())
@@ -112,7 +258,9 @@ impl Gateway {
         &self,
         name: &str,
         owner: &str,
-        acl: Option<String>,
+        acl: crate::acl::Given,
+        ownership: Option<String>,
+        lock: bool,
     ) -> Result<BucketRecord, S3Error> {
         names::check_bucket_name(name).map_err(|m| s3_error!(InvalidBucketName, "{m}"))?;
         let rec = BucketRecord {
@@ -121,7 +269,17 @@ impl Gateway {
             owner: owner.to_string(),
             created_ms: crate::now_ms(),
             shards: self.config().shards,
-            acl,
+            acl: acl.canned,
+            grants: acl.grants,
+            versioning: match lock {
+                true => Versioning::Enabled,
+                false => Versioning::Off,
+            },
+            tags: Default::default(),
+            public_block: None,
+            ownership,
+            policy: None,
+            object_lock: lock.then(ObjectLock::default),
         };
         let value = serde_json::to_vec(&rec).map_err(|e| s3_error!(InternalError, "{e}"))?;
         let k = record_key(name);
@@ -145,7 +303,9 @@ impl Gateway {
                 // As RGW and S3's first region: making again a bucket one
                 // owns, as it is, succeeds and changes nothing.
                 match get(self.index(), name).await? {
-                    Some(r) if r.owner == owner && r.acl == rec.acl => Ok(r),
+                    Some(r) if r.owner == owner && r.acl == rec.acl && r.grants == rec.grants => {
+                        Ok(r)
+                    }
                     Some(r) if r.owner == owner => Err(s3_error!(
                         BucketAlreadyExists,
                         "you own bucket '{name}' already, with another ACL"
@@ -158,6 +318,44 @@ impl Gateway {
             }
             Err(e) => Err(internal(e)),
         }
+    }
+
+    /// Change bucket `name`'s record with `change` (which may refuse),
+    /// stored only if no one changed it meanwhile (compared as stored,
+    /// byte for byte; a race is retried). The record as changed.
+    pub async fn update_bucket(
+        &self,
+        name: &str,
+        change: impl Fn(&mut BucketRecord) -> Result<(), S3Error>,
+    ) -> Result<BucketRecord, S3Error> {
+        for _ in 0..UPDATE_ATTEMPTS {
+            let Some((mut rec, raw)) = get_raw(self.index(), name).await? else {
+                return Err(s3_error!(NoSuchBucket, "bucket '{name}' does not exist"));
+            };
+            change(&mut rec)?;
+            let value = serde_json::to_vec(&rec).map_err(|e| s3_error!(InternalError, "{e}"))?;
+            let k = record_key(name);
+            let ops = vec![
+                SubOp::CmpOmap {
+                    key: k.clone(),
+                    cmp: Cmp::Eq,
+                    value: raw,
+                },
+                SubOp::OmapSet(vec![(ByteBuf::from(k), ByteBuf::from(value))]),
+            ];
+            match self.index().operate(REGISTRY, ops).await {
+                Ok(_) => {
+                    self.forget_bucket(name);
+                    return Ok(rec);
+                }
+                Err(ClientError::Op(OpError::AssertFailed { .. })) => continue,
+                Err(e) => return Err(internal(e)),
+            }
+        }
+        Err(s3_error!(
+            OperationAborted,
+            "bucket '{name}' kept changing while this request changed it: try again"
+        ))
     }
 
     /// Delete bucket `rec`: refused if it holds an object. Every shard is

@@ -14,6 +14,8 @@
 //! let a reader see part of an object, and never delete data an entry
 //! names.
 
+pub mod access;
+pub mod acl;
 pub mod auth;
 pub mod bucket;
 pub mod gc;
@@ -21,8 +23,10 @@ pub mod list;
 pub mod multipart;
 pub mod names;
 pub mod object;
+pub mod policy;
 pub mod serve;
 pub mod service;
+pub mod tags;
 
 use bucket::BucketRecord;
 use loligo_client::{ClientError, Cluster, IoCtx};
@@ -114,6 +118,13 @@ pub fn internal(e: ClientError) -> S3Error {
         }
         e => s3_error!(InternalError, "{e}"),
     }
+}
+
+/// An S3 error whose code `s3s` does not name, answered with `status`.
+pub fn custom_error(code: &'static str, status: http::StatusCode, message: String) -> S3Error {
+    let mut e = S3Error::with_message(s3s::S3ErrorCode::Custom(code.into()), message);
+    e.set_status_code(status);
+    e
 }
 
 /// The wall clock in milliseconds since the Unix epoch.

@@ -8,7 +8,7 @@
 
 use crate::bucket::BucketRecord;
 use crate::{internal, Gateway};
-use loligo_types::s3::{omap_key, IndexEntry, ENTRY};
+use loligo_types::s3::{omap_key, IndexEntry, ENTRY, VERSION};
 use s3s::{s3_error, S3Error};
 use std::collections::VecDeque;
 
@@ -29,6 +29,8 @@ pub struct Query {
 /// One listing page.
 #[derive(Debug, Default)]
 pub struct Page {
+    /// Keys with their entries (a listing of versions holds a key once
+    /// per version, its current version first, then newest first).
     pub entries: Vec<(String, IndexEntry)>,
     pub prefixes: Vec<String>,
     pub truncated: bool,
@@ -36,20 +38,55 @@ pub struct Page {
     pub last: Option<String>,
 }
 
-/// One shard's read-ahead.
+/// One shard's read-ahead of the records under one omap key prefix
+/// ([`ENTRY`], or [`VERSION`] whose keys after the prefix are the S3 key,
+/// NUL and the version's order: they sort after the current entry's).
 struct Cursor {
     object: String,
+    kind: u8,
     buf: VecDeque<(String, Vec<u8>)>,
     /// The omap key to read from next (inclusive); `None`: no more.
     next: Option<Vec<u8>>,
 }
 
-/// The smallest omap key after every key that starts with `prefix`
-/// (keys are UTF-8, which never holds byte 0xFF).
-fn past(prefix: &str) -> Vec<u8> {
-    let mut k = omap_key(ENTRY, prefix.as_bytes());
+/// The smallest omap key under `kind` after every key that starts with
+/// `prefix` (keys are UTF-8, which never holds byte 0xFF).
+fn past(kind: u8, prefix: &str) -> Vec<u8> {
+    let mut k = omap_key(kind, prefix.as_bytes());
     k.push(0xFF);
     k
+}
+
+/// The S3 key of a record's sort string (before the NUL of a version).
+fn s3_key(sort: &str) -> &str {
+    sort.split('\0').next().unwrap_or(sort)
+}
+
+/// Where a listing starts, for each kind of record it reads.
+pub struct Starts {
+    /// The omap key the current entries are read from (`None`: they
+    /// are not read).
+    pub current: Option<Vec<u8>>,
+    /// The omap key older versions are read from (`None`: not read).
+    pub versions: Option<Vec<u8>>,
+}
+
+impl Starts {
+    /// The current entries only, after `q`'s marker.
+    pub fn current(q: &Query) -> Starts {
+        let start = match &q.after {
+            Some(a) if a.as_str() >= q.prefix.as_str() => {
+                let mut k = omap_key(ENTRY, a.as_bytes());
+                k.push(0);
+                k
+            }
+            _ => omap_key(ENTRY, q.prefix.as_bytes()),
+        };
+        Starts {
+            current: Some(start),
+            versions: None,
+        }
+    }
 }
 
 impl Cursor {
@@ -73,7 +110,7 @@ impl Cursor {
         let full = got.len() == page as usize;
         self.next = None;
         for (k, v) in got {
-            if k.first() != Some(&ENTRY) {
+            if k.first() != Some(&self.kind) {
                 return Ok(());
             }
             let key = String::from_utf8(k[1..].to_vec())
@@ -92,7 +129,7 @@ impl Cursor {
             self.buf.pop_front();
         }
         if self.buf.is_empty() && self.next.is_some() {
-            self.next = Some(past(prefix));
+            self.next = Some(past(self.kind, prefix));
         }
     }
 }
@@ -100,29 +137,35 @@ impl Cursor {
 impl Gateway {
     /// A page of bucket `b`'s listing.
     pub async fn list(&self, b: &BucketRecord, q: &Query) -> Result<Page, S3Error> {
+        self.list_from(b, q, Starts::current(q)).await
+    }
+
+    /// A page of bucket `b`'s listing of what `starts` names, read from
+    /// there.
+    pub async fn list_from(
+        &self,
+        b: &BucketRecord,
+        q: &Query,
+        starts: Starts,
+    ) -> Result<Page, S3Error> {
         let max = q.max_keys.min(MAX_KEYS);
         if max == 0 {
             return Ok(Page::default());
         }
-        let start = match &q.after {
-            Some(a) if a.as_str() >= q.prefix.as_str() => {
-                let mut k = omap_key(ENTRY, a.as_bytes());
-                k.push(0);
-                k
-            }
-            _ => omap_key(ENTRY, q.prefix.as_bytes()),
-        };
         // Each shard is asked for its share of the page and a quarter more
         // (keys hash evenly over shards; what is read and not listed is
         // thrown away, so more costs the OSDs work, less costs rounds).
         let per = (max / b.shards.max(1) as usize * 5 / 4 + 8).min(MAX_KEYS + 1) as u32;
-        let mut cursors: Vec<Cursor> = (b.shard_objects().into_iter())
-            .map(|object| Cursor {
+        let kinds = [(ENTRY, starts.current), (VERSION, starts.versions)];
+        let mut cursors: Vec<Cursor> = Vec::new();
+        for (kind, start) in kinds.into_iter().filter_map(|(k, s)| Some((k, s?))) {
+            cursors.extend(b.shard_objects().into_iter().map(|object| Cursor {
                 object,
+                kind,
                 buf: VecDeque::new(),
                 next: Some(start.clone()),
-            })
-            .collect();
+            }));
+        }
         let mut page = Page::default();
         let mut count = 0;
         // Shards run down at about the same pace: when one is starved,
@@ -140,7 +183,7 @@ impl Gateway {
             else {
                 return Ok(page);
             };
-            let key = cursors[i].buf[0].0.clone();
+            let key = s3_key(&cursors[i].buf[0].0).to_string();
             if !key.starts_with(&q.prefix) {
                 return Ok(page);
             }
@@ -173,8 +216,8 @@ impl Gateway {
                     };
                     let e: IndexEntry = serde_json::from_slice(&v)
                         .map_err(|e| s3_error!(InternalError, "the entry of '{k}': {e}"))?;
-                    page.last = Some(k.clone());
-                    page.entries.push((k, e));
+                    page.last = Some(key.clone());
+                    page.entries.push((key, e));
                 }
             }
             count += 1;

@@ -19,8 +19,8 @@ use loligo_client::ClientError;
 use loligo_types::ops::OpError;
 use loligo_types::s3::{
     part_key, part_prefix, upload_key, Abort, Complete, Condition, IndexEntry, Layout, Part,
-    PutPart, Segment, Upload, PARTS_MAX, S3_BUCKET_GONE, S3_INVALID_PART, S3_NO_SUCH_UPLOAD,
-    S3_PENDING_GONE, S3_PRECONDITION, UPLOAD,
+    PutPart, Segment, Upload, VersionedComplete, PARTS_MAX, S3_BUCKET_GONE, S3_INVALID_PART,
+    S3_NO_SUCH_UPLOAD, S3_PENDING_GONE, S3_PRECONDITION, UPLOAD,
 };
 use s3s::crypto::Checksum as _;
 use s3s::{s3_error, S3Error, S3Result};
@@ -279,7 +279,7 @@ impl Gateway {
             });
             etags.push(p.etag.as_str());
         }
-        let entry = IndexEntry {
+        let mut entry = IndexEntry {
             size: segments.iter().map(|s| s.size).sum(),
             etag: multipart_etag(&etags).map_err(|m| s3_error!(InternalError, "{m}"))?,
             mtime_ms: now_ms(),
@@ -293,7 +293,14 @@ impl Gateway {
             headers: upload.headers,
             checksums: Default::default(),
             acl: upload.acl,
+            grants: upload.grants,
             parts: parts.len() as u32,
+            tags: upload.tags,
+            version_id: None,
+            vseq: 0,
+            delete_marker: false,
+            retention: upload.retention,
+            legal_hold: upload.legal_hold,
         };
         let c = Complete {
             key: key.to_string(),
@@ -303,13 +310,25 @@ impl Gateway {
             condition,
             now_ms: now_ms(),
         };
-        let input = postcard::to_stdvec(&c).map_err(|e| s3_error!(InternalError, "{e}"))?;
-        match self
-            .index()
-            .exec(&b.shard_object(key), "s3", "complete", input)
+        let versioned = crate::object::version_tag(b)?;
+        let (method, input) = match versioned.clone() {
+            None => ("complete", postcard::to_stdvec(&c)),
+            Some(tag) => (
+                "vcomplete",
+                postcard::to_stdvec(&VersionedComplete { complete: c, tag }),
+            ),
+        };
+        let input = input.map_err(|e| s3_error!(InternalError, "{e}"))?;
+        match (self.index())
+            .exec(&b.shard_object(key), "s3", method, input)
             .await
         {
-            Ok(_) => Ok(entry),
+            Ok(out) => {
+                if versioned.is_some() {
+                    entry.version_id = crate::object::version_of_output(&out)?;
+                }
+                Ok(entry)
+            }
             Err(e) => Err(refusal(e, &b.name, key, id)),
         }
     }

@@ -11,12 +11,14 @@ use crate::{internal, names, now_ms, Gateway};
 use bytes::{Bytes, BytesMut};
 use futures::{Stream, StreamExt};
 use loligo_client::ClientError;
-use loligo_types::ops::OpError;
+use loligo_types::ops::{Cmp, OpError, SubOp};
 use loligo_types::s3::{
-    omap_key, Commit, Condition, Garbage, IndexEntry, Layout, Remove, Segment, Tails, ENTRY,
-    INLINE, S3_BUCKET_GONE, S3_NO_SUCH_KEY, S3_PENDING_GONE, S3_PRECONDITION,
+    omap_key, Commit, Condition, Garbage, IndexEntry, Layout, Remove, Removed, Segment, Tails,
+    VersionedCommit, VersionedRemove, Versioning, ENTRY, INLINE, S3_BUCKET_GONE, S3_LOCKED,
+    S3_NO_SUCH_KEY, S3_NO_SUCH_VERSION, S3_PENDING_GONE, S3_PRECONDITION,
 };
 use s3s::{s3_error, S3Error};
+use serde_bytes::ByteBuf;
 
 /// Data objects written at once by one upload.
 const WRITES_IN_FLIGHT: usize = 4;
@@ -45,12 +47,22 @@ impl Written {
     }
 }
 
+/// How many times an entry's update is tried against writers racing it.
+const UPDATE_ATTEMPTS: usize = 8;
+
+/// The version id a versioned commit answers.
+pub(crate) fn version_of_output(out: &[u8]) -> Result<Option<String>, S3Error> {
+    postcard::from_bytes(out).map_err(|e| s3_error!(InternalError, "a commit's answer: {e}"))
+}
+
 /// An S3 error for a refused `s3` class call.
 fn refusal(e: ClientError, bucket: &str, key: &str) -> S3Error {
     match e {
         ClientError::Op(OpError::MethodRefused { code, message, .. }) => match code {
             S3_PRECONDITION => s3_error!(PreconditionFailed, "{message}"),
             S3_NO_SUCH_KEY => s3_error!(NoSuchKey, "'{key}' does not exist"),
+            S3_NO_SUCH_VERSION => s3_error!(NoSuchVersion, "{message}"),
+            S3_LOCKED => s3_error!(AccessDenied, "{message}"),
             S3_BUCKET_GONE => s3_error!(NoSuchBucket, "bucket '{bucket}' was deleted"),
             S3_PENDING_GONE => s3_error!(
                 InternalError,
@@ -62,7 +74,96 @@ fn refusal(e: ClientError, bucket: &str, key: &str) -> S3Error {
     }
 }
 
+/// The tag a new version of bucket `b` is numbered with: `None` for an
+/// unversioned bucket, `Some(None)` for the `null` version (versioning
+/// suspended), `Some(Some(tag))` for a fresh version id.
+pub(crate) fn version_tag(b: &BucketRecord) -> Result<Option<Option<String>>, S3Error> {
+    match b.versioning {
+        Versioning::Off => Ok(None),
+        Versioning::Suspended => Ok(Some(None)),
+        Versioning::Enabled => {
+            let t = names::new_tag().map_err(|m| s3_error!(InternalError, "{m}"))?;
+            Ok(Some(Some(t)))
+        }
+    }
+}
+
+/// A delete marker made by `owner` now (the class numbers it).
+fn marker(owner: &str) -> IndexEntry {
+    IndexEntry {
+        size: 0,
+        etag: String::new(),
+        mtime_ms: now_ms(),
+        owner: owner.to_string(),
+        layout: Layout::Inline,
+        content_type: None,
+        meta: Default::default(),
+        headers: Default::default(),
+        checksums: Default::default(),
+        acl: None,
+        grants: None,
+        parts: 0,
+        tags: Default::default(),
+        version_id: None,
+        vseq: 0,
+        delete_marker: true,
+        retention: None,
+        legal_hold: false,
+    }
+}
+
 impl Gateway {
+    /// Change what `key`'s entry (or, with `older`, that older version's)
+    /// says of itself (not where its data is: its ACL, tags) with
+    /// `change`, stored only if the entry is still the one read (compared
+    /// as stored; a race is retried). The entry as changed.
+    pub async fn update_entry(
+        &self,
+        b: &BucketRecord,
+        key: &str,
+        older: Option<u64>,
+        change: impl Fn(&mut IndexEntry) -> Result<(), S3Error>,
+    ) -> Result<IndexEntry, S3Error> {
+        let ek = match older {
+            None => omap_key(ENTRY, key.as_bytes()),
+            Some(vseq) => loligo_types::s3::version_key(key, vseq),
+        };
+        let shard = b.shard_object(key);
+        for _ in 0..UPDATE_ATTEMPTS {
+            let got = match self.index().omap_get(&shard, vec![ek.clone()]).await {
+                Ok(mut g) => g.remove(&ek),
+                Err(e) if e.is_not_found() => None,
+                Err(e) => return Err(internal(e)),
+            };
+            let Some(raw) = got else {
+                return Err(s3_error!(NoSuchKey, "'{key}' does not exist"));
+            };
+            let mut entry: IndexEntry = serde_json::from_slice(&raw)
+                .map_err(|e| s3_error!(InternalError, "the entry of '{key}': {e}"))?;
+            let layout = entry.layout.clone();
+            change(&mut entry)?;
+            debug_assert!(entry.layout == layout, "an entry update moved data");
+            let value = serde_json::to_vec(&entry).map_err(|e| s3_error!(InternalError, "{e}"))?;
+            let ops = vec![
+                SubOp::CmpOmap {
+                    key: ek.clone(),
+                    cmp: Cmp::Eq,
+                    value: raw,
+                },
+                SubOp::OmapSet(vec![(ByteBuf::from(ek.clone()), ByteBuf::from(value))]),
+            ];
+            match self.index().operate(&shard, ops).await {
+                Ok(_) => return Ok(entry),
+                Err(ClientError::Op(OpError::AssertFailed { .. })) => continue,
+                Err(e) => return Err(internal(e)),
+            }
+        }
+        Err(s3_error!(
+            OperationAborted,
+            "'{key}' kept changing while this request changed it: try again"
+        ))
+    }
+
     /// `key`'s entry in bucket `b`, with its data if kept inline.
     pub async fn lookup(
         &self,
@@ -267,10 +368,23 @@ impl Gateway {
             condition,
             now_ms: now_ms(),
         };
-        let input = postcard::to_stdvec(&c).map_err(|e| s3_error!(InternalError, "{e}"))?;
+        let versioned = version_tag(b)?;
+        let (method, input) = match versioned.clone() {
+            None => ("commit", postcard::to_stdvec(&c)),
+            Some(tag) => (
+                "vcommit",
+                postcard::to_stdvec(&VersionedCommit { commit: c, tag }),
+            ),
+        };
+        let input = input.map_err(|e| s3_error!(InternalError, "{e}"))?;
         let shard = b.shard_object(key);
-        match self.index().exec(&shard, "s3", "commit", input).await {
-            Ok(_) => Ok(entry),
+        match self.index().exec(&shard, "s3", method, input).await {
+            Ok(out) => {
+                if versioned.is_some() {
+                    entry.version_id = version_of_output(&out)?;
+                }
+                Ok(entry)
+            }
             Err(e) => {
                 if let (Some(tag), Some(tails)) = (pending, &tails) {
                     self.give_up(&shard, &tag, tails, &e).await;
@@ -338,6 +452,42 @@ impl Gateway {
         {
             Ok(out) => Ok(postcard::from_bytes(&out).unwrap_or(false)),
             Err(e) if e.is_not_found() => Ok(false),
+            Err(e) => Err(refusal(e, &b.name, key)),
+        }
+    }
+
+    /// Remove version `version_id` (`"null"`: the null version) of `key`
+    /// for good, or (without one) put a delete marker over it: in a
+    /// bucket that keeps versions, or any bucket given a version.
+    pub async fn remove_version(
+        &self,
+        b: &BucketRecord,
+        key: &str,
+        version_id: Option<&str>,
+        who: &str,
+        bypass_governance: bool,
+    ) -> Result<Removed, S3Error> {
+        let tag = match version_id {
+            Some(_) => None,
+            None => version_tag(b)?.flatten(),
+        };
+        let r = VersionedRemove {
+            key: key.to_string(),
+            version_id: version_id.map(str::to_string),
+            marker: serde_json::to_vec(&marker(who))
+                .map_err(|e| s3_error!(InternalError, "{e}"))?,
+            tag,
+            now_ms: now_ms(),
+            bypass_governance,
+        };
+        let input = postcard::to_stdvec(&r).map_err(|e| s3_error!(InternalError, "{e}"))?;
+        match (self.index())
+            .exec(&b.shard_object(key), "s3", "vremove", input)
+            .await
+        {
+            Ok(out) => postcard::from_bytes(&out)
+                .map_err(|e| s3_error!(InternalError, "a removal's answer: {e}")),
+            Err(e) if e.is_not_found() => Ok(Removed::default()),
             Err(e) => Err(refusal(e, &b.name, key)),
         }
     }
@@ -472,7 +622,14 @@ mod tests {
             headers: BTreeMap::new(),
             checksums: BTreeMap::new(),
             acl: None,
+            grants: None,
             parts: 0,
+            tags: Default::default(),
+            version_id: None,
+            vseq: 0,
+            delete_marker: false,
+            retention: None,
+            legal_hold: false,
         }
     }
 

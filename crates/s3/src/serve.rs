@@ -50,8 +50,8 @@ impl s3s::host::S3Host for Domain {
 /// The S3 service of `gw` (`domain`: the base of virtual-hosted names).
 pub fn service(gw: Gateway, domain: Option<&str>) -> std::io::Result<s3s::service::S3Service> {
     let mut b = s3s::service::S3ServiceBuilder::new(gw.clone());
-    b.set_auth(crate::auth::Auth(gw));
-    b.set_access(crate::auth::Access);
+    b.set_auth(crate::auth::Auth(gw.clone()));
+    b.set_access(crate::access::Access(gw));
     if let Some(d) = domain {
         let ok = !d.is_empty()
             && d.split('.').all(|l| {

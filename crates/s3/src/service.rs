@@ -11,7 +11,7 @@ use crate::list::{Page, Query, MAX_KEYS};
 use crate::object::Written;
 use crate::Gateway;
 use base64::Engine as _;
-use loligo_types::s3::{Condition, IndexEntry};
+use loligo_types::s3::{Condition, Grant, IndexEntry, Permission};
 use s3s::crypto::Checksum as _;
 use s3s::dto::*;
 use s3s::{s3_error, S3Request, S3Response, S3Result, S3};
@@ -24,7 +24,12 @@ const CONTENT_DISPOSITION: &str = "content-disposition";
 const CONTENT_LANGUAGE: &str = "content-language";
 const CACHE_CONTROL: &str = "cache-control";
 
+mod acl;
+mod config;
+mod lock;
 mod multipart;
+mod tagging;
+mod versions;
 
 /// The length of a request's body: its Content-Length, or for an
 /// `aws-chunked` body sent without one (boto3's trailing checksums over
@@ -80,13 +85,6 @@ fn timestamp(ms: u64) -> Timestamp {
 /// Seconds since the Unix epoch of an HTTP date.
 fn secs_of(t: &Timestamp) -> i64 {
     time::OffsetDateTime::from(t.clone()).unix_timestamp()
-}
-
-fn owner(uid: &str) -> Owner {
-    Owner {
-        display_name: Some(uid.to_string()),
-        id: Some(uid.to_string()),
-    }
 }
 
 fn etag(e: &IndexEntry) -> ETag {
@@ -165,42 +163,74 @@ fn not_modified(e: &IndexEntry) -> s3s::S3Error {
     err
 }
 
-/// Refused: reading one part of a multipart object, or a version
-/// (objects have one, `null`).
-fn refuse_part_and_version(part: Option<i32>, version: Option<&str>) -> S3Result<()> {
-    if part.is_some() {
-        return Err(s3_error!(
-            NotImplemented,
-            "reading one part (partNumber): read its byte range instead"
-        ));
-    }
-    match version {
-        Some(v) if v != "null" => Err(s3_error!(
-            NoSuchVersion,
-            "this gateway keeps one version of an object, 'null'"
-        )),
-        _ => Ok(()),
-    }
+/// The bytes of part `n` of `e` (a single PUT is its part 1).
+fn part_range(e: &IndexEntry, n: i32) -> S3Result<std::ops::Range<u64>> {
+    let invalid = || s3_error!(InvalidPart, "the object has no part {n}");
+    let n = usize::try_from(n)
+        .ok()
+        .filter(|&n| n >= 1)
+        .ok_or_else(invalid)?;
+    let segments = match &e.layout {
+        loligo_types::s3::Layout::Striped { segments, .. } if e.parts > 0 => segments,
+        _ if n == 1 => return Ok(0..e.size),
+        _ => return Err(invalid()),
+    };
+    let at: u64 = segments.iter().take(n - 1).map(|s| s.size).sum();
+    let s = segments.get(n - 1).ok_or_else(invalid)?;
+    Ok(at..at + s.size)
+}
+
+/// The bytes a GET asks for (a range or a part; the whole object
+/// without either), with the Content-Range to answer.
+fn asked_range(
+    e: &IndexEntry,
+    range: Option<&Range>,
+    part: Option<i32>,
+) -> S3Result<(std::ops::Range<u64>, Option<String>)> {
+    let got = match (range, part) {
+        (None, None) => return Ok((0..e.size, None)),
+        (Some(_), Some(_)) => {
+            return Err(s3_error!(
+                InvalidRequest,
+                "ask for a range or a part, not both"
+            ))
+        }
+        (Some(r), None) => r.check(e.size).map_err(|_| {
+            s3_error!(
+                InvalidRange,
+                "the range is outside the object's {} bytes",
+                e.size
+            )
+        })?,
+        (None, Some(n)) => part_range(e, n)?,
+    };
+    let cr = format!(
+        "bytes {}-{}/{}",
+        got.start,
+        got.end.saturating_sub(1),
+        e.size
+    );
+    Ok((got, Some(cr)))
 }
 
 /// Refused: what a PUT asks for that the gateway does not do (rather
 /// than store the object without it).
-fn refuse_unsupported_put(
-    sse: bool,
-    sse_customer: bool,
-    kms: bool,
-    tagging: bool,
-    lock: bool,
-) -> S3Result<()> {
+fn refuse_unsupported_put(sse: bool, sse_customer: bool, kms: bool) -> S3Result<()> {
     let what = [
         (sse || kms, "server-side encryption"),
         (sse_customer, "server-side encryption with a customer key"),
-        (tagging, "object tagging"),
-        (lock, "object lock"),
     ];
     match what.iter().find(|(asked, _)| *asked) {
         Some((_, name)) => Err(s3_error!(NotImplemented, "{name} is not supported yet")),
         None => Ok(()),
+    }
+}
+
+/// The tags of an `x-amz-tagging` header (none without one).
+fn tags_of(header: Option<&str>) -> S3Result<crate::tags::Tags> {
+    match header {
+        None => Ok(Default::default()),
+        Some(h) => crate::tags::from_header(h).map_err(|m| s3_error!(InvalidTag, "{m}")),
     }
 }
 
@@ -241,7 +271,10 @@ struct PutHeaders {
     content_type: Option<String>,
     meta: Option<Metadata>,
     headers: BTreeMap<String, String>,
-    acl: Option<String>,
+    acl: crate::acl::Given,
+    tags: crate::tags::Tags,
+    retention: Option<loligo_types::s3::Retention>,
+    legal_hold: bool,
     content_md5: Option<String>,
     /// Checksums the request carries (its headers), by algorithm.
     sums: Checksum,
@@ -367,53 +400,128 @@ fn user_meta(e: &IndexEntry) -> Option<Metadata> {
     (!e.meta.is_empty()).then(|| e.meta.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
 }
 
-fn canned_object_acl(acl: Option<&ObjectCannedACL>) -> S3Result<Option<String>> {
-    match acl.map(|a| a.as_str()) {
-        None => Ok(None),
-        Some(a @ (ObjectCannedACL::PRIVATE | ObjectCannedACL::PUBLIC_READ)) => {
-            Ok(Some(a.to_string()))
-        }
-        Some(a) => Err(s3_error!(
-            NotImplemented,
-            "canned ACL '{a}' (private and public-read are)"
-        )),
+/// Who owns what `writer` writes into `b` with ACL `acl` (refused if
+/// that ACL may not be set there): the bucket's owner when ACLs are not
+/// used, or when it prefers to and is given full control.
+fn new_owner(b: &BucketRecord, writer: &str, acl: &crate::acl::Given) -> S3Result<String> {
+    b.check_acl(acl, writer)?;
+    let preferred = b.ownership.as_deref() == Some("BucketOwnerPreferred")
+        && acl.canned.as_deref() == Some("bucket-owner-full-control");
+    match b.acls_disabled() || preferred {
+        true => Ok(b.owner.clone()),
+        false => Ok(writer.to_string()),
+    }
+}
+
+/// The grants of `e` in bucket `b`.
+fn entry_grants(b: &BucketRecord, e: &IndexEntry) -> Vec<Grant> {
+    b.honoured(crate::acl::effective(
+        e.acl.as_deref(),
+        e.grants.as_deref(),
+        &e.owner,
+        &b.owner,
+    ))
+}
+
+/// Whether `e`'s ACL lets `who` do `want`.
+fn entry_allows(b: &BucketRecord, e: &IndexEntry, who: &Caller, want: Permission) -> bool {
+    let owner = if b.acls_disabled() {
+        &b.owner
+    } else {
+        &e.owner
+    };
+    who.by_policy || crate::acl::allows(&entry_grants(b, e), owner, who.uid(), want)
+}
+
+/// Who asks: the user who signed the request (`None`: anonymous), and
+/// whether the bucket's policy allowed the request (then the ACLs are
+/// not asked; a policy's denial never reaches a handler).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Caller {
+    uid: Option<String>,
+    by_policy: bool,
+}
+
+impl Caller {
+    /// The signing user.
+    pub fn uid(&self) -> Option<&str> {
+        self.uid.as_deref()
+    }
+
+    /// The signing user, or `AccessDenied` for an anonymous request.
+    pub fn signed(&self) -> S3Result<String> {
+        (self.uid.clone()).ok_or_else(|| s3_error!(AccessDenied, "sign this request"))
+    }
+
+    /// What this caller writes is owned by (the anonymous user's id for
+    /// an anonymous request).
+    pub fn writer(&self) -> &str {
+        self.uid().unwrap_or(crate::acl::ANONYMOUS)
     }
 }
 
 impl Gateway {
-    /// The user who signed `req`, or `AccessDenied` for an anonymous one.
-    async fn requester<T>(&self, req: &S3Request<T>) -> S3Result<String> {
-        match &req.credentials {
-            Some(c) => self.secrets().user_of(&c.access_key).await,
-            None => Err(s3_error!(AccessDenied, "anonymous requests are not served")),
-        }
+    /// Who asks `req` (what the access check let through), and whether
+    /// the bucket's policy allowed it.
+    async fn caller<T>(&self, req: &S3Request<T>) -> S3Result<Caller> {
+        let uid = match &req.credentials {
+            Some(c) => Some(self.secrets().user_of(&c.access_key).await?),
+            None => None,
+        };
+        let by_policy = req
+            .extensions
+            .get::<crate::access::PolicyAllowed>()
+            .is_some();
+        Ok(Caller { uid, by_policy })
     }
 
-    /// The user who signed `req`, or `None` for an anonymous read (what
-    /// the access check lets through).
-    async fn reader<T>(&self, req: &S3Request<T>) -> S3Result<Option<String>> {
-        match &req.credentials {
-            Some(c) => self.secrets().user_of(&c.access_key).await.map(Some),
-            None => Ok(None),
-        }
-    }
-
-    /// Bucket `name` if `uid` owns it (or, for a read, it is public).
-    async fn bucket_for(&self, name: &str, uid: &str, read: bool) -> S3Result<BucketRecord> {
-        self.bucket_as(name, Some(uid), read).await
-    }
-
-    /// Bucket `name` if `uid` (`None`: anyone) owns it, or, for a read,
-    /// it is public.
-    async fn bucket_as(&self, name: &str, uid: Option<&str>, read: bool) -> S3Result<BucketRecord> {
+    /// Bucket `name` if `who` owns it (what only an owner may do, unless
+    /// the bucket's policy allows it: delete it, read or set its
+    /// configuration).
+    async fn bucket_owned(&self, name: &str, who: &Caller) -> S3Result<BucketRecord> {
         let b = self.bucket(name).await?;
-        if uid == Some(b.owner.as_str()) || (read && b.public_read()) {
+        if who.by_policy || who.uid() == Some(b.owner.as_str()) {
+            return Ok(b);
+        }
+        Err(s3_error!(AccessDenied, "bucket '{name}' is not yours"))
+    }
+
+    /// Bucket `name` if its policy or ACL lets `who` do `want`.
+    async fn bucket_allowing(
+        &self,
+        name: &str,
+        who: &Caller,
+        want: Permission,
+    ) -> S3Result<BucketRecord> {
+        let b = self.bucket(name).await?;
+        if who.by_policy || b.allows(who.uid(), want) {
             return Ok(b);
         }
         Err(s3_error!(
             AccessDenied,
-            "bucket '{name}' is not yours to reach"
+            "bucket '{name}''s ACL does not allow you {}",
+            crate::acl::permission_name(want)
         ))
+    }
+
+    /// What S3 shows for user `uid`: its id and display name.
+    pub(super) async fn owner_of(&self, uid: &str) -> S3Result<Owner> {
+        let name = self.secrets().display_name(uid).await?;
+        Ok(Owner {
+            display_name: Some(name.unwrap_or_else(|| uid.to_string())),
+            id: Some(uid.to_string()),
+        })
+    }
+
+    /// The owners of the entries of `page`, for a listing that shows them.
+    async fn owners_of(&self, page: &Page) -> S3Result<BTreeMap<String, Owner>> {
+        let mut out = BTreeMap::new();
+        for (_, e) in &page.entries {
+            if !out.contains_key(&e.owner) {
+                out.insert(e.owner.clone(), self.owner_of(&e.owner).await?);
+            }
+        }
+        Ok(out)
     }
 
     /// The object a copy reads (`uid` must be allowed to read it), with
@@ -433,11 +541,38 @@ impl Gateway {
         else {
             return Err(s3_error!(NotImplemented, "copying from an access point"));
         };
-        if version_id.as_deref().is_some_and(|v| v != "null") {
-            return Err(s3_error!(NoSuchVersion, "this gateway keeps no versions"));
-        }
         let b = self.bucket(bucket).await?;
-        let (e, inline) = self.readable(&b, key, Some(uid)).await?;
+        // The request's policy check was of its destination: the source
+        // is judged by its own bucket's.
+        let action = match version_id {
+            Some(_) => "s3:GetObjectVersion",
+            None => "s3:GetObject",
+        };
+        let resource = format!("arn:aws:s3:::{bucket}/{key}");
+        let by_policy = match crate::access::policy_of(&b)? {
+            None => false,
+            Some(p) => match p.evaluate(&crate::policy::Request {
+                action,
+                resource: &resource,
+                user: Some(uid),
+                context: &Default::default(),
+            }) {
+                crate::policy::Decision::Deny => {
+                    return Err(s3_error!(
+                        AccessDenied,
+                        "the source bucket's policy denies it"
+                    ))
+                }
+                d => d == crate::policy::Decision::Allow,
+            },
+        };
+        let who = Caller {
+            uid: Some(uid.to_string()),
+            by_policy,
+        };
+        let (e, inline) = self
+            .object_allowing(&b, key, version_id.as_deref(), &who, Permission::Read)
+            .await?;
         let met = check_read_conditions(
             &e,
             c.if_match,
@@ -452,22 +587,42 @@ impl Gateway {
         Ok((b, e, inline))
     }
 
-    /// `key` of bucket `b` if `uid` (`None`: anonymous) may read it: the
-    /// bucket's owner, or anyone on a `public-read` object (a bucket's
-    /// `public-read` lets anyone list it, not read its objects, as in
-    /// S3). Where the caller may not list the bucket, a missing key is
-    /// `AccessDenied` too (as S3 answers without the right to list).
-    async fn readable(
+    /// `key` of bucket `b` if the object's ACL lets `uid` (`None`:
+    /// anonymous) do `want` (a bucket's ACL lets one list it, not read
+    /// its objects, as in S3). Where the caller may not list the bucket,
+    /// a missing key is `AccessDenied` too (as S3 answers without the
+    /// right to list).
+    /// Version `version` of `key` (the current one without), as
+    /// [`Gateway::entry_allowing`] finds it.
+    pub(super) async fn object_allowing(
         &self,
         b: &BucketRecord,
         key: &str,
-        uid: Option<&str>,
+        version: Option<&str>,
+        who: &Caller,
+        want: Permission,
     ) -> S3Result<(IndexEntry, bytes::Bytes)> {
-        let owner = uid == Some(b.owner.as_str());
-        let open = owner || b.public_read();
+        match version {
+            Some(v) => self.version_allowing(b, key, v, who, want).await,
+            None => self.entry_allowing(b, key, who, want).await,
+        }
+    }
+
+    async fn entry_allowing(
+        &self,
+        b: &BucketRecord,
+        key: &str,
+        who: &Caller,
+        want: Permission,
+    ) -> S3Result<(IndexEntry, bytes::Bytes)> {
+        let open = who.by_policy || b.allows(who.uid(), Permission::Read);
         match self.entry(b, key).await {
-            Ok((e, d)) if owner || e.acl.as_deref() == Some("public-read") => Ok((e, d)),
-            Ok(_) => Err(s3_error!(AccessDenied, "'{key}' is not yours to read")),
+            Ok((e, d)) if entry_allows(b, &e, who, want) => Ok((e, d)),
+            Ok(_) => Err(s3_error!(
+                AccessDenied,
+                "the ACL of '{key}' does not allow you {}",
+                crate::acl::permission_name(want)
+            )),
             Err(e) if !open && e.code() == &s3s::S3ErrorCode::NoSuchKey => Err(s3_error!(
                 AccessDenied,
                 "bucket '{}' is not yours to read",
@@ -486,8 +641,8 @@ impl Gateway {
         // A miss refreshes the cached record: a bucket deleted and made
         // again (perhaps by another user) is found by the next request,
         // whose access is then judged on the new record.
-        self.bucket_fresh(&b.name).await?;
-        Err(s3_error!(NoSuchKey, "'{key}' does not exist"))
+        let b = self.bucket_fresh(&b.name).await?;
+        Err(self.missing(&b, key).await)
     }
 
     /// Store `body` as `key` with `h`: the new entry.
@@ -536,8 +691,15 @@ impl Gateway {
             meta: h.meta.unwrap_or_default().into_iter().collect(),
             headers: h.headers,
             checksums,
-            acl: h.acl,
+            acl: h.acl.canned,
+            grants: h.acl.grants,
             parts: 0,
+            tags: h.tags,
+            version_id: None,
+            vseq: 0,
+            delete_marker: false,
+            retention: h.retention,
+            legal_hold: h.legal_hold,
         };
         self.commit(b, key, entry, written, cond).await
     }
@@ -547,6 +709,38 @@ impl Gateway {
         if let Written::Striped { tag, .. } = w {
             self.abandon(&b.shard_object(key), &tag).await;
         }
+    }
+
+    /// Delete `key` of `b` for `by`: the object (a bucket that never kept
+    /// versions), a delete marker over it (one that keeps versions), or
+    /// version `version` for good. Whether a delete marker was made or
+    /// removed, and the version id S3 answers.
+    async fn delete_one(
+        &self,
+        b: &BucketRecord,
+        key: &str,
+        version: Option<&str>,
+        by: &str,
+        cond: Condition,
+        bypass: bool,
+    ) -> S3Result<(bool, Option<String>)> {
+        use loligo_types::s3::Versioning;
+        if version.is_none() && b.versioning == Versioning::Off {
+            self.remove_object(b, key, cond).await?;
+            return Ok((false, None));
+        }
+        if cond != Condition::default() {
+            return Err(s3_error!(
+                NotImplemented,
+                "a conditional delete in a bucket that keeps versions"
+            ));
+        }
+        let r = self.remove_version(b, key, version, by, bypass).await?;
+        let id = match version {
+            Some(v) => Some(v.to_string()),
+            None => Some(r.version_id.unwrap_or_else(|| "null".into())),
+        };
+        Ok((r.delete_marker, id))
     }
 
     fn listing_query(
@@ -611,14 +805,15 @@ impl Enc {
     }
 }
 
-fn contents(page: &Page, fetch_owner: bool) -> Vec<Object> {
+/// The objects of a listing, with their owners when `owners` is given.
+fn contents(page: &Page, owners: Option<&BTreeMap<String, Owner>>) -> Vec<Object> {
     (page.entries.iter())
         .map(|(k, e)| Object {
             key: Some(k.clone()),
             e_tag: Some(etag(e)),
             last_modified: Some(timestamp(e.mtime_ms)),
             size: Some(e.size as i64),
-            owner: fetch_owner.then(|| owner(&e.owner)),
+            owner: owners.and_then(|o| o.get(&e.owner).cloned()),
             storage_class: Some(ObjectStorageClass::from_static(
                 ObjectStorageClass::STANDARD,
             )),
@@ -653,7 +848,8 @@ impl S3 for Gateway {
         &self,
         req: S3Request<ListBucketsInput>,
     ) -> S3Result<S3Response<ListBucketsOutput>> {
-        let uid = self.requester(&req).await?;
+        let who = self.caller(&req).await?;
+        let uid = who.signed()?;
         let mine: Vec<Bucket> = (crate::bucket::list(self.index()).await?.into_iter())
             .filter(|b| b.owner == uid)
             .map(|b| Bucket {
@@ -664,7 +860,7 @@ impl S3 for Gateway {
             .collect();
         Ok(S3Response::new(ListBucketsOutput {
             buckets: Some(mine),
-            owner: Some(owner(&uid)),
+            owner: Some(self.owner_of(&uid).await?),
             ..Default::default()
         }))
     }
@@ -673,20 +869,22 @@ impl S3 for Gateway {
         &self,
         req: S3Request<CreateBucketInput>,
     ) -> S3Result<S3Response<CreateBucketOutput>> {
-        let uid = self.requester(&req).await?;
+        let who = self.caller(&req).await?;
+        let uid = who.signed()?;
         let i = &req.input;
-        let acl = match i.acl.as_ref().map(|a| a.as_str()) {
-            None => None,
-            Some(a @ (BucketCannedACL::PRIVATE | BucketCannedACL::PUBLIC_READ)) => {
-                Some(a.to_string())
-            }
-            Some(a) => {
-                return Err(s3_error!(
-                    NotImplemented,
-                    "canned ACL '{a}' (private and public-read are)"
-                ))
-            }
-        };
+        let acl = self
+            .given_acl(
+                i.acl.as_ref().map(|a| a.as_str()),
+                crate::acl::BUCKET_CANNED,
+                [
+                    i.grant_read.as_deref(),
+                    i.grant_write.as_deref(),
+                    i.grant_read_acp.as_deref(),
+                    i.grant_write_acp.as_deref(),
+                    i.grant_full_control.as_deref(),
+                ],
+            )
+            .await?;
         let wanted = (i.create_bucket_configuration.as_ref())
             .and_then(|c| c.location_constraint.as_ref())
             .map(|l| l.as_str().to_string());
@@ -697,7 +895,26 @@ impl S3 for Gateway {
                 self.config().region
             ));
         }
-        self.create_bucket(&i.bucket, &uid, acl).await?;
+        let ownership = match i.object_ownership.as_ref().map(|o| o.as_str()) {
+            None => None,
+            Some(o) => Some(config::ownership(o)?),
+        };
+        if ownership.as_deref() == Some(crate::bucket::OWNER_ENFORCED)
+            && crate::acl::is_public(&crate::acl::effective(
+                acl.canned.as_deref(),
+                acl.grants.as_deref(),
+                &uid,
+                &uid,
+            ))
+        {
+            return Err(s3_error!(
+                InvalidBucketAclWithObjectOwnership,
+                "a bucket whose owner owns every object (BucketOwnerEnforced) takes no public ACL"
+            ));
+        }
+        let lock = i.object_lock_enabled_for_bucket.unwrap_or(false);
+        self.create_bucket(&i.bucket, &uid, acl, ownership, lock)
+            .await?;
         Ok(S3Response::new(CreateBucketOutput {
             location: Some(format!("/{}", i.bucket)),
         }))
@@ -707,8 +924,8 @@ impl S3 for Gateway {
         &self,
         req: S3Request<DeleteBucketInput>,
     ) -> S3Result<S3Response<DeleteBucketOutput>> {
-        let uid = self.requester(&req).await?;
-        let b = self.bucket_for(&req.input.bucket, &uid, false).await?;
+        let who = self.caller(&req).await?;
+        let b = self.bucket_owned(&req.input.bucket, &who).await?;
         self.delete_bucket(&b).await?;
         Ok(S3Response::new(DeleteBucketOutput {}))
     }
@@ -717,9 +934,8 @@ impl S3 for Gateway {
         &self,
         req: S3Request<HeadBucketInput>,
     ) -> S3Result<S3Response<HeadBucketOutput>> {
-        let uid = self.reader(&req).await?;
-        self.bucket_as(&req.input.bucket, uid.as_deref(), true)
-            .await?;
+        let uid = self.caller(&req).await?;
+        (self.bucket_allowing(&req.input.bucket, &uid, Permission::Read)).await?;
         Ok(S3Response::new(HeadBucketOutput {
             bucket_region: Some(self.config().region.clone()),
             ..Default::default()
@@ -730,8 +946,8 @@ impl S3 for Gateway {
         &self,
         req: S3Request<GetBucketLocationInput>,
     ) -> S3Result<S3Response<GetBucketLocationOutput>> {
-        let uid = self.requester(&req).await?;
-        self.bucket_for(&req.input.bucket, &uid, false).await?;
+        let who = self.caller(&req).await?;
+        self.bucket_owned(&req.input.bucket, &who).await?;
         Ok(S3Response::new(GetBucketLocationOutput {
             location_constraint: Some(BucketLocationConstraint::from(self.config().region.clone())),
         }))
@@ -741,7 +957,7 @@ impl S3 for Gateway {
         &self,
         req: S3Request<PutObjectInput>,
     ) -> S3Result<S3Response<PutObjectOutput>> {
-        let uid = self.requester(&req).await?;
+        let who = self.caller(&req).await?;
         let trailer = req.trailing_headers.clone();
         let len = body_length(
             &req.headers,
@@ -753,10 +969,30 @@ impl S3 for Gateway {
             i.server_side_encryption.is_some(),
             i.sse_customer_algorithm.is_some(),
             i.ssekms_key_id.is_some(),
-            i.tagging.is_some(),
-            i.object_lock_mode.is_some() || i.object_lock_legal_hold_status.is_some(),
         )?;
-        let b = self.bucket_for(&i.bucket, &uid, false).await?;
+        let tags = tags_of(i.tagging.as_deref())?;
+        let b = (self.bucket_allowing(&i.bucket, &who, Permission::Write)).await?;
+        let (retention, legal_hold) = lock::of_put(
+            &b,
+            i.object_lock_mode.as_ref(),
+            i.object_lock_retain_until_date.as_ref(),
+            i.object_lock_legal_hold_status.as_ref(),
+        )?;
+        let writer = who.writer().to_string();
+        let acl = self
+            .given_acl(
+                i.acl.as_ref().map(|a| a.as_str()),
+                crate::acl::OBJECT_CANNED,
+                [
+                    i.grant_read.as_deref(),
+                    None,
+                    i.grant_read_acp.as_deref(),
+                    i.grant_write_acp.as_deref(),
+                    i.grant_full_control.as_deref(),
+                ],
+            )
+            .await?;
+        let uid = new_owner(&b, &writer, &acl)?;
         let cond = write_condition(i.if_match.as_ref(), i.if_none_match.as_ref())?;
         let headers = content_headers(
             i.content_encoding,
@@ -768,7 +1004,10 @@ impl S3 for Gateway {
             content_type: i.content_type,
             meta: i.metadata,
             headers,
-            acl: canned_object_acl(i.acl.as_ref())?,
+            acl,
+            tags,
+            retention,
+            legal_hold,
             content_md5: i.content_md5,
             sums: checksums_of!(i),
             algorithm: i.checksum_algorithm,
@@ -780,6 +1019,7 @@ impl S3 for Gateway {
         let s = sums_of(&e);
         Ok(S3Response::new(PutObjectOutput {
             e_tag: Some(etag(&e)),
+            version_id: versions::response_id(&b, &e),
             checksum_crc32: s.checksum_crc32,
             checksum_crc32c: s.checksum_crc32c,
             checksum_sha1: s.checksum_sha1,
@@ -793,11 +1033,12 @@ impl S3 for Gateway {
         &self,
         req: S3Request<GetObjectInput>,
     ) -> S3Result<S3Response<GetObjectOutput>> {
-        let uid = self.reader(&req).await?;
+        let uid = self.caller(&req).await?;
         let i = &req.input;
-        refuse_part_and_version(i.part_number, i.version_id.as_deref())?;
         let b = self.bucket(&i.bucket).await?;
-        let (e, inline) = self.readable(&b, &i.key, uid.as_deref()).await?;
+        let (e, inline) = self
+            .object_allowing(&b, &i.key, i.version_id.as_deref(), &uid, Permission::Read)
+            .await?;
         check_read_conditions(
             &e,
             i.if_match.as_ref(),
@@ -805,25 +1046,7 @@ impl S3 for Gateway {
             i.if_modified_since.as_ref(),
             i.if_unmodified_since.as_ref(),
         )?;
-        let (range, content_range) = match &i.range {
-            None => (0..e.size, None),
-            Some(r) => {
-                let got = r.check(e.size).map_err(|_| {
-                    s3_error!(
-                        InvalidRange,
-                        "the range is outside the object's {} bytes",
-                        e.size
-                    )
-                })?;
-                let cr = format!(
-                    "bytes {}-{}/{}",
-                    got.start,
-                    got.end.saturating_sub(1),
-                    e.size
-                );
-                (got, Some(cr))
-            }
-        };
+        let (range, content_range) = asked_range(&e, i.range.as_ref(), i.part_number)?;
         let whole = range.start == 0 && range.end == e.size;
         let len = range.end - range.start;
         let body = self.read_range(&e, inline, range);
@@ -832,6 +1055,7 @@ impl S3 for Gateway {
         } else {
             Checksum::default()
         };
+        let lock = lock::shown(&e);
         Ok(S3Response::new(GetObjectOutput {
             body: Some(StreamingBlob::wrap(body)),
             content_length: Some(len as i64),
@@ -839,6 +1063,12 @@ impl S3 for Gateway {
             accept_ranges: Some("bytes".into()),
             last_modified: Some(timestamp(e.mtime_ms)),
             e_tag: Some(etag(&e)),
+            version_id: versions::response_id(&b, &e),
+            tag_count: (!e.tags.is_empty()).then_some(e.tags.len() as i32),
+            object_lock_mode: lock.0,
+            object_lock_retain_until_date: lock.1,
+            object_lock_legal_hold_status: lock.2,
+            parts_count: (i.part_number.is_some() && e.parts > 0).then_some(e.parts as i32),
             metadata: user_meta(&e),
             // A presigned link may ask for other response headers.
             content_type: (i.response_content_type.clone()).or_else(|| e.content_type.clone()),
@@ -862,11 +1092,12 @@ impl S3 for Gateway {
         &self,
         req: S3Request<HeadObjectInput>,
     ) -> S3Result<S3Response<HeadObjectOutput>> {
-        let uid = self.reader(&req).await?;
+        let uid = self.caller(&req).await?;
         let i = &req.input;
-        refuse_part_and_version(i.part_number, i.version_id.as_deref())?;
         let b = self.bucket(&i.bucket).await?;
-        let (e, _) = self.readable(&b, &i.key, uid.as_deref()).await?;
+        let (e, _) = self
+            .object_allowing(&b, &i.key, i.version_id.as_deref(), &uid, Permission::Read)
+            .await?;
         check_read_conditions(
             &e,
             i.if_match.as_ref(),
@@ -875,11 +1106,18 @@ impl S3 for Gateway {
             i.if_unmodified_since.as_ref(),
         )?;
         let s = sums_of(&e);
+        let (range, _) = asked_range(&e, None, i.part_number)?;
+        let lock = lock::shown(&e);
         Ok(S3Response::new(HeadObjectOutput {
-            content_length: Some(e.size as i64),
+            object_lock_mode: lock.0,
+            object_lock_retain_until_date: lock.1,
+            object_lock_legal_hold_status: lock.2,
+            content_length: Some((range.end - range.start) as i64),
+            parts_count: (i.part_number.is_some() && e.parts > 0).then_some(e.parts as i32),
             accept_ranges: Some("bytes".into()),
             last_modified: Some(timestamp(e.mtime_ms)),
             e_tag: Some(etag(&e)),
+            version_id: versions::response_id(&b, &e),
             metadata: user_meta(&e),
             content_type: e.content_type.clone(),
             content_encoding: header(&e, CONTENT_ENCODING),
@@ -899,21 +1137,28 @@ impl S3 for Gateway {
         &self,
         req: S3Request<DeleteObjectInput>,
     ) -> S3Result<S3Response<DeleteObjectOutput>> {
-        let uid = self.requester(&req).await?;
+        let who = self.caller(&req).await?;
         let i = &req.input;
-        let b = self.bucket_for(&i.bucket, &uid, false).await?;
+        let b = (self.bucket_allowing(&i.bucket, &who, Permission::Write)).await?;
         let cond = write_condition(i.if_match.as_ref(), None)?;
-        self.remove_object(&b, &i.key, cond).await?;
-        Ok(S3Response::new(DeleteObjectOutput::default()))
+        let by = who.writer();
+        let bypass = i.bypass_governance_retention.unwrap_or(false);
+        let v = i.version_id.as_deref();
+        let (marker, version_id) = self.delete_one(&b, &i.key, v, by, cond, bypass).await?;
+        Ok(S3Response::new(DeleteObjectOutput {
+            delete_marker: marker.then_some(true),
+            version_id,
+            ..Default::default()
+        }))
     }
 
     async fn delete_objects(
         &self,
         req: S3Request<DeleteObjectsInput>,
     ) -> S3Result<S3Response<DeleteObjectsOutput>> {
-        let uid = self.requester(&req).await?;
+        let who = self.caller(&req).await?;
         let i = &req.input;
-        let b = self.bucket_for(&i.bucket, &uid, false).await?;
+        let b = (self.bucket_allowing(&i.bucket, &who, Permission::Write)).await?;
         if i.delete.objects.len() > 1000 {
             return Err(s3_error!(
                 MalformedXML,
@@ -923,18 +1168,23 @@ impl S3 for Gateway {
         let quiet = i.delete.quiet.unwrap_or(false);
         let mut deleted = Vec::new();
         let mut errors = Vec::new();
+        let by = who.writer();
+        let bypass = i.bypass_governance_retention.unwrap_or(false);
         for o in &i.delete.objects {
-            match self.remove_object(&b, &o.key, Condition::default()).await {
+            let v = o.version_id.as_deref();
+            match (self.delete_one(&b, &o.key, v, by, Condition::default(), bypass)).await {
                 Ok(_) if quiet => {}
-                Ok(_) => deleted.push(DeletedObject {
+                Ok((marker, id)) => deleted.push(DeletedObject {
                     key: Some(o.key.clone()),
-                    ..Default::default()
+                    delete_marker: marker.then_some(true),
+                    delete_marker_version_id: id.clone().filter(|_| marker && v.is_none()),
+                    version_id: v.map(str::to_string),
                 }),
                 Err(e) => errors.push(Error {
                     code: Some(e.code().as_str().to_string()),
                     key: Some(o.key.clone()),
                     message: e.message().map(str::to_string),
-                    version_id: None,
+                    version_id: o.version_id.clone(),
                 }),
             }
         }
@@ -949,7 +1199,8 @@ impl S3 for Gateway {
         &self,
         req: S3Request<CopyObjectInput>,
     ) -> S3Result<S3Response<CopyObjectOutput>> {
-        let uid = self.requester(&req).await?;
+        let who = self.caller(&req).await?;
+        let uid = who.signed()?;
         let i = req.input;
         let conditions = CopyConditions {
             if_match: i.copy_source_if_match.as_ref(),
@@ -957,11 +1208,34 @@ impl S3 for Gateway {
             if_modified_since: i.copy_source_if_modified_since.as_ref(),
             if_unmodified_since: i.copy_source_if_unmodified_since.as_ref(),
         };
-        let (_, src, inline) = self.copy_source(&uid, &i.copy_source, conditions).await?;
+        let (src_b, src, inline) = self.copy_source(&uid, &i.copy_source, conditions).await?;
         let onto_itself = matches!(&i.copy_source, CopySource::Bucket { bucket, key, .. }
             if bucket.as_ref() == i.bucket && key.as_ref() == i.key);
-        let dst_b = self.bucket_for(&i.bucket, &uid, false).await?;
+        let dst_b = (self.bucket_allowing(&i.bucket, &who, Permission::Write)).await?;
         let replace = i.metadata_directive.as_ref().map(|d| d.as_str()) == Some("REPLACE");
+        let (retention, legal_hold) = lock::of_put(
+            &dst_b,
+            i.object_lock_mode.as_ref(),
+            i.object_lock_retain_until_date.as_ref(),
+            i.object_lock_legal_hold_status.as_ref(),
+        )?;
+        let tags = match i.tagging_directive.as_ref().map(|d| d.as_str()) {
+            Some("REPLACE") => tags_of(i.tagging.as_deref())?,
+            _ => src.tags.clone(),
+        };
+        let acl = self
+            .given_acl(
+                i.acl.as_ref().map(|a| a.as_str()),
+                crate::acl::OBJECT_CANNED,
+                [
+                    i.grant_read.as_deref(),
+                    None,
+                    i.grant_read_acp.as_deref(),
+                    i.grant_write_acp.as_deref(),
+                    i.grant_full_control.as_deref(),
+                ],
+            )
+            .await?;
         if !replace && onto_itself {
             return Err(s3_error!(
                 InvalidRequest,
@@ -987,16 +1261,20 @@ impl S3 for Gateway {
             content_type,
             meta,
             headers,
-            acl: canned_object_acl(i.acl.as_ref())?,
+            acl,
+            tags,
+            retention,
+            legal_hold,
             content_md5: None,
             sums: Checksum::default(),
             algorithm: None,
         };
+        let owner = new_owner(&dst_b, &uid, &h.acl)?;
         let body = StreamingBlob::wrap(self.read_range(&src, inline, 0..src.size));
         let e = (self.put(
             &dst_b,
             &i.key,
-            &uid,
+            &owner,
             Some(body),
             Some(src.size as i64),
             h,
@@ -1005,6 +1283,8 @@ impl S3 for Gateway {
         ))
         .await?;
         Ok(S3Response::new(CopyObjectOutput {
+            version_id: versions::response_id(&dst_b, &e),
+            copy_source_version_id: versions::response_id(&src_b, &src),
             copy_object_result: Some(CopyObjectResult {
                 e_tag: Some(etag(&e)),
                 last_modified: Some(timestamp(e.mtime_ms)),
@@ -1018,9 +1298,9 @@ impl S3 for Gateway {
         &self,
         req: S3Request<ListObjectsInput>,
     ) -> S3Result<S3Response<ListObjectsOutput>> {
-        let uid = self.reader(&req).await?;
+        let uid = self.caller(&req).await?;
         let i = req.input;
-        let b = self.bucket_as(&i.bucket, uid.as_deref(), true).await?;
+        let b = (self.bucket_allowing(&i.bucket, &uid, Permission::Read)).await?;
         let q = Gateway::listing_query(
             i.prefix.clone(),
             i.delimiter.clone(),
@@ -1029,6 +1309,7 @@ impl S3 for Gateway {
         )?;
         let enc = Enc::of(i.encoding_type.as_ref());
         let page = enc.page(self.list(&b, &q).await?);
+        let owners = self.owners_of(&page).await?;
         let next_marker = (page.truncated && q.delimiter.is_some())
             .then(|| page.last.clone())
             .flatten();
@@ -1040,7 +1321,7 @@ impl S3 for Gateway {
             delimiter: enc.opt(q.delimiter.as_deref()),
             is_truncated: Some(page.truncated),
             next_marker,
-            contents: Some(contents(&page, true)),
+            contents: Some(contents(&page, Some(&owners))),
             common_prefixes: prefixes(&page),
             encoding_type: i.encoding_type,
             ..Default::default()
@@ -1051,9 +1332,9 @@ impl S3 for Gateway {
         &self,
         req: S3Request<ListObjectsV2Input>,
     ) -> S3Result<S3Response<ListObjectsV2Output>> {
-        let uid = self.reader(&req).await?;
+        let uid = self.caller(&req).await?;
         let i = req.input;
-        let b = self.bucket_as(&i.bucket, uid.as_deref(), true).await?;
+        let b = (self.bucket_allowing(&i.bucket, &uid, Permission::Read)).await?;
         let after = match &i.continuation_token {
             Some(t) => Some(token_key(t)?),
             None => i.start_after.clone(),
@@ -1065,7 +1346,11 @@ impl S3 for Gateway {
             .flatten();
         let enc = Enc::of(i.encoding_type.as_ref());
         let page = enc.page(page);
-        let c = contents(&page, i.fetch_owner.unwrap_or(false));
+        let owners = match i.fetch_owner {
+            Some(true) => Some(self.owners_of(&page).await?),
+            _ => None,
+        };
+        let c = contents(&page, owners.as_ref());
         Ok(S3Response::new(ListObjectsV2Output {
             name: Some(i.bucket),
             prefix: Some(enc.s(&q.prefix)),
@@ -1087,47 +1372,21 @@ impl S3 for Gateway {
         &self,
         req: S3Request<ListObjectVersionsInput>,
     ) -> S3Result<S3Response<ListObjectVersionsOutput>> {
-        let uid = self.reader(&req).await?;
-        let i = req.input;
-        let b = self.bucket_as(&i.bucket, uid.as_deref(), true).await?;
-        let q = Gateway::listing_query(
-            i.prefix.clone(),
-            i.delimiter.clone(),
-            i.key_marker.clone(),
-            i.max_keys,
-        )?;
-        let enc = Enc::of(i.encoding_type.as_ref());
-        let page = enc.page(self.list(&b, &q).await?);
-        // An unversioned bucket: each object is its one version, "null".
-        let versions: Vec<ObjectVersion> = (page.entries.iter())
-            .map(|(k, e)| ObjectVersion {
-                key: Some(k.clone()),
-                version_id: Some("null".into()),
-                is_latest: Some(true),
-                e_tag: Some(etag(e)),
-                last_modified: Some(timestamp(e.mtime_ms)),
-                size: Some(e.size as i64),
-                owner: Some(owner(&e.owner)),
-                storage_class: Some(ObjectVersionStorageClass::from_static(
-                    ObjectVersionStorageClass::STANDARD,
-                )),
-                ..Default::default()
-            })
-            .collect();
-        Ok(S3Response::new(ListObjectVersionsOutput {
-            name: Some(i.bucket),
-            prefix: Some(enc.s(&q.prefix)),
-            key_marker: enc.opt(i.key_marker.as_deref()),
-            max_keys: Some(q.max_keys as i32),
-            delimiter: enc.opt(q.delimiter.as_deref()),
-            is_truncated: Some(page.truncated),
-            next_key_marker: page.truncated.then(|| page.last.clone()).flatten(),
-            next_version_id_marker: page.truncated.then(|| "null".to_string()),
-            versions: Some(versions),
-            common_prefixes: prefixes(&page),
-            encoding_type: i.encoding_type,
-            ..Default::default()
-        }))
+        self.s3_list_object_versions(req).await
+    }
+
+    async fn get_bucket_versioning(
+        &self,
+        req: S3Request<GetBucketVersioningInput>,
+    ) -> S3Result<S3Response<GetBucketVersioningOutput>> {
+        self.s3_get_bucket_versioning(req).await
+    }
+
+    async fn put_bucket_versioning(
+        &self,
+        req: S3Request<PutBucketVersioningInput>,
+    ) -> S3Result<S3Response<PutBucketVersioningOutput>> {
+        self.s3_put_bucket_versioning(req).await
     }
 
     async fn create_multipart_upload(
@@ -1170,6 +1429,188 @@ impl S3 for Gateway {
         req: S3Request<ListPartsInput>,
     ) -> S3Result<S3Response<ListPartsOutput>> {
         self.s3_list_parts(req).await
+    }
+
+    async fn get_bucket_acl(
+        &self,
+        req: S3Request<GetBucketAclInput>,
+    ) -> S3Result<S3Response<GetBucketAclOutput>> {
+        self.s3_get_bucket_acl(req).await
+    }
+
+    async fn put_bucket_acl(
+        &self,
+        req: S3Request<PutBucketAclInput>,
+    ) -> S3Result<S3Response<PutBucketAclOutput>> {
+        self.s3_put_bucket_acl(req).await
+    }
+
+    async fn get_object_acl(
+        &self,
+        req: S3Request<GetObjectAclInput>,
+    ) -> S3Result<S3Response<GetObjectAclOutput>> {
+        self.s3_get_object_acl(req).await
+    }
+
+    async fn put_object_acl(
+        &self,
+        req: S3Request<PutObjectAclInput>,
+    ) -> S3Result<S3Response<PutObjectAclOutput>> {
+        self.s3_put_object_acl(req).await
+    }
+
+    async fn get_object_tagging(
+        &self,
+        req: S3Request<GetObjectTaggingInput>,
+    ) -> S3Result<S3Response<GetObjectTaggingOutput>> {
+        self.s3_get_object_tagging(req).await
+    }
+
+    async fn put_object_tagging(
+        &self,
+        req: S3Request<PutObjectTaggingInput>,
+    ) -> S3Result<S3Response<PutObjectTaggingOutput>> {
+        self.s3_put_object_tagging(req).await
+    }
+
+    async fn delete_object_tagging(
+        &self,
+        req: S3Request<DeleteObjectTaggingInput>,
+    ) -> S3Result<S3Response<DeleteObjectTaggingOutput>> {
+        self.s3_delete_object_tagging(req).await
+    }
+
+    async fn get_bucket_tagging(
+        &self,
+        req: S3Request<GetBucketTaggingInput>,
+    ) -> S3Result<S3Response<GetBucketTaggingOutput>> {
+        self.s3_get_bucket_tagging(req).await
+    }
+
+    async fn put_bucket_tagging(
+        &self,
+        req: S3Request<PutBucketTaggingInput>,
+    ) -> S3Result<S3Response<PutBucketTaggingOutput>> {
+        self.s3_put_bucket_tagging(req).await
+    }
+
+    async fn delete_bucket_tagging(
+        &self,
+        req: S3Request<DeleteBucketTaggingInput>,
+    ) -> S3Result<S3Response<DeleteBucketTaggingOutput>> {
+        self.s3_delete_bucket_tagging(req).await
+    }
+
+    async fn get_public_access_block(
+        &self,
+        req: S3Request<GetPublicAccessBlockInput>,
+    ) -> S3Result<S3Response<GetPublicAccessBlockOutput>> {
+        self.s3_get_public_access_block(req).await
+    }
+
+    async fn put_public_access_block(
+        &self,
+        req: S3Request<PutPublicAccessBlockInput>,
+    ) -> S3Result<S3Response<PutPublicAccessBlockOutput>> {
+        self.s3_put_public_access_block(req).await
+    }
+
+    async fn delete_public_access_block(
+        &self,
+        req: S3Request<DeletePublicAccessBlockInput>,
+    ) -> S3Result<S3Response<DeletePublicAccessBlockOutput>> {
+        self.s3_delete_public_access_block(req).await
+    }
+
+    async fn get_bucket_ownership_controls(
+        &self,
+        req: S3Request<GetBucketOwnershipControlsInput>,
+    ) -> S3Result<S3Response<GetBucketOwnershipControlsOutput>> {
+        self.s3_get_bucket_ownership_controls(req).await
+    }
+
+    async fn put_bucket_ownership_controls(
+        &self,
+        req: S3Request<PutBucketOwnershipControlsInput>,
+    ) -> S3Result<S3Response<PutBucketOwnershipControlsOutput>> {
+        self.s3_put_bucket_ownership_controls(req).await
+    }
+
+    async fn delete_bucket_ownership_controls(
+        &self,
+        req: S3Request<DeleteBucketOwnershipControlsInput>,
+    ) -> S3Result<S3Response<DeleteBucketOwnershipControlsOutput>> {
+        self.s3_delete_bucket_ownership_controls(req).await
+    }
+
+    async fn get_bucket_policy(
+        &self,
+        req: S3Request<GetBucketPolicyInput>,
+    ) -> S3Result<S3Response<GetBucketPolicyOutput>> {
+        self.s3_get_bucket_policy(req).await
+    }
+
+    async fn put_bucket_policy(
+        &self,
+        req: S3Request<PutBucketPolicyInput>,
+    ) -> S3Result<S3Response<PutBucketPolicyOutput>> {
+        self.s3_put_bucket_policy(req).await
+    }
+
+    async fn delete_bucket_policy(
+        &self,
+        req: S3Request<DeleteBucketPolicyInput>,
+    ) -> S3Result<S3Response<DeleteBucketPolicyOutput>> {
+        self.s3_delete_bucket_policy(req).await
+    }
+
+    async fn get_bucket_policy_status(
+        &self,
+        req: S3Request<GetBucketPolicyStatusInput>,
+    ) -> S3Result<S3Response<GetBucketPolicyStatusOutput>> {
+        self.s3_get_bucket_policy_status(req).await
+    }
+
+    async fn put_object_lock_configuration(
+        &self,
+        req: S3Request<PutObjectLockConfigurationInput>,
+    ) -> S3Result<S3Response<PutObjectLockConfigurationOutput>> {
+        self.s3_put_object_lock_configuration(req).await
+    }
+
+    async fn get_object_lock_configuration(
+        &self,
+        req: S3Request<GetObjectLockConfigurationInput>,
+    ) -> S3Result<S3Response<GetObjectLockConfigurationOutput>> {
+        self.s3_get_object_lock_configuration(req).await
+    }
+
+    async fn put_object_retention(
+        &self,
+        req: S3Request<PutObjectRetentionInput>,
+    ) -> S3Result<S3Response<PutObjectRetentionOutput>> {
+        self.s3_put_object_retention(req).await
+    }
+
+    async fn get_object_retention(
+        &self,
+        req: S3Request<GetObjectRetentionInput>,
+    ) -> S3Result<S3Response<GetObjectRetentionOutput>> {
+        self.s3_get_object_retention(req).await
+    }
+
+    async fn put_object_legal_hold(
+        &self,
+        req: S3Request<PutObjectLegalHoldInput>,
+    ) -> S3Result<S3Response<PutObjectLegalHoldOutput>> {
+        self.s3_put_object_legal_hold(req).await
+    }
+
+    async fn get_object_legal_hold(
+        &self,
+        req: S3Request<GetObjectLegalHoldInput>,
+    ) -> S3Result<S3Response<GetObjectLegalHoldOutput>> {
+        self.s3_get_object_legal_hold(req).await
     }
 
     async fn list_multipart_uploads(

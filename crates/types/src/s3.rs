@@ -14,6 +14,14 @@
 //! | [`GARBAGE`] | `{ms:020}.{tag}` | [`Garbage`]: tails to delete |
 //! | [`UPLOAD`] | key, 0, upload id | [`Upload`]: a multipart upload |
 //! | [`PART`] | upload id, 0, part number | [`Part`]: one uploaded part |
+//! | [`VERSION`] | key, 0, [`version_order`] | [`IndexEntry`]: an older version or a delete marker |
+//! | [`VERSION_DATA`] | key, 0, [`version_order`] | the data of a small older version |
+//!
+//! In a versioned bucket the [`ENTRY`] is the current version; the
+//! versions before it, and delete markers, are kept under [`VERSION`],
+//! newest first. When the current version goes (deleted, or a delete
+//! marker put over it), the newest older version that is not a delete
+//! marker becomes current again only if it is the newest of all.
 //!
 //! The entry is the commit point: an object exists once its entry is
 //! set, and every set or removal moves the tails the old entry named to
@@ -43,6 +51,61 @@ pub const SEALED: &[u8] = b"!sealed";
 pub const UPLOAD: u8 = b'u';
 /// Omap key prefix of an uploaded part's record.
 pub const PART: u8 = b'm';
+/// Omap key prefix of an older version or a delete marker.
+pub const VERSION: u8 = b'v';
+/// Omap key prefix of a small older version's data.
+pub const VERSION_DATA: u8 = b'w';
+
+/// How a version's sequence number sorts: newest first, in 16 hex digits.
+pub fn version_order(vseq: u64) -> String {
+    format!("{:016x}", u64::MAX - vseq)
+}
+
+/// Every [`VERSION`] key of `key` starts with this.
+pub fn version_prefix(key: &str) -> Vec<u8> {
+    let mut k = omap_key(VERSION, key.as_bytes());
+    k.push(0);
+    k
+}
+
+/// The [`VERSION`] key of `key`'s version `vseq`.
+pub fn version_key(key: &str, vseq: u64) -> Vec<u8> {
+    let mut k = version_prefix(key);
+    k.extend_from_slice(version_order(vseq).as_bytes());
+    k
+}
+
+/// The [`VERSION_DATA`] key of `key`'s version `vseq`.
+pub fn version_data_key(key: &str, vseq: u64) -> Vec<u8> {
+    let mut k = version_key(key, vseq);
+    k[0] = VERSION_DATA;
+    k
+}
+
+/// The id of version `vseq` made with `tag` (S3's `versionId`: its
+/// first 16 characters are the version's order, so it is found by one
+/// read).
+pub fn version_id(vseq: u64, tag: &str) -> String {
+    format!("{}{tag}", version_order(vseq))
+}
+
+/// The sequence number a version id names, if it is one of ours.
+pub fn vseq_of_id(id: &str) -> Option<u64> {
+    let order = u64::from_str_radix(id.get(..16)?, 16).ok()?;
+    Some(u64::MAX - order)
+}
+
+/// Whether a bucket keeps versions (S3's versioning status; `Off`: never
+/// enabled).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Versioning {
+    #[default]
+    Off,
+    Enabled,
+    Suspended,
+}
+
 /// The most parts of a multipart upload (S3's).
 pub const PARTS_MAX: u32 = 10_000;
 
@@ -134,6 +197,71 @@ pub enum Layout {
     Striped { stripe: u64, segments: Vec<Segment> },
 }
 
+/// Who an ACL grant is for.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Grantee {
+    /// One user, by id.
+    User(String),
+    /// Anyone, signed or not (S3's `AllUsers` group).
+    AllUsers,
+    /// Any request signed by a user (`AuthenticatedUsers`).
+    AuthenticatedUsers,
+    /// S3's `LogDelivery` group (no one here writes logs as it).
+    LogDelivery,
+}
+
+/// What an ACL grant allows (S3's permissions; `FullControl` is all).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Permission {
+    Read,
+    Write,
+    ReadAcp,
+    WriteAcp,
+    FullControl,
+}
+
+/// One grant of an access control list.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Grant {
+    pub grantee: Grantee,
+    pub permission: Permission,
+}
+
+/// An object lock's retention mode (S3's): `Governance` may be lifted by
+/// a user who asks to bypass it, `Compliance` by no one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LockMode {
+    Governance,
+    Compliance,
+}
+
+/// Until when a version may not be deleted (S3's object lock retention).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Retention {
+    pub mode: LockMode,
+    /// Milliseconds since the Unix epoch.
+    pub until_ms: u64,
+}
+
+/// Why version `e` may not be deleted at `now_ms` (`bypass`: the
+/// request asks to bypass governance retention), if it may not.
+pub fn lock_refusal(e: &IndexEntry, now_ms: u64, bypass: bool) -> Option<&'static str> {
+    if e.legal_hold {
+        return Some("the version is under a legal hold");
+    }
+    match &e.retention {
+        Some(r) if r.until_ms > now_ms => match (r.mode, bypass) {
+            (LockMode::Governance, true) => None,
+            (LockMode::Governance, false) => Some("the version is retained (governance mode)"),
+            (LockMode::Compliance, _) => Some("the version is retained (compliance mode)"),
+        },
+        _ => None,
+    }
+}
+
 /// One object's index entry: what HEAD answers and where its data is.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IndexEntry {
@@ -157,12 +285,39 @@ pub struct IndexEntry {
     /// Checksums given and checked at upload (`crc32` -> base64).
     #[serde(default)]
     pub checksums: BTreeMap<String, String>,
-    /// The canned ACL (`private`, `public-read`).
+    /// The canned ACL (`private`, `public-read`, ...), when `grants` is
+    /// not given.
     #[serde(default)]
     pub acl: Option<String>,
+    /// The access control list, when given grant by grant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grants: Option<Vec<Grant>>,
     /// Parts of a multipart object (0: a single PUT).
     #[serde(default)]
     pub parts: u32,
+    /// The object's tags.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tags: BTreeMap<String, String>,
+    /// The version's id (`None`: S3's `null` version).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version_id: Option<String>,
+    /// The version's place among the key's versions (higher: newer; 0
+    /// for an entry made before its bucket kept versions).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub vseq: u64,
+    /// A delete marker (no data), kept only among older versions.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub delete_marker: bool,
+    /// The version's object lock retention.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention: Option<Retention>,
+    /// Whether the version is under an object lock legal hold.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub legal_hold: bool,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl IndexEntry {
@@ -189,6 +344,14 @@ pub struct Upload {
     pub headers: BTreeMap<String, String>,
     #[serde(default)]
     pub acl: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grants: Option<Vec<Grant>>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tags: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention: Option<Retention>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub legal_hold: bool,
 }
 
 /// One uploaded part.
@@ -278,6 +441,58 @@ pub struct Remove {
     pub now_ms: u64,
 }
 
+/// Input of `s3.vcommit`: [`Commit`] in a bucket that keeps versions.
+/// The entry becomes the current version (numbered by the class); the
+/// one it replaces becomes an older version, unless both are the `null`
+/// version (then its tails go to the garbage list). With `tag` the new
+/// version gets an id ([`version_id`]); without, it is the `null`
+/// version, and an older `null` version is dropped too (S3's suspended
+/// versioning). Output: postcard `Option<String>`, the version's id.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VersionedCommit {
+    pub commit: Commit,
+    pub tag: Option<String>,
+}
+
+/// Input of `s3.vcomplete`: [`Complete`] in a bucket that keeps versions,
+/// the version numbered as `s3.vcommit` does. Output: as `s3.vcommit`'s.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VersionedComplete {
+    pub complete: Complete,
+    pub tag: Option<String>,
+}
+
+/// Input of `s3.vremove`: a DELETE in a bucket that keeps (or kept)
+/// versions. With `version_id` (`"null"` for the null version), that
+/// version goes for good (its tails to the garbage list); the newest
+/// older version becomes current if no version is newer. Without, a
+/// delete marker (`marker`, JSON [`IndexEntry`]) becomes the newest
+/// version, with an id made from `tag` (without a tag: the `null`
+/// version, replacing the older `null` one). Output: postcard
+/// [`Removed`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VersionedRemove {
+    pub key: String,
+    pub version_id: Option<String>,
+    pub marker: Vec<u8>,
+    pub tag: Option<String>,
+    pub now_ms: u64,
+    /// Governance retention is bypassed (the caller may and asked to).
+    pub bypass_governance: bool,
+}
+
+/// What `s3.vremove` did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Removed {
+    /// The version removed or the delete marker made (`None`: the
+    /// `null` version, or nothing was there to remove).
+    pub version_id: Option<String>,
+    /// Whether that version is a delete marker.
+    pub delete_marker: bool,
+    /// Whether a version was removed or a marker made.
+    pub done: bool,
+}
+
 /// Input of `s3.begin`: keep pending record `tag` ([`Garbage`], JSON)
 /// before an upload writes its data, unless the shard is sealed (refused
 /// with [`S3_BUCKET_GONE`]).
@@ -314,6 +529,10 @@ pub const S3_NO_SUCH_UPLOAD: u32 = 6;
 /// `s3.complete` refusal: a part named is not the one uploaded (missing,
 /// or uploaded again since the gateway read it).
 pub const S3_INVALID_PART: u32 = 7;
+/// `s3.vremove` refusal: the version id is not one of ours.
+pub const S3_NO_SUCH_VERSION: u32 = 8;
+/// `s3.vremove` refusal: the version is locked ([`lock_refusal`]).
+pub const S3_LOCKED: u32 = 9;
 
 #[cfg(test)]
 mod tests {
@@ -352,7 +571,14 @@ mod tests {
             headers: BTreeMap::new(),
             checksums: BTreeMap::new(),
             acl: None,
+            grants: None,
             parts: 0,
+            tags: Default::default(),
+            version_id: None,
+            vseq: 0,
+            delete_marker: false,
+            retention: None,
+            legal_hold: false,
         };
         let text = serde_json::to_string(&e).unwrap();
         assert_eq!(serde_json::from_str::<IndexEntry>(&text).unwrap(), e);

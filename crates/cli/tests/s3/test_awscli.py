@@ -159,8 +159,14 @@ class AwsCli(unittest.TestCase):
         rc, _, err = aws("s3", "rb", "s3://%s" % self.bucket, check=False)
         self.assertNotEqual(rc, 0)
         self.assertIn("BucketNotEmpty", err)
-        rc, _, err = aws("s3api", "put-bucket-tagging", "--bucket", self.bucket, "--tagging",
-                         json.dumps({"TagSet": [{"Key": "k", "Value": "v"}]}), check=False)
+        # Tags are kept; default encryption is refused, not ignored.
+        aws("s3api", "put-bucket-tagging", "--bucket", self.bucket, "--tagging",
+            json.dumps({"TagSet": [{"Key": "k", "Value": "v"}]}))
+        _, out, _ = aws("s3api", "get-bucket-tagging", "--bucket", self.bucket)
+        self.assertEqual(json.loads(out)["TagSet"], [{"Key": "k", "Value": "v"}])
+        rule = {"Rules": [{"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]}
+        rc, _, err = aws("s3api", "put-bucket-encryption", "--bucket", self.bucket,
+                         "--server-side-encryption-configuration", json.dumps(rule), check=False)
         self.assertNotEqual(rc, 0)
         self.assertIn("NotImplemented", err)
         rc, _, err = aws("s3", "cp", "s3://no-such-bucket-here/x", "-", check=False)

@@ -53,12 +53,23 @@ impl Monitor {
                 self.quorum_recent().await?;
                 let st = self.shared.read();
                 match st.s3.secret(&access_key) {
-                    Some((user, secret)) => json!({"user": user, "secret_key": secret}),
+                    Some((user, secret)) => json!({
+                        "user": user,
+                        "secret_key": secret,
+                        "display_name": st.s3.display_name(user),
+                    }),
                     None => {
                         return Err(MonError::NotFound(format!(
                             "access key '{access_key}' does not exist"
                         )))
                     }
+                }
+            }
+            Admin::S3UserName { uid } => {
+                self.quorum_recent().await?;
+                match self.shared.read().s3.display_name(&uid) {
+                    Some(name) => json!({"user": uid, "display_name": name}),
+                    None => return Err(MonError::NotFound(format!("user '{uid}' does not exist"))),
                 }
             }
             Admin::S3UserLs => {

@@ -13,15 +13,15 @@ use loligo_types::s3::{
     garbage_key, omap_key, part_key, part_prefix, upload_key, Abandon, Abort, Begin, Commit,
     Complete, Condition, Garbage, IndexEntry, Layout, Part, PutPart, Remove, Tails, ENTRY, INLINE,
     PARTS_MAX, PENDING, S3_BUCKET_GONE, S3_INVALID_PART, S3_NOT_EMPTY, S3_NO_SUCH_KEY,
-    S3_NO_SUCH_UPLOAD, S3_PENDING_GONE, S3_PRECONDITION, SEALED,
+    S3_NO_SUCH_UPLOAD, S3_PENDING_GONE, S3_PRECONDITION, SEALED, VERSION,
 };
 
-fn bad(what: &str, e: serde_json::Error) -> ClsError {
+pub(super) fn bad(what: &str, e: serde_json::Error) -> ClsError {
     ClsError::Op(OpError::Invalid(format!("s3 {what}: {e}")))
 }
 
 /// The entry of `key` before the op, if any.
-fn entry_of(cx: &mut Ctx<'_>, key: &str) -> Result<Option<IndexEntry>, ClsError> {
+pub(super) fn entry_of(cx: &mut Ctx<'_>, key: &str) -> Result<Option<IndexEntry>, ClsError> {
     let k = omap_key(ENTRY, key.as_bytes());
     match cx.omap_get(std::slice::from_ref(&k))?.remove(&k) {
         Some(v) => serde_json::from_slice(&v)
@@ -32,7 +32,7 @@ fn entry_of(cx: &mut Ctx<'_>, key: &str) -> Result<Option<IndexEntry>, ClsError>
 }
 
 /// Refused unless `cond` holds for `old`.
-fn check(cond: &Condition, old: Option<&IndexEntry>) -> Result<(), ClsError> {
+pub(super) fn check(cond: &Condition, old: Option<&IndexEntry>) -> Result<(), ClsError> {
     if cond.if_none_match && old.is_some() {
         return Err(refused(S3_PRECONDITION, "the object exists".into()));
     }
@@ -48,10 +48,10 @@ fn check(cond: &Condition, old: Option<&IndexEntry>) -> Result<(), ClsError> {
 }
 
 /// An omap entry: key and value.
-type Entry = (Vec<u8>, Vec<u8>);
+pub(super) type Entry = (Vec<u8>, Vec<u8>);
 
 /// The garbage record for the tails `old` names, if it names any.
-fn garbage_of(key: &str, old: &IndexEntry, ms: u64) -> Result<Option<Entry>, ClsError> {
+pub(super) fn garbage_of(key: &str, old: &IndexEntry, ms: u64) -> Result<Option<Entry>, ClsError> {
     garbage_record(key, old.tails(), ms, &old_tag(old))
 }
 
@@ -145,15 +145,17 @@ pub fn abandon(cx: &mut Ctx<'_>, input: &[u8]) -> ClsResult {
 }
 
 /// `s3.seal`: mark the shard sealed (its bucket is being deleted), if it
-/// holds no object; refused with [`S3_NOT_EMPTY`] otherwise. Input: the
+/// holds no object and no older version or delete marker; refused with [`S3_NOT_EMPTY`] otherwise. Input: the
 /// deletion's token, which the seal keeps: a later deletion's seal
 /// replaces an earlier one's, so a deletion that gives up can never
 /// unseal a shard another deletion counts on. Output: empty.
 pub fn seal(cx: &mut Ctx<'_>, input: &[u8]) -> ClsResult {
-    let first = cx.omap_range(&[ENTRY], Some(&[ENTRY + 1]), 1)?;
-    if let Some((k, _)) = first.first() {
-        let key = String::from_utf8_lossy(&k[1..]).into_owned();
-        return Err(refused(S3_NOT_EMPTY, format!("the bucket holds '{key}'")));
+    for held in [ENTRY, VERSION] {
+        let first = cx.omap_range(&[held], Some(&[held + 1]), 1)?;
+        if let Some((k, _)) = first.first() {
+            let key = String::from_utf8_lossy(&k[1..]).into_owned();
+            return Err(refused(S3_NOT_EMPTY, format!("the bucket holds '{key}'")));
+        }
     }
     cx.omap_set(vec![(SEALED.to_vec(), input.to_vec())])?;
     Ok(Vec::new())
@@ -171,7 +173,7 @@ pub fn unseal(cx: &mut Ctx<'_>, input: &[u8]) -> ClsResult {
 }
 
 /// Refused unless the shard is unsealed.
-fn unsealed(cx: &mut Ctx<'_>) -> Result<(), ClsError> {
+pub(super) fn unsealed(cx: &mut Ctx<'_>) -> Result<(), ClsError> {
     match cx.omap_get(&[SEALED.to_vec()])?.contains_key(SEALED) {
         true => Err(refused(S3_BUCKET_GONE, "the bucket was deleted".into())),
         false => Ok(()),
@@ -179,7 +181,7 @@ fn unsealed(cx: &mut Ctx<'_>) -> Result<(), ClsError> {
 }
 
 /// Refused unless upload `id` of `key` exists; its record's key.
-fn upload_exists(cx: &mut Ctx<'_>, key: &str, id: &str) -> Result<Vec<u8>, ClsError> {
+pub(super) fn upload_exists(cx: &mut Ctx<'_>, key: &str, id: &str) -> Result<Vec<u8>, ClsError> {
     let k = upload_key(key, id);
     match cx.omap_get(std::slice::from_ref(&k))?.contains_key(&k) {
         true => Ok(k),
@@ -212,7 +214,7 @@ fn parts_of(cx: &mut Ctx<'_>, id: &str) -> Result<PartRecords, ClsError> {
 }
 
 /// A garbage record for `tails`, if there are any.
-fn garbage_record(
+pub(super) fn garbage_record(
     key: &str,
     tails: Vec<Tails>,
     ms: u64,
@@ -268,6 +270,30 @@ pub fn complete(cx: &mut Ctx<'_>, input: &[u8]) -> ClsResult {
     let c: Complete = decode(input)?;
     let entry: IndexEntry = serde_json::from_slice(&c.entry).map_err(|e| bad("new entry", e))?;
     unsealed(cx)?;
+    let (mut rm, unused) = take_upload(cx, &c, &entry)?;
+    let old = entry_of(cx, &c.key)?;
+    check(&c.condition, old.as_ref())?;
+    let mut set = vec![(omap_key(ENTRY, c.key.as_bytes()), c.entry)];
+    if let Some(o) = &old {
+        set.extend(garbage_of(&c.key, o, c.now_ms)?);
+        if o.tails().is_empty() {
+            rm.push(omap_key(INLINE, c.key.as_bytes()));
+        }
+    }
+    set.extend(unused);
+    cx.omap_set(set)?;
+    cx.omap_rm(rm)?;
+    Ok(Vec::new())
+}
+
+/// Check the segments of a completed upload's `entry` against its parts'
+/// records: the keys to remove (the upload's and its parts' records) and
+/// the garbage record of the parts it leaves out.
+pub(super) fn take_upload(
+    cx: &mut Ctx<'_>,
+    c: &Complete,
+    entry: &IndexEntry,
+) -> Result<(Vec<Vec<u8>>, Option<Entry>), ClsError> {
     let uk = upload_exists(cx, &c.key, &c.upload_id)?;
     let mut parts = parts_of(cx, &c.upload_id)?;
     let Layout::Striped { segments, .. } = &entry.layout else {
@@ -291,22 +317,10 @@ pub fn complete(cx: &mut Ctx<'_>, input: &[u8]) -> ClsResult {
             }
         }
     }
-    let old = entry_of(cx, &c.key)?;
-    check(&c.condition, old.as_ref())?;
-    let mut set = vec![(omap_key(ENTRY, c.key.as_bytes()), c.entry)];
-    if let Some(o) = &old {
-        set.extend(garbage_of(&c.key, o, c.now_ms)?);
-        if o.tails().is_empty() {
-            rm.push(omap_key(INLINE, c.key.as_bytes()));
-        }
-    }
     let unused: Vec<Tails> = parts.values().map(|(_, p)| p.tails.clone()).collect();
     rm.extend(parts.into_values().map(|(k, _)| k));
     let tag = format!("{}-unused", c.upload_id);
-    set.extend(garbage_record(&c.key, unused, c.now_ms, &tag)?);
-    cx.omap_set(set)?;
-    cx.omap_rm(rm)?;
-    Ok(Vec::new())
+    Ok((rm, garbage_record(&c.key, unused, c.now_ms, &tag)?))
 }
 
 /// `s3.abort` ([`Abort`]): drop an upload, its parts' data to the

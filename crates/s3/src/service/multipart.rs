@@ -3,11 +3,10 @@
 //! trait methods in `service.rs` call these.
 
 use super::{
-    body_length, canned_object_acl, checksums_of, content_headers, owner, timestamp,
-    write_condition, Digests, PutHeaders,
+    body_length, checksums_of, content_headers, timestamp, write_condition, Digests, PutHeaders,
 };
 use crate::Gateway;
-use loligo_types::s3::{Part, Tails, Upload, PARTS_MAX};
+use loligo_types::s3::{Part, Permission, Tails, Upload, PARTS_MAX};
 use s3s::dto::*;
 use s3s::{s3_error, S3Request, S3Response, S3Result};
 
@@ -60,18 +59,37 @@ impl Gateway {
         &self,
         req: S3Request<CreateMultipartUploadInput>,
     ) -> S3Result<S3Response<CreateMultipartUploadOutput>> {
-        let uid = self.requester(&req).await?;
+        let who = self.caller(&req).await?;
+        let uid = who.signed()?;
         let i = req.input;
         super::refuse_unsupported_put(
             i.server_side_encryption.is_some(),
             i.sse_customer_algorithm.is_some(),
             i.ssekms_key_id.is_some(),
-            i.tagging.is_some(),
-            i.object_lock_mode.is_some() || i.object_lock_legal_hold_status.is_some(),
         )?;
-        let b = self.bucket_for(&i.bucket, &uid, false).await?;
+        let tags = super::tags_of(i.tagging.as_deref())?;
+        let b = (self.bucket_allowing(&i.bucket, &who, Permission::Write)).await?;
+        let (retention, legal_hold) = super::lock::of_put(
+            &b,
+            i.object_lock_mode.as_ref(),
+            i.object_lock_retain_until_date.as_ref(),
+            i.object_lock_legal_hold_status.as_ref(),
+        )?;
+        let acl = self
+            .given_acl(
+                i.acl.as_ref().map(|a| a.as_str()),
+                crate::acl::OBJECT_CANNED,
+                [
+                    i.grant_read.as_deref(),
+                    None,
+                    i.grant_read_acp.as_deref(),
+                    i.grant_write_acp.as_deref(),
+                    i.grant_full_control.as_deref(),
+                ],
+            )
+            .await?;
         let upload = Upload {
-            owner: uid,
+            owner: super::new_owner(&b, &uid, &acl)?,
             initiated_ms: crate::now_ms(),
             content_type: i.content_type,
             meta: i.metadata.unwrap_or_default().into_iter().collect(),
@@ -81,7 +99,11 @@ impl Gateway {
                 i.content_language,
                 i.cache_control,
             ),
-            acl: canned_object_acl(i.acl.as_ref())?,
+            acl: acl.canned,
+            grants: acl.grants,
+            tags,
+            retention,
+            legal_hold,
         };
         let id = self.create_upload(&b, &i.key, &upload).await?;
         Ok(S3Response::new(CreateMultipartUploadOutput {
@@ -96,7 +118,7 @@ impl Gateway {
         &self,
         req: S3Request<UploadPartInput>,
     ) -> S3Result<S3Response<UploadPartOutput>> {
-        let uid = self.requester(&req).await?;
+        let who = self.caller(&req).await?;
         let trailer = req.trailing_headers.clone();
         let len = body_length(
             &req.headers,
@@ -104,13 +126,16 @@ impl Gateway {
             req.input.body.is_some(),
         )?;
         let i = req.input;
-        let b = self.bucket_for(&i.bucket, &uid, false).await?;
+        let b = (self.bucket_allowing(&i.bucket, &who, Permission::Write)).await?;
         self.upload(&b, &i.key, &i.upload_id).await?;
         let h = PutHeaders {
             content_type: None,
             meta: None,
             headers: Default::default(),
-            acl: None,
+            acl: Default::default(),
+            tags: Default::default(),
+            retention: None,
+            legal_hold: false,
             content_md5: i.content_md5,
             sums: checksums_of!(i),
             algorithm: i.checksum_algorithm,
@@ -161,7 +186,8 @@ impl Gateway {
         &self,
         req: S3Request<UploadPartCopyInput>,
     ) -> S3Result<S3Response<UploadPartCopyOutput>> {
-        let uid = self.requester(&req).await?;
+        let who = self.caller(&req).await?;
+        let uid = who.signed()?;
         let i = req.input;
         let conditions = super::CopyConditions {
             if_match: i.copy_source_if_match.as_ref(),
@@ -174,7 +200,7 @@ impl Gateway {
         if range.end - range.start > crate::PUT_MAX {
             return Err(s3_error!(EntityTooLarge, "a part is at most 5 GiB"));
         }
-        let b = self.bucket_for(&i.bucket, &uid, false).await?;
+        let b = (self.bucket_allowing(&i.bucket, &who, Permission::Write)).await?;
         self.upload(&b, &i.key, &i.upload_id).await?;
         let len = range.end - range.start;
         let mut md5 = s3s::crypto::Md5::default();
@@ -207,9 +233,9 @@ impl Gateway {
         &self,
         req: S3Request<CompleteMultipartUploadInput>,
     ) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
-        let uid = self.requester(&req).await?;
+        let who = self.caller(&req).await?;
         let i = req.input;
-        let b = self.bucket_for(&i.bucket, &uid, false).await?;
+        let b = (self.bucket_allowing(&i.bucket, &who, Permission::Write)).await?;
         let cond = write_condition(i.if_match.as_ref(), i.if_none_match.as_ref())?;
         let named = (i.multipart_upload.and_then(|m| m.parts)).unwrap_or_default();
         let mut parts = Vec::with_capacity(named.len());
@@ -227,6 +253,7 @@ impl Gateway {
         Ok(S3Response::new(CompleteMultipartUploadOutput {
             bucket: Some(i.bucket.clone()),
             key: Some(i.key.clone()),
+            version_id: super::versions::response_id(&b, &e),
             e_tag: Some(ETag::Strong(e.etag)),
             location: Some(format!("/{}/{}", i.bucket, i.key)),
             ..Default::default()
@@ -237,9 +264,9 @@ impl Gateway {
         &self,
         req: S3Request<AbortMultipartUploadInput>,
     ) -> S3Result<S3Response<AbortMultipartUploadOutput>> {
-        let uid = self.requester(&req).await?;
+        let who = self.caller(&req).await?;
         let i = &req.input;
-        let b = self.bucket_for(&i.bucket, &uid, false).await?;
+        let b = (self.bucket_allowing(&i.bucket, &who, Permission::Write)).await?;
         self.abort_upload(&b, &i.key, &i.upload_id).await?;
         Ok(S3Response::new(AbortMultipartUploadOutput::default()))
     }
@@ -248,14 +275,15 @@ impl Gateway {
         &self,
         req: S3Request<ListPartsInput>,
     ) -> S3Result<S3Response<ListPartsOutput>> {
-        let uid = self.requester(&req).await?;
+        let who = self.caller(&req).await?;
         let i = req.input;
-        let b = self.bucket_for(&i.bucket, &uid, false).await?;
+        let b = (self.bucket_allowing(&i.bucket, &who, Permission::Write)).await?;
         let max = i
             .max_parts
             .map_or(PAGE_MAX, |m| m.clamp(0, PAGE_MAX as i32) as usize);
         let after = i.part_number_marker.unwrap_or(0).max(0) as u32;
         let upload = self.upload(&b, &i.key, &i.upload_id).await?;
+        let owner = self.owner_of(&upload.owner).await?;
         let (parts, more) = match max {
             0 => (Vec::new(), false),
             _ => (self.list_parts(&b, &i.key, &i.upload_id, after, max)).await?,
@@ -270,10 +298,10 @@ impl Gateway {
             next_part_number_marker: next,
             is_truncated: Some(more),
             parts: Some(parts.iter().map(|(n, p)| part_dto(*n, p)).collect()),
-            owner: Some(owner(&upload.owner)),
+            owner: Some(owner.clone()),
             initiator: Some(Initiator {
-                display_name: Some(upload.owner.clone()),
-                id: Some(upload.owner),
+                display_name: owner.display_name,
+                id: owner.id,
             }),
             storage_class: Some(StorageClass::from_static(StorageClass::STANDARD)),
             ..Default::default()
@@ -284,7 +312,7 @@ impl Gateway {
         &self,
         req: S3Request<ListMultipartUploadsInput>,
     ) -> S3Result<S3Response<ListMultipartUploadsOutput>> {
-        let uid = self.requester(&req).await?;
+        let who = self.caller(&req).await?;
         let i = req.input;
         if i.delimiter.as_deref().is_some_and(|d| !d.is_empty()) {
             return Err(s3_error!(
@@ -292,7 +320,7 @@ impl Gateway {
                 "listing uploads with a delimiter is not supported yet"
             ));
         }
-        let b = self.bucket_for(&i.bucket, &uid, false).await?;
+        let b = (self.bucket_allowing(&i.bucket, &who, Permission::Write)).await?;
         let max = i
             .max_uploads
             .map_or(PAGE_MAX, |m| m.clamp(0, PAGE_MAX as i32) as usize);
@@ -302,20 +330,22 @@ impl Gateway {
             .map(|k| (k, i.upload_id_marker.as_deref().unwrap_or("\u{10FFFF}")));
         let (ups, more) = self.list_uploads(&b, &prefix, marker, max).await?;
         let last = ups.last().map(|u| (u.key.clone(), u.id.clone()));
-        let uploads = (ups.into_iter())
-            .map(|u| MultipartUpload {
+        let mut uploads = Vec::with_capacity(ups.len());
+        for u in ups {
+            let owner = self.owner_of(&u.upload.owner).await?;
+            uploads.push(MultipartUpload {
                 key: Some(u.key),
                 upload_id: Some(u.id),
                 initiated: Some(timestamp(u.upload.initiated_ms)),
-                owner: Some(owner(&u.upload.owner)),
+                owner: Some(owner.clone()),
                 initiator: Some(Initiator {
-                    display_name: Some(u.upload.owner.clone()),
-                    id: Some(u.upload.owner),
+                    display_name: owner.display_name,
+                    id: owner.id,
                 }),
                 storage_class: Some(StorageClass::from_static(StorageClass::STANDARD)),
                 ..Default::default()
-            })
-            .collect();
+            });
+        }
         Ok(S3Response::new(ListMultipartUploadsOutput {
             bucket: Some(i.bucket),
             prefix: i.prefix,
