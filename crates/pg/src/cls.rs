@@ -1012,6 +1012,7 @@ pub(crate) mod tests {
                         prefix: p.into(),
                         count: 2,
                     },
+                    checksums: Default::default(),
                 }],
             },
         };
@@ -1032,6 +1033,7 @@ pub(crate) mod tests {
             version_id: None,
             vseq: 0,
             delete_marker: false,
+            checksum_type: None,
             retention: None,
             legal_hold: false,
         };
@@ -1266,6 +1268,7 @@ pub(crate) mod tests {
                     .map(|p| Segment {
                         size: 6 << 20,
                         tails: tails(p),
+                        checksums: Default::default(),
                     })
                     .collect(),
             },
@@ -1280,6 +1283,7 @@ pub(crate) mod tests {
             version_id: None,
             vseq: 0,
             delete_marker: false,
+            checksum_type: None,
             retention: None,
             legal_hold: false,
         };

@@ -55,6 +55,9 @@ pub struct BucketRecord {
     /// versions for good).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub object_lock: Option<ObjectLock>,
+    /// The bucket's CORS rules.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cors: Vec<crate::cors::Rule>,
 }
 
 /// A bucket's object lock: the retention new versions get by default.
@@ -280,6 +283,7 @@ impl Gateway {
             ownership,
             policy: None,
             object_lock: lock.then(ObjectLock::default),
+            cors: Vec::new(),
         };
         let value = serde_json::to_vec(&rec).map_err(|e| s3_error!(InternalError, "{e}"))?;
         let k = record_key(name);

@@ -18,6 +18,8 @@ pub mod access;
 pub mod acl;
 pub mod auth;
 pub mod bucket;
+pub mod checksum;
+pub mod cors;
 pub mod gc;
 pub mod list;
 pub mod multipart;

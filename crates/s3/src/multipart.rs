@@ -24,6 +24,7 @@ use loligo_types::s3::{
 };
 use s3s::crypto::Checksum as _;
 use s3s::{s3_error, S3Error, S3Result};
+use std::collections::BTreeMap;
 
 /// The smallest part but the last (S3's 5 MiB).
 pub const PART_MIN: u64 = 5 << 20;
@@ -65,6 +66,63 @@ pub struct UploadInfo {
 
 /// The ETag of a multipart object: the MD5 of its parts' MD5s, and the
 /// part count.
+/// A part a completion names: its number, ETag, and checksums (by key,
+/// `sha256`) as the request gives them.
+#[derive(Clone, Debug, Default)]
+pub struct NamedPart {
+    pub number: u32,
+    pub etag: String,
+    pub checksums: BTreeMap<String, String>,
+}
+
+/// The checksum of an upload made an object from the parts `named` (as
+/// uploaded) and `asked` (as the completion names them), and how it was
+/// made: none unless the upload was made with an algorithm; then every
+/// part named carries its checksum as uploaded, and the checksum the
+/// request gives (if it gives one) is the one computed.
+fn object_checksum(
+    upload: &Upload,
+    named: &[(u32, &Part)],
+    asked: &[NamedPart],
+    whole: &BTreeMap<String, String>,
+) -> S3Result<(BTreeMap<String, String>, Option<String>)> {
+    use crate::checksum::{composite, full_object, Algorithm};
+    let Some(name) = &upload.checksum_algorithm else {
+        return Ok((BTreeMap::new(), None));
+    };
+    let alg = (Algorithm::parse(name))
+        .ok_or_else(|| s3_error!(InternalError, "the upload's algorithm {name} is unknown"))?;
+    let k = alg.key();
+    let mut sums = Vec::with_capacity(named.len());
+    for ((n, p), a) in named.iter().zip(asked) {
+        match (p.checksums.get(k), a.checksums.get(k)) {
+            (Some(have), Some(given)) if have == given => sums.push((have.as_str(), p.size)),
+            _ => {
+                return Err(s3_error!(
+                    BadDigest,
+                    "part {n}'s {name} checksum is not the one it was uploaded with"
+                ))
+            }
+        }
+    }
+    let ty = upload.checksum_type.as_deref().unwrap_or("COMPOSITE");
+    let value = match ty {
+        "FULL_OBJECT" => full_object(alg, &sums),
+        _ => composite(alg, &sums.iter().map(|(s, _)| *s).collect::<Vec<_>>()),
+    }
+    .map_err(|m| s3_error!(InvalidRequest, "{m}"))?;
+    if whole.get(k).is_some_and(|g| *g != value) {
+        return Err(s3_error!(
+            BadDigest,
+            "the object's {name} checksum is not {value}"
+        ));
+    }
+    Ok((
+        BTreeMap::from([(k.to_string(), value)]),
+        Some(ty.to_string()),
+    ))
+}
+
 pub fn multipart_etag(part_etags: &[&str]) -> Result<String, String> {
     let mut md5 = s3s::crypto::Md5::default();
     for e in part_etags {
@@ -225,15 +283,16 @@ impl Gateway {
         Ok((out, more))
     }
 
-    /// Make upload `id` object `key` from `parts` (number, ETag), which
-    /// must be in ascending order, each uploaded, each but the last at
-    /// least 5 MiB.
+    /// Make upload `id` object `key` from `parts`, which must be in
+    /// ascending order, each uploaded, each but the last at least 5 MiB;
+    /// `whole`: the object's checksums as the request gives them.
     pub async fn complete_upload(
         &self,
         b: &BucketRecord,
         key: &str,
         id: &str,
-        parts: &[(u32, String)],
+        parts: &[NamedPart],
+        whole: &BTreeMap<String, String>,
         condition: Condition,
     ) -> S3Result<IndexEntry> {
         let upload = self.upload(b, key, id).await?;
@@ -243,7 +302,7 @@ impl Gateway {
                 "a completion names at least one part"
             ));
         }
-        if parts.windows(2).any(|w| w[0].0 >= w[1].0) {
+        if parts.windows(2).any(|w| w[0].number >= w[1].number) {
             return Err(s3_error!(
                 InvalidPartOrder,
                 "parts are listed in ascending order"
@@ -254,10 +313,11 @@ impl Gateway {
         // Every part named must be the one uploaded, before any size is
         // judged.
         let named = (parts.iter())
-            .map(|(n, etag)| {
-                (have.get(n))
+            .map(|np| {
+                let (n, etag) = (np.number, &np.etag);
+                (have.get(&n))
                     .filter(|p| p.etag == etag.trim_matches('"'))
-                    .map(|p| (*n, p))
+                    .map(|p| (n, p))
                     .ok_or_else(|| {
                         s3_error!(InvalidPart, "part {n} was not uploaded with ETag {etag}")
                     })
@@ -265,7 +325,7 @@ impl Gateway {
             .collect::<S3Result<Vec<_>>>()?;
         let mut segments = Vec::with_capacity(parts.len());
         let mut etags = Vec::with_capacity(parts.len());
-        for (i, (n, p)) in named.into_iter().enumerate() {
+        for (i, &(n, p)) in named.iter().enumerate() {
             if i + 1 < parts.len() && p.size < PART_MIN {
                 return Err(s3_error!(
                     EntityTooSmall,
@@ -276,9 +336,11 @@ impl Gateway {
             segments.push(Segment {
                 size: p.size,
                 tails: p.tails.clone(),
+                checksums: p.checksums.clone(),
             });
             etags.push(p.etag.as_str());
         }
+        let (checksums, checksum_type) = object_checksum(&upload, &named, parts, whole)?;
         let mut entry = IndexEntry {
             size: segments.iter().map(|s| s.size).sum(),
             etag: multipart_etag(&etags).map_err(|m| s3_error!(InternalError, "{m}"))?,
@@ -291,7 +353,7 @@ impl Gateway {
             content_type: upload.content_type,
             meta: upload.meta,
             headers: upload.headers,
-            checksums: Default::default(),
+            checksums,
             acl: upload.acl,
             grants: upload.grants,
             parts: parts.len() as u32,
@@ -299,6 +361,7 @@ impl Gateway {
             version_id: None,
             vseq: 0,
             delete_marker: false,
+            checksum_type,
             retention: upload.retention,
             legal_hold: upload.legal_hold,
         };
@@ -306,7 +369,7 @@ impl Gateway {
             key: key.to_string(),
             upload_id: id.to_string(),
             entry: serde_json::to_vec(&entry).map_err(|e| s3_error!(InternalError, "{e}"))?,
-            parts: parts.iter().map(|(n, _)| *n).collect(),
+            parts: parts.iter().map(|p| p.number).collect(),
             condition,
             now_ms: now_ms(),
         };

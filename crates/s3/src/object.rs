@@ -107,6 +107,7 @@ fn marker(owner: &str) -> IndexEntry {
         version_id: None,
         vseq: 0,
         delete_marker: true,
+        checksum_type: None,
         retention: None,
         legal_hold: false,
     }
@@ -278,7 +279,11 @@ impl Gateway {
         }
         Ok(Written::Striped {
             tag,
-            segment: Segment { size: len, tails },
+            segment: Segment {
+                size: len,
+                tails,
+                checksums: Default::default(),
+            },
         })
     }
 
@@ -609,6 +614,7 @@ mod tests {
                     prefix: format!("p{i}"),
                     count: size.div_ceil(stripe) as u32,
                 },
+                checksums: Default::default(),
             })
             .collect();
         IndexEntry {
@@ -628,6 +634,7 @@ mod tests {
             version_id: None,
             vseq: 0,
             delete_marker: false,
+            checksum_type: None,
             retention: None,
             legal_hold: false,
         }

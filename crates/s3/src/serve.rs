@@ -47,11 +47,13 @@ impl s3s::host::S3Host for Domain {
     }
 }
 
-/// The S3 service of `gw` (`domain`: the base of virtual-hosted names).
-pub fn service(gw: Gateway, domain: Option<&str>) -> std::io::Result<s3s::service::S3Service> {
+/// The S3 service of `gw` (`domain`: the base of virtual-hosted names),
+/// with its buckets' CORS rules answered and applied.
+pub fn service(gw: Gateway, domain: Option<&str>) -> std::io::Result<WithCors> {
     let mut b = s3s::service::S3ServiceBuilder::new(gw.clone());
     b.set_auth(crate::auth::Auth(gw.clone()));
-    b.set_access(crate::access::Access(gw));
+    b.set_access(crate::access::Access(gw.clone()));
+    let mut host = None;
     if let Some(d) = domain {
         let ok = !d.is_empty()
             && d.split('.').all(|l| {
@@ -61,8 +63,170 @@ pub fn service(gw: Gateway, domain: Option<&str>) -> std::io::Result<s3s::servic
             return Err(std::io::Error::other(format!("'{d}' is not a domain name")));
         }
         b.set_host(Domain(d.to_ascii_lowercase()));
+        host = Some(Arc::new(Domain(d.to_ascii_lowercase())));
     }
-    Ok(b.build())
+    Ok(WithCors {
+        inner: b.build(),
+        gw,
+        domain: host,
+    })
+}
+
+/// The S3 service with CORS: a preflight `OPTIONS` is answered by the
+/// bucket's rules (`s3s` serves no `OPTIONS`), and a response to a
+/// request with an `Origin` the rules let in carries the CORS headers.
+#[derive(Clone)]
+pub struct WithCors {
+    inner: s3s::service::S3Service,
+    gw: Gateway,
+    domain: Option<Arc<Domain>>,
+}
+
+/// A bare response with `status` and S3's error `code`.
+fn refusal(status: http::StatusCode, code: &str, message: &str) -> s3s::HttpResponse {
+    let body = format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>{code}</Code><Message>{message}</Message></Error>"
+    );
+    let mut r = http::Response::new(s3s::Body::from(body));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/xml"),
+    );
+    r
+}
+
+impl WithCors {
+    /// The bucket a request names (by host or path), if any.
+    fn bucket_of(&self, req: &http::Request<hyper::body::Incoming>) -> Option<String> {
+        let host = req
+            .headers()
+            .get(http::header::HOST)
+            .and_then(|h| h.to_str().ok());
+        if let (Some(d), Some(h)) = (&self.domain, host) {
+            if let Some(b) = d.bucket_of(h) {
+                return Some(b.to_string());
+            }
+        }
+        let first = req.uri().path().trim_start_matches('/').split('/').next()?;
+        (!first.is_empty()).then(|| first.to_string())
+    }
+
+    /// The answer to a preflight request.
+    async fn preflight(&self, bucket: Option<String>, h: &http::HeaderMap) -> s3s::HttpResponse {
+        let text = |n: http::header::HeaderName| h.get(n).and_then(|v| v.to_str().ok());
+        let origin = text(http::header::ORIGIN);
+        let method = text(http::header::ACCESS_CONTROL_REQUEST_METHOD);
+        let (Some(origin), Some(method), Some(bucket)) = (origin, method, bucket) else {
+            return refusal(
+                http::StatusCode::BAD_REQUEST,
+                "BadRequest",
+                "a CORS preflight names a bucket, an Origin and Access-Control-Request-Method",
+            );
+        };
+        let asked: Vec<&str> = (text(http::header::ACCESS_CONTROL_REQUEST_HEADERS))
+            .map(|v| {
+                v.split(',')
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let rules = match self.gw.bucket(&bucket).await {
+            Ok(b) => b.cors,
+            Err(_) => Vec::new(),
+        };
+        let Some(a) = crate::cors::find(&rules, origin, method, &asked) else {
+            return refusal(
+                http::StatusCode::FORBIDDEN,
+                "AccessForbidden",
+                "CORSResponse: this CORS request is not allowed",
+            );
+        };
+        let mut r = http::Response::new(s3s::Body::empty());
+        let hs = r.headers_mut();
+        allow(hs, &a);
+        if !asked.is_empty() {
+            put(
+                hs,
+                http::header::ACCESS_CONTROL_ALLOW_HEADERS,
+                &asked.join(", "),
+            );
+        }
+        if let Some(age) = a.rule.max_age_secs {
+            put(hs, http::header::ACCESS_CONTROL_MAX_AGE, &age.to_string());
+        }
+        r
+    }
+
+    /// The CORS headers of a response to `method` from `origin`.
+    async fn decorate(
+        &self,
+        bucket: &str,
+        origin: &str,
+        method: &http::Method,
+        r: &mut s3s::HttpResponse,
+    ) {
+        let Ok(b) = self.gw.bucket(bucket).await else {
+            return;
+        };
+        if let Some(a) = crate::cors::find(&b.cors, origin, method.as_str(), &[]) {
+            allow(r.headers_mut(), &a);
+        }
+    }
+}
+
+fn put(h: &mut http::HeaderMap, name: http::header::HeaderName, v: &str) {
+    if let Ok(v) = http::HeaderValue::from_str(v) {
+        h.insert(name, v);
+    }
+}
+
+/// The headers a fitting rule answers with.
+fn allow(h: &mut http::HeaderMap, a: &crate::cors::Allowed<'_>) {
+    put(h, http::header::ACCESS_CONTROL_ALLOW_ORIGIN, &a.origin);
+    put(
+        h,
+        http::header::ACCESS_CONTROL_ALLOW_METHODS,
+        &a.rule.methods.join(", "),
+    );
+    if !a.rule.expose.is_empty() {
+        put(
+            h,
+            http::header::ACCESS_CONTROL_EXPOSE_HEADERS,
+            &a.rule.expose.join(", "),
+        );
+    }
+    put(
+        h,
+        http::header::VARY,
+        "Origin, Access-Control-Request-Headers, Access-Control-Request-Method",
+    );
+}
+
+impl hyper::service::Service<http::Request<hyper::body::Incoming>> for WithCors {
+    type Response = s3s::HttpResponse;
+    type Error = s3s::HttpError;
+    type Future = futures::future::BoxFuture<'static, Result<Self::Response, Self::Error>>;
+
+    fn call(&self, req: http::Request<hyper::body::Incoming>) -> Self::Future {
+        let this = self.clone();
+        Box::pin(async move {
+            let bucket = this.bucket_of(&req);
+            if req.method() == http::Method::OPTIONS {
+                return Ok(this.preflight(bucket, req.headers()).await);
+            }
+            let origin = (req.headers().get(http::header::ORIGIN))
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string);
+            let method = req.method().clone();
+            let mut resp = hyper::service::Service::call(&this.inner, req).await?;
+            if let (Some(o), Some(b)) = (origin, bucket) {
+                this.decorate(&b, &o, &method, &mut resp).await;
+            }
+            Ok(resp)
+        })
+    }
 }
 
 /// The TLS configuration of a gateway from a certificate chain and its

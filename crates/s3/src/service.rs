@@ -23,8 +23,19 @@ const CONTENT_ENCODING: &str = "content-encoding";
 const CONTENT_DISPOSITION: &str = "content-disposition";
 const CONTENT_LANGUAGE: &str = "content-language";
 const CACHE_CONTROL: &str = "cache-control";
+/// Kept as seconds since the Unix epoch.
+const EXPIRES: &str = "expires";
+/// What S3 answers as the type of an object stored without one.
+const DEFAULT_CONTENT_TYPE: &str = "binary/octet-stream";
+
+/// The `Expires` of `e`, if it was given one.
+fn expires_of(e: &IndexEntry) -> Option<Timestamp> {
+    let secs: u64 = e.headers.get(EXPIRES)?.parse().ok()?;
+    Some(timestamp(secs.saturating_mul(1000)))
+}
 
 mod acl;
+mod attributes;
 mod config;
 mod lock;
 mod multipart;
@@ -59,19 +70,24 @@ fn content_headers(
     disposition: Option<String>,
     language: Option<String>,
     cache_control: Option<String>,
+    expires: Option<&Timestamp>,
 ) -> BTreeMap<String, String> {
     let encoding = encoding.map(|e| {
-        (e.split(','))
-            .map(str::trim)
-            .filter(|t| !t.eq_ignore_ascii_case("aws-chunked"))
-            .collect::<Vec<_>>()
-            .join(",")
+        let tokens: Vec<&str> = e.split(',').map(str::trim).collect();
+        match tokens.iter().any(|t| t.eq_ignore_ascii_case("aws-chunked")) {
+            false => e,
+            true => (tokens.into_iter())
+                .filter(|t| !t.eq_ignore_ascii_case("aws-chunked"))
+                .collect::<Vec<_>>()
+                .join(", "),
+        }
     });
     [
         (CONTENT_ENCODING, encoding),
         (CONTENT_DISPOSITION, disposition),
         (CONTENT_LANGUAGE, language),
         (CACHE_CONTROL, cache_control),
+        (EXPIRES, expires.map(|t| secs_of(t).to_string())),
     ]
     .into_iter()
     .filter_map(|(n, v)| Some((n.to_string(), v.filter(|v| !v.is_empty())?)))
@@ -380,7 +396,12 @@ impl Digests {
 
 /// The checksums of `e` as S3's DTO.
 fn sums_of(e: &IndexEntry) -> Checksum {
-    let get = |k: &str| e.checksums.get(k).cloned();
+    sums_in(&e.checksums)
+}
+
+/// Checksums kept by key (`sha256`) as S3's DTO.
+fn sums_in(c: &BTreeMap<String, String>) -> Checksum {
+    let get = |k: &str| c.get(k).cloned();
     Checksum {
         checksum_crc32: get("crc32"),
         checksum_crc32c: get("crc32c"),
@@ -388,6 +409,32 @@ fn sums_of(e: &IndexEntry) -> Checksum {
         checksum_sha256: get("sha256"),
         checksum_crc64nvme: get("crc64nvme"),
         ..Default::default()
+    }
+}
+
+/// The checksums a GET or HEAD shows (only when asked, by
+/// `x-amz-checksum-mode: ENABLED`): part `part`'s, or the object's when
+/// all of it is read.
+fn shown_sums(
+    e: &IndexEntry,
+    part: Option<i32>,
+    whole: bool,
+    mode: Option<&ChecksumMode>,
+) -> (Checksum, Option<ChecksumType>) {
+    if mode.is_none_or(|m| m.as_str() != ChecksumMode::ENABLED) {
+        return (Checksum::default(), None);
+    }
+    let ty = e.checksum_type.clone().map(ChecksumType::from);
+    let segment = match (&e.layout, part) {
+        (loligo_types::s3::Layout::Striped { segments, .. }, Some(n)) if e.parts > 0 => {
+            usize::try_from(n - 1).ok().and_then(|i| segments.get(i))
+        }
+        _ => None,
+    };
+    match segment {
+        Some(s) => (sums_in(&s.checksums), ty),
+        None if whole => (sums_of(e), ty),
+        None => (Checksum::default(), None),
     }
 }
 
@@ -698,6 +745,7 @@ impl Gateway {
             version_id: None,
             vseq: 0,
             delete_marker: false,
+            checksum_type: None,
             retention: h.retention,
             legal_hold: h.legal_hold,
         };
@@ -999,6 +1047,7 @@ impl S3 for Gateway {
             i.content_disposition,
             i.content_language,
             i.cache_control,
+            i.expires.as_ref(),
         );
         let h = PutHeaders {
             content_type: i.content_type,
@@ -1050,13 +1099,10 @@ impl S3 for Gateway {
         let whole = range.start == 0 && range.end == e.size;
         let len = range.end - range.start;
         let body = self.read_range(&e, inline, range);
-        let s = if whole {
-            sums_of(&e)
-        } else {
-            Checksum::default()
-        };
+        let (s, checksum_type) = shown_sums(&e, i.part_number, whole, i.checksum_mode.as_ref());
         let lock = lock::shown(&e);
         Ok(S3Response::new(GetObjectOutput {
+            checksum_type,
             body: Some(StreamingBlob::wrap(body)),
             content_length: Some(len as i64),
             content_range,
@@ -1071,7 +1117,10 @@ impl S3 for Gateway {
             parts_count: (i.part_number.is_some() && e.parts > 0).then_some(e.parts as i32),
             metadata: user_meta(&e),
             // A presigned link may ask for other response headers.
-            content_type: (i.response_content_type.clone()).or_else(|| e.content_type.clone()),
+            content_type: (i.response_content_type.clone())
+                .or_else(|| e.content_type.clone())
+                .or_else(|| Some(DEFAULT_CONTENT_TYPE.into())),
+            expires: (i.response_expires.clone()).or_else(|| expires_of(&e)),
             content_encoding: (i.response_content_encoding.clone())
                 .or_else(|| header(&e, CONTENT_ENCODING)),
             content_disposition: (i.response_content_disposition.clone())
@@ -1105,10 +1154,11 @@ impl S3 for Gateway {
             i.if_modified_since.as_ref(),
             i.if_unmodified_since.as_ref(),
         )?;
-        let s = sums_of(&e);
+        let (s, checksum_type) = shown_sums(&e, i.part_number, true, i.checksum_mode.as_ref());
         let (range, _) = asked_range(&e, None, i.part_number)?;
         let lock = lock::shown(&e);
-        Ok(S3Response::new(HeadObjectOutput {
+        let mut resp = S3Response::new(HeadObjectOutput {
+            checksum_type,
             object_lock_mode: lock.0,
             object_lock_retain_until_date: lock.1,
             object_lock_legal_hold_status: lock.2,
@@ -1119,7 +1169,8 @@ impl S3 for Gateway {
             e_tag: Some(etag(&e)),
             version_id: versions::response_id(&b, &e),
             metadata: user_meta(&e),
-            content_type: e.content_type.clone(),
+            content_type: (e.content_type.clone()).or_else(|| Some(DEFAULT_CONTENT_TYPE.into())),
+            expires: expires_of(&e),
             content_encoding: header(&e, CONTENT_ENCODING),
             content_disposition: header(&e, CONTENT_DISPOSITION),
             content_language: header(&e, CONTENT_LANGUAGE),
@@ -1130,7 +1181,13 @@ impl S3 for Gateway {
             checksum_sha256: s.checksum_sha256,
             checksum_crc64nvme: s.checksum_crc64nvme,
             ..Default::default()
-        }))
+        });
+        // S3 answers a HEAD with the tag count too (s3s has no field).
+        if !e.tags.is_empty() {
+            resp.headers
+                .insert("x-amz-tagging-count", http::HeaderValue::from(e.tags.len()));
+        }
+        Ok(resp)
     }
 
     async fn delete_object(
@@ -1248,6 +1305,7 @@ impl S3 for Gateway {
                 i.content_disposition,
                 i.content_language,
                 i.cache_control,
+                i.expires.as_ref(),
             );
             (i.content_type, i.metadata, headers)
         } else {
@@ -1611,6 +1669,34 @@ impl S3 for Gateway {
         req: S3Request<GetObjectLegalHoldInput>,
     ) -> S3Result<S3Response<GetObjectLegalHoldOutput>> {
         self.s3_get_object_legal_hold(req).await
+    }
+
+    async fn get_bucket_cors(
+        &self,
+        req: S3Request<GetBucketCorsInput>,
+    ) -> S3Result<S3Response<GetBucketCorsOutput>> {
+        self.s3_get_bucket_cors(req).await
+    }
+
+    async fn put_bucket_cors(
+        &self,
+        req: S3Request<PutBucketCorsInput>,
+    ) -> S3Result<S3Response<PutBucketCorsOutput>> {
+        self.s3_put_bucket_cors(req).await
+    }
+
+    async fn delete_bucket_cors(
+        &self,
+        req: S3Request<DeleteBucketCorsInput>,
+    ) -> S3Result<S3Response<DeleteBucketCorsOutput>> {
+        self.s3_delete_bucket_cors(req).await
+    }
+
+    async fn get_object_attributes(
+        &self,
+        req: S3Request<GetObjectAttributesInput>,
+    ) -> S3Result<S3Response<GetObjectAttributesOutput>> {
+        self.s3_get_object_attributes(req).await
     }
 
     async fn list_multipart_uploads(

@@ -185,6 +185,9 @@ pub struct Garbage {
 pub struct Segment {
     pub size: u64,
     pub tails: Tails,
+    /// The checksums its part was uploaded with (a multipart object's).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub checksums: BTreeMap<String, String>,
 }
 
 /// Where an object's data is.
@@ -308,6 +311,10 @@ pub struct IndexEntry {
     /// A delete marker (no data), kept only among older versions.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub delete_marker: bool,
+    /// How a multipart object's checksum was made from its parts'
+    /// (`COMPOSITE`, `FULL_OBJECT`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checksum_type: Option<String>,
     /// The version's object lock retention.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retention: Option<Retention>,
@@ -352,6 +359,12 @@ pub struct Upload {
     pub retention: Option<Retention>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub legal_hold: bool,
+    /// The checksum algorithm every part carries (S3's name, `SHA256`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checksum_algorithm: Option<String>,
+    /// How the object's checksum is made from the parts'.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checksum_type: Option<String>,
 }
 
 /// One uploaded part.
@@ -564,6 +577,7 @@ mod tests {
                         prefix: "b.t".into(),
                         count: 2,
                     },
+                    checksums: Default::default(),
                 }],
             },
             content_type: None,
@@ -577,6 +591,7 @@ mod tests {
             version_id: None,
             vseq: 0,
             delete_marker: false,
+            checksum_type: None,
             retention: None,
             legal_hold: false,
         };

@@ -187,6 +187,85 @@ class Gateway(unittest.TestCase):
         self.assertEqual(code(e.exception), "InvalidPart")
         self.assertEqual(self.s3.get_object(Bucket=b, Key="tagged", PartNumber=1)["Body"].read(), b"x")
 
+    def test_multipart_checksums(self):
+        import base64
+        import zlib
+        b = self.bucket
+        parts = [b"a" * (5 << 20), b"b" * 1000]
+        sha = lambda d: base64.b64encode(hashlib.sha256(d).digest()).decode()
+        crc = lambda d: base64.b64encode(zlib.crc32(d).to_bytes(4, "big")).decode()
+        for alg, ty, f, whole in [
+                ("SHA256", "COMPOSITE", sha,
+                 base64.b64encode(hashlib.sha256(b"".join(
+                     hashlib.sha256(p).digest() for p in parts)).digest()).decode() + "-2"),
+                ("CRC32", "FULL_OBJECT", crc, crc(b"".join(parts)))]:
+            key = "sums-" + alg
+            up = self.s3.create_multipart_upload(Bucket=b, Key=key, ChecksumAlgorithm=alg, ChecksumType=ty)
+            self.assertEqual((up["ChecksumAlgorithm"], up.get("ChecksumType")), (alg, ty))
+            done = []
+            for n, p in enumerate(parts, 1):
+                r = self.s3.upload_part(Bucket=b, Key=key, UploadId=up["UploadId"], PartNumber=n, Body=p,
+                                        ChecksumAlgorithm=alg)
+                self.assertEqual(r["Checksum" + alg], f(p))
+                done.append({"PartNumber": n, "ETag": r["ETag"], "Checksum" + alg: r["Checksum" + alg]})
+            # A wrong whole-object checksum is refused, the upload kept.
+            with self.assertRaises(botocore.exceptions.ClientError) as e:
+                self.s3.complete_multipart_upload(Bucket=b, Key=key, UploadId=up["UploadId"],
+                                                  MultipartUpload={"Parts": done}, **{"Checksum" + alg: f(b"x")})
+            self.assertEqual(code(e.exception), "BadDigest")
+            r = self.s3.complete_multipart_upload(Bucket=b, Key=key, UploadId=up["UploadId"],
+                                                  MultipartUpload={"Parts": done})
+            self.assertEqual((r["Checksum" + alg], r["ChecksumType"]), (whole, ty))
+            h = self.s3.head_object(Bucket=b, Key=key, ChecksumMode="ENABLED")
+            self.assertEqual(h["Checksum" + alg], whole)
+            self.assertNotIn("Checksum" + alg, self.s3.head_object(Bucket=b, Key=key))
+            got = self.s3.get_object(Bucket=b, Key=key, PartNumber=2, ChecksumMode="ENABLED")
+            self.assertEqual(got["Checksum" + alg], f(parts[1]))
+            attrs = self.s3.get_object_attributes(Bucket=b, Key=key, MaxParts=1,
+                                                  ObjectAttributes=["Checksum", "ObjectParts", "ObjectSize"])
+            self.assertEqual(attrs["Checksum"]["Checksum" + alg], whole)
+            self.assertEqual(attrs["ObjectSize"], sum(map(len, parts)))
+            op = attrs["ObjectParts"]
+            self.assertEqual((op["TotalPartsCount"], op["IsTruncated"], op["NextPartNumberMarker"]), (2, True, 1))
+            self.assertEqual(op["Parts"][0]["Size"], 5 << 20)
+
+    def test_cors(self):
+        b = self.bucket
+        self.s3.put_bucket_cors(Bucket=b, CORSConfiguration={"CORSRules": [
+            {"AllowedMethods": ["GET", "PUT"], "AllowedOrigins": ["https://*.example"],
+             "AllowedHeaders": ["content-type"], "ExposeHeaders": ["ETag"], "MaxAgeSeconds": 60}]})
+        self.assertEqual(self.s3.get_bucket_cors(Bucket=b)["CORSRules"][0]["AllowedOrigins"], ["https://*.example"])
+        self.s3.put_object(Bucket=b, Key="cors", Body=b"x")
+        u = urllib.parse.urlparse(ENDPOINT)
+
+        def ask(method, headers):
+            if u.scheme == "https":
+                conn = http.client.HTTPSConnection(u.hostname, u.port, context=TLS)
+            else:
+                conn = http.client.HTTPConnection(u.hostname, u.port)
+            conn.request(method, "/%s/cors" % b, headers=headers)
+            r = conn.getresponse()
+            r.read()
+            return r
+        ok = ask("OPTIONS", {"Origin": "https://app.example", "Access-Control-Request-Method": "PUT",
+                             "Access-Control-Request-Headers": "Content-Type"})
+        self.assertEqual(ok.status, 200)
+        self.assertEqual(ok.headers["Access-Control-Allow-Origin"], "https://app.example")
+        self.assertEqual(ok.headers["Access-Control-Max-Age"], "60")
+        self.assertEqual(ask("OPTIONS", {"Origin": "https://evil.test",
+                                         "Access-Control-Request-Method": "GET"}).status, 403)
+        self.assertEqual(ask("OPTIONS", {"Origin": "https://app.example",
+                                         "Access-Control-Request-Method": "DELETE"}).status, 403)
+        self.assertEqual(ask("OPTIONS", {}).status, 400)
+        # An anonymous GET is still refused (CORS opens no ACL), but its
+        # answer carries the headers that let the page read the refusal.
+        r = ask("GET", {"Origin": "https://app.example"})
+        self.assertEqual((r.status, r.headers["Access-Control-Allow-Origin"]), (403, "https://app.example"))
+        self.s3.delete_bucket_cors(Bucket=b)
+        with self.assertRaises(botocore.exceptions.ClientError) as e:
+            self.s3.get_bucket_cors(Bucket=b)
+        self.assertEqual(code(e.exception), "NoSuchCORSConfiguration")
+
     def test_versions(self):
         b = "versions-%d" % os.getpid()
         self.s3.create_bucket(Bucket=b)
@@ -236,6 +315,51 @@ class Gateway(unittest.TestCase):
         self.s3.delete_objects(Bucket=b, Delete={"Objects": [{"Key": "k", "VersionId": v} for v in ids]})
         self.assertEqual(self.s3.list_object_versions(Bucket=b).get("Versions", []), [])
         self.s3.delete_bucket(Bucket=b)
+
+    def test_object_lock(self):
+        import datetime
+        b = "locked-%d" % os.getpid()
+        self.s3.create_bucket(Bucket=b, ObjectLockEnabledForBucket=True)
+        self.assertEqual(self.s3.get_bucket_versioning(Bucket=b)["Status"], "Enabled")
+        with self.assertRaises(botocore.exceptions.ClientError) as e:
+            self.s3.put_bucket_versioning(Bucket=b, VersioningConfiguration={"Status": "Suspended"})
+        self.assertEqual(code(e.exception), "InvalidBucketState")
+        self.s3.put_object_lock_configuration(Bucket=b, ObjectLockConfiguration={
+            "ObjectLockEnabled": "Enabled", "Rule": {"DefaultRetention": {"Mode": "GOVERNANCE", "Days": 1}}})
+        v = self.s3.put_object(Bucket=b, Key="k", Body=b"kept")["VersionId"]
+        head = self.s3.head_object(Bucket=b, Key="k")
+        self.assertEqual(head["ObjectLockMode"], "GOVERNANCE", "the default retention")
+        # A retained version stays; a bypass lifts governance retention.
+        with self.assertRaises(botocore.exceptions.ClientError) as e:
+            self.s3.delete_object(Bucket=b, Key="k", VersionId=v)
+        self.assertEqual(code(e.exception), "AccessDenied")
+        later = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(days=2)
+        self.s3.put_object_retention(Bucket=b, Key="k", Retention={"Mode": "COMPLIANCE", "RetainUntilDate": later},
+                                     BypassGovernanceRetention=True)
+        with self.assertRaises(botocore.exceptions.ClientError) as e:
+            self.s3.delete_object(Bucket=b, Key="k", VersionId=v, BypassGovernanceRetention=True)
+        self.assertEqual(code(e.exception), "AccessDenied", "compliance yields to no one")
+        with self.assertRaises(botocore.exceptions.ClientError) as e:
+            self.s3.put_object_retention(Bucket=b, Key="k", Retention={
+                "Mode": "COMPLIANCE", "RetainUntilDate": later - datetime.timedelta(days=1)})
+        self.assertEqual(code(e.exception), "AccessDenied", "compliance is never shortened")
+        # A legal hold keeps a version until it is lifted.
+        h = self.s3.put_object(Bucket=b, Key="held", Body=b"x", ObjectLockLegalHoldStatus="ON",
+                               ObjectLockMode="GOVERNANCE",
+                               ObjectLockRetainUntilDate=datetime.datetime(2000, 1, 1))["VersionId"]
+        self.assertEqual(self.s3.get_object_legal_hold(Bucket=b, Key="held")["LegalHold"]["Status"], "ON")
+        with self.assertRaises(botocore.exceptions.ClientError) as e:
+            self.s3.delete_object(Bucket=b, Key="held", VersionId=h, BypassGovernanceRetention=True)
+        self.assertEqual(code(e.exception), "AccessDenied")
+        self.s3.put_object_legal_hold(Bucket=b, Key="held", LegalHold={"Status": "OFF"})
+        self.s3.delete_object(Bucket=b, Key="held", VersionId=h)
+        # A delete without a version only puts a marker over it.
+        self.assertTrue(self.s3.delete_object(Bucket=b, Key="k")["DeleteMarker"])
+        self.assertEqual(self.s3.get_object(Bucket=b, Key="k", VersionId=v)["Body"].read(), b"kept")
+        # Lock settings need a bucket made with the lock.
+        with self.assertRaises(botocore.exceptions.ClientError) as e:
+            self.s3.put_object_legal_hold(Bucket=self.bucket, Key="one-version", LegalHold={"Status": "ON"})
+        self.assertEqual(code(e.exception), "InvalidRequest")
 
     def test_acls(self):
         other = client(os.environ["S3_OTHER_ACCESS_KEY"], os.environ["S3_OTHER_SECRET_KEY"])

@@ -371,6 +371,7 @@ mod tests {
                         prefix: etag.into(),
                         count: 2,
                     },
+                    checksums: Default::default(),
                 }],
             },
         };
@@ -391,6 +392,7 @@ mod tests {
             version_id: None,
             vseq: 0,
             delete_marker: false,
+            checksum_type: None,
             retention: None,
             legal_hold: false,
         }

@@ -70,10 +70,13 @@ impl Gateway {
         Ok(())
     }
 
-    /// `grants` as S3 shows them, users with their display names.
+    /// `grants` as S3 shows them, users with their display names (groups
+    /// first, as RGW lists them).
     async fn grants_dto(&self, grants: &[idx::Grant]) -> S3Result<Vec<Grant>> {
         let mut out = Vec::with_capacity(grants.len());
-        for g in grants {
+        let (groups, users): (Vec<_>, Vec<_>) =
+            (grants.iter()).partition(|g| !matches!(g.grantee, idx::Grantee::User(_)));
+        for g in groups.into_iter().chain(users) {
             let grantee = match &g.grantee {
                 idx::Grantee::User(id) => {
                     let o = self.owner_of(id).await?;

@@ -42,6 +42,72 @@ impl Gateway {
         .map(|_| ())
     }
 
+    pub(super) async fn s3_get_bucket_cors(
+        &self,
+        req: S3Request<GetBucketCorsInput>,
+    ) -> S3Result<S3Response<GetBucketCorsOutput>> {
+        let who = self.caller(&req).await?;
+        let b = self.bucket_owned(&req.input.bucket, &who).await?;
+        if b.cors.is_empty() {
+            return Err(s3_error!(
+                NoSuchCORSConfiguration,
+                "bucket '{}' has no CORS rules",
+                b.name
+            ));
+        }
+        let rules = (b.cors.into_iter())
+            .map(|r| CORSRule {
+                id: r.id,
+                allowed_methods: r.methods,
+                allowed_origins: r.origins,
+                allowed_headers: (!r.headers.is_empty()).then_some(r.headers),
+                expose_headers: (!r.expose.is_empty()).then_some(r.expose),
+                max_age_seconds: r.max_age_secs,
+            })
+            .collect();
+        Ok(S3Response::new(GetBucketCorsOutput {
+            cors_rules: Some(rules),
+        }))
+    }
+
+    pub(super) async fn s3_put_bucket_cors(
+        &self,
+        req: S3Request<PutBucketCorsInput>,
+    ) -> S3Result<S3Response<PutBucketCorsOutput>> {
+        let who = self.caller(&req).await?;
+        let i = &req.input;
+        let rules: Vec<crate::cors::Rule> = (i.cors_configuration.cors_rules.iter())
+            .map(|r| crate::cors::Rule {
+                id: r.id.clone(),
+                methods: r.allowed_methods.clone(),
+                origins: r.allowed_origins.clone(),
+                headers: r.allowed_headers.clone().unwrap_or_default(),
+                expose: r.expose_headers.clone().unwrap_or_default(),
+                max_age_secs: r.max_age_seconds,
+            })
+            .collect();
+        crate::cors::check(&rules).map_err(|m| s3_error!(InvalidRequest, "{m}"))?;
+        self.configure(&i.bucket, &who, |r| {
+            r.cors = rules.clone();
+            Ok(())
+        })
+        .await?;
+        Ok(S3Response::new(PutBucketCorsOutput {}))
+    }
+
+    pub(super) async fn s3_delete_bucket_cors(
+        &self,
+        req: S3Request<DeleteBucketCorsInput>,
+    ) -> S3Result<S3Response<DeleteBucketCorsOutput>> {
+        let who = self.caller(&req).await?;
+        self.configure(&req.input.bucket, &who, |r| {
+            r.cors.clear();
+            Ok(())
+        })
+        .await?;
+        Ok(S3Response::new(DeleteBucketCorsOutput {}))
+    }
+
     pub(super) async fn s3_get_bucket_policy(
         &self,
         req: S3Request<GetBucketPolicyInput>,

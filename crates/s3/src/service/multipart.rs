@@ -5,7 +5,69 @@
 use super::{
     body_length, checksums_of, content_headers, timestamp, write_condition, Digests, PutHeaders,
 };
+use crate::multipart::NamedPart;
 use crate::Gateway;
+use std::collections::BTreeMap;
+
+/// The checksums a request gives, by key (`sha256`).
+fn given_sums(c: Checksum) -> BTreeMap<String, String> {
+    [
+        ("crc32", c.checksum_crc32),
+        ("crc32c", c.checksum_crc32c),
+        ("sha1", c.checksum_sha1),
+        ("sha256", c.checksum_sha256),
+        ("crc64nvme", c.checksum_crc64nvme),
+    ]
+    .into_iter()
+    .filter_map(|(k, v)| Some((k.to_string(), v?)))
+    .collect()
+}
+
+/// The checksum algorithm and type an upload is made with (S3's
+/// default type: full-object for CRC-64/NVME, else composite).
+fn upload_checksum(
+    alg: Option<&ChecksumAlgorithm>,
+    ty: Option<&ChecksumType>,
+) -> S3Result<(Option<String>, Option<String>)> {
+    use crate::checksum::Algorithm;
+    let Some(alg) = alg else {
+        return match ty {
+            Some(_) => Err(s3_error!(
+                InvalidRequest,
+                "a checksum type needs an algorithm"
+            )),
+            None => Ok((None, None)),
+        };
+    };
+    let a = Algorithm::parse(alg.as_str()).ok_or_else(|| {
+        s3_error!(
+            InvalidRequest,
+            "unknown checksum algorithm {}",
+            alg.as_str()
+        )
+    })?;
+    let ty = match ty.map(|t| t.as_str()) {
+        Some(t @ ("COMPOSITE" | "FULL_OBJECT")) => t,
+        Some(other) => return Err(s3_error!(InvalidRequest, "unknown checksum type {other}")),
+        None if a == Algorithm::Crc64Nvme => "FULL_OBJECT",
+        None => "COMPOSITE",
+    };
+    let crc = matches!(
+        a,
+        Algorithm::Crc32 | Algorithm::Crc32c | Algorithm::Crc64Nvme
+    );
+    match (ty, a) {
+        ("FULL_OBJECT", _) if !crc => Err(s3_error!(
+            InvalidRequest,
+            "a full-object checksum is a CRC's"
+        )),
+        ("COMPOSITE", Algorithm::Crc64Nvme) => Err(s3_error!(
+            InvalidRequest,
+            "CRC-64/NVME makes full-object checksums only"
+        )),
+        _ => Ok((Some(alg.as_str().to_string()), Some(ty.to_string()))),
+    }
+}
 use loligo_types::s3::{Part, Permission, Tails, Upload, PARTS_MAX};
 use s3s::dto::*;
 use s3s::{s3_error, S3Request, S3Response, S3Result};
@@ -68,6 +130,8 @@ impl Gateway {
             i.ssekms_key_id.is_some(),
         )?;
         let tags = super::tags_of(i.tagging.as_deref())?;
+        let (checksum_algorithm, checksum_type) =
+            upload_checksum(i.checksum_algorithm.as_ref(), i.checksum_type.as_ref())?;
         let b = (self.bucket_allowing(&i.bucket, &who, Permission::Write)).await?;
         let (retention, legal_hold) = super::lock::of_put(
             &b,
@@ -98,18 +162,23 @@ impl Gateway {
                 i.content_disposition,
                 i.content_language,
                 i.cache_control,
+                i.expires.as_ref(),
             ),
             acl: acl.canned,
             grants: acl.grants,
             tags,
             retention,
             legal_hold,
+            checksum_algorithm,
+            checksum_type,
         };
         let id = self.create_upload(&b, &i.key, &upload).await?;
         Ok(S3Response::new(CreateMultipartUploadOutput {
             bucket: Some(i.bucket),
             key: Some(i.key),
             upload_id: Some(id),
+            checksum_algorithm: upload.checksum_algorithm.map(ChecksumAlgorithm::from),
+            checksum_type: upload.checksum_type.map(ChecksumType::from),
             ..Default::default()
         }))
     }
@@ -127,7 +196,10 @@ impl Gateway {
         )?;
         let i = req.input;
         let b = (self.bucket_allowing(&i.bucket, &who, Permission::Write)).await?;
-        self.upload(&b, &i.key, &i.upload_id).await?;
+        let upload = self.upload(&b, &i.key, &i.upload_id).await?;
+        // A part of an upload made with an algorithm is checksummed by it.
+        let algorithm = (i.checksum_algorithm)
+            .or_else(|| upload.checksum_algorithm.map(ChecksumAlgorithm::from));
         let h = PutHeaders {
             content_type: None,
             meta: None,
@@ -138,7 +210,7 @@ impl Gateway {
             legal_hold: false,
             content_md5: i.content_md5,
             sums: checksums_of!(i),
-            algorithm: i.checksum_algorithm,
+            algorithm,
         };
         if len > crate::PUT_MAX {
             return Err(s3_error!(EntityTooLarge, "a part is at most 5 GiB"));
@@ -244,20 +316,59 @@ impl Gateway {
                 .part_number
                 .filter(|n| (1..=PARTS_MAX as i32).contains(n))
                 .ok_or_else(|| s3_error!(InvalidPart, "a part without a valid number"))?;
-            let etag = p.e_tag.map(|e| e.value().to_string()).unwrap_or_default();
-            parts.push((n as u32, etag));
+            let etag = p
+                .e_tag
+                .as_ref()
+                .map(|e| e.value().to_string())
+                .unwrap_or_default();
+            parts.push(NamedPart {
+                number: n as u32,
+                etag,
+                checksums: given_sums(checksums_of!(p)),
+            });
         }
-        let e = self
-            .complete_upload(&b, &i.key, &i.upload_id, &parts, cond)
-            .await?;
+        let whole = given_sums(checksums_of!(i));
+        let done = self.complete_upload(&b, &i.key, &i.upload_id, &parts, &whole, cond);
+        let e = match done.await {
+            Ok(e) => e,
+            Err(err) if err.code() == &s3s::S3ErrorCode::NoSuchUpload => self
+                .completed_before(&b, &i.key, &parts)
+                .await?
+                .ok_or(err)?,
+            Err(err) => return Err(err),
+        };
+        let s = super::sums_of(&e);
         Ok(S3Response::new(CompleteMultipartUploadOutput {
             bucket: Some(i.bucket.clone()),
             key: Some(i.key.clone()),
             version_id: super::versions::response_id(&b, &e),
+            checksum_crc32: s.checksum_crc32,
+            checksum_crc32c: s.checksum_crc32c,
+            checksum_sha1: s.checksum_sha1,
+            checksum_sha256: s.checksum_sha256,
+            checksum_crc64nvme: s.checksum_crc64nvme,
+            checksum_type: e.checksum_type.clone().map(ChecksumType::from),
             e_tag: Some(ETag::Strong(e.etag)),
             location: Some(format!("/{}/{}", i.bucket, i.key)),
             ..Default::default()
         }))
+    }
+
+    /// The current version of `key`, if it is what completing `parts`
+    /// made (a completion sent again, as a client whose answer was lost
+    /// does, is answered as the first was).
+    async fn completed_before(
+        &self,
+        b: &crate::bucket::BucketRecord,
+        key: &str,
+        parts: &[NamedPart],
+    ) -> S3Result<Option<loligo_types::s3::IndexEntry>> {
+        let etags: Vec<&str> = parts.iter().map(|p| p.etag.as_str()).collect();
+        let Ok(want) = crate::multipart::multipart_etag(&etags) else {
+            return Ok(None);
+        };
+        let current = self.lookup(b, key).await?;
+        Ok(current.map(|(e, _)| e).filter(|e| e.etag == want))
     }
 
     pub(super) async fn s3_abort_multipart_upload(
