@@ -17,6 +17,10 @@ use std::collections::BTreeMap;
 #[derive(Clone, Copy, Debug)]
 pub struct PolicyAllowed;
 
+/// Marks a request that came over TLS (for `aws:SecureTransport`).
+#[derive(Clone, Copy, Debug)]
+pub struct Secure;
+
 /// Operations an anonymous request may ask for without a policy's leave,
 /// which the handler then allows only where an ACL opens them to
 /// everyone.
@@ -110,8 +114,10 @@ pub fn action_of(op: &str, versioned: bool) -> Option<&'static str> {
 pub fn context_of(
     headers: &http::HeaderMap,
     query: &[(String, String)],
+    secure: bool,
 ) -> BTreeMap<String, Vec<String>> {
     let mut c: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    c.insert("aws:securetransport".into(), vec![secure.to_string()]);
     for (k, v) in query {
         let key = match k.as_str() {
             "prefix" => "s3:prefix",
@@ -128,10 +134,13 @@ pub fn context_of(
         if n.starts_with("x-amz-") && n != "x-amz-tagging" && !n.starts_with("x-amz-content") {
             c.entry(format!("s3:{n}")).or_default().push(v.to_string());
         }
-        if n == "referer" {
-            c.entry("aws:referer".into())
-                .or_default()
-                .push(v.to_string());
+        let aws = match n {
+            "referer" => Some("aws:referer"),
+            "user-agent" => Some("aws:useragent"),
+            _ => None,
+        };
+        if let Some(k) = aws {
+            c.entry(k.to_string()).or_default().push(v.to_string());
         }
         if n == "x-amz-tagging" {
             for (tk, tv) in form_urlencoded::parse(v.as_bytes()) {
@@ -143,6 +152,73 @@ pub fn context_of(
     c
 }
 
+/// One request as a bucket policy judges it.
+pub struct Ask<'a> {
+    pub action: &'static str,
+    /// The object asked for (`None`: the bucket), and its version.
+    pub key: Option<&'a str>,
+    pub version: Option<&'a str>,
+    pub user: Option<&'a str>,
+    /// Condition keys from the request's headers and query.
+    pub context: BTreeMap<String, Vec<String>>,
+}
+
+/// Operations only the bucket's owner asks, whatever its policy says
+/// (AWS's rule: a policy cannot hand out, or take from its owner, the
+/// power to change the policy or what guards it).
+pub const OWNER_ONLY: &[&str] = &[
+    "GetBucketPolicy",
+    "PutBucketPolicy",
+    "DeleteBucketPolicy",
+    "GetPublicAccessBlock",
+    "PutPublicAccessBlock",
+    "DeletePublicAccessBlock",
+    "PutBucketOwnershipControls",
+    "DeleteBucketOwnershipControls",
+];
+
+/// What bucket `b`'s policy says of `ask` (the tags of the object and
+/// version asked for read when a condition needs them).
+pub async fn judge(gw: &Gateway, b: &BucketRecord, mut ask: Ask<'_>) -> S3Result<Decision> {
+    let Some(policy) = policy_of(b)? else {
+        return Ok(Decision::Silent);
+    };
+    let resource = match ask.key {
+        Some(k) => format!("arn:aws:s3:::{}/{k}", b.name),
+        None => format!("arn:aws:s3:::{}", b.name),
+    };
+    if let (true, Some(k)) = (policy.reads_object_tags(), ask.key) {
+        if let Some(tags) = gw.tags_of(b, k, ask.version).await? {
+            for (tk, tv) in tags {
+                let name = format!("s3:existingobjecttag/{}", tk.to_ascii_lowercase());
+                ask.context.insert(name, vec![tv]);
+            }
+        }
+    }
+    if let Some(u) = ask.user {
+        ask.context
+            .insert("aws:username".into(), vec![u.to_string()]);
+    }
+    let d = policy.evaluate(&Request {
+        action: ask.action,
+        resource: &resource,
+        user: ask.user,
+        context: &ask.context,
+    });
+    // A public access block that restricts public buckets lets a public
+    // policy allow no one but the bucket's owner.
+    let restricted = b
+        .public_block
+        .as_ref()
+        .is_some_and(|p| p.restrict_public_buckets)
+        && policy.is_public()
+        && ask.user != Some(b.owner.as_str());
+    match (d, restricted) {
+        (Decision::Allow, true) => Ok(Decision::Silent),
+        (d, _) => Ok(d),
+    }
+}
+
 /// The check of a gateway's requests (for `S3Access`).
 pub struct Access(pub Gateway);
 
@@ -152,47 +228,43 @@ impl Access {
         &self,
         cx: &s3s::access::S3AccessContext<'_>,
         user: Option<&str>,
+        secure: bool,
     ) -> S3Result<Decision> {
         let (bucket, key) = match cx.s3_path() {
             S3Path::Root => return Ok(Decision::Silent),
             S3Path::Bucket { bucket } => (bucket.as_ref(), None),
             S3Path::Object { bucket, key } => (bucket.as_ref(), Some(key.as_ref())),
         };
-        // A bucket that is not there is the handler's to answer.
-        let Ok(b) = self.0.bucket(bucket).await else {
-            return Ok(Decision::Silent);
+        let b = match self.0.bucket(bucket).await {
+            Ok(b) => b,
+            // A bucket that is not there is the handler's to answer.
+            Err(e) if e.code() == &s3s::S3ErrorCode::NoSuchBucket => return Ok(Decision::Silent),
+            Err(e) => return Err(e),
         };
-        let Some(policy) = policy_of(&b)? else {
+        let op = cx.s3_op().name();
+        if OWNER_ONLY.contains(&op) && user == Some(b.owner.as_str()) {
             return Ok(Decision::Silent);
-        };
+        }
         let query: Vec<(String, String)> = cx
             .uri()
             .query()
             .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
             .unwrap_or_default();
-        let versioned = query.iter().any(|(k, _)| k == "versionId");
-        let Some(action) = action_of(cx.s3_op().name(), versioned) else {
+        let version = query
+            .iter()
+            .find(|(k, _)| k == "versionId")
+            .map(|(_, v)| v.as_str());
+        let Some(action) = action_of(op, version.is_some()) else {
             return Ok(Decision::Silent);
         };
-        let resource = match key {
-            Some(k) => format!("arn:aws:s3:::{bucket}/{k}"),
-            None => format!("arn:aws:s3:::{bucket}"),
-        };
-        let mut context = context_of(cx.headers(), &query);
-        if let (true, Some(k)) = (policy.reads_object_tags(), key) {
-            if let Some((e, _)) = self.0.lookup(&b, k).await? {
-                for (tk, tv) in e.tags {
-                    let name = format!("s3:existingobjecttag/{}", tk.to_ascii_lowercase());
-                    context.insert(name, vec![tv]);
-                }
-            }
-        }
-        Ok(policy.evaluate(&Request {
+        let ask = Ask {
             action,
-            resource: &resource,
+            key,
+            version,
             user,
-            context: &context,
-        }))
+            context: context_of(cx.headers(), &query, secure),
+        };
+        judge(&self.0, &b, ask).await
     }
 }
 
@@ -203,7 +275,8 @@ impl s3s::access::S3Access for Access {
             Some(c) => Some(self.0.secrets().user_of(&c.access_key).await?),
             None => None,
         };
-        match self.decision(cx, user.as_deref()).await? {
+        let secure = cx.extensions_mut().get::<Secure>().is_some();
+        match self.decision(cx, user.as_deref(), secure).await? {
             Decision::Deny => Err(s3_error!(
                 AccessDenied,
                 "the bucket's policy denies this request"

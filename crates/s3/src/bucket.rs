@@ -79,10 +79,10 @@ pub struct DefaultRetention {
 impl DefaultRetention {
     /// The retention of a version made at `now_ms`.
     pub fn from(&self, now_ms: u64) -> Retention {
-        let days = u64::from(self.days) * if self.years { 365 } else { 1 };
+        let days = u64::from(self.days).saturating_mul(if self.years { 365 } else { 1 });
         Retention {
             mode: self.mode,
-            until_ms: now_ms.saturating_add(days * 86_400_000),
+            until_ms: now_ms.saturating_add(days.saturating_mul(86_400_000)),
         }
     }
 }

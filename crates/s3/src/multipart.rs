@@ -20,7 +20,7 @@ use loligo_types::ops::OpError;
 use loligo_types::s3::{
     part_key, part_prefix, upload_key, Abort, Complete, Condition, IndexEntry, Layout, Part,
     PutPart, Segment, Upload, VersionedComplete, PARTS_MAX, S3_BUCKET_GONE, S3_INVALID_PART,
-    S3_NO_SUCH_UPLOAD, S3_PENDING_GONE, S3_PRECONDITION, UPLOAD,
+    S3_LOCKED, S3_NO_SUCH_UPLOAD, S3_PENDING_GONE, S3_PRECONDITION, UPLOAD,
 };
 use s3s::crypto::Checksum as _;
 use s3s::{s3_error, S3Error, S3Result};
@@ -37,6 +37,7 @@ fn refusal(e: ClientError, bucket: &str, key: &str, id: &str) -> S3Error {
             S3_INVALID_PART => s3_error!(InvalidPart, "{message}"),
             S3_PRECONDITION => s3_error!(PreconditionFailed, "{message}"),
             S3_BUCKET_GONE => s3_error!(NoSuchBucket, "bucket '{bucket}' was deleted"),
+            S3_LOCKED => s3_error!(AccessDenied, "{message}"),
             S3_PENDING_GONE => s3_error!(
                 InternalError,
                 "the part took too long and was collected: send it again"

@@ -280,6 +280,24 @@ impl Principals {
     }
 }
 
+/// Whether the gateway puts condition key `key` in a request's context
+/// (`access::context_of`): a policy testing any other is refused.
+fn supplied(key: &str) -> bool {
+    let k = key.to_ascii_lowercase();
+    const EXACT: &[&str] = &[
+        "s3:prefix",
+        "s3:delimiter",
+        "s3:max-keys",
+        "s3:versionid",
+        "aws:referer",
+        "aws:securetransport",
+        "aws:username",
+        "aws:useragent",
+    ];
+    const PREFIX: &[&str] = &["s3:x-amz-", "s3:existingobjecttag/", "s3:requestobjecttag/"];
+    EXACT.contains(&k.as_str()) || PREFIX.iter().any(|p| k.starts_with(p) && k.len() > p.len())
+}
+
 fn conditions(v: &Value) -> Result<Vec<Condition>, String> {
     let Value::Object(ops) = v else {
         return Err("a Condition is an object".into());
@@ -296,6 +314,11 @@ fn conditions(v: &Value) -> Result<Vec<Condition>, String> {
             return Err(format!("condition '{name}' is not an object"));
         };
         for (key, values) in keys {
+            if !supplied(key) {
+                return Err(format!(
+                    "condition key '{key}' is not one this gateway knows of a request"
+                ));
+            }
             out.push(Condition {
                 op,
                 if_exists,
@@ -387,11 +410,13 @@ impl Policy {
         }
     }
 
-    /// Whether it allows anything to everyone without a condition (what
-    /// S3's policy status calls public).
+    /// Whether it allows anything to everyone, or to all but some (what
+    /// S3's policy status calls public; no condition this gateway knows
+    /// restricts who asks, so conditions do not make it private).
     pub fn is_public(&self) -> bool {
-        (self.statements.iter())
-            .any(|s| s.allow && s.principal == Some(Principals::Anyone) && s.conditions.is_empty())
+        (self.statements.iter()).any(|s| {
+            s.allow && (s.principal == Some(Principals::Anyone) || s.not_principal.is_some())
+        })
     }
 
     /// Whether a condition reads the tags of the object asked for (then
@@ -527,7 +552,10 @@ mod tests {
             Decision::Silent,
             "a missing key fails a positive test"
         );
-        assert!(!p.is_public());
+        assert!(
+            p.is_public(),
+            "a condition on the request does not narrow who asks"
+        );
         let deny = Policy::parse(
             r#"{"Statement":[{"Effect":"Deny","Principal":"*","Action":"s3:PutObject","Resource":"arn:aws:s3:::b/*",
             "Condition":{"StringNotEquals":{"s3:x-amz-server-side-encryption":"AES256"}}},
@@ -552,30 +580,31 @@ mod tests {
             ]),
             Decision::Deny
         );
-        let ip = Policy::parse(
-            r#"{"Statement":{"Effect":"Allow","Principal":"*","Action":"s3:*","Resource":"*",
-            "Condition":{"IpAddress":{"aws:SourceIp":"10.0.0.0/8"}}}}"#,
+        // The gateway does not see client addresses: a policy testing
+        // them is refused, not evaluated as if the key were missing.
+        let ip = r#"{"Statement":{"Effect":"Deny","Principal":"*","Action":"s3:*","Resource":"*",
+            "Condition":{"NotIpAddress":{"aws:SourceIp":"10.0.0.0/8"}}}}"#;
+        assert!(Policy::parse(ip).is_err());
+        assert!(in_cidr("10.1.2.3", "10.0.0.0/8"));
+        assert!(!in_cidr("11.1.2.3", "10.0.0.0/8"));
+        assert!(in_cidr("::1", "::1"));
+        let tls = Policy::parse(
+            r#"{"Statement":{"Effect":"Deny","Principal":"*","Action":"s3:*","Resource":"*",
+            "Condition":{"Bool":{"aws:SecureTransport":"false"}}}}"#,
         )
         .unwrap();
-        assert_eq!(
+        let over = |t: &str| {
             ask(
-                &ip,
+                &tls,
                 "s3:GetObject",
                 "x",
                 None,
-                &[("aws:sourceip", "10.1.2.3")]
-            ),
-            Decision::Allow
-        );
+                &[("aws:securetransport", t)],
+            )
+        };
         assert_eq!(
-            ask(
-                &ip,
-                "s3:GetObject",
-                "x",
-                None,
-                &[("aws:sourceip", "11.1.2.3")]
-            ),
-            Decision::Silent
+            (over("false"), over("true")),
+            (Decision::Deny, Decision::Silent)
         );
     }
 

@@ -49,7 +49,7 @@ impl s3s::host::S3Host for Domain {
 
 /// The S3 service of `gw` (`domain`: the base of virtual-hosted names),
 /// with its buckets' CORS rules answered and applied.
-pub fn service(gw: Gateway, domain: Option<&str>) -> std::io::Result<WithCors> {
+pub fn service(gw: Gateway, domain: Option<&str>, secure: bool) -> std::io::Result<WithCors> {
     let mut b = s3s::service::S3ServiceBuilder::new(gw.clone());
     b.set_auth(crate::auth::Auth(gw.clone()));
     b.set_access(crate::access::Access(gw.clone()));
@@ -69,6 +69,7 @@ pub fn service(gw: Gateway, domain: Option<&str>) -> std::io::Result<WithCors> {
         inner: b.build(),
         gw,
         domain: host,
+        secure,
     })
 }
 
@@ -80,6 +81,8 @@ pub struct WithCors {
     inner: s3s::service::S3Service,
     gw: Gateway,
     domain: Option<Arc<Domain>>,
+    /// Whether it is served over TLS.
+    secure: bool,
 }
 
 /// A bare response with `status` and S3's error `code`.
@@ -209,7 +212,10 @@ impl hyper::service::Service<http::Request<hyper::body::Incoming>> for WithCors 
     type Error = s3s::HttpError;
     type Future = futures::future::BoxFuture<'static, Result<Self::Response, Self::Error>>;
 
-    fn call(&self, req: http::Request<hyper::body::Incoming>) -> Self::Future {
+    fn call(&self, mut req: http::Request<hyper::body::Incoming>) -> Self::Future {
+        if self.secure {
+            req.extensions_mut().insert(crate::access::Secure);
+        }
         let this = self.clone();
         Box::pin(async move {
             let bucket = this.bucket_of(&req);
@@ -268,7 +274,7 @@ pub async fn serve(
     domain: Option<String>,
     tls: Option<Arc<loligo_proto::http::ServerConfig>>,
 ) -> std::io::Result<()> {
-    let svc = service(gw, domain.as_deref())?;
+    let svc = service(gw, domain.as_deref(), tls.is_some())?;
     let limits = loligo_proto::http::Limits {
         connections: CONNECTIONS_MAX,
         life: None,

@@ -427,7 +427,9 @@ fn shown_sums(
     let ty = e.checksum_type.clone().map(ChecksumType::from);
     let segment = match (&e.layout, part) {
         (loligo_types::s3::Layout::Striped { segments, .. }, Some(n)) if e.parts > 0 => {
-            usize::try_from(n - 1).ok().and_then(|i| segments.get(i))
+            usize::try_from(n)
+                .ok()
+                .and_then(|n| segments.get(n.checked_sub(1)?))
         }
         _ => None,
     };
@@ -498,6 +500,15 @@ impl Caller {
     /// The signing user, or `AccessDenied` for an anonymous request.
     pub fn signed(&self) -> S3Result<String> {
         (self.uid.clone()).ok_or_else(|| s3_error!(AccessDenied, "sign this request"))
+    }
+
+    /// This caller as judged without the bucket's policy (for what only
+    /// the owner may ask, whatever the policy says).
+    pub fn without_policy(self) -> Caller {
+        Caller {
+            by_policy: false,
+            ..self
+        }
     }
 
     /// What this caller writes is owned by (the anonymous user's id for
@@ -595,23 +606,21 @@ impl Gateway {
             Some(_) => "s3:GetObjectVersion",
             None => "s3:GetObject",
         };
-        let resource = format!("arn:aws:s3:::{bucket}/{key}");
-        let by_policy = match crate::access::policy_of(&b)? {
-            None => false,
-            Some(p) => match p.evaluate(&crate::policy::Request {
-                action,
-                resource: &resource,
-                user: Some(uid),
-                context: &Default::default(),
-            }) {
-                crate::policy::Decision::Deny => {
-                    return Err(s3_error!(
-                        AccessDenied,
-                        "the source bucket's policy denies it"
-                    ))
-                }
-                d => d == crate::policy::Decision::Allow,
-            },
+        let ask = crate::access::Ask {
+            action,
+            key: Some(key),
+            version: version_id.as_deref(),
+            user: Some(uid),
+            context: Default::default(),
+        };
+        let by_policy = match crate::access::judge(self, &b, ask).await? {
+            crate::policy::Decision::Deny => {
+                return Err(s3_error!(
+                    AccessDenied,
+                    "the source bucket's policy denies it"
+                ))
+            }
+            d => d == crate::policy::Decision::Allow,
         };
         let who = Caller {
             uid: Some(uid.to_string()),
@@ -759,6 +768,48 @@ impl Gateway {
         }
     }
 
+    /// A request `req` as the bucket's policy judges it: `action` on
+    /// `key` (and `version`), asked by `who`.
+    pub(super) fn ask<'a, T>(
+        &self,
+        req: &S3Request<T>,
+        action: &'static str,
+        key: Option<&'a str>,
+        version: Option<&'a str>,
+        who: &'a Caller,
+    ) -> crate::access::Ask<'a> {
+        let secure = req.extensions.get::<crate::access::Secure>().is_some();
+        let query: Vec<(String, String)> = (req.uri.query())
+            .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
+            .unwrap_or_default();
+        crate::access::Ask {
+            action,
+            key,
+            version,
+            user: who.uid(),
+            context: crate::access::context_of(&req.headers, &query, secure),
+        }
+    }
+
+    /// Whether `who` may bypass governance retention on `key`: the
+    /// bucket's owner, or one its policy allows
+    /// `s3:BypassGovernanceRetention` there.
+    pub(super) async fn may_bypass<T>(
+        &self,
+        req: &S3Request<T>,
+        b: &BucketRecord,
+        who: &Caller,
+        key: &str,
+        version: Option<&str>,
+    ) -> S3Result<bool> {
+        if who.uid() == Some(b.owner.as_str()) {
+            return Ok(true);
+        }
+        let ask = self.ask(req, "s3:BypassGovernanceRetention", Some(key), version, who);
+        let d = crate::access::judge(self, b, ask).await?;
+        Ok(d == crate::policy::Decision::Allow)
+    }
+
     /// Delete `key` of `b` for `by`: the object (a bucket that never kept
     /// versions), a delete marker over it (one that keeps versions), or
     /// version `version` for good. Whether a delete marker was made or
@@ -773,6 +824,7 @@ impl Gateway {
         bypass: bool,
     ) -> S3Result<(bool, Option<String>)> {
         use loligo_types::s3::Versioning;
+        crate::names::check_object_key(key).map_err(|m| s3_error!(InvalidArgument, "{m}"))?;
         if version.is_none() && b.versioning == Versioning::Off {
             self.remove_object(b, key, cond).await?;
             return Ok((false, None));
@@ -1199,8 +1251,9 @@ impl S3 for Gateway {
         let b = (self.bucket_allowing(&i.bucket, &who, Permission::Write)).await?;
         let cond = write_condition(i.if_match.as_ref(), None)?;
         let by = who.writer();
-        let bypass = i.bypass_governance_retention.unwrap_or(false);
         let v = i.version_id.as_deref();
+        let asked = i.bypass_governance_retention.unwrap_or(false);
+        let bypass = asked && self.may_bypass(&req, &b, &who, &i.key, v).await?;
         let (marker, version_id) = self.delete_one(&b, &i.key, v, by, cond, bypass).await?;
         Ok(S3Response::new(DeleteObjectOutput {
             delete_marker: marker.then_some(true),
@@ -1215,7 +1268,16 @@ impl S3 for Gateway {
     ) -> S3Result<S3Response<DeleteObjectsOutput>> {
         let who = self.caller(&req).await?;
         let i = &req.input;
-        let b = (self.bucket_allowing(&i.bucket, &who, Permission::Write)).await?;
+        let b = self.bucket(&i.bucket).await?;
+        let policy = crate::access::policy_of(&b)?;
+        let acl_write = who.by_policy || b.allows(who.uid(), Permission::Write);
+        if policy.is_none() && !acl_write {
+            return Err(s3_error!(
+                AccessDenied,
+                "bucket '{}''s ACL does not allow you WRITE",
+                b.name
+            ));
+        }
         if i.delete.objects.len() > 1000 {
             return Err(s3_error!(
                 MalformedXML,
@@ -1226,10 +1288,31 @@ impl S3 for Gateway {
         let mut deleted = Vec::new();
         let mut errors = Vec::new();
         let by = who.writer();
-        let bypass = i.bypass_governance_retention.unwrap_or(false);
+        let asked = i.bypass_governance_retention.unwrap_or(false);
         for o in &i.delete.objects {
             let v = o.version_id.as_deref();
-            match (self.delete_one(&b, &o.key, v, by, Condition::default(), bypass)).await {
+            // Each key is judged by the policy on its own resource.
+            let one = async {
+                let action = crate::access::action_of("DeleteObject", v.is_some());
+                let d = match action {
+                    Some(action) if policy.is_some() => {
+                        let ask = self.ask(&req, action, Some(&o.key), v, &who);
+                        crate::access::judge(self, &b, ask).await?
+                    }
+                    _ => crate::policy::Decision::Silent,
+                };
+                let allowed = match d {
+                    crate::policy::Decision::Deny => false,
+                    crate::policy::Decision::Allow => true,
+                    crate::policy::Decision::Silent => acl_write,
+                };
+                if !allowed {
+                    return Err(s3_error!(AccessDenied, "you may not delete '{}'", o.key));
+                }
+                let bypass = asked && self.may_bypass(&req, &b, &who, &o.key, v).await?;
+                (self.delete_one(&b, &o.key, v, by, Condition::default(), bypass)).await
+            };
+            match one.await {
                 Ok(_) if quiet => {}
                 Ok((marker, id)) => deleted.push(DeletedObject {
                     key: Some(o.key.clone()),

@@ -10,10 +10,10 @@
 use super::{decode, encode, refused, ClsError, ClsResult, Ctx};
 use loligo_types::ops::OpError;
 use loligo_types::s3::{
-    garbage_key, omap_key, part_key, part_prefix, upload_key, Abandon, Abort, Begin, Commit,
-    Complete, Condition, Garbage, IndexEntry, Layout, Part, PutPart, Remove, Tails, ENTRY, INLINE,
-    PARTS_MAX, PENDING, S3_BUCKET_GONE, S3_INVALID_PART, S3_NOT_EMPTY, S3_NO_SUCH_KEY,
-    S3_NO_SUCH_UPLOAD, S3_PENDING_GONE, S3_PRECONDITION, SEALED, VERSION,
+    garbage_key, lock_refusal, omap_key, part_key, part_prefix, upload_key, Abandon, Abort, Begin,
+    Commit, Complete, Condition, Garbage, IndexEntry, Layout, Part, PutPart, Remove, Tails, ENTRY,
+    INLINE, PARTS_MAX, PENDING, S3_BUCKET_GONE, S3_INVALID_PART, S3_LOCKED, S3_NOT_EMPTY,
+    S3_NO_SUCH_KEY, S3_NO_SUCH_UPLOAD, S3_PENDING_GONE, S3_PRECONDITION, SEALED, VERSION,
 };
 
 pub(super) fn bad(what: &str, e: serde_json::Error) -> ClsError {
@@ -44,6 +44,16 @@ pub(super) fn check(cond: &Condition, old: Option<&IndexEntry>) -> Result<(), Cl
             S3_PRECONDITION,
             format!("ETag {} is not {want}", e.etag),
         )),
+    }
+}
+
+/// Refused with [`S3_LOCKED`] if `old` is a version its object lock keeps
+/// (an unversioned write never replaces one: a bucket with a lock keeps
+/// versions, but a gateway with a stale record of it may not know).
+fn not_locked(old: Option<&IndexEntry>, now_ms: u64) -> Result<(), ClsError> {
+    match old.and_then(|o| lock_refusal(o, now_ms, false)) {
+        Some(why) => Err(refused(S3_LOCKED, why.to_string())),
+        None => Ok(()),
     }
 }
 
@@ -90,6 +100,7 @@ pub fn commit(cx: &mut Ctx<'_>, input: &[u8]) -> ClsResult {
     }
     let old = entry_of(cx, &c.key)?;
     check(&c.condition, old.as_ref())?;
+    not_locked(old.as_ref(), c.now_ms)?;
     let inline_key = omap_key(INLINE, c.key.as_bytes());
     let mut set = vec![(omap_key(ENTRY, c.key.as_bytes()), c.entry)];
     match c.inline {
@@ -114,6 +125,7 @@ pub fn remove(cx: &mut Ctx<'_>, input: &[u8]) -> ClsResult {
     let r: Remove = decode(input)?;
     let old = entry_of(cx, &r.key)?;
     check(&r.condition, old.as_ref())?;
+    not_locked(old.as_ref(), r.now_ms)?;
     let Some(o) = old else {
         return encode(&false);
     };
@@ -273,6 +285,7 @@ pub fn complete(cx: &mut Ctx<'_>, input: &[u8]) -> ClsResult {
     let (mut rm, unused) = take_upload(cx, &c, &entry)?;
     let old = entry_of(cx, &c.key)?;
     check(&c.condition, old.as_ref())?;
+    not_locked(old.as_ref(), c.now_ms)?;
     let mut set = vec![(omap_key(ENTRY, c.key.as_bytes()), c.entry)];
     if let Some(o) = &old {
         set.extend(garbage_of(&c.key, o, c.now_ms)?);

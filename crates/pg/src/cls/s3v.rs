@@ -51,16 +51,20 @@ fn inline(e: &IndexEntry) -> bool {
     matches!(e.layout, Layout::Inline)
 }
 
-/// `key`'s older versions and delete markers, newest first, with their
-/// omap keys.
-fn history(cx: &mut Ctx<'_>, key: &str) -> Result<Vec<(Vec<u8>, IndexEntry)>, ClsError> {
+/// The newest `limit` of `key`'s older versions and delete markers,
+/// newest first, with their omap keys.
+fn history(
+    cx: &mut Ctx<'_>,
+    key: &str,
+    limit: usize,
+) -> Result<Vec<(Vec<u8>, IndexEntry)>, ClsError> {
     let start = version_prefix(key);
     let mut end = start.clone();
     if let Some(last) = end.last_mut() {
         *last = 1;
     }
     let mut out = Vec::new();
-    for (k, v) in cx.omap_range(&start, Some(&end), HISTORY_MAX)? {
+    for (k, v) in cx.omap_range(&start, Some(&end), limit)? {
         let e: IndexEntry = serde_json::from_slice(&v).map_err(|e| bad("older version", e))?;
         out.push((k, e));
     }
@@ -119,7 +123,8 @@ fn drop_version(
 }
 
 /// Drop `key`'s older `null` versions (a bucket with versioning suspended
-/// keeps one `null` version, the newest written).
+/// keeps one `null` version, the newest written); refused if one is
+/// locked.
 fn drop_null_history(
     key: &str,
     history: &[(Vec<u8>, IndexEntry)],
@@ -127,9 +132,30 @@ fn drop_null_history(
     b: &mut Batch,
 ) -> Result<(), ClsError> {
     for (k, e) in history.iter().filter(|(_, e)| e.version_id.is_none()) {
+        unlocked(e, ms, false)?;
         drop_version(key, k, e, ms, b)?;
     }
     Ok(())
+}
+
+/// Refused with [`S3_LOCKED`] if `e` may not be removed at `ms`.
+fn unlocked(e: &IndexEntry, ms: u64, bypass: bool) -> Result<(), ClsError> {
+    match lock_refusal(e, ms, bypass) {
+        Some(why) => Err(refused(S3_LOCKED, why.to_string())),
+        None => Ok(()),
+    }
+}
+
+/// Refused unless `key` is one an index holds (no NUL: version keys use
+/// it to end the S3 key).
+fn valid_key(key: &str) -> Result<(), ClsError> {
+    match key.is_empty() || key.contains('\0') {
+        true => Err(ClsError::Op(OpError::Invalid(format!(
+            "s3: '{}' is not an object key",
+            key.escape_debug()
+        )))),
+        false => Ok(()),
+    }
 }
 
 /// With no current version left: the newest older version (but `skip`)
@@ -172,13 +198,29 @@ fn place(
     ms: u64,
     b: &mut Batch,
 ) -> Result<(), ClsError> {
-    let history = history(cx, key)?;
-    let vseq = next_vseq(old, &history);
+    // Only a suspended write reads every older version (for the null one).
+    let limit = if tag.is_none() { HISTORY_MAX } else { 1 };
+    let history = history(cx, key, limit)?;
+    let newest = history.first().map_or(0, |(_, e)| e.vseq);
+    let mut old = old.cloned();
+    if let Some(o) = old
+        .as_mut()
+        .filter(|o| o.version_id.is_none() && o.vseq <= newest)
+    {
+        // A null current version set without its place among the older
+        // ones (by a gateway that took the bucket for unversioned) is
+        // numbered above them before it joins them.
+        o.vseq = newest + 1;
+    }
+    let vseq = next_vseq(old.as_ref(), &history);
     debug_assert!(history.iter().all(|(_, e)| e.vseq < vseq));
     entry.vseq = vseq;
     entry.version_id = tag.map(|t| version_id(vseq, t));
-    if let Some(o) = old {
+    if let Some(o) = &old {
         let keep = tag.is_some() || o.version_id.is_some();
+        if !keep {
+            unlocked(o, ms, false)?;
+        }
         retire(cx, key, o, keep, ms, b)?;
     }
     if tag.is_none() {
@@ -187,12 +229,33 @@ fn place(
     Ok(())
 }
 
+/// The older version of `key` with id `want` (`None`: the null one)
+/// and number `vseq` (known for an id of ours), with its omap key.
+fn older_version(
+    cx: &mut Ctx<'_>,
+    key: &str,
+    want: Option<&str>,
+    vseq: Option<u64>,
+) -> Result<Option<(Vec<u8>, IndexEntry)>, ClsError> {
+    let Some(vseq) = vseq else {
+        let all = history(cx, key, HISTORY_MAX)?;
+        return Ok(all.into_iter().find(|(_, e)| e.version_id.is_none()));
+    };
+    let k = version_key(key, vseq);
+    let Some(v) = cx.omap_get(std::slice::from_ref(&k))?.remove(&k) else {
+        return Ok(None);
+    };
+    let e: IndexEntry = serde_json::from_slice(&v).map_err(|e| bad("older version", e))?;
+    Ok((e.version_id.as_deref() == want).then_some((k, e)))
+}
+
 /// `s3.vcommit` ([`VersionedCommit`]): set a new current version.
 /// Refused as `s3.commit` is. Output: postcard `Option<String>`, the
 /// version's id.
 pub fn vcommit(cx: &mut Ctx<'_>, input: &[u8]) -> ClsResult {
     let v: VersionedCommit = decode(input)?;
     let c = v.commit;
+    valid_key(&c.key)?;
     unsealed(cx)?;
     let mut entry: IndexEntry =
         serde_json::from_slice(&c.entry).map_err(|e| bad("new entry", e))?;
@@ -237,6 +300,7 @@ pub fn vcommit(cx: &mut Ctx<'_>, input: &[u8]) -> ClsResult {
 pub fn vcomplete(cx: &mut Ctx<'_>, input: &[u8]) -> ClsResult {
     let v: VersionedComplete = decode(input)?;
     let c = v.complete;
+    valid_key(&c.key)?;
     let mut entry: IndexEntry =
         serde_json::from_slice(&c.entry).map_err(|e| bad("new entry", e))?;
     unsealed(cx)?;
@@ -268,6 +332,7 @@ pub fn vcomplete(cx: &mut Ctx<'_>, input: &[u8]) -> ClsResult {
 /// keeps. Output: postcard [`Removed`].
 pub fn vremove(cx: &mut Ctx<'_>, input: &[u8]) -> ClsResult {
     let r: VersionedRemove = decode(input)?;
+    valid_key(&r.key)?;
     let old = entry_of(cx, &r.key)?;
     let mut b = Batch::default();
     let out = match r.version_id.as_deref() {
@@ -297,34 +362,33 @@ pub fn vremove(cx: &mut Ctx<'_>, input: &[u8]) -> ClsResult {
         }
         Some(id) => {
             let want = (id != "null").then_some(id);
-            if want.is_some_and(|w| vseq_of_id(w).is_none()) {
-                return Err(refused(S3_NO_SUCH_VERSION, format!("no version {id}")));
-            }
-            let history = history(cx, &r.key)?;
-            let unlocked = |e: &IndexEntry| match lock_refusal(e, r.now_ms, r.bypass_governance) {
-                Some(why) => Err(refused(S3_LOCKED, why.to_string())),
-                None => Ok(()),
+            let vseq = match want {
+                Some(w) => match vseq_of_id(w) {
+                    Some(v) => Some(v),
+                    None => return Err(refused(S3_NO_SUCH_VERSION, format!("no version {id}"))),
+                },
+                None => None,
             };
+            // The newest two older versions: enough to find what becomes
+            // current when the newest goes.
+            let newest = history(cx, &r.key, 2)?;
             match old {
                 Some(o) if o.version_id.as_deref() == want => {
-                    unlocked(&o)?;
+                    unlocked(&o, r.now_ms, r.bypass_governance)?;
                     retire(cx, &r.key, &o, false, r.now_ms, &mut b)?;
-                    promote(cx, &r.key, &history, None, &mut b)?;
+                    promote(cx, &r.key, &newest, None, &mut b)?;
                     Removed {
                         version_id: o.version_id,
                         delete_marker: false,
                         done: true,
                     }
                 }
-                old => match history
-                    .iter()
-                    .find(|(_, e)| e.version_id.as_deref() == want)
-                {
+                old => match older_version(cx, &r.key, want, vseq)? {
                     Some((k, e)) => {
-                        unlocked(e)?;
-                        drop_version(&r.key, k, e, r.now_ms, &mut b)?;
+                        unlocked(&e, r.now_ms, r.bypass_governance)?;
+                        drop_version(&r.key, &k, &e, r.now_ms, &mut b)?;
                         if old.is_none() {
-                            promote(cx, &r.key, &history, Some(k), &mut b)?;
+                            promote(cx, &r.key, &newest, Some(&k), &mut b)?;
                         }
                         Removed {
                             version_id: e.version_id.clone(),
@@ -643,6 +707,55 @@ mod tests {
             "the marker, the compliance and the held versions"
         );
         assert!(left.contains(&Some(comp)) && left.contains(&Some(held)));
+    }
+
+    /// A gateway that still takes the bucket for unversioned sets a null
+    /// current version numbered 0; the next versioned write numbers it
+    /// above the older versions rather than over the oldest of them.
+    #[test]
+    fn a_stale_unversioned_write_joins_the_versions_without_replacing_one() {
+        let s = store();
+        let v1 = put(&s, "one", false, Some("t1")).unwrap();
+        assert!(remove(&s, None, Some("m"), "").unwrap().delete_marker);
+        let c = Commit {
+            key: "k".into(),
+            entry: serde_json::to_vec(&entry("stale", false)).unwrap(),
+            inline: Some(b"stale".to_vec()),
+            pending: None,
+            condition: Condition::default(),
+            now_ms: 5,
+        };
+        run(
+            &s,
+            "shard",
+            &[exec("s3", "commit", postcard::to_stdvec(&c).unwrap())],
+        )
+        .unwrap();
+        put(&s, "two", false, Some("t2")).unwrap();
+        let all = omap(&s, "shard");
+        let versions: Vec<IndexEntry> = (all.iter())
+            .filter(|(k, _)| k[0] == VERSION)
+            .map(|(_, v)| parse(v))
+            .collect();
+        let etags: Vec<&str> = versions.iter().map(|e| e.etag.as_str()).collect();
+        assert_eq!(etags, ["stale", "", "one"], "newest first, none lost");
+        assert_eq!(versions[2].version_id.as_deref(), Some(v1.as_str()));
+        let datas = all.iter().filter(|(k, _)| k[0] == VERSION_DATA).count();
+        assert_eq!(datas, 2, "the data of both inline older versions");
+        // A key with NUL is refused (it would fall among another's).
+        let r = VersionedRemove {
+            key: "k\0x".into(),
+            version_id: None,
+            marker: serde_json::to_vec(&entry("", false)).unwrap(),
+            tag: Some("t".into()),
+            now_ms: 5,
+            bypass_governance: false,
+        };
+        let op = exec("s3", "vremove", postcard::to_stdvec(&r).unwrap());
+        assert!(matches!(
+            run(&s, "shard", &[op]),
+            Err(loligo_types::ops::OpError::Invalid(_))
+        ));
     }
 
     #[test]

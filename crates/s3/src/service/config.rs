@@ -112,7 +112,8 @@ impl Gateway {
         &self,
         req: S3Request<GetBucketPolicyInput>,
     ) -> S3Result<S3Response<GetBucketPolicyOutput>> {
-        let who = self.caller(&req).await?;
+        // Only the owner, whatever the policy says (access::OWNER_ONLY).
+        let who = self.caller(&req).await?.without_policy();
         let b = self.bucket_owned(&req.input.bucket, &who).await?;
         let policy = b
             .policy
@@ -126,7 +127,8 @@ impl Gateway {
         &self,
         req: S3Request<PutBucketPolicyInput>,
     ) -> S3Result<S3Response<PutBucketPolicyOutput>> {
-        let who = self.caller(&req).await?;
+        // Only the owner, whatever the policy says (access::OWNER_ONLY).
+        let who = self.caller(&req).await?.without_policy();
         let i = &req.input;
         let p = crate::policy::Policy::parse(&i.policy)
             .map_err(|m| s3_error!(MalformedPolicy, "{m}"))?;
@@ -154,7 +156,8 @@ impl Gateway {
         &self,
         req: S3Request<DeleteBucketPolicyInput>,
     ) -> S3Result<S3Response<DeleteBucketPolicyOutput>> {
-        let who = self.caller(&req).await?;
+        // Only the owner, whatever the policy says (access::OWNER_ONLY).
+        let who = self.caller(&req).await?.without_policy();
         self.configure(&req.input.bucket, &who, |r| {
             r.policy = None;
             Ok(())
@@ -184,7 +187,8 @@ impl Gateway {
         &self,
         req: S3Request<GetPublicAccessBlockInput>,
     ) -> S3Result<S3Response<GetPublicAccessBlockOutput>> {
-        let who = self.caller(&req).await?;
+        // Only the owner, whatever the policy says (access::OWNER_ONLY).
+        let who = self.caller(&req).await?.without_policy();
         let b = self.bucket_owned(&req.input.bucket, &who).await?;
         let p = b.public_block.ok_or_else(|| {
             crate::custom_error(
@@ -207,7 +211,8 @@ impl Gateway {
         &self,
         req: S3Request<PutPublicAccessBlockInput>,
     ) -> S3Result<S3Response<PutPublicAccessBlockOutput>> {
-        let who = self.caller(&req).await?;
+        // Only the owner, whatever the policy says (access::OWNER_ONLY).
+        let who = self.caller(&req).await?.without_policy();
         let i = &req.input;
         let c = &i.public_access_block_configuration;
         let p = PublicBlock {
@@ -228,7 +233,8 @@ impl Gateway {
         &self,
         req: S3Request<DeletePublicAccessBlockInput>,
     ) -> S3Result<S3Response<DeletePublicAccessBlockOutput>> {
-        let who = self.caller(&req).await?;
+        // Only the owner, whatever the policy says (access::OWNER_ONLY).
+        let who = self.caller(&req).await?.without_policy();
         self.configure(&req.input.bucket, &who, |r| {
             r.public_block = None;
             Ok(())
@@ -263,7 +269,8 @@ impl Gateway {
         &self,
         req: S3Request<PutBucketOwnershipControlsInput>,
     ) -> S3Result<S3Response<PutBucketOwnershipControlsOutput>> {
-        let who = self.caller(&req).await?;
+        // Only the owner, whatever the policy says (access::OWNER_ONLY).
+        let who = self.caller(&req).await?.without_policy();
         let i = &req.input;
         let [rule] = i.ownership_controls.rules.as_slice() else {
             return Err(s3_error!(MalformedXML, "ownership controls hold one rule"));
@@ -288,7 +295,8 @@ impl Gateway {
         &self,
         req: S3Request<DeleteBucketOwnershipControlsInput>,
     ) -> S3Result<S3Response<DeleteBucketOwnershipControlsOutput>> {
-        let who = self.caller(&req).await?;
+        // Only the owner, whatever the policy says (access::OWNER_ONLY).
+        let who = self.caller(&req).await?.without_policy();
         self.configure(&req.input.bucket, &who, |r| {
             r.ownership = None;
             Ok(())

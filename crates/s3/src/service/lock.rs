@@ -126,10 +126,10 @@ impl Gateway {
         let who = self.caller(&req).await?;
         let i = &req.input;
         let b = self.bucket_owned(&i.bucket, &who).await?;
-        if b.object_lock.is_none() {
+        if b.object_lock.is_none() && b.versioning != loligo_types::s3::Versioning::Enabled {
             return Err(s3_error!(
                 InvalidBucketState,
-                "object lock is set when a bucket is made, not after"
+                "object lock needs a bucket that keeps versions: enable versioning first"
             ));
         }
         let c = i.object_lock_configuration.as_ref();
@@ -154,17 +154,30 @@ impl Gateway {
                         ))
                     }
                 };
-                let days = u32::try_from(days).ok().filter(|&n| n > 0).ok_or_else(|| {
-                    crate::custom_error(
-                        "InvalidRetentionPeriod",
-                        http::StatusCode::BAD_REQUEST,
-                        "a retention period is positive".into(),
-                    )
-                })?;
+                let most = if years { 100 } else { 36_500 };
+                let days = u32::try_from(days)
+                    .ok()
+                    .filter(|&n| n > 0 && n <= most)
+                    .ok_or_else(|| {
+                        crate::custom_error(
+                            "InvalidRetentionPeriod",
+                            http::StatusCode::BAD_REQUEST,
+                            format!(
+                                "a retention period is 1 to {most} {}",
+                                if years { "years" } else { "days" }
+                            ),
+                        )
+                    })?;
                 Some(BucketDefault { mode, days, years })
             }
         };
         self.configure(&i.bucket, &who, |r| {
+            if r.versioning != loligo_types::s3::Versioning::Enabled {
+                return Err(s3_error!(
+                    InvalidBucketState,
+                    "versioning was suspended meanwhile"
+                ));
+            }
             r.object_lock = Some(ObjectLock {
                 default: default.clone(),
             });
@@ -226,7 +239,9 @@ impl Gateway {
                 .map(ms_of)
                 .ok_or_else(|| s3_error!(MalformedXML, "a retention has a RetainUntilDate"))?,
         };
-        let bypass = i.bypass_governance_retention.unwrap_or(false);
+        let asked = i.bypass_governance_retention.unwrap_or(false);
+        let v = i.version_id.as_deref();
+        let bypass = asked && self.may_bypass(&req, &b, &who, &i.key, v).await?;
         let now = crate::now_ms();
         check_change(e.retention.as_ref(), &new, now, bypass)?;
         self.update_entry(&b, &i.key, older, |entry| {

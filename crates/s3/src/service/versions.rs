@@ -138,6 +138,24 @@ impl Gateway {
         Ok(found)
     }
 
+    /// The tags of version `version` of `key` (the current one without),
+    /// if it exists.
+    pub(crate) async fn tags_of(
+        &self,
+        b: &BucketRecord,
+        key: &str,
+        version: Option<&str>,
+    ) -> S3Result<Option<crate::tags::Tags>> {
+        match version {
+            None => Ok(self.lookup(b, key).await?.map(|(e, _)| e.tags)),
+            Some(v) => match self.version(b, key, v).await {
+                Ok((e, _)) => Ok(Some(e.tags)),
+                Err(e) if e.code() == &s3s::S3ErrorCode::NoSuchVersion => Ok(None),
+                Err(e) => Err(e),
+            },
+        }
+    }
+
     /// Where version `e` of `key` is kept: `None` if it is the current
     /// version, else its number among the older ones.
     pub(super) async fn older(
@@ -251,6 +269,14 @@ impl Gateway {
         self.update_bucket(&b.name, |r| {
             if r.id != b.id {
                 return Err(s3_error!(NoSuchBucket, "bucket '{}' was deleted", b.name));
+            }
+            // Judged again on the record as stored: the lock may have
+            // been set since the cached record was read.
+            if r.object_lock.is_some() && to != Versioning::Enabled {
+                return Err(s3_error!(
+                    InvalidBucketState,
+                    "a bucket with object lock keeps versions"
+                ));
             }
             // A bucket that kept versions never goes back to keeping none.
             r.versioning = to;
