@@ -79,8 +79,9 @@ pub struct NamedPart {
 /// The checksum of an upload made an object from the parts `named` (as
 /// uploaded) and `asked` (as the completion names them), and how it was
 /// made: none unless the upload was made with an algorithm; then every
-/// part named carries its checksum as uploaded, and the checksum the
-/// request gives (if it gives one) is the one computed.
+/// part's checksum the completion names is the one it was uploaded
+/// with, and the checksum the request gives (if it gives one) is the
+/// one computed.
 fn object_checksum(
     upload: &Upload,
     named: &[(u32, &Part)],
@@ -97,7 +98,9 @@ fn object_checksum(
     let mut sums = Vec::with_capacity(named.len());
     for ((n, p), a) in named.iter().zip(asked) {
         match (p.checksums.get(k), a.checksums.get(k)) {
-            (Some(have), Some(given)) if have == given => sums.push((have.as_str(), p.size)),
+            (Some(have), given) if given.is_none_or(|g| g == have) => {
+                sums.push((have.as_str(), p.size))
+            }
             _ => {
                 return Err(s3_error!(
                     BadDigest,

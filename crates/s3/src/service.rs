@@ -451,12 +451,16 @@ fn user_meta(e: &IndexEntry) -> Option<Metadata> {
 
 /// Who owns what `writer` writes into `b` with ACL `acl` (refused if
 /// that ACL may not be set there): the bucket's owner when ACLs are not
-/// used, or when it prefers to and is given full control.
+/// used, when it prefers to and is given full control, or when the
+/// writer is anonymous.
 fn new_owner(b: &BucketRecord, writer: &str, acl: &crate::acl::Given) -> S3Result<String> {
     b.check_acl(acl, writer)?;
     let preferred = b.ownership.as_deref() == Some("BucketOwnerPreferred")
         && acl.canned.as_deref() == Some("bucket-owner-full-control");
-    match b.acls_disabled() || preferred {
+    // No one could manage what an anonymous request wrote: its bucket's
+    // owner owns it (as RGW does).
+    let anonymous = writer == crate::acl::ANONYMOUS;
+    match b.acls_disabled() || preferred || anonymous {
         true => Ok(b.owner.clone()),
         false => Ok(writer.to_string()),
     }

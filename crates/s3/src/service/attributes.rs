@@ -21,7 +21,12 @@ impl Gateway {
         let (e, _) = self
             .object_allowing(&b, &i.key, i.version_id.as_deref(), &who, Permission::Read)
             .await?;
-        let asked = |a: &str| i.object_attributes.iter().any(|x| x.as_str() == a);
+        // The header's list may come as one comma-separated value.
+        let asked = |a: &str| {
+            (i.object_attributes.iter())
+                .flat_map(|x| x.as_str().split(','))
+                .any(|x| x.trim() == a)
+        };
         let checksum =
             (asked(ObjectAttributes::CHECKSUM) && !e.checksums.is_empty()).then(|| Checksum {
                 checksum_type: e.checksum_type.clone().map(ChecksumType::from),
