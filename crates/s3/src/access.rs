@@ -163,19 +163,9 @@ pub struct Ask<'a> {
     pub context: BTreeMap<String, Vec<String>>,
 }
 
-/// Operations only the bucket's owner asks, whatever its policy says
-/// (AWS's rule: a policy cannot hand out, or take from its owner, the
-/// power to change the policy or what guards it).
-pub const OWNER_ONLY: &[&str] = &[
-    "GetBucketPolicy",
-    "PutBucketPolicy",
-    "DeleteBucketPolicy",
-    "GetPublicAccessBlock",
-    "PutPublicAccessBlock",
-    "DeletePublicAccessBlock",
-    "PutBucketOwnershipControls",
-    "DeleteBucketOwnershipControls",
-];
+/// Operations whose bucket policy a Deny cannot take from the bucket's
+/// owner (who could otherwise lock themselves out for good).
+const POLICY_OPS: &[&str] = &["GetBucketPolicy", "PutBucketPolicy", "DeleteBucketPolicy"];
 
 /// What bucket `b`'s policy says of `ask` (the tags of the object and
 /// version asked for read when a condition needs them).
@@ -242,7 +232,7 @@ impl Access {
             Err(e) => return Err(e),
         };
         let op = cx.s3_op().name();
-        if OWNER_ONLY.contains(&op) && user == Some(b.owner.as_str()) {
+        if POLICY_OPS.contains(&op) && user == Some(b.owner.as_str()) {
             return Ok(Decision::Silent);
         }
         let query: Vec<(String, String)> = cx

@@ -264,7 +264,6 @@ impl Gateway {
                 idx::Permission::WriteAcp,
             )
             .await?;
-        let older = self.older(&b, &i.key, &e).await?;
         let set = self
             .acl_to_set(
                 i.acl.as_ref().map(|a| a.as_str()),
@@ -275,12 +274,10 @@ impl Gateway {
             )
             .await?;
         b.check_acl(&set, &e.owner)?;
-        self.update_entry(&b, &i.key, older, |entry| {
-            // Judged again on the entry changed: it may have been
-            // overwritten since it was read.
-            if entry.version_id != e.version_id
-                || !super::entry_allows(&b, entry, &who, idx::Permission::WriteAcp)
-            {
+        self.change_version(&b, &i.key, &e, |entry| {
+            // Judged again on the entry changed: its ACL may have changed
+            // since it was read.
+            if !super::entry_allows(&b, entry, &who, idx::Permission::WriteAcp) {
                 return Err(s3_error!(AccessDenied, "the ACL of '{}' changed", i.key));
             }
             entry.acl = set.canned.clone();

@@ -112,7 +112,8 @@ impl Gateway {
         &self,
         req: S3Request<GetBucketPolicyInput>,
     ) -> S3Result<S3Response<GetBucketPolicyOutput>> {
-        // Only the owner, whatever the policy says (access::OWNER_ONLY).
+        // Only the owner, whatever the policy allows (a policy cannot
+        // hand out the power to change the policy or what guards it).
         let who = self.caller(&req).await?.without_policy();
         let b = self.bucket_owned(&req.input.bucket, &who).await?;
         let policy = b
@@ -127,7 +128,8 @@ impl Gateway {
         &self,
         req: S3Request<PutBucketPolicyInput>,
     ) -> S3Result<S3Response<PutBucketPolicyOutput>> {
-        // Only the owner, whatever the policy says (access::OWNER_ONLY).
+        // Only the owner, whatever the policy allows (a policy cannot
+        // hand out the power to change the policy or what guards it).
         let who = self.caller(&req).await?.without_policy();
         let i = &req.input;
         let p = crate::policy::Policy::parse(&i.policy)
@@ -156,7 +158,8 @@ impl Gateway {
         &self,
         req: S3Request<DeleteBucketPolicyInput>,
     ) -> S3Result<S3Response<DeleteBucketPolicyOutput>> {
-        // Only the owner, whatever the policy says (access::OWNER_ONLY).
+        // Only the owner, whatever the policy allows (a policy cannot
+        // hand out the power to change the policy or what guards it).
         let who = self.caller(&req).await?.without_policy();
         self.configure(&req.input.bucket, &who, |r| {
             r.policy = None;
@@ -187,7 +190,8 @@ impl Gateway {
         &self,
         req: S3Request<GetPublicAccessBlockInput>,
     ) -> S3Result<S3Response<GetPublicAccessBlockOutput>> {
-        // Only the owner, whatever the policy says (access::OWNER_ONLY).
+        // Only the owner, whatever the policy allows (a policy cannot
+        // hand out the power to change the policy or what guards it).
         let who = self.caller(&req).await?.without_policy();
         let b = self.bucket_owned(&req.input.bucket, &who).await?;
         let p = b.public_block.ok_or_else(|| {
@@ -211,7 +215,8 @@ impl Gateway {
         &self,
         req: S3Request<PutPublicAccessBlockInput>,
     ) -> S3Result<S3Response<PutPublicAccessBlockOutput>> {
-        // Only the owner, whatever the policy says (access::OWNER_ONLY).
+        // Only the owner, whatever the policy allows (a policy cannot
+        // hand out the power to change the policy or what guards it).
         let who = self.caller(&req).await?.without_policy();
         let i = &req.input;
         let c = &i.public_access_block_configuration;
@@ -233,7 +238,8 @@ impl Gateway {
         &self,
         req: S3Request<DeletePublicAccessBlockInput>,
     ) -> S3Result<S3Response<DeletePublicAccessBlockOutput>> {
-        // Only the owner, whatever the policy says (access::OWNER_ONLY).
+        // Only the owner, whatever the policy allows (a policy cannot
+        // hand out the power to change the policy or what guards it).
         let who = self.caller(&req).await?.without_policy();
         self.configure(&req.input.bucket, &who, |r| {
             r.public_block = None;
@@ -269,7 +275,8 @@ impl Gateway {
         &self,
         req: S3Request<PutBucketOwnershipControlsInput>,
     ) -> S3Result<S3Response<PutBucketOwnershipControlsOutput>> {
-        // Only the owner, whatever the policy says (access::OWNER_ONLY).
+        // Only the owner, whatever the policy allows (a policy cannot
+        // hand out the power to change the policy or what guards it).
         let who = self.caller(&req).await?.without_policy();
         let i = &req.input;
         let [rule] = i.ownership_controls.rules.as_slice() else {
@@ -295,7 +302,8 @@ impl Gateway {
         &self,
         req: S3Request<DeleteBucketOwnershipControlsInput>,
     ) -> S3Result<S3Response<DeleteBucketOwnershipControlsOutput>> {
-        // Only the owner, whatever the policy says (access::OWNER_ONLY).
+        // Only the owner, whatever the policy allows (a policy cannot
+        // hand out the power to change the policy or what guards it).
         let who = self.caller(&req).await?.without_policy();
         self.configure(&req.input.bucket, &who, |r| {
             r.ownership = None;

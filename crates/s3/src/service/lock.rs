@@ -111,12 +111,11 @@ impl Gateway {
         version: Option<&str>,
         who: &super::Caller,
         want: Permission,
-    ) -> S3Result<(BucketRecord, IndexEntry, Option<u64>)> {
+    ) -> S3Result<(BucketRecord, IndexEntry)> {
         let b = self.bucket(bucket).await?;
         lock_enabled(&b)?;
         let (e, _) = self.object_allowing(&b, key, version, who, want).await?;
-        let older = self.older(&b, key, &e).await?;
-        Ok((b, e, older))
+        Ok((b, e))
     }
 
     pub(super) async fn s3_put_object_lock_configuration(
@@ -223,7 +222,7 @@ impl Gateway {
     ) -> S3Result<S3Response<PutObjectRetentionOutput>> {
         let who = self.caller(&req).await?;
         let i = &req.input;
-        let (b, e, older) = self
+        let (b, e) = self
             .locked_version(
                 &i.bucket,
                 &i.key,
@@ -244,14 +243,7 @@ impl Gateway {
         let bypass = asked && self.may_bypass(&req, &b, &who, &i.key, v).await?;
         let now = crate::now_ms();
         check_change(e.retention.as_ref(), &new, now, bypass)?;
-        self.update_entry(&b, &i.key, older, |entry| {
-            if entry.version_id != e.version_id {
-                return Err(s3_error!(
-                    OperationAborted,
-                    "'{}' changed: try again",
-                    i.key
-                ));
-            }
+        self.change_version(&b, &i.key, &e, |entry| {
             check_change(entry.retention.as_ref(), &new, now, bypass)?;
             entry.retention = Some(new.clone());
             Ok(())
@@ -266,7 +258,7 @@ impl Gateway {
     ) -> S3Result<S3Response<GetObjectRetentionOutput>> {
         let who = self.caller(&req).await?;
         let i = &req.input;
-        let (_, e, _) = self
+        let (_, e) = self
             .locked_version(
                 &i.bucket,
                 &i.key,
@@ -298,7 +290,7 @@ impl Gateway {
         let i = &req.input;
         let status = i.legal_hold.as_ref().and_then(|h| h.status.as_ref());
         let hold = hold_of(status.map_or("", |s| s.as_str()))?;
-        let (b, e, older) = self
+        let (b, e) = self
             .locked_version(
                 &i.bucket,
                 &i.key,
@@ -307,14 +299,7 @@ impl Gateway {
                 Permission::WriteAcp,
             )
             .await?;
-        self.update_entry(&b, &i.key, older, |entry| {
-            if entry.version_id != e.version_id {
-                return Err(s3_error!(
-                    OperationAborted,
-                    "'{}' changed: try again",
-                    i.key
-                ));
-            }
+        self.change_version(&b, &i.key, &e, |entry| {
             entry.legal_hold = hold;
             Ok(())
         })
@@ -328,7 +313,7 @@ impl Gateway {
     ) -> S3Result<S3Response<GetObjectLegalHoldOutput>> {
         let who = self.caller(&req).await?;
         let i = &req.input;
-        let (_, e, _) = self
+        let (_, e) = self
             .locked_version(
                 &i.bucket,
                 &i.key,

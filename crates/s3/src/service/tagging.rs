@@ -43,12 +43,8 @@ impl Gateway {
     ) -> S3Result<Option<String>> {
         let b = self.bucket(bucket).await?;
         let (e, _) = (self.object_allowing(&b, key, version, who, Permission::Write)).await?;
-        let older = self.older(&b, key, &e).await?;
         let e = self
-            .update_entry(&b, key, older, |entry| {
-                if entry.version_id != e.version_id {
-                    return Err(s3_error!(OperationAborted, "'{key}' changed: try again"));
-                }
+            .change_version(&b, key, &e, |entry| {
                 entry.tags = t.clone();
                 Ok(())
             })

@@ -156,6 +156,25 @@ impl Gateway {
         }
     }
 
+    /// Change what version `e` of `key` (current or older) says of
+    /// itself with `change`, if it is still that version.
+    pub(super) async fn change_version(
+        &self,
+        b: &BucketRecord,
+        key: &str,
+        e: &IndexEntry,
+        change: impl Fn(&mut IndexEntry) -> S3Result<()>,
+    ) -> S3Result<IndexEntry> {
+        let older = self.older(b, key, e).await?;
+        self.update_entry(b, key, older, |entry| {
+            if entry.version_id != e.version_id {
+                return Err(s3_error!(OperationAborted, "'{key}' changed: try again"));
+            }
+            change(entry)
+        })
+        .await
+    }
+
     /// Where version `e` of `key` is kept: `None` if it is the current
     /// version, else its number among the older ones.
     pub(super) async fn older(
