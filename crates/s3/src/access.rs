@@ -109,6 +109,13 @@ pub fn action_of(op: &str, versioned: bool) -> Option<&'static str> {
     })
 }
 
+/// The decoded parameters of `uri`'s query.
+pub fn query_of(uri: &http::Uri) -> Vec<(String, String)> {
+    (uri.query())
+        .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
+        .unwrap_or_default()
+}
+
 /// The condition keys of a request: its query's listing parameters and
 /// the headers policies test (lower-case keys).
 pub fn context_of(
@@ -235,11 +242,7 @@ impl Access {
         if POLICY_OPS.contains(&op) && user == Some(b.owner.as_str()) {
             return Ok(Decision::Silent);
         }
-        let query: Vec<(String, String)> = cx
-            .uri()
-            .query()
-            .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
-            .unwrap_or_default();
+        let query = query_of(cx.uri());
         let version = query
             .iter()
             .find(|(k, _)| k == "versionId")

@@ -131,6 +131,21 @@ macro_rules! checksums_of {
 }
 pub(super) use checksums_of;
 
+/// The `x-amz-grant-*` headers of a write of an object, in
+/// `acl::from_headers`' order (an object has no WRITE to grant).
+macro_rules! object_grant_headers {
+    ($i:expr) => {
+        [
+            $i.grant_read.as_deref(),
+            None,
+            $i.grant_read_acp.as_deref(),
+            $i.grant_write_acp.as_deref(),
+            $i.grant_full_control.as_deref(),
+        ]
+    };
+}
+pub(super) use object_grant_headers;
+
 /// The `x-amz-copy-source-if-*` conditions of a copy.
 pub(super) struct CopyConditions<'a> {
     pub if_match: Option<&'a ETagCondition>,
@@ -783,9 +798,7 @@ impl Gateway {
         who: &'a Caller,
     ) -> crate::access::Ask<'a> {
         let secure = req.extensions.get::<crate::access::Secure>().is_some();
-        let query: Vec<(String, String)> = (req.uri.query())
-            .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
-            .unwrap_or_default();
+        let query = crate::access::query_of(&req.uri);
         crate::access::Ask {
             action,
             key,
@@ -1087,13 +1100,7 @@ impl S3 for Gateway {
             .given_acl(
                 i.acl.as_ref().map(|a| a.as_str()),
                 crate::acl::OBJECT_CANNED,
-                [
-                    i.grant_read.as_deref(),
-                    None,
-                    i.grant_read_acp.as_deref(),
-                    i.grant_write_acp.as_deref(),
-                    i.grant_full_control.as_deref(),
-                ],
+                object_grant_headers!(i),
             )
             .await?;
         let uid = new_owner(&b, &writer, &acl)?;
@@ -1371,13 +1378,7 @@ impl S3 for Gateway {
             .given_acl(
                 i.acl.as_ref().map(|a| a.as_str()),
                 crate::acl::OBJECT_CANNED,
-                [
-                    i.grant_read.as_deref(),
-                    None,
-                    i.grant_read_acp.as_deref(),
-                    i.grant_write_acp.as_deref(),
-                    i.grant_full_control.as_deref(),
-                ],
+                object_grant_headers!(i),
             )
             .await?;
         if !replace && onto_itself {

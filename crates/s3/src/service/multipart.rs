@@ -143,13 +143,7 @@ impl Gateway {
             .given_acl(
                 i.acl.as_ref().map(|a| a.as_str()),
                 crate::acl::OBJECT_CANNED,
-                [
-                    i.grant_read.as_deref(),
-                    None,
-                    i.grant_read_acp.as_deref(),
-                    i.grant_write_acp.as_deref(),
-                    i.grant_full_control.as_deref(),
-                ],
+                super::object_grant_headers!(i),
             )
             .await?;
         let upload = Upload {
