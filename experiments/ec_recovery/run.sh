@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
-# Erasure-coded recovery, Reed-Solomon against Zigzag, on a local cluster
-# of k + r + 1 OSD processes: one member of an EC pool's PG is killed and
-# marked out, the spare is backfilled with each shard rebuilt by the
-# code's plan, and the OSDs' stores count every byte they read from their
-# devices. See run.py for the steps.
+# Erasure-coded recovery, Reed-Solomon against Zigzag (basic and optimal
+# constructions) and Pyramid LRC, on a local cluster of width + 1 OSD
+# processes: one member of an EC pool's PG is killed and marked out, the
+# spare is backfilled with each shard rebuilt by the code's plan, and the
+# surviving OSD processes' /proc/PID/io counts the bytes that reached the
+# device (page cache dropped first). See run.py for the steps.
 #
-#   bash experiments/ec_recovery/run.sh          # k=8 r=2/3/4, k=10 r=3/4; 4/16/64 MiB objects
-#   bash experiments/ec_recovery/run.sh --quick  # k=8 r=2 s=2, 16 MiB objects (a few minutes)
+#   bash experiments/ec_recovery/run.sh          # k=6 r=2/3, k=8 r=2/3/4, k=10 r=3/4 (the
+#                                                # starred s of the paper's Table 5.1); 4/16/64 MiB
+#                                                # objects; 3 runs per case (about 3 hours)
+#   bash experiments/ec_recovery/run.sh --quick  # k=8 r=2 s=2, 16 MiB objects, RS and Zigzag,
+#                                                # 3 runs per case (about 4 minutes)
+#   bash experiments/ec_recovery/run.sh --all    # every row of Table 5.1
+#   bash experiments/ec_recovery/run.sh --configs "6,2,2;8,2,2" --sizes 64 --codes rs,zigzag
 #   bash experiments/ec_recovery/run.sh --scale  # a pool of 32 PGs, 2 GiB of 16 MiB objects,
 #                                                # k=4 r=2 and k=8 r=2, RS and Zigzag four times each
 #                                                # (out/scale.csv; about 15 minutes)
