@@ -98,6 +98,11 @@ pub enum KvCmd {
         /// method (one), to measure what the method saves.
         #[arg(long, conflicts_with = "baseline")]
         plain_writes: bool,
+        /// Index entries each client caches, oldest dropped first; each
+        /// refresh from the index reads a fifth of this (the paper: 1,000
+        /// and 20%).
+        #[arg(long, default_value_t = loligo_kv::cache::DEFAULT_MAX)]
+        cache_entries: usize,
         /// Leave the store (or the baseline's objects) in place.
         #[arg(long)]
         keep: bool,
@@ -208,6 +213,7 @@ pub fn run(conn: &ConnArgs, c: KvCmd) -> Result<(), CliError> {
                 prefill,
                 baseline,
                 plain_writes,
+                cache_entries,
                 keep,
                 json,
             } => {
@@ -231,6 +237,7 @@ pub fn run(conn: &ConnArgs, c: KvCmd) -> Result<(), CliError> {
                     prefill,
                     baseline,
                     plain_writes,
+                    cache_entries,
                 };
                 if !baseline {
                     KvStore::create(io.clone(), &store, k).await?;
@@ -251,6 +258,7 @@ pub fn run(conn: &ConnArgs, c: KvCmd) -> Result<(), CliError> {
                         serde_json::json!({
                             "baseline": baseline,
                             "plain_writes": plain_writes,
+                            "cache_entries": cache_entries,
                             "clients": clients,
                             "in_flight": in_flight,
                             "entry_size": entry_size,

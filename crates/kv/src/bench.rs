@@ -34,6 +34,8 @@ pub struct BenchOpts {
     pub baseline: bool,
     /// Write nodes with plain ops instead of the `kv.write` method.
     pub plain_writes: bool,
+    /// Index entries each client caches (its refresh reads a fifth).
+    pub cache_entries: usize,
 }
 
 /// Count and latency of one kind of op.
@@ -168,7 +170,8 @@ where
             Target::Tree(
                 KvStore::open(objs.clone(), store)
                     .await?
-                    .with_plain_writes(o.plain_writes),
+                    .with_plain_writes(o.plain_writes)
+                    .with_cache(o.cache_entries),
             )
         }));
     }

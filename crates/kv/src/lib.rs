@@ -18,12 +18,14 @@
 //! the write itself is applied to the new nodes and commits with them
 //! (see `reshape`). A node's range is fixed when it is made and checked
 //! by the OSD on every write, so a stale cached index can never put a key
-//! into the wrong node.
+//! into the wrong node. Each client caches at most 1,000 index entries by
+//! default, as the paper did (`cache`).
 //!
 //! This crate is a client of `loligo-client` only: it must never rely on
 //! anything but object ops and the OSDs' object class methods.
 
 pub mod bench;
+pub mod cache;
 pub mod index;
 pub mod plan;
 mod reshape;
@@ -53,8 +55,6 @@ pub const DEFAULT_TIMEOUT_MS: u64 = 10_000;
 /// First wait before retrying an op that met a node being replaced
 /// (doubling up to 64x).
 const RETRY_MS: u64 = 2;
-/// Index entries one cache refresh reads.
-const WINDOW: u32 = 16;
 
 /// Why a key-value call failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -156,10 +156,11 @@ pub struct KvStore<O: Objects> {
     /// Largest value this store takes.
     value_max: usize,
     timeout_ms: u64,
-    /// Index entries this client has read, by index key: a hint only. A
-    /// node's range never changes and the OSD checks it on every write, so
-    /// a stale entry costs a retry, never a misplaced key.
-    cache: Mutex<BTreeMap<Vec<u8>, IndexEntry>>,
+    /// Index entries this client has read, by index key, bounded: a hint
+    /// only. A node's range never changes and is checked on every read
+    /// and write, so a stale or missing entry costs a retry, never a
+    /// misplaced key.
+    cache: Mutex<cache::IndexCache>,
     /// Other clients' intents and tombs this client has seen, by token:
     /// the stamp it saw and its own clock then (see `reshape::Seen`).
     seen: Mutex<reshape::Seen>,
@@ -300,7 +301,7 @@ impl<O: Objects> KvStore<O> {
             k,
             value_max,
             timeout_ms: DEFAULT_TIMEOUT_MS,
-            cache: Mutex::new(BTreeMap::new()),
+            cache: Mutex::new(cache::IndexCache::new(cache::DEFAULT_MAX)),
             seen: Mutex::new(reshape::Seen::default()),
             plain_writes: false,
         }
@@ -313,6 +314,13 @@ impl<O: Objects> KvStore<O> {
     /// clocks need not agree, only run at about the same rate.
     pub fn with_timeout(mut self, ms: u64) -> Self {
         self.timeout_ms = ms.max(1);
+        self
+    }
+
+    /// Cache at most `max` index entries (default [`cache::DEFAULT_MAX`],
+    /// the paper's 1,000), each refresh reading a fifth of that.
+    pub fn with_cache(self, max: usize) -> Self {
+        *self.cache() = cache::IndexCache::new(max);
         self
     }
 
@@ -460,7 +468,7 @@ impl<O: Objects> KvStore<O> {
         seen.stale(token, stamp, now, self.timeout_ms)
     }
 
-    fn cache(&self) -> std::sync::MutexGuard<'_, BTreeMap<Vec<u8>, IndexEntry>> {
+    fn cache(&self) -> std::sync::MutexGuard<'_, cache::IndexCache> {
         // The cache is a hint: a panic elsewhere leaves it usable.
         self.cache
             .lock()
@@ -495,11 +503,12 @@ impl<O: Objects> KvStore<O> {
     async fn locate(&self, key: &[u8], fresh: bool) -> Result<(Vec<u8>, IndexEntry)> {
         let start = index::lookup_start(key);
         if !fresh {
-            if let Some((k, e)) = self.cache().range(start.clone()..).next() {
-                return Ok((k.clone(), e.clone()));
+            if let Some(found) = self.cache().at_or_after(&start) {
+                return Ok(found);
             }
         }
-        let page = self.list_index(&start, WINDOW).await?;
+        let window = self.cache().window();
+        let page = self.list_index(&start, window).await?;
         let mut got = Vec::with_capacity(page.len());
         for (k, v) in &page {
             index::decode_index_key(k)?;
@@ -508,20 +517,13 @@ impl<O: Objects> KvStore<O> {
         let Some(first) = got.first().cloned() else {
             return Err(KvError::Corrupt("the index has no last node".into()));
         };
-        let mut cache = self.cache();
-        // What the index has between `start` and the page's end replaces
-        // what the cache had there.
-        let stale: Vec<Vec<u8>> = match got.last() {
-            Some((last, _)) if page.len() == WINDOW as usize => cache
-                .range(start..=last.clone())
-                .map(|(k, _)| k.clone())
-                .collect(),
-            _ => cache.range(start..).map(|(k, _)| k.clone()).collect(),
+        // What the index has between `start` and the page's end (the end
+        // of the index, for a short page) replaces what the cache had there.
+        let end = match got.last() {
+            Some((last, _)) if page.len() == window as usize => Some(last.clone()),
+            _ => None,
         };
-        for k in stale {
-            cache.remove(&k);
-        }
-        cache.extend(got);
+        self.cache().replace_range(&start, end.as_deref(), got);
         Ok(first)
     }
 

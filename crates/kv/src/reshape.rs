@@ -353,7 +353,9 @@ impl<O: Objects> KvStore<O> {
             for (k, _, _) in &lock {
                 cache.remove(k);
             }
-            cache.extend(placed);
+            for (k, e) in placed {
+                cache.insert(k, e);
+            }
         }
         // 5. Delete the replaced nodes, then the tomb; then help with old
         // tombs of clients that died. The write has committed: a failure
@@ -672,11 +674,7 @@ impl<O: Objects> KvStore<O> {
         }
         // The node before the last: the cache's guess, checked by listing
         // from it (nothing may lie between), else a walk of the index.
-        let guess = self
-            .cache()
-            .range(index::NODES_START.to_vec()..ik.to_vec())
-            .next_back()
-            .map(|(k, _)| k.clone());
+        let guess = self.cache().last_before(index::NODES_START, ik);
         if let Some(g) = guess {
             let page = self.list_index(&g, 2).await?;
             if let [(a, av), (b, _)] = page.as_slice() {
@@ -686,7 +684,7 @@ impl<O: Objects> KvStore<O> {
             }
         }
         let all = self.index_entries().await?;
-        *self.cache() = all.iter().cloned().collect();
+        self.cache().reset(all.iter().cloned());
         Ok(match all.as_slice() {
             [.., before, (last, _)] if last.as_slice() == ik => Some(before.clone()),
             _ => None,
