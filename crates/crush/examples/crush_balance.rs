@@ -166,6 +166,115 @@ fn objects_per_pg(count: u64, pg_num: u32) -> Vec<u64> {
     per
 }
 
+/// Trials each search gets: the balance parameters the adaptive search
+/// tries for linear buckets, and the pool ids (straw2's placement seeds)
+/// straw2 gets to choose from.
+const TRIALS: u32 = 256;
+/// Independent searches per method (the medians are over these).
+const SEARCHES: u64 = 16;
+
+/// Stdev of PGs per OSD of one pool on one map.
+fn stdev_of(crush: &CompiledMap, pool: &PoolPlacement, osds: &OsdStates) -> f64 {
+    let sets = pg_up_sets(crush, pool, osds, &UpmapItems::new()).expect("mapping");
+    let eligible = Eligible::for_rule(crush, pool.crush_rule, osds).expect("eligible");
+    distribution(&sets, &eligible).stdev
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n == 0 {
+        return f64::NAN;
+    }
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// Linear+adaptive against straw2 given the same chance: each picks the
+/// best of `TRIALS` candidates in sample (pg_num `pg`; linear: balance
+/// parameters for its pool, straw2: pool ids, which seed its placement),
+/// then keeps its choice out of sample (the pool split to 2 x pg and
+/// merged to pg / 2). `SEARCHES` independent searches per method (pools
+/// 1..=SEARCHES for linear; disjoint blocks of pool ids for straw2).
+/// Returns CSV rows and a Markdown table's rows.
+fn out_of_sample(topo: &Topology, size: u32) -> (String, String) {
+    let n_osd: usize = topo.hosts.iter().map(Vec::len).sum();
+    let osds = OsdStates::all_up_in(n_osd as i32);
+    let straw = compile(&map_text(&topo.hosts, "straw2"));
+    let linear = compile(&map_text(&topo.hosts, "linear"));
+    let pg = topo.pg_num;
+    let at = |base: &PoolPlacement, pg_num: u32| PoolPlacement {
+        pg_num,
+        pgp_num: pg_num,
+        ..*base
+    };
+    // [in sample, pg * 2, pg / 2] per search.
+    let mut rows: Vec<(&str, Vec<[f64; 3]>)> = vec![
+        ("straw2 (one pool)", Vec::new()),
+        ("straw2 (best of 256 pool ids)", Vec::new()),
+        ("linear+adaptive (256 params)", Vec::new()),
+    ];
+    for s in 0..SEARCHES {
+        let eval = |crush: &CompiledMap, p: &PoolPlacement| {
+            [
+                stdev_of(crush, p, &osds),
+                stdev_of(crush, &at(p, pg * 2), &osds),
+                stdev_of(crush, &at(p, pg / 2), &osds),
+            ]
+        };
+        let one = PoolPlacement::replicated(1 + s, pg, size, 0);
+        rows[0].1.push(eval(&straw, &one));
+        let first = 1 + s * u64::from(TRIALS);
+        let best = (first..first + u64::from(TRIALS))
+            .map(|id| {
+                let p = PoolPlacement::replicated(id, pg, size, 0);
+                (stdev_of(&straw, &p, &osds), id)
+            })
+            .min_by(|a, b| a.0.total_cmp(&b.0))
+            .map_or(first, |x| x.1);
+        rows[1]
+            .1
+            .push(eval(&straw, &PoolPlacement::replicated(best, pg, size, 0)));
+        let mut lp = PoolPlacement::replicated(1 + s, pg, size, 0);
+        lp.pps_mode = PpsMode::Bijection;
+        lp.balance_param = adaptive_balance_param(&linear, &lp, &osds, TRIALS)
+            .expect("adaptive search")
+            .0;
+        rows[2].1.push(eval(&linear, &lp));
+    }
+    let (mut csv, mut md) = (String::new(), String::new());
+    for (name, v) in &rows {
+        let col = |i: usize| median(v.iter().map(|x| x[i]).collect());
+        let worst = |i: usize| v.iter().map(|x| x[i]).fold(0.0, f64::max);
+        let _ = writeln!(
+            csv,
+            "{},{size},{name},{pg},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3}",
+            topo.name,
+            col(0),
+            col(1),
+            col(2),
+            worst(0),
+            worst(1),
+            worst(2)
+        );
+        let _ = writeln!(
+            md,
+            "| {} | {size} | {name} | {:.2} ({:.2}) | {:.2} ({:.2}) | {:.2} ({:.2}) |",
+            topo.name,
+            col(0),
+            worst(0),
+            col(1),
+            worst(1),
+            col(2),
+            worst(2)
+        );
+    }
+    (csv, md)
+}
+
 fn main() {
     let out = PathBuf::from(
         std::env::args()
@@ -320,6 +429,24 @@ fn main() {
             }
         }
     }
+    // Straw2 given the same chance as the adaptive search, and both
+    // judged out of sample, on the proposal's topology.
+    let mut sample_csv = String::from(
+        "topology,size,method,pg_num,stdev_in_sample,stdev_2x_pgs,stdev_half_pgs,worst_in_sample,worst_2x_pgs,worst_half_pgs\n",
+    );
+    let _ = write!(
+        md,
+        "\n## Given the same chance, in and out of sample\n\nEach search picks the best of {TRIALS} candidates by stdev at the topology's pg_num (in sample): linear+adaptive its balance parameter, straw2 its pool id (the seed of its placement). The choice is then kept when the pool is split to twice the PGs and merged to half (out of sample). Medians over {SEARCHES} independent searches (pools 1..{SEARCHES} for linear and for straw2's one pool; disjoint blocks of {TRIALS} pool ids for straw2's search), the worst in brackets.\n\n| topology | size | method | stdev in sample | 2x PGs | half the PGs |\n|---|---|---|---|---|---|\n"
+    );
+    for topo in topologies.iter().filter(|t| t.name == "seed-4x10") {
+        for size in [2u32, 3] {
+            eprintln!("{} size {size}: searches in and out of sample", topo.name);
+            let (c, m) = out_of_sample(topo, size);
+            sample_csv.push_str(&c);
+            md.push_str(&m);
+        }
+    }
+    std::fs::write(out.join("sample.csv"), sample_csv).expect("write sample.csv");
     std::fs::write(out.join("results.csv"), csv).expect("write results.csv");
     std::fs::write(out.join("per_osd.csv"), per_osd_csv).expect("write per_osd.csv");
     std::fs::write(out.join("RESULTS.md"), md).expect("write RESULTS.md");
