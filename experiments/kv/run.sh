@@ -10,12 +10,19 @@
 #      the kv.write object class method (mode 2: what the method saves),
 #      1 op in flight per client (the seed's) and 8 (throughput)
 #   3. throughput vs k (1 KiB entries) and vs entry size (k = 800)
+#   4. the paper's regime by node count (its stores had about 900-2,500
+#      node objects; its data was 4x the machines' RAM, more than this
+#      machine's disk holds): 1 KiB entries, k = 100, 200,000 keys (about
+#      1,500 nodes), the tree with the paper's cache of 1,000 index
+#      entries and with the default, beside the baseline
 # Each case creates its store, writes its prefill keys, runs the timed mix
 # and removes the store (`loligo kv bench`).
 # Writes out/results.csv, out/summary.json, PNGs and out/RESULTS.md.
 #
 #   bash experiments/kv/run.sh          # 20 s per case, k 100..1600, entries 1 KiB..256 KiB
-#   bash experiments/kv/run.sh --quick  # 5 s per case, fewer points (under 10 minutes)
+#   bash experiments/kv/run.sh --quick  # 5 s per case, fewer points, the regime at
+#                                       # k = 50 and 100,000 keys (under 10 minutes)
+# ONLY=regime runs step 4 alone.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
@@ -23,14 +30,18 @@ OUT="${OUT:-$HERE/out}"
 SECS=20
 KS="100 200 400 800 1600"
 SIZES="1024 4096 16384 65536 262144"
+REGIME_K=100
+REGIME_KEYS=200000
 if [ "${1:-}" = "--quick" ]; then
     SECS=5
     KS="100 400 1600"
     SIZES="1024 16384 262144"
+    REGIME_K=50
+    REGIME_KEYS=100000
 fi
 mkdir -p "$OUT"
 CSV="$OUT/results.csv"
-echo "case,mode,clients,in_flight,k,entry_size,prefill,ops_per_s,read_p50,read_p99,insert_p50,insert_p99,remove_p50,remove_p99,update_p50,update_p99" >"$CSV"
+echo "case,mode,clients,in_flight,k,entry_size,prefill,ops_per_s,read_p50,read_p99,insert_p50,insert_p99,remove_p50,remove_p99,update_p50,update_p99,read_mean,insert_mean,remove_mean,update_mean,cache_entries" >"$CSV"
 
 say() { echo "[kv $(date +%H:%M:%S)] $*" >&2; }
 
@@ -51,35 +62,44 @@ lol_wait "$CONF" 120 "$ALL_CLEAN" >/dev/null
 # (a store of a few nodes serializes its writers on them: see RESULTS.md).
 prefill() { local p=$(((512 << 20) / $1)); [ "$p" -gt 40000 ] && p=40000; echo "$p"; }
 
+# run CASE MODE IN_FLIGHT K ENTRY_SIZE [PREFILL] [CACHE_ENTRIES]
 run() {
-    local case="$1" base="$2" inflight="$3" k="$4" size="$5" p extra=()
-    p=$(prefill "$size")
+    local case="$1" base="$2" inflight="$3" k="$4" size="$5" p="${6:-}" cache="${7:-65536}" extra=()
+    [ -n "$p" ] || p=$(prefill "$size")
     [ "$base" = 1 ] && extra=(--baseline)
     [ "$base" = 2 ] && extra=(--plain-writes)
-    say "$case: baseline=$base in_flight=$inflight k=$k entry=$size prefill=$p"
+    say "$case: baseline=$base in_flight=$inflight k=$k entry=$size prefill=$p cache=$cache"
     "$B" -c "$CONF" -p kv kv bench "kvb" --clients 5 --in-flight "$inflight" --seconds "$SECS" \
-        --k "$k" --entry-size "$size" --prefill "$p" --json "${extra[@]}" >"$DIR/r.json"
-    "$PY" - "$DIR/r.json" "$case" "$base" "$inflight" "$k" "$size" "$p" >>"$CSV" <<'PY'
+        --k "$k" --entry-size "$size" --prefill "$p" --cache-entries "$cache" --json "${extra[@]}" >"$DIR/r.json"
+    "$PY" - "$DIR/r.json" "$case" "$base" "$inflight" "$k" "$size" "$p" "$cache" >>"$CSV" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))["report"]
-case, mode, inflight, k, size, prefill = sys.argv[2:8]
+case, mode, inflight, k, size, prefill, cache = sys.argv[2:9]
 row = [case, mode, 5, inflight, k, size, prefill, round(r["ops_per_s"], 1)]
 for k in r["kinds"]:
     row += [round(k["p50_ms"], 3), round(k["p99_ms"], 3)]
+row += [round(k["mean_ms"], 3) for k in r["kinds"]]
+row.append(cache)
 print(",".join(str(x) for x in row))
 PY
     tail -1 "$CSV" >&2
 }
 
-for size in 65536 1024; do
-    for inflight in 1 8; do
-        for base in 0 1 2; do
-            run seed "$base" "$inflight" 800 "$size"
+if [ "${ONLY:-}" != regime ]; then
+    for size in 65536 1024; do
+        for inflight in 1 8; do
+            for base in 0 1 2; do
+                run seed "$base" "$inflight" 800 "$size"
+            done
         done
     done
-done
-for k in $KS; do run k 0 8 "$k" 1024; done
-for size in $SIZES; do run size 0 8 800 "$size"; done
+    for k in $KS; do run k 0 8 "$k" 1024; done
+    for size in $SIZES; do run size 0 8 800 "$size"; done
+fi
+# The paper's regime: many nodes; its cache (1,000 entries), the default, the baseline.
+run regime 0 8 "$REGIME_K" 1024 "$REGIME_KEYS" 1000
+run regime 0 8 "$REGIME_K" 1024 "$REGIME_KEYS" 65536
+run regime 1 8 "$REGIME_K" 1024 "$REGIME_KEYS"
 
 python3 -c "import matplotlib" 2>/dev/null || python3 -m pip install -q matplotlib >&2 || true
 python3 "$HERE/summarize.py" "$OUT"

@@ -44,6 +44,9 @@ pub struct KindStats {
     pub ops: u64,
     pub p50_ms: f64,
     pub p99_ms: f64,
+    /// The mean: above the median by what the rare slow ops (splits,
+    /// rebalances, index re-reads) cost.
+    pub mean_ms: f64,
 }
 
 /// What a run measured.
@@ -141,10 +144,15 @@ fn stats(mut lat: Vec<f64>) -> KindStats {
             .copied()
             .unwrap_or(0.0)
     };
+    let mean_ms = match lat.len() {
+        0 => 0.0,
+        n => lat.iter().sum::<f64>() / n as f64,
+    };
     KindStats {
         ops: lat.len() as u64,
         p50_ms: pct(0.5),
         p99_ms: pct(0.99),
+        mean_ms,
     }
 }
 

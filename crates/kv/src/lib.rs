@@ -18,8 +18,8 @@
 //! the write itself is applied to the new nodes and commits with them
 //! (see `reshape`). A node's range is fixed when it is made and checked
 //! by the OSD on every write, so a stale cached index can never put a key
-//! into the wrong node. Each client caches at most 1,000 index entries by
-//! default, as the paper did (`cache`).
+//! into the wrong node. Each client caches a bounded number of index
+//! entries (`cache`).
 //!
 //! This crate is a client of `loligo-client` only: it must never rely on
 //! anything but object ops and the OSDs' object class methods.
@@ -317,8 +317,9 @@ impl<O: Objects> KvStore<O> {
         self
     }
 
-    /// Cache at most `max` index entries (default [`cache::DEFAULT_MAX`],
-    /// the paper's 1,000), each refresh reading a fifth of that.
+    /// Cache at most `max` index entries (default [`cache::DEFAULT_MAX`];
+    /// the paper's clients: [`cache::PAPER_MAX`]), each refresh reading a
+    /// fifth of that, at most [`cache::MAX_WINDOW`].
     pub fn with_cache(self, max: usize) -> Self {
         *self.cache() = cache::IndexCache::new(max);
         self
