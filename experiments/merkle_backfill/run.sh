@@ -6,7 +6,8 @@
 #      PG (so every object is in it), a two-entry PG log (an OSD that was
 #      away is always backfilled), --merkle-leaves L (0: no trees, the
 #      full-scan baseline)
-#   2. N objects of 1 KiB written (32 in flight): write ops/s
+#   2. N objects of OBJ_SIZE bytes (1 KiB unless set) written (32 in
+#      flight): write ops/s
 #   3. osd.2 stopped and marked down; P% of the objects overwritten
 #   4. osd.2 started: its backfill's time, tree nodes exchanged, objects
 #      its scans listed and objects copied, from the primary's log line;
@@ -28,7 +29,9 @@
 #
 #   bash experiments/merkle_backfill/run.sh          # N 5K 10K 20K 50K, P 1 5 10 20, L 1K 4K 16K 64K (hours)
 #   bash experiments/merkle_backfill/run.sh --quick  # N 20K, P 1 5 10 20, L 16K (under 10 minutes)
-# Environment: OUT (output folder), OBJECTS_LIST, PCTS, LEAVES_LIST (not
+#   OBJ_SIZE=65536 OBJECTS_LIST=20000 PCTS="1 10" LEAVES_LIST=16384 SKIP_CEPH=1 WRITE_ROUNDS=0 \
+#     OUT=experiments/merkle_backfill/out-64k bash experiments/merkle_backfill/run.sh   # out-64k/ (2 min)
+# Environment: OUT (output folder), OBJ_SIZE (bytes per object, 1024), OBJECTS_LIST, PCTS, LEAVES_LIST (not
 # with --quick; PCTS with it too), REPS (backfills per case, 3), WRITE_ROUNDS (0: skip the
 # write-overhead part), CEPH_REPS (Ceph's backfills per case), SKIP_CEPH (set: no Ceph side),
 # CEPH_PY (the Python with Ceph's `rados` binding, /usr/bin/python3).
@@ -41,6 +44,7 @@ PCTS="${PCTS:-1 5 10 20}"
 LEAVES_LIST="${LEAVES_LIST:-1024 4096 16384 65536}"
 WRITE_SECS=8
 REPS="${REPS:-3}"
+OBJ_SIZE="${OBJ_SIZE:-1024}"
 if [ "${1:-}" = "--quick" ]; then
     OBJECTS_LIST=20000
     LEAVES_LIST=16384
@@ -54,7 +58,7 @@ VICTIM=2
 mkdir -p "$OUT"
 CSV="$OUT/results.csv"
 WCSV="$OUT/writes.csv"
-echo "objects,pct,leaves,rep,load_ops_s,osd_rss_kib,backfill_ms,how,differing_leaves,nodes,listed,copied,chunks,clean_s" >"$CSV"
+echo "objects,pct,leaves,rep,load_ops_s,osd_rss_kib,backfill_ms,how,differing_leaves,nodes,listed,copied,chunks,clean_s,obj_size" >"$CSV"
 echo "round,leaves,ops_s,osd_cpu_us_per_op" >"$WCSV"
 CCSV="$OUT/ceph.csv"
 echo "system,objects,pct,rep,backfill_ms,clean_s" >"$CCSV"
@@ -78,8 +82,11 @@ osd_rss() {
 }
 
 cluster_up() {
-    local dir="$1" leaves="$2"
-    "$B" up --detach --osds 3 --pg-num 1 --osd-size $((1 << 30)) --pg-log-entries 2 \
+    local dir="$1" leaves="$2" objects="$3" size
+    # Every OSD holds every object (size 3 on 3 OSDs): room for them twice.
+    size=$((2 * objects * OBJ_SIZE))
+    [ "$size" -lt $((1 << 30)) ] && size=$((1 << 30))
+    "$B" up --detach --osds 3 --pg-num 1 --osd-size "$size" --pg-log-entries 2 \
         --merkle-leaves "$leaves" --data-dir "$dir/c" >&2
     lol_wait "$dir/c/loligo.conf" 120 "$ALL_CLEAN" >/dev/null
 }
@@ -90,8 +97,8 @@ case_up() {
     local objects="$1" leaves="$2" dir conf
     dir=$(mktemp -d /tmp/loligo-merkle.XXXXXX)
     conf="$dir/c/loligo.conf"
-    cluster_up "$dir" "$leaves"
-    "$B" -c "$conf" bench 600 write -b 1024 -t 32 --max-objects "$objects" --no-cleanup --json >"$dir/load.json"
+    cluster_up "$dir" "$leaves" "$objects"
+    "$B" -c "$conf" bench 600 write -b "$OBJ_SIZE" -t 32 --max-objects "$objects" --no-cleanup --json >"$dir/load.json"
     lol_wait "$conf" 120 "$ALL_CLEAN" >/dev/null
     osd_rss "$dir" >"$dir/rss"
     python3 -c "import json; print(round(json.load(open('$dir/load.json'))['ops_per_s'], 1))" >"$dir/load"
@@ -107,7 +114,7 @@ case_rep() {
     "$B" -c "$conf" osd down "$VICTIM" >&2 || true
     lol_wait "$conf" 60 "o['num_up_osds'] == o['num_osds'] - 1" >/dev/null
     if [ "$pct" != 0 ]; then
-        "$B" -c "$conf" bench 600 write -b 1024 -t 32 --max-objects "$objects" --sample-pct "$pct" \
+        "$B" -c "$conf" bench 600 write -b "$OBJ_SIZE" -t 32 --max-objects "$objects" --sample-pct "$pct" \
             --seed $((7 + r)) --no-cleanup --json >"$dir/overwrite.json"
     fi
     t0=$(now)
@@ -133,16 +140,16 @@ for f in glob.glob(d + "/osd.*.log"):
         print("%.1f %s" % (ms, lines[e].strip()))
 PY
 )
-    python3 - "$line" "$objects" "$pct" "$leaves" "$r" "$(cat "$dir/load")" "$(cat "$dir/rss")" "$clean" >>"$CSV" <<'PY'
+    python3 - "$line" "$objects" "$pct" "$leaves" "$r" "$(cat "$dir/load")" "$(cat "$dir/rss")" "$clean" "$OBJ_SIZE" >>"$CSV" <<'PY'
 import re, sys
-line, objects, pct, leaves, r, load, rss, clean = sys.argv[1:]
+line, objects, pct, leaves, r, load, rss, clean, obj_size = sys.argv[1:]
 m = re.search(r"^([0-9.]+) .*backfilled by (?:(\d+) differing Merkle leaves|a full scan): "
               r"(\d+) tree nodes exchanged, (\d+) of its objects listed, (\d+) copied or removed in (\d+) chunks", line)
 if not m:
     sys.exit("no backfill line for osd.2: %r" % line)
 ms, diff, nodes, listed, copied, chunks = m.groups()
 how = "merkle" if diff is not None else "full"
-print(",".join([objects, pct, leaves, r, load, rss, ms, how, diff or "", nodes, listed, copied, chunks, clean]))
+print(",".join([objects, pct, leaves, r, load, rss, ms, how, diff or "", nodes, listed, copied, chunks, clean, obj_size]))
 PY
     say "N=$objects P=$pct% L=$leaves rep $r: $(tail -1 "$CSV")"
 }

@@ -39,11 +39,16 @@ def median_rows(rows):
 
 def fit_costs(rows):
     """Least squares of the full scans' backfill ms on objects copied,
-    per object count: (ms per object copied, ms per object listed)."""
+    per object count: (ms per object copied, ms per object listed). Each
+    stale fraction is one point, the median of its backfills (one slow
+    backfill, a disk stall, would otherwise tilt the line)."""
     fits = {}
     for n in {int(r["objects"]) for r in rows}:
-        pts = [(int(r["copied"]), float(r["backfill_ms"])) for r in rows
-               if r["leaves"] == "0" and int(r["objects"]) == n]
+        by = {}
+        for r in rows:
+            if r["leaves"] == "0" and int(r["objects"]) == n:
+                by.setdefault(int(r["copied"]), []).append(float(r["backfill_ms"]))
+        pts = [(x, statistics.median(ys)) for x, ys in by.items()]
         if len({x for x, _ in pts}) < 2:
             continue
         mx = statistics.mean(x for x, _ in pts)
@@ -252,7 +257,10 @@ def main():
           "with 16,384-leaf trees, %s KiB without (median over runs)." % (
               " / ".join("%g" % (16 * l / 1024) for l in (1024, 4096, 16384, 65536)),
               memory["osd_rss_kib_3_osds_trees"], memory["osd_rss_kib_3_osds_no_trees"]), ""]
-    open(os.path.join(out, "RESULTS.md"), "w").write("\n".join(L))
+    # Runs with OBJ_SIZE set name their object size in results.csv.
+    sizes = sorted({int(r.get("obj_size") or 1024) for r in raw})
+    size_text = " and ".join("%g KiB" % (s / 1024) for s in sizes) + " objects"
+    open(os.path.join(out, "RESULTS.md"), "w").write("\n".join(L).replace("1 KiB objects", size_text, 1))
     print("\n".join(L))
 
     try:
