@@ -54,9 +54,15 @@ for r in results:
     base = next(float(x["stdev"]) for x in results
                 if (x["topology"], x["size"], x["method"]) == (r["topology"], r["size"], "straw2"))
     paper = PAPER.get((r["topology"], r["size"]))
+    base_rms = next(float(x["rms_deviation"]) for x in results
+                    if (x["topology"], x["size"], x["method"]) == (r["topology"], r["size"], "straw2"))
+    # ratio: rms deviation from the weighted targets against straw2's
+    # (the stdev's ratio means nothing on mixed weights; on equal weights
+    # the two agree).
     cases.append({"topology": r["topology"], "size": int(r["size"]), "method": r["method"],
                   "stdev": float(r["stdev"]), "rms_deviation": float(r["rms_deviation"]),
-                  "ratio": round(float(r["stdev"]) / base, 4) if base else None,
+                  "ratio": round(float(r["rms_deviation"]) / base_rms, 4) if base_rms else None,
+                  "stdev_ratio": round(float(r["stdev"]) / base, 4) if base else None,
                   "paper_ratio": round(paper[1] / paper[0], 4) if paper and r["method"] == "linear+adaptive" else None})
 sample = []
 try:

@@ -150,7 +150,9 @@ def settle(conf, keys, limit=30):
     periodic), and return the last status."""
     last, t0 = None, time.time()
     while True:
-        time.sleep(1.5)
+        # Longer than the OSDs' report interval (2 s): two equal polls
+        # have a report between them.
+        time.sleep(2.5)
         s = status(conf)
         now = {o: tuple(c[k] for k in keys) for o, c in counters(s).items()}
         if now == last or time.time() - t0 > limit:
@@ -419,7 +421,7 @@ def retried(case, *args):
     processes on 2 cores) gets one more try."""
     try:
         return case(*args)
-    except RuntimeError as e:
+    except (RuntimeError, loligo.Error) as e:
         say("retrying once: %s" % str(e).splitlines()[0][:300])
         return case(*args)
 

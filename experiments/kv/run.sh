@@ -41,7 +41,14 @@ if [ "${1:-}" = "--quick" ]; then
 fi
 mkdir -p "$OUT"
 CSV="$OUT/results.csv"
-echo "case,mode,clients,in_flight,k,entry_size,prefill,ops_per_s,read_p50,read_p99,insert_p50,insert_p99,remove_p50,remove_p99,update_p50,update_p99,read_mean,insert_mean,remove_mean,update_mean,cache_entries" >"$CSV"
+HEADER="case,mode,clients,in_flight,k,entry_size,prefill,ops_per_s,read_p50,read_p99,insert_p50,insert_p99,remove_p50,remove_p99,update_p50,update_p99,read_mean,insert_mean,remove_mean,update_mean,cache_entries"
+if [ "${ONLY:-}" = regime ] && [ -s "$CSV" ] && [ "$(head -1 "$CSV")" = "$HEADER" ]; then
+    # The other cases' rows stay; the regime's are replaced.
+    grep -v '^regime,' "$CSV" >"$CSV.keep" || true
+    mv "$CSV.keep" "$CSV"
+else
+    echo "$HEADER" >"$CSV"
+fi
 
 say() { echo "[kv $(date +%H:%M:%S)] $*" >&2; }
 

@@ -214,8 +214,8 @@ fn out_of_sample(topo: &Topology, size: u32) -> (String, String) {
     // [in sample, pg * 2, pg / 2] per search.
     let mut rows: Vec<(&str, Vec<[f64; 3]>)> = vec![
         ("straw2 (one pool)", Vec::new()),
-        ("straw2 (best of 256 pool ids)", Vec::new()),
-        ("linear+adaptive (256 params)", Vec::new()),
+        ("straw2 (best of the pool ids)", Vec::new()),
+        ("linear+adaptive", Vec::new()),
     ];
     for s in 0..SEARCHES {
         let eval = |crush: &CompiledMap, p: &PoolPlacement| {

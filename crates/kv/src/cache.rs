@@ -6,11 +6,13 @@
 //! The paper's clients kept 1,000 entries ([`PAPER_MAX`]). A store with
 //! more nodes than its clients cache makes a third or more of their
 //! lookups miss and re-read the index, one object every client shares
-//! (measured at 1,487 nodes of 1 KiB entries: 2,727 ops/s with 1,000
-//! entries, 4,675 with all cached), so the default bound is larger.
+//! (measured at 1,487 nodes of 1 KiB entries, in one sitting: 2,537
+//! ops/s with 1,000 entries, 4,914 with all cached), so the default bound
+//! is larger.
 //!
-//! The cache is a hint and must never be trusted for placement: every
-//! node checks its own key range on every read and write, so a missing
+//! The cache is a hint and must never be trusted for placement: a read
+//! checks the range its node reports in the same op, and the `kv.write`
+//! method refuses keys outside its node's range, so a missing
 //! or stale entry (one evicted between a node and its successor included:
 //! a lookup then finds a later node) costs a re-read of the index, never
 //! a misplaced or missed key.
