@@ -101,6 +101,7 @@ def side(key):
         "moved_max": int(max(x["moved"] for x in g)),
         "rebuilt_per_object": round(med([x["rebuilt_shards"] / x["objects"] for x in g]), 3),
         "element_kib": g[0]["element_kib"],
+        "positions": sorted({int(x["position"]) for x in g}),
     }
 
 
@@ -268,7 +269,8 @@ md = ["# EC recovery: Reed-Solomon against Zigzag and LRC, measured at the devic
       "failure. **Device bytes** are the surviving OSD processes' `/proc/PID/io` read_bytes "
       "(what reached the block layer, readahead and metadata included); theory is the plans' "
       "element bytes. Each figure is the median of the runs, the spread (min-max) in brackets. "
-      "The parity lost is the first parity position: for LRC a local parity.", "",
+      "The parity lost is the first parity position whose going out moves no other (for LRC the "
+      "table says whether it was a local or a global parity).", "",
       "## Per case", "",
       "| k | r | s | object | lost | code | element KiB | runs | time s | device MiB | device / theory | "
       "sent MiB | writes / shard bytes |",
@@ -281,7 +283,10 @@ for c in configs:
             x = c[lost].get(code)
             if not x:
                 continue
-            shown = "local parity" if (code, lost) == ("lrc", "parity") else lost
+            shown = lost
+            if (code, lost) == ("lrc", "parity"):
+                # Pyramid's chunks: data, then the l = 2 local parities, then the global ones.
+                shown = "local parity" if max(x["positions"]) < c["k"] + 2 else "global parity"
             md.append(f"| {c['k']} | {c['r']} | {c['s'] if code.startswith('zigzag') else ''} | "
                       f"{c['object_mib']} MiB | {shown} | {code} | {x['element_kib']:g} | {x['recovery_s']['runs']} | "
                       f"{spread(x['recovery_s'])} | {spread(x['dev_read_bytes'], fmt_bytes)} | "
