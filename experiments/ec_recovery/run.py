@@ -160,6 +160,11 @@ def settle(conf, keys, limit=30):
         last = now
 
 
+def delta(c0, c1):
+    """Per counter of KEYS, how much all OSDs' counters grew from c0 to c1."""
+    return {key: sum(c1[o][key] - c0.get(o, {}).get(key, 0) for o in c1) for key in KEYS}
+
+
 KEYS = ["device_read_bytes", "device_reads", "rebuilt_shards", "rebuild_theory_bytes",
         "rebuild_fetched_bytes", "shard_bytes_sent", "recovery_bytes"]
 
@@ -327,7 +332,7 @@ def one(code, obj_mib, total_mib, kind, layout):
         p1 = proc_io(data, n)
         after = settle(conf, KEYS)
         c1 = counters(after)
-        d = {key: sum(c1[o][key] - c0.get(o, {}).get(key, 0) for o in c1) for key in KEYS}
+        d = delta(c0, c1)
         now = acting(conf)
         moved = [i for i in range(code.width) if now[i] != was[i]]
         surv = [o for o in p1 if o != victim and o in p0]
@@ -386,7 +391,7 @@ def scale_one(plugin, k, r, s, pgs, obj_mib, total_mib):
         secs = time.time() - t0
         p1 = proc_io(data, n)
         c1 = counters(settle(conf, KEYS))
-        d = {key: sum(c1[o][key] - c0.get(o, {}).get(key, 0) for o in c1) for key in KEYS}
+        d = delta(c0, c1)
         row = {"plugin": plugin, "k": k, "r": r, "s": s if plugin == "zigzag" else 0, "pgs": pgs,
                "object_mib": obj_mib, "objects": objects, "recovery_s": round(secs, 3),
                "rebuilt_shards": d["rebuilt_shards"], "theory_bytes": d["rebuild_theory_bytes"],
