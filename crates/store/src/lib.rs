@@ -1,6 +1,7 @@
 //! Loligo's local object store: the `ObjectStore` trait and transactions,
 //! `MemStore` (in memory, for tests and as a CPU ceiling), and the
-//! BlueStore-style store on a block file and an embedded KV (`block`);
+//! BlueStore-style store on a block file and an embedded KV (`block`),
+//! the FileStore-like baseline (a journal and a file per object: `file`);
 //! with the `workloads` feature, the benchmark and crash-test workloads
 //! the CLI runs (`bench`, `torture`).
 //!
@@ -11,6 +12,7 @@
 pub mod block;
 pub mod error;
 pub mod faulty;
+pub mod file;
 pub mod mem;
 pub mod names;
 pub mod store;
@@ -22,6 +24,7 @@ pub use block::{
 };
 pub use error::{Result, StoreError};
 pub use faulty::FaultyStore;
+pub use file::{FileConfig, FileStore};
 pub use mem::MemStore;
 pub use names::{
     CollectionId, Compression, Limits, ObjectId, ObjectRead, ObjectStat, StoreStats, WholeObject,
