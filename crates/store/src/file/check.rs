@@ -341,6 +341,9 @@ mod tests {
             c: CollectionId,
             f: &mut dyn FnMut(ObjectId) -> Result<bool>,
         ) -> Result<()> {
+            if !self.0.collection_exists(c)? {
+                return Ok(());
+            }
             for o in self.0.list(c, None, usize::MAX)?.0 {
                 if !f(o)? {
                     break;
