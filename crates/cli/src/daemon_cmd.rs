@@ -118,6 +118,9 @@ pub struct OsdArgs {
     /// Use this device (or file) for data instead of DATA/block (mkfs only).
     #[arg(long)]
     device: Option<PathBuf>,
+    /// The store a new DATA is made with (an existing one must match).
+    #[arg(long, value_enum, default_value_t)]
+    objectstore: crate::store_cmd::ObjectStoreArg,
     /// CRUSH host name (default: this machine's hostname).
     #[arg(long)]
     host: Option<String>,
@@ -489,6 +492,27 @@ fn check_fsid(dir: &std::path::Path, fsid: &str) -> Result<(), CliError> {
     }
 }
 
+/// The OSD's file store, made if DATA holds no store yet.
+fn filestore(a: &OsdArgs) -> Result<Arc<dyn ObjectStore>, CliError> {
+    if a.device.is_some() {
+        return Err(CliError(
+            "--device applies to --objectstore bluestore only (a filestore keeps files in DATA)"
+                .into(),
+        ));
+    }
+    if a.data.join("block").exists() {
+        return Err(CliError(format!(
+            "{} holds a bluestore: start it with --objectstore bluestore",
+            a.data.display()
+        )));
+    }
+    let fcfg = loligo_store::FileConfig::default();
+    if !loligo_store::FileStore::is_filestore(&a.data) {
+        loligo_store::FileStore::mkfs(&a.data, &fcfg)?;
+    }
+    Ok(Arc::new(loligo_store::FileStore::mount(&a.data, &fcfg)?))
+}
+
 pub fn osd(a: OsdArgs) -> Result<(), CliError> {
     init_logging();
     raise_file_limit()?;
@@ -502,22 +526,33 @@ pub fn osd(a: OsdArgs) -> Result<(), CliError> {
         device_wait: DeviceWait(loligo_osd::device_wait),
         ..BlockConfig::default()
     };
-    if !a.data.join("kv").exists() && !a.data.join("block").exists() {
-        BlockStore::mkfs_on(&a.data, &bcfg, a.device.as_deref())?;
-    }
-    let block = Arc::new(BlockStore::mount(&a.data, &bcfg)?);
     let mut cfg = OsdConfig::new(a.id, &a.addr, mons);
-    cfg.device = std::fs::canonicalize(a.data.join("block"))
-        .map_or_else(|_| String::new(), |p| p.display().to_string());
+    let base: Arc<dyn ObjectStore> = match a.objectstore {
+        crate::store_cmd::ObjectStoreArg::Bluestore => {
+            if loligo_store::FileStore::is_filestore(&a.data) {
+                return Err(CliError(format!(
+                    "{} holds a filestore: start it with --objectstore filestore",
+                    a.data.display()
+                )));
+            }
+            if !a.data.join("kv").exists() && !a.data.join("block").exists() {
+                BlockStore::mkfs_on(&a.data, &bcfg, a.device.as_deref())?;
+            }
+            cfg.device = std::fs::canonicalize(a.data.join("block"))
+                .map_or_else(|_| String::new(), |p| p.display().to_string());
+            Arc::new(BlockStore::mount(&a.data, &bcfg)?)
+        }
+        crate::store_cmd::ObjectStoreArg::Filestore => filestore(&a)?,
+    };
     let store: Arc<dyn ObjectStore> = if a.debug_inject_read_err {
-        let faulty = Arc::new(loligo_store::FaultyStore::new(block));
+        let faulty = Arc::new(loligo_store::FaultyStore::new(base));
         let rot = faulty.clone();
         cfg.read_error_injector = Some(loligo_osd::ReadErrorInjector(Arc::new(move |c, o| {
             rot.rot(c, o)
         })));
         faulty
     } else {
-        block
+        base
     };
     cfg.security = security;
     cfg.host = a.host.unwrap_or_else(hostname);

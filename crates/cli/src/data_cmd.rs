@@ -198,6 +198,9 @@ pub enum BenchMode {
     Write,
     Seq,
     Rand,
+    /// Overwrite --io-size bytes at random aligned offsets of the objects
+    /// a `write --no-cleanup` run left (rbd bench's random writes).
+    Randwrite,
 }
 
 #[derive(Args)]
@@ -229,6 +232,9 @@ pub struct BenchArgs {
     /// Seed of --sample-pct's pick.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Randwrite: bytes per write, at offsets that are multiples of it.
+    #[arg(long, default_value_t = 4096)]
+    io_size: usize,
 }
 
 const BENCH_PREFIX: &str = "benchmark_data_";
@@ -264,6 +270,9 @@ pub fn bench(conn: &ConnArgs, a: BenchArgs) -> Result<(), CliError> {
     if a.sample_pct.is_some_and(|p| !(0.0..=100.0).contains(&p)) {
         return Err(CliError("--sample-pct must be in 0..=100".into()));
     }
+    if a.io_size == 0 || a.io_size > 128 << 20 {
+        return Err(CliError("--io-size must be in 1..=128 MiB".into()));
+    }
     if a.mode != BenchMode::Write && a.max_objects.is_some() {
         return Err(CliError("--max-objects is for write runs".into()));
     }
@@ -271,20 +280,35 @@ pub fn bench(conn: &ConnArgs, a: BenchArgs) -> Result<(), CliError> {
     let (rt, io) = connect(conn)?;
     rt.block_on(async move {
         let meta = format!("{BENCH_PREFIX}meta");
-        let existing: u64 = if a.mode == BenchMode::Write {
-            0
+        // The meta object says how many objects a write run left, and
+        // their size.
+        let (existing, obj_size): (u64, u64) = if a.mode == BenchMode::Write {
+            (0, 0)
         } else {
             let m = io.read(&meta, 0, 0).await.map_err(|_| {
                 CliError("no benchmark objects: run `loligo bench N write --no-cleanup` first".into())
             })?;
-            String::from_utf8_lossy(&m).trim().parse().unwrap_or(0)
+            let m = String::from_utf8_lossy(&m);
+            let mut it = m.split_whitespace().map(|w| w.parse::<u64>().unwrap_or(0));
+            let n = it.next().unwrap_or(0);
+            (n, it.next().unwrap_or(a.block_size as u64))
         };
+        if a.mode == BenchMode::Randwrite && obj_size < a.io_size as u64 {
+            return Err(CliError(format!(
+                "--io-size {} is larger than the benchmark objects ({obj_size} bytes)",
+                a.io_size
+            )));
+        }
         if a.mode != BenchMode::Write && existing == 0 {
             return Err(CliError("no benchmark objects to read".into()));
         }
         // One buffer shared by every op (as `rados bench` does): a write
         // takes a reference, not a copy.
-        let data = bytes::Bytes::from(vec![0x5au8; a.block_size]);
+        let data = bytes::Bytes::from(vec![
+            0x5au8;
+            if a.mode == BenchMode::Randwrite { a.io_size } else { a.block_size }
+        ]);
+        let slots = obj_size / a.io_size as u64;
         let start = Instant::now();
         let deadline = start + Duration::from_secs_f64(a.seconds);
         let next = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
@@ -314,8 +338,13 @@ pub fn bench(conn: &ConnArgs, a: BenchArgs) -> Result<(), CliError> {
                         BenchMode::Write => io.write_full(&format!("{BENCH_PREFIX}{i}"), data.clone()).await.map(|_| data.len()),
                         BenchMode::Seq => io.read(&format!("{BENCH_PREFIX}{}", i % existing), 0, 0).await.map(|d| d.len()),
                         BenchMode::Rand => {
-                            let i = rng.below(existing as u64);
+                            let i = rng.below(existing);
                             io.read(&format!("{BENCH_PREFIX}{i}"), 0, 0).await.map(|d| d.len())
+                        }
+                        BenchMode::Randwrite => {
+                            let i = rng.below(existing);
+                            let off = rng.below(slots) * data.len() as u64;
+                            io.write(&format!("{BENCH_PREFIX}{i}"), off, data.clone()).await.map(|_| data.len())
                         }
                     };
                     match n {
@@ -363,9 +392,9 @@ pub fn bench(conn: &ConnArgs, a: BenchArgs) -> Result<(), CliError> {
         let avg = if ops > 0 { lat.iter().sum::<f64>() / ops as f64 * 1e3 } else { 0.0 };
         let bytes = done_bytes.load(std::sync::atomic::Ordering::Relaxed);
         let report = serde_json::json!({
-            "mode": match a.mode { BenchMode::Write => "write", BenchMode::Seq => "seq", BenchMode::Rand => "rand" },
+            "mode": match a.mode { BenchMode::Write => "write", BenchMode::Seq => "seq", BenchMode::Rand => "rand", BenchMode::Randwrite => "randwrite" },
             "seconds": secs,
-            "block_size": a.block_size,
+            "block_size": if a.mode == BenchMode::Randwrite { a.io_size } else { a.block_size },
             "concurrency": a.concurrency,
             "ops": ops,
             "ops_per_s": ops as f64 / secs,
@@ -381,7 +410,7 @@ pub fn bench(conn: &ConnArgs, a: BenchArgs) -> Result<(), CliError> {
                 (Some(list), None) => list.len() as u64,
             };
             if a.no_cleanup {
-                io.write_full(&meta, written.to_string().into_bytes()).await?;
+                io.write_full(&meta, format!("{written} {}", a.block_size).into_bytes()).await?;
             } else {
                 for i in 0..written {
                     let _ = io.remove(&format!("{BENCH_PREFIX}{i}")).await;

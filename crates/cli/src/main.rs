@@ -225,7 +225,9 @@ enum Cmd {
     /// scan, check, clean, bench, stats.
     #[command(subcommand)]
     Kv(kv_cmd::KvCmd),
-    /// Benchmark the cluster like `rados bench`: SECONDS write|seq|rand.
+    /// Benchmark the cluster like `rados bench`: SECONDS write|seq|rand,
+    /// or randwrite (--io-size overwrites of what a write run left, as
+    /// `rbd bench --io-pattern rand` does).
     Bench(data_cmd::BenchArgs),
     /// Tools for fault experiments: `lab client`, a long-lived client
     /// session driven from stdin (it keeps its map when cut off from the

@@ -22,6 +22,30 @@ pub enum SmallWritesArg {
     Deferred,
 }
 
+/// Which object store an OSD runs on (Ceph's `osd_objectstore`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum ObjectStoreArg {
+    /// The block store: data on a block file or device, metadata in its
+    /// KV, small writes deferred or copy-on-write (BlueStore's design).
+    #[default]
+    Bluestore,
+    /// The baseline in FileStore's shape: a file per object on the host
+    /// file system and a write-ahead journal, so data is written twice.
+    /// For comparisons; --size, --device, --read-cache and
+    /// --small-writes do not apply.
+    Filestore,
+}
+
+impl ObjectStoreArg {
+    /// Its name, as `--objectstore` takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ObjectStoreArg::Bluestore => "bluestore",
+            ObjectStoreArg::Filestore => "filestore",
+        }
+    }
+}
+
 impl From<SmallWritesArg> for SmallWrites {
     fn from(a: SmallWritesArg) -> SmallWrites {
         match a {
@@ -44,7 +68,9 @@ pub enum StoreCmd {
     /// Apply a deterministic crash-test workload and print one line per
     /// durable commit ("committed N") or unsynced one applied ("applied
     /// N": durable once its thread, N mod --threads, commits a later one)
-    /// until killed or --count is reached.
+    /// until killed or --count is reached. DIR holds a block store, or a
+    /// file store (the FileStore-like baseline; --small-writes does not
+    /// apply to it).
     Torture(TortureArgs),
     /// Measure a fresh store in DIR (created, then removed) against raw
     /// O_DIRECT writes and MemStore, in one run.
@@ -194,14 +220,22 @@ pub fn run(cmd: StoreCmd) -> Result<(), CliError> {
                 small_writes: a.small_writes.into(),
                 ..BlockConfig::default()
             };
-            let s = BlockStore::mount(&a.dir, &cfg)?;
-            torture::setup(&s)?;
+            // A file store (made by the crash test) or the block store.
+            let s: Box<dyn loligo_store::ObjectStore> =
+                if loligo_store::FileStore::is_filestore(&a.dir) {
+                    let fcfg = loligo_store::FileConfig::default();
+                    Box::new(loligo_store::FileStore::mount(&a.dir, &fcfg)?)
+                } else {
+                    Box::new(BlockStore::mount(&a.dir, &cfg)?)
+                };
+            let s = s.as_ref();
+            torture::setup(s)?;
             let end = a.count.map(|c| a.start + c);
             let out = std::sync::Mutex::new(std::io::stdout());
             let res: Result<(), CliError> = std::thread::scope(|sc| {
                 let hs: Vec<_> = (0..a.threads)
                     .map(|t| {
-                        let (s, out) = (&s, &out);
+                        let out = &out;
                         sc.spawn(move || -> Result<(), CliError> {
                             let mut n = a.start + t;
                             while end.is_none_or(|e| n < e) {
@@ -230,8 +264,7 @@ pub fn run(cmd: StoreCmd) -> Result<(), CliError> {
 
 /// Run transaction `n`: "committed" once durable, "applied" once visible
 /// (an unsynced one).
-fn s_apply(s: &BlockStore, n: u64) -> Result<&'static str, CliError> {
-    use loligo_store::ObjectStore;
+fn s_apply(s: &dyn loligo_store::ObjectStore, n: u64) -> Result<&'static str, CliError> {
     if torture::unsynced(n) {
         s.queue_unsynced(torture::txn(n)).wait()?;
         Ok("applied")

@@ -39,6 +39,11 @@ pub struct UpArgs {
     /// least 1 GiB).
     #[arg(long)]
     osd_size: Option<u64>,
+    /// The store every OSD runs on (first start only): bluestore (the
+    /// default) or filestore (the FileStore-like baseline, for
+    /// comparisons).
+    #[arg(long, value_enum)]
+    osd_objectstore: Option<crate::store_cmd::ObjectStoreArg>,
     /// PGs of the default pool (first start only, default 32).
     #[arg(long)]
     pg_num: Option<u32>,
@@ -96,6 +101,9 @@ struct State {
     more_mons: Vec<String>,
     osd_addrs: Vec<String>,
     osd_size: u64,
+    /// `osd run --objectstore` for every OSD (unset: the default).
+    #[serde(default)]
+    objectstore: Option<String>,
     /// `osd run --pg-log-entries` for every OSD (unset: the default).
     #[serde(default)]
     pg_log_entries: Option<u64>,
@@ -412,6 +420,9 @@ fn daemon_args(st: &State, dir: &Path, name: &str) -> Result<Vec<String>, CliErr
         "--host".into(),
         "localhost".into(),
     ];
+    if let Some(o) = &st.objectstore {
+        args.extend(["--objectstore".into(), o.clone()]);
+    }
     if let Some(n) = st.pg_log_entries {
         args.extend(["--pg-log-entries".into(), n.to_string()]);
     }
@@ -467,6 +478,11 @@ fn warn_first_start_only(a: &UpArgs, st: &State) {
     differs(a.mons.is_some_and(|m| m != n_mons), "--mons");
     differs(a.osds.is_some_and(|n| n != n_osds), "--osds");
     differs(a.osd_size.is_some_and(|z| z != st.osd_size), "--osd-size");
+    differs(
+        a.osd_objectstore
+            .is_some_and(|o| o.name() != st.objectstore.as_deref().unwrap_or("bluestore")),
+        "--osd-objectstore",
+    );
     differs(a.pg_num.is_some(), "--pg-num");
     differs(
         a.pg_log_entries.is_some() && a.pg_log_entries != st.pg_log_entries,
@@ -556,6 +572,7 @@ pub fn up(a: UpArgs) -> Result<(), CliError> {
                 more_mons: (1..mons).map(|_| addr()).collect::<Result<_, _>>()?,
                 osd_addrs: (0..osds).map(|_| addr()).collect::<Result<_, _>>()?,
                 osd_size: osd_size(&dir, osds, a.osd_size)?,
+                objectstore: a.osd_objectstore.map(|o| o.name().to_string()),
                 pg_log_entries: a.pg_log_entries,
                 merkle_leaves: a.merkle_leaves,
                 insecure: a.insecure,

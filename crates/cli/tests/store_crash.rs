@@ -8,7 +8,7 @@
 //! small writes (auto, copy-on-write, deferred). 50 cycles by default;
 //! `LOLIGO_CRASH_CYCLES=N` for a longer run.
 
-use loligo_store::{torture, BlockConfig, BlockStore};
+use loligo_store::{torture, BlockConfig, BlockStore, FileConfig, FileStore, ObjectStore};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -17,19 +17,42 @@ use std::time::Duration;
 /// Writer threads of the workload (a thread is `n % THREADS`).
 const THREADS: u64 = 4;
 
+/// Which store a crash test runs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Block,
+    File,
+}
+
 #[test]
 fn kill_9_at_random_moments_loses_nothing_acknowledged() {
+    kill_9_at_random_moments(Kind::Block);
+}
+
+/// The file store replays its journal onto whatever the killed process
+/// had applied; clones in the workload test its replay guards.
+#[test]
+fn a_killed_file_store_loses_nothing_acknowledged() {
+    kill_9_at_random_moments(Kind::File);
+}
+
+fn kill_9_at_random_moments(kind: Kind) {
     let cycles: u64 = std::env::var("LOLIGO_CRASH_CYCLES")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(50);
-    let dir = std::env::temp_dir().join(format!("loligo-crash-{}", std::process::id()));
+    let tag = if kind == Kind::Block { "block" } else { "file" };
+    let dir = std::env::temp_dir().join(format!("loligo-crash-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let cfg = BlockConfig {
         size: 256 << 20,
         ..BlockConfig::default()
     };
-    BlockStore::mkfs(&dir, &cfg).expect("mkfs");
+    let fcfg = FileConfig::default();
+    match kind {
+        Kind::Block => BlockStore::mkfs(&dir, &cfg).expect("mkfs"),
+        Kind::File => FileStore::mkfs(&dir, &fcfg).expect("mkfs"),
+    }
     let mut acked: BTreeMap<u64, u64> = BTreeMap::new();
     let mut next = 0u64;
     let mut rng = loligo_testkit::Rng::new(0);
@@ -88,11 +111,18 @@ fn kill_9_at_random_moments_loses_nothing_acknowledged() {
             let e = acked.entry(o).or_insert(n);
             *e = (*e).max(n);
         }
-        let s =
-            BlockStore::mount(&dir, &cfg).unwrap_or_else(|e| panic!("cycle {cycle}: remount: {e}"));
-        next = torture::verify(&s, &acked).unwrap_or_else(|e| panic!("cycle {cycle}: {e}"));
-        let r = s.fsck(true).expect("fsck");
-        assert!(r.errors.is_empty(), "cycle {cycle}: fsck: {:?}", r.errors);
+        if kind == Kind::File {
+            let s = FileStore::mount(&dir, &fcfg)
+                .unwrap_or_else(|e| panic!("cycle {cycle}: remount: {e}"));
+            next = torture::verify(&s as &dyn ObjectStore, &acked)
+                .unwrap_or_else(|e| panic!("cycle {cycle}: {e}"));
+        } else {
+            let s = BlockStore::mount(&dir, &cfg)
+                .unwrap_or_else(|e| panic!("cycle {cycle}: remount: {e}"));
+            next = torture::verify(&s, &acked).unwrap_or_else(|e| panic!("cycle {cycle}: {e}"));
+            let r = s.fsck(true).expect("fsck");
+            assert!(r.errors.is_empty(), "cycle {cycle}: fsck: {:?}", r.errors);
+        }
         next = next.max(acked.values().max().map_or(0, |m| m + 1));
     }
     assert!(
