@@ -20,7 +20,8 @@
 #
 # Env: CEPHLAB_DATA (default /tmp/loligo-cephlab), CEPHLAB_PORT (default
 # 40300; the monitor listens there, daemons on the next 300 ports),
-# CEPHLAB_OSD_GB (default 8), SECURE=1 (msgr2 only, in its secure mode:
+# CEPHLAB_OSD_GB (default 8), CEPHLAB_OBJECTSTORE (bluestore, the default,
+# or filestore), SECURE=1 (msgr2 only, in its secure mode:
 # every connection encrypted with AES-GCM, as Loligo's TLS is; without it
 # daemons and clients speak msgr v1, which signs but does not encrypt).
 set -euo pipefail
@@ -102,7 +103,8 @@ keyring = $DATA/mgr.\$id/keyring
 [osd]
 osd_data = $DATA/osd.\$id
 keyring = $DATA/osd.\$id/keyring
-osd_objectstore = bluestore
+osd_objectstore = ${CEPHLAB_OBJECTSTORE:-bluestore}
+$(filestore_conf)
 bluestore_block_create = true
 bluestore_block_size = $((OSD_GB << 30))
 bluestore_fsck_on_mkfs = false
@@ -113,6 +115,19 @@ osd_memory_target = 1610612736
 osd_recovery_sleep_hdd = 0
 osd_recovery_max_active_hdd = 10
 osd_mon_report_interval = 1
+CONF
+}
+
+# FileStore's settings (CEPHLAB_OBJECTSTORE=filestore): a 1 GiB journal
+# file in each OSD's folder, objects as files beside it, and object names
+# short enough for ext4's xattr values.
+filestore_conf() {
+    [ "${CEPHLAB_OBJECTSTORE:-bluestore}" = filestore ] || return 0
+    cat <<CONF
+osd_journal = $DATA/osd.\$id/journal
+osd_journal_size = 1024
+osd_max_object_name_len = 256
+osd_max_object_namespace_len = 64
 CONF
 }
 

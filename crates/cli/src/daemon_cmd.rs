@@ -121,6 +121,9 @@ pub struct OsdArgs {
     /// The store a new DATA is made with (an existing one must match).
     #[arg(long, value_enum, default_value_t)]
     objectstore: crate::store_cmd::ObjectStoreArg,
+    /// A new filestore's journal size in bytes (Ceph's osd_journal_size).
+    #[arg(long, default_value_t = 1 << 30)]
+    journal_size: u64,
     /// CRUSH host name (default: this machine's hostname).
     #[arg(long)]
     host: Option<String>,
@@ -506,7 +509,10 @@ fn filestore(a: &OsdArgs) -> Result<Arc<dyn ObjectStore>, CliError> {
             a.data.display()
         )));
     }
-    let fcfg = loligo_store::FileConfig::default();
+    let fcfg = loligo_store::FileConfig {
+        journal_size: a.journal_size,
+        ..loligo_store::FileConfig::default()
+    };
     if !loligo_store::FileStore::is_filestore(&a.data) {
         loligo_store::FileStore::mkfs(&a.data, &fcfg)?;
     }

@@ -235,6 +235,11 @@ pub struct BenchArgs {
     /// Randwrite: bytes per write, at offsets that are multiples of it.
     #[arg(long, default_value_t = 4096)]
     io_size: usize,
+    /// Write seeded random bytes (incompressible) instead of one byte
+    /// repeated: a store that compresses, or defers what compresses,
+    /// then does the work real data costs.
+    #[arg(long)]
+    random_data: bool,
 }
 
 const BENCH_PREFIX: &str = "benchmark_data_";
@@ -304,10 +309,12 @@ pub fn bench(conn: &ConnArgs, a: BenchArgs) -> Result<(), CliError> {
         }
         // One buffer shared by every op (as `rados bench` does): a write
         // takes a reference, not a copy.
-        let data = bytes::Bytes::from(vec![
-            0x5au8;
-            if a.mode == BenchMode::Randwrite { a.io_size } else { a.block_size }
-        ]);
+        let len = if a.mode == BenchMode::Randwrite { a.io_size } else { a.block_size };
+        let data = bytes::Bytes::from(if a.random_data {
+            loligo_testkit::Rng::new(a.seed).bytes(len)
+        } else {
+            vec![0x5au8; len]
+        });
         let slots = obj_size / a.io_size as u64;
         let start = Instant::now();
         let deadline = start + Duration::from_secs_f64(a.seconds);

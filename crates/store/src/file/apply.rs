@@ -301,15 +301,13 @@ impl Disk {
             return Ok(());
         };
         let mut b = self.drop_keys(c, o)?;
-        let unlink = keep != Some(m.fid);
-        if unlink {
+        if keep != Some(m.fid) {
+            // Unlinked before it is named: a checkpoint that sees the
+            // name makes the unlink durable before it forgets it.
+            remove_file(&self.path(m.fid))?;
             b.push(KvOp::Put(doomed_key(m.fid), Vec::new()));
         }
-        self.put(b)?;
-        if unlink {
-            remove_file(&self.path(m.fid))?;
-        }
-        Ok(())
+        self.put(b)
     }
 
     /// The KV changes that copy an object's attributes, header and omap
@@ -409,13 +407,17 @@ impl Disk {
         nix::unistd::syncfs(&d).map_err(|e| io("syncfs", e))
     }
 
-    /// Make everything applied durable and record that replay starts at
-    /// record `seq` at ring position `pos`.
+    /// Make everything applied so far durable and record that replay
+    /// starts at record `seq` at ring position `pos` (every transaction
+    /// before it applied when this is called). Applying may go on
+    /// meanwhile: what it adds is applied again after a crash.
     pub fn checkpoint(&self, seq: u64, pos: u64) -> Result<()> {
-        self.syncfs()?;
+        // The files named now were unlinked before: the sync below makes
+        // that durable, so their names can go.
         let mut b: Vec<KvOp> = (self.under(&[T_DOOMED])?.into_iter())
             .map(|(k, _)| KvOp::Delete(k))
             .collect();
+        self.syncfs()?;
         b.push(KvOp::Put(COMMIT_KEY.to_vec(), encode_commit(seq, pos)));
         self.kv.commit(b, true)?;
         self.kv.persist()

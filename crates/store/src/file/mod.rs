@@ -13,9 +13,10 @@
 //!   transaction that would fail is refused here, whole, and never
 //!   journaled), appends the batch to the ring and `fdatasync`s it;
 //! - the apply thread applies each to the files and the KV (buffered),
-//!   then completes its commit (reads see it from then on), and
-//!   checkpoints (`apply`) every `sync_interval`, or when half the ring
-//!   is used: `syncfs`, then a synced KV batch naming where replay starts;
+//!   then completes its commit (reads see it from then on);
+//! - the sync thread checkpoints (`apply`) what has been applied every
+//!   `sync_interval`, or when half the ring is used: `syncfs`, then a
+//!   synced KV batch naming where replay starts, while applying goes on;
 //! - a mount replays the journal from the last checkpoint.
 //!
 //! Must never: complete a commit before its transaction is both durable
@@ -43,7 +44,7 @@ use std::ops::Range;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -90,6 +91,15 @@ struct Journaled {
     done: Completer,
 }
 
+/// How far the apply thread has got.
+#[derive(Clone, Copy)]
+struct Progress {
+    /// The record after the last one applied (every one before applied).
+    applied: Cursor,
+    /// The apply thread has stopped.
+    closed: bool,
+}
+
 struct Shared {
     disk: Disk,
     /// Held to apply a transaction, shared to read: a read sees each
@@ -106,6 +116,9 @@ struct Shared {
     tail: Mutex<u64>,
     tail_moved: Condvar,
     want_checkpoint: AtomicBool,
+    /// What the apply thread has applied, for the sync thread.
+    progress: Mutex<Progress>,
+    progress_moved: Condvar,
     /// Stop without the final checkpoint (tests of replay).
     abandon: AtomicBool,
     read_bytes: AtomicU64,
@@ -211,6 +224,11 @@ impl FileStore {
             tail: Mutex::new(next.pos),
             tail_moved: Condvar::new(),
             want_checkpoint: AtomicBool::new(false),
+            progress: Mutex::new(Progress {
+                applied: next,
+                closed: false,
+            }),
+            progress_moved: Condvar::new(),
             abandon: AtomicBool::new(false),
             read_bytes: AtomicU64::new(0),
             read_ops: AtomicU64::new(0),
@@ -227,12 +245,17 @@ impl FileStore {
         let sh = shared.clone();
         let at = std::thread::Builder::new()
             .name("fs-apply".into())
-            .spawn(move || apply_loop(&sh, next, arx))
+            .spawn(move || apply_loop(&sh, arx))
             .map_err(|e| io("apply thread", e))?;
+        let sh = shared.clone();
+        let st = std::thread::Builder::new()
+            .name("fs-sync".into())
+            .spawn(move || sync_loop(&sh, next))
+            .map_err(|e| io("sync thread", e))?;
         Ok(FileStore {
             shared,
             queue: Mutex::new(Some(qtx)),
-            threads: vec![jt, at],
+            threads: vec![jt, at, st],
         })
     }
 
@@ -457,34 +480,51 @@ fn wait_for_room(sh: &Shared, j: &Journal, at: Cursor, payloads: &[Vec<u8>]) -> 
     Ok(())
 }
 
-fn apply_loop(sh: &Shared, start: Cursor, rx: Receiver<Journaled>) {
-    let mut applied = start;
+fn apply_loop(sh: &Shared, rx: Receiver<Journaled>) {
+    while let Ok(jr) = rx.recv() {
+        let at = Cursor {
+            pos: jr.end,
+            seq: jr.seq + 1,
+        };
+        apply_one(sh, jr);
+        if let Ok(mut p) = sh.progress.lock() {
+            p.applied = at;
+        }
+        sh.progress_moved.notify_all();
+    }
+    if let Ok(mut p) = sh.progress.lock() {
+        p.closed = true;
+    }
+    sh.progress_moved.notify_all();
+}
+
+/// Checkpoint what the apply thread has applied, every sync interval,
+/// when half the ring is used or the journal waits for room, and (but
+/// after a failure, or when abandoned) once it stops. Applying goes on
+/// during a checkpoint, as FileStore's did.
+fn sync_loop(sh: &Shared, start: Cursor) {
     let mut committed = start;
     let mut last = Instant::now();
     loop {
-        let closed = match rx.recv_timeout(Duration::from_millis(20)) {
-            Ok(jr) => {
-                apply_one(sh, jr, &mut applied);
-                false
-            }
-            Err(RecvTimeoutError::Timeout) => false,
-            Err(RecvTimeoutError::Disconnected) => true,
+        let p = match sh.progress.lock() {
+            Ok(g) => match sh.progress_moved.wait_timeout(g, Duration::from_millis(20)) {
+                Ok((g, _)) => *g,
+                Err(_) => return,
+            },
+            Err(_) => return,
         };
-        if sh.failure().is_some() || (closed && sh.abandon.load(Ordering::SeqCst)) {
-            if closed {
-                return;
-            }
-            continue;
+        if sh.failure().is_some() || (p.closed && sh.abandon.load(Ordering::SeqCst)) {
+            return;
         }
-        let due = applied != committed
-            && (closed
+        let due = p.applied != committed
+            && (p.closed
                 || sh.want_checkpoint.swap(false, Ordering::SeqCst)
-                || applied.pos - committed.pos > sh.ring / 2
+                || p.applied.pos - committed.pos > sh.ring / 2
                 || last.elapsed() >= sh.sync_interval);
         if due {
-            match sh.disk.checkpoint(applied.seq, applied.pos) {
+            match sh.disk.checkpoint(p.applied.seq, p.applied.pos) {
                 Ok(()) => {
-                    committed = applied;
+                    committed = p.applied;
                     last = Instant::now();
                     if let Ok(mut t) = sh.tail.lock() {
                         *t = committed.pos;
@@ -494,13 +534,13 @@ fn apply_loop(sh: &Shared, start: Cursor, rx: Receiver<Journaled>) {
                 Err(e) => sh.fail(&e),
             }
         }
-        if closed {
+        if p.closed {
             return;
         }
     }
 }
 
-fn apply_one(sh: &Shared, jr: Journaled, applied: &mut Cursor) {
+fn apply_one(sh: &Shared, jr: Journaled) {
     if let Some(e) = sh.failure() {
         sh.complete(jr.done, Err(e));
         return;
@@ -512,10 +552,6 @@ fn apply_one(sh: &Shared, jr: Journaled, applied: &mut Cursor) {
     if let Ok(mut p) = sh.pending.lock() {
         p.applied(jr.seq);
     }
-    *applied = Cursor {
-        pos: jr.end,
-        seq: jr.seq + 1,
-    };
     if let Err(e) = &r {
         sh.fail(e);
     }
