@@ -15,11 +15,17 @@ after:
   - ec-randwrite-4K: the same on an erasure-coded pool, k=2 m=1 (the
     slides' "overwriting EC data"); Ceph allows EC overwrites on BlueStore
     only, so its FileStore row is absent (as it was in the slides).
-Device bytes per user byte: the sum over the OSD processes of
-/proc/PID/io write_bytes less cancelled_write_bytes (what their writes
-sent to the block layer: journal, data files, KV, block file) over the
-workload and the few seconds after it (deferred and checkpointed writes
-land then), divided by the bytes the clients wrote.
+Device bytes per user byte, two ways, each divided by the bytes the
+clients wrote:
+  - disk: sectors written to the block device holding the clusters
+    (/sys/block/DEV/stat), from a `sync` before the workload to a `sync`
+    after it and a few seconds' wait (deferred and checkpointed writes
+    land then): what reached the device, everything on the machine
+    included (it is otherwise quiet);
+  - proc: the OSD processes' /proc/PID/io write_bytes less
+    cancelled_write_bytes over the same time: what their writes dirtied
+    or sent, page by page (a small append to a page written back since
+    counts its whole page again, so logs of small records count high).
 
 Cases run in rounds; each round runs every cluster kind once, the
 Loligo and Ceph kinds alternating in order between rounds.
@@ -45,8 +51,8 @@ CEPH_DATA = os.environ.get("CEPHLAB_DATA", "/tmp/loligo-cephlab")
 CEPH_PY = os.environ.get("CEPH_PY", "/usr/bin/python3")
 SETTLE = 6.0
 FIELDS = ["round", "system", "store", "workload", "size", "ops", "seconds", "ops_s",
-          "mb_s", "lat_avg_ms", "lat_p99_ms", "user_bytes", "dev_write_bytes",
-          "dev_per_user"]
+          "mb_s", "lat_avg_ms", "lat_p99_ms", "user_bytes", "disk_write_bytes",
+          "disk_per_user", "dev_write_bytes", "dev_per_user"]
 
 
 def say(*a):
@@ -71,6 +77,28 @@ def written(pids):
         except (OSError, KeyError, ValueError):
             pass
     return total
+
+
+def block_device(path):
+    """The /sys/block name of the disk holding `path` (its partition's
+    parent), or None."""
+    dev = os.stat(path).st_dev
+    node = "/sys/dev/block/%d:%d" % (os.major(dev), os.minor(dev))
+    try:
+        real = os.path.realpath(node)
+    except OSError:
+        return None
+    if os.path.exists(os.path.join(real, "partition")):
+        real = os.path.dirname(real)
+    name = os.path.basename(real)
+    return name if os.path.exists("/sys/block/%s/stat" % name) else None
+
+
+def disk_written(dev):
+    """Bytes written to block device `dev` since boot."""
+    if dev is None:
+        return 0
+    return int(open("/sys/block/%s/stat" % dev).read().split()[6]) * 512
 
 
 def pids_in(run_dir, n):
@@ -222,21 +250,28 @@ class Ceph:
                        stderr=subprocess.DEVNULL)
 
 
+DISK = block_device(tempfile.gettempdir())
+
+
 def measure(cluster, rnd, workload, size, user_size, fn):
     pids = cluster.pids()
-    w0 = written(pids)
+    subprocess.run(["sync"], check=False)
+    d0, w0 = disk_written(DISK), written(pids)
     ops, secs, avg, p99 = fn()
     time.sleep(SETTLE)
     dev = written(pids) - w0
+    subprocess.run(["sync"], check=False)
+    disk = disk_written(DISK) - d0
     user = ops * user_size
     row = {"round": rnd, "system": cluster.system, "store": cluster.store,
            "workload": workload, "size": size, "ops": ops, "seconds": round(secs, 3),
            "ops_s": round(ops / secs, 1), "mb_s": round(user / secs / 1e6, 2),
            "lat_avg_ms": round(avg, 3), "lat_p99_ms": round(p99, 3), "user_bytes": user,
+           "disk_write_bytes": disk, "disk_per_user": round(disk / user, 3) if user else "",
            "dev_write_bytes": dev, "dev_per_user": round(dev / user, 3) if user else ""}
-    say("%s %s %s: %.0f ops/s, %.2f MB/s, %.2f device bytes per user byte" % (
+    say("%s %s %s: %.0f ops/s, %.2f MB/s, %.2f disk (%.2f proc) bytes per user byte" % (
         cluster.system, cluster.store, workload, row["ops_s"], row["mb_s"],
-        dev / user if user else float("nan")))
+        disk / user if user else float("nan"), dev / user if user else float("nan")))
     return row
 
 
