@@ -173,6 +173,99 @@ fn moves_replay_without_bringing_back_what_they_moved() {
     suite::same_state(t.s(), &want);
 }
 
+/// Applies `before` and checkpoints it (a clean remount), applies
+/// `after`, then kills the store and checks that the replay gives back
+/// what was there.
+fn replays_the_same(t: &mut TempFile, before: Vec<Transaction>, after: Vec<Transaction>) {
+    for tx in before {
+        t.s().apply(tx).unwrap();
+    }
+    t.remount();
+    for tx in after {
+        t.s().apply(tx).unwrap();
+    }
+    let want = copy(t.s());
+    t.kill_and_remount();
+    suite::same_state(t.s(), &want);
+}
+
+#[test]
+fn a_clone_moved_away_replays_without_its_source_written_later() {
+    let mut t = TempFile::lazy();
+    let (a, b) = (CollectionId::pg(1, 0), CollectionId::pg(1, 1));
+    let (src, dst) = (ObjectId::new(1, "src"), ObjectId::new(2, "dst"));
+    let mut t0 = Transaction::new();
+    t0.create_collection(a)
+        .create_collection(b)
+        .write_full(a, &src, vec![b'A'; 300]);
+    let mut t1 = Transaction::new();
+    t1.clone_object(a, &src, &dst);
+    let mut t2 = Transaction::new();
+    t2.move_objects(a, b, vec![dst.clone()]);
+    let mut t3 = Transaction::new();
+    t3.write(a, &src, 0, vec![b'Z'; 300]);
+    replays_the_same(&mut t, vec![t0], vec![t1, t2, t3]);
+    assert_eq!(
+        t.s().read(b, &dst, &[(0, u64::MAX)]).unwrap()[0],
+        vec![b'A'; 300]
+    );
+}
+
+#[test]
+fn a_name_moved_into_and_cloned_onto_keeps_its_newest_object() {
+    let mut t = TempFile::lazy();
+    let (a, b) = (CollectionId::pg(1, 0), CollectionId::pg(1, 1));
+    let (o, x) = (ObjectId::new(1, "o"), ObjectId::new(2, "x"));
+    let mut t0 = Transaction::new();
+    t0.create_collection(a)
+        .create_collection(b)
+        .write_full(a, &o, vec![1; 100])
+        .write_full(a, &x, vec![2; 100])
+        // The destination name held another object before, removed.
+        .write_full(b, &o, vec![9; 50]);
+    let mut t1 = Transaction::new();
+    t1.remove(b, &o);
+    let mut t2 = Transaction::new();
+    t2.move_objects(a, b, vec![o.clone()]);
+    let mut t3 = Transaction::new();
+    t3.clone_object(a, &x, &o);
+    let mut t4 = Transaction::new();
+    t4.write(a, &x, 0, vec![3; 100]);
+    replays_the_same(&mut t, vec![t0], vec![t1, t2, t3, t4]);
+    assert_eq!(
+        t.s().read(b, &o, &[(0, u64::MAX)]).unwrap()[0],
+        vec![1; 100]
+    );
+    assert_eq!(
+        t.s().read(a, &o, &[(0, u64::MAX)]).unwrap()[0],
+        vec![2; 100]
+    );
+}
+
+#[test]
+fn a_clone_in_the_middle_of_a_transaction_replays_from_there() {
+    // The checkpoint after the clone falls inside the transaction; the
+    // ops after it are applied again from there.
+    let mut t = TempFile::lazy();
+    let c = suite::c1();
+    let (o, rb) = (ObjectId::new(1, "o"), ObjectId::new(2, "rb"));
+    let mut t0 = Transaction::new();
+    t0.create_collection(c).write_full(c, &o, vec![1; 8192]);
+    let mut t1 = Transaction::new();
+    t1.clone_object(c, &o, &rb)
+        .write(c, &o, 4096, vec![2; 4096])
+        .setattr(c, &o, "v", vec![2])
+        .set_record(c, b"log", vec![2]);
+    let mut t2 = Transaction::new();
+    t2.clone_object(c, &rb, &o).remove(c, &rb);
+    replays_the_same(&mut t, vec![t0], vec![t1, t2]);
+    assert_eq!(
+        t.s().read(c, &o, &[(0, u64::MAX)]).unwrap()[0],
+        vec![1; 8192]
+    );
+    assert!(!t.s().exists(c, &rb).unwrap());
+}
+
 #[test]
 fn transactions_from_many_threads_all_land() {
     let t = TempFile::small();

@@ -9,19 +9,29 @@
 //! checkpoint. Most ops give the same result from any such start (they
 //! set bytes, sizes and keys, or remove them, whatever was there), and
 //! they are applied again in order. Two read one object to write
-//! another, clone and move; for them the store writes the destination
-//! durably, with a guard naming the op (FileStore's replay guards), before
-//! it applies anything later, and a replay skips every op on an object up
-//! to its guard.
+//! another, clone and move, and give a name a new object; for them:
+//!
+//! - the destination is written durably with a guard naming the op before
+//!   the op ends (FileStore's replay guards), and a replay skips every op
+//!   on that name up to its guard (those ops were on the object the name
+//!   held before);
+//! - a checkpoint follows the op at once, before any later op is applied,
+//!   so a replay never starts before a clone or move that it would have
+//!   to apply again onto later ops' effects, and no later op can take a
+//!   guard away before the replay that needs it.
+//!
+//! Checkpoints are positions of ops: a replay may start inside a
+//! transaction. Each is recorded only if it is past the last one.
 //!
 //! In a replay an op whose object or attribute is missing is skipped:
 //! only checked transactions reach the journal, so that happens only
 //! where a later op, already applied, removed it.
 //!
 //! Must never: apply an op of a transaction before its record is durable;
-//! write a destination of a clone or move without its guard durable
-//! before the next op; forget an unlinked file before the unlink is
-//! durable.
+//! apply an op after a clone or move before the checkpoint that follows
+//! it; write a guard before the data it vouches for is durable; forget an
+//! unlinked file before the unlink is durable; record a checkpoint behind
+//! one recorded.
 
 use super::check::Applied;
 use super::layout::*;
@@ -33,6 +43,7 @@ use crate::txn::{Op, Transaction};
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 fn io(what: impl std::fmt::Display, e: impl std::fmt::Display) -> StoreError {
     StoreError::Io(format!("{what}: {e}"))
@@ -43,9 +54,24 @@ fn io(what: impl std::fmt::Display, e: impl std::fmt::Display) -> StoreError {
 pub struct Disk {
     pub dir: PathBuf,
     pub kv: Box<dyn Kv>,
+    /// The last checkpoint recorded.
+    last: Mutex<Pos>,
 }
 
+/// What applying calls after a clone or move op: a checkpoint at the
+/// position after it.
+pub type Barrier<'a> = dyn FnMut(Pos) -> Result<()> + 'a;
+
 impl Disk {
+    /// The state in `dir`, whose last checkpoint is `last`.
+    pub fn new(dir: &Path, kv: Box<dyn Kv>, last: Pos) -> Disk {
+        Disk {
+            dir: dir.to_path_buf(),
+            kv,
+            last: Mutex::new(last),
+        }
+    }
+
     pub fn meta(&self, c: CollectionId, o: &ObjectId) -> Result<Option<Meta>> {
         match self.kv.get(&obj_key(T_META, c, o))? {
             Some(v) => Meta::decode(&v).map(Some),
@@ -94,12 +120,26 @@ impl Disk {
         self.kv.commit(batch, false)
     }
 
-    /// Apply transaction `seq`, or (`replay`) apply it again after a
-    /// crash.
-    pub fn apply(&self, seq: u64, t: &Transaction, replay: bool) -> Result<()> {
-        for (i, op) in t.ops.iter().enumerate() {
+    /// Apply transaction `seq` from its op `from`, or (`replay`) apply it
+    /// again after a crash; `barrier` checkpoints after each clone or
+    /// move.
+    pub fn apply(
+        &self,
+        seq: u64,
+        t: &Transaction,
+        from: u32,
+        replay: bool,
+        barrier: &mut Barrier<'_>,
+    ) -> Result<()> {
+        for (i, op) in t.ops.iter().enumerate().skip(from as usize) {
             let at = Pos { seq, op: i as u32 };
             self.op(at, op, replay)?;
+            if matches!(op, Op::Clone { .. } | Op::MoveObjects { .. }) {
+                barrier(Pos {
+                    seq,
+                    op: i as u32 + 1,
+                })?;
+            }
         }
         Ok(())
     }
@@ -113,6 +153,12 @@ impl Disk {
     /// The object's record, made (with an empty file) if missing.
     fn ensure(&self, c: CollectionId, o: &ObjectId, at: Pos, replay: bool) -> Result<Meta> {
         if let Some(m) = self.meta(c, o)? {
+            if replay {
+                // After a power loss the record may be durable and the
+                // file's directory entry not (a checkpoint persists the KV
+                // while applying goes on).
+                self.open_rw(m.fid, false)?;
+            }
             return Ok(m);
         }
         let m = Meta {
@@ -360,9 +406,10 @@ impl Disk {
         if replay {
             b.push(KvOp::Delete(doomed_key(m.fid)));
         }
-        self.put(b)?;
-        // The guard is durable before anything later touches the source.
-        self.kv.persist()
+        // The copy is durable before its guard can be; the checkpoint
+        // after the op makes the guard durable before anything later
+        // touches the source.
+        self.put(b)
     }
 
     fn move_objs(
@@ -408,19 +455,27 @@ impl Disk {
     }
 
     /// Make everything applied so far durable and record that replay
-    /// starts at record `seq` at ring position `pos` (every transaction
-    /// before it applied when this is called). Applying may go on
-    /// meanwhile: what it adds is applied again after a crash.
-    pub fn checkpoint(&self, seq: u64, pos: u64) -> Result<()> {
+    /// starts at op `at` (every op before it applied when this is
+    /// called), whose record starts at ring position `pos`. Applying may
+    /// go on meanwhile: what it adds is applied again after a crash.
+    /// Returns false, recording nothing, when a checkpoint at or past
+    /// `at` is recorded already.
+    pub fn checkpoint(&self, at: Pos, pos: u64) -> Result<bool> {
+        let mut last = self.last.lock().map_err(|_| StoreError::Closed)?;
+        if at <= *last {
+            return Ok(false);
+        }
         // The files named now were unlinked before: the sync below makes
         // that durable, so their names can go.
         let mut b: Vec<KvOp> = (self.under(&[T_DOOMED])?.into_iter())
             .map(|(k, _)| KvOp::Delete(k))
             .collect();
         self.syncfs()?;
-        b.push(KvOp::Put(COMMIT_KEY.to_vec(), encode_commit(seq, pos)));
+        b.push(KvOp::Put(COMMIT_KEY.to_vec(), encode_commit(at, pos)));
         self.kv.commit(b, true)?;
-        self.kv.persist()
+        self.kv.persist()?;
+        *last = at;
+        Ok(true)
     }
 
     /// After a replay: unlink the files named for deletion whose unlink

@@ -13,7 +13,7 @@
 //! | `O` coll obj key | an omap value |
 //! | `R` coll key | a collection record |
 //! | `D` fid | (empty) a file unlinked since the last checkpoint |
-//! | [`COMMIT_KEY`] | the checkpoint: next sequence number, ring position |
+//! | [`COMMIT_KEY`] | the checkpoint: where replay starts (record, op, ring position) |
 //!
 //! An object's data lives in its own file, named by a file id taken from
 //! the position (sequence number and op index) of the op that made it, so
@@ -106,23 +106,31 @@ impl Meta {
     }
 }
 
-/// The checkpoint: replay starts at the record with sequence `seq` at
-/// virtual ring position `pos`.
-pub fn encode_commit(seq: u64, pos: u64) -> Vec<u8> {
-    let mut v = seq.to_le_bytes().to_vec();
+/// The checkpoint: replay starts at op `at.op` of the record with
+/// sequence `at.seq`, which starts at virtual ring position `pos`.
+pub fn encode_commit(at: Pos, pos: u64) -> Vec<u8> {
+    let mut v = at.seq.to_le_bytes().to_vec();
     v.extend_from_slice(&pos.to_le_bytes());
+    v.extend_from_slice(&at.op.to_le_bytes());
     v
 }
 
-pub fn decode_commit(v: &[u8]) -> Result<(u64, u64)> {
-    if v.len() != 16 {
+pub fn decode_commit(v: &[u8]) -> Result<(Pos, u64)> {
+    if v.len() != 20 {
         return Err(StoreError::Corrupt("checkpoint record".into()));
     }
     let mut a = [0u8; 8];
     let mut b = [0u8; 8];
     a.copy_from_slice(&v[..8]);
-    b.copy_from_slice(&v[8..]);
-    Ok((u64::from_le_bytes(a), u64::from_le_bytes(b)))
+    b.copy_from_slice(&v[8..16]);
+    let op = u32::from_le_bytes([v[16], v[17], v[18], v[19]]);
+    Ok((
+        Pos {
+            seq: u64::from_le_bytes(a),
+            op,
+        },
+        u64::from_le_bytes(b),
+    ))
 }
 
 /// A key under `tag` for one object; attribute names and omap keys follow
@@ -165,8 +173,9 @@ mod tests {
         };
         assert_eq!(Meta::decode(&m.encode()).unwrap(), m);
         assert!(Meta::decode(&m.encode()[..19]).is_err());
-        assert_eq!(decode_commit(&encode_commit(5, 8192)).unwrap(), (5, 8192));
-        assert!(decode_commit(&[0; 15]).is_err());
+        let at = Pos { seq: 5, op: 2 };
+        assert_eq!(decode_commit(&encode_commit(at, 8192)).unwrap(), (at, 8192));
+        assert!(decode_commit(&[0; 19]).is_err());
     }
 
     #[test]

@@ -21,8 +21,9 @@
 //!
 //! Must never: complete a commit before its transaction is both durable
 //! in the journal and applied; journal a transaction that fails; go on
-//! applying after a failed write (every later commit fails; a remount
-//! replays).
+//! applying after a failed write (every later commit fails, and the next
+//! mount applies what the journal holds: a transaction whose commit
+//! reported the failure may be there).
 
 mod apply;
 mod check;
@@ -31,7 +32,7 @@ mod layout;
 
 use crate::block::codec::{coll_prefix, decode_coll, decode_object, prefix_end};
 use crate::error::{Result, StoreError};
-use crate::kv::FjallKv;
+use crate::kv::{FjallKv, Kv};
 use crate::names::{CollectionId, Limits, ObjectId, ObjectRead, ObjectStat, StoreStats};
 use crate::store::{Commit, Completer, ObjectStore};
 use crate::txn::Transaction;
@@ -85,7 +86,8 @@ struct Queued {
 
 struct Journaled {
     seq: u64,
-    /// The ring position after its record.
+    /// The ring positions of its record's start and of the byte after it.
+    start: u64,
     end: u64,
     t: Transaction,
     done: Completer,
@@ -141,6 +143,19 @@ impl Shared {
         self.tail_moved.notify_all();
     }
 
+    /// Checkpoint at op `at`, whose record starts at ring position
+    /// `pos`, unless one at or past it is recorded; then the journal may
+    /// reuse the ring up to `pos`.
+    fn checkpoint(&self, at: Pos, pos: u64) -> Result<()> {
+        if self.disk.checkpoint(at, pos)? {
+            if let Ok(mut t) = self.tail.lock() {
+                *t = (*t).max(pos);
+            }
+            self.tail_moved.notify_all();
+        }
+        Ok(())
+    }
+
     fn complete(&self, done: Completer, r: Result<()>) {
         if r.is_ok() {
             self.commits.fetch_add(1, Ordering::Relaxed);
@@ -175,11 +190,9 @@ impl FileStore {
             std::fs::create_dir_all(&d).map_err(|e| io(d.display(), e))?;
         }
         Journal::create(&dir.join(JOURNAL_FILE), cfg.journal_size)?;
-        let disk = Disk {
-            dir: dir.to_path_buf(),
-            kv: Box::new(FjallKv::open(&dir.join(KV_DIR))?),
-        };
-        disk.checkpoint(1, 0)?;
+        let kv = Box::new(FjallKv::open(&dir.join(KV_DIR))?);
+        let disk = Disk::new(dir, kv, Pos::default());
+        disk.checkpoint(Pos { seq: 1, op: 0 }, 0)?;
         drop(disk);
         let t = dir.join(TYPE_FILE);
         std::fs::write(&t, format!("{TYPE}\n")).map_err(|e| io(t.display(), e))?;
@@ -207,12 +220,14 @@ impl FileStore {
                 "a file store takes at most {OPS_MAX} ops per transaction"
             )));
         }
-        let disk = Disk {
-            dir: dir.to_path_buf(),
-            kv: Box::new(FjallKv::open(&dir.join(KV_DIR))?),
+        let kv = Box::new(FjallKv::open(&dir.join(KV_DIR))?);
+        let (start, pos) = match kv.get(COMMIT_KEY)? {
+            Some(v) => decode_commit(&v)?,
+            None => return Err(StoreError::Corrupt("no checkpoint record".into())),
         };
+        let disk = Disk::new(dir, kv, start);
         let journal = Journal::open(&dir.join(JOURNAL_FILE))?;
-        let next = replay(&disk, &journal)?;
+        let next = replay(&disk, &journal, start, pos)?;
         let shared = Arc::new(Shared {
             disk,
             view: RwLock::new(()),
@@ -334,18 +349,18 @@ impl Drop for FileStore {
     }
 }
 
-/// Apply the journal's records after the checkpoint again; returns where
-/// this mount's records start.
-fn replay(disk: &Disk, j: &Journal) -> Result<Cursor> {
-    let (seq, pos) = match disk.kv.get(COMMIT_KEY)? {
-        Some(v) => decode_commit(&v)?,
-        None => return Err(StoreError::Corrupt("no checkpoint record".into())),
-    };
-    let mut at = Cursor { pos, seq };
+/// Apply the journal's ops from the checkpoint (op `from` of the record
+/// at ring position `pos`) again; returns where this mount's records
+/// start.
+fn replay(disk: &Disk, j: &Journal, from: Pos, pos: u64) -> Result<Cursor> {
+    let mut at = Cursor { pos, seq: from.seq };
+    let mut first_op = from.op;
     while let Some((start, payload)) = j.read(at)? {
         let t: Transaction = postcard::from_bytes(&payload)
             .map_err(|e| StoreError::Corrupt(format!("journal record {}: {e}", at.seq)))?;
-        disk.apply(at.seq, &t, true)?;
+        let mut barrier = |p: Pos| disk.checkpoint(p, start).map(|_| ());
+        disk.apply(at.seq, &t, first_op, true, &mut barrier)?;
+        first_op = 0;
         at = Cursor {
             pos: start + record_len(payload.len()),
             seq: at.seq + 1,
@@ -356,7 +371,13 @@ fn replay(disk: &Disk, j: &Journal) -> Result<Cursor> {
         pos: at.pos,
         seq: at.seq + MOUNT_GAP,
     };
-    disk.checkpoint(next.seq, next.pos)?;
+    disk.checkpoint(
+        Pos {
+            seq: next.seq,
+            op: 0,
+        },
+        next.pos,
+    )?;
     Ok(next)
 }
 
@@ -389,31 +410,42 @@ fn journal_loop(
             continue;
         }
         let mut ok: Vec<(Queued, Vec<u8>)> = Vec::with_capacity(batch.len());
-        let mut bytes = 0u64;
+        // Where the records taken so far end in the ring. A batch spans at
+        // most half the ring (a single record may span up to all of it:
+        // at most half, plus what it skips at the ring's end), so it fits
+        // once everything before it is checkpointed.
+        let mut end = at.pos;
         {
             let Ok(mut p) = sh.pending.lock() else {
                 sh.fail(&StoreError::Closed);
                 continue;
             };
             while let Some(q) = batch.pop_front() {
+                let b = match encode(&q.t, sh.ring) {
+                    Ok(b) => b,
+                    Err(e) => {
+                        sh.complete(q.done, Err(e));
+                        continue;
+                    }
+                };
+                let len = record_len(b.len());
+                let next_end = j.place(end, len) + len;
+                if !ok.is_empty() && next_end - at.pos > sh.ring / 2 {
+                    // The rest waits for the next batch.
+                    batch.push_front(q);
+                    break;
+                }
                 let seq = at.seq + ok.len() as u64;
-                let r = encode(&q.t, sh.ring).and_then(|b| {
-                    p.check(&q.t, seq, &sh.disk)?;
-                    Ok(b)
-                });
-                match r {
-                    Ok(b) => {
-                        bytes += record_len(b.len());
+                match p.check(&q.t, seq, &sh.disk) {
+                    Ok(()) => {
+                        end = next_end;
                         ok.push((q, b));
                     }
                     Err(e) => sh.complete(q.done, Err(e)),
                 }
-                if bytes > sh.ring / 4 {
-                    // The rest waits for the next batch.
-                    break;
-                }
             }
         }
+        debug_assert!(end - at.pos <= sh.ring);
         if ok.is_empty() {
             continue;
         }
@@ -425,6 +457,7 @@ fn journal_loop(
                 for (i, ((q, _), start)) in ok.into_iter().zip(starts).enumerate() {
                     let jr = Journaled {
                         seq: first_seq + i as u64,
+                        start,
                         end: start + record_len(payloads[i].len()),
                         t: q.t,
                         done: q.done,
@@ -522,14 +555,14 @@ fn sync_loop(sh: &Shared, start: Cursor) {
                 || p.applied.pos - committed.pos > sh.ring / 2
                 || last.elapsed() >= sh.sync_interval);
         if due {
-            match sh.disk.checkpoint(p.applied.seq, p.applied.pos) {
+            let at = Pos {
+                seq: p.applied.seq,
+                op: 0,
+            };
+            match sh.checkpoint(at, p.applied.pos) {
                 Ok(()) => {
                     committed = p.applied;
                     last = Instant::now();
-                    if let Ok(mut t) = sh.tail.lock() {
-                        *t = committed.pos;
-                    }
-                    sh.tail_moved.notify_all();
                 }
                 Err(e) => sh.fail(&e),
             }
@@ -545,8 +578,10 @@ fn apply_one(sh: &Shared, jr: Journaled) {
         sh.complete(jr.done, Err(e));
         return;
     }
+    let start = jr.start;
+    let mut barrier = |at: Pos| sh.checkpoint(at, start);
     let r = match sh.view.write() {
-        Ok(_w) => sh.disk.apply(jr.seq, &jr.t, false),
+        Ok(_w) => sh.disk.apply(jr.seq, &jr.t, 0, false, &mut barrier),
         Err(_) => Err(StoreError::Closed),
     };
     if let Ok(mut p) = sh.pending.lock() {
