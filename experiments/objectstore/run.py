@@ -27,8 +27,8 @@ clients wrote:
     or sent, page by page (a small append to a page written back since
     counts its whole page again, so logs of small records count high).
 
-Cases run in rounds; each round runs every cluster kind once, the
-Loligo and Ceph kinds alternating in order between rounds.
+Cases run in rounds; each round runs every cluster kind once, and each
+system's BlueStore and FileStore take turns at going first.
 
 Writes out/results.csv (a row per workload per run), out/summary.json,
 out/*.png and out/RESULTS.md (via summarize.py).
@@ -157,6 +157,8 @@ class Loligo:
 
     def drop(self, name):
         run("pool", "rm", name, name, conf=self.conf)
+        # Its objects go in the background: not in the next measurement.
+        time.sleep(SETTLE)
 
     def bench(self, pool, secs, size, threads, mode="write", io_size=4096):
         args = ["bench", str(secs), mode, "-p", pool, "-t", str(threads), "--json",
@@ -220,6 +222,7 @@ class Ceph:
 
     def drop(self, name):
         self.ceph("osd", "pool", "rm", name, name, "--yes-i-really-really-mean-it")
+        time.sleep(SETTLE)
 
     def bench(self, pool, secs, size, threads, mode="write", io_size=4096):
         if mode == "write":
