@@ -237,7 +237,9 @@ pub enum PoolCmd {
     /// Show a pool's settings (JSON).
     Get { name: String },
     /// Change a setting: size, min_size, pg_num, pgp_num, crush_rule, object_size_max, name,
-    /// pps_mode, balance_param. A larger pg_num splits every PG in place; the monitors then
+    /// pps_mode, balance_param, compression_mode (none, passive, aggressive, force: as Ceph's;
+    /// clients send no hints, so passive compresses nothing and aggressive all that force does),
+    /// compression_algorithm (lz4 or none; compression reaches writes from then on). A larger pg_num splits every PG in place; the monitors then
     /// raise pgp_num to it in steps that keep misplaced objects under 5%, and the new PGs move.
     /// A smaller one merges PGs: the monitors lower pgp_num in such steps, then the PGs that
     /// merge hold writes for a few seconds and fold together (`pool get` shows pg_num_target

@@ -1132,9 +1132,30 @@ fn pg_num_grows_and_shrinks_on_replicated_and_erasure_coded_pools() {
 #[test]
 fn a_deleted_pools_copies_are_removed_and_its_space_comes_back() {
     let (root, dir, _guard) = common::start("poolrm", 3, 8);
-    ok(&dir, &["pool", "create", "big", "--pg-num", "8"]);
     let file = root.join("big.in");
     std::fs::write(&file, vec![7u8; 1 << 20]).unwrap();
+    let used_mib = || -> u64 {
+        let v: serde_json::Value =
+            serde_json::from_str(&ok(&dir, &["osd", "df", "--json"])).unwrap();
+        v["summary"]["total_kb_used"].as_u64().unwrap() / 1024
+    };
+    // (Every OSD's report counted, and no later one changing it: the
+    // first reading past a floor could leave a report out.)
+    let steady_used = |what: &str, floor: u64| {
+        let mut last = u64::MAX;
+        wait_for(60, what, || {
+            let u = used_mib();
+            let steady = u >= floor && u == last;
+            last = u;
+            // (An OSD reports every 2 s: two readings apart by more.)
+            if !steady {
+                std::thread::sleep(std::time::Duration::from_millis(2500));
+            }
+            steady.then_some(u)
+        })
+    };
+    pool_compression_reaches_the_stores(&dir, &file, &steady_used);
+    ok(&dir, &["pool", "create", "big", "--pg-num", "8"]);
     for i in 0..24 {
         ok(
             &dir,
@@ -1142,25 +1163,8 @@ fn a_deleted_pools_copies_are_removed_and_its_space_comes_back() {
         );
     }
     common::put_objects(&dir, &root, None, "r", 10);
-    let used_mib = || -> u64 {
-        let v: serde_json::Value =
-            serde_json::from_str(&ok(&dir, &["osd", "df", "--json"])).unwrap();
-        v["summary"]["total_kb_used"].as_u64().unwrap() / 1024
-    };
-    // (Every OSD's report counted, and no later one changing it: the
-    // first reading past 70 MiB could leave a report out, and the space
-    // freed then looked short of the 60 MiB asked for.)
-    let mut last = 0;
-    let before = wait_for(60, "the big pool's 72 MiB used, steady", || {
-        let u = used_mib();
-        let steady = u >= 70 && u == last;
-        last = u;
-        // (An OSD reports every 2 s: two readings apart by more.)
-        if !steady {
-            std::thread::sleep(std::time::Duration::from_millis(2500));
-        }
-        steady.then_some(u)
-    });
+    // (The big pool is not compressed: its 72 MiB are all there.)
+    let before = steady_used("the big pool's 72 MiB used, steady", 70);
     ok(&dir, &["pool", "rm", "big", "big"]);
     let after = wait_for(60, "the big pool's space back", || {
         let u = used_mib();
@@ -1173,10 +1177,79 @@ fn a_deleted_pools_copies_are_removed_and_its_space_comes_back() {
             .map(|l| l.matches("its pool is gone; copy removed").count())
             .sum()
     };
-    wait_for(30, "every copy of the 8 PGs removed", || {
-        (removed() == 8 * 3).then_some(())
+    // (The packed pool's 8 PGs, and the big pool's.)
+    wait_for(30, "every copy of the 16 PGs removed", || {
+        (removed() == 16 * 3).then_some(())
     });
     common::read_back(&dir, &root, None, "r", 10);
+}
+
+/// `pool set NAME compression_mode aggressive` (Ceph's verb and values)
+/// reaches every OSD's store: 24 MiB of compressible objects in such a
+/// pool take a small part of their size, and read back whole. Ceph's
+/// algorithms the stores lack, and unknown modes, are refused.
+fn pool_compression_reaches_the_stores(
+    dir: &std::path::Path,
+    file: &std::path::Path,
+    steady_used: &dyn Fn(&str, u64) -> u64,
+) {
+    ok(dir, &["pool", "create", "packed", "--pg-num", "8"]);
+    let e = loligo(
+        dir,
+        &["pool", "set", "packed", "compression_algorithm", "snappy"],
+    );
+    assert!(!e.status.success());
+    assert!(
+        String::from_utf8_lossy(&e.stderr).contains("lz4 only"),
+        "{e:?}"
+    );
+    let e = loligo(
+        dir,
+        &["pool", "set", "packed", "compression_mode", "always"],
+    );
+    assert!(
+        String::from_utf8_lossy(&e.stderr).contains("aggressive"),
+        "{e:?}"
+    );
+    ok(
+        dir,
+        &["pool", "set", "packed", "compression_mode", "aggressive"],
+    );
+    let p: serde_json::Value = serde_json::from_str(&ok(dir, &["pool", "get", "packed"])).unwrap();
+    assert_eq!(p["compression_mode"], "aggressive", "{p}");
+    assert_eq!(p["compression_algorithm"], "lz4", "{p}");
+    let told = || {
+        (0..3)
+            .map(|i| std::fs::read_to_string(dir.join(format!("osd.{i}.log"))).unwrap_or_default())
+            .filter(|l| l.contains("compression settings given to"))
+            .count()
+    };
+    wait_for(30, "every OSD's store given the setting", || {
+        (told() == 3).then_some(())
+    });
+    let empty = steady_used("the cluster's use before the packed pool's writes", 0);
+    for i in 0..24 {
+        ok(
+            dir,
+            &[
+                "put",
+                &format!("p{i}"),
+                file.to_str().unwrap(),
+                "-p",
+                "packed",
+            ],
+        );
+    }
+    let full = steady_used("the packed pool's use", 0);
+    eprintln!("24 MiB x 3 copies compressed: {empty} MiB used, then {full} MiB");
+    assert!(
+        full < empty + 12,
+        "{empty} MiB, then {full} MiB: not compressed"
+    );
+    let back = dir.join("p7.out");
+    ok(dir, &["-p", "packed", "get", "p7", back.to_str().unwrap()]);
+    assert!(std::fs::read(&back).unwrap() == std::fs::read(file).unwrap());
+    ok(dir, &["pool", "rm", "packed", "packed"]);
 }
 
 /// An erasure-coded pool with one parity shard on exactly k+m OSDs: a

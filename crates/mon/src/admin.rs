@@ -208,6 +208,9 @@ pub fn plan(m: &OsdMap, cmd: &Admin) -> Result<Outcome, MonError> {
             if let Some(merge) = m.pg_merges.get(&p.id) {
                 v["pg_num_target"] = json!(merge.to);
             }
+            let opts = m.pool_opts.get(&p.id).copied().unwrap_or_default();
+            v["compression_mode"] = json!(opts.compression_mode.to_string());
+            v["compression_algorithm"] = json!(opts.compression_algorithm.to_string());
             Answer(v)
         }
         Admin::PoolSet { name, key, value } => pool_set(m, name, key, value)?,
@@ -463,6 +466,9 @@ const BALANCE_PARAM_MAX: f64 = 64.0;
 const SPLIT_MAX: u64 = 32;
 
 fn pool_set(m: &OsdMap, name: &str, key: &str, value: &str) -> Result<Outcome, MonError> {
+    if let Some(opts) = pool_opt(m, name, key, value)? {
+        return Ok(opts);
+    }
     let mut p = pool(m, name)?.clone();
     let num = || -> Result<u64, MonError> {
         value
@@ -541,12 +547,58 @@ fn pool_set(m: &OsdMap, name: &str, key: &str, value: &str) -> Result<Outcome, M
         _ => {
             return Err(MonError::Invalid(format!(
                 "unknown pool setting '{key}' (size, min_size, pg_num, pgp_num, crush_rule, \
-                 object_size_max, name, pps_mode, balance_param)"
+                 object_size_max, name, pps_mode, balance_param, compression_mode, \
+                 compression_algorithm)"
             )))
         }
     }
     check_pg_budget(m, &p)?;
     Ok(Outcome::Changes(vec![Change::PoolUpdate(p)]))
+}
+
+/// `pool set NAME compression_mode|compression_algorithm VALUE` (Ceph's
+/// names and values); `None` for the pool's other settings.
+fn pool_opt(m: &OsdMap, name: &str, key: &str, value: &str) -> Result<Option<Outcome>, MonError> {
+    use loligo_types::osdmap::{CompressionAlgorithm as A, CompressionMode as M};
+    let p = pool(m, name)?;
+    let mut opts = m.pool_opts.get(&p.id).copied().unwrap_or_default();
+    match key {
+        "compression_mode" => {
+            opts.compression_mode = match value {
+                "none" => M::None,
+                "passive" => M::Passive,
+                "aggressive" => M::Aggressive,
+                "force" => M::Force,
+                _ => {
+                    return Err(MonError::Invalid(format!(
+                        "compression_mode is none, passive, aggressive or force, not '{value}'"
+                    )))
+                }
+            }
+        }
+        "compression_algorithm" => {
+            opts.compression_algorithm = match value {
+                "none" => A::None,
+                "lz4" => A::Lz4,
+                "snappy" | "zlib" | "zstd" => {
+                    return Err(MonError::Invalid(format!(
+                        "compression_algorithm {value}: Loligo's stores compress with lz4 \
+                         only (none or lz4)"
+                    )))
+                }
+                _ => {
+                    return Err(MonError::Invalid(format!(
+                        "compression_algorithm is none or lz4, not '{value}'"
+                    )))
+                }
+            }
+        }
+        _ => return Ok(None),
+    }
+    Ok(Some(Outcome::Changes(vec![Change::PoolOpts {
+        pool: p.id,
+        opts,
+    }])))
 }
 
 /// `osd map POOL OBJECT`: where an object's PG lives.

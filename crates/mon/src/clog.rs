@@ -240,6 +240,15 @@ pub fn change_event(before: &OsdMap, c: &Change) -> Option<(LogLevel, String)> {
             format!("{} merging its PGs to {to}", pool_name(before, *pool)),
         ),
         Change::PgMerged { pool, .. } => (Info, format!("{} PGs merged", pool_name(before, *pool))),
+        Change::PoolOpts { pool, opts } => (
+            Info,
+            format!(
+                "{} compression_mode {} compression_algorithm {}",
+                pool_name(before, *pool),
+                opts.compression_mode,
+                opts.compression_algorithm
+            ),
+        ),
         Change::OsdDown { .. }
         | Change::OsdFullness { .. }
         | Change::PgTemp { .. }

@@ -365,13 +365,15 @@ fn pools(t: &mut Text, v: &View) {
                 ("erasure".to_string(), format!("ec:{km}"))
             }
         };
+        let opts = map.pool_opts.get(&p.id).copied().unwrap_or_default();
+        let compression = opts.compression_mode.to_string();
         t.sample(
             &[
                 ("pool_id", &p.id.to_string()),
                 ("name", &p.name),
                 ("type", &kind),
                 ("description", &description),
-                ("compression_mode", "none"),
+                ("compression_mode", &compression),
             ],
             1.0,
         );

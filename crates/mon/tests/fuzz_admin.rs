@@ -83,10 +83,24 @@ fn command(r: &mut Rng) -> Admin {
                 "pg_num",
                 "crush_rule",
                 "object_size_max",
+                "compression_mode",
+                "compression_algorithm",
                 "bogus",
-            ][r.index(6)]
+            ][r.index(8)]
             .into(),
-            value: ["0", "1", "3", "-1", "4294967296", "NaN", ""][r.index(7)].into(),
+            value: [
+                "0",
+                "1",
+                "3",
+                "-1",
+                "4294967296",
+                "NaN",
+                "",
+                "force",
+                "lz4",
+                "snappy",
+            ][r.index(10)]
+            .into(),
         },
         4 => Admin::OsdDown {
             ids: (0..r.index(4)).map(|_| id(r)).collect(),

@@ -206,6 +206,73 @@ impl Pool {
     }
 }
 
+/// When a pool's data is compressed in its OSDs' stores (Ceph's
+/// `compression_mode`). Loligo's clients send no compressibility hints,
+/// so `Passive` (compress what is hinted compressible) compresses nothing
+/// and `Aggressive` (all but what is hinted incompressible) compresses
+/// what `Force` does. In every mode a blob is kept compressed only when
+/// that saves an eighth of it (Ceph's `compression_required_ratio`).
+/// New modes go at the end: the encoding numbers them in this order.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CompressionMode {
+    #[default]
+    None,
+    Passive,
+    Aggressive,
+    Force,
+}
+
+/// The compressor of a pool's data (Ceph's `compression_algorithm`).
+/// Loligo's stores have LZ4 only: Ceph's other names are refused.
+/// New algorithms go at the end: the encoding numbers them in this order.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CompressionAlgorithm {
+    /// No compressor: nothing is compressed, whatever the mode.
+    None,
+    #[default]
+    Lz4,
+}
+
+/// A pool's store options (Ceph's pool opts).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolOpts {
+    pub compression_mode: CompressionMode,
+    pub compression_algorithm: CompressionAlgorithm,
+}
+
+impl PoolOpts {
+    /// Whether the pool's OSDs compress its writes (LZ4 is then the
+    /// algorithm: the only one there is).
+    pub fn compresses(&self) -> bool {
+        matches!(
+            self.compression_mode,
+            CompressionMode::Aggressive | CompressionMode::Force
+        ) && self.compression_algorithm == CompressionAlgorithm::Lz4
+    }
+}
+
+impl std::fmt::Display for CompressionMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            CompressionMode::None => "none",
+            CompressionMode::Passive => "passive",
+            CompressionMode::Aggressive => "aggressive",
+            CompressionMode::Force => "force",
+        })
+    }
+}
+
+impl std::fmt::Display for CompressionAlgorithm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            CompressionAlgorithm::None => "none",
+            CompressionAlgorithm::Lz4 => "lz4",
+        })
+    }
+}
+
 /// Default largest object: 128 MiB (Ceph's `osd_max_object_size`).
 pub const OBJECT_SIZE_MAX_DEFAULT: u64 = 128 << 20;
 
@@ -472,6 +539,11 @@ pub enum Change {
     PgMerged {
         pool: u64,
         versions: BTreeMap<u32, Version>,
+    },
+    /// Set pool `pool`'s store options (the defaults clear its entry).
+    PoolOpts {
+        pool: u64,
+        opts: PoolOpts,
     },
 }
 
@@ -743,6 +815,7 @@ impl Change {
             | Change::MonMap { .. }
             | Change::OsdFlag { .. }
             | Change::Balancer { .. }
+            | Change::PoolOpts { .. }
             | Change::FullRatio { .. } => Reach::Nothing,
         }
     }
@@ -844,6 +917,9 @@ pub struct OsdMap {
     /// Per pool, its last merge (what copies that merge later check
     /// theirs against).
     pub pg_merged: BTreeMap<u64, PgMerged>,
+    /// Per pool, its store options where any is set (`pool set NAME
+    /// compression_mode ...`); a pool without an entry has the defaults.
+    pub pool_opts: BTreeMap<u64, PoolOpts>,
 }
 
 /// Most monitors a map names (Raft groups have 1, 3 or 5).
@@ -913,6 +989,7 @@ impl OsdMap {
             balancer: false,
             pg_merges: BTreeMap::new(),
             pg_merged: BTreeMap::new(),
+            pool_opts: BTreeMap::new(),
         })
     }
 
@@ -1204,6 +1281,16 @@ impl OsdMap {
             Change::PgMergeTarget { pool, to } => self.merge_target(*pool, *to)?,
             Change::PgMergeReady { pool } => self.merge_ready(*pool)?,
             Change::PgMerged { pool, versions } => self.merged(*pool, versions)?,
+            Change::PoolOpts { pool, opts } => {
+                if !self.pools.contains_key(pool) {
+                    return Err(MapError::NoSuchPool(pool.to_string()));
+                }
+                if *opts == PoolOpts::default() {
+                    self.pool_opts.remove(pool);
+                } else {
+                    self.pool_opts.insert(*pool, *opts);
+                }
+            }
             Change::CrushSetLocation { id, location } => {
                 crush_edit::set_location(&mut self.crush, *id, location)?
             }
@@ -1353,6 +1440,7 @@ impl OsdMap {
         self.unfound_lost.retain(|pg, _| pg.pool != id);
         self.pg_merges.remove(&id);
         self.pg_merged.remove(&id);
+        self.pool_opts.remove(&id);
         Ok(())
     }
 
@@ -1678,6 +1766,13 @@ impl OsdMap {
         if let Some(id) = self.destroyed.iter().find(|id| !self.osds.contains_key(id)) {
             return bad(format!("destroyed osd.{id} is not in the map"));
         }
+        if let Some(id) = self
+            .pool_opts
+            .keys()
+            .find(|id| !self.pools.contains_key(id))
+        {
+            return bad(format!("options of pool {id}, which is not in the map"));
+        }
         let compiled = match base {
             Some(b) if b.crush == self.crush => None,
             _ => Some(CompiledMap::compile(&self.crush)?),
@@ -1890,7 +1985,7 @@ mod crush_as_json {
 }
 
 /// Magic and format version in front of every encoded map and incremental.
-const MAGIC: [u8; 4] = *b"LGM9";
+const MAGIC: [u8; 4] = *b"LGMA";
 
 /// Encode compactly (postcard, behind a magic and version).
 pub fn encode<T: Serialize>(v: &T) -> Vec<u8> {

@@ -547,8 +547,9 @@ fn users_and_daemon_keys_are_limited_apart() {
 
 #[test]
 fn maps_of_the_previous_formats_still_read() {
-    // An LGM8 map is today's without the PG merges (two bytes, the empty
-    // tables' lengths); an LGM7 map that without the destroyed OSDs (one byte, the
+    // An LGM9 map is today's without the pools' options (one byte, the
+    // empty table's length); an LGM8 map that without the PG merges (two
+    // bytes, the empty tables' lengths); an LGM7 map that without the destroyed OSDs (one byte, the
     // empty set's length) and the balancer's switch (one byte); an LGM6 map that without the monitors' outs
     // (one byte) and the full ratios (three varints of three bytes at
     // their defaults); an LGM5 map that without the flags, an LGM4 map
@@ -557,8 +558,9 @@ fn maps_of_the_previous_formats_still_read() {
     // postcard ends each with one byte (the empty table's length).
     let m = cluster(3);
     let now = encode(&m);
-    assert_eq!(&now[..4], b"LGM9");
-    const LGM9_TAIL: usize = 2;
+    assert_eq!(&now[..4], b"LGMA");
+    const LGMA_TAIL: usize = 1;
+    const LGM9_TAIL: usize = LGMA_TAIL + 2;
     const LGM8_TAIL: usize = LGM9_TAIL + 2;
     const LGM7_TAIL: usize = LGM8_TAIL + 1 + 3 * 3;
     assert_eq!(
@@ -581,6 +583,7 @@ fn maps_of_the_previous_formats_still_read() {
     .unwrap();
     let with_users = encode(&users);
     for (magic, cut, want) in [
+        (b"LGM9", LGMA_TAIL, &users),
         (b"LGM8", LGM9_TAIL, &users),
         (b"LGM7", LGM8_TAIL, &users),
         (b"LGM6", LGM7_TAIL, &users),
@@ -1161,4 +1164,36 @@ fn a_split_gives_new_pgs_their_parents_place() {
         (m.epoch, m.pool_by_name("rbd").unwrap().pg_num),
         (epoch, 128)
     );
+}
+
+/// A pool's store options: set for a pool the map has (refused for one
+/// it lacks), cleared by the defaults, gone with the pool; a map holding
+/// them reads back.
+#[test]
+fn pool_options_follow_their_pool() {
+    use loligo_types::osdmap::{CompressionAlgorithm, CompressionMode, PoolOpts};
+    let mut m = cluster(3);
+    let id = m.pool_by_name("rbd").unwrap().id;
+    let opts = PoolOpts {
+        compression_mode: CompressionMode::Force,
+        compression_algorithm: CompressionAlgorithm::Lz4,
+    };
+    let set = |pool: u64, opts: PoolOpts| vec![Change::PoolOpts { pool, opts }];
+    assert!(step(&mut m, set(id + 1, opts)).is_err());
+    step(&mut m, set(id, opts)).unwrap();
+    assert!(m.pool_opts[&id].compresses());
+    assert_eq!(decode_map(&encode(&m)).unwrap(), m);
+    step(&mut m, set(id, PoolOpts::default())).unwrap();
+    assert!(m.pool_opts.is_empty());
+    let passive = PoolOpts {
+        compression_mode: CompressionMode::Passive,
+        ..opts
+    };
+    step(&mut m, set(id, passive)).unwrap();
+    assert!(
+        !m.pool_opts[&id].compresses(),
+        "no client hints: passive compresses nothing"
+    );
+    step(&mut m, vec![Change::PoolDelete { id }]).unwrap();
+    assert!(m.pool_opts.is_empty());
 }

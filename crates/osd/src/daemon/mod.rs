@@ -15,6 +15,7 @@
 //! It must never decide anything a PG decides: every client op, replica
 //! write, listing and PG state change goes through the PG's task.
 
+mod compress;
 mod gone;
 mod heartbeat;
 mod http;
@@ -416,6 +417,8 @@ pub struct OsdShared {
     retiring: Mutex<HashMap<PgId, bool>>,
     /// Deleted pools whose copies here are being removed (`gone`).
     removing: Mutex<std::collections::HashSet<u64>>,
+    /// The compression each collection here was last given (`compress`).
+    compression: Mutex<HashMap<CollectionId, loligo_store::Compression>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -574,7 +577,7 @@ impl OsdShared {
     }
 
     /// Make PG `pg`'s collection here if it has none, with the pg_num
-    /// record it is made for (none: no record).
+    /// record it is made for (none: no record) and its pool's compression.
     fn make_copy(&self, pg: PgId, pg_num: Option<u32>) -> Result<(), OsdError> {
         let c = CollectionId::pg(pg.pool, pg.ps);
         if self.store.collection_exists(c)? {
@@ -582,6 +585,10 @@ impl OsdShared {
         }
         let mut t = Transaction::new();
         t.create_collection(c);
+        let algo = self.map().and_then(|m| compress::wanted(&m, pg.pool));
+        if let Some(algo @ loligo_store::Compression::Lz4) = algo {
+            t.set_compression(c, algo);
+        }
         if let Some(n) = pg_num {
             let key = crate::pg::split::PG_NUM_KEY;
             t.set_record(c, key, crate::pg::record::encode_pg_num(n));
@@ -895,6 +902,7 @@ pub async fn start(
         splitting: Mutex::new(Default::default()),
         retiring: Mutex::new(Default::default()),
         removing: Mutex::new(Default::default()),
+        compression: Mutex::new(HashMap::new()),
     });
     // A scrub slot given back wakes the PGs that waited for one (a weak
     // reference: the slots live in what they would point back to).
@@ -933,6 +941,7 @@ pub async fn start(
         mc.clone(),
     )));
     tasks.push(tokio::spawn(monitor::reports(shared.clone(), mc)));
+    tasks.push(tokio::spawn(compress::run(shared.clone())));
     // Wait until the map shows this OSD up (so callers can use it).
     let mut rx = shared.epoch_tx.subscribe();
     let up = tokio::time::timeout(Duration::from_millis(UP_WAIT_MS), async {

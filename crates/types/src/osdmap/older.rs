@@ -1,4 +1,4 @@
-//! Maps in the formats before this one (`LGM2` to `LGM8`): each is
+//! Maps in the formats before this one (`LGM2` to `LGM9`): each is
 //! read into today's [`OsdMap`], the fields it lacked at their defaults.
 //! A format's fields are the one before it's, then what it added
 //! (postcard writes a struct as its fields in order, nothing around
@@ -10,7 +10,7 @@ use super::*;
 
 /// The magics of the older formats, newest first.
 pub(super) const MAGICS: &[[u8; 4]] = &[
-    MAGIC_V8, MAGIC_V7, MAGIC_V6, MAGIC_V5, MAGIC_V4, MAGIC_V3, MAGIC_V2,
+    MAGIC_V9, MAGIC_V8, MAGIC_V7, MAGIC_V6, MAGIC_V5, MAGIC_V4, MAGIC_V3, MAGIC_V2,
 ];
 
 /// A map in an older format, read into today's (unchecked); `None` when
@@ -31,11 +31,15 @@ pub(super) fn decode_map(b: &[u8]) -> Option<Result<OsdMap>> {
         whole::<v7::OsdMap>("map", body).map(Into::into)
     } else if let Some(body) = strip(MAGIC_V8) {
         whole::<v8::OsdMap>("map", body).map(Into::into)
+    } else if let Some(body) = strip(MAGIC_V9) {
+        whole::<v9::OsdMap>("map", body).map(Into::into)
     } else {
         return None;
     })
 }
 
+/// The version before maps held pools' store options.
+const MAGIC_V9: [u8; 4] = *b"LGM9";
 /// The version before maps held PG merges.
 const MAGIC_V8: [u8; 4] = *b"LGM8";
 /// The version before maps held destroyed OSDs and the balancer's switch.
@@ -187,6 +191,7 @@ mod v2 {
                 balancer: false,
                 pg_merges: BTreeMap::new(),
                 pg_merged: BTreeMap::new(),
+                pool_opts: BTreeMap::new(),
             }
         }
     }
@@ -211,6 +216,29 @@ mod v7 {
                 auto_out: m.auto_out,
                 full_ratios: m.full_ratios,
                 ..m.lgm6.into()
+            }
+        }
+    }
+}
+
+/// The `LGM9` map: today's without the pools' store options.
+mod v9 {
+    use super::*;
+
+    /// The `LGM8` map's fields, then the PG merges.
+    #[derive(Deserialize)]
+    pub struct OsdMap {
+        lgm8: v8::OsdMap,
+        pg_merges: BTreeMap<u64, PgMerge>,
+        pg_merged: BTreeMap<u64, PgMerged>,
+    }
+
+    impl From<OsdMap> for super::OsdMap {
+        fn from(m: OsdMap) -> Self {
+            super::OsdMap {
+                pg_merges: m.pg_merges,
+                pg_merged: m.pg_merged,
+                ..m.lgm8.into()
             }
         }
     }
