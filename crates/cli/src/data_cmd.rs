@@ -196,7 +196,10 @@ pub fn xattr(conn: &ConnArgs, c: XattrCmd) -> Result<(), CliError> {
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum BenchMode {
     Write,
+    /// Read each object a `write --no-cleanup` run left once, in order
+    /// (until SECONDS pass or all are read, as `rados bench seq`).
     Seq,
+    /// Read objects a write run left at random until SECONDS pass.
     Rand,
     /// Overwrite --io-size bytes at random aligned offsets of the objects
     /// a `write --no-cleanup` run left (rbd bench's random writes).
@@ -333,6 +336,10 @@ pub fn bench(conn: &ConnArgs, a: BenchArgs) -> Result<(), CliError> {
                 let mut rng = loligo_testkit::Rng::new(w as u64);
                 while Instant::now() < deadline {
                     let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    // seq reads each object once, as `rados bench seq` does.
+                    if mode == BenchMode::Seq && k >= existing {
+                        break;
+                    }
                     let i = match names.as_ref() {
                         None => k,
                         Some(list) => match list.get(k as usize) {
@@ -343,7 +350,7 @@ pub fn bench(conn: &ConnArgs, a: BenchArgs) -> Result<(), CliError> {
                     let t0 = Instant::now();
                     let n = match mode {
                         BenchMode::Write => io.write_full(&format!("{BENCH_PREFIX}{i}"), data.clone()).await.map(|_| data.len()),
-                        BenchMode::Seq => io.read(&format!("{BENCH_PREFIX}{}", i % existing), 0, 0).await.map(|d| d.len()),
+                        BenchMode::Seq => io.read(&format!("{BENCH_PREFIX}{i}"), 0, 0).await.map(|d| d.len()),
                         BenchMode::Rand => {
                             let i = rng.below(existing);
                             io.read(&format!("{BENCH_PREFIX}{i}"), 0, 0).await.map(|d| d.len())
