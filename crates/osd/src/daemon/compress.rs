@@ -133,7 +133,7 @@ mod tests {
 
     fn map() -> OsdMap {
         let mut m = OsdMap::new("fsid", "host").unwrap_or_else(|e| panic!("{e}"));
-        let mut step = |m: &mut OsdMap, changes: Vec<Change>| {
+        let step = |m: &mut OsdMap, changes: Vec<Change>| {
             let inc = loligo_types::Incremental {
                 epoch: m.epoch + 1,
                 changes,

@@ -45,10 +45,6 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-fn io(what: impl std::fmt::Display, e: impl std::fmt::Display) -> StoreError {
-    StoreError::Io(format!("{what}: {e}"))
-}
-
 /// The store's applied state: object files under `dir` and metadata in
 /// `kv`.
 pub struct Disk {
@@ -109,6 +105,22 @@ impl Disk {
             .truncate(fresh)
             .open(&p)
             .map_err(|e| io(p.display(), e))
+    }
+
+    /// Object `o`'s xattrs by name.
+    pub fn attrs(
+        &self,
+        c: CollectionId,
+        o: &ObjectId,
+    ) -> Result<std::collections::BTreeMap<String, Vec<u8>>> {
+        let p = obj_key(T_ATTR, c, o);
+        (self.under(&p)?.into_iter())
+            .map(|(k, v)| {
+                String::from_utf8(k[p.len()..].to_vec())
+                    .map(|n| (n, v))
+                    .map_err(|_| StoreError::Corrupt(format!("attribute name of {o}")))
+            })
+            .collect()
     }
 
     /// Every `(key, value)` under `prefix`.
@@ -576,13 +588,7 @@ impl Applied for Disk {
     }
 
     fn attr_names(&self, c: CollectionId, o: &ObjectId) -> Result<Vec<String>> {
-        let p = obj_key(T_ATTR, c, o);
-        (self.under(&p)?.into_iter())
-            .map(|(k, _)| {
-                String::from_utf8(k[p.len()..].to_vec())
-                    .map_err(|_| StoreError::Corrupt(format!("attribute name of {o}")))
-            })
-            .collect()
+        Ok(self.attrs(c, o)?.into_keys().collect())
     }
 
     fn visit_objects(

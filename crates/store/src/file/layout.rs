@@ -34,6 +34,11 @@ pub const T_HEAD: u8 = b'H';
 pub const T_OMAP: u8 = b'O';
 pub const T_REC: u8 = b'R';
 pub const T_DOOMED: u8 = b'D';
+/// An I/O error on `what`.
+pub fn io(what: impl std::fmt::Display, e: impl std::fmt::Display) -> StoreError {
+    StoreError::Io(format!("{what}: {e}"))
+}
+
 /// The checkpoint's key.
 pub const COMMIT_KEY: &[u8] = b"\x00commit";
 /// Ops a transaction may hold (the op index is 16 bits of a file id).

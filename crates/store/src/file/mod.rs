@@ -172,10 +172,6 @@ pub struct FileStore {
     threads: Vec<JoinHandle<()>>,
 }
 
-fn io(what: impl std::fmt::Display, e: impl std::fmt::Display) -> StoreError {
-    StoreError::Io(format!("{what}: {e}"))
-}
-
 impl FileStore {
     /// Make an empty store in `dir` (which must not hold one).
     pub fn mkfs(dir: &Path, cfg: &FileConfig) -> Result<()> {
@@ -303,14 +299,7 @@ impl FileStore {
     }
 
     fn attrs(&self, c: CollectionId, o: &ObjectId) -> Result<BTreeMap<String, Vec<u8>>> {
-        let p = obj_key(T_ATTR, c, o);
-        (self.shared.disk.under(&p)?.into_iter())
-            .map(|(k, v)| {
-                String::from_utf8(k[p.len()..].to_vec())
-                    .map(|n| (n, v))
-                    .map_err(|_| StoreError::Corrupt(format!("attribute name of {o}")))
-            })
-            .collect()
+        self.shared.disk.attrs(c, o)
     }
 
     fn read_file(
