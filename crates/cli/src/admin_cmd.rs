@@ -239,7 +239,9 @@ pub enum PoolCmd {
     /// Change a setting: size, min_size, pg_num, pgp_num, crush_rule, object_size_max, name,
     /// pps_mode, balance_param, compression_mode (none, passive, aggressive, force: as Ceph's;
     /// clients send no hints, so passive compresses nothing and aggressive all that force does),
-    /// compression_algorithm (lz4 or none; compression reaches writes from then on). A larger pg_num splits every PG in place; the monitors then
+    /// compression_algorithm (lz4 or none; compression reaches writes from then on),
+    /// read_coalesce (erasure-coded pools: naive, conservative or aggressive, how recovery and
+    /// degraded reads group a shard's needed elements into reads). A larger pg_num splits every PG in place; the monitors then
     /// raise pgp_num to it in steps that keep misplaced objects under 5%, and the new PGs move.
     /// A smaller one merges PGs: the monitors lower pgp_num in such steps, then the PGs that
     /// merge hold writes for a few seconds and fold together (`pool get` shows pg_num_target

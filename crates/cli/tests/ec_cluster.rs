@@ -76,6 +76,15 @@ fn ec_pools_serve_with_m_osds_down_and_heal() {
         (Some(4), Some(3), Some(8)),
         "{p}"
     );
+    assert_eq!(p["read_coalesce"], "conservative", "{p}");
+    // Degraded reads and rebuilds below group each shard's elements into
+    // one read from the first needed to the last.
+    ok(
+        &dir,
+        &["pool", "set", "eczz", "read_coalesce", "aggressive"],
+    );
+    let p: serde_json::Value = serde_json::from_str(&ok(&dir, &["pool", "get", "eczz"])).unwrap();
+    assert_eq!(p["read_coalesce"], "aggressive", "{p}");
     wait_clean(&dir, Duration::from_secs(60));
     // Where an object's shards live: four positions, the primary first.
     let m: serde_json::Value =

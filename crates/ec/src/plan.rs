@@ -11,7 +11,7 @@ use std::ops::Range;
 
 /// How needed elements of one chunk are grouped into I/O requests
 /// (Liram §3.2.4).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Coalesce {
     /// One request per element.

@@ -55,6 +55,9 @@ pub type Fetched<B> = BTreeMap<usize, Vec<(u64, B)>>;
 pub struct Striper {
     code: Arc<dyn ErasureCode>,
     unit: u64,
+    /// How the users of this striper group a chunk's needed elements
+    /// into reads (the planners take it as an argument).
+    coalesce: Coalesce,
 }
 
 impl std::fmt::Debug for Striper {
@@ -128,7 +131,11 @@ impl Striper {
                 "stripe unit {unit} must be a positive multiple of {grain} (rows x alignment) up to {MAX_UNIT}"
             )));
         }
-        let s = Striper { code, unit };
+        let s = Striper {
+            code,
+            unit,
+            coalesce: Coalesce::default(),
+        };
         let l = s.code.layout(s.width())?;
         if l.chunk_size() as u64 != unit {
             return Err(EcError::InvalidProfile(format!(
@@ -137,6 +144,17 @@ impl Striper {
             )));
         }
         Ok(s)
+    }
+
+    /// The same striper with `coalesce` as its users' read grouping.
+    pub fn with_coalesce(mut self, coalesce: Coalesce) -> Striper {
+        self.coalesce = coalesce;
+        self
+    }
+
+    /// How its users group a chunk's needed elements into reads.
+    pub fn coalesce(&self) -> Coalesce {
+        self.coalesce
     }
 
     /// The default unit for a code: 4 KiB for scalar codes, at least

@@ -211,6 +211,9 @@ pub fn plan(m: &OsdMap, cmd: &Admin) -> Result<Outcome, MonError> {
             let opts = m.pool_opts.get(&p.id).copied().unwrap_or_default();
             v["compression_mode"] = json!(opts.compression_mode.to_string());
             v["compression_algorithm"] = json!(opts.compression_algorithm.to_string());
+            if matches!(p.kind, loligo_types::PoolKind::Erasure { .. }) {
+                v["read_coalesce"] = json!(opts.read_coalesce.to_string());
+            }
             Answer(v)
         }
         Admin::PoolSet { name, key, value } => pool_set(m, name, key, value)?,
@@ -548,7 +551,7 @@ fn pool_set(m: &OsdMap, name: &str, key: &str, value: &str) -> Result<Outcome, M
             return Err(MonError::Invalid(format!(
                 "unknown pool setting '{key}' (size, min_size, pg_num, pgp_num, crush_rule, \
                  object_size_max, name, pps_mode, balance_param, compression_mode, \
-                 compression_algorithm)"
+                 compression_algorithm, read_coalesce)"
             )))
         }
     }
@@ -557,9 +560,10 @@ fn pool_set(m: &OsdMap, name: &str, key: &str, value: &str) -> Result<Outcome, M
 }
 
 /// `pool set NAME compression_mode|compression_algorithm VALUE` (Ceph's
-/// names and values); `None` for the pool's other settings.
+/// names and values) and `read_coalesce` (erasure-coded pools); `None`
+/// for the pool's other settings.
 fn pool_opt(m: &OsdMap, name: &str, key: &str, value: &str) -> Result<Option<Outcome>, MonError> {
-    use loligo_types::osdmap::{CompressionAlgorithm as A, CompressionMode as M};
+    use loligo_types::osdmap::{CompressionAlgorithm as A, CompressionMode as M, ReadCoalesce};
     let p = pool(m, name)?;
     let mut opts = m.pool_opts.get(&p.id).copied().unwrap_or_default();
     match key {
@@ -589,6 +593,23 @@ fn pool_opt(m: &OsdMap, name: &str, key: &str, value: &str) -> Result<Option<Out
                 _ => {
                     return Err(MonError::Invalid(format!(
                         "compression_algorithm is none or lz4, not '{value}'"
+                    )))
+                }
+            }
+        }
+        "read_coalesce" => {
+            if !matches!(p.kind, loligo_types::PoolKind::Erasure { .. }) {
+                return Err(MonError::Invalid(format!(
+                    "read_coalesce: pool '{name}' is replicated (it applies to erasure-coded pools)"
+                )));
+            }
+            opts.read_coalesce = match value {
+                "conservative" => ReadCoalesce::Conservative,
+                "naive" => ReadCoalesce::Naive,
+                "aggressive" => ReadCoalesce::Aggressive,
+                _ => {
+                    return Err(MonError::Invalid(format!(
+                        "read_coalesce is naive, conservative or aggressive, not '{value}'"
                     )))
                 }
             }
@@ -1046,6 +1067,40 @@ mod tests {
         assert!(e.to_string().contains("'nope' does not exist"), "{e}");
         // Replicated pools are unaffected.
         assert!(matches!(plan(&m, &create(None)), Ok(Outcome::Changes(_))));
+        // Read coalescing is an erasure-coded pool's option: named values
+        // only, and a replicated pool refuses it.
+        let set = |m: &OsdMap, pool: &str, v: &str| {
+            plan(
+                m,
+                &Admin::PoolSet {
+                    name: pool.into(),
+                    key: "read_coalesce".into(),
+                    value: v.into(),
+                },
+            )
+        };
+        let Ok(Outcome::Changes(ch)) = set(&m2, "p", "aggressive") else {
+            panic!("read_coalesce aggressive on an EC pool");
+        };
+        assert!(
+            matches!(&ch[..], [Change::PoolOpts { pool, opts }]
+                if *pool == p.id
+                    && opts.read_coalesce == loligo_types::osdmap::ReadCoalesce::Aggressive),
+            "{ch:?}"
+        );
+        let e = set(&m2, "p", "greedy").err().unwrap();
+        assert!(e.to_string().contains("not 'greedy'"), "{e}");
+        let Ok(Outcome::Changes(ch)) = plan(&m, &create(None)) else {
+            panic!("a replicated pool");
+        };
+        let mut m3 = m.clone();
+        m3.apply(&loligo_types::Incremental {
+            epoch: m.epoch + 1,
+            changes: ch,
+        })
+        .unwrap();
+        let e = set(&m3, "p", "aggressive").err().unwrap();
+        assert!(e.to_string().contains("is replicated"), "{e}");
     }
 
     #[test]

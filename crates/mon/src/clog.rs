@@ -243,10 +243,11 @@ pub fn change_event(before: &OsdMap, c: &Change) -> Option<(LogLevel, String)> {
         Change::PoolOpts { pool, opts } => (
             Info,
             format!(
-                "{} compression_mode {} compression_algorithm {}",
+                "{} compression_mode {} compression_algorithm {} read_coalesce {}",
                 pool_name(before, *pool),
                 opts.compression_mode,
-                opts.compression_algorithm
+                opts.compression_algorithm,
+                opts.read_coalesce
             ),
         ),
         Change::OsdDown { .. }

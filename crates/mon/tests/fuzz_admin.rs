@@ -85,8 +85,9 @@ fn command(r: &mut Rng) -> Admin {
                 "object_size_max",
                 "compression_mode",
                 "compression_algorithm",
+                "read_coalesce",
                 "bogus",
-            ][r.index(8)]
+            ][r.index(9)]
             .into(),
             value: [
                 "0",
@@ -99,7 +100,8 @@ fn command(r: &mut Rng) -> Admin {
                 "force",
                 "lz4",
                 "snappy",
-            ][r.index(10)]
+                "aggressive",
+            ][r.index(11)]
             .into(),
         },
         4 => Admin::OsdDown {

@@ -235,11 +235,49 @@ pub enum CompressionAlgorithm {
     Lz4,
 }
 
-/// A pool's store options (Ceph's pool opts).
+/// How an erasure-coded pool's recovery and degraded reads group the
+/// elements they need from one shard into I/Os (the Zigzag thesis's read
+/// coalescing): one read per element, per run of consecutive elements,
+/// or one from the first needed to the last (gaps read too, fewer I/Os).
+/// New kinds go at the end: the encoding numbers them in this order.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReadCoalesce {
+    #[default]
+    Conservative,
+    Naive,
+    Aggressive,
+}
+
+impl ReadCoalesce {
+    /// The planners' form.
+    pub fn plan(self) -> loligo_ec::plan::Coalesce {
+        use loligo_ec::plan::Coalesce;
+        match self {
+            ReadCoalesce::Conservative => Coalesce::Conservative,
+            ReadCoalesce::Naive => Coalesce::Naive,
+            ReadCoalesce::Aggressive => Coalesce::Aggressive,
+        }
+    }
+}
+
+impl std::fmt::Display for ReadCoalesce {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ReadCoalesce::Conservative => "conservative",
+            ReadCoalesce::Naive => "naive",
+            ReadCoalesce::Aggressive => "aggressive",
+        })
+    }
+}
+
+/// A pool's options beyond its placement (Ceph's pool opts, and the
+/// erasure-coded pools' read coalescing).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PoolOpts {
     pub compression_mode: CompressionMode,
     pub compression_algorithm: CompressionAlgorithm,
+    pub read_coalesce: ReadCoalesce,
 }
 
 impl PoolOpts {

@@ -1171,12 +1171,13 @@ fn a_split_gives_new_pgs_their_parents_place() {
 /// them reads back.
 #[test]
 fn pool_options_follow_their_pool() {
-    use loligo_types::osdmap::{CompressionAlgorithm, CompressionMode, PoolOpts};
+    use loligo_types::osdmap::{CompressionAlgorithm, CompressionMode, PoolOpts, ReadCoalesce};
     let mut m = cluster(3);
     let id = m.pool_by_name("rbd").unwrap().id;
     let opts = PoolOpts {
         compression_mode: CompressionMode::Force,
         compression_algorithm: CompressionAlgorithm::Lz4,
+        read_coalesce: ReadCoalesce::Aggressive,
     };
     let set = |pool: u64, opts: PoolOpts| vec![Change::PoolOpts { pool, opts }];
     assert!(step(&mut m, set(id + 1, opts)).is_err());

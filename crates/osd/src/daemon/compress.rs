@@ -147,6 +147,7 @@ mod tests {
         let opts = PoolOpts {
             compression_mode: CompressionMode::Aggressive,
             compression_algorithm: CompressionAlgorithm::Lz4,
+            ..PoolOpts::default()
         };
         step(&mut m, vec![Change::PoolOpts { pool: 2, opts }]);
         m

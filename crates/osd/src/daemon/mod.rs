@@ -407,9 +407,9 @@ pub struct OsdShared {
     /// is a marking down), and when the maps marked it down while it ran.
     seen_up: AtomicBool,
     markdowns: Mutex<std::collections::VecDeque<Instant>>,
-    /// Erasure-coded pools' striping, built once per profile (and again
-    /// if the profile named changes).
-    stripers: Mutex<HashMap<String, (EcProfile, Arc<Striper>)>>,
+    /// Erasure-coded pools' striping, built once per profile and read
+    /// coalescing (and again if the profile named changes).
+    stripers: Mutex<StriperCache>,
     /// PGs waiting for their parent's copy here to split (`split`).
     splitting: Mutex<std::collections::HashSet<PgId>>,
     /// Retiring PGs here, and whether their tasks have stopped
@@ -425,6 +425,10 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// Stripers by (profile name, read coalescing), with the profile each
+/// was built from.
+type StriperCache = HashMap<(String, loligo_ec::plan::Coalesce), (EcProfile, Arc<Striper>)>;
+
 impl OsdShared {
     /// How PGs of `pool` stripe objects into shards: `Ok(None)` for a
     /// replicated pool; an error for an EC pool whose profile cannot be
@@ -437,17 +441,21 @@ impl OsdShared {
             .ec_profiles
             .get(profile)
             .ok_or_else(|| format!("pool '{}': no profile '{profile}'", pool.name))?;
+        let opts = map.pool_opts.get(&pool.id).copied().unwrap_or_default();
+        let coalesce = opts.read_coalesce.plan();
         let mut cache = lock(&self.stripers);
-        if let Some((p, st)) = cache.get(profile) {
+        let key = (profile.clone(), coalesce);
+        if let Some((p, st)) = cache.get(&key) {
             if p == prof {
                 return Ok(Some(st.clone()));
             }
         }
         let st = Arc::new(
             prof.striper()
-                .map_err(|e| format!("pool '{}': {e}", pool.name))?,
+                .map_err(|e| format!("pool '{}': {e}", pool.name))?
+                .with_coalesce(coalesce),
         );
-        cache.insert(profile.clone(), (prof.clone(), st.clone()));
+        cache.insert(key, (prof.clone(), st.clone()));
         Ok(Some(st))
     }
 

@@ -18,7 +18,6 @@ use crate::ec::{self, OldBytes, Plan};
 use crate::exec::{ObjState, VERSION_ATTR};
 use crate::msg::{PeerMsg, PeerReply};
 use bytes::Bytes;
-use loligo_ec::plan::Coalesce;
 use loligo_ec::stripe::{self, Fetched, ShardReads};
 use loligo_store::{ObjectId, ObjectStore, StoreError};
 use loligo_types::ops::{OpError, Version};
@@ -2196,7 +2195,7 @@ fn plan_gather(
             reads.clear();
             for r in &plan.fetch {
                 let rp = striper
-                    .plan_read(size, r.clone(), avail, Coalesce::Conservative)
+                    .plan_read(size, r.clone(), avail, striper.coalesce())
                     .map_err(|e| e.to_string())?;
                 add(&mut want, &rp);
                 reads.push(rp);
@@ -2206,7 +2205,7 @@ fn plan_gather(
             reads.clear();
             if size > 0 {
                 let rp = striper
-                    .plan_read(size, 0..size, avail, Coalesce::Conservative)
+                    .plan_read(size, 0..size, avail, striper.coalesce())
                     .map_err(|e| e.to_string())?;
                 add(&mut want, &rp);
                 reads.push(rp);
@@ -2221,7 +2220,7 @@ fn plan_gather(
                 .filter(|c| !lost.contains(c))
                 .collect();
             let rp = striper
-                .plan_rebuild(size, lost, &from, Coalesce::Conservative)
+                .plan_rebuild(size, lost, &from, striper.coalesce())
                 .map_err(|e| e.to_string())?;
             want = rp.reads.clone();
             for &c in &g.copy {
