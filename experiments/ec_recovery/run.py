@@ -30,7 +30,9 @@ lost (data or parity). One run of a case:
 Every case runs `--repeats` times (RS and Zigzag alternate in order).
 Offline, from `loligo ec plan`: the paper's Table 5.3 (blocks read per
 failed block, in unpadded stripes), Table 5.2 (optimal against basic
-construction) and aggressive against conservative coalescing (Fig. 5.6).
+construction) and aggressive against conservative coalescing (Fig. 5.6);
+the code `zigzag-agg` runs Fig. 5.6 in the cluster (the pool's
+read_coalesce aggressive).
 
 Writes OUT/results.csv, OUT/plans.json, OUT/summary.json, OUT/*.png and
 OUT/RESULTS.md (via summarize.py).
@@ -174,7 +176,12 @@ class Code:
 
     def __init__(self, name, k, r, s):
         self.name, self.k, self.r, self.s = name, k, r, s
-        self.plugin = {"rs": "rs", "zigzag": "zigzag", "zigzag-opt": "zigzag", "lrc": "lrc"}[name]
+        self.plugin = {"rs": "rs", "zigzag": "zigzag", "zigzag-opt": "zigzag", "zigzag-agg": "zigzag",
+                       "lrc": "lrc"}[name]
+        # zigzag-agg: the basic construction, the pool's read_coalesce
+        # aggressive (one read per shard from the first element needed to
+        # the last) where the others plan conservatively.
+        self.coalesce = "aggressive" if name == "zigzag-agg" else "conservative"
         # Pyramid: RS(k, r) with one global parity split into two local ones.
         self.width = k + r + (1 if name == "lrc" else 0)
 
@@ -226,6 +233,8 @@ def fill(code, pgs, obj_mib, objects, osd_size, n, unit, data, conf):
         prof += ["--stripe-unit", str(unit)]
     run(*prof, conf=conf)
     run("pool", "create", "ec", "--pg-num", str(pgs), "--erasure", "p", conf=conf)
+    if code.coalesce != "conservative":
+        run("pool", "set", "ec", "read_coalesce", code.coalesce, conf=conf)
     # Only the measured pool: the replicated pools `up` makes would each
     # re-peer when the victim goes out and wait out its read leases, and
     # the time until every PG is clean would be theirs, not the rebuild's.
@@ -516,7 +525,8 @@ def main():
                     help="k=8 r=2 s=2, 16 MiB objects, RS and basic Zigzag, 3 repeats")
     ap.add_argument("--all", action="store_true", help="every row of the paper's Table 5.1")
     ap.add_argument("--configs", help="k,r,s[;k,r,s...] instead of the default set")
-    ap.add_argument("--codes", default=None, help="comma-separated: rs,zigzag,zigzag-opt,lrc")
+    ap.add_argument("--codes", default=None,
+                    help="comma-separated: rs,zigzag,zigzag-opt,zigzag-agg (basic, aggressive coalescing),lrc")
     ap.add_argument("--sizes", default=None, help="object sizes in MiB, comma-separated")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--total-mib", type=int, default=None, help="data per run (MiB)")

@@ -11,7 +11,8 @@
 #   3. osd.2 stopped and marked down; P% of the objects overwritten
 #   4. osd.2 started: its backfill's time, tree nodes exchanged, objects
 #      its scans listed and objects copied, from the primary's log line;
-#      seconds from the start command until the PG is clean
+#      seconds from the start command until the PG is clean; the frame
+#      bytes the OSDs sent meanwhile (their msgr_send_bytes counters)
 #   Steps 3-4 run REPS times on the same cluster (another sample of
 #   objects each time, the same in every mode); the full-scan cluster and
 #   the Merkle ones are up at once and take turns, so drift falls on all
@@ -31,8 +32,12 @@
 #   bash experiments/merkle_backfill/run.sh --quick  # N 20K, P 1 5 10 20, L 16K (under 10 minutes)
 #   OBJ_SIZE=65536 OBJECTS_LIST=20000 PCTS="1 10" LEAVES_LIST=16384 SKIP_CEPH=1 WRITE_ROUNDS=0 \
 #     OUT=experiments/merkle_backfill/out-64k bash experiments/merkle_backfill/run.sh   # out-64k/ (2 min)
-# Environment: OUT (output folder), OBJ_SIZE (bytes per object, 1024), OBJECTS_LIST, PCTS, LEAVES_LIST (not
-# with --quick; PCTS with it too), REPS (backfills per case, 3), WRITE_ROUNDS (0: skip the
+#   PAIRS="5000:20 10000:10 20000:5 100000:1" LEAVES_LIST="1024 2048 4096 8192 16384" SKIP_CEPH=1 \
+#     WRITE_ROUNDS=0 OUT=experiments/merkle_backfill/out-fig17 bash experiments/merkle_backfill/run.sh
+#                                      # the paper's Figs. 17, 18 and 28: 1,000 stale objects in PGs of
+#                                      # 5K-100K objects, 5 leaf counts (about 30 minutes)
+# Environment: OUT (output folder), OBJ_SIZE (bytes per object, 1024), OBJECTS_LIST, PCTS, PAIRS (N:P cases
+# instead of every N with every P), LEAVES_LIST (not with --quick; PCTS with it too), REPS (backfills per case, 3), WRITE_ROUNDS (0: skip the
 # write-overhead part), CEPH_REPS (Ceph's backfills per case), SKIP_CEPH (set: no Ceph side),
 # CEPH_PY (the Python with Ceph's `rados` binding, /usr/bin/python3).
 set -euo pipefail
@@ -58,7 +63,7 @@ VICTIM=2
 mkdir -p "$OUT"
 CSV="$OUT/results.csv"
 WCSV="$OUT/writes.csv"
-echo "objects,pct,leaves,rep,load_ops_s,osd_rss_kib,backfill_ms,how,differing_leaves,nodes,listed,copied,chunks,clean_s,obj_size" >"$CSV"
+echo "objects,pct,leaves,rep,load_ops_s,osd_rss_kib,backfill_ms,how,differing_leaves,nodes,listed,copied,chunks,clean_s,obj_size,sent_bytes" >"$CSV"
 echo "round,leaves,ops_s,osd_cpu_us_per_op" >"$WCSV"
 CCSV="$OUT/ceph.csv"
 echo "system,objects,pct,rep,backfill_ms,clean_s" >"$CCSV"
@@ -105,6 +110,25 @@ case_up() {
     echo "$dir"
 }
 
+# Frame bytes the up OSDs have sent on their data connections (the sum of
+# their last reports' counters), once $2 OSDs report and two polls a
+# report interval apart agree.
+msgr_sent() {
+    local conf="$1" want="$2" last="" now=""
+    for _ in $(seq 1 24); do
+        now=$("$B" -c "$conf" status --json | "$PY" -c "
+import json, sys
+c = json.load(sys.stdin).get('osd_counters', [])
+print('%d %d' % (len(c), sum(x.get('msgr_send_bytes', 0) for x in c)))")
+        if [ "${now%% *}" = "$want" ] && [ "$now" = "$last" ]; then
+            break
+        fi
+        last="$now"
+        sleep 2.5
+    done
+    echo "${now#* }"
+}
+
 # One backfill on a case's cluster (rep r): osd.2 away while P% of the
 # objects are overwritten (the same sample in every mode), then back.
 case_rep() {
@@ -117,10 +141,14 @@ case_rep() {
         "$B" -c "$conf" bench 600 write -b "$OBJ_SIZE" -t 32 --max-objects "$objects" --sample-pct "$pct" \
             --seed $((7 + r)) --no-cleanup --json >"$dir/overwrite.json"
     fi
+    sent0=$(msgr_sent "$conf" 2)
     t0=$(now)
     "$B" start "osd.$VICTIM" --data-dir "$dir/c" >&2
     lol_wait "$conf" 600 "$ALL_CLEAN" >/dev/null
     clean=$(since "$t0")
+    # What all three sent from the victim's start (its counter starts
+    # there) until clean: the backfill, its peering, a few heartbeats.
+    sent=$(( $(msgr_sent "$conf" 3) - sent0 ))
     # The primary's two lines: the backfill's start (the target's log
     # merged) and its end; their timestamps give its time.
     line=$(python3 - "$dir/c" "$VICTIM" <<'PY'
@@ -140,16 +168,17 @@ for f in glob.glob(d + "/osd.*.log"):
         print("%.1f %s" % (ms, lines[e].strip()))
 PY
 )
-    python3 - "$line" "$objects" "$pct" "$leaves" "$r" "$(cat "$dir/load")" "$(cat "$dir/rss")" "$clean" "$OBJ_SIZE" >>"$CSV" <<'PY'
+    python3 - "$line" "$objects" "$pct" "$leaves" "$r" "$(cat "$dir/load")" "$(cat "$dir/rss")" "$clean" "$OBJ_SIZE" "$sent" >>"$CSV" <<'PY'
 import re, sys
-line, objects, pct, leaves, r, load, rss, clean, obj_size = sys.argv[1:]
+line, objects, pct, leaves, r, load, rss, clean, obj_size, sent = sys.argv[1:]
 m = re.search(r"^([0-9.]+) .*backfilled by (?:(\d+) differing Merkle leaves|a full scan): "
               r"(\d+) tree nodes exchanged, (\d+) of its objects listed, (\d+) copied or removed in (\d+) chunks", line)
 if not m:
     sys.exit("no backfill line for osd.2: %r" % line)
 ms, diff, nodes, listed, copied, chunks = m.groups()
 how = "merkle" if diff is not None else "full"
-print(",".join([objects, pct, leaves, r, load, rss, ms, how, diff or "", nodes, listed, copied, chunks, clean, obj_size]))
+print(",".join([objects, pct, leaves, r, load, rss, ms, how, diff or "", nodes, listed, copied, chunks, clean, obj_size,
+                sent]))
 PY
     say "N=$objects P=$pct% L=$leaves rep $r: $(tail -1 "$CSV")"
 }
@@ -158,8 +187,16 @@ PY
 # their backfills taking turns (rep r starts with another mode each time),
 # so the disk's drift between minutes falls on every mode alike (one mode
 # after the other, whole sittings of copies differed by 2x in speed).
-for objects in $OBJECTS_LIST; do
-    for pct in $PCTS; do
+# The (N, P) cases: every N with every P, or the pairs PAIRS names.
+if [ -n "${PAIRS:-}" ]; then
+    CASES="$PAIRS"
+else
+    CASES=$(for o in $OBJECTS_LIST; do for p in $PCTS; do printf '%s:%s ' "$o" "$p"; done; done)
+fi
+for case in $CASES; do
+    objects=${case%%:*}
+    pct=${case#*:}
+    {
         modes=(0 $LEAVES_LIST)
         declare -A CDIR
         for leaves in "${modes[@]}"; do
@@ -177,7 +214,7 @@ for objects in $OBJECTS_LIST; do
             rm -rf "${CDIR[$leaves]}"
         done
         unset CDIR
-    done
+    }
 done
 
 if [ -z "${SKIP_CEPH:-}" ] && command -v ceph-osd >/dev/null && "$CEPH_PY" -c "import rados" 2>/dev/null; then

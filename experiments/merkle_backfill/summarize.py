@@ -9,6 +9,8 @@ import sys
 
 # Merkle backfill time / full-scan backfill time, at most, per stale %.
 TARGETS = {1: 0.05, 10: 0.3, 20: 0.8}
+# The paper's Fig. 17 cases: (objects, stale %), 1,000 stale objects each.
+FIG17 = [(5000, 20), (10000, 10), (20000, 5), (100000, 1)]
 # "Merkle-tree backfill" for Ceph, its reported ratios (about): its
 # Merkle backfill's time over Ceph's own backfill's.
 SEED = {1: 0.25, 10: 0.65, 20: 0.9}
@@ -33,6 +35,8 @@ def median_rows(rows):
         m = dict(rs[(len(rs) - 1) // 2])
         m["backfill_ms"] = str(statistics.median(float(r["backfill_ms"]) for r in rs))
         m["reps_ms"] = [float(r["backfill_ms"]) for r in rs]
+        sent = [float(r["sent_bytes"]) for r in rs if r.get("sent_bytes")]
+        m["sent_bytes"] = statistics.median(sent) if sent else None
         out.append(m)
     return out
 
@@ -58,6 +62,63 @@ def fit_costs(rows):
         if slope > 0 and intercept > 0:
             fits[n] = (slope, intercept / n)
     return fits
+
+
+def mib(b):
+    return "%.2f" % (b / 2**20) if b is not None else "-"
+
+
+def figs_17_18_28(cases, fig17):
+    """RESULTS.md's sections for the paper's Figs. 17, 18 and 28, from
+    the cases it ran (none: no lines)."""
+    L = []
+    pairs = [p for p in FIG17 if any((c["objects"], c["stale_pct"]) == p for c in fig17)]
+    if pairs:
+        leaves = sorted({c["leaves"] for c in fig17})
+        at = {(c["objects"], c["stale_pct"], c["leaves"]): c for c in fig17}
+        L += ["", "## Fig. 17: 1,000 stale objects in PGs of 5K to 100K objects", "",
+              "Backfill seconds (median), by leaf count; 0 is the full scan. The paper's VM took "
+              "150-200 s to copy the 1,000 objects and more than twice that to scan the 100K PG "
+              "without trees (debug builds, 80-IOPS disks): its shape, not its seconds, is the "
+              "comparison.", "",
+              "| leaves | " + " | ".join("%dK %d%%" % (n // 1000, p) for n, p in pairs) + " |",
+              "|---|" + "---|" * len(pairs)]
+        full = {(c["objects"], c["stale_pct"]): c["full_s"] for c in fig17}
+        L.append("| 0 (full scan) | " + " | ".join(
+            "%.3f" % full[p] if full.get(p) is not None else "-" for p in pairs) + " |")
+        for lv in leaves:
+            L.append("| %d | " % lv + " | ".join(
+                "%.3f" % at[(n, p, lv)]["merkle_s"] if (n, p, lv) in at else "-" for n, p in pairs) + " |")
+        big = [c for c in fig17 if (c["objects"], c["stale_pct"]) == (100000, 1)]
+        if big:
+            L += ["", "## Fig. 18: the 100K-object PG with 1% stale, against eq. 6", "",
+                  "The paper's ideal is eq. 6's expected differing ranges for 1,000 stale objects "
+                  "over N ranges, divided by N: the share of the PG a backfill must scan. Beside "
+                  "it, the share this backfill listed (objects listed / the full scan's) and its "
+                  "time over the full scan's (the copies of the 1,000 objects included in both).", "",
+                  "| leaves | eq. 6 share of ranges | share listed | time / full scan |",
+                  "|---|---|---|---|"]
+            for c in big:
+                L.append("| %d | %.3f | %s | %s |" % (
+                    c["leaves"], c["predicted_leaves"] / c["leaves"],
+                    "%.3f" % (c["listed"] / c["full_listed"]) if c["full_listed"] else "-",
+                    "%.3f" % c["ratio"] if "ratio" in c else "-"))
+    sent = [c for c in cases if c["sent_bytes"] is not None]
+    if sent:
+        L += ["", "## Fig. 28: bytes sent", "",
+              "Frame bytes all three OSDs sent on their data connections from osd.2's start until "
+              "the PG was clean (the OSDs' `msgr_send_bytes`: the backfill, its peering and a few "
+              "heartbeats), median of the runs, beside the stale objects' own bytes. The paper "
+              "counts from the cluster's start (its writes included) and finds the traffic "
+              "proportional to the objects recovered, flat across leaf counts.", "",
+              "| objects | stale | leaves | sent MiB, Merkle | sent MiB, full scan | stale data MiB | Merkle / full |",
+              "|---|---|---|---|---|---|---|"]
+        for c in sent:
+            L.append("| %d | %g%% | %d | %s | %s | %s | %s |" % (
+                c["objects"], c["stale_pct"], c["leaves"], mib(c["sent_bytes"]), mib(c["full_sent_bytes"]),
+                mib(c["copied"] * c["obj_size"]),
+                "%.3f" % (c["sent_bytes"] / c["full_sent_bytes"]) if c["full_sent_bytes"] else "-"))
+    return L
 
 
 def main():
@@ -91,6 +152,9 @@ def main():
             "tree_kib_per_pg": 16 * leaves / 1024,
             "merkle_reps_ms": r["reps_ms"],
             "full_reps_ms": f["reps_ms"] if f else None,
+            "obj_size": int(r.get("obj_size") or 1024),
+            "sent_bytes": r["sent_bytes"],
+            "full_sent_bytes": f["sent_bytes"] if f else None,
         }
         if c["full_s"]:
             c["ratio"] = round(c["merkle_s"] / c["full_s"], 3)
@@ -169,6 +233,7 @@ def main():
               "tree_kib_per_pg": {str(l): 16 * l / 1024 for l in sorted({c["leaves"] for c in cases})},
               "osd_rss_kib_3_osds_trees": statistics.median(rss_on) if rss_on else None,
               "osd_rss_kib_3_osds_no_trees": statistics.median(rss_off) if rss_off else None}
+    fig17 = [c for c in cases if (c["objects"], c["stale_pct"]) in FIG17]
     summary = {"reps": max(len(r["reps_ms"]) for r in rows) if rows else 0,
                "by_stale_pct": {str(k): v for k, v in sorted(by_pct.items())},
                "against_ceph": {str(k): v for k, v in sorted(against_ceph.items())},
@@ -234,6 +299,7 @@ def main():
             c["tree_bytes"], c["listed"], c["full_listed"] if c["full_listed"] is not None else "-",
             c["copied"], c["chunks"], c["full_chunks"] if c["full_chunks"] is not None else "-",
             c["differing_leaves"], c["predicted_leaves"]))
+    L += figs_17_18_28(cases, fig17)
     if overhead:
         L += ["", "## Write overhead of keeping trees", "",
               "4 KiB writes, 32 in flight, on two 3-OSD clusters of 32 PGs up at once, trees on "

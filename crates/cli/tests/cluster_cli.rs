@@ -1498,6 +1498,12 @@ fn the_leader_serves_cephs_metrics_and_they_follow_the_cluster() {
     for e in events {
         assert!(said(e) >= 1, "{e}: {}", ok(&dir, &["log", "last", "200"]));
     }
+    // If osd.2 went down once more, the count below is taken once that
+    // OSD_DOWN has cleared too (else the next leader's clearing of it
+    // would look like a repeat).
+    wait_for(60, "every OSD_DOWN said cleared", || {
+        (said(events[2]) == said(events[1])).then_some(())
+    });
     let said_before: Vec<usize> = events.iter().map(|e| said(e)).collect();
     let entries = || -> Vec<(u64, String)> {
         let v: serde_json::Value =
@@ -1698,9 +1704,12 @@ fn each_osd_serves_its_own_metrics(url: &str, monitors: &[String], leader_text: 
         );
         assert_eq!(
             own.matches("# TYPE ").count(),
-            25,
+            27,
             "one OSD's families: {own}"
         );
+        // Its data connections carried the writes (and its replies).
+        let sent = format!("loligo_osd_msgr_send_bytes{{ceph_daemon=\"osd.{osd}\"}}");
+        assert!(sample(&own, &sent).unwrap_or(0.0) > 0.0, "{own}");
         page = own;
     }
     page

@@ -506,6 +506,8 @@ impl LeaderState {
                     rebuild_theory_bytes: x.rebuild_theory_bytes,
                     rebuild_fetched_bytes: x.rebuild_fetched_bytes,
                     shard_bytes_sent: x.shard_bytes_sent,
+                    msgr_send_bytes: x.msgr_send_bytes,
+                    msgr_recv_bytes: x.msgr_recv_bytes,
                     commit_latency_us: x.commit_latency_us,
                 }
             })

@@ -579,6 +579,11 @@ pub struct OsdCounters {
     pub rebuild_theory_bytes: u64,
     pub rebuild_fetched_bytes: u64,
     pub shard_bytes_sent: u64,
+    /// Frame bytes the OSD sent and received on its data connections.
+    #[serde(default)]
+    pub msgr_send_bytes: u64,
+    #[serde(default)]
+    pub msgr_recv_bytes: u64,
     /// The store's mean commit time over its last report's interval.
     #[serde(default)]
     pub commit_latency_us: u64,

@@ -305,14 +305,32 @@ fn head(f: &Frame) -> Result<Vec<u8>, String> {
     Ok(h)
 }
 
+/// Bytes of frames this process wrote to and read from direct connections
+/// (headers, bodies and payloads, before TLS: Ceph's `msgr_send_bytes`
+/// and `msgr_recv_bytes`).
+static WIRE_SENT: AtomicU64 = AtomicU64::new(0);
+static WIRE_RECEIVED: AtomicU64 = AtomicU64::new(0);
+
+/// Frame bytes this process has sent and received on direct connections
+/// since it started, as (sent, received).
+pub fn wire_bytes() -> (u64, u64) {
+    (
+        WIRE_SENT.load(Ordering::Relaxed),
+        WIRE_RECEIVED.load(Ordering::Relaxed),
+    )
+}
+
 /// Write `f` to `w`, unflushed ([`write_frames`] flushes once its queue
 /// is empty).
 async fn write_frame<W: AsyncWrite + Unpin>(w: &mut W, f: &Frame) -> std::io::Result<()> {
     let h = head(f).map_err(std::io::Error::other)?;
     w.write_all(&h).await?;
+    let mut n = h.len();
     for b in &f.msg.bulk {
         w.write_all(b).await?;
+        n += b.len();
     }
+    WIRE_SENT.fetch_add(n as u64, Ordering::Relaxed);
     Ok(())
 }
 
@@ -402,6 +420,7 @@ async fn read_header<R: AsyncRead + Unpin>(
         .chunks_exact(4)
         .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]) as usize)
         .collect();
+    WIRE_RECEIVED.fetch_add((HEADER_LEN + 4 * nbulk) as u64, Ordering::Relaxed);
     let total = lens.iter().fold(body_len, |a, &l| a.saturating_add(l));
     if total > MESSAGE_BYTES_MAX {
         return Err(bad(format!(
@@ -450,6 +469,7 @@ async fn read_body<R: AsyncRead + Unpin>(
         let body = all.split_to(body_len);
         (body, lens.iter().map(|&l| all.split_to(l)).collect())
     };
+    WIRE_RECEIVED.fetch_add(total as u64, Ordering::Relaxed);
     Ok(Frame {
         id,
         call,
@@ -1630,6 +1650,7 @@ mod tests {
     async fn calls_run_concurrently_and_replies_find_their_callers() {
         let (addr, _h) = listener().await;
         let c = Arc::new(Conns::new(Duration::from_secs(2)));
+        let wire_before = wire_bytes();
         let mut calls = Vec::new();
         for i in 0..20u8 {
             let (c, addr) = (c.clone(), addr.clone());
@@ -1656,6 +1677,14 @@ mod tests {
             t.await.unwrap();
         }
         assert_eq!(c.conns().len(), 1);
+        // Both ends are in this process: each 1 MiB payload was sent and
+        // received twice (other tests' frames may add to the counts).
+        let (sent, received) = wire_bytes();
+        assert!(sent - wire_before.0 >= 40 << 20, "{sent} {wire_before:?}");
+        assert!(
+            received - wire_before.1 >= 40 << 20,
+            "{received} {wire_before:?}"
+        );
         // A handler that answers nothing closes the connection: the call
         // fails at once (no waiting for the timeout) and the next dials.
         let t0 = std::time::Instant::now();

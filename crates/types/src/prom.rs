@@ -100,7 +100,7 @@ fn valid_name(n: &str) -> bool {
 /// endpoint for itself.
 pub fn osd_counters(t: &mut Text, reports: &[&OsdReport]) {
     type Get = fn(&OsdReport) -> f64;
-    let families: [(&str, Kind, &str, Get); 25] = [
+    let families: [(&str, Kind, &str, Get); 27] = [
         ("ceph_osd_stat_bytes", Kind::Gauge, "OSD size", |r| {
             r.bytes_total as f64
         }),
@@ -208,6 +208,18 @@ pub fn osd_counters(t: &mut Text, reports: &[&OsdReport]) {
             Kind::Counter,
             "Shard bytes it sent in answer to other OSDs' shard reads",
             |r| r.shard_bytes_sent as f64,
+        ),
+        (
+            "loligo_osd_msgr_send_bytes",
+            Kind::Counter,
+            "Frame bytes it sent on its data connections (client ops and OSD-to-OSD calls)",
+            |r| r.msgr_send_bytes as f64,
+        ),
+        (
+            "loligo_osd_msgr_recv_bytes",
+            Kind::Counter,
+            "Frame bytes it received on its data connections",
+            |r| r.msgr_recv_bytes as f64,
         ),
         (
             "loligo_osd_backfills",

@@ -135,6 +135,13 @@ pub struct OsdReport {
     /// Shard bytes this OSD sent in answer to other OSDs' shard reads.
     #[serde(default)]
     pub shard_bytes_sent: u64,
+    /// Frame bytes the OSD process sent and received on its direct data
+    /// connections since it started (client ops and OSD-to-OSD calls;
+    /// Ceph's `msgr_send_bytes` and `msgr_recv_bytes`).
+    #[serde(default)]
+    pub msgr_send_bytes: u64,
+    #[serde(default)]
+    pub msgr_recv_bytes: u64,
     /// Microseconds its client reads and writes took, summed since it
     /// started (from the op's arrival to its answer; divide by
     /// `read_ops`/`write_ops` for the mean).

@@ -131,6 +131,7 @@ pub(super) async fn reports(s: Arc<OsdShared>, mut mc: MonClient) {
         commits_before = commits;
         let (slow_ops, oldest_slow) = s.ops.slow(Instant::now());
         let c = &s.counters;
+        let (msgr_send_bytes, msgr_recv_bytes) = loligo_proto::direct::wire_bytes();
         let mut r = OsdReport {
             osd: s.cfg.id,
             epoch: s.epoch(),
@@ -151,6 +152,8 @@ pub(super) async fn reports(s: Arc<OsdShared>, mut mc: MonClient) {
             rebuild_theory_bytes: c.rebuild_theory_bytes.load(Ordering::Relaxed),
             rebuild_fetched_bytes: c.rebuild_fetched_bytes.load(Ordering::Relaxed),
             shard_bytes_sent: c.shard_bytes_sent.load(Ordering::Relaxed),
+            msgr_send_bytes,
+            msgr_recv_bytes,
             read_latency_us: c.read_latency_us.load(Ordering::Relaxed),
             write_latency_us: c.write_latency_us.load(Ordering::Relaxed),
             commit_latency_us,
