@@ -37,7 +37,7 @@
 #                                      # the paper's Figs. 17, 18 and 28: 1,000 stale objects in PGs of
 #                                      # 5K-100K objects, 5 leaf counts (about 30 minutes)
 # Environment: OUT (output folder), OBJ_SIZE (bytes per object, 1024), OBJECTS_LIST, PCTS, PAIRS (N:P cases
-# instead of every N with every P), LEAVES_LIST (not with --quick; PCTS with it too), REPS (backfills per case, 3), WRITE_ROUNDS (0: skip the
+# instead of every N with every P; the Ceph side still runs OBJECTS_LIST x PCTS), LEAVES_LIST (not with --quick; PCTS with it too), REPS (backfills per case, 3), WRITE_ROUNDS (0: skip the
 # write-overhead part), CEPH_REPS (Ceph's backfills per case), SKIP_CEPH (set: no Ceph side),
 # CEPH_PY (the Python with Ceph's `rados` binding, /usr/bin/python3).
 set -euo pipefail
@@ -111,21 +111,30 @@ case_up() {
 }
 
 # Frame bytes the up OSDs have sent on their data connections (the sum of
-# their last reports' counters), once $2 OSDs report and two polls a
-# report interval apart agree.
+# their last reports' counters), once $2 OSDs report, read after one
+# more report (every 2 s) so that it counts what they sent until now.
+# (Heartbeats go on meanwhile: a few hundred bytes a second.)
 msgr_sent() {
-    local conf="$1" want="$2" last="" now=""
-    for _ in $(seq 1 24); do
+    local conf="$1" want="$2" now="" ready=""
+    for _ in $(seq 1 60); do
         now=$("$B" -c "$conf" status --json | "$PY" -c "
 import json, sys
 c = json.load(sys.stdin).get('osd_counters', [])
 print('%d %d' % (len(c), sum(x.get('msgr_send_bytes', 0) for x in c)))")
-        if [ "${now%% *}" = "$want" ] && [ "$now" = "$last" ]; then
+        if [ "${now%% *}" != "$want" ]; then
+            ready=""
+            sleep 0.5
+        elif [ -z "$ready" ]; then
+            ready=1
+            sleep 2.5
+        else
             break
         fi
-        last="$now"
-        sleep 2.5
     done
+    if [ "${now%% *}" != "$want" ]; then
+        say "msgr_send_bytes: $want OSDs never reported (last: $now)"
+        exit 1
+    fi
     echo "${now#* }"
 }
 
@@ -196,6 +205,10 @@ fi
 for case in $CASES; do
     objects=${case%%:*}
     pct=${case#*:}
+    if ! [[ "$case" =~ ^[0-9]+:[0-9.]+$ ]]; then
+        say "PAIRS: '$case' is not OBJECTS:PCT"
+        exit 2
+    fi
     {
         modes=(0 $LEAVES_LIST)
         declare -A CDIR

@@ -240,7 +240,7 @@ pub enum PoolCmd {
     /// pps_mode, balance_param, compression_mode (none, passive, aggressive, force: as Ceph's;
     /// clients send no hints, so passive compresses nothing and aggressive all that force does),
     /// compression_algorithm (lz4 or none; compression reaches writes from then on),
-    /// read_coalesce (erasure-coded pools: naive, conservative or aggressive, how recovery and
+    /// read_coalesce (erasure-coded pools: conservative or aggressive, how recovery and
     /// degraded reads group a shard's needed elements into reads). A larger pg_num splits every PG in place; the monitors then
     /// raise pgp_num to it in steps that keep misplaced objects under 5%, and the new PGs move.
     /// A smaller one merges PGs: the monitors lower pgp_num in such steps, then the PGs that

@@ -62,7 +62,13 @@ pub struct Striper {
 
 impl std::fmt::Debug for Striper {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Striper({}, unit {})", self.code.profile(), self.unit)
+        write!(
+            f,
+            "Striper({}, unit {}, {:?} reads)",
+            self.code.profile(),
+            self.unit,
+            self.coalesce
+        )
     }
 }
 

@@ -603,16 +603,12 @@ fn pool_opt(m: &OsdMap, name: &str, key: &str, value: &str) -> Result<Option<Out
                     "read_coalesce: pool '{name}' is replicated (it applies to erasure-coded pools)"
                 )));
             }
-            opts.read_coalesce = match value {
-                "conservative" => ReadCoalesce::Conservative,
-                "naive" => ReadCoalesce::Naive,
-                "aggressive" => ReadCoalesce::Aggressive,
-                _ => {
-                    return Err(MonError::Invalid(format!(
-                        "read_coalesce is naive, conservative or aggressive, not '{value}'"
-                    )))
-                }
-            }
+            opts.read_coalesce = ReadCoalesce::from_name(value).ok_or_else(|| {
+                MonError::Invalid(format!(
+                    "read_coalesce is conservative or aggressive, not '{value}' (a read per \
+                     element, naive, is for `ec plan` only: a shard read merges touching extents)"
+                ))
+            })?;
         }
         _ => return Ok(None),
     }
@@ -1088,8 +1084,10 @@ mod tests {
                     && opts.read_coalesce == loligo_types::osdmap::ReadCoalesce::Aggressive),
             "{ch:?}"
         );
-        let e = set(&m2, "p", "greedy").err().unwrap();
-        assert!(e.to_string().contains("not 'greedy'"), "{e}");
+        for bad in ["greedy", "naive"] {
+            let e = set(&m2, "p", bad).err().unwrap();
+            assert!(e.to_string().contains(&format!("not '{bad}'")), "{e}");
+        }
         let Ok(Outcome::Changes(ch)) = plan(&m, &create(None)) else {
             panic!("a replicated pool");
         };

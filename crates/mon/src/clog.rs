@@ -240,16 +240,20 @@ pub fn change_event(before: &OsdMap, c: &Change) -> Option<(LogLevel, String)> {
             format!("{} merging its PGs to {to}", pool_name(before, *pool)),
         ),
         Change::PgMerged { pool, .. } => (Info, format!("{} PGs merged", pool_name(before, *pool))),
-        Change::PoolOpts { pool, opts } => (
-            Info,
-            format!(
-                "{} compression_mode {} compression_algorithm {} read_coalesce {}",
+        Change::PoolOpts { pool, opts } => {
+            let erasure = (before.pools.get(pool))
+                .is_some_and(|p| matches!(p.kind, loligo_types::PoolKind::Erasure { .. }));
+            let mut line = format!(
+                "{} compression_mode {} compression_algorithm {}",
                 pool_name(before, *pool),
                 opts.compression_mode,
                 opts.compression_algorithm,
-                opts.read_coalesce
-            ),
-        ),
+            );
+            if erasure {
+                line += &format!(" read_coalesce {}", opts.read_coalesce);
+            }
+            (Info, line)
+        }
         Change::OsdDown { .. }
         | Change::OsdFullness { .. }
         | Change::PgTemp { .. }

@@ -237,27 +237,35 @@ pub enum CompressionAlgorithm {
 
 /// How an erasure-coded pool's recovery and degraded reads group the
 /// elements they need from one shard into I/Os (the Zigzag thesis's read
-/// coalescing): one read per element, per run of consecutive elements,
-/// or one from the first needed to the last (gaps read too, fewer I/Os).
+/// coalescing): one read per run of consecutive elements, or one from
+/// the first needed to the last (gaps read too, fewer I/Os). The thesis's
+/// naive grouping (a read per element) is the planners' only (`ec plan
+/// --coalesce naive`): a shard read merges touching extents anyway.
 /// New kinds go at the end: the encoding numbers them in this order.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ReadCoalesce {
     #[default]
     Conservative,
-    Naive,
     Aggressive,
 }
 
 impl ReadCoalesce {
+    /// Every kind, by name.
+    pub const ALL: [ReadCoalesce; 2] = [ReadCoalesce::Conservative, ReadCoalesce::Aggressive];
+
     /// The planners' form.
     pub fn plan(self) -> loligo_ec::plan::Coalesce {
         use loligo_ec::plan::Coalesce;
         match self {
             ReadCoalesce::Conservative => Coalesce::Conservative,
-            ReadCoalesce::Naive => Coalesce::Naive,
             ReadCoalesce::Aggressive => Coalesce::Aggressive,
         }
+    }
+
+    /// The kind named `name` (as `pool set` takes it).
+    pub fn from_name(name: &str) -> Option<ReadCoalesce> {
+        Self::ALL.into_iter().find(|k| k.to_string() == name)
     }
 }
 
@@ -265,7 +273,6 @@ impl std::fmt::Display for ReadCoalesce {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             ReadCoalesce::Conservative => "conservative",
-            ReadCoalesce::Naive => "naive",
             ReadCoalesce::Aggressive => "aggressive",
         })
     }
