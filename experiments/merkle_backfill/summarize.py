@@ -362,6 +362,30 @@ def main():
     fig.tight_layout()
     fig.savefig(os.path.join(out, "leaves.png"), dpi=120)
 
+    fig17 = [c for c in cases if (c["objects"], c["stale_pct"]) in FIG17]
+    if fig17:
+        fig, ax = plt.subplots(1, 2, figsize=(11, 4))
+        pairs = [p for p in FIG17 if any((c["objects"], c["stale_pct"]) == p for c in fig17)]
+        for n, p in pairs:
+            cs = sorted((c for c in fig17 if (c["objects"], c["stale_pct"]) == (n, p)), key=lambda c: c["leaves"])
+            xs = [0] + [c["leaves"] for c in cs]
+            ax[0].plot(range(len(xs)), [cs[0]["full_s"]] + [c["merkle_s"] for c in cs], "o-",
+                       label="%dK, %d%% stale" % (n // 1000, p))
+            if all(c["sent_bytes"] is not None for c in cs):
+                ax[1].plot(range(len(xs)), [cs[0]["full_sent_bytes"] / 2**20] +
+                           [c["sent_bytes"] / 2**20 for c in cs], "o-", label="%dK objects" % (n // 1000))
+        for a in ax:
+            a.set_xticks(range(len(xs)))
+            a.set_xticklabels(["full"] + [str(x) for x in xs[1:]])
+            a.set_xlabel("leaves (backfill ranges)")
+            a.legend(fontsize=7)
+        ax[0].set_ylabel("backfill seconds (1,000 stale objects)")
+        ax[0].set_title("cf. Fig. 17")
+        ax[1].set_ylabel("MiB the OSDs sent, start to clean")
+        ax[1].set_title("cf. Fig. 28")
+        fig.tight_layout()
+        fig.savefig(os.path.join(out, "fig17_28.png"), dpi=120)
+
     fig, ax = plt.subplots(figsize=(6, 4))
     cs = [c for c in cases if c["full_listed"]]
     ax.bar([i for i in range(len(cs))], [c["listed"] / c["full_listed"] for c in cs])
