@@ -294,14 +294,16 @@ def predicted_out(conf, tmp, width, victim):
     return json.loads(line[line.index("["):])
 
 
-def choose_victim(conf, tmp, code, kind):
+def choose_victim(conf, tmp, code, kind, first=()):
     """A member at a data position (not the primary's) or a parity
     position whose going out moves no other position, if there is one
-    (else the one that moves fewest)."""
+    (else the one that moves fewest); the positions `first` are tried
+    first, in their order."""
     now = acting(conf)
     if predicted_out(conf, tmp, code.width, None) != now:
         raise RuntimeError("crush test does not reproduce the PG's mapping %s" % now)
-    positions = range(1, code.k) if kind == "data" else range(code.k, code.width)
+    positions = list(range(1, code.k) if kind == "data" else range(code.k, code.width))
+    positions = [p for p in first if p in positions] + [p for p in positions if p not in first]
     best = None
     for pos in positions:
         after = predicted_out(conf, tmp, code.width, now[pos])
@@ -313,7 +315,7 @@ def choose_victim(conf, tmp, code, kind):
     return best
 
 
-def one(code, obj_mib, total_mib, kind, layout):
+def one(code, obj_mib, total_mib, kind, layout, first=()):
     n = code.width + 1
     objects = max(1, total_mib // obj_mib)
     obj = obj_mib << 20
@@ -324,7 +326,7 @@ def one(code, obj_mib, total_mib, kind, layout):
     try:
         before = settle(conf, KEYS)
         c0 = counters(before)
-        victim, position, predicted = choose_victim(conf, tmp, code, kind)
+        victim, position, predicted = choose_victim(conf, tmp, code, kind, first)
         was = acting(conf)
         dropped = drop_caches()
         p0 = proc_io(data, n)
@@ -529,6 +531,10 @@ def main():
                     help="comma-separated: rs,zigzag,zigzag-opt,zigzag-agg (basic, aggressive coalescing),lrc")
     ap.add_argument("--sizes", default=None, help="object sizes in MiB, comma-separated")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--lost", default="data,parity", help="kinds of shard lost: data,parity")
+    ap.add_argument("--data-positions", type=lambda s: [int(x) for x in s.split(",")], default=[],
+                    help="data positions to try first, in order, for the shard lost (the first whose "
+                         "going out moves no other position is lost)")
     ap.add_argument("--total-mib", type=int, default=None, help="data per run (MiB)")
     ap.add_argument("--layout", choices=["paper", "default"], default="paper",
                     help="paper: one stripe per object (Table 5.1's elements); default: the pool's default stripe unit")
@@ -552,10 +558,11 @@ def main():
     todo = cases(a)
     for rep in range(a.repeats):
         for mib in sizes:
-            for kind in ["data", "parity"]:
+            for kind in a.lost.split(","):
                 # The order alternates between repeats.
                 for code in (todo if rep % 2 == 0 else list(reversed(todo))):
-                    row = retried(one, code, mib, total, kind, a.layout)
+                    row = retried(one, code, mib, total, kind, a.layout,
+                                  a.data_positions if kind == "data" else ())
                     row["repeat"] = rep
                     append_row(path, row)
     plans = offline([4, 16, 64])

@@ -14,8 +14,9 @@
 #   bash experiments/ec_recovery/run.sh --all    # every row of Table 5.1
 #   bash experiments/ec_recovery/run.sh --configs "6,2,2;8,2,2" --sizes 64 --codes rs,zigzag
 #   bash experiments/ec_recovery/run.sh --configs "8,2,1;8,2,2" --sizes 4 --codes rs,zigzag,zigzag-agg \
-#     --total-mib 512 --out experiments/ec_recovery/out-coalesce   # Fig. 5.6 in the cluster:
-#                                                # aggressive against conservative coalescing (20 minutes)
+#     --total-mib 512 --lost data --data-positions 7,3,6,5,4 --out experiments/ec_recovery/out-coalesce
+#                                                # Fig. 5.6 in the cluster: aggressive against conservative
+#                                                # coalescing, at data positions where they differ (6 minutes)
 #   bash experiments/ec_recovery/run.sh --scale  # a pool of 32 PGs, 2 GiB of 16 MiB objects,
 #                                                # k=4 r=2 and k=8 r=2, RS and Zigzag four times each
 #                                                # (out/scale.csv; about 15 minutes)

@@ -404,12 +404,15 @@ if f56:
         md += ["", "In the cluster (`--codes zigzag-agg`: basic construction, the pool's `read_coalesce "
                "aggressive`), against the same code's conservative runs of this sitting: time, device bytes "
                "and the read requests the stores issued, aggressive / conservative, with the plans' bytes "
-               "ratio beside them.", "",
+               "ratio beside them. Which position is lost matters: a Zigzag data position whose repair "
+               "reads one run per chunk (position 1 here) plans alike both ways.", "",
                "| k | r | s | object | lost | element KiB | time | device bytes | requests | plan bytes |",
                "|---|---|---|---|---|---|---|---|---|---|"]
         for c, lost in agg:
             a, z = c[lost]["zigzag-agg"], c[lost]["zigzag"]
-            md.append(f"| {c['k']} | {c['r']} | {c['s']} | {c['object_mib']} MiB | {lost} | {z['element_kib']:g} | "
+            pos = ", ".join(str(p) for p in sorted(set(a["positions"]) | set(z["positions"])))
+            md.append(f"| {c['k']} | {c['r']} | {c['s']} | {c['object_mib']} MiB | {lost}, position {pos} | "
+                      f"{z['element_kib']:g} | "
                       f"{ratio(a['recovery_s']['median'], z['recovery_s']['median'])} | "
                       f"{ratio(a['dev_read_bytes']['median'], z['dev_read_bytes']['median'])} | "
                       f"{ratio(a['store_reads']['median'], z['store_reads']['median'])} | "
