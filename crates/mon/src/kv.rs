@@ -47,6 +47,9 @@ impl MonKv {
     pub fn open(dir: &Path) -> Result<MonKv, KvError> {
         let db = fjall::Database::builder(dir)
             .max_journaling_size(JOURNAL_BYTES_MAX)
+            // One background thread: with two, fjall's first worker spins
+            // handing compactions to the second while it compacts.
+            .worker_threads(1)
             .open()
             .map_err(io)?;
         let ks = db
