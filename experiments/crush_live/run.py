@@ -33,21 +33,13 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
-B = os.path.join(ROOT, "target", "release", "loligo")
+sys.path.insert(0, os.path.join(HERE, ".."))
+from lib import run, wait_clean  # noqa: E402
 CG = "/sys/fs/cgroup/blkio"
 
 
 def say(*a):
     print("[crush_live %s]" % time.strftime("%H:%M:%S"), *a, file=sys.stderr, flush=True)
-
-
-def run(*args, conf=None, check=True):
-    cmd = [B] + (["-c", conf] if conf else []) + [str(a) for a in args]
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    if check and p.returncode != 0:
-        raise RuntimeError("%s: %s%s" % (" ".join(cmd), p.stdout, p.stderr))
-    return p.stdout
 
 
 def device_of(path):
@@ -94,16 +86,8 @@ class Cluster:
                 f.write(pid + "\n")
             self.groups.append(g)
 
-    def wait_clean(self, limit=300):
-        t0 = time.time()
-        while time.time() - t0 < limit:
-            s = json.loads(run("status", "--json", conf=self.conf, check=False) or "{}")
-            pgs, o = s.get("pgs", {}), s.get("osdmap", {})
-            if (pgs.get("by_state", {}).get("active+clean", -1) == pgs.get("total")
-                    and o.get("num_up_osds") == o.get("num_osds")):
-                return
-            time.sleep(1)
-        raise RuntimeError("cluster not clean in %ss" % limit)
+    def wait_clean(self):
+        wait_clean(self.conf, poll=1)
 
     def read_bytes(self):
         """Bytes each OSD read from the disk so far."""

@@ -54,8 +54,8 @@ except ImportError:
     sys.exit("the Python binding is missing: run this through run.sh (it builds it)")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
-B = os.path.join(ROOT, "target", "release", "loligo")
+sys.path.insert(0, os.path.join(HERE, ".."))
+from lib import run  # noqa: E402
 
 # The paper's Table 5.1: (k, r) -> duplication factors evaluated, the
 # starred one (an optimal construction exists) first where there is one.
@@ -72,14 +72,6 @@ SCALE_REPEATS = 4
 
 def say(*a):
     print("[ec_recovery %s]" % time.strftime("%H:%M:%S"), *a, file=sys.stderr, flush=True)
-
-
-def run(*args, conf=None, check=True):
-    cmd = [B] + (["-c", conf] if conf else []) + list(args)
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    if check and p.returncode != 0:
-        raise RuntimeError("%s: %s%s" % (" ".join(cmd), p.stdout, p.stderr))
-    return p.stdout
 
 
 # One binding handle per cluster config, kept while the cluster runs.

@@ -44,8 +44,8 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
-B = os.path.join(ROOT, "target", "release", "loligo")
+sys.path.insert(0, os.path.join(HERE, ".."))
+from lib import ROOT, run, wait_clean  # noqa: E402
 LAB = os.path.join(ROOT, "benches", "ceph", "lab.sh")
 CEPH_DATA = os.environ.get("CEPHLAB_DATA", "/tmp/loligo-cephlab")
 CEPH_PY = os.environ.get("CEPH_PY", "/usr/bin/python3")
@@ -57,14 +57,6 @@ FIELDS = ["round", "system", "store", "workload", "size", "ops", "seconds", "ops
 
 def say(*a):
     print("[objectstore %s]" % time.strftime("%H:%M:%S"), *a, file=sys.stderr, flush=True)
-
-
-def run(*args, conf=None, check=True, env=None):
-    cmd = [B] + (["-c", conf] if conf else []) + list(args)
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    if check and p.returncode != 0:
-        raise RuntimeError("%s: %s%s" % (" ".join(cmd), p.stdout, p.stderr))
-    return p.stdout
 
 
 def written(pids):
@@ -134,16 +126,8 @@ class Loligo:
         run("ec-profile", "set", "ec21", "--plugin", "rs", "--k", "2", "--m", "1",
             conf=self.conf)
 
-    def wait_clean(self, limit=180):
-        t0 = time.time()
-        while time.time() - t0 < limit:
-            s = json.loads(run("status", "--json", conf=self.conf, check=False) or "{}")
-            pgs, o = s.get("pgs", {}), s.get("osdmap", {})
-            if (pgs.get("by_state", {}).get("active+clean", -1) == pgs.get("total")
-                    and o.get("num_up_osds") == o.get("num_osds") == 3):
-                return
-            time.sleep(0.5)
-        raise RuntimeError("loligo cluster not clean in %ss" % limit)
+    def wait_clean(self):
+        wait_clean(self.conf, limit=180, osds=3)
 
     def pids(self):
         return pids_in(self.data, 3)
