@@ -129,17 +129,18 @@ def report(cases, rows):
             "~%.0fx" % c["paper_ratio"] if c["paper_ratio"] else "-",
             fmt(c["bluestore_disk_per_user"], digits=2), fmt(c["filestore_disk_per_user"], digits=2),
             fmt(c["bluestore_proc_per_user"], digits=2), fmt(c["filestore_proc_per_user"], digits=2)))
-    lines += [
-        "",
-        "Each Loligo store against Ceph's of the same design (Loligo's ops/s over Ceph's, "
-        "medians): where the FileStore-like baseline is slower than Ceph's FileStore, "
-        "Loligo's ratio above flatters the block store.",
-        "",
-        "| workload | Loligo BlueStore-like / Ceph BlueStore | "
-        "Loligo FileStore-like / Ceph FileStore |",
-        "| --- | --- | --- |",
-    ]
     by = {(c["system"], c["workload"]): c for c in cases}
+    if any(c["system"] == "ceph" for c in cases):
+        lines += [
+            "",
+            "Each Loligo store against Ceph's of the same design (Loligo's ops/s over Ceph's, "
+            "medians): where the FileStore-like baseline is slower than Ceph's FileStore, "
+            "Loligo's ratio above flatters the block store.",
+            "",
+            "| workload | Loligo BlueStore-like / Ceph BlueStore | "
+            "Loligo FileStore-like / Ceph FileStore |",
+            "| --- | --- | --- |",
+        ]
     for w in sorted({c["workload"] for c in cases}, key=order):
         lo, ce = by.get(("loligo", w)), by.get(("ceph", w))
         if not lo or not ce:
