@@ -25,6 +25,7 @@
 # Then the write overhead of keeping trees: 4 KiB writes, 32 in flight,
 # on two clusters of 32 PGs (trees on, off) loaded at the same time:
 # ops/s and the OSDs' CPU time per write, compared within each round.
+# Then the paper's Table 1 (table1.sh; it also runs alone).
 # Writes out/results.csv, out/writes.csv, out/summary.json, PNGs and
 # out/RESULTS.md.
 #
@@ -38,7 +39,8 @@
 #                                      # 5K-100K objects, 5 leaf counts (about 30 minutes)
 # Environment: OUT (output folder), OBJ_SIZE (bytes per object, 1024), OBJECTS_LIST, PCTS, PAIRS (N:P cases
 # instead of every N with every P; the Ceph side still runs OBJECTS_LIST x PCTS), LEAVES_LIST (not with --quick; PCTS with it too), REPS (backfills per case, 3), WRITE_ROUNDS (0: skip the
-# write-overhead part), CEPH_REPS (Ceph's backfills per case), SKIP_CEPH (set: no Ceph side),
+# write-overhead part), TABLE1_ROUNDS (runs per row of Table 1, 25; 3 with --quick; 0 skips it),
+# CEPH_REPS (Ceph's backfills per case), SKIP_CEPH (set: no Ceph side),
 # CEPH_PY (the Python with Ceph's `rados` binding, /usr/bin/python3).
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
@@ -54,9 +56,11 @@ if [ "${1:-}" = "--quick" ]; then
     OBJECTS_LIST=20000
     LEAVES_LIST=16384
     WRITE_ROUNDS="${WRITE_ROUNDS:-8}"
+    TABLE1_ROUNDS="${TABLE1_ROUNDS:-3}"
     CEPH_REPS="${CEPH_REPS:-1}"
 fi
 CEPH_REPS="${CEPH_REPS:-$REPS}"
+TABLE1_ROUNDS="${TABLE1_ROUNDS:-25}"
 CEPH_PY="${CEPH_PY:-/usr/bin/python3}"
 WRITE_ROUNDS="${WRITE_ROUNDS:-12}"
 VICTIM=2
@@ -306,5 +310,10 @@ print('%.1f,%.1f' % (w['ops_per_s'], ($t1 - ${T0[$leaves]}) / hz * 1e6 / max(ops
     unset WDIR
 done
 
+# The paper's Table 1 (table1.sh): the time to write 1,000 new 1 KiB
+# objects with no trees and with the paper's seven leaf counts.
 python3 -c "import matplotlib" 2>/dev/null || python3 -m pip install -q matplotlib >&2 || true
+if [ "$TABLE1_ROUNDS" != 0 ]; then
+    ROUNDS="$TABLE1_ROUNDS" OUT="$OUT" bash "$HERE/table1.sh"
+fi
 python3 "$HERE/summarize.py" "$OUT"

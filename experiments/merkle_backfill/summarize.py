@@ -238,6 +238,10 @@ def main():
                "by_stale_pct": {str(k): v for k, v in sorted(by_pct.items())},
                "against_ceph": {str(k): v for k, v in sorted(against_ceph.items())},
                "write_overhead": overhead, "memory": memory, "cases": cases}
+    # The paper's Table 1, when table1.sh ran (it summarizes itself).
+    t1_json, t1_md = os.path.join(out, "table1.json"), os.path.join(out, "table1.md")
+    if os.path.exists(t1_json):
+        summary["table1"] = json.load(open(t1_json))
     json.dump(summary, open(os.path.join(out, "summary.json"), "w"), indent=2)
 
     L = ["# Merkle-tree backfill against full-scan backfill", "",
@@ -317,6 +321,8 @@ def main():
                   ", ".join("%.0f" % x for x in overhead["osd_cpu_us_per_op_no_trees"]),
                   overhead["cpu_overhead_pct"],
                   "met" if overhead["meets_target"] else "MISSED")]
+    if os.path.exists(t1_md):
+        L += ["", open(t1_md).read().rstrip(), "", "![Table 1](table1.png)"]
     L += ["", "## Memory", "",
           "A tree is 16 bytes per leaf: %s KiB per PG for 1,024 / 4,096 / 16,384 / 65,536 leaves "
           "(the paper: about 100 MB per OSD). Resident memory of the 3 OSDs after the load: %s KiB "
