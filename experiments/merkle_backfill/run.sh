@@ -39,7 +39,8 @@
 #                                      # 5K-100K objects, 5 leaf counts (about 30 minutes)
 # Environment: OUT (output folder), OBJ_SIZE (bytes per object, 1024), OBJECTS_LIST, PCTS, PAIRS (N:P cases
 # instead of every N with every P; the Ceph side still runs OBJECTS_LIST x PCTS), LEAVES_LIST (not with --quick; PCTS with it too), REPS (backfills per case, 3), WRITE_ROUNDS (0: skip the
-# write-overhead part), TABLE1_ROUNDS (runs per row of Table 1, 25; 3 with --quick; 0 skips it),
+# write-overhead part and, unless TABLE1_ROUNDS is set, Table 1), TABLE1_ROUNDS (runs per row of
+# Table 1, 25; 3 with --quick; 0 skips it; always 1 KiB objects),
 # CEPH_REPS (Ceph's backfills per case), SKIP_CEPH (set: no Ceph side),
 # CEPH_PY (the Python with Ceph's `rados` binding, /usr/bin/python3).
 set -euo pipefail
@@ -60,11 +61,18 @@ if [ "${1:-}" = "--quick" ]; then
     CEPH_REPS="${CEPH_REPS:-1}"
 fi
 CEPH_REPS="${CEPH_REPS:-$REPS}"
-TABLE1_ROUNDS="${TABLE1_ROUNDS:-25}"
 CEPH_PY="${CEPH_PY:-/usr/bin/python3}"
 WRITE_ROUNDS="${WRITE_ROUNDS:-12}"
+# The write-cost parts go together: a backfill-only run (WRITE_ROUNDS=0)
+# skips Table 1 too unless asked for it.
+if [ "$WRITE_ROUNDS" = 0 ]; then
+    TABLE1_ROUNDS="${TABLE1_ROUNDS:-0}"
+fi
+TABLE1_ROUNDS="${TABLE1_ROUNDS:-25}"
 VICTIM=2
 mkdir -p "$OUT"
+# An earlier run's Table 1 must not pass for this run's.
+rm -f "$OUT"/table1.csv "$OUT"/table1.json "$OUT"/table1.md "$OUT"/table1.png
 CSV="$OUT/results.csv"
 WCSV="$OUT/writes.csv"
 echo "objects,pct,leaves,rep,load_ops_s,osd_rss_kib,backfill_ms,how,differing_leaves,nodes,listed,copied,chunks,clean_s,obj_size,sent_bytes" >"$CSV"
@@ -314,6 +322,6 @@ done
 # objects with no trees and with the paper's seven leaf counts.
 python3 -c "import matplotlib" 2>/dev/null || python3 -m pip install -q matplotlib >&2 || true
 if [ "$TABLE1_ROUNDS" != 0 ]; then
-    ROUNDS="$TABLE1_ROUNDS" OUT="$OUT" bash "$HERE/table1.sh"
+    ROUNDS="$TABLE1_ROUNDS" OUT="$OUT" OBJ_SIZE=1024 bash "$HERE/table1.sh"
 fi
 python3 "$HERE/summarize.py" "$OUT"

@@ -6,16 +6,17 @@
 #
 # One 3-OSD cluster of 32 PGs per leaf count, all up at once and idle but
 # for the one being loaded, so drift of the disk and of the machine falls
-# on all alike; each round loads every cluster once, in an order rotated
-# round by round (the first and last place go to each in turn). Clusters
+# on all alike; each round loads every cluster once, in an order shuffled
+# round by round (seeded; so no cluster always follows the same one, whose
+# objects' removal may still occupy the disk). Clusters
 # made earlier run a few percent faster than those made later, so there
 # are two bases, made first and last: their difference is the noise the
 # trees' rows must be read against. Per run:
 # seconds and ops/s of the writes; the bench then removes the objects
 # (not timed), so every run writes new objects, as the paper's did.
 #
-#   bash experiments/merkle_backfill/table1.sh            # 25 rounds (about 10 minutes)
-#   ROUNDS=5 bash experiments/merkle_backfill/table1.sh   # (run.sh --quick does this)
+#   bash experiments/merkle_backfill/table1.sh            # 25 rounds (about 5 minutes)
+#   ROUNDS=3 bash experiments/merkle_backfill/table1.sh   # (run.sh --quick does this)
 #
 # Environment: OUT (output folder, default out/), ROUNDS (25), LEAVES
 # (a cluster per entry, in the order they are made: leaves per PG, 0 = no
@@ -70,8 +71,7 @@ done
 
 echo "round,cluster,leaves,objects,obj_size,seconds,ops_s" >"$CSV"
 for r in $(seq 1 "$ROUNDS"); do
-    for i in $(seq 0 $((n - 1))); do
-        k=$(((i + r) % n))
+    for k in $("$PY" -c "import random; o = list(range($n)); random.Random($r).shuffle(o); print(*o)"); do
         l=${modes[k]}
         json=$("$B" -c "${DIR[k]}/c/loligo.conf" bench 60 write -b "$OBJ_SIZE" -t 16 \
             --max-objects "$OBJECTS" --json | tail -1)
