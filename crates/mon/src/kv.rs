@@ -47,8 +47,8 @@ impl MonKv {
     pub fn open(dir: &Path) -> Result<MonKv, KvError> {
         let db = fjall::Database::builder(dir)
             .max_journaling_size(JOURNAL_BYTES_MAX)
-            // One background thread: with two, fjall's first worker spins
-            // handing compactions to the second while it compacts.
+            // One background thread: with more, fjall's first worker spins
+            // handing compactions to the others while they compact.
             .worker_threads(1)
             .open()
             .map_err(io)?;
