@@ -60,6 +60,7 @@ def main():
                 "filestore_proc_per_user": stat((s, "filestore", w), "dev_per_user"),
                 "ratio": (blue["median"] / fs["median"]) if blue and fs else None,
                 "ratio_per_round": [round(x, 3) for x in per_round],
+                "ratio_per_round_median": statistics.median(per_round) if per_round else None,
                 "paper_ratio": PAPER_SMALL if w in SMALL else None,
             }
             cases.append(case)
@@ -115,17 +116,22 @@ def report(cases, rows):
         "",
         "3 OSD processes on this machine, size-3 replicated pools of 32 PGs (the EC rows: "
         "k=2 m=1), %d round(s); medians with the range over rounds in parentheses. "
-        "Ratio: BlueStore's ops/s over FileStore's, of the same system in the same run. "
+        "Ratio: BlueStore's ops/s over FileStore's, of the same system in the same run "
+        "(of the medians; and per round, where the two stores ran back to back: the median "
+        "and range of those paired ratios). "
         "Paper: the slides (Aghayev et al., SOSP 2019) report about 2x on small writes." % rounds,
         "",
-        "| system | workload | BlueStore ops/s | FileStore ops/s | ratio | paper | "
+        "| system | workload | BlueStore ops/s | FileStore ops/s | ratio | per round | paper | "
         "BlueStore disk B/user B | FileStore disk B/user B | BlueStore proc | FileStore proc |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for c in cases:
-        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        pr = c["ratio_per_round"]
+        paired = {"median": statistics.median(pr), "min": min(pr), "max": max(pr),
+                  "runs": len(pr)} if pr else None
+        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
             c["system"], c["workload"], fmt(c["bluestore_ops_s"]), fmt(c["filestore_ops_s"]),
-            "%.2f" % c["ratio"] if c["ratio"] else "-",
+            "%.2f" % c["ratio"] if c["ratio"] else "-", fmt(paired, digits=2),
             "~%.0fx" % c["paper_ratio"] if c["paper_ratio"] else "-",
             fmt(c["bluestore_disk_per_user"], digits=2), fmt(c["filestore_disk_per_user"], digits=2),
             fmt(c["bluestore_proc_per_user"], digits=2), fmt(c["filestore_proc_per_user"], digits=2)))
