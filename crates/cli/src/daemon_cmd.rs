@@ -9,7 +9,7 @@ use crate::CliError;
 use clap::Args;
 use loligo_mon::{MonConfig, Monitor};
 use loligo_osd::OsdConfig;
-use loligo_store::{BlockConfig, BlockStore, DeviceWait, ObjectStore};
+use loligo_store::{BlockConfig, BlockStore, DeviceClass, DeviceWait, ObjectStore};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -90,6 +90,39 @@ pub struct MonArgs {
     exclude_perf_counters: bool,
 }
 
+/// `osd run --device-class`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum DeviceClassArg {
+    /// What the kernel reports for the disk under the store's data.
+    #[default]
+    Auto,
+    /// A spinning disk.
+    Hdd,
+    /// Solid state.
+    Ssd,
+}
+
+impl DeviceClassArg {
+    /// The value as `osd run --device-class` takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            DeviceClassArg::Auto => "auto",
+            DeviceClassArg::Hdd => "hdd",
+            DeviceClassArg::Ssd => "ssd",
+        }
+    }
+
+    /// The class: named, or asked of the kernel for the disk holding
+    /// `data` (solid state when it does not say).
+    fn resolve(self, data: &std::path::Path) -> DeviceClass {
+        match self {
+            DeviceClassArg::Hdd => DeviceClass::Hdd,
+            DeviceClassArg::Ssd => DeviceClass::Ssd,
+            DeviceClassArg::Auto => DeviceClass::of(data).unwrap_or(DeviceClass::Ssd),
+        }
+    }
+}
+
 #[derive(Args)]
 pub struct OsdArgs {
     /// This OSD's id.
@@ -111,10 +144,22 @@ pub struct OsdArgs {
     /// again (0: none).
     #[arg(long, default_value_t = loligo_store::DEFAULT_READ_CACHE)]
     read_cache: u64,
-    /// How the store writes writes of at most 32 KiB (may change between
-    /// runs of the OSD).
+    /// The class of the disk the store's data lives on (Ceph's device
+    /// class): `auto` asks the kernel (sysfs's `rotational` flag; `ssd`
+    /// when it does not say). It picks the small-write defaults: on `hdd`
+    /// writes of at most 64 KiB are deferred, on `ssd` those of at most
+    /// 32 KiB go as `--small-writes auto` says. Virtual disks often
+    /// report `hdd` whatever backs them.
     #[arg(long, value_enum, default_value_t)]
-    small_writes: crate::store_cmd::SmallWritesArg,
+    device_class: DeviceClassArg,
+    /// How the store writes small writes (default: the device class's;
+    /// may change between runs of the OSD).
+    #[arg(long, value_enum)]
+    small_writes: Option<crate::store_cmd::SmallWritesArg>,
+    /// Writes of at most this many bytes are small (default: the device
+    /// class's; may change between runs of the OSD).
+    #[arg(long)]
+    deferred_max: Option<u64>,
     /// Use this device (or file) for data instead of DATA/block (mkfs only).
     #[arg(long)]
     device: Option<PathBuf>,
@@ -503,6 +548,12 @@ fn filestore(a: &OsdArgs) -> Result<Arc<dyn ObjectStore>, CliError> {
                 .into(),
         ));
     }
+    if a.small_writes.is_some() || a.deferred_max.is_some() {
+        return Err(CliError(
+            "--small-writes and --deferred-max apply to --objectstore bluestore only (a filestore journals every write)"
+                .into(),
+        ));
+    }
     if a.data.join("block").exists() {
         return Err(CliError(format!(
             "{} holds a bluestore: start it with --objectstore bluestore",
@@ -525,10 +576,9 @@ pub fn osd(a: OsdArgs) -> Result<(), CliError> {
     // Before anything is made on disk.
     let security = security(a.keyring.as_deref(), a.insecure, &format!("osd.{}", a.id))?;
     let mons: Vec<String> = a.mon.split(',').map(|s| s.trim().to_string()).collect();
-    let bcfg = BlockConfig {
+    let mut bcfg = BlockConfig {
         size: a.size,
         read_cache: a.read_cache,
-        small_writes: a.small_writes.into(),
         device_wait: DeviceWait(loligo_osd::device_wait),
         ..BlockConfig::default()
     };
@@ -544,11 +594,28 @@ pub fn osd(a: OsdArgs) -> Result<(), CliError> {
             if !a.data.join("kv").exists() && !a.data.join("block").exists() {
                 BlockStore::mkfs_on(&a.data, &bcfg, a.device.as_deref())?;
             }
-            cfg.device = std::fs::canonicalize(a.data.join("block"))
+            let block = a.data.join(loligo_store::media::BLOCK_FILE);
+            cfg.device = std::fs::canonicalize(&block)
                 .map_or_else(|_| String::new(), |p| p.display().to_string());
+            let class = a.device_class.resolve(&block);
+            cfg.device_class = class.name().to_string();
+            bcfg.deferred_max = a
+                .deferred_max
+                .unwrap_or_else(|| BlockConfig::deferred_max_for(class));
+            bcfg.small_writes = a
+                .small_writes
+                .map_or_else(|| BlockConfig::small_writes_for(class), Into::into);
+            tracing::info!(
+                "device class {class}: small writes of at most {} bytes, {:?}",
+                bcfg.deferred_max,
+                bcfg.small_writes
+            );
             Arc::new(BlockStore::mount(&a.data, &bcfg)?)
         }
-        crate::store_cmd::ObjectStoreArg::Filestore => filestore(&a)?,
+        crate::store_cmd::ObjectStoreArg::Filestore => {
+            cfg.device_class = a.device_class.resolve(&a.data).name().to_string();
+            filestore(&a)?
+        }
     };
     let store: Arc<dyn ObjectStore> = if a.debug_inject_read_err {
         let faulty = Arc::new(loligo_store::FaultyStore::new(base));

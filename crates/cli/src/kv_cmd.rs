@@ -272,9 +272,9 @@ pub fn run(conn: &ConnArgs, c: KvCmd) -> Result<(), CliError> {
                     println!(
                         "{} {} ops in {:.1} s: {:.0} ops/s (prefill of {prefill} keys {:.1} s)",
                         if baseline {
-                            "baseline (object per key):"
+                            "baseline (object per key):".to_string()
                         } else {
-                            "tree:"
+                            format!("tree of {} nodes:", r.nodes.unwrap_or_default())
                         },
                         r.ops,
                         r.seconds,

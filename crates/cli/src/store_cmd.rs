@@ -31,8 +31,8 @@ pub enum ObjectStoreArg {
     Bluestore,
     /// The baseline in FileStore's shape: a file per object on the host
     /// file system and a write-ahead journal, so data is written twice.
-    /// For comparisons; --size, --device, --read-cache and
-    /// --small-writes do not apply.
+    /// For comparisons; --size, --device, --read-cache, --small-writes
+    /// and --deferred-max do not apply.
     Filestore,
 }
 

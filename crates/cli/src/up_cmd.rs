@@ -44,6 +44,11 @@ pub struct UpArgs {
     /// comparisons).
     #[arg(long, value_enum)]
     osd_objectstore: Option<crate::store_cmd::ObjectStoreArg>,
+    /// `osd run --device-class` for every OSD (first start only; default
+    /// auto: the kernel's word for the disk under --data-dir). It picks
+    /// the small-write defaults.
+    #[arg(long, value_enum)]
+    osd_device_class: Option<crate::daemon_cmd::DeviceClassArg>,
     /// PGs of the default pool (first start only, default 32).
     #[arg(long)]
     pg_num: Option<u32>,
@@ -104,6 +109,9 @@ struct State {
     /// `osd run --objectstore` for every OSD (unset: the default).
     #[serde(default)]
     objectstore: Option<String>,
+    /// `osd run --device-class` for every OSD (unset: the default).
+    #[serde(default)]
+    device_class: Option<String>,
     /// `osd run --pg-log-entries` for every OSD (unset: the default).
     #[serde(default)]
     pg_log_entries: Option<u64>,
@@ -423,6 +431,9 @@ fn daemon_args(st: &State, dir: &Path, name: &str) -> Result<Vec<String>, CliErr
     if let Some(o) = &st.objectstore {
         args.extend(["--objectstore".into(), o.clone()]);
     }
+    if let Some(c) = &st.device_class {
+        args.extend(["--device-class".into(), c.clone()]);
+    }
     if let Some(n) = st.pg_log_entries {
         args.extend(["--pg-log-entries".into(), n.to_string()]);
     }
@@ -482,6 +493,11 @@ fn warn_first_start_only(a: &UpArgs, st: &State) {
         a.osd_objectstore
             .is_some_and(|o| o.name() != st.objectstore.as_deref().unwrap_or("bluestore")),
         "--osd-objectstore",
+    );
+    differs(
+        a.osd_device_class
+            .is_some_and(|c| Some(c.name()) != st.device_class.as_deref().or(Some("auto"))),
+        "--osd-device-class",
     );
     differs(a.pg_num.is_some(), "--pg-num");
     differs(
@@ -573,6 +589,7 @@ pub fn up(a: UpArgs) -> Result<(), CliError> {
                 osd_addrs: (0..osds).map(|_| addr()).collect::<Result<_, _>>()?,
                 osd_size: osd_size(&dir, osds, a.osd_size)?,
                 objectstore: a.osd_objectstore.map(|o| o.name().to_string()),
+                device_class: a.osd_device_class.map(|c| c.name().to_string()),
                 pg_log_entries: a.pg_log_entries,
                 merkle_leaves: a.merkle_leaves,
                 insecure: a.insecure,

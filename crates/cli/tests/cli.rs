@@ -272,6 +272,44 @@ fn daemons_refuse_to_start_without_their_keyring() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The FileStore-like baseline journals every write: the block store's
+/// small-write settings are refused for it, not silently ignored, and
+/// nothing is made on disk.
+#[test]
+fn a_filestore_osd_refuses_the_block_stores_small_write_settings() {
+    let dir = std::env::temp_dir().join(format!("loligo-fs-opts-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let data = dir.join("data");
+    let d = data.to_str().unwrap();
+    for extra in [["--small-writes", "cow"], ["--deferred-max", "65536"]] {
+        let mut args = vec![
+            "osd",
+            "run",
+            "--id",
+            "0",
+            "--addr",
+            "127.0.0.1:1",
+            "--mon",
+            "127.0.0.1:2",
+            "--data",
+            d,
+            "--insecure",
+            "--objectstore",
+            "filestore",
+        ];
+        args.extend(extra);
+        let o = loligo(&args);
+        assert!(!o.status.success(), "{extra:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains("apply to --objectstore bluestore only"),
+            "{err}"
+        );
+        assert!(!data.join("type").exists(), "{extra:?} made a store");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Parse one number out of `"key": value` in a JSON object's text.
 fn json_num(json: &str, key: &str) -> f64 {
     let v: serde_json::Value = serde_json::from_str(json).expect("valid JSON");

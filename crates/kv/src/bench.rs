@@ -60,6 +60,8 @@ pub struct Report {
     pub prefill_seconds: f64,
     /// Keys numbered below this may exist after the run.
     pub keys_made: u64,
+    /// Nodes the tree's index named after the run (`None`: the baseline).
+    pub nodes: Option<u64>,
 }
 
 /// Keys by number, spread over the key space.
@@ -303,6 +305,10 @@ where
         .next;
     let kinds: Vec<KindStats> = all.into_iter().map(stats).collect();
     let ops = kinds.iter().map(|k| k.ops).sum();
+    let nodes = match targets.first().map(|t| &**t) {
+        Some(Target::Tree(kv)) => Some(kv.node_count().await?),
+        _ => None,
+    };
     Ok(Report {
         ops,
         seconds,
@@ -310,6 +316,7 @@ where
         kinds,
         prefill_seconds,
         keys_made,
+        nodes,
     })
 }
 

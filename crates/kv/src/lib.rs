@@ -971,6 +971,11 @@ impl<O: Objects> KvStore<O> {
             .map(|_| ())
     }
 
+    /// Nodes the index names (reads the index only).
+    pub async fn node_count(&self) -> Result<u64> {
+        Ok(self.index_entries().await?.len() as u64)
+    }
+
     /// Nodes and entries (reads every node's count).
     pub async fn stats(&self) -> Result<Stats> {
         let mut st = Stats {

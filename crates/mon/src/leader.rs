@@ -51,6 +51,10 @@ pub fn check_report(map: &OsdMap, r: &mut OsdReport) -> Result<(), MonError> {
         );
         r.device.clear();
     }
+    if !matches!(r.device_class.as_str(), "" | "hdd" | "ssd") {
+        tracing::warn!("osd.{} names an unknown device class: left out", r.osd);
+        r.device_class.clear();
+    }
     let mut seen = std::collections::HashSet::with_capacity(r.pgs.len());
     r.pgs.retain(|st| {
         map.pool_of(st.pg).is_ok()
@@ -1061,6 +1065,16 @@ mod tests {
         };
         assert_eq!(check_report(&m, &mut r), Ok(()));
         assert!(r.device.is_empty() && r.pgs.len() == 1);
+        // A device class that is none: dropped, the report kept; a known
+        // one stays.
+        for (class, kept) in [("tape", ""), ("hdd", "hdd"), ("ssd", "ssd")] {
+            let mut r = OsdReport {
+                device_class: class.into(),
+                ..report(1, vec![stat(0, vec![1])])
+            };
+            assert_eq!(check_report(&m, &mut r), Ok(()));
+            assert_eq!(r.device_class, kept);
+        }
         // Counters of pools the map lacks, and a metrics address that is
         // none: dropped, the report kept.
         let pool = *m.pools.keys().next().expect("a pool");

@@ -274,12 +274,17 @@ fn osds(t: &mut Text, v: &View) {
     for o in map.osds.values() {
         let addr = o.addr.as_str();
         let host = host_of(map, o.id);
+        let class = v
+            .reports
+            .iter()
+            .find(|r| r.osd == o.id)
+            .map_or("", |r| r.device_class.as_str());
         t.sample(
             &[
                 ("back_iface", ""),
                 ("ceph_daemon", &format!("osd.{}", o.id)),
                 ("cluster_addr", addr),
-                ("device_class", ""),
+                ("device_class", class),
                 ("front_iface", ""),
                 ("hostname", &host),
                 ("objectstore", "loligo"),
@@ -582,6 +587,7 @@ mod tests {
                 write_latency_us: 20_000,
                 commit_latency_us: 1500,
                 device: format!("/dev/loop{osd}"),
+                device_class: "ssd".into(),
                 ..OsdReport::default()
             })
             .collect();
@@ -802,6 +808,13 @@ mod tests {
         assert!(text.contains(
             "ceph_disk_occupation{ceph_daemon=\"osd.2\",device=\"/dev/loop2\",db_device=\"\",wal_device=\"\",instance=\"h2\"} 1"
         ));
+        // The class each OSD reports for its disk, in its metadata.
+        assert!(text.contains("ceph_daemon=\"osd.2\",cluster_addr="));
+        let meta = text
+            .lines()
+            .find(|l| l.starts_with("ceph_osd_metadata{") && l.contains("\"osd.2\""))
+            .expect("osd.2's metadata");
+        assert!(meta.contains("device_class=\"ssd\""), "{meta}");
         // An OSD down: its up series reads 0, OSD_DOWN holds, and its
         // counters are no longer sent (it sends no reports).
         map.apply(&Incremental {

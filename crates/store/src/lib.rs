@@ -10,6 +10,7 @@
 //! (checksums) or apply part of a transaction.
 
 pub mod block;
+pub mod device_class;
 pub mod error;
 pub mod faulty;
 pub mod file;
@@ -22,6 +23,7 @@ pub use block::{
     aligned_bytes, free_bytes, BlockConfig, BlockStore, DeviceWait, FsckReport, SmallWrites,
     DEFAULT_READ_CACHE,
 };
+pub use device_class::DeviceClass;
 pub use error::{Result, StoreError};
 pub use faulty::FaultyStore;
 pub use file::{FileConfig, FileStore};

@@ -163,6 +163,10 @@ pub struct OsdReport {
     /// `ceph_disk_occupation`); empty when not known.
     #[serde(default)]
     pub device: String,
+    /// That device's class (`hdd` or `ssd`: Ceph's device classes);
+    /// empty when not known.
+    #[serde(default)]
+    pub device_class: String,
     /// Per pool id, the client ops it served as primary and what it
     /// sent to recover copies, since it started (Ceph's pool stats).
     #[serde(default)]

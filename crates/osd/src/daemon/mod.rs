@@ -79,6 +79,9 @@ pub struct OsdConfig {
     /// The device or file the store's data lives on, as reported for
     /// `ceph_disk_occupation` (empty: not known).
     pub device: String,
+    /// The class of that device (`hdd` or `ssd`, Ceph's device classes);
+    /// empty when not known.
+    pub device_class: String,
     /// Where this OSD serves its own metrics (`HOST:PORT`), as its
     /// reports name it for the monitors' service discovery (empty:
     /// nowhere).
@@ -201,6 +204,7 @@ impl OsdConfig {
             mon_addrs,
             host: "localhost".into(),
             device: String::new(),
+            device_class: String::new(),
             metrics_addr: String::new(),
             crush_weight: 0x10000,
             heartbeat_interval: Duration::from_secs(1),

@@ -158,6 +158,7 @@ pub(super) async fn reports(s: Arc<OsdShared>, mut mc: MonClient) {
             write_latency_us: c.write_latency_us.load(Ordering::Relaxed),
             commit_latency_us,
             device: s.cfg.device.clone(),
+            device_class: s.cfg.device_class.clone(),
             slow_ops,
             oldest_slow_op_ms: u64::try_from(oldest_slow.as_millis()).unwrap_or(u64::MAX),
             pool_io: c.pools(s.map().as_deref()),

@@ -48,6 +48,7 @@ mod cache;
 pub mod codec;
 mod commit;
 
+use crate::device_class::DeviceClass;
 use crate::error::{Result, StoreError};
 use crate::kv::{Kv, KvOp};
 use crate::kvcache::CachedKv;
@@ -181,7 +182,7 @@ impl Default for BlockConfig {
         BlockConfig {
             size: 1 << 30,
             block_size: 4096,
-            deferred_max: 32 << 10,
+            deferred_max: BlockConfig::deferred_max_for(DeviceClass::Ssd),
             small_writes: SmallWrites::default(),
             inline_max: 4096,
             batch_max: 128,
@@ -189,6 +190,32 @@ impl Default for BlockConfig {
             read_cache: DEFAULT_READ_CACHE,
             device_wait: DeviceWait::default(),
             limits: Limits::default(),
+        }
+    }
+}
+
+impl BlockConfig {
+    /// The deferred-write threshold for data on a disk of class `class`:
+    /// 64 KiB on a spinning disk, 32 KiB on solid state. Ceph's BlueStore
+    /// defers writes of up to 64 KiB on hard disks
+    /// (`bluestore_prefer_deferred_size_hdd`) and prefers new space on
+    /// solid state; how a small write goes is [`BlockConfig::small_writes`]'
+    /// choice ([`BlockConfig::small_writes_for`] gives the class's).
+    pub fn deferred_max_for(class: DeviceClass) -> u64 {
+        match class {
+            DeviceClass::Hdd => 64 << 10,
+            DeviceClass::Ssd => 32 << 10,
+        }
+    }
+
+    /// How small writes go on a disk of class `class`: all deferred on a
+    /// spinning disk (committed in the journal, then written in place in
+    /// batches: one sync per commit and no seek to new space), by how well
+    /// they compress on solid state ([`SmallWrites::Auto`]).
+    pub fn small_writes_for(class: DeviceClass) -> SmallWrites {
+        match class {
+            DeviceClass::Hdd => SmallWrites::Deferred,
+            DeviceClass::Ssd => SmallWrites::Auto,
         }
     }
 }
