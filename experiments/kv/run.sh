@@ -10,11 +10,18 @@
 #      the kv.write object class method (mode 2: what the method saves),
 #      1 op in flight per client (the seed's) and 8 (throughput)
 #   3. throughput vs k (1 KiB entries) and vs entry size (k = 800)
-#   4. the paper's regime by node count (its stores had about 900-2,500
-#      node objects; its data was 4x the machines' RAM, more than this
-#      machine's disk holds): 1 KiB entries, k = 100, 200,000 keys (about
-#      1,500 nodes), the tree with the paper's cache of 1,000 index
-#      entries and with the default, beside the baseline
+#   4. the paper's regime by node count (its best configuration had about
+#      900 node objects, its others up to 2,500; its data was 4x the
+#      machines' RAM, more than this machine's disk holds), each case
+#      REGIME_RUNS times (median and spread), beside the baseline:
+#      - 1 KiB entries, 200,000 keys, k = 160 (about 900 nodes), the
+#        paper's cache of 1,000 index entries: the paper's mix, a
+#        read-heavy one (85% reads) and a write-heavy one (10% reads);
+#      - the same with k = 100 (about 1,500 nodes: more than the cache
+#        holds), with the paper's cache and with the default;
+#      - 64 KiB entries, 32,768 keys (2 GiB), k = 40 (about 600 nodes);
+#      - then on a fresh 6-OSD cluster (the paper's second size): 1 KiB,
+#        k = 160, the paper's mix.
 # Each case creates its store, writes its prefill keys, runs the timed mix
 # and removes the store (`loligo kv bench`).
 # Writes out/results.csv, out/summary.json, PNGs and out/RESULTS.md.
@@ -30,18 +37,30 @@ OUT="${OUT:-$HERE/out}"
 SECS=20
 KS="100 200 400 800 1600"
 SIZES="1024 4096 16384 65536 262144"
-REGIME_K=100
+# The regime: k for about 900 nodes and for about 1,500 (a node holds
+# about 1.34 k entries after random inserts), keys, runs per case.
+REGIME_K=160
+REGIME_K_MANY=100
 REGIME_KEYS=200000
+REGIME_RUNS=3
+BIG_K=40
+BIG_KEYS=32768
+MIXES="25,25,25,25 85,5,5,5 10,30,30,30"
 if [ "${1:-}" = "--quick" ]; then
     SECS=5
     KS="100 400 1600"
     SIZES="1024 16384 262144"
-    REGIME_K=50
+    REGIME_K=80
+    REGIME_K_MANY=50
     REGIME_KEYS=100000
+    REGIME_RUNS=1
+    BIG_K=20
+    BIG_KEYS=8192
+    MIXES="25,25,25,25"
 fi
 mkdir -p "$OUT"
 CSV="$OUT/results.csv"
-HEADER="case,mode,clients,in_flight,k,entry_size,prefill,ops_per_s,read_p50,read_p99,insert_p50,insert_p99,remove_p50,remove_p99,update_p50,update_p99,read_mean,insert_mean,remove_mean,update_mean,cache_entries"
+HEADER="case,mode,clients,in_flight,k,entry_size,prefill,ops_per_s,read_p50,read_p99,insert_p50,insert_p99,remove_p50,remove_p99,update_p50,update_p99,read_mean,insert_mean,remove_mean,update_mean,cache_entries,osds,mix,run,nodes"
 if [ "${ONLY:-}" = regime ] && [ -s "$CSV" ] && [ "$(head -1 "$CSV")" = "$HEADER" ]; then
     # The other cases' rows stay; the regime's are replaced.
     grep -v '^regime,' "$CSV" >"$CSV.keep" || true
@@ -60,33 +79,44 @@ DIR=$(mktemp -d /tmp/loligo-kv.XXXXXX)
 CONF="$DIR/c/loligo.conf"
 cleanup() { "$B" down --data-dir "$DIR/c" >/dev/null 2>&1 || true; rm -rf "$DIR"; }
 trap cleanup EXIT
-"$B" up --detach --osds 4 --osd-size $((4 << 30)) --data-dir "$DIR/c" >&2
-lol_wait "$CONF" 120 "$ALL_CLEAN" >/dev/null
-"$B" -c "$CONF" pool create kv --pg-num 64 --size 2 >&2
-lol_wait "$CONF" 120 "$ALL_CLEAN" >/dev/null
+# cluster N: a fresh cluster of N OSDs with the pool `kv`.
+OSDS=0
+cluster() {
+    "$B" down --data-dir "$DIR/c" >/dev/null 2>&1 || true
+    rm -rf "$DIR/c"
+    OSDS=$1
+    "$B" up --detach --osds "$OSDS" --osd-size $((4 << 30)) --data-dir "$DIR/c" >&2
+    lol_wait "$CONF" 120 "$ALL_CLEAN" >/dev/null
+    "$B" -c "$CONF" pool create kv --pg-num 64 --size 2 >&2
+    lol_wait "$CONF" 120 "$ALL_CLEAN" >/dev/null
+}
+cluster 4
 
 # Keys written before the timed run: 40,000, at most 512 MiB of values
 # (a store of a few nodes serializes its writers on them: see RESULTS.md).
 prefill() { local p=$(((512 << 20) / $1)); [ "$p" -gt 40000 ] && p=40000; echo "$p"; }
 
-# run CASE MODE IN_FLIGHT K ENTRY_SIZE [PREFILL] [CACHE_ENTRIES]
+# run CASE MODE IN_FLIGHT K ENTRY_SIZE [PREFILL] [CACHE_ENTRIES] [MIX] [RUN]
 run() {
-    local case="$1" base="$2" inflight="$3" k="$4" size="$5" p="${6:-}" cache="${7:-65536}" extra=()
+    local case="$1" base="$2" inflight="$3" k="$4" size="$5" p="${6:-}" cache="${7:-65536}"
+    local mix="${8:-25,25,25,25}" rep="${9:-1}" extra=()
     [ -n "$p" ] || p=$(prefill "$size")
     [ "$base" = 1 ] && extra=(--baseline)
     [ "$base" = 2 ] && extra=(--plain-writes)
-    say "$case: baseline=$base in_flight=$inflight k=$k entry=$size prefill=$p cache=$cache"
+    say "$case: osds=$OSDS baseline=$base in_flight=$inflight k=$k entry=$size prefill=$p cache=$cache mix=$mix run=$rep"
     "$B" -c "$CONF" -p kv kv bench "kvb" --clients 5 --in-flight "$inflight" --seconds "$SECS" \
-        --k "$k" --entry-size "$size" --prefill "$p" --cache-entries "$cache" --json "${extra[@]}" >"$DIR/r.json"
-    "$PY" - "$DIR/r.json" "$case" "$base" "$inflight" "$k" "$size" "$p" "$cache" >>"$CSV" <<'PY'
+        --k "$k" --entry-size "$size" --prefill "$p" --cache-entries "$cache" --mix "$mix" \
+        --json "${extra[@]}" >"$DIR/r.json"
+    "$PY" - "$DIR/r.json" "$case" "$base" "$inflight" "$k" "$size" "$p" "$cache" "$OSDS" "$mix" "$rep" >>"$CSV" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))["report"]
-case, mode, inflight, k, size, prefill, cache = sys.argv[2:9]
+case, mode, inflight, k, size, prefill, cache, osds, mix, rep = sys.argv[2:12]
 row = [case, mode, 5, inflight, k, size, prefill, round(r["ops_per_s"], 1)]
 for k in r["kinds"]:
     row += [round(k["p50_ms"], 3), round(k["p99_ms"], 3)]
 row += [round(k["mean_ms"], 3) for k in r["kinds"]]
-row.append(cache)
+nodes = r.get("nodes")
+row += [cache, osds, mix.replace(",", "/"), rep, "" if nodes is None else nodes]
 print(",".join(str(x) for x in row))
 PY
     tail -1 "$CSV" >&2
@@ -103,10 +133,23 @@ if [ "${ONLY:-}" != regime ]; then
     for k in $KS; do run k 0 8 "$k" 1024; done
     for size in $SIZES; do run size 0 8 800 "$size"; done
 fi
-# The paper's regime: many nodes; its cache (1,000 entries), the default, the baseline.
-run regime 0 8 "$REGIME_K" 1024 "$REGIME_KEYS" 1000
-run regime 0 8 "$REGIME_K" 1024 "$REGIME_KEYS" 65536
-run regime 1 8 "$REGIME_K" 1024 "$REGIME_KEYS"
+# The paper's regime: many nodes, its cache (1,000 entries), beside the
+# baseline; runs interleaved so a slow spell does not fall on one case.
+for rep in $(seq 1 "$REGIME_RUNS"); do
+    for mix in $MIXES; do
+        run regime 0 8 "$REGIME_K" 1024 "$REGIME_KEYS" 1000 "$mix" "$rep"
+        run regime 1 8 "$REGIME_K" 1024 "$REGIME_KEYS" 1000 "$mix" "$rep"
+    done
+    run regime 0 8 "$REGIME_K_MANY" 1024 "$REGIME_KEYS" 1000 25,25,25,25 "$rep"
+    run regime 0 8 "$REGIME_K_MANY" 1024 "$REGIME_KEYS" 65536 25,25,25,25 "$rep"
+    run regime 0 8 "$BIG_K" 65536 "$BIG_KEYS" 1000 25,25,25,25 "$rep"
+    run regime 1 8 "$BIG_K" 65536 "$BIG_KEYS" 1000 25,25,25,25 "$rep"
+done
+cluster 6
+for rep in $(seq 1 "$REGIME_RUNS"); do
+    run regime 0 8 "$REGIME_K" 1024 "$REGIME_KEYS" 1000 25,25,25,25 "$rep"
+    run regime 1 8 "$REGIME_K" 1024 "$REGIME_KEYS" 1000 25,25,25,25 "$rep"
+done
 
 python3 -c "import matplotlib" 2>/dev/null || python3 -m pip install -q matplotlib >&2 || true
 python3 "$HERE/summarize.py" "$OUT"
