@@ -318,6 +318,12 @@ print('%.1f,%.1f' % (w['ops_per_s'], ($t1 - ${T0[$leaves]}) / hz * 1e6 / max(ops
     unset WDIR
 done
 
+# The tree code's share of the OSDs' CPU under the same writes, by a
+# profile (needs perf): the CPU measure of the write overhead.
+if [ "$WRITE_ROUNDS" != 0 ] && command -v perf >/dev/null; then
+    OUT="$OUT" LEAVES=16384 bash "$HERE/tree_share.sh" >&2
+fi
+
 # The paper's Table 1 (table1.sh): the time to write 1,000 new 1 KiB
 # objects with no trees and with the paper's seven leaf counts.
 python3 -c "import matplotlib" 2>/dev/null || python3 -m pip install -q matplotlib >&2 || true

@@ -227,6 +227,15 @@ def main():
                     # target is held to the OSDs' CPU per write too.
                     "target_overhead_pct": 3.0,
                     "meets_target": (1 - ratio) < 0.03 and (cpu_ratio - 1) < 0.03}
+        # Two clusters' CPU totals differ by up to 5% with no trees on
+        # either (A/A runs): where tree_share.sh profiled the OSDs, the
+        # tree code's own share of their CPU is the CPU measure.
+        share = os.path.join(out, "tree_share.json")
+        if os.path.exists(share):
+            s = json.load(open(share))
+            overhead["tree_cpu_share_pct"] = round(100 * s["tree_share"], 2)
+            overhead["tree_cpu_share_leaves"] = s["leaves"]
+            overhead["meets_target"] = (1 - ratio) < 0.03 and s["tree_share"] < 0.03
     rss_on = [int(r["osd_rss_kib"]) for r in rows if r["leaves"] == str(DEFAULT_LEAVES)]
     rss_off = [int(r["osd_rss_kib"]) for r in rows if r["leaves"] == "0"]
     memory = {"bytes_per_leaf": 16,
@@ -321,6 +330,13 @@ def main():
                   ", ".join("%.0f" % x for x in overhead["osd_cpu_us_per_op_no_trees"]),
                   overhead["cpu_overhead_pct"],
                   "met" if overhead["meets_target"] else "MISSED")]
+        if "tree_cpu_share_pct" in overhead:
+            L[-1] = L[-1].replace(" Target (< 3%", (
+                " Two clusters with no trees differ by up to 5%% in this measure, so the CPU "
+                "target is judged by a profile (`tree_share.sh`: one cluster with %d-leaf trees "
+                "under the same writes, every OSD sampled): the tree's code holds %.2f%% of the "
+                "OSDs' CPU samples. Target (< 3%%" % (
+                    overhead["tree_cpu_share_leaves"], overhead["tree_cpu_share_pct"])), 1)
     if os.path.exists(t1_md):
         L += ["", open(t1_md).read().rstrip(), "", "![Table 1](table1.png)"]
     L += ["", "## Memory", "",

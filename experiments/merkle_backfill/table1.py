@@ -7,9 +7,10 @@ the median, and the ratio of the bases' median to its own), OUT/table1.md
 (the table, which summarize.py puts in RESULTS.md) and OUT/table1.png.
 
 The base is every run of the clusters without trees, pooled: table1.sh
-makes one first and one last, so the advantage of being made first falls
-on one base and on none of the trees, and the two bases' own ratios show
-how far apart two identical clusters run.
+makes one first and one last by default (LEAVES may interleave more), so
+the advantage of being made first falls on one base and on none of the
+trees, and the bases' own ratios show how far apart identical clusters
+run.
 """
 import csv
 import json
@@ -73,13 +74,14 @@ def main():
            "median_tree_ratio": round(statistics.median(trees), 4) if trees else None,
            "base_ratios": aa}
     json.dump(doc, open(os.path.join(out, "table1.json"), "w"), indent=1)
+    made = [t["made"] for t in table if not t["leaves"]]
     L = ["## Table 1: time to write %s new objects of %g KiB" % (objects, size / 1024), "",
-         "One 3-OSD cluster of 32 PGs per leaf count and two without trees (made first and "
-         "last), all up at once, each round loading each in turn (16 in flight). Ratio: the "
-         "two bases' pooled median time over the row's (1 = no cost; below 1: slower with "
-         "trees); the bases' own ratios show how far two identical clusters differ. The "
-         "paper's times are for its Ceph cluster and workload: compare the ratios, not the "
-         "seconds.", "",
+         ("One 3-OSD cluster of 32 PGs per row: %d without trees (made %s) and one per leaf "
+          "count, all up at once, each round loading each in turn in a shuffled order (16 in "
+          "flight). Ratio: the bases' pooled median time over the row's (1 = no cost; below 1: "
+          "slower with trees); the bases' own ratios show how far identical clusters differ. "
+          "The paper's times are for its Ceph cluster and workload: compare the ratios, not the "
+          "seconds." % (len(made), ", ".join(made))), "",
          "| leaves per PG | runs | mean s | stdev s | median s | ratio | paper mean s | paper stdev s | paper ratio |",
          "|---|---|---|---|---|---|---|---|---|"]
     for t in table:
@@ -89,10 +91,12 @@ def main():
             t.get("paper_mean_s", "-"), t.get("paper_stdev_s", "-"),
             "%.3f" % t["paper_ratio"] if "paper_ratio" in t else "-"))
     if worst:
-        L += ["", "Trees' ratios: median %.3f, slowest %.3f (%.1f%% above the bases); the bases "
-              "against their pool: %s. The paper: every tree within one standard deviation of "
-              "its base." % (doc["median_tree_ratio"], worst, doc["overhead_pct_worst"],
-                             " and ".join("%.3f" % x for x in aa))]
+        pct = doc["overhead_pct_worst"]
+        L += ["", "Trees' ratios: median %.3f, slowest %.3f (%.1f%% %s than the bases); the "
+              "bases against their pool: %s. The paper: every tree within one standard "
+              "deviation of its base." % (doc["median_tree_ratio"], worst, abs(pct),
+                                           "slower" if pct >= 0 else "faster",
+                                           ", ".join("%.3f" % x for x in aa))]
     open(os.path.join(out, "table1.md"), "w").write("\n".join(L) + "\n")
     if not os.path.exists(os.path.join(out, "results.csv")):
         # Run alone (not from run.sh): this folder's own summary.
