@@ -10,6 +10,15 @@
 //! ops/s with 1,000 entries, 4,914 with all cached), so the default bound
 //! is larger.
 //!
+//! Each entry also keeps how far below it the index was seen to hold no
+//! other entry (from the read that brought it: a window read from a
+//! lookup's start covers everything from that start). A lookup from a key
+//! an entry covers is a hit; one that would land on an entry from below
+//! its covered gap is a miss, read from the index at once, rather than a
+//! guess that costs an op on the wrong node before that same read (with
+//! the paper's 1,000 entries and more nodes than that, most lookups that
+//! find no entry of their own would otherwise land on a later one).
+//!
 //! The cache is a hint and must never be trusted for placement: a read
 //! checks the range its node reports in the same op, and the `kv.write`
 //! method refuses keys outside its node's range, so a missing
@@ -31,12 +40,30 @@ pub const MAX_WINDOW: usize = 200;
 /// Index entries by index key, with the order they were read in.
 #[derive(Debug)]
 pub struct IndexCache {
-    /// Index key -> (when read, the entry).
-    entries: BTreeMap<Vec<u8>, (u64, IndexEntry)>,
+    /// Index key -> what is cached for it.
+    entries: BTreeMap<Vec<u8>, Cached>,
     /// When read -> index key: the oldest first.
     by_age: BTreeMap<u64, Vec<u8>>,
     next: u64,
     max: usize,
+}
+
+/// One cached index entry.
+#[derive(Debug)]
+struct Cached {
+    /// When it was read (the key of its `by_age` entry).
+    age: u64,
+    entry: IndexEntry,
+    /// The least index key from which a lookup finds this entry first:
+    /// the index held no entry in `from..key` when it was read.
+    from: Vec<u8>,
+}
+
+/// The least key above `k`.
+fn after(k: &[u8]) -> Vec<u8> {
+    let mut a = k.to_vec();
+    a.push(0);
+    a
 }
 
 impl IndexCache {
@@ -66,13 +93,15 @@ impl IndexCache {
         self.entries.is_empty()
     }
 
-    /// The first entry at or after index key `start` (the node that holds
-    /// a key whose lookup starts there, if the cache is right).
+    /// The entry a lookup from index key `start` finds: the first at or
+    /// after `start`, if the read that cached it covered `start` (nothing
+    /// in the index between them then). `None`: the cache does not know.
     pub fn at_or_after(&self, start: &[u8]) -> Option<(Vec<u8>, IndexEntry)> {
         self.entries
             .range(start.to_vec()..)
             .next()
-            .map(|(k, (_, e))| (k.clone(), e.clone()))
+            .filter(|(_, c)| c.from.as_slice() <= start)
+            .map(|(k, c)| (k.clone(), c.entry.clone()))
     }
 
     /// The last index key in `lo..hi`.
@@ -88,20 +117,21 @@ impl IndexCache {
 
     /// Drop the entry at `key`, if cached.
     pub fn remove(&mut self, key: &[u8]) {
-        if let Some((age, _)) = self.entries.remove(key) {
-            self.by_age.remove(&age);
+        if let Some(c) = self.entries.remove(key) {
+            self.by_age.remove(&c.age);
         }
         self.check();
     }
 
-    /// Cache `entry` at `key` as the newest, dropping the oldest entries
-    /// beyond the bound.
-    pub fn insert(&mut self, key: Vec<u8>, entry: IndexEntry) {
+    /// Cache `entry` at `key` as the newest, found first by lookups from
+    /// `from` on, dropping the oldest entries beyond the bound.
+    fn insert(&mut self, key: Vec<u8>, entry: IndexEntry, from: Vec<u8>) {
+        debug_assert!(from <= key, "an entry covers lookups below it only");
         let age = self.next;
         self.next += 1;
         self.by_age.insert(age, key.clone());
-        if let Some((old, _)) = self.entries.insert(key, (age, entry)) {
-            self.by_age.remove(&old);
+        if let Some(old) = self.entries.insert(key, Cached { age, entry, from }) {
+            self.by_age.remove(&old.age);
         }
         while self.entries.len() > self.max {
             let Some((_, k)) = self.by_age.pop_first() else {
@@ -113,7 +143,9 @@ impl IndexCache {
     }
 
     /// What the index has from `start` up to `end` (inclusive; `None`:
-    /// to the end of the index) replaces what the cache had there.
+    /// to the end of the index), in key order, replaces what the cache had
+    /// there: the first entry covers lookups from `start`, each other one
+    /// those from just above the one before it.
     pub fn replace_range(
         &mut self,
         start: &[u8],
@@ -133,8 +165,32 @@ impl IndexCache {
         for k in stale {
             self.remove(&k);
         }
+        let mut from = start.to_vec();
         for (k, e) in got {
-            self.insert(k, e);
+            let next = after(&k);
+            self.insert(k, e, from);
+            from = next;
+        }
+    }
+
+    /// A split or rebalance committed: the consecutive index entries
+    /// `old` were replaced by `new`, which cover the same keys. The first
+    /// new entry covers the lookups the first old one covered; each other
+    /// one those from just above the one before it.
+    pub fn replace_entries(&mut self, old: &[&[u8]], mut new: Vec<(Vec<u8>, IndexEntry)>) {
+        new.sort_by(|a, b| a.0.cmp(&b.0));
+        let lowest = old.iter().min();
+        let mut from = lowest
+            .and_then(|k| self.entries.get(*k))
+            .map(|c| c.from.clone());
+        for k in old {
+            self.remove(k);
+        }
+        for (k, e) in new {
+            let next = after(&k);
+            let f = from.take().filter(|f| *f <= k).unwrap_or_else(|| k.clone());
+            self.insert(k, e, f);
+            from = Some(next);
         }
     }
 
@@ -143,9 +199,7 @@ impl IndexCache {
     pub fn reset(&mut self, all: impl IntoIterator<Item = (Vec<u8>, IndexEntry)>) {
         self.entries.clear();
         self.by_age.clear();
-        for (k, e) in all {
-            self.insert(k, e);
-        }
+        self.replace_range(&[], None, all);
     }
 
     fn check(&self) {
@@ -172,23 +226,57 @@ mod tests {
     #[test]
     fn holds_at_most_max_entries_dropping_the_oldest_read() {
         let mut c = IndexCache::new(3);
-        for (i, key) in ["b", "d", "f"].iter().enumerate() {
-            c.insert(k(key), e(&format!("n{i}")));
-        }
+        let got = [(k("b"), e("n0")), (k("d"), e("n1")), (k("f"), e("n2"))];
+        c.replace_range(b"a", Some(b"f"), got);
         // Read "b" again: it becomes the newest, so "d" is the oldest.
-        c.insert(k("b"), e("n0"));
-        c.insert(k("h"), e("n3"));
+        c.replace_range(b"a", Some(b"b"), [(k("b"), e("n0"))]);
+        c.replace_range(b"g", Some(b"h"), [(k("h"), e("n3"))]);
         assert_eq!(c.len(), 3);
-        assert_eq!(c.at_or_after(b"c").map(|x| x.0), Some(k("f")));
+        assert!(!c.entries.contains_key(&k("d")));
+        // "f" still covers the lookups from just above "d".
+        assert_eq!(c.at_or_after(b"e").map(|x| x.0), Some(k("f")));
         assert_eq!(c.at_or_after(b"a").map(|x| x.1.node), Some("n0".into()));
+    }
+
+    #[test]
+    fn a_lookup_below_what_a_read_covered_is_a_miss_not_a_guess() {
+        let mut c = IndexCache::new(10);
+        // A window read from "c" found "d" and "f"; the index may hold
+        // entries below "c" ("b", say), which nothing here shows.
+        c.replace_range(b"c", Some(b"f"), [(k("d"), e("d")), (k("f"), e("f"))]);
+        assert_eq!(c.at_or_after(b"c").map(|x| x.0), Some(k("d")));
+        assert_eq!(c.at_or_after(b"d").map(|x| x.0), Some(k("d")));
+        assert_eq!(c.at_or_after(b"e").map(|x| x.0), Some(k("f")));
+        assert_eq!(c.at_or_after(b"a"), None, "would have guessed d");
+        assert_eq!(c.at_or_after(b"g"), None);
+        // A read from "a" that ends at "b" leaves the gap from "b" to "c"
+        // unknown.
+        c.replace_range(b"a", Some(b"b"), [(k("b"), e("b"))]);
+        assert_eq!(c.at_or_after(b"a").map(|x| x.0), Some(k("b")));
+        assert_eq!(c.at_or_after(b"bb"), None);
+        assert_eq!(c.at_or_after(b"c").map(|x| x.0), Some(k("d")));
+    }
+
+    #[test]
+    fn a_split_hands_its_nodes_coverage_to_the_new_ones() {
+        let mut c = IndexCache::new(10);
+        c.replace_range(b"c", Some(b"h"), [(k("d"), e("d")), (k("h"), e("h"))]);
+        // "h" (covering lookups above "d") splits into "f" and "h".
+        c.replace_entries(&[b"h"], vec![(k("h"), e("h2")), (k("f"), e("f"))]);
+        assert_eq!(c.at_or_after(b"e").map(|x| x.1.node), Some("f".into()));
+        assert_eq!(c.at_or_after(b"g").map(|x| x.1.node), Some("h2".into()));
+        // A node nothing covered: its replacements cover only themselves.
+        c.replace_entries(&[b"x"], vec![(k("w"), e("w")), (k("x"), e("x2"))]);
+        assert_eq!(c.at_or_after(b"v"), None);
+        assert_eq!(c.at_or_after(b"w").map(|x| x.1.node), Some("w".into()));
+        assert_eq!(c.at_or_after(b"wa").map(|x| x.1.node), Some("x2".into()));
     }
 
     #[test]
     fn a_refresh_replaces_the_range_it_read_only() {
         let mut c = IndexCache::new(10);
-        for key in ["b", "d", "f", "h"] {
-            c.insert(k(key), e(key));
-        }
+        let all = ["b", "d", "f", "h"].map(|s| (k(s), e(s)));
+        c.replace_range(b"a", None, all);
         // The index now has "e" where "d" and "f" were (a merge).
         c.replace_range(b"c", Some(b"f"), [(k("c"), e("c")), (k("f"), e("f2"))]);
         let keys: Vec<Vec<u8>> = ["b", "c", "f", "h"].iter().map(|s| k(s)).collect();
@@ -209,6 +297,8 @@ mod tests {
         let mut c = IndexCache::new(2);
         c.reset([(k("a"), e("a")), (k("b"), e("b")), (k("c"), e("c"))]);
         assert_eq!(c.len(), 2);
-        assert_eq!(c.at_or_after(b"").map(|x| x.0), Some(k("b")));
+        // "a" went: what a lookup from the start finds is unknown now.
+        assert_eq!(c.at_or_after(b""), None);
+        assert_eq!(c.at_or_after(b"a\0").map(|x| x.0), Some(k("b")));
     }
 }

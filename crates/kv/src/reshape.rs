@@ -349,13 +349,8 @@ impl<O: Objects> KvStore<O> {
             Err(e) => return Err(e),
         }
         {
-            let mut cache = self.cache();
-            for (k, _, _) in &lock {
-                cache.remove(k);
-            }
-            for (k, e) in placed {
-                cache.insert(k, e);
-            }
+            let old: Vec<&[u8]> = lock.iter().map(|(k, _, _)| k.as_slice()).collect();
+            self.cache().replace_entries(&old, placed);
         }
         // 5. Delete the replaced nodes, then the tomb; then help with old
         // tombs of clients that died. The write has committed: a failure
