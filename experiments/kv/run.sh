@@ -23,7 +23,7 @@
 #      - then on a fresh 6-OSD cluster (the paper's second size): 1 KiB,
 #        k = 160, the paper's mix.
 # Each case creates its store, writes its prefill keys and runs the timed
-# mix (`loligo kv bench`); the pool is then made anew.
+# mix (`loligo kv bench`) on a cluster of its own, made fresh.
 # Writes out/results.csv, out/summary.json, PNGs and out/RESULTS.md.
 #
 #   bash experiments/kv/run.sh          # 20 s per case, k 100..1600, entries 1 KiB..256 KiB
@@ -104,14 +104,14 @@ run() {
     [ "$base" = 1 ] && extra=(--baseline)
     [ "$base" = 2 ] && extra=(--plain-writes)
     say "$case: osds=$OSDS baseline=$base in_flight=$inflight k=$k entry=$size prefill=$p cache=$cache mix=$mix run=$rep"
-    # The store (or the baseline's objects) stays, and goes with the pool:
-    # removing 200,000 objects one by one took longer than the run.
+    # The store (or the baseline's objects) stays, and goes with the
+    # cluster: removing 200,000 objects one by one took longer than the
+    # run, and a removed pool's objects are deleted in the background,
+    # which would load the next case.
     "$B" -c "$CONF" -p kv kv bench "kvb" --clients 5 --in-flight "$inflight" --seconds "$SECS" \
         --k "$k" --entry-size "$size" --prefill "$p" --cache-entries "$cache" --mix "$mix" \
         --keep --json "${extra[@]}" >"$DIR/r.json"
-    "$B" -c "$CONF" pool rm kv kv >&2
-    "$B" -c "$CONF" pool create kv --pg-num 64 --size 2 >&2
-    lol_wait "$CONF" 120 "$ALL_CLEAN" >/dev/null
+    cluster "$OSDS"
     "$PY" - "$DIR/r.json" "$case" "$base" "$inflight" "$k" "$size" "$p" "$cache" "$OSDS" "$mix" "$rep" >>"$CSV" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))["report"]

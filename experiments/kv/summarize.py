@@ -188,7 +188,7 @@ def main():
             "runs. Mix: the weights of reads / inserts / removes / updates (the paper's is 25 each). "
             "Nodes: the index's node count after the run. Ratio: the tree's ops/s over the baseline's "
             "with the same entries, keys, OSDs and mix (of the medians; per run: the median and range "
-            "of each run's ratio to the baseline run beside it). Means beside medians: the paper's "
+            "of each run's ratio to that baseline's run in the same round). Means beside medians: the paper's "
             "sign of what splits, rebalances and cache misses cost (its means were well above its "
             "medians).",
             "",

@@ -45,7 +45,7 @@ def summarize(rows):
                "median_s": round(statistics.median(s), 4),
                "min_s": round(min(s), 4), "max_s": round(max(s), 4)}
         if leaves == 0:
-            row["made"] = "first" if k == min(by) else "last" if k == max(by) else "cluster %d" % k
+            row["made"] = "first" if k == min(by) else "last" if k == max(by) else "%s of %d" % (ordinal(k + 1), len(by))
         if base:
             # The ratio: the bases' time over this one's (above 1: faster
             # than without trees), as the other experiments' ratios read.
@@ -56,6 +56,10 @@ def summarize(rows):
             row["paper_ratio"] = round(PAPER[0][0] / p[0], 4)
         out.append(row)
     return out
+
+
+def ordinal(n):
+    return "%d%s" % (n, {1: "st", 2: "nd", 3: "rd"}.get(n % 10 if n % 100 not in (11, 12, 13) else 0, "th"))
 
 
 def main():

@@ -3,10 +3,13 @@
 # by a difference of two noisy totals: one 3-OSD cluster with trees
 # (LEAVES per PG, default 16,384) under 4 KiB writes (32 in flight),
 # every OSD sampled with `perf record` (cpu-clock, so it works where the
-# machine gives no hardware counters), and the share of samples whose
+# machine gives no hardware counters; stacks unwound from DWARF, so code
+# inlined into its callers counts too), and the share of samples whose
 # stack holds the tree's code: the tree module (`pg::tree`: the write's
 # leaf update, its stamp and its pages), the tree itself (`pg::merkle`)
-# and the log entry's stamp (`record::stamp_log`).
+# and the log entry's stamp (`record::stamp_log`). A lower bound: the
+# store's work on what the tree adds to a write's transaction (a log
+# entry rewritten some 14 bytes longer, now and then a page) is not in it.
 #
 #   bash experiments/merkle_backfill/tree_share.sh          # 20 s of writes (about 1 minute)
 #
@@ -18,6 +21,7 @@ ROOT="$(cd "$HERE/../.." && pwd)"
 OUT="${OUT:-$HERE/out}"
 LEAVES="${LEAVES:-16384}"
 SECS="${SECS:-20}"
+[ "$SECS" -ge 10 ] || { echo "SECS must be at least 10" >&2; exit 2; }
 mkdir -p "$OUT"
 say() { echo "[merkle-share $(date +%H:%M:%S)] $*" >&2; }
 command -v perf >/dev/null || { say "perf is not installed (apt-get install -y linux-perf)"; exit 1; }
@@ -37,9 +41,13 @@ pids=$(for f in "$DIR"/c/osd.*.pid; do cat "$f"; echo; done | paste -sd,)
 bench=$!
 sleep 3
 say "profiling OSDs $pids for $((SECS - 6)) s"
-perf record -F 499 -g -p "$pids" -o "$DIR/perf.data" -- sleep $((SECS - 6)) 2>/dev/null >&2
+if ! perf record -e cpu-clock -F 199 --call-graph dwarf,8192 -p "$pids" -o "$DIR/perf.data" \
+    -- sleep $((SECS - 6)) >"$DIR/perf.log" 2>&1; then
+    say "perf record failed: $(tail -3 "$DIR/perf.log")"
+    exit 1
+fi
 wait "$bench"
-perf script -i "$DIR/perf.data" >"$DIR/perf.txt" 2>/dev/null
+perf script -i "$DIR/perf.data" >"$DIR/perf.txt" 2>"$DIR/perf-script.log"
 "$PY" - "$OUT/tree_share.json" "$LEAVES" "$DIR/w.json" "$DIR/perf.txt" <<'PY'
 import json, re, sys
 out, leaves, w = sys.argv[1], int(sys.argv[2]), json.load(open(sys.argv[3]))

@@ -45,7 +45,8 @@ def main():
             per_round = []
             for rb in groups.get((s, "bluestore", w), []):
                 for rf in groups.get((s, "filestore", w), []):
-                    if rb["round"] == rf["round"]:
+                    ok = all(r["ops_s"] not in ("", "nan") and float(r["ops_s"]) > 0 for r in (rb, rf))
+                    if rb["round"] == rf["round"] and ok:
                         per_round.append(float(rb["ops_s"]) / float(rf["ops_s"]))
             case = {
                 "system": s, "workload": w,

@@ -90,6 +90,17 @@ pub struct MonArgs {
     exclude_perf_counters: bool,
 }
 
+/// `--deferred-max`: whole 4 KiB blocks, at most 512 KiB (Ceph's largest
+/// blob on hard disks). Larger would send large writes through the
+/// metadata journal (and around compression and O_DIRECT).
+fn deferred_max(s: &str) -> Result<u64, String> {
+    let v: u64 = s.parse().map_err(|e| format!("{e}"))?;
+    if v == 0 || !v.is_multiple_of(4096) || v > 512 << 10 {
+        return Err(format!("{v} is not a multiple of 4096 from 4096 to 524288"));
+    }
+    Ok(v)
+}
+
 /// `osd run --device-class`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum DeviceClassArg {
@@ -113,12 +124,13 @@ impl DeviceClassArg {
     }
 
     /// The class: named, or asked of the kernel for the disk holding
-    /// `data` (solid state when it does not say).
-    fn resolve(self, data: &std::path::Path) -> DeviceClass {
+    /// `data`; `None` when the kernel does not say (a file system with no
+    /// disk of its own under it: tmpfs, overlayfs, btrfs, ZFS).
+    fn resolve(self, data: &std::path::Path) -> Option<DeviceClass> {
         match self {
-            DeviceClassArg::Hdd => DeviceClass::Hdd,
-            DeviceClassArg::Ssd => DeviceClass::Ssd,
-            DeviceClassArg::Auto => DeviceClass::of(data).unwrap_or(DeviceClass::Ssd),
+            DeviceClassArg::Hdd => Some(DeviceClass::Hdd),
+            DeviceClassArg::Ssd => Some(DeviceClass::Ssd),
+            DeviceClassArg::Auto => DeviceClass::of(data),
         }
     }
 }
@@ -145,20 +157,22 @@ pub struct OsdArgs {
     #[arg(long, default_value_t = loligo_store::DEFAULT_READ_CACHE)]
     read_cache: u64,
     /// The class of the disk the store's data lives on (Ceph's device
-    /// class): `auto` asks the kernel (sysfs's `rotational` flag; `ssd`
-    /// when it does not say). It picks the small-write defaults: on `hdd`
-    /// writes of at most 64 KiB are deferred, on `ssd` those of at most
-    /// 32 KiB go as `--small-writes auto` says. Virtual disks often
-    /// report `hdd` whatever backs them.
+    /// class): `auto` asks the kernel (sysfs's `rotational` flag; the ssd
+    /// defaults, and no class reported, when it does not say, as on
+    /// tmpfs, overlayfs, btrfs or ZFS). It picks the small-write
+    /// defaults: on `hdd` writes of at most 64 KiB are deferred, on `ssd`
+    /// those of at most 32 KiB go as `--small-writes auto` says. Virtual
+    /// disks often report `hdd` whatever backs them.
     #[arg(long, value_enum, default_value_t)]
     device_class: DeviceClassArg,
     /// How the store writes small writes (default: the device class's;
     /// may change between runs of the OSD).
     #[arg(long, value_enum)]
     small_writes: Option<crate::store_cmd::SmallWritesArg>,
-    /// Writes of at most this many bytes are small (default: the device
-    /// class's; may change between runs of the OSD).
-    #[arg(long)]
+    /// Writes of at most this many bytes are small: a multiple of 4096
+    /// from 4096 to 524288 (default: the device class's; may change
+    /// between runs of the OSD).
+    #[arg(long, value_parser = deferred_max)]
     deferred_max: Option<u64>,
     /// Use this device (or file) for data instead of DATA/block (mkfs only).
     #[arg(long)]
@@ -597,8 +611,15 @@ pub fn osd(a: OsdArgs) -> Result<(), CliError> {
             let block = a.data.join(loligo_store::media::BLOCK_FILE);
             cfg.device = std::fs::canonicalize(&block)
                 .map_or_else(|_| String::new(), |p| p.display().to_string());
-            let class = a.device_class.resolve(&block);
-            cfg.device_class = class.name().to_string();
+            let known = a.device_class.resolve(&block);
+            cfg.device_class = known.map_or_else(String::new, |c| c.name().to_string());
+            let class = known.unwrap_or_else(|| {
+                tracing::info!(
+                    "the kernel does not say what disk {} is on: ssd defaults",
+                    block.display()
+                );
+                DeviceClass::Ssd
+            });
             bcfg.deferred_max = a
                 .deferred_max
                 .unwrap_or_else(|| BlockConfig::deferred_max_for(class));
@@ -613,8 +634,10 @@ pub fn osd(a: OsdArgs) -> Result<(), CliError> {
             Arc::new(BlockStore::mount(&a.data, &bcfg)?)
         }
         crate::store_cmd::ObjectStoreArg::Filestore => {
-            cfg.device_class = a.device_class.resolve(&a.data).name().to_string();
-            filestore(&a)?
+            let store = filestore(&a)?;
+            cfg.device_class = (a.device_class.resolve(&a.data))
+                .map_or_else(String::new, |c| c.name().to_string());
+            store
         }
     };
     let store: Arc<dyn ObjectStore> = if a.debug_inject_read_err {

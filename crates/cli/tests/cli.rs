@@ -310,6 +310,33 @@ fn a_filestore_osd_refuses_the_block_stores_small_write_settings() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `--deferred-max` takes whole 4 KiB blocks up to 512 KiB: anything
+/// else is refused before the OSD starts (a huge one would send large
+/// writes through the metadata journal).
+#[test]
+fn osd_run_refuses_a_deferred_max_out_of_range() {
+    for bad in ["0", "1000", "4097", "1048576", "lots"] {
+        let o = loligo(&[
+            "osd",
+            "run",
+            "--id",
+            "0",
+            "--addr",
+            "127.0.0.1:1",
+            "--mon",
+            "127.0.0.1:2",
+            "--data",
+            "/nonexistent/loligo-deferred-max",
+            "--insecure",
+            "--deferred-max",
+            bad,
+        ]);
+        assert_eq!(o.status.code(), Some(2), "{bad}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("--deferred-max"), "{bad}: {err}");
+    }
+}
+
 /// Parse one number out of `"key": value` in a JSON object's text.
 fn json_num(json: &str, key: &str) -> f64 {
     let v: serde_json::Value = serde_json::from_str(json).expect("valid JSON");

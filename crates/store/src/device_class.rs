@@ -2,8 +2,9 @@
 //! state (`ssd`), as the kernel reports it in
 //! `/sys/dev/block/MAJOR:MINOR/queue/rotational` for the device holding
 //! a path. The names are Ceph's CRUSH device classes; like Ceph's OSDs,
-//! a block store picks its small-write defaults from the class
-//! ([`crate::BlockConfig::tuned_for`]), and an operator may name the
+//! an OSD picks its block store's small-write defaults from the class
+//! ([`crate::BlockConfig::deferred_max_for`],
+//! [`crate::BlockConfig::small_writes_for`]), and an operator may name the
 //! class when the kernel's answer is wrong (virtual disks often say
 //! "rotational" whatever backs them).
 //!
