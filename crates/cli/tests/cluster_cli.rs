@@ -1417,8 +1417,8 @@ fn the_leader_serves_cephs_metrics_and_they_follow_the_cluster() {
     assert!(per_osd_sum(&text, "ceph_osd_stat_bytes") > 0.0, "{text}");
     // Each OSD names the class of its disk as the kernel reports it
     // (none where it does not say).
-    let class = loligo_store::DeviceClass::of(&dir.join("osd.0").join("block"))
-        .map_or("", |c| c.name());
+    let class =
+        loligo_store::DeviceClass::of(&dir.join("osd.0").join("block")).map_or("", |c| c.name());
     let meta: Vec<&str> = (text.lines())
         .filter(|l| l.starts_with("ceph_osd_metadata{"))
         .collect();
