@@ -335,8 +335,8 @@ def main():
                 " Two clusters with no trees differ by +0.5%% to +5.3%% in this measure, so the "
                 "CPU target is judged by a profile (`tree_share.sh`: one cluster with %d-leaf "
                 "trees under the same writes, every OSD sampled): the tree's code holds %.2f%% of "
-                "the OSDs' CPU samples (a lower bound: the store's work on the few bytes the tree "
-                "adds to a write is not in it). Target (< 3%%" % (
+                "the OSDs' CPU samples (any frame naming the tree's code or types; the store's work "
+                "on the few bytes the tree adds to a write is not in it). Target (< 3%%" % (
                     overhead["tree_cpu_share_leaves"], overhead["tree_cpu_share_pct"])), 1)
     if os.path.exists(t1_md):
         L += ["", open(t1_md).read().rstrip(), "", "![Table 1](table1.png)"]

@@ -7,9 +7,10 @@
 # inlined into its callers counts too), and the share of samples whose
 # stack holds the tree's code: the tree module (`pg::tree`: the write's
 # leaf update, its stamp and its pages), the tree itself (`pg::merkle`)
-# and the log entry's stamp (`record::stamp_log`). A lower bound: the
-# store's work on what the tree adds to a write's transaction (a log
-# entry rewritten some 14 bytes longer, now and then a page) is not in it.
+# and the log entry's stamp (`record::stamp_log`), wherever a frame names
+# them (generic code instantiated for the tree's types too, so it leans
+# high). Not in it: the store's work on what the tree adds to a write's
+# transaction (a log entry some 14 bytes longer, now and then a page).
 #
 #   bash experiments/merkle_backfill/tree_share.sh          # 20 s of writes (about 1 minute)
 #
