@@ -190,6 +190,25 @@ fn bad_input_is_one_line_and_exit_2() {
 /// A daemon without a keyring refuses to start unless told `--insecure`,
 /// and touches nothing first; a keyring of a client, or of another
 /// daemon, is refused too.
+/// `osd run` as osd.0 on `data`, its monitor an address nothing serves,
+/// then `extra`: for the checks an OSD makes before it reaches one.
+fn osd_run<'a>(data: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
+        "osd",
+        "run",
+        "--id",
+        "0",
+        "--addr",
+        "127.0.0.1:1",
+        "--mon",
+        "127.0.0.1:2",
+        "--data",
+        data,
+    ];
+    args.extend_from_slice(extra);
+    args
+}
+
 #[test]
 fn daemons_refuse_to_start_without_their_keyring() {
     let dir = std::env::temp_dir().join(format!("loligo-nokey-{}", std::process::id()));
@@ -198,18 +217,7 @@ fn daemons_refuse_to_start_without_their_keyring() {
     let data = dir.join("data");
     let d = data.to_str().unwrap();
     for args in [
-        vec![
-            "osd",
-            "run",
-            "--id",
-            "0",
-            "--addr",
-            "127.0.0.1:1",
-            "--mon",
-            "127.0.0.1:2",
-            "--data",
-            d,
-        ],
+        osd_run(d, &[]),
         vec![
             "mon",
             "run",
@@ -250,20 +258,7 @@ fn daemons_refuse_to_start_without_their_keyring() {
             "-o",
             k,
         ]);
-        let args = [
-            "osd",
-            "run",
-            "--id",
-            "0",
-            "--addr",
-            "127.0.0.1:1",
-            "--mon",
-            "127.0.0.1:2",
-            "--data",
-            d,
-            "--keyring",
-            k,
-        ];
+        let args = osd_run(d, &["--keyring", k]);
         let o = loligo(&args);
         assert!(!o.status.success(), "{entity}");
         let err = String::from_utf8_lossy(&o.stderr);
@@ -282,21 +277,7 @@ fn a_filestore_osd_refuses_the_block_stores_small_write_settings() {
     let data = dir.join("data");
     let d = data.to_str().unwrap();
     for extra in [["--small-writes", "cow"], ["--deferred-max", "65536"]] {
-        let mut args = vec![
-            "osd",
-            "run",
-            "--id",
-            "0",
-            "--addr",
-            "127.0.0.1:1",
-            "--mon",
-            "127.0.0.1:2",
-            "--data",
-            d,
-            "--insecure",
-            "--objectstore",
-            "filestore",
-        ];
+        let mut args = osd_run(d, &["--insecure", "--objectstore", "filestore"]);
         args.extend(extra);
         let o = loligo(&args);
         assert!(!o.status.success(), "{extra:?}");
@@ -316,21 +297,10 @@ fn a_filestore_osd_refuses_the_block_stores_small_write_settings() {
 #[test]
 fn osd_run_refuses_a_deferred_max_out_of_range() {
     for bad in ["0", "1000", "4097", "1048576", "lots"] {
-        let o = loligo(&[
-            "osd",
-            "run",
-            "--id",
-            "0",
-            "--addr",
-            "127.0.0.1:1",
-            "--mon",
-            "127.0.0.1:2",
-            "--data",
+        let o = loligo(&osd_run(
             "/nonexistent/loligo-deferred-max",
-            "--insecure",
-            "--deferred-max",
-            bad,
-        ]);
+            &["--insecure", "--deferred-max", bad],
+        ));
         assert_eq!(o.status.code(), Some(2), "{bad}");
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(err.contains("--deferred-max"), "{bad}: {err}");
