@@ -584,59 +584,72 @@ fn filestore(a: &OsdArgs) -> Result<Arc<dyn ObjectStore>, CliError> {
     Ok(Arc::new(loligo_store::FileStore::mount(&a.data, &fcfg)?))
 }
 
-pub fn osd(a: OsdArgs) -> Result<(), CliError> {
-    init_logging();
-    raise_file_limit()?;
-    // Before anything is made on disk.
-    let security = security(a.keyring.as_deref(), a.insecure, &format!("osd.{}", a.id))?;
-    let mons: Vec<String> = a.mon.split(',').map(|s| s.trim().to_string()).collect();
+/// The class an OSD reports: "" where the kernel does not say.
+fn class_name(c: Option<DeviceClass>) -> String {
+    c.map_or_else(String::new, |c| c.name().to_string())
+}
+
+/// Mount the OSD's block store (made first if the directory holds no
+/// store), its small writes tuned for the device class unless the flags
+/// say otherwise; sets the device and class the OSD reports.
+fn bluestore(a: &OsdArgs, cfg: &mut OsdConfig) -> Result<Arc<dyn ObjectStore>, CliError> {
+    use loligo_store::media::{BLOCK_FILE, KV_DIR, LSM_DIR};
+    if loligo_store::FileStore::is_filestore(&a.data) {
+        return Err(CliError(format!(
+            "{} holds a filestore: start it with --objectstore filestore",
+            a.data.display()
+        )));
+    }
     let mut bcfg = BlockConfig {
         size: a.size,
         read_cache: a.read_cache,
         device_wait: DeviceWait(loligo_osd::device_wait),
         ..BlockConfig::default()
     };
+    let block = a.data.join(BLOCK_FILE);
+    if ![KV_DIR, LSM_DIR, BLOCK_FILE]
+        .iter()
+        .any(|f| a.data.join(f).exists())
+    {
+        BlockStore::mkfs_on(&a.data, &bcfg, a.device.as_deref())?;
+    }
+    cfg.device =
+        std::fs::canonicalize(&block).map_or_else(|_| String::new(), |p| p.display().to_string());
+    let known = a.device_class.resolve(&block);
+    cfg.device_class = class_name(known);
+    let class = known.unwrap_or_else(|| {
+        tracing::info!(
+            "the kernel does not say what disk {} is on: ssd defaults",
+            block.display()
+        );
+        DeviceClass::Ssd
+    });
+    bcfg.deferred_max = a
+        .deferred_max
+        .unwrap_or_else(|| BlockConfig::deferred_max_for(class));
+    bcfg.small_writes = a
+        .small_writes
+        .map_or_else(|| BlockConfig::small_writes_for(class), Into::into);
+    tracing::info!(
+        "device class {class}: small writes of at most {} bytes, {:?}",
+        bcfg.deferred_max,
+        bcfg.small_writes
+    );
+    Ok(Arc::new(BlockStore::mount(&a.data, &bcfg)?))
+}
+
+pub fn osd(a: OsdArgs) -> Result<(), CliError> {
+    init_logging();
+    raise_file_limit()?;
+    // Before anything is made on disk.
+    let security = security(a.keyring.as_deref(), a.insecure, &format!("osd.{}", a.id))?;
+    let mons: Vec<String> = a.mon.split(',').map(|s| s.trim().to_string()).collect();
     let mut cfg = OsdConfig::new(a.id, &a.addr, mons);
     let base: Arc<dyn ObjectStore> = match a.objectstore {
-        crate::store_cmd::ObjectStoreArg::Bluestore => {
-            if loligo_store::FileStore::is_filestore(&a.data) {
-                return Err(CliError(format!(
-                    "{} holds a filestore: start it with --objectstore filestore",
-                    a.data.display()
-                )));
-            }
-            if !a.data.join("kv").exists() && !a.data.join("block").exists() {
-                BlockStore::mkfs_on(&a.data, &bcfg, a.device.as_deref())?;
-            }
-            let block = a.data.join(loligo_store::media::BLOCK_FILE);
-            cfg.device = std::fs::canonicalize(&block)
-                .map_or_else(|_| String::new(), |p| p.display().to_string());
-            let known = a.device_class.resolve(&block);
-            cfg.device_class = known.map_or_else(String::new, |c| c.name().to_string());
-            let class = known.unwrap_or_else(|| {
-                tracing::info!(
-                    "the kernel does not say what disk {} is on: ssd defaults",
-                    block.display()
-                );
-                DeviceClass::Ssd
-            });
-            bcfg.deferred_max = a
-                .deferred_max
-                .unwrap_or_else(|| BlockConfig::deferred_max_for(class));
-            bcfg.small_writes = a
-                .small_writes
-                .map_or_else(|| BlockConfig::small_writes_for(class), Into::into);
-            tracing::info!(
-                "device class {class}: small writes of at most {} bytes, {:?}",
-                bcfg.deferred_max,
-                bcfg.small_writes
-            );
-            Arc::new(BlockStore::mount(&a.data, &bcfg)?)
-        }
+        crate::store_cmd::ObjectStoreArg::Bluestore => bluestore(&a, &mut cfg)?,
         crate::store_cmd::ObjectStoreArg::Filestore => {
             let store = filestore(&a)?;
-            cfg.device_class = (a.device_class.resolve(&a.data))
-                .map_or_else(String::new, |c| c.name().to_string());
+            cfg.device_class = class_name(a.device_class.resolve(&a.data));
             store
         }
     };

@@ -311,7 +311,7 @@ impl Drop for Mounted {
 }
 
 /// An OSD whose metadata file system is small (a 512 MiB tmpfs under its
-/// `kv/`) is filled by 4 KiB objects with omap entries: it turns full and
+/// engine's directory) is filled by 4 KiB objects with omap entries: it turns full and
 /// refuses writes with a clear error, and keeps running and serving
 /// reads; it never stops itself on a failed commit.
 #[test]
@@ -329,8 +329,8 @@ fn an_osd_whose_metadata_file_system_fills_turns_full_and_serves_on() {
         &["stop", "osd.0", "--data-dir", dir.to_str().unwrap()],
     );
     let data = dir.join("osd.0");
-    let kv = data.join("kv");
-    let old = data.join("kv.old");
+    let kv = data.join(loligo_store::media::LSM_DIR);
+    let old = data.join("engine.old");
     std::fs::rename(&kv, &old).unwrap();
     std::fs::create_dir(&kv).unwrap();
     let mount = std::process::Command::new("mount")

@@ -37,6 +37,7 @@ pub use txn::{Op, Transaction};
 pub mod bench;
 pub mod kv;
 pub mod kvcache;
+pub mod lsm;
 pub mod media;
 pub mod sim_media;
 #[cfg(feature = "workloads")]

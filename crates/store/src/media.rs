@@ -15,6 +15,7 @@
 
 use crate::error::{Result, StoreError};
 use crate::kv::{FjallKv, Kv};
+use crate::lsm::LsmKv;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -108,8 +109,11 @@ pub trait Media: Send + Sync {
 
 /// Device file name inside a store directory.
 pub const BLOCK_FILE: &str = "block";
-/// KV directory name inside a store directory.
+/// The directory of a store's engine when it is fjall (stores made
+/// before [`LSM_DIR`]; they keep it).
 pub const KV_DIR: &str = "kv";
+/// The directory of a store's engine when it is [`LsmKv`] (new stores).
+pub const LSM_DIR: &str = "lsm";
 
 fn io(e: impl std::fmt::Display) -> StoreError {
     StoreError::Io(e.to_string())
@@ -132,6 +136,17 @@ impl DirMedia {
         self.dir.join(crate::wal::WAL_FILE)
     }
 
+    /// The engine's directory: fjall's if the store has one, else the
+    /// journal-less tree's.
+    fn engine_dir(&self) -> PathBuf {
+        let fjall = self.dir.join(KV_DIR);
+        if fjall.exists() {
+            fjall
+        } else {
+            self.dir.join(LSM_DIR)
+        }
+    }
+
     fn open_block(&self, direct: bool) -> std::io::Result<File> {
         let mut o = OpenOptions::new();
         o.read(true).write(true);
@@ -144,7 +159,12 @@ impl DirMedia {
 
 impl Media for DirMedia {
     fn engine(&self) -> Result<Box<dyn Kv>> {
-        Ok(Box::new(FjallKv::open(&self.dir.join(KV_DIR))?))
+        let dir = self.engine_dir();
+        if dir.ends_with(KV_DIR) {
+            Ok(Box::new(FjallKv::open(&dir)?))
+        } else {
+            Ok(Box::new(LsmKv::open(&dir)?))
+        }
     }
 
     fn block(&self) -> Result<Arc<dyn Device>> {
@@ -201,20 +221,20 @@ impl Media for DirMedia {
 
     fn space(&self) -> MetaSpace {
         let dir = &self.dir;
-        let meta = dir_bytes(&dir.join(KV_DIR)).saturating_add(file_bytes(&self.journal_path()));
+        let engine = self.engine_dir();
+        let meta = dir_bytes(&engine).saturating_add(file_bytes(&self.journal_path()));
         // The file system the metadata grows on (a failure to ask leaves
         // the data space alone to judge by). (statvfs's field types
         // differ between platforms: u64 here.)
         #[allow(clippy::unnecessary_cast)]
-        let (host_total, host_free) =
-            nix::sys::statvfs::statvfs(&dir.join(KV_DIR)).map_or((0, 0), |v| {
-                user_space(
-                    v.blocks() as u64,
-                    v.blocks_free() as u64,
-                    v.blocks_available() as u64,
-                    v.fragment_size() as u64,
-                )
-            });
+        let (host_total, host_free) = nix::sys::statvfs::statvfs(&engine).map_or((0, 0), |v| {
+            user_space(
+                v.blocks() as u64,
+                v.blocks_free() as u64,
+                v.blocks_available() as u64,
+                v.fragment_size() as u64,
+            )
+        });
         // A block file on that file system is the data space's, counted
         // there: the file system is judged by the rest of it (a block file
         // preallocated on it would make an empty store look full).
@@ -226,7 +246,7 @@ impl Media for DirMedia {
                 _ => false,
             }
         };
-        let host_total = if same_fs(&block, &dir.join(KV_DIR)) {
+        let host_total = if same_fs(&block, &engine) {
             host_total.saturating_sub(file_bytes(&block))
         } else {
             host_total

@@ -1,7 +1,7 @@
 //! `WalKv`: the block store's own journal, in front of the KV engine.
 //!
-//! Why: the engine's journal (fjall's) is a file that grows, so every sync
-//! of it also commits the allocation of the blocks just written. On this
+//! Why: an engine's own journal (fjall's) is a file that grows, so every
+//! sync of it also commits the allocation of the blocks just written. On this
 //! project's test VM a 44 KiB write and `fdatasync` into a file sized with
 //! `set_len` (as fjall does) took 193 us at the median, against 104 us
 //! with O_DIRECT over blocks written before (BENCHMARKS.md, "Object
@@ -9,7 +9,9 @@
 //! written whole when it is created; records go to it with O_DIRECT and
 //! are made durable by `fdatasync`, which then only has to flush the
 //! device. The engine gets every batch unsynced and is made durable
-//! (`Kv::persist`) only at a checkpoint, when the ring needs room.
+//! (`Kv::persist`) only at a checkpoint, when the ring needs room; the
+//! block store's engine ([`crate::lsm`]) keeps no journal at all, so this
+//! is the only copy of a batch until the engine writes its tables.
 //!
 //! Values under one key prefix (`logged`: the block store's deferred
 //! writes, 4 KiB of data each and deleted soon after) live only in the

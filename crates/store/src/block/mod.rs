@@ -89,7 +89,7 @@ pub const DEFAULT_READ_CACHE: u64 = 256 << 20;
 /// were alike within the disk's noise.
 pub const DEFAULT_WRITERS: usize = 4;
 
-pub use crate::media::{BLOCK_FILE, KV_DIR};
+pub use crate::media::{BLOCK_FILE, KV_DIR, LSM_DIR};
 /// The metadata journal's file name inside the store directory (see
 /// [`crate::wal`]).
 pub const JOURNAL_FILE: &str = crate::wal::WAL_FILE;
@@ -433,7 +433,7 @@ impl BlockStore {
         check_block_size(cfg.block_size)?;
         std::fs::create_dir_all(dir).map_err(io)?;
         let bpath = dir.join(BLOCK_FILE);
-        if bpath.exists() || dir.join(KV_DIR).exists() {
+        if bpath.exists() || dir.join(KV_DIR).exists() || dir.join(LSM_DIR).exists() {
             return Err(StoreError::Invalid(format!(
                 "{} already holds a store",
                 dir.display()
