@@ -17,9 +17,14 @@
 //! are sealed in order, and each flush writes all the sealed ones and
 //! registers their tables in one step.
 //!
-//! Old versions of a key are dropped by flushes and compactions only below
-//! the least sequence number a reader holds (readers register theirs), and
-//! the tree keeps each reader on the set of tables of its moment.
+//! Old versions. A reader reads at its sequence number `s` from the tree's
+//! version (memtables and tables) of the latest change numbered below `s`.
+//! The tree numbers its own changes (a flush's or a compaction's new
+//! tables) from the same counter as the batches, after the batches they
+//! hold, so a change that dropped a key's older versions is never the one a
+//! reader who needs them reads from. This is why the tree and the batches
+//! must share one counter. Readers register their numbers, and the tree
+//! forgets its old versions only below the least of them.
 //!
 //! Must never: seal a memtable inside a batch; let a reader see part of a
 //! batch; drop a version a reader may still need; accept a write after a
@@ -36,6 +41,7 @@ use lsm_tree::{
 };
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -69,8 +75,15 @@ struct Shared {
     write: Mutex<()>,
     /// Sequence numbers readers hold now, with counts.
     readers: Mutex<BTreeMap<SeqNo, usize>>,
-    /// Why the engine refuses writes, once a flush failed.
+    /// Why the engine refuses writes, once a flush failed (or the
+    /// background thread died).
     failed: Mutex<Option<String>>,
+    /// Set when the engine is dropped: the background thread stops at
+    /// its next step.
+    stop: AtomicBool,
+    /// The last compaction's failure, if it failed (compactions are tried
+    /// again; this says why level 0 grows).
+    compaction_error: Mutex<Option<String>>,
     memtable_max: u64,
 }
 
@@ -165,17 +178,22 @@ impl Shared {
         }
     }
 
-    /// Compact until the strategy has nothing to do (or enough was done
-    /// for one wake-up). A failed compaction changes no table; it is tried
-    /// again at the next wake-up.
+    /// Compact until the strategy has nothing to do, a memtable waits to
+    /// be written (flushes come first: a checkpoint would have to write
+    /// it), or enough was done for one wake-up. A failed compaction
+    /// changes no table; it is tried again at the next wake-up.
     fn compact(&self, strategy: &Arc<dyn CompactionStrategy>) {
         for _ in 0..COMPACTIONS_PER_WAKE {
+            if self.stop.load(Ordering::Relaxed) || self.tree.sealed_memtable_count() > 0 {
+                return;
+            }
             let before = self.tree.current_version().id();
-            if self
-                .tree
-                .compact(strategy.clone(), self.watermark())
-                .is_err()
-            {
+            if let Err(e) = self.tree.compact(strategy.clone(), self.watermark()) {
+                let mut last = self
+                    .compaction_error
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                *last = Some(format!("{e:?}"));
                 return;
             }
             if self.tree.current_version().id() == before {
@@ -234,6 +252,8 @@ impl LsmKv {
             write: Mutex::new(()),
             readers: Mutex::new(BTreeMap::new()),
             failed: Mutex::new(None),
+            stop: AtomicBool::new(false),
+            compaction_error: Mutex::new(None),
             memtable_max,
         });
         let (tx, rx) = mpsc::channel();
@@ -261,10 +281,19 @@ impl LsmKv {
         self.shared.tree.l0_run_count()
     }
 
+    /// Why the last compaction failed, if it did.
+    pub fn compaction_error(&self) -> Option<String> {
+        self.shared
+            .compaction_error
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
     /// Wait a little while level 0 is deeper than compaction keeps up with.
     fn stall(&self) {
         for _ in 0..STALL_STEPS {
-            if self.shared.tree.l0_run_count() <= L0_STALL_RUNS {
+            if self.shared.tree.l0_run_count() <= L0_STALL_RUNS || self.shared.check().is_err() {
                 return;
             }
             self.wake();
@@ -297,15 +326,22 @@ fn lock(dir: &Path) -> Result<std::fs::File> {
 }
 
 /// The background thread: on each wake-up, write the sealed memtables,
-/// then compact. Ends when the engine is dropped or a flush fails.
+/// then compact. Ends when the engine is dropped or a flush fails; if it
+/// panics, the engine refuses writes from then on (nothing would write
+/// its memtables or compact).
 fn background(shared: &Shared, wake: &mpsc::Receiver<()>) {
     let strategy: Arc<dyn CompactionStrategy> = Arc::new(Leveled::default());
-    while wake.recv().is_ok() {
-        while wake.try_recv().is_ok() {}
-        if shared.flush().is_err() {
-            return;
+    let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        while wake.recv().is_ok() && !shared.stop.load(Ordering::Relaxed) {
+            while wake.try_recv().is_ok() {}
+            if shared.flush().is_err() {
+                return;
+            }
+            shared.compact(&strategy);
         }
-        shared.compact(&strategy);
+    }));
+    if run.is_err() {
+        shared.fail("the background flush thread panicked".into());
     }
 }
 
@@ -313,6 +349,7 @@ impl Drop for LsmKv {
     /// Stops the background thread. Nothing is flushed: what was not
     /// persisted is lost, as in a crash, and the journal replays it.
     fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Relaxed);
         drop(self.wake.take());
         if let Some(w) = self.worker.take() {
             let _ = w.join();
@@ -392,7 +429,6 @@ mod tests {
     use crate::media::DirMedia;
     use crate::wal::WalKv;
     use loligo_testkit::{Rng, TempDir};
-    use std::sync::atomic::{AtomicBool, Ordering};
 
     type Map = BTreeMap<Vec<u8>, Vec<u8>>;
 

@@ -137,13 +137,23 @@ impl DirMedia {
     }
 
     /// The engine's directory: fjall's if the store has one, else the
-    /// journal-less tree's.
-    fn engine_dir(&self) -> PathBuf {
+    /// journal-less tree's. A directory that cannot be looked at, or that
+    /// holds both, is refused (guessing could open an empty engine beside
+    /// the store's).
+    fn engine_dir(&self) -> Result<PathBuf> {
         let fjall = self.dir.join(KV_DIR);
-        if fjall.exists() {
-            fjall
-        } else {
-            self.dir.join(LSM_DIR)
+        let lsm = self.dir.join(LSM_DIR);
+        let has = |p: &Path| {
+            p.try_exists()
+                .map_err(|e| StoreError::Io(format!("{}: {e}", p.display())))
+        };
+        match (has(&fjall)?, has(&lsm)?) {
+            (true, true) => Err(StoreError::Corrupt(format!(
+                "{} holds two metadata engines ({KV_DIR}/ and {LSM_DIR}/)",
+                self.dir.display()
+            ))),
+            (true, false) => Ok(fjall),
+            (false, _) => Ok(lsm),
         }
     }
 
@@ -159,7 +169,7 @@ impl DirMedia {
 
 impl Media for DirMedia {
     fn engine(&self) -> Result<Box<dyn Kv>> {
-        let dir = self.engine_dir();
+        let dir = self.engine_dir()?;
         if dir.ends_with(KV_DIR) {
             Ok(Box::new(FjallKv::open(&dir)?))
         } else {
@@ -221,7 +231,7 @@ impl Media for DirMedia {
 
     fn space(&self) -> MetaSpace {
         let dir = &self.dir;
-        let engine = self.engine_dir();
+        let engine = self.engine_dir().unwrap_or_else(|_| dir.join(LSM_DIR));
         let meta = dir_bytes(&engine).saturating_add(file_bytes(&self.journal_path()));
         // The file system the metadata grows on (a failure to ask leaves
         // the data space alone to judge by). (statvfs's field types

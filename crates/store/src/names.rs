@@ -173,13 +173,14 @@ pub struct StoreStats {
     pub host_free: u64,
 }
 
-/// Space on the metadata's file system counted as used beyond what is: the
-/// KV engine's journal may grow by up to `kv::JOURNAL_BYTES_MAX` before it
-/// is flushed, and a flush or a compaction writes its new files before it
-/// removes the old ones. So a full ratio reached on that file system
-/// leaves this much free, and writes are refused before a commit could
-/// fail for want of space (the OSD would stop itself).
-pub const META_RESERVE_BYTES: u64 = 2 * crate::kv::JOURNAL_BYTES_MAX;
+/// Space on the metadata's file system counted as used beyond what is: a
+/// flush writes what the engine held in memory (memtables of up to
+/// `lsm::MEMTABLE_BYTES`; fjall's journal grew by up to
+/// `kv::JOURNAL_BYTES_MAX`), and a flush or a compaction writes its new
+/// files before it removes the old ones. So a full ratio reached on that
+/// file system leaves this much free, and writes are refused before a
+/// commit could fail for want of space (the OSD would stop itself).
+pub const META_RESERVE_BYTES: u64 = 128 << 20;
 
 impl StoreStats {
     /// What the store holds: data allocated and metadata.
