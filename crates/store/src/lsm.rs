@@ -49,7 +49,7 @@ use std::time::Duration;
 /// The file an open engine holds locked.
 pub const LOCK_FILE: &str = "LOCK";
 /// A memtable this large is sealed and written to a table.
-pub const MEMTABLE_BYTES: u64 = 16 << 20;
+pub const MEMTABLE_BYTES: u64 = 64 << 20;
 /// The tree's block cache (fjall's default).
 const CACHE_BYTES: u64 = 32 << 20;
 /// Level-0 runs past which a write waits a little for compaction.
