@@ -427,29 +427,15 @@ impl Kv for LsmKv {
 mod tests {
     use super::*;
     use crate::media::DirMedia;
+    use crate::sim_media::{apply, Map};
     use crate::wal::WalKv;
     use loligo_testkit::{Rng, TempDir};
-
-    type Map = BTreeMap<Vec<u8>, Vec<u8>>;
 
     fn everything(kv: &dyn Kv) -> Map {
         kv.scan(&[], None, usize::MAX)
             .unwrap()
             .into_iter()
             .collect()
-    }
-
-    fn apply(m: &mut Map, batch: &[KvOp]) {
-        for op in batch {
-            match op {
-                KvOp::Put(k, v) => {
-                    m.insert(k.clone(), v.clone());
-                }
-                KvOp::Delete(k) => {
-                    m.remove(k);
-                }
-            }
-        }
     }
 
     /// Batch `i`: its number under `seq`, then puts and deletes among a
@@ -544,6 +530,15 @@ mod tests {
         const KEYS: usize = 40;
         let dir = TempDir::new("lsm").unwrap();
         let kv = Arc::new(LsmKv::open_with(dir.path(), 32 << 10).unwrap());
+        let batch = |i: u64| -> Vec<KvOp> {
+            let mut v = i.to_le_bytes().to_vec();
+            v.resize(100, 7);
+            (0..KEYS)
+                .map(|k| KvOp::Put(format!("k{k:02}").into_bytes(), v.clone()))
+                .collect()
+        };
+        // Before the readers start: an empty store is no batch in part.
+        kv.commit(batch(0), false).unwrap();
         let stop = Arc::new(AtomicBool::new(false));
         let readers: Vec<_> = (0..2)
             .map(|_| {
@@ -555,7 +550,7 @@ mod tests {
                     while !stop.load(Ordering::Relaxed) {
                         // A batch writes every key to one number: a scan
                         // sees them equal, and never going back.
-                        let all = kv.scan(b"k", Some(b"l"), 100).unwrap();
+                        let all = kv.scan(b"k", Some(b"l"), 2 * KEYS).unwrap();
                         assert_eq!(all.len(), KEYS, "a batch seen in part");
                         let n = u64::from_le_bytes(all[0].1[..8].try_into().unwrap());
                         for (k, v) in &all {
@@ -573,13 +568,8 @@ mod tests {
                 })
             })
             .collect();
-        for i in 0..2000u64 {
-            let mut v = i.to_le_bytes().to_vec();
-            v.resize(100, 7);
-            let b = (0..KEYS)
-                .map(|k| KvOp::Put(format!("k{k:02}").into_bytes(), v.clone()))
-                .collect();
-            kv.commit(b, i % 500 == 499).unwrap();
+        for i in 1..2000u64 {
+            kv.commit(batch(i), i % 500 == 499).unwrap();
         }
         stop.store(true, Ordering::Relaxed);
         for r in readers {
