@@ -33,6 +33,35 @@ pub enum DataCmd {
     Ls,
 }
 
+/// `set-alloc-hint`'s arguments.
+#[derive(Args)]
+pub struct AllocHintArgs {
+    name: String,
+    /// Bytes the object is expected to grow to.
+    expected_object_size: u64,
+    /// Bytes each write is expected to carry.
+    expected_write_size: u64,
+    /// Flags separated by commas: sequential_write, random_write,
+    /// sequential_read, random_read, append_only, immutable, shortlived,
+    /// longlived, compressible, incompressible.
+    #[arg(long, default_value = "")]
+    flags: String,
+}
+
+/// Give an object an allocation hint (`rados set-alloc-hint`).
+pub fn set_alloc_hint(conn: &ConnArgs, a: AllocHintArgs) -> Result<(), CliError> {
+    // Bad flags are refused before connecting.
+    let flags = loligo_types::ops::alloc_hint::parse(&a.flags).map_err(CliError)?;
+    let (rt, io) = connect(conn)?;
+    rt.block_on(io.set_alloc_hint(
+        &a.name,
+        a.expected_object_size,
+        a.expected_write_size,
+        flags,
+    ))?;
+    Ok(())
+}
+
 #[derive(Subcommand)]
 pub enum OmapCmd {
     /// Set KEY to VALUE.

@@ -211,6 +211,13 @@ enum Cmd {
     Stat { name: String },
     /// List a pool's objects.
     Ls,
+    /// Tell the OSDs how an object will be used (as `rados
+    /// set-alloc-hint`): its expected size, the expected size of each
+    /// write, and flags. Creates the object if it is missing. A pool in
+    /// `passive` compression mode compresses only objects hinted
+    /// `compressible`, one in `aggressive` mode all but those hinted
+    /// `incompressible`.
+    SetAllocHint(data_cmd::AllocHintArgs),
     /// An object's omap: set, get, ls, rm, clear.
     Omap {
         #[command(subcommand)]
@@ -363,6 +370,7 @@ fn main() -> ExitCode {
         Cmd::Rm { names } => data_cmd::data(conn, data_cmd::DataCmd::Rm { names }),
         Cmd::Stat { name } => data_cmd::data(conn, data_cmd::DataCmd::Stat { name }),
         Cmd::Ls => data_cmd::data(conn, data_cmd::DataCmd::Ls),
+        Cmd::SetAllocHint(a) => data_cmd::set_alloc_hint(conn, a),
         Cmd::Omap { cmd } => data_cmd::omap(conn, cmd),
         Cmd::Xattr { cmd } => data_cmd::xattr(conn, cmd),
         Cmd::Kv(c) => kv_cmd::run(conn, c),

@@ -1249,7 +1249,69 @@ fn pool_compression_reaches_the_stores(
     let back = dir.join("p7.out");
     ok(dir, &["-p", "packed", "get", "p7", back.to_str().unwrap()]);
     assert!(std::fs::read(&back).unwrap() == std::fs::read(file).unwrap());
+    passive_compression_follows_hints(dir, file, steady_used);
     ok(dir, &["pool", "rm", "packed", "packed"]);
+}
+
+/// In `passive` mode only objects a client hinted compressible (`loligo
+/// set-alloc-hint NAME SIZE WRITE_SIZE --flags compressible`, as `rados
+/// set-alloc-hint`) are compressed; the hint outlives a full rewrite.
+fn passive_compression_follows_hints(
+    dir: &std::path::Path,
+    file: &std::path::Path,
+    steady_used: &dyn Fn(&str, u64) -> u64,
+) {
+    let told = |i: usize| {
+        let log = std::fs::read_to_string(dir.join(format!("osd.{i}.log"))).unwrap_or_default();
+        log.matches("compression settings given to").count()
+    };
+    let before: Vec<usize> = (0..3).map(told).collect();
+    ok(
+        dir,
+        &["pool", "set", "packed", "compression_mode", "passive"],
+    );
+    wait_for(30, "every OSD's store given the passive setting", || {
+        (0..3).all(|i| told(i) > before[i]).then_some(())
+    });
+    let e = loligo(
+        dir,
+        &[
+            "set-alloc-hint",
+            "x",
+            "1",
+            "1",
+            "--flags",
+            "squishy",
+            "-p",
+            "packed",
+        ],
+    );
+    assert!(
+        String::from_utf8_lossy(&e.stderr).contains("unknown allocation hint flag"),
+        "{e:?}"
+    );
+    let put = |name: &str| ok(dir, &["put", name, file.to_str().unwrap(), "-p", "packed"]);
+    let used0 = steady_used("the use before hinted writes", 0);
+    for i in 0..8 {
+        let name = format!("h{i}");
+        let hint = ["set-alloc-hint", &name, "1048576", "1048576"];
+        ok(
+            dir,
+            &[&hint[..], &["--flags", "compressible", "-p", "packed"]].concat(),
+        );
+        put(&name);
+        put(&name);
+    }
+    let used1 = steady_used("the use after hinted writes", 0);
+    for i in 0..8 {
+        put(&format!("u{i}"));
+    }
+    let used2 = steady_used("the use after writes without a hint", used1 + 20);
+    eprintln!("8 MiB x 3 hinted compressible, then not: {used0}, {used1}, {used2} MiB used");
+    assert!(
+        used1 < used0 + 6,
+        "{used0} then {used1} MiB: hinted objects not compressed"
+    );
 }
 
 /// An erasure-coded pool with one parity shard on exactly k+m OSDs: a

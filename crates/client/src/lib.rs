@@ -586,6 +586,26 @@ impl IoCtx {
         }
     }
 
+    /// Tell the OSDs how object `name` will be used (Ceph's
+    /// `rados_set_alloc_hint2`): its expected size, the expected size of
+    /// each write, and `loligo_types::ops::alloc_hint` flags. Creates the
+    /// object if it is missing. Compression in a pool's `passive` and
+    /// `aggressive` modes follows the flags.
+    pub async fn set_alloc_hint(
+        &self,
+        name: &str,
+        expected_object_size: u64,
+        expected_write_size: u64,
+        flags: u32,
+    ) -> Result<(), ClientError> {
+        let op = SubOp::SetAllocHint {
+            expected_object_size,
+            expected_write_size,
+            flags,
+        };
+        self.operate(name, vec![op]).await.map(|_| ())
+    }
+
     pub async fn rm_xattr(&self, name: &str, key: &str) -> Result<(), ClientError> {
         self.operate(name, vec![SubOp::RmXattr(key.into())])
             .await

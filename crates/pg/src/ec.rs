@@ -253,6 +253,7 @@ pub fn plan(
                 xattrs.set(name, true);
                 exists = true;
             }
+            SubOp::SetAllocHint { .. } => exists = true,
             SubOp::RmXattr(name) => {
                 need(exists)?;
                 if !xattrs.present(s, c, o, st.exists, name)? {
@@ -554,6 +555,13 @@ fn set_shard_attrs(
                 SubOp::RmXattr(name) => {
                     flush(t, c, o, &mut attrs);
                     t.rmattr(c, o, name);
+                }
+                SubOp::SetAllocHint { .. } => {
+                    // Each shard holds a k-th of the object (Ceph scales
+                    // the sizes to the chunk too).
+                    if let Some(h) = crate::exec::store_hint(op, striper.k() as u64) {
+                        attrs.push((loligo_store::ALLOC_HINT_ATTR.to_string(), h.encode()));
+                    }
                 }
                 _ => {}
             }

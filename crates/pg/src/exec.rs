@@ -9,7 +9,7 @@ use crate::cls;
 pub use crate::opstate::{need, store_err, user_xattr, ObjState};
 use loligo_store::{CollectionId, ObjectId, ObjectStore, StoreError, Transaction};
 use loligo_types::ops::{
-    OpError, SubOp, SubResult, Version, CLASS_NAME_MAX, NAME_LEN_MAX, SUBOPS_MAX,
+    alloc_hint, OpError, SubOp, SubResult, Version, CLASS_NAME_MAX, NAME_LEN_MAX, SUBOPS_MAX,
 };
 use serde_bytes::ByteBuf;
 
@@ -158,6 +158,27 @@ pub fn obj_state(s: &dyn ObjectStore, c: CollectionId, o: &ObjectId) -> Result<O
     })
 }
 
+/// The store's form of a [`SubOp::SetAllocHint`] (`None` for other
+/// sub-ops), for a store that keeps one of `k` equal parts of the object
+/// (an EC shard: the sizes are divided by `k`, rounded up; 1 for a
+/// replica).
+pub fn store_hint(op: &SubOp, k: u64) -> Option<loligo_store::AllocHint> {
+    let SubOp::SetAllocHint {
+        expected_object_size,
+        expected_write_size,
+        flags,
+    } = op
+    else {
+        return None;
+    };
+    let k = k.max(1);
+    Some(loligo_store::AllocHint {
+        expected_object_size: expected_object_size.div_ceil(k),
+        expected_write_size: expected_write_size.div_ceil(k),
+        flags: *flags,
+    })
+}
+
 /// Check an op's shape before touching anything.
 pub fn validate(name: &str, ops: &[SubOp]) -> Result<(), OpError> {
     if name.is_empty() || name.len() > NAME_LEN_MAX || name.contains('\0') {
@@ -185,6 +206,14 @@ pub fn validate(name: &str, ops: &[SubOp]) -> Result<(), OpError> {
         }
         if let SubOp::SetXattr { name, .. } | SubOp::RmXattr(name) = op {
             user_xattr(name)?;
+        }
+        if let SubOp::SetAllocHint { flags, .. } = op {
+            if flags & !alloc_hint::ALL != 0 {
+                return Err(OpError::Invalid(format!(
+                    "allocation hint flags {flags:#x} include undefined bits (defined: {:#x})",
+                    alloc_hint::ALL
+                )));
+            }
         }
     }
     Ok(())
@@ -482,6 +511,11 @@ impl Running<'_> {
             }
             SubOp::OmapSetHeader(h) => {
                 t.omap_setheader(c, o, h.clone());
+                self.exists = true;
+            }
+            SubOp::SetAllocHint { .. } => {
+                let hint = store_hint(op, 1).unwrap_or_default();
+                t.setattr(c, o, loligo_store::ALLOC_HINT_ATTR, hint.encode());
                 self.exists = true;
             }
             other => {

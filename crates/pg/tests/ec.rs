@@ -165,7 +165,7 @@ fn random_ops(rng: &mut Rng, w: u64, step: u64) -> Vec<SubOp> {
     let n = 1 + rng.below(3);
     let data = |rng: &mut Rng, len: u64| rng.bytes(len as usize);
     (0..n)
-        .map(|_| match rng.below(14) {
+        .map(|_| match rng.below(15) {
             0 => {
                 let len = rng.below(3 * w);
                 SubOp::WriteFull(data(rng, len).into())
@@ -198,6 +198,11 @@ fn random_ops(rng: &mut Rng, w: u64, step: u64) -> Vec<SubOp> {
             },
             11 => SubOp::Stat,
             12 => SubOp::GetXattrs,
+            13 => SubOp::SetAllocHint {
+                expected_object_size: rng.below(4 * w),
+                expected_write_size: rng.below(w),
+                flags: rng.below(1024) as u32,
+            },
             _ => SubOp::CmpXattr {
                 name: "a0".into(),
                 cmp: Cmp::Ne,
@@ -447,6 +452,101 @@ fn a_full_write_needs_no_old_bytes_and_a_small_one_reads_one_stripe() {
 /// Found by the model test above: on replicated pools a removal of a
 /// missing xattr used to pass the executor and fail the store
 /// transaction, and a failed commit stops the OSD.
+/// An allocation hint creates the object, is kept where the stores read
+/// it (on an EC pool each shard's sizes are a k-th of the object's, as
+/// in Ceph), never shows among the client's xattrs, and undefined flag
+/// bits are refused before anything runs.
+#[test]
+fn allocation_hints_reach_every_shard_scaled_to_it() {
+    use loligo_store::{AllocHint, ALLOC_HINT_ATTR};
+    use loligo_types::ops::alloc_hint;
+    let sh = Shards::new(striper(EcPlugin::ReedSolomon, 0));
+    let o = ObjectId::new(1, "hinted");
+    let hint = SubOp::SetAllocHint {
+        expected_object_size: 4 << 20,
+        expected_write_size: (64 << 10) + 1,
+        flags: alloc_hint::COMPRESSIBLE | alloc_hint::SEQUENTIAL_READ,
+    };
+    let st = ObjState::default();
+    let p = ec::plan(
+        &sh.st,
+        &sh.stores[0],
+        sh.c,
+        &o,
+        &st,
+        std::slice::from_ref(&hint),
+        MAX,
+    )
+    .unwrap();
+    assert!(p.writes && p.exists_after);
+    let out = ec::finish(
+        &sh.st,
+        &sh.stores[0],
+        sh.c,
+        &o,
+        &st,
+        std::slice::from_ref(&hint),
+        &p,
+        OldBytes::new(),
+    )
+    .unwrap();
+    for (i, t) in out.shards.into_iter().enumerate() {
+        sh.stores[i].apply(t).unwrap();
+        let v = sh.stores[i].getattr(sh.c, &o, ALLOC_HINT_ATTR).unwrap();
+        assert_eq!(
+            AllocHint::decode(&v),
+            Some(AllocHint {
+                expected_object_size: 1 << 20,
+                expected_write_size: (16 << 10) + 1,
+                flags: loligo_store::hint::flags::COMPRESSIBLE
+                    | loligo_store::hint::flags::SEQUENTIAL_READ,
+            }),
+            "shard {i}"
+        );
+    }
+    // A replica keeps the hint as sent, and the client sees none of it.
+    let s = MemStore::new();
+    let mut t = Transaction::new();
+    t.create_collection(sh.c);
+    s.apply(t).unwrap();
+    let out = exec::execute(&s, sh.c, &o, &st, &[hint], MAX).unwrap();
+    assert!(out.exists_after);
+    s.apply(out.txn).unwrap();
+    let st = exec::obj_state(&s, sh.c, &o).unwrap();
+    let out = exec::execute(&s, sh.c, &o, &st, &[SubOp::GetXattrs], MAX).unwrap();
+    assert_eq!(out.results[0], SubResult::Xattrs(Default::default()));
+    let v = s.getattr(sh.c, &o, ALLOC_HINT_ATTR).unwrap();
+    assert_eq!(
+        AllocHint::decode(&v).map(|h| h.expected_write_size),
+        Some((64 << 10) + 1)
+    );
+    let bad = SubOp::SetAllocHint {
+        expected_object_size: 0,
+        expected_write_size: 0,
+        flags: 1 << 10,
+    };
+    assert!(matches!(
+        exec::validate("x", &[bad]),
+        Err(OpError::Invalid(_))
+    ));
+}
+
+/// The store acts on the flags by Ceph's numbers, as the wire carries
+/// them.
+#[test]
+fn the_store_reads_hint_flags_by_the_wire_numbers() {
+    use loligo_store::hint::flags as store;
+    use loligo_types::ops::alloc_hint as wire;
+    assert_eq!(store::COMPRESSIBLE, wire::COMPRESSIBLE);
+    assert_eq!(store::INCOMPRESSIBLE, wire::INCOMPRESSIBLE);
+    assert_eq!(store::SEQUENTIAL_READ, wire::SEQUENTIAL_READ);
+    assert_eq!(store::RANDOM_READ, wire::RANDOM_READ);
+    assert_eq!(wire::parse("compressible, Sequential_Read"), Ok(260));
+    assert_eq!(wire::names(260), "sequential_read,compressible");
+    assert!(wire::parse("squishy").is_err());
+    assert_eq!(wire::parse(""), Ok(0));
+}
+
 #[test]
 fn removing_a_missing_xattr_is_a_client_error_not_a_failed_transaction() {
     let s = MemStore::new();

@@ -257,7 +257,7 @@ fn client_request(r: &mut Rng) -> ClientRequest {
         };
     }
     let ops = (0..1 + r.index(4))
-        .map(|_| match r.below(6) {
+        .map(|_| match r.below(7) {
             0 => SubOp::WriteFull(payload(r)),
             1 => SubOp::Write {
                 offset: r.next_u64(),
@@ -268,6 +268,11 @@ fn client_request(r: &mut Rng) -> ClientRequest {
             4 => SubOp::SetXattr {
                 name: name(r),
                 value: some_bytes(r, 100),
+            },
+            5 => SubOp::SetAllocHint {
+                expected_object_size: r.next_u64(),
+                expected_write_size: r.next_u64(),
+                flags: r.next_u64() as u32,
             },
             _ => SubOp::Read {
                 offset: r.next_u64(),

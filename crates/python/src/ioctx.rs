@@ -173,6 +173,27 @@ impl Ioctx {
             .map(|_| ())
     }
 
+    /// Tell the OSDs how the object will be used (librados's
+    /// `rados_set_alloc_hint2`): its expected size and write size in
+    /// bytes, and `LIBRADOS_ALLOC_HINT_FLAG_*` flags. Makes the object if
+    /// it is missing.
+    #[pyo3(signature = (key, expected_object_size, expected_write_size, flags=0))]
+    fn set_alloc_hint(
+        &self,
+        py: Python<'_>,
+        key: &str,
+        expected_object_size: u64,
+        expected_write_size: u64,
+        flags: u32,
+    ) -> PyResult<()> {
+        let op = SubOp::SetAllocHint {
+            expected_object_size,
+            expected_write_size,
+            flags,
+        };
+        self.operate(py, key, vec![op]).map(|_| ())
+    }
+
     /// Remove the object (ObjectNotFound if there is none).
     fn remove_object(&self, py: Python<'_>, key: &str) -> PyResult<bool> {
         self.call(py, |io| async move { io.remove(key).await })

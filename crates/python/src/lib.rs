@@ -76,5 +76,9 @@ fn loligo(m: &Bound<'_, PyModule>) -> PyResult<()> {
     for (name, v) in ops::CMP_CONSTANTS {
         m.add(*name, *v)?;
     }
+    for (name, v) in loligo_types::ops::alloc_hint::NAMES {
+        let name = format!("LIBRADOS_ALLOC_HINT_FLAG_{}", name.to_ascii_uppercase());
+        m.add(name.as_str(), v)?;
+    }
     errors::register(m)
 }

@@ -173,6 +173,23 @@ impl WriteOp {
         self.push(SubOp::Truncate(offset))
     }
 
+    /// How the object will be used (librados's
+    /// `rados_write_op_set_alloc_hint2`): sizes in bytes and
+    /// `LIBRADOS_ALLOC_HINT_FLAG_*` flags.
+    #[pyo3(signature = (expected_object_size, expected_write_size, flags=0))]
+    fn set_alloc_hint(
+        &self,
+        expected_object_size: u64,
+        expected_write_size: u64,
+        flags: u32,
+    ) -> PyResult<()> {
+        self.push(SubOp::SetAllocHint {
+            expected_object_size,
+            expected_write_size,
+            flags,
+        })
+    }
+
     fn zero(&self, offset: u64, length: u64) -> PyResult<()> {
         self.push(SubOp::Zero {
             offset,

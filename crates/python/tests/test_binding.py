@@ -183,6 +183,23 @@ class Objects(unittest.TestCase):
         self.assertEqual(dict(io.get_xattrs("xa")), {"size": b"\x00\x01"})
         io.remove_object("xa")
 
+    def test_alloc_hint(self):
+        io = self.io
+        flags = loligo.LIBRADOS_ALLOC_HINT_FLAG_COMPRESSIBLE | loligo.LIBRADOS_ALLOC_HINT_FLAG_SEQUENTIAL_READ
+        self.assertEqual(flags, 256 | 4)
+        io.set_alloc_hint("hinted", 4 << 20, 64 << 10, flags)
+        # The hint made the object, and is not a client's xattr.
+        self.assertEqual(io.stat("hinted")[0], 0)
+        self.assertEqual(dict(io.get_xattrs("hinted")), {})
+        with loligo.WriteOpCtx() as op:
+            op.set_alloc_hint(1 << 20, 4096)
+            op.write_full(b"data")
+            io.operate_write_op(op, "hinted")
+        self.assertEqual(io.read("hinted"), b"data")
+        with self.assertRaises(loligo.InvalidArgumentError):
+            io.set_alloc_hint("hinted", 0, 0, 1 << 20)
+        io.remove_object("hinted")
+
     def test_list_objects(self):
         names = {"list-%d" % i for i in range(40)}
         for n in names:

@@ -291,11 +291,19 @@ impl Sim {
                     0
                 };
                 let ec = self.ec.is_some();
+                // Full writes carry an allocation hint, which every copy
+                // and shard keeps (scrub compares them; recovery copies
+                // them).
+                let hint = SubOp::SetAllocHint {
+                    expected_object_size: 4 << 20,
+                    expected_write_size: v.len() as u64,
+                    flags: loligo_types::ops::alloc_hint::COMPRESSIBLE,
+                };
                 let ops = match shape {
                     // No omap on EC pools: data and xattr only.
                     // (EC: `ec_data`, whose partial write leaves the
                     // stripes between its ends as they were.)
-                    0 if ec => vec![SubOp::WriteFull(self.ec_object(&v).into()), xattr],
+                    0 if ec => vec![hint, SubOp::WriteFull(self.ec_object(&v).into()), xattr],
                     1 if ec => vec![
                         SubOp::Truncate(0),
                         SubOp::Append(self.ec_object(&v).into()),
@@ -321,7 +329,7 @@ impl Sim {
                         SubOp::Truncate(8),
                         xattr,
                     ],
-                    0 => vec![SubOp::WriteFull(v.into()), xattr, omap],
+                    0 => vec![hint, SubOp::WriteFull(v.into()), xattr, omap],
                     1 => vec![
                         SubOp::Truncate(0),
                         SubOp::Append(v.into()),

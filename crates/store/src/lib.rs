@@ -14,6 +14,7 @@ pub mod device_class;
 pub mod error;
 pub mod faulty;
 pub mod file;
+pub mod hint;
 pub mod mem;
 pub mod names;
 pub mod store;
@@ -27,6 +28,7 @@ pub use device_class::DeviceClass;
 pub use error::{Result, StoreError};
 pub use faulty::FaultyStore;
 pub use file::{FileConfig, FileStore};
+pub use hint::{AllocHint, ALLOC_HINT_ATTR};
 pub use mem::MemStore;
 pub use names::{
     CollectionId, Compression, Limits, ObjectId, ObjectRead, ObjectStat, StoreStats, WholeObject,

@@ -7,6 +7,7 @@
 //!
 //! Nothing here may panic on any value a caller can construct.
 
+use crate::hint::AllocHint;
 use std::fmt;
 
 /// A collection: one PG shard (or the OSD's own metadata collection).
@@ -213,15 +214,23 @@ impl StoreStats {
     }
 }
 
-/// Per-collection data compression. A compressed blob is kept only when
-/// it saves at least an eighth of the space; otherwise the data is stored
-/// as is.
+/// Per-collection data compression: the algorithm (LZ4 block format, by
+/// lz4_flex) and which objects' writes it applies to, by their
+/// [`AllocHint`] (Ceph's `compression_mode`). A compressed blob is kept
+/// only when it saves at least an eighth of the space; otherwise the data
+/// is stored as is. New settings go at the end: transactions number them
+/// in this order, and [`Compression::code`] is on disk.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Compression {
     #[default]
     None,
-    /// LZ4 block format (lz4_flex).
+    /// Every write (Ceph's `force`).
     Lz4,
+    /// Writes to objects hinted compressible only (Ceph's `passive`).
+    Lz4Passive,
+    /// Writes to all objects but those hinted incompressible (Ceph's
+    /// `aggressive`).
+    Lz4Aggressive,
 }
 
 impl Compression {
@@ -230,6 +239,8 @@ impl Compression {
         match self {
             Compression::None => 0,
             Compression::Lz4 => 1,
+            Compression::Lz4Passive => 2,
+            Compression::Lz4Aggressive => 3,
         }
     }
     /// From the stored byte; `None` for unknown values.
@@ -237,7 +248,19 @@ impl Compression {
         match b {
             0 => Some(Compression::None),
             1 => Some(Compression::Lz4),
+            2 => Some(Compression::Lz4Passive),
+            3 => Some(Compression::Lz4Aggressive),
             _ => None,
+        }
+    }
+
+    /// Whether writes to an object with hint `hint` are compressed.
+    pub fn applies(self, hint: Option<&AllocHint>) -> bool {
+        match self {
+            Compression::None => false,
+            Compression::Lz4 => true,
+            Compression::Lz4Passive => hint.is_some_and(AllocHint::compressible),
+            Compression::Lz4Aggressive => !hint.is_some_and(AllocHint::incompressible),
         }
     }
 }

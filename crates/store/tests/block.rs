@@ -630,6 +630,71 @@ fn lz4_compression_saves_space_and_reads_back() {
     clean(&t);
 }
 
+/// Ceph's compression modes: `passive` compresses only objects hinted
+/// compressible, `aggressive` all but those hinted incompressible, and
+/// the hint is read when the write happens (set in the same transaction
+/// or before), whatever the write's kind.
+#[test]
+fn compression_modes_follow_allocation_hints() {
+    use loligo_store::hint::{flags, AllocHint};
+    let t = TempBlock::small();
+    let s = t.s();
+    let text: Vec<u8> = (0..256u32 << 10)
+        .map(|i| b"loligo squid "[(i % 13) as usize])
+        .collect();
+    let hint = |f: u32| AllocHint {
+        expected_object_size: 1 << 20,
+        expected_write_size: 64 << 10,
+        flags: f,
+    };
+    let cases = [
+        (Compression::Lz4Passive, None, false),
+        (Compression::Lz4Passive, Some(flags::COMPRESSIBLE), true),
+        (Compression::Lz4Passive, Some(flags::INCOMPRESSIBLE), false),
+        (Compression::Lz4Aggressive, None, true),
+        (Compression::Lz4Aggressive, Some(flags::COMPRESSIBLE), true),
+        (
+            Compression::Lz4Aggressive,
+            Some(flags::INCOMPRESSIBLE),
+            false,
+        ),
+        (Compression::Lz4, Some(flags::INCOMPRESSIBLE), true),
+        (Compression::None, Some(flags::COMPRESSIBLE), false),
+    ];
+    for (i, (mode, f, packed)) in cases.into_iter().enumerate() {
+        let c = CollectionId::pg(7, i as u32);
+        let mut tx = Transaction::new();
+        tx.create_collection(c).set_compression(c, mode);
+        s.apply(tx).unwrap();
+        // Three ways in: a full write with the hint in its transaction,
+        // a partial write and a truncation after a hint set alone.
+        let (a, b) = (suite::oid(1, "full"), suite::oid(2, "partial"));
+        let mut tx = Transaction::new();
+        if let Some(f) = f {
+            for o in [&a, &b] {
+                tx.setattr(c, o, loligo_store::ALLOC_HINT_ATTR, hint(f).encode());
+            }
+        }
+        tx.touch(c, &b);
+        s.apply(tx).unwrap();
+        let used0 = s.statfs().unwrap().used;
+        let mut tx = Transaction::new();
+        tx.write_full(c, &a, text.clone())
+            .write(c, &b, 4096, text.clone());
+        s.apply(tx).unwrap();
+        let used = s.statfs().unwrap().used - used0;
+        let whole = 2 * text.len() as u64;
+        if packed {
+            assert!(used < whole / 4, "{mode:?} {f:?}: {used} bytes used");
+        } else {
+            assert!(used >= whole, "{mode:?} {f:?}: {used} bytes used");
+        }
+        assert_eq!(s.read(c, &a, &[(0, u64::MAX)]).unwrap()[0], text);
+        assert_eq!(s.read(c, &b, &[(4096, u64::MAX)]).unwrap()[0], text);
+    }
+    clean(&t);
+}
+
 #[test]
 fn random_against_model_with_compression() {
     for (seed, mode) in (11..=13).zip(MODES) {

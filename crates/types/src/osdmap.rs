@@ -207,11 +207,11 @@ impl Pool {
 }
 
 /// When a pool's data is compressed in its OSDs' stores (Ceph's
-/// `compression_mode`). Loligo's clients send no compressibility hints,
-/// so `Passive` (compress what is hinted compressible) compresses nothing
-/// and `Aggressive` (all but what is hinted incompressible) compresses
-/// what `Force` does. In every mode a blob is kept compressed only when
-/// that saves an eighth of it (Ceph's `compression_required_ratio`).
+/// `compression_mode`): `Passive` compresses objects a client hinted
+/// compressible (`set-alloc-hint`), `Aggressive` all but those hinted
+/// incompressible, `Force` all. In every mode a blob is kept compressed
+/// only when that saves an eighth of it (Ceph's
+/// `compression_required_ratio`).
 /// New modes go at the end: the encoding numbers them in this order.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -288,13 +288,12 @@ pub struct PoolOpts {
 }
 
 impl PoolOpts {
-    /// Whether the pool's OSDs compress its writes (LZ4 is then the
+    /// Whether the pool's OSDs compress any of its writes (in `passive`
+    /// mode only those to objects hinted compressible; LZ4 is then the
     /// algorithm: the only one there is).
     pub fn compresses(&self) -> bool {
-        matches!(
-            self.compression_mode,
-            CompressionMode::Aggressive | CompressionMode::Force
-        ) && self.compression_algorithm == CompressionAlgorithm::Lz4
+        self.compression_mode != CompressionMode::None
+            && self.compression_algorithm == CompressionAlgorithm::Lz4
     }
 }
 

@@ -1192,9 +1192,15 @@ fn pool_options_follow_their_pool() {
     };
     step(&mut m, set(id, passive)).unwrap();
     assert!(
-        !m.pool_opts[&id].compresses(),
-        "no client hints: passive compresses nothing"
+        m.pool_opts[&id].compresses(),
+        "what clients hint compressible"
     );
+    let no_algorithm = PoolOpts {
+        compression_algorithm: CompressionAlgorithm::None,
+        ..opts
+    };
+    step(&mut m, set(id, no_algorithm)).unwrap();
+    assert!(!m.pool_opts[&id].compresses());
     step(&mut m, vec![Change::PoolDelete { id }]).unwrap();
     assert!(m.pool_opts.is_empty());
 }

@@ -10,6 +10,7 @@
 
 use super::{lock, OsdShared};
 use loligo_store::{CollectionId, Compression, ObjectStore, Transaction};
+use loligo_types::osdmap::CompressionMode;
 use loligo_types::OsdMap;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -23,10 +24,14 @@ const PASS_INTERVAL: Duration = Duration::from_secs(5);
 pub(super) fn wanted(map: &OsdMap, pool: u64) -> Option<Compression> {
     map.pools.get(&pool)?;
     let opts = map.pool_opts.get(&pool).copied().unwrap_or_default();
-    Some(if opts.compresses() {
-        Compression::Lz4
-    } else {
-        Compression::None
+    if !opts.compresses() {
+        return Some(Compression::None);
+    }
+    Some(match opts.compression_mode {
+        CompressionMode::None => Compression::None,
+        CompressionMode::Passive => Compression::Lz4Passive,
+        CompressionMode::Aggressive => Compression::Lz4Aggressive,
+        CompressionMode::Force => Compression::Lz4,
     })
 }
 
@@ -128,7 +133,7 @@ pub(super) async fn run(s: Arc<OsdShared>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use loligo_types::osdmap::{CompressionAlgorithm, CompressionMode, PoolOpts};
+    use loligo_types::osdmap::{CompressionAlgorithm, PoolOpts};
     use loligo_types::Change;
 
     fn map() -> OsdMap {
@@ -167,18 +172,38 @@ mod tests {
         let colls = [CollectionId::meta(), a, b, gone];
         let mut known = HashMap::new();
         let set = to_set(&m, &colls, &known);
-        assert_eq!(set, vec![(a, Compression::None), (b, Compression::Lz4)]);
+        assert_eq!(
+            set,
+            vec![(a, Compression::None), (b, Compression::Lz4Aggressive)]
+        );
         known.extend(set);
         assert!(to_set(&m, &colls, &known).is_empty());
-        // Passive compresses nothing: no client sends a hint.
-        let mut m2 = m.clone();
-        m2.pool_opts.insert(
-            2,
-            PoolOpts {
-                compression_mode: CompressionMode::Passive,
+        // Each mode has its store setting; no algorithm is no compression.
+        for (mode, algo, want) in [
+            (
+                CompressionMode::Passive,
+                CompressionAlgorithm::Lz4,
+                Compression::Lz4Passive,
+            ),
+            (
+                CompressionMode::Force,
+                CompressionAlgorithm::Lz4,
+                Compression::Lz4,
+            ),
+            (
+                CompressionMode::Force,
+                CompressionAlgorithm::None,
+                Compression::None,
+            ),
+        ] {
+            let mut m2 = m.clone();
+            let opts = PoolOpts {
+                compression_mode: mode,
+                compression_algorithm: algo,
                 ..Default::default()
-            },
-        );
-        assert_eq!(to_set(&m2, &colls, &known), vec![(b, Compression::None)]);
+            };
+            m2.pool_opts.insert(2, opts);
+            assert_eq!(to_set(&m2, &colls, &known), vec![(b, want)], "{mode}");
+        }
     }
 }

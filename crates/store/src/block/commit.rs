@@ -10,6 +10,7 @@ use super::{
     SmallWrites,
 };
 use crate::error::{Result, StoreError};
+use crate::hint::AllocHint;
 use crate::kv::{Kv, KvOp};
 use crate::names::{CollectionId, Compression, ObjectId};
 use crate::txn::{Op, Transaction};
@@ -1006,13 +1007,20 @@ impl Ctx<'_> {
         Ok(true)
     }
 
-    /// The compression set on a collection.
-    fn compression(&self, c: CollectionId) -> Result<Compression> {
+    /// How writes to object `on` of collection `c` are stored: `Lz4`
+    /// when the collection's setting applies to the object's allocation
+    /// hint, else `None`.
+    fn compression(&self, c: CollectionId, on: &Onode) -> Result<Compression> {
         let v = self
             .get(&coll_prefix(T_COLL, c))?
             .ok_or(StoreError::NoCollection(c))?;
-        Compression::from_code(v.first().copied().unwrap_or(0))
-            .ok_or_else(|| StoreError::Corrupt(format!("unknown compression on {c}")))
+        let set = Compression::from_code(v.first().copied().unwrap_or(0))
+            .ok_or_else(|| StoreError::Corrupt(format!("unknown compression on {c}")))?;
+        Ok(if set.applies(AllocHint::of_attrs(&on.attrs).as_ref()) {
+            Compression::Lz4
+        } else {
+            Compression::None
+        })
     }
 
     fn defer(&mut self, disk_off: u64, bytes: Vec<u8>) {
@@ -1303,7 +1311,7 @@ impl Ctx<'_> {
             }
             on.size = d.len() as u64;
         } else {
-            let comp = self.compression(coll)?;
+            let comp = self.compression(coll, &on)?;
             self.spill(oid, &mut on, comp)?;
             match data {
                 Some(data) => self.write(oid, &mut on, offset, data, comp)?,
@@ -1324,7 +1332,7 @@ impl Ctx<'_> {
             on.inline = Some(data.to_vec());
             on.size = data.len() as u64;
         } else {
-            let comp = self.compression(coll)?;
+            let comp = self.compression(coll, &on)?;
             self.write(oid, &mut on, 0, data, comp)?;
         }
         self.save(coll, oid, on);
@@ -1344,7 +1352,7 @@ impl Ctx<'_> {
             d.resize(size as usize, 0);
             on.size = size;
         } else {
-            let comp = self.compression(coll)?;
+            let comp = self.compression(coll, &on)?;
             self.spill(oid, &mut on, comp)?;
             self.truncate(oid, &mut on, size)?;
         }
