@@ -375,6 +375,7 @@ pub fn finish(
             t.remove(c, o);
         }
     }
+    set_hint(striper, c, o, ops, removed, &mut shards);
     let hashes = encode_runs(striper, c, o, st, ops, plan, &old, &mut shards)?;
     let recreated = (!st.exists || removed) && hashes.is_none();
     set_shard_attrs(striper, c, o, ops, plan, removed, recreated, &mut shards)?;
@@ -515,6 +516,45 @@ fn encode_runs(
     Ok(hashes)
 }
 
+/// Where the sub-ops that make the object anew start: after the last
+/// removal when the op removed it, else at the start.
+fn after_removal(ops: &[SubOp], removed: bool) -> usize {
+    match removed {
+        true => (ops.iter().rposition(|op| matches!(op, SubOp::Remove))).map_or(0, |i| i + 1),
+        false => 0,
+    }
+}
+
+/// The op's last allocation hint (after its last removal, if any), set
+/// on every shard ahead of the data so that the stores write the data by
+/// it. Each shard holds a k-th of the object: the sizes are divided by k
+/// (Ceph scales them to the chunk too).
+fn set_hint(
+    striper: &Striper,
+    c: CollectionId,
+    o: &ObjectId,
+    ops: &[SubOp],
+    removed: bool,
+    shards: &mut [Transaction],
+) {
+    let from = after_removal(ops, removed);
+    let k = striper.k() as u64;
+    let Some(hint) = ops[from..]
+        .iter()
+        .rev()
+        .find_map(|op| crate::exec::store_hint(op, k))
+    else {
+        return;
+    };
+    for t in shards {
+        t.setattrs(
+            c,
+            o,
+            vec![(loligo_store::ALLOC_HINT_ATTR.to_string(), hint.encode())],
+        );
+    }
+}
+
 /// Each shard's size, the user's xattr changes in order (with a removal
 /// in the op only those after it count: the shard object was removed),
 /// and the shard's own attributes (object size, shard number).
@@ -531,13 +571,7 @@ fn set_shard_attrs(
 ) -> Result<(), OpError> {
     let size_attr =
         postcard::to_stdvec(&plan.size_after).map_err(|e| OpError::Io(e.to_string()))?;
-    let from = if removed {
-        ops.iter()
-            .rposition(|op| matches!(op, SubOp::Remove))
-            .map_or(0, |i| i + 1)
-    } else {
-        0
-    };
+    let from = after_removal(ops, removed);
     for (i, t) in shards.iter_mut().enumerate() {
         if recreated {
             t.touch(c, o);
@@ -555,13 +589,6 @@ fn set_shard_attrs(
                 SubOp::RmXattr(name) => {
                     flush(t, c, o, &mut attrs);
                     t.rmattr(c, o, name);
-                }
-                SubOp::SetAllocHint { .. } => {
-                    // Each shard holds a k-th of the object (Ceph scales
-                    // the sizes to the chunk too).
-                    if let Some(h) = crate::exec::store_hint(op, striper.k() as u64) {
-                        attrs.push((loligo_store::ALLOC_HINT_ATTR.to_string(), h.encode()));
-                    }
                 }
                 _ => {}
             }

@@ -17,8 +17,11 @@ pub const ALLOC_HINT_ATTR: &str = "_ah";
 /// The flag values the stores act on, as Ceph numbers them (librados's
 /// `LIBRADOS_ALLOC_HINT_FLAG_*`; the wire vocabulary has all of them).
 pub mod flags {
+    pub const RANDOM_WRITE: u32 = 2;
     pub const SEQUENTIAL_READ: u32 = 4;
     pub const RANDOM_READ: u32 = 8;
+    pub const APPEND_ONLY: u32 = 16;
+    pub const IMMUTABLE: u32 = 32;
     pub const COMPRESSIBLE: u32 = 256;
     pub const INCOMPRESSIBLE: u32 = 512;
 }
@@ -81,6 +84,27 @@ impl AllocHint {
     pub fn incompressible(&self) -> bool {
         self.flags & flags::INCOMPRESSIBLE != 0
     }
+
+    /// Checksum units of `2^shift` blocks of `bs` bytes for new data of
+    /// the object, at most `max` (BlueStore's rule): data hinted read in
+    /// sequence and not at random, written once or appended and not at
+    /// random, gets one checksum per expected write (rounded down to a
+    /// power of two); anything else one per block. A larger unit makes
+    /// fewer checksums to keep, and a read of part of one reads and checks
+    /// all of it.
+    pub fn csum_shift(&self, bs: u64, max: u8) -> u8 {
+        let f = self.flags;
+        let sequential = f & flags::SEQUENTIAL_READ != 0
+            && f & flags::RANDOM_READ == 0
+            && f & (flags::IMMUTABLE | flags::APPEND_ONLY) != 0
+            && f & flags::RANDOM_WRITE == 0;
+        if !sequential || self.expected_write_size == 0 || bs == 0 {
+            return 0;
+        }
+        let unit = 1u64 << self.expected_write_size.trailing_zeros();
+        let shift = unit.checked_div(bs).map_or(0, |n| n.max(1).ilog2());
+        (shift.min(u32::from(max))) as u8
+    }
 }
 
 #[cfg(test)]
@@ -104,5 +128,28 @@ mod tests {
         assert_eq!(AllocHint::of_attrs(&attrs), None);
         attrs.insert(ALLOC_HINT_ATTR.to_string(), h.encode());
         assert!(AllocHint::of_attrs(&attrs).is_some_and(|h| h.compressible()));
+    }
+
+    #[test]
+    fn checksum_units_follow_the_sequential_whole_write_hints_only() {
+        let h = |flags: u32, write: u64| AllocHint {
+            expected_object_size: 4 << 20,
+            expected_write_size: write,
+            flags,
+        };
+        let seq = flags::SEQUENTIAL_READ | flags::IMMUTABLE;
+        assert_eq!(h(seq, 64 << 10).csum_shift(4096, 10), 4);
+        assert_eq!(h(seq, 96 << 10).csum_shift(4096, 10), 3, "ctz: 32 KiB");
+        assert_eq!(
+            h(flags::SEQUENTIAL_READ | flags::APPEND_ONLY, 1 << 30).csum_shift(4096, 10),
+            10
+        );
+        assert_eq!(h(seq, 1024).csum_shift(4096, 10), 0, "below a block");
+        assert_eq!(h(seq, 0).csum_shift(4096, 10), 0, "no write size");
+        for other in [flags::RANDOM_READ, flags::RANDOM_WRITE] {
+            assert_eq!(h(seq | other, 64 << 10).csum_shift(4096, 10), 0);
+        }
+        assert_eq!(h(flags::SEQUENTIAL_READ, 64 << 10).csum_shift(4096, 10), 0);
+        assert_eq!(h(flags::IMMUTABLE, 64 << 10).csum_shift(4096, 10), 0);
     }
 }

@@ -123,6 +123,136 @@ fn survives_remount_and_fsck_is_clean() {
     clean(&t);
 }
 
+/// Data hinted written whole and read in sequence (BlueStore's rule) is
+/// checksummed in units of its expected write size, whether the hint
+/// comes in the write's transaction or before and whether the write is
+/// large (written ahead) or not: a 64 KiB unit holds 16 blocks' checksums
+/// in one. Any part reads back right (checking its whole unit), after a
+/// remount too; a changed byte fails every read that touches its unit
+/// and only those; overwrites of such data go to new space.
+#[test]
+fn hinted_sequential_data_is_checksummed_in_larger_units() {
+    use loligo_store::hint::{flags, AllocHint};
+    let mut t = TempBlock::small();
+    let c = suite::c1();
+    let hint = AllocHint {
+        expected_object_size: 1 << 20,
+        expected_write_size: 64 << 10,
+        flags: flags::SEQUENTIAL_READ | flags::IMMUTABLE,
+    };
+    let ah = |tx: &mut Transaction, o: &ObjectId| {
+        tx.setattr(c, o, loligo_store::ALLOC_HINT_ATTR, hint.encode());
+    };
+    let mut rng = loligo_testkit::Rng::new(5);
+    let data = rng.bytes((1 << 20) + 12_345);
+    let (plain, big, grown) = (
+        suite::oid(1, "plain"),
+        suite::oid(2, "big"),
+        suite::oid(3, "grown"),
+    );
+    let mut tx = Transaction::new();
+    tx.create_collection(c).write_full(c, &plain, data.clone());
+    t.s().apply(tx).unwrap();
+    let checked = |t: &TempBlock| t.s().fsck(true).unwrap().blocks_checked;
+    let plain_sums = checked(&t);
+    assert!(plain_sums >= 257, "{plain_sums}");
+    let mut tx = Transaction::new();
+    ah(&mut tx, &big);
+    tx.write_full(c, &big, data.clone());
+    t.s().apply(tx).unwrap();
+    let big_sums = checked(&t) - plain_sums;
+    assert!(
+        big_sums <= 20,
+        "{big_sums} checksums for 1 MiB in 64 KiB units"
+    );
+    // Hinted before; written in unaligned pieces through the committer.
+    let mut tx = Transaction::new();
+    ah(&mut tx, &grown);
+    t.s().apply(tx).unwrap();
+    for at in (0..data.len()).step_by(100_000) {
+        let end = (at + 100_000).min(data.len());
+        let mut tx = Transaction::new();
+        tx.write(c, &grown, at as u64, data[at..end].to_vec());
+        t.s().apply(tx).unwrap();
+    }
+    let grown_sums = checked(&t) - plain_sums - big_sums;
+    assert!(grown_sums < plain_sums / 4, "{grown_sums} checksums");
+    let check_reads = |t: &TempBlock, rng: &mut loligo_testkit::Rng, want: &[u8]| {
+        for o in [&plain, &big, &grown] {
+            assert_eq!(t.s().read(c, o, &[(0, u64::MAX)]).unwrap()[0], want);
+            let whole = t.s().read_whole(c, o, true).unwrap().unwrap();
+            assert_eq!(whole.data, want);
+            for _ in 0..40 {
+                let off = rng.below(want.len() as u64);
+                let len = 1 + rng.below(200_000);
+                let end = (off + len).min(want.len() as u64) as usize;
+                let got = t.s().read(c, o, &[(off, len)]).unwrap().remove(0);
+                assert_eq!(got, want[off as usize..end], "{o} {off}+{len}");
+                let got = t.s().read_bytes(c, o, off, len).unwrap();
+                assert_eq!(got, want[off as usize..end], "{o} {off}+{len}");
+            }
+        }
+    };
+    check_reads(&t, &mut rng, &data);
+    clean(&t);
+    // Small overwrites (deferred or copy-on-write size) into the units.
+    let mut want = data.clone();
+    for (off, len) in [(70_000usize, 10usize), (131_072, 4096), (5, 9000)] {
+        let patch = rng.bytes(len);
+        want[off..off + len].copy_from_slice(&patch);
+        let mut tx = Transaction::new();
+        for o in [&plain, &big, &grown] {
+            tx.write(c, o, off as u64, patch.clone());
+        }
+        t.s().apply(tx).unwrap();
+    }
+    check_reads(&t, &mut rng, &want);
+    t.remount();
+    check_reads(&t, &mut rng, &want);
+    clean(&t);
+    // A byte changed on the device, inside the unit that holds 300,000.
+    let at = t
+        .s()
+        .data_location(c, &big, 300_000)
+        .unwrap()
+        .expect("allocated");
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(t.dir.join("block"))
+            .unwrap();
+        f.write_all_at(&[want[300_000] ^ 0x5a], at).unwrap();
+        f.sync_all().unwrap();
+    }
+    t.remount();
+    let s = t.s();
+    let unit = 300_000 / (64 << 10) * (64 << 10);
+    for (off, len) in [
+        (unit, 1),
+        (unit + (64 << 10) - 1, 1),
+        (290_000, 20_000),
+        (0, u64::MAX),
+    ] {
+        let r = s.read(c, &big, &[(off, len)]);
+        assert!(
+            matches!(r, Err(StoreError::Checksum { .. })),
+            "{off}+{len}: {r:?}"
+        );
+        let r = s.read_bytes(c, &big, off, len);
+        assert!(matches!(r, Err(StoreError::Checksum { .. })), "{off}+{len}");
+    }
+    for (off, len) in [(unit - 4096, 4096), (unit + (64 << 10), 4096)] {
+        assert_eq!(
+            s.read(c, &big, &[(off, len)]).unwrap()[0],
+            want[off as usize..(off + len) as usize]
+        );
+    }
+    assert!(s.read_whole(c, &big, true).is_err());
+    let report = s.fsck(true).unwrap();
+    assert_eq!(report.errors.len(), 1, "{:?}", report.errors);
+}
+
 #[test]
 fn corrupted_block_fails_only_its_object() {
     let t = TempBlock::small();

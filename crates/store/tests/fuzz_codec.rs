@@ -59,11 +59,19 @@ fn blob() -> impl Strategy<Value = Blob> {
         0u8..4,
         any::<(u64, u64)>(),
         proptest::collection::btree_map(0u64..8, any::<u64>(), 0..4),
+        0u8..=loligo_store::block::codec::CSUM_SHIFT_MAX,
     )
         .prop_map(
-            |((disk_off, len, refs), csums, comp, (clen, raw_len), mut moved)| {
-                // Only uncompressed blobs move blocks, and only their own.
+            |((disk_off, len, refs), csums, comp, (clen, raw_len), mut moved, shift)| {
+                // Only uncompressed blobs move blocks, and only their own;
+                // only uncompressed blobs without moved blocks have
+                // checksum units larger than a block.
                 moved.retain(|&i, _| comp == 0 && i < csums.len() as u64);
+                let csum_shift = if comp == 0 && moved.is_empty() {
+                    shift
+                } else {
+                    0
+                };
                 Blob {
                     disk_off,
                     len,
@@ -73,6 +81,7 @@ fn blob() -> impl Strategy<Value = Blob> {
                     clen: if comp == 0 { 0 } else { clen },
                     raw_len: if comp == 0 { 0 } else { raw_len },
                     moved,
+                    csum_shift,
                 }
             },
         )
@@ -137,7 +146,7 @@ fn damaged_onodes_and_blobs_decode_or_are_typed_errors() {
     runner()
         .run(&(large, damages()), |((mut b, csums), ds)| {
             b.len = csums.len() as u64 * 4096;
-            if b.comp == 0 {
+            if b.comp == 0 && b.csum_shift == 0 {
                 // A moved block in the last chunk as well as the first's.
                 b.moved.insert(csums.len() as u64 - 1, b.disk_off ^ 1 << 20);
             }

@@ -376,7 +376,9 @@ impl Onode {
 
 /// A contiguous allocation on the device, shared by the extents that
 /// reference it (`refs` counts those extent pieces), with one crc32c per
-/// checksum block.
+/// checksum unit: a device block, or `2^csum_shift` of them for data a
+/// client hinted it writes whole and reads in sequence ([`Blob::csum_unit`];
+/// the last unit ends with the blob).
 ///
 /// A block overwritten by copy-on-write lives elsewhere from then on: its
 /// place is in `moved`, and its old place was freed. The blob then holds
@@ -399,7 +401,18 @@ pub struct Blob {
     /// offset. Kept with the checksums of the same blocks (in the record,
     /// or in the block's checksum chunk).
     pub moved: BTreeMap<u64, u64>,
+    /// Blocks per checksum unit, as a power of two. A blob with a shift is
+    /// uncompressed and never has blocks rewritten: no block moves.
+    pub csum_shift: u8,
 }
+
+/// The largest [`Blob::csum_shift`]: 1,024 blocks (4 MiB of 4 KiB blocks).
+pub const CSUM_SHIFT_MAX: u8 = 10;
+
+/// The flag on a stored blob's compression byte that says a
+/// [`Blob::csum_shift`] byte follows it (records without it have one
+/// checksum per block).
+const CSUM_SHIFT_FLAG: u8 = 0x80;
 
 /// `places` (device offsets of `bs`-byte blocks, in order) as runs of
 /// consecutive blocks: (offset, bytes).
@@ -449,6 +462,17 @@ pub fn decode_csum_key(k: &[u8]) -> Result<(u64, u64)> {
 }
 
 impl Blob {
+    /// Bytes each checksum covers (the last may cover fewer: the blob's
+    /// end).
+    pub fn csum_unit(&self, bs: u64) -> u64 {
+        bs << self.csum_shift
+    }
+
+    /// How many checksums a blob of `len` bytes has with units of `unit`.
+    pub fn csum_count(len: u64, unit: u64) -> u64 {
+        len.div_ceil(unit.max(1))
+    }
+
     /// Where this blob's checksums are stored.
     pub fn csum_place(&self) -> CsumPlace {
         if self.csums.len() > CSUM_CHUNK {
@@ -474,7 +498,13 @@ impl Blob {
         } else {
             e.var(0);
         }
-        e.u8(self.comp);
+        debug_assert!(self.comp & CSUM_SHIFT_FLAG == 0);
+        debug_assert!(self.csum_shift == 0 || (self.comp == 0 && self.moved.is_empty()));
+        if self.csum_shift == 0 {
+            e.u8(self.comp);
+        } else {
+            e.u8(self.comp | CSUM_SHIFT_FLAG).u8(self.csum_shift);
+        }
         if self.comp != 0 {
             e.var(self.clen).var(self.raw_len);
         }
@@ -547,7 +577,15 @@ impl Blob {
         for _ in 0..n {
             csums.push(d.u32le()?);
         }
-        let comp = d.u8()?;
+        let mut comp = d.u8()?;
+        let mut csum_shift = 0;
+        if comp & CSUM_SHIFT_FLAG != 0 {
+            comp &= !CSUM_SHIFT_FLAG;
+            csum_shift = d.u8()?;
+            if comp != 0 || csum_shift == 0 || csum_shift > CSUM_SHIFT_MAX {
+                return Err(corrupt("blob (checksum unit)"));
+            }
+        }
         let (clen, raw_len) = if comp != 0 {
             (d.var()?, d.var()?)
         } else {
@@ -565,7 +603,7 @@ impl Blob {
             place = CsumPlace::Chunked { blocks };
         } else if !d.done() {
             let count = d.var()?;
-            if count == 0 || count > n || comp != 0 {
+            if count == 0 || count > n || comp != 0 || csum_shift != 0 {
                 return Err(corrupt("blob (moved block count)"));
             }
             let mut last = None;
@@ -590,6 +628,7 @@ impl Blob {
             clen,
             raw_len,
             moved,
+            csum_shift,
         };
         Ok((b, place))
     }
@@ -702,6 +741,7 @@ mod tests {
             clen: 5000,
             raw_len: 65536,
             moved: BTreeMap::new(),
+            csum_shift: 0,
         };
         assert_eq!(
             Blob::decode_head(&b.encode_head()).unwrap(),
@@ -712,6 +752,55 @@ mod tests {
             assert!(Onode::decode(&enc[..cut]).is_err());
         }
         assert!(Blob::decode_head(&[0xff; 20]).is_err());
+    }
+
+    /// A blob with checksum units of several blocks says so behind a flag
+    /// on its compression byte (records without the flag are as before),
+    /// inline or chunked; a unit on a compressed blob, beside moved
+    /// blocks, of zero or too large a shift is refused.
+    #[test]
+    fn checksum_units_round_trip_behind_a_flag() {
+        let mut b = Blob {
+            disk_off: 1 << 30,
+            len: 100 << 12,
+            refs: 1,
+            csums: vec![7; 7],
+            comp: 0,
+            clen: 0,
+            raw_len: 0,
+            moved: BTreeMap::new(),
+            csum_shift: 4,
+        };
+        assert_eq!(b.csum_unit(4096), 64 << 10);
+        assert_eq!(Blob::csum_count(b.len, b.csum_unit(4096)), 7);
+        let head = b.encode_head();
+        assert_eq!(
+            Blob::decode_head(&head).unwrap(),
+            (b.clone(), CsumPlace::Inline)
+        );
+        b.csums = vec![9; 3 * CSUM_CHUNK];
+        b.len = (3 * CSUM_CHUNK as u64) << 16;
+        let (mut back, place) = Blob::decode_head(&b.encode_head()).unwrap();
+        assert!(matches!(place, CsumPlace::Chunked { .. }));
+        for i in 0..place.chunks() {
+            back.fill_chunk(i, &b.csum_chunk(i)).unwrap();
+        }
+        assert_eq!(back, b);
+        // The flag and shift sit right after the checksums.
+        let at = head.len() - 2;
+        assert_eq!(head[at..], [CSUM_SHIFT_FLAG, 4]);
+        for (flag, shift) in [
+            (CSUM_SHIFT_FLAG | 1, 4),
+            (CSUM_SHIFT_FLAG, 0),
+            (CSUM_SHIFT_FLAG, CSUM_SHIFT_MAX + 1),
+        ] {
+            let mut bad = head.clone();
+            bad[at..].copy_from_slice(&[flag, shift]);
+            assert!(Blob::decode_head(&bad).is_err(), "{flag:#x} {shift}");
+        }
+        let mut moved = head.clone();
+        moved.extend_from_slice(&[1, 0, 5]);
+        assert!(Blob::decode_head(&moved).is_err(), "a moved block");
     }
 
     #[test]
@@ -725,6 +814,7 @@ mod tests {
             clen: 0,
             raw_len: 0,
             moved: BTreeMap::new(),
+            csum_shift: 0,
         };
         let place = b.csum_place();
         assert_eq!(place, CsumPlace::Chunked { blocks: 200 });

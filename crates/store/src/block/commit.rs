@@ -6,8 +6,8 @@
 
 use super::codec::*;
 use super::{
-    ids, io, read_blocks, read_logical_into, AlignedBuf, Allocator, Job, Pre, Prepared, Shared,
-    SmallWrites,
+    csum_shift, ids, io, read_blocks, read_logical_into, AlignedBuf, Allocator, Job, Pre, Prepared,
+    Shared, SmallWrites,
 };
 use crate::error::{Result, StoreError};
 use crate::hint::AllocHint;
@@ -822,7 +822,9 @@ impl Ctx<'_> {
                 .copied()
             {
                 let head = self.blob_head(x.blob)?;
-                if head.0.refs == 1 && head.0.comp == 0 {
+                // (Blocks of a blob with larger checksum units are never
+                // rewritten: the write goes to new space.)
+                if head.0.refs == 1 && head.0.comp == 0 && head.0.csum_shift == 0 {
                     let boff = x.boff + (a - x.loff);
                     let cow = self.cow(buf);
                     self.rewrite_blocks(x.blob, head, boff / bs, buf, cow)?;
@@ -837,12 +839,13 @@ impl Ctx<'_> {
         }
         let pieces = self.allocate(b - a)?;
         let cow = small && self.cow(buf);
+        let shift = csum_shift(on, bs);
         self.punch(on, a, b)?;
         let mut lo = a;
         for (doff, dlen) in pieces {
             let part = &buf[(lo - a) as usize..(lo - a + dlen) as usize];
-            let csums = part.chunks(bs as usize).map(csum).collect();
-            let id = self.new_blob(doff, dlen, csums);
+            let csums = part.chunks((bs << shift) as usize).map(csum).collect();
+            let id = self.new_blob(doff, dlen, csums, shift);
             if cow {
                 // Through the page cache, synced with the batch.
                 self.s.dev.write_all_at(part, doff).map_err(io)?;
@@ -895,11 +898,10 @@ impl Ctx<'_> {
         self.lock()?.commit_reserved(&p.pieces);
         self.allocated.extend(p.pieces.iter().copied());
         self.consumed.push(p.pieces.clone());
-        let bs = self.s.bs;
         let mut lo = 0u64;
-        for &(doff, dlen) in &p.pieces {
-            let csums = p.csums[(lo / bs) as usize..((lo + dlen) / bs) as usize].to_vec();
-            let id = self.new_blob(doff, dlen, csums);
+        debug_assert_eq!(p.pieces.len(), p.csums.len());
+        for (&(doff, dlen), csums) in p.pieces.iter().zip(&p.csums) {
+            let id = self.new_blob(doff, dlen, csums.clone(), p.csum_shift);
             on.extents.push(Extent {
                 loff: lo,
                 len: dlen,
@@ -914,8 +916,13 @@ impl Ctx<'_> {
         Ok(())
     }
 
-    /// A new uncompressed blob with one reference; returns its id.
-    fn new_blob(&mut self, disk_off: u64, len: u64, csums: Vec<u32>) -> u64 {
+    /// A new uncompressed blob with one reference and checksum units of
+    /// `2^csum_shift` blocks; returns its id.
+    fn new_blob(&mut self, disk_off: u64, len: u64, csums: Vec<u32>, csum_shift: u8) -> u64 {
+        debug_assert_eq!(
+            csums.len() as u64,
+            Blob::csum_count(len, self.s.bs << csum_shift)
+        );
         let id = *self.next_blob;
         *self.next_blob += 1;
         self.put_blob(
@@ -929,6 +936,7 @@ impl Ctx<'_> {
                 clen: 0,
                 raw_len: 0,
                 moved: BTreeMap::new(),
+                csum_shift,
             },
         );
         id
@@ -995,6 +1003,7 @@ impl Ctx<'_> {
                 clen: packed.len() as u64,
                 raw_len: buf.len() as u64,
                 moved: BTreeMap::new(),
+                csum_shift: 0,
             },
         );
         on.extents.push(Extent {

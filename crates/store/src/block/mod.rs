@@ -50,12 +50,13 @@ mod commit;
 
 use crate::device_class::DeviceClass;
 use crate::error::{Result, StoreError};
+use crate::hint::{AllocHint, ALLOC_HINT_ATTR};
 use crate::kv::{Kv, KvOp};
 use crate::kvcache::CachedKv;
 use crate::media::{Device, DirMedia, Media};
 use crate::names::{CollectionId, Limits, ObjectId, ObjectStat, StoreStats, WholeObject};
 use crate::store::{Commit, Completer, ObjectStore};
-use crate::txn::Transaction;
+use crate::txn::{Op, Transaction};
 use crate::wal::WalKv;
 use alloc::Allocator;
 use bytes::Bytes;
@@ -295,7 +296,43 @@ struct Shared {
 /// parallel; the committer only commits metadata.
 pub(crate) struct Prepared {
     pub(crate) pieces: Vec<(u64, u64)>,
-    pub(crate) csums: Vec<u32>,
+    /// Each piece's checksums, in units of `2^csum_shift` blocks.
+    pub(crate) csums: Vec<Vec<u32>>,
+    pub(crate) csum_shift: u8,
+}
+
+/// The checksum unit (as a [`Blob::csum_shift`]) for new data of the
+/// object whose onode is `on`, from its allocation hint.
+pub(crate) fn csum_shift(on: &Onode, bs: u64) -> u8 {
+    AllocHint::of_attrs(&on.attrs).map_or(0, |h| h.csum_shift(bs, CSUM_SHIFT_MAX))
+}
+
+/// The allocation hint object `oid` of `coll` has when op `ops.len()` of
+/// a transaction runs: set or removed by an earlier op (`ops`), else as
+/// stored. Advice only: a hint a clone or move brings is not looked for.
+fn hint_before(s: &Shared, ops: &[Op], coll: CollectionId, oid: &ObjectId) -> Option<AllocHint> {
+    for op in ops.iter().rev() {
+        match op {
+            Op::SetAttrs {
+                coll: c,
+                oid: o,
+                attrs,
+            } if *c == coll && o == oid => {
+                if let Some((_, v)) = attrs.iter().rev().find(|(k, _)| k == ALLOC_HINT_ATTR) {
+                    return AllocHint::decode(v);
+                }
+            }
+            Op::RmAttr {
+                coll: c,
+                oid: o,
+                name,
+            } if *c == coll && o == oid && name == ALLOC_HINT_ATTR => return None,
+            Op::Remove(c, o) if *c == coll && o == oid => return None,
+            _ => {}
+        }
+    }
+    let on = get_onode(&s.kv, coll, oid).ok()??;
+    AllocHint::of_attrs(&on.attrs)
 }
 
 /// One op's [`Prepared`] work: done (or none to do), or under way in a
@@ -320,6 +357,8 @@ impl Pre {
 struct WriteWork {
     coll: CollectionId,
     data: Bytes,
+    /// Checksum units for the data ([`Blob::csum_shift`]).
+    csum_shift: u8,
     reply: mpsc::SyncSender<Option<Prepared>>,
 }
 
@@ -728,7 +767,9 @@ impl BlockStore {
 
     fn queue(&self, txn: Transaction, sync: bool) -> Commit {
         let (commit, done) = Commit::pending();
-        let pre = txn.ops.iter().map(|op| self.start_write(op)).collect();
+        let pre = (txn.ops.iter().enumerate())
+            .map(|(i, op)| self.start_write(op, &txn.ops[..i]))
+            .collect();
         let job = Job {
             txn,
             done,
@@ -782,7 +823,9 @@ fn write_loop(s: &Shared, rx: &Mutex<mpsc::Receiver<WriteWork>>) {
             Err(_) => return,
         };
         let Ok(w) = work else { return };
-        let _ = w.reply.send(prepare_write(s, w.coll, &w.data));
+        let _ = w
+            .reply
+            .send(prepare_write(s, w.coll, &w.data, w.csum_shift));
     }
 }
 
@@ -1093,11 +1136,15 @@ fn one_run<'a>(
     };
     let b = blob(x.blob)?;
     let start = x.boff + (off - x.loff);
-    if b.comp != 0 || !start.is_multiple_of(s.bs) {
+    // The run starts on a checksum unit, and ends on one (or the blob's
+    // end), so that every unit it holds can be checked.
+    let unit = b.csum_unit(s.bs);
+    if b.comp != 0 || !start.is_multiple_of(unit) {
         return Ok(None);
     }
     let first = start / s.bs;
-    let last = (start + len - 1) / s.bs;
+    let end = (start + len).div_ceil(unit).saturating_mul(unit).min(b.len);
+    let last = end.div_ceil(s.bs).max(first + 1) - 1;
     if b.moved.range(first..=last).next().is_some() {
         // Not one run on the device.
         return Ok(None);
@@ -1131,13 +1178,17 @@ fn check_run(
     })
 }
 
-/// The first of blob `b`'s blocks `first..`, read as `run`, that fails
-/// its checksum.
+/// The first block of the first checksum unit of blob `b` that fails its
+/// checksum, of the units from block `first` (the start of one) read as
+/// `run` (whole units, the last maybe cut by the blob's end).
 fn bad_block(s: &Shared, b: &Blob, first: u64, run: &[u8]) -> Option<u64> {
-    (first..)
-        .zip(run.chunks_exact(s.bs as usize))
-        .find(|&(bi, data)| b.csums.get(bi as usize).copied() != Some(csum(data)))
-        .map(|(bi, _)| bi)
+    let per_unit = 1u64 << b.csum_shift;
+    debug_assert!(first.is_multiple_of(per_unit));
+    let unit = b.csum_unit(s.bs) as usize;
+    (first / per_unit..)
+        .zip(run.chunks(unit))
+        .find(|&(ui, data)| b.csums.get(ui as usize).copied() != Some(csum(data)))
+        .map(|(ui, _)| ui * per_unit)
 }
 
 /// Inline data `d` from `off` into `out` (zeros past its end).
@@ -1228,9 +1279,11 @@ fn read_logical_into(
             out[(s0 - off) as usize..(e0 - off) as usize].copy_from_slice(src);
             continue;
         }
-        // Whole checksum blocks covering [s0, e0) within the blob.
-        let first = (x.boff + (s0 - xs)) / s.bs;
-        let last = (x.boff + (e0 - xs) - 1) / s.bs;
+        // Whole checksum units covering [s0, e0) within the blob.
+        let unit = b.csum_unit(s.bs);
+        let first = (x.boff + (s0 - xs)) / unit * unit / s.bs;
+        let end = (x.boff + (e0 - xs)).div_ceil(unit).saturating_mul(unit);
+        let last = end.min(b.len).div_ceil(s.bs).max(first + 1) - 1;
         let run = blob_blocks(s, &b, first, last, blocks)?;
         check_run(s, oid, x, &b, first, &run)?;
         for (bi, data) in (first..=last).zip(run.chunks_exact(s.bs as usize)) {
@@ -1266,7 +1319,8 @@ pub struct FsckReport {
     pub omap_keys: u64,
     pub used_bytes: u64,
     pub free_bytes: u64,
-    /// Blocks whose checksum was verified (deep only).
+    /// Checksums verified, each of a block or of a larger unit (deep
+    /// only).
     pub blocks_checked: u64,
     /// Blocks that copy-on-write overwrites moved out of their blob's
     /// range: how scattered the data is (each is read apart).
@@ -1288,8 +1342,12 @@ fn fsck(s: &Shared, deep: bool) -> Result<FsckReport> {
     if deep {
         let none = HashMap::new();
         for (id, b) in &blobs {
+            let per_unit = 1u64 << b.csum_shift;
             for (i, &want) in b.csums.iter().enumerate() {
-                let data = read_blocks(s, &none, b.block_at(i as u64, s.bs), 1)?;
+                let first = i as u64 * per_unit;
+                let n = per_unit.min((b.len / s.bs).saturating_sub(first));
+                // (Blocks of a blob with larger units never move.)
+                let data = read_blocks(s, &none, b.block_at(first, s.bs), n)?;
                 r.blocks_checked += 1;
                 if csum(&data) != want {
                     r.errors
@@ -1432,7 +1490,7 @@ fn fsck_space(
                 b.refs
             ));
         }
-        if b.csums.len() as u64 != b.len / s.bs {
+        if b.csums.len() as u64 != Blob::csum_count(b.len, b.csum_unit(s.bs)) {
             r.errors.push(format!(
                 "blob {id}: {} checksums for {} bytes",
                 b.csums.len(),
@@ -1770,18 +1828,22 @@ impl ObjectStore for BlockStore {
 impl BlockStore {
     /// Start an op's [`Prepared`] work: a large `write_full` goes to the
     /// writer threads (or, without them, is written here).
-    fn start_write(&self, op: &crate::txn::Op) -> Pre {
-        let crate::txn::Op::WriteFull { coll, data, .. } = op else {
+    /// Start op `before.len()` of a transaction (`before`: the ops ahead
+    /// of it) if it is a large `write_full`.
+    fn start_write(&self, op: &Op, before: &[Op]) -> Pre {
+        let Op::WriteFull { coll, oid, data } = op else {
             return Pre::Done(None);
         };
         let s = &self.shared;
         if (data.len() as u64) <= s.deferred_max {
             return Pre::Done(None);
         }
+        let hint = hint_before(s, before, *coll, oid);
         let (reply, rx) = mpsc::sync_channel(1);
         let work = WriteWork {
             coll: *coll,
             data: data.clone(),
+            csum_shift: hint.map_or(0, |h| h.csum_shift(s.bs, CSUM_SHIFT_MAX)),
             reply,
         };
         let unsent = match self.writer_tx.lock() {
@@ -1793,7 +1855,7 @@ impl BlockStore {
         };
         match unsent {
             None => Pre::Writing(rx),
-            Some(w) => Pre::Done(prepare_write(s, w.coll, &w.data)),
+            Some(w) => Pre::Done(prepare_write(s, w.coll, &w.data, w.csum_shift)),
         }
     }
 
@@ -1849,7 +1911,7 @@ impl BlockStore {
 /// collection: reserve space, write the data there, compute checksums.
 /// `None` leaves the op to the committer (a failed store, compression, no
 /// space, errors).
-fn prepare_write(s: &Shared, coll: CollectionId, data: &[u8]) -> Option<Prepared> {
+fn prepare_write(s: &Shared, coll: CollectionId, data: &[u8], csum_shift: u8) -> Option<Prepared> {
     if s.failed.load(Ordering::Relaxed) {
         return None;
     }
@@ -1872,13 +1934,16 @@ fn prepare_write(s: &Shared, coll: CollectionId, data: &[u8]) -> Option<Prepared
         Some(b) => b.as_slice(),
         None => data,
     };
-    let csums = src.chunks(bs).map(csum).collect();
+    let unit = (s.bs as usize) << csum_shift;
     let written = (|| {
         let pieces = s.alloc.lock().ok()?.reserve(len as u64)?;
         let dev = s.dev_direct.as_ref().unwrap_or(&s.dev);
         let mut at = 0usize;
+        let mut csums = Vec::with_capacity(pieces.len());
         for &(off, n) in &pieces {
-            if dev.write_all_at(&src[at..at + n as usize], off).is_err() {
+            let piece = &src[at..at + n as usize];
+            csums.push(piece.chunks(unit).map(csum).collect());
+            if dev.write_all_at(piece, off).is_err() {
                 if let Ok(mut a) = s.alloc.lock() {
                     a.unreserve(&pieces);
                 }
@@ -1886,14 +1951,16 @@ fn prepare_write(s: &Shared, coll: CollectionId, data: &[u8]) -> Option<Prepared
             }
             at += n as usize;
         }
-        Some(pieces)
+        Some((pieces, csums))
     })();
     if let Some(b) = pooled {
         s.buf_pool.put(b);
     }
+    let (pieces, csums) = written?;
     Some(Prepared {
-        pieces: written?,
+        pieces,
         csums,
+        csum_shift,
     })
 }
 

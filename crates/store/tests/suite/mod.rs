@@ -581,6 +581,22 @@ pub fn random_against_model(s: &dyn ObjectStore, seed: u64, txns: usize) {
                     let d = &names[rnd(names.len() as u64) as usize];
                     t.clone_object(c1(), o, d)
                 }
+                8 if byte < 64 => {
+                    // An allocation hint: block stores checksum the
+                    // object's new data in larger units, or compress it.
+                    use loligo_store::hint::{flags, AllocHint};
+                    let hint = AllocHint {
+                        expected_object_size: 1 << 20,
+                        expected_write_size: 4096 << rnd(8),
+                        flags: match byte % 4 {
+                            0 => flags::SEQUENTIAL_READ | flags::APPEND_ONLY,
+                            1 => flags::SEQUENTIAL_READ | flags::IMMUTABLE,
+                            2 => flags::COMPRESSIBLE,
+                            _ => flags::RANDOM_READ,
+                        },
+                    };
+                    t.setattr(c1(), o, loligo_store::ALLOC_HINT_ATTR, hint.encode())
+                }
                 8 => {
                     let (n, l) = (rnd(3), rnd(50) as usize);
                     t.setattr(c1(), o, &format!("a{n}"), vec![byte; l])
