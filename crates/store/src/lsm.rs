@@ -85,6 +85,9 @@ struct Shared {
     /// again; this says why level 0 grows).
     compaction_error: Mutex<Option<String>>,
     memtable_max: u64,
+    /// Called after a batch's first insert (tests: a reader runs there).
+    #[cfg(test)]
+    mid_batch: Mutex<Option<Box<dyn Fn() + Send>>>,
 }
 
 /// A reader's registered sequence number, released on drop.
@@ -255,6 +258,8 @@ impl LsmKv {
             stop: AtomicBool::new(false),
             compaction_error: Mutex::new(None),
             memtable_max,
+            #[cfg(test)]
+            mid_batch: Mutex::new(None),
         });
         let (tx, rx) = mpsc::channel();
         let bg = shared.clone();
@@ -393,7 +398,7 @@ impl Kv for LsmKv {
             s.check()?;
             let seq = s.seqno.next();
             debug_assert!(seq >= s.visible.get(), "a batch below what readers see");
-            for op in batch {
+            for (i, op) in batch.into_iter().enumerate() {
                 match op {
                     KvOp::Put(k, v) => {
                         s.tree.insert(k, v, seq);
@@ -402,6 +407,14 @@ impl Kv for LsmKv {
                         s.tree.remove(k, seq);
                     }
                 }
+                #[cfg(test)]
+                if i == 0 {
+                    if let Some(f) = s.mid_batch.lock().unwrap().as_ref() {
+                        f();
+                    }
+                }
+                #[cfg(not(test))]
+                let _ = i;
             }
             s.visible.fetch_max(seq + 1);
             if s.tree.active_memtable().size() >= s.memtable_max {
@@ -576,6 +589,43 @@ mod tests {
             assert!(r.join().unwrap() > 0);
         }
         assert!(kv.l0_runs() <= L0_STALL_RUNS + 1);
+    }
+
+    /// A reader in the middle of a batch (its first key in the memtable,
+    /// the rest not yet) sees none of it, by point read or scan, until
+    /// the batch is published whole.
+    #[test]
+    fn a_batch_half_inserted_is_not_seen() {
+        let dir = TempDir::new("lsm").unwrap();
+        let kv = Arc::new(LsmKv::open_with(dir.path(), 32 << 10).unwrap());
+        let batch = |v: u8| -> Vec<KvOp> {
+            (0..10)
+                .map(|k| KvOp::Put(format!("k{k}").into_bytes(), vec![v]))
+                .collect()
+        };
+        kv.commit(batch(1), false).unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let (reader, log) = (kv.clone(), seen.clone());
+        *kv.shared.mid_batch.lock().unwrap() = Some(Box::new(move || {
+            let first = reader.get(b"k0").unwrap();
+            let all = reader.scan(b"k", Some(b"l"), 100).unwrap();
+            log.lock().unwrap().push((first, all));
+        }));
+        kv.commit(batch(2), false).unwrap();
+        *kv.shared.mid_batch.lock().unwrap() = None;
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen.len(), 1, "the hook ran once, mid-batch");
+        let (first, all) = &seen[0];
+        assert_eq!(
+            first.as_deref(),
+            Some(&[1u8][..]),
+            "a point read saw part of a batch"
+        );
+        assert!(
+            all.iter().all(|(_, v)| v == &[1]),
+            "a scan saw part of a batch"
+        );
+        assert_eq!(kv.get(b"k0").unwrap(), Some(vec![2]));
     }
 
     #[test]
