@@ -12,6 +12,10 @@
 #   bash experiments/ec_recovery/run.sh --quick  # k=8 r=2 s=2, 16 MiB objects, RS and Zigzag,
 #                                                # 3 runs per case (about 4 minutes)
 #   bash experiments/ec_recovery/run.sh --all    # every row of Table 5.1
+#   bash experiments/ec_recovery/run.sh --configs "6,2,1;6,2,3;6,3,1;6,3,3;8,2,1;8,2,3;8,3,2;8,3,4;8,4,2;8,4,4;10,3,2;10,3,3;10,3,5;10,4,3;10,4,5" \
+#     --codes rs,zigzag --sizes 64 --lost data --out experiments/ec_recovery/out-table51
+#                                                # Table 5.1's other 15 rows: a data shard lost, RS
+#                                                # beside, 3 runs each (about 30 minutes)
 #   bash experiments/ec_recovery/run.sh --configs "6,2,2;8,2,2" --sizes 64 --codes rs,zigzag
 #   bash experiments/ec_recovery/run.sh --configs "8,2,1;8,2,2" --sizes 4 --codes rs,zigzag,zigzag-agg \
 #     --total-mib 512 --lost data --data-positions 7,3,6,5,4 --out experiments/ec_recovery/out-coalesce

@@ -51,6 +51,14 @@ PAPER = {
         (12, 8, 2): (8, 5, 4.92, 5.33), (13, 10, 2): (10, 5.9, 5.71, 6.15),
         (14, 10, 3): (10, 6.04, 6, 6.43),
     },
+    # Table 5.1: the rebuilding ratio of data disks (RR: bytes read to
+    # rebuild a data node over RS's, averaged over data nodes) per k, r, s.
+    "table_5_1_rr": {(6, 2, 1): 0.5, (6, 2, 2): 0.57, (6, 2, 3): 0.64, (6, 3, 1): 0.33,
+                     (6, 3, 2): 0.42, (6, 3, 3): 0.5, (8, 2, 1): 0.5, (8, 2, 2): 0.55,
+                     (8, 2, 3): 0.6, (8, 3, 2): 0.4, (8, 3, 3): 0.45, (8, 3, 4): 0.53,
+                     (8, 4, 2): 0.32, (8, 4, 3): 0.37, (8, 4, 4): 0.45, (10, 3, 2): 0.39,
+                     (10, 3, 3): 0.42, (10, 3, 4): 0.47, (10, 3, 5): 0.56, (10, 4, 3): 0.34,
+                     (10, 4, 4): 0.39, (10, 4, 5): 0.48},
     "writes": "measured writes 7%-30% above expected at 64 MB (Fig. 5.2; expected counts the "
               "primary's local write of every rebuilt block), 60%-227% above at 4 MB",
 }
@@ -152,7 +160,11 @@ for k, r, s in sorted({(int(x["k"]), int(x["r"]), int(x["s"])) for x in rows if 
                 w["theory"] = ratio(tz, tr)
                 w["read_vs_theory_ratio"] = ratio(w["read"], w["theory"])
                 c["weighted_" + code] = w
-            c["ratio"] = (c.get("weighted_zigzag") or {}).get("read")
+        # The weighted read ratio, else (runs of data losses only) the
+        # data loss's.
+        c["ratio"] = ((c.get("weighted_zigzag") or {}).get("read")
+                      or ((c.get("data") or {}).get("zigzag_vs_rs") or {}).get("read"))
+        c["paper_rr"] = PAPER["table_5_1_rr"].get((k, r, s))
         if "data" in c or "parity" in c:
             c["paper_read"] = PAPER["read"].get((k, r, mib))
             c["paper_time"] = PAPER["time"].get((k, r, mib))
@@ -313,6 +325,36 @@ for c in configs:
         md.append(f"| {c['k']} | {c['r']} | {c['s']} | {c['object_mib']} MiB | {lost} | {z['time']} | {z['read']} | "
                   f"{z['theory']} | {z['read_vs_theory_ratio']} | {z['net']} | {(o or {}).get('read', '')} | "
                   f"{(l or {}).get('read', '')} | {pr} | {pt} |")
+
+# Table 5.1's rows in the cluster: a data shard lost, Zigzag's device
+# bytes over RS's, beside the plan for the position lost and the paper's
+# rebuilding ratio. RR is the share of each of the k + r - 1 survivors
+# read; RS reads k whole chunks, so Zigzag / RS = RR (k + r - 1) / k.
+t51 = [c for c in configs if (c.get("data") or {}).get("zigzag_vs_rs")]
+if t51:
+    md += ["", "## Table 5.1 in the cluster (a data shard lost)", "",
+           "Zigzag's device bytes over Reed-Solomon's, ratio of the medians (runs in brackets: each "
+           "run's ratio against the RS median), for the one data position lost; `plan` is the "
+           "plans' ratio for that position. The paper's rebuilding ratio (RR) is the share of each "
+           "of the k + r - 1 surviving shards read; RS reads k whole shards, so in this table's "
+           "unit the paper's figure is RR (k + r - 1) / k (`paper, as Z/RS`).", "",
+           "| k | r | s | object | element KiB | runs | read Z/RS | plan | read / plan | paper RR | "
+           "paper, as Z/RS | time Z/RS |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for c in t51:
+        d = c["data"]
+        z, rs = d["zigzag"], d["rs"]
+        per = [x["dev_read_bytes"] / rs["dev_read_bytes"]["median"] for x in rows
+               if x["code"] == "zigzag" and int(x["k"]) == c["k"] and int(x["r"]) == c["r"]
+               and int(x["s"]) == c["s"] and int(x["object_mib"]) == c["object_mib"]
+               and x["lost"] == "data"] if rs["dev_read_bytes"]["median"] else []
+        rng = " (%.3f-%.3f)" % (min(per), max(per)) if per else ""
+        cmp = d["zigzag_vs_rs"]
+        rr = c["paper_rr"]
+        as_zrs = "%.3f" % (rr * (c["k"] + c["r"] - 1) / c["k"]) if rr else ""
+        md.append(f"| {c['k']} | {c['r']} | {c['s']} | {c['object_mib']} MiB | {z['element_kib']:g} | "
+                  f"{z['recovery_s']['runs']} | {cmp['read']}{rng} | {cmp['theory']} | "
+                  f"{cmp['read_vs_theory_ratio']} | {rr or ''} | {as_zrs} | {cmp['time']} |")
 
 t52 = []
 for c in configs:

@@ -375,10 +375,10 @@ pub fn finish(
             t.remove(c, o);
         }
     }
-    set_hint(striper, c, o, ops, removed, &mut shards);
+    set_hint(striper, c, o, ops, &mut shards);
     let hashes = encode_runs(striper, c, o, st, ops, plan, &old, &mut shards)?;
     let recreated = (!st.exists || removed) && hashes.is_none();
-    set_shard_attrs(striper, c, o, ops, plan, removed, recreated, &mut shards)?;
+    set_shard_attrs(striper, c, o, ops, plan, recreated, &mut shards)?;
     if plan.data {
         // (Emptied, not removed: removing a missing xattr fails.)
         let value = hashes.unwrap_or_default();
@@ -516,28 +516,28 @@ fn encode_runs(
     Ok(hashes)
 }
 
-/// Where the sub-ops that make the object anew start: after the last
-/// removal when the op removed it, else at the start.
-fn after_removal(ops: &[SubOp], removed: bool) -> usize {
-    match removed {
-        true => (ops.iter().rposition(|op| matches!(op, SubOp::Remove))).map_or(0, |i| i + 1),
-        false => 0,
-    }
+/// Where the sub-ops whose xattrs the object keeps start: after the
+/// op's last removal, whether that removed the object as it was or what
+/// the op made of it first (as a replica applies them in order).
+fn after_removal(ops: &[SubOp]) -> usize {
+    (ops.iter().rposition(|op| matches!(op, SubOp::Remove))).map_or(0, |i| i + 1)
 }
 
 /// The op's last allocation hint (after its last removal, if any), set
 /// on every shard ahead of the data so that the stores write the data by
-/// it. Each shard holds a k-th of the object: the sizes are divided by k
-/// (Ceph scales them to the chunk too).
+/// it, even data an earlier sub-op of the op wrote (a replica applies a
+/// hint from its place in the op: what is kept is the same, the advice
+/// may differ for that op's data). Each shard holds a k-th of the
+/// object: the sizes are divided by k (Ceph scales them to the chunk
+/// too).
 fn set_hint(
     striper: &Striper,
     c: CollectionId,
     o: &ObjectId,
     ops: &[SubOp],
-    removed: bool,
     shards: &mut [Transaction],
 ) {
-    let from = after_removal(ops, removed);
+    let from = after_removal(ops);
     let k = striper.k() as u64;
     let Some(hint) = ops[from..]
         .iter()
@@ -558,20 +558,18 @@ fn set_hint(
 /// Each shard's size, the user's xattr changes in order (with a removal
 /// in the op only those after it count: the shard object was removed),
 /// and the shard's own attributes (object size, shard number).
-#[allow(clippy::too_many_arguments)]
 fn set_shard_attrs(
     striper: &Striper,
     c: CollectionId,
     o: &ObjectId,
     ops: &[SubOp],
     plan: &Plan,
-    removed: bool,
     recreated: bool,
     shards: &mut [Transaction],
 ) -> Result<(), OpError> {
     let size_attr =
         postcard::to_stdvec(&plan.size_after).map_err(|e| OpError::Io(e.to_string()))?;
-    let from = after_removal(ops, removed);
+    let from = after_removal(ops);
     for (i, t) in shards.iter_mut().enumerate() {
         if recreated {
             t.touch(c, o);

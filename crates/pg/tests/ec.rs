@@ -333,6 +333,18 @@ fn ec_ops_match_the_replicated_model_with_shards_lost() {
                             .collect::<Vec<_>>()
                     };
                     assert_eq!(user(s, sh.c), user(&model, mc), "xattrs on shard {i}");
+                    // The hint a shard keeps is the object's, a k-th of it.
+                    let hint = |s: &dyn ObjectStore, c| {
+                        let v = s.getattr(c, &o, loligo_store::ALLOC_HINT_ATTR).ok()?;
+                        loligo_store::AllocHint::decode(&v)
+                    };
+                    let k = sh.st.k() as u64;
+                    let want = hint(&model, mc).map(|h| loligo_store::AllocHint {
+                        expected_object_size: h.expected_object_size.div_ceil(k),
+                        expected_write_size: h.expected_write_size.div_ceil(k),
+                        flags: h.flags,
+                    });
+                    assert_eq!(hint(s, sh.c), want, "{plugin:?} step {step} {ops:?}: hint");
                 }
                 hashed += usize::from(sh.check_scrub(&o, &format!("{plugin:?} step {step}")));
             } else {
@@ -449,9 +461,6 @@ fn a_full_write_needs_no_old_bytes_and_a_small_one_reads_one_stripe() {
     let _ = SubResult::None;
 }
 
-/// Found by the model test above: on replicated pools a removal of a
-/// missing xattr used to pass the executor and fail the store
-/// transaction, and a failed commit stops the OSD.
 /// An allocation hint creates the object, is kept where the stores read
 /// it (on an EC pool each shard's sizes are a k-th of the object's, as
 /// in Ceph), never shows among the client's xattrs, and undefined flag
@@ -541,12 +550,18 @@ fn the_store_reads_hint_flags_by_the_wire_numbers() {
     assert_eq!(store::INCOMPRESSIBLE, wire::INCOMPRESSIBLE);
     assert_eq!(store::SEQUENTIAL_READ, wire::SEQUENTIAL_READ);
     assert_eq!(store::RANDOM_READ, wire::RANDOM_READ);
+    assert_eq!(store::RANDOM_WRITE, wire::RANDOM_WRITE);
+    assert_eq!(store::IMMUTABLE, wire::IMMUTABLE);
+    assert_eq!(store::APPEND_ONLY, wire::APPEND_ONLY);
     assert_eq!(wire::parse("compressible, Sequential_Read"), Ok(260));
     assert_eq!(wire::names(260), "sequential_read,compressible");
     assert!(wire::parse("squishy").is_err());
     assert_eq!(wire::parse(""), Ok(0));
 }
 
+/// Found by the model test above: on replicated pools a removal of a
+/// missing xattr used to pass the executor and fail the store
+/// transaction, and a failed commit stops the OSD.
 #[test]
 fn removing_a_missing_xattr_is_a_client_error_not_a_failed_transaction() {
     let s = MemStore::new();

@@ -88,8 +88,8 @@ impl AllocHint {
     /// Checksum units of `2^shift` blocks of `bs` bytes for new data of
     /// the object, at most `max` (BlueStore's rule): data hinted read in
     /// sequence and not at random, written once or appended and not at
-    /// random, gets one checksum per expected write (rounded down to a
-    /// power of two); anything else one per block. A larger unit makes
+    /// random, gets one checksum per expected write (its largest
+    /// power-of-two divisor); anything else one per block. A larger unit makes
     /// fewer checksums to keep, and a read of part of one reads and checks
     /// all of it.
     pub fn csum_shift(&self, bs: u64, max: u8) -> u8 {

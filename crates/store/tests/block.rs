@@ -194,6 +194,18 @@ fn hinted_sequential_data_is_checksummed_in_larger_units() {
         }
     };
     check_reads(&t, &mut rng, &data);
+    // Large reads from the start of a unit (one run on the device, read
+    // directly and kept in the read cache), twice: from the device, then
+    // from the cache.
+    for _ in 0..2 {
+        for o in [&big, &grown] {
+            for off in (0..data.len() as u64).step_by(3 << 16) {
+                let end = (off + 200_000).min(data.len() as u64) as usize;
+                let got = t.s().read_bytes(c, o, off, 200_000).unwrap();
+                assert_eq!(got, data[off as usize..end], "{o} from {off}");
+            }
+        }
+    }
     clean(&t);
     // Small overwrites (deferred or copy-on-write size) into the units.
     let mut want = data.clone();

@@ -598,7 +598,7 @@ impl OsdShared {
         let mut t = Transaction::new();
         t.create_collection(c);
         let algo = self.map().and_then(|m| compress::wanted(&m, pg.pool));
-        if let Some(algo @ loligo_store::Compression::Lz4) = algo {
+        if let Some(algo) = algo.filter(|a| *a != loligo_store::Compression::None) {
             t.set_compression(c, algo);
         }
         if let Some(n) = pg_num {

@@ -638,7 +638,9 @@ impl Blob {
     pub fn fill_chunk(&mut self, i: u64, v: &[u8]) -> Result<()> {
         let from = (i as usize).saturating_mul(CSUM_CHUNK);
         let want = self.csums.len().saturating_sub(from).min(CSUM_CHUNK);
-        if want == 0 || v.len() < want * 4 || (self.comp != 0 && v.len() > want * 4) {
+        // Only blobs of one checksum per block, uncompressed, move blocks.
+        let moves = self.comp == 0 && self.csum_shift == 0;
+        if want == 0 || v.len() < want * 4 || (!moves && v.len() > want * 4) {
             return Err(corrupt("blob checksum chunk"));
         }
         let (sums, rest) = v.split_at(want * 4);
@@ -789,18 +791,33 @@ mod tests {
         // The flag and shift sit right after the checksums.
         let at = head.len() - 2;
         assert_eq!(head[at..], [CSUM_SHIFT_FLAG, 4]);
-        for (flag, shift) in [
-            (CSUM_SHIFT_FLAG | 1, 4),
-            (CSUM_SHIFT_FLAG, 0),
-            (CSUM_SHIFT_FLAG, CSUM_SHIFT_MAX + 1),
-        ] {
+        for (flag, shift) in [(CSUM_SHIFT_FLAG, 0), (CSUM_SHIFT_FLAG, CSUM_SHIFT_MAX + 1)] {
             let mut bad = head.clone();
             bad[at..].copy_from_slice(&[flag, shift]);
             assert!(Blob::decode_head(&bad).is_err(), "{flag:#x} {shift}");
         }
+        // A compressed blob's record (its lengths after the byte) with the
+        // flag and a shift: refused for the compression, not the lengths.
+        let mut packed = head[..at].to_vec();
+        packed.extend_from_slice(&[CSUM_SHIFT_FLAG | 1, 4, 10, 20]);
+        let mut plain = head[..at].to_vec();
+        plain.extend_from_slice(&[1, 10, 20]);
+        assert!(Blob::decode_head(&plain).is_ok(), "the same, unflagged");
+        assert!(
+            Blob::decode_head(&packed).is_err(),
+            "a unit on a compressed blob"
+        );
         let mut moved = head.clone();
         moved.extend_from_slice(&[1, 0, 5]);
         assert!(Blob::decode_head(&moved).is_err(), "a moved block");
+        // Nor may a checksum chunk of such a blob list moved blocks.
+        let mut chunk = b.csum_chunk(0);
+        chunk.extend_from_slice(&[0, 5]);
+        let (mut back, _) = Blob::decode_head(&b.encode_head()).unwrap();
+        assert!(
+            back.fill_chunk(0, &chunk).is_err(),
+            "a moved block in a chunk"
+        );
     }
 
     #[test]

@@ -1139,7 +1139,8 @@ fn one_run<'a>(
     // The run starts on a checksum unit, and ends on one (or the blob's
     // end), so that every unit it holds can be checked.
     let unit = b.csum_unit(s.bs);
-    if b.comp != 0 || !start.is_multiple_of(unit) {
+    // (An extent past its blob's end is damage: the general path says so.)
+    if b.comp != 0 || !start.is_multiple_of(unit) || start.saturating_add(len) > b.len {
         return Ok(None);
     }
     let first = start / s.bs;
@@ -1280,6 +1281,12 @@ fn read_logical_into(
             continue;
         }
         // Whole checksum units covering [s0, e0) within the blob.
+        if x.boff.saturating_add(e0 - xs) > b.len {
+            return Err(StoreError::Corrupt(format!(
+                "an extent of {oid} runs past blob {}'s end",
+                x.blob
+            )));
+        }
         let unit = b.csum_unit(s.bs);
         let first = (x.boff + (s0 - xs)) / unit * unit / s.bs;
         let end = (x.boff + (e0 - xs)).div_ceil(unit).saturating_mul(unit);
@@ -1351,7 +1358,7 @@ fn fsck(s: &Shared, deep: bool) -> Result<FsckReport> {
                 r.blocks_checked += 1;
                 if csum(&data) != want {
                     r.errors
-                        .push(format!("blob {id} block {i}: checksum mismatch"));
+                        .push(format!("blob {id} checksum unit {i}: checksum mismatch"));
                 }
             }
         }
@@ -2016,6 +2023,43 @@ mod tests {
             .errors
             .iter()
             .any(|e| e.contains(&format!("blob {}", id + 100))));
+        drop(s);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// An extent that runs past its blob's end (a damaged record) fails
+    /// every read path with an error, never a panic or unchecked bytes.
+    #[test]
+    fn an_extent_past_its_blob_is_an_error_on_every_read_path() {
+        let (dir, _, s) = temp_store("short-blob");
+        let c = CollectionId::pg(1, 0);
+        let o = ObjectId::new(1, "long");
+        let mut t = Transaction::new();
+        t.create_collection(c)
+            .write_full(c, &o, vec![5u8; 256 << 10]);
+        s.apply(t).unwrap();
+        let kv = &s.shared.kv;
+        let blobs = kv.scan(&[T_BLOB], Some(&[T_BLOB + 1]), usize::MAX).unwrap();
+        assert_eq!(blobs.len(), 1);
+        let (k, v) = &blobs[0];
+        let (mut b, _) = Blob::decode_head(v).unwrap();
+        b.len = 64 << 10;
+        b.csums.truncate(16);
+        kv.commit(vec![KvOp::Put(k.clone(), b.encode_head())], true)
+            .unwrap();
+        for (off, len) in [(0, 256 << 10), (64 << 10, 4096), (0, u64::MAX)] {
+            assert!(s.read(c, &o, &[(off, len)]).is_err(), "read {off}+{len}");
+            assert!(
+                s.read_bytes(c, &o, off, len).is_err(),
+                "read_bytes {off}+{len}"
+            );
+        }
+        assert_eq!(
+            s.read(c, &o, &[(0, 4096)]).unwrap()[0],
+            vec![5u8; 4096],
+            "what the blob holds still reads"
+        );
+        assert!(s.read_whole(c, &o, true).is_err());
         drop(s);
         let _ = std::fs::remove_dir_all(&dir);
     }
