@@ -272,6 +272,41 @@ pub struct BenchArgs {
     /// then does the work real data costs.
     #[arg(long)]
     random_data: bool,
+    /// Write and randwrite: send an allocation hint with every write (as
+    /// RBD does): the object size, the write's size and these flags
+    /// (`set-alloc-hint`'s names, separated by commas; `none` for no
+    /// flags), so a pool's compression mode and the stores' checksum
+    /// units act on them.
+    #[arg(long)]
+    alloc_hint: Option<String>,
+}
+
+/// A write of `data` at `off` (`None`: the whole object) to `name`, with
+/// the allocation hint `hint` (expected object size, flags) first if
+/// there is one.
+async fn bench_write(
+    io: &IoCtx,
+    name: &str,
+    off: Option<u64>,
+    data: bytes::Bytes,
+    hint: Option<(u64, u32)>,
+) -> Result<usize, loligo_client::ClientError> {
+    use loligo_types::ops::SubOp;
+    let len = data.len();
+    let write = match off {
+        Some(offset) => SubOp::Write { offset, data },
+        None => SubOp::WriteFull(data),
+    };
+    let mut ops = Vec::with_capacity(2);
+    if let Some((expected_object_size, flags)) = hint {
+        ops.push(SubOp::SetAllocHint {
+            expected_object_size,
+            expected_write_size: len as u64,
+            flags,
+        });
+    }
+    ops.push(write);
+    io.operate(name, ops).await.map(|_| len)
 }
 
 const BENCH_PREFIX: &str = "benchmark_data_";
@@ -313,6 +348,16 @@ pub fn bench(conn: &ConnArgs, a: BenchArgs) -> Result<(), CliError> {
     if a.mode != BenchMode::Write && a.max_objects.is_some() {
         return Err(CliError("--max-objects is for write runs".into()));
     }
+    let hint_flags = match a.alloc_hint.as_deref() {
+        None => None,
+        Some(_) if !matches!(a.mode, BenchMode::Write | BenchMode::Randwrite) => {
+            return Err(CliError(
+                "--alloc-hint is for write and randwrite runs".into(),
+            ));
+        }
+        Some("none") => Some(0),
+        Some(f) => Some(loligo_types::ops::alloc_hint::parse(f).map_err(CliError)?),
+    };
     let names = std::sync::Arc::new(bench_names(a.max_objects, a.sample_pct, a.seed));
     let (rt, io) = connect(conn)?;
     rt.block_on(async move {
@@ -360,6 +405,8 @@ pub fn bench(conn: &ConnArgs, a: BenchArgs) -> Result<(), CliError> {
             let data = data.clone();
             let mode = a.mode;
             let names = names.clone();
+            let objects_of = if mode == BenchMode::Write { a.block_size as u64 } else { obj_size };
+            let hint = hint_flags.map(|f| (objects_of, f));
             workers.push(tokio::spawn(async move {
                 let mut lat = Vec::new();
                 let mut rng = loligo_testkit::Rng::new(w as u64);
@@ -378,7 +425,7 @@ pub fn bench(conn: &ConnArgs, a: BenchArgs) -> Result<(), CliError> {
                     };
                     let t0 = Instant::now();
                     let n = match mode {
-                        BenchMode::Write => io.write_full(&format!("{BENCH_PREFIX}{i}"), data.clone()).await.map(|_| data.len()),
+                        BenchMode::Write => bench_write(&io, &format!("{BENCH_PREFIX}{i}"), None, data.clone(), hint).await,
                         BenchMode::Seq => io.read(&format!("{BENCH_PREFIX}{i}"), 0, 0).await.map(|d| d.len()),
                         BenchMode::Rand => {
                             let i = rng.below(existing);
@@ -387,7 +434,7 @@ pub fn bench(conn: &ConnArgs, a: BenchArgs) -> Result<(), CliError> {
                         BenchMode::Randwrite => {
                             let i = rng.below(existing);
                             let off = rng.below(slots) * data.len() as u64;
-                            io.write(&format!("{BENCH_PREFIX}{i}"), off, data.clone()).await.map(|_| data.len())
+                            bench_write(&io, &format!("{BENCH_PREFIX}{i}"), Some(off), data.clone(), hint).await
                         }
                     };
                     match n {

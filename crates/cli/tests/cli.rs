@@ -162,6 +162,11 @@ fn bad_input_is_one_line_and_exit_2() {
         "ec bench --plugin zigzag --k 4 --m 2 --peer /bin/true".to_string(),
         "ec bench --plugin rs --k 4 --m 2 --size 4096 --seconds 0.01 --peer /nonexistent/peer"
             .to_string(),
+        // Allocation hints: unknown flags, and a hint on reads, are
+        // refused before any cluster is looked for.
+        "set-alloc-hint x 4096 4096 --flags squishy".to_string(),
+        "bench 1 write --alloc-hint compressible,squishy".to_string(),
+        "bench 1 seq --alloc-hint compressible".to_string(),
     ];
     for case in &cases {
         let args: Vec<&str> = case.split_whitespace().collect();
