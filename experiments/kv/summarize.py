@@ -68,10 +68,20 @@ def regime(reg):
             "over_paper": round(med(ops)["median"] / paper_ops(int(w[2])), 2),
             "median_ms": {x: statistics.median(num(r, x + "_p50") for r in g) for x in KINDS},
             "mean_ms": {x: statistics.median(num(r, x + "_mean") for r in g) for x in KINDS},
+            "trips_per_op": trips(g, "trips_per_op"),
+            "index_trips_per_op": trips(g, "index_trips_per_op"),
+            "reshapes": trips(g, "reshapes"),
         })
     out.sort(key=lambda c: (c["osds"], c["entry_size"], c["mix"] != "25/25/25/25", c["mix"],
                             c["k"] or 0, c["mode"] == "baseline", c["cache_entries"] or 0))
     return out
+
+
+def trips(g, col):
+    """The median of a round-trip column over runs (None for runs from
+    before it was recorded)."""
+    xs = [float(r[col]) for r in g if r.get(col)]
+    return statistics.median(xs) if xs else None
 
 
 def paper_ops(osds):
@@ -190,10 +200,12 @@ def main():
             "with the same entries, keys, OSDs and mix (of the medians; per run: the median and range "
             "of each run's ratio to that baseline's run in the same round). Means beside medians: the paper's "
             "sign of what splits, rebalances and cache misses cost (its means were well above its "
-            "medians).",
+            "medians). Trips: ops sent per op of the workload (the baseline's is 1), of them to the "
+            "index; reshapes: writes refused for a node too full or too small in the timed run (each "
+            "begins a split or rebalance).",
             "",
-            "| OSDs | entry | keys | mix | store | k | nodes | index cache | ops/s | / baseline | per run | / paper's (370; 596 on 6 OSDs) | median ms read / insert / remove / update | mean ms |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+            "| OSDs | entry | keys | mix | store | k | nodes | index cache | ops/s | / baseline | per run | / paper's (370; 596 on 6 OSDs) | median ms read / insert / remove / update | mean ms | trips (index) | reshapes |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for c in summary["regime"]:
             m, a = c["median_ms"], c["mean_ms"]
@@ -203,7 +215,9 @@ def main():
                 f"{c['cache_entries'] or '-'} | {rng(c['ops_per_s'])} | {c['ratio']} | "
                 f"{rng(c['ratio_per_run'], 2)} | {c['over_paper']}x | "
                 f"{m['read']:.2f} / {m['insert']:.2f} / {m['remove']:.2f} / {m['update']:.2f} | "
-                f"{a['read']:.2f} / {a['insert']:.2f} / {a['remove']:.2f} / {a['update']:.2f} |"
+                f"{a['read']:.2f} / {a['insert']:.2f} / {a['remove']:.2f} / {a['update']:.2f} | "
+                + (f"{c['trips_per_op']:.3f} ({c['index_trips_per_op']:.3f}) | {c['reshapes']:.0f} |"
+                   if c["trips_per_op"] is not None and c["mode"] == "tree" else "- | - |")
             )
     open(os.path.join(out, "RESULTS.md"), "w").write("\n".join(md) + "\n")
 

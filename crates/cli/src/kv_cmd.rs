@@ -287,6 +287,11 @@ pub fn run(conn: &ConnArgs, c: KvCmd) -> Result<(), CliError> {
                             s.ops, s.p50_ms, s.mean_ms, s.p99_ms
                         );
                     }
+                    let t = &r.trips;
+                    println!(
+                        "  round trips per op {:.3} ({:.3} to the index); {} splits or rebalances begun, {} writes waited on one",
+                        t.per_op, t.index_per_op, t.reshapes, t.unwritable
+                    );
                 }
             }
             KvCmd::Clean { store, timeout_ms } => {

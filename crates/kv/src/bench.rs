@@ -9,8 +9,10 @@
 //! reach into a node or the index itself.
 
 use crate::{KvError, KvStore, Objects, Result};
-use loligo_types::ops::{OpError, SubOp};
+use loligo_types::cls::{KV_FULL, KV_UNDER, KV_UNWRITABLE};
+use loligo_types::ops::{OpError, SubOp, SubResult};
 use serde_bytes::ByteBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -62,6 +64,72 @@ pub struct Report {
     pub keys_made: u64,
     /// Nodes the tree's index named after the run (`None`: the baseline).
     pub nodes: Option<u64>,
+    /// What the timed run's ops sent: where the tree's extra cost goes.
+    pub trips: Trips,
+}
+
+/// Round trips of the timed run, counted by the benchmark's [`Objects`].
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct Trips {
+    /// Ops sent, per op of the workload (1 for the baseline).
+    pub per_op: f64,
+    /// Of those, ops on the tree's index object: cache refreshes, reads
+    /// after a stale entry, and the steps of splits and rebalances.
+    pub index_per_op: f64,
+    /// Writes refused for a node too full or too small: each starts a
+    /// split or rebalance.
+    pub reshapes: u64,
+    /// Writes refused for a node being replaced (the writer waits).
+    pub unwritable: u64,
+}
+
+/// Counts of what the benchmark's clients send.
+#[derive(Default)]
+struct Counts {
+    sent: AtomicU64,
+    index: AtomicU64,
+    reshapes: AtomicU64,
+    unwritable: AtomicU64,
+}
+
+impl Counts {
+    fn snapshot(&self) -> [u64; 4] {
+        [&self.sent, &self.index, &self.reshapes, &self.unwritable]
+            .map(|c| c.load(Ordering::Relaxed))
+    }
+}
+
+/// The pool's objects, counting what is sent to them.
+#[derive(Clone)]
+struct Counted<O> {
+    inner: O,
+    counts: Arc<Counts>,
+}
+
+impl<O: Objects> Objects for Counted<O> {
+    async fn operate(&self, name: &str, ops: Vec<SubOp>) -> Result<Vec<SubResult>> {
+        self.counts.sent.fetch_add(1, Ordering::Relaxed);
+        if name.ends_with(".index") {
+            self.counts.index.fetch_add(1, Ordering::Relaxed);
+        }
+        let r = self.inner.operate(name, ops).await;
+        if let Err(KvError::Op(OpError::MethodRefused { code, .. })) = &r {
+            match *code {
+                KV_FULL | KV_UNDER => self.counts.reshapes.fetch_add(1, Ordering::Relaxed),
+                KV_UNWRITABLE => self.counts.unwritable.fetch_add(1, Ordering::Relaxed),
+                _ => 0,
+            };
+        }
+        r
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.inner.now_ms()
+    }
+
+    fn pause(&self, ms: u64) -> impl std::future::Future<Output = ()> + Send {
+        self.inner.pause(ms)
+    }
 }
 
 /// Keys by number, spread over the key space.
@@ -171,6 +239,11 @@ where
         ));
     }
     crate::check_value(&vec![0; o.entry_size], crate::VALUE_MAX)?;
+    let counts = Arc::new(Counts::default());
+    let objs = Counted {
+        inner: objs,
+        counts: counts.clone(),
+    };
     let value: Arc<Vec<u8>> = Arc::new((0..o.entry_size).map(|i| (i * 31 + 7) as u8).collect());
     let mut targets = Vec::new();
     for _ in 0..o.clients {
@@ -229,6 +302,7 @@ where
         k.next = o.prefill;
     }
     let prefill_seconds = t0.elapsed().as_secs_f64();
+    let before = counts.snapshot();
     // The timed mix.
     let total: u32 = o.mix.iter().sum();
     let deadline = Instant::now() + Duration::from_secs_f64(o.seconds);
@@ -299,12 +373,20 @@ where
         }
     }
     let seconds = start.elapsed().as_secs_f64();
+    let after = counts.snapshot();
     let keys_made = keys
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
         .next;
     let kinds: Vec<KindStats> = all.into_iter().map(stats).collect();
-    let ops = kinds.iter().map(|k| k.ops).sum();
+    let ops: u64 = kinds.iter().map(|k| k.ops).sum();
+    let per = |i: usize| (after[i] - before[i]) as f64 / ops.max(1) as f64;
+    let trips = Trips {
+        per_op: per(0),
+        index_per_op: per(1),
+        reshapes: after[2] - before[2],
+        unwritable: after[3] - before[3],
+    };
     let nodes = match targets.first().map(|t| &**t) {
         Some(Target::Tree(kv)) => Some(kv.node_count().await?),
         _ => None,
@@ -317,6 +399,7 @@ where
         prefill_seconds,
         keys_made,
         nodes,
+        trips,
     })
 }
 

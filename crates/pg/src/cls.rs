@@ -282,6 +282,21 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// Xattrs `names` (none of the OSD's own), read from the object once:
+    /// each value, or `None` where it has none.
+    pub fn getxattrs<const N: usize>(
+        &mut self,
+        names: [&str; N],
+    ) -> Result<[Option<Vec<u8>>; N], ClsError> {
+        self.charge(N as u64)?;
+        need(self.st.exists)?;
+        if let Some(name) = names.iter().find(|n| n.starts_with('_')) {
+            return Err(OpError::Invalid(format!("xattr '{name}' is the OSD's own")).into());
+        }
+        let mut all = self.s.getattrs(self.c, self.o).map_err(store_err)?;
+        Ok(names.map(|n| all.remove(n)))
+    }
+
     /// The values of those of `keys` the omap has.
     pub fn omap_get(
         &mut self,
@@ -474,7 +489,9 @@ fn kv_node(cx: &mut Ctx<'_>) -> Result<KvNodeStat, ClsError> {
             "the object is not a key-value node ({what})"
         )))
     };
-    let entries = match cx.getxattr(KV_COUNT_XATTR)? {
+    let [count, range, unwritable] =
+        cx.getxattrs([KV_COUNT_XATTR, KV_RANGE_XATTR, KV_UNWRITABLE_XATTR])?;
+    let entries = match count {
         Some(b) => u64::from_le_bytes(
             b.as_slice()
                 .try_into()
@@ -482,13 +499,11 @@ fn kv_node(cx: &mut Ctx<'_>) -> Result<KvNodeStat, ClsError> {
         ),
         None => return Err(not_node("no entry count")),
     };
-    let range: NodeRange = match cx.getxattr(KV_RANGE_XATTR)? {
+    let range: NodeRange = match range {
         Some(b) => postcard::from_bytes(&b).map_err(|_| not_node("its range is corrupt"))?,
         None => return Err(not_node("no range")),
     };
-    let unwritable = cx
-        .getxattr(KV_UNWRITABLE_XATTR)?
-        .is_some_and(|v| !v.is_empty());
+    let unwritable = unwritable.is_some_and(|v| !v.is_empty());
     Ok(KvNodeStat {
         entries,
         unwritable,
@@ -796,6 +811,7 @@ pub(crate) mod tests {
         let mut cx = Ctx::new(&s, coll(), &o, &st, true, true);
         assert!(cx.setxattr(VERSION_ATTR, Vec::new()).is_err());
         assert!(cx.getxattr(VERSION_ATTR).is_err());
+        assert!(cx.getxattrs(["x", VERSION_ATTR]).is_err());
         // Output past the cap fails the call.
         fn huge(_: &mut Ctx<'_>, _: &[u8]) -> ClsResult {
             Ok(vec![0; OUTPUT_MAX + 1])
