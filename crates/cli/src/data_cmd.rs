@@ -477,9 +477,11 @@ pub fn bench(conn: &ConnArgs, a: BenchArgs) -> Result<(), CliError> {
         progress.abort();
         let secs = start.elapsed().as_secs_f64();
         let ops = lat.len();
+        let mut lat: Vec<f64> = lat.into_iter().map(|s| s * 1e3).collect();
         lat.sort_by(|a, b| a.total_cmp(b));
-        let pct = |p: f64| lat.get(((ops as f64 * p) as usize).min(ops.saturating_sub(1))).copied().unwrap_or(0.0) * 1e3;
-        let avg = if ops > 0 { lat.iter().sum::<f64>() / ops as f64 * 1e3 } else { 0.0 };
+        let pct = |p: f64| crate::latency::percentile(&lat, p);
+        let avg = if ops > 0 { lat.iter().sum::<f64>() / ops as f64 } else { 0.0 };
+        let hist = crate::latency::histogram(&lat);
         let bytes = done_bytes.load(std::sync::atomic::Ordering::Relaxed);
         let report = serde_json::json!({
             "mode": match a.mode { BenchMode::Write => "write", BenchMode::Seq => "seq", BenchMode::Rand => "rand", BenchMode::Randwrite => "randwrite" },
@@ -489,7 +491,8 @@ pub fn bench(conn: &ConnArgs, a: BenchArgs) -> Result<(), CliError> {
             "ops": ops,
             "ops_per_s": ops as f64 / secs,
             "mb_per_s": bytes as f64 / secs / 1e6,
-            "latency_ms": { "avg": avg, "p50": pct(0.5), "p99": pct(0.99), "max": lat.last().copied().unwrap_or(0.0) * 1e3 },
+            "latency_ms": { "avg": avg, "p50": pct(0.5), "p90": pct(0.9), "p99": pct(0.99), "p999": pct(0.999), "max": lat.last().copied().unwrap_or(0.0) },
+            "latency_histogram": hist,
         });
         if a.mode == BenchMode::Write {
             let started = next.load(std::sync::atomic::Ordering::Relaxed);
@@ -515,7 +518,18 @@ pub fn bench(conn: &ConnArgs, a: BenchArgs) -> Result<(), CliError> {
             println!("Bandwidth (MB/s):     {:.2}", report["mb_per_s"].as_f64().unwrap_or(0.0));
             println!("Average IOPS:         {:.0}", report["ops_per_s"].as_f64().unwrap_or(0.0));
             println!("Average latency (ms): {avg:.3}");
-            println!("p50 / p99 / max (ms): {:.3} / {:.3} / {:.3}", pct(0.5), pct(0.99), lat.last().copied().unwrap_or(0.0) * 1e3);
+            println!(
+                "p50 / p90 / p99 / p99.9 / max (ms): {:.3} / {:.3} / {:.3} / {:.3} / {:.3}",
+                pct(0.5),
+                pct(0.9),
+                pct(0.99),
+                pct(0.999),
+                lat.last().copied().unwrap_or(0.0)
+            );
+            println!("Latency histogram:");
+            for line in crate::latency::histogram_text(&hist) {
+                println!("{line}");
+            }
         }
         Ok(())
     })

@@ -19,6 +19,7 @@ mod data_cmd;
 mod ec_cmd;
 mod kv_cmd;
 mod lab_cmd;
+mod latency;
 mod malloc;
 mod map_pgs_cmd;
 mod mon_cmd;
