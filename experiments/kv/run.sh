@@ -154,7 +154,7 @@ if [ "${ONLY:-}" != regime ]; then
 fi
 # The paper's regime: many nodes, its cache (1,000 entries), beside the
 # baseline; runs interleaved so a slow spell does not fall on one case.
-for rep in $(seq 1 "$PAPER_RUNS"); do
+for rep in $(seq 1 $((PAPER_RUNS > REGIME_RUNS ? PAPER_RUNS : REGIME_RUNS))); do
     if [ "$rep" -gt "$REGIME_RUNS" ]; then
         run regime 0 8 "$REGIME_K" 1024 "$REGIME_KEYS" 1000 25,25,25,25 "$rep"
         run regime 1 8 "$REGIME_K" 1024 "$REGIME_KEYS" 1000 25,25,25,25 "$rep"

@@ -202,7 +202,7 @@ def main():
             "sign of what splits, rebalances and cache misses cost (its means were well above its "
             "medians). Trips: ops sent per op of the workload (the baseline's is 1), of them to the "
             "index; reshapes: writes refused for a node too full or too small in the timed run (each "
-            "begins a split or rebalance).",
+            "followed by a split or rebalance, or by a wait when another client's holds the node).",
             "",
             "| OSDs | entry | keys | mix | store | k | nodes | index cache | ops/s | / baseline | per run | / paper's (370; 596 on 6 OSDs) | median ms read / insert / remove / update | mean ms | trips (index) | reshapes |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",

@@ -289,7 +289,7 @@ pub fn run(conn: &ConnArgs, c: KvCmd) -> Result<(), CliError> {
                     }
                     let t = &r.trips;
                     println!(
-                        "  round trips per op {:.3} ({:.3} to the index); {} splits or rebalances begun, {} writes waited on one",
+                        "  round trips per op {:.3} ({:.3} to the index); {} writes refused for a full or too small node, {} for one being replaced",
                         t.per_op, t.index_per_op, t.reshapes, t.unwritable
                     );
                 }

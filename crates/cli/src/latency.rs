@@ -25,7 +25,9 @@ pub fn percentile(sorted: &[f64], p: f64) -> f64 {
 /// most `le_ms` (`None`: above every bound).
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct Bucket {
+    /// The bucket's upper bound, milliseconds (`None`: the open last one).
     pub le_ms: Option<f64>,
+    /// Ops in the bucket.
     pub count: u64,
 }
 
@@ -43,6 +45,7 @@ pub fn histogram(sorted_ms: &[f64]) -> Vec<Bucket> {
         .map(|le_ms| Bucket { le_ms, count: 0 })
         .collect();
     for &l in sorted_ms {
+        debug_assert!(l >= 0.0, "a latency of {l} ms");
         let i = BOUNDS_MS.partition_point(|&b| b < l);
         out[i].count += 1;
     }

@@ -76,10 +76,14 @@ pub struct Trips {
     /// Of those, ops on the tree's index object: cache refreshes, reads
     /// after a stale entry, and the steps of splits and rebalances.
     pub index_per_op: f64,
-    /// Writes refused for a node too full or too small: each starts a
-    /// split or rebalance.
+    /// Writes refused for a node too full or too small, each followed by
+    /// a split or rebalance unless another client's holds the node (then
+    /// it waits and retries, and a retry refused again counts again).
+    /// Counted from the `kv.write` method's refusals: 0 with
+    /// `plain_writes`, whose refusals the client makes itself.
     pub reshapes: u64,
-    /// Writes refused for a node being replaced (the writer waits).
+    /// Writes refused for a node being replaced (the writer waits); 0
+    /// with `plain_writes`, as above.
     pub unwritable: u64,
 }
 

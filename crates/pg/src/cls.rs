@@ -283,7 +283,8 @@ impl<'a> Ctx<'a> {
     }
 
     /// Xattrs `names` (none of the OSD's own), read from the object once:
-    /// each value, or `None` where it has none.
+    /// each value, or `None` where it has none. Charged a unit per xattr
+    /// the object has, at least one per name.
     pub fn getxattrs<const N: usize>(
         &mut self,
         names: [&str; N],
@@ -293,8 +294,10 @@ impl<'a> Ctx<'a> {
         if let Some(name) = names.iter().find(|n| n.starts_with('_')) {
             return Err(OpError::Invalid(format!("xattr '{name}' is the OSD's own")).into());
         }
-        let mut all = self.s.getattrs(self.c, self.o).map_err(store_err)?;
-        Ok(names.map(|n| all.remove(n)))
+        let all = self.s.getattrs(self.c, self.o).map_err(store_err)?;
+        // The store read every xattr: those beyond the names are charged too.
+        self.charge(all.len().saturating_sub(N) as u64)?;
+        Ok(names.map(|n| all.get(n).cloned()))
     }
 
     /// The values of those of `keys` the omap has.
