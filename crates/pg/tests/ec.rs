@@ -54,6 +54,32 @@ impl Shards {
         Shards { st, stores, c }
     }
 
+    /// Plans `ops` on `o` at shard 0, as the primary would.
+    fn plan(&self, o: &ObjectId, st: &ObjState, ops: &[SubOp]) -> Result<ec::Plan, OpError> {
+        ec::plan(&self.st, &self.stores[0], self.c, o, st, ops, MAX)
+    }
+
+    /// Plans and finishes `ops` on `o` at shard 0 with no old bytes
+    /// fetched: what an op that needs none (or wrongly gets none) does.
+    fn plan_and_finish(
+        &self,
+        o: &ObjectId,
+        st: &ObjState,
+        ops: &[SubOp],
+    ) -> Result<ec::Outcome, OpError> {
+        let p = self.plan(o, st, ops)?;
+        ec::finish(
+            &self.st,
+            &self.stores[0],
+            self.c,
+            o,
+            st,
+            ops,
+            &p,
+            OldBytes::new(),
+        )
+    }
+
     /// A deep scrub's view of `o`: every shard passes its own checks
     /// (label, length, and its hash when one is kept) and the shards'
     /// maps agree; a byte of shard 0 changed behind the store's back is
@@ -372,16 +398,7 @@ fn omap_is_refused_on_ec_pools_and_changes_nothing() {
             limit: 1,
         },
     ] {
-        let e = ec::plan(
-            &sh.st,
-            &sh.stores[0],
-            sh.c,
-            &o,
-            &st,
-            &[SubOp::Create, op],
-            MAX,
-        )
-        .unwrap_err();
+        let e = sh.plan(&o, &st, &[SubOp::Create, op]).unwrap_err();
         assert!(matches!(e, OpError::NotSupported(_)), "{e}");
     }
 }
@@ -396,66 +413,36 @@ fn a_full_write_needs_no_old_bytes_and_a_small_one_reads_one_stripe() {
         size: 10 * w,
         version: Version::default(),
     };
-    let p = ec::plan(
-        &sh.st,
-        &sh.stores[0],
-        sh.c,
-        &o,
-        &st,
-        &[SubOp::WriteFull(vec![1; 100].into())],
-        MAX,
-    )
-    .unwrap();
+    let p = sh
+        .plan(&o, &st, &[SubOp::WriteFull(vec![1; 100].into())])
+        .unwrap();
     assert!(p.fetch.is_empty());
-    let p = ec::plan(
-        &sh.st,
-        &sh.stores[0],
-        sh.c,
-        &o,
-        &st,
-        &[SubOp::Write {
-            offset: 3 * w + 5,
-            data: vec![1; 10].into(),
-        }],
-        MAX,
-    )
-    .unwrap();
-    assert_eq!(p.fetch, vec![3 * w..3 * w + 5, 3 * w + 15..4 * w]);
-    // A whole aligned stripe is written without reading.
-    let p = ec::plan(
-        &sh.st,
-        &sh.stores[0],
-        sh.c,
-        &o,
-        &st,
-        &[SubOp::Write {
-            offset: 2 * w,
-            data: vec![1; w as usize].into(),
-        }],
-        MAX,
-    )
-    .unwrap();
-    assert!(p.fetch.is_empty());
-    assert!(matches!(
-        ec::finish(
-            &sh.st,
-            &sh.stores[0],
-            sh.c,
+    let p = sh
+        .plan(
             &o,
             &st,
-            &[SubOp::Read { offset: 0, len: 5 }],
-            &ec::plan(
-                &sh.st,
-                &sh.stores[0],
-                sh.c,
-                &o,
-                &st,
-                &[SubOp::Read { offset: 0, len: 5 }],
-                MAX
-            )
-            .unwrap(),
-            OldBytes::new()
-        ),
+            &[SubOp::Write {
+                offset: 3 * w + 5,
+                data: vec![1; 10].into(),
+            }],
+        )
+        .unwrap();
+    assert_eq!(p.fetch, vec![3 * w..3 * w + 5, 3 * w + 15..4 * w]);
+    // A whole aligned stripe is written without reading.
+    let p = sh
+        .plan(
+            &o,
+            &st,
+            &[SubOp::Write {
+                offset: 2 * w,
+                data: vec![1; w as usize].into(),
+            }],
+        )
+        .unwrap();
+    assert!(p.fetch.is_empty());
+    // A read given none of the bytes it planned to fetch is an I/O error.
+    assert!(matches!(
+        sh.plan_and_finish(&o, &st, &[SubOp::Read { offset: 0, len: 5 }]),
         Err(OpError::Io(_))
     ));
     let _ = SubResult::None;
@@ -477,28 +464,11 @@ fn allocation_hints_reach_every_shard_scaled_to_it() {
         flags: alloc_hint::COMPRESSIBLE | alloc_hint::SEQUENTIAL_READ,
     };
     let st = ObjState::default();
-    let p = ec::plan(
-        &sh.st,
-        &sh.stores[0],
-        sh.c,
-        &o,
-        &st,
-        std::slice::from_ref(&hint),
-        MAX,
-    )
-    .unwrap();
+    let p = sh.plan(&o, &st, std::slice::from_ref(&hint)).unwrap();
     assert!(p.writes && p.exists_after);
-    let out = ec::finish(
-        &sh.st,
-        &sh.stores[0],
-        sh.c,
-        &o,
-        &st,
-        std::slice::from_ref(&hint),
-        &p,
-        OldBytes::new(),
-    )
-    .unwrap();
+    let out = sh
+        .plan_and_finish(&o, &st, std::slice::from_ref(&hint))
+        .unwrap();
     for (i, t) in out.shards.into_iter().enumerate() {
         sh.stores[i].apply(t).unwrap();
         let v = sh.stores[i].getattr(sh.c, &o, ALLOC_HINT_ATTR).unwrap();
