@@ -11,6 +11,7 @@
 //! `perm[y]`; zigzag parities store row t at element t.
 
 pub mod coeffs;
+mod schedule;
 pub mod shape;
 
 use crate::code::{check_decode, check_encode, check_plan, padded, ErasureCode};
@@ -20,6 +21,7 @@ use crate::kernel::{dot_prod, Mode};
 use crate::layout::{element, Available, Elem, Layout, DEFAULT_ALIGNMENT};
 use crate::plan::{build, PlanOptions, ReadPlan};
 use coeffs::{blocks, Coefficients};
+use schedule::Schedule;
 pub use shape::{Construction, Shape};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -30,6 +32,7 @@ use std::sync::OnceLock;
 pub struct Zigzag {
     shape: Shape,
     coefs: OnceLock<Result<Coefficients>>,
+    schedule: OnceLock<Schedule>,
     alignment: usize,
 }
 
@@ -47,6 +50,7 @@ impl Zigzag {
         Ok(Zigzag {
             shape: Shape::new(k, r, s, construction)?,
             coefs: OnceLock::new(),
+            schedule: OnceLock::new(),
             alignment: DEFAULT_ALIGNMENT,
         })
     }
@@ -383,40 +387,32 @@ impl ErasureCode for Zigzag {
             .iter()
             .map(|d| (!d.is_empty()).then(|| padded(layout, d)))
             .collect();
-        // Row parity: data and row parity share the row order, so it is
-        // the XOR of whole chunks, in one pass.
-        {
-            let live: Vec<&[u8]> = full.iter().flatten().map(|c| c.as_ref()).collect();
-            dot_prod(
-                &vec![1u8; live.len()],
-                &live,
-                &mut [&mut *parity[0]],
-                Mode::Overwrite,
-            );
-        }
+        // One dot product per parity element, in the schedule's order
+        // (which keeps a data element in L2 between its r reads more often
+        // than parity by parity would); elements that are all padding
+        // add nothing and are left out.
+        let schedule = self.schedule.get_or_init(|| Schedule::new(sh, co));
         let mut inputs: Vec<&[u8]> = Vec::with_capacity(sh.k);
         let mut cs: Vec<u8> = Vec::with_capacity(sh.k);
-        for l in 1..sh.r {
-            for t in 0..sh.rows {
-                inputs.clear();
-                cs.clear();
-                for (c, chunk) in full.iter().enumerate() {
-                    let Some(chunk) = chunk else { continue };
-                    let q = sh.perm[sh.shift(t, sh.pos(c), l)];
-                    if layout.stored_in_element(c, q) == 0 {
-                        continue;
-                    }
-                    inputs.push(&chunk[q * es..(q + 1) * es]);
-                    cs.push(co.get(sh, l, c, t));
+        for job in schedule.jobs() {
+            inputs.clear();
+            cs.clear();
+            for term in schedule.terms(job) {
+                let (c, q) = (term.col as usize, term.elem as usize);
+                let Some(chunk) = &full[c] else { continue };
+                if layout.stored_in_element(c, q) == 0 {
+                    continue;
                 }
-                let (_, at) = self.chunk_elem(Ref::Parity(l, t));
-                dot_prod(
-                    &cs,
-                    &inputs,
-                    &mut [&mut parity[l][at * es..(at + 1) * es]],
-                    Mode::Overwrite,
-                );
+                inputs.push(&chunk[q * es..(q + 1) * es]);
+                cs.push(term.coef);
             }
+            let at = job.elem as usize * es;
+            dot_prod(
+                &cs,
+                &inputs,
+                &mut [&mut parity[job.parity as usize][at..at + es]],
+                Mode::Overwrite,
+            );
         }
         Ok(())
     }
