@@ -190,7 +190,7 @@ impl<'a> ChunkExtents<'a> {
     }
 
     /// The bytes `[start, end)` if one extent covers them.
-    fn range(&self, start: usize, end: usize) -> Option<&'a [u8]> {
+    pub(crate) fn range(&self, start: usize, end: usize) -> Option<&'a [u8]> {
         self.extents.iter().find_map(|&(off, b)| {
             (off <= start && end <= off + b.len()).then(|| &b[start - off..end - off])
         })

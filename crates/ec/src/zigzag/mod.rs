@@ -87,6 +87,57 @@ impl Zigzag {
         }
     }
 
+    /// The parities `parity` holds a buffer for (of the chunk size; the
+    /// others are not computed), from the data chunks as stored: a lost
+    /// parity is rebuilt with one pass over the data, not r.
+    fn encode_into(
+        &self,
+        layout: &Layout,
+        data: &[&[u8]],
+        parity: &mut [Option<&mut [u8]>],
+    ) -> Result<()> {
+        let co = self.coefficients()?;
+        let sh = &self.shape;
+        let es = layout.element_size;
+        debug_assert_eq!(parity.len(), sh.r);
+        debug_assert!(parity
+            .iter()
+            .flatten()
+            .all(|p| p.len() == layout.chunk_size()));
+        // Each data chunk padded to the chunk size once (only the chunk
+        // holding the object's end is copied); all-padding chunks drop out.
+        let full: Vec<Option<Cow<[u8]>>> = data
+            .iter()
+            .map(|d| (!d.is_empty()).then(|| padded(layout, d)))
+            .collect();
+        // One dot product per parity element, in the schedule's order
+        // (which keeps a data element in L2 between its r reads more often
+        // than parity by parity would); elements that are all padding
+        // add nothing and are left out.
+        let schedule = self.schedule.get_or_init(|| Schedule::new(sh, co));
+        let mut inputs: Vec<&[u8]> = Vec::with_capacity(sh.k);
+        let mut cs: Vec<u8> = Vec::with_capacity(sh.k);
+        for job in schedule.jobs() {
+            let Some(out) = parity[job.parity as usize].as_deref_mut() else {
+                continue;
+            };
+            inputs.clear();
+            cs.clear();
+            for term in schedule.terms(job) {
+                let (c, q) = (term.col as usize, term.elem as usize);
+                let Some(chunk) = &full[c] else { continue };
+                if layout.stored_in_element(c, q) == 0 {
+                    continue;
+                }
+                inputs.push(&chunk[q * es..(q + 1) * es]);
+                cs.push(term.coef);
+            }
+            let at = job.elem as usize * es;
+            dot_prod(&cs, &inputs, &mut [&mut out[at..at + es]], Mode::Overwrite);
+        }
+        Ok(())
+    }
+
     fn chunk_elem(&self, e: Ref) -> (usize, usize) {
         match e {
             Ref::Data(c, y) => (c, self.shape.perm[y]),
@@ -378,43 +429,8 @@ impl ErasureCode for Zigzag {
         parity: &mut [&mut [u8]],
     ) -> Result<()> {
         check_encode(self, layout, data, parity)?;
-        let co = self.coefficients()?;
-        let sh = &self.shape;
-        let es = layout.element_size;
-        // Each data chunk padded to the chunk size once (only the chunk
-        // holding the object's end is copied); all-padding chunks drop out.
-        let full: Vec<Option<Cow<[u8]>>> = data
-            .iter()
-            .map(|d| (!d.is_empty()).then(|| padded(layout, d)))
-            .collect();
-        // One dot product per parity element, in the schedule's order
-        // (which keeps a data element in L2 between its r reads more often
-        // than parity by parity would); elements that are all padding
-        // add nothing and are left out.
-        let schedule = self.schedule.get_or_init(|| Schedule::new(sh, co));
-        let mut inputs: Vec<&[u8]> = Vec::with_capacity(sh.k);
-        let mut cs: Vec<u8> = Vec::with_capacity(sh.k);
-        for job in schedule.jobs() {
-            inputs.clear();
-            cs.clear();
-            for term in schedule.terms(job) {
-                let (c, q) = (term.col as usize, term.elem as usize);
-                let Some(chunk) = &full[c] else { continue };
-                if layout.stored_in_element(c, q) == 0 {
-                    continue;
-                }
-                inputs.push(&chunk[q * es..(q + 1) * es]);
-                cs.push(term.coef);
-            }
-            let at = job.elem as usize * es;
-            dot_prod(
-                &cs,
-                &inputs,
-                &mut [&mut parity[job.parity as usize][at..at + es]],
-                Mode::Overwrite,
-            );
-        }
-        Ok(())
+        let mut outs: Vec<Option<&mut [u8]>> = parity.iter_mut().map(|p| Some(&mut **p)).collect();
+        self.encode_into(layout, data, &mut outs)
     }
 
     fn decode(
@@ -470,22 +486,36 @@ impl ErasureCode for Zigzag {
             }
         }
         if !missing_parity.is_empty() {
-            let data: Vec<Vec<u8>> = (0..sh.k)
-                .map(|c| match solved.get(&c) {
-                    Some(b) => Ok(b.clone()),
-                    None => self
-                        .decode(layout, available, &[c])
-                        .map(|mut m| m.remove(&c).unwrap_or_default()),
+            // The data as stored: borrowed where one extent holds a whole
+            // chunk (as a rebuild reads it), else assembled or solved.
+            let data: Vec<Cow<[u8]>> = (0..sh.k)
+                .map(|c| {
+                    if let Some(b) = solved.get(&c) {
+                        return Ok(Cow::Borrowed(b.as_slice()));
+                    }
+                    let n = layout.stored_len(c);
+                    if let Some(b) = available.get(&c).and_then(|x| x.range(0, n)) {
+                        return Ok(Cow::Borrowed(b));
+                    }
+                    self.decode(layout, available, &[c])
+                        .map(|mut m| Cow::Owned(m.remove(&c).unwrap_or_default()))
                 })
                 .collect::<Result<_>>()?;
-            let drefs: Vec<&[u8]> = data.iter().map(|d| d.as_slice()).collect();
-            let mut par = vec![vec![0u8; layout.chunk_size()]; sh.r];
-            {
-                let mut prefs: Vec<&mut [u8]> = par.iter_mut().map(|p| p.as_mut_slice()).collect();
-                self.encode_parity(layout, &drefs, &mut prefs)?;
-            }
-            for &w in &missing_parity {
-                out.insert(w, std::mem::take(&mut par[w - sh.k]));
+            let drefs: Vec<&[u8]> = data.iter().map(|d| d.as_ref()).collect();
+            let mut par: Vec<Option<Vec<u8>>> = (sh.k..sh.k + sh.r)
+                .map(|w| {
+                    missing_parity
+                        .contains(&w)
+                        .then(|| vec![0u8; layout.chunk_size()])
+                })
+                .collect();
+            let mut outs: Vec<Option<&mut [u8]>> =
+                par.iter_mut().map(|p| p.as_deref_mut()).collect();
+            self.encode_into(layout, &drefs, &mut outs)?;
+            for (l, p) in par.into_iter().enumerate() {
+                if let Some(p) = p {
+                    out.insert(sh.k + l, p);
+                }
             }
         }
         Ok(out)
