@@ -160,6 +160,9 @@ pub struct LeaderState {
     /// restarting when wrongly marked down; a restarted one's counters
     /// go back, which `PoolIo::since` takes as counting from zero).
     pool_io_seen: HashMap<i32, BTreeMap<u64, loligo_types::PoolIo>>,
+    /// Every PG's placement under the last map looked at, carried to the
+    /// next: the per-PG reports below map no PG through CRUSH again.
+    placements: crate::placements::Placements,
 }
 
 impl LeaderState {
@@ -433,7 +436,7 @@ impl LeaderState {
     fn pg_census(&self, map: &OsdMap) -> Result<Census, MapError> {
         let stats = self.current_stats(map);
         let mut census = Census::default();
-        let mut placer = map.placer()?;
+        let mut placer = self.placements.placer(map)?;
         for pool in map.pools.values() {
             for ps in 0..pool.pg_num {
                 let pg = PgId { pool: pool.id, ps };
@@ -561,7 +564,7 @@ impl LeaderState {
     /// and its current primary's last report, in pool and PG order.
     pub fn pg_list(&self, map: &OsdMap, pool: Option<u64>) -> Result<Vec<PgRow>, MapError> {
         let stats = self.current_stats(map);
-        let mut placer = map.placer()?;
+        let mut placer = self.placements.placer(map)?;
         let mut rows = Vec::new();
         for p in map
             .pools
@@ -606,7 +609,7 @@ impl LeaderState {
             return Err(MapError::NoSuchOsd(*id));
         }
         let stats = self.current_stats(map);
-        let mut placer = map.placer()?;
+        let mut placer = self.placements.placer(map)?;
         let mut r = OkToStop {
             osds: ids.to_vec(),
             ..OkToStop::default()
@@ -662,7 +665,7 @@ impl LeaderState {
             return Err(MapError::NoSuchOsd(*id));
         }
         let stats = self.current_stats(map);
-        let mut placer = map.placer()?;
+        let mut placer = self.placements.placer(map)?;
         let mut stored: BTreeMap<i32, usize> = ids.iter().map(|&id| (id, 0)).collect();
         let (mut unknown, mut not_clean) = (0usize, 0usize);
         for p in map.pools.values() {
@@ -707,7 +710,7 @@ impl LeaderState {
     /// `since` or later (unknown ones, and older reports, included).
     pub fn not_clean_pgs(&self, map: &OsdMap, since: u64) -> Result<u64, MapError> {
         let stats = self.current_stats(map);
-        let mut placer = map.placer()?;
+        let mut placer = self.placements.placer(map)?;
         let mut n = 0;
         for p in map.pools.values() {
             for ps in 0..p.pg_num {
@@ -750,7 +753,7 @@ impl LeaderState {
         if map.pg_merges.values().all(|m| m.ready_since == 0) {
             return Ok(HashMap::new());
         }
-        let mut placer = map.placer()?;
+        let mut placer = self.placements.placer(map)?;
         let mut out = HashMap::new();
         for ((pg, osd), st) in self.current_stats(map) {
             if st.merge_ready.is_none() || !map.pg_exists(pg) {

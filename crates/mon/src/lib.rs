@@ -16,6 +16,7 @@ pub mod leader;
 pub mod metrics;
 pub mod monmap;
 pub mod network;
+pub mod placements;
 pub mod pool_stats;
 pub use loligo_types::pg_num;
 pub mod raft;

@@ -1,0 +1,90 @@
+//! The leader's PG placements, carried from map to map: `status`,
+//! `health`, `df`, `pg ls`, `ok-to-stop` and the tick's health check each
+//! look at every PG, and mapping each through CRUSH again made every one
+//! of them cost a full CRUSH pass (333,333 PGs at 10,000 OSDs: most of
+//! the monitor's time). [`PgMappings`] keeps every PG's CRUSH step and
+//! runs CRUSH again only where a new map can move a PG.
+//!
+//! It must never answer a mapping other than [`OsdMap::placer`]'s on the
+//! same map (`PgMappings` holds to that, and a test here checks it after
+//! a change).
+
+use loligo_types::mapping::PgMappings;
+use loligo_types::{MapError, OsdMap, OsdStates, PgId, PgMapping};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+/// The mappings of the last map asked about.
+#[derive(Default)]
+pub struct Placements(Mutex<Option<PgMappings>>);
+
+impl std::fmt::Debug for Placements {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Placements")
+    }
+}
+
+/// A placer over the carried mappings, for one map (holds them locked:
+/// do not ask `Placements` for another while it lives).
+pub struct CachedPlacer<'a> {
+    mappings: MutexGuard<'a, Option<PgMappings>>,
+    map: &'a OsdMap,
+    states: OsdStates,
+}
+
+impl Placements {
+    /// A placer for `map`, the carried mappings brought up to it first.
+    pub fn placer<'a>(&'a self, map: &'a OsdMap) -> Result<CachedPlacer<'a>, MapError> {
+        let mut mappings = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        match mappings.as_mut() {
+            Some(m) => {
+                m.advance(map)?;
+            }
+            None => *mappings = Some(PgMappings::new(map)?),
+        }
+        Ok(CachedPlacer {
+            mappings,
+            map,
+            states: map.osd_states(),
+        })
+    }
+}
+
+impl CachedPlacer<'_> {
+    /// PG `pg`'s mapping, as [`loligo_types::Placer::map_pg`] gives it.
+    pub fn map_pg(&mut self, pg: PgId) -> Result<PgMapping, MapError> {
+        self.map.pool_of(pg)?;
+        self.mappings
+            .as_ref()
+            .and_then(|m| m.mapping_in(self.map, &self.states, pg))
+            .ok_or_else(|| MapError::Invalid(format!("pg {pg} has no carried mapping")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Asked again after OSDs go down and one is reweighted, it answers
+    /// what a fresh placer does for every PG.
+    #[test]
+    fn carried_mappings_answer_as_a_fresh_placer() {
+        let mut map = OsdMap::test_cluster(6, 32);
+        let p = Placements::default();
+        let check = |p: &Placements, map: &OsdMap| {
+            let mut fresh = map.placer().unwrap();
+            let mut ours = p.placer(map).unwrap();
+            for ps in 0..32 {
+                let pg = PgId { pool: 1, ps };
+                assert_eq!(ours.map_pg(pg).unwrap(), fresh.map_pg(pg).unwrap(), "{pg}");
+            }
+            assert!(ours.map_pg(PgId { pool: 1, ps: 32 }).is_err());
+        };
+        check(&p, &map);
+        map.epoch += 1;
+        map.osds.get_mut(&2).unwrap().up = false;
+        check(&p, &map);
+        map.epoch += 1;
+        map.osds.get_mut(&4).unwrap().weight = 0x8000;
+        check(&p, &map);
+    }
+}
