@@ -75,13 +75,14 @@ fn mean_ms(total_us: u64, n: u64) -> f64 {
 /// from its last report among `reports` (counted only while it is up).
 pub fn osd_rows(map: &OsdMap, census: &Census, reports: &[&OsdReport]) -> Vec<OsdRow> {
     let by_osd: BTreeMap<i32, &OsdReport> = reports.iter().map(|r| (r.osd, *r)).collect();
+    let locations = loligo_types::crush_edit::Locations::new(&map.crush);
     (map.osds.values())
         .map(|o| {
             let r = by_osd.get(&o.id).filter(|_| o.up);
             let get = |f: fn(&OsdReport) -> u64| r.map_or(0, |r| f(r));
             OsdRow {
                 id: o.id,
-                host: crate::metrics::host_of(map, o.id),
+                host: crate::metrics::host_of(&locations, o.id),
                 up: o.up,
                 is_in: o.is_in(),
                 reweight: f64::from(o.weight) / 65536.0,

@@ -278,13 +278,14 @@ fn osd_down(map: &OsdMap) -> Option<HealthCheck> {
     if down.is_empty() {
         return None;
     }
+    let locations = crush_edit::Locations::new(&map.crush);
     Some(check(
         HealthStatus::Warn,
         down.len() as u64,
         format!("{} osds down", down.len()),
         down.iter().map(|id| {
             let name = format!("osd.{id}");
-            let loc = crush_edit::location_of(&map.crush, &name).unwrap_or_default();
+            let loc = locations.of(&name).unwrap_or_default();
             let loc: Vec<String> = loc.iter().rev().map(|(t, n)| format!("{t}={n}")).collect();
             format!("{name} ({}) is down", loc.join(","))
         }),

@@ -261,8 +261,9 @@ fn monitors(t: &mut Text, v: &View) {
 }
 
 /// The CRUSH host of OSD `id` ("" when it has none).
-pub(crate) fn host_of(map: &OsdMap, id: i32) -> String {
-    crush_edit::location_of(&map.crush, &format!("osd.{id}"))
+pub(crate) fn host_of(locations: &crush_edit::Locations, id: i32) -> String {
+    locations
+        .of(&format!("osd.{id}"))
         .and_then(|loc| loc.into_iter().find(|(t, _)| t == "host"))
         .map_or_else(String::new, |(_, h)| h)
 }
@@ -271,14 +272,14 @@ fn osds(t: &mut Text, v: &View) {
     let version = version();
     let map = v.map;
     t.family("ceph_osd_metadata", Kind::Untyped, "OSD Metadata");
+    let locations = crush_edit::Locations::new(&map.crush);
+    let classes: std::collections::HashMap<i32, &str> = (v.reports.iter().rev())
+        .map(|r| (r.osd, r.device_class.as_str()))
+        .collect();
     for o in map.osds.values() {
         let addr = o.addr.as_str();
-        let host = host_of(map, o.id);
-        let class = v
-            .reports
-            .iter()
-            .find(|r| r.osd == o.id)
-            .map_or("", |r| r.device_class.as_str());
+        let host = host_of(&locations, o.id);
+        let class = classes.get(&o.id).copied().unwrap_or("");
         t.sample(
             &[
                 ("back_iface", ""),
@@ -309,7 +310,7 @@ fn osds(t: &mut Text, v: &View) {
             if r.device.is_empty() {
                 continue;
             }
-            let host = host_of(map, r.osd);
+            let host = host_of(&locations, r.osd);
             t.sample(
                 &[
                     ("ceph_daemon", &format!("osd.{}", r.osd)),

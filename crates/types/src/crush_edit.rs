@@ -12,6 +12,7 @@ use loligo_crush::map::{
     Bucket, BucketAlg, BucketItem, BucketType, ChooseMode, Device, ItemId, Rule, Step, Tunables,
 };
 use loligo_crush::CrushMap;
+use std::collections::HashMap;
 
 /// Name of the root every new host goes under.
 pub const DEFAULT_ROOT: &str = "default";
@@ -496,18 +497,57 @@ fn fix_weights(map: &mut CrushMap) -> Result<()> {
 /// The buckets above item `name`, lowest first, as (type, name) pairs
 /// (crushtool's `--show-location`); `None` if there is no such item.
 pub fn location_of(map: &CrushMap, name: &str) -> Option<Vec<(String, String)>> {
-    let mut cur = item_id(map, name)?;
-    let mut out = Vec::new();
-    for _ in 0..=map.buckets.len() {
-        let Some(p) = parent_of(map, cur) else { break };
-        let b = &map.buckets[p];
-        out.push((
-            map.type_name(b.type_id).unwrap_or("?").to_string(),
-            b.name.clone(),
-        ));
-        cur = b.id;
+    Locations::new(map).of(name)
+}
+
+/// Every item's parent and name, indexed once, for the locations of many
+/// items: [`location_of`] alone scans the map, so asking it for each of
+/// N OSDs costs N scans (a health check of 10,000 down OSDs).
+pub struct Locations<'a> {
+    map: &'a CrushMap,
+    /// Item id -> index of the first bucket holding it (as `parent_of`).
+    parent: HashMap<ItemId, usize>,
+    ids: HashMap<&'a str, ItemId>,
+}
+
+impl<'a> Locations<'a> {
+    /// The index of `map`.
+    pub fn new(map: &'a CrushMap) -> Locations<'a> {
+        let mut parent = HashMap::new();
+        for (i, b) in map.buckets.iter().enumerate() {
+            for it in &b.items {
+                parent.entry(it.id).or_insert(i);
+            }
+        }
+        // The first device of a name, else the first bucket, as
+        // `item_id` finds them.
+        let mut ids = HashMap::new();
+        for d in &map.devices {
+            ids.entry(d.name.as_str()).or_insert(d.id);
+        }
+        for b in &map.buckets {
+            ids.entry(b.name.as_str()).or_insert(b.id);
+        }
+        Locations { map, parent, ids }
     }
-    Some(out)
+
+    /// [`location_of`] item `name`.
+    pub fn of(&self, name: &str) -> Option<Vec<(String, String)>> {
+        let mut cur = *self.ids.get(name)?;
+        let mut out = Vec::new();
+        for _ in 0..=self.map.buckets.len() {
+            let Some(&p) = self.parent.get(&cur) else {
+                break;
+            };
+            let b = &self.map.buckets[p];
+            out.push((
+                self.map.type_name(b.type_id).unwrap_or("?").to_string(),
+                b.name.clone(),
+            ));
+            cur = b.id;
+        }
+        Some(out)
+    }
 }
 
 /// Add rule `name` placing replicas under bucket `root`, each in a
@@ -638,5 +678,33 @@ mod tests {
         let rows = tree(&m);
         assert_eq!(rows[0].3, "default");
         assert_eq!(rows.len(), 3);
+    }
+
+    /// One index answers every item's location, lowest bucket first, and
+    /// follows a move.
+    #[test]
+    fn locations_walk_up_to_the_root() {
+        let mut m = default_map("host").unwrap();
+        add_osd(&mut m, 0, "a", 0x10000).unwrap();
+        add_osd(&mut m, 1, "b", 0x10000).unwrap();
+        let loc = |t: &str, n: &str| (t.to_string(), n.to_string());
+        set_location(&mut m, 0, &[loc("host", "c"), loc("rack", "r1")]).unwrap();
+        let l = Locations::new(&m);
+        assert_eq!(
+            l.of("osd.0"),
+            Some(vec![
+                loc("host", "c"),
+                loc("rack", "r1"),
+                loc("root", "default")
+            ])
+        );
+        assert_eq!(
+            l.of("osd.1"),
+            Some(vec![loc("host", "b"), loc("root", "default")])
+        );
+        assert_eq!(l.of("r1"), Some(vec![loc("root", "default")]));
+        assert_eq!(l.of("default"), Some(vec![]));
+        assert_eq!(l.of("osd.7"), None);
+        assert_eq!(location_of(&m, "osd.1"), l.of("osd.1"));
     }
 }
