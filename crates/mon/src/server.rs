@@ -730,8 +730,9 @@ impl Monitor {
                 self.quorum(QUORUM_WAIT_STATUS).await?;
                 let answer = {
                     let l = self.leader.lock().await;
-                    let st = self.shared.read();
-                    let map = st.map.as_ref().ok_or(MonError::NoMap)?;
+                    // A copy: every PG is looked at, and the Raft state machine
+                    // must not wait on that for the map's lock.
+                    let map = &self.map_now()?;
                     l.ok_to_stop(map, &ids)?
                 };
                 let value = serde_json::to_value(&answer)
@@ -781,8 +782,9 @@ impl Monitor {
                 self.quorum(QUORUM_WAIT_STATUS).await?;
                 let report = {
                     let l = self.leader.lock().await;
-                    let st = self.shared.read();
-                    let map = st.map.as_ref().ok_or(MonError::NoMap)?;
+                    // A copy: every PG is looked at, and the Raft state machine
+                    // must not wait on that for the map's lock.
+                    let map = &self.map_now()?;
                     l.df(map)?
                 };
                 let value = serde_json::to_value(&report)
@@ -853,8 +855,9 @@ impl Monitor {
                 }
                 let rows = {
                     let l = self.leader.lock().await;
-                    let st = self.shared.read();
-                    let map = st.map.as_ref().ok_or(MonError::NoMap)?;
+                    // A copy: every PG is looked at, and the Raft state machine
+                    // must not wait on that for the map's lock.
+                    let map = &self.map_now()?;
                     let pool = match pool {
                         None => None,
                         Some(name) => Some(
@@ -1018,8 +1021,9 @@ impl Monitor {
         }
         self.quorum(QUORUM_WAIT_STATUS).await?;
         let l = self.leader.lock().await;
-        let st = self.shared.read();
-        let map = st.map.as_ref().ok_or(MonError::NoMap)?;
+        // A copy: every PG is looked at, and the Raft state machine
+        // must not wait on that for the map's lock.
+        let map = &self.map_now()?;
         Ok(l.safe_to_destroy(map, ids)?)
     }
 
@@ -1345,8 +1349,7 @@ impl Monitor {
         let monitors = self.mon_status();
         let text = {
             let l = self.leader.lock().await;
-            let st = self.shared.read();
-            let Some(map) = st.map.as_ref() else {
+            let Ok(map) = &self.map_now() else {
                 return MetricsPage::Unavailable("no map yet".into());
             };
             let perf = !self.cfg.exclude_perf_counters;
@@ -1381,12 +1384,20 @@ impl Monitor {
             .map(|(url, _)| url.as_str())
     }
 
+    /// A copy of the current map, for work that looks at every PG: the
+    /// map's lock is held only while copying (a census of 333,333 PGs
+    /// under it held the Raft state machine past its commit timeout).
+    pub(crate) fn map_now(&self) -> Result<loligo_types::OsdMap, MonError> {
+        self.shared.read().map.clone().ok_or(MonError::NoMap)
+    }
+
     /// The `status` report (leader only: it holds the PG stats).
     async fn status(&self) -> Result<StatusReport, MonError> {
         let monitors = self.mon_status();
         let l = self.leader.lock().await;
-        let st = self.shared.read();
-        let map = st.map.as_ref().ok_or(MonError::NoMap)?;
+        // A copy: every PG is looked at, and the Raft state machine
+        // must not wait on that for the map's lock.
+        let map = &self.map_now()?;
         Ok(l.status(map, monitors, Instant::now(), &self.timeouts())?)
     }
 }

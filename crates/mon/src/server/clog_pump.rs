@@ -71,8 +71,7 @@ impl Monitor {
         let monitors = self.mon_status();
         let health = {
             let l = self.leader.lock().await;
-            let st = self.shared.read();
-            let Some(map) = st.map.as_ref() else { return };
+            let Ok(map) = &self.map_now() else { return };
             match l.settled_health(map, &monitors, Instant::now(), &self.timeouts()) {
                 Ok(Some(h)) => clog::health_seen(&h),
                 Ok(None) => return,
