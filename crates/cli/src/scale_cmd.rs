@@ -99,6 +99,11 @@ where
     let addr = listener.local_addr()?.to_string();
     let mut cfg = MonConfig::new(0, [(0, addr)].into(), dir.clone(), "scale");
     cfg.create = true;
+    // The simulated OSDs send the monitor no reports: it must not mark
+    // them down for that while a large setup runs (minutes of wall time
+    // at 10,000 OSDs). Failure detection is not what is measured.
+    cfg.report_timeout = std::time::Duration::from_secs(7 * 86_400);
+    cfg.down_out_interval = std::time::Duration::from_secs(7 * 86_400);
     let rss0 = rss_mib();
     let h = Monitor::start(cfg, listener).await.map_err(mon_err)?;
     let result = async {
