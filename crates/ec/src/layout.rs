@@ -278,6 +278,27 @@ mod tests {
         assert!(Layout::new(MAX_OBJECT_SIZE + 1, 3, 2, 2, 4096).is_err());
     }
 
+    /// A range is found inside any one extent, in offset order or not,
+    /// and never across two or in a gap.
+    #[test]
+    fn ranges_come_from_one_covering_extent() {
+        let bytes: Vec<u8> = (0..100u8).collect();
+        let ext = |v: &[(usize, std::ops::Range<usize>)]| ChunkExtents {
+            extents: v.iter().map(|(o, r)| (*o, &bytes[r.clone()])).collect(),
+        };
+        let sorted = ext(&[(0, 0..10), (20, 20..30), (30, 30..40), (60, 60..100)]);
+        let shuffled = ext(&[(60, 60..100), (20, 20..30), (0, 0..10), (30, 30..40)]);
+        for x in [&sorted, &shuffled] {
+            assert_eq!(x.range(0, 10), Some(&bytes[0..10]));
+            assert_eq!(x.range(22, 25), Some(&bytes[22..25]));
+            assert_eq!(x.range(30, 30), Some(&bytes[30..30]));
+            assert_eq!(x.range(70, 100), Some(&bytes[70..100]));
+            assert_eq!(x.range(25, 35), None, "across two extents");
+            assert_eq!(x.range(10, 12), None, "in a gap");
+            assert_eq!(x.range(95, 101), None, "past the end");
+        }
+    }
+
     #[test]
     fn chunk_buffers_are_page_aligned_and_disjoint() {
         let mut b = ChunkBuffers::new(&[5000, 0, 4096, 1]);
