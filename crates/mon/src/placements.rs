@@ -64,27 +64,63 @@ impl CachedPlacer<'_> {
 mod tests {
     use super::*;
 
-    /// Asked again after OSDs go down and one is reweighted, it answers
-    /// what a fresh placer does for every PG.
+    /// Asked again after each kind of change (an OSD down, a pool made,
+    /// pg_num raised, an upmap item, a pg_temp, a reweight, a pool
+    /// removed), it answers what a fresh placer does for every PG.
     #[test]
     fn carried_mappings_answer_as_a_fresh_placer() {
         let mut map = OsdMap::test_cluster(6, 32);
         let p = Placements::default();
-        let check = |p: &Placements, map: &OsdMap| {
+        let check = |p: &Placements, map: &OsdMap, what: &str| {
             let mut fresh = map.placer().unwrap();
             let mut ours = p.placer(map).unwrap();
-            for ps in 0..32 {
-                let pg = PgId { pool: 1, ps };
-                assert_eq!(ours.map_pg(pg).unwrap(), fresh.map_pg(pg).unwrap(), "{pg}");
+            for pool in map.pools.values() {
+                for ps in 0..pool.pg_num {
+                    let pg = PgId { pool: pool.id, ps };
+                    let want = fresh.map_pg(pg).unwrap();
+                    assert_eq!(ours.map_pg(pg).unwrap(), want, "{what}: {pg}");
+                }
+                let past = PgId {
+                    pool: pool.id,
+                    ps: pool.pg_num,
+                };
+                assert!(ours.map_pg(past).is_err(), "{what}");
             }
-            assert!(ours.map_pg(PgId { pool: 1, ps: 32 }).is_err());
         };
-        check(&p, &map);
-        map.epoch += 1;
-        map.osds.get_mut(&2).unwrap().up = false;
-        check(&p, &map);
-        map.epoch += 1;
-        map.osds.get_mut(&4).unwrap().weight = 0x8000;
-        check(&p, &map);
+        check(&p, &map, "first");
+        type Change<'a> = (&'a str, &'a dyn Fn(&mut OsdMap));
+        let changes: [Change; 7] = [
+            ("osd down", &|m| m.osds.get_mut(&2).unwrap().up = false),
+            ("pool made", &|m| {
+                let mut pool = m.pools[&1].clone();
+                pool.id = 2;
+                pool.pg_num = 16;
+                pool.pgp_num = 16;
+                m.pools.insert(2, pool);
+            }),
+            ("pg_num raised", &|m| {
+                let pool = m.pools.get_mut(&1).unwrap();
+                pool.pg_num = 48;
+                pool.pgp_num = 48;
+            }),
+            ("upmap", &|m| {
+                let pg = PgId { pool: 1, ps: 3 };
+                let from = m.placer().unwrap().map_pg(pg).unwrap().up[0];
+                let to = (0..6).find(|o| *o != from).unwrap();
+                m.pg_upmap_items.insert(pg, vec![(from, to)]);
+            }),
+            ("pg_temp", &|m| {
+                m.pg_temp.insert(PgId { pool: 2, ps: 5 }, vec![0, 1, 3]);
+            }),
+            ("reweight", &|m| m.osds.get_mut(&4).unwrap().weight = 0x8000),
+            ("pool removed", &|m| {
+                m.pools.remove(&2);
+            }),
+        ];
+        for (what, change) in changes {
+            map.epoch += 1;
+            change(&mut map);
+            check(&p, &map, what);
+        }
     }
 }

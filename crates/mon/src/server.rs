@@ -730,8 +730,6 @@ impl Monitor {
                 self.quorum(QUORUM_WAIT_STATUS).await?;
                 let answer = {
                     let l = self.leader.lock().await;
-                    // A copy: every PG is looked at, and the Raft state machine
-                    // must not wait on that for the map's lock.
                     let map = &self.map_now()?;
                     l.ok_to_stop(map, &ids)?
                 };
@@ -782,8 +780,6 @@ impl Monitor {
                 self.quorum(QUORUM_WAIT_STATUS).await?;
                 let report = {
                     let l = self.leader.lock().await;
-                    // A copy: every PG is looked at, and the Raft state machine
-                    // must not wait on that for the map's lock.
                     let map = &self.map_now()?;
                     l.df(map)?
                 };
@@ -802,8 +798,7 @@ impl Monitor {
                 self.quorum(QUORUM_WAIT_STATUS).await?;
                 let value = {
                     let l = self.leader.lock().await;
-                    let st = self.shared.read();
-                    let map = st.map.as_ref().ok_or(MonError::NoMap)?;
+                    let map = &self.map_now()?;
                     let only = match &pool {
                         Some(name) => Some(admin::pool(map, name)?.id),
                         None => None,
@@ -855,8 +850,6 @@ impl Monitor {
                 }
                 let rows = {
                     let l = self.leader.lock().await;
-                    // A copy: every PG is looked at, and the Raft state machine
-                    // must not wait on that for the map's lock.
                     let map = &self.map_now()?;
                     let pool = match pool {
                         None => None,
@@ -1021,8 +1014,6 @@ impl Monitor {
         }
         self.quorum(QUORUM_WAIT_STATUS).await?;
         let l = self.leader.lock().await;
-        // A copy: every PG is looked at, and the Raft state machine
-        // must not wait on that for the map's lock.
         let map = &self.map_now()?;
         Ok(l.safe_to_destroy(map, ids)?)
     }
@@ -1235,8 +1226,7 @@ impl Monitor {
     async fn step_pgp(&self) {
         let (epoch, changes) = {
             let mut l = self.leader.lock().await;
-            let st = self.shared.read();
-            let Some(map) = st.map.as_ref() else { return };
+            let Ok(map) = &self.map_now() else { return };
             (map.epoch, l.pgp_step(map))
         };
         if changes.is_empty() {
@@ -1260,8 +1250,7 @@ impl Monitor {
     async fn balance(&self) {
         let (epoch, changes) = {
             let mut l = self.leader.lock().await;
-            let st = self.shared.read();
-            let Some(map) = st.map.as_ref() else { return };
+            let Ok(map) = &self.map_now() else { return };
             (map.epoch, l.balance(map, Instant::now()))
         };
         if changes.is_empty() {
@@ -1384,9 +1373,11 @@ impl Monitor {
             .map(|(url, _)| url.as_str())
     }
 
-    /// A copy of the current map, for work that looks at every PG: the
-    /// map's lock is held only while copying (a census of 333,333 PGs
-    /// under it held the Raft state machine past its commit timeout).
+    /// A copy of the current map, for work that looks at every PG (a
+    /// census, a report per PG, the balancer): the map's lock is held only
+    /// while copying, because the Raft state machine takes it to apply,
+    /// and a census of 333,333 PGs under it held the apply past the commit
+    /// timeout.
     pub(crate) fn map_now(&self) -> Result<loligo_types::OsdMap, MonError> {
         self.shared.read().map.clone().ok_or(MonError::NoMap)
     }
@@ -1395,8 +1386,6 @@ impl Monitor {
     async fn status(&self) -> Result<StatusReport, MonError> {
         let monitors = self.mon_status();
         let l = self.leader.lock().await;
-        // A copy: every PG is looked at, and the Raft state machine
-        // must not wait on that for the map's lock.
         let map = &self.map_now()?;
         Ok(l.status(map, monitors, Instant::now(), &self.timeouts())?)
     }

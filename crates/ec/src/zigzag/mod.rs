@@ -104,6 +104,10 @@ impl Zigzag {
             .iter()
             .flatten()
             .all(|p| p.len() == layout.chunk_size()));
+        debug_assert!(
+            data.len() == sh.k && (0..sh.k).all(|c| data[c].len() == layout.stored_len(c)),
+            "data chunks as stored"
+        );
         // Each data chunk padded to the chunk size once (only the chunk
         // holding the object's end is copied); all-padding chunks drop out.
         let full: Vec<Option<Cow<[u8]>>> = data

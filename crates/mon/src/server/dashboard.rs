@@ -112,8 +112,7 @@ impl Monitor {
         let monitors = self.mon_status();
         let view = {
             let l = self.leader.lock().await;
-            let st = self.shared.read();
-            let map = (st.map.as_ref()).ok_or_else(|| "no map yet".to_string())?;
+            let map = &self.map_now().map_err(|_| "no map yet".to_string())?;
             (l.dashboard(map, monitors, Instant::now(), &self.timeouts()))
                 .map_err(|e| format!("dashboard: {e}"))?
         };
