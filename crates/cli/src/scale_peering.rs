@@ -1033,6 +1033,14 @@ pub async fn measure(
         )));
     }
     sim.settle().await?;
+    // A leader has looked at every PG by now (its health check, each
+    // tick once every OSD has reported; `status`): it carries every PG's
+    // placement into the failure's epochs. The simulated OSDs send no
+    // reports, so the harness asks for the status once.
+    sim.mon
+        .call(MonRequest::Admin(loligo_monc::protocol::Admin::Status))
+        .await
+        .map_err(|e| err(format!("monitor: status: {e}")))?;
     let setup_s = t_setup.elapsed().as_secs_f64();
 
     // The failure: the PGs whose acting set holds the victim.

@@ -14,11 +14,12 @@
 //! decide anything when the server runs without TLS ([`Caller::Anyone`]:
 //! the documented opt-out, where anyone may do anything).
 
+use crate::placements::{FewPlacer, Placements};
 use loligo_monc::{MonError, MonRequest};
 use loligo_proto::net::Caller;
 use loligo_proto::tls::{mon_of, osd_of};
 use loligo_types::caps::{is_daemon, Caps, MonCap, ADMIN};
-use loligo_types::{asks, OsdMap};
+use loligo_types::{asks, LazyPlacer, OsdMap};
 
 /// The entities that may look up S3 secrets (with mon 'allow rw').
 pub const S3_GATEWAY_PREFIX: &str = "client.rgw.";
@@ -56,6 +57,17 @@ pub fn authorize(
     caller: Caller<'_>,
     map: Option<&OsdMap>,
     req: &MonRequest,
+) -> Result<(), MonError> {
+    authorize_placed(caller, map, req, None)
+}
+
+/// [`authorize`], with the leader's carried placements to tell a PG's
+/// primary (else CRUSH maps it).
+pub fn authorize_placed(
+    caller: Caller<'_>,
+    map: Option<&OsdMap>,
+    req: &MonRequest,
+    placements: Option<&Placements>,
 ) -> Result<(), MonError> {
     let (e, serial) = match caller {
         Caller::Anyone => return Ok(()),
@@ -111,7 +123,15 @@ pub fn authorize(
         MonRequest::OsdFailure { reporter, .. } => as_osd(*reporter, "report a failure"),
         MonRequest::OsdReport(r) => as_osd(r.osd, "send the report"),
         MonRequest::PgTemp { pg, .. } | MonRequest::PrimaryTemp { pg, .. } => match me {
-            Some(osd) => asks::may_steer(map, *pg, osd).map_err(|why| denied(e, &why)),
+            Some(osd) => {
+                let map =
+                    map.ok_or_else(|| denied(e, "ask for PG overrides before the first map"))?;
+                let mut placer = match placements {
+                    Some(p) => p.few(map),
+                    None => FewPlacer::Fresh(Box::new(LazyPlacer::new(map))),
+                };
+                asks::may_steer(map, &mut placer, *pg, osd).map_err(|why| denied(e, &why))
+            }
             None => Err(denied(e, "ask for PG overrides")),
         },
         MonRequest::RecordWriteSets { items } => match me {

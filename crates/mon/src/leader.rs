@@ -14,8 +14,9 @@ use loligo_monc::protocol::{
     StatusReport, Usage,
 };
 use loligo_types::osdmap::OsdFlag;
-use loligo_types::{Change, MapError, OsdMap, OsdReport, PgId, PgStat, PgState};
+use loligo_types::{Change, MapError, MapPg, OsdMap, OsdReport, PgId, PgStat, PgState};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// What the leader keeps of report `r`, bounded by the map: refused from
@@ -162,10 +163,18 @@ pub struct LeaderState {
     pool_io_seen: HashMap<i32, BTreeMap<u64, loligo_types::PoolIo>>,
     /// Every PG's placement under the last map looked at, carried to the
     /// next: the per-PG reports below map no PG through CRUSH again.
-    placements: crate::placements::Placements,
+    placements: Arc<crate::placements::Placements>,
 }
 
 impl LeaderState {
+    /// A new leader's state, over the monitor's carried placements.
+    pub fn with_placements(placements: Arc<crate::placements::Placements>) -> Self {
+        LeaderState {
+            placements,
+            ..LeaderState::default()
+        }
+    }
+
     /// OSD `id` booted: its old reports and failure reports are void.
     pub fn on_boot(&mut self, id: i32) {
         self.failures.remove(&id);

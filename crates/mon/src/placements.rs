@@ -10,7 +10,7 @@
 //! a change).
 
 use loligo_types::mapping::PgMappings;
-use loligo_types::{MapError, OsdMap, OsdStates, PgId, PgMapping};
+use loligo_types::{LazyPlacer, MapError, MapPg, OsdMap, OsdStates, PgId, PgMapping};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 /// The mappings of the last map asked about.
@@ -32,6 +32,11 @@ pub struct CachedPlacer<'a> {
 }
 
 impl Placements {
+    /// Drop the carried mappings (built again when next asked for).
+    pub fn clear(&self) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = None;
+    }
+
     /// A placer for `map`, the carried mappings brought up to it first.
     pub fn placer<'a>(&'a self, map: &'a OsdMap) -> Result<CachedPlacer<'a>, MapError> {
         let mut mappings = self.0.lock().unwrap_or_else(PoisonError::into_inner);
@@ -47,11 +52,58 @@ impl Placements {
             states: map.osd_states(),
         })
     }
+
+    /// A placer for a few of `map`'s PGs (a request's): the carried
+    /// mappings when they are free, built, and brought to `map` at the
+    /// cost of the PGs it moves; otherwise CRUSH for each PG asked. It
+    /// never waits for the mappings nor makes a full CRUSH pass (at
+    /// 10,000 OSDs, seconds), and never maps a PG through CRUSH that the
+    /// mappings carry (at 10,000 OSDs, 40 us a PG).
+    pub fn few<'a>(&'a self, map: &'a OsdMap) -> FewPlacer<'a> {
+        let states = map.osd_states();
+        let carried = self.0.try_lock().ok().filter(|g| {
+            g.as_ref()
+                .is_some_and(|m| m.advances_cheaply_to(map, &states))
+        });
+        let carried = carried.and_then(|mut g| match g.as_mut().map(|m| m.advance(map)) {
+            Some(Ok(_)) => Some(g),
+            // Half moved: built again when next asked for all PGs.
+            _ => {
+                *g = None;
+                None
+            }
+        });
+        match carried {
+            Some(mappings) => FewPlacer::Carried(CachedPlacer {
+                mappings,
+                map,
+                states,
+            }),
+            None => FewPlacer::Fresh(Box::new(LazyPlacer::new(map))),
+        }
+    }
 }
 
-impl CachedPlacer<'_> {
+/// What [`Placements::few`] gives.
+pub enum FewPlacer<'a> {
+    /// The carried mappings.
+    Carried(CachedPlacer<'a>),
+    /// CRUSH, compiled on first use.
+    Fresh(Box<LazyPlacer<'a>>),
+}
+
+impl MapPg for FewPlacer<'_> {
+    fn map_pg(&mut self, pg: PgId) -> Result<PgMapping, MapError> {
+        match self {
+            FewPlacer::Carried(p) => p.map_pg(pg),
+            FewPlacer::Fresh(p) => p.map_pg(pg),
+        }
+    }
+}
+
+impl MapPg for CachedPlacer<'_> {
     /// PG `pg`'s mapping, as [`loligo_types::Placer::map_pg`] gives it.
-    pub fn map_pg(&mut self, pg: PgId) -> Result<PgMapping, MapError> {
+    fn map_pg(&mut self, pg: PgId) -> Result<PgMapping, MapError> {
         self.map.pool_of(pg)?;
         self.mappings
             .as_ref()
@@ -122,5 +174,44 @@ mod tests {
             change(&mut map);
             check(&p, &map, what);
         }
+    }
+
+    /// A request's few PGs are mapped from the carried mappings when they
+    /// are built, free, and CRUSH's inputs are unchanged; otherwise by
+    /// CRUSH, without building the mappings or waiting for them. Either
+    /// way the answer is a fresh placer's.
+    #[test]
+    fn a_few_pgs_are_mapped_from_carried_mappings_only_when_cheap() {
+        let mut map = OsdMap::test_cluster(6, 32);
+        let p = Placements::default();
+        let pg = PgId { pool: 1, ps: 7 };
+        let same_as_fresh = |placer: &mut FewPlacer, map: &OsdMap| {
+            let want = map.placer().unwrap().map_pg(pg).unwrap();
+            assert_eq!(placer.map_pg(pg).unwrap(), want);
+        };
+        // Not built: CRUSH, and nothing is built.
+        let mut few = p.few(&map);
+        assert!(matches!(few, FewPlacer::Fresh(_)));
+        same_as_fresh(&mut few, &map);
+        drop(few);
+        assert!(p.0.lock().unwrap().is_none(), "few() never builds");
+        drop(p.placer(&map).unwrap());
+        // Built; an OSD down since: carried, brought to the new map.
+        map.epoch += 1;
+        map.osds.get_mut(&2).unwrap().up = false;
+        let mut few = p.few(&map);
+        assert!(matches!(few, FewPlacer::Carried(_)));
+        same_as_fresh(&mut few, &map);
+        // Held by another (a report looking at every PG): CRUSH.
+        let other = p.few(&map);
+        assert!(matches!(other, FewPlacer::Fresh(_)));
+        drop((few, other));
+        // CRUSH's inputs changed (a reweight): CRUSH, the mappings left
+        // for a caller that needs every PG.
+        map.epoch += 1;
+        map.osds.get_mut(&4).unwrap().weight = 0x8000;
+        let mut few = p.few(&map);
+        assert!(matches!(few, FewPlacer::Fresh(_)));
+        same_as_fresh(&mut few, &map);
     }
 }

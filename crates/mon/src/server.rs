@@ -9,6 +9,7 @@
 use crate::admin::{self, Outcome};
 use crate::leader::{LeaderState, Timeouts};
 use crate::network::Network;
+use crate::placements::Placements;
 use crate::protocol::{
     Admin, CallResult, MapUpdate, MonError, MonReply, MonRequest, MonStatus, StatusReport,
     WRITE_SETS_PER_REQUEST_MAX,
@@ -135,6 +136,9 @@ pub struct Monitor {
     raft: MonRaft,
     shared: Arc<Shared>,
     leader: Mutex<LeaderState>,
+    /// Every PG's placement, carried between maps: the leader's reports
+    /// and its checks of OSDs' asks map PGs with it.
+    placements: Arc<Placements>,
     /// Serialises proposals: each is computed from the state its
     /// predecessor left.
     propose_lock: Mutex<()>,
@@ -318,11 +322,13 @@ impl Monitor {
             raft.initialize(members).await.map_err(|e| e.to_string())?;
         }
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
+        let placements = Arc::new(Placements::default());
         let mon = Arc::new(Monitor {
             cfg,
             raft,
             shared,
-            leader: Mutex::new(LeaderState::default()),
+            leader: Mutex::new(LeaderState::with_placements(placements.clone())),
+            placements,
             propose_lock: Mutex::new(()),
             gathered: std::sync::Mutex::new(Vec::new()),
             watches: Arc::default(),
@@ -444,7 +450,12 @@ impl Monitor {
             return Err(self.not_leader());
         }
         let st = self.shared.read();
-        crate::auth::authorize(self.caller(peer), st.map.as_ref(), req)
+        crate::auth::authorize_placed(
+            self.caller(peer),
+            st.map.as_ref(),
+            req,
+            Some(&self.placements),
+        )
     }
 
     /// Whether the peer (entity, serial) may send Raft messages to this
@@ -528,7 +539,8 @@ impl Monitor {
                 let mut values = Vec::new();
                 let r = self
                     .change_locked_with_incs(|m, incs| {
-                        let (changes, v) = gathered_changes(m, incs, &items);
+                        let mut placer = self.placements.few(m);
+                        let (changes, v) = gathered_changes(m, incs, &items, &mut placer);
                         values = v.into_iter().map(held_value).collect();
                         Ok(changes)
                     })
@@ -540,7 +552,9 @@ impl Monitor {
                             let mut value = serde_json::Value::Null;
                             let r = self
                                 .change_locked_with_incs(|m, incs| {
-                                    let (changes, mut v) = gathered_changes(m, incs, &one);
+                                    let mut placer = self.placements.few(m);
+                                    let (changes, mut v) =
+                                        gathered_changes(m, incs, &one, &mut placer);
                                     value = held_value(v.pop().flatten());
                                     Ok(changes)
                                 })
@@ -1179,7 +1193,9 @@ impl Monitor {
     /// Leader duties, twice a second; a follower's key recorded.
     async fn tick(&self) {
         if !self.is_leader() {
-            *self.leader.lock().await = LeaderState::default();
+            *self.leader.lock().await = LeaderState::with_placements(self.placements.clone());
+            // Only a leader looks at every PG.
+            self.placements.clear();
             *self.log_pump.lock().await = clog_pump::LogPump::default();
             self.join().await;
             return;
@@ -1633,14 +1649,23 @@ impl Mon for Service {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use loligo_types::{RecordAsk, WriteSetRecord};
+    use loligo_types::{Incremental, LazyPlacer, OsdMap, RecordAsk, WriteSetRecord};
+
+    /// [`gathered_changes`] with CRUSH mapping each PG asked.
+    fn gathered(
+        m: &OsdMap,
+        incs: &VecDeque<Incremental>,
+        items: &[Gather],
+    ) -> (Vec<Change>, Vec<Option<Vec<PgId>>>) {
+        gathered_changes(m, incs, items, &mut LazyPlacer::new(m))
+    }
 
     #[test]
     fn a_daemons_recorded_key_is_never_replaced_by_a_gathered_first_start() {
         let m = crate::auth::tests::cluster();
         let put = |e: &str, s: &str| Gather::Boot(crate::monmap::key_record(e, s));
         // Two first starts of one daemon in a batch: the first is taken.
-        let (c, _) = gathered_changes(
+        let (c, _) = gathered(
             &m,
             &VecDeque::new(),
             &[put("osd.1", "aa"), put("osd.1", "bb"), put("mon.0", "cc")],
@@ -1660,7 +1685,7 @@ mod tests {
                 changes: c,
             })
             .unwrap();
-        let (c, _) = gathered_changes(&keyed, &VecDeque::new(), &[put("osd.1", "dd")]);
+        let (c, _) = gathered(&keyed, &VecDeque::new(), &[put("osd.1", "dd")]);
         assert!(c.is_empty(), "{c:?}");
     }
 
@@ -1681,9 +1706,9 @@ mod tests {
         let under = loligo_types::crush_edit::parent_name(&m.crush, 1)
             .unwrap()
             .to_string();
-        let (c, _) = gathered_changes(&m, &VecDeque::new(), &[boot(1, &under)]);
+        let (c, _) = gathered(&m, &VecDeque::new(), &[boot(1, &under)]);
         assert_eq!(c.len(), 1, "{c:?}");
-        let (c, _) = gathered_changes(
+        let (c, _) = gathered(
             &m,
             &VecDeque::new(),
             &[boot(1, "elsewhere"), boot(60, "new")],
@@ -1698,7 +1723,7 @@ mod tests {
         assert_eq!(c.len(), 3, "{c:?}");
         // A host the map cannot move it to (the root's name): the boot
         // goes on, unmoved.
-        let (unmoved, _) = gathered_changes(&m, &VecDeque::new(), &[boot(1, "default")]);
+        let (unmoved, _) = gathered(&m, &VecDeque::new(), &[boot(1, "default")]);
         assert_eq!(unmoved.len(), 1, "{unmoved:?}");
         let mut moved = m.clone();
         moved
@@ -1725,10 +1750,10 @@ mod tests {
                 crush_weight: 0x10000,
             })
         };
-        let (c, v) = gathered_changes(&m, &VecDeque::new(), &[boot(9)]);
+        let (c, v) = gathered(&m, &VecDeque::new(), &[boot(9)]);
         assert_eq!((c.len(), v.len()), (1, 1));
         m.flags.insert(OsdFlag::NoUp);
-        let (c, v) = gathered_changes(&m, &VecDeque::new(), &[boot(9), boot(10)]);
+        let (c, v) = gathered(&m, &VecDeque::new(), &[boot(9), boot(10)]);
         assert!(c.is_empty(), "{c:?}");
         assert_eq!(v.len(), 2, "one answer per item");
     }
@@ -1749,8 +1774,7 @@ mod tests {
             primary,
         };
         let held = |a: RecordAsk| {
-            let (changes, values) =
-                gathered_changes(&m, &VecDeque::new(), &[Gather::Records(vec![a])]);
+            let (changes, values) = gathered(&m, &VecDeque::new(), &[Gather::Records(vec![a])]);
             (changes.len(), values[0].as_ref().map_or(0, Vec::len))
         };
         // The PG's primary, as the map places it: recorded.

@@ -25,7 +25,7 @@ use loligo_pg::pg::{map_input, seen_since, Input};
 use loligo_types::asks::{self, Gather, INCS_KEPT};
 use loligo_types::osdmap::{EcProfile, PoolKind};
 use loligo_types::{
-    Change, Epoch, Fullness, Incremental, OsdMap, PgId, Pool, RecordAsk, WriteSetRecord,
+    Change, Epoch, Fullness, Incremental, LazyPlacer, OsdMap, PgId, Pool, RecordAsk, WriteSetRecord,
 };
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -310,7 +310,7 @@ impl Monitor for RealMon {
         let pg = pg_id(p);
         // An OSD not in a role that may steer is refused (it asks from
         // an older interval), as the monitors' auth check refuses it.
-        if asks::may_steer(Some(&self.map), pg, from as i32).is_err() {
+        if asks::may_steer(&self.map, &mut LazyPlacer::new(&self.map), pg, from as i32).is_err() {
             return vec![];
         }
         match ask {
@@ -329,7 +329,12 @@ impl Monitor for RealMon {
             return refused;
         }
         let items = [Gather::Records(vec![ask.clone()])];
-        let (changes, held) = asks::gathered_changes(&self.map, &self.incs, &items);
+        let (changes, held) = asks::gathered_changes(
+            &self.map,
+            &self.incs,
+            &items,
+            &mut LazyPlacer::new(&self.map),
+        );
         let held = held
             .first()
             .and_then(Option::as_ref)

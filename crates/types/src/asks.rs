@@ -7,7 +7,9 @@
 //!
 //! It must never change the map or do I/O: it returns `Change`s.
 
-use crate::osdmap::{Change, Epoch, Incremental, OsdMap, Placer, Reach, RecordAsk, WriteSetRecord};
+use crate::osdmap::{
+    Change, Epoch, Incremental, LazyPlacer, MapPg, OsdMap, Reach, RecordAsk, WriteSetRecord,
+};
 use crate::PgId;
 use loligo_crush::placement::holes_as_minus_one;
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -21,7 +23,7 @@ pub const INCS_KEPT: usize = 512;
 /// that record's members.
 pub fn is_late(map: &OsdMap, incs: &VecDeque<Incremental>, ask: &RecordAsk) -> bool {
     let moves = Moves::after(incs, ask.as_of, map.epoch);
-    late_ask(map, &moves, &mut None, ask)
+    late_ask(map, &moves, &mut LazyPlacer::new(map), ask)
 }
 
 /// The change asking for PG `pg`'s pg_temp `osds` makes on `map`: none
@@ -53,12 +55,10 @@ pub fn primary_temp_changes(map: &OsdMap, pg: PgId, osd: Option<i32>) -> Vec<Cha
 /// and takes back), and the first OSD of the up set (CRUSH's primary,
 /// whose copy may be behind). An OSD in none of them in the monitors' map
 /// asks from an older interval: that map has started a new one, whose
-/// primary asks for what it needs.
-pub fn may_steer(map: Option<&OsdMap>, pg: PgId, osd: i32) -> Result<(), String> {
-    let map = map.ok_or("ask for PG overrides before the first map")?;
-    let m = map
-        .placer()
-        .and_then(|mut p| p.map_pg(pg))
+/// primary asks for what it needs. `placer` maps PGs under `map`.
+pub fn may_steer(map: &OsdMap, placer: &mut impl MapPg, pg: PgId, osd: i32) -> Result<(), String> {
+    let m = placer
+        .map_pg(pg)
         .map_err(|e| format!("ask for overrides of pg {pg}: {e}"))?;
     let first = |set: &[i32]| set.iter().copied().find(|&o| o >= 0);
     if m.acting_primary == osd || first(&m.acting) == Some(osd) || first(&m.up) == Some(osd) {
@@ -171,21 +171,13 @@ impl Moves {
 /// longer the interval's). `moves` says whether anything since the ask's
 /// epoch may have moved the PG; only then is its placement computed
 /// (with `placer`, built once per batch).
-fn late_ask<'m>(
-    map: &'m OsdMap,
-    moves: &Moves,
-    placer: &mut Option<Option<Placer<'m>>>,
-    ask: &RecordAsk,
-) -> bool {
+fn late_ask(map: &OsdMap, moves: &Moves, placer: &mut impl MapPg, ask: &RecordAsk) -> bool {
     let keeps_some = (map.write_sets.get(&ask.pg))
         .is_some_and(|r| r.members().any(|o| ask.record.osds.contains(&o)));
     if !map.record_short(ask.pg) || keeps_some || !moves.moved(ask.pg, ask.as_of) {
         return false;
     }
-    let Some(p) = placer.get_or_insert_with(|| map.placer().ok()) else {
-        return true;
-    };
-    match p.map_pg(ask.pg) {
+    match placer.map_pg(ask.pg) {
         Ok(m) => holes_as_minus_one(&m.acting) != ask.acting || m.acting_primary != ask.primary,
         Err(_) => true,
     }
@@ -197,19 +189,11 @@ fn late_ask<'m>(
 /// (The auth check has made sure the asker is the primary it claims; this
 /// makes sure the claim is the map's, so an OSD records only a PG it is
 /// the primary of.) A claim the map contradicts is left out.
-fn claim_holds<'m>(
-    map: &'m OsdMap,
-    moves: &Moves,
-    placer: &mut Option<Option<Placer<'m>>>,
-    ask: &RecordAsk,
-) -> bool {
+fn claim_holds(moves: &Moves, placer: &mut impl MapPg, ask: &RecordAsk) -> bool {
     if moves.moved(ask.pg, ask.as_of) {
         return true;
     }
-    let Some(p) = placer.get_or_insert_with(|| map.placer().ok()) else {
-        return false;
-    };
-    match p.map_pg(ask.pg) {
+    match placer.map_pg(ask.pg) {
         Ok(m) => holes_as_minus_one(&m.acting) == ask.acting && m.acting_primary == ask.primary,
         Err(_) => false,
     }
@@ -251,10 +235,13 @@ fn moved_host(map: &OsdMap, boot: &Change) -> Option<Change> {
 /// that was left, mid-backfill). A primary acts on its record only once it
 /// is taken, so nothing was acknowledged under a refused one. Other late
 /// records are still taken: docs/peering.md (write-set records) says why.
+/// `placer` maps PGs under `map` (a few of them: those whose claims the
+/// map can check).
 pub fn gathered_changes(
     map: &OsdMap,
     incs: &VecDeque<Incremental>,
     items: &[Gather],
+    placer: &mut impl MapPg,
 ) -> (Vec<Change>, Vec<Option<Vec<PgId>>>) {
     let mut changes = Vec::new();
     let mut values = Vec::with_capacity(items.len());
@@ -271,7 +258,6 @@ pub fn gathered_changes(
         .min()
         .unwrap_or(map.epoch);
     let moves = Moves::after(incs, since, map.epoch);
-    let mut placer = None;
     // Daemons whose key these changes record: a key is recorded once (a
     // daemon's first start); a second record in the batch, or one for a
     // daemon the map has a key of, would replace it.
@@ -303,10 +289,10 @@ pub fn gathered_changes(
                 for ask in records {
                     let (pg, record) = (&ask.pg, &ask.record);
                     if map.pool_of(*pg).is_err()
-                        || !claim_holds(map, &moves, &mut placer, ask)
+                        || !claim_holds(&moves, placer, ask)
                         || map.late_member(record).is_some()
                         || record.osds.iter().any(|o| booted.contains(o))
-                        || late_ask(map, &moves, &mut placer, ask)
+                        || late_ask(map, &moves, placer, ask)
                     {
                         continue;
                     }

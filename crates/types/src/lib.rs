@@ -22,9 +22,9 @@ pub mod stats;
 pub use error::{MapError, Result};
 pub use loligo_crush::placement::{OsdStates, PgId, PgMapping};
 pub use osdmap::{
-    decode, decode_map, encode, Change, EcPlugin, EcProfile, Epoch, Fullness, Incremental, OsdInfo,
-    OsdMap, Placer, Pool, PoolKind, Reach, RecordAsk, WriteSetRecord, BACKFILLFULL_RATIO,
-    FULL_RATIO, NEARFULL_RATIO,
+    decode, decode_map, encode, Change, EcPlugin, EcProfile, Epoch, Fullness, Incremental,
+    LazyPlacer, MapPg, OsdInfo, OsdMap, Placer, Pool, PoolKind, Reach, RecordAsk, WriteSetRecord,
+    BACKFILLFULL_RATIO, FULL_RATIO, NEARFULL_RATIO,
 };
 pub use pg_state::PgState;
 pub use stats::{OsdReport, PgStat, PoolIo};

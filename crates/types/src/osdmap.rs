@@ -1977,6 +1977,44 @@ impl Placer<'_> {
     }
 }
 
+/// Maps PGs under one map, as [`Placer::map_pg`] does: a fresh placer,
+/// one made on first use ([`LazyPlacer`]), or mappings carried between
+/// maps (the monitor's). Whoever asks for a few PGs takes any of them.
+pub trait MapPg {
+    /// PG `pg`'s up and acting sets.
+    fn map_pg(&mut self, pg: PgId) -> Result<PgMapping>;
+}
+
+impl MapPg for Placer<'_> {
+    fn map_pg(&mut self, pg: PgId) -> Result<PgMapping> {
+        Placer::map_pg(self, pg)
+    }
+}
+
+/// A [`Placer`] compiled when first asked (never, when no PG is): for a
+/// caller that may map no PG at all.
+pub struct LazyPlacer<'a> {
+    map: &'a OsdMap,
+    placer: Option<Placer<'a>>,
+}
+
+impl<'a> LazyPlacer<'a> {
+    /// A placer for `map`, not compiled yet.
+    pub fn new(map: &'a OsdMap) -> Self {
+        LazyPlacer { map, placer: None }
+    }
+}
+
+impl MapPg for LazyPlacer<'_> {
+    fn map_pg(&mut self, pg: PgId) -> Result<PgMapping> {
+        let placer = match &mut self.placer {
+            Some(p) => p,
+            slot => slot.insert(self.map.placer()?),
+        };
+        placer.map_pg(pg)
+    }
+}
+
 impl OsdMap {
     /// The last steps of PG `pg`'s mapping: `pg_temp` (its up members)
     /// replaces acting when set, `primary_temp` picks the primary among
