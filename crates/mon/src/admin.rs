@@ -370,7 +370,7 @@ fn ec_pool_create(
             n - k
         )));
     }
-    let mut crush = m.crush.clone();
+    let mut crush = (*m.crush).clone();
     let (rule, added) = crush_edit::ensure_erasure_rule(&mut crush)?;
     let mut p = m.replicated_pool(name, pg_num, n, min_size);
     p.kind = PoolKind::Erasure {
@@ -897,7 +897,7 @@ mod tests {
             erasure_profile: None,
         };
         assert_eq!(pool_of(&m, &big).balance_param, BALANCE_ONE);
-        let mut crush = m.crush.clone();
+        let mut crush = (*m.crush).clone();
         for b in crush.buckets.iter_mut().filter(|b| b.name.starts_with('h')) {
             b.alg = loligo_crush::map::BucketAlg::Linear;
         }

@@ -614,7 +614,7 @@ impl LeaderState {
         if ids.is_empty() {
             return Err(MapError::Invalid("ok-to-stop names no OSD".into()));
         }
-        if let Some(id) = ids.iter().find(|id| !map.osds.contains_key(id)) {
+        if let Some(id) = ids.iter().find(|&id| !map.osds.contains_key(id)) {
             return Err(MapError::NoSuchOsd(*id));
         }
         let stats = self.current_stats(map);
@@ -670,7 +670,7 @@ impl LeaderState {
         if ids.is_empty() {
             return Err(MapError::Invalid("safe-to-destroy names no OSD".into()));
         }
-        if let Some(id) = ids.iter().find(|id| !map.osds.contains_key(id)) {
+        if let Some(id) = ids.iter().find(|&id| !map.osds.contains_key(id)) {
             return Err(MapError::NoSuchOsd(*id));
         }
         let stats = self.current_stats(map);

@@ -173,7 +173,7 @@ impl RealMon {
         let mut pool = empty.replicated_pool("p", PGS as u32, 3, 2);
         let mut changes = Vec::new();
         if let Some(prof) = profile {
-            let mut crush = empty.crush.clone();
+            let mut crush = (*empty.crush).clone();
             let (rule, added) =
                 loligo_types::crush_edit::ensure_erasure_rule(&mut crush).expect("an EC rule");
             if added {

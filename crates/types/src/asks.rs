@@ -214,7 +214,7 @@ fn moved_host(map: &OsdMap, boot: &Change) -> Option<Change> {
     let location = vec![("host".to_string(), host.clone())];
     // Only a move the map takes: one it refuses (no root `default`, a
     // bucket of another type by that name) must not refuse the boot.
-    let mut crush = map.crush.clone();
+    let mut crush = (*map.crush).clone();
     crate::crush_edit::set_location(&mut crush, *id, &location).ok()?;
     loligo_crush::CompiledMap::compile(&crush).ok()?;
     Some(Change::CrushSetLocation { id: *id, location })

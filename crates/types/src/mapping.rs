@@ -22,6 +22,7 @@ use loligo_crush::placement::{
 };
 use loligo_crush::{CompiledMap, CrushMap, Workspace, ITEM_NONE};
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 /// One pool's CRUSH steps: `width` slots per PG (its size; a replicated
 /// PG with fewer OSDs pads with `ITEM_NONE`).
@@ -72,7 +73,7 @@ impl Changed {
 /// PGs whose step names them.
 pub struct PgMappings {
     epoch: u64,
-    crush: CrushMap,
+    crush: Arc<CrushMap>,
     compiled: CompiledMap,
     /// Existence and reweights (CRUSH's inputs), and who was up.
     states: OsdStates,

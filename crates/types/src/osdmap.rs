@@ -18,6 +18,7 @@ use loligo_crush::placement::{
 use loligo_crush::{CompiledMap, CrushMap, Workspace, ITEM_NONE, MAX_NUM_REP};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 /// A map epoch. Epoch 0 is "no map yet".
 pub type Epoch = u64;
@@ -902,6 +903,9 @@ pub struct RecordAsk {
 /// It encodes as an ordinary map.
 pub type WriteSets = imbl::OrdMap<PgId, WriteSetRecord>;
 
+/// The OSDs a map names, by id.
+pub type Osds = imbl::OrdMap<i32, OsdInfo>;
+
 /// The changes that make epoch `epoch` from epoch `epoch - 1`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Incremental {
@@ -914,15 +918,19 @@ pub struct Incremental {
 pub struct OsdMap {
     pub fsid: String,
     pub epoch: Epoch,
-    pub osds: BTreeMap<i32, OsdInfo>,
+    /// Persistent (shares structure with the map it was copied from): a
+    /// map is copied on every epoch, and its OSDs must not cost that.
+    pub osds: Osds,
     pub pools: BTreeMap<u64, Pool>,
     /// Largest pool id ever used (ids are never reused).
     pub pool_max: u64,
     pub ec_profiles: BTreeMap<String, EcProfile>,
     /// Carried as JSON inside the encoding: the CRUSH types skip absent
     /// optional fields, which only a self-describing format can read.
-    #[serde(with = "crush_as_json")]
-    pub crush: CrushMap,
+    /// Shared with the maps copied from this one until one of them
+    /// changes it ([`Arc::make_mut`]).
+    #[serde(with = "crush_as_json::shared")]
+    pub crush: Arc<CrushMap>,
     pub pg_temp: BTreeMap<PgId, Vec<i32>>,
     /// Per PG, a temporary primary among its acting set (erasure-coded
     /// PGs: positions are shards, so a pg_temp cannot put a complete
@@ -1014,11 +1022,11 @@ impl OsdMap {
         Ok(OsdMap {
             fsid: fsid.to_string(),
             epoch: 1,
-            osds: BTreeMap::new(),
+            osds: Osds::new(),
             pools: BTreeMap::new(),
             pool_max: 0,
             ec_profiles: BTreeMap::new(),
-            crush: crush_edit::default_map(failure_domain)?,
+            crush: Arc::new(crush_edit::default_map(failure_domain)?),
             pg_temp: BTreeMap::new(),
             primary_temp: BTreeMap::new(),
             write_sets: WriteSets::new(),
@@ -1236,13 +1244,15 @@ impl OsdMap {
             }
             Change::OsdRemove { id } => self.osd_remove(*id)?,
             Change::CrushAddOsd { id, host, weight } => {
-                crush_edit::add_osd(&mut self.crush, *id, host, *weight)?
+                crush_edit::add_osd(Arc::make_mut(&mut self.crush), *id, host, *weight)?
             }
             Change::CrushMove { name, parent } => {
-                crush_edit::move_bucket(&mut self.crush, name, parent)?
+                crush_edit::move_bucket(Arc::make_mut(&mut self.crush), name, parent)?
             }
-            Change::CrushRemove { name } => crush_edit::remove(&mut self.crush, name)?,
-            Change::CrushSet(m) => self.crush = m.clone(),
+            Change::CrushRemove { name } => {
+                crush_edit::remove(Arc::make_mut(&mut self.crush), name)?
+            }
+            Change::CrushSet(m) => self.crush = Arc::new(m.clone()),
             Change::PoolCreate(p) => self.pool_create(p)?,
             Change::PoolDelete { id } => self.pool_delete(*id)?,
             Change::PoolUpdate(p) => self.pool_update(p)?,
@@ -1336,7 +1346,7 @@ impl OsdMap {
                 }
             }
             Change::CrushSetLocation { id, location } => {
-                crush_edit::set_location(&mut self.crush, *id, location)?
+                crush_edit::set_location(Arc::make_mut(&mut self.crush), *id, location)?
             }
             Change::CrushReweight { id, weight } => {
                 if *weight > BOOT_WEIGHT_MAX {
@@ -1350,7 +1360,7 @@ impl OsdMap {
                 if !device || crush_edit::parent_name(&self.crush, *id).is_none() {
                     return Err(MapError::NoSuchOsd(*id));
                 }
-                crush_edit::set_weight(&mut self.crush, *id, *weight)?
+                crush_edit::set_weight(Arc::make_mut(&mut self.crush), *id, *weight)?
             }
         }
         Ok(())
@@ -1424,7 +1434,7 @@ impl OsdMap {
                 .iter()
                 .any(|b| b.items.iter().any(|it| it.id == id))
         {
-            crush_edit::add_osd(&mut self.crush, id, host, crush_weight)?;
+            crush_edit::add_osd(Arc::make_mut(&mut self.crush), id, host, crush_weight)?;
         }
         Ok(())
     }
@@ -1442,7 +1452,7 @@ impl OsdMap {
         self.destroyed.remove(&id);
         let name = format!("osd.{id}");
         if crush_edit::item_id(&self.crush, &name).is_some() {
-            crush_edit::remove(&mut self.crush, &name)?;
+            crush_edit::remove(Arc::make_mut(&mut self.crush), &name)?;
         }
         Ok(())
     }
@@ -1729,11 +1739,20 @@ impl OsdMap {
     /// incremental then costs what it changes, not the map's size.
     fn check(&self, base: Option<&OsdMap>) -> Result<()> {
         let bad = |m: String| Err(MapError::Invalid(m));
+        // What the base holds was checked when it was made: with the
+        // base's CRUSH map (shared, not copied), only the OSD entries
+        // added or changed since are checked against it. An epoch costs
+        // what it changes, not the cluster's size.
+        let crush_kept = base.is_some_and(|b| Arc::ptr_eq(&b.crush, &self.crush));
+        let osds = match base {
+            Some(b) if crush_kept => self.osds_changed_since(b),
+            _ => self.osds.iter().map(|(&id, o)| (id, o, true)).collect(),
+        };
         // Before compiling: placement tables are sized by the largest id.
-        if self.crush.max_devices() > OSDS_MAX {
+        if !crush_kept && self.crush.max_devices() > OSDS_MAX {
             return bad(format!("a CRUSH device id is {OSDS_MAX} or more"));
         }
-        for (&id, o) in &self.osds {
+        for &(id, o, _) in &osds {
             if o.id != id || !(0..OSDS_MAX).contains(&id) {
                 return bad(format!("osd entry {id} (id {}) out of range", o.id));
             }
@@ -1801,13 +1820,17 @@ impl OsdMap {
             e.validate(entity).map_err(MapError::Invalid)?;
         }
         check_mons(&self.mons)?;
-        if let Some(id) = self.auto_out.iter().find(|id| !self.osds.contains_key(id)) {
+        if let Some(id) = self.auto_out.iter().find(|&id| !self.osds.contains_key(id)) {
             return bad(format!(
                 "osd.{id} marked out by the monitors is not in the map"
             ));
         }
         self.full_ratios.check().map_err(MapError::Invalid)?;
-        if let Some(id) = self.destroyed.iter().find(|id| !self.osds.contains_key(id)) {
+        if let Some(id) = self
+            .destroyed
+            .iter()
+            .find(|&id| !self.osds.contains_key(id))
+        {
             return bad(format!("destroyed osd.{id} is not in the map"));
         }
         if let Some(id) = self
@@ -1897,14 +1920,36 @@ impl OsdMap {
         }
         // (A set, not a search per OSD: a map of N OSDs is checked on
         // every epoch, so this must not cost N times N.)
-        let devices: std::collections::HashSet<i32> =
-            self.crush.devices.iter().map(|d| d.id).collect();
-        for id in self.osds.keys() {
+        // An entry the base held under this CRUSH map has its device.
+        let added: Vec<i32> = (osds.iter())
+            .filter(|(_, _, added)| *added)
+            .map(|(id, _, _)| *id)
+            .collect();
+        let devices: std::collections::HashSet<i32> = if added.is_empty() {
+            Default::default()
+        } else {
+            self.crush.devices.iter().map(|d| d.id).collect()
+        };
+        for id in &added {
             if !devices.contains(id) {
                 return Err(MapError::Invalid(format!("osd.{id} has no CRUSH device")));
             }
         }
         Ok(())
+    }
+
+    /// The OSD entries this map adds or changes over `base`, and whether
+    /// each is new (the structure they share is skipped: the cost is the
+    /// changes').
+    fn osds_changed_since<'a>(&'a self, base: &'a OsdMap) -> Vec<(i32, &'a OsdInfo, bool)> {
+        base.osds
+            .diff(&self.osds)
+            .filter_map(|d| match d {
+                imbl::ordmap::DiffItem::Add(&id, o) => Some((id, o, true)),
+                imbl::ordmap::DiffItem::Update { new: (&id, o), .. } => Some((id, o, false)),
+                imbl::ordmap::DiffItem::Remove(..) => None,
+            })
+            .collect()
     }
 
     /// The OSD table placement needs.
@@ -2064,6 +2109,21 @@ mod crush_as_json {
         let b: Vec<u8> = Deserialize::deserialize(d)?;
         serde_json::from_slice(&b).map_err(D::Error::custom)
     }
+
+    /// The same encoding, for a shared CRUSH map.
+    pub mod shared {
+        use loligo_crush::CrushMap;
+        use serde::{Deserializer, Serializer};
+        use std::sync::Arc;
+
+        pub fn serialize<S: Serializer>(m: &Arc<CrushMap>, s: S) -> Result<S::Ok, S::Error> {
+            super::serialize(m, s)
+        }
+
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Arc<CrushMap>, D::Error> {
+            super::deserialize(d).map(Arc::new)
+        }
+    }
 }
 
 /// Magic and format version in front of every encoded map and incremental.
@@ -2114,5 +2174,37 @@ fn whole<T: for<'de> Deserialize<'de>>(what: &'static str, body: &[u8]) -> Resul
         Ok((v, [])) => Ok(v),
         Ok((_, rest)) => Err(bad(format!("{} bytes past its end", rest.len()))),
         Err(e) => Err(bad(e.to_string())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A map checked against its base (sharing its CRUSH map) checks the
+    /// OSD entries it adds or changes: an entry without a CRUSH device,
+    /// or under another id, is refused as it is without a base.
+    #[test]
+    fn a_checked_change_still_refuses_bad_osd_entries() {
+        let base = OsdMap::test_cluster(6, 32);
+        let mut next = base.clone();
+        next.epoch += 1;
+        next.osds.get_mut(&2).unwrap().up = false;
+        assert!(next.check(Some(&base)).is_ok());
+
+        let mut stray = next.clone();
+        let mut o = stray.osds[&3].clone();
+        o.id = 40;
+        stray.osds.insert(40, o);
+        for b in [Some(&base), None] {
+            let e = stray.check(b).unwrap_err().to_string();
+            assert!(e.contains("osd.40 has no CRUSH device"), "{e}");
+        }
+        let mut renamed = next.clone();
+        renamed.osds.get_mut(&4).unwrap().id = 5;
+        for b in [Some(&base), None] {
+            let e = renamed.check(b).unwrap_err().to_string();
+            assert!(e.contains("osd entry 4 (id 5)"), "{e}");
+        }
     }
 }

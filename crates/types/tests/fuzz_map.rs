@@ -93,7 +93,8 @@ fn bend(m: &mut OsdMap, r: &mut Rng) {
             );
         }
         1 => {
-            if let Some(o) = m.osds.values_mut().nth(r.index(6)) {
+            let nth = m.osds.keys().nth(r.index(6)).copied();
+            if let Some(o) = nth.and_then(|id| m.osds.get_mut(&id)) {
                 o.id = osd_id(r);
             }
         }
@@ -140,7 +141,7 @@ fn bend(m: &mut OsdMap, r: &mut Rng) {
         }
         10 => {
             let id = osd_id(r);
-            m.crush.devices.push(Device {
+            std::sync::Arc::make_mut(&mut m.crush).devices.push(Device {
                 id,
                 name: format!("osd.{id}"),
                 class: None,
@@ -149,11 +150,14 @@ fn bend(m: &mut OsdMap, r: &mut Rng) {
         11 => {
             if !m.crush.rules.is_empty() && r.chance(500) {
                 let i = r.index(m.crush.rules.len());
-                m.crush.rules.remove(i);
+                std::sync::Arc::make_mut(&mut m.crush).rules.remove(i);
             }
         }
         12 => {
-            if let Some(b) = m.crush.buckets.get_mut(r.index(4)) {
+            if let Some(b) = std::sync::Arc::make_mut(&mut m.crush)
+                .buckets
+                .get_mut(r.index(4))
+            {
                 if let Some(it) = b.items.first_mut() {
                     it.id = osd_id(r);
                 }

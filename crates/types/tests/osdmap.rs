@@ -153,7 +153,7 @@ fn ec_profiles_are_validated_and_guarded() {
     // Shards are positions: the replicated (firstn) rule is refused.
     let e = step(&mut m, vec![Change::PoolCreate(p.clone())]).unwrap_err();
     assert!(e.to_string().contains("indep"), "{e}");
-    let mut crush = m.crush.clone();
+    let mut crush = (*m.crush).clone();
     let (rule, added) = crush_edit::ensure_erasure_rule(&mut crush).unwrap();
     assert!(added);
     assert_eq!(
@@ -927,7 +927,7 @@ fn add_rs21_pool(m: &mut OsdMap, name: &str, pg_num: u32) {
     if !m.ec_profiles.contains_key("rs") {
         step(m, vec![Change::EcProfileSet(prof)]).unwrap();
     }
-    let mut crush = m.crush.clone();
+    let mut crush = (*m.crush).clone();
     let (rule, _) = crush_edit::ensure_erasure_rule(&mut crush).unwrap();
     step(m, vec![Change::CrushSet(crush)]).unwrap();
     let mut p = m.replicated_pool(name, pg_num, 3, 3);

@@ -172,11 +172,11 @@ mod v2 {
             super::OsdMap {
                 fsid: m.fsid,
                 epoch: m.epoch,
-                osds: m.osds,
+                osds: m.osds.into(),
                 pools: m.pools,
                 pool_max: m.pool_max,
                 ec_profiles: m.ec_profiles,
-                crush: m.crush,
+                crush: m.crush.into(),
                 pg_temp: m.pg_temp,
                 primary_temp: m.primary_temp,
                 pg_upmap_items: m.pg_upmap_items,
