@@ -32,9 +32,12 @@ pub struct CachedPlacer<'a> {
 }
 
 impl Placements {
-    /// Drop the carried mappings (built again when next asked for).
+    /// Drop the carried mappings (built again when next asked for); not
+    /// while another holds them (asked again later).
     pub fn clear(&self) {
-        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = None;
+        if let Ok(mut g) = self.0.try_lock() {
+            *g = None;
+        }
     }
 
     /// A placer for `map`, the carried mappings brought up to it first.
@@ -54,25 +57,20 @@ impl Placements {
     }
 
     /// A placer for a few of `map`'s PGs (a request's): the carried
-    /// mappings when they are free, built, and brought to `map` at the
-    /// cost of the PGs it moves; otherwise CRUSH for each PG asked. It
-    /// never waits for the mappings nor makes a full CRUSH pass (at
-    /// 10,000 OSDs, seconds), and never maps a PG through CRUSH that the
-    /// mappings carry (at 10,000 OSDs, 40 us a PG).
+    /// mappings when they are free, built, and their CRUSH steps hold for
+    /// `map` (the same CRUSH map, OSDs, reweights and pool placements: the
+    /// rest of a mapping is made from `map` when asked); otherwise CRUSH
+    /// for each PG asked. It never waits for the mappings, never moves
+    /// them (no CRUSH pass over a pool, at 10,000 OSDs seconds), and never
+    /// maps a PG through CRUSH that they carry (at 10,000 OSDs, 40 us a
+    /// PG).
     pub fn few<'a>(&'a self, map: &'a OsdMap) -> FewPlacer<'a> {
         let states = map.osd_states();
-        let carried = self.0.try_lock().ok().filter(|g| {
-            g.as_ref()
-                .is_some_and(|m| m.advances_cheaply_to(map, &states))
-        });
-        let carried = carried.and_then(|mut g| match g.as_mut().map(|m| m.advance(map)) {
-            Some(Ok(_)) => Some(g),
-            // Half moved: built again when next asked for all PGs.
-            _ => {
-                *g = None;
-                None
-            }
-        });
+        let carried = self
+            .0
+            .try_lock()
+            .ok()
+            .filter(|g| g.as_ref().is_some_and(|m| m.crush_steps_hold(map, &states)));
         match carried {
             Some(mappings) => FewPlacer::Carried(CachedPlacer {
                 mappings,
@@ -196,7 +194,8 @@ mod tests {
         drop(few);
         assert!(p.0.lock().unwrap().is_none(), "few() never builds");
         drop(p.placer(&map).unwrap());
-        // Built; an OSD down since: carried, brought to the new map.
+        // Built; an OSD down since: carried (its CRUSH steps hold), the
+        // rest of the mapping made from the new map.
         map.epoch += 1;
         map.osds.get_mut(&2).unwrap().up = false;
         let mut few = p.few(&map);
@@ -213,5 +212,27 @@ mod tests {
         let mut few = p.few(&map);
         assert!(matches!(few, FewPlacer::Fresh(_)));
         same_as_fresh(&mut few, &map);
+        drop(few);
+        // A pool's placement changed (pg_num raised): CRUSH, the carried
+        // mappings not moved (a pass over the pool is not a request's).
+        map.osds.get_mut(&4).unwrap().weight = loligo_types::osdmap::WEIGHT_IN;
+        drop(p.placer(&map).unwrap());
+        map.epoch += 1;
+        let pool = map.pools.get_mut(&1).unwrap();
+        pool.pg_num = 48;
+        pool.pgp_num = 48;
+        let mut few = p.few(&map);
+        assert!(matches!(few, FewPlacer::Fresh(_)));
+        same_as_fresh(&mut few, &map);
+        drop(few);
+        // An older map than the carried one's (a request's map while a
+        // report moved them on): carried while the steps hold.
+        let mut older = map.clone();
+        older.epoch -= 1;
+        older.osds.get_mut(&2).unwrap().up = true;
+        drop(p.placer(&map).unwrap());
+        let mut few = p.few(&older);
+        assert!(matches!(few, FewPlacer::Carried(_)));
+        same_as_fresh(&mut few, &older);
     }
 }

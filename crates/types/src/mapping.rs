@@ -207,22 +207,15 @@ impl PgMappings {
         sets + index + self.states.exists.len() * 6
     }
 
-    /// Whether moving to `new` (whose OSD states are `states`) costs only
-    /// the PGs it can move: CRUSH's inputs are the same and the index is
-    /// kept. Otherwise [`PgMappings::advance`] makes a full CRUSH pass.
-    pub fn advances_cheaply_to(&self, new: &OsdMap, states: &OsdStates) -> bool {
-        self.indexed
-            && states.max_osd == self.states.max_osd
-            && states.exists == self.states.exists
-            && states.weight == self.states.weight
-            && new.crush == self.crush
-    }
-
     /// Move to `new`, a later map than these mappings' (any number of
     /// epochs later): the PGs whose mapping may have changed.
     pub fn advance(&mut self, new: &OsdMap) -> Result<Changed> {
         let states = new.osd_states();
-        if !self.advances_cheaply_to(new, &states) {
+        let crush_same = states.max_osd == self.states.max_osd
+            && states.exists == self.states.exists
+            && states.weight == self.states.weight
+            && new.crush == self.crush;
+        if !crush_same || !self.indexed {
             *self = PgMappings::new(new)?;
             return Ok(Changed::All);
         }

@@ -906,6 +906,18 @@ pub type WriteSets = imbl::OrdMap<PgId, WriteSetRecord>;
 /// The OSDs a map names, by id.
 pub type Osds = imbl::OrdMap<i32, OsdInfo>;
 
+/// Reads a persistent map as a `BTreeMap` (the same encoding): imbl's own
+/// reader reserves room for the length the input claims before reading
+/// an entry, so a few hostile bytes could ask for any amount of memory.
+fn persistent_via_btree<'de, D, K, V>(d: D) -> std::result::Result<imbl::OrdMap<K, V>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    K: Deserialize<'de> + Ord + Clone,
+    V: Deserialize<'de> + Clone,
+{
+    BTreeMap::<K, V>::deserialize(d).map(imbl::OrdMap::from)
+}
+
 /// The changes that make epoch `epoch` from epoch `epoch - 1`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Incremental {
@@ -920,6 +932,7 @@ pub struct OsdMap {
     pub epoch: Epoch,
     /// Persistent (shares structure with the map it was copied from): a
     /// map is copied on every epoch, and its OSDs must not cost that.
+    #[serde(deserialize_with = "persistent_via_btree")]
     pub osds: Osds,
     pub pools: BTreeMap<u64, Pool>,
     /// Largest pool id ever used (ids are never reused).
@@ -939,6 +952,7 @@ pub struct OsdMap {
     pub primary_temp: BTreeMap<PgId, i32>,
     pub pg_upmap_items: BTreeMap<PgId, Vec<(i32, i32)>>,
     /// Per PG, the newest interval that may have accepted writes.
+    #[serde(deserialize_with = "persistent_via_btree")]
     pub write_sets: WriteSets,
     /// The clients the cluster knows: caps and certificate serial (never
     /// a key). See [`OsdMap::caps_of`].
@@ -2206,5 +2220,20 @@ mod tests {
             let e = renamed.check(b).unwrap_err().to_string();
             assert!(e.contains("osd entry 4 (id 5)"), "{e}");
         }
+    }
+
+    /// A map whose OSD table claims a vast number of entries is refused
+    /// as malformed: no room is reserved for what the bytes only claim.
+    #[test]
+    fn a_map_claiming_a_vast_osd_table_is_refused_without_reserving_it() {
+        let m = OsdMap::test_cluster(3, 8);
+        let mut body = postcard::to_stdvec(&(&m.fsid, m.epoch)).unwrap();
+        // postcard's varint of 2^56: the entries' count the table claims.
+        body.extend([0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01]);
+        body.extend(postcard::to_stdvec(&m.osds[&0]).unwrap());
+        let mut b = MAGIC.to_vec();
+        b.extend(body);
+        let e = decode_map(&b).unwrap_err();
+        assert!(matches!(e, MapError::Decode { .. }), "{e}");
     }
 }
