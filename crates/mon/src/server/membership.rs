@@ -158,7 +158,11 @@ impl Monitor {
         (self.raft.change_membership(change, false).await)
             .map_err(|e| MonError::Unavailable(format!("mon.{id} not removed: {e}")))?;
         tracing::info!("mon.{id} removed from the group: {left:?} remain");
-        if self.is_leader() {
+        // A leader that removed itself steps down: the next one keeps the
+        // monitor map. Proposing it here would wait out the quorum wait
+        // (it leads no group) and answer so late that the caller asks
+        // again, and hears that the monitor is not a member.
+        if id != self.cfg.id && self.is_leader() {
             self.keep_mon_map().await;
         }
         Ok(MonReply {
