@@ -396,7 +396,15 @@ impl Monitor {
 
     /// Whether this member leads now.
     pub fn is_leader(&self) -> bool {
-        self.raft.metrics().borrow().current_leader == Some(self.cfg.id)
+        // A leader that removed itself leads until Raft steps it down, a
+        // moment after the change commits; in that moment it must not
+        // answer as the group's leader (it is not in the group).
+        let m = self.raft.metrics();
+        let m = m.borrow();
+        m.current_leader == Some(self.cfg.id)
+            && (m.membership_config.membership())
+                .voter_ids()
+                .any(|v| v == self.cfg.id)
     }
 
     /// The current map's epoch on this member.
