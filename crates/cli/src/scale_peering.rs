@@ -240,6 +240,16 @@ impl Sim {
                 (MapUpdate::Inc(_), None) => return Err(err("an incremental without a map")),
             };
             let changed = self.mappings.advance(&map).map_err(err)?;
+            // OSDs read every epoch's mappings from the newest carried
+            // ones: past setup, an epoch must keep CRUSH's inputs.
+            if let (false, Some(prev)) = (self.setup, self.epochs.values().next_back()) {
+                if !self.mappings.crush_steps_hold(&prev.map, &prev.states) {
+                    return Err(err(format!(
+                        "epoch {} changes CRUSH's inputs, which this simulation does not model",
+                        map.epoch
+                    )));
+                }
+            }
             let states = map.osd_states();
             let cost_ns = elapsed_ns(t);
             let epoch = map.epoch;
@@ -294,11 +304,6 @@ impl Sim {
                 return Err(err(format!("epoch {e} was never taken")));
             };
             let (map, states, cost) = (rec.map.clone(), rec.states.clone(), rec.cost_ns);
-            if !self.mappings.crush_steps_hold(&map, &states) {
-                return Err(err(format!(
-                    "epoch {e} changes CRUSH's inputs, which this simulation does not model"
-                )));
-            }
             // Setup skips epochs; what they changed is summed, unless they
             // name more PGs than the OSD's own (the PGs whose CRUSH step,
             // pg_temp or upmap names it, and those it holds, which cover

@@ -19,7 +19,7 @@ use loligo_monc::{MonError, MonRequest};
 use loligo_proto::net::Caller;
 use loligo_proto::tls::{mon_of, osd_of};
 use loligo_types::caps::{is_daemon, Caps, MonCap, ADMIN};
-use loligo_types::{asks, LazyPlacer, OsdMap};
+use loligo_types::{asks, OsdMap};
 
 /// The entities that may look up S3 secrets (with mon 'allow rw').
 pub const S3_GATEWAY_PREFIX: &str = "client.rgw.";
@@ -128,7 +128,7 @@ pub fn authorize_placed(
                     map.ok_or_else(|| denied(e, "ask for PG overrides before the first map"))?;
                 let mut placer = match placements {
                     Some(p) => p.few(map),
-                    None => FewPlacer::Fresh(Box::new(LazyPlacer::new(map))),
+                    None => FewPlacer::fresh(map),
                 };
                 asks::may_steer(map, &mut placer, *pg, osd).map_err(|why| denied(e, &why))
             }

@@ -63,38 +63,73 @@ impl Placements {
     /// for each PG asked. It never waits for the mappings, never moves
     /// them (no CRUSH pass over a pool, at 10,000 OSDs seconds), and never
     /// maps a PG through CRUSH that they carry (at 10,000 OSDs, 40 us a
-    /// PG).
+    /// PG). The choice is made when the first PG is asked: a request that
+    /// asks none (a batch of boots) costs nothing.
     pub fn few<'a>(&'a self, map: &'a OsdMap) -> FewPlacer<'a> {
-        let states = map.osd_states();
-        let carried = self
-            .0
-            .try_lock()
-            .ok()
-            .filter(|g| g.as_ref().is_some_and(|m| m.crush_steps_hold(map, &states)));
-        match carried {
-            Some(mappings) => FewPlacer::Carried(CachedPlacer {
-                mappings,
-                map,
-                states,
-            }),
-            None => FewPlacer::Fresh(Box::new(LazyPlacer::new(map))),
+        FewPlacer {
+            source: Some(self),
+            map,
+            chosen: None,
         }
     }
 }
 
-/// What [`Placements::few`] gives.
-pub enum FewPlacer<'a> {
+/// What [`Placements::few`] gives: a placer that picks, on the first PG
+/// asked, the carried mappings or CRUSH.
+pub struct FewPlacer<'a> {
+    source: Option<&'a Placements>,
+    map: &'a OsdMap,
+    chosen: Option<Chosen<'a>>,
+}
+
+enum Chosen<'a> {
     /// The carried mappings.
     Carried(CachedPlacer<'a>),
     /// CRUSH, compiled on first use.
     Fresh(Box<LazyPlacer<'a>>),
 }
 
+impl<'a> FewPlacer<'a> {
+    /// A placer that maps each PG asked through CRUSH (no carried
+    /// mappings to look at).
+    pub fn fresh(map: &'a OsdMap) -> Self {
+        FewPlacer {
+            source: None,
+            map,
+            chosen: None,
+        }
+    }
+
+    /// Whether the PGs asked are (or will be) answered from the carried
+    /// mappings; makes the choice if no PG was asked yet.
+    pub fn carried(&mut self) -> bool {
+        matches!(self.choose(), Chosen::Carried(_))
+    }
+
+    fn choose(&mut self) -> &mut Chosen<'a> {
+        let (source, map) = (self.source, self.map);
+        self.chosen.get_or_insert_with(|| {
+            let states = map.osd_states();
+            let carried = source
+                .and_then(|p| p.0.try_lock().ok())
+                .filter(|g| g.as_ref().is_some_and(|m| m.crush_steps_hold(map, &states)));
+            match carried {
+                Some(mappings) => Chosen::Carried(CachedPlacer {
+                    mappings,
+                    map,
+                    states,
+                }),
+                None => Chosen::Fresh(Box::new(LazyPlacer::new(map))),
+            }
+        })
+    }
+}
+
 impl MapPg for FewPlacer<'_> {
     fn map_pg(&mut self, pg: PgId) -> Result<PgMapping, MapError> {
-        match self {
-            FewPlacer::Carried(p) => p.map_pg(pg),
-            FewPlacer::Fresh(p) => p.map_pg(pg),
+        match self.choose() {
+            Chosen::Carried(p) => p.map_pg(pg),
+            Chosen::Fresh(p) => p.map_pg(pg),
         }
     }
 }
@@ -189,7 +224,7 @@ mod tests {
         };
         // Not built: CRUSH, and nothing is built.
         let mut few = p.few(&map);
-        assert!(matches!(few, FewPlacer::Fresh(_)));
+        assert!(!few.carried());
         same_as_fresh(&mut few, &map);
         drop(few);
         assert!(p.0.lock().unwrap().is_none(), "few() never builds");
@@ -199,18 +234,19 @@ mod tests {
         map.epoch += 1;
         map.osds.get_mut(&2).unwrap().up = false;
         let mut few = p.few(&map);
-        assert!(matches!(few, FewPlacer::Carried(_)));
+        assert!(p.0.try_lock().is_ok(), "nothing taken before a PG is asked");
+        assert!(few.carried());
         same_as_fresh(&mut few, &map);
         // Held by another (a report looking at every PG): CRUSH.
-        let other = p.few(&map);
-        assert!(matches!(other, FewPlacer::Fresh(_)));
+        let mut other = p.few(&map);
+        assert!(!other.carried());
         drop((few, other));
         // CRUSH's inputs changed (a reweight): CRUSH, the mappings left
         // for a caller that needs every PG.
         map.epoch += 1;
         map.osds.get_mut(&4).unwrap().weight = 0x8000;
         let mut few = p.few(&map);
-        assert!(matches!(few, FewPlacer::Fresh(_)));
+        assert!(!few.carried());
         same_as_fresh(&mut few, &map);
         drop(few);
         // A pool's placement changed (pg_num raised): CRUSH, the carried
@@ -222,7 +258,7 @@ mod tests {
         pool.pg_num = 48;
         pool.pgp_num = 48;
         let mut few = p.few(&map);
-        assert!(matches!(few, FewPlacer::Fresh(_)));
+        assert!(!few.carried());
         same_as_fresh(&mut few, &map);
         drop(few);
         // An older map than the carried one's (a request's map while a
@@ -232,7 +268,7 @@ mod tests {
         older.osds.get_mut(&2).unwrap().up = true;
         drop(p.placer(&map).unwrap());
         let mut few = p.few(&older);
-        assert!(matches!(few, FewPlacer::Carried(_)));
+        assert!(few.carried());
         same_as_fresh(&mut few, &older);
     }
 }
