@@ -144,9 +144,8 @@ impl Zigzag {
 
     fn chunk_elem(&self, e: Ref) -> (usize, usize) {
         match e {
-            Ref::Data(c, y) => (c, self.shape.perm[y]),
-            Ref::Parity(0, t) => (self.shape.k, self.shape.perm[t]),
-            Ref::Parity(l, t) => (self.shape.k + l, t),
+            Ref::Data(c, y) => (c, self.shape.data_elem(y)),
+            Ref::Parity(l, t) => (self.shape.k + l, self.shape.parity_elem(l, t)),
         }
     }
 
@@ -156,7 +155,7 @@ impl Zigzag {
         let sh = &self.shape;
         (0..sh.k)
             .filter(|&c| Some(c) != skip)
-            .map(|c| (co.get(sh, l, c, t), Ref::Data(c, sh.shift(t, sh.pos(c), l))))
+            .map(|c| (co.get(sh, l, c, t), Ref::Data(c, sh.read_row(l, c, t))))
             .collect()
     }
 
@@ -176,7 +175,7 @@ impl Zigzag {
         let (l, t) = eq.unwrap_or((0, y));
         let mut v: Vec<(usize, usize)> = (0..sh.k)
             .filter(|&c| c != j)
-            .map(|c| self.chunk_elem(Ref::Data(c, sh.shift(t, sh.pos(c), l))))
+            .map(|c| self.chunk_elem(Ref::Data(c, sh.read_row(l, c, t))))
             .collect();
         v.push(self.chunk_elem(Ref::Parity(l, t)));
         v
@@ -221,7 +220,7 @@ impl Zigzag {
                 }
                 let mut ok = true;
                 for c in (0..sh.k).filter(|&c| c != j) {
-                    match self.get(layout, av, Ref::Data(c, sh.shift(t, sh.pos(c), l))) {
+                    match self.get(layout, av, Ref::Data(c, sh.read_row(l, c, t))) {
                         Some(Elem::Bytes(b)) => {
                             inputs.push(b);
                             cs.push(gf::mul(co.get(sh, l, c, t), own));

@@ -62,16 +62,13 @@ impl Schedule {
             for c in 0..shape.k {
                 terms.push(Term {
                     col: c as u32,
-                    elem: shape.perm[shape.shift(t, shape.pos(c), l)] as u32,
+                    elem: shape.data_elem(shape.read_row(l, c, t)) as u32,
                     coef: co.get(shape, l, c, t),
                 });
             }
-            // Row parity keeps data's row order; zigzag parity l stores
-            // row t at element t.
-            let elem = if l == 0 { shape.perm[t] } else { t };
             jobs.push(Job {
                 parity: l as u32,
-                elem: elem as u32,
+                elem: shape.parity_elem(l, t) as u32,
                 from,
                 to: terms.len() as u32,
             });

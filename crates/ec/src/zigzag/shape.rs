@@ -168,6 +168,30 @@ impl Shape {
         t - d * w + (d + l) % self.r * w
     }
 
+    /// The data row that parity `l`'s row `t` reads from column `c`.
+    #[inline]
+    pub fn read_row(&self, l: usize, c: usize, t: usize) -> usize {
+        self.shift(t, self.pos(c), l)
+    }
+
+    /// The element of its chunk that holds data row `y`.
+    #[inline]
+    pub fn data_elem(&self, y: usize) -> usize {
+        self.perm[y]
+    }
+
+    /// The element of parity chunk `l` that holds its row `t`: row
+    /// parity keeps data's row order, zigzag parities store row t at
+    /// element t.
+    #[inline]
+    pub fn parity_elem(&self, l: usize, t: usize) -> usize {
+        if l == 0 {
+            self.perm[t]
+        } else {
+            t
+        }
+    }
+
     /// The "class" of row t for position p: its digit p, or for p = 0 its
     /// digit sum. Rebuilding sets are the rows of one class.
     pub fn class(&self, t: usize, p: usize) -> usize {
