@@ -343,6 +343,9 @@ pub fn crush_raw(
                 *o = ITEM_NONE;
             }
         }
+        // Position i is shard i: a rule that places fewer than the
+        // pool's size leaves the rest blank, never a shorter set.
+        raw.resize(pool.size as usize, ITEM_NONE);
     } else {
         raw.retain(|&o| osds.exists(o));
     }

@@ -199,3 +199,76 @@ fn an_osd_going_down_names_only_its_pgs() {
         assert!(!got.up.contains(&3) && !got.acting.contains(&3));
     }
 }
+
+/// An erasure-coded pool whose rule places fewer shards than the pool's
+/// size (here 2 of 4): carried mappings answer what a fresh placer does,
+/// and each position still names one shard (the missing ones blank).
+#[test]
+fn an_erasure_rule_short_of_the_pool_size_maps_the_same_carried_or_fresh() {
+    use loligo_crush::map::{ChooseMode, Rule, Step};
+    use loligo_crush::ITEM_NONE;
+    use loligo_types::osdmap::{EcPlugin, EcProfile};
+    use loligo_types::PoolKind;
+    let mut m = base();
+    let mut crush = (*m.crush).clone();
+    let root = loligo_types::crush_edit::item_id(&crush, "default").unwrap();
+    let host = crush.types.iter().find(|t| t.name == "host").unwrap().id;
+    crush.rules.push(Rule {
+        id: 7,
+        name: "two_hosts".into(),
+        rule_type: 3,
+        min_size: 1,
+        max_size: 10,
+        steps: vec![
+            Step::Take {
+                item: root,
+                class: None,
+            },
+            Step::Choose {
+                leaf: true,
+                mode: ChooseMode::Indep,
+                count: 2,
+                type_id: host,
+            },
+            Step::Emit,
+        ],
+    });
+    let mut pool = m.replicated_pool("ec", 16, 4, 3);
+    pool.kind = PoolKind::Erasure {
+        profile: "default".into(),
+    };
+    pool.crush_rule = 7;
+    m.apply(&Incremental {
+        epoch: m.epoch + 1,
+        changes: vec![
+            Change::CrushSet(crush),
+            Change::EcProfileSet(EcProfile {
+                name: "default".into(),
+                plugin: EcPlugin::ReedSolomon,
+                k: 2,
+                m: 2,
+                s: 0,
+                l: 0,
+                optimal: false,
+                alignment: 4096,
+                stripe_unit: 0,
+            }),
+            Change::PoolCreate(pool),
+        ],
+    })
+    .unwrap();
+    let id = m.pool_by_name("ec").unwrap().id;
+    let cache = PgMappings::new(&m).unwrap();
+    let fresh = all(&m);
+    for ps in 0..16 {
+        let pg = PgId { pool: id, ps };
+        let got = cache.mapping(&m, pg).unwrap();
+        assert_eq!(got, fresh[&pg], "{pg}");
+        assert_eq!(got.up.len(), 4, "{pg}: one position per shard");
+        assert_eq!(
+            got.up.iter().filter(|&&o| o != ITEM_NONE).count(),
+            2,
+            "{pg}"
+        );
+    }
+}
