@@ -20,7 +20,7 @@
 #   bash benches/scale/run.sh --quick   # 1 repetition per size (about 3 minutes)
 # Environment: OUT (output folder), SIZES and PEER_SIZES (comma separated), REPS.
 # PEER_SIZES=100,1000,3000,10000 draws peering to 10,000 OSDs (that size
-# alone: about 5 minutes and 9 GB of memory).
+# alone: 5 to 8 minutes and 10 GB of memory a repetition, 5 repetitions).
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
@@ -53,5 +53,12 @@ for n in ${PEER_SIZES//,/ }; do
   else tail -n +2 "$OUT/peering.part.csv" >>"$OUT/peering.csv"; fi
 done
 rm -f "$OUT/peering.part.csv"
-python3 "$HERE/summarize.py" "$OUT" "$REPS"
+# The plots want matplotlib: the system's, or a virtualenv of its own.
+PY=python3
+if ! "$PY" -c "import matplotlib" 2>/dev/null; then
+  venv="$ROOT/target/plotenv"
+  { [ -x "$venv/bin/pip" ] || python3 -m venv "$venv"; } && "$venv/bin/pip" install -q matplotlib \
+    && PY="$venv/bin/python" || echo "no matplotlib: tables only" >&2
+fi
+"$PY" "$HERE/summarize.py" "$OUT" "$REPS"
 echo "results in $OUT" >&2

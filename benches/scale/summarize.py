@@ -151,12 +151,19 @@ with open(out / "RESULTS.md", "w") as f:
         )
     if mon_rows:
         f.write("\nA real monitor (one member, store on this disk; one process per size):\n\n")
-        f.write("| OSDs | PGs | boot all s | epochs | commit osd down ms | commit boot ms | monitor MiB |\n")
-        f.write("|---|---|---|---|---|---|---|\n")
+        f.write("| OSDs | PGs | boot all s | epochs | commit osd down ms | commit boot ms | monitor MiB "
+                "| monitor KiB per OSD added |\n")
+        f.write("|---|---|---|---|---|---|---|---|\n")
+        base = mon_rows[0]
         for r in mon_rows:
+            # The process's growth past the smallest size, per OSD added
+            # (the smallest size's own figure is mostly the empty process).
+            added = r["osds"] - base["osds"]
+            per_osd = f"{(r['mon_rss_mib'] - base['mon_rss_mib']) * 1024 / added:.2f}" if added > 0 else "-"
             f.write(
                 f"| {r['osds']:.0f} | {r['pgs']:.0f} | {r['boot_s']:.2f} | {r['epochs']:.0f} "
-                f"| {r['down_commit_ms']:.3f} | {r['boot_commit_ms']:.3f} | {r['mon_rss_mib']:.1f} |\n"
+                f"| {r['down_commit_ms']:.3f} | {r['boot_commit_ms']:.3f} | {r['mon_rss_mib']:.1f} "
+                f"| {per_osd} |\n"
             )
         for k, v in summary["monitor_growth_exponent_top_two_sizes"].items():
             f.write(f"- growth of {mon_cols[k]}: {'n/a' if v is None else f'{v:.2f}'}\n")
