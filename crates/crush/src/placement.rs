@@ -310,7 +310,8 @@ pub fn map_pg_with_upmap(
 }
 
 /// The CRUSH step of a PG's mapping: the rule's result, with OSDs that do
-/// not exist removed (replicated) or blanked (erasure). It depends only
+/// not exist removed (replicated) or blanked (erasure; an erasure set is
+/// padded with blanks to the pool's size). It depends only
 /// on the CRUSH map, the pool's placement and the OSDs' existence and
 /// reweights, never on which OSDs are up.
 pub fn crush_raw(

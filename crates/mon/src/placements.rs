@@ -75,7 +75,9 @@ impl Placements {
 }
 
 /// What [`Placements::few`] gives: a placer that picks, on the first PG
-/// asked, the carried mappings or CRUSH.
+/// asked, the carried mappings or CRUSH. Having picked the carried ones,
+/// it holds them locked until it is dropped (do not ask `Placements` for
+/// a placer meanwhile).
 pub struct FewPlacer<'a> {
     source: Option<&'a Placements>,
     map: &'a OsdMap,
