@@ -213,6 +213,11 @@ fn run_lost_seeds(ec: bool, default: u64, bug_seeds: &[u64]) -> Option<(u64, Sta
 /// - 6514, 7064: a `pg mark-unfound-lost` read only as leave to remove;
 ///   the removal, logged past the record members' head, was taken for a
 ///   divergent write and the PG went round for good.
+/// - 1494: with the record emptied by `osd lost`, the head was taken at
+///   the version of a copy whose OSD had moved mid-backfill (which never
+///   goes on), while the one copy mid-backfill at its own position was
+///   past it; nobody went on and the PG asked for pg_temps for good. A
+///   moved copy no longer sets the head.
 /// - 15036, 44102: a mark still in force removed a write acknowledged
 ///   after it (a read found nothing); marks now give up only what was
 ///   written before them and are spent once a later write set is recorded.
@@ -389,6 +394,7 @@ const EC_LOST_BUG_SEEDS: &[(u64, bool)] = &[
     (228608, true),
     (196987, true),
     (81033, false),
+    (1494, false),
 ];
 
 /// Seeds that found bugs in the lost-OSD EC run with the stricter late

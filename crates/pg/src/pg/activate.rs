@@ -239,9 +239,23 @@ impl Pg {
                 // no k shards could back, and the PG waited for good).
                 Some(&v) if self.may_go_on() => {
                     let copies = infos.iter().chain([(&self.whoami, mine)]);
+                    // A copy mid-backfill goes on only at its own
+                    // position: one whose OSD moved (its backfill begun
+                    // at another position, or not begun) never does, and
+                    // a head at its version left no copy to go on from
+                    // (with OSDs declared lost, the copy at the k-th
+                    // newest version had moved mid-backfill, the one in
+                    // place was past it, and the PG waited for good).
+                    let moved = |o: &i32, i: &PeerInfo| {
+                        i.moved_shard.is_some()
+                            || match *o == self.whoami {
+                                true => self.ecs.moved,
+                                false => self.held_elsewhere(*o, i).is_some(),
+                            }
+                    };
                     let gives_log = |o: &i32, i: &PeerInfo, whole: bool| match whole {
                         true => !i.backfill,
-                        false => self.map.acting.contains(o) && i.moved_shard.is_none(),
+                        false => self.map.acting.contains(o) && !moved(o, i),
                     };
                     let member =
                         |o: &i32| self.map.record.as_ref().is_some_and(|r| r.osds.contains(o));
