@@ -96,6 +96,9 @@ struct Cluster {
     /// Shard bytes pushed by recovery, and backfill chunks sent.
     pushed_bytes: u64,
     chunks: u64,
+    /// The most backfill chunks one primary had under way at once
+    /// (rebuilding or sent, not yet answered).
+    most_flying: usize,
     /// Replica writes to these OSDs are lost (the write stays in flight).
     drop_to: Vec<i32>,
     /// Recovery pushes to these OSDs are lost (likewise).
@@ -278,6 +281,7 @@ impl Cluster {
             down: Vec::new(),
             pushed_bytes: 0,
             chunks: 0,
+            most_flying: 0,
             drop_to: Vec::new(),
             drop_pushes_to: Vec::new(),
             chunks_lack: Vec::new(),
@@ -403,6 +407,7 @@ impl Cluster {
             }
             self.pgs[o].clock(self.now_ms);
             let fx = self.pgs[o].handle(&self.stores[o], input);
+            self.most_flying = self.most_flying.max(self.pgs[o].chunk_pipeline().0);
             route(fx, &mut Osd { net: self, osd: o });
         }
     }
@@ -1110,9 +1115,10 @@ fn a_returning_primary_rebuilds_its_own_shards() {
 
 /// An OSD is replaced by an empty one (the PG log is too short for a
 /// log-based recovery): the new member is backfilled chunk by chunk, each
-/// object's shard for its position rebuilt from the others, and then
-/// serves with two other shards down. Objects overwritten and removed
-/// before it came are right too.
+/// object's shard for its position rebuilt from the others (the next
+/// chunk's while the one before is on its way), and then serves with two
+/// other shards down. Objects overwritten and removed before it came are
+/// right too.
 #[test]
 fn a_new_member_is_backfilled_with_its_rebuilt_shards() {
     for plugin in [EcPlugin::ReedSolomon, EcPlugin::Zigzag] {
@@ -1140,6 +1146,11 @@ fn a_new_member_is_backfilled_with_its_rebuilt_shards() {
             c.pushed_bytes > 0 && c.chunks >= 3,
             "{plugin:?}: nothing was backfilled ({} chunks)",
             c.chunks
+        );
+        assert_eq!(
+            c.most_flying,
+            loligo_pg::pg::CHUNKS_IN_FLIGHT,
+            "{plugin:?}: chunks rebuilt while the one before was on its way"
         );
         let coll = CollectionId::pg(1, 0);
         for (name, data) in &model {

@@ -33,7 +33,7 @@ impl Pg {
         }
         // A chunk sent again holds writes to its range: not slept on.
         let resend = self.rec.backfill.values().any(|b| {
-            matches!(&b.step, BfStep::Copying { flights, .. } if flights.first().is_some_and(|f| f.tid == 0))
+            matches!(&b.step, BfStep::Copying { flights, .. } if flights.first().is_some_and(Flight::resend_due))
         });
         let held = matches!(self.rec.slot, Slot::Held(_));
         if !(self.may_copy(fx) || (resend && held)) {
@@ -92,19 +92,22 @@ impl Pg {
                             continue;
                         }
                     };
-                    if self.ec.is_some() {
-                        // The chunk carries this copy's shards: the
-                        // target's are rebuilt first.
-                        self.ec_rebuild_chunk(s, to, chunk, fx);
-                        continue;
+                    if let Some(b) = self.rec.backfill.get_mut(&to) {
+                        b.step = BfStep::Copying {
+                            flights: Vec::new(),
+                            ahead: Ahead::None,
+                        };
                     }
-                    self.send_chunk(to, chunk, fx);
+                    self.launch_chunk(s, to, chunk, fx);
                     self.backfill_ahead(s, to, tree_leaves, fx);
                 }
-                BfStep::Copying { flights, .. } if flights.first().is_some_and(|f| f.tid == 0) => {
+                BfStep::Copying { flights, .. } if flights.first().is_some_and(Flight::resend_due) => {
                     self.resend_first_chunk(to, fx)
                 }
-                BfStep::Copying { .. } if !held => self.backfill_ahead(s, to, tree_leaves, fx),
+                BfStep::Copying { .. } if !held => {
+                    self.send_ready(to, fx);
+                    self.backfill_ahead(s, to, tree_leaves, fx)
+                }
                 _ => {}
             }
         }
@@ -163,6 +166,7 @@ impl Pg {
         let Some(first) = flights.first().filter(|_| self.now_ms >= *retry_ms) else {
             return;
         };
+        debug_assert!(first.resend_due(), "only a chunk sent before is sent again");
         let chunk = first.chunk.clone();
         let tid = self.emit_chunk(to, chunk, fx);
         if let Some(Backfill {
@@ -343,9 +347,9 @@ impl Pg {
         Ok(Some(chunk))
     }
 
-    /// The pipeline of a replicated backfill whose chunks are on their
-    /// way: the target lists the range after the last one meanwhile, and
-    /// once listed its chunk goes too (up to `CHUNKS_IN_FLIGHT`).
+    /// The pipeline of a backfill whose chunks are under way: the target
+    /// lists the range after the last one meanwhile, and once listed its
+    /// chunk is launched too (up to `CHUNKS_IN_FLIGHT`).
     pub(super) fn backfill_ahead(
         &mut self,
         s: &dyn ObjectStore,
@@ -353,9 +357,6 @@ impl Pg {
         tree_leaves: Option<u32>,
         fx: &mut Vec<Effect>,
     ) {
-        if self.ec.is_some() {
-            return;
-        }
         let limit = self.backfill_chunk_objects.max(1);
         // At most one chunk planned per call, then one scan asked.
         for _ in 0..2 {
@@ -366,7 +367,7 @@ impl Pg {
             else {
                 return;
             };
-            if flights.iter().any(|f| f.tid == 0) {
+            if flights.iter().any(Flight::resend_due) {
                 return;
             }
             let Some(after) = flights.last().map(|f| f.chunk.end.clone()) else {
@@ -413,15 +414,14 @@ impl Pg {
                             return;
                         }
                     };
-                    let tid = self.emit_chunk(to, chunk.clone(), fx);
                     if let Some(Backfill {
-                        step: BfStep::Copying { flights, ahead },
+                        step: BfStep::Copying { ahead, .. },
                         ..
                     }) = self.rec.backfill.get_mut(&to)
                     {
-                        flights.push(Flight { tid, chunk });
                         *ahead = Ahead::None;
                     }
+                    self.launch_chunk(s, to, chunk, fx);
                 }
                 _ => return,
             }
@@ -551,14 +551,100 @@ impl Pg {
         }
     }
 
-    /// Send `chunk`, the first on its way to `to`.
-    pub(super) fn send_chunk(&mut self, to: i32, chunk: Chunk, fx: &mut Vec<Effect>) {
-        let tid = self.emit_chunk(to, chunk.clone(), fx);
-        if let Some(b) = self.rec.backfill.get_mut(&to) {
-            b.step = BfStep::Copying {
-                flights: vec![Flight { tid, chunk }],
-                ahead: Ahead::None,
+    /// Put `chunk` under way to `to` after the chunks already there
+    /// (the backfill is `Copying`): a replicated one goes at once; an
+    /// erasure-coded one carries this copy's shards, and goes once the
+    /// target's are rebuilt in their place.
+    pub(super) fn launch_chunk(
+        &mut self,
+        s: &dyn ObjectStore,
+        to: i32,
+        chunk: Chunk,
+        fx: &mut Vec<Effect>,
+    ) {
+        let (rebuilding, gathers) = match self.ec {
+            Some(_) => match self.ec_chunk_gathers(to, &chunk) {
+                Some(g) => g,
+                None => return self.chunk_failed(to, None),
+            },
+            None => Default::default(),
+        };
+        let Some(Backfill {
+            step: BfStep::Copying { flights, .. },
+            ..
+        }) = self.rec.backfill.get_mut(&to)
+        else {
+            return;
+        };
+        debug_assert!(flights.len() < CHUNKS_IN_FLIGHT, "backfill chunks past the limit");
+        debug_assert!(
+            flights.last().is_none_or(|f| f.chunk.end == chunk.after),
+            "backfill chunks not back to back"
+        );
+        flights.push(Flight {
+            tid: 0,
+            chunk,
+            first: Some(rebuilding),
+        });
+        // The flight is in place first: a gather may end at once.
+        for g in gathers {
+            self.gather(s, g, fx);
+        }
+        self.send_ready(to, fx);
+    }
+
+    /// Send each chunk to `to` that is ready and has every chunk before
+    /// it on its way.
+    pub(super) fn send_ready(&mut self, to: i32, fx: &mut Vec<Effect>) {
+        loop {
+            let Some(Backfill {
+                step: BfStep::Copying { flights, .. },
+                ..
+            }) = self.rec.backfill.get(&to)
+            else {
+                return;
             };
+            let Some(j) = flights.iter().position(|f| f.tid == 0) else {
+                return;
+            };
+            if !flights[j].ready_first() {
+                return;
+            }
+            let chunk = flights[j].chunk.clone();
+            let tid = self.emit_chunk(to, chunk, fx);
+            if let Some(Backfill {
+                step: BfStep::Copying { flights, .. },
+                ..
+            }) = self.rec.backfill.get_mut(&to)
+            {
+                flights[j].tid = tid;
+                flights[j].first = None;
+            }
+        }
+    }
+
+    /// A chunk to `to` could not be built (the flight at `at`, or one
+    /// not launched yet: `None`): it and the chunks after it, none of
+    /// them sent, are dropped, and the range is planned again later
+    /// (after the next answer, or the retry pause if none is under way).
+    pub(super) fn chunk_failed(&mut self, to: i32, at: Option<usize>) {
+        let now = self.now_ms;
+        let Some(b) = self.rec.backfill.get_mut(&to) else {
+            return;
+        };
+        let BfStep::Copying { flights, ahead } = &mut b.step else {
+            return self.bf_retry(to);
+        };
+        let at = at.unwrap_or(flights.len()).min(flights.len());
+        debug_assert!(
+            flights[at..].iter().all(|f| f.first.is_some()),
+            "a chunk on its way dropped"
+        );
+        flights.truncate(at);
+        *ahead = Ahead::Refused;
+        b.retry_ms = now + RECOVERY_RETRY_MS;
+        if flights.is_empty() {
+            self.bf_retry(to);
         }
     }
 

@@ -1455,16 +1455,14 @@ impl Pg {
         })
     }
 
-    /// Backfill: `chunk` for `to` holds this copy's shards; rebuild the
-    /// target's shard of each object in it, then send it. Writes to the
-    /// chunk's range wait meanwhile (`BfStep::Rebuilding`).
-    pub(super) fn ec_rebuild_chunk(
-        &mut self,
-        s: &dyn ObjectStore,
+    /// Backfill: `chunk` for `to` holds this copy's shards; the gathers
+    /// that rebuild the target's shard of each object in it, and those
+    /// objects' names (`None`: an object here has no size, logged).
+    pub(super) fn ec_chunk_gathers(
+        &self,
         to: i32,
-        chunk: super::Chunk,
-        fx: &mut Vec<Effect>,
-    ) {
+        chunk: &super::Chunk,
+    ) -> Option<(BTreeSet<String>, Vec<Gather>)> {
         let mut starts: Vec<Gather> = Vec::new();
         for p in &chunk.pushes {
             let Some(copy) = &p.copy else {
@@ -1477,7 +1475,7 @@ impl Pg {
                 .and_then(|(_, v)| postcard::from_bytes::<u64>(v).ok());
             let Some(size) = size else {
                 tracing::warn!(pg = %self.id, "backfill: '{}' has no size on this shard", p.name);
-                return self.bf_retry(to);
+                return None;
             };
             starts.push(Gather::new(
                 Purpose::Chunk { to, plan: None },
@@ -1489,20 +1487,11 @@ impl Pg {
                 },
             ));
         }
-        let waiting: BTreeSet<String> = starts.iter().map(|g| g.oid.name.clone()).collect();
-        if waiting.is_empty() {
-            return self.send_chunk(to, chunk, fx);
-        }
-        if let Some(b) = self.rec.backfill.get_mut(&to) {
-            b.step = super::BfStep::Rebuilding { chunk, waiting };
-        }
-        for g in starts {
-            self.gather(s, g, fx);
-        }
+        Some((starts.iter().map(|g| g.oid.name.clone()).collect(), starts))
     }
 
-    /// One object of a backfill chunk rebuilt for `to` (or not: the chunk
-    /// is dropped and the backfill retried).
+    /// One object of a backfill chunk rebuilt for `to` (or not: that
+    /// chunk and those after it are dropped and planned again).
     fn chunk_rebuilt(
         &mut self,
         to: i32,
@@ -1515,20 +1504,28 @@ impl Pg {
         let Some(b) = self.rec.backfill.get_mut(&to) else {
             return;
         };
-        let super::BfStep::Rebuilding { chunk, waiting } = &mut b.step else {
+        let super::BfStep::Copying { flights, .. } = &mut b.step else {
             return;
         };
-        if !waiting.remove(name) {
+        let Some(at) = flights.iter().position(|f| {
+            f.first.as_ref().is_some_and(|w| w.contains(name))
+                && f.chunk.pushes.iter().any(|p| p.name == name && p.version == version)
+        }) else {
             return;
-        }
+        };
         let data = match shard {
             Ok(d) => d,
             Err(e) => {
                 tracing::warn!(pg = %self.id, "backfill of osd.{to}: cannot rebuild '{name}': {e}");
-                return self.bf_retry(to);
+                return self.chunk_failed(to, Some(at));
             }
         };
-        if let Some(c) = chunk
+        let f = &mut flights[at];
+        if let Some(w) = f.first.as_mut() {
+            w.remove(name);
+        }
+        if let Some(c) = f
+            .chunk
             .pushes
             .iter_mut()
             .find(|p| p.name == name && p.version == version)
@@ -1539,10 +1536,7 @@ impl Pg {
                 c.attrs = ec::with_shard(std::mem::take(&mut c.attrs), i);
             }
         }
-        if waiting.is_empty() {
-            let chunk = chunk.clone();
-            self.send_chunk(to, chunk, fx);
-        }
+        self.send_ready(to, fx);
     }
 
     /// Push each target its rebuilt shard (or retry later).

@@ -678,14 +678,7 @@ enum BfStep {
     /// The member's listing is here; the chunk is built once no write
     /// to its range is in flight.
     Scanned { theirs: Scan, mine: Option<Listed> },
-    /// Erasure-coded: the chunk is built, and the target's shards of
-    /// the objects named in `waiting` are being rebuilt (writes to the
-    /// range wait, as for a chunk on its way).
-    Rebuilding {
-        chunk: Chunk,
-        waiting: BTreeSet<String>,
-    },
-    /// Chunks on their way, oldest first (at most `CHUNKS_IN_FLIGHT`):
+    /// Chunks under way, oldest first (at most `CHUNKS_IN_FLIGHT`):
     /// the first starts at `done`, each next one where the one before
     /// ends. Writes to (done, last chunk's end] wait. A chunk whose answer
     /// was lost may have been applied: until the member answers, its
@@ -693,7 +686,8 @@ enum BfStep {
     /// same chunks are ever sent again, in order (a member that has one
     /// answers at once). `ahead`: the scan of what follows the last
     /// chunk, made meanwhile (a pipeline: the member lists the next range
-    /// while it commits the chunks before it).
+    /// while it commits the chunks before it, and an erasure-coded
+    /// primary rebuilds the next chunk's shards meanwhile).
     Copying { flights: Vec<Flight>, ahead: Ahead },
 }
 
@@ -706,11 +700,29 @@ struct Listed {
     objects: Vec<(ObjectId, Version)>,
 }
 
-/// A backfill chunk on its way (`tid` 0: to be sent again at `retry_ms`
-/// once every chunk before it is answered).
+/// A backfill chunk under way. Chunks go out in order: one is sent only
+/// once every chunk before it is on its way.
 struct Flight {
+    /// The send's tid; 0 while it is not on its way (`first` says why).
     tid: u64,
     chunk: Chunk,
+    /// Never sent yet: the objects whose target shards are still being
+    /// rebuilt into `chunk` (erasure-coded; empty: ready to go). `None`:
+    /// sent before, so with `tid` 0 it goes again at `retry_ms` once every
+    /// chunk before it is answered.
+    first: Option<BTreeSet<String>>,
+}
+
+impl Flight {
+    /// Not on its way, sent before: it goes again, after a pause.
+    fn resend_due(&self) -> bool {
+        self.tid == 0 && self.first.is_none()
+    }
+
+    /// Not on its way, never sent, every shard rebuilt.
+    fn ready_first(&self) -> bool {
+        self.tid == 0 && self.first.as_ref().is_some_and(BTreeSet::is_empty)
+    }
 }
 
 /// The scan of the range after a backfill's last chunk on its way.
@@ -732,9 +744,8 @@ enum Ahead {
     Refused,
 }
 
-/// Backfill chunks a primary keeps on their way to one target (a
-/// replicated pool's; an erasure-coded primary rebuilds each chunk's
-/// shards first and sends one at a time).
+/// Backfill chunks a primary keeps under way to one target (on their
+/// way, or, erasure-coded, their target's shards being rebuilt).
 pub const CHUNKS_IN_FLIGHT: usize = 2;
 
 impl Recovery {
@@ -763,7 +774,6 @@ impl Recovery {
     /// on its way.
     fn blocks(&self, o: &ObjectId) -> bool {
         self.backfill.values().any(|b| match &b.step {
-            BfStep::Rebuilding { chunk, .. } => !b.done.covers(o) && chunk.end.covers(o),
             BfStep::Copying { flights, .. } => {
                 !b.done.covers(o) && flights.last().is_some_and(|f| f.chunk.end.covers(o))
             }
