@@ -218,6 +218,11 @@ fn run_lost_seeds(ec: bool, default: u64, bug_seeds: &[u64]) -> Option<(u64, Sta
 ///   goes on), while the one copy mid-backfill at its own position was
 ///   past it; nobody went on and the PG asked for pg_temps for good. A
 ///   moved copy no longer sets the head.
+/// - 3518: an object on one shard at a write never acknowledged was to
+///   be rolled back, which waited for both backfill targets to pass it;
+///   each backfill chunk with the object in it failed to rebuild it and
+///   the backfill started over, for good. Backfill now records such an
+///   object missing on its targets, as it does one this copy lacks.
 /// - 15036, 44102: a mark still in force removed a write acknowledged
 ///   after it (a read found nothing); marks now give up only what was
 ///   written before them and are spent once a later write set is recorded.
@@ -395,6 +400,7 @@ const EC_LOST_BUG_SEEDS: &[(u64, bool)] = &[
     (196987, true),
     (81033, false),
     (1494, false),
+    (3518, false),
 ];
 
 /// Seeds that found bugs in the lost-OSD EC run with the stricter late

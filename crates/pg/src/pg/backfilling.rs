@@ -101,7 +101,9 @@ impl Pg {
                     self.launch_chunk(s, to, chunk, fx);
                     self.backfill_ahead(s, to, tree_leaves, fx);
                 }
-                BfStep::Copying { flights, .. } if flights.first().is_some_and(Flight::resend_due) => {
+                BfStep::Copying { flights, .. }
+                    if flights.first().is_some_and(Flight::resend_due) =>
+                {
                     self.resend_first_chunk(to, fx)
                 }
                 BfStep::Copying { .. } if !held => {
@@ -234,8 +236,9 @@ impl Pg {
             .map(|m| m.objects.clone())
     }
 
-    /// The objects in (after, end] this copy lacks (missing, or unfound
-    /// and to be given up), each with the version its log needs (`None`:
+    /// The objects in (after, end] this copy lacks (missing, or unfound:
+    /// to be given up, or waiting, as one whose rollback waits for k
+    /// members past it), each with the version its log needs (`None`:
     /// the log no longer says for one of them).
     pub(super) fn lacks_in(
         &self,
@@ -251,6 +254,11 @@ impl Pg {
             .missing
             .keys()
             .chain(self.ecs.unfound.keys())
+            // (With OSDs declared lost, an object on one shard at a write
+            // never acknowledged was to be rolled back; the rollback
+            // waited for both backfill targets to pass it, and each
+            // chunk with it failed to rebuild it, for good.)
+            .chain(self.ecs.unfound_waiting.iter())
             .filter(|n| in_range(n))
             .collect();
         if names.is_empty() {
@@ -576,7 +584,10 @@ impl Pg {
         else {
             return;
         };
-        debug_assert!(flights.len() < CHUNKS_IN_FLIGHT, "backfill chunks past the limit");
+        debug_assert!(
+            flights.len() < CHUNKS_IN_FLIGHT,
+            "backfill chunks past the limit"
+        );
         debug_assert!(
             flights.last().is_none_or(|f| f.chunk.end == chunk.after),
             "backfill chunks not back to back"

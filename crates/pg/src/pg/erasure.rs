@@ -1509,7 +1509,10 @@ impl Pg {
         };
         let Some(at) = flights.iter().position(|f| {
             f.first.as_ref().is_some_and(|w| w.contains(name))
-                && f.chunk.pushes.iter().any(|p| p.name == name && p.version == version)
+                && f.chunk
+                    .pushes
+                    .iter()
+                    .any(|p| p.name == name && p.version == version)
         }) else {
             return;
         };
