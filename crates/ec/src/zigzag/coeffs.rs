@@ -170,7 +170,7 @@ pub(crate) fn blocks(
         }
         x
     }
-    let var = |ei: usize, l: usize, t: usize| ei * m + shape.shift(t, shape.pos(cols[ei]), l);
+    let var = |ei: usize, l: usize, t: usize| ei * m + shape.read_row(l, cols[ei], t);
     for &l in pars {
         for t in 0..m {
             let a = find(&mut parent, var(0, l, t));

@@ -193,21 +193,16 @@ impl Zigzag {
         let sh = &self.shape;
         let es = layout.element_size;
         let mut out = vec![0u8; layout.chunk_size()];
-        let p = sh.pos(j);
         let mut inputs: Vec<Cow<[u8]>> = Vec::with_capacity(sh.k + 1);
         let mut cs: Vec<u8> = Vec::with_capacity(sh.k + 1);
         for y in 0..sh.rows {
-            let q = sh.perm[y];
+            let q = sh.data_elem(y);
             if layout.stored_in_element(j, q) == 0 {
                 continue;
             }
             let mut solved = false;
             for l in 0..sh.r {
-                let t = if l == 0 || p == 0 {
-                    y
-                } else {
-                    sh.shift(y, p, sh.r - l)
-                };
+                let t = sh.parity_row(l, j, y);
                 let Some(pe) = self.get(layout, av, Ref::Parity(l, t)) else {
                     continue;
                 };
@@ -328,7 +323,7 @@ impl Zigzag {
                 dot_prod(&inv.data, &srefs, &mut vrefs, Mode::Overwrite);
             }
             for (&(ei, y), v) in b.vars.iter().zip(vals) {
-                let q = sh.perm[y];
+                let q = sh.data_elem(y);
                 if let Some(buf) = out.get_mut(&lost[ei]) {
                     buf[q * es..(q + 1) * es].copy_from_slice(&v);
                 }
@@ -355,13 +350,13 @@ impl Zigzag {
             Some(r) => r
                 .clone()
                 .filter(|&q| q < sh.rows)
-                .map(|q| sh.inv_perm[q])
+                .map(|q| sh.elem_row(q))
                 .collect(),
             None => (0..sh.rows).collect(),
         };
         let rows: Vec<usize> = rows
             .into_iter()
-            .filter(|&y| layout.stored_in_element(j, sh.perm[y]) > 0)
+            .filter(|&y| layout.stored_in_element(j, sh.data_elem(y)) > 0)
             .collect();
         let mut out = Vec::new();
         for cand in std::iter::once(None).chain((0..sh.r).map(Some)) {

@@ -174,10 +174,26 @@ impl Shape {
         self.shift(t, self.pos(c), l)
     }
 
+    /// The row of parity `l` that reads data row `y` of column `c` (the
+    /// inverse of [`Shape::read_row`]).
+    #[inline]
+    pub fn parity_row(&self, l: usize, c: usize, y: usize) -> usize {
+        let t = self.shift(y, self.pos(c), self.r - l % self.r);
+        debug_assert_eq!(self.read_row(l, c, t), y);
+        t
+    }
+
     /// The element of its chunk that holds data row `y`.
     #[inline]
     pub fn data_elem(&self, y: usize) -> usize {
         self.perm[y]
+    }
+
+    /// The data row that element `q` of a data chunk holds (the inverse
+    /// of [`Shape::data_elem`]).
+    #[inline]
+    pub fn elem_row(&self, q: usize) -> usize {
+        self.inv_perm[q]
     }
 
     /// The element of parity chunk `l` that holds its row `t`: row
