@@ -100,9 +100,11 @@ pub struct Chunk {
     pub after: Cursor,
     pub end: Cursor,
     pub pushes: Vec<Push>,
-    /// Objects in (after, end] the primary lacks itself, with the version
-    /// its log needs: the target keeps what it holds of each and records
-    /// it missing there (recovery, or the object's rollback or removal,
+    /// Objects in (after, end] the primary lacks itself, or (erasure-
+    /// coded) holds but cannot rebuild for now (unfound, waiting for a
+    /// rollback that needs k members past them), with the version its log
+    /// needs: the target keeps what it holds of each and records it
+    /// missing there (recovery, or the object's rollback or removal,
     /// reaches it once its backfill is past), rather than take the
     /// primary's stale copy as whole or wait for it.
     pub lacks: Vec<(String, Version)>,

@@ -106,9 +106,16 @@ impl Pg {
                 {
                     self.resend_first_chunk(to, fx)
                 }
-                BfStep::Copying { .. } if !held => {
+                BfStep::Copying { .. } => {
+                    // Chunks already built are under way: a flag holds
+                    // back only what comes after them (a chunk rebuilt
+                    // while the one before it waited to be sent again
+                    // would otherwise wait for the flag, and writes to
+                    // its range with it).
                     self.send_ready(to, fx);
-                    self.backfill_ahead(s, to, tree_leaves, fx)
+                    if !held {
+                        self.backfill_ahead(s, to, tree_leaves, fx)
+                    }
                 }
                 _ => {}
             }
@@ -236,15 +243,18 @@ impl Pg {
             .map(|m| m.objects.clone())
     }
 
-    /// The objects in (after, end] this copy lacks (missing, or unfound:
-    /// to be given up, or waiting, as one whose rollback waits for k
-    /// members past it), each with the version its log needs (`None`:
-    /// the log no longer says for one of them).
+    /// The objects in (after, end] this copy lacks (missing, or unfound
+    /// and to be given up), each with the version its log needs (`None`:
+    /// the log no longer says for one of them); and those waiting unfound
+    /// (as one whose rollback waits for k members past it) that the log
+    /// names and the target's listing `theirs` does not show at the
+    /// version needed.
     pub(super) fn lacks_in(
         &self,
         s: &dyn ObjectStore,
         after: &Cursor,
         end: &Cursor,
+        theirs: &Scan,
     ) -> Option<Vec<(String, Version)>> {
         let in_range = |name: &str| {
             let o = recovery::oid(name);
@@ -254,32 +264,54 @@ impl Pg {
             .missing
             .keys()
             .chain(self.ecs.unfound.keys())
-            // (With OSDs declared lost, an object on one shard at a write
-            // never acknowledged was to be rolled back; the rollback
-            // waited for both backfill targets to pass it, and each
-            // chunk with it failed to rebuild it, for good.)
-            .chain(self.ecs.unfound_waiting.iter())
             .filter(|n| in_range(n))
             .collect();
-        if names.is_empty() {
+        // (With OSDs declared lost, an object on one shard at a write
+        // never acknowledged was to be rolled back; the rollback waited
+        // for both backfill targets to pass it, and each chunk with it
+        // failed to rebuild it, for good.)
+        let waiting: BTreeSet<&String> = (self.ecs.unfound_waiting.iter())
+            .filter(|n| in_range(n) && !names.contains(n))
+            .collect();
+        if names.is_empty() && waiting.is_empty() {
             return Some(Vec::new());
         }
         // An unfound object this copy no longer lists missing (one being
         // rolled back) needs what its newest log entry wrote.
         let mut log: Option<AuthLog> = None;
-        let mut out = Vec::with_capacity(names.len());
+        let mut out = Vec::with_capacity(names.len() + waiting.len());
+        let mut newest = |s: &dyn ObjectStore, name: &str| -> Option<Option<Version>> {
+            if log.is_none() {
+                log = Some(self.own_log(s)?);
+            }
+            let entries = log.as_ref().map_or(&[][..], |l| &l.entries[..]);
+            Some(
+                entries
+                    .iter()
+                    .rev()
+                    .find(|e| e.name == name)
+                    .map(|e| e.version),
+            )
+        };
         for name in names {
             let need = match self.missing.get(name) {
                 Some(v) => *v,
-                None => {
-                    if log.is_none() {
-                        log = Some(self.own_log(s)?);
-                    }
-                    let entries = log.as_ref().map_or(&[][..], |l| &l.entries[..]);
-                    entries.iter().rev().find(|e| e.name == *name)?.version
-                }
+                None => newest(s, name)??,
             };
             out.push((name.clone(), need));
+        }
+        // A waiting object the log no longer names is rebuilt as any
+        // other (the version it needs is not known here); one the target
+        // holds at the version needed keeps it (its shard may be one the
+        // object lacks).
+        for name in waiting {
+            let Some(need) = newest(s, name)? else {
+                continue;
+            };
+            let oid = recovery::oid(name);
+            if !theirs.objects.iter().any(|(o, v)| *o == oid && *v == need) {
+                out.push((name.clone(), need));
+            }
         }
         Some(out)
     }
@@ -339,19 +371,15 @@ impl Pg {
         // for k members past the object, and so would wait for the
         // backfill (the case above stalled once backfill waited). The
         // target records each missing instead, at the version the log
-        // needs.
-        let Some(lacks) = self.lacks_in(s, after, &chunk.end) else {
+        // needs. (So too for objects an erasure-coded copy holds but
+        // cannot rebuild for now: see `lacks_in`.)
+        let Some(lacks) = self.lacks_in(s, after, &chunk.end, theirs) else {
             return Ok(None);
         };
         chunk
             .pushes
             .retain(|p| !lacks.iter().any(|(n, _)| *n == p.name));
         chunk.lacks = lacks;
-        self.rec.pushed += chunk.pushes.len() as u64;
-        if let Some(b) = self.rec.backfill.get_mut(&to) {
-            b.cost.copied += chunk.pushes.len() as u64;
-            b.cost.chunks += 1;
-        }
         Ok(Some(chunk))
     }
 
@@ -622,14 +650,21 @@ impl Pg {
                 return;
             }
             let chunk = flights[j].chunk.clone();
+            // Counted once, when first sent (a chunk dropped unsent and
+            // planned again is not counted twice).
+            let copied = chunk.pushes.len() as u64;
             let tid = self.emit_chunk(to, chunk, fx);
+            self.rec.pushed += copied;
             if let Some(Backfill {
                 step: BfStep::Copying { flights, .. },
+                cost,
                 ..
             }) = self.rec.backfill.get_mut(&to)
             {
                 flights[j].tid = tid;
                 flights[j].first = None;
+                cost.copied += copied;
+                cost.chunks += 1;
             }
         }
     }
@@ -637,7 +672,9 @@ impl Pg {
     /// A chunk to `to` could not be built (the flight at `at`, or one
     /// not launched yet: `None`): it and the chunks after it, none of
     /// them sent, are dropped, and the range is planned again later
-    /// (after the next answer, or the retry pause if none is under way).
+    /// (once the chunks left are answered and the retry pause has
+    /// passed). Ops that waited for a dropped chunk go on at the next
+    /// tick (`release_bf_blocked`).
     pub(super) fn chunk_failed(&mut self, to: i32, at: Option<usize>) {
         let now = self.now_ms;
         let Some(b) = self.rec.backfill.get_mut(&to) else {
@@ -850,13 +887,25 @@ impl Pg {
             self.rec.missing.entry(from).or_default().extend(lacks);
         }
         // Writes that waited for the chunk go on.
-        for p in std::mem::take(&mut self.rec.bf_blocked) {
-            self.on_op(s, p, fx);
-        }
+        self.release_bf_blocked(s, fx);
         self.backfill_some(s, fx);
         self.recover_some(s, fx);
         self.rerecord(fx);
         self.maybe_clear_temp(fx);
+    }
+
+    /// Ops that waited for a backfill chunk go on (in the order they
+    /// came) once any of them is no longer held back: its chunk was
+    /// answered, or dropped (a chunk that could not be built, a backfill
+    /// started over). Those still held back wait again, in order.
+    pub(super) fn release_bf_blocked(&mut self, s: &dyn ObjectStore, fx: &mut Vec<Effect>) {
+        let free =
+            (self.rec.bf_blocked.iter()).any(|p| !self.rec.blocks(&recovery::oid(&p.op.name)));
+        if free {
+            for p in std::mem::take(&mut self.rec.bf_blocked) {
+                self.on_op(s, p, fx);
+            }
+        }
     }
 
     /// A primary's scan of this backfilling copy: its objects after

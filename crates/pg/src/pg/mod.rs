@@ -740,7 +740,8 @@ enum Ahead {
     /// The member's listing is here.
     Scanned { theirs: Scan, mine: Option<Listed> },
     /// The member refused (it may not have queued the chunk before it
-    /// yet): asked again once a chunk is answered.
+    /// yet), or a chunk could not be built: asked again once a chunk is
+    /// answered.
     Refused,
 }
 
@@ -771,7 +772,7 @@ impl Recovery {
     }
 
     /// Whether a write to `o` must wait: a backfill chunk covering it is
-    /// on its way.
+    /// under way (sent, or still being built).
     fn blocks(&self, o: &ObjectId) -> bool {
         self.backfill.values().any(|b| match &b.step {
             BfStep::Copying { flights, .. } => {
@@ -1559,6 +1560,8 @@ impl Pg {
                     self.start_peering(s, &mut fx);
                 }
                 self.retry_recovery(s, &mut fx);
+                // Ops that waited for a backfill chunk since dropped.
+                self.release_bf_blocked(s, &mut fx);
                 self.mend_rerun(s, &mut fx);
                 self.expire_scrub_slot();
                 self.serve_queued_reserve(&mut fx);

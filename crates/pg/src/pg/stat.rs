@@ -276,7 +276,8 @@ impl Pg {
         (self.scrub.compared, self.scrub.differed)
     }
 
-    /// Backfill chunks on their way from this primary (all targets),
+    /// Backfill chunks under way from this primary (all targets: sent,
+    /// or still being built),
     /// chunks this copy holds because they overtook the chunk before
     /// them, and scans it answered before the chunk they follow was
     /// queued here (the simulator's coverage counters).
