@@ -246,16 +246,9 @@ impl Pg {
                     // (with OSDs declared lost, the copy at the k-th
                     // newest version had moved mid-backfill, the one in
                     // place was past it, and the PG waited for good).
-                    let moved = |o: &i32, i: &PeerInfo| {
-                        i.moved_shard.is_some()
-                            || match *o == self.whoami {
-                                true => self.ecs.moved,
-                                false => self.held_elsewhere(*o, i).is_some(),
-                            }
-                    };
                     let gives_log = |o: &i32, i: &PeerInfo, whole: bool| match whole {
                         true => !i.backfill,
-                        false => self.map.acting.contains(o) && !moved(o, i),
+                        false => self.map.acting.contains(o) && !self.copy_moved(*o, i),
                     };
                     let member =
                         |o: &i32| self.map.record.as_ref().is_some_and(|r| r.osds.contains(o));
@@ -458,8 +451,7 @@ impl Pg {
                 .iter()
                 .filter(|(o, i)| {
                     i.backfill
-                        && i.moved_shard.is_none()
-                        && self.held_elsewhere(**o, i).is_none()
+                        && !self.copy_moved(**o, i)
                         && i.info.last_update == newest
                         && self.map.acting.contains(o)
                 })

@@ -264,6 +264,19 @@ impl Pg {
         i.shard.filter(|&s| Some(s as usize) != self.shard_of(o))
     }
 
+    /// Whether copy `o` (its peering answer `i`; this copy's own state
+    /// when `o` is this OSD) holds another position's shards: its OSD
+    /// moved, before its backfill at the new position began
+    /// (`moved_shard`) or after (`held_elsewhere`). Such a copy never
+    /// goes on from its own log.
+    pub(super) fn copy_moved(&self, o: i32, i: &PeerInfo) -> bool {
+        i.moved_shard.is_some()
+            || match o == self.whoami {
+                true => self.ecs.moved,
+                false => self.held_elsewhere(o, i).is_some(),
+            }
+    }
+
     /// The shard this copy's objects hold, as recorded (None if unknown
     /// or unreadable).
     pub(super) fn shard_held(&self, s: &dyn ObjectStore) -> Option<u8> {
