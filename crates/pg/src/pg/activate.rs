@@ -604,7 +604,7 @@ impl Pg {
         let is_complete = |i: &PeerInfo| complete_at(i, newest);
         // Erasure-coded: moved members whose shards may be needed go back
         // to their shards' positions before any is relabeled.
-        if let Some(osds) = self.moved_back_before_activating(&complete) {
+        if let Some(osds) = self.moved_back_before_activating(&complete, &strays, infos) {
             self.ask_pg_temp(osds, fx);
             return self.ec_behind("moved members go back to their shards' positions");
         }

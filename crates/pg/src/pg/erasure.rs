@@ -1963,6 +1963,49 @@ pub(super) fn moved_back(
     Some(osds)
 }
 
+/// The pg_temp `osds` (holes as `ITEM_NONE`) with complete copies out
+/// of the acting set (`strays`: OSD -> the shard it holds) put back at
+/// their shards' positions where the member there would otherwise be
+/// relabeled at the cost of a shard no one else keeps: it holds another
+/// position's shard (`held`: OSD -> shard), and no member is whole at
+/// that shard's position (`whole`). As Ceph's choose_acting takes a
+/// complete stray for a shard rather than backfill a member over the
+/// shard it holds. The displaced member goes to its shard's position if
+/// that is a hole, else leaves the set (no log relabels it: its copy
+/// keeps its shard, read as a stray's). Whether any stray was put back.
+pub(super) fn strays_back(
+    osds: &mut [i32],
+    strays: &BTreeMap<i32, usize>,
+    held: &BTreeMap<i32, usize>,
+    whole: &[i32],
+) -> bool {
+    let mut placed = false;
+    for (&stray, &shard) in strays {
+        let Some(&now) = osds.get(shard) else {
+            continue;
+        };
+        let needed = |t: usize| t != shard && osds.get(t).is_some_and(|o| !whole.contains(o));
+        let Some(&t) = held.get(&now).filter(|&&t| needed(t)) else {
+            continue;
+        };
+        if osds.contains(&stray) || whole.contains(&now) {
+            continue;
+        }
+        osds[shard] = stray;
+        placed = true;
+        if osds.get(t) == Some(&loligo_crush::ITEM_NONE) {
+            osds[t] = now;
+        }
+    }
+    debug_assert!(
+        osds.iter()
+            .filter(|&&o| o != loligo_crush::ITEM_NONE)
+            .all(|o| osds.iter().filter(|&x| x == o).count() == 1),
+        "an OSD twice in {osds:?}"
+    );
+    placed
+}
+
 /// Of the members whose OSDs moved (`moved`: OSD -> the shard its copy
 /// holds), those that wait outside the write set while fewer than `k`
 /// members are whole at their own positions (`whole`, the primary
@@ -2248,7 +2291,8 @@ fn plan_gather(
 #[cfg(test)]
 mod tests {
     use super::{
-        ec_temp_step, ec_temp_unstick, moved_back, moved_to_wait, stuck_in_place, walks_to_crush,
+        ec_temp_step, ec_temp_unstick, moved_back, moved_to_wait, strays_back, stuck_in_place,
+        walks_to_crush,
     };
     use loligo_crush::ITEM_NONE;
     use loligo_testkit::Rng;
@@ -2344,6 +2388,40 @@ mod tests {
         // members: RS 2+1 with both others moved.
         let moved = BTreeMap::from([(1, 0), (2, 2)]);
         assert!(moved_to_wait(&[2, 3, 1], &[3], &moved, 2).is_empty());
+    }
+
+    #[test]
+    fn complete_strays_go_back_where_a_relabel_would_cost_a_shard() {
+        const NONE: i32 = loligo_crush::ITEM_NONE;
+        // RS 2+2 after osd lost: the primary osd.3 whole at position 0,
+        // osd.1 moved to position 1 holding (mid-backfill) shard 2, and
+        // osd.0, whole with shard 1, up but out of CRUSH's set.
+        // Backfilling osd.1 at position 1 would overwrite the only up
+        // copy of shard 2 with a second copy of shard 1: osd.0 takes
+        // position 1 and osd.1 the hole at its shard's position 2.
+        let mut osds = vec![3, 1, NONE, NONE];
+        let strays = BTreeMap::from([(0, 1)]);
+        let held = BTreeMap::from([(1, 2)]);
+        assert!(strays_back(&mut osds, &strays, &held, &[3]));
+        assert_eq!(osds, [3, 0, 1, NONE]);
+        // Its shard's position taken (not whole there): it leaves the set.
+        let mut osds = vec![3, 1, 2, NONE];
+        assert!(strays_back(&mut osds, &strays, &held, &[3]));
+        assert_eq!(osds, [3, 0, 2, NONE]);
+        // Its shard held whole at its own position: the relabel costs
+        // nothing, it stays.
+        let mut osds = vec![3, 1, 2, NONE];
+        assert!(!strays_back(&mut osds, &strays, &held, &[3, 2]));
+        assert_eq!(osds, [3, 1, 2, NONE]);
+        // A member holding its own position's shard (or none) stays.
+        let mut osds = vec![3, 1, NONE, NONE];
+        assert!(!strays_back(&mut osds, &strays, &BTreeMap::new(), &[3]));
+        assert_eq!(osds, [3, 1, NONE, NONE]);
+        // Two strays of one shard: the first only.
+        let strays = BTreeMap::from([(0, 1), (4, 1)]);
+        let mut osds = vec![3, 1, NONE, NONE];
+        assert!(strays_back(&mut osds, &strays, &held, &[3]));
+        assert_eq!(osds, [3, 0, 1, NONE]);
     }
 
     #[test]

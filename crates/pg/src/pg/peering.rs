@@ -689,7 +689,21 @@ impl Pg {
     /// pg_temp that can walk back to CRUSH's set later (with one parity
     /// shard, a member put back at its shard's position could never leave
     /// it again).
-    pub(super) fn moved_back_before_activating(&self, complete: &[i32]) -> Option<Vec<i32>> {
+    ///
+    /// Complete copies out of the acting set (`strays`: OSD -> the shard
+    /// it holds) go back too, in place of moved members whose relabel
+    /// would cost a shard no whole member holds (`erasure::strays_back`):
+    /// with OSDs declared lost, a primary whole alone backfilled a moved
+    /// member holding the only up copy of a shard at the position of a
+    /// shard a complete stray held; once the primary's OSD was declared
+    /// lost too, the two left held one shard of an object between them,
+    /// and the PG waited for good.
+    pub(super) fn moved_back_before_activating(
+        &self,
+        complete: &[i32],
+        strays: &[(i32, usize)],
+        infos: &BTreeMap<i32, PeerInfo>,
+    ) -> Option<Vec<i32>> {
         let k = self.ec.as_ref()?.k();
         let whole = self.whole_in_place(complete);
         if whole.len() >= k {
@@ -708,8 +722,22 @@ impl Pg {
             .filter(|&(_, &shard)| !taken(shard))
             .map(|(&o, &shard)| (o, shard))
             .collect();
-        erasure::moved_back(&self.map.acting, &self.map.up, &moved)
-            .filter(|t| self.walks_back(t, k))
+        let swapped = erasure::moved_back(&self.map.acting, &self.map.up, &moved);
+        let mut osds = swapped.clone().unwrap_or_else(|| self.acting_as_temp());
+        let strays: BTreeMap<i32, usize> = (strays.iter())
+            .filter(|(o, _)| complete.contains(o))
+            .copied()
+            .collect();
+        let held: BTreeMap<i32, usize> = (infos.iter())
+            .filter_map(|(&o, i)| Some((o, self.held_elsewhere(o, i)? as usize)))
+            .collect();
+        let kept: Vec<i32> = whole.iter().chain(moved.keys()).copied().collect();
+        let put_back = erasure::strays_back(&mut osds, &strays, &held, &kept);
+        match put_back {
+            true => Some(osds),
+            false => swapped,
+        }
+        .filter(|t| self.walks_back(t, k))
     }
 
     /// A complete primary about to activate: the members whole at their
