@@ -213,16 +213,6 @@ fn run_lost_seeds(ec: bool, default: u64, bug_seeds: &[u64]) -> Option<(u64, Sta
 /// - 6514, 7064: a `pg mark-unfound-lost` read only as leave to remove;
 ///   the removal, logged past the record members' head, was taken for a
 ///   divergent write and the PG went round for good.
-/// - 1494: with the record emptied by `osd lost`, the head was taken at
-///   the version of a copy whose OSD had moved mid-backfill (which never
-///   goes on), while the one copy mid-backfill at its own position was
-///   past it; nobody went on and the PG asked for pg_temps for good. A
-///   moved copy no longer sets the head.
-/// - 3518: an object on one shard at a write never acknowledged was to
-///   be rolled back, which waited for both backfill targets to pass it;
-///   each backfill chunk with the object in it failed to rebuild it and
-///   the backfill started over, for good. Backfill now records such an
-///   object missing on its targets, as it does one this copy lacks.
 /// - 15036, 44102: a mark still in force removed a write acknowledged
 ///   after it (a read found nothing); marks now give up only what was
 ///   written before them and are spent once a later write set is recorded.
@@ -399,8 +389,6 @@ const EC_LOST_BUG_SEEDS: &[(u64, bool)] = &[
     (228608, true),
     (196987, true),
     (81033, false),
-    (1494, false),
-    (3518, false),
 ];
 
 /// Seeds that found bugs in the lost-OSD EC run with the stricter late
@@ -725,6 +713,21 @@ fn ec_seeds_that_found_bugs_stay_fixed() {
 ///   began a second mend of it while the first was in flight; the first
 ///   mended it, a write followed, and the second's copy landed on top: a
 ///   read got the older value. One mend of an object at a time now.
+/// - EC lost 1494: with the record emptied by `osd lost`, the head was taken at
+///   the version of a copy whose OSD had moved mid-backfill (which never
+///   goes on), while the one copy mid-backfill at its own position was
+///   past it; nobody went on and the PG asked for pg_temps for good. A
+///   moved copy no longer sets the head.
+/// - EC lost 3518: an object on one shard at a write never acknowledged was to
+///   be rolled back, which waited for both backfill targets to pass it;
+///   each backfill chunk with the object in it failed to rebuild it and
+///   the backfill started over, for good. Backfill now records such an
+///   object missing on its targets, as it does one this copy lacks.
+/// - EC lost 6349: a primary whole alone backfilled a moved member,
+///   holding the only up copy of a shard, at the position of a shard a
+///   complete stray held; once the primary's OSD was declared lost too,
+///   the two left held one shard of an object between them and the PG
+///   waited for good. A complete stray now takes such a member's place.
 #[test]
 fn real_monitor_seeds_that_found_bugs_stay_fixed() {
     let runs = [
@@ -775,6 +778,9 @@ fn real_monitor_seeds_that_found_bugs_stay_fixed() {
         // copies mid-backfill, no record); not reached since the fix
         // above, kept as a seed.
         Run::ec(2546).losing(),
+        Run::ec(1494).losing(),
+        Run::ec(3518).losing(),
+        Run::ec(6349).losing(),
     ];
     for run in runs {
         let var = match (run.ec, run.lose) {
