@@ -488,7 +488,9 @@ impl ObjectStore for MemStore {
         Ok(Some(ObjectRead {
             size: ob.data.len() as u64,
             attrs: ob.attrs.clone(),
-            extents: slices(&ob.data, extents),
+            extents: (slices(&ob.data, extents).into_iter())
+                .map(bytes::Bytes::from)
+                .collect(),
         }))
     }
 

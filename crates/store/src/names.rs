@@ -134,8 +134,10 @@ pub struct ObjectRead {
     /// Logical size in bytes.
     pub size: u64,
     pub attrs: std::collections::BTreeMap<String, Vec<u8>>,
-    /// The bytes of each extent asked for, clipped to the size.
-    pub extents: Vec<Vec<u8>>,
+    /// The bytes of each extent asked for, clipped to the size (shared:
+    /// a large extent may be a pooled O_DIRECT buffer, handed on without
+    /// a copy).
+    pub extents: Vec<bytes::Bytes>,
 }
 
 /// An object read whole but for its omap (what a copy of it to another

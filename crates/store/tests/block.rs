@@ -190,6 +190,12 @@ fn hinted_sequential_data_is_checksummed_in_larger_units() {
                 assert_eq!(got, want[off as usize..end], "{o} {off}+{len}");
                 let got = t.s().read_bytes(c, o, off, len).unwrap();
                 assert_eq!(got, want[off as usize..end], "{o} {off}+{len}");
+                // Two extents read as of one moment (an EC shard read).
+                let r = t.s().read_with_attrs(c, o, &[(off, len), (0, 200_000)]);
+                let r = r.unwrap().expect("exists");
+                assert_eq!(r.size, want.len() as u64);
+                assert_eq!(r.extents[0], want[off as usize..end], "{o} {off}+{len}");
+                assert_eq!(r.extents[1], want[..200_000], "{o} from 0");
             }
         }
     };
@@ -202,6 +208,9 @@ fn hinted_sequential_data_is_checksummed_in_larger_units() {
             for off in (0..data.len() as u64).step_by(3 << 16) {
                 let end = (off + 200_000).min(data.len() as u64) as usize;
                 let got = t.s().read_bytes(c, o, off, 200_000).unwrap();
+                assert_eq!(got, data[off as usize..end], "{o} from {off}");
+                let r = t.s().read_with_attrs(c, o, &[(off, 200_000)]);
+                let got = r.unwrap().expect("exists").extents.remove(0);
                 assert_eq!(got, data[off as usize..end], "{o} from {off}");
             }
         }
@@ -252,6 +261,8 @@ fn hinted_sequential_data_is_checksummed_in_larger_units() {
             "{off}+{len}: {r:?}"
         );
         let r = s.read_bytes(c, &big, off, len);
+        assert!(matches!(r, Err(StoreError::Checksum { .. })), "{off}+{len}");
+        let r = s.read_with_attrs(c, &big, &[(off, len)]);
         assert!(matches!(r, Err(StoreError::Checksum { .. })), "{off}+{len}");
     }
     for (off, len) in [(unit - 4096, 4096), (unit + (64 << 10), 4096)] {
@@ -308,13 +319,24 @@ fn corrupted_block_fails_only_its_object() {
         s.read_bytes(c, &b, 0, 256 << 10).unwrap(),
         vec![9u8; 256 << 10]
     );
+    // An EC shard read (extents with attributes, directly too), the same.
+    match s.read_with_attrs(c, &a, &[(0, 256 << 10)]) {
+        Err(StoreError::Checksum { oid, .. }) => assert_eq!(oid, a),
+        other => panic!("expected a checksum error, got {other:?}"),
+    }
+    assert_eq!(s.checksum_errors(), before + 3);
+    let r = s
+        .read_with_attrs(c, &b, &[(0, 256 << 10)])
+        .unwrap()
+        .unwrap();
+    assert_eq!(r.extents, [vec![9u8; 256 << 10]]);
     // A whole read (as a scrub's or a recovery's: from the device
     // directly, past the read cache), the same.
     match s.read_whole(c, &a, true) {
         Err(StoreError::Checksum { oid, .. }) => assert_eq!(oid, a),
         other => panic!("expected a checksum error, got {:?}", other.map(|_| ())),
     }
-    assert_eq!(s.checksum_errors(), before + 3);
+    assert_eq!(s.checksum_errors(), before + 4);
     let whole = s.read_whole(c, &b, true).unwrap().unwrap();
     assert_eq!((whole.size, whole.data), (256 << 10, vec![9u8; 256 << 10]));
     // Other ranges of the same object and other objects still read.

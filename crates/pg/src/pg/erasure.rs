@@ -562,7 +562,6 @@ impl Pg {
             if osd == self.whoami {
                 match read_shard(s, self.coll, &g.oid, Some(c), g.st.version, &exts, striper) {
                     Ok(b) => {
-                        let b = b.into_iter().map(Bytes::from);
                         g.fetched
                             .insert(c, exts.iter().map(|e| e.0).zip(b).collect());
                     }
@@ -1839,7 +1838,7 @@ impl Pg {
         };
         let result = match read_shard(s, self.coll, &oid, Some(shard), version, extents, &striper) {
             Err(RepError::Absent(why)) => Err(self.lacks(s, name, version, why)),
-            r => r.map(|v| v.into_iter().map(Bytes::from).collect()),
+            r => r,
         };
         fx.push(Effect::answer(token, result, |d: Vec<Bytes>| {
             PeerReply::ShardData(d.into_iter().map(loligo_bulk::Bulk).collect())
@@ -1869,7 +1868,7 @@ pub(super) fn read_shard(
     version: Version,
     extents: &[(u64, u64)],
     striper: &stripe::Striper,
-) -> Result<Vec<Vec<u8>>, RepError> {
+) -> Result<Vec<Bytes>, RepError> {
     let failed = RepError::Failed;
     let Some(shard) = shard else {
         return Err(RepError::Absent("this OSD holds no shard of the PG".into()));

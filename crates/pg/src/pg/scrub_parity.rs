@@ -255,7 +255,7 @@ impl Pg {
                 );
                 let b = r.map_err(|e| format!("own shard {pos} of '{}': {e:?}", oid.name))?;
                 let b = b.into_iter().next().unwrap_or_default();
-                c.got.insert(pos, Bytes::from(b));
+                c.got.insert(pos, b);
             } else if osd >= 0 {
                 let msg = PeerMsg::ReadShard {
                     pg: self.id,

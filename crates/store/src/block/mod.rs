@@ -1624,7 +1624,9 @@ impl ObjectStore for BlockStore {
             self.need_coll(c)?;
             return Ok(None);
         };
-        let extents = self.read_extents(o, &on, extents)?;
+        let extents = (extents.iter())
+            .map(|&(off, len)| self.read_range(o, &on, off, len))
+            .collect::<Result<_>>()?;
         Ok(Some(crate::ObjectRead {
             size: on.size,
             attrs: on.attrs,
@@ -1635,27 +1637,7 @@ impl ObjectStore for BlockStore {
     fn read_bytes(&self, c: CollectionId, o: &ObjectId, off: u64, len: u64) -> Result<Bytes> {
         let _g = self.shared.view.read().map_err(|_| StoreError::Closed)?;
         let on = self.onode(c, o)?;
-        let s = &self.shared;
-        let st = off.min(on.size);
-        let len = off.saturating_add(len).min(on.size) - st;
-        let blob = &mut |id| get_blob(&s.kv, id);
-        if len >= DIRECT_READ_MIN {
-            if let Some(r) = one_run(s, &on, st, len, blob)? {
-                let disk_off = r.blob.disk_off + r.first * s.bs;
-                if let Some(hit) = s.cache.get(disk_off, len as usize) {
-                    return Ok(hit);
-                }
-                if let Some(buf) = read_blocks_direct(s, disk_off, r.blocks)? {
-                    let run = s.read_pool.bytes(buf);
-                    check_run(s, o, r.extent, &r.blob, r.first, &run)?;
-                    // Inserted while the view is held: see `cache`.
-                    s.cache.insert(disk_off, run.clone());
-                    return Ok(run.slice(..len as usize));
-                }
-            }
-        }
-        let v = read_logical(s, o, &on, st, len, blob, &mut |d, n| self.read_blocks(d, n))?;
-        Ok(Bytes::from(v))
+        self.read_range(o, &on, off, len)
     }
 
     fn getattr(&self, c: CollectionId, o: &ObjectId, name: &str) -> Result<Vec<u8>> {
@@ -1898,6 +1880,37 @@ impl BlockStore {
                 )
             })
             .collect()
+    }
+
+    /// Logical bytes `[off, off + len)` of an object, clipped to its
+    /// size, with the view held. A range of at least `DIRECT_READ_MIN`
+    /// bytes in one run on the device comes from the read cache or is
+    /// read with O_DIRECT into a pooled buffer, handed on without a copy
+    /// (`read_blocks_direct`: a buffered read costs a zero-filled page
+    /// cache page, a copy into a zero-filled buffer, and the page cache's
+    /// upkeep); any other through `read_logical`.
+    fn read_range(&self, o: &ObjectId, on: &Onode, off: u64, len: u64) -> Result<Bytes> {
+        let s = &self.shared;
+        let st = off.min(on.size);
+        let len = off.saturating_add(len).min(on.size) - st;
+        let blob = &mut |id| get_blob(&s.kv, id);
+        if len >= DIRECT_READ_MIN {
+            if let Some(r) = one_run(s, on, st, len, blob)? {
+                let disk_off = r.blob.disk_off + r.first * s.bs;
+                if let Some(hit) = s.cache.get(disk_off, len as usize) {
+                    return Ok(hit);
+                }
+                if let Some(buf) = read_blocks_direct(s, disk_off, r.blocks)? {
+                    let run = s.read_pool.bytes(buf);
+                    check_run(s, o, r.extent, &r.blob, r.first, &run)?;
+                    // Inserted while the view is held: see `cache`.
+                    s.cache.insert(disk_off, run.clone());
+                    return Ok(run.slice(..len as usize));
+                }
+            }
+        }
+        let v = read_logical(s, o, on, st, len, blob, &mut |d, n| self.read_blocks(d, n))?;
+        Ok(Bytes::from(v))
     }
 
     /// An object's onode. Its collection is checked only when there is

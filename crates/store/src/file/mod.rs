@@ -652,7 +652,7 @@ impl ObjectStore for FileStore {
         Ok(Some(ObjectRead {
             size,
             attrs: self.attrs(c, o)?,
-            extents,
+            extents: extents.into_iter().map(bytes::Bytes::from).collect(),
         }))
     }
 
