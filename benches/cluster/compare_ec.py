@@ -8,7 +8,9 @@ so a failed OSD's shards have somewhere to go):
 
   bench     per pool (Ceph: jerasure 4+2 and isa 4+2; Loligo: RS 4+2 and
             Zigzag 4+2), 32 PGs: `rados bench`-style write, seq and rand
-            with 4 MiB objects, 16 in flight, SECS seconds each.
+            with 4 MiB objects, 16 in flight, SECS seconds each; the page
+            cache dropped before each read phase (and SETTLE_S seconds
+            after the writes), so reads come from the device.
   recovery  per pool: TOTAL_MIB of 4 MiB objects written, one OSD killed,
             marked down and out; seconds from `osd out` until every PG is
             active+clean again, and the bytes the OSD processes read from
@@ -44,6 +46,8 @@ OSDS = 7
 SPARE = 6
 PGS = 32
 OBJ = 4 << 20
+# Seconds between a pool's write phase and its first read phase.
+SETTLE_S = 5
 
 
 def say(*a):
@@ -353,6 +357,11 @@ def run_system(sysm, a, rows):
                 sysm.make_pool(pool, spec)
                 wait("pool %s clean" % pool, lambda: sysm.clean(OSDS), 300, 1)
                 for mode in ["write", "seq", "rand"]:
+                    if mode != "write":
+                        # Reads from the device, not the page cache, once
+                        # the writes' background work has settled.
+                        time.sleep(SETTLE_S if mode == "seq" else 0)
+                        drop_caches()
                     w0 = disk_written(a.disk) if a.disk else 0
                     r = sysm.bench(pool, a.secs, mode)
                     if mode == "write" and a.disk and r["mb_per_s"] > 0:
