@@ -731,13 +731,19 @@ impl Pg {
         let held: BTreeMap<i32, usize> = (infos.iter())
             .filter_map(|(&o, i)| Some((o, self.held_elsewhere(o, i)? as usize)))
             .collect();
-        let kept: Vec<i32> = whole.iter().chain(moved.keys()).copied().collect();
-        let put_back = erasure::strays_back(&mut osds, &strays, &held, &kept);
-        match put_back {
-            true => Some(osds),
-            false => swapped,
+        // Whole in place: the whole members, and the moved ones the swap
+        // put at their shards' positions.
+        let back = |o: &i32, shard: &usize| osds.get(*shard) == Some(o);
+        let kept: Vec<i32> = (moved.iter().filter(|(o, s)| back(o, s)).map(|(o, _)| *o))
+            .chain(whole.iter().copied())
+            .collect();
+        let swapped = swapped.filter(|t| self.walks_back(t, k));
+        // A set with strays put back that cannot walk back to CRUSH's
+        // falls back to the swap alone (which is judged on its own).
+        match erasure::strays_back(&mut osds, &strays, &held, &kept) {
+            true if self.walks_back(&osds, k) => Some(osds),
+            _ => swapped,
         }
-        .filter(|t| self.walks_back(t, k))
     }
 
     /// A complete primary about to activate: the members whole at their
