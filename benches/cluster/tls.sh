@@ -3,10 +3,14 @@
 # `loligo up` (keys, TLS on every connection) and one by `loligo up
 # --insecure` (plain), each 4 OSDs with a size-3 pool of 64 PGs; the same
 # rados-bench-style phases (4 KiB write and random read, 4 MiB write and
-# sequential read, 16 in flight) on each in turn, the order swapped every
-# round, so the disk's drift falls on both alike. Writes overwrite a fixed
-# set of objects (--max-objects), so rounds do not fill the devices.
+# sequential and random read, 16 in flight) on each in turn, the order
+# swapped every round, so the disk's drift falls on both alike. Writes
+# overwrite a fixed set of objects (--max-objects: 600 of 4 MiB, about 5 s
+# of writing), so rounds do not fill the devices. The page cache is
+# dropped before each 4 MiB read phase (when this runs as root), so those
+# reads come from the devices as a cold object's would.
 #   bash benches/cluster/tls.sh                 # SECS=10 per phase (at most), ROUNDS=3
+#   LOLIGO_BIN=path/to/loligo bash benches/cluster/tls.sh   # that build instead
 # Writes OUT/results.csv, OUT/summary.json (per phase: median ops/s with
 # and without TLS and the median of the rounds' ratios) and OUT/table.md.
 set -euo pipefail
@@ -17,8 +21,8 @@ ROUNDS="${ROUNDS:-3}"
 OUT="${OUT:-$(mktemp -d /tmp/loligo-tls.XXXXXX)}"
 mkdir -p "$OUT"
 
-cargo build --release -p loligo-cli --manifest-path "$ROOT/Cargo.toml" >&2
-B="$ROOT/target/release/loligo"
+B="${LOLIGO_BIN:-$ROOT/target/release/loligo}"
+[ -n "${LOLIGO_BIN:-}" ] || cargo build --release -p loligo-cli --manifest-path "$ROOT/Cargo.toml" >&2
 say() { echo "[tls $(date +%H:%M:%S)] $*" >&2; }
 
 declare -A DIR
@@ -31,11 +35,11 @@ cleanup() {
     done
 }
 trap cleanup EXIT
-"$B" up --detach --osds 4 --pg-num 64 --osd-size $((2 << 30)) --data-dir "${DIR[tls]}/c" >&2
-"$B" up --detach --osds 4 --pg-num 64 --osd-size $((2 << 30)) --insecure --data-dir "${DIR[plain]}/c" >&2
+"$B" up --detach --osds 4 --pg-num 64 --osd-size $((4 << 30)) --data-dir "${DIR[tls]}/c" >&2
+"$B" up --detach --osds 4 --pg-num 64 --osd-size $((4 << 30)) --insecure --data-dir "${DIR[plain]}/c" >&2
 
 echo "round,mode,size,phase,ops_s,mb_s,p99_ms" >"$OUT/results.csv"
-phases=("4096 write 15000" "4096 rand 0" "4194304 write 150" "4194304 seq 0")
+phases=("4096 write 15000" "4096 rand 0" "4194304 write 600" "4194304 seq 0" "4194304 rand 0")
 for r in $(seq 1 "$ROUNDS"); do
     order="tls plain"
     [ $((r % 2)) = 0 ] && order="plain tls"
@@ -44,6 +48,11 @@ for r in $(seq 1 "$ROUNDS"); do
         for m in $order; do
             extra=()
             [ "$phase" = write ] && extra=(-b "$size" --no-cleanup --max-objects "$max")
+            if [ "$phase" != write ] && [ "$size" -gt 65536 ] && [ -w /proc/sys/vm/drop_caches ]; then
+                sleep 5 # the writes' background work
+                sync
+                echo 3 >/proc/sys/vm/drop_caches
+            fi
             j=$("$B" -c "${DIR[$m]}/c/loligo.conf" bench "$SECS" "$phase" -t 16 "${extra[@]}" --json)
             line=$(python3 -c "
 import json, sys

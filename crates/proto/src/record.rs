@@ -26,7 +26,7 @@
 //! [`RECORDS_MAX`]), never return bytes whose tag did not verify, and
 //! never take a post-handshake message or an alert for data.
 
-use ring::aead::{self, Aad, LessSafeKey, Nonce, UnboundKey};
+use aws_lc_rs::aead::{self, Aad, LessSafeKey, Nonce, UnboundKey};
 use tokio_rustls::rustls::{ConnectionTrafficSecrets, ExtractedSecrets};
 
 /// Most plaintext bytes in one record (2^14).
@@ -667,6 +667,19 @@ mod tests {
         c.process_new_packets().unwrap();
     }
 
+    /// The cluster's connections settle on AES-128-GCM, the suite the
+    /// record layer seals fastest.
+    #[test]
+    fn cluster_connections_prefer_aes_128_gcm() {
+        let (c, s) = handshaken();
+        for suite in [c.negotiated_cipher_suite(), s.negotiated_cipher_suite()] {
+            assert_eq!(
+                suite.map(|s| s.suite()),
+                Some(rustls::CipherSuite::TLS13_AES_128_GCM_SHA256)
+            );
+        }
+    }
+
     /// Our records against rustls's, both ways, across several records
     /// (so the sequence numbers and the record split are checked too).
     #[test]
@@ -719,11 +732,11 @@ mod tests {
     fn forged_replayed_and_reordered_records_are_refused() {
         let (c, mut s) = handshaken();
         let (seq, rx) = c.dangerous_extract_secrets().unwrap().rx;
-        let ConnectionTrafficSecrets::Aes256Gcm { key, iv } = rx else {
-            panic!("the cluster's TLS prefers AES-256-GCM");
+        let ConnectionTrafficSecrets::Aes128Gcm { key, iv } = rx else {
+            panic!("the cluster's TLS prefers AES-128-GCM");
         };
         let (key, iv) = (key.as_ref().to_vec(), iv.as_ref().to_vec());
-        let opener = || Opener(Keys::from_raw(&aead::AES_256_GCM, &key, &iv, seq).unwrap());
+        let opener = || Opener(Keys::from_raw(&aead::AES_128_GCM, &key, &iv, seq).unwrap());
         s.writer().write_all(b"first").unwrap();
         s.writer().write_all(b"second").unwrap();
         let mut wire = Vec::new();

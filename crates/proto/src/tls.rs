@@ -550,10 +550,21 @@ impl Keyring {
         Ok((vec![cert], key))
     }
 
+    /// The crypto provider of the cluster's configurations: ring's, with
+    /// TLS 1.3's AES-128-GCM first (the suite RFC 8446 requires of every
+    /// implementation; the record layer seals it about a fifth faster
+    /// than AES-256-GCM). The other suites are still offered.
+    fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+        let mut p = rustls::crypto::ring::default_provider();
+        p.cipher_suites
+            .sort_by_key(|s| s.suite() != rustls::CipherSuite::TLS13_AES_128_GCM_SHA256);
+        Arc::new(p)
+    }
+
     /// A server's TLS configuration: this entity's certificate, and only
     /// clients with a certificate the cluster's authority signed.
     pub fn server_config(&self) -> Result<Arc<rustls::ServerConfig>, TlsError> {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let provider = Keyring::provider();
         let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
             Arc::new(self.roots()?),
             provider.clone(),
@@ -596,7 +607,7 @@ impl Keyring {
     /// A client's TLS configuration: this entity's certificate, and only
     /// servers with a certificate the cluster's authority signed.
     pub fn client_config(&self) -> Result<Arc<rustls::ClientConfig>, TlsError> {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let provider = Keyring::provider();
         let (certs, key) = self.chain()?;
         let mut c = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
