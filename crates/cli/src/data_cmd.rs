@@ -311,22 +311,21 @@ async fn bench_write(
 
 const BENCH_PREFIX: &str = "benchmark_data_";
 
-/// The object numbers a write run writes: 0..max (every one, or a seeded
-/// sample of `pct` percent of them), or unbounded (`None`).
+/// The object numbers a write run writes when it samples: a seeded sample
+/// of `pct` percent of 0..max, in order. `None`: every number in order,
+/// up to `max` if there is one.
 fn bench_names(max: Option<u64>, pct: Option<f64>, seed: u64) -> Option<Vec<u64>> {
-    let max = max?;
+    let (max, p) = (max?, pct?);
     let mut all: Vec<u64> = (0..max).collect();
-    if let Some(p) = pct {
-        let mut rng = loligo_testkit::Rng::new(seed);
-        // Fisher-Yates, then the first pct% in order.
-        for i in (1..all.len()).rev() {
-            let j = rng.below(i as u64 + 1) as usize;
-            all.swap(i, j);
-        }
-        let n = ((max as f64) * p / 100.0).round() as usize;
-        all.truncate(n.min(all.len()));
-        all.sort_unstable();
+    let mut rng = loligo_testkit::Rng::new(seed);
+    // Fisher-Yates, then the first pct% in order.
+    for i in (1..all.len()).rev() {
+        let j = rng.below(i as u64 + 1) as usize;
+        all.swap(i, j);
     }
+    let n = ((max as f64) * p / 100.0).round() as usize;
+    all.truncate(n.min(all.len()));
+    all.sort_unstable();
     Some(all)
 }
 
@@ -341,6 +340,11 @@ pub fn bench(conn: &ConnArgs, a: BenchArgs) -> Result<(), CliError> {
     }
     if a.sample_pct.is_some_and(|p| !(0.0..=100.0).contains(&p)) {
         return Err(CliError("--sample-pct must be in 0..=100".into()));
+    }
+    if a.sample_pct.is_some() && a.max_objects.is_none() {
+        return Err(CliError(
+            "--sample-pct samples objects 0..--max-objects: give --max-objects".into(),
+        ));
     }
     if a.io_size == 0 || a.io_size > 128 << 20 {
         return Err(CliError("--io-size must be in 1..=128 MiB".into()));
@@ -405,6 +409,7 @@ pub fn bench(conn: &ConnArgs, a: BenchArgs) -> Result<(), CliError> {
             let data = data.clone();
             let mode = a.mode;
             let names = names.clone();
+            let max_objects = a.max_objects;
             let objects_of = if mode == BenchMode::Write { a.block_size as u64 } else { obj_size };
             let hint = hint_flags.map(|f| (objects_of, f));
             workers.push(tokio::spawn(async move {
@@ -417,6 +422,7 @@ pub fn bench(conn: &ConnArgs, a: BenchArgs) -> Result<(), CliError> {
                         break;
                     }
                     let i = match names.as_ref() {
+                        None if max_objects.is_some_and(|m| k >= m) => break,
                         None => k,
                         Some(list) => match list.get(k as usize) {
                             Some(&i) => i,
@@ -497,10 +503,14 @@ pub fn bench(conn: &ConnArgs, a: BenchArgs) -> Result<(), CliError> {
         if a.mode == BenchMode::Write {
             let started = next.load(std::sync::atomic::Ordering::Relaxed);
             // The object numbers this run wrote (objects 0..written exist).
-            let written = match (names.as_ref(), a.max_objects) {
-                (None, _) => started,
-                (Some(_), Some(max)) => max,
-                (Some(list), None) => list.len() as u64,
+            // Every number a worker took below the run's end was written
+            // (a failed write ends the run with an error), so a run whose
+            // time ended first wrote `started` of them. A sample
+            // overwrites objects an earlier run left: 0..max exist.
+            let written = match (names.is_some(), a.max_objects) {
+                (true, Some(max)) => max,
+                (_, Some(max)) => started.min(max),
+                (_, None) => started,
             };
             if a.no_cleanup {
                 io.write_full(&meta, format!("{written} {}", a.block_size).into_bytes()).await?;

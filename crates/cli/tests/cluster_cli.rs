@@ -1498,6 +1498,7 @@ fn the_leader_serves_cephs_metrics_and_they_follow_the_cluster() {
     let osd_page = each_osd_serves_its_own_metrics(&url, &http, &text);
     cephs_grafana_dashboards_find_their_series(&(text.clone() + &osd_page));
     pool_stats_show_client_io(&dir);
+    a_write_run_cut_short_leaves_what_it_wrote(&dir);
     if let Ok(out) = std::process::Command::new("promtool")
         .args(["check", "metrics"])
         .stdin(std::process::Stdio::piped())
@@ -1817,6 +1818,31 @@ fn pool_stats_show_client_io(dir: &std::path::Path) {
     let _ = bench.kill();
     let _ = bench.wait();
     ok(dir, &["pool", "rm", "quiet", "quiet"]);
+}
+
+/// A write run whose time ends before its --max-objects are written says
+/// how many it wrote: a seq run reads exactly those, and a rand run finds
+/// every object it picks.
+fn a_write_run_cut_short_leaves_what_it_wrote(dir: &std::path::Path) {
+    let json = |args: &[&str]| -> serde_json::Value {
+        serde_json::from_str(&ok(dir, &[args, &["--json"]].concat())).unwrap()
+    };
+    let w = json(&[
+        "bench",
+        "1",
+        "write",
+        "-b",
+        "4096",
+        "--max-objects",
+        "10000000",
+        "--no-cleanup",
+    ]);
+    let written = w["ops"].as_u64().unwrap();
+    assert!(written > 0 && written < 10_000_000, "{w}");
+    let seq = json(&["bench", "60", "seq", "-t", "4"]);
+    assert_eq!(seq["ops"].as_u64(), Some(written), "{seq}");
+    let rand = json(&["bench", "1", "rand", "-t", "4"]);
+    assert!(rand["ops"].as_u64() > Some(0), "{rand}");
 }
 
 /// An OSD that missed more writes than the PG logs keep is backfilled by
