@@ -5,7 +5,7 @@
 # rados-bench-style phases (4 KiB write and random read, 4 MiB write and
 # sequential and random read, 16 in flight) on each in turn, the order
 # swapped every round, so the disk's drift falls on both alike. Writes
-# overwrite a fixed set of objects (--max-objects: 600 of 4 MiB, about 5 s
+# overwrite a fixed set of objects (--max-objects: 400 of 4 MiB, about 3 s
 # of writing), so rounds do not fill the devices. The page cache is
 # dropped before each 4 MiB read phase (when this runs as root), so those
 # reads come from the devices as a cold object's would.
@@ -39,7 +39,7 @@ trap cleanup EXIT
 "$B" up --detach --osds 4 --pg-num 64 --osd-size $((4 << 30)) --insecure --data-dir "${DIR[plain]}/c" >&2
 
 echo "round,mode,size,phase,ops_s,mb_s,p99_ms" >"$OUT/results.csv"
-phases=("4096 write 15000" "4096 rand 0" "4194304 write 600" "4194304 seq 0" "4194304 rand 0")
+phases=("4096 write 15000" "4096 rand 0" "4194304 write 400" "4194304 seq 0" "4194304 rand 0")
 for r in $(seq 1 "$ROUNDS"); do
     order="tls plain"
     [ $((r % 2)) = 0 ] && order="plain tls"
