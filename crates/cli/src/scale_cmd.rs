@@ -222,7 +222,7 @@ async fn mon_measure(osds: u32, per_osd: u32, reps: usize) -> Result<MonRow, Cli
 }
 
 /// The peering table's columns.
-const PEER_COLUMNS: [Column; 15] = [
+const PEER_COLUMNS: [Column; 17] = [
     ("osds", "osds", 6),
     ("pgs", "pgs", 7),
     ("affected_pgs", "affected", 8),
@@ -236,6 +236,8 @@ const PEER_COLUMNS: [Column; 15] = [
     ("mon_busy_ms", "mon ms", 8),
     ("osd_busy_max_ms", "osd max ms", 10),
     ("osd_busy_total_ms", "osd sum ms", 10),
+    ("osd_step_max_ms", "osd step ms", 11),
+    ("mon_step_max_ms", "mon step ms", 11),
     ("setup_s", "setup s", 8),
     ("sim_s", "sim s", 7),
 ];
@@ -281,6 +283,8 @@ fn peer_table(a: &ScaleArgs) -> Result<(), CliError> {
             format!("{:.2}", r.mon_busy_ms),
             format!("{:.2}", r.osd_busy_max_ms),
             format!("{:.1}", r.osd_busy_total_ms),
+            format!("{:.2}", r.osd_step_max_ms),
+            format!("{:.2}", r.mon_step_max_ms),
             format!("{:.1}", r.setup_s),
             format!("{:.1}", r.sim_s),
         ])?;

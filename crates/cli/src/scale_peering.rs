@@ -73,6 +73,13 @@ pub struct PeerRow {
     pub osd_busy_total_ms: f64,
     /// The monitor's busy time (ms).
     pub mon_busy_ms: f64,
+    /// The largest single charge: one OSD step (a map, a message to a
+    /// PG) and one monitor turn (ms). A step far above the others is
+    /// likely this process's hiccup (a page fault storm, the monitor's
+    /// own tasks) measured into virtual time, and delays what waits on
+    /// that OSD or the monitor.
+    pub osd_step_max_ms: f64,
+    pub mon_step_max_ms: f64,
     /// Wall time of the setup (every PG created and peered) and of the
     /// measured phase (s).
     pub setup_s: f64,
@@ -169,6 +176,9 @@ struct Sim {
     next_token: u64,
     mon_free_at: Ns,
     mon_busy_ns: Ns,
+    /// The largest single OSD step and monitor turn charged.
+    osd_step_max_ns: Ns,
+    mon_step_max_ns: Ns,
     /// Requests waiting for the monitor (with the OSD and records of a
     /// `RecordWriteSets`), and whether its turn is in the queue.
     mon_inbox: Vec<(Option<(i32, Records)>, MonRequest)>,
@@ -363,6 +373,7 @@ impl Sim {
         let osd = self.osd(o)?;
         osd.free_at = osd.free_at.max(now) + ns;
         osd.busy_ns += ns;
+        self.osd_step_max_ns = self.osd_step_max_ns.max(ns);
         Ok(())
     }
 
@@ -570,6 +581,7 @@ impl Sim {
     fn mon_done(&mut self, at: Ns, cost: Ns) -> Result<Ns, CliError> {
         self.mon_free_at = self.mon_free_at.max(at) + cost;
         self.mon_busy_ns += cost;
+        self.mon_step_max_ns = self.mon_step_max_ns.max(cost);
         let done = self.mon_free_at;
         self.take_epochs(done)?;
         Ok(done)
@@ -992,6 +1004,8 @@ pub async fn measure(
         next_token: 0,
         mon_free_at: 0,
         mon_busy_ns: 0,
+        osd_step_max_ns: 0,
+        mon_step_max_ns: 0,
         mon_inbox: Vec::new(),
         mon_turn_due: false,
         messages: 0,
@@ -1072,6 +1086,7 @@ pub async fn measure(
     let first_epoch = sim.epochs.keys().next_back().copied().unwrap_or(0);
     let busy0: Vec<Ns> = sim.osds.iter().map(|o| o.busy_ns).collect();
     let mon_busy0 = sim.mon_busy_ns;
+    (sim.osd_step_max_ns, sim.mon_step_max_ns) = (0, 0);
     let (messages0, requests0) = (sim.messages, sim.mon_requests);
     sim.osd(victim)?.up = false;
     sim.peered_at = start;
@@ -1099,6 +1114,8 @@ pub async fn measure(
         osd_busy_max_ms: ms(busy.iter().copied().max().unwrap_or(0)),
         osd_busy_total_ms: ms(busy.iter().sum()),
         mon_busy_ms: ms(sim.mon_busy_ns - mon_busy0),
+        osd_step_max_ms: ms(sim.osd_step_max_ns),
+        mon_step_max_ms: ms(sim.mon_step_max_ns),
         setup_s,
         sim_s: t_sim.elapsed().as_secs_f64(),
     })

@@ -558,6 +558,11 @@ fn osdmap_scale_measures_each_size_and_refuses_nonsense() {
         let (epochs, reqs) = (num(row, "epochs"), num(row, "mon_requests"));
         assert!(epochs >= 2.0 && epochs <= reqs, "{row:?}");
         assert!(num(row, "messages") >= affected, "{row:?}");
+        // The largest single charges are parts of the busy times.
+        let (step, busy) = (num(row, "osd_step_max_ms"), num(row, "osd_busy_max_ms"));
+        assert!(step > 0.0 && step <= busy + 0.01, "{row:?}");
+        let (step, busy) = (num(row, "mon_step_max_ms"), num(row, "mon_busy_ms"));
+        assert!(step > 0.0 && step <= busy + 0.01, "{row:?}");
     }
     // Size-3 pools over hosts of 10 OSDs need 3 hosts.
     let o = loligo(&["osdmap", "scale", "--osds", "20", "--peering"]);
