@@ -12,7 +12,7 @@
 #                        127.0.0.1:$CEPHLAB_RGW_PORT (default 40380) with a
 #                        user `bench` holding that key; `down` stops it
 #   lab.sh bench SECS OUT   rados bench write/seq/rand with 4 KiB and 4 MiB
-#                        objects, 16 in flight, on a size-3 pool of 64 PGs;
+#                        objects, 16 in flight (T=N for another), on a size-3 pool of 64 PGs;
 #                        writes OUT/table.md; each read phase is then run
 #                        again by latency.py (python3-rados), which times
 #                        every op, into OUT/SIZE_MODE_latency.json
@@ -251,16 +251,16 @@ bench() {
         for mode in write seq rand; do
             log="$out/${size}_$mode.log"
             if [ "$mode" = write ]; then
-                rados -p "$pool" bench "$secs" write -b "$size" -t 16 --no-cleanup --run-name b >"$log" 2>&1
+                rados -p "$pool" bench "$secs" write -b "$size" -t "${T:-16}" --no-cleanup --run-name b >"$log" 2>&1
                 # Let the OSDs write back before the reads.
                 sleep "${READ_SETTLE:-20}"
             else
-                rados -p "$pool" bench "$secs" "$mode" -t 16 --run-name b >"$log" 2>&1
+                rados -p "$pool" bench "$secs" "$mode" -t "${T:-16}" --run-name b >"$log" 2>&1
                 # The same reads again, each op timed (rados bench prints
                 # no percentiles); skipped without python3-rados.
                 if [ -z "${SKIP_LATENCY:-}" ] && /usr/bin/python3 -c 'import rados' 2>/dev/null; then
                     /usr/bin/python3 "$HERE/latency.py" --pool "$pool" --size "$size" --mode "$mode" \
-                        --secs "$secs" -t 16 --out "$out/${size}_${mode}_latency.json" || true
+                        --secs "$secs" -t "${T:-16}" --out "$out/${size}_${mode}_latency.json" || true
                 fi
             fi
             # rados bench's "Bandwidth (MB/sec)" is MiB/s: convert to MB/s.

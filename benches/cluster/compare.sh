@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Loligo's local cluster against a real Ceph 16.2 cluster on the same
 # machine, one right after the other: rados-bench-style write / seq / rand
-# with 4 KiB and 4 MiB objects, 16 in flight, a size-3 replicated pool of
+# with 4 KiB and 4 MiB objects, 16 in flight (T), a size-3 replicated pool of
 # 64 PGs on 4 OSDs.
 #   bash benches/cluster/compare.sh            # both (Ceph if `ceph` is installed: apt-get install -y ceph)
 #   SKIP_CEPH=1 bash benches/cluster/compare.sh
 #   LOLIGO_FIRST=1 bash benches/cluster/compare.sh   # the other order
-# Env: SECS (default 10) per phase; SETTLE (s, default 30) between systems; READ_SETTLE (s, default 20) between the
+# Env: SECS (default 10) per phase; T (default 16) ops in flight on both systems; SETTLE (s, default 30) between systems; READ_SETTLE (s, default 20) between the
 # write phase and the reads, so that they measure reads, not write-back; SKIP_RAW=1 skips the raw disk baseline;
 # OSD_SIZE (bytes, default 7 GiB) per Loligo OSD. Both wires are
 # encrypted by default: Loligo's mutual TLS, and Ceph's msgr2 in secure
@@ -61,7 +61,7 @@ run_loligo() {
         extra=""
         [ "$mode" = write ] && extra="-b $size --no-cleanup"
         # shellcheck disable=SC2086
-        j="$("$B" bench "$SECS" "$mode" -t 16 $extra --json)"
+        j="$("$B" bench "$SECS" "$mode" -t "${T:-16}" $extra --json)"
         printf '{"size": %s, "bench": %s}\n' "$size" "$j" >>"$OUT/loligo.jsonl"
         # Let the stores write back before the reads (as for Ceph).
         [ "$mode" = write ] && sleep "${READ_SETTLE:-20}"

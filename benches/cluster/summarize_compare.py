@@ -123,6 +123,7 @@ encrypted = not os.environ.get("INSECURE")
 summary = {
     "raw_disk": raw,
     "replicas": REPLICAS,
+    "in_flight": int(os.environ.get("T") or 16),
     # Both wires the same: Loligo's mutual TLS and Ceph's msgr2 secure
     # mode, or Loligo --insecure and Ceph's msgr v1.
     "wire": "encrypted (Loligo TLS 1.3, Ceph msgr2 secure)" if encrypted
