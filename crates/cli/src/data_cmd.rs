@@ -341,11 +341,6 @@ pub fn bench(conn: &ConnArgs, a: BenchArgs) -> Result<(), CliError> {
     if a.sample_pct.is_some_and(|p| !(0.0..=100.0).contains(&p)) {
         return Err(CliError("--sample-pct must be in 0..=100".into()));
     }
-    if a.sample_pct.is_some() && a.max_objects.is_none() {
-        return Err(CliError(
-            "--sample-pct samples objects 0..--max-objects: give --max-objects".into(),
-        ));
-    }
     if a.io_size == 0 || a.io_size > 128 << 20 {
         return Err(CliError("--io-size must be in 1..=128 MiB".into()));
     }

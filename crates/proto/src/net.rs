@@ -336,7 +336,21 @@ pub async fn admit(
     addr: SocketAddr,
     security: Option<&Security>,
 ) -> Option<(Accepted, Ticket)> {
-    let mut ticket = admission.arrive(addr.ip())?;
+    let ticket = admission.arrive(addr.ip())?;
+    admit_placed(admission, ticket, tcp, security).await
+}
+
+/// [`admit`] for a connection whose place (`ticket`) its acceptor took
+/// when it accepted it: an acceptor that spawns a task per connection
+/// takes the place first, so a flood past the limits is closed in the
+/// accept loop and not by tasks that wait their turn on a busy runtime
+/// (holding a descriptor each meanwhile).
+pub async fn admit_placed(
+    admission: &Arc<Admission>,
+    mut ticket: Ticket,
+    tcp: TcpStream,
+    security: Option<&Security>,
+) -> Option<(Accepted, Ticket)> {
     keep_alive(&tcp);
     let a = accept(tcp, security).await.ok()?;
     let peer = a.io.peer();

@@ -687,13 +687,18 @@ async fn serve(
             _ = shared.shutdown.notified() => break,
             a = listener.accept() => match a {
                 Ok((s, addr)) => {
+                    // Its place first, here: past the limits it is closed
+                    // at once, whatever the runtime's queue.
+                    let Some(ticket) = admission.arrive(addr.ip()) else {
+                        continue;
+                    };
                     let (svc, tx) = (service.clone(), grpc_tx.clone());
                     let sec = shared.cfg.security.clone();
                     let (limits, adm) = (limits.clone(), admission.clone());
                     conns.spawn(async move {
-                        // Its place, the handshake (with TLS), then the
-                        // protocol; the place goes back when it closes.
-                        match loligo_proto::net::admit(&adm, s, addr, sec.as_ref()).await {
+                        // The handshake (with TLS), then the protocol; the
+                        // place goes back when it closes.
+                        match loligo_proto::net::admit_placed(&adm, ticket, s, sec.as_ref()).await {
                             Some((a, ticket)) if a.direct => {
                                 let peer = a.io.peer();
                                 direct::serve_with(svc, a.io, peer, limits).await;
