@@ -30,6 +30,8 @@ struct TestCluster {
     dirs: Vec<std::path::PathBuf>,
     /// PG log entries each OSD keeps.
     log_entries: u64,
+    /// What a test changes in each OSD's configuration.
+    tune: fn(&mut OsdConfig),
 }
 
 fn store_cfg() -> BlockConfig {
@@ -62,6 +64,16 @@ impl TestCluster {
     /// A cluster whose OSDs keep `log_entries` PG log entries (a short
     /// log makes copies that were away backfill).
     async fn start_with(tag: &str, n: usize, log_entries: u64) -> TestCluster {
+        TestCluster::start_tuned(tag, n, log_entries, |_| {}).await
+    }
+
+    /// As `start_with`, each OSD's configuration changed by `tune`.
+    async fn start_tuned(
+        tag: &str,
+        n: usize,
+        log_entries: u64,
+        tune: fn(&mut OsdConfig),
+    ) -> TestCluster {
         let tmp = TempDir::new(&format!("cl-{tag}")).unwrap();
         let dir = tmp.path().to_path_buf();
         let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -82,6 +94,7 @@ impl TestCluster {
             addrs: Vec::new(),
             dirs: Vec::new(),
             log_entries,
+            tune,
         };
         for i in 0..n {
             let sd = dir.join(format!("osd.{i}"));
@@ -89,7 +102,8 @@ impl TestCluster {
             let s: Arc<dyn ObjectStore> = Arc::new(BlockStore::mount(&sd, &store_cfg()).unwrap());
             let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
             let addr = l.local_addr().unwrap().to_string();
-            let cfg = osd_cfg(i as i32, &addr, &t.mon_addr, log_entries);
+            let mut cfg = osd_cfg(i as i32, &addr, &t.mon_addr, log_entries);
+            tune(&mut cfg);
             let h = loligo_osd::start(cfg, s.clone(), l).await.unwrap();
             t.osds.push(Some(h));
             t.stores.push(s);
@@ -122,7 +136,8 @@ impl TestCluster {
             Arc::new(BlockStore::mount(&self.dirs[i], &store_cfg()).unwrap());
         self.stores[i] = s.clone();
         let l = TcpListener::bind(&self.addrs[i]).await.unwrap();
-        let cfg = osd_cfg(i as i32, &self.addrs[i], &self.mon_addr, self.log_entries);
+        let mut cfg = osd_cfg(i as i32, &self.addrs[i], &self.mon_addr, self.log_entries);
+        (self.tune)(&mut cfg);
         let h = loligo_osd::start(cfg, s, l).await.unwrap();
         self.osds[i] = Some(h);
     }
@@ -178,6 +193,39 @@ async fn wait_clean(c: &Cluster) {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     panic!("PGs not active+clean after 20 s: {last}");
+}
+
+/// A new pool's PGs on OSDs that never ran before serve as soon as they
+/// peer: their copies were made after the OSDs started, so they granted
+/// no read lease a restart could have made them forget, and no primary
+/// waits one out (it would: 8 s here, from each OSD's start).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_pool_on_fresh_osds_serves_without_waiting_out_a_lease() {
+    let t = TestCluster::start_tuned("fresh-lease", 3, loligo_osd::pg::LOG_ENTRIES_MAX, |c| {
+        // A lease of 8 s: a wait would stand out from peering's time.
+        c.heartbeat_grace = Duration::from_secs(10);
+        c.op_timeout = Duration::from_secs(30);
+    })
+    .await;
+    let started = std::time::Instant::now();
+    let c = client(&t).await;
+    let p = c.pool("rbd").unwrap();
+    p.write_full("first", b"at once".to_vec()).await.unwrap();
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(4),
+        "the first write took {took:?}: a PG waited out a lease no copy granted"
+    );
+    let r = c.mon(MonRequest::Admin(Admin::Status)).await.unwrap();
+    let states = r.value["pgs"]["by_state"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        states.keys().all(|k| !k.split('+').any(|s| s == "wait")),
+        "PGs wait for a lease: {states:?}"
+    );
+    assert_eq!(p.read("first", 0, 0).await.unwrap(), &b"at once"[..]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -13,6 +13,7 @@ use crate::CliError;
 use clap::Args;
 use loligo_monc::protocol::{Admin, MonError, MonRequest, StatusReport};
 use loligo_types::osdmap::OsdFlag;
+use loligo_types::pg_state::PgState;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -733,14 +734,16 @@ pub fn up(a: UpArgs) -> Result<(), CliError> {
             }))
             .await?;
         }
-        // Until every PG is active (or 30 s): commands work right away.
+        // Until every PG is active and none waits out an earlier
+        // primary's read lease (or 30 s): commands work right away.
         let t0 = Instant::now();
         while t0.elapsed() < Duration::from_secs(30) {
             let v = mc.call(MonRequest::Admin(Admin::Status)).await?.value;
             let s: StatusReport = serde_json::from_value(v)
                 .map_err(|e| MonError::Invalid(format!("status report: {e}")))?;
             let by = &s.pgs.by_state;
-            if !by.is_empty() && by.keys().all(|k| k.is_active()) {
+            let serving = |k: &PgState| k.is_active() && !k.contains(PgState::WAIT);
+            if !by.is_empty() && by.keys().all(serving) {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(250)).await;

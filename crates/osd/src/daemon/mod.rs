@@ -580,7 +580,7 @@ impl OsdShared {
         }
     }
 
-    fn ensure_collection(&self, pg: PgId) -> Result<(), OsdError> {
+    fn ensure_collection(&self, pg: PgId) -> Result<bool, OsdError> {
         // A new copy is of the PG as the current map counts them.
         let pg_num = self
             .map()
@@ -589,11 +589,12 @@ impl OsdShared {
     }
 
     /// Make PG `pg`'s collection here if it has none, with the pg_num
-    /// record it is made for (none: no record) and its pool's compression.
-    fn make_copy(&self, pg: PgId, pg_num: Option<u32>) -> Result<(), OsdError> {
+    /// record it is made for (none: no record) and its pool's compression;
+    /// whether this call made it (`false`: it was there).
+    fn make_copy(&self, pg: PgId, pg_num: Option<u32>) -> Result<bool, OsdError> {
         let c = CollectionId::pg(pg.pool, pg.ps);
         if self.store.collection_exists(c)? {
-            return Ok(());
+            return Ok(false);
         }
         let mut t = Transaction::new();
         t.create_collection(c);
@@ -606,7 +607,8 @@ impl OsdShared {
             t.set_record(c, key, crate::pg::record::encode_pg_num(n));
         }
         match self.store.apply(t) {
-            Ok(()) | Err(loligo_store::StoreError::CollectionExists(_)) => Ok(()),
+            Ok(()) => Ok(true),
+            Err(loligo_store::StoreError::CollectionExists(_)) => Ok(false),
             Err(e) => Err(e.into()),
         }
     }

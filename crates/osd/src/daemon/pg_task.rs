@@ -30,10 +30,13 @@ pub(super) fn spawn(s: &Arc<OsdShared>, pg: PgId) -> Option<Mailbox> {
     if super::retire::retiring(s, pg) {
         return None;
     }
-    if let Err(e) = s.ensure_collection(pg) {
-        tracing::error!("pg {pg}: cannot create its collection: {e}");
-        return None;
-    }
+    let made_now = match s.ensure_collection(pg) {
+        Ok(made) => made,
+        Err(e) => {
+            tracing::error!("pg {pg}: cannot create its collection: {e}");
+            return None;
+        }
+    };
     let coll = loligo_store::CollectionId::pg(pg.pool, pg.ps);
     match crate::pg::repair_records(&*s.store, coll) {
         Ok(None) => {}
@@ -57,8 +60,15 @@ pub(super) fn spawn(s: &Arc<OsdShared>, pg: PgId) -> Option<Mailbox> {
     core.log_entries_max = s.cfg.pg_log_entries.max(1);
     core.backfill_chunk_objects = s.cfg.backfill_chunk_objects.max(1);
     core.recovery_sleep_ms = s.cfg.recovery_sleep.as_millis() as u64;
-    // The PG clock is this OSD's: it reads 0 at the OSD's start.
-    core.set_read_lease(s.cfg.read_lease_ms(), Some(0));
+    // The PG clock is this OSD's: it reads 0 at the OSD's start. A copy
+    // that was here before this start may have granted a lease it no
+    // longer remembers, so for one lease after the start it reports a
+    // grant to any primary. A copy made now granted nothing before (a
+    // grant is made by a copy's task, and a task starts only with its
+    // collection): it reports none, so a new pool's PGs on freshly
+    // started OSDs serve as soon as they peer instead of waiting out a
+    // lease nobody holds.
+    core.set_read_lease(s.cfg.read_lease_ms(), (!made_now).then_some(0));
     // Erasure-coded pools keep no trees.
     let ec = s.map().and_then(|m| {
         m.pools
