@@ -145,7 +145,8 @@ impl Lease {
     /// A copy on an OSD whose clock read `started_ms` when the OSD
     /// started: for one lease it may have granted any primary a lease
     /// before a restart, which it no longer remembers
-    /// (`None`: an OSD that never ran before, so granted nothing.)
+    /// (`None`: a copy that cannot have granted anything before, as on
+    /// an OSD that never ran before, or one made after the OSD started.)
     pub fn new(lease_ms: u64, started_ms: Option<u64>) -> Lease {
         let lease_ms = lease_ms.min(LEASE_MS_MAX);
         let mut granted = BTreeMap::new();
@@ -541,8 +542,9 @@ impl Pg {
     }
 
     /// Set this PG's lease length, on an OSD whose clock read
-    /// `started_ms` when it started (`None`: an OSD that never ran
-    /// before, such as a test's; see `Lease::new`).
+    /// `started_ms` when it started (`None`: a copy that granted nothing
+    /// before, such as one made after its OSD started, or a test's; see
+    /// `Lease::new`).
     /// Every OSD of a cluster should use the same lease (as they share
     /// the heartbeat grace it comes from): a restarted OSD assumes it
     /// granted no longer ones. It is at most `LEASE_MS_MAX`.
