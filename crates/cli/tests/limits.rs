@@ -406,7 +406,22 @@ fn an_osd_whose_metadata_file_system_fills_turns_full_and_serves_on() {
     // (About 2% of the 512 MiB left: past the 95% full ratio, with room
     // for the engine's own small writes.)
     let filler = (avail_kb << 10).saturating_sub(12 << 20);
-    std::fs::write(kv.join("test-filler"), vec![0u8; filler as usize]).unwrap();
+    // In pieces: the engine may take some of the room meanwhile, and a
+    // file system that fills first is what is wanted; the engine then
+    // gets its room back.
+    let mut f = std::fs::File::create(kv.join("test-filler")).unwrap();
+    let piece = vec![0u8; 1 << 20];
+    let mut left = filler;
+    while left > 0 {
+        let n = left.min(1 << 20);
+        if std::io::Write::write_all(&mut f, &piece[..n as usize]).is_err() {
+            let len = f.metadata().map_or(0, |m| m.len());
+            let _ = f.set_len(len.saturating_sub(12 << 20));
+            break;
+        }
+        left -= n;
+    }
+    drop(f);
     // Still running, and reads are served.
     assert!(
         std::path::Path::new(&format!("/proc/{pid}")).exists(),
