@@ -176,6 +176,10 @@ struct Osd {
     woken: std::sync::Arc<std::sync::Mutex<Vec<PgId>>>,
     /// The maps this process has seen.
     seen: Seen,
+    /// When this process started (ms): as the daemon's PG clock reads 0
+    /// at its OSD's start, the copies it held then and those its splits
+    /// make report a grant to any primary until one lease after it.
+    started_ms: u64,
 }
 
 impl Osd {
@@ -735,6 +739,35 @@ impl Sim {
         s
     }
 
+    /// As [`Sim::scripted`], on a pool the scenario may split
+    /// (`Sim::split_pool`).
+    pub fn scripted_splitting(seed: u64) -> Sim {
+        let mut s = Sim::new(&Run::replicated(seed).splitting());
+        s.scripted = true;
+        s.healing = true;
+        s.settle();
+        s
+    }
+
+    /// The operator doubles the pool's PG count (`pool set p pg_num`;
+    /// pgp_num stays): each OSD splits its copies as it takes the map.
+    pub fn split_pool(&mut self) {
+        let pool = self.mon.pool().expect("the pool exists");
+        assert!((pool.pg_num as usize) < PGS_MAX, "split once");
+        self.propose(vec![Change::PoolUpdate(Pool {
+            pg_num: PGS_MAX as u32,
+            ..pool
+        })]);
+    }
+
+    /// The objects that move to a child PG when the pool's PG count
+    /// doubles from where a run starts.
+    pub fn objects_split_off() -> Vec<usize> {
+        (0..OBJECTS)
+            .filter(|&o| pg_in(o, PGS_MAX) != pg_of(o))
+            .collect()
+    }
+
     /// Run until every PG is clean (at most `SCENARIO_STEPS` steps).
     pub fn settle(&mut self) {
         for _ in 0..SCENARIO_STEPS {
@@ -743,6 +776,22 @@ impl Sim {
             }
             self.step();
         }
+    }
+
+    /// Run until object `obj`'s PG is active at its primary in the
+    /// newest map (at most `SCENARIO_STEPS` steps): whether it is.
+    pub fn await_active(&mut self, obj: usize) -> bool {
+        for _ in 0..SCENARIO_STEPS {
+            let p = self.pg_now(obj);
+            let active = (self.primary_of(obj))
+                .and_then(|o| self.osds[o].pgs.get(p)?.stat())
+                .is_some_and(|st| st.state.contains(PgState::ACTIVE) && st.epoch == self.epoch());
+            if active {
+                return true;
+            }
+            self.step();
+        }
+        false
     }
 
     /// The newest map epoch.
@@ -756,7 +805,7 @@ impl Sim {
     }
 
     /// The PG object `obj` lives in under the newest map.
-    pub(crate) fn pg_now(&self, obj: usize) -> usize {
+    pub fn pg_now(&self, obj: usize) -> usize {
         pg_in(obj, self.pg_count())
     }
 
@@ -989,6 +1038,7 @@ impl Sim {
                 scrub_slots,
                 woken,
                 seen: Seen::default(),
+                started_ms: 0,
             });
         }
         let mut s = Sim {
@@ -1155,6 +1205,7 @@ impl Sim {
 
     fn start(&mut self, o: usize) {
         self.osds[o].gen += 1;
+        self.osds[o].started_ms = self.now_ms;
         // A copy for each PG whose collection the disk holds (a split
         // made its children's; a new disk holds the first PGs').
         let disk = self.osds[o].disk.inner();
@@ -1180,11 +1231,14 @@ impl Sim {
         self.propose(changes);
     }
 
-    /// OSD `o`'s state machine for PG `p`, whose copy holds `info`.
+    /// OSD `o`'s state machine for PG `p`, whose copy holds `info`: as
+    /// the daemon's, a copy on the store at its OSD's start, or cut from
+    /// a parent since, reports a grant to any primary for one lease from
+    /// that start (a split's child also takes its parent's grants).
     fn make_pg(&self, o: usize, p: usize, info: PgInfo) -> Pg {
         let mut pg = Pg::new(pg_id(p), o as i32, info);
         pg.op_timeout_ms = 2_000;
-        pg.set_read_lease(READ_LEASE_MS, Some(self.now_ms));
+        pg.set_read_lease(READ_LEASE_MS, Some(self.osds[o].started_ms));
         pg.log_entries_max = self.log_max;
         pg.backfill_chunk_objects = self.chunk_objects;
         // The smallest trees: a PG's few objects share leaves.
@@ -1235,7 +1289,10 @@ impl Sim {
             let info = stored_info(self.osds[o].disk.inner(), coll(c))
                 .expect("info records read")
                 .unwrap_or_default();
-            let pg = self.make_pg(o, c, info);
+            let mut pg = self.make_pg(o, c, info);
+            // As the daemon: the child keeps its parent's lease grants.
+            let parent = loligo_crush::placement::ancestor(c as u32, from as u32) as usize;
+            pg.inherit_lease(&self.osds[o].pgs[parent].lease_grants());
             self.osds[o].pgs.push(pg);
         }
     }
@@ -1261,6 +1318,10 @@ impl Sim {
         for p in to..from {
             let granted = self.osds[o].slots.release_pg(pg_id(p));
             self.grant(o, granted);
+            // As the daemon: the target keeps its sources' lease grants.
+            let g = self.osds[o].pgs[p].lease_grants();
+            let t = loligo_crush::placement::ancestor(p as u32, to as u32) as usize;
+            self.osds[o].pgs[t].inherit_lease(&g);
         }
         self.osds[o].asks.retain(|&(p, _)| p < to);
         self.osds[o].pgs.truncate(to);
@@ -1668,7 +1729,11 @@ impl Sim {
         }
         if m.pg >= self.osds[m.to].pgs.len() {
             // A PG this OSD's map does not have (a split on its way, or
-            // merged away): as the daemon, ask again, never "no copy".
+            // merged away): as the daemon, ask again, never "no copy"; a
+            // peering query is asked again by the sender's shell.
+            if query && self.mon.newest().up[m.to] {
+                return self.send(Ev::Peer(m));
+            }
             let why = format!(
                 "pg {}: not in this OSD's map (a split on its way, or merged away); ask again",
                 pg_id(m.pg)

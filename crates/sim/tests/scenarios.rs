@@ -35,6 +35,39 @@ fn an_osd_cut_off_from_the_monitors_serves_no_stale_reads() {
     assert!(s.read_at(obj, s.epoch()), "the new primary serves it");
 }
 
+/// As the scenario above, with the pool split right after the old
+/// primary is marked down: the object now lives in a child PG, a new PG
+/// whose copies on the other OSDs were cut from the parent's. Those
+/// copies granted the old primary its lease as the parent's, so the
+/// child's first primary must wait it out as the parent's new primary
+/// does; a child that started with no grants would take the write at
+/// once, and the old primary, which never heard of the split, would go
+/// on serving the object's old value for the rest of its lease.
+#[test]
+fn a_split_child_waits_out_the_lease_its_parents_old_primary_holds() {
+    let mut s = Sim::scripted_splitting(1);
+    let obj = Sim::objects_split_off()[0];
+    let first = s.write(obj).expect("the first write is acknowledged");
+    let old_map = s.epoch();
+    let old_primary = s.primary_of(obj).expect("a primary");
+    let old_pg = s.pg_now(obj);
+    s.cut_from_monitors(old_primary);
+    s.mark_down(old_primary);
+    s.split_pool();
+    assert_ne!(s.pg_now(obj), old_pg, "the object moved to a child PG");
+    assert_ne!(s.primary_of(obj), Some(old_primary), "a new primary");
+    // (Written once the child serves: an op that comes before its OSD
+    // has split is answered only at the client's retry, after the lease.)
+    assert!(s.await_active(obj), "the child's primary serves");
+    let second = s.write(obj).expect("the child's primary takes a write");
+    assert!(second > first);
+    assert!(
+        !s.read_at(obj, old_map),
+        "the old primary answers no read after its lease ran out"
+    );
+    assert!(s.read_at(obj, s.epoch()), "the child's primary serves it");
+}
+
 /// The scenario's steps work as the stale-read scenario needs them: the
 /// monitors mark the cut-off primary down, a new primary takes writes,
 /// and a client on the newest map reads the newest value.

@@ -9,10 +9,10 @@
 //!
 //! It must never merge a source's copy while a task of that source runs.
 
-use super::{lock, pg_copies, retire, split, OsdShared};
+use super::{handed, lock, pg_copies, retire, split, OsdShared};
 use crate::pg::merge;
 use crate::pg::split::stored_pg_num;
-use crate::pg::Pg;
+use crate::pg::{Grants, Pg};
 use loligo_crush::placement::ancestor;
 use loligo_store::{CollectionId, Transaction};
 use loligo_types::{OsdMap, PgId};
@@ -110,9 +110,14 @@ pub(super) async fn merge_before_map(
     // Every copy here that folds into this PG: its sources, and any left
     // by an earlier merge this OSD missed.
     let folds = |p: &PgId| p.pool == pg.pool && p.ps >= pg_num && ancestor(p.ps, pg_num) == pg.ps;
-    if !retire::wait_stopped(s, &format!("pg {pg}: merging"), folds).await {
+    if !retire::wait_stopped(s, &format!("pg {pg}: merging"), &folds).await {
         return Err("the OSD stops".into());
     }
+    // Their copies' read-lease grants are this copy's now; and a source
+    // whose copy had no task since this OSD started hands none: it may
+    // have granted a lease before the start, as any copy held then.
+    core.inherit_lease(&handed::take(s, folds));
+    core.inherit_lease(&Grants::restarted(s.cfg.read_lease_ms(), 0));
     // What the sources and this PG queued lands first (the store commits
     // in queue order): the plan must see every object they wrote.
     split::wait(&*s.store, Transaction::new())?;

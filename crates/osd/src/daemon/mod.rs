@@ -17,6 +17,7 @@
 
 mod compress;
 mod gone;
+mod handed;
 mod heartbeat;
 mod http;
 pub use http::serve_metrics;
@@ -416,6 +417,9 @@ pub struct OsdShared {
     stripers: Mutex<StriperCache>,
     /// PGs waiting for their parent's copy here to split (`split`).
     splitting: Mutex<std::collections::HashSet<PgId>>,
+    /// Read-lease grants handed to copies here at splits and merges
+    /// (`handed`).
+    handed: Mutex<HashMap<PgId, crate::pg::Grants>>,
     /// Retiring PGs here, and whether their tasks have stopped
     /// (`retire`).
     retiring: Mutex<HashMap<PgId, bool>>,
@@ -919,6 +923,7 @@ pub async fn start(
         markdowns: Mutex::new(std::collections::VecDeque::new()),
         stripers: Mutex::new(HashMap::new()),
         splitting: Mutex::new(Default::default()),
+        handed: Mutex::new(Default::default()),
         retiring: Mutex::new(Default::default()),
         removing: Mutex::new(Default::default()),
         compression: Mutex::new(HashMap::new()),

@@ -69,6 +69,8 @@ pub(super) fn spawn(s: &Arc<OsdShared>, pg: PgId) -> Option<Mailbox> {
     // started OSDs serve as soon as they peer instead of waiting out a
     // lease nobody holds.
     core.set_read_lease(s.cfg.read_lease_ms(), (!made_now).then_some(0));
+    // A split's child keeps the grants of its parent's copy here.
+    core.inherit_lease(&super::handed::take(s, |p| *p == pg));
     // Erasure-coded pools keep no trees.
     let ec = s.map().and_then(|m| {
         m.pools
@@ -123,6 +125,8 @@ async fn run(s: Arc<OsdShared>, me: Mailbox, mut inbox: Inbox, mut core: Pg) {
         if super::retire::retiring(&s, pg) {
             // Merged away or its pool deleted: its copy is taken over
             // once the task is gone.
+            // (Its grants go to the copy that takes its objects in.)
+            super::handed::hand(&s, pg, &core.lease_grants());
             return super::retire::task_ended(&s, pg);
         }
         if matches!(msg.input, Input::Continue) {

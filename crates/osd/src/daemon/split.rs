@@ -110,6 +110,10 @@ pub(super) fn split_before_map(
     );
     wait(store, plan.txn)?;
     core.reshaped(plan.info, epoch);
+    let grants = core.lease_grants();
+    for &c in &plan.children {
+        super::handed::hand(s, c, &grants);
+    }
     Ok(plan.children)
 }
 

@@ -33,7 +33,8 @@
 //! `stretch`), so that a member's "until" never ends before the primary's
 //! lease does in real time. An OSD that restarts forgets its grants: for
 //! the first lease length after its start (`Lease::new`) it reports a
-//! grant to any primary.
+//! grant to any primary. A copy a split cuts from a parent, or a merge
+//! folds into a target, takes on the old copy's grants (`Grants`).
 //!
 //! Pure bookkeeping: it must never send, apply or read a clock; the PG
 //! (`Pg::lease_tick` and the handlers below) does that.
@@ -94,6 +95,38 @@ impl LeasesLeft {
     }
 }
 
+/// The read leases one copy may have granted (or learned of), as
+/// primary -> until when on its OSD's clock: what a PG copy hands the
+/// copies a split cuts from it, or a merge folds it into, on the same
+/// OSD. Each of those copies serves objects the old one did, so a later
+/// primary of it must wait out the same leases (as Ceph's split and
+/// merge carry a PG's prior readable bound over).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Grants(BTreeMap<i32, u64>);
+
+impl Grants {
+    /// Add `other`'s grants (the later end of each).
+    pub fn add(&mut self, other: &Grants) {
+        for (&p, &until) in &other.0 {
+            let e = self.0.entry(p).or_default();
+            *e = (*e).max(until);
+        }
+    }
+
+    /// What a copy on an OSD whose clock read `started_ms` at its start
+    /// may have granted before it and no longer remembers: a lease of
+    /// `lease_ms` to any primary, until one lease after the start.
+    pub fn restarted(lease_ms: u64, started_ms: u64) -> Grants {
+        let until = started_ms.saturating_add(stretch(lease_ms.min(LEASE_MS_MAX)));
+        Grants(BTreeMap::from([(ANY_PRIMARY, until)]))
+    }
+
+    /// Whether any grant is still live at `now_ms` (this OSD's clock).
+    pub fn live(&self, now_ms: u64) -> bool {
+        self.0.values().any(|&until| until > now_ms)
+    }
+}
+
 /// A member's answer to a lease renewal.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum LeaseAnswer {
@@ -149,10 +182,7 @@ impl Lease {
     /// an OSD that never ran before, or one made after the OSD started.)
     pub fn new(lease_ms: u64, started_ms: Option<u64>) -> Lease {
         let lease_ms = lease_ms.min(LEASE_MS_MAX);
-        let mut granted = BTreeMap::new();
-        if let Some(t) = started_ms {
-            granted.insert(ANY_PRIMARY, t.saturating_add(stretch(lease_ms)));
-        }
+        let granted = started_ms.map_or_else(BTreeMap::new, |t| Grants::restarted(lease_ms, t).0);
         Lease {
             lease_ms,
             granted,
@@ -191,6 +221,20 @@ impl Lease {
             // one is not honest, and is cut to what could be.)
             let ms = stretch(ms.min(2 * LEASE_MS_MAX));
             self.may_hold(p, now_ms.saturating_add(ms));
+        }
+    }
+
+    /// Every grant this copy may still have made at `now_ms`, to hand
+    /// on (see `Grants`).
+    pub fn grants(&mut self, now_ms: u64) -> Grants {
+        self.granted.retain(|_, until| *until > now_ms);
+        Grants(self.granted.clone())
+    }
+
+    /// Take on grants `g` another copy on this OSD made (see `Grants`).
+    pub fn inherit(&mut self, g: &Grants) {
+        for (&p, &until) in &g.0 {
+            self.may_hold(p, until);
         }
     }
 
@@ -552,6 +596,20 @@ impl Pg {
         self.lease = Lease::new(lease_ms, started_ms);
     }
 
+    /// The read leases this copy may have granted, to hand to the copies
+    /// a split cuts from it or a merge folds it into on this OSD (they
+    /// serve its objects: their next primary must wait those leases
+    /// out).
+    pub fn lease_grants(&mut self) -> Grants {
+        self.lease.grants(self.now_ms)
+    }
+
+    /// Take on the read leases a copy on this OSD granted (its parent's
+    /// at a split, a merge source's), as if this copy had granted them.
+    pub fn inherit_lease(&mut self, g: &Grants) {
+        self.lease.inherit(g);
+    }
+
     /// Move this PG's clock to `now_ms` (never back). A host calls it as
     /// it hands the PG each input: a lease is judged by the time the op
     /// is served, not the time it was queued.
@@ -592,6 +650,24 @@ mod tests {
         assert_eq!(left[1], (4, stretch(400)));
         // 3, 2 and 1 folded: the longest of them, to anyone.
         assert_eq!(left[2], (ANY_PRIMARY, stretch(300)));
+    }
+
+    #[test]
+    fn a_copy_that_inherits_grants_reports_them_and_waits_them_out() {
+        let mut parent = Lease::new(1000, None);
+        parent.grant(7, 1000, 5_000);
+        let g = parent.grants(5_100);
+        assert!(g.live(5_100));
+        let mut child = Lease::new(1000, None);
+        assert_eq!(child.left(5_100).live().count(), 0);
+        child.inherit(&g);
+        let left: Vec<_> = child.left(5_100).live().collect();
+        assert_eq!(left, vec![(7, 5_000 + stretch(1000) - 5_100)]);
+        // As a new primary that did not hear from osd.7, it waits too.
+        child.peering();
+        assert_eq!(child.begin(2), 5_000 + stretch(1000));
+        // Expired grants are not handed on.
+        assert!(!parent.grants(5_000 + stretch(1000)).live(0));
     }
 
     #[test]

@@ -52,7 +52,7 @@ pub use io::{
     route, CommandResult, Effect, Holds, Host, Input, ListResult, MonAsk, PgView, RepCtx, RepError,
 };
 pub use lease::{
-    stretch, LeasesLeft, ANY_PRIMARY, CLOCK_DRIFT_PPM, READ_LEASE_MS, READ_LEASE_RATIO,
+    stretch, Grants, LeasesLeft, ANY_PRIMARY, CLOCK_DRIFT_PPM, READ_LEASE_MS, READ_LEASE_RATIO,
 };
 pub use map_input::{map_input, seen_since};
 pub use recovery::{AuthLog, Push};
