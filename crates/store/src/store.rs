@@ -356,12 +356,31 @@ impl<S: ObjectStore + ?Sized> ObjectStore for Arc<S> {
 }
 
 struct CommitState {
-    slot: Mutex<(Option<Result<()>>, Option<Waker>)>,
+    slot: Mutex<Slot>,
     cv: Condvar,
 }
 
+/// A commit's outcome once known, and who waits for it.
+#[derive(Default)]
+struct Slot {
+    result: Option<Result<()>>,
+    waiter: Waiter,
+}
+
+/// Who is told when a commit completes (besides threads in `wait`).
+#[derive(Default)]
+enum Waiter {
+    #[default]
+    None,
+    /// A task that polled the commit.
+    Task(Waker),
+    /// A call to make with the outcome (`Commit::on_complete`).
+    Call(Box<dyn FnOnce(Result<()>) + Send>),
+}
+
 /// Completes when a transaction is durable (or rejected). Wait on it from
-/// a thread, or `.await` it.
+/// a thread, `.await` it, or have it call a function
+/// (`Commit::on_complete`).
 pub struct Commit {
     state: Arc<CommitState>,
 }
@@ -386,7 +405,7 @@ impl Commit {
     /// A commit and the completer the store fires later.
     pub fn pending() -> (Commit, Completer) {
         let state = Arc::new(CommitState {
-            slot: Mutex::new((None, None)),
+            slot: Mutex::new(Slot::default()),
             cv: Condvar::new(),
         });
         (
@@ -404,10 +423,31 @@ impl Commit {
     pub fn wait(self) -> Result<()> {
         let mut g = self.state.slot.lock().map_err(|_| StoreError::Closed)?;
         loop {
-            if let Some(r) = g.0.take() {
+            if let Some(r) = g.result.take() {
                 return r;
             }
             g = self.state.cv.wait(g).map_err(|_| StoreError::Closed)?;
+        }
+    }
+
+    /// Call `f` with the outcome once the commit completes: at once, in
+    /// this thread, if it has; else in the thread that completes it (the
+    /// store's committer: `f` must be short and must not block). Saves
+    /// a task that would only wait for the commit and pass its outcome
+    /// on.
+    pub fn on_complete(self, f: impl FnOnce(Result<()>) + Send + 'static) {
+        let now = match self.state.slot.lock() {
+            Ok(mut g) => match g.result.take() {
+                Some(r) => Some(r),
+                None => {
+                    g.waiter = Waiter::Call(Box::new(f));
+                    return;
+                }
+            },
+            Err(_) => Some(Err(StoreError::Closed)),
+        };
+        if let Some(r) = now {
+            f(r);
         }
     }
 }
@@ -418,10 +458,10 @@ impl Future for Commit {
         let Ok(mut g) = self.state.slot.lock() else {
             return Poll::Ready(Err(StoreError::Closed));
         };
-        match g.0.take() {
+        match g.result.take() {
             Some(r) => Poll::Ready(r),
             None => {
-                g.1 = Some(cx.waker().clone());
+                g.waiter = Waiter::Task(cx.waker().clone());
                 Poll::Pending
             }
         }
@@ -443,16 +483,22 @@ impl Completer {
         let Some(state) = self.state.take() else {
             return;
         };
-        let waker = match state.slot.lock() {
-            Ok(mut g) => {
-                g.0 = Some(r);
-                g.1.take()
-            }
+        // (The waiter is told outside the lock: a call may take long.)
+        let waiter = match state.slot.lock() {
+            Ok(mut g) => match std::mem::take(&mut g.waiter) {
+                Waiter::Call(f) => Some(Ok((f, r))),
+                w => {
+                    g.result = Some(r);
+                    Some(Err(w))
+                }
+            },
             Err(_) => None,
         };
         state.cv.notify_all();
-        if let Some(w) = waker {
-            w.wake();
+        match waiter {
+            Some(Ok((f, r))) => f(r),
+            Some(Err(Waiter::Task(w))) => w.wake(),
+            _ => {}
         }
     }
 }
@@ -474,4 +520,72 @@ pub fn list_from(hashes: &Range<u64>, start: Option<&ObjectId>) -> Option<Object
         Some(s) if *s > lo => s.clone(),
         _ => lo,
     })
+}
+
+#[cfg(test)]
+mod commit_tests {
+    use super::*;
+    use std::sync::mpsc;
+
+    /// The outcome reaches a call registered before completion (in the
+    /// completing thread), one registered after it (at once), and a call
+    /// whose completer was dropped (as closed).
+    #[test]
+    fn on_complete_calls_with_the_outcome_whenever_it_was_registered() {
+        let (tx, rx) = mpsc::channel();
+        let (c, done) = Commit::pending();
+        let t = tx.clone();
+        c.on_complete(move |r| t.send((r.is_ok(), std::thread::current().id())).unwrap());
+        assert!(rx.try_recv().is_err(), "not called before completion");
+        let completer = std::thread::spawn(move || {
+            done.complete(Ok(()));
+            std::thread::current().id()
+        });
+        let completer = completer.join().unwrap();
+        assert_eq!(rx.recv().unwrap(), (true, completer));
+
+        let t = tx.clone();
+        Commit::ready(Err(StoreError::Io("x".into())))
+            .on_complete(move |r| t.send((r.is_ok(), std::thread::current().id())).unwrap());
+        assert_eq!(rx.try_recv().unwrap(), (false, std::thread::current().id()));
+
+        let (c, done) = Commit::pending();
+        c.on_complete(move |r| {
+            tx.send((
+                matches!(r, Err(StoreError::Closed)),
+                std::thread::current().id(),
+            ))
+            .unwrap()
+        });
+        drop(done);
+        assert_eq!(rx.try_recv().unwrap(), (true, std::thread::current().id()));
+    }
+
+    /// Waiting threads and polling tasks still get the outcome, and a
+    /// task that polled is woken.
+    #[test]
+    fn wait_and_poll_still_see_the_outcome() {
+        let (c, done) = Commit::pending();
+        let h = std::thread::spawn(move || c.wait());
+        done.complete(Ok(()));
+        assert!(h.join().unwrap().is_ok());
+
+        struct Count(std::sync::atomic::AtomicU32);
+        impl std::task::Wake for Count {
+            fn wake(self: Arc<Self>) {
+                self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+        let count = Arc::new(Count(Default::default()));
+        let waker = Waker::from(count.clone());
+        let mut cx = Context::from_waker(&waker);
+        let (mut c, done) = Commit::pending();
+        assert!(Pin::new(&mut c).poll(&mut cx).is_pending());
+        done.complete(Err(StoreError::Io("x".into())));
+        assert_eq!(count.0.load(std::sync::atomic::Ordering::SeqCst), 1);
+        assert!(matches!(
+            Pin::new(&mut c).poll(&mut cx),
+            Poll::Ready(Err(StoreError::Io(_)))
+        ));
+    }
 }

@@ -323,13 +323,16 @@ impl Host for Shell<'_> {
         };
         let me = self.me.clone();
         let s = s.clone();
-        tokio::spawn(async move {
-            let result = commit.await;
+        let rt = tokio::runtime::Handle::current();
+        // Straight from the store's committer to the PG's mailbox: no
+        // task per transaction waits for it.
+        commit.on_complete(move |result| {
             if let Err(e) = &result {
                 // Fail-stop: the PG already counts this transaction (its
                 // versions, its log); a copy that lost it must not go on
                 // serving.
-                s.fail(format!("pg {pg}: a store transaction failed: {e}"));
+                let why = format!("pg {pg}: a store transaction failed: {e}");
+                rt.spawn(async move { s.fail(why) });
                 return;
             }
             me.control(Input::LocalDone { tid, result });
