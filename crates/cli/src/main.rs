@@ -36,6 +36,10 @@ mod store_edit;
 mod up_cmd;
 mod up_s3;
 
+/// jemalloc for small blocks, the C library's for large ones (`malloc`).
+#[global_allocator]
+static ALLOC: malloc::Split = malloc::Split;
+
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
