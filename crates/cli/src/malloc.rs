@@ -6,21 +6,25 @@
 //! few KiB per op (frames, KV keys and values, log entries), and glibc's
 //! malloc spent about 15% of a cluster's CPU on them (`_int_malloc`,
 //! `malloc_consolidate`, `_int_free`; more as the OSDs' memtables fill),
-//! where jemalloc spends less. But 4 MiB payloads ran faster on glibc
-//! with the pad below: under jemalloc alone 4 MiB writes and reads lost up
-//! to a fifth. Each allocator gets the blocks it serves best.
+//! where jemalloc spends less. But 4 MiB payloads ran faster on glibc:
+//! under jemalloc alone 4 MiB writes and reads lost up to a fifth (why
+//! was not found). Each allocator gets the blocks it served best; with
+//! the split, 4 MiB phases measured within their noise of glibc alone.
 //!
-//! glibc's malloc hands the top of a heap back to the kernel as soon as a
-//! little is free there, so a daemon that allocates and frees a 4 MiB
-//! buffer per op (a message, a TLS record batch, a read) faults the same
-//! pages in again and again, and the kernel zero-fills each one. On a VM
-//! that reports free pages to its host, each of those faults also goes to
-//! the host. Keeping a pad of `TOP_PAD` bytes at every heap's top stops
-//! the churn: measured on the local cluster (`loligo up`, four OSDs,
-//! size-3 pool, 16 in flight, TLS), cold 4 MiB sequential reads 1,324 ->
-//! 1,722-1,801 MB/s, random 1,431 -> 1,756-1,916 MB/s, writes 420 ->
-//! 463-468 MB/s (BENCHMARKS.md, "Cluster"). The cost is at most that pad
-//! of memory per arena kept mapped after a burst.
+//! glibc's tuning: it hands the top of a heap back to the kernel as soon
+//! as a little is free there, so blocks freed and made again per op
+//! fault the same pages in again and again, and the kernel zero-fills
+//! each one (on a VM that reports free pages to its host, each fault
+//! also goes to the host). A pad of `TOP_PAD` bytes at every heap's top
+//! stops that: measured on the local cluster (`loligo up`, four OSDs,
+//! size-3 pool, 16 in flight, TLS) before the split, when glibc served
+//! every block: cold 4 MiB sequential reads 1,324 -> 1,722-1,801 MB/s,
+//! random 1,431 -> 1,756-1,916 MB/s, writes 420 -> 463-468 MB/s. Setting
+//! the pad also fixes glibc's mmap threshold at its 128 KiB default, so
+//! the 1 MiB and larger blocks it serves now are mapped and unmapped each
+//! time; whether a higher `M_MMAP_THRESHOLD` helps them is not measured
+//! yet. The cost is at most the pad of memory per arena kept mapped after
+//! a burst.
 //!
 //! This module must never free or resize a block through an allocator
 //! other than the one that made it: a block's size decides, the same way

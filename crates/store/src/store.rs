@@ -431,10 +431,12 @@ impl Commit {
     }
 
     /// Call `f` with the outcome once the commit completes: at once, in
-    /// this thread, if it has; else in the thread that completes it (the
-    /// store's committer: `f` must be short and must not block). Saves
-    /// a task that would only wait for the commit and pass its outcome
-    /// on.
+    /// this thread, if it has; else in the thread that completes it or
+    /// drops its completer (a store thread, perhaps holding the store's
+    /// locks). So `f` must be short, must not block or call into the
+    /// store, and must not drop the last handle on the store (whose drop
+    /// joins that thread). Saves a task that would only wait for the
+    /// commit and pass its outcome on.
     pub fn on_complete(self, f: impl FnOnce(Result<()>) + Send + 'static) {
         let now = match self.state.slot.lock() {
             Ok(mut g) => match g.result.take() {

@@ -69,8 +69,6 @@ pub(super) fn spawn(s: &Arc<OsdShared>, pg: PgId) -> Option<Mailbox> {
     // started OSDs serve as soon as they peer instead of waiting out a
     // lease nobody holds.
     core.set_read_lease(s.cfg.read_lease_ms(), (!made_now).then_some(0));
-    // A split's child keeps the grants of its parent's copy here.
-    core.inherit_lease(&super::handed::take(s, |p| *p == pg));
     // Erasure-coded pools keep no trees.
     let ec = s.map().and_then(|m| {
         m.pools
@@ -101,6 +99,9 @@ pub(super) fn spawn(s: &Arc<OsdShared>, pg: PgId) -> Option<Mailbox> {
         }
         pgs.insert(pg, mb.clone());
     }
+    // A split's child keeps the grants of its parent's copy here (taken
+    // by the caller that won the start only: a loser's would be lost).
+    core.inherit_lease(&super::handed::take(s, |p| *p == pg));
     tokio::spawn(run(s.clone(), mb.clone(), inbox, core));
     Some(mb)
 }
@@ -322,17 +323,23 @@ impl Host for Shell<'_> {
             s.store.queue_unsynced(txn)
         };
         let me = self.me.clone();
-        let s = s.clone();
+        // (Weak: the call may run on a store thread, which must never
+        // drop the OSD, and with it the store that joins that thread.)
+        let s = Arc::downgrade(s);
         let rt = tokio::runtime::Handle::current();
         // Straight from the store's committer to the PG's mailbox: no
         // task per transaction waits for it.
         commit.on_complete(move |result| {
             if let Err(e) = &result {
-                // Fail-stop: the PG already counts this transaction (its
-                // versions, its log); a copy that lost it must not go on
-                // serving.
-                let why = format!("pg {pg}: a store transaction failed: {e}");
-                rt.spawn(async move { s.fail(why) });
+                // Fail-stop at once: the PG already counts this
+                // transaction (its versions, its log); a copy that lost
+                // it must not go on serving.
+                if let Some(s) = s.upgrade() {
+                    let _rt = rt.enter();
+                    s.fail(format!("pg {pg}: a store transaction failed: {e}"));
+                    // (Handed to the runtime: never dropped here.)
+                    rt.spawn(async move { drop(s) });
+                }
                 return;
             }
             me.control(Input::LocalDone { tid, result });
