@@ -732,17 +732,18 @@ const READ_LEASE_MS: u64 = 1_000;
 impl Sim {
     /// A replicated cluster with no random faults, settled.
     pub fn scripted(seed: u64) -> Sim {
-        let mut s = Sim::new(&Run::replicated(seed));
-        s.scripted = true;
-        s.healing = true;
-        s.settle();
-        s
+        Sim::scripted_run(&Run::replicated(seed))
     }
 
     /// As [`Sim::scripted`], on a pool the scenario may split
     /// (`Sim::split_pool`).
     pub fn scripted_splitting(seed: u64) -> Sim {
-        let mut s = Sim::new(&Run::replicated(seed).splitting());
+        Sim::scripted_run(&Run::replicated(seed).splitting())
+    }
+
+    /// `run`'s cluster with no random faults, settled.
+    fn scripted_run(run: &Run) -> Sim {
+        let mut s = Sim::new(run);
         s.scripted = true;
         s.healing = true;
         s.settle();

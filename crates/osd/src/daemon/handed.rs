@@ -39,10 +39,11 @@ fn hand_in(handed: &mut HashMap<PgId, Grants>, pg: PgId, g: &Grants, now_ms: u64
 fn take_from(handed: &mut HashMap<PgId, Grants>, which: impl Fn(&PgId) -> bool) -> Grants {
     let mut all = Grants::default();
     handed.retain(|pg, g| {
-        if which(pg) {
+        let taken = which(pg);
+        if taken {
             all.add(g);
         }
-        !which(pg)
+        !taken
     });
     all
 }
