@@ -13,9 +13,10 @@
 #                        user `bench` holding that key; `down` stops it
 #   lab.sh bench SECS OUT   rados bench write/seq/rand with 4 KiB and 4 MiB
 #                        objects, 16 in flight (T=N for another), on a size-3 pool of 64 PGs;
-#                        writes OUT/table.md; each read phase is then run
+#                        writes OUT/table.md; each phase is then run
 #                        again by latency.py (python3-rados), which times
-#                        every op, into OUT/SIZE_MODE_latency.json
+#                        every op, into OUT/SIZE_MODE_latency.json (the
+#                        reads right after rados bench's, the write last)
 #                        (SKIP_LATENCY=1 skips it)
 #
 # Env: CEPHLAB_DATA (default /tmp/loligo-cephlab), CEPHLAB_PORT (default
@@ -233,6 +234,12 @@ down() {
     return 0
 }
 
+# disk_json BEFORE FILE: the disk's byte counts before a phase (from
+# benches/disk_bytes.sh) and now, into FILE.
+disk_json() {
+    printf '{"disk_before": %s, "disk_after": %s}\n' "$1" "$(bash "$HERE/../disk_bytes.sh" "$DATA")" >"$2"
+}
+
 # bench SECS OUT: the same phases and table columns as Loligo's side of
 # benches/cluster/compare.sh.
 bench() {
@@ -250,12 +257,15 @@ bench() {
         wait_clean 300
         for mode in write seq rand; do
             log="$out/${size}_$mode.log"
+            d0="$(bash "$HERE/../disk_bytes.sh" "$DATA")"
             if [ "$mode" = write ]; then
                 rados -p "$pool" bench "$secs" write -b "$size" -t "${T:-16}" --no-cleanup --run-name b >"$log" 2>&1
+                disk_json "$d0" "$out/${size}_${mode}_disk.json"
                 # Let the OSDs write back before the reads.
                 sleep "${READ_SETTLE:-20}"
             else
                 rados -p "$pool" bench "$secs" "$mode" -t "${T:-16}" --run-name b >"$log" 2>&1
+                disk_json "$d0" "$out/${size}_${mode}_disk.json"
                 # The same reads again, each op timed (rados bench prints
                 # no percentiles); skipped without python3-rados.
                 if [ -z "${SKIP_LATENCY:-}" ] && /usr/bin/python3 -c 'import rados' 2>/dev/null; then
@@ -271,6 +281,13 @@ bench() {
                 END { printf "| %s | %s | %.0f | %.1f | %.2f |\n", size, mode, iops, bw * 1.048576, lat * 1000 }' \
                 "$log" >>"$out/table.md"
         done
+        # The write phase again, each op timed, after the reads (so they
+        # read what rados bench wrote, on a store that had only that);
+        # its new objects go with the pool.
+        if [ -z "${SKIP_LATENCY:-}" ] && /usr/bin/python3 -c 'import rados' 2>/dev/null; then
+            /usr/bin/python3 "$HERE/latency.py" --pool "$pool" --size "$size" --mode write \
+                --secs "$secs" -t "${T:-16}" --out "$out/${size}_write_latency.json" || true
+        fi
         c osd pool rm "$pool" "$pool" --yes-i-really-really-mean-it >/dev/null
     done
     local wire="msgr v1 (not encrypted)"

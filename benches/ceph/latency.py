@@ -1,12 +1,15 @@
 #!/usr/bin/python3
-"""Per-op read latencies on a Ceph pool, for the percentiles `rados bench`
+"""Per-op latencies on a Ceph pool, for the percentiles `rados bench`
 does not print (it gives the mean and the maximum only).
 
 Reads the objects a `rados bench write --no-cleanup` left in POOL, T in
 flight through librados's asynchronous reads, for SECS seconds: in name
-order (`seq`, as `rados bench seq` does) or at random (`rand`). Each op's
-latency is from the call to its completion. Writes OUT (JSON): ops/s,
-MB/s, mean, p50, p99 and max in ms, and the object count.
+order (`seq`, as `rados bench seq` does) or at random (`rand`). Or writes
+new objects of SIZE bytes (`write`, as `rados bench write` does, whole
+objects named `latency_data_N`, left in the pool for the caller to
+remove with it). Each op's latency is from the call to its completion.
+Writes OUT (JSON): ops/s, MB/s, mean, p50, p99 and max in ms, and the
+object count.
 
 The client is Python (python3-rados, Debian's python3 only): its own
 cost per op lands in every latency, so these figures are, if anything,
@@ -41,11 +44,17 @@ def natural(name):
     return (name[: m.start()] if m else name, int(m.group(1)) if m else -1)
 
 
+def rng_bytes(seed, n):
+    """`n` bytes that do not compress (BlueStore compresses nothing by
+    default; this keeps it honest if a pool is set to)."""
+    return random.Random(seed).randbytes(n)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--pool", required=True)
     ap.add_argument("--size", type=int, required=True, help="bytes per object")
-    ap.add_argument("--mode", choices=("seq", "rand"), required=True)
+    ap.add_argument("--mode", choices=("seq", "rand", "write"), required=True)
     ap.add_argument("--secs", type=float, default=10)
     ap.add_argument("-t", "--concurrency", type=int, default=16)
     ap.add_argument("--seed", type=int, default=1)
@@ -59,12 +68,15 @@ def main():
     version = f"{v.major}.{v.minor}.{v.extra}"
     try:
         io = cluster.open_ioctx(a.pool)
-        names = sorted(
-            (o.key for o in io.list_objects() if o.key.startswith("benchmark_data")),
-            key=natural,
-        )
-        if not names:
-            sys.exit(f"latency.py: no rados bench objects in pool {a.pool}")
+        names = []
+        if a.mode != "write":
+            names = sorted(
+                (o.key for o in io.list_objects() if o.key.startswith("benchmark_data")),
+                key=natural,
+            )
+            if not names:
+                sys.exit(f"latency.py: no rados bench objects in pool {a.pool}")
+        payload = bytes(rng_bytes(a.seed, a.size)) if a.mode == "write" else b""
         rng = random.Random(a.seed)
         slots = threading.Semaphore(a.concurrency)
         lock = threading.Lock()
@@ -83,7 +95,10 @@ def main():
                         nbytes[0] += len(data)
                 slots.release()
 
-            io.aio_read(name, a.size, 0, done)
+            if a.mode == "write":
+                io.aio_write_full(name, payload, oncomplete=lambda c: done(c, payload if c.get_return_value() >= 0 else None))
+            else:
+                io.aio_read(name, a.size, 0, done)
 
         start = time.perf_counter()
         end = start + a.secs
@@ -100,6 +115,8 @@ def main():
                     slots.release()
                     break
                 name = names[i]
+            elif a.mode == "write":
+                name = f"latency_data_{i}"
             else:
                 name = names[rng.randrange(len(names))]
             i += 1
@@ -112,7 +129,7 @@ def main():
         cluster.shutdown()
 
     if errors:
-        sys.exit(f"latency.py: {len(errors)} reads failed or came back short (first: {errors[0]})")
+        sys.exit(f"latency.py: {len(errors)} ops failed or came back short (first: {errors[0]})")
     lats.sort()
     ms = [x * 1000 for x in lats]
 
@@ -125,7 +142,7 @@ def main():
         "size": a.size,
         "mode": a.mode,
         "concurrency": a.concurrency,
-        "objects": len(names),
+        "objects": len(names) if a.mode != "write" else len(ms),
         "ops": len(ms),
         "ops_s": len(ms) / elapsed,
         "mb_s": nbytes[0] / elapsed / 1e6,
@@ -139,7 +156,7 @@ def main():
         json.dump(out, f, indent=2)
     print(
         f"{a.size} {a.mode}: {out['ops_s']:.1f} ops/s, mean {out['avg_ms']:.2f} ms, "
-        f"p99 {out['p99_ms']:.2f} ms ({out['ops']} reads)",
+        f"p99 {out['p99_ms']:.2f} ms ({out['ops']} ops)",
         file=sys.stderr,
     )
 

@@ -12,10 +12,13 @@
 # encrypted by default: Loligo's mutual TLS, and Ceph's msgr2 in secure
 # mode (lab.sh SECURE=1); INSECURE=1 runs both in the clear (Loligo
 # --insecure, Ceph on msgr v1, which signs but does not encrypt).
-# Ceph's read phases are run a second time by benches/ceph/latency.py
+# Ceph's phases are run a second time by benches/ceph/latency.py
 # (python3-rados; Debian's /usr/bin/python3), which times every op, so
 # that p99 can be compared where rados bench prints only a mean and a
-# maximum (SKIP_LATENCY=1 skips it).
+# maximum (SKIP_LATENCY=1 skips it). Each phase of both systems also
+# records the bytes the disk read and wrote meanwhile
+# (benches/disk_bytes.sh), so that reads served by the device can be
+# told from reads served from an OSD's memory.
 # Writes OUT/summary.json: each workload's Loligo and Ceph figures and
 # their ratio, and the raw disk baseline measured in the same run (four
 # parallel O_DIRECT streams of 4 MiB blocks, written then read, in the
@@ -27,6 +30,7 @@ SECS="${SECS:-10}"
 OUT="${OUT:-$(mktemp -d /tmp/loligo-compare.XXXXXX)}"
 mkdir -p "$OUT"
 LAB="$ROOT/benches/ceph/lab.sh"
+DISK_BYTES="$ROOT/benches/disk_bytes.sh"
 
 cargo build --release -p loligo-cli --manifest-path "$ROOT/Cargo.toml" >&2
 B="$ROOT/target/release/loligo"
@@ -61,8 +65,11 @@ run_loligo() {
         extra=""
         [ "$mode" = write ] && extra="-b $size --no-cleanup"
         # shellcheck disable=SC2086
+        d0="$(bash "$DISK_BYTES" "$OUT")"
         j="$("$B" bench "$SECS" "$mode" -t "${T:-16}" $extra --json)"
-        printf '{"size": %s, "bench": %s}\n' "$size" "$j" >>"$OUT/loligo.jsonl"
+        d1="$(bash "$DISK_BYTES" "$OUT")"
+        printf '{"size": %s, "bench": %s, "disk_before": %s, "disk_after": %s}\n' \
+            "$size" "$j" "$d0" "$d1" >>"$OUT/loligo.jsonl"
         # Let the stores write back before the reads (as for Ceph).
         [ "$mode" = write ] && sleep "${READ_SETTLE:-20}"
         python3 -c "

@@ -266,12 +266,19 @@ impl Committer {
     }
 }
 
+/// Whether `LOLIGO_STORE_TRACE` asks for a line per batch on stderr (read
+/// once: a lookup per batch cost a measurable share of the committer).
+fn trace() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("LOLIGO_STORE_TRACE").is_some())
+}
+
 impl Syncer {
     /// Commit a prepared batch and complete its transactions.
     fn handle(&mut self, h: &mut Handoff) {
         let t0 = std::time::Instant::now();
         let res = self.commit(h);
-        if std::env::var_os("LOLIGO_STORE_TRACE").is_some() {
+        if trace() {
             eprintln!(
                 "batch {} txns: prepare {:?} commit {:?}",
                 h.done.len(),
@@ -381,6 +388,16 @@ impl Syncer {
         ops.extend(self.delete_next.drain(..).map(KvOp::Delete));
         self.ids = h.ids;
         ops.push(KvOp::Put(vec![T_IDS], ids(h.ids.0, h.ids.1)));
+        if trace() {
+            let (keys, values) = ops.iter().fold((0, 0), |(k, v), op| match op {
+                KvOp::Put(key, val) => (k + key.len(), v + val.len()),
+                KvOp::Delete(key) => (k + key.len(), v),
+            });
+            eprintln!(
+                "batch kv: {} ops, {keys} key bytes, {values} value bytes",
+                ops.len()
+            );
+        }
         {
             let _g = s.view.write().map_err(|_| StoreError::Closed)?;
             // Cached reads of what this batch changes in place or frees

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Bytes the block device holding DIR has read and written since boot
+# (/proc/diskstats, 512-byte sectors), as one JSON object:
+#   bash benches/disk_bytes.sh DIR   ->  {"device": "vda", "read": N, "written": N}
+# Two calls around a benchmark phase give what the phase cost the disk,
+# which tells reads served by the device from reads served from memory.
+# Prints {} where the device cannot be found (tmpfs, overlay, no /proc).
+set -euo pipefail
+dir="${1:?usage: disk_bytes.sh DIR}"
+src="$(df --output=source "$dir" 2>/dev/null | tail -1)"
+dev="$(basename "$src")"
+awk -v d="$dev" '$3 == d { printf "{\"device\": \"%s\", \"read\": %.0f, \"written\": %.0f}\n", d, $6 * 512, $10 * 512; found = 1 }
+    END { if (!found) print "{}" }' /proc/diskstats 2>/dev/null || echo "{}"
