@@ -7,7 +7,9 @@
 # Prints {} where the device cannot be found (tmpfs, overlay, no /proc).
 set -euo pipefail
 dir="${1:?usage: disk_bytes.sh DIR}"
-src="$(df --output=source "$dir" 2>/dev/null | tail -1)"
-dev="$(basename "$src")"
-awk -v d="$dev" '$3 == d { printf "{\"device\": \"%s\", \"read\": %.0f, \"written\": %.0f}\n", d, $6 * 512, $10 * 512; found = 1 }
-    END { if (!found) print "{}" }' /proc/diskstats 2>/dev/null || echo "{}"
+src="$(df --output=source "$dir" 2>/dev/null | tail -1)" || src=""
+# (/dev/mapper/NAME and /dev/root are links to the kernel's name: dm-0.)
+dev="$(basename "$(readlink -f "$src" 2>/dev/null || echo "$src")")"
+out="$(awk -v d="$dev" '$3 == d { printf "{\"device\": \"%s\", \"read\": %.0f, \"written\": %.0f}\n", d, $6 * 512, $10 * 512; exit }' \
+    /proc/diskstats 2>/dev/null)" || out=""
+echo "${out:-{\}}"

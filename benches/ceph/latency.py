@@ -34,7 +34,7 @@ except ImportError:
     sys.exit("latency.py: needs python3-rados (apt-get install -y python3-rados) and Debian's /usr/bin/python3")
 
 
-# A read that takes this long means the cluster is stuck, not slow.
+# An op that takes this long means the cluster is stuck (or full), not slow.
 STALL_S = 60
 
 
@@ -105,7 +105,7 @@ def main():
         i = 0
         def wait_slot():
             if not slots.acquire(timeout=STALL_S):
-                sys.exit(f"latency.py: no read completed in {STALL_S} s")
+                sys.exit(f"latency.py: no op completed in {STALL_S} s")
 
         while time.perf_counter() < end:
             wait_slot()

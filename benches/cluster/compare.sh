@@ -64,8 +64,8 @@ run_loligo() {
       for mode in write seq rand; do
         extra=""
         [ "$mode" = write ] && extra="-b $size --no-cleanup"
-        # shellcheck disable=SC2086
         d0="$(bash "$DISK_BYTES" "$OUT")"
+        # shellcheck disable=SC2086
         j="$("$B" bench "$SECS" "$mode" -t "${T:-16}" $extra --json)"
         d1="$(bash "$DISK_BYTES" "$OUT")"
         printf '{"size": %s, "bench": %s, "disk_before": %s, "disk_after": %s}\n' \

@@ -7,21 +7,21 @@ disk-bound targets: 4 MiB writes >= 0.9 x raw write / 3 replicas, 4 MiB
 reads >= 0.9 x raw read; the ratio targets against Ceph as issue 18
 sets them.
 
-rados bench prints no percentiles. For the read phases,
-benches/ceph/latency.py reads the same objects again with each op timed
-(OUT/ceph/SIZE_MODE_latency.json); where that file exists, Ceph's p50
-and p99 come from it and `p99_below_ceph` compares the two p99s. For the
-rest, Ceph's p99 is bounded below by rados bench's mean and maximum: at
-most 1% of ops lie above the p99, so mean <= 0.99 p99 + 0.01 max, hence
-p99 >= (mean - max/100) / 0.99. Where Loligo's p99 is below that floor,
-its p99 is below Ceph's (`p99_below_ceph: true`); otherwise it cannot be
-told (`null`).
+rados bench prints no percentiles. benches/ceph/latency.py runs each
+phase again with every op timed (OUT/ceph/SIZE_MODE_latency.json); where
+that file exists, Ceph's p50 and p99 come from it. rados bench's mean and
+maximum bound Ceph's p99 in any case: at most 1% of ops lie above the
+p99, so mean <= 0.99 p99 + 0.01 max, hence p99 >= (mean - max/100) /
+0.99, and p99 <= max. `p99_below_ceph` (see `p99_below`) is true, false,
+or null where neither the bounds nor the timed p99 can tell.
 
 Where the phase recorded the disk's byte counts before and after
 (benches/disk_bytes.sh), each side gets `disk`: MB the device read and
 wrote during the phase, and per byte the client moved (`device_share`):
 for a read phase, the share of the bytes read that came from the device
-rather than an OSD's memory."""
+rather than an OSD's memory; for a write phase, the bytes every replica
+wrote (all OSDs share the one device), without the write-back that
+lands after the phase ends."""
 import json
 import os
 import re
@@ -109,9 +109,10 @@ def ceph_log(size, mode):
     if timed.exists():
         t = json.loads(timed.read_text())
         row["p50_ms"], row["p99_ms"] = t["p50_ms"], t["p99_ms"]
-        row["timed"] = {k: t[k] for k in ("client", "ops", "ops_s", "avg_ms", "max_ms")}
-        # Ops that client kept in flight on average (Little's law): under
-        # the phase's T it could not keep up, and its latencies understate
+        row["timed"] = {k: t[k] for k in ("client", "ops", "ops_s", "avg_ms", "max_ms", "concurrency")}
+        # Ops that client kept in flight on average (Little's law, over
+        # the whole run, its drain at the end included): well under its
+        # concurrency it could not keep up, and its latencies understate
         # Ceph's.
         row["timed"]["in_flight"] = t["ops_s"] * t["avg_ms"] / 1000
     return row
@@ -119,21 +120,27 @@ def ceph_log(size, mode):
 
 def p99_below(p99, c):
     """Whether Loligo's p99 is below Ceph's: True, False, or None where it
-    cannot be told. Ceph's p99 timed op by op decides when Loligo's is
-    below it, and when above it only if that client kept the phase's ops
-    in flight (else its latencies are low, as under a lighter load).
-    rados bench's maximum bounds Ceph's p99 above, its floor below."""
+    cannot be told. rados bench's maximum bounds Ceph's p99 above and its
+    mean and maximum bound it below: those decide first. Then Ceph's p99
+    timed op by op, less that client's own cost per op (taken as how far
+    its mean exceeds rados bench's): below it decides; above it decides
+    only if that client kept the phase's ops in flight (else its
+    latencies are those of a lighter load)."""
     if p99 is None:
         return None
     timed, top, floor = c.get("p99_ms"), c.get("max_ms"), c.get("p99_floor_ms")
-    if timed is not None and p99 < timed:
-        return True
     if top is not None and p99 > top:
-        return False
-    if timed is not None and c["timed"]["in_flight"] >= 0.9 * IN_FLIGHT:
         return False
     if floor and p99 < floor:
         return True
+    if timed is None:
+        return None
+    t = c["timed"]
+    own = max(0.0, t["avg_ms"] - c["avg_ms"]) if c.get("avg_ms") is not None else 0.0
+    if p99 < timed - own:
+        return True
+    if p99 >= timed and t["in_flight"] >= 0.9 * t["concurrency"]:
+        return False
     return None
 
 
