@@ -91,7 +91,9 @@ impl BufPool {
     /// profiled; sequential reads 0.7x of random ones).
     const KEEP_MAX: usize = 32;
     const BYTES_MAX: usize = 8 << 20;
-    const KEPT_BYTES_MAX: usize = 128 << 20;
+    /// (A 4 MiB buffer's allocation is 4 MiB and up to two pages more:
+    /// its alignment slack.)
+    const KEPT_BYTES_MAX: usize = Self::KEEP_MAX * ((4 << 20) + 2 * ALIGN);
 
     /// An aligned buffer of `len` bytes holding `data` then zeros.
     pub fn take(&self, data: &[u8], len: usize) -> AlignedBuf {
@@ -130,8 +132,9 @@ impl BufPool {
             return;
         }
         if let Ok(mut v) = self.0.lock() {
-            let kept: usize = v.iter().map(AlignedBuf::capacity).sum();
-            if v.len() < Self::KEEP_MAX && kept + b.capacity() <= Self::KEPT_BYTES_MAX {
+            // (Counted as allocated, alignment slack included.)
+            let kept: usize = v.iter().map(|k| k.raw.capacity()).sum();
+            if v.len() < Self::KEEP_MAX && kept + b.raw.capacity() <= Self::KEPT_BYTES_MAX {
                 v.push(b);
             }
             debug_assert!(v.len() <= Self::KEEP_MAX);
@@ -219,8 +222,9 @@ mod tests {
         assert_eq!(pool.kept(), BufPool::KEEP_MAX);
     }
 
-    /// Large buffers are kept only while their bytes together stay within
-    /// the pool's byte bound.
+    /// Large buffers are kept only while their allocations together stay
+    /// within the pool's byte bound, which holds a full pool of 4 MiB
+    /// buffers.
     #[test]
     fn the_pool_keeps_no_more_bytes_than_its_bound() {
         let pool = BufPool::default();
@@ -230,5 +234,17 @@ mod tests {
         let n = pool.kept();
         assert!(n < BufPool::KEEP_MAX, "{n} buffers of 8 MiB kept");
         assert_eq!(n, BufPool::KEPT_BYTES_MAX / BufPool::BYTES_MAX);
+        let pool = BufPool::default();
+        let taken: Vec<AlignedBuf> = (0..BufPool::KEEP_MAX)
+            .map(|_| pool.take_any(4 << 20))
+            .collect();
+        for b in taken {
+            pool.put(b);
+        }
+        assert_eq!(
+            pool.kept(),
+            BufPool::KEEP_MAX,
+            "a full pool of 4 MiB buffers"
+        );
     }
 }
