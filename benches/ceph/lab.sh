@@ -234,6 +234,12 @@ down() {
     return 0
 }
 
+# Whether phases are run again by latency.py: not under SKIP_LATENCY=1,
+# nor without python3-rados.
+timing() {
+    [ -z "${SKIP_LATENCY:-}" ] && /usr/bin/python3 -c 'import rados' 2>/dev/null
+}
+
 # disk_json BEFORE FILE: the disk's byte counts before a phase (from
 # benches/disk_bytes.sh) and now, into FILE.
 disk_json() {
@@ -268,7 +274,7 @@ bench() {
                 disk_json "$d0" "$out/${size}_${mode}_disk.json"
                 # The same reads again, each op timed (rados bench prints
                 # no percentiles); skipped without python3-rados.
-                if [ -z "${SKIP_LATENCY:-}" ] && /usr/bin/python3 -c 'import rados' 2>/dev/null; then
+                if timing; then
                     /usr/bin/python3 "$HERE/latency.py" --pool "$pool" --size "$size" --mode "$mode" \
                         --secs "$secs" -t "${T:-16}" --out "$out/${size}_${mode}_latency.json" || true
                 fi
@@ -284,7 +290,7 @@ bench() {
         # The write phase again, each op timed, after the reads (so they
         # read what rados bench wrote, on a store that had only that);
         # its new objects go with the pool.
-        if [ -z "${SKIP_LATENCY:-}" ] && /usr/bin/python3 -c 'import rados' 2>/dev/null; then
+        if timing; then
             /usr/bin/python3 "$HERE/latency.py" --pool "$pool" --size "$size" --mode write \
                 --secs "$secs" -t "${T:-16}" --out "$out/${size}_write_latency.json" || true
         fi

@@ -44,12 +44,6 @@ def natural(name):
     return (name[: m.start()] if m else name, int(m.group(1)) if m else -1)
 
 
-def rng_bytes(seed, n):
-    """`n` bytes that do not compress (BlueStore compresses nothing by
-    default; this keeps it honest if a pool is set to)."""
-    return random.Random(seed).randbytes(n)
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--pool", required=True)
@@ -76,7 +70,9 @@ def main():
             )
             if not names:
                 sys.exit(f"latency.py: no rados bench objects in pool {a.pool}")
-        payload = bytes(rng_bytes(a.seed, a.size)) if a.mode == "write" else b""
+        # Bytes that do not compress (BlueStore compresses nothing by
+        # default; this keeps it honest if a pool is set to).
+        payload = random.Random(a.seed).randbytes(a.size) if a.mode == "write" else b""
         rng = random.Random(a.seed)
         slots = threading.Semaphore(a.concurrency)
         lock = threading.Lock()
@@ -96,7 +92,10 @@ def main():
                 slots.release()
 
             if a.mode == "write":
-                io.aio_write_full(name, payload, oncomplete=lambda c: done(c, payload if c.get_return_value() >= 0 else None))
+                def written(c):
+                    done(c, payload if c.get_return_value() >= 0 else None)
+
+                io.aio_write_full(name, payload, oncomplete=written)
             else:
                 io.aio_read(name, a.size, 0, done)
 

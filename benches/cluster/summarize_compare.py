@@ -103,7 +103,7 @@ def ceph_log(size, mode):
     dj = out / "ceph" / f"{size}_{mode}_disk.json"
     if dj.exists():
         row["disk"] = disk(json.loads(dj.read_text()), mode, (ops or 0) * size, secs)
-    # The same reads timed op by op (benches/ceph/latency.py): Ceph's own
+    # The same phase timed op by op (benches/ceph/latency.py): Ceph's own
     # percentiles, with that client's mean beside rados bench's.
     timed = out / "ceph" / f"{size}_{mode}_latency.json"
     if timed.exists():
@@ -160,16 +160,10 @@ for size in (4096, 4194304):
         if l and c:
             row["p99_below_ceph"] = p99_below(l["p99_ms"], c)
         if raw and l and size == 4194304:
-            if mode == "write":
-                base = raw["write_mb_s"] / REPLICAS
-                row["raw_baseline_mb_s"] = base
-                row["ratio_to_raw"] = l["mb_s"] / base
-                row["target_to_raw"] = 0.9
-            else:
-                base = raw["read_mb_s"]
-                row["raw_baseline_mb_s"] = base
-                row["ratio_to_raw"] = l["mb_s"] / base
-                row["target_to_raw"] = 0.9
+            base = raw["write_mb_s"] / REPLICAS if mode == "write" else raw["read_mb_s"]
+            row["raw_baseline_mb_s"] = base
+            row["ratio_to_raw"] = l["mb_s"] / base
+            row["target_to_raw"] = 0.9
             row["met_to_raw"] = row["ratio_to_raw"] >= row["target_to_raw"]
         rows.append(row)
 encrypted = not os.environ.get("INSECURE")
