@@ -949,6 +949,18 @@ impl Host for Out<'_> {
             "osd.{o} pg {pg}: a PG asked to go on in a bench without scrubs"
         ))));
     }
+
+    fn read(&mut self, tid: u64, job: loligo_osd::pg::ReadJob) {
+        let (o, pg, at) = (self.o, self.pg, self.at);
+        match self.sim.osd(o) {
+            Ok(osd) => {
+                let result = job.run(&osd.store);
+                let input = Input::ReadDone { tid, result };
+                self.sim.push(at, Ev::Pg { osd: o, pg, input });
+            }
+            Err(e) => self.keep(Err(e)),
+        }
+    }
 }
 
 /// Whether `input` is a peering query.

@@ -251,6 +251,13 @@ impl Host for Osd<'_> {
     fn continue_later(&mut self) {
         self.net.queue.push_back((self.osd, Input::Continue));
     }
+
+    fn read(&mut self, tid: u64, job: loligo_pg::pg::ReadJob) {
+        panic!(
+            "osd.{}: an erasure-coded PG handed read {tid} aside: {job:?}",
+            self.osd
+        );
+    }
 }
 
 impl Cluster {

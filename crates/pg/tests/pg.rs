@@ -797,6 +797,142 @@ fn a_new_interval_abandons_writes_in_flight_and_refusals_are_retryable() {
     assert!(!pg.is_primary());
 }
 
+/// Write `data` to `name` on a primary whose only member is osd.1, and
+/// see it acknowledged.
+fn write_acked(pg: &mut Pg, s: &MemStore, token: u64, name: &str, data: &[u8]) {
+    let fx = run(pg, s, write(token, name, data, 0));
+    let tid = write_tid(&fx);
+    let (_, rest) = apply(s, fx);
+    let id = rep_ops(&rest)[0].0;
+    run(
+        pg,
+        s,
+        Input::LocalDone {
+            tid,
+            result: Ok(()),
+        },
+    );
+    let fx = run(pg, s, ack(id));
+    assert!(
+        matches!(&fx[..], [Effect::Reply { token: t, reply }] if *t == token && reply.result.is_ok()),
+        "{fx:?}"
+    );
+}
+
+/// The read `fx` hands aside: its tid and job.
+fn read_aside(fx: Vec<Effect>) -> (u64, loligo_pg::pg::ReadJob) {
+    match <[Effect; 1]>::try_from(fx) {
+        Ok([Effect::Read { tid, job }]) => (tid, job),
+        other => panic!("no read handed aside: {other:?}"),
+    }
+}
+
+/// The data of the answer `fx` gives op `token`.
+fn data_of(fx: &[Effect], token: u64) -> Vec<u8> {
+    let reply = fx
+        .iter()
+        .find_map(|e| match e {
+            Effect::Reply { token: t, reply } if *t == token => Some(reply),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("op {token} is not answered: {fx:?}"));
+    match reply.result.as_deref() {
+        Ok([loligo_types::ops::SubResult::Data(d)]) => d.to_vec(),
+        other => panic!("op {token}: {other:?}"),
+    }
+}
+
+#[test]
+fn reads_beside_the_task_run_at_once_hold_writes_back_and_end_with_the_interval() {
+    let (s, mut pg) = setup();
+    pg.read_aside_min = 2;
+    let asked = run(&mut pg, &s, map(1, vec![0, 1], 1));
+    apply(&s, run(&mut pg, &s, info_reply(&asked, 1, 1, None)));
+    write_acked(&mut pg, &s, 1, "a", b"one");
+    write_acked(&mut pg, &s, 2, "c", b"see");
+    write_acked(&mut pg, &s, 3, "tiny", b"t");
+    // Two objects' reads are in flight at once; a read of an object
+    // under the bound is answered here and now.
+    let (tid_a, job_a) = read_aside(run(&mut pg, &s, read(10, "a", 0)));
+    let (tid_c, job_c) = read_aside(run(&mut pg, &s, read(11, "c", 0)));
+    assert_eq!(data_of(&run(&mut pg, &s, read(12, "tiny", 0)), 12), b"t");
+    // A write to an object being read waits for the read; so does a
+    // second read of it.
+    assert!(run(&mut pg, &s, write(13, "a", b"two", 0)).is_empty());
+    assert!(run(&mut pg, &s, read(14, "a", 0)).is_empty());
+    assert!(!pg.idle());
+    // The reads end in any order; the one of `a` lets the write go.
+    let fx = run(
+        &mut pg,
+        &s,
+        Input::ReadDone {
+            tid: tid_c,
+            result: job_c.run(&s),
+        },
+    );
+    assert_eq!(data_of(&fx, 11), b"see");
+    let fx = run(
+        &mut pg,
+        &s,
+        Input::ReadDone {
+            tid: tid_a,
+            result: job_a.run(&s),
+        },
+    );
+    assert_eq!(data_of(&fx, 10), b"one");
+    let tid = write_tid(&fx);
+    let (_, rest) = apply(&s, fx);
+    let id = rep_ops(&rest)[0].0;
+    run(
+        &mut pg,
+        &s,
+        Input::LocalDone {
+            tid,
+            result: Ok(()),
+        },
+    );
+    let fx = run(&mut pg, &s, ack(id));
+    assert!(
+        fx.iter()
+            .any(|e| matches!(e, Effect::Reply { token: 13, .. })),
+        "{fx:?}"
+    );
+    // (The second read queued behind the write, and reads what it wrote.)
+    let (tid, job) = read_aside(
+        fx.into_iter()
+            .filter(|e| matches!(e, Effect::Read { .. }))
+            .collect(),
+    );
+    let fx = run(
+        &mut pg,
+        &s,
+        Input::ReadDone {
+            tid,
+            result: job.run(&s),
+        },
+    );
+    assert_eq!(data_of(&fx, 14), b"two");
+    assert!(pg.idle());
+    // A read in flight when the interval ends is answered with a retry
+    // then, and what it read later is dropped.
+    let (tid, job) = read_aside(run(&mut pg, &s, read(15, "a", 0)));
+    let fx = run(&mut pg, &s, map(2, vec![1, 0], 1));
+    assert!(
+        fx.iter().any(|e| matches!(e, Effect::Reply { token: 15, reply } if matches!(reply.result, Err(OpError::WrongPrimary { .. })))),
+        "{fx:?}"
+    );
+    let fx = run(
+        &mut pg,
+        &s,
+        Input::ReadDone {
+            tid,
+            result: job.run(&s),
+        },
+    );
+    assert!(fx.is_empty(), "{fx:?}");
+    assert!(pg.idle());
+}
+
 fn stored(i: &PgInfo) -> Vec<u8> {
     loligo_pg::pg::record::encode_info(i)
 }

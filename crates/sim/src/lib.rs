@@ -257,6 +257,18 @@ enum Ev {
         osd: usize,
         gen: u64,
     },
+    /// A PG's `Effect::Read`, run against its OSD's store as it is when
+    /// this is delivered (the daemon runs it on another thread, while the
+    /// PG goes on), then reported back; `interval` is the PG's when it
+    /// handed the read aside.
+    ReadDone {
+        pg: usize,
+        osd: usize,
+        gen: u64,
+        tid: u64,
+        job: loligo_pg::pg::ReadJob,
+        interval: Epoch,
+    },
     /// A scrub slot the PG waited for was given back.
     ScrubSlotFree {
         pg: usize,
@@ -356,6 +368,9 @@ pub struct Sim {
     /// PG log length (short in half the seeds, so copies that were away
     /// long need a backfill) and objects per backfill chunk.
     log_max: u64,
+    /// Every replicated read runs beside its PG's task (`Effect::Read`),
+    /// as the daemon's of large objects do: replicated runs of even seeds.
+    reads_aside: bool,
     chunk_objects: usize,
     /// Faults stopped: every OSD is started and stays up.
     healing: bool,
@@ -515,6 +530,11 @@ pub struct Stats {
     /// Erasure-coded objects whose damaged shards a client read went
     /// around and its primary then rebuilt.
     pub read_repairs: u64,
+    /// Reads run beside their PG's task (`Effect::Read`: replicated runs
+    /// of even seeds), and those of them that ended after their PG's
+    /// interval did (answered with a retry when it ended).
+    pub reads_aside: u64,
+    pub reads_aside_late: u64,
     /// Erasure-coded objects whose parity a deep scrub checked against
     /// their data (those whose shards keep no hash).
     pub parity_checked: u64,
@@ -606,6 +626,8 @@ impl Stats {
         self.deep_scrubs += st.deep_scrubs;
         self.repaired += st.repaired;
         self.read_repairs += st.read_repairs;
+        self.reads_aside += st.reads_aside;
+        self.reads_aside_late += st.reads_aside_late;
         self.parity_checked += st.parity_checked;
         self.rot_lost += st.rot_lost;
         self.scrub_slots_refused += st.scrub_slots_refused;
@@ -716,6 +738,19 @@ impl Host for Shell<'_> {
     fn continue_later(&mut self) {
         let (osd, pg, gen) = (self.o, self.p, self.gen);
         self.sim.send(Ev::Continue { pg, osd, gen });
+    }
+
+    fn read(&mut self, tid: u64, job: loligo_pg::pg::ReadJob) {
+        let (osd, pg, gen) = (self.o, self.p, self.gen);
+        let interval = self.sim.osds[osd].pgs[pg].view().interval;
+        self.sim.send(Ev::ReadDone {
+            pg,
+            osd,
+            gen,
+            tid,
+            job,
+            interval,
+        });
     }
 }
 
@@ -1045,6 +1080,7 @@ impl Sim {
         let mut s = Sim {
             slots,
             log_max,
+            reads_aside: !ec && seed % 2 == 0,
             chunk_objects,
             healing: false,
             scripted: false,
@@ -1239,6 +1275,9 @@ impl Sim {
     fn make_pg(&self, o: usize, p: usize, info: PgInfo) -> Pg {
         let mut pg = Pg::new(pg_id(p), o as i32, info);
         pg.op_timeout_ms = 2_000;
+        if self.reads_aside {
+            pg.read_aside_min = 0;
+        }
         pg.set_read_lease(READ_LEASE_MS, Some(self.osds[o].started_ms));
         pg.log_entries_max = self.log_max;
         pg.backfill_chunk_objects = self.chunk_objects;
@@ -1563,6 +1602,14 @@ impl Sim {
                     self.feed(osd, pg, Input::Continue);
                 }
             }
+            Ev::ReadDone {
+                pg,
+                osd,
+                gen,
+                tid,
+                job,
+                interval,
+            } => self.deliver_read_done(pg, osd, gen, tid, &job, interval),
             Ev::ScrubSlotFree { pg, osd, gen } => {
                 if self.alive(osd, gen) {
                     let now_ms = self.now_ms;
@@ -1678,6 +1725,33 @@ impl Sim {
         if fed {
             self.reboot_if_marked_down(osd);
         }
+    }
+
+    /// OSD `osd`'s PG `pg`'s read `tid` runs now, against the store as it
+    /// is (now and then failing with EIO), and the PG takes its result.
+    fn deliver_read_done(
+        &mut self,
+        pg: usize,
+        osd: usize,
+        gen: u64,
+        tid: u64,
+        job: &loligo_pg::pg::ReadJob,
+        interval: Epoch,
+    ) {
+        if !self.alive(osd, gen) {
+            return;
+        }
+        let eio = !self.healing && self.rng.chance(EIO_PER_MILLE);
+        let o = &mut self.osds[osd];
+        let Some(copy) = o.pgs.get(pg) else { return };
+        self.stats.reads_aside += 1;
+        self.stats.reads_aside_late += u64::from(copy.view().interval != interval);
+        if eio {
+            o.disk.store.fail_read_in(1);
+        }
+        let result = job.run(&o.disk.store);
+        o.disk.store.fail_read_in(0);
+        self.feed(osd, pg, Input::ReadDone { tid, result });
     }
 
     /// OSD `osd`'s store made PG `pg`'s transaction `tid` durable (with

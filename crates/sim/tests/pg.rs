@@ -25,8 +25,9 @@ fn acknowledged_writes_survive_crashes_and_stale_copies_never_answer() {
     assert!(total.crashes > seeds, "{total:?}");
     assert!(total.good_reads > seeds * 10, "{total:?}");
     // Copies were backfilled (short logs in about half the seeds), with
-    // two chunks on their way at once.
-    assert!(total.chunks > seeds, "{total:?}");
+    // two chunks on their way at once (0.9 to 1.35 chunks a seed over
+    // ranges of 500 seeds).
+    assert!(total.chunks > seeds * 4 / 5, "{total:?}");
     assert!(total.chunks_lost > 0, "{total:?}");
     assert!(total.pipelined > seeds / 10, "{total:?}");
     // Targets answered scans that overtook the chunk before them.
@@ -43,6 +44,10 @@ fn acknowledged_writes_survive_crashes_and_stale_copies_never_answer() {
     assert!(total.scrubs > seeds, "{total:?}");
     // Objects were removed (and read as absent).
     assert!(total.removes > seeds, "{total:?}");
+    // Reads ran beside their PGs' tasks (half the seeds), finishing in
+    // any order, some after their interval had ended.
+    assert!(total.reads_aside > seeds * 5, "{total:?}");
+    assert!(total.reads_aside_late > 0, "{total:?}");
     // Every healed run's client history went through the
     // linearizability checker (one that is not fails its run: see
     // `Run::linearizable`).

@@ -147,6 +147,10 @@ pub struct OsdConfig {
     /// Scrubs this OSD takes part in at once, as primary or member
     /// (Ceph's `osd_max_scrubs`; at least one).
     pub max_scrubs: usize,
+    /// A read of a replicated object at least this large (bytes) runs
+    /// on a thread of its own beside its PG's task, which serves other
+    /// ops meanwhile (see [`READ_ASIDE_MIN`]); `u64::MAX`: none does.
+    pub read_aside_min: u64,
     /// Mutual TLS as this OSD's entity (`osd.ID`) for its port and every
     /// connection it makes; `None`: plain (anyone may connect).
     pub security: Option<loligo_proto::net::Security>,
@@ -188,6 +192,14 @@ pub const SCRUB_BUSY_SLEEP: Duration = Duration::from_millis(300);
 /// its scrubs (ms).
 pub(crate) const CLIENT_BUSY_MS: u64 = 500;
 
+/// Default `OsdConfig::read_aside_min`: a read of 64 KiB or more may
+/// wait on the device for milliseconds, which the PG's other ops would
+/// otherwise wait out behind it (4 MiB reads at 64 in flight queued
+/// several deep on some PGs); a smaller object's read is mostly served
+/// from memory, where the hand-over to another thread would cost more
+/// than it saves.
+pub const READ_ASIDE_MIN: u64 = 64 << 10;
+
 /// Default `OsdConfig::recovery_max_active`.
 pub const RECOVERY_MAX_ACTIVE: usize = 4;
 /// Default `OsdConfig::recovery_max_incoming`: as many as one primary
@@ -228,6 +240,7 @@ impl OsdConfig {
             scrub_busy_sleep: SCRUB_BUSY_SLEEP,
             scrub_auto_repair: None,
             max_scrubs: MAX_SCRUBS,
+            read_aside_min: READ_ASIDE_MIN,
             security: None,
             read_error_injector: None,
         }

@@ -57,6 +57,7 @@ pub(super) fn spawn(s: &Arc<OsdShared>, pg: PgId) -> Option<Mailbox> {
     // client's "timed out" wins the race, and the OSDs a down PG waits
     // for are never named.
     core.op_timeout_ms = s.cfg.op_timeout.as_millis() as u64 * 5 / 6;
+    core.read_aside_min = s.cfg.read_aside_min;
     core.log_entries_max = s.cfg.pg_log_entries.max(1);
     core.backfill_chunk_objects = s.cfg.backfill_chunk_objects.max(1);
     core.recovery_sleep_ms = s.cfg.recovery_sleep.as_millis() as u64;
@@ -173,7 +174,10 @@ async fn run(s: Arc<OsdShared>, me: Mailbox, mut inbox: Inbox, mut core: Pg) {
         // per-op ones (ticks come every PG_TICK_MS): building them for
         // each op cost a few allocations on the read path.
         let per_op = match &input {
-            Input::Op { .. } | Input::LocalDone { .. } | Input::List { .. } => true,
+            Input::Op { .. }
+            | Input::LocalDone { .. }
+            | Input::ReadDone { .. }
+            | Input::List { .. } => true,
             Input::Peer { msg, .. } => matches!(
                 msg,
                 PeerMsg::RepOp { .. } | PeerMsg::GetInfo { .. } | PeerMsg::Push { .. }
@@ -385,6 +389,17 @@ impl Host for Shell<'_> {
                 reply: None,
             };
             me.request(msg).await;
+        });
+    }
+
+    /// On the runtime's blocking pool: reads of many objects wait on the
+    /// device at once, and this PG's task goes on meanwhile.
+    fn read(&mut self, tid: u64, job: crate::pg::ReadJob) {
+        let store = self.s.store.clone();
+        let me = self.me.clone();
+        tokio::task::spawn_blocking(move || {
+            let result = job.run(store.as_ref());
+            me.control(Input::ReadDone { tid, result });
         });
     }
 }

@@ -14,7 +14,10 @@ use super::*;
 pub(super) struct Ops {
     /// Writes in flight, by tid.
     pub inflight: BTreeMap<u64, InFlight>,
-    /// Objects with a write in flight, and the ops queued behind it.
+    /// Reads in flight beside the PG's task, by tid (see `read`).
+    pub reads: BTreeMap<u64, read::Reading>,
+    /// Objects with a write (or a read beside the task, or a mend) in
+    /// flight, and the ops queued behind it.
     pub busy: BTreeMap<String, VecDeque<Pending>>,
     /// Ops waiting for the PG to accept writes.
     pub waiting: VecDeque<Pending>,
@@ -201,6 +204,9 @@ impl Pg {
         }
         if self.ec.is_some() {
             return self.ec_execute(s, p, oid, fx);
+        }
+        if !writes {
+            return self.read(s, p, oid, size_max, fx);
         }
         let (st, out) = match self
             .backend

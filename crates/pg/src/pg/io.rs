@@ -11,11 +11,12 @@
 //! Vocabulary and routing only: it must never decide anything a PG
 //! decides.
 
+use super::read::ReadJob;
 use super::tree;
 use crate::msg::{PeerMsg, PeerReply};
 use loligo_ec::stripe::Striper;
 use loligo_store::{StoreError, Transaction};
-use loligo_types::ops::{ClientOp, OpError, OpReply, Version};
+use loligo_types::ops::{ClientOp, OpError, OpReply, SubResult, Version};
 use loligo_types::{Epoch, Pool, RecordAsk, WriteSetRecord};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -186,6 +187,12 @@ pub enum Input {
     },
     /// The PG asked to go on (`Effect::Continue`).
     Continue,
+    /// The read of `Effect::Read { tid }` ended: the results of its
+    /// sub-ops, or why none.
+    ReadDone {
+        tid: u64,
+        result: Result<Vec<SubResult>, OpError>,
+    },
     /// A scrub slot of this OSD was given back while this PG waited for
     /// one (see `ScrubSlots::take_or_wait`): it may take it now.
     ScrubSlotFree {
@@ -257,6 +264,10 @@ pub enum Effect {
     /// Hand the PG `Input::Continue` once what it has queued before is
     /// taken (work done a piece at a time, such as a scrub map).
     Continue,
+    /// Run `job` against the local store off the PG's own thread and
+    /// report `Input::ReadDone { tid }` (a large object's read: the PG
+    /// serves other ops meanwhile; the object takes no write until then).
+    Read { tid: u64, job: ReadJob },
 }
 
 impl Effect {
@@ -316,6 +327,8 @@ pub trait Host {
     fn release(&mut self, ask: u64);
     /// Hand the PG `Input::Continue` (see `Effect::Continue`).
     fn continue_later(&mut self);
+    /// Run `job` and report `Input::ReadDone { tid }` (see `Effect::Read`).
+    fn read(&mut self, tid: u64, job: ReadJob);
 }
 
 /// Hand each effect to `host`, in order: the one place effects become
@@ -335,6 +348,7 @@ pub fn route(fx: Vec<Effect>, host: &mut impl Host) {
             Effect::Reserve { ask, priority } => host.reserve(ask, priority),
             Effect::Release { ask } => host.release(ask),
             Effect::Continue => host.continue_later(),
+            Effect::Read { tid, job } => host.read(tid, job),
         }
     }
 }

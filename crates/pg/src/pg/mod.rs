@@ -31,6 +31,7 @@ pub mod merge;
 pub mod merkle;
 mod peer;
 mod peering;
+mod read;
 pub mod record;
 mod recovering;
 pub mod recovery;
@@ -55,6 +56,7 @@ pub use lease::{
     stretch, Grants, LeasesLeft, ANY_PRIMARY, CLOCK_DRIFT_PPM, READ_LEASE_MS, READ_LEASE_RATIO,
 };
 pub use map_input::{map_input, seen_since};
+pub use read::ReadJob;
 pub use recovery::{AuthLog, Push};
 pub use replica::{replica_accepts, replica_step, ReplicaStep};
 use replica::{Commit, CommitKind};
@@ -912,6 +914,11 @@ pub struct Pg {
     ops: client::Ops,
     /// How long an op may wait (ms).
     pub op_timeout_ms: u64,
+    /// A replicated pool's read of an object at least this large (bytes)
+    /// runs beside the PG's task (`Effect::Read`); `u64::MAX`: never.
+    pub read_aside_min: u64,
+    /// Reads run beside the PG's task since it started.
+    pub reads_aside: u64,
     /// The pool type's data layout.
     backend: Box<dyn Backend>,
     /// For an erasure-coded pool: its striping.
@@ -1123,6 +1130,8 @@ impl Pg {
             store_gen: 0,
             ops: client::Ops::default(),
             op_timeout_ms: 30_000,
+            read_aside_min: u64::MAX,
+            reads_aside: 0,
             now_ms: 0,
             backend: Box::new(Replicated),
             ec: None,
@@ -1571,6 +1580,7 @@ impl Pg {
                 self.ask_temps_again(&mut fx);
             }
             Input::Continue => self.on_continue(s, &mut fx),
+            Input::ReadDone { tid, result } => self.on_read_done(s, tid, result, &mut fx),
             Input::ScrubSlotFree { now_ms } => {
                 self.now_ms = self.now_ms.max(now_ms);
                 self.serve_queued_reserve(&mut fx);

@@ -143,6 +143,7 @@ impl Pg {
                 ));
             }
         }
+        self.drop_reads(fx);
         let queued: Vec<Pending> = std::mem::take(&mut self.ops.busy)
             .into_values()
             .flatten()

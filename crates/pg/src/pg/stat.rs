@@ -20,6 +20,7 @@ impl Pg {
 
     pub fn idle(&self) -> bool {
         self.ops.inflight.is_empty()
+            && self.ops.reads.is_empty()
             && self.ecs.gathers.is_empty()
             && self.ops.waiting.is_empty()
             && self.ops.busy.is_empty()
