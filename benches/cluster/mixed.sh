@@ -4,8 +4,11 @@
 # into the default pool and 4 KiB objects for 5 s into a second pool
 # (`small`, 32 PGs); then 4 KiB random reads (4 in flight) run 6 s alone,
 # and 6 s again while 4 MiB random reads (16 in flight) run beside them.
-# What it shows: how much a large read holds up the small ones queued on
-# the same OSDs (ops/s and p99 of the small reads, alone and mixed).
+# Then 4 KiB overwrites (4 in flight) into the 4 MiB objects themselves
+# run 6 s alone, and 6 s beside 4 MiB random reads of the same pool.
+# What it shows: how much a large read holds up the small ops queued on
+# the same OSDs (ops/s and p99 of the small reads, alone and mixed), and
+# on the same PGs (the overwrites).
 #   bash benches/cluster/mixed.sh [BINARY...]   # default: this tree's release build
 # With several binaries (e.g. two builds to compare), ROUNDS rounds (3)
 # run each in turn. Prints one line per binary, round and phase; writes
@@ -49,9 +52,17 @@ one() {
     mixed=$("$b" bench 6 rand -p small -t 4 --json | tail -1 | fields)
     wait
     big=$(cat "$d/big")
+    local ow_alone ow_mixed ow_big
+    ow_alone=$("$b" bench 6 randwrite -t 4 --json | tail -1 | fields)
+    "$b" bench 10 rand --json | tail -1 | fields > "$d/big" &
+    sleep 2
+    ow_mixed=$("$b" bench 6 randwrite -t 4 --json | tail -1 | fields)
+    wait
+    ow_big=$(cat "$d/big")
     "$b" down --data-dir "$d/c" > /dev/null 2>&1 || true
     rm -rf "$d"
-    for p in "small-alone:$alone" "small-mixed:$mixed" "big-mixed:$big"; do
+    for p in "small-alone:$alone" "small-mixed:$mixed" "big-mixed:$big" \
+        "overwrite-alone:$ow_alone" "overwrite-mixed:$ow_mixed" "big-beside-overwrites:$ow_big"; do
         echo "$b,$round,${p%%:*},${p#*:}" | tee -a "$OUT/results.csv"
     done
 }
