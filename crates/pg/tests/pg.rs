@@ -933,6 +933,41 @@ fn reads_beside_the_task_run_at_once_hold_writes_back_and_end_with_the_interval(
     assert!(pg.idle());
 }
 
+#[test]
+fn a_pg_reads_so_many_objects_beside_its_task_and_the_rest_in_it() {
+    let (s, mut pg) = setup();
+    pg.read_aside_min = 0;
+    let asked = run(&mut pg, &s, map(1, vec![0, 1], 1));
+    apply(&s, run(&mut pg, &s, info_reply(&asked, 1, 1, None)));
+    let max = loligo_pg::pg::READS_ASIDE_MAX as u64;
+    for i in 0..=max {
+        write_acked(&mut pg, &s, i + 1, &format!("o{i}"), b"x");
+    }
+    let mut aside = Vec::new();
+    for i in 0..max {
+        aside.push(read_aside(run(
+            &mut pg,
+            &s,
+            read(100 + i, &format!("o{i}"), 0),
+        )));
+    }
+    // One more is read in the task: answered at once.
+    let fx = run(&mut pg, &s, read(100 + max, &format!("o{max}"), 0));
+    assert_eq!(data_of(&fx, 100 + max), b"x");
+    for (i, (tid, job)) in aside.into_iter().enumerate() {
+        let fx = run(
+            &mut pg,
+            &s,
+            Input::ReadDone {
+                tid,
+                result: job.run(&s),
+            },
+        );
+        assert_eq!(data_of(&fx, 100 + i as u64), b"x");
+    }
+    assert!(pg.idle());
+}
+
 fn stored(i: &PgInfo) -> Vec<u8> {
     loligo_pg::pg::record::encode_info(i)
 }

@@ -398,7 +398,14 @@ impl Host for Shell<'_> {
         let store = self.s.store.clone();
         let me = self.me.clone();
         tokio::task::spawn_blocking(move || {
-            let result = job.run(store.as_ref());
+            // (A read that panicked is answered all the same: without its
+            // ReadDone its object would stay busy for the interval.)
+            let run = std::panic::AssertUnwindSafe(|| job.run(store.as_ref()));
+            let result = std::panic::catch_unwind(run).unwrap_or_else(|_| {
+                Err(loligo_types::ops::OpError::Io(
+                    "the object's read failed".into(),
+                ))
+            });
             me.control(Input::ReadDone { tid, result });
         });
     }

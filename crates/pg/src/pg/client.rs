@@ -130,7 +130,7 @@ impl Pg {
     /// below min_size decoded a write whose shards only this copy and a
     /// stray held; the stray went down, the next peering rolled the write
     /// back, and a later read returned the value before it.
-    fn active(&self) -> bool {
+    pub(super) fn active(&self) -> bool {
         match &self.role {
             Role::Primary { write_set } => self.serving(write_set) >= self.min_size(),
             _ => false,

@@ -56,7 +56,7 @@ pub use lease::{
     stretch, Grants, LeasesLeft, ANY_PRIMARY, CLOCK_DRIFT_PPM, READ_LEASE_MS, READ_LEASE_RATIO,
 };
 pub use map_input::{map_input, seen_since};
-pub use read::ReadJob;
+pub use read::{ReadJob, READS_ASIDE_MAX};
 pub use recovery::{AuthLog, Push};
 pub use replica::{replica_accepts, replica_step, ReplicaStep};
 use replica::{Commit, CommitKind};

@@ -17,6 +17,11 @@
 
 use super::*;
 
+/// Reads a PG runs beside its task at once, at most; more are read in
+/// the task, as small ones are, so that a flood of large reads waits in
+/// the PG's bounded request lane instead of holding threads and buffers.
+pub const READS_ASIDE_MAX: usize = 32;
+
 /// A read the host runs against the local store (see `Effect::Read`):
 /// the object's state as the PG found it at admission, and the sub-ops.
 #[derive(Debug)]
@@ -71,7 +76,9 @@ impl Pg {
             }
             Err(e) => return fx.push(reply(p.token, Err(e), Version::default(), epoch)),
         };
-        if !st.exists || st.size < self.read_aside_min {
+        let aside =
+            st.exists && st.size >= self.read_aside_min && self.ops.reads.len() < READS_ASIDE_MAX;
+        if !aside {
             let result = exec::execute(s, self.coll, &oid, &st, &p.op.ops, size_max);
             self.read_done(s, p, st.version, result.map(|o| o.results), fx);
             return;
@@ -139,10 +146,23 @@ impl Pg {
                 self.mend(s, p, why, fx);
                 return true;
             }
+            // Peering again within the interval (its min_size changed):
+            // read, and mended, once the PG serves again.
+            Err(OpError::Damaged(_))
+                if self.is_primary() && !self.active() && self.ops.waiting.len() < WAITING_MAX =>
+            {
+                self.ops.waiting.push_back(p)
+            }
             Ok(results) => fx.push(reply(p.token, Ok(results), version, epoch)),
             Err(e) => fx.push(reply(p.token, Err(e), Version::default(), epoch)),
         }
         false
+    }
+
+    /// Whether a read of `name` is in flight beside the task (its object
+    /// is busy for it: nothing else may take the busy entry over).
+    pub(super) fn reading(&self, name: &str) -> bool {
+        self.ops.reads.values().any(|r| r.p.op.name == name)
     }
 
     /// A new interval: reads in flight are answered with a retry (what

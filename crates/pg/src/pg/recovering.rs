@@ -139,8 +139,11 @@ impl Pg {
     /// ops on it until they all have it (unless a write or push of it is
     /// already in flight).
     pub(super) fn push_now(&mut self, s: &dyn ObjectStore, name: String, fx: &mut Vec<Effect>) {
+        // (Nor while a read holds it: the push, or a mend of a damaged
+        // source, would take over the read's busy entry and free it.)
         if self.ops.inflight.values().any(|f| f.name == name)
             || self.rec.pushing.values().any(|(n, _)| *n == name)
+            || self.reading(&name)
         {
             return;
         }
