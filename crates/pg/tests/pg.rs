@@ -827,6 +827,12 @@ fn read_aside(fx: Vec<Effect>) -> (u64, loligo_pg::pg::ReadJob) {
     }
 }
 
+/// Read `tid` ends: `job` runs against `s` now, and `pg` takes its result.
+fn read_done(pg: &mut Pg, s: &MemStore, tid: u64, job: &loligo_pg::pg::ReadJob) -> Vec<Effect> {
+    let result = job.run(s);
+    run(pg, s, Input::ReadDone { tid, result })
+}
+
 /// The data of the answer `fx` gives op `token`.
 fn data_of(fx: &[Effect], token: u64) -> Vec<u8> {
     let reply = fx
@@ -842,12 +848,19 @@ fn data_of(fx: &[Effect], token: u64) -> Vec<u8> {
     }
 }
 
-#[test]
-fn reads_beside_the_task_run_at_once_hold_writes_back_and_end_with_the_interval() {
+/// A primary serving with osd.1 as its only member, which reads objects
+/// of at least `read_aside_min` bytes beside its task.
+fn serving(read_aside_min: u64) -> (MemStore, Pg) {
     let (s, mut pg) = setup();
-    pg.read_aside_min = 2;
+    pg.read_aside_min = read_aside_min;
     let asked = run(&mut pg, &s, map(1, vec![0, 1], 1));
     apply(&s, run(&mut pg, &s, info_reply(&asked, 1, 1, None)));
+    (s, pg)
+}
+
+#[test]
+fn reads_beside_the_task_run_at_once_hold_writes_back_and_end_with_the_interval() {
+    let (s, mut pg) = serving(2);
     write_acked(&mut pg, &s, 1, "a", b"one");
     write_acked(&mut pg, &s, 2, "c", b"see");
     write_acked(&mut pg, &s, 3, "tiny", b"t");
@@ -862,23 +875,9 @@ fn reads_beside_the_task_run_at_once_hold_writes_back_and_end_with_the_interval(
     assert!(run(&mut pg, &s, read(14, "a", 0)).is_empty());
     assert!(!pg.idle());
     // The reads end in any order; the one of `a` lets the write go.
-    let fx = run(
-        &mut pg,
-        &s,
-        Input::ReadDone {
-            tid: tid_c,
-            result: job_c.run(&s),
-        },
-    );
+    let fx = read_done(&mut pg, &s, tid_c, &job_c);
     assert_eq!(data_of(&fx, 11), b"see");
-    let fx = run(
-        &mut pg,
-        &s,
-        Input::ReadDone {
-            tid: tid_a,
-            result: job_a.run(&s),
-        },
-    );
+    let fx = read_done(&mut pg, &s, tid_a, &job_a);
     assert_eq!(data_of(&fx, 10), b"one");
     let tid = write_tid(&fx);
     let (_, rest) = apply(&s, fx);
@@ -903,14 +902,7 @@ fn reads_beside_the_task_run_at_once_hold_writes_back_and_end_with_the_interval(
             .filter(|e| matches!(e, Effect::Read { .. }))
             .collect(),
     );
-    let fx = run(
-        &mut pg,
-        &s,
-        Input::ReadDone {
-            tid,
-            result: job.run(&s),
-        },
-    );
+    let fx = read_done(&mut pg, &s, tid, &job);
     assert_eq!(data_of(&fx, 14), b"two");
     assert!(pg.idle());
     // A read in flight when the interval ends is answered with a retry
@@ -921,24 +913,14 @@ fn reads_beside_the_task_run_at_once_hold_writes_back_and_end_with_the_interval(
         fx.iter().any(|e| matches!(e, Effect::Reply { token: 15, reply } if matches!(reply.result, Err(OpError::WrongPrimary { .. })))),
         "{fx:?}"
     );
-    let fx = run(
-        &mut pg,
-        &s,
-        Input::ReadDone {
-            tid,
-            result: job.run(&s),
-        },
-    );
+    let fx = read_done(&mut pg, &s, tid, &job);
     assert!(fx.is_empty(), "{fx:?}");
     assert!(pg.idle());
 }
 
 #[test]
 fn a_pg_reads_so_many_objects_beside_its_task_and_the_rest_in_it() {
-    let (s, mut pg) = setup();
-    pg.read_aside_min = 0;
-    let asked = run(&mut pg, &s, map(1, vec![0, 1], 1));
-    apply(&s, run(&mut pg, &s, info_reply(&asked, 1, 1, None)));
+    let (s, mut pg) = serving(0);
     let max = loligo_pg::pg::READS_ASIDE_MAX as u64;
     for i in 0..=max {
         write_acked(&mut pg, &s, i + 1, &format!("o{i}"), b"x");
@@ -955,14 +937,7 @@ fn a_pg_reads_so_many_objects_beside_its_task_and_the_rest_in_it() {
     let fx = run(&mut pg, &s, read(100 + max, &format!("o{max}"), 0));
     assert_eq!(data_of(&fx, 100 + max), b"x");
     for (i, (tid, job)) in aside.into_iter().enumerate() {
-        let fx = run(
-            &mut pg,
-            &s,
-            Input::ReadDone {
-                tid,
-                result: job.run(&s),
-            },
-        );
+        let fx = read_done(&mut pg, &s, tid, &job);
         assert_eq!(data_of(&fx, 100 + i as u64), b"x");
     }
     assert!(pg.idle());
