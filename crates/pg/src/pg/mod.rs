@@ -917,8 +917,6 @@ pub struct Pg {
     /// A replicated pool's read of an object at least this large (bytes)
     /// runs beside the PG's task (`Effect::Read`); `u64::MAX`: never.
     pub read_aside_min: u64,
-    /// Reads run beside the PG's task since it started.
-    pub reads_aside: u64,
     /// The pool type's data layout.
     backend: Box<dyn Backend>,
     /// For an erasure-coded pool: its striping.
@@ -1131,7 +1129,6 @@ impl Pg {
             ops: client::Ops::default(),
             op_timeout_ms: 30_000,
             read_aside_min: u64::MAX,
-            reads_aside: 0,
             now_ms: 0,
             backend: Box::new(Replicated),
             ec: None,

@@ -9,8 +9,8 @@
 //! object takes no local change until the read ends (it is busy as
 //! under a write: writes, pushes, mends and repairs of it wait in
 //! `ops.busy`). What may change it without passing `ops.busy` comes only
-//! with a new interval or a split, and a read that ends after either is
-//! answered with a retry, never with what it read.
+//! with a new interval (a split or merge ends one too), and a read that
+//! ends after it is answered with a retry, never with what it read.
 //!
 //! It must never answer a read with bytes read while its object could
 //! change.
@@ -95,12 +95,11 @@ impl Pg {
         self.ops.busy.insert(p.op.name.clone(), VecDeque::new());
         let version = st.version;
         self.ops.reads.insert(tid, Reading { p, version });
-        self.reads_aside += 1;
         fx.push(Effect::Read { tid, job });
     }
 
-    /// `Input::ReadDone`: answer the read, unless a new interval
-    /// answered it already (it is gone then) or a split took its object.
+    /// `Input::ReadDone`: answer the read, unless a new interval (a
+    /// split's included) answered it already (it is gone then).
     pub(super) fn on_read_done(
         &mut self,
         s: &dyn ObjectStore,
@@ -117,13 +116,12 @@ impl Pg {
             "pg {}: {name} was read while not busy",
             self.id
         );
-        let result = match self.owner().owns(&name) {
-            true => result,
-            // Split off while read: the child's primary serves it.
-            false => Err(OpError::WrongPrimary {
-                epoch: self.map.epoch,
-            }),
-        };
+        // (A split ends the interval, which answered the read already.)
+        debug_assert!(
+            self.owner().owns(&name),
+            "pg {}: a read of {name}, which a split took, outlived its interval",
+            self.id
+        );
         // (A mend takes the object over, busy, and frees it itself.)
         if !self.read_done(s, p, version, result, fx) {
             self.release(s, &name, fx);
